@@ -1,0 +1,521 @@
+/* policy: reading a policy file. libinih splits KEY=VALUE lines and calls
+ * policy_handler; the line reader in front of it (policy_reader) numbers
+ * the lines and tracks the section headers, because Debian builds inih
+ * without INI_HANDLER_LINENO and inih cuts section names at 50 bytes. */
+#include "keys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define POLICY_MAX_FILE (1024 * 1024)
+#define POLICY_MAX_ERRORS 100
+
+static bool policy_blank(char c)
+{
+        return c == ' ' || c == '\t';
+}
+
+/* Appends one formatted message to errs (which may be NULL). */
+static int policy_errors_vadd(struct policy_errors *errs, const char *prefix, const char *fmt,
+                              va_list ap) __attribute__((format(printf, 3, 0)));
+
+static int policy_errors_vadd(struct policy_errors *errs, const char *prefix, const char *fmt,
+                              va_list ap)
+{
+        char *msg = NULL, *full = NULL;
+        int r = -ENOMEM;
+
+        if (!errs)
+                return 0;
+        if (vasprintf(&msg, fmt, ap) < 0) {
+                msg = NULL;
+                goto out;
+        }
+        if (asprintf(&full, "%s%s", prefix, msg) < 0) {
+                full = NULL;
+                goto out;
+        }
+        r = policy_strv_push(&errs->msgs, &errs->n, full);
+        if (r == 0)
+                full = NULL;
+out:
+        free(msg);
+        free(full);
+        return r;
+}
+
+static int policy_errors_add(struct policy_errors *errs, const char *prefix, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int policy_errors_add(struct policy_errors *errs, const char *prefix, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        int r = policy_errors_vadd(errs, prefix, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+void policy_oom(struct policy_ctx *c)
+{
+        c->oom = true;
+        c->stop = true;
+}
+
+void policy_err(struct policy_ctx *c, const char *fmt, ...)
+{
+        char prefix[64 + 4096];
+        va_list ap;
+
+        if (c->stop)
+                return;
+        snprintf(prefix, sizeof(prefix), "%s:%u: ", c->name, c->line);
+        if (++c->n_errors > POLICY_MAX_ERRORS) {
+                if (policy_errors_add(c->errs, prefix, "too many errors, giving up") < 0)
+                        policy_oom(c);
+                c->stop = true;
+                return;
+        }
+        va_start(ap, fmt);
+        if (policy_errors_vadd(c->errs, prefix, fmt, ap) < 0)
+                policy_oom(c);
+        va_end(ap);
+}
+
+const char *policy_quote(char *buf, size_t size, const char *s)
+{
+        size_t o = 0;
+
+        buf[o++] = '"';
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                char e[5];
+
+                if (ch == '"' || ch == '\\')
+                        snprintf(e, sizeof(e), "\\%c", ch);
+                else if (ch < 0x20 || ch >= 0x7f)
+                        snprintf(e, sizeof(e), "\\x%02x", ch);
+                else
+                        snprintf(e, sizeof(e), "%c", ch);
+                /* Leave room for this, then `..."` and the NUL. */
+                if (o + strlen(e) + 5 > size) {
+                        memcpy(buf + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                memcpy(buf + o, e, strlen(e));
+                o += strlen(e);
+        }
+        buf[o++] = '"';
+        buf[o] = '\0';
+        return buf;
+}
+
+static void policy_binding_init(struct policy_binding *b, char *name, unsigned line)
+{
+        *b = (struct policy_binding){
+                .name = name,
+                .line = line,
+                .max_value_size = 1024 * 1024,
+                .max_keys = POLICY_UNLIMITED,
+                .max_bytes = POLICY_UNLIMITED,
+                .timeout_ms = 10 * 1000,
+                .max_response = 1024 * 1024,
+                .max_request = 1024 * 1024,
+        };
+}
+
+/* Opens [Binding NAME]: a new binding, unless the name is bad or taken. */
+static enum policy_section policy_binding_begin(struct policy_ctx *c, const char *name)
+{
+        struct policy *p = c->p;
+        struct policy_binding *nb;
+        char *copy;
+
+        if (!policy_identifier_valid(name)) {
+                policy_err(c, "binding name %s is not an identifier (letters, digits and _, "
+                           "not starting with a digit, at most 64)", POLICY_Q(name));
+                return POLICY_SECT_SKIP;
+        }
+        const struct policy_binding *old = policy_binding_find(p, name);
+        if (old) {
+                policy_err(c, "duplicate binding %s (first on line %u)", name, old->line);
+                return POLICY_SECT_SKIP;
+        }
+        copy = strdup(name);
+        nb = copy ? realloc(p->bindings, (p->n_bindings + 1) * sizeof(*nb)) : NULL;
+        if (!nb) {
+                free(copy);
+                policy_oom(c);
+                return POLICY_SECT_SKIP;
+        }
+        p->bindings = nb;
+        policy_binding_init(&nb[p->n_bindings++], copy, c->line);
+        return POLICY_SECT_BINDING;
+}
+
+/* Ends the current section and opens the one in header, "[...]" with no
+ * blanks at either end. */
+static void policy_section(struct policy_ctx *c, char *header)
+{
+        size_t len = strlen(header);
+        char *name = header + 1;
+
+        if (c->sect == POLICY_SECT_BINDING)
+                policy_binding_end(c);
+        c->sect = POLICY_SECT_SKIP;
+        if (header[len - 1] != ']') {
+                policy_err(c, "section header %s does not end with ']'", POLICY_Q(header));
+                return;
+        }
+        header[len - 1] = '\0';
+        if (strcmp(name, "Gadget") == 0) {
+                if (c->gadget_line)
+                        policy_err(c, "duplicate [Gadget] section (first on line %u)",
+                                   c->gadget_line);
+                else
+                        c->gadget_line = c->line;
+                c->sect = c->gadget_line == c->line ? POLICY_SECT_GADGET : POLICY_SECT_SKIP;
+        } else if (strcmp(name, "Binding") == 0) {
+                policy_err(c, "[Binding] needs a name: [Binding NAME]");
+        } else if (strncmp(name, "Binding", 7) == 0 && policy_blank(name[7])) {
+                name += 7;
+                while (policy_blank(*name))
+                        name++;
+                c->sect = policy_binding_begin(c, name);
+        } else {
+                policy_err(c, "unknown section %s (expected [Gadget] or [Binding NAME])",
+                           POLICY_Q(name));
+        }
+        header[len - 1] = ']';
+}
+
+/* Whether line is KEY=VALUE with KEY made of letters, digits and '_'. This
+ * also keeps inih from splitting at a ':' before the '='. */
+static bool policy_key_line(const char *line)
+{
+        size_t n = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+
+        while (policy_blank(line[n]))
+                n++;
+        return n > 0 && line[n] == '=';
+}
+
+/* Checks one line (no newline) in place: strips a comment, handles a section
+ * header, reports what inih would misread. Empties the line if inih should
+ * not see it. */
+static void policy_line(struct policy_ctx *c, char *line)
+{
+        size_t n;
+
+        if (policy_blank(line[0])) {
+                n = strspn(line, " \t");
+                if (line[n] && line[n] != '#' && line[n] != ';')
+                        policy_err(c, "indented line: continuation lines are not supported "
+                                   "(give each value on a line of its own)");
+                line[0] = '\0';
+                return;
+        }
+        if (line[0] == '#' || line[0] == ';') {
+                line[0] = '\0';
+                return;
+        }
+        /* A comment may also follow a value, after a blank. */
+        for (n = 0; line[n]; n++) {
+                if (policy_blank(line[n]) && (line[n + 1] == '#' || line[n + 1] == ';')) {
+                        line[n] = '\0';
+                        break;
+                }
+        }
+        for (n = strlen(line); n > 0 && policy_blank(line[n - 1]); n--)
+                line[n - 1] = '\0';
+        if (line[0] == '[') {
+                policy_section(c, line);
+        } else if (line[0] && !policy_key_line(line)) {
+                policy_err(c, "expected KEY=VALUE, [Section] or a comment, not %s",
+                           POLICY_Q(line));
+                line[0] = '\0';
+        }
+}
+
+/* inih's fgets-style reader: hands it one line of c->text per call, and so
+ * knows the number of the line whose keys the handler is about to see. */
+static char *policy_reader(char *buf, int size, void *stream)
+{
+        struct policy_ctx *c = stream;
+        const char *s = c->text + c->pos, *nl;
+        size_t n = c->len - c->pos;
+
+        if (c->stop || c->pos >= c->len || size < 3)
+                return NULL;
+        nl = memchr(s, '\n', n);
+        if (nl)
+                n = (size_t)(nl - s);
+        c->pos += n + (nl ? 1 : 0);
+        c->line++;
+        if (n > 0 && s[n - 1] == '\r')
+                n--;
+        if (c->line == 1 && n >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0) {
+                s += 3;
+                n -= 3;
+        }
+        buf[0] = '\0';
+        if (memchr(s, '\0', n)) {
+                policy_err(c, "line contains a NUL byte");
+        } else if (n > (size_t)size - 2) {
+                policy_err(c, "line is longer than %d bytes", size - 2);
+        } else {
+                memcpy(buf, s, n);
+                buf[n] = '\0';
+                policy_line(c, buf);
+        }
+        strcat(buf, "\n");
+        return buf;
+}
+
+/* Called by inih for each KEY=VALUE (both trimmed); c->sect, not inih's
+ * section, says where it belongs. Always 1: errors are collected in c. */
+static int policy_handler(void *user, const char *section, const char *key, const char *value)
+{
+        struct policy_ctx *c = user;
+
+        (void)section;
+        if (c->stop)
+                return 1;
+        switch (c->sect) {
+        case POLICY_SECT_NONE:
+                policy_err(c, "%s= comes before any section", key);
+                break;
+        case POLICY_SECT_GADGET:
+                policy_gadget_key(c, key, value);
+                break;
+        case POLICY_SECT_BINDING:
+                policy_binding_key(c, key, value);
+                break;
+        case POLICY_SECT_SKIP:
+                break;
+        }
+        return 1;
+}
+
+/* The checks that need the whole file. */
+static void policy_finish(struct policy_ctx *c)
+{
+        struct policy *p = c->p;
+
+        if (c->sect == POLICY_SECT_BINDING)
+                policy_binding_end(c);
+        c->sect = POLICY_SECT_NONE;
+        if (!c->gadget_line) {
+                c->line = 1;
+                policy_err(c, "no [Gadget] section");
+                return;
+        }
+        c->line = c->gadget_line;
+        if (!p->name && !c->gadget_seen[POLICY_KEY_NAME])
+                policy_err(c, "[Gadget] has no Name=");
+        if (!p->exec && !c->gadget_seen[POLICY_KEY_EXEC])
+                policy_err(c, "[Gadget] has no Exec=");
+        for (size_t i = 0; i < p->n_bindings && p->name; i++) {
+                c->line = p->bindings[i].line;
+                if (p->bindings[i].target && strcmp(p->bindings[i].target, p->name) == 0)
+                        policy_err(c, "binding %s: Target=%s is this gadget itself",
+                                   p->bindings[i].name, p->name);
+        }
+}
+
+static struct policy *policy_new(const char *path)
+{
+        struct policy *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return NULL;
+        *p = (struct policy){
+                .tmp_size = 16 * 1024 * 1024,
+                .memory_max = POLICY_UNLIMITED,
+                .tasks_max = POLICY_UNLIMITED,
+                .limit_nofile = 1024,
+                .call_timeout_ms = 30 * 1000,
+                .restart = POLICY_RESTART_NO,
+        };
+        p->path = strdup(path);
+        if (!p->path) {
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
+                 struct policy_errors *errs)
+{
+        struct policy_ctx c = { .name = name, .text = text, .len = len, .errs = errs };
+        int r;
+
+        if (!name || !out || (!text && len))
+                return -EINVAL;
+        c.p = policy_new(name);
+        if (!c.p)
+                return -ENOMEM;
+        r = ini_parse_stream(policy_reader, &c, policy_handler, &c);
+        if (r < 0)
+                policy_oom(&c);
+        if (r > 0 && c.n_errors == 0) {
+                c.line = (unsigned)r;
+                policy_err(&c, "syntax error");
+        }
+        if (!c.stop)
+                policy_finish(&c);
+        if (c.oom) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if (c.n_errors) {
+                r = -EINVAL;
+                goto out;
+        }
+        *out = c.p;
+        c.p = NULL;
+        r = 0;
+out:
+        policy_pending_clear(&c);
+        policy_free(c.p);
+        return r;
+}
+
+/* Reads all of fd into *text, refusing more than POLICY_MAX_FILE bytes. */
+static int policy_read(int fd, char **text, size_t *len)
+{
+        size_t cap = 4096, n = 0;
+        char *buf = malloc(cap), *nb;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (n == cap) {
+                        if (cap > POLICY_MAX_FILE) {
+                                r = -EFBIG;
+                                goto out;
+                        }
+                        nb = realloc(buf, cap * 2);
+                        if (!nb) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        buf = nb;
+                        cap *= 2;
+                }
+                ssize_t k = read(fd, buf + n, cap - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        r = -errno;
+                        goto out;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t)k;
+        }
+        if (n > POLICY_MAX_FILE) {
+                r = -EFBIG;
+                goto out;
+        }
+        *text = buf;
+        *len = n;
+        buf = NULL;
+        r = 0;
+out:
+        free(buf);
+        return r;
+}
+
+int policy_load(const char *path, struct policy **out, struct policy_errors *errs)
+{
+        char prefix[4096 + 3], *text = NULL;
+        const char *why = NULL;
+        struct stat st;
+        size_t len = 0;
+        int fd = -1, r;
+
+        if (!path || !out)
+                return -EINVAL;
+        snprintf(prefix, sizeof(prefix), "%s: ", path);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = -errno;
+                why = "cannot open";
+                goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                r = -EINVAL;
+                why = "not a regular file";
+                goto out;
+        }
+        r = policy_read(fd, &text, &len);
+        if (r < 0) {
+                why = r == -EFBIG ? "larger than 1 MiB" : "cannot read";
+                goto out;
+        }
+        r = policy_parse(path, text, len, out, errs);
+out:
+        if (why && policy_errors_add(errs, prefix, "%s%s%s", why, r == -EINVAL ? "" : ": ",
+                                     r == -EINVAL ? "" : strerror(-r)) < 0)
+                r = -ENOMEM;
+        free(text);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+static void policy_binding_clear(struct policy_binding *b)
+{
+        free(b->name);
+        free(b->target);
+        policy_strv_free(b->methods);
+        policy_strv_free(b->allow);
+        free(b->value);
+        free(b->file);
+}
+
+void policy_free(struct policy *p)
+{
+        if (!p)
+                return;
+        free(p->path);
+        free(p->name);
+        free(p->exec);
+        policy_strv_free(p->argv);
+        policy_strv_free(p->env);
+        policy_strv_free(p->ro_paths);
+        for (size_t i = 0; i < p->n_bindings; i++)
+                policy_binding_clear(&p->bindings[i]);
+        free(p->bindings);
+        free(p);
+}
+
+void policy_errors_clear(struct policy_errors *errs)
+{
+        if (!errs)
+                return;
+        policy_strv_free(errs->msgs);
+        errs->msgs = NULL;
+        errs->n = 0;
+}
+
+const struct policy_binding *policy_binding_find(const struct policy *p, const char *name)
+{
+        for (size_t i = 0; p && name && i < p->n_bindings; i++) {
+                if (strcmp(p->bindings[i].name, name) == 0)
+                        return &p->bindings[i];
+        }
+        return NULL;
+}

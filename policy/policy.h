@@ -1,0 +1,110 @@
+/* policy: the policy-file format (systemd-style INI, parsed with libinih)
+ * into a typed, fully validated struct. Pure code apart from stat() of the
+ * paths a policy names. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POLICY_UNLIMITED UINT64_MAX
+
+enum policy_restart {
+        POLICY_RESTART_NO,
+        POLICY_RESTART_ON_FAILURE,
+        POLICY_RESTART_ALWAYS,
+};
+
+enum binding_type {
+        BINDING_KV,
+        BINDING_GADGET,
+        BINDING_HTTP,
+        BINDING_TEXT,
+        BINDING_SECRET,
+};
+
+/* Every char ** below is NULL-terminated, or NULL when its count is 0. */
+struct policy_binding {
+        char *name;              /* identifier: [A-Za-z_][A-Za-z0-9_]* */
+        enum binding_type type;
+        unsigned line;           /* line of the [Binding NAME] header */
+        /* kv */
+        uint64_t max_value_size; /* MaxValueSize, default 1 MiB */
+        uint64_t max_keys;       /* MaxKeys, default POLICY_UNLIMITED */
+        uint64_t max_bytes;      /* MaxBytes, default POLICY_UNLIMITED */
+        /* gadget */
+        char *target;            /* Target= */
+        char **methods;          /* Methods= (gadget: method allowlist; http: HTTP methods) */
+        size_t n_methods;
+        /* http */
+        char **allow;            /* Allow= URL prefixes */
+        size_t n_allow;
+        uint64_t timeout_ms;     /* Timeout=, default 10 s */
+        uint64_t max_response;   /* MaxResponseSize=, default 1 MiB */
+        uint64_t max_request;    /* MaxRequestSize=, default 1 MiB */
+        /* text */
+        char *value;             /* Value= */
+        /* secret */
+        char *file;              /* File= */
+};
+
+struct policy {
+        char *path;              /* the policy file as given */
+        char *name;              /* Name=, required */
+        char *exec;              /* Exec=, required, absolute, an existing regular file */
+        char **argv;             /* Arguments=, split like a shell (quotes), not including argv[0] */
+        size_t argc;
+        char **env;              /* Environment= KEY=VALUE items */
+        size_t n_env;
+        char **ro_paths;         /* ReadOnlyPaths=, absolute, existing */
+        size_t n_ro_paths;
+        bool system_libraries;   /* SystemLibraries=, default no */
+        bool loopback;           /* Loopback=, default no */
+        uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
+        uint64_t memory_max;     /* MemoryMax=, bytes, default POLICY_UNLIMITED */
+        uint64_t tasks_max;      /* TasksMax=, default POLICY_UNLIMITED */
+        uint32_t cpu_quota;      /* CPUQuota=, percent of one CPU, 0 = none */
+        uint64_t limit_nofile;   /* LimitNOFILE=, default 1024 */
+        uint64_t call_timeout_ms;/* CallTimeout=, default 30 s */
+        uint64_t runtime_max_ms; /* RuntimeMax=, 0 = none */
+        enum policy_restart restart; /* Restart=, default no */
+        struct policy_binding *bindings;
+        size_t n_bindings;
+};
+
+/* Every problem found in one file, each "FILE:LINE: problem". */
+struct policy_errors {
+        char **msgs;
+        size_t n;
+};
+
+/* Parses and validates path. Returns 0 with *out set, or a negative errno
+ * with every problem found appended to errs (nothing is returned half
+ * loaded). */
+int policy_load(const char *path, struct policy **out, struct policy_errors *errs);
+/* The same, from text in memory; name is used in messages and as path. */
+int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
+                 struct policy_errors *errs);
+void policy_free(struct policy *p);
+void policy_errors_clear(struct policy_errors *errs);
+const struct policy_binding *policy_binding_find(const struct policy *p, const char *name);
+const char *policy_binding_type_name(enum binding_type t);
+const char *policy_restart_name(enum policy_restart r);
+
+/* Value parsers shared with other config files. Return 0 or -EINVAL. */
+int policy_parse_size(const char *s, uint64_t *out);     /* 512, 64K, 16M, 1G, infinity */
+int policy_parse_duration(const char *s, uint64_t *ms);  /* 250ms, 5s, 2min; bare = seconds */
+int policy_parse_bool(const char *s, bool *out);         /* yes/no true/false on/off 1/0 */
+bool policy_identifier_valid(const char *s);             /* binding names */
+bool policy_name_valid(const char *s);                   /* gadget names */
+int policy_parse_count(const char *s, uint64_t *out);    /* 16, infinity: no suffixes */
+
+/* Splits s into words like a shell without expansions: blanks separate,
+ * 'single' quotes are literal, "double" quotes take \" and \\, a backslash
+ * outside quotes escapes the next character. Returns 0 with a NULL-terminated
+ * *words of *n_words items, -EINVAL on an unterminated quote or a trailing
+ * backslash, or -ENOMEM. */
+int policy_split_words(const char *s, char ***words, size_t *n_words);
+/* Appends s (taken over) to the NULL-terminated vector *v of *n items. */
+int policy_strv_push(char ***v, size_t *n, char *s);
+void policy_strv_free(char **v);

@@ -1,0 +1,41 @@
+/* value: typed values crossing the gadget boundary (Gadget__Value from
+ * proto/gadget.proto): limits, validation, builders. Pure code. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gadget.pb-c.h"
+
+#define VALUE_MAX_DEPTH 32         /* nesting of lists/maps */
+#define VALUE_MAX_ITEMS 65536      /* items of one list or entries of one map */
+#define VALUE_MAX_NODES 262144     /* values in one tree, all levels */
+
+/* Checks a value received from an untrusted peer: exactly one kind set,
+ * depth <= max_depth, counts within limits, strings and map keys valid
+ * UTF-8, map keys unique. Returns 0, or -EINVAL with a short reason written
+ * to why (may be NULL). */
+int value_check(const Gadget__Value *v, unsigned max_depth, char *why, size_t whylen);
+bool value_utf8_valid(const char *s, size_t len);
+
+/* Builders. All return NULL on allocation failure; every value is freed
+ * with value_free (protobuf-c's own free of a malloc-built tree). */
+Gadget__Value *value_new_null(void);
+Gadget__Value *value_new_bool(bool b);
+Gadget__Value *value_new_int(int64_t i);
+Gadget__Value *value_new_double(double d);
+Gadget__Value *value_new_string(const char *s);                 /* copies s */
+Gadget__Value *value_new_string_len(const char *s, size_t len); /* copies */
+Gadget__Value *value_new_bytes(const void *data, size_t len);   /* copies */
+Gadget__Value *value_new_list(void);
+Gadget__Value *value_new_map(void);
+/* Takes ownership of item (freed on failure too). Returns 0 or -ENOMEM/-EINVAL. */
+int value_list_append(Gadget__Value *list, Gadget__Value *item);
+/* Sets key (copied) to item (owned), replacing an existing entry. */
+int value_map_set(Gadget__Value *map, const char *key, Gadget__Value *item);
+/* Looks key up in a map value; NULL if absent or map is not a map. */
+const Gadget__Value *value_map_get(const Gadget__Value *map, const char *key);
+/* The string of a string value, else NULL. */
+const char *value_string(const Gadget__Value *v);
+Gadget__Value *value_dup(const Gadget__Value *v);
+void value_free(Gadget__Value *v);

@@ -1,0 +1,204 @@
+/* wire: framing of protobuf-c messages on a stream socket. */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK (64u * 1024u)
+
+static uint32_t get_le32(const uint8_t *p)
+{
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+        p[0] = (uint8_t)v;
+        p[1] = (uint8_t)(v >> 8);
+        p[2] = (uint8_t)(v >> 16);
+        p[3] = (uint8_t)(v >> 24);
+}
+
+/* Makes room for at least want more bytes after end, compacting first.
+ * Callers bound want, so the buffer never grows past one frame plus a chunk. */
+static int reserve(uint8_t **buf, size_t *cap, size_t *start, size_t *end, size_t want)
+{
+        if (*start > 0 && (*cap - *end < want || *start == *end)) {
+                memmove(*buf, *buf + *start, *end - *start);
+                *end -= *start;
+                *start = 0;
+        }
+        if (*cap - *end >= want)
+                return 0;
+        size_t ncap = *cap ? *cap : 4096;
+        while (ncap - *end < want)
+                ncap *= 2;
+        uint8_t *n = realloc(*buf, ncap);
+        if (!n)
+                return -ENOMEM;
+        *buf = n;
+        *cap = ncap;
+        return 0;
+}
+
+void wire_reader_init(struct wire_reader *r, uint32_t max_frame)
+{
+        *r = (struct wire_reader){ .max_frame = max_frame ? max_frame : WIRE_MAX_FRAME };
+}
+
+void wire_reader_free(struct wire_reader *r)
+{
+        if (!r)
+                return;
+        free(r->buf);
+        r->buf = NULL;
+        r->cap = r->start = r->end = 0;
+}
+
+/* How many bytes the reader should be able to take next: a whole chunk, or
+ * the rest of the frame being read if that is announced and allowed. */
+static size_t reader_want(const struct wire_reader *r)
+{
+        size_t have = r->end - r->start;
+        if (have >= WIRE_HEADER_SIZE) {
+                uint32_t len = get_le32(r->buf + r->start);
+                if (len <= r->max_frame && have < WIRE_HEADER_SIZE + (size_t)len) {
+                        size_t rest = WIRE_HEADER_SIZE + (size_t)len - have;
+                        return rest > READ_CHUNK ? rest : READ_CHUNK;
+                }
+        }
+        return READ_CHUNK;
+}
+
+ssize_t wire_reader_fill(struct wire_reader *r, int fd)
+{
+        int e = reserve(&r->buf, &r->cap, &r->start, &r->end, reader_want(r));
+        if (e < 0)
+                return e;
+        ssize_t n;
+        do
+                n = read(fd, r->buf + r->end, r->cap - r->end);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        r->end += (size_t)n;
+        return n;
+}
+
+int wire_reader_feed(struct wire_reader *r, const void *data, size_t len)
+{
+        int e = reserve(&r->buf, &r->cap, &r->start, &r->end, len);
+        if (e < 0)
+                return e;
+        memcpy(r->buf + r->end, data, len);
+        r->end += len;
+        return 0;
+}
+
+int wire_reader_next(struct wire_reader *r, const uint8_t **data, size_t *len)
+{
+        size_t have = r->end - r->start;
+        if (have < WIRE_HEADER_SIZE)
+                return 0;
+        uint32_t flen = get_le32(r->buf + r->start);
+        /* Why this is safe: the announced length is refused before any
+         * buffer of that size is requested. */
+        if (flen > r->max_frame)
+                return -EMSGSIZE;
+        if (have < WIRE_HEADER_SIZE + (size_t)flen)
+                return 0;
+        *data = r->buf + r->start + WIRE_HEADER_SIZE;
+        *len = flen;
+        r->start += WIRE_HEADER_SIZE + (size_t)flen;
+        return 1;
+}
+
+void wire_writer_init(struct wire_writer *w, size_t limit)
+{
+        *w = (struct wire_writer){ .limit = limit ? limit : 4 * (size_t)WIRE_MAX_FRAME };
+}
+
+void wire_writer_free(struct wire_writer *w)
+{
+        if (!w)
+                return;
+        free(w->buf);
+        w->buf = NULL;
+        w->cap = w->start = w->end = 0;
+}
+
+size_t wire_writer_pending(const struct wire_writer *w)
+{
+        return w->end - w->start;
+}
+
+int wire_writer_put(struct wire_writer *w, const ProtobufCMessage *msg, uint32_t max_frame)
+{
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        if (len > (max_frame ? max_frame : WIRE_MAX_FRAME))
+                return -EMSGSIZE;
+        if (wire_writer_pending(w) + WIRE_HEADER_SIZE + len > w->limit)
+                return -ENOBUFS;
+        int e = reserve(&w->buf, &w->cap, &w->start, &w->end, WIRE_HEADER_SIZE + len);
+        if (e < 0)
+                return e;
+        put_le32(w->buf + w->end, (uint32_t)len);
+        protobuf_c_message_pack(msg, w->buf + w->end + WIRE_HEADER_SIZE);
+        w->end += WIRE_HEADER_SIZE + len;
+        return 0;
+}
+
+/* Writes once to fd. On a socket, a peer that went away gives -EPIPE and
+ * no SIGPIPE: a dead worker must not take gadgetd with it. */
+static ssize_t write_nosignal(int fd, const void *buf, size_t len)
+{
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == ENOTSOCK)
+                n = write(fd, buf, len);
+        return n;
+}
+
+int wire_writer_flush(struct wire_writer *w, int fd)
+{
+        while (w->start < w->end) {
+                ssize_t n = write_nosignal(fd, w->buf + w->start, w->end - w->start);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 1;
+                        return -errno;
+                }
+                w->start += (size_t)n;
+        }
+        w->start = w->end = 0;
+        return 0;
+}
+
+int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame)
+{
+        struct wire_writer w;
+        wire_writer_init(&w, 0);
+        int e = wire_writer_put(&w, msg, max_frame);
+        if (e >= 0)
+                e = wire_writer_flush(&w, fd);
+        wire_writer_free(&w);
+        return e == 1 ? -EAGAIN : e;
+}
+
+int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len)
+{
+        for (;;) {
+                int e = wire_reader_next(r, data, len);
+                if (e != 0)
+                        return e;
+                ssize_t n = wire_reader_fill(r, fd);
+                if (n < 0)
+                        return (int)n;
+                if (n == 0)
+                        return r->end == r->start ? 0 : -EPROTO;
+        }
+}

@@ -1,0 +1,57 @@
+/* wire: the one framing module. A frame is a 4-byte little-endian length
+ * followed by that many bytes holding one protobuf-c message. Every process
+ * (gadgetd, gadgetctl, libgadget, tests and fuzzers) reads and writes frames
+ * through this code only. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <protobuf-c/protobuf-c.h>
+
+#define WIRE_HEADER_SIZE 4u
+/* Largest frame either side may send unless negotiated lower: room for a
+ * 1 MiB value plus its envelope. */
+#define WIRE_MAX_FRAME (2u << 20)
+
+/* Incoming bytes from one peer, cut into frames. */
+struct wire_reader {
+        uint8_t *buf;
+        size_t cap, start, end;
+        uint32_t max_frame;
+};
+
+/* Outgoing frames for one peer, written in batches. */
+struct wire_writer {
+        uint8_t *buf;
+        size_t cap, start, end;
+        size_t limit; /* most bytes that may wait unsent */
+};
+
+void wire_reader_init(struct wire_reader *r, uint32_t max_frame);
+void wire_reader_free(struct wire_reader *r);
+/* Reads once from fd. Returns bytes read, 0 at end of file, -errno
+ * (-EAGAIN when a non-blocking fd has nothing). */
+ssize_t wire_reader_fill(struct wire_reader *r, int fd);
+/* Feeds bytes already read (tests, fuzzers). Returns 0 or -ENOMEM. */
+int wire_reader_feed(struct wire_reader *r, const void *data, size_t len);
+/* Takes the next whole frame. Returns 1 with data and len set (valid until the
+ * next fill or feed), 0 if no whole frame is buffered, -EMSGSIZE if the
+ * length field announces more than max_frame (checked before allocating). */
+int wire_reader_next(struct wire_reader *r, const uint8_t **data, size_t *len);
+
+void wire_writer_init(struct wire_writer *w, size_t limit);
+void wire_writer_free(struct wire_writer *w);
+/* Packs msg into a frame at the end of the queue. Returns 0, -EMSGSIZE if
+ * the packed message exceeds max_frame, -ENOBUFS if the queue is full. */
+int wire_writer_put(struct wire_writer *w, const ProtobufCMessage *msg, uint32_t max_frame);
+/* Writes as much of the queue as fd takes, in as few writes as possible.
+ * Returns 0 when the queue is empty, 1 when bytes remain (fd would block),
+ * -errno on error. */
+int wire_writer_flush(struct wire_writer *w, int fd);
+size_t wire_writer_pending(const struct wire_writer *w);
+
+/* Blocking helpers: send one message / receive one frame on a blocking fd.
+ * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno. */
+int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame);
+int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len);

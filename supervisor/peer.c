@@ -1,0 +1,361 @@
+/* peer: framing, validation and dispatch of one worker's messages. */
+#include "peer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gadget.h"
+#include "log.h"
+#include "policy.h"
+#include "validate.h"
+#include "wire.h"
+
+#define PEER_MAX_PENDING 1024
+
+struct pending {
+        uint64_t id;
+        peer_result_fn cb;
+        void *cbdata;
+        struct pending *next;
+};
+
+struct peer {
+        int fd;
+        enum peer_state state;
+        const struct policy *policy;
+        const struct peer_handlers *h;
+        void *data;
+        struct event *ev_read, *ev_write;
+        struct wire_reader rd;
+        struct wire_writer wr;
+        uint64_t next_id;
+        struct pending *head, **tail; /* calls in flight, oldest first */
+        size_t n_pending;
+        char **methods;               /* from the hello */
+        size_t n_methods;
+};
+
+/* One row per message kind: the states it may arrive in, and its handler.
+ * Unknown or out-of-state messages are refused here, not in handlers. */
+struct dispatch_row {
+        Gadget__WorkerMsg__MsgCase kind;
+        unsigned states;
+        int (*handle)(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+};
+
+static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+static int on_binding_call(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+static int on_log(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+
+/* The hello may come only once: it is allowed only while awaiting it. */
+static const struct dispatch_row dispatch_table[] = {
+        { GADGET__WORKER_MSG__MSG_HELLO, PEER_AWAIT_HELLO, on_hello },
+        { GADGET__WORKER_MSG__MSG_RESULT, PEER_READY, on_result },
+        { GADGET__WORKER_MSG__MSG_BINDING_CALL, PEER_READY, on_binding_call },
+        { GADGET__WORKER_MSG__MSG_LOG, PEER_AWAIT_HELLO | PEER_READY, on_log },
+};
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg);
+static void read_cb(evutil_socket_t fd, short what, void *arg);
+
+struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,
+                      const struct peer_handlers *h, void *data)
+{
+        struct peer *p = calloc(1, sizeof *p);
+        if (!p)
+                return NULL;
+        p->fd = fd;
+        p->state = PEER_AWAIT_HELLO;
+        p->policy = policy;
+        p->h = h;
+        p->data = data;
+        p->tail = &p->head;
+        wire_reader_init(&p->rd, WIRE_MAX_FRAME);
+        wire_writer_init(&p->wr, 0);
+        p->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, p);
+        p->ev_write = event_new(base, fd, EV_WRITE, flush_cb, p);
+        if (!p->ev_read || !p->ev_write || event_add(p->ev_read, NULL) < 0) {
+                p->fd = -1;
+                peer_free(p, NULL);
+                return NULL;
+        }
+        return p;
+}
+
+static void fail_pending(struct peer *p, const char *gone)
+{
+        while (p->head) {
+                struct pending *c = p->head;
+                p->head = c->next;
+                p->n_pending--;
+                c->cb(c->cbdata, NULL, gone);
+                free(c);
+        }
+        p->tail = &p->head;
+}
+
+void peer_free(struct peer *p, const char *gone)
+{
+        if (!p)
+                return;
+        fail_pending(p, gone ? gone : "the gadget stopped");
+        if (p->ev_read)
+                event_free(p->ev_read);
+        if (p->ev_write)
+                event_free(p->ev_write);
+        if (p->fd >= 0)
+                close(p->fd);
+        wire_reader_free(&p->rd);
+        wire_writer_free(&p->wr);
+        for (size_t i = 0; i < p->n_methods; i++)
+                free(p->methods[i]);
+        free(p->methods);
+        free(p);
+}
+
+enum peer_state peer_state(const struct peer *p) { return p->state; }
+size_t peer_pending(const struct peer *p) { return p->n_pending; }
+
+bool peer_has_method(const struct peer *p, const char *method)
+{
+        for (size_t i = 0; i < p->n_methods; i++)
+                if (strcmp(p->methods[i], method) == 0)
+                        return true;
+        return false;
+}
+
+/* Ends the conversation: nothing more is read; the owner ends the worker. */
+static void close_peer(struct peer *p, const char *why)
+{
+        if (p->state == PEER_CLOSED)
+                return;
+        p->state = PEER_CLOSED;
+        event_del(p->ev_read);
+        if (why) {
+                char esc[600];
+                log_msg(L_ERR, p->policy->name, "protocol violation: %s",
+                        log_escape(why, strlen(why), esc, sizeof esc));
+        }
+        fail_pending(p, why ? "the gadget broke the protocol" : "the gadget closed its connection");
+        p->h->closed(p, why, p->data);
+}
+
+/* Queues one message and makes sure a flush runs in this loop turn, so
+ * messages queued together leave in one write. */
+static int send_msg(struct peer *p, const Gadget__SupervisorMsg *m)
+{
+        int e = wire_writer_put(&p->wr, &m->base, WIRE_MAX_FRAME);
+        if (e < 0)
+                return e;
+        if (!event_pending(p->ev_write, EV_WRITE, NULL))
+                event_active(p->ev_write, EV_WRITE, 0);
+        return 0;
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct peer *p = arg;
+        int e = wire_writer_flush(&p->wr, p->fd);
+        if (e == 1)
+                event_add(p->ev_write, NULL);
+        /* A write error means the worker is gone; the read side sees it. */
+}
+
+static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+{
+        const Gadget__Hello *h = m->hello;
+        p->methods = calloc(h->n_methods + 1, sizeof *p->methods);
+        if (!p->methods)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->n_methods; i++) {
+                if (!(p->methods[i] = strdup(h->methods[i])))
+                        return -ENOMEM;
+                p->n_methods++;
+        }
+        Gadget__Welcome w = GADGET__WELCOME__INIT;
+        w.protocol_version = GADGET_PROTOCOL_VERSION;
+        w.max_frame = WIRE_MAX_FRAME;
+        Gadget__SupervisorMsg out = GADGET__SUPERVISOR_MSG__INIT;
+        out.msg_case = GADGET__SUPERVISOR_MSG__MSG_WELCOME;
+        out.welcome = &w;
+        int e = send_msg(p, &out);
+        if (e < 0)
+                return e;
+        p->state = PEER_READY;
+        p->h->hello(p, p->data);
+        return 0;
+}
+
+static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+{
+        const Gadget__CallResult *r = m->result;
+        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
+                struct pending *c = *pp;
+                if (c->id != r->id)
+                        continue;
+                *pp = c->next;
+                if (!*pp)
+                        p->tail = pp;
+                p->n_pending--;
+                c->cb(c->cbdata, r, NULL);
+                free(c);
+                return 0;
+        }
+        /* Ids are never reused, so an unknown id is a reply to a call never
+         * made (or one forgotten after its timeout, which is below next_id). */
+        if (r->id == 0 || r->id > p->next_id) {
+                snprintf(why, len, "result for call %llu, which was never made",
+                         (unsigned long long)r->id);
+                return -EPROTO;
+        }
+        return 0;
+}
+
+static int on_binding_call(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+{
+        p->h->binding_call(p, m->binding_call, p->data);
+        return 0;
+}
+
+static int on_log(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+{
+        p->h->log(p, m->log, p->data);
+        return 0;
+}
+
+/* Decodes, validates and dispatches one frame. */
+static int handle_frame(struct peer *p, const uint8_t *data, size_t n, char *why, size_t len)
+{
+        Gadget__WorkerMsg *m = gadget__worker_msg__unpack(NULL, n, data);
+        int e = -EPROTO;
+        if (!m) {
+                snprintf(why, len, "a frame of %zu bytes that does not decode", n);
+                return -EPROTO;
+        }
+        if (validate_worker_msg(m, p->policy, why, len) < 0)
+                goto out;
+        const struct dispatch_row *row = NULL;
+        for (size_t i = 0; i < sizeof dispatch_table / sizeof *dispatch_table; i++)
+                if (dispatch_table[i].kind == m->msg_case)
+                        row = &dispatch_table[i];
+        if (!row || !(row->states & p->state)) {
+                snprintf(why, len, "message kind %d not allowed %s", (int)m->msg_case,
+                         p->state == PEER_AWAIT_HELLO ? "before hello" : "after hello");
+                goto out;
+        }
+        e = row->handle(p, m, why, len);
+out:
+        gadget__worker_msg__free_unpacked(m, NULL);
+        return e;
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct peer *p = arg;
+        char why[256] = "";
+        ssize_t n = wire_reader_fill(&p->rd, p->fd);
+        if (n == -EAGAIN)
+                return;
+        for (;;) {
+                const uint8_t *data;
+                size_t len;
+                int r = wire_reader_next(&p->rd, &data, &len);
+                if (r == -EMSGSIZE) {
+                        close_peer(p, "a frame larger than the maximum");
+                        return;
+                }
+                if (r == 0)
+                        break;
+                if (handle_frame(p, data, len, why, sizeof why) < 0) {
+                        close_peer(p, why[0] ? why : "out of memory");
+                        return;
+                }
+                if (p->state == PEER_CLOSED)
+                        return;
+        }
+        if (n <= 0) {
+                bool partial = p->rd.end != p->rd.start;
+                close_peer(p, n < 0 ? "read error" : partial ? "a truncated frame" : NULL);
+        }
+}
+
+int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
+              char **chain, size_t n_chain, peer_result_fn cb, void *cbdata, uint64_t *id)
+{
+        if (p->state != PEER_READY)
+                return -ENOTCONN;
+        if (p->n_pending >= PEER_MAX_PENDING)
+                return -ENOBUFS;
+        struct pending *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        Gadget__Call call = GADGET__CALL__INIT;
+        call.id = ++p->next_id;
+        call.method = (char *)method;
+        call.args = (Gadget__Value *)args;
+        call.chain = chain;
+        call.n_chain = n_chain;
+        Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
+        m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
+        m.call = &call;
+        int e = send_msg(p, &m);
+        if (e < 0) {
+                free(c);
+                return e;
+        }
+        *c = (struct pending){ .id = call.id, .cb = cb, .cbdata = cbdata };
+        *p->tail = c;
+        p->tail = &c->next;
+        p->n_pending++;
+        *id = call.id;
+        return 0;
+}
+
+void peer_forget(struct peer *p, uint64_t id)
+{
+        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
+                struct pending *c = *pp;
+                if (c->id != id)
+                        continue;
+                *pp = c->next;
+                if (!*pp)
+                        p->tail = pp;
+                p->n_pending--;
+                free(c);
+                return;
+        }
+}
+
+int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
+                       const char *message)
+{
+        Gadget__BindingResult r = GADGET__BINDING_RESULT__INIT;
+        Gadget__Error err = GADGET__ERROR__INIT;
+        r.id = id;
+        if (value) {
+                r.outcome_case = GADGET__BINDING_RESULT__OUTCOME_VALUE;
+                r.value = (Gadget__Value *)value;
+        } else {
+                err.code = (uint32_t)code;
+                err.message = (char *)message;
+                r.outcome_case = GADGET__BINDING_RESULT__OUTCOME_ERROR;
+                r.error = &err;
+        }
+        Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
+        m.msg_case = GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT;
+        m.binding_result = &r;
+        return send_msg(p, &m);
+}
+
+int peer_shutdown(struct peer *p)
+{
+        Gadget__Shutdown s = GADGET__SHUTDOWN__INIT;
+        Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
+        m.msg_case = GADGET__SUPERVISOR_MSG__MSG_SHUTDOWN;
+        m.shutdown = &s;
+        return send_msg(p, &m);
+}

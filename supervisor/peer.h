@@ -1,0 +1,54 @@
+/* peer: gadgetd's connection to one worker over its RPC socket, on the
+ * libevent loop. It frames, validates and dispatches every message from
+ * the worker (a table per message kind and state) and matches call results
+ * to the calls gadgetd made. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/event.h>
+
+#include "gadget.pb-c.h"
+
+struct policy;
+struct peer;
+
+enum peer_state {
+        PEER_AWAIT_HELLO = 1,
+        PEER_READY = 2,
+        PEER_CLOSED = 4,   /* ended by EOF or by a protocol violation */
+};
+
+struct peer_handlers {
+        void (*hello)(struct peer *p, void *data);
+        /* A validated binding call; answer it with peer_binding_reply. */
+        void (*binding_call)(struct peer *p, const Gadget__BindingCall *bc, void *data);
+        void (*log)(struct peer *p, const Gadget__Log *l, void *data);
+        /* The connection ended: why is NULL at a clean end of file, else the
+         * protocol violation (already logged). Nothing is read after this. */
+        void (*closed)(struct peer *p, const char *why, void *data);
+};
+
+/* The outcome of one call: res is NULL when the gadget went away first,
+ * and gone says why. */
+typedef void (*peer_result_fn)(void *cbdata, const Gadget__CallResult *res, const char *gone);
+
+struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,
+                      const struct peer_handlers *h, void *data);
+/* Fails every call still pending with gone, closes the fd, frees. */
+void peer_free(struct peer *p, const char *gone);
+enum peer_state peer_state(const struct peer *p);
+bool peer_has_method(const struct peer *p, const char *method);
+size_t peer_pending(const struct peer *p);
+
+/* Sends a call. args are borrowed. Returns 0 with *id set, -ENOBUFS when
+ * the gadget's queue is full, -ENOTCONN if it is not ready. */
+int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
+              char **chain, size_t n_chain, peer_result_fn cb, void *cbdata, uint64_t *id);
+/* Forgets a pending call (its timeout fired); a late result is dropped. */
+void peer_forget(struct peer *p, uint64_t id);
+/* Answers a binding call: value (borrowed) or code and message. */
+int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
+                       const char *message);
+int peer_shutdown(struct peer *p);

@@ -1,0 +1,248 @@
+/* spawn: clone(), id maps and the start handshake with the child. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "policy.h"
+#include "sandbox.h"
+
+#define CHILD_STACK (256u * 1024u)
+#define START_TIMEOUT_MS 10000
+
+#define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | \
+                  CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+static int write_file(pid_t pid, const char *name, const char *text)
+{
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, text, strlen(text));
+        int e = n < 0 ? -errno : (size_t)n != strlen(text) ? -EIO : 0;
+        close(fd);
+        return e;
+}
+
+/* Maps the gadget's inner id to its own host id, nothing else. Why this is
+ * safe: a one-line map cannot name host uid 0 (the pool never hands it
+ * out), and setgroups is denied before the gid map is written. */
+static int write_id_maps(pid_t pid, uid_t host)
+{
+        char map[64];
+        int e;
+        snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host);
+        if ((e = write_file(pid, "uid_map", map)) < 0 ||
+            (e = write_file(pid, "setgroups", "deny")) < 0 ||
+            (e = write_file(pid, "gid_map", map)) < 0)
+                return e;
+        return 0;
+}
+
+/* argv[0] is the program path; then the arguments. */
+static char **build_argv(const struct spawn_opts *o)
+{
+        const struct policy *p = o->policy;
+        size_t n = 0;
+        if (o->args)
+                while (o->args[n])
+                        n++;
+        else
+                n = p->argc;
+        char **argv = calloc(n + 2, sizeof *argv);
+        if (!argv)
+                return NULL;
+        argv[0] = p->exec;
+        for (size_t i = 0; i < n; i++)
+                argv[i + 1] = o->args ? o->args[i] : p->argv[i];
+        return argv;
+}
+
+/* The program's environment: the fixed entries, then the policy's own
+ * (which may override PATH or HOME, never GADGET_FD/GADGET_NAME). */
+static char **build_envp(const struct policy *p)
+{
+        char **envp = calloc(p->n_env + 6, sizeof *envp);
+        size_t n = 0;
+        if (!envp)
+                return NULL;
+        if (asprintf(&envp[n++], "GADGET_FD=%d", SANDBOX_RPC_FD) < 0 ||
+            asprintf(&envp[n++], "GADGET_NAME=%s", p->name) < 0 ||
+            !(envp[n++] = strdup("PATH=/usr/local/bin:/usr/bin:/bin")) ||
+            !(envp[n++] = strdup("HOME=/tmp")))
+                goto fail;
+        for (size_t i = 0; i < p->n_env; i++) {
+                if (strncmp(p->env[i], "GADGET_", 7) == 0)
+                        continue;
+                if (!(envp[n++] = strdup(p->env[i])))
+                        goto fail;
+        }
+        return envp;
+fail:
+        for (size_t i = 0; i < n; i++)
+                free(envp[i]);
+        free(envp);
+        return NULL;
+}
+
+static void free_strv(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
+{
+        uint8_t hdr[3];
+        char buf[512];
+        ssize_t n = read(report_fd, hdr, sizeof hdr);
+        if (n == 0)
+                return 0;
+        if (n < 0)
+                return -errno;
+        if (n != 3)
+                return -EPROTO;
+        size_t len = (size_t)hdr[1] | (size_t)hdr[2] << 8;
+        if (len > sizeof buf || (len > 0 && read(report_fd, buf, len) != (ssize_t)len))
+                return -EPROTO;
+        if (hdr[0] == SANDBOX_REPORT_STATUS && len == sizeof(int) && status)
+                memcpy(status, buf, sizeof(int));
+        if (msg && msglen)
+                snprintf(msg, msglen, "%.*s", (int)len, buf);
+        return hdr[0];
+}
+
+/* Waits for the child's first report: READY, or ERROR with the reason. */
+static int await_start(const struct spawn_child *c, char *err, size_t errlen)
+{
+        struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
+        int r = poll(&pfd, 1, START_TIMEOUT_MS);
+        if (r == 0) {
+                snprintf(err, errlen, "sandbox setup timed out");
+                return -ETIMEDOUT;
+        }
+        char msg[512] = "";
+        r = spawn_read_report(c->report_fd, NULL, msg, sizeof msg);
+        if (r == SANDBOX_REPORT_READY)
+                return 0;
+        if (r == SANDBOX_REPORT_ERROR) {
+                snprintf(err, errlen, "%s", msg);
+                return -ECHILD;
+        }
+        snprintf(err, errlen, "sandbox setup ended without a report");
+        return r < 0 ? r : -ECHILD;
+}
+
+int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
+{
+        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
+        int sv[2] = { -1, -1 }, go[2] = { -1, -1 }, rep[2] = { -1, -1 };
+        int devnull = -1, e;
+        char **argv = build_argv(o), **envp = build_envp(o->policy);
+        void *stack = MAP_FAILED;
+
+        snprintf(err, errlen, "out of memory");
+        if (!argv || !envp) {
+                e = -ENOMEM;
+                goto out;
+        }
+        snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+            pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
+            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+                e = -errno;
+                snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
+                goto out;
+        }
+        stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED) {
+                e = -errno;
+                goto out;
+        }
+        struct sandbox_config cfg = {
+                .policy = o->policy, .argv = argv, .envp = envp, .filter = o->filter,
+                .go_fd = go[0], .report_fd = rep[1], .rpc_fd = sv[1],
+                .stdout_fd = o->stdout_fd, .stderr_fd = o->stderr_fd, .devnull_fd = devnull,
+        };
+        c.pid = clone(sandbox_main, (char *)stack + CHILD_STACK, NS_FLAGS | CLONE_PIDFD | SIGCHLD,
+                      &cfg, &c.pidfd);
+        if (c.pid < 0) {
+                e = -errno;
+                snprintf(err, errlen, "namespaces: %s", strerror(errno));
+                goto out;
+        }
+        close(go[0]);
+        go[0] = -1;
+        close(rep[1]);
+        rep[1] = -1;
+        close(sv[1]);
+        sv[1] = -1;
+        c.report_fd = rep[0];
+        rep[0] = -1;
+        c.rpc_fd = sv[0];
+        sv[0] = -1;
+        e = write_id_maps(c.pid, o->host_uid);
+        if (e < 0) {
+                snprintf(err, errlen, "user namespace id map: %s", strerror(-e));
+                goto out;
+        }
+        if (write(go[1], "g", 1) != 1) {
+                e = -errno;
+                snprintf(err, errlen, "start signal: %s", strerror(errno));
+                goto out;
+        }
+        e = await_start(&c, err, errlen);
+        if (e < 0)
+                goto out;
+        if (fcntl(c.rpc_fd, F_SETFL, O_NONBLOCK) < 0) {
+                e = -errno;
+                goto out;
+        }
+        *out = c;
+        c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
+        e = 0;
+out:
+        if (c.pid > 0) {
+                /* The start failed: the child must not outlive it. */
+                kill(c.pid, SIGKILL);
+                waitpid(c.pid, NULL, 0);
+        }
+        spawn_child_close(&c);
+        for (int i = 0; i < 2; i++) {
+                if (sv[i] >= 0) close(sv[i]);
+                if (go[i] >= 0) close(go[i]);
+                if (rep[i] >= 0) close(rep[i]);
+        }
+        if (devnull >= 0)
+                close(devnull);
+        if (stack != MAP_FAILED)
+                munmap(stack, CHILD_STACK);
+        free(argv);
+        free_strv(envp);
+        return e;
+}
+
+void spawn_child_close(struct spawn_child *c)
+{
+        if (c->pidfd >= 0)
+                close(c->pidfd);
+        if (c->rpc_fd >= 0)
+                close(c->rpc_fd);
+        if (c->report_fd >= 0)
+                close(c->report_fd);
+        c->pidfd = c->rpc_fd = c->report_fd = -1;
+}

@@ -1,0 +1,103 @@
+/* validate: checks of worker messages, one function per message kind. */
+#include "validate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gadget.h"
+#include "policy.h"
+#include "value.h"
+
+#define REFUSE(...) do { snprintf(why, len, __VA_ARGS__); return -EPROTO; } while (0)
+
+int validate_method_name(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > VALIDATE_MAX_NAME)
+                return -EINVAL;
+        for (; *s; s++)
+                if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= '0' && *s <= '9') ||
+                      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+                        return -EINVAL;
+        return 0;
+}
+
+static int check_value(const Gadget__Value *v, const char *what, char *why, size_t len)
+{
+        char reason[200];
+        if (v && value_check(v, VALUE_MAX_DEPTH, reason, sizeof reason) < 0)
+                REFUSE("%s: %s", what, reason);
+        return 0;
+}
+
+static int check_hello(const Gadget__Hello *h, const struct policy *p, char *why, size_t len)
+{
+        if (h->protocol_version != GADGET_PROTOCOL_VERSION)
+                REFUSE("hello: protocol version %u, gadgetd speaks %u", h->protocol_version,
+                       GADGET_PROTOCOL_VERSION);
+        if (strcmp(h->name, p->name) != 0)
+                REFUSE("hello: the gadget calls itself by another name than its policy's");
+        if (h->n_methods > VALIDATE_MAX_METHODS)
+                REFUSE("hello: %zu methods, at most %d", h->n_methods, VALIDATE_MAX_METHODS);
+        for (size_t i = 0; i < h->n_methods; i++) {
+                if (validate_method_name(h->methods[i]) < 0)
+                        REFUSE("hello: method %zu has an invalid name", i);
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(h->methods[i], h->methods[j]) == 0)
+                                REFUSE("hello: method %zu repeats an earlier name", i);
+        }
+        return 0;
+}
+
+static int check_result(const Gadget__CallResult *r, char *why, size_t len)
+{
+        switch (r->outcome_case) {
+        case GADGET__CALL_RESULT__OUTCOME_VALUE:
+                if (!r->value)
+                        REFUSE("result: no value");
+                return check_value(r->value, "result", why, len);
+        case GADGET__CALL_RESULT__OUTCOME_ERROR:
+                if (!r->error || strlen(r->error->message) > VALIDATE_MAX_ERROR ||
+                    !value_utf8_valid(r->error->message, strlen(r->error->message)))
+                        REFUSE("result: invalid error message");
+                return 0;
+        default:
+                REFUSE("result: neither value nor error");
+        }
+}
+
+static int check_binding_call(const Gadget__BindingCall *b, char *why, size_t len)
+{
+        if (!policy_identifier_valid(b->binding))
+                REFUSE("binding call: invalid binding name");
+        if (validate_method_name(b->op) < 0)
+                REFUSE("binding call: invalid operation name");
+        return check_value(b->args, "binding call arguments", why, len);
+}
+
+static int check_log(const Gadget__Log *l, char *why, size_t len)
+{
+        if (l->level > 7)
+                REFUSE("log: level %u out of range", l->level);
+        size_t n = strlen(l->text);
+        if (n > VALIDATE_MAX_LOG || !value_utf8_valid(l->text, n))
+                REFUSE("log: text too long or not UTF-8");
+        return 0;
+}
+
+int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char *why, size_t len)
+{
+        switch (m->msg_case) {
+        case GADGET__WORKER_MSG__MSG_HELLO:
+                return check_hello(m->hello, p, why, len);
+        case GADGET__WORKER_MSG__MSG_RESULT:
+                return check_result(m->result, why, len);
+        case GADGET__WORKER_MSG__MSG_BINDING_CALL:
+                return check_binding_call(m->binding_call, why, len);
+        case GADGET__WORKER_MSG__MSG_LOG:
+                return check_log(m->log, why, len);
+        default:
+                REFUSE("unknown message kind %d", (int)m->msg_case);
+        }
+}

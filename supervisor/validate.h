@@ -1,0 +1,19 @@
+/* validate: the one place where every message from a worker is checked
+ * before any handler sees it (ranges, lengths, UTF-8, identifiers, depth,
+ * counts). protobuf-c has already checked the structure. */
+#pragma once
+
+#include <stddef.h>
+#include "gadget.pb-c.h"
+
+struct policy;
+
+#define VALIDATE_MAX_METHODS 256
+#define VALIDATE_MAX_NAME 64
+#define VALIDATE_MAX_LOG 4096
+#define VALIDATE_MAX_ERROR 4096
+
+/* Returns 0 if m may be acted on, or -EPROTO with the reason in why. */
+int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char *why, size_t len);
+/* Method and operation names: 1..64 of [A-Za-z0-9_.-]. */
+int validate_method_name(const char *s);

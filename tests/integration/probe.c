@@ -1,0 +1,197 @@
+/* probe: a static program run inside the real sandbox by the integration
+ * tests. Each check named on the command line prints "NAME: RESULT" lines
+ * that the tests assert on from outside. It reports; it never decides. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void result(const char *name, int r)
+{
+        if (r < 0)
+                printf("%s: %s\n", name, strerrorname_np(errno) ? strerrorname_np(errno) : "?");
+        else
+                printf("%s: ok\n", name);
+}
+
+static void print_file(const char *label, const char *path)
+{
+        char buf[4096];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                printf("%s: %s\n", label, strerrorname_np(errno));
+                return;
+        }
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+                printf("%s: %s\n", label, line);
+}
+
+static void check_ns(void)
+{
+        static const char *const types[] = { "user", "net", "mnt", "pid", "ipc", "uts", "cgroup" };
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+                char path[64], link[128];
+                snprintf(path, sizeof path, "/proc/self/ns/%s", types[i]);
+                ssize_t n = readlink(path, link, sizeof link - 1);
+                link[n > 0 ? n : 0] = '\0';
+                printf("ns %s: %s\n", types[i], n > 0 ? link : strerrorname_np(errno));
+        }
+}
+
+static void check_status(void)
+{
+        char buf[8192];
+        int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+        buf[n > 0 ? n : 0] = '\0';
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+                if (strncmp(line, "Cap", 3) == 0 || strncmp(line, "NoNewPrivs", 10) == 0 ||
+                    strncmp(line, "Seccomp:", 8) == 0 || strncmp(line, "Uid", 3) == 0 ||
+                    strncmp(line, "Gid", 3) == 0)
+                        printf("status %s\n", line);
+}
+
+static void check_sockets(void)
+{
+        static const struct { const char *name; int family, type; } s[] = {
+                { "AF_INET", AF_INET, SOCK_STREAM }, { "AF_INET6", AF_INET6, SOCK_DGRAM },
+                { "AF_UNIX", AF_UNIX, SOCK_STREAM }, { "AF_NETLINK", AF_NETLINK, SOCK_RAW },
+                { "AF_PACKET", AF_PACKET, SOCK_RAW },
+        };
+        for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+                char name[64];
+                snprintf(name, sizeof name, "socket %s", s[i].name);
+                result(name, socket(s[i].family, s[i].type, 0));
+        }
+        int sv[2];
+        result("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+}
+
+static void list_dir(const char *label, const char *path)
+{
+        DIR *d = opendir(path);
+        struct dirent *de;
+        if (!d) {
+                printf("%s: %s\n", label, strerrorname_np(errno));
+                return;
+        }
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        printf("%s: %s\n", label, de->d_name);
+        closedir(d);
+}
+
+static void check_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        int self = d ? dirfd(d) : -1;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.' && atoi(de->d_name) != self)
+                        printf("fd: %s\n", de->d_name);
+        if (d)
+                closedir(d);
+}
+
+/* An i386 system call through int $0x80: getpid is 20 there. The seccomp
+ * filter must kill the process before it returns. */
+static void check_int80(void)
+{
+        long ret;
+        fflush(stdout);
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+        printf("int80: survived (%ld)\n", ret);
+}
+
+static void check_syscalls(void)
+{
+        long params[30] = { 0 };
+        result("io_uring_setup", (int)syscall(__NR_io_uring_setup, 4, params));
+        result("ptrace", (int)ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+        result("unshare", unshare(CLONE_NEWUSER));
+        result("mount", mount("none", "/tmp", "tmpfs", 0, NULL));
+}
+
+static void check_paths(int argc, char **argv)
+{
+        for (int i = 0; i < argc; i++) {
+                struct stat st;
+                char name[512];
+                snprintf(name, sizeof name, "stat %s", argv[i]);
+                result(name, stat(argv[i], &st));
+        }
+}
+
+static void check_writes(void)
+{
+        result("create /x", open("/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+        result("mkdir /d", mkdir("/d", 0755));
+        result("create /tmp/x", open("/tmp/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+}
+
+int main(int argc, char **argv)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc < 2) {
+                fprintf(stderr, "usage: probe CHECK [ARGS]\n");
+                return 2;
+        }
+        const char *c = argv[1];
+        if (strcmp(c, "ns") == 0)
+                check_ns();
+        else if (strcmp(c, "ids") == 0) {
+                print_file("uid_map", "/proc/self/uid_map");
+                print_file("gid_map", "/proc/self/gid_map");
+                print_file("setgroups", "/proc/self/setgroups");
+        } else if (strcmp(c, "status") == 0)
+                check_status();
+        else if (strcmp(c, "sockets") == 0)
+                check_sockets();
+        else if (strcmp(c, "ifaces") == 0)
+                print_file("netdev", "/proc/net/dev");
+        else if (strcmp(c, "fds") == 0)
+                check_fds();
+        else if (strcmp(c, "int80") == 0)
+                check_int80();
+        else if (strcmp(c, "syscalls") == 0)
+                check_syscalls();
+        else if (strcmp(c, "paths") == 0)
+                check_paths(argc - 2, argv + 2);
+        else if (strcmp(c, "writes") == 0)
+                check_writes();
+        else if (strcmp(c, "ls") == 0)
+                list_dir("ls", argc > 2 ? argv[2] : "/");
+        else if (strcmp(c, "env") == 0) {
+                extern char **environ;
+                for (char **e = environ; *e; e++)
+                        printf("env: %s\n", *e);
+        } else if (strcmp(c, "pid") == 0) {
+                printf("pid: %d\n", (int)getpid());
+                char host[256] = "";
+                gethostname(host, sizeof host);
+                printf("hostname: %s\n", host);
+        } else if (strcmp(c, "exit") == 0)
+                return argc > 2 ? atoi(argv[2]) : 0;
+        else if (strcmp(c, "fork") == 0) {
+                pid_t p = fork();
+                if (p == 0)
+                        _exit(7);
+                printf("fork: %s\n", p > 0 ? "ok" : strerrorname_np(errno));
+        } else {
+                fprintf(stderr, "probe: unknown check %s\n", c);
+                return 2;
+        }
+        return 0;
+}

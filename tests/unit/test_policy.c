@@ -1,0 +1,712 @@
+/* test_policy: the policy-file parser and its value parsers. Runs in
+ * tests/unit (meson workdir); fixtures are in ../policies. */
+#include "policy.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A pointer that must come back untouched from a failed parse. */
+static struct policy sentinel_policy;
+#define SENTINEL (&sentinel_policy)
+
+/* The [Gadget] lines most tests start from: lines 1 to 3. */
+#define HEAD "[Gadget]\nName=t\nExec=/bin/sh\n"
+
+static int parse(const char *text, struct policy **p, struct policy_errors *e)
+{
+        return policy_parse("t.policy", text, strlen(text), p, e);
+}
+
+static void dump_errors(const struct policy_errors *e)
+{
+        for (size_t i = 0; i < e->n; i++)
+                printf("#   error: %s\n", e->msgs[i]);
+}
+
+/* Whether msg starts with "t.policy:LINE: " and contains want. */
+static bool error_is(const char *msg, unsigned line, const char *want)
+{
+        char prefix[32];
+
+        snprintf(prefix, sizeof(prefix), "t.policy:%u: ", line);
+        return strncmp(msg, prefix, strlen(prefix)) == 0 && strstr(msg, want) != NULL;
+}
+
+/* Parses text, which must fail with exactly one error: on line, containing want. */
+static void expect_error(const char *text, unsigned line, const char *want)
+{
+        struct policy *p = SENTINEL;
+        struct policy_errors e = { 0 };
+        int r = parse(text, &p, &e);
+        bool ok = r == -EINVAL && p == SENTINEL && e.n == 1 && error_is(e.msgs[0], line, want);
+
+        CHECK(ok, "error on line %u: %s", line, want);
+        if (!ok) {
+                printf("#   r=%d n=%zu\n", r, e.n);
+                dump_errors(&e);
+        }
+        policy_errors_clear(&e);
+}
+
+/* Parses text, which must succeed; the caller frees the result. */
+static struct policy *expect_ok(const char *text, const char *what)
+{
+        struct policy *p = NULL;
+        struct policy_errors e = { 0 };
+        int r = parse(text, &p, &e);
+
+        CHECK(r == 0 && p && e.n == 0, "parses: %s", what);
+        if (r != 0)
+                dump_errors(&e);
+        policy_errors_clear(&e);
+        return r == 0 ? p : NULL;
+}
+
+static void test_size(void)
+{
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t v;
+        } t[] = {
+                { "0", 0, 0 },
+                { "512", 0, 512 },
+                { "64K", 0, 64 * 1024 },
+                { "16M", 0, 16 * 1024 * 1024 },
+                { "1G", 0, 1024 * 1024 * 1024 },
+                { "2T", 0, 2ull << 40 },
+                { "0K", 0, 0 },
+                { "infinity", 0, POLICY_UNLIMITED },
+                { "18446744073709551614", 0, UINT64_MAX - 1 },
+                { "16777215T", 0, 16777215ull << 40 },
+                { "18446744073709551615", -EINVAL, 0 }, /* would read back as infinity */
+                { "18446744073709551616", -EINVAL, 0 },
+                { "99999999999999999999999", -EINVAL, 0 },
+                { "16777216T", -EINVAL, 0 },
+                { "17179869184G", -EINVAL, 0 },
+                { "", -EINVAL, 0 },
+                { "-1", -EINVAL, 0 },
+                { "+1", -EINVAL, 0 },
+                { " 1", -EINVAL, 0 },
+                { "1 ", -EINVAL, 0 },
+                { "1KB", -EINVAL, 0 },
+                { "1k", -EINVAL, 0 },
+                { "1B", -EINVAL, 0 },
+                { "K", -EINVAL, 0 },
+                { "0x10", -EINVAL, 0 },
+                { "1.5M", -EINVAL, 0 },
+                { "Infinity", -EINVAL, 0 },
+                { "12Q", -EINVAL, 0 },
+        };
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+                uint64_t v = 4242;
+                int r = policy_parse_size(t[i].s, &v);
+                CHECK(r == t[i].r && v == (r == 0 ? t[i].v : 4242), "size \"%s\"", t[i].s);
+        }
+        uint64_t v = 0;
+        CHECK(policy_parse_size(NULL, &v) == -EINVAL, "size NULL");
+}
+
+static void test_duration(void)
+{
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t ms;
+        } t[] = {
+                { "250ms", 0, 250 },
+                { "5s", 0, 5000 },
+                { "2min", 0, 120000 },
+                { "1h", 0, 3600000 },
+                { "7", 0, 7000 },
+                { "0", 0, 0 },
+                { "0ms", 0, 0 },
+                { "18446744073709551615ms", 0, UINT64_MAX },
+                { "18446744073709551", 0, 18446744073709551000ull },
+                { "18446744073709552", -EINVAL, 0 },
+                { "18446744073709552s", -EINVAL, 0 },
+                { "5124095576030432h", -EINVAL, 0 },
+                { "", -EINVAL, 0 },
+                { "s", -EINVAL, 0 },
+                { "5 s", -EINVAL, 0 },
+                { "5sec", -EINVAL, 0 },
+                { "5m", -EINVAL, 0 },
+                { "5S", -EINVAL, 0 },
+                { "1.5s", -EINVAL, 0 },
+                { "-1s", -EINVAL, 0 },
+                { "1min30s", -EINVAL, 0 },
+                { "infinity", -EINVAL, 0 },
+        };
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+                uint64_t ms = 4242;
+                int r = policy_parse_duration(t[i].s, &ms);
+                CHECK(r == t[i].r && ms == (r == 0 ? t[i].ms : 4242), "duration \"%s\"", t[i].s);
+        }
+}
+
+static void test_bool_count(void)
+{
+        static const char *const yes[] = { "yes", "YES", "true", "True", "on", "1" };
+        static const char *const no[] = { "no", "No", "false", "FALSE", "off", "0" };
+        static const char *const bad[] = { "", "y", "n", "2", "yess", "on ", "enabled" };
+        bool b;
+        uint64_t v;
+
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+                b = false;
+                CHECK(policy_parse_bool(yes[i], &b) == 0 && b, "bool \"%s\" is true", yes[i]);
+                b = true;
+                CHECK(policy_parse_bool(no[i], &b) == 0 && !b, "bool \"%s\" is false", no[i]);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                CHECK(policy_parse_bool(bad[i], &b) == -EINVAL, "bool \"%s\" refused", bad[i]);
+
+        CHECK(policy_parse_count("16", &v) == 0 && v == 16, "count 16");
+        CHECK(policy_parse_count("infinity", &v) == 0 && v == POLICY_UNLIMITED, "count infinity");
+        CHECK(policy_parse_count("16K", &v) == -EINVAL, "count takes no suffix");
+        CHECK(policy_parse_count("", &v) == -EINVAL, "count empty");
+        CHECK(policy_parse_count("99999999999999999999", &v) == -EINVAL, "count overflow");
+}
+
+static void test_names(void)
+{
+        char s65[66], s64[65];
+
+        memset(s65, 'a', 65);
+        s65[65] = '\0';
+        memcpy(s64, s65, 64);
+        s64[64] = '\0';
+
+        CHECK(policy_identifier_valid("API"), "identifier API");
+        CHECK(policy_identifier_valid("_x9"), "identifier _x9");
+        CHECK(policy_identifier_valid("a"), "identifier a");
+        CHECK(policy_identifier_valid(s64), "identifier of 64");
+        CHECK(!policy_identifier_valid(s65), "identifier of 65 refused");
+        CHECK(!policy_identifier_valid("9x"), "identifier 9x refused");
+        CHECK(!policy_identifier_valid(""), "identifier empty refused");
+        CHECK(!policy_identifier_valid("a-b"), "identifier a-b refused");
+        CHECK(!policy_identifier_valid("caf\xc3\xa9"), "identifier non-ASCII refused");
+        CHECK(!policy_identifier_valid(NULL), "identifier NULL refused");
+
+        CHECK(policy_name_valid("notes"), "name notes");
+        CHECK(policy_name_valid("9lives"), "name 9lives");
+        CHECK(policy_name_valid("a_b-c"), "name a_b-c");
+        CHECK(policy_name_valid(s64 + 1), "name of 63");
+        CHECK(!policy_name_valid(s64), "name of 64 refused");
+        CHECK(!policy_name_valid("Notes"), "name with upper case refused");
+        CHECK(!policy_name_valid("-x"), "name -x refused");
+        CHECK(!policy_name_valid("_x"), "name _x refused");
+        CHECK(!policy_name_valid(""), "name empty refused");
+        CHECK(!policy_name_valid("a.b"), "name a.b refused");
+        CHECK(!policy_name_valid("a/b"), "name a/b refused");
+        CHECK(!policy_name_valid(".."), "name .. refused");
+}
+
+/* Splits s and checks the words against want (NULL-terminated). */
+static void check_split(const char *s, const char *const *want)
+{
+        char **w = NULL;
+        size_t n = 0, nwant = 0;
+        bool ok;
+
+        while (want[nwant])
+                nwant++;
+        ok = policy_split_words(s, &w, &n) == 0 && n == nwant && w[n] == NULL;
+        for (size_t i = 0; ok && i < n; i++) {
+                if (strcmp(w[i], want[i]) != 0) {
+                        printf("#   word %zu: got \"%s\", want \"%s\"\n", i, w[i], want[i]);
+                        ok = false;
+                }
+        }
+        CHECK(ok, "split [%s] into %zu words", s, nwant);
+        policy_strv_free(w);
+}
+
+static void test_split(void)
+{
+        char **w = (char **)1;
+        size_t n = 42;
+
+        check_split("a b\tc", (const char *const[]){ "a", "b", "c", NULL });
+        check_split("  lead  trail  ", (const char *const[]){ "lead", "trail", NULL });
+        check_split("", (const char *const[]){ NULL });
+        check_split("   ", (const char *const[]){ NULL });
+        check_split("\"b c\" 'd e'", (const char *const[]){ "b c", "d e", NULL });
+        check_split("x\"y z\"w", (const char *const[]){ "xy zw", NULL });
+        check_split("\"\" ''", (const char *const[]){ "", "", NULL });
+        check_split("\"q\\\"q\" \"b\\\\s\" \"n\\n\"",
+                    (const char *const[]){ "q\"q", "b\\s", "n\\n", NULL });
+        check_split("'a\\\"b'", (const char *const[]){ "a\\\"b", NULL });
+        check_split("f\\ g \\'", (const char *const[]){ "f g", "'", NULL });
+        check_split("'it\"s'", (const char *const[]){ "it\"s", NULL });
+
+        CHECK(policy_split_words("a \"b", &w, &n) == -EINVAL && n == 42 && w == (char **)1,
+              "unterminated double quote refused, nothing returned");
+        CHECK(policy_split_words("'abc", &w, &n) == -EINVAL, "unterminated single quote refused");
+        CHECK(policy_split_words("abc\\", &w, &n) == -EINVAL, "trailing backslash refused");
+        CHECK(policy_split_words("\"a\\\"", &w, &n) == -EINVAL, "escaped closing quote refused");
+}
+
+static const char full_policy[] =
+        "# a comment\n"                                                 /* 1 */
+        "; another comment\n"                                           /* 2 */
+        "[Gadget]\n"                                                    /* 3 */
+        "Name=notes-2\n"
+        "Exec=/bin/sh\n"
+        "Arguments=-c 'echo \"hi there\"' --x=\"a b\"\n"
+        "Environment=LANG=C.UTF-8 \"GREETING=hello world\"\n"
+        "Environment=TZ=UTC\n"
+        "ReadOnlyPaths=/usr/share/ //usr/./lib//\n"
+        "ReadOnlyPaths=\"/usr/bin\"\n"
+        "SystemLibraries=yes        # read-only /usr, /lib, /lib64\n"
+        "Loopback=on\n"
+        "TmpSize=64M\n"
+        "MemoryMax=1G\n"
+        "TasksMax=16\n"
+        "CPUQuota=150%\n"
+        "LimitNOFILE=4096\n"
+        "CallTimeout=5s\n"
+        "RuntimeMax=2h\n"
+        "Restart=on-failure\n"
+        "\n"
+        "[Binding NOTES]\n"                                             /* 22 */
+        "MaxKeys=1000   ; before Type on purpose\n"
+        "Type=kv\n"
+        "MaxValueSize=64K\n"
+        "MaxBytes=10M\n"
+        "\n"
+        "[Binding COUNTER]\n"                                           /* 28 */
+        "Type=gadget\n"
+        "Target=counter\n"
+        "Methods=get increment\n"
+        "\n"
+        "[Binding API]\n"                                               /* 33 */
+        "Type=http\n"
+        "Allow=http://127.0.0.1:8080/api/\n"
+        "Allow=https://example.com\n"
+        "Allow=https://[::1]:8443\n"
+        "Methods=GET POST\n"
+        "Timeout=250ms\n"
+        "MaxResponseSize=2M\n"
+        "MaxRequestSize=4K\n"
+        "\n"
+        "[Binding MOTD]\n"                                              /* 43 */
+        "Type=text\n"
+        "Value=Hello, world!\n"
+        "\n"
+        "[Binding TOKEN]\n"                                             /* 47 */
+        "Type=secret\n"
+        "File=/etc/passwd\n";
+
+static bool strv_is(char *const *v, size_t n, const char *const *want)
+{
+        size_t i;
+
+        for (i = 0; want[i]; i++) {
+                if (i >= n || !v || !v[i] || strcmp(v[i], want[i]) != 0)
+                        return false;
+        }
+        return i == n && v && v[n] == NULL;
+}
+
+static void test_full(void)
+{
+        struct policy *p = expect_ok(full_policy, "full policy");
+        const struct policy_binding *b;
+
+        if (!p)
+                return;
+        CHECK_STR(p->path, "t.policy", "path");
+        CHECK_STR(p->name, "notes-2", "Name");
+        CHECK_STR(p->exec, "/bin/sh", "Exec");
+        CHECK(strv_is(p->argv, p->argc,
+                      (const char *const[]){ "-c", "echo \"hi there\"", "--x=a b", NULL }),
+              "Arguments split like a shell");
+        CHECK(strv_is(p->env, p->n_env, (const char *const[]){ "LANG=C.UTF-8",
+                      "GREETING=hello world", "TZ=UTC", NULL }), "Environment accumulates");
+        CHECK(strv_is(p->ro_paths, p->n_ro_paths,
+                      (const char *const[]){ "/usr/share", "/usr/lib", "/usr/bin", NULL }),
+              "ReadOnlyPaths accumulate, normalised");
+        CHECK(p->system_libraries, "SystemLibraries, inline comment stripped");
+        CHECK(p->loopback, "Loopback");
+        CHECK(p->tmp_size == 64ull << 20, "TmpSize");
+        CHECK(p->memory_max == 1ull << 30, "MemoryMax");
+        CHECK(p->tasks_max == 16, "TasksMax");
+        CHECK(p->cpu_quota == 150, "CPUQuota above 100%%");
+        CHECK(p->limit_nofile == 4096, "LimitNOFILE");
+        CHECK(p->call_timeout_ms == 5000, "CallTimeout");
+        CHECK(p->runtime_max_ms == 2 * 3600 * 1000, "RuntimeMax");
+        CHECK(p->restart == POLICY_RESTART_ON_FAILURE, "Restart");
+        CHECK(p->n_bindings == 5, "five bindings");
+
+        b = policy_binding_find(p, "NOTES");
+        CHECK(b && b->type == BINDING_KV && b->line == 22, "kv binding, header line");
+        CHECK(b && b->max_keys == 1000 && b->max_value_size == 64 * 1024 &&
+              b->max_bytes == 10 << 20, "kv limits (key before Type=)");
+
+        b = policy_binding_find(p, "COUNTER");
+        CHECK(b && b->type == BINDING_GADGET && b->line == 28, "gadget binding");
+        CHECK(b && b->target && strcmp(b->target, "counter") == 0, "Target");
+        CHECK(b && strv_is(b->methods, b->n_methods,
+                           (const char *const[]){ "get", "increment", NULL }), "gadget Methods");
+
+        b = policy_binding_find(p, "API");
+        CHECK(b && b->type == BINDING_HTTP && b->line == 33, "http binding");
+        CHECK(b && strv_is(b->allow, b->n_allow, (const char *const[]){
+                      "http://127.0.0.1:8080/api/", "https://example.com/",
+                      "https://[::1]:8443/", NULL }), "Allow; '/' added after a bare host");
+        CHECK(b && strv_is(b->methods, b->n_methods, (const char *const[]){ "GET", "POST", NULL }),
+              "http Methods");
+        CHECK(b && b->timeout_ms == 250 && b->max_response == 2 << 20 && b->max_request == 4096,
+              "http limits");
+
+        b = policy_binding_find(p, "MOTD");
+        CHECK(b && b->type == BINDING_TEXT && b->value && strcmp(b->value, "Hello, world!") == 0,
+              "text Value");
+        b = policy_binding_find(p, "TOKEN");
+        CHECK(b && b->type == BINDING_SECRET && b->file && strcmp(b->file, "/etc/passwd") == 0,
+              "secret File");
+        CHECK(policy_binding_find(p, "notes") == NULL, "binding names are case-sensitive");
+        policy_free(p);
+}
+
+static void test_defaults(void)
+{
+        struct policy *p = expect_ok(HEAD "[Binding K]\nType=kv\n[Binding H]\nType=http\n"
+                                     "Allow=https://example.com/x\n[Binding G]\nType=gadget\n"
+                                     "Target=other\n[Binding T]\nType=text\nValue=\n",
+                                     "defaults");
+        const struct policy_binding *b;
+
+        if (!p)
+                return;
+        CHECK(p->argc == 0 && !p->argv && p->n_env == 0 && !p->env && p->n_ro_paths == 0,
+              "no arguments, environment or paths");
+        CHECK(!p->system_libraries && !p->loopback, "booleans default to no");
+        CHECK(p->tmp_size == 16 << 20, "TmpSize defaults to 16M");
+        CHECK(p->memory_max == POLICY_UNLIMITED && p->tasks_max == POLICY_UNLIMITED,
+              "MemoryMax and TasksMax default to infinity");
+        CHECK(p->cpu_quota == 0 && p->runtime_max_ms == 0, "no CPU quota, no RuntimeMax");
+        CHECK(p->limit_nofile == 1024 && p->call_timeout_ms == 30000, "LimitNOFILE, CallTimeout");
+        CHECK(p->restart == POLICY_RESTART_NO, "Restart defaults to no");
+        b = policy_binding_find(p, "K");
+        CHECK(b && b->max_value_size == 1 << 20 && b->max_keys == POLICY_UNLIMITED &&
+              b->max_bytes == POLICY_UNLIMITED, "kv defaults");
+        b = policy_binding_find(p, "H");
+        CHECK(b && strv_is(b->methods, b->n_methods, (const char *const[]){ "GET", NULL }),
+              "http Methods default to GET");
+        CHECK(b && b->timeout_ms == 10000 && b->max_response == 1 << 20 &&
+              b->max_request == 1 << 20, "http limit defaults");
+        b = policy_binding_find(p, "G");
+        CHECK(b && b->n_methods == 0 && !b->methods, "gadget binding: no Methods= list");
+        b = policy_binding_find(p, "T");
+        CHECK(b && b->value && b->value[0] == '\0', "text Value may be empty");
+        policy_free(p);
+
+        p = expect_ok(HEAD "RuntimeMax=infinity\nTasksMax=infinity\nMemoryMax=infinity\n",
+                      "infinity where allowed");
+        CHECK(p && p->runtime_max_ms == 0 && p->tasks_max == POLICY_UNLIMITED, "infinity values");
+        policy_free(p);
+}
+
+static void test_syntax(void)
+{
+        struct policy *p;
+
+        p = expect_ok("\xef\xbb\xbf[Gadget]\r\nName=t\r\nExec=/bin/sh\r\n", "BOM and CRLF");
+        CHECK(p && strcmp(p->name, "t") == 0, "CRLF stripped from values");
+        policy_free(p);
+
+        p = expect_ok("[Gadget]\n  # indented comment\n\t; another\n\nName = t   ; comment\n"
+                      "Exec=/bin/sh\n[Binding V]\nType=text\nValue=a#b;c #d\n"
+                      "[Binding W]   # comment after a header\nType=text\nValue= ;x\n",
+                      "comments");
+        CHECK(p && strcmp(p->name, "t") == 0, "blanks around '=' and inline ';' comment stripped");
+        const struct policy_binding *b = p ? policy_binding_find(p, "V") : NULL;
+        CHECK(b && strcmp(b->value, "a#b;c") == 0, "'#' and ';' need a blank before them");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && strcmp(b->value, "") == 0, "comment right after '=' leaves an empty value");
+        policy_free(p);
+
+        p = expect_ok("[Gadget]\nName=t\nExec=/bin/sh", "no newline at the end");
+        policy_free(p);
+        p = expect_ok(HEAD "[Binding abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz_0123456789a]\n"
+                      "Type=kv\n", "binding name of 64 (longer than inih's section buffer)");
+        CHECK(p && p->n_bindings == 1 && strlen(p->bindings[0].name) == 64, "long binding name kept");
+        policy_free(p);
+}
+
+static void test_errors(void)
+{
+        char longline[300];
+
+        /* sections */
+        expect_error("", 1, "no [Gadget] section");
+        expect_error("# only a comment\n[Binding A]\nType=kv\n", 1, "no [Gadget] section");
+        expect_error(HEAD "[Foo]\nX=1\n", 4, "unknown section \"Foo\"");
+        expect_error(HEAD "[gadget]\n", 4, "unknown section \"gadget\"");
+        expect_error(HEAD "[Gadget]\nName=u\n", 4, "duplicate [Gadget] section (first on line 1)");
+        expect_error(HEAD "[Binding\n", 4, "does not end with ']'");
+        expect_error(HEAD "[Binding]\nType=kv\n", 4, "[Binding] needs a name");
+        expect_error(HEAD "[Binding 9x]\nType=kv\n", 4, "binding name \"9x\" is not an identifier");
+        expect_error(HEAD "[Binding A-B]\nType=kv\n", 4, "\"A-B\"");
+        expect_error(HEAD "[Binding API]\nType=kv\n\n[Binding API]\nType=text\n", 7,
+                     "duplicate binding API (first on line 4)");
+        expect_error("Name=t\n[Gadget]\nName=t\nExec=/bin/sh\n", 1, "Name= comes before any section");
+
+        /* line syntax */
+        expect_error(HEAD "hello\n", 4, "expected KEY=VALUE, [Section] or a comment, not \"hello\"");
+        expect_error(HEAD "Loopback: yes\n", 4, "expected KEY=VALUE");
+        expect_error(HEAD "=yes\n", 4, "expected KEY=VALUE");
+        expect_error(HEAD "Arguments=-a\n  -b\n", 5, "continuation lines are not supported");
+        expect_error(HEAD "  Loopback=yes\n", 4, "continuation lines are not supported");
+        memset(longline, 'x', sizeof(longline));
+        memcpy(longline, HEAD "Arguments=", strlen(HEAD "Arguments="));
+        longline[sizeof(longline) - 1] = '\0';
+        expect_error(longline, 4, "line is longer than");
+        {
+                static const char nul[] = HEAD "Loopback=y\0es\n";
+                struct policy *p = SENTINEL;
+                struct policy_errors e = { 0 };
+                int r = policy_parse("t.policy", nul, sizeof(nul) - 1, &p, &e);
+                CHECK(r == -EINVAL && p == SENTINEL && e.n == 1 &&
+                      error_is(e.msgs[0], 4, "NUL byte"), "NUL byte in a line");
+                policy_errors_clear(&e);
+        }
+
+        /* [Gadget] keys */
+        expect_error("[Gadget]\nExec=/bin/sh\n", 1, "[Gadget] has no Name=");
+        expect_error("[Gadget]\nName=t\n", 1, "[Gadget] has no Exec=");
+        expect_error(HEAD "Bogus=1\n", 4, "unknown key \"Bogus\" in [Gadget]");
+        expect_error(HEAD "memoryMax=1\n", 4, "keys are case-sensitive: MemoryMax");
+        expect_error(HEAD "Name=u\n", 4, "Name= given twice (first on line 2)");
+        expect_error(HEAD "Loopback=\n", 4, "Loopback= needs a value");
+        expect_error("[Gadget]\nName=Notes\nExec=/bin/sh\n", 2, "Name=\"Notes\" is not a valid gadget name");
+        expect_error("[Gadget]\nName=t\nExec=bin/sh\n", 3, "Exec=\"bin/sh\" is not an absolute path");
+        expect_error("[Gadget]\nName=t\nExec=/nonexistent\n", 3,
+                     "Exec=\"/nonexistent\": No such file or directory");
+        expect_error("[Gadget]\nName=t\nExec=/usr/share\n", 3, "Exec=\"/usr/share\" is not a regular file");
+        expect_error("[Gadget]\nName=t\nExec=/etc/passwd\n", 3, "Exec=\"/etc/passwd\" is not executable");
+        expect_error("[Gadget]\nName=t\nExec=/bin/../bin/sh\n", 3, "must not contain \"..\"");
+        expect_error(HEAD "Arguments=-c \"echo\n", 4, "unterminated quote");
+        expect_error(HEAD "Environment=A=1 1B=2\n", 4, "\"1B=2\" is not NAME=VALUE");
+        expect_error(HEAD "Environment=NOVALUE\n", 4, "\"NOVALUE\" is not NAME=VALUE");
+        expect_error(HEAD "Environment=A=1\nEnvironment=A=2\n", 5, "sets A a second time");
+        expect_error(HEAD "ReadOnlyPaths=usr/share\n", 4, "is not an absolute path");
+        expect_error(HEAD "ReadOnlyPaths=/usr/share /nonexistent\n", 4,
+                     "ReadOnlyPaths=\"/nonexistent\": No such file or directory");
+        expect_error(HEAD "ReadOnlyPaths=/usr/../etc\n", 4, "must not contain \"..\"");
+        expect_error(HEAD "ReadOnlyPaths=//\n", 4, "would expose the whole host file system");
+        expect_error(HEAD "ReadOnlyPaths=/usr/share\nReadOnlyPaths=/usr/share/\n", 5, "listed twice");
+        expect_error(HEAD "SystemLibraries=maybe\n", 4, "SystemLibraries=\"maybe\" is not a boolean");
+        expect_error(HEAD "MemoryMax=12Q\n", 4, "MemoryMax=\"12Q\" is not a size");
+        expect_error(HEAD "MemoryMax=0\n", 4, "MemoryMax=\"0\" must be greater than 0");
+        expect_error(HEAD "TmpSize=infinity\n", 4, "TmpSize=\"infinity\": a limit is required");
+        expect_error(HEAD "TmpSize=99999999999T\n", 4, "is not a size");
+        expect_error(HEAD "TasksMax=16K\n", 4, "TasksMax=\"16K\" is not a whole number");
+        expect_error(HEAD "TasksMax=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "CPUQuota=20\n", 4, "CPUQuota=\"20\" is not a percentage");
+        expect_error(HEAD "CPUQuota=0%\n", 4, "is not a percentage");
+        expect_error(HEAD "CPUQuota=%\n", 4, "is not a percentage");
+        expect_error(HEAD "CPUQuota=4294967296%\n", 4, "is not a percentage");
+        expect_error(HEAD "LimitNOFILE=1048577\n", 4, "LimitNOFILE=\"1048577\" must be at most 1048576");
+        expect_error(HEAD "LimitNOFILE=infinity\n", 4, "a limit is required");
+        expect_error(HEAD "CallTimeout=5x\n", 4, "CallTimeout=\"5x\" is not a duration");
+        expect_error(HEAD "CallTimeout=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "CallTimeout=infinity\n", 4, "is not a duration");
+        expect_error(HEAD "RuntimeMax=99999999999999999999s\n", 4, "is not a duration");
+        expect_error(HEAD "Restart=sometimes\n", 4, "Restart=\"sometimes\" is not one of");
+
+        /* [Binding NAME] keys */
+        expect_error(HEAD "[Binding A]\nMaxKeys=1\n", 4, "binding A has no Type=");
+        expect_error(HEAD "[Binding A]\nMaxKeys=1\nType=blob\n", 6, "Type=\"blob\" is not one of");
+        expect_error(HEAD "[Binding A]\nType=kv\nType=kv\n", 6, "Type= given twice (first on line 5)");
+        expect_error(HEAD "[Binding A]\nType=kv\nFoo=1\n", 6, "unknown key \"Foo\" in [Binding A]");
+        expect_error(HEAD "[Binding A]\nTarget=counter\nType=kv\n", 5,
+                     "key Target is not valid for a binding of type kv");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxValueSize=infinity\n", 6, "a limit is required");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxBytes=lots\n", 6, "MaxBytes=\"lots\" is not a size");
+        expect_error(HEAD "[Binding A]\nType=gadget\n", 4, "binding A of type gadget has no Target=");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=Counter\n", 6,
+                     "Target=\"Counter\" is not a valid gadget name");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=t\n", 4, "Target=t is this gadget itself");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=c\nMethods=get 2x\n", 7,
+                     "\"2x\" is not a method name");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=c\nMethods=get get\n", 7, "lists get twice");
+        expect_error(HEAD "[Binding A]\nType=http\n", 4, "binding A of type http has no Allow=");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=ftp://h/\n", 6, "does not start with http://");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://\n", 6, "has no valid host");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h:0/\n", 6, "has no valid host");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h:99999/\n", 6, "has no valid host");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://a@h/\n", 6, "user information");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h?q=1\n", 6, "needs a '/'");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/#x\n", 6, "fragment");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nAllow=http://h\n", 7, "listed twice");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nMethods=GET get\n", 7,
+                     "\"get\" is not one of GET, POST");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nTimeout=soon\n", 7,
+                     "Timeout=\"soon\" is not a duration");
+        expect_error(HEAD "[Binding A]\nType=text\n", 4, "binding A of type text has no Value=");
+        expect_error(HEAD "[Binding A]\nType=secret\n", 4, "binding A of type secret has no File=");
+        expect_error(HEAD "[Binding A]\nType=secret\nFile=/nonexistent\n", 6, "No such file");
+        expect_error(HEAD "[Binding A]\nType=secret\nFile=etc/passwd\n", 6, "not an absolute path");
+        expect_error(HEAD "[Binding A]\nType=secret\nFile=/usr/share\n", 6, "not a regular file");
+}
+
+/* Values in messages are quoted, escaped and shortened. */
+static void test_quoting(void)
+{
+        char text[400];
+        struct policy *p = SENTINEL;
+        struct policy_errors e = { 0 };
+
+        expect_error(HEAD "Restart=a\"b\\c\x01\n", 4, "Restart=\"a\\\"b\\\\c\\x01\"");
+        snprintf(text, sizeof(text), HEAD "Restart=%0150d\n", 7);
+        parse(text, &p, &e);
+        CHECK(e.n == 1 && strstr(e.msgs[0], "...\" is not one of") && strlen(e.msgs[0]) < 200,
+              "a long value is shortened in the message");
+        policy_errors_clear(&e);
+}
+
+static void test_many_errors(void)
+{
+        static const char text[] =
+                "[Gadget]\n"                    /* 1 */
+                "Name=Bad Name\n"               /* 2 */
+                "Exec=/nonexistent\n"           /* 3 */
+                "MemoryMax=lots\n"              /* 4 */
+                "[Binding X]\n"                 /* 5 */
+                "Type=kv\n"                     /* 6 */
+                "Target=x\n"                    /* 7 */
+                "[Nope]\n";                     /* 8 */
+        struct policy *p = SENTINEL;
+        struct policy_errors e = { 0 };
+        int r = parse(text, &p, &e);
+
+        CHECK(r == -EINVAL && p == SENTINEL, "several errors: nothing returned");
+        CHECK(e.n == 5, "every error collected (%zu)", e.n);
+        if (e.n == 5) {
+                CHECK(error_is(e.msgs[0], 2, "Name=\"Bad Name\""), "first: line 2");
+                CHECK(error_is(e.msgs[1], 3, "Exec=\"/nonexistent\""), "second: line 3");
+                CHECK(error_is(e.msgs[2], 4, "MemoryMax=\"lots\""), "third: line 4");
+                CHECK(error_is(e.msgs[3], 7, "key Target is not valid"), "fourth: line 7");
+                CHECK(error_is(e.msgs[4], 8, "unknown section \"Nope\""), "fifth: line 8");
+        } else {
+                dump_errors(&e);
+        }
+        policy_errors_clear(&e);
+        CHECK(e.n == 0 && e.msgs == NULL, "errors cleared");
+
+        /* Appends to what errs already holds; NULL errs is allowed. */
+        parse("[Gadget]\n", &p, &e);
+        parse("[Gadget]\n", &p, &e);
+        CHECK(e.n == 4, "errors accumulate across calls");
+        policy_errors_clear(&e);
+        CHECK(parse("[Gadget]\n", &p, NULL) == -EINVAL && p == SENTINEL, "errs may be NULL");
+
+        /* A flood of bad lines stops at 100 messages plus one. */
+        size_t len = 9 + 200 * 4;
+        char *flood = malloc(len + 1);
+        if (flood) {
+                memcpy(flood, "[Gadget]\n", 9);
+                for (size_t i = 0; i < 200; i++)
+                        memcpy(flood + 9 + i * 4, "bad\n", 4);
+                r = policy_parse("t.policy", flood, len, &p, &e);
+                CHECK(r == -EINVAL && e.n == 101 && strstr(e.msgs[100], "too many errors"),
+                      "error flood capped (%zu)", e.n);
+                policy_errors_clear(&e);
+                free(flood);
+        }
+}
+
+static void test_load(void)
+{
+        struct policy *p = NULL;
+        struct policy_errors e = { 0 };
+        int r = policy_load("../policies/good.policy", &p, &e);
+
+        CHECK(r == 0 && p && e.n == 0, "good.policy loads");
+        if (r != 0)
+                dump_errors(&e);
+        if (p) {
+                CHECK_STR(p->path, "../policies/good.policy", "path kept as given");
+                CHECK_STR(p->name, "notes", "good.policy Name");
+                CHECK(p->system_libraries && p->memory_max == 64 << 20 && p->tasks_max == 16 &&
+                      p->call_timeout_ms == 5000 && p->restart == POLICY_RESTART_ON_FAILURE,
+                      "good.policy values");
+                CHECK(p->argc == 2 && strcmp(p->argv[1], "exec notes --data /tmp") == 0,
+                      "good.policy Arguments");
+                CHECK(p->n_bindings == 5, "good.policy bindings");
+                const struct policy_binding *b = policy_binding_find(p, "API");
+                CHECK(b && b->n_methods == 2 && b->n_allow == 1, "good.policy http binding");
+        }
+        policy_free(p);
+        policy_errors_clear(&e);
+
+        p = SENTINEL;
+        r = policy_load("../policies/bad.policy", &p, &e);
+        CHECK(r == -EINVAL && p == SENTINEL, "bad.policy refused");
+        static const struct {
+                unsigned line;
+                const char *want;
+        } bad[] = {
+                { 3, "Name=\"Notes\"" },
+                { 4, "Exec=\"bin/notes\" is not an absolute path" },
+                { 5, "MemoryMax=\"64Q\"" },
+                { 6, "SystemLibraries=\"maybe\"" },
+                { 9, "key Target is not valid for a binding of type http" },
+                { 8, "binding API of type http has no Allow=" },
+                { 12, "duplicate binding API (first on line 8)" },
+        };
+        CHECK(e.n == sizeof(bad) / sizeof(bad[0]), "bad.policy: %zu errors", e.n);
+        for (size_t i = 0; i < e.n && i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char prefix[64];
+                snprintf(prefix, sizeof(prefix), "../policies/bad.policy:%u: ", bad[i].line);
+                CHECK(strncmp(e.msgs[i], prefix, strlen(prefix)) == 0 &&
+                      strstr(e.msgs[i], bad[i].want), "bad.policy:%u: %s", bad[i].line, bad[i].want);
+        }
+        policy_errors_clear(&e);
+
+        r = policy_load("../policies/nonexistent.policy", &p, &e);
+        CHECK(r == -ENOENT && p == SENTINEL && e.n == 1 &&
+              strcmp(e.msgs[0], "../policies/nonexistent.policy: cannot open: "
+                     "No such file or directory") == 0, "missing file");
+        policy_errors_clear(&e);
+        r = policy_load("../policies", &p, &e);
+        CHECK(r == -EINVAL && p == SENTINEL && e.n == 1 &&
+              strcmp(e.msgs[0], "../policies: not a regular file") == 0, "directory refused");
+        policy_errors_clear(&e);
+}
+
+static void test_misc(void)
+{
+        policy_free(NULL);
+        policy_errors_clear(NULL);
+        CHECK(policy_binding_find(NULL, "A") == NULL, "find in NULL policy");
+        CHECK_STR(policy_binding_type_name(BINDING_HTTP), "http", "type name");
+        CHECK_STR(policy_binding_type_name((enum binding_type)99), "unknown", "bad type name");
+        CHECK_STR(policy_restart_name(POLICY_RESTART_ON_FAILURE), "on-failure", "restart name");
+        CHECK(policy_parse("t.policy", NULL, 0, NULL, NULL) == -EINVAL, "NULL out refused");
+}
+
+int main(void)
+{
+        test_size();
+        test_duration();
+        test_bool_count();
+        test_names();
+        test_split();
+        test_full();
+        test_defaults();
+        test_syntax();
+        test_errors();
+        test_quoting();
+        test_many_errors();
+        test_load();
+        test_misc();
+        return tap_done();
+}

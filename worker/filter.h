@@ -1,0 +1,19 @@
+/* filter: the system-call filters every gadget runs under. They are
+ * compiled once by gadgetd (libseccomp) and installed by each worker just
+ * before the gadget program starts. */
+#pragma once
+
+#include <linux/filter.h>
+
+/* Two programs: an allowlist by call number, and refusals by argument
+ * (which libseccomp cannot combine with an allowlist in one program). */
+struct gadget_filter {
+        struct sock_fprog list;
+        struct sock_fprog args;
+};
+
+/* Compiles both (malloc'd; free with filter_free). Returns 0 or -errno. */
+int filter_build(struct gadget_filter *f);
+void filter_free(struct gadget_filter *f);
+/* Installs both in the calling process; no_new_privs must be set. */
+int filter_install(const struct gadget_filter *f);

@@ -1,0 +1,119 @@
+/* init: PID 1 of the gadget's PID namespace. It starts the gadget program
+ * as PID 2, reaps every orphan, forwards termination signals, and reports
+ * the program's wait status to gadgetd. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+/* In PID 2: only fds 0 (/dev/null), 1, 2 and the RPC fd survive, then the
+ * program is exec'd. An exec failure is written to err_fd. */
+static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, const sigset_t *old)
+{
+        int e;
+        const char *step = "fds";
+
+        /* dup above the target numbers first so no source is overwritten. */
+        int rpc = fcntl(cfg->rpc_fd, F_DUPFD, 10);
+        int out = fcntl(cfg->stdout_fd, F_DUPFD, 10);
+        int err = fcntl(cfg->stderr_fd, F_DUPFD, 10);
+        int nul = fcntl(cfg->devnull_fd, F_DUPFD, 10);
+        int rep = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
+        if (rpc < 0 || out < 0 || err < 0 || nul < 0 || rep < 0 ||
+            dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+            dup2(rpc, SANDBOX_RPC_FD) < 0)
+                goto fail;
+        /* Why this is safe: every fd but 0-3 is closed, whatever gadgetd
+         * may have leaked; the report fd closes itself at exec. */
+        if (close_range(SANDBOX_RPC_FD + 1, (unsigned)rep - 1, 0) < 0 ||
+            close_range((unsigned)rep + 1, ~0U, 0) < 0)
+                goto fail;
+        step = "signal mask";
+        if (sigprocmask(SIG_SETMASK, old, NULL) < 0)
+                goto fail;
+        step = "exec";
+        execve(cfg->policy->exec, cfg->argv, cfg->envp);
+fail:
+        e = errno;
+        {
+                char msg[512];
+                int n = snprintf(msg, sizeof msg, "%s %s: %s", step, cfg->policy->exec, strerror(e));
+                sandbox_report(rep >= 0 ? rep : err_fd, SANDBOX_REPORT_ERROR, msg, (uint16_t)n);
+        }
+        _exit(127);
+}
+
+/* Waits until exec succeeded (the pipe closes) or failed (a report comes). */
+static int wait_exec(int rd, const struct sandbox_config *cfg)
+{
+        uint8_t buf[3 + 512];
+        ssize_t n;
+        do
+                n = read(rd, buf, sizeof buf);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0)
+                return 0;
+        /* Pass the exec failure on to gadgetd as the start's error. */
+        ssize_t w = write(cfg->report_fd, buf, (size_t)n);
+        (void)w;
+        return -1;
+}
+
+_Noreturn void init_run(const struct sandbox_config *cfg)
+{
+        sigset_t set, old;
+        int pipefd[2];
+        pid_t child;
+
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+                sigaddset(&set, forwarded[i]);
+        if (sigprocmask(SIG_BLOCK, &set, &old) < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+                sandbox_report(cfg->report_fd, SANDBOX_REPORT_ERROR, "init: setup failed", 18);
+                _exit(125);
+        }
+        child = fork();
+        if (child < 0) {
+                sandbox_report(cfg->report_fd, SANDBOX_REPORT_ERROR, "init: fork failed", 17);
+                _exit(125);
+        }
+        if (child == 0) {
+                close(pipefd[0]);
+                close(cfg->report_fd);
+                exec_program(cfg, pipefd[1], &old);
+        }
+        close(pipefd[1]);
+        close(cfg->rpc_fd);
+        if (wait_exec(pipefd[0], cfg) == 0)
+                sandbox_report(cfg->report_fd, SANDBOX_REPORT_READY, "", 0);
+        close(pipefd[0]);
+
+        for (;;) {
+                siginfo_t si;
+                if (sigwaitinfo(&set, &si) < 0)
+                        continue;
+                if (si.si_signo != SIGCHLD) {
+                        kill(child, si.si_signo);
+                        continue;
+                }
+                int status;
+                pid_t pid;
+                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                        if (pid != child)
+                                continue;
+                        sandbox_report(cfg->report_fd, SANDBOX_REPORT_STATUS, &status, sizeof status);
+                        /* Ending PID 1 ends every other process of the namespace. */
+                        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                }
+        }
+}

@@ -1,0 +1,335 @@
+/* gadget: libgadget's connection to gadgetd — hello, the serve loop that
+ * answers calls, and binding calls made from inside a method. */
+#include "gadget.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "value.h"
+#include "wire.h"
+
+struct method {
+        char *name;
+        gadget_method_fn fn;
+        void *data;
+};
+
+struct gadget {
+        char *name;
+        int fd;
+        struct method *methods;
+        size_t n_methods;
+        struct wire_reader rd;
+        uint32_t max_frame;
+        uint64_t next_binding_id;
+        Gadget__SupervisorMsg **queued; /* calls that came during a binding call */
+        size_t n_queued;
+        char error[512];
+};
+
+struct gadget_call {
+        struct gadget *g;
+        int code;
+        char message[512];
+};
+
+static void set_error(struct gadget *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(struct gadget *g, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->error, sizeof g->error, fmt, ap);
+        va_end(ap);
+}
+
+struct gadget *gadget_new(const char *name)
+{
+        struct gadget *g = calloc(1, sizeof *g);
+        if (!g)
+                return NULL;
+        g->name = strdup(name ? name : "");
+        if (!g->name) {
+                free(g);
+                return NULL;
+        }
+        const char *fd = getenv("GADGET_FD");
+        g->fd = fd ? atoi(fd) : 3;
+        g->max_frame = WIRE_MAX_FRAME;
+        wire_reader_init(&g->rd, g->max_frame);
+        return g;
+}
+
+void gadget_free(struct gadget *g)
+{
+        if (!g)
+                return;
+        for (size_t i = 0; i < g->n_methods; i++)
+                free(g->methods[i].name);
+        for (size_t i = 0; i < g->n_queued; i++)
+                gadget__supervisor_msg__free_unpacked(g->queued[i], NULL);
+        free(g->queued);
+        free(g->methods);
+        wire_reader_free(&g->rd);
+        free(g->name);
+        free(g);
+}
+
+int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data)
+{
+        if (!name || !*name || strlen(name) > 64 || !fn)
+                return -GADGET_EINVAL;
+        for (const char *s = name; *s; s++)
+                if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= '0' && *s <= '9') ||
+                      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+                        return -GADGET_EINVAL;
+        struct method *n = realloc(g->methods, (g->n_methods + 1) * sizeof *n);
+        if (!n)
+                return -GADGET_EINTERNAL;
+        g->methods = n;
+        n[g->n_methods] = (struct method){ .name = strdup(name), .fn = fn, .data = data };
+        if (!n[g->n_methods].name)
+                return -GADGET_EINTERNAL;
+        g->n_methods++;
+        return 0;
+}
+
+struct gadget *gadget_call_gadget(struct gadget_call *call)
+{
+        return call->g;
+}
+
+const char *gadget_last_error(const struct gadget *g)
+{
+        return g->error;
+}
+
+gadget_value *gadget_fail(struct gadget_call *call, int code, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(call->message, sizeof call->message, fmt, ap);
+        va_end(ap);
+        call->code = code ? code : GADGET_EFAILED;
+        return NULL;
+}
+
+static int send_worker_msg(struct gadget *g, Gadget__WorkerMsg *msg)
+{
+        int e = wire_send(g->fd, &msg->base, g->max_frame);
+        if (e < 0) {
+                set_error(g, "cannot write to gadgetd: %s", strerror(-e));
+                return -GADGET_EPROTO;
+        }
+        return 0;
+}
+
+/* Reads the next message from gadgetd; NULL at end or on error. */
+static Gadget__SupervisorMsg *recv_msg(struct gadget *g)
+{
+        const uint8_t *data;
+        size_t len;
+        int e = wire_recv(&g->rd, g->fd, &data, &len);
+        if (e <= 0) {
+                set_error(g, "%s", e == 0 ? "gadgetd closed the connection" : strerror(-e));
+                return NULL;
+        }
+        Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+        if (!m)
+                set_error(g, "gadgetd sent a message that does not decode");
+        return m;
+}
+
+int gadget_log(struct gadget *g, int priority, const char *fmt, ...)
+{
+        char text[4096];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+        Gadget__Log log = GADGET__LOG__INIT;
+        log.level = priority < 0 ? 0 : priority > 7 ? 7 : (uint32_t)priority;
+        log.text = text;
+        Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
+        msg.msg_case = GADGET__WORKER_MSG__MSG_LOG;
+        msg.log = &log;
+        return send_worker_msg(g, &msg);
+}
+
+static const struct method *find_method(const struct gadget *g, const char *name)
+{
+        for (size_t i = 0; i < g->n_methods; i++)
+                if (strcmp(g->methods[i].name, name) == 0)
+                        return &g->methods[i];
+        return NULL;
+}
+
+/* Runs one call and sends its answer. */
+static int serve_call(struct gadget *g, const Gadget__Call *c)
+{
+        struct gadget_call call = { .g = g };
+        const struct method *m = find_method(g, c->method);
+        gadget_value *result = NULL;
+        gadget_value *noargs = NULL;
+
+        if (!m) {
+                gadget_fail(&call, GADGET_ENOMETHOD, "no method \"%s\"", c->method);
+        } else {
+                const gadget_value *args = c->args;
+                if (!args)
+                        args = noargs = value_new_null();
+                result = m->fn(&call, args, m->data);
+                if (!result && !call.code)
+                        gadget_fail(&call, GADGET_EFAILED, "method \"%s\" failed", c->method);
+        }
+        Gadget__Error err = GADGET__ERROR__INIT;
+        Gadget__CallResult res = GADGET__CALL_RESULT__INIT;
+        res.id = c->id;
+        if (result) {
+                res.outcome_case = GADGET__CALL_RESULT__OUTCOME_VALUE;
+                res.value = result;
+        } else {
+                err.code = (uint32_t)call.code;
+                err.message = call.message;
+                res.outcome_case = GADGET__CALL_RESULT__OUTCOME_ERROR;
+                res.error = &err;
+        }
+        Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
+        msg.msg_case = GADGET__WORKER_MSG__MSG_RESULT;
+        msg.result = &res;
+        int e = send_worker_msg(g, &msg);
+        value_free(result);
+        value_free(noargs);
+        return e;
+}
+
+static int say_hello(struct gadget *g)
+{
+        Gadget__Hello hello = GADGET__HELLO__INIT;
+        char **names = calloc(g->n_methods + 1, sizeof *names);
+        if (!names)
+                return -GADGET_EINTERNAL;
+        for (size_t i = 0; i < g->n_methods; i++)
+                names[i] = g->methods[i].name;
+        hello.name = g->name;
+        hello.protocol_version = GADGET_PROTOCOL_VERSION;
+        hello.n_methods = g->n_methods;
+        hello.methods = names;
+        Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
+        msg.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
+        msg.hello = &hello;
+        int e = send_worker_msg(g, &msg);
+        free(names);
+        if (e < 0)
+                return e;
+        Gadget__SupervisorMsg *m = recv_msg(g);
+        if (!m || m->msg_case != GADGET__SUPERVISOR_MSG__MSG_WELCOME) {
+                if (m)
+                        set_error(g, "gadgetd did not welcome the gadget");
+                gadget__supervisor_msg__free_unpacked(m, NULL);
+                return -GADGET_EPROTO;
+        }
+        if (m->welcome->max_frame >= 4096 && m->welcome->max_frame < g->max_frame)
+                g->max_frame = m->welcome->max_frame;
+        gadget__supervisor_msg__free_unpacked(m, NULL);
+        return 0;
+}
+
+/* Handles one message in the serve loop: 1 to go on, 0 to stop, <0 error. */
+static int dispatch(struct gadget *g, Gadget__SupervisorMsg *m)
+{
+        switch (m->msg_case) {
+        case GADGET__SUPERVISOR_MSG__MSG_CALL:
+                return serve_call(g, m->call) < 0 ? -GADGET_EPROTO : 1;
+        case GADGET__SUPERVISOR_MSG__MSG_SHUTDOWN:
+                return 0;
+        default:
+                /* A stray binding result or welcome: nothing waits for it. */
+                return 1;
+        }
+}
+
+int gadget_serve(struct gadget *g)
+{
+        int e = say_hello(g);
+        if (e < 0)
+                return e;
+        for (;;) {
+                Gadget__SupervisorMsg *m;
+                if (g->n_queued > 0) {
+                        m = g->queued[0];
+                        memmove(g->queued, g->queued + 1, --g->n_queued * sizeof *g->queued);
+                } else if (!(m = recv_msg(g))) {
+                        /* gadgetd went away: a clean end for the gadget. */
+                        return 0;
+                }
+                e = dispatch(g, m);
+                gadget__supervisor_msg__free_unpacked(m, NULL);
+                if (e <= 0)
+                        return e;
+        }
+}
+
+static int queue_msg(struct gadget *g, Gadget__SupervisorMsg *m)
+{
+        Gadget__SupervisorMsg **n = realloc(g->queued, (g->n_queued + 1) * sizeof *n);
+        if (!n)
+                return -GADGET_EINTERNAL;
+        g->queued = n;
+        n[g->n_queued++] = m;
+        return 0;
+}
+
+int gadget_binding_call(struct gadget *g, const char *binding, const char *op,
+                        gadget_value *args, gadget_value **result)
+{
+        Gadget__BindingCall bc = GADGET__BINDING_CALL__INIT;
+        Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
+        int e;
+
+        g->error[0] = '\0';
+        bc.id = ++g->next_binding_id;
+        bc.binding = (char *)binding;
+        bc.op = (char *)op;
+        bc.args = args;
+        msg.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+        msg.binding_call = &bc;
+        e = send_worker_msg(g, &msg);
+        value_free(args);
+        if (e < 0)
+                return e;
+        for (;;) {
+                Gadget__SupervisorMsg *m = recv_msg(g);
+                if (!m)
+                        return -GADGET_EPROTO;
+                if (m->msg_case != GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                        if (queue_msg(g, m) < 0) {
+                                gadget__supervisor_msg__free_unpacked(m, NULL);
+                                return -GADGET_EINTERNAL;
+                        }
+                        continue;
+                }
+                Gadget__BindingResult *r = m->binding_result;
+                if (r->id != bc.id) {
+                        gadget__supervisor_msg__free_unpacked(m, NULL);
+                        continue;
+                }
+                if (r->outcome_case == GADGET__BINDING_RESULT__OUTCOME_VALUE) {
+                        if (result) {
+                                *result = r->value;
+                                r->value = NULL;
+                                r->outcome_case = GADGET__BINDING_RESULT__OUTCOME__NOT_SET;
+                        }
+                        e = 0;
+                } else {
+                        const Gadget__Error *err = r->error;
+                        set_error(g, "%s", err && err->message ? err->message : "binding call failed");
+                        e = -(int)(err && err->code ? err->code : GADGET_EFAILED);
+                }
+                gadget__supervisor_msg__free_unpacked(m, NULL);
+                return e;
+        }
+}

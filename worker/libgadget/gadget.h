@@ -1,0 +1,106 @@
+/* libgadget: the C SDK for gadgets. A gadget registers named methods and
+ * runs gadget_serve(); gadgetd calls the methods over the RPC fd and the
+ * gadget reaches its declared bindings through gadget_binding_call() and the
+ * helpers built on it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GADGET_PROTOCOL_VERSION 1
+
+/* Error codes carried in error answers (both directions). */
+enum gadget_error {
+        GADGET_OK = 0,
+        GADGET_EINVAL = 1,       /* a bad argument */
+        GADGET_ENOMETHOD = 2,    /* no such method */
+        GADGET_EFAILED = 3,      /* the method or operation failed */
+        GADGET_EDENIED = 4,      /* refused by the gadget's policy */
+        GADGET_EUNAVAILABLE = 5, /* the target is not running */
+        GADGET_ETIMEOUT = 6,     /* no answer in time */
+        GADGET_EBUSY = 7,        /* too many calls queued */
+        GADGET_EPROTO = 8,       /* a protocol violation */
+        GADGET_ELIMIT = 9,       /* a size or quota limit */
+        GADGET_ENOTFOUND = 10,   /* no such key or item */
+        GADGET_EGONE = 11,       /* the gadget ended during the call */
+        GADGET_EINTERNAL = 12,   /* a failure inside gadgetd */
+};
+
+enum gadget_type {
+        GADGET_INVALID, GADGET_NULL, GADGET_BOOL, GADGET_INT, GADGET_DOUBLE,
+        GADGET_STRING, GADGET_BYTES, GADGET_LIST, GADGET_MAP,
+};
+
+typedef struct Gadget__Value gadget_value;
+struct gadget;
+struct gadget_call;
+
+/* A method: returns a new value (owned by libgadget from then on), or
+ * NULL after gadget_fail(). Returning NULL without gadget_fail is an
+ * EFAILED error. */
+typedef gadget_value *(*gadget_method_fn)(struct gadget_call *call, const gadget_value *args,
+                                          void *data);
+
+/* --- the gadget ------------------------------------------------------- */
+/* name must be the Name= of the gadget's policy. NULL on allocation failure. */
+struct gadget *gadget_new(const char *name);
+void gadget_free(struct gadget *g);
+/* Registers a method (names: letters, digits, '_', '-', '.'). 0 or -GADGET_E*. */
+int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data);
+/* Says hello and serves calls until gadgetd asks the gadget to stop.
+ * Returns 0 then, or -GADGET_E* if the connection failed (not under gadgetd,
+ * refused hello, protocol error). */
+int gadget_serve(struct gadget *g);
+/* Records an error answer for the current call; returns NULL. */
+gadget_value *gadget_fail(struct gadget_call *call, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+struct gadget *gadget_call_gadget(struct gadget_call *call);
+/* The message of the last failed binding call, or "". */
+const char *gadget_last_error(const struct gadget *g);
+/* Sends a log line to gadgetd (priority 0..7 as syslog). */
+int gadget_log(struct gadget *g, int priority, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* --- bindings ----------------------------------------------------------- */
+/* Calls operation op of binding with args (owned, may be NULL for no
+ * arguments). On success returns 0 and, if result is not NULL, the result
+ * value (the caller frees it). On failure returns -GADGET_E* and
+ * gadget_last_error() says why. Calls from gadgetd that arrive meanwhile
+ * are served after the current method returns. */
+int gadget_binding_call(struct gadget *g, const char *binding, const char *op,
+                        gadget_value *args, gadget_value **result);
+
+/* --- values ------------------------------------------------------------- */
+gadget_value *gadget_null(void);
+gadget_value *gadget_bool(bool b);
+gadget_value *gadget_int(int64_t i);
+gadget_value *gadget_double(double d);
+gadget_value *gadget_string(const char *s);
+gadget_value *gadget_stringf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+gadget_value *gadget_bytes(const void *data, size_t len);
+gadget_value *gadget_list(void);
+gadget_value *gadget_map(void);
+/* Take ownership of item. 0 or -GADGET_EINVAL/-GADGET_EINTERNAL. */
+int gadget_list_append(gadget_value *list, gadget_value *item);
+int gadget_map_set(gadget_value *map, const char *key, gadget_value *item);
+void gadget_value_free(gadget_value *v);
+
+enum gadget_type gadget_type_of(const gadget_value *v);
+const gadget_value *gadget_map_get(const gadget_value *map, const char *key);
+size_t gadget_len(const gadget_value *v);                  /* list items, map entries, string/bytes length */
+const gadget_value *gadget_list_at(const gadget_value *list, size_t i);
+const char *gadget_map_key_at(const gadget_value *map, size_t i);
+const gadget_value *gadget_map_value_at(const gadget_value *map, size_t i);
+const char *gadget_as_string(const gadget_value *v);       /* NULL unless a string */
+const void *gadget_as_bytes(const gadget_value *v, size_t *len);
+bool gadget_as_int(const gadget_value *v, int64_t *out);
+bool gadget_as_double(const gadget_value *v, double *out); /* ints convert too */
+bool gadget_as_bool(const gadget_value *v, bool *out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,284 @@
+/* mounts: the gadget's root filesystem. A fresh tmpfs becomes the root,
+ * holding only the program, the policy's paths (read-only), a minimal /dev,
+ * a private /tmp and /proc of the gadget's PID namespace. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+#define BASE "/tmp" /* where the new root is built before pivot_root */
+
+/* One thing to place in the new root: a cloned mount tree or a symlink. */
+struct mount_item {
+        char *dst;          /* absolute path inside the sandbox */
+        char *link;         /* symlink target, or NULL for a mount */
+        int tree_fd;        /* detached clone from open_tree, or -1 */
+        bool is_dir;
+};
+
+struct mount_plan {
+        struct mount_item *items;
+        size_t n;
+        char step[PATH_MAX + 64];
+};
+
+static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+static const char *const dev_nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
+
+static const char *set_step(struct mount_plan *plan, const char *what, const char *path)
+{
+        snprintf(plan->step, sizeof plan->step, "%s %s", what, path);
+        return plan->step;
+}
+
+static struct mount_item *plan_add(struct mount_plan *plan, const char *dst)
+{
+        struct mount_item *n = realloc(plan->items, (plan->n + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        plan->items = n;
+        struct mount_item *it = &n[plan->n];
+        *it = (struct mount_item){ .dst = strdup(dst), .tree_fd = -1 };
+        if (!it->dst)
+                return NULL;
+        plan->n++;
+        return it;
+}
+
+/* True if path is dir or lies below it. */
+static bool path_within(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* True if an earlier item already shows path in the sandbox. */
+static bool plan_covers(const struct mount_plan *plan, const char *path)
+{
+        for (size_t i = 0; i < plan->n; i++)
+                if (!plan->items[i].link && plan->items[i].is_dir && path_within(path, plan->items[i].dst))
+                        return true;
+        return false;
+}
+
+/* Clones the host mount tree at src (a detached copy, all submounts
+ * included) and sets attr on it. Why this is safe: the clone is made with
+ * the identity gadgetd gave the child, and the attributes only add
+ * restrictions; locked host flags cannot be cleared from a user namespace. */
+static int plan_clone(struct mount_plan *plan, const char *src, uint64_t attr, const char **step)
+{
+        struct stat st;
+        struct mount_item *it;
+
+        *step = set_step(plan, "bind", src);
+        if (stat(src, &st) < 0)
+                return -errno;
+        it = plan_add(plan, src);
+        if (!it)
+                return -ENOMEM;
+        it->is_dir = S_ISDIR(st.st_mode);
+        it->tree_fd = (int)syscall(SYS_open_tree, AT_FDCWD, src,
+                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (it->tree_fd < 0)
+                return -errno;
+        struct mount_attr ma = { .attr_set = attr };
+        if (syscall(SYS_mount_setattr, it->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof ma) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Adds a system directory: a symlink (merged /usr) is recreated, a
+ * directory is cloned read-only, a missing one is skipped. */
+static int plan_system_dir(struct mount_plan *plan, const char *dir, const char **step)
+{
+        struct stat st;
+        char target[PATH_MAX];
+
+        if (lstat(dir, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISLNK(st.st_mode)) {
+                ssize_t n = readlink(dir, target, sizeof target - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = '\0';
+                struct mount_item *it = plan_add(plan, dir);
+                if (!it || !(it->link = strdup(target)))
+                        return -ENOMEM;
+                return 0;
+        }
+        return plan_clone(plan, dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, step);
+}
+
+int mounts_prepare(const struct policy *p, struct mount_plan **out, const char **step)
+{
+        const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        struct mount_plan *plan = calloc(1, sizeof *plan);
+        int e = 0;
+
+        if (!plan)
+                return -ENOMEM;
+        /* Nothing done in this namespace may propagate back to the host. */
+        *step = "make mounts private";
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+                e = -errno;
+                goto out;
+        }
+        for (size_t i = 0; p->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
+                if ((e = plan_system_dir(plan, system_dirs[i], step)) < 0)
+                        goto out;
+        if (p->system_libraries && access("/etc/ld.so.cache", F_OK) == 0 &&
+            (e = plan_clone(plan, "/etc/ld.so.cache", ro, step)) < 0)
+                goto out;
+        for (size_t i = 0; i < p->n_ro_paths; i++)
+                if ((e = plan_clone(plan, p->ro_paths[i], ro, step)) < 0)
+                        goto out;
+        if (!plan_covers(plan, p->exec) && (e = plan_clone(plan, p->exec, ro, step)) < 0)
+                goto out;
+        /* Device nodes stay writable (/dev/null must take writes) but
+         * nothing on them can be executed or gain set-uid. */
+        for (size_t i = 0; i < sizeof dev_nodes / sizeof *dev_nodes; i++)
+                if ((e = plan_clone(plan, dev_nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, step)) < 0)
+                        goto out;
+out:
+        if (e < 0) {
+                mounts_plan_free(plan);
+                return e;
+        }
+        *out = plan;
+        return 0;
+}
+
+void mounts_plan_free(struct mount_plan *plan)
+{
+        if (!plan)
+                return;
+        for (size_t i = 0; i < plan->n; i++) {
+                free(plan->items[i].dst);
+                free(plan->items[i].link);
+                if (plan->items[i].tree_fd >= 0)
+                        close(plan->items[i].tree_fd);
+        }
+        free(plan->items);
+        free(plan);
+}
+
+/* mkdir -p of path's parents (path is below BASE). */
+static int make_parents(char *path)
+{
+        for (char *s = path + strlen(BASE) + 1; (s = strchr(s, '/')); s++) {
+                *s = '\0';
+                int r = mkdir(path, 0755);
+                *s = '/';
+                if (r < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        return 0;
+}
+
+/* Creates the mount point (or symlink) for one item and attaches it. */
+static int place_item(const struct mount_item *it)
+{
+        char path[PATH_MAX];
+        struct stat st;
+
+        if (snprintf(path, sizeof path, "%s%s", BASE, it->dst) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        int e = make_parents(path);
+        if (e < 0)
+                return e;
+        if (it->link)
+                return symlink(it->link, path) < 0 ? -errno : 0;
+        if (lstat(path, &st) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (it->is_dir ? mkdir(path, 0755) < 0 : mknod(path, S_IFREG | 0444, 0) < 0)
+                        return -errno;
+        }
+        if (syscall(SYS_move_mount, it->tree_fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return -errno;
+        return 0;
+}
+
+static int cmp_items(const void *a, const void *b)
+{
+        return strcmp(((const struct mount_item *)a)->dst, ((const struct mount_item *)b)->dst);
+}
+
+/* The gadget's /tmp: private, size-limited in bytes and inodes. */
+static int mount_tmp(const struct policy *p)
+{
+        char opts[128];
+        uint64_t inodes = p->tmp_size / 4096;
+        if (inodes < 256)
+                inodes = 256;
+        snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)p->tmp_size, (unsigned long long)inodes);
+        if (mkdir(BASE "/tmp", 01777) < 0 && errno != EEXIST)
+                return -errno;
+        if (mount("tmpfs", BASE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return -errno;
+        return 0;
+}
+
+static int make_dev_links(void)
+{
+        static const char *const links[][2] = {
+                { "/proc/self/fd", BASE "/dev/fd" },
+                { "/proc/self/fd/0", BASE "/dev/stdin" },
+                { "/proc/self/fd/1", BASE "/dev/stdout" },
+                { "/proc/self/fd/2", BASE "/dev/stderr" },
+        };
+        for (size_t i = 0; i < sizeof links / sizeof *links; i++)
+                if (symlink(links[i][0], links[i][1]) < 0)
+                        return -errno;
+        return 0;
+}
+
+int mounts_build(const struct mount_plan *cplan, const struct policy *p, const char **step)
+{
+        struct mount_plan *plan = (struct mount_plan *)cplan;
+        int e;
+
+        umask(022);
+        *step = "mount root tmpfs";
+        if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
+                return -errno;
+        /* Shorter paths first, so a parent is in place before its children. */
+        qsort(plan->items, plan->n, sizeof *plan->items, cmp_items);
+        for (size_t i = 0; i < plan->n; i++) {
+                *step = set_step(plan, "mount", plan->items[i].dst);
+                if ((e = place_item(&plan->items[i])) < 0)
+                        return e;
+        }
+        *step = "make /dev links";
+        if ((e = make_dev_links()) < 0)
+                return e;
+        *step = "mount /tmp";
+        if ((e = mount_tmp(p)) < 0)
+                return e;
+        *step = "mount /proc";
+        if (mkdir(BASE "/proc", 0555) < 0 && errno != EEXIST)
+                return -errno;
+        if (mount("proc", BASE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return -errno;
+        /* Swap roots and drop the host's tree: nothing of it stays reachable. */
+        *step = "pivot_root";
+        if (chdir(BASE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+            umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+                return -errno;
+        *step = "make root read-only";
+        struct mount_attr ma = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+        if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ma, sizeof ma) < 0)
+                return -errno;
+        return 0;
+}

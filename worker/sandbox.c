@@ -1,0 +1,109 @@
+/* sandbox: the order in which a worker enters its sandbox. Runs in the
+ * child created by clone() with new user, mount, network, PID, IPC, UTS and
+ * cgroup namespaces; every step either succeeds or the gadget never starts. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+void sandbox_report(int fd, enum sandbox_report type, const void *data, uint16_t len)
+{
+        uint8_t buf[3 + 512];
+        if (len > sizeof buf - 3)
+                len = sizeof buf - 3;
+        buf[0] = (uint8_t)type;
+        buf[1] = (uint8_t)(len & 0xff);
+        buf[2] = (uint8_t)(len >> 8);
+        memcpy(buf + 3, data, len);
+        /* One write below PIPE_BUF is atomic; nothing useful can be done if
+         * gadgetd is gone. */
+        ssize_t n = write(fd, buf, 3u + len);
+        (void)n;
+}
+
+/* Sends "step: reason" to gadgetd and ends the child. */
+static _Noreturn void fail(int fd, const char *step, int err)
+{
+        char msg[512];
+        int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
+        sandbox_report(fd, SANDBOX_REPORT_ERROR, msg, (uint16_t)(n > 0 ? n : 0));
+        _exit(125);
+}
+
+/* Switches to the gadget's inner uid/gid while keeping the capabilities of
+ * the new user namespace for the rest of the setup. Why this is safe: the
+ * securebits are locked first, so no later exec can regain privileges. */
+static int become_gadget_user(void)
+{
+        int e = caps_lock_securebits();
+        if (e < 0)
+                return e;
+        if (setresgid(SANDBOX_INNER_ID, SANDBOX_INNER_ID, SANDBOX_INNER_ID) < 0)
+                return -errno;
+        if (setresuid(SANDBOX_INNER_ID, SANDBOX_INNER_ID, SANDBOX_INNER_ID) < 0)
+                return -errno;
+        return 0;
+}
+
+int sandbox_main(void *arg)
+{
+        const struct sandbox_config *cfg = arg;
+        const struct policy *p = cfg->policy;
+        struct mount_plan *plan = NULL;
+        const char *step = NULL;
+        char go;
+        int e;
+
+        /* Die with gadgetd; the go byte below proves it was alive after. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                fail(cfg->report_fd, "parent-death signal", errno);
+        /* Not dumpable while privileged in the namespace: nothing else can
+         * ptrace or read the memory of the setup process. */
+        if (prctl(PR_SET_DUMPABLE, 0) < 0)
+                fail(cfg->report_fd, "dumpable", errno);
+        if (read(cfg->go_fd, &go, 1) != 1)
+                _exit(125); /* gadgetd gave up on this start */
+        close(cfg->go_fd);
+
+        /* Mount sources are cloned while still holding the host identity
+         * that may traverse them; see worker/mounts.c. */
+        e = mounts_prepare(p, &plan, &step);
+        if (e < 0)
+                fail(cfg->report_fd, step, -e);
+        e = become_gadget_user();
+        if (e < 0)
+                fail(cfg->report_fd, "user ids", -e);
+        e = mounts_build(plan, p, &step);
+        if (e < 0)
+                fail(cfg->report_fd, step, -e);
+        mounts_plan_free(plan);
+        if (sethostname(p->name, strlen(p->name)) < 0)
+                fail(cfg->report_fd, "hostname", errno);
+        if (p->loopback) {
+                e = net_loopback_up(&step);
+                if (e < 0)
+                        fail(cfg->report_fd, step, -e);
+        }
+        e = limits_apply(p, &step);
+        if (e < 0)
+                fail(cfg->report_fd, step, -e);
+        e = caps_drop_all();
+        if (e < 0)
+                fail(cfg->report_fd, "capabilities", -e);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                fail(cfg->report_fd, "no_new_privs", errno);
+        /* No controlling terminal: TIOCSTI has no target even before the
+         * seccomp filter refuses it. */
+        if (setsid() < 0)
+                fail(cfg->report_fd, "session", errno);
+        e = filter_install(cfg->filter);
+        if (e < 0)
+                fail(cfg->report_fd, "seccomp", -e);
+        init_run(cfg);
+}

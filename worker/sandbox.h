@@ -1,0 +1,54 @@
+/* sandbox: what runs in the child between clone() and the gadget's exec.
+ * The child enters every isolation layer in order and then serves as PID 1
+ * of the gadget's PID namespace. Any step that fails aborts the start and
+ * is reported to gadgetd as "step: reason". */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "filter.h"
+
+struct policy;
+
+/* Uid and gid the gadget has inside its user namespace. */
+#define SANDBOX_INNER_ID 1000
+/* The RPC fd number inside the gadget (also in GADGET_FD). */
+#define SANDBOX_RPC_FD 3
+
+/* Records the child sends gadgetd on the report pipe: one type byte, a
+ * 16-bit length, then data. */
+enum sandbox_report {
+        SANDBOX_REPORT_ERROR = 'E',  /* setup failed: "step: reason" */
+        SANDBOX_REPORT_READY = 'R',  /* the gadget program was exec'd */
+        SANDBOX_REPORT_STATUS = 'S', /* the gadget ended: int wait status */
+};
+
+struct sandbox_config {
+        const struct policy *policy;
+        char *const *argv;               /* argv for the program, argv[0] first */
+        char *const *envp;               /* the program's whole environment */
+        const struct gadget_filter *filter; /* compiled once by gadgetd */
+        int go_fd;                       /* read end: gadgetd wrote the id maps */
+        int report_fd;                   /* write end of the report pipe */
+        int rpc_fd;                      /* the worker end of the socketpair */
+        int stdout_fd, stderr_fd;        /* where the program's output goes */
+        int devnull_fd;
+};
+
+/* The child's entry point after clone(); never returns. */
+int sandbox_main(void *config);
+
+/* Each layer, in worker/<layer>.c. All return 0 or -errno and describe the
+ * failing step in step (a static string or one written into buf). */
+struct mount_plan;
+int mounts_prepare(const struct policy *p, struct mount_plan **plan, const char **step);
+int mounts_build(const struct mount_plan *plan, const struct policy *p, const char **step);
+void mounts_plan_free(struct mount_plan *plan);
+int caps_lock_securebits(void);
+int caps_drop_all(void);
+int net_loopback_up(const char **step);
+int limits_apply(const struct policy *p, const char **step);
+/* Runs the program as PID 2 and waits as PID 1; never returns. */
+_Noreturn void init_run(const struct sandbox_config *cfg);
+void sandbox_report(int fd, enum sandbox_report type, const void *data, uint16_t len);
