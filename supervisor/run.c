@@ -213,8 +213,9 @@ static int finish(struct run_ctx *c)
                 return c->call_exit;
         }
         if (WIFSIGNALED(c->status)) {
-                fprintf(stderr, "gadgetd: gadget \"%s\" killed by signal %s\n", c->policy->name,
-                        sigabbrev_np(WTERMSIG(c->status)) ? sigabbrev_np(WTERMSIG(c->status)) : "?");
+                const char *sig = sigabbrev_np(WTERMSIG(c->status));
+                fprintf(stderr, "gadgetd: gadget \"%s\" killed by signal SIG%s\n", c->policy->name,
+                        sig ? sig : "?");
                 return 128 + WTERMSIG(c->status);
         }
         return WEXITSTATUS(c->status);

@@ -29,16 +29,20 @@ struct mount_item {
 struct mount_plan {
         struct mount_item *items;
         size_t n;
-        char step[PATH_MAX + 64];
 };
+
+/* The failing step's description; it outlives the plan (the child is
+ * single-threaded and ends soon after a failure). */
+static char step_buf[PATH_MAX + 64];
 
 static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
 static const char *const dev_nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
 
 static const char *set_step(struct mount_plan *plan, const char *what, const char *path)
 {
-        snprintf(plan->step, sizeof plan->step, "%s %s", what, path);
-        return plan->step;
+        (void)plan;
+        snprintf(step_buf, sizeof step_buf, "%s %s", what, path);
+        return step_buf;
 }
 
 static struct mount_item *plan_add(struct mount_plan *plan, const char *dst)
@@ -142,7 +146,15 @@ int mounts_prepare(const struct policy *p, struct mount_plan **out, const char *
         for (size_t i = 0; i < p->n_ro_paths; i++)
                 if ((e = plan_clone(plan, p->ro_paths[i], ro, step)) < 0)
                         goto out;
-        if (!plan_covers(plan, p->exec) && (e = plan_clone(plan, p->exec, ro, step)) < 0)
+        /* The program is already visible if its real path lies in a cloned
+         * directory (/bin/sh is /usr/bin/dash on a merged-/usr system). */
+        char real[PATH_MAX];
+        if (!realpath(p->exec, real)) {
+                *step = set_step(plan, "resolve", p->exec);
+                e = -errno;
+                goto out;
+        }
+        if (!plan_covers(plan, real) && (e = plan_clone(plan, p->exec, ro, step)) < 0)
                 goto out;
         /* Device nodes stay writable (/dev/null must take writes) but
          * nothing on them can be executed or gain set-uid. */
@@ -223,7 +235,7 @@ static int mount_tmp(const struct policy *p)
                 inodes = 256;
         snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
                  (unsigned long long)p->tmp_size, (unsigned long long)inodes);
-        if (mkdir(BASE "/tmp", 01777) < 0 && errno != EEXIST)
+        if (mkdir(BASE "/tmp", 01777) < 0)
                 return -errno;
         if (mount("tmpfs", BASE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return -errno;
@@ -247,11 +259,24 @@ static int make_dev_links(void)
 int mounts_build(const struct mount_plan *cplan, const struct policy *p, const char **step)
 {
         struct mount_plan *plan = (struct mount_plan *)cplan;
-        int e;
+        int e = 0;
 
         umask(022);
         *step = "mount root tmpfs";
         if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
+                return -errno;
+        /* /dev, /tmp and /proc first, so that a listed path below /tmp is
+         * mounted on the gadget's /tmp instead of being hidden by it. */
+        *step = "make /dev";
+        if (mkdir(BASE "/dev", 0755) < 0 || (e = make_dev_links()) < 0)
+                return e < 0 ? e : -errno;
+        *step = "mount /tmp";
+        if ((e = mount_tmp(p)) < 0)
+                return e;
+        *step = "mount /proc";
+        if (mkdir(BASE "/proc", 0555) < 0)
+                return -errno;
+        if (mount("proc", BASE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return -errno;
         /* Shorter paths first, so a parent is in place before its children. */
         qsort(plan->items, plan->n, sizeof *plan->items, cmp_items);
@@ -260,17 +285,6 @@ int mounts_build(const struct mount_plan *cplan, const struct policy *p, const c
                 if ((e = place_item(&plan->items[i])) < 0)
                         return e;
         }
-        *step = "make /dev links";
-        if ((e = make_dev_links()) < 0)
-                return e;
-        *step = "mount /tmp";
-        if ((e = mount_tmp(p)) < 0)
-                return e;
-        *step = "mount /proc";
-        if (mkdir(BASE "/proc", 0555) < 0 && errno != EEXIST)
-                return -errno;
-        if (mount("proc", BASE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                return -errno;
         /* Swap roots and drop the host's tree: nothing of it stays reachable. */
         *step = "pivot_root";
         if (chdir(BASE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||

@@ -60,7 +60,7 @@ static void check_status(void)
                 if (strncmp(line, "Cap", 3) == 0 || strncmp(line, "NoNewPrivs", 10) == 0 ||
                     strncmp(line, "Seccomp:", 8) == 0 || strncmp(line, "Uid", 3) == 0 ||
                     strncmp(line, "Gid", 3) == 0)
-                        printf("status %s\n", line);
+                        printf("status: %s\n", line);
 }
 
 static void check_sockets(void)
