@@ -326,6 +326,10 @@ static void test_errors(void)
         CHECK(!v && strstr(err, "\\u0000"), "\\u0000 refused (no NUL in strings): %s", err);
         v = parse("\"\xc0\xaf\"");
         CHECK(!v && strstr(err, "byte"), "invalid UTF-8 in the text refused: %s", err);
+        v = parse("[\"\xed\xa0\x80\"]");
+        CHECK(!v && strstr(err, "byte"), "UTF-8 surrogate in the text refused: %s", err);
+        v = parse("{\"\xf4\x90\x80\x80\":1}");
+        CHECK(!v && strstr(err, "byte"), "key beyond U+10FFFF refused: %s", err);
         v = parse("\"\\ud800\"");
         CHECK(!v, "lone surrogate escape refused: %s", err);
         CHECK(json_to_value("[1]\0garbage", 11, &v, err, sizeof(err)) == -EINVAL, "NUL inside len refused: %s", err);
