@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -122,6 +123,17 @@ static void check_syscalls(void)
         result("ptrace", (int)ptrace(PTRACE_TRACEME, 0, NULL, NULL));
         result("unshare", unshare(CLONE_NEWUSER));
         result("mount", mount("none", "/tmp", "tmpfs", 0, NULL));
+        long args[11] = { 0 };
+        result("clone3", (int)syscall(__NR_clone3, args, 88));
+        char ch = 'x';
+        /* The high-bits variant: the kernel looks at the low 32 bits only. */
+        for (int fd = 0; fd <= 2; fd++) {
+                char name[32];
+                snprintf(name, sizeof name, "TIOCSTI %d", fd);
+                result(name, ioctl(fd, TIOCSTI, &ch));
+                snprintf(name, sizeof name, "TIOCSTI high %d", fd);
+                result(name, (int)syscall(__NR_ioctl, fd, 0xffffffff00000000ul | TIOCSTI, &ch));
+        }
 }
 
 static void check_paths(int argc, char **argv)
@@ -159,8 +171,10 @@ int main(int argc, char **argv)
                 check_status();
         else if (strcmp(c, "sockets") == 0)
                 check_sockets();
-        else if (strcmp(c, "ifaces") == 0)
+        else if (strcmp(c, "ifaces") == 0) {
                 print_file("netdev", "/proc/net/dev");
+                print_file("inet6", "/proc/net/if_inet6");
+        }
         else if (strcmp(c, "fds") == 0)
                 check_fds();
         else if (strcmp(c, "int80") == 0)

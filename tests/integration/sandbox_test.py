@@ -140,11 +140,16 @@ def only_loopback(tmp):
 
 
 @test
-def loopback_up_when_asked(tmp):
-    # lo counts no traffic either way; its state shows in /proc/net/if_inet6
-    # only when up, so use the flags the probe reads via /sys instead.
+def loopback_up_only_when_asked(tmp):
+    # lo gets its ::1 address (listed in /proc/net/if_inet6) only once up.
+    if not os.path.exists("/proc/net/if_inet6"):
+        print("SKIP: IPv6 is disabled on this host")
+        sys.exit(77)
+    r, out = probe(tmp, "ifaces")
+    check(out.get("inet6", []) == [], "lo is up by default: %r" % out.get("inet6"))
     r, out = probe(tmp, "ifaces", policy_body="Loopback=yes\n")
     check(r.returncode == 0 and list(interfaces(out)) == ["lo"], r.stderr)
+    check(any(l.endswith(" lo") for l in out.get("inet6", [])), "lo is not up: %r" % out.get("inet6"))
 
 
 # --- filesystem -------------------------------------------------------------
@@ -212,6 +217,10 @@ def dangerous_syscalls_fail(tmp):
     for name in ("io_uring_setup", "ptrace", "unshare", "mount"):
         v = out.get(name, ["missing"])[0]
         check(v in ("EPERM", "ENOSYS", "EACCES"), "%s: %s" % (name, v))
+    check(out.get("clone3") == ["ENOSYS"], "clone3: %r" % out.get("clone3"))
+    for fd in range(3):
+        for k in ("TIOCSTI %d" % fd, "TIOCSTI high %d" % fd):
+            check(out.get(k) == ["EPERM"], "%s: %r" % (k, out.get(k)))
 
 
 @test
@@ -226,6 +235,19 @@ def int80_kills(tmp):
 def fork_and_reap(tmp):
     r, out = probe(tmp, "fork")
     check(r.returncode == 0 and out.get("fork") == ["ok"], "fork: %r %r" % (out, r.stderr))
+
+
+@test
+def sigterm_forwarded(tmp):
+    """SIGTERM to gadgetd reaches the program through the sandbox's PID 1."""
+    pol = write_policy(tmp, "SystemLibraries=yes\n", name="trap", exec_path="/bin/sh")
+    p = subprocess.Popen([GADGETD, "run", pol, "--", "-c",
+                          "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "ready", "the program did not start")
+    p.terminate()
+    out, err = p.communicate(timeout=30)
+    check("got-term" in out and p.returncode == 3, "status %d out %r err %r" % (p.returncode, out, err))
 
 
 @test
