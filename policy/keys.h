@@ -1,8 +1,11 @@
 /* keys: private to the policy module. policy.c reads the file line by line
- * and tracks sections; keys.c knows every key and checks its value. */
+ * and tracks sections; keys.c knows the [Gadget] keys and the checks every
+ * key shares; binding.c knows the [Binding NAME] keys. */
 #pragma once
 
 #include "policy.h"
+
+#include <sys/stat.h>
 
 #define POLICY_N_GADGET_KEYS 15
 #define POLICY_KEY_NAME 0 /* index of Name= in gadget_seen */
@@ -16,7 +19,33 @@ enum policy_section {
         POLICY_SECT_SKIP,    /* a bad or duplicate header: its keys are ignored */
 };
 
-struct policy_key;
+enum policy_kind {
+        KIND_CUSTOM,
+        KIND_BOOL,
+        KIND_SIZE,
+        KIND_COUNT,
+        KIND_DURATION,
+};
+
+#define KEY_REPEAT   0x1u /* may be given again; the values accumulate */
+#define KEY_INFINITY 0x2u /* accepts "infinity" (a duration stores it as 0) */
+#define KEY_EMPTY_OK 0x4u /* may be empty */
+
+struct policy_ctx;
+
+typedef int policy_set_fn(struct policy_ctx *c, void *obj, const char *key, const char *value);
+
+/* One key: generic kinds store into the field at off of the policy or the
+ * binding; custom ones call set. Generic numbers must be at least 1. */
+struct policy_key {
+        const char *name;
+        enum policy_kind kind;
+        unsigned flags;
+        unsigned types;  /* binding keys: the types that take the key */
+        size_t off;
+        uint64_t max;    /* KIND_COUNT: largest value, 0 = no bound */
+        policy_set_fn *set;
+};
 
 /* A binding key kept until its section ends, when Type= is known. */
 struct policy_pending {
@@ -48,6 +77,18 @@ void policy_oom(struct policy_ctx *c);
 /* s in double quotes, escaped and shortened to fit size: for messages. */
 const char *policy_quote(char *buf, size_t size, const char *s);
 #define POLICY_Q(s) policy_quote((char[POLICY_QUOTE_MAX]){ 0 }, POLICY_QUOTE_MAX, (s))
+
+bool policy_strv_has(char *const *v, size_t n, const char *s);
+/* An absolute path without "..", normalised, that exists (stat into *st). */
+int policy_path(struct policy_ctx *c, const char *key, const char *value, char **out,
+                struct stat *st);
+/* value split by policy_split_words, bad quoting reported. */
+int policy_words(struct policy_ctx *c, const char *key, const char *value, char ***w, size_t *n);
+/* The entry for key in table t of n, or NULL reported as unknown in where. */
+const struct policy_key *policy_key_find(struct policy_ctx *c, const struct policy_key *t,
+                                         size_t n, const char *key, const char *where);
+/* Stores value into obj (the policy or a binding) as k says. */
+void policy_apply(struct policy_ctx *c, void *obj, const struct policy_key *k, const char *value);
 
 void policy_gadget_key(struct policy_ctx *c, const char *key, const char *value);
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value);

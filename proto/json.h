@@ -1,7 +1,10 @@
 /* json: conversion between JSON text and typed values (jansson).
  * Mapping: null/true/false/strings/arrays/objects map directly; a JSON
  * integer becomes an int, any other number a double; bytes are written as
- * {"$bytes": "<base64>"} and that exact one-key object is read back as bytes. */
+ * {"$bytes": "<base64>"} and that exact one-key object is read back as bytes
+ * (so a real map of that one key cannot be expressed in JSON). Doubles are
+ * written with the fewest digits that read back exactly; NaN and infinities
+ * are written as null, as JavaScript's JSON.stringify does. */
 #pragma once
 
 #include <stddef.h>

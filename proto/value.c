@@ -13,9 +13,6 @@
  * the envelope (WorkerMsg, CallResult, ...). */
 #define VALUE_PACKED_MAX_NESTING (3u * VALUE_MAX_DEPTH + 16u)
 
-/* Declared here until value.h carries it (value.h is outside this change). */
-int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                       char *why, size_t whylen);
 
 /* One walk of value_check: limits, nodes seen so far and where to explain. */
 struct check {

@@ -17,6 +17,12 @@
  * to why (may be NULL). */
 int value_check(const Gadget__Value *v, unsigned max_depth, char *why, size_t whylen);
 bool value_utf8_valid(const char *s, size_t len);
+/* Checks the raw bytes of a packed message before protobuf-c unpacks them:
+ * protobuf-c recurses once per nested message with no limit, so a deeply
+ * nested frame far below the size limit could exhaust the stack. Refuses
+ * nesting beyond what a VALUE_MAX_DEPTH value needs. 0 or -EINVAL. */
+int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                       char *why, size_t whylen);
 
 /* Builders. All return NULL on allocation failure; every value is freed
  * with value_free (protobuf-c's own free of a malloc-built tree). */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "policy.h"
 #include "validate.h"
+#include "value.h"
 #include "wire.h"
 
 #define PEER_MAX_PENDING 1024
@@ -230,8 +231,11 @@ static int on_log(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t 
 /* Decodes, validates and dispatches one frame. */
 static int handle_frame(struct peer *p, const uint8_t *data, size_t n, char *why, size_t len)
 {
-        Gadget__WorkerMsg *m = gadget__worker_msg__unpack(NULL, n, data);
+        Gadget__WorkerMsg *m = NULL;
         int e = -EPROTO;
+        if (value_packed_check(&gadget__worker_msg__descriptor, data, n, why, len) < 0)
+                return -EPROTO;
+        m = gadget__worker_msg__unpack(NULL, n, data);
         if (!m) {
                 snprintf(why, len, "a frame of %zu bytes that does not decode", n);
                 return -EPROTO;

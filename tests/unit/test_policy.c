@@ -434,9 +434,11 @@ static void test_syntax(void)
 
         p = expect_ok("[Gadget]\nName=t\nExec=/bin/sh", "no newline at the end");
         policy_free(p);
-        p = expect_ok(HEAD "[Binding abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz_0123456789a]\n"
+        p = expect_ok(HEAD "[Binding abcdefghijklmnopqrstuvwxyz"
+                      "abcdefghijklmnopqrstuvwxyz_0123456789a]\n"
                       "Type=kv\n", "binding name of 64 (longer than inih's section buffer)");
-        CHECK(p && p->n_bindings == 1 && strlen(p->bindings[0].name) == 64, "long binding name kept");
+        CHECK(p && p->n_bindings == 1 && strlen(p->bindings[0].name) == 64,
+              "long binding name kept");
         policy_free(p);
 }
 
@@ -456,10 +458,12 @@ static void test_errors(void)
         expect_error(HEAD "[Binding A-B]\nType=kv\n", 4, "\"A-B\"");
         expect_error(HEAD "[Binding API]\nType=kv\n\n[Binding API]\nType=text\n", 7,
                      "duplicate binding API (first on line 4)");
-        expect_error("Name=t\n[Gadget]\nName=t\nExec=/bin/sh\n", 1, "Name= comes before any section");
+        expect_error("Name=t\n[Gadget]\nName=t\nExec=/bin/sh\n", 1,
+                     "Name= comes before any section");
 
         /* line syntax */
-        expect_error(HEAD "hello\n", 4, "expected KEY=VALUE, [Section] or a comment, not \"hello\"");
+        expect_error(HEAD "hello\n", 4,
+                     "expected KEY=VALUE, [Section] or a comment, not \"hello\"");
         expect_error(HEAD "Loopback: yes\n", 4, "expected KEY=VALUE");
         expect_error(HEAD "=yes\n", 4, "expected KEY=VALUE");
         expect_error(HEAD "Arguments=-a\n  -b\n", 5, "continuation lines are not supported");
@@ -468,6 +472,14 @@ static void test_errors(void)
         memcpy(longline, HEAD "Arguments=", strlen(HEAD "Arguments="));
         longline[sizeof(longline) - 1] = '\0';
         expect_error(longline, 4, "line is longer than");
+        /* inih's line buffer is 200 bytes: 198 of text, the newline and a NUL. */
+        longline[strlen(HEAD) + 198] = '\0';
+        {
+                struct policy *p = expect_ok(longline, "a line of 198 bytes");
+                CHECK(p && p->argc == 1 && strlen(p->argv[0]) == 198 - strlen("Arguments="),
+                      "a line of 198 bytes is read whole");
+                policy_free(p);
+        }
         {
                 static const char nul[] = HEAD "Loopback=y\0es\n";
                 struct policy *p = SENTINEL;
@@ -485,12 +497,16 @@ static void test_errors(void)
         expect_error(HEAD "memoryMax=1\n", 4, "keys are case-sensitive: MemoryMax");
         expect_error(HEAD "Name=u\n", 4, "Name= given twice (first on line 2)");
         expect_error(HEAD "Loopback=\n", 4, "Loopback= needs a value");
-        expect_error("[Gadget]\nName=Notes\nExec=/bin/sh\n", 2, "Name=\"Notes\" is not a valid gadget name");
-        expect_error("[Gadget]\nName=t\nExec=bin/sh\n", 3, "Exec=\"bin/sh\" is not an absolute path");
+        expect_error("[Gadget]\nName=Notes\nExec=/bin/sh\n", 2,
+                     "Name=\"Notes\" is not a valid gadget name");
+        expect_error("[Gadget]\nName=t\nExec=bin/sh\n", 3,
+                     "Exec=\"bin/sh\" is not an absolute path");
         expect_error("[Gadget]\nName=t\nExec=/nonexistent\n", 3,
                      "Exec=\"/nonexistent\": No such file or directory");
-        expect_error("[Gadget]\nName=t\nExec=/usr/share\n", 3, "Exec=\"/usr/share\" is not a regular file");
-        expect_error("[Gadget]\nName=t\nExec=/etc/passwd\n", 3, "Exec=\"/etc/passwd\" is not executable");
+        expect_error("[Gadget]\nName=t\nExec=/usr/share\n", 3,
+                     "Exec=\"/usr/share\" is not a regular file");
+        expect_error("[Gadget]\nName=t\nExec=/etc/passwd\n", 3,
+                     "Exec=\"/etc/passwd\" is not executable");
         expect_error("[Gadget]\nName=t\nExec=/bin/../bin/sh\n", 3, "must not contain \"..\"");
         expect_error(HEAD "Arguments=-c \"echo\n", 4, "unterminated quote");
         expect_error(HEAD "Environment=A=1 1B=2\n", 4, "\"1B=2\" is not NAME=VALUE");
@@ -501,8 +517,10 @@ static void test_errors(void)
                      "ReadOnlyPaths=\"/nonexistent\": No such file or directory");
         expect_error(HEAD "ReadOnlyPaths=/usr/../etc\n", 4, "must not contain \"..\"");
         expect_error(HEAD "ReadOnlyPaths=//\n", 4, "would expose the whole host file system");
-        expect_error(HEAD "ReadOnlyPaths=/usr/share\nReadOnlyPaths=/usr/share/\n", 5, "listed twice");
-        expect_error(HEAD "SystemLibraries=maybe\n", 4, "SystemLibraries=\"maybe\" is not a boolean");
+        expect_error(HEAD "ReadOnlyPaths=/usr/share\nReadOnlyPaths=/usr/share/\n", 5,
+                     "listed twice");
+        expect_error(HEAD "SystemLibraries=maybe\n", 4,
+                     "SystemLibraries=\"maybe\" is not a boolean");
         expect_error(HEAD "MemoryMax=12Q\n", 4, "MemoryMax=\"12Q\" is not a size");
         expect_error(HEAD "MemoryMax=0\n", 4, "MemoryMax=\"0\" must be greater than 0");
         expect_error(HEAD "TmpSize=infinity\n", 4, "TmpSize=\"infinity\": a limit is required");
@@ -513,7 +531,8 @@ static void test_errors(void)
         expect_error(HEAD "CPUQuota=0%\n", 4, "is not a percentage");
         expect_error(HEAD "CPUQuota=%\n", 4, "is not a percentage");
         expect_error(HEAD "CPUQuota=4294967296%\n", 4, "is not a percentage");
-        expect_error(HEAD "LimitNOFILE=1048577\n", 4, "LimitNOFILE=\"1048577\" must be at most 1048576");
+        expect_error(HEAD "LimitNOFILE=1048577\n", 4,
+                     "LimitNOFILE=\"1048577\" must be at most 1048576");
         expect_error(HEAD "LimitNOFILE=infinity\n", 4, "a limit is required");
         expect_error(HEAD "CallTimeout=5x\n", 4, "CallTimeout=\"5x\" is not a duration");
         expect_error(HEAD "CallTimeout=0\n", 4, "must be greater than 0");
@@ -524,28 +543,37 @@ static void test_errors(void)
         /* [Binding NAME] keys */
         expect_error(HEAD "[Binding A]\nMaxKeys=1\n", 4, "binding A has no Type=");
         expect_error(HEAD "[Binding A]\nMaxKeys=1\nType=blob\n", 6, "Type=\"blob\" is not one of");
-        expect_error(HEAD "[Binding A]\nType=kv\nType=kv\n", 6, "Type= given twice (first on line 5)");
+        expect_error(HEAD "[Binding A]\nType=kv\nType=kv\n", 6,
+                     "Type= given twice (first on line 5)");
         expect_error(HEAD "[Binding A]\nType=kv\nFoo=1\n", 6, "unknown key \"Foo\" in [Binding A]");
         expect_error(HEAD "[Binding A]\nTarget=counter\nType=kv\n", 5,
                      "key Target is not valid for a binding of type kv");
-        expect_error(HEAD "[Binding A]\nType=kv\nMaxValueSize=infinity\n", 6, "a limit is required");
-        expect_error(HEAD "[Binding A]\nType=kv\nMaxBytes=lots\n", 6, "MaxBytes=\"lots\" is not a size");
-        expect_error(HEAD "[Binding A]\nType=gadget\n", 4, "binding A of type gadget has no Target=");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxValueSize=infinity\n", 6,
+                     "a limit is required");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxBytes=lots\n", 6,
+                     "MaxBytes=\"lots\" is not a size");
+        expect_error(HEAD "[Binding A]\nType=gadget\n", 4,
+                     "binding A of type gadget has no Target=");
         expect_error(HEAD "[Binding A]\nType=gadget\nTarget=Counter\n", 6,
                      "Target=\"Counter\" is not a valid gadget name");
-        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=t\n", 4, "Target=t is this gadget itself");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=t\n", 4,
+                     "Target=t is this gadget itself");
         expect_error(HEAD "[Binding A]\nType=gadget\nTarget=c\nMethods=get 2x\n", 7,
                      "\"2x\" is not a method name");
-        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=c\nMethods=get get\n", 7, "lists get twice");
+        expect_error(HEAD "[Binding A]\nType=gadget\nTarget=c\nMethods=get get\n", 7,
+                     "lists get twice");
         expect_error(HEAD "[Binding A]\nType=http\n", 4, "binding A of type http has no Allow=");
-        expect_error(HEAD "[Binding A]\nType=http\nAllow=ftp://h/\n", 6, "does not start with http://");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=ftp://h/\n", 6,
+                     "does not start with http://");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://\n", 6, "has no valid host");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h:0/\n", 6, "has no valid host");
-        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h:99999/\n", 6, "has no valid host");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h:99999/\n", 6,
+                     "has no valid host");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://a@h/\n", 6, "user information");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h?q=1\n", 6, "needs a '/'");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/#x\n", 6, "fragment");
-        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nAllow=http://h\n", 7, "listed twice");
+        expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nAllow=http://h\n", 7,
+                     "listed twice");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nMethods=GET get\n", 7,
                      "\"get\" is not one of GET, POST");
         expect_error(HEAD "[Binding A]\nType=http\nAllow=http://h/\nTimeout=soon\n", 7,
@@ -667,7 +695,8 @@ static void test_load(void)
                 char prefix[64];
                 snprintf(prefix, sizeof(prefix), "../policies/bad.policy:%u: ", bad[i].line);
                 CHECK(strncmp(e.msgs[i], prefix, strlen(prefix)) == 0 &&
-                      strstr(e.msgs[i], bad[i].want), "bad.policy:%u: %s", bad[i].line, bad[i].want);
+                      strstr(e.msgs[i], bad[i].want),
+                      "bad.policy:%u: %s", bad[i].line, bad[i].want);
         }
         policy_errors_clear(&e);
 

@@ -7,9 +7,6 @@
 #include "tap.h"
 #include "value.h"
 
-/* In value.c; declared here until value.h carries it. */
-int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                       char *why, size_t whylen);
 
 static char why[256];
 

@@ -137,6 +137,11 @@ static Gadget__SupervisorMsg *recv_msg(struct gadget *g)
                 set_error(g, "%s", e == 0 ? "gadgetd closed the connection" : strerror(-e));
                 return NULL;
         }
+        char why[128];
+        if (value_packed_check(&gadget__supervisor_msg__descriptor, data, len, why, sizeof why) < 0) {
+                set_error(g, "gadgetd sent a message nested too deeply: %s", why);
+                return NULL;
+        }
         Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
         if (!m)
                 set_error(g, "gadgetd sent a message that does not decode");

@@ -1,0 +1,348 @@
+/* binding: the keys of [Binding NAME]. They are kept until the section ends,
+ * since Type= may come after the keys it decides on. */
+#include "keys.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T_KV     (1u << BINDING_KV)
+#define T_GADGET (1u << BINDING_GADGET)
+#define T_HTTP   (1u << BINDING_HTTP)
+#define T_TEXT   (1u << BINDING_TEXT)
+#define T_SECRET (1u << BINDING_SECRET)
+#define T_ALL    (T_KV | T_GADGET | T_HTTP | T_TEXT | T_SECRET)
+
+static const char *const policy_type_names[] = {
+        [BINDING_KV] = "kv",
+        [BINDING_GADGET] = "gadget",
+        [BINDING_HTTP] = "http",
+        [BINDING_TEXT] = "text",
+        [BINDING_SECRET] = "secret",
+};
+
+const char *policy_binding_type_name(enum binding_type t)
+{
+        if ((size_t)t >= sizeof(policy_type_names) / sizeof(policy_type_names[0]))
+                return "unknown";
+        return policy_type_names[t];
+}
+
+static int policy_set_target(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+
+        if (!policy_name_valid(value)) {
+                policy_err(c, "%s=%s is not a valid gadget name", key, POLICY_Q(value));
+                return -EINVAL;
+        }
+        b->target = strdup(value);
+        return b->target ? 0 : -ENOMEM;
+}
+
+static bool policy_http_method_valid(const char *m)
+{
+        static const char *const ok[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD" };
+
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                if (strcmp(m, ok[i]) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* Methods=: method names of the target gadget, or HTTP methods. */
+static int policy_set_methods(struct policy_ctx *c, void *obj, const char *key,
+                              const char *value)
+{
+        struct policy_binding *b = obj;
+        bool http = b->type == BINDING_HTTP;
+        char **w;
+        size_t n;
+        int r = policy_words(c, key, value, &w, &n);
+
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (http ? !policy_http_method_valid(w[i]) : !policy_identifier_valid(w[i])) {
+                        policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value),
+                                   POLICY_Q(w[i]), http ?
+                                   "one of GET, POST, PUT, DELETE, PATCH, HEAD" :
+                                   "a method name (letters, digits and _)");
+                        r = -EINVAL;
+                } else if (policy_strv_has(w, i, w[i])) {
+                        policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
+                        r = -EINVAL;
+                }
+        }
+        if (r < 0) {
+                policy_strv_free(w);
+                return r;
+        }
+        b->methods = w;
+        b->n_methods = n;
+        return 0;
+}
+
+/* The authority of an Allow= URL: a host name or [IPv6], then :PORT. */
+static bool policy_authority_valid(const char *h, size_t len)
+{
+        size_t i = 0, port_at;
+
+        if (len > 0 && h[0] == '[') {
+                for (i = 1; i < len && h[i] != ']'; i++) {
+                        if (!strchr("0123456789abcdefABCDEF:.", h[i]))
+                                return false;
+                }
+                if (i == len || i == 1)
+                        return false;
+                i++;
+        } else {
+                for (; i < len && h[i] != ':'; i++) {
+                        char ch = h[i];
+                        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                              (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_'))
+                                return false;
+                }
+                if (i == 0)
+                        return false;
+        }
+        if (i == len)
+                return true;
+        if (h[i] != ':' || len - i < 2 || len - i > 6)
+                return false;
+        port_at = ++i;
+        unsigned port = 0;
+        for (; i < len; i++) {
+                if (h[i] < '0' || h[i] > '9')
+                        return false;
+                port = port * 10 + (unsigned)(h[i] - '0');
+        }
+        return i > port_at && port >= 1 && port <= 65535;
+}
+
+/* Allow= is a prefix that request URLs are compared against, so it must pin
+ * a scheme and a whole host. Why the '/' is added after a bare host: without
+ * it, "http://example.com" would also admit "http://example.com.evil.net/". */
+static int policy_set_allow(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        size_t skip = 0, hlen;
+        const char *why = NULL;
+        char *url;
+
+        if (strncmp(value, "http://", 7) == 0)
+                skip = 7;
+        else if (strncmp(value, "https://", 8) == 0)
+                skip = 8;
+        hlen = skip ? strcspn(value + skip, "/?#") : 0;
+        for (const char *s = value; *s && !why; s++) {
+                if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+                        why = "contains a blank, control or non-ASCII character";
+        }
+        if (!why && !skip)
+                why = "does not start with http:// or https://";
+        if (!why && memchr(value + skip, '@', hlen))
+                why = "has user information ('@') before the host";
+        if (!why && !policy_authority_valid(value + skip, hlen))
+                why = "has no valid host[:port] after the scheme";
+        if (!why && strchr(value, '#'))
+                why = "has a fragment ('#')";
+        if (!why && value[skip + hlen] == '?')
+                why = "needs a '/' between the host and the query";
+        if (why) {
+                policy_err(c, "%s=%s %s", key, POLICY_Q(value), why);
+                return -EINVAL;
+        }
+        if (asprintf(&url, "%s%s", value, value[skip + hlen] ? "" : "/") < 0)
+                return -ENOMEM;
+        if (policy_strv_has(b->allow, b->n_allow, url)) {
+                policy_err(c, "%s=%s is listed twice", key, POLICY_Q(value));
+                free(url);
+                return -EINVAL;
+        }
+        if (policy_strv_push(&b->allow, &b->n_allow, url) < 0) {
+                free(url);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int policy_set_value(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+
+        (void)c;
+        (void)key;
+        b->value = strdup(value);
+        return b->value ? 0 : -ENOMEM;
+}
+
+/* Why a regular file only: gadgetd reads it, and a FIFO or device could
+ * block it or never end. */
+static int policy_set_file(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        struct stat st;
+        char *path;
+        int r = policy_path(c, key, value, &path, &st);
+
+        if (r < 0)
+                return r;
+        if (!S_ISREG(st.st_mode)) {
+                policy_err(c, "%s=%s is not a regular file", key, POLICY_Q(value));
+                free(path);
+                return -EINVAL;
+        }
+        b->file = path;
+        return 0;
+}
+
+#define B(field) offsetof(struct policy_binding, field)
+
+static const struct policy_key policy_type_key = { "Type", KIND_CUSTOM, 0, T_ALL, 0, 0, NULL };
+
+static const struct policy_key policy_binding_keys[] = {
+        { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size), 0, NULL },
+        { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL },
+        { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL },
+        { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target },
+        { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods },
+        { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow },
+        { "Timeout", KIND_DURATION, 0, T_HTTP, B(timeout_ms), 0, NULL },
+        { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL },
+        { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), 0, NULL },
+        { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
+        { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
+};
+
+void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)
+{
+        struct policy_binding *b = &c->p->bindings[c->p->n_bindings - 1];
+        char where[80];
+        const struct policy_key *k = &policy_type_key;
+
+        snprintf(where, sizeof(where), "[Binding %s]", b->name);
+        if (strcmp(key, "Type") != 0) {
+                k = policy_key_find(c, policy_binding_keys,
+                                    sizeof(policy_binding_keys) / sizeof(policy_binding_keys[0]),
+                                    key, where);
+                if (!k)
+                        return;
+        }
+        for (size_t i = 0; i < c->n_pend && !(k->flags & KEY_REPEAT); i++) {
+                if (c->pend[i].key == k) {
+                        policy_err(c, "%s= given twice (first on line %u)", key, c->pend[i].line);
+                        return;
+                }
+        }
+        if (!value[0] && !(k->flags & KEY_EMPTY_OK)) {
+                policy_err(c, "%s= needs a value", key);
+                return;
+        }
+        struct policy_pending *np = realloc(c->pend, (c->n_pend + 1) * sizeof(*np));
+        if (!np) {
+                policy_oom(c);
+                return;
+        }
+        c->pend = np;
+        np[c->n_pend] = (struct policy_pending){ k, strdup(value), c->line };
+        if (!np[c->n_pend].value) {
+                policy_oom(c);
+                return;
+        }
+        c->n_pend++;
+}
+
+void policy_pending_clear(struct policy_ctx *c)
+{
+        for (size_t i = 0; i < c->n_pend; i++)
+                free(c->pend[i].value);
+        free(c->pend);
+        c->pend = NULL;
+        c->n_pend = 0;
+}
+
+/* The keys each type cannot do without. */
+static const struct {
+        enum binding_type type;
+        const char *key;
+} policy_required[] = {
+        { BINDING_GADGET, "Target" },
+        { BINDING_HTTP, "Allow" },
+        { BINDING_TEXT, "Value" },
+        { BINDING_SECRET, "File" },
+};
+
+/* Whether the binding being read gave key at all, even with a bad value. */
+static bool policy_pending_has(const struct policy_ctx *c, const char *key)
+{
+        for (size_t i = 0; i < c->n_pend; i++) {
+                if (strcmp(c->pend[i].key->name, key) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* Reads Type=; false if it is missing or bad (and reported). */
+static bool policy_binding_type(struct policy_ctx *c, struct policy_binding *b)
+{
+        for (size_t i = 0; i < c->n_pend; i++) {
+                if (c->pend[i].key != &policy_type_key)
+                        continue;
+                c->line = c->pend[i].line;
+                for (size_t t = 0; t <= BINDING_SECRET; t++) {
+                        if (strcmp(c->pend[i].value, policy_type_names[t]) == 0) {
+                                b->type = (enum binding_type)t;
+                                return true;
+                        }
+                }
+                policy_err(c, "Type=%s is not one of kv, gadget, http, text, secret",
+                           POLICY_Q(c->pend[i].value));
+                return false;
+        }
+        c->line = b->line;
+        policy_err(c, "binding %s has no Type= (kv, gadget, http, text or secret)", b->name);
+        return false;
+}
+
+void policy_binding_end(struct policy_ctx *c)
+{
+        struct policy_binding *b = &c->p->bindings[c->p->n_bindings - 1];
+        unsigned line = c->line;
+
+        if (!policy_binding_type(c, b))
+                goto out;
+        for (size_t i = 0; i < c->n_pend && !c->oom; i++) {
+                const struct policy_key *k = c->pend[i].key;
+
+                c->line = c->pend[i].line;
+                if (k == &policy_type_key)
+                        continue;
+                if (!(k->types & (1u << b->type)))
+                        policy_err(c, "key %s is not valid for a binding of type %s", k->name,
+                                   policy_type_names[b->type]);
+                else
+                        policy_apply(c, b, k, c->pend[i].value);
+        }
+        c->line = b->line;
+        for (size_t i = 0; i < sizeof(policy_required) / sizeof(policy_required[0]); i++) {
+                if (policy_required[i].type != b->type)
+                        continue;
+                if (!policy_pending_has(c, policy_required[i].key))
+                        policy_err(c, "binding %s of type %s has no %s=", b->name,
+                                   policy_type_names[b->type], policy_required[i].key);
+        }
+        if (b->type == BINDING_HTTP && !policy_pending_has(c, "Methods")) {
+                char *get = strdup("GET");
+                if (!get || policy_strv_push(&b->methods, &b->n_methods, get) < 0) {
+                        free(get);
+                        policy_oom(c);
+                }
+        }
+out:
+        policy_pending_clear(c);
+        c->line = line;
+}
