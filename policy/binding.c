@@ -180,24 +180,12 @@ static int policy_set_value(struct policy_ctx *c, void *obj, const char *key, co
         return b->value ? 0 : -ENOMEM;
 }
 
-/* Why a regular file only: gadgetd reads it, and a FIFO or device could
- * block it or never end. */
 static int policy_set_file(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy_binding *b = obj;
         struct stat st;
-        char *path;
-        int r = policy_path(c, key, value, &path, &st);
 
-        if (r < 0)
-                return r;
-        if (!S_ISREG(st.st_mode)) {
-                policy_err(c, "%s=%s is not a regular file", key, POLICY_Q(value));
-                free(path);
-                return -EINVAL;
-        }
-        b->file = path;
-        return 0;
+        return policy_regular_file(c, key, value, &b->file, &st);
 }
 
 #define B(field) offsetof(struct policy_binding, field)

@@ -187,6 +187,23 @@ void policy_apply(struct policy_ctx *c, void *obj, const struct policy_key *k,
                 policy_oom(c);
 }
 
+int policy_regular_file(struct policy_ctx *c, const char *key, const char *value, char **out,
+                        struct stat *st)
+{
+        char *path;
+        int r = policy_path(c, key, value, &path, st);
+
+        if (r < 0)
+                return r;
+        if (!S_ISREG(st->st_mode)) {
+                policy_err(c, "%s=%s is not a regular file", key, POLICY_Q(value));
+                free(path);
+                return -EINVAL;
+        }
+        *out = path;
+        return 0;
+}
+
 static int policy_set_name(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
@@ -205,15 +222,10 @@ static int policy_set_exec(struct policy_ctx *c, void *obj, const char *key, con
         struct policy *p = obj;
         struct stat st;
         char *path;
-        int r = policy_path(c, key, value, &path, &st);
+        int r = policy_regular_file(c, key, value, &path, &st);
 
         if (r < 0)
                 return r;
-        if (!S_ISREG(st.st_mode)) {
-                policy_err(c, "%s=%s is not a regular file", key, POLICY_Q(value));
-                free(path);
-                return -EINVAL;
-        }
         if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH))) {
                 policy_err(c, "%s=%s is not executable", key, POLICY_Q(value));
                 free(path);

@@ -82,6 +82,10 @@ bool policy_strv_has(char *const *v, size_t n, const char *s);
 /* An absolute path without "..", normalised, that exists (stat into *st). */
 int policy_path(struct policy_ctx *c, const char *key, const char *value, char **out,
                 struct stat *st);
+/* policy_path, and the path must name a regular file (gadgetd reads or
+ * execs it; a FIFO or device could block it or never end). */
+int policy_regular_file(struct policy_ctx *c, const char *key, const char *value, char **out,
+                        struct stat *st);
 /* value split by policy_split_words, bad quoting reported. */
 int policy_words(struct policy_ctx *c, const char *key, const char *value, char ***w, size_t *n);
 /* The entry for key in table t of n, or NULL reported as unknown in where. */
