@@ -242,8 +242,15 @@ static int run_gadget(struct run_ctx *c, char **args, const char *run_dir, uid_t
         }
         struct spawn_opts so = { .policy = c->policy, .args = args, .filter = &filter,
                                  .host_uid = uid, .stdout_fd = 1, .stderr_fd = 2 };
-        /* Signals reach us through the loop, not as default actions. */
+        /* Signals reach us through the loop, not as default actions; taken
+         * before the start, so none is lost while the gadget starts. */
         signal(SIGPIPE, SIG_IGN);
+        c->ev_int = evsignal_new(c->base, SIGINT, signal_cb, c);
+        c->ev_term = evsignal_new(c->base, SIGTERM, signal_cb, c);
+        if (!c->ev_int || !c->ev_term || event_add(c->ev_int, NULL) < 0 || event_add(c->ev_term, NULL) < 0) {
+                fprintf(stderr, "gadgetd: cannot start \"%s\": signal handling\n", c->policy->name);
+                goto out;
+        }
         if ((e = spawn_gadget(&so, &c->child, err, sizeof err)) < 0) {
                 fprintf(stderr, "gadgetd: cannot start \"%s\": %s\n", c->policy->name, err);
                 goto out;
@@ -257,13 +264,9 @@ static int run_gadget(struct run_ctx *c, char **args, const char *run_dir, uid_t
         }
         c->child.rpc_fd = -1; /* owned by the peer now */
         c->ev_report = event_new(c->base, c->child.report_fd, EV_READ | EV_PERSIST, report_cb, c);
-        c->ev_int = evsignal_new(c->base, SIGINT, signal_cb, c);
-        c->ev_term = evsignal_new(c->base, SIGTERM, signal_cb, c);
         c->ev_timeout = evtimer_new(c->base, timeout_cb, c);
         c->ev_grace = evtimer_new(c->base, grace_cb, c);
         event_add(c->ev_report, NULL);
-        event_add(c->ev_int, NULL);
-        event_add(c->ev_term, NULL);
         event_base_dispatch(c->base);
         ret = finish(c);
 out:
