@@ -1,0 +1,189 @@
+/* client: the control-socket connection of gadgetctl. */
+#include "client.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "value.h"
+
+/* The one request gadgetctl sends per connection. */
+#define CLIENT_REQUEST_ID 1
+
+#define REFUSE(...) do { snprintf(why, whylen, __VA_ARGS__); return -EPROTO; } while (0)
+
+int client_connect(struct client *c, const char *path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+        int fd;
+
+        if (len >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, len + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = -errno;
+                close(fd);
+                return e;
+        }
+        c->fd = fd;
+        c->id = 0;
+        wire_reader_init(&c->reader, 0);
+        return 0;
+}
+
+int client_send(struct client *c, Control__Request *req)
+{
+        /* wire_send writes with MSG_NOSIGNAL: a gadgetd that went away
+         * gives -EPIPE here, not a SIGPIPE. */
+        c->id = req->id = CLIENT_REQUEST_ID;
+        return wire_send(c->fd, &req->base, 0);
+}
+
+/* Present and valid UTF-8. */
+static bool str_ok(const char *s)
+{
+        return s && value_utf8_valid(s, strlen(s));
+}
+
+/* Every string of v as str_ok. */
+static bool strv_ok(char **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (!str_ok(v[i]))
+                        return false;
+        return true;
+}
+
+/* One GadgetInfo (of list or status). */
+static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
+{
+        if (!g)
+                REFUSE("gadget without information");
+        if (!str_ok(g->name) || !str_ok(g->state) || !str_ok(g->cause))
+                REFUSE("gadget information with invalid text");
+        return 0;
+}
+
+/* A GadgetList: every entry. */
+static int check_list(const Control__GadgetList *l, char *why, size_t whylen)
+{
+        for (size_t i = 0; i < l->n_gadgets; i++) {
+                int e = check_info(l->gadgets[i], why, whylen);
+                if (e < 0)
+                        return e;
+        }
+        return 0;
+}
+
+/* A GadgetStatus: its info and every string it carries. */
+static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen)
+{
+        int e = check_info(s->info, why, whylen);
+
+        if (e < 0)
+                return e;
+        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !strv_ok(s->limits, s->n_limits) ||
+            !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail))
+                REFUSE("status with invalid text");
+        for (size_t i = 0; i < s->n_bindings; i++)
+                if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type))
+                        REFUSE("status with an invalid binding");
+        return 0;
+}
+
+/* A ReloadReport: every name and error line. */
+static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen)
+{
+        if (!strv_ok(r->loaded, r->n_loaded) || !strv_ok(r->stopped, r->n_stopped) ||
+            !strv_ok(r->restarted, r->n_restarted) || !strv_ok(r->unchanged, r->n_unchanged) ||
+            !strv_ok(r->errors, r->n_errors))
+                REFUSE("reload report with invalid text");
+        return 0;
+}
+
+/* The one validator of a Response: whatever gadgetctl reads afterwards is
+ * present and valid UTF-8, and a value is within value.h's limits. */
+static int check_response(const Control__Response *r, char *why, size_t whylen)
+{
+        char reason[160];
+
+        switch (r->resp_case) {
+        case CONTROL__RESPONSE__RESP_ERROR:
+                if (!r->error || !str_ok(r->error->message))
+                        REFUSE("invalid error");
+                return 0;
+        case CONTROL__RESPONSE__RESP_DONE:
+                if (!r->done || !str_ok(r->done->message))
+                        REFUSE("invalid message");
+                return 0;
+        case CONTROL__RESPONSE__RESP_LIST:
+                return r->list ? check_list(r->list, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_STATUS:
+                return r->status ? check_status(r->status, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_RESULT:
+                if (!r->result)
+                        REFUSE("result without value");
+                if (value_check(r->result, VALUE_MAX_DEPTH, reason, sizeof(reason)) < 0)
+                        REFUSE("result: %s", reason);
+                return 0;
+        case CONTROL__RESPONSE__RESP_LOGS:
+                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines))
+                        REFUSE("log lines with invalid text");
+                return 0;
+        case CONTROL__RESPONSE__RESP_RELOAD:
+                return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
+        default:
+                REFUSE("answer of an unknown kind");
+        }
+}
+
+int client_recv(struct client *c, Control__Response **out, char *why, size_t whylen)
+{
+        const uint8_t *data;
+        size_t len;
+        Control__Response *r;
+        int e;
+
+        snprintf(why, whylen, "invalid answer");
+        e = wire_recv(&c->reader, c->fd, &data, &len);
+        if (e == -EMSGSIZE)
+                REFUSE("answer larger than %u bytes", WIRE_MAX_FRAME);
+        if (e == -EPROTO)
+                REFUSE("connection closed in the middle of an answer");
+        if (e <= 0)
+                return e;
+        /* Why this is safe: the nesting of the raw bytes is bounded before
+         * protobuf-c's recursive unpacker sees them. */
+        if (value_packed_check(&control__response__descriptor, data, len, why, whylen) < 0)
+                return -EPROTO;
+        r = control__response__unpack(NULL, len, data);
+        if (!r)
+                REFUSE("answer that does not decode");
+        if (r->id != c->id && !(r->id == 0 && r->resp_case == CONTROL__RESPONSE__RESP_ERROR)) {
+                control__response__free_unpacked(r, NULL);
+                REFUSE("answer to another request");
+        }
+        e = check_response(r, why, whylen);
+        if (e < 0) {
+                control__response__free_unpacked(r, NULL);
+                return e;
+        }
+        *out = r;
+        return 1;
+}
+
+void client_close(struct client *c)
+{
+        if (c->fd >= 0)
+                close(c->fd);
+        c->fd = -1;
+        wire_reader_free(&c->reader);
+}

@@ -1,0 +1,28 @@
+/* client: one connection to gadgetd's control socket: connect, send a
+ * Request, receive the Responses to it, each checked before use. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control.pb-c.h"
+#include "wire.h"
+
+struct client {
+        int fd;
+        uint64_t id; /* id of the request sent */
+        struct wire_reader reader;
+};
+
+/* Connects to the Unix socket at path. 0 or -errno (-ENAMETOOLONG if path
+ * does not fit a socket address). */
+int client_connect(struct client *c, const char *path);
+/* Sends req (its id is set here). 0 or -errno. */
+int client_send(struct client *c, Control__Request *req);
+/* Receives the next Response to the request sent, or one with id 0 (gadgetd
+ * refusing the connection itself). Returns 1 with *out set (free with
+ * control__response__free_unpacked), 0 when gadgetd closed the connection,
+ * -EPROTO for an answer that does not decode or fails the checks (reason in
+ * why), or another -errno. */
+int client_recv(struct client *c, Control__Response **out, char *why, size_t whylen);
+void client_close(struct client *c);

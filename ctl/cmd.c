@@ -1,0 +1,338 @@
+/* cmd: the gadgetctl commands that talk to gadgetd over the control socket:
+ * one connection and one request per command. */
+#include "cmd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "client.h"
+#include "gadget.h"
+#include "json.h"
+#include "policy.h"
+#include "show.h"
+#include "value.h"
+
+/* Lines `logs -f` starts with unless -n says otherwise, like tail -f. */
+#define FOLLOW_LINES 10
+
+#define PERMISSION_HINT "run as root or as a member of the gadgetd group"
+
+static const char *const code_texts[] = {
+        [GADGET_EINVAL] = "invalid argument",
+        [GADGET_ENOMETHOD] = "no such method",
+        [GADGET_EFAILED] = "operation failed",
+        [GADGET_EDENIED] = "permission denied",
+        [GADGET_EUNAVAILABLE] = "the gadget is not running",
+        [GADGET_ETIMEOUT] = "no answer in time",
+        [GADGET_EBUSY] = "the gadget is busy: too many calls queued",
+        [GADGET_EPROTO] = "protocol error",
+        [GADGET_ELIMIT] = "a size or quota limit was reached",
+        [GADGET_ENOTFOUND] = "not found",
+        [GADGET_EGONE] = "the gadget ended during the call",
+        [GADGET_EINTERNAL] = "internal error in gadgetd",
+};
+
+/* What an error answer means when gadgetd sent no message. */
+static const char *code_text(uint32_t code)
+{
+        if (code < sizeof(code_texts) / sizeof(code_texts[0]) && code_texts[code])
+                return code_texts[code];
+        return "operation failed";
+}
+
+/* Prints why the socket could not be reached; the exit status. */
+static int connect_failed(const struct ctl *ctl, int e)
+{
+        if (e == -ENOENT || e == -ECONNREFUSED)
+                show_error(stderr, ctl->json, 0, "cannot connect to %s: is gadgetd running?",
+                           ctl->socket);
+        else if (e == -EACCES || e == -EPERM)
+                show_error(stderr, ctl->json, 0, "permission denied on %s: " PERMISSION_HINT,
+                           ctl->socket);
+        else
+                show_error(stderr, ctl->json, 0, "cannot connect to %s: %s", ctl->socket, strerror(-e));
+        return CTL_EXIT_NOCONNECT;
+}
+
+/* Prints an error answer; the exit status it maps to. A denial answering a
+ * `call` comes from the method (or the gadget's policy), not from gadgetd's
+ * access check, unless it carries id 0 (the connection refused). */
+static int answer_error(const struct ctl *ctl, const Control__Response *r, bool call)
+{
+        const Gadget__Error *err = r->error;
+        const char *msg = *err->message ? err->message : code_text(err->code);
+
+        if (err->code == GADGET_EDENIED && (!call || r->id == 0)) {
+                if (*err->message)
+                        show_error(stderr, ctl->json, err->code, "%s", msg);
+                else
+                        show_error(stderr, ctl->json, err->code,
+                                   "permission denied on %s: " PERMISSION_HINT, ctl->socket);
+                return CTL_EXIT_NOCONNECT;
+        }
+        show_error(stderr, ctl->json, err->code, "%s", msg);
+        return err->code == GADGET_ENOTFOUND ? CTL_EXIT_NOTFOUND : CTL_EXIT_FAILED;
+}
+
+/* Receives the next answer. CTL_EXIT_OK with *out an answer of kind want
+ * (NULL if eof_ok and gadgetd closed the connection), else prints why and
+ * returns the exit status. */
+static int receive(const struct ctl *ctl, struct client *c, bool call,
+                   Control__Response__RespCase want, bool eof_ok, Control__Response **out)
+{
+        Control__Response *r = NULL;
+        char why[200];
+        int e = client_recv(c, &r, why, sizeof(why));
+
+        *out = NULL;
+        if (e == 0 && eof_ok)
+                return CTL_EXIT_OK;
+        if (e == 0) {
+                show_error(stderr, ctl->json, 0, "gadgetd closed the connection without answering");
+                return CTL_EXIT_FAILED;
+        }
+        if (e < 0) {
+                show_error(stderr, ctl->json, 0, "cannot read the answer of gadgetd: %s",
+                           e == -EPROTO ? why : strerror(-e));
+                return CTL_EXIT_FAILED;
+        }
+        if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR) {
+                e = answer_error(ctl, r, call);
+                control__response__free_unpacked(r, NULL);
+                return e;
+        }
+        if (r->resp_case != want) {
+                control__response__free_unpacked(r, NULL);
+                show_error(stderr, ctl->json, 0, "unexpected answer from gadgetd");
+                return CTL_EXIT_FAILED;
+        }
+        *out = r;
+        return CTL_EXIT_OK;
+}
+
+/* Connects, sends req and receives its first answer, as receive(). */
+static int exchange(const struct ctl *ctl, struct client *c, Control__Request *req,
+                    Control__Response__RespCase want, Control__Response **out)
+{
+        int e = client_connect(c, ctl->socket);
+
+        if (e < 0)
+                return connect_failed(ctl, e);
+        e = client_send(c, req);
+        if (e == -EMSGSIZE) {
+                show_error(stderr, ctl->json, 0, "request too large: at most %u bytes", WIRE_MAX_FRAME);
+                return CTL_EXIT_USAGE;
+        }
+        /* gadgetd refusing a client answers and closes at once: that answer
+         * is still readable when sending failed because of the close. */
+        if (e < 0 && e != -EPIPE && e != -ECONNRESET) {
+                show_error(stderr, ctl->json, 0, "cannot send to gadgetd: %s", strerror(-e));
+                return CTL_EXIT_FAILED;
+        }
+        return receive(ctl, c, req->req_case == CONTROL__REQUEST__REQ_CALL, want, false, out);
+}
+
+/* Prints an answer on stdout (reload errors on stderr). The exit status. */
+static int show_answer(const struct ctl *ctl, const Control__Response *r)
+{
+        int e, st = CTL_EXIT_OK;
+
+        switch (r->resp_case) {
+        case CONTROL__RESPONSE__RESP_DONE:
+                e = show_done(stdout, r->done, ctl->json);
+                break;
+        case CONTROL__RESPONSE__RESP_LIST:
+                e = show_list(stdout, r->list, ctl->json);
+                break;
+        case CONTROL__RESPONSE__RESP_STATUS:
+                e = show_status(stdout, r->status, ctl->json);
+                break;
+        case CONTROL__RESPONSE__RESP_RESULT:
+                e = show_value(stdout, r->result);
+                break;
+        case CONTROL__RESPONSE__RESP_LOGS:
+                e = show_logs(stdout, r->logs, ctl->json);
+                break;
+        case CONTROL__RESPONSE__RESP_RELOAD:
+                e = show_reload(stdout, stderr, r->reload, ctl->json);
+                if (r->reload->n_errors > 0)
+                        st = CTL_EXIT_FAILED;
+                break;
+        default:
+                e = -EPROTO;
+                break;
+        }
+        if (e >= 0 && fflush(stdout) == EOF)
+                e = -errno;
+        if (e < 0) {
+                show_error(stderr, ctl->json, 0, "cannot print the answer: %s", strerror(-e));
+                return CTL_EXIT_FAILED;
+        }
+        return st;
+}
+
+/* Sends req and prints its one answer of kind want. The exit status. */
+static int request(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want)
+{
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        int st = exchange(ctl, &c, req, want, &r);
+
+        if (st == CTL_EXIT_OK)
+                st = show_answer(ctl, r);
+        if (r)
+                control__response__free_unpacked(r, NULL);
+        client_close(&c);
+        return st;
+}
+
+/* Refuses a NAME that no policy could declare, before asking gadgetd. */
+static int check_name(const struct ctl *ctl, const char *name)
+{
+        if (policy_name_valid(name))
+                return CTL_EXIT_OK;
+        show_error(stderr, ctl->json, 0,
+                   "\"%s\" is not a gadget name (lower case letters, digits, - and _)", name);
+        return CTL_EXIT_USAGE;
+}
+
+/* stop, restart, status: a request naming one gadget. */
+static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
+                        Control__Response__RespCase want)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        int st = check_name(ctl, name);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        n.name = (char *)name;
+        req.req_case = kind;
+        if (kind == CONTROL__REQUEST__REQ_STOP)
+                req.stop = &n;
+        else if (kind == CONTROL__REQUEST__REQ_RESTART)
+                req.restart = &n;
+        else
+                req.status = &n;
+        return request(ctl, &req, want);
+}
+
+int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Load load = CONTROL__LOAD__INIT;
+        char *path;
+        int st = check_policy(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        /* gadgetd runs elsewhere: it gets the file by absolute path. */
+        path = realpath(a->pos[0], NULL);
+        if (!path) {
+                show_error(stderr, ctl->json, 0, "%s: %s", a->pos[0], strerror(errno));
+                return CTL_EXIT_FAILED;
+        }
+        load.path = path;
+        req.req_case = CONTROL__REQUEST__REQ_LOAD;
+        req.load = &load;
+        st = request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+        free(path);
+        return st;
+}
+
+int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE);
+}
+
+int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART,
+                            CONTROL__RESPONSE__RESP_DONE);
+}
+
+int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS,
+                            CONTROL__RESPONSE__RESP_STATUS);
+}
+
+int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__List list = CONTROL__LIST__INIT;
+
+        req.req_case = CONTROL__REQUEST__REQ_LIST;
+        req.list = &list;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_LIST);
+}
+
+int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Reload reload = CONTROL__RELOAD__INIT;
+
+        req.req_case = CONTROL__REQUEST__REQ_RELOAD;
+        req.reload = &reload;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_RELOAD);
+}
+
+int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Call call = CONTROL__CALL__INIT;
+        const char *json = a->n_pos > 2 ? a->pos[2] : "null";
+        char err[256] = "";
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        if (!*a->pos[1] || !value_utf8_valid(a->pos[1], strlen(a->pos[1]))) {
+                show_error(stderr, ctl->json, 0, "\"%s\" is not a method name", a->pos[1]);
+                return CTL_EXIT_USAGE;
+        }
+        if (json_to_value(json, strlen(json), &call.args, err, sizeof(err)) < 0) {
+                show_error(stderr, ctl->json, 0, "bad JSON arguments: %s", err);
+                return CTL_EXIT_USAGE;
+        }
+        call.name = a->pos[0];
+        call.method = a->pos[1];
+        req.req_case = CONTROL__REQUEST__REQ_CALL;
+        req.call = &call;
+        st = request(ctl, &req, CONTROL__RESPONSE__RESP_RESULT);
+        value_free(call.args);
+        return st;
+}
+
+int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Logs logs = CONTROL__LOGS__INIT;
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        logs.name = a->pos[0];
+        logs.lines = a->lines_set ? a->lines : a->follow ? FOLLOW_LINES : 0;
+        logs.follow = a->follow;
+        req.req_case = CONTROL__REQUEST__REQ_LOGS;
+        req.logs = &logs;
+        st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_LOGS, &r);
+        /* Following: every further answer with this id carries new lines,
+         * until gadgetd closes the connection or the user interrupts. */
+        while (st == CTL_EXIT_OK && r) {
+                st = show_answer(ctl, r);
+                control__response__free_unpacked(r, NULL);
+                r = NULL;
+                if (st == CTL_EXIT_OK && a->follow)
+                        st = receive(ctl, &c, false, CONTROL__RESPONSE__RESP_LOGS, true, &r);
+        }
+        client_close(&c);
+        return st;
+}

@@ -1,0 +1,246 @@
+/* gadgetctl: the command-line client of gadgetd's control socket. This file
+ * parses the command line and dispatches from the command table. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cmd.h"
+#include "show.h"
+
+#define DEFAULT_SOCKET "/run/gadgetd/control.sock"
+
+/* One command: its handler, how many positional arguments it takes, its
+ * getopt option string and its help. */
+struct command {
+        const char *name;
+        int (*run)(const struct ctl *ctl, const struct cmd_args *a);
+        int min_pos, max_pos; /* max -1: any number */
+        const char *opts;     /* getopt string after ':' (and '+' to stop at the first argument) */
+        const char *synopsis;
+        const char *summary;
+        const char *help;     /* more lines for COMMAND --help, or "" */
+};
+
+static const struct command commands[] = {
+        { "load", cmd_load, 1, 1, "h", "FILE",
+          "validate a policy file, then load and start it",
+          "Every FILE:LINE error is printed and nothing is sent if the file is invalid.\n"
+          "gadgetd is given the file's absolute path and reads it itself.\n" },
+        { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
+        { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
+        { "list", cmd_list, 0, 0, "h", "",
+          "list the gadgets with their state and usage",
+          "With --json: an array of objects with the fields name, state, cause, pid,\n"
+          "uptime_ms, restarts, calls and memory_bytes.\n" },
+        { "status", cmd_status, 1, 1, "h", "NAME",
+          "show one gadget in detail, with its last log lines",
+          "With --json: one object with the fields of `list --json` and policy_path,\n"
+          "limits_mode, limits, bindings ([{name, type}]), methods and log_tail.\n" },
+        { "call", cmd_call, 2, 3, "+h", "NAME METHOD [JSON]",
+          "call a gadget's method and print its result as JSON",
+          "JSON is the argument value (default null). Bytes are written {\"$bytes\": \"<base64>\"}.\n"
+          "The method's errors are printed on stderr (exit status 1; 3 for not found).\n" },
+        { "logs", cmd_logs, 1, 1, "hn:f", "NAME [-n N] [-f]",
+          "print the log lines gadgetd keeps for a gadget",
+          "  -n, --lines N   only the last N lines (0: all kept lines; default all, 10 with -f)\n"
+          "  -f, --follow    keep printing new lines until interrupted\n"
+          "With --json: one {\"line\": \"...\"} object per line.\n" },
+        { "check", check_run, 1, -1, "h", "FILE...",
+          "validate policy files here, without gadgetd",
+          "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"
+          "With --json: [{\"file\": ..., \"ok\": true|false, \"errors\": [...]}].\n" },
+        { "reload", cmd_reload, 0, 0, "h", "",
+          "re-read the policy directory",
+          "New files are loaded, removed ones stopped, changed ones restarted.\n"
+          "Policy errors are printed on stderr and give exit status 1.\n"
+          "With --json: {\"loaded\", \"stopped\", \"restarted\", \"unchanged\", \"errors\"} arrays.\n" },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* `gadgetctl --help`: commands, options, exit statuses. */
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: gadgetctl [--socket PATH] [--json] COMMAND [ARGS...]\n"
+                   "Controls gadgetd, the gadget supervisor, through its control socket.\n\n"
+                   "Commands:\n");
+        for (size_t i = 0; i < N_COMMANDS; i++) {
+                char head[64];
+                snprintf(head, sizeof(head), "%s %s", commands[i].name, commands[i].synopsis);
+                fprintf(f, "  %-26s %s\n", head, commands[i].summary);
+        }
+        fprintf(f, "\nOptions:\n"
+                   "  -s, --socket PATH  the control socket (default: $GADGETD_SOCKET, else\n"
+                   "                     " DEFAULT_SOCKET ")\n"
+                   "  -j, --json         JSON output for scripts; errors are\n"
+                   "                     {\"error\": {\"code\": N, \"message\": \"...\"}} on stderr\n"
+                   "                     (code: a GADGET_E* number, 0 for errors found here)\n"
+                   "  -h, --help         this help; gadgetctl COMMAND --help for one command\n"
+                   "      --version      print the version\n\n"
+                   "Exit status:\n"
+                   "  0  success\n"
+                   "  1  the operation failed (a call's error, a failed load, an invalid policy)\n"
+                   "  2  usage error: a bad command line, name or JSON argument\n"
+                   "  3  not found: no gadget of that name (or the method reported not found)\n"
+                   "  4  cannot connect to gadgetd, or permission denied on its socket\n");
+}
+
+/* `gadgetctl COMMAND --help`. */
+static void command_usage(const struct command *c, FILE *f)
+{
+        fprintf(f, "usage: gadgetctl [--socket PATH] [--json] %s%s%s\n%c%s.\n", c->name,
+                *c->synopsis ? " " : "", c->synopsis, toupper((unsigned char)c->summary[0]),
+                c->summary + 1);
+        if (*c->help)
+                fprintf(f, "\n%s", c->help);
+        fprintf(f, "\nSee gadgetctl --help for the exit statuses.\n");
+}
+
+/* The command called name, or NULL. */
+static const struct command *command_find(const char *name)
+{
+        for (size_t i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, name) == 0)
+                        return &commands[i];
+        return NULL;
+}
+
+/* A usage error: the message, a hint, exit status 2. */
+static int usage_error(const struct ctl *ctl, const char *cmd, const char *what, const char *arg)
+{
+        show_error(stderr, ctl->json, 0, "%s%s%s%s%s%s", cmd ? cmd : "", cmd ? ": " : "", what,
+                   arg ? " \"" : "", arg ? arg : "", arg ? "\"" : "");
+        if (!ctl->json)
+                fprintf(stderr, "Try 'gadgetctl %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
+        return CTL_EXIT_USAGE;
+}
+
+/* The option getopt just refused: "-x" or the long option as written. */
+static const char *bad_option(char **argv, char *buf, size_t len)
+{
+        if (optopt) {
+                snprintf(buf, len, "-%c", optopt);
+                return buf;
+        }
+        return argv[optind - 1];
+}
+
+/* -n N: 0 .. UINT32_MAX. */
+static int parse_lines(const char *s, uint32_t *out)
+{
+        char *end;
+        unsigned long long v;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v > UINT32_MAX)
+                return -EINVAL;
+        *out = (uint32_t)v;
+        return 0;
+}
+
+/* Parses one command's options and arguments, then runs it. */
+static int command_run(const struct ctl *ctl, const struct command *c, int argc, char **argv)
+{
+        static const struct option longopts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "lines", required_argument, NULL, 'n' },
+                { "follow", no_argument, NULL, 'f' },
+                { NULL, 0, NULL, 0 },
+        };
+        struct cmd_args a = { 0 };
+        char optstring[16], opt[4];
+        int o;
+
+        snprintf(optstring, sizeof(optstring), "%s:%s", c->opts[0] == '+' ? "+" : "",
+                 c->opts + (c->opts[0] == '+'));
+        opterr = 0;
+        optind = 0; /* glibc: start over on the command's own argv */
+        while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+                /* The long options are shared: refuse those this command lacks. */
+                if ((o == 'n' || o == 'f') && !strchr(c->opts, o))
+                        return usage_error(ctl, c->name, "unknown option",
+                                           o == 'n' ? "--lines" : "--follow");
+                switch (o) {
+                case 'h':
+                        command_usage(c, stdout);
+                        return CTL_EXIT_OK;
+                case 'n':
+                        if (parse_lines(optarg, &a.lines) < 0)
+                                return usage_error(ctl, c->name, "-n needs a number of lines, not", optarg);
+                        a.lines_set = true;
+                        break;
+                case 'f':
+                        a.follow = true;
+                        break;
+                case ':':
+                        return usage_error(ctl, c->name, "missing value of option",
+                                           bad_option(argv, opt, sizeof(opt)));
+                default:
+                        return usage_error(ctl, c->name, "unknown option",
+                                           bad_option(argv, opt, sizeof(opt)));
+                }
+        }
+        a.pos = argv + optind;
+        a.n_pos = argc - optind;
+        if (a.n_pos < c->min_pos)
+                return usage_error(ctl, c->name, "missing arguments, expected", c->synopsis);
+        if (c->max_pos >= 0 && a.n_pos > c->max_pos)
+                return usage_error(ctl, c->name, "unexpected argument", a.pos[c->max_pos]);
+        return c->run(ctl, &a);
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option longopts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                { NULL, 0, NULL, 0 },
+        };
+        struct ctl ctl = { .socket = getenv("GADGETD_SOCKET") };
+        const struct command *c;
+        char opt[4];
+        int o;
+
+        if (!ctl.socket || !*ctl.socket)
+                ctl.socket = DEFAULT_SOCKET;
+        opterr = 0;
+        while ((o = getopt_long(argc, argv, "+:s:jh", longopts, NULL)) != -1) {
+                switch (o) {
+                case 's':
+                        ctl.socket = optarg;
+                        break;
+                case 'j':
+                        ctl.json = true;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return CTL_EXIT_OK;
+                case 'V':
+                        printf("gadgetctl %s\n", GADGETCTL_VERSION);
+                        return CTL_EXIT_OK;
+                case ':':
+                        return usage_error(&ctl, NULL, "missing value of option",
+                                           bad_option(argv, opt, sizeof(opt)));
+                default:
+                        return usage_error(&ctl, NULL, "unknown option",
+                                           bad_option(argv, opt, sizeof(opt)));
+                }
+        }
+        if (optind >= argc) {
+                usage(stderr);
+                return CTL_EXIT_USAGE;
+        }
+        c = command_find(argv[optind]);
+        if (!c)
+                return usage_error(&ctl, NULL, "unknown command", argv[optind]);
+        return command_run(&ctl, c, argc - optind, argv + optind);
+}

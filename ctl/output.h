@@ -1,0 +1,42 @@
+/* output: pure text formatting for gadgetctl: human units, durations,
+ * aligned tables, and escaping of untrusted strings before they reach a
+ * terminal. No protocol knowledge, no syscalls beyond stdio. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Room for any output_uptime / output_size result. */
+#define OUTPUT_UNIT_MAX 24
+
+/* "3s", "5m12s", "2h03m", "4d01h"; "-" for 0 (not running). Returns buf. */
+const char *output_uptime(uint64_t ms, char *buf, size_t len);
+/* "512B", "1.5K", "12.3M" (powers of 1024); "-" for 0 (unknown). Returns buf. */
+const char *output_size(uint64_t bytes, char *buf, size_t len);
+
+/* Flags of output_escape. */
+#define OUTPUT_KEEP_TAB 1u
+#define OUTPUT_KEEP_NEWLINE 2u
+
+/* A copy of s that is safe to print on a terminal: C0 and C1 control
+ * characters, DEL, bidirectional overrides and invalid UTF-8 are written as
+ * \xNN per byte (tab and newline kept if flags say so). malloc'd, NULL if out
+ * of memory. */
+char *output_escape(const char *s, unsigned flags);
+/* Columns a UTF-8 string takes: one per code point. */
+size_t output_width(const char *s);
+
+/* A table printed with aligned columns, two spaces apart. */
+struct output_table;
+
+/* headers: n_cols column titles; right: per column, true to right-align
+ * (NULL: all left). NULL if out of memory. */
+struct output_table *output_table_new(size_t n_cols, const char *const *headers, const bool *right);
+/* Appends a row of n_cols cells (copied and escaped). 0 or -ENOMEM. */
+int output_table_add(struct output_table *t, const char *const *cells);
+size_t output_table_rows(const struct output_table *t);
+/* Prints the header and every row. 0 or -EIO. */
+int output_table_print(const struct output_table *t, FILE *f);
+void output_table_free(struct output_table *t);

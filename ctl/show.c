@@ -1,0 +1,387 @@
+/* show: gadgetd's answers as text or JSON. */
+#include "show.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "output.h"
+#include "value.h"
+
+/* Width of the labels of `status` ("Limits mode"). */
+#define LABEL_WIDTH 11
+
+/* A uint64 as a JSON integer (int64), saturated. */
+static json_int_t clamp(uint64_t v)
+{
+        return v > (uint64_t)INT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
+}
+
+int show_json(FILE *f, json_t *json)
+{
+        int e = 0;
+
+        if (!json)
+                return -ENOMEM;
+        if (json_dumpf(json, f, JSON_COMPACT) < 0 || fputc('\n', f) == EOF)
+                e = -EIO;
+        json_decref(json);
+        return e;
+}
+
+json_t *show_json_string(const char *s)
+{
+        char *e;
+        json_t *j;
+
+        if (value_utf8_valid(s, strlen(s)))
+                return json_string(s);
+        e = output_escape(s, OUTPUT_KEEP_TAB | OUTPUT_KEEP_NEWLINE);
+        j = e ? json_string(e) : NULL;
+        free(e);
+        return j;
+}
+
+json_t *show_json_strv(char *const *v, size_t n)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < n; i++) {
+                if (json_array_append_new(a, show_json_string(v[i])) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
+/* Prints s escaped for a terminal. 0 or -ENOMEM. */
+static int put_escaped(FILE *f, const char *s, unsigned flags)
+{
+        char *e = output_escape(s, flags);
+
+        if (!e)
+                return -ENOMEM;
+        fputs(e, f);
+        free(e);
+        return 0;
+}
+
+int show_line(FILE *f, const char *s)
+{
+        int e = put_escaped(f, s, OUTPUT_KEEP_TAB);
+
+        fputc('\n', f);
+        return e;
+}
+
+/* The fields of GadgetInfo, named as in control.proto. */
+static json_t *info_json(const Control__GadgetInfo *g)
+{
+        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I}", "name", g->name, "state",
+                         g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
+                         clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
+                         clamp(g->calls), "memory_bytes", clamp(g->memory_bytes));
+}
+
+/* `list --json`: an array of info_json objects. */
+static int list_json(FILE *f, const Control__GadgetList *l)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < l->n_gadgets; i++) {
+                if (json_array_append_new(a, info_json(l->gadgets[i])) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        }
+        return show_json(f, a);
+}
+
+int show_list(FILE *f, const Control__GadgetList *l, bool json)
+{
+        static const char *const headers[] = { "NAME", "STATE", "PID", "UPTIME", "RESTARTS",
+                                               "CALLS", "MEMORY" };
+        static const bool right[] = { false, false, true, true, true, true, true };
+        struct output_table *t;
+        int e = 0;
+
+        if (json)
+                return list_json(f, l);
+        if (l->n_gadgets == 0) {
+                fputs("no gadgets loaded\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        t = output_table_new(7, headers, right);
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_gadgets && e >= 0; i++) {
+                const Control__GadgetInfo *g = l->gadgets[i];
+                char pid[16] = "-", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
+                const char *row[7] = { g->name, g->state, pid, up, rs, calls, mem };
+
+                if (g->pid > 0)
+                        snprintf(pid, sizeof(pid), "%d", (int)g->pid);
+                output_uptime(g->uptime_ms, up, sizeof(up));
+                output_size(g->memory_bytes, mem, sizeof(mem));
+                snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
+                snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
+                e = output_table_add(t, row);
+        }
+        if (e >= 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        return e;
+}
+
+/* "LABEL: value" with the labels right-aligned. */
+static int put_field(FILE *f, const char *label, const char *value)
+{
+        fprintf(f, "%*s: ", LABEL_WIDTH, label);
+        int e = put_escaped(f, *value ? value : "-", 0);
+        fputc('\n', f);
+        return e;
+}
+
+/* "LABEL: a, b, c", or "-" when empty. */
+static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
+{
+        int e = 0;
+
+        fprintf(f, "%*s: ", LABEL_WIDTH, label);
+        if (n == 0)
+                fputc('-', f);
+        for (size_t i = 0; i < n && e >= 0; i++) {
+                if (i > 0)
+                        fputs(", ", f);
+                e = put_escaped(f, v[i], 0);
+        }
+        fputc('\n', f);
+        return e;
+}
+
+static int put_bindings(FILE *f, const Control__GadgetStatus *s)
+{
+        int e = 0;
+
+        fprintf(f, "%*s: ", LABEL_WIDTH, "Bindings");
+        if (s->n_bindings == 0)
+                fputc('-', f);
+        for (size_t i = 0; i < s->n_bindings && e >= 0; i++) {
+                if (i > 0)
+                        fputs(", ", f);
+                e = put_escaped(f, s->bindings[i]->name, 0);
+                fputs(" (", f);
+                if (e >= 0)
+                        e = put_escaped(f, s->bindings[i]->type, 0);
+                fputc(')', f);
+        }
+        fputc('\n', f);
+        return e;
+}
+
+/* "failed (killed by signal SIGSEGV)"; for a gadget running again after a
+ * stop, the cause is that of the last stop. */
+static int put_state(FILE *f, const Control__GadgetInfo *g)
+{
+        bool running = strcmp(g->state, "ready") == 0 || strcmp(g->state, "starting") == 0;
+        int e;
+
+        fprintf(f, "%*s: ", LABEL_WIDTH, "State");
+        e = put_escaped(f, g->state, 0);
+        if (e >= 0 && *g->cause) {
+                fputs(running ? " (last stop: " : " (", f);
+                e = put_escaped(f, g->cause, 0);
+                fputc(')', f);
+        }
+        fputc('\n', f);
+        return e;
+}
+
+/* `status --json`: info_json plus the rest of GadgetStatus. */
+static json_t *status_json(const Control__GadgetStatus *s)
+{
+        json_t *o = info_json(s->info), *b = json_array();
+
+        for (size_t i = 0; b && i < s->n_bindings; i++) {
+                if (json_array_append_new(b, json_pack("{s:s, s:s}", "name", s->bindings[i]->name,
+                                                       "type", s->bindings[i]->type)) < 0) {
+                        json_decref(b);
+                        b = NULL;
+                }
+        }
+        if (!o || !b) {
+                json_decref(o);
+                json_decref(b);
+                return NULL;
+        }
+        if (json_object_set_new(o, "policy_path", json_string(s->policy_path)) < 0 ||
+            json_object_set_new(o, "limits_mode", json_string(s->limits_mode)) < 0 ||
+            json_object_set_new(o, "limits", show_json_strv(s->limits, s->n_limits)) < 0 ||
+            json_object_set_new(o, "bindings", b) < 0 ||
+            json_object_set_new(o, "methods", show_json_strv(s->methods, s->n_methods)) < 0 ||
+            json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0) {
+                /* json_object_set_new takes b over even when it fails. */
+                json_decref(o);
+                return NULL;
+        }
+        return o;
+}
+
+int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
+{
+        const Control__GadgetInfo *g = s->info;
+        char pid[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
+        int e;
+
+        if (json)
+                return show_json(f, status_json(s));
+        if (g->pid > 0)
+                snprintf(pid, sizeof(pid), "%d", (int)g->pid);
+        snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
+        snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
+        e = put_escaped(f, g->name, 0);
+        fputc('\n', f);
+        if (e >= 0)
+                e = put_state(f, g);
+        if (e >= 0)
+                e = put_field(f, "Policy", s->policy_path);
+        if (e >= 0) {
+                put_field(f, "PID", pid);
+                put_field(f, "Uptime", output_uptime(g->uptime_ms, up, sizeof(up)));
+                put_field(f, "Restarts", rs);
+                put_field(f, "Calls", calls);
+                put_field(f, "Memory", output_size(g->memory_bytes, mem, sizeof(mem)));
+                e = put_field(f, "Limits mode", s->limits_mode);
+        }
+        if (e >= 0)
+                e = put_strv(f, "Limits", s->limits, s->n_limits);
+        if (e >= 0)
+                e = put_bindings(f, s);
+        if (e >= 0)
+                e = put_strv(f, "Methods", s->methods, s->n_methods);
+        fputs("\nLast log lines:\n", f);
+        if (s->n_log_tail == 0)
+                fputs("(none)\n", f);
+        for (size_t i = 0; i < s->n_log_tail && e >= 0; i++) {
+                e = put_escaped(f, s->log_tail[i], OUTPUT_KEEP_TAB);
+                fputc('\n', f);
+        }
+        if (e >= 0 && ferror(f))
+                e = -EIO;
+        return e;
+}
+
+int show_done(FILE *f, const Control__Done *d, bool json)
+{
+        int e = 0;
+
+        if (json)
+                return show_json(f, json_pack("{s:b, s:s}", "ok", 1, "message", d->message));
+        if (*d->message) {
+                e = put_escaped(f, d->message, OUTPUT_KEEP_NEWLINE | OUTPUT_KEEP_TAB);
+                fputc('\n', f);
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
+int show_logs(FILE *f, const Control__LogLines *l, bool json)
+{
+        int e = 0;
+
+        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
+                if (json) {
+                        e = show_json(f, json_pack("{s:s}", "line", l->lines[i]));
+                } else {
+                        e = put_escaped(f, l->lines[i], OUTPUT_KEEP_TAB);
+                        fputc('\n', f);
+                }
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
+/* `reload --json`: each list of ReloadReport as an array. */
+static json_t *reload_json(const Control__ReloadReport *r)
+{
+        return json_pack("{s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
+                         "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
+                         show_json_strv(r->restarted, r->n_restarted), "unchanged",
+                         show_json_strv(r->unchanged, r->n_unchanged), "errors",
+                         show_json_strv(r->errors, r->n_errors));
+}
+
+/* "label: a, b" if v is not empty. */
+static int put_names(FILE *f, const char *label, char *const *v, size_t n)
+{
+        int e = 0;
+
+        if (n == 0)
+                return 0;
+        fprintf(f, "%s: ", label);
+        for (size_t i = 0; i < n && e >= 0; i++) {
+                if (i > 0)
+                        fputs(", ", f);
+                e = put_escaped(f, v[i], 0);
+        }
+        fputc('\n', f);
+        return e;
+}
+
+int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
+{
+        int e;
+
+        if (json)
+                return show_json(out, reload_json(r));
+        if (r->n_loaded + r->n_stopped + r->n_restarted + r->n_unchanged == 0)
+                fputs("no policies\n", out);
+        e = put_names(out, "loaded", r->loaded, r->n_loaded);
+        if (e >= 0)
+                e = put_names(out, "restarted", r->restarted, r->n_restarted);
+        if (e >= 0)
+                e = put_names(out, "stopped", r->stopped, r->n_stopped);
+        if (e >= 0)
+                e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
+        for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
+                e = put_escaped(err, r->errors[i], 0);
+                fputc('\n', err);
+        }
+        return e < 0 ? e : ferror(out) ? -EIO : 0;
+}
+
+int show_value(FILE *f, const Gadget__Value *v)
+{
+        char *s = json_from_value(v);
+
+        if (!s)
+                return -ENOMEM;
+        fprintf(f, "%s\n", s);
+        free(s);
+        return ferror(f) ? -EIO : 0;
+}
+
+void show_error(FILE *f, bool json, uint32_t code, const char *fmt, ...)
+{
+        char *msg = NULL, *esc;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        esc = output_escape(msg ? msg : "out of memory", json ? 0 : OUTPUT_KEEP_NEWLINE);
+        if (json) {
+                /* A message naming a file of invalid UTF-8 is sent escaped:
+                 * jansson refuses invalid strings. */
+                const char *m = msg && value_utf8_valid(msg, strlen(msg)) ? msg : esc;
+                json_t *j = json_pack("{s:{s:I, s:s}}", "error", "code", (json_int_t)code, "message",
+                                      m ? m : "out of memory");
+                if (show_json(f, j) < 0)
+                        fputs("{\"error\":{\"code\":0,\"message\":\"out of memory\"}}\n", f);
+        } else {
+                fprintf(f, "gadgetctl: %s\n", esc ? esc : "out of memory");
+        }
+        free(esc);
+        free(msg);
+}

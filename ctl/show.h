@@ -1,0 +1,40 @@
+/* show: renders gadgetd's answers for a person (text) or a script (JSON,
+ * one document per line). Answers reach here already checked by client.c. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+
+#include "control.pb-c.h"
+
+/* `list`: an aligned table, or a JSON array of gadget objects. 0 or -errno. */
+int show_list(FILE *f, const Control__GadgetList *l, bool json);
+/* `status`: a systemctl-like block, or one JSON object. 0 or -errno. */
+int show_status(FILE *f, const Control__GadgetStatus *s, bool json);
+/* A Done answer: its message (if any), or {"ok":true,"message":...}. */
+int show_done(FILE *f, const Control__Done *d, bool json);
+/* Log lines: one per line, or one {"line":...} object per line. */
+int show_logs(FILE *f, const Control__LogLines *l, bool json);
+/* `reload`: what changed on out and the policy errors on err, or one JSON
+ * object on out. */
+int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json);
+/* A value as compact JSON and a newline. */
+int show_value(FILE *f, const Gadget__Value *v);
+/* Prints json (taking it over) compactly and a newline. 0, -ENOMEM if json
+ * is NULL, -EIO. */
+int show_json(FILE *f, json_t *json);
+/* A JSON string of s, escaped like output_escape if s is not valid UTF-8
+ * (jansson refuses those). NULL if out of memory. */
+json_t *show_json_string(const char *s);
+/* A JSON array of n strings (as show_json_string), or NULL if out of memory. */
+json_t *show_json_strv(char *const *v, size_t n);
+/* s escaped for a terminal (tabs kept) and a newline. 0 or -ENOMEM. */
+int show_line(FILE *f, const char *s);
+/* An error: "gadgetctl: MESSAGE" (escaped), or
+ * {"error":{"code":CODE,"message":MESSAGE}}; code is a GADGET_E* number, 0
+ * for an error found by gadgetctl itself. */
+void show_error(FILE *f, bool json, uint32_t code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));

@@ -1,0 +1,291 @@
+/* Unit tests of gadgetctl's output: units, durations, tables, escaping, and
+ * what `list`, `status`, `logs`, `reload` and errors print, as text and JSON. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "output.h"
+#include "show.h"
+
+static char buf[OUTPUT_UNIT_MAX];
+
+/* What fn printed on a memory stream (malloc'd). */
+#define CAPTURE(out, call)                                                       \
+        do {                                                                     \
+                size_t len_;                                                     \
+                FILE *f = open_memstream(&(out), &len_);                         \
+                call;                                                            \
+                fclose(f);                                                       \
+        } while (0)
+
+static void test_uptime(void)
+{
+        CHECK_STR(output_uptime(0, buf, sizeof(buf)), "-", "uptime 0 is -");
+        CHECK_STR(output_uptime(999, buf, sizeof(buf)), "0s", "uptime under a second");
+        CHECK_STR(output_uptime(3000, buf, sizeof(buf)), "3s", "uptime 3s");
+        CHECK_STR(output_uptime(59999, buf, sizeof(buf)), "59s", "uptime 59s");
+        CHECK_STR(output_uptime(60000, buf, sizeof(buf)), "1m00s", "uptime 1m00s");
+        CHECK_STR(output_uptime(312000, buf, sizeof(buf)), "5m12s", "uptime 5m12s");
+        CHECK_STR(output_uptime(3599999, buf, sizeof(buf)), "59m59s", "uptime 59m59s");
+        CHECK_STR(output_uptime(3600000, buf, sizeof(buf)), "1h00m", "uptime 1h00m");
+        CHECK_STR(output_uptime((2 * 3600 + 3 * 60 + 59) * 1000ull, buf, sizeof(buf)), "2h03m",
+                  "uptime 2h03m drops seconds");
+        CHECK_STR(output_uptime((4 * 86400 + 3600 + 59) * 1000ull, buf, sizeof(buf)), "4d01h",
+                  "uptime 4d01h");
+        CHECK_STR(output_uptime(UINT64_MAX, buf, sizeof(buf)), "213503982334d14h",
+                  "uptime of UINT64_MAX ms fits");
+}
+
+static void test_size(void)
+{
+        CHECK_STR(output_size(0, buf, sizeof(buf)), "-", "size 0 is -");
+        CHECK_STR(output_size(1, buf, sizeof(buf)), "1B", "size 1B");
+        CHECK_STR(output_size(1023, buf, sizeof(buf)), "1023B", "size 1023B");
+        CHECK_STR(output_size(1024, buf, sizeof(buf)), "1.0K", "size 1.0K");
+        CHECK_STR(output_size(1536, buf, sizeof(buf)), "1.5K", "size 1.5K");
+        CHECK_STR(output_size(12897485, buf, sizeof(buf)), "12.3M", "size 12.3M");
+        CHECK_STR(output_size(1048575, buf, sizeof(buf)), "1.0M", "1023.99K rounds up to 1.0M");
+        CHECK_STR(output_size(64ull << 20, buf, sizeof(buf)), "64.0M", "size 64.0M");
+        CHECK_STR(output_size(3ull << 40, buf, sizeof(buf)), "3.0T", "size 3.0T");
+        CHECK_STR(output_size(UINT64_MAX, buf, sizeof(buf)), "16.0E", "size of UINT64_MAX");
+}
+
+static void check_escape(const char *in, unsigned flags, const char *want, const char *what)
+{
+        char *got = output_escape(in, flags);
+        CHECK_STR(got, want, "escape: %s", what);
+        free(got);
+}
+
+static void test_escape(void)
+{
+        check_escape("plain text", 0, "plain text", "printable ASCII unchanged");
+        check_escape("a\x1b[31mb", 0, "a\\x1b[31mb", "ESC escaped");
+        check_escape("a\tb\nc\r", 0, "a\\x09b\\x0ac\\x0d", "tab, newline, CR escaped");
+        check_escape("a\tb\nc", OUTPUT_KEEP_TAB | OUTPUT_KEEP_NEWLINE, "a\tb\nc", "tab and newline kept");
+        check_escape("\x7f", 0, "\\x7f", "DEL escaped");
+        check_escape("caf\xc3\xa9 \xe2\x9c\x93", 0, "caf\xc3\xa9 \xe2\x9c\x93", "UTF-8 kept");
+        check_escape("\xc2\x9b" "2J", 0, "\\xc2\\x9b2J", "C1 CSI escaped");
+        check_escape("x\xe2\x80\xaey", 0, "x\\xe2\\x80\\xaey", "bidi override escaped");
+        check_escape("\xff\xe2\x80", 0, "\\xff\\xe2\\x80", "invalid and truncated UTF-8 escaped");
+        check_escape("\xed\xa0\x80", 0, "\\xed\\xa0\\x80", "surrogate escaped");
+        CHECK(output_width("h\xc3\xa9llo") == 5, "width counts code points");
+}
+
+static void test_table(void)
+{
+        static const char *const h[] = { "NAME", "N", "LAST" };
+        static const bool right[] = { false, true, false };
+        static const char *const r1[] = { "a", "12345", "x" };
+        static const char *const r2[] = { "caf\xc3\xa9-long", "7", "\x1b" };
+        struct output_table *t = output_table_new(3, h, right);
+        char *out = NULL;
+
+        CHECK(t && output_table_add(t, r1) == 0 && output_table_add(t, r2) == 0, "table built");
+        CHECK(output_table_rows(t) == 2, "two rows besides the header");
+        CAPTURE(out, output_table_print(t, f));
+        CHECK_STR(out,
+                  "NAME           N  LAST\n"
+                  "a          12345  x\n"
+                  "caf\xc3\xa9-long      7  \\x1b\n",
+                  "columns aligned by code points, numbers right, cells escaped");
+        free(out);
+        output_table_free(t);
+}
+
+static Control__GadgetInfo info(const char *name, const char *state, const char *cause, int pid,
+                                uint64_t up, uint32_t restarts, uint64_t calls, uint64_t mem)
+{
+        Control__GadgetInfo g = CONTROL__GADGET_INFO__INIT;
+        g.name = (char *)name;
+        g.state = (char *)state;
+        g.cause = (char *)cause;
+        g.pid = pid;
+        g.uptime_ms = up;
+        g.restarts = restarts;
+        g.calls = calls;
+        g.memory_bytes = mem;
+        return g;
+}
+
+static void test_list(void)
+{
+        Control__GadgetInfo a = info("hello", "ready", "", 4242, 312000, 0, 17, 12897485);
+        Control__GadgetInfo b = info("wordcount", "failed", "exited with status 1", 0, 0, 5, 0, 0);
+        Control__GadgetInfo *gs[] = { &a, &b };
+        Control__GadgetList l = CONTROL__GADGET_LIST__INIT;
+        char *out = NULL;
+
+        l.gadgets = gs;
+        l.n_gadgets = 2;
+        CAPTURE(out, CHECK(show_list(f, &l, false) == 0, "list printed"));
+        CHECK_STR(out,
+                  "NAME       STATE    PID  UPTIME  RESTARTS  CALLS  MEMORY\n"
+                  "hello      ready   4242   5m12s         0     17   12.3M\n"
+                  "wordcount  failed     -       -         5      0       -\n",
+                  "list table");
+        free(out);
+        CAPTURE(out, show_list(f, &l, true));
+        CHECK_STR(out,
+                  "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
+                  "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485},"
+                  "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
+                  "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0}]\n",
+                  "list JSON: an array of GadgetInfo objects");
+        free(out);
+        l.n_gadgets = 0;
+        CAPTURE(out, show_list(f, &l, true));
+        CHECK_STR(out, "[]\n", "empty list JSON");
+        free(out);
+        CAPTURE(out, show_list(f, &l, false));
+        CHECK_STR(out, "no gadgets loaded\n", "empty list text");
+        free(out);
+}
+
+static void test_status(void)
+{
+        Control__GadgetInfo g = info("notes", "ready", "killed by signal SIGSEGV", 99, 7380000, 1, 3,
+                                     2048);
+        Control__Binding b1 = CONTROL__BINDING__INIT, b2 = CONTROL__BINDING__INIT;
+        Control__Binding *bs[] = { &b1, &b2 };
+        char *limits[] = { "MemoryMax=64M", "TasksMax=16" };
+        char *methods[] = { "get", "put" };
+        char *tail[] = { "started", "bad \x1b]0;owned\x07 title\tend" };
+        Control__GadgetStatus s = CONTROL__GADGET_STATUS__INIT;
+        char *out = NULL;
+
+        b1.name = "NOTES", b1.type = "kv";
+        b2.name = "PEER", b2.type = "gadget";
+        s.info = &g;
+        s.policy_path = "/etc/gadgetd/policy.d/notes.policy";
+        s.limits_mode = "cgroup";
+        s.limits = limits, s.n_limits = 2;
+        s.methods = methods, s.n_methods = 2;
+        s.bindings = bs, s.n_bindings = 2;
+        s.log_tail = tail, s.n_log_tail = 2;
+        CAPTURE(out, CHECK(show_status(f, &s, false) == 0, "status printed"));
+        CHECK_STR(out,
+                  "notes\n"
+                  "      State: ready (last stop: killed by signal SIGSEGV)\n"
+                  "     Policy: /etc/gadgetd/policy.d/notes.policy\n"
+                  "        PID: 99\n"
+                  "     Uptime: 2h03m\n"
+                  "   Restarts: 1\n"
+                  "      Calls: 3\n"
+                  "     Memory: 2.0K\n"
+                  "Limits mode: cgroup\n"
+                  "     Limits: MemoryMax=64M, TasksMax=16\n"
+                  "   Bindings: NOTES (kv), PEER (gadget)\n"
+                  "    Methods: get, put\n"
+                  "\n"
+                  "Last log lines:\n"
+                  "started\n"
+                  "bad \\x1b]0;owned\\x07 title\tend\n",
+                  "status block, log lines escaped");
+        free(out);
+        CAPTURE(out, show_status(f, &s, true));
+        CHECK_STR(out,
+                  "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
+                  "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
+                  "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup\","
+                  "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
+                  "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\"},{\"name\":\"PEER\",\"type\":\"gadget\"}],"
+                  "\"methods\":[\"get\",\"put\"],"
+                  "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"]}\n",
+                  "status JSON: GadgetInfo fields and the rest");
+        free(out);
+
+        g = info("notes", "failed", "exited with status 3", 0, 0, 5, 0, 0);
+        s.n_limits = s.n_methods = s.n_bindings = s.n_log_tail = 0;
+        s.limits_mode = "";
+        CAPTURE(out, show_status(f, &s, false));
+        CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
+                      strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
+                      strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n"),
+              "stopped gadget: cause, and - for what is missing");
+        free(out);
+}
+
+static void test_logs_done_reload(void)
+{
+        char *lines[] = { "one", "two\x1b[2J" };
+        Control__LogLines l = CONTROL__LOG_LINES__INIT;
+        Control__Done d = CONTROL__DONE__INIT;
+        char *loaded[] = { "a", "b" }, *errors[] = { "/x/bad.policy:3: unknown key \"Foo\"" };
+        Control__ReloadReport r = CONTROL__RELOAD_REPORT__INIT;
+        char *out = NULL, *err = NULL;
+
+        l.lines = lines, l.n_lines = 2;
+        CAPTURE(out, show_logs(f, &l, false));
+        CHECK_STR(out, "one\ntwo\\x1b[2J\n", "log lines, escaped");
+        free(out);
+        CAPTURE(out, show_logs(f, &l, true));
+        CHECK_STR(out, "{\"line\":\"one\"}\n{\"line\":\"two\\u001B[2J\"}\n", "log lines as JSON lines");
+        free(out);
+
+        d.message = "stopped \"hello\"";
+        CAPTURE(out, show_done(f, &d, false));
+        CHECK_STR(out, "stopped \"hello\"\n", "done message");
+        free(out);
+        CAPTURE(out, show_done(f, &d, true));
+        CHECK_STR(out, "{\"ok\":true,\"message\":\"stopped \\\"hello\\\"\"}\n", "done JSON");
+        free(out);
+        d.message = "";
+        CAPTURE(out, show_done(f, &d, false));
+        CHECK_STR(out, "", "empty done message prints nothing");
+        free(out);
+
+        r.loaded = loaded, r.n_loaded = 2;
+        r.errors = errors, r.n_errors = 1;
+        {
+                size_t elen;
+                FILE *ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &r, false));
+                fclose(ef);
+        }
+        CHECK_STR(out, "loaded: a, b\n", "reload report");
+        CHECK_STR(err, "/x/bad.policy:3: unknown key \"Foo\"\n", "reload errors on stderr");
+        free(out);
+        free(err);
+        CAPTURE(out, show_reload(f, NULL, &r, true));
+        CHECK_STR(out,
+                  "{\"loaded\":[\"a\",\"b\"],\"stopped\":[],\"restarted\":[],\"unchanged\":[],"
+                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"]}\n",
+                  "reload JSON");
+        free(out);
+}
+
+static void test_error(void)
+{
+        char *out = NULL;
+
+        CAPTURE(out, show_error(f, false, 10, "no gadget named \"%s\"", "x"));
+        CHECK_STR(out, "gadgetctl: no gadget named \"x\"\n", "error text");
+        free(out);
+        CAPTURE(out, show_error(f, true, 10, "no gadget named \"%s\"", "x"));
+        CHECK_STR(out, "{\"error\":{\"code\":10,\"message\":\"no gadget named \\\"x\\\"\"}}\n",
+                  "error JSON");
+        free(out);
+        CAPTURE(out, show_error(f, false, 3, "%s", "evil\x1b[8m"));
+        CHECK_STR(out, "gadgetctl: evil\\x1b[8m\n", "error text escaped");
+        free(out);
+        CAPTURE(out, show_error(f, true, 0, "%s: bad", "file\xff"));
+        CHECK_STR(out, "{\"error\":{\"code\":0,\"message\":\"file\\\\xff: bad\"}}\n",
+                  "error JSON with invalid UTF-8 is escaped, not lost");
+        free(out);
+}
+
+int main(void)
+{
+        test_uptime();
+        test_size();
+        test_escape();
+        test_table();
+        test_list();
+        test_status();
+        test_logs_done_reload();
+        test_error();
+        return tap_done();
+}
