@@ -272,9 +272,10 @@ static int run_gadget(struct run_ctx *c, char **args, const char *run_dir, uid_t
 out:
         if (c->peer)
                 peer_free(c->peer, "the gadget ended");
-        for (struct event **ev = &c->ev_report; ev <= &c->ev_grace; ev++)
-                if (*ev)
-                        event_free(*ev);
+        struct event *evs[] = { c->ev_report, c->ev_int, c->ev_term, c->ev_timeout, c->ev_grace };
+        for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
+                if (evs[i])
+                        event_free(evs[i]);
         spawn_child_close(&c->child);
         uidpool_close(&pool);
         filter_free(&filter);
