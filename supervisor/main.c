@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "policy.h"
 #include "run.h"
 
@@ -32,7 +33,8 @@ static int check_main(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: gadgetd COMMAND ...\n"
+        fprintf(f, "usage: gadgetd [OPTIONS]                          the daemon (gadgetd --help)\n"
+                   "       gadgetd COMMAND ...\n"
                    "  run POLICY [--call METHOD [JSON]] [-- ARGS...]   run one gadget in its sandbox\n"
                    "  check FILE...                                   validate policy files\n"
                    "  --version                                       print the version\n"
@@ -41,22 +43,18 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-        if (argc < 2) {
-                usage(stderr);
-                return 2;
+        /* No command, or options only: the daemon. */
+        if (argc < 2 || argv[1][0] == '-') {
+                if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+                        printf("gadgetd %s\n", GADGETD_VERSION);
+                        return 0;
+                }
+                return daemon_main(argc, argv);
         }
         if (strcmp(argv[1], "run") == 0)
                 return run_main(argc - 1, argv + 1);
         if (strcmp(argv[1], "check") == 0)
                 return check_main(argc - 1, argv + 1);
-        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-                usage(stdout);
-                return 0;
-        }
-        if (strcmp(argv[1], "--version") == 0) {
-                printf("gadgetd %s\n", GADGETD_VERSION);
-                return 0;
-        }
         fprintf(stderr, "gadgetd: unknown command \"%s\"\n", argv[1]);
         usage(stderr);
         return 2;

@@ -121,6 +121,12 @@ void peer_free(struct peer *p, const char *gone)
 enum peer_state peer_state(const struct peer *p) { return p->state; }
 size_t peer_pending(const struct peer *p) { return p->n_pending; }
 
+size_t peer_methods(const struct peer *p, char ***methods)
+{
+        *methods = p->methods;
+        return p->n_methods;
+}
+
 bool peer_has_method(const struct peer *p, const char *method)
 {
         for (size_t i = 0; i < p->n_methods; i++)
@@ -281,9 +287,13 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
                 if (p->state == PEER_CLOSED)
                         return;
         }
-        if (n <= 0) {
-                bool partial = p->rd.end != p->rd.start;
-                close_peer(p, n < 0 ? "read error" : partial ? "a truncated frame" : NULL);
+        /* A reset is how a worker that exits with unread input closes. */
+        if (n == 0 || n == -ECONNRESET) {
+                close_peer(p, p->rd.end != p->rd.start ? "a truncated frame" : NULL);
+        } else if (n < 0) {
+                char why[64];
+                snprintf(why, sizeof why, "read error: %s", strerror((int)-n));
+                close_peer(p, why);
         }
 }
 

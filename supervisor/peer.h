@@ -41,6 +41,8 @@ void peer_free(struct peer *p, const char *gone);
 enum peer_state peer_state(const struct peer *p);
 bool peer_has_method(const struct peer *p, const char *method);
 size_t peer_pending(const struct peer *p);
+/* The methods the gadget announced; returns their number. */
+size_t peer_methods(const struct peer *p, char ***methods);
 
 /* Sends a call. args are borrowed. Returns 0 with *id set, -ENOBUFS when
  * the gadget's queue is full, -ENOTCONN if it is not ready. */

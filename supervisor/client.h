@@ -1,0 +1,43 @@
+/* client: one connection on the control socket, as the request handlers
+ * see it — send answers, follow logs, own calls in flight. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "control.pb-c.h"
+
+struct control;
+struct daemon;
+
+struct client {
+        struct control *ctl;
+        int fd;
+        struct event *ev_read, *ev_write;
+        struct wire_reader *rd;
+        struct wire_writer *wr;
+        struct client_call *calls;  /* calls in flight for this client */
+        char *follow;               /* the gadget whose log it follows */
+        uint64_t follow_id;
+        struct client *next;
+};
+
+/* A call in flight; it outlives its client if the client leaves first. */
+struct client_call {
+        struct client *client;      /* NULL once the client is gone */
+        uint64_t id;
+        struct client_call *next;
+};
+
+struct daemon *client_daemon(const struct client *cl);
+void client_send(struct client *cl, Control__Response *r);
+void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+struct client_call *client_call_new(struct client *cl, uint64_t id);
+/* Unlinks and frees a call; returns its client (NULL if gone). */
+struct client *client_call_end(struct client_call *c);
+
+/* Request handlers (supervisor/requests.c); requests are validated. */
+void request_handle(struct client *cl, const Control__Request *req);

@@ -1,0 +1,155 @@
+/* config: the daemon's options. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uidpool.h"
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: gadgetd [--config FILE] [--policy-dir DIR] [--state-dir DIR] [--socket PATH]\n"
+                   "               [--run-dir DIR] [--group NAME] [--uid-base N]\n"
+                   "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
+                   "directory and serves the control socket (see gadgetctl).\n"
+                   "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
+                   "                    Socket, Group, UidBase (command-line options win)\n"
+                   "  --policy-dir DIR  default %s\n"
+                   "  --state-dir DIR   default %s\n"
+                   "  --socket PATH     default %s\n"
+                   "  --run-dir DIR     default %s (uid locks)\n"
+                   "  --group NAME      may use the control socket besides root, default %s\n"
+                   "  --uid-base N      first host uid for gadgets, default %u\n"
+                   "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
+                CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
+                UIDPOOL_DEFAULT_BASE);
+}
+
+static int set_str(char **dst, const char *v)
+{
+        char *n = strdup(v);
+        if (!n)
+                return -ENOMEM;
+        free(*dst);
+        *dst = n;
+        return 0;
+}
+
+static int parse_uid(const char *v, uid_t *out)
+{
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(v, &end, 10);
+        if (errno || end == v || *end || n == 0 || n > 0xfffeffffUL)
+                return -EINVAL;
+        *out = (uid_t)n;
+        return 0;
+}
+
+/* inih handler: 1 to go on, 0 marks the line as an error. */
+static int file_key(void *arg, const char *section, const char *key, const char *value)
+{
+        struct config *cfg = arg;
+        if (strcmp(section, "Daemon") != 0)
+                return strcmp(section, "Gateway") == 0; /* read by the gateway */
+        if (strcmp(key, "PolicyDirectory") == 0)
+                return set_str(&cfg->policy_dir, value) == 0;
+        if (strcmp(key, "StateDirectory") == 0)
+                return set_str(&cfg->state_dir, value) == 0;
+        if (strcmp(key, "RuntimeDirectory") == 0)
+                return set_str(&cfg->run_dir, value) == 0;
+        if (strcmp(key, "Socket") == 0)
+                return set_str(&cfg->socket_path, value) == 0;
+        if (strcmp(key, "Group") == 0)
+                return set_str(&cfg->group, value) == 0;
+        if (strcmp(key, "UidBase") == 0)
+                return parse_uid(value, &cfg->uid_base) == 0;
+        return 0;
+}
+
+static int read_file(const char *path, struct config *cfg)
+{
+        int line = ini_parse(path, file_key, cfg);
+        if (line == -1) {
+                fprintf(stderr, "gadgetd: %s: cannot open: %s\n", path, strerror(errno));
+                return -EINVAL;
+        }
+        if (line != 0) {
+                fprintf(stderr, "gadgetd: %s:%d: unknown section or key, or bad value\n", path, line);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int config_parse_args(int argc, char **argv, struct config *cfg)
+{
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "config", required_argument, NULL, 'c' },
+                { "policy-dir", required_argument, NULL, 'p' },
+                { "state-dir", required_argument, NULL, 's' },
+                { "socket", required_argument, NULL, 'S' },
+                { "run-dir", required_argument, NULL, 'r' },
+                { "group", required_argument, NULL, 'g' },
+                { "uid-base", required_argument, NULL, 'u' },
+                { 0 },
+        };
+        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE };
+        const char *file = NULL;
+        int opt, e = 0;
+
+        /* The file first, so options given on the command line win. */
+        for (int i = 1; i + 1 < argc; i++)
+                if (strcmp(argv[i], "--config") == 0)
+                        file = argv[i + 1];
+        if (file && read_file(file, cfg) < 0)
+                goto fail;
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (opt) {
+                case 'h': usage(stdout); config_free(cfg); return 1;
+                case 'c': break;
+                case 'p': e = set_str(&cfg->policy_dir, optarg); break;
+                case 's': e = set_str(&cfg->state_dir, optarg); break;
+                case 'S': e = set_str(&cfg->socket_path, optarg); break;
+                case 'r': e = set_str(&cfg->run_dir, optarg); break;
+                case 'g': e = set_str(&cfg->group, optarg); break;
+                case 'u':
+                        if ((e = parse_uid(optarg, &cfg->uid_base)) < 0)
+                                fprintf(stderr, "gadgetd: --uid-base: \"%s\" is not a uid above 0\n", optarg);
+                        break;
+                default: usage(stderr); goto fail;
+                }
+                if (e < 0)
+                        goto fail;
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gadgetd: unexpected argument \"%s\"\n", argv[optind]);
+                usage(stderr);
+                goto fail;
+        }
+        if ((!cfg->policy_dir && set_str(&cfg->policy_dir, CONFIG_POLICY_DIR) < 0) ||
+            (!cfg->state_dir && set_str(&cfg->state_dir, CONFIG_STATE_DIR) < 0) ||
+            (!cfg->run_dir && set_str(&cfg->run_dir, CONFIG_RUN_DIR) < 0) ||
+            (!cfg->socket_path && set_str(&cfg->socket_path, CONFIG_SOCKET) < 0) ||
+            (!cfg->group && set_str(&cfg->group, CONFIG_GROUP) < 0))
+                goto fail;
+        return 0;
+fail:
+        config_free(cfg);
+        return -EINVAL;
+}
+
+void config_free(struct config *cfg)
+{
+        free(cfg->policy_dir);
+        free(cfg->state_dir);
+        free(cfg->run_dir);
+        free(cfg->socket_path);
+        free(cfg->group);
+        *cfg = (struct config){ 0 };
+}

@@ -1,0 +1,21 @@
+/* config: gadgetd's daemon options, from the command line and an optional
+ * configuration file (--config FILE, systemd-style INI). */
+#pragma once
+
+#include <sys/types.h>
+
+#define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
+#define CONFIG_STATE_DIR "/var/lib/gadgetd"
+#define CONFIG_RUN_DIR "/run/gadgetd"
+#define CONFIG_SOCKET "/run/gadgetd/control.sock"
+#define CONFIG_GROUP "gadgetd"
+
+struct config {
+        char *policy_dir, *state_dir, *run_dir, *socket_path, *group;
+        uid_t uid_base;
+};
+
+/* Fills cfg from argv (options override the file). Returns 0, 1 after
+ * printing help, or -EINVAL after printing what was wrong. */
+int config_parse_args(int argc, char **argv, struct config *cfg);
+void config_free(struct config *cfg);

@@ -1,0 +1,387 @@
+/* daemon: gadgetd's long-running mode. */
+#include "daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "control.h"
+#include "log.h"
+#include "policy.h"
+#include "unit.h"
+
+#define QUIT_TIMEOUT_MS 5000
+
+struct unit *daemon_find(struct daemon *d, const char *name)
+{
+        for (struct unit *u = d->units; u; u = u->next)
+                if (strcmp(u->policy->name, name) == 0)
+                        return u;
+        return NULL;
+}
+
+/* FNV-1a of a file's bytes: tells a changed policy file at reload. */
+static int file_hash(const char *path, uint64_t *out)
+{
+        char buf[8192];
+        uint64_t h = 1469598103934665603ull;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+        if (fd < 0)
+                return -errno;
+        while ((n = read(fd, buf, sizeof buf)) > 0)
+                for (ssize_t i = 0; i < n; i++)
+                        h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+        close(fd);
+        if (n < 0)
+                return -errno;
+        *out = h;
+        return 0;
+}
+
+/* All of a policy's errors as lines in msg. */
+static void join_errors(const struct policy_errors *errs, char *msg, size_t len)
+{
+        size_t o = 0;
+        msg[0] = '\0';
+        for (size_t i = 0; i < errs->n && o < len; i++)
+                o += (size_t)snprintf(msg + o, len - o, "%s%s", i ? "\n" : "", errs->msgs[i]);
+}
+
+static void unit_unlink(struct daemon *d, struct unit *u)
+{
+        for (struct unit **pp = &d->units; *pp; pp = &(*pp)->next)
+                if (*pp == u) {
+                        *pp = u->next;
+                        return;
+                }
+}
+
+/* Replaces a unit's policy with p and restarts it. */
+static void replace_policy(struct unit *u, struct policy *p, uint64_t hash)
+{
+        policy_free(u->policy);
+        u->policy = p;
+        u->policy_hash = hash;
+        unit_restart(u);
+}
+
+/* Loads path; what tells the caller what happened. */
+static int load_file(struct daemon *d, const char *path, bool from_dir, enum daemon_reload_what *what,
+                     char **name, char *msg, size_t len)
+{
+        struct policy *p = NULL;
+        struct policy_errors errs = { 0 };
+        uint64_t hash;
+        int e = file_hash(path, &hash);
+        if (e < 0) {
+                snprintf(msg, len, "%s: cannot read: %s", path, strerror(-e));
+                return e;
+        }
+        if ((e = policy_load(path, &p, &errs)) < 0) {
+                join_errors(&errs, msg, len);
+                policy_errors_clear(&errs);
+                return e;
+        }
+        struct unit *u = daemon_find(d, p->name);
+        if (name)
+                *name = strdup(p->name);
+        if (u && strcmp(u->policy->path, p->path) != 0) {
+                snprintf(msg, len, "%s: a gadget named \"%s\" is already loaded from %s", path, p->name,
+                         u->policy->path);
+                policy_free(p);
+                return -EEXIST;
+        }
+        if (u && u->policy_hash == hash) {
+                *what = RELOAD_UNCHANGED;
+                snprintf(msg, len, "%s is already loaded and unchanged", p->name);
+                if (u->state == UNIT_STOPPED || u->state == UNIT_FAILED)
+                        unit_restart(u);
+                policy_free(p);
+                return 0;
+        }
+        if (u) {
+                *what = RELOAD_RESTARTED;
+                snprintf(msg, len, "%s changed: restarting", p->name);
+                u->from_dir = u->from_dir || from_dir;
+                replace_policy(u, p, hash);
+                return 0;
+        }
+        u = unit_new(d, p);
+        if (!u) {
+                policy_free(p);
+                snprintf(msg, len, "out of memory");
+                return -ENOMEM;
+        }
+        u->policy_hash = hash;
+        u->from_dir = from_dir;
+        u->next = d->units;
+        d->units = u;
+        *what = RELOAD_LOADED;
+        unit_start(u);
+        if (u->state == UNIT_FAILED)
+                snprintf(msg, len, "loaded %s, but it failed: %s", p->name, u->cause);
+        else
+                snprintf(msg, len, "loaded %s", p->name);
+        return 0;
+}
+
+int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len)
+{
+        enum daemon_reload_what what;
+        return load_file(d, path, false, &what, name, msg, len);
+}
+
+static bool is_policy_name(const char *f)
+{
+        size_t n = strlen(f);
+        return n > 7 && strcmp(f + n - 7, ".policy") == 0 && f[0] != '.';
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.policy files of the policy directory, sorted, as full paths. */
+static char **list_policies(const char *dir, size_t *n)
+{
+        DIR *dp = opendir(dir);
+        struct dirent *de;
+        char **v = NULL;
+        *n = 0;
+        if (!dp)
+                return NULL;
+        while ((de = readdir(dp))) {
+                if (!is_policy_name(de->d_name))
+                        continue;
+                char **nv = realloc(v, (*n + 1) * sizeof *v);
+                if (!nv)
+                        break;
+                v = nv;
+                if (asprintf(&v[*n], "%s/%s", dir, de->d_name) < 0)
+                        break;
+                (*n)++;
+        }
+        closedir(dp);
+        if (v)
+                qsort(v, *n, sizeof *v, cmp_str);
+        return v;
+}
+
+void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg)
+{
+        size_t n;
+        char **files = list_policies(d->policy_dir, &n);
+        char msg[8192];
+
+        log_msg(L_INFO, NULL, "reloading %s", d->policy_dir);
+        for (size_t i = 0; i < n; i++) {
+                enum daemon_reload_what what = RELOAD_ERROR;
+                char *name = NULL;
+                if (load_file(d, files[i], true, &what, &name, msg, sizeof msg) < 0) {
+                        log_msg(L_ERR, NULL, "%s", msg);
+                        what = RELOAD_ERROR;
+                }
+                if (note)
+                        note(arg, what, what == RELOAD_ERROR ? msg : name);
+                free(name);
+        }
+        /* Gadgets whose file left the directory are stopped and unloaded. */
+        for (struct unit *u = d->units, *next; u; u = next) {
+                next = u->next;
+                bool present = false;
+                for (size_t i = 0; i < n && !present; i++)
+                        present = strcmp(files[i], u->policy->path) == 0;
+                if (!u->from_dir || present)
+                        continue;
+                if (note)
+                        note(arg, RELOAD_STOPPED, u->policy->name);
+                u->remove_when_stopped = true;
+                unit_stop(u, "its policy file was removed");
+        }
+        for (size_t i = 0; i < n; i++)
+                free(files[i]);
+        free(files);
+        daemon_status_changed(d);
+}
+
+static void maybe_quit(struct daemon *d)
+{
+        if (!d->quitting)
+                return;
+        for (struct unit *u = d->units; u; u = u->next)
+                if (u->child.pid > 0)
+                        return;
+        event_base_loopbreak(d->base);
+}
+
+void daemon_unit_stopped(struct daemon *d, struct unit *u)
+{
+        if (u->remove_when_stopped) {
+                unit_unlink(d, u);
+                log_msg(L_INFO, u->policy->name, "unloaded");
+                unit_free(u);
+        } else if (u->restart_pending && !d->quitting) {
+                u->restart_pending = false;
+                u->quick_failures = 0;
+                u->restarts++;
+                unit_start(u);
+        }
+        daemon_status_changed(d);
+        maybe_quit(d);
+}
+
+void daemon_log_added(struct daemon *d, struct unit *u, size_t lines)
+{
+        if (d->control)
+                control_log_added(d->control, u, lines);
+}
+
+void daemon_status_changed(struct daemon *d)
+{
+        /* sd_notify STATUS= comes with the systemd work. */
+        (void)d;
+}
+
+static void quit_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        for (struct unit *u = d->units; u; u = u->next)
+                unit_kill(u, "gadgetd is stopping");
+        event_base_loopbreak(d->base);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (sig == SIGHUP) {
+                daemon_reload(d, NULL, NULL);
+                return;
+        }
+        if (d->quitting)
+                return;
+        log_msg(L_INFO, NULL, "stopping every gadget");
+        d->quitting = true;
+        for (struct unit *u = d->units; u; u = u->next)
+                unit_stop(u, "gadgetd is stopping");
+        struct timeval tv = { .tv_sec = QUIT_TIMEOUT_MS / 1000 };
+        d->ev_quit = evtimer_new(d->base, quit_timeout, d);
+        if (d->ev_quit)
+                event_add(d->ev_quit, &tv);
+        maybe_quit(d);
+}
+
+static int make_dir(const char *path, mode_t mode)
+{
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* The directory of the control socket, created if missing. */
+static int make_socket_dir(const char *socket_path)
+{
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", socket_path);
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = '\0';
+        return make_dir(dir, 0755);
+}
+
+static int setup(struct daemon *d)
+{
+        int e;
+        struct group *gr = getgrnam(d->group);
+        d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
+        if (!gr)
+                log_msg(L_WARN, NULL, "group %s does not exist: only root may use the control socket", d->group);
+        if ((e = make_dir(d->state_dir, 0700)) < 0) {
+                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
+                return e;
+        }
+        if ((e = make_socket_dir(d->socket_path)) < 0 || (e = make_dir(d->run_dir, 0755)) < 0) {
+                log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
+                return e;
+        }
+        if ((e = filter_build(&d->filter)) < 0) {
+                log_msg(L_ERR, NULL, "seccomp filter: %s", strerror(-e));
+                return e;
+        }
+        if ((e = uidpool_open(&d->uids, d->run_dir, d->uid_base, UIDPOOL_DEFAULT_COUNT)) < 0) {
+                log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
+                return e;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
+        d->ev_int = evsignal_new(d->base, SIGINT, signal_cb, d);
+        d->ev_hup = evsignal_new(d->base, SIGHUP, signal_cb, d);
+        if (!d->ev_term || !d->ev_int || !d->ev_hup || event_add(d->ev_term, NULL) < 0 ||
+            event_add(d->ev_int, NULL) < 0 || event_add(d->ev_hup, NULL) < 0)
+                return -ENOMEM;
+        if ((e = control_open(d, &d->control)) < 0) {
+                log_msg(L_ERR, NULL, "control socket %s: %s", d->socket_path, strerror(-e));
+                return e;
+        }
+        return 0;
+}
+
+static void teardown(struct daemon *d)
+{
+        while (d->units) {
+                struct unit *u = d->units;
+                d->units = u->next;
+                unit_free(u);
+        }
+        control_free(d->control);
+        struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
+        for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
+                if (evs[i])
+                        event_free(evs[i]);
+        uidpool_close(&d->uids);
+        filter_free(&d->filter);
+        if (d->base)
+                event_base_free(d->base);
+}
+
+int daemon_main(int argc, char **argv)
+{
+        struct daemon d = { .uids = { .lock_fd = -1 } };
+        struct config cfg;
+        int e = config_parse_args(argc, argv, &cfg);
+        if (e != 0)
+                return e < 0 ? 2 : 0;
+        d.policy_dir = cfg.policy_dir;
+        d.state_dir = cfg.state_dir;
+        d.socket_path = cfg.socket_path;
+        d.run_dir = cfg.run_dir;
+        d.group = cfg.group;
+        d.uid_base = cfg.uid_base;
+        d.limits_mode = "rlimits only (LimitNOFILE, TmpSize); memory, tasks and CPU limits not enforced yet";
+        d.base = event_base_new();
+        if (!d.base || setup(&d) < 0) {
+                teardown(&d);
+                config_free(&cfg);
+                return 1;
+        }
+        log_msg(L_INFO, NULL, "policy directory %s, state directory %s, control socket %s",
+                d.policy_dir, d.state_dir, d.socket_path);
+        log_msg(L_INFO, NULL, "limits: %s", d.limits_mode);
+        daemon_reload(&d, NULL, NULL);
+        event_base_dispatch(d.base);
+        log_msg(L_INFO, NULL, "stopped");
+        teardown(&d);
+        config_free(&cfg);
+        return 0;
+}

@@ -1,0 +1,51 @@
+/* daemon: gadgetd as a long-running supervisor — options, the registry of
+ * loaded gadgets, the policy directory, signals — on one libevent loop. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <event2/event.h>
+
+#include "filter.h"
+#include "uidpool.h"
+
+struct unit;
+struct control;
+
+struct daemon {
+        struct event_base *base;
+        const char *policy_dir;
+        const char *state_dir;
+        const char *socket_path;
+        const char *run_dir;
+        const char *group;         /* may use the control socket besides root */
+        gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
+        uid_t uid_base;
+        const char *limits_mode;   /* how resource limits are enforced */
+        struct gadget_filter filter;
+        struct uidpool uids;
+        struct unit *units;        /* every loaded gadget */
+        struct control *control;
+        struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
+        bool quitting;
+};
+
+enum daemon_reload_what {
+        RELOAD_LOADED, RELOAD_STOPPED, RELOAD_RESTARTED, RELOAD_UNCHANGED, RELOAD_ERROR,
+};
+typedef void daemon_reload_fn(void *arg, enum daemon_reload_what what, const char *text);
+
+int daemon_main(int argc, char **argv);
+struct unit *daemon_find(struct daemon *d, const char *name);
+/* Loads one policy file and starts its gadget; a loaded gadget of the same
+ * file is restarted if the file changed. Returns 0 with a summary in msg,
+ * or -errno with every error in msg ("FILE:LINE: ..." lines). */
+int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len);
+/* Re-reads the policy directory: new files start, removed ones stop,
+ * changed ones restart, unchanged ones stay. */
+void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);
+/* Hooks the units call. */
+void daemon_unit_stopped(struct daemon *d, struct unit *u);
+void daemon_log_added(struct daemon *d, struct unit *u, size_t lines);
+void daemon_status_changed(struct daemon *d);

@@ -1,0 +1,316 @@
+/* requests: one handler per control request, from a table. Requests are
+ * checked by control.c before they get here. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "peer.h"
+#include "policy.h"
+#include "unit.h"
+
+static struct unit *find(struct client *cl, uint64_t id, const char *name)
+{
+        struct unit *u = daemon_find(client_daemon(cl), name);
+        if (!u)
+                client_error(cl, id, GADGET_ENOTFOUND, "no gadget named \"%s\"", name);
+        return u;
+}
+
+static void fill_info(Control__GadgetInfo *gi, struct unit *u)
+{
+        gi->name = u->policy->name;
+        gi->state = (char *)unit_state_name(u->state);
+        gi->cause = u->cause;
+        gi->pid = u->child.pid > 0 ? u->child.pid : 0;
+        gi->uptime_ms = unit_uptime_ms(u);
+        gi->restarts = u->restarts;
+        gi->calls = u->calls;
+        gi->memory_bytes = unit_memory_bytes(u);
+}
+
+static void on_load(struct client *cl, const Control__Request *q)
+{
+        char err[8192];
+        char *name = NULL;
+        int e = daemon_load(client_daemon(cl), q->load->path, &name, err, sizeof err);
+        if (e < 0)
+                client_error(cl, q->id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", err);
+        else
+                client_done(cl, q->id, "%s", err);
+        free(name);
+}
+
+static void on_stop(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->stop->name);
+        if (!u)
+                return;
+        unit_stop(u, "stopped by gadgetctl");
+        client_done(cl, q->id, "stopping %s", u->policy->name);
+}
+
+static void on_restart(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->restart->name);
+        if (!u)
+                return;
+        unit_restart(u);
+        client_done(cl, q->id, "restarting %s", u->policy->name);
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+        return strcmp((*(Control__GadgetInfo *const *)a)->name, (*(Control__GadgetInfo *const *)b)->name);
+}
+
+static void on_list(struct client *cl, const Control__Request *q)
+{
+        struct daemon *d = client_daemon(cl);
+        size_t n = 0;
+        for (struct unit *u = d->units; u; u = u->next)
+                n++;
+        Control__GadgetInfo *infos = calloc(n + 1, sizeof *infos);
+        Control__GadgetInfo **ptrs = calloc(n + 1, sizeof *ptrs);
+        if (!infos || !ptrs) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                goto out;
+        }
+        n = 0;
+        for (struct unit *u = d->units; u; u = u->next) {
+                control__gadget_info__init(&infos[n]);
+                fill_info(&infos[n], u);
+                ptrs[n] = &infos[n];
+                n++;
+        }
+        qsort(ptrs, n, sizeof *ptrs, cmp_info);
+        Control__GadgetList gl = CONTROL__GADGET_LIST__INIT;
+        gl.n_gadgets = n;
+        gl.gadgets = ptrs;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_LIST;
+        r.list = &gl;
+        client_send(cl, &r);
+out:
+        free(infos);
+        free(ptrs);
+}
+
+/* "MemoryMax=64M" style lines for the limits a policy sets. */
+static size_t limit_lines(const struct policy *p, char lines[][64])
+{
+        size_t n = 0;
+        snprintf(lines[n++], 64, "TmpSize=%llu", (unsigned long long)p->tmp_size);
+        snprintf(lines[n++], 64, "LimitNOFILE=%llu", (unsigned long long)p->limit_nofile);
+        snprintf(lines[n++], 64, "CallTimeout=%llums", (unsigned long long)p->call_timeout_ms);
+        if (p->memory_max != POLICY_UNLIMITED)
+                snprintf(lines[n++], 64, "MemoryMax=%llu", (unsigned long long)p->memory_max);
+        if (p->tasks_max != POLICY_UNLIMITED)
+                snprintf(lines[n++], 64, "TasksMax=%llu", (unsigned long long)p->tasks_max);
+        if (p->cpu_quota)
+                snprintf(lines[n++], 64, "CPUQuota=%u%%", p->cpu_quota);
+        if (p->runtime_max_ms)
+                snprintf(lines[n++], 64, "RuntimeMax=%llums", (unsigned long long)p->runtime_max_ms);
+        snprintf(lines[n++], 64, "Restart=%s", policy_restart_name(p->restart));
+        return n;
+}
+
+static void on_status(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->status->name);
+        if (!u)
+                return;
+        const struct policy *p = u->policy;
+        char limits[8][64];
+        char *limit_ptrs[8];
+        size_t n_limits = limit_lines(p, limits);
+        for (size_t i = 0; i < n_limits; i++)
+                limit_ptrs[i] = limits[i];
+        Control__Binding *b = calloc(p->n_bindings + 1, sizeof *b);
+        Control__Binding **bp = calloc(p->n_bindings + 1, sizeof *bp);
+        const size_t tail = 10;
+        char **lines = calloc(tail, sizeof *lines);
+        if (!b || !bp || !lines) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < p->n_bindings; i++) {
+                control__binding__init(&b[i]);
+                b[i].name = p->bindings[i].name;
+                b[i].type = (char *)policy_binding_type_name(p->bindings[i].type);
+                bp[i] = &b[i];
+        }
+        size_t n_lines = u->log.count < tail ? u->log.count : tail;
+        for (size_t i = 0; i < n_lines; i++)
+                lines[i] = (char *)logbuf_line(&u->log, n_lines, i);
+        Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
+        fill_info(&gi, u);
+        Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
+        st.info = &gi;
+        st.policy_path = p->path;
+        st.n_bindings = p->n_bindings;
+        st.bindings = bp;
+        st.n_limits = n_limits;
+        st.limits = limit_ptrs;
+        st.n_methods = u->peer ? peer_methods(u->peer, &st.methods) : 0;
+        st.n_log_tail = n_lines;
+        st.log_tail = lines;
+        st.limits_mode = (char *)client_daemon(cl)->limits_mode;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
+        r.status = &st;
+        client_send(cl, &r);
+out:
+        free(b);
+        free(bp);
+        free(lines);
+}
+
+static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
+{
+        struct client_call *c = arg;
+        uint64_t id = c->id;
+        struct client *cl = client_call_end(c);
+        if (!cl)
+                return;
+        if (!res) {
+                client_error(cl, id, code, "%s", message ? message : "the call failed");
+                return;
+        }
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_RESULT;
+        r.result = (Gadget__Value *)res;
+        client_send(cl, &r);
+}
+
+static void on_call(struct client *cl, const Control__Request *q)
+{
+        const Control__Call *call = q->call;
+        struct unit *u = find(cl, q->id, call->name);
+        if (!u)
+                return;
+        struct client_call *c = client_call_new(cl, q->id);
+        if (!c) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        Gadget__Value null = GADGET__VALUE__INIT;
+        null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        int e = unit_call(u, call->method, call->args ? call->args : &null, call_done, c);
+        if (e == 0)
+                return;
+        client_call_end(c);
+        if (e == -ENOTCONN)
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" is not ready (%s%s%s)",
+                             u->policy->name, unit_state_name(u->state), u->cause[0] ? ": " : "", u->cause);
+        else if (e == -ENOENT)
+                client_error(cl, q->id, GADGET_ENOMETHOD, "gadget \"%s\" has no method \"%s\"",
+                             u->policy->name, call->method);
+        else if (e == -ENOBUFS)
+                client_error(cl, q->id, GADGET_EBUSY, "gadget \"%s\" is busy: too many calls queued",
+                             u->policy->name);
+        else
+                client_error(cl, q->id, GADGET_EINTERNAL, "cannot call: %s", strerror(-e));
+}
+
+static void on_logs(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->logs->name);
+        if (!u)
+                return;
+        size_t n = q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines : u->log.count;
+        char **lines = calloc(n + 1, sizeof *lines);
+        if (!lines) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                lines[i] = (char *)logbuf_line(&u->log, n, i);
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        ll.n_lines = n;
+        ll.lines = lines;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+        r.logs = &ll;
+        client_send(cl, &r);
+        free(lines);
+        if (q->logs->follow && !cl->follow) {
+                cl->follow = strdup(u->policy->name);
+                cl->follow_id = q->id;
+        }
+}
+
+/* Collects what a reload did into the answer's lists. */
+struct reload_lists {
+        char **v[5];
+        size_t n[5];
+};
+
+static void reload_note(void *arg, enum daemon_reload_what what, const char *text)
+{
+        struct reload_lists *l = arg;
+        char **nv = realloc(l->v[what], (l->n[what] + 1) * sizeof *nv);
+        if (!nv)
+                return;
+        l->v[what] = nv;
+        if ((nv[l->n[what]] = strdup(text)))
+                l->n[what]++;
+}
+
+static void on_reload(struct client *cl, const Control__Request *q)
+{
+        struct reload_lists l = { 0 };
+        daemon_reload(client_daemon(cl), reload_note, &l);
+        Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
+        rr.n_loaded = l.n[RELOAD_LOADED];
+        rr.loaded = l.v[RELOAD_LOADED];
+        rr.n_stopped = l.n[RELOAD_STOPPED];
+        rr.stopped = l.v[RELOAD_STOPPED];
+        rr.n_restarted = l.n[RELOAD_RESTARTED];
+        rr.restarted = l.v[RELOAD_RESTARTED];
+        rr.n_unchanged = l.n[RELOAD_UNCHANGED];
+        rr.unchanged = l.v[RELOAD_UNCHANGED];
+        rr.n_errors = l.n[RELOAD_ERROR];
+        rr.errors = l.v[RELOAD_ERROR];
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_RELOAD;
+        r.reload = &rr;
+        client_send(cl, &r);
+        for (size_t k = 0; k < 5; k++) {
+                for (size_t i = 0; i < l.n[k]; i++)
+                        free(l.v[k][i]);
+                free(l.v[k]);
+        }
+}
+
+static const struct {
+        Control__Request__ReqCase kind;
+        void (*handle)(struct client *cl, const Control__Request *q);
+} handlers[] = {
+        { CONTROL__REQUEST__REQ_LOAD, on_load },
+        { CONTROL__REQUEST__REQ_STOP, on_stop },
+        { CONTROL__REQUEST__REQ_RESTART, on_restart },
+        { CONTROL__REQUEST__REQ_LIST, on_list },
+        { CONTROL__REQUEST__REQ_STATUS, on_status },
+        { CONTROL__REQUEST__REQ_CALL, on_call },
+        { CONTROL__REQUEST__REQ_LOGS, on_logs },
+        { CONTROL__REQUEST__REQ_RELOAD, on_reload },
+};
+
+void request_handle(struct client *cl, const Control__Request *q)
+{
+        for (size_t i = 0; i < sizeof handlers / sizeof *handlers; i++)
+                if (handlers[i].kind == q->req_case) {
+                        handlers[i].handle(cl, q);
+                        return;
+                }
+        client_error(cl, q->id, GADGET_EINVAL, "unknown request");
+}

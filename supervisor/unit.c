@@ -1,0 +1,467 @@
+/* unit: starting, watching and restarting one gadget in the daemon. */
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "gadget.h"
+#include "log.h"
+#include "peer.h"
+#include "policy.h"
+#include "sandbox.h"
+#include "uidpool.h"
+
+#define STOP_GRACE_MS 3000
+#define QUICK_FAILURE_MS 10000   /* a failure this soon after start counts toward parking */
+#define MAX_QUICK_FAILURES 5
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 30000
+
+struct unit_call {
+        struct unit *u;
+        uint64_t id;
+        unit_call_fn cb;
+        void *cbdata;
+        struct event *timer;
+};
+
+static void arm(struct event *ev, uint64_t ms)
+{
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(ev, &tv);
+}
+
+const char *unit_state_name(enum unit_state s)
+{
+        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed" };
+        return names[s];
+}
+
+uint64_t unit_uptime_ms(const struct unit *u)
+{
+        struct timespec now;
+        if (u->state != UNIT_READY && u->state != UNIT_STARTING && u->state != UNIT_STOPPING)
+                return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)(now.tv_sec - u->started.tv_sec) * 1000 +
+               (uint64_t)((now.tv_nsec - u->started.tv_nsec) / 1000000);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg);
+
+struct unit *unit_new(struct daemon *d, struct policy *policy)
+{
+        struct unit *u = calloc(1, sizeof *u);
+        if (!u)
+                return NULL;
+        u->d = d;
+        u->policy = policy;
+        u->state = UNIT_STOPPED;
+        u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
+        u->out_fd = u->err_fd = -1;
+        logbuf_init(&u->log);
+        u->ev_timer = evtimer_new(d->base, timer_cb, u);
+        if (!u->ev_timer) {
+                free(u);
+                return NULL;
+        }
+        return u;
+}
+
+/* Releases everything of the running worker (it is dead or being killed). */
+static void drop_worker(struct unit *u, const char *gone)
+{
+        if (u->peer) {
+                peer_free(u->peer, gone);
+                u->peer = NULL;
+        }
+        struct event **evs[] = { &u->ev_report, &u->ev_out, &u->ev_err };
+        for (size_t i = 0; i < 3; i++)
+                if (*evs[i]) {
+                        event_free(*evs[i]);
+                        *evs[i] = NULL;
+                }
+        if (u->out_fd >= 0)
+                close(u->out_fd);
+        if (u->err_fd >= 0)
+                close(u->err_fd);
+        u->out_fd = u->err_fd = -1;
+        spawn_child_close(&u->child);
+        u->child.pid = -1;
+        if (u->have_uid) {
+                uidpool_release(&u->d->uids, u->uid);
+                u->have_uid = false;
+        }
+}
+
+void unit_free(struct unit *u)
+{
+        if (!u)
+                return;
+        if (u->child.pid > 0) {
+                if (u->child.pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
+                waitpid(u->child.pid, NULL, 0);
+        }
+        drop_worker(u, "gadgetd is stopping");
+        event_free(u->ev_timer);
+        logbuf_free(&u->log);
+        policy_free(u->policy);
+        free(u);
+}
+
+void unit_kill(struct unit *u, const char *why)
+{
+        if (why && !u->cause[0])
+                snprintf(u->cause, sizeof u->cause, "%s", why);
+        if (u->child.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
+}
+
+/* Describes a wait status the way operators read it. */
+static void describe_status(int status, char *out, size_t len)
+{
+        if (WIFEXITED(status)) {
+                snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+        } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) {
+                snprintf(out, len, "seccomp violation (SIGSYS)");
+        } else if (WIFSIGNALED(status)) {
+                const char *s = sigabbrev_np(WTERMSIG(status));
+                snprintf(out, len, "killed by signal SIG%s", s ? s : "?");
+        } else {
+                snprintf(out, len, "ended (status 0x%x)", (unsigned)status);
+        }
+}
+
+/* Decides what follows an end: stopped, failed, parked or a restart. */
+static void after_exit(struct unit *u, int status)
+{
+        bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !u->cause[0];
+        uint64_t ran = unit_uptime_ms(u);
+        char what[200];
+
+        describe_status(status, what, sizeof what);
+        if (!u->cause[0])
+                snprintf(u->cause, sizeof u->cause, "%s", what);
+        log_msg(clean || !u->want_running ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        if (!u->want_running) {
+                u->state = UNIT_STOPPED;
+                daemon_unit_stopped(u->d, u);
+                return;
+        }
+        enum policy_restart r = u->policy->restart;
+        bool timeout = strcmp(u->cause, "timeout") == 0;
+        if (!(timeout || r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
+                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                return;
+        }
+        u->quick_failures = ran < QUICK_FAILURE_MS ? u->quick_failures + 1 : 1;
+        if (u->quick_failures > MAX_QUICK_FAILURES) {
+                u->state = UNIT_FAILED;
+                char was[sizeof u->cause];
+                memcpy(was, u->cause, sizeof was);
+                snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
+                         u->quick_failures - 1, was);
+                log_msg(L_ERR, u->policy->name, "parked as failed: %s", u->cause);
+                return;
+        }
+        uint64_t delay = BACKOFF_FIRST_MS << (u->quick_failures - 1);
+        if (delay > BACKOFF_MAX_MS)
+                delay = BACKOFF_MAX_MS;
+        u->state = UNIT_STARTING;
+        arm(u->ev_timer, delay);
+}
+
+/* The report pipe: the program's wait status, then end of file when PID 1
+ * of the sandbox is gone (and with it every process in it). */
+static void report_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        int status = 0, pstatus = 0;
+        char msg[512], how[200], gone[300];
+        int r = spawn_read_report(fd, &status, msg, sizeof msg);
+        if (r == SANDBOX_REPORT_STATUS) {
+                u->program_status = status;
+                u->have_program_status = true;
+                return;
+        }
+        if (r > 0)
+                return;
+        while (waitpid(u->child.pid, &pstatus, 0) < 0 && errno == EINTR)
+                ;
+        if (!u->have_program_status)
+                u->program_status = pstatus;
+        u->have_program_status = false;
+        describe_status(u->program_status, how, sizeof how);
+        snprintf(gone, sizeof gone, "the gadget ended (%s)", u->cause[0] ? u->cause : how);
+        drop_worker(u, gone);
+        after_exit(u, u->program_status);
+}
+
+/* A pipe of the program's output: lines go to the ring and gadgetd's log. */
+static void output_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        char buf[8192];
+        ssize_t n = read(fd, buf, sizeof buf);
+        size_t added = n > 0 ? logbuf_feed(&u->log, buf, (size_t)n) : logbuf_flush(&u->log);
+        for (size_t i = 0; i < added; i++)
+                log_msg(L_INFO, u->policy->name, "%s", logbuf_line(&u->log, added, i));
+        if (added)
+                daemon_log_added(u->d, u, added);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                struct event **ev = fd == u->out_fd ? &u->ev_out : &u->ev_err;
+                event_free(*ev);
+                *ev = NULL;
+        }
+}
+
+static void on_hello(struct peer *p, void *data)
+{
+        struct unit *u = data;
+        u->state = UNIT_READY;
+        u->cause[0] = '\0';
+        log_msg(L_INFO, u->policy->name, "ready");
+        daemon_status_changed(u->d);
+}
+
+static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
+{
+        struct unit *u = data;
+        char msg[256];
+        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
+        if (!b) {
+                snprintf(msg, sizeof msg, "no binding named %s in the policy", bc->binding);
+                peer_binding_reply(p, bc->id, NULL, GADGET_EDENIED, msg);
+                return;
+        }
+        snprintf(msg, sizeof msg, "binding %s of type %s is not served by this gadgetd", b->name,
+                 policy_binding_type_name(b->type));
+        peer_binding_reply(p, bc->id, NULL, GADGET_EUNAVAILABLE, msg);
+}
+
+static void on_log(struct peer *p, const Gadget__Log *l, void *data)
+{
+        struct unit *u = data;
+        size_t added = logbuf_feed(&u->log, l->text, strlen(l->text)) + logbuf_feed(&u->log, "\n", 1);
+        for (size_t i = 0; i < added; i++)
+                log_msg(l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO, u->policy->name, "%s",
+                        logbuf_line(&u->log, added, i));
+        if (added)
+                daemon_log_added(u->d, u, added);
+}
+
+static void on_closed(struct peer *p, const char *why, void *data)
+{
+        struct unit *u = data;
+        /* A protocol violation ends this worker, and only it. */
+        if (why)
+                unit_kill(u, "protocol violation");
+}
+
+static const struct peer_handlers handlers = {
+        .hello = on_hello,
+        .binding_call = on_binding_call,
+        .log = on_log,
+        .closed = on_closed,
+};
+
+/* Opens a non-blocking pipe for one output stream of the program. */
+static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
+{
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        fcntl(fds[0], F_SETFL, O_NONBLOCK);
+        *rd = fds[0];
+        *wr = fds[1];
+        *ev = event_new(u->d->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
+        if (!*ev || event_add(*ev, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+void unit_start(struct unit *u)
+{
+        char err[600];
+        int out_w = -1, err_w = -1, e;
+
+        u->want_running = true;
+        u->cause[0] = '\0';
+        if (u->child.pid > 0)
+                return;
+        if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
+                snprintf(err, sizeof err, "no free host uid: %s", strerror(-e));
+                goto fail;
+        }
+        u->have_uid = true;
+        if ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
+            (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0) {
+                snprintf(err, sizeof err, "output pipes: %s", strerror(-e));
+                goto fail;
+        }
+        struct spawn_opts so = { .policy = u->policy, .filter = &u->d->filter, .host_uid = u->uid,
+                                 .stdout_fd = out_w, .stderr_fd = err_w };
+        e = spawn_gadget(&so, &u->child, err, sizeof err);
+        close(out_w);
+        close(err_w);
+        out_w = err_w = -1;
+        if (e < 0)
+                goto fail;
+        clock_gettime(CLOCK_MONOTONIC, &u->started);
+        u->state = UNIT_STARTING;
+        u->peer = peer_new(u->d->base, u->child.rpc_fd, u->policy, &handlers, u);
+        u->ev_report = event_new(u->d->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
+        if (!u->peer || !u->ev_report || event_add(u->ev_report, NULL) < 0) {
+                snprintf(err, sizeof err, "out of memory");
+                unit_kill(u, NULL);
+                waitpid(u->child.pid, NULL, 0);
+                goto fail;
+        }
+        u->child.rpc_fd = -1; /* the peer owns it */
+        log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
+        return;
+fail:
+        if (out_w >= 0)
+                close(out_w);
+        if (err_w >= 0)
+                close(err_w);
+        drop_worker(u, "the gadget could not start");
+        u->state = UNIT_FAILED;
+        snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
+        log_msg(L_ERR, u->policy->name, "%s", u->cause);
+}
+
+void unit_stop(struct unit *u, const char *why)
+{
+        u->want_running = false;
+        event_del(u->ev_timer);
+        if (u->child.pid <= 0) {
+                if (u->state == UNIT_STARTING) /* waiting for a restart */
+                        u->state = UNIT_STOPPED;
+                daemon_unit_stopped(u->d, u);
+                return;
+        }
+        snprintf(u->cause, sizeof u->cause, "%s", why);
+        u->state = UNIT_STOPPING;
+        if (u->peer && peer_state(u->peer) == PEER_READY)
+                peer_shutdown(u->peer);
+        arm(u->ev_timer, STOP_GRACE_MS);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        if (u->state == UNIT_STOPPING)
+                unit_kill(u, NULL);  /* the grace period is over */
+        else if (u->state == UNIT_STARTING && u->child.pid <= 0) {
+                u->restarts++;
+                unit_start(u);       /* the backoff is over */
+        }
+}
+
+static void call_free(struct unit_call *c)
+{
+        event_free(c->timer);
+        free(c);
+}
+
+static void call_result(void *arg, const Gadget__CallResult *res, const char *gone)
+{
+        struct unit_call *c = arg;
+        if (!res)
+                c->cb(c->cbdata, NULL, GADGET_EGONE, gone);
+        else if (res->outcome_case == GADGET__CALL_RESULT__OUTCOME_VALUE)
+                c->cb(c->cbdata, res->value, 0, NULL);
+        else
+                c->cb(c->cbdata, NULL, res->error->code ? (int)res->error->code : GADGET_EFAILED,
+                      res->error->message);
+        call_free(c);
+}
+
+/* CallTimeout: the caller gets a timeout error and the gadget, which does
+ * not answer, is restarted. */
+static void call_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit_call *c = arg;
+        struct unit *u = c->u;
+        char msg[128];
+        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)",
+                 (unsigned long long)u->policy->call_timeout_ms);
+        if (u->peer)
+                peer_forget(u->peer, c->id);
+        c->cb(c->cbdata, NULL, GADGET_ETIMEOUT, msg);
+        call_free(c);
+        unit_kill(u, "timeout");
+}
+
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, unit_call_fn cb, void *cbdata)
+{
+        if (u->state != UNIT_READY || !u->peer)
+                return -ENOTCONN;
+        if (!peer_has_method(u->peer, method))
+                return -ENOENT;
+        struct unit_call *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        *c = (struct unit_call){ .u = u, .cb = cb, .cbdata = cbdata };
+        c->timer = evtimer_new(u->d->base, call_timeout, c);
+        int e = c->timer ? peer_call(u->peer, method, args, NULL, 0, call_result, c, &c->id) : -ENOMEM;
+        if (e < 0) {
+                if (c->timer)
+                        event_free(c->timer);
+                free(c);
+                return e;
+        }
+        arm(c->timer, u->policy->call_timeout_ms);
+        u->calls++;
+        return 0;
+}
+
+void unit_restart(struct unit *u)
+{
+        if (u->child.pid <= 0) {
+                event_del(u->ev_timer);
+                u->quick_failures = 0;
+                unit_start(u);
+                return;
+        }
+        u->restart_pending = true;
+        unit_stop(u, "restarted by gadgetctl");
+}
+
+/* Resident memory of PID 1's children (the program and what it forked
+ * directly) from /proc, until cgroup accounting is in place. */
+uint64_t unit_memory_bytes(const struct unit *u)
+{
+        char path[64], buf[4096];
+        uint64_t total = 0;
+        if (u->child.pid <= 0)
+                return 0;
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u->child.pid, (int)u->child.pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return 0;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
+                unsigned long size, resident;
+                snprintf(path, sizeof path, "/proc/%s/statm", tok);
+                FILE *s = fopen(path, "re");
+                if (!s)
+                        continue;
+                if (fscanf(s, "%lu %lu", &size, &resident) == 2)
+                        total += (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+                fclose(s);
+        }
+        return total;
+}

@@ -1,0 +1,70 @@
+/* unit: one loaded gadget in the daemon and its lifecycle —
+ * starting → ready (hello received) → stopping → stopped, or failed — with
+ * restarts by Restart=, exponential backoff, and parking when it keeps
+ * crashing. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <event2/event.h>
+
+#include "gadget.pb-c.h"
+#include "logbuf.h"
+#include "spawn.h"
+
+struct daemon;
+struct peer;
+struct policy;
+
+enum unit_state {
+        UNIT_STARTING,
+        UNIT_READY,
+        UNIT_STOPPING,
+        UNIT_STOPPED,
+        UNIT_FAILED,
+};
+
+struct unit {
+        struct daemon *d;
+        struct policy *policy;
+        enum unit_state state;
+        char cause[256];          /* why it last stopped or failed */
+        struct spawn_child child;
+        uid_t uid;
+        bool have_uid;
+        struct peer *peer;
+        struct event *ev_report, *ev_out, *ev_err, *ev_timer;
+        int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
+        struct logbuf log;
+        struct timespec started;
+        unsigned restarts;        /* restarts so far */
+        unsigned quick_failures;  /* failures soon after a start, for parking */
+        uint64_t calls;
+        int program_status;       /* from the sandbox's report */
+        bool have_program_status;
+        bool want_running;        /* false once stopped on purpose */
+        bool restart_pending;     /* start again once stopped */
+        bool remove_when_stopped;
+        bool from_dir;            /* loaded from the policy directory */
+        uint64_t policy_hash;     /* of the policy file's bytes, for reload */
+        struct unit *next;
+};
+
+/* The outcome of a call: res NULL means it failed with code/message. */
+typedef void (*unit_call_fn)(void *cbdata, const Gadget__Value *res, int code, const char *message);
+
+struct unit *unit_new(struct daemon *d, struct policy *policy);
+void unit_free(struct unit *u);
+/* Starts the worker. Failures leave the unit failed with the cause. */
+void unit_start(struct unit *u);
+/* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
+void unit_stop(struct unit *u, const char *why);
+void unit_kill(struct unit *u, const char *why);
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, unit_call_fn cb, void *cbdata);
+/* Stops the gadget if it runs, then starts it again. */
+void unit_restart(struct unit *u);
+/* Resident memory of the gadget's processes, 0 if unknown. */
+uint64_t unit_memory_bytes(const struct unit *u);
+const char *unit_state_name(enum unit_state s);
+uint64_t unit_uptime_ms(const struct unit *u);
