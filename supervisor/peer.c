@@ -291,7 +291,6 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
         if (n == 0 || n == -ECONNRESET) {
                 close_peer(p, p->rd.end != p->rd.start ? "a truncated frame" : NULL);
         } else if (n < 0) {
-                char why[64];
                 snprintf(why, sizeof why, "read error: %s", strerror((int)-n));
                 close_peer(p, why);
         }
