@@ -147,7 +147,10 @@ static void close_peer(struct peer *p, const char *why)
                 log_msg(L_ERR, p->policy->name, "protocol violation: %s",
                         log_escape(why, strlen(why), esc, sizeof esc));
         }
-        fail_pending(p, why ? "the gadget broke the protocol" : "the gadget closed its connection");
+        /* After a violation calls fail now; after an end of file they fail
+         * when the owner learns how the gadget ended (peer_free). */
+        if (why)
+                fail_pending(p, "the gadget broke the protocol");
         p->h->closed(p, why, p->data);
 }
 

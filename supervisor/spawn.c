@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,7 +151,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
 {
         struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
         int sv[2] = { -1, -1 }, go[2] = { -1, -1 }, rep[2] = { -1, -1 };
-        int devnull = -1, e;
+        int devnull = -1, self = -1, e;
         char **argv = build_argv(o), **envp = build_envp(o->policy);
         void *stack = MAP_FAILED;
 
@@ -162,7 +163,8 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
             pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
-            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
+            (self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
@@ -175,7 +177,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         }
         struct sandbox_config cfg = {
                 .policy = o->policy, .argv = argv, .envp = envp, .filter = o->filter,
-                .go_fd = go[0], .report_fd = rep[1], .rpc_fd = sv[1],
+                .go_fd = go[0], .parent_pidfd = self, .report_fd = rep[1], .rpc_fd = sv[1],
                 .stdout_fd = o->stdout_fd, .stderr_fd = o->stderr_fd, .devnull_fd = devnull,
         };
         c.pid = clone(sandbox_main, (char *)stack + CHILD_STACK, NS_FLAGS | CLONE_PIDFD | SIGCHLD,
@@ -229,6 +231,8 @@ out:
         }
         if (devnull >= 0)
                 close(devnull);
+        if (self >= 0)
+                close(self);
         if (stack != MAP_FAILED)
                 munmap(stack, CHILD_STACK);
         free(argv);

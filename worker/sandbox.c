@@ -4,6 +4,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +80,13 @@ int sandbox_main(void *arg)
         e = become_gadget_user();
         if (e < 0)
                 fail(cfg->report_fd, "user ids", -e);
+        /* A change of credentials clears the parent-death signal: set it
+         * again, then make sure gadgetd did not die in between. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                fail(cfg->report_fd, "parent-death signal", errno);
+        if (poll(&(struct pollfd){ .fd = cfg->parent_pidfd, .events = POLLIN }, 1, 0) != 0)
+                _exit(125);
+        close(cfg->parent_pidfd);
         e = mounts_build(plan, p, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);

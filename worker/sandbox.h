@@ -30,6 +30,7 @@ struct sandbox_config {
         char *const *envp;               /* the program's whole environment */
         const struct gadget_filter *filter; /* compiled once by gadgetd */
         int go_fd;                       /* read end: gadgetd wrote the id maps */
+        int parent_pidfd;                /* gadgetd itself, to tell if it died */
         int report_fd;                   /* write end of the report pipe */
         int rpc_fd;                      /* the worker end of the socketpair */
         int stdout_fd, stderr_fd;        /* where the program's output goes */

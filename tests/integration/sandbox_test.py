@@ -9,29 +9,14 @@ EXAMPLES (the build's examples directory with the configured policies).
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 
-GADGETD = os.environ["GADGETD"]
-PROBE = os.environ["PROBE"]
-EXAMPLES = os.environ["EXAMPLES"]
-TESTS = {}
+from harness import check, main, skip, test
 
-
-def test(fn):
-    TESTS[fn.__name__] = fn
-    return fn
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
+GADGETD = os.environ.get("GADGETD", "")
+PROBE = os.environ.get("PROBE", "")
+EXAMPLES = os.environ.get("EXAMPLES", "")
 
 
 def write_policy(tmp, body, name="probe", exec_path=None):
@@ -143,8 +128,7 @@ def only_loopback(tmp):
 def loopback_up_only_when_asked(tmp):
     # lo gets its ::1 address (listed in /proc/net/if_inet6) only once up.
     if not os.path.exists("/proc/net/if_inet6"):
-        print("SKIP: IPv6 is disabled on this host")
-        sys.exit(77)
+        skip("IPv6 is disabled on this host")
     r, out = probe(tmp, "ifaces")
     check(out.get("inet6", []) == [], "lo is up by default: %r" % out.get("inet6"))
     r, out = probe(tmp, "ifaces", policy_body="Loopback=yes\n")
@@ -333,23 +317,5 @@ def check_command(tmp):
     check(re.search(re.escape(bad) + r":4:.*MemoryMax", r.stdout), "no MemoryMax error: %r" % r.stdout)
 
 
-def main():
-    name = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="gadgetd-test-")
-    os.chmod(tmp, 0o755)
-    try:
-        TESTS[name](tmp)
-    except Failure as e:
-        print("FAIL %s: %s" % (name, e))
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("ok %s" % name)
-    return 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 2 and sys.argv[1] == "--list":
-        print("\n".join(TESTS))
-        sys.exit(0)
     sys.exit(main())

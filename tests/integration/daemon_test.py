@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Integration tests of the daemon: a real gadgetd with real gadgets,
+driven with the real gadgetctl. Usage: daemon_test.py TEST.
+Environment: GADGETD, GADGETCTL, TESTGADGET, CALLFLOOD, EXAMPLES."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from harness import check, main, test
+
+GADGETD = os.environ.get("GADGETD", "")
+GADGETCTL = os.environ.get("GADGETCTL", "")
+TESTGADGET = os.environ.get("TESTGADGET", "")
+CALLFLOOD = os.environ.get("CALLFLOOD", "")
+EXAMPLES = os.environ.get("EXAMPLES", "")
+
+
+def policy(dirname, name, body="", exec_path=None):
+    path = os.path.join(dirname, name + ".policy")
+    with open(path, "w") as f:
+        f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or TESTGADGET, body))
+    return path
+
+
+def wait_for(cond, timeout=20, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    check(False, "timed out waiting for " + what)
+
+
+class Daemon:
+    """A gadgetd on temporary directories, stopped at the end."""
+
+    def __init__(self, tmp, extra=()):
+        self.tmp = tmp
+        self.pol = os.path.join(tmp, "policy.d")
+        os.makedirs(self.pol, exist_ok=True)
+        self.sock = os.path.join(tmp, "run", "control.sock")
+        self.log = open(os.path.join(tmp, "gadgetd.log"), "w+")
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
+             "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: os.path.exists(self.sock), what="the control socket")
+        return self
+
+    def ctl(self, *args, user=None, timeout=60):
+        cmd = [GADGETCTL, "--socket", self.sock, *args]
+        if user:
+            cmd = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1], "--clear-groups"] + cmd
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def list(self):
+        r = self.ctl("--json", "list")
+        check(r.returncode == 0, "list failed: %r" % r.stderr)
+        return {g["name"]: g for g in json.loads(r.stdout)}
+
+    def state(self, name):
+        return self.list().get(name, {}).get("state")
+
+    def logtext(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@test
+def load_list_call_stop(tmp):
+    with Daemon(tmp) as d:
+        p = policy(tmp, "echoer")
+        r = d.ctl("load", p)
+        check(r.returncode == 0, "load: %r" % r.stderr)
+        wait_for(lambda: d.state("echoer") == "ready", what="echoer ready")
+        r = d.ctl("call", "echoer", "echo", '"hi"')
+        check(r.returncode == 0 and r.stdout.strip() == '"hi"', "call: %r %r" % (r.stdout, r.stderr))
+        r = d.ctl("list")
+        check(re.search(r"^echoer\s+ready\s+\d+", r.stdout, re.M), "list: %r" % r.stdout)
+        check(d.list()["echoer"]["calls"] == 1, "calls not counted")
+        r = d.ctl("stop", "echoer")
+        check(r.returncode == 0, "stop: %r" % r.stderr)
+        wait_for(lambda: d.state("echoer") == "stopped", what="echoer stopped")
+        r = d.ctl("call", "echoer", "echo", '"hi"')
+        check(r.returncode != 0 and "not ready" in r.stderr, "call to stopped: %r" % r.stderr)
+        r = d.ctl("restart", "echoer")
+        wait_for(lambda: d.state("echoer") == "ready", what="echoer ready again")
+        check(d.stop() == 0, "gadgetd did not exit cleanly")
+
+
+@test
+def status_and_errors(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "echoer", "[Binding NOTES]\nType=kv\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("echoer") == "ready", what="echoer ready")
+        r = d.ctl("status", "echoer")
+        for want in ("ready", "Policy: %s" % os.path.join(d.pol, "echoer.policy"), "NOTES (kv)",
+                     "echo", "CallTimeout"):
+            check(want in r.stdout, "status lacks %r: %r" % (want, r.stdout))
+        r = d.ctl("status", "nope")
+        check(r.returncode == 3 and 'no gadget named "nope"' in r.stderr, "not found: %r" % r.stderr)
+        r = d.ctl("call", "echoer", "nomethod")
+        check(r.returncode != 0 and 'no method "nomethod"' in r.stderr, "no method: %r" % r.stderr)
+
+
+@test
+def logs_captured(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "talker")
+        d.ctl("reload")
+        wait_for(lambda: d.state("talker") == "ready", what="talker ready")
+        d.ctl("call", "talker", "say", '{"text": "hello from inside"}')
+        d.ctl("call", "talker", "say", '{"text": "bad \\u001b[31m bytes"}')
+        wait_for(lambda: "hello from inside" in d.ctl("logs", "talker").stdout, what="the log line")
+        r = d.ctl("logs", "talker", "-n", "1")
+        check("\\x1b" in r.stdout and "\x1b" not in r.stdout, "escape not escaped: %r" % r.stdout)
+        check("[talker] hello from inside" in d.logtext(), "gadgetd's log lacks the tagged line")
+
+
+@test
+def reload_added_removed_changed(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "keep")
+        policy(d.pol, "change")
+        policy(d.pol, "remove")
+        d.ctl("reload")
+        for n in ("keep", "change", "remove"):
+            wait_for(lambda n=n: d.state(n) == "ready", what=n)
+        pids = {n: g["pid"] for n, g in d.list().items()}
+        os.unlink(os.path.join(d.pol, "remove.policy"))
+        policy(d.pol, "change", "CallTimeout=7s\n")
+        policy(d.pol, "added")
+        r = d.ctl("--json", "reload")
+        rep = json.loads(r.stdout)
+        check(rep["loaded"] == ["added"] and rep["restarted"] == ["change"] and
+              rep["stopped"] == ["remove"] and rep["unchanged"] == ["keep"], "reload: %r" % rep)
+        wait_for(lambda: "remove" not in d.list(), what="remove unloaded")
+        wait_for(lambda: d.state("change") == "ready" and d.state("added") == "ready", what="restarts")
+        now = d.list()
+        check(now["keep"]["pid"] == pids["keep"], "unchanged gadget was restarted")
+        check(now["change"]["pid"] != pids["change"], "changed gadget kept running")
+
+
+@test
+def sighup_reloads(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "late")
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: d.state("late") == "ready", what="late loaded by SIGHUP")
+
+
+@test
+def crash_restart_backoff_then_failed(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "crasher", "Restart=always\nArguments=crash\n")
+        start = time.time()
+        d.ctl("reload")
+        wait_for(lambda: d.state("crasher") == "failed", timeout=30, what="crasher parked")
+        # Backoff doubles from 100 ms: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s at least.
+        check(time.time() - start >= 3.0, "restarts came without backoff")
+        g = d.list()["crasher"]
+        check("keeps crashing" in g["cause"] and "SIGABRT" in g["cause"], "cause: %r" % g["cause"])
+        check(g["restarts"] == 5, "restarts: %r" % g["restarts"])
+        starts = len(re.findall(r"\[crasher\] started", d.logtext()))
+        check(starts == 6, "started %d times, want 6" % starts)
+
+
+@test
+def crash_recorded_and_restarted(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "fragile", "Restart=on-failure\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("fragile") == "ready", what="fragile ready")
+        r = d.ctl("call", "fragile", "crash")
+        check(r.returncode != 0 and "SIGSEGV" in r.stderr, "crash call: %r" % r.stderr)
+        wait_for(lambda: d.list()["fragile"]["restarts"] == 1 and d.state("fragile") == "ready",
+                 what="fragile restarted")
+
+
+@test
+def inflight_calls_fail_when_gadget_dies(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "sleeper", "CallTimeout=60s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("sleeper") == "ready", what="sleeper ready")
+        calls = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "sleeper", "sleep", '{"ms": 30000}'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        wait_for(lambda: d.list()["sleeper"]["calls"] == 3, what="calls in flight")
+        start = time.time()
+        os.kill(d.list()["sleeper"]["pid"], signal.SIGKILL)
+        for c in calls:
+            out, err = c.communicate(timeout=10)
+            check(c.returncode == 1 and "ended" in err, "in-flight call: %r" % err)
+        check(time.time() - start < 5, "calls did not fail at once")
+
+
+@test
+def hung_method_times_out(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "hanger", "CallTimeout=1s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("hanger") == "ready", what="hanger ready")
+        pid = d.list()["hanger"]["pid"]
+        r = d.ctl("call", "hanger", "hang")
+        check(r.returncode == 1 and "CallTimeout" in r.stderr, "timeout: %r" % r.stderr)
+        wait_for(lambda: d.state("hanger") == "ready" and d.list()["hanger"]["pid"] != pid,
+                 what="hanger restarted")
+
+
+@test
+def full_queue_answers_busy(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "slow", "CallTimeout=60s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("slow") == "ready", what="slow ready")
+        r = subprocess.run([CALLFLOOD, d.sock, "slow", "hang", "1100"], capture_output=True, text=True,
+                           timeout=30)
+        # 1024 calls queue; the rest are answered busy (code 7) at once.
+        check("error 7 76" in r.stdout, "flood: %r %r" % (r.stdout, r.stderr))
+
+
+@test
+def hundred_gadgets_concurrently(tmp):
+    with Daemon(tmp) as d:
+        for i in range(100):
+            policy(d.pol, "g%03d" % i)
+        d.ctl("reload", timeout=120)
+        wait_for(lambda: sum(g["state"] == "ready" for g in d.list().values()) == 100, timeout=60,
+                 what="100 gadgets ready")
+        procs = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "g%03d" % i, "echo", str(i)],
+                                  stdout=subprocess.PIPE, text=True) for i in range(100)]
+        for i, p in enumerate(procs):
+            out, _ = p.communicate(timeout=60)
+            check(p.returncode == 0 and out.strip() == str(i), "g%03d answered %r" % (i, out))
+
+
+@test
+def unprivileged_client_refused(tmp):
+    with Daemon(tmp) as d:
+        r = d.ctl("list", user=(65534, 65534))
+        check(r.returncode == 4 and "permission denied" in r.stderr, "nobody: %d %r" % (r.returncode, r.stderr))
+
+
+@test
+def group_member_allowed(tmp):
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        r = d.ctl("list", user=(65534, 65534))
+        check(r.returncode == 0, "member of the group refused: %r" % r.stderr)
+
+
+@test
+def sigkill_leaves_no_worker(tmp):
+    with Daemon(tmp) as d:
+        for n in ("a", "b"):
+            policy(d.pol, n)
+        d.ctl("reload")
+        wait_for(lambda: d.state("a") == "ready" and d.state("b") == "ready", what="ready")
+        pids = [g["pid"] for g in d.list().values()]
+        d.proc.kill()
+        d.proc.wait()
+        wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="workers to die")
+
+
+@test
+def sigterm_stops_all(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "a")
+        d.ctl("reload")
+        wait_for(lambda: d.state("a") == "ready", what="ready")
+        pid = d.list()["a"]["pid"]
+        check(d.stop() == 0, "gadgetd did not exit 0")
+        check(not pid_alive(pid), "worker survived")
+        check(not os.path.exists(d.sock), "socket left behind")
+
+
+@test
+def bad_policy_reported_good_ones_start(tmp):
+    policy_dir = os.path.join(tmp, "policy.d")
+    os.makedirs(policy_dir)
+    policy(policy_dir, "good")
+    with open(os.path.join(policy_dir, "bad.policy"), "w") as f:
+        f.write("[Gadget]\nName=bad\nExec=%s\nTasksMax=many\n" % TESTGADGET)
+    with Daemon(tmp) as d:
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(re.search(r"bad\.policy:4:.*TasksMax", d.logtext()), "no file:line error: %r" % d.logtext())
+        check("bad" not in d.list(), "the bad policy was loaded")
+        r = d.ctl("load", os.path.join(policy_dir, "bad.policy"))
+        check(r.returncode == 1 and "bad.policy:4:" in r.stderr, "load of bad: %r" % r.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+/* testgadget: a static gadget the integration tests drive. Its name comes
+ * from GADGET_NAME, so one program serves any number of policies.
+ * Started with "crash" as its argument it aborts at once (a crash loop). */
+#include <gadget.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static gadget_value *echo(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        /* Rebuild the argument: values passed in belong to libgadget. */
+        const char *s = gadget_as_string(args);
+        int64_t i;
+        if (s)
+                return gadget_string(s);
+        if (gadget_as_int(args, &i))
+                return gadget_int(i);
+        return gadget_null();
+}
+
+static gadget_value *sleep_ms(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t ms = 0;
+        if (!gadget_as_int(gadget_map_get(args, "ms"), &ms) || ms < 0)
+                return gadget_fail(call, GADGET_EINVAL, "sleep needs {\"ms\": N}");
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        nanosleep(&ts, NULL);
+        return gadget_string("slept");
+}
+
+static gadget_value *hang(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        for (;;)
+                pause();
+        return NULL;
+}
+
+static gadget_value *crash(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        raise(SIGSEGV);
+        return NULL;
+}
+
+static gadget_value *say(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *text = gadget_as_string(gadget_map_get(args, "text"));
+        if (!text)
+                return gadget_fail(call, GADGET_EINVAL, "say needs {\"text\": \"...\"}");
+        printf("%s\n", text);
+        fflush(stdout);
+        return gadget_null();
+}
+
+static gadget_value *binding(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *name = gadget_as_string(gadget_map_get(args, "binding"));
+        const char *op = gadget_as_string(gadget_map_get(args, "op"));
+        gadget_value *result = NULL;
+        if (!name || !op)
+                return gadget_fail(call, GADGET_EINVAL, "binding needs {\"binding\": B, \"op\": O}");
+        int e = gadget_binding_call(gadget_call_gadget(call), name, op, NULL, &result);
+        if (e < 0)
+                return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
+        return result;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc > 1 && strcmp(argv[1], "crash") == 0)
+                abort();
+        struct gadget *g = gadget_new(getenv("GADGET_NAME"));
+        gadget_method(g, "echo", echo, NULL);
+        gadget_method(g, "sleep", sleep_ms, NULL);
+        gadget_method(g, "hang", hang, NULL);
+        gadget_method(g, "crash", crash, NULL);
+        gadget_method(g, "say", say, NULL);
+        gadget_method(g, "binding", binding, NULL);
+        int e = gadget_serve(g);
+        gadget_free(g);
+        return e < 0 ? 1 : 0;
+}
