@@ -211,6 +211,91 @@ def crash_recorded_and_restarted(tmp):
 
 
 @test
+def seccomp_kill_recorded(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "rogue")
+        d.ctl("reload")
+        wait_for(lambda: d.state("rogue") == "ready", what="rogue ready")
+        r = d.ctl("call", "rogue", "sigsys")
+        check(r.returncode == 1 and "seccomp violation (SIGSYS)" in r.stderr, "call: %r" % r.stderr)
+        wait_for(lambda: d.state("rogue") == "failed", what="rogue failed")
+        check(d.list()["rogue"]["cause"] == "seccomp violation (SIGSYS)", "cause: %r" % d.list()["rogue"])
+
+
+@test
+def exit_code_recorded(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "quitter", "Arguments=crash\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("quitter") == "failed", what="quitter failed")
+        check(d.list()["quitter"]["cause"] == "killed by signal SIGABRT", "cause: %r" % d.list()["quitter"])
+
+
+@test
+def stop_kills_after_grace(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "stuck", "CallTimeout=60s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
+        call = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "stuck", "hang"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["stuck"]["calls"] == 1, what="the call in flight")
+        d.ctl("stop", "stuck")
+        check(d.state("stuck") == "stopping", "not stopping: %r" % d.state("stuck"))
+        wait_for(lambda: d.state("stuck") == "stopped", timeout=10, what="SIGKILL after the grace period")
+        out, err = call.communicate(timeout=10)
+        check(call.returncode == 1 and "ended (stopped by gadgetctl)" in err, "the call: %r" % err)
+
+
+@test
+def long_lines_split(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "talker")
+        d.ctl("reload")
+        wait_for(lambda: d.state("talker") == "ready", what="talker ready")
+        d.ctl("call", "talker", "say", json.dumps({"text": "x" * 5000}))
+        lines = wait_for(lambda: [l for l in d.ctl("logs", "talker").stdout.splitlines() if l.startswith("x")],
+                         what="the long line")
+        check([len(l) for l in lines] == [2048, 2048, 904], "pieces: %r" % [len(l) for l in lines])
+
+
+@test
+def logs_follow(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "talker")
+        d.ctl("reload")
+        wait_for(lambda: d.state("talker") == "ready", what="talker ready")
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "talker", "-f"],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        d.ctl("call", "talker", "say", '{"text": "first"}')
+        d.ctl("call", "talker", "say", '{"text": "second"}')
+        got = [f.stdout.readline().strip() for _ in range(2)]
+        f.kill()
+        check(got == ["first", "second"], "followed: %r" % got)
+
+
+@test
+def config_file(tmp):
+    conf = os.path.join(tmp, "gadgetd.conf")
+    sock = os.path.join(tmp, "other.sock")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nSocket=%s\n" % sock)
+    p = subprocess.Popen([GADGETD, "--config", conf, "--policy-dir", tmp, "--state-dir",
+                          os.path.join(tmp, "s2"), "--run-dir", os.path.join(tmp, "r2")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(sock), what="the configured socket")
+    finally:
+        p.terminate()
+        p.wait()
+    with open(conf, "a") as f:
+        f.write("Bogus=1\n")
+    r = subprocess.run([GADGETD, "--config", conf], capture_output=True, text=True, timeout=10)
+    check(r.returncode == 2 and "%s:3:" % conf in r.stderr, "bad config: %r" % r.stderr)
+
+
+@test
 def inflight_calls_fail_when_gadget_dies(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "sleeper", "CallTimeout=60s\n")

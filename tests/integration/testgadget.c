@@ -44,6 +44,14 @@ static gadget_value *crash(struct gadget_call *call, const gadget_value *args, v
         return NULL;
 }
 
+/* An i386 system call: the seccomp filter kills the gadget (SIGSYS). */
+static gadget_value *sigsys(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        long ret;
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+        return gadget_int(ret);
+}
+
 static gadget_value *say(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *text = gadget_as_string(gadget_map_get(args, "text"));
@@ -77,6 +85,7 @@ int main(int argc, char **argv)
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
         gadget_method(g, "say", say, NULL);
+        gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
