@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "config.h"
 #include "control.h"
 #include "log.h"
@@ -315,6 +316,10 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
                 return e;
         }
+        if ((e = audit_open(d->state_dir, &d->audit)) < 0) {
+                log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
+                return e;
+        }
         if ((e = filter_build(&d->filter)) < 0) {
                 log_msg(L_ERR, NULL, "seccomp filter: %s", strerror(-e));
                 return e;
@@ -345,6 +350,7 @@ static void teardown(struct daemon *d)
                 unit_free(u);
         }
         control_free(d->control);
+        audit_close(d->audit);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])

@@ -27,6 +27,7 @@ struct daemon {
         struct uidpool uids;
         struct unit *units;        /* every loaded gadget */
         struct control *control;
+        struct audit *audit;       /* STATE_DIR/audit.log */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
 };
