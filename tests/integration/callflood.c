@@ -92,5 +92,8 @@ int main(int argc, char **argv)
                 if (codes[c])
                         printf("error %d %d\n", c, codes[c]);
         value_free(args);
+        wire_reader_free(&r);
+        wire_writer_free(&w);
+        close(fd);
         return 0;
 }

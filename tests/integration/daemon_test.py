@@ -86,8 +86,10 @@ class Daemon:
 
     def __exit__(self, *exc):
         if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.stop()
+        # Under the sanitizer build, gadgetd reports what it found at exit.
+        text = self.logtext()
+        check("Sanitizer" not in text and "runtime error" not in text, "sanitizer report: %s" % text[-3000:])
 
 
 def pid_alive(pid):
