@@ -308,7 +308,8 @@ int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
-int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
+/* logs and audit: lines of a gadget, then (with -f) new ones as they come. */
+static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool audit)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Logs logs = CONTROL__LOGS__INIT;
@@ -321,8 +322,13 @@ int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
         logs.name = a->pos[0];
         logs.lines = a->lines_set ? a->lines : a->follow ? FOLLOW_LINES : 0;
         logs.follow = a->follow;
-        req.req_case = CONTROL__REQUEST__REQ_LOGS;
-        req.logs = &logs;
+        if (audit) {
+                req.req_case = CONTROL__REQUEST__REQ_AUDIT;
+                req.audit = &logs;
+        } else {
+                req.req_case = CONTROL__REQUEST__REQ_LOGS;
+                req.logs = &logs;
+        }
         st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_LOGS, &r);
         /* Following: every further answer with this id carries new lines,
          * until gadgetd closes the connection or the user interrupts. */
@@ -335,4 +341,14 @@ int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
         }
         client_close(&c);
         return st;
+}
+
+int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return follow_lines(ctl, a, false);
+}
+
+int cmd_audit(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return follow_lines(ctl, a, true);
 }

@@ -36,4 +36,5 @@ int cmd_list(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_status(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a);

@@ -49,6 +49,12 @@ static const struct command commands[] = {
           "  -n, --lines N   only the last N lines (0: all kept lines; default all, 10 with -f)\n"
           "  -f, --follow    keep printing new lines until interrupted\n"
           "With --json: one {\"line\": \"...\"} object per line.\n" },
+        { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
+          "print a gadget's audit records (its binding calls and limit hits)",
+          "Each record is a JSON object: time, gadget, binding, op, outcome (ok, denied,\n"
+          "error), bytes, duration_us and, for failures, detail.\n"
+          "  -n, --lines N   only the last N records (default all, 10 with -f)\n"
+          "  -f, --follow    keep printing new records until interrupted\n" },
         { "check", check_run, 1, -1, "h", "FILE...",
           "validate policy files here, without gadgetd",
           "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"

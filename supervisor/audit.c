@@ -76,9 +76,9 @@ void audit_write(struct audit *a, const struct audit_record *r)
 {
         char when[40];
         now_rfc3339(when, sizeof when);
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:f}", "time", when, "gadget", r->gadget,
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "time", when, "gadget", r->gadget,
                               "binding", r->binding, "op", r->op, "outcome", audit_outcome_name(r->outcome),
-                              "bytes", (json_int_t)r->bytes, "duration_ms", (double)r->duration_us / 1000.0);
+                              "bytes", (json_int_t)r->bytes, "duration_us", (json_int_t)r->duration_us);
         if (!o)
                 return;
         if (r->detail)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "control.pb-c.h"
@@ -18,6 +19,7 @@ struct client {
         struct wire_writer *wr;
         struct client_call *calls;  /* calls in flight for this client */
         char *follow;               /* the gadget whose log it follows */
+        bool follow_audit;          /* ... its audit records instead */
         uint64_t follow_id;
         struct client *next;
 };

@@ -156,6 +156,7 @@ static int check_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
         case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
         case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
+        case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
         case CONTROL__REQUEST__REQ_CALL:
                 name = q->call->name;
                 if (validate_method_name(q->call->method) < 0) {
@@ -339,7 +340,7 @@ void control_free(struct control *c)
 void control_log_added(struct control *c, struct unit *u, size_t lines)
 {
         for (struct client *cl = c->clients; cl; cl = cl->next) {
-                if (!cl->follow || strcmp(cl->follow, u->policy->name) != 0)
+                if (!cl->follow || cl->follow_audit || strcmp(cl->follow, u->policy->name) != 0)
                         continue;
                 if (lines > u->log.count)
                         lines = u->log.count;
@@ -357,5 +358,22 @@ void control_log_added(struct control *c, struct unit *u, size_t lines)
                 r.logs = &ll;
                 client_send(cl, &r);
                 free(v);
+        }
+}
+
+void control_audit_added(struct control *c, const char *gadget, const char *line)
+{
+        for (struct client *cl = c->clients; cl; cl = cl->next) {
+                if (!cl->follow || !cl->follow_audit || strcmp(cl->follow, gadget) != 0)
+                        continue;
+                char *one[] = { (char *)line };
+                Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+                ll.n_lines = 1;
+                ll.lines = one;
+                Control__Response r = CONTROL__RESPONSE__INIT;
+                r.id = cl->follow_id;
+                r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+                r.logs = &ll;
+                client_send(cl, &r);
         }
 }

@@ -13,3 +13,5 @@ int control_open(struct daemon *d, struct control **out);
 void control_free(struct control *c);
 /* New log lines of u for clients following its log. */
 void control_log_added(struct control *c, struct unit *u, size_t lines);
+/* A new audit record of gadget, for clients following its audit log. */
+void control_audit_added(struct control *c, const char *gadget, const char *line);

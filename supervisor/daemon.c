@@ -16,6 +16,7 @@
 #include "audit.h"
 #include "config.h"
 #include "control.h"
+#include "http.h"
 #include "log.h"
 #include "policy.h"
 #include "unit.h"
@@ -254,6 +255,13 @@ void daemon_status_changed(struct daemon *d)
         (void)d;
 }
 
+static void audit_added(void *arg, const char *gadget, const char *line)
+{
+        struct daemon *d = arg;
+        if (d->control)
+                control_audit_added(d->control, gadget, line);
+}
+
 static void quit_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
@@ -320,6 +328,10 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
         }
+        if ((e = http_new(d->base, &d->http)) < 0) {
+                log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
+                return e;
+        }
         if ((e = filter_build(&d->filter)) < 0) {
                 log_msg(L_ERR, NULL, "seccomp filter: %s", strerror(-e));
                 return e;
@@ -339,6 +351,7 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "control socket %s: %s", d->socket_path, strerror(-e));
                 return e;
         }
+        audit_listen(d->audit, audit_added, d);
         return 0;
 }
 
@@ -351,6 +364,7 @@ static void teardown(struct daemon *d)
         }
         control_free(d->control);
         audit_close(d->audit);
+        http_free(d->http);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])

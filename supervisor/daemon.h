@@ -28,6 +28,7 @@ struct daemon {
         struct unit *units;        /* every loaded gadget */
         struct control *control;
         struct audit *audit;       /* STATE_DIR/audit.log */
+        struct http *http;         /* HTTP requests of http bindings */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
 };

@@ -20,6 +20,8 @@ struct pending {
         uint64_t id;
         peer_result_fn cb;
         void *cbdata;
+        char **chain;           /* gadgets the call came through (copied) */
+        size_t n_chain;
         struct pending *next;
 };
 
@@ -87,6 +89,14 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         return p;
 }
 
+static void pending_free(struct pending *c)
+{
+        for (size_t i = 0; i < c->n_chain; i++)
+                free(c->chain[i]);
+        free(c->chain);
+        free(c);
+}
+
 static void fail_pending(struct peer *p, const char *gone)
 {
         while (p->head) {
@@ -94,7 +104,7 @@ static void fail_pending(struct peer *p, const char *gone)
                 p->head = c->next;
                 p->n_pending--;
                 c->cb(c->cbdata, NULL, gone);
-                free(c);
+                pending_free(c);
         }
         p->tail = &p->head;
 }
@@ -212,7 +222,7 @@ static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size
                         p->tail = pp;
                 p->n_pending--;
                 c->cb(c->cbdata, r, NULL);
-                free(c);
+                pending_free(c);
                 return 0;
         }
         /* Ids are never reused, so an unknown id is a reply to a call never
@@ -318,12 +328,20 @@ int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
         m.call = &call;
-        int e = send_msg(p, &m);
+        *c = (struct pending){ .id = call.id, .cb = cb, .cbdata = cbdata };
+        int e = 0;
+        if (n_chain && !(c->chain = calloc(n_chain, sizeof *c->chain)))
+                e = -ENOMEM;
+        for (size_t i = 0; e == 0 && i < n_chain; i++, c->n_chain++)
+                if (!(c->chain[i] = strdup(chain[i])))
+                        e = -ENOMEM;
+        if (e == 0)
+                e = send_msg(p, &m);
         if (e < 0) {
-                free(c);
+                p->next_id--; /* the id was never used */
+                pending_free(c);
                 return e;
         }
-        *c = (struct pending){ .id = call.id, .cb = cb, .cbdata = cbdata };
         *p->tail = c;
         p->tail = &c->next;
         p->n_pending++;
@@ -341,9 +359,15 @@ void peer_forget(struct peer *p, uint64_t id)
                 if (!*pp)
                         p->tail = pp;
                 p->n_pending--;
-                free(c);
+                pending_free(c);
                 return;
         }
+}
+
+void peer_each_chain(const struct peer *p, void (*fn)(void *arg, char **chain, size_t n), void *arg)
+{
+        for (const struct pending *c = p->head; c; c = c->next)
+                fn(arg, c->chain, c->n_chain);
 }
 
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,

@@ -48,6 +48,8 @@ size_t peer_methods(const struct peer *p, char ***methods);
  * the gadget's queue is full, -ENOTCONN if it is not ready. */
 int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
               char **chain, size_t n_chain, peer_result_fn cb, void *cbdata, uint64_t *id);
+/* Calls fn with the chain of every call in flight to the gadget. */
+void peer_each_chain(const struct peer *p, void (*fn)(void *arg, char **chain, size_t n), void *arg);
 /* Forgets a pending call (its timeout fired); a late result is dropped. */
 void peer_forget(struct peer *p, uint64_t id);
 /* Answers a binding call: value (borrowed) or code and message. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "client.h"
 #include "daemon.h"
 #include "gadget.h"
@@ -202,7 +203,7 @@ static void on_call(struct client *cl, const Control__Request *q)
         }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        int e = unit_call(u, call->method, call->args ? call->args : &null, call_done, c);
+        int e = unit_call(u, call->method, call->args ? call->args : &null, NULL, 0, call_done, c);
         if (e == 0)
                 return;
         client_call_end(c);
@@ -243,6 +244,34 @@ static void on_logs(struct client *cl, const Control__Request *q)
         free(lines);
         if (q->logs->follow && !cl->follow) {
                 cl->follow = strdup(u->policy->name);
+                cl->follow_id = q->id;
+        }
+}
+
+/* The gadget's audit records, from the audit log; then, with follow, each
+ * new record as it is written. The gadget need not be loaded any more. */
+static void on_audit(struct client *cl, const Control__Request *q)
+{
+        char **lines = NULL;
+        int n = audit_tail(client_daemon(cl)->audit, q->audit->name, q->audit->lines, &lines);
+        if (n < 0) {
+                client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-n));
+                return;
+        }
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        ll.n_lines = (size_t)n;
+        ll.lines = lines;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+        r.logs = &ll;
+        client_send(cl, &r);
+        for (int i = 0; i < n; i++)
+                free(lines[i]);
+        free(lines);
+        if (q->audit->follow && !cl->follow) {
+                cl->follow = strdup(q->audit->name);
+                cl->follow_audit = true;
                 cl->follow_id = q->id;
         }
 }
@@ -303,6 +332,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_CALL, on_call },
         { CONTROL__REQUEST__REQ_LOGS, on_logs },
         { CONTROL__REQUEST__REQ_RELOAD, on_reload },
+        { CONTROL__REQUEST__REQ_AUDIT, on_audit },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bindings.h"
 #include "daemon.h"
+#include "kv.h"
 #include "gadget.h"
 #include "log.h"
 #include "peer.h"
@@ -79,6 +81,7 @@ struct unit *unit_new(struct daemon *d, struct policy *policy)
 /* Releases everything of the running worker (it is dead or being killed). */
 static void drop_worker(struct unit *u, const char *gone)
 {
+        bindings_orphan(u);
         if (u->peer) {
                 peer_free(u->peer, gone);
                 u->peer = NULL;
@@ -112,6 +115,8 @@ void unit_free(struct unit *u)
                 waitpid(u->child.pid, NULL, 0);
         }
         drop_worker(u, "gadgetd is stopping");
+        bindings_free_secrets(u);
+        kv_close(u->kv);
         event_free(u->ev_timer);
         logbuf_free(&u->log);
         policy_free(u->policy);
@@ -235,17 +240,7 @@ static void on_hello(struct peer *p, void *data)
 
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
 {
-        struct unit *u = data;
-        char msg[256];
-        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
-        if (!b) {
-                snprintf(msg, sizeof msg, "no binding named %s in the policy", bc->binding);
-                peer_binding_reply(p, bc->id, NULL, GADGET_EDENIED, msg);
-                return;
-        }
-        snprintf(msg, sizeof msg, "binding %s of type %s is not served by this gadgetd", b->name,
-                 policy_binding_type_name(b->type));
-        peer_binding_reply(p, bc->id, NULL, GADGET_EUNAVAILABLE, msg);
+        bindings_handle(data, bc);
 }
 
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
@@ -303,6 +298,8 @@ void unit_start(struct unit *u)
                 goto fail;
         }
         u->have_uid = true;
+        if ((e = bindings_load_secrets(u, err, sizeof err)) < 0)
+                goto fail;
         if ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
             (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0) {
                 snprintf(err, sizeof err, "output pipes: %s", strerror(-e));
@@ -403,7 +400,8 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         unit_kill(u, "timeout");
 }
 
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, unit_call_fn cb, void *cbdata)
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,
+              unit_call_fn cb, void *cbdata)
 {
         if (u->state != UNIT_READY || !u->peer)
                 return -ENOTCONN;
@@ -414,7 +412,7 @@ int unit_call(struct unit *u, const char *method, const Gadget__Value *args, uni
                 return -ENOMEM;
         *c = (struct unit_call){ .u = u, .cb = cb, .cbdata = cbdata };
         c->timer = evtimer_new(u->d->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, method, args, NULL, 0, call_result, c, &c->id) : -ENOMEM;
+        int e = c->timer ? peer_call(u->peer, method, args, chain, n_chain, call_result, c, &c->id) : -ENOMEM;
         if (e < 0) {
                 if (c->timer)
                         event_free(c->timer);

@@ -41,6 +41,10 @@ struct unit {
         unsigned restarts;        /* restarts so far */
         unsigned quick_failures;  /* failures soon after a start, for parking */
         uint64_t calls;
+        struct binding_req *breqs;  /* binding calls being carried out */
+        char **secrets;             /* per binding index, secret bindings only */
+        size_t n_secrets;
+        struct kv *kv;              /* opened at the first kv call */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
         bool want_running;        /* false once stopped on purpose */
@@ -61,7 +65,11 @@ void unit_start(struct unit *u);
 /* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
 void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, unit_call_fn cb, void *cbdata);
+/* Calls a method; chain lists the gadgets the call comes through (may be
+ * empty). -ENOTCONN if not ready, -ENOENT for no such method, -ENOBUFS when
+ * the gadget's queue is full. */
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,
+              unit_call_fn cb, void *cbdata);
 /* Stops the gadget if it runs, then starts it again. */
 void unit_restart(struct unit *u);
 /* Resident memory of the gadget's processes, 0 if unknown. */

@@ -74,6 +74,28 @@ int gadget_log(struct gadget *g, int priority, const char *fmt, ...) __attribute
 int gadget_binding_call(struct gadget *g, const char *binding, const char *op,
                         gadget_value *args, gadget_value **result);
 
+/* One function per binding operation, on gadget_binding_call. Each returns
+ * 0 or -GADGET_E* (gadget_last_error says why); owned arguments are freed
+ * whatever happens. Keys are strings of 1 to 512 bytes. */
+/* kv: the value stored under key (-GADGET_ENOTFOUND if none). */
+int gadget_kv_get(struct gadget *g, const char *binding, const char *key, gadget_value **value);
+/* kv: stores value (owned) under key; durable once this returns 0. */
+int gadget_kv_put(struct gadget *g, const char *binding, const char *key, gadget_value *value);
+int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, bool *existed);
+/* kv: {"keys": [...], "cursor": K or null} for keys starting with prefix
+ * (NULL for all), after cursor (NULL to begin), at most limit (0 = 100). */
+int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, int limit, const char *cursor,
+                   gadget_value **result);
+/* gadget: calls method of the binding's target gadget with args (owned). */
+int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
+                gadget_value **result);
+/* http: {"status": N, "headers": {...}, "body": bytes}. method NULL = GET;
+ * headers (owned, a map of strings) and body may be NULL. */
+int gadget_http(struct gadget *g, const char *binding, const char *method, const char *url,
+                gadget_value *headers, const void *body, size_t body_len, gadget_value **response);
+/* text or secret: the value, malloc'd. */
+int gadget_text(struct gadget *g, const char *binding, char **value);
+
 /* --- values ------------------------------------------------------------- */
 gadget_value *gadget_null(void);
 gadget_value *gadget_bool(bool b);

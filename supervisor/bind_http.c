@@ -1,0 +1,385 @@
+/* bind_http: allow-listed HTTP egress. gadgetd checks the URL against the
+ * binding's Allow= prefixes and Methods= before any connection, refuses
+ * internal addresses a name resolves to, follows no redirect, and bounds
+ * time and sizes. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "bindings.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "http.h"
+#include "policy.h"
+#include "unit.h"
+#include "value.h"
+
+struct url_parts {
+        char *scheme, *host, *port, *path;
+};
+
+struct fetch {
+        struct binding_req *r;
+        CURL *easy;
+        struct curl_slist *req_headers;
+        Gadget__Value *resp_headers;
+        char *body;
+        size_t body_len, max_body;
+        bool too_big;
+        bool blocked;             /* a resolved address was refused */
+        bool literal_host;        /* the Allow= entry names an IP literally */
+        char allowed_ip[INET6_ADDRSTRLEN];
+        char errbuf[CURL_ERROR_SIZE];
+};
+
+static const char *const hop_by_hop[] = {
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+        "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
+};
+
+static bool is_hop_by_hop(const char *name, size_t len)
+{
+        for (size_t i = 0; i < sizeof hop_by_hop / sizeof *hop_by_hop; i++)
+                if (strlen(hop_by_hop[i]) == len && strncasecmp(hop_by_hop[i], name, len) == 0)
+                        return true;
+        return false;
+}
+
+static void url_free(struct url_parts *u)
+{
+        curl_free(u->scheme);
+        curl_free(u->host);
+        curl_free(u->port);
+        curl_free(u->path);
+        *u = (struct url_parts){ 0 };
+}
+
+/* Splits an absolute http(s) URL; refuses credentials in it and encoded
+ * dots or slashes in the path (which a server could decode past the
+ * allowed prefix). */
+static int url_split(const char *url, struct url_parts *out)
+{
+        CURLU *h = curl_url();
+        char *user = NULL;
+        int e = -EINVAL;
+        if (!h)
+                return -ENOMEM;
+        *out = (struct url_parts){ 0 };
+        if (curl_url_set(h, CURLUPART_URL, url, 0) != CURLUE_OK ||
+            curl_url_get(h, CURLUPART_SCHEME, &out->scheme, 0) != CURLUE_OK ||
+            curl_url_get(h, CURLUPART_HOST, &out->host, 0) != CURLUE_OK ||
+            curl_url_get(h, CURLUPART_PORT, &out->port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+            curl_url_get(h, CURLUPART_PATH, &out->path, 0) != CURLUE_OK)
+                goto out;
+        if (curl_url_get(h, CURLUPART_USER, &user, 0) == CURLUE_OK)
+                goto out;
+        if (strcasecmp(out->scheme, "http") != 0 && strcasecmp(out->scheme, "https") != 0)
+                goto out;
+        if (strcasestr(out->path, "%2e") || strcasestr(out->path, "%2f") || strcasestr(out->path, "%5c"))
+                goto out;
+        e = 0;
+out:
+        curl_free(user);
+        curl_url_cleanup(h);
+        if (e < 0)
+                url_free(out);
+        return e;
+}
+
+/* The Allow= entry that admits url, or NULL. */
+static const char *allowed_by(const struct policy_binding *b, const struct url_parts *u)
+{
+        for (size_t i = 0; i < b->n_allow; i++) {
+                struct url_parts a;
+                if (url_split(b->allow[i], &a) < 0)
+                        continue;
+                bool ok = strcasecmp(a.scheme, u->scheme) == 0 && strcasecmp(a.host, u->host) == 0 &&
+                          strcmp(a.port, u->port) == 0 && strncmp(u->path, a.path, strlen(a.path)) == 0;
+                url_free(&a);
+                if (ok)
+                        return b->allow[i];
+        }
+        return NULL;
+}
+
+static bool method_allowed(const struct policy_binding *b, const char *m)
+{
+        if (b->n_methods == 0)
+                return strcmp(m, "GET") == 0;
+        for (size_t i = 0; i < b->n_methods; i++)
+                if (strcmp(b->methods[i], m) == 0)
+                        return true;
+        return false;
+}
+
+/* Loopback, private, link-local, unspecified, multicast and similar
+ * internal ranges. */
+static bool internal_address(const struct sockaddr *sa)
+{
+        if (sa->sa_family == AF_INET) {
+                uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+                return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 || (a >> 16) == 0xa9fe ||
+                       (a >> 20) == 0xac1 || (a >> 16) == 0xc0a8 || (a >> 22) == (100u << 2 | 1) ||
+                       (a >> 28) >= 0xe;
+        }
+        if (sa->sa_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+                if (IN6_IS_ADDR_V4MAPPED(a)) {
+                        struct sockaddr_in v4 = { .sin_family = AF_INET };
+                        memcpy(&v4.sin_addr, &a->s6_addr[12], 4);
+                        return internal_address((struct sockaddr *)&v4);
+                }
+                return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
+                       IN6_IS_ADDR_SITELOCAL(a) || IN6_IS_ADDR_MULTICAST(a) || (a->s6_addr[0] & 0xfe) == 0xfc;
+        }
+        return true;
+}
+
+/* Why this is safe: every address curl is about to connect to passes here,
+ * after name resolution, so a name cannot be made to resolve to an
+ * internal address; only an Allow= entry naming that address literally
+ * admits one. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+        struct fetch *f = arg;
+        char ip[INET6_ADDRSTRLEN] = "";
+        if (addr->family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)&addr->addr)->sin_addr, ip, sizeof ip);
+        else if (addr->family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr->addr)->sin6_addr, ip, sizeof ip);
+        if (internal_address(&addr->addr) && !(f->literal_host && strcmp(ip, f->allowed_ip) == 0)) {
+                f->blocked = true;
+                return CURL_SOCKET_BAD;
+        }
+        return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+        struct fetch *f = arg;
+        size_t len = size * n;
+        if (f->body_len + len > f->max_body) {
+                f->too_big = true;
+                return 0; /* ends the transfer */
+        }
+        char *nb = realloc(f->body, f->body_len + len + 1);
+        if (!nb)
+                return 0;
+        f->body = nb;
+        memcpy(f->body + f->body_len, data, len);
+        f->body_len += len;
+        return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+        struct fetch *f = arg;
+        size_t len = size * n;
+        char *colon = memchr(data, ':', len);
+        if (!colon || is_hop_by_hop(data, (size_t)(colon - data)))
+                return len; /* status lines, blank line, hop-by-hop headers */
+        char name[128], value[4096];
+        size_t nl = (size_t)(colon - data);
+        if (nl == 0 || nl >= sizeof name)
+                return len;
+        for (size_t i = 0; i < nl; i++)
+                name[i] = (char)tolower((unsigned char)data[i]);
+        name[nl] = '\0';
+        const char *v = colon + 1, *end = data + len;
+        while (v < end && (*v == ' ' || *v == '\t'))
+                v++;
+        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+                end--;
+        snprintf(value, sizeof value, "%.*s", (int)(end - v), v);
+        if (!value_utf8_valid(name, nl) || !value_utf8_valid(value, strlen(value)))
+                return len;
+        value_map_set(f->resp_headers, name, value_new_string(value));
+        return len;
+}
+
+static void fetch_free(struct fetch *f)
+{
+        curl_easy_cleanup(f->easy);
+        curl_slist_free_all(f->req_headers);
+        value_free(f->resp_headers);
+        free(f->body);
+        free(f);
+}
+
+static void fetch_done(void *arg, CURL *easy, CURLcode res)
+{
+        struct fetch *f = arg;
+        char msg[CURL_ERROR_SIZE + 64];
+        long status = 0;
+        if (f->blocked) {
+                bindings_reply(f->r, NULL, GADGET_EDENIED, "the host resolves to an internal address", 0);
+        } else if (f->too_big) {
+                snprintf(msg, sizeof msg, "response larger than MaxResponseSize (%zu bytes)", f->max_body);
+                bindings_reply(f->r, NULL, GADGET_ELIMIT, msg, 0);
+        } else if (res != CURLE_OK) {
+                snprintf(msg, sizeof msg, "request failed: %s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(res));
+                bindings_reply(f->r, NULL, res == CURLE_OPERATION_TIMEDOUT ? GADGET_ETIMEOUT : GADGET_EFAILED,
+                               msg, 0);
+        } else {
+                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+                Gadget__Value *v = value_new_map();
+                if (v) {
+                        value_map_set(v, "status", value_new_int(status));
+                        value_map_set(v, "headers", f->resp_headers);
+                        f->resp_headers = NULL;
+                        value_map_set(v, "body", value_new_bytes(f->body ? f->body : "", f->body_len));
+                }
+                if (v)
+                        bindings_reply(f->r, v, 0, NULL, f->body_len);
+                else
+                        bindings_reply(f->r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                value_free(v);
+        }
+        fetch_free(f);
+}
+
+/* Request headers from the "headers" map; hop-by-hop ones are dropped and
+ * names or values that could split a header line are refused. */
+static int add_headers(struct fetch *f, const Gadget__Value *hdrs, char *why, size_t len)
+{
+        if (!hdrs)
+                return 0;
+        if (hdrs->kind_case != GADGET__VALUE__KIND_MAP_VALUE) {
+                snprintf(why, len, "\"headers\" must be a map of strings");
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < hdrs->map_value->n_entries; i++) {
+                const char *k = hdrs->map_value->entries[i]->key;
+                const char *v = value_string(hdrs->map_value->entries[i]->value);
+                if (!v || !*k || strpbrk(k, " :\r\n\t") || strpbrk(v, "\r\n")) {
+                        snprintf(why, len, "header %zu is not a valid name: string", i);
+                        return -EINVAL;
+                }
+                if (is_hop_by_hop(k, strlen(k)))
+                        continue;
+                char line[8300];
+                snprintf(line, sizeof line, "%s: %s", k, v);
+                struct curl_slist *n = curl_slist_append(f->req_headers, line);
+                if (!n)
+                        return -ENOMEM;
+                f->req_headers = n;
+        }
+        return 0;
+}
+
+static bool is_ip_literal(const char *host, char *out, size_t len)
+{
+        char h[INET6_ADDRSTRLEN + 2];
+        struct in6_addr a6;
+        struct in_addr a4;
+        snprintf(h, sizeof h, "%s", host);
+        if (h[0] == '[') { /* curl returns IPv6 hosts in brackets */
+                memmove(h, h + 1, strlen(h));
+                h[strcspn(h, "]")] = '\0';
+        }
+        if (inet_pton(AF_INET, h, &a4) == 1)
+                return inet_ntop(AF_INET, &a4, out, (socklen_t)len) != NULL;
+        if (inet_pton(AF_INET6, h, &a6) == 1)
+                return inet_ntop(AF_INET6, &a6, out, (socklen_t)len) != NULL;
+        return false;
+}
+
+void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        char why[300];
+        struct url_parts u = { 0 };
+        if (strcmp(r->op, "request") != 0) {
+                bindings_bad_op(r, b);
+                return;
+        }
+        const char *url = value_string(value_map_get(args, "url"));
+        const char *method = value_string(value_map_get(args, "method"));
+        const Gadget__Value *body = value_map_get(args, "body");
+        if (!method)
+                method = "GET";
+        if (!url || url_split(url, &u) < 0) {
+                bindings_reply(r, NULL, GADGET_EINVAL, "\"url\" must be an absolute http or https URL", 0);
+                return;
+        }
+        const char *entry = allowed_by(b, &u);
+        if (!entry || !method_allowed(b, method)) {
+                snprintf(why, sizeof why, "%s %.200s is not allowed by binding %s", method, url, b->name);
+                url_free(&u);
+                bindings_reply(r, NULL, GADGET_EDENIED, why, 0);
+                return;
+        }
+        const void *data = NULL;
+        size_t dlen = 0;
+        if (body && body->kind_case == GADGET__VALUE__KIND_STRING_VALUE) {
+                data = body->string_value;
+                dlen = strlen(body->string_value);
+        } else if (body && body->kind_case == GADGET__VALUE__KIND_BYTES_VALUE) {
+                data = body->bytes_value.data;
+                dlen = body->bytes_value.len;
+        } else if (body) {
+                url_free(&u);
+                bindings_reply(r, NULL, GADGET_EINVAL, "\"body\" must be a string or bytes", 0);
+                return;
+        }
+        if (dlen > b->max_request) {
+                url_free(&u);
+                bindings_reply(r, NULL, GADGET_ELIMIT, "request body larger than MaxRequestSize", 0);
+                return;
+        }
+        struct fetch *f = calloc(1, sizeof *f);
+        if (!f || !(f->easy = curl_easy_init()) || !(f->resp_headers = value_new_map())) {
+                if (f)
+                        fetch_free(f);
+                url_free(&u);
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
+        f->r = r;
+        f->max_body = b->max_response;
+        struct url_parts a;
+        if (url_split(entry, &a) == 0) {
+                f->literal_host = is_ip_literal(a.host, f->allowed_ip, sizeof f->allowed_ip);
+                url_free(&a);
+        }
+        url_free(&u);
+        if (add_headers(f, value_map_get(args, "headers"), why, sizeof why) < 0) {
+                fetch_free(f);
+                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
+                return;
+        }
+        CURL *e = f->easy;
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+        if (strcmp(method, "HEAD") == 0)
+                curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+        if (data || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
+                curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)dlen);
+                curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, data ? data : "");
+                curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+        }
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->req_headers);
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)b->timeout_ms);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
+        curl_easy_setopt(e, CURLOPT_USERAGENT, "gadgetd");
+        if (http_start(r->u->d->http, e, fetch_done, f) < 0) {
+                fetch_free(f);
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "cannot start the request", 0);
+        }
+}

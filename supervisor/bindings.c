@@ -1,0 +1,209 @@
+/* bindings: dispatch by type, text and secret bindings, audit. */
+#include "bindings.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "peer.h"
+#include "policy.h"
+#include "unit.h"
+#include "value.h"
+
+#define SECRET_MAX (64u * 1024u)
+
+static const char *const type_ops[] = {
+        [BINDING_KV] = "get, put, delete, list",
+        [BINDING_GADGET] = "call",
+        [BINDING_HTTP] = "request",
+        [BINDING_TEXT] = "get",
+        [BINDING_SECRET] = "get",
+};
+
+static uint64_t elapsed_us(const struct timespec *start)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)(now.tv_sec - start->tv_sec) * 1000000u +
+               (uint64_t)((now.tv_nsec - start->tv_nsec) / 1000);
+}
+
+static void unlink_req(struct binding_req *r)
+{
+        if (!r->u)
+                return;
+        for (struct binding_req **pp = &r->u->breqs; *pp; pp = &(*pp)->next)
+                if (*pp == r) {
+                        *pp = r->next;
+                        return;
+                }
+}
+
+void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
+                    uint64_t bytes_out)
+{
+        struct unit *u = r->u;
+        if (u) {
+                unlink_req(r);
+                if (u->peer)
+                        peer_binding_reply(u->peer, r->id, value, code, message);
+                struct audit_record rec = {
+                        .gadget = u->policy->name, .binding = r->binding, .op = r->op,
+                        .outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR,
+                        .bytes = r->bytes_in + bytes_out, .duration_us = elapsed_us(&r->start),
+                        .detail = value ? NULL : message,
+                };
+                audit_write(u->d->audit, &rec);
+        }
+        free(r);
+}
+
+void bindings_orphan(struct unit *u)
+{
+        for (struct binding_req *r = u->breqs; r; r = r->next)
+                r->u = NULL;
+        u->breqs = NULL;
+}
+
+/* Index of b in its policy, for the parallel secrets array. */
+static size_t binding_index(const struct unit *u, const struct policy_binding *b)
+{
+        return (size_t)(b - u->policy->bindings);
+}
+
+void bindings_bad_op(struct binding_req *r, const struct policy_binding *b)
+{
+        char msg[256];
+        snprintf(msg, sizeof msg, "binding %s is of type %s: its operations are %s", b->name,
+                 policy_binding_type_name(b->type), type_ops[b->type]);
+        bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
+}
+
+static void bind_value(struct binding_req *r, const struct policy_binding *b, const char *value)
+{
+        if (strcmp(r->op, "get") != 0) {
+                bindings_bad_op(r, b);
+                return;
+        }
+        Gadget__Value *v = value_new_string(value);
+        if (!v) {
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
+        bindings_reply(r, v, 0, NULL, strlen(value));
+        value_free(v);
+}
+
+void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
+{
+        struct binding_req *r = calloc(1, sizeof *r);
+        if (!r) {
+                peer_binding_reply(u->peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        r->u = u;
+        r->id = bc->id;
+        clock_gettime(CLOCK_MONOTONIC, &r->start);
+        snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
+        snprintf(r->op, sizeof r->op, "%s", bc->op);
+        r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;
+        r->next = u->breqs;
+        u->breqs = r;
+
+        char msg[256];
+        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
+        if (!b) {
+                snprintf(msg, sizeof msg, "no binding named %s in the policy", bc->binding);
+                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
+                return;
+        }
+        Gadget__Value null = GADGET__VALUE__INIT;
+        null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        const Gadget__Value *args = bc->args ? bc->args : &null;
+        switch (b->type) {
+        case BINDING_KV:
+                bind_kv(r, b, args);
+                return;
+        case BINDING_GADGET:
+                bind_gadget(r, b, args);
+                return;
+        case BINDING_HTTP:
+                bind_http(r, b, args);
+                return;
+        case BINDING_TEXT:
+                bind_value(r, b, b->value);
+                return;
+        case BINDING_SECRET:
+                bind_value(r, b, u->secrets[binding_index(u, b)]);
+                return;
+        }
+}
+
+/* Reads one secret file. Why this is safe: gadgetd alone reads it (the
+ * policy names it; it is never mounted into a sandbox), and neither its
+ * contents nor a part of them ever goes into a message or log. */
+static int read_secret(const char *path, char **out)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        char *buf = malloc(SECRET_MAX + 1);
+        ssize_t n = buf ? read(fd, buf, SECRET_MAX + 1) : -1;
+        int e = n < 0 ? -errno : 0;
+        close(fd);
+        if (!buf)
+                return -ENOMEM;
+        if (e == 0 && n > (ssize_t)SECRET_MAX)
+                e = -EFBIG;
+        if (e < 0) {
+                free(buf);
+                return e;
+        }
+        /* One trailing newline (as editors write) is not part of it. */
+        if (n > 0 && buf[n - 1] == '\n')
+                n--;
+        buf[n] = '\0';
+        *out = buf;
+        return 0;
+}
+
+int bindings_load_secrets(struct unit *u, char *why, size_t len)
+{
+        const struct policy *p = u->policy;
+        bindings_free_secrets(u);
+        u->secrets = calloc(p->n_bindings + 1, sizeof *u->secrets);
+        if (!u->secrets)
+                return -ENOMEM;
+        u->n_secrets = p->n_bindings;
+        for (size_t i = 0; i < p->n_bindings; i++) {
+                if (p->bindings[i].type != BINDING_SECRET)
+                        continue;
+                int e = read_secret(p->bindings[i].file, &u->secrets[i]);
+                if (e < 0) {
+                        snprintf(why, len, "secret %s: cannot read %s: %s", p->bindings[i].name,
+                                 p->bindings[i].file, strerror(-e));
+                        return e;
+                }
+        }
+        return 0;
+}
+
+void bindings_free_secrets(struct unit *u)
+{
+        if (!u->secrets)
+                return;
+        for (size_t i = 0; i < u->n_secrets; i++)
+                if (u->secrets[i]) {
+                        explicit_bzero(u->secrets[i], strlen(u->secrets[i]));
+                        free(u->secrets[i]);
+                }
+        free(u->secrets);
+        u->secrets = NULL;
+}

@@ -1,0 +1,91 @@
+/* ops: libgadget's one function per binding operation. */
+#include "gadget.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A map of the given string fields (NULL values skipped) plus extra. */
+static gadget_value *args_map(const char *k1, const char *v1, const char *k2, const char *v2)
+{
+        gadget_value *m = gadget_map();
+        if (!m)
+                return NULL;
+        if ((v1 && gadget_map_set(m, k1, gadget_string(v1)) < 0) ||
+            (v2 && gadget_map_set(m, k2, gadget_string(v2)) < 0)) {
+                gadget_value_free(m);
+                return NULL;
+        }
+        return m;
+}
+
+int gadget_kv_get(struct gadget *g, const char *binding, const char *key, gadget_value **value)
+{
+        gadget_value *a = args_map("key", key, NULL, NULL);
+        return a ? gadget_binding_call(g, binding, "get", a, value) : -GADGET_EINTERNAL;
+}
+
+int gadget_kv_put(struct gadget *g, const char *binding, const char *key, gadget_value *value)
+{
+        gadget_value *a = args_map("key", key, NULL, NULL);
+        if (!a || gadget_map_set(a, "value", value) < 0) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        return gadget_binding_call(g, binding, "put", a, NULL);
+}
+
+int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, bool *existed)
+{
+        gadget_value *r = NULL;
+        gadget_value *a = args_map("key", key, NULL, NULL);
+        int e = a ? gadget_binding_call(g, binding, "delete", a, &r) : -GADGET_EINTERNAL;
+        if (e == 0 && existed && !gadget_as_bool(r, existed))
+                *existed = false;
+        gadget_value_free(r);
+        return e;
+}
+
+int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, int limit, const char *cursor,
+                   gadget_value **result)
+{
+        gadget_value *a = args_map("prefix", prefix, "cursor", cursor);
+        if (!a || (limit > 0 && gadget_map_set(a, "limit", gadget_int(limit)) < 0)) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        return gadget_binding_call(g, binding, "list", a, result);
+}
+
+int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
+                gadget_value **result)
+{
+        gadget_value *a = args_map("method", method, NULL, NULL);
+        if (!a || gadget_map_set(a, "args", args ? args : gadget_null()) < 0) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        return gadget_binding_call(g, binding, "call", a, result);
+}
+
+int gadget_http(struct gadget *g, const char *binding, const char *method, const char *url,
+                gadget_value *headers, const void *body, size_t body_len, gadget_value **response)
+{
+        gadget_value *a = args_map("url", url, "method", method ? method : "GET");
+        if (!a || (headers && gadget_map_set(a, "headers", headers) < 0) ||
+            (body && gadget_map_set(a, "body", gadget_bytes(body, body_len)) < 0)) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        return gadget_binding_call(g, binding, "request", a, response);
+}
+
+int gadget_text(struct gadget *g, const char *binding, char **value)
+{
+        gadget_value *r = NULL;
+        int e = gadget_binding_call(g, binding, "get", NULL, &r);
+        const char *s = e == 0 ? gadget_as_string(r) : NULL;
+        if (e == 0 && !(s && (*value = strdup(s))))
+                e = -GADGET_EINTERNAL;
+        gadget_value_free(r);
+        return e;
+}
