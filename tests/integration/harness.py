@@ -1,9 +1,19 @@
 """The integration tests' small harness: one test per process, named on
 the command line; `--list` prints the names (meson registers each)."""
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import time
+
+GADGETD = os.environ.get("GADGETD", "")
+GADGETCTL = os.environ.get("GADGETCTL", "")
+TESTGADGET = os.environ.get("TESTGADGET", "")
+CALLFLOOD = os.environ.get("CALLFLOOD", "")
+EXAMPLES = os.environ.get("EXAMPLES", "")
 
 TESTS = {}
 
@@ -25,6 +35,90 @@ def check(cond, msg):
 def skip(why):
     print("SKIP: " + why)
     sys.exit(77)
+
+
+def policy(dirname, name, body="", exec_path=None):
+    path = os.path.join(dirname, name + ".policy")
+    with open(path, "w") as f:
+        f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or TESTGADGET, body))
+    return path
+
+
+def wait_for(cond, timeout=20, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    check(False, "timed out waiting for " + what)
+
+
+class Daemon:
+    """A gadgetd on temporary directories, stopped at the end."""
+
+    def __init__(self, tmp, extra=()):
+        self.tmp = tmp
+        self.pol = os.path.join(tmp, "policy.d")
+        os.makedirs(self.pol, exist_ok=True)
+        self.sock = os.path.join(tmp, "run", "control.sock")
+        self.log = open(os.path.join(tmp, "gadgetd.log"), "w+")
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)  # left by a gadgetd killed earlier in the test
+        self.proc = subprocess.Popen(
+            [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
+             "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: os.path.exists(self.sock), what="the control socket")
+        return self
+
+    def ctl(self, *args, user=None, timeout=60):
+        cmd = [GADGETCTL, "--socket", self.sock, *args]
+        if user:
+            cmd = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1], "--clear-groups"] + cmd
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def list(self):
+        r = self.ctl("--json", "list")
+        check(r.returncode == 0, "list failed: %r" % r.stderr)
+        return {g["name"]: g for g in json.loads(r.stdout)}
+
+    def state(self, name):
+        return self.list().get(name, {}).get("state")
+
+    def logtext(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.stop()
+        # Under the sanitizer build, gadgetd reports what it found at exit.
+        text = self.logtext()
+        check("Sanitizer" not in text and "runtime error" not in text, "sanitizer report: %s" % text[-3000:])
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
 
 
 def main():

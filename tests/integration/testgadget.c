@@ -68,11 +68,13 @@ static gadget_value *binding(struct gadget_call *call, const gadget_value *args,
         const char *op = gadget_as_string(gadget_map_get(args, "op"));
         gadget_value *result = NULL;
         if (!name || !op)
-                return gadget_fail(call, GADGET_EINVAL, "binding needs {\"binding\": B, \"op\": O}");
-        int e = gadget_binding_call(gadget_call_gadget(call), name, op, NULL, &result);
+                return gadget_fail(call, GADGET_EINVAL, "binding needs {\"binding\": B, \"op\": O, \"args\": A}");
+        const gadget_value *bargs = gadget_map_get(args, "args");
+        int e = gadget_binding_call(gadget_call_gadget(call), name, op, bargs ? gadget_copy(bargs) : NULL,
+                                    &result);
         if (e < 0)
                 return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
-        return result;
+        return result ? result : gadget_null();
 }
 
 int main(int argc, char **argv)

@@ -110,6 +110,8 @@ gadget_value *gadget_map(void);
 int gadget_list_append(gadget_value *list, gadget_value *item);
 int gadget_map_set(gadget_value *map, const char *key, gadget_value *item);
 void gadget_value_free(gadget_value *v);
+/* A deep copy (NULL on allocation failure). */
+gadget_value *gadget_copy(const gadget_value *v);
 
 enum gadget_type gadget_type_of(const gadget_value *v);
 const gadget_value *gadget_map_get(const gadget_value *map, const char *key);

@@ -18,6 +18,7 @@ gadget_value *gadget_bytes(const void *data, size_t len) { return value_new_byte
 gadget_value *gadget_list(void) { return value_new_list(); }
 gadget_value *gadget_map(void) { return value_new_map(); }
 void gadget_value_free(gadget_value *v) { value_free(v); }
+gadget_value *gadget_copy(const gadget_value *v) { return v ? value_dup(v) : NULL; }
 
 gadget_value *gadget_stringf(const char *fmt, ...)
 {

@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Integration tests of the bindings: real gadgets call kv, gadget, http,
+text and secret bindings through a real gadgetd. Usage: bindings_test.py TEST."""
+import http.server
+import json
+import os
+import signal
+import socketserver
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, policy, test,
+                     wait_for)
+
+
+def bcall(d, gadget, binding, op, args=None):
+    """Makes the test gadget call a binding; returns (exit status, stdout, stderr)."""
+    a = {"binding": binding, "op": op}
+    if args is not None:
+        a["args"] = args
+    r = d.ctl("call", gadget, "binding", json.dumps(a))
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+def ready(d, *names):
+    d.ctl("reload")
+    for n in names:
+        wait_for(lambda n=n: d.state(n) == "ready", what=n + " ready")
+
+
+# --- kv ---------------------------------------------------------------------
+
+@test
+def kv_operations(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "get", {"key": "a"})[0] == 3, "missing key is not not-found")
+        for k, v in (("a/1", 1), ("a/2", "two"), ("a/3", [1, {"x": None}]), ("b/1", True)):
+            rc, out, err = bcall(d, "store", "DATA", "put", {"key": k, "value": v})
+            check(rc == 0, "put %s: %s" % (k, err))
+        rc, out, _ = bcall(d, "store", "DATA", "get", {"key": "a/3"})
+        check(json.loads(out) == [1, {"x": None}], "typed value: %r" % out)
+        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": "a/", "limit": 2})
+        page = json.loads(out)
+        check(page == {"keys": ["a/1", "a/2"], "cursor": "a/2"}, "page 1: %r" % page)
+        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": "a/", "limit": 2, "cursor": "a/2"})
+        check(json.loads(out) == {"keys": ["a/3"], "cursor": None}, "page 2: %r" % out)
+        check(json.loads(bcall(d, "store", "DATA", "delete", {"key": "a/1"})[1]) is True, "delete")
+        check(json.loads(bcall(d, "store", "DATA", "delete", {"key": "a/1"})[1]) is False, "delete again")
+        rc, out, _ = bcall(d, "store", "DATA", "put", {"key": {"$bytes": "AP8="}, "value": 1})
+        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": {"$bytes": "AA=="}})
+        check(json.loads(out)["keys"] == [{"$bytes": "AP8="}], "bytes key: %r" % out)
+        db = os.path.join(tmp, "state", "kv", "store.sqlite")
+        check(os.stat(db).st_mode & 0o777 == 0o600, "database mode %o" % (os.stat(db).st_mode & 0o777))
+
+
+@test
+def kv_namespaces_per_binding(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "two", "[Binding A]\nType=kv\n[Binding B]\nType=kv\n")
+        ready(d, "two")
+        bcall(d, "two", "A", "put", {"key": "k", "value": "in A"})
+        check(bcall(d, "two", "B", "get", {"key": "k"})[0] == 3, "B sees A's key")
+
+
+@test
+def kv_limits_and_errors(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "small", "[Binding DATA]\nType=kv\nMaxValueSize=100\nMaxKeys=2\nMaxBytes=150\n")
+        ready(d, "small")
+        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "x" * 513, "value": 1})
+        check(rc == 1 and "1 to 512 bytes" in err, "long key: %r" % err)
+        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "big", "value": "v" * 200})
+        check(rc == 1 and "MaxValueSize" in err, "big value: %r" % err)
+        check(bcall(d, "small", "DATA", "put", {"key": "k1", "value": "one"})[0] == 0, "k1")
+        check(bcall(d, "small", "DATA", "put", {"key": "k2", "value": "two"})[0] == 0, "k2")
+        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k3", "value": "three"})
+        check(rc == 1 and "quota" in err, "MaxKeys: %r" % err)
+        check(bcall(d, "small", "DATA", "get", {"key": "k3"})[0] == 3, "a refused put wrote something")
+        # Overwriting within the key count still respects MaxBytes.
+        check(bcall(d, "small", "DATA", "put", {"key": "k1", "value": "w" * 90})[0] == 0, "k1 rewritten")
+        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k2", "value": "z" * 95})
+        check(rc == 1 and "quota" in err, "MaxBytes: %r" % err)
+        check(json.loads(bcall(d, "small", "DATA", "get", {"key": "k2"})[1]) == "two", "partial write")
+        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k9"})
+        check(rc == 1 and "value" in err, "missing value: %r" % err)
+
+
+@test
+def undeclared_and_wrong_type_refused(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "limited", "[Binding DATA]\nType=kv\n[Binding NAME]\nType=text\nValue=x\n")
+        ready(d, "limited")
+        rc, _, err = bcall(d, "limited", "OTHER", "get", {"key": "k"})
+        check(rc == 4 or (rc == 1 and "no binding named OTHER" in err), "undeclared: %d %r" % (rc, err))
+        check("no binding named OTHER" in err, "undeclared: %r" % err)
+        rc, _, err = bcall(d, "limited", "DATA", "call", {"method": "x"})
+        check(rc != 0 and "is of type kv" in err, "kv with call: %r" % err)
+        rc, _, err = bcall(d, "limited", "NAME", "put", {"key": "k", "value": 1})
+        check(rc != 0 and "is of type text" in err, "text with put: %r" % err)
+        audit = d.ctl("audit", "limited").stdout
+        check('"outcome":"denied"' in audit and '"binding":"OTHER"' in audit, "audit: %r" % audit)
+
+
+@test
+def counter_thousand_concurrent(tmp):
+    with Daemon(tmp) as d:
+        os.symlink(os.path.join(EXAMPLES, "counter.policy"), os.path.join(d.pol, "counter.policy"))
+        ready(d, "counter")
+        floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
+                                   text=True) for _ in range(4)]
+        for f in floods:
+            out, _ = f.communicate(timeout=120)
+            check("ok 250" in out, "flood: %r" % out)
+        r = d.ctl("call", "counter", "get")
+        check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
+
+
+@test
+def acknowledged_puts_survive_sigkill(tmp):
+    d = Daemon(tmp)
+    policy(d.pol, "durable", "[Binding DATA]\nType=kv\n")
+    d.start()
+    ready(d, "durable")
+    acked = []
+    killer = threading.Timer(1.5, lambda: d.proc.send_signal(signal.SIGKILL))
+    killer.start()
+    for i in range(100000):
+        rc, _, _ = bcall(d, "durable", "DATA", "put", {"key": "k%06d" % i, "value": i})
+        if rc != 0:
+            break
+        acked.append("k%06d" % i)
+    d.proc.wait()
+    check(len(acked) > 10, "only %d puts before the kill" % len(acked))
+    db = sqlite3.connect(os.path.join(tmp, "state", "kv", "durable.sqlite"))
+    check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check failed")
+    stored = {bytes(k).decode() for (k,) in db.execute("SELECT key FROM kv WHERE binding = 'DATA'")}
+    db.close()
+    missing = [k for k in acked if k not in stored]
+    check(not missing, "%d acknowledged keys lost, e.g. %r" % (len(missing), missing[:3]))
+    # A restarted gadgetd serves them.
+    d2 = Daemon(tmp)
+    with d2:
+        ready(d2, "durable")
+        rc, out, _ = bcall(d2, "durable", "DATA", "get", {"key": acked[-1]})
+        check(rc == 0 and json.loads(out) == len(acked) - 1, "after restart: %r" % out)
+
+
+# --- gadget -----------------------------------------------------------------
+
+@test
+def gadget_binding_calls(tmp):
+    with Daemon(tmp) as d:
+        os.symlink(os.path.join(EXAMPLES, "counter.policy"), os.path.join(d.pol, "counter.policy"))
+        os.symlink(os.path.join(EXAMPLES, "relay.policy"), os.path.join(d.pol, "relay.policy"))
+        ready(d, "counter", "relay")
+        check(d.ctl("call", "relay", "bump").stdout.strip() == "1", "relay bump")
+        check(d.ctl("call", "counter", "get").stdout.strip() == "1", "counter saw it")
+        policy(d.pol, "caller", "[Binding C]\nType=gadget\nTarget=counter\nMethods=get\n"
+                                "[Binding GONE]\nType=gadget\nTarget=absent\n")
+        ready(d, "caller")
+        rc, out, _ = bcall(d, "caller", "C", "call", {"method": "get"})
+        check(rc == 0 and out == "1", "allowed method: %r" % out)
+        rc, _, err = bcall(d, "caller", "C", "call", {"method": "increment"})
+        check(rc != 0 and "does not allow method increment" in err, "allowlist: %r" % err)
+        rc, _, err = bcall(d, "caller", "GONE", "call", {"method": "x"})
+        check(rc != 0 and "unavailable" in err, "absent target: %r" % err)
+        d.ctl("stop", "counter")
+        wait_for(lambda: d.state("counter") == "stopped", what="counter stopped")
+        rc, _, err = bcall(d, "caller", "C", "call", {"method": "get"})
+        check(rc != 0 and "unavailable" in err, "stopped target: %r" % err)
+
+
+@test
+def gadget_cycle_refused(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "ping", "[Binding PEER]\nType=gadget\nTarget=pong\n")
+        policy(d.pol, "pong", "[Binding PEER]\nType=gadget\nTarget=ping\n")
+        ready(d, "ping", "pong")
+        inner = {"binding": "PEER", "op": "call", "args": {"method": "echo", "args": "x"}}
+        start = time.time()
+        rc, _, err = bcall(d, "ping", "PEER", "call", {"method": "binding", "args": inner})
+        check(rc != 0 and "cycle" in err, "cycle: %d %r" % (rc, err))
+        check(time.time() - start < 5, "the cycle was not refused at once")
+        rc, out, _ = bcall(d, "ping", "PEER", "call", {"method": "echo", "args": "fine"})
+        check(rc == 0 and out == '"fine"', "a plain call after the cycle: %r" % out)
+
+
+# --- http -------------------------------------------------------------------
+
+class Server:
+    """A local HTTP server that counts connections and echoes requests."""
+
+    def __init__(self):
+        outer = self
+        self.connections = 0
+        self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def setup(self):
+                outer.connections += 1
+                super().setup()
+
+            def log_message(self, *a):
+                pass
+
+            def reply(self):
+                outer.seen.append((self.command, self.path, dict(self.headers)))
+                if self.path.startswith("/api/redirect"):
+                    self.send_response(302)
+                    self.send_header("Location", "http://127.0.0.1:%d/private/" % outer.port)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = (b"x" * 5000) if self.path.startswith("/api/big") else b"hello " + self.path.encode()
+                if self.command == "POST":
+                    body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("X-Echo-Upgrade", self.headers.get("Upgrade", "-"))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_DELETE = reply
+
+        socketserver.TCPServer.allow_reuse_address = True
+        self.httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def http_policy(d, srv, extra=""):
+    policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/api/\nMethods=GET POST\n"
+                         "MaxResponseSize=1K\nMaxRequestSize=64\nTimeout=5s\n%s" % (srv.port, extra))
+    ready(d, "web")
+
+
+@test
+def http_allowed_request(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            http_policy(d, srv)
+            url = "http://127.0.0.1:%d/api/items?x=1" % srv.port
+            rc, out, err = bcall(d, "web", "WEB", "request", {"url": url, "headers": {"X-Test": "1", "Upgrade": "h2c"}})
+            check(rc == 0, "request: %r" % err)
+            resp = json.loads(out)
+            check(resp["status"] == 200, "status: %r" % resp)
+            import base64
+            check(base64.b64decode(resp["body"]["$bytes"]) == b"hello /api/items?x=1", "body: %r" % resp["body"])
+            check(resp["headers"]["content-type"] == "text/plain", "headers: %r" % resp["headers"])
+            check(resp["headers"]["x-echo-upgrade"] == "-", "hop-by-hop Upgrade was sent")
+            check(srv.seen[-1][2].get("X-Test") == "1", "request header not sent")
+            rc, out, err = bcall(d, "web", "WEB", "request", {"url": url, "method": "POST", "body": "data"})
+            check(rc == 0 and json.loads(out)["status"] == 200, "post: %r" % err)
+    finally:
+        srv.close()
+
+
+@test
+def http_refused_without_connection(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            http_policy(d, srv)
+            base = "http://127.0.0.1:%d" % srv.port
+            cases = [
+                ({"url": base + "/private/x"}, "not allowed"),
+                ({"url": base + "/api/../private/x"}, "not allowed"),
+                ({"url": base + "/api/%2e%2e/private"}, "url"),
+                ({"url": base + "/api/x", "method": "DELETE"}, "not allowed"),
+                ({"url": "http://127.0.0.1:%d/api/" % (srv.port + 1)}, "not allowed"),
+                ({"url": "https://127.0.0.1:%d/api/" % srv.port}, "not allowed"),
+                ({"url": "http://user:pw@127.0.0.1:%d/api/" % srv.port}, "url"),
+                ({"url": base + "/api/x", "method": "POST", "body": "y" * 100}, "MaxRequestSize"),
+                ({"url": "file:///etc/passwd"}, "url"),
+            ]
+            for args, want in cases:
+                rc, _, err = bcall(d, "web", "WEB", "request", args)
+                check(rc != 0 and want in err, "%r: %d %r" % (args, rc, err))
+            check(srv.connections == 0, "%d connections were made" % srv.connections)
+    finally:
+        srv.close()
+
+
+@test
+def http_internal_name_refused(tmp):
+    """localhost resolves to a loopback address the Allow= entry does not name."""
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://localhost:%d/api/\n" % srv.port)
+            ready(d, "web")
+            rc, _, err = bcall(d, "web", "WEB", "request", {"url": "http://localhost:%d/api/x" % srv.port})
+            check(rc != 0 and "internal address" in err, "localhost: %r" % err)
+            check(srv.connections == 0, "%d connections were made" % srv.connections)
+    finally:
+        srv.close()
+
+
+@test
+def http_redirect_not_followed(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            http_policy(d, srv)
+            rc, out, _ = bcall(d, "web", "WEB", "request", {"url": "http://127.0.0.1:%d/api/redirect" % srv.port})
+            resp = json.loads(out)
+            check(rc == 0 and resp["status"] == 302, "redirect: %r" % out)
+            check([p for _, p, _ in srv.seen] == ["/api/redirect"], "followed: %r" % srv.seen)
+    finally:
+        srv.close()
+
+
+@test
+def http_response_size_limit(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            http_policy(d, srv)
+            rc, _, err = bcall(d, "web", "WEB", "request", {"url": "http://127.0.0.1:%d/api/big" % srv.port})
+            check(rc != 0 and "MaxResponseSize" in err, "big: %r" % err)
+    finally:
+        srv.close()
+
+
+@test
+def fetch_example(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            with open(os.path.join(EXAMPLES, "fetch.policy")) as f:
+                text = f.read().replace("127.0.0.1:8080", "127.0.0.1:%d" % srv.port)
+            with open(os.path.join(d.pol, "fetch.policy"), "w") as f:
+                f.write(text)
+            ready(d, "fetch")
+            r = d.ctl("call", "fetch", "get", json.dumps({"url": "http://127.0.0.1:%d/hi" % srv.port}))
+            check(json.loads(r.stdout) == {"status": 200, "body": "hello /hi"}, "fetch: %r %r" % (r.stdout, r.stderr))
+    finally:
+        srv.close()
+
+
+# --- text and secret -------------------------------------------------------
+
+@test
+def text_and_secret(tmp):
+    secret = os.path.join(tmp, "token")
+    with open(secret, "w") as f:
+        f.write("s3cr3t-VALUE-42\n")
+    os.chmod(secret, 0o600)
+    with Daemon(tmp) as d:
+        policy(d.pol, "holder", "[Binding GREETING]\nType=text\nValue=hello there\n"
+                                "[Binding TOKEN]\nType=secret\nFile=%s\n" % secret)
+        ready(d, "holder")
+        check(bcall(d, "holder", "GREETING", "get")[1] == '"hello there"', "text")
+        rc, out, _ = bcall(d, "holder", "TOKEN", "get")
+        check(rc == 0 and out == '"s3cr3t-VALUE-42"', "secret: %r" % out)
+        rc, _, err = bcall(d, "holder", "TOKEN", "put", {"key": "x"})
+        check(rc != 0 and "s3cr3t" not in err, "error message: %r" % err)
+        status = d.ctl("status", "holder").stdout + d.ctl("--json", "status", "holder").stdout
+        audit = d.ctl("audit", "holder").stdout
+        d.stop()
+        with open(os.path.join(tmp, "state", "audit.log")) as f:
+            audit += f.read()
+        for where, text in (("log", d.logtext()), ("status", status), ("audit", audit)):
+            check("s3cr3t" not in text, "the secret is in the %s" % where)
+        check('"binding":"TOKEN"' in audit, "secret reads are not audited")
+
+
+@test
+def secret_symlink_fails_start(tmp):
+    """Secrets are opened without following symlinks: one planted in place
+    of the file stops the start, and the message names the binding."""
+    real = os.path.join(tmp, "real-token")
+    with open(real, "w") as f:
+        f.write("s3cr3t\n")
+    link = os.path.join(tmp, "token")
+    os.symlink(real, link)
+    with Daemon(tmp) as d:
+        policy(d.pol, "needy", "[Binding TOKEN]\nType=secret\nFile=%s\n" % link)
+        d.ctl("reload")
+        cause = wait_for(lambda: d.list().get("needy", {}).get("cause"), what="a cause")
+        check(d.state("needy") == "failed" and "secret TOKEN: cannot read" in cause, "cause: %r" % cause)
+        check("s3cr3t" not in cause, "the secret is in the cause")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
