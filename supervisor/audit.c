@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,8 +18,8 @@
 #define AUDIT_TAIL_MAX 10000
 
 struct audit {
-        int fd;
-        char *path;
+        int fd;                 /* -1 until the first record */
+        char *path, *dir;
         void (*listener)(void *arg, const char *gadget, const char *line);
         void *listener_arg;
 };
@@ -32,27 +33,38 @@ const char *audit_outcome_name(enum audit_outcome o)
 int audit_open(const char *state_dir, struct audit **out)
 {
         struct audit *a = calloc(1, sizeof *a);
-        if (!a || asprintf(&a->path, "%s/audit.log", state_dir) < 0) {
+        if (!a)
+                return -ENOMEM;
+        a->fd = -1;
+        if (asprintf(&a->path, "%s/audit.log", state_dir) < 0 || !(a->dir = strdup(state_dir))) {
+                free(a->path);
                 free(a);
                 return -ENOMEM;
         }
-        a->fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (a->fd < 0) {
-                int e = -errno;
-                free(a->path);
-                free(a);
-                return e;
-        }
         *out = a;
         return 0;
+}
+
+/* The file is opened at the first record, so a `gadgetd run` of a gadget
+ * without bindings leaves no trace in the state directory. */
+static int open_file(struct audit *a)
+{
+        if (a->fd >= 0)
+                return 0;
+        if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        a->fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        return a->fd < 0 ? -errno : 0;
 }
 
 void audit_close(struct audit *a)
 {
         if (!a)
                 return;
-        close(a->fd);
+        if (a->fd >= 0)
+                close(a->fd);
         free(a->path);
+        free(a->dir);
         free(a);
 }
 
@@ -87,8 +99,8 @@ void audit_write(struct audit *a, const struct audit_record *r)
         json_decref(o);
         if (!line)
                 return;
-        log_msg(r->outcome == AUDIT_OK ? L_INFO : L_WARN, r->gadget, "audit %s", line);
-        if (a) {
+        log_msg(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r->gadget, "audit %s", line);
+        if (a && open_file(a) == 0) {
                 size_t n = strlen(line);
                 line[n] = '\n';
                 /* One write with O_APPEND: records never interleave. */
@@ -120,6 +132,11 @@ int audit_tail(struct audit *a, const char *gadget, size_t n, char ***lines)
         char *buf = NULL;
         size_t cap = 0;
         FILE *f = fopen(a->path, "re");
+        if (!f && errno == ENOENT) { /* no record written yet */
+                free(ring);
+                *lines = calloc(1, sizeof **lines);
+                return *lines ? 0 : -ENOMEM;
+        }
         if (!ring || !f) {
                 free(ring);
                 if (f)

@@ -19,7 +19,8 @@ struct audit_record {
 
 struct audit;
 
-/* Opens (appending, creating 0600) STATE_DIR/audit.log. 0 or -errno. */
+/* Prepares STATE_DIR/audit.log (appending, created 0600 with its directory
+ * at the first record). 0 or -errno. */
 int audit_open(const char *state_dir, struct audit **out);
 void audit_close(struct audit *a);
 /* Writes one record; the line written (without newline) is passed to the

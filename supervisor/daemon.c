@@ -19,6 +19,7 @@
 #include "http.h"
 #include "log.h"
 #include "policy.h"
+#include "run.h"
 #include "unit.h"
 
 #define QUIT_TIMEOUT_MS 5000
@@ -243,6 +244,19 @@ void daemon_unit_stopped(struct daemon *d, struct unit *u)
         maybe_quit(d);
 }
 
+void daemon_unit_ready(struct daemon *d, struct unit *u)
+{
+        if (d->run)
+                run_unit_ready(d->run, u);
+        daemon_status_changed(d);
+}
+
+void daemon_unit_exited(struct daemon *d, struct unit *u)
+{
+        if (d->run)
+                run_unit_exited(d->run, u);
+}
+
 void daemon_log_added(struct daemon *d, struct unit *u, size_t lines)
 {
         if (d->control)
@@ -309,21 +323,10 @@ static int make_socket_dir(const char *socket_path)
         return make_dir(dir, 0755);
 }
 
-static int setup(struct daemon *d)
+int daemon_core_open(struct daemon *d)
 {
         int e;
-        struct group *gr = getgrnam(d->group);
-        d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
-        if (!gr)
-                log_msg(L_WARN, NULL, "group %s does not exist: only root may use the control socket", d->group);
-        if ((e = make_dir(d->state_dir, 0700)) < 0) {
-                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
-                return e;
-        }
-        if ((e = make_socket_dir(d->socket_path)) < 0 || (e = make_dir(d->run_dir, 0755)) < 0) {
-                log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
-                return e;
-        }
+        signal(SIGPIPE, SIG_IGN);
         if ((e = audit_open(d->state_dir, &d->audit)) < 0) {
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
@@ -340,7 +343,41 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
                 return e;
         }
-        signal(SIGPIPE, SIG_IGN);
+        return 0;
+}
+
+void daemon_core_close(struct daemon *d)
+{
+        while (d->units) {
+                struct unit *u = d->units;
+                d->units = u->next;
+                unit_free(u);
+        }
+        audit_close(d->audit);
+        d->audit = NULL;
+        http_free(d->http);
+        d->http = NULL;
+        uidpool_close(&d->uids);
+        filter_free(&d->filter);
+}
+
+static int setup(struct daemon *d)
+{
+        int e;
+        struct group *gr = getgrnam(d->group);
+        d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
+        if (!gr)
+                log_msg(L_WARN, NULL, "group %s does not exist: only root may use the control socket", d->group);
+        if ((e = make_dir(d->state_dir, 0700)) < 0) {
+                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
+                return e;
+        }
+        if ((e = make_socket_dir(d->socket_path)) < 0 || (e = make_dir(d->run_dir, 0755)) < 0) {
+                log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
+                return e;
+        }
+        if ((e = daemon_core_open(d)) < 0)
+                return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
         d->ev_int = evsignal_new(d->base, SIGINT, signal_cb, d);
         d->ev_hup = evsignal_new(d->base, SIGHUP, signal_cb, d);
@@ -357,20 +394,12 @@ static int setup(struct daemon *d)
 
 static void teardown(struct daemon *d)
 {
-        while (d->units) {
-                struct unit *u = d->units;
-                d->units = u->next;
-                unit_free(u);
-        }
+        daemon_core_close(d);
         control_free(d->control);
-        audit_close(d->audit);
-        http_free(d->http);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
                         event_free(evs[i]);
-        uidpool_close(&d->uids);
-        filter_free(&d->filter);
         if (d->base)
                 event_base_free(d->base);
 }

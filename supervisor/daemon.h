@@ -31,6 +31,7 @@ struct daemon {
         struct http *http;         /* HTTP requests of http bindings */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
+        struct run_ctx *run;       /* gadgetd run: its one gadget (NULL in the daemon) */
 };
 
 enum daemon_reload_what {
@@ -47,7 +48,15 @@ int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size
 /* Re-reads the policy directory: new files start, removed ones stop,
  * changed ones restart, unchanged ones stay. */
 void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);
+/* What both modes need to run gadgets (audit, HTTP, filters, uid pool),
+ * and its end (every unit freed first). */
+int daemon_core_open(struct daemon *d);
+void daemon_core_close(struct daemon *d);
 /* Hooks the units call. */
+void daemon_unit_ready(struct daemon *d, struct unit *u);
+/* The gadget ended (or could not start) and will not be restarted by
+ * itself: gadgetd run ends with it. */
+void daemon_unit_exited(struct daemon *d, struct unit *u);
 void daemon_unit_stopped(struct daemon *d, struct unit *u);
 void daemon_log_added(struct daemon *d, struct unit *u, size_t lines);
 void daemon_status_changed(struct daemon *d);

@@ -53,7 +53,7 @@ int kv_open(const char *state_dir, const char *gadget, struct kv **out)
         if (!kv)
                 return -ENOMEM;
         snprintf(dir, sizeof dir, "%s/kv", state_dir);
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
                 free(kv);
                 return -errno;
         }

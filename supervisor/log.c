@@ -7,8 +7,19 @@
 
 #include "value.h"
 
+/* The one setting of the log module: gadgetd run shows only warnings and
+ * errors beside the gadget's own output. */
+static enum log_level max_level = L_DEBUG;
+
+void log_set_level(enum log_level level)
+{
+        max_level = level;
+}
+
 void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
 {
+        if (level > max_level)
+                return;
         char line[2048];
         va_list ap;
         va_start(ap, fmt);

@@ -6,6 +6,8 @@
 
 enum log_level { L_ERR = 3, L_WARN = 4, L_INFO = 6, L_DEBUG = 7 };
 
+/* Lines less important than level are not written (default L_DEBUG: all). */
+void log_set_level(enum log_level level);
 /* Writes one line to stderr: "gadgetd: [GADGET] message". gadget may be
  * NULL for lines about gadgetd itself. */
 void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)

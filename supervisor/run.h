@@ -6,4 +6,10 @@
 #define RUN_EXIT_USAGE 2      /* bad command line or policy */
 #define RUN_EXIT_START 125    /* the sandbox could not be set up */
 
+struct run_ctx;
+struct unit;
+
 int run_main(int argc, char **argv);
+/* Hooks from the unit of gadgetd run's one gadget. */
+void run_unit_ready(struct run_ctx *c, struct unit *u);
+void run_unit_exited(struct run_ctx *c, struct unit *u);

@@ -83,8 +83,11 @@ static void drop_worker(struct unit *u, const char *gone)
 {
         bindings_orphan(u);
         if (u->peer) {
-                peer_free(u->peer, gone);
+                /* Callbacks of failing calls run inside peer_free: they must
+                 * not see the peer any more. */
+                struct peer *p = u->peer;
                 u->peer = NULL;
+                peer_free(p, gone);
         }
         struct event **evs[] = { &u->ev_report, &u->ev_out, &u->ev_err };
         for (size_t i = 0; i < 3; i++)
@@ -156,7 +159,12 @@ static void after_exit(struct unit *u, int status)
         describe_status(status, what, sizeof what);
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
-        log_msg(clean || !u->want_running ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        log_msg(clean || !u->want_running || u->d->run ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        if (u->d->run) { /* gadgetd run: one life, no restarts */
+                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                daemon_unit_exited(u->d, u);
+                return;
+        }
         if (!u->want_running) {
                 u->state = UNIT_STOPPED;
                 daemon_unit_stopped(u->d, u);
@@ -235,7 +243,7 @@ static void on_hello(struct peer *p, void *data)
         u->state = UNIT_READY;
         u->cause[0] = '\0';
         log_msg(L_INFO, u->policy->name, "ready");
-        daemon_status_changed(u->d);
+        daemon_unit_ready(u->d, u);
 }
 
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
@@ -300,16 +308,22 @@ void unit_start(struct unit *u)
         u->have_uid = true;
         if ((e = bindings_load_secrets(u, err, sizeof err)) < 0)
                 goto fail;
-        if ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
-            (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0) {
+        /* gadgetd run passes the program's output through; the daemon
+         * reads it line by line. */
+        bool pass = u->d->run != NULL;
+        if (!pass && ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
+                      (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, sizeof err, "output pipes: %s", strerror(-e));
                 goto fail;
         }
-        struct spawn_opts so = { .policy = u->policy, .filter = &u->d->filter, .host_uid = u->uid,
-                                 .stdout_fd = out_w, .stderr_fd = err_w };
+        struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
+                                 .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
+                                 .stderr_fd = pass ? 2 : err_w };
         e = spawn_gadget(&so, &u->child, err, sizeof err);
-        close(out_w);
-        close(err_w);
+        if (!pass) {
+                close(out_w);
+                close(err_w);
+        }
         out_w = err_w = -1;
         if (e < 0)
                 goto fail;
@@ -335,6 +349,7 @@ fail:
         u->state = UNIT_FAILED;
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
         log_msg(L_ERR, u->policy->name, "%s", u->cause);
+        daemon_unit_exited(u->d, u);
 }
 
 void unit_stop(struct unit *u, const char *why)

@@ -45,6 +45,7 @@ struct unit {
         char **secrets;             /* per binding index, secret bindings only */
         size_t n_secrets;
         struct kv *kv;              /* opened at the first kv call */
+        char *const *args;          /* replace the policy's Arguments (gadgetd run) */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
         bool want_running;        /* false once stopped on purpose */
