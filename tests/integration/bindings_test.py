@@ -210,6 +210,8 @@ class Server:
 
             def reply(self):
                 outer.seen.append((self.command, self.path, dict(self.headers)))
+                if self.path.startswith("/api/slow"):
+                    time.sleep(3)
                 if self.path.startswith("/api/redirect"):
                     self.send_response(302)
                     self.send_header("Location", "http://127.0.0.1:%d/private/" % outer.port)
@@ -228,8 +230,14 @@ class Server:
 
             do_GET = do_POST = do_DELETE = reply
 
-        socketserver.TCPServer.allow_reuse_address = True
-        self.httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        class Quiet(socketserver.ThreadingTCPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # clients that give up early (timeouts, size limits)
+
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -241,6 +249,27 @@ def http_policy(d, srv, extra=""):
     policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/api/\nMethods=GET POST\n"
                          "MaxResponseSize=1K\nMaxRequestSize=64\nTimeout=5s\n%s" % (srv.port, extra))
     ready(d, "web")
+
+
+@test
+def http_does_not_block_the_loop(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            http_policy(d, srv)
+            policy(d.pol, "other")
+            ready(d, "other")
+            slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "web", "binding",
+                                     json.dumps({"binding": "WEB", "op": "request",
+                                                 "args": {"url": "http://127.0.0.1:%d/api/slow" % srv.port}})],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(0.5)
+            start = time.time()
+            r = d.ctl("call", "other", "echo", '"quick"')
+            check(r.stdout.strip() == '"quick"' and time.time() - start < 2, "gadgetd was blocked")
+            slow.communicate(timeout=30)
+    finally:
+        srv.close()
 
 
 @test
@@ -330,6 +359,37 @@ def http_response_size_limit(tmp):
             check(rc != 0 and "MaxResponseSize" in err, "big: %r" % err)
     finally:
         srv.close()
+
+
+@test
+def http_timeout(tmp):
+    srv = Server()
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/api/\nTimeout=500ms\n"
+                   % srv.port)
+            ready(d, "web")
+            start = time.time()
+            rc, _, err = bcall(d, "web", "WEB", "request", {"url": "http://127.0.0.1:%d/api/slow" % srv.port})
+            check(rc != 0 and "timed out" in err.lower(), "slow: %r" % err)
+            check(time.time() - start < 2.5, "Timeout=500ms did not hold")
+    finally:
+        srv.close()
+
+
+@test
+def audit_follow(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "audit", "store", "-f"], stdout=subprocess.PIPE,
+                             text=True)
+        time.sleep(0.3)
+        bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+        rec = json.loads(f.stdout.readline())
+        f.kill()
+        check(rec["gadget"] == "store" and rec["binding"] == "DATA" and rec["op"] == "put" and
+              rec["outcome"] == "ok" and "duration_us" in rec and "bytes" in rec, "record: %r" % rec)
 
 
 @test
