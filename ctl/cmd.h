@@ -38,3 +38,5 @@ int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a);
+/* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
+int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);

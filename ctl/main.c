@@ -35,7 +35,7 @@ static const struct command commands[] = {
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
           "With --json: an array of objects with the fields name, state, cause, pid,\n"
-          "uptime_ms, restarts, calls and memory_bytes.\n" },
+          "uptime_ms, restarts, calls, memory_bytes, tasks and cpu_usec (0: unknown).\n" },
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",
           "With --json: one object with the fields of `list --json` and policy_path,\n"
@@ -55,6 +55,13 @@ static const struct command commands[] = {
           "error), bytes, duration_us and, for failures, detail.\n"
           "  -n, --lines N   only the last N records (default all, 10 with -f)\n"
           "  -f, --follow    keep printing new records until interrupted\n" },
+        { "selftest", cmd_selftest, 0, 1, "h", "[POLICY]",
+          "run the escape probe in a sandbox on this host and show every attempt",
+          "Runs `gadgetd run` (as root) with the escape probe under the default policy, or\n"
+          "under POLICY with the probe as its program, and prints each way out it tried\n"
+          "with its verdict. Exit status 1 if anything escaped. No daemon is needed.\n"
+          "GADGETD and GADGETD_ESCAPE_PROBE override the paths of gadgetd and the probe.\n"
+          "With --json: [{\"attempt\", \"verdict\", \"detail\"}].\n" },
         { "check", check_run, 1, -1, "h", "FILE...",
           "validate policy files here, without gadgetd",
           "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"

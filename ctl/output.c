@@ -32,6 +32,19 @@ const char *output_uptime(uint64_t ms, char *buf, size_t len)
         return buf;
 }
 
+const char *output_cpu(uint64_t usec, char *buf, size_t len)
+{
+        uint64_t cs = usec / 10000; /* hundredths of a second */
+
+        if (usec == 0)
+                snprintf(buf, len, "-");
+        else if (cs < 6000)
+                snprintf(buf, len, "%" PRIu64 ".%02" PRIu64 "s", cs / 100, cs % 100);
+        else
+                output_uptime(usec / 1000, buf, len);
+        return buf;
+}
+
 const char *output_size(uint64_t bytes, char *buf, size_t len)
 {
         static const char units[] = "KMGTPE";

@@ -15,6 +15,9 @@
 const char *output_uptime(uint64_t ms, char *buf, size_t len);
 /* "512B", "1.5K", "12.3M" (powers of 1024); "-" for 0 (unknown). Returns buf. */
 const char *output_size(uint64_t bytes, char *buf, size_t len);
+/* CPU time: "0.05s", "12.34s", then as output_uptime ("5m12s"); "-" for 0
+ * (unknown). Returns buf. */
+const char *output_cpu(uint64_t usec, char *buf, size_t len);
 
 /* Flags of output_escape. */
 #define OUTPUT_KEEP_TAB 1u

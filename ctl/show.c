@@ -79,10 +79,11 @@ int show_line(FILE *f, const char *s)
 /* The fields of GadgetInfo, named as in control.proto. */
 static json_t *info_json(const Control__GadgetInfo *g)
 {
-        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I}", "name", g->name, "state",
-                         g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
+        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
+                         "state", g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
                          clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
-                         clamp(g->calls), "memory_bytes", clamp(g->memory_bytes));
+                         clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
+                         clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec));
 }
 
 /* `list --json`: an array of info_json objects. */
@@ -102,8 +103,8 @@ static int list_json(FILE *f, const Control__GadgetList *l)
 int show_list(FILE *f, const Control__GadgetList *l, bool json)
 {
         static const char *const headers[] = { "NAME", "STATE", "PID", "UPTIME", "RESTARTS",
-                                               "CALLS", "MEMORY" };
-        static const bool right[] = { false, false, true, true, true, true, true };
+                                               "CALLS", "MEMORY", "TASKS", "CPU" };
+        static const bool right[] = { false, false, true, true, true, true, true, true, true };
         struct output_table *t;
         int e = 0;
 
@@ -113,18 +114,22 @@ int show_list(FILE *f, const Control__GadgetList *l, bool json)
                 fputs("no gadgets loaded\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        t = output_table_new(7, headers, right);
+        t = output_table_new(9, headers, right);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_gadgets && e >= 0; i++) {
                 const Control__GadgetInfo *g = l->gadgets[i];
                 char pid[16] = "-", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
-                const char *row[7] = { g->name, g->state, pid, up, rs, calls, mem };
+                char tasks[24] = "-", cpu[OUTPUT_UNIT_MAX];
+                const char *row[9] = { g->name, g->state, pid, up, rs, calls, mem, tasks, cpu };
 
                 if (g->pid > 0)
                         snprintf(pid, sizeof(pid), "%d", (int)g->pid);
                 output_uptime(g->uptime_ms, up, sizeof(up));
                 output_size(g->memory_bytes, mem, sizeof(mem));
+                output_cpu(g->cpu_usec, cpu, sizeof(cpu));
+                if (g->tasks > 0)
+                        snprintf(tasks, sizeof(tasks), "%llu", (unsigned long long)g->tasks);
                 snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
                 snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
                 e = output_table_add(t, row);
@@ -233,12 +238,15 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
 {
         const Control__GadgetInfo *g = s->info;
         char pid[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
+        char tasks[24] = "", cpu[OUTPUT_UNIT_MAX];
         int e;
 
         if (json)
                 return show_json(f, status_json(s));
         if (g->pid > 0)
                 snprintf(pid, sizeof(pid), "%d", (int)g->pid);
+        if (g->tasks > 0)
+                snprintf(tasks, sizeof(tasks), "%llu", (unsigned long long)g->tasks);
         snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
         snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
         e = put_escaped(f, g->name, 0);
@@ -253,6 +261,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 put_field(f, "Restarts", rs);
                 put_field(f, "Calls", calls);
                 put_field(f, "Memory", output_size(g->memory_bytes, mem, sizeof(mem)));
+                put_field(f, "Tasks", tasks);
+                put_field(f, "CPU", output_cpu(g->cpu_usec, cpu, sizeof(cpu)));
                 e = put_field(f, "Limits mode", s->limits_mode);
         }
         if (e >= 0)

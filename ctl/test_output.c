@@ -52,6 +52,17 @@ static void test_size(void)
         CHECK_STR(output_size(UINT64_MAX, buf, sizeof(buf)), "16.0E", "size of UINT64_MAX");
 }
 
+static void test_cpu(void)
+{
+        CHECK_STR(output_cpu(0, buf, sizeof(buf)), "-", "cpu 0 is -");
+        CHECK_STR(output_cpu(9999, buf, sizeof(buf)), "0.00s", "cpu under a hundredth");
+        CHECK_STR(output_cpu(50000, buf, sizeof(buf)), "0.05s", "cpu 0.05s");
+        CHECK_STR(output_cpu(1234567, buf, sizeof(buf)), "1.23s", "cpu 1.23s");
+        CHECK_STR(output_cpu(59999999, buf, sizeof(buf)), "59.99s", "cpu 59.99s");
+        CHECK_STR(output_cpu(60000000, buf, sizeof(buf)), "1m00s", "cpu a minute as uptime");
+        CHECK_STR(output_cpu(UINT64_MAX, buf, sizeof(buf)), "213503982d08h", "cpu of UINT64_MAX us fits");
+}
+
 static void check_escape(const char *in, unsigned flags, const char *want, const char *what)
 {
         char *got = output_escape(in, flags);
@@ -96,7 +107,8 @@ static void test_table(void)
 }
 
 static Control__GadgetInfo info(const char *name, const char *state, const char *cause, int pid,
-                                uint64_t up, uint32_t restarts, uint64_t calls, uint64_t mem)
+                                uint64_t up, uint32_t restarts, uint64_t calls, uint64_t mem,
+                                uint64_t tasks, uint64_t cpu_usec)
 {
         Control__GadgetInfo g = CONTROL__GADGET_INFO__INIT;
         g.name = (char *)name;
@@ -107,13 +119,15 @@ static Control__GadgetInfo info(const char *name, const char *state, const char 
         g.restarts = restarts;
         g.calls = calls;
         g.memory_bytes = mem;
+        g.tasks = tasks;
+        g.cpu_usec = cpu_usec;
         return g;
 }
 
 static void test_list(void)
 {
-        Control__GadgetInfo a = info("hello", "ready", "", 4242, 312000, 0, 17, 12897485);
-        Control__GadgetInfo b = info("wordcount", "failed", "exited with status 1", 0, 0, 5, 0, 0);
+        Control__GadgetInfo a = info("hello", "ready", "", 4242, 312000, 0, 17, 12897485, 3, 1234567);
+        Control__GadgetInfo b = info("wordcount", "failed", "exited with status 1", 0, 0, 5, 0, 0, 0, 0);
         Control__GadgetInfo *gs[] = { &a, &b };
         Control__GadgetList l = CONTROL__GADGET_LIST__INIT;
         char *out = NULL;
@@ -122,17 +136,19 @@ static void test_list(void)
         l.n_gadgets = 2;
         CAPTURE(out, CHECK(show_list(f, &l, false) == 0, "list printed"));
         CHECK_STR(out,
-                  "NAME       STATE    PID  UPTIME  RESTARTS  CALLS  MEMORY\n"
-                  "hello      ready   4242   5m12s         0     17   12.3M\n"
-                  "wordcount  failed     -       -         5      0       -\n",
+                  "NAME       STATE    PID  UPTIME  RESTARTS  CALLS  MEMORY  TASKS    CPU\n"
+                  "hello      ready   4242   5m12s         0     17   12.3M      3  1.23s\n"
+                  "wordcount  failed     -       -         5      0       -      -      -\n",
                   "list table");
         free(out);
         CAPTURE(out, show_list(f, &l, true));
         CHECK_STR(out,
                   "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
-                  "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485},"
+                  "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485,"
+                  "\"tasks\":3,\"cpu_usec\":1234567},"
                   "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
-                  "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0}]\n",
+                  "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0,"
+                  "\"tasks\":0,\"cpu_usec\":0}]\n",
                   "list JSON: an array of GadgetInfo objects");
         free(out);
         l.n_gadgets = 0;
@@ -147,7 +163,7 @@ static void test_list(void)
 static void test_status(void)
 {
         Control__GadgetInfo g = info("notes", "ready", "killed by signal SIGSEGV", 99, 7380000, 1, 3,
-                                     2048);
+                                     2048, 16, 61500000);
         Control__Binding b1 = CONTROL__BINDING__INIT, b2 = CONTROL__BINDING__INIT;
         Control__Binding *bs[] = { &b1, &b2 };
         char *limits[] = { "MemoryMax=64M", "TasksMax=16" };
@@ -160,7 +176,7 @@ static void test_status(void)
         b2.name = "PEER", b2.type = "gadget";
         s.info = &g;
         s.policy_path = "/etc/gadgetd/policy.d/notes.policy";
-        s.limits_mode = "cgroup";
+        s.limits_mode = "cgroup v1";
         s.limits = limits, s.n_limits = 2;
         s.methods = methods, s.n_methods = 2;
         s.bindings = bs, s.n_bindings = 2;
@@ -175,7 +191,9 @@ static void test_status(void)
                   "   Restarts: 1\n"
                   "      Calls: 3\n"
                   "     Memory: 2.0K\n"
-                  "Limits mode: cgroup\n"
+                  "      Tasks: 16\n"
+                  "        CPU: 1m01s\n"
+                  "Limits mode: cgroup v1\n"
                   "     Limits: MemoryMax=64M, TasksMax=16\n"
                   "   Bindings: NOTES (kv), PEER (gadget)\n"
                   "    Methods: get, put\n"
@@ -189,7 +207,8 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup\","
+                  "\"tasks\":16,\"cpu_usec\":61500000,"
+                  "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\"},{\"name\":\"PEER\",\"type\":\"gadget\"}],"
                   "\"methods\":[\"get\",\"put\"],"
@@ -197,12 +216,13 @@ static void test_status(void)
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
-        g = info("notes", "failed", "exited with status 3", 0, 0, 5, 0, 0);
+        g = info("notes", "failed", "exited with status 3", 0, 0, 5, 0, 0, 0, 0);
         s.n_limits = s.n_methods = s.n_bindings = s.n_log_tail = 0;
         s.limits_mode = "";
         CAPTURE(out, show_status(f, &s, false));
         CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
                       strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
+                      strstr(out, "      Tasks: -\n") && strstr(out, "        CPU: -\n") &&
                       strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n"),
               "stopped gadget: cause, and - for what is missing");
         free(out);
@@ -281,6 +301,7 @@ int main(void)
 {
         test_uptime();
         test_size();
+        test_cpu();
         test_escape();
         test_table();
         test_list();

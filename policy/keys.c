@@ -380,6 +380,38 @@ static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
         return -EINVAL;
 }
 
+/* UI=: the gadget's HTML UI, which gadgetd (root) reads and serves to
+ * whoever holds the gateway's token. Why the checks are safe: a regular
+ * file (a FIFO or device could block gadgetd), named *.html or *.htm, at
+ * most POLICY_UI_MAX, and readable by every user: a UI is public by
+ * nature, and a policy must not turn gadgetd into a reader of files only
+ * root may read (/etc/shadow named as a UI would be refused here). */
+static int policy_set_ui(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        struct stat st;
+        char *path;
+        int r = policy_regular_file(c, key, value, &path, &st);
+        const char *dot;
+
+        if (r < 0)
+                return r;
+        dot = strrchr(path, '.');
+        if (!dot || strchr(dot, '/') || (strcmp(dot, ".html") != 0 && strcmp(dot, ".htm") != 0))
+                policy_err(c, "%s=%s is not an HTML file (*.html or *.htm)", key, POLICY_Q(value));
+        else if (!(st.st_mode & S_IROTH))
+                policy_err(c, "%s=%s is not readable by every user (a UI is public: chmod a+r)", key,
+                           POLICY_Q(value));
+        else if (st.st_size > POLICY_UI_MAX)
+                policy_err(c, "%s=%s is larger than %d bytes", key, POLICY_Q(value), POLICY_UI_MAX);
+        else {
+                p->ui = path;
+                return 0;
+        }
+        free(path);
+        return -EINVAL;
+}
+
 #define G(field) offsetof(struct policy, field)
 
 /* Name and Exec first: POLICY_KEY_NAME and POLICY_KEY_EXEC index them. */
@@ -401,6 +433,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "CallTimeout", KIND_DURATION, 0, 0, G(call_timeout_ms), 0, NULL },
         { "RuntimeMax", KIND_DURATION, KEY_INFINITY, 0, G(runtime_max_ms), 0, NULL },
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
+        { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
 };
 
 _Static_assert(sizeof(policy_gadget_keys) / sizeof(policy_gadget_keys[0]) == POLICY_N_GADGET_KEYS,

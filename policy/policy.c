@@ -460,6 +460,14 @@ int policy_load(const char *path, struct policy **out, struct policy_errors *err
                 why = "not a regular file";
                 goto out;
         }
+        /* Why this is safe: a policy decides what a gadget may do, so when
+         * root reads one, nobody but root may have been able to change it. */
+        if (geteuid() == 0 && (st.st_uid != 0 || (st.st_mode & 022))) {
+                r = -EINVAL;
+                why = st.st_uid != 0 ? "owned by a user other than root; refused"
+                                     : "writable by group or others; refused (chmod go-w)";
+                goto out;
+        }
         r = policy_read(fd, &text, &len);
         if (r < 0) {
                 why = r == -EFBIG ? "larger than 1 MiB" : "cannot read";
@@ -493,6 +501,7 @@ void policy_free(struct policy *p)
         free(p->path);
         free(p->name);
         free(p->exec);
+        free(p->ui);
         policy_strv_free(p->argv);
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);

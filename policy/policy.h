@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define POLICY_UNLIMITED UINT64_MAX
+#define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
 
 enum policy_restart {
         POLICY_RESTART_NO,
@@ -68,6 +69,7 @@ struct policy {
         uint64_t call_timeout_ms;/* CallTimeout=, default 30 s */
         uint64_t runtime_max_ms; /* RuntimeMax=, 0 = none */
         enum policy_restart restart; /* Restart=, default no */
+        char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;
         size_t n_bindings;
 };

@@ -99,7 +99,7 @@ void audit_write(struct audit *a, const struct audit_record *r)
         json_decref(o);
         if (!line)
                 return;
-        log_msg(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r->gadget, "audit %s", line);
+        log_audit(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r, line);
         if (a && open_file(a) == 0) {
                 size_t n = strlen(line);
                 line[n] = '\n';

@@ -8,22 +8,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway.h"
+#include "policy.h"
 #include "uidpool.h"
 
 static void usage(FILE *f)
 {
         fprintf(f, "usage: gadgetd [--config FILE] [--policy-dir DIR] [--state-dir DIR] [--socket PATH]\n"
                    "               [--run-dir DIR] [--group NAME] [--uid-base N]\n"
+                   "               [--limits-mode MODE] [--allow-degraded-limits]\n"
                    "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
-                   "                    Socket, Group, UidBase (command-line options win)\n"
+                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits\n"
+                   "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
+                   "                    TokenFile=PATH serve the browser gateway (off without them)\n"
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
                    "  --run-dir DIR     default %s (uid locks)\n"
                    "  --group NAME      may use the control socket besides root, default %s\n"
                    "  --uid-base N      first host uid for gadgets, default %u\n"
+                   "  --limits-mode MODE  auto (default: cgroup v2, else v1, else rlimits), cgroup-v2,\n"
+                   "                    cgroup-v1 or rlimits\n"
+                   "  --allow-degraded-limits  start a gadget whose MemoryMax or CPUQuota the mode cannot\n"
+                   "                    enforce, with what it can (default: such a gadget does not start)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
                 CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
                 UIDPOOL_DEFAULT_BASE);
@@ -50,12 +59,51 @@ static int parse_uid(const char *v, uid_t *out)
         return 0;
 }
 
+/* One parse of the file: the reason for the first bad line, where known. */
+struct file_ctx {
+        struct config *cfg;
+        char why[320];
+};
+
+static int file_bad(struct file_ctx *fc, const char *why)
+{
+        if (!fc->why[0])
+                snprintf(fc->why, sizeof fc->why, "%s", why);
+        return 0;
+}
+
+/* [Gateway]: Listen=ADDRESS:PORT and TokenFile=PATH (checked here, read
+ * when the gateway opens). 1 to go on, 0 marks the line as an error. */
+static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
+{
+        struct sockaddr_storage sa;
+        socklen_t len;
+        char why[300];
+        if (strcmp(key, "Listen") == 0) {
+                if (gateway_parse_listen(value, &sa, &len, why, sizeof why) < 0)
+                        return file_bad(fc, why);
+                return set_str(&fc->cfg->gateway_listen, value) == 0;
+        }
+        if (strcmp(key, "TokenFile") == 0) {
+                if (value[0] != '/') {
+                        snprintf(why, sizeof why, "TokenFile=\"%.200s\" is not an absolute path", value);
+                        return file_bad(fc, why);
+                }
+                return set_str(&fc->cfg->gateway_token_file, value) == 0;
+        }
+        snprintf(why, sizeof why, "unknown key \"%.64s\" in [Gateway] (Listen=, TokenFile=)", key);
+        return file_bad(fc, why);
+}
+
 /* inih handler: 1 to go on, 0 marks the line as an error. */
 static int file_key(void *arg, const char *section, const char *key, const char *value)
 {
-        struct config *cfg = arg;
+        struct file_ctx *fc = arg;
+        struct config *cfg = fc->cfg;
+        if (strcmp(section, "Gateway") == 0)
+                return gateway_key(fc, key, value);
         if (strcmp(section, "Daemon") != 0)
-                return strcmp(section, "Gateway") == 0; /* read by the gateway */
+                return 0;
         if (strcmp(key, "PolicyDirectory") == 0)
                 return set_str(&cfg->policy_dir, value) == 0;
         if (strcmp(key, "StateDirectory") == 0)
@@ -68,18 +116,28 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return set_str(&cfg->group, value) == 0;
         if (strcmp(key, "UidBase") == 0)
                 return parse_uid(value, &cfg->uid_base) == 0;
+        if (strcmp(key, "LimitsMode") == 0)
+                return limiter_parse_mode(value, &cfg->limits_mode) == 0;
+        if (strcmp(key, "AllowDegradedLimits") == 0)
+                return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
         return 0;
 }
 
 static int read_file(const char *path, struct config *cfg)
 {
-        int line = ini_parse(path, file_key, cfg);
+        struct file_ctx fc = { .cfg = cfg };
+        int line = ini_parse(path, file_key, &fc);
         if (line == -1) {
                 fprintf(stderr, "gadgetd: %s: cannot open: %s\n", path, strerror(errno));
                 return -EINVAL;
         }
         if (line != 0) {
-                fprintf(stderr, "gadgetd: %s:%d: unknown section or key, or bad value\n", path, line);
+                fprintf(stderr, "gadgetd: %s:%d: %s\n", path, line,
+                        fc.why[0] ? fc.why : "unknown section or key, or bad value");
+                return -EINVAL;
+        }
+        if (!cfg->gateway_listen != !cfg->gateway_token_file) {
+                fprintf(stderr, "gadgetd: %s: [Gateway] needs both Listen= and TokenFile=\n", path);
                 return -EINVAL;
         }
         return 0;
@@ -96,6 +154,8 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "run-dir", required_argument, NULL, 'r' },
                 { "group", required_argument, NULL, 'g' },
                 { "uid-base", required_argument, NULL, 'u' },
+                { "limits-mode", required_argument, NULL, 'l' },
+                { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { 0 },
         };
         *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE };
@@ -122,6 +182,12 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                         if ((e = parse_uid(optarg, &cfg->uid_base)) < 0)
                                 fprintf(stderr, "gadgetd: --uid-base: \"%s\" is not a uid above 0\n", optarg);
                         break;
+                case 'l':
+                        if ((e = limiter_parse_mode(optarg, &cfg->limits_mode)) < 0)
+                                fprintf(stderr, "gadgetd: --limits-mode: \"%s\" is not one of auto, cgroup-v2, "
+                                        "cgroup-v1, rlimits\n", optarg);
+                        break;
+                case 'D': cfg->allow_degraded_limits = true; break;
                 default: usage(stderr); goto fail;
                 }
                 if (e < 0)
@@ -151,5 +217,7 @@ void config_free(struct config *cfg)
         free(cfg->run_dir);
         free(cfg->socket_path);
         free(cfg->group);
+        free(cfg->gateway_listen);
+        free(cfg->gateway_token_file);
         *cfg = (struct config){ 0 };
 }

@@ -2,7 +2,10 @@
  * configuration file (--config FILE, systemd-style INI). */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
+
+#include "limiter.h"
 
 #define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
 #define CONFIG_STATE_DIR "/var/lib/gadgetd"
@@ -13,6 +16,10 @@
 struct config {
         char *policy_dir, *state_dir, *run_dir, *socket_path, *group;
         uid_t uid_base;
+        enum limiter_mode limits_mode;   /* --limits-mode, LimitsMode= (default auto) */
+        bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
+        char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
+        char *gateway_token_file;        /* [Gateway] TokenFile= */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "gadget.h"
 #include "log.h"
+#include "notify.h"
 #include "policy.h"
 #include "unit.h"
 #include "validate.h"
@@ -34,6 +35,7 @@ struct control {
         struct event *ev_accept;
         struct client *clients;
         size_t n_clients;
+        bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
 };
 
 struct daemon *client_daemon(const struct client *cl)
@@ -136,50 +138,6 @@ struct client *client_call_end(struct client_call *c)
         return cl;
 }
 
-static bool utf8(const char *s)
-{
-        return value_utf8_valid(s, strlen(s));
-}
-
-/* Checks one request before any handler sees it. */
-static int check_request(const Control__Request *q, char *why, size_t len)
-{
-        const char *name = NULL;
-        switch (q->req_case) {
-        case CONTROL__REQUEST__REQ_LOAD:
-                if (q->load->path[0] != '/' || strlen(q->load->path) > 4096 || !utf8(q->load->path)) {
-                        snprintf(why, len, "load needs an absolute path");
-                        return -EINVAL;
-                }
-                return 0;
-        case CONTROL__REQUEST__REQ_STOP: name = q->stop->name; break;
-        case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
-        case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
-        case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
-        case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
-        case CONTROL__REQUEST__REQ_CALL:
-                name = q->call->name;
-                if (validate_method_name(q->call->method) < 0) {
-                        snprintf(why, len, "invalid method name");
-                        return -EINVAL;
-                }
-                if (q->call->args && value_check(q->call->args, VALUE_MAX_DEPTH, why, len) < 0)
-                        return -EINVAL;
-                break;
-        case CONTROL__REQUEST__REQ_LIST:
-        case CONTROL__REQUEST__REQ_RELOAD:
-                return 0;
-        default:
-                snprintf(why, len, "unknown request kind %d", (int)q->req_case);
-                return -EINVAL;
-        }
-        if (!policy_name_valid(name)) {
-                snprintf(why, len, "invalid gadget name");
-                return -EINVAL;
-        }
-        return 0;
-}
-
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct client *cl = arg;
@@ -202,7 +160,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
                         client_free(cl);
                         return;
                 }
-                if (check_request(q, why, sizeof why) < 0)
+                if (validate_control_request(q, why, sizeof why) < 0)
                         client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
                 else
                         request_handle(cl, q);
@@ -295,6 +253,13 @@ int control_open(struct daemon *d, struct control **out)
         if (!c)
                 return -ENOMEM;
         c->d = d;
+        /* Socket activation: systemd made the socket (mode and group from
+         * gadgetd.socket) and keeps it across restarts of gadgetd. */
+        if ((c->fd = notify_listen_fd()) >= 0) {
+                c->activated = true;
+                log_msg(L_INFO, NULL, "control socket passed by systemd");
+                goto listening;
+        }
         if (strlen(d->socket_path) >= sizeof sa.sun_path) {
                 free(c);
                 return -ENAMETOOLONG;
@@ -309,6 +274,7 @@ int control_open(struct daemon *d, struct control **out)
             chown(d->socket_path, 0, d->group_gid) < 0 ||
             listen(c->fd, 128) < 0)
                 goto fail;
+listening:
         c->ev_accept = event_new(d->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
         if (!c->ev_accept || event_add(c->ev_accept, NULL) < 0) {
                 errno = ENOMEM;
@@ -333,7 +299,8 @@ void control_free(struct control *c)
         if (c->ev_accept)
                 event_free(c->ev_accept);
         close(c->fd);
-        unlink(c->d->socket_path);
+        if (!c->activated)
+                unlink(c->d->socket_path);
         free(c);
 }
 

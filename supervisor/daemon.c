@@ -16,8 +16,10 @@
 #include "audit.h"
 #include "config.h"
 #include "control.h"
+#include "gateway.h"
 #include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "policy.h"
 #include "run.h"
 #include "unit.h"
@@ -265,8 +267,13 @@ void daemon_log_added(struct daemon *d, struct unit *u, size_t lines)
 
 void daemon_status_changed(struct daemon *d)
 {
-        /* sd_notify STATUS= comes with the systemd work. */
-        (void)d;
+        size_t n = 0, ready = 0, failed = 0;
+        for (struct unit *u = d->units; u; u = u->next) {
+                n++;
+                ready += u->state == UNIT_READY;
+                failed += u->state == UNIT_FAILED;
+        }
+        notify_status(d->notify, n, ready, failed);
 }
 
 static void audit_added(void *arg, const char *gadget, const char *line)
@@ -288,11 +295,14 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
         struct daemon *d = arg;
         if (sig == SIGHUP) {
+                notify_reloading(d->notify);
                 daemon_reload(d, NULL, NULL);
+                notify_ready(d->notify);
                 return;
         }
         if (d->quitting)
                 return;
+        notify_stopping(d->notify);
         log_msg(L_INFO, NULL, "stopping every gadget");
         d->quitting = true;
         for (struct unit *u = d->units; u; u = u->next)
@@ -323,6 +333,25 @@ static int make_socket_dir(const char *socket_path)
         return make_dir(dir, 0755);
 }
 
+/* Marks every open fd above 2 close-on-exec: gadgetd's own are so from
+ * birth, but libcurl's internal socketpair and fds inherited from whoever
+ * started gadgetd are not. Workers close all but 0-3 before exec anyway. */
+static void cloexec_all(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                int fd = atoi(de->d_name);
+                if (fd > 2 && fd != dirfd(d)) {
+                        int fl = fcntl(fd, F_GETFD);
+                        if (fl >= 0 && !(fl & FD_CLOEXEC))
+                                fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+                }
+        }
+        if (d)
+                closedir(d);
+}
+
 int daemon_core_open(struct daemon *d)
 {
         int e;
@@ -339,10 +368,18 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "seccomp filter: %s", strerror(-e));
                 return e;
         }
+        cloexec_all();
         if ((e = uidpool_open(&d->uids, d->run_dir, d->uid_base, UIDPOOL_DEFAULT_COUNT)) < 0) {
                 log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
                 return e;
         }
+        char err[512];
+        if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, err, sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "%s", err);
+                return e;
+        }
+        d->limits_mode = d->limiter.mode;
+        limiter_log(&d->limiter);
         return 0;
 }
 
@@ -359,6 +396,7 @@ void daemon_core_close(struct daemon *d)
         d->http = NULL;
         uidpool_close(&d->uids);
         filter_free(&d->filter);
+        limiter_close(&d->limiter);
 }
 
 static int setup(struct daemon *d)
@@ -384,10 +422,17 @@ static int setup(struct daemon *d)
         if (!d->ev_term || !d->ev_int || !d->ev_hup || event_add(d->ev_term, NULL) < 0 ||
             event_add(d->ev_int, NULL) < 0 || event_add(d->ev_hup, NULL) < 0)
                 return -ENOMEM;
+        if ((e = notify_open(d->base, &d->notify)) < 0) {
+                log_msg(L_ERR, NULL, "systemd notifications: %s", strerror(-e));
+                return e;
+        }
         if ((e = control_open(d, &d->control)) < 0) {
                 log_msg(L_ERR, NULL, "control socket %s: %s", d->socket_path, strerror(-e));
                 return e;
         }
+        if (d->gateway_listen &&
+            (e = gateway_open(d, d->gateway_listen, d->gateway_token_file, &d->gateway)) < 0)
+                return e;
         audit_listen(d->audit, audit_added, d);
         return 0;
 }
@@ -395,7 +440,9 @@ static int setup(struct daemon *d)
 static void teardown(struct daemon *d)
 {
         daemon_core_close(d);
+        gateway_free(d->gateway);  /* after the units: their pending calls were answered */
         control_free(d->control);
+        notify_free(d->notify);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
@@ -417,7 +464,10 @@ int daemon_main(int argc, char **argv)
         d.run_dir = cfg.run_dir;
         d.group = cfg.group;
         d.uid_base = cfg.uid_base;
-        d.limits_mode = "rlimits only (LimitNOFILE, TmpSize); memory, tasks and CPU limits not enforced yet";
+        d.limits_want = cfg.limits_mode;
+        d.allow_degraded_limits = cfg.allow_degraded_limits;
+        d.gateway_listen = cfg.gateway_listen;
+        d.gateway_token_file = cfg.gateway_token_file;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);
@@ -426,8 +476,9 @@ int daemon_main(int argc, char **argv)
         }
         log_msg(L_INFO, NULL, "policy directory %s, state directory %s, control socket %s",
                 d.policy_dir, d.state_dir, d.socket_path);
-        log_msg(L_INFO, NULL, "limits: %s", d.limits_mode);
         daemon_reload(&d, NULL, NULL);
+        /* Loaded and listening: systemd may order the next units after us. */
+        notify_ready(d.notify);
         event_base_dispatch(d.base);
         log_msg(L_INFO, NULL, "stopped");
         teardown(&d);

@@ -8,6 +8,7 @@
 #include <event2/event.h>
 
 #include "filter.h"
+#include "limiter.h"
 #include "uidpool.h"
 
 struct unit;
@@ -22,16 +23,23 @@ struct daemon {
         const char *group;         /* may use the control socket besides root */
         gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
         uid_t uid_base;
-        const char *limits_mode;   /* how resource limits are enforced */
+        const char *limits_mode;   /* how resource limits are enforced (limiter.mode) */
+        enum limiter_mode limits_want;  /* --limits-mode */
+        bool allow_degraded_limits;
+        struct limiter limiter;
         struct gadget_filter filter;
         struct uidpool uids;
         struct unit *units;        /* every loaded gadget */
         struct control *control;
+        const char *gateway_listen;      /* [Gateway] Listen=, NULL: no gateway */
+        const char *gateway_token_file;  /* [Gateway] TokenFile= */
+        struct gateway *gateway;         /* the browser gateway, if configured */
         struct audit *audit;       /* STATE_DIR/audit.log */
         struct http *http;         /* HTTP requests of http bindings */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
         struct run_ctx *run;       /* gadgetd run: its one gadget (NULL in the daemon) */
+        struct notify *notify;     /* sd_notify, watchdog (NULL in gadgetd run) */
 };
 
 enum daemon_reload_what {

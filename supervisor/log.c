@@ -1,11 +1,24 @@
-/* log: plain lines on stderr (journald fields come with the systemd work). */
+/* log: structured entries under journald, plain lines on stderr elsewhere. */
 #include "log.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef HAVE_LIBSYSTEMD
+#define SD_JOURNAL_SUPPRESS_LOCATION /* CODE_FILE= would always name this file */
+#include <systemd/sd-journal.h>
+#endif
 
+#include "audit.h"
 #include "value.h"
+
+/* MESSAGE_ID= of audit records: `journalctl MESSAGE_ID=...` lists them all. */
+#define AUDIT_MESSAGE_ID "MESSAGE_ID=4f0b1d6c8e2a4c7b9a3e5d1f2c6b8a90"
 
 /* The one setting of the log module: gadgetd run shows only warnings and
  * errors beside the gadget's own output. */
@@ -16,6 +29,59 @@ void log_set_level(enum log_level level)
         max_level = level;
 }
 
+/* -1 until checked, then whether stderr is a journald stream. */
+static int journal = -1;
+
+/* True if stderr goes to journald: systemd sets JOURNAL_STREAM to the
+ * device and inode of the stream it connected, so a redirected stderr
+ * (a pipe, a file) is not mistaken for it. */
+static bool journal_check(void)
+{
+#ifdef HAVE_LIBSYSTEMD
+        unsigned long long dev, ino;
+        struct stat st;
+        const char *e = getenv("JOURNAL_STREAM");
+        if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+                return false;
+        return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+#else
+        return false;
+#endif
+}
+
+static bool to_journal(void)
+{
+        if (journal < 0)
+                journal = journal_check();
+        return journal;
+}
+
+static void log_stderr(enum log_level level, const char *gadget, const char *line)
+{
+        const char *tag = level <= L_ERR ? "error: " : level == L_WARN ? "warning: " : "";
+        if (gadget)
+                fprintf(stderr, "gadgetd: [%s] %s%s\n", gadget, tag, line);
+        else
+                fprintf(stderr, "gadgetd: %s%s\n", tag, line);
+}
+
+#ifdef HAVE_LIBSYSTEMD
+/* One journal entry: MESSAGE, PRIORITY, GADGET= (if any). 0 or -errno. */
+static int journal_msg(enum log_level level, const char *gadget, const char *line)
+{
+        if (!gadget)
+                return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", (int)level,
+                                       "SYSLOG_IDENTIFIER=gadgetd", NULL);
+        return sd_journal_send("MESSAGE=[%s] %s", gadget, line, "PRIORITY=%d", (int)level,
+                               "GADGET=%s", gadget, "SYSLOG_IDENTIFIER=gadgetd", NULL);
+}
+#else
+static int journal_msg(enum log_level level, const char *gadget, const char *line)
+{
+        return -ENOSYS;
+}
+#endif
+
 void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
 {
         if (level > max_level)
@@ -25,11 +91,39 @@ void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(line, sizeof line, fmt, ap);
         va_end(ap);
-        const char *tag = level <= L_ERR ? "error: " : level == L_WARN ? "warning: " : "";
-        if (gadget)
-                fprintf(stderr, "gadgetd: [%s] %s%s\n", gadget, tag, line);
-        else
-                fprintf(stderr, "gadgetd: %s%s\n", tag, line);
+        if (to_journal() && journal_msg(level, gadget, line) >= 0)
+                return;
+        log_stderr(level, gadget, line);
+}
+
+#ifdef HAVE_LIBSYSTEMD
+/* An audit record as a journal entry with one field per record field. */
+static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
+{
+        return sd_journal_send("MESSAGE=[%s] audit %s", r->gadget, line, "PRIORITY=%d", (int)level,
+                               AUDIT_MESSAGE_ID, "SYSLOG_IDENTIFIER=gadgetd", "GADGET=%s", r->gadget,
+                               "BINDING=%s", r->binding, "OP=%s", r->op,
+                               "OUTCOME=%s", audit_outcome_name(r->outcome),
+                               "BYTES=%llu", (unsigned long long)r->bytes,
+                               "DURATION_US=%llu", (unsigned long long)r->duration_us,
+                               r->detail ? "DETAIL=%s" : NULL, r->detail, NULL);
+}
+#else
+static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
+{
+        return -ENOSYS;
+}
+#endif
+
+void log_audit(enum log_level level, const struct audit_record *r, const char *line)
+{
+        if (level > max_level)
+                return;
+        if (to_journal() && journal_audit(level, r, line) >= 0)
+                return;
+        char text[2048];
+        snprintf(text, sizeof text, "audit %s", line);
+        log_stderr(level, r->gadget, text);
 }
 
 char *log_escape(const char *in, size_t len, char *out, size_t outlen)

@@ -373,6 +373,8 @@ void peer_each_chain(const struct peer *p, void (*fn)(void *arg, char **chain, s
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
                        const char *message)
 {
+        if (p->state == PEER_CLOSED)
+                return -ENOTCONN;
         Gadget__BindingResult r = GADGET__BINDING_RESULT__INIT;
         Gadget__Error err = GADGET__ERROR__INIT;
         r.id = id;
@@ -388,7 +390,13 @@ int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, 
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT;
         m.binding_result = &r;
-        return send_msg(p, &m);
+        int e = send_msg(p, &m);
+        /* Why this is safe: a gadget that keeps asking without reading the
+         * answers would make gadgetd hold them without bound; it is ended
+         * instead, once its queue of unsent answers is full. */
+        if (e == -ENOBUFS)
+                close_peer(p, "binding calls without reading the answers (queue full)");
+        return e;
 }
 
 int peer_shutdown(struct peer *p)

@@ -25,12 +25,12 @@ static void fill_info(Control__GadgetInfo *gi, struct unit *u)
 {
         gi->name = u->policy->name;
         gi->state = (char *)unit_state_name(u->state);
-        gi->cause = u->cause;
+        gi->cause = u->cause[0] ? u->cause : u->last_cause;
         gi->pid = u->child.pid > 0 ? u->child.pid : 0;
         gi->uptime_ms = unit_uptime_ms(u);
         gi->restarts = u->restarts;
         gi->calls = u->calls;
-        gi->memory_bytes = unit_memory_bytes(u);
+        unit_usage(u, &gi->memory_bytes, &gi->tasks, &gi->cpu_usec);
 }
 
 static void on_load(struct client *cl, const Control__Request *q)
@@ -160,7 +160,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.n_methods = u->peer ? peer_methods(u->peer, &st.methods) : 0;
         st.n_log_tail = n_lines;
         st.log_tail = lines;
-        st.limits_mode = (char *)client_daemon(cl)->limits_mode;
+        st.limits_mode = (char *)unit_limits_mode(u);
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = q->id;
         r.resp_case = CONTROL__RESPONSE__RESP_STATUS;

@@ -97,13 +97,15 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] POLICY\n"
-                   "                   [--call METHOD [JSON]] [-- ARGS...]\n"
+        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--limits-mode MODE]\n"
+                   "                   [--allow-degraded-limits] POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
                    "Runs the gadget of POLICY in its sandbox in the foreground, its bindings served.\n"
                    "  --call METHOD [JSON]  call METHOD once with JSON arguments, print the result, stop\n"
                    "  --state-dir DIR       kv stores and the audit log (default %s)\n"
                    "  --run-dir DIR         where the uid lock file lives (default %s)\n"
                    "  --uid-base N          first host uid for gadgets (default %u)\n"
+                   "  --limits-mode MODE    auto (default), cgroup-v2, cgroup-v1 or rlimits\n"
+                   "  --allow-degraded-limits  run even if MemoryMax or CPUQuota cannot be enforced\n"
                    "Exit status: the gadget's (128+signal if killed); with --call 0 or 1;\n"
                    "2 for a bad command line or policy, 125 if the sandbox could not be set up.\n",
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE);
@@ -162,6 +164,8 @@ int run_main(int argc, char **argv)
                 { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },
                 { "uid-base", required_argument, NULL, 'u' },
+                { "limits-mode", required_argument, NULL, 'l' },
+                { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { 0 },
         };
         struct run_ctx c = { 0 };
@@ -182,6 +186,14 @@ int run_main(int argc, char **argv)
                 case 's': d.state_dir = optarg; break;
                 case 'r': d.run_dir = optarg; break;
                 case 'u': d.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
+                case 'l':
+                        if (limiter_parse_mode(optarg, &d.limits_want) < 0) {
+                                fprintf(stderr, "gadgetd run: --limits-mode: \"%s\" is not one of auto, "
+                                        "cgroup-v2, cgroup-v1, rlimits\n", optarg);
+                                return RUN_EXIT_USAGE;
+                        }
+                        break;
+                case 'D': d.allow_degraded_limits = true; break;
                 default: usage(stderr); return RUN_EXIT_USAGE;
                 }
         }
@@ -214,7 +226,6 @@ int run_main(int argc, char **argv)
         }
         log_set_level(L_WARN);
         ret = RUN_EXIT_START;
-        d.limits_mode = "rlimits";
         if (!(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
                 policy_free(p);
                 goto out;

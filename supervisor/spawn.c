@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -15,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "policy.h"
+#include "paths.h"
 #include "sandbox.h"
 
 #define CHILD_STACK (256u * 1024u)
@@ -147,12 +150,43 @@ static int await_start(const struct spawn_child *c, char *err, size_t errlen)
         return r < 0 ? r : -ECHILD;
 }
 
+/* The policy's host paths with symlinks resolved where that is safe; see
+ * supervisor/paths.c. Sets err and returns -errno on the first refusal. */
+static int resolve_paths(const struct policy *p, char ***ro_real, char *exec_real, char *err, size_t errlen)
+{
+        char real[PATH_MAX];
+        const char *what = NULL;
+        char **v = calloc(p->n_ro_paths + 1, sizeof *v);
+        int e = v ? 0 : -ENOMEM;
+        for (size_t i = 0; e == 0 && i < p->n_ro_paths; i++) {
+                if ((e = paths_resolve_trusted(p->ro_paths[i], real)) < 0)
+                        what = p->ro_paths[i];
+                else if (!(v[i] = strdup(real)))
+                        e = -ENOMEM;
+        }
+        if (e == 0 && (e = paths_resolve_trusted(p->exec, exec_real)) < 0)
+                what = p->exec;
+        if (e < 0) {
+                if (e == -ELOOP)
+                        snprintf(err, errlen, "bind (a symlink in a directory others may write) %s", what);
+                else if (what)
+                        snprintf(err, errlen, "resolve %s: %s", what, strerror(-e));
+                for (size_t i = 0; v && i < p->n_ro_paths; i++)
+                        free(v[i]);
+                free(v);
+                return e;
+        }
+        *ro_real = v;
+        return 0;
+}
+
 int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
 {
         struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
         int sv[2] = { -1, -1 }, go[2] = { -1, -1 }, rep[2] = { -1, -1 };
         int devnull = -1, self = -1, e;
-        char **argv = build_argv(o), **envp = build_envp(o->policy);
+        char **argv = build_argv(o), **envp = build_envp(o->policy), **ro_real = NULL;
+        char exec_real[PATH_MAX];
         void *stack = MAP_FAILED;
 
         snprintf(err, errlen, "out of memory");
@@ -160,6 +194,8 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 e = -ENOMEM;
                 goto out;
         }
+        if ((e = resolve_paths(o->policy, &ro_real, exec_real, err, errlen)) < 0)
+                goto out;
         snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
             pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
@@ -177,8 +213,10 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         }
         struct sandbox_config cfg = {
                 .policy = o->policy, .argv = argv, .envp = envp, .filter = o->filter,
+                .ro_real = ro_real, .exec_real = exec_real,
                 .go_fd = go[0], .parent_pidfd = self, .report_fd = rep[1], .rpc_fd = sv[1],
                 .stdout_fd = o->stdout_fd, .stderr_fd = o->stderr_fd, .devnull_fd = devnull,
+                .nproc = o->nproc, .address_space = o->address_space,
         };
         c.pid = clone(sandbox_main, (char *)stack + CHILD_STACK, NS_FLAGS | CLONE_PIDFD | SIGCHLD,
                       &cfg, &c.pidfd);
@@ -202,6 +240,10 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 snprintf(err, errlen, "user namespace id map: %s", strerror(-e));
                 goto out;
         }
+        /* Into the gadget's cgroup while the child still waits for the go
+         * byte: its whole setup and the program count against the limits. */
+        if (o->cgroup && (e = cgroup_attach(o->cgroup, c.pid, err, errlen)) < 0)
+                goto out;
         if (write(go[1], "g", 1) != 1) {
                 e = -errno;
                 snprintf(err, errlen, "start signal: %s", strerror(errno));
@@ -236,6 +278,9 @@ out:
         if (stack != MAP_FAILED)
                 munmap(stack, CHILD_STACK);
         free(argv);
+        for (size_t i = 0; ro_real && i < o->policy->n_ro_paths; i++)
+                free(ro_real[i]);
+        free(ro_real);
         free_strv(envp);
         return e;
 }

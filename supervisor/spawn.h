@@ -3,9 +3,11 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "filter.h"
 
+struct cgroup;
 struct policy;
 
 struct spawn_opts {
@@ -14,6 +16,9 @@ struct spawn_opts {
         const struct gadget_filter *filter; /* compiled once per gadgetd */
         uid_t host_uid;                  /* the gadget's host uid and gid */
         int stdout_fd, stderr_fd;        /* where the program's output goes */
+        const struct cgroup *cgroup;     /* joined before the sandbox is set up, or NULL */
+        uint64_t nproc;                  /* RLIMIT_NPROC, from limiter_start */
+        uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
 };
 
 struct spawn_child {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "bindings.h"
 #include "daemon.h"
 #include "kv.h"
@@ -26,6 +27,7 @@
 #define MAX_QUICK_FAILURES 5
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 30000
+#define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 
 struct unit_call {
         struct unit *u;
@@ -58,6 +60,8 @@ uint64_t unit_uptime_ms(const struct unit *u)
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
+static void limits_cb(evutil_socket_t fd, short what, void *arg);
+static void runtime_cb(evutil_socket_t fd, short what, void *arg);
 
 struct unit *unit_new(struct daemon *d, struct policy *policy)
 {
@@ -70,8 +74,15 @@ struct unit *unit_new(struct daemon *d, struct policy *policy)
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
         u->out_fd = u->err_fd = -1;
         logbuf_init(&u->log);
+        limiter_run_init(&u->limits);
         u->ev_timer = evtimer_new(d->base, timer_cb, u);
-        if (!u->ev_timer) {
+        u->ev_limits = event_new(d->base, -1, EV_PERSIST, limits_cb, u);
+        u->ev_runtime = evtimer_new(d->base, runtime_cb, u);
+        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime) {
+                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime };
+                for (size_t i = 0; i < 3; i++)
+                        if (evs[i])
+                                event_free(evs[i]);
                 free(u);
                 return NULL;
         }
@@ -102,6 +113,9 @@ static void drop_worker(struct unit *u, const char *gone)
         u->out_fd = u->err_fd = -1;
         spawn_child_close(&u->child);
         u->child.pid = -1;
+        event_del(u->ev_limits);
+        event_del(u->ev_runtime);
+        limiter_end(&u->limits);
         if (u->have_uid) {
                 uidpool_release(&u->d->uids, u->uid);
                 u->have_uid = false;
@@ -121,6 +135,8 @@ void unit_free(struct unit *u)
         bindings_free_secrets(u);
         kv_close(u->kv);
         event_free(u->ev_timer);
+        event_free(u->ev_limits);
+        event_free(u->ev_runtime);
         logbuf_free(&u->log);
         policy_free(u->policy);
         free(u);
@@ -132,6 +148,7 @@ void unit_kill(struct unit *u, const char *why)
                 snprintf(u->cause, sizeof u->cause, "%s", why);
         if (u->child.pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
+        limiter_kill(&u->limits);
 }
 
 /* Describes a wait status the way operators read it. */
@@ -141,6 +158,10 @@ static void describe_status(int status, char *out, size_t len)
                 snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
         } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) {
                 snprintf(out, len, "seccomp violation (SIGSYS)");
+        } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) {
+                snprintf(out, len, "CPU time limit (SIGXCPU)");
+        } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) {
+                snprintf(out, len, "file size limit (SIGXFSZ)");
         } else if (WIFSIGNALED(status)) {
                 const char *s = sigabbrev_np(WTERMSIG(status));
                 snprintf(out, len, "killed by signal SIG%s", s ? s : "?");
@@ -159,6 +180,7 @@ static void after_exit(struct unit *u, int status)
         describe_status(status, what, sizeof what);
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
+        memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         log_msg(clean || !u->want_running || u->d->run ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
         if (u->d->run) { /* gadgetd run: one life, no restarts */
                 u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
@@ -214,6 +236,10 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
                 u->program_status = pstatus;
         u->have_program_status = false;
         describe_status(u->program_status, how, sizeof how);
+        /* The last limit hits, and whether a limit ended it. */
+        limiter_check(&u->limits, u->policy, u->d->audit);
+        if (!u->cause[0])
+                limiter_cause(&u->limits, u->program_status, how, u->cause, sizeof u->cause);
         snprintf(gone, sizeof gone, "the gadget ended (%s)", u->cause[0] ? u->cause : how);
         drop_worker(u, gone);
         after_exit(u, u->program_status);
@@ -311,6 +337,8 @@ void unit_start(struct unit *u)
         /* gadgetd run passes the program's output through; the daemon
          * reads it line by line. */
         bool pass = u->d->run != NULL;
+        if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, sizeof err)) < 0)
+                goto fail;
         if (!pass && ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
                       (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, sizeof err, "output pipes: %s", strerror(-e));
@@ -318,7 +346,8 @@ void unit_start(struct unit *u)
         }
         struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
                                  .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
-                                 .stderr_fd = pass ? 2 : err_w };
+                                 .stderr_fd = pass ? 2 : err_w, .cgroup = u->limits.cg,
+                                 .nproc = u->limits.nproc, .address_space = u->limits.address_space };
         e = spawn_gadget(&so, &u->child, err, sizeof err);
         if (!pass) {
                 close(out_w);
@@ -338,6 +367,9 @@ void unit_start(struct unit *u)
                 goto fail;
         }
         u->child.rpc_fd = -1; /* the peer owns it */
+        arm(u->ev_limits, LIMITS_CHECK_MS);
+        if (u->policy->runtime_max_ms)
+                arm(u->ev_runtime, u->policy->runtime_max_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
@@ -348,7 +380,7 @@ fail:
         drop_worker(u, "the gadget could not start");
         u->state = UNIT_FAILED;
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
-        log_msg(L_ERR, u->policy->name, "%s", u->cause);
+        log_msg(u->d->run ? L_INFO : L_ERR, u->policy->name, "%s", u->cause); /* run says it itself */
         daemon_unit_exited(u->d, u);
 }
 
@@ -412,6 +444,7 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
                 peer_forget(u->peer, c->id);
         c->cb(c->cbdata, NULL, GADGET_ETIMEOUT, msg);
         call_free(c);
+        limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s", msg);
         unit_kill(u, "timeout");
 }
 
@@ -451,8 +484,36 @@ void unit_restart(struct unit *u)
         unit_stop(u, "restarted by gadgetctl");
 }
 
+/* While it runs: new limit hits become audit records. */
+static void limits_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        limiter_check(&u->limits, u->policy, u->d->audit);
+}
+
+/* RuntimeMax: the gadget has run for as long as it may. */
+static void runtime_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        limiter_record(u->d->audit, u->policy->name, "RuntimeMax", "killed after RuntimeMax=%llums",
+                       (unsigned long long)u->policy->runtime_max_ms);
+        unit_kill(u, "runtime limit");
+}
+
+void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+{
+        limiter_usage(&u->limits, memory, tasks, cpu_usec);
+        if (!*memory)
+                *memory = unit_memory_bytes(u);
+}
+
+const char *unit_limits_mode(const struct unit *u)
+{
+        return u->limits.mode[0] ? u->limits.mode : u->d->limiter.mode;
+}
+
 /* Resident memory of PID 1's children (the program and what it forked
- * directly) from /proc, until cgroup accounting is in place. */
+ * directly) from /proc: the estimate without a memory cgroup. */
 uint64_t unit_memory_bytes(const struct unit *u)
 {
         char path[64], buf[4096];

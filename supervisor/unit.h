@@ -10,6 +10,7 @@
 #include <event2/event.h>
 
 #include "gadget.pb-c.h"
+#include "limiter.h"
 #include "logbuf.h"
 #include "spawn.h"
 
@@ -30,11 +31,15 @@ struct unit {
         struct policy *policy;
         enum unit_state state;
         char cause[256];          /* why it last stopped or failed */
+        char last_cause[256];     /* kept while it runs again: why its last run ended */
         struct spawn_child child;
         uid_t uid;
         bool have_uid;
         struct peer *peer;
         struct event *ev_report, *ev_out, *ev_err, *ev_timer;
+        struct limiter_run limits;  /* this run's cgroup and limit hits */
+        struct event *ev_limits;    /* looks at the limit counters while it runs */
+        struct event *ev_runtime;   /* RuntimeMax */
         int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
         struct logbuf log;
         struct timespec started;
@@ -73,7 +78,13 @@ int unit_call(struct unit *u, const char *method, const Gadget__Value *args, cha
               unit_call_fn cb, void *cbdata);
 /* Stops the gadget if it runs, then starts it again. */
 void unit_restart(struct unit *u);
-/* Resident memory of the gadget's processes, 0 if unknown. */
+/* Resident memory of the gadget's processes from /proc, 0 if unknown. */
 uint64_t unit_memory_bytes(const struct unit *u);
+/* Memory, tasks (without the sandbox's init) and CPU use now, from the
+ * gadget's cgroup where there is one; 0 where unknown. */
+void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
+/* How the limits of its last run were enforced (the mode, any degraded
+ * limit); the daemon's mode if it never ran. */
+const char *unit_limits_mode(const struct unit *u);
 const char *unit_state_name(enum unit_state s);
 uint64_t unit_uptime_ms(const struct unit *u);

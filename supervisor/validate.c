@@ -8,6 +8,7 @@
 #include "gadget.h"
 #include "policy.h"
 #include "value.h"
+#include "control.pb-c.h"
 
 #define REFUSE(...) do { snprintf(why, len, __VA_ARGS__); return -EPROTO; } while (0)
 
@@ -100,4 +101,47 @@ int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char
         default:
                 REFUSE("unknown message kind %d", (int)m->msg_case);
         }
+}
+
+static bool utf8(const char *s)
+{
+        return value_utf8_valid(s, strlen(s));
+}
+
+int validate_control_request(const Control__Request *q, char *why, size_t len)
+{
+        const char *name = NULL;
+        switch (q->req_case) {
+        case CONTROL__REQUEST__REQ_LOAD:
+                if (q->load->path[0] != '/' || strlen(q->load->path) > 4096 || !utf8(q->load->path)) {
+                        snprintf(why, len, "load needs an absolute path");
+                        return -EINVAL;
+                }
+                return 0;
+        case CONTROL__REQUEST__REQ_STOP: name = q->stop->name; break;
+        case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
+        case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
+        case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
+        case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
+        case CONTROL__REQUEST__REQ_CALL:
+                name = q->call->name;
+                if (validate_method_name(q->call->method) < 0) {
+                        snprintf(why, len, "invalid method name");
+                        return -EINVAL;
+                }
+                if (q->call->args && value_check(q->call->args, VALUE_MAX_DEPTH, why, len) < 0)
+                        return -EINVAL;
+                break;
+        case CONTROL__REQUEST__REQ_LIST:
+        case CONTROL__REQUEST__REQ_RELOAD:
+                return 0;
+        default:
+                snprintf(why, len, "unknown request kind %d", (int)q->req_case);
+                return -EINVAL;
+        }
+        if (!policy_name_valid(name)) {
+                snprintf(why, len, "invalid gadget name");
+                return -EINVAL;
+        }
+        return 0;
 }

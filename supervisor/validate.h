@@ -15,5 +15,9 @@ struct policy;
 
 /* Returns 0 if m may be acted on, or -EPROTO with the reason in why. */
 int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char *why, size_t len);
+/* Returns 0 if a control request may be handled, or -EINVAL with the
+ * reason in why (gadget names, method names, paths, argument values). */
+struct Control__Request;
+int validate_control_request(const struct Control__Request *q, char *why, size_t len);
 /* Method and operation names: 1..64 of [A-Za-z0-9_.-]. */
 int validate_method_name(const char *s);

@@ -38,7 +38,7 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd,
             close_range((unsigned)rep + 1, ~0U, 0) < 0)
                 goto fail;
         step = "signal mask";
-        if (sigprocmask(SIG_SETMASK, old, NULL) < 0)
+        if (sigprocmask(SIG_SETMASK, old, NULL) < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
         step = "exec";
         execve(cfg->policy->exec, cfg->argv, cfg->envp);

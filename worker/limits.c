@@ -6,6 +6,8 @@
 
 #include "policy.h"
 
+#define PAGE 4096u
+
 static int set_limit(int resource, rlim_t value)
 {
         struct rlimit rl = { .rlim_cur = value, .rlim_max = value };
@@ -14,10 +16,43 @@ static int set_limit(int resource, rlim_t value)
         return 0;
 }
 
-/* Core dumps off and the open-files limit from LimitNOFILE. Soft and hard
- * limits are equal, and the gadget lacks CAP_SYS_RESOURCE to raise them. */
-int limits_apply(const struct policy *p, const char **step)
+/* Sets resource to value, or to the hard limit gadgetd has if that is
+ * lower: raising it would need CAP_SYS_RESOURCE in the host. */
+static int lower_limit(int resource, uint64_t value)
 {
+        struct rlimit cur;
+        rlim_t v = value >= (uint64_t)RLIM_INFINITY ? RLIM_INFINITY : (rlim_t)value;
+        if (getrlimit(resource, &cur) < 0)
+                return -errno;
+        if (cur.rlim_max != RLIM_INFINITY && v > cur.rlim_max)
+                v = cur.rlim_max;
+        return set_limit(resource, v);
+}
+
+/* One page above the size of /tmp: filling /tmp ends in ENOSPC, and only a
+ * sparse file reaching past it meets the limit (EFBIG, SIGXFSZ). */
+static uint64_t file_size_max(uint64_t tmp_size)
+{
+        if (tmp_size > UINT64_MAX - 2 * PAGE)
+                return UINT64_MAX;
+        return ((tmp_size + PAGE - 1) / PAGE + 1) * PAGE;
+}
+
+/* Core dumps off, LimitNOFILE, the file-size limit, and the per-uid
+ * limits. Soft and hard limits are equal, and the gadget lacks
+ * CAP_SYS_RESOURCE to raise them. */
+int limits_apply(const struct sandbox_config *cfg, const char **step)
+{
+        const struct policy *p = cfg->policy;
+        static const struct {
+                const char *step;
+                int resource;
+                uint64_t value;
+        } fixed[] = {
+                { "limit locked memory", RLIMIT_MEMLOCK, SANDBOX_MEMLOCK_MAX },
+                { "limit pending signals", RLIMIT_SIGPENDING, SANDBOX_SIGPENDING_MAX },
+                { "limit message queues", RLIMIT_MSGQUEUE, SANDBOX_MSGQUEUE_MAX },
+        };
         int e;
 
         *step = "limit core dumps";
@@ -26,5 +61,27 @@ int limits_apply(const struct policy *p, const char **step)
         *step = "limit open files";
         if ((e = set_limit(RLIMIT_NOFILE, (rlim_t)p->limit_nofile)) < 0)
                 return e;
+        *step = "limit file size";
+        if ((e = lower_limit(RLIMIT_FSIZE, file_size_max(p->tmp_size))) < 0)
+                return e;
+        *step = "limit tasks";
+        if ((e = lower_limit(RLIMIT_NPROC, cfg->nproc)) < 0)
+                return e;
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+                *step = fixed[i].step;
+                if ((e = lower_limit(fixed[i].resource, fixed[i].value)) < 0)
+                        return e;
+        }
         return 0;
+}
+
+/* The degraded MemoryMax bounds each process of the program, not the
+ * sandbox's init, a copy of gadgetd whose address space (huge under a
+ * sanitizer) must stay usable. */
+int limits_apply_program(const struct sandbox_config *cfg, const char **step)
+{
+        if (cfg->address_space == UINT64_MAX)
+                return 0;
+        *step = "limit address space";
+        return lower_limit(RLIMIT_AS, cfg->address_space);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -79,26 +80,44 @@ static bool plan_covers(const struct mount_plan *plan, const char *path)
  * included) and sets attr on it. Why this is safe: the clone is made with
  * the identity gadgetd gave the child, and the attributes only add
  * restrictions; locked host flags cannot be cleared from a user namespace. */
-static int plan_clone(struct mount_plan *plan, const char *src, uint64_t attr, const char **step)
+/* Clones the host mount tree at real (a path gadgetd resolved, see
+ * supervisor/paths.c) to appear at dst in the sandbox. */
+static int plan_clone_at(struct mount_plan *plan, const char *dst, const char *real, uint64_t attr,
+                         const char **step)
 {
         struct stat st;
         struct mount_item *it;
 
-        *step = set_step(plan, "bind", src);
-        if (stat(src, &st) < 0)
+        *step = set_step(plan, "bind", dst);
+        /* Why this is safe: real has no symlink left, and this open follows
+         * none, so one planted since gadgetd resolved it cannot redirect it. */
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
+        int fd = (int)syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof how);
+        if (fd < 0)
                 return -errno;
-        it = plan_add(plan, src);
-        if (!it)
-                return -ENOMEM;
-        it->is_dir = S_ISDIR(st.st_mode);
-        it->tree_fd = (int)syscall(SYS_open_tree, AT_FDCWD, src,
-                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-        if (it->tree_fd < 0)
-                return -errno;
+        int e = fstat(fd, &st) < 0 ? -errno : 0;
+        it = e < 0 ? NULL : plan_add(plan, dst);
+        if (it) {
+                it->is_dir = S_ISDIR(st.st_mode);
+                it->tree_fd = (int)syscall(SYS_open_tree, fd, "",
+                                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+                if (it->tree_fd < 0)
+                        e = -errno;
+        } else if (e == 0) {
+                e = -ENOMEM;
+        }
+        close(fd);
+        if (e < 0)
+                return e;
         struct mount_attr ma = { .attr_set = attr };
         if (syscall(SYS_mount_setattr, it->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof ma) < 0)
                 return -errno;
         return 0;
+}
+
+static int plan_clone(struct mount_plan *plan, const char *src, uint64_t attr, const char **step)
+{
+        return plan_clone_at(plan, src, src, attr, step);
 }
 
 /* Adds a system directory: a symlink (merged /usr) is recreated, a
@@ -123,7 +142,8 @@ static int plan_system_dir(struct mount_plan *plan, const char *dir, const char 
         return plan_clone(plan, dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, step);
 }
 
-int mounts_prepare(const struct policy *p, struct mount_plan **out, const char **step)
+int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exec_real, struct mount_plan **out,
+                   const char **step)
 {
         const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         struct mount_plan *plan = calloc(1, sizeof *plan);
@@ -144,17 +164,11 @@ int mounts_prepare(const struct policy *p, struct mount_plan **out, const char *
             (e = plan_clone(plan, "/etc/ld.so.cache", ro, step)) < 0)
                 goto out;
         for (size_t i = 0; i < p->n_ro_paths; i++)
-                if ((e = plan_clone(plan, p->ro_paths[i], ro, step)) < 0)
+                if ((e = plan_clone_at(plan, p->ro_paths[i], ro_real[i], ro, step)) < 0)
                         goto out;
         /* The program is already visible if its real path lies in a cloned
          * directory (/bin/sh is /usr/bin/dash on a merged-/usr system). */
-        char real[PATH_MAX];
-        if (!realpath(p->exec, real)) {
-                *step = set_step(plan, "resolve", p->exec);
-                e = -errno;
-                goto out;
-        }
-        if (!plan_covers(plan, real) && (e = plan_clone(plan, p->exec, ro, step)) < 0)
+        if (!plan_covers(plan, exec_real) && (e = plan_clone_at(plan, p->exec, exec_real, ro, step)) < 0)
                 goto out;
         /* Device nodes stay writable (/dev/null must take writes) but
          * nothing on them can be executed or gain set-uid. */

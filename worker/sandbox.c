@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,10 +72,15 @@ int sandbox_main(void *arg)
         if (read(cfg->go_fd, &go, 1) != 1)
                 _exit(125); /* gadgetd gave up on this start */
         close(cfg->go_fd);
+        /* gadgetd moved us into the gadget's own cgroup before the go byte:
+         * a cgroup namespace made now is rooted there, so the gadget sees
+         * "/" and nothing of the host's cgroup paths. */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                fail(cfg->report_fd, "cgroup namespace", errno);
 
         /* Mount sources are cloned while still holding the host identity
          * that may traverse them; see worker/mounts.c. */
-        e = mounts_prepare(p, &plan, &step);
+        e = mounts_prepare(p, cfg->ro_real, cfg->exec_real, &plan, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
         e = become_gadget_user();
@@ -98,7 +104,7 @@ int sandbox_main(void *arg)
                 if (e < 0)
                         fail(cfg->report_fd, step, -e);
         }
-        e = limits_apply(p, &step);
+        e = limits_apply(cfg, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
         e = caps_drop_all();

@@ -41,6 +41,7 @@ def policy(dirname, name, body="", exec_path=None):
     path = os.path.join(dirname, name + ".policy")
     with open(path, "w") as f:
         f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or TESTGADGET, body))
+    os.chmod(path, 0o644)  # gadgetd (root) refuses policies others may write
     return path
 
 

@@ -5,12 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -153,6 +155,82 @@ static void check_writes(void)
         result("create /tmp/x", open("/tmp/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
 
+static void check_rlimits(void)
+{
+        static const struct { const char *name; int resource; } l[] = {
+                { "CORE", RLIMIT_CORE }, { "NOFILE", RLIMIT_NOFILE }, { "NPROC", RLIMIT_NPROC },
+                { "FSIZE", RLIMIT_FSIZE }, { "MEMLOCK", RLIMIT_MEMLOCK }, { "MSGQUEUE", RLIMIT_MSGQUEUE },
+                { "SIGPENDING", RLIMIT_SIGPENDING }, { "AS", RLIMIT_AS },
+        };
+        for (size_t i = 0; i < sizeof l / sizeof *l; i++) {
+                struct rlimit rl;
+                if (getrlimit(l[i].resource, &rl) < 0) {
+                        printf("rlimit %s: %s\n", l[i].name, strerrorname_np(errno));
+                        continue;
+                }
+                if (rl.rlim_cur == RLIM_INFINITY)
+                        printf("rlimit %s: infinity", l[i].name);
+                else
+                        printf("rlimit %s: %llu", l[i].name, (unsigned long long)rl.rlim_cur);
+                if (rl.rlim_max == RLIM_INFINITY)
+                        printf(" infinity\n");
+                else
+                        printf(" %llu\n", (unsigned long long)rl.rlim_max);
+        }
+}
+
+/* Writes /tmp full, then creates empty files until that fails too; then
+ * one byte far past the end of a sparse file (the file-size limit). */
+static void check_tmpfull(void)
+{
+        static char chunk[65536];
+        long long total = 0;
+        ssize_t n = 0;
+        int fd = open("/tmp/fill", O_CREAT | O_WRONLY | O_CLOEXEC, 0600), files = 0;
+        memset(chunk, 'x', sizeof chunk);
+        while (fd >= 0 && (n = write(fd, chunk, sizeof chunk)) > 0)
+                total += n;
+        printf("fill: %s %lld\n", fd < 0 || n < 0 ? strerrorname_np(errno) : "eof", total);
+        if (fd >= 0)
+                close(fd);
+        for (; files < 1000000; files++) {
+                char name[32];
+                snprintf(name, sizeof name, "/tmp/f%d", files);
+                int f = open(name, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+                if (f < 0)
+                        break;
+                close(f);
+        }
+        printf("inodes: %s %d\n", strerrorname_np(errno), files);
+        signal(SIGXFSZ, SIG_IGN);
+        fd = open("/tmp/fill", O_WRONLY | O_CLOEXEC);
+        result("sparse", fd < 0 ? -1 : (int)pwrite(fd, "x", 1, 1ll << 40));
+}
+
+/* Opens /dev/null until that fails. */
+static void check_nofile(void)
+{
+        int n = 0;
+        while (n < 1000000 && open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
+                n++;
+        printf("nofile: %s %d\n", strerrorname_np(errno), n);
+}
+
+/* Forks children that wait, until a fork fails: how many, and the error.
+ * They die with the sandbox's init when the probe ends. */
+static void check_forkmany(void)
+{
+        int n = 0;
+        pid_t p = 0;
+        while (n < 100000 && (p = fork()) > 0)
+                n++;
+        if (p == 0) {
+                pause();
+                _exit(0);
+        }
+        printf("forkmany: %s %d\n", p < 0 ? strerrorname_np(errno) : "none", n);
+}
+
 int main(int argc, char **argv)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -185,6 +263,16 @@ int main(int argc, char **argv)
                 check_paths(argc - 2, argv + 2);
         else if (strcmp(c, "writes") == 0)
                 check_writes();
+        else if (strcmp(c, "rlimits") == 0)
+                check_rlimits();
+        else if (strcmp(c, "tmpfull") == 0)
+                check_tmpfull();
+        else if (strcmp(c, "nofile") == 0)
+                check_nofile();
+        else if (strcmp(c, "forkmany") == 0)
+                check_forkmany();
+        else if (strcmp(c, "cgroup") == 0)
+                print_file("cgroup", "/proc/self/cgroup");
         else if (strcmp(c, "ls") == 0)
                 list_dir("ls", argc > 2 ? argv[2] : "/");
         else if (strcmp(c, "env") == 0) {

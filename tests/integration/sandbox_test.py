@@ -23,6 +23,7 @@ def write_policy(tmp, body, name="probe", exec_path=None):
     path = os.path.join(tmp, name + ".policy")
     with open(path, "w") as f:
         f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or PROBE, body))
+    os.chmod(path, 0o644)  # gadgetd (root) refuses policies others may write
     return path
 
 

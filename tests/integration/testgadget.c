@@ -1,6 +1,7 @@
 /* testgadget: a static gadget the integration tests drive. Its name comes
  * from GADGET_NAME, so one program serves any number of policies.
  * Started with "crash" as its argument it aborts at once (a crash loop). */
+#include <errno.h>
 #include <gadget.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,6 +78,53 @@ static gadget_value *binding(struct gadget_call *call, const gadget_value *args,
         return result ? result : gadget_null();
 }
 
+/* A fork bomb: every process forks for ever (after a refused fork it
+ * tries again 1 ms later), so the gadget grows until a limit holds it. */
+static gadget_value *forkbomb(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        pid_t p = fork();
+        if (p < 0)
+                return gadget_fail(call, GADGET_EFAILED, "fork: %s", strerror(errno));
+        if (p == 0)
+                for (;;)
+                        if (fork() < 0)
+                                usleep(1000);
+        return gadget_string("started");
+}
+
+/* Allocates and touches {"mb": N} MiB, then frees them. */
+static gadget_value *alloc(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t mb = 0;
+        if (!gadget_as_int(gadget_map_get(args, "mb"), &mb) || mb <= 0 || mb > 65536)
+                return gadget_fail(call, GADGET_EINVAL, "alloc needs {\"mb\": N}");
+        size_t len = (size_t)mb << 20;
+        volatile char *p = malloc(len);
+        if (!p)
+                return gadget_fail(call, GADGET_EFAILED, "malloc of %lld MiB failed", (long long)mb);
+        for (size_t i = 0; i < len; i += 4096)
+                p[i] = 1;
+        free((void *)p);
+        return gadget_int(mb);
+}
+
+/* Starts {"procs": N} processes that spin on the CPU for ever. */
+static gadget_value *spin(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t n = 0;
+        if (!gadget_as_int(gadget_map_get(args, "procs"), &n) || n <= 0 || n > 64)
+                return gadget_fail(call, GADGET_EINVAL, "spin needs {\"procs\": N}");
+        for (int64_t i = 0; i < n; i++) {
+                pid_t p = fork();
+                if (p < 0)
+                        return gadget_fail(call, GADGET_EFAILED, "fork: %s", strerror(errno));
+                if (p == 0)
+                        for (volatile unsigned long x = 0;; x++)
+                                ;
+        }
+        return gadget_int(n);
+}
+
 int main(int argc, char **argv)
 {
         if (argc > 1 && strcmp(argv[1], "crash") == 0)
@@ -89,6 +137,9 @@ int main(int argc, char **argv)
         gadget_method(g, "say", say, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
+        gadget_method(g, "forkbomb", forkbomb, NULL);
+        gadget_method(g, "alloc", alloc, NULL);
+        gadget_method(g, "spin", spin, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

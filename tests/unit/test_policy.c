@@ -4,10 +4,13 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* A pointer that must come back untouched from a failed parse. */
 static struct policy sentinel_policy;
@@ -413,6 +416,59 @@ static void test_defaults(void)
         policy_free(p);
 }
 
+/* A temporary *.html file of size bytes and mode; its path in buf. */
+static bool temp_html(char *buf, size_t len, off_t size, mode_t mode)
+{
+        snprintf(buf, len, "/tmp/test-policy-XXXXXX.html");
+        int fd = mkstemps(buf, 5);
+        bool ok = fd >= 0 && ftruncate(fd, size) == 0 && fchmod(fd, mode) == 0;
+
+        if (fd >= 0)
+                close(fd);
+        return ok;
+}
+
+/* UI=: an existing, world-readable regular *.html file, absolute, at most
+ * POLICY_UI_MAX bytes. */
+static void test_ui(void)
+{
+        char fixture[PATH_MAX], text[2 * PATH_MAX + 64], tmp[64];
+        struct policy *p;
+
+        p = expect_ok(HEAD, "no UI=");
+        CHECK(p && p->ui == NULL, "UI defaults to none");
+        policy_free(p);
+
+        CHECK(realpath("../policies/ui.html", fixture) != NULL, "fixture ui.html exists");
+        snprintf(text, sizeof(text), HEAD "UI=%s\n", fixture);
+        p = expect_ok(text, "UI= an HTML file");
+        CHECK(p && p->ui && strcmp(p->ui, fixture) == 0, "UI path kept");
+        policy_free(p);
+
+        expect_error(HEAD "UI=policies/ui.html\n", 4, "UI=\"policies/ui.html\" is not an absolute path");
+        expect_error(HEAD "UI=/nonexistent/ui.html\n", 4, "No such file or directory");
+        expect_error(HEAD "UI=/tmp\n", 4, "UI=\"/tmp\" is not a regular file");
+        expect_error(HEAD "UI=/bin/sh\n", 4, "UI=\"/bin/sh\" is not an HTML file");
+        expect_error(HEAD "UI=\n", 4, "UI= needs a value");
+        snprintf(text, sizeof(text), HEAD "UI=%s\nUI=%s\n", fixture, fixture);
+        expect_error(text, 5, "UI= given twice (first on line 4)");
+
+        if (temp_html(tmp, sizeof(tmp), 10, 0600)) {
+                snprintf(text, sizeof(text), HEAD "UI=%s\n", tmp);
+                expect_error(text, 4, "is not readable by every user");
+        } else {
+                CHECK(false, "temporary file for the private UI");
+        }
+        unlink(tmp);
+        if (temp_html(tmp, sizeof(tmp), POLICY_UI_MAX + 1, 0644)) {
+                snprintf(text, sizeof(text), HEAD "UI=%s\n", tmp);
+                expect_error(text, 4, "is larger than 1048576 bytes");
+        } else {
+                CHECK(false, "temporary file for the large UI");
+        }
+        unlink(tmp);
+}
+
 static void test_syntax(void)
 {
         struct policy *p;
@@ -731,6 +787,7 @@ int main(void)
         test_split();
         test_full();
         test_defaults();
+        test_ui();
         test_syntax();
         test_errors();
         test_quoting();

@@ -1,0 +1,180 @@
+/* selftest: `gadgetctl selftest [POLICY]` runs the escape probe on this host
+ * under the default policy, or under POLICY with the probe as its program,
+ * through `gadgetd run`, and prints every attempt with its verdict. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "output.h"
+#include "show.h"
+
+#ifndef GADGETD_PATH
+#define GADGETD_PATH "/usr/sbin/gadgetd"
+#endif
+#ifndef ESCAPE_PROBE_PATH
+#define ESCAPE_PROBE_PATH "/usr/libexec/gadgetd/escape-probe"
+#endif
+
+/* The policy to run: POLICY's text with the probe as Exec= and no
+ * Arguments=, or a minimal default one. */
+static char *policy_text(const char *path, const char *probe)
+{
+        char *out = NULL;
+        size_t len = 0;
+        FILE *o = open_memstream(&out, &len);
+        if (!o)
+                return NULL;
+        if (!path) {
+                fprintf(o, "[Gadget]\nName=selftest\nExec=%s\n", probe);
+        } else {
+                FILE *in = fopen(path, "re");
+                char *line = NULL;
+                size_t cap = 0;
+                if (!in) {
+                        fclose(o);
+                        free(out);
+                        return NULL;
+                }
+                while (getline(&line, &cap, in) > 0) {
+                        const char *s = line + strspn(line, " \t");
+                        if (strncmp(s, "Exec=", 5) == 0 || strncmp(s, "Arguments=", 10) == 0)
+                                continue;
+                        fputs(line, o);
+                        if (strncmp(s, "[Gadget]", 8) == 0)
+                                fprintf(o, "Exec=%s\n", probe);
+                }
+                free(line);
+                fclose(in);
+        }
+        fclose(o);
+        return out;
+}
+
+/* Writes text as a root-only policy file in a fresh directory. */
+static int write_policy(const char *text, char *dir, char *file, size_t len)
+{
+        strcpy(dir, "/tmp/gadgetctl-selftest-XXXXXX");
+        if (!mkdtemp(dir))
+                return -errno;
+        snprintf(file, len, "%s/selftest.policy", dir);
+        FILE *f = fopen(file, "wxe");
+        if (!f)
+                return -errno;
+        fchmod(fileno(f), 0644);
+        fputs(text, f);
+        return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* Runs gadgetd run on the policy; its stdout (the probe's lines) is read
+ * back through a pipe. Returns gadgetd's exit status or -errno. */
+static int run_probe(const char *gadgetd, const char *policy, char **out, size_t *outlen)
+{
+        char host[256] = "";
+        int fds[2];
+        gethostname(host, sizeof host);
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                dup2(fds[1], 1);
+                execl(gadgetd, gadgetd, "run", policy, "--", "--host-name", host, (char *)NULL);
+                fprintf(stderr, "gadgetctl: cannot run %s: %s\n", gadgetd, strerror(errno));
+                _exit(127);
+        }
+        close(fds[1]);
+        FILE *o = open_memstream(out, outlen);
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fds[0], buf, sizeof buf)) > 0)
+                fwrite(buf, 1, (size_t)n, o);
+        fclose(o);
+        close(fds[0]);
+        int st;
+        if (waitpid(pid, &st, 0) < 0)
+                return -errno;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Prints the attempts (table or JSON); returns how many escaped, or -1. */
+static int show_attempts(const struct ctl *ctl, char *text, int *total)
+{
+        static const char *const headers[] = { "ATTEMPT", "VERDICT", "DETAIL" };
+        struct output_table *t = output_table_new(3, headers, NULL);
+        json_t *arr = json_array();
+        int escaped = 0;
+        *total = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+                char *f[3] = { line, NULL, NULL };
+                for (int i = 1; i < 3 && f[i - 1]; i++)
+                        if ((f[i] = strchr(f[i - 1], '\t')))
+                                *f[i]++ = '\0';
+                if (!f[1] || !f[2])
+                        continue;
+                (*total)++;
+                if (strcmp(f[1], "blocked") != 0)
+                        escaped++;
+                const char *cells[3] = { f[0], f[1], f[2] };
+                if (t)
+                        output_table_add(t, cells);
+                json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "attempt", f[0], "verdict", f[1],
+                                                     "detail", f[2]));
+        }
+        if (ctl->json)
+                show_json(stdout, arr);
+        else {
+                json_decref(arr);
+                if (t)
+                        output_table_print(t, stdout);
+        }
+        output_table_free(t);
+        return escaped;
+}
+
+int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a)
+{
+        const char *gadgetd = getenv("GADGETD") ? getenv("GADGETD") : GADGETD_PATH;
+        const char *probe = getenv("GADGETD_ESCAPE_PROBE") ? getenv("GADGETD_ESCAPE_PROBE") : ESCAPE_PROBE_PATH;
+        char dir[64], file[128], *text = policy_text(a->n_pos ? a->pos[0] : NULL, probe), *out = NULL;
+        size_t outlen = 0;
+        int total = 0, st = CTL_EXIT_FAILED;
+
+        if (!text) {
+                fprintf(stderr, "gadgetctl: cannot read %s: %s\n", a->n_pos ? a->pos[0] : "policy", strerror(errno));
+                return CTL_EXIT_FAILED;
+        }
+        int e = write_policy(text, dir, file, sizeof file);
+        free(text);
+        if (e < 0) {
+                fprintf(stderr, "gadgetctl: cannot write a policy in /tmp: %s\n", strerror(-e));
+                return CTL_EXIT_FAILED;
+        }
+        int rc = run_probe(gadgetd, file, &out, &outlen);
+        unlink(file);
+        rmdir(dir);
+        if (rc < 0 || !out) {
+                fprintf(stderr, "gadgetctl: cannot run the probe: %s\n", strerror(rc < 0 ? -rc : ENOMEM));
+                free(out);
+                return CTL_EXIT_FAILED;
+        }
+        int escaped = show_attempts(ctl, out, &total);
+        free(out);
+        if (total == 0) {
+                fprintf(stderr, "gadgetctl: the probe did not run (gadgetd run exited %d)\n", rc);
+        } else if (escaped > 0) {
+                fprintf(stderr, "gadgetctl: %d of %d attempts ESCAPED the sandbox\n", escaped, total);
+        } else {
+                if (!ctl->json)
+                        printf("\n%d attempts, all blocked\n", total);
+                st = rc == 0 ? CTL_EXIT_OK : CTL_EXIT_FAILED;
+        }
+        return st;
+}

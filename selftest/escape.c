@@ -1,0 +1,410 @@
+/* escape: the escape probe. A static program that runs inside a gadget's
+ * sandbox and tries each known way out, printing one line per attempt:
+ *   ATTEMPT <TAB> blocked|ESCAPED <TAB> detail
+ * It exits 0 if every attempt was blocked, 1 otherwise. Used by the
+ * adversarial tests and by `gadgetctl selftest`. Attempts that would kill
+ * the process (foreign ABIs) run in a child. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/perf_event.h>
+#include <linux/userfaultfd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+
+static int escaped_count;
+static const char *only;      /* run just the attempts with this prefix */
+static const char *host_name; /* the host's name, to compare (--host-name) */
+
+/* Reports one attempt. ok: the way out was blocked. */
+static void report(const char *name, bool ok, const char *fmt, ...)
+{
+        char detail[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+        if (!ok)
+                escaped_count++;
+        printf("%s\t%s\t%s\n", name, ok ? "blocked" : "ESCAPED", detail);
+        fflush(stdout);
+}
+
+static const char *ename(int e)
+{
+        const char *n = strerrorname_np(e);
+        return n ? n : "?";
+}
+
+/* A call that must fail: blocked if r < 0. */
+static void must_fail(const char *name, long r)
+{
+        if (r < 0)
+                report(name, true, "%s", ename(errno));
+        else
+                report(name, false, "returned %ld", r);
+}
+
+static bool wanted(const char *name)
+{
+        return !only || strncmp(name, only, strlen(only)) == 0;
+}
+
+#define TRY(name, expr) do { if (wanted(name)) { errno = 0; must_fail(name, (long)(expr)); } } while (0)
+
+static void sockets(void)
+{
+        static const int types[] = { SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET };
+        char name[64];
+        if (!wanted("socket"))
+                return;
+        int opened = 0, tried = 0;
+        for (int fam = 0; fam < AF_MAX; fam++)
+                for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+                        tried++;
+                        int fd = socket(fam, types[t], 0);
+                        if (fd >= 0 || errno != EACCES) {
+                                snprintf(name, sizeof name, "socket family %d type %d", fam, types[t]);
+                                report(name, false, fd >= 0 ? "opened" : ename(errno));
+                                opened++;
+                        }
+                }
+        if (!opened)
+                report("socket every family", true, "EACCES for all %d family/type pairs", tried);
+        int sv[2];
+        must_fail("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+}
+
+/* Runs fn in a child; blocked if the child is killed by SIGSYS. */
+static void in_child(const char *name, void (*fn)(void))
+{
+        if (!wanted(name))
+                return;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                fn();
+                _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
+                report(name, true, "killed by SIGSYS");
+        else
+                report(name, false, "child %s %d", WIFSIGNALED(st) ? "signal" : "status",
+                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+static void i386_socketcall(void)
+{
+        long args[3] = { AF_INET, SOCK_STREAM, 0 }, ret;
+        /* socketcall(SYS_SOCKET=1, args): i386 number 102 */
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(102L), "b"(1L), "c"(args) : "memory");
+}
+
+static void i386_socket(void)
+{
+        long ret;
+        /* socket(AF_INET, SOCK_STREAM, 0): i386 number 359 */
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(359L), "b"((long)AF_INET), "c"((long)SOCK_STREAM), "d"(0L)
+                         : "memory");
+}
+
+static void x32_socket(void)
+{
+        syscall(0x40000000L | 41, AF_INET, SOCK_STREAM, 0); /* x32 socket */
+}
+
+static void x32_getpid(void)
+{
+        syscall(0x40000000L | 39);
+}
+
+static void kernel_interfaces(void)
+{
+        struct io_uring_params { unsigned v[30]; } p = { 0 };
+        TRY("io_uring_setup", syscall(__NR_io_uring_setup, 8, &p));
+        TRY("ptrace traceme", ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+        TRY("ptrace attach parent", ptrace(PTRACE_ATTACH, getppid() > 0 ? getppid() : 1, NULL, NULL));
+        char buf[16];
+        struct iovec local = { buf, sizeof buf }, remote = { (void *)0x400000, sizeof buf };
+        TRY("process_vm_readv", process_vm_readv(1, &local, 1, &remote, 1, 0));
+        int pfd = (int)syscall(SYS_pidfd_open, 1, 0);
+        TRY("pidfd_getfd", syscall(__NR_pidfd_getfd, pfd, 0, 0));
+        if (pfd >= 0)
+                close(pfd);
+        union bpf_attr attr;
+        memset(&attr, 0, sizeof attr);
+        TRY("bpf", syscall(__NR_bpf, BPF_MAP_CREATE, &attr, sizeof attr));
+        struct perf_event_attr pe = { .type = PERF_TYPE_SOFTWARE, .size = sizeof pe,
+                                      .config = PERF_COUNT_SW_CPU_CLOCK };
+        TRY("perf_event_open", syscall(__NR_perf_event_open, &pe, 0, -1, -1, 0));
+        TRY("userfaultfd", syscall(__NR_userfaultfd, 0));
+        TRY("keyctl", syscall(__NR_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0));
+        TRY("add_key", syscall(__NR_add_key, "user", "probe", "x", 1, -3));
+}
+
+static void namespaces(void)
+{
+        TRY("unshare user", unshare(CLONE_NEWUSER));
+        TRY("unshare net", unshare(CLONE_NEWNET));
+        TRY("unshare mount", unshare(CLONE_NEWNS));
+        TRY("clone newuser", syscall(__NR_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+        long cargs[11] = { CLONE_NEWUSER };
+        TRY("clone3 newuser", syscall(__NR_clone3, cargs, 88));
+        int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        TRY("setns", setns(fd, 0));
+        if (fd >= 0)
+                close(fd);
+}
+
+static void filesystems(void)
+{
+        TRY("mount tmpfs", mount("none", "/tmp", "tmpfs", 0, NULL));
+        TRY("mount bind", mount("/", "/tmp", NULL, MS_BIND, NULL));
+        TRY("fsopen", syscall(__NR_fsopen, "tmpfs", 0));
+        TRY("umount /proc", umount2("/proc", MNT_DETACH));
+        TRY("pivot_root", syscall(__NR_pivot_root, "/tmp", "/tmp"));
+        TRY("chroot", chroot("/tmp"));
+        TRY("mknod char device", mknod("/tmp/mem", S_IFCHR | 0600, makedev(1, 1)));
+        struct { unsigned bytes; int type; unsigned char h[64]; } fh = { 8, 1, { 0 } };
+        TRY("open_by_handle_at", syscall(__NR_open_by_handle_at, AT_FDCWD, &fh, O_RDONLY));
+        char h[128] = { 0 };
+        int mid;
+        ((unsigned *)h)[0] = 64;
+        TRY("name_to_handle_at", syscall(__NR_name_to_handle_at, AT_FDCWD, "/", h, &mid, 0));
+}
+
+static void kernel_state(void)
+{
+        TRY("init_module", syscall(__NR_init_module, "", 0, ""));
+        TRY("finit_module", syscall(__NR_finit_module, 0, "", 0));
+        TRY("kexec_load", syscall(__NR_kexec_load, 0, 0, NULL, 0));
+        TRY("reboot", syscall(__NR_reboot, 0xfee1dead, 672274793, 0x4321fedc, NULL)); /* RB_POWER_OFF */
+        TRY("swapon", syscall(__NR_swapon, "/tmp/swap", 0));
+        TRY("acct", syscall(__NR_acct, "/tmp/acct"));
+        struct timespec ts = { 0 };
+        TRY("clock_settime", clock_settime(CLOCK_REALTIME, &ts));
+        struct { long sec, usec; } tv = { 0, 0 };
+        TRY("settimeofday", syscall(__NR_settimeofday, &tv, NULL));
+        TRY("iopl", syscall(__NR_iopl, 3));
+        TRY("ioperm", syscall(__NR_ioperm, 0x80, 1, 1));
+        TRY("personality", syscall(__NR_personality, 0x0008 /* PER_LINUX32 */));
+        TRY("syslog read", syscall(__NR_syslog, 3 /* READ_ALL */, (char[64]){ 0 }, 64));
+        TRY("fanotify_init", syscall(__NR_fanotify_init, 0, 0));
+}
+
+static void privileges(void)
+{
+        struct { unsigned version; int pid; } hdr = { 0x20080522, 0 };
+        struct { unsigned eff, perm, inh; } data[2] = { { ~0u, ~0u, ~0u }, { ~0u, ~0u, ~0u } };
+        TRY("capset", syscall(__NR_capset, &hdr, data));
+        TRY("setuid 0", syscall(__NR_setuid, 0));
+        TRY("setgid 0", syscall(__NR_setgid, 0));
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_max += 1;
+        rl.rlim_cur = rl.rlim_max;
+        TRY("raise rlimit", setrlimit(RLIMIT_NOFILE, &rl));
+        struct sched_param sp = { .sched_priority = 10 };
+        TRY("real-time scheduling", sched_setscheduler(0, SCHED_FIFO, &sp));
+        if (wanted("status")) {
+                char buf[8192];
+                int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+                buf[n > 0 ? n : 0] = '\0';
+                if (fd >= 0)
+                        close(fd);
+                static const char *const want[] = { "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000",
+                                                    "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
+                                                    "CapAmb:\t0000000000000000", "NoNewPrivs:\t1",
+                                                    "Seccomp:\t2" };
+                for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+                        char name[64];
+                        snprintf(name, sizeof name, "status %.*s", (int)strcspn(want[i], ":"), want[i]);
+                        report(name, strstr(buf, want[i]) != NULL, "%s", strstr(buf, want[i]) ? want[i] + strcspn(want[i], "\t") + 1 : "differs");
+                }
+        }
+}
+
+static void terminals(void)
+{
+        char c = 'x', name[64];
+        for (int fd = 0; fd <= 2; fd++) {
+                snprintf(name, sizeof name, "TIOCSTI fd %d", fd);
+                TRY(name, ioctl(fd, TIOCSTI, &c));
+                snprintf(name, sizeof name, "TIOCSTI high bits fd %d", fd);
+                TRY(name, syscall(__NR_ioctl, fd, 0xdead000000000000ul | TIOCSTI, &c));
+                snprintf(name, sizeof name, "TIOCLINUX fd %d", fd);
+                TRY(name, ioctl(fd, TIOCLINUX, &c));
+        }
+        TRY("open /dev/tty", open("/dev/tty", O_RDWR | O_CLOEXEC));
+}
+
+/* Opening path must fail. */
+static void cannot_open(const char *name, const char *path, int flags)
+{
+        if (!wanted(name))
+                return;
+        errno = 0;
+        int fd = open(path, flags | O_CLOEXEC);
+        must_fail(name, fd);
+        if (fd >= 0)
+                close(fd);
+}
+
+static void files(void)
+{
+        cannot_open("read /etc/shadow", "/etc/shadow", O_RDONLY);
+        cannot_open("read /etc/passwd", "/etc/passwd", O_RDONLY);
+        cannot_open("read init environ", "/proc/1/environ", O_RDONLY);
+        cannot_open("open /proc/1/root", "/proc/1/root/etc", O_RDONLY | O_DIRECTORY);
+        cannot_open("read /proc/kcore", "/proc/kcore", O_RDONLY);
+        cannot_open("read /dev/mem", "/dev/mem", O_RDONLY);
+        cannot_open("open block device", "/dev/sda", O_RDONLY);
+        cannot_open("open /sys", "/sys/kernel", O_RDONLY | O_DIRECTORY);
+        cannot_open("write /", "/escape", O_WRONLY | O_CREAT);
+        cannot_open("write /proc/sys", "/proc/sys/kernel/hostname", O_WRONLY);
+        cannot_open("write /proc/sysrq-trigger", "/proc/sysrq-trigger", O_WRONLY);
+        cannot_open("write own binary", "/proc/self/exe", O_WRONLY);
+        cannot_open("write init binary", "/proc/1/exe", O_WRONLY);
+        cannot_open("write cgroup files", "/sys/fs/cgroup/cgroup.procs", O_WRONLY);
+        if (wanted("kallsyms")) {
+                FILE *f = fopen("/proc/kallsyms", "re");
+                char line[256];
+                int nonzero = 0, lines = 0;
+                while (f && fgets(line, sizeof line, f) && lines < 2000) {
+                        lines++;
+                        if (strncmp(line, "0000000000000000", 16) != 0)
+                                nonzero++;
+                }
+                if (f)
+                        fclose(f);
+                report("kallsyms addresses", nonzero == 0, f ? "%d of %d addresses shown" : "unreadable", nonzero,
+                       lines);
+        }
+}
+
+/* Before any attempt opens something: only 0-3 came from gadgetd. */
+static void inherited_fds(void)
+{
+        if (!wanted("inherited fds"))
+                return;
+        int extra = 0;
+        for (int fd = 4; fd < 1024; fd++)
+                if (fcntl(fd, F_GETFD) >= 0)
+                        extra++;
+        report("inherited fds", extra == 0, "%d fds above 3", extra);
+}
+
+static void process_view(void)
+{
+        if (wanted("cwd")) {
+                char cwd[256] = "";
+                bool ok = getcwd(cwd, sizeof cwd) && strcmp(cwd, "/") == 0;
+                struct stat root, up;
+                ok = ok && stat("/", &root) == 0 && stat("/..", &up) == 0 && root.st_ino == up.st_ino;
+                report("working directory outside root", ok, "cwd %s", cwd);
+        }
+        if (wanted("host processes")) {
+                int max = 0;
+                char path[64];
+                for (int pid = 1; pid < 4096; pid++) {
+                        snprintf(path, sizeof path, "/proc/%d", pid);
+                        if (access(path, F_OK) == 0)
+                                max = pid;
+                }
+                report("host processes", max < 100, "highest visible pid %d", max);
+        }
+        if (wanted("uid map")) {
+                char buf[256] = "";
+                int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+                if (fd >= 0)
+                        close(fd);
+                buf[n > 0 ? n : 0] = '\0';
+                unsigned inner, outer, count;
+                bool ok = sscanf(buf, "%u %u %u", &inner, &outer, &count) == 3 && outer != 0 && count == 1 &&
+                          !strchr(strchr(buf, '\n') ? strchr(buf, '\n') + 1 : "", ' ');
+                report("uid map onto host root", ok, "%.*s", (int)strcspn(buf, "\n"), buf);
+        }
+        if (wanted("interfaces")) {
+                char buf[4096] = "";
+                int fd = open("/proc/net/dev", O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+                if (fd >= 0)
+                        close(fd);
+                buf[n > 0 ? n : 0] = '\0';
+                int others = 0;
+                char *line = strchr(buf, '\n');
+                line = line ? strchr(line + 1, '\n') : NULL;
+                for (; line && *++line; line = strchr(line, '\n')) {
+                        char ifname[64];
+                        if (sscanf(line, " %63[^:]:", ifname) == 1 && strcmp(ifname, "lo") != 0)
+                                others++;
+                        if (!strchr(line, '\n'))
+                                break;
+                }
+                report("non-lo interfaces", others == 0 && n > 0, "%d besides lo", others);
+        }
+}
+
+/* The UTS namespace: the gadget must not share the host's name. */
+static void hostname(void)
+{
+        char name[256] = "";
+        if (!wanted("hostname"))
+                return;
+        gethostname(name, sizeof name);
+        if (host_name)
+                report("host name shared", strcmp(name, host_name) != 0, "the gadget's is \"%s\"", name);
+        else
+                report("host name shared", true, "the gadget's is \"%s\" (host's not given)", name);
+}
+
+int main(int argc, char **argv)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--host-name") == 0 && i + 1 < argc)
+                        host_name = argv[++i];
+                else
+                        only = argv[i];
+        }
+        inherited_fds();
+        sockets();
+        in_child("i386 socketcall", i386_socketcall);
+        in_child("i386 socket", i386_socket);
+        in_child("x32 socket", x32_socket);
+        in_child("x32 getpid", x32_getpid);
+        kernel_interfaces();
+        namespaces();
+        filesystems();
+        kernel_state();
+        privileges();
+        terminals();
+        files();
+        process_view();
+        hostname();
+        return escaped_count ? 1 : 0;
+}

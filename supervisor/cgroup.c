@@ -1,0 +1,228 @@
+/* cgroup: one cgroup per gadget — its limits, its statistics, kill and
+ * removal. */
+#include "cgroup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GADGET_PREFIX "gadget-"
+#define CPU_PERIOD_US 100000u
+#define RMDIR_TRIES 50          /* 1 ms apart: dying tasks leave a cgroup soon */
+
+struct cgroup {
+        const struct cgroup_host *host;
+        char *dir[CGROUP_MAX_HIER];   /* OWN/gadgetd.PID/gadget-NAME per hierarchy */
+};
+
+/* The number after "KEY " on a line of text, 0 if there is none. */
+static uint64_t keyed(const char *text, const char *key)
+{
+        size_t klen = strlen(key);
+        for (const char *p = text; p && *p;) {
+                if (strncmp(p, key, klen) == 0 && p[klen] == ' ')
+                        return strtoull(p + klen + 1, NULL, 10);
+                p = strchr(p, '\n');
+                if (p)
+                        p++;
+        }
+        return 0;
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+        char buf[64];
+        if (!dir || cgroup_read_file(dir, file, buf, sizeof buf) <= 0)
+                return 0;
+        return strtoull(buf, NULL, 10);
+}
+
+static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+{
+        char buf[1024];
+        if (!dir || cgroup_read_file(dir, file, buf, sizeof buf) <= 0)
+                return 0;
+        return keyed(buf, key);
+}
+
+static const char *ctrl_dir(const struct cgroup *cg, enum cgroup_ctrl c)
+{
+        int i = cg->host->ctrl_hier[c];
+        return i < 0 ? NULL : cg->dir[i];
+}
+
+/* Removes one gadget directory, waiting briefly for dying tasks. */
+static int remove_cgroup(int version, const char *dir)
+{
+        for (int i = 0; i < RMDIR_TRIES; i++) {
+                if (rmdir(dir) == 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        return -errno;
+                /* v1 has no atomic kill: the gadget's processes die with
+                 * PID 1 of its namespace, which is gone by now. */
+                if (version == 2)
+                        cgroup_write_file(dir, "cgroup.kill", "1");
+                nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+        }
+        return -EBUSY;
+}
+
+/* mkdir of a gadget's cgroup. A directory left from an earlier run goes
+ * first; a v1 instance directory that another gadgetd took for a dead
+ * one's and removed (it was empty) is made again. */
+static int make_gadget_dir(const struct cgroup_hier *x, const char *dir)
+{
+        int e;
+        if (mkdir(dir, 0755) == 0)
+                return 0;
+        e = -errno;
+        if (e == -EEXIST && (e = remove_cgroup(x->version, dir)) == 0)
+                e = mkdir(dir, 0755) < 0 ? -errno : 0;
+        else if (e == -ENOENT && x->version == 1 && (mkdir(x->dir, 0755) == 0 || errno == EEXIST))
+                e = mkdir(dir, 0755) < 0 ? -errno : 0;
+        return e;
+}
+
+/* Writes one limit; err names the file on failure. */
+static int set(const struct cgroup *cg, enum cgroup_ctrl c, const char *file, uint64_t v, char *err,
+               size_t errlen)
+{
+        char text[64];
+        if (strcmp(file, "cpu.max") == 0)
+                snprintf(text, sizeof text, "%llu %u", (unsigned long long)v, CPU_PERIOD_US);
+        else
+                snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+        int e = cgroup_write_file(ctrl_dir(cg, c), file, text);
+        if (e < 0)
+                snprintf(err, errlen, "cgroup v%d %s=%s: %s", cgroup_host_version(cg->host, c), file, text,
+                         strerror(-e));
+        return e;
+}
+
+static int write_limits(const struct cgroup *cg, const struct cgroup_limits *l, char *err, size_t errlen)
+{
+        const struct cgroup_host *h = cg->host;
+        int mem = cgroup_host_version(h, CGROUP_MEMORY), cpu = cgroup_host_version(h, CGROUP_CPU);
+        uint64_t quota = (uint64_t)l->cpu_quota * (CPU_PERIOD_US / 100);
+        int e = 0;
+
+        /* Memory first, then the swap (v1 memsw must not be below it). */
+        if (mem == 2 && l->memory_max != UINT64_MAX)
+                e = set(cg, CGROUP_MEMORY, "memory.max", l->memory_max, err, errlen);
+        if (e == 0 && mem == 2 && cgroup_file_exists(ctrl_dir(cg, CGROUP_MEMORY), "memory.swap.max"))
+                e = set(cg, CGROUP_MEMORY, "memory.swap.max", 0, err, errlen);
+        if (e == 0 && mem == 1 && l->memory_max != UINT64_MAX) {
+                e = set(cg, CGROUP_MEMORY, "memory.limit_in_bytes", l->memory_max, err, errlen);
+                if (e == 0 && cgroup_file_exists(ctrl_dir(cg, CGROUP_MEMORY), "memory.memsw.limit_in_bytes"))
+                        e = set(cg, CGROUP_MEMORY, "memory.memsw.limit_in_bytes", l->memory_max, err, errlen);
+        }
+        if (e == 0 && cgroup_host_version(h, CGROUP_PIDS) && l->pids_max != UINT64_MAX)
+                e = set(cg, CGROUP_PIDS, "pids.max", l->pids_max, err, errlen);
+        if (e == 0 && cpu == 2 && l->cpu_quota)
+                e = set(cg, CGROUP_CPU, "cpu.max", quota, err, errlen);
+        if (e == 0 && cpu == 1 && l->cpu_quota) {
+                e = set(cg, CGROUP_CPU, "cpu.cfs_period_us", CPU_PERIOD_US, err, errlen);
+                if (e == 0)
+                        e = set(cg, CGROUP_CPU, "cpu.cfs_quota_us", quota, err, errlen);
+        }
+        return e;
+}
+
+int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
+               struct cgroup **out, char *err, size_t errlen)
+{
+        struct cgroup *cg = calloc(1, sizeof *cg);
+        int e = 0;
+        if (!cg) {
+                snprintf(err, errlen, "cgroup: out of memory");
+                return -ENOMEM;
+        }
+        cg->host = h;
+        for (size_t i = 0; i < h->n_hier && e == 0; i++) {
+                if (asprintf(&cg->dir[i], "%s/" GADGET_PREFIX "%s", h->hier[i].dir, name) < 0) {
+                        cg->dir[i] = NULL;
+                        snprintf(err, errlen, "cgroup: out of memory");
+                        e = -ENOMEM;
+                        break;
+                }
+                if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) < 0) {
+                        snprintf(err, errlen, "cgroup v%d: cannot create %s: %s", h->hier[i].version,
+                                 cg->dir[i], strerror(-e));
+                        free(cg->dir[i]);
+                        cg->dir[i] = NULL;
+                }
+        }
+        if (e == 0)
+                e = write_limits(cg, l, err, errlen);
+        if (e < 0) {
+                cgroup_free(cg);
+                return e;
+        }
+        *out = cg;
+        return 0;
+}
+
+int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen)
+{
+        char text[24];
+        snprintf(text, sizeof text, "%d", (int)pid);
+        for (size_t i = 0; i < cg->host->n_hier; i++) {
+                int e = cgroup_write_file(cg->dir[i], "cgroup.procs", text);
+                if (e < 0) {
+                        snprintf(err, errlen, "cgroup v%d: cannot move the worker into %s: %s",
+                                 cg->host->hier[i].version, cg->dir[i], strerror(-e));
+                        return e;
+                }
+        }
+        return 0;
+}
+
+void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st)
+{
+        const struct cgroup_host *h = cg->host;
+        const char *mem = ctrl_dir(cg, CGROUP_MEMORY), *pids = ctrl_dir(cg, CGROUP_PIDS);
+        const char *cpu = ctrl_dir(cg, CGROUP_CPU), *acct = ctrl_dir(cg, CGROUP_CPUACCT);
+
+        *st = (struct cgroup_stats){ 0 };
+        if (cgroup_host_version(h, CGROUP_MEMORY) == 2) {
+                st->memory_bytes = read_u64(mem, "memory.current");
+                st->oom_kills = read_keyed(mem, "memory.events", "oom_kill");
+        } else if (mem) {
+                st->memory_bytes = read_u64(mem, "memory.usage_in_bytes");
+                st->oom_kills = read_keyed(mem, "memory.oom_control", "oom_kill");
+        }
+        st->tasks = read_u64(pids, "pids.current");
+        st->pids_refused = read_keyed(pids, "pids.events", "max");
+        st->throttled = read_keyed(cpu, "cpu.stat", "nr_throttled");
+        if (cgroup_host_version(h, CGROUP_CPUACCT) == 2)
+                st->cpu_usec = read_keyed(acct, "cpu.stat", "usage_usec");
+        else if (acct)
+                st->cpu_usec = read_u64(acct, "cpuacct.usage") / 1000;
+}
+
+int cgroup_kill(const struct cgroup *cg)
+{
+        for (size_t i = 0; i < cg->host->n_hier; i++)
+                if (cg->host->hier[i].version == 2 && cg->dir[i]) {
+                        int e = cgroup_write_file(cg->dir[i], "cgroup.kill", "1");
+                        return e == -ENOENT ? -EOPNOTSUPP : e;
+                }
+        return -EOPNOTSUPP;
+}
+
+void cgroup_free(struct cgroup *cg)
+{
+        if (!cg)
+                return;
+        for (size_t i = 0; i < cg->host->n_hier; i++)
+                if (cg->dir[i]) {
+                        remove_cgroup(cg->host->hier[i].version, cg->dir[i]);
+                        free(cg->dir[i]);
+                }
+        free(cg);
+}

@@ -1,0 +1,95 @@
+/* cgroup: gadgetd's cgroups, v2 or v1, for the memory, pids and cpu
+ * controllers (and cpuacct in v1, for CPU use); cgroup_host.c finds what
+ * gadgetd may use, cgroup.c makes and reads one gadget's cgroup. gadgetd reads the cgroup it
+ * runs in from /proc/self/cgroup for each hierarchy (OWN) and never writes
+ * above it:
+ *
+ *   OWN/gadgetd.PID               this gadgetd's instance directory
+ *   OWN/gadgetd.PID/supervisor    gadgetd itself (v2 only: a cgroup that
+ *                                 hands controllers to children may hold
+ *                                 no process)
+ *   OWN/gadgetd.PID/gadget-NAME   one running gadget
+ *
+ * Instance directories of gadgetds that are gone are removed at start. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_ctrl { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CPUACCT, CGROUP_N_CTRL };
+
+/* Which cgroup versions gadgetd may use. */
+enum cgroup_use { CGROUP_USE_ANY, CGROUP_USE_V2, CGROUP_USE_V1, CGROUP_USE_NONE };
+
+/* The v2 hierarchy and up to one v1 hierarchy per controller. */
+#define CGROUP_MAX_HIER (1 + CGROUP_N_CTRL)
+
+struct cgroup_hier {
+        int version;       /* 1 or 2 */
+        char *own;         /* OWN, gadgetd's cgroup in this hierarchy */
+        char *dir;         /* OWN/gadgetd.PID */
+        unsigned ctrls;    /* 1u << enum cgroup_ctrl for each served here */
+};
+
+struct cgroup_host {
+        struct cgroup_hier hier[CGROUP_MAX_HIER];
+        size_t n_hier;
+        int ctrl_hier[CGROUP_N_CTRL]; /* index into hier, -1 if none serves it */
+        bool swap_limit;              /* memory.swap.max / memory.memsw.* exist */
+        char why_v2[256];             /* why v2 serves nothing ("" if it does) */
+        char why_v1[256];             /* why v1 serves nothing ("" if it does) */
+};
+
+/* Finds what gadgetd may use (use restricts the versions): sets up the v2
+ * delegation (gadgetd moves into OWN/gadgetd.PID/supervisor) and creates
+ * the instance directories. A controller no hierarchy offers is simply
+ * absent, with the reason in why_v2 / why_v1. 0, or -ENOMEM. */
+int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use);
+/* Removes the instance directories that can be removed. */
+void cgroup_host_close(struct cgroup_host *h);
+/* The version (1 or 2) serving c, 0 if none. */
+int cgroup_host_version(const struct cgroup_host *h, enum cgroup_ctrl c);
+/* The instance directory of the hierarchy serving c, NULL if none. */
+const char *cgroup_host_dir(const struct cgroup_host *h, enum cgroup_ctrl c);
+
+/* Values written into a gadget's cgroup; UINT64_MAX / 0 leave it unlimited. */
+struct cgroup_limits {
+        uint64_t memory_max;    /* bytes; swap is limited to 0 where possible */
+        uint64_t pids_max;      /* tasks in the cgroup */
+        uint32_t cpu_quota;     /* percent of one CPU */
+};
+
+/* Usage and the counters of limit hits since the cgroup was made. A field
+ * whose controller is missing is 0. */
+struct cgroup_stats {
+        uint64_t memory_bytes;
+        uint64_t tasks;
+        uint64_t cpu_usec;
+        uint64_t oom_kills;     /* processes the OOM killer ended at the memory limit */
+        uint64_t pids_refused;  /* forks refused at pids.max */
+        uint64_t throttled;     /* CPU periods in which the quota stopped the cgroup */
+};
+
+struct cgroup;
+
+/* Makes OWN/gadgetd.PID/gadget-NAME in every hierarchy and writes the
+ * limits. 0, or -errno with err naming the file and the reason (nothing is
+ * left behind). */
+int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
+               struct cgroup **out, char *err, size_t errlen);
+/* Moves pid (and its later children) into the gadget's cgroups. */
+int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen);
+void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st);
+/* Kills every process in the cgroup at once (v2 cgroup.kill); -EOPNOTSUPP
+ * where the kernel or v1 has no such file. */
+int cgroup_kill(const struct cgroup *cg);
+/* Removes the gadget's cgroups (after its processes are gone). Accepts NULL. */
+void cgroup_free(struct cgroup *cg);
+
+/* Small files of cgroupfs, shared by cgroup_host.c and cgroup.c. */
+int cgroup_write_file(const char *dir, const char *file, const char *text);
+/* Reads into buf, NUL-terminated: the length read, or -errno. */
+int cgroup_read_file(const char *dir, const char *file, char *buf, size_t len);
+bool cgroup_file_exists(const char *dir, const char *file);

@@ -1,0 +1,403 @@
+/* cgroup_host: which cgroups gadgetd may use — its own cgroup in each
+ * hierarchy, the v2 delegation, the instance directories — and the small
+ * file helpers of the cgroup module. */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INSTANCE_PREFIX "gadgetd."
+#define SUPERVISOR "supervisor"
+
+static const char *const ctrl_names[CGROUP_N_CTRL] = { "memory", "pids", "cpu", "cpuacct" };
+
+/* One cgroup file system from /proc/self/mountinfo. */
+struct cg_mount {
+        char root[PATH_MAX];    /* the hierarchy's path mounted there */
+        char point[PATH_MAX];
+        char super[512];        /* super options: the v1 controllers */
+};
+
+int cgroup_write_file(const char *dir, const char *file, const char *text)
+{
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text);
+        ssize_t n = write(fd, text, len);
+        int e = n < 0 ? -errno : (size_t)n != len ? -EIO : 0;
+        close(fd);
+        return e;
+}
+
+int cgroup_read_file(const char *dir, const char *file, char *buf, size_t len)
+{
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, len - 1);
+        int e = n < 0 ? -errno : (int)n;
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        return e;
+}
+
+bool cgroup_file_exists(const char *dir, const char *file)
+{
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        return access(path, F_OK) == 0;
+}
+
+/* True if word is an item of list, items separated by sep. */
+static bool has_word(const char *list, const char *word, char sep)
+{
+        size_t n = strlen(word);
+        for (const char *p = list;;) {
+                if (strncmp(p, word, n) == 0 && (p[n] == sep || p[n] == '\0' || p[n] == '\n'))
+                        return true;
+                p = strchr(p, sep);
+                if (!p)
+                        return false;
+                p++;
+        }
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a blank) in place. */
+static void unescape(char *s)
+{
+        char *o = s;
+        for (char *p = s; *p; p++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                        p += 3;
+                } else {
+                        *o++ = *p;
+                }
+        }
+        *o = '\0';
+}
+
+/* The first mount of a cgroup2 file system (ctrl NULL) or of the v1
+ * hierarchy that has ctrl. 0 or -ENOENT. */
+static int find_mount(const char *ctrl, struct cg_mount *m)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char *line = NULL, type[32];
+        size_t cap = 0;
+        int e = -ENOENT;
+        if (!f)
+                return -errno;
+        while (e < 0 && getline(&line, &cap, f) > 0) {
+                /* ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER */
+                char *sep = strstr(line, " - ");
+                if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", m->root, m->point) != 2 ||
+                    sscanf(sep + 3, "%31s %*s %511s", type, m->super) != 2)
+                        continue;
+                if (ctrl ? strcmp(type, "cgroup") == 0 && has_word(m->super, ctrl, ',')
+                         : strcmp(type, "cgroup2") == 0) {
+                        unescape(m->root);
+                        unescape(m->point);
+                        e = 0;
+                }
+        }
+        free(line);
+        fclose(f);
+        return e;
+}
+
+/* gadgetd's cgroup path in the v2 hierarchy (ctrl NULL) or in the v1
+ * hierarchy of ctrl, from /proc/self/cgroup. 0 or -ENOENT. */
+static int own_path(const char *ctrl, char *path, size_t len)
+{
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        char *line = NULL;
+        size_t cap = 0;
+        int e = -ENOENT;
+        if (!f)
+                return -errno;
+        while (e < 0 && getline(&line, &cap, f) > 0) {
+                line[strcspn(line, "\n")] = '\0';
+                /* ID:CONTROLLERS:PATH; the v2 line is 0::PATH */
+                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c1 = *c2 = '\0';
+                bool v2 = strcmp(line, "0") == 0 && c1[1] == '\0';
+                if (ctrl ? !v2 && has_word(c1 + 1, ctrl, ',') : v2) {
+                        snprintf(path, len, "%s", c2 + 1);
+                        e = 0;
+                }
+        }
+        free(line);
+        fclose(f);
+        return e;
+}
+
+/* OWN as a directory: the mount point plus gadgetd's path below the
+ * mount's root. -ENOENT if the cgroup is not under that root (another
+ * cgroup namespace's view) or the path climbs with "..". */
+static int own_dir(const struct cg_mount *m, const char *path, char **out)
+{
+        size_t rl = strlen(m->root);
+        const char *rest;
+        if (strstr(path, "/..") || path[0] != '/')
+                return -ENOENT;
+        if (strcmp(m->root, "/") == 0)
+                rest = path;
+        else if (strncmp(path, m->root, rl) == 0 && (path[rl] == '/' || path[rl] == '\0'))
+                rest = path + rl;
+        else
+                return -ENOENT;
+        if (strcmp(rest, "/") == 0)
+                rest = "";
+        return asprintf(out, "%s%s", m->point, rest) < 0 ? -ENOMEM : 0;
+}
+
+/* rmdir of dir's subdirectories, then of dir (cgroupfs drops the files). */
+static int remove_tree(const char *dir)
+{
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        char sub[PATH_MAX];
+        while (d && (de = readdir(d)))
+                if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+                    snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name) < (int)sizeof sub)
+                        rmdir(sub);
+        if (d)
+                closedir(d);
+        return rmdir(dir) < 0 ? -errno : 0;
+}
+
+/* Removes OWN/gadgetd.PID of gadgetds that are gone (their gadgets died
+ * with them: parent-death signal). Busy directories stay. */
+static void remove_stale(const char *own)
+{
+        DIR *d = opendir(own);
+        struct dirent *de;
+        char dir[PATH_MAX];
+        size_t plen = strlen(INSTANCE_PREFIX);
+        while (d && (de = readdir(d))) {
+                char *end;
+                if (strncmp(de->d_name, INSTANCE_PREFIX, plen) != 0)
+                        continue;
+                long pid = strtol(de->d_name + plen, &end, 10);
+                if (*end || pid <= 0 || pid == (long)getpid())
+                        continue;
+                if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                        continue;
+                if (snprintf(dir, sizeof dir, "%s/%s", own, de->d_name) < (int)sizeof dir)
+                        remove_tree(dir);
+        }
+        if (d)
+                closedir(d);
+}
+
+/* Records a hierarchy; its strings are taken over. */
+static void add_hier(struct cgroup_host *h, int version, char *own, char *dir, unsigned ctrls)
+{
+        struct cgroup_hier *x = &h->hier[h->n_hier];
+        *x = (struct cgroup_hier){ .version = version, .own = own, .dir = dir, .ctrls = ctrls };
+        for (int c = 0; c < CGROUP_N_CTRL; c++)
+                if (ctrls & (1u << c))
+                        h->ctrl_hier[c] = (int)h->n_hier;
+        h->n_hier++;
+}
+
+/* Turns on ctrl for the children of own and of dir. */
+static int enable_v2(const char *own, const char *dir, const char *ctrl)
+{
+        char enabled[256], plus[32];
+        int e;
+        snprintf(plus, sizeof plus, "+%s", ctrl);
+        if (cgroup_read_file(own, "cgroup.subtree_control", enabled, sizeof enabled) < 0 ||
+            !has_word(enabled, ctrl, ' '))
+                if ((e = cgroup_write_file(own, "cgroup.subtree_control", plus)) < 0)
+                        return e;
+        return cgroup_write_file(dir, "cgroup.subtree_control", plus);
+}
+
+/* cgroup v2: controllers are handed to gadget cgroups only through
+ * cgroups that hold no process, so gadgetd first moves itself into
+ * OWN/gadgetd.PID/supervisor. Why this is safe: gadgetd moves only itself
+ * and writes only to OWN and below it, as systemd's Delegate=yes allows;
+ * nothing above OWN is touched. */
+static int setup_v2(struct cgroup_host *h)
+{
+        struct cg_mount m;
+        char path[PATH_MAX], avail[256], pid[24], *own = NULL, *dir = NULL, *sup = NULL;
+        unsigned want = 0, got = 0;
+        int e = 0, last = 0;
+
+        snprintf(pid, sizeof pid, "%d", (int)getpid());
+        if (find_mount(NULL, &m) < 0 || own_path(NULL, path, sizeof path) < 0) {
+                snprintf(h->why_v2, sizeof h->why_v2, "no cgroup v2 hierarchy is mounted");
+                return 0;
+        }
+        if ((e = own_dir(&m, path, &own)) < 0) {
+                snprintf(h->why_v2, sizeof h->why_v2, "gadgetd's cgroup %.100s is not below the cgroup2 mount %.100s",
+                         path, m.point);
+                return e == -ENOMEM ? e : 0;
+        }
+        if (cgroup_read_file(own, "cgroup.controllers", avail, sizeof avail) < 0)
+                avail[0] = '\0';
+        for (int c = CGROUP_MEMORY; c <= CGROUP_CPU; c++)
+                if (has_word(avail, ctrl_names[c], ' '))
+                        want |= 1u << c;
+        if (!want) {
+                snprintf(h->why_v2, sizeof h->why_v2,
+                         "cgroup v2 offers none of memory, pids, cpu to gadgetd's cgroup %s", own);
+                goto out;
+        }
+        remove_stale(own);
+        if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%s", own, pid) < 0 ||
+            asprintf(&sup, "%s/" SUPERVISOR, dir) < 0) {
+                e = -ENOMEM;
+                goto out;
+        }
+        if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(sup, 0755) < 0 && errno != EEXIST) ||
+            (last = cgroup_write_file(sup, "cgroup.procs", pid)) < 0) {
+                snprintf(h->why_v2, sizeof h->why_v2, "cannot set up %s: %s", sup,
+                         strerror(last < 0 ? -last : errno));
+                rmdir(sup);
+                rmdir(dir);
+                goto out;
+        }
+        for (int c = CGROUP_MEMORY; c <= CGROUP_CPU; c++) {
+                int r = (want & (1u << c)) ? enable_v2(own, dir, ctrl_names[c]) : 0;
+                if (r < 0)
+                        last = r;
+                else if (want & (1u << c))
+                        got |= 1u << c;
+        }
+        if (!got) {
+                /* Back where it was: nothing is delegated here. */
+                cgroup_write_file(own, "cgroup.procs", pid);
+                rmdir(sup);
+                rmdir(dir);
+                snprintf(h->why_v2, sizeof h->why_v2,
+                         "cannot hand controllers to children of %s: %s (it must hold gadgetd alone, "
+                         "as with systemd's Delegate=yes)", own, strerror(-last));
+                goto out;
+        }
+        h->swap_limit = (got & (1u << CGROUP_MEMORY)) && cgroup_file_exists(dir, "memory.swap.max");
+        /* v2 counts CPU use in every cgroup (cpu.stat usage_usec). */
+        add_hier(h, 2, own, dir, got | (1u << CGROUP_CPUACCT));
+        own = dir = NULL;
+out:
+        free(own);
+        free(dir);
+        free(sup);
+        return e;
+}
+
+/* cgroup v1: one hierarchy per controller (or co-mounted ones, like
+ * cpu,cpuacct). Why this is safe: only OWN/gadgetd.PID is created, below
+ * gadgetd's own cgroup of that hierarchy. */
+static int setup_v1(struct cgroup_host *h)
+{
+        for (int c = 0; c < CGROUP_N_CTRL; c++) {
+                struct cg_mount m;
+                char path[PATH_MAX], *own = NULL, *dir = NULL;
+                bool shared = false;
+                if (h->ctrl_hier[c] >= 0 || find_mount(ctrl_names[c], &m) < 0 ||
+                    own_path(ctrl_names[c], path, sizeof path) < 0)
+                        continue;
+                int e = own_dir(&m, path, &own);
+                if (e == -ENOMEM)
+                        return e;
+                if (e < 0)
+                        continue;
+                for (size_t i = 0; i < h->n_hier && !shared; i++)
+                        if (h->hier[i].version == 1 && strcmp(h->hier[i].own, own) == 0) {
+                                h->hier[i].ctrls |= 1u << c;
+                                h->ctrl_hier[c] = (int)i;
+                                shared = true;
+                        }
+                if (shared) {
+                        free(own);
+                        continue;
+                }
+                remove_stale(own);
+                if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, (int)getpid()) < 0) {
+                        free(own);
+                        return -ENOMEM;
+                }
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                        snprintf(h->why_v1, sizeof h->why_v1, "cannot create %s: %s", dir, strerror(errno));
+                        free(own);
+                        free(dir);
+                        continue;
+                }
+                add_hier(h, 1, own, dir, 1u << c);
+        }
+        int mem = h->ctrl_hier[CGROUP_MEMORY];
+        if (mem >= 0 && h->hier[mem].version == 1)
+                h->swap_limit = cgroup_file_exists(h->hier[mem].own, "memory.memsw.limit_in_bytes");
+        bool any = false;
+        for (size_t i = 0; i < h->n_hier; i++)
+                any = any || h->hier[i].version == 1;
+        if (!any && !h->why_v1[0])
+                snprintf(h->why_v1, sizeof h->why_v1, "no cgroup v1 hierarchy of memory, pids or cpu is mounted");
+        return 0;
+}
+
+int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use)
+{
+        int e = 0;
+        memset(h, 0, sizeof *h);
+        for (int c = 0; c < CGROUP_N_CTRL; c++)
+                h->ctrl_hier[c] = -1;
+        if (use == CGROUP_USE_ANY || use == CGROUP_USE_V2)
+                e = setup_v2(h);
+        else
+                snprintf(h->why_v2, sizeof h->why_v2, "not used in this limits mode");
+        if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V1))
+                e = setup_v1(h);
+        else if (e == 0)
+                snprintf(h->why_v1, sizeof h->why_v1, "not used in this limits mode");
+        if (e < 0)
+                cgroup_host_close(h);
+        return e;
+}
+
+void cgroup_host_close(struct cgroup_host *h)
+{
+        for (size_t i = 0; i < h->n_hier; i++) {
+                /* In v2 gadgetd itself stays in DIR/supervisor until it exits;
+                 * the next gadgetd removes the directory. */
+                if (h->hier[i].version == 1)
+                        remove_tree(h->hier[i].dir);
+                free(h->hier[i].own);
+                free(h->hier[i].dir);
+        }
+        h->n_hier = 0;
+        for (int c = 0; c < CGROUP_N_CTRL; c++)
+                h->ctrl_hier[c] = -1;
+}
+
+int cgroup_host_version(const struct cgroup_host *h, enum cgroup_ctrl c)
+{
+        return h->ctrl_hier[c] < 0 ? 0 : h->hier[h->ctrl_hier[c]].version;
+}
+
+const char *cgroup_host_dir(const struct cgroup_host *h, enum cgroup_ctrl c)
+{
+        return h->ctrl_hier[c] < 0 ? NULL : h->hier[h->ctrl_hier[c]].dir;
+}
+

@@ -1,0 +1,511 @@
+/* gateway: listening, the token, the checks every request passes, routing
+ * and the headers every response carries. */
+#include "gateway_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define TOKEN_MIN 16
+#define TOKEN_MAX 4096
+#define HEADERS_MAX (16 * 1024)
+#define IO_TIMEOUT_S 60
+
+int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
+                         size_t whylen)
+{
+        char host[64];
+        const char *colon = strrchr(s, ':');
+        size_t hlen = colon ? (size_t)(colon - s) : 0;
+        char *end;
+        unsigned long port;
+
+        if (!colon || hlen == 0 || hlen >= sizeof host || !colon[1])
+                goto bad;
+        errno = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (errno || *end || port > 65535 || colon[1] < '0' || colon[1] > '9')
+                goto bad;
+        memcpy(host, s, hlen);
+        host[hlen] = '\0';
+        memset(sa, 0, sizeof *sa);
+        if (host[0] == '[' && host[hlen - 1] == ']') {
+                struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)sa;
+                host[hlen - 1] = '\0';
+                if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
+                        goto bad;
+                a6->sin6_family = AF_INET6;
+                a6->sin6_port = htons((uint16_t)port);
+                *len = sizeof *a6;
+                /* Why loopback only: plain HTTP carries the token in clear. */
+                if (!IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr))
+                        goto not_loopback;
+                return 0;
+        }
+        struct sockaddr_in *a4 = (struct sockaddr_in *)sa;
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+                goto bad;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *len = sizeof *a4;
+        if ((ntohl(a4->sin_addr.s_addr) >> 24) != 127)
+                goto not_loopback;
+        return 0;
+bad:
+        snprintf(why, whylen, "Listen=\"%.64s\" is not ADDRESS:PORT with a numeric address "
+                 "(for example 127.0.0.1:8080 or [::1]:8080)", s);
+        return -EINVAL;
+not_loopback:
+        snprintf(why, whylen, "Listen=\"%.64s\": the gateway speaks plain HTTP and listens on "
+                 "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
+                 "other clients", s);
+        return -EINVAL;
+}
+
+static bool token_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+/* Reads the token: the file's content without trailing blanks. Why the
+ * checks: not a symlink (a link could point gadgetd at another file), a
+ * regular file not readable or writable by every user, and characters that
+ * go unchanged into a header, a cookie and a URL query. */
+static int read_token(const char *path, char **out, size_t *out_len)
+{
+        char buf[TOKEN_MAX + 2];
+        struct stat st;
+        ssize_t n;
+        int e = 0;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+        if (fd < 0) {
+                e = -errno;
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, strerror(errno));
+                return e;
+        }
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s is not a regular file", path);
+                e = -EINVAL;
+                goto out;
+        }
+        if (st.st_mode & (S_IROTH | S_IWOTH)) {
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s is readable or writable by every user "
+                        "(chmod 600 it)", path);
+                e = -EPERM;
+                goto out;
+        }
+        n = read(fd, buf, sizeof buf - 1);
+        if (n < 0) {
+                e = -errno;
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, strerror(errno));
+                goto out;
+        }
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+                n--;
+        buf[n] = '\0';
+        bool ok = n >= TOKEN_MIN && n <= TOKEN_MAX;
+        for (ssize_t i = 0; ok && i < n; i++)
+                ok = token_char(buf[i]);
+        if (!ok) {
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s must hold one token of %d to %d characters "
+                        "A-Z a-z 0-9 - _ . ~ (for example: openssl rand -hex 32)", path, TOKEN_MIN,
+                        TOKEN_MAX);
+                e = -EINVAL;
+                goto out;
+        }
+        if (!(*out = strdup(buf)))
+                e = -ENOMEM;
+        *out_len = (size_t)n;
+out:
+        explicit_bzero(buf, sizeof buf);
+        close(fd);
+        return e;
+}
+
+/* Compares a secret with a candidate in time that depends only on the
+ * secret's length, so a client cannot find the token byte by byte. */
+static bool secret_equal(const char *secret, size_t slen, const char *cand, size_t clen)
+{
+        unsigned char diff = slen != clen;
+        for (size_t i = 0; i < slen; i++)
+                diff |= (unsigned char)secret[i] ^ (unsigned char)(i < clen ? cand[i] : 0);
+        return diff == 0;
+}
+
+static void hex(const unsigned char *in, size_t n, char *out)
+{
+        static const char digits[] = "0123456789abcdef";
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = digits[in[i] >> 4];
+                out[2 * i + 1] = digits[in[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+static int random_hex(char *out, size_t bytes)
+{
+        unsigned char buf[GATEWAY_SESSION_BYTES];
+        if (bytes > sizeof buf)
+                return -EINVAL;
+        if (getrandom(buf, bytes, 0) != (ssize_t)bytes)
+                return -EIO;
+        hex(buf, bytes, out);
+        explicit_bzero(buf, sizeof buf);
+        return 0;
+}
+
+int gateway_nonce(char *buf, size_t len)
+{
+        return len < 33 ? -EINVAL : random_hex(buf, 16);
+}
+
+/* Headers on every response. Why: nosniff keeps a browser from reading
+ * JSON or text as HTML; no-referrer keeps URLs (and a ?token=) out of
+ * Referer; no-store keeps answers out of caches; CORP stops other origins
+ * from embedding any response. */
+void gateway_send(struct evhttp_request *req, int status, const char *content_type, struct evbuffer *body)
+{
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+        evhttp_add_header(h, "Referrer-Policy", "no-referrer");
+        evhttp_add_header(h, "Cache-Control", "no-store");
+        evhttp_add_header(h, "Cross-Origin-Resource-Policy", "same-origin");
+        if (!evhttp_find_header(h, "Content-Security-Policy")) {
+                /* Anything not HTML is data: no scripts, no framing. */
+                evhttp_add_header(h, "Content-Security-Policy",
+                                  "default-src 'none'; frame-ancestors 'none'; sandbox");
+                evhttp_add_header(h, "X-Frame-Options", "DENY");
+        }
+        if (content_type)
+                evhttp_add_header(h, "Content-Type", content_type);
+        evhttp_send_reply(req, status, NULL, body);
+}
+
+void gateway_send_error(struct evhttp_request *req, int status, const char *code, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        json_t *o = json_pack("{s:{s:s, s:s%}}", "error", "code", code, "message", msg, strlen(msg));
+        char *text = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        struct evbuffer *b = evbuffer_new();
+        if (b)
+                evbuffer_add_printf(b, "%s\n", text ? text : "{\"error\":{\"code\":\"internal\"}}");
+        gateway_send(req, status, "application/json", b);
+        if (b)
+                evbuffer_free(b);
+        free(text);
+        json_decref(o);
+}
+
+static const char *header(struct evhttp_request *req, const char *name)
+{
+        return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+}
+
+/* Why: a browser names the page that made a request. Another origin (a
+ * page on another port of this host, or a gadget's sandboxed UI, whose
+ * origin is "null") is refused, so nothing but the workshop page can use
+ * the browser's cookie; a Host other than ours (DNS rebinding) too. */
+static const char *foreign(struct gateway *g, struct evhttp_request *req)
+{
+        const char *host = header(req, "Host"), *origin = header(req, "Origin");
+        const char *site = header(req, "Sec-Fetch-Site");
+        if (!host || (strcmp(host, g->hosts[0]) != 0 && strcmp(host, g->hosts[1]) != 0))
+                return "unexpected Host header";
+        if (origin && (strncmp(origin, "http://", 7) != 0 || strcmp(origin + 7, host) != 0))
+                return "request from another origin";
+        if (site && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0)
+                return "request from another site";
+        return NULL;
+}
+
+/* The session cookie's value in a Cookie header, or NULL. */
+static const char *cookie_value(const char *cookies, size_t *len)
+{
+        const size_t nlen = strlen(GATEWAY_COOKIE);
+        for (const char *p = cookies; p && *p;) {
+                p += strspn(p, " ;");
+                size_t n = strcspn(p, ";");
+                if (n > nlen && strncmp(p, GATEWAY_COOKIE, nlen) == 0 && p[nlen] == '=') {
+                        *len = n - nlen - 1;
+                        return p + nlen + 1;
+                }
+                p += n;
+        }
+        return NULL;
+}
+
+static bool authorized(struct gateway *g, struct evhttp_request *req)
+{
+        const char *auth = header(req, "Authorization"), *cookies = header(req, "Cookie"), *v;
+        size_t len;
+        if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+                v = auth + 7 + strspn(auth + 7, " ");
+                return secret_equal(g->token, g->token_len, v, strlen(v));
+        }
+        if (cookies && (v = cookie_value(cookies, &len)))
+                return secret_equal(g->session, strlen(g->session), v, len);
+        return false;
+}
+
+/* GET /?token=TOKEN: sets the session cookie and sends the browser on to
+ * "/", so the token leaves the address bar and the history. Why the
+ * cookie's flags: HttpOnly (no script reads it), SameSite=Strict (no
+ * other site's page makes the browser send it), Path=/. */
+static void login(struct gateway *g, struct evhttp_request *req, const char *query)
+{
+        struct evkeyvalq q = { 0 };
+        const char *tok = NULL;
+        if (evhttp_parse_query_str(query, &q) == 0)
+                tok = evhttp_find_header(&q, "token");
+        if (!tok || !secret_equal(g->token, g->token_len, tok, strlen(tok))) {
+                evhttp_clear_headers(&q);
+                log_msg(L_WARN, NULL, "gateway: refused a login with a wrong token");
+                gateway_send_error(req, 401, "unauthorized", "wrong token");
+                return;
+        }
+        evhttp_clear_headers(&q);
+        char cookie[160];
+        snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict", GATEWAY_COOKIE,
+                 g->session);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Set-Cookie", cookie);
+        evhttp_add_header(h, "Location", "/");
+        gateway_send(req, 303, NULL, NULL);
+}
+
+/* Splits "a/b/c" into at most max segments (NUL-terminated in buf);
+ * max + 1 if there are more, 0 if it does not fit. "" is one empty segment. */
+static size_t segments(const char *path, char *buf, size_t len, char **seg, size_t max)
+{
+        size_t n = 0;
+        if (strlen(path) >= len)
+                return 0;
+        strcpy(buf, path);
+        for (char *p = buf;; n++) {
+                if (n == max)
+                        return max + 1;
+                seg[n] = p;
+                p = strchr(p, '/');
+                if (!p)
+                        return n + 1;
+                *p++ = '\0';
+        }
+}
+
+/* The routes: a path pattern ("*" matches one segment), the method, and
+ * the handler, called with the matched segments. */
+enum route_kind { R_PAGE, R_LIST, R_CALL, R_UI };
+static const struct {
+        const char *pattern;
+        enum evhttp_cmd_type cmd;
+        enum route_kind kind;
+} routes[] = {
+        { "", EVHTTP_REQ_GET, R_PAGE },
+        { "api/gadgets", EVHTTP_REQ_GET, R_LIST },
+        { "api/gadgets/*/call/*", EVHTTP_REQ_POST, R_CALL },
+        { "gadgets/*/ui", EVHTTP_REQ_GET, R_UI },
+};
+
+/* Whether the path's segments (s, n) match pattern; wild gets the "*" ones. */
+static bool match(const char *pattern, char **s, size_t n, char **wild)
+{
+        char buf[64], *p[5];
+        size_t m = segments(pattern, buf, sizeof buf, p, 5), w = 0;
+        if (m != n)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(p[i], "*") == 0)
+                        wild[w++] = s[i];
+                else if (strcmp(p[i], s[i]) != 0)
+                        return false;
+        }
+        return true;
+}
+
+static void route(struct gateway *g, struct evhttp_request *req, const char *path)
+{
+        enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        char buf[512], *s[5], *w[2] = { NULL, NULL };
+        size_t n = segments(path + 1, buf, sizeof buf, s, 5);
+
+        for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+                if (!match(routes[i].pattern, s, n, w))
+                        continue;
+                if (cmd != routes[i].cmd) {
+                        const char *allow = routes[i].cmd == EVHTTP_REQ_GET ? "GET" : "POST";
+                        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+                        gateway_send_error(req, 405, "method_not_allowed", "use %s here", allow);
+                        return;
+                }
+                switch (routes[i].kind) {
+                case R_PAGE: gateway_page_workshop(g, req); break;
+                case R_LIST: gateway_api_list(g, req); break;
+                case R_CALL: gateway_api_call(g, req, w[0], w[1]); break;
+                case R_UI: gateway_page_ui(g, req, w[0]); break;
+                }
+                return;
+        }
+        gateway_send_error(req, 404, "not_found", "no such page (the API is below /api/gadgets)");
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+        struct gateway *g = arg;
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+        const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+        const char *why = foreign(g, req);
+        char esc[200];
+
+        if (!path || path[0] != '/')
+                path = "/";
+        if (why) {
+                log_msg(L_WARN, NULL, "gateway: refused %s: %s",
+                        log_escape(path, strlen(path), esc, sizeof esc), why);
+                gateway_send_error(req, 403, "forbidden", "%s", why);
+        } else if (strcmp(path, "/") == 0 && query && evhttp_request_get_command(req) == EVHTTP_REQ_GET) {
+                login(g, req, query);
+        } else if (!authorized(g, req)) {
+                /* Why before routing: without the token nothing, not even
+                 * which paths exist, is told. */
+                log_msg(L_WARN, NULL, "gateway: refused %s: no valid token",
+                        log_escape(path, strlen(path), esc, sizeof esc));
+                evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                                  "Bearer realm=\"gadgetd\"");
+                gateway_send_error(req, 401, "unauthorized",
+                                   "a valid token is needed: \"Authorization: Bearer TOKEN\", "
+                                   "or open /?token=TOKEN in the browser");
+        } else {
+                route(g, req, path);
+        }
+}
+
+/* The Host values a browser sends for the bound address. */
+static int bound_hosts(struct gateway *g, int fd)
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        char addr[INET6_ADDRSTRLEN];
+        unsigned port;
+        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+                return -errno;
+        if (ss.ss_family == AF_INET6) {
+                struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+                inet_ntop(AF_INET6, &a6->sin6_addr, addr, sizeof addr);
+                port = ntohs(a6->sin6_port);
+                snprintf(g->hosts[0], sizeof g->hosts[0], "[%s]:%u", addr, port);
+        } else {
+                struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+                inet_ntop(AF_INET, &a4->sin_addr, addr, sizeof addr);
+                port = ntohs(a4->sin_port);
+                snprintf(g->hosts[0], sizeof g->hosts[0], "%s:%u", addr, port);
+        }
+        snprintf(g->hosts[1], sizeof g->hosts[1], "localhost:%u", port);
+        return 0;
+}
+
+/* A listening socket, close-on-exec from birth (evhttp's own binding
+ * would not promise that). */
+static int listen_on(const char *listen_str, int *out)
+{
+        struct sockaddr_storage sa;
+        socklen_t len;
+        char why[256];
+        int one = 1, e;
+        if (gateway_parse_listen(listen_str, &sa, &len, why, sizeof why) < 0) {
+                log_msg(L_ERR, NULL, "gateway: %s", why);
+                return -EINVAL;
+        }
+        int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+            bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 128) < 0) {
+                e = -errno;
+                log_msg(L_ERR, NULL, "gateway: cannot listen on %s: %s", listen_str, strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return e;
+        }
+        *out = fd;
+        return 0;
+}
+
+int gateway_open(struct daemon *d, const char *listen_str, const char *token_file, struct gateway **out)
+{
+        struct gateway *g = calloc(1, sizeof *g);
+        int fd = -1, e;
+        if (!g)
+                return -ENOMEM;
+        g->d = d;
+        if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
+                goto fail;
+        if ((e = random_hex(g->session, GATEWAY_SESSION_BYTES)) < 0) {
+                log_msg(L_ERR, NULL, "gateway: no random bytes for the session: %s", strerror(-e));
+                goto fail;
+        }
+        if ((e = listen_on(listen_str, &fd)) < 0)
+                goto fail;
+        if ((e = bound_hosts(g, fd)) < 0 || !(g->http = evhttp_new(d->base))) {
+                e = e < 0 ? e : -ENOMEM;
+                goto fail;
+        }
+        /* Why these limits: a body over GATEWAY_MAX_BODY is refused (413)
+         * by libevent before it is buffered, as are huge headers; idle or
+         * slow clients are dropped. */
+        evhttp_set_max_body_size(g->http, GATEWAY_MAX_BODY);
+        evhttp_set_max_headers_size(g->http, HEADERS_MAX);
+        evhttp_set_timeout(g->http, IO_TIMEOUT_S);
+        evhttp_set_allowed_methods(g->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        evhttp_set_default_content_type(g->http, "text/plain; charset=utf-8");
+        evhttp_set_flags(g->http, EVHTTP_SERVER_LINGERING_CLOSE);
+        evhttp_set_gencb(g->http, on_request, g);
+        if (!evhttp_accept_socket_with_handle(g->http, fd)) {
+                close(fd);
+                fd = -1;
+                e = -ENOMEM;
+                goto fail;
+        }
+        log_msg(L_INFO, NULL, "gateway: listening on http://%s/", g->hosts[0]);
+        *out = g;
+        return 0;
+fail:
+        if (fd >= 0 && !g->http)
+                close(fd);
+        gateway_free(g);
+        return e;
+}
+
+void gateway_free(struct gateway *g)
+{
+        if (!g)
+                return;
+        gateway_api_orphan(g);
+        if (g->http)
+                evhttp_free(g->http);
+        if (g->token) {
+                explicit_bzero(g->token, g->token_len);
+                free(g->token);
+        }
+        explicit_bzero(g->session, sizeof g->session);
+        free(g);
+}

@@ -1,0 +1,258 @@
+/* gateway_api: the JSON API — the list of gadgets, and calls of their
+ * methods through unit_call (the path gadgetctl calls take), each recorded
+ * in the audit log as binding "gateway", operation "call METHOD". */
+#include "gateway_int.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <event2/buffer.h>
+
+#include "audit.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "json.h"
+#include "peer.h"
+#include "policy.h"
+#include "unit.h"
+#include "validate.h"
+#include "value.h"
+
+struct gateway_call {
+        struct gateway *g;           /* NULL once the gateway is gone */
+        struct evhttp_request *req;
+        char gadget[64];
+        char op[8 + VALIDATE_MAX_NAME];  /* "call METHOD" */
+        struct timespec start;
+        size_t bytes_in;
+        struct gateway_call *next;
+};
+
+static void send_json(struct evhttp_request *req, int status, const char *text)
+{
+        struct evbuffer *b = evbuffer_new();
+        if (!b) {
+                gateway_send(req, 500, NULL, NULL);
+                return;
+        }
+        evbuffer_add(b, text, strlen(text));
+        evbuffer_add(b, "\n", 1);
+        gateway_send(req, status, "application/json", b);
+        evbuffer_free(b);
+}
+
+static json_t *gadget_json(struct unit *u)
+{
+        json_t *methods = json_array();
+        char **names = NULL;
+        size_t n = u->peer ? peer_methods(u->peer, &names) : 0;
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(methods, json_string(names[i]));
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:I, s:I}", "name", u->policy->name, "state",
+                         unit_state_name(u->state), "cause", u->cause, "ui", u->policy->ui != NULL,
+                         "methods", methods, "calls", (json_int_t)u->calls, "restarts",
+                         (json_int_t)u->restarts);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
+                      json_string_value(json_object_get(*(json_t *const *)b, "name")));
+}
+
+void gateway_api_list(struct gateway *g, struct evhttp_request *req)
+{
+        size_t n = 0, i = 0;
+        for (struct unit *u = g->d->units; u; u = u->next)
+                n++;
+        json_t **v = calloc(n + 1, sizeof *v), *list = json_array();
+        for (struct unit *u = g->d->units; v && u; u = u->next)
+                v[i++] = gadget_json(u);
+        if (v)
+                qsort(v, n, sizeof *v, cmp_name);
+        for (i = 0; v && i < n; i++)
+                json_array_append_new(list, v[i]);
+        json_t *o = json_pack("{s:o}", "gadgets", list);
+        char *text = o && v ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        if (text)
+                send_json(req, 200, text);
+        else
+                gateway_send_error(req, 500, "internal", "out of memory");
+        free(text);
+        free(v);
+        json_decref(o);
+}
+
+static uint64_t elapsed_us(const struct timespec *start)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)(now.tv_sec - start->tv_sec) * 1000000u +
+               (uint64_t)((now.tv_nsec - start->tv_nsec) / 1000);
+}
+
+/* One audit record per call a UI (or any gateway client) made. */
+static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome outcome,
+                   size_t bytes_out, const char *detail)
+{
+        if (!g)
+                return;
+        struct audit_record rec = {
+                .gadget = c->gadget, .binding = "gateway", .op = c->op, .outcome = outcome,
+                .bytes = c->bytes_in + bytes_out, .duration_us = elapsed_us(&c->start), .detail = detail,
+        };
+        audit_write(g->d->audit, &rec);
+}
+
+/* The HTTP status and error code for a GADGET_E* code. */
+static int status_of(int code, const char **name)
+{
+        static const struct {
+                int code, status;
+                const char *name;
+        } map[] = {
+                { GADGET_EINVAL, 400, "invalid" },     { GADGET_ENOMETHOD, 404, "no_method" },
+                { GADGET_EFAILED, 502, "failed" },     { GADGET_EDENIED, 403, "denied" },
+                { GADGET_EUNAVAILABLE, 503, "unavailable" }, { GADGET_ETIMEOUT, 504, "timeout" },
+                { GADGET_EBUSY, 429, "busy" },         { GADGET_EPROTO, 502, "protocol" },
+                { GADGET_ELIMIT, 413, "limit" },       { GADGET_ENOTFOUND, 404, "not_found" },
+                { GADGET_EGONE, 502, "gone" },         { GADGET_EINTERNAL, 500, "internal" },
+        };
+        for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+                if (map[i].code == code) {
+                        *name = map[i].name;
+                        return map[i].status;
+                }
+        *name = "failed";
+        return 502;
+}
+
+static void unlink_call(struct gateway *g, struct gateway_call *c)
+{
+        for (struct gateway_call **pp = g ? &g->calls : NULL; pp && *pp; pp = &(*pp)->next)
+                if (*pp == c) {
+                        *pp = c->next;
+                        return;
+                }
+}
+
+/* The gadget answered (or the call failed, timed out, or the gadget died). */
+static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
+{
+        struct gateway_call *c = arg;
+        struct gateway *g = c->g;
+        const char *name = "internal";
+        char *text = res ? json_from_value(res) : NULL;
+
+        unlink_call(g, c);
+        if (text) {
+                record(g, c, AUDIT_OK, strlen(text), NULL);
+                if (g)
+                        send_json(c->req, 200, text);
+        } else {
+                if (res)
+                        message = "the result cannot be written as JSON";
+                int status = res ? 500 : status_of(code, &name);
+                record(g, c, AUDIT_ERROR, 0, message ? message : "the call failed");
+                if (g)
+                        gateway_send_error(c->req, status, res ? "internal" : name, "%s",
+                                           message ? message : "the call failed");
+        }
+        free(text);
+        free(c);
+}
+
+/* A refused call: answered at once and recorded. */
+static void refuse(struct gateway *g, struct gateway_call *c, int status, const char *code,
+                   const char *msg)
+{
+        record(g, c, AUDIT_ERROR, 0, msg);
+        gateway_send_error(c->req, status, code, "%s", msg);
+        free(c);
+}
+
+/* Why a body must say it is JSON: a page of another origin cannot send
+ * application/json without a CORS preflight, which the gateway never
+ * grants (a second guard beside the Origin check). */
+static bool is_json_body(struct evhttp_request *req)
+{
+        const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+        size_t n = strlen("application/json");
+        return t && strncasecmp(t, "application/json", n) == 0 && (t[n] == '\0' || t[n] == ';');
+}
+
+void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method)
+{
+        struct unit *u = policy_name_valid(name) ? daemon_find(g->d, name) : NULL;
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t len = evbuffer_get_length(in);
+        char msg[600];
+        Gadget__Value *args = NULL;
+
+        if (!u) {
+                gateway_send_error(req, 404, "not_found", "no gadget named \"%.64s\"", name);
+                return;
+        }
+        /* Why: only names a gadget could declare reach it, and the audit. */
+        if (validate_method_name(method) < 0) {
+                gateway_send_error(req, 404, "no_method", "gadget \"%s\" has no such method", name);
+                return;
+        }
+        struct gateway_call *c = calloc(1, sizeof *c);
+        if (!c) {
+                gateway_send_error(req, 500, "internal", "out of memory");
+                return;
+        }
+        *c = (struct gateway_call){ .g = g, .req = req, .bytes_in = len };
+        snprintf(c->gadget, sizeof c->gadget, "%s", name);
+        snprintf(c->op, sizeof c->op, "call %s", method);
+        clock_gettime(CLOCK_MONOTONIC, &c->start);
+        if (len && !is_json_body(req)) {
+                refuse(g, c, 415, "unsupported_media_type",
+                       "the body must be JSON, sent with \"Content-Type: application/json\"");
+                return;
+        }
+        const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "null";
+        char err[400];
+        if (!body || json_to_value(body, len ? len : 4, &args, err, sizeof err) < 0) {
+                snprintf(msg, sizeof msg, "the body is not valid JSON: %s", body ? err : "out of memory");
+                refuse(g, c, 400, "bad_json", msg);
+                return;
+        }
+        int e = unit_call(u, method, args, NULL, 0, call_done, c);
+        value_free(args);
+        if (e == 0) {
+                c->next = g->calls;
+                g->calls = c;
+                return;
+        }
+        if (e == -ENOTCONN) {
+                snprintf(msg, sizeof msg, "gadget \"%s\" is not ready (%s%s%.200s)", name,
+                         unit_state_name(u->state), u->cause[0] ? ": " : "", u->cause);
+                refuse(g, c, 503, "unavailable", msg);
+        } else if (e == -ENOENT) {
+                snprintf(msg, sizeof msg, "gadget \"%s\" has no method \"%s\"", name, method);
+                refuse(g, c, 404, "no_method", msg);
+        } else if (e == -ENOBUFS) {
+                snprintf(msg, sizeof msg, "gadget \"%s\" is busy: too many calls queued", name);
+                refuse(g, c, 429, "busy", msg);
+        } else if (e == -EMSGSIZE || e == -E2BIG) {
+                refuse(g, c, 413, "too_large", "the arguments are too large for the gadget protocol");
+        } else {
+                snprintf(msg, sizeof msg, "cannot call: %s", strerror(-e));
+                refuse(g, c, 500, "internal", msg);
+        }
+}
+
+void gateway_api_orphan(struct gateway *g)
+{
+        /* Their gadgets' answers still come to call_done, which then only
+         * frees them: the requests went with the HTTP server. */
+        for (struct gateway_call *c = g->calls; c; c = c->next)
+                c->g = NULL;
+        g->calls = NULL;
+}

@@ -1,0 +1,74 @@
+/* limiter: how gadgetd enforces a policy's resource limits, and what it
+ * tells about them. The mode is chosen once per gadgetd: cgroup v2 where
+ * gadgetd has a delegated subtree, else the cgroup v1 controllers, else
+ * rlimits alone — never silently (limiter_log). For each run of a gadget it
+ * makes the gadget's cgroup, refuses a limit the mode cannot enforce (fail
+ * closed, unless the operator allowed degraded limits), turns new limit hits
+ * into audit records, and tells when a limit ended the gadget. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cgroup.h"
+
+struct audit;
+struct policy;
+
+/* Tasks a gadget may have without TasksMax (or with TasksMax=infinity). */
+#define LIMITER_DEFAULT_TASKS 1024
+
+enum limiter_mode { LIMITER_AUTO, LIMITER_CGROUP_V2, LIMITER_CGROUP_V1, LIMITER_RLIMITS };
+
+struct limiter {
+        struct cgroup_host cg;
+        enum limiter_mode want;
+        bool allow_degraded;
+        char mode[128];            /* "cgroup v2", "cgroup v1", "rlimits" or "mixed (...)" */
+};
+
+/* The limits of one run of one gadget. */
+struct limiter_run {
+        struct cgroup *cg;         /* NULL when no cgroup controller is in use */
+        uint64_t nproc;            /* RLIMIT_NPROC of the gadget's uid */
+        uint64_t address_space;    /* RLIMIT_AS per process (degraded MemoryMax), UINT64_MAX for none */
+        char mode[320];            /* the mode, and any limit it degrades */
+        struct cgroup_stats seen;  /* the counters at the last check */
+        uint64_t oom_kills;        /* during this run */
+        uint64_t pids_refused;
+        bool refusing, throttling; /* a TasksMax or CPUQuota episode is under way */
+};
+
+/* "auto", "cgroup-v2", "cgroup-v1", "rlimits". 0 or -EINVAL. */
+int limiter_parse_mode(const char *s, enum limiter_mode *out);
+/* Finds the mode: want restricts it (a cgroup version asked for that is
+ * not available is an error in err). 0 or -errno. */
+int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, char *err, size_t errlen);
+void limiter_close(struct limiter *l);
+/* Logs the mode, why a better one is not used, and each limit's mechanism. */
+void limiter_log(const struct limiter *l);
+
+void limiter_run_init(struct limiter_run *r);
+/* Plans a run of p: its cgroup with the limits written, and the rlimits
+ * for the worker. Fails closed: -EPERM with err naming the limit and why
+ * when the mode cannot enforce it and degraded limits are not allowed;
+ * other -errno with err. */
+int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
+/* Reads the counters: each new limit hit is an audit record (a may be
+ * NULL: the record is only logged). A continuing hit (a fork bomb held at
+ * TasksMax, a spinner held at CPUQuota) is one record until it stops. */
+void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *a);
+/* After the end of a run with wait status status (described as how): the
+ * cause a limit gave it ("out of memory", "tasks limit (how)") in out, and
+ * true; false if no limit was involved. */
+bool limiter_cause(const struct limiter_run *r, int status, const char *how, char *out, size_t len);
+/* Usage now (0 where unknown). tasks does not count the sandbox's init. */
+void limiter_usage(const struct limiter_run *r, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
+/* Kills the run's whole cgroup where the kernel can (v2). */
+void limiter_kill(const struct limiter_run *r);
+/* Removes the run's cgroup once its processes are gone. */
+void limiter_end(struct limiter_run *r);
+/* The audit record of a limit gadgetd enforces itself (RuntimeMax, CallTimeout). */
+void limiter_record(struct audit *a, const char *gadget, const char *limit, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));

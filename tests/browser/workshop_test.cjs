@@ -1,0 +1,368 @@
+/* Browser tests of the client layer: Debian's chromium, driven headless by
+ * playwright-core, against a real gadgetd gateway started by run.py.
+ * Prints "ok - NAME" or "not ok - NAME: why" per check; exits 1 if any
+ * failed, 77 (skip) if chromium cannot start.
+ * Environment: GATEWAY_URL, GATEWAY_TOKEN, AUDIT_LOG, SCREENSHOT, PROFILE_DIR. */
+"use strict";
+const fs = require("fs");
+const http = require("http");
+const { chromium } = require("playwright-core");
+
+const BASE = process.env.GATEWAY_URL;
+const TOKEN = process.env.GATEWAY_TOKEN;
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+let failed = 0;
+
+async function check(name, fn) {
+        try {
+                await fn();
+                console.log("ok - " + name);
+        } catch (e) {
+                failed++;
+                console.log("not ok - " + name + ": " + (e && e.stack ? e.stack : e));
+        }
+}
+
+function assert(cond, msg) {
+        if (!cond)
+                throw new Error(msg);
+}
+
+function eq(got, want, what) {
+        const g = JSON.stringify(got), w = JSON.stringify(want);
+        assert(g === w, what + ": got " + g + ", want " + w);
+}
+
+/* A call through the API with the token, as a script outside the browser. */
+async function apiCall(gadget, method, args) {
+        const r = await fetch(BASE + "/api/gadgets/" + gadget + "/call/" + method, {
+                method: "POST", body: JSON.stringify(args === undefined ? null : args),
+                headers: { "Authorization": "Bearer " + TOKEN, "Content-Type": "application/json" },
+        });
+        return { status: r.status, body: await r.json() };
+}
+
+/* A server on another loopback port that counts requests: "anywhere else". */
+function canary() {
+        return new Promise((resolve) => {
+                const s = http.createServer((req, res) => {
+                        s.hits++;
+                        res.setHeader("Access-Control-Allow-Origin", "*");
+                        res.end("canary");
+                });
+                s.hits = 0;
+                s.listen(0, "127.0.0.1", () => resolve(s));
+        });
+}
+
+/* Opens a gadget's UI in the workshop page and returns its frame. */
+async function openUi(page, name) {
+        await page.locator(`li[data-name="${name}"] button.open`).click();
+        const handle = await page.waitForSelector(`iframe[title="${name} UI"]`);
+        const frame = await handle.contentFrame();
+        await frame.waitForFunction(() => typeof window.gadget === "object");
+        return { handle, frame };
+}
+
+/* Posts a raw message from inside the frame to the page and waits for the
+ * reply with that id. */
+function rawCall(frame, msg) {
+        return frame.evaluate((m) => new Promise((resolve) => {
+                window.addEventListener("message", function on(ev) {
+                        if (ev.data && ev.data.id === m.id) {
+                                window.removeEventListener("message", on);
+                                resolve(ev.data);
+                        }
+                });
+                parent.postMessage(m, "*");
+        }), msg);
+}
+
+async function main() {
+        const other = await canary(), beacon = await canary();
+        const otherUrl = "http://127.0.0.1:" + other.address().port + "/";
+        const beaconUrl = "http://127.0.0.1:" + beacon.address().port + "/";
+        let context;
+        try {
+                context = await chromium.launchPersistentContext(process.env.PROFILE_DIR, {
+                        executablePath: CHROMIUM,
+                        headless: true,
+                        args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+                        viewport: { width: 1200, height: 760 },
+                        timeout: 60000,
+                });
+        } catch (e) {
+                console.log("SKIP: chromium (" + CHROMIUM + ") cannot start: " + String(e.message).split("\n")[0]);
+                other.close();
+                beacon.close();
+                return 77;
+        }
+        context.setDefaultTimeout(15000);
+        const page = context.pages()[0] || await context.newPage();
+        const dialogs = [];
+        page.on("dialog", (d) => {
+                dialogs.push(d.type());
+                d.dismiss().catch(() => {});
+        });
+        /* The workshop page's own CSP reports (not its frames'), kept in
+         * sessionStorage so they survive the page's reloads. */
+        await context.addInitScript(() => {
+                if (window !== window.top || location.pathname !== "/")
+                        return;
+                document.addEventListener("securitypolicyviolation", (e) => {
+                        const v = JSON.parse(sessionStorage.getItem("violations") || "[]");
+                        v.push(e.effectiveDirective + " " + e.blockedURI);
+                        sessionStorage.setItem("violations", JSON.stringify(v));
+                });
+        });
+
+        await check("the page refuses a browser without the token", async () => {
+                const r = await page.goto(BASE + "/");
+                eq(r.status(), 401, "status");
+        });
+
+        await check("GET /?token= sets an HttpOnly SameSite=Strict cookie and leaves the token out of the URL", async () => {
+                const r = await page.goto(BASE + "/?token=" + TOKEN);
+                eq(r.status(), 200, "status after the redirect");
+                eq(page.url(), BASE + "/", "URL");
+                const cookies = await context.cookies(BASE);
+                const c = cookies.find((x) => x.name === "gadgetd_session");
+                assert(c && c.httpOnly && c.sameSite === "Strict", "cookie: " + JSON.stringify(cookies));
+                eq(await page.evaluate(() => document.cookie), "", "document.cookie of the page");
+        });
+
+        await check("the workshop page lists the gadgets with their state", async () => {
+                await page.waitForSelector('li[data-name="counter"] .state-ready');
+                await page.waitForSelector('li[data-name="notes"] .state-ready');
+                await page.waitForSelector('li[data-name="plain"]');
+                eq(await page.locator('li[data-name="plain"] button.open').count(), 0, "Open UI for a gadget without UI");
+        });
+
+        const { handle, frame } = await openUi(page, "counter");
+
+        await check("the UI runs in <iframe sandbox=\"allow-scripts\"> and nothing more", async () => {
+                eq(await handle.getAttribute("sandbox"), "allow-scripts", "sandbox attribute");
+                eq(await frame.evaluate(() => self.origin), "null", "the UI's origin");
+        });
+
+        await check("a UI calls its gadget and renders the result", async () => {
+                await frame.waitForFunction(() => document.getElementById("count").textContent === "0");
+                await frame.locator("#inc").click();
+                await frame.waitForFunction(() => document.getElementById("count").textContent === "1");
+                await frame.locator("#inc").click();
+                await frame.waitForFunction(() => document.getElementById("count").textContent === "2");
+                eq(await apiCall("counter", "get"), { status: 200, body: 2 }, "the count kept by the gadget");
+                eq(await frame.evaluate(() => gadget.call("get")), 2, "await gadget.call(\"get\")");
+                await page.waitForSelector("#calls li .outcome.ok");
+        });
+
+        await check("a gadget error comes back as a rejected promise with code and status", async () => {
+                const e = await frame.evaluate(() => gadget.call("nope").then(() => null, (x) => ({ m: x.message, c: x.code, s: x.status })));
+                assert(e && e.c === "no_method" && e.s === 404 && e.m.includes("no method"), JSON.stringify(e));
+        });
+
+        await check("inside the frame fetch() to the gateway or anywhere else fails", async () => {
+                const results = await frame.evaluate(async (urls) => {
+                        const out = [];
+                        for (const u of urls) {
+                                try {
+                                        const r = await fetch(u, { credentials: "include" });
+                                        out.push("fetched " + u + ": " + r.status);
+                                } catch (e) {
+                                        out.push("failed");
+                                }
+                        }
+                        return out;
+                }, ["/api/gadgets", BASE + "/api/gadgets", BASE + "/api/gadgets/counter/call/increment", otherUrl]);
+                eq(results, ["failed", "failed", "failed", "failed"], "fetch results");
+        });
+
+        await check("inside the frame XHR, WebSocket and sendBeacon are refused", async () => {
+                const results = await frame.evaluate(async (u) => {
+                        /* Resolves when the CSP refuses a connection to url's
+                         * origin (reports name only the origin). */
+                        const refused = (url) => new Promise((resolve) => {
+                                document.addEventListener("securitypolicyviolation", function on(e) {
+                                        if (e.blockedURI.startsWith(url)) {
+                                                document.removeEventListener("securitypolicyviolation", on);
+                                                resolve("refused by " + e.effectiveDirective);
+                                        }
+                                });
+                        });
+                        const out = [];
+                        for (const url of [u.relative, u.gateway, u.other]) {
+                                out.push(await new Promise((resolve) => {
+                                        try {
+                                                const x = new XMLHttpRequest();
+                                                x.open("GET", url);
+                                                x.onload = () => resolve("loaded " + x.status);
+                                                x.onerror = () => resolve("failed");
+                                                x.send();
+                                        } catch (e) {
+                                                resolve("failed");
+                                        }
+                                }));
+                        }
+                        const ws = u.other.replace("http:", "ws:").replace(/\/$/, "");
+                        const wsRefused = refused(ws);
+                        try {
+                                new WebSocket(ws);
+                        } catch (e) {
+                                out.push("WebSocket threw " + e.name);
+                        }
+                        out.push(await wsRefused);
+                        const beaconRefused = refused(u.beacon.replace(/\/$/, ""));
+                        navigator.sendBeacon(u.beacon, "secret");
+                        out.push(await beaconRefused);
+                        return out;
+                }, { relative: "/api/gadgets", gateway: BASE + "/api/gadgets", other: otherUrl, beacon: beaconUrl });
+                eq(results, ["failed", "failed", "failed", "refused by connect-src", "refused by connect-src"], "results");
+        });
+
+        await check("nothing from the frame reached another server", async () => {
+                eq(other.hits + beacon.hits, 0, "requests the canary servers got");
+        });
+
+        await check("reading parent.document throws", async () => {
+                const r = await frame.evaluate(() => {
+                        try {
+                                return "read " + parent.document.title;
+                        } catch (e) {
+                                return e.name;
+                        }
+                });
+                eq(r, "SecurityError", "parent.document");
+        });
+
+        await check("alert() and confirm() do nothing", async () => {
+                const r = await frame.evaluate(() => [alert("hi") === undefined, confirm("sure?"), prompt("name?")]);
+                eq(r, [true, false, null], "return values");
+                eq(dialogs, [], "dialogs shown");
+        });
+
+        await check("document.cookie and storage are unavailable", async () => {
+                const r = await frame.evaluate(async () => {
+                        const out = {};
+                        const probe = (name, fn) => {
+                                try {
+                                        out[name] = "available: " + String(fn());
+                                } catch (e) {
+                                        out[name] = e.name;
+                                }
+                        };
+                        probe("cookie", () => document.cookie);
+                        probe("setCookie", () => { document.cookie = "a=b"; return document.cookie; });
+                        probe("localStorage", () => localStorage.length);
+                        probe("sessionStorage", () => sessionStorage.length);
+                        out.indexedDB = await new Promise((resolve) => {
+                                try {
+                                        const rq = indexedDB.open("x");
+                                        rq.onsuccess = () => resolve("available");
+                                        rq.onerror = () => resolve("error");
+                                } catch (e) {
+                                        resolve(e.name);
+                                }
+                        });
+                        out.caches = await (async () => {
+                                try {
+                                        await caches.keys();
+                                        return "available";
+                                } catch (e) {
+                                        return "error";
+                                }
+                        })();
+                        return out;
+                });
+                eq(r, { cookie: "SecurityError", setCookie: "SecurityError", localStorage: "SecurityError",
+                        sessionStorage: "SecurityError", indexedDB: r.indexedDB === "error" ? "error" : "SecurityError",
+                        caches: "error" }, "storage");
+        });
+
+        await check("a postMessage asking for another gadget's method is refused", async () => {
+                const a = await rawCall(frame, { gadgetd: 1, type: "call", id: 9001, gadget: "notes", method: "add",
+                                                json: JSON.stringify({ title: "stolen", text: "x" }) });
+                assert(a.ok === false && a.error.code === "refused" && a.error.message.includes("only its own gadget"),
+                       "gadget field: " + JSON.stringify(a));
+                const b = await rawCall(frame, { gadgetd: 1, type: "call", id: 9002, method: "../../notes/call/add",
+                                                json: JSON.stringify({ title: "stolen", text: "x" }) });
+                assert(b.ok === false && b.error.code === "bad_method", "path in the method: " + JSON.stringify(b));
+                const c = await rawCall(frame, { gadgetd: 1, type: "call", id: 9003, method: "increment",
+                                                json: "x".repeat(1024 * 1024 + 1) });
+                assert(c.ok === false && c.error.code === "too_large", "oversized JSON: " + JSON.stringify(c));
+                const d = await rawCall(frame, { gadgetd: 1, type: "call", id: 9004, method: "increment", json: "{nope" });
+                assert(d.ok === false && d.error.code === "bad_json", "bad JSON: " + JSON.stringify(d));
+                const audit = fs.readFileSync(process.env.AUDIT_LOG, "utf8");
+                assert(!/"gadget":"notes"/.test(audit), "notes saw a call: " + audit);
+                eq(await apiCall("notes", "list", { prefix: "" }), { status: 200, body: [] }, "notes written");
+                eq(await apiCall("counter", "get"), { status: 200, body: 2 }, "counter changed by refused calls");
+        });
+
+        await check("calls a UI makes show up in the audit log", async () => {
+                const recs = fs.readFileSync(process.env.AUDIT_LOG, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+                const ui = recs.filter((r) => r.gadget === "counter" && r.binding === "gateway");
+                eq(ui.filter((r) => r.op === "call increment" && r.outcome === "ok").length, 2, "increments");
+                assert(ui.some((r) => r.op === "call nope" && r.outcome === "error"), "the failed call: " + JSON.stringify(ui));
+        });
+
+        await check("the workshop page runs under its CSP without violations", async () => {
+                eq(await page.evaluate(() => sessionStorage.getItem("violations")), null, "CSP reports of the page");
+                /* The watch itself works: an image from elsewhere is reported. */
+                await page.evaluate((u) => { new Image().src = u; }, otherUrl);
+                await page.waitForFunction(() => (sessionStorage.getItem("violations") || "").includes("img-src"));
+                await page.evaluate(() => sessionStorage.removeItem("violations"));
+        });
+
+        await check("the notes UI works too", async () => {
+                const n = await openUi(page, "notes");
+                await n.frame.waitForSelector("li.empty");
+                await n.frame.locator("#title").fill("groceries");
+                await n.frame.locator("#text").fill("milk, bread");
+                await n.frame.locator("#save").click();
+                await n.frame.waitForSelector("li.sel");
+                eq(await apiCall("notes", "get", { title: "groceries" }), { status: 200, body: "milk, bread" }, "note stored");
+        });
+
+        await check("a screenshot of the workshop page is produced", async () => {
+                const c = await openUi(page, "counter");
+                await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2");
+                await c.frame.locator("#inc").click();
+                await c.frame.waitForFunction(() => document.getElementById("count").textContent === "3");
+                await page.waitForSelector("#calls li:nth-child(2)");
+                await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
+                const png = fs.readFileSync(process.env.SCREENSHOT);
+                assert(png.length > 10000 && png.subarray(1, 4).toString() === "PNG", "screenshot: " + png.length + " bytes");
+                console.log("# screenshot: " + process.env.SCREENSHOT);
+        });
+
+        await check("a UI that navigates its frame away is closed", async () => {
+                const c = await openUi(page, "counter");
+                await c.frame.waitForFunction(() => document.getElementById("count").textContent === "3");
+                await c.frame.evaluate(() => { location.href = "about:blank"; });
+                await page.waitForSelector("text=navigated away from itself and was closed");
+                eq(await page.locator("iframe").count(), 0, "frames left");
+        });
+
+        await check("a direct load of the UI URL carries the CSP sandbox header", async () => {
+                const r = await page.goto(BASE + "/gadgets/counter/ui");
+                eq(r.status(), 200, "status");
+                const csp = r.headers()["content-security-policy"] || "";
+                assert(csp.startsWith("sandbox allow-scripts;") && csp.includes("default-src 'none'"), "CSP: " + csp);
+                eq(await page.evaluate(() => self.origin), "null", "origin of the directly loaded UI");
+                const cookie = await page.evaluate(() => { try { return document.cookie; } catch (e) { return e.name; } });
+                eq(cookie, "SecurityError", "document.cookie of the directly loaded UI");
+                const f = await page.evaluate(() => fetch("/api/gadgets").then(() => "fetched", () => "failed"));
+                eq(f, "failed", "fetch from the directly loaded UI");
+        });
+
+        await context.close();
+        other.close();
+        beacon.close();
+        console.log(failed ? failed + " browser check(s) failed" : "all browser checks passed");
+        return failed ? 1 : 0;
+}
+
+main().then((code) => process.exit(code), (e) => {
+        console.log("not ok - the browser test crashed: " + (e && e.stack ? e.stack : e));
+        process.exit(1);
+});

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""The adversarial suite: the escape probe inside the real sandbox (every
+attempt must be blocked), and hostile workers that break the protocol on
+purpose (gadgetd ends only them and keeps serving). Usage: adversarial_test.py TEST."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+from harness import GADGETCTL, GADGETD, Daemon, check, main, policy, test, wait_for
+
+ESCAPE = os.environ.get("ESCAPE", "")
+HOSTILE = os.environ.get("HOSTILE", "")
+
+GROUPS = {
+    "sockets": ["socket every family", "socketpair", "non-lo interfaces"],
+    "foreign_abis": ["i386 socketcall", "i386 socket", "x32 socket", "x32 getpid", "io_uring_setup"],
+    "process_access": ["ptrace traceme", "ptrace attach parent", "process_vm_readv", "pidfd_getfd"],
+    "kernel_interfaces": ["bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "syslog read",
+                          "fanotify_init"],
+    "namespaces": ["unshare user", "unshare net", "unshare mount", "clone newuser", "clone3 newuser", "setns"],
+    "mounts": ["mount tmpfs", "mount bind", "fsopen", "umount /proc", "pivot_root", "chroot",
+               "mknod char device", "open_by_handle_at", "name_to_handle_at"],
+    "kernel_state": ["init_module", "finit_module", "kexec_load", "reboot", "swapon", "acct", "clock_settime",
+                     "settimeofday", "iopl", "ioperm", "personality"],
+    "privileges": ["capset", "setuid 0", "setgid 0", "raise rlimit", "real-time scheduling", "status CapInh",
+                   "status CapPrm", "status CapEff", "status CapBnd", "status CapAmb", "status NoNewPrivs",
+                   "status Seccomp", "uid map onto host root"],
+    "terminals": ["TIOCSTI fd 0", "TIOCSTI fd 1", "TIOCSTI fd 2", "TIOCSTI high bits fd 0",
+                  "TIOCSTI high bits fd 1", "TIOCSTI high bits fd 2", "TIOCLINUX fd 0", "TIOCLINUX fd 1",
+                  "TIOCLINUX fd 2", "open /dev/tty"],
+    "host_files": ["read /etc/shadow", "read /etc/passwd", "read init environ", "open /proc/1/root",
+                   "read /proc/kcore", "read /dev/mem", "open block device", "kallsyms addresses", "open /sys",
+                   "write cgroup files"],
+    "writes": ["write /", "write /proc/sys", "write own binary", "write init binary"],
+    "process_view": ["inherited fds", "working directory outside root", "host processes", "host name shared"],
+}
+
+
+def run_escape(tmp):
+    pol = os.path.join(tmp, "escape.policy")
+    with open(pol, "w") as f:
+        f.write("[Gadget]\nName=escape\nExec=%s\n" % ESCAPE)
+    r = subprocess.run([GADGETD, "run", pol, "--", "--host-name", socket.gethostname()],
+                       capture_output=True, text=True, timeout=60)
+    verdicts = {}
+    for line in r.stdout.splitlines():
+        name, verdict, detail = (line.split("\t") + ["", ""])[:3]
+        verdicts[name] = (verdict, detail)
+    return r, verdicts
+
+
+def escape_group(group):
+    def t(tmp):
+        r, v = run_escape(tmp)
+        for name in GROUPS[group]:
+            check(name in v, "attempt %r was not made: %r" % (name, r.stderr[-500:]))
+            check(v[name][0] == "blocked", "%s ESCAPED: %s" % (name, v[name][1]))
+    t.__name__ = "escape_" + group
+    test(t)
+
+
+for g in GROUPS:
+    escape_group(g)
+
+
+@test
+def escape_probe_nothing_escapes(tmp):
+    r, v = run_escape(tmp)
+    escaped = {k: d for k, (verdict, d) in v.items() if verdict != "blocked"}
+    check(not escaped, "escaped: %r" % escaped)
+    check(r.returncode == 0, "probe exit %d" % r.returncode)
+    listed = {n for names in GROUPS.values() for n in names}
+    check(listed <= set(v), "attempts missing: %r" % (listed - set(v)))
+
+
+# --- hostile workers --------------------------------------------------------
+
+HOSTILE_MODES = {
+    "oversize": "larger than the maximum",
+    "huge-length": "larger than the maximum",
+    "truncated": "truncated frame",
+    "garbage": "field header",
+    "unknown-kind": "unknown message kind",
+    "deep": "nested",
+    "too-deep-value": "deep",
+    "huge-list": "items",
+    "bad-utf8": "UTF-8",
+    "stray-result": "never made",
+    "duplicate-hello": "not allowed after hello",
+    "before-hello": "not allowed before hello",
+    "flood": "without reading the answers",
+}
+
+
+def hostile_case(mode, why):
+    def t(tmp):
+        with Daemon(tmp) as d:
+            policy(d.pol, "good")
+            policy(d.pol, "bad", "Arguments=%s\n" % mode, exec_path=HOSTILE)
+            d.ctl("reload")
+            wait_for(lambda: d.state("good") == "ready", what="good ready")
+            wait_for(lambda: d.state("bad") == "failed", timeout=60, what="the hostile worker ended")
+            check(d.list()["bad"]["cause"] == "protocol violation", "cause: %r" % d.list()["bad"])
+            lines = [l for l in d.logtext().splitlines() if "[bad]" in l and "protocol violation:" in l]
+            check(len(lines) == 1, "violation records: %r" % lines)
+            check(why in lines[0], "record %r does not say %r" % (lines[0], why))
+            start = time.time()
+            r = d.ctl("call", "good", "echo", '"still here"')
+            check(r.stdout.strip() == '"still here"', "the good gadget: %r" % r.stderr)
+            check(time.time() - start < 2, "the good gadget answered slowly")
+    t.__name__ = "hostile_" + mode.replace("-", "_")
+    test(t)
+
+
+for mode, why in HOSTILE_MODES.items():
+    hostile_case(mode, why)
+
+
+@test
+def hostile_never_reads(tmp):
+    """A worker that never reads: calls time out, the worker is restarted,
+    others are unaffected."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        policy(d.pol, "deaf", "Arguments=never-read\nCallTimeout=500ms\n", exec_path=HOSTILE)
+        d.ctl("reload")
+        wait_for(lambda: d.state("good") == "ready" and d.state("deaf") == "ready", what="ready")
+        r = d.ctl("call", "deaf", "echo", '"x"')
+        check(r.returncode == 1 and "CallTimeout" in r.stderr, "deaf call: %r" % r.stderr)
+        r = d.ctl("call", "good", "echo", '"ok"')
+        check(r.stdout.strip() == '"ok"', "good: %r" % r.stderr)
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@test
+def thousand_crash_cycles_flat(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "bad", "Arguments=garbage\n", exec_path=HOSTILE)
+        d.ctl("reload")
+        pid = d.proc.pid
+
+        def cycles(n):
+            for _ in range(n):
+                d.ctl("restart", "bad")
+                wait_for(lambda: d.state("bad") == "failed", what="the violation")
+
+        cycles(50)
+        fds, rss = fd_count(pid), rss_kib(pid)
+        cycles(950)
+        fds2, rss2 = fd_count(pid), rss_kib(pid)
+        check(fds2 == fds, "open fds grew from %d to %d" % (fds, fds2))
+        check(rss2 - rss < 4096, "RSS grew from %d KiB to %d KiB" % (rss, rss2))
+
+
+def selftest(*args):
+    env = dict(os.environ, GADGETD=GADGETD, GADGETD_ESCAPE_PROBE=ESCAPE)
+    return subprocess.run([GADGETCTL, "selftest", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@test
+def selftest_default_policy(tmp):
+    r = selftest()
+    check(r.returncode == 0, "selftest: %d %r" % (r.returncode, r.stderr))
+    check(re.search(r"^ATTEMPT\s+VERDICT\s+DETAIL", r.stdout, re.M), "no table: %r" % r.stdout[:300])
+    check(re.search(r"^\d+ attempts, all blocked$", r.stdout, re.M), "no summary: %r" % r.stdout[-300:])
+    r = selftest()
+    rows = json.loads(subprocess.run([GADGETCTL, "--json", "selftest"], capture_output=True, text=True,
+                                     env=dict(os.environ, GADGETD=GADGETD, GADGETD_ESCAPE_PROBE=ESCAPE)).stdout)
+    check(len(rows) > 80 and all(r["verdict"] == "blocked" for r in rows), "json: %r" % rows[:3])
+
+
+@test
+def selftest_reports_what_a_policy_exposes(tmp):
+    """A policy that lists /etc shows /etc/passwd readable: the selftest says
+    so and exits 1."""
+    pol = policy(tmp, "loose", "ReadOnlyPaths=/etc\n")
+    r = selftest(pol)
+    check(r.returncode == 1 and "ESCAPED" in r.stderr, "selftest: %d %r" % (r.returncode, r.stderr))
+    check(re.search(r"^read /etc/passwd\s+ESCAPED", r.stdout, re.M), "table: %r" % r.stdout)
+
+
+@test
+def policy_writable_by_others_refused(tmp):
+    pol = policy(tmp, "loose")
+    os.chmod(pol, 0o666)
+    r = subprocess.run([GADGETD, "check", pol], capture_output=True, text=True)
+    check(r.returncode != 0 and "writable by group or others" in r.stdout, "mode 0666: %r" % r.stdout)
+    os.chmod(pol, 0o644)
+    os.chown(pol, 1000, 1000)
+    r = subprocess.run([GADGETD, "check", pol], capture_output=True, text=True)
+    check(r.returncode != 0 and "owned by a user other than root" in r.stdout, "owner 1000: %r" % r.stdout)
+
+
+@test
+def planted_symlink_refused(tmp):
+    """A listed path that goes through a symlink in a directory others may
+    write (here a sticky, world-writable one) is refused; a symlink root
+    alone controls is followed."""
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    secret = os.path.join(tmp, "secret")
+    os.mkdir(secret)
+    os.symlink(secret, os.path.join(shared, "data"))
+    pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(shared, "data"), exec_path=ESCAPE)
+    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 125 and "symlink in a directory others may write" in r.stderr, "planted: %r" % r.stderr)
+    trusted = os.path.join(tmp, "trusted")
+    os.mkdir(trusted, 0o755)
+    os.symlink(secret, os.path.join(trusted, "data"))
+    pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(trusted, "data"), exec_path=ESCAPE)
+    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "root's own symlink: %r" % r.stderr)
+
+
+@test
+def gadgetd_fds_close_on_exec(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        d.ctl("reload")
+        wait_for(lambda: d.state("good") == "ready", what="ready")
+        pid = d.proc.pid
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            if int(fd) <= 2:
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
+            check(flags & 0o2000000, "fd %s of gadgetd is not close-on-exec (%s)" % (fd, os.readlink(
+                "/proc/%d/fd/%s" % (pid, fd))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""A gadgetd with its HTTP gateway on a free loopback port, for
+gateway_test.py and the browser tests (tests/browser/run.py)."""
+import http.client
+import json
+import os
+import re
+import secrets
+
+from harness import Daemon, check, wait_for
+
+
+class Gateway(Daemon):
+    """A Daemon whose config file turns the gateway on (Listen=127.0.0.1:0:
+    gadgetd picks the port and logs it)."""
+
+    def __init__(self, tmp, extra=()):
+        self.token = secrets.token_hex(32)
+        self.token_file = os.path.join(tmp, "gateway.token")
+        with open(self.token_file, "w") as f:
+            f.write(self.token + "\n")
+        os.chmod(self.token_file, 0o600)
+        self.config = os.path.join(tmp, "gadgetd.conf")
+        with open(self.config, "w") as f:
+            f.write("[Gateway]\nListen=127.0.0.1:0\nTokenFile=%s\n" % self.token_file)
+        super().__init__(tmp, ["--config", self.config, *extra])
+        self.port = None
+
+    def start(self):
+        super().start()
+        m = wait_for(lambda: re.search(r"gateway: listening on http://127\.0\.0\.1:(\d+)/", self.logtext()),
+                     what="the gateway's address in gadgetd's log")
+        self.port = int(m.group(1))
+        self.base = "http://127.0.0.1:%d" % self.port
+        return self
+
+    def request(self, method, path, body=None, headers=None, auth=True):
+        """Returns (status, headers dict with lower-case names, body bytes)."""
+        h = {"Host": "127.0.0.1:%d" % self.port}
+        if auth:
+            h["Authorization"] = "Bearer " + self.token
+        if body is not None and not isinstance(body, bytes):
+            body = body.encode()
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        h = {k: v for k, v in h.items() if v is not None}
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            c.close()
+
+    def call(self, gadget, method, args=None, **kw):
+        """POSTs a call; returns (status, decoded JSON body)."""
+        status, _, body = self.request("POST", "/api/gadgets/%s/call/%s" % (gadget, method),
+                                       json.dumps(args), **kw)
+        return status, json.loads(body)
+
+    def gadgets(self):
+        status, _, body = self.request("GET", "/api/gadgets")
+        check(status == 200, "GET /api/gadgets: %d %r" % (status, body))
+        return {g["name"]: g for g in json.loads(body)["gadgets"]}
+
+    def wait_ready(self, *names):
+        for n in names:
+            wait_for(lambda n=n: self.gadgets().get(n, {}).get("state") == "ready", what=n + " ready")

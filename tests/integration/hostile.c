@@ -1,0 +1,153 @@
+/* hostile: a worker that speaks the gadget protocol badly on purpose. The
+ * mode (first argument) picks the offence; the adversarial tests check that
+ * gadgetd ends this worker only, logs one violation, and serves the rest. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gadget.h"
+#include "gadget.pb-c.h"
+#include "value.h"
+#include "wire.h"
+
+#define FD 3
+
+static void raw(const void *data, size_t len)
+{
+        const uint8_t *p = data;
+        while (len > 0) {
+                ssize_t n = write(FD, p, len);
+                if (n <= 0)
+                        return;
+                p += n;
+                len -= (size_t)n;
+        }
+}
+
+static void header(uint32_t len)
+{
+        uint8_t h[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24) };
+        raw(h, 4);
+}
+
+static void send_msg(Gadget__WorkerMsg *m)
+{
+        wire_send(FD, &m->base, 64u << 20);
+}
+
+static void hello(void)
+{
+        Gadget__Hello h = GADGET__HELLO__INIT;
+        char *methods[] = { "echo" };
+        h.name = getenv("GADGET_NAME");
+        h.protocol_version = GADGET_PROTOCOL_VERSION;
+        h.n_methods = 1;
+        h.methods = methods;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        m.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
+        m.hello = &h;
+        send_msg(&m);
+}
+
+static void binding_call(uint64_t id, Gadget__Value *args)
+{
+        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
+        b.id = id;
+        b.binding = "NOPE";
+        b.op = "get";
+        b.args = args;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+        m.binding_call = &b;
+        send_msg(&m);
+}
+
+/* A list nested n deep. */
+static Gadget__Value *nested(int n)
+{
+        Gadget__Value *v = value_new_int(1);
+        for (int i = 0; i < n; i++) {
+                Gadget__Value *l = value_new_list();
+                value_list_append(l, v);
+                v = l;
+        }
+        return v;
+}
+
+int main(int argc, char **argv)
+{
+        const char *mode = argc > 1 ? argv[1] : "";
+        uint8_t junk[64];
+        memset(junk, 0xff, sizeof junk);
+
+        if (strcmp(mode, "oversize") == 0) {
+                hello();
+                header(WIRE_MAX_FRAME + 1);
+                raw(junk, sizeof junk);
+        } else if (strcmp(mode, "huge-length") == 0) {
+                header(0xfffffff0u);
+        } else if (strcmp(mode, "truncated") == 0) {
+                hello();
+                header(100);
+                raw(junk, 10);
+                return 0; /* end of file inside the frame */
+        } else if (strcmp(mode, "garbage") == 0) {
+                header(sizeof junk);
+                raw(junk, sizeof junk);
+        } else if (strcmp(mode, "unknown-kind") == 0) {
+                static const uint8_t unknown[] = { 0x7a, 0x01, 0x00 }; /* field 15, 1 byte */
+                header(sizeof unknown);
+                raw(unknown, sizeof unknown);
+        } else if (strcmp(mode, "deep") == 0) {
+                hello();
+                binding_call(1, nested(2000));
+        } else if (strcmp(mode, "too-deep-value") == 0) {
+                hello();
+                binding_call(1, nested(40));
+        } else if (strcmp(mode, "huge-list") == 0) {
+                hello();
+                Gadget__Value *l = value_new_list();
+                for (int i = 0; i < 70000; i++)
+                        value_list_append(l, value_new_null());
+                binding_call(1, l);
+        } else if (strcmp(mode, "bad-utf8") == 0) {
+                hello();
+                Gadget__Log log = GADGET__LOG__INIT;
+                log.level = 6;
+                log.text = "\xc3\x28 not UTF-8";
+                Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                m.msg_case = GADGET__WORKER_MSG__MSG_LOG;
+                m.log = &log;
+                send_msg(&m);
+        } else if (strcmp(mode, "stray-result") == 0) {
+                hello();
+                Gadget__CallResult r = GADGET__CALL_RESULT__INIT;
+                r.id = 999;
+                r.outcome_case = GADGET__CALL_RESULT__OUTCOME_VALUE;
+                r.value = value_new_null();
+                Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                m.msg_case = GADGET__WORKER_MSG__MSG_RESULT;
+                m.result = &r;
+                send_msg(&m);
+        } else if (strcmp(mode, "duplicate-hello") == 0) {
+                hello();
+                hello();
+        } else if (strcmp(mode, "before-hello") == 0) {
+                binding_call(1, NULL);
+        } else if (strcmp(mode, "flood") == 0) {
+                hello();
+                /* Binding calls without ever reading the answers. */
+                for (uint64_t id = 1; id < 10000000; id++)
+                        binding_call(id, NULL);
+        } else if (strcmp(mode, "never-read") == 0) {
+                hello();
+        } else {
+                fprintf(stderr, "hostile: unknown mode %s\n", mode);
+                return 2;
+        }
+        for (;;)
+                pause();
+}
