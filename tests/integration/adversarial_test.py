@@ -164,7 +164,10 @@ def thousand_crash_cycles_flat(tmp):
         cycles(950)
         fds2, rss2 = fd_count(pid), rss_kib(pid)
         check(fds2 == fds, "open fds grew from %d to %d" % (fds, fds2))
-        check(rss2 - rss < 4096, "RSS grew from %d KiB to %d KiB" % (rss, rss2))
+        # ASan keeps freed memory in quarantine on purpose; there RSS says
+        # nothing (leaks are LeakSanitizer's to find, at gadgetd's exit).
+        if os.environ.get("SANITIZE", "none") in ("", "none"):
+            check(rss2 - rss < 4096, "RSS grew from %d KiB to %d KiB" % (rss, rss2))
 
 
 def selftest(*args):
