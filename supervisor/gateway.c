@@ -271,20 +271,26 @@ static bool authorized(struct gateway *g, struct evhttp_request *req)
 /* GET /?token=TOKEN: sets the session cookie and sends the browser on to
  * "/", so the token leaves the address bar and the history. Why the
  * cookie's flags: HttpOnly (no script reads it), SameSite=Strict (no
- * other site's page makes the browser send it), Path=/. */
-static void login(struct gateway *g, struct evhttp_request *req, const char *query)
+ * other site's page makes the browser send it), Path=/. False if the
+ * query holds no token. */
+static bool login(struct gateway *g, struct evhttp_request *req, const char *query)
 {
         struct evkeyvalq q = { 0 };
         const char *tok = NULL;
+        bool ok;
         if (evhttp_parse_query_str(query, &q) == 0)
                 tok = evhttp_find_header(&q, "token");
-        if (!tok || !secret_equal(g->token, g->token_len, tok, strlen(tok))) {
+        if (!tok) {
                 evhttp_clear_headers(&q);
+                return false;
+        }
+        ok = secret_equal(g->token, g->token_len, tok, strlen(tok));
+        evhttp_clear_headers(&q);
+        if (!ok) {
                 log_msg(L_WARN, NULL, "gateway: refused a login with a wrong token");
                 gateway_send_error(req, 401, "unauthorized", "wrong token");
-                return;
+                return true;
         }
-        evhttp_clear_headers(&q);
         char cookie[160];
         snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict", GATEWAY_COOKIE,
                  g->session);
@@ -292,6 +298,7 @@ static void login(struct gateway *g, struct evhttp_request *req, const char *que
         evhttp_add_header(h, "Set-Cookie", cookie);
         evhttp_add_header(h, "Location", "/");
         gateway_send(req, 303, NULL, NULL);
+        return true;
 }
 
 /* Splits "a/b/c" into at most max segments (NUL-terminated in buf);
@@ -384,8 +391,9 @@ static void on_request(struct evhttp_request *req, void *arg)
                 log_msg(L_WARN, NULL, "gateway: refused %s: %s",
                         log_escape(path, strlen(path), esc, sizeof esc), why);
                 gateway_send_error(req, 403, "forbidden", "%s", why);
-        } else if (strcmp(path, "/") == 0 && query && evhttp_request_get_command(req) == EVHTTP_REQ_GET) {
-                login(g, req, query);
+        } else if (strcmp(path, "/") == 0 && query && evhttp_request_get_command(req) == EVHTTP_REQ_GET &&
+                   login(g, req, query)) {
+                return;
         } else if (!authorized(g, req)) {
                 /* Why before routing: without the token nothing, not even
                  * which paths exist, is told. */

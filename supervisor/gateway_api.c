@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "audit.h"
 #include "daemon.h"
@@ -71,7 +72,9 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
                 n++;
         json_t **v = calloc(n + 1, sizeof *v), *list = json_array();
         for (struct unit *u = g->d->units; v && u; u = u->next)
-                v[i++] = gadget_json(u);
+                if ((v[i] = gadget_json(u)))
+                        i++;
+        n = i;
         if (v)
                 qsort(v, n, sizeof *v, cmp_name);
         for (i = 0; v && i < n; i++)
@@ -140,11 +143,21 @@ static void unlink_call(struct gateway *g, struct gateway_call *c)
                 }
 }
 
+/* gadgetd is stopping: its loop may end before the reply would be
+ * written, so it is written now (a short non-blocking write). */
+static void flush_now(struct evhttp_connection *evcon)
+{
+        struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+        if (bev)
+                evbuffer_write(bufferevent_get_output(bev), bufferevent_getfd(bev));
+}
+
 /* The gadget answered (or the call failed, timed out, or the gadget died). */
 static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
 {
         struct gateway_call *c = arg;
         struct gateway *g = c->g;
+        struct evhttp_connection *evcon = g ? evhttp_request_get_connection(c->req) : NULL;
         const char *name = "internal";
         char *text = res ? json_from_value(res) : NULL;
 
@@ -162,6 +175,8 @@ static void call_done(void *arg, const Gadget__Value *res, int code, const char 
                         gateway_send_error(c->req, status, res ? "internal" : name, "%s",
                                            message ? message : "the call failed");
         }
+        if (g && g->d->quitting)
+                flush_now(evcon);
         free(text);
         free(c);
 }

@@ -298,6 +298,32 @@ async function main() {
                 eq(await apiCall("counter", "get"), { status: 200, body: 2 }, "counter changed by refused calls");
         });
 
+        await check("the page ignores call messages from any window but the frame's", async () => {
+                /* The page's fetch is watched; a message from the page itself
+                 * (not the frame) must start no call. Messages are delivered
+                 * in order, so once the second one arrives the first was
+                 * handled. */
+                const started = await page.evaluate(() => new Promise((resolve) => {
+                        const calls = [];
+                        const real = window.fetch;
+                        window.fetch = function (url, opts) {
+                                calls.push(String(url));
+                                return real.call(this, url, opts);
+                        };
+                        window.addEventListener("message", function on(ev) {
+                                if (ev.data === "barrier") {
+                                        window.removeEventListener("message", on);
+                                        window.fetch = real;
+                                        resolve(calls);
+                                }
+                        });
+                        window.postMessage({ gadgetd: 1, type: "call", id: 7777, method: "increment", json: "null" }, "*");
+                        window.postMessage("barrier", "*");
+                }));
+                eq(started, [], "calls started");
+                eq(await apiCall("counter", "get"), { status: 200, body: 2 }, "the count");
+        });
+
         await check("calls a UI makes show up in the audit log", async () => {
                 const recs = fs.readFileSync(process.env.AUDIT_LOG, "utf8").trim().split("\n").map((l) => JSON.parse(l));
                 const ui = recs.filter((r) => r.gadget === "counter" && r.binding === "gateway");

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 
 from gateway_util import Gateway
 from harness import EXAMPLES, GADGETD, check, main, policy, test, wait_for
@@ -73,6 +74,8 @@ def login_cookie(tmp):
         check(status == 200 and b"gadgetd workshop" in body, "page with the cookie: %d" % status)
         status, _, _ = g.request("GET", "/api/gadgets", auth=False, headers=session)
         check(status == 200, "API with the cookie: %d" % status)
+        status, _, _ = g.request("GET", "/?view=1", auth=False, headers=session)
+        check(status == 200, "a query without a token is no login: %d" % status)
 
 
 @test
@@ -251,6 +254,22 @@ def sockets_close_on_exec(tmp):
             check(checked >= 3, "only %d sockets seen" % checked)
         finally:
             s.close()
+
+
+@test
+def call_answered_when_gadgetd_stops(tmp):
+    with Gateway(tmp) as g:
+        policy(g.pol, "plain", "CallTimeout=60s\n")
+        g.ctl("reload")
+        g.wait_ready("plain")
+        got = []
+        t = threading.Thread(target=lambda: got.append(g.call("plain", "hang")))
+        t.start()
+        wait_for(lambda: g.gadgets()["plain"]["calls"] == 1, what="the call in flight")
+        check(g.stop() == 0, "gadgetd did not exit cleanly")
+        t.join(30)
+        check(got and got[0][0] == 502 and got[0][1]["error"]["code"] == "gone" and
+              "gadgetd is stopping" in got[0][1]["error"]["message"], "answer at stop: %r" % got)
 
 
 def run_config(tmp, text, token_mode=0o600):
