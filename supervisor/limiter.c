@@ -111,11 +111,12 @@ void limiter_log(const struct limiter *l)
                         cpu == 2 ? "cpu.max" : "cpu.cfs_quota_us per cpu.cfs_period_us");
         else
                 log_msg(L_INFO, NULL, "limits: CPUQuota cannot be enforced (no cpu controller): %s",
-                        l->allow_degraded ? "degraded to not enforced" : REFUSED);
+                        l->allow_degraded ? "degraded: not enforced" : REFUSED);
         log_msg(L_INFO, NULL, "limits: LimitNOFILE by RLIMIT_NOFILE; file size by RLIMIT_FSIZE (TmpSize plus "
                 "one page); core dumps off; TmpSize by the /tmp tmpfs size and nr_inodes; per gadget uid "
-                "RLIMIT_MEMLOCK %u, RLIMIT_SIGPENDING %u, RLIMIT_MSGQUEUE %u; CallTimeout and RuntimeMax by "
-                "gadgetd's timers", SANDBOX_MEMLOCK_MAX, SANDBOX_SIGPENDING_MAX, SANDBOX_MSGQUEUE_MAX);
+                "RLIMIT_MEMLOCK %u, RLIMIT_SIGPENDING %u, RLIMIT_MSGQUEUE %u; inotify and namespaces 0 in "
+                "the gadget's user namespace; CallTimeout and RuntimeMax by gadgetd's timers",
+                SANDBOX_MEMLOCK_MAX, SANDBOX_SIGPENDING_MAX, SANDBOX_MSGQUEUE_MAX);
 }
 
 void limiter_run_init(struct limiter_run *r)
@@ -165,7 +166,8 @@ static int plan_degraded(const struct limiter *l, const struct policy *p, struct
                          char *degraded, size_t dlen, char *err, size_t errlen)
 {
         char size[32];
-        const char *deny = l->allow_degraded ? NULL : "; gadgetd refuses to start it unless degraded limits are allowed";
+        const char *deny = l->allow_degraded ? NULL
+                                             : "; gadgetd refuses to start it unless degraded limits are allowed";
 
         if (p->memory_max != POLICY_UNLIMITED && !cgroup_host_version(&l->cg, CGROUP_MEMORY)) {
                 if (deny) {
@@ -261,7 +263,8 @@ void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *
         if (oom) {
                 r->oom_kills += oom;
                 if (p->memory_max != POLICY_UNLIMITED)
-                        limiter_record(a, p->name, "MemoryMax", "out of memory: %llu process(es) killed at MemoryMax=%s",
+                        limiter_record(a, p->name, "MemoryMax",
+                                       "out of memory: %llu process(es) killed at MemoryMax=%s",
                                        (unsigned long long)oom, size_text(p->memory_max, size, sizeof size));
                 else
                         limiter_record(a, p->name, "MemoryMax", "out of memory: %llu process(es) killed (no "

@@ -100,13 +100,17 @@ void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
 /* An audit record as a journal entry with one field per record field. */
 static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
 {
+        char detail[1024];
+        /* The detail may carry text a gadget chose (a key, a URL): escaped. */
+        if (r->detail)
+                log_escape(r->detail, strlen(r->detail), detail, sizeof detail);
         return sd_journal_send("MESSAGE=[%s] audit %s", r->gadget, line, "PRIORITY=%d", (int)level,
                                AUDIT_MESSAGE_ID, "SYSLOG_IDENTIFIER=gadgetd", "GADGET=%s", r->gadget,
                                "BINDING=%s", r->binding, "OP=%s", r->op,
                                "OUTCOME=%s", audit_outcome_name(r->outcome),
                                "BYTES=%llu", (unsigned long long)r->bytes,
                                "DURATION_US=%llu", (unsigned long long)r->duration_us,
-                               r->detail ? "DETAIL=%s" : NULL, r->detail, NULL);
+                               r->detail ? "DETAIL=%s" : NULL, detail, NULL);
 }
 #else
 static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)

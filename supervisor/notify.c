@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,10 @@ static int watchdog_start(struct event_base *base, struct notify *n)
 {
         uint64_t usec = 0;
         int e = sd_watchdog_enabled(0, &usec);
+        if (e < 0)
+                log_msg(L_WARN, NULL, "watchdog: %s (no pings)", strerror(-e));
         if (e <= 0)
-                return e < 0 ? e : 0;
+                return 0;
         uint64_t half = usec / 2;
         struct timeval tv = { .tv_sec = (time_t)(half / 1000000), .tv_usec = (suseconds_t)(half % 1000000) };
         n->ev_watchdog = event_new(base, -1, EV_PERSIST, watchdog_cb, n);

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "audit.h"
 #include "bindings.h"
 #include "daemon.h"
 #include "kv.h"

@@ -2,7 +2,11 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "policy.h"
 
@@ -36,6 +40,41 @@ static uint64_t file_size_max(uint64_t tmp_size)
         if (tmp_size > UINT64_MAX - 2 * PAGE)
                 return UINT64_MAX;
         return ((tmp_size + PAGE - 1) / PAGE + 1) * PAGE;
+}
+
+/* The counters of the gadget's user namespace (/proc/sys/user), all 0:
+ * inotify, fanotify and every kind of namespace. Why: that user namespace
+ * belongs to root (gadgetd made it), so whatever a gadget takes of these
+ * also counts against root's own per-user limits in the host — 128 inotify
+ * instances by default, shared with systemd and gadgetd. A gadget has no
+ * use for them (seccomp refuses fanotify and new namespaces anyway); a
+ * file this kernel lacks is skipped. */
+static int userns_limits(const char **step)
+{
+        static const char *const names[] = {
+                "max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
+                "max_fanotify_marks", "max_user_namespaces", "max_mnt_namespaces",
+                "max_pid_namespaces", "max_net_namespaces", "max_ipc_namespaces",
+                "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
+        };
+        static char buf[80];
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/sys/user/%s", names[i]);
+                snprintf(buf, sizeof buf, "limit user.%s", names[i]);
+                *step = buf;
+                int fd = open(path, O_WRONLY | O_CLOEXEC);
+                if (fd < 0 && errno == ENOENT)
+                        continue;
+                if (fd < 0)
+                        return -errno;
+                ssize_t n = write(fd, "0", 1);
+                int e = n == 1 ? 0 : n < 0 ? -errno : -EIO;
+                close(fd);
+                if (e < 0)
+                        return e;
+        }
+        return 0;
 }
 
 /* Core dumps off, LimitNOFILE, the file-size limit, and the per-uid
@@ -72,7 +111,7 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
                 if ((e = lower_limit(fixed[i].resource, fixed[i].value)) < 0)
                         return e;
         }
-        return 0;
+        return userns_limits(step);
 }
 
 /* The degraded MemoryMax bounds each process of the program, not the

@@ -19,7 +19,8 @@ struct policy;
 /* Per-uid kernel limits every gadget gets (each gadget has a host uid of
  * its own, so they apply per gadget). RLIMIT_NPROC comes from gadgetd
  * (TasksMax, see supervisor/limiter.c); message queues stay at 0 because
- * the seccomp filter refuses mq_open anyway. */
+ * the seccomp filter refuses mq_open anyway. worker/limits.c also sets
+ * the user namespace's inotify and namespace counters to 0. */
 #define SANDBOX_MEMLOCK_MAX (64u * 1024u)
 #define SANDBOX_SIGPENDING_MAX 1024u
 #define SANDBOX_MSGQUEUE_MAX 0u

@@ -136,7 +136,13 @@ def hostile_never_reads(tmp):
 
 
 def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
+    """gadgetd's open fds, the fewest of a few looks: a control client that
+    just left may still be counted for a moment."""
+    seen = []
+    for _ in range(10):
+        seen.append(len(os.listdir("/proc/%d/fd" % pid)))
+        time.sleep(0.05)
+    return min(seen)
 
 
 def rss_kib(pid):
@@ -163,7 +169,7 @@ def thousand_crash_cycles_flat(tmp):
         fds, rss = fd_count(pid), rss_kib(pid)
         cycles(950)
         fds2, rss2 = fd_count(pid), rss_kib(pid)
-        check(fds2 == fds, "open fds grew from %d to %d" % (fds, fds2))
+        check(fds2 <= fds, "open fds grew from %d to %d" % (fds, fds2))
         # ASan keeps freed memory in quarantine on purpose; there RSS says
         # nothing (leaks are LeakSanitizer's to find, at gadgetd's exit).
         if os.environ.get("SANITIZE", "none") in ("", "none"):

@@ -285,6 +285,17 @@ def rlimit_defaults(tmp):
     check(got == want, "rlimits inside: %r, want %r" % (got, want))
 
 
+@test
+def user_namespace_counters_zero(tmp):
+    """The gadget's user namespace belongs to root: what it took of inotify
+    (or namespaces) would count against root's own limits in the host."""
+    r, out = run_probe(tmp, "userns")
+    check(r.returncode == 0, "probe: %r" % r.stderr)
+    for k in ("max_inotify_instances", "max_inotify_watches", "max_user_namespaces", "max_mnt_namespaces"):
+        check(out.get(k) == ["0"], "%s: %r" % (k, out.get(k)))
+    check(out.get("inotify_init") == ["EMFILE"], "inotify_init: %r" % out.get("inotify_init"))
+
+
 # --- fail closed -----------------------------------------------------------------
 
 @test

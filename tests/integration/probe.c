@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -207,6 +208,23 @@ static void check_tmpfull(void)
         result("sparse", fd < 0 ? -1 : (int)pwrite(fd, "x", 1, 1ll << 40));
 }
 
+/* The user namespace's counters, and whether inotify is there. */
+static void check_userns(void)
+{
+        DIR *d = opendir("/proc/sys/user");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                char path[300];
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof path, "/proc/sys/user/%s", de->d_name);
+                print_file(de->d_name, path);
+        }
+        if (d)
+                closedir(d);
+        result("inotify_init", inotify_init1(IN_CLOEXEC));
+}
+
 /* Opens /dev/null until that fails. */
 static void check_nofile(void)
 {
@@ -269,6 +287,8 @@ int main(int argc, char **argv)
                 check_tmpfull();
         else if (strcmp(c, "nofile") == 0)
                 check_nofile();
+        else if (strcmp(c, "userns") == 0)
+                check_userns();
         else if (strcmp(c, "forkmany") == 0)
                 check_forkmany();
         else if (strcmp(c, "cgroup") == 0)

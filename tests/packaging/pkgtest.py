@@ -73,24 +73,38 @@ def source_hash(files):
     return h.hexdigest()[:16]
 
 
+def debs_cache():
+    """Where built packages are kept: beside the container tree, shared by
+    every build directory of the same sources; else in the build directory."""
+    base = os.path.join(os.path.dirname(ROOT_CACHE), "debs")
+    try:
+        os.makedirs(base, exist_ok=True)
+        if os.access(base, os.W_OK):
+            return base
+    except OSError:
+        pass
+    return os.path.join(BUILD or tempfile.gettempdir(), "packaging")
+
+
 def build_debs():
     """The .deb files built by `dpkg-buildpackage -us -uc -b` from a copy of
-    the sources, cached in the build directory by the sources' hash. Returns
+    the sources, cached by the sources' hash (debs_cache). Returns
     (directory, list of .deb paths, build log)."""
     for tool in ("dpkg-buildpackage", "dh"):
         if not shutil.which(tool):
             skip("%s is not installed (scripts/deps installs it)" % tool)
     files = source_files()
     key = source_hash(files)
-    base = os.path.join(BUILD or tempfile.gettempdir(), "packaging")
+    base = debs_cache()
     out = os.path.join(base, "debs-" + key)
     with locked(os.path.join(base, "lock")):
         debs = sorted(glob.glob(os.path.join(out, "*.deb")))
         if debs:
             log("using the packages built from these sources before: " + out)
             return out, debs, open(os.path.join(out, "build.log")).read()
-        for old in glob.glob(os.path.join(base, "debs-*")):
-            shutil.rmtree(old, ignore_errors=True)
+        old = sorted(glob.glob(os.path.join(base, "debs-*")), key=os.path.getmtime)
+        for d in old[:-2]:  # a few stay, for other build directories of other trees
+            shutil.rmtree(d, ignore_errors=True)
         tmp = tempfile.mkdtemp(prefix="gadgetd-deb-")
         try:
             tree = os.path.join(tmp, "gadgetd")

@@ -1,0 +1,108 @@
+"""`dpkg-buildpackage -us -uc -b` builds the three packages from a copy of
+the sources; each holds what an operator or a gadget author needs, the
+maintainer scripts set up the group and directories, and lintian reports
+no errors."""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pkgtest import Failure, build_debs, check, skip  # noqa: E402
+
+MA = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout=subprocess.PIPE,
+                    text=True).stdout.strip() if shutil.which("dpkg-architecture") else ""
+
+EXPECTED = {
+    "gadgetd": [
+        "usr/sbin/gadgetd", "usr/bin/gadgetctl",
+        "lib/systemd/system/gadgetd.service", "lib/systemd/system/gadgetd.socket",
+        "usr/lib/sysusers.d/gadgetd.conf", "usr/lib/tmpfiles.d/gadgetd.conf",
+        "etc/gadgetd/gadgetd.conf", "etc/gadgetd/policy.d/",
+        "usr/libexec/gadgets/hello", "usr/libexec/gadgets/wordcount", "usr/libexec/gadgets/counter",
+        "usr/share/gadgetd/examples/hello.policy", "usr/share/gadgetd/examples/counter.policy",
+        "usr/share/man/man8/gadgetd.8.gz", "usr/share/man/man1/gadgetctl.1.gz",
+        "usr/share/man/man5/gadget.policy.5.gz",
+        "usr/share/bash-completion/completions/gadgetctl",
+    ],
+    "libgadget0": ["usr/lib/%s/libgadget.so.0" % MA],
+    "libgadget-dev": [
+        "usr/include/gadget/gadget.h", "usr/lib/%s/libgadget.so" % MA,
+        "usr/lib/%s/libgadget-static.a" % MA, "usr/lib/%s/pkgconfig/libgadget.pc" % MA,
+        "usr/share/man/man3/libgadget.3.gz",
+    ],
+}
+# Files that belong to one package only.
+NOT_IN = {"gadgetd": ["usr/include/", "libgadget.so"], "libgadget0": ["usr/sbin/", "usr/include/"]}
+
+
+def contents(deb):
+    out = subprocess.run(["dpkg-deb", "-c", deb], stdout=subprocess.PIPE, text=True, check=True).stdout
+    paths = set()
+    for line in out.splitlines():
+        path = line.split(None, 5)[5].split(" -> ")[0]
+        paths.add(path[2:] if path.startswith("./") else path)
+    return paths
+
+
+def field(deb, name):
+    return subprocess.run(["dpkg-deb", "-f", deb, name], stdout=subprocess.PIPE, text=True,
+                          check=True).stdout.strip()
+
+
+def control_file(deb, name):
+    p = subprocess.run(["dpkg-deb", "--ctrl-tarfile", deb], stdout=subprocess.PIPE, check=True)
+    t = subprocess.run(["tar", "-xOf", "-", "./" + name], input=p.stdout, stdout=subprocess.PIPE)
+    return t.stdout.decode()
+
+
+def unit_text(deb):
+    p = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE, check=True)
+    t = subprocess.run(["tar", "-xOf", "-", "./lib/systemd/system/gadgetd.service"], input=p.stdout,
+                       stdout=subprocess.PIPE, check=True)
+    return t.stdout.decode()
+
+
+def main():
+    if not MA:
+        skip("dpkg-architecture is not installed")
+    _, debs, _ = build_debs()
+    by_name = {}
+    for d in debs:
+        by_name[os.path.basename(d).split("_")[0]] = d
+    for pkg, paths in EXPECTED.items():
+        check(pkg in by_name, "no %s package among %s" % (pkg, [os.path.basename(d) for d in debs]))
+        have = contents(by_name[pkg])
+        missing = [p for p in paths if p not in have]
+        check(not missing, "%s lacks %s" % (pkg, ", ".join(missing)))
+        for bad in NOT_IN.get(pkg, []):
+            wrong = sorted(p for p in have if bad in p)
+            check(not wrong, "%s holds %s" % (pkg, ", ".join(wrong)))
+        print("%s: %d paths, all expected ones present" % (pkg, len(have)))
+    gd = by_name["gadgetd"]
+    check("libsystemd0" in field(gd, "Depends"), "gadgetd does not depend on libsystemd0: built without it")
+    dev_deps = field(by_name["libgadget-dev"], "Depends")
+    check("libgadget0 (= " in dev_deps, "libgadget-dev does not pin libgadget0: " + dev_deps)
+    unit = unit_text(gd)
+    check("ExecStart=/usr/sbin/gadgetd --config /etc/gadgetd/gadgetd.conf" in unit,
+          "the packaged unit does not start /usr/sbin/gadgetd")
+    postinst = control_file(gd, "postinst")
+    for what in ("systemd-sysusers", "systemd-tmpfiles", "deb-systemd-helper enable 'gadgetd.service'",
+                 "deb-systemd-helper enable 'gadgetd.socket'"):
+        check(what in postinst, "gadgetd's postinst does not run " + what)
+    if not shutil.which("lintian"):
+        skip("the packages are right, but lintian is not installed (scripts/deps installs it)")
+    p = subprocess.run(["lintian", "--tag-display-limit", "0", *debs], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=600)
+    print("lintian:\n" + p.stdout)
+    errors = [ln for ln in p.stdout.splitlines() if ln.startswith("E:")]
+    check(not errors and p.returncode == 0, "lintian reports errors:\n" + "\n".join(errors or [p.stdout]))
+    print("ok")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Failure as e:
+        print("FAIL: %s" % e)
+        sys.exit(1)
