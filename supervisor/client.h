@@ -37,6 +37,8 @@ void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...
         __attribute__((format(printf, 4, 5)));
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* Answers id with log or audit lines (borrowed). */
+void client_lines(struct client *cl, uint64_t id, char **lines, size_t n);
 struct client_call *client_call_new(struct client *cl, uint64_t id);
 /* Unlinks and frees a call; returns its client (NULL if gone). */
 struct client *client_call_end(struct client_call *c);

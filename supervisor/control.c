@@ -115,6 +115,18 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         client_send(cl, &r);
 }
 
+void client_lines(struct client *cl, uint64_t id, char **lines, size_t n)
+{
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        ll.n_lines = n;
+        ll.lines = lines;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+        r.logs = &ll;
+        client_send(cl, &r);
+}
+
 struct client_call *client_call_new(struct client *cl, uint64_t id)
 {
         struct client_call *c = calloc(1, sizeof *c);
@@ -316,14 +328,7 @@ void control_log_added(struct control *c, struct unit *u, size_t lines)
                         continue;
                 for (size_t i = 0; i < lines; i++)
                         v[i] = (char *)logbuf_line(&u->log, lines, i);
-                Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-                ll.n_lines = lines;
-                ll.lines = v;
-                Control__Response r = CONTROL__RESPONSE__INIT;
-                r.id = cl->follow_id;
-                r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-                r.logs = &ll;
-                client_send(cl, &r);
+                client_lines(cl, cl->follow_id, v, lines);
                 free(v);
         }
 }
@@ -334,13 +339,6 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
                 if (!cl->follow || !cl->follow_audit || strcmp(cl->follow, gadget) != 0)
                         continue;
                 char *one[] = { (char *)line };
-                Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-                ll.n_lines = 1;
-                ll.lines = one;
-                Control__Response r = CONTROL__RESPONSE__INIT;
-                r.id = cl->follow_id;
-                r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-                r.logs = &ll;
-                client_send(cl, &r);
+                client_lines(cl, cl->follow_id, one, 1);
         }
 }

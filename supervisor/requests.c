@@ -233,14 +233,7 @@ static void on_logs(struct client *cl, const Control__Request *q)
         }
         for (size_t i = 0; i < n; i++)
                 lines[i] = (char *)logbuf_line(&u->log, n, i);
-        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-        ll.n_lines = n;
-        ll.lines = lines;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-        r.logs = &ll;
-        client_send(cl, &r);
+        client_lines(cl, q->id, lines, n);
         free(lines);
         if (q->logs->follow && !cl->follow) {
                 cl->follow = strdup(u->policy->name);
@@ -258,14 +251,7 @@ static void on_audit(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-n));
                 return;
         }
-        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-        ll.n_lines = (size_t)n;
-        ll.lines = lines;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-        r.logs = &ll;
-        client_send(cl, &r);
+        client_lines(cl, q->id, lines, (size_t)n);
         for (int i = 0; i < n; i++)
                 free(lines[i]);
         free(lines);

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import Failure, build_debs, check, skip  # noqa: E402
+from pkgtest import run, build_debs, check, skip  # noqa: E402
 
 MA = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout=subprocess.PIPE,
                     text=True).stdout.strip() if shutil.which("dpkg-architecture") else ""
@@ -101,8 +101,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Failure as e:
-        print("FAIL: %s" % e)
-        sys.exit(1)
+    run(main)

@@ -209,3 +209,12 @@ if __name__ == "__main__":
         print(build_debs()[1])
     elif sys.argv[1:] == ["mirror"]:
         print(apt_mirror())
+
+
+def run(main):
+    """Runs a test's main: FAIL and exit 1 on a failed check."""
+    try:
+        main()
+    except Failure as e:
+        print("FAIL: %s" % e)
+        sys.exit(1)

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import Failure, build_debs, check, ensure_root, log, skip  # noqa: E402
+from pkgtest import Failure, run, build_debs, check, ensure_root, log, skip  # noqa: E402
 
 # nspawn's own seccomp allowlist answers the new mount API and openat2 with
 # ENOSYS; a sandbox needs them (and sethostname in its own UTS namespace).
@@ -217,8 +217,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Failure as e:
-        print("FAIL: %s" % e)
-        sys.exit(1)
+    run(main)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import SRC, Failure, check, skip  # noqa: E402
+from pkgtest import SRC, run, check, skip  # noqa: E402
 
 UNIT_DIR = os.environ["UNIT_DIR"]
 MAN_DIR = os.environ["MAN_DIR"]
@@ -99,8 +99,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Failure as e:
-        print("FAIL: %s" % e)
-        sys.exit(1)
+    run(main)
