@@ -342,17 +342,16 @@ static void test_peer_gone(void)
          * SIGPIPE: gadgetd outlives every worker. Run in a child so a
          * signal shows up as a failed check. */
         CHECK(pair(SOCK_STREAM, sv) == 0, "socketpair");
+        close(sv[1]); /* the peer is gone before anything is written */
         pid = fork();
         if (pid == 0) {
                 signal(SIGPIPE, SIG_DFL);
-                close(sv[1]);
                 wire_writer_init(&w, 0);
                 hello(&m, &h, "gone", 1);
                 wire_writer_put(&w, &m.base, 0);
                 _exit(wire_writer_flush(&w, sv[0]) == -EPIPE ? 0 : 1);
         }
         close(sv[0]);
-        close(sv[1]);
         CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "child ran");
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "flush to a closed peer returns -EPIPE (child %s %d)",
