@@ -32,7 +32,7 @@ static char *policy_text(const char *path, const char *probe)
         if (!o)
                 return NULL;
         if (!path) {
-                fprintf(o, "[Gadget]\nName=selftest\nExec=%s\n", probe);
+                fprintf(o, "[Gadget]\nName=selftest\nExec=%s\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n", probe);
         } else {
                 FILE *in = fopen(path, "re");
                 char *line = NULL;

@@ -369,6 +369,73 @@ static void process_view(void)
         }
 }
 
+/* Exhaustion attempts, each bounded so that an unlimited policy shows up
+ * as ESCAPED without hurting the host much. */
+#define DISK_BOUND_MIB 1024
+#define MEMORY_BOUND_MIB 512
+#define TASKS_BOUND 2048
+
+static void disk_exhaustion(void)
+{
+        static char chunk[1 << 20];
+        if (!wanted("disk exhaustion"))
+                return;
+        int fd = open("/tmp/escape-fill", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int mib = 0, err = 0;
+        memset(chunk, 'x', sizeof chunk);
+        for (; fd >= 0 && mib < DISK_BOUND_MIB; mib++)
+                if (write(fd, chunk, sizeof chunk) != (ssize_t)sizeof chunk) {
+                        err = errno;
+                        break;
+                }
+        if (fd >= 0)
+                close(fd);
+        unlink("/tmp/escape-fill");
+        report("disk exhaustion", mib < DISK_BOUND_MIB, "/tmp full after %d MiB (%s)", mib, err ? ename(err) : "no error");
+}
+
+static void memory_exhaustion(void)
+{
+        if (!wanted("memory exhaustion"))
+                return;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                for (int mib = 0; mib < MEMORY_BOUND_MIB; mib++) {
+                        char *p = malloc(1 << 20);
+                        if (!p)
+                                _exit(2);
+                        memset(p, 1, 1 << 20);
+                }
+                _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        bool held = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        report("memory exhaustion", held, held ? "stopped before %d MiB (%s)" : "allocated %d MiB",
+               MEMORY_BOUND_MIB, WIFSIGNALED(st) ? "killed" : "allocation failed");
+}
+
+/* Last: the tasks it leaves behind end with the sandbox. */
+static void fork_bomb(void)
+{
+        if (!wanted("fork bomb"))
+                return;
+        int n = 0, err = 0;
+        for (; n < TASKS_BOUND; n++) {
+                pid_t pid = fork();
+                if (pid == 0) {
+                        pause();
+                        _exit(0);
+                }
+                if (pid < 0) {
+                        err = errno;
+                        break;
+                }
+        }
+        report("fork bomb", n < TASKS_BOUND, "fork refused after %d tasks (%s)", n, err ? ename(err) : "none");
+}
+
 /* The UTS namespace: the gadget must not share the host's name. */
 static void hostname(void)
 {
@@ -406,5 +473,8 @@ int main(int argc, char **argv)
         files();
         process_view();
         hostname();
+        disk_exhaustion();
+        memory_exhaustion();
+        fork_bomb();
         return escaped_count ? 1 : 0;
 }

@@ -37,13 +37,15 @@ GROUPS = {
                    "write cgroup files"],
     "writes": ["write /", "write /proc/sys", "write own binary", "write init binary"],
     "process_view": ["inherited fds", "working directory outside root", "host processes", "host name shared"],
+    "exhaustion": ["disk exhaustion", "memory exhaustion", "fork bomb"],
 }
 
 
 def run_escape(tmp):
     pol = os.path.join(tmp, "escape.policy")
     with open(pol, "w") as f:
-        f.write("[Gadget]\nName=escape\nExec=%s\n" % ESCAPE)
+        f.write("[Gadget]\nName=escape\nExec=%s\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n" % ESCAPE)
+    os.chmod(pol, 0o644)
     r = subprocess.run([GADGETD, "run", pol, "--", "--host-name", socket.gethostname()],
                        capture_output=True, text=True, timeout=60)
     verdicts = {}
