@@ -35,7 +35,8 @@ static const struct command commands[] = {
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
           "With --json: an array of objects with the fields name, state, cause, pid,\n"
-          "uptime_ms, restarts, calls, memory_bytes, tasks and cpu_usec (0: unknown).\n" },
+          "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec and start_us\n"
+          "(0: unknown; start_us: from the start of this run to the gadget's hello).\n" },
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",
           "With --json: one object with the fields of `list --json` and policy_path,\n"

@@ -79,11 +79,11 @@ int show_line(FILE *f, const char *s)
 /* The fields of GadgetInfo, named as in control.proto. */
 static json_t *info_json(const Control__GadgetInfo *g)
 {
-        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
+        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
                          "state", g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
                          clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
                          clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
-                         clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec));
+                         clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
 }
 
 /* `list --json`: an array of info_json objects. */

@@ -145,10 +145,10 @@ static void test_list(void)
         CHECK_STR(out,
                   "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
                   "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485,"
-                  "\"tasks\":3,\"cpu_usec\":1234567},"
+                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0},"
                   "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
                   "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0,"
-                  "\"tasks\":0,\"cpu_usec\":0}]\n",
+                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0}]\n",
                   "list JSON: an array of GadgetInfo objects");
         free(out);
         l.n_gadgets = 0;
@@ -207,7 +207,7 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"tasks\":16,\"cpu_usec\":61500000,"
+                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\"},{\"name\":\"PEER\",\"type\":\"gadget\"}],"

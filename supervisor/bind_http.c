@@ -298,6 +298,13 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
                 bindings_bad_op(r, b);
                 return;
         }
+        /* libcurl is loaded here, at the first request: URL checks use it. */
+        char err[200];
+        if (http_ready(r->u->d->http, err, sizeof err) < 0) {
+                snprintf(why, sizeof why, "HTTP is unavailable: %s", err);
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, why, 0);
+                return;
+        }
         const char *url = value_string(value_map_get(args, "url"));
         const char *method = value_string(value_map_get(args, "method"));
         const Gadget__Value *body = value_map_get(args, "body");

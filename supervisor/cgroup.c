@@ -3,6 +3,8 @@
 #include "cgroup.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,12 +174,37 @@ int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen)
         char text[24];
         snprintf(text, sizeof text, "%d", (int)pid);
         for (size_t i = 0; i < cg->host->n_hier; i++) {
+                if (cg->host->hier[i].version != 2)
+                        continue; /* joined by the worker: cgroup_join_fds */
                 int e = cgroup_write_file(cg->dir[i], "cgroup.procs", text);
                 if (e < 0) {
                         snprintf(err, errlen, "cgroup v%d: cannot move the worker into %s: %s",
                                  cg->host->hier[i].version, cg->dir[i], strerror(-e));
                         return e;
                 }
+        }
+        return 0;
+}
+
+int cgroup_join_fds(const struct cgroup *cg, int *fds, size_t max, size_t *n, char *err, size_t errlen)
+{
+        char path[PATH_MAX];
+        *n = 0;
+        for (size_t i = 0; i < cg->host->n_hier; i++) {
+                if (cg->host->hier[i].version != 1)
+                        continue;
+                int e = *n == max ? -EMFILE : 0;
+                if (e == 0 && snprintf(path, sizeof path, "%s/tasks", cg->dir[i]) >= (int)sizeof path)
+                        e = -ENAMETOOLONG;
+                if (e == 0 && (fds[*n] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+                        e = -errno;
+                if (e < 0) {
+                        snprintf(err, errlen, "cgroup v1: cannot open %s/tasks: %s", cg->dir[i], strerror(-e));
+                        while (*n > 0)
+                                close(fds[--*n]);
+                        return e;
+                }
+                (*n)++;
         }
         return 0;
 }

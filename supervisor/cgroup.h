@@ -79,8 +79,15 @@ struct cgroup;
  * left behind). */
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen);
-/* Moves pid (and its later children) into the gadget's cgroups. */
+/* Moves pid (and its later children) into the gadget's v2 cgroup. The
+ * worker joins its v1 cgroups itself, through cgroup_join_fds. */
 int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen);
+/* Opens the "tasks" file of each v1 hierarchy of the gadget's cgroup (up to
+ * max, O_CLOEXEC) for the worker to join by writing "0" into each: a thread
+ * that moves itself skips the global lock that writing a pid into
+ * cgroup.procs takes, which waits for an RCU grace period (about 10 ms on
+ * a VM). Sets *n; 0 or -errno with err (no fd left open). */
+int cgroup_join_fds(const struct cgroup *cg, int *fds, size_t max, size_t *n, char *err, size_t errlen);
 void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st);
 /* Kills every process in the cgroup at once (v2 cgroup.kill); -EOPNOTSUPP
  * where the kernel or v1 has no such file. */

@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "audit.h"
 #include "config.h"
 #include "control.h"
+#include "fds.h"
 #include "gateway.h"
 #include "http.h"
 #include "log.h"
@@ -333,29 +335,16 @@ static int make_socket_dir(const char *socket_path)
         return make_dir(dir, 0755);
 }
 
-/* Marks every open fd above 2 close-on-exec: gadgetd's own are so from
- * birth, but libcurl's internal socketpair and fds inherited from whoever
- * started gadgetd are not. Workers close all but 0-3 before exec anyway. */
-static void cloexec_all(void)
-{
-        DIR *d = opendir("/proc/self/fd");
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-                int fd = atoi(de->d_name);
-                if (fd > 2 && fd != dirfd(d)) {
-                        int fl = fcntl(fd, F_GETFD);
-                        if (fl >= 0 && !(fl & FD_CLOEXEC))
-                                fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
-                }
-        }
-        if (d)
-                closedir(d);
-}
-
 int daemon_core_open(struct daemon *d)
 {
+        char err[512];
         int e;
         signal(SIGPIPE, SIG_IGN);
+        /* First, while the lowest fd numbers are free (see spawn.h). */
+        if ((e = spawn_helper_open(&d->helper, err, sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "%s", err);
+                return e;
+        }
         if ((e = audit_open(d->state_dir, &d->audit)) < 0) {
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
@@ -364,16 +353,14 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
                 return e;
         }
-        if ((e = filter_build(&d->filter)) < 0) {
-                log_msg(L_ERR, NULL, "seccomp filter: %s", strerror(-e));
-                return e;
-        }
-        cloexec_all();
+        filter_compiled(&d->filter);
+        /* Workers never see gadgetd's fds (see spawn.c), but nothing else
+         * gadgetd might start should either. */
+        fds_cloexec_all();
         if ((e = uidpool_open(&d->uids, d->run_dir, d->uid_base, UIDPOOL_DEFAULT_COUNT)) < 0) {
                 log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
                 return e;
         }
-        char err[512];
         if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, err, sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;
@@ -395,13 +382,29 @@ void daemon_core_close(struct daemon *d)
         http_free(d->http);
         d->http = NULL;
         uidpool_close(&d->uids);
-        filter_free(&d->filter);
+        spawn_helper_close(&d->helper);
         limiter_close(&d->limiter);
+}
+
+/* Each running gadget holds five fds in gadgetd (RPC socket, report pipe,
+ * pidfd, two output pipes), so a thousand need more than the usual soft
+ * limit of 1024: it goes up to the hard limit (the service's LimitNOFILE=).
+ * Nothing in gadgetd uses select(), and workers start with their own fds
+ * and limit only. */
+static void raise_nofile(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_msg(L_WARN, NULL, "cannot raise the open files limit: %s", strerror(errno));
+        }
 }
 
 static int setup(struct daemon *d)
 {
         int e;
+        raise_nofile();
         struct group *gr = getgrnam(d->group);
         d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
         if (!gr)
@@ -453,7 +456,7 @@ static void teardown(struct daemon *d)
 
 int daemon_main(int argc, char **argv)
 {
-        struct daemon d = { .uids = { .lock_fd = -1 } };
+        struct daemon d = { .uids = { .lock_fd = -1 }, .helper = { -1, -1 } };
         struct config cfg;
         int e = config_parse_args(argc, argv, &cfg);
         if (e != 0)

@@ -9,6 +9,7 @@
 
 #include "filter.h"
 #include "limiter.h"
+#include "spawn.h"
 #include "uidpool.h"
 
 struct unit;
@@ -28,6 +29,7 @@ struct daemon {
         bool allow_degraded_limits;
         struct limiter limiter;
         struct gadget_filter filter;
+        struct spawn_helper helper; /* gadgetd-sandbox, every worker starts as it */
         struct uidpool uids;
         struct unit *units;        /* every loaded gadget */
         struct control *control;

@@ -2,7 +2,11 @@
 #include "http.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "curl_dl.h"
+#include "fds.h"
 
 struct http {
         CURLM *multi;
@@ -87,24 +91,35 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 int http_new(struct event_base *base, struct http **out)
 {
-        static int curl_ready;
-        if (!curl_ready++ && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-                return -EIO;
         struct http *h = calloc(1, sizeof *h);
         if (!h)
                 return -ENOMEM;
         h->base = base;
-        h->multi = curl_multi_init();
         h->timer = evtimer_new(base, timer_event, h);
-        if (!h->multi || !h->timer) {
+        if (!h->timer) {
                 http_free(h);
                 return -ENOMEM;
         }
+        *out = h;
+        return 0;
+}
+
+int http_ready(struct http *h, char *err, size_t errlen)
+{
+        if (h->multi)
+                return 0;
+        int e = curl_dl_load(err, errlen);
+        if (e < 0)
+                return e;
+        if (!(h->multi = curl_multi_init())) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        fds_cloexec_all(); /* libcurl's internal socketpair comes without O_CLOEXEC */
         curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
         curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
         curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
         curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
-        *out = h;
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #ifdef HAVE_LIBSYSTEMD
 #define SD_JOURNAL_SUPPRESS_LOCATION /* CODE_FILE= would always name this file */
@@ -66,14 +67,32 @@ static void log_stderr(enum log_level level, const char *gadget, const char *lin
 }
 
 #ifdef HAVE_LIBSYSTEMD
+#define JOURNAL_FIELDS 12
+
+/* One journal entry of up to JOURNAL_FIELDS "KEY=value" fields (NULL ones
+ * skipped). libsystemd is loaded at the first (supervisor/sd_dl.c). */
+static int journal_send(const char *const *fields, size_t n)
+{
+        struct iovec iov[JOURNAL_FIELDS];
+        int k = 0;
+        for (size_t i = 0; i < n && k < JOURNAL_FIELDS; i++)
+                if (fields[i])
+                        iov[k++] = (struct iovec){ .iov_base = (void *)fields[i], .iov_len = strlen(fields[i]) };
+        return sd_journal_sendv(iov, k);
+}
+
 /* One journal entry: MESSAGE, PRIORITY, GADGET= (if any). 0 or -errno. */
 static int journal_msg(enum log_level level, const char *gadget, const char *line)
 {
-        if (!gadget)
-                return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", (int)level,
-                                       "SYSLOG_IDENTIFIER=gadgetd", NULL);
-        return sd_journal_send("MESSAGE=[%s] %s", gadget, line, "PRIORITY=%d", (int)level,
-                               "GADGET=%s", gadget, "SYSLOG_IDENTIFIER=gadgetd", NULL);
+        char msg[2400], prio[16], gad[300];
+        if (gadget)
+                snprintf(msg, sizeof msg, "MESSAGE=[%s] %s", gadget, line);
+        else
+                snprintf(msg, sizeof msg, "MESSAGE=%s", line);
+        snprintf(prio, sizeof prio, "PRIORITY=%d", (int)level);
+        snprintf(gad, sizeof gad, "GADGET=%s", gadget ? gadget : "");
+        const char *fields[] = { msg, prio, gadget ? gad : NULL, "SYSLOG_IDENTIFIER=gadgetd" };
+        return journal_send(fields, sizeof fields / sizeof *fields);
 }
 #else
 static int journal_msg(enum log_level level, const char *gadget, const char *line)
@@ -100,17 +119,24 @@ void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
 /* An audit record as a journal entry with one field per record field. */
 static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
 {
-        char detail[1024];
+        char detail[1024], det[1100], msg[2400], prio[16], gad[300], bind[300], op[300], out[64], bytes[48],
+                dur[48];
         /* The detail may carry text a gadget chose (a key, a URL): escaped. */
-        if (r->detail)
+        if (r->detail) {
                 log_escape(r->detail, strlen(r->detail), detail, sizeof detail);
-        return sd_journal_send("MESSAGE=[%s] audit %s", r->gadget, line, "PRIORITY=%d", (int)level,
-                               AUDIT_MESSAGE_ID, "SYSLOG_IDENTIFIER=gadgetd", "GADGET=%s", r->gadget,
-                               "BINDING=%s", r->binding, "OP=%s", r->op,
-                               "OUTCOME=%s", audit_outcome_name(r->outcome),
-                               "BYTES=%llu", (unsigned long long)r->bytes,
-                               "DURATION_US=%llu", (unsigned long long)r->duration_us,
-                               r->detail ? "DETAIL=%s" : NULL, detail, NULL);
+                snprintf(det, sizeof det, "DETAIL=%s", detail);
+        }
+        snprintf(msg, sizeof msg, "MESSAGE=[%s] audit %s", r->gadget, line);
+        snprintf(prio, sizeof prio, "PRIORITY=%d", (int)level);
+        snprintf(gad, sizeof gad, "GADGET=%s", r->gadget);
+        snprintf(bind, sizeof bind, "BINDING=%s", r->binding);
+        snprintf(op, sizeof op, "OP=%s", r->op);
+        snprintf(out, sizeof out, "OUTCOME=%s", audit_outcome_name(r->outcome));
+        snprintf(bytes, sizeof bytes, "BYTES=%llu", (unsigned long long)r->bytes);
+        snprintf(dur, sizeof dur, "DURATION_US=%llu", (unsigned long long)r->duration_us);
+        const char *fields[] = { msg, prio, AUDIT_MESSAGE_ID, "SYSLOG_IDENTIFIER=gadgetd", gad, bind, op, out,
+                                 bytes, dur, r->detail ? det : NULL };
+        return journal_send(fields, sizeof fields / sizeof *fields);
 }
 #else
 static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)

@@ -31,6 +31,7 @@ static void fill_info(Control__GadgetInfo *gi, struct unit *u)
         gi->restarts = u->restarts;
         gi->calls = u->calls;
         unit_usage(u, &gi->memory_bytes, &gi->tasks, &gi->cpu_usec);
+        gi->start_us = u->start_us;
 }
 
 static void on_load(struct client *cl, const Control__Request *q)

@@ -1,4 +1,5 @@
-/* spawn: clone(), id maps and the start handshake with the child. */
+/* spawn: clone() with vfork semantics into gadgetd-sandbox, id maps, the
+ * setup and the start handshake with the child. */
 #include "spawn.h"
 
 #include <errno.h>
@@ -11,17 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
 
 #include "cgroup.h"
-#include "policy.h"
-#include "paths.h"
 #include "sandbox.h"
 
-#define CHILD_STACK (256u * 1024u)
+#define CHILD_STACK (64u * 1024u) /* the trampoline's: it only moves fds and execs */
 #define START_TIMEOUT_MS 10000
 
 #define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | \
@@ -55,59 +59,6 @@ static int write_id_maps(pid_t pid, uid_t host)
         return 0;
 }
 
-/* argv[0] is the program path; then the arguments. */
-static char **build_argv(const struct spawn_opts *o)
-{
-        const struct policy *p = o->policy;
-        size_t n = 0;
-        if (o->args)
-                while (o->args[n])
-                        n++;
-        else
-                n = p->argc;
-        char **argv = calloc(n + 2, sizeof *argv);
-        if (!argv)
-                return NULL;
-        argv[0] = p->exec;
-        for (size_t i = 0; i < n; i++)
-                argv[i + 1] = o->args ? o->args[i] : p->argv[i];
-        return argv;
-}
-
-/* The program's environment: the fixed entries, then the policy's own
- * (which may override PATH or HOME, never GADGET_FD/GADGET_NAME). */
-static char **build_envp(const struct policy *p)
-{
-        char **envp = calloc(p->n_env + 6, sizeof *envp);
-        size_t n = 0;
-        if (!envp)
-                return NULL;
-        if (asprintf(&envp[n++], "GADGET_FD=%d", SANDBOX_RPC_FD) < 0 ||
-            asprintf(&envp[n++], "GADGET_NAME=%s", p->name) < 0 ||
-            !(envp[n++] = strdup("PATH=/usr/local/bin:/usr/bin:/bin")) ||
-            !(envp[n++] = strdup("HOME=/tmp")))
-                goto fail;
-        for (size_t i = 0; i < p->n_env; i++) {
-                if (strncmp(p->env[i], "GADGET_", 7) == 0)
-                        continue;
-                if (!(envp[n++] = strdup(p->env[i])))
-                        goto fail;
-        }
-        return envp;
-fail:
-        for (size_t i = 0; i < n; i++)
-                free(envp[i]);
-        free(envp);
-        return NULL;
-}
-
-static void free_strv(char **v)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
-
 int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
 {
         uint8_t hdr[3];
@@ -129,8 +80,9 @@ int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
         return hdr[0];
 }
 
-/* Waits for the child's first report: READY, or ERROR with the reason. */
-static int await_start(const struct spawn_child *c, char *err, size_t errlen)
+/* Waits for the child's next report: want (READY, or WARM for a pre-warmed
+ * sandbox), or ERROR with the reason. */
+static int await_start(const struct spawn_child *c, int want, char *err, size_t errlen)
 {
         struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
         int r = poll(&pfd, 1, START_TIMEOUT_MS);
@@ -140,7 +92,7 @@ static int await_start(const struct spawn_child *c, char *err, size_t errlen)
         }
         char msg[512] = "";
         r = spawn_read_report(c->report_fd, NULL, msg, sizeof msg);
-        if (r == SANDBOX_REPORT_READY)
+        if (r == want)
                 return 0;
         if (r == SANDBOX_REPORT_ERROR) {
                 snprintf(err, errlen, "%s", msg);
@@ -150,55 +102,157 @@ static int await_start(const struct spawn_child *c, char *err, size_t errlen)
         return r < 0 ? r : -ECHILD;
 }
 
-/* The policy's host paths with symlinks resolved where that is safe; see
- * supervisor/paths.c. Sets err and returns -errno on the first refusal. */
-static int resolve_paths(const struct policy *p, char ***ro_real, char *exec_real, char *err, size_t errlen)
+int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen)
 {
-        char real[PATH_MAX];
-        const char *what = NULL;
-        char **v = calloc(p->n_ro_paths + 1, sizeof *v);
-        int e = v ? 0 : -ENOMEM;
-        for (size_t i = 0; e == 0 && i < p->n_ro_paths; i++) {
-                if ((e = paths_resolve_trusted(p->ro_paths[i], real)) < 0)
-                        what = p->ro_paths[i];
-                else if (!(v[i] = strdup(real)))
-                        e = -ENOMEM;
-        }
-        if (e == 0 && (e = paths_resolve_trusted(p->exec, exec_real)) < 0)
-                what = p->exec;
-        if (e < 0) {
-                if (e == -ELOOP)
-                        snprintf(err, errlen, "bind (a symlink in a directory others may write) %s", what);
-                else if (what)
-                        snprintf(err, errlen, "resolve %s: %s", what, strerror(-e));
-                for (size_t i = 0; v && i < p->n_ro_paths; i++)
-                        free(v[i]);
-                free(v);
+        char self[PATH_MAX];
+        struct stat st;
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+        size_t root = strlen(GADGETD_BUILD_ROOT);
+        bool built = strncmp(self, GADGETD_BUILD_ROOT, root) == 0 && self[root] == '/';
+        const char *path = built ? GADGETD_SANDBOX_BUILT : GADGETD_SANDBOX_INSTALLED;
+        int fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                int e = -errno;
+                snprintf(err, errlen, "sandbox helper %s: %s", path, strerror(-e));
+                if (fd >= 0)
+                        close(fd);
                 return e;
         }
-        *ro_real = v;
+        /* Why this is safe: every worker starts as this program, with
+         * gadgetd's privileges; it must be root's and writable by no one
+         * else, like gadgetd itself. */
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+                snprintf(err, errlen, "sandbox helper %s: not a regular file of root's that only root may write",
+                         path);
+                close(fd);
+                return -EPERM;
+        }
+        int slot = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (slot < 0) {
+                int e = -errno;
+                snprintf(err, errlen, "sandbox helper: %s", strerror(-e));
+                close(fd);
+                return e;
+        }
+        *h = (struct spawn_helper){ .fd = fd, .slot = slot };
         return 0;
+}
+
+void spawn_helper_close(struct spawn_helper *h)
+{
+        if (h->fd >= 0)
+                close(h->fd);
+        if (h->slot >= 0)
+                close(h->slot);
+        h->fd = h->slot = -1;
+}
+
+/* What the cloned child needs, and where it says why it failed. */
+struct tramp {
+        int helper_fd;  /* gadgetd-sandbox (O_PATH) */
+        int slot;       /* holds the child's end of the setup socket */
+        int keep;       /* the fds below it are copied: both of the above */
+        int err;        /* set by the child if it fails */
+        const char *step;
+};
+
+#define TRAMP_HIGH 32 /* above SANDBOX_FD_SETUP */
+
+/* Keeps the capabilities the child has in its new user namespace across
+ * the exec: there its uid is not mapped yet (gadgetd writes the maps once
+ * the child has exec'd), so exec would clear them. Why this is safe: they
+ * are capabilities over the gadget's own namespaces only, which hold
+ * nothing of the host's; gadgetd-sandbox needs them to build the sandbox
+ * and drops every one of them (ambient included) before the program runs. */
+static int keep_caps(void)
+{
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+        if (syscall(SYS_capget, &hdr, data) < 0)
+                return -1;
+        for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
+                data[i].inheritable = data[i].permitted;
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return -1;
+        for (unsigned long c = 0; c < 64; c++)
+                if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+                        return errno == EINVAL ? 0 : -1; /* past the last capability */
+        return 0;
+}
+
+/* The cloned child. It shares gadgetd's memory (CLONE_VM) and fd table
+ * (CLONE_FILES) while gadgetd waits for its exec (CLONE_VFORK), so neither
+ * is copied; it first takes a private fd table holding only the fds below
+ * t->keep, then puts the setup socket at SANDBOX_FD_SETUP and execs the
+ * helper, which gets every other fd with its setup. Nothing here
+ * allocates, locks or changes gadgetd's state but t->err, t->step and
+ * errno (gadgetd is suspended meanwhile). */
+__attribute__((no_sanitize_address)) static int trampoline(void *arg)
+{
+        struct tramp *t = arg;
+        char *argv[] = { (char *)SANDBOX_HELPER, NULL }, *envp[] = { NULL };
+        int helper;
+        t->step = "fd table";
+        if (syscall(SYS_close_range, (unsigned)t->keep, ~0U, CLOSE_RANGE_UNSHARE) < 0)
+                goto fail;
+        t->step = "fds";
+        if ((helper = fcntl(t->helper_fd, F_DUPFD_CLOEXEC, TRAMP_HIGH)) < 0 ||
+            (t->slot == SANDBOX_FD_SETUP ? fcntl(t->slot, F_SETFD, 0) : dup2(t->slot, SANDBOX_FD_SETUP)) < 0)
+                goto fail;
+        t->step = "keep capabilities";
+        if (keep_caps() < 0)
+                goto fail;
+        t->step = "exec " SANDBOX_HELPER;
+        execveat(helper, "", argv, envp, AT_EMPTY_PATH);
+fail:
+        t->err = errno;
+        _exit(127);
+}
+
+/* Sends the setup frame with the fds gadgetd-sandbox needs (in the order
+ * of enum sandbox_fd from SANDBOX_FD_REPORT on). 0 or -errno. */
+static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t n)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT_MAX)];
+        } u = { 0 };
+        struct iovec iov = { .iov_base = msg->buf + msg->start, .iov_len = wire_writer_pending(msg) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+        ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        if (w < 0)
+                return -errno;
+        msg->start += (size_t)w;
+        /* The rest, if the socket took only part: the fds went with the first. */
+        int e = wire_writer_flush(msg, sock);
+        return e > 0 ? -EAGAIN : e;
 }
 
 int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
 {
-        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
-        int sv[2] = { -1, -1 }, go[2] = { -1, -1 }, rep[2] = { -1, -1 };
+        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        int sv[2] = { -1, -1 }, setup[2] = { -1, -1 }, rep[2] = { -1, -1 };
         int devnull = -1, self = -1, e;
-        char **argv = build_argv(o), **envp = build_envp(o->policy), **ro_real = NULL;
-        char exec_real[PATH_MAX];
+        int cg_fds[SANDBOX_CGROUP_FDS_MAX];
+        size_t n_cg_fds = 0;
+        struct wire_writer msg = { 0 };
         void *stack = MAP_FAILED;
+        const struct spawn_helper *h = o->helper;
 
-        snprintf(err, errlen, "out of memory");
-        if (!argv || !envp) {
-                e = -ENOMEM;
+        if (o->cgroup &&
+            (e = cgroup_join_fds(o->cgroup, cg_fds, SANDBOX_CGROUP_FDS_MAX, &n_cg_fds, err, errlen)) < 0)
                 goto out;
-        }
-        if ((e = resolve_paths(o->policy, &ro_real, exec_real, err, errlen)) < 0)
+        if ((e = spawn_setup_pack(o, n_cg_fds, &msg, err, errlen)) < 0)
                 goto out;
-        snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-            pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
             (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
             (self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
                 e = -errno;
@@ -207,30 +261,25 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         }
         stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-        if (stack == MAP_FAILED) {
+        if (stack == MAP_FAILED || dup3(setup[1], h->slot, O_CLOEXEC) < 0) {
                 e = -errno;
+                snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
         }
-        struct sandbox_config cfg = {
-                .policy = o->policy, .argv = argv, .envp = envp, .filter = o->filter,
-                .ro_real = ro_real, .exec_real = exec_real,
-                .go_fd = go[0], .parent_pidfd = self, .report_fd = rep[1], .rpc_fd = sv[1],
-                .stdout_fd = o->stdout_fd, .stderr_fd = o->stderr_fd, .devnull_fd = devnull,
-                .nproc = o->nproc, .address_space = o->address_space,
-        };
-        c.pid = clone(sandbox_main, (char *)stack + CHILD_STACK, NS_FLAGS | CLONE_PIDFD | SIGCHLD,
-                      &cfg, &c.pidfd);
-        if (c.pid < 0) {
-                e = -errno;
-                snprintf(err, errlen, "namespaces: %s", strerror(errno));
+        struct tramp t = { .helper_fd = h->fd, .slot = h->slot,
+                           .keep = (h->fd > h->slot ? h->fd : h->slot) + 1 };
+        /* Returns once the child exec'd gadgetd-sandbox (or died). */
+        c.pid = clone(trampoline, (char *)stack + CHILD_STACK,
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | NS_FLAGS | CLONE_PIDFD | SIGCHLD, &t, &c.pidfd);
+        e = c.pid < 0 ? -errno : 0;
+        /* The slot gets its placeholder back: gadgetd holds no end of the
+         * child's setup socket but setup[1], closed below. */
+        dup3(h->fd, h->slot, O_CLOEXEC);
+        if (e < 0 || t.err) {
+                snprintf(err, errlen, "%s: %s", e < 0 ? "namespaces" : t.step, strerror(e < 0 ? -e : t.err));
+                e = e < 0 ? e : -t.err;
                 goto out;
         }
-        close(go[0]);
-        go[0] = -1;
-        close(rep[1]);
-        rep[1] = -1;
-        close(sv[1]);
-        sv[1] = -1;
         c.report_fd = rep[0];
         rep[0] = -1;
         c.rpc_fd = sv[0];
@@ -240,24 +289,40 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 snprintf(err, errlen, "user namespace id map: %s", strerror(-e));
                 goto out;
         }
-        /* Into the gadget's cgroup while the child still waits for the go
-         * byte: its whole setup and the program count against the limits. */
+        /* Into the gadget's v2 cgroup before the setup goes out: its whole
+         * setup and the program count against the limits (it joins v1
+         * cgroups itself, through cg_fds). */
         if (o->cgroup && (e = cgroup_attach(o->cgroup, c.pid, err, errlen)) < 0)
                 goto out;
-        if (write(go[1], "g", 1) != 1) {
-                e = -errno;
-                snprintf(err, errlen, "start signal: %s", strerror(errno));
+        /* The setup is the start signal. */
+        int fds[SANDBOX_FDS_SENT_MAX] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
+        for (size_t i = 0; i < n_cg_fds; i++)
+                fds[SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + i] = cg_fds[i];
+        if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + n_cg_fds)) < 0) {
+                snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
                 goto out;
         }
-        e = await_start(&c, err, errlen);
+        int *ends[] = { &setup[1], &rep[1], &sv[1], &devnull, &self };
+        for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+                close(*ends[i]);
+                *ends[i] = -1;
+        }
+        while (n_cg_fds > 0)
+                close(cg_fds[--n_cg_fds]);
+        e = await_start(&c, o->prewarm ? SANDBOX_REPORT_WARM : SANDBOX_REPORT_READY, err, errlen);
         if (e < 0)
                 goto out;
         if (fcntl(c.rpc_fd, F_SETFL, O_NONBLOCK) < 0) {
                 e = -errno;
+                snprintf(err, errlen, "rpc socket: %s", strerror(errno));
                 goto out;
         }
+        if (o->prewarm) {
+                c.go_fd = setup[0];
+                setup[0] = -1;
+        }
         *out = c;
-        c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
+        c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         e = 0;
 out:
         if (c.pid > 0) {
@@ -268,25 +333,43 @@ out:
         spawn_child_close(&c);
         for (int i = 0; i < 2; i++) {
                 if (sv[i] >= 0) close(sv[i]);
-                if (go[i] >= 0) close(go[i]);
+                if (setup[i] >= 0) close(setup[i]);
                 if (rep[i] >= 0) close(rep[i]);
         }
+        while (n_cg_fds > 0)
+                close(cg_fds[--n_cg_fds]);
         if (devnull >= 0)
                 close(devnull);
         if (self >= 0)
                 close(self);
         if (stack != MAP_FAILED)
                 munmap(stack, CHILD_STACK);
-        free(argv);
-        for (size_t i = 0; ro_real && i < o->policy->n_ro_paths; i++)
-                free(ro_real[i]);
-        free(ro_real);
-        free_strv(envp);
+        wire_writer_free(&msg);
         return e;
+}
+
+int spawn_go(struct spawn_child *c, char *err, size_t errlen)
+{
+        if (c->go_fd < 0) {
+                snprintf(err, errlen, "not a pre-warmed sandbox");
+                return -EINVAL;
+        }
+        ssize_t n = write(c->go_fd, "g", 1);
+        int e = n == 1 ? 0 : -errno;
+        close(c->go_fd);
+        c->go_fd = -1;
+        if (e < 0) {
+                snprintf(err, errlen, "start signal: %s", strerror(-e));
+                return e;
+        }
+        return await_start(c, SANDBOX_REPORT_READY, err, errlen);
 }
 
 void spawn_child_close(struct spawn_child *c)
 {
+        if (c->go_fd >= 0)
+                close(c->go_fd);
+        c->go_fd = -1;
         if (c->pidfd >= 0)
                 close(c->pidfd);
         if (c->rpc_fd >= 0)

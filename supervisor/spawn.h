@@ -1,11 +1,15 @@
-/* spawn: gadgetd's side of starting a worker — clone into new namespaces,
- * write the id maps, and wait until the sandbox is entered or has failed. */
+/* spawn: gadgetd's side of starting a worker — clone into new namespaces
+ * with vfork semantics and exec gadgetd-sandbox there (worker/helper.c),
+ * write the id maps, send the setup, and wait until the sandbox is entered
+ * or has failed. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "filter.h"
+#include "wire.h"
 
 struct cgroup;
 struct policy;
@@ -13,12 +17,22 @@ struct policy;
 struct spawn_opts {
         const struct policy *policy;
         char *const *args;               /* replace the policy's Arguments if not NULL */
-        const struct gadget_filter *filter; /* compiled once per gadgetd */
+        const struct gadget_filter *filter; /* compiled when gadgetd was built */
         uid_t host_uid;                  /* the gadget's host uid and gid */
         int stdout_fd, stderr_fd;        /* where the program's output goes */
         const struct cgroup *cgroup;     /* joined before the sandbox is set up, or NULL */
         uint64_t nproc;                  /* RLIMIT_NPROC, from limiter_start */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
+        const struct spawn_helper *helper; /* from spawn_helper_open */
+        bool prewarm;                    /* build the sandbox, start the program at spawn_go */
+};
+
+/* gadgetd-sandbox, and the low fd number through which each spawn hands
+ * the child its setup socket: the child then copies only the fds below it,
+ * not gadgetd's whole table (thousands with a thousand gadgets). */
+struct spawn_helper {
+        int fd;         /* gadgetd-sandbox, O_PATH */
+        int slot;       /* holds a placeholder between spawns */
 };
 
 struct spawn_child {
@@ -26,12 +40,26 @@ struct spawn_child {
         int pidfd;      /* refers to pid without reuse races */
         int rpc_fd;     /* gadgetd's end of the socketpair, non-blocking */
         int report_fd;  /* read end of the report pipe (wait status at the end) */
+        int go_fd;      /* pre-warmed: spawn_go starts the program; else -1 */
 };
 
+/* Opens gadgetd-sandbox (O_PATH): the build tree's when gadgetd runs from
+ * its build tree, else the installed one. Fails closed unless it is a
+ * regular file of root's that no one else may write. Call it early: the
+ * fds it takes should be low numbers. 0 or -errno + err. */
+int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen);
+void spawn_helper_close(struct spawn_helper *h);
 /* Starts the gadget. Returns 0 once the program was exec'd inside its
- * sandbox, or -errno with err saying which step failed and why (the child
- * is gone by then). */
+ * sandbox (pre-warmed: once the sandbox is built), or -errno with err
+ * saying which step failed and why (the child is gone by then). */
 int spawn_gadget(const struct spawn_opts *opts, struct spawn_child *child, char *err, size_t errlen);
+/* Starts the program in a pre-warmed sandbox; 0 once it was exec'd, or
+ * -errno with err (the caller ends the worker). */
+int spawn_go(struct spawn_child *child, char *err, size_t errlen);
+/* The setup message for gadgetd-sandbox as one frame in w (spawn_setup.c);
+ * n_cgroup_fds v1 cgroups to join. 0, or -errno with err. */
+int spawn_setup_pack(const struct spawn_opts *opts, size_t n_cgroup_fds, struct wire_writer *w, char *err,
+                     size_t errlen);
 /* Reads one record from the report pipe: returns its type ('S' sets
  * *status), 0 at end of file, or -errno. */
 int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen);

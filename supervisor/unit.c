@@ -58,6 +58,14 @@ uint64_t unit_uptime_ms(const struct unit *u)
                (uint64_t)((now.tv_nsec - u->started.tv_nsec) / 1000000);
 }
 
+/* Microseconds elapsed since since (CLOCK_MONOTONIC). */
+static uint64_t elapsed_us(const struct timespec *since)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000 + (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000);
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void limits_cb(evutil_socket_t fd, short what, void *arg);
 static void runtime_cb(evutil_socket_t fd, short what, void *arg);
@@ -70,7 +78,7 @@ struct unit *unit_new(struct daemon *d, struct policy *policy)
         u->d = d;
         u->policy = policy;
         u->state = UNIT_STOPPED;
-        u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1 };
+        u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         u->out_fd = u->err_fd = -1;
         logbuf_init(&u->log);
         limiter_run_init(&u->limits);
@@ -212,6 +220,8 @@ static void after_exit(struct unit *u, int status)
                 delay = BACKOFF_MAX_MS;
         u->state = UNIT_STARTING;
         arm(u->ev_timer, delay);
+        /* The next start only has to start the program. */
+        unit_prewarm(u);
 }
 
 /* The report pipe: the program's wait status, then end of file when PID 1
@@ -267,6 +277,7 @@ static void on_hello(struct peer *p, void *data)
         struct unit *u = data;
         u->state = UNIT_READY;
         u->cause[0] = '\0';
+        u->start_us = elapsed_us(&u->start_begin);
         log_msg(L_INFO, u->policy->name, "ready");
         daemon_unit_ready(u->d, u);
 }
@@ -317,43 +328,84 @@ static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
         return 0;
 }
 
-void unit_start(struct unit *u)
+/* Takes this run's resources (host uid, cgroup, output pipes) and spawns
+ * the worker; pre-warmed, it waits in its finished sandbox for spawn_go.
+ * 0, or -errno with err (the caller drops what was taken). */
+static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
 {
-        char err[600];
         int out_w = -1, err_w = -1, e;
-
-        u->want_running = true;
-        u->cause[0] = '\0';
-        if (u->child.pid > 0)
-                return;
         if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
-                snprintf(err, sizeof err, "no free host uid: %s", strerror(-e));
-                goto fail;
+                snprintf(err, errlen, "no free host uid: %s", strerror(-e));
+                return e;
         }
         u->have_uid = true;
-        if ((e = bindings_load_secrets(u, err, sizeof err)) < 0)
-                goto fail;
         /* gadgetd run passes the program's output through; the daemon
          * reads it line by line. */
         bool pass = u->d->run != NULL;
-        if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, sizeof err)) < 0)
-                goto fail;
+        if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, errlen)) < 0)
+                return e;
         if (!pass && ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
                       (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
-                snprintf(err, sizeof err, "output pipes: %s", strerror(-e));
-                goto fail;
+                snprintf(err, errlen, "output pipes: %s", strerror(-e));
+        } else {
+                struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
+                                         .helper = &u->d->helper, .prewarm = prewarm,
+                                         .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
+                                         .stderr_fd = pass ? 2 : err_w, .cgroup = u->limits.cg,
+                                         .nproc = u->limits.nproc, .address_space = u->limits.address_space };
+                e = spawn_gadget(&so, &u->child, err, errlen);
         }
-        struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
-                                 .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
-                                 .stderr_fd = pass ? 2 : err_w, .cgroup = u->limits.cg,
-                                 .nproc = u->limits.nproc, .address_space = u->limits.address_space };
-        e = spawn_gadget(&so, &u->child, err, sizeof err);
-        if (!pass) {
+        if (out_w >= 0)
                 close(out_w);
+        if (err_w >= 0)
                 close(err_w);
+        return e;
+}
+
+/* Ends a pre-warmed sandbox that will not be used, with its run's
+ * resources. */
+static void warm_drop(struct unit *u)
+{
+        if (u->child.go_fd < 0)
+                return;
+        if (u->child.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
+        waitpid(u->child.pid, NULL, 0);
+        drop_worker(u, "its pre-warmed sandbox was dropped");
+}
+
+void unit_prewarm(struct unit *u)
+{
+        char err[600];
+        if (u->child.pid > 0 || u->d->run)
+                return;
+        /* A failure is not reported: the start goes cold and says why. */
+        if (unit_spawn(u, true, err, sizeof err) < 0)
+                drop_worker(u, "its sandbox could not be pre-warmed");
+}
+
+void unit_start(struct unit *u)
+{
+        char err[600];
+        int e;
+
+        u->want_running = true;
+        u->cause[0] = '\0';
+        bool warm = u->child.go_fd >= 0;
+        if (u->child.pid > 0 && !warm)
+                return;
+        clock_gettime(CLOCK_MONOTONIC, &u->start_begin);
+        u->start_us = 0;
+        if ((e = bindings_load_secrets(u, err, sizeof err)) < 0)
+                goto fail;
+        /* A sandbox pre-warmed for this start only needs its go; if it went
+         * away meanwhile, the start goes cold. */
+        if (warm && spawn_go(&u->child, err, sizeof err) < 0) {
+                log_msg(L_WARN, u->policy->name, "pre-warmed sandbox lost (%s): starting cold", err);
+                warm_drop(u);
+                warm = false;
         }
-        out_w = err_w = -1;
-        if (e < 0)
+        if (!warm && (e = unit_spawn(u, false, err, sizeof err)) < 0)
                 goto fail;
         clock_gettime(CLOCK_MONOTONIC, &u->started);
         u->state = UNIT_STARTING;
@@ -372,10 +424,7 @@ void unit_start(struct unit *u)
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
-        if (out_w >= 0)
-                close(out_w);
-        if (err_w >= 0)
-                close(err_w);
+        warm_drop(u);
         drop_worker(u, "the gadget could not start");
         u->state = UNIT_FAILED;
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
@@ -387,6 +436,7 @@ void unit_stop(struct unit *u, const char *why)
 {
         u->want_running = false;
         event_del(u->ev_timer);
+        warm_drop(u); /* a pre-warmed sandbox is not needed any more */
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING) /* waiting for a restart */
                         u->state = UNIT_STOPPED;
@@ -405,7 +455,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = arg;
         if (u->state == UNIT_STOPPING)
                 unit_kill(u, NULL);  /* the grace period is over */
-        else if (u->state == UNIT_STARTING && u->child.pid <= 0) {
+        else if (u->state == UNIT_STARTING && (u->child.pid <= 0 || u->child.go_fd >= 0)) {
                 u->restarts++;
                 unit_start(u);       /* the backoff is over */
         }

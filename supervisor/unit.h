@@ -43,6 +43,8 @@ struct unit {
         int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
         struct logbuf log;
         struct timespec started;
+        struct timespec start_begin; /* when this run's start began (load, restart) */
+        uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
         unsigned restarts;        /* restarts so far */
         unsigned quick_failures;  /* failures soon after a start, for parking */
         uint64_t calls;
@@ -68,6 +70,10 @@ struct unit *unit_new(struct daemon *d, struct policy *policy);
 void unit_free(struct unit *u);
 /* Starts the worker. Failures leave the unit failed with the cause. */
 void unit_start(struct unit *u);
+/* Builds the sandbox of the next start now (the unit must not be running;
+ * the daemon does it while a restart backs off): unit_start then only
+ * starts the program in it. unit_stop drops it. */
+void unit_prewarm(struct unit *u);
 /* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
 void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);

@@ -181,6 +181,12 @@ static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, struc
         /* no_new_privs is set by the sandbox itself, before installing. */
         if ((e = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
                 goto out;
+        /* A binary tree of call numbers instead of a list: a call meets
+         * about log2(n) comparisons, and the kernel's install (which runs
+         * the program for every call number to build its verdict cache)
+         * takes a fraction of the time. */
+        if ((e = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+                goto out;
         if ((e = add(ctx)) < 0)
                 goto out;
         if (list &&
@@ -211,13 +217,4 @@ void filter_free(struct gadget_filter *f)
         free(f->list.filter);
         free(f->args.filter);
         *f = (struct gadget_filter){ 0 };
-}
-
-/* Installs both filters in this process; no_new_privs must be set. */
-int filter_install(const struct gadget_filter *f)
-{
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->list, 0, 0) < 0 ||
-            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->args, 0, 0) < 0)
-                return -errno;
-        return 0;
 }

@@ -115,8 +115,7 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
 }
 
 /* The degraded MemoryMax bounds each process of the program, not the
- * sandbox's init, a copy of gadgetd whose address space (huge under a
- * sanitizer) must stay usable. */
+ * sandbox's init (gadgetd-sandbox), which must stay able to report. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step)
 {
         if (cfg->address_space == UINT64_MAX)

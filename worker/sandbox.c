@@ -1,6 +1,7 @@
-/* sandbox: the order in which a worker enters its sandbox. Runs in the
- * child created by clone() with new user, mount, network, PID, IPC, UTS and
- * cgroup namespaces; every step either succeeds or the gadget never starts. */
+/* sandbox: the order in which a worker enters its sandbox. Runs in
+ * gadgetd-sandbox, exec'd in the child gadgetd cloned with new user, mount,
+ * network, PID, IPC, UTS and cgroup namespaces; every step either succeeds
+ * or the gadget never starts. */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -53,28 +54,25 @@ static int become_gadget_user(void)
         return 0;
 }
 
-int sandbox_main(void *arg)
+_Noreturn void sandbox_main(const struct sandbox_config *cfg)
 {
-        const struct sandbox_config *cfg = arg;
         const struct policy *p = cfg->policy;
         struct mount_plan *plan = NULL;
         const char *step = NULL;
-        char go;
         int e;
 
-        /* Die with gadgetd; the go byte below proves it was alive after. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-                fail(cfg->report_fd, "parent-death signal", errno);
-        /* Not dumpable while privileged in the namespace: nothing else can
-         * ptrace or read the memory of the setup process. */
-        if (prctl(PR_SET_DUMPABLE, 0) < 0)
-                fail(cfg->report_fd, "dumpable", errno);
-        if (read(cfg->go_fd, &go, 1) != 1)
-                _exit(125); /* gadgetd gave up on this start */
-        close(cfg->go_fd);
-        /* gadgetd moved us into the gadget's own cgroup before the go byte:
-         * a cgroup namespace made now is rooted there, so the gadget sees
-         * "/" and nothing of the host's cgroup paths. */
+        /* Into the gadget's v1 cgroups (gadgetd did v2 before the setup),
+         * first thing: the whole setup and the program count against the
+         * limits. Why this is safe: the fds were opened by gadgetd and name
+         * only this gadget's cgroup; they are closed at once. */
+        for (size_t i = 0; i < cfg->n_cgroup_fds; i++) {
+                if (write(cfg->cgroup_fds[i], "0", 1) != 1)
+                        fail(cfg->report_fd, "cgroup v1: join", errno);
+                close(cfg->cgroup_fds[i]);
+        }
+        /* In the gadget's own cgroup now: a cgroup namespace made now is
+         * rooted there, so the gadget sees "/" and nothing of the host's
+         * cgroup paths. */
         if (unshare(CLONE_NEWCGROUP) < 0)
                 fail(cfg->report_fd, "cgroup namespace", errno);
 

@@ -1,7 +1,10 @@
-/* sandbox: what runs in the child between clone() and the gadget's exec.
- * The child enters every isolation layer in order and then serves as PID 1
- * of the gadget's PID namespace. Any step that fails aborts the start and
- * is reported to gadgetd as "step: reason". */
+/* sandbox: what runs in the worker between clone() and the gadget's exec.
+ * gadgetd clones the worker into new namespaces with vfork semantics (no
+ * copy of gadgetd's memory) and it execs gadgetd-sandbox (helper.c), a
+ * small static program, which receives its setup from gadgetd, enters
+ * every isolation layer in order and then serves as PID 1 of the gadget's
+ * PID namespace. Any step that fails aborts the start and is reported to
+ * gadgetd as "step: reason". */
 #pragma once
 
 #include <stdbool.h>
@@ -15,6 +18,27 @@ struct policy;
 #define SANDBOX_INNER_ID 1000
 /* The RPC fd number inside the gadget (also in GADGET_FD). */
 #define SANDBOX_RPC_FD 3
+/* The helper's file name (next to gadgetd in a build tree, else in
+ * LIBEXECDIR/gadgetd). */
+#define SANDBOX_HELPER "gadgetd-sandbox"
+
+/* The fds of gadgetd-sandbox (0-2 are /dev/null). The setup socket is the
+ * one it starts with; the others come with the setup (SCM_RIGHTS, in this
+ * order) and it puts them at these numbers. */
+enum sandbox_fd {
+        SANDBOX_FD_SETUP = 3,    /* the setup socket (proto/sandbox.proto) */
+        SANDBOX_FD_REPORT = 4,   /* write end of the report pipe */
+        SANDBOX_FD_RPC = 5,      /* the worker end of the RPC socketpair */
+        SANDBOX_FD_STDOUT = 6,   /* where the program's output goes */
+        SANDBOX_FD_STDERR = 7,
+        SANDBOX_FD_DEVNULL = 8,
+        SANDBOX_FD_PARENT = 9,   /* pidfd of gadgetd, to tell if it died */
+        SANDBOX_FD_CGROUP = 10,  /* first "tasks" file of the v1 cgroups to join */
+};
+/* At most this many v1 cgroups to join (one per controller hierarchy). */
+#define SANDBOX_CGROUP_FDS_MAX 8
+/* Most fds that come with the setup. */
+#define SANDBOX_FDS_SENT_MAX (SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + SANDBOX_CGROUP_FDS_MAX)
 
 /* Per-uid kernel limits every gadget gets (each gadget has a host uid of
  * its own, so they apply per gadget). RLIMIT_NPROC comes from gadgetd
@@ -29,6 +53,7 @@ struct policy;
  * 16-bit length, then data. */
 enum sandbox_report {
         SANDBOX_REPORT_ERROR = 'E',  /* setup failed: "step: reason" */
+        SANDBOX_REPORT_WARM = 'W',   /* pre-warmed: built, waiting for the go byte */
         SANDBOX_REPORT_READY = 'R',  /* the gadget program was exec'd */
         SANDBOX_REPORT_STATUS = 'S', /* the gadget ended: int wait status */
 };
@@ -37,10 +62,10 @@ struct sandbox_config {
         const struct policy *policy;
         char *const *argv;               /* argv for the program, argv[0] first */
         char *const *envp;               /* the program's whole environment */
-        const struct gadget_filter *filter; /* compiled once by gadgetd */
+        const struct gadget_filter *filter; /* compiled when gadgetd was built */
         char *const *ro_real;            /* ReadOnlyPaths, symlinks resolved by gadgetd */
         const char *exec_real;           /* Exec, resolved likewise */
-        int go_fd;                       /* read end: id maps written, cgroup joined */
+        int go_fd;                       /* pre-warmed: a byte here starts the program; -1 */
         int parent_pidfd;                /* gadgetd itself, to tell if it died */
         int report_fd;                   /* write end of the report pipe */
         int rpc_fd;                      /* the worker end of the socketpair */
@@ -48,10 +73,13 @@ struct sandbox_config {
         int devnull_fd;
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
+        const int *cgroup_fds;           /* "tasks" of the gadget's v1 cgroups, to join */
+        size_t n_cgroup_fds;
 };
 
-/* The child's entry point after clone(); never returns. */
-int sandbox_main(void *config);
+/* Enters the sandbox (gadgetd has written the id maps by now) and runs
+ * init; never returns. */
+_Noreturn void sandbox_main(const struct sandbox_config *cfg);
 
 /* Each layer, in worker/<layer>.c. All return 0 or -errno and describe the
  * failing step in step (a static string or one written into buf). */

@@ -26,6 +26,7 @@ def load_list_call_stop(tmp):
         r = d.ctl("list")
         check(re.search(r"^echoer\s+ready\s+\d+", r.stdout, re.M), "list: %r" % r.stdout)
         check(d.list()["echoer"]["calls"] == 1, "calls not counted")
+        check(d.list()["echoer"]["start_us"] > 0, "start_us not reported for a ready gadget")
         r = d.ctl("stop", "echoer")
         check(r.returncode == 0, "stop: %r" % r.stderr)
         wait_for(lambda: d.state("echoer") == "stopped", what="echoer stopped")
@@ -112,6 +113,23 @@ def crash_restart_backoff_then_failed(tmp):
         check(g["restarts"] == 5, "restarts: %r" % g["restarts"])
         starts = len(re.findall(r"\[crasher\] started", d.logtext()))
         check(starts == 6, "started %d times, want 6" % starts)
+
+
+@test
+def stop_during_restart_backoff_leaves_no_worker(tmp):
+    # While a restart backs off, gadgetd builds the next run's sandbox in
+    # advance; a stop then must end that one too.
+    with Daemon(tmp) as d:
+        policy(d.pol, "looper", "Restart=always\nArguments=crash\n")
+        d.ctl("reload")
+        wait_for(lambda: d.list()["looper"]["restarts"] >= 2, what="looper restarting")
+        r = d.ctl("stop", "looper")
+        check(r.returncode == 0, "stop: %r" % r.stderr)
+        wait_for(lambda: d.state("looper") == "stopped", what="looper stopped")
+        check(d.list()["looper"]["pid"] == 0, "a stopped gadget shows a pid")
+        kids = open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()
+        check(kids == [], "gadgetd still has children after the stop: %r" % kids)
+        check(d.stop() == 0, "gadgetd did not exit cleanly")
 
 
 @test

@@ -20,6 +20,7 @@ EXPECTED = {
         "usr/lib/sysusers.d/gadgetd.conf", "usr/lib/tmpfiles.d/gadgetd.conf",
         "etc/gadgetd/gadgetd.conf", "etc/gadgetd/policy.d/",
         "usr/libexec/gadgets/hello", "usr/libexec/gadgets/wordcount", "usr/libexec/gadgets/counter",
+        "usr/libexec/gadgetd/gadgetd-sandbox",
         "usr/share/gadgetd/examples/hello.policy", "usr/share/gadgetd/examples/counter.policy",
         "usr/share/man/man8/gadgetd.8.gz", "usr/share/man/man1/gadgetctl.1.gz",
         "usr/share/man/man5/gadget.policy.5.gz",

@@ -4,18 +4,28 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "value.h"
 #include "wire.h"
 
+/* Answers of quick methods wait while more calls are already read, and
+ * leave together; before a method that was slow last time (or never ran)
+ * they leave first, so a slow or hanging method delays no earlier answer
+ * by more than HOLD_MAX quick runs. */
+#define QUICK_NS 20000
+#define HOLD_MAX 64
+
 struct method {
         char *name;
         gadget_method_fn fn;
         void *data;
+        int64_t last_ns;         /* its last run, -1 before the first */
 };
 
 struct gadget {
@@ -24,6 +34,8 @@ struct gadget {
         struct method *methods;
         size_t n_methods;
         struct wire_reader rd;
+        struct wire_writer wr;   /* answers not yet written: they leave together */
+        unsigned held;           /* answers queued in wr */
         uint32_t max_frame;
         uint64_t next_binding_id;
         Gadget__SupervisorMsg **queued; /* calls that came during a binding call */
@@ -60,6 +72,7 @@ struct gadget *gadget_new(const char *name)
         g->fd = fd ? atoi(fd) : 3;
         g->max_frame = WIRE_MAX_FRAME;
         wire_reader_init(&g->rd, g->max_frame);
+        wire_writer_init(&g->wr, 0);
         return g;
 }
 
@@ -74,6 +87,7 @@ void gadget_free(struct gadget *g)
         free(g->queued);
         free(g->methods);
         wire_reader_free(&g->rd);
+        wire_writer_free(&g->wr);
         free(g->name);
         free(g);
 }
@@ -90,7 +104,7 @@ int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void 
         if (!n)
                 return -GADGET_EINTERNAL;
         g->methods = n;
-        n[g->n_methods] = (struct method){ .name = strdup(name), .fn = fn, .data = data };
+        n[g->n_methods] = (struct method){ .name = strdup(name), .fn = fn, .data = data, .last_ns = -1 };
         if (!n[g->n_methods].name)
                 return -GADGET_EINTERNAL;
         g->n_methods++;
@@ -117,22 +131,57 @@ gadget_value *gadget_fail(struct gadget_call *call, int code, const char *fmt, .
         return NULL;
 }
 
-static int send_worker_msg(struct gadget *g, Gadget__WorkerMsg *msg)
+static int64_t now_ns(void)
 {
-        int e = wire_send(g->fd, &msg->base, g->max_frame);
-        if (e < 0) {
-                set_error(g, "cannot write to gadgetd: %s", strerror(-e));
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Writes every queued message (the fd blocks, so all of it). */
+static int flush(struct gadget *g)
+{
+        g->held = 0;
+        int e = wire_writer_flush(&g->wr, g->fd);
+        if (e != 0) {
+                set_error(g, "cannot write to gadgetd: %s", strerror(e < 0 ? -e : EAGAIN));
                 return -GADGET_EPROTO;
         }
         return 0;
 }
 
-/* Reads the next message from gadgetd; NULL at end or on error. */
+/* Queues one message. Answers to calls wait until nothing more is to be
+ * read (recv_msg), so a batch of calls is answered in one write; anything
+ * else (hello, log lines, binding calls) leaves at once. */
+static int queue_worker_msg(struct gadget *g, Gadget__WorkerMsg *msg, bool now)
+{
+        int e = wire_writer_put(&g->wr, &msg->base, g->max_frame);
+        if (e == -ENOBUFS && (e = flush(g)) == 0)
+                e = wire_writer_put(&g->wr, &msg->base, g->max_frame);
+        if (e < 0) {
+                if (e != -GADGET_EPROTO)
+                        set_error(g, "cannot send to gadgetd: %s", strerror(-e));
+                return -GADGET_EPROTO;
+        }
+        return now ? flush(g) : 0;
+}
+
+static int send_worker_msg(struct gadget *g, Gadget__WorkerMsg *msg)
+{
+        return queue_worker_msg(g, msg, true);
+}
+
+/* Reads the next message from gadgetd; NULL at end or on error. Before
+ * waiting for more input, the answers queued so far are written. */
 static Gadget__SupervisorMsg *recv_msg(struct gadget *g)
 {
         const uint8_t *data;
         size_t len;
-        int e = wire_recv(&g->rd, g->fd, &data, &len);
+        int e = wire_reader_next(&g->rd, &data, &len);
+        if (e == 0 && flush(g) < 0)
+                return NULL;
+        if (e == 0)
+                e = wire_recv(&g->rd, g->fd, &data, &len);
         if (e <= 0) {
                 set_error(g, "%s", e == 0 ? "gadgetd closed the connection" : strerror(-e));
                 return NULL;
@@ -164,7 +213,7 @@ int gadget_log(struct gadget *g, int priority, const char *fmt, ...)
         return send_worker_msg(g, &msg);
 }
 
-static const struct method *find_method(const struct gadget *g, const char *name)
+static struct method *find_method(struct gadget *g, const char *name)
 {
         for (size_t i = 0; i < g->n_methods; i++)
                 if (strcmp(g->methods[i].name, name) == 0)
@@ -176,17 +225,21 @@ static const struct method *find_method(const struct gadget *g, const char *name
 static int serve_call(struct gadget *g, const Gadget__Call *c)
 {
         struct gadget_call call = { .g = g };
-        const struct method *m = find_method(g, c->method);
+        struct method *m = find_method(g, c->method);
         gadget_value *result = NULL;
         gadget_value *noargs = NULL;
 
+        if (g->held && (g->held >= HOLD_MAX || (m && (m->last_ns < 0 || m->last_ns > QUICK_NS))) && flush(g) < 0)
+                return -GADGET_EPROTO;
         if (!m) {
                 gadget_fail(&call, GADGET_ENOMETHOD, "no method \"%s\"", c->method);
         } else {
                 const gadget_value *args = c->args;
                 if (!args)
                         args = noargs = value_new_null();
+                int64_t t0 = now_ns();
                 result = m->fn(&call, args, m->data);
+                m->last_ns = now_ns() - t0;
                 if (!result && !call.code)
                         gadget_fail(&call, GADGET_EFAILED, "method \"%s\" failed", c->method);
         }
@@ -205,7 +258,8 @@ static int serve_call(struct gadget *g, const Gadget__Call *c)
         Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
         msg.msg_case = GADGET__WORKER_MSG__MSG_RESULT;
         msg.result = &res;
-        int e = send_worker_msg(g, &msg);
+        int e = queue_worker_msg(g, &msg, false);
+        g->held++;
         value_free(result);
         value_free(noargs);
         return e;
@@ -273,8 +327,11 @@ int gadget_serve(struct gadget *g)
                 }
                 e = dispatch(g, m);
                 gadget__supervisor_msg__free_unpacked(m, NULL);
-                if (e <= 0)
-                        return e;
+                if (e <= 0) {
+                        /* Answers still queued leave before the end. */
+                        int f = flush(g);
+                        return e < 0 ? e : f;
+                }
         }
 }
 

@@ -1,0 +1,20 @@
+/* benchutil: what the benchmark programs share — a monotonic clock in
+ * nanoseconds and samples printed as one JSON object on stdout, which
+ * bench/run turns into medians, p99s and ratios. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct samples {
+        const char *name;
+        int64_t *v;
+        size_t n, cap;
+};
+
+int64_t bench_now_ns(void);
+/* Appends one sample. 0 or -ENOMEM. */
+int samples_add(struct samples *s, int64_t v);
+void samples_free(struct samples *s);
+/* Prints {"name": [v, ...], ...} for every set of samples. */
+void samples_print(struct samples *const *sets, size_t n);

@@ -1,0 +1,289 @@
+/* callbench: calls through gadgetd's control socket next to a raw
+ * socketpair between two processes, in alternating blocks of one round:
+ *   seq       one call at a time to GADGET.METHOD: each round trip (ns)
+ *   pingpong  one 32-byte message to an echo process and back (ns)
+ *   xcpu      the same with the two processes pinned to different CPUs:
+ *             each hop is a wake-up on another CPU, as in a call chain of
+ *             three processes on two CPUs
+ *   relay     the same through a relay process in the middle (read, write
+ *             on, read the answer, write it back; blocking reads): two
+ *             hops with nothing done in between, the floor for a call
+ *   pipe      DEPTH calls always in flight, answers read and new calls
+ *             written in batches: calls per second of each block
+ *   rawpipe   the same with 32-byte messages to the echo process
+ *
+ *   callbench SOCKET GADGET METHOD ROUNDS SEQ PIPE DEPTH
+ *
+ * A call is two hops (client → gadgetd → gadget and back), a ping-pong one. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "ctlclient.h"
+
+#define MSG 32
+
+struct run {
+        struct ctl ctl;
+        const char *gadget, *method;
+        int echo_fd;
+        int xcpu_fd;            /* echo pinned to CPU 1, -1 with one CPU */
+        int relay_fd;
+        Gadget__Value null;
+};
+
+/* The echo process: sends back whatever it reads, as it reads it. */
+static _Noreturn void echo_loop(int fd)
+{
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof buf);
+                if (n <= 0)
+                        _exit(0);
+                for (ssize_t o = 0; o < n;) {
+                        ssize_t w = write(fd, buf + o, (size_t)(n - o));
+                        if (w <= 0)
+                                _exit(1);
+                        o += w;
+                }
+        }
+}
+
+/* The relay process: passes each message from in to out, and out's answer
+ * back to in. */
+static _Noreturn void relay_loop(int in, int out)
+{
+        char buf[4096];
+        for (;;) {
+                ssize_t n = read(in, buf, sizeof buf);
+                if (n <= 0 || write(out, buf, (size_t)n) != n)
+                        _exit(0);
+                n = read(out, buf, sizeof buf);
+                if (n <= 0 || write(in, buf, (size_t)n) != n)
+                        _exit(0);
+        }
+}
+
+/* In a helper process: closes every fd but 0-2 and the ones it uses, so
+ * that no other process's socket stays open through it. */
+static void close_others(int keep1, int keep2)
+{
+        for (int fd = 3; fd < 1024; fd++)
+                if (fd != keep1 && fd != keep2)
+                        close(fd);
+}
+
+/* Pins the calling process to one CPU. 0 or -1. */
+static int pin(int cpu)
+{
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Starts an echo process on a new socketpair (pinned to cpu unless -1);
+ * returns our end. */
+static int start_echo(pid_t *pid, int cpu)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return -1;
+        if ((*pid = fork()) == 0) {
+                close_others(sv[1], -1);
+                if (cpu >= 0 && pin(cpu) < 0)
+                        _exit(1);
+                echo_loop(sv[1]);
+        }
+        close(sv[1]);
+        return sv[0];
+}
+
+/* Starts relay → echo; returns our end of the relay's socket. */
+static int start_relay(pid_t *relay, pid_t *echo)
+{
+        int sv[2];
+        int e = start_echo(echo, -1);
+        if (e < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return -1;
+        if ((*relay = fork()) == 0) {
+                close_others(sv[1], e);
+                relay_loop(sv[1], e);
+        }
+        close(e);
+        close(sv[1]);
+        return sv[0];
+}
+
+/* Reads one answer and checks it is a result. 0 or -1. */
+static int take_result(struct run *r)
+{
+        Control__Response *resp = ctl_recv(&r->ctl);
+        int ok = resp && resp->resp_case == CONTROL__RESPONSE__RESP_RESULT;
+        if (resp && !ok && resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                fprintf(stderr, "callbench: call failed: %s\n", resp->error->message);
+        if (resp)
+                control__response__free_unpacked(resp, NULL);
+        return ok ? 0 : -1;
+}
+
+static int seq_block(struct run *r, int n, struct samples *s)
+{
+        for (int i = 0; i < n; i++) {
+                int64_t t0 = bench_now_ns();
+                if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0 || ctl_flush(&r->ctl) < 0 ||
+                    take_result(r) < 0)
+                        return -1;
+                samples_add(s, bench_now_ns() - t0);
+        }
+        return 0;
+}
+
+/* Ping-pong with the echo on CPU 1 and this process on CPU 0. */
+static int xcpu_block(int fd, int n, struct samples *s);
+
+static int pingpong_block(int fd, int n, struct samples *s)
+{
+        char msg[MSG] = "ping";
+        for (int i = 0; i < n; i++) {
+                int64_t t0 = bench_now_ns();
+                if (write(fd, msg, MSG) != MSG)
+                        return -1;
+                for (size_t got = 0; got < MSG;) {
+                        ssize_t k = read(fd, msg + got, MSG - got);
+                        if (k <= 0)
+                                return -1;
+                        got += (size_t)k;
+                }
+                samples_add(s, bench_now_ns() - t0);
+        }
+        return 0;
+}
+
+static int xcpu_block(int fd, int n, struct samples *s)
+{
+        cpu_set_t old;
+        if (fd < 0)
+                return 0;
+        if (sched_getaffinity(0, sizeof old, &old) < 0 || pin(0) < 0)
+                return -1;
+        int e = pingpong_block(fd, n, s);
+        sched_setaffinity(0, sizeof old, &old);
+        return e;
+}
+
+/* n calls, depth in flight: after each read, one new call per answer
+ * taken, all written at once. Calls per second. */
+static int pipe_block(struct run *r, int n, int depth, struct samples *s)
+{
+        int sent = 0, done = 0;
+        int64_t t0 = bench_now_ns();
+        for (; sent < depth && sent < n; sent++)
+                if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0)
+                        return -1;
+        if (ctl_flush(&r->ctl) < 0)
+                return -1;
+        while (done < n) {
+                int batch = 0;
+                do {
+                        if (take_result(r) < 0)
+                                return -1;
+                        done++;
+                        batch++;
+                } while (ctl_buffered(&r->ctl));
+                for (; batch > 0 && sent < n; batch--, sent++)
+                        if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0)
+                                return -1;
+                if (ctl_flush(&r->ctl) < 0)
+                        return -1;
+        }
+        samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
+        return 0;
+}
+
+/* The same pattern on the raw socketpair: messages per second. */
+static int rawpipe_block(struct run *r, int n, int depth, struct samples *s)
+{
+        static char buf[MSG * 4096];
+        int sent = 0, done = 0;
+        size_t partial = 0;
+        int64_t t0 = bench_now_ns();
+        int first = depth < n ? depth : n;
+        if (write(r->echo_fd, buf, (size_t)first * MSG) != (ssize_t)first * MSG)
+                return -1;
+        sent = first;
+        while (done < n) {
+                ssize_t k = read(r->echo_fd, buf, sizeof buf);
+                if (k <= 0)
+                        return -1;
+                partial += (size_t)k;
+                int batch = (int)(partial / MSG);
+                partial %= MSG;
+                done += batch;
+                int more = batch < n - sent ? batch : n - sent;
+                if (more > 0 && write(r->echo_fd, buf, (size_t)more * MSG) != (ssize_t)more * MSG)
+                        return -1;
+                sent += more;
+        }
+        samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct run r = { .null = GADGET__VALUE__INIT };
+        struct samples seq = { .name = "seq_ns" }, pp = { .name = "pingpong_ns" }, xcpu = { .name = "xcpu_ns" },
+                       relay = { .name = "relay_ns" }, pipe = { .name = "pipe_per_s" }, raw = { .name = "rawpipe_per_s" };
+        pid_t echo, xcpu_echo = -1, relay_pid, relay_echo;
+        if (argc != 8) {
+                fprintf(stderr, "usage: callbench SOCKET GADGET METHOD ROUNDS SEQ PIPE DEPTH\n");
+                return 2;
+        }
+        r.gadget = argv[2];
+        r.method = argv[3];
+        r.null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        int rounds = atoi(argv[4]), nseq = atoi(argv[5]), npipe = atoi(argv[6]), depth = atoi(argv[7]);
+        int e = ctl_open(&r.ctl, argv[1]);
+        if (e < 0) {
+                fprintf(stderr, "callbench: %s: %s\n", argv[1], strerror(-e));
+                return 1;
+        }
+        if ((r.echo_fd = start_echo(&echo, -1)) < 0 || (r.relay_fd = start_relay(&relay_pid, &relay_echo)) < 0)
+                return 1;
+        r.xcpu_fd = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? start_echo(&xcpu_echo, 1) : -1;
+        /* One warm-up round of each, not kept. */
+        struct samples junk = { .name = "warmup" };
+        int fail = seq_block(&r, 100, &junk) < 0 || pingpong_block(r.echo_fd, 100, &junk) < 0 ||
+                   pingpong_block(r.relay_fd, 100, &junk) < 0 || xcpu_block(r.xcpu_fd, 100, &junk) < 0 ||
+                   pipe_block(&r, npipe / 4 + 1, depth, &junk) < 0 ||
+                   rawpipe_block(&r, npipe / 4 + 1, depth, &junk) < 0;
+        for (int i = 0; !fail && i < rounds; i++)
+                fail = seq_block(&r, nseq, &seq) < 0 || pingpong_block(r.echo_fd, nseq, &pp) < 0 ||
+                       pingpong_block(r.relay_fd, nseq, &relay) < 0 || xcpu_block(r.xcpu_fd, nseq, &xcpu) < 0 ||
+                       pipe_block(&r, npipe, depth, &pipe) < 0 ||
+                       rawpipe_block(&r, npipe, depth, &raw) < 0;
+        close(r.echo_fd);
+        close(r.relay_fd);
+        if (r.xcpu_fd >= 0) {
+                close(r.xcpu_fd);
+                waitpid(xcpu_echo, NULL, 0);
+        }
+        waitpid(echo, NULL, 0);
+        waitpid(relay_pid, NULL, 0);
+        waitpid(relay_echo, NULL, 0);
+        ctl_close(&r.ctl);
+        if (fail) {
+                fprintf(stderr, "callbench: a block failed\n");
+                return 1;
+        }
+        struct samples *sets[] = { &seq, &pp, &xcpu, &relay, &pipe, &raw };
+        samples_print(sets, 6);
+        return 0;
+}

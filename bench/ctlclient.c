@@ -1,0 +1,101 @@
+/* ctlclient: the benchmarks' control-socket client. */
+#include "ctlclient.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int ctl_open(struct ctl *c, const char *path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        *c = (struct ctl){ .fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+        if (c->fd < 0)
+                return -errno;
+        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                int e = -errno;
+                close(c->fd);
+                return e;
+        }
+        wire_reader_init(&c->rd, WIRE_MAX_FRAME);
+        wire_writer_init(&c->wr, 64u << 20);
+        return 0;
+}
+
+void ctl_close(struct ctl *c)
+{
+        if (c->fd >= 0)
+                close(c->fd);
+        c->fd = -1;
+        wire_reader_free(&c->rd);
+        wire_writer_free(&c->wr);
+}
+
+static int64_t put(struct ctl *c, Control__Request *q)
+{
+        q->id = ++c->next_id;
+        int e = wire_writer_put(&c->wr, &q->base, WIRE_MAX_FRAME);
+        return e < 0 ? e : (int64_t)q->id;
+}
+
+int64_t ctl_put_call(struct ctl *c, const char *gadget, const char *method, Gadget__Value *args)
+{
+        Control__Call call = CONTROL__CALL__INIT;
+        call.name = (char *)gadget;
+        call.method = (char *)method;
+        call.args = args;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_CALL;
+        q.call = &call;
+        return put(c, &q);
+}
+
+int64_t ctl_put_load(struct ctl *c, const char *policy_path)
+{
+        Control__Load load = CONTROL__LOAD__INIT;
+        load.path = (char *)policy_path;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_LOAD;
+        q.load = &load;
+        return put(c, &q);
+}
+
+int64_t ctl_put_status(struct ctl *c, const char *gadget)
+{
+        Control__Name name = CONTROL__NAME__INIT;
+        name.name = (char *)gadget;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_STATUS;
+        q.status = &name;
+        return put(c, &q);
+}
+
+int ctl_flush(struct ctl *c)
+{
+        int e = wire_writer_flush(&c->wr, c->fd);
+        return e == 1 ? -EAGAIN : e;
+}
+
+Control__Response *ctl_recv(struct ctl *c)
+{
+        const uint8_t *data;
+        size_t len;
+        if (wire_recv(&c->rd, c->fd, &data, &len) != 1)
+                return NULL;
+        return control__response__unpack(NULL, len, data);
+}
+
+int ctl_buffered(struct ctl *c)
+{
+        size_t have = c->rd.end - c->rd.start;
+        if (have < WIRE_HEADER_SIZE)
+                return 0;
+        const uint8_t *p = c->rd.buf + c->rd.start;
+        uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        return have >= WIRE_HEADER_SIZE + (size_t)len;
+}

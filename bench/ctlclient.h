@@ -1,0 +1,31 @@
+/* ctlclient: a blocking client of gadgetd's control socket for the
+ * benchmarks. Requests are queued and leave in one write per flush;
+ * answers are read in as large chunks as the socket holds. */
+#pragma once
+
+#include <stdint.h>
+
+#include "control.pb-c.h"
+#include "wire.h"
+
+struct ctl {
+        int fd;
+        struct wire_reader rd;
+        struct wire_writer wr;
+        uint64_t next_id;
+};
+
+/* Connects to the control socket at path. 0 or -errno. */
+int ctl_open(struct ctl *c, const char *path);
+void ctl_close(struct ctl *c);
+/* Queue one request each; the id used is returned (> 0), or -errno. */
+int64_t ctl_put_call(struct ctl *c, const char *gadget, const char *method, Gadget__Value *args);
+int64_t ctl_put_load(struct ctl *c, const char *policy_path);
+int64_t ctl_put_status(struct ctl *c, const char *gadget);
+/* Writes every queued request. 0 or -errno. */
+int ctl_flush(struct ctl *c);
+/* The next answer (free with control__response__free_unpacked), or NULL
+ * when the connection ended or sent garbage. Blocks. */
+Control__Response *ctl_recv(struct ctl *c);
+/* Whether a whole answer is already buffered (ctl_recv will not block). */
+int ctl_buffered(struct ctl *c);

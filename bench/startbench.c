@@ -1,0 +1,204 @@
+/* startbench: the daemon's start of a gadget, measured in one process
+ * with gadgetd's own code (libgadgetsupervisor: the daemon's unit,
+ * spawner, peer and limits), next to a bare fork+exec of the same program
+ * from the same process. Runs alternate:
+ *   cold      policy file read and checked, unit made and started (uid,
+ *             cgroup, sandbox, program) until the gadget's hello arrives
+ *   warm      the same gadget's start from a pre-warmed sandbox (built by
+ *             unit_prewarm beforehand, as the daemon does while a restart
+ *             backs off): the program's start until its hello
+ *   forkexec  fork(), exec of the program with a socketpair on fd 3, until
+ *             its hello frame arrives
+ * The gadget is stopped after each run, outside the timed part.
+ *
+ *   startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,warm,forkexec]
+ *              [--state-dir D] [--run-dir D]
+ *
+ * BALLAST_MIB touches that much anonymous memory first, standing in for a
+ * daemon holding many gadgets: a spawner that copies its parent's memory
+ * slows down with it, a bare fork does. --modes picks the kinds of run
+ * (all three by default); a bare fork of a large process also slows what
+ * runs after it in that process (its pages are copy-on-write until
+ * touched), so the spawner's independence is measured without it. Prints
+ * the ns of each run. */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <event2/event.h>
+
+#include "benchutil.h"
+#include "daemon.h"
+#include "gadget.pb-c.h"
+#include "log.h"
+#include "policy.h"
+#include "unit.h"
+#include "wire.h"
+
+extern char **environ;
+
+/* Runs the loop until u is ready (0) or has failed (-1). */
+static int until_ready(struct daemon *d, struct unit *u)
+{
+        while (u->state != UNIT_READY) {
+                if (u->state == UNIT_FAILED || u->state == UNIT_STOPPED)
+                        return -1;
+                event_base_loop(d->base, EVLOOP_ONCE);
+        }
+        return 0;
+}
+
+/* Stops u and runs the loop until its worker is gone. */
+static void until_stopped(struct daemon *d, struct unit *u)
+{
+        unit_kill(u, "benchmark round over");
+        u->want_running = false;
+        while (u->child.pid > 0)
+                event_base_loop(d->base, EVLOOP_ONCE);
+}
+
+/* One start of the policy at path; warm: from a pre-warmed sandbox, timed
+ * from unit_start, else from reading the policy file. */
+static int start_once(struct daemon *d, const char *path, bool warm, struct samples *s)
+{
+        struct policy *p = NULL;
+        struct policy_errors errs = { 0 };
+        int64_t t0 = bench_now_ns();
+        if (policy_load(path, &p, &errs) < 0) {
+                for (size_t i = 0; i < errs.n; i++)
+                        fprintf(stderr, "%s\n", errs.msgs[i]);
+                policy_errors_clear(&errs);
+                return -1;
+        }
+        struct unit *u = unit_new(d, p);
+        if (!u)
+                return -1;
+        d->units = u;
+        if (warm) {
+                unit_prewarm(u);
+                if (u->child.go_fd < 0) {
+                        fprintf(stderr, "startbench: the sandbox was not pre-warmed\n");
+                        return -1;
+                }
+                t0 = bench_now_ns();
+        }
+        unit_start(u);
+        int e = until_ready(d, u);
+        int64_t t1 = bench_now_ns();
+        if (e < 0)
+                fprintf(stderr, "startbench: the gadget did not start: %s\n", u->cause);
+        else
+                samples_add(s, t1 - t0);
+        until_stopped(d, u);
+        d->units = NULL;
+        unit_free(u);
+        return e;
+}
+
+/* fork+exec of the program with its RPC socket as fd 3, until the first
+ * frame (its hello) is read. */
+static int forkexec_once(const char *prog, const char *name, struct samples *s)
+{
+        char fdenv[] = "GADGET_FD=3", nameenv[300];
+        snprintf(nameenv, sizeof nameenv, "GADGET_NAME=%s", name);
+        char *argv[] = { (char *)prog, NULL }, *envp[] = { fdenv, nameenv, NULL };
+        int sv[2];
+        int64_t t0 = bench_now_ns();
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return -1;
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (dup2(sv[1], 3) < 0)
+                        _exit(127);
+                execve(prog, argv, envp);
+                _exit(127);
+        }
+        close(sv[1]);
+        struct wire_reader rd;
+        const uint8_t *data;
+        size_t len;
+        wire_reader_init(&rd, WIRE_MAX_FRAME);
+        int got = pid > 0 ? wire_recv(&rd, sv[0], &data, &len) : -1;
+        Gadget__WorkerMsg *m = got == 1 ? gadget__worker_msg__unpack(NULL, len, data) : NULL;
+        int ok = m && m->msg_case == GADGET__WORKER_MSG__MSG_HELLO;
+        int64_t t1 = bench_now_ns();
+        if (m)
+                gadget__worker_msg__free_unpacked(m, NULL);
+        wire_reader_free(&rd);
+        close(sv[0]);
+        if (pid > 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+        }
+        if (!ok)
+                return -1;
+        samples_add(s, t1 - t0);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct samples cold = { .name = "cold_ns" }, warm = { .name = "warm_ns" }, fe = { .name = "forkexec_ns" },
+                       junk = { .name = "warmup" };
+        struct daemon d = { .state_dir = "/tmp/startbench/state", .run_dir = "/tmp/startbench/run", .helper = { -1, -1 },
+                            .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 } };
+        int pos = 0, rounds = 0;
+        size_t ballast = 0;
+        const char *path = NULL, *modes = "cold,warm,forkexec";
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
+                        modes = argv[++i];
+                else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
+                        d.state_dir = argv[++i];
+                else if (strcmp(argv[i], "--run-dir") == 0 && i + 1 < argc)
+                        d.run_dir = argv[++i];
+                else if (pos == 0 && ++pos)
+                        path = argv[i];
+                else if (pos == 1 && ++pos)
+                        rounds = atoi(argv[i]);
+                else if (pos == 2 && ++pos)
+                        ballast = (size_t)atol(argv[i]) << 20;
+        }
+        if (!path || rounds <= 0) {
+                fprintf(stderr, "usage: startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,warm,forkexec] "
+                        "[--state-dir D] [--run-dir D]\n");
+                return 2;
+        }
+        if (ballast) {
+                char *b = mmap(NULL, ballast, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (b == MAP_FAILED)
+                        return 1;
+                for (size_t o = 0; o < ballast; o += 4096)
+                        b[o] = 1;
+        }
+        struct policy *p = NULL;
+        struct policy_errors errs = { 0 };
+        if (policy_load(path, &p, &errs) < 0)
+                return 1;
+        log_set_level(L_WARN);
+        d.base = event_base_new();
+        if (!d.base || daemon_core_open(&d) < 0)
+                return 1;
+        bool c = strstr(modes, "cold"), w = strstr(modes, "warm"), f = strstr(modes, "forkexec");
+        int fail = 0;
+        for (int r = -1; !fail && r < rounds; r++) /* round -1: warm-up, not kept */
+                fail = (c && start_once(&d, path, false, r < 0 ? &junk : &cold) < 0) ||
+                       (w && start_once(&d, path, true, r < 0 ? &junk : &warm) < 0) ||
+                       (f && forkexec_once(p->exec, p->name, r < 0 ? &junk : &fe) < 0);
+        daemon_core_close(&d);
+        event_base_free(d.base);
+        policy_free(p);
+        if (fail) {
+                fprintf(stderr, "startbench: a run failed\n");
+                return 1;
+        }
+        struct samples *sets[] = { &cold, &warm, &fe };
+        samples_print(sets, 3);
+        return 0;
+}

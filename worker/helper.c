@@ -1,0 +1,162 @@
+/* helper: gadgetd-sandbox, the small static program every worker starts as.
+ * gadgetd clones a child into the gadget's new namespaces with vfork
+ * semantics and the child execs this program at once, so no copy of
+ * gadgetd's memory is made or kept: the sandbox's PID 1 is this program.
+ * It starts with one fd besides 0-2: the setup socket, SANDBOX_FD_SETUP.
+ * gadgetd sends the setup (proto/sandbox.proto) once the id maps are
+ * written, with the other fds the worker needs (SCM_RIGHTS), which it puts
+ * at the numbers of enum sandbox_fd; then it enters the sandbox
+ * (sandbox.c) and runs init (init.c). */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "policy.h"
+#include "sandbox.pb-c.h"
+#include "wire.h"
+
+/* Largest setup gadgetd sends: argv, environment and paths of one policy
+ * and two seccomp programs. */
+#define SETUP_MAX (1u << 20)
+
+static _Noreturn void fail(const char *step, int err)
+{
+        char msg[512];
+        int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
+        sandbox_report(SANDBOX_FD_REPORT, SANDBOX_REPORT_ERROR, msg, (uint16_t)(n > 0 ? n : 0));
+        _exit(125);
+}
+
+/* A NULL-terminated copy of a repeated string field (the strings stay in
+ * the message). */
+static char **strv(char **v, size_t n)
+{
+        char **out = calloc(n + 1, sizeof *out);
+        if (!out)
+                fail("setup", ENOMEM);
+        for (size_t i = 0; i < n; i++)
+                out[i] = v[i];
+        return out;
+}
+
+/* One seccomp program from its bytes. */
+static struct sock_fprog prog(const ProtobufCBinaryData *b)
+{
+        if (b->len == 0 || b->len % sizeof(struct sock_filter) != 0 ||
+            b->len / sizeof(struct sock_filter) > BPF_MAXINSNS)
+                fail("seccomp program", EINVAL);
+        return (struct sock_fprog){ .len = (unsigned short)(b->len / sizeof(struct sock_filter)),
+                                    .filter = (struct sock_filter *)b->data };
+}
+
+/* Puts the n fds that came with the setup at SANDBOX_FD_REPORT on, and
+ * /dev/null at 0-2. Each goes above every target first, so that none is
+ * overwritten before it has moved. */
+static void place_fds(const int *fds, size_t n)
+{
+        int high[SANDBOX_FDS_SENT_MAX];
+        for (size_t i = 0; i < n; i++) {
+                if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
+                        _exit(125);
+                close(fds[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+                if (dup2(high[i], SANDBOX_FD_REPORT + (int)i) < 0)
+                        _exit(125);
+        for (int k = 0; k < 3; k++)
+                if (dup2(high[SANDBOX_FD_DEVNULL - SANDBOX_FD_REPORT], k) < 0)
+                        fail("setup fds", errno);
+        for (size_t i = 0; i < n; i++)
+                close(high[i]);
+}
+
+/* Reads the setup and the fds that come with its first bytes, and puts
+ * those in place: NULL if gadgetd gave up on this start (end of file). */
+static Sandbox__Setup *read_setup(void)
+{
+        static uint8_t buf[65536];
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT_MAX)];
+        } u;
+        struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        int fds[SANDBOX_FDS_SENT_MAX];
+        size_t n_fds = 0;
+        ssize_t n;
+        do
+                n = recvmsg(SANDBOX_FD_SETUP, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0)
+                return NULL;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        n_fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        memcpy(fds, CMSG_DATA(c), n_fds * sizeof(int));
+                }
+        /* Without its fds the helper cannot even report: it just ends, and
+         * gadgetd says the setup ended without a report. */
+        if (n_fds < (size_t)(SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT) || (mh.msg_flags & MSG_CTRUNC))
+                _exit(125);
+        place_fds(fds, n_fds);
+        struct wire_reader rd;
+        const uint8_t *data;
+        size_t len;
+        wire_reader_init(&rd, SETUP_MAX);
+        int e = wire_reader_feed(&rd, buf, (size_t)n);
+        if (e == 0)
+                e = wire_recv(&rd, SANDBOX_FD_SETUP, &data, &len);
+        if (e <= 0)
+                fail("setup", e < 0 ? -e : EPROTO);
+        Sandbox__Setup *s = sandbox__setup__unpack(NULL, len, data);
+        wire_reader_free(&rd);
+        if (!s || s->n_argv == 0 || s->n_ro_paths != s->n_ro_real || s->n_cgroup_fds > SANDBOX_CGROUP_FDS_MAX ||
+            n_fds != (size_t)(SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT) + s->n_cgroup_fds)
+                fail("setup", EPROTO);
+        return s;
+}
+
+int main(void)
+{
+        /* Die with gadgetd. Not dumpable while privileged in the namespace:
+         * nothing else can ptrace or read the memory of the setup process. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
+                _exit(125);
+        Sandbox__Setup *s = read_setup();
+        if (!s)
+                _exit(125); /* gadgetd gave up on this start */
+        /* gadgetd's pidfd came with the setup: make sure it did not die
+         * before the parent-death signal was set. */
+        if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
+                _exit(125);
+        struct policy p = {
+                .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
+                .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
+                .loopback = s->loopback, .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile,
+        };
+        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
+        int cgroup_fds[SANDBOX_CGROUP_FDS_MAX];
+        for (uint32_t i = 0; i < s->n_cgroup_fds; i++) /* at most the maximum: read_setup */
+                cgroup_fds[i] = SANDBOX_FD_CGROUP + (int)i;
+        if (!s->prewarm)
+                close(SANDBOX_FD_SETUP);
+        struct sandbox_config cfg = {
+                .policy = &p, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
+                .filter = &filter, .ro_real = strv(s->ro_real, s->n_ro_real), .exec_real = s->exec_real,
+                .go_fd = s->prewarm ? SANDBOX_FD_SETUP : -1, .parent_pidfd = SANDBOX_FD_PARENT,
+                .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,
+                .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
+                .address_space = s->address_space, .cgroup_fds = cgroup_fds, .n_cgroup_fds = s->n_cgroup_fds,
+        };
+        sandbox_main(&cfg);
+}
