@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dl.h"
+
 #define HIDDEN __attribute__((visibility("hidden")))
 
 /* Whoever calls these never sees the type-checking macros of curl.h. */
@@ -53,10 +55,7 @@ static struct {
 
 int curl_dl_load(char *err, size_t errlen)
 {
-        static const struct {
-                void **slot;
-                const char *name;
-        } syms[] = {
+        static const struct dl_sym syms[] = {
                 SYM(global_init, "curl_global_init"), SYM(easy_init, "curl_easy_init"),
                 SYM(easy_cleanup, "curl_easy_cleanup"), SYM(easy_setopt, "curl_easy_setopt"),
                 SYM(easy_getinfo, "curl_easy_getinfo"), SYM(easy_strerror, "curl_easy_strerror"),
@@ -72,20 +71,9 @@ int curl_dl_load(char *err, size_t errlen)
         };
         if (fn.lib)
                 return 0;
-        /* Why this is safe: a soname, found the way the dynamic linker
-         * finds gadgetd's other libraries (the system's trusted paths). */
-        void *lib = dlopen(CURL_DL_SONAME, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-                snprintf(err, errlen, "cannot load %s: %s", CURL_DL_SONAME, dlerror());
+        void *lib = dl_load(CURL_DL_SONAME, syms, sizeof syms / sizeof *syms, err, errlen);
+        if (!lib)
                 return -ENOENT;
-        }
-        for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
-                if (!(*syms[i].slot = dlsym(lib, syms[i].name))) {
-                        snprintf(err, errlen, "%s lacks %s", CURL_DL_SONAME, syms[i].name);
-                        memset(&fn, 0, sizeof fn);
-                        dlclose(lib);
-                        return -ENOENT;
-                }
         if (fn.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 snprintf(err, errlen, "curl_global_init failed");
                 memset(&fn, 0, sizeof fn);

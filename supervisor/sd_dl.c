@@ -10,13 +10,14 @@
  * lines on stderr, no notifications). The table is this process's one
  * copy of libsystemd's entry points, as the dynamic linker's would be. */
 #define SD_JOURNAL_SUPPRESS_LOCATION
-#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
+
+#include "dl.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 #define SONAME "libsystemd.so.0"
@@ -33,10 +34,7 @@ static struct {
 /* 0 once loaded, -ENOSYS if it cannot be. */
 static int load(void)
 {
-        static const struct {
-                void **slot;
-                const char *name;
-        } syms[] = {
+        static const struct dl_sym syms[] = {
                 { (void **)&fn.notify, "sd_notify" },
                 { (void **)&fn.watchdog_enabled, "sd_watchdog_enabled" },
                 { (void **)&fn.listen_fds, "sd_listen_fds" },
@@ -46,16 +44,9 @@ static int load(void)
         if (fn.state)
                 return fn.state > 0 ? 0 : -ENOSYS;
         fn.state = -1;
-        /* Why this is safe: a soname, found the way the dynamic linker
-         * finds gadgetd's other libraries (the system's trusted paths). */
-        void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
-        if (!lib)
+        char err[256];
+        if (!dl_load(SONAME, syms, sizeof syms / sizeof *syms, err, sizeof err))
                 return -ENOSYS;
-        for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
-                if (!(*syms[i].slot = dlsym(lib, syms[i].name))) {
-                        dlclose(lib);
-                        return -ENOSYS;
-                }
         fn.state = 1;
         return 0;
 }

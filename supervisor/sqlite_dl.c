@@ -9,10 +9,11 @@
  * is reached only through a handle sqlite3_open_v2 made. The table is
  * this process's one copy of SQLite's entry points, as the dynamic
  * linker's would be. */
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sqlite3.h>
+
+#include "dl.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 #define SONAME "libsqlite3.so.0"
@@ -40,10 +41,7 @@ static struct {
 /* 0 once loaded, -1 if it cannot be. */
 static int load(void)
 {
-        static const struct {
-                void **slot;
-                const char *name;
-        } syms[] = {
+        static const struct dl_sym syms[] = {
                 { (void **)&fn.open_v2, "sqlite3_open_v2" }, { (void **)&fn.close, "sqlite3_close" },
                 { (void **)&fn.exec, "sqlite3_exec" }, { (void **)&fn.busy_timeout, "sqlite3_busy_timeout" },
                 { (void **)&fn.errmsg, "sqlite3_errmsg" }, { (void **)&fn.prepare_v3, "sqlite3_prepare_v3" },
@@ -57,16 +55,10 @@ static int load(void)
         };
         if (fn.lib)
                 return 0;
-        /* Why this is safe: a soname, found the way the dynamic linker
-         * finds gadgetd's other libraries (the system's trusted paths). */
-        void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
+        char err[256];
+        void *lib = dl_load(SONAME, syms, sizeof syms / sizeof *syms, err, sizeof err);
         if (!lib)
                 return -1;
-        for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
-                if (!(*syms[i].slot = dlsym(lib, syms[i].name))) {
-                        dlclose(lib);
-                        return -1;
-                }
         fn.lib = lib;
         return 0;
 }
