@@ -116,7 +116,8 @@ static int write_limits(const struct cgroup *cg, const struct cgroup_limits *l, 
         /* Memory first, then the swap (v1 memsw must not be below it). */
         if (mem == 2 && l->memory_max != UINT64_MAX)
                 e = set(cg, CGROUP_MEMORY, "memory.max", l->memory_max, err, errlen);
-        if (e == 0 && mem == 2 && cgroup_file_exists(ctrl_dir(cg, CGROUP_MEMORY), "memory.swap.max"))
+        if (e == 0 && mem == 2 && ctrl_dir(cg, CGROUP_MEMORY) &&
+            cgroup_file_exists(ctrl_dir(cg, CGROUP_MEMORY), "memory.swap.max"))
                 e = set(cg, CGROUP_MEMORY, "memory.swap.max", 0, err, errlen);
         if (e == 0 && mem == 1 && l->memory_max != UINT64_MAX) {
                 e = set(cg, CGROUP_MEMORY, "memory.limit_in_bytes", l->memory_max, err, errlen);
@@ -135,6 +136,13 @@ static int write_limits(const struct cgroup *cg, const struct cgroup_limits *l, 
         return e;
 }
 
+/* The controllers l sets a limit in. */
+static unsigned limited(const struct cgroup_limits *l)
+{
+        return (l->memory_max != UINT64_MAX ? 1u << CGROUP_MEMORY : 0) |
+               (l->pids_max != UINT64_MAX ? 1u << CGROUP_PIDS : 0) | (l->cpu_quota ? 1u << CGROUP_CPU : 0);
+}
+
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen)
 {
@@ -146,7 +154,12 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
         }
         cg->host = h;
         for (size_t i = 0; i < h->n_hier && e == 0; i++) {
-                if (asprintf(&cg->dir[i], "%s/" GADGET_PREFIX "%s", h->hier[i].dir, name) < 0) {
+                if (h->one && !(h->hier[i].ctrls & limited(l)))
+                        continue;
+                int n = h->one && h->hier[i].version == 1
+                                ? asprintf(&cg->dir[i], "%s", h->hier[i].dir)
+                                : asprintf(&cg->dir[i], "%s/" GADGET_PREFIX "%s", h->hier[i].dir, name);
+                if (n < 0) {
                         cg->dir[i] = NULL;
                         snprintf(err, errlen, "cgroup: out of memory");
                         e = -ENOMEM;
@@ -174,8 +187,8 @@ int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen)
         char text[24];
         snprintf(text, sizeof text, "%d", (int)pid);
         for (size_t i = 0; i < cg->host->n_hier; i++) {
-                if (cg->host->hier[i].version != 2)
-                        continue; /* joined by the worker: cgroup_join_fds */
+                if (cg->host->hier[i].version != 2 || !cg->dir[i])
+                        continue; /* v1: joined by the worker, cgroup_join_fds */
                 int e = cgroup_write_file(cg->dir[i], "cgroup.procs", text);
                 if (e < 0) {
                         snprintf(err, errlen, "cgroup v%d: cannot move the worker into %s: %s",
@@ -191,7 +204,7 @@ int cgroup_join_fds(const struct cgroup *cg, int *fds, size_t max, size_t *n, ch
         char path[PATH_MAX];
         *n = 0;
         for (size_t i = 0; i < cg->host->n_hier; i++) {
-                if (cg->host->hier[i].version != 1)
+                if (cg->host->hier[i].version != 1 || !cg->dir[i])
                         continue;
                 int e = *n == max ? -EMFILE : 0;
                 if (e == 0 && snprintf(path, sizeof path, "%s/tasks", cg->dir[i]) >= (int)sizeof path)

@@ -10,6 +10,12 @@
  *                                 no process)
  *   OWN/gadgetd.PID/gadget-NAME   one running gadget
  *
+ * With CGROUP_HOST_ONE (gadgetd run: one gadget, once), a v1 hierarchy has
+ * no instance level: OWN/gadgetd.PID is the gadget's cgroup, which saves a
+ * directory per hierarchy (in the memory controller, the costliest part);
+ * and only the hierarchies that hold a limit of the gadget are used, since
+ * no one reads the usage of a one-shot run.
+ *
  * Instance directories of gadgetds that are gone are removed at start. */
 #pragma once
 
@@ -38,6 +44,7 @@ struct cgroup_host {
         size_t n_hier;
         int ctrl_hier[CGROUP_N_CTRL]; /* index into hier, -1 if none serves it */
         bool swap_limit;              /* memory.swap.max / memory.memsw.* exist */
+        bool one;                     /* CGROUP_HOST_ONE */
         char why_v2[256];             /* why v2 serves nothing ("" if it does) */
         char why_v1[256];             /* why v1 serves nothing ("" if it does) */
 };
@@ -46,7 +53,8 @@ struct cgroup_host {
  * delegation (gadgetd moves into OWN/gadgetd.PID/supervisor) and creates
  * the instance directories. A controller no hierarchy offers is simply
  * absent, with the reason in why_v2 / why_v1. 0, or -ENOMEM. */
-int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use);
+#define CGROUP_HOST_ONE 1u   /* one gadget only: see the layout above */
+int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags);
 /* Removes the instance directories that can be removed. */
 void cgroup_host_close(struct cgroup_host *h);
 /* The version (1 or 2) serving c, 0 if none. */

@@ -93,16 +93,58 @@ static void unescape(char *s)
         *o = '\0';
 }
 
+/* The whole of a /proc file, NUL-terminated; NULL on failure (errno set). */
+static char *read_all(const char *path, size_t *len)
+{
+        FILE *f = fopen(path, "re");
+        char *buf = NULL;
+        size_t cap = 0, n = 0;
+        if (!f)
+                return NULL;
+        for (;;) {
+                if (cap - n < 4096) {
+                        char *b = realloc(buf, cap += 16384);
+                        if (!b) {
+                                free(buf);
+                                fclose(f);
+                                errno = ENOMEM;
+                                return NULL;
+                        }
+                        buf = b;
+                }
+                size_t r = fread(buf + n, 1, cap - n - 1, f);
+                n += r;
+                if (r == 0)
+                        break;
+        }
+        fclose(f);
+        buf[n] = '\0';
+        *len = n;
+        return buf;
+}
+
+/* /proc/self/mountinfo and /proc/self/cgroup, read once per open. */
+struct cg_tables {
+        char *mountinfo, *cgroup;
+        size_t mountinfo_len, cgroup_len;
+};
+
+/* One of the tables as a stream of lines. */
+static FILE *table(char *text, size_t len)
+{
+        return len ? fmemopen(text, len, "r") : NULL;
+}
+
 /* The first mount of a cgroup2 file system (ctrl NULL) or of the v1
  * hierarchy that has ctrl. 0 or -ENOENT. */
-static int find_mount(const char *ctrl, struct cg_mount *m)
+static int find_mount(const struct cg_tables *t, const char *ctrl, struct cg_mount *m)
 {
-        FILE *f = fopen("/proc/self/mountinfo", "re");
+        FILE *f = table(t->mountinfo, t->mountinfo_len);
         char *line = NULL, type[32];
         size_t cap = 0;
         int e = -ENOENT;
         if (!f)
-                return -errno;
+                return -ENOENT;
         while (e < 0 && getline(&line, &cap, f) > 0) {
                 /* ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER */
                 char *sep = strstr(line, " - ");
@@ -123,14 +165,14 @@ static int find_mount(const char *ctrl, struct cg_mount *m)
 
 /* gadgetd's cgroup path in the v2 hierarchy (ctrl NULL) or in the v1
  * hierarchy of ctrl, from /proc/self/cgroup. 0 or -ENOENT. */
-static int own_path(const char *ctrl, char *path, size_t len)
+static int own_path(const struct cg_tables *t, const char *ctrl, char *path, size_t len)
 {
-        FILE *f = fopen("/proc/self/cgroup", "re");
+        FILE *f = table(t->cgroup, t->cgroup_len);
         char *line = NULL;
         size_t cap = 0;
         int e = -ENOENT;
         if (!f)
-                return -errno;
+                return -ENOENT;
         while (e < 0 && getline(&line, &cap, f) > 0) {
                 line[strcspn(line, "\n")] = '\0';
                 /* ID:CONTROLLERS:PATH; the v2 line is 0::PATH */
@@ -237,7 +279,7 @@ static int enable_v2(const char *own, const char *dir, const char *ctrl)
  * OWN/gadgetd.PID/supervisor. Why this is safe: gadgetd moves only itself
  * and writes only to OWN and below it, as systemd's Delegate=yes allows;
  * nothing above OWN is touched. */
-static int setup_v2(struct cgroup_host *h)
+static int setup_v2(struct cgroup_host *h, const struct cg_tables *t)
 {
         struct cg_mount m;
         char path[PATH_MAX], avail[256], pid[24], *own = NULL, *dir = NULL, *sup = NULL;
@@ -245,7 +287,7 @@ static int setup_v2(struct cgroup_host *h)
         int e = 0, last = 0;
 
         snprintf(pid, sizeof pid, "%d", (int)getpid());
-        if (find_mount(NULL, &m) < 0 || own_path(NULL, path, sizeof path) < 0) {
+        if (find_mount(t, NULL, &m) < 0 || own_path(t, NULL, path, sizeof path) < 0) {
                 snprintf(h->why_v2, sizeof h->why_v2, "no cgroup v2 hierarchy is mounted");
                 return 0;
         }
@@ -308,15 +350,16 @@ out:
 
 /* cgroup v1: one hierarchy per controller (or co-mounted ones, like
  * cpu,cpuacct). Why this is safe: only OWN/gadgetd.PID is created, below
- * gadgetd's own cgroup of that hierarchy. */
-static int setup_v1(struct cgroup_host *h)
+ * gadgetd's own cgroup of that hierarchy. With CGROUP_HOST_ONE it is made
+ * later, as the gadget's own cgroup (cgroup_new). */
+static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
 {
         for (int c = 0; c < CGROUP_N_CTRL; c++) {
                 struct cg_mount m;
                 char path[PATH_MAX], *own = NULL, *dir = NULL;
                 bool shared = false;
-                if (h->ctrl_hier[c] >= 0 || find_mount(ctrl_names[c], &m) < 0 ||
-                    own_path(ctrl_names[c], path, sizeof path) < 0)
+                if (h->ctrl_hier[c] >= 0 || find_mount(t, ctrl_names[c], &m) < 0 ||
+                    own_path(t, ctrl_names[c], path, sizeof path) < 0)
                         continue;
                 int e = own_dir(&m, path, &own);
                 if (e == -ENOMEM)
@@ -338,7 +381,7 @@ static int setup_v1(struct cgroup_host *h)
                         free(own);
                         return -ENOMEM;
                 }
-                if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                if (!h->one && mkdir(dir, 0755) < 0 && errno != EEXIST) {
                         snprintf(h->why_v1, sizeof h->why_v1, "cannot create %s: %s", dir, strerror(errno));
                         free(own);
                         free(dir);
@@ -357,20 +400,30 @@ static int setup_v1(struct cgroup_host *h)
         return 0;
 }
 
-int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use)
+int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
 {
+        struct cg_tables t = { 0 };
         int e = 0;
         memset(h, 0, sizeof *h);
+        h->one = flags & CGROUP_HOST_ONE;
         for (int c = 0; c < CGROUP_N_CTRL; c++)
                 h->ctrl_hier[c] = -1;
-        if (use == CGROUP_USE_ANY || use == CGROUP_USE_V2)
-                e = setup_v2(h);
+        if (use != CGROUP_USE_NONE) {
+                t.mountinfo = read_all("/proc/self/mountinfo", &t.mountinfo_len);
+                t.cgroup = read_all("/proc/self/cgroup", &t.cgroup_len);
+                if ((!t.mountinfo || !t.cgroup) && errno == ENOMEM)
+                        e = -ENOMEM;
+        }
+        if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V2))
+                e = setup_v2(h, &t);
         else
                 snprintf(h->why_v2, sizeof h->why_v2, "not used in this limits mode");
         if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V1))
-                e = setup_v1(h);
+                e = setup_v1(h, &t);
         else if (e == 0)
                 snprintf(h->why_v1, sizeof h->why_v1, "not used in this limits mode");
+        free(t.mountinfo);
+        free(t.cgroup);
         if (e < 0)
                 cgroup_host_close(h);
         return e;

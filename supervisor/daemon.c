@@ -361,7 +361,8 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
                 return e;
         }
-        if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, err, sizeof err)) < 0) {
+        if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, d->run != NULL, err,
+                                sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;
         }

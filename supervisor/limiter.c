@@ -43,14 +43,15 @@ static void describe_mode(struct limiter *l)
                 snprintf(l->mode + o, sizeof l->mode - o, ")");
 }
 
-int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, char *err, size_t errlen)
+int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, bool one_gadget, char *err,
+                 size_t errlen)
 {
         static const enum cgroup_use use[] = {
                 [LIMITER_AUTO] = CGROUP_USE_ANY, [LIMITER_CGROUP_V2] = CGROUP_USE_V2,
                 [LIMITER_CGROUP_V1] = CGROUP_USE_V1, [LIMITER_RLIMITS] = CGROUP_USE_NONE,
         };
         *l = (struct limiter){ .want = want, .allow_degraded = allow_degraded };
-        int e = cgroup_host_open(&l->cg, use[want]);
+        int e = cgroup_host_open(&l->cg, use[want], one_gadget ? CGROUP_HOST_ONE : 0);
         if (e < 0) {
                 snprintf(err, errlen, "cgroups: %s", strerror(-e));
                 return e;

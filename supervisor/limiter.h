@@ -43,8 +43,10 @@ struct limiter_run {
 /* "auto", "cgroup-v2", "cgroup-v1", "rlimits". 0 or -EINVAL. */
 int limiter_parse_mode(const char *s, enum limiter_mode *out);
 /* Finds the mode: want restricts it (a cgroup version asked for that is
- * not available is an error in err). 0 or -errno. */
-int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, char *err, size_t errlen);
+ * not available is an error in err). one_gadget: gadgetd run, which starts
+ * one gadget once (CGROUP_HOST_ONE). 0 or -errno. */
+int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, bool one_gadget, char *err,
+                 size_t errlen);
 void limiter_close(struct limiter *l);
 /* Logs the mode, why a better one is not used, and each limit's mechanism. */
 void limiter_log(const struct limiter *l);

@@ -211,6 +211,28 @@ def memory_max_kills_and_restarts(tmp):
         check(d.list()["once"]["cause"] == "out of memory", "cause: %r" % d.list()["once"])
 
 
+@test
+def memory_max_in_gadgetd_run(tmp):
+    """gadgetd run gives its one gadget a cgroup only where a limit needs
+    one, directly as OWN/gadgetd.PID: the limit holds, the cause is told,
+    and no directory is left in any hierarchy."""
+    v1, v2 = mounts()
+    if "memory" not in v1 and "memory" not in v2_controllers():
+        skip("no cgroup memory controller here")
+    pol = policy(tmp, "hog", "MemoryMax=32M\n")
+    run = [GADGETD, "run", "--run-dir", os.path.join(tmp, "run"), "--state-dir", os.path.join(tmp, "state"), pol]
+    r = subprocess.run(run + ["--call", "alloc", '{"mb": 16}'], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and r.stdout.strip() == "16", "16M below the limit: %r %r" % (r.stdout, r.stderr))
+    p = subprocess.Popen(run + ["--call", "alloc", '{"mb": 128}'], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=60)
+    check(p.returncode == 1 and "out of memory" in err, "over the limit: %d %r" % (p.returncode, err))
+    left = []
+    for d in cgroup_dirs(os.getpid()).values():
+        left += [os.path.join(d, e) for e in os.listdir(d) if e == "gadgetd.%d" % p.pid]
+    check(not left, "left behind: %r" % left)
+
+
 # --- CPU -----------------------------------------------------------------------
 
 @test
