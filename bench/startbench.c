@@ -3,7 +3,10 @@
  * spawner, peer and limits), next to a bare fork+exec of the same program
  * from the same process. Runs alternate:
  *   cold      policy file read and checked, unit made and started (uid,
- *             cgroup, sandbox, program) until the gadget's hello arrives
+ *             cgroup, sandbox, program) until the gadget's hello arrives,
+ *             with no sandbox shell ready (as in a burst of starts)
+ *   spare     the same, the daemon's spare shell ready (spare.h), as for
+ *             a start after a quiet moment
  *   warm      the same gadget's start from a pre-warmed sandbox (built by
  *             unit_prewarm beforehand, as the daemon does while a restart
  *             backs off): the program's start until its hello
@@ -11,7 +14,7 @@
  *             its hello frame arrives
  * The gadget is stopped after each run, outside the timed part.
  *
- *   startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,warm,forkexec]
+ *   startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,spare,warm,forkexec]
  *              [--state-dir D] [--run-dir D]
  *
  * BALLAST_MIB touches that much anonymous memory first, standing in for a
@@ -63,12 +66,30 @@ static void until_stopped(struct daemon *d, struct unit *u)
                 event_base_loop(d->base, EVLOOP_ONCE);
 }
 
-/* One start of the policy at path; warm: from a pre-warmed sandbox, timed
- * from unit_start, else from reading the policy file. */
-static int start_once(struct daemon *d, const char *path, bool warm, struct samples *s)
+enum kind { COLD, SPARE, WARM };
+
+/* One start of the policy at path. COLD: no sandbox shell is ready (as in
+ * a burst of starts); SPARE: the daemon's spare shell is (as for a start
+ * after a quiet moment); both timed from reading the policy file. WARM:
+ * from a pre-warmed sandbox, timed from unit_start. */
+static int start_once(struct daemon *d, const char *path, enum kind kind, struct samples *s)
 {
         struct policy *p = NULL;
         struct policy_errors errs = { 0 };
+        bool warm = kind == WARM;
+        if (kind == SPARE) {
+                spare_fill(d);
+                if (d->spare.shell.pid <= 0) {
+                        fprintf(stderr, "startbench: no spare sandbox shell\n");
+                        return -1;
+                }
+                /* As in the daemon, where it is made SPARE_DELAY_MS after a
+                 * start: by the next one it waits for its setup. */
+                usleep(SPARE_DELAY_MS * 1000);
+        } else {
+                spare_drop(d);
+                event_del(d->spare.ev); /* none is made during the run */
+        }
         int64_t t0 = bench_now_ns();
         if (policy_load(path, &p, &errs) < 0) {
                 for (size_t i = 0; i < errs.n; i++)
@@ -144,13 +165,13 @@ static int forkexec_once(const char *prog, const char *name, struct samples *s)
 
 int main(int argc, char **argv)
 {
-        struct samples cold = { .name = "cold_ns" }, warm = { .name = "warm_ns" }, fe = { .name = "forkexec_ns" },
-                       junk = { .name = "warmup" };
+        struct samples cold = { .name = "cold_ns" }, spare = { .name = "spare_ns" }, warm = { .name = "warm_ns" },
+                       fe = { .name = "forkexec_ns" }, junk = { .name = "warmup" };
         struct daemon d = { .state_dir = "/tmp/startbench/state", .run_dir = "/tmp/startbench/run", .helper = { -1, -1 },
                             .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 } };
         int pos = 0, rounds = 0;
         size_t ballast = 0;
-        const char *path = NULL, *modes = "cold,warm,forkexec";
+        const char *path = NULL, *modes = "cold,spare,warm,forkexec";
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
                         modes = argv[++i];
@@ -166,7 +187,7 @@ int main(int argc, char **argv)
                         ballast = (size_t)atol(argv[i]) << 20;
         }
         if (!path || rounds <= 0) {
-                fprintf(stderr, "usage: startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,warm,forkexec] "
+                fprintf(stderr, "usage: startbench POLICY ROUNDS [BALLAST_MIB] [--modes cold,spare,warm,forkexec] "
                         "[--state-dir D] [--run-dir D]\n");
                 return 2;
         }
@@ -185,11 +206,13 @@ int main(int argc, char **argv)
         d.base = event_base_new();
         if (!d.base || daemon_core_open(&d) < 0)
                 return 1;
-        bool c = strstr(modes, "cold"), w = strstr(modes, "warm"), f = strstr(modes, "forkexec");
+        bool c = strstr(modes, "cold"), sp = strstr(modes, "spare"), w = strstr(modes, "warm"),
+             f = strstr(modes, "forkexec");
         int fail = 0;
         for (int r = -1; !fail && r < rounds; r++) /* round -1: warm-up, not kept */
-                fail = (c && start_once(&d, path, false, r < 0 ? &junk : &cold) < 0) ||
-                       (w && start_once(&d, path, true, r < 0 ? &junk : &warm) < 0) ||
+                fail = (c && start_once(&d, path, COLD, r < 0 ? &junk : &cold) < 0) ||
+                       (sp && start_once(&d, path, SPARE, r < 0 ? &junk : &spare) < 0) ||
+                       (w && start_once(&d, path, WARM, r < 0 ? &junk : &warm) < 0) ||
                        (f && forkexec_once(p->exec, p->name, r < 0 ? &junk : &fe) < 0);
         daemon_core_close(&d);
         event_base_free(d.base);
@@ -198,7 +221,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "startbench: a run failed\n");
                 return 1;
         }
-        struct samples *sets[] = { &cold, &warm, &fe };
-        samples_print(sets, 3);
+        struct samples *sets[] = { &cold, &spare, &warm, &fe };
+        samples_print(sets, 4);
         return 0;
 }

@@ -2,6 +2,8 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -73,19 +75,26 @@ static size_t reader_want(const struct wire_reader *r)
         return READ_CHUNK;
 }
 
-ssize_t wire_reader_fill(struct wire_reader *r, int fd)
+/* Reads once from fd, at most most bytes. */
+static ssize_t fill(struct wire_reader *r, int fd, size_t most)
 {
         int e = reserve(&r->buf, &r->cap, &r->start, &r->end, reader_want(r));
         if (e < 0)
                 return e;
+        size_t room = r->cap - r->end;
         ssize_t n;
         do
-                n = read(fd, r->buf + r->end, r->cap - r->end);
+                n = read(fd, r->buf + r->end, room < most ? room : most);
         while (n < 0 && errno == EINTR);
         if (n < 0)
                 return -errno;
         r->end += (size_t)n;
         return n;
+}
+
+ssize_t wire_reader_fill(struct wire_reader *r, int fd)
+{
+        return fill(r, fd, SIZE_MAX);
 }
 
 int wire_reader_feed(struct wire_reader *r, const void *data, size_t len)
@@ -189,16 +198,35 @@ int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame)
         return e == 1 ? -EAGAIN : e;
 }
 
-int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len)
+/* What the frame being read still lacks (its header first). */
+static size_t frame_rest(const struct wire_reader *r)
+{
+        size_t have = r->end - r->start;
+        if (have < WIRE_HEADER_SIZE)
+                return WIRE_HEADER_SIZE - have;
+        return WIRE_HEADER_SIZE + (size_t)get_le32(r->buf + r->start) - have;
+}
+
+static int recv_frame(struct wire_reader *r, int fd, const uint8_t **data, size_t *len, bool exact)
 {
         for (;;) {
                 int e = wire_reader_next(r, data, len);
                 if (e != 0)
                         return e;
-                ssize_t n = wire_reader_fill(r, fd);
+                ssize_t n = fill(r, fd, exact ? frame_rest(r) : SIZE_MAX);
                 if (n < 0)
                         return (int)n;
                 if (n == 0)
                         return r->end == r->start ? 0 : -EPROTO;
         }
+}
+
+int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len)
+{
+        return recv_frame(r, fd, data, len, false);
+}
+
+int wire_recv_exact(struct wire_reader *r, int fd, const uint8_t **data, size_t *len)
+{
+        return recv_frame(r, fd, data, len, true);
 }

@@ -55,3 +55,6 @@ size_t wire_writer_pending(const struct wire_writer *w);
  * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno. */
 int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame);
 int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len);
+/* Like wire_recv, but never reads past the end of the frame: what follows
+ * it on fd (another message, perhaps with fds of its own) stays there. */
+int wire_recv_exact(struct wire_reader *r, int fd, const uint8_t **data, size_t *len);

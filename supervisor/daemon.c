@@ -368,11 +368,16 @@ int daemon_core_open(struct daemon *d)
         }
         d->limits_mode = d->limiter.mode;
         limiter_log(&d->limiter);
+        if (!d->run && spare_open(d) < 0) {
+                log_msg(L_ERR, NULL, "spare sandbox: out of memory");
+                return -ENOMEM;
+        }
         return 0;
 }
 
 void daemon_core_close(struct daemon *d)
 {
+        spare_close(d);
         while (d->units) {
                 struct unit *u = d->units;
                 d->units = u->next;

@@ -9,6 +9,7 @@
 
 #include "filter.h"
 #include "limiter.h"
+#include "spare.h"
 #include "spawn.h"
 #include "uidpool.h"
 
@@ -30,6 +31,7 @@ struct daemon {
         struct limiter limiter;
         struct gadget_filter filter;
         struct spawn_helper helper; /* gadgetd-sandbox, every worker starts as it */
+        struct spare spare;        /* a sandbox shell ready for the next start (not in gadgetd run) */
         struct uidpool uids;
         struct unit *units;        /* every loaded gadget */
         struct control *control;

@@ -223,10 +223,16 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
         } else {
                 r->nproc = tasks + 1;
         }
-        if (l->cg.n_hier && (e = cgroup_new(&l->cg, p->name, &cl, &r->cg, err, errlen)) < 0)
-                return e;
+        r->cgroup_limits = cl;
         snprintf(r->mode, sizeof r->mode, "%s%s%s", l->mode, degraded[0] ? "; degraded: " : "", degraded);
         return 0;
+}
+
+int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen)
+{
+        if (!l->cg.n_hier || r->cg)
+                return 0;
+        return cgroup_new(&l->cg, p->name, &r->cgroup_limits, &r->cg, err, errlen);
 }
 
 void limiter_record(struct audit *a, const char *gadget, const char *limit, const char *fmt, ...)

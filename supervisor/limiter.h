@@ -31,6 +31,7 @@ struct limiter {
 /* The limits of one run of one gadget. */
 struct limiter_run {
         struct cgroup *cg;         /* NULL when no cgroup controller is in use */
+        struct cgroup_limits cgroup_limits; /* planned by limiter_start, for limiter_cgroup */
         uint64_t nproc;            /* RLIMIT_NPROC of the gadget's uid */
         uint64_t address_space;    /* RLIMIT_AS per process (degraded MemoryMax), UINT64_MAX for none */
         char mode[320];            /* the mode, and any limit it degrades */
@@ -52,11 +53,14 @@ void limiter_close(struct limiter *l);
 void limiter_log(const struct limiter *l);
 
 void limiter_run_init(struct limiter_run *r);
-/* Plans a run of p: its cgroup with the limits written, and the rlimits
- * for the worker. Fails closed: -EPERM with err naming the limit and why
- * when the mode cannot enforce it and degraded limits are not allowed;
- * other -errno with err. */
+/* Plans a run of p: the limits of its cgroup, and the rlimits for the
+ * worker. Fails closed: -EPERM with err naming the limit and why when the
+ * mode cannot enforce it and degraded limits are not allowed; other -errno
+ * with err. */
 int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
+/* Makes the run's cgroup (if any controller is in use) with the planned
+ * limits written. 0 or -errno with err. */
+int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
 /* Reads the counters: each new limit hit is an audit record (a may be
  * NULL: the record is only logged). A continuing hit (a fork bomb held at
  * TasksMax, a spinner held at CPUQuota) is one record until it stops. */

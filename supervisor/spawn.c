@@ -216,7 +216,7 @@ static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t 
 {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT_MAX)];
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT)];
         } u = { 0 };
         struct iovec iov = { .iov_base = msg->buf + msg->start, .iov_len = wire_writer_pending(msg) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
@@ -235,26 +235,16 @@ static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t 
         return e > 0 ? -EAGAIN : e;
 }
 
-int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
+int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char *err, size_t errlen)
 {
-        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
-        int sv[2] = { -1, -1 }, setup[2] = { -1, -1 }, rep[2] = { -1, -1 };
-        int devnull = -1, self = -1, e;
-        int cg_fds[SANDBOX_CGROUP_FDS_MAX];
-        size_t n_cg_fds = 0;
-        struct wire_writer msg = { 0 };
+        struct spawn_shell sh = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        int setup[2] = { -1, -1 }, e = 0;
         void *stack = MAP_FAILED;
-        const struct spawn_helper *h = o->helper;
 
-        if (o->cgroup &&
-            (e = cgroup_join_fds(o->cgroup, cg_fds, SANDBOX_CGROUP_FDS_MAX, &n_cg_fds, err, errlen)) < 0)
-                goto out;
-        if ((e = spawn_setup_pack(o, n_cg_fds, &msg, err, errlen)) < 0)
-                goto out;
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
-            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
-            (self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
+        /* Opened before the clone: it polls POLLPRI once the mount table
+         * changes after this point, of which the shell's copy knows nothing. */
+        if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
@@ -269,9 +259,9 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         struct tramp t = { .helper_fd = h->fd, .slot = h->slot,
                            .keep = (h->fd > h->slot ? h->fd : h->slot) + 1 };
         /* Returns once the child exec'd gadgetd-sandbox (or died). */
-        c.pid = clone(trampoline, (char *)stack + CHILD_STACK,
-                      CLONE_VM | CLONE_VFORK | CLONE_FILES | NS_FLAGS | CLONE_PIDFD | SIGCHLD, &t, &c.pidfd);
-        e = c.pid < 0 ? -errno : 0;
+        sh.pid = clone(trampoline, (char *)stack + CHILD_STACK,
+                       CLONE_VM | CLONE_VFORK | CLONE_FILES | NS_FLAGS | CLONE_PIDFD | SIGCHLD, &t, &sh.pidfd);
+        e = sh.pid < 0 ? -errno : 0;
         /* The slot gets its placeholder back: gadgetd holds no end of the
          * child's setup socket but setup[1], closed below. */
         dup3(h->fd, h->slot, O_CLOEXEC);
@@ -280,6 +270,126 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 e = e < 0 ? e : -t.err;
                 goto out;
         }
+        sh.setup_fd = setup[0];
+        setup[0] = -1;
+        *out = sh;
+        sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+out:
+        spawn_shell_drop(&sh);
+        for (int i = 0; i < 2; i++)
+                if (setup[i] >= 0)
+                        close(setup[i]);
+        if (stack != MAP_FAILED)
+                munmap(stack, CHILD_STACK);
+        return e;
+}
+
+bool spawn_shell_fresh(const struct spawn_shell *sh)
+{
+        struct pollfd p[2] = { { .fd = sh->pidfd, .events = POLLIN }, { .fd = sh->mounts_fd, .events = POLLPRI } };
+        return sh->pid > 0 && poll(p, 2, 0) == 0;
+}
+
+void spawn_shell_drop(struct spawn_shell *sh)
+{
+        if (sh->pid > 0) {
+                kill(sh->pid, SIGKILL);
+                while (waitpid(sh->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        int *fds[] = { &sh->pidfd, &sh->setup_fd, &sh->mounts_fd };
+        for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+                if (*fds[i] >= 0)
+                        close(*fds[i]);
+        *sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+}
+
+/* Lets the worker build its sandbox on another CPU than the one gadgetd
+ * runs on, so that the two work side by side (gadgetd makes the cgroups
+ * meanwhile): the scheduler would queue a woken worker behind gadgetd on
+ * gadgetd's own CPU. The worker takes gadgetd's CPUs back before its
+ * program starts (Setup.cpus). Nothing is lost if this fails. */
+static void build_elsewhere(pid_t pid)
+{
+        cpu_set_t cpus;
+        int me = sched_getcpu();
+        if (me < 0 || sched_getaffinity(0, sizeof cpus, &cpus) < 0 || CPU_COUNT(&cpus) < 2)
+                return;
+        CPU_CLR(me, &cpus);
+        sched_setaffinity(pid, sizeof cpus, &cpus);
+}
+
+/* SANDBOX_CGROUP_MSG with the "tasks" files of the v1 cgroups to join. */
+static int send_cgroups(int sock, const int *fds, size_t n)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_CGROUP_FDS_MAX)];
+        } u = { 0 };
+        char byte = SANDBOX_CGROUP_MSG;
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (n) {
+                mh.msg_control = u.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+        }
+        return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+/* Makes the gadget's cgroup while the worker builds its sandbox, puts the
+ * worker in it (v2) or sends it the v1 "tasks" files to join. */
+static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, char *err, size_t errlen)
+{
+        const struct cgroup *cg = NULL;
+        int fds[SANDBOX_CGROUP_FDS_MAX], e;
+        size_t n = 0;
+        if (o->make_cgroup && (e = o->make_cgroup(o->make_cgroup_arg, &cg, err, errlen)) < 0)
+                return e;
+        if (cg && ((e = cgroup_attach(cg, pid, err, errlen)) < 0 ||
+                   (e = cgroup_join_fds(cg, fds, SANDBOX_CGROUP_FDS_MAX, &n, err, errlen)) < 0))
+                return e;
+        e = send_cgroups(sock, fds, n);
+        if (e < 0)
+                snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
+        while (n > 0)
+                close(fds[--n]);
+        return e;
+}
+
+int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
+{
+        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        struct spawn_shell sh = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        int sv[2] = { -1, -1 }, setup[2] = { -1, -1 }, rep[2] = { -1, -1 };
+        int devnull = -1, self = -1, e;
+        struct wire_writer msg = { 0 };
+
+        if ((e = spawn_setup_pack(o, &msg, err, errlen)) < 0)
+                goto out;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
+            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
+            (self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
+                e = -errno;
+                snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
+                goto out;
+        }
+        /* A shell made beforehand, else one now. */
+        if (o->shell && o->shell->pid > 0) {
+                sh = *o->shell;
+                *o->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        } else if ((e = spawn_shell_new(o->helper, &sh, err, errlen)) < 0) {
+                goto out;
+        }
+        c.pid = sh.pid;
+        c.pidfd = sh.pidfd;
+        setup[0] = sh.setup_fd;
+        close(sh.mounts_fd);
+        sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
         c.report_fd = rep[0];
         rep[0] = -1;
         c.rpc_fd = sv[0];
@@ -289,26 +399,20 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 snprintf(err, errlen, "user namespace id map: %s", strerror(-e));
                 goto out;
         }
-        /* Into the gadget's v2 cgroup before the setup goes out: its whole
-         * setup and the program count against the limits (it joins v1
-         * cgroups itself, through cg_fds). */
-        if (o->cgroup && (e = cgroup_attach(o->cgroup, c.pid, err, errlen)) < 0)
-                goto out;
         /* The setup is the start signal. */
-        int fds[SANDBOX_FDS_SENT_MAX] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
-        for (size_t i = 0; i < n_cg_fds; i++)
-                fds[SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + i] = cg_fds[i];
-        if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + n_cg_fds)) < 0) {
+        build_elsewhere(c.pid);
+        int fds[SANDBOX_FDS_SENT] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
+        if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FDS_SENT)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
                 goto out;
         }
-        int *ends[] = { &setup[1], &rep[1], &sv[1], &devnull, &self };
+        int *ends[] = { &rep[1], &sv[1], &devnull, &self };
         for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
                 close(*ends[i]);
                 *ends[i] = -1;
         }
-        while (n_cg_fds > 0)
-                close(cg_fds[--n_cg_fds]);
+        if ((e = give_cgroups(o, c.pid, setup[0], err, errlen)) < 0)
+                goto out;
         e = await_start(&c, o->prewarm ? SANDBOX_REPORT_WARM : SANDBOX_REPORT_READY, err, errlen);
         if (e < 0)
                 goto out;
@@ -336,14 +440,10 @@ out:
                 if (setup[i] >= 0) close(setup[i]);
                 if (rep[i] >= 0) close(rep[i]);
         }
-        while (n_cg_fds > 0)
-                close(cg_fds[--n_cg_fds]);
         if (devnull >= 0)
                 close(devnull);
         if (self >= 0)
                 close(self);
-        if (stack != MAP_FAILED)
-                munmap(stack, CHILD_STACK);
         wire_writer_free(&msg);
         return e;
 }

@@ -14,17 +14,33 @@
 struct cgroup;
 struct policy;
 
+/* A sandbox shell: gadgetd-sandbox exec'd in new namespaces, its id maps
+ * not written yet, waiting for the setup of whichever gadget takes it. It
+ * holds nothing of any gadget, so one can be made before a start is asked
+ * for (spare.c), taking the namespaces' creation off that start. */
+struct spawn_shell {
+        pid_t pid;
+        int pidfd;
+        int setup_fd;   /* gadgetd's end of the setup socket */
+        int mounts_fd;  /* gadgetd's mountinfo when the shell was made (see spawn_shell_fresh) */
+};
+
 struct spawn_opts {
         const struct policy *policy;
         char *const *args;               /* replace the policy's Arguments if not NULL */
         const struct gadget_filter *filter; /* compiled when gadgetd was built */
         uid_t host_uid;                  /* the gadget's host uid and gid */
         int stdout_fd, stderr_fd;        /* where the program's output goes */
-        const struct cgroup *cgroup;     /* joined before the sandbox is set up, or NULL */
+        /* Makes the gadget's cgroup (*cg NULL: none) while the worker builds
+         * its sandbox; the worker joins it before its limits are set and
+         * the program starts. NULL: no cgroup. 0 or -errno with err. */
+        int (*make_cgroup)(void *arg, const struct cgroup **cg, char *err, size_t errlen);
+        void *make_cgroup_arg;
         uint64_t nproc;                  /* RLIMIT_NPROC, from limiter_start */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
         const struct spawn_helper *helper; /* from spawn_helper_open */
         bool prewarm;                    /* build the sandbox, start the program at spawn_go */
+        struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
 };
 
 /* gadgetd-sandbox, and the low fd number through which each spawn hands
@@ -49,6 +65,15 @@ struct spawn_child {
  * fds it takes should be low numbers. 0 or -errno + err. */
 int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen);
 void spawn_helper_close(struct spawn_helper *h);
+/* Makes a shell. 0, or -errno with err. */
+int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *shell, char *err, size_t errlen);
+/* True if the shell can still be used: its process is alive, and
+ * gadgetd's mount table has not changed since it was made (the shell's
+ * mount namespace is a copy of it then, in which it finds the paths a
+ * policy lists). */
+bool spawn_shell_fresh(const struct spawn_shell *shell);
+/* Ends the shell's process (if any) and closes its fds. */
+void spawn_shell_drop(struct spawn_shell *shell);
 /* Starts the gadget. Returns 0 once the program was exec'd inside its
  * sandbox (pre-warmed: once the sandbox is built), or -errno with err
  * saying which step failed and why (the child is gone by then). */
@@ -56,10 +81,9 @@ int spawn_gadget(const struct spawn_opts *opts, struct spawn_child *child, char 
 /* Starts the program in a pre-warmed sandbox; 0 once it was exec'd, or
  * -errno with err (the caller ends the worker). */
 int spawn_go(struct spawn_child *child, char *err, size_t errlen);
-/* The setup message for gadgetd-sandbox as one frame in w (spawn_setup.c);
- * n_cgroup_fds v1 cgroups to join. 0, or -errno with err. */
-int spawn_setup_pack(const struct spawn_opts *opts, size_t n_cgroup_fds, struct wire_writer *w, char *err,
-                     size_t errlen);
+/* The setup message for gadgetd-sandbox as one frame in w (spawn_setup.c).
+ * 0, or -errno with err. */
+int spawn_setup_pack(const struct spawn_opts *opts, struct wire_writer *w, char *err, size_t errlen);
 /* Reads one record from the report pipe: returns its type ('S' sets
  * *status), 0 at end of file, or -errno. */
 int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen);

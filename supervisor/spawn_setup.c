@@ -4,6 +4,7 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,8 +95,7 @@ static ProtobufCBinaryData bpf_bytes(const struct sock_fprog *p)
         return (ProtobufCBinaryData){ .len = p->len * sizeof *p->filter, .data = (uint8_t *)p->filter };
 }
 
-int spawn_setup_pack(const struct spawn_opts *o, size_t n_cgroup_fds, struct wire_writer *w, char *err,
-                     size_t errlen)
+int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *err, size_t errlen)
 {
         const struct policy *p = o->policy;
         Sandbox__Setup s = SANDBOX__SETUP__INIT;
@@ -125,8 +125,10 @@ int spawn_setup_pack(const struct spawn_opts *o, size_t n_cgroup_fds, struct wir
         s.address_space = o->address_space;
         s.filter_list = bpf_bytes(&o->filter->list);
         s.filter_args = bpf_bytes(&o->filter->args);
-        s.n_cgroup_fds = (uint32_t)n_cgroup_fds;
         s.prewarm = o->prewarm;
+        cpu_set_t cpus;
+        if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+                s.cpus = (ProtobufCBinaryData){ .len = sizeof cpus, .data = (uint8_t *)&cpus };
         wire_writer_init(w, 0);
         if ((e = wire_writer_put(w, &s.base, WIRE_MAX_FRAME)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));

@@ -19,6 +19,7 @@
 #include "peer.h"
 #include "policy.h"
 #include "sandbox.h"
+#include "spare.h"
 #include "uidpool.h"
 
 #define STOP_GRACE_MS 3000
@@ -328,11 +329,20 @@ static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
         return 0;
 }
 
+static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
+{
+        struct unit *u = arg;
+        int e = limiter_cgroup(&u->d->limiter, u->policy, &u->limits, err, errlen);
+        *cg = u->limits.cg;
+        return e;
+}
+
 /* Takes this run's resources (host uid, cgroup, output pipes) and spawns
  * the worker; pre-warmed, it waits in its finished sandbox for spawn_go.
  * 0, or -errno with err (the caller drops what was taken). */
 static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
 {
+        struct spawn_shell shell = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
         int out_w = -1, err_w = -1, e;
         if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
                 snprintf(err, errlen, "no free host uid: %s", strerror(-e));
@@ -351,9 +361,15 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                 struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
                                          .helper = &u->d->helper, .prewarm = prewarm,
                                          .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
-                                         .stderr_fd = pass ? 2 : err_w, .cgroup = u->limits.cg,
-                                         .nproc = u->limits.nproc, .address_space = u->limits.address_space };
+                                         .stderr_fd = pass ? 2 : err_w, .make_cgroup = make_cgroup,
+                                         .make_cgroup_arg = u,
+                                         .nproc = u->limits.nproc, .address_space = u->limits.address_space,
+                                         .shell = &shell };
+                /* A pre-warmed start is not in a hurry: the spare is for one that is. */
+                if (!prewarm)
+                        spare_take(u->d, &shell);
                 e = spawn_gadget(&so, &u->child, err, errlen);
+                spawn_shell_drop(&shell); /* not taken if the start failed before it */
         }
         if (out_w >= 0)
                 close(out_w);

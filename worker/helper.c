@@ -64,7 +64,7 @@ static struct sock_fprog prog(const ProtobufCBinaryData *b)
  * overwritten before it has moved. */
 static void place_fds(const int *fds, size_t n)
 {
-        int high[SANDBOX_FDS_SENT_MAX];
+        int high[SANDBOX_FDS_SENT];
         for (size_t i = 0; i < n; i++) {
                 if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
                         _exit(125);
@@ -87,11 +87,11 @@ static Sandbox__Setup *read_setup(void)
         static uint8_t buf[65536];
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT_MAX)];
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT)];
         } u;
         struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-        int fds[SANDBOX_FDS_SENT_MAX];
+        int fds[SANDBOX_FDS_SENT];
         size_t n_fds = 0;
         ssize_t n;
         do
@@ -100,13 +100,14 @@ static Sandbox__Setup *read_setup(void)
         if (n <= 0)
                 return NULL;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && n_fds == 0 &&
+                    c->cmsg_len - CMSG_LEN(0) <= sizeof fds) {
                         n_fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                         memcpy(fds, CMSG_DATA(c), n_fds * sizeof(int));
                 }
         /* Without its fds the helper cannot even report: it just ends, and
          * gadgetd says the setup ended without a report. */
-        if (n_fds < (size_t)(SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT) || (mh.msg_flags & MSG_CTRUNC))
+        if (n_fds != SANDBOX_FDS_SENT || (mh.msg_flags & MSG_CTRUNC))
                 _exit(125);
         place_fds(fds, n_fds);
         struct wire_reader rd;
@@ -115,13 +116,12 @@ static Sandbox__Setup *read_setup(void)
         wire_reader_init(&rd, SETUP_MAX);
         int e = wire_reader_feed(&rd, buf, (size_t)n);
         if (e == 0)
-                e = wire_recv(&rd, SANDBOX_FD_SETUP, &data, &len);
+                e = wire_recv_exact(&rd, SANDBOX_FD_SETUP, &data, &len); /* SANDBOX_CGROUP_MSG follows */
         if (e <= 0)
                 fail("setup", e < 0 ? -e : EPROTO);
         Sandbox__Setup *s = sandbox__setup__unpack(NULL, len, data);
         wire_reader_free(&rd);
-        if (!s || s->n_argv == 0 || s->n_ro_paths != s->n_ro_real || s->n_cgroup_fds > SANDBOX_CGROUP_FDS_MAX ||
-            n_fds != (size_t)(SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT) + s->n_cgroup_fds)
+        if (!s || s->n_argv == 0 || s->n_ro_paths != s->n_ro_real)
                 fail("setup", EPROTO);
         return s;
 }
@@ -145,18 +145,13 @@ int main(void)
                 .loopback = s->loopback, .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile,
         };
         struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
-        int cgroup_fds[SANDBOX_CGROUP_FDS_MAX];
-        for (uint32_t i = 0; i < s->n_cgroup_fds; i++) /* at most the maximum: read_setup */
-                cgroup_fds[i] = SANDBOX_FD_CGROUP + (int)i;
-        if (!s->prewarm)
-                close(SANDBOX_FD_SETUP);
         struct sandbox_config cfg = {
                 .policy = &p, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
                 .filter = &filter, .ro_real = strv(s->ro_real, s->n_ro_real), .exec_real = s->exec_real,
-                .go_fd = s->prewarm ? SANDBOX_FD_SETUP : -1, .parent_pidfd = SANDBOX_FD_PARENT,
+                .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .parent_pidfd = SANDBOX_FD_PARENT,
                 .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
-                .address_space = s->address_space, .cgroup_fds = cgroup_fds, .n_cgroup_fds = s->n_cgroup_fds,
+                .address_space = s->address_space, .cpus = s->cpus.data, .cpus_len = s->cpus.len,
         };
         sandbox_main(&cfg);
 }

@@ -84,16 +84,16 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         }
         /* Pre-warmed: every layer is in place; the program starts when
          * gadgetd sends the go byte (end of file: it dropped this one). */
-        if (cfg->go_fd >= 0) {
+        if (cfg->prewarm) {
                 char go;
                 ssize_t n;
                 sandbox_report(cfg->report_fd, SANDBOX_REPORT_WARM, "", 0);
                 do
-                        n = read(cfg->go_fd, &go, 1);
+                        n = read(cfg->setup_fd, &go, 1);
                 while (n < 0 && errno == EINTR);
                 if (n != 1)
                         _exit(125);
-                close(cfg->go_fd);
+                close(cfg->setup_fd);
         }
         child = fork();
         if (child < 0) {

@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -54,27 +56,61 @@ static int become_gadget_user(void)
         return 0;
 }
 
+/* Waits for SANDBOX_CGROUP_MSG (gadgetd makes the gadget's cgroups while
+ * the sandbox is built, and has put this process in its v2 cgroup by the
+ * time the message comes) and joins the v1 cgroups whose "tasks" files
+ * come with it; then makes the cgroup namespace, rooted there, so the
+ * gadget sees "/" and nothing of the host's cgroup paths. Before the
+ * limits and the program: everything the program does counts against
+ * them. Why this is safe: the fds were opened by gadgetd and name only
+ * this gadget's cgroups; they are closed at once. */
+static int join_cgroups(const struct sandbox_config *cfg, const char **step)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_CGROUP_FDS_MAX)];
+        } u;
+        char byte = 0;
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        int fds[SANDBOX_CGROUP_FDS_MAX], e = 0;
+        size_t n = 0;
+        ssize_t r;
+        *step = "cgroup v1: join";
+        do
+                r = recvmsg(cfg->setup_fd, &mh, MSG_CMSG_CLOEXEC);
+        while (r < 0 && errno == EINTR);
+        if (r == 0)
+                _exit(125); /* gadgetd gave up on this start */
+        for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && n == 0 &&
+                    c->cmsg_len - CMSG_LEN(0) <= sizeof fds) {
+                        n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+                }
+        if (r < 0)
+                e = -errno;
+        else if (byte != SANDBOX_CGROUP_MSG || (mh.msg_flags & MSG_CTRUNC))
+                e = -EPROTO;
+        for (size_t i = 0; i < n; i++) {
+                if (e == 0 && write(fds[i], "0", 1) != 1)
+                        e = -errno;
+                close(fds[i]);
+        }
+        if (!cfg->prewarm)
+                close(cfg->setup_fd);
+        if (e < 0)
+                return e;
+        *step = "cgroup namespace";
+        return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
+}
+
 _Noreturn void sandbox_main(const struct sandbox_config *cfg)
 {
         const struct policy *p = cfg->policy;
         struct mount_plan *plan = NULL;
         const char *step = NULL;
         int e;
-
-        /* Into the gadget's v1 cgroups (gadgetd did v2 before the setup),
-         * first thing: the whole setup and the program count against the
-         * limits. Why this is safe: the fds were opened by gadgetd and name
-         * only this gadget's cgroup; they are closed at once. */
-        for (size_t i = 0; i < cfg->n_cgroup_fds; i++) {
-                if (write(cfg->cgroup_fds[i], "0", 1) != 1)
-                        fail(cfg->report_fd, "cgroup v1: join", errno);
-                close(cfg->cgroup_fds[i]);
-        }
-        /* In the gadget's own cgroup now: a cgroup namespace made now is
-         * rooted there, so the gadget sees "/" and nothing of the host's
-         * cgroup paths. */
-        if (unshare(CLONE_NEWCGROUP) < 0)
-                fail(cfg->report_fd, "cgroup namespace", errno);
 
         /* Mount sources are cloned while still holding the host identity
          * that may traverse them; see worker/mounts.c. */
@@ -102,9 +138,16 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg)
                 if (e < 0)
                         fail(cfg->report_fd, step, -e);
         }
+        e = join_cgroups(cfg, &step);
+        if (e < 0)
+                fail(cfg->report_fd, step, -e);
         e = limits_apply(cfg, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
+        /* gadgetd had this process build its sandbox on other CPUs than its
+         * own (supervisor/spawn.c); the program gets gadgetd's. */
+        if (cfg->cpus_len && sched_setaffinity(0, cfg->cpus_len, cfg->cpus) < 0)
+                fail(cfg->report_fd, "CPU affinity", errno);
         e = caps_drop_all();
         if (e < 0)
                 fail(cfg->report_fd, "capabilities", -e);

@@ -24,7 +24,8 @@ struct policy;
 
 /* The fds of gadgetd-sandbox (0-2 are /dev/null). The setup socket is the
  * one it starts with; the others come with the setup (SCM_RIGHTS, in this
- * order) and it puts them at these numbers. */
+ * order) and it puts them at these numbers. The "tasks" files of the v1
+ * cgroups to join come later on the same socket (SANDBOX_CGROUP_MSG). */
 enum sandbox_fd {
         SANDBOX_FD_SETUP = 3,    /* the setup socket (proto/sandbox.proto) */
         SANDBOX_FD_REPORT = 4,   /* write end of the report pipe */
@@ -33,12 +34,17 @@ enum sandbox_fd {
         SANDBOX_FD_STDERR = 7,
         SANDBOX_FD_DEVNULL = 8,
         SANDBOX_FD_PARENT = 9,   /* pidfd of gadgetd, to tell if it died */
-        SANDBOX_FD_CGROUP = 10,  /* first "tasks" file of the v1 cgroups to join */
 };
+/* The fds that come with the setup. */
+#define SANDBOX_FDS_SENT (SANDBOX_FD_PARENT - SANDBOX_FD_REPORT + 1)
+/* After the setup, gadgetd makes the gadget's cgroups while the sandbox is
+ * being built, puts the worker in its v2 cgroup, and then sends this one
+ * byte with the "tasks" files of its v1 cgroups (SCM_RIGHTS, possibly
+ * none): the worker joins those before it sets limits and starts the
+ * program. */
+#define SANDBOX_CGROUP_MSG 'c'
 /* At most this many v1 cgroups to join (one per controller hierarchy). */
 #define SANDBOX_CGROUP_FDS_MAX 8
-/* Most fds that come with the setup. */
-#define SANDBOX_FDS_SENT_MAX (SANDBOX_FD_CGROUP - SANDBOX_FD_REPORT + SANDBOX_CGROUP_FDS_MAX)
 
 /* Per-uid kernel limits every gadget gets (each gadget has a host uid of
  * its own, so they apply per gadget). RLIMIT_NPROC comes from gadgetd
@@ -65,7 +71,8 @@ struct sandbox_config {
         const struct gadget_filter *filter; /* compiled when gadgetd was built */
         char *const *ro_real;            /* ReadOnlyPaths, symlinks resolved by gadgetd */
         const char *exec_real;           /* Exec, resolved likewise */
-        int go_fd;                       /* pre-warmed: a byte here starts the program; -1 */
+        int setup_fd;                    /* the setup socket: SANDBOX_CGROUP_MSG comes here */
+        bool prewarm;                    /* then a byte on it starts the program */
         int parent_pidfd;                /* gadgetd itself, to tell if it died */
         int report_fd;                   /* write end of the report pipe */
         int rpc_fd;                      /* the worker end of the socketpair */
@@ -73,8 +80,8 @@ struct sandbox_config {
         int devnull_fd;
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
-        const int *cgroup_fds;           /* "tasks" of the gadget's v1 cgroups, to join */
-        size_t n_cgroup_fds;
+        const void *cpus;                /* gadgetd's CPU affinity mask, the program's */
+        size_t cpus_len;
 };
 
 /* Enters the sandbox (gadgetd has written the id maps by now) and runs

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import GADGETCTL, GADGETD, Daemon, check, main, policy, test, wait_for
+from harness import GADGETCTL, GADGETD, Daemon, check, main, policy, spare, test, wait_for
 
 ESCAPE = os.environ.get("ESCAPE", "")
 HOSTILE = os.environ.get("HOSTILE", "")
@@ -167,9 +167,13 @@ def thousand_crash_cycles_flat(tmp):
                 d.ctl("restart", "bad")
                 wait_for(lambda: d.state("bad") == "failed", what="the violation")
 
+        # Counted with the spare sandbox shell in place both times (its
+        # fds come and go with it).
         cycles(50)
+        wait_for(lambda: spare(d), what="a spare shell")
         fds, rss = fd_count(pid), rss_kib(pid)
         cycles(950)
+        wait_for(lambda: spare(d), what="a spare shell")
         fds2, rss2 = fd_count(pid), rss_kib(pid)
         check(fds2 <= fds, "open fds grew from %d to %d" % (fds, fds2))
         # ASan keeps freed memory in quarantine on purpose; there RSS says

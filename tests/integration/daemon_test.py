@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 
-from harness import (CALLFLOOD, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy,
-                     test, wait_for)
+from harness import (CALLFLOOD, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy, spare,
+                     test, wait_for, workers)
+
+PROBE = os.environ.get("PROBE", "")
 
 
 @test
@@ -116,6 +118,52 @@ def crash_restart_backoff_then_failed(tmp):
 
 
 @test
+def spare_shell_used_by_next_start(tmp):
+    """An idle gadgetd keeps one sandbox shell ready; the next start takes
+    it (the gadget's PID 1 is that very process), and another is made."""
+    with Daemon(tmp) as d:
+        shell = wait_for(lambda: spare(d), what="a spare shell")
+        policy(d.pol, "quick")
+        d.ctl("reload")
+        wait_for(lambda: d.state("quick") == "ready", what="quick ready")
+        check(d.list()["quick"]["pid"] == shell, "the start did not use the spare %d: %r" % (shell, d.list()))
+        again = wait_for(lambda: spare(d), what="the next spare shell")
+        check(again != shell, "the spare was not replaced")
+        r = d.ctl("call", "quick", "echo", '"hi"')
+        check(r.returncode == 0 and r.stdout.strip() == '"hi"', "call: %r" % r.stderr)
+        d.ctl("stop", "quick")
+        wait_for(lambda: d.state("quick") == "stopped", what="quick stopped")
+        check(workers(d) == [], "a worker is left: %r" % workers(d))
+    check(d.proc.returncode == 0, "gadgetd did not exit cleanly")
+
+
+@test
+def spare_shell_dropped_after_mount_change(tmp):
+    """A spare shell's mount namespace is a copy of the host's from when it
+    was made: after the host's mount table changes, a start must not use it,
+    or a path mounted meanwhile would be missing in the gadget's sandbox."""
+    base = os.path.join(tmp, "private")
+    sub = os.path.join(base, "sub")
+    os.makedirs(sub)
+    # Private: nothing mounted below it later reaches a copy made before.
+    subprocess.run(["mount", "--bind", base, base], check=True)
+    try:
+        subprocess.run(["mount", "--make-private", base], check=True)
+        with Daemon(tmp) as d:
+            shell = wait_for(lambda: spare(d), what="a spare shell")
+            subprocess.run(["mount", "-t", "tmpfs", "late", sub], check=True)
+            open(os.path.join(sub, "seen"), "w").close()
+            policy(d.pol, "late", "ReadOnlyPaths=%s\nArguments=paths %s\n" % (sub, os.path.join(sub, "seen")),
+                   exec_path=PROBE)
+            d.ctl("reload")
+            want = "stat %s: ok" % os.path.join(sub, "seen")
+            wait_for(lambda: want in d.ctl("logs", "late").stdout, what="the probe's report")
+            check(d.list()["late"]["pid"] != shell, "the stale spare was used")
+    finally:
+        subprocess.run(["umount", "-R", base])
+
+
+@test
 def stop_during_restart_backoff_leaves_no_worker(tmp):
     # While a restart backs off, gadgetd builds the next run's sandbox in
     # advance; a stop then must end that one too.
@@ -127,8 +175,8 @@ def stop_during_restart_backoff_leaves_no_worker(tmp):
         check(r.returncode == 0, "stop: %r" % r.stderr)
         wait_for(lambda: d.state("looper") == "stopped", what="looper stopped")
         check(d.list()["looper"]["pid"] == 0, "a stopped gadget shows a pid")
-        kids = open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()
-        check(kids == [], "gadgetd still has children after the stop: %r" % kids)
+        kids = workers(d)
+        check(kids == [], "gadgetd still has workers after the stop: %r" % kids)
         check(d.stop() == 0, "gadgetd did not exit cleanly")
 
 

@@ -45,6 +45,29 @@ def policy(dirname, name, body="", exec_path=None):
     return path
 
 
+def children(d):
+    """(pid, uid_map) of gadgetd's child processes. A gadget's PID 1 has
+    its id map; the spare sandbox shell, not yet any gadget's, has none."""
+    out = []
+    for pid in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
+        try:
+            out.append((int(pid), open("/proc/%s/uid_map" % pid).read().strip()))
+        except OSError:
+            pass  # gone meanwhile
+    return out
+
+
+def workers(d):
+    return [pid for pid, idmap in children(d) if idmap]
+
+
+def spare(d):
+    """The pid of gadgetd's spare sandbox shell, once it has one."""
+    shells = [pid for pid, idmap in children(d) if not idmap]
+    check(len(shells) <= 1, "more than one spare shell: %r" % shells)
+    return shells[0] if shells else None
+
+
 def wait_for(cond, timeout=20, what="condition"):
     end = time.time() + timeout
     while time.time() < end:

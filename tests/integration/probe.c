@@ -304,6 +304,13 @@ int main(int argc, char **argv)
                 char host[256] = "";
                 gethostname(host, sizeof host);
                 printf("hostname: %s\n", host);
+        } else if (strcmp(c, "cpus") == 0) {
+                cpu_set_t set;
+                if (sched_getaffinity(0, sizeof set, &set) < 0)
+                        printf("cpus: %s\n", strerrorname_np(errno));
+                for (int i = 0; i < CPU_SETSIZE; i++)
+                        if (CPU_ISSET(i, &set))
+                                printf("cpus: %d\n", i);
         } else if (strcmp(c, "exit") == 0)
                 return argc > 2 ? atoi(argv[2]) : 0;
         else if (strcmp(c, "fork") == 0) {

@@ -185,6 +185,20 @@ def own_pid_namespace(tmp):
 
 
 @test
+def cpu_affinity_is_gadgetds(tmp):
+    """The sandbox is built on other CPUs than gadgetd's own, but the
+    program runs on the CPUs gadgetd may use, no more, no fewer."""
+    mine = sorted(os.sched_getaffinity(0))
+    r, out = probe(tmp, "cpus")
+    check(out.get("cpus") == [str(c) for c in mine], "cpus %r, gadgetd's %r" % (out.get("cpus"), mine))
+    if len(mine) > 1:
+        pol = write_policy(tmp, "")
+        r = subprocess.run(["taskset", "-c", str(mine[-1]), GADGETD, "run", pol, "--", "cpus"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.stdout.split() == ["cpus:", str(mine[-1])], "under taskset: %r %r" % (r.stdout, r.stderr))
+
+
+@test
 def environment_is_clean(tmp):
     os.environ["SECRET_FROM_HOST"] = "leak"
     r, out = probe(tmp, "env", policy_body="Environment=A=1 \"B=two words\"\n")

@@ -1,0 +1,71 @@
+/* spare: the daemon's ready sandbox shell. */
+#include "spare.h"
+
+#include <event2/event.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static void fill_cb(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        spare_fill(arg);
+}
+
+int spare_open(struct daemon *d)
+{
+        struct spare *s = &d->spare;
+        s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        if (!(s->ev = evtimer_new(d->base, fill_cb, d)))
+                return -1;
+        evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
+        return 0;
+}
+
+void spare_close(struct daemon *d)
+{
+        spare_drop(d);
+        if (d->spare.ev)
+                event_free(d->spare.ev);
+        d->spare.ev = NULL;
+}
+
+void spare_fill(struct daemon *d)
+{
+        struct spare *s = &d->spare;
+        char err[256];
+        if (!s->ev || s->shell.pid > 0)
+                return;
+        /* Nothing is lost if this fails: the next start makes its own
+         * shell, and says why if it cannot. */
+        if (spawn_shell_new(&d->helper, &s->shell, err, sizeof err) < 0)
+                log_msg(L_DEBUG, NULL, "spare sandbox shell: %s", err);
+        else
+                s->made++;
+}
+
+void spare_drop(struct daemon *d)
+{
+        struct spare *s = &d->spare;
+        if (s->shell.pid > 0) {
+                spawn_shell_drop(&s->shell);
+                s->dropped++;
+        }
+}
+
+void spare_take(struct daemon *d, struct spawn_shell *out)
+{
+        struct spare *s = &d->spare;
+        *out = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        if (!s->ev)
+                return;
+        if (s->shell.pid > 0 && !spawn_shell_fresh(&s->shell))
+                spare_drop(d);
+        if (s->shell.pid > 0) {
+                *out = s->shell;
+                s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+                s->used++;
+        }
+        evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
+}
