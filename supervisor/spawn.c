@@ -305,18 +305,20 @@ void spawn_shell_drop(struct spawn_shell *sh)
 }
 
 /* Lets the worker build its sandbox on another CPU than the one gadgetd
- * runs on, so that the two work side by side (gadgetd makes the cgroups
- * meanwhile): the scheduler would queue a woken worker behind gadgetd on
- * gadgetd's own CPU. The worker takes gadgetd's CPUs back before its
- * program starts (Setup.cpus). Nothing is lost if this fails. */
-static void build_elsewhere(pid_t pid)
+ * runs on, so that the two work side by side while gadgetd makes the
+ * cgroups: the scheduler would queue a woken worker behind gadgetd on
+ * gadgetd's own CPU. True if the worker was moved; *cpus is gadgetd's own
+ * set, which spawn_gadget gives the worker back before gadgetd waits for
+ * it (then an idle CPU may take it over, whichever). */
+static bool build_elsewhere(pid_t pid, cpu_set_t *cpus)
 {
-        cpu_set_t cpus;
+        cpu_set_t other;
         int me = sched_getcpu();
-        if (me < 0 || sched_getaffinity(0, sizeof cpus, &cpus) < 0 || CPU_COUNT(&cpus) < 2)
-                return;
-        CPU_CLR(me, &cpus);
-        sched_setaffinity(pid, sizeof cpus, &cpus);
+        if (me < 0 || sched_getaffinity(0, sizeof *cpus, cpus) < 0 || CPU_COUNT(cpus) < 2)
+                return false;
+        other = *cpus;
+        CPU_CLR(me, &other);
+        return sched_setaffinity(pid, sizeof other, &other) == 0;
 }
 
 /* SANDBOX_CGROUP_MSG with the "tasks" files of the v1 cgroups to join. */
@@ -342,8 +344,11 @@ static int send_cgroups(int sock, const int *fds, size_t n)
 }
 
 /* Makes the gadget's cgroup while the worker builds its sandbox, puts the
- * worker in it (v2) or sends it the v1 "tasks" files to join. */
-static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, char *err, size_t errlen)
+ * worker in it (v2) or sends it the v1 "tasks" files to join. cpus, if not
+ * NULL, are the CPUs to give the worker back first (build_elsewhere): it
+ * starts the program only after the message. */
+static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const cpu_set_t *cpus, char *err,
+                        size_t errlen)
 {
         const struct cgroup *cg = NULL;
         int fds[SANDBOX_CGROUP_FDS_MAX], e;
@@ -353,9 +358,12 @@ static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, char *e
         if (cg && ((e = cgroup_attach(cg, pid, err, errlen)) < 0 ||
                    (e = cgroup_join_fds(cg, fds, SANDBOX_CGROUP_FDS_MAX, &n, err, errlen)) < 0))
                 return e;
-        e = send_cgroups(sock, fds, n);
-        if (e < 0)
+        if (cpus && sched_setaffinity(pid, sizeof *cpus, cpus) < 0 && errno != ESRCH) {
+                e = -errno;
+                snprintf(err, errlen, "CPU affinity: %s", strerror(errno));
+        } else if ((e = send_cgroups(sock, fds, n)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
+        }
         while (n > 0)
                 close(fds[--n]);
         return e;
@@ -400,7 +408,8 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 goto out;
         }
         /* The setup is the start signal. */
-        build_elsewhere(c.pid);
+        cpu_set_t cpus;
+        bool moved = build_elsewhere(c.pid, &cpus);
         int fds[SANDBOX_FDS_SENT] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
         if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FDS_SENT)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
@@ -411,7 +420,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 close(*ends[i]);
                 *ends[i] = -1;
         }
-        if ((e = give_cgroups(o, c.pid, setup[0], err, errlen)) < 0)
+        if ((e = give_cgroups(o, c.pid, setup[0], moved ? &cpus : NULL, err, errlen)) < 0)
                 goto out;
         e = await_start(&c, o->prewarm ? SANDBOX_REPORT_WARM : SANDBOX_REPORT_READY, err, errlen);
         if (e < 0)

@@ -4,7 +4,6 @@
 #include "spawn.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,9 +125,6 @@ int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *er
         s.filter_list = bpf_bytes(&o->filter->list);
         s.filter_args = bpf_bytes(&o->filter->args);
         s.prewarm = o->prewarm;
-        cpu_set_t cpus;
-        if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
-                s.cpus = (ProtobufCBinaryData){ .len = sizeof cpus, .data = (uint8_t *)&cpus };
         wire_writer_init(w, 0);
         if ((e = wire_writer_put(w, &s.base, WIRE_MAX_FRAME)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));

@@ -151,7 +151,7 @@ int main(void)
                 .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .parent_pidfd = SANDBOX_FD_PARENT,
                 .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
-                .address_space = s->address_space, .cpus = s->cpus.data, .cpus_len = s->cpus.len,
+                .address_space = s->address_space,
         };
         sandbox_main(&cfg);
 }

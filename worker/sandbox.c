@@ -144,10 +144,6 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg)
         e = limits_apply(cfg, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
-        /* gadgetd had this process build its sandbox on other CPUs than its
-         * own (supervisor/spawn.c); the program gets gadgetd's. */
-        if (cfg->cpus_len && sched_setaffinity(0, cfg->cpus_len, cfg->cpus) < 0)
-                fail(cfg->report_fd, "CPU affinity", errno);
         e = caps_drop_all();
         if (e < 0)
                 fail(cfg->report_fd, "capabilities", -e);

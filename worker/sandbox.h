@@ -80,8 +80,6 @@ struct sandbox_config {
         int devnull_fd;
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
-        const void *cpus;                /* gadgetd's CPU affinity mask, the program's */
-        size_t cpus_len;
 };
 
 /* Enters the sandbox (gadgetd has written the id maps by now) and runs
