@@ -356,6 +356,7 @@ def sigkill_leaves_no_worker(tmp):
         d.ctl("reload")
         wait_for(lambda: d.state("a") == "ready" and d.state("b") == "ready", what="ready")
         pids = [g["pid"] for g in d.list().values()]
+        pids.append(wait_for(lambda: spare(d), what="a spare shell"))  # it dies too
         d.proc.kill()
         d.proc.wait()
         wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="workers to die")
