@@ -249,14 +249,19 @@ def gadgetd_fds_close_on_exec(tmp):
         policy(d.pol, "good")
         d.ctl("reload")
         wait_for(lambda: d.state("good") == "ready", what="ready")
+        wait_for(lambda: spare(d), what="a spare shell")  # its fds too
         pid = d.proc.pid
         for fd in os.listdir("/proc/%d/fd" % pid):
             if int(fd) <= 2:
                 continue
-            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
-            check(flags & 0o2000000, "fd %s of gadgetd is not close-on-exec (%s)" % (fd, os.readlink(
-                "/proc/%d/fd/%s" % (pid, fd))))
+            try:
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
+                if not flags & 0o2000000:
+                    check(False, "fd %s of gadgetd is not close-on-exec (%s)" % (
+                        fd, os.readlink("/proc/%d/fd/%s" % (pid, fd))))
+            except FileNotFoundError:
+                continue  # closed meanwhile
 
 
 if __name__ == "__main__":
