@@ -54,12 +54,20 @@ void spare_drop(struct daemon *d)
         }
 }
 
+void spare_once(struct daemon *d)
+{
+        struct spare *s = &d->spare;
+        char err[256];
+        s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        /* On failure the start makes its own shell, and says why. */
+        if (spawn_shell_new(&d->helper, &s->shell, err, sizeof err) == 0)
+                s->made++;
+}
+
 void spare_take(struct daemon *d, struct spawn_shell *out)
 {
         struct spare *s = &d->spare;
         *out = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
-        if (!s->ev)
-                return;
         if (s->shell.pid > 0 && !spawn_shell_fresh(&s->shell))
                 spare_drop(d);
         if (s->shell.pid > 0) {
@@ -67,5 +75,6 @@ void spare_take(struct daemon *d, struct spawn_shell *out)
                 s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
                 s->used++;
         }
-        evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
+        if (s->ev)
+                evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
 }

@@ -3,7 +3,8 @@
  * start takes it, and a new one is made once starts have been quiet for
  * SPARE_DELAY_MS — never during a burst of starts, which would only pay
  * for it twice. A shell whose copy of the mount table is out of date is
- * dropped instead of used. gadgetd run keeps none: it starts one gadget. */
+ * dropped instead of used. gadgetd run makes one shell at once instead
+ * (spare_once), which gets ready while gadgetd does, and no more. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,6 +26,8 @@ struct spare {
 /* Starts keeping a spare (the first is made after SPARE_DELAY_MS). */
 int spare_open(struct daemon *d);
 void spare_close(struct daemon *d);
+/* gadgetd run: one shell, made now, no timer. */
+void spare_once(struct daemon *d);
 /* Makes the spare now if there is none. */
 void spare_fill(struct daemon *d);
 /* Moves the spare into *out if it is fresh (else drops it); out->pid is -1
