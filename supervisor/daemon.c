@@ -347,7 +347,7 @@ int daemon_core_open(struct daemon *d)
         }
         /* gadgetd run's one start: its shell gets ready meanwhile. */
         if (d->run)
-                spare_once(d);
+                spare_fill(d);
         if ((e = audit_open(d->state_dir, &d->audit)) < 0) {
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;

@@ -16,7 +16,7 @@ static void fill_cb(evutil_socket_t fd, short what, void *arg)
 int spare_open(struct daemon *d)
 {
         struct spare *s = &d->spare;
-        s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        s->shell = SPAWN_SHELL_NONE;
         if (!(s->ev = evtimer_new(d->base, fill_cb, d)))
                 return -1;
         evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
@@ -35,45 +35,30 @@ void spare_fill(struct daemon *d)
 {
         struct spare *s = &d->spare;
         char err[256];
-        if (!s->ev || s->shell.pid > 0)
+        if (s->shell.pid > 0)
                 return;
         /* Nothing is lost if this fails: the next start makes its own
          * shell, and says why if it cannot. */
         if (spawn_shell_new(&d->helper, &s->shell, err, sizeof err) < 0)
                 log_msg(L_DEBUG, NULL, "spare sandbox shell: %s", err);
-        else
-                s->made++;
 }
 
 void spare_drop(struct daemon *d)
 {
         struct spare *s = &d->spare;
-        if (s->shell.pid > 0) {
+        if (s->shell.pid > 0) /* else none was ever made, or it is all zeros */
                 spawn_shell_drop(&s->shell);
-                s->dropped++;
-        }
-}
-
-void spare_once(struct daemon *d)
-{
-        struct spare *s = &d->spare;
-        char err[256];
-        s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
-        /* On failure the start makes its own shell, and says why. */
-        if (spawn_shell_new(&d->helper, &s->shell, err, sizeof err) == 0)
-                s->made++;
 }
 
 void spare_take(struct daemon *d, struct spawn_shell *out)
 {
         struct spare *s = &d->spare;
-        *out = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        *out = SPAWN_SHELL_NONE;
         if (s->shell.pid > 0 && !spawn_shell_fresh(&s->shell))
                 spare_drop(d);
         if (s->shell.pid > 0) {
                 *out = s->shell;
-                s->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
-                s->used++;
+                s->shell = SPAWN_SHELL_NONE;
         }
         if (s->ev)
                 evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });

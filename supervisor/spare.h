@@ -4,7 +4,7 @@
  * SPARE_DELAY_MS — never during a burst of starts, which would only pay
  * for it twice. A shell whose copy of the mount table is out of date is
  * dropped instead of used. gadgetd run makes one shell at once instead
- * (spare_once), which gets ready while gadgetd does, and no more. */
+ * (spare_fill), which gets ready while gadgetd does, and no more. */
 #pragma once
 
 #include <stdbool.h>
@@ -19,16 +19,14 @@ struct daemon;
 
 struct spare {
         struct spawn_shell shell;
-        struct event *ev;        /* makes the shell, SPARE_DELAY_MS after the last take */
-        unsigned long made, used, dropped; /* counted for the benchmarks and the log */
+        struct event *ev;        /* makes the shell, SPARE_DELAY_MS after the last take; NULL in gadgetd run */
 };
 
 /* Starts keeping a spare (the first is made after SPARE_DELAY_MS). */
 int spare_open(struct daemon *d);
 void spare_close(struct daemon *d);
-/* gadgetd run: one shell, made now, no timer. */
-void spare_once(struct daemon *d);
-/* Makes the spare now if there is none. */
+/* Makes the spare now if there is none (gadgetd run: its one shell, with
+ * no spare_open and so no timer). */
 void spare_fill(struct daemon *d);
 /* Moves the spare into *out if it is fresh (else drops it); out->pid is -1
  * if there was none. Schedules the next one. */

@@ -237,9 +237,11 @@ static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t 
 
 int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char *err, size_t errlen)
 {
-        struct spawn_shell sh = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        struct spawn_shell sh = SPAWN_SHELL_NONE;
         int setup[2] = { -1, -1 }, e = 0;
         void *stack = MAP_FAILED;
+
+        *out = SPAWN_SHELL_NONE;
 
         /* Opened before the clone: it polls POLLPRI once the mount table
          * changes after this point, of which the shell's copy knows nothing. */
@@ -273,7 +275,7 @@ int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char 
         sh.setup_fd = setup[0];
         setup[0] = -1;
         *out = sh;
-        sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        sh = SPAWN_SHELL_NONE;
 out:
         spawn_shell_drop(&sh);
         for (int i = 0; i < 2; i++)
@@ -301,7 +303,7 @@ void spawn_shell_drop(struct spawn_shell *sh)
         for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
                 if (*fds[i] >= 0)
                         close(*fds[i]);
-        *sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        *sh = SPAWN_SHELL_NONE;
 }
 
 /* Lets the worker build its sandbox on another CPU than the one gadgetd
@@ -372,7 +374,7 @@ static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const c
 int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
 {
         struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
-        struct spawn_shell sh = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        struct spawn_shell sh = SPAWN_SHELL_NONE;
         int sv[2] = { -1, -1 }, setup[2] = { -1, -1 }, rep[2] = { -1, -1 };
         int devnull = -1, self = -1, e;
         struct wire_writer msg = { 0 };
@@ -389,7 +391,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         /* A shell made beforehand, else one now. */
         if (o->shell && o->shell->pid > 0) {
                 sh = *o->shell;
-                *o->shell = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+                *o->shell = SPAWN_SHELL_NONE;
         } else if ((e = spawn_shell_new(o->helper, &sh, err, errlen)) < 0) {
                 goto out;
         }
@@ -397,7 +399,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         c.pidfd = sh.pidfd;
         setup[0] = sh.setup_fd;
         close(sh.mounts_fd);
-        sh = (struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        sh = SPAWN_SHELL_NONE;
         c.report_fd = rep[0];
         rep[0] = -1;
         c.rpc_fd = sv[0];

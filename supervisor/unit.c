@@ -342,7 +342,7 @@ static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t er
  * 0, or -errno with err (the caller drops what was taken). */
 static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
 {
-        struct spawn_shell shell = { .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 };
+        struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
         if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
                 snprintf(err, errlen, "no free host uid: %s", strerror(-e));
