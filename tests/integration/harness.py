@@ -12,6 +12,7 @@ import time
 GADGETD = os.environ.get("GADGETD", "")
 GADGETCTL = os.environ.get("GADGETCTL", "")
 TESTGADGET = os.environ.get("TESTGADGET", "")
+PROBE = os.environ.get("PROBE", "")
 CALLFLOOD = os.environ.get("CALLFLOOD", "")
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
@@ -43,6 +44,25 @@ def policy(dirname, name, body="", exec_path=None):
         f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or TESTGADGET, body))
     os.chmod(path, 0o644)  # gadgetd (root) refuses policies others may write
     return path
+
+
+def gadgetd_run(tmp, *opts):
+    """The start of a `gadgetd run` command line on tmp's own state and run
+    directories (gadgetd runs sharing tmp share the uid pool)."""
+    return [GADGETD, "run", *opts, "--run-dir", os.path.join(tmp, "run"), "--state-dir",
+            os.path.join(tmp, "state")]
+
+
+def run_probe(tmp, *args, body="", opts=()):
+    """Runs the probe with args under a policy of body; returns (the
+    completed process, {key: [values]} of its "key: value" lines)."""
+    pol = policy(tmp, "probe", body, exec_path=PROBE)
+    r = subprocess.run(gadgetd_run(tmp, *opts) + [pol, "--", *args], capture_output=True, text=True, timeout=60)
+    out = {}
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(": ")
+        out.setdefault(k, []).append(v)
+    return r, out
 
 
 def children(d):

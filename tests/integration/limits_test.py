@@ -13,10 +13,9 @@ import subprocess
 import sys
 import time
 
-from harness import (GADGETCTL, GADGETD, Daemon, check, main, policy, skip, test,
-                     wait_for)
+from harness import (GADGETCTL, GADGETD, PROBE, Daemon, check, gadgetd_run, main, policy, run_probe, skip,
+                     test, wait_for)
 
-PROBE = os.environ.get("PROBE", "")
 
 # Stated bound for cpu_quota_leaves_others_responsive: every call to the
 # other gadget answers within this many seconds (a few ms when idle).
@@ -109,18 +108,6 @@ def needs_cgroups(d, *ctrls):
     for c in ctrls:
         if "limits: %s controller: cgroup" % c not in d.logtext():
             skip("gadgetd has no cgroup %s controller here (limits mode %s)" % (c, mode_of(d)))
-
-
-def run_probe(tmp, *args, body="", opts=()):
-    pol = policy(tmp, "probe", body, exec_path=PROBE)
-    r = subprocess.run([GADGETD, "run", *opts, "--run-dir", os.path.join(tmp, "run"), "--state-dir",
-                        os.path.join(tmp, "state"), pol, "--", *args],
-                       capture_output=True, text=True, timeout=60)
-    out = {}
-    for line in r.stdout.splitlines():
-        k, _, v = line.partition(": ")
-        out.setdefault(k, []).append(v)
-    return r, out
 
 
 # --- the mode ------------------------------------------------------------------
@@ -220,7 +207,7 @@ def memory_max_in_gadgetd_run(tmp):
     if "memory" not in v1 and "memory" not in v2_controllers():
         skip("no cgroup memory controller here")
     pol = policy(tmp, "hog", "MemoryMax=32M\n")
-    run = [GADGETD, "run", "--run-dir", os.path.join(tmp, "run"), "--state-dir", os.path.join(tmp, "state"), pol]
+    run = gadgetd_run(tmp) + [pol]
     r = subprocess.run(run + ["--call", "alloc", '{"mb": 16}'], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and r.stdout.strip() == "16", "16M below the limit: %r %r" % (r.stdout, r.stderr))
     p = subprocess.Popen(run + ["--call", "alloc", '{"mb": 128}'], stdout=subprocess.PIPE,

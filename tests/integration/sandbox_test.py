@@ -12,41 +12,20 @@ import shutil
 import subprocess
 import sys
 
-from harness import check, main, skip, test
+from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, skip, test
 
-GADGETD = os.environ.get("GADGETD", "")
-PROBE = os.environ.get("PROBE", "")
 EXAMPLES = os.environ.get("EXAMPLES", "")
-
-
-def write_policy(tmp, body, name="probe", exec_path=None):
-    path = os.path.join(tmp, name + ".policy")
-    with open(path, "w") as f:
-        f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or PROBE, body))
-    os.chmod(path, 0o644)  # gadgetd (root) refuses policies others may write
-    return path
 
 
 def gadgetd(*args, timeout=60):
     return subprocess.run([GADGETD, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def probe(tmp, *args, policy_body=""):
-    """Runs the probe with args; returns (exit status, {key: [values]})."""
-    pol = write_policy(tmp, policy_body)
-    r = gadgetd("run", pol, "--", *args)
-    out = {}
-    for line in r.stdout.splitlines():
-        k, _, v = line.partition(": ")
-        out.setdefault(k, []).append(v)
-    return r, out
-
-
 # --- namespaces and identity ------------------------------------------------
 
 @test
 def namespaces_differ(tmp):
-    r, out = probe(tmp, "ns")
+    r, out = run_probe(tmp, "ns")
     check(r.returncode == 0, "probe failed: %r" % r.stderr)
     for t in ("user", "net", "mnt", "pid", "ipc", "uts", "cgroup"):
         host = os.readlink("/proc/self/ns/" + t)
@@ -57,7 +36,7 @@ def namespaces_differ(tmp):
 
 @test
 def uid_map_single_nonroot(tmp):
-    r, out = probe(tmp, "ids")
+    r, out = run_probe(tmp, "ids")
     check(r.returncode == 0, r.stderr)
     for m in ("uid_map", "gid_map"):
         lines = out.get(m, [])
@@ -71,14 +50,14 @@ def uid_map_single_nonroot(tmp):
 @test
 def uid_unique_per_gadget(tmp):
     """Two gadgets running at once get different host uids."""
-    slow = write_policy(tmp, "", name="slow", exec_path="/bin/sh")
+    slow = policy(tmp, "slow", exec_path="/bin/sh")
     # /bin/sh is dynamically linked: SystemLibraries is needed.
     with open(slow, "a") as f:
         f.write("SystemLibraries=yes\n")
-    p = subprocess.Popen([GADGETD, "run", slow, "--", "-c", "cat /proc/self/uid_map; sleep 2"],
+    p = subprocess.Popen(gadgetd_run(tmp) + [slow, "--", "-c", "cat /proc/self/uid_map; sleep 2"],
                          stdout=subprocess.PIPE, text=True)
     first = p.stdout.readline().split()
-    r, out = probe(tmp, "ids")
+    r, out = run_probe(tmp, "ids")
     p.wait(timeout=30)
     second = out["uid_map"][0].split()
     check(first and first[1] != second[1], "both gadgets got host uid %s" % second[1])
@@ -86,7 +65,7 @@ def uid_unique_per_gadget(tmp):
 
 @test
 def capabilities_all_zero(tmp):
-    r, out = probe(tmp, "status")
+    r, out = run_probe(tmp, "status")
     check(r.returncode == 0, r.stderr)
     caps = {l.split(":")[0]: l.split(":")[1].strip() for l in out["status"] if l.startswith("Cap")}
     for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -95,13 +74,13 @@ def capabilities_all_zero(tmp):
 
 @test
 def no_new_privs(tmp):
-    r, out = probe(tmp, "status")
+    r, out = run_probe(tmp, "status")
     check("NoNewPrivs:\t1" in out["status"], "status: %r" % out["status"])
 
 
 @test
 def seccomp_filter_mode(tmp):
-    r, out = probe(tmp, "status")
+    r, out = run_probe(tmp, "status")
     check("Seccomp:\t2" in out["status"], "status: %r" % out["status"])
 
 
@@ -109,7 +88,7 @@ def seccomp_filter_mode(tmp):
 
 @test
 def sockets_refused_eacces(tmp):
-    r, out = probe(tmp, "sockets")
+    r, out = run_probe(tmp, "sockets")
     for fam in ("AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK", "AF_PACKET"):
         check(out.get("socket " + fam) == ["EACCES"], "socket(%s): %r" % (fam, out.get("socket " + fam)))
     check(out.get("socketpair") == ["EACCES"], "socketpair: %r" % out.get("socketpair"))
@@ -121,7 +100,7 @@ def interfaces(out):
 
 @test
 def only_loopback(tmp):
-    r, out = probe(tmp, "ifaces")
+    r, out = run_probe(tmp, "ifaces")
     check(list(interfaces(out)) == ["lo"], "interfaces: %r" % list(interfaces(out)))
 
 
@@ -130,9 +109,9 @@ def loopback_up_only_when_asked(tmp):
     # lo gets its ::1 address (listed in /proc/net/if_inet6) only once up.
     if not os.path.exists("/proc/net/if_inet6"):
         skip("IPv6 is disabled on this host")
-    r, out = probe(tmp, "ifaces")
+    r, out = run_probe(tmp, "ifaces")
     check(out.get("inet6", []) == [], "lo is up by default: %r" % out.get("inet6"))
-    r, out = probe(tmp, "ifaces", policy_body="Loopback=yes\n")
+    r, out = run_probe(tmp, "ifaces", body="Loopback=yes\n")
     check(r.returncode == 0 and list(interfaces(out)) == ["lo"], r.stderr)
     check(any(l.endswith(" lo") for l in out.get("inet6", [])), "lo is not up: %r" % out.get("inet6"))
 
@@ -141,7 +120,7 @@ def loopback_up_only_when_asked(tmp):
 
 @test
 def root_read_only(tmp):
-    r, out = probe(tmp, "writes")
+    r, out = run_probe(tmp, "writes")
     check(out.get("create /x") == ["EROFS"], "create /x: %r" % out.get("create /x"))
     check(out.get("mkdir /d") == ["EROFS"], "mkdir /d: %r" % out.get("mkdir /d"))
     check(out.get("create /tmp/x") == ["ok"], "/tmp must be writable: %r" % out.get("create /tmp/x"))
@@ -154,8 +133,8 @@ def host_files_invisible(tmp):
     open(os.path.join(listed, "seen"), "w").close()
     hidden = os.path.join(tmp, "hidden")
     open(hidden, "w").close()
-    r, out = probe(tmp, "paths", "/etc/passwd", "/etc/shadow", "/home", "/usr", hidden,
-                   os.path.join(listed, "seen"), policy_body="ReadOnlyPaths=%s\n" % listed)
+    r, out = run_probe(tmp, "paths", "/etc/passwd", "/etc/shadow", "/home", "/usr", hidden,
+                   os.path.join(listed, "seen"), body="ReadOnlyPaths=%s\n" % listed)
     for p in ("/etc/passwd", "/etc/shadow", "/home", "/usr", hidden):
         check(out.get("stat " + p) == ["ENOENT"], "%s visible: %r" % (p, out.get("stat " + p)))
     check(out.get("stat " + os.path.join(listed, "seen")) == ["ok"], "listed path not visible")
@@ -163,23 +142,23 @@ def host_files_invisible(tmp):
 
 @test
 def root_holds_only_expected(tmp):
-    r, out = probe(tmp, "ls", "/")
+    r, out = run_probe(tmp, "ls", "/")
     top = PROBE.split("/")[1]
     check(sorted(out["ls"]) == sorted({"dev", "proc", "tmp", top}), "root: %r" % out["ls"])
-    r, out = probe(tmp, "ls", "/dev")
+    r, out = run_probe(tmp, "ls", "/dev")
     check(sorted(out["ls"]) == sorted(["null", "zero", "full", "random", "urandom", "fd",
                                        "stdin", "stdout", "stderr"]), "/dev: %r" % out["ls"])
 
 
 @test
 def only_expected_fds(tmp):
-    r, out = probe(tmp, "fds")
+    r, out = run_probe(tmp, "fds")
     check(sorted(out["fd"]) == ["0", "1", "2", "3"], "open fds: %r" % out["fd"])
 
 
 @test
 def own_pid_namespace(tmp):
-    r, out = probe(tmp, "pid")
+    r, out = run_probe(tmp, "pid")
     check(out["pid"] == ["2"], "pid: %r" % out["pid"])
     check(out["hostname"] == ["probe"], "hostname: %r" % out["hostname"])
 
@@ -189,11 +168,11 @@ def cpu_affinity_is_gadgetds(tmp):
     """The sandbox is built on other CPUs than gadgetd's own, but the
     program runs on the CPUs gadgetd may use, no more, no fewer."""
     mine = sorted(os.sched_getaffinity(0))
-    r, out = probe(tmp, "cpus")
+    r, out = run_probe(tmp, "cpus")
     check(out.get("cpus") == [str(c) for c in mine], "cpus %r, gadgetd's %r" % (out.get("cpus"), mine))
     if len(mine) > 1:
-        pol = write_policy(tmp, "")
-        r = subprocess.run(["taskset", "-c", str(mine[-1]), GADGETD, "run", pol, "--", "cpus"],
+        pol = policy(tmp, "probe", exec_path=PROBE)
+        r = subprocess.run(["taskset", "-c", str(mine[-1])] + gadgetd_run(tmp) + [pol, "--", "cpus"],
                            capture_output=True, text=True, timeout=60)
         check(r.stdout.split() == ["cpus:", str(mine[-1])], "under taskset: %r %r" % (r.stdout, r.stderr))
 
@@ -201,7 +180,7 @@ def cpu_affinity_is_gadgetds(tmp):
 @test
 def environment_is_clean(tmp):
     os.environ["SECRET_FROM_HOST"] = "leak"
-    r, out = probe(tmp, "env", policy_body="Environment=A=1 \"B=two words\"\n")
+    r, out = run_probe(tmp, "env", body="Environment=A=1 \"B=two words\"\n")
     env = dict(e.split("=", 1) for e in out["env"])
     check("SECRET_FROM_HOST" not in env, "host environment leaked")
     check(env.get("GADGET_FD") == "3" and env.get("A") == "1" and env.get("B") == "two words",
@@ -212,7 +191,7 @@ def environment_is_clean(tmp):
 
 @test
 def dangerous_syscalls_fail(tmp):
-    r, out = probe(tmp, "syscalls")
+    r, out = run_probe(tmp, "syscalls")
     for name in ("io_uring_setup", "ptrace", "unshare", "mount"):
         v = out.get(name, ["missing"])[0]
         check(v in ("EPERM", "ENOSYS", "EACCES"), "%s: %s" % (name, v))
@@ -224,7 +203,7 @@ def dangerous_syscalls_fail(tmp):
 
 @test
 def int80_kills(tmp):
-    r, out = probe(tmp, "int80")
+    r, out = run_probe(tmp, "int80")
     check("int80" not in out, "the i386 syscall returned: %r" % out.get("int80"))
     check(r.returncode == 128 + 31, "exit status %d, want 159 (SIGSYS)" % r.returncode)
     check("SIGSYS" in r.stderr, "stderr does not name SIGSYS: %r" % r.stderr)
@@ -232,15 +211,15 @@ def int80_kills(tmp):
 
 @test
 def fork_and_reap(tmp):
-    r, out = probe(tmp, "fork")
+    r, out = run_probe(tmp, "fork")
     check(r.returncode == 0 and out.get("fork") == ["ok"], "fork: %r %r" % (out, r.stderr))
 
 
 @test
 def sigterm_forwarded(tmp):
     """SIGTERM to gadgetd reaches the program through the sandbox's PID 1."""
-    pol = write_policy(tmp, "SystemLibraries=yes\n", name="trap", exec_path="/bin/sh")
-    p = subprocess.Popen([GADGETD, "run", pol, "--", "-c",
+    pol = policy(tmp, "trap", "SystemLibraries=yes\n", exec_path="/bin/sh")
+    p = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c",
                           "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.stdout.readline().strip() == "ready", "the program did not start")
@@ -251,7 +230,7 @@ def sigterm_forwarded(tmp):
 
 @test
 def exit_status_passed(tmp):
-    r, out = probe(tmp, "exit", "42")
+    r, out = run_probe(tmp, "exit", "42")
     check(r.returncode == 42, "exit status %d" % r.returncode)
 
 
@@ -266,7 +245,7 @@ def unmountable_path_refused(tmp):
     data = os.path.join(private, "data")
     open(data, "w").close()
     os.chown(private, 4321, 4321)
-    r, out = probe(tmp, "exit", "0", policy_body="ReadOnlyPaths=%s\n" % data)
+    r, out = run_probe(tmp, "exit", "0", body="ReadOnlyPaths=%s\n" % data)
     check(r.returncode == 125, "exit status %d, want 125" % r.returncode)
     check(("bind %s: Permission denied" % data) in r.stderr, "error does not name the step: %r" % r.stderr)
     check(out == {}, "the gadget ran: %r" % out)
@@ -278,7 +257,7 @@ def failing_step_refused(tmp):
     prog = os.path.join(tmp, "private-probe")
     shutil.copy(PROBE, prog)
     os.chmod(prog, 0o700)
-    pol = write_policy(tmp, "", exec_path=prog)
+    pol = policy(tmp, "probe", exec_path=prog)
     r = gadgetd("run", pol, "--", "exit", "0")
     check(r.returncode == 125, "exit status %d, want 125" % r.returncode)
     check("exec %s: Permission denied" % prog in r.stderr, "stderr: %r" % r.stderr)
