@@ -149,14 +149,10 @@ static int put_field(FILE *f, const char *label, const char *value)
         return e;
 }
 
-/* "LABEL: a, b, c", or "-" when empty. */
-static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
+/* "a, b, c" and the end of the line. */
+static int put_joined(FILE *f, char *const *v, size_t n)
 {
         int e = 0;
-
-        fprintf(f, "%*s: ", LABEL_WIDTH, label);
-        if (n == 0)
-                fputc('-', f);
         for (size_t i = 0; i < n && e >= 0; i++) {
                 if (i > 0)
                         fputs(", ", f);
@@ -164,6 +160,17 @@ static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
         }
         fputc('\n', f);
         return e;
+}
+
+/* "LABEL: a, b, c", or "-" when empty. */
+static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
+{
+        fprintf(f, "%*s: ", LABEL_WIDTH, label);
+        if (n == 0) {
+                fputs("-\n", f);
+                return 0;
+        }
+        return put_joined(f, v, n);
 }
 
 static int put_bindings(FILE *f, const Control__GadgetStatus *s)
@@ -324,18 +331,10 @@ static json_t *reload_json(const Control__ReloadReport *r)
 /* "label: a, b" if v is not empty. */
 static int put_names(FILE *f, const char *label, char *const *v, size_t n)
 {
-        int e = 0;
-
         if (n == 0)
                 return 0;
         fprintf(f, "%s: ", label);
-        for (size_t i = 0; i < n && e >= 0; i++) {
-                if (i > 0)
-                        fputs(", ", f);
-                e = put_escaped(f, v[i], 0);
-        }
-        fputc('\n', f);
-        return e;
+        return put_joined(f, v, n);
 }
 
 int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
