@@ -1,19 +1,36 @@
-/* callflood: sends N calls of one method to one gadget over gadgetd's
- * control socket, all at once, and counts the answers by outcome:
- * "ok N" and "error CODE N" lines. For tests of queues and concurrency. */
+/* callflood: calls one method of one gadget over gadgetd's control socket
+ * and counts the answers by outcome ("ok N", "error CODE N" lines).
+ *   callflood SOCKET GADGET METHOD N [JSON]
+ *       N calls at once: for tests of queues and concurrency.
+ *   callflood --steady SOCKET GADGET METHOD [JSON]
+ *       one call at a time until SIGTERM or SIGINT, then also "sent N",
+ *       "unanswered N" and the latencies ("p50_us", "p99_us", "max_us"):
+ *       the healthy caller of the hostile-load tests and benchmarks. A call
+ *       unanswered after 30 s counts as unanswered and ends the run. */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control.pb-c.h"
 #include "json.h"
 #include "value.h"
 #include "wire.h"
+
+static volatile sig_atomic_t stop_now;
+
+static void on_stop(int sig)
+{
+        (void)sig;
+        stop_now = 1;
+}
 
 static int answered_errors(const int *codes)
 {
@@ -23,77 +40,169 @@ static int answered_errors(const int *codes)
         return n;
 }
 
-int main(int argc, char **argv)
+static int connect_to(const char *path)
 {
-        if (argc < 5) {
-                fprintf(stderr, "usage: callflood SOCKET GADGET METHOD N [JSON]\n");
-                return 2;
-        }
-        int n = atoi(argv[4]);
-        Gadget__Value *args = NULL;
-        char err[256];
-        if (argc > 5 ? json_to_value(argv[5], strlen(argv[5]), &args, err, sizeof err) < 0
-                     : !(args = value_new_null())) {
-                fprintf(stderr, "callflood: bad JSON\n");
-                return 2;
-        }
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", argv[1]);
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
                 perror("callflood: connect");
-                return 1;
+                exit(1);
         }
+        return fd;
+}
+
+static void put_call(struct wire_writer *w, uint64_t id, char **argv, Gadget__Value *args)
+{
+        Control__Call call = CONTROL__CALL__INIT;
+        call.name = argv[0];
+        call.method = argv[1];
+        call.args = args;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.id = id;
+        q.req_case = CONTROL__REQUEST__REQ_CALL;
+        q.call = &call;
+        if (wire_writer_put(w, &q.base, WIRE_MAX_FRAME) < 0)
+                exit(1);
+}
+
+/* Waits up to ms for the next answer and counts it: 1 if one came, 0 if
+ * none did in time (or the connection ended). */
+static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *codes)
+{
+        const uint8_t *data;
+        size_t len;
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        int rr = wire_reader_next(r, &data, &len);
+        while (rr == 0) {
+                int pr = poll(&pfd, 1, ms);
+                if (pr < 0 && errno == EINTR && !stop_now)
+                        continue;
+                if (pr <= 0)
+                        return 0;
+                rr = wire_recv(r, fd, &data, &len);
+        }
+        if (rr < 0)
+                return 0;
+        Control__Response *resp = control__response__unpack(NULL, len, data);
+        if (!resp)
+                exit(1);
+        if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT)
+                (*ok)++;
+        else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                codes[resp->error->code < 32 ? resp->error->code : 31]++;
+        control__response__free_unpacked(resp, NULL);
+        return 1;
+}
+
+static void print_counts(int sent, int ok, const int *codes)
+{
+        printf("ok %d\n", ok);
+        printf("unanswered %d\n", sent - ok - answered_errors(codes));
+        for (int c = 0; c < 32; c++)
+                if (codes[c])
+                        printf("error %d %d\n", c, codes[c]);
+}
+
+static uint64_t now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* N calls written at once, then their answers. Answers still missing
+ * after 2 s of silence are not waited for (calls to a hung method). */
+static int flood(int fd, char **argv, int n, Gadget__Value *args)
+{
         struct wire_writer w;
         wire_writer_init(&w, (size_t)n * 256 + 4096);
-        for (int i = 0; i < n; i++) {
-                Control__Call call = CONTROL__CALL__INIT;
-                call.name = argv[2];
-                call.method = argv[3];
-                call.args = args;
-                Control__Request q = CONTROL__REQUEST__INIT;
-                q.id = (uint64_t)i + 1;
-                q.req_case = CONTROL__REQUEST__REQ_CALL;
-                q.call = &call;
-                if (wire_writer_put(&w, &q.base, WIRE_MAX_FRAME) < 0)
-                        return 1;
-        }
+        for (int i = 0; i < n; i++)
+                put_call(&w, (uint64_t)i + 1, argv, args);
         if (wire_writer_flush(&w, fd) != 0)
                 return 1;
         struct wire_reader r;
         wire_reader_init(&r, WIRE_MAX_FRAME);
         int ok = 0, codes[32] = { 0 };
-        /* Answers still missing after 2 s of silence are not waited for
-         * (calls to a hung method). */
-        for (int got = 0; got < n; got++) {
-                const uint8_t *data;
-                size_t len;
-                struct pollfd pfd = { .fd = fd, .events = POLLIN };
-                int rr = wire_reader_next(&r, &data, &len);
-                if (rr == 0) {
-                        if (poll(&pfd, 1, 2000) <= 0)
-                                break;
-                        rr = wire_recv(&r, fd, &data, &len);
-                }
-                if (rr <= 0)
+        for (int got = 0; got < n; got++)
+                if (!count_answer(&r, fd, 2000, &ok, codes))
                         break;
-                Control__Response *resp = control__response__unpack(NULL, len, data);
-                if (!resp)
-                        return 1;
-                if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT)
-                        ok++;
-                else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
-                        codes[resp->error->code < 32 ? resp->error->code : 31]++;
-                control__response__free_unpacked(resp, NULL);
-        }
-        printf("ok %d\n", ok);
-        printf("unanswered %d\n", n - ok - answered_errors(codes));
-        for (int c = 0; c < 32; c++)
-                if (codes[c])
-                        printf("error %d %d\n", c, codes[c]);
-        value_free(args);
+        print_counts(n, ok, codes);
         wire_reader_free(&r);
         wire_writer_free(&w);
-        close(fd);
         return 0;
+}
+
+/* One call at a time until told to stop, with each call's latency. */
+static int steady(int fd, char **argv, Gadget__Value *args)
+{
+        struct sigaction sa = { .sa_handler = on_stop };
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        struct wire_writer w;
+        wire_writer_init(&w, 0);
+        struct wire_reader r;
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        size_t cap = 4096, n = 0;
+        uint64_t *lat = malloc(cap * sizeof *lat);
+        int ok = 0, codes[32] = { 0 }, sent = 0;
+        while (!stop_now && lat) {
+                put_call(&w, (uint64_t)sent + 1, argv, args);
+                uint64_t t0 = now_us();
+                if (wire_writer_flush(&w, fd) != 0)
+                        break;
+                sent++;
+                /* A stop request waits for the call in flight. */
+                int got = 0;
+                for (uint64_t end = t0 + 30000000u; !got && now_us() < end;)
+                        got = count_answer(&r, fd, 100, &ok, codes);
+                if (!got)
+                        break;
+                if (n == cap && !(lat = realloc(lat, (cap *= 2) * sizeof *lat)))
+                        break;
+                lat[n++] = now_us() - t0;
+        }
+        printf("sent %d\n", sent);
+        print_counts(sent, ok, codes);
+        if (n) {
+                qsort(lat, n, sizeof *lat, cmp_u64);
+                printf("p50_us %llu\n", (unsigned long long)lat[n / 2]);
+                printf("p99_us %llu\n", (unsigned long long)lat[n * 99 / 100]);
+                printf("max_us %llu\n", (unsigned long long)lat[n - 1]);
+        }
+        free(lat);
+        wire_reader_free(&r);
+        wire_writer_free(&w);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        int is_steady = argc > 1 && strcmp(argv[1], "--steady") == 0;
+        if (argc < 5) {
+                fprintf(stderr, "usage: callflood SOCKET GADGET METHOD N [JSON]\n"
+                                "       callflood --steady SOCKET GADGET METHOD [JSON]\n");
+                return 2;
+        }
+        argv += is_steady;
+        argc -= is_steady;
+        int json_at = is_steady ? 4 : 5;
+        Gadget__Value *args = NULL;
+        char err[256];
+        if (argc > json_at ? json_to_value(argv[json_at], strlen(argv[json_at]), &args, err, sizeof err) < 0
+                           : !(args = value_new_null())) {
+                fprintf(stderr, "callflood: bad JSON\n");
+                return 2;
+        }
+        int fd = connect_to(argv[1]);
+        int rc = is_steady ? steady(fd, argv + 2, args) : flood(fd, argv + 2, atoi(argv[4]), args);
+        value_free(args);
+        close(fd);
+        return rc;
 }

@@ -164,6 +164,50 @@ def pid_alive(pid):
         return False
 
 
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Healthy:
+    """The healthy caller of the hostile-load tests: while the block runs,
+    `callflood --steady` calls gadget.method one call at a time through
+    the control socket. At the end, every call it made must have been
+    answered without error; counts and latencies are in self.result."""
+
+    def __init__(self, d, gadget, method="echo", args=None):
+        cmd = [CALLFLOOD, "--steady", d.sock, gadget, method] + ([args] if args else [])
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.result = {}
+
+    def __enter__(self):
+        return self
+
+    def finish(self):
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=60)
+        for line in out.splitlines():
+            parts = line.split()
+            if parts[0] == "error":
+                self.result["error %s" % parts[1]] = int(parts[2])
+            else:
+                self.result[parts[0]] = int(parts[1])
+        check(self.proc.returncode == 0, "healthy caller failed: %r" % err)
+        return self.result
+
+    def __exit__(self, exc, *rest):
+        r = self.finish()
+        if exc is None:
+            check(r.get("sent", 0) > 0, "the healthy caller made no call")
+            check(r.get("ok") == r.get("sent") and r.get("unanswered") == 0,
+                  "healthy calls not all answered: %r" % r)
+
 
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--list":
