@@ -1,0 +1,245 @@
+"""bench/hostile.py: the hostile-load rows of bench/run (section 6).
+
+One gadgetd serves a healthy gadget, called one call at a time by
+`callflood --steady` (the same healthy caller as the hostile-load tests).
+Each attack of issue 13 runs for a few seconds while it is called; the
+row is the healthy gadget's p50 and p99 during the attack, and the p99
+as a ratio to the idle p99 measured just before it in the same run
+(idle, attack, idle, attack, ...). Nothing here passes or fails.
+"""
+import os
+import socket
+import subprocess
+import time
+
+GROUP = "nogroup"  # the control group of the bench's gadgetd; nobody is a member
+NOBODY = (65534, 65534)
+
+
+class Ctx:
+    """What bench/run hands over: exe(rel), policy(name, exec, body),
+    the Daemon class, the work directory and QUICK."""
+
+    def __init__(self, exe, policy, daemon, work, quick, commands):
+        self.exe, self.policy, self.Daemon, self.work, self.quick = exe, policy, daemon, work, quick
+        self.commands = commands
+
+
+def steady(ctx, d, seconds):
+    """Runs the healthy caller for seconds; returns its counts and latencies."""
+    cmd = [ctx.exe("tests/integration/callflood"), "--steady", d.sock, "healthy", "nop"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    p.send_signal(15)
+    out, _ = p.communicate(timeout=120)
+    r = {}
+    for line in out.splitlines():
+        k, _, v = line.rpartition(" ")
+        r[k] = int(v)
+    return r
+
+
+def as_nobody(fn):
+    """Runs fn in a child process with nobody's credentials and the
+    control group; returns its pid (the attack lasts until it is killed)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY[1])
+            os.setuid(NOBODY[0])
+            fn()
+        finally:
+            os._exit(0)
+    return pid
+
+
+def hold(socks):
+    while True:
+        time.sleep(3600)
+
+
+def idle_control(sock, n):
+    def attack():
+        conns = []
+        for _ in range(n):
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sock)
+            except OSError:
+                break
+            conns.append(s)
+        hold(conns)
+    return attack
+
+
+def nonreading_control(sock, n, requests):
+    """n clients that each ask for gadgetd's list again and again and
+    never read an answer."""
+    frame = list_request()
+
+    def attack():
+        conns = []
+        for _ in range(n):
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sock)
+                s.setblocking(False)
+                for _ in range(requests):
+                    s.send(frame)
+            except OSError:
+                pass
+            conns.append(s)
+        hold(conns)
+    return attack
+
+
+def list_request():
+    """One framed control request `list` (id 1): a 4-byte little-endian
+    length, then the protobuf body: id (field 1) = 1, list (field 5) empty."""
+    body = bytes([0x08, 0x01, 0x2a, 0x00])
+    return len(body).to_bytes(4, "little") + body
+
+
+def gateway_conns(port, n):
+    def attack():
+        conns = []
+        for _ in range(n):
+            s = socket.socket()
+            try:
+                s.connect(("127.0.0.1", port))
+                s.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes its headers
+            except OSError:
+                break
+            conns.append(s)
+        hold(conns)
+    return attack
+
+
+class Attack:
+    """One row: start() begins the attack, stop() ends it and cleans up."""
+
+    def __init__(self, name, start, stop=None, party="gadget"):
+        self.name, self.start, self.stop = name, start, stop or (lambda: None)
+        self.party = party
+
+
+def forked(name, fn, party):
+    pids = []
+
+    def start():
+        pids.append(as_nobody(fn))
+
+    def stop():
+        for pid in pids:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        pids.clear()
+    return Attack(name, start, stop, party)
+
+
+def process(name, cmd, ctx):
+    """An attack that is one command, killed at the end of the row."""
+    procs = []
+    ctx.commands.append(" ".join(cmd))
+
+    def start():
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def stop():
+        for p in procs:
+            p.kill()
+            p.wait()
+        procs.clear()
+    return Attack(name, start, stop)
+
+
+def gadget(name, d, pol, gname, then=None):
+    """An attack by a gadget: loaded at the start (then then(d) if given),
+    stopped at the end."""
+    def start():
+        d.ctl("load", pol)  # `yes` never says hello: it stays starting (until StartTimeout=)
+        d.wait_state(gname, ("starting", "ready"))
+        if then:
+            then(d)
+
+    def stop():
+        d.ctl("stop", gname)
+    return Attack(name, start, stop)
+
+
+def attacks(ctx, d, gw_port):
+    tg = ctx.exe("tests/integration/testgadget")
+    flood = ctx.exe("tests/integration/callflood")
+    n = 30 if ctx.quick else 1
+    out = []
+    yes = ctx.policy("yes", "/usr/bin/yes", "SystemLibraries=yes\nCPUQuota=50%\n")
+    out.append(gadget("`yes` on stdout (CPUQuota=50%)", d, yes, "yes"))
+    slow = ctx.policy("slow", tg, "CallTimeout=2s\n")
+    out.append(gadget("a caller queues 1,024 calls of 10 ms to another gadget", d, slow, "slow",
+                      then=lambda d: ctx.commands.append("callflood SOCK slow sleep 1024 '{\"ms\": 10}'") or
+                      subprocess.Popen([flood, d.sock, "slow", "sleep", "1024", '{"ms": 10}'],
+                                       stdout=subprocess.DEVNULL)))
+    out.append(forked("300 idle control connections", idle_control(d.sock, 300 // n),
+                      "group member"))
+    out.append(forked("100 control clients that never read their answers",
+                      nonreading_control(d.sock, 100 // n, 2000 // n), "group member"))
+    if gw_port:
+        out.append(forked("2,000 gateway connections (no token, headers never end)",
+                          gateway_conns(gw_port, 2000 // n), "local user"))
+    return out
+
+
+def run(ctx):
+    """Returns [(attack name, party, idle result, attack result)]."""
+    seconds = 1 if ctx.quick else 5
+    token = os.path.join(ctx.work, "gateway.token")
+    with open(token, "w") as f:
+        f.write("bench-token-0123456789abcdef0123456789abcdef\n")
+    os.chmod(token, 0o600)
+    conf = os.path.join(ctx.work, "hostile.conf")
+    with open(conf, "w") as f:
+        f.write("[Gateway]\nListen=127.0.0.1:0\nTokenFile=%s\n" % token)
+    healthy = ctx.policy("healthy", ctx.exe("bench/benchgadget"), "CallTimeout=30s\n")
+    rows = []
+    with ctx.Daemon("hostile", ["--config", conf, "--group", GROUP]) as d:
+        d.ctl("load", healthy)
+        d.wait_state("healthy", ("ready",))
+        port = gateway_port(d)
+        for a in attacks(ctx, d, port):
+            idle = steady(ctx, d, seconds)
+            a.start()
+            try:
+                under = steady(ctx, d, seconds)
+            finally:
+                a.stop()
+            rows.append((a.name, a.party, idle, under))
+            time.sleep(0.5)  # let gadgetd settle before the next idle run
+    return rows
+
+
+def gateway_port(d):
+    import re
+    for _ in range(200):
+        with open(d.log.name) as f:
+            m = re.search(r"gateway: listening on http://127\.0\.0\.1:(\d+)/", f.read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.01)
+    return None
+
+
+def report_rows(rows, us):
+    """Table rows for bench/run's report, and the goal: the worst ratio
+    of a single gadget's attack, and that attack's name."""
+    out, worst = [], (0.0, "")
+    for i, (name, party, idle, under) in enumerate(rows):
+        r = under.get("p99_us", 0) / max(1, idle.get("p99_us", 1))
+        if party == "gadget" and r > worst[0]:
+            worst = (r, name)
+        lost = under.get("sent", 0) - under.get("ok", 0)
+        out.append(["6 hostile load" if i == 0 else "", "%s: %s" % (party, name), us(under.get("p50_us", 0) * 1e3),
+                    us(under.get("p99_us", 0) * 1e3),
+                    "%.2f× idle p99 (%s)%s" % (r, us(idle.get("p99_us", 0) * 1e3),
+                                               ", %d calls failed" % lost if lost else "")])
+    return out, worst
