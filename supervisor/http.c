@@ -69,15 +69,15 @@ static bool log_due(time_t *logged)
 
 static void owner_log(struct http_owner *o)
 {
-        log_msg(L_WARN, o->gadget, "binding %s: %llu HTTP request%s answered busy: %u in flight (MaxInFlight=%u)",
-                o->binding, o->refused, o->refused == 1 ? "" : "s", o->n, o->max);
+        log_msg(L_WARN, o->gadget, "binding %s: %llu HTTP request%s answered busy (MaxInFlight=%u in flight)",
+                o->binding, o->refused, o->refused == 1 ? "" : "s", o->max);
         o->refused = 0;
 }
 
 static void total_log(struct http *h, const char *gadget)
 {
-        log_msg(L_WARN, gadget, "%llu HTTP request%s answered busy: gadgetd has %u in flight (HTTPRequestsMax=%u)",
-                h->refused, h->refused == 1 ? "" : "s", h->n, h->max_total);
+        log_msg(L_WARN, gadget, "%llu HTTP request%s answered busy (HTTPRequestsMax=%u in flight for all gadgets)",
+                h->refused, h->refused == 1 ? "" : "s", h->max_total);
         h->refused = 0;
 }
 
