@@ -20,6 +20,10 @@
 #include "unit.h"
 #include "value.h"
 
+/* Connecting may take at most this long (or Timeout= if shorter): a
+ * listener that never accepts holds a request's slot no longer. */
+#define BIND_HTTP_CONNECT_TIMEOUT_MS 10000L
+
 struct url_parts {
         char *scheme, *host, *port, *path;
 };
@@ -419,6 +423,9 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
         curl_easy_setopt(e, CURLOPT_PROXY, "");
         curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)b->timeout_ms);
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)b->timeout_ms < BIND_HTTP_CONNECT_TIMEOUT_MS
+                                                               ? (long)b->timeout_ms
+                                                               : BIND_HTTP_CONNECT_TIMEOUT_MS);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
