@@ -21,7 +21,7 @@
 #define HTTP_MAX_IDLE_CONNECTIONS 32
 /* After a burst of at least this many requests in flight, the heap is
  * trimmed once none is left, so gadgetd's RSS comes back. */
-#define HTTP_TRIM_AFTER 32
+#define HTTP_TRIM_AFTER 8
 
 /* The requests in flight of one gadget's binding; exists while n > 0. */
 struct http_owner {
