@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire.h"
+
 #define T_KV     (1u << BINDING_KV)
 #define T_GADGET (1u << BINDING_GADGET)
 #define T_HTTP   (1u << BINDING_HTTP)
@@ -201,7 +203,12 @@ static const struct policy_key policy_binding_keys[] = {
         { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow },
         { "Timeout", KIND_DURATION, 0, T_HTTP, B(timeout_ms), 0, NULL },
         { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL },
-        { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), 0, NULL },
+        { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE,
+          NULL },
+        { "MaxInFlight", KIND_COUNT, 0, T_HTTP, B(max_in_flight), POLICY_HTTP_MAX_IN_FLIGHT, NULL },
+        { "MaxResponseHeaders", KIND_COUNT, 0, T_HTTP, B(max_resp_headers), POLICY_HTTP_MAX_HEADERS, NULL },
+        { "MaxResponseHeaderSize", KIND_SIZE, 0, T_HTTP, B(max_resp_header_bytes),
+          POLICY_HTTP_MAX_HEADER_BYTES, NULL },
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
 };
@@ -296,6 +303,35 @@ static bool policy_binding_type(struct policy_ctx *c, struct policy_binding *b)
         return false;
 }
 
+/* The binding being read's entry for key, or NULL if it was not given. */
+static const struct policy_pending *policy_pending_find(const struct policy_ctx *c, const char *key)
+{
+        for (size_t i = 0; i < c->n_pend; i++) {
+                if (strcmp(c->pend[i].key->name, key) == 0)
+                        return &c->pend[i];
+        }
+        return NULL;
+}
+
+/* Why this is safe: an answer larger than a frame could never reach the
+ * gadget, so a response that fits MaxResponseSize must also fit one frame
+ * with its headers and envelope; a larger setting is refused here rather
+ * than failing every large response later. */
+static void policy_http_sizes_check(struct policy_ctx *c, const struct policy_binding *b)
+{
+        uint64_t room = (uint64_t)WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE - b->max_resp_header_bytes -
+                        b->max_resp_headers * POLICY_HTTP_HEADER_OVERHEAD;
+        const struct policy_pending *given = policy_pending_find(c, "MaxResponseSize");
+
+        if (b->max_response <= room || !given)
+                return;
+        c->line = given->line;
+        policy_err(c, "MaxResponseSize=%s is more than one answer can carry: at most %llu bytes "
+                   "(one frame holds %u bytes, with the headers that MaxResponseHeaderSize= and "
+                   "MaxResponseHeaders= allow)", POLICY_Q(given->value), (unsigned long long)room,
+                   WIRE_MAX_FRAME);
+}
+
 void policy_binding_end(struct policy_ctx *c)
 {
         struct policy_binding *b = &c->p->bindings[c->p->n_bindings - 1];
@@ -323,6 +359,8 @@ void policy_binding_end(struct policy_ctx *c)
                         policy_err(c, "binding %s of type %s has no %s=", b->name,
                                    policy_type_names[b->type], policy_required[i].key);
         }
+        if (b->type == BINDING_HTTP && !c->oom)
+                policy_http_sizes_check(c, b);
         if (b->type == BINDING_HTTP && !policy_pending_has(c, "Methods")) {
                 char *get = strdup("GET");
                 if (!get || policy_strv_push(&b->methods, &b->n_methods, get) < 0) {

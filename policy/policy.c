@@ -130,6 +130,9 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .timeout_ms = 10 * 1000,
                 .max_response = 1024 * 1024,
                 .max_request = 1024 * 1024,
+                .max_in_flight = 16,
+                .max_resp_headers = 100,
+                .max_resp_header_bytes = 64 * 1024,
         };
 }
 

@@ -10,6 +10,16 @@
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
 
+/* An http binding's answer travels in one frame (wire.h's WIRE_MAX_FRAME):
+ * the body, each header with at most POLICY_HTTP_HEADER_OVERHEAD bytes of
+ * encoding beyond the header line's own, and POLICY_HTTP_ENVELOPE for the
+ * rest (ids, status, the map around them). */
+#define POLICY_HTTP_ENVELOPE (4u << 10)
+#define POLICY_HTTP_HEADER_OVERHEAD 16u
+#define POLICY_HTTP_MAX_IN_FLIGHT 1024u     /* largest MaxInFlight= */
+#define POLICY_HTTP_MAX_HEADERS 1000u       /* largest MaxResponseHeaders= */
+#define POLICY_HTTP_MAX_HEADER_BYTES (256u << 10) /* largest MaxResponseHeaderSize= */
+
 enum policy_restart {
         POLICY_RESTART_NO,
         POLICY_RESTART_ON_FAILURE,
@@ -43,6 +53,9 @@ struct policy_binding {
         uint64_t timeout_ms;     /* Timeout=, default 10 s */
         uint64_t max_response;   /* MaxResponseSize=, default 1 MiB */
         uint64_t max_request;    /* MaxRequestSize=, default 1 MiB */
+        uint64_t max_in_flight;  /* MaxInFlight=, default 16 */
+        uint64_t max_resp_headers;      /* MaxResponseHeaders=, default 100 */
+        uint64_t max_resp_header_bytes; /* MaxResponseHeaderSize=, default 64 KiB */
         /* text */
         char *value;             /* Value= */
         /* secret */

@@ -20,18 +20,27 @@
 #include "unit.h"
 #include "value.h"
 
+/* Connecting may take at most this long (or Timeout= if shorter): a
+ * listener that never accepts holds a request's slot no longer. */
+#define BIND_HTTP_CONNECT_TIMEOUT_MS 10000L
+
 struct url_parts {
         char *scheme, *host, *port, *path;
 };
 
 struct fetch {
         struct binding_req *r;
+        struct http *http;
+        struct http_slot *slot;   /* until the transfer starts, then http's */
         CURL *easy;
         struct curl_slist *req_headers;
         Gadget__Value *resp_headers;
         char *body;
         size_t body_len, max_body;
+        size_t n_headers, header_bytes;     /* every header line so far */
+        size_t max_headers, max_header_bytes;
         bool too_big;
+        bool too_many_headers;
         bool blocked;             /* a resolved address was refused */
         bool literal_host;        /* the Allow= entry names an IP literally */
         char allowed_ip[INET6_ADDRSTRLEN];
@@ -177,11 +186,23 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
         return len;
 }
 
+/* Each header line is counted (bytes and lines, whatever it holds) before
+ * anything else is done with it; over MaxResponseHeaders= or
+ * MaxResponseHeaderSize= the transfer ends. Why this is safe: the work
+ * and memory one response's headers cost are bounded by the policy, and
+ * value_map_set's search runs over at most MaxResponseHeaders entries. */
 static size_t on_header(char *data, size_t size, size_t n, void *arg)
 {
         struct fetch *f = arg;
         size_t len = size * n;
         char *colon = memchr(data, ':', len);
+        f->header_bytes += len;
+        if (colon)
+                f->n_headers++;
+        if (f->n_headers > f->max_headers || f->header_bytes > f->max_header_bytes) {
+                f->too_many_headers = true;
+                return 0; /* ends the transfer */
+        }
         if (!colon || is_hop_by_hop(data, (size_t)(colon - data)))
                 return len; /* status lines, blank line, hop-by-hop headers */
         char name[128], value[4096];
@@ -205,6 +226,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 
 static void fetch_free(struct fetch *f)
 {
+        http_slot_put(f->http, f->slot);
         curl_easy_cleanup(f->easy);
         curl_slist_free_all(f->req_headers);
         value_free(f->resp_headers);
@@ -219,7 +241,12 @@ static void fetch_done(void *arg, CURL *easy, CURLcode res)
         long status = 0;
         if (f->blocked) {
                 bindings_reply(f->r, NULL, GADGET_EDENIED, "the host resolves to an internal address", 0);
-        } else if (f->too_big) {
+        } else if (f->too_many_headers) {
+                snprintf(msg, sizeof msg, "response headers over the limit: more than %zu headers "
+                         "(MaxResponseHeaders=) or %zu bytes (MaxResponseHeaderSize=)", f->max_headers,
+                         f->max_header_bytes);
+                bindings_reply(f->r, NULL, GADGET_ELIMIT, msg, 0);
+        } else if (f->too_big || res == CURLE_FILESIZE_EXCEEDED) {
                 snprintf(msg, sizeof msg, "response larger than MaxResponseSize (%zu bytes)", f->max_body);
                 bindings_reply(f->r, NULL, GADGET_ELIMIT, msg, 0);
         } else if (res != CURLE_OK) {
@@ -339,16 +366,36 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
                 bindings_reply(r, NULL, GADGET_ELIMIT, "request body larger than MaxRequestSize", 0);
                 return;
         }
-        struct fetch *f = calloc(1, sizeof *f);
+        struct http *h = r->u->d->http;
+        struct http_slot *slot = NULL;
+        int taken = http_slot_take(h, r->u->policy->name, b->name, (unsigned)b->max_in_flight, &slot);
+        if (taken == -EBUSY || taken == -EAGAIN) {
+                if (taken == -EBUSY)
+                        snprintf(why, sizeof why, "busy: binding %s has %llu HTTP requests in flight "
+                                 "(MaxInFlight=%llu)", b->name, (unsigned long long)b->max_in_flight,
+                                 (unsigned long long)b->max_in_flight);
+                else
+                        snprintf(why, sizeof why, "busy: gadgetd has its most HTTP requests in flight "
+                                 "for all gadgets (HTTPRequestsMax=)");
+                url_free(&u);
+                bindings_reply(r, NULL, GADGET_EBUSY, why, 0);
+                return;
+        }
+        struct fetch *f = taken < 0 ? NULL : calloc(1, sizeof *f);
         if (!f || !(f->easy = curl_easy_init()) || !(f->resp_headers = value_new_map())) {
                 if (f)
                         fetch_free(f);
+                http_slot_put(h, slot);
                 url_free(&u);
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return;
         }
         f->r = r;
+        f->http = h;
+        f->slot = slot;
         f->max_body = b->max_response;
+        f->max_headers = b->max_resp_headers;
+        f->max_header_bytes = b->max_resp_header_bytes;
         struct url_parts a;
         if (url_split(entry, &a) == 0) {
                 f->literal_host = is_ip_literal(a.host, f->allowed_ip, sizeof f->allowed_ip);
@@ -376,6 +423,9 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
         curl_easy_setopt(e, CURLOPT_PROXY, "");
         curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)b->timeout_ms);
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)b->timeout_ms < BIND_HTTP_CONNECT_TIMEOUT_MS
+                                                               ? (long)b->timeout_ms
+                                                               : BIND_HTTP_CONNECT_TIMEOUT_MS);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
@@ -385,8 +435,11 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
         curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
         curl_easy_setopt(e, CURLOPT_USERAGENT, "gadgetd");
-        if (http_start(r->u->d->http, e, fetch_done, f) < 0) {
+        curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)b->max_response);
+        if (http_start(h, f->slot, e, fetch_done, f) < 0) {
                 fetch_free(f);
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "cannot start the request", 0);
+                return;
         }
+        f->slot = NULL; /* http's now, given back when the transfer ends */
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "policy.h"
 #include "unit.h"
 #include "value.h"
+#include "wire.h"
 
 #define SECRET_MAX (64u * 1024u)
 
@@ -46,19 +48,48 @@ static void unlink_req(struct binding_req *r)
                 }
 }
 
+/* Sends the answer; if it cannot go (larger than a frame, or the gadget's
+ * connection failed) the gadget gets an error in its place where it still
+ * can, and why is set for the audit. Returns whether the answer went. */
+static bool send_reply(struct unit *u, const struct binding_req *r, const Gadget__Value *value, int code,
+                       const char *message, char *why, size_t len)
+{
+        if (!u->peer) {
+                snprintf(why, len, "the answer could not be sent: the gadget is gone");
+                return false;
+        }
+        int e = peer_binding_reply(u->peer, r->id, value, code, message);
+        if (e == -EMSGSIZE) {
+                snprintf(why, len, "the answer (%zu bytes) is larger than one frame can carry (%u bytes)",
+                         value ? gadget__value__get_packed_size(value) : strlen(message ? message : ""),
+                         WIRE_MAX_FRAME);
+                peer_binding_reply(u->peer, r->id, NULL, GADGET_ELIMIT, why);
+                return false;
+        }
+        if (e < 0) {
+                snprintf(why, len, "the answer could not be sent: %s", strerror(-e));
+                return false;
+        }
+        return true;
+}
+
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out)
 {
         struct unit *u = r->u;
         if (u) {
                 unlink_req(r);
-                if (u->peer)
-                        peer_binding_reply(u->peer, r->id, value, code, message);
+                char why[160];
+                /* Why this is safe: the audit says ok only for an answer that
+                 * was handed to the gadget's connection; one that could not
+                 * be is an error there and, where possible, for the gadget. */
+                bool sent = send_reply(u, r, value, code, message, why, sizeof why);
+                enum audit_outcome outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR;
                 struct audit_record rec = {
                         .gadget = u->policy->name, .binding = r->binding, .op = r->op,
-                        .outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR,
+                        .outcome = sent ? outcome : AUDIT_ERROR,
                         .bytes = r->bytes_in + bytes_out, .duration_us = elapsed_us(&r->start),
-                        .detail = value ? NULL : message,
+                        .detail = !sent ? why : value ? NULL : message,
                 };
                 audit_write(u->d->audit, &rec);
         }

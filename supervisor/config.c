@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "http.h"
 #include "policy.h"
 #include "uidpool.h"
 
@@ -16,11 +17,12 @@ static void usage(FILE *f)
 {
         fprintf(f, "usage: gadgetd [--config FILE] [--policy-dir DIR] [--state-dir DIR] [--socket PATH]\n"
                    "               [--run-dir DIR] [--group NAME] [--uid-base N]\n"
-                   "               [--limits-mode MODE] [--allow-degraded-limits]\n"
+                   "               [--limits-mode MODE] [--allow-degraded-limits] [--http-requests-max N]\n"
                    "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
-                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits\n"
+                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
+                   "                    HTTPRequestsMax\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them)\n"
                    "  --policy-dir DIR  default %s\n"
@@ -33,9 +35,11 @@ static void usage(FILE *f)
                    "                    cgroup-v1 or rlimits\n"
                    "  --allow-degraded-limits  start a gadget whose MemoryMax or CPUQuota the mode cannot\n"
                    "                    enforce, with what it can (default: such a gadget does not start)\n"
+                   "  --http-requests-max N  HTTP requests in flight for all gadgets together; beyond,\n"
+                   "                    a request is answered busy (default %u, at most %u)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
                 CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
-                UIDPOOL_DEFAULT_BASE);
+                UIDPOOL_DEFAULT_BASE, HTTP_MAX_TOTAL_DEFAULT, HTTP_MAX_TOTAL_LIMIT);
 }
 
 static int set_str(char **dst, const char *v)
@@ -56,6 +60,16 @@ static int parse_uid(const char *v, uid_t *out)
         if (errno || end == v || *end || n == 0 || n > 0xfffeffffUL)
                 return -EINVAL;
         *out = (uid_t)n;
+        return 0;
+}
+
+/* HTTPRequestsMax: 1 to HTTP_MAX_TOTAL_LIMIT. */
+static int parse_http_max(const char *v, unsigned *out)
+{
+        uint64_t n;
+        if (policy_parse_count(v, &n) < 0 || n == 0 || n > HTTP_MAX_TOTAL_LIMIT)
+                return -EINVAL;
+        *out = (unsigned)n;
         return 0;
 }
 
@@ -120,6 +134,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return limiter_parse_mode(value, &cfg->limits_mode) == 0;
         if (strcmp(key, "AllowDegradedLimits") == 0)
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
+        if (strcmp(key, "HTTPRequestsMax") == 0)
+                return parse_http_max(value, &cfg->http_requests_max) == 0;
         return 0;
 }
 
@@ -156,6 +172,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "uid-base", required_argument, NULL, 'u' },
                 { "limits-mode", required_argument, NULL, 'l' },
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
+                { "http-requests-max", required_argument, NULL, 'H' },
                 { 0 },
         };
         *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE };
@@ -188,6 +205,11 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                                         "cgroup-v1, rlimits\n", optarg);
                         break;
                 case 'D': cfg->allow_degraded_limits = true; break;
+                case 'H':
+                        if ((e = parse_http_max(optarg, &cfg->http_requests_max)) < 0)
+                                fprintf(stderr, "gadgetd: --http-requests-max: \"%s\" is not a number from 1 to %u\n",
+                                        optarg, HTTP_MAX_TOTAL_LIMIT);
+                        break;
                 default: usage(stderr); goto fail;
                 }
                 if (e < 0)

@@ -20,6 +20,7 @@ struct config {
         bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
+        unsigned http_requests_max;      /* --http-requests-max, HTTPRequestsMax= (0: default) */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

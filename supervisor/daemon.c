@@ -352,7 +352,7 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
         }
-        if ((e = http_new(d->base, &d->http)) < 0) {
+        if ((e = http_new(d->base, d->http_requests_max, &d->http)) < 0) {
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
                 return e;
         }
@@ -480,6 +480,7 @@ int daemon_main(int argc, char **argv)
         d.allow_degraded_limits = cfg.allow_degraded_limits;
         d.gateway_listen = cfg.gateway_listen;
         d.gateway_token_file = cfg.gateway_token_file;
+        d.http_requests_max = cfg.http_requests_max;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);

@@ -40,6 +40,7 @@ struct daemon {
         struct gateway *gateway;         /* the browser gateway, if configured */
         struct audit *audit;       /* STATE_DIR/audit.log */
         struct http *http;         /* HTTP requests of http bindings */
+        unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
         struct run_ctx *run;       /* gadgetd run: its one gadget (NULL in the daemon) */

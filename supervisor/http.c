@@ -1,23 +1,169 @@
-/* http: curl multi-socket driven by libevent. */
+/* http: curl multi-socket driven by libevent, and the budget of requests
+ * in flight. */
 #include "http.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "curl_dl.h"
 #include "fds.h"
+#include "log.h"
+
+/* Refusals are logged at the first one, then at most once per window
+ * per binding (and for the total), and what is left when the burst ends. */
+#define HTTP_LOG_WINDOW_S 10
+/* Idle connections libcurl keeps for reuse. */
+#define HTTP_MAX_IDLE_CONNECTIONS 32
+/* After a burst of at least this many requests in flight, the heap is
+ * trimmed once none is left, so gadgetd's RSS comes back. */
+#define HTTP_TRIM_AFTER 8
+
+/* The requests in flight of one gadget's binding; exists while n > 0. */
+struct http_owner {
+        char gadget[72], binding[72];
+        unsigned n, max;
+        unsigned long long refused;   /* since last logged */
+        time_t logged;                /* when refusals were last logged */
+        struct http_owner *next;
+};
+
+struct http_slot {
+        struct http_owner *owner;
+        http_done_fn *done;
+        void *arg;
+};
 
 struct http {
         CURLM *multi;
         struct event_base *base;
         struct event *timer;
+        unsigned max_total, n, peak;
+        unsigned long long refused;   /* over max_total, since last logged */
+        time_t logged;
+        struct http_owner *owners;
 };
 
-struct transfer {
-        http_done_fn *done;
-        void *arg;
-};
+static time_t now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        return ts.tv_sec;
+}
+
+/* Whether refusals counted since *logged are due for a log line: the
+ * first of a burst is, then one line per window sums up the rest. */
+static bool log_due(time_t *logged)
+{
+        time_t t = now_s();
+        if (*logged == 0 || t - *logged >= HTTP_LOG_WINDOW_S) {
+                *logged = t;
+                return true;
+        }
+        return false;
+}
+
+static void owner_log(struct http_owner *o)
+{
+        log_msg(L_WARN, o->gadget, "binding %s: %llu HTTP request%s answered busy (MaxInFlight=%u in flight)",
+                o->binding, o->refused, o->refused == 1 ? "" : "s", o->max);
+        o->refused = 0;
+}
+
+static void total_log(struct http *h, const char *gadget)
+{
+        log_msg(L_WARN, gadget, "%llu HTTP request%s answered busy (HTTPRequestsMax=%u in flight for all gadgets)",
+                h->refused, h->refused == 1 ? "" : "s", h->max_total);
+        h->refused = 0;
+}
+
+static struct http_owner *owner_find(struct http *h, const char *gadget, const char *binding)
+{
+        for (struct http_owner *o = h->owners; o; o = o->next)
+                if (strcmp(o->gadget, gadget) == 0 && strcmp(o->binding, binding) == 0)
+                        return o;
+        return NULL;
+}
+
+int http_slot_take(struct http *h, const char *gadget, const char *binding, unsigned binding_max,
+                   struct http_slot **out)
+{
+        /* Why this is safe: a gadget's requests beyond its binding's budget,
+         * or beyond gadgetd's total, are refused here, before a curl handle,
+         * socket or buffer exists for them, so a flood of requests costs
+         * gadgetd one answer each and never a transfer. */
+        struct http_owner *o = owner_find(h, gadget, binding);
+        if (o && o->n >= binding_max) {
+                o->max = binding_max;
+                o->refused++;
+                if (log_due(&o->logged))
+                        owner_log(o);
+                return -EBUSY;
+        }
+        if (h->n >= h->max_total) {
+                h->refused++;
+                if (log_due(&h->logged))
+                        total_log(h, gadget);
+                return -EAGAIN;
+        }
+        struct http_slot *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        if (!o) {
+                if (!(o = calloc(1, sizeof *o))) {
+                        free(s);
+                        return -ENOMEM;
+                }
+                snprintf(o->gadget, sizeof o->gadget, "%s", gadget);
+                snprintf(o->binding, sizeof o->binding, "%s", binding);
+                o->next = h->owners;
+                h->owners = o;
+        }
+        o->max = binding_max;
+        o->n++;
+        s->owner = o;
+        if (++h->n > h->peak)
+                h->peak = h->n;
+        *out = s;
+        return 0;
+}
+
+void http_slot_put(struct http *h, struct http_slot *s)
+{
+        if (!s)
+                return;
+        struct http_owner *o = s->owner;
+        free(s);
+        h->n--;
+        if (--o->n == 0) {
+                if (o->refused)
+                        owner_log(o);
+                for (struct http_owner **pp = &h->owners; *pp; pp = &(*pp)->next)
+                        if (*pp == o) {
+                                *pp = o->next;
+                                break;
+                        }
+                free(o);
+        }
+        if (h->n == 0) {
+                if (h->refused)
+                        total_log(h, NULL);
+                /* What a burst of transfers allocated goes back to the
+                 * system (glibc keeps freed heap otherwise). */
+                if (h->peak >= HTTP_TRIM_AFTER)
+                        malloc_trim(0);
+                h->peak = 0;
+        }
+}
+
+unsigned http_in_flight(const struct http *h)
+{
+        return h->n;
+}
 
 /* Hands every finished transfer to its owner. */
 static void finish_done(struct http *h)
@@ -29,12 +175,12 @@ static void finish_done(struct http *h)
                         continue;
                 CURL *easy = m->easy_handle;
                 CURLcode res = m->data.result;
-                struct transfer *t = NULL;
-                curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+                struct http_slot *s = NULL;
+                curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
                 curl_multi_remove_handle(h->multi, easy);
-                if (t) {
-                        t->done(t->arg, easy, res);
-                        free(t);
+                if (s) {
+                        s->done(s->arg, easy, res);
+                        http_slot_put(h, s);
                 }
         }
 }
@@ -89,12 +235,13 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
         return event_add(h->timer, &tv);
 }
 
-int http_new(struct event_base *base, struct http **out)
+int http_new(struct event_base *base, unsigned max_total, struct http **out)
 {
         struct http *h = calloc(1, sizeof *h);
         if (!h)
                 return -ENOMEM;
         h->base = base;
+        h->max_total = max_total ? max_total : HTTP_MAX_TOTAL_DEFAULT;
         h->timer = evtimer_new(base, timer_event, h);
         if (!h->timer) {
                 http_free(h);
@@ -120,6 +267,11 @@ int http_ready(struct http *h, char *err, size_t errlen)
         curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
         curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
         curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+        /* libcurl's own bounds, beside the slots: never more connections
+         * than requests allowed in flight, and a small cache of idle ones
+         * (by default it keeps four per handle ever added). */
+        curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)h->max_total);
+        curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)HTTP_MAX_IDLE_CONNECTIONS);
         return 0;
 }
 
@@ -131,20 +283,20 @@ void http_free(struct http *h)
                 curl_multi_cleanup(h->multi);
         if (h->timer)
                 event_free(h->timer);
+        while (h->owners) {
+                struct http_owner *o = h->owners;
+                h->owners = o->next;
+                free(o);
+        }
         free(h);
 }
 
-int http_start(struct http *h, CURL *easy, http_done_fn *done, void *arg)
+int http_start(struct http *h, struct http_slot *s, CURL *easy, http_done_fn *done, void *arg)
 {
-        struct transfer *t = calloc(1, sizeof *t);
-        if (!t)
-                return -ENOMEM;
-        t->done = done;
-        t->arg = arg;
-        curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-        if (curl_multi_add_handle(h->multi, easy) != CURLM_OK) {
-                free(t);
+        s->done = done;
+        s->arg = arg;
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, s);
+        if (curl_multi_add_handle(h->multi, easy) != CURLM_OK)
                 return -EIO;
-        }
         return 0;
 }

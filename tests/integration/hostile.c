@@ -2,6 +2,8 @@
  * mode (first argument) picks the offence; the adversarial tests check that
  * gadgetd ends this worker only, logs one violation, and serves the rest. */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,118 @@ static void binding_call(uint64_t id, Gadget__Value *args)
         m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
         m.binding_call = &b;
         send_msg(&m);
+}
+
+/* binding-flood BINDING OP N [URL]: N binding calls of BINDING.OP (args
+ * {"url": URL} when given), pipelined as fast as gadgetd reads them while
+ * the answers are read and counted; then one line on stdout:
+ * "binding-flood: sent N answered N ok N error CODE N ...". A load test
+ * (an attacker that asks for much more than its budget) and a benchmark. */
+static int binding_flood(int argc, char **argv)
+{
+        if (argc < 5)
+                return 2;
+        long n = strtol(argv[4], NULL, 10);
+        Gadget__Value *args = argc > 5 ? value_new_map() : NULL;
+        if (args)
+                value_map_set(args, "url", value_new_string(argv[5]));
+        struct wire_writer w;
+        struct wire_reader r;
+        wire_writer_init(&w, 1u << 20);
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        fcntl(FD, F_SETFL, fcntl(FD, F_GETFL) | O_NONBLOCK);
+        long sent = 0, answered = 0, ok = 0, codes[16] = { 0 };
+        while (answered < n) {
+                while (sent < n && wire_writer_pending(&w) < (64u << 10)) {
+                        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
+                        b.id = (uint64_t)++sent;
+                        b.binding = argv[2];
+                        b.op = argv[3];
+                        b.args = args;
+                        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+                        m.binding_call = &b;
+                        wire_writer_put(&w, &m.base, WIRE_MAX_FRAME);
+                }
+                struct pollfd pfd = { FD, POLLIN | (wire_writer_pending(&w) ? POLLOUT : 0), 0 };
+                if (poll(&pfd, 1, 60000) <= 0)
+                        break; /* no answer for a minute: report what came */
+                if (wire_writer_pending(&w) && wire_writer_flush(&w, FD) < 0)
+                        break;
+                ssize_t got = wire_reader_fill(&r, FD);
+                if (got == 0 || (got < 0 && got != -EAGAIN))
+                        break;
+                const uint8_t *data;
+                size_t len;
+                while (wire_reader_next(&r, &data, &len) == 1) {
+                        Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+                        if (m && m->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                                answered++;
+                                if (m->binding_result->outcome_case == GADGET__BINDING_RESULT__OUTCOME_VALUE)
+                                        ok++;
+                                else
+                                        codes[m->binding_result->error->code & 15]++;
+                        }
+                        gadget__supervisor_msg__free_unpacked(m, NULL);
+                }
+        }
+        printf("binding-flood: sent %ld answered %ld ok %ld", sent, answered, ok);
+        for (int c = 0; c < 16; c++)
+                if (codes[c])
+                        printf(" error %d %ld", c, codes[c]);
+        printf("\n");
+        fflush(stdout);
+        return 0;
+}
+
+/* big-answer BINDING METHOD N: one call of METHOD with {"n": N} through
+ * the gadget binding BINDING, under the largest id (so gadgetd's answer
+ * to it is a few bytes larger than the callee's answer to gadgetd), then
+ * one line: "big-answer: ok LEN", "big-answer: error CODE MESSAGE", or
+ * "big-answer: no answer" after 10 s. */
+static void big_answer(int argc, char **argv)
+{
+        if (argc < 5)
+                return;
+        Gadget__Value *inner = value_new_map(), *args = value_new_map();
+        value_map_set(inner, "n", value_new_int(strtol(argv[4], NULL, 10)));
+        value_map_set(args, "method", value_new_string(argv[3]));
+        value_map_set(args, "args", inner);
+        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
+        b.id = UINT64_MAX;
+        b.binding = argv[2];
+        b.op = "call";
+        b.args = args;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+        m.binding_call = &b;
+        send_msg(&m);
+        struct wire_reader r;
+        wire_reader_init(&r, 64u << 20);
+        const uint8_t *data;
+        size_t len;
+        struct pollfd pfd = { FD, POLLIN, 0 };
+        while (poll(&pfd, 1, 10000) == 1) {
+                ssize_t got = wire_reader_fill(&r, FD);
+                if (got <= 0)
+                        break;
+                while (wire_reader_next(&r, &data, &len) == 1) {
+                        Gadget__SupervisorMsg *sm = gadget__supervisor_msg__unpack(NULL, len, data);
+                        const Gadget__BindingResult *br =
+                                sm && sm->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT ? sm->binding_result : NULL;
+                        if (br && br->outcome_case == GADGET__BINDING_RESULT__OUTCOME_VALUE)
+                                printf("big-answer: ok %zu\n", br->value->bytes_value.len);
+                        else if (br)
+                                printf("big-answer: error %u %s\n", br->error->code, br->error->message);
+                        gadget__supervisor_msg__free_unpacked(sm, NULL);
+                        if (br) {
+                                fflush(stdout);
+                                return;
+                        }
+                }
+        }
+        printf("big-answer: no answer\n");
+        fflush(stdout);
 }
 
 /* A list nested n deep. */
@@ -144,6 +258,13 @@ int main(int argc, char **argv)
                         binding_call(id, NULL);
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
+        } else if (strcmp(mode, "big-answer") == 0) {
+                hello();
+                big_answer(argc, argv);
+        } else if (strcmp(mode, "binding-flood") == 0) {
+                hello();
+                if (binding_flood(argc, argv) != 0)
+                        return 2;
         } else {
                 fprintf(stderr, "hostile: unknown mode %s\n", mode);
                 return 2;

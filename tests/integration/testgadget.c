@@ -78,6 +78,21 @@ static gadget_value *binding(struct gadget_call *call, const gadget_value *args,
         return result ? result : gadget_null();
 }
 
+/* {"n": N}: N bytes (up to 4 MiB), for answers near or over a frame. */
+static gadget_value *big(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t n = 0;
+        if (!gadget_as_int(gadget_map_get(args, "n"), &n) || n < 0 || n > (4 << 20))
+                return gadget_fail(call, GADGET_EINVAL, "big needs {\"n\": N}, N up to 4 MiB");
+        char *buf = calloc(1, (size_t)n + 1);
+        if (!buf)
+                return gadget_fail(call, GADGET_EFAILED, "out of memory");
+        memset(buf, 'x', (size_t)n);
+        gadget_value *v = gadget_bytes(buf, (size_t)n);
+        free(buf);
+        return v;
+}
+
 /* A fork bomb: every process forks for ever (after a refused fork it
  * tries again 1 ms later), so the gadget grows until a limit holds it. */
 static gadget_value *forkbomb(struct gadget_call *call, const gadget_value *args, void *data)
@@ -140,6 +155,7 @@ int main(int argc, char **argv)
         gadget_method(g, "forkbomb", forkbomb, NULL);
         gadget_method(g, "alloc", alloc, NULL);
         gadget_method(g, "spin", spin, NULL);
+        gadget_method(g, "big", big, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

@@ -294,7 +294,7 @@ static const char full_policy[] =
         "Allow=https://[::1]:8443\n"
         "Methods=GET POST\n"
         "Timeout=250ms\n"
-        "MaxResponseSize=2M\n"
+        "MaxResponseSize=1536K\n"
         "MaxRequestSize=4K\n"
         "\n"
         "[Binding MOTD]\n"                                              /* 43 */
@@ -364,7 +364,7 @@ static void test_full(void)
                       "https://[::1]:8443/", NULL }), "Allow; '/' added after a bare host");
         CHECK(b && strv_is(b->methods, b->n_methods, (const char *const[]){ "GET", "POST", NULL }),
               "http Methods");
-        CHECK(b && b->timeout_ms == 250 && b->max_response == 2 << 20 && b->max_request == 4096,
+        CHECK(b && b->timeout_ms == 250 && b->max_response == 1536 << 10 && b->max_request == 4096,
               "http limits");
 
         b = policy_binding_find(p, "MOTD");
@@ -778,6 +778,36 @@ static void test_misc(void)
         CHECK(policy_parse("t.policy", NULL, 0, NULL, NULL) == -EINVAL, "NULL out refused");
 }
 
+/* The http binding's budgets, and sizes capped at what one frame carries. */
+static void test_http_limits(void)
+{
+#define H HEAD "[Binding W]\nType=http\nAllow=http://127.0.0.1:1/\n"
+        struct policy *p = expect_ok(H, "http budgets: defaults");
+        const struct policy_binding *b = p ? policy_binding_find(p, "W") : NULL;
+
+        CHECK(b && b->max_in_flight == 16 && b->max_resp_headers == 100 &&
+              b->max_resp_header_bytes == 64 << 10, "MaxInFlight, MaxResponseHeaders, "
+              "MaxResponseHeaderSize defaults");
+        policy_free(p);
+        p = expect_ok(H "MaxInFlight=2\nMaxResponseHeaders=5\nMaxResponseHeaderSize=1K\n"
+                      "MaxResponseSize=1900K\n", "http budgets set");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && b->max_in_flight == 2 && b->max_resp_headers == 5 && b->max_resp_header_bytes == 1024 &&
+              b->max_response == 1900 << 10, "http budgets read");
+        policy_free(p);
+        expect_error(H "MaxResponseSize=8M\n", 7, "MaxResponseSize=\"8M\" is more than one answer can carry");
+        expect_error(H "Timeout=1s\nMaxResponseSize=2M\n", 8, "at most");
+        /* The headers' room counts: 1900K fits with 1K of headers, not with 256K. */
+        expect_error(H "MaxResponseSize=1900K\nMaxResponseHeaderSize=256K\n", 7, "more than one answer");
+        expect_error(H "MaxRequestSize=3M\n", 7, "MaxRequestSize=\"3M\" must be at most");
+        expect_error(H "MaxInFlight=0\n", 7, "must be greater than 0");
+        expect_error(H "MaxInFlight=5000\n", 7, "must be at most 1024");
+        expect_error(H "MaxResponseHeaders=1001\n", 7, "must be at most 1000");
+        expect_error(H "MaxResponseHeaderSize=1M\n", 7, "must be at most");
+        expect_error(HEAD "[Binding K]\nType=kv\nMaxInFlight=3\n", 6, "not valid for a binding of type kv");
+#undef H
+}
+
 int main(void)
 {
         test_size();
@@ -794,5 +824,6 @@ int main(void)
         test_many_errors();
         test_load();
         test_misc();
+        test_http_limits();
         return tap_done();
 }
