@@ -116,6 +116,57 @@ def gateway_conns(port, n):
     return attack
 
 
+def never_accepts():
+    """A loopback listener with a backlog of 1 that never accepts."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s
+
+
+def many_headers(n):
+    """A loopback server answering every request with n distinct headers."""
+    import threading
+    resp = ("\r\n".join(["HTTP/1.1 200 OK", "Content-Length: 2", "Connection: close"] +
+                         ["X%05d:a" % i for i in range(n)]) + "\r\n\r\nok").encode()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+
+    def answer(c):
+        try:
+            c.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = c.recv(4096)
+                if not chunk:
+                    return
+                data += chunk
+            c.sendall(resp)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def serve():
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(c,), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return s
+
+
+def http_flood(ctx, name, srv, n):
+    """A gadget that pipelines n requests of its http binding to srv."""
+    port = srv.getsockname()[1]
+    return ctx.policy(name, ctx.exe("tests/integration/hostile"),
+                      "Arguments=binding-flood WEB request %d http://127.0.0.1:%d/x\n\n"
+                      "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/\nTimeout=2s\n" % (n, port, port))
+
+
 class Attack:
     """One row: start() begins the attack, stop() ends it and cleans up."""
 
@@ -180,6 +231,11 @@ def attacks(ctx, d, gw_port):
                       then=lambda d: ctx.commands.append("callflood SOCK slow sleep 1024 '{\"ms\": 10}'") or
                       subprocess.Popen([flood, d.sock, "slow", "sleep", "1024", '{"ms": 10}'],
                                        stdout=subprocess.DEVNULL)))
+    srv = never_accepts()
+    out.append(gadget("30,000 HTTP requests to a listener that never accepts", d,
+                      http_flood(ctx, "httpflood", srv, 30000 // n), "httpflood"))
+    hdr = many_headers(25000)
+    out.append(gadget("HTTP answers of 25,000 headers (64 requests)", d, http_flood(ctx, "heady", hdr, 64), "heady"))
     out.append(forked("300 idle control connections", idle_control(d.sock, 300 // n),
                       "group member"))
     out.append(forked("100 control clients that never read their answers",
