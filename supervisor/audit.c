@@ -44,9 +44,9 @@ int audit_config_key(struct audit_config *cfg, const char *key, const char *valu
 {
         uint64_t v;
         if (strcmp(key, "RecordsPerSecond") == 0) {
-                if (policy_parse_count(value, &v) < 0 || v > UINT32_MAX)
+                if (policy_parse_count(value, &v) < 0 || v == 0 || (v > UINT32_MAX && v != POLICY_UNLIMITED))
                         goto bad;
-                cfg->rate = v == UINT64_MAX ? 0 : (uint32_t)v; /* infinity: no budget */
+                cfg->rate = v == POLICY_UNLIMITED ? 0 : (uint32_t)v; /* infinity: no budget */
                 return 0;
         }
         if (strcmp(key, "MaxFileSize") == 0) {
@@ -66,7 +66,7 @@ int audit_config_key(struct audit_config *cfg, const char *key, const char *valu
 bad:
         snprintf(why, len, "[Audit] %s=\"%.64s\": want %s", key, value,
                  strcmp(key, "MaxFileSize") == 0 ? "a size of at least 4K" :
-                 strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" : "a count or infinity");
+                 strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" : "a count from 1, or infinity");
         return -EINVAL;
 }
 

@@ -65,6 +65,37 @@ static void binding_call(uint64_t id, Gadget__Value *args)
         send_msg(&m);
 }
 
+/* audit-flood N: N binding calls of an undeclared binding (each denied
+ * and audited), at most 256 unanswered at a time; then one line on stderr
+ * with how the answers went, for the test to read in the gadget's log. */
+static void audit_flood(unsigned long n)
+{
+        struct wire_reader rd;
+        unsigned long sent = 0, answered = 0, denied = 0, other = 0;
+        wire_reader_init(&rd, WIRE_MAX_FRAME);
+        while (answered < n) {
+                while (sent < n && sent - answered < 256)
+                        binding_call(++sent, NULL);
+                const uint8_t *data;
+                size_t len;
+                if (wire_recv(&rd, FD, &data, &len) <= 0)
+                        break;
+                Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+                if (m && m->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                        answered++;
+                        if (m->binding_result->outcome_case == GADGET__BINDING_RESULT__OUTCOME_ERROR &&
+                            m->binding_result->error->code == GADGET_EDENIED)
+                                denied++;
+                        else
+                                other++;
+                }
+                if (m)
+                        gadget__supervisor_msg__free_unpacked(m, NULL);
+        }
+        fprintf(stderr, "audit-flood: sent %lu answered %lu denied %lu other %lu\n", sent, answered, denied, other);
+        wire_reader_free(&rd);
+}
+
 /* A list nested n deep. */
 static Gadget__Value *nested(int n)
 {
@@ -142,6 +173,9 @@ int main(int argc, char **argv)
                 /* Binding calls without ever reading the answers. */
                 for (uint64_t id = 1; id < 10000000; id++)
                         binding_call(id, NULL);
+        } else if (strcmp(mode, "audit-flood") == 0) {
+                hello();
+                audit_flood(argc > 2 ? strtoul(argv[2], NULL, 10) : 200000);
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
         } else {
