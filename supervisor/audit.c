@@ -70,12 +70,6 @@ bad:
         return -EINVAL;
 }
 
-int audit_file_path(const char *dir, uint32_t k, char *buf, size_t len)
-{
-        int n = k ? snprintf(buf, len, "%s/audit.log.%u", dir, k) : snprintf(buf, len, "%s/audit.log", dir);
-        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
 static uint64_t now_ms(void)
 {
         struct timespec ts;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,6 +48,12 @@ bool audit_line_of(const char *p, size_t len, const char *gadget)
                 return false;
         q += sizeof mid - 1;
         return memcmp(q, gadget, g) == 0 && q[g] == '"' && q[g + 1] == ',';
+}
+
+int audit_file_path(const char *dir, uint32_t k, char *buf, size_t len)
+{
+        int n = k ? snprintf(buf, len, "%s/audit.log.%u", dir, k) : snprintf(buf, len, "%s/audit.log", dir);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 int audit_reader_new(const char *dir, uint32_t keep, const char *gadget, size_t n,
