@@ -29,6 +29,7 @@ struct audit {
         struct audit_budget budget;
         struct event *ev_tick;  /* the end of the budget windows */
         uint64_t unwritten;     /* records the file refused, since the start */
+        bool rotate_failing;    /* the last rotation failed (logged once) */
         int last_error;
         void (*listener)(void *arg, const char *gadget, const char *line);
         void *listener_arg;
@@ -162,8 +163,14 @@ static int rotate(struct audit *a)
 static int append(struct audit *a, const char *line, size_t n)
 {
         int e;
-        if (a->fd >= 0 && a->size > 0 && a->size + n > a->cfg.max_size && (e = rotate(a)) < 0)
-                return e;
+        if (a->fd >= 0 && a->size > 0 && a->size + n > a->cfg.max_size) {
+                /* A rotation that fails leaves audit.log growing: better than
+                 * losing records; said once until a rotation works again. */
+                e = rotate(a);
+                if (e < 0 && !a->rotate_failing)
+                        log_msg(L_ERR, NULL, "cannot rotate %s/audit.log: %s", a->dir, strerror(-e));
+                a->rotate_failing = e < 0;
+        }
         if ((e = open_file(a)) < 0)
                 return e;
         /* One write with O_APPEND: records never interleave. */
