@@ -226,3 +226,30 @@ def load_logs_beyond_a_frame(tmp):
                 f.wait()
             b.during()
         b.after()
+
+
+@test
+def load_logs_follow_slow_reader(tmp):
+    """A `logs -f` client that stops reading: gadgetd keeps at most 1 MiB of
+    new lines for it, then ends its answer with an error it is shown."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "spewer")
+        healthy_daemon(d)
+        wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
+        b = Bounds(d)
+        with Healthy(d, "good", "echo"):
+            # Nobody reads its stdout for now: it stops reading the socket.
+            f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "spewer", "-f"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            try:
+                for _ in range(3):  # 3 x 8 MB of escaped lines
+                    check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 2000}').returncode == 0,
+                          "spew failed")
+                    b.during()
+                out, err = f.communicate(timeout=30)
+            finally:
+                f.kill()
+                f.wait()
+        check(f.returncode == 1 and "this client fell behind" in err, "logs -f: %d %r" % (f.returncode, err))
+        check(0 < len(out.splitlines()) < 3000, "logs -f printed %d lines" % len(out.splitlines()))
+        b.after()
