@@ -17,6 +17,8 @@ from harness import GADGETCTL, Daemon, Healthy, check, fd_count, policy, rss_kib
 HOSTILE_PATH = os.environ.get("HOSTILE", "")
 FLOOD = 50000
 RSS_SLACK_KIB = 32 * 1024   # gadgetd may grow this much during an attack
+if os.environ.get("SANITIZE", "none") not in ("", "none"):
+    RSS_SLACK_KIB += 256 * 1024  # ASan keeps up to 256 MiB of freed memory in quarantine
 FD_SLACK = 16               # ... and hold this many more fds meanwhile (the
                             # attacker's own five, a new spare shell, clients)
 
