@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import subprocess
+import time
 
 from harness import GADGETCTL, Daemon, Healthy, check, fd_count, policy, rss_kib, skip, spare, test, wait_for
 
@@ -254,4 +255,33 @@ def load_logs_follow_slow_reader(tmp):
                 f.wait()
         check(f.returncode == 1 and "this client fell behind" in err, "logs -f: %d %r" % (f.returncode, err))
         check(0 < len(out.splitlines()) < 3000, "logs -f printed %d lines" % len(out.splitlines()))
+        b.after()
+
+
+@test
+def load_logs_overwritten_is_an_error(tmp):
+    """A `logs` answer whose lines the gadget replaces in its ring before a
+    slow client read them ends with an error, never with a silent gap."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "spewer")
+        healthy_daemon(d)
+        wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
+        check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 2000}').returncode == 0, "spew failed")
+        wait_for(lambda: d.ctl("logs", "spewer", "-n", "1").stdout.startswith("\\x01"), what="the spewed lines")
+        b = Bounds(d)
+        with Healthy(d, "good", "echo"):
+            f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "spewer"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            try:
+                time.sleep(0.5)  # it has its first lines and is stuck writing them
+                check(d.ctl("call", "spewer", "say", '{"text": "new"}').returncode == 0, "say failed")
+                check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 10}').returncode == 0, "spew failed")
+                out, err = f.communicate(timeout=30)
+            finally:
+                f.kill()
+                f.wait()
+            b.during()
+        check(f.returncode == 1 and "were replaced by newer ones before they could be sent" in err,
+              "logs: %d %r" % (f.returncode, err))
+        check(0 < len(out.splitlines()) < 1000, "logs printed %d lines" % len(out.splitlines()))
         b.after()
