@@ -90,7 +90,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
 
         if (e < 0)
                 return e;
-        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !strv_ok(s->limits, s->n_limits) ||
+        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail))
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,14 +331,16 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
                 req.logs = &logs;
         }
         st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_LOGS, &r);
-        /* Following: every further answer with this id carries new lines,
-         * until gadgetd closes the connection or the user interrupts. */
+        /* The answer comes in parts with `more` set on all but the last;
+         * following, the parts go on with new lines until gadgetd closes
+         * the connection or the user interrupts. */
         while (st == CTL_EXIT_OK && r) {
+                bool more = r->logs->more;
                 st = show_answer(ctl, r);
                 control__response__free_unpacked(r, NULL);
                 r = NULL;
-                if (st == CTL_EXIT_OK && a->follow)
-                        st = receive(ctl, &c, false, CONTROL__RESPONSE__RESP_LOGS, true, &r);
+                if (st == CTL_EXIT_OK && (more || a->follow))
+                        st = receive(ctl, &c, false, CONTROL__RESPONSE__RESP_LOGS, a->follow, &r);
         }
         client_close(&c);
         return st;

@@ -233,7 +233,9 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "limits", show_json_strv(s->limits, s->n_limits)) < 0 ||
             json_object_set_new(o, "bindings", b) < 0 ||
             json_object_set_new(o, "methods", show_json_strv(s->methods, s->n_methods)) < 0 ||
-            json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0) {
+            json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0 ||
+            json_object_set_new(o, "audit_unwritten", json_integer((json_int_t)s->audit_unwritten)) < 0 ||
+            json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -278,6 +280,12 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_bindings(f, s);
         if (e >= 0)
                 e = put_strv(f, "Methods", s->methods, s->n_methods);
+        if (e >= 0 && s->audit_unwritten > 0) {
+                char lost[320];
+                snprintf(lost, sizeof(lost), "%llu records not written since gadgetd started (%s)",
+                         (unsigned long long)s->audit_unwritten, s->audit_error);
+                e = put_field(f, "Audit log", lost);
+        }
         fputs("\nLast log lines:\n", f);
         if (s->n_log_tail == 0)
                 fputs("(none)\n", f);

@@ -212,19 +212,24 @@ static void test_status(void)
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\"},{\"name\":\"PEER\",\"type\":\"gadget\"}],"
                   "\"methods\":[\"get\",\"put\"],"
-                  "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"]}\n",
+                  "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
+                  "\"audit_unwritten\":0,\"audit_error\":\"\"}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
         g = info("notes", "failed", "exited with status 3", 0, 0, 5, 0, 0, 0, 0);
         s.n_limits = s.n_methods = s.n_bindings = s.n_log_tail = 0;
         s.limits_mode = "";
+        s.audit_unwritten = 3;
+        s.audit_error = "No space left on device";
         CAPTURE(out, show_status(f, &s, false));
         CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
                       strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
                       strstr(out, "      Tasks: -\n") && strstr(out, "        CPU: -\n") &&
-                      strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n"),
-              "stopped gadget: cause, and - for what is missing");
+                      strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n") &&
+                      strstr(out, "  Audit log: 3 records not written since gadgetd started "
+                                  "(No space left on device)\n"),
+              "stopped gadget: cause, - for what is missing, audit records not written");
         free(out);
 }
 

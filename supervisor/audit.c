@@ -1,4 +1,5 @@
-/* audit: JSON lines, written with one write() each (O_APPEND). */
+/* audit: JSON lines, written with one write() each (O_APPEND), within each
+ * gadget's budget, rotated at a size; failures counted and reported. */
 #include "audit.h"
 
 #include <errno.h>
@@ -12,14 +13,24 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <event2/event.h>
 
+#include "audit_budget.h"
 #include "log.h"
+#include "policy.h"
 
-#define AUDIT_TAIL_MAX 10000
+#define DETAIL_MAX 1024        /* longer details are cut: a record stays small */
 
 struct audit {
         int fd;                 /* -1 until the first record */
-        char *path, *dir;
+        char *dir;
+        struct audit_config cfg;
+        uint64_t size;          /* of audit.log as written */
+        struct audit_budget budget;
+        struct event *ev_tick;  /* the end of the budget windows */
+        uint64_t unwritten;     /* records the file refused, since the start */
+        bool rotate_failing;    /* the last rotation failed (logged once) */
+        int last_error;
         void (*listener)(void *arg, const char *gadget, const char *line);
         void *listener_arg;
 };
@@ -30,14 +41,56 @@ const char *audit_outcome_name(enum audit_outcome o)
         return names[o];
 }
 
-int audit_open(const char *state_dir, struct audit **out)
+int audit_config_key(struct audit_config *cfg, const char *key, const char *value, char *why, size_t len)
+{
+        uint64_t v;
+        if (strcmp(key, "RecordsPerSecond") == 0) {
+                if (policy_parse_count(value, &v) < 0 || v == 0 || (v > UINT32_MAX && v != POLICY_UNLIMITED))
+                        goto bad;
+                cfg->rate = v == POLICY_UNLIMITED ? 0 : (uint32_t)v; /* infinity: no budget */
+                return 0;
+        }
+        if (strcmp(key, "MaxFileSize") == 0) {
+                if (policy_parse_size(value, &v) < 0 || v < 4096)
+                        goto bad;
+                cfg->max_size = v;
+                return 0;
+        }
+        if (strcmp(key, "KeepFiles") == 0) {
+                if (policy_parse_count(value, &v) < 0 || v > AUDIT_KEEP_MAX)
+                        goto bad;
+                cfg->keep = (uint32_t)v;
+                return 0;
+        }
+        snprintf(why, len, "unknown key \"%.64s\" in [Audit] (RecordsPerSecond=, MaxFileSize=, KeepFiles=)", key);
+        return -EINVAL;
+bad:
+        snprintf(why, len, "[Audit] %s=\"%.64s\": want %s", key, value,
+                 strcmp(key, "MaxFileSize") == 0 ? "a size of at least 4K" :
+                 strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" : "a count from 1, or infinity");
+        return -EINVAL;
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg);
+
+int audit_open(const char *state_dir, const struct audit_config *cfg, struct event_base *base,
+               struct audit **out)
 {
         struct audit *a = calloc(1, sizeof *a);
         if (!a)
                 return -ENOMEM;
         a->fd = -1;
-        if (asprintf(&a->path, "%s/audit.log", state_dir) < 0 || !(a->dir = strdup(state_dir))) {
-                free(a->path);
+        a->cfg = *cfg;
+        a->budget.rate = cfg->rate;
+        if (!(a->dir = strdup(state_dir)) || (base && !(a->ev_tick = evtimer_new(base, tick_cb, a)))) {
+                free(a->dir);
                 free(a);
                 return -ENOMEM;
         }
@@ -45,33 +98,91 @@ int audit_open(const char *state_dir, struct audit **out)
         return 0;
 }
 
+const char *audit_dir(const struct audit *a)
+{
+        return a->dir;
+}
+
+uint32_t audit_keep(const struct audit *a)
+{
+        return a->cfg.keep;
+}
+
+uint64_t audit_unwritten(const struct audit *a, int *last_error)
+{
+        *last_error = a ? a->last_error : 0;
+        return a ? a->unwritten : 0;
+}
+
 /* The file is opened at the first record, so a `gadgetd run` of a gadget
  * without bindings leaves no trace in the state directory. */
 static int open_file(struct audit *a)
 {
+        char path[4096];
+        struct stat st;
+        int e;
         if (a->fd >= 0)
                 return 0;
+        if ((e = audit_file_path(a->dir, 0, path, sizeof path)) < 0)
+                return e;
         if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        a->fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        return a->fd < 0 ? -errno : 0;
+        a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (a->fd < 0)
+                return -errno;
+        a->size = fstat(a->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+        return 0;
 }
 
-void audit_close(struct audit *a)
+/* audit.log becomes audit.log.1, .1 becomes .2, ..., the oldest beyond
+ * KeepFiles= is removed; the next record opens a new audit.log. Readers
+ * keep the files they opened (audit_read.c), whatever their names now. */
+static int rotate(struct audit *a)
 {
-        if (!a)
-                return;
-        if (a->fd >= 0)
-                close(a->fd);
-        free(a->path);
-        free(a->dir);
-        free(a);
+        char from[4096], to[4096];
+        int e = 0;
+        close(a->fd);
+        a->fd = -1;
+        if (a->cfg.keep == 0) {
+                if (audit_file_path(a->dir, 0, from, sizeof from) == 0 && unlink(from) < 0 && errno != ENOENT)
+                        e = -errno;
+                return e;
+        }
+        for (uint32_t k = a->cfg.keep; k >= 1; k--) {
+                if (audit_file_path(a->dir, k - 1, from, sizeof from) < 0 ||
+                    audit_file_path(a->dir, k, to, sizeof to) < 0)
+                        return -ENAMETOOLONG;
+                if (rename(from, to) < 0 && errno != ENOENT)
+                        e = -errno;
+        }
+        return e;
 }
 
-void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, const char *line), void *arg)
+/* Appends line (n bytes, newline included) to the file. 0 or -errno; a
+ * short write is taken back, so the next record starts a line. */
+static int append(struct audit *a, const char *line, size_t n)
 {
-        a->listener = fn;
-        a->listener_arg = arg;
+        int e;
+        if (a->fd >= 0 && a->size > 0 && a->size + n > a->cfg.max_size) {
+                /* A rotation that fails leaves audit.log growing: better than
+                 * losing records; said once until a rotation works again. */
+                e = rotate(a);
+                if (e < 0 && !a->rotate_failing)
+                        log_msg(L_ERR, NULL, "cannot rotate %s/audit.log: %s", a->dir, strerror(-e));
+                a->rotate_failing = e < 0;
+        }
+        if ((e = open_file(a)) < 0)
+                return e;
+        /* One write with O_APPEND: records never interleave. */
+        ssize_t w = write(a->fd, line, n);
+        if (w == (ssize_t)n) {
+                a->size += n;
+                return 0;
+        }
+        e = w < 0 ? -errno : -ENOSPC;
+        if (w > 0 && ftruncate(a->fd, (off_t)a->size) < 0)
+                a->size += (uint64_t)w; /* cannot take it back: at least count it */
+        return e;
 }
 
 static void now_rfc3339(char *buf, size_t len)
@@ -84,94 +195,111 @@ static void now_rfc3339(char *buf, size_t len)
         snprintf(buf + n, len - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 }
 
-void audit_write(struct audit *a, const struct audit_record *r)
+/* Writes r (with "summarized": count if count > 0), whatever the budget. */
+static void put_record(struct audit *a, const struct audit_record *r, uint64_t count)
 {
-        char when[40];
+        char when[40], detail[DETAIL_MAX + 1];
         now_rfc3339(when, sizeof when);
+        /* "time" then "gadget" first, always: audit_line_of reads only that. */
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "time", when, "gadget", r->gadget,
                               "binding", r->binding, "op", r->op, "outcome", audit_outcome_name(r->outcome),
                               "bytes", (json_int_t)r->bytes, "duration_us", (json_int_t)r->duration_us);
         if (!o)
                 return;
-        if (r->detail)
-                json_object_set_new(o, "detail", json_string(r->detail));
+        if (count)
+                json_object_set_new(o, "summarized", json_integer((json_int_t)count));
+        if (r->detail) {
+                snprintf(detail, sizeof detail, "%s", r->detail);
+                json_object_set_new(o, "detail", json_string(detail));
+        }
         char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!line)
                 return;
         log_audit(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r, line);
-        if (a && open_file(a) == 0) {
-                size_t n = strlen(line);
-                line[n] = '\n';
-                /* One write with O_APPEND: records never interleave. */
-                ssize_t w = write(a->fd, line, n + 1);
-                (void)w;
-                line[n] = '\0';
-                if (a->listener)
-                        a->listener(a->listener_arg, r->gadget, line);
+        if (!a) {
+                free(line);
+                return;
         }
+        size_t n = strlen(line);
+        line[n] = '\n';
+        int e = append(a, line, n + 1);
+        line[n] = '\0';
+        if (e < 0) {
+                a->unwritten++;
+                a->last_error = e;
+                audit_budget_failed(&a->budget, r->gadget, e, now_ms());
+                if (a->ev_tick && !evtimer_pending(a->ev_tick, NULL))
+                        evtimer_add(a->ev_tick, &(struct timeval){ .tv_sec = 1 });
+        }
+        if (a->listener)
+                a->listener(a->listener_arg, r->gadget, line);
         free(line);
 }
 
-/* True if line is a record of gadget. */
-static bool line_of(const char *line, const char *gadget)
+/* A window is over: its summaries are written, its failures logged once. */
+static void window_ended(void *arg, const struct audit_window *w)
 {
-        json_t *o = json_loads(line, 0, NULL);
-        const char *g = o ? json_string_value(json_object_get(o, "gadget")) : NULL;
-        bool match = g && strcmp(g, gadget) == 0;
-        json_decref(o);
-        return match;
+        struct audit *a = arg;
+        char detail[512];
+        for (size_t i = 0; i < AUDIT_SUMMARY_SLOTS; i++) {
+                const struct audit_summary *s = &w->sums[i];
+                bool other = i >= AUDIT_SUMMARIES_MAX;
+                if ((i >= w->n_sums && !other) || !s->count)
+                        continue;
+                snprintf(detail, sizeof detail, "%llu more calls of %s%s%s %s within 1s, over the budget of %u "
+                         "records per second ([Audit] RecordsPerSecond=)", (unsigned long long)s->count,
+                         other ? "other bindings" : s->binding, other ? "" : ".", other ? "" : s->op,
+                         audit_outcome_name(s->outcome), a->cfg.rate);
+                struct audit_record r = {
+                        .gadget = w->gadget, .binding = other ? "(other)" : s->binding,
+                        .op = other ? "(other)" : s->op, .outcome = s->outcome, .bytes = s->bytes,
+                        .duration_us = s->duration_us, .detail = detail,
+                };
+                put_record(a, &r, s->count);
+        }
+        if (w->unwritten)
+                log_msg(L_ERR, w->gadget, "%llu audit records could not be written to %s/audit.log: %s "
+                        "(they are in this log only)", (unsigned long long)w->unwritten, a->dir,
+                        strerror(-w->error));
 }
 
-int audit_tail(struct audit *a, const char *gadget, size_t n, char ***lines)
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
-        if (n == 0 || n > AUDIT_TAIL_MAX)
-                n = AUDIT_TAIL_MAX;
-        char **ring = calloc(n, sizeof *ring);
-        size_t count = 0, head = 0;
-        char *buf = NULL;
-        size_t cap = 0;
-        FILE *f = fopen(a->path, "re");
-        if (!f && errno == ENOENT) { /* no record written yet */
-                free(ring);
-                *lines = calloc(1, sizeof **lines);
-                return *lines ? 0 : -ENOMEM;
+        struct audit *a = arg;
+        if (audit_budget_flush(&a->budget, now_ms(), false, window_ended, a))
+                evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
+}
+
+void audit_write(struct audit *a, const struct audit_record *r)
+{
+        if (!a) {
+                put_record(NULL, r, 0); /* gadgetd's log only */
+                return;
         }
-        if (!ring || !f) {
-                free(ring);
-                if (f)
-                        fclose(f);
-                return f ? -ENOMEM : -errno;
-        }
-        ssize_t len;
-        while ((len = getline(&buf, &cap, f)) > 0) {
-                if (buf[len - 1] == '\n')
-                        buf[len - 1] = '\0';
-                if (!line_of(buf, gadget))
-                        continue;
-                char *copy = strdup(buf);
-                if (!copy)
-                        break;
-                if (count == n) {
-                        free(ring[head]);
-                        ring[head] = copy;
-                        head = (head + 1) % n;
-                } else {
-                        ring[count++] = copy;
-                }
-        }
-        free(buf);
-        fclose(f);
-        char **outv = calloc(count + 1, sizeof *outv);
-        if (!outv) {
-                for (size_t i = 0; i < count; i++)
-                        free(ring[i]);
-                free(ring);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < count; i++)
-                outv[i] = ring[(head + i) % n];
-        free(ring);
-        *lines = outv;
-        return (int)count;
+        int take = audit_budget_take(&a->budget, r, now_ms());
+        if (a->ev_tick && a->budget.windows && !evtimer_pending(a->ev_tick, NULL))
+                evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
+        if (take != 0)
+                put_record(a, r, 0);
+}
+
+void audit_close(struct audit *a)
+{
+        if (!a)
+                return;
+        audit_budget_flush(&a->budget, now_ms(), true, window_ended, a);
+        audit_budget_free(&a->budget);
+        if (a->ev_tick)
+                event_free(a->ev_tick);
+        if (a->fd >= 0)
+                close(a->fd);
+        free(a->dir);
+        free(a);
+}
+
+void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, const char *line), void *arg)
+{
+        a->listener = fn;
+        a->listener_arg = arg;
 }

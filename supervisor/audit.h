@@ -1,9 +1,15 @@
 /* audit: the record of every binding call and every limit hit — one JSON
- * object per line in STATE_DIR/audit.log, and a line in gadgetd's log. */
+ * object per line in STATE_DIR/audit.log, and a line in gadgetd's log.
+ * Each gadget has a budget of records per second; the rest are counted
+ * into one summary record per binding, operation and outcome at the end
+ * of the second. The file is rotated at a size (audit.log.1, .2, ...). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct event_base;
 
 enum audit_outcome { AUDIT_OK, AUDIT_DENIED, AUDIT_ERROR };
 
@@ -17,17 +23,64 @@ struct audit_record {
         const char *detail;    /* error message or limit; never a secret */
 };
 
+/* The daemon's [Audit] settings. */
+struct audit_config {
+        uint32_t rate;         /* RecordsPerSecond=: records per gadget per second */
+        uint64_t max_size;     /* MaxFileSize=: audit.log is rotated beyond this */
+        uint32_t keep;         /* KeepFiles=: rotated files kept (audit.log.1 ...) */
+};
+
+#define AUDIT_DEFAULT_RATE 200
+#define AUDIT_DEFAULT_MAX_SIZE (16ull << 20)
+#define AUDIT_DEFAULT_KEEP 3
+#define AUDIT_KEEP_MAX 32
+#define AUDIT_DEFAULT_CONFIG { AUDIT_DEFAULT_RATE, AUDIT_DEFAULT_MAX_SIZE, AUDIT_DEFAULT_KEEP }
+
 struct audit;
+struct audit_reader;
+
+/* Parses one [Audit] key of the daemon's configuration file into cfg.
+ * 0, or -EINVAL with the reason in why. */
+int audit_config_key(struct audit_config *cfg, const char *key, const char *value, char *why, size_t len);
 
 /* Prepares STATE_DIR/audit.log (appending, created 0600 with its directory
- * at the first record). 0 or -errno. */
-int audit_open(const char *state_dir, struct audit **out);
+ * at the first record); base runs the once-a-second summaries. 0 or -errno. */
+int audit_open(const char *state_dir, const struct audit_config *cfg, struct event_base *base,
+               struct audit **out);
+/* Writes the pending summaries, then frees a (NULL is fine). */
 void audit_close(struct audit *a);
-/* Writes one record; the line written (without newline) is passed to the
- * listener set with audit_listen, for `gadgetctl audit -f`. */
+/* Writes one record, or counts it into its gadget's summary when the
+ * gadget's budget for this second is spent; each line written (without
+ * newline) is passed to the listener set with audit_listen, for
+ * `gadgetctl audit -f`. */
 void audit_write(struct audit *a, const struct audit_record *r);
 void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, const char *line), void *arg);
-/* The last n records of gadget (all if n is 0, at most 10000), oldest
- * first, as malloc'd lines in *lines. Returns the count or -errno. */
-int audit_tail(struct audit *a, const char *gadget, size_t n, char ***lines);
+/* The state directory and KeepFiles=, for audit_reader_new. */
+const char *audit_dir(const struct audit *a);
+uint32_t audit_keep(const struct audit *a);
+/* Records that could not be written to the file since gadgetd started
+ * (disk full, ...), and the last reason (0 if none). */
+uint64_t audit_unwritten(const struct audit *a, int *last_error);
 const char *audit_outcome_name(enum audit_outcome o);
+
+/* Reading the records of one gadget, in bounded slices (audit_read.c). */
+
+/* True if the record line at p (len bytes, or up to its newline) is one of
+ * gadget's. Only the line's start is read. */
+bool audit_line_of(const char *p, size_t len, const char *gadget);
+/* A reader of gadget's last n records (every kept one if n is 0), oldest
+ * first, over DIR/audit.log and its KEEP rotated files as they are now: records
+ * written later are not part of it. 0 or -errno. */
+int audit_reader_new(const char *dir, uint32_t keep, const char *gadget, size_t n,
+                     struct audit_reader **out);
+/* Receives one line (len bytes, no newline): 1 taken, 0 not taken (no
+ * room now: the same line comes again at the next step), -errno. */
+typedef int audit_emit_fn(void *arg, const char *line, size_t len);
+/* One slice of work: at most one read of AUDIT_SLICE bytes. Returns 1 if
+ * there is more to do, 0 when every line was given, or -errno. */
+int audit_reader_step(struct audit_reader *r, audit_emit_fn *emit, void *arg);
+void audit_reader_free(struct audit_reader *r);
+/* The paths of audit.log and its rotated files (audit_read.c and audit.c). */
+int audit_file_path(const char *dir, uint32_t k, char *buf, size_t len);
+
+#define AUDIT_SLICE (64u << 10)

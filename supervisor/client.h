@@ -18,9 +18,7 @@ struct client {
         struct wire_reader *rd;
         struct wire_writer *wr;
         struct client_call *calls;  /* calls in flight for this client */
-        char *follow;               /* the gadget whose log it follows */
-        bool follow_audit;          /* ... its audit records instead */
-        uint64_t follow_id;
+        struct stream *stream;      /* the long answer being sent (logs, audit), if any */
         struct client *next;
 };
 
@@ -32,16 +30,19 @@ struct client_call {
 };
 
 struct daemon *client_daemon(const struct client *cl);
-void client_send(struct client *cl, Control__Response *r);
+/* Queues r. 0, or -EMSGSIZE (larger than a frame), -ENOBUFS (the client's
+ * queue is full): the answer is not sent. */
+int client_send(struct client *cl, Control__Response *r);
 void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-/* Answers id with log or audit lines (borrowed). */
-void client_lines(struct client *cl, uint64_t id, char **lines, size_t n);
 struct client_call *client_call_new(struct client *cl, uint64_t id);
 /* Unlinks and frees a call; returns its client (NULL if gone). */
 struct client *client_call_end(struct client_call *c);
 
 /* Request handlers (supervisor/requests.c); requests are validated. */
 void request_handle(struct client *cl, const Control__Request *req);
+/* logs and audit (supervisor/lines.c): answered through stream.c. */
+void request_logs(struct client *cl, const Control__Request *req);
+void request_audit(struct client *cl, const Control__Request *req);

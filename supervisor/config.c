@@ -24,7 +24,10 @@ static void usage(FILE *f)
                    "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
                    "                    HTTPRequestsMax\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
-                   "                    TokenFile=PATH serve the browser gateway (off without them)\n"
+                   "                    TokenFile=PATH serve the browser gateway (off without them);\n"
+                   "                    [Audit] keys RecordsPerSecond=N (per gadget, default %u; the rest\n"
+                   "                    summarized), MaxFileSize=SIZE (audit.log rotated beyond it, default\n"
+                   "                    %lluM), KeepFiles=N (rotated files kept, default %u)\n"
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
@@ -38,6 +41,7 @@ static void usage(FILE *f)
                    "  --http-requests-max N  HTTP requests in flight for all gadgets together; beyond,\n"
                    "                    a request is answered busy (default %u, at most %u)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
+                AUDIT_DEFAULT_RATE, AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP,
                 CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
                 UIDPOOL_DEFAULT_BASE, HTTP_MAX_TOTAL_DEFAULT, HTTP_MAX_TOTAL_LIMIT);
 }
@@ -116,6 +120,12 @@ static int file_key(void *arg, const char *section, const char *key, const char 
         struct config *cfg = fc->cfg;
         if (strcmp(section, "Gateway") == 0)
                 return gateway_key(fc, key, value);
+        if (strcmp(section, "Audit") == 0) {
+                char why[300];
+                if (audit_config_key(&cfg->audit, key, value, why, sizeof why) < 0)
+                        return file_bad(fc, why);
+                return 1;
+        }
         if (strcmp(section, "Daemon") != 0)
                 return 0;
         if (strcmp(key, "PolicyDirectory") == 0)
@@ -175,7 +185,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "http-requests-max", required_argument, NULL, 'H' },
                 { 0 },
         };
-        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE };
+        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE, .audit = AUDIT_DEFAULT_CONFIG };
         const char *file = NULL;
         int opt, e = 0;
 

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "audit.h"
 #include "limiter.h"
 
 #define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
@@ -21,6 +22,7 @@ struct config {
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
         unsigned http_requests_max;      /* --http-requests-max, HTTPRequestsMax= (0: default) */
+        struct audit_config audit;       /* [Audit] RecordsPerSecond=, MaxFileSize=, KeepFiles= */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

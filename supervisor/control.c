@@ -20,6 +20,7 @@
 #include "gadget.h"
 #include "log.h"
 #include "notify.h"
+#include "stream.h"
 #include "policy.h"
 #include "unit.h"
 #include "validate.h"
@@ -61,7 +62,7 @@ static void client_free(struct client *cl)
         wire_writer_free(cl->wr);
         free(cl->rd);
         free(cl->wr);
-        free(cl->follow);
+        stream_free(cl->stream);
         free(cl);
 }
 
@@ -71,15 +72,19 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
         int e = wire_writer_flush(cl->wr, cl->fd);
         if (e == 1)
                 event_add(cl->ev_write, NULL);
+        else if (e == 0)
+                stream_kick(cl->stream); /* the next part of a long answer */
 }
 
-void client_send(struct client *cl, Control__Response *r)
+int client_send(struct client *cl, Control__Response *r)
 {
         /* A client that does not read loses answers; gadgetd loses nothing. */
-        if (wire_writer_put(cl->wr, &r->base, WIRE_MAX_FRAME) < 0)
-                return;
+        int e = wire_writer_put(cl->wr, &r->base, WIRE_MAX_FRAME);
+        if (e < 0)
+                return e;
         if (!event_pending(cl->ev_write, EV_WRITE, NULL))
                 event_active(cl->ev_write, EV_WRITE, 0);
+        return 0;
 }
 
 void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
@@ -112,18 +117,6 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         r.id = id;
         r.resp_case = CONTROL__RESPONSE__RESP_DONE;
         r.done = &done;
-        client_send(cl, &r);
-}
-
-void client_lines(struct client *cl, uint64_t id, char **lines, size_t n)
-{
-        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-        ll.n_lines = n;
-        ll.lines = lines;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-        r.logs = &ll;
         client_send(cl, &r);
 }
 
@@ -318,27 +311,16 @@ void control_free(struct control *c)
 
 void control_log_added(struct control *c, struct unit *u, size_t lines)
 {
-        for (struct client *cl = c->clients; cl; cl = cl->next) {
-                if (!cl->follow || cl->follow_audit || strcmp(cl->follow, u->policy->name) != 0)
-                        continue;
-                if (lines > u->log.count)
-                        lines = u->log.count;
-                char **v = calloc(lines, sizeof *v);
-                if (!v)
-                        continue;
-                for (size_t i = 0; i < lines; i++)
-                        v[i] = (char *)logbuf_line(&u->log, lines, i);
-                client_lines(cl, cl->follow_id, v, lines);
-                free(v);
-        }
+        if (lines > u->log.count)
+                lines = u->log.count;
+        for (struct client *cl = c->clients; cl; cl = cl->next)
+                for (size_t i = 0; i < lines && cl->stream; i++)
+                        stream_push(cl->stream, STREAM_FOLLOW_LOGS, u->policy->name,
+                                    logbuf_line(&u->log, lines, i));
 }
 
 void control_audit_added(struct control *c, const char *gadget, const char *line)
 {
-        for (struct client *cl = c->clients; cl; cl = cl->next) {
-                if (!cl->follow || !cl->follow_audit || strcmp(cl->follow, gadget) != 0)
-                        continue;
-                char *one[] = { (char *)line };
-                client_lines(cl, cl->follow_id, one, 1);
-        }
+        for (struct client *cl = c->clients; cl; cl = cl->next)
+                stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
 }

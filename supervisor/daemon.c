@@ -348,7 +348,7 @@ int daemon_core_open(struct daemon *d)
         /* gadgetd run's one start: its shell gets ready meanwhile. */
         if (d->run)
                 spare_fill(d);
-        if ((e = audit_open(d->state_dir, &d->audit)) < 0) {
+        if ((e = audit_open(d->state_dir, &d->audit_cfg, d->base, &d->audit)) < 0) {
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
         }
@@ -481,6 +481,7 @@ int daemon_main(int argc, char **argv)
         d.gateway_listen = cfg.gateway_listen;
         d.gateway_token_file = cfg.gateway_token_file;
         d.http_requests_max = cfg.http_requests_max;
+        d.audit_cfg = cfg.audit;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);

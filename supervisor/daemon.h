@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <event2/event.h>
 
+#include "audit.h"
 #include "filter.h"
 #include "limiter.h"
 #include "spare.h"
@@ -39,6 +40,7 @@ struct daemon {
         const char *gateway_token_file;  /* [Gateway] TokenFile= */
         struct gateway *gateway;         /* the browser gateway, if configured */
         struct audit *audit;       /* STATE_DIR/audit.log */
+        struct audit_config audit_cfg;  /* [Audit] */
         struct http *http;         /* HTTP requests of http bindings */
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;

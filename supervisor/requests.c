@@ -162,6 +162,9 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.n_log_tail = n_lines;
         st.log_tail = lines;
         st.limits_mode = (char *)unit_limits_mode(u);
+        int audit_err;
+        st.audit_unwritten = audit_unwritten(client_daemon(cl)->audit, &audit_err);
+        st.audit_error = audit_err ? strerror(-audit_err) : "";
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = q->id;
         r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
@@ -221,48 +224,6 @@ static void on_call(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EINTERNAL, "cannot call: %s", strerror(-e));
 }
 
-static void on_logs(struct client *cl, const Control__Request *q)
-{
-        struct unit *u = find(cl, q->id, q->logs->name);
-        if (!u)
-                return;
-        size_t n = q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines : u->log.count;
-        char **lines = calloc(n + 1, sizeof *lines);
-        if (!lines) {
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
-        for (size_t i = 0; i < n; i++)
-                lines[i] = (char *)logbuf_line(&u->log, n, i);
-        client_lines(cl, q->id, lines, n);
-        free(lines);
-        if (q->logs->follow && !cl->follow) {
-                cl->follow = strdup(u->policy->name);
-                cl->follow_id = q->id;
-        }
-}
-
-/* The gadget's audit records, from the audit log; then, with follow, each
- * new record as it is written. The gadget need not be loaded any more. */
-static void on_audit(struct client *cl, const Control__Request *q)
-{
-        char **lines = NULL;
-        int n = audit_tail(client_daemon(cl)->audit, q->audit->name, q->audit->lines, &lines);
-        if (n < 0) {
-                client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-n));
-                return;
-        }
-        client_lines(cl, q->id, lines, (size_t)n);
-        for (int i = 0; i < n; i++)
-                free(lines[i]);
-        free(lines);
-        if (q->audit->follow && !cl->follow) {
-                cl->follow = strdup(q->audit->name);
-                cl->follow_audit = true;
-                cl->follow_id = q->id;
-        }
-}
-
 /* Collects what a reload did into the answer's lists. */
 struct reload_lists {
         char **v[5];
@@ -317,9 +278,9 @@ static const struct {
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },
-        { CONTROL__REQUEST__REQ_LOGS, on_logs },
+        { CONTROL__REQUEST__REQ_LOGS, request_logs },
         { CONTROL__REQUEST__REQ_RELOAD, on_reload },
-        { CONTROL__REQUEST__REQ_AUDIT, on_audit },
+        { CONTROL__REQUEST__REQ_AUDIT, request_audit },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -170,6 +170,7 @@ int run_main(int argc, char **argv)
         };
         struct run_ctx c = { 0 };
         struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
+                            .audit_cfg = AUDIT_DEFAULT_CONFIG,
                             .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 }, .run = &c };
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;

@@ -63,6 +63,26 @@ static gadget_value *say(struct gadget_call *call, const gadget_value *args, voi
         return gadget_null();
 }
 
+/* spew {"lines": N, "bytes": B}: N lines of B bytes on stdout, each of
+ * control bytes that gadgetd's log escapes to four characters (\x01). */
+static gadget_value *spew(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t lines = 0, bytes = 0;
+        if (!gadget_as_int(gadget_map_get(args, "lines"), &lines) || lines < 0 ||
+            !gadget_as_int(gadget_map_get(args, "bytes"), &bytes) || bytes < 1 || bytes > 65536)
+                return gadget_fail(call, GADGET_EINVAL, "spew needs {\"lines\": N, \"bytes\": 1..65536}");
+        char *line = malloc((size_t)bytes + 1);
+        if (!line)
+                return gadget_fail(call, GADGET_EINTERNAL, "out of memory");
+        memset(line, 1, (size_t)bytes);
+        line[bytes] = '\n';
+        for (int64_t i = 0; i < lines; i++)
+                fwrite(line, 1, (size_t)bytes + 1, stdout);
+        fflush(stdout);
+        free(line);
+        return gadget_null();
+}
+
 static gadget_value *binding(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *name = gadget_as_string(gadget_map_get(args, "binding"));
@@ -152,6 +172,7 @@ int main(int argc, char **argv)
         gadget_method(g, "say", say, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
+        gadget_method(g, "spew", spew, NULL);
         gadget_method(g, "forkbomb", forkbomb, NULL);
         gadget_method(g, "alloc", alloc, NULL);
         gadget_method(g, "spin", spin, NULL);

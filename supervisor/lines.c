@@ -1,0 +1,117 @@
+/* lines: the logs and audit answers — a gadget's log lines from its ring,
+ * its audit records from the audit log — as sources for stream.c, so that
+ * an answer of any size is sent whole, in parts, as the client reads. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "client.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "policy.h"
+#include "stream.h"
+#include "unit.h"
+
+/* The log lines numbered [next, end) of gadget name (numbered from its
+ * first line, logbuf.total), read from its ring as parts are made. */
+struct logs_source {
+        struct daemon *d;
+        char *name;
+        unsigned long long next, end;
+};
+
+static void logs_free(void *arg)
+{
+        struct logs_source *s = arg;
+        free(s->name);
+        free(s);
+}
+
+static int logs_step(void *arg, struct stream *st, char *why, size_t len)
+{
+        struct logs_source *s = arg;
+        struct unit *u = daemon_find(s->d, s->name);
+        if (!u || u->log.total < s->end) {
+                snprintf(why, len, "gadget \"%s\" was unloaded while its log was sent", s->name);
+                return -ENOENT;
+        }
+        unsigned long long oldest = u->log.total - u->log.count;
+        if (s->next < oldest) {
+                /* Never a silent gap: the caller learns the answer is not whole. */
+                snprintf(why, len, "%llu lines of the log of \"%s\" were replaced by newer ones before they "
+                         "could be sent", oldest - s->next, s->name);
+                return -ESTALE;
+        }
+        for (; s->next < s->end; s->next++) {
+                const char *line = logbuf_line(&u->log, (size_t)(u->log.total - s->next), 0);
+                int e = stream_add(st, line, strlen(line));
+                if (e <= 0)
+                        return e < 0 ? e : 1;
+        }
+        return 0;
+}
+
+void request_logs(struct client *cl, const Control__Request *q)
+{
+        struct daemon *d = client_daemon(cl);
+        struct unit *u = daemon_find(d, q->logs->name);
+        struct logs_source *s;
+        if (!u) {
+                client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->logs->name);
+                return;
+        }
+        size_t n = q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines : u->log.count;
+        if (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(u->policy->name))) {
+                free(s);
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        s->d = d;
+        s->end = u->log.total;
+        s->next = s->end - n;
+        struct stream_source src = { logs_step, logs_free, s };
+        int e = stream_start(cl, q->id, &src, q->logs->follow ? STREAM_FOLLOW_LOGS : STREAM_ONCE, s->name);
+        if (e < 0)
+                client_error(cl, q->id, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, "%s",
+                             e == -EBUSY ? "another answer is being sent on this connection" : "out of memory");
+}
+
+/* stream_add as audit_emit_fn. */
+static int audit_emit(void *arg, const char *line, size_t len)
+{
+        return stream_add(arg, line, len);
+}
+
+static int audit_step(void *arg, struct stream *st, char *why, size_t len)
+{
+        int e = audit_reader_step(arg, audit_emit, st);
+        if (e < 0)
+                snprintf(why, len, "cannot read the audit log: %s", strerror(-e));
+        return e;
+}
+
+static void audit_source_free(void *arg)
+{
+        audit_reader_free(arg);
+}
+
+/* The gadget's audit records, from the audit log and its rotated files;
+ * then, with follow, each new record as it is written. The gadget need not
+ * be loaded any more. */
+void request_audit(struct client *cl, const Control__Request *q)
+{
+        struct audit *a = client_daemon(cl)->audit;
+        struct audit_reader *r = NULL;
+        int e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, q->audit->lines, &r);
+        if (e < 0) {
+                client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-e));
+                return;
+        }
+        struct stream_source src = { audit_step, audit_source_free, r };
+        e = stream_start(cl, q->id, &src, q->audit->follow ? STREAM_FOLLOW_AUDIT : STREAM_ONCE, q->audit->name);
+        if (e < 0)
+                client_error(cl, q->id, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, "%s",
+                             e == -EBUSY ? "another answer is being sent on this connection" : "out of memory");
+}

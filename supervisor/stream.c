@@ -1,0 +1,227 @@
+/* stream: long list answers in parts, made as the client reads. */
+#include "stream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/event.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "gadget.h"
+#include "log.h"
+#include "wire.h"
+
+struct live_line {
+        struct live_line *next;
+        char text[];
+};
+
+struct stream {
+        struct client *cl;
+        uint64_t id;
+        struct event *ev;               /* the next part, at a later loop turn */
+        struct stream_source src;       /* .step NULL once done */
+        enum stream_follow follow;
+        char *gadget;
+        char **lines;                   /* the part being made */
+        size_t n, cap, bytes;
+        struct live_line *live, **live_tail;
+        size_t live_bytes;
+};
+
+static void part_clear(struct stream *st)
+{
+        for (size_t i = 0; i < st->n; i++)
+                free(st->lines[i]);
+        st->n = st->bytes = 0;
+}
+
+static void source_end(struct stream *st)
+{
+        if (st->src.free)
+                st->src.free(st->src.arg);
+        st->src = (struct stream_source){ 0 };
+}
+
+void stream_free(struct stream *st)
+{
+        if (!st)
+                return;
+        source_end(st);
+        part_clear(st);
+        free(st->lines);
+        while (st->live) {
+                struct live_line *l = st->live;
+                st->live = l->next;
+                free(l);
+        }
+        if (st->ev)
+                event_free(st->ev);
+        free(st->gadget);
+        free(st);
+}
+
+/* Ends the stream, telling the client why with an error of its id. */
+static void fail(struct stream *st, int code, const char *why)
+{
+        struct client *cl = st->cl;
+        uint64_t id = st->id;
+        cl->stream = NULL;
+        stream_free(st);
+        client_error(cl, id, code, "%s", why);
+}
+
+int stream_add(struct stream *st, const char *line, size_t len)
+{
+        if (st->n > 0 && st->bytes + len > STREAM_PART_MAX)
+                return 0;
+        if (st->n == st->cap) {
+                size_t cap = st->cap ? st->cap * 2 : 64;
+                char **v = realloc(st->lines, cap * sizeof *v);
+                if (!v)
+                        return -ENOMEM;
+                st->lines = v;
+                st->cap = cap;
+        }
+        char *copy = strndup(line, len);
+        if (!copy)
+                return -ENOMEM;
+        st->lines[st->n++] = copy;
+        st->bytes += len + 8; /* the line's own framing inside the message */
+        return 1;
+}
+
+/* Live lines into the part, while it has room. */
+static int take_live(struct stream *st)
+{
+        while (st->live) {
+                struct live_line *l = st->live;
+                size_t len = strlen(l->text);
+                int e = stream_add(st, l->text, len);
+                if (e <= 0)
+                        return e;
+                st->live = l->next;
+                if (!st->live)
+                        st->live_tail = &st->live;
+                st->live_bytes -= len;
+                free(l);
+        }
+        return 1;
+}
+
+/* Sends the part made; more: further parts follow. 0 or -errno. */
+static int send_part(struct stream *st, bool more)
+{
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        ll.n_lines = st->n;
+        ll.lines = st->lines;
+        ll.more = more;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = st->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+        r.logs = &ll;
+        int e = client_send(st->cl, &r);
+        part_clear(st);
+        return e;
+}
+
+static void step_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct stream *st = arg;
+        char why[512] = "";
+        int e = 1;
+        /* Why the loop never waits: one part per turn, and none while the
+         * client has not read the last one. */
+        if (wire_writer_pending(st->cl->wr) > 0)
+                return; /* flush_cb kicks when the queue is empty */
+        if (st->src.step) {
+                e = st->src.step(st->src.arg, st, why, sizeof why);
+                if (e < 0) {
+                        fail(st, e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EFAILED,
+                             why[0] ? why : strerror(-e));
+                        return;
+                }
+                if (e == 0)
+                        source_end(st);
+        }
+        if (!st->src.step && take_live(st) < 0) {
+                fail(st, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        bool last = !st->src.step && st->follow == STREAM_ONCE;
+        if ((st->n > 0 || last) && (e = send_part(st, !last)) < 0) {
+                snprintf(why, sizeof why, "the answer could not be sent: %s", strerror(-e));
+                fail(st, GADGET_EINTERNAL, why);
+                return;
+        }
+        if (last) {
+                st->cl->stream = NULL;
+                stream_free(st);
+                return;
+        }
+        if (st->src.step || st->live)
+                stream_kick(st);
+}
+
+void stream_kick(struct stream *st)
+{
+        static const struct timeval now = { 0, 0 };
+        if (st && !evtimer_pending(st->ev, NULL))
+                evtimer_add(st->ev, &now);
+}
+
+int stream_start(struct client *cl, uint64_t id, const struct stream_source *src, enum stream_follow follow,
+                 const char *gadget)
+{
+        struct stream *st = NULL;
+        int e = -EBUSY;
+        if (cl->stream)
+                goto fail;
+        e = -ENOMEM;
+        if (!(st = calloc(1, sizeof *st)))
+                goto fail;
+        st->src = *src;
+        src = NULL;
+        st->cl = cl;
+        st->id = id;
+        st->follow = follow;
+        st->live_tail = &st->live;
+        if (!(st->gadget = strdup(gadget)) ||
+            !(st->ev = evtimer_new(client_daemon(cl)->base, step_cb, st)))
+                goto fail;
+        cl->stream = st;
+        stream_kick(st);
+        return 0;
+fail:
+        if (src && src->free)
+                src->free(src->arg);
+        stream_free(st);
+        return e;
+}
+
+void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line)
+{
+        if (!st || st->follow != kind || strcmp(st->gadget, gadget) != 0)
+                return;
+        size_t len = strlen(line);
+        char why[160];
+        if (st->live_bytes + len > STREAM_LIVE_MAX) {
+                snprintf(why, sizeof why, "this client fell behind: more than %u bytes of new lines waited to be "
+                         "sent", STREAM_LIVE_MAX);
+                fail(st, GADGET_ELIMIT, why);
+                return;
+        }
+        struct live_line *l = malloc(sizeof *l + len + 1);
+        if (!l) {
+                fail(st, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        memcpy(l->text, line, len + 1);
+        l->next = NULL;
+        *st->live_tail = l;
+        st->live_tail = &l->next;
+        st->live_bytes += len;
+        stream_kick(st);
+}

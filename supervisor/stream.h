@@ -1,0 +1,44 @@
+/* stream: the one way long list answers (logs, audit) go to a control
+ * client — as several LogLines Responses of the request's id, each part at
+ * most STREAM_PART_MAX bytes of lines, `more` set on every part but the
+ * last. A part is made only when the client's queue is empty, one per loop
+ * turn, from a source that works in bounded slices: the answer costs
+ * gadgetd one part of memory whatever its size, and a client that does not
+ * read stops it. With follow, the answer never ends: after the source,
+ * lines pushed as they come (at most STREAM_LIVE_MAX bytes waiting; beyond
+ * that the client gets an error and the stream ends). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STREAM_PART_MAX (64u << 10)
+#define STREAM_LIVE_MAX (1u << 20)
+
+struct client;
+struct stream;
+
+enum stream_follow { STREAM_ONCE, STREAM_FOLLOW_LOGS, STREAM_FOLLOW_AUDIT };
+
+struct stream_source {
+        /* One slice: lines go out with stream_add. 1 if there is more to do,
+         * 0 when done, -errno with the reason in why. */
+        int (*step)(void *arg, struct stream *st, char *why, size_t len);
+        void (*free)(void *arg);
+        void *arg;
+};
+
+/* Starts answering id on cl from src (owned from here on, freed even on
+ * failure); with follow, then lines of gadget pushed by stream_push. 0, or
+ * -EBUSY if cl already has a stream, -ENOMEM. */
+int stream_start(struct client *cl, uint64_t id, const struct stream_source *src, enum stream_follow follow,
+                 const char *gadget);
+/* Adds one line (len bytes) to the part being made: 1 taken, 0 the part is
+ * full (the source gives the line again at its next step), -ENOMEM. */
+int stream_add(struct stream *st, const char *line, size_t len);
+/* A new line of gadget's log or audit, for a stream following it. */
+void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line);
+/* The client's queue emptied: the next part may be made. */
+void stream_kick(struct stream *st);
+void stream_free(struct stream *st);
