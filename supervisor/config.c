@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "logbuf.h"
 #include "policy.h"
 #include "uidpool.h"
 
@@ -20,7 +21,9 @@ static void usage(FILE *f)
                    "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
-                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits\n"
+                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
+                   "                    LogLinesPerSecond, LogBytesPerSecond (log budget of a gadget\n"
+                   "                    whose policy sets none; defaults %u and %uK)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them)\n"
                    "  --policy-dir DIR  default %s\n"
@@ -34,8 +37,8 @@ static void usage(FILE *f)
                    "  --allow-degraded-limits  start a gadget whose MemoryMax or CPUQuota the mode cannot\n"
                    "                    enforce, with what it can (default: such a gadget does not start)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
-                CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
-                UIDPOOL_DEFAULT_BASE);
+                LOGBUF_DEFAULT_LINES, LOGBUF_DEFAULT_BYTES / 1024, CONFIG_POLICY_DIR, CONFIG_STATE_DIR,
+                CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP, UIDPOOL_DEFAULT_BASE);
 }
 
 static int set_str(char **dst, const char *v)
@@ -120,6 +123,12 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return limiter_parse_mode(value, &cfg->limits_mode) == 0;
         if (strcmp(key, "AllowDegradedLimits") == 0)
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
+        if (strcmp(key, "LogLinesPerSecond") == 0)
+                return policy_parse_count(value, &cfg->log_lines) == 0 && cfg->log_lines > 0 &&
+                       cfg->log_lines <= 1000000;
+        if (strcmp(key, "LogBytesPerSecond") == 0)
+                return policy_parse_size(value, &cfg->log_bytes) == 0 && cfg->log_bytes > 0 &&
+                       cfg->log_bytes <= 64ull << 20;
         return 0;
 }
 

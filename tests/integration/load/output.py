@@ -1,0 +1,143 @@
+"""A gadget's output and log (issue item 3): a `yes`-like flood of stdout,
+log messages of 4,096 newlines each over the RPC, and one pipe read of more
+than a thousand lines. Each is charged to the gadget's log budget
+(LogLinesPerSecond=, LogBytesPerSecond=): the excess is dropped and counted
+in one "N lines dropped" line per second.
+
+Reproduce an attack by hand: a policy with Exec=hostile (the build's
+tests/integration/hostile) and Arguments=yes, Arguments=log-newlines or
+Arguments=burst, loaded beside a healthy gadget."""
+import os
+import re
+import time
+
+from harness import Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, wait_for
+
+HOSTILE = os.environ.get("HOSTILE", "")
+ATTACK_S = 4          # how long each flood runs while the healthy gadget is called
+LINES, BYTES = 100, 64 * 1024  # the default log budget per second
+# gadgetd's CPU time a stdout flood may add, as a share of one CPU. With
+# the budget it adds about nothing: gadgetd reads at most 4 x
+# LogBytesPerSecond a second and logs at most LogLinesPerSecond lines;
+# without it, gadgetd spent a whole CPU reading and logging every line.
+CPU_SHARE_MAX = 0.25
+# fds gadgetd holds for one running gadget (pidfd, report pipe, RPC socket,
+# two output pipes, cgroup files, a spare shell refilled): the attacker's own.
+FD_PER_GADGET = 12
+RSS_SLACK_KIB = 16 * 1024
+
+
+def cpu_s(pid):
+    """utime + stime of pid in seconds, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_size(d):
+    d.log.flush()
+    return os.path.getsize(d.log.name)
+
+
+def dropped_lines(text, name):
+    """The counts of gadgetd's "[NAME] ... N lines dropped" lines."""
+    return [int(m) for m in re.findall(r"\[%s\] warning: (\d+) lines dropped" % re.escape(name), text)]
+
+
+def start_good(d):
+    """Starts the healthy gadget; returns gadgetd's fds and RSS then, counted
+    with the spare sandbox shell in place (its fds come and go with it)."""
+    policy(d.pol, "good")
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: d.state("good") == "ready", what="good ready")
+    wait_for(lambda: spare(d), what="a spare shell")
+    return fd_count(d.proc.pid), rss_kib(d.proc.pid)
+
+
+def fds_back(d, bound):
+    wait_for(lambda: spare(d) and fd_count(d.proc.pid) <= bound, what="gadgetd's fds back to %d" % bound)
+
+
+def flood(d, mode, extra=""):
+    """Starts the hostile gadget "flood" in mode; it says hello first."""
+    policy(d.pol, "flood", "Arguments=%s\n%s" % (mode, extra), exec_path=HOSTILE)
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: d.state("flood") == "ready", what="flood ready")
+
+
+def bounded_flood(tmp, mode, cpu_bound):
+    """Runs the flood of mode for ATTACK_S while the healthy gadget is
+    called; checks gadgetd's log growth, fds and RSS, and that both logs
+    say what was dropped. With cpu_bound, also gadgetd's CPU time during
+    the flood beyond that of the same time with the healthy caller alone."""
+    with Daemon(tmp) as d:
+        pid = d.proc.pid
+        fds0, rss0 = start_good(d)
+        with Healthy(d, "good", "echo", '"hi"'):
+            cpu0, t0 = cpu_s(pid), time.monotonic()
+            time.sleep(ATTACK_S / 2)
+            base = (cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+            size0, cpu0, t0 = log_size(d), cpu_s(pid), time.monotonic()
+            flood(d, mode)
+            time.sleep(ATTACK_S)
+            check(fd_count(pid) <= fds0 + FD_PER_GADGET, "fds grew from %d to %d" % (fds0, fd_count(pid)))
+            check(rss_kib(pid) <= rss0 + RSS_SLACK_KIB, "RSS grew from %d to %d KiB" % (rss0, rss_kib(pid)))
+            cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
+            grown = log_size(d) - size0
+            check(d.ctl("stop", "flood").returncode == 0, "stop failed")
+        # The log budget bounds what reached gadgetd's log: LINES lines a
+        # second of at most 2 KiB each (these are short), plus one line a
+        # second about the drops and a few about the start and stop.
+        seconds = wall + 1
+        check(grown <= seconds * (LINES * 200 + 4096), "gadgetd's log grew %d bytes in %.1f s" % (grown, wall))
+        extra = cpu / wall - base
+        if cpu_bound:
+            check(extra <= CPU_SHARE_MAX, "the flood cost gadgetd %.0f%% of a CPU" % (100 * extra))
+        text = d.logtext()
+        counts = dropped_lines(text, "flood")
+        check(counts and sum(counts) > LINES, "no \"N lines dropped\" line in gadgetd's log")
+        logs = d.ctl("logs", "flood").stdout
+        check(re.search(r"^gadgetd: \d+ lines dropped", logs, re.M), "no drop line in the gadget's log")
+        fds_back(d, fds0)
+        check(rss_kib(pid) <= rss0 + RSS_SLACK_KIB, "RSS stayed at %d KiB (from %d)" % (rss_kib(pid), rss0))
+        print("%s: gadgetd CPU %.0f%% of the flood's %.1f s (%.0f%% beyond the healthy calls' own), log +%d "
+              "bytes, %d lines dropped" % (mode, 100 * cpu / wall, wall, 100 * extra, grown, sum(counts)))
+
+
+@test
+def load_output_yes_flood(tmp):
+    bounded_flood(tmp, "yes", True)
+
+
+@test
+def load_output_log_newline_frames(tmp):
+    """Log messages of 4,096 newlines each: the lines over the budget are
+    counted in bulk, not one call each. The frames themselves cost gadgetd
+    what any frame costs (the per-peer frame budget bounds that), so no CPU
+    bound is asserted here."""
+    bounded_flood(tmp, "log-newlines", False)
+
+
+@test
+def load_output_one_read_of_many_lines(tmp):
+    """5,000 numbered lines ("1" to "5000") in one write: one read of
+    gadgetd holds well over a thousand of them (more than its ring). The first LINES reach
+    the log in order, the rest are counted as dropped — none is logged as
+    "(null)" and none is lost without a word."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "flood", "Arguments=burst 5000\nLogLinesPerSecond=2000\nLogBytesPerSecond=1M\n",
+               exec_path=HOSTILE)
+        d.ctl("reload")
+        wait_for(lambda: d.state("flood") == "ready", what="flood ready")
+        # The last line logged, or the line about the drops.
+        wait_for(lambda: dropped_lines(d.logtext(), "flood") or "[flood] 5000\n" in d.logtext(),
+                 what="the end of the burst")
+        text = d.logtext()
+        check("(null)" not in text, "a line was logged as (null)")
+        got = re.findall(r"\[flood\] (\d+)$", text, re.M)
+        check(got == [str(i) for i in range(1, 2001)], "logged lines: %d, first %r, last %r" %
+              (len(got), got[:3], got[-3:]))
+        check(dropped_lines(text, "flood") == [3000], "drops: %r" % dropped_lines(text, "flood"))
+        logs = d.ctl("logs", "flood").stdout.splitlines()
+        check(logs[-1].startswith("gadgetd: 3000 lines dropped") and logs[-2] == "2000",
+              "the gadget's log ends %r" % logs[-2:])
