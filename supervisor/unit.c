@@ -72,6 +72,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void limits_cb(evutil_socket_t fd, short what, void *arg);
 static void runtime_cb(evutil_socket_t fd, short what, void *arg);
 static void logwin_cb(evutil_socket_t fd, short what, void *arg);
+static void start_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
 /* The policy's value, else gadgetd's, else the built-in default. */
 static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
@@ -95,11 +96,12 @@ struct unit *unit_new(struct daemon *d, struct policy *policy)
         u->ev_limits = event_new(d->base, -1, EV_PERSIST, limits_cb, u);
         u->ev_runtime = evtimer_new(d->base, runtime_cb, u);
         u->ev_logwin = evtimer_new(d->base, logwin_cb, u);
+        u->ev_start = evtimer_new(d->base, start_timeout_cb, u);
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, d->log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, d->log_bytes, LOGBUF_DEFAULT_BYTES));
-        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin) {
-                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin };
-                for (size_t i = 0; i < 4; i++)
+        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start) {
+                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
+                for (size_t i = 0; i < 5; i++)
                         if (evs[i])
                                 event_free(evs[i]);
                 free(u);
@@ -135,6 +137,7 @@ static void drop_worker(struct unit *u, const char *gone)
         u->child.pid = -1;
         event_del(u->ev_limits);
         event_del(u->ev_runtime);
+        event_del(u->ev_start);
         limiter_end(&u->limits);
         if (u->have_uid) {
                 uidpool_release(&u->d->uids, u->uid);
@@ -158,6 +161,7 @@ void unit_free(struct unit *u)
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
         event_free(u->ev_logwin);
+        event_free(u->ev_start);
         logbuf_free(&u->log);
         policy_free(u->policy);
         free(u);
@@ -389,6 +393,7 @@ static void on_hello(struct peer *p, void *data)
         u->state = UNIT_READY;
         u->cause[0] = '\0';
         u->start_us = elapsed_us(&u->start_begin);
+        event_del(u->ev_start);
         log_msg(L_INFO, u->policy->name, "ready");
         daemon_unit_ready(u->d, u);
 }
@@ -555,6 +560,9 @@ void unit_start(struct unit *u)
         arm(u->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms)
                 arm(u->ev_runtime, u->policy->runtime_max_ms);
+        /* gadgetd run runs any program, gadget or not: no hello is awaited. */
+        if (!u->d->run)
+                arm(u->ev_start, u->policy->start_timeout_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
@@ -672,6 +680,20 @@ static void limits_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         limiter_check(&u->limits, u->policy, u->d->audit);
+}
+
+/* StartTimeout: no hello in time. The gadget fails with that cause, and
+ * Restart= decides what follows. */
+static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        char cause[128];
+        if (u->state != UNIT_STARTING || u->child.pid <= 0)
+                return;
+        snprintf(cause, sizeof cause, "start timeout: no hello within StartTimeout=%llums",
+                 (unsigned long long)u->policy->start_timeout_ms);
+        limiter_record(u->d->audit, u->policy->name, "StartTimeout", "%s", cause);
+        unit_kill(u, cause);
 }
 
 /* RuntimeMax: the gadget has run for as long as it may. */

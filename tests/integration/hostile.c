@@ -2,7 +2,8 @@
  * mode (first argument) picks the offence; the adversarial tests check that
  * gadgetd ends this worker only, logs one violation, and serves the rest.
  * The floods (yes, burst, log-newlines; a count as second argument bounds
- * them) are the hostile-load suite's attackers on gadgetd's log. */
+ * them) and no-hello are the hostile-load suite's attackers on gadgetd's
+ * log and on a start. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -194,6 +195,8 @@ int main(int argc, char **argv)
                         binding_call(id, NULL);
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
+        } else if (strcmp(mode, "no-hello") == 0) {
+                /* Alive, but never says hello: StartTimeout ends it. */
         } else if (strcmp(mode, "yes") == 0 || strcmp(mode, "burst") == 0 || strcmp(mode, "log-newlines") == 0) {
                 hello();
                 output_flood(mode, argc > 2 ? strtoul(argv[2], NULL, 10) : 0);

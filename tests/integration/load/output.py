@@ -1,12 +1,13 @@
-"""A gadget's output and log (issue item 3): a `yes`-like flood of stdout,
-log messages of 4,096 newlines each over the RPC, and one pipe read of more
-than a thousand lines. Each is charged to the gadget's log budget
-(LogLinesPerSecond=, LogBytesPerSecond=): the excess is dropped and counted
-in one "N lines dropped" line per second.
+"""A gadget's output and log, and its start (issue items 3 and 9): a
+`yes`-like flood of stdout, log messages of 4,096 newlines each over the
+RPC, one pipe read of more than a thousand lines, and a gadget that never
+says hello. Each is charged to the gadget: its log budget
+(LogLinesPerSecond=, LogBytesPerSecond=; the excess is dropped and counted
+in one "N lines dropped" line per second) and StartTimeout=.
 
 Reproduce an attack by hand: a policy with Exec=hostile (the build's
-tests/integration/hostile) and Arguments=yes, Arguments=log-newlines or
-Arguments=burst, loaded beside a healthy gadget."""
+tests/integration/hostile) and Arguments=yes, Arguments=log-newlines,
+Arguments=burst or Arguments=no-hello, loaded beside a healthy gadget."""
 import os
 import re
 import time
@@ -141,3 +142,33 @@ def load_output_one_read_of_many_lines(tmp):
         logs = d.ctl("logs", "flood").stdout.splitlines()
         check(logs[-1].startswith("gadgetd: 3000 lines dropped") and logs[-2] == "2000",
               "the gadget's log ends %r" % logs[-2:])
+
+
+@test
+def load_output_start_timeout(tmp):
+    """A gadget that never says hello fails after StartTimeout= with that
+    cause, and Restart= applies: with on-failure it is restarted (three
+    starts awaited), with no it stays failed. Calls to it meanwhile are
+    refused as not ready; each timeout is an audit record."""
+    with Daemon(tmp) as d:
+        fds0, _ = start_good(d)
+        with Healthy(d, "good", "echo", '"hi"'):
+            policy(d.pol, "mute", "Arguments=no-hello\nStartTimeout=500ms\nRestart=on-failure\n",
+                   exec_path=HOSTILE)
+            d.ctl("reload")
+            check(d.state("mute") == "starting", "not starting: %r" % d.state("mute"))
+            r = d.ctl("call", "mute", "echo")
+            check(r.returncode != 0 and "not ready (starting)" in r.stderr, "call while starting: %r" % r.stderr)
+            wait_for(lambda: len(re.findall(r"\[mute\] started", d.logtext())) >= 3, what="two restarts")
+            policy(d.pol, "mute", "Arguments=no-hello\nStartTimeout=500ms\n", exec_path=HOSTILE)
+            d.ctl("reload")
+            wait_for(lambda: d.state("mute") == "failed", what="mute failed")
+        st = d.list()["mute"]
+        check("StartTimeout" in st.get("cause", ""), "cause: %r" % st)
+        check("StartTimeout=500ms" in d.ctl("status", "mute").stdout, "status does not show StartTimeout")
+        audit = d.ctl("audit", "mute").stdout
+        check(audit.count('"op":"StartTimeout"') >= 3, "not one audit record per timeout: %r" % audit[-500:])
+        check(re.search(r"\[mute\] .*start timeout: no hello within StartTimeout=500ms", d.logtext()),
+              "gadgetd's log does not say why")
+        # One more: the audit log, opened at the first record (the timeout's).
+        fds_back(d, fds0 + 1)
