@@ -17,6 +17,7 @@ from harness import Daemon, Healthy, check, fd_count, policy, rss_kib, spare, te
 HOSTILE = os.environ.get("HOSTILE", "")
 ATTACK_S = 4          # how long each flood runs while the healthy gadget is called
 LINES, BYTES = 100, 64 * 1024  # the default log budget per second
+READ_FACTOR = 4       # gadgetd reads at most this times BYTES a second of a gadget's pipes
 # gadgetd's CPU time a stdout flood may add, as a share of one CPU. With
 # the budget it adds about nothing: gadgetd reads at most 4 x
 # LogBytesPerSecond a second and logs at most LogLinesPerSecond lines;
@@ -45,6 +46,12 @@ def dropped_lines(text, name):
     return [int(m) for m in re.findall(r"\[%s\] warning: (\d+) lines dropped" % re.escape(name), text)]
 
 
+def dropped_bytes(text, name):
+    """The bytes of gadgetd's "[NAME] ... N lines dropped (M bytes)" lines."""
+    return sum(int(m) for m in re.findall(r"\[%s\] warning: \d+ lines dropped \((\d+) bytes\)" %
+                                          re.escape(name), text))
+
+
 def start_good(d):
     """Starts the healthy gadget; returns gadgetd's fds and RSS then, counted
     with the spare sandbox shell in place (its fds come and go with it)."""
@@ -66,11 +73,13 @@ def flood(d, mode, extra=""):
     wait_for(lambda: d.state("flood") == "ready", what="flood ready")
 
 
-def bounded_flood(tmp, mode, cpu_bound):
+def bounded_flood(tmp, mode, pipe):
     """Runs the flood of mode for ATTACK_S while the healthy gadget is
     called; checks gadgetd's log growth, fds and RSS, and that both logs
-    say what was dropped. With cpu_bound, also gadgetd's CPU time during
-    the flood beyond that of the same time with the healthy caller alone."""
+    say what was dropped. For a flood of its pipes (pipe), also what gadgetd
+    read (at most READ_FACTOR x LogBytesPerSecond a second) and its CPU time
+    during the flood beyond that of the same time with the healthy caller
+    alone."""
     with Daemon(tmp) as d:
         pid = d.proc.pid
         fds0, rss0 = start_good(d)
@@ -92,9 +101,12 @@ def bounded_flood(tmp, mode, cpu_bound):
         seconds = wall + 1
         check(grown <= seconds * (LINES * 200 + 4096), "gadgetd's log grew %d bytes in %.1f s" % (grown, wall))
         extra = cpu / wall - base
-        if cpu_bound:
-            check(extra <= CPU_SHARE_MAX, "the flood cost gadgetd %.0f%% of a CPU" % (100 * extra))
         text = d.logtext()
+        if pipe:
+            check(extra <= CPU_SHARE_MAX, "the flood cost gadgetd %.0f%% of a CPU" % (100 * extra))
+            read = dropped_bytes(text, "flood")
+            check(read <= (wall + 2) * READ_FACTOR * BYTES, "gadgetd read %d bytes of the flood in %.1f s" %
+                  (read, wall))
         counts = dropped_lines(text, "flood")
         check(counts and sum(counts) > LINES, "no \"N lines dropped\" line in gadgetd's log")
         logs = d.ctl("logs", "flood").stdout
