@@ -10,9 +10,10 @@ tests/integration/hostile) and Arguments=yes, Arguments=log-newlines,
 Arguments=burst or Arguments=no-hello, loaded beside a healthy gadget."""
 import os
 import re
+import subprocess
 import time
 
-from harness import Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, wait_for
+from harness import GADGETD, Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 ATTACK_S = 4          # how long each flood runs while the healthy gadget is called
@@ -184,3 +185,30 @@ def load_output_start_timeout(tmp):
               "gadgetd's log does not say why")
         # One more: the audit log, opened at the first record (the timeout's).
         fds_back(d, fds0 + 1)
+
+
+@test
+def load_output_budget_settings(tmp):
+    """The daemon's LogLinesPerSecond=/LogBytesPerSecond= are the budget of
+    a gadget whose policy sets none; a policy's own wins. A bad value stops
+    gadgetd at its start."""
+    conf = os.path.join(tmp, "gadgetd.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nLogLinesPerSecond=7\nLogBytesPerSecond=1K\n")
+    with Daemon(tmp, extra=["--config", conf]) as d:
+        policy(d.pol, "flood", "Arguments=burst 5000\n", exec_path=HOSTILE)
+        policy(d.pol, "own", "LogLinesPerSecond=50\nLogBytesPerSecond=2K\n")
+        d.ctl("reload")
+        wait_for(lambda: dropped_lines(d.logtext(), "flood"), what="the drop line")
+        check("LogLinesPerSecond=7, LogBytesPerSecond=1024" in d.ctl("status", "flood").stdout,
+              "the daemon's budget is not the gadget's")
+        check("LogLinesPerSecond=50, LogBytesPerSecond=2048" in d.ctl("status", "own").stdout,
+              "the policy's budget does not win")
+        text = d.logtext()
+        check(re.findall(r"\[flood\] (\d+)$", text, re.M) == [str(i) for i in range(1, 8)],
+              "not the first 7 lines kept")
+        check(dropped_lines(text, "flood") == [4993], "drops: %r" % dropped_lines(text, "flood"))
+    with open(conf, "a") as f:
+        f.write("LogLinesPerSecond=0\n")
+    r = subprocess.run([GADGETD, "--config", conf], capture_output=True, text=True, timeout=10)
+    check(r.returncode != 0 and "%s:4:" % conf in r.stderr, "LogLinesPerSecond=0 accepted: %r" % r.stderr)
