@@ -27,7 +27,10 @@ CPU_SHARE_MAX = 0.25
 # fds gadgetd holds for one running gadget (pidfd, report pipe, RPC socket,
 # two output pipes, cgroup files, a spare shell refilled): the attacker's own.
 FD_PER_GADGET = 12
-RSS_SLACK_KIB = 16 * 1024
+RSS_SLACK_KIB = 4 * 1024  # RSS gadgetd may gain during and keep after an attack (measured: under 0.5 MiB)
+# ASan keeps freed memory in quarantine on purpose: there RSS says nothing
+# (leaks are LeakSanitizer's to find, at gadgetd's exit).
+RSS_CHECKED = os.environ.get("SANITIZE", "none") in ("", "none")
 
 
 def cpu_s(pid):
@@ -92,8 +95,10 @@ def bounded_flood(tmp, mode, pipe):
             flood(d, mode)
             time.sleep(ATTACK_S)
             check(fd_count(pid) <= fds0 + FD_PER_GADGET, "fds grew from %d to %d" % (fds0, fd_count(pid)))
-            check(rss_kib(pid) <= rss0 + RSS_SLACK_KIB, "RSS grew from %d to %d KiB" % (rss0, rss_kib(pid)))
+            check(not RSS_CHECKED or rss_kib(pid) <= rss0 + RSS_SLACK_KIB,
+                  "RSS grew from %d to %d KiB" % (rss0, rss_kib(pid)))
             cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
+            fds1, rss1 = fd_count(pid), rss_kib(pid)
             grown = log_size(d) - size0
             check(d.ctl("stop", "flood").returncode == 0, "stop failed")
         # The log budget bounds what reached gadgetd's log: LINES lines a
@@ -113,9 +118,11 @@ def bounded_flood(tmp, mode, pipe):
         logs = d.ctl("logs", "flood").stdout
         check(re.search(r"^gadgetd: \d+ lines dropped", logs, re.M), "no drop line in the gadget's log")
         fds_back(d, fds0)
-        check(rss_kib(pid) <= rss0 + RSS_SLACK_KIB, "RSS stayed at %d KiB (from %d)" % (rss_kib(pid), rss0))
+        check(not RSS_CHECKED or rss_kib(pid) <= rss0 + RSS_SLACK_KIB,
+              "RSS stayed at %d KiB (from %d)" % (rss_kib(pid), rss0))
         print("%s: gadgetd CPU %.0f%% of the flood's %.1f s (%.0f%% beyond the healthy calls' own), log +%d "
-              "bytes, %d lines dropped" % (mode, 100 * cpu / wall, wall, 100 * extra, grown, sum(counts)))
+              "bytes, %d lines dropped, fds %d -> %d, RSS %d -> %d KiB" %
+              (mode, 100 * cpu / wall, wall, 100 * extra, grown, sum(counts), fds0, fds1, rss0, rss1))
 
 
 @test
