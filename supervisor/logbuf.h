@@ -41,7 +41,6 @@ struct logbuf {
         char **lines;          /* ring of LOGBUF_LINES, each escaped text */
         size_t head, count;
         unsigned long long total; /* lines ever added (for followers) */
-        unsigned long long dropped_total; /* lines ever dropped by the budget */
 };
 
 /* Called with each complete raw line (without its newline) that the

@@ -73,6 +73,7 @@ static void limits_cb(evutil_socket_t fd, short what, void *arg);
 static void runtime_cb(evutil_socket_t fd, short what, void *arg);
 static void logwin_cb(evutil_socket_t fd, short what, void *arg);
 static void start_timeout_cb(evutil_socket_t fd, short what, void *arg);
+static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring);
 
 /* The policy's value, else gadgetd's, else the built-in default. */
 static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
@@ -155,6 +156,9 @@ void unit_free(struct unit *u)
                 waitpid(u->child.pid, NULL, 0);
         }
         drop_worker(u, "gadgetd is stopping");
+        /* The drops of a window that has not ended are told now. */
+        if (u->log_budget.dropped)
+                say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
         bindings_free_secrets(u);
         kv_close(u->kv);
         event_free(u->ev_timer);
@@ -309,29 +313,31 @@ static void output_watch(struct unit *u, bool on)
                 }
 }
 
+/* "N lines dropped" in gadgetd's log and, with ring, in the gadget's. */
+static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring)
+{
+        char line[300], tagged[320];
+        snprintf(line, sizeof line, "%llu lines dropped (%llu bytes) over the log budget of "
+                 "LogLinesPerSecond=%llu, LogBytesPerSecond=%llu%s", (unsigned long long)dropped,
+                 (unsigned long long)bytes, (unsigned long long)u->log_budget.lines_max,
+                 (unsigned long long)u->log_budget.bytes_max,
+                 paused ? "; the rest of its output waited in the pipe" : "");
+        log_msg(L_WARN, u->policy->name, "%s", line);
+        snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
+        if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
+                daemon_log_added(u->d, u, 1);
+}
+
 /* Ends the log budget's window if it is over: says how many lines it
- * dropped — one line in the gadget's log and one in gadgetd's — and reads
- * the pipes again if they were left alone. */
+ * dropped, and reads the pipes again if they were left alone. */
 static void log_window(struct unit *u)
 {
         uint64_t dropped, bytes;
         bool paused = u->log_budget.paused;
         if (!logbuf_budget_roll(&u->log_budget, now_ms(), &dropped, &bytes))
                 return;
-        if (dropped) {
-                char line[300];
-                snprintf(line, sizeof line, "%llu lines dropped (%llu bytes) over the log budget of "
-                         "LogLinesPerSecond=%llu, LogBytesPerSecond=%llu%s", (unsigned long long)dropped,
-                         (unsigned long long)bytes, (unsigned long long)u->log_budget.lines_max,
-                         (unsigned long long)u->log_budget.bytes_max,
-                         paused ? "; the rest of its output waited in the pipe" : "");
-                u->log.dropped_total += dropped;
-                log_msg(L_WARN, u->policy->name, "%s", line);
-                char tagged[sizeof line + 16];
-                snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
-                if (logbuf_add(&u->log, tagged, strlen(tagged)))
-                        daemon_log_added(u->d, u, 1);
-        }
+        if (dropped)
+                say_dropped(u, dropped, bytes, paused, true);
         if (paused)
                 output_watch(u, true);
 }
