@@ -432,6 +432,11 @@ static const struct policy_key policy_gadget_keys[] = {
         /* Why no infinity: a call that never times out would hold its caller forever. */
         { "CallTimeout", KIND_DURATION, 0, 0, G(call_timeout_ms), 0, NULL },
         { "RuntimeMax", KIND_DURATION, KEY_INFINITY, 0, G(runtime_max_ms), 0, NULL },
+        /* Why no infinity: a gadget that never says hello would stay "starting" for ever. */
+        { "StartTimeout", KIND_DURATION, 0, 0, G(start_timeout_ms), 0, NULL },
+        /* The log budget: what is over it is dropped and counted (gadgetd's log cost). */
+        { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL },
+        { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL },
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
 };

@@ -347,6 +347,7 @@ static struct policy *policy_new(const char *path)
                 .tasks_max = POLICY_UNLIMITED,
                 .limit_nofile = 1024,
                 .call_timeout_ms = 30 * 1000,
+                .start_timeout_ms = 10 * 1000,
                 .restart = POLICY_RESTART_NO,
         };
         p->path = strdup(path);

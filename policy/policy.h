@@ -81,6 +81,9 @@ struct policy {
         uint64_t limit_nofile;   /* LimitNOFILE=, default 1024 */
         uint64_t call_timeout_ms;/* CallTimeout=, default 30 s */
         uint64_t runtime_max_ms; /* RuntimeMax=, 0 = none */
+        uint64_t start_timeout_ms; /* StartTimeout=, default 10 s: from start to the hello */
+        uint64_t log_lines;      /* LogLinesPerSecond=, 0 = gadgetd's default */
+        uint64_t log_bytes;      /* LogBytesPerSecond=, 0 = gadgetd's default */
         enum policy_restart restart; /* Restart=, default no */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;

@@ -10,6 +10,7 @@
 
 #include "gateway.h"
 #include "http.h"
+#include "logbuf.h"
 #include "policy.h"
 #include "uidpool.h"
 
@@ -22,7 +23,8 @@ static void usage(FILE *f)
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
                    "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
-                   "                    HTTPRequestsMax\n"
+                   "                    HTTPRequestsMax, LogLinesPerSecond, LogBytesPerSecond (log budget\n"
+                   "                    of a gadget whose policy sets none; defaults %u and %uK)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them);\n"
                    "                    [Audit] keys RecordsPerSecond=N (per gadget, default %u; the rest\n"
@@ -41,9 +43,10 @@ static void usage(FILE *f)
                    "  --http-requests-max N  HTTP requests in flight for all gadgets together; beyond,\n"
                    "                    a request is answered busy (default %u, at most %u)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
-                AUDIT_DEFAULT_RATE, AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP,
-                CONFIG_POLICY_DIR, CONFIG_STATE_DIR, CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP,
-                UIDPOOL_DEFAULT_BASE, HTTP_MAX_TOTAL_DEFAULT, HTTP_MAX_TOTAL_LIMIT);
+                LOGBUF_DEFAULT_LINES, LOGBUF_DEFAULT_BYTES / 1024, AUDIT_DEFAULT_RATE,
+                AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP, CONFIG_POLICY_DIR, CONFIG_STATE_DIR,
+                CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP, UIDPOOL_DEFAULT_BASE, HTTP_MAX_TOTAL_DEFAULT,
+                HTTP_MAX_TOTAL_LIMIT);
 }
 
 static int set_str(char **dst, const char *v)
@@ -146,6 +149,12 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
         if (strcmp(key, "HTTPRequestsMax") == 0)
                 return parse_http_max(value, &cfg->http_requests_max) == 0;
+        if (strcmp(key, "LogLinesPerSecond") == 0)
+                return policy_parse_count(value, &cfg->log_lines) == 0 && cfg->log_lines > 0 &&
+                       cfg->log_lines <= 1000000;
+        if (strcmp(key, "LogBytesPerSecond") == 0)
+                return policy_parse_size(value, &cfg->log_bytes) == 0 && cfg->log_bytes > 0 &&
+                       cfg->log_bytes <= 64ull << 20;
         return 0;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "audit.h"
@@ -19,6 +20,8 @@ struct config {
         uid_t uid_base;
         enum limiter_mode limits_mode;   /* --limits-mode, LimitsMode= (default auto) */
         bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
+        uint64_t log_lines;              /* LogLinesPerSecond= of gadgets without one, 0: built-in */
+        uint64_t log_bytes;              /* LogBytesPerSecond= of gadgets without one, 0: built-in */
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
         unsigned http_requests_max;      /* --http-requests-max, HTTPRequestsMax= (0: default) */

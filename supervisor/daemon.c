@@ -478,6 +478,8 @@ int daemon_main(int argc, char **argv)
         d.uid_base = cfg.uid_base;
         d.limits_want = cfg.limits_mode;
         d.allow_degraded_limits = cfg.allow_degraded_limits;
+        d.log_lines = cfg.log_lines;
+        d.log_bytes = cfg.log_bytes;
         d.gateway_listen = cfg.gateway_listen;
         d.gateway_token_file = cfg.gateway_token_file;
         d.http_requests_max = cfg.http_requests_max;

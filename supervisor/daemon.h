@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <event2/event.h>
 
@@ -29,6 +30,7 @@ struct daemon {
         const char *limits_mode;   /* how resource limits are enforced (limiter.mode) */
         enum limiter_mode limits_want;  /* --limits-mode */
         bool allow_degraded_limits;
+        uint64_t log_lines, log_bytes; /* [Daemon] LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
         struct limiter limiter;
         struct gadget_filter filter;
         struct spawn_helper helper; /* gadgetd-sandbox, every worker starts as it */

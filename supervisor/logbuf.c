@@ -1,4 +1,4 @@
-/* logbuf: line splitting and a ring of recent lines. */
+/* logbuf: line splitting, the log budget and a ring of recent lines. */
 #include "logbuf.h"
 
 #include <stdlib.h>
@@ -21,18 +21,19 @@ void logbuf_free(struct logbuf *b)
         b->lines = NULL;
 }
 
-/* Escapes and stores one line, dropping the oldest when full. */
-static size_t add_line(struct logbuf *b, const char *s, size_t len)
+const char *logbuf_add(struct logbuf *b, const char *s, size_t len)
 {
         char esc[LOGBUF_LINE_MAX * 4 + 3];
+        if (len > LOGBUF_LINE_MAX)
+                len = LOGBUF_LINE_MAX;
         if (!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines)))
-                return 0;
+                return NULL;
         log_escape(s, len, esc, sizeof esc);
         /* log_escape quotes; the stored line is the text between quotes. */
         size_t n = strlen(esc);
         char *line = strndup(esc + 1, n >= 2 ? n - 2 : 0);
         if (!line)
-                return 0;
+                return NULL;
         size_t slot = (b->head + b->count) % LOGBUF_LINES;
         if (b->count == LOGBUF_LINES) {
                 free(b->lines[b->head]);
@@ -43,34 +44,118 @@ static size_t add_line(struct logbuf *b, const char *s, size_t len)
         }
         b->lines[slot] = line;
         b->total++;
-        return 1;
+        return line;
 }
 
-size_t logbuf_feed(struct logbuf *b, const char *data, size_t len)
+/* Whether no further line can be kept in this window. */
+static bool budget_full(const struct logbuf_budget *g)
 {
-        size_t added = 0;
-        for (size_t i = 0; i < len; i++) {
-                if (data[i] == '\n') {
-                        added += add_line(b, b->partial, b->partial_len);
-                        b->partial_len = 0;
-                        continue;
-                }
-                if (b->partial_len == sizeof b->partial) {
-                        added += add_line(b, b->partial, b->partial_len);
-                        b->partial_len = 0;
-                }
-                b->partial[b->partial_len++] = data[i];
+        return g->lines >= g->lines_max || g->bytes >= g->bytes_max;
+}
+
+/* A complete line: to fn if the budget keeps it. */
+static void line(struct logbuf_budget *g, const char *data, size_t len, logbuf_line_fn *fn, void *arg)
+{
+        if (logbuf_budget_admit(g, len))
+                fn(arg, data, len);
+}
+
+/* Appends up to len bytes of data to the partial line; a full one goes out
+ * first (only when more bytes come, so a line of exactly the maximum is
+ * one line). Returns the bytes taken. */
+static size_t take(struct logbuf_stream *s, struct logbuf_budget *g, const char *data, size_t len,
+                   logbuf_line_fn *fn, void *arg, size_t *lines)
+{
+        if (s->len == sizeof s->partial) {
+                line(g, s->partial, s->len, fn, arg);
+                s->len = 0;
+                (*lines)++;
         }
-        return added;
+        size_t room = sizeof s->partial - s->len;
+        size_t n = len < room ? len : room;
+        memcpy(s->partial + s->len, data, n);
+        s->len += n;
+        return n;
 }
 
-size_t logbuf_flush(struct logbuf *b)
+/* Newlines in data, eight bytes at a time: a flood of empty lines over the
+ * budget costs a count, not a call per line. */
+static size_t count_newlines(const char *data, size_t len)
 {
-        if (b->partial_len == 0)
+        const uint64_t ones = 0x0101010101010101ull, low7 = 0x7f7f7f7f7f7f7f7full;
+        size_t n = 0, i = 0;
+        for (; i + 8 <= len; i += 8) {
+                uint64_t w;
+                memcpy(&w, data + i, 8);
+                w ^= ones * '\n';
+                /* The high bit of each byte of t is set where w's byte is not 0. */
+                uint64_t t = ((w & low7) + low7) | w;
+                /* Those bits as 0/1 per byte, summed into the top byte. */
+                n += (size_t)((((~t & ~low7) >> 7) * ones) >> 56);
+        }
+        for (; i < len; i++)
+                n += data[i] == '\n';
+        return n;
+}
+
+/* Over the budget: every line that ends in data is dropped and counted as
+ * one (a long line is not split first); returns the bytes consumed. */
+static size_t drop_lines(struct logbuf_stream *s, struct logbuf_budget *g, const char *data, size_t len,
+                         size_t *lines)
+{
+        const char *last = memrchr(data, '\n', len);
+        if (!last)
                 return 0;
-        size_t added = add_line(b, b->partial, b->partial_len);
-        b->partial_len = 0;
-        return added;
+        size_t used = (size_t)(last - data) + 1, n = count_newlines(data, used);
+        g->dropped += n;
+        g->dropped_bytes += used + s->len;
+        s->len = 0;
+        *lines += n;
+        return used;
+}
+
+size_t logbuf_split(struct logbuf_stream *s, struct logbuf_budget *g, const char *data, size_t len,
+                    logbuf_line_fn *fn, void *arg)
+{
+        size_t lines = 0;
+        while (len > 0) {
+                if (budget_full(g)) {
+                        size_t used = drop_lines(s, g, data, len, &lines);
+                        data += used;
+                        len -= used;
+                        if (len == 0)
+                                break;
+                }
+                const char *nl = memchr(data, '\n', len);
+                size_t upto = nl ? (size_t)(nl - data) : len;
+                /* A line with nothing before it in the stream needs no copy. */
+                if (nl && s->len == 0 && upto <= LOGBUF_LINE_MAX) {
+                        line(g, data, upto, fn, arg);
+                        lines++;
+                } else {
+                        size_t done = 0;
+                        while (done < upto)
+                                done += take(s, g, data + done, upto - done, fn, arg, &lines);
+                        if (nl) {
+                                line(g, s->partial, s->len, fn, arg);
+                                s->len = 0;
+                                lines++;
+                        }
+                }
+                upto += nl ? 1 : 0;
+                data += upto;
+                len -= upto;
+        }
+        return lines;
+}
+
+size_t logbuf_split_flush(struct logbuf_stream *s, struct logbuf_budget *g, logbuf_line_fn *fn, void *arg)
+{
+        if (s->len == 0)
+                return 0;
+        line(g, s->partial, s->len, fn, arg);
+        s->len = 0;
+        return 1;
 }
 
 const char *logbuf_line(const struct logbuf *b, size_t n, size_t i)
@@ -80,4 +165,60 @@ const char *logbuf_line(const struct logbuf *b, size_t n, size_t i)
         if (i >= n)
                 return NULL;
         return b->lines[(b->head + b->count - n + i) % LOGBUF_LINES];
+}
+
+void logbuf_budget_init(struct logbuf_budget *g, uint64_t lines_max, uint64_t bytes_max)
+{
+        uint64_t read_max = bytes_max * LOGBUF_READ_FACTOR;
+        *g = (struct logbuf_budget){ .lines_max = lines_max, .bytes_max = bytes_max,
+                                     .read_max = read_max > LOGBUF_READ_MIN ? read_max : LOGBUF_READ_MIN };
+}
+
+bool logbuf_budget_roll(struct logbuf_budget *g, uint64_t now_ms, uint64_t *dropped, uint64_t *dropped_bytes)
+{
+        *dropped = *dropped_bytes = 0;
+        if (g->start_ms && now_ms < g->start_ms + LOGBUF_WINDOW_MS)
+                return false;
+        bool ended = g->start_ms != 0;
+        *dropped = g->dropped;
+        *dropped_bytes = g->dropped_bytes;
+        g->start_ms = now_ms ? now_ms : 1;
+        g->lines = g->bytes = g->read = g->dropped = g->dropped_bytes = 0;
+        g->paused = false;
+        return ended;
+}
+
+bool logbuf_budget_admit(struct logbuf_budget *g, size_t len)
+{
+        /* The newline counts, so that empty lines cost bytes too. */
+        uint64_t cost = (uint64_t)len + 1;
+        if (g->lines < g->lines_max && g->bytes + cost <= g->bytes_max) {
+                g->lines++;
+                g->bytes += cost;
+                return true;
+        }
+        g->dropped++;
+        g->dropped_bytes += cost;
+        return false;
+}
+
+size_t logbuf_budget_room(const struct logbuf_budget *g)
+{
+        if (g->paused || g->read >= g->read_max)
+                return 0;
+        uint64_t room = g->read_max - g->read;
+        return room > SIZE_MAX ? SIZE_MAX : (size_t)room;
+}
+
+void logbuf_budget_read(struct logbuf_budget *g, size_t n)
+{
+        g->read += n;
+        if (g->read >= g->read_max)
+                g->paused = true;
+}
+
+uint64_t logbuf_budget_left_ms(const struct logbuf_budget *g, uint64_t now_ms)
+{
+        uint64_t end = g->start_ms + LOGBUF_WINDOW_MS;
+        return end > now_ms ? end - now_ms : 1;
 }

@@ -102,9 +102,10 @@ out:
         free(ptrs);
 }
 
-/* "MemoryMax=64M" style lines for the limits a policy sets. */
-static size_t limit_lines(const struct policy *p, char lines[][64])
+/* "MemoryMax=64M" style lines for the limits of a gadget (at most 12). */
+static size_t limit_lines(const struct unit *u, char lines[][64])
 {
+        const struct policy *p = u->policy;
         size_t n = 0;
         snprintf(lines[n++], 64, "TmpSize=%llu", (unsigned long long)p->tmp_size);
         snprintf(lines[n++], 64, "LimitNOFILE=%llu", (unsigned long long)p->limit_nofile);
@@ -117,6 +118,10 @@ static size_t limit_lines(const struct policy *p, char lines[][64])
                 snprintf(lines[n++], 64, "CPUQuota=%u%%", p->cpu_quota);
         if (p->runtime_max_ms)
                 snprintf(lines[n++], 64, "RuntimeMax=%llums", (unsigned long long)p->runtime_max_ms);
+        snprintf(lines[n++], 64, "StartTimeout=%llums", (unsigned long long)p->start_timeout_ms);
+        /* The budget in force: the policy's, else gadgetd's default. */
+        snprintf(lines[n++], 64, "LogLinesPerSecond=%llu", (unsigned long long)u->log_budget.lines_max);
+        snprintf(lines[n++], 64, "LogBytesPerSecond=%llu", (unsigned long long)u->log_budget.bytes_max);
         snprintf(lines[n++], 64, "Restart=%s", policy_restart_name(p->restart));
         return n;
 }
@@ -127,9 +132,9 @@ static void on_status(struct client *cl, const Control__Request *q)
         if (!u)
                 return;
         const struct policy *p = u->policy;
-        char limits[8][64];
-        char *limit_ptrs[8];
-        size_t n_limits = limit_lines(p, limits);
+        char limits[12][64];
+        char *limit_ptrs[12];
+        size_t n_limits = limit_lines(u, limits);
         for (size_t i = 0; i < n_limits; i++)
                 limit_ptrs[i] = limits[i];
         Control__Binding *b = calloc(p->n_bindings + 1, sizeof *b);

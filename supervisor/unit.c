@@ -28,6 +28,7 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 30000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
+#define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
 
 struct unit_call {
         struct unit *u;
@@ -70,6 +71,15 @@ static uint64_t elapsed_us(const struct timespec *since)
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void limits_cb(evutil_socket_t fd, short what, void *arg);
 static void runtime_cb(evutil_socket_t fd, short what, void *arg);
+static void logwin_cb(evutil_socket_t fd, short what, void *arg);
+static void start_timeout_cb(evutil_socket_t fd, short what, void *arg);
+static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring);
+
+/* The policy's value, else gadgetd's, else the built-in default. */
+static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
+{
+        return policy ? policy : daemon ? daemon : builtin;
+}
 
 struct unit *unit_new(struct daemon *d, struct policy *policy)
 {
@@ -86,9 +96,13 @@ struct unit *unit_new(struct daemon *d, struct policy *policy)
         u->ev_timer = evtimer_new(d->base, timer_cb, u);
         u->ev_limits = event_new(d->base, -1, EV_PERSIST, limits_cb, u);
         u->ev_runtime = evtimer_new(d->base, runtime_cb, u);
-        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime) {
-                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime };
-                for (size_t i = 0; i < 3; i++)
+        u->ev_logwin = evtimer_new(d->base, logwin_cb, u);
+        u->ev_start = evtimer_new(d->base, start_timeout_cb, u);
+        logbuf_budget_init(&u->log_budget, setting(policy->log_lines, d->log_lines, LOGBUF_DEFAULT_LINES),
+                           setting(policy->log_bytes, d->log_bytes, LOGBUF_DEFAULT_BYTES));
+        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start) {
+                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
+                for (size_t i = 0; i < 5; i++)
                         if (evs[i])
                                 event_free(evs[i]);
                 free(u);
@@ -119,10 +133,12 @@ static void drop_worker(struct unit *u, const char *gone)
         if (u->err_fd >= 0)
                 close(u->err_fd);
         u->out_fd = u->err_fd = -1;
+        u->out_line.len = u->err_line.len = 0;
         spawn_child_close(&u->child);
         u->child.pid = -1;
         event_del(u->ev_limits);
         event_del(u->ev_runtime);
+        event_del(u->ev_start);
         limiter_end(&u->limits);
         if (u->have_uid) {
                 uidpool_release(&u->d->uids, u->uid);
@@ -140,11 +156,16 @@ void unit_free(struct unit *u)
                 waitpid(u->child.pid, NULL, 0);
         }
         drop_worker(u, "gadgetd is stopping");
+        /* The drops of a window that has not ended are told now. */
+        if (u->log_budget.dropped)
+                say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
         bindings_free_secrets(u);
         kv_close(u->kv);
         event_free(u->ev_timer);
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
+        event_free(u->ev_logwin);
+        event_free(u->ev_start);
         logbuf_free(&u->log);
         policy_free(u->policy);
         free(u);
@@ -255,22 +276,121 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         after_exit(u, u->program_status);
 }
 
-/* A pipe of the program's output: lines go to the ring and gadgetd's log. */
+static uint64_t now_ms(void)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* A line of output the budget kept: to the ring and gadgetd's log. */
+struct line_ctx {
+        struct unit *u;
+        enum log_level level;
+        size_t added;
+};
+
+static void line_cb(void *arg, const char *line, size_t len)
+{
+        struct line_ctx *c = arg;
+        const char *text = logbuf_add(&c->u->log, line, len);
+        if (!text)
+                return;
+        log_msg(c->level, c->u->policy->name, "%s", text);
+        c->added++;
+}
+
+/* Stops or starts reading both output pipes. */
+static void output_watch(struct unit *u, bool on)
+{
+        struct event *evs[] = { u->ev_out, u->ev_err };
+        for (size_t i = 0; i < 2; i++)
+                if (evs[i]) {
+                        if (on)
+                                event_add(evs[i], NULL);
+                        else
+                                event_del(evs[i]);
+                }
+}
+
+/* "N lines dropped" in gadgetd's log and, with ring, in the gadget's. */
+static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring)
+{
+        char line[300], tagged[320];
+        snprintf(line, sizeof line, "%llu lines dropped (%llu bytes) over the log budget of "
+                 "LogLinesPerSecond=%llu, LogBytesPerSecond=%llu%s", (unsigned long long)dropped,
+                 (unsigned long long)bytes, (unsigned long long)u->log_budget.lines_max,
+                 (unsigned long long)u->log_budget.bytes_max,
+                 paused ? "; the rest of its output waited in the pipe" : "");
+        log_msg(L_WARN, u->policy->name, "%s", line);
+        snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
+        if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
+                daemon_log_added(u->d, u, 1);
+}
+
+/* Ends the log budget's window if it is over: says how many lines it
+ * dropped, and reads the pipes again if they were left alone. */
+static void log_window(struct unit *u)
+{
+        uint64_t dropped, bytes;
+        bool paused = u->log_budget.paused;
+        if (!logbuf_budget_roll(&u->log_budget, now_ms(), &dropped, &bytes))
+                return;
+        if (dropped)
+                say_dropped(u, dropped, bytes, paused, true);
+        if (paused)
+                output_watch(u, true);
+}
+
+/* After output was handled: past its read allowance the gadget's pipes
+ * are left unread until the window ends (its writes then wait, which
+ * costs the gadget, not gadgetd); the window's end is awaited whenever
+ * there is something to report or resume. */
+static void log_after(struct unit *u)
+{
+        const struct logbuf_budget *g = &u->log_budget;
+        if (g->paused)
+                output_watch(u, false);
+        if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
+                arm(u->ev_logwin, logbuf_budget_left_ms(g, now_ms()));
+}
+
+static void logwin_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        log_window(u);
+        log_after(u);
+}
+
+/* A pipe of the program's output: one bounded read per loop turn, its
+ * lines charged to the gadget's log budget. */
 static void output_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
-        char buf[8192];
-        ssize_t n = read(fd, buf, sizeof buf);
-        size_t added = n > 0 ? logbuf_feed(&u->log, buf, (size_t)n) : logbuf_flush(&u->log);
-        for (size_t i = 0; i < added; i++)
-                log_msg(L_INFO, u->policy->name, "%s", logbuf_line(&u->log, added, i));
-        if (added)
-                daemon_log_added(u->d, u, added);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                struct event **ev = fd == u->out_fd ? &u->ev_out : &u->ev_err;
+        bool is_out = fd == u->out_fd;
+        struct logbuf_stream *s = is_out ? &u->out_line : &u->err_line;
+        struct line_ctx c = { .u = u, .level = L_INFO };
+        char buf[OUTPUT_SLICE];
+
+        log_window(u);
+        size_t room = logbuf_budget_room(&u->log_budget);
+        if (room == 0) {
+                log_after(u);
+                return;
+        }
+        ssize_t n = read(fd, buf, room < sizeof buf ? room : sizeof buf);
+        if (n > 0) {
+                logbuf_budget_read(&u->log_budget, (size_t)n);
+                logbuf_split(s, &u->log_budget, buf, (size_t)n, line_cb, &c);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                logbuf_split_flush(s, &u->log_budget, line_cb, &c);
+                struct event **ev = is_out ? &u->ev_out : &u->ev_err;
                 event_free(*ev);
                 *ev = NULL;
         }
+        if (c.added)
+                daemon_log_added(u->d, u, c.added);
+        log_after(u);
 }
 
 static void on_hello(struct peer *p, void *data)
@@ -279,6 +399,7 @@ static void on_hello(struct peer *p, void *data)
         u->state = UNIT_READY;
         u->cause[0] = '\0';
         u->start_us = elapsed_us(&u->start_begin);
+        event_del(u->ev_start);
         log_msg(L_INFO, u->policy->name, "ready");
         daemon_unit_ready(u->d, u);
 }
@@ -288,15 +409,23 @@ static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void 
         bindings_handle(data, bc);
 }
 
+/* A log message over the RPC: its lines (a message is at least one) are
+ * charged to the same budget as the output pipes. */
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
 {
         struct unit *u = data;
-        size_t added = logbuf_feed(&u->log, l->text, strlen(l->text)) + logbuf_feed(&u->log, "\n", 1);
-        for (size_t i = 0; i < added; i++)
-                log_msg(l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO, u->policy->name, "%s",
-                        logbuf_line(&u->log, added, i));
-        if (added)
-                daemon_log_added(u->d, u, added);
+        struct logbuf_stream s = { .len = 0 };
+        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO };
+
+        log_window(u);
+        size_t n = logbuf_split(&s, &u->log_budget, l->text, strlen(l->text), line_cb, &c);
+        if (s.len || n == 0) {
+                if (logbuf_budget_admit(&u->log_budget, s.len))
+                        line_cb(&c, s.partial, s.len);
+        }
+        if (c.added)
+                daemon_log_added(u->d, u, c.added);
+        log_after(u);
 }
 
 static void on_closed(struct peer *p, const char *why, void *data)
@@ -437,6 +566,9 @@ void unit_start(struct unit *u)
         arm(u->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms)
                 arm(u->ev_runtime, u->policy->runtime_max_ms);
+        /* gadgetd run runs any program, gadget or not: no hello is awaited. */
+        if (!u->d->run)
+                arm(u->ev_start, u->policy->start_timeout_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
@@ -554,6 +686,20 @@ static void limits_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         limiter_check(&u->limits, u->policy, u->d->audit);
+}
+
+/* StartTimeout: no hello in time. The gadget fails with that cause, and
+ * Restart= decides what follows. */
+static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        char cause[128];
+        if (u->state != UNIT_STARTING || u->child.pid <= 0)
+                return;
+        snprintf(cause, sizeof cause, "start timeout: no hello within StartTimeout=%llums",
+                 (unsigned long long)u->policy->start_timeout_ms);
+        limiter_record(u->d->audit, u->policy->name, "StartTimeout", "%s", cause);
+        unit_kill(u, cause);
 }
 
 /* RuntimeMax: the gadget has run for as long as it may. */

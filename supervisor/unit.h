@@ -42,6 +42,10 @@ struct unit {
         struct event *ev_runtime;   /* RuntimeMax */
         int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
         struct logbuf log;
+        struct logbuf_stream out_line, err_line; /* their unfinished lines */
+        struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
+        struct event *ev_logwin;  /* the budget's window ends: report drops, read again */
+        struct event *ev_start;   /* StartTimeout */
         struct timespec started;
         struct timespec start_begin; /* when this run's start began (load, restart) */
         uint64_t start_us;        /* from start_begin to the hello, 0 until it came */

@@ -1,6 +1,9 @@
 /* hostile: a worker that speaks the gadget protocol badly on purpose. The
  * mode (first argument) picks the offence; the adversarial tests check that
- * gadgetd ends this worker only, logs one violation, and serves the rest. */
+ * gadgetd ends this worker only, logs one violation, and serves the rest.
+ * The floods (yes, burst, log-newlines; a count as second argument bounds
+ * them) and no-hello are the hostile-load suite's attackers on gadgetd's
+ * log and on a start. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -191,6 +194,54 @@ static Gadget__Value *nested(int n)
         return v;
 }
 
+/* Writes len bytes to fd, whatever it takes. */
+static void write_all(int fd, const char *p, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n <= 0)
+                        return;
+                p += n;
+                len -= (size_t)n;
+        }
+}
+
+/* Output floods (modes yes, burst, log-newlines). count: how many writes
+ * or frames, 0 for no end. */
+static void output_flood(const char *mode, unsigned long count)
+{
+        static char buf[8192];
+        if (strcmp(mode, "yes") == 0) {
+                /* What yes(1) does: 8 KiB of "y\n" per write, for ever. */
+                for (size_t i = 0; i < sizeof buf; i += 2)
+                        memcpy(buf + i, "y\n", 2);
+                for (unsigned long i = 0; !count || i < count; i++)
+                        write_all(1, buf, sizeof buf);
+        } else if (strcmp(mode, "burst") == 0) {
+                /* count numbered lines ("1", "2", ...) in one write: one
+                 * read of gadgetd sees more than a thousand of them. */
+                size_t len = 0, cap = (count ? count : 5000) * 24;
+                char *all = malloc(cap);
+                for (unsigned long i = 1; all && i <= (count ? count : 5000); i++)
+                        len += (size_t)snprintf(all + len, cap - len, "%lu\n", i);
+                if (all)
+                        write_all(1, all, len);
+                free(all);
+        } else {
+                /* Log messages of 4,096 newlines each over the RPC. */
+                memset(buf, '\n', 4096);
+                buf[4096] = '\0';
+                Gadget__Log log = GADGET__LOG__INIT;
+                log.level = 6;
+                log.text = buf;
+                Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                m.msg_case = GADGET__WORKER_MSG__MSG_LOG;
+                m.log = &log;
+                for (unsigned long i = 0; !count || i < count; i++)
+                        send_msg(&m);
+        }
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "";
@@ -265,6 +316,11 @@ int main(int argc, char **argv)
                 hello();
                 if (binding_flood(argc, argv) != 0)
                         return 2;
+        } else if (strcmp(mode, "no-hello") == 0) {
+                /* Alive, but never says hello: StartTimeout ends it. */
+        } else if (strcmp(mode, "yes") == 0 || strcmp(mode, "burst") == 0 || strcmp(mode, "log-newlines") == 0) {
+                hello();
+                output_flood(mode, argc > 2 ? strtoul(argv[2], NULL, 10) : 0);
         } else {
                 fprintf(stderr, "hostile: unknown mode %s\n", mode);
                 return 2;

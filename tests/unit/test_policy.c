@@ -396,6 +396,8 @@ static void test_defaults(void)
         CHECK(p->cpu_quota == 0 && p->runtime_max_ms == 0, "no CPU quota, no RuntimeMax");
         CHECK(p->limit_nofile == 1024 && p->call_timeout_ms == 30000, "LimitNOFILE, CallTimeout");
         CHECK(p->restart == POLICY_RESTART_NO, "Restart defaults to no");
+        CHECK(p->start_timeout_ms == 10000, "StartTimeout defaults to 10s");
+        CHECK(p->log_lines == 0 && p->log_bytes == 0, "the log budget defaults to gadgetd's");
         b = policy_binding_find(p, "K");
         CHECK(b && b->max_value_size == 1 << 20 && b->max_keys == POLICY_UNLIMITED &&
               b->max_bytes == POLICY_UNLIMITED, "kv defaults");
@@ -408,6 +410,12 @@ static void test_defaults(void)
         CHECK(b && b->n_methods == 0 && !b->methods, "gadget binding: no Methods= list");
         b = policy_binding_find(p, "T");
         CHECK(b && b->value && b->value[0] == '\0', "text Value may be empty");
+        policy_free(p);
+
+        p = expect_ok(HEAD "StartTimeout=500ms\nLogLinesPerSecond=20\nLogBytesPerSecond=8K\n",
+                      "start timeout and log budget");
+        CHECK(p && p->start_timeout_ms == 500 && p->log_lines == 20 && p->log_bytes == 8192,
+              "StartTimeout, LogLinesPerSecond, LogBytesPerSecond");
         policy_free(p);
 
         p = expect_ok(HEAD "RuntimeMax=infinity\nTasksMax=infinity\nMemoryMax=infinity\n",
@@ -553,6 +561,11 @@ static void test_errors(void)
         expect_error(HEAD "memoryMax=1\n", 4, "keys are case-sensitive: MemoryMax");
         expect_error(HEAD "Name=u\n", 4, "Name= given twice (first on line 2)");
         expect_error(HEAD "Loopback=\n", 4, "Loopback= needs a value");
+        expect_error(HEAD "StartTimeout=infinity\n", 4, "is not a duration");
+        expect_error(HEAD "StartTimeout=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "LogLinesPerSecond=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "LogLinesPerSecond=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "LogBytesPerSecond=1G\n", 4, "must be at most");
         expect_error("[Gadget]\nName=Notes\nExec=/bin/sh\n", 2,
                      "Name=\"Notes\" is not a valid gadget name");
         expect_error("[Gadget]\nName=t\nExec=bin/sh\n", 3,

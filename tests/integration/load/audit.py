@@ -43,6 +43,11 @@ def records(tmp):
     return out
 
 
+# The spewer writes 1,000 lines of 2,000 bytes (8 MB escaped) at once: its
+# log budget must keep them all.
+SPEWER = "LogLinesPerSecond=100000\nLogBytesPerSecond=64M\n"
+
+
 def flood(d, n=FLOOD):
     """Loads the attacker and waits until it reports its calls answered."""
     policy(d.pol, "attacker", "Arguments=binding-flood NOPE get %d\n" % n, exec_path=HOSTILE_PATH)
@@ -204,7 +209,7 @@ def load_logs_beyond_a_frame(tmp):
     """1,000 lines escaping to 8 MB: `logs` answers them all (in parts),
     `logs -f` starts with the last ten and goes on."""
     with Daemon(tmp) as d:
-        policy(d.pol, "spewer")
+        policy(d.pol, "spewer", SPEWER)
         healthy_daemon(d)
         wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
         b = Bounds(d)
@@ -236,7 +241,7 @@ def load_logs_follow_slow_reader(tmp):
     """A `logs -f` client that stops reading: gadgetd keeps at most 1 MiB of
     new lines for it, then ends its answer with an error it is shown."""
     with Daemon(tmp) as d:
-        policy(d.pol, "spewer")
+        policy(d.pol, "spewer", SPEWER)
         healthy_daemon(d)
         wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
         b = Bounds(d)
@@ -263,7 +268,7 @@ def load_logs_overwritten_is_an_error(tmp):
     """A `logs` answer whose lines the gadget replaces in its ring before a
     slow client read them ends with an error, never with a silent gap."""
     with Daemon(tmp) as d:
-        policy(d.pol, "spewer")
+        policy(d.pol, "spewer", SPEWER)
         healthy_daemon(d)
         wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
         check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 2000}').returncode == 0, "spew failed")
