@@ -281,7 +281,8 @@ void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget
                 kv_job_free(job);
                 if (e == -EBUSY)
                         snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64
-                                 " operations already queued (MaxPending=)", b->name, b->max_pending);
+                                 " operations already queued (MaxPending=%" PRIu64 ")", b->name, b->max_pending,
+                                 b->max_pending);
                 else
                         snprintf(msg, sizeof msg, "kv binding %s: %s", b->name, strerror(-e));
                 bindings_reply(r, NULL, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, msg, 0);

@@ -284,9 +284,8 @@ int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
                 return -ENOMEM;
         if (c->n >= max_pending) {
                 if (c->refused++ == 0)
-                        log_msg(L_WARN, kv->gadget,
-                                "kv binding %s: %u operations queued (MaxPending=): refusing more as busy",
-                                job->binding, c->n);
+                        log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
+                                job->binding, max_pending);
                 return -EBUSY;
         }
         c->n++;
