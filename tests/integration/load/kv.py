@@ -266,3 +266,39 @@ def load_kv_full_disk_deletes(tmp):
             print("healthy calls: %r; %d puts fit" % (h.result, len(stored)))
     finally:
         subprocess.run(["umount", "-l", state])
+
+
+@test
+def load_kv_locked_database(tmp):
+    """A database that cannot be written for a while (here another process
+    holds its write lock, as a stalled disk would) stalls only its own
+    gadget: its operations wait on its thread, the loop answers everyone
+    else. Were SQLite on the loop, each queued put would hold it for the
+    5 s busy timeout and the calls below would never be answered."""
+    populate(tmp, "locked", 0)
+    with Daemon(tmp) as d:
+        two_gadgets(d)
+        cost = Cost(d)
+        lock = sqlite3.connect(os.path.join(tmp, "state", "kv", "locked.sqlite"), isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            with Healthy(d, "good", "binding", GOOD_PUT) as h:
+                policy(d.pol, "locked", "Arguments=kv-flood DATA put 200 200 64\n[Binding DATA]\nType=kv\n",
+                       exec_path=HOSTILE)
+                d.ctl("reload")
+                wait_for(lambda: "queue full" in d.logtext(), what="the locked gadget's queue to fill")
+                for i in range(20):
+                    r = d.ctl("call", "good", "binding", GOOD_PUT, timeout=20)
+                    check(r.returncode == 0, "a healthy put while the other database is locked: %r" % r.stderr)
+                    cost.sample()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        r = wait_for(lambda: re.search(r"kv-flood: sent (\d+) ok (\d+) busy (\d+)", d.ctl("logs", "locked").stdout),
+                     what="the locked gadget's report")
+        sent, ok, busy = map(int, r.groups())
+        check(sent == 200 and ok + busy == 200 and ok >= 1 and busy > 0, "locked gadget: %r" % (r.groups(),))
+        cost.check_during()
+        unload(d, "locked")
+        cost.check_after("locked")
+        print("healthy calls: %r; locked gadget sent %d ok %d busy %d" % (h.result, sent, ok, busy))
