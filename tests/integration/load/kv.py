@@ -14,9 +14,13 @@ from harness import (Daemon, Healthy, check, fd_count, policy, rss_kib, skip, te
 
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
-# Above what gadgetd holds with two gadgets and their kv stores, below a leak.
+# Above what gadgetd holds for a gadget and its kv store (5 fds, a thread,
+# MaxPending=16 queued values), below a leak.
 FD_SLACK = 24
-RSS_SLACK_KIB = 48 * 1024
+RSS_SLACK_KIB = 32 * 1024
+# ASan keeps freed memory in quarantine on purpose: there RSS says nothing
+# (leaks are LeakSanitizer's to find, at gadgetd's exit).
+RSS_CHECKED = os.environ.get("SANITIZE", "none") in ("", "none")
 SPARE_FDS = 4  # the spare sandbox shell being built: pidfd, socket, mountinfo
 
 
@@ -69,8 +73,11 @@ class Cost:
     def check_during(self):
         self.sample()
         check(self.fd_max <= self.fd0 + FD_SLACK, "fds %d -> %d during the attack" % (self.fd0, self.fd_max))
-        check(self.rss_max <= self.rss0 + RSS_SLACK_KIB,
+        check(not RSS_CHECKED or self.rss_max <= self.rss0 + RSS_SLACK_KIB,
               "RSS %d -> %d KiB during the attack" % (self.rss0, self.rss_max))
+
+    def __str__(self):
+        return "gadgetd fds %d..%d, RSS %d..%d KiB" % (self.fd0, self.fd_max, self.rss0, self.rss_max)
 
     def check_after(self, attacker):
         """Once the attacker is unloaded its store is closed: no fd of its
@@ -83,7 +90,7 @@ class Cost:
         wait_for(lambda: kv_fds() == ([], self.eventfds), what="the attacker's store closed: %r" % (kv_fds(),))
         check(fd_count(self.pid) <= self.fd0 + SPARE_FDS, "fds %d -> %d after the attack" % (
             self.fd0, fd_count(self.pid)))
-        check(rss_kib(self.pid) <= self.rss0 + RSS_SLACK_KIB, "RSS %d -> %d KiB after the attack" % (
+        check(not RSS_CHECKED or rss_kib(self.pid) <= self.rss0 + RSS_SLACK_KIB, "RSS %d -> %d KiB after the attack" % (
             self.rss0, rss_kib(self.pid)))
 
 
@@ -133,8 +140,7 @@ def load_kv_pipelined_puts(tmp):
         check(bcall(d, "good", "get", {"key": "h"})[1] == '"healthy"', "good's data")
         unload(d, "flood")
         cost.check_after("flood")
-        print("healthy calls: %r; attacker: %r; fds %d..%d, RSS %d..%d KiB" % (
-            h.result, r, cost.fd0, cost.fd_max, cost.rss0, cost.rss_max))
+        print("healthy calls: %r; attacker: %r; %s" % (h.result, r, cost))
 
 
 def cpu_seconds(pid):
@@ -182,7 +188,7 @@ def load_kv_list_unmatched_prefix(tmp):
         check(json.loads(out)["keys"] == ["h"], "good's list: %r" % out)
         unload(d, "lister")
         cost.check_after("lister")
-        print("healthy calls: %r; attacker: %r; gadgetd CPU %.2f s" % (h.result, r, cpu))
+        print("healthy calls: %r; attacker: %r; gadgetd CPU %.2f s; %s" % (h.result, r, cpu, cost))
 
 
 @test
@@ -202,7 +208,7 @@ def load_kv_default_quota(tmp):
         check(size <= 24 << 20, "the database holds %d bytes" % size)
         unload(d, "filler")
         cost.check_after("filler")
-        print("healthy calls: %r; attacker: %r; database %d bytes" % (h.result, r, size))
+        print("healthy calls: %r; attacker: %r; database %d bytes; %s" % (h.result, r, size, cost))
 
 
 def fill_disk(path):
@@ -263,7 +269,7 @@ def load_kv_full_disk_deletes(tmp):
             db = sqlite3.connect(os.path.join(state, "kv", "disk.sqlite"))
             check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check failed")
             db.close()
-            print("healthy calls: %r; %d puts fit" % (h.result, len(stored)))
+            print("healthy calls: %r; %d puts fit; %s" % (h.result, len(stored), cost))
     finally:
         subprocess.run(["umount", "-l", state])
 
@@ -301,4 +307,4 @@ def load_kv_locked_database(tmp):
         cost.check_during()
         unload(d, "locked")
         cost.check_after("locked")
-        print("healthy calls: %r; locked gadget sent %d ok %d busy %d" % (h.result, sent, ok, busy))
+        print("healthy calls: %r; locked gadget sent %d ok %d busy %d; %s" % (h.result, sent, ok, busy, cost))
