@@ -13,12 +13,14 @@
 #include "log.h"
 
 #define KV_STACK (512u * 1024u)
+/* Refused operations are logged as one count per this many seconds. */
+#define KV_REPORT_SECONDS 5
 
 /* Operations of one binding queued or running, and those refused since
- * the queue was last full (loop side only). */
+ * the last report (loop side only). */
 struct kv_count {
         char binding[KV_BINDING_MAX];
-        unsigned n, refused;
+        unsigned n, refused, max_pending;
         struct kv_count *next;
 };
 
@@ -36,6 +38,7 @@ struct kv {
         /* The loop's own. */
         int efd;
         struct event *ev;
+        struct event *ev_report;  /* the next count of refusals */
         struct kv_count *counts;
 };
 
@@ -170,12 +173,12 @@ static void *thread_main(void *arg)
         return NULL;
 }
 
-static struct kv_count *count_of(struct kv *kv, const char *binding, bool create)
+static struct kv_count *count_of(struct kv *kv, const char *binding)
 {
         for (struct kv_count *c = kv->counts; c; c = c->next)
                 if (strcmp(c->binding, binding) == 0)
                         return c;
-        struct kv_count *c = create ? calloc(1, sizeof *c) : NULL;
+        struct kv_count *c = calloc(1, sizeof *c);
         if (c) {
                 snprintf(c->binding, sizeof c->binding, "%s", binding);
                 c->next = kv->counts;
@@ -184,21 +187,49 @@ static struct kv_count *count_of(struct kv *kv, const char *binding, bool create
         return c;
 }
 
-/* A job of binding left the queue: at the end of a full spell, says how
- * many operations were refused. */
-static void count_down(struct kv *kv, const char *gadget, const char *binding)
+/* Drops the counts that hold nothing any more. */
+static void counts_prune(struct kv *kv)
 {
         struct kv_count **pp = &kv->counts;
-        while (*pp && strcmp((*pp)->binding, binding) != 0)
-                pp = &(*pp)->next;
-        struct kv_count *c = *pp;
-        if (!c || --c->n > 0)
-                return;
-        if (c->refused)
-                log_msg(L_WARN, gadget, "kv binding %s: %u operations refused busy while its queue was full",
-                        binding, c->refused);
-        *pp = c->next;
-        free(c);
+        while (*pp) {
+                struct kv_count *c = *pp;
+                if (c->n == 0 && c->refused == 0) {
+                        *pp = c->next;
+                        free(c);
+                } else {
+                        pp = &c->next;
+                }
+        }
+}
+
+/* Logs the refusals counted since the last report, one line per binding. */
+static void report(struct kv *kv)
+{
+        for (struct kv_count *c = kv->counts; c; c = c->next) {
+                if (c->refused)
+                        log_msg(L_WARN, kv->gadget,
+                                "kv binding %s: %u operations refused busy (queue full, MaxPending=%u)", c->binding,
+                                c->refused, c->max_pending);
+                c->refused = 0;
+        }
+        counts_prune(kv);
+}
+
+static void on_report(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        report(arg);
+}
+
+/* A job of binding left the queue. */
+static void count_down(struct kv *kv, const char *binding)
+{
+        struct kv_count *c = kv->counts;
+        while (c && strcmp(c->binding, binding) != 0)
+                c = c->next;
+        if (c && --c->n == 0 && c->refused == 0)
+                counts_prune(kv);
 }
 
 /* The eventfd: finished jobs are answered on the loop. */
@@ -217,7 +248,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         while (list) {
                 struct kv_job *job = list;
                 list = job->next;
-                count_down(kv, kv->gadget, job->binding);
+                count_down(kv, job->binding);
                 job->done(job);
                 kv_job_free(job);
         }
@@ -262,13 +293,15 @@ int kv_open(struct event_base *base, const char *state_dir, const char *gadget, 
                 goto fail;
         }
         if (!(kv->ev = event_new(base, kv->efd, EV_READ | EV_PERSIST, on_done, kv)) ||
-            event_add(kv->ev, NULL) < 0)
+            event_add(kv->ev, NULL) < 0 || !(kv->ev_report = evtimer_new(base, on_report, kv)))
                 goto fail;
         if ((e = start_thread(kv)) < 0)
                 goto fail;
         *out = kv;
         return 0;
 fail:
+        if (kv->ev_report)
+                event_free(kv->ev_report);
         if (kv->ev)
                 event_free(kv->ev);
         if (kv->efd >= 0)
@@ -279,13 +312,20 @@ fail:
 
 int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
 {
-        struct kv_count *c = count_of(kv, job->binding, true);
+        struct kv_count *c = count_of(kv, job->binding);
         if (!c)
                 return -ENOMEM;
+        c->max_pending = max_pending;
         if (c->n >= max_pending) {
-                if (c->refused++ == 0)
-                        log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
+                /* One line now, then one count per KV_REPORT_SECONDS: the
+                 * refusals cannot flood the log. */
+                if (c->refused++ == 0 && !evtimer_pending(kv->ev_report, NULL)) {
+                        struct timeval tv = { .tv_sec = KV_REPORT_SECONDS };
+                        log_msg(L_WARN, kv->gadget,
+                                "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
                                 job->binding, max_pending);
+                        evtimer_add(kv->ev_report, &tv);
+                }
                 return -EBUSY;
         }
         c->n++;
@@ -310,6 +350,8 @@ void kv_close(struct kv *kv)
 {
         if (!kv)
                 return;
+        report(kv);
+        event_free(kv->ev_report);
         /* Everything the loop needs is taken out under mu: once it is
          * unlocked the thread may free the store at any moment. */
         struct event *ev = kv->ev;

@@ -137,6 +137,8 @@ def load_kv_pipelined_puts(tmp):
               "no log line on the full queue")
         wait_for(lambda: refused_logged(d) == r["busy"], what="the log to count %d refused operations (%d)" % (
             r["busy"], refused_logged(d)))
+        lines = [l for l in flood_log(d).splitlines() if "kv binding DATA:" in l]
+        check(len(lines) <= 4, "refusals flood the log: %r" % lines[:10])
         check(bcall(d, "good", "get", {"key": "h"})[1] == '"healthy"', "good's data")
         unload(d, "flood")
         cost.check_after("flood")
