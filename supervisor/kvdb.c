@@ -305,7 +305,9 @@ out:
 int kvdb_delete(struct kvdb *db, const char *binding, const void *key, size_t klen, bool *existed)
 {
         int e = delete_txn(db, binding, key, klen, existed);
-        if (e == -ENOSPC && db->reserved) {
+        /* Also when the reserve is not whole: a refill that failed may
+         * have kept part of it. */
+        if (e == -ENOSPC && db->reserve_fd >= 0) {
                 reserve_release(db);
                 exec(db, "PRAGMA wal_checkpoint(PASSIVE)");
                 e = delete_txn(db, binding, key, klen, existed);
