@@ -86,13 +86,23 @@ static void get_done(struct kv_job *job)
         gadget__value__free_unpacked(v, NULL);
 }
 
+/* A MaxKeys=/MaxBytes= value as the policy would say it. */
+static const char *limit_text(uint64_t v, char *buf, size_t len)
+{
+        if (v == POLICY_UNLIMITED)
+                return "infinity";
+        snprintf(buf, len, "%" PRIu64, v);
+        return buf;
+}
+
 static void put_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
-        char msg[160];
+        char msg[192], keys[24], bytes[24];
         if (job->err == -EDQUOT) {
-                snprintf(msg, sizeof msg, "quota of binding %s exceeded (MaxKeys=%" PRIu64 ", MaxBytes=%" PRIu64 ")",
-                         job->binding, job->quota.max_keys, job->quota.max_bytes);
+                snprintf(msg, sizeof msg, "quota of binding %s exceeded (MaxKeys=%s, MaxBytes=%s)", job->binding,
+                         limit_text(job->quota.max_keys, keys, sizeof keys),
+                         limit_text(job->quota.max_bytes, bytes, sizeof bytes));
                 bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
                 return;
         }
@@ -212,34 +222,27 @@ static bool list_args(struct binding_req *r, const Gadget__Value *args, struct k
         return true;
 }
 
+struct kv_opdef {
+        const char *name;
+        enum kv_op op;
+        kv_done_fn *done;
+};
+
+static const struct kv_opdef kv_ops[] = {
+        { "get", KV_GET, get_done },
+        { "put", KV_PUT, put_done },
+        { "delete", KV_DELETE, delete_done },
+        { "list", KV_LIST, list_done },
+};
+
 /* The job of r's operation with its checked arguments; NULL (answered)
  * if the call is refused. */
-static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const struct kv_opdef *def,
+                               const Gadget__Value *args)
 {
-        static const struct {
-                const char *name;
-                enum kv_op op;
-                kv_done_fn *done;
-        } ops[] = {
-                { "get", KV_GET, get_done },
-                { "put", KV_PUT, put_done },
-                { "delete", KV_DELETE, delete_done },
-                { "list", KV_LIST, list_done },
-        };
         char why[128];
         const void *key;
-        size_t i = 0;
-        while (i < sizeof ops / sizeof *ops && strcmp(r->op, ops[i].name) != 0)
-                i++;
-        if (i == sizeof ops / sizeof *ops) {
-                bindings_bad_op(r, b);
-                return NULL;
-        }
-        if (args->kind_case != GADGET__VALUE__KIND_MAP_VALUE) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "kv arguments must be a map", 0);
-                return NULL;
-        }
-        struct kv_job *job = kv_job_new(ops[i].op, b->name, ops[i].done, r);
+        struct kv_job *job = kv_job_new(def->op, b->name, def->done, r);
         if (!job) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return NULL;
@@ -262,29 +265,49 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
-void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void reply_busy(struct binding_req *r, const struct policy_binding *b)
 {
         char msg[192];
-        struct kv_job *job = make_job(r, b, args);
-        if (!job)
+        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64 " operations already queued (MaxPending=%" PRIu64
+                 ")", b->name, b->max_pending, b->max_pending);
+        bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
+}
+
+void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        const struct kv_opdef *def = NULL;
+        for (size_t i = 0; i < sizeof kv_ops / sizeof *kv_ops && !def; i++)
+                if (strcmp(r->op, kv_ops[i].name) == 0)
+                        def = &kv_ops[i];
+        if (!def) {
+                bindings_bad_op(r, b);
                 return;
+        }
+        if (args->kind_case != GADGET__VALUE__KIND_MAP_VALUE) {
+                bindings_reply(r, NULL, GADGET_EINVAL, "kv arguments must be a map", 0);
+                return;
+        }
         struct kv *kv = store(r);
         if (!kv) {
-                kv_job_free(job);
                 bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
                 return;
         }
         /* Why this bounds the gadget's cost: at most MaxPending operations
-         * of this binding wait for its thread; the rest are refused now. */
+         * of this binding wait for its thread, each holding its value; the
+         * rest are refused now, before their value is copied. */
+        if (kv_full(kv, b->name, (unsigned)b->max_pending)) {
+                reply_busy(r, b);
+                return;
+        }
+        struct kv_job *job = make_job(r, b, def, args);
+        if (!job)
+                return;
         int e = kv_submit(kv, job, (unsigned)b->max_pending);
         if (e < 0) {
                 kv_job_free(job);
                 if (e == -EBUSY)
-                        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64
-                                 " operations already queued (MaxPending=%" PRIu64 ")", b->name, b->max_pending,
-                                 b->max_pending);
+                        reply_busy(r, b);
                 else
-                        snprintf(msg, sizeof msg, "kv binding %s: %s", b->name, strerror(-e));
-                bindings_reply(r, NULL, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, msg, 0);
+                        bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
         }
 }

@@ -310,24 +310,30 @@ fail:
         return e;
 }
 
+bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
+{
+        struct kv_count *c = count_of(kv, binding);
+        if (!c || c->n < max_pending)
+                return false;
+        c->max_pending = max_pending;
+        /* One line now, then one count per KV_REPORT_SECONDS: the refusals
+         * cannot flood the log. */
+        if (c->refused++ == 0 && !evtimer_pending(kv->ev_report, NULL)) {
+                struct timeval tv = { .tv_sec = KV_REPORT_SECONDS };
+                log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
+                        binding, max_pending);
+                evtimer_add(kv->ev_report, &tv);
+        }
+        return true;
+}
+
 int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
 {
+        if (kv_full(kv, job->binding, max_pending))
+                return -EBUSY;
         struct kv_count *c = count_of(kv, job->binding);
         if (!c)
                 return -ENOMEM;
-        c->max_pending = max_pending;
-        if (c->n >= max_pending) {
-                /* One line now, then one count per KV_REPORT_SECONDS: the
-                 * refusals cannot flood the log. */
-                if (c->refused++ == 0 && !evtimer_pending(kv->ev_report, NULL)) {
-                        struct timeval tv = { .tv_sec = KV_REPORT_SECONDS };
-                        log_msg(L_WARN, kv->gadget,
-                                "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
-                                job->binding, max_pending);
-                        evtimer_add(kv->ev_report, &tv);
-                }
-                return -EBUSY;
-        }
         c->n++;
         job->next = NULL;
         pthread_mutex_lock(&kv->mu);

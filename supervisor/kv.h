@@ -55,6 +55,10 @@ void kv_close(struct kv *kv);
 /* A job for op on binding, zeroed otherwise. NULL if out of memory. */
 struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg);
 void kv_job_free(struct kv_job *job);
+/* Whether max_pending operations of binding are queued or running; if so
+ * the refusal is counted (and logged, at most once per few seconds). For
+ * refusing a call before its value is copied. */
+bool kv_full(struct kv *kv, const char *binding, unsigned max_pending);
 /* Queues job; the store owns it from then on and calls job->done once.
  * -EBUSY (the caller keeps job) when max_pending operations of its binding
  * are already queued or running. */
