@@ -1,8 +1,6 @@
 /* hostile: a worker that speaks the gadget protocol badly on purpose. The
  * mode (first argument) picks the offence; the adversarial tests check that
- * gadgetd ends this worker only, logs one violation, and serves the rest.
- * The kv-flood mode is a well-formed but greedy gadget: the hostile-load
- * tests and benchmarks use it against the kv binding. */
+ * gadgetd ends this worker only, logs one violation, and serves the rest. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -69,7 +67,21 @@ static void binding_call(uint64_t id, Gadget__Value *args)
         send_msg(&m);
 }
 
-/* kv-flood: what to send, and the answers counted by outcome. */
+/* A list nested n deep. */
+static Gadget__Value *nested(int n)
+{
+        Gadget__Value *v = value_new_int(1);
+        for (int i = 0; i < n; i++) {
+                Gadget__Value *l = value_new_list();
+                value_list_append(l, v);
+                v = l;
+        }
+        return v;
+}
+
+/* kv-flood: what to send, and the answers counted by outcome. A
+ * well-formed but greedy gadget: the kv hostile-load tests and benchmarks
+ * use it against the kv binding. */
 struct flood {
         const char *binding, *op, *prefix;
         unsigned long count, window, size;
@@ -164,25 +176,16 @@ static void kv_flood(int argc, char **argv)
         free(value);
 }
 
-/* A list nested n deep. */
-static Gadget__Value *nested(int n)
-{
-        Gadget__Value *v = value_new_int(1);
-        for (int i = 0; i < n; i++) {
-                Gadget__Value *l = value_new_list();
-                value_list_append(l, v);
-                v = l;
-        }
-        return v;
-}
-
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "";
         uint8_t junk[64];
         memset(junk, 0xff, sizeof junk);
 
-        if (strcmp(mode, "oversize") == 0) {
+        if (strcmp(mode, "kv-flood") == 0 && argc >= 7) {
+                hello();
+                kv_flood(argc, argv);
+        } else if (strcmp(mode, "oversize") == 0) {
                 hello();
                 header(WIRE_MAX_FRAME + 1);
                 raw(junk, sizeof junk);
@@ -243,9 +246,6 @@ int main(int argc, char **argv)
                         binding_call(id, NULL);
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
-        } else if (strcmp(mode, "kv-flood") == 0 && argc >= 7) {
-                hello();
-                kv_flood(argc, argv);
         } else {
                 fprintf(stderr, "hostile: unknown mode %s\n", mode);
                 return 2;
