@@ -198,6 +198,8 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size), 0, NULL },
         { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL },
         { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL },
+        /* Why a bound: each queued operation holds its value in gadgetd. */
+        { "MaxPending", KIND_COUNT, 0, T_KV, B(max_pending), POLICY_KV_PENDING_LIMIT, NULL },
         { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target },
         { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods },
         { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow },

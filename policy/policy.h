@@ -9,6 +9,12 @@
 
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
+/* kv defaults, for a stranger's gadget on a shared host: a few MiB of
+ * data, and a short queue to the gadget's SQLite thread. */
+#define POLICY_KV_MAX_KEYS 100000
+#define POLICY_KV_MAX_BYTES (16u * 1024u * 1024u)
+#define POLICY_KV_MAX_PENDING 16
+#define POLICY_KV_PENDING_LIMIT 1024 /* largest MaxPending= */
 
 /* An http binding's answer travels in one frame (wire.h's WIRE_MAX_FRAME):
  * the body, each header with at most POLICY_HTTP_HEADER_OVERHEAD bytes of
@@ -41,8 +47,9 @@ struct policy_binding {
         unsigned line;           /* line of the [Binding NAME] header */
         /* kv */
         uint64_t max_value_size; /* MaxValueSize, default 1 MiB */
-        uint64_t max_keys;       /* MaxKeys, default POLICY_UNLIMITED */
-        uint64_t max_bytes;      /* MaxBytes, default POLICY_UNLIMITED */
+        uint64_t max_keys;       /* MaxKeys, default POLICY_KV_MAX_KEYS */
+        uint64_t max_bytes;      /* MaxBytes, default POLICY_KV_MAX_BYTES */
+        uint64_t max_pending;    /* MaxPending, default POLICY_KV_MAX_PENDING */
         /* gadget */
         char *target;            /* Target= */
         char **methods;          /* Methods= (gadget: method allowlist; http: HTTP methods) */

@@ -1,6 +1,8 @@
-/* bind_kv: the operations of a kv binding — get, put, delete, list —
- * with their argument checks, on the gadget's SQLite store. */
+/* bind_kv: the operations of a kv binding — get, put, delete, list — with
+ * their argument checks, queued to the gadget's store (kv.c) and answered
+ * when the store's thread is done. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,69 +45,69 @@ static int get_key(const Gadget__Value *args, const char *field, bool optional, 
         return 0;
 }
 
+/* The gadget's store, prepared at its first kv call (the database itself
+ * is opened by the store's thread). */
 static struct kv *store(struct binding_req *r)
 {
         struct unit *u = r->u;
-        if (!u->kv && kv_open(u->d->state_dir, u->policy->name, &u->kv) < 0)
+        if (!u->kv && kv_open(u->d->base, u->d->state_dir, u->policy->name, &u->kv) < 0)
                 return NULL;
         return u->kv;
 }
 
-static void kv_get_op(struct binding_req *r, struct kv *kv, const struct policy_binding *b, const void *key,
-                      size_t klen)
+/* Answers a store failure other than the operation's own outcomes. */
+static void reply_failure(struct binding_req *r, int err)
 {
-        void *data;
-        size_t len;
-        int e = kv_get(kv, b->name, key, klen, &data, &len);
-        if (e == -ENOENT) {
+        if (err == -ENOSPC)
+                bindings_reply(r, NULL, GADGET_EFAILED, "storage full: the disk has no room for more data", 0);
+        else if (err == -ECANCELED)
+                bindings_reply(r, NULL, GADGET_EGONE, "the gadget's store was closed", 0);
+        else
+                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
+}
+
+static void get_done(struct kv_job *job)
+{
+        struct binding_req *r = job->arg;
+        if (job->err == -ENOENT) {
                 bindings_reply(r, NULL, GADGET_ENOTFOUND, "no such key", 0);
                 return;
         }
-        if (e < 0) {
-                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
+        if (job->err < 0) {
+                reply_failure(r, job->err);
                 return;
         }
-        Gadget__Value *v = gadget__value__unpack(NULL, len, data);
-        free(data);
+        Gadget__Value *v = gadget__value__unpack(NULL, job->vlen, job->val);
         if (!v) {
                 bindings_reply(r, NULL, GADGET_EFAILED, "stored value does not decode", 0);
                 return;
         }
-        bindings_reply(r, v, 0, NULL, len);
+        bindings_reply(r, v, 0, NULL, job->vlen);
         gadget__value__free_unpacked(v, NULL);
 }
 
-static void kv_put_op(struct binding_req *r, struct kv *kv, const struct policy_binding *b, const void *key,
-                      size_t klen, const Gadget__Value *val)
+/* A MaxKeys=/MaxBytes= value as the policy would say it. */
+static const char *limit_text(uint64_t v, char *buf, size_t len)
 {
-        char msg[160];
-        if (!val) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "put needs {\"key\": K, \"value\": V}", 0);
-                return;
-        }
-        size_t len = gadget__value__get_packed_size(val);
-        if (len > b->max_value_size) {
-                snprintf(msg, sizeof msg, "value of %zu bytes is over MaxValueSize (%llu)", len,
-                         (unsigned long long)b->max_value_size);
+        if (v == POLICY_UNLIMITED)
+                return "infinity";
+        snprintf(buf, len, "%" PRIu64, v);
+        return buf;
+}
+
+static void put_done(struct kv_job *job)
+{
+        struct binding_req *r = job->arg;
+        char msg[192], keys[24], bytes[24];
+        if (job->err == -EDQUOT) {
+                snprintf(msg, sizeof msg, "quota of binding %s exceeded (MaxKeys=%s, MaxBytes=%s)", job->binding,
+                         limit_text(job->quota.max_keys, keys, sizeof keys),
+                         limit_text(job->quota.max_bytes, bytes, sizeof bytes));
                 bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
                 return;
         }
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf) {
-                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-                return;
-        }
-        gadget__value__pack(val, buf);
-        struct kv_quota q = { .max_keys = b->max_keys, .max_bytes = b->max_bytes };
-        int e = kv_put(kv, b->name, key, klen, buf, len, &q);
-        free(buf);
-        if (e == -EDQUOT) {
-                snprintf(msg, sizeof msg, "quota of binding %s exceeded (MaxKeys/MaxBytes)", b->name);
-                bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
-                return;
-        }
-        if (e < 0) {
-                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
+        if (job->err < 0) {
+                reply_failure(r, job->err);
                 return;
         }
         Gadget__Value *null = value_new_null();
@@ -113,85 +115,171 @@ static void kv_put_op(struct binding_req *r, struct kv *kv, const struct policy_
         value_free(null);
 }
 
-static void kv_delete_op(struct binding_req *r, struct kv *kv, const struct policy_binding *b,
-                         const void *key, size_t klen)
+static void delete_done(struct kv_job *job)
 {
-        bool existed;
-        if (kv_delete(kv, b->name, key, klen, &existed) < 0) {
-                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
+        struct binding_req *r = job->arg;
+        if (job->err < 0) {
+                reply_failure(r, job->err);
                 return;
         }
-        Gadget__Value *v = value_new_bool(existed);
+        Gadget__Value *v = value_new_bool(job->existed);
         bindings_reply(r, v, 0, NULL, 0);
         value_free(v);
 }
 
-struct list_acc {
-        Gadget__Value *keys;
-        const void *last;
-        size_t last_len;
-        int err;
-};
-
-static void list_one(void *arg, const void *key, size_t klen)
+static Gadget__Value *key_value(const void *key, size_t klen)
 {
-        struct list_acc *a = arg;
-        Gadget__Value *k = value_utf8_valid(key, klen) && !memchr(key, 0, klen)
-                                   ? value_new_string_len(key, klen)
-                                   : value_new_bytes(key, klen);
-        if (!k || value_list_append(a->keys, k) < 0)
-                a->err = -ENOMEM;
+        return value_utf8_valid(key, klen) && !memchr(key, 0, klen) ? value_new_string_len(key, klen)
+                                                                     : value_new_bytes(key, klen);
 }
 
-static void kv_list_op(struct binding_req *r, struct kv *kv, const struct policy_binding *b,
-                       const Gadget__Value *args)
+/* {"keys": [...], "cursor": last key or null}; NULL if out of memory. */
+static Gadget__Value *list_result(const struct kv_job *job)
 {
-        char why[128];
-        const void *prefix, *after;
-        size_t plen, alen;
-        int64_t limit = LIST_DEFAULT;
-        const Gadget__Value *lim = value_map_get(args, "limit");
-        if (get_key(args, "prefix", true, &prefix, &plen, why, sizeof why) < 0 ||
-            get_key(args, "cursor", true, &after, &alen, why, sizeof why) < 0) {
-                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
-                return;
-        }
-        if (lim && (lim->kind_case != GADGET__VALUE__KIND_INT_VALUE || lim->int_value < 1 ||
-                    lim->int_value > LIST_MAX)) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "\"limit\" must be an int from 1 to 1000", 0);
-                return;
-        }
-        if (lim)
-                limit = lim->int_value;
-        struct list_acc a = { .keys = value_new_list() };
-        bool more = false;
-        int e = a.keys ? kv_list(kv, b->name, prefix, plen, after, alen, (unsigned)limit, list_one, &a, &more)
-                       : -ENOMEM;
-        Gadget__Value *res = value_new_map();
-        if (e < 0 || a.err < 0 || !res) {
-                value_free(a.keys);
-                value_free(res);
-                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
-                return;
+        Gadget__Value *keys = value_new_list(), *res = value_new_map(), *last = NULL;
+        const void *key;
+        size_t klen, pos = 0;
+        if (!keys || !res)
+                goto fail;
+        while (kv_job_next_key(job, &pos, &key, &klen)) {
+                Gadget__Value *k = key_value(key, klen);
+                if (!k || value_list_append(keys, k) < 0)
+                        goto fail;
+                last = k;
         }
         /* The cursor is the last key returned; list again with it to go on. */
-        const Gadget__List *l = a.keys->list_value;
-        Gadget__Value *cursor = more && l->n_items ? value_dup(l->items[l->n_items - 1]) : value_new_null();
-        value_map_set(res, "keys", a.keys);
+        Gadget__Value *cursor = job->more && last ? value_dup(last) : value_new_null();
+        value_map_set(res, "keys", keys);
         value_map_set(res, "cursor", cursor);
+        return res;
+fail:
+        value_free(keys);
+        value_free(res);
+        return NULL;
+}
+
+static void list_done(struct kv_job *job)
+{
+        struct binding_req *r = job->arg;
+        if (job->err < 0) {
+                reply_failure(r, job->err);
+                return;
+        }
+        Gadget__Value *res = list_result(job);
+        if (!res) {
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
         bindings_reply(r, res, 0, NULL, gadget__value__get_packed_size(res));
         value_free(res);
 }
 
-void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+/* The value of a put, packed into the job; false (answered) if refused. */
+static bool put_value(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *val,
+                      struct kv_job *job)
+{
+        char msg[160];
+        if (!val) {
+                bindings_reply(r, NULL, GADGET_EINVAL, "put needs {\"key\": K, \"value\": V}", 0);
+                return false;
+        }
+        size_t len = gadget__value__get_packed_size(val);
+        if (len > b->max_value_size) {
+                snprintf(msg, sizeof msg, "value of %zu bytes is over MaxValueSize (%" PRIu64 ")", len,
+                         b->max_value_size);
+                bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
+                return false;
+        }
+        if (!(job->val = malloc(len ? len : 1))) {
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return false;
+        }
+        gadget__value__pack(val, job->val);
+        job->vlen = len;
+        job->quota = (struct kvdb_quota){ .max_keys = b->max_keys, .max_bytes = b->max_bytes };
+        return true;
+}
+
+/* prefix, cursor and limit of a list; false (answered) if refused. */
+static bool list_args(struct binding_req *r, const Gadget__Value *args, struct kv_job *job)
 {
         char why[128];
-        const void *key = NULL;
-        size_t klen = 0;
-        bool is_get = strcmp(r->op, "get") == 0, is_put = strcmp(r->op, "put") == 0;
-        bool is_del = strcmp(r->op, "delete") == 0, is_list = strcmp(r->op, "list") == 0;
+        const void *prefix, *after;
+        const Gadget__Value *lim = value_map_get(args, "limit");
+        if (get_key(args, "prefix", true, &prefix, &job->klen, why, sizeof why) < 0 ||
+            get_key(args, "cursor", true, &after, &job->alen, why, sizeof why) < 0) {
+                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
+                return false;
+        }
+        if (lim && (lim->kind_case != GADGET__VALUE__KIND_INT_VALUE || lim->int_value < 1 ||
+                    lim->int_value > LIST_MAX)) {
+                bindings_reply(r, NULL, GADGET_EINVAL, "\"limit\" must be an int from 1 to 1000", 0);
+                return false;
+        }
+        memcpy(job->key, prefix, job->klen);
+        memcpy(job->after, after, job->alen);
+        job->limit = lim ? (unsigned)lim->int_value : LIST_DEFAULT;
+        return true;
+}
 
-        if (!is_get && !is_put && !is_del && !is_list) {
+struct kv_opdef {
+        const char *name;
+        enum kv_op op;
+        kv_done_fn *done;
+};
+
+static const struct kv_opdef kv_ops[] = {
+        { "get", KV_GET, get_done },
+        { "put", KV_PUT, put_done },
+        { "delete", KV_DELETE, delete_done },
+        { "list", KV_LIST, list_done },
+};
+
+/* The job of r's operation with its checked arguments; NULL (answered)
+ * if the call is refused. */
+static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const struct kv_opdef *def,
+                               const Gadget__Value *args)
+{
+        char why[128];
+        const void *key;
+        struct kv_job *job = kv_job_new(def->op, b->name, def->done, r);
+        if (!job) {
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return NULL;
+        }
+        bool ok = true;
+        if (job->op == KV_LIST) {
+                ok = list_args(r, args, job);
+        } else if (get_key(args, "key", false, &key, &job->klen, why, sizeof why) < 0) {
+                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
+                ok = false;
+        } else {
+                memcpy(job->key, key, job->klen);
+                if (job->op == KV_PUT)
+                        ok = put_value(r, b, value_map_get(args, "value"), job);
+        }
+        if (!ok) {
+                kv_job_free(job);
+                return NULL;
+        }
+        return job;
+}
+
+static void reply_busy(struct binding_req *r, const struct policy_binding *b)
+{
+        char msg[192];
+        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64 " operations already queued (MaxPending=%" PRIu64
+                 ")", b->name, b->max_pending, b->max_pending);
+        bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
+}
+
+void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        const struct kv_opdef *def = NULL;
+        for (size_t i = 0; i < sizeof kv_ops / sizeof *kv_ops && !def; i++)
+                if (strcmp(r->op, kv_ops[i].name) == 0)
+                        def = &kv_ops[i];
+        if (!def) {
                 bindings_bad_op(r, b);
                 return;
         }
@@ -199,21 +287,27 @@ void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget
                 bindings_reply(r, NULL, GADGET_EINVAL, "kv arguments must be a map", 0);
                 return;
         }
-        if (!is_list && get_key(args, "key", false, &key, &klen, why, sizeof why) < 0) {
-                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
-                return;
-        }
         struct kv *kv = store(r);
         if (!kv) {
                 bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
                 return;
         }
-        if (is_get)
-                kv_get_op(r, kv, b, key, klen);
-        else if (is_put)
-                kv_put_op(r, kv, b, key, klen, value_map_get(args, "value"));
-        else if (is_del)
-                kv_delete_op(r, kv, b, key, klen);
-        else
-                kv_list_op(r, kv, b, args);
+        /* Why this bounds the gadget's cost: at most MaxPending operations
+         * of this binding wait for its thread, each holding its value; the
+         * rest are refused now, before their value is copied. */
+        if (kv_full(kv, b->name, (unsigned)b->max_pending)) {
+                reply_busy(r, b);
+                return;
+        }
+        struct kv_job *job = make_job(r, b, def, args);
+        if (!job)
+                return;
+        int e = kv_submit(kv, job, (unsigned)b->max_pending);
+        if (e < 0) {
+                kv_job_free(job);
+                if (e == -EBUSY)
+                        reply_busy(r, b);
+                else
+                        bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+        }
 }

@@ -1,238 +1,405 @@
-/* kv: SQLite storage for kv bindings. */
+/* kv: a gadget's SQLite thread and its bounded queue. */
 #include "kv.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sqlite3.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "log.h"
+
+#define KV_STACK (512u * 1024u)
+/* Refused operations are logged as one count per this many seconds. */
+#define KV_REPORT_SECONDS 5
+
+/* Operations of one binding queued or running, and those refused since
+ * the last report (loop side only). */
+struct kv_count {
+        char binding[KV_BINDING_MAX];
+        unsigned n, refused, max_pending;
+        struct kv_count *next;
+};
+
+/* Shared by the loop and the thread: the fields under mu. Once closing is
+ * set the loop has let go of the store and the thread frees it. */
 struct kv {
-        sqlite3 *db;
-        sqlite3_stmt *get, *put, *del, *list, *old, *usage, *set_usage;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        struct kv_job *todo, **todo_tail;   /* queued, not started */
+        struct kv_job *done, **done_tail;   /* finished, for the loop */
+        struct kv_job *running;
+        bool closing;
+        /* The thread's own. */
+        char *state_dir, *gadget;
+        /* The loop's own. */
+        int efd;
+        struct event *ev;
+        struct event *ev_report;  /* the next count of refusals */
+        struct kv_count *counts;
 };
 
-/* Durability: WAL with synchronous=FULL syncs the log at every commit, so
- * an acknowledged put survives a crash of gadgetd and of the machine
- * (NORMAL could lose the last commits on power loss). */
-static const char schema[] =
-        "PRAGMA journal_mode=WAL;"
-        "PRAGMA synchronous=FULL;"
-        "CREATE TABLE IF NOT EXISTS kv (binding TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL,"
-        " PRIMARY KEY (binding, key)) WITHOUT ROWID;"
-        "CREATE TABLE IF NOT EXISTS usage (binding TEXT PRIMARY KEY, keys INTEGER NOT NULL,"
-        " bytes INTEGER NOT NULL);";
-
-static const char *const stmts[] = {
-        "SELECT value FROM kv WHERE binding = ?1 AND key = ?2",
-        "INSERT INTO kv (binding, key, value) VALUES (?1, ?2, ?3)"
-        " ON CONFLICT (binding, key) DO UPDATE SET value = excluded.value",
-        "DELETE FROM kv WHERE binding = ?1 AND key = ?2 RETURNING length(key) + length(value)",
-        "SELECT key FROM kv WHERE binding = ?1 AND key >= ?2 AND substr(key, 1, length(?2)) = ?2"
-        " AND key > ?3 ORDER BY key LIMIT ?4",
-        "SELECT length(key) + length(value) FROM kv WHERE binding = ?1 AND key = ?2",
-        "SELECT keys, bytes FROM usage WHERE binding = ?1",
-        "INSERT INTO usage (binding, keys, bytes) VALUES (?1, ?2, ?3)"
-        " ON CONFLICT (binding) DO UPDATE SET keys = excluded.keys, bytes = excluded.bytes",
-};
-
-const char *kv_error(const struct kv *kv)
+struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
 {
-        return kv && kv->db ? sqlite3_errmsg(kv->db) : "no database";
+        struct kv_job *job = calloc(1, sizeof *job);
+        if (!job)
+                return NULL;
+        job->op = op;
+        snprintf(job->binding, sizeof job->binding, "%s", binding);
+        job->done = done;
+        job->arg = arg;
+        return job;
 }
 
-int kv_open(const char *state_dir, const char *gadget, struct kv **out)
+void kv_job_free(struct kv_job *job)
 {
-        char dir[4096], path[4200];
+        if (!job)
+                return;
+        free(job->val);
+        free(job->keys);
+        free(job);
+}
+
+int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen)
+{
+        if (*pos + 2 > job->keys_len)
+                return 0;
+        size_t n = (size_t)job->keys[*pos] | (size_t)job->keys[*pos + 1] << 8;
+        *key = job->keys + *pos + 2;
+        *klen = n;
+        *pos += 2 + n;
+        return 1;
+}
+
+/* Appends one listed key to the job (the thread's side of list). */
+static void list_add(void *arg, const void *key, size_t klen)
+{
+        struct kv_job *job = arg;
+        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
+        if (!k) {
+                job->err = -ENOMEM;
+                return;
+        }
+        k[job->keys_len] = (uint8_t)klen;
+        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
+        memcpy(k + job->keys_len + 2, key, klen);
+        job->keys = k;
+        job->keys_len += 2 + klen;
+        job->n_keys++;
+}
+
+/* Carries out one job on the database (on the thread). */
+static void run_job(struct kvdb *db, struct kv_job *job)
+{
+        int e = 0;
+        switch (job->op) {
+        case KV_GET:
+                e = kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
+                break;
+        case KV_PUT:
+                e = kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
+                break;
+        case KV_DELETE:
+                e = kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
+                break;
+        case KV_LIST:
+                e = kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit, list_add,
+                              job, &job->more);
+                break;
+        }
+        if (e < 0 || job->err == 0)
+                job->err = e;
+}
+
+/* Hands a finished job to the loop (mu held). Why this write cannot reach
+ * another file: efd is closed only after closing is set under mu. */
+static void finish(struct kv *kv, struct kv_job *job)
+{
+        if (kv->closing || !job->done) {
+                kv_job_free(job);
+                return;
+        }
+        job->next = NULL;
+        *kv->done_tail = job;
+        kv->done_tail = &job->next;
+        uint64_t one = 1;
+        if (write(kv->efd, &one, sizeof one) < 0) {
+                /* The counter cannot overflow at one per job: nothing to do. */
+        }
+}
+
+static void store_free(struct kv *kv)
+{
+        pthread_mutex_destroy(&kv->mu);
+        pthread_cond_destroy(&kv->cv);
+        free(kv->state_dir);
+        free(kv->gadget);
+        free(kv);
+}
+
+/* The thread: opens the database at the first job (again after a failed
+ * open), runs the jobs in order, and at close frees the store. */
+static void *thread_main(void *arg)
+{
+        struct kv *kv = arg;
+        struct kvdb *db = NULL;
+
+        pthread_mutex_lock(&kv->mu);
+        for (;;) {
+                while (!kv->todo && !kv->closing)
+                        pthread_cond_wait(&kv->cv, &kv->mu);
+                if (kv->closing)
+                        break;
+                struct kv_job *job = kv->todo;
+                if (!(kv->todo = job->next))
+                        kv->todo_tail = &kv->todo;
+                kv->running = job;
+                pthread_mutex_unlock(&kv->mu);
+                int e = db ? 0 : kvdb_open(kv->state_dir, kv->gadget, &db);
+                if (e < 0)
+                        job->err = e;
+                else
+                        run_job(db, job);
+                pthread_mutex_lock(&kv->mu);
+                kv->running = NULL;
+                finish(kv, job);
+        }
+        pthread_mutex_unlock(&kv->mu);
+        kvdb_close(db);
+        store_free(kv);
+        return NULL;
+}
+
+static struct kv_count *count_of(struct kv *kv, const char *binding)
+{
+        for (struct kv_count *c = kv->counts; c; c = c->next)
+                if (strcmp(c->binding, binding) == 0)
+                        return c;
+        struct kv_count *c = calloc(1, sizeof *c);
+        if (c) {
+                snprintf(c->binding, sizeof c->binding, "%s", binding);
+                c->next = kv->counts;
+                kv->counts = c;
+        }
+        return c;
+}
+
+/* Drops the counts that hold nothing any more. */
+static void counts_prune(struct kv *kv)
+{
+        struct kv_count **pp = &kv->counts;
+        while (*pp) {
+                struct kv_count *c = *pp;
+                if (c->n == 0 && c->refused == 0) {
+                        *pp = c->next;
+                        free(c);
+                } else {
+                        pp = &c->next;
+                }
+        }
+}
+
+/* Logs the refusals counted since the last report, one line per binding. */
+static void report(struct kv *kv)
+{
+        for (struct kv_count *c = kv->counts; c; c = c->next) {
+                if (c->refused)
+                        log_msg(L_WARN, kv->gadget,
+                                "kv binding %s: %u operations refused busy (queue full, MaxPending=%u)", c->binding,
+                                c->refused, c->max_pending);
+                c->refused = 0;
+        }
+        counts_prune(kv);
+}
+
+static void on_report(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        report(arg);
+}
+
+/* A job of binding left the queue. */
+static void count_down(struct kv *kv, const char *binding)
+{
+        struct kv_count *c = kv->counts;
+        while (c && strcmp(c->binding, binding) != 0)
+                c = c->next;
+        if (c && --c->n == 0 && c->refused == 0)
+                counts_prune(kv);
+}
+
+/* The eventfd: finished jobs are answered on the loop. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct kv *kv = arg;
+        uint64_t n;
+        (void)what;
+        if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+                return;
+        pthread_mutex_lock(&kv->mu);
+        struct kv_job *list = kv->done;
+        kv->done = NULL;
+        kv->done_tail = &kv->done;
+        pthread_mutex_unlock(&kv->mu);
+        while (list) {
+                struct kv_job *job = list;
+                list = job->next;
+                count_down(kv, job->binding);
+                job->done(job);
+                kv_job_free(job);
+        }
+}
+
+/* Starts the thread with every signal blocked: signals are the loop's. */
+static int start_thread(struct kv *kv)
+{
+        pthread_attr_t attr;
+        pthread_t t;
+        sigset_t all, old;
+        int e;
+
+        if ((e = pthread_attr_init(&attr)) != 0)
+                return -e;
+        pthread_attr_setstacksize(&attr, KV_STACK);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = pthread_create(&t, &attr, thread_main, kv);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        return -e;
+}
+
+int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kv **out)
+{
         struct kv *kv = calloc(1, sizeof *kv);
-        int e = -EIO;
+        int e = -ENOMEM;
 
         if (!kv)
                 return -ENOMEM;
-        snprintf(dir, sizeof dir, "%s/kv", state_dir);
-        if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
-                free(kv);
-                return -errno;
-        }
-        snprintf(path, sizeof path, "%s/%s.sqlite", dir, gadget);
-        /* Create it 0600 before SQLite opens it: only gadgetd reads it. */
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
-                free(kv);
-                return -errno;
-        }
-        close(fd);
-        if (sqlite3_open_v2(path, &kv->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK ||
-            sqlite3_exec(kv->db, schema, NULL, NULL, NULL) != SQLITE_OK)
+        kv->efd = -1;
+        pthread_mutex_init(&kv->mu, NULL);
+        pthread_cond_init(&kv->cv, NULL);
+        kv->todo_tail = &kv->todo;
+        kv->done_tail = &kv->done;
+        if (!(kv->state_dir = strdup(state_dir)) || !(kv->gadget = strdup(gadget)))
                 goto fail;
-        sqlite3_busy_timeout(kv->db, 5000);
-        sqlite3_stmt **slots[] = { &kv->get, &kv->put, &kv->del, &kv->list, &kv->old, &kv->usage, &kv->set_usage };
-        for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++)
-                if (sqlite3_prepare_v3(kv->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, slots[i], NULL) != SQLITE_OK)
-                        goto fail;
+        if ((kv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+                e = -errno;
+                goto fail;
+        }
+        if (!(kv->ev = event_new(base, kv->efd, EV_READ | EV_PERSIST, on_done, kv)) ||
+            event_add(kv->ev, NULL) < 0 || !(kv->ev_report = evtimer_new(base, on_report, kv)))
+                goto fail;
+        if ((e = start_thread(kv)) < 0)
+                goto fail;
         *out = kv;
         return 0;
 fail:
-        kv_close(kv);
+        if (kv->ev_report)
+                event_free(kv->ev_report);
+        if (kv->ev)
+                event_free(kv->ev);
+        if (kv->efd >= 0)
+                close(kv->efd);
+        store_free(kv);
         return e;
+}
+
+bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
+{
+        struct kv_count *c = count_of(kv, binding);
+        if (!c || c->n < max_pending)
+                return false;
+        c->max_pending = max_pending;
+        /* One line now, then one count per KV_REPORT_SECONDS: the refusals
+         * cannot flood the log. */
+        if (c->refused++ == 0 && !evtimer_pending(kv->ev_report, NULL)) {
+                struct timeval tv = { .tv_sec = KV_REPORT_SECONDS };
+                log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
+                        binding, max_pending);
+                evtimer_add(kv->ev_report, &tv);
+        }
+        return true;
+}
+
+int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
+{
+        if (kv_full(kv, job->binding, max_pending))
+                return -EBUSY;
+        struct kv_count *c = count_of(kv, job->binding);
+        if (!c)
+                return -ENOMEM;
+        c->n++;
+        job->next = NULL;
+        pthread_mutex_lock(&kv->mu);
+        *kv->todo_tail = job;
+        kv->todo_tail = &job->next;
+        pthread_cond_signal(&kv->cv);
+        pthread_mutex_unlock(&kv->mu);
+        return 0;
+}
+
+/* Answers job as cancelled. */
+static void cancel(struct kv_job *job)
+{
+        job->err = -ECANCELED;
+        job->done(job);
+        kv_job_free(job);
 }
 
 void kv_close(struct kv *kv)
 {
         if (!kv)
                 return;
-        sqlite3_stmt *s[] = { kv->get, kv->put, kv->del, kv->list, kv->old, kv->usage, kv->set_usage };
-        for (size_t i = 0; i < sizeof s / sizeof *s; i++)
-                sqlite3_finalize(s[i]);
-        sqlite3_close(kv->db);
-        free(kv);
-}
-
-static void bind_key(sqlite3_stmt *st, const char *binding, const void *key, size_t klen)
-{
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 2, klen ? key : "", (int)klen, SQLITE_STATIC);
-}
-
-int kv_get(struct kv *kv, const char *binding, const void *key, size_t klen, void **val, size_t *vlen)
-{
-        bind_key(kv->get, binding, key, klen);
-        int r = sqlite3_step(kv->get);
-        if (r == SQLITE_DONE)
-                return -ENOENT;
-        if (r != SQLITE_ROW)
-                return -EIO;
-        size_t n = (size_t)sqlite3_column_bytes(kv->get, 0);
-        void *copy = malloc(n ? n : 1);
-        if (!copy)
-                return -ENOMEM;
-        if (n)
-                memcpy(copy, sqlite3_column_blob(kv->get, 0), n);
-        sqlite3_reset(kv->get);
-        *val = copy;
-        *vlen = n;
-        return 0;
-}
-
-static int exec(struct kv *kv, const char *sql)
-{
-        return sqlite3_exec(kv->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
-}
-
-/* The binding's key count and bytes (0, 0 before its first put). */
-static int usage_get(struct kv *kv, const char *binding, int64_t *keys, int64_t *bytes)
-{
-        sqlite3_reset(kv->usage);
-        sqlite3_bind_text(kv->usage, 1, binding, -1, SQLITE_STATIC);
-        int r = sqlite3_step(kv->usage);
-        *keys = *bytes = 0;
-        if (r == SQLITE_ROW) {
-                *keys = sqlite3_column_int64(kv->usage, 0);
-                *bytes = sqlite3_column_int64(kv->usage, 1);
+        report(kv);
+        event_free(kv->ev_report);
+        /* Everything the loop needs is taken out under mu: once it is
+         * unlocked the thread may free the store at any moment. */
+        struct event *ev = kv->ev;
+        int efd = kv->efd;
+        struct kv_count *counts = kv->counts;
+        pthread_mutex_lock(&kv->mu);
+        kv->closing = true;
+        struct kv_job *todo = kv->todo, *done = kv->done;
+        kv->todo = kv->done = NULL;
+        kv->todo_tail = &kv->todo;
+        kv->done_tail = &kv->done;
+        /* The running job stays the thread's; its caller is answered now
+         * with a stand-in, and the thread drops the job when it ends. */
+        struct kv_job *running = kv->running;
+        struct kv_job stand_in = { .err = -ECANCELED };
+        if (running) {
+                stand_in.op = running->op;
+                stand_in.done = running->done;
+                stand_in.arg = running->arg;
+                running->done = NULL;
         }
-        sqlite3_reset(kv->usage);
-        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : -EIO;
-}
+        pthread_cond_signal(&kv->cv);
+        pthread_mutex_unlock(&kv->mu);
 
-static int usage_set(struct kv *kv, const char *binding, int64_t keys, int64_t bytes)
-{
-        sqlite3_reset(kv->set_usage);
-        sqlite3_bind_text(kv->set_usage, 1, binding, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(kv->set_usage, 2, keys);
-        sqlite3_bind_int64(kv->set_usage, 3, bytes);
-        int r = sqlite3_step(kv->set_usage);
-        sqlite3_reset(kv->set_usage);
-        return r == SQLITE_DONE ? 0 : -EIO;
-}
-
-int kv_put(struct kv *kv, const char *binding, const void *key, size_t klen, const void *val, size_t vlen,
-           const struct kv_quota *q)
-{
-        int64_t keys, bytes, old = -1;
-        int e;
-
-        /* One transaction: the quota check, the write and the usage update
-         * commit together or not at all. */
-        if ((e = exec(kv, "BEGIN IMMEDIATE")) < 0)
-                return e;
-        if ((e = usage_get(kv, binding, &keys, &bytes)) < 0)
-                goto rollback;
-        bind_key(kv->old, binding, key, klen);
-        if (sqlite3_step(kv->old) == SQLITE_ROW)
-                old = sqlite3_column_int64(kv->old, 0);
-        sqlite3_reset(kv->old);
-        if (old < 0)
-                keys++;
-        bytes += (int64_t)(klen + vlen) - (old < 0 ? 0 : old);
-        if ((uint64_t)keys > q->max_keys || (uint64_t)bytes > q->max_bytes) {
-                e = -EDQUOT;
-                goto rollback;
+        event_free(ev);
+        close(efd);
+        while (done) {
+                struct kv_job *job = done;
+                done = job->next;
+                job->done(job);
+                kv_job_free(job);
         }
-        bind_key(kv->put, binding, key, klen);
-        sqlite3_bind_blob(kv->put, 3, vlen ? val : "", (int)vlen, SQLITE_STATIC);
-        if (sqlite3_step(kv->put) != SQLITE_DONE) {
-                e = -EIO;
-                goto rollback;
+        while (todo) {
+                struct kv_job *job = todo;
+                todo = job->next;
+                cancel(job);
         }
-        sqlite3_reset(kv->put);
-        if ((e = usage_set(kv, binding, keys, bytes)) < 0)
-                goto rollback;
-        return exec(kv, "COMMIT");
-rollback:
-        sqlite3_reset(kv->put);
-        exec(kv, "ROLLBACK");
-        return e;
-}
-
-int kv_delete(struct kv *kv, const char *binding, const void *key, size_t klen, bool *existed)
-{
-        int64_t keys, bytes;
-        int e;
-        if ((e = exec(kv, "BEGIN IMMEDIATE")) < 0)
-                return e;
-        bind_key(kv->del, binding, key, klen);
-        int r = sqlite3_step(kv->del);
-        int64_t freed = r == SQLITE_ROW ? sqlite3_column_int64(kv->del, 0) : -1;
-        while (r == SQLITE_ROW)
-                r = sqlite3_step(kv->del);
-        sqlite3_reset(kv->del);
-        if (r != SQLITE_DONE) {
-                exec(kv, "ROLLBACK");
-                return -EIO;
+        if (stand_in.done)
+                stand_in.done(&stand_in);
+        while (counts) {
+                struct kv_count *c = counts;
+                counts = c->next;
+                free(c);
         }
-        *existed = freed >= 0;
-        if (freed >= 0 && ((e = usage_get(kv, binding, &keys, &bytes)) < 0 ||
-                           (e = usage_set(kv, binding, keys - 1, bytes - freed)) < 0)) {
-                exec(kv, "ROLLBACK");
-                return e;
-        }
-        return exec(kv, "COMMIT");
-}
-
-int kv_list(struct kv *kv, const char *binding, const void *prefix, size_t plen, const void *after,
-            size_t alen, unsigned limit, void (*fn)(void *arg, const void *key, size_t klen), void *arg,
-            bool *more)
-{
-        sqlite3_stmt *st = kv->list;
-        bind_key(st, binding, prefix, plen);
-        sqlite3_bind_blob(st, 3, alen ? after : "", (int)alen, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)limit + 1);
-        unsigned n = 0;
-        int r;
-        *more = false;
-        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == limit) {
-                        *more = true;
-                        break;
-                }
-                fn(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
-                n++;
-        }
-        sqlite3_reset(st);
-        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : -EIO;
 }

@@ -8,7 +8,10 @@
  * SQLITE_CANTOPEN and the kv store is unavailable. Every other function
  * is reached only through a handle sqlite3_open_v2 made. The table is
  * this process's one copy of SQLite's entry points, as the dynamic
- * linker's would be. */
+ * linker's would be. Each gadget's kv thread opens its own database, so
+ * the first opens may race: loading is serialised by one mutex, and the
+ * table is complete before any handle exists to reach it. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sqlite3.h>
@@ -38,8 +41,10 @@ static struct {
         sqlite3_int64 (*column_int64)(sqlite3_stmt *, int);
 } fn;
 
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+
 /* 0 once loaded, -1 if it cannot be. */
-static int load(void)
+static int load_locked(void)
 {
         static const struct dl_sym syms[] = {
                 { (void **)&fn.open_v2, "sqlite3_open_v2" }, { (void **)&fn.close, "sqlite3_close" },
@@ -63,15 +68,24 @@ static int load(void)
         return 0;
 }
 
+static int load(void)
+{
+        pthread_mutex_lock(&load_mu);
+        int r = load_locked();
+        pthread_mutex_unlock(&load_mu);
+        return r;
+}
+
 HIDDEN int sqlite3_open_v2(const char *name, sqlite3 **db, int flags, const char *vfs)
 {
         *db = NULL;
         return load() < 0 ? SQLITE_CANTOPEN : fn.open_v2(name, db, flags, vfs);
 }
 
-/* A NULL handle is a no-op in SQLite; so it is here before loading. */
-HIDDEN int sqlite3_close(sqlite3 *db) { return fn.lib ? fn.close(db) : SQLITE_OK; }
-HIDDEN int sqlite3_finalize(sqlite3_stmt *st) { return fn.lib ? fn.finalize(st) : SQLITE_OK; }
+/* A NULL handle is a no-op in SQLite; so it is here, without looking at
+ * the table (another thread may be loading it). */
+HIDDEN int sqlite3_close(sqlite3 *db) { return db ? fn.close(db) : SQLITE_OK; }
+HIDDEN int sqlite3_finalize(sqlite3_stmt *st) { return st ? fn.finalize(st) : SQLITE_OK; }
 HIDDEN const char *sqlite3_errmsg(sqlite3 *db) { return fn.lib ? fn.errmsg(db) : "SQLite is not loaded"; }
 
 HIDDEN int sqlite3_exec(sqlite3 *db, const char *sql, int (*cb)(void *, int, char **, char **), void *arg,

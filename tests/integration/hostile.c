@@ -242,13 +242,113 @@ static void output_flood(const char *mode, unsigned long count)
         }
 }
 
+/* kv-flood: what to send, and the answers counted by outcome. A
+ * well-formed but greedy gadget: the kv hostile-load tests and benchmarks
+ * use it against the kv binding. */
+struct flood {
+        const char *binding, *op, *prefix;
+        unsigned long count, window, size;
+        unsigned long sent, answered, ok, by_code[16];
+};
+
+/* The arguments of kv-flood's i-th call. */
+static Gadget__Value *flood_args(const struct flood *f, unsigned long i, uint8_t *value)
+{
+        char key[64];
+        Gadget__Value *a = value_new_map();
+        if (strcmp(f->op, "list") == 0) {
+                value_map_set(a, "prefix", value_new_string(f->prefix));
+                return a;
+        }
+        snprintf(key, sizeof key, "%sk%08lu", f->prefix, i);
+        value_map_set(a, "key", value_new_string(key));
+        if (strcmp(f->op, "put") == 0)
+                value_map_set(a, "value", value_new_bytes(value, f->size));
+        return a;
+}
+
+/* Counts one answer from gadgetd (other messages are ignored). */
+static void flood_answer(struct flood *f, const uint8_t *data, size_t len)
+{
+        Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+        if (!m)
+                exit(3);
+        if (m->msg_case == GADGET__SUPERVISOR_MSG__MSG_SHUTDOWN)
+                exit(0);
+        if (m->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                const Gadget__BindingResult *r = m->binding_result;
+                f->answered++;
+                if (r->outcome_case == GADGET__BINDING_RESULT__OUTCOME_ERROR)
+                        f->by_code[r->error->code < 16 ? r->error->code : 0]++;
+                else
+                        f->ok++;
+        }
+        gadget__supervisor_msg__free_unpacked(m, NULL);
+}
+
+/* kv-flood BINDING OP COUNT WINDOW SIZE [PREFIX]: COUNT calls of OP (put,
+ * get, delete or list) on BINDING, WINDOW of them unanswered at a time,
+ * keys PREFIXk00000000..., put values of SIZE bytes, list of PREFIX. Then
+ * one line on stderr: "kv-flood: sent N ok N busy N limit N failed N
+ * other N". */
+static void kv_flood(int argc, char **argv)
+{
+        struct flood f = { .binding = argv[2], .op = argv[3], .prefix = argc > 7 ? argv[7] : "" };
+        struct wire_reader rd;
+        struct wire_writer wr;
+        const uint8_t *data;
+        size_t len;
+        f.count = strtoul(argv[4], NULL, 10);
+        f.window = strtoul(argv[5], NULL, 10);
+        f.size = strtoul(argv[6], NULL, 10);
+        uint8_t *value = calloc(1, f.size + 1);
+        wire_reader_init(&rd, WIRE_MAX_FRAME);
+        wire_writer_init(&wr, 64u << 20);
+        fcntl(FD, F_SETFL, fcntl(FD, F_GETFL) | O_NONBLOCK);
+        while (f.answered < f.count) {
+                while (f.sent < f.count && f.sent - f.answered < f.window) {
+                        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
+                        b.id = ++f.sent;
+                        b.binding = (char *)f.binding;
+                        b.op = (char *)f.op;
+                        b.args = flood_args(&f, f.sent, value);
+                        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+                        m.binding_call = &b;
+                        wire_writer_put(&wr, &m.base, WIRE_MAX_FRAME);
+                        value_free(b.args);
+                }
+                struct pollfd p = { .fd = FD, .events = POLLIN | (wire_writer_pending(&wr) ? POLLOUT : 0) };
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        exit(3);
+                if (p.revents & POLLOUT)
+                        wire_writer_flush(&wr, FD);
+                if (p.revents & (POLLIN | POLLHUP)) {
+                        ssize_t n = wire_reader_fill(&rd, FD);
+                        if (n == 0 || (n < 0 && n != -EAGAIN))
+                                exit(3);
+                        while (wire_reader_next(&rd, &data, &len) == 1)
+                                flood_answer(&f, data, len);
+                }
+        }
+        fprintf(stderr, "kv-flood: sent %lu ok %lu busy %lu limit %lu failed %lu other %lu\n", f.sent, f.ok,
+                f.by_code[GADGET_EBUSY], f.by_code[GADGET_ELIMIT], f.by_code[GADGET_EFAILED],
+                f.answered - f.ok - f.by_code[GADGET_EBUSY] - f.by_code[GADGET_ELIMIT] -
+                        f.by_code[GADGET_EFAILED]);
+        fflush(stderr);
+        free(value);
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "";
         uint8_t junk[64];
         memset(junk, 0xff, sizeof junk);
 
-        if (strcmp(mode, "oversize") == 0) {
+        if (strcmp(mode, "kv-flood") == 0 && argc >= 7) {
+                hello();
+                kv_flood(argc, argv);
+        } else if (strcmp(mode, "oversize") == 0) {
                 hello();
                 header(WIRE_MAX_FRAME + 1);
                 raw(junk, sizeof junk);

@@ -399,8 +399,8 @@ static void test_defaults(void)
         CHECK(p->start_timeout_ms == 10000, "StartTimeout defaults to 10s");
         CHECK(p->log_lines == 0 && p->log_bytes == 0, "the log budget defaults to gadgetd's");
         b = policy_binding_find(p, "K");
-        CHECK(b && b->max_value_size == 1 << 20 && b->max_keys == POLICY_UNLIMITED &&
-              b->max_bytes == POLICY_UNLIMITED, "kv defaults");
+        CHECK(b && b->max_value_size == 1 << 20 && b->max_keys == 100000 && b->max_bytes == 16 << 20 &&
+              b->max_pending == 16, "kv defaults: MaxKeys=100000, MaxBytes=16M, MaxPending=16");
         b = policy_binding_find(p, "H");
         CHECK(b && strv_is(b->methods, b->n_methods, (const char *const[]){ "GET", NULL }),
               "http Methods default to GET");
@@ -621,6 +621,11 @@ static void test_errors(void)
                      "a limit is required");
         expect_error(HEAD "[Binding A]\nType=kv\nMaxBytes=lots\n", 6,
                      "MaxBytes=\"lots\" is not a size");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=0\n", 6, "MaxPending=\"0\" must be greater than 0");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=1025\n", 6, "must be at most 1024");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=infinity\n", 6, "a limit is required here");
+        expect_error(HEAD "[Binding A]\nType=text\nValue=x\nMaxPending=4\n", 7,
+                     "key MaxPending is not valid for a binding of type text");
         expect_error(HEAD "[Binding A]\nType=gadget\n", 4,
                      "binding A of type gadget has no Target=");
         expect_error(HEAD "[Binding A]\nType=gadget\nTarget=Counter\n", 6,

@@ -1,0 +1,45 @@
+/* kvdb: one gadget's SQLite database behind its `kv` bindings, in gadgetd's
+ * state directory (never visible inside a sandbox), each binding its own
+ * namespace in it. Every call may sleep on the disk: only the gadget's kv
+ * thread (kv.c) calls these, never the event loop. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KV_MAX_KEY 512
+/* Disk space held back per database so that deletes still commit on a
+ * full disk (see kvdb.c). */
+#define KVDB_RESERVE (2u * 1024u * 1024u)
+
+struct kvdb;
+
+struct kvdb_quota {
+        uint64_t max_keys;   /* UINT64_MAX = no limit */
+        uint64_t max_bytes;  /* keys + values */
+};
+
+/* Opens (creating, mode 0600) STATE_DIR/kv/GADGET.sqlite and its reserve
+ * STATE_DIR/kv/GADGET.reserve. 0 or -errno. */
+int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out);
+void kvdb_close(struct kvdb *db);
+/* The value stored under key, malloc'd. -ENOENT if there is none. */
+int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen, void **val, size_t *vlen);
+/* Stores key = val, durably committed before it returns 0. -EDQUOT when the
+ * binding's quota would be exceeded, -ENOSPC when the disk is full (nothing
+ * is written then). */
+int kvdb_put(struct kvdb *db, const char *binding, const void *key, size_t klen, const void *val, size_t vlen,
+             const struct kvdb_quota *q);
+/* Deletes key, durably; succeeds on a full disk too (the reserve). */
+int kvdb_delete(struct kvdb *db, const char *binding, const void *key, size_t klen, bool *existed);
+/* Keys starting with prefix and greater than after (if alen > 0), in byte
+ * order, at most limit; each passed to fn. *more tells if keys remain.
+ * Reads only the keys it returns (a bounded range of the index). */
+int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t plen, const void *after,
+              size_t alen, unsigned limit, void (*fn)(void *arg, const void *key, size_t klen), void *arg,
+              bool *more);
+/* The smallest key greater than every key starting with prefix, written to
+ * end (room for plen bytes): its length, or 0 when there is none (prefix
+ * empty or all 0xff bytes). */
+size_t kvdb_prefix_end(const void *prefix, size_t plen, uint8_t *end);

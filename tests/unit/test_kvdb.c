@@ -1,0 +1,106 @@
+/* Unit tests of supervisor/kvdb.c: the key range a list reads (the pure
+ * successor of a prefix, and lists at its edges: 0xff bytes, cursors
+ * before, inside and after the prefix), and quotas, on a database in a
+ * temporary directory. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvdb.h"
+#include "tap.h"
+
+static void prefix_end_cases(void)
+{
+        uint8_t end[KV_MAX_KEY];
+        CHECK(kvdb_prefix_end("ab", 2, end) == 2 && memcmp(end, "ac", 2) == 0, "successor of \"ab\" is \"ac\"");
+        CHECK(kvdb_prefix_end("a\xff\xff", 3, end) == 1 && end[0] == 'b', "trailing 0xff bytes carry");
+        CHECK(kvdb_prefix_end("\xff\xff", 2, end) == 0, "all 0xff: no successor");
+        CHECK(kvdb_prefix_end("", 0, end) == 0, "empty prefix: no successor");
+        CHECK(kvdb_prefix_end("\x00", 1, end) == 1 && end[0] == 1, "a zero byte");
+}
+
+struct got {
+        char keys[16][16];
+        size_t n;
+};
+
+static void collect(void *arg, const void *key, size_t klen)
+{
+        struct got *g = arg;
+        if (g->n < 16 && klen < 16) {
+                memcpy(g->keys[g->n], key, klen);
+                g->keys[g->n][klen] = '\0';
+        }
+        g->n++;
+}
+
+/* The keys of a list, joined by ',' ("" for none), into out. */
+static const char *list(struct kvdb *db, const char *prefix, size_t plen, const char *after, unsigned limit,
+                        bool *more, char *out)
+{
+        struct got g = { .n = 0 };
+        out[0] = '\0';
+        if (kvdb_list(db, "B", prefix, plen, after, strlen(after), limit, collect, &g, more) < 0)
+                return "error";
+        for (size_t i = 0; i < g.n && i < 16; i++) {
+                strcat(out, i ? "," : "");
+                strcat(out, g.keys[i]);
+        }
+        return out;
+}
+
+static void list_cases(struct kvdb *db)
+{
+        static const char *const keys[] = { "a", "ab", "ab\xff", "ac", "b", "\xff", "\xff\xff" };
+        struct kvdb_quota q = { UINT64_MAX, UINT64_MAX };
+        char out[512];
+        bool more, existed;
+        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+                kvdb_put(db, "B", keys[i], strlen(keys[i]), "v", 1, &q);
+        kvdb_put(db, "OTHER", "ab0", 3, "v", 1, &q);
+        CHECK_STR(list(db, "ab", 2, "", 100, &more, out), "ab,ab\xff", "prefix ab");
+        CHECK(!more, "nothing more after the prefix");
+        CHECK_STR(list(db, "a", 1, "", 2, &more, out), "a,ab", "limit 2");
+        CHECK(more, "more when the limit cut the list");
+        CHECK_STR(list(db, "a", 1, "ab", 100, &more, out), "ab\xff,ac", "cursor inside the prefix");
+        CHECK_STR(list(db, "ab", 2, "a", 100, &more, out), "ab,ab\xff", "cursor before the prefix");
+        CHECK_STR(list(db, "a", 1, "b", 100, &more, out), "", "cursor past the prefix");
+        CHECK_STR(list(db, "zz", 2, "", 100, &more, out), "", "unmatched prefix");
+        CHECK_STR(list(db, "\xff", 1, "", 100, &more, out), "\xff,\xff\xff", "0xff prefix: up to the end");
+        CHECK_STR(list(db, "", 0, "ac", 100, &more, out), "b,\xff,\xff\xff", "no prefix, a cursor");
+        CHECK(kvdb_delete(db, "B", "ab", 2, &existed) == 0 && existed, "delete");
+        CHECK_STR(list(db, "ab", 2, "", 100, &more, out), "ab\xff", "after the delete");
+}
+
+static void quota_cases(struct kvdb *db)
+{
+        struct kvdb_quota q = { 2, 10 };
+        bool existed;
+        CHECK(kvdb_put(db, "Q", "k1", 2, "123", 3, &q) == 0, "first put in quota");
+        CHECK(kvdb_put(db, "Q", "k2", 2, "45678", 5, &q) == -EDQUOT, "bytes over MaxBytes");
+        CHECK(kvdb_put(db, "Q", "k2", 2, "4", 1, &q) == 0, "second key");
+        CHECK(kvdb_put(db, "Q", "k3", 2, "5", 1, &q) == -EDQUOT, "a third key over MaxKeys");
+        CHECK(kvdb_delete(db, "Q", "k1", 2, &existed) == 0 && existed, "delete frees quota");
+        CHECK(kvdb_put(db, "Q", "k3", 2, "5", 1, &q) == 0, "then a put fits");
+}
+
+int main(void)
+{
+        char dir[] = "/tmp/kvdb-test-XXXXXX";
+        struct kvdb *db = NULL;
+        prefix_end_cases();
+        CHECK(mkdtemp(dir) != NULL, "temporary directory");
+        CHECK(kvdb_open(dir, "g", &db) == 0, "open");
+        if (db) {
+                list_cases(db);
+                quota_cases(db);
+                kvdb_close(db);
+        }
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0)
+                CHECK(0, "cleanup");
+        return tap_done();
+}
