@@ -130,6 +130,7 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .timeout_ms = 10 * 1000,
                 .max_response = 1024 * 1024,
                 .max_request = 1024 * 1024,
+                .max_size = POLICY_SECRET_SIZE,
         };
 }
 

@@ -78,3 +78,105 @@ def host_run_signals_forwarded(tmp):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+# --- secrets ----------------------------------------------------------------
+
+USER = 54321  # owns the directory the secret lies in, as a user would
+
+
+def secret_setup(tmp):
+    """A user's directory holding the secret file the policy names, and a
+    root-only file elsewhere. Returns (file named by the policy, its
+    directory, the root-only file)."""
+    home = os.path.join(tmp, "home")
+    sdir = os.path.join(home, "secrets")
+    os.makedirs(sdir)
+    for p in (home, sdir):
+        os.chown(p, USER, USER)
+        os.chmod(p, 0o755)
+    key = os.path.join(sdir, "key")
+    with open(key, "w") as f:
+        f.write("user-value\n")
+    os.chmod(key, 0o644)
+    rootdir = os.path.join(tmp, "root-only")
+    os.mkdir(rootdir, 0o700)
+    with open(os.path.join(rootdir, "key"), "w") as f:
+        f.write("ROOT-ONLY-value\n")
+    return key, sdir, rootdir
+
+
+def holder(d, key, extra=""):
+    """A gadget "holder" with secret TOKEN from key, and the healthy "good"."""
+    policy(d.pol, "good")
+    policy(d.pol, "holder", "[Binding TOKEN]\nType=secret\nFile=%s\n%s" % (key, extra))
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    for n in ("good", "holder"):
+        wait_for(lambda n=n: d.state(n) == "ready", what=n + " ready")
+
+
+def token(d):
+    r = d.ctl("call", "holder", "binding", '{"binding": "TOKEN", "op": "get"}')
+    return r.stdout.strip()
+
+
+def restart_fails(d, name, what):
+    """Restarts name and returns the cause of its failed start."""
+    d.ctl("restart", name)
+    return wait_for(lambda: d.state(name) == "failed" and d.list()[name].get("cause"), what=what)
+
+
+@test
+def host_secret_dir_swapped_for_symlink(tmp):
+    """The user swaps the secret's directory for a symlink to a root-only
+    directory: the next start fails, saying why, and the gadget never gets
+    the root-only file."""
+    key, sdir, rootdir = secret_setup(tmp)
+    with Daemon(tmp) as d:
+        holder(d, key)
+        check(token(d) == '"user-value"', "the secret before the swap: %r" % token(d))
+        with Healthy(d, "good"):
+            os.rename(sdir, sdir + ".old")
+            os.symlink(rootdir, sdir)
+            cause = restart_fails(d, "holder", "the start after the swap to fail")
+        check("secret TOKEN" in cause and "symlink" in cause, "cause: %r" % cause)
+        check("ROOT-ONLY" not in token(d) + d.logtext(), "the gadget got the root-only file")
+
+
+@test
+def host_secret_fifo_refused_without_blocking(tmp):
+    """The user swaps the secret file for a FIFO: the next start fails at
+    once ("not a regular file") while the healthy gadget keeps answering;
+    gadgetd never waits for a writer."""
+    key, sdir, rootdir = secret_setup(tmp)
+    with Daemon(tmp) as d:
+        holder(d, key)
+        try:
+            with Healthy(d, "good"):
+                os.unlink(key)
+                os.mkfifo(key, 0o666)
+                os.chown(key, USER, USER)
+                cause = restart_fails(d, "holder", "the start with a FIFO secret to fail")
+                time.sleep(0.5)  # the healthy caller keeps calling after the refusal
+            check("secret TOKEN" in cause and "not a regular file" in cause, "cause: %r" % cause)
+        finally:
+            # Were gadgetd blocked in open(), a writer lets it go, so the
+            # test fails instead of hanging.
+            try:
+                os.close(os.open(key, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+
+@test
+def host_secret_oversized_refused(tmp):
+    """A secret file swapped for a large one is refused by its size, not
+    read: the cause names MaxSize=."""
+    key, sdir, rootdir = secret_setup(tmp)
+    with Daemon(tmp) as d:
+        holder(d, key, "MaxSize=1K\n")
+        with Healthy(d, "good"):
+            with open(key, "w") as f:
+                f.truncate(64 << 20)  # sparse: 64 MiB of zeros
+            cause = restart_fails(d, "holder", "the start with a large secret to fail")
+        check("secret TOKEN" in cause and "larger than MaxSize= (1024 bytes)" in cause, "cause: %r" % cause)
