@@ -360,8 +360,11 @@ int daemon_core_open(struct daemon *d)
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */
         fds_cloexec_all();
-        if ((e = uidpool_open(&d->uids, d->run_dir, d->uid_base, UIDPOOL_DEFAULT_COUNT)) < 0) {
-                log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
+        if (!d->uid_count)
+                d->uid_count = UIDPOOL_DEFAULT_COUNT;
+        if ((e = uidpool_open(&d->uids, UIDPOOL_LOCK_FILE, d->uid_base, d->uid_count)) < 0) {
+                log_msg(L_ERR, NULL, "host uid pool %s: %s", UIDPOOL_LOCK_FILE,
+                        e == -EPERM ? "not a regular file of gadgetd's own user" : strerror(-e));
                 return e;
         }
         if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, d->run != NULL, err,
@@ -476,6 +479,7 @@ int daemon_main(int argc, char **argv)
         d.run_dir = cfg.run_dir;
         d.group = cfg.group;
         d.uid_base = cfg.uid_base;
+        d.uid_count = cfg.uid_count;
         d.limits_want = cfg.limits_mode;
         d.allow_degraded_limits = cfg.allow_degraded_limits;
         d.gateway_listen = cfg.gateway_listen;

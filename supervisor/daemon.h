@@ -25,6 +25,7 @@ struct daemon {
         const char *group;         /* may use the control socket besides root */
         gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
         uid_t uid_base;
+        unsigned uid_count;        /* host uids base..base+count-1 (0: UIDPOOL_DEFAULT_COUNT) */
         const char *limits_mode;   /* how resource limits are enforced (limiter.mode) */
         enum limiter_mode limits_want;  /* --limits-mode */
         bool allow_degraded_limits;

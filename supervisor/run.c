@@ -174,18 +174,21 @@ static int take_signals(struct event_base *base, struct unit *u, struct event **
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--limits-mode MODE]\n"
-                   "                   [--allow-degraded-limits] POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
+        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--uid-count N]\n"
+                   "                   [--limits-mode MODE] [--allow-degraded-limits]\n"
+                   "                   POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
                    "Runs the gadget of POLICY in its sandbox in the foreground, its bindings served.\n"
                    "  --call METHOD [JSON]  call METHOD once with JSON arguments, print the result, stop\n"
                    "  --state-dir DIR       kv stores and the audit log (default %s)\n"
-                   "  --run-dir DIR         where the uid lock file lives (default %s)\n"
+                   "  --run-dir DIR         runtime directory (default %s)\n"
                    "  --uid-base N          first host uid for gadgets (default %u)\n"
+                   "  --uid-count N         how many host uids from there (default %u; held host-wide\n"
+                   "                        in %s with every other gadgetd)\n"
                    "  --limits-mode MODE    auto (default), cgroup-v2, cgroup-v1 or rlimits\n"
                    "  --allow-degraded-limits  run even if MemoryMax or CPUQuota cannot be enforced\n"
                    "Exit status: the gadget's (128+signal if killed); with --call 0 or 1;\n"
                    "2 for a bad command line or policy, 125 if the sandbox could not be set up.\n",
-                CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE);
+                CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
 /* Starts the unit and runs the loop until it ends. */
@@ -238,13 +241,14 @@ int run_main(int argc, char **argv)
                 { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },
                 { "uid-base", required_argument, NULL, 'u' },
+                { "uid-count", required_argument, NULL, 'U' },
                 { "limits-mode", required_argument, NULL, 'l' },
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { 0 },
         };
         struct run_ctx c = { 0 };
         struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 }, .run = &c };
+                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT, .uids = { .lock_fd = -1 }, .run = &c };
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;
         const char *json = NULL;
@@ -260,6 +264,7 @@ int run_main(int argc, char **argv)
                 case 's': d.state_dir = optarg; break;
                 case 'r': d.run_dir = optarg; break;
                 case 'u': d.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
+                case 'U': d.uid_count = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'l':
                         if (limiter_parse_mode(optarg, &d.limits_want) < 0) {
                                 fprintf(stderr, "gadgetd run: --limits-mode: \"%s\" is not one of auto, "
@@ -273,6 +278,12 @@ int run_main(int argc, char **argv)
         }
         if (optind >= argc) {
                 usage(stderr);
+                return RUN_EXIT_USAGE;
+        }
+        if (uidpool_check_range(d.uid_base, d.uid_count) < 0) {
+                fprintf(stderr, "gadgetd run: --uid-base %u --uid-count %u: not a range of host uids above 0 "
+                        "(at most %u of them, ending below 4294967294)\n", (unsigned)d.uid_base, d.uid_count,
+                        UIDPOOL_MAX_COUNT);
                 return RUN_EXIT_USAGE;
         }
         const char *path = argv[optind++];

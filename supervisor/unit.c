@@ -346,7 +346,13 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
         struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
         if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
-                snprintf(err, errlen, "no free host uid: %s", strerror(-e));
+                if (e == -EUSERS)
+                        snprintf(err, errlen, "no free host uid: all %u of %u..%u are held by gadgets of "
+                                 "gadgetd processes on this host (see --uid-base, --uid-count)",
+                                 u->d->uids.count, (unsigned)u->d->uids.base,
+                                 (unsigned)(u->d->uids.base + u->d->uids.count - 1));
+                else
+                        snprintf(err, errlen, "no free host uid: %s", strerror(-e));
                 return e;
         }
         u->have_uid = true;

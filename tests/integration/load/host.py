@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from harness import PROBE, Daemon, Healthy, check, gadgetd_run, policy, test, wait_for
+from harness import PROBE, Daemon, Healthy, check, children, gadgetd_run, policy, test, wait_for
 
 
 # --- gadgetd run: stdio and signals -----------------------------------------
@@ -180,3 +180,59 @@ def host_secret_oversized_refused(tmp):
                 f.truncate(64 << 20)  # sparse: 64 MiB of zeros
             cause = restart_fails(d, "holder", "the start with a large secret to fail")
         check("secret TOKEN" in cause and "larger than MaxSize= (1024 bytes)" in cause, "cause: %r" % cause)
+
+
+# --- host uids ----------------------------------------------------------------
+
+def uid_base():
+    """A range of host uids for this test alone, away from the default one
+    that other gadgetd processes of the machine may be using."""
+    return 0x60000000 + (os.getpid() % 4096) * 4096
+
+
+def worker_uids(d):
+    return {m.split()[1] for _, m in children(d) if m}
+
+
+@test
+def host_uids_unique_across_gadgetd(tmp):
+    """The same gadget name under the daemon and under `gadgetd run`, each
+    with its own --run-dir, gets a different host uid at the same time."""
+    base = uid_base()
+    with Daemon(tmp, extra=["--uid-base", str(base)]) as d:
+        for n in ("good", "same"):
+            policy(d.pol, n)
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        for n in ("good", "same"):
+            wait_for(lambda n=n: d.state(n) == "ready", what=n + " ready")
+        with Healthy(d, "good"):
+            held = worker_uids(d)
+            check(len(held) == 2, "the daemon's gadgets hold host uids %r" % held)
+            other = os.path.join(tmp, "other")
+            os.mkdir(other)
+            pol = policy(other, "same", "SystemLibraries=yes\n", exec_path="/bin/sh")
+            r = subprocess.run(gadgetd_run(other, "--uid-base", str(base)) +
+                               [pol, "--", "-c", "cat /proc/self/uid_map"],
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, "gadgetd run failed: %r" % r.stderr)
+            mine = r.stdout.split()[1]
+            check(mine not in held, "gadgetd run got host uid %s, held by the daemon (%r)" % (mine, held))
+
+
+@test
+def host_uid_pool_exhausted(tmp):
+    """With every uid of the range held by another gadgetd, gadgetd run
+    fails to start with a clear error, and the daemon's gadget goes on."""
+    base = uid_base()
+    with Daemon(tmp, extra=["--uid-base", str(base), "--uid-count", "1"]) as d:
+        policy(d.pol, "good")
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        with Healthy(d, "good"):
+            other = os.path.join(tmp, "other")
+            os.mkdir(other)
+            pol = policy(other, "late")
+            r = subprocess.run(gadgetd_run(other, "--uid-base", str(base), "--uid-count", "1") + [pol],
+                               capture_output=True, text=True, timeout=60)
+        check(r.returncode == 125, "gadgetd run: status %d, stderr %r" % (r.returncode, r.stderr))
+        check("no free host uid: all 1 of %d..%d are held" % (base, base) in r.stderr, "stderr: %r" % r.stderr)
