@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,14 @@ int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsign
         int fd = -1, e;
         if ((e = uidpool_check_range(base, count)) < 0)
                 return e;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", lock_path);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        }
         if (!(taken = calloc((count + 7) / 8, 1)))
                 return -ENOMEM;
         /* Why this is safe: never a symlink, and only a regular file of

@@ -8,10 +8,13 @@
 #define UIDPOOL_DEFAULT_BASE 1879048192u /* 0x70000000, above systemd's container range */
 #define UIDPOOL_DEFAULT_COUNT 65536u
 #define UIDPOOL_MAX_COUNT (1u << 24)
-/* The one host-wide lock file: byte N locked = host uid N in use. Not in
- * gadgetd's runtime directory, which systemd removes when the service
- * stops while a gadgetd run may still hold uids. */
-#define UIDPOOL_LOCK_FILE "/run/gadgetd-uids.lock"
+/* The one host-wide lock file: byte N locked = host uid N in use. A fixed
+ * path, whatever --run-dir says; its directory is gadgetd.service's
+ * runtime directory, which is writable under ProtectSystem=strict and
+ * kept when the service stops (RuntimeDirectoryPreserve=yes), so the file
+ * a gadgetd run holds stays the one every later gadgetd opens. */
+#define UIDPOOL_LOCK_DIR "/run/gadgetd"
+#define UIDPOOL_LOCK_FILE UIDPOOL_LOCK_DIR "/uids.lock"
 
 struct uidpool {
         int lock_fd;   /* the host-wide lock file */
@@ -24,8 +27,8 @@ struct uidpool {
 /* Checks a range: base above 0, count 1..UIDPOOL_MAX_COUNT, the range
  * below the overflow uid. 0 or -EINVAL. */
 int uidpool_check_range(uid_t base, unsigned long long count);
-/* Opens (creating) the lock file at lock_path, which must be a regular
- * file of gadgetd's own user. Returns 0 or -errno. */
+/* Opens (creating it and its directory) the lock file at lock_path, which
+ * must be a regular file of gadgetd's own user. Returns 0 or -errno. */
 int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsigned count);
 void uidpool_close(struct uidpool *pool);
 /* Takes a free uid, trying the one derived from name first so a gadget
