@@ -20,6 +20,7 @@
 #include "fds.h"
 #include "gateway.h"
 #include "http.h"
+#include "instance.h"
 #include "log.h"
 #include "notify.h"
 #include "policy.h"
@@ -335,6 +336,57 @@ static int make_socket_dir(const char *socket_path)
         return make_dir(dir, 0755);
 }
 
+void daemon_lock_refused(const char *what, const char *subject, const char *lock, int e, pid_t holder)
+{
+        if (e == -EBUSY && holder > 0)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (pid %d): not starting", what, subject,
+                        (int)holder);
+        else if (e == -EBUSY)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (its pid is not visible from here): "
+                        "not starting", what, subject);
+        else if (e == -EPERM)
+                log_msg(L_ERR, NULL, "%s %s: lock file %s is not a regular file of gadgetd's own user with "
+                        "one link: not starting", what, subject, lock);
+        else
+                log_msg(L_ERR, NULL, "%s %s: lock file %s: %s", what, subject, lock, strerror(-e));
+}
+
+int daemon_lock_state(struct daemon *d, bool shared)
+{
+        char path[4096];
+        pid_t holder;
+        int e;
+        if ((e = make_dir(d->state_dir, 0700)) < 0) {
+                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
+                return e;
+        }
+        snprintf(path, sizeof path, "%s/gadgetd.lock", d->state_dir);
+        if ((d->state_lock = instance_lock(path, shared, &holder)) < 0) {
+                daemon_lock_refused("state directory", d->state_dir, path, d->state_lock, holder);
+                return d->state_lock;
+        }
+        return 0;
+}
+
+/* The daemon's two locks: its state directory and its control socket (a
+ * daemon with another state directory but the same socket would take the
+ * socket from under this one). */
+static int lock_instance(struct daemon *d)
+{
+        char path[4096];
+        pid_t holder;
+        int e;
+        if ((e = daemon_lock_state(d, false)) < 0)
+                return e;
+        if (snprintf(path, sizeof path, "%s.lock", d->socket_path) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        if ((d->socket_lock = instance_lock(path, false, &holder)) < 0) {
+                daemon_lock_refused("control socket", d->socket_path, path, d->socket_lock, holder);
+                return d->socket_lock;
+        }
+        return 0;
+}
+
 int daemon_core_open(struct daemon *d)
 {
         char err[512];
@@ -421,14 +473,13 @@ static int setup(struct daemon *d)
         d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
         if (!gr)
                 log_msg(L_WARN, NULL, "group %s does not exist: only root may use the control socket", d->group);
-        if ((e = make_dir(d->state_dir, 0700)) < 0) {
-                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
-                return e;
-        }
         if ((e = make_socket_dir(d->socket_path)) < 0 || (e = make_dir(d->run_dir, 0755)) < 0) {
                 log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
                 return e;
         }
+        /* Before anything else is touched: a second gadgetd stops here. */
+        if ((e = lock_instance(d)) < 0)
+                return e;
         if ((e = daemon_core_open(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
@@ -464,11 +515,16 @@ static void teardown(struct daemon *d)
                         event_free(evs[i]);
         if (d->base)
                 event_base_free(d->base);
+        /* Last: the socket is gone (control_free) before another may start. */
+        if (d->socket_lock >= 0)
+                close(d->socket_lock);
+        if (d->state_lock >= 0)
+                close(d->state_lock);
 }
 
 int daemon_main(int argc, char **argv)
 {
-        struct daemon d = { .uids = { .lock_fd = -1 }, .helper = { -1, -1 } };
+        struct daemon d = { .uids = { .lock_fd = -1 }, .helper = { -1, -1 }, .state_lock = -1, .socket_lock = -1 };
         struct config cfg;
         int e = config_parse_args(argc, argv, &cfg);
         if (e != 0)

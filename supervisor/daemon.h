@@ -34,6 +34,8 @@ struct daemon {
         struct spawn_helper helper; /* gadgetd-sandbox, every worker starts as it */
         struct spare spare;        /* a sandbox shell ready for the next start (not in gadgetd run) */
         struct uidpool uids;
+        int state_lock;            /* STATE_DIR/gadgetd.lock (instance.h), or -1 */
+        int socket_lock;           /* SOCKET.lock, or -1 (the daemon only) */
         struct unit *units;        /* every loaded gadget */
         struct control *control;
         const char *gateway_listen;      /* [Gateway] Listen=, NULL: no gateway */
@@ -64,6 +66,12 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);
 /* What both modes need to run gadgets (audit, HTTP, filters, uid pool),
  * and its end (every unit freed first). */
 int daemon_core_open(struct daemon *d);
+/* Takes the lock file of d->state_dir (made if missing): exclusive for the
+ * daemon, shared among gadgetd run processes. On refusal, logs which
+ * process holds it. 0 or -errno. */
+int daemon_lock_state(struct daemon *d, bool shared);
+/* Logs why a lock file of an instance was refused. */
+void daemon_lock_refused(const char *what, const char *subject, const char *lock, int e, pid_t holder);
 void daemon_core_close(struct daemon *d);
 /* Hooks the units call. */
 void daemon_unit_ready(struct daemon *d, struct unit *u);

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "gadget.h"
+#include "instance.h"
 #include "json.h"
 #include "log.h"
 #include "policy.h"
@@ -218,6 +219,28 @@ static int run_gadget(struct daemon *d, struct policy *p, char **args)
         return d->run->exit < 0 ? RUN_EXIT_START : d->run->exit;
 }
 
+/* gadgetd run shares its state directory with other gadgetd run processes
+ * but not with a daemon, and runs a gadget only where no other gadgetd run
+ * of the same gadget does: the same gadget twice on the same kv store is
+ * refused. Sets *gadget_lock. 0 or -errno (said on stderr). */
+static int lock_state(struct daemon *d, const char *name, int *gadget_lock)
+{
+        char path[4096];
+        pid_t holder;
+        int e;
+        if ((e = daemon_lock_state(d, true)) < 0)
+                return e;
+        if (snprintf(path, sizeof path, "%s/run-%s.lock", d->state_dir, name) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        if ((*gadget_lock = instance_lock(path, false, &holder)) < 0) {
+                char what[128];
+                snprintf(what, sizeof what, "gadget \"%s\" of state directory", name);
+                daemon_lock_refused(what, d->state_dir, path, *gadget_lock, holder);
+                return *gadget_lock;
+        }
+        return 0;
+}
+
 /* Parses METHOD [JSON] of --call. */
 static int parse_call(struct run_ctx *c, const char *json)
 {
@@ -248,12 +271,13 @@ int run_main(int argc, char **argv)
         };
         struct run_ctx c = { 0 };
         struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT, .uids = { .lock_fd = -1 }, .run = &c };
+                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT, .uids = { .lock_fd = -1 }, .run = &c,
+                            .state_lock = -1, .socket_lock = -1 };
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;
         const char *json = NULL;
         char **args = NULL;
-        int opt, ret = RUN_EXIT_USAGE;
+        int opt, ret = RUN_EXIT_USAGE, gadget_lock = -1;
 
         c.d = &d;
         /* "+": stop at the first non-option (the policy) so that --call
@@ -311,7 +335,8 @@ int run_main(int argc, char **argv)
         }
         log_set_level(L_WARN);
         ret = RUN_EXIT_START;
-        if (!(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
+        if (lock_state(&d, p->name, &gadget_lock) < 0 || !(d.base = event_base_new()) ||
+            daemon_core_open(&d) < 0) {
                 policy_free(p);
                 goto out;
         }
@@ -325,5 +350,9 @@ out:
         if (d.base)
                 event_base_free(d.base);
         value_free(c.args);
+        if (gadget_lock >= 0)
+                close(gadget_lock);
+        if (d.state_lock >= 0)
+                close(d.state_lock);
         return ret;
 }

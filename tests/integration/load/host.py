@@ -4,10 +4,11 @@ every gadgetd of the host, and `gadgetd run`'s stdio and signals
 (issue 13, items 13-16)."""
 import os
 import signal
+import socket
 import subprocess
 import time
 
-from harness import PROBE, Daemon, Healthy, check, children, gadgetd_run, policy, test, wait_for
+from harness import GADGETD, PROBE, Daemon, Healthy, check, children, gadgetd_run, policy, test, wait_for
 
 
 # --- gadgetd run: stdio and signals -----------------------------------------
@@ -236,3 +237,98 @@ def host_uid_pool_exhausted(tmp):
                                capture_output=True, text=True, timeout=60)
         check(r.returncode == 125, "gadgetd run: status %d, stderr %r" % (r.returncode, r.stderr))
         check("no free host uid: all 1 of %d..%d are held" % (base, base) in r.stderr, "stderr: %r" % r.stderr)
+
+
+# --- one instance -------------------------------------------------------------
+
+def second_gadgetd(tmp, state, sock, run="run2"):
+    """Starts another gadgetd on state and sock; returns (status, output).
+    One that does not refuse is stopped after a while: the test fails."""
+    pol = os.path.join(tmp, "policy2.d")
+    os.makedirs(pol, exist_ok=True)
+    cmd = [GADGETD, "--policy-dir", pol, "--state-dir", state, "--socket", sock, "--run-dir",
+           os.path.join(tmp, run)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+        return r.returncode, r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        return None, "it ran: %r" % (e.stderr,)
+
+
+@test
+def host_second_daemon_refused(tmp):
+    """A second gadgetd on the same state directory, or on the same control
+    socket, refuses to start and names the running one's pid; so does a
+    `gadgetd run` on the daemon's state directory. The first stays
+    reachable throughout."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        state = os.path.join(tmp, "state")
+        pid = "pid %d" % d.proc.pid
+        with Healthy(d, "good"):
+            rc, out = second_gadgetd(tmp, state, os.path.join(tmp, "other.sock"))
+            check(rc not in (0, None) and "state directory %s is in use" % state in out and pid in out,
+                  "same state directory: status %r, %r" % (rc, out))
+            rc, out = second_gadgetd(tmp, os.path.join(tmp, "state2"), d.sock)
+            check(rc not in (0, None) and "control socket %s is in use" % d.sock in out and pid in out,
+                  "same socket: status %r, %r" % (rc, out))
+            run = policy(tmp, "good")
+            r = subprocess.run([GADGETD, "run", "--state-dir", state, "--run-dir", os.path.join(tmp, "run3"),
+                                run], capture_output=True, text=True, timeout=30)
+            check(r.returncode == 125 and pid in r.stderr, "gadgetd run on the daemon's state directory: "
+                  "status %d, %r" % (r.returncode, r.stderr))
+            check(os.path.exists(d.sock), "the running gadgetd's socket is gone")
+        check(d.ctl("list").returncode == 0, "the first gadgetd is not reachable")
+
+
+@test
+def host_gadgetd_run_same_gadget_refused(tmp):
+    """Two `gadgetd run` of different gadgets share a state directory; the
+    same gadget twice on the same kv store is refused, naming the first."""
+    pol = policy(tmp, "twice", "SystemLibraries=yes\n", exec_path="/bin/sh")
+    first = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c", "echo ready; sleep 20"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        check(first.stdout.readline().strip() == "ready", "the first gadgetd run did not start")
+        r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "-c", "echo second"], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode == 125 and "second" not in r.stdout and "pid %d" % first.pid in r.stderr,
+              "the same gadget twice: status %d, %r %r" % (r.returncode, r.stdout, r.stderr))
+        other = policy(tmp, "other", "SystemLibraries=yes\n", exec_path="/bin/sh")
+        r = subprocess.run(gadgetd_run(tmp) + [other, "--", "-c", "echo other"], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode == 0 and r.stdout == "other\n", "another gadget: %d %r" % (r.returncode, r.stderr))
+    finally:
+        first.kill()
+        first.wait()
+
+
+@test
+def host_stale_socket_removed(tmp):
+    """A socket left by a gadgetd killed with SIGKILL is removed by the next
+    gadgetd (a connect to it fails); one where another program listens is
+    left alone, and gadgetd refuses to start."""
+    with Daemon(tmp) as d:
+        d.proc.kill()
+        d.proc.wait()
+        check(os.path.exists(d.sock), "no stale socket left to test with")
+        p = subprocess.Popen([GADGETD, "--policy-dir", d.pol, "--state-dir", os.path.join(tmp, "state"),
+                              "--socket", d.sock, "--run-dir", os.path.join(tmp, "run")],
+                             stdout=d.log, stderr=subprocess.STDOUT)
+        d.proc = p  # stopped by the Daemon at the end
+        wait_for(lambda: d.ctl("list").returncode == 0, what="the new gadgetd to answer on the old path")
+    foreign = os.path.join(tmp, "foreign.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(foreign)
+    listener.listen(1)
+    try:
+        rc, out = second_gadgetd(tmp, os.path.join(tmp, "state3"), foreign)
+        check(rc not in (0, None) and "another process accepts connections" in out,
+              "a live foreign socket: status %r, %r" % (rc, out))
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(foreign)  # still the listener's
+        c.close()
+    finally:
+        listener.close()
