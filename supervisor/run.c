@@ -188,7 +188,10 @@ static void usage(FILE *f)
                    "  --limits-mode MODE    auto (default), cgroup-v2, cgroup-v1 or rlimits\n"
                    "  --allow-degraded-limits  run even if MemoryMax or CPUQuota cannot be enforced\n"
                    "Exit status: the gadget's (128+signal if killed); with --call 0 or 1;\n"
-                   "2 for a bad command line or policy, 125 if the sandbox could not be set up.\n",
+                   "2 for a bad command line or policy, 125 if the sandbox could not be set up\n"
+                   "(or a daemon, or another gadgetd run of the same gadget, holds the state directory).\n"
+                   "The program's output is relayed through pipes; signals that would end gadgetd run\n"
+                   "(HUP, INT, QUIT, TERM, USR1, USR2, ALRM, real-time, ...) are forwarded to it.\n",
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
@@ -271,8 +274,8 @@ int run_main(int argc, char **argv)
         };
         struct run_ctx c = { 0 };
         struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT, .uids = { .lock_fd = -1 }, .run = &c,
-                            .state_lock = -1, .socket_lock = -1 };
+                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
+                            .uids = { .lock_fd = -1 }, .run = &c, .state_lock = -1, .socket_lock = -1 };
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;
         const char *json = NULL;
