@@ -16,7 +16,6 @@
 #include "config.h"
 #include "daemon.h"
 #include "gadget.h"
-#include "instance.h"
 #include "json.h"
 #include "log.h"
 #include "policy.h"
@@ -189,7 +188,7 @@ static void usage(FILE *f)
                    "  --allow-degraded-limits  run even if MemoryMax or CPUQuota cannot be enforced\n"
                    "Exit status: the gadget's (128+signal if killed); with --call 0 or 1;\n"
                    "2 for a bad command line or policy, 125 if the sandbox could not be set up\n"
-                   "(or a daemon, or another gadgetd run of the same gadget, holds the state directory).\n"
+                   "(or a gadgetd daemon holds the state directory).\n"
                    "The program's output is relayed through pipes; signals that would end gadgetd run\n"
                    "(HUP, INT, QUIT, TERM, USR1, USR2, ALRM, real-time, ...) are forwarded to it.\n",
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
@@ -220,28 +219,6 @@ static int run_gadget(struct daemon *d, struct policy *p, char **args)
                 if (evs[i])
                         event_free(evs[i]);
         return d->run->exit < 0 ? RUN_EXIT_START : d->run->exit;
-}
-
-/* gadgetd run shares its state directory with other gadgetd run processes
- * but not with a daemon, and runs a gadget only where no other gadgetd run
- * of the same gadget does: the same gadget twice on the same kv store is
- * refused. Sets *gadget_lock. 0 or -errno (said on stderr). */
-static int lock_state(struct daemon *d, const char *name, int *gadget_lock)
-{
-        char path[4096];
-        pid_t holder;
-        int e;
-        if ((e = daemon_lock_state(d, true)) < 0)
-                return e;
-        if (snprintf(path, sizeof path, "%s/run-%s.lock", d->state_dir, name) >= (int)sizeof path)
-                return -ENAMETOOLONG;
-        if ((*gadget_lock = instance_lock(path, false, &holder)) < 0) {
-                char what[128];
-                snprintf(what, sizeof what, "gadget \"%s\" of state directory", name);
-                daemon_lock_refused(what, d->state_dir, path, *gadget_lock, holder);
-                return *gadget_lock;
-        }
-        return 0;
 }
 
 /* Parses METHOD [JSON] of --call. */
@@ -280,7 +257,7 @@ int run_main(int argc, char **argv)
         struct policy *p = NULL;
         const char *json = NULL;
         char **args = NULL;
-        int opt, ret = RUN_EXIT_USAGE, gadget_lock = -1;
+        int opt, ret = RUN_EXIT_USAGE;
 
         c.d = &d;
         /* "+": stop at the first non-option (the policy) so that --call
@@ -338,8 +315,9 @@ int run_main(int argc, char **argv)
         }
         log_set_level(L_WARN);
         ret = RUN_EXIT_START;
-        if (lock_state(&d, p->name, &gadget_lock) < 0 || !(d.base = event_base_new()) ||
-            daemon_core_open(&d) < 0) {
+        /* Shared with other gadgetd run processes (tests and benchmarks run
+         * many at once, the same gadget too), never with a daemon. */
+        if (daemon_lock_state(&d, true) < 0 || !(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
                 policy_free(p);
                 goto out;
         }
@@ -353,8 +331,6 @@ out:
         if (d.base)
                 event_base_free(d.base);
         value_free(c.args);
-        if (gadget_lock >= 0)
-                close(gadget_lock);
         if (d.state_lock >= 0)
                 close(d.state_lock);
         return ret;

@@ -284,9 +284,10 @@ def host_second_daemon_refused(tmp):
 
 
 @test
-def host_gadgetd_run_same_gadget_refused(tmp):
-    """Two `gadgetd run` of different gadgets share a state directory; the
-    same gadget twice on the same kv store is refused, naming the first."""
+def host_gadgetd_run_shares_state(tmp):
+    """`gadgetd run` processes share a state directory, even for the same
+    gadget (tests and benchmarks run many at once): only a daemon's is
+    refused."""
     pol = policy(tmp, "twice", "SystemLibraries=yes\n", exec_path="/bin/sh")
     first = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c", "echo ready; sleep 20"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -294,12 +295,8 @@ def host_gadgetd_run_same_gadget_refused(tmp):
         check(first.stdout.readline().strip() == "ready", "the first gadgetd run did not start")
         r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "-c", "echo second"], capture_output=True, text=True,
                            timeout=30)
-        check(r.returncode == 125 and "second" not in r.stdout and "pid %d" % first.pid in r.stderr,
-              "the same gadget twice: status %d, %r %r" % (r.returncode, r.stdout, r.stderr))
-        other = policy(tmp, "other", "SystemLibraries=yes\n", exec_path="/bin/sh")
-        r = subprocess.run(gadgetd_run(tmp) + [other, "--", "-c", "echo other"], capture_output=True, text=True,
-                           timeout=30)
-        check(r.returncode == 0 and r.stdout == "other\n", "another gadget: %d %r" % (r.returncode, r.stderr))
+        check(r.returncode == 0 and r.stdout == "second\n", "a second gadgetd run: status %d, %r %r" %
+              (r.returncode, r.stdout, r.stderr))
     finally:
         first.kill()
         first.wait()
