@@ -172,8 +172,14 @@ static void describe_status(int status, char *out, size_t len)
         } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) {
                 snprintf(out, len, "file size limit (SIGXFSZ)");
         } else if (WIFSIGNALED(status)) {
-                const char *s = sigabbrev_np(WTERMSIG(status));
-                snprintf(out, len, "killed by signal SIG%s", s ? s : "?");
+                int sig = WTERMSIG(status);
+                const char *s = sigabbrev_np(sig);
+                if (s)
+                        snprintf(out, len, "killed by signal SIG%s", s);
+                else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+                        snprintf(out, len, "killed by signal SIGRTMIN+%d", sig - SIGRTMIN);
+                else
+                        snprintf(out, len, "killed by signal %d", sig);
         } else {
                 snprintf(out, len, "ended (status 0x%x)", (unsigned)status);
         }

@@ -81,6 +81,27 @@ def host_run_signals_forwarded(tmp):
             p.wait()
 
 
+
+@test
+def host_run_realtime_signal_forwarded(tmp):
+    """A real-time signal, fatal by default, does not end gadgetd run
+    without a word: the program gets it, and gadgetd run says so and exits
+    with 128 + its number."""
+    pol = policy(tmp, "sleepy", "SystemLibraries=yes\n", exec_path="/bin/sh")
+    p = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c", "echo ready; exec sleep 20"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "ready", "the program did not start")
+        sig = signal.SIGRTMIN + 2
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 128 + sig and "killed by signal SIGRTMIN+2" in err,
+              "status %s, stderr %r" % (p.returncode, err))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
 # --- secrets ----------------------------------------------------------------
 
 USER = 54321  # owns the directory the secret lies in, as a user would
