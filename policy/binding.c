@@ -213,6 +213,7 @@ static const struct policy_key policy_binding_keys[] = {
           POLICY_HTTP_MAX_HEADER_BYTES, NULL },
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
+        { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL },
 };
 
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)

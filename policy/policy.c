@@ -134,6 +134,7 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .max_in_flight = 16,
                 .max_resp_headers = 100,
                 .max_resp_header_bytes = 64 * 1024,
+                .max_size = POLICY_SECRET_SIZE,
         };
 }
 

@@ -40,6 +40,11 @@ enum binding_type {
         BINDING_SECRET,
 };
 
+/* A secret file's size: the default cap and the largest MaxSize= (what
+ * one reply frame carries with room to spare). */
+#define POLICY_SECRET_SIZE (64u * 1024u)
+#define POLICY_SECRET_SIZE_MAX (1024u * 1024u)
+
 /* Every char ** below is NULL-terminated, or NULL when its count is 0. */
 struct policy_binding {
         char *name;              /* identifier: [A-Za-z_][A-Za-z0-9_]* */
@@ -67,6 +72,7 @@ struct policy_binding {
         char *value;             /* Value= */
         /* secret */
         char *file;              /* File= */
+        uint64_t max_size;       /* MaxSize=, default POLICY_SECRET_SIZE, at most POLICY_SECRET_SIZE_MAX */
 };
 
 struct policy {

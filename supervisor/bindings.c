@@ -13,13 +13,13 @@
 #include "audit.h"
 #include "daemon.h"
 #include "gadget.h"
+#include "log.h"
+#include "paths.h"
 #include "peer.h"
 #include "policy.h"
 #include "unit.h"
 #include "value.h"
 #include "wire.h"
-
-#define SECRET_MAX (64u * 1024u)
 
 static const char *const type_ops[] = {
         [BINDING_KV] = "get, put, delete, list",
@@ -177,23 +177,52 @@ void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
         }
 }
 
-/* Reads one secret file. Why this is safe: gadgetd alone reads it (the
- * policy names it; it is never mounted into a sandbox), and neither its
- * contents nor a part of them ever goes into a message or log. */
-static int read_secret(const char *path, char **out)
+/* Reads one secret file, of at most max bytes. Why this is safe: gadgetd
+ * alone reads it (the policy names it; it is never mounted into a
+ * sandbox), it is found as a listed path is (paths.h: no symlink in a
+ * directory others may write, none swapped in since), opened without
+ * blocking and taken only if it is a regular file; neither its contents
+ * nor a part of them ever goes into a message or log. A regular file of
+ * bounded size is read at once. -EINVAL: not a regular file; -EFBIG:
+ * over max. */
+static int read_secret(const char *path, uint64_t max, char **out)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        char *buf = NULL;
+        ssize_t n = 0;
+        int e = 0;
+        int fd = paths_open_trusted(path, O_RDONLY);
         if (fd < 0)
-                return -errno;
-        char *buf = malloc(SECRET_MAX + 1);
-        ssize_t n = buf ? read(fd, buf, SECRET_MAX + 1) : -1;
-        int e = n < 0 ? -errno : 0;
-        close(fd);
-        if (!buf)
-                return -ENOMEM;
-        if (e == 0 && n > (ssize_t)SECRET_MAX)
+                return fd;
+        if (fstat(fd, &st) < 0) {
+                e = -errno;
+                goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                e = -EINVAL;
+                goto out;
+        }
+        if ((uint64_t)st.st_size > max) {
                 e = -EFBIG;
+                goto out;
+        }
+        if (!(buf = malloc(max + 1))) {
+                e = -ENOMEM;
+                goto out;
+        }
+        /* One read past max tells a file that grew since the fstat. */
+        do
+                n = read(fd, buf, max + 1);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                e = -errno;
+        else if ((uint64_t)n > max)
+                e = -EFBIG;
+out:
+        close(fd);
         if (e < 0) {
+                if (buf)
+                        explicit_bzero(buf, max + 1);
                 free(buf);
                 return e;
         }
@@ -203,6 +232,19 @@ static int read_secret(const char *path, char **out)
         buf[n] = '\0';
         *out = buf;
         return 0;
+}
+
+/* Why a secret file was refused, for the start's cause. */
+static const char *secret_why(int e)
+{
+        switch (e) {
+        case -ELOOP:
+                return "a symlink in a directory others may write, or one swapped in";
+        case -EINVAL:
+                return "not a regular file";
+        default:
+                return strerror(-e);
+        }
 }
 
 int bindings_load_secrets(struct unit *u, char *why, size_t len)
@@ -216,10 +258,16 @@ int bindings_load_secrets(struct unit *u, char *why, size_t len)
         for (size_t i = 0; i < p->n_bindings; i++) {
                 if (p->bindings[i].type != BINDING_SECRET)
                         continue;
-                int e = read_secret(p->bindings[i].file, &u->secrets[i]);
+                const struct policy_binding *b = &p->bindings[i];
+                int e = read_secret(b->file, b->max_size, &u->secrets[i]);
                 if (e < 0) {
-                        snprintf(why, len, "secret %s: cannot read %s: %s", p->bindings[i].name,
-                                 p->bindings[i].file, strerror(-e));
+                        char q[512];
+                        log_escape(b->file, strlen(b->file), q, sizeof q);
+                        if (e == -EFBIG)
+                                snprintf(why, len, "secret %s: %s is larger than MaxSize= (%llu bytes)", b->name,
+                                         q, (unsigned long long)b->max_size);
+                        else
+                                snprintf(why, len, "secret %s: cannot read %s: %s", b->name, q, secret_why(e));
                         return e;
                 }
         }

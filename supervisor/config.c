@@ -17,12 +17,12 @@
 static void usage(FILE *f)
 {
         fprintf(f, "usage: gadgetd [--config FILE] [--policy-dir DIR] [--state-dir DIR] [--socket PATH]\n"
-                   "               [--run-dir DIR] [--group NAME] [--uid-base N]\n"
+                   "               [--run-dir DIR] [--group NAME] [--uid-base N] [--uid-count N]\n"
                    "               [--limits-mode MODE] [--allow-degraded-limits] [--http-requests-max N]\n"
                    "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
-                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
+                   "                    Socket, Group, UidBase, UidCount, LimitsMode, AllowDegradedLimits,\n"
                    "                    HTTPRequestsMax, LogLinesPerSecond, LogBytesPerSecond (log budget\n"
                    "                    of a gadget whose policy sets none; defaults %u and %uK)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
@@ -33,9 +33,11 @@ static void usage(FILE *f)
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
-                   "  --run-dir DIR     default %s (uid locks)\n"
+                   "  --run-dir DIR     default %s\n"
                    "  --group NAME      may use the control socket besides root, default %s\n"
                    "  --uid-base N      first host uid for gadgets, default %u\n"
+                   "  --uid-count N     how many host uids from there, default %u (held host-wide in\n"
+                   "                    %s, so no two gadgetd processes share one)\n"
                    "  --limits-mode MODE  auto (default: cgroup v2, else v1, else rlimits), cgroup-v2,\n"
                    "                    cgroup-v1 or rlimits\n"
                    "  --allow-degraded-limits  start a gadget whose MemoryMax or CPUQuota the mode cannot\n"
@@ -45,8 +47,8 @@ static void usage(FILE *f)
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
                 LOGBUF_DEFAULT_LINES, LOGBUF_DEFAULT_BYTES / 1024, AUDIT_DEFAULT_RATE,
                 AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP, CONFIG_POLICY_DIR, CONFIG_STATE_DIR,
-                CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP, UIDPOOL_DEFAULT_BASE, HTTP_MAX_TOTAL_DEFAULT,
-                HTTP_MAX_TOTAL_LIMIT);
+                CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT,
+                UIDPOOL_LOCK_FILE, HTTP_MAX_TOTAL_DEFAULT, HTTP_MAX_TOTAL_LIMIT);
 }
 
 static int set_str(char **dst, const char *v)
@@ -56,6 +58,17 @@ static int set_str(char **dst, const char *v)
                 return -ENOMEM;
         free(*dst);
         *dst = n;
+        return 0;
+}
+
+static int parse_count(const char *v, unsigned *out)
+{
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || n == 0 || n > UIDPOOL_MAX_COUNT)
+                return -EINVAL;
+        *out = (unsigned)n;
         return 0;
 }
 
@@ -143,6 +156,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return set_str(&cfg->group, value) == 0;
         if (strcmp(key, "UidBase") == 0)
                 return parse_uid(value, &cfg->uid_base) == 0;
+        if (strcmp(key, "UidCount") == 0)
+                return parse_count(value, &cfg->uid_count) == 0;
         if (strcmp(key, "LimitsMode") == 0)
                 return limiter_parse_mode(value, &cfg->limits_mode) == 0;
         if (strcmp(key, "AllowDegradedLimits") == 0)
@@ -189,12 +204,14 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "run-dir", required_argument, NULL, 'r' },
                 { "group", required_argument, NULL, 'g' },
                 { "uid-base", required_argument, NULL, 'u' },
+                { "uid-count", required_argument, NULL, 'U' },
                 { "limits-mode", required_argument, NULL, 'l' },
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { "http-requests-max", required_argument, NULL, 'H' },
                 { 0 },
         };
-        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE, .audit = AUDIT_DEFAULT_CONFIG };
+        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
+                                .audit = AUDIT_DEFAULT_CONFIG };
         const char *file = NULL;
         int opt, e = 0;
 
@@ -218,6 +235,11 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                         if ((e = parse_uid(optarg, &cfg->uid_base)) < 0)
                                 fprintf(stderr, "gadgetd: --uid-base: \"%s\" is not a uid above 0\n", optarg);
                         break;
+                case 'U':
+                        if ((e = parse_count(optarg, &cfg->uid_count)) < 0)
+                                fprintf(stderr, "gadgetd: --uid-count: \"%s\" is not a number from 1 to %u\n",
+                                        optarg, UIDPOOL_MAX_COUNT);
+                        break;
                 case 'l':
                         if ((e = limiter_parse_mode(optarg, &cfg->limits_mode)) < 0)
                                 fprintf(stderr, "gadgetd: --limits-mode: \"%s\" is not one of auto, cgroup-v2, "
@@ -233,6 +255,11 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 }
                 if (e < 0)
                         goto fail;
+        }
+        if (uidpool_check_range(cfg->uid_base, cfg->uid_count) < 0) {
+                fprintf(stderr, "gadgetd: host uids %u + %u: the range must end below 4294967294\n",
+                        (unsigned)cfg->uid_base, cfg->uid_count);
+                goto fail;
         }
         if (optind < argc) {
                 fprintf(stderr, "gadgetd: unexpected argument \"%s\"\n", argv[optind]);

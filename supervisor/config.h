@@ -18,6 +18,7 @@
 struct config {
         char *policy_dir, *state_dir, *run_dir, *socket_path, *group;
         uid_t uid_base;
+        unsigned uid_count;              /* --uid-count, UidCount= */
         enum limiter_mode limits_mode;   /* --limits-mode, LimitsMode= (default auto) */
         bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
         uint64_t log_lines;              /* LogLinesPerSecond= of gadgets without one, 0: built-in */

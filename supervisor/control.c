@@ -249,6 +249,32 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
                 client_free(cl);
 }
 
+/* Removes a socket left at path by a gadgetd that ended, and only that:
+ * 0 if nothing is left there, -EADDRINUSE if something still accepts
+ * connections on it, -EEXIST if it is not a socket, else -errno. */
+static int remove_stale(const struct sockaddr_un *sa)
+{
+        struct stat st;
+        int e;
+        if (lstat(sa->sun_path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -EEXIST;
+        /* Non-blocking: a listener whose backlog is full answers EAGAIN,
+         * and it is alive all the same. */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0 || errno == EAGAIN || errno == EINPROGRESS)
+                e = -EADDRINUSE;
+        else if (errno == ECONNREFUSED)
+                e = unlink(sa->sun_path) < 0 && errno != ENOENT ? -errno : 0;
+        else
+                e = -errno;
+        close(fd);
+        return e;
+}
+
 int control_open(struct daemon *d, struct control **out)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -270,10 +296,22 @@ int control_open(struct daemon *d, struct control **out)
                 return -ENAMETOOLONG;
         }
         strcpy(sa.sun_path, d->socket_path);
+        /* A socket left by a gadgetd that ended goes; a live one stays
+         * (the socket's lock file, daemon.c, keeps out another gadgetd,
+         * this keeps out anything else listening there). */
+        if ((e = remove_stale(&sa)) < 0) {
+                if (e == -EADDRINUSE)
+                        log_msg(L_ERR, NULL, "control socket %s: another process accepts connections on it: "
+                                "not starting", d->socket_path);
+                else if (e == -EEXIST)
+                        log_msg(L_ERR, NULL, "control socket %s: something else than a socket is there: "
+                                "not starting", d->socket_path);
+                free(c);
+                return e;
+        }
         c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c->fd < 0)
                 goto fail;
-        unlink(d->socket_path); /* a stale socket from an earlier run */
         if (bind(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
             chmod(d->socket_path, 0660) < 0 ||
             chown(d->socket_path, 0, d->group_gid) < 0 ||

@@ -20,6 +20,7 @@
 #include "fds.h"
 #include "gateway.h"
 #include "http.h"
+#include "instance.h"
 #include "log.h"
 #include "notify.h"
 #include "policy.h"
@@ -335,6 +336,57 @@ static int make_socket_dir(const char *socket_path)
         return make_dir(dir, 0755);
 }
 
+void daemon_lock_refused(const char *what, const char *subject, const char *lock, int e, pid_t holder)
+{
+        if (e == -EBUSY && holder > 0)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (pid %d): not starting", what, subject,
+                        (int)holder);
+        else if (e == -EBUSY)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (its pid is not visible from here): "
+                        "not starting", what, subject);
+        else if (e == -EPERM)
+                log_msg(L_ERR, NULL, "%s %s: lock file %s is not a regular file of gadgetd's own user with "
+                        "one link: not starting", what, subject, lock);
+        else
+                log_msg(L_ERR, NULL, "%s %s: lock file %s: %s", what, subject, lock, strerror(-e));
+}
+
+int daemon_lock_state(struct daemon *d, bool shared)
+{
+        char path[4096];
+        pid_t holder;
+        int e;
+        if ((e = make_dir(d->state_dir, 0700)) < 0) {
+                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
+                return e;
+        }
+        snprintf(path, sizeof path, "%s/gadgetd.lock", d->state_dir);
+        if ((d->state_lock = instance_lock(path, shared, &holder)) < 0) {
+                daemon_lock_refused("state directory", d->state_dir, path, d->state_lock, holder);
+                return d->state_lock;
+        }
+        return 0;
+}
+
+/* The daemon's two locks: its state directory and its control socket (a
+ * daemon with another state directory but the same socket would take the
+ * socket from under this one). */
+static int lock_instance(struct daemon *d)
+{
+        char path[4096];
+        pid_t holder;
+        int e;
+        if ((e = daemon_lock_state(d, false)) < 0)
+                return e;
+        if (snprintf(path, sizeof path, "%s.lock", d->socket_path) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        if ((d->socket_lock = instance_lock(path, false, &holder)) < 0) {
+                daemon_lock_refused("control socket", d->socket_path, path, d->socket_lock, holder);
+                return d->socket_lock;
+        }
+        return 0;
+}
+
 int daemon_core_open(struct daemon *d)
 {
         char err[512];
@@ -360,8 +412,11 @@ int daemon_core_open(struct daemon *d)
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */
         fds_cloexec_all();
-        if ((e = uidpool_open(&d->uids, d->run_dir, d->uid_base, UIDPOOL_DEFAULT_COUNT)) < 0) {
-                log_msg(L_ERR, NULL, "uid pool in %s: %s", d->run_dir, strerror(-e));
+        if (!d->uid_count)
+                d->uid_count = UIDPOOL_DEFAULT_COUNT;
+        if ((e = uidpool_open(&d->uids, UIDPOOL_LOCK_FILE, d->uid_base, d->uid_count)) < 0) {
+                log_msg(L_ERR, NULL, "host uid pool %s: %s", UIDPOOL_LOCK_FILE,
+                        e == -EPERM ? "not a regular file of gadgetd's own user" : strerror(-e));
                 return e;
         }
         if ((e = limiter_open(&d->limiter, d->limits_want, d->allow_degraded_limits, d->run != NULL, err,
@@ -418,14 +473,13 @@ static int setup(struct daemon *d)
         d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
         if (!gr)
                 log_msg(L_WARN, NULL, "group %s does not exist: only root may use the control socket", d->group);
-        if ((e = make_dir(d->state_dir, 0700)) < 0) {
-                log_msg(L_ERR, NULL, "state directory %s: %s", d->state_dir, strerror(-e));
-                return e;
-        }
         if ((e = make_socket_dir(d->socket_path)) < 0 || (e = make_dir(d->run_dir, 0755)) < 0) {
                 log_msg(L_ERR, NULL, "runtime directory: %s", strerror(-e));
                 return e;
         }
+        /* Before anything else is touched: a second gadgetd stops here. */
+        if ((e = lock_instance(d)) < 0)
+                return e;
         if ((e = daemon_core_open(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
@@ -461,11 +515,16 @@ static void teardown(struct daemon *d)
                         event_free(evs[i]);
         if (d->base)
                 event_base_free(d->base);
+        /* Last: the socket is gone (control_free) before another may start. */
+        if (d->socket_lock >= 0)
+                close(d->socket_lock);
+        if (d->state_lock >= 0)
+                close(d->state_lock);
 }
 
 int daemon_main(int argc, char **argv)
 {
-        struct daemon d = { .uids = { .lock_fd = -1 }, .helper = { -1, -1 } };
+        struct daemon d = { .uids = { .lock_fd = -1 }, .helper = { -1, -1 }, .state_lock = -1, .socket_lock = -1 };
         struct config cfg;
         int e = config_parse_args(argc, argv, &cfg);
         if (e != 0)
@@ -476,6 +535,7 @@ int daemon_main(int argc, char **argv)
         d.run_dir = cfg.run_dir;
         d.group = cfg.group;
         d.uid_base = cfg.uid_base;
+        d.uid_count = cfg.uid_count;
         d.limits_want = cfg.limits_mode;
         d.allow_degraded_limits = cfg.allow_degraded_limits;
         d.log_lines = cfg.log_lines;

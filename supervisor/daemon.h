@@ -27,6 +27,7 @@ struct daemon {
         const char *group;         /* may use the control socket besides root */
         gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
         uid_t uid_base;
+        unsigned uid_count;        /* host uids base..base+count-1 (0: UIDPOOL_DEFAULT_COUNT) */
         const char *limits_mode;   /* how resource limits are enforced (limiter.mode) */
         enum limiter_mode limits_want;  /* --limits-mode */
         bool allow_degraded_limits;
@@ -36,6 +37,8 @@ struct daemon {
         struct spawn_helper helper; /* gadgetd-sandbox, every worker starts as it */
         struct spare spare;        /* a sandbox shell ready for the next start (not in gadgetd run) */
         struct uidpool uids;
+        int state_lock;            /* STATE_DIR/gadgetd.lock (instance.h), or -1 */
+        int socket_lock;           /* SOCKET.lock, or -1 (the daemon only) */
         struct unit *units;        /* every loaded gadget */
         struct control *control;
         const char *gateway_listen;      /* [Gateway] Listen=, NULL: no gateway */
@@ -68,6 +71,12 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);
 /* What both modes need to run gadgets (audit, HTTP, filters, uid pool),
  * and its end (every unit freed first). */
 int daemon_core_open(struct daemon *d);
+/* Takes the lock file of d->state_dir (made if missing): exclusive for the
+ * daemon, shared among gadgetd run processes. On refusal, logs which
+ * process holds it. 0 or -errno. */
+int daemon_lock_state(struct daemon *d, bool shared);
+/* Logs why a lock file of an instance was refused. */
+void daemon_lock_refused(const char *what, const char *subject, const char *lock, int e, pid_t holder);
 void daemon_core_close(struct daemon *d);
 /* Hooks the units call. */
 void daemon_unit_ready(struct daemon *d, struct unit *u);

@@ -19,6 +19,8 @@
 #include "json.h"
 #include "log.h"
 #include "policy.h"
+#include "relay.h"
+#include "sandbox.h"
 #include "unit.h"
 #include "validate.h"
 #include "value.h"
@@ -29,7 +31,15 @@ struct run_ctx {
         Gadget__Value *args;
         int exit;                    /* gadgetd run's exit status */
         bool answered;
+        bool ended;                  /* the gadget ended: stop once its output is relayed */
+        struct relay *out, *err;     /* the program's stdout and stderr, relayed */
+        struct event *ev_drain;      /* the limit on waiting for their end */
 };
+
+/* How long gadgetd run waits, after the gadget ended, for the last of its
+ * output (every process of the sandbox is gone by then: only a descendant
+ * that holds the pipe somewhere else could keep it open). */
+#define RUN_DRAIN_MS 2000
 
 static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
 {
@@ -66,6 +76,34 @@ void run_unit_ready(struct run_ctx *c, struct unit *u)
         unit_stop(u, "no such method");
 }
 
+static void drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct run_ctx *c = arg;
+        event_base_loopbreak(c->d->base);
+}
+
+/* The loop ends once the gadget ended and both relays reached their end. */
+static void relay_closed(void *arg)
+{
+        struct run_ctx *c = arg;
+        if (c->ended && !relay_is_open(c->out) && !relay_is_open(c->err))
+                event_base_loopbreak(c->d->base);
+}
+
+int run_output_pipes(struct run_ctx *c, int *out_w, int *err_w)
+{
+        int e;
+        if (c->out || c->err)
+                return -EALREADY; /* gadgetd run starts its gadget once */
+        if ((e = relay_open(c->d->base, STDOUT_FILENO, relay_closed, c, &c->out, out_w)) < 0)
+                return e;
+        if ((e = relay_open(c->d->base, STDERR_FILENO, relay_closed, c, &c->err, err_w)) < 0) {
+                close(*out_w);
+                return e;
+        }
+        return 0;
+}
+
 void run_unit_exited(struct run_ctx *c, struct unit *u)
 {
         int st = u->program_status;
@@ -84,7 +122,12 @@ void run_unit_exited(struct run_ctx *c, struct unit *u)
         } else {
                 c->exit = WEXITSTATUS(st);
         }
-        event_base_loopbreak(c->d->base);
+        c->ended = true;
+        struct timeval tv = { .tv_sec = RUN_DRAIN_MS / 1000, .tv_usec = RUN_DRAIN_MS % 1000 * 1000 };
+        if (!relay_is_open(c->out) && !relay_is_open(c->err))
+                event_base_loopbreak(c->d->base);
+        else if (!(c->ev_drain = evtimer_new(c->d->base, drain_timeout, c)) || event_add(c->ev_drain, &tv) < 0)
+                event_base_loopbreak(c->d->base);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -95,37 +138,75 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
                 syscall(SYS_pidfd_send_signal, u->child.pidfd, (int)sig, NULL, 0);
 }
 
+/* True if sig was ignored when gadgetd run started (nohup, say): it stays
+ * ignored, and the gadget does not get it from gadgetd run either. */
+static bool ignored_at_start(int sig)
+{
+        struct sigaction sa;
+        return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
+
+/* Every signal that would end gadgetd run by default (sandbox.h's list
+ * and the real-time ones) is taken and forwarded instead, so that neither
+ * gadgetd run nor its gadget ends without a word: the gadget decides, and
+ * gadgetd run reports how it ended. The mask a caller may have left is
+ * cleared. Taken before the start, so none is lost meanwhile. */
+static int take_signals(struct event_base *base, struct unit *u, struct event **evs, size_t max, size_t *n)
+{
+        static const int fixed[] = { SANDBOX_FORWARDED_SIGNALS };
+        sigset_t none;
+        *n = 0;
+        for (int i = 0, sig; *n < max; i++) {
+                if (i < (int)(sizeof fixed / sizeof *fixed))
+                        sig = fixed[i];
+                else if ((sig = SIGRTMIN + i - (int)(sizeof fixed / sizeof *fixed)) > SIGRTMAX)
+                        break;
+                if (ignored_at_start(sig))
+                        continue;
+                evs[*n] = evsignal_new(base, sig, signal_cb, u);
+                if (!evs[*n] || event_add(evs[*n], NULL) < 0)
+                        return -ENOMEM;
+                (*n)++;
+        }
+        sigemptyset(&none);
+        return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+}
+
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--limits-mode MODE]\n"
-                   "                   [--allow-degraded-limits] POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
+        fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--uid-count N]\n"
+                   "                   [--limits-mode MODE] [--allow-degraded-limits]\n"
+                   "                   POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
                    "Runs the gadget of POLICY in its sandbox in the foreground, its bindings served.\n"
                    "  --call METHOD [JSON]  call METHOD once with JSON arguments, print the result, stop\n"
                    "  --state-dir DIR       kv stores and the audit log (default %s)\n"
-                   "  --run-dir DIR         where the uid lock file lives (default %s)\n"
+                   "  --run-dir DIR         runtime directory (default %s)\n"
                    "  --uid-base N          first host uid for gadgets (default %u)\n"
+                   "  --uid-count N         how many host uids from there (default %u; held host-wide\n"
+                   "                        in %s with every other gadgetd)\n"
                    "  --limits-mode MODE    auto (default), cgroup-v2, cgroup-v1 or rlimits\n"
                    "  --allow-degraded-limits  run even if MemoryMax or CPUQuota cannot be enforced\n"
                    "Exit status: the gadget's (128+signal if killed); with --call 0 or 1;\n"
-                   "2 for a bad command line or policy, 125 if the sandbox could not be set up.\n",
-                CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE);
+                   "2 for a bad command line or policy, 125 if the sandbox could not be set up\n"
+                   "(or a gadgetd daemon holds the state directory).\n"
+                   "The program's output is relayed through pipes; signals that would end gadgetd run\n"
+                   "(HUP, INT, QUIT, TERM, USR1, USR2, ALRM, real-time, ...) are forwarded to it.\n",
+                CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
 /* Starts the unit and runs the loop until it ends. */
 static int run_gadget(struct daemon *d, struct policy *p, char **args)
 {
         struct unit *u = unit_new(d, p);
-        struct event *ev_int = NULL, *ev_term = NULL;
+        struct event *evs[64] = { 0 };
+        size_t n_evs = 0;
         if (!u) {
                 policy_free(p);
                 return RUN_EXIT_START;
         }
         u->args = args;
         d->units = u;
-        /* Signals are taken before the start, so none is lost meanwhile. */
-        ev_int = evsignal_new(d->base, SIGINT, signal_cb, u);
-        ev_term = evsignal_new(d->base, SIGTERM, signal_cb, u);
-        if (!ev_int || !ev_term || event_add(ev_int, NULL) < 0 || event_add(ev_term, NULL) < 0) {
+        if (take_signals(d->base, u, evs, sizeof evs / sizeof *evs, &n_evs) < 0) {
                 fprintf(stderr, "gadgetd: cannot start \"%s\": signal handling\n", p->name);
                 d->run->exit = RUN_EXIT_START;
         } else {
@@ -134,10 +215,9 @@ static int run_gadget(struct daemon *d, struct policy *p, char **args)
                 if (d->run->exit == -1)
                         event_base_dispatch(d->base);
         }
-        if (ev_int)
-                event_free(ev_int);
-        if (ev_term)
-                event_free(ev_term);
+        for (size_t i = 0; i <= n_evs && i < sizeof evs / sizeof *evs; i++)
+                if (evs[i])
+                        event_free(evs[i]);
         return d->run->exit < 0 ? RUN_EXIT_START : d->run->exit;
 }
 
@@ -164,6 +244,7 @@ int run_main(int argc, char **argv)
                 { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },
                 { "uid-base", required_argument, NULL, 'u' },
+                { "uid-count", required_argument, NULL, 'U' },
                 { "limits-mode", required_argument, NULL, 'l' },
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { 0 },
@@ -171,7 +252,8 @@ int run_main(int argc, char **argv)
         struct run_ctx c = { 0 };
         struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
                             .audit_cfg = AUDIT_DEFAULT_CONFIG,
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 }, .run = &c };
+                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
+                            .uids = { .lock_fd = -1 }, .run = &c, .state_lock = -1, .socket_lock = -1 };
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;
         const char *json = NULL;
@@ -187,6 +269,7 @@ int run_main(int argc, char **argv)
                 case 's': d.state_dir = optarg; break;
                 case 'r': d.run_dir = optarg; break;
                 case 'u': d.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
+                case 'U': d.uid_count = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'l':
                         if (limiter_parse_mode(optarg, &d.limits_want) < 0) {
                                 fprintf(stderr, "gadgetd run: --limits-mode: \"%s\" is not one of auto, "
@@ -200,6 +283,12 @@ int run_main(int argc, char **argv)
         }
         if (optind >= argc) {
                 usage(stderr);
+                return RUN_EXIT_USAGE;
+        }
+        if (uidpool_check_range(d.uid_base, d.uid_count) < 0) {
+                fprintf(stderr, "gadgetd run: --uid-base %u --uid-count %u: not a range of host uids above 0 "
+                        "(at most %u of them, ending below 4294967294)\n", (unsigned)d.uid_base, d.uid_count,
+                        UIDPOOL_MAX_COUNT);
                 return RUN_EXIT_USAGE;
         }
         const char *path = argv[optind++];
@@ -227,15 +316,23 @@ int run_main(int argc, char **argv)
         }
         log_set_level(L_WARN);
         ret = RUN_EXIT_START;
-        if (!(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
+        /* Shared with other gadgetd run processes (tests and benchmarks run
+         * many at once, the same gadget too), never with a daemon. */
+        if (daemon_lock_state(&d, true) < 0 || !(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
                 policy_free(p);
                 goto out;
         }
         ret = run_gadget(&d, p, args);
 out:
         daemon_core_close(&d);
+        relay_free(c.out);
+        relay_free(c.err);
+        if (c.ev_drain)
+                event_free(c.ev_drain);
         if (d.base)
                 event_base_free(d.base);
         value_free(c.args);
+        if (d.state_lock >= 0)
+                close(d.state_lock);
         return ret;
 }

@@ -1,6 +1,7 @@
-/* uidpool: one open-file-description lock per byte of a lock file, so a
- * uid is held exactly as long as its holder lives (the kernel drops the
- * locks when gadgetd exits, however it exits). */
+/* uidpool: one open-file-description lock per byte of one host-wide lock
+ * file, so a uid is held exactly as long as its holder lives (the kernel
+ * drops the locks when gadgetd exits, however it exits), and no two
+ * gadgetd processes of the host hand out the same uid. */
 #include "uidpool.h"
 
 #include <errno.h>
@@ -8,27 +9,55 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int uidpool_open(struct uidpool *pool, const char *run_dir, uid_t base, unsigned count)
+int uidpool_check_range(uid_t base, unsigned long long count)
 {
-        char path[4096];
-        if (base == 0 || count == 0 || (uint64_t)base + count > 0xfffffffeu)
-                return -EINVAL; /* host uid 0 is never handed out */
-        if (mkdir(run_dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        snprintf(path, sizeof path, "%s/uids.lock", run_dir);
-        unsigned char *taken = calloc((count + 7) / 8, 1);
-        if (!taken)
+        /* Host uid 0 is never handed out, nor the overflow uid 65534's
+         * 32-bit cousins at the top. */
+        if (base == 0 || count == 0 || count > UIDPOOL_MAX_COUNT || (uint64_t)base + count > 0xfffffffeu)
+                return -EINVAL;
+        return 0;
+}
+
+int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsigned count)
+{
+        struct stat st;
+        unsigned char *taken = NULL;
+        int fd = -1, e;
+        if ((e = uidpool_check_range(base, count)) < 0)
+                return e;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", lock_path);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        if (!(taken = calloc((count + 7) / 8, 1)))
                 return -ENOMEM;
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
-                free(taken);
-                return -errno;
+        /* Why this is safe: never a symlink, and only a regular file of
+         * gadgetd's own user with no other link: one a user planted could
+         * be locked by that user to take the pool. */
+        fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                e = -errno;
+                goto fail;
+        }
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 || (st.st_mode & 022)) {
+                e = -EPERM;
+                goto fail;
         }
         *pool = (struct uidpool){ .lock_fd = fd, .base = base, .count = count, .taken = taken };
         return 0;
+fail:
+        if (fd >= 0)
+                close(fd);
+        free(taken);
+        return e;
 }
 
 void uidpool_close(struct uidpool *pool)
@@ -43,9 +72,11 @@ void uidpool_close(struct uidpool *pool)
         }
 }
 
-static int lock_byte(int fd, unsigned i, short type)
+/* Byte uid of the lock file: the same byte for the same uid in every
+ * gadgetd, whatever its range. */
+static int lock_byte(int fd, uid_t uid, short type)
 {
-        struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)i, .l_len = 1 };
+        struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)uid, .l_len = 1 };
         return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
 }
 
@@ -58,7 +89,7 @@ int uidpool_take(struct uidpool *pool, const char *name, uid_t *uid)
                 unsigned i = (h + k) % pool->count;
                 if (pool->taken[i / 8] & (1u << (i % 8)))
                         continue;
-                int e = lock_byte(pool->lock_fd, i, F_WRLCK);
+                int e = lock_byte(pool->lock_fd, pool->base + i, F_WRLCK);
                 if (e == 0) {
                         pool->taken[i / 8] |= (unsigned char)(1u << (i % 8));
                         *uid = pool->base + i;
@@ -76,5 +107,5 @@ void uidpool_release(struct uidpool *pool, uid_t uid)
                 return;
         unsigned i = uid - pool->base;
         pool->taken[i / 8] &= (unsigned char)~(1u << (i % 8));
-        lock_byte(pool->lock_fd, i, F_UNLCK);
+        lock_byte(pool->lock_fd, uid, F_UNLCK);
 }

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "peer.h"
 #include "policy.h"
+#include "run.h"
 #include "sandbox.h"
 #include "spare.h"
 #include "uidpool.h"
@@ -192,8 +193,14 @@ static void describe_status(int status, char *out, size_t len)
         } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) {
                 snprintf(out, len, "file size limit (SIGXFSZ)");
         } else if (WIFSIGNALED(status)) {
-                const char *s = sigabbrev_np(WTERMSIG(status));
-                snprintf(out, len, "killed by signal SIG%s", s ? s : "?");
+                int sig = WTERMSIG(status);
+                const char *s = sigabbrev_np(sig);
+                if (s)
+                        snprintf(out, len, "killed by signal SIG%s", s);
+                else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+                        snprintf(out, len, "killed by signal SIGRTMIN+%d", sig - SIGRTMIN);
+                else
+                        snprintf(out, len, "killed by signal %d", sig);
         } else {
                 snprintf(out, len, "ended (status 0x%x)", (unsigned)status);
         }
@@ -474,23 +481,30 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
         struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
         if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
-                snprintf(err, errlen, "no free host uid: %s", strerror(-e));
+                if (e == -EUSERS)
+                        snprintf(err, errlen, "no free host uid: all %u of %u..%u are held by gadgets of "
+                                 "gadgetd processes on this host (see --uid-base, --uid-count)",
+                                 u->d->uids.count, (unsigned)u->d->uids.base,
+                                 (unsigned)(u->d->uids.base + u->d->uids.count - 1));
+                else
+                        snprintf(err, errlen, "no free host uid: %s", strerror(-e));
                 return e;
         }
         u->have_uid = true;
-        /* gadgetd run passes the program's output through; the daemon
-         * reads it line by line. */
+        /* gadgetd run relays the program's output to its own (run.h); the
+         * daemon reads it line by line. */
         bool pass = u->d->run != NULL;
         if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, errlen)) < 0)
                 return e;
-        if (!pass && ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
-                      (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
+        if (pass ? (e = run_output_pipes(u->d->run, &out_w, &err_w)) < 0
+                 : ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
+                    (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
                 struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
                                          .helper = &u->d->helper, .prewarm = prewarm,
-                                         .host_uid = u->uid, .stdout_fd = pass ? 1 : out_w,
-                                         .stderr_fd = pass ? 2 : err_w, .make_cgroup = make_cgroup,
+                                         .host_uid = u->uid, .stdout_fd = out_w,
+                                         .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = u,
                                          .nproc = u->limits.nproc, .address_space = u->limits.address_space,
                                          .shell = &shell };

@@ -13,11 +13,32 @@
 
 #include "policy.h"
 
-static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+static const int forwarded[] = { SANDBOX_FORWARDED_SIGNALS };
+
+/* Every disposition back to SIG_DFL and an empty mask: the program starts
+ * as a fresh process would, whatever gadgetd (SIGPIPE ignored) or the
+ * caller of gadgetd run ignored or blocked. exec resets only handled
+ * signals; ignored ones and the mask survive it. */
+static int reset_signals(void)
+{
+        sigset_t none;
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigemptyset(&dfl.sa_mask);
+        for (int sig = 1; sig < NSIG; sig++) {
+                /* KILL and STOP cannot change; libc keeps a few real-time
+                 * signals for itself (EINVAL), and exec resets those. */
+                if (sig == SIGKILL || sig == SIGSTOP)
+                        continue;
+                if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+                        return -errno;
+        }
+        sigemptyset(&none);
+        return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+}
 
 /* In PID 2: only fds 0 (/dev/null), 1, 2 and the RPC fd survive, then the
  * program is exec'd. An exec failure is written to err_fd. */
-static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, const sigset_t *old)
+static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
 {
         int e;
         const char *step = "fds";
@@ -37,8 +58,8 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd,
         if (close_range(SANDBOX_RPC_FD + 1, (unsigned)rep - 1, 0) < 0 ||
             close_range((unsigned)rep + 1, ~0U, 0) < 0)
                 goto fail;
-        step = "signal mask";
-        if (sigprocmask(SIG_SETMASK, old, NULL) < 0 || limits_apply_program(cfg, &step) < 0)
+        step = "signals";
+        if (reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
         step = "exec";
         execve(cfg->policy->exec, cfg->argv, cfg->envp);
@@ -70,7 +91,7 @@ static int wait_exec(int rd, const struct sandbox_config *cfg)
 
 _Noreturn void init_run(const struct sandbox_config *cfg)
 {
-        sigset_t set, old;
+        sigset_t set;
         int pipefd[2];
         pid_t child;
 
@@ -78,7 +99,9 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         sigaddset(&set, SIGCHLD);
         for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
                 sigaddset(&set, forwarded[i]);
-        if (sigprocmask(SIG_BLOCK, &set, &old) < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+        for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+                sigaddset(&set, sig);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
                 sandbox_report(cfg->report_fd, SANDBOX_REPORT_ERROR, "init: setup failed", 18);
                 _exit(125);
         }
@@ -103,7 +126,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         if (child == 0) {
                 close(pipefd[0]);
                 close(cfg->report_fd);
-                exec_program(cfg, pipefd[1], &old);
+                exec_program(cfg, pipefd[1]);
         }
         close(pipefd[1]);
         close(cfg->rpc_fd);

@@ -46,6 +46,15 @@ enum sandbox_fd {
 /* At most this many v1 cgroups to join (one per controller hierarchy). */
 #define SANDBOX_CGROUP_FDS_MAX 8
 
+/* The signals PID 1 passes on to the program, and gadgetd run to PID 1:
+ * every one whose default action ends a process, but those the kernel
+ * raises for a fault (SEGV, BUS, ILL, FPE, TRAP, SYS, ABRT), KILL, and
+ * PIPE (gadgetd ignores it). The real-time signals SIGRTMIN..SIGRTMAX go
+ * the same way. */
+#define SANDBOX_FORWARDED_SIGNALS \
+        SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, \
+        SIGPWR, SIGXCPU, SIGXFSZ, SIGSTKFLT
+
 /* Per-uid kernel limits every gadget gets (each gadget has a host uid of
  * its own, so they apply per gadget). RLIMIT_NPROC comes from gadgetd
  * (TasksMax, see supervisor/limiter.c); message queues stay at 0 because

@@ -437,12 +437,16 @@ def text_and_secret(tmp):
 
 @test
 def secret_symlink_fails_start(tmp):
-    """Secrets are opened without following symlinks: one planted in place
-    of the file stops the start, and the message names the binding."""
+    """Secrets are found as listed paths are: a symlink planted in place of
+    the file, in a directory others may write, stops the start, and the
+    message names the binding."""
     real = os.path.join(tmp, "real-token")
     with open(real, "w") as f:
         f.write("s3cr3t\n")
-    link = os.path.join(tmp, "token")
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    link = os.path.join(shared, "token")
     os.symlink(real, link)
     with Daemon(tmp) as d:
         policy(d.pol, "needy", "[Binding TOKEN]\nType=secret\nFile=%s\n" % link)

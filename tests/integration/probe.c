@@ -249,6 +249,39 @@ static void check_forkmany(void)
         printf("forkmany: %s %d\n", p < 0 ? strerrorname_np(errno) : "none", n);
 }
 
+/* The signal state the program started with: SIGPIPE's disposition, how
+ * many signals are ignored, and the mask. */
+static void check_signals(void)
+{
+        struct sigaction sa;
+        sigset_t mask;
+        int ignored = 0, blocked = 0;
+        if (sigaction(SIGPIPE, NULL, &sa) < 0)
+                printf("sigpipe: %s\n", strerrorname_np(errno));
+        else
+                printf("sigpipe: %s\n", sa.sa_handler == SIG_DFL ? "default" : sa.sa_handler == SIG_IGN ? "ignored"
+                                                                                                  : "handled");
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+                        ignored++;
+        printf("ignored: %d\n", ignored);
+        if (sigprocmask(SIG_SETMASK, NULL, &mask) < 0)
+                printf("blocked: %s\n", strerrorname_np(errno));
+        else {
+                for (int sig = 1; sig < NSIG; sig++)
+                        blocked += sigismember(&mask, sig) == 1;
+                printf("blocked: %d\n", blocked);
+        }
+}
+
+/* Tries to cut its stdout to nothing, then writes a line to it. */
+static void check_truncate(void)
+{
+        int r = ftruncate(1, 0);
+        result("truncate", r);
+        printf("written after the truncate\n");
+}
+
 int main(int argc, char **argv)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -291,6 +324,10 @@ int main(int argc, char **argv)
                 check_userns();
         else if (strcmp(c, "forkmany") == 0)
                 check_forkmany();
+        else if (strcmp(c, "signals") == 0)
+                check_signals();
+        else if (strcmp(c, "truncate") == 0)
+                check_truncate();
         else if (strcmp(c, "cgroup") == 0)
                 print_file("cgroup", "/proc/self/cgroup");
         else if (strcmp(c, "ls") == 0)

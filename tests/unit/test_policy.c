@@ -303,7 +303,8 @@ static const char full_policy[] =
         "\n"
         "[Binding TOKEN]\n"                                             /* 47 */
         "Type=secret\n"
-        "File=/etc/passwd\n";
+        "File=/etc/passwd\n"
+        "MaxSize=4K\n";
 
 static bool strv_is(char *const *v, size_t n, const char *const *want)
 {
@@ -373,6 +374,7 @@ static void test_full(void)
         b = policy_binding_find(p, "TOKEN");
         CHECK(b && b->type == BINDING_SECRET && b->file && strcmp(b->file, "/etc/passwd") == 0,
               "secret File");
+        CHECK(b && b->max_size == 4096, "secret MaxSize");
         CHECK(policy_binding_find(p, "notes") == NULL, "binding names are case-sensitive");
         policy_free(p);
 }
@@ -381,7 +383,8 @@ static void test_defaults(void)
 {
         struct policy *p = expect_ok(HEAD "[Binding K]\nType=kv\n[Binding H]\nType=http\n"
                                      "Allow=https://example.com/x\n[Binding G]\nType=gadget\n"
-                                     "Target=other\n[Binding T]\nType=text\nValue=\n",
+                                     "Target=other\n[Binding T]\nType=text\nValue=\n"
+                                     "[Binding S]\nType=secret\nFile=/etc/passwd\n",
                                      "defaults");
         const struct policy_binding *b;
 
@@ -410,6 +413,8 @@ static void test_defaults(void)
         CHECK(b && b->n_methods == 0 && !b->methods, "gadget binding: no Methods= list");
         b = policy_binding_find(p, "T");
         CHECK(b && b->value && b->value[0] == '\0', "text Value may be empty");
+        b = policy_binding_find(p, "S");
+        CHECK(b && b->max_size == 64 * 1024, "secret MaxSize defaults to 64K");
         policy_free(p);
 
         p = expect_ok(HEAD "StartTimeout=500ms\nLogLinesPerSecond=20\nLogBytesPerSecond=8K\n",
@@ -657,6 +662,10 @@ static void test_errors(void)
         expect_error(HEAD "[Binding A]\nType=secret\nFile=/nonexistent\n", 6, "No such file");
         expect_error(HEAD "[Binding A]\nType=secret\nFile=etc/passwd\n", 6, "not an absolute path");
         expect_error(HEAD "[Binding A]\nType=secret\nFile=/usr/share\n", 6, "not a regular file");
+        expect_error(HEAD "[Binding A]\nType=secret\nFile=/etc/passwd\nMaxSize=2M\n", 7,
+                     "MaxSize=\"2M\" must be at most 1048576");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxSize=1K\n", 6,
+                     "key MaxSize is not valid for a binding of type kv");
 }
 
 /* Values in messages are quoted, escaped and shortened. */
