@@ -231,6 +231,13 @@ def attacks(ctx, d, gw_port):
                       then=lambda d: ctx.commands.append("callflood SOCK slow sleep 1024 '{\"ms\": 10}'") or
                       subprocess.Popen([flood, d.sock, "slow", "sleep", "1024", '{"ms": 10}'],
                                        stdout=subprocess.DEVNULL)))
+    hostile = ctx.exe("tests/integration/hostile")
+    nl = ctx.policy("newlines", hostile, "Arguments=log-newlines\nCPUQuota=50%\n")
+    out.append(gadget("log messages of 4,096 newlines each (CPUQuota=50%)", d, nl, "newlines"))
+    af = ctx.policy("auditflood", hostile, "Arguments=binding-flood NOPE get %d\n" % (200000 // n))
+    out.append(gadget("200,000 denied binding calls (audited)", d, af, "auditflood"))
+    kvf = ctx.policy("kvflood", hostile, "Arguments=kv-flood DATA put 3000 3000 64\n\n[Binding DATA]\nType=kv\n")
+    out.append(gadget("3,000 pipelined kv puts", d, kvf, "kvflood"))
     srv = never_accepts()
     out.append(gadget("30,000 HTTP requests to a listener that never accepts", d,
                       http_flood(ctx, "httpflood", srv, 30000 // n), "httpflood"))
