@@ -130,6 +130,7 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .timeout_ms = 10 * 1000,
                 .max_response = 1024 * 1024,
                 .max_request = 1024 * 1024,
+                .calls_max = POLICY_BINDING_CALLS,
         };
 }
 
@@ -344,6 +345,10 @@ static struct policy *policy_new(const char *path)
                 .tasks_max = POLICY_UNLIMITED,
                 .limit_nofile = 1024,
                 .call_timeout_ms = 30 * 1000,
+                .binding_calls_max = POLICY_BINDING_CALLS_MAX,
+                .frame_values_max = POLICY_FRAME_VALUES,
+                .turn_frames_max = POLICY_TURN_FRAMES,
+                .turn_bytes_max = POLICY_TURN_BYTES,
                 .restart = POLICY_RESTART_NO,
         };
         p->path = strdup(path);

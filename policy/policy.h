@@ -9,6 +9,13 @@
 
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
+/* Defaults of the budgets a gadget's peer has in gadgetd (see gadget.policy(5)). */
+#define POLICY_BINDING_CALLS 16         /* CallsMax= of a binding */
+#define POLICY_BINDING_CALLS_MAX 64     /* BindingCallsMax= */
+#define POLICY_FRAME_VALUES 131072      /* FrameValuesMax= */
+#define POLICY_FRAME_VALUES_LIMIT 1048576
+#define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
+#define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
 
 enum policy_restart {
         POLICY_RESTART_NO,
@@ -43,6 +50,8 @@ struct policy_binding {
         uint64_t timeout_ms;     /* Timeout=, default 10 s */
         uint64_t max_response;   /* MaxResponseSize=, default 1 MiB */
         uint64_t max_request;    /* MaxRequestSize=, default 1 MiB */
+        /* every type */
+        uint64_t calls_max;      /* CallsMax=: its calls in flight, default POLICY_BINDING_CALLS */
         /* text */
         char *value;             /* Value= */
         /* secret */
@@ -68,6 +77,10 @@ struct policy {
         uint64_t limit_nofile;   /* LimitNOFILE=, default 1024 */
         uint64_t call_timeout_ms;/* CallTimeout=, default 30 s */
         uint64_t runtime_max_ms; /* RuntimeMax=, 0 = none */
+        uint64_t binding_calls_max; /* BindingCallsMax=: binding calls in flight, all bindings */
+        uint64_t frame_values_max;  /* FrameValuesMax=: values in one frame from the gadget */
+        uint64_t turn_frames_max;   /* TurnFramesMax=: its frames gadgetd handles per loop turn */
+        uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         enum policy_restart restart; /* Restart=, default no */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;

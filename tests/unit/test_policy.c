@@ -69,6 +69,31 @@ static struct policy *expect_ok(const char *text, const char *what)
         return r == 0 ? p : NULL;
 }
 
+/* The budgets of a gadget's peer in gadgetd: defaults, settings, bounds. */
+static void test_budgets(void)
+{
+        struct policy *p = expect_ok(HEAD "[Binding K]\nType=kv\n", "budget defaults");
+        if (p) {
+                CHECK(p->binding_calls_max == 64 && p->frame_values_max == 131072 &&
+                      p->turn_frames_max == 64 && p->turn_bytes_max == 1 << 20, "budget defaults");
+                CHECK(policy_binding_find(p, "K")->calls_max == 16, "CallsMax defaults to 16");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD "BindingCallsMax=8\nFrameValuesMax=1000\nTurnFramesMax=2\nTurnBytesMax=64K\n"
+                      "[Binding T]\nType=text\nValue=x\nCallsMax=3\n", "budgets set");
+        if (p) {
+                CHECK(p->binding_calls_max == 8 && p->frame_values_max == 1000 && p->turn_frames_max == 2 &&
+                      p->turn_bytes_max == 64 << 10, "budgets set");
+                CHECK(policy_binding_find(p, "T")->calls_max == 3, "CallsMax set");
+                policy_free(p);
+        }
+        expect_error(HEAD "BindingCallsMax=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "BindingCallsMax=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "FrameValuesMax=1048577\n", 4, "must be at most 1048576");
+        expect_error(HEAD "TurnBytesMax=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "[Binding K]\nType=kv\nCallsMax=65537\n", 6, "must be at most 65536");
+}
+
 static void test_size(void)
 {
         static const struct {
@@ -794,5 +819,6 @@ int main(void)
         test_many_errors();
         test_load();
         test_misc();
+        test_budgets();
         return tap_done();
 }
