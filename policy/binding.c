@@ -204,7 +204,7 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), 0, NULL },
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
-        { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 65536, NULL },
+        { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL },
 };
 
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)

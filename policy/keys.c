@@ -436,7 +436,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */
-        { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 65536, NULL },
+        { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
         { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max), POLICY_FRAME_VALUES_LIMIT, NULL },
         { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL },
         { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL },

@@ -91,7 +91,7 @@ static void test_budgets(void)
         expect_error(HEAD "BindingCallsMax=0\n", 4, "must be greater than 0");
         expect_error(HEAD "FrameValuesMax=1048577\n", 4, "must be at most 1048576");
         expect_error(HEAD "TurnBytesMax=infinity\n", 4, "a limit is required here");
-        expect_error(HEAD "[Binding K]\nType=kv\nCallsMax=65537\n", 6, "must be at most 65536");
+        expect_error(HEAD "[Binding K]\nType=kv\nCallsMax=4097\n", 6, "must be at most 4096");
 }
 
 static void test_size(void)
