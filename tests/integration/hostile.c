@@ -2,6 +2,7 @@
  * mode (first argument) picks the offence; the adversarial tests check that
  * gadgetd ends this worker only, logs one violation, and serves the rest. */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,17 +53,22 @@ static void hello(void)
         send_msg(&m);
 }
 
-static void binding_call(uint64_t id, Gadget__Value *args)
+static void binding_call_to(uint64_t id, const char *binding, const char *op, Gadget__Value *args)
 {
         Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
         b.id = id;
-        b.binding = "NOPE";
-        b.op = "get";
+        b.binding = (char *)binding;
+        b.op = (char *)op;
         b.args = args;
         Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
         m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
         m.binding_call = &b;
         send_msg(&m);
+}
+
+static void binding_call(uint64_t id, Gadget__Value *args)
+{
+        binding_call_to(id, "NOPE", "get", args);
 }
 
 /* A list nested n deep. */
@@ -75,6 +81,57 @@ static Gadget__Value *nested(int n)
                 v = l;
         }
         return v;
+}
+
+/* A valid value of n values in all: a list of lists of nulls (each list
+ * within the 65,536 items one list may hold). */
+static Gadget__Value *many_values(long n)
+{
+        Gadget__Value *top = value_new_list();
+        for (long left = n - 1; left > 0;) {
+                Gadget__Value *l = value_new_list();
+                left--;
+                for (long i = 0; i < 60000 && left > 0; i++, left--)
+                        value_list_append(l, value_new_null());
+                value_list_append(top, l);
+        }
+        return top;
+}
+
+/* Reads the answers to binding calls for up to ms of silence or until want
+ * came, and prints how many came with which error code: the tests read
+ * these lines in gadgetd's log of this gadget. */
+static void count_answers(const char *mode, long want, int ms)
+{
+        struct wire_reader r;
+        long codes[32] = { 0 }, got = 0, ok = 0;
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        struct pollfd pfd = { .fd = FD, .events = POLLIN };
+        while (got < want) {
+                const uint8_t *data;
+                size_t len;
+                int e = wire_reader_next(&r, &data, &len);
+                if (e < 0)
+                        break;
+                if (e == 0) {
+                        if (poll(&pfd, 1, ms) <= 0 || wire_reader_fill(&r, FD) <= 0)
+                                break;
+                        continue;
+                }
+                Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+                if (m && m->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                        got++;
+                        if (m->binding_result->outcome_case == GADGET__BINDING_RESULT__OUTCOME_VALUE)
+                                ok++;
+                        else
+                                codes[m->binding_result->error->code & 31]++;
+                }
+                gadget__supervisor_msg__free_unpacked(m, NULL);
+        }
+        fprintf(stderr, "%s: answers %ld ok %ld busy %ld denied %ld timeout %ld other %ld\n", mode, got, ok,
+                codes[GADGET_EBUSY], codes[GADGET_EDENIED], codes[GADGET_ETIMEOUT],
+                got - ok - codes[GADGET_EBUSY] - codes[GADGET_EDENIED] - codes[GADGET_ETIMEOUT]);
+        wire_reader_free(&r);
 }
 
 int main(int argc, char **argv)
@@ -144,6 +201,31 @@ int main(int argc, char **argv)
                         binding_call(id, NULL);
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
+        } else if (strcmp(mode, "big-frames") == 0) {
+                /* hostile big-frames N VALUES: N valid binding calls (to an
+                 * undeclared binding) of VALUES values each, as fast as the
+                 * socket takes them: the worst valid frames to decode. */
+                long n = argc > 2 ? atol(argv[2]) : 100, values = argc > 3 ? atol(argv[3]) : 65536;
+                Gadget__Value *v = many_values(values);
+                hello();
+                fprintf(stderr, "big-frames: sending %ld frames of %ld values\n", n, values);
+                for (long id = 1; id <= n; id++)
+                        binding_call(id, v);
+                fprintf(stderr, "big-frames: sent %ld\n", n);
+                count_answers(mode, n, 5000);
+        } else if (strcmp(mode, "binding-flood") == 0) {
+                /* hostile binding-flood N BINDING OP [JSON-less args: a
+                 * method name for a gadget binding]: N binding calls at
+                 * once, then the count of answers by code. */
+                long n = argc > 2 ? atol(argv[2]) : 1000;
+                const char *binding = argc > 3 ? argv[3] : "SLOW", *op = argc > 4 ? argv[4] : "call";
+                Gadget__Value *args = value_new_map();
+                value_map_set(args, "method", value_new_string(argc > 5 ? argv[5] : "hang"));
+                hello();
+                for (long id = 1; id <= n; id++)
+                        binding_call_to((uint64_t)id, binding, op, args);
+                fprintf(stderr, "binding-flood: sent %ld\n", n);
+                count_answers(mode, n, 1500);
         } else {
                 fprintf(stderr, "hostile: unknown mode %s\n", mode);
                 return 2;

@@ -1,0 +1,198 @@
+"""A gadget against the loop through its own peer: big valid frames (each
+turn handles a bounded part of them), binding calls beyond its budgets
+("busy" at once), and a caller that queues more calls than the callee can
+answer within CallTimeout (the calls fail; the callee is not restarted
+while it makes progress, a hung one still is)."""
+import os
+import re
+import subprocess
+import time
+
+from harness import CALLFLOOD, Daemon, Healthy, check, fd_count, policy, rss_kib, test, wait_for
+
+HOSTILE = os.environ.get("HOSTILE", "")
+
+# gadgetd's own growth allowed while an attack runs (an attacker's
+# sandbox holds 5 fds), and after it ends; the sanitizer build keeps freed
+# memory in quarantine.
+FDS_DURING, FDS_AFTER = 16, 4
+SANITIZED = os.environ.get("SANITIZE", "none") != "none"
+RSS_DURING_KIB = (512 if SANITIZED else 48) * 1024
+RSS_AFTER_KIB = (512 if SANITIZED else 16) * 1024
+
+
+class Bounds:
+    """gadgetd's fds and RSS against the baseline taken at the start."""
+
+    def __init__(self, d):
+        self.d, self.pid = d, d.proc.pid
+        self.fds, self.rss = fd_count(self.pid), rss_kib(self.pid)
+        self.max_fds, self.max_rss = self.fds, self.rss
+
+    def sample(self):
+        self.max_fds = max(self.max_fds, fd_count(self.pid))
+        self.max_rss = max(self.max_rss, rss_kib(self.pid))
+
+    def check_during(self):
+        check(self.max_fds <= self.fds + FDS_DURING, "fds grew from %d to %d" % (self.fds, self.max_fds))
+        check(self.max_rss <= self.rss + RSS_DURING_KIB, "RSS grew from %d to %d KiB" % (self.rss, self.max_rss))
+
+    def check_after(self):
+        end = time.time() + 10
+        while fd_count(self.pid) > self.fds + FDS_AFTER and time.time() < end:
+            time.sleep(0.1)
+        check(fd_count(self.pid) <= self.fds + FDS_AFTER, "fds not back near %s: %s %r" % (self.d.list(),
+            self.fds, sorted(os.readlink("/proc/%d/fd/%s" % (self.pid, f)) for f in os.listdir("/proc/%d/fd" % self.pid))))
+        rss = rss_kib(self.pid)
+        print("gadgetd fds %d, at most %d, after %d; RSS %d KiB, at most %d, after %d" % (
+            self.fds, self.max_fds, fd_count(self.pid), self.rss, self.max_rss, rss))
+        check(rss <= self.rss + RSS_AFTER_KIB, "RSS after the attack %d KiB, before %d KiB" % (rss, self.rss))
+
+
+def ready(d, *names):
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    for n in names:
+        wait_for(lambda: d.state(n) == "ready", what=n + " ready")
+
+
+def remove(d, name):
+    """Unloads an attacker (its policy gone, a reload stops it)."""
+    os.unlink(os.path.join(d.pol, name + ".policy"))
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: name not in d.list(), timeout=10, what=name + " unloaded")
+
+
+def answers(d, gadget, mode):
+    """The attacker's count of its answers by code, from gadgetd's log."""
+    line = wait_for(lambda: re.search(r"\[%s\] " % gadget + mode + r": answers (\d+) ok (\d+) busy (\d+) denied (\d+) timeout (\d+) "
+                                      r"other (\d+)", d.logtext()), timeout=40, what=mode + "'s answers")
+    return dict(zip(("answers", "ok", "busy", "denied", "timeout", "other"), map(int, line.groups())))
+
+
+def run_attack(d, bounds, done):
+    """Samples the bounds until done() holds."""
+    end = time.time() + 45
+    while not done() and time.time() < end:
+        bounds.sample()
+        time.sleep(0.05)
+    check(done(), "the attack did not finish")
+
+
+@test
+def load_loop_big_frames(tmp):
+    """20,000 small frames as fast as the socket takes them (a read holds
+    thousands: each turn handles TurnFramesMax of them), then 150 valid
+    frames of 131,000 values (the most FrameValuesMax allows by default,
+    about 11 ms of gadgetd's CPU each), then one frame over FrameValuesMax."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        ready(d, "good")
+        bounds = Bounds(d)
+        with Healthy(d, "good", "echo"):
+            policy(d.pol, "small", "Arguments=big-frames 20000 1\n", exec_path=HOSTILE)
+            ready(d)
+            run_attack(d, bounds, lambda: "[small] big-frames: answers" in d.logtext())
+            got = answers(d, "small", "big-frames")
+            # Its own calls get their errors (the binding is not declared).
+            check(got["answers"] == 20000 and got["denied"] == 20000, "attacker's answers: %r" % got)
+            log = d.logtext()
+            check(re.search(r"\[small\] handled 64 frames, \d+ bytes, \d+ values in one loop turn "
+                            r"\(TurnFramesMax=64, TurnBytesMax=1048576, FrameValuesMax=131072\): the rest wait "
+                            r"for the next turn", log),
+                  "no word of small's frames waiting for the next turn:\n" + log[-2000:])
+            remove(d, "small")
+            policy(d.pol, "big", "Arguments=big-frames 150 131000\n", exec_path=HOSTILE)
+            ready(d)
+            run_attack(d, bounds, lambda: "[big] big-frames: answers" in d.logtext())
+            got = answers(d, "big", "big-frames")
+            check(got["answers"] == 150 and got["denied"] == 150, "attacker's answers: %r" % got)
+            remove(d, "big")
+            # One frame over FrameValuesMax ends the worker before unpacking.
+            policy(d.pol, "over", "Arguments=big-frames 1 200000\n", exec_path=HOSTILE)
+            ready(d)
+            wait_for(lambda: "a frame of more than FrameValuesMax=131072 values" in d.logtext(),
+                     what="the frame over FrameValuesMax refused")
+            wait_for(lambda: d.state("over") == "failed", what="over ended")
+            check(d.list()["over"]["cause"] == "protocol violation", "cause: %r" % d.list()["over"])
+            bounds.sample()
+        bounds.check_during()
+        bounds.check_after()
+
+
+@test
+def load_loop_binding_flood(tmp):
+    """1,000 binding calls at once to a gadget binding whose target hangs:
+    CallsMax= of the binding (16 by default) go through, the rest are
+    answered busy at once; then BindingCallsMax= bounds all bindings."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        policy(d.pol, "slowpoke", "CallTimeout=3s\nRestart=always\n")
+        ready(d, "good", "slowpoke")
+        bounds = Bounds(d)
+        slow = "[Binding SLOW]\nType=gadget\nTarget=slowpoke\n"
+        with Healthy(d, "good", "echo"):
+            policy(d.pol, "flood", "Arguments=binding-flood 1000 SLOW call hang\n" + slow, exec_path=HOSTILE)
+            ready(d)
+            got = answers(d, "flood", "binding-flood")
+            check(got["busy"] == 1000 - 16 and got["answers"] == 1000 - 16,
+                  "CallsMax=16: answers %r" % got)
+            check(d.list()["slowpoke"]["calls"] == 16, "calls that reached slowpoke: %r" % d.list()["slowpoke"])
+            check("busy: 16 calls of binding SLOW in flight (CallsMax=16): answering busy" in d.logtext(),
+                  "the first busy answer not logged")
+            # When its calls end (slowpoke hangs: CallTimeout), the count.
+            wait_for(lambda: "984 binding calls answered busy" in d.logtext(), timeout=15,
+                     what="the count of busy answers in the log")
+            bounds.sample()
+            remove(d, "flood")
+            policy(d.pol, "flood2", "Arguments=binding-flood 1000 SLOW call hang\nBindingCallsMax=8\n" +
+                   slow.replace("Target=slowpoke\n", "Target=slowpoke\nCallsMax=100\n"), exec_path=HOSTILE)
+            wait_for(lambda: d.state("slowpoke") == "ready", timeout=15, what="slowpoke ready again")
+            ready(d, "flood2")
+            got = answers(d, "flood2", "binding-flood")
+            bounds.sample()
+            check("busy: 8 binding calls in flight (BindingCallsMax=8): answering busy" in d.logtext(),
+                  "BindingCallsMax not logged")
+            check(got["busy"] == 1000 - 8 and got["answers"] == 1000 - 8, "BindingCallsMax=8: answers %r" % got)
+            remove(d, "flood2")
+        bounds.check_during()
+        bounds.check_after()
+
+
+@test
+def load_loop_queued_calls(tmp):
+    """A caller queues 1,024 calls of 5 ms each on a gadget whose
+    CallTimeout is 1 s: the later calls time out, and the gadget, which
+    keeps answering, is not restarted. A gadget that answers nothing for
+    CallTimeout still is."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        policy(d.pol, "worker", "CallTimeout=1s\nRestart=always\n")
+        policy(d.pol, "hanger", "CallTimeout=1s\nRestart=always\n")
+        ready(d, "good", "worker", "hanger")
+        bounds = Bounds(d)
+        pid = d.list()["worker"]["pid"]
+        with Healthy(d, "good", "echo"):
+            r = subprocess.run([CALLFLOOD, d.sock, "worker", "sleep", "1024", '{"ms": 5}'],
+                               capture_output=True, text=True, timeout=60)
+            got = dict((" ".join(l.split()[:-1]), int(l.split()[-1])) for l in r.stdout.splitlines())
+            bounds.sample()
+            check(got.get("ok", 0) > 0 and got.get("error 6", 0) > 0 and got.get("unanswered") == 0,
+                  "the queued calls: %r" % got)
+            check(d.list()["worker"]["pid"] == pid and d.list()["worker"]["restarts"] == 0 and
+                  d.state("worker") == "ready", "worker restarted: %r" % d.list()["worker"])
+            check(re.search(r"CallTimeout.*not restarted: a call was answered \d+ ms ago", d.logtext()),
+                  "the log does not say why the worker was not restarted")
+            # While it still works through the timed-out calls, a new call
+            # waits behind them and may time out: still no restart.
+            d.ctl("call", "worker", "echo", "1")
+            check(d.list()["worker"]["pid"] == pid, "worker restarted by a later call")
+            hpid = d.list()["hanger"]["pid"]
+            r = d.ctl("call", "hanger", "hang")
+            check(r.returncode == 1 and "CallTimeout" in r.stderr, "hang: %r" % r.stderr)
+            wait_for(lambda: d.state("hanger") == "ready" and d.list()["hanger"]["pid"] != hpid,
+                     what="the hung gadget restarted")
+            check(re.search(r"CallTimeout.*no call answered for \d+ ms: restarted", d.logtext()),
+                  "the log does not say why the hanger was restarted")
+            bounds.sample()
+        bounds.check_during()
+        bounds.check_after()
