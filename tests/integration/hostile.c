@@ -53,6 +53,17 @@ static void hello(void)
         send_msg(&m);
 }
 
+/* When set, messages are queued here and written in big batches (many
+ * frames per write, as many per read of gadgetd's). */
+static struct wire_writer *batch;
+
+static void send_batched(Gadget__WorkerMsg *m)
+{
+        if (wire_writer_put(batch, &m->base, WIRE_MAX_FRAME) == 0 && wire_writer_pending(batch) < (1u << 20))
+                return;
+        wire_writer_flush(batch, FD);
+}
+
 static void binding_call_to(uint64_t id, const char *binding, const char *op, Gadget__Value *args)
 {
         Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
@@ -63,7 +74,10 @@ static void binding_call_to(uint64_t id, const char *binding, const char *op, Ga
         Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
         m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
         m.binding_call = &b;
-        send_msg(&m);
+        if (batch)
+                send_batched(&m);
+        else
+                send_msg(&m);
 }
 
 static void binding_call(uint64_t id, Gadget__Value *args)
@@ -202,15 +216,24 @@ int main(int argc, char **argv)
         } else if (strcmp(mode, "never-read") == 0) {
                 hello();
         } else if (strcmp(mode, "big-frames") == 0) {
-                /* hostile big-frames N VALUES: N valid binding calls (to an
-                 * undeclared binding) of VALUES values each, as fast as the
-                 * socket takes them: the worst valid frames to decode. */
+                /* hostile big-frames N VALUES [FIRST]: N valid binding calls
+                 * (to an undeclared binding) of VALUES values each (the first
+                 * of FIRST), written 1 MiB at a time: the worst valid frames
+                 * to decode, or the most frames per read. */
                 long n = argc > 2 ? atol(argv[2]) : 100, values = argc > 3 ? atol(argv[3]) : 65536;
-                Gadget__Value *v = many_values(values);
+                long first = argc > 4 ? atol(argv[4]) : values;
+                Gadget__Value *v = many_values(values), *f = many_values(first);
                 hello();
                 fprintf(stderr, "big-frames: sending %ld frames of %ld values\n", n, values);
+                /* A big first frame makes gadgetd's read buffer big, so that
+                 * one read then takes many small frames. */
+                struct wire_writer w;
+                wire_writer_init(&w, 8u << 20);
+                batch = &w;
                 for (long id = 1; id <= n; id++)
-                        binding_call(id, v);
+                        binding_call(id, id == 1 ? f : v);
+                wire_writer_flush(&w, FD);
+                batch = NULL;
                 fprintf(stderr, "big-frames: sent %ld\n", n);
                 count_answers(mode, n, 5000);
         } else if (strcmp(mode, "binding-flood") == 0) {
