@@ -78,10 +78,21 @@ def run_attack(d, bounds, done):
     check(done(), "the attack did not finish")
 
 
+# (gadget, hostile big-frames arguments, policy keys, the turn's bound):
+# many frames in each read, bounded by TurnFramesMax=, by TurnBytesMax=
+# (frames of about 430 bytes), by FrameValuesMax= (frames of about 1,004
+# values).
+TURN_ATTACKS = [
+    ("small", "20000 1", "", lambda f, b, v: f == 64 and v < 64 * 10),
+    ("bytes", "3000 100", "TurnBytesMax=4K\nTurnFramesMax=4096\n", lambda f, b, v: 4096 <= b < 4096 + 500 and f < 20),
+    ("values", "1000 1000", "FrameValuesMax=5000\n", lambda f, b, v: f in (5, 6) and 5000 <= v < 6000),  # 6: with the hello
+]
+
+
 @test
 def load_loop_big_frames(tmp):
-    """20,000 small frames as fast as the socket takes them (a read holds
-    thousands: each turn handles TurnFramesMax of them), then 150 valid
+    """Frames written 1 MiB at a time (a read of gadgetd's holds up to
+    thousands): each turn handles a bounded part. Then 150 valid
     frames of 131,000 values (the most FrameValuesMax allows by default,
     about 11 ms of gadgetd's CPU each), then one frame over FrameValuesMax."""
     with Daemon(tmp) as d:
@@ -89,18 +100,23 @@ def load_loop_big_frames(tmp):
         ready(d, "good")
         bounds = Bounds(d)
         with Healthy(d, "good", "echo"):
-            policy(d.pol, "small", "Arguments=big-frames 20000 1\n", exec_path=HOSTILE)
-            ready(d)
-            run_attack(d, bounds, lambda: "[small] big-frames: answers" in d.logtext())
-            got = answers(d, "small", "big-frames")
-            # Its own calls get their errors (the binding is not declared).
-            check(got["answers"] == 20000 and got["denied"] == 20000, "attacker's answers: %r" % got)
-            log = d.logtext()
-            check(re.search(r"\[small\] handled 64 frames, \d+ bytes, \d+ values in one loop turn "
-                            r"\(TurnFramesMax=64, TurnBytesMax=1048576, FrameValuesMax=131072\): the rest wait "
-                            r"for the next turn", log),
-                  "no word of small's frames waiting for the next turn:\n" + log[-2000:])
-            remove(d, "small")
+            # Each attacker's turns end at the budget it hits first.
+            for name, args, keys, bound in TURN_ATTACKS:
+                policy(d.pol, name, "Arguments=big-frames %s\n%s" % (args, keys), exec_path=HOSTILE)
+                ready(d)
+                run_attack(d, bounds, lambda: "[%s] big-frames: answers" % name in d.logtext())
+                got = answers(d, name, "big-frames")
+                # Its own calls get their errors (the binding is not declared).
+                n = int(args.split()[0])
+                check(got["answers"] == n and got["denied"] == n, "%s's answers: %r" % (name, got))
+                turn = re.search(r"\[%s\] handled (\d+) frames, (\d+) bytes, (\d+) values in one loop turn "
+                                 r"\(TurnFramesMax=\d+, TurnBytesMax=\d+, FrameValuesMax=\d+\): the rest wait "
+                                 r"for the next turn" % name, d.logtext())
+                check(turn, "no word of %s's frames waiting for the next turn:\n%s" % (name, d.logtext()[-2000:]))
+                frames, nbytes, values = map(int, turn.groups())
+                check(bound(frames, nbytes, values), "%s: a turn of %d frames, %d bytes, %d values" % (
+                    name, frames, nbytes, values))
+                remove(d, name)
             policy(d.pol, "big", "Arguments=big-frames 150 131000\n", exec_path=HOSTILE)
             ready(d)
             run_attack(d, bounds, lambda: "[big] big-frames: answers" in d.logtext())
