@@ -509,8 +509,9 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         uint64_t limit = u->policy->call_timeout_ms;
         char msg[128];
         snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
-        /* Measured before the call is forgotten: with it the gadget may have
-         * no call left, which restarts the clock. */
+        /* Why this is safe: a gadget that answers nothing is still ended
+         * after CallTimeout, since its clock starts with the first call it
+         * got while it had none; only results move it on. */
         uint64_t stalled = u->peer ? peer_stalled_ms(u->peer) : limit;
         if (u->peer)
                 peer_forget(u->peer, c->id);
