@@ -199,7 +199,6 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL },
         { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL },
         /* Why a bound: each queued operation holds its value in gadgetd. */
-        { "MaxPending", KIND_COUNT, 0, T_KV, B(max_pending), POLICY_KV_PENDING_LIMIT, NULL },
         { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target },
         { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods },
         { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow },
@@ -207,13 +206,13 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL },
         { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE,
           NULL },
-        { "MaxInFlight", KIND_COUNT, 0, T_HTTP, B(max_in_flight), POLICY_HTTP_MAX_IN_FLIGHT, NULL },
         { "MaxResponseHeaders", KIND_COUNT, 0, T_HTTP, B(max_resp_headers), POLICY_HTTP_MAX_HEADERS, NULL },
         { "MaxResponseHeaderSize", KIND_SIZE, 0, T_HTTP, B(max_resp_header_bytes),
           POLICY_HTTP_MAX_HEADER_BYTES, NULL },
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
         { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL },
+        { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL },
 };
 
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)

@@ -439,6 +439,12 @@ static const struct policy_key policy_gadget_keys[] = {
         { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL },
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
+        /* The budgets of the gadget's peer in gadgetd: no infinity, since
+         * each bounds what one gadget can make gadgetd's loop do. */
+        { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
+        { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max), POLICY_FRAME_VALUES_LIMIT, NULL },
+        { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL },
+        { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL },
 };
 
 _Static_assert(sizeof(policy_gadget_keys) / sizeof(policy_gadget_keys[0]) == POLICY_N_GADGET_KEYS,

@@ -127,14 +127,13 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .max_value_size = 1024 * 1024,
                 .max_keys = POLICY_KV_MAX_KEYS,
                 .max_bytes = POLICY_KV_MAX_BYTES,
-                .max_pending = POLICY_KV_MAX_PENDING,
                 .timeout_ms = 10 * 1000,
                 .max_response = 1024 * 1024,
                 .max_request = 1024 * 1024,
-                .max_in_flight = 16,
                 .max_resp_headers = 100,
                 .max_resp_header_bytes = 64 * 1024,
                 .max_size = POLICY_SECRET_SIZE,
+                .calls_max = POLICY_BINDING_CALLS,
         };
 }
 
@@ -350,6 +349,10 @@ static struct policy *policy_new(const char *path)
                 .limit_nofile = 1024,
                 .call_timeout_ms = 30 * 1000,
                 .start_timeout_ms = 10 * 1000,
+                .binding_calls_max = POLICY_BINDING_CALLS_MAX,
+                .frame_values_max = POLICY_FRAME_VALUES,
+                .turn_frames_max = POLICY_TURN_FRAMES,
+                .turn_bytes_max = POLICY_TURN_BYTES,
                 .restart = POLICY_RESTART_NO,
         };
         p->path = strdup(path);

@@ -10,11 +10,9 @@
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
 /* kv defaults, for a stranger's gadget on a shared host: a few MiB of
- * data, and a short queue to the gadget's SQLite thread. */
+ * data. */
 #define POLICY_KV_MAX_KEYS 100000
 #define POLICY_KV_MAX_BYTES (16u * 1024u * 1024u)
-#define POLICY_KV_MAX_PENDING 16
-#define POLICY_KV_PENDING_LIMIT 1024 /* largest MaxPending= */
 
 /* An http binding's answer travels in one frame (wire.h's WIRE_MAX_FRAME):
  * the body, each header with at most POLICY_HTTP_HEADER_OVERHEAD bytes of
@@ -22,9 +20,15 @@
  * rest (ids, status, the map around them). */
 #define POLICY_HTTP_ENVELOPE (4u << 10)
 #define POLICY_HTTP_HEADER_OVERHEAD 16u
-#define POLICY_HTTP_MAX_IN_FLIGHT 1024u     /* largest MaxInFlight= */
 #define POLICY_HTTP_MAX_HEADERS 1000u       /* largest MaxResponseHeaders= */
 #define POLICY_HTTP_MAX_HEADER_BYTES (256u << 10) /* largest MaxResponseHeaderSize= */
+/* Defaults of the budgets a gadget's peer has in gadgetd (see gadget.policy(5)). */
+#define POLICY_BINDING_CALLS 16         /* CallsMax= of a binding */
+#define POLICY_BINDING_CALLS_MAX 64     /* BindingCallsMax= */
+#define POLICY_FRAME_VALUES 131072      /* FrameValuesMax= */
+#define POLICY_FRAME_VALUES_LIMIT 1048576
+#define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
+#define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
 
 enum policy_restart {
         POLICY_RESTART_NO,
@@ -54,7 +58,6 @@ struct policy_binding {
         uint64_t max_value_size; /* MaxValueSize, default 1 MiB */
         uint64_t max_keys;       /* MaxKeys, default POLICY_KV_MAX_KEYS */
         uint64_t max_bytes;      /* MaxBytes, default POLICY_KV_MAX_BYTES */
-        uint64_t max_pending;    /* MaxPending, default POLICY_KV_MAX_PENDING */
         /* gadget */
         char *target;            /* Target= */
         char **methods;          /* Methods= (gadget: method allowlist; http: HTTP methods) */
@@ -65,9 +68,10 @@ struct policy_binding {
         uint64_t timeout_ms;     /* Timeout=, default 10 s */
         uint64_t max_response;   /* MaxResponseSize=, default 1 MiB */
         uint64_t max_request;    /* MaxRequestSize=, default 1 MiB */
-        uint64_t max_in_flight;  /* MaxInFlight=, default 16 */
         uint64_t max_resp_headers;      /* MaxResponseHeaders=, default 100 */
         uint64_t max_resp_header_bytes; /* MaxResponseHeaderSize=, default 64 KiB */
+        /* every type */
+        uint64_t calls_max;      /* CallsMax=: its calls in flight, default POLICY_BINDING_CALLS */
         /* text */
         char *value;             /* Value= */
         /* secret */
@@ -97,6 +101,10 @@ struct policy {
         uint64_t start_timeout_ms; /* StartTimeout=, default 10 s: from start to the hello */
         uint64_t log_lines;      /* LogLinesPerSecond=, 0 = gadgetd's default */
         uint64_t log_bytes;      /* LogBytesPerSecond=, 0 = gadgetd's default */
+        uint64_t binding_calls_max; /* BindingCallsMax=: binding calls in flight, all bindings */
+        uint64_t frame_values_max;  /* FrameValuesMax=: values in one frame from the gadget */
+        uint64_t turn_frames_max;   /* TurnFramesMax=: its frames gadgetd handles per loop turn */
+        uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         enum policy_restart restart; /* Restart=, default no */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,10 +269,15 @@ static int packed_varint(const uint8_t *p, size_t len, size_t *pos, unsigned max
         return -EINVAL;
 }
 
+/* Nested messages seen by one packed walk, and the most allowed. */
+struct packed_count {
+        size_t n, max;
+};
+
 /* Walks one packed message of type desc, descending into sub-messages while
  * levels remain. */
 static int packed_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
-                       unsigned levels, char *why, size_t whylen)
+                       unsigned levels, struct packed_count *pc, char *why, size_t whylen)
 {
         size_t pos = 0;
 
@@ -306,7 +312,13 @@ static int packed_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
                                 if (levels == 0)
                                         return fail(why, whylen, "messages nested deeper than %u",
                                                     VALUE_PACKED_MAX_NESTING);
-                                int e = packed_walk(f->descriptor, p + pos, skip, levels - 1, why, whylen);
+                                /* Each nested message costs protobuf-c an
+                                 * allocation and a walk: counted before it is
+                                 * paid, so a frame over the bound costs no more. */
+                                if (++pc->n > pc->max)
+                                        return fail(why, whylen, "more than %zu values", pc->max);
+                                int e = packed_walk(f->descriptor, p + pos, skip, levels - 1, pc, why,
+                                                    whylen);
                                 if (e < 0)
                                         return e;
                         }
@@ -332,9 +344,25 @@ int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *da
 {
         if (!desc || (!data && len > 0))
                 return fail(why, whylen, "nothing to check");
+        struct packed_count pc = { .max = SIZE_MAX };
         /* Why this is safe: this walk recurses at most
          * VALUE_PACKED_MAX_NESTING times and reads only inside data. */
-        return packed_walk(desc, data, len, VALUE_PACKED_MAX_NESTING - 1, why, whylen);
+        return packed_walk(desc, data, len, VALUE_PACKED_MAX_NESTING - 1, &pc, why, whylen);
+}
+
+int value_packed_cost(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                      size_t max_values, size_t *values, char *why, size_t whylen)
+{
+        if (!desc || (!data && len > 0))
+                return fail(why, whylen, "nothing to check");
+        struct packed_count pc = { .max = max_values };
+        /* Why this is safe: as value_packed_check, and the walk stops at the
+         * first nested message past max_values. */
+        int e = packed_walk(desc, data, len, VALUE_PACKED_MAX_NESTING - 1, &pc, why, whylen);
+        if (e < 0)
+                return e;
+        *values = pc.n;
+        return 0;
 }
 
 /* A fresh value of the given kind, its payload zeroed. */

@@ -23,6 +23,12 @@ bool value_utf8_valid(const char *s, size_t len);
  * nesting beyond what a VALUE_MAX_DEPTH value needs. 0 or -EINVAL. */
 int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                        char *why, size_t whylen);
+/* value_packed_check, and also counts the nested messages (each value, and
+ * each list, map and map entry that holds values) into *values: what
+ * unpacking will cost, known before it is paid. Refuses more than
+ * max_values of them. 0 or -EINVAL with why. */
+int value_packed_cost(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                      size_t max_values, size_t *values, char *why, size_t whylen);
 
 /* Builders. All return NULL on allocation failure; every value is freed
  * with value_free (protobuf-c's own free of a malloc-built tree). */

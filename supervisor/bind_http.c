@@ -368,12 +368,12 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
         }
         struct http *h = r->u->d->http;
         struct http_slot *slot = NULL;
-        int taken = http_slot_take(h, r->u->policy->name, b->name, (unsigned)b->max_in_flight, &slot);
+        int taken = http_slot_take(h, r->u->policy->name, b->name, (unsigned)b->calls_max, &slot);
         if (taken == -EBUSY || taken == -EAGAIN) {
                 if (taken == -EBUSY)
                         snprintf(why, sizeof why, "busy: binding %s has %llu HTTP requests in flight "
-                                 "(MaxInFlight=%llu)", b->name, (unsigned long long)b->max_in_flight,
-                                 (unsigned long long)b->max_in_flight);
+                                 "(CallsMax=%llu)", b->name, (unsigned long long)b->calls_max,
+                                 (unsigned long long)b->calls_max);
                 else
                         snprintf(why, sizeof why, "busy: gadgetd has its most HTTP requests in flight "
                                  "for all gadgets (HTTPRequestsMax=)");

@@ -268,8 +268,8 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
 static void reply_busy(struct binding_req *r, const struct policy_binding *b)
 {
         char msg[192];
-        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64 " operations already queued (MaxPending=%" PRIu64
-                 ")", b->name, b->max_pending, b->max_pending);
+        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64 " operations already queued (CallsMax=%" PRIu64
+                 ")", b->name, b->calls_max, b->calls_max);
         bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
 }
 
@@ -292,17 +292,17 @@ void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget
                 bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
                 return;
         }
-        /* Why this bounds the gadget's cost: at most MaxPending operations
+        /* Why this bounds the gadget's cost: at most CallsMax operations
          * of this binding wait for its thread, each holding its value; the
          * rest are refused now, before their value is copied. */
-        if (kv_full(kv, b->name, (unsigned)b->max_pending)) {
+        if (kv_full(kv, b->name, (unsigned)b->calls_max)) {
                 reply_busy(r, b);
                 return;
         }
         struct kv_job *job = make_job(r, b, def, args);
         if (!job)
                 return;
-        int e = kv_submit(kv, job, (unsigned)b->max_pending);
+        int e = kv_submit(kv, job, (unsigned)b->calls_max);
         if (e < 0) {
                 kv_job_free(job);
                 if (e == -EBUSY)

@@ -21,6 +21,8 @@
 #include "value.h"
 #include "wire.h"
 
+#define BUSY_LOG_MS 1000   /* busy answers are counted in one line per second at most */
+
 static const char *const type_ops[] = {
         [BINDING_KV] = "get, put, delete, list",
         [BINDING_GADGET] = "call",
@@ -44,6 +46,7 @@ static void unlink_req(struct binding_req *r)
         for (struct binding_req **pp = &r->u->breqs; *pp; pp = &(*pp)->next)
                 if (*pp == r) {
                         *pp = r->next;
+                        r->u->n_breqs--;
                         return;
                 }
 }
@@ -73,12 +76,60 @@ static bool send_reply(struct unit *u, const struct binding_req *r, const Gadget
         return true;
 }
 
+/* Logs and audits how many calls were answered busy since the last such
+ * line: one line per BUSY_LOG_MS at most (now = true: whatever the time). */
+static void busy_flush(struct unit *u, bool now)
+{
+        if (!u->busy || (!now && elapsed_us(&u->busy_logged) < BUSY_LOG_MS * 1000u))
+                return;
+        char msg[160];
+        snprintf(msg, sizeof msg, "%llu binding calls answered busy (in flight at most BindingCallsMax=%llu, "
+                 "and CallsMax= of each binding)", (unsigned long long)u->busy,
+                 (unsigned long long)u->policy->binding_calls_max);
+        log_msg(L_WARN, u->policy->name, "%s", msg);
+        struct audit_record rec = { .gadget = u->policy->name, .binding = "limit", .op = "BindingCallsMax",
+                                    .outcome = AUDIT_DENIED, .detail = msg };
+        audit_write(u->d->audit, &rec);
+        u->busy = 0;
+        clock_gettime(CLOCK_MONOTONIC, &u->busy_logged);
+}
+
+/* Calls in flight on binding name. Why this is safe: the walk is bounded
+ * by BindingCallsMax (at most 4096), checked first. */
+static uint64_t binding_inflight(const struct unit *u, const char *name)
+{
+        uint64_t n = 0;
+        for (const struct binding_req *r = u->breqs; r; r = r->next)
+                n += strcmp(r->binding, name) == 0;
+        return n;
+}
+
+/* Answers a call over its budget "busy" at once: no request is made, no
+ * work done; the count is logged and audited in one line a second. */
+static bool over_budget(struct unit *u, const Gadget__BindingCall *bc, const struct policy_binding *b)
+{
+        char msg[200];
+        if (u->n_breqs >= u->policy->binding_calls_max)
+                snprintf(msg, sizeof msg, "busy: %zu binding calls in flight (BindingCallsMax=%llu)", u->n_breqs,
+                         (unsigned long long)u->policy->binding_calls_max);
+        else if (b && u->n_breqs >= b->calls_max && binding_inflight(u, b->name) >= b->calls_max)
+                snprintf(msg, sizeof msg, "busy: %llu calls of binding %s in flight (CallsMax=%llu)",
+                         (unsigned long long)b->calls_max, b->name, (unsigned long long)b->calls_max);
+        else
+                return false;
+        if (u->busy++ == 0 && elapsed_us(&u->busy_logged) >= BUSY_LOG_MS * 1000u)
+                log_msg(L_WARN, u->policy->name, "%s: answering busy", msg);
+        peer_binding_reply(u->peer, bc->id, NULL, GADGET_EBUSY, msg);
+        return true;
+}
+
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out)
 {
         struct unit *u = r->u;
         if (u) {
                 unlink_req(r);
+                busy_flush(u, u->n_breqs == 0);
                 char why[160];
                 /* Why this is safe: the audit says ok only for an answer that
                  * was handed to the gadget's connection; one that could not
@@ -98,9 +149,11 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
 
 void bindings_orphan(struct unit *u)
 {
+        busy_flush(u, true);
         for (struct binding_req *r = u->breqs; r; r = r->next)
                 r->u = NULL;
         u->breqs = NULL;
+        u->n_breqs = 0;
 }
 
 /* Index of b in its policy, for the parallel secrets array. */
@@ -134,6 +187,9 @@ static void bind_value(struct binding_req *r, const struct policy_binding *b, co
 
 void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
 {
+        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
+        if (over_budget(u, bc, b))
+                return;
         struct binding_req *r = calloc(1, sizeof *r);
         if (!r) {
                 peer_binding_reply(u->peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
@@ -147,9 +203,9 @@ void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
         r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;
         r->next = u->breqs;
         u->breqs = r;
+        u->n_breqs++;
 
         char msg[256];
-        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
         if (!b) {
                 snprintf(msg, sizeof msg, "no binding named %s in the policy", bc->binding);
                 bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);

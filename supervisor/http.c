@@ -69,7 +69,7 @@ static bool log_due(time_t *logged)
 
 static void owner_log(struct http_owner *o)
 {
-        log_msg(L_WARN, o->gadget, "binding %s: %llu HTTP request%s answered busy (MaxInFlight=%u in flight)",
+        log_msg(L_WARN, o->gadget, "binding %s: %llu HTTP request%s answered busy (CallsMax=%u in flight)",
                 o->binding, o->refused, o->refused == 1 ? "" : "s", o->max);
         o->refused = 0;
 }

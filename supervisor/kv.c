@@ -208,7 +208,7 @@ static void report(struct kv *kv)
         for (struct kv_count *c = kv->counts; c; c = c->next) {
                 if (c->refused)
                         log_msg(L_WARN, kv->gadget,
-                                "kv binding %s: %u operations refused busy (queue full, MaxPending=%u)", c->binding,
+                                "kv binding %s: %u operations refused busy (queue full, CallsMax=%u)", c->binding,
                                 c->refused, c->max_pending);
                 c->refused = 0;
         }
@@ -320,7 +320,7 @@ bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
          * cannot flood the log. */
         if (c->refused++ == 0 && !evtimer_pending(kv->ev_report, NULL)) {
                 struct timeval tv = { .tv_sec = KV_REPORT_SECONDS };
-                log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (MaxPending=%u): refusing operations as busy",
+                log_msg(L_WARN, kv->gadget, "kv binding %s: queue full (CallsMax=%u): refusing operations as busy",
                         binding, max_pending);
                 evtimer_add(kv->ev_report, &tv);
         }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gadget.h"
@@ -32,6 +33,11 @@ struct peer {
         const struct peer_handlers *h;
         void *data;
         struct event *ev_read, *ev_write;
+        struct event *ev_more;        /* frames left over from a turn */
+        ssize_t read_end;             /* a fill's end of file or error, acted on once drained */
+        bool read_ended;
+        bool yield_logged;            /* the first yield of this run is logged */
+        struct timespec progress;     /* the last result, or the first call sent when idle */
         struct wire_reader rd;
         struct wire_writer wr;
         uint64_t next_id;
@@ -64,6 +70,7 @@ static const struct dispatch_row dispatch_table[] = {
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
+static void more_cb(evutil_socket_t fd, short what, void *arg);
 
 struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,
                       const struct peer_handlers *h, void *data)
@@ -81,7 +88,8 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         wire_writer_init(&p->wr, 0);
         p->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, p);
         p->ev_write = event_new(base, fd, EV_WRITE, flush_cb, p);
-        if (!p->ev_read || !p->ev_write || event_add(p->ev_read, NULL) < 0) {
+        p->ev_more = evtimer_new(base, more_cb, p);
+        if (!p->ev_read || !p->ev_write || !p->ev_more || event_add(p->ev_read, NULL) < 0) {
                 p->fd = -1;
                 peer_free(p, NULL);
                 return NULL;
@@ -118,6 +126,8 @@ void peer_free(struct peer *p, const char *gone)
                 event_free(p->ev_read);
         if (p->ev_write)
                 event_free(p->ev_write);
+        if (p->ev_more)
+                event_free(p->ev_more);
         if (p->fd >= 0)
                 close(p->fd);
         wire_reader_free(&p->rd);
@@ -129,6 +139,15 @@ void peer_free(struct peer *p, const char *gone)
 }
 
 enum peer_state peer_state(const struct peer *p) { return p->state; }
+
+uint64_t peer_stalled_ms(const struct peer *p)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t ms = (int64_t)(now.tv_sec - p->progress.tv_sec) * 1000 +
+                     (now.tv_nsec - p->progress.tv_nsec) / 1000000;
+        return ms > 0 ? (uint64_t)ms : 0;
+}
 size_t peer_pending(const struct peer *p) { return p->n_pending; }
 
 size_t peer_methods(const struct peer *p, char ***methods)
@@ -152,6 +171,7 @@ static void close_peer(struct peer *p, const char *why)
                 return;
         p->state = PEER_CLOSED;
         event_del(p->ev_read);
+        event_del(p->ev_more);
         if (why) {
                 char esc[600];
                 log_msg(L_ERR, p->policy->name, "protocol violation: %s",
@@ -213,6 +233,9 @@ static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_
 static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
 {
         const Gadget__CallResult *r = m->result;
+        /* Any result is progress, even one for a call already timed out. */
+        if (r->id != 0 && r->id <= p->next_id)
+                clock_gettime(CLOCK_MONOTONIC, &p->progress);
         for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
                 struct pending *c = *pp;
                 if (c->id != r->id)
@@ -247,13 +270,25 @@ static int on_log(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t 
         return 0;
 }
 
-/* Decodes, validates and dispatches one frame. */
-static int handle_frame(struct peer *p, const uint8_t *data, size_t n, char *why, size_t len)
+/* Decodes, validates and dispatches one frame; adds the values it held to
+ * *values (what decoding it cost). */
+static int handle_frame(struct peer *p, const uint8_t *data, size_t n, size_t *values, char *why,
+                        size_t len)
 {
         Gadget__WorkerMsg *m = NULL;
         int e = -EPROTO;
-        if (value_packed_check(&gadget__worker_msg__descriptor, data, n, why, len) < 0)
+        size_t cost = 0;
+        /* Why this is safe: the values are counted on the packed bytes, so a
+         * frame of more than FrameValuesMax costs gadgetd one linear walk,
+         * never the allocations of unpacking it. */
+        if (value_packed_cost(&gadget__worker_msg__descriptor, data, n, (size_t)p->policy->frame_values_max,
+                              &cost, why, len) < 0) {
+                if (strstr(why, "more than"))
+                        snprintf(why, len, "a frame of more than FrameValuesMax=%llu values",
+                                 (unsigned long long)p->policy->frame_values_max);
                 return -EPROTO;
+        }
+        *values += cost;
         m = gadget__worker_msg__unpack(NULL, n, data);
         if (!m) {
                 snprintf(why, len, "a frame of %zu bytes that does not decode", n);
@@ -276,16 +311,52 @@ out:
         return e;
 }
 
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+/* What the end of the input means, once every frame before it is handled. */
+static void read_ended(struct peer *p)
 {
-        struct peer *p = arg;
+        char why[256];
+        ssize_t n = p->read_end;
+        /* A reset is how a worker that exits with unread input closes. */
+        if (n == 0 || n == -ECONNRESET) {
+                close_peer(p, p->rd.end != p->rd.start ? "a truncated frame" : NULL);
+        } else {
+                snprintf(why, sizeof why, "read error: %s", strerror((int)-n));
+                close_peer(p, why);
+        }
+}
+
+/* Handles the frames buffered, within this turn's budget: at most
+ * TurnFramesMax frames, TurnBytesMax bytes and FrameValuesMax values (at
+ * least one frame). Frames left over wait for the next turn, when every
+ * other peer that is ready has had its own; meanwhile nothing more is read
+ * (the worker's writes block: the socket is its queue). */
+static void drain(struct peer *p)
+{
+        const struct policy *pol = p->policy;
         char why[256] = "";
-        ssize_t n = wire_reader_fill(&p->rd, p->fd);
-        if (n == -EAGAIN)
-                return;
+        size_t frames = 0, bytes = 0, values = 0;
         for (;;) {
                 const uint8_t *data;
                 size_t len;
+                if (frames >= pol->turn_frames_max || bytes >= pol->turn_bytes_max ||
+                    values >= pol->frame_values_max) {
+                        /* Why this is safe: one peer holds the loop for a
+                         * bounded amount of work; a zero timeout runs after
+                         * the next poll, behind every peer that is ready. */
+                        static const struct timeval now = { 0, 0 };
+                        event_del(p->ev_read);
+                        event_add(p->ev_more, &now);
+                        if (!p->yield_logged) {
+                                p->yield_logged = true;
+                                log_msg(L_INFO, pol->name, "handled %zu frames, %zu bytes, %zu values in one loop "
+                                        "turn (TurnFramesMax=%llu, TurnBytesMax=%llu, FrameValuesMax=%llu): "
+                                        "the rest wait for the next turn (logged once)", frames, bytes, values,
+                                        (unsigned long long)pol->turn_frames_max,
+                                        (unsigned long long)pol->turn_bytes_max,
+                                        (unsigned long long)pol->frame_values_max);
+                        }
+                        return;
+                }
                 int r = wire_reader_next(&p->rd, &data, &len);
                 if (r == -EMSGSIZE) {
                         close_peer(p, "a frame larger than the maximum");
@@ -293,20 +364,40 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
                 }
                 if (r == 0)
                         break;
-                if (handle_frame(p, data, len, why, sizeof why) < 0) {
+                frames++;
+                bytes += WIRE_HEADER_SIZE + len;
+                if (handle_frame(p, data, len, &values, why, sizeof why) < 0) {
                         close_peer(p, why[0] ? why : "out of memory");
                         return;
                 }
                 if (p->state == PEER_CLOSED)
                         return;
         }
-        /* A reset is how a worker that exits with unread input closes. */
-        if (n == 0 || n == -ECONNRESET) {
-                close_peer(p, p->rd.end != p->rd.start ? "a truncated frame" : NULL);
-        } else if (n < 0) {
-                snprintf(why, sizeof why, "read error: %s", strerror((int)-n));
-                close_peer(p, why);
+        if (p->read_ended) {
+                read_ended(p);
+                return;
         }
+        if (!event_pending(p->ev_read, EV_READ, NULL))
+                event_add(p->ev_read, NULL);
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct peer *p = arg;
+        ssize_t n = wire_reader_fill(&p->rd, p->fd);
+        if (n == -EAGAIN)
+                return;
+        if (n <= 0) {
+                p->read_ended = true;
+                p->read_end = n;
+                event_del(p->ev_read);
+        }
+        drain(p);
+}
+
+static void more_cb(evutil_socket_t fd, short what, void *arg)
+{
+        drain(arg);
 }
 
 int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
@@ -342,6 +433,9 @@ int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
                 pending_free(c);
                 return e;
         }
+        /* The clock of progress starts when the gadget gets work. */
+        if (p->n_pending == 0)
+                clock_gettime(CLOCK_MONOTONIC, &p->progress);
         *p->tail = c;
         p->tail = &c->next;
         p->n_pending++;

@@ -41,6 +41,10 @@ void peer_free(struct peer *p, const char *gone);
 enum peer_state peer_state(const struct peer *p);
 bool peer_has_method(const struct peer *p, const char *method);
 size_t peer_pending(const struct peer *p);
+/* Milliseconds since the gadget last made progress on its calls: since
+ * the last result that came (for any call, even one timed out), or since
+ * a call was sent while it had none — whichever is later. */
+uint64_t peer_stalled_ms(const struct peer *p);
 /* The methods the gadget announced; returns their number. */
 size_t peer_methods(const struct peer *p, char ***methods);
 

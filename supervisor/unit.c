@@ -30,6 +30,7 @@
 #define BACKOFF_MAX_MS 30000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 #define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
+#define CALL_CLOCK_SLACK_MS 20   /* libevent's coarse clock against CLOCK_MONOTONIC */
 
 struct unit_call {
         struct unit *u;
@@ -642,21 +643,35 @@ static void call_result(void *arg, const Gadget__CallResult *res, const char *go
         call_free(c);
 }
 
-/* CallTimeout: the caller gets a timeout error and the gadget, which does
- * not answer, is restarted. */
+/* CallTimeout: the call fails with a timeout error. The gadget is
+ * restarted only when it is stuck — no result for any call (even a late
+ * one) for CallTimeout — not when it is merely behind: a caller that
+ * queues more calls than it can answer in time must not get a healthy
+ * gadget restarted. */
 static void call_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct unit_call *c = arg;
         struct unit *u = c->u;
+        uint64_t limit = u->policy->call_timeout_ms;
         char msg[128];
-        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)",
-                 (unsigned long long)u->policy->call_timeout_ms);
+        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
+        /* Why this is safe: a gadget that answers nothing is still ended
+         * after CallTimeout, since its clock starts with the first call it
+         * got while it had none; only results move it on. */
+        uint64_t stalled = u->peer ? peer_stalled_ms(u->peer) : limit;
         if (u->peer)
                 peer_forget(u->peer, c->id);
         c->cb(c->cbdata, NULL, GADGET_ETIMEOUT, msg);
         call_free(c);
-        limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s", msg);
-        unit_kill(u, "timeout");
+        /* The timer and the clock may disagree by a tick. */
+        if (stalled + CALL_CLOCK_SLACK_MS >= limit) {
+                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
+                               "restarted", msg, (unsigned long long)stalled);
+                unit_kill(u, "timeout");
+        } else {
+                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; not restarted: a call was "
+                               "answered %llu ms ago", msg, (unsigned long long)stalled);
+        }
 }
 
 int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,

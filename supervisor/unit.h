@@ -53,6 +53,9 @@ struct unit {
         unsigned quick_failures;  /* failures soon after a start, for parking */
         uint64_t calls;
         struct binding_req *breqs;  /* binding calls being carried out */
+        size_t n_breqs;             /* their number (BindingCallsMax=) */
+        uint64_t busy;              /* binding calls answered busy, not yet logged */
+        struct timespec busy_logged; /* when the last count of them was logged */
         char **secrets;             /* per binding index, secret bindings only */
         size_t n_secrets;
         struct kv *kv;              /* opened at the first kv call */

@@ -57,21 +57,40 @@ static void hello(void)
         send_msg(&m);
 }
 
-static void binding_call(uint64_t id, Gadget__Value *args)
+/* When set, messages are queued here and written in big batches (many
+ * frames per write, as many per read of gadgetd's). */
+static struct wire_writer *batch;
+
+static void send_batched(Gadget__WorkerMsg *m)
+{
+        if (wire_writer_put(batch, &m->base, WIRE_MAX_FRAME) == 0 && wire_writer_pending(batch) < (1u << 20))
+                return;
+        wire_writer_flush(batch, FD);
+}
+
+static void binding_call_to(uint64_t id, const char *binding, const char *op, Gadget__Value *args)
 {
         Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
         b.id = id;
-        b.binding = "NOPE";
-        b.op = "get";
+        b.binding = (char *)binding;
+        b.op = (char *)op;
         b.args = args;
         Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
         m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
         m.binding_call = &b;
-        send_msg(&m);
+        if (batch)
+                send_batched(&m);
+        else
+                send_msg(&m);
 }
 
-/* binding-flood BINDING OP N [URL]: N binding calls of BINDING.OP (args
- * {"url": URL} when given), pipelined as fast as gadgetd reads them while
+static void binding_call(uint64_t id, Gadget__Value *args)
+{
+        binding_call_to(id, "NOPE", "get", args);
+}
+
+/* binding-flood BINDING OP N [ARG]: N binding calls of BINDING.OP (args
+ * {"method": ARG} for a gadget binding's call, else {"url": ARG}), pipelined as fast as gadgetd reads them while
  * the answers are read and counted; then one line on stdout:
  * "binding-flood: sent N answered N ok N error CODE N ...". A load test
  * (an attacker that asks for much more than its budget) and a benchmark. */
@@ -82,7 +101,7 @@ static int binding_flood(int argc, char **argv)
         long n = strtol(argv[4], NULL, 10);
         Gadget__Value *args = argc > 5 ? value_new_map() : NULL;
         if (args)
-                value_map_set(args, "url", value_new_string(argv[5]));
+                value_map_set(args, strcmp(argv[3], "call") == 0 ? "method" : "url", value_new_string(argv[5]));
         struct wire_writer w;
         struct wire_reader r;
         wire_writer_init(&w, 1u << 20);
@@ -339,6 +358,57 @@ static void kv_flood(int argc, char **argv)
         free(value);
 }
 
+/* A valid value of n values in all: a list of lists of nulls (each list
+ * within the 65,536 items one list may hold). */
+static Gadget__Value *many_values(long n)
+{
+        Gadget__Value *top = value_new_list();
+        for (long left = n - 1; left > 0;) {
+                Gadget__Value *l = value_new_list();
+                left--;
+                for (long i = 0; i < 60000 && left > 0; i++, left--)
+                        value_list_append(l, value_new_null());
+                value_list_append(top, l);
+        }
+        return top;
+}
+
+/* Reads the answers to binding calls for up to ms of silence or until want
+ * came, and prints how many came with which error code: the tests read
+ * these lines in gadgetd's log of this gadget. */
+static void count_answers(const char *mode, long want, int ms)
+{
+        struct wire_reader r;
+        long codes[32] = { 0 }, got = 0, ok = 0;
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        struct pollfd pfd = { .fd = FD, .events = POLLIN };
+        while (got < want) {
+                const uint8_t *data;
+                size_t len;
+                int e = wire_reader_next(&r, &data, &len);
+                if (e < 0)
+                        break;
+                if (e == 0) {
+                        if (poll(&pfd, 1, ms) <= 0 || wire_reader_fill(&r, FD) <= 0)
+                                break;
+                        continue;
+                }
+                Gadget__SupervisorMsg *m = gadget__supervisor_msg__unpack(NULL, len, data);
+                if (m && m->msg_case == GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT) {
+                        got++;
+                        if (m->binding_result->outcome_case == GADGET__BINDING_RESULT__OUTCOME_VALUE)
+                                ok++;
+                        else
+                                codes[m->binding_result->error->code & 31]++;
+                }
+                gadget__supervisor_msg__free_unpacked(m, NULL);
+        }
+        fprintf(stderr, "%s: answers %ld ok %ld busy %ld denied %ld timeout %ld other %ld\n", mode, got, ok,
+                codes[GADGET_EBUSY], codes[GADGET_EDENIED], codes[GADGET_ETIMEOUT],
+                got - ok - codes[GADGET_EBUSY] - codes[GADGET_EDENIED] - codes[GADGET_ETIMEOUT]);
+        wire_reader_free(&r);
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "";
@@ -421,6 +491,27 @@ int main(int argc, char **argv)
         } else if (strcmp(mode, "yes") == 0 || strcmp(mode, "burst") == 0 || strcmp(mode, "log-newlines") == 0) {
                 hello();
                 output_flood(mode, argc > 2 ? strtoul(argv[2], NULL, 10) : 0);
+        } else if (strcmp(mode, "big-frames") == 0) {
+                /* hostile big-frames N VALUES [FIRST]: N valid binding calls
+                 * (to an undeclared binding) of VALUES values each (the first
+                 * of FIRST), written 1 MiB at a time: the worst valid frames
+                 * to decode, or the most frames per read. */
+                long n = argc > 2 ? atol(argv[2]) : 100, values = argc > 3 ? atol(argv[3]) : 65536;
+                long first = argc > 4 ? atol(argv[4]) : values;
+                Gadget__Value *v = many_values(values), *f = many_values(first);
+                hello();
+                fprintf(stderr, "big-frames: sending %ld frames of %ld values\n", n, values);
+                /* A big first frame makes gadgetd's read buffer big, so that
+                 * one read then takes many small frames. */
+                struct wire_writer w;
+                wire_writer_init(&w, 8u << 20);
+                batch = &w;
+                for (long id = 1; id <= n; id++)
+                        binding_call(id, id == 1 ? f : v);
+                wire_writer_flush(&w, FD);
+                batch = NULL;
+                fprintf(stderr, "big-frames: sent %ld\n", n);
+                count_answers(mode, n, 5000);
         } else {
                 fprintf(stderr, "hostile: unknown mode %s\n", mode);
                 return 2;

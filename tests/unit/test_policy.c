@@ -69,6 +69,31 @@ static struct policy *expect_ok(const char *text, const char *what)
         return r == 0 ? p : NULL;
 }
 
+/* The budgets of a gadget's peer in gadgetd: defaults, settings, bounds. */
+static void test_budgets(void)
+{
+        struct policy *p = expect_ok(HEAD "[Binding K]\nType=kv\n", "budget defaults");
+        if (p) {
+                CHECK(p->binding_calls_max == 64 && p->frame_values_max == 131072 &&
+                      p->turn_frames_max == 64 && p->turn_bytes_max == 1 << 20, "budget defaults");
+                CHECK(policy_binding_find(p, "K")->calls_max == 16, "CallsMax defaults to 16");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD "BindingCallsMax=8\nFrameValuesMax=1000\nTurnFramesMax=2\nTurnBytesMax=64K\n"
+                      "[Binding T]\nType=text\nValue=x\nCallsMax=3\n", "budgets set");
+        if (p) {
+                CHECK(p->binding_calls_max == 8 && p->frame_values_max == 1000 && p->turn_frames_max == 2 &&
+                      p->turn_bytes_max == 64 << 10, "budgets set");
+                CHECK(policy_binding_find(p, "T")->calls_max == 3, "CallsMax set");
+                policy_free(p);
+        }
+        expect_error(HEAD "BindingCallsMax=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "BindingCallsMax=0\n", 4, "must be greater than 0");
+        expect_error(HEAD "FrameValuesMax=1048577\n", 4, "must be at most 1048576");
+        expect_error(HEAD "TurnBytesMax=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "[Binding K]\nType=kv\nCallsMax=4097\n", 6, "must be at most 4096");
+}
+
 static void test_size(void)
 {
         static const struct {
@@ -403,7 +428,7 @@ static void test_defaults(void)
         CHECK(p->log_lines == 0 && p->log_bytes == 0, "the log budget defaults to gadgetd's");
         b = policy_binding_find(p, "K");
         CHECK(b && b->max_value_size == 1 << 20 && b->max_keys == 100000 && b->max_bytes == 16 << 20 &&
-              b->max_pending == 16, "kv defaults: MaxKeys=100000, MaxBytes=16M, MaxPending=16");
+              b->calls_max == 16, "kv defaults: MaxKeys=100000, MaxBytes=16M, CallsMax=16");
         b = policy_binding_find(p, "H");
         CHECK(b && strv_is(b->methods, b->n_methods, (const char *const[]){ "GET", NULL }),
               "http Methods default to GET");
@@ -626,11 +651,7 @@ static void test_errors(void)
                      "a limit is required");
         expect_error(HEAD "[Binding A]\nType=kv\nMaxBytes=lots\n", 6,
                      "MaxBytes=\"lots\" is not a size");
-        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=0\n", 6, "MaxPending=\"0\" must be greater than 0");
-        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=1025\n", 6, "must be at most 1024");
-        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=infinity\n", 6, "a limit is required here");
-        expect_error(HEAD "[Binding A]\nType=text\nValue=x\nMaxPending=4\n", 7,
-                     "key MaxPending is not valid for a binding of type text");
+        expect_error(HEAD "[Binding A]\nType=kv\nMaxPending=4\n", 6, "unknown key \"MaxPending\" in [Binding A]");
         expect_error(HEAD "[Binding A]\nType=gadget\n", 4,
                      "binding A of type gadget has no Target=");
         expect_error(HEAD "[Binding A]\nType=gadget\nTarget=Counter\n", 6,
@@ -812,14 +833,14 @@ static void test_http_limits(void)
         struct policy *p = expect_ok(H, "http budgets: defaults");
         const struct policy_binding *b = p ? policy_binding_find(p, "W") : NULL;
 
-        CHECK(b && b->max_in_flight == 16 && b->max_resp_headers == 100 &&
-              b->max_resp_header_bytes == 64 << 10, "MaxInFlight, MaxResponseHeaders, "
+        CHECK(b && b->calls_max == 16 && b->max_resp_headers == 100 &&
+              b->max_resp_header_bytes == 64 << 10, "CallsMax, MaxResponseHeaders, "
               "MaxResponseHeaderSize defaults");
         policy_free(p);
-        p = expect_ok(H "MaxInFlight=2\nMaxResponseHeaders=5\nMaxResponseHeaderSize=1K\n"
+        p = expect_ok(H "CallsMax=2\nMaxResponseHeaders=5\nMaxResponseHeaderSize=1K\n"
                       "MaxResponseSize=1900K\n", "http budgets set");
         b = p ? policy_binding_find(p, "W") : NULL;
-        CHECK(b && b->max_in_flight == 2 && b->max_resp_headers == 5 && b->max_resp_header_bytes == 1024 &&
+        CHECK(b && b->calls_max == 2 && b->max_resp_headers == 5 && b->max_resp_header_bytes == 1024 &&
               b->max_response == 1900 << 10, "http budgets read");
         policy_free(p);
         expect_error(H "MaxResponseSize=8M\n", 7, "MaxResponseSize=\"8M\" is more than one answer can carry");
@@ -827,11 +848,9 @@ static void test_http_limits(void)
         /* The headers' room counts: 1900K fits with 1K of headers, not with 256K. */
         expect_error(H "MaxResponseSize=1900K\nMaxResponseHeaderSize=256K\n", 7, "more than one answer");
         expect_error(H "MaxRequestSize=3M\n", 7, "MaxRequestSize=\"3M\" must be at most");
-        expect_error(H "MaxInFlight=0\n", 7, "must be greater than 0");
-        expect_error(H "MaxInFlight=5000\n", 7, "must be at most 1024");
+        expect_error(H "MaxInFlight=2\n", 7, "unknown key \"MaxInFlight\" in [Binding W]");
         expect_error(H "MaxResponseHeaders=1001\n", 7, "must be at most 1000");
         expect_error(H "MaxResponseHeaderSize=1M\n", 7, "must be at most");
-        expect_error(HEAD "[Binding K]\nType=kv\nMaxInFlight=3\n", 6, "not valid for a binding of type kv");
 #undef H
 }
 
@@ -852,5 +871,6 @@ int main(void)
         test_load();
         test_misc();
         test_http_limits();
+        test_budgets();
         return tap_done();
 }

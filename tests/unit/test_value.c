@@ -577,6 +577,35 @@ static void test_packed_check(void)
         free(buf);
 }
 
+/* The cost counted before unpacking: one per nested message, exactly. */
+static void test_packed_cost(void)
+{
+        size_t cap = 1u << 20, len, n = 0;
+        uint8_t *buf = malloc(cap);
+        Gadget__Value *v = value_new_list();
+        for (int i = 0; i < 1000; i++)
+                value_list_append(v, value_new_null());
+        Gadget__Value *m = value_new_map();
+        value_map_set(m, "a", value_new_int(1));
+        value_map_set(m, "b", value_new_string("x"));
+        value_list_append(v, m);
+        len = gadget__value__pack(v, buf);
+        /* list node + 1000 nulls + the map value, its map node, 2 entries
+         * and their 2 values */
+        CHECK(value_packed_cost(&gadget__value__descriptor, buf, len, SIZE_MAX, &n, why, sizeof(why)) == 0 &&
+              n == 1 + 1000 + 1 + 1 + 2 + 2, "counts every nested message: %zu", n);
+        CHECK(value_packed_cost(&gadget__value__descriptor, buf, len, n, &n, why, sizeof(why)) == 0,
+              "a count at the bound passes");
+        n = 7;
+        CHECK(value_packed_cost(&gadget__value__descriptor, buf, len, 1006, &n, why, sizeof(why)) == -EINVAL &&
+              strstr(why, "more than 1006 values") && n == 7, "one over the bound refused, *values untouched: %s",
+              why);
+        CHECK(value_packed_cost(&gadget__value__descriptor, buf, 0, 0, &n, why, sizeof(why)) == 0 && n == 0,
+              "an empty message costs nothing");
+        value_free(v);
+        free(buf);
+}
+
 int main(void)
 {
         test_builders();
@@ -590,5 +619,6 @@ int main(void)
         test_null_parts();
         test_protobuf();
         test_packed_check();
+        test_packed_cost();
         return tap_done();
 }

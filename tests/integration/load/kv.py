@@ -1,5 +1,5 @@
 """The kv binding under load (issue 13, item 5). Every SQLite operation runs
-on the gadget's own thread behind a queue of MaxPending= operations per
+on the gadget's own thread behind a queue of CallsMax= operations per
 binding; list reads a bounded key range; MaxKeys=/MaxBytes= have safe
 defaults; deletes commit on a full disk. Each attack is the `kv-flood` mode
 of tests/integration/hostile.c, reusable by a benchmark."""
@@ -15,7 +15,7 @@ from harness import (Daemon, Healthy, check, fd_count, policy, rss_kib, skip, te
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
 # Above what gadgetd holds for a gadget and its kv store (5 fds, a thread,
-# MaxPending=16 queued values), below a leak.
+# CallsMax=16 queued values), below a leak.
 FD_SLACK = 24
 RSS_SLACK_KIB = 32 * 1024
 # ASan keeps freed memory in quarantine on purpose: there RSS says nothing
@@ -110,7 +110,7 @@ def flood_log(d):
 
 def refused_logged(d):
     """The operations the log says were refused busy."""
-    return sum(int(n) for n in re.findall(r"kv binding DATA: (\d+) operations refused busy", flood_log(d)))
+    return sum(int(n) for n in re.findall(r"(\d+) binding calls answered busy", flood_log(d)))
 
 
 def two_gadgets(d):
@@ -133,11 +133,11 @@ def load_kv_pipelined_puts(tmp):
             cost.check_during()
         check(r["sent"] == 3000 and r["ok"] + r["busy"] == 3000, "flood outcomes: %r" % r)
         check(r["busy"] > 0 and r["ok"] >= 16, "no busy answers beyond the queue: %r" % r)
-        check("kv binding DATA: queue full (MaxPending=16): refusing operations as busy" in flood_log(d),
+        check("busy: 16 calls of binding DATA in flight (CallsMax=16): answering busy" in flood_log(d),
               "no log line on the full queue")
         wait_for(lambda: refused_logged(d) == r["busy"], what="the log to count %d refused operations (%d)" % (
             r["busy"], refused_logged(d)))
-        lines = [l for l in flood_log(d).splitlines() if "kv binding DATA:" in l]
+        lines = [l for l in flood_log(d).splitlines() if "busy" in l]
         check(len(lines) <= 4, "refusals flood the log: %r" % lines[:10])
         check(bcall(d, "good", "get", {"key": "h"})[1] == '"healthy"', "good's data")
         unload(d, "flood")
@@ -294,7 +294,8 @@ def load_kv_locked_database(tmp):
                 policy(d.pol, "locked", "Arguments=kv-flood DATA put 200 200 64\n[Binding DATA]\nType=kv\n",
                        exec_path=HOSTILE)
                 d.ctl("reload")
-                wait_for(lambda: "queue full" in d.logtext(), what="the locked gadget's queue to fill")
+                wait_for(lambda: "calls of binding DATA in flight (CallsMax=" in d.logtext(),
+                         what="the locked gadget's queue to fill")
                 for i in range(20):
                     r = d.ctl("call", "good", "binding", GOOD_PUT, timeout=20)
                     check(r.returncode == 0, "a healthy put while the other database is locked: %r" % r.stderr)
