@@ -49,7 +49,16 @@ bool value_utf8_valid(const char *s, size_t len)
                 uint32_t cp, min;
 
                 if (c < 0x80) {
+                        /* ASCII runs, the common case, eight bytes at a time:
+                         * a frame of text costs gadgetd little per byte. */
+                        uint64_t w;
                         i++;
+                        while (len - i >= sizeof w) {
+                                memcpy(&w, p + i, sizeof w);
+                                if (w & 0x8080808080808080ull)
+                                        break;
+                                i += sizeof w;
+                        }
                         continue;
                 }
                 if (c >= 0xc2 && c <= 0xdf) {

@@ -329,6 +329,17 @@ static void test_utf8(void)
         CHECK(value_utf8_valid("a\0b", 3), "NUL is valid UTF-8 when a length is given");
         CHECK(!value_utf8_valid("\xe2\x82\xac", 2), "length cuts a sequence");
         CHECK(value_utf8_valid(NULL, 0) && !value_utf8_valid(NULL, 1), "NULL only with length 0");
+        /* Long ASCII runs are checked a word at a time: a bad byte at any
+         * offset after one, and a sequence cut by the length, still count. */
+        char buf[64];
+        for (size_t at = 0; at < 40; at++) {
+                memset(buf, 'a', sizeof buf);
+                buf[at] = (char)0xff;
+                CHECK(!value_utf8_valid(buf, sizeof buf), "a bad byte at %zu after ASCII refused", at);
+                memcpy(buf + at, "\xe2\x82\xac", 3);
+                CHECK(value_utf8_valid(buf, sizeof buf), "a euro sign at %zu after ASCII accepted", at);
+                CHECK(!value_utf8_valid(buf, at + 2), "a euro sign cut at %zu refused", at + 2);
+        }
 
         m = value_new_map();
         value_map_set(m, "\xed\xa0\x80", value_new_null());
