@@ -20,9 +20,11 @@ static void usage(FILE *f)
                    "Runs the supervisor in the foreground: loads every *.policy in the policy\n"
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
-                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits\n"
+                   "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
+                   "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
-                   "                    TokenFile=PATH serve the browser gateway (off without them)\n"
+                   "                    TokenFile=PATH serve the browser gateway (off without them),\n"
+                   "                    MaxConnections, HeaderTimeout\n"
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
@@ -72,6 +74,39 @@ static int file_bad(struct file_ctx *fc, const char *why)
         return 0;
 }
 
+/* A count of at least 1 and at most max. */
+static int parse_count(const char *v, uint64_t max, unsigned *out)
+{
+        uint64_t n;
+        if (policy_parse_count(v, &n) < 0 || n == 0 || n > max)
+                return -EINVAL;
+        *out = (unsigned)n;
+        return 0;
+}
+
+/* The budgets of the control socket's and the gateway's clients. 1 if key
+ * was one of them and its value good, 0 if bad, -1 if not such a key. */
+static int budget_key(struct config *cfg, const char *section, const char *key, const char *value)
+{
+        uint64_t n;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxConnections") == 0)
+                return parse_count(value, 65536, &cfg->control.max_connections) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxConnectionsPerUser") == 0)
+                return parse_count(value, 65536, &cfg->control.max_per_user) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlQueueSize") == 0) {
+                if (policy_parse_size(value, &n) < 0 || n < 4096 || n > (1ull << 30))
+                        return 0;
+                cfg->control.queue_bytes = (size_t)n;
+                return 1;
+        }
+        if (strcmp(section, "Gateway") == 0 && strcmp(key, "MaxConnections") == 0)
+                return parse_count(value, 65536, &cfg->gateway.max_connections) == 0;
+        if (strcmp(section, "Gateway") == 0 && strcmp(key, "HeaderTimeout") == 0)
+                return policy_parse_duration(value, &cfg->gateway.header_timeout_ms) == 0 &&
+                       cfg->gateway.header_timeout_ms > 0;
+        return -1;
+}
+
 /* [Gateway]: Listen=ADDRESS:PORT and TokenFile=PATH (checked here, read
  * when the gateway opens). 1 to go on, 0 marks the line as an error. */
 static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
@@ -91,7 +126,8 @@ static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return set_str(&fc->cfg->gateway_token_file, value) == 0;
         }
-        snprintf(why, sizeof why, "unknown key \"%.64s\" in [Gateway] (Listen=, TokenFile=)", key);
+        snprintf(why, sizeof why, "unknown key \"%.64s\" in [Gateway] (Listen=, TokenFile=, MaxConnections=, "
+                 "HeaderTimeout=)", key);
         return file_bad(fc, why);
 }
 
@@ -100,6 +136,9 @@ static int file_key(void *arg, const char *section, const char *key, const char 
 {
         struct file_ctx *fc = arg;
         struct config *cfg = fc->cfg;
+        int b = budget_key(cfg, section, key, value);
+        if (b >= 0)
+                return b;
         if (strcmp(section, "Gateway") == 0)
                 return gateway_key(fc, key, value);
         if (strcmp(section, "Daemon") != 0)
@@ -158,7 +197,11 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { 0 },
         };
-        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE };
+        *cfg = (struct config){
+                .uid_base = UIDPOOL_DEFAULT_BASE,
+                .control = { CONTROL_MAX_CONNECTIONS, CONTROL_MAX_PER_USER, CONTROL_QUEUE_BYTES },
+                .gateway = { GATEWAY_MAX_CONNECTIONS, GATEWAY_HEADER_TIMEOUT_MS },
+        };
         const char *file = NULL;
         int opt, e = 0;
 

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "control.h"
+#include "gateway.h"
 #include "limiter.h"
 
 #define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
@@ -20,6 +22,8 @@ struct config {
         bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
+        struct control_limits control;   /* [Daemon] ControlMaxConnections=, ... */
+        struct gateway_limits gateway;   /* [Gateway] MaxConnections=, HeaderTimeout= */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -22,6 +22,7 @@
 #include "http.h"
 #include "log.h"
 #include "notify.h"
+#include "peercred.h"
 #include "policy.h"
 #include "run.h"
 #include "unit.h"
@@ -34,25 +35,6 @@ struct unit *daemon_find(struct daemon *d, const char *name)
                 if (strcmp(u->policy->name, name) == 0)
                         return u;
         return NULL;
-}
-
-/* FNV-1a of a file's bytes: tells a changed policy file at reload. */
-static int file_hash(const char *path, uint64_t *out)
-{
-        char buf[8192];
-        uint64_t h = 1469598103934665603ull;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-        if (fd < 0)
-                return -errno;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
-                for (ssize_t i = 0; i < n; i++)
-                        h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
-        close(fd);
-        if (n < 0)
-                return -errno;
-        *out = h;
-        return 0;
 }
 
 /* All of a policy's errors as lines in msg. */
@@ -82,23 +64,46 @@ static void replace_policy(struct unit *u, struct policy *p, uint64_t hash)
         unit_restart(u);
 }
 
+/* Reads and checks the policy file path, opened with cred's rights (NULL:
+ * gadgetd's own). Why this is safe: a control-group member's load opens
+ * the file as that user (peercred_open), so gadgetd reads for her only
+ * what she could read herself; it opens without following a final
+ * symlink or waiting, and reads only a regular file of at most 1 MiB
+ * (policy_load_fd). A user other than root gets messages without text of
+ * the file (POLICY_REDACT): gadgetd never shows what it read. */
+static int read_policy(const char *path, const struct peercred *cred, struct policy **p, uint64_t *hash,
+                       char *msg, size_t len)
+{
+        struct policy_errors errs = { 0 };
+        bool redact = cred && cred->uid != 0;
+        int e, fd = cred ? peercred_open(cred, path, POLICY_OPEN_FLAGS) : open(path, POLICY_OPEN_FLAGS);
+        if (!cred && fd < 0)
+                fd = -errno;
+        if (fd < 0) {
+                e = fd;
+                snprintf(msg, len, "%s: cannot open: %s", path,
+                         e == -ELOOP ? "a symbolic link (name the file it points to)" : strerror(-e));
+                return e;
+        }
+        e = policy_load_fd(fd, path, redact ? POLICY_REDACT : 0, p, &errs, hash);
+        close(fd);
+        if (e < 0)
+                join_errors(&errs, msg, len);
+        if (e < 0 && redact && errs.n && strlen(msg) + 80 < len)
+                strcat(msg, "\n(text of the file is not shown: `gadgetctl check FILE` shows it)");
+        policy_errors_clear(&errs);
+        return e;
+}
+
 /* Loads path; what tells the caller what happened. */
-static int load_file(struct daemon *d, const char *path, bool from_dir, enum daemon_reload_what *what,
-                     char **name, char *msg, size_t len)
+static int load_file(struct daemon *d, const char *path, const struct peercred *cred, bool from_dir,
+                     enum daemon_reload_what *what, char **name, char *msg, size_t len)
 {
         struct policy *p = NULL;
-        struct policy_errors errs = { 0 };
-        uint64_t hash;
-        int e = file_hash(path, &hash);
-        if (e < 0) {
-                snprintf(msg, len, "%s: cannot read: %s", path, strerror(-e));
+        uint64_t hash = 0;
+        int e = read_policy(path, cred, &p, &hash, msg, len);
+        if (e < 0)
                 return e;
-        }
-        if ((e = policy_load(path, &p, &errs)) < 0) {
-                join_errors(&errs, msg, len);
-                policy_errors_clear(&errs);
-                return e;
-        }
         struct unit *u = daemon_find(d, p->name);
         if (name)
                 *name = strdup(p->name);
@@ -142,10 +147,11 @@ static int load_file(struct daemon *d, const char *path, bool from_dir, enum dae
         return 0;
 }
 
-int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len)
+int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, char **name, char *msg,
+                size_t len)
 {
         enum daemon_reload_what what;
-        return load_file(d, path, false, &what, name, msg, len);
+        return load_file(d, path, cred, false, &what, name, msg, len);
 }
 
 static bool is_policy_name(const char *f)
@@ -195,7 +201,7 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg)
         for (size_t i = 0; i < n; i++) {
                 enum daemon_reload_what what = RELOAD_ERROR;
                 char *name = NULL;
-                if (load_file(d, files[i], true, &what, &name, msg, sizeof msg) < 0) {
+                if (load_file(d, files[i], NULL, true, &what, &name, msg, sizeof msg) < 0) {
                         log_msg(L_ERR, NULL, "%s", msg);
                         what = RELOAD_ERROR;
                 }
@@ -438,12 +444,12 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "systemd notifications: %s", strerror(-e));
                 return e;
         }
-        if ((e = control_open(d, &d->control)) < 0) {
+        if ((e = control_open(d, &d->control_limits, &d->control)) < 0) {
                 log_msg(L_ERR, NULL, "control socket %s: %s", d->socket_path, strerror(-e));
                 return e;
         }
         if (d->gateway_listen &&
-            (e = gateway_open(d, d->gateway_listen, d->gateway_token_file, &d->gateway)) < 0)
+            (e = gateway_open(d, d->gateway_listen, d->gateway_token_file, &d->gateway_limits, &d->gateway)) < 0)
                 return e;
         audit_listen(d->audit, audit_added, d);
         return 0;
@@ -480,6 +486,8 @@ int daemon_main(int argc, char **argv)
         d.allow_degraded_limits = cfg.allow_degraded_limits;
         d.gateway_listen = cfg.gateway_listen;
         d.gateway_token_file = cfg.gateway_token_file;
+        d.control_limits = cfg.control;
+        d.gateway_limits = cfg.gateway;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);

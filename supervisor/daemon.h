@@ -7,7 +7,9 @@
 #include <sys/types.h>
 #include <event2/event.h>
 
+#include "control.h"
 #include "filter.h"
+#include "gateway.h"
 #include "limiter.h"
 #include "spare.h"
 #include "spawn.h"
@@ -15,6 +17,7 @@
 
 struct unit;
 struct control;
+struct peercred;
 
 struct daemon {
         struct event_base *base;
@@ -35,6 +38,8 @@ struct daemon {
         struct uidpool uids;
         struct unit *units;        /* every loaded gadget */
         struct control *control;
+        struct control_limits control_limits;  /* [Daemon] ControlMaxConnections=, ... */
+        struct gateway_limits gateway_limits;  /* [Gateway] MaxConnections=, HeaderTimeout= */
         const char *gateway_listen;      /* [Gateway] Listen=, NULL: no gateway */
         const char *gateway_token_file;  /* [Gateway] TokenFile= */
         struct gateway *gateway;         /* the browser gateway, if configured */
@@ -54,9 +59,12 @@ typedef void daemon_reload_fn(void *arg, enum daemon_reload_what what, const cha
 int daemon_main(int argc, char **argv);
 struct unit *daemon_find(struct daemon *d, const char *name);
 /* Loads one policy file and starts its gadget; a loaded gadget of the same
- * file is restarted if the file changed. Returns 0 with a summary in msg,
- * or -errno with every error in msg ("FILE:LINE: ..." lines). */
-int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len);
+ * file is restarted if the file changed. The file is opened with cred's
+ * rights (NULL: gadgetd's), and for a cred other than root the messages
+ * show no text of the file. Returns 0 with a summary in msg, or -errno
+ * with every error in msg ("FILE:LINE: ..." lines). */
+int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, char **name, char *msg,
+                size_t len);
 /* Re-reads the policy directory: new files start, removed ones stop,
  * changed ones restart, unchanged ones stay. */
 void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);

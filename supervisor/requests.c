@@ -38,7 +38,7 @@ static void on_load(struct client *cl, const Control__Request *q)
 {
         char err[8192];
         char *name = NULL;
-        int e = daemon_load(client_daemon(cl), q->load->path, &name, err, sizeof err);
+        int e = daemon_load(client_daemon(cl), q->load->path, &cl->cred, &name, err, sizeof err);
         if (e < 0)
                 client_error(cl, q->id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", err);
         else
