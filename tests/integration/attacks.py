@@ -104,12 +104,10 @@ def connect_unix(path):
 def refused(socks, wait=1.0):
     """How many of socks gadgetd answered at once (a refusal) or closed."""
     time.sleep(wait)
-    n = 0
+    poll = select.poll()
     for s in socks:
-        r, _, _ = select.select([s], [], [], 0)
-        if r:
-            n += 1
-    return n
+        poll.register(s, select.POLLIN)
+    return len(poll.poll(0))
 
 
 def control_idle(path, n, hold):
@@ -195,16 +193,20 @@ def gateway_hold(port, n, hold):
         except OSError:
             pass
     closed = set()
+    poll = select.poll()
+    byfd = {s.fileno(): s for s in socks}
+    for fd in byfd:
+        poll.register(fd, select.POLLIN)
     end = time.time() + hold
     while time.time() < end:
-        live = [s for s in socks if s.fileno() not in closed]
-        r, _, _ = select.select(live[:1000], [], [], 0.2) if live else ([], [], [])
-        for s in r:
+        for fd, _ in poll.poll(200):
             try:
-                if not s.recv(4096):
-                    closed.add(s.fileno())
+                data = byfd[fd].recv(4096)
             except OSError:
-                closed.add(s.fileno())
+                data = b""
+            if not data:
+                closed.add(fd)
+                poll.unregister(fd)
     print("opened %d closed %d" % (len(socks), len(closed)), flush=True)
     for s in socks:
         s.close()
