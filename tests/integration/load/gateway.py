@@ -94,9 +94,10 @@ def load_gateway_at_the_fd_limit(tmp):
     """gadgetd with 200 open files and MaxConnections=1000 (a bad setting):
     2,000 held connections bring it to its fd limit. The listener pauses
     instead of spinning on EMFILE (gadgetd's CPU time stays under a third
-    of the attack's wall time, each pause is one log line), the healthy
-    gadget is answered throughout, and everything recovers once
-    HeaderTimeout closes the connections."""
+    of the attack's wall time, each pause is one log line), and so does the
+    control listener when root connects meanwhile; the healthy gadget is
+    answered throughout, and root's waiting `list` is answered once
+    HeaderTimeout has closed the connections."""
     g = gateway(tmp, "MaxConnections=1000\nHeaderTimeout=2s\n", nofile=200)
     try:
         with g:
@@ -106,13 +107,22 @@ def load_gateway_at_the_fd_limit(tmp):
             with Healthy(g, "good", "echo"):
                 cpu0, t0 = cpu_s(pid), time.time()
                 p = attack("gateway-hold", str(g.port), "2000", "5")
+                wait_for(lambda: log_lines(g, "gateway: cannot accept"), what="gadgetd at its fd limit")
+                # root's control connection waits in the listen queue meanwhile:
+                # the control listener pauses too, and answers once fds are free
+                ctl = subprocess.Popen([harness.GADGETCTL, "--socket", g.sock, "list"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
                 p.wait(timeout=60)
+                out, err = ctl.communicate(timeout=60)
+                check(ctl.returncode == 0 and "good" in out, "root's list during the attack: %r" % err)
                 cpu, wall = cpu_s(pid) - cpu0, time.time() - t0
                 check(p.returncode == 0, "the attack failed: %r" % p.stderr.read())
                 check(cpu < wall / 3, "gadgetd used %.1f s of CPU in %.1f s" % (cpu, wall))
             pauses = log_lines(g, "gateway: cannot accept: Too many open files")
             check(1 <= pauses <= wall / 0.5 + 2, "EMFILE lines: %d in %.1f s" % (pauses, wall))
             check("Error from accept" not in g.logtext(), "libevent logged accept errors")
+            check(1 <= log_lines(g, "control socket: cannot accept: Too many open files") <= 2,
+                  "control EMFILE lines: %d" % log_lines(g, "control socket: cannot accept"))
             wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back to %d" % fd0)
             check(g.ctl("list").returncode == 0, "root's control after the attack")
     finally:
