@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "loader.h"
 #include "policy.h"
 #include "uidpool.h"
 
@@ -21,7 +22,8 @@ static void usage(FILE *f)
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
                    "                    Socket, Group, UidBase, LimitsMode, AllowDegradedLimits,\n"
-                   "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize\n"
+                   "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize,\n"
+                   "                    ControlMaxLoads\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout\n"
@@ -93,6 +95,8 @@ static int budget_key(struct config *cfg, const char *section, const char *key, 
                 return parse_count(value, 65536, &cfg->control.max_connections) == 0;
         if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxConnectionsPerUser") == 0)
                 return parse_count(value, 65536, &cfg->control.max_per_user) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxLoads") == 0)
+                return parse_count(value, 1024, &cfg->control_max_loads) == 0;
         if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlQueueSize") == 0) {
                 if (policy_parse_size(value, &n) < 0 || n < 4096 || n > (1ull << 30))
                         return 0;
@@ -201,6 +205,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 .uid_base = UIDPOOL_DEFAULT_BASE,
                 .control = { CONTROL_MAX_CONNECTIONS, CONTROL_MAX_PER_USER, CONTROL_QUEUE_BYTES },
                 .gateway = { GATEWAY_MAX_CONNECTIONS, GATEWAY_HEADER_TIMEOUT_MS },
+                .control_max_loads = LOADER_MAX_LOADS,
         };
         const char *file = NULL;
         int opt, e = 0;

@@ -23,6 +23,7 @@ struct config {
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
         struct control_limits control;   /* [Daemon] ControlMaxConnections=, ... */
+        unsigned control_max_loads;      /* [Daemon] ControlMaxLoads= */
         struct gateway_limits gateway;   /* [Gateway] MaxConnections=, HeaderTimeout= */
 };
 

@@ -22,6 +22,7 @@
 #include "http.h"
 #include "log.h"
 #include "notify.h"
+#include "loader.h"
 #include "peercred.h"
 #include "policy.h"
 #include "run.h"
@@ -35,15 +36,6 @@ struct unit *daemon_find(struct daemon *d, const char *name)
                 if (strcmp(u->policy->name, name) == 0)
                         return u;
         return NULL;
-}
-
-/* All of a policy's errors as lines in msg. */
-static void join_errors(const struct policy_errors *errs, char *msg, size_t len)
-{
-        size_t o = 0;
-        msg[0] = '\0';
-        for (size_t i = 0; i < errs->n && o < len; i++)
-                o += (size_t)snprintf(msg + o, len - o, "%s%s", i ? "\n" : "", errs->msgs[i]);
 }
 
 static void unit_unlink(struct daemon *d, struct unit *u)
@@ -64,46 +56,12 @@ static void replace_policy(struct unit *u, struct policy *p, uint64_t hash)
         unit_restart(u);
 }
 
-/* Reads and checks the policy file path, opened with cred's rights (NULL:
- * gadgetd's own). Why this is safe: a control-group member's load opens
- * the file as that user (peercred_open), so gadgetd reads for her only
- * what she could read herself; it opens without following a final
- * symlink or waiting, and reads only a regular file of at most 1 MiB
- * (policy_load_fd). A user other than root gets messages without text of
- * the file (POLICY_REDACT): gadgetd never shows what it read. */
-static int read_policy(const char *path, const struct peercred *cred, struct policy **p, uint64_t *hash,
-                       char *msg, size_t len)
+/* Installs policy p (taken over) of hash: loads, restarts or leaves its
+ * gadget; what tells the caller what happened. */
+static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_dir,
+                   enum daemon_reload_what *what, char **name, char *msg, size_t len)
 {
-        struct policy_errors errs = { 0 };
-        bool redact = cred && cred->uid != 0;
-        int e, fd = cred ? peercred_open(cred, path, POLICY_OPEN_FLAGS) : open(path, POLICY_OPEN_FLAGS);
-        if (!cred && fd < 0)
-                fd = -errno;
-        if (fd < 0) {
-                e = fd;
-                snprintf(msg, len, "%s: cannot open: %s", path,
-                         e == -ELOOP ? "a symbolic link (name the file it points to)" : strerror(-e));
-                return e;
-        }
-        e = policy_load_fd(fd, path, redact ? POLICY_REDACT : 0, p, &errs, hash);
-        close(fd);
-        if (e < 0)
-                join_errors(&errs, msg, len);
-        if (e < 0 && redact && errs.n && strlen(msg) + 80 < len)
-                strcat(msg, "\n(text of the file is not shown: `gadgetctl check FILE` shows it)");
-        policy_errors_clear(&errs);
-        return e;
-}
-
-/* Loads path; what tells the caller what happened. */
-static int load_file(struct daemon *d, const char *path, const struct peercred *cred, bool from_dir,
-                     enum daemon_reload_what *what, char **name, char *msg, size_t len)
-{
-        struct policy *p = NULL;
-        uint64_t hash = 0;
-        int e = read_policy(path, cred, &p, &hash, msg, len);
-        if (e < 0)
-                return e;
+        const char *path = p->path;
         struct unit *u = daemon_find(d, p->name);
         if (name)
                 *name = strdup(p->name);
@@ -147,11 +105,37 @@ static int load_file(struct daemon *d, const char *path, const struct peercred *
         return 0;
 }
 
-int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, char **name, char *msg,
-                size_t len)
+/* A load request's file has been read: install it, answer the caller. */
+struct load_req {
+        struct daemon *d;
+        daemon_load_fn *done;
+        void *arg;
+};
+
+static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const char *msg)
 {
+        struct load_req *r = arg;
+        char out[8192];
+        char *name = NULL;
         enum daemon_reload_what what;
-        return load_file(d, path, cred, false, &what, name, msg, len);
+        if (err >= 0)
+                err = install(r->d, p, hash, false, &what, &name, out, sizeof out);
+        r->done(r->arg, err, name, err < 0 && !p ? msg : out);
+        free(name);
+        free(r);
+}
+
+int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, daemon_load_fn *done,
+                void *arg)
+{
+        struct load_req *r = malloc(sizeof *r);
+        int e;
+        if (!r)
+                return -ENOMEM;
+        *r = (struct load_req){ .d = d, .done = done, .arg = arg };
+        if ((e = loader_start(d, path, cred, load_read, r)) < 0)
+                free(r);
+        return e;
 }
 
 static bool is_policy_name(const char *f)
@@ -201,7 +185,12 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg)
         for (size_t i = 0; i < n; i++) {
                 enum daemon_reload_what what = RELOAD_ERROR;
                 char *name = NULL;
-                if (load_file(d, files[i], NULL, true, &what, &name, msg, sizeof msg) < 0) {
+                struct policy *p = NULL;
+                uint64_t hash = 0;
+                int e = loader_read(files[i], NULL, &p, &hash, msg, sizeof msg);
+                if (e >= 0)
+                        e = install(d, p, hash, true, &what, &name, msg, sizeof msg);
+                if (e < 0) {
                         log_msg(L_ERR, NULL, "%s", msg);
                         what = RELOAD_ERROR;
                 }
@@ -460,6 +449,7 @@ static void teardown(struct daemon *d)
         daemon_core_close(d);
         gateway_free(d->gateway);  /* after the units: their pending calls were answered */
         control_free(d->control);
+        loader_close(&d->loader);
         notify_free(d->notify);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
@@ -487,6 +477,7 @@ int daemon_main(int argc, char **argv)
         d.gateway_listen = cfg.gateway_listen;
         d.gateway_token_file = cfg.gateway_token_file;
         d.control_limits = cfg.control;
+        d.loader.max = cfg.control_max_loads;
         d.gateway_limits = cfg.gateway;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {

@@ -11,6 +11,9 @@ prints one line of counts ("key value ...") at the end.
   attacks.py gateway-hold PORT N HOLD_S      N connections sending half a
                                              request head, held HOLD_S s
   attacks.py gateway-notoken PORT N          N requests without a token
+  attacks.py stall-open PATH HOLD_S          (root) every open() of PATH waits
+                                             up to HOLD_S s, as on a FUSE mount
+                                             whose server does not answer
 
 Run a control attack as another user with
   setpriv --reuid=UID --regid=GID --clear-groups python3 attacks.py ...
@@ -165,7 +168,7 @@ def control_load(path, policy_path):
     s = connect_unix(path)
     s.sendall(request(1, 2, policy_path))
     t = time.time()
-    a = answer(s)
+    a = answer(s, timeout=60)
     a = a or {"kind": "eof"}
     a["seconds"] = round(time.time() - t, 3)
     print(json.dumps(a), flush=True)
@@ -243,6 +246,26 @@ def gateway_notoken(port, n):
     print(" ".join("status_%s %d" % kv for kv in sorted(statuses.items(), key=str)), flush=True)
 
 
+def stall_open(path, hold):
+    """A fanotify permission mark on path that is never answered: each
+    open() of it waits until this ends (then the kernel allows it)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fan_class_content, fan_mark_add, fan_open_perm, at_fdcwd = 0x4, 0x1, 0x10000, -100
+    fd = libc.fanotify_init(fan_class_content | 0x1, os.O_RDONLY)  # FAN_CLOEXEC
+    if fd < 0 or libc.fanotify_mark(fd, fan_mark_add, ctypes.c_uint64(fan_open_perm), at_fdcwd,
+                                    path.encode()) < 0:
+        print("error %d" % ctypes.get_errno(), flush=True)
+        return 1
+    print("stalling 1", flush=True)
+    end = time.time() + hold
+    while time.time() < end:
+        if select.select([sys.stdin], [], [], 0.2)[0] and not sys.stdin.read(1):
+            break
+    os.close(fd)
+    return 0
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "control-idle":
@@ -255,6 +278,8 @@ def main(argv):
         gateway_hold(int(args[0]), int(args[1]), float(args[2]))
     elif cmd == "gateway-notoken":
         gateway_notoken(int(args[0]), int(args[1]))
+    elif cmd == "stall-open":
+        return stall_open(args[0], float(args[1]))
     else:
         print(__doc__, file=sys.stderr)
         return 2

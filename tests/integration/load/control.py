@@ -183,3 +183,53 @@ def load_control_load_refuses_what_the_user_cannot_read(tmp):
         a = load_as(d, None, junk)
         check("TOPSECRETJUNK" in a["message"], "root sees the text of its errors: %r" % a)
         wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
+
+
+def threads(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def stalled(pid):
+    """Whether a thread of gadgetd waits in the stalled open()."""
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            if "fanotify" in open("/proc/%d/task/%s/wchan" % (pid, t)).read():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+@test
+def load_control_load_that_never_opens(tmp):
+    """A policy file whose open() does not return (a fanotify permission
+    mark nobody answers, like a file on a FUSE mount its user does not
+    serve): the member's load waits in a thread of its own while gadgetd
+    answers everyone; her second load is told busy (ControlMaxLoads: one
+    per user at a time); root's loads still work; once the open returns,
+    her load is answered."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = d.proc.pid
+        threads0 = threads(pid)
+        stuck = policy(tmp, "stuck")
+        holder = attack(None, "stall-open", stuck, "30")
+        line = holder.stdout.readline()
+        if not line.startswith("stalling"):
+            harness.skip("no fanotify permission events here: %r" % line)
+        with Healthy(d, "good", "echo"):
+            p = attack(NOBODY, "control-load", d.sock, stuck)
+            wait_for(lambda: stalled(pid), what="the load's thread in open()")
+            check(p.poll() is None, "the stuck load was answered")
+            a = load_as(d, NOBODY, os.path.join(d.pol, "good.policy"))
+            check(a["kind"] == "error" and "busy" in a["message"] and "ControlMaxLoads" in a["message"],
+                  "her second load: %r" % a)
+            a = load_as(d, None, policy(d.pol, "other"))
+            check(a["kind"] == "done" and "loaded other" in a["message"], "root's load: %r" % a)
+            check(d.ctl("list").returncode == 0, "root's list")
+            holder.stdin.close()
+            holder.wait(timeout=30)
+            out, err = p.communicate(timeout=30)
+            check(p.returncode == 0 and json.loads(out)["kind"] == "done", "her load at last: %r %r" % (out, err))
+        wait_for(lambda: threads(pid) == threads0, what="the load's thread to end")
+        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
