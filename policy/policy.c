@@ -580,8 +580,7 @@ int policy_load(const char *path, struct policy **out, struct policy_errors *err
         if (fd < 0) {
                 r = -errno;
                 snprintf(prefix, sizeof(prefix), "%s: ", path);
-                if (policy_errors_add(errs, prefix, "cannot open: %s", r == -ELOOP ?
-                                      "a symbolic link (name the file it points to)" : strerror(-r)) < 0)
+                if (policy_errors_add(errs, prefix, "cannot open: %s", strerror(-r)) < 0)
                         r = -ENOMEM;
                 return r;
         }

@@ -11,10 +11,10 @@
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
 #define POLICY_MAX_FILE (1024 * 1024) /* largest policy file */
-/* How a policy file is opened: never following a symlink as its last
- * component, never waiting (a FIFO or a device opens at once and is then
- * refused as not a regular file). */
-#define POLICY_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK)
+/* How a policy file is opened: never waiting (a FIFO or a device opens at
+ * once and is then refused as not a regular file). Add O_NOFOLLOW where a
+ * symlink must not be followed (gadgetd's load requests). */
+#define POLICY_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 /* policy_load_fd flags: messages name FILE:LINE and what was wrong, but
  * never show text of the file (keys, values, lines) — for readers who
  * must not learn the file's content through gadgetd. */

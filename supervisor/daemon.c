@@ -187,7 +187,7 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg)
                 char *name = NULL;
                 struct policy *p = NULL;
                 uint64_t hash = 0;
-                int e = loader_read(files[i], NULL, &p, &hash, msg, sizeof msg);
+                int e = loader_read(files[i], NULL, true, &p, &hash, msg, sizeof msg);
                 if (e >= 0)
                         e = install(d, p, hash, true, &what, &name, msg, sizeof msg);
                 if (e < 0) {

@@ -45,16 +45,17 @@ static void join_errors(const struct policy_errors *errs, char *msg, size_t len)
 
 /* Why this is safe: a control-group member's load opens the file as that
  * user (peercred_open), so gadgetd reads for her only what she could read
- * herself; it opens without following a final symlink or waiting for a
- * FIFO's writer, and reads only a regular file of at most 1 MiB
+ * herself; it opens without following a final symlink (unless follow) or
+ * waiting for a FIFO's writer, and reads only a regular file of at most 1 MiB
  * (policy_load_fd). A user other than root gets messages without text of
  * the file (POLICY_REDACT): gadgetd never shows her what it read. */
-int loader_read(const char *path, const struct peercred *cred, struct policy **p, uint64_t *hash, char *msg,
-                size_t len)
+int loader_read(const char *path, const struct peercred *cred, bool follow, struct policy **p, uint64_t *hash,
+                char *msg, size_t len)
 {
         struct policy_errors errs = { 0 };
         bool redact = cred && cred->uid != 0;
-        int e, fd = cred ? peercred_open(cred, path, POLICY_OPEN_FLAGS) : open(path, POLICY_OPEN_FLAGS);
+        int flags = POLICY_OPEN_FLAGS | (follow ? 0 : O_NOFOLLOW);
+        int e, fd = cred ? peercred_open(cred, path, flags) : open(path, flags);
         if (!cred && fd < 0)
                 fd = -errno;
         if (fd < 0) {
@@ -75,7 +76,7 @@ int loader_read(const char *path, const struct peercred *cred, struct policy **p
 static void *job_thread(void *arg)
 {
         struct loader_job *j = arg;
-        j->err = loader_read(j->path, j->as_user ? &j->cred : NULL, &j->p, &j->hash, j->msg, sizeof j->msg);
+        j->err = loader_read(j->path, j->as_user ? &j->cred : NULL, false, &j->p, &j->hash, j->msg, sizeof j->msg);
         /* The pipe holds this one byte: the write cannot block. */
         if (write(j->pipe[1], "", 1) < 0)
                 abort();

@@ -27,11 +27,13 @@ struct loader {
 
 /* Reads path (opened with cred's rights; NULL: gadgetd's own) into *p, or
  * -errno with every problem in msg. For a cred other than root the
- * messages show no text of the file. Blocking: the loop calls it only
- * for its own policy directory. */
-int loader_read(const char *path, const struct peercred *cred, struct policy **p, uint64_t *hash, char *msg,
-                size_t len);
-/* Starts reading path in a thread of its own; done runs on d's loop.
+ * messages show no text of the file. A symlink as the last component is
+ * followed only with follow. Blocking: the loop calls it only for its own
+ * policy directory (root's files; root may link them from elsewhere). */
+int loader_read(const char *path, const struct peercred *cred, bool follow, struct policy **p, uint64_t *hash,
+                char *msg, size_t len);
+/* Starts reading path in a thread of its own, not following a symlink as
+ * its last component (a load names the file itself); done runs on d's loop.
  * 0, -EBUSY if cred's user (or everyone but root) is at the budget, or
  * -errno. */
 int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
