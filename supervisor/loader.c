@@ -67,7 +67,10 @@ int loader_read(const char *path, const struct peercred *cred, bool follow, stru
         close(fd);
         if (e < 0)
                 join_errors(&errs, msg, len);
-        if (e < 0 && redact && errs.n && strlen(msg) + 80 < len)
+        /* Parse errors ("FILE:LINE: ...") are the ones whose text is hidden. */
+        size_t n = strlen(path);
+        if (e < 0 && redact && strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] >= '0' &&
+            msg[n + 1] <= '9' && strlen(msg) + 80 < len)
                 strcat(msg, "\n(text of the file is not shown: `gadgetctl check FILE` shows it)");
         policy_errors_clear(&errs);
         return e;

@@ -178,7 +178,8 @@ def load_control_load_refuses_what_the_user_cannot_read(tmp):
             f.write("#" * (2 << 20))
         os.chmod(big, 0o644)
         with Healthy(d, "good", "echo"):
-            cases = [(NOBODY, secret, "Permission denied"), (NOBODY, junk, "junk.policy:1:"),
+            cases = [(NOBODY, secret, "Permission denied"), (NOBODY, junk, "gadgetctl check FILE` shows it"),
+                     (NOBODY, junk, "junk.policy:1:"),
                      (NOBODY, fifo, "not a regular file"), (NOBODY, "/dev/zero", "not a regular file"),
                      (NOBODY, link, "symbolic link"), (NOBODY, big, "larger than 1 MiB"),
                      (None, fifo, "not a regular file"), (None, "/dev/zero", "not a regular file")]
