@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,13 @@ int loader_start(struct daemon *d, const char *path, const struct peercred *cred
                 e = -ENOMEM;
                 goto fail;
         }
-        if ((e = -pthread_create(&j->thread, NULL, job_thread, j)) < 0)
+        /* The thread takes no signals: they stay with the loop's thread. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = -pthread_create(&j->thread, NULL, job_thread, j);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (e < 0)
                 goto fail;
         j->next = l->jobs;
         l->jobs = j;
