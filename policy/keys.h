@@ -64,6 +64,7 @@ struct policy_ctx {
         struct policy_errors *errs;
         size_t n_errors;
         bool oom, stop;
+        bool redact;                                 /* POLICY_REDACT: no text of the file in messages */
         enum policy_section sect;
         unsigned gadget_line;                        /* first [Gadget], 0 = none */
         unsigned gadget_seen[POLICY_N_GADGET_KEYS];  /* line each key was given on */

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define POLICY_MAX_FILE (1024 * 1024)
 #define POLICY_MAX_ERRORS 100
 
 static bool policy_blank(char c)
@@ -70,6 +69,63 @@ void policy_oom(struct policy_ctx *c)
         c->stop = true;
 }
 
+/* vsnprintf for POLICY_REDACT: numbers (line numbers, limits) are kept,
+ * every string and character argument — text of the file — becomes
+ * "[...]". Knows the conversions policy messages use. */
+static void policy_vredact(char *buf, size_t size, const char *fmt, va_list ap)
+{
+        size_t o = 0;
+        char num[32];
+
+        for (const char *f = fmt; *f && o + 1 < size; f++) {
+                const char *add = num;
+                if (*f != '%') {
+                        buf[o++] = *f;
+                        continue;
+                }
+                f++;
+                while (*f && strchr("-+ #0123456789.*", *f)) {
+                        if (*f == '*')
+                                (void)va_arg(ap, int);
+                        f++;
+                }
+                int longs = 0;
+                bool size_t_arg = false;
+                for (; *f == 'l' || *f == 'h' || *f == 'z'; f++) {
+                        longs += *f == 'l';
+                        size_t_arg = size_t_arg || *f == 'z';
+                }
+                switch (*f) {
+                case '%': add = "%"; break;
+                case 's': (void)va_arg(ap, const char *); add = "[...]"; break;
+                case 'c': (void)va_arg(ap, int); add = "[...]"; break;
+                case 'd': case 'i':
+                        if (longs >= 2)
+                                snprintf(num, sizeof num, "%lld", va_arg(ap, long long));
+                        else if (longs || size_t_arg)
+                                snprintf(num, sizeof num, "%ld", va_arg(ap, long));
+                        else
+                                snprintf(num, sizeof num, "%d", va_arg(ap, int));
+                        break;
+                case 'u': case 'x':
+                        if (longs >= 2)
+                                snprintf(num, sizeof num, "%llu", va_arg(ap, unsigned long long));
+                        else if (longs || size_t_arg)
+                                snprintf(num, sizeof num, "%lu", va_arg(ap, unsigned long));
+                        else
+                                snprintf(num, sizeof num, "%u", va_arg(ap, unsigned));
+                        break;
+                default: add = "[...]"; f = *f ? f : f - 1; break;
+                }
+                size_t n = strlen(add);
+                if (o + n >= size)
+                        break;
+                memcpy(buf + o, add, n);
+                o += n;
+        }
+        buf[o] = '\0';
+}
+
 void policy_err(struct policy_ctx *c, const char *fmt, ...)
 {
         char prefix[64 + 4096];
@@ -85,8 +141,14 @@ void policy_err(struct policy_ctx *c, const char *fmt, ...)
                 return;
         }
         va_start(ap, fmt);
-        if (policy_errors_vadd(c->errs, prefix, fmt, ap) < 0)
+        if (c->redact) {
+                char msg[512];
+                policy_vredact(msg, sizeof msg, fmt, ap);
+                if (policy_errors_add(c->errs, prefix, "%s", msg) < 0)
+                        policy_oom(c);
+        } else if (policy_errors_vadd(c->errs, prefix, fmt, ap) < 0) {
                 policy_oom(c);
+        }
         va_end(ap);
 }
 
@@ -363,10 +425,11 @@ static struct policy *policy_new(const char *path)
         return p;
 }
 
-int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
-                 struct policy_errors *errs)
+static int policy_parse_flags(const char *name, const char *text, size_t len, unsigned flags,
+                              struct policy **out, struct policy_errors *errs)
 {
-        struct policy_ctx c = { .name = name, .text = text, .len = len, .errs = errs };
+        struct policy_ctx c = { .name = name, .text = text, .len = len, .errs = errs,
+                                .redact = flags & POLICY_REDACT };
         int r;
 
         if (!name || !out || (!text && len))
@@ -398,6 +461,12 @@ out:
         policy_pending_clear(&c);
         policy_free(c.p);
         return r;
+}
+
+int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
+                 struct policy_errors *errs)
+{
+        return policy_parse_flags(name, text, len, 0, out, errs);
 }
 
 /* Reads all of fd into *text, refusing more than POLICY_MAX_FILE bytes. */
@@ -447,26 +516,42 @@ out:
         return r;
 }
 
-int policy_load(const char *path, struct policy **out, struct policy_errors *errs)
+static uint64_t policy_hash(const char *text, size_t len)
+{
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+        return h;
+}
+
+int policy_load_fd(int fd, const char *path, unsigned flags, struct policy **out,
+                   struct policy_errors *errs, uint64_t *hash)
 {
         char prefix[4096 + 3], *text = NULL;
         const char *why = NULL;
         struct stat st;
         size_t len = 0;
-        int fd = -1, r;
+        int r;
 
-        if (!path || !out)
+        if (!path || !out || fd < 0)
                 return -EINVAL;
         snprintf(prefix, sizeof(prefix), "%s: ", path);
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fstat(fd, &st) < 0) {
                 r = -errno;
                 why = "cannot open";
                 goto out;
         }
+        /* Why before any read: a FIFO, a device (/dev/zero) or a huge
+         * file would hold gadgetd reading; only a regular file of at most
+         * POLICY_MAX_FILE bytes is read at all. */
         if (!S_ISREG(st.st_mode)) {
                 r = -EINVAL;
                 why = "not a regular file";
+                goto out;
+        }
+        if (st.st_size > POLICY_MAX_FILE) {
+                r = -EFBIG;
+                why = "larger than 1 MiB";
                 goto out;
         }
         /* Why this is safe: a policy decides what a gadget may do, so when
@@ -482,14 +567,34 @@ int policy_load(const char *path, struct policy **out, struct policy_errors *err
                 why = r == -EFBIG ? "larger than 1 MiB" : "cannot read";
                 goto out;
         }
-        r = policy_parse(path, text, len, out, errs);
+        r = policy_parse_flags(path, text, len, flags, out, errs);
+        if (r == 0 && hash)
+                *hash = policy_hash(text, len);
 out:
         if (why && policy_errors_add(errs, prefix, "%s%s%s", why, r == -EINVAL ? "" : ": ",
                                      r == -EINVAL ? "" : strerror(-r)) < 0)
                 r = -ENOMEM;
         free(text);
-        if (fd >= 0)
-                close(fd);
+        return r;
+}
+
+int policy_load(const char *path, struct policy **out, struct policy_errors *errs)
+{
+        char prefix[4096 + 3];
+        int fd, r;
+
+        if (!path || !out)
+                return -EINVAL;
+        fd = open(path, POLICY_OPEN_FLAGS);
+        if (fd < 0) {
+                r = -errno;
+                snprintf(prefix, sizeof(prefix), "%s: ", path);
+                if (policy_errors_add(errs, prefix, "cannot open: %s", strerror(-r)) < 0)
+                        r = -ENOMEM;
+                return r;
+        }
+        r = policy_load_fd(fd, path, 0, out, errs, NULL);
+        close(fd);
         return r;
 }
 

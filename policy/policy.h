@@ -3,6 +3,7 @@
  * paths a policy names. */
 #pragma once
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,15 @@
 #define POLICY_FRAME_VALUES_LIMIT 1048576
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
+#define POLICY_MAX_FILE (1024 * 1024) /* largest policy file */
+/* How a policy file is opened: never waiting (a FIFO or a device opens at
+ * once and is then refused as not a regular file). Add O_NOFOLLOW where a
+ * symlink must not be followed (gadgetd's load requests). */
+#define POLICY_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+/* policy_load_fd flags: messages name FILE:LINE and what was wrong, but
+ * never show text of the file (keys, values, lines) — for readers who
+ * must not learn the file's content through gadgetd. */
+#define POLICY_REDACT 0x1u
 
 enum policy_restart {
         POLICY_RESTART_NO,
@@ -127,6 +137,12 @@ struct policy_errors {
  * with every problem found appended to errs (nothing is returned half
  * loaded). */
 int policy_load(const char *path, struct policy **out, struct policy_errors *errs);
+/* The same from fd, opened by the caller with POLICY_OPEN_FLAGS (path is
+ * for messages and p->path): a regular file of at most POLICY_MAX_FILE
+ * bytes, refused by its size before any read. *hash (may be NULL) gets
+ * the FNV-1a hash of the bytes parsed, to tell a changed file. */
+int policy_load_fd(int fd, const char *path, unsigned flags, struct policy **out,
+                   struct policy_errors *errs, uint64_t *hash);
 /* The same, from text in memory; name is used in messages and as path. */
 int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
                  struct policy_errors *errs);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "control.pb-c.h"
+#include "peercred.h"
 
 struct control;
 struct daemon;
@@ -14,6 +15,8 @@ struct daemon;
 struct client {
         struct control *ctl;
         int fd;
+        struct peercred cred;       /* who connected (kernel's record) */
+        bool closing;               /* dropped: freed from ev_write, nothing more sent */
         struct event *ev_read, *ev_write;
         struct wire_reader *rd;
         struct wire_writer *wr;

@@ -11,6 +11,7 @@
 #include "gateway.h"
 #include "http.h"
 #include "logbuf.h"
+#include "loader.h"
 #include "policy.h"
 #include "uidpool.h"
 
@@ -24,9 +25,12 @@ static void usage(FILE *f)
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
                    "                    Socket, Group, UidBase, UidCount, LimitsMode, AllowDegradedLimits,\n"
                    "                    HTTPRequestsMax, LogLinesPerSecond, LogBytesPerSecond (log budget\n"
-                   "                    of a gadget whose policy sets none; defaults %u and %uK)\n"
+                   "                    of a gadget whose policy sets none; defaults %u and %uK),\n"
+                   "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize,\n"
+                   "                    ControlMaxLoads\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
-                   "                    TokenFile=PATH serve the browser gateway (off without them);\n"
+                   "                    TokenFile=PATH serve the browser gateway (off without them),\n"
+                   "                    MaxConnections, HeaderTimeout;\n"
                    "                    [Audit] keys RecordsPerSecond=N (per gadget, default %u; the rest\n"
                    "                    summarized), MaxFileSize=SIZE (audit.log rotated beyond it, default\n"
                    "                    %lluM), KeepFiles=N (rotated files kept, default %u)\n"
@@ -61,12 +65,11 @@ static int set_str(char **dst, const char *v)
         return 0;
 }
 
-static int parse_count(const char *v, unsigned *out)
+/* A count of at least 1 and at most max. */
+static int parse_count(const char *v, uint64_t max, unsigned *out)
 {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || end == v || *end || n == 0 || n > UIDPOOL_MAX_COUNT)
+        uint64_t n;
+        if (policy_parse_count(v, &n) < 0 || n == 0 || n > max)
                 return -EINVAL;
         *out = (unsigned)n;
         return 0;
@@ -83,16 +86,6 @@ static int parse_uid(const char *v, uid_t *out)
         return 0;
 }
 
-/* HTTPRequestsMax: 1 to HTTP_MAX_TOTAL_LIMIT. */
-static int parse_http_max(const char *v, unsigned *out)
-{
-        uint64_t n;
-        if (policy_parse_count(v, &n) < 0 || n == 0 || n > HTTP_MAX_TOTAL_LIMIT)
-                return -EINVAL;
-        *out = (unsigned)n;
-        return 0;
-}
-
 /* One parse of the file: the reason for the first bad line, where known. */
 struct file_ctx {
         struct config *cfg;
@@ -104,6 +97,31 @@ static int file_bad(struct file_ctx *fc, const char *why)
         if (!fc->why[0])
                 snprintf(fc->why, sizeof fc->why, "%s", why);
         return 0;
+}
+
+/* The budgets of the control socket's and the gateway's clients. 1 if key
+ * was one of them and its value good, 0 if bad, -1 if not such a key. */
+static int budget_key(struct config *cfg, const char *section, const char *key, const char *value)
+{
+        uint64_t n;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxConnections") == 0)
+                return parse_count(value, 65536, &cfg->control.max_connections) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxConnectionsPerUser") == 0)
+                return parse_count(value, 65536, &cfg->control.max_per_user) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlMaxLoads") == 0)
+                return parse_count(value, 1024, &cfg->control_max_loads) == 0;
+        if (strcmp(section, "Daemon") == 0 && strcmp(key, "ControlQueueSize") == 0) {
+                if (policy_parse_size(value, &n) < 0 || n < 4096 || n > (1ull << 30))
+                        return 0;
+                cfg->control.queue_bytes = (size_t)n;
+                return 1;
+        }
+        if (strcmp(section, "Gateway") == 0 && strcmp(key, "MaxConnections") == 0)
+                return parse_count(value, 65536, &cfg->gateway.max_connections) == 0;
+        if (strcmp(section, "Gateway") == 0 && strcmp(key, "HeaderTimeout") == 0)
+                return policy_parse_duration(value, &cfg->gateway.header_timeout_ms) == 0 &&
+                       cfg->gateway.header_timeout_ms > 0;
+        return -1;
 }
 
 /* [Gateway]: Listen=ADDRESS:PORT and TokenFile=PATH (checked here, read
@@ -125,7 +143,8 @@ static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return set_str(&fc->cfg->gateway_token_file, value) == 0;
         }
-        snprintf(why, sizeof why, "unknown key \"%.64s\" in [Gateway] (Listen=, TokenFile=)", key);
+        snprintf(why, sizeof why, "unknown key \"%.64s\" in [Gateway] (Listen=, TokenFile=, MaxConnections=, "
+                 "HeaderTimeout=)", key);
         return file_bad(fc, why);
 }
 
@@ -134,6 +153,9 @@ static int file_key(void *arg, const char *section, const char *key, const char 
 {
         struct file_ctx *fc = arg;
         struct config *cfg = fc->cfg;
+        int b = budget_key(cfg, section, key, value);
+        if (b >= 0)
+                return b;
         if (strcmp(section, "Gateway") == 0)
                 return gateway_key(fc, key, value);
         if (strcmp(section, "Audit") == 0) {
@@ -157,13 +179,13 @@ static int file_key(void *arg, const char *section, const char *key, const char 
         if (strcmp(key, "UidBase") == 0)
                 return parse_uid(value, &cfg->uid_base) == 0;
         if (strcmp(key, "UidCount") == 0)
-                return parse_count(value, &cfg->uid_count) == 0;
+                return parse_count(value, UIDPOOL_MAX_COUNT, &cfg->uid_count) == 0;
         if (strcmp(key, "LimitsMode") == 0)
                 return limiter_parse_mode(value, &cfg->limits_mode) == 0;
         if (strcmp(key, "AllowDegradedLimits") == 0)
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
         if (strcmp(key, "HTTPRequestsMax") == 0)
-                return parse_http_max(value, &cfg->http_requests_max) == 0;
+                return parse_count(value, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max) == 0;
         if (strcmp(key, "LogLinesPerSecond") == 0)
                 return policy_parse_count(value, &cfg->log_lines) == 0 && cfg->log_lines > 0 &&
                        cfg->log_lines <= 1000000;
@@ -210,8 +232,14 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 { "http-requests-max", required_argument, NULL, 'H' },
                 { 0 },
         };
-        *cfg = (struct config){ .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
-                                .audit = AUDIT_DEFAULT_CONFIG };
+        *cfg = (struct config){
+                .uid_base = UIDPOOL_DEFAULT_BASE,
+                .uid_count = UIDPOOL_DEFAULT_COUNT,
+                .audit = AUDIT_DEFAULT_CONFIG,
+                .control = { CONTROL_MAX_CONNECTIONS, CONTROL_MAX_PER_USER, CONTROL_QUEUE_BYTES },
+                .gateway = { GATEWAY_MAX_CONNECTIONS, GATEWAY_HEADER_TIMEOUT_MS },
+                .control_max_loads = LOADER_MAX_LOADS,
+        };
         const char *file = NULL;
         int opt, e = 0;
 
@@ -236,7 +264,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                                 fprintf(stderr, "gadgetd: --uid-base: \"%s\" is not a uid above 0\n", optarg);
                         break;
                 case 'U':
-                        if ((e = parse_count(optarg, &cfg->uid_count)) < 0)
+                        if ((e = parse_count(optarg, UIDPOOL_MAX_COUNT, &cfg->uid_count)) < 0)
                                 fprintf(stderr, "gadgetd: --uid-count: \"%s\" is not a number from 1 to %u\n",
                                         optarg, UIDPOOL_MAX_COUNT);
                         break;
@@ -247,7 +275,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                         break;
                 case 'D': cfg->allow_degraded_limits = true; break;
                 case 'H':
-                        if ((e = parse_http_max(optarg, &cfg->http_requests_max)) < 0)
+                        if ((e = parse_count(optarg, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max)) < 0)
                                 fprintf(stderr, "gadgetd: --http-requests-max: \"%s\" is not a number from 1 to %u\n",
                                         optarg, HTTP_MAX_TOTAL_LIMIT);
                         break;

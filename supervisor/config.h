@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include "audit.h"
+#include "control.h"
+#include "gateway.h"
 #include "limiter.h"
 
 #define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
@@ -27,6 +29,9 @@ struct config {
         char *gateway_token_file;        /* [Gateway] TokenFile= */
         unsigned http_requests_max;      /* --http-requests-max, HTTPRequestsMax= (0: default) */
         struct audit_config audit;       /* [Audit] RecordsPerSecond=, MaxFileSize=, KeepFiles= */
+        struct control_limits control;   /* [Daemon] ControlMaxConnections=, ... */
+        unsigned control_max_loads;      /* [Daemon] ControlMaxLoads= */
+        struct gateway_limits gateway;   /* [Gateway] MaxConnections=, HeaderTimeout= */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -22,22 +22,69 @@
 #include "notify.h"
 #include "stream.h"
 #include "policy.h"
+#include "ratelog.h"
 #include "unit.h"
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
 
-#define MAX_CLIENTS 256
-#define CLIENT_QUEUE (8u << 20) /* answers waiting for a slow client */
+#define ACCEPT_BATCH 16          /* connections taken per wakeup */
+#define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
+#define FLUSH_MS 2000            /* how often counted refusals are reported */
+
+/* Refusals and accept failures: each logged once per window, with a count. */
+enum control_refusal { REF_GROUP, REF_USER, REF_TOTAL, REF_ACCEPT, REF_SLOW, REF_N };
 
 struct control {
         struct daemon *d;
         int fd;
-        struct event *ev_accept;
+        struct event *ev_accept, *ev_resume, *ev_flush;
         struct client *clients;
-        size_t n_clients;
+        size_t n_root, n_users;    /* connections of root, of every other uid */
+        struct control_limits lim;
+        struct ratelog rl[REF_N];
         bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
 };
+
+static const char *const refusal_what[REF_N] = {
+        [REF_GROUP] = "control connections refused from users outside the group",
+        [REF_USER] = "control connections refused: a user at ControlMaxConnectionsPerUser",
+        [REF_TOTAL] = "control connections refused: ControlMaxConnections reached",
+        [REF_ACCEPT] = "control socket accept failures (listener paused each time)",
+        [REF_SLOW] = "control clients dropped for not reading their answers",
+};
+
+/* Logs one refusal now, or counts it for the window's summary line. */
+static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        uint64_t now = ratelog_now_ms(), n = ratelog_flush(&c->rl[k], now);
+        if (n)
+                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
+                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
+        if (!ratelog_allow(&c->rl[k], now))
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        log_msg(L_WARN, NULL, "%s (more like it: one line per %d s)", msg, RATELOG_WINDOW_MS / 1000);
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        uint64_t now = ratelog_now_ms();
+        for (int k = 0; k < REF_N; k++) {
+                uint64_t n = ratelog_flush(&c->rl[k], now);
+                if (n)
+                        log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
+                                refusal_what[k], RATELOG_WINDOW_MS / 1000);
+        }
+}
 
 struct daemon *client_daemon(const struct client *cl)
 {
@@ -50,7 +97,10 @@ static void client_free(struct client *cl)
         for (struct client **pp = &c->clients; *pp; pp = &(*pp)->next)
                 if (*pp == cl) {
                         *pp = cl->next;
-                        c->n_clients--;
+                        if (cl->cred.uid == 0)
+                                c->n_root--;
+                        else
+                                c->n_users--;
                         break;
                 }
         for (struct client_call *p = cl->calls; p; p = p->next)
@@ -66,9 +116,13 @@ static void client_free(struct client *cl)
         free(cl);
 }
 
-static void flush_cb(evutil_socket_t fd, short what, void *arg)
+static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct client *cl = arg;
+        if (cl->closing) {
+                client_free(cl);
+                return;
+        }
         int e = wire_writer_flush(cl->wr, cl->fd);
         if (e == 1)
                 event_add(cl->ev_write, NULL);
@@ -76,10 +130,32 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
                 stream_kick(cl->stream); /* the next part of a long answer */
 }
 
+/* Drops a client from inside a handler: it is freed from its write event,
+ * once the code that holds it has returned. */
+static void client_drop(struct client *cl)
+{
+        cl->closing = true;
+        event_del(cl->ev_read);
+        event_active(cl->ev_write, EV_WRITE, 0);
+}
+
 int client_send(struct client *cl, Control__Response *r)
 {
-        /* A client that does not read loses answers; gadgetd loses nothing. */
-        int e = wire_writer_put(cl->wr, &r->base, WIRE_MAX_FRAME);
+        /* Why this bounds memory: answers wait only while fewer than
+         * queue_bytes are unsent (plus the one answer being added, at most
+         * a frame); a client with more has stopped reading and is closed.
+         * Long answers come in parts made only once the last was read. */
+        if (cl->closing)
+                return -ECONNRESET;
+        int e = wire_writer_pending(cl->wr) > cl->ctl->lim.queue_bytes ? -ENOBUFS
+                : wire_writer_put(cl->wr, &r->base, WIRE_MAX_FRAME);
+        if (e == -ENOBUFS) {
+                refusal(cl->ctl, REF_SLOW, "dropped the control client of uid %u (pid %d): more than %zu bytes "
+                        "of answers unread (ControlQueueSize)", (unsigned)cl->cred.uid, (int)cl->cred.pid,
+                        cl->ctl->lim.queue_bytes);
+                client_drop(cl);
+                return e;
+        }
         if (e < 0)
                 return e;
         if (!event_pending(cl->ev_write, EV_WRITE, NULL))
@@ -170,6 +246,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
                 else
                         request_handle(cl, q);
                 control__request__free_unpacked(q, NULL);
+                if (cl->closing)
+                        return;
         }
         if (n <= 0)
                 client_free(cl);
@@ -178,36 +256,19 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 /* Only root and members of the control group may use the socket. Why this
  * is safe: the kernel reports the peer's credentials and groups, and the
  * socket file's own mode (0660, root:group) already keeps others out. */
-static bool peer_allowed(int fd, gid_t group)
+static bool peer_allowed(const struct peercred *pc, gid_t group)
 {
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        gid_t groups[256];
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return false;
-        if (cred.uid == 0)
+        if (pc->uid == 0)
                 return true;
-        if (group == (gid_t)-1)
-                return false;
-        if (cred.gid == group)
-                return true;
-        len = sizeof groups;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
-                return false;
-        for (size_t i = 0; i < len / sizeof *groups; i++)
-                if (groups[i] == group)
-                        return true;
-        return false;
+        return group != (gid_t)-1 && peercred_in_group(pc, group);
 }
 
-static void refuse(int fd, const char *socket_path, const char *group)
+/* One error frame, then the connection closes. */
+static void refuse(int fd, int code, const char *msg)
 {
-        char msg[512];
-        snprintf(msg, sizeof msg, "permission denied on %s: run as root or as a member of the %s group",
-                 socket_path, group);
         Gadget__Error err = GADGET__ERROR__INIT;
-        err.code = GADGET_EDENIED;
-        err.message = msg;
+        err.code = (uint32_t)code;
+        err.message = (char *)msg;
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
         r.error = &err;
@@ -215,36 +276,70 @@ static void refuse(int fd, const char *socket_path, const char *group)
         close(fd);
 }
 
-static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+static size_t conns_of(const struct control *c, uid_t uid)
 {
-        struct control *c = arg;
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-                return;
-        if (!peer_allowed(fd, c->d->group_gid)) {
-                log_msg(L_WARN, NULL, "refused a control connection from a user outside group %s", c->d->group);
-                refuse(fd, c->d->socket_path, c->d->group);
-                return;
+        size_t n = 0;
+        for (const struct client *cl = c->clients; cl; cl = cl->next)
+                n += cl->cred.uid == uid;
+        return n;
+}
+
+/* Why root always gets in: root's connections are counted apart from
+ * everyone else's, so no user can use up the slots root needs to stop
+ * her. Every other uid has max_per_user, and all of them together
+ * max_connections. 0 to admit, or the refusal sent and logged. */
+static int admit(struct control *c, int fd, const struct peercred *pc)
+{
+        char msg[512];
+        if (!peer_allowed(pc, c->d->group_gid)) {
+                refusal(c, REF_GROUP, "refused a control connection from uid %u (pid %d): not in group %s",
+                        (unsigned)pc->uid, (int)pc->pid, c->d->group);
+                snprintf(msg, sizeof msg, "permission denied on %s: run as root or as a member of the %s group",
+                         c->d->socket_path, c->d->group);
+                refuse(fd, GADGET_EDENIED, msg);
+                return -EPERM;
         }
+        if (pc->uid == 0 ? c->n_root >= c->lim.max_connections : c->n_users >= c->lim.max_connections) {
+                refusal(c, REF_TOTAL, "refused a control connection from uid %u (pid %d): %u connections open "
+                        "(ControlMaxConnections)", (unsigned)pc->uid, (int)pc->pid, c->lim.max_connections);
+                refuse(fd, GADGET_EBUSY, "gadgetd is busy: too many control connections, try again later");
+                return -EBUSY;
+        }
+        if (pc->uid != 0 && conns_of(c, pc->uid) >= c->lim.max_per_user) {
+                refusal(c, REF_USER, "refused a control connection from uid %u (pid %d): it has %u open "
+                        "(ControlMaxConnectionsPerUser)", (unsigned)pc->uid, (int)pc->pid, c->lim.max_per_user);
+                snprintf(msg, sizeof msg, "busy: uid %u has %u control connections open, the most one user "
+                         "may have; close one", (unsigned)pc->uid, c->lim.max_per_user);
+                refuse(fd, GADGET_EBUSY, msg);
+                return -EBUSY;
+        }
+        return 0;
+}
+
+static void add_client(struct control *c, int fd, const struct peercred *pc)
+{
         struct client *cl = calloc(1, sizeof *cl);
-        if (!cl || c->n_clients >= MAX_CLIENTS || !(cl->rd = malloc(sizeof *cl->rd)) ||
-            !(cl->wr = malloc(sizeof *cl->wr))) {
-                if (cl) {
+        if (!cl || !(cl->rd = malloc(sizeof *cl->rd)) || !(cl->wr = malloc(sizeof *cl->wr))) {
+                if (cl)
                         free(cl->rd);
-                        free(cl);
-                }
+                free(cl);
                 close(fd);
                 return;
         }
         cl->ctl = c;
         cl->fd = fd;
+        cl->cred = *pc;
         wire_reader_init(cl->rd, WIRE_MAX_FRAME);
-        wire_writer_init(cl->wr, CLIENT_QUEUE);
+        /* The writer's own cap: queue_bytes waiting plus one whole frame. */
+        wire_writer_init(cl->wr, c->lim.queue_bytes + WIRE_MAX_FRAME);
         cl->ev_read = event_new(c->d->base, fd, EV_READ | EV_PERSIST, read_cb, cl);
-        cl->ev_write = event_new(c->d->base, fd, EV_WRITE, flush_cb, cl);
+        cl->ev_write = event_new(c->d->base, fd, EV_WRITE, write_cb, cl);
         cl->next = c->clients;
         c->clients = cl;
-        c->n_clients++;
+        if (pc->uid == 0)
+                c->n_root++;
+        else
+                c->n_users++;
         if (!cl->ev_read || !cl->ev_write || event_add(cl->ev_read, NULL) < 0)
                 client_free(cl);
 }
@@ -275,15 +370,55 @@ static int remove_stale(const struct sockaddr_un *sa)
         return e;
 }
 
-int control_open(struct daemon *d, struct control **out)
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        event_add(c->ev_accept, NULL);
+}
+
+/* Why a pause: at the fd limit (EMFILE) the pending connection stays in
+ * the queue and the socket stays readable, so accepting again at once
+ * would spin; the listener sleeps BACKOFF_MS instead. */
+static void accept_failed(struct control *c, int err)
+{
+        struct timeval tv = { .tv_sec = BACKOFF_MS / 1000, .tv_usec = (BACKOFF_MS % 1000) * 1000 };
+        refusal(c, REF_ACCEPT, "control socket: cannot accept: %s; not accepting for %d ms", strerror(err),
+                BACKOFF_MS);
+        event_del(c->ev_accept);
+        evtimer_add(c->ev_resume, &tv);
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+        struct control *c = arg;
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+                struct peercred pc;
+                int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                                accept_failed(c, errno);
+                        return;
+                }
+                if (peercred_get(fd, &pc) < 0) {
+                        close(fd);
+                        continue;
+                }
+                if (admit(c, fd, &pc) == 0)
+                        add_client(c, fd, &pc);
+        }
+}
+
+int control_open(struct daemon *d, const struct control_limits *lim, struct control **out)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control *c = calloc(1, sizeof *c);
+        struct timeval every;
         int e;
 
         if (!c)
                 return -ENOMEM;
         c->d = d;
+        c->lim = *lim;
         /* Socket activation: systemd made the socket (mode and group from
          * gadgetd.socket) and keeps it across restarts of gadgetd. */
         if ((c->fd = notify_listen_fd()) >= 0) {
@@ -318,8 +453,12 @@ int control_open(struct daemon *d, struct control **out)
             listen(c->fd, 128) < 0)
                 goto fail;
 listening:
+        every = (struct timeval){ .tv_sec = FLUSH_MS / 1000 };
         c->ev_accept = event_new(d->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
-        if (!c->ev_accept || event_add(c->ev_accept, NULL) < 0) {
+        c->ev_resume = evtimer_new(d->base, resume_cb, c);
+        c->ev_flush = event_new(d->base, -1, EV_PERSIST, flush_cb, c);
+        if (!c->ev_accept || !c->ev_resume || !c->ev_flush || event_add(c->ev_accept, NULL) < 0 ||
+            event_add(c->ev_flush, &every) < 0) {
                 errno = ENOMEM;
                 goto fail;
         }
@@ -329,6 +468,12 @@ fail:
         e = -errno;
         if (c->fd >= 0)
                 close(c->fd);
+        if (c->ev_accept)
+                event_free(c->ev_accept);
+        if (c->ev_resume)
+                event_free(c->ev_resume);
+        if (c->ev_flush)
+                event_free(c->ev_flush);
         free(c);
         return e;
 }
@@ -341,6 +486,10 @@ void control_free(struct control *c)
                 client_free(c->clients);
         if (c->ev_accept)
                 event_free(c->ev_accept);
+        if (c->ev_resume)
+                event_free(c->ev_resume);
+        if (c->ev_flush)
+                event_free(c->ev_flush);
         close(c->fd);
         if (!c->activated)
                 unlink(c->d->socket_path);

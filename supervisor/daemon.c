@@ -23,6 +23,8 @@
 #include "instance.h"
 #include "log.h"
 #include "notify.h"
+#include "loader.h"
+#include "peercred.h"
 #include "policy.h"
 #include "run.h"
 #include "unit.h"
@@ -35,34 +37,6 @@ struct unit *daemon_find(struct daemon *d, const char *name)
                 if (strcmp(u->policy->name, name) == 0)
                         return u;
         return NULL;
-}
-
-/* FNV-1a of a file's bytes: tells a changed policy file at reload. */
-static int file_hash(const char *path, uint64_t *out)
-{
-        char buf[8192];
-        uint64_t h = 1469598103934665603ull;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-        if (fd < 0)
-                return -errno;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
-                for (ssize_t i = 0; i < n; i++)
-                        h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
-        close(fd);
-        if (n < 0)
-                return -errno;
-        *out = h;
-        return 0;
-}
-
-/* All of a policy's errors as lines in msg. */
-static void join_errors(const struct policy_errors *errs, char *msg, size_t len)
-{
-        size_t o = 0;
-        msg[0] = '\0';
-        for (size_t i = 0; i < errs->n && o < len; i++)
-                o += (size_t)snprintf(msg + o, len - o, "%s%s", i ? "\n" : "", errs->msgs[i]);
 }
 
 static void unit_unlink(struct daemon *d, struct unit *u)
@@ -83,23 +57,12 @@ static void replace_policy(struct unit *u, struct policy *p, uint64_t hash)
         unit_restart(u);
 }
 
-/* Loads path; what tells the caller what happened. */
-static int load_file(struct daemon *d, const char *path, bool from_dir, enum daemon_reload_what *what,
-                     char **name, char *msg, size_t len)
+/* Installs policy p (taken over) of hash: loads, restarts or leaves its
+ * gadget; what tells the caller what happened. */
+static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_dir,
+                   enum daemon_reload_what *what, char **name, char *msg, size_t len)
 {
-        struct policy *p = NULL;
-        struct policy_errors errs = { 0 };
-        uint64_t hash;
-        int e = file_hash(path, &hash);
-        if (e < 0) {
-                snprintf(msg, len, "%s: cannot read: %s", path, strerror(-e));
-                return e;
-        }
-        if ((e = policy_load(path, &p, &errs)) < 0) {
-                join_errors(&errs, msg, len);
-                policy_errors_clear(&errs);
-                return e;
-        }
+        const char *path = p->path;
         struct unit *u = daemon_find(d, p->name);
         if (name)
                 *name = strdup(p->name);
@@ -143,10 +106,37 @@ static int load_file(struct daemon *d, const char *path, bool from_dir, enum dae
         return 0;
 }
 
-int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len)
+/* A load request's file has been read: install it, answer the caller. */
+struct load_req {
+        struct daemon *d;
+        daemon_load_fn *done;
+        void *arg;
+};
+
+static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const char *msg)
 {
+        struct load_req *r = arg;
+        char out[8192];
+        char *name = NULL;
         enum daemon_reload_what what;
-        return load_file(d, path, false, &what, name, msg, len);
+        if (err >= 0)
+                err = install(r->d, p, hash, false, &what, &name, out, sizeof out);
+        r->done(r->arg, err, name, err < 0 && !p ? msg : out);
+        free(name);
+        free(r);
+}
+
+int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, daemon_load_fn *done,
+                void *arg)
+{
+        struct load_req *r = malloc(sizeof *r);
+        int e;
+        if (!r)
+                return -ENOMEM;
+        *r = (struct load_req){ .d = d, .done = done, .arg = arg };
+        if ((e = loader_start(d, path, cred, load_read, r)) < 0)
+                free(r);
+        return e;
 }
 
 static bool is_policy_name(const char *f)
@@ -196,7 +186,12 @@ void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg)
         for (size_t i = 0; i < n; i++) {
                 enum daemon_reload_what what = RELOAD_ERROR;
                 char *name = NULL;
-                if (load_file(d, files[i], true, &what, &name, msg, sizeof msg) < 0) {
+                struct policy *p = NULL;
+                uint64_t hash = 0;
+                int e = loader_read(files[i], NULL, true, &p, &hash, msg, sizeof msg);
+                if (e >= 0)
+                        e = install(d, p, hash, true, &what, &name, msg, sizeof msg);
+                if (e < 0) {
                         log_msg(L_ERR, NULL, "%s", msg);
                         what = RELOAD_ERROR;
                 }
@@ -492,12 +487,12 @@ static int setup(struct daemon *d)
                 log_msg(L_ERR, NULL, "systemd notifications: %s", strerror(-e));
                 return e;
         }
-        if ((e = control_open(d, &d->control)) < 0) {
+        if ((e = control_open(d, &d->control_limits, &d->control)) < 0) {
                 log_msg(L_ERR, NULL, "control socket %s: %s", d->socket_path, strerror(-e));
                 return e;
         }
         if (d->gateway_listen &&
-            (e = gateway_open(d, d->gateway_listen, d->gateway_token_file, &d->gateway)) < 0)
+            (e = gateway_open(d, d->gateway_listen, d->gateway_token_file, &d->gateway_limits, &d->gateway)) < 0)
                 return e;
         audit_listen(d->audit, audit_added, d);
         return 0;
@@ -508,6 +503,7 @@ static void teardown(struct daemon *d)
         daemon_core_close(d);
         gateway_free(d->gateway);  /* after the units: their pending calls were answered */
         control_free(d->control);
+        loader_close(&d->loader);
         notify_free(d->notify);
         struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
@@ -544,6 +540,9 @@ int daemon_main(int argc, char **argv)
         d.gateway_token_file = cfg.gateway_token_file;
         d.http_requests_max = cfg.http_requests_max;
         d.audit_cfg = cfg.audit;
+        d.control_limits = cfg.control;
+        d.loader.max = cfg.control_max_loads;
+        d.gateway_limits = cfg.gateway;
         d.base = event_base_new();
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);

@@ -9,14 +9,18 @@
 #include <event2/event.h>
 
 #include "audit.h"
+#include "control.h"
 #include "filter.h"
+#include "gateway.h"
 #include "limiter.h"
+#include "loader.h"
 #include "spare.h"
 #include "spawn.h"
 #include "uidpool.h"
 
 struct unit;
 struct control;
+struct peercred;
 
 struct daemon {
         struct event_base *base;
@@ -41,6 +45,9 @@ struct daemon {
         int socket_lock;           /* SOCKET.lock, or -1 (the daemon only) */
         struct unit *units;        /* every loaded gadget */
         struct control *control;
+        struct loader loader;      /* policy files being read for load requests */
+        struct control_limits control_limits;  /* [Daemon] ControlMaxConnections=, ... */
+        struct gateway_limits gateway_limits;  /* [Gateway] MaxConnections=, HeaderTimeout= */
         const char *gateway_listen;      /* [Gateway] Listen=, NULL: no gateway */
         const char *gateway_token_file;  /* [Gateway] TokenFile= */
         struct gateway *gateway;         /* the browser gateway, if configured */
@@ -61,10 +68,16 @@ typedef void daemon_reload_fn(void *arg, enum daemon_reload_what what, const cha
 
 int daemon_main(int argc, char **argv);
 struct unit *daemon_find(struct daemon *d, const char *name);
+/* The end of a load: 0 with the gadget's name and a summary in msg, or
+ * -errno with every error in msg ("FILE:LINE: ..." lines). */
+typedef void daemon_load_fn(void *arg, int err, const char *name, const char *msg);
 /* Loads one policy file and starts its gadget; a loaded gadget of the same
- * file is restarted if the file changed. Returns 0 with a summary in msg,
- * or -errno with every error in msg ("FILE:LINE: ..." lines). */
-int daemon_load(struct daemon *d, const char *path, char **name, char *msg, size_t len);
+ * file is restarted if the file changed. The file is read off the loop
+ * with cred's rights (NULL: gadgetd's), and for a cred other than root the
+ * messages show no text of the file. done runs later, on the loop. 0,
+ * -EBUSY if cred's user has as many loads in flight as it may, -errno. */
+int daemon_load(struct daemon *d, const char *path, const struct peercred *cred, daemon_load_fn *done,
+                void *arg);
 /* Re-reads the policy directory: new files start, removed ones stop,
  * changed ones restart, unchanged ones stay. */
 void daemon_reload(struct daemon *d, daemon_reload_fn *note, void *arg);

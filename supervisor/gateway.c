@@ -287,7 +287,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
         ok = secret_equal(g->token, g->token_len, tok, strlen(tok));
         evhttp_clear_headers(&q);
         if (!ok) {
-                log_msg(L_WARN, NULL, "gateway: refused a login with a wrong token");
+                gateway_refusal(g, GW_REF_TOKEN, "gateway: refused a login with a wrong token");
                 gateway_send_error(req, 401, "unauthorized", "wrong token");
                 return true;
         }
@@ -385,11 +385,12 @@ static void on_request(struct evhttp_request *req, void *arg)
         const char *why = foreign(g, req);
         char esc[200];
 
+        gateway_conn_request(g, req);
         if (!path || path[0] != '/')
                 path = "/";
         if (why) {
-                log_msg(L_WARN, NULL, "gateway: refused %s: %s",
-                        log_escape(path, strlen(path), esc, sizeof esc), why);
+                gateway_refusal(g, GW_REF_FOREIGN, "gateway: refused %s: %s",
+                                log_escape(path, strlen(path), esc, sizeof esc), why);
                 gateway_send_error(req, 403, "forbidden", "%s", why);
         } else if (strcmp(path, "/") == 0 && query && evhttp_request_get_command(req) == EVHTTP_REQ_GET &&
                    login(g, req, query)) {
@@ -397,8 +398,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         } else if (!authorized(g, req)) {
                 /* Why before routing: without the token nothing, not even
                  * which paths exist, is told. */
-                log_msg(L_WARN, NULL, "gateway: refused %s: no valid token",
-                        log_escape(path, strlen(path), esc, sizeof esc));
+                gateway_refusal(g, GW_REF_TOKEN, "gateway: refused %s: no valid token",
+                                log_escape(path, strlen(path), esc, sizeof esc));
                 evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                                   "Bearer realm=\"gadgetd\"");
                 gateway_send_error(req, 401, "unauthorized",
@@ -458,13 +459,16 @@ static int listen_on(const char *listen_str, int *out)
         return 0;
 }
 
-int gateway_open(struct daemon *d, const char *listen_str, const char *token_file, struct gateway **out)
+int gateway_open(struct daemon *d, const char *listen_str, const char *token_file,
+                 const struct gateway_limits *lim, struct gateway **out)
 {
         struct gateway *g = calloc(1, sizeof *g);
+        struct evhttp_bound_socket *bound;
         int fd = -1, e;
         if (!g)
                 return -ENOMEM;
         g->d = d;
+        g->lim = *lim;
         if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
                 goto fail;
         if ((e = random_hex(g->session, GATEWAY_SESSION_BYTES)) < 0) {
@@ -487,12 +491,14 @@ int gateway_open(struct daemon *d, const char *listen_str, const char *token_fil
         evhttp_set_default_content_type(g->http, "text/plain; charset=utf-8");
         evhttp_set_flags(g->http, EVHTTP_SERVER_LINGERING_CLOSE);
         evhttp_set_gencb(g->http, on_request, g);
-        if (!evhttp_accept_socket_with_handle(g->http, fd)) {
+        if (!(bound = evhttp_accept_socket_with_handle(g->http, fd))) {
                 close(fd);
                 fd = -1;
                 e = -ENOMEM;
                 goto fail;
         }
+        if ((e = gateway_conn_setup(g, bound)) < 0)
+                goto fail;
         log_msg(L_INFO, NULL, "gateway: listening on http://%s/", g->hosts[0]);
         *out = g;
         return 0;
@@ -508,8 +514,10 @@ void gateway_free(struct gateway *g)
         if (!g)
                 return;
         gateway_api_orphan(g);
+        g->lev = NULL; /* evhttp_free frees it before the connections */
         if (g->http)
                 evhttp_free(g->http);
+        gateway_conn_free(g);
         if (g->token) {
                 explicit_bzero(g->token, g->token_len);
                 free(g->token);

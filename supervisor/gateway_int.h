@@ -5,14 +5,31 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <event2/http.h>
 
 #include "gateway.h"
+#include "ratelog.h"
 
 #define GATEWAY_SESSION_BYTES 32
 #define GATEWAY_COOKIE "gadgetd_session"
 
 struct gateway_call;
+struct bufferevent;
+struct evconnlistener;
+
+/* One connection evhttp accepted (see gateway_conn.c). */
+struct gateway_conn {
+        struct bufferevent *bev;     /* evhttp's (ours referenced until evcon is known) */
+        struct evhttp_connection *evcon; /* NULL until the fresh event has seen it */
+        uint64_t since_ms;           /* accepted, or its last reply completed */
+        unsigned busy;               /* requests read and not yet answered */
+        bool refuse;                 /* over MaxConnections: closed at once */
+        bool cut;                    /* shut down, evhttp will free it */
+};
+
+/* What the gateway logs at most once per window, with a count. */
+enum gateway_refusal { GW_REF_TOKEN, GW_REF_FOREIGN, GW_REF_FULL, GW_REF_DEADLINE, GW_REF_N };
 
 struct gateway {
         struct daemon *d;
@@ -24,7 +41,25 @@ struct gateway {
         char session[2 * GATEWAY_SESSION_BYTES + 1];
         char hosts[2][80];           /* Host header values accepted: "127.0.0.1:PORT", "localhost:PORT" */
         struct gateway_call *calls;  /* API calls waiting for their gadget */
+        struct gateway_limits lim;
+        struct evconnlistener *lev;  /* evhttp's listener */
+        struct event *ev_sweep, *ev_fresh;
+        struct gateway_conn *conns;
+        size_t n_conns, cap_conns;
+        bool paused;                 /* listener off: MaxConnections open */
+        struct ratelog rl[GW_REF_N];
 };
+
+/* Counts evhttp's connections (bevcb), pauses the listener at
+ * MaxConnections or on EMFILE, closes connections past HeaderTimeout. */
+int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound);
+void gateway_conn_free(struct gateway *g);
+/* A request was read on its connection: it is busy until answered. */
+void gateway_conn_request(struct gateway *g, struct evhttp_request *req);
+/* Logs a refusal of kind k now, or counts it for one line per window;
+ * fmt NULL only reports a closed window's count. */
+void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /* Sends a response with the headers every response carries (nosniff,
  * no-referrer, no-store, ...) plus content_type; body may be NULL. */

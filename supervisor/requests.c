@@ -34,16 +34,33 @@ static void fill_info(Control__GadgetInfo *gi, struct unit *u)
         gi->start_us = u->start_us;
 }
 
+static void load_done(void *arg, int e, const char *name, const char *msg)
+{
+        struct client_call *c = arg;
+        uint64_t id = c->id;
+        struct client *cl = client_call_end(c);
+        if (!cl)
+                return;
+        if (e < 0)
+                client_error(cl, id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", msg);
+        else
+                client_done(cl, id, "%s", msg);
+}
+
+/* The file is read off the loop, as the requesting user (daemon_load). */
 static void on_load(struct client *cl, const Control__Request *q)
 {
-        char err[8192];
-        char *name = NULL;
-        int e = daemon_load(client_daemon(cl), q->load->path, &name, err, sizeof err);
-        if (e < 0)
-                client_error(cl, q->id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", err);
+        struct client_call *c = client_call_new(cl, q->id);
+        int e = c ? daemon_load(client_daemon(cl), q->load->path, &cl->cred, load_done, c) : -ENOMEM;
+        if (e == 0)
+                return;
+        if (c)
+                client_call_end(c);
+        if (e == -EBUSY)
+                client_error(cl, q->id, GADGET_EBUSY, "busy: uid %u has as many policy loads in progress as it "
+                             "may (ControlMaxLoads); try again when they end", (unsigned)cl->cred.uid);
         else
-                client_done(cl, q->id, "%s", err);
-        free(name);
+                client_error(cl, q->id, GADGET_EINTERNAL, "cannot load: %s", strerror(-e));
 }
 
 static void on_stop(struct client *cl, const Control__Request *q)

@@ -113,7 +113,8 @@ def hostile_case(mode, why):
             start = time.time()
             r = d.ctl("call", "good", "echo", '"still here"')
             check(r.stdout.strip() == '"still here"', "the good gadget: %r" % r.stderr)
-            check(time.time() - start < 2, "the good gadget answered slowly")
+            # A stall, not a speed: latency under attack is bench/'s to measure.
+            check(time.time() - start < 30, "the good gadget answered only after %.1f s" % (time.time() - start))
     t.__name__ = "hostile_" + mode.replace("-", "_")
     test(t)
 

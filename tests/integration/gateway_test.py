@@ -54,7 +54,7 @@ def token_required(tmp):
         status, _, _ = g.request("GET", "/api/gadgets")
         check(status == 200, "the right token refused: %d" % status)
         check(g.call("counter", "increment")[0] == 200, "call with the token")
-        check('gateway: refused "/api/gadgets": no valid token' in g.logtext(), "refusals not logged")
+        check('gateway: refused "/": no valid token' in g.logtext(), "refusals not logged")
         check(g.token not in g.logtext(), "the token reached gadgetd's log")
 
 

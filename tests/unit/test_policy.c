@@ -815,6 +815,41 @@ static void test_load(void)
         policy_errors_clear(&e);
 }
 
+/* POLICY_REDACT: the same errors at the same lines, without the file's
+ * text (names, values, keys), numbers kept. */
+static void test_redact(void)
+{
+        struct policy *p = SENTINEL;
+        struct policy_errors e = { 0 };
+        uint64_t hash = 0;
+        int fd = open("../policies/bad.policy", POLICY_OPEN_FLAGS);
+        int r = policy_load_fd(fd, "bad.policy", POLICY_REDACT, &p, &e, &hash);
+        static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "Target", "API", "http" };
+        static const unsigned lines[] = { 3, 4, 5, 6, 9, 8, 12 };
+
+        CHECK(fd >= 0 && r == -EINVAL && p == SENTINEL && e.n == 7, "bad.policy refused, redacted (%zu)", e.n);
+        for (size_t i = 0; i < e.n && i < 7; i++) {
+                char prefix[64];
+                bool clean = true;
+                snprintf(prefix, sizeof(prefix), "bad.policy:%u: ", lines[i]);
+                for (size_t k = 0; k < sizeof(secret) / sizeof(*secret); k++)
+                        clean = clean && !strstr(e.msgs[i], secret[k]);
+                CHECK(strncmp(e.msgs[i], prefix, strlen(prefix)) == 0 && clean, "redacted: %s", e.msgs[i]);
+        }
+        CHECK(e.n == 7 && strstr(e.msgs[6], "(first on line 8)"), "numbers are kept");
+        policy_errors_clear(&e);
+        if (fd >= 0)
+                close(fd);
+
+        fd = open("../policies/good.policy", POLICY_OPEN_FLAGS);
+        r = policy_load_fd(fd, "good.policy", POLICY_REDACT, &p, &e, &hash);
+        CHECK(r == 0 && p != SENTINEL && hash != 0, "a good policy loads redacted, with its hash");
+        if (r == 0)
+                policy_free(p);
+        if (fd >= 0)
+                close(fd);
+}
+
 static void test_misc(void)
 {
         policy_free(NULL);
@@ -869,6 +904,7 @@ int main(void)
         test_quoting();
         test_many_errors();
         test_load();
+        test_redact();
         test_misc();
         test_http_limits();
         test_budgets();

@@ -1,0 +1,240 @@
+/* gateway_conn: what the gateway's connections may cost gadgetd — how
+ * many are open, how long each may take to send a request, and what the
+ * listener does when gadgetd is out of file descriptors. evhttp accepts
+ * and speaks HTTP; this file counts its connections through the
+ * bufferevent evhttp asks us for (evhttp_set_bevcb) and closes the ones
+ * over their budget. */
+#include "gateway_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define SWEEP_MS 250             /* how often deadlines and closed connections are looked at */
+#define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
+
+/* One line now, or counted into the window's summary line. */
+void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)
+{
+        static const char *const what[GW_REF_N] = {
+                [GW_REF_TOKEN] = "gateway requests refused without a valid token",
+                [GW_REF_FOREIGN] = "gateway requests refused from another origin or host",
+                [GW_REF_FULL] = "gateway connections refused: MaxConnections reached",
+                [GW_REF_DEADLINE] = "gateway connections closed: no request within HeaderTimeout",
+        };
+        char msg[512];
+        va_list ap;
+        uint64_t now = ratelog_now_ms(), n = ratelog_flush(&g->rl[k], now);
+        if (n)
+                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n, what[k],
+                        RATELOG_WINDOW_MS / 1000);
+        if (!fmt || !ratelog_allow(&g->rl[k], now))
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        log_msg(L_WARN, NULL, "%s (more like it: one line per %d s)", msg, RATELOG_WINDOW_MS / 1000);
+}
+
+static struct gateway_conn *find(struct gateway *g, struct evhttp_request *req)
+{
+        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+        for (size_t i = 0; evcon && i < g->n_conns; i++)
+                if (g->conns[i].evcon == evcon)
+                        return &g->conns[i];
+        return NULL;
+}
+
+static void request_done(struct evhttp_request *req, void *arg)
+{
+        struct gateway_conn *c = find(arg, req);
+        if (c && c->busy) {
+                c->busy--;
+                c->since_ms = ratelog_now_ms();
+        }
+}
+
+void gateway_conn_request(struct gateway *g, struct evhttp_request *req)
+{
+        struct gateway_conn *c = find(g, req);
+        if (!c)
+                return;
+        c->busy++;
+        evhttp_request_set_on_complete_cb(req, request_done, g);
+}
+
+static void pause_listener(struct gateway *g)
+{
+        if (g->paused || !g->lev)
+                return;
+        g->paused = true;
+        evconnlistener_disable(g->lev);
+        gateway_refusal(g, GW_REF_FULL, "gateway: %u connections open (MaxConnections): not accepting "
+                        "more until some close", g->lim.max_connections);
+}
+
+static void resume_if_room(struct gateway *g)
+{
+        if (g->lev && g->paused && g->n_conns < g->lim.max_connections) {
+                g->paused = false;
+                evconnlistener_enable(g->lev);
+        }
+}
+
+/* evhttp frees a connection: it no longer counts. */
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+        struct gateway *g = arg;
+        for (size_t i = 0; i < g->n_conns; i++)
+                if (g->conns[i].evcon == evcon) {
+                        g->conns[i] = g->conns[--g->n_conns];
+                        break;
+                }
+        resume_if_room(g);
+}
+
+/* evhttp's bufferevent for a new connection: ours, so it is counted.
+ * evhttp makes the connection around it right after this returns; the
+ * fresh event then finds that connection (the bufferevent's callback
+ * argument) and asks evhttp to say when it frees it. Until then a
+ * reference of ours keeps the bufferevent, in case evhttp gives up on it
+ * at once. */
+static struct bufferevent *new_conn(struct event_base *base, void *arg)
+{
+        struct gateway *g = arg;
+        if (g->n_conns == g->cap_conns) {
+                size_t cap = g->cap_conns ? 2 * g->cap_conns : 64;
+                struct gateway_conn *nc = realloc(g->conns, cap * sizeof *nc);
+                if (!nc)
+                        return NULL;
+                g->conns = nc;
+                g->cap_conns = cap;
+        }
+        struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (!bev)
+                return NULL;
+        bufferevent_incref(bev);
+        bool over = g->n_conns >= g->lim.max_connections;
+        g->conns[g->n_conns++] = (struct gateway_conn){ .bev = bev, .since_ms = ratelog_now_ms(),
+                                                        .refuse = over };
+        if (g->n_conns >= g->lim.max_connections)
+                pause_listener(g);
+        event_active(g->ev_fresh, EV_TIMEOUT, 0);
+        return bev;
+}
+
+static void fresh_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct gateway *g = arg;
+        for (size_t i = 0; i < g->n_conns;) {
+                struct gateway_conn *c = &g->conns[i];
+                if (c->evcon) {
+                        i++;
+                        continue;
+                }
+                bufferevent_event_cb ecb;
+                void *evcon;
+                bufferevent_getcb(c->bev, NULL, NULL, &ecb, &evcon);
+                bufferevent_decref(c->bev);
+                if (!ecb || !evcon) {
+                        g->conns[i] = g->conns[--g->n_conns]; /* evhttp gave up on it */
+                        continue;
+                }
+                c->evcon = evcon;
+                evhttp_connection_set_closecb(c->evcon, conn_closed, g);
+                i++;
+        }
+        resume_if_room(g);
+}
+
+/* Ends a connection evhttp still holds: it reads end of file and frees it. */
+static void cut(struct gateway_conn *c)
+{
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        if (fd >= 0)
+                shutdown(fd, SHUT_RDWR);
+        c->cut = true;
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct gateway *g = arg;
+        uint64_t now = ratelog_now_ms();
+        size_t late = 0;
+        for (size_t i = 0; i < g->n_conns; i++) {
+                struct gateway_conn *c = &g->conns[i];
+                if (!c->evcon || c->cut)
+                        continue;
+                if (c->refuse) {
+                        cut(c);
+                } else if (!c->busy && now - c->since_ms >= g->lim.header_timeout_ms) {
+                        cut(c);
+                        late++;
+                }
+        }
+        if (late)
+                gateway_refusal(g, GW_REF_DEADLINE, "gateway: closed %zu connection%s that sent no complete "
+                                "request within HeaderTimeout=%llums", late, late == 1 ? "" : "s",
+                                (unsigned long long)g->lim.header_timeout_ms);
+        for (int k = 0; k < GW_REF_N; k++)
+                gateway_refusal(g, (enum gateway_refusal)k, NULL);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+        evconnlistener_enable(arg);
+}
+
+/* Why a pause: at the fd limit (EMFILE) the pending connection stays in
+ * the queue and the socket stays readable, so accepting again at once
+ * would spin (and libevent would log each failure); the listener sleeps
+ * BACKOFF_MS instead, logging at most one line per pause. The listener's
+ * callback argument is evhttp's, so this knows only the listener; if the
+ * gateway is full when it wakes, the next connection pauses it again. */
+static void accept_error(struct evconnlistener *lev, void *arg)
+{
+        int err = EVUTIL_SOCKET_ERROR();
+        struct timeval tv = { .tv_sec = 0, .tv_usec = BACKOFF_MS * 1000 };
+        evconnlistener_disable(lev);
+        log_msg(L_WARN, NULL, "gateway: cannot accept: %s; not accepting for %d ms", strerror(err), BACKOFF_MS);
+        if (event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT, resume_cb, lev, &tv) < 0)
+                evconnlistener_enable(lev);
+}
+
+int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound)
+{
+        struct timeval every = { .tv_sec = 0, .tv_usec = SWEEP_MS * 1000 };
+        g->lev = evhttp_bound_socket_get_listener(bound);
+        g->ev_sweep = event_new(g->d->base, -1, EV_PERSIST, sweep_cb, g);
+        g->ev_fresh = event_new(g->d->base, -1, 0, fresh_cb, g);
+        if (!g->lev || !g->ev_sweep || !g->ev_fresh || event_add(g->ev_sweep, &every) < 0)
+                return -ENOMEM;
+        evconnlistener_set_error_cb(g->lev, accept_error);
+        evhttp_set_bevcb(g->http, new_conn, g);
+        return 0;
+}
+
+/* After evhttp_free: every connection is gone; references are left only
+ * on connections the fresh event has not seen. */
+void gateway_conn_free(struct gateway *g)
+{
+        for (size_t i = 0; i < g->n_conns; i++)
+                if (!g->conns[i].evcon)
+                        bufferevent_decref(g->conns[i].bev);
+        free(g->conns);
+        g->conns = NULL;
+        g->n_conns = 0;
+        if (g->ev_sweep)
+                event_free(g->ev_sweep);
+        if (g->ev_fresh)
+                event_free(g->ev_fresh);
+        g->ev_sweep = g->ev_fresh = NULL;
+}

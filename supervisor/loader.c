@@ -1,0 +1,167 @@
+/* loader: a policy file read for `gadgetctl load`, in a thread, with the
+ * requesting user's rights. Why a thread: open() of a file on a FUSE
+ * mount its user serves, or on a hung network file system, can wait
+ * forever, and O_NONBLOCK does not help there; a thread may wait, the
+ * loop may not. */
+#include "loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <event2/event.h>
+
+#include "daemon.h"
+#include "policy.h"
+
+struct loader_job {
+        struct daemon *d;
+        char *path;
+        struct peercred cred;
+        bool as_user;            /* cred is the requester's (else gadgetd's own rights) */
+        int pipe[2];             /* the thread writes a byte when it is done */
+        struct event *ev;
+        pthread_t thread;
+        loader_done_fn *done;
+        void *arg;
+        /* Written by the thread before its byte, read by the loop after. */
+        int err;
+        struct policy *p;
+        uint64_t hash;
+        char msg[8192];
+        struct loader_job *next;
+};
+
+/* All of a policy's errors as lines in msg. */
+static void join_errors(const struct policy_errors *errs, char *msg, size_t len)
+{
+        size_t o = 0;
+        msg[0] = '\0';
+        for (size_t i = 0; i < errs->n && o < len; i++)
+                o += (size_t)snprintf(msg + o, len - o, "%s%s", i ? "\n" : "", errs->msgs[i]);
+}
+
+/* Why this is safe: a control-group member's load opens the file as that
+ * user (peercred_open), so gadgetd reads for her only what she could read
+ * herself; it opens without following a final symlink (unless follow) or
+ * waiting for a FIFO's writer, and reads only a regular file of at most 1 MiB
+ * (policy_load_fd). A user other than root gets messages without text of
+ * the file (POLICY_REDACT): gadgetd never shows her what it read. */
+int loader_read(const char *path, const struct peercred *cred, bool follow, struct policy **p, uint64_t *hash,
+                char *msg, size_t len)
+{
+        struct policy_errors errs = { 0 };
+        bool redact = cred && cred->uid != 0;
+        int flags = POLICY_OPEN_FLAGS | (follow ? 0 : O_NOFOLLOW);
+        int e, fd = cred ? peercred_open(cred, path, flags) : open(path, flags);
+        if (!cred && fd < 0)
+                fd = -errno;
+        if (fd < 0) {
+                snprintf(msg, len, "%s: cannot open: %s", path,
+                         fd == -ELOOP ? "a symbolic link (name the file it points to)" : strerror(-fd));
+                return fd;
+        }
+        e = policy_load_fd(fd, path, redact ? POLICY_REDACT : 0, p, &errs, hash);
+        close(fd);
+        if (e < 0)
+                join_errors(&errs, msg, len);
+        /* Parse errors ("FILE:LINE: ...") are the ones whose text is hidden. */
+        size_t n = strlen(path);
+        if (e < 0 && redact && strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] >= '0' &&
+            msg[n + 1] <= '9' && strlen(msg) + 80 < len)
+                strcat(msg, "\n(text of the file is not shown: `gadgetctl check FILE` shows it)");
+        policy_errors_clear(&errs);
+        return e;
+}
+
+static void *job_thread(void *arg)
+{
+        struct loader_job *j = arg;
+        j->err = loader_read(j->path, j->as_user ? &j->cred : NULL, false, &j->p, &j->hash, j->msg, sizeof j->msg);
+        /* The pipe holds this one byte: the write cannot block. */
+        if (write(j->pipe[1], "", 1) < 0)
+                abort();
+        return NULL;
+}
+
+static void job_free(struct loader_job *j)
+{
+        if (j->ev)
+                event_free(j->ev);
+        close(j->pipe[0]);
+        close(j->pipe[1]);
+        free(j->path);
+        free(j);
+}
+
+static void job_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct loader_job *j = arg;
+        struct loader *l = &j->d->loader;
+        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        for (struct loader_job **pp = &l->jobs; *pp; pp = &(*pp)->next)
+                if (*pp == j) {
+                        *pp = j->next;
+                        break;
+                }
+        j->done(j->arg, j->err, j->p, j->hash, j->msg);
+        job_free(j);
+}
+
+/* Why a budget: a job whose open() never returns holds its thread for
+ * good. One such job per user, and LOADER budget for all users but root,
+ * bound the threads anyone can strand; root's loads have their own. */
+static bool over_budget(const struct loader *l, uid_t uid)
+{
+        unsigned same = 0, others = 0;
+        for (const struct loader_job *j = l->jobs; j; j = j->next) {
+                same += j->cred.uid == uid;
+                others += j->cred.uid != 0;
+        }
+        return uid == 0 ? same >= l->max : same >= 1 || others >= l->max;
+}
+
+int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
+                 void *arg)
+{
+        struct loader *l = &d->loader;
+        struct loader_job *j;
+        int e;
+
+        if (over_budget(l, cred ? cred->uid : 0))
+                return -EBUSY;
+        if (!(j = calloc(1, sizeof *j)))
+                return -ENOMEM;
+        j->pipe[0] = j->pipe[1] = -1;
+        *j = (struct loader_job){ .d = d, .done = done, .arg = arg, .as_user = cred != NULL,
+                                  .pipe = { -1, -1 } };
+        if (cred)
+                j->cred = *cred;
+        if (!(j->path = strdup(path)) || pipe2(j->pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+            !(j->ev = event_new(d->base, j->pipe[0], EV_READ, job_done_cb, j)) || event_add(j->ev, NULL) < 0) {
+                e = -ENOMEM;
+                goto fail;
+        }
+        /* The thread takes no signals: they stay with the loop's thread. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = -pthread_create(&j->thread, NULL, job_thread, j);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (e < 0)
+                goto fail;
+        j->next = l->jobs;
+        l->jobs = j;
+        return 0;
+fail:
+        job_free(j);
+        return e;
+}
+
+void loader_close(struct loader *l)
+{
+        l->jobs = NULL; /* each is its thread's until it returns; gadgetd is ending */
+}

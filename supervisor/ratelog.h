@@ -1,0 +1,24 @@
+/* ratelog: "once per window, with a count" for log lines a party can
+ * cause at will (refused connections, requests without a token, accept
+ * failures). Pure code: the caller passes the time. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RATELOG_WINDOW_MS 10000
+
+struct ratelog {
+        uint64_t window_end_ms;  /* 0: no window open */
+        uint64_t suppressed;     /* events counted, not logged, in the window */
+};
+
+/* One event at now_ms. True if it opens a window and may be logged now;
+ * false if it falls in the open window and was only counted. Call
+ * ratelog_flush first, so a closed window's count is reported. */
+bool ratelog_allow(struct ratelog *r, uint64_t now_ms);
+/* The events counted in a window that has closed by now_ms (0 if none or
+ * still open); the count starts again at 0. */
+uint64_t ratelog_flush(struct ratelog *r, uint64_t now_ms);
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t ratelog_now_ms(void);

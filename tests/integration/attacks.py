@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Attacks on gadgetd's control socket and gateway, for the hostile-load
+tests (load/control.py, load/gateway.py) and for benchmarks: each is a
+subcommand, bounded in count and time, loopback or Unix socket only, and
+prints one line of counts ("key value ...") at the end.
+
+  attacks.py control-idle SOCK N HOLD_S      N idle connections, held HOLD_S s
+  attacks.py control-noread SOCK N REQS NAME N clients each pipelining REQS
+                                             `status NAME` and never reading
+  attacks.py control-load SOCK PATH          one raw `load PATH` request
+  attacks.py gateway-hold PORT N HOLD_S      N connections sending half a
+                                             request head, held HOLD_S s
+  attacks.py gateway-notoken PORT N          N requests without a token
+  attacks.py stall-open PATH HOLD_S          (root) every open() of PATH waits
+                                             up to HOLD_S s, as on a FUSE mount
+                                             whose server does not answer
+
+Run a control attack as another user with
+  setpriv --reuid=UID --regid=GID --clear-groups python3 attacks.py ...
+"""
+import json
+import os
+import resource
+import select
+import socket
+import struct
+import sys
+import time
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(num, payload):
+    """A length-delimited protobuf field."""
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def request(rid, kind, name=None):
+    """A control.Request: kind is the oneof field number (2 load, 6 status, 5 list)."""
+    body = field(1, name.encode()) if name is not None else b""
+    msg = varint(1 << 3) + varint(rid) + field(kind, body)
+    return struct.pack("<I", len(msg)) + msg
+
+
+def parse(buf):
+    """{field number: [values]} of one protobuf message (varints and bytes)."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(buf, i)
+        elif wt == 2:
+            n, i = read_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.setdefault(num, []).append(v)
+    return out
+
+
+def read_varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def answer(s, timeout=10):
+    """One control.Response: {"kind": "error"/"done"/..., "code", "message"} or None at EOF."""
+    s.settimeout(timeout)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
+        chunk = s.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    m = parse(data[4:4 + struct.unpack("<I", data[:4])[0]])
+    if 2 in m:
+        sub = parse(m[2][0])
+        return {"kind": "error", "code": sub.get(1, [0])[0], "message": sub.get(2, [b""])[0].decode(errors="replace")}
+    if 3 in m:
+        sub = parse(m[3][0])
+        return {"kind": "done", "message": sub.get(1, [b""])[0].decode(errors="replace")}
+    return {"kind": "other"}
+
+
+def connect_unix(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+
+
+def refused(socks, wait=1.0):
+    """How many of socks gadgetd answered at once (a refusal) or closed."""
+    time.sleep(wait)
+    poll = select.poll()
+    for s in socks:
+        poll.register(s, select.POLLIN)
+    return len(poll.poll(0))
+
+
+def control_idle(path, n, hold):
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(connect_unix(path))
+        except OSError:
+            break  # the listen queue is full: gadgetd is not accepting
+    ref = refused(socks)
+    print("connected %d accepted %d refused %d" % (len(socks), len(socks) - ref, ref), flush=True)
+    end = time.time() + hold
+    while time.time() < end:
+        if select.select([sys.stdin], [], [], 0.2)[0] and not sys.stdin.read(1):
+            break  # the test closed our stdin: the attack is over
+    for s in socks:
+        s.close()
+
+
+def control_noread(path, n, reqs, name, limit_s=20):
+    """n clients each sending up to reqs `status NAME` requests, 500 at a
+    time, reading nothing; a client counts as dropped once a send fails
+    because gadgetd closed it."""
+    socks = []
+    for _ in range(n):
+        try:
+            s = connect_unix(path)
+        except OSError:
+            break
+        s.setblocking(False)
+        socks.append(s)
+    chunk = b"".join(request(i + 1, 6, name) for i in range(500))
+    left = {s: reqs for s in socks}
+    dropped, sent = set(), 0
+    end = time.time() + limit_s
+    while time.time() < end and len(dropped) < len(socks):
+        for s in socks:
+            if s in dropped:
+                continue
+            try:
+                k = s.send(chunk if left[s] > 0 else request(1, 5))
+                sent += k
+                left[s] -= 500
+            except BlockingIOError:
+                pass
+            except OSError:
+                dropped.add(s)  # EPIPE, ECONNRESET: gadgetd closed it
+        time.sleep(0.05)
+    print("connections %d sent_bytes %d dropped %d" % (len(socks), sent, len(dropped)), flush=True)
+    for s in socks:
+        s.close()
+
+
+def control_load(path, policy_path):
+    s = connect_unix(path)
+    s.sendall(request(1, 2, policy_path))
+    t = time.time()
+    a = answer(s, timeout=60)
+    a = a or {"kind": "eof"}
+    a["seconds"] = round(time.time() - t, 3)
+    print(json.dumps(a), flush=True)
+
+
+def gateway_hold(port, n, hold):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 64)), hard))
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        except OSError:
+            s.close()
+            break
+        socks.append(s)
+    time.sleep(0.3)
+    for s in socks:
+        try:
+            s.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the end of the head
+        except OSError:
+            pass
+    closed = set()
+    poll = select.poll()
+    byfd = {s.fileno(): s for s in socks}
+    for fd in byfd:
+        poll.register(fd, select.POLLIN)
+    end = time.time() + hold
+    while time.time() < end:
+        for fd, _ in poll.poll(200):
+            try:
+                data = byfd[fd].recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                closed.add(fd)
+                poll.unregister(fd)
+    print("opened %d closed %d" % (len(socks), len(closed)), flush=True)
+    for s in socks:
+        s.close()
+
+
+def gateway_notoken(port, n):
+    statuses = {}
+    s = None
+    for _ in range(n):
+        try:
+            if s is None:
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET /api/gadgets HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise OSError("closed")
+                head += chunk
+            status = int(head.split(b" ", 2)[1])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:
+                body += s.recv(65536)
+        except OSError:
+            status = "closed"
+            if s:
+                s.close()
+            s = None
+        statuses[status] = statuses.get(status, 0) + 1
+    print(" ".join("status_%s %d" % kv for kv in sorted(statuses.items(), key=str)), flush=True)
+
+
+def stall_open(path, hold):
+    """A fanotify permission mark on path that is never answered: each
+    open() of it waits until this ends (then the kernel allows it)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fan_class_content, fan_mark_add, fan_open_perm, at_fdcwd = 0x4, 0x1, 0x10000, -100
+    fd = libc.fanotify_init(fan_class_content | 0x1, os.O_RDONLY)  # FAN_CLOEXEC
+    if fd < 0 or libc.fanotify_mark(fd, fan_mark_add, ctypes.c_uint64(fan_open_perm), at_fdcwd,
+                                    path.encode()) < 0:
+        print("error %d" % ctypes.get_errno(), flush=True)
+        return 1
+    print("stalling 1", flush=True)
+    end = time.time() + hold
+    while time.time() < end:
+        if select.select([sys.stdin], [], [], 0.2)[0] and not sys.stdin.read(1):
+            break
+    os.close(fd)
+    return 0
+
+
+def main(argv):
+    cmd, args = argv[1], argv[2:]
+    if cmd == "control-idle":
+        control_idle(args[0], int(args[1]), float(args[2]))
+    elif cmd == "control-noread":
+        control_noread(args[0], int(args[1]), int(args[2]), args[3])
+    elif cmd == "control-load":
+        control_load(args[0], args[1])
+    elif cmd == "gateway-hold":
+        gateway_hold(int(args[0]), int(args[1]), float(args[2]))
+    elif cmd == "gateway-notoken":
+        gateway_notoken(int(args[0]), int(args[1]))
+    elif cmd == "stall-open":
+        return stall_open(args[0], float(args[1]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,247 @@
+"""The control socket's clients against gadgetd (issue items 10 and 12): a
+member of the control group holding connections, clients that never read
+their answers, and `load` of files the member may not read or that would
+hold gadgetd (FIFO, /dev/zero, a symlink, 2 MiB). The attacks are
+attacks.py subcommands (see there to run one by hand or in a benchmark)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import harness
+from harness import Daemon, Healthy, check, fd_count, policy, rss_kib, test, wait_for
+
+ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
+
+
+def sanitized(pid):
+    """Under AddressSanitizer, whose quarantine keeps freed memory
+    resident, RSS bounds are not checked (they hold for the normal build)."""
+    return "libasan" in open("/proc/%d/maps" % pid).read()
+
+
+def rss_growth(pid, rss0):
+    """RSS above rss0 in KiB (0 when sanitized)."""
+    return 0 if sanitized(pid) else rss_kib(pid) - rss0
+NOBODY = (65534, 65534)  # in group nogroup: gadgetd runs with --group nogroup
+
+
+def attack(user, *args):
+    cmd = [sys.executable, ATTACKS, *args]
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1], "--clear-groups"] + cmd
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def counts(line):
+    w = line.split()
+    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
+
+
+def config(d, text):
+    path = os.path.join(d.tmp, "gadgetd.conf")
+    with open(path, "w") as f:
+        f.write(text)
+    return ["--group", "nogroup", "--config", path]
+
+
+def ready(d, name="good"):
+    policy(d.pol, name)
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: d.state(name) == "ready", what=name + " ready")
+    wait_for(lambda: harness.spare(d), what="the spare sandbox shell")  # its fds count from here
+
+
+def log_lines(d, text):
+    return sum(text in line for line in d.logtext().splitlines())
+
+
+@test
+def load_control_idle_connections_root_gets_in(tmp):
+    """300 idle connections of one group member: she gets 8
+    (ControlMaxConnectionsPerUser), root still gets in, gadgetd's fds stay
+    within 8 of where they were, one log line says who was refused."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = d.proc.pid
+        fd0 = fd_count(pid)
+        with Healthy(d, "good", "echo"):
+            p = attack(NOBODY, "control-idle", d.sock, "300", "30")
+            c = counts(p.stdout.readline())
+            check(c.get("accepted") == 8 and c["refused"] == c["connected"] - 8 and c["connected"] >= 200,
+                  "the member's connections: %r %s" % (c, p.stderr.read() if not c else ""))
+            r = d.ctl("list")
+            check(r.returncode == 0, "root locked out: %r" % r.stderr)
+            r = d.ctl("list", user=NOBODY)
+            check(r.returncode != 0 and "busy" in r.stderr, "her 9th connection: %d %r" % (r.returncode, r.stderr))
+            check(fd_count(pid) <= fd0 + 8 + 4, "gadgetd holds %d fds, was %d" % (fd_count(pid), fd0))
+            p.stdin.close()
+            p.wait(timeout=30)
+        wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back to %d" % fd0)
+        check(log_lines(d, "refused a control connection from uid 65534") == 1,
+              "refusals logged: %r" % [l for l in d.logtext().splitlines() if "refused" in l][:5])
+        check("ControlMaxConnectionsPerUser" in d.logtext(), "the log does not say which limit")
+
+
+@test
+def load_control_many_users_root_gets_in(tmp):
+    """Five group members with 8 connections each against
+    ControlMaxConnections=16: 16 get in, all told busy beyond, root is not
+    counted with them."""
+    d = Daemon(tmp)
+    d.extra = config(d, "[Daemon]\nControlMaxConnections=16\n")
+    with d:
+        ready(d)
+        fd0 = fd_count(d.proc.pid)
+        with Healthy(d, "good", "echo"):
+            ps = [attack((60001 + i, 65534), "control-idle", d.sock, "8", "30") for i in range(5)]
+            got = [counts(p.stdout.readline()) for p in ps]
+            check(sum(c["accepted"] for c in got) == 16, "accepted: %r" % got)
+            check(sum(c["refused"] for c in got) == 24, "refused: %r" % got)
+            for _ in range(3):
+                r = d.ctl("list")
+                check(r.returncode == 0, "root locked out: %r" % r.stderr)
+            check(fd_count(d.proc.pid) <= fd0 + 16 + 4, "gadgetd holds %d fds" % fd_count(d.proc.pid))
+            for p in ps:
+                p.stdin.close()
+                p.wait(timeout=30)
+        check(log_lines(d, "ControlMaxConnections)") == 1, "refusals logged: %r" %
+              [l for l in d.logtext().splitlines() if "refused" in l][:5])
+
+
+@test
+def load_control_clients_that_never_read(tmp):
+    """100 clients pipelining up to 20,000 requests each (`status` of a
+    gadget that does not exist: small answers, cheap to make) and reading
+    nothing: each is dropped once ControlQueueSize (256 KiB) of answers
+    waits, gadgetd's RSS stays within 64 MiB of where it was and comes back,
+    the log says who was dropped."""
+    d = Daemon(tmp)
+    d.extra = config(d, "[Daemon]\nControlMaxConnections=100\nControlMaxConnectionsPerUser=100\n")
+    with d:
+        ready(d)
+        pid = d.proc.pid
+        fd0, rss0 = fd_count(pid), rss_kib(pid)
+        with Healthy(d, "good", "echo"):
+            p = attack(NOBODY, "control-noread", d.sock, "100", "20000", "nosuchgadget")
+            peak = rss0
+            while p.poll() is None:
+                peak = max(peak, rss_kib(pid))
+                time.sleep(0.05)
+            c = counts(p.stdout.read())
+            check(c.get("connections") == 100 and c["dropped"] == 100, "the non-readers: %r %s" % (c, p.stderr.read()))
+            check(sanitized(pid) or peak - rss0 < 64 * 1024, "RSS grew by %d KiB" % (peak - rss0))
+            check(d.ctl("list").returncode == 0, "root cannot list")
+        wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
+        wait_for(lambda: rss_growth(pid, rss0) < 16 * 1024, what="gadgetd's RSS back (%d KiB, was %d)" %
+                 (rss_kib(pid), rss0))
+        print("RSS %d KiB before, %d KiB at the peak, %d KiB after" % (rss0, peak, rss_kib(pid)))
+        check(1 <= log_lines(d, "dropped the control client of uid 65534") <= 3,
+              "drops logged: %r" % [l for l in d.logtext().splitlines() if "dropped" in l][:5])
+
+
+def load_as(d, user, path):
+    p = attack(user, "control-load", d.sock, path)
+    out, err = p.communicate(timeout=30)
+    check(p.returncode == 0, "the load request got no answer: %r" % err)
+    return json.loads(out)
+
+
+@test
+def load_control_load_refuses_what_the_user_cannot_read(tmp):
+    """A group member's raw `load` of a root-only file, a FIFO, /dev/zero,
+    a symlink and a 2 MiB file: each refused at once, saying why, with no
+    text of the file; a world-readable junk file is refused naming
+    FILE:LINE without its text. Root's FIFO and /dev/zero loads are
+    refused too (they used to hold gadgetd for good)."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = d.proc.pid
+        fd0, rss0 = fd_count(pid), rss_kib(pid)
+        secret = os.path.join(tmp, "shadow.policy")
+        with open(secret, "w") as f:
+            f.write("root:$6$SECRETHASH:19000:0:99999:7:::\n")
+        os.chmod(secret, 0o600)
+        junk = os.path.join(tmp, "junk.policy")
+        with open(junk, "w") as f:
+            f.write("TOPSECRETJUNK is not a key\n[Gadget]\nName=junk\nSECRETKEY=SECRETVALUE\n")
+        os.chmod(junk, 0o644)
+        fifo = os.path.join(tmp, "fifo.policy")
+        os.mkfifo(fifo)
+        os.chmod(fifo, 0o666)
+        link = os.path.join(tmp, "link.policy")
+        os.symlink(os.path.join(d.pol, "good.policy"), link)
+        big = os.path.join(tmp, "big.policy")
+        with open(big, "w") as f:
+            f.write("#" * (2 << 20))
+        os.chmod(big, 0o644)
+        with Healthy(d, "good", "echo"):
+            cases = [(NOBODY, secret, "Permission denied"), (NOBODY, junk, "gadgetctl check FILE` shows it"),
+                     (NOBODY, junk, "junk.policy:1:"),
+                     (NOBODY, fifo, "not a regular file"), (NOBODY, "/dev/zero", "not a regular file"),
+                     (NOBODY, link, "symbolic link"), (NOBODY, big, "larger than 1 MiB"),
+                     (None, fifo, "not a regular file"), (None, "/dev/zero", "not a regular file")]
+            for user, path, want in cases:
+                a = load_as(d, user, path)
+                check(a["kind"] == "error" and want in a["message"], "load %s as %r: %r" % (path, user, a))
+                for text in ("SECRET", "TOPSECRETJUNK"):
+                    check(text not in a["message"], "load %s echoed the file: %r" % (path, a))
+            a = load_as(d, NOBODY, os.path.join(d.pol, "good.policy"))
+            check(a["kind"] == "done", "a readable good policy: %r" % a)
+            check(fd_count(pid) <= fd0 + 4, "gadgetd holds %d fds, was %d" % (fd_count(pid), fd0))
+            check(rss_growth(pid, rss0) < 16 * 1024, "RSS grew by %d KiB" % rss_growth(pid, rss0))
+        a = load_as(d, None, junk)
+        check("TOPSECRETJUNK" in a["message"], "root sees the text of its errors: %r" % a)
+        wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
+
+
+def threads(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def stalled(pid):
+    """Whether a thread of gadgetd waits in the stalled open()."""
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            if "fanotify" in open("/proc/%d/task/%s/wchan" % (pid, t)).read():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+@test
+def load_control_load_that_never_opens(tmp):
+    """A policy file whose open() does not return (a fanotify permission
+    mark nobody answers, like a file on a FUSE mount its user does not
+    serve): the member's load waits in a thread of its own while gadgetd
+    answers everyone; her second load is told busy (ControlMaxLoads: one
+    per user at a time); root's loads still work; once the open returns,
+    her load is answered."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = d.proc.pid
+        threads0 = threads(pid)
+        stuck = policy(tmp, "stuck")
+        holder = attack(None, "stall-open", stuck, "30")
+        line = holder.stdout.readline()
+        if not line.startswith("stalling"):
+            harness.skip("no fanotify permission events here: %r" % line)
+        with Healthy(d, "good", "echo"):
+            p = attack(NOBODY, "control-load", d.sock, stuck)
+            wait_for(lambda: stalled(pid), what="the load's thread in open()")
+            check(p.poll() is None, "the stuck load was answered")
+            a = load_as(d, NOBODY, os.path.join(d.pol, "good.policy"))
+            check(a["kind"] == "error" and "busy" in a["message"] and "ControlMaxLoads" in a["message"],
+                  "her second load: %r" % a)
+            a = load_as(d, None, policy(d.pol, "other"))
+            check(a["kind"] == "done" and "loaded other" in a["message"], "root's load: %r" % a)
+            check(d.ctl("list").returncode == 0, "root's list")
+            holder.stdin.close()
+            holder.wait(timeout=30)
+            out, err = p.communicate(timeout=30)
+            check(p.returncode == 0 and json.loads(out)["kind"] == "done", "her load at last: %r %r" % (out, err))
+        wait_for(lambda: threads(pid) == threads0, what="the load's thread to end")
+        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")

@@ -1,0 +1,158 @@
+"""Any local user against gadgetd's gateway (issue item 11): thousands of
+connections that never finish a request head, at and beyond gadgetd's fd
+limit, and a flood of requests without the token. The attacks are
+attacks.py subcommands (see there to run one by hand or in a benchmark)."""
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import harness
+from gateway_util import Gateway
+from harness import Healthy, check, fd_count, policy, rss_kib, test, wait_for
+
+ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
+
+
+def sanitized(pid):
+    """Under AddressSanitizer, whose quarantine keeps freed memory
+    resident, RSS bounds are not checked (they hold for the normal build)."""
+    return "libasan" in open("/proc/%d/maps" % pid).read()
+
+
+def rss_growth(pid, rss0):
+    """RSS above rss0 in KiB (0 when sanitized)."""
+    return 0 if sanitized(pid) else rss_kib(pid) - rss0
+STRANGER = (60100, 60100)  # any local user: not in the control group, no token
+
+
+def attack(*args):
+    cmd = ["setpriv", "--reuid=%d" % STRANGER[0], "--regid=%d" % STRANGER[1], "--clear-groups",
+           sys.executable, ATTACKS, *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def counts(line):
+    w = line.split()
+    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
+
+
+def gateway(tmp, settings, nofile=None):
+    """A Gateway with [Gateway] settings added; with nofile, gadgetd runs
+    with that open-files limit (through prlimit, which execs it)."""
+    g = Gateway(tmp)
+    with open(g.config, "a") as f:
+        f.write(settings)
+    if nofile:
+        wrapper = os.path.join(tmp, "gadgetd-limited")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec prlimit --nofile=%d:%d -- %s \"$@\"\n" % (nofile, nofile, harness.GADGETD))
+        os.chmod(wrapper, 0o755)
+        harness.GADGETD = wrapper
+    return g
+
+
+def ready(g):
+    policy(g.pol, "good", "LimitNOFILE=64\n")  # within the low limit of load_gateway_at_the_fd_limit
+    check(g.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: g.state("good") == "ready", what="good ready")
+    wait_for(lambda: harness.spare(g), what="the spare sandbox shell")
+
+
+def cpu_s(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_lines(g, text):
+    return sum(text in line for line in g.logtext().splitlines())
+
+
+@test
+def load_gateway_connection_flood(tmp):
+    """A stranger opens 2,500 gateway connections and sends half a request
+    head on each: gadgetd holds at most MaxConnections=64 of them, closes
+    each after HeaderTimeout=1s, logs both once per window; the healthy
+    gadget is answered, root's control works, the fds come back."""
+    g = gateway(tmp, "MaxConnections=64\nHeaderTimeout=1s\n")
+    with g:
+        ready(g)
+        pid = g.proc.pid
+        fd0, rss0 = fd_count(pid), rss_kib(pid)
+        with Healthy(g, "good", "echo"):
+            p = attack("gateway-hold", str(g.port), "2500", "6")
+            peak = fd0
+            while p.poll() is None:
+                peak = max(peak, fd_count(pid))
+                time.sleep(0.05)
+            c = counts(p.stdout.read())
+            check(c.get("opened", 0) >= 2000, "the attack: %r %s" % (c, p.stderr.read()))
+            check(c["closed"] >= 64, "gadgetd closed only %d of the slow connections" % c["closed"])
+            check(peak <= fd0 + 64 + 8, "gadgetd held %d fds, was %d" % (peak, fd0))
+            r = g.ctl("list")
+            check(r.returncode == 0, "root's control: %r" % r.stderr)
+            check(g.gadgets()["good"]["state"] == "ready", "the gateway serves the token holder")
+        wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back to %d" % fd0)
+        check(rss_growth(pid, rss0) < 16 * 1024, "RSS grew by %d KiB" % rss_growth(pid, rss0))
+        check(1 <= log_lines(g, "(MaxConnections)") <= 2, "MaxConnections lines: %d" % log_lines(g, "(MaxConnections)"))
+        check(1 <= log_lines(g, "HeaderTimeout") <= 3, "HeaderTimeout lines: %d" % log_lines(g, "HeaderTimeout"))
+        check(log_lines(g, "gateway:") < 20, "gateway log lines: %d" % log_lines(g, "gateway:"))
+
+
+@test
+def load_gateway_at_the_fd_limit(tmp):
+    """gadgetd with 200 open files and MaxConnections=1000 (a bad setting):
+    2,000 held connections bring it to its fd limit. The listener pauses
+    instead of spinning on EMFILE (gadgetd's CPU time stays under a third
+    of the attack's wall time, each pause is one log line), and so does the
+    control listener when root connects meanwhile; the healthy gadget is
+    answered throughout, and root's waiting `list` is answered once
+    HeaderTimeout has closed the connections."""
+    g = gateway(tmp, "MaxConnections=1000\nHeaderTimeout=2s\n", nofile=200)
+    try:
+        with g:
+            ready(g)
+            pid = g.proc.pid
+            fd0 = fd_count(pid)
+            with Healthy(g, "good", "echo"):
+                cpu0, t0 = cpu_s(pid), time.time()
+                p = attack("gateway-hold", str(g.port), "2000", "5")
+                wait_for(lambda: log_lines(g, "gateway: cannot accept"), what="gadgetd at its fd limit")
+                # root's control connection waits in the listen queue meanwhile:
+                # the control listener pauses too, and answers once fds are free
+                ctl = subprocess.Popen([harness.GADGETCTL, "--socket", g.sock, "list"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+                p.wait(timeout=60)
+                out, err = ctl.communicate(timeout=60)
+                check(ctl.returncode == 0 and "good" in out, "root's list during the attack: %r" % err)
+                cpu, wall = cpu_s(pid) - cpu0, time.time() - t0
+                check(p.returncode == 0, "the attack failed: %r" % p.stderr.read())
+                check(cpu < wall / 3, "gadgetd used %.1f s of CPU in %.1f s" % (cpu, wall))
+            pauses = log_lines(g, "gateway: cannot accept: Too many open files")
+            check(1 <= pauses <= wall / 0.5 + 2, "EMFILE lines: %d in %.1f s" % (pauses, wall))
+            check("Error from accept" not in g.logtext(), "libevent logged accept errors")
+            check(1 <= log_lines(g, "control socket: cannot accept: Too many open files") <= 2,
+                  "control EMFILE lines: %d" % log_lines(g, "control socket: cannot accept"))
+            wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back to %d" % fd0)
+            check(g.ctl("list").returncode == 0, "root's control after the attack")
+    finally:
+        harness.GADGETD = os.environ.get("GADGETD", "")
+
+
+@test
+def load_gateway_requests_without_token(tmp):
+    """3,000 requests without the token on one connection: each answered
+    401, and the log has one line for them plus at most a count."""
+    g = gateway(tmp, "")
+    with g:
+        ready(g)
+        pid = g.proc.pid
+        fd0 = fd_count(pid)
+        with Healthy(g, "good", "echo"):
+            p = attack("gateway-notoken", str(g.port), "3000")
+            out, err = p.communicate(timeout=60)
+            c = counts(out)
+            check(c.get("status_401") == 3000, "the stranger's answers: %r %s" % (c, err))
+        check(log_lines(g, "no valid token") == 1, "token refusals logged: %d" % log_lines(g, "no valid token"))
+        wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
