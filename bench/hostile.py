@@ -39,83 +39,6 @@ def steady(ctx, d, seconds):
     return r
 
 
-def as_nobody(fn):
-    """Runs fn in a child process with nobody's credentials and the
-    control group; returns its pid (the attack lasts until it is killed)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(NOBODY[1])
-            os.setuid(NOBODY[0])
-            fn()
-        finally:
-            os._exit(0)
-    return pid
-
-
-def hold(socks):
-    while True:
-        time.sleep(3600)
-
-
-def idle_control(sock, n):
-    def attack():
-        conns = []
-        for _ in range(n):
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(sock)
-            except OSError:
-                break
-            conns.append(s)
-        hold(conns)
-    return attack
-
-
-def nonreading_control(sock, n, requests):
-    """n clients that each ask for gadgetd's list again and again and
-    never read an answer."""
-    frame = list_request()
-
-    def attack():
-        conns = []
-        for _ in range(n):
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(sock)
-                s.setblocking(False)
-                for _ in range(requests):
-                    s.send(frame)
-            except OSError:
-                pass
-            conns.append(s)
-        hold(conns)
-    return attack
-
-
-def list_request():
-    """One framed control request `list` (id 1): a 4-byte little-endian
-    length, then the protobuf body: id (field 1) = 1, list (field 5) empty."""
-    body = bytes([0x08, 0x01, 0x2a, 0x00])
-    return len(body).to_bytes(4, "little") + body
-
-
-def gateway_conns(port, n):
-    def attack():
-        conns = []
-        for _ in range(n):
-            s = socket.socket()
-            try:
-                s.connect(("127.0.0.1", port))
-                s.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes its headers
-            except OSError:
-                break
-            conns.append(s)
-        hold(conns)
-    return attack
-
-
 def never_accepts():
     """A loopback listener with a backlog of 1 that never accepts."""
     s = socket.socket()
@@ -175,21 +98,7 @@ class Attack:
         self.party = party
 
 
-def forked(name, fn, party):
-    pids = []
-
-    def start():
-        pids.append(as_nobody(fn))
-
-    def stop():
-        for pid in pids:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        pids.clear()
-    return Attack(name, start, stop, party)
-
-
-def process(name, cmd, ctx):
+def process(name, cmd, ctx, party="gadget"):
     """An attack that is one command, killed at the end of the row."""
     procs = []
     ctx.commands.append(" ".join(cmd))
@@ -202,7 +111,7 @@ def process(name, cmd, ctx):
             p.kill()
             p.wait()
         procs.clear()
-    return Attack(name, start, stop)
+    return Attack(name, start, stop, party)
 
 
 def gadget(name, d, pol, gname, then=None):
@@ -247,13 +156,16 @@ def attacks(ctx, d, gw_port):
                       http_flood(ctx, "httpflood", srv, 30000 // n), "httpflood"))
     hdr = many_headers(25000)
     out.append(gadget("HTTP answers of 25,000 headers (64 requests)", d, http_flood(ctx, "heady", hdr, 64), "heady"))
-    out.append(forked("300 idle control connections", idle_control(d.sock, 300 // n),
-                      "group member"))
-    out.append(forked("100 control clients that never read their answers",
-                      nonreading_control(d.sock, 100 // n, 2000 // n), "group member"))
+    attack = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration", "attacks.py")]
+    nobody = ["setpriv", "--reuid=%d" % NOBODY[0], "--regid=%d" % NOBODY[1], "--clear-groups", "python3"]
+    hold = "%d" % (3 + (1 if ctx.quick else 5))
+    out.append(process("300 idle control connections", nobody + attack + ["control-idle", d.sock, "300", hold], ctx,
+                       "group member"))
+    out.append(process("100 control clients that never read their answers",
+                       nobody + attack + ["control-noread", d.sock, "100", "20000", "healthy"], ctx, "group member"))
     if gw_port:
-        out.append(forked("2,000 gateway connections (no token, headers never end)",
-                          gateway_conns(gw_port, 2000 // n), "local user"))
+        out.append(process("2,000 gateway connections (no token, headers never end)",
+                           nobody + attack + ["gateway-hold", str(gw_port), "2000", hold], ctx, "local user"))
     return out
 
 

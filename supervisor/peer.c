@@ -37,6 +37,7 @@ struct peer {
         ssize_t read_end;             /* a fill's end of file or error, acted on once drained */
         bool read_ended;
         bool yield_logged;            /* the first yield of this run is logged */
+        bool held;                    /* input left alone (peer_hold) */
         struct timespec progress;     /* the last result, or the first call sent when idle */
         struct wire_reader rd;
         struct wire_writer wr;
@@ -338,6 +339,10 @@ static void drain(struct peer *p)
         for (;;) {
                 const uint8_t *data;
                 size_t len;
+                if (p->held) {
+                        event_del(p->ev_read);
+                        return;
+                }
                 if (frames >= pol->turn_frames_max || bytes >= pol->turn_bytes_max ||
                     values >= pol->frame_values_max) {
                         /* Why this is safe: one peer holds the loop for a
@@ -398,6 +403,22 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 static void more_cb(evutil_socket_t fd, short what, void *arg)
 {
         drain(arg);
+}
+
+void peer_hold(struct peer *p, bool hold)
+{
+        bool was = p->held;
+        p->held = hold;
+        if (was == hold || p->state == PEER_CLOSED)
+                return;
+        if (hold) {
+                event_del(p->ev_read);
+                event_del(p->ev_more);
+        } else {
+                /* Frames already buffered first, then the socket again. */
+                static const struct timeval now = { 0, 0 };
+                event_add(p->ev_more, &now);
+        }
 }
 
 int peer_call(struct peer *p, const char *method, const Gadget__Value *args,

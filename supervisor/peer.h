@@ -60,3 +60,7 @@ void peer_forget(struct peer *p, uint64_t id);
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
                        const char *message);
 int peer_shutdown(struct peer *p);
+/* Holds the worker's input (hold true): nothing more of it is read or
+ * handled until it is released, so its writes wait; the budget of its log
+ * holds it this way. Released, the frames already read come first. */
+void peer_hold(struct peer *p, bool hold);

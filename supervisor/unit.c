@@ -346,19 +346,26 @@ static void log_window(struct unit *u)
                 return;
         if (dropped)
                 say_dropped(u, dropped, bytes, paused, true);
-        if (paused)
+        if (paused) {
                 output_watch(u, true);
+                if (u->peer)
+                        peer_hold(u->peer, false);
+        }
 }
 
 /* After output was handled: past its read allowance the gadget's pipes
- * are left unread until the window ends (its writes then wait, which
- * costs the gadget, not gadgetd); the window's end is awaited whenever
- * there is something to report or resume. */
+ * and its RPC socket are left unread until the window ends (its writes
+ * then wait, which costs the gadget, not gadgetd: its calls' results wait
+ * too); the window's end is awaited whenever there is something to report
+ * or resume. */
 static void log_after(struct unit *u)
 {
         const struct logbuf_budget *g = &u->log_budget;
-        if (g->paused)
+        if (g->paused) {
                 output_watch(u, false);
+                if (u->peer)
+                        peer_hold(u->peer, true);
+        }
         if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
                 arm(u->ev_logwin, logbuf_budget_left_ms(g, now_ms()));
 }
@@ -426,7 +433,11 @@ static void on_log(struct peer *p, const Gadget__Log *l, void *data)
         struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO };
 
         log_window(u);
-        size_t n = logbuf_split(&s, &u->log_budget, l->text, strlen(l->text), line_cb, &c);
+        size_t len = strlen(l->text);
+        /* Log messages count against the output read allowance as the
+         * pipes' bytes do: past it, the RPC socket waits for the window. */
+        logbuf_budget_read(&u->log_budget, len);
+        size_t n = logbuf_split(&s, &u->log_budget, l->text, len, line_cb, &c);
         if (s.len || n == 0) {
                 if (logbuf_budget_admit(&u->log_budget, s.len))
                         line_cb(&c, s.partial, s.len);
