@@ -12,7 +12,10 @@
  * that libgcov makes before an exec is skipped (-Wl,--wrap=__gcov_execve),
  * because the gadget's process no longer holds the fd. The .gcda files
  * must be writable by the gadgets' uids (scripts/test opens them up).
- * A measuring aid only: never part of a build that is installed. */
+ * A measuring aid only: never part of a build that is installed, nor of
+ * build/ (scripts/test measures in build-cov/). Why the gadget cannot use
+ * the fd: its process closes it before the exec, and it cannot reach
+ * PID 1's (PID 1 is not dumpable, and ptrace is refused by seccomp). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
