@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The sanitizer build's instruments (they skip unless built with
-ASan+UBSan, and there need `meson test --setup sanitize`): a report ends
-the program with a status of its own, and the harness fails a test on a
-report in any output of a process it started."""
+"""The sanitizer build's instruments (registered only in an ASan+UBSan
+build, which needs `meson test --setup sanitize`): a report ends the
+program with a status of its own, and the harness fails a test on a report
+in any output of a process it started."""
 import os
 import subprocess
 import sys
