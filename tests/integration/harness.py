@@ -1,5 +1,6 @@
 """The integration tests' small harness: one test per process, named on
 the command line; `--list` prints the names (meson registers each)."""
+import hashlib
 import json
 import os
 import shutil
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 GADGETD = os.environ.get("GADGETD", "")
@@ -17,6 +19,13 @@ CALLFLOOD = os.environ.get("CALLFLOOD", "")
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
 TESTS = {}
+
+# What the sanitizers print: "ERROR: AddressSanitizer: ...", "LeakSanitizer",
+# UBSan's "file.c:12:3: runtime error: ...".
+SANITIZER_MARKS = ("Sanitizer", "runtime error")
+# Set (by scripts/fuzz-seeds) to a directory: every policy a test writes
+# and every JSON argument it passes is kept there as a fuzzing seed.
+SEEDS = os.environ.get("GADGETD_FUZZ_SEEDS", "")
 
 
 class Failure(Exception):
@@ -33,6 +42,65 @@ def check(cond, msg):
         raise Failure(msg)
 
 
+def sanitizer_check(text, what):
+    """The one place that reads a process's output for sanitizer reports:
+    any report fails the test, whatever the exit status was."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text and any(m in text for m in SANITIZER_MARKS):
+        raise Failure("sanitizer report from %s:\n%s" % (what, text[-4000:]))
+
+
+def _seed(kind, data):
+    if not SEEDS or data is None:
+        return
+    if isinstance(data, str):
+        data = data.encode()
+    d = os.path.join(SEEDS, kind)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, hashlib.sha1(data).hexdigest()[:16]), "wb") as f:
+        f.write(data)
+
+
+def _seed_args(args):
+    """Keeps the JSON arguments and policy files of one command line."""
+    args = [a if isinstance(a, str) else str(a) for a in args]
+    for i, a in enumerate(args):
+        if a in ("call", "--call") and i + 2 < len(args) and args[i + 2][:1] in '{["-0123456789tfn':
+            _seed("json", args[i + 2])
+        if a.endswith(".policy") and os.path.isfile(a):
+            with open(a, "rb") as f:
+                _seed("policy", f.read())
+
+
+class _CheckedPopen(subprocess.Popen):
+    """Every process a test starts (subprocess.run and Popen alike): what
+    it wrote to a captured stderr (or to a captured stdout that stderr was
+    merged into) is checked for sanitizer reports when the test collects
+    it. A stderr the test throws away goes to the test's own stderr
+    instead, which main() checks at the end."""
+
+    def __init__(self, args, *rest, **kw):
+        if kw.get("stderr") == subprocess.DEVNULL:
+            kw["stderr"] = None
+        self._merged = kw.get("stderr") == subprocess.STDOUT
+        if SEEDS and isinstance(args, (list, tuple)):
+            _seed_args(args)
+        super().__init__(args, *rest, **kw)
+
+    def communicate(self, *a, **kw):
+        out, err = super().communicate(*a, **kw)
+        what = " ".join(os.path.basename(str(x)) for x in self.args[:3]) if isinstance(self.args, (list, tuple)) \
+            else str(self.args)
+        sanitizer_check(err, what)
+        if self._merged:
+            sanitizer_check(out, what)
+        return out, err
+
+
+subprocess.Popen = _CheckedPopen  # subprocess.run starts its process through this name too
+
+
 def skip(why):
     print("SKIP: " + why)
     sys.exit(77)
@@ -43,6 +111,7 @@ def policy(dirname, name, body="", exec_path=None):
     with open(path, "w") as f:
         f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, exec_path or TESTGADGET, body))
     os.chmod(path, 0o644)  # gadgetd (root) refuses policies others may write
+    _seed("policy", open(path, "rb").read())
     return path
 
 
@@ -152,8 +221,7 @@ class Daemon:
         if self.proc and self.proc.poll() is None:
             self.stop()
         # Under the sanitizer build, gadgetd reports what it found at exit.
-        text = self.logtext()
-        check("Sanitizer" not in text and "runtime error" not in text, "sanitizer report: %s" % text[-3000:])
+        sanitizer_check(self.logtext(), "gadgetd")
 
 
 def pid_alive(pid):
@@ -216,12 +284,43 @@ def main():
     name = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="gadgetd-test-")
     os.chmod(tmp, 0o755)
+    # This process's stderr, which every child inherits unless the test
+    # captures it, passes through a pipe: copied to the real stderr as it
+    # comes and checked at the end.
+    sys.stderr.flush()
+    real_stderr = os.dup(2)
+    rd, wr = os.pipe()
+    os.dup2(wr, 2)
+    os.close(wr)
+    seen = []
+
+    def copy():
+        while True:
+            b = os.read(rd, 65536)
+            if not b:
+                return
+            seen.append(b)
+            os.write(real_stderr, b)
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
+    failed = None
     try:
         TESTS[name](tmp)
     except Failure as e:
-        print("FAIL %s: %s" % (name, e))
-        return 1
+        failed = e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        sys.stderr.flush()
+        os.dup2(real_stderr, 2)
+        copier.join(timeout=2)  # a process left running may hold the pipe open
+        errtext = b"".join(seen)
+    if failed is None:
+        try:
+            sanitizer_check(errtext, "a process whose stderr the test did not capture")
+        except Failure as e:
+            failed = e
+    if failed is not None:
+        print("FAIL %s: %s" % (name, failed))
+        return 1
     print("ok %s" % name)
     return 0

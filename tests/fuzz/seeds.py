@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Regenerates the fuzzers' seed corpora (tests/fuzz/corpus/TARGET/) from
+real traffic; the files it writes are committed, so a fuzz run starts from
+what gadgetd really reads.
+
+  worker   every frame real gadgets (the examples, the test gadget) send
+           during a few calls, recorded by fuzz-capture (a stand-in for
+           gadgetd on fd 3), and each gadget's whole stream
+  control  every request gadgetctl sends, taken from a stand-in socket
+  policy   the example and test policies, and every policy the
+           integration tests wrote (RECORDED/policy)
+  json     every JSON argument the integration tests passed (RECORDED/json)
+
+RECORDED is what a test run with GADGETD_FUZZ_SEEDS=RECORDED left (see
+tests/integration/harness.py). Paths of the build machine are replaced by
+neutral ones, so no corpus file names this machine.
+
+Usage: tests/fuzz/seeds.py BUILD FUZZ_BUILD [RECORDED]
+  (BUILD: a normal build; FUZZ_BUILD: the clang build with fuzz-capture)
+"""
+import glob
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def save(target, data, name=None):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    name = name or hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def neutral(data, build):
+    """The build tree's and the test's temporary paths, made neutral."""
+    for old, new in ((os.path.abspath(build).encode(), b"/usr/lib/gadgetd-test"),
+                     (ROOT.encode(), b"/usr/src/gadgetd")):
+        data = data.replace(old, new)
+    return re.sub(rb"/tmp/gadgetd-test-[A-Za-z0-9_]+", b"/tmp/gadgetd-test", data)
+
+
+CAPTURES = [
+    # (prefix, program, calls)
+    ("hello", "examples/hello", [("greet", '{"name": "Ada"}'), ("greet", "{}"), ("nosuch", "null")]),
+    ("wordcount", "examples/wordcount", [("count", '{"text": "one two  three\\n"}'), ("count", "[1, 2]")]),
+    ("counter", "examples/counter", [("increment", "null"), ("increment", '{"by": 5}'), ("get", "null")]),
+    ("notes", "examples/notes", [("add", '{"text": "milk"}'), ("list", "null"), ("get", '{"id": 1}'),
+                                 ("delete", '{"id": 1}')]),
+    ("relay", "examples/relay", [("bump", "null"), ("count", "null")]),
+    ("fetch", "examples/fetch", [("get", '{"url": "http://127.0.0.1:8080/hi"}'), ("get", "{}")]),
+    ("testgadget", "tests/integration/testgadget", [
+        ("echo", '"hi"'), ("echo", "42"), ("echo", '{"a": [1, 2.5, true, null, {"$bytes": "AAEC"}]}'),
+        ("say", '{"text": "line"}'), ("big", '{"n": 3000}'), ("big", '{"n": -1}'),
+        ("binding", '{"binding": "STORE", "op": "put", "args": {"key": "k", "value": [1, {"x": "y"}]}}'),
+        ("binding", '{"binding": "STORE", "op": "get", "args": {"key": "k"}}'),
+        ("binding", '{"binding": "STORE", "op": "list", "args": {"prefix": "", "limit": 10}}'),
+        ("binding", '{"binding": "WEB", "op": "request", "args": {"url": "http://127.0.0.1:8080/", '
+                    '"method": "POST", "headers": {"X-A": "b"}, "body": {"$bytes": "aGk="}}}'),
+        ("binding", '{"binding": "PEER", "op": "call", "args": {"method": "echo", "args": "x"}}'),
+        ("sleep", '{"ms": 1}'), ("nosuch", "null")]),
+]
+
+
+def capture_worker(build, fuzz_build):
+    tool = os.path.join(fuzz_build, "tests", "fuzz", "fuzz-capture")
+    for prefix, prog, calls in CAPTURES:
+        out = tempfile.mkdtemp()
+        args = [tool, out, prefix]
+        for m, j in calls:
+            args += ["--call", m, j]
+        env = dict(os.environ, GADGET_NAME=prefix, ASAN_OPTIONS="detect_leaks=0")
+        r = subprocess.run(args + ["--", os.path.join(build, prog)], env=env, capture_output=True, timeout=60)
+        if r.returncode != 0:
+            sys.exit("fuzz-capture %s: %s" % (prefix, r.stderr.decode(errors="replace")))
+        for f in sorted(os.listdir(out)):
+            with open(os.path.join(out, f), "rb") as fh:
+                save("worker", fh.read(), "frame-" + f)
+        shutil.rmtree(out)
+
+
+CONTROL = [
+    ["list"], ["--json", "list"], ["status", "hello"], ["stop", "hello"], ["restart", "notes"],
+    ["call", "hello", "greet", '{"name": "Ada"}'], ["call", "notes", "add", '["x", 1.5, {"k": null}]'],
+    ["call", "counter", "increment"], ["logs", "hello", "-n", "5"], ["logs", "hello", "-f"],
+    ["audit", "counter", "-n", "3"], ["reload"], ["load", "POLICY"],
+]
+
+
+def capture_control(build):
+    tmp = tempfile.mkdtemp()
+    sock = os.path.join(tmp, "control.sock")
+    pol = os.path.join(tmp, "hello.policy")
+    with open(pol, "w") as f:
+        f.write("[Gadget]\nName=hello\nExec=%s\n" % os.path.join(build, "examples", "hello"))
+    got = []
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock)
+    srv.listen(4)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            data = b""
+            c.settimeout(5)
+            try:
+                while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "little"):
+                    b = c.recv(65536)
+                    if not b:
+                        break
+                    data += b
+            except OSError:
+                pass
+            got.append(data[4:])
+            c.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    for cmd in CONTROL:
+        cmd = [pol if a == "POLICY" else a for a in cmd]
+        subprocess.run([os.path.join(build, "ctl", "gadgetctl"), "--socket", sock] + cmd,
+                       capture_output=True, timeout=30)
+    srv.close()
+    for data in got:
+        if data:
+            save("control", neutral(data.replace(tmp.encode(), b"/etc/gadgetd/policy.d"), build))
+    shutil.rmtree(tmp)
+
+
+def policies(build, recorded):
+    for p in glob.glob(os.path.join(ROOT, "examples", "*", "*.policy.in")):
+        with open(p, "rb") as f:
+            data = f.read().replace(b"@GADGET_DIR@", b"/usr/lib/gadgets").replace(b"@UI_DIR@", b"/usr/share/gadgetd/ui")
+        save("policy", data, os.path.basename(p)[:-len(".policy.in")])
+    for p in glob.glob(os.path.join(ROOT, "tests", "policies", "*.policy")):
+        with open(p, "rb") as f:
+            save("policy", f.read(), os.path.basename(p)[:-len(".policy")])
+    for kind in ("policy", "json"):
+        for p in glob.glob(os.path.join(recorded or "/nonexistent", kind, "*")):
+            with open(p, "rb") as f:
+                save(kind, neutral(f.read(), build))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    build, fuzz_build = sys.argv[1], sys.argv[2]
+    recorded = sys.argv[3] if len(sys.argv) > 3 else None
+    capture_worker(build, fuzz_build)
+    capture_control(build)
+    policies(build, recorded)
+    for t in ("worker", "control", "policy", "json"):
+        print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
+
+
+if __name__ == "__main__":
+    main()
