@@ -113,6 +113,15 @@ def fifo_in_tmp(tmp):
     lines = r.stdout.splitlines()
     check(lines[:1] == ["through"], "fifo: %r %r" % (r.stdout, r.stderr))
     check(len(lines) == 4 and all("Operation not permitted" in l for l in lines[1:3]), "devices: %r" % lines)
+    # The kernel itself refuses devices; a regular file or socket node only
+    # the filter does.
+    if shutil.which("python3"):
+        code = ("import os, stat\n"
+                "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
+                "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
+                "    except PermissionError: print('EPERM')\n")
+        r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
+        check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
 
 
 # --- /sys/fs/cgroup -----------------------------------------------------------
