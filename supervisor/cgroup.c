@@ -171,7 +171,8 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
         }
         cg->host = h;
         for (size_t i = 0; i < h->n_hier && e == 0; i++) {
-                if (h->one && !(h->hier[i].ctrls & limited(l)))
+                /* No controller left: a cpuset whose CPUs could not be set. */
+                if (!h->hier[i].ctrls || (h->one && !(h->hier[i].ctrls & limited(l))))
                         continue;
                 int n = h->one && h->hier[i].version == 1
                                 ? asprintf(&cg->dir[i], "%s", h->hier[i].dir)
