@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, check, gadgetd_run, main, policy, skip, test
+from harness import GADGETD, Daemon, check, gadgetd_run, main, policy, skip, test, wait_for
 
 
 def sh(tmp, script, body="", name="real", exec_path="/bin/sh", args=None, timeout=120):
@@ -172,6 +172,36 @@ def node_sees_memory_max(tmp):
     if r.stdout.strip() == "none":
         skip("this Node.js has no process.constrainedMemory()")
     check(r.returncode == 0 and r.stdout.strip() == str(256 << 20), "node: %r %r" % (r.stdout, r.stderr))
+
+
+@test
+def daemon_gadget_sees_cgroups(tmp):
+    """Under the daemon, a gadget's /sys/fs/cgroup holds its own cgroups
+    (v1: memory, pids, cpu, cpuacct and cpuset; v2: the unified one)."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "viewer", "SystemLibraries=yes\nMemoryMax=80M\n"
+               "Arguments=-c 'echo view $(ls /sys/fs/cgroup); sleep 60'\n", exec_path="/bin/sh")
+        d.ctl("reload")
+        line = wait_for(lambda: [l for l in d.ctl("logs", "viewer").stdout.splitlines() if "view" in l],
+                        what="the gadget's listing")[0]
+        names = set(line.split("view", 1)[1].split())
+        if host_v1_memory():
+            want = {n for n in ("memory", "pids", "cpu", "cpuacct", "cpuset")
+                    if any(n in l.split(":")[1].split(",") for l in open("/proc/self/cgroup"))}
+            check(want <= names, "v1 view: %r, want %r" % (names, want))
+        else:
+            check("memory.max" in names, "v2 view: %r" % names)
+
+
+@test
+def daemon_status_names_interpreter(tmp):
+    """The daemon's status of a gadget whose loader is missing names it."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "lister", exec_path=os.path.realpath("/bin/ls"))
+        d.ctl("reload")
+        wait_for(lambda: d.state("lister") == "failed", what="lister failed")
+        cause = d.list()["lister"]["cause"]
+        check(re.search(r"its interpreter /\S*ld-linux\S* is not in the sandbox", cause), "cause: %r" % cause)
 
 
 # --- a missing interpreter --------------------------------------------------
