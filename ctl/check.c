@@ -10,19 +10,28 @@
 #include "policy.h"
 #include "show.h"
 
-/* The result of one file as {"file":...,"ok":...,"errors":[...]}. */
+/* The result of one file as {"file":...,"ok":...,"errors":[...],"warnings":[...]};
+ * errs holds the errors of a bad file, the warnings of a good one. */
 static json_t *file_json(const char *path, bool ok, const struct policy_errors *errs)
 {
-        return json_pack("{s:o, s:b, s:o}", "file", show_json_string(path), "ok", ok, "errors",
-                         show_json_strv(errs->msgs, errs->n));
+        return json_pack("{s:o, s:b, s:o, s:o}", "file", show_json_string(path), "ok", ok, "errors",
+                         show_json_strv(ok ? NULL : errs->msgs, ok ? 0 : errs->n), "warnings",
+                         show_json_strv(ok ? errs->msgs : NULL, ok ? errs->n : 0));
 }
 
-/* Loads path; on failure makes sure errs says why. 0 or -errno. */
+/* Loads path; on failure makes sure errs says why, on success it holds the
+ * policy's warnings. 0 or -errno. */
 static int load(const char *path, struct policy_errors *errs)
 {
         struct policy *p = NULL;
         int e = policy_load(path, &p, errs);
 
+        if (e >= 0) {
+                errs->msgs = p->warnings;
+                errs->n = p->n_warnings;
+                p->warnings = NULL;
+                p->n_warnings = 0;
+        }
         policy_free(p);
         if (e < 0 && errs->n == 0) {
                 char msg[512], *m;
@@ -52,7 +61,11 @@ int check_run(const struct ctl *ctl, const struct cmd_args *a)
                         e = json_array_append_new(all, file_json(path, e >= 0, &errs));
                 } else if (e >= 0) {
                         char *line = NULL;
-                        e = asprintf(&line, "%s: ok", path) < 0 ? -ENOMEM : show_line(stdout, line);
+                        e = 0;
+                        for (size_t j = 0; j < errs.n && e >= 0; j++)
+                                e = show_line(stdout, errs.msgs[j]);
+                        if (e >= 0)
+                                e = asprintf(&line, "%s: ok", path) < 0 ? -ENOMEM : show_line(stdout, line);
                         free(line);
                 } else {
                         e = 0;

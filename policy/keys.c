@@ -380,6 +380,24 @@ static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
         return -EINVAL;
 }
 
+/* Loopback=: deprecated. It brought lo up in the gadget's network
+ * namespace, but a gadget can create no socket (seccomp), so lo had no
+ * use; the key still loads, so that old policies keep working, and is
+ * ignored with a warning. */
+static int policy_set_loopback(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        bool b;
+
+        (void)obj;
+        if (policy_parse_bool(value, &b) < 0) {
+                policy_err(c, "%s=%s is not a boolean (yes/no)", key, POLICY_Q(value));
+                return -EINVAL;
+        }
+        policy_warn(c, "%s= is deprecated and ignored (lo stays down): a gadget cannot create sockets, "
+                    "so lo had no use; remove the line", key);
+        return 0;
+}
+
 /* UI=: the gadget's HTML UI, which gadgetd (root) reads and serves to
  * whoever holds the gateway's token. Why the checks are safe: a regular
  * file (a FIFO or device could block gadgetd), named *.html or *.htm, at
@@ -422,7 +440,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Environment", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_environment },
         { "ReadOnlyPaths", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_ro_paths },
         { "SystemLibraries", KIND_BOOL, 0, 0, G(system_libraries), 0, NULL },
-        { "Loopback", KIND_BOOL, 0, 0, G(loopback), 0, NULL },
+        { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL },
         { "MemoryMax", KIND_SIZE, KEY_INFINITY, 0, G(memory_max), 0, NULL },

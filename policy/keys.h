@@ -73,6 +73,8 @@ struct policy_ctx {
 };
 
 void policy_err(struct policy_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A note for p->warnings: the file loads, but something in it is ignored. */
+void policy_warn(struct policy_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Notes an allocation failure: the parse stops and returns -ENOMEM. */
 void policy_oom(struct policy_ctx *c);
 /* s in double quotes, escaped and shortened to fit size: for messages. */

@@ -126,6 +126,21 @@ static void policy_vredact(char *buf, size_t size, const char *fmt, va_list ap)
         buf[o] = '\0';
 }
 
+void policy_warn(struct policy_ctx *c, const char *fmt, ...)
+{
+        char prefix[64 + 4096];
+        struct policy_errors w = { .msgs = c->p->warnings, .n = c->p->n_warnings };
+        va_list ap;
+
+        snprintf(prefix, sizeof(prefix), "%s:%u: warning: ", c->name, c->line);
+        va_start(ap, fmt);
+        if (policy_errors_vadd(&w, prefix, fmt, ap) < 0)
+                policy_oom(c);
+        va_end(ap);
+        c->p->warnings = w.msgs;
+        c->p->n_warnings = w.n;
+}
+
 void policy_err(struct policy_ctx *c, const char *fmt, ...)
 {
         char prefix[64 + 4096];
@@ -372,6 +387,39 @@ static int policy_handler(void *user, const char *section, const char *key, cons
         return 1;
 }
 
+/* True if path is dir or lies below it. */
+static bool policy_path_within(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Exec='s interpreter (ELF loader or #! line) must be in the sandbox, or
+ * the exec fails with ENOENT for a file that plainly exists: a warning
+ * names it and the key that adds it (the start then fails, naming it
+ * again, worker/init.c). A warning, not an error: the path may still be
+ * reached some other way (a listed directory holding a link to it). The
+ * directories SystemLibraries=yes adds are those of worker/mounts.c. */
+static void policy_check_interpreter(struct policy_ctx *c)
+{
+        static const char *const sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+        struct policy *p = c->p;
+        char interp[256];
+
+        if (!p->exec || policy_interpreter(p->exec, interp, sizeof interp) <= 0)
+                return;
+        for (size_t i = 0; p->system_libraries && i < sizeof sys / sizeof *sys; i++)
+                if (policy_path_within(interp, sys[i]))
+                        return;
+        for (size_t i = 0; i < p->n_ro_paths; i++)
+                if (policy_path_within(interp, p->ro_paths[i]))
+                        return;
+        c->line = c->gadget_seen[POLICY_KEY_EXEC];
+        policy_warn(c, "Exec=%s needs its interpreter %s, which is not in the sandbox: %s", POLICY_Q(p->exec),
+                   POLICY_Q(interp), p->system_libraries ? "list it in ReadOnlyPaths="
+                                                         : "add SystemLibraries=yes (or list it in ReadOnlyPaths=)");
+}
+
 /* The checks that need the whole file. */
 static void policy_finish(struct policy_ctx *c)
 {
@@ -390,6 +438,7 @@ static void policy_finish(struct policy_ctx *c)
                 policy_err(c, "[Gadget] has no Name=");
         if (!p->exec && !c->gadget_seen[POLICY_KEY_EXEC])
                 policy_err(c, "[Gadget] has no Exec=");
+        policy_check_interpreter(c);
         for (size_t i = 0; i < p->n_bindings && p->name; i++) {
                 c->line = p->bindings[i].line;
                 if (p->bindings[i].target && strcmp(p->bindings[i].target, p->name) == 0)
@@ -619,6 +668,7 @@ void policy_free(struct policy *p)
         policy_strv_free(p->argv);
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);
+        policy_strv_free(p->warnings);
         for (size_t i = 0; i < p->n_bindings; i++)
                 policy_binding_clear(&p->bindings[i]);
         free(p->bindings);

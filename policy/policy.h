@@ -100,7 +100,6 @@ struct policy {
         char **ro_paths;         /* ReadOnlyPaths=, absolute, existing */
         size_t n_ro_paths;
         bool system_libraries;   /* SystemLibraries=, default no */
-        bool loopback;           /* Loopback=, default no */
         uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
         uint64_t memory_max;     /* MemoryMax=, bytes, default POLICY_UNLIMITED */
         uint64_t tasks_max;      /* TasksMax=, default POLICY_UNLIMITED */
@@ -119,6 +118,8 @@ struct policy {
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;
         size_t n_bindings;
+        char **warnings;         /* "FILE:LINE: warning: ..." for keys that load but do nothing */
+        size_t n_warnings;
 };
 
 /* Every problem found in one file, each "FILE:LINE: problem". */
@@ -159,6 +160,11 @@ int policy_parse_bool(const char *s, bool *out);         /* yes/no true/false on
 bool policy_identifier_valid(const char *s);             /* binding names */
 bool policy_name_valid(const char *s);                   /* gadget names */
 int policy_parse_count(const char *s, uint64_t *out);    /* 16, infinity: no suffixes */
+
+/* The interpreter path needs before it can run: PT_INTERP of an ELF file
+ * or the first word of a #! line, into out. 1 if there is one, 0 if none
+ * (a static program, or a file of another kind), or -errno. */
+int policy_interpreter(const char *path, char *out, size_t len);
 
 /* Splits s into words like a shell without expansions: blanks separate,
  * 'single' quotes are literal, "double" quotes take \" and \\, a backslash

@@ -273,10 +273,27 @@ static void cannot_open(const char *name, const char *path, int flags)
                 close(fd);
 }
 
+/* The sandbox's own /etc/passwd or group names only the gadget and the
+ * overflow id: a "root:" entry would be the host's user database. */
+static void host_user_db(const char *name, const char *path)
+{
+        if (!wanted(name))
+                return;
+        FILE *f = fopen(path, "re");
+        char line[256];
+        bool root = false;
+        while (f && fgets(line, sizeof line, f))
+                root = root || strncmp(line, "root:", 5) == 0;
+        if (f)
+                fclose(f);
+        report(name, !root, root ? "the host's, with root" : f ? "the sandbox's own" : "absent");
+}
+
 static void files(void)
 {
         cannot_open("read /etc/shadow", "/etc/shadow", O_RDONLY);
-        cannot_open("read /etc/passwd", "/etc/passwd", O_RDONLY);
+        host_user_db("host /etc/passwd", "/etc/passwd");
+        host_user_db("host /etc/group", "/etc/group");
         cannot_open("read init environ", "/proc/1/environ", O_RDONLY);
         cannot_open("open /proc/1/root", "/proc/1/root/etc", O_RDONLY | O_DIRECTORY);
         cannot_open("read /proc/kcore", "/proc/kcore", O_RDONLY);
@@ -289,6 +306,10 @@ static void files(void)
         cannot_open("write own binary", "/proc/self/exe", O_WRONLY);
         cannot_open("write init binary", "/proc/1/exe", O_WRONLY);
         cannot_open("write cgroup files", "/sys/fs/cgroup/cgroup.procs", O_WRONLY);
+        cannot_open("write cgroup v2 memory.max", "/sys/fs/cgroup/memory.max", O_WRONLY);
+        cannot_open("write cgroup v1 memory limit", "/sys/fs/cgroup/memory/memory.limit_in_bytes", O_WRONLY);
+        cannot_open("write cgroup v1 tasks", "/sys/fs/cgroup/pids/tasks", O_WRONLY);
+        cannot_open("create in /sys/fs/cgroup", "/sys/fs/cgroup/escape", O_WRONLY | O_CREAT);
         if (wanted("kallsyms")) {
                 FILE *f = fopen("/proc/kallsyms", "re");
                 char line[256];

@@ -136,11 +136,28 @@ static int write_limits(const struct cgroup *cg, const struct cgroup_limits *l, 
         return e;
 }
 
-/* The controllers l sets a limit in. */
+/* The controllers l sets a limit in; with a memory limit also those a
+ * runtime needs beside memory to read it (see CGROUP_CPUSET). */
 static unsigned limited(const struct cgroup_limits *l)
 {
-        return (l->memory_max != UINT64_MAX ? 1u << CGROUP_MEMORY : 0) |
+        unsigned view = 1u << CGROUP_CPU | 1u << CGROUP_CPUACCT | 1u << CGROUP_CPUSET;
+        return (l->memory_max != UINT64_MAX ? 1u << CGROUP_MEMORY | view : 0) |
                (l->pids_max != UINT64_MAX ? 1u << CGROUP_PIDS : 0) | (l->cpu_quota ? 1u << CGROUP_CPU : 0);
+}
+
+int cgroup_cpuset_inherit(const char *parent, const char *dir)
+{
+        static const char *const files[] = { "cpuset.cpus", "cpuset.mems" };
+        char text[4096];
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+                int n = cgroup_read_file(parent, files[i], text, sizeof text);
+                if (n < 0)
+                        return n;
+                text[strcspn(text, "\n")] = '\0';
+                if ((n = cgroup_write_file(dir, files[i], text)) < 0)
+                        return n;
+        }
+        return 0;
 }
 
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
@@ -154,7 +171,8 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
         }
         cg->host = h;
         for (size_t i = 0; i < h->n_hier && e == 0; i++) {
-                if (h->one && !(h->hier[i].ctrls & limited(l)))
+                /* No controller left: a cpuset whose CPUs could not be set. */
+                if (!h->hier[i].ctrls || (h->one && !(h->hier[i].ctrls & limited(l))))
                         continue;
                 int n = h->one && h->hier[i].version == 1
                                 ? asprintf(&cg->dir[i], "%s", h->hier[i].dir)
@@ -165,7 +183,14 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
                         e = -ENOMEM;
                         break;
                 }
-                if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) < 0) {
+                if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) == 0 && h->hier[i].version == 1 &&
+                    (h->hier[i].ctrls & 1u << CGROUP_CPUSET) &&
+                    (e = cgroup_cpuset_inherit(h->one ? h->hier[i].own : h->hier[i].dir, cg->dir[i])) < 0) {
+                        snprintf(err, errlen, "cgroup v1: cannot give %s the CPUs of its parent: %s", cg->dir[i],
+                                 strerror(-e));
+                        break; /* cgroup_free removes it */
+                }
+                if (e < 0) {
                         snprintf(err, errlen, "cgroup v%d: cannot create %s: %s", h->hier[i].version,
                                  cg->dir[i], strerror(-e));
                         free(cg->dir[i]);

@@ -14,7 +14,8 @@
  * no instance level: OWN/gadgetd.PID is the gadget's cgroup, which saves a
  * directory per hierarchy (in the memory controller, the costliest part);
  * and only the hierarchies that hold a limit of the gadget are used, since
- * no one reads the usage of a one-shot run.
+ * no one reads the usage of a one-shot run (with MemoryMax, cpu, cpuacct
+ * and cpuset too: the view a runtime needs to see the limit).
  *
  * Instance directories of gadgetds that are gone are removed at start. */
 #pragma once
@@ -24,7 +25,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum cgroup_ctrl { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CPUACCT, CGROUP_N_CTRL };
+/* CGROUP_CPUSET holds no limit and is v1 only: the gadget gets a cgroup
+ * there so that its runtimes see a complete v1 view in /sys/fs/cgroup
+ * (OpenJDK 17 reads its limits only where memory, cpu, cpuacct and cpuset
+ * are all mounted); it has its parent's CPUs and memory nodes. */
+enum cgroup_ctrl { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CPUACCT, CGROUP_CPUSET, CGROUP_N_CTRL };
 
 /* Which cgroup versions gadgetd may use. */
 enum cgroup_use { CGROUP_USE_ANY, CGROUP_USE_V2, CGROUP_USE_V1, CGROUP_USE_NONE };
@@ -108,3 +113,6 @@ int cgroup_write_file(const char *dir, const char *file, const char *text);
 /* Reads into buf, NUL-terminated: the length read, or -errno. */
 int cgroup_read_file(const char *dir, const char *file, char *buf, size_t len);
 bool cgroup_file_exists(const char *dir, const char *file);
+/* Gives the new v1 cpuset dir the CPUs and memory nodes of parent (a new
+ * cpuset has none, and no task can join it). 0 or -errno. */
+int cgroup_cpuset_inherit(const char *parent, const char *dir);

@@ -17,7 +17,7 @@
 #define INSTANCE_PREFIX "gadgetd."
 #define SUPERVISOR "supervisor"
 
-static const char *const ctrl_names[CGROUP_N_CTRL] = { "memory", "pids", "cpu", "cpuacct" };
+static const char *const ctrl_names[CGROUP_N_CTRL] = { "memory", "pids", "cpu", "cpuacct", "cpuset" };
 
 /* One cgroup file system from /proc/self/mountinfo. */
 struct cg_mount {
@@ -388,6 +388,14 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
                         continue;
                 }
                 add_hier(h, 1, own, dir, 1u << c);
+        }
+        int set = h->ctrl_hier[CGROUP_CPUSET];
+        if (set >= 0 && !h->one && cgroup_cpuset_inherit(h->hier[set].own, h->hier[set].dir) < 0) {
+                /* Without CPUs no task could join it: leave cpuset out. */
+                if (h->hier[set].ctrls == 1u << CGROUP_CPUSET)
+                        remove_tree(h->hier[set].dir);
+                h->hier[set].ctrls &= ~(1u << CGROUP_CPUSET);
+                h->ctrl_hier[CGROUP_CPUSET] = -1;
         }
         int mem = h->ctrl_hier[CGROUP_MEMORY];
         if (mem >= 0 && h->hier[mem].version == 1)

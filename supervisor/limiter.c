@@ -90,7 +90,8 @@ void limiter_log(const struct limiter *l)
         for (int c = 0; c < CGROUP_N_CTRL; c++)
                 if (cgroup_host_dir(h, (enum cgroup_ctrl)c))
                         log_msg(L_INFO, NULL, "limits: %s controller: cgroup v%d under %s",
-                                c == CGROUP_CPUACCT ? "CPU accounting" : ctrl_labels[c],
+                                c == CGROUP_CPUACCT ? "CPU accounting"
+                                : c == CGROUP_CPUSET ? "cpuset (no limit: a runtime's view)" : ctrl_labels[c],
                                 cgroup_host_version(h, (enum cgroup_ctrl)c), cgroup_host_dir(h, (enum cgroup_ctrl)c));
         if (mem == 2)
                 log_msg(L_INFO, NULL, "limits: MemoryMax by cgroup v2 memory.max%s",

@@ -23,6 +23,8 @@ static int check_main(int argc, char **argv)
                                 printf("%s\n", errs.msgs[j]);
                         bad = 1;
                 } else {
+                        for (size_t j = 0; j < p->n_warnings; j++)
+                                printf("%s\n", p->warnings[j]);
                         printf("%s: ok\n", argv[i]);
                 }
                 policy_errors_clear(&errs);

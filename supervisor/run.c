@@ -314,6 +314,8 @@ int run_main(int argc, char **argv)
                 policy_errors_clear(&errs);
                 goto out;
         }
+        for (size_t i = 0; i < p->n_warnings; i++)
+                fprintf(stderr, "%s\n", p->warnings[i]);
         log_set_level(L_WARN);
         ret = RUN_EXIT_START;
         /* Shared with other gadgetd run processes (tests and benchmarks run

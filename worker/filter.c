@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <linux/seccomp.h>
 
@@ -35,7 +36,7 @@ static const char *const allowed[] = {
         "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
         "eventfd", "eventfd2", "signalfd", "signalfd4", "timerfd_create",
         "timerfd_settime", "timerfd_gettime", "inotify_init", "inotify_init1",
-        "inotify_add_watch", "inotify_rm_watch", "memfd_create",
+        "inotify_add_watch", "inotify_rm_watch", "memfd_create", "mknod", "mknodat",
         "mmap", "munmap", "mprotect", "mremap", "msync", "mincore", "madvise", "brk",
         "mlock", "mlock2", "munlock", "mlockall", "munlockall", "membarrier",
         "pkey_alloc", "pkey_free", "pkey_mprotect", "map_shadow_stack", "mseal",
@@ -76,7 +77,7 @@ static const char *const refused[] = {
         "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
         "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime",
         "adjtimex", "iopl", "ioperm", "syslog", "fanotify_init", "fanotify_mark",
-        "quotactl", "quotactl_fd", "mknod", "mknodat", "capset", "setuid", "setgid",
+        "quotactl", "quotactl_fd", "capset", "setuid", "setgid",
         "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
         "setgroups", "sched_setscheduler", "sched_setparam", "sched_setattr", "vhangup",
         "kcmp", "lookup_dcookie", "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl",
@@ -131,6 +132,20 @@ static int add_arg_rules(scmp_filter_ctx ctx)
                 if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                           SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]))) < 0)
                         return e;
+        /* mknod makes FIFOs only (mkfifo, for shells and build tools). Why
+         * this is safe: a FIFO joins only processes that can reach it, and
+         * a gadget can write only its own /tmp and /dev/shm; every other
+         * file type is refused here (devices also need CAP_MKNOD in the
+         * host, which a user namespace never has). */
+        for (unsigned long type = 0; type <= S_IFMT; type += 010000) {
+                if (type == S_IFIFO)
+                        continue;
+                if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
+                                          SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, type))) < 0 ||
+                    (e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
+                                          SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, type))) < 0)
+                        return e;
+        }
         /* The kernel compares only the low 32 bits of an ioctl request, so
          * the masked compare also catches the high-bits variant. */
         if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,

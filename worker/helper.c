@@ -142,7 +142,7 @@ int main(void)
         struct policy p = {
                 .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
                 .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
-                .loopback = s->loopback, .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile,
+                .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile,
         };
         struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
         struct sandbox_config cfg = {

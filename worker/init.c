@@ -66,8 +66,18 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
 fail:
         e = errno;
         {
-                char msg[512];
+                char msg[512], interp[256];
                 int n = snprintf(msg, sizeof msg, "%s %s: %s", step, cfg->policy->exec, strerror(e));
+                /* The program is there (it was mounted), so ENOENT means
+                 * its interpreter is not: name it and the key that adds it. */
+                if (e == ENOENT && strcmp(step, "exec") == 0 &&
+                    policy_interpreter(cfg->policy->exec, interp, sizeof interp) > 0 && access(interp, F_OK) < 0)
+                        n = snprintf(msg, sizeof msg, "%s %s: its interpreter %s is not in the sandbox (%s)", step,
+                                     cfg->policy->exec, interp,
+                                     cfg->policy->system_libraries ? "list it in ReadOnlyPaths="
+                                                                   : "SystemLibraries=yes adds the system's");
+                if (n >= (int)sizeof msg)
+                        n = sizeof msg - 1;
                 sandbox_report(rep >= 0 ? rep : err_fd, SANDBOX_REPORT_ERROR, msg, (uint16_t)n);
         }
         _exit(127);

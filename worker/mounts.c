@@ -1,6 +1,8 @@
 /* mounts: the gadget's root filesystem. A fresh tmpfs becomes the root,
- * holding only the program, the policy's paths (read-only), a minimal /dev,
- * a private /tmp and /proc of the gadget's PID namespace. */
+ * holding only the program, the policy's paths (read-only), a minimal /dev
+ * with a private /dev/shm, a private /tmp, /proc of the gadget's PID
+ * namespace, a generated /etc/passwd and /etc/group (etcfiles.c) and the
+ * mount point of its cgroups, /sys/fs/cgroup (cgroupfs.c). */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -37,6 +39,15 @@ struct mount_plan {
 static char step_buf[PATH_MAX + 64];
 
 static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+/* What the system's libraries and commands read from /etc: the loader's
+ * cache, the Debian alternatives (awk, which, pager, java... are links
+ * through /etc/alternatives), the local time zone and glibc's locale
+ * aliases. Why this is safe: each is public system configuration that
+ * every user of the host may read, holds no secret, and comes read-only;
+ * the rest of /etc (shadow, ssh keys, credentials of services) never
+ * enters. Where one is missing it is left out. */
+static const char *const system_etc[] = { "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime",
+                                          "/etc/locale.alias" };
 static const char *const dev_nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
 
 static const char *set_step(struct mount_plan *plan, const char *what, const char *path)
@@ -120,8 +131,9 @@ static int plan_clone(struct mount_plan *plan, const char *src, uint64_t attr, c
         return plan_clone_at(plan, src, src, attr, step);
 }
 
-/* Adds a system directory: a symlink (merged /usr) is recreated, a
- * directory is cloned read-only, a missing one is skipped. */
+/* Adds a system directory or file: a symlink (merged /usr, /etc/localtime)
+ * is recreated, a directory or file is cloned read-only, a missing one is
+ * skipped. */
 static int plan_system_dir(struct mount_plan *plan, const char *dir, const char **step)
 {
         struct stat st;
@@ -160,9 +172,9 @@ int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exe
         for (size_t i = 0; p->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
                 if ((e = plan_system_dir(plan, system_dirs[i], step)) < 0)
                         goto out;
-        if (p->system_libraries && access("/etc/ld.so.cache", F_OK) == 0 &&
-            (e = plan_clone(plan, "/etc/ld.so.cache", ro, step)) < 0)
-                goto out;
+        for (size_t i = 0; p->system_libraries && i < sizeof system_etc / sizeof *system_etc; i++)
+                if ((e = plan_system_dir(plan, system_etc[i], step)) < 0)
+                        goto out;
         for (size_t i = 0; i < p->n_ro_paths; i++)
                 if ((e = plan_clone_at(plan, p->ro_paths[i], ro_real[i], ro, step)) < 0)
                         goto out;
@@ -240,8 +252,13 @@ static int cmp_items(const void *a, const void *b)
         return strcmp(((const struct mount_item *)a)->dst, ((const struct mount_item *)b)->dst);
 }
 
-/* The gadget's /tmp: private, size-limited in bytes and inodes. */
-static int mount_tmp(const struct policy *p)
+/* A private tmpfs of TmpSize at dir: the gadget's /tmp, and its /dev/shm
+ * (POSIX shared memory and semaphores: Python's multiprocessing), each
+ * limited in bytes and inodes. Why this is safe: both are new, empty and
+ * the gadget's alone; their pages are charged to the memory cgroup of the
+ * process that writes them, so they count in MemoryMax; nothing on them
+ * gains set-uid or device rights. */
+static int mount_tmpfs(const struct policy *p, const char *dir, unsigned long flags)
 {
         char opts[128];
         uint64_t inodes = p->tmp_size / 4096;
@@ -249,9 +266,9 @@ static int mount_tmp(const struct policy *p)
                 inodes = 256;
         snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
                  (unsigned long long)p->tmp_size, (unsigned long long)inodes);
-        if (mkdir(BASE "/tmp", 01777) < 0)
+        if (mkdir(dir, 01777) < 0)
                 return -errno;
-        if (mount("tmpfs", BASE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
                 return -errno;
         return 0;
 }
@@ -285,13 +302,24 @@ int mounts_build(const struct mount_plan *cplan, const struct policy *p, const c
         if (mkdir(BASE "/dev", 0755) < 0 || (e = make_dev_links()) < 0)
                 return e < 0 ? e : -errno;
         *step = "mount /tmp";
-        if ((e = mount_tmp(p)) < 0)
+        if ((e = mount_tmpfs(p, BASE "/tmp", 0)) < 0)
+                return e;
+        *step = "mount /dev/shm";
+        if ((e = mount_tmpfs(p, BASE "/dev/shm", MS_NOEXEC)) < 0)
                 return e;
         *step = "mount /proc";
         if (mkdir(BASE "/proc", 0555) < 0)
                 return -errno;
         if (mount("proc", BASE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return -errno;
+        /* Filled once the cgroup namespace is made (cgroupfs.c). */
+        *step = "make /sys/fs/cgroup";
+        if (mkdir(BASE "/sys", 0555) < 0 || mkdir(BASE "/sys/fs", 0555) < 0 || mkdir(BASE "/sys/fs/cgroup", 0555) < 0)
+                return -errno;
+        /* Before the listed paths: one listing /etc/passwd hides this one. */
+        *step = "write /etc/passwd";
+        if ((e = etcfiles_write(BASE "/etc", p)) < 0)
+                return e;
         /* Shorter paths first, so a parent is in place before its children. */
         qsort(plan->items, plan->n, sizeof *plan->items, cmp_items);
         for (size_t i = 0; i < plan->n; i++) {

@@ -60,7 +60,8 @@ static int become_gadget_user(void)
  * the sandbox is built, and has put this process in its v2 cgroup by the
  * time the message comes) and joins the v1 cgroups whose "tasks" files
  * come with it; then makes the cgroup namespace, rooted there, so the
- * gadget sees "/" and nothing of the host's cgroup paths. Before the
+ * gadget sees "/" and nothing of the host's cgroup paths, and mounts its
+ * cgroups at /sys/fs/cgroup (worker/cgroupfs.c). Before the
  * limits and the program: everything the program does counts against
  * them. Why this is safe: the fds were opened by gadgetd and name only
  * this gadget's cgroups; they are closed at once. */
@@ -92,17 +93,29 @@ static int join_cgroups(const struct sandbox_config *cfg, const char **step)
                 e = -errno;
         else if (byte != SANDBOX_CGROUP_MSG || (mh.msg_flags & MSG_CTRUNC))
                 e = -EPROTO;
+        /* Joining a v1 cpuset resets the CPU affinity to all of its CPUs:
+         * the program keeps the CPUs gadgetd gave it. */
+        cpu_set_t cpus;
+        bool keep = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
         for (size_t i = 0; i < n; i++) {
                 if (e == 0 && write(fds[i], "0", 1) != 1)
                         e = -errno;
                 close(fds[i]);
         }
+        if (e == 0 && keep && n > 0 && sched_setaffinity(0, sizeof cpus, &cpus) < 0)
+                e = -errno;
         if (!cfg->prewarm)
                 close(cfg->setup_fd);
         if (e < 0)
                 return e;
+        struct cgroupfs_view view;
+        *step = "cgroup mount: read /proc/self/cgroup";
+        if ((e = cgroupfs_scan(&view)) < 0)
+                return e;
         *step = "cgroup namespace";
-        return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                return -errno;
+        return cgroupfs_mount(&view, step);
 }
 
 _Noreturn void sandbox_main(const struct sandbox_config *cfg)
@@ -133,11 +146,6 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg)
         mounts_plan_free(plan);
         if (sethostname(p->name, strlen(p->name)) < 0)
                 fail(cfg->report_fd, "hostname", errno);
-        if (p->loopback) {
-                e = net_loopback_up(&step);
-                if (e < 0)
-                        fail(cfg->report_fd, step, -e);
-        }
         e = join_cgroups(cfg, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);

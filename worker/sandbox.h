@@ -104,9 +104,20 @@ int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exe
                    struct mount_plan **plan, const char **step);
 int mounts_build(const struct mount_plan *plan, const struct policy *p, const char **step);
 void mounts_plan_free(struct mount_plan *plan);
+/* Writes the generated passwd and group into etc (the new root's /etc). */
+int etcfiles_write(const char *etc, const struct policy *p);
+/* The hierarchies gadgetd moved the worker into, read before the cgroup
+ * namespace is made, and mounted read-only at /sys/fs/cgroup after. */
+#define CGROUPFS_NAME_MAX 64
+struct cgroupfs_view {
+        char v1[SANDBOX_CGROUP_FDS_MAX][CGROUPFS_NAME_MAX]; /* controller lists */
+        size_t n_v1;
+        bool v2;
+};
+int cgroupfs_scan(struct cgroupfs_view *v);
+int cgroupfs_mount(const struct cgroupfs_view *v, const char **step);
 int caps_lock_securebits(void);
 int caps_drop_all(void);
-int net_loopback_up(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
 /* In PID 2 right before exec: the limits of the program alone. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);

@@ -32,9 +32,10 @@ GROUPS = {
     "terminals": ["TIOCSTI fd 0", "TIOCSTI fd 1", "TIOCSTI fd 2", "TIOCSTI high bits fd 0",
                   "TIOCSTI high bits fd 1", "TIOCSTI high bits fd 2", "TIOCLINUX fd 0", "TIOCLINUX fd 1",
                   "TIOCLINUX fd 2", "open /dev/tty"],
-    "host_files": ["read /etc/shadow", "read /etc/passwd", "read init environ", "open /proc/1/root",
-                   "read /proc/kcore", "read /dev/mem", "open block device", "kallsyms addresses", "open /sys",
-                   "write cgroup files"],
+    "host_files": ["read /etc/shadow", "host /etc/passwd", "host /etc/group", "read init environ",
+                   "open /proc/1/root", "read /proc/kcore", "read /dev/mem", "open block device",
+                   "kallsyms addresses", "open /sys", "write cgroup files", "write cgroup v2 memory.max",
+                   "write cgroup v1 memory limit", "write cgroup v1 tasks", "create in /sys/fs/cgroup"],
     "writes": ["write /", "write /proc/sys", "write own binary", "write init binary"],
     "process_view": ["inherited fds", "working directory outside root", "host processes", "host name shared"],
     "exhaustion": ["disk exhaustion", "memory exhaustion", "fork bomb"],
@@ -207,7 +208,7 @@ def selftest_reports_what_a_policy_exposes(tmp):
     pol = policy(tmp, "loose", "ReadOnlyPaths=/etc\n")
     r = selftest(pol)
     check(r.returncode == 1 and "ESCAPED" in r.stderr, "selftest: %d %r" % (r.returncode, r.stderr))
-    check(re.search(r"^read /etc/passwd\s+ESCAPED", r.stdout, re.M), "table: %r" % r.stdout)
+    check(re.search(r"^host /etc/passwd\s+ESCAPED", r.stdout, re.M), "table: %r" % r.stdout)
 
 
 @test
