@@ -243,6 +243,31 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_s(pid):
+    """utime + stime of pid in seconds, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sanitized(pid):
+    """Under AddressSanitizer, whose quarantine keeps freed memory
+    resident, RSS bounds are not checked (they hold for the normal build)."""
+    return "libasan" in open("/proc/%d/maps" % pid).read()
+
+
+def rss_growth(pid, rss0):
+    """RSS above rss0 in KiB (0 when sanitized)."""
+    return 0 if sanitized(pid) else rss_kib(pid) - rss0
+
+
+def unload(d, name):
+    """Removes gadget name's policy and reloads: the gadget is gone."""
+    os.unlink(os.path.join(d.pol, name + ".policy"))
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: name not in d.list(), timeout=10, what="%s unloaded" % name)
+
+
 class Healthy:
     """The healthy caller of the hostile-load tests: while the block runs,
     `callflood --steady` calls gadget.method one call at a time through
@@ -270,6 +295,12 @@ class Healthy:
         return self.result
 
     def __exit__(self, exc, *rest):
+        if exc is not None:  # the test's own failure is the one to report
+            try:
+                self.finish()
+            except Failure:
+                pass
+            return
         r = self.finish()
         if exc is None:
             check(r.get("sent", 0) > 0, "the healthy caller made no call")

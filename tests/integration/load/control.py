@@ -10,21 +10,15 @@ import sys
 import time
 
 import harness
-from harness import Daemon, Healthy, check, fd_count, policy, rss_kib, test, wait_for
+from harness import Daemon, Healthy, check, fd_count, policy, rss_growth, rss_kib, sanitized, test, wait_for
 
 ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
 
 
-def sanitized(pid):
-    """Under AddressSanitizer, whose quarantine keeps freed memory
-    resident, RSS bounds are not checked (they hold for the normal build)."""
-    return "libasan" in open("/proc/%d/maps" % pid).read()
 
 
-def rss_growth(pid, rss0):
-    """RSS above rss0 in KiB (0 when sanitized)."""
-    return 0 if sanitized(pid) else rss_kib(pid) - rss0
 NOBODY = (65534, 65534)  # in group nogroup: gadgetd runs with --group nogroup
+
 
 
 def attack(user, *args):

@@ -10,21 +10,15 @@ import time
 
 import harness
 from gateway_util import Gateway
-from harness import Healthy, check, fd_count, policy, rss_kib, test, wait_for
+from harness import Healthy, check, cpu_s, fd_count, policy, rss_growth, rss_kib, test, wait_for
 
 ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
 
 
-def sanitized(pid):
-    """Under AddressSanitizer, whose quarantine keeps freed memory
-    resident, RSS bounds are not checked (they hold for the normal build)."""
-    return "libasan" in open("/proc/%d/maps" % pid).read()
 
 
-def rss_growth(pid, rss0):
-    """RSS above rss0 in KiB (0 when sanitized)."""
-    return 0 if sanitized(pid) else rss_kib(pid) - rss0
 STRANGER = (60100, 60100)  # any local user: not in the control group, no token
+
 
 
 def attack(*args):
@@ -60,9 +54,6 @@ def ready(g):
     wait_for(lambda: harness.spare(g), what="the spare sandbox shell")
 
 
-def cpu_s(pid):
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def log_lines(g, text):

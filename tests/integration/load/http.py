@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from harness import GADGETD, Daemon, Healthy, check, fd_count, policy, rss_kib, test, wait_for
+from harness import Daemon, GADGETD, Healthy, check, fd_count, policy, rss_kib, test, unload, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 MIB = 1024
@@ -118,11 +118,6 @@ def warm_curl(d, port):
     unload(d, "warm")
 
 
-def unload(d, name):
-    """Removes gadget name's policy and reloads: the gadget is gone."""
-    os.unlink(os.path.join(d.pol, name + ".policy"))
-    check(d.ctl("reload").returncode == 0, "reload failed")
-    wait_for(lambda: name not in d.list(), what="%s unloaded" % name)
 
 
 def attack(d, name, mode_args, body):

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import time
 
-from harness import (Daemon, Healthy, check, fd_count, policy, rss_kib, skip, test, wait_for)
+from harness import Daemon, Healthy, check, cpu_s, fd_count, policy, rss_kib, skip, test, unload, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
@@ -51,10 +51,6 @@ def flood(d, name, *args, timeout=40):
     return wait_for(report, timeout=timeout, what="the kv-flood report of " + name)
 
 
-def unload(d, name):
-    os.unlink(os.path.join(d.pol, name + ".policy"))
-    d.ctl("reload")
-    wait_for(lambda: name not in d.list(), what=name + " unloaded")
 
 
 class Cost:
@@ -145,9 +141,6 @@ def load_kv_pipelined_puts(tmp):
         print("healthy calls: %r; attacker: %r; %s" % (h.result, r, cost))
 
 
-def cpu_seconds(pid):
-    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def populate(tmp, gadget, n):
@@ -178,11 +171,11 @@ def load_kv_list_unmatched_prefix(tmp):
     with Daemon(tmp) as d:
         two_gadgets(d)
         cost = Cost(d)
-        cpu0 = cpu_seconds(d.proc.pid)
+        cpu0 = cpu_s(d.proc.pid)
         with Healthy(d, "good", "binding", GOOD_PUT) as h:
             r = flood(d, "lister", "DATA", "list", 2000, 16, 0, "a/")
             cost.check_during()
-        cpu = cpu_seconds(d.proc.pid) - cpu0
+        cpu = cpu_s(d.proc.pid) - cpu0
         check(r["sent"] == 2000 and r["ok"] + r["busy"] == 2000 and r["ok"] > 0, "list outcomes: %r" % r)
         # Healthy calls and the lists together; the scans alone were 14 s.
         check(cpu < 4, "2,000 lists of an unmatched prefix cost gadgetd %.1f s of CPU" % cpu)

@@ -8,7 +8,7 @@ import re
 import subprocess
 import time
 
-from harness import CALLFLOOD, Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, wait_for
+from harness import CALLFLOOD, Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, unload, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 
@@ -59,11 +59,6 @@ def ready(d, *names):
         wait_for(lambda: d.state(n) == "ready", what=n + " ready")
 
 
-def remove(d, name):
-    """Unloads an attacker (its policy gone, a reload stops it)."""
-    os.unlink(os.path.join(d.pol, name + ".policy"))
-    check(d.ctl("reload").returncode == 0, "reload failed")
-    wait_for(lambda: name not in d.list(), timeout=10, what=name + " unloaded")
 
 
 def answers(d, gadget, mode):
@@ -130,13 +125,13 @@ def load_loop_big_frames(tmp):
                 frames, nbytes, values = map(int, turn.groups())
                 check(bound(frames, nbytes, values), "%s: a turn of %d frames, %d bytes, %d values" % (
                     name, frames, nbytes, values))
-                remove(d, name)
+                unload(d, name)
             policy(d.pol, "big", "Arguments=big-frames 150 131000\n", exec_path=HOSTILE)
             ready(d)
             run_attack(d, bounds, lambda: "[big] big-frames: answers" in d.logtext())
             got = answers(d, "big", "big-frames")
             check(got["answers"] == 150 and got["denied"] == 150, "attacker's answers: %r" % got)
-            remove(d, "big")
+            unload(d, "big")
             # One frame over FrameValuesMax ends the worker before unpacking.
             policy(d.pol, "over", "Arguments=big-frames 1 200000\n", exec_path=HOSTILE)
             ready(d)
@@ -174,7 +169,7 @@ def load_loop_binding_flood(tmp):
             wait_for(lambda: "984 binding calls answered busy" in d.logtext(), timeout=15,
                      what="the count of busy answers in the log")
             bounds.sample()
-            remove(d, "flood")
+            unload(d, "flood")
             policy(d.pol, "flood2", "Arguments=binding-flood SLOW call 1000 hang\nBindingCallsMax=8\n" +
                    slow.replace("Target=slowpoke\n", "Target=slowpoke\nCallsMax=100\n"), exec_path=HOSTILE)
             wait_for(lambda: d.state("slowpoke") == "ready", timeout=15, what="slowpoke ready again")
@@ -185,7 +180,7 @@ def load_loop_binding_flood(tmp):
                   "BindingCallsMax not logged")
             check(got["busy"] == 1000 - 8 and got["answers"] == 1000 and got["ok"] == 0,
                   "BindingCallsMax=8: answers %r" % got)
-            remove(d, "flood2")
+            unload(d, "flood2")
         bounds.check_during()
         bounds.check_after()
 

@@ -13,7 +13,7 @@ import re
 import subprocess
 import time
 
-from harness import GADGETD, Daemon, Healthy, check, fd_count, policy, rss_kib, spare, test, wait_for
+from harness import Daemon, GADGETD, Healthy, check, cpu_s, fd_count, policy, rss_kib, spare, test, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 ATTACK_S = 4          # how long each flood runs while the healthy gadget is called
@@ -33,11 +33,6 @@ RSS_SLACK_KIB = 4 * 1024  # RSS gadgetd may gain during and keep after an attack
 RSS_CHECKED = os.environ.get("SANITIZE", "none") in ("", "none")
 
 
-def cpu_s(pid):
-    """utime + stime of pid in seconds, from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def log_size(d):
