@@ -25,6 +25,7 @@
 #include "notify.h"
 #include "loader.h"
 #include "peercred.h"
+#include "peer.h"
 #include "policy.h"
 #include "run.h"
 #include "unit.h"
@@ -48,9 +49,13 @@ static void unit_unlink(struct daemon *d, struct unit *u)
                 }
 }
 
-/* Replaces a unit's policy with p and restarts it. */
+/* Replaces a unit's policy with p and restarts it. Why this is safe: the
+ * worker that still runs until the restart stops it is judged by the new
+ * policy (as the unit's bindings are), so nothing keeps the old one. */
 static void replace_policy(struct unit *u, struct policy *p, uint64_t hash)
 {
+        if (u->peer)
+                peer_set_policy(u->peer, p);
         policy_free(u->policy);
         u->policy = p;
         u->policy_hash = hash;

@@ -405,6 +405,11 @@ static void more_cb(evutil_socket_t fd, short what, void *arg)
         drain(arg);
 }
 
+void peer_set_policy(struct peer *p, const struct policy *policy)
+{
+        p->policy = policy;
+}
+
 void peer_hold(struct peer *p, bool hold)
 {
         bool was = p->held;

@@ -64,3 +64,6 @@ int peer_shutdown(struct peer *p);
  * handled until it is released, so its writes wait; the budget of its log
  * holds it this way. Released, the frames already read come first. */
 void peer_hold(struct peer *p, bool hold);
+/* The gadget's policy was replaced (a reload) while this worker still
+ * runs: its messages are judged by policy from now on. */
+void peer_set_policy(struct peer *p, const struct policy *policy);
