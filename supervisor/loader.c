@@ -97,6 +97,24 @@ static void job_free(struct loader_job *j)
         free(j);
 }
 
+static bool over_budget(const struct loader *l, uid_t uid);
+static int job_run(struct loader *l, struct loader_job *j);
+
+/* Starts root's waiting loads while its budget allows. */
+static void start_waiting(struct loader *l)
+{
+        while (l->waiting && !over_budget(l, 0)) {
+                struct loader_job *j = l->waiting;
+                l->waiting = j->next;
+                int e = job_run(l, j);
+                if (e < 0) {
+                        snprintf(j->msg, sizeof j->msg, "%s: cannot start reading: %s", j->path, strerror(-e));
+                        j->done(j->arg, e, NULL, 0, j->msg);
+                        job_free(j);
+                }
+        }
+}
+
 static void job_done_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct loader_job *j = arg;
@@ -109,6 +127,7 @@ static void job_done_cb(evutil_socket_t fd, short what, void *arg)
                 }
         j->done(j->arg, j->err, j->p, j->hash, j->msg);
         job_free(j);
+        start_waiting(l);
 }
 
 /* Why a budget: a job whose open() never returns holds its thread for
@@ -124,18 +143,34 @@ static bool over_budget(const struct loader *l, uid_t uid)
         return uid == 0 ? same >= l->max : same >= 1 || others >= l->max;
 }
 
+/* Starts j's thread and counts it in flight. */
+static int job_run(struct loader *l, struct loader_job *j)
+{
+        /* The thread takes no signals: they stay with the loop's thread. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int e = -pthread_create(&j->thread, NULL, job_thread, j);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (e < 0)
+                return e;
+        j->next = l->jobs;
+        l->jobs = j;
+        return 0;
+}
+
 int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
                  void *arg)
 {
         struct loader *l = &d->loader;
         struct loader_job *j;
+        uid_t uid = cred ? cred->uid : 0;
         int e;
 
-        if (over_budget(l, cred ? cred->uid : 0))
+        if (uid != 0 && over_budget(l, uid))
                 return -EBUSY;
         if (!(j = calloc(1, sizeof *j)))
                 return -ENOMEM;
-        j->pipe[0] = j->pipe[1] = -1;
         *j = (struct loader_job){ .d = d, .done = done, .arg = arg, .as_user = cred != NULL,
                                   .pipe = { -1, -1 } };
         if (cred)
@@ -145,16 +180,15 @@ int loader_start(struct daemon *d, const char *path, const struct peercred *cred
                 e = -ENOMEM;
                 goto fail;
         }
-        /* The thread takes no signals: they stay with the loop's thread. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = -pthread_create(&j->thread, NULL, job_thread, j);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (e < 0)
+        if (uid == 0 && over_budget(l, 0)) {
+                struct loader_job **pp = &l->waiting;
+                while (*pp)
+                        pp = &(*pp)->next;
+                *pp = j;
+                return 0;
+        }
+        if ((e = job_run(l, j)) < 0)
                 goto fail;
-        j->next = l->jobs;
-        l->jobs = j;
         return 0;
 fail:
         job_free(j);
@@ -163,5 +197,10 @@ fail:
 
 void loader_close(struct loader *l)
 {
+        while (l->waiting) { /* never started: nobody waits for them any more */
+                struct loader_job *j = l->waiting;
+                l->waiting = j->next;
+                job_free(j);
+        }
         l->jobs = NULL; /* each is its thread's until it returns; gadgetd is ending */
 }

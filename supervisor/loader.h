@@ -22,6 +22,7 @@ struct loader_job;
 /* Jobs in flight, and the budget they are held to. */
 struct loader {
         struct loader_job *jobs;
+        struct loader_job *waiting; /* root's loads beyond its budget, oldest first */
         unsigned max;            /* of users other than root together (one per user); root has as many */
 };
 
@@ -35,7 +36,8 @@ int loader_read(const char *path, const struct peercred *cred, bool follow, stru
 /* Starts reading path in a thread of its own, not following a symlink as
  * its last component (a load names the file itself); done runs on d's loop.
  * 0, -EBUSY if cred's user (or everyone but root) is at the budget, or
- * -errno. */
+ * -errno. Root's loads beyond its budget wait their turn instead (root may
+ * load a thousand policies in one go). */
 int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
                  void *arg);
 /* At gadgetd's end: jobs still reading are left to their threads. */

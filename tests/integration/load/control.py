@@ -239,3 +239,29 @@ def load_control_load_that_never_opens(tmp):
             check(p.returncode == 0 and json.loads(out)["kind"] == "done", "her load at last: %r %r" % (out, err))
         wait_for(lambda: threads(pid) == threads0, what="the load's thread to end")
         wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
+
+
+@test
+def load_control_root_loads_wait_their_turn(tmp):
+    """Root pipelines 12 loads on one connection, three times its budget of
+    reading threads (ControlMaxLoads=4): the loads beyond it wait their
+    turn, every one is answered "done" and every gadget starts."""
+    sys.path.insert(0, os.path.dirname(ATTACKS))
+    import attacks
+    with Daemon(tmp) as d:
+        paths = [policy(tmp, "g%02d" % i) for i in range(12)]
+        s = attacks.connect_unix(d.sock)
+        s.sendall(b"".join(attacks.request(i + 1, 2, p) for i, p in enumerate(paths)))
+        s.settimeout(60)
+        buf, kinds = b"", []
+        while len(kinds) < len(paths):
+            while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "little"):
+                chunk = s.recv(65536)
+                check(chunk, "gadgetd closed the connection after %d answers: %r" % (len(kinds), kinds))
+                buf += chunk
+            n = int.from_bytes(buf[:4], "little")
+            m = attacks.parse(buf[4:4 + n])
+            buf = buf[4 + n:]
+            kinds.append("done" if 3 in m else "error: %r" % attacks.parse(m[2][0]) if 2 in m else "other")
+        check(kinds == ["done"] * len(paths), "answers: %r" % kinds)
+        wait_for(lambda: all(d.state("g%02d" % i) == "ready" for i in range(12)), what="the 12 gadgets ready")
