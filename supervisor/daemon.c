@@ -236,7 +236,7 @@ void daemon_unit_stopped(struct daemon *d, struct unit *u)
                 unit_free(u);
         } else if (u->restart_pending && !d->quitting) {
                 u->restart_pending = false;
-                u->quick_failures = 0;
+                backoff_reset(&u->backoff);
                 u->restarts++;
                 unit_start(u);
         }

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "gadget.pb-c.h"
 #include "limiter.h"
 #include "logbuf.h"
@@ -50,7 +51,7 @@ struct unit {
         struct timespec start_begin; /* when this run's start began (load, restart) */
         uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
         unsigned restarts;        /* restarts so far */
-        unsigned quick_failures;  /* failures soon after a start, for parking */
+        struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
         struct binding_req *breqs;  /* binding calls being carried out */
         size_t n_breqs;             /* their number (BindingCallsMax=) */

@@ -162,8 +162,13 @@ static gadget_value *spin(struct gadget_call *call, const gadget_value *args, vo
 
 int main(int argc, char **argv)
 {
-        if (argc > 1 && strcmp(argv[1], "crash") == 0)
+        if (argc > 1 && strcmp(argv[1], "crash") == 0) {
+                /* The wall clock of each life, for the tests of the restart delays. */
+                struct timespec t;
+                clock_gettime(CLOCK_REALTIME, &t);
+                fprintf(stderr, "crashing at %lld.%09ld\n", (long long)t.tv_sec, t.tv_nsec);
                 abort();
+        }
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
