@@ -94,6 +94,31 @@ def reload_added_removed_changed(tmp):
 
 
 @test
+def reload_leaves_stopped_and_failed_alone(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "halted")
+        policy(d.pol, "broken", "Arguments=crash\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("halted") == "ready", what="halted ready")
+        wait_for(lambda: d.state("broken") == "failed", what="broken failed")
+        r = d.ctl("stop", "halted")
+        check(r.returncode == 0, "stop: %r" % r.stderr)
+        wait_for(lambda: d.state("halted") == "stopped", what="halted stopped")
+        r = d.ctl("--json", "reload")
+        rep = json.loads(r.stdout)
+        check(sorted(rep["unchanged"]) == ["broken", "halted"] and rep["restarted"] == [], "reload: %r" % rep)
+        time.sleep(1)  # a start it wrongly made would show by now
+        now = d.list()
+        check(now["halted"]["state"] == "stopped" and now["halted"]["restarts"] == 0, "halted: %r" % now["halted"])
+        check(now["broken"]["state"] == "failed" and now["broken"]["restarts"] == 0, "broken: %r" % now["broken"])
+        check(len(re.findall(r"\[halted\] started", d.logtext())) == 1, "halted started again")
+        # An explicit load of the unchanged file does start it again.
+        r = d.ctl("load", os.path.join(d.pol, "halted.policy"))
+        check(r.returncode == 0, "load: %r" % r.stderr)
+        wait_for(lambda: d.state("halted") == "ready", what="halted started by load")
+
+
+@test
 def sighup_reloads(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "late")
