@@ -682,7 +682,7 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
               unit_call_fn cb, void *cbdata)
 {
         if (u->state != UNIT_READY || !u->peer)
@@ -694,7 +694,7 @@ int unit_call(struct unit *u, const char *method, const Gadget__Value *args, cha
                 return -ENOMEM;
         *c = (struct unit_call){ .u = u, .cb = cb, .cbdata = cbdata };
         c->timer = evtimer_new(u->d->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, method, args, chain, n_chain, call_result, c, &c->id) : -ENOMEM;
+        int e = c->timer ? peer_call(u->peer, method, args, chain, call_result, c, &c->id) : -ENOMEM;
         if (e < 0) {
                 if (c->timer)
                         event_free(c->timer);

@@ -190,6 +190,45 @@ def gadget_cycle_refused(tmp):
         check(rc == 0 and out == '"fine"', "a plain call after the cycle: %r" % out)
 
 
+def through(binding, inner):
+    """The args of the test gadget's binding method: call inner (method, args) through binding."""
+    return {"binding": binding, "op": "call", "args": {"method": inner[0], "args": inner[1]}}
+
+
+@test
+def gadget_chain_depth_counts_the_chain_not_the_load(tmp):
+    with Daemon(tmp) as d:
+        # Fan-in: 10 callers at once into hub, each call going on to leaf,
+        # which is slow, so they all wait at hub together: 3 gadgets deep.
+        callers = ["c%d" % i for i in range(10)]
+        for c in callers:
+            policy(d.pol, c, "[Binding HUB]\nType=gadget\nTarget=hub\n")
+        policy(d.pol, "hub", "[Binding LEAF]\nType=gadget\nTarget=leaf\n")
+        policy(d.pol, "leaf")
+        # A real chain: g1 -> g2 -> ... -> g9.
+        for i in range(1, 10):
+            policy(d.pol, "g%d" % i, "[Binding NEXT]\nType=gadget\nTarget=g%d\n" % (i + 1) if i < 9 else "")
+        ready(d, "hub", "leaf", *callers, *["g%d" % i for i in range(1, 10)])
+        at_hub = ("binding", through("LEAF", ("sleep", {"ms": 300})))
+        procs = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", c, "binding",
+                                   json.dumps(through("HUB", at_hub))],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in callers]
+        for c, p in zip(callers, procs):
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and out.strip() == '"slept"', "fan-in call from %s: %r %r" % (c, out, err))
+
+        def chain(n):
+            """gadgetctl -> g1 -> ... -> gn, gn echoes."""
+            inner = ("echo", "deep")
+            for i in range(n - 1, 0, -1):
+                inner = ("binding", through("NEXT", inner))
+            return d.ctl("call", "g1", inner[0], json.dumps(inner[1]))
+        r = chain(8)
+        check(r.returncode == 0 and r.stdout.strip() == '"deep"', "8 gadgets deep: %r %r" % (r.stdout, r.stderr))
+        r = chain(9)
+        check(r.returncode != 0 and "more than 8 gadgets deep" in r.stderr, "9 deep: %r %r" % (r.stdout, r.stderr))
+
+
 # --- http -------------------------------------------------------------------
 
 class Server:
