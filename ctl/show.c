@@ -361,7 +361,7 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
         if (e >= 0)
                 e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
         for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
-                e = put_escaped(err, r->errors[i], 0);
+                e = put_escaped(err, r->errors[i], OUTPUT_KEEP_NEWLINE); /* a file's errors, one a line */
                 fputc('\n', err);
         }
         return e < 0 ? e : ferror(out) ? -EIO : 0;

@@ -280,6 +280,18 @@ static void test_logs_done_reload(void)
                   "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"]}\n",
                   "reload JSON");
         free(out);
+        char *two[] = { "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \x1b" };
+        r.errors = two;
+        {
+                size_t elen;
+                FILE *ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &r, false));
+                fclose(ef);
+        }
+        CHECK_STR(err, "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \\x1b\n",
+                  "a file's errors one a line, not joined by \\x0a; control bytes still escaped");
+        free(out);
+        free(err);
 }
 
 static void test_error(void)
