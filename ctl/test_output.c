@@ -249,6 +249,13 @@ static void test_logs_done_reload(void)
         CAPTURE(out, show_logs(f, &l, true));
         CHECK_STR(out, "{\"line\":\"one\"}\n{\"line\":\"two\\u001B[2J\"}\n", "log lines as JSON lines");
         free(out);
+        char *recs[] = { "{\"gadget\":\"a\",\"op\":\"put\"}", "not json" };
+        Control__LogLines al = CONTROL__LOG_LINES__INIT;
+        al.lines = recs, al.n_lines = 2;
+        CAPTURE(out, show_audit(f, &al, true));
+        CHECK_STR(out, "{\"gadget\":\"a\",\"op\":\"put\"}\n{\"line\":\"not json\"}\n",
+                  "audit records as their own objects, not strings");
+        free(out);
 
         d.message = "stopped \"hello\"";
         CAPTURE(out, show_done(f, &d, false));

@@ -432,6 +432,43 @@ def audit_follow(tmp):
 
 
 @test
+def audit_json_not_found_and_none(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        for i in range(3):
+            bcall(d, "store", "DATA", "put", {"key": "k%d" % i, "value": i})
+        wait_for(lambda: len(d.ctl("audit", "store").stdout.splitlines()) == 3, what="3 records")
+        # --json: each record is its own object, not a string inside one.
+        r = d.ctl("--json", "audit", "store", "-n", "2")
+        recs = [json.loads(x) for x in r.stdout.splitlines()]
+        check(r.returncode == 0 and len(recs) == 2 and all(x.get("gadget") == "store" and x.get("op") == "put"
+                                                           for x in recs), "--json audit: %r" % r.stdout)
+        # A name with neither a gadget nor records is not found, as everywhere.
+        r = d.ctl("audit", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "audit nosuch: %d %r" % (r.returncode, r.stderr))
+        r = d.ctl("audit", "nosuch", "-n", "0")
+        check(r.returncode == 3, "audit nosuch -n 0: %d %r" % (r.returncode, r.stderr))
+        # -n 0 prints nothing, as tail does; with -f only what comes after.
+        r = d.ctl("audit", "store", "-n", "0")
+        check(r.returncode == 0 and r.stdout == "", "audit -n 0: %r" % r.stdout)
+        d.ctl("call", "store", "say", '{"text": "a line"}')
+        wait_for(lambda: "a line" in d.ctl("logs", "store").stdout, what="the log line")
+        r = d.ctl("logs", "store", "-n", "0")
+        check(r.returncode == 0 and r.stdout == "", "logs -n 0: %r" % r.stdout)
+        r = d.ctl("logs", "store", "-n", "1")
+        check(r.stdout.strip().endswith("a line"), "logs -n 1: %r" % r.stdout)
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "audit", "store", "-f", "-n", "0"],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        bcall(d, "store", "DATA", "get", {"key": "k0"})  # a get, after 3 puts
+        rec = json.loads(f.stdout.readline())
+        f.kill()
+        f.wait()
+        check(rec.get("gadget") == "store" and rec.get("op") == "get", "-f -n 0 printed an old record: %r" % rec)
+
+
+@test
 def fetch_example(tmp):
     srv = Server()
     try:
