@@ -200,6 +200,22 @@ def memory_max_kills_and_restarts(tmp):
 
 
 @test
+def memory_max_too_small_refused_by_check(tmp):
+    """A MemoryMax= that cannot hold the sandbox setup is refused where the
+    file is read, naming FILE:LINE, not at start as "sandbox setup ended
+    without a report"."""
+    pol = policy(tmp, "tiny", "MemoryMax=1K\n")
+    r = subprocess.run([GADGETCTL, "check", pol], capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    check(r.returncode == 1 and "%s:4: MemoryMax=" % pol in out and "at least 1M" in out,
+          "check: %d %r" % (r.returncode, out))
+    with Daemon(tmp) as d:
+        policy(d.pol, "tiny", "MemoryMax=1K\n")
+        r = d.ctl("reload")
+        check(r.returncode != 0 and "at least 1M" in r.stderr and "tiny" not in d.list(), "reload: %r" % r.stderr)
+
+
+@test
 def memory_max_in_gadgetd_run(tmp):
     """gadgetd run gives its one gadget a cgroup only where a limit needs
     one, directly as OWN/gadgetd.PID: the limit holds, the cause is told,
