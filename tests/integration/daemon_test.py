@@ -94,6 +94,45 @@ def reload_added_removed_changed(tmp):
 
 
 @test
+def restart_backoff_grows_past_quick_failures(tmp):
+    """Failures after a long run are not quick, yet the delay still doubles
+    with each failure in a row: 2 slow lives then quick ones wait 100, 200,
+    400, 800, 1600 and 3200 ms, and the 5th quick failure parks."""
+    shared = os.path.join(tmp, "shared")
+    os.makedirs(shared)
+    os.chmod(tmp, 0o755)
+    os.chmod(shared, 0o755)
+    mode = os.path.join(shared, "mode")
+
+    def set_mode(m):
+        with open(mode + ".new", "w") as f:
+            f.write(m)
+        os.chmod(mode + ".new", 0o644)
+        os.rename(mode + ".new", mode)
+    set_mode("slow")
+    with Daemon(tmp) as d:
+        policy(d.pol, "slowpoke", "Restart=always\nStartTimeout=60s\nReadOnlyPaths=%s\nArguments=lives %s\n"
+               % (shared, mode))
+        d.ctl("reload")
+        wait_for(lambda: len(re.findall(r"\[slowpoke\] life at", d.logtext())) == 2, timeout=60,
+                 what="the second slow life")
+        set_mode("quick")
+        wait_for(lambda: d.state("slowpoke") == "failed", timeout=90, what="slowpoke parked")
+        log = d.logtext()
+
+        def times(what):
+            return [int(s) * 10**9 + int(ns)
+                    for s, ns in re.findall(r"\[slowpoke\] %s at (\d+)\.(\d{9})" % what, log)]
+        starts, ends = times("life"), times("ending")
+        check(len(starts) == 7 and len(ends) == 7, "lives: %d, ends: %d" % (len(starts), len(ends)))
+        for k, want in enumerate((100, 200, 400, 800, 1600, 3200)):
+            gap_ms = (starts[k + 1] - ends[k]) / 1e6
+            check(gap_ms >= want, "restart %d came after %.3f ms, promised at least %d" % (k + 1, gap_ms, want))
+        g = d.list()["slowpoke"]
+        check(g["restarts"] == 6 and "keeps crashing (5 times in a row)" in g["cause"], "parked: %r" % g)
+
+
+@test
 def reload_leaves_stopped_and_failed_alone(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "halted")

@@ -160,15 +160,42 @@ static gadget_value *spin(struct gadget_call *call, const gadget_value *args, vo
         return gadget_int(n);
 }
 
+/* The wall clock, for the tests of restart delays. */
+static void say_time(const char *what)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        fprintf(stderr, "%s at %lld.%09ld\n", what, (long long)t.tv_sec, t.tv_nsec);
+}
+
+/* `lives FILE`: a life that never says hello and fails as FILE says: "slow"
+ * after 10.5 s (past the 10 s of a quick failure), otherwise at once. */
+static int lives(const char *path)
+{
+        char mode[16] = "";
+        FILE *f = fopen(path, "r");
+        if (f) {
+                if (!fgets(mode, sizeof mode, f))
+                        mode[0] = 0;
+                fclose(f);
+        }
+        say_time("life");
+        if (strncmp(mode, "slow", 4) == 0) {
+                struct timespec ts = { .tv_sec = 10, .tv_nsec = 500000000 };
+                nanosleep(&ts, NULL);
+        }
+        say_time("ending");
+        return 1;
+}
+
 int main(int argc, char **argv)
 {
         if (argc > 1 && strcmp(argv[1], "crash") == 0) {
-                /* The wall clock of each life, for the tests of the restart delays. */
-                struct timespec t;
-                clock_gettime(CLOCK_REALTIME, &t);
-                fprintf(stderr, "crashing at %lld.%09ld\n", (long long)t.tv_sec, t.tv_nsec);
+                say_time("crashing");
                 abort();
         }
+        if (argc > 2 && strcmp(argv[1], "lives") == 0)
+                return lives(argv[2]);
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
