@@ -63,6 +63,23 @@ static gadget_value *say(struct gadget_call *call, const gadget_value *args, voi
         return gadget_null();
 }
 
+/* interleave: half a line on stdout, a line on stderr and a log message,
+ * then the rest of the stdout line: each must stay whole in the log. */
+static gadget_value *interleave(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct timespec pause = { .tv_sec = 0, .tv_nsec = 200000000 };
+        fputs("out-start ", stdout);
+        fflush(stdout);
+        nanosleep(&pause, NULL);
+        fputs("err-line\n", stderr);
+        nanosleep(&pause, NULL);
+        gadget_log(gadget_call_gadget(call), 6, "log-line");
+        nanosleep(&pause, NULL);
+        puts("out-end");
+        fflush(stdout);
+        return gadget_null();
+}
+
 /* spew {"lines": N, "bytes": B}: N lines of B bytes on stdout, each of
  * control bytes that gadgetd's log escapes to four characters (\x01). */
 static gadget_value *spew(struct gadget_call *call, const gadget_value *args, void *data)
@@ -202,6 +219,7 @@ int main(int argc, char **argv)
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
         gadget_method(g, "say", say, NULL);
+        gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
         gadget_method(g, "spew", spew, NULL);
