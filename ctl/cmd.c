@@ -138,7 +138,7 @@ static int exchange(const struct ctl *ctl, struct client *c, Control__Request *r
 }
 
 /* Prints an answer on stdout (reload errors on stderr). The exit status. */
-static int show_answer(const struct ctl *ctl, const Control__Response *r)
+static int show_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
 {
         int e, st = CTL_EXIT_OK;
 
@@ -156,7 +156,7 @@ static int show_answer(const struct ctl *ctl, const Control__Response *r)
                 e = show_value(stdout, r->result);
                 break;
         case CONTROL__RESPONSE__RESP_LOGS:
-                e = show_logs(stdout, r->logs, ctl->json);
+                e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
                 break;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 e = show_reload(stdout, stderr, r->reload, ctl->json);
@@ -184,7 +184,7 @@ static int request(const struct ctl *ctl, Control__Request *req, Control__Respon
         int st = exchange(ctl, &c, req, want, &r);
 
         if (st == CTL_EXIT_OK)
-                st = show_answer(ctl, r);
+                st = show_answer(ctl, r, false);
         if (r)
                 control__response__free_unpacked(r, NULL);
         client_close(&c);
@@ -322,6 +322,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
                 return st;
         logs.name = a->pos[0];
         logs.lines = a->lines_set ? a->lines : a->follow ? FOLLOW_LINES : 0;
+        logs.none = a->lines_set && a->lines == 0;
         logs.follow = a->follow;
         if (audit) {
                 req.req_case = CONTROL__REQUEST__REQ_AUDIT;
@@ -336,7 +337,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
          * the connection or the user interrupts. */
         while (st == CTL_EXIT_OK && r) {
                 bool more = r->logs->more;
-                st = show_answer(ctl, r);
+                st = show_answer(ctl, r, audit);
                 control__response__free_unpacked(r, NULL);
                 r = NULL;
                 if (st == CTL_EXIT_OK && (more || a->follow))

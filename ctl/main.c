@@ -47,14 +47,14 @@ static const struct command commands[] = {
           "The method's errors are printed on stderr (exit status 1; 3 for not found).\n" },
         { "logs", cmd_logs, 1, 1, "hn:f", "NAME [-n N] [-f]",
           "print the log lines gadgetd keeps for a gadget",
-          "  -n, --lines N   only the last N lines (0: all kept lines; default all, 10 with -f)\n"
+          "  -n, --lines N   only the last N lines (0: none, only new ones with -f; default all, 10 with -f)\n"
           "  -f, --follow    keep printing new lines until interrupted\n"
           "With --json: one {\"line\": \"...\"} object per line.\n" },
         { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
           "print a gadget's audit records (its binding calls and limit hits)",
           "Each record is a JSON object: time, gadget, binding, op, outcome (ok, denied,\n"
           "error), bytes, duration_us and, for failures, detail.\n"
-          "  -n, --lines N   only the last N records (default all, 10 with -f)\n"
+          "  -n, --lines N   only the last N records (0: none, only new ones with -f; default all, 10 with -f)\n"
           "  -f, --follow    keep printing new records until interrupted\n" },
         { "selftest", cmd_selftest, 0, 1, "h", "[POLICY]",
           "run the escape probe in a sandbox on this host and show every attempt",

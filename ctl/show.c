@@ -326,6 +326,24 @@ int show_logs(FILE *f, const Control__LogLines *l, bool json)
         return e < 0 ? e : ferror(f) ? -EIO : 0;
 }
 
+int show_audit(FILE *f, const Control__LogLines *l, bool json)
+{
+        int e = 0;
+
+        if (!json)
+                return show_logs(f, l, false);
+        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
+                json_t *rec = json_loads(l->lines[i], JSON_REJECT_DUPLICATES, NULL);
+
+                if (rec && !json_is_object(rec)) {
+                        json_decref(rec);
+                        rec = NULL;
+                }
+                e = show_json(f, rec ? rec : json_pack("{s:s}", "line", l->lines[i]));
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
 /* `reload --json`: each list of ReloadReport as an array. */
 static json_t *reload_json(const Control__ReloadReport *r)
 {
@@ -361,7 +379,7 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
         if (e >= 0)
                 e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
         for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
-                e = put_escaped(err, r->errors[i], 0);
+                e = put_escaped(err, r->errors[i], OUTPUT_KEEP_NEWLINE); /* a file's errors, one a line */
                 fputc('\n', err);
         }
         return e < 0 ? e : ferror(out) ? -EIO : 0;

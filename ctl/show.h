@@ -18,6 +18,9 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json);
 int show_done(FILE *f, const Control__Done *d, bool json);
 /* Log lines: one per line, or one {"line":...} object per line. */
 int show_logs(FILE *f, const Control__LogLines *l, bool json);
+/* Audit records: one per line, or with json each record's own object (a
+ * line that is no JSON object as {"line":...}). */
+int show_audit(FILE *f, const Control__LogLines *l, bool json);
 /* `reload`: what changed on out and the policy errors on err, or one JSON
  * object on out. */
 int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json);

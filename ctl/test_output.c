@@ -249,6 +249,13 @@ static void test_logs_done_reload(void)
         CAPTURE(out, show_logs(f, &l, true));
         CHECK_STR(out, "{\"line\":\"one\"}\n{\"line\":\"two\\u001B[2J\"}\n", "log lines as JSON lines");
         free(out);
+        char *recs[] = { "{\"gadget\":\"a\",\"op\":\"put\"}", "not json" };
+        Control__LogLines al = CONTROL__LOG_LINES__INIT;
+        al.lines = recs, al.n_lines = 2;
+        CAPTURE(out, show_audit(f, &al, true));
+        CHECK_STR(out, "{\"gadget\":\"a\",\"op\":\"put\"}\n{\"line\":\"not json\"}\n",
+                  "audit records as their own objects, not strings");
+        free(out);
 
         d.message = "stopped \"hello\"";
         CAPTURE(out, show_done(f, &d, false));
@@ -280,6 +287,18 @@ static void test_logs_done_reload(void)
                   "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"]}\n",
                   "reload JSON");
         free(out);
+        char *two[] = { "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \x1b" };
+        r.errors = two;
+        {
+                size_t elen;
+                FILE *ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &r, false));
+                fclose(ef);
+        }
+        CHECK_STR(err, "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \\x1b\n",
+                  "a file's errors one a line, not joined by \\x0a; control bytes still escaped");
+        free(out);
+        free(err);
 }
 
 static void test_error(void)

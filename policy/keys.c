@@ -340,6 +340,27 @@ static int policy_set_ro_paths(struct policy_ctx *c, void *obj, const char *key,
         return r == -ENOMEM ? r : 0;
 }
 
+/* MemoryMax=: a size or infinity, and at least POLICY_MEMORY_MIN. Why a
+ * floor: below it the sandbox setup itself is killed before it can report,
+ * and the gadget would fail without a word of the limit. */
+static int policy_set_memory_max(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        static const struct policy_key size = { "MemoryMax", KIND_SIZE, KEY_INFINITY, 0, 0, 0, NULL };
+        struct policy *p = obj;
+        uint64_t v = 0;
+        int r = policy_set_generic(c, &v, &size, value);
+
+        if (r < 0)
+                return r;
+        if (v < POLICY_MEMORY_MIN) {
+                policy_err(c, "%s=%s must be at least %uM: less cannot hold the sandbox setup and a program",
+                           key, POLICY_Q(value), POLICY_MEMORY_MIN >> 20);
+                return -EINVAL;
+        }
+        p->memory_max = v;
+        return 0;
+}
+
 static int policy_set_cpu_quota(struct policy_ctx *c, void *obj, const char *key,
                                 const char *value)
 {
@@ -443,7 +464,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL },
-        { "MemoryMax", KIND_SIZE, KEY_INFINITY, 0, G(memory_max), 0, NULL },
+        { "MemoryMax", KIND_CUSTOM, 0, 0, 0, 0, policy_set_memory_max },
         { "TasksMax", KIND_COUNT, KEY_INFINITY, 0, G(tasks_max), 0, NULL },
         { "CPUQuota", KIND_CUSTOM, 0, 0, 0, 0, policy_set_cpu_quota },
         { "LimitNOFILE", KIND_COUNT, 0, 0, G(limit_nofile), 1048576, NULL },

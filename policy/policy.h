@@ -10,6 +10,7 @@
 
 #define POLICY_UNLIMITED UINT64_MAX
 #define POLICY_UI_MAX (1024 * 1024) /* largest UI= file gadgetd serves */
+#define POLICY_MEMORY_MIN (1u << 20)  /* smallest MemoryMax= */
 /* kv defaults, for a stranger's gadget on a shared host: a few MiB of
  * data. */
 #define POLICY_KV_MAX_KEYS 100000

@@ -16,32 +16,51 @@
 
 #define CHAIN_MAX 8   /* gadgets one call may pass through */
 
-/* The set of gadgets waiting on the caller: the caller itself and every
- * gadget in the chains of calls in flight to it. A single-threaded gadget
- * blocked in a binding call cannot serve a call, so calling any of them
- * would deadlock: that is the cycle refused. */
+/* The gadgets waiting on the caller: the caller itself and every gadget in
+ * the chains of calls in flight to it. A single-threaded gadget blocked in
+ * a binding call cannot serve a call, so calling any of them would
+ * deadlock: that is the cycle refused. The depth is the longest of those
+ * chains, not their number: many callers of one gadget make no deep chain. */
 struct chain_set {
-        char *names[CHAIN_MAX + 1];
-        size_t n;
-        bool overflow;
+        struct peer_chain c;
+        size_t cap;
+        int err;
 };
 
 static void chain_add(struct chain_set *s, const char *name)
 {
-        for (size_t i = 0; i < s->n; i++)
-                if (strcmp(s->names[i], name) == 0)
+        for (size_t i = 0; i < s->c.n; i++)
+                if (strcmp(s->c.names[i], name) == 0)
                         return;
-        if (s->n == CHAIN_MAX) {
-                s->overflow = true;
-                return;
+        if (s->c.n == s->cap) {
+                size_t cap = s->cap ? 2 * s->cap : 16;
+                char **names = realloc(s->c.names, cap * sizeof *names);
+                if (!names) {
+                        s->err = -ENOMEM;
+                        return;
+                }
+                s->c.names = names;
+                s->cap = cap;
         }
-        s->names[s->n++] = (char *)name;
+        s->c.names[s->c.n++] = (char *)name;
 }
 
-static void add_chain(void *arg, char **chain, size_t n)
+static void add_chain(void *arg, const struct peer_chain *chain)
 {
-        for (size_t i = 0; i < n; i++)
-                chain_add(arg, chain[i]);
+        struct chain_set *s = arg;
+        for (size_t i = 0; i < chain->n; i++)
+                chain_add(s, chain->names[i]);
+        if (chain->depth + 1 > s->c.depth)
+                s->c.depth = chain->depth + 1;
+}
+
+/* Whether name is waiting on the caller. */
+static bool chain_has(const struct chain_set *s, const char *name)
+{
+        for (size_t i = 0; i < s->c.n; i++)
+                if (strcmp(s->c.names[i], name) == 0)
+                        return true;
+        return false;
 }
 
 struct relay {
@@ -72,9 +91,67 @@ static bool method_allowed(const struct policy_binding *b, const char *method)
         return false;
 }
 
+/* Collects what waits on u into set: 0, or the error code (and msg) that
+ * refuses a call to target — a cycle or a chain too deep. */
+static int chain_check(struct unit *u, const char *target, struct chain_set *set, char *msg, size_t len)
+{
+        set->c.depth = 1; /* the caller alone */
+        chain_add(set, u->policy->name);
+        if (u->peer)
+                peer_each_chain(u->peer, add_chain, set);
+        if (set->err < 0) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        if (chain_has(set, target)) {
+                snprintf(msg, len, "call cycle refused: %s is already waiting in this chain of calls", target);
+                return GADGET_EDENIED;
+        }
+        if (set->c.depth >= CHAIN_MAX) {
+                snprintf(msg, len, "call chain refused: more than %d gadgets deep", CHAIN_MAX);
+                return GADGET_EDENIED;
+        }
+        return 0;
+}
+
+/* Passes the call on to target's method; its result goes back to r. */
+static void relay_call(struct binding_req *r, struct unit *u, const char *target, const char *method,
+                       const Gadget__Value *args, const struct peer_chain *chain)
+{
+        char msg[300];
+        struct unit *t = daemon_find(u->d, target);
+        if (!t || t->state != UNIT_READY) {
+                snprintf(msg, sizeof msg, "gadget %s is unavailable (%s)", target,
+                         t ? unit_state_name(t->state) : "not loaded");
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
+                return;
+        }
+        struct relay *rl = calloc(1, sizeof *rl);
+        if (!rl) {
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
+        rl->r = r;
+        snprintf(rl->target, sizeof rl->target, "%s", target);
+        Gadget__Value null = GADGET__VALUE__INIT;
+        null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        const Gadget__Value *cargs = value_map_get(args, "args");
+        int e = unit_call(t, method, cargs ? cargs : &null, chain, relay_done, rl);
+        if (e == 0)
+                return;
+        free(rl);
+        if (e == -ENOENT)
+                snprintf(msg, sizeof msg, "gadget %s has no method %.64s", target, method);
+        else if (e == -ENOBUFS)
+                snprintf(msg, sizeof msg, "gadget %s is busy", target);
+        else
+                snprintf(msg, sizeof msg, "gadget %s is unavailable", target);
+        bindings_reply(r, NULL, e == -ENOENT ? GADGET_ENOMETHOD : e == -ENOBUFS ? GADGET_EBUSY
+                                                                            : GADGET_EUNAVAILABLE, msg, 0);
+}
+
 void bind_gadget(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        struct unit *u = r->u;
         char msg[300];
         if (strcmp(r->op, "call") != 0) {
                 bindings_bad_op(r, b);
@@ -91,48 +168,10 @@ void bind_gadget(struct binding_req *r, const struct policy_binding *b, const Ga
                 return;
         }
         struct chain_set set = { 0 };
-        chain_add(&set, u->policy->name);
-        if (u->peer)
-                peer_each_chain(u->peer, add_chain, &set);
-        for (size_t i = 0; i < set.n; i++)
-                if (strcmp(set.names[i], b->target) == 0) {
-                        snprintf(msg, sizeof msg, "call cycle refused: %s is already waiting in this chain of calls",
-                                 b->target);
-                        bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
-                        return;
-                }
-        if (set.overflow || set.n >= CHAIN_MAX) {
-                snprintf(msg, sizeof msg, "call chain refused: more than %d gadgets deep", CHAIN_MAX);
-                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
-                return;
-        }
-        struct unit *t = daemon_find(u->d, b->target);
-        if (!t || t->state != UNIT_READY) {
-                snprintf(msg, sizeof msg, "gadget %s is unavailable (%s)", b->target,
-                         t ? unit_state_name(t->state) : "not loaded");
-                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
-                return;
-        }
-        struct relay *rl = calloc(1, sizeof *rl);
-        if (!rl) {
-                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-                return;
-        }
-        rl->r = r;
-        snprintf(rl->target, sizeof rl->target, "%s", b->target);
-        Gadget__Value null = GADGET__VALUE__INIT;
-        null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        const Gadget__Value *cargs = value_map_get(args, "args");
-        int e = unit_call(t, method, cargs ? cargs : &null, set.names, set.n, relay_done, rl);
-        if (e == 0)
-                return;
-        free(rl);
-        if (e == -ENOENT)
-                snprintf(msg, sizeof msg, "gadget %s has no method %.64s", b->target, method);
-        else if (e == -ENOBUFS)
-                snprintf(msg, sizeof msg, "gadget %s is busy", b->target);
+        int code = chain_check(r->u, b->target, &set, msg, sizeof msg);
+        if (code)
+                bindings_reply(r, NULL, code, msg, 0);
         else
-                snprintf(msg, sizeof msg, "gadget %s is unavailable", b->target);
-        bindings_reply(r, NULL, e == -ENOENT ? GADGET_ENOMETHOD : e == -ENOBUFS ? GADGET_EBUSY
-                                                                            : GADGET_EUNAVAILABLE, msg, 0);
+                relay_call(r, r->u, b->target, method, args, &set.c);
+        free(set.c.names);
 }

@@ -80,7 +80,9 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
         if (u && u->policy_hash == hash) {
                 *what = RELOAD_UNCHANGED;
                 snprintf(msg, len, "%s is already loaded and unchanged", p->name);
-                if (u->state == UNIT_STOPPED || u->state == UNIT_FAILED)
+                /* A reload leaves it as it is, stopped or failed too; only
+                 * an explicit load asks for it to run again. */
+                if (!from_dir && (u->state == UNIT_STOPPED || u->state == UNIT_FAILED))
                         unit_restart(u);
                 policy_free(p);
                 return 0;
@@ -241,7 +243,7 @@ void daemon_unit_stopped(struct daemon *d, struct unit *u)
                 unit_free(u);
         } else if (u->restart_pending && !d->quitting) {
                 u->restart_pending = false;
-                u->quick_failures = 0;
+                backoff_reset(&u->backoff);
                 u->restarts++;
                 unit_start(u);
         }

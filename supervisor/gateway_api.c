@@ -238,7 +238,7 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 refuse(g, c, 400, "bad_json", msg);
                 return;
         }
-        int e = unit_call(u, method, args, NULL, 0, call_done, c);
+        int e = unit_call(u, method, args, NULL, call_done, c);
         value_free(args);
         if (e == 0) {
                 c->next = g->calls;

@@ -293,8 +293,8 @@ bool limiter_cause(const struct limiter_run *r, int status, const char *how, cha
 {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                 return false;
-        if (r->oom_kills) {
-                snprintf(out, len, "out of memory");
+        if (r->oom_kills) { /* the cause, and how the program ended, both */
+                snprintf(out, len, "out of memory (%s)", how);
                 return true;
         }
         if (r->pids_refused) {

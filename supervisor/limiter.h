@@ -66,7 +66,7 @@ int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run
  * TasksMax, a spinner held at CPUQuota) is one record until it stops. */
 void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *a);
 /* After the end of a run with wait status status (described as how): the
- * cause a limit gave it ("out of memory", "tasks limit (how)") in out, and
+ * cause a limit gave it ("out of memory (how)", "tasks limit (how)") in out, and
  * true; false if no limit was involved. */
 bool limiter_cause(const struct limiter_run *r, int status, const char *how, char *out, size_t len);
 /* Usage now (0 where unknown). tasks does not count the sandbox's init. */

@@ -62,7 +62,8 @@ void request_logs(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->logs->name);
                 return;
         }
-        size_t n = q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines : u->log.count;
+        size_t n = q->logs->none ? 0 : q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines
+                                                                                       : u->log.count;
         if (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(u->policy->name))) {
                 free(s);
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
@@ -78,23 +79,50 @@ void request_logs(struct client *cl, const Control__Request *q)
                              e == -EBUSY ? "another answer is being sent on this connection" : "out of memory");
 }
 
+/* A gadget's audit records being read; quiet reads one to learn that it
+ * has any, and sends none (-n 0). */
+struct audit_source {
+        struct audit_reader *r;
+        struct daemon *d;
+        char *name;
+        struct stream *st;
+        bool quiet, any;
+};
+
 /* stream_add as audit_emit_fn. */
 static int audit_emit(void *arg, const char *line, size_t len)
 {
-        return stream_add(arg, line, len);
+        struct audit_source *s = arg;
+        int e = s->quiet ? 1 : stream_add(s->st, line, len);
+        if (e > 0)
+                s->any = true;
+        return e;
 }
 
+/* A name neither loaded nor in the audit log is no gadget's: not found,
+ * as for every other command. */
 static int audit_step(void *arg, struct stream *st, char *why, size_t len)
 {
-        int e = audit_reader_step(arg, audit_emit, st);
+        struct audit_source *s = arg;
+        s->st = st;
+        int e = audit_reader_step(s->r, audit_emit, s);
         if (e < 0)
                 snprintf(why, len, "cannot read the audit log: %s", strerror(-e));
+        else if (e == 0 && !s->any && !daemon_find(s->d, s->name)) {
+                snprintf(why, len, "no gadget named \"%s\"", s->name);
+                e = -ENOENT;
+        }
         return e;
 }
 
 static void audit_source_free(void *arg)
 {
-        audit_reader_free(arg);
+        struct audit_source *s = arg;
+        if (!s)
+                return;
+        audit_reader_free(s->r);
+        free(s->name);
+        free(s);
 }
 
 /* The gadget's audit records, from the audit log and its rotated files;
@@ -103,13 +131,22 @@ static void audit_source_free(void *arg)
 void request_audit(struct client *cl, const Control__Request *q)
 {
         struct audit *a = client_daemon(cl)->audit;
-        struct audit_reader *r = NULL;
-        int e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, q->audit->lines, &r);
+        struct audit_source *s = calloc(1, sizeof *s);
+        if (!s || !(s->name = strdup(q->audit->name))) {
+                free(s);
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        s->d = client_daemon(cl);
+        s->quiet = q->audit->none;
+        size_t n = s->quiet ? 1 : q->audit->lines;
+        int e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, n, &s->r);
         if (e < 0) {
+                audit_source_free(s);
                 client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-e));
                 return;
         }
-        struct stream_source src = { audit_step, audit_source_free, r };
+        struct stream_source src = { audit_step, audit_source_free, s };
         e = stream_start(cl, q->id, &src, q->audit->follow ? STREAM_FOLLOW_AUDIT : STREAM_ONCE, q->audit->name);
         if (e < 0)
                 client_error(cl, q->id, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, "%s",

@@ -21,8 +21,7 @@ struct pending {
         uint64_t id;
         peer_result_fn cb;
         void *cbdata;
-        char **chain;           /* gadgets the call came through (copied) */
-        size_t n_chain;
+        struct peer_chain chain; /* where the call came from (names copied) */
         struct pending *next;
 };
 
@@ -100,9 +99,9 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
 
 static void pending_free(struct pending *c)
 {
-        for (size_t i = 0; i < c->n_chain; i++)
-                free(c->chain[i]);
-        free(c->chain);
+        for (size_t i = 0; i < c->chain.n; i++)
+                free(c->chain.names[i]);
+        free(c->chain.names);
         free(c);
 }
 
@@ -427,7 +426,7 @@ void peer_hold(struct peer *p, bool hold)
 }
 
 int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
-              char **chain, size_t n_chain, peer_result_fn cb, void *cbdata, uint64_t *id)
+              const struct peer_chain *chain, peer_result_fn cb, void *cbdata, uint64_t *id)
 {
         if (p->state != PEER_READY)
                 return -ENOTCONN;
@@ -440,17 +439,20 @@ int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
         call.id = ++p->next_id;
         call.method = (char *)method;
         call.args = (Gadget__Value *)args;
-        call.chain = chain;
+        size_t n_chain = chain ? chain->n : 0;
+        call.chain = chain ? chain->names : NULL;
         call.n_chain = n_chain;
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
         m.call = &call;
         *c = (struct pending){ .id = call.id, .cb = cb, .cbdata = cbdata };
         int e = 0;
-        if (n_chain && !(c->chain = calloc(n_chain, sizeof *c->chain)))
+        if (chain)
+                c->chain.depth = chain->depth;
+        if (n_chain && !(c->chain.names = calloc(n_chain, sizeof *c->chain.names)))
                 e = -ENOMEM;
-        for (size_t i = 0; e == 0 && i < n_chain; i++, c->n_chain++)
-                if (!(c->chain[i] = strdup(chain[i])))
+        for (size_t i = 0; e == 0 && i < n_chain; i++, c->chain.n++)
+                if (!(c->chain.names[i] = strdup(chain->names[i])))
                         e = -ENOMEM;
         if (e == 0)
                 e = send_msg(p, &m);
@@ -484,10 +486,10 @@ void peer_forget(struct peer *p, uint64_t id)
         }
 }
 
-void peer_each_chain(const struct peer *p, void (*fn)(void *arg, char **chain, size_t n), void *arg)
+void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg)
 {
         for (const struct pending *c = p->head; c; c = c->next)
-                fn(arg, c->chain, c->n_chain);
+                fn(arg, &c->chain);
 }
 
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,

@@ -48,12 +48,22 @@ uint64_t peer_stalled_ms(const struct peer *p);
 /* The methods the gadget announced; returns their number. */
 size_t peer_methods(const struct peer *p, char ***methods);
 
-/* Sends a call. args are borrowed. Returns 0 with *id set, -ENOBUFS when
- * the gadget's queue is full, -ENOTCONN if it is not ready. */
+/* Where a gadget-to-gadget call comes from: the gadgets waiting on it (the
+ * caller and all that wait on the caller: what a call must not reach again)
+ * and its depth (the gadgets on its longest path, the caller included). */
+struct peer_chain {
+        char **names;
+        size_t n;
+        unsigned depth;
+};
+
+/* Sends a call; chain may be NULL (a call from outside). args and chain are
+ * borrowed. Returns 0 with *id set, -ENOBUFS when the gadget's queue is
+ * full, -ENOTCONN if it is not ready. */
 int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
-              char **chain, size_t n_chain, peer_result_fn cb, void *cbdata, uint64_t *id);
+              const struct peer_chain *chain, peer_result_fn cb, void *cbdata, uint64_t *id);
 /* Calls fn with the chain of every call in flight to the gadget. */
-void peer_each_chain(const struct peer *p, void (*fn)(void *arg, char **chain, size_t n), void *arg);
+void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg);
 /* Forgets a pending call (its timeout fired); a late result is dropped. */
 void peer_forget(struct peer *p, uint64_t id);
 /* Answers a binding call: value (borrowed) or code and message. */

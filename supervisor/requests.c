@@ -229,7 +229,7 @@ static void on_call(struct client *cl, const Control__Request *q)
         }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        int e = unit_call(u, call->method, call->args ? call->args : &null, NULL, 0, call_done, c);
+        int e = unit_call(u, call->method, call->args ? call->args : &null, NULL, call_done, c);
         if (e == 0)
                 return;
         client_call_end(c);

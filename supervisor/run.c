@@ -64,7 +64,7 @@ void run_unit_ready(struct run_ctx *c, struct unit *u)
 {
         if (!c->method)
                 return;
-        int e = unit_call(u, c->method, c->args, NULL, 0, call_done, u);
+        int e = unit_call(u, c->method, c->args, NULL, call_done, u);
         if (e == 0)
                 return;
         if (e == -ENOENT)

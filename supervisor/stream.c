@@ -139,7 +139,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
         if (st->src.step) {
                 e = st->src.step(st->src.arg, st, why, sizeof why);
                 if (e < 0) {
-                        fail(st, e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EFAILED,
+                        fail(st, e == -ENOMEM ? GADGET_EINTERNAL : e == -ENOENT ? GADGET_ENOTFOUND : GADGET_EFAILED,
                              why[0] ? why : strerror(-e));
                         return;
                 }

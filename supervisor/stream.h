@@ -23,7 +23,8 @@ enum stream_follow { STREAM_ONCE, STREAM_FOLLOW_LOGS, STREAM_FOLLOW_AUDIT };
 
 struct stream_source {
         /* One slice: lines go out with stream_add. 1 if there is more to do,
-         * 0 when done, -errno with the reason in why. */
+         * 0 when done, -errno with the reason in why (-ENOENT: the client
+         * is told "not found"). */
         int (*step)(void *arg, struct stream *st, char *why, size_t len);
         void (*free)(void *arg);
         void *arg;

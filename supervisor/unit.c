@@ -24,10 +24,6 @@
 #include "uidpool.h"
 
 #define STOP_GRACE_MS 3000
-#define QUICK_FAILURE_MS 10000   /* a failure this soon after start counts toward parking */
-#define MAX_QUICK_FAILURES 5
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS 30000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 #define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
 #define CALL_CLOCK_SLACK_MS 20   /* libevent's coarse clock against CLOCK_MONOTONIC */
@@ -235,21 +231,22 @@ static void after_exit(struct unit *u, int status)
                 u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
                 return;
         }
-        u->quick_failures = ran < QUICK_FAILURE_MS ? u->quick_failures + 1 : 1;
-        if (u->quick_failures > MAX_QUICK_FAILURES) {
+        int64_t delay = backoff_failed(&u->backoff, ran);
+        if (delay < 0) {
                 u->state = UNIT_FAILED;
                 char was[sizeof u->cause];
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
-                         u->quick_failures - 1, was);
+                         u->backoff.quick, was);
                 log_msg(L_ERR, u->policy->name, "parked as failed: %s", u->cause);
                 return;
         }
-        uint64_t delay = BACKOFF_FIRST_MS << (u->quick_failures - 1);
-        if (delay > BACKOFF_MAX_MS)
-                delay = BACKOFF_MAX_MS;
+        log_msg(L_INFO, u->policy->name, "restarting in %lld ms", (long long)delay);
         u->state = UNIT_STARTING;
-        arm(u->ev_timer, delay);
+        /* The loop's cached time may be from before the end: count from now,
+         * so the promised delay is a lower bound. */
+        event_base_update_cache_time(u->d->base);
+        arm(u->ev_timer, (uint64_t)delay);
         /* The next start only has to start the program. */
         unit_prewarm(u);
 }
@@ -685,7 +682,7 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
               unit_call_fn cb, void *cbdata)
 {
         if (u->state != UNIT_READY || !u->peer)
@@ -697,7 +694,7 @@ int unit_call(struct unit *u, const char *method, const Gadget__Value *args, cha
                 return -ENOMEM;
         *c = (struct unit_call){ .u = u, .cb = cb, .cbdata = cbdata };
         c->timer = evtimer_new(u->d->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, method, args, chain, n_chain, call_result, c, &c->id) : -ENOMEM;
+        int e = c->timer ? peer_call(u->peer, method, args, chain, call_result, c, &c->id) : -ENOMEM;
         if (e < 0) {
                 if (c->timer)
                         event_free(c->timer);
@@ -713,7 +710,7 @@ void unit_restart(struct unit *u)
 {
         if (u->child.pid <= 0) {
                 event_del(u->ev_timer);
-                u->quick_failures = 0;
+                backoff_reset(&u->backoff);
                 unit_start(u);
                 return;
         }

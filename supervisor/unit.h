@@ -9,6 +9,7 @@
 #include <time.h>
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "gadget.pb-c.h"
 #include "limiter.h"
 #include "logbuf.h"
@@ -16,6 +17,7 @@
 
 struct daemon;
 struct peer;
+struct peer_chain;
 struct policy;
 
 enum unit_state {
@@ -50,7 +52,7 @@ struct unit {
         struct timespec start_begin; /* when this run's start began (load, restart) */
         uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
         unsigned restarts;        /* restarts so far */
-        unsigned quick_failures;  /* failures soon after a start, for parking */
+        struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
         struct binding_req *breqs;  /* binding calls being carried out */
         size_t n_breqs;             /* their number (BindingCallsMax=) */
@@ -84,10 +86,10 @@ void unit_prewarm(struct unit *u);
 /* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
 void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);
-/* Calls a method; chain lists the gadgets the call comes through (may be
- * empty). -ENOTCONN if not ready, -ENOENT for no such method, -ENOBUFS when
+/* Calls a method; chain tells where a gadget-to-gadget call comes from
+ * (NULL for others). -ENOTCONN if not ready, -ENOENT for no such method, -ENOBUFS when
  * the gadget's queue is full. */
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, char **chain, size_t n_chain,
+int unit_call(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
               unit_call_fn cb, void *cbdata);
 /* Stops the gadget if it runs, then starts it again. */
 void unit_restart(struct unit *u);

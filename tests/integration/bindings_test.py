@@ -193,6 +193,45 @@ def gadget_cycle_refused(tmp):
         check(rc == 0 and out == '"fine"', "a plain call after the cycle: %r" % out)
 
 
+def through(binding, inner):
+    """The args of the test gadget's binding method: call inner (method, args) through binding."""
+    return {"binding": binding, "op": "call", "args": {"method": inner[0], "args": inner[1]}}
+
+
+@test
+def gadget_chain_depth_counts_the_chain_not_the_load(tmp):
+    with Daemon(tmp) as d:
+        # Fan-in: 10 callers at once into hub, each call going on to leaf,
+        # which is slow, so they all wait at hub together: 3 gadgets deep.
+        callers = ["c%d" % i for i in range(10)]
+        for c in callers:
+            policy(d.pol, c, "[Binding HUB]\nType=gadget\nTarget=hub\n")
+        policy(d.pol, "hub", "[Binding LEAF]\nType=gadget\nTarget=leaf\n")
+        policy(d.pol, "leaf")
+        # A real chain: g1 -> g2 -> ... -> g9.
+        for i in range(1, 10):
+            policy(d.pol, "g%d" % i, "[Binding NEXT]\nType=gadget\nTarget=g%d\n" % (i + 1) if i < 9 else "")
+        ready(d, "hub", "leaf", *callers, *["g%d" % i for i in range(1, 10)])
+        at_hub = ("binding", through("LEAF", ("sleep", {"ms": 300})))
+        procs = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", c, "binding",
+                                   json.dumps(through("HUB", at_hub))],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in callers]
+        for c, p in zip(callers, procs):
+            out, err = p.communicate(timeout=120)
+            check(p.returncode == 0 and out.strip() == '"slept"', "fan-in call from %s: %r %r" % (c, out, err))
+
+        def chain(n):
+            """gadgetctl -> g1 -> ... -> gn, gn echoes."""
+            inner = ("echo", "deep")
+            for i in range(n - 1, 0, -1):
+                inner = ("binding", through("NEXT", inner))
+            return d.ctl("call", "g1", inner[0], json.dumps(inner[1]))
+        r = chain(8)
+        check(r.returncode == 0 and r.stdout.strip() == '"deep"', "8 gadgets deep: %r %r" % (r.stdout, r.stderr))
+        r = chain(9)
+        check(r.returncode != 0 and "more than 8 gadgets deep" in r.stderr, "9 deep: %r %r" % (r.stdout, r.stderr))
+
+
 # --- http -------------------------------------------------------------------
 
 class Server:
@@ -393,6 +432,43 @@ def audit_follow(tmp):
         f.kill()
         check(rec["gadget"] == "store" and rec["binding"] == "DATA" and rec["op"] == "put" and
               rec["outcome"] == "ok" and "duration_us" in rec and "bytes" in rec, "record: %r" % rec)
+
+
+@test
+def audit_json_not_found_and_none(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        for i in range(3):
+            bcall(d, "store", "DATA", "put", {"key": "k%d" % i, "value": i})
+        wait_for(lambda: len(d.ctl("audit", "store").stdout.splitlines()) == 3, what="3 records")
+        # --json: each record is its own object, not a string inside one.
+        r = d.ctl("--json", "audit", "store", "-n", "2")
+        recs = [json.loads(x) for x in r.stdout.splitlines()]
+        check(r.returncode == 0 and len(recs) == 2 and all(x.get("gadget") == "store" and x.get("op") == "put"
+                                                           for x in recs), "--json audit: %r" % r.stdout)
+        # A name with neither a gadget nor records is not found, as everywhere.
+        r = d.ctl("audit", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "audit nosuch: %d %r" % (r.returncode, r.stderr))
+        r = d.ctl("audit", "nosuch", "-n", "0")
+        check(r.returncode == 3, "audit nosuch -n 0: %d %r" % (r.returncode, r.stderr))
+        # -n 0 prints nothing, as tail does; with -f only what comes after.
+        r = d.ctl("audit", "store", "-n", "0")
+        check(r.returncode == 0 and r.stdout == "", "audit -n 0: %r" % r.stdout)
+        d.ctl("call", "store", "say", '{"text": "a line"}')
+        wait_for(lambda: "a line" in d.ctl("logs", "store").stdout, what="the log line")
+        r = d.ctl("logs", "store", "-n", "0")
+        check(r.returncode == 0 and r.stdout == "", "logs -n 0: %r" % r.stdout)
+        r = d.ctl("logs", "store", "-n", "1")
+        check(r.stdout.strip().endswith("a line"), "logs -n 1: %r" % r.stdout)
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "audit", "store", "-f", "-n", "0"],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        bcall(d, "store", "DATA", "get", {"key": "k0"})  # a get, after 3 puts
+        rec = json.loads(f.stdout.readline())
+        f.kill()
+        f.wait()
+        check(rec.get("gadget") == "store" and rec.get("op") == "get", "-f -n 0 printed an old record: %r" % rec)
 
 
 @test

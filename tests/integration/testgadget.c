@@ -63,6 +63,23 @@ static gadget_value *say(struct gadget_call *call, const gadget_value *args, voi
         return gadget_null();
 }
 
+/* interleave: half a line on stdout, a line on stderr and a log message,
+ * then the rest of the stdout line: each must stay whole in the log. */
+static gadget_value *interleave(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct timespec pause = { .tv_sec = 0, .tv_nsec = 200000000 };
+        fputs("out-start ", stdout);
+        fflush(stdout);
+        nanosleep(&pause, NULL);
+        fputs("err-line\n", stderr);
+        nanosleep(&pause, NULL);
+        gadget_log(gadget_call_gadget(call), 6, "log-line");
+        nanosleep(&pause, NULL);
+        puts("out-end");
+        fflush(stdout);
+        return gadget_null();
+}
+
 /* spew {"lines": N, "bytes": B}: N lines of B bytes on stdout, each of
  * control bytes that gadgetd's log escapes to four characters (\x01). */
 static gadget_value *spew(struct gadget_call *call, const gadget_value *args, void *data)
@@ -160,16 +177,49 @@ static gadget_value *spin(struct gadget_call *call, const gadget_value *args, vo
         return gadget_int(n);
 }
 
+/* The wall clock, for the tests of restart delays. */
+static void say_time(const char *what)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        fprintf(stderr, "%s at %lld.%09ld\n", what, (long long)t.tv_sec, t.tv_nsec);
+}
+
+/* `lives FILE`: a life that never says hello and fails as FILE says: "slow"
+ * after 10.5 s (past the 10 s of a quick failure), otherwise at once. */
+static int lives(const char *path)
+{
+        char mode[16] = "";
+        FILE *f = fopen(path, "r");
+        if (f) {
+                if (!fgets(mode, sizeof mode, f))
+                        mode[0] = 0;
+                fclose(f);
+        }
+        say_time("life");
+        if (strncmp(mode, "slow", 4) == 0) {
+                struct timespec ts = { .tv_sec = 10, .tv_nsec = 500000000 };
+                nanosleep(&ts, NULL);
+        }
+        say_time("ending");
+        return 1;
+}
+
 int main(int argc, char **argv)
 {
-        if (argc > 1 && strcmp(argv[1], "crash") == 0)
+        if (argc > 1 && strcmp(argv[1], "crash") == 0) {
+                say_time("crashing");
                 abort();
+        }
+        if (argc > 2 && strcmp(argv[1], "lives") == 0)
+                return lives(argv[2]);
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
         gadget_method(g, "say", say, NULL);
+        gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
         gadget_method(g, "spew", spew, NULL);

@@ -623,6 +623,8 @@ static void test_errors(void)
                      "SystemLibraries=\"maybe\" is not a boolean");
         expect_error(HEAD "MemoryMax=12Q\n", 4, "MemoryMax=\"12Q\" is not a size");
         expect_error(HEAD "MemoryMax=0\n", 4, "MemoryMax=\"0\" must be greater than 0");
+        expect_error(HEAD "MemoryMax=1K\n", 4, "MemoryMax=\"1K\" must be at least 1M: less cannot hold the sandbox");
+        expect_error(HEAD "MemoryMax=1048575\n", 4, "MemoryMax=\"1048575\" must be at least 1M");
         expect_error(HEAD "TmpSize=infinity\n", 4, "TmpSize=\"infinity\": a limit is required");
         expect_error(HEAD "TmpSize=99999999999T\n", 4, "is not a size");
         expect_error(HEAD "TasksMax=16K\n", 4, "TasksMax=\"16K\" is not a whole number");

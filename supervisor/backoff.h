@@ -1,0 +1,23 @@
+/* backoff: when a failed gadget is started again, and when it is parked
+ * instead. Pure code: the caller measures how long each run lasted. */
+#pragma once
+
+#include <stdint.h>
+
+#define BACKOFF_FIRST_MS 100          /* the first restart's delay */
+#define BACKOFF_MAX_MS 30000          /* the delay doubles up to this */
+#define BACKOFF_QUICK_MS 10000        /* a failure this soon after start is quick */
+#define BACKOFF_QUICK_MAX 5           /* this many quick failures in a row park */
+#define BACKOFF_RESET_MS 600000       /* a run this long starts the delays over */
+
+struct backoff {
+        unsigned failures;   /* failures in a row that were restarted */
+        unsigned quick;      /* quick failures in a row */
+};
+
+/* Counts a failure of a run that lasted ran_ms: returns the delay in ms
+ * before the next start, or -1 when the gadget is to be parked. */
+int64_t backoff_failed(struct backoff *b, uint64_t ran_ms);
+
+/* Forgets the failures (an operator's restart or reload). */
+void backoff_reset(struct backoff *b);
