@@ -195,7 +195,8 @@ static int policy_set_file(struct policy_ctx *c, void *obj, const char *key, con
 static const struct policy_key policy_type_key = { "Type", KIND_CUSTOM, 0, T_ALL, 0, 0, NULL };
 
 static const struct policy_key policy_binding_keys[] = {
-        { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size), 0, NULL },
+        /* A value travels in one frame, with its key and the envelope. */
+        { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE, NULL },
         { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL },
         { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL },
         /* Why a bound: each queued operation holds its value in gadgetd. */

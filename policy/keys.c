@@ -484,6 +484,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max), POLICY_FRAME_VALUES_LIMIT, NULL },
         { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL },
         { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL },
+        { "CallsQueuedMax", KIND_COUNT, 0, 0, G(calls_queued_max), POLICY_CALLS_QUEUED_LIMIT, NULL },
 };
 
 _Static_assert(sizeof(policy_gadget_keys) / sizeof(policy_gadget_keys[0]) == POLICY_N_GADGET_KEYS,

@@ -464,6 +464,7 @@ static struct policy *policy_new(const char *path)
                 .frame_values_max = POLICY_FRAME_VALUES,
                 .turn_frames_max = POLICY_TURN_FRAMES,
                 .turn_bytes_max = POLICY_TURN_BYTES,
+                .calls_queued_max = POLICY_CALLS_QUEUED,
                 .restart = POLICY_RESTART_NO,
         };
         p->path = strdup(path);

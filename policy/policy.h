@@ -31,6 +31,8 @@
 #define POLICY_FRAME_VALUES_LIMIT 1048576
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
+#define POLICY_CALLS_QUEUED 1024        /* CallsQueuedMax= */
+#define POLICY_CALLS_QUEUED_LIMIT 65536
 #define POLICY_MAX_FILE (1024 * 1024) /* largest policy file */
 /* How a policy file is opened: never waiting (a FIFO or a device opens at
  * once and is then refused as not a regular file). Add O_NOFOLLOW where a
@@ -115,6 +117,7 @@ struct policy {
         uint64_t frame_values_max;  /* FrameValuesMax=: values in one frame from the gadget */
         uint64_t turn_frames_max;   /* TurnFramesMax=: its frames gadgetd handles per loop turn */
         uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
+        uint64_t calls_queued_max;  /* CallsQueuedMax=: calls to the gadget in flight (more: busy) */
         enum policy_restart restart; /* Restart=, default no */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;

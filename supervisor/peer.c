@@ -15,7 +15,6 @@
 #include "value.h"
 #include "wire.h"
 
-#define PEER_MAX_PENDING 1024
 
 struct pending {
         uint64_t id;
@@ -430,7 +429,7 @@ int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
 {
         if (p->state != PEER_READY)
                 return -ENOTCONN;
-        if (p->n_pending >= PEER_MAX_PENDING)
+        if (p->n_pending >= p->policy->calls_queued_max)
                 return -ENOBUFS;
         struct pending *c = calloc(1, sizeof *c);
         if (!c)

@@ -420,6 +420,12 @@ def full_queue_answers_busy(tmp):
                            timeout=30)
         # 1024 calls queue; the rest are answered busy (code 7) at once.
         check("error 7 76" in r.stdout, "flood: %r %r" % (r.stdout, r.stderr))
+        # CallsQueuedMax= sets how many queue.
+        policy(d.pol, "short", "CallTimeout=60s\nCallsQueuedMax=8\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("short") == "ready", what="short ready")
+        r = subprocess.run([CALLFLOOD, d.sock, "short", "hang", "20"], capture_output=True, text=True, timeout=30)
+        check("error 7 12" in r.stdout, "CallsQueuedMax=8: %r %r" % (r.stdout, r.stderr))
 
 
 @test
