@@ -399,9 +399,6 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;
         }
-        /* gadgetd run's one start: its shell gets ready meanwhile. */
-        if (d->run)
-                spare_fill(d);
         if ((e = audit_open(d->state_dir, &d->audit_cfg, d->base, &d->audit)) < 0) {
                 log_msg(L_ERR, NULL, "audit log in %s: %s", d->state_dir, strerror(-e));
                 return e;
@@ -428,6 +425,12 @@ int daemon_core_open(struct daemon *d)
         }
         d->limits_mode = d->limiter.mode;
         limiter_log(&d->limiter);
+        /* gadgetd run's one start: its shell gets ready meanwhile. Only now:
+         * under cgroup v2 the limiter has just moved gadgetd into a child of
+         * its cgroup to enable controllers there, which a process of ours
+         * still in that cgroup would make fail (EBUSY). */
+        if (d->run)
+                spare_fill(d);
         if (!d->run && spare_open(d) < 0) {
                 log_msg(L_ERR, NULL, "spare sandbox: out of memory");
                 return -ENOMEM;
