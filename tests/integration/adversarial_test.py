@@ -80,6 +80,115 @@ def escape_probe_nothing_escapes(tmp):
     check(listed <= set(v), "attempts missing: %r" % (listed - set(v)))
 
 
+# The verdict the README promises for each system call attempt in the
+# sandbox (section "The sandbox", item 6): EPERM from the seccomp filters,
+# ENOSYS for clone3, EACCES for sockets, SIGSYS for other ABIs.
+PROMISED = {name: "EPERM" for name in
+            GROUPS["process_access"] + GROUPS["kernel_interfaces"] + GROUPS["namespaces"] + GROUPS["mounts"]
+            + GROUPS["kernel_state"] + ["capset", "setuid 0", "setgid 0", "raise rlimit", "real-time scheduling"]
+            + GROUPS["terminals"][:-1] + ["io_uring_setup"]}
+PROMISED["clone3 newuser"] = "ENOSYS"
+PROMISED["socketpair"] = "EACCES"
+for _abi in GROUPS["foreign_abis"][:4]:
+    PROMISED[_abi] = "killed by SIGSYS"
+
+# Attempts that cannot succeed outside the sandbox on a host like this one:
+# each must still fail there with another errno than the sandbox's EPERM,
+# which shows that its permission check passed and the sandbox is what
+# refuses it inside.
+REACHED_PAST_PERMISSION = {
+    "pivot_root": "pivot_root(\"/tmp\", \"/tmp\") needs a mount point other than the root (EBUSY/EINVAL)",
+    "open_by_handle_at": "a made-up handle: the file system answers ESTALE after CAP_DAC_READ_SEARCH passed",
+    "swapon": "a missing path (ENOENT after CAP_SYS_ADMIN): real swap would change the host",
+    "acct": "a missing path (ENOENT after CAP_SYS_PACCT): real accounting would change the host",
+    "init_module": "an empty image (ENOEXEC/EINVAL, or ENOSYS on a kernel without modules)",
+    "finit_module": "fd 0 is no module (EBADF/EINVAL, or ENOSYS on a kernel without modules)",
+    "iopl": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
+    "ioperm": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
+    "TIOCLINUX fd 0": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+    "TIOCLINUX fd 1": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+    "TIOCLINUX fd 2": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+}
+# Attempts not made outside the sandbox: they would change the host.
+NOT_RUN_UNCONFINED = {
+    "kexec_load": "unloads the host's crash kernel",
+    "reboot": "powers the host off",
+    "clock_settime": "sets the host's clock to 1970",
+    "settimeofday": "sets the host's clock to 1970",
+}
+# The probe as pid 1 of its namespace: process_vm_readv reads pid 1's
+# memory, the probe's own; the others want a parent to trace (a shell).
+AS_PID_1 = {"process_vm_readv"}
+
+
+def host_has_cap(bit):
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
+
+
+def run_unconfined(name):
+    """One attempt of the probe as root outside any sandbox, in throwaway
+    mount, UTS, IPC, network and pid namespaces, with a pseudo-terminal
+    on fds 0-2, and a tmpfs on /tmp. Returns (verdict, detail)."""
+    import pty
+    import tty
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # no echo of what TIOCSTI pushes into the input
+    # A tmpfs of its own on /tmp: mknod and the like must not touch the host's.
+    inner = [ESCAPE, name] if name in AS_PID_1 else [
+        "sh", "-c", 'mount -t tmpfs none /tmp && "$0" "$@"; exit $?', ESCAPE, name]
+    p = subprocess.Popen(["timeout", "30", "unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
+                          "--mount-proc", "prlimit", "--nofile=1024:4096", "--", *inner],
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            b = os.read(master, 4096)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    os.close(master)
+    p.wait()
+    for line in out.decode(errors="replace").splitlines():
+        f = line.split("\t")
+        if len(f) == 3 and f[0] == name:
+            return f[1], f[2]
+    check(False, "%s: no verdict outside the sandbox: %r" % (name, out[-500:]))
+
+
+@test
+def escape_verdicts_are_the_promised_errnos(tmp):
+    r, v = run_escape(tmp)
+    wrong = {n: v.get(n) for n, want in PROMISED.items() if v.get(n) != ("blocked", want)}
+    check(not wrong, "verdicts other than the README's: %r" % wrong)
+
+
+@test
+def escape_attempts_succeed_unconfined(tmp):
+    # Each system call attempt is one that gets through without the
+    # sandbox: an attempt that fails anyway would count as blocked inside
+    # whatever the sandbox did.
+    not_run = dict(NOT_RUN_UNCONFINED)
+    if not host_has_cap(24):
+        not_run["raise rlimit"] = "this host's root lacks CAP_SYS_RESOURCE"
+    bad = {}
+    for name in PROMISED:
+        if name in not_run or name in GROUPS["foreign_abis"]:
+            continue
+        verdict, detail = run_unconfined(name)
+        if name in REACHED_PAST_PERMISSION:
+            if verdict != "blocked" and verdict != "ESCAPED" or detail == "EPERM":
+                bad[name] = (verdict, detail, REACHED_PAST_PERMISSION[name])
+        elif verdict != "ESCAPED":
+            bad[name] = (verdict, detail)
+    check(not bad, "attempts that fail outside the sandbox too: %r" % bad)
+
+
 # --- hostile workers --------------------------------------------------------
 
 HOSTILE_MODES = {
