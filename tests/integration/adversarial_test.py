@@ -234,6 +234,29 @@ for mode, why in HOSTILE_MODES.items():
 
 
 @test
+def hostile_sends_nothing(tmp):
+    """A worker that sends nothing at all (no hello, no frame, its socket
+    left open): StartTimeout= ends it, with that cause, once; gadgetd
+    keeps answering others meanwhile."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        policy(d.pol, "bad", "Arguments=no-hello\nStartTimeout=1s\nRestart=no\n", exec_path=HOSTILE)
+        d.ctl("reload")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(d.state("bad") == "starting", "the silent worker: %r" % d.list()["bad"])
+        pid = d.list()["bad"]["pid"]
+        r = d.ctl("call", "good", "echo", '"still here"')
+        check(r.stdout.strip() == '"still here"', "the good gadget while bad is silent: %r" % r.stderr)
+        wait_for(lambda: d.state("bad") == "failed", timeout=60, what="the silent worker ended")
+        check("StartTimeout" in d.list()["bad"]["cause"], "cause: %r" % d.list()["bad"])
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid), what="the silent worker's process gone")
+        lines = [l for l in d.logtext().splitlines() if "[bad] warning: start timeout:" in l]
+        check(len(lines) == 1, "start timeout records: %r" % lines)
+        r = d.ctl("call", "good", "echo", '"still here"')
+        check(r.stdout.strip() == '"still here"', "the good gadget after: %r" % r.stderr)
+
+
+@test
 def hostile_never_reads(tmp):
     """A worker that never reads: calls time out, the worker is restarted,
     others are unaffected."""
