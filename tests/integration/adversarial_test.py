@@ -379,23 +379,56 @@ def planted_symlink_refused(tmp):
 
 @test
 def gadgetd_fds_close_on_exec(tmp):
-    with Daemon(tmp) as d:
-        policy(d.pol, "good")
-        d.ctl("reload")
-        wait_for(lambda: d.state("good") == "ready", what="ready")
-        wait_for(lambda: spare(d), what="a spare shell")  # its fds too
-        pid = d.proc.pid
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if int(fd) <= 2:
-                continue
-            try:
-                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                    flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
-                if not flags & 0o2000000:
-                    check(False, "fd %s of gadgetd is not close-on-exec (%s)" % (
-                        fd, os.readlink("/proc/%d/fd/%s" % (pid, fd))))
-            except FileNotFoundError:
-                continue  # closed meanwhile
+    # kv (SQLite on the gadget's thread) and http (libcurl) used first, so
+    # that their files and sockets are among the fds checked.
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: libcurl keeps its connection
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % srv.server_address[1]
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "good", "[Binding DATA]\nType=kv\n[Binding WEB]\nType=http\nAllow=%s\n" % url)
+            d.ctl("reload")
+            wait_for(lambda: d.state("good") == "ready", what="ready")
+            # http first: its start sweeps every fd to close-on-exec once,
+            # which would hide a kv fd opened before it without the flag.
+            for a in ({"binding": "WEB", "op": "request", "args": {"url": url + "x"}},
+                      {"binding": "DATA", "op": "put", "args": {"key": "k", "value": 1}}):
+                r = d.ctl("call", "good", "binding", json.dumps(a))
+                check(r.returncode == 0, "%s: %r" % (a["binding"], r.stderr))
+            wait_for(lambda: spare(d), what="a spare shell")  # its fds too
+            pid = d.proc.pid
+            links = []
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                if int(fd) <= 2:
+                    continue
+                try:
+                    link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                    with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                        flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
+                except FileNotFoundError:
+                    continue  # closed meanwhile
+                links.append(link)
+                check(flags & 0o2000000, "fd %s of gadgetd is not close-on-exec (%s)" % (fd, link))
+            check(any(l.endswith("/kv/good.sqlite") for l in links), "the kv database is not open: %r" % links)
+            check(any(l.endswith("/kv/good.reserve") for l in links), "the kv reserve is not open: %r" % links)
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 if __name__ == "__main__":
