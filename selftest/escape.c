@@ -337,7 +337,7 @@ static void files(void)
         cannot_open("write cgroup v1 memory limit", "/sys/fs/cgroup/memory/memory.limit_in_bytes", O_WRONLY);
         cannot_open("write cgroup v1 tasks", "/sys/fs/cgroup/pids/tasks", O_WRONLY);
         cannot_open("create in /sys/fs/cgroup", "/sys/fs/cgroup/escape", O_WRONLY | O_CREAT);
-        if (wanted("kallsyms")) {
+        if (wanted("kallsyms addresses")) {
                 FILE *f = fopen("/proc/kallsyms", "re");
                 char line[256];
                 int nonzero = 0, lines = 0;

@@ -161,6 +161,42 @@ def run_unconfined(name):
     check(False, "%s: no verdict outside the sandbox: %r" % (name, out[-500:]))
 
 
+# The file attempts and the host path each opens (selftest/escape.c).
+FILE_ATTEMPTS = {
+    "read /etc/shadow": "/etc/shadow", "host /etc/passwd": "/etc/passwd", "host /etc/group": "/etc/group",
+    "read init environ": "/proc/1/environ", "open /proc/1/root": "/proc/1/root/etc",
+    "read /proc/kcore": "/proc/kcore", "read /dev/mem": "/dev/mem", "open block device": "/dev/sda",
+    "open /sys": "/sys/kernel", "write /proc/sys": "/proc/sys/kernel/hostname",
+    "write /proc/sysrq-trigger": "/proc/sysrq-trigger", "write cgroup files": "/sys/fs/cgroup/cgroup.procs",
+    "write cgroup v2 memory.max": "/sys/fs/cgroup/memory.max",
+    "write cgroup v1 memory limit": "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "write cgroup v1 tasks": "/sys/fs/cgroup/pids/tasks", "kallsyms addresses": "/proc/kallsyms",
+}
+FILE_ATTEMPTS_NOT_RUN = {
+    "write /": "would create /escape on the host's root",
+    "create in /sys/fs/cgroup": "would make a cgroup file on the host",
+    "write own binary": "a running binary is never writable (ETXTBSY): the sandbox's EACCES/EROFS is its own",
+    "write init binary": "a running binary is never writable (ETXTBSY): the sandbox's EACCES/EROFS is its own",
+}
+
+
+@test
+def escape_file_attempts_succeed_unconfined(tmp):
+    # The same for the host files: each opens outside the sandbox, unless
+    # its path does not exist on this host (then it says so, no more).
+    bad, absent = {}, []
+    for name, path in FILE_ATTEMPTS.items():
+        if not os.path.exists(path):
+            absent.append(name)
+            continue
+        verdict, detail = run_unconfined(name)
+        if verdict != "ESCAPED":
+            bad[name] = (verdict, detail)
+    check(not bad, "file attempts that fail outside the sandbox too: %r" % bad)
+    if absent:
+        print("not tried, absent on this host: %s" % ", ".join(absent))
+
+
 @test
 def escape_verdicts_are_the_promised_errnos(tmp):
     r, v = run_escape(tmp)
