@@ -128,10 +128,19 @@ def host_has_cap(bit):
     return False
 
 
+def controlling_tty():
+    """In the child: a session of its own whose controlling terminal is fd 0."""
+    import fcntl
+    import termios
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 def run_unconfined(name):
     """One attempt of the probe as root outside any sandbox, in throwaway
     mount, UTS, IPC, network and pid namespaces, with a pseudo-terminal
-    on fds 0-2, and a tmpfs on /tmp. Returns (verdict, detail)."""
+    on fds 0-2 (its controlling terminal), and a tmpfs on /tmp. Returns
+    (verdict, detail)."""
     import pty
     import tty
     master, slave = pty.openpty()
@@ -141,7 +150,7 @@ def run_unconfined(name):
         "sh", "-c", 'mount -t tmpfs none /tmp && "$0" "$@"; exit $?', ESCAPE, name]
     p = subprocess.Popen(["timeout", "30", "unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
                           "--mount-proc", "prlimit", "--nofile=1024:4096", "--", *inner],
-                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+                         stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_tty)
     os.close(slave)
     out = b""
     while True:
@@ -171,6 +180,7 @@ FILE_ATTEMPTS = {
     "write cgroup v2 memory.max": "/sys/fs/cgroup/memory.max",
     "write cgroup v1 memory limit": "/sys/fs/cgroup/memory/memory.limit_in_bytes",
     "write cgroup v1 tasks": "/sys/fs/cgroup/pids/tasks", "kallsyms addresses": "/proc/kallsyms",
+    "open /dev/tty": "/dev/tty",
 }
 FILE_ATTEMPTS_NOT_RUN = {
     "write /": "would create /escape on the host's root",
