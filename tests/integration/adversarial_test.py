@@ -80,6 +80,161 @@ def escape_probe_nothing_escapes(tmp):
     check(listed <= set(v), "attempts missing: %r" % (listed - set(v)))
 
 
+# The verdict the README promises for each system call attempt in the
+# sandbox (section "The sandbox", item 6): EPERM from the seccomp filters,
+# ENOSYS for clone3, EACCES for sockets, SIGSYS for other ABIs.
+PROMISED = {name: "EPERM" for name in
+            GROUPS["process_access"] + GROUPS["kernel_interfaces"] + GROUPS["namespaces"] + GROUPS["mounts"]
+            + GROUPS["kernel_state"] + ["capset", "setuid 0", "setgid 0", "raise rlimit", "real-time scheduling"]
+            + GROUPS["terminals"][:-1] + ["io_uring_setup"]}
+PROMISED["clone3 newuser"] = "ENOSYS"
+PROMISED["socketpair"] = "EACCES"
+for _abi in GROUPS["foreign_abis"][:4]:
+    PROMISED[_abi] = "killed by SIGSYS"
+
+# Attempts that cannot succeed outside the sandbox on a host like this one:
+# each must still fail there with another errno than the sandbox's EPERM,
+# which shows that its permission check passed and the sandbox is what
+# refuses it inside.
+REACHED_PAST_PERMISSION = {
+    "pivot_root": "pivot_root(\"/tmp\", \"/tmp\") needs a mount point other than the root (EBUSY/EINVAL)",
+    "open_by_handle_at": "a made-up handle: the file system answers ESTALE after CAP_DAC_READ_SEARCH passed",
+    "swapon": "a missing path (ENOENT after CAP_SYS_ADMIN): real swap would change the host",
+    "acct": "a missing path (ENOENT after CAP_SYS_PACCT): real accounting would change the host",
+    "init_module": "an empty image (ENOEXEC/EINVAL, or ENOSYS on a kernel without modules)",
+    "finit_module": "fd 0 is no module (EBADF/EINVAL, or ENOSYS on a kernel without modules)",
+    "iopl": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
+    "ioperm": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
+    "TIOCLINUX fd 0": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+    "TIOCLINUX fd 1": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+    "TIOCLINUX fd 2": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+}
+# Attempts not made outside the sandbox: they would change the host.
+NOT_RUN_UNCONFINED = {
+    "kexec_load": "unloads the host's crash kernel",
+    "reboot": "powers the host off",
+    "clock_settime": "sets the host's clock to 1970",
+    "settimeofday": "sets the host's clock to 1970",
+}
+# The probe as pid 1 of its namespace: process_vm_readv reads pid 1's
+# memory, the probe's own; the others want a parent to trace (a shell).
+AS_PID_1 = {"process_vm_readv"}
+
+
+def host_has_cap(bit):
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
+
+
+def controlling_tty():
+    """In the child: a session of its own whose controlling terminal is fd 0."""
+    import fcntl
+    import termios
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def run_unconfined(name):
+    """One attempt of the probe as root outside any sandbox, in throwaway
+    mount, UTS, IPC, network and pid namespaces, with a pseudo-terminal
+    on fds 0-2 (its controlling terminal), and a tmpfs on /tmp. Returns
+    (verdict, detail)."""
+    import pty
+    import tty
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # no echo of what TIOCSTI pushes into the input
+    # A tmpfs of its own on /tmp: mknod and the like must not touch the host's.
+    inner = [ESCAPE, name] if name in AS_PID_1 else [
+        "sh", "-c", 'mount -t tmpfs none /tmp && "$0" "$@"; exit $?', ESCAPE, name]
+    p = subprocess.Popen(["timeout", "30", "unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
+                          "--mount-proc", "prlimit", "--nofile=1024:4096", "--", *inner],
+                         stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_tty)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            b = os.read(master, 4096)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    os.close(master)
+    p.wait()
+    for line in out.decode(errors="replace").splitlines():
+        f = line.split("\t")
+        if len(f) == 3 and f[0] == name:
+            return f[1], f[2]
+    check(False, "%s: no verdict outside the sandbox: %r" % (name, out[-500:]))
+
+
+# The file attempts and the host path each opens (selftest/escape.c).
+FILE_ATTEMPTS = {
+    "read /etc/shadow": "/etc/shadow", "host /etc/passwd": "/etc/passwd", "host /etc/group": "/etc/group",
+    "read init environ": "/proc/1/environ", "open /proc/1/root": "/proc/1/root/etc",
+    "read /proc/kcore": "/proc/kcore", "read /dev/mem": "/dev/mem", "open block device": "/dev/sda",
+    "open /sys": "/sys/kernel", "write /proc/sys": "/proc/sys/kernel/hostname",
+    "write /proc/sysrq-trigger": "/proc/sysrq-trigger", "write cgroup files": "/sys/fs/cgroup/cgroup.procs",
+    "write cgroup v2 memory.max": "/sys/fs/cgroup/memory.max",
+    "write cgroup v1 memory limit": "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "write cgroup v1 tasks": "/sys/fs/cgroup/pids/tasks", "kallsyms addresses": "/proc/kallsyms",
+    "open /dev/tty": "/dev/tty",
+}
+FILE_ATTEMPTS_NOT_RUN = {
+    "write /": "would create /escape on the host's root",
+    "create in /sys/fs/cgroup": "would make a cgroup file on the host",
+    "write own binary": "a running binary is never writable (ETXTBSY): the sandbox's EACCES/EROFS is its own",
+    "write init binary": "a running binary is never writable (ETXTBSY): the sandbox's EACCES/EROFS is its own",
+}
+
+
+@test
+def escape_file_attempts_succeed_unconfined(tmp):
+    # The same for the host files: each opens outside the sandbox, unless
+    # its path does not exist on this host (then it says so, no more).
+    bad, absent = {}, []
+    for name, path in FILE_ATTEMPTS.items():
+        if not os.path.exists(path):
+            absent.append(name)
+            continue
+        verdict, detail = run_unconfined(name)
+        if verdict != "ESCAPED":
+            bad[name] = (verdict, detail)
+    check(not bad, "file attempts that fail outside the sandbox too: %r" % bad)
+    if absent:
+        print("not tried, absent on this host: %s" % ", ".join(absent))
+
+
+@test
+def escape_verdicts_are_the_promised_errnos(tmp):
+    r, v = run_escape(tmp)
+    wrong = {n: v.get(n) for n, want in PROMISED.items() if v.get(n) != ("blocked", want)}
+    check(not wrong, "verdicts other than the README's: %r" % wrong)
+
+
+@test
+def escape_attempts_succeed_unconfined(tmp):
+    # Each system call attempt is one that gets through without the
+    # sandbox: an attempt that fails anyway would count as blocked inside
+    # whatever the sandbox did.
+    not_run = dict(NOT_RUN_UNCONFINED)
+    if not host_has_cap(24):
+        not_run["raise rlimit"] = "this host's root lacks CAP_SYS_RESOURCE"
+    bad = {}
+    for name in PROMISED:
+        if name in not_run or name in GROUPS["foreign_abis"]:
+            continue
+        verdict, detail = run_unconfined(name)
+        if name in REACHED_PAST_PERMISSION:
+            if verdict != "blocked" and verdict != "ESCAPED" or detail == "EPERM":
+                bad[name] = (verdict, detail, REACHED_PAST_PERMISSION[name])
+        elif verdict != "ESCAPED":
+            bad[name] = (verdict, detail)
+    check(not bad, "attempts that fail outside the sandbox too: %r" % bad)
+
+
 # --- hostile workers --------------------------------------------------------
 
 HOSTILE_MODES = {
@@ -122,6 +277,29 @@ def hostile_case(mode, why):
 
 for mode, why in HOSTILE_MODES.items():
     hostile_case(mode, why)
+
+
+@test
+def hostile_sends_nothing(tmp):
+    """A worker that sends nothing at all (no hello, no frame, its socket
+    left open): StartTimeout= ends it, with that cause, once; gadgetd
+    keeps answering others meanwhile."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        policy(d.pol, "bad", "Arguments=no-hello\nStartTimeout=1s\nRestart=no\n", exec_path=HOSTILE)
+        d.ctl("reload")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(d.state("bad") == "starting", "the silent worker: %r" % d.list()["bad"])
+        pid = d.list()["bad"]["pid"]
+        r = d.ctl("call", "good", "echo", '"still here"')
+        check(r.stdout.strip() == '"still here"', "the good gadget while bad is silent: %r" % r.stderr)
+        wait_for(lambda: d.state("bad") == "failed", timeout=60, what="the silent worker ended")
+        check("StartTimeout" in d.list()["bad"]["cause"], "cause: %r" % d.list()["bad"])
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid), what="the silent worker's process gone")
+        lines = [l for l in d.logtext().splitlines() if "[bad] warning: start timeout:" in l]
+        check(len(lines) == 1, "start timeout records: %r" % lines)
+        r = d.ctl("call", "good", "echo", '"still here"')
+        check(r.stdout.strip() == '"still here"', "the good gadget after: %r" % r.stderr)
 
 
 @test
@@ -247,23 +425,56 @@ def planted_symlink_refused(tmp):
 
 @test
 def gadgetd_fds_close_on_exec(tmp):
-    with Daemon(tmp) as d:
-        policy(d.pol, "good")
-        d.ctl("reload")
-        wait_for(lambda: d.state("good") == "ready", what="ready")
-        wait_for(lambda: spare(d), what="a spare shell")  # its fds too
-        pid = d.proc.pid
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if int(fd) <= 2:
-                continue
-            try:
-                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                    flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
-                if not flags & 0o2000000:
-                    check(False, "fd %s of gadgetd is not close-on-exec (%s)" % (
-                        fd, os.readlink("/proc/%d/fd/%s" % (pid, fd))))
-            except FileNotFoundError:
-                continue  # closed meanwhile
+    # kv (SQLite on the gadget's thread) and http (libcurl) used first, so
+    # that their files and sockets are among the fds checked.
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: libcurl keeps its connection
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % srv.server_address[1]
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "good", "[Binding DATA]\nType=kv\n[Binding WEB]\nType=http\nAllow=%s\n" % url)
+            d.ctl("reload")
+            wait_for(lambda: d.state("good") == "ready", what="ready")
+            # http first: its start sweeps every fd to close-on-exec once,
+            # which would hide a kv fd opened before it without the flag.
+            for a in ({"binding": "WEB", "op": "request", "args": {"url": url + "x"}},
+                      {"binding": "DATA", "op": "put", "args": {"key": "k", "value": 1}}):
+                r = d.ctl("call", "good", "binding", json.dumps(a))
+                check(r.returncode == 0, "%s: %r" % (a["binding"], r.stderr))
+            wait_for(lambda: spare(d), what="a spare shell")  # its fds too
+            pid = d.proc.pid
+            links = []
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                if int(fd) <= 2:
+                    continue
+                try:
+                    link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                    with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                        flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
+                except FileNotFoundError:
+                    continue  # closed meanwhile
+                links.append(link)
+                check(flags & 0o2000000, "fd %s of gadgetd is not close-on-exec (%s)" % (fd, link))
+            check(any(l.endswith("/kv/good.sqlite") for l in links), "the kv database is not open: %r" % links)
+            check(any(l.endswith("/kv/good.reserve") for l in links), "the kv reserve is not open: %r" % links)
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 if __name__ == "__main__":

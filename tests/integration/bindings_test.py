@@ -4,6 +4,7 @@ text and secret bindings through a real gadgetd. Usage: bindings_test.py TEST.""
 import http.server
 import json
 import os
+import re
 import signal
 import socketserver
 import sqlite3
@@ -151,6 +152,92 @@ def acknowledged_puts_survive_sigkill(tmp):
         ready(d2, "durable")
         rc, out, _ = bcall(d2, "durable", "DATA", "get", {"key": acked[-1]})
         check(rc == 0 and json.loads(out) == len(acked) - 1, "after restart: %r" % out)
+
+
+SYNC = re.compile(r"^\d+ +(fsync|fdatasync)\(\d+<([^>]*)>")
+RESUMED = re.compile(r"^\d+ +<\.\.\. (fsync|fdatasync) resumed>")
+SOCK_WRITE = re.compile(r"^\d+ +(write|writev|sendmsg|sendto)\(\d+<UNIX-STREAM:\[(\d+)->(\d+)\]>")
+WAL_WRITE = re.compile(r"^\d+ +(pwrite64|write)\(\d+<([^>]*-wal)>")
+
+
+def sync_before_answer(trace, wal, gadget_inode):
+    """From an strace -f -yy log of one put: whether the log was synced
+    after its last write and before gadgetd's first write to the gadget's
+    socket after it. Returns (ok, what happened)."""
+    lines = trace.splitlines()
+    pending = {}  # pid: the file of an unfinished sync
+    last_wal = synced_at = None
+    for i, line in enumerate(lines):
+        m = WAL_WRITE.match(line)
+        if m and m.group(2) == wal:
+            last_wal, synced_at = i, None
+            continue
+        m = SYNC.match(line)
+        if m and m.group(2) in (wal, wal[:-len("-wal")]):
+            if "<unfinished" in line:
+                pending[line.split()[0]] = m.group(2)
+            elif last_wal is not None and line.rstrip().endswith("= 0"):
+                synced_at = i
+            continue
+        m = RESUMED.match(line)
+        if m and pending.pop(line.split()[0], None) and last_wal is not None and line.rstrip().endswith("= 0"):
+            synced_at = i
+            continue
+        m = SOCK_WRITE.match(line)
+        if m and last_wal is not None and m.group(3) == gadget_inode:
+            return synced_at is not None, "answer at line %d, last log write at %d, sync at %s" % (
+                i, last_wal, synced_at)
+    return False, "no log write followed by an answer to the gadget (log writes: %s)" % (last_wal,)
+
+
+def gadget_socket_inode(pid):
+    """The inode of the gadget's end of its socket: fd 3 of the program,
+    a descendant of the sandbox's process pid."""
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            link = os.readlink("/proc/%d/fd/3" % p)
+            m = re.fullmatch(r"socket:\[(\d+)\]", link)
+            if m and p != pid:
+                return m.group(1)
+        except OSError:
+            pass
+        for t in os.listdir("/proc/%d/task" % p):
+            todo += [int(c) for c in open("/proc/%d/task/%s/children" % (p, t)).read().split()]
+    check(False, "no process below %d holds a socket on fd 3" % pid)
+
+
+@test
+def put_answered_after_sync(tmp):
+    # SIGKILL of gadgetd cannot lose what the kernel already holds, so this
+    # watches the system calls instead: the WAL written, then synced, then
+    # the answer written to the gadget's socket, in that order.
+    with Daemon(tmp) as d:
+        policy(d.pol, "durable", "[Binding DATA]\nType=kv\n")
+        ready(d, "durable")
+        rc, _, err = bcall(d, "durable", "DATA", "put", {"key": "warm", "value": 0})
+        check(rc == 0, "first put: %s" % err)
+        gpid = d.list()["durable"]["pid"]
+        gadget_inode = gadget_socket_inode(gpid)
+        wal = os.path.realpath(os.path.join(tmp, "state", "kv", "durable.sqlite")) + "-wal"
+        out = os.path.join(tmp, "strace.log")
+        errf = open(os.path.join(tmp, "strace.err"), "w+")
+        st = subprocess.Popen(["strace", "-f", "-qq", "-yy", "-o", out, "-e",
+                               "trace=fsync,fdatasync,pwrite64,write,writev,sendmsg,sendto", "-p",
+                               str(d.proc.pid)], stderr=errf)
+        try:
+            time.sleep(2)  # strace attaches to every thread of gadgetd
+            check(st.poll() is None, "strace ended: %r" % open(errf.name).read())
+            rc, _, err = bcall(d, "durable", "DATA", "put", {"key": "traced", "value": 1})
+            check(rc == 0, "traced put: %s" % err)
+            time.sleep(0.5)
+        finally:
+            st.send_signal(signal.SIGINT)  # detaches; gadgetd goes on
+            st.wait(timeout=30)
+        trace = open(out).read()
+        ok, what = sync_before_answer(trace, wal, gadget_inode)
+        check(ok, "the put was answered before its commit was synced: %s\n%s" % (what, trace[-4000:]))
 
 
 # --- gadget -----------------------------------------------------------------

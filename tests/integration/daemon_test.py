@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -443,6 +444,10 @@ def hundred_gadgets_concurrently(tmp):
             check(p.returncode == 0 and out.strip() == str(i), "g%03d answered %r" % (i, out))
 
 
+NOGROUP = 65534
+OTHER_GID = 4242  # a group nobody is in, the control group least of all
+
+
 @test
 def unprivileged_client_refused(tmp):
     with Daemon(tmp) as d:
@@ -451,10 +456,46 @@ def unprivileged_client_refused(tmp):
 
 
 @test
+def control_socket_mode_and_owner(tmp):
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        st = os.lstat(d.sock)
+        check(stat.S_ISSOCK(st.st_mode), "not a socket: %o" % st.st_mode)
+        check(stat.S_IMODE(st.st_mode) == 0o660, "mode %o, not 0660" % stat.S_IMODE(st.st_mode))
+        check(st.st_uid == 0 and st.st_gid == NOGROUP, "owner %d:%d, not root:nogroup" % (st.st_uid, st.st_gid))
+
+
+@test
+def gadgetd_refuses_non_member(tmp):
+    # The socket's mode is opened to everyone here, so that the refusal
+    # can come only from gadgetd's own check of the peer's credentials.
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        os.chmod(d.sock, 0o666)
+        r = d.ctl("list", user=(65534, OTHER_GID))
+        check(r.returncode == 4 and "member of the nogroup group" in r.stderr,
+              "non-member: %d %r" % (r.returncode, r.stderr))
+        wait_for(lambda: "refused a control connection from uid 65534" in d.logtext(),
+                 what="gadgetd's own refusal in its log")
+        r = d.ctl("list", user=(65534, OTHER_GID), groups=(OTHER_GID + 1,))
+        check(r.returncode == 4, "member of other groups only: %d %r" % (r.returncode, r.stderr))
+        r = d.ctl("list")
+        check(r.returncode == 0, "root refused: %r" % r.stderr)
+
+
+@test
 def group_member_allowed(tmp):
     with Daemon(tmp, extra=["--group", "nogroup"]) as d:
         r = d.ctl("list", user=(65534, 65534))
         check(r.returncode == 0, "member of the group refused: %r" % r.stderr)
+
+
+@test
+def supplementary_group_member_allowed(tmp):
+    # The control group is only among the supplementary groups, not the
+    # primary one; 0660 lets the kernel admit it, and gadgetd must too.
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        r = d.ctl("list", user=(65534, OTHER_GID), groups=(OTHER_GID + 1, NOGROUP))
+        check(r.returncode == 0, "supplementary member refused: %d %r" % (r.returncode, r.stderr))
+        check("refused a control connection" not in d.logtext(), "gadgetd logged a refusal")
 
 
 @test

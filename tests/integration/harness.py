@@ -189,10 +189,12 @@ class Daemon:
         wait_for(lambda: os.path.exists(self.sock), what="the control socket")
         return self
 
-    def ctl(self, *args, user=None, timeout=60):
+    def ctl(self, *args, user=None, groups=(), timeout=60):
+        """gadgetctl, as user (uid, gid) with exactly the supplementary groups given, or as root."""
         cmd = [GADGETCTL, "--socket", self.sock, *args]
         if user:
-            cmd = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1], "--clear-groups"] + cmd
+            grp = ["--groups=" + ",".join(str(g) for g in groups)] if groups else ["--clear-groups"]
+            cmd = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1], *grp] + cmd
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
     def list(self):

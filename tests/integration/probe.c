@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void result(const char *name, int r)
@@ -234,6 +235,54 @@ static void check_nofile(void)
         printf("nofile: %s %d\n", strerrorname_np(errno), n);
 }
 
+/* The state letter of /proc/PID/stat ('Z' a zombie), or 0 if it is gone. */
+static char proc_state(pid_t pid)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+                fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Makes an orphan: a child forks a grandchild and exits at once, so the
+ * grandchild's parent becomes the namespace's PID 1, which must reap it
+ * when it ends. Prints "orphan: reaped", or "orphan: zombie" if it is
+ * still a zombie 10 s after it ended. */
+static void check_orphan(void)
+{
+        int fds[2];
+        pid_t grandchild = 0;
+        if (pipe(fds) < 0) {
+                printf("orphan: pipe %s\n", strerrorname_np(errno));
+                return;
+        }
+        pid_t child = fork();
+        if (child == 0) {
+                pid_t g = fork();
+                if (g == 0) {
+                        usleep(200 * 1000); /* until its parent has ended */
+                        _exit(0);
+                }
+                write(fds[1], &g, sizeof g);
+                _exit(0);
+        }
+        close(fds[1]);
+        if (child < 0 || read(fds[0], &grandchild, sizeof grandchild) != sizeof grandchild || grandchild <= 0) {
+                printf("orphan: fork %s\n", strerrorname_np(errno));
+                return;
+        }
+        waitpid(child, NULL, 0);
+        char st = 'R';
+        for (int i = 0; i < 1000 && (st = proc_state(grandchild)) != 0; i++)
+                usleep(10 * 1000);
+        printf("orphan: %s\n", st == 0 ? "reaped" : st == 'Z' ? "zombie" : "still running");
+}
+
 /* Forks children that wait, until a fork fails: how many, and the error.
  * They die with the sandbox's init when the probe ends. */
 static void check_forkmany(void)
@@ -350,6 +399,8 @@ int main(int argc, char **argv)
                                 printf("cpus: %d\n", i);
         } else if (strcmp(c, "exit") == 0)
                 return argc > 2 ? atoi(argv[2]) : 0;
+        else if (strcmp(c, "orphan") == 0)
+                check_orphan();
         else if (strcmp(c, "fork") == 0) {
                 pid_t p = fork();
                 if (p == 0)

@@ -218,6 +218,14 @@ def fork_and_reap(tmp):
 
 
 @test
+def orphan_reaped(tmp):
+    # The grandchild of the program outlives its parent: the sandbox's
+    # PID 1 inherits it and must reap it, or it stays a zombie.
+    r, out = run_probe(tmp, "orphan")
+    check(r.returncode == 0 and out.get("orphan") == ["reaped"], "orphan: %r %r" % (out, r.stderr))
+
+
+@test
 def sigterm_forwarded(tmp):
     """SIGTERM to gadgetd reaches the program through the sandbox's PID 1."""
     pol = policy(tmp, "trap", "SystemLibraries=yes\n", exec_path="/bin/sh")

@@ -147,8 +147,7 @@ static void test_builders(void)
         v = value_new_int(1);
         CHECK(value_string(v) == NULL, "value_string of an int is NULL");
         value_free(v);
-        value_free(NULL);
-        CHECK(1, "value_free(NULL) is a no-op");
+        value_free(NULL); /* a no-op: a crash here (or an ASan report) fails the test */
 }
 
 static void test_list(void)
