@@ -8,9 +8,12 @@ as a ratio to the idle p99 measured just before it in the same run
 (idle, attack, idle, attack, ...). Nothing here passes or fails.
 """
 import os
-import socket
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+import servers  # noqa: E402  the misbehaving HTTP servers of the http hostile-load tests
 
 GROUP = "nogroup"  # the control group of the bench's gadgetd; nobody is a member
 NOBODY = (65534, 65534)
@@ -39,52 +42,9 @@ def steady(ctx, d, seconds):
     return r
 
 
-def never_accepts():
-    """A loopback listener with a backlog of 1 that never accepts."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    return s
-
-
-def many_headers(n):
-    """A loopback server answering every request with n distinct headers."""
-    import threading
-    resp = ("\r\n".join(["HTTP/1.1 200 OK", "Content-Length: 2", "Connection: close"] +
-                         ["X%05d:a" % i for i in range(n)]) + "\r\n\r\nok").encode()
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(64)
-
-    def answer(c):
-        try:
-            c.settimeout(10)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = c.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
-            c.sendall(resp)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def serve():
-        while True:
-            try:
-                c, _ = s.accept()
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(c,), daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
-    return s
-
-
 def http_flood(ctx, name, srv, n):
     """A gadget that pipelines n requests of its http binding to srv."""
-    port = srv.getsockname()[1]
+    port = srv.port
     return ctx.policy(name, ctx.exe("tests/integration/hostile"),
                       "Arguments=binding-flood WEB request %d http://127.0.0.1:%d/x\n\n"
                       "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/\nTimeout=2s\n" % (n, port, port))
@@ -151,10 +111,10 @@ def attacks(ctx, d, gw_port):
     out.append(gadget("200,000 denied binding calls (audited)", d, af, "auditflood"))
     kvf = ctx.policy("kvflood", hostile, "Arguments=kv-flood DATA put 3000 3000 64\n\n[Binding DATA]\nType=kv\n")
     out.append(gadget("3,000 pipelined kv puts", d, kvf, "kvflood"))
-    srv = never_accepts()
+    srv = servers.NeverAccepts().__enter__()  # both live as long as the bench
     out.append(gadget("30,000 HTTP requests to a listener that never accepts", d,
                       http_flood(ctx, "httpflood", srv, 30000 // n), "httpflood"))
-    hdr = many_headers(25000)
+    hdr = servers.ManyHeaders(25000).__enter__()
     out.append(gadget("HTTP answers of 25,000 headers (64 requests)", d, http_flood(ctx, "heady", hdr, 64), "heady"))
     attack = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration", "attacks.py")]
     nobody = ["setpriv", "--reuid=%d" % NOBODY[0], "--regid=%d" % NOBODY[1], "--clear-groups", "python3"]

@@ -4,12 +4,12 @@ headers, and answers larger than a frame. Each attack runs while the
 healthy gadget "good" is called throughout."""
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
 
 from harness import GADGETD, Daemon, Healthy, check, fd_count, policy, rss_growth, rss_kib, sanitized, test, unload, wait_for
+from servers import ManyHeaders, NeverAccepts
 
 HOSTILE = os.environ.get("HOSTILE", "")
 MIB = 1024
@@ -37,64 +37,6 @@ class Sampler:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
-
-
-class NeverAccepts:
-    """A loopback listener with a backlog of 1 that never accepts: past the
-    first connections, SYNs go unanswered and connects hang."""
-
-    def __enter__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.port = self.sock.getsockname()[1]
-        return self
-
-    def __exit__(self, *exc):
-        self.sock.close()
-
-
-class ManyHeaders:
-    """A loopback server answering every request with n distinct headers."""
-
-    def __init__(self, n):
-        lines = ["HTTP/1.1 200 OK", "Content-Length: 2", "Connection: close"]
-        lines += ["X%05d:a" % i for i in range(n)]
-        self.response = ("\r\n".join(lines) + "\r\n\r\nok").encode()
-
-    def serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.answer, args=(c,), daemon=True).start()
-
-    def answer(self, c):
-        try:
-            c.settimeout(10)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = c.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
-            c.sendall(self.response)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def __enter__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.serve, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.sock.close()
 
 
 def web_binding(port, extra=""):
