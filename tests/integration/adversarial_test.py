@@ -146,8 +146,9 @@ def run_unconfined(name):
     master, slave = pty.openpty()
     tty.setraw(slave)  # no echo of what TIOCSTI pushes into the input
     # A tmpfs of its own on /tmp: mknod and the like must not touch the host's.
+    # The probe is opened first and run from its fd: the tree may be in /tmp.
     inner = [ESCAPE, name] if name in AS_PID_1 else [
-        "sh", "-c", 'mount -t tmpfs none /tmp && "$0" "$@"; exit $?', ESCAPE, name]
+        "sh", "-c", 'exec 9<"$0" && mount -t tmpfs none /tmp && /proc/self/fd/9 "$@"; exit $?', ESCAPE, name]
     p = subprocess.Popen(["timeout", "30", "unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
                           "--mount-proc", "prlimit", "--nofile=1024:4096", "--", *inner],
                          stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_tty)
