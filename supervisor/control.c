@@ -444,14 +444,28 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
                 free(c);
                 return e;
         }
+        /* Why a second name: the socket appears at its path only once it
+         * has its mode and owner and listens, so no client ever finds it
+         * too open, nor refuses to connect (the rename is atomic). */
+        struct sockaddr_un tmp = { .sun_family = AF_UNIX };
+        if ((size_t)snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", d->socket_path, (int)getpid()) >=
+            sizeof tmp.sun_path) {
+                free(c);
+                return -ENAMETOOLONG;
+        }
+        unlink(tmp.sun_path);
         c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c->fd < 0)
                 goto fail;
-        if (bind(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-            chmod(d->socket_path, 0660) < 0 ||
-            chown(d->socket_path, 0, d->group_gid) < 0 ||
-            listen(c->fd, 128) < 0)
+        if (bind(c->fd, (struct sockaddr *)&tmp, sizeof tmp) < 0)
                 goto fail;
+        if (chmod(tmp.sun_path, 0660) < 0 || chown(tmp.sun_path, 0, d->group_gid) < 0 ||
+            listen(c->fd, 128) < 0 || rename(tmp.sun_path, sa.sun_path) < 0) {
+                e = -errno;
+                unlink(tmp.sun_path);
+                errno = -e;
+                goto fail;
+        }
 listening:
         every = (struct timeval){ .tv_sec = FLUSH_MS / 1000 };
         c->ev_accept = event_new(d->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
