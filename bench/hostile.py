@@ -74,16 +74,22 @@ def process(name, cmd, ctx, party="gadget"):
     return Attack(name, start, stop, party)
 
 
-def gadget(name, d, pol, gname, then=None):
-    """An attack by a gadget: loaded at the start (then then(d) if given),
-    stopped at the end."""
+def gadget(name, d, pol, gname, caller=None):
+    """An attack by a gadget: loaded at the start (then the command caller
+    started, if given), stopped at the end (caller too)."""
+    procs = []
+
     def start():
         d.ctl("load", pol)  # `yes` never says hello: it stays starting (until StartTimeout=)
         d.wait_state(gname, ("starting", "ready"))
-        if then:
-            then(d)
+        if caller:
+            procs.append(subprocess.Popen(caller, stdout=subprocess.DEVNULL))
 
     def stop():
+        for p in procs:
+            p.kill()
+            p.wait()
+        procs.clear()
         d.ctl("stop", gname)
     return Attack(name, start, stop)
 
@@ -97,9 +103,8 @@ def attacks(ctx, d, gw_port):
     out.append(gadget("`yes` on stdout (CPUQuota=50%)", d, yes, "yes"))
     slow = ctx.policy("slow", tg, "CallTimeout=2s\n")
     out.append(gadget("a caller queues 1,024 calls of 10 ms to another gadget", d, slow, "slow",
-                      then=lambda d: ctx.commands.append("callflood SOCK slow sleep 1024 '{\"ms\": 10}'") or
-                      subprocess.Popen([flood, d.sock, "slow", "sleep", "1024", '{"ms": 10}'],
-                                       stdout=subprocess.DEVNULL)))
+                      caller=[flood, d.sock, "slow", "sleep", "1024", '{"ms": 10}']))
+    ctx.commands.append("callflood SOCK slow sleep 1024 '{\"ms\": 10}'")
     hostile = ctx.exe("tests/integration/hostile")
     nl = ctx.policy("newlines", hostile, "Arguments=log-newlines\nCPUQuota=50%\n")
     out.append(gadget("log messages of 4,096 newlines each (CPUQuota=50%)", d, nl, "newlines"))
