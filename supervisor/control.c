@@ -408,6 +408,17 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
         }
 }
 
+/* Frees the listener's events (those made so far). */
+static void control_events_free(struct control *c)
+{
+        if (c->ev_accept)
+                event_free(c->ev_accept);
+        if (c->ev_resume)
+                event_free(c->ev_resume);
+        if (c->ev_flush)
+                event_free(c->ev_flush);
+}
+
 int control_open(struct daemon *d, const struct control_limits *lim, struct control **out)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -482,12 +493,7 @@ fail:
         e = -errno;
         if (c->fd >= 0)
                 close(c->fd);
-        if (c->ev_accept)
-                event_free(c->ev_accept);
-        if (c->ev_resume)
-                event_free(c->ev_resume);
-        if (c->ev_flush)
-                event_free(c->ev_flush);
+        control_events_free(c);
         free(c);
         return e;
 }
@@ -498,12 +504,7 @@ void control_free(struct control *c)
                 return;
         while (c->clients)
                 client_free(c->clients);
-        if (c->ev_accept)
-                event_free(c->ev_accept);
-        if (c->ev_resume)
-                event_free(c->ev_resume);
-        if (c->ev_flush)
-                event_free(c->ev_flush);
+        control_events_free(c);
         close(c->fd);
         if (!c->activated)
                 unlink(c->d->socket_path);
