@@ -79,14 +79,11 @@ static int remove_cgroup(int version, const char *dir)
  * one's and removed (it was empty) is made again. */
 static int make_gadget_dir(const struct cgroup_hier *x, const char *dir)
 {
-        int e;
-        if (mkdir(dir, 0755) == 0)
-                return 0;
-        e = -errno;
+        int e = cgroup_mkdir(dir);
         if (e == -EEXIST && (e = remove_cgroup(x->version, dir)) == 0)
-                e = mkdir(dir, 0755) < 0 ? -errno : 0;
-        else if (e == -ENOENT && x->version == 1 && (mkdir(x->dir, 0755) == 0 || errno == EEXIST))
-                e = mkdir(dir, 0755) < 0 ? -errno : 0;
+                e = cgroup_mkdir(dir);
+        else if (e == -ENOENT && x->version == 1 && ((e = cgroup_mkdir(x->dir)) == 0 || e == -EEXIST))
+                e = cgroup_mkdir(dir);
         return e;
 }
 

@@ -109,6 +109,8 @@ int cgroup_kill(const struct cgroup *cg);
 void cgroup_free(struct cgroup *cg);
 
 /* Small files of cgroupfs, shared by cgroup_host.c and cgroup.c. */
+/* mkdir of a cgroup, mode 0755 whatever the umask: 0 or -errno. */
+int cgroup_mkdir(const char *dir);
 int cgroup_write_file(const char *dir, const char *file, const char *text);
 /* Reads into buf, NUL-terminated: the length read, or -errno. */
 int cgroup_read_file(const char *dir, const char *file, char *buf, size_t len);

@@ -26,6 +26,24 @@ struct cg_mount {
         char super[512];        /* super options: the v1 controllers */
 };
 
+/* Why 0755 whatever the umask (gadgetd.service has UMask=0077): a
+ * sandbox's cgroup2 mount is looked up from the hierarchy's root down to
+ * the gadget's cgroup with the gadget's credentials, to which host root's
+ * directories are "other"; one directory without o+x on the way and the
+ * mount fails (EACCES). Searchable is all they are: their files stay
+ * root's, as systemd's own cgroups are. */
+int cgroup_mkdir(const char *dir)
+{
+        if (mkdir(dir, 0755) < 0)
+                return -errno;
+        if (chmod(dir, 0755) < 0) {
+                int e = -errno;
+                rmdir(dir);
+                return e;
+        }
+        return 0;
+}
+
 int cgroup_write_file(const char *dir, const char *file, const char *text)
 {
         char path[PATH_MAX];
@@ -312,10 +330,10 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t)
                 e = -ENOMEM;
                 goto out;
         }
-        if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(sup, 0755) < 0 && errno != EEXIST) ||
+        if (((last = cgroup_mkdir(dir)) < 0 && last != -EEXIST) ||
+            ((last = cgroup_mkdir(sup)) < 0 && last != -EEXIST) ||
             (last = cgroup_write_file(sup, "cgroup.procs", pid)) < 0) {
-                snprintf(h->why_v2, sizeof h->why_v2, "cannot set up %s: %s", sup,
-                         strerror(last < 0 ? -last : errno));
+                snprintf(h->why_v2, sizeof h->why_v2, "cannot set up %s: %s", sup, strerror(-last));
                 rmdir(sup);
                 rmdir(dir);
                 goto out;
@@ -381,8 +399,9 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
                         free(own);
                         return -ENOMEM;
                 }
-                if (!h->one && mkdir(dir, 0755) < 0 && errno != EEXIST) {
-                        snprintf(h->why_v1, sizeof h->why_v1, "cannot create %s: %s", dir, strerror(errno));
+                int made = h->one ? 0 : cgroup_mkdir(dir);
+                if (made < 0 && made != -EEXIST) {
+                        snprintf(h->why_v1, sizeof h->why_v1, "cannot create %s: %s", dir, strerror(-made));
                         free(own);
                         free(dir);
                         continue;
