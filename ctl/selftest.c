@@ -3,6 +3,7 @@
  * through `gadgetd run`, and prints every attempt with its verdict. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +73,23 @@ static int write_policy(const char *text, char *dir, char *file, size_t len)
         return fclose(f) == 0 ? 0 : -EIO;
 }
 
-/* Runs gadgetd run on the policy; its stdout (the probe's lines) is read
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        return remove(path) < 0 ? -1 : 0;
+}
+
+/* Removes the selftest's directory: its policy and the state gadgetd run
+ * left (its lock, the audit log, kv stores of POLICY's bindings). */
+static void remove_tree(const char *dir)
+{
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Runs gadgetd run on the policy with a state directory of its own (a
+ * daemon running on this host holds the default one; the probe's bindings
+ * must not touch its kv stores); its stdout (the probe's lines) is read
  * back through a pipe. Returns gadgetd's exit status or -errno. */
-static int run_probe(const char *gadgetd, const char *policy, char **out, size_t *outlen)
+static int run_probe(const char *gadgetd, const char *policy, const char *state, char **out, size_t *outlen)
 {
         char host[256] = "";
         int fds[2];
@@ -86,7 +101,7 @@ static int run_probe(const char *gadgetd, const char *policy, char **out, size_t
                 return -errno;
         if (pid == 0) {
                 dup2(fds[1], 1);
-                execl(gadgetd, gadgetd, "run", policy, "--", "--host-name", host, (char *)NULL);
+                execl(gadgetd, gadgetd, "run", "--state-dir", state, policy, "--", "--host-name", host, (char *)NULL);
                 fprintf(stderr, "gadgetctl: cannot run %s: %s\n", gadgetd, strerror(errno));
                 _exit(127);
         }
@@ -157,9 +172,10 @@ int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a)
                 fprintf(stderr, "gadgetctl: cannot write a policy in /tmp: %s\n", strerror(-e));
                 return CTL_EXIT_FAILED;
         }
-        int rc = run_probe(gadgetd, file, &out, &outlen);
-        unlink(file);
-        rmdir(dir);
+        char state[sizeof dir + 8];
+        snprintf(state, sizeof state, "%s/state", dir);
+        int rc = run_probe(gadgetd, file, state, &out, &outlen);
+        remove_tree(dir);
         if (rc < 0 || !out) {
                 fprintf(stderr, "gadgetctl: cannot run the probe: %s\n", strerror(rc < 0 ? -rc : ENOMEM));
                 free(out);
