@@ -294,7 +294,9 @@ static void cannot_open(const char *name, const char *path, int flags)
         if (!wanted(name))
                 return;
         errno = 0;
-        int fd = open(path, flags | O_CLOEXEC);
+        /* Always a mode: with O_CREAT and none, a fortified build (as
+         * Debian's packages are) aborts in open() instead of trying. */
+        int fd = open(path, flags | O_CLOEXEC, 0600);
         must_fail(name, fd);
         if (fd >= 0)
                 close(fd);
