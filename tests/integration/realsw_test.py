@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, Daemon, check, gadgetd_run, main, policy, skip, test, wait_for
+from harness import GADGETD, Daemon, check, gadgetd_run, main, need, policy, skip, test, wait_for
 
 
 def sh(tmp, script, body="", name="real", exec_path="/bin/sh", args=None, timeout=120):
@@ -38,7 +38,7 @@ def host_v1_memory():
 def alternatives_resolve(tmp):
     """awk, which and pager are links through /etc/alternatives."""
     if not os.path.exists("/etc/alternatives/awk"):
-        skip("no /etc/alternatives/awk on this host")
+        need("/etc/alternatives/awk", "Debian's alternatives system has no awk link here")
     r = sh(tmp, "awk 'BEGIN { print 6 * 7 }'; which ls; readlink -f /usr/bin/awk")
     lines = r.stdout.split()
     check(r.returncode == 0 and lines[:1] == ["42"], "awk: %r %r" % (r.stdout, r.stderr))
@@ -72,7 +72,7 @@ def user_name_known(tmp):
 def python_multiprocessing(tmp):
     """A Pool (its queues take POSIX semaphores in /dev/shm) maps over two workers."""
     if not shutil.which("python3"):
-        skip("no python3")
+        need("python3", "not installed (scripts/deps installs it)")
     code = ("import multiprocessing as mp\n"
             "def sq(x): return x * x\n"
             "if __name__ == '__main__':\n"
@@ -152,7 +152,7 @@ def jvm_sees_memory_max(tmp):
     java = shutil.which("java")
     conf = [d for d in ("/etc/java-17-openjdk", "/etc/java-21-openjdk") if os.path.isdir(d)]
     if not java or not conf:
-        skip("no OpenJDK here")
+        need("OpenJDK", "no java and /etc/java-17-openjdk here (scripts/deps installs openjdk-17-jre-headless)")
     r = sh(tmp, None, "MemoryMax=256M\nTasksMax=256\nReadOnlyPaths=%s\n" % conf[0],
            exec_path=os.path.realpath(java), args=["-XX:+PrintFlagsFinal", "-version"])
     m = re.search(r"\bMaxHeapSize\s*=\s*(\d+)", r.stdout)
@@ -162,15 +162,21 @@ def jvm_sees_memory_max(tmp):
 
 @test
 def node_sees_memory_max(tmp):
-    """Node.js's process.constrainedMemory() is MemoryMax."""
+    """Node.js's process.constrainedMemory() is MemoryMax. Debian 12's Node.js
+    18 has no constrainedMemory(): it must read MemoryMax from the cgroup
+    file the newer call reads (v2 memory.max, else v1 memory.limit_in_bytes)."""
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
-        skip("no Node.js here")
+        need("Node.js", "no node here (scripts/deps installs nodejs)")
     r = sh(tmp, None, "MemoryMax=256M\nTasksMax=256\n", exec_path=os.path.realpath(node),
-           args=["-e", "console.log(typeof process.constrainedMemory === 'function' ? "
-                       "process.constrainedMemory() : 'none')"])
-    if r.stdout.strip() == "none":
-        skip("this Node.js has no process.constrainedMemory()")
+           args=["-e", "if (typeof process.constrainedMemory === 'function') {"
+                       "  console.log(process.constrainedMemory());"
+                       "} else {"
+                       "  const fs = require('fs');"
+                       "  const f = ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']"
+                       "    .find((p) => fs.existsSync(p));"
+                       "  console.log(f ? fs.readFileSync(f, 'utf8').trim() : 'none');"
+                       "}"])
     check(r.returncode == 0 and r.stdout.strip() == str(256 << 20), "node: %r %r" % (r.stdout, r.stderr))
 
 
@@ -244,7 +250,7 @@ def missing_interpreter_at_exec(tmp):
 def loopback_deprecated(tmp):
     """Loopback=yes still loads, with a warning, and changes nothing."""
     if not os.path.exists("/proc/net/if_inet6"):
-        skip("IPv6 is disabled on this host: lo's ::1 cannot tell up from down")
+        need("IPv6", "it is disabled on this host: lo's ::1 cannot tell up from down")
     pol = policy(tmp, "old", "Loopback=yes\nSystemLibraries=yes\n", exec_path="/bin/sh")
     r = subprocess.run([GADGETD, "check", pol], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "Loopback= is deprecated" in r.stdout and "%s: ok" % pol in r.stdout,

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, skip, test
+from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, need, test
 
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
@@ -109,7 +109,7 @@ def loopback_down(tmp):
     # lo gets its ::1 address (listed in /proc/net/if_inet6) only once up;
     # Loopback=yes is ignored (realsw_test.py loopback_deprecated).
     if not os.path.exists("/proc/net/if_inet6"):
-        skip("IPv6 is disabled on this host")
+        need("IPv6", "it is disabled on this host")
     r, out = run_probe(tmp, "ifaces")
     check(out.get("inet6", []) == [], "lo is up: %r" % out.get("inet6"))
 

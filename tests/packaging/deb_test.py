@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import run, build_debs, check, skip  # noqa: E402
+from pkgtest import run, build_debs, check, need  # noqa: E402
 
 MA = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout=subprocess.PIPE,
                     text=True).stdout.strip() if shutil.which("dpkg-architecture") else ""
@@ -66,7 +66,7 @@ def unit_text(deb):
 
 def main():
     if not MA:
-        skip("dpkg-architecture is not installed")
+        need("dpkg-architecture", "not installed (scripts/deps installs dpkg-dev)")
     _, debs, _ = build_debs()
     by_name = {}
     for d in debs:
@@ -92,7 +92,7 @@ def main():
                  "deb-systemd-helper enable 'gadgetd.socket'"):
         check(what in postinst, "gadgetd's postinst does not run " + what)
     if not shutil.which("lintian"):
-        skip("the packages are right, but lintian is not installed (scripts/deps installs it)")
+        need("lintian", "the packages are right, but lintian is not installed (scripts/deps installs it)")
     p = subprocess.run(["lintian", "--tag-display-limit", "0", *debs], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=600)
     print("lintian:\n" + p.stdout)

@@ -10,6 +10,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from parts import need  # noqa: E402,F401  (the one skip rule; tests import it from here)
+
 SRC = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD_ROOT", "")
@@ -32,11 +35,6 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 def log(msg):
     print(msg, flush=True)
 
@@ -51,11 +49,12 @@ def locked(path):
 
 def source_files():
     """The files of the source tree a package is built from: everything but
-    build directories, hidden files and Debian build leftovers."""
+    build directories, hidden files, Debian build leftovers and the browser
+    tests' node_modules (scripts/deps installs it)."""
     out = []
     for top, dirs, files in os.walk(SRC):
         rel = os.path.relpath(top, SRC)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "node_modules" and
                          not (rel == "." and (d.startswith("build") or d in ("subprojects", "debian"))) and
                          not os.path.exists(os.path.join(top, d, "meson-private")))
         for f in sorted(files):
@@ -92,7 +91,7 @@ def build_debs():
     (directory, list of .deb paths, build log)."""
     for tool in ("dpkg-buildpackage", "dh"):
         if not shutil.which(tool):
-            skip("%s is not installed (scripts/deps installs it)" % tool)
+            need(tool, "not installed (scripts/deps installs it)")
     files = source_files()
     key = source_hash(files)
     base = debs_cache()
@@ -170,17 +169,18 @@ def apt_mirror():
 
 def ensure_root():
     """The cached minimal Debian tree with systemd, built once per machine
-    (again only if its package list changed). Returns its path or skips."""
+    (again only if its package list changed). Returns its path, or ends
+    the test through need()."""
     stamp_text = " ".join(ROOT_PACKAGES) + "\n"
     stamp = os.path.join(ROOT_CACHE, "etc", "gadgetd-test-packages")
     with locked(ROOT_CACHE + ".lock"):
         if os.path.exists(stamp) and open(stamp).read() == stamp_text:
             return ROOT_CACHE
         if not shutil.which("debootstrap"):
-            skip("debootstrap is not installed (scripts/deps installs it)")
+            need("debootstrap", "not installed (scripts/deps installs it)")
         mirror = apt_mirror()
         if not mirror:
-            skip("no Debian bookworm mirror is configured in /etc/apt/sources.list*")
+            need("a Debian mirror", "none is configured in /etc/apt/sources.list*")
         tmp = ROOT_CACHE + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
         cmd = ["debootstrap", "--variant=minbase", "--include=" + ",".join(ROOT_PACKAGES),
@@ -191,10 +191,10 @@ def ensure_root():
                                timeout=ROOT_TIMEOUT)
         except subprocess.TimeoutExpired:
             shutil.rmtree(tmp, ignore_errors=True)
-            skip("debootstrap took more than %d s" % ROOT_TIMEOUT)
+            need("the container tree", "debootstrap took more than %d s" % ROOT_TIMEOUT)
         if p.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            skip("debootstrap failed: " + p.stdout[-2000:])
+            need("the container tree", "debootstrap failed: " + p.stdout[-2000:])
         with open(os.path.join(tmp, "etc", "gadgetd-test-packages"), "w") as fp:
             fp.write(stamp_text)
         shutil.rmtree(ROOT_CACHE, ignore_errors=True)

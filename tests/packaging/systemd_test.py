@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import Failure, run, build_debs, check, ensure_root, log, skip  # noqa: E402
+from pkgtest import Failure, run, build_debs, check, ensure_root, log, need  # noqa: E402
 
 # nspawn's own seccomp allowlist answers the new mount API and openat2 with
 # ENOSYS; a sandbox needs them (and sethostname in its own UTS namespace).
@@ -71,7 +71,7 @@ class Container:
                 pass
             time.sleep(0.1)
         if not self.leader:
-            skip("systemd-nspawn --boot did not start a container (exit %s): %s" % (
+            need("systemd-nspawn --boot", "it did not start a container (exit %s): %s" % (
                 self.proc.poll(), self.console_tail()))
         state = ""
         while time.time() < end and self.proc.poll() is None:
@@ -80,7 +80,7 @@ class Container:
             if state in ("running", "degraded"):
                 return state
             time.sleep(0.5)
-        skip("systemd in the container did not come up (state %r): %s" % (state, self.console_tail()))
+        need("systemd in the container", "it did not come up (state %r): %s" % (state, self.console_tail()))
 
     def sh(self, script, timeout=60):
         """A shell script inside the booted container (all its namespaces)."""
@@ -184,10 +184,10 @@ def main():
     # overlay is unmounted.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: stopped by SIGTERM (a timeout?)"))
     if os.geteuid() != 0:
-        skip("needs root (systemd-nspawn)")
+        need("root", "systemd-nspawn needs it")
     for tool in ("systemd-nspawn", "nsenter"):
         if not shutil.which(tool):
-            skip("%s is not installed (scripts/deps installs systemd-container)" % tool)
+            need(tool, "not installed (scripts/deps installs systemd-container)")
     lower = ensure_root()
     debdir, debs, _ = build_debs()
     # The daemon's package and the library (the -dev package needs a compiler's world).
