@@ -97,7 +97,7 @@ def dev_shm_counts_in_memory_max(tmp):
     """What /dev/shm holds is memory of the gadget's cgroup: 48M cannot
     be written under MemoryMax=24M (and can without it)."""
     if not host_v1_memory() and not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        skip("no memory controller")
+        skip("no cgroup memory controller on this host (neither v1 nor v2)")
     script = "head -c 48M /dev/zero > /dev/shm/x; stat -c %s /dev/shm/x"
     r = sh(tmp, script, "TmpSize=64M\n")
     check(r.stdout.strip() == str(48 << 20), "without MemoryMax: %r %r" % (r.stdout, r.stderr))
@@ -115,13 +115,14 @@ def fifo_in_tmp(tmp):
     check(len(lines) == 4 and all("Operation not permitted" in l for l in lines[1:3]), "devices: %r" % lines)
     # The kernel itself refuses devices; a regular file or socket node only
     # the filter does.
-    if shutil.which("python3"):
-        code = ("import os, stat\n"
-                "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
-                "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
-                "    except PermissionError: print('EPERM')\n")
-        r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
-        check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
+    if not shutil.which("python3"):
+        need("python3", "not installed (scripts/deps installs it)")
+    code = ("import os, stat\n"
+            "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
+            "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
+            "    except PermissionError: print('EPERM')\n")
+    r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
+    check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
 
 
 # --- /sys/fs/cgroup -----------------------------------------------------------
@@ -139,7 +140,7 @@ def cgroup_limits_visible(tmp):
                   "ls /sys/fs/cgroup | grep -c '^gadget'; echo 1 > /sys/fs/cgroup/memory.max || echo refused")
         want = [str(96 << 20), "17", "0", "refused"]
     else:
-        skip("no memory controller")
+        skip("no cgroup memory controller on this host (neither v1 nor v2)")
     r = sh(tmp, script, "MemoryMax=96M\nTasksMax=16\n")
     if "falls back" in r.stderr or "rlimits" in r.stderr:
         skip("gadgetd has no cgroup here: %s" % r.stderr.strip())
