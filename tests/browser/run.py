@@ -9,7 +9,9 @@ chromium that cannot start, is a part scripts/deps promised: a skip on a
 developer's machine, a failure under CI (tests/parts.py).
 Environment: GADGETD, GADGETCTL, TESTGADGET, EXAMPLES, SCREENSHOT."""
 import filecmp
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,8 @@ CHROMIUM = "/usr/bin/chromium"
 MODULES = os.path.join(HERE, "node_modules")
 # Written by scripts/deps after `npm ci`: the package-lock.json installed.
 STAMP = os.path.join(MODULES, ".gadgetd-lock")
+# Debian 12's Node.js, what scripts/deps installs on the README's platform.
+DEBIAN_NODE = 18
 
 
 def node_major(node):
@@ -36,7 +40,26 @@ def node_major(node):
         return 0, v or r.stderr.strip()
 
 
+def lock_runs_on_debian_node():
+    """Every package in package-lock.json must run on Debian 12's Node.js:
+    an engines.node of ">=N" with N above it fails the test, whichever node
+    this host has (a newer one would hide it)."""
+    with open(os.path.join(HERE, "package-lock.json")) as f:
+        lock = json.load(f)
+    for name, pkg in sorted(lock.get("packages", {}).items()):
+        want = (pkg.get("engines") or {}).get("node", "")
+        m = re.fullmatch(r">=\s*v?(\d+)(\.\d+)*", want.strip())
+        if want and not (m and int(m.group(1)) <= DEBIAN_NODE):
+            raise Failure("%s wants Node.js %s; Debian 12's is %d (pin a release that runs on it)" %
+                          (name or "package.json", want, DEBIAN_NODE))
+
+
 def main():
+    try:
+        lock_runs_on_debian_node()
+    except Failure as e:
+        print("FAIL: %s" % e)
+        return 1
     if not os.access(CHROMIUM, os.X_OK):
         need("chromium", "%s is not installed (scripts/deps installs Debian's chromium)" % CHROMIUM)
     node = shutil.which("node")
