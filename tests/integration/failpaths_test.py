@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Failure paths the kernel will not take on its own, driven from outside
+gadgetd: a layer of the sandbox setup that fails (through failinject, a
+seccomp wrapper, or failshim, an LD_PRELOAD library), the stop grace, a
+restart after gadgetd was killed. Each test asserts what the user sees:
+exit status and stderr of `gadgetd run`, gadgetctl status, gadgetd's log.
+Usage: failpaths_test.py TEST.
+Environment: GADGETD, GADGETCTL, TESTGADGET, FAILINJECT, FAILSHIM."""
+import os
+import subprocess
+import time
+
+from harness import (GADGETD, Daemon, check, gadgetd_run, main, pid_alive, policy, test, wait_for,
+                     workers)
+
+FAILINJECT = os.environ.get("FAILINJECT", "")
+FAILSHIM = os.environ.get("FAILSHIM", "")
+
+
+# --- a sandbox layer that cannot be set up -----------------------------------
+
+def run_injected(tmp, mode):
+    """`gadgetd run --call echo` of the test gadget under failinject MODE:
+    (status, stdout, stderr). Without the injection the call answers."""
+    pol = policy(tmp, "fp")
+    cmd = gadgetd_run(tmp) + [pol, "--call", "echo", '"hi"']
+    r = subprocess.run([FAILINJECT, mode] + cmd, capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def check_not_started(tmp, mode, step):
+    rc, out, err = run_injected(tmp, mode)
+    want = 'gadgetd: cannot start "fp": %s: Operation not permitted' % step
+    check(rc == 125 and want in err, "%s: status %d, stderr %r (wanted %r)" % (mode, rc, err, want))
+    check(out == "", "%s: the gadget answered: %r" % (mode, out))
+
+
+@test
+def setup_fails_root_tmpfs(tmp):
+    """The root tmpfs cannot be mounted: the gadget does not start, and
+    `gadgetd run` says which step failed and why (status 125)."""
+    check_not_started(tmp, "mount-root-tmpfs", "mount root tmpfs")
+
+
+@test
+def setup_fails_proc(tmp):
+    check_not_started(tmp, "mount-proc", "mount /proc")
+
+
+@test
+def setup_fails_seccomp(tmp):
+    """The seccomp filter cannot be installed: the program is never run
+    without it."""
+    check_not_started(tmp, "seccomp", "seccomp")
+
+
+class PreloadedDaemon(Daemon):
+    """A gadgetd with failshim preloaded (FAILSHIM_OPEN=name); the
+    gadgetctl it is driven with runs without the library."""
+
+    def __init__(self, tmp, name):
+        super().__init__(tmp)
+        self.env = {"LD_PRELOAD": FAILSHIM, "FAILSHIM_OPEN": name,
+                    # under ASan its runtime must come first; the library is not instrumented
+                    "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+
+    def start(self):
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            return super().start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k)
+                else:
+                    os.environ[k] = v
+
+
+def daemon_preloaded(tmp, name, body=""):
+    """A PreloadedDaemon (not yet started) whose one gadget "fp" has the
+    policy body."""
+    d = PreloadedDaemon(tmp, name)
+    policy(d.pol, "fp", body)
+    return d
+
+
+def check_daemon_refused(d, cause):
+    """gadget fp is failed with cause, named in gadgetctl status and in
+    gadgetd's log, and no worker runs."""
+    wait_for(lambda: d.state("fp") == "failed", what="fp failed")
+    g = d.list()["fp"]
+    check(g["cause"] == cause, "cause: %r, wanted %r" % (g["cause"], cause))
+    check(not g.get("pid") and not workers(d), "a worker runs: %r, %r" % (g, workers(d)))
+    r = d.ctl("status", "fp")
+    check(cause in r.stdout, "gadgetctl status: %r" % r.stdout)
+    log = d.logtext()
+    check("[fp] error: " + cause in log, "gadgetd's log: %r" % log[-2000:])
+
+
+@test
+def setup_fails_id_map(tmp):
+    """gadgetd cannot write the worker's uid map: the gadget fails with the
+    layer named, and nothing of it runs."""
+    with daemon_preloaded(tmp, "uid_map") as d:
+        check_daemon_refused(d, "cannot start: user namespace id map: Operation not permitted")
+
+
+@test
+def setup_fails_cgroup_limit(tmp):
+    """gadgetd cannot write the gadget's pids.max: the gadget does not
+    start without its tasks limit."""
+    with daemon_preloaded(tmp, "pids.max", "TasksMax=16\n") as d:
+        wait_for(lambda: d.state("fp") == "failed", what="fp failed")
+        cause = d.list()["fp"]["cause"]
+        check(cause.startswith("cannot start: cgroup v") and " pids.max=" in cause and cause.endswith(": Operation not permitted"),
+              "cause: %r" % cause)
+        check_daemon_refused(d, cause)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
