@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 
-from harness import (GADGETD, Daemon, check, gadgetd_run, main, pid_alive, policy, test, wait_for,
+from harness import (GADGETCTL, GADGETD, Daemon, check, gadgetd_run, main, pid_alive, policy, test, wait_for,
                      workers)
 
 FAILINJECT = os.environ.get("FAILINJECT", "")
@@ -116,6 +116,35 @@ def setup_fails_cgroup_limit(tmp):
         check(cause.startswith("cannot start: cgroup v") and " pids.max=" in cause and cause.endswith(": Operation not permitted"),
               "cause: %r" % cause)
         check_daemon_refused(d, cause)
+
+
+# --- the stop grace ----------------------------------------------------------
+
+STOP_GRACE_S = 3.0  # README: "a shutdown message and SIGKILL after 3 s"
+
+
+@test
+def stop_grace_lower_bound(tmp):
+    """A gadget that does not heed the shutdown message (it is busy in a
+    call) lives at least the grace period after `gadgetctl stop`, and is
+    killed after it. The bound is generous below (timer slack) and there
+    is no tight one above."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "stuck", "CallTimeout=60s\n")
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
+        pid = d.list()["stuck"]["pid"]
+        call = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "stuck", "hang"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["stuck"]["calls"] == 1, what="the call in flight")
+        t0 = time.monotonic()
+        r = d.ctl("stop", "stuck")
+        check(r.returncode == 0, "stop: %r" % r.stderr)
+        wait_for(lambda: not pid_alive(pid), timeout=30, what="the worker killed")
+        lived = time.monotonic() - t0
+        check(lived >= STOP_GRACE_S - 0.1, "killed %.3f s after stop, before the %.0f s grace" % (lived, STOP_GRACE_S))
+        wait_for(lambda: d.state("stuck") == "stopped", what="stuck stopped")
+        call.communicate(timeout=30)
 
 
 if __name__ == "__main__":
