@@ -157,6 +157,38 @@ def spare(d):
     return shells[0] if shells else None
 
 
+def mounts():
+    """{v1 controller: (root, mount point)} and the cgroup2 mount point."""
+    v1, v2 = {}, None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            fields, tail = pre.split(), post.split()
+            if tail[0] == "cgroup":
+                for c in tail[2].split(","):
+                    v1.setdefault(c, (fields[3], fields[4]))
+            elif tail[0] == "cgroup2" and not v2:
+                v2 = (fields[3], fields[4])
+    return v1, v2
+
+
+def cgroup_dirs(pid):
+    """{controller or "v2": directory of pid's cgroup} as seen from here."""
+    v1, v2 = mounts()
+    out = {}
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            targets = [("v2", v2)] if hid == "0" else [(c, v1.get(c)) for c in ctrls.split(",")]
+            for name, m in targets:
+                if not m:
+                    continue
+                root, point = m
+                rel = path if root == "/" else path[len(root):]
+                out[name] = (point + rel).rstrip("/")
+    return out
+
+
 def wait_for(cond, timeout=20, what="condition"):
     end = time.time() + timeout
     while time.time() < end:
@@ -179,14 +211,23 @@ class Daemon:
         self.extra = list(extra)
         self.proc = None
 
-    def start(self):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)  # left by a gadgetd killed earlier in the test
+    def start(self, stale_socket=False):
+        """Starts gadgetd; a socket left by a gadgetd killed earlier in
+        the test is removed first, unless stale_socket (gadgetd's own
+        clean-up is under test): then gadgetd must answer on it."""
+        if os.path.exists(self.sock) and not stale_socket:
+            os.unlink(self.sock)
         self.proc = subprocess.Popen(
             [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
              "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: os.path.exists(self.sock), what="the control socket")
+        if stale_socket:
+            wait_for(lambda: self.ctl("list", timeout=10).returncode == 0 or self.proc.poll() is not None,
+                     what="gadgetd to answer on its control socket")
+            check(self.proc.poll() is None, "gadgetd ended (status %r): %s" % (self.proc.returncode,
+                                                                         self.logtext()[-2000:]))
+        else:
+            wait_for(lambda: os.path.exists(self.sock), what="the control socket")
         return self
 
     def ctl(self, *args, user=None, groups=(), timeout=60):
