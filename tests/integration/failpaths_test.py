@@ -85,17 +85,18 @@ def daemon_preloaded(tmp, name, body=""):
     return d
 
 
-def check_daemon_refused(d, cause):
-    """gadget fp is failed with cause, named in gadgetctl status and in
-    gadgetd's log, and no worker runs."""
-    wait_for(lambda: d.state("fp") == "failed", what="fp failed")
-    g = d.list()["fp"]
+def check_daemon_refused(d, name, cause, others=0):
+    """gadget name is failed with cause, named in gadgetctl status and in
+    gadgetd's log, and no worker of it runs (others: how many other
+    gadgets' workers do)."""
+    wait_for(lambda: d.state(name) == "failed", what=name + " failed")
+    g = d.list()[name]
     check(g["cause"] == cause, "cause: %r, wanted %r" % (g["cause"], cause))
-    check(not g.get("pid") and not workers(d), "a worker runs: %r, %r" % (g, workers(d)))
-    r = d.ctl("status", "fp")
+    check(not g.get("pid") and len(workers(d)) == others, "a worker runs: %r, %r" % (g, workers(d)))
+    r = d.ctl("status", name)
     check(cause in r.stdout, "gadgetctl status: %r" % r.stdout)
     log = d.logtext()
-    check("[fp] error: " + cause in log, "gadgetd's log: %r" % log[-2000:])
+    check("[%s] error: %s" % (name, cause) in log, "gadgetd's log: %r" % log[-2000:])
 
 
 @test
@@ -103,7 +104,7 @@ def setup_fails_id_map(tmp):
     """gadgetd cannot write the worker's uid map: the gadget fails with the
     layer named, and nothing of it runs."""
     with daemon_preloaded(tmp, "uid_map") as d:
-        check_daemon_refused(d, "cannot start: user namespace id map: Operation not permitted")
+        check_daemon_refused(d, "fp", "cannot start: user namespace id map: Operation not permitted")
 
 
 @test
@@ -115,7 +116,7 @@ def setup_fails_cgroup_limit(tmp):
         cause = d.list()["fp"]["cause"]
         check(cause.startswith("cannot start: cgroup v") and " pids.max=" in cause and cause.endswith(": Operation not permitted"),
               "cause: %r" % cause)
-        check_daemon_refused(d, cause)
+        check_daemon_refused(d, "fp", cause)
 
 
 # --- the stop grace ----------------------------------------------------------
@@ -145,6 +146,31 @@ def stop_grace_lower_bound(tmp):
         check(lived >= STOP_GRACE_S - 0.1, "killed %.3f s after stop, before the %.0f s grace" % (lived, STOP_GRACE_S))
         wait_for(lambda: d.state("stuck") == "stopped", what="stuck stopped")
         call.communicate(timeout=30)
+
+
+# --- the host uid pool -------------------------------------------------------
+
+@test
+def uid_pool_exhausted_in_daemon(tmp):
+    """With --uid-count 1, the daemon's second gadget does not start and
+    says why (gadgetctl status, gadgetd's log); once the first stops, its
+    uid is free and the second starts on it."""
+    base = uid_base() + 16
+    with Daemon(tmp, extra=["--uid-base", str(base), "--uid-count", "1"]) as d:
+        policy(d.pol, "a")
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        wait_for(lambda: d.state("a") == "ready", what="a ready")
+        policy(d.pol, "b")
+        check(d.ctl("reload").returncode == 0, "reload failed")
+        check_daemon_refused(d, "b", "cannot start: no free host uid: all 1 of %d..%d are held by gadgets of "
+                             "gadgetd processes on this host (see --uid-base, --uid-count)" % (base, base), others=1)
+        check(d.state("a") == "ready", "a: %r" % d.state("a"))
+        check(d.ctl("stop", "a").returncode == 0, "stop a failed")
+        wait_for(lambda: d.state("a") == "stopped", what="a stopped")
+        r = d.ctl("restart", "b")
+        check(r.returncode == 0, "restart b: %r" % r.stderr)
+        wait_for(lambda: d.state("b") == "ready", what="b ready on the freed uid")
+        check([m.split()[1] for _, m in children(d) if m] == [str(base)], "host uids: %r" % children(d))
 
 
 # --- gadgetd killed, then started again --------------------------------------

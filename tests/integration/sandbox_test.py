@@ -49,11 +49,13 @@ def uid_map_single_nonroot(tmp):
 
 @test
 def uid_unique_per_gadget(tmp):
-    """Two gadgets running at once get different host uids."""
-    slow = policy(tmp, "slow", exec_path="/bin/sh")
+    """Two gadgets of the same name running at once (two `gadgetd run`
+    on one run directory) get different host uids: the name alone would
+    hash both to the same one."""
+    other = os.path.join(tmp, "sh")
+    os.mkdir(other)
     # /bin/sh is dynamically linked: SystemLibraries is needed.
-    with open(slow, "a") as f:
-        f.write("SystemLibraries=yes\n")
+    slow = policy(other, "probe", "SystemLibraries=yes\n", exec_path="/bin/sh")
     p = subprocess.Popen(gadgetd_run(tmp) + [slow, "--", "-c", "cat /proc/self/uid_map; sleep 2"],
                          stdout=subprocess.PIPE, text=True)
     first = p.stdout.readline().split()
