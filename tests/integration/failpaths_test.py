@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Failure paths the kernel will not take on its own, driven from outside
 gadgetd: a layer of the sandbox setup that fails (through failinject, a
-seccomp wrapper, or failshim, an LD_PRELOAD library), the stop grace, a
-restart after gadgetd was killed. Each test asserts what the user sees:
+seccomp wrapper, or failshim, an LD_PRELOAD library), the stop grace, the
+host uid pool exhausted, a restart after gadgetd was killed. Each test asserts what the user sees:
 exit status and stderr of `gadgetd run`, gadgetctl status, gadgetd's log.
 Usage: failpaths_test.py TEST.
 Environment: GADGETD, GADGETCTL, TESTGADGET, FAILINJECT, FAILSHIM."""
@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 
-from harness import (GADGETCTL, GADGETD, Daemon, cgroup_dirs, check, children, gadgetd_run, main, pid_alive,
+from harness import (GADGETCTL, Daemon, cgroup_dirs, check, children, gadgetd_run, main, pid_alive,
                      policy, skip, test, wait_for, workers)
 
 FAILINJECT = os.environ.get("FAILINJECT", "")
