@@ -7,6 +7,7 @@ exit status and stderr of `gadgetd run`, gadgetctl status, gadgetd's log.
 Usage: failpaths_test.py TEST.
 Environment: GADGETD, GADGETCTL, TESTGADGET, FAILINJECT, FAILSHIM."""
 import os
+import signal
 import subprocess
 import time
 
@@ -124,27 +125,51 @@ def setup_fails_cgroup_limit(tmp):
 STOP_GRACE_S = 3.0  # README: "a shutdown message and SIGKILL after 3 s"
 
 
+def stuck(d):
+    """Gadget "stuck", busy in a call that never ends (so it does not heed
+    gadgetd's shutdown message): (its pid, the gadgetctl call)."""
+    policy(d.pol, "stuck", "CallTimeout=60s\n")
+    check(d.ctl("reload").returncode == 0, "reload failed")
+    wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
+    pid = d.list()["stuck"]["pid"]
+    call = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "stuck", "hang"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: d.list()["stuck"]["calls"] == 1, what="the call in flight")
+    return pid, call
+
+
+def check_lived(t0, pid):
+    wait_for(lambda: not pid_alive(pid), timeout=30, what="the worker killed")
+    lived = time.monotonic() - t0
+    check(lived >= STOP_GRACE_S - 0.1, "killed %.3f s after stop, before the %.0f s grace" % (lived, STOP_GRACE_S))
+
+
 @test
 def stop_grace_lower_bound(tmp):
-    """A gadget that does not heed the shutdown message (it is busy in a
-    call) lives at least the grace period after `gadgetctl stop`, and is
-    killed after it. The bound is generous below (timer slack) and there
-    is no tight one above."""
+    """A gadget that does not heed the shutdown message lives at least the
+    grace period after `gadgetctl stop`, and is killed after it. The
+    bound is generous below (timer slack) and there is no tight one
+    above."""
     with Daemon(tmp) as d:
-        policy(d.pol, "stuck", "CallTimeout=60s\n")
-        check(d.ctl("reload").returncode == 0, "reload failed")
-        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
-        pid = d.list()["stuck"]["pid"]
-        call = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "stuck", "hang"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: d.list()["stuck"]["calls"] == 1, what="the call in flight")
+        pid, call = stuck(d)
         t0 = time.monotonic()
         r = d.ctl("stop", "stuck")
         check(r.returncode == 0, "stop: %r" % r.stderr)
-        wait_for(lambda: not pid_alive(pid), timeout=30, what="the worker killed")
-        lived = time.monotonic() - t0
-        check(lived >= STOP_GRACE_S - 0.1, "killed %.3f s after stop, before the %.0f s grace" % (lived, STOP_GRACE_S))
+        check_lived(t0, pid)
         wait_for(lambda: d.state("stuck") == "stopped", what="stuck stopped")
+        call.communicate(timeout=30)
+
+
+@test
+def stop_grace_on_gadgetd_sigterm(tmp):
+    """gadgetd stopping on SIGTERM gives such a gadget the same grace
+    before it kills it, then exits 0."""
+    with Daemon(tmp) as d:
+        pid, call = stuck(d)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        check_lived(t0, pid)
+        check(d.proc.wait(timeout=30) == 0, "gadgetd exited %r" % d.proc.returncode)
         call.communicate(timeout=30)
 
 
