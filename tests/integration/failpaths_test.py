@@ -234,7 +234,9 @@ def restart_after_sigkill_cleans_up(tmp):
             skip("another gadgetd removed the stale cgroups first")
         d.start(stale_socket=True)
         check(d.proc.pid != old, "the same gadgetd")
-        wait_for(lambda: d.state("a") == "ready" and d.state("b") == "ready", what="a and b ready again")
+        wait_for(lambda: all(d.state(n) in ("ready", "failed") for n in "ab"), what="a and b started again")
+        got = {n: (g["state"], g.get("cause")) for n, g in d.list().items()}
+        check(all(s == "ready" for s, _ in got.values()), "after the restart: %r" % got)
         uids = sorted(int(m.split()[1]) for _, m in children(d) if m)
         check(uids == [base, base + 1], "host uids %r, wanted the pool %d..%d" % (uids, base, base + 1))
         left = [c for c in stale if os.path.exists(c)]
