@@ -9,10 +9,11 @@ Environment: GADGETD, GADGETCTL, TESTGADGET, FAILINJECT, FAILSHIM."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from harness import (GADGETCTL, Daemon, cgroup_dirs, check, children, gadgetd_run, main, pid_alive,
-                     policy, skip, test, wait_for, workers)
+                     policy, test, wait_for, workers)
 
 FAILINJECT = os.environ.get("FAILINJECT", "")
 FAILSHIM = os.environ.get("FAILSHIM", "")
@@ -205,6 +206,45 @@ def uid_base():
     return 0x50000000 + (os.getpid() % 4096) * 4096
 
 
+# Joins the cgroups named (their cgroup.procs, ":"-separated) and execs
+# the rest of the command line.
+JOIN = ("import os, sys\n"
+        "for p in sys.argv[1].split(':'):\n"
+        "    with open(p, 'w') as f:\n"
+        "        f.write(str(os.getpid()))\n"
+        "os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+def private_cgroups(tmp):
+    """A cgroup of its own below this test's in every hierarchy, for
+    gadgetd alone: no other gadgetd of the host (a test running beside
+    this one) shares its parent, so none sweeps its stale directories
+    before the gadgetd under test does. Returns (the directories, a
+    prefix that starts gadgetd in them)."""
+    dirs = []
+    for parent in sorted(set(cgroup_dirs(os.getpid()).values())):
+        d = os.path.join(parent, "failpaths-%d" % os.getpid())
+        try:
+            os.mkdir(d)
+        except OSError:
+            continue  # a hierarchy this test may not make cgroups in: gadgetd skips it too
+        dirs.append(d)
+        for f in ("cpuset.cpus", "cpuset.mems"):  # v1 cpuset: no task joins without them
+            if os.path.exists(os.path.join(d, f)):
+                with open(os.path.join(parent, f)) as src, open(os.path.join(d, f), "w") as dst:
+                    dst.write(src.read().strip() or "\n")
+    return dirs, [sys.executable, "-c", JOIN, ":".join(os.path.join(d, "cgroup.procs") for d in dirs)]
+
+
+def remove_cgroups(dirs):
+    for d in dirs:
+        for sub, _, _ in sorted(os.walk(d), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(sub)
+            except OSError:
+                pass
+
+
 @test
 def restart_after_sigkill_cleans_up(tmp):
     """gadgetd killed with SIGKILL leaves its control socket, its cgroup
@@ -215,33 +255,35 @@ def restart_after_sigkill_cleans_up(tmp):
     d = Daemon(tmp, extra=["--uid-base", str(base), "--uid-count", "2"])
     for n in ("a", "b"):
         policy(d.pol, n, "TasksMax=16\n")
-    with d:
-        wait_for(lambda: d.state("a") == "ready" and d.state("b") == "ready", what="a and b ready")
-        old = d.proc.pid
-        pids = [g["pid"] for g in d.list().values()]
-        stale = [os.path.join(c, "gadgetd.%d" % old) for c in set(cgroup_dirs(os.getpid()).values())]
-        stale = [c for c in stale if os.path.isdir(c)]
-        if not stale:
-            skip("gadgetd made no cgroup directory here")
-        d.proc.kill()
-        d.proc.wait()
-        wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="the workers to die")
-        check(os.path.exists(d.sock), "no stale socket: nothing to test")
-        # Another gadgetd of the host (a test running beside this one) may
-        # sweep some first: what is left is what this restart must remove.
-        stale = [c for c in stale if os.path.isdir(c)]
-        if not stale:
-            skip("another gadgetd removed the stale cgroups first")
-        d.start(stale_socket=True)
-        check(d.proc.pid != old, "the same gadgetd")
-        wait_for(lambda: all(d.state(n) in ("ready", "failed") for n in "ab"), what="a and b started again")
-        got = {n: (g["state"], g.get("cause")) for n, g in d.list().items()}
-        check(all(s == "ready" for s, _ in got.values()), "after the restart: %r" % got)
-        uids = sorted(int(m.split()[1]) for _, m in children(d) if m)
-        check(uids == [base, base + 1], "host uids %r, wanted the pool %d..%d" % (uids, base, base + 1))
-        left = [c for c in stale if os.path.exists(c)]
-        check(not left, "stale cgroups left: %r" % left)
-        check(d.ctl("call", "a", "echo", '"hi"').stdout.strip() == '"hi"', "a does not answer")
+    mine, d.prefix = private_cgroups(tmp)
+    try:
+        with d:
+            restart_cycle(d, base, mine)
+    finally:
+        remove_cgroups(mine)
+
+
+def restart_cycle(d, base, mine):
+    wait_for(lambda: d.state("a") == "ready" and d.state("b") == "ready", what="a and b ready")
+    old = d.proc.pid
+    pids = [g["pid"] for g in d.list().values()]
+    stale = [c for c in (os.path.join(m, "gadgetd.%d" % old) for m in mine) if os.path.isdir(c)]
+    check(stale, "gadgetd made no cgroup directory in %r" % mine)
+    d.proc.kill()
+    d.proc.wait()
+    wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="the workers to die")
+    check(os.path.exists(d.sock), "no stale socket: nothing to test")
+    check(all(os.path.isdir(c) for c in stale), "the cgroups went with gadgetd: nothing to test")
+    d.start(stale_socket=True)
+    check(d.proc.pid != old, "the same gadgetd")
+    wait_for(lambda: all(d.state(n) in ("ready", "failed") for n in "ab"), what="a and b started again")
+    got = {n: (g["state"], g.get("cause")) for n, g in d.list().items()}
+    check(all(s == "ready" for s, _ in got.values()), "after the restart: %r" % got)
+    uids = sorted(int(m.split()[1]) for _, m in children(d) if m)
+    check(uids == [base, base + 1], "host uids %r, wanted the pool %d..%d" % (uids, base, base + 1))
+    left = [c for c in stale if os.path.exists(c)]
+    check(not left, "stale cgroups left: %r" % left)
+    check(d.ctl("call", "a", "echo", '"hi"').stdout.strip() == '"hi"', "a does not answer")
 
 
 if __name__ == "__main__":

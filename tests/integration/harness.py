@@ -209,6 +209,7 @@ class Daemon:
         self.sock = os.path.join(tmp, "run", "control.sock")
         self.log = open(os.path.join(tmp, "gadgetd.log"), "w+")
         self.extra = list(extra)
+        self.prefix = []  # a command gadgetd is started through (it execs gadgetd)
         self.proc = None
 
     def start(self, stale_socket=False):
@@ -218,7 +219,7 @@ class Daemon:
         if os.path.exists(self.sock) and not stale_socket:
             os.unlink(self.sock)
         self.proc = subprocess.Popen(
-            [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
+            [*self.prefix, GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
              "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         if stale_socket:
