@@ -9,7 +9,8 @@
  *
  * MODE: mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
  * options), mount-proc (flags MS_NOSUID|MS_NODEV|MS_NOEXEC without
- * options), seccomp (prctl(PR_SET_SECCOMP)). */
+ * options), capabilities (prctl(PR_CAPBSET_DROP)), no-new-privs
+ * (prctl(PR_SET_NO_NEW_PRIVS)), seccomp (prctl(PR_SET_SECCOMP)). */
 #include <errno.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -27,6 +28,12 @@ static int add_rules(scmp_filter_ctx ctx, const char *mode)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 2,
                                         SCMP_A3(SCMP_CMP_EQ, MS_NOSUID | MS_NODEV | MS_NOEXEC),
                                         SCMP_A4(SCMP_CMP_EQ, 0));
+        if (strcmp(mode, "capabilities") == 0)
+                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
+                                        SCMP_A0(SCMP_CMP_EQ, PR_CAPBSET_DROP));
+        if (strcmp(mode, "no-new-privs") == 0)
+                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
+                                        SCMP_A0(SCMP_CMP_EQ, PR_SET_NO_NEW_PRIVS));
         if (strcmp(mode, "seccomp") == 0)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
                                         SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));

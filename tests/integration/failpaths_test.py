@@ -50,6 +50,18 @@ def setup_fails_proc(tmp):
 
 
 @test
+def setup_fails_capabilities(tmp):
+    """The bounding set cannot be emptied: the program never runs with a
+    capability it could keep."""
+    check_not_started(tmp, "capabilities", "capabilities")
+
+
+@test
+def setup_fails_no_new_privs(tmp):
+    check_not_started(tmp, "no-new-privs", "no_new_privs")
+
+
+@test
 def setup_fails_seccomp(tmp):
     """The seccomp filter cannot be installed: the program is never run
     without it."""
