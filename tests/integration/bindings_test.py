@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, policy, test,
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, policy, skip, test,
                      wait_for)
 
 
@@ -89,6 +89,106 @@ def kv_limits_and_errors(tmp):
         check(json.loads(bcall(d, "small", "DATA", "get", {"key": "k2"})[1]) == "two", "partial write")
         rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k9"})
         check(rc == 1 and "value" in err, "missing value: %r" % err)
+
+
+def audit_details(d, gadget):
+    """The detail of each audit record of gadget, oldest first."""
+    out = d.ctl("--json", "audit", gadget).stdout
+    return [json.loads(x).get("detail") for x in out.splitlines()]
+
+
+@test
+def kv_store_cannot_be_opened(tmp):
+    """A state directory whose kv folder cannot be written: the gadget's kv
+    calls fail saying so and why (no path of the host), the audit records
+    it, other gadgets and gadgetd go on, and once the folder is writable
+    again the same gadget's store opens."""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0700", "tmpfs", kvdir]).returncode != 0:
+        skip("cannot mount a tmpfs (needs root)")
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            policy(d.pol, "other")
+            ready(d, "store", "other")
+            for op, args in (("put", {"key": "k", "value": 1}), ("get", {"key": "k"})):
+                rc, _, err = bcall(d, "store", "DATA", op, args)
+                check(rc == 1 and "cannot open the gadget's store: Read-only file system" in err,
+                      "%s on a read-only state directory: %d %r" % (op, rc, err))
+                check(tmp not in err, "the host path reached the gadget: %r" % err)
+            check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+            wait_for(lambda: len(audit_details(d, "store")) == 2, what="2 audit records")
+            check(all("Read-only file system" in (x or "") for x in audit_details(d, "store")),
+                  "audit: %r" % audit_details(d, "store"))
+            subprocess.run(["umount", kvdir], check=True)
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once the directory is writable: %r" % err)
+            check(d.proc.poll() is None, "gadgetd ended")
+    finally:
+        subprocess.run(["umount", kvdir], stderr=subprocess.DEVNULL)
+
+
+@test
+def kv_store_corrupt(tmp):
+    """A database file that is not SQLite, and one whose table pages were
+    overwritten: kv calls fail with "the gadget's store is damaged", never
+    "not found" or a crash, and gadgetd serves the others."""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    with open(os.path.join(kvdir, "garbage.sqlite"), "wb") as f:
+        f.write(b"this is not a database\n" * 400)
+    # A real store with rows, then every page past the schema's overwritten.
+    with Daemon(tmp) as d:
+        policy(d.pol, "pages", "[Binding DATA]\nType=kv\n")
+        ready(d, "pages")
+        for i in range(50):
+            check(bcall(d, "pages", "DATA", "put", {"key": "k%02d" % i, "value": "v" * 200})[0] == 0, "put")
+    db = os.path.join(kvdir, "pages.sqlite")
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    with open(db, "r+b") as f:
+        f.seek(4096)
+        size = os.path.getsize(db)
+        f.write(b"\xa5" * (size - 4096))
+    with Daemon(tmp) as d:
+        policy(d.pol, "garbage", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "pages", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "other", "[Binding DATA]\nType=kv\n")
+        ready(d, "garbage", "pages", "other")
+        for name in ("garbage", "pages"):
+            for op, args in (("get", {"key": "k01"}), ("put", {"key": "k", "value": 1}),
+                             ("list", {"prefix": ""})):
+                rc, _, err = bcall(d, name, "DATA", op, args)
+                check(rc == 1 and "the gadget's store is damaged" in err,
+                      "%s on %s: %d %r" % (op, name, rc, err))
+        check(bcall(d, "other", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "another gadget's store")
+        check(any("damaged" in (x or "") for x in audit_details(d, "garbage")), "audit of the damage")
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+@test
+def kv_store_locked(tmp):
+    """Another process holds the database's write lock past SQLite's 5 s
+    busy timeout: the put fails saying the store is locked, the gadget's
+    reads still work (WAL), and once the lock is gone puts commit."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "first put")
+        lock = sqlite3.connect(os.path.join(tmp, "state", "kv", "store.sqlite"), isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 2})
+            check(rc == 1 and "the gadget's store is locked by another process" in err, "locked put: %d %r" % (rc, err))
+            rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+            check(rc == 0 and out == "1", "get while locked: %d %r %r" % (rc, out, err))
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 3})[0] == 0, "put after the lock")
+        check(any("locked" in (x or "") for x in audit_details(d, "store")), "audit of the lock")
 
 
 @test
