@@ -7,7 +7,9 @@ import os
 import re
 import signal
 import socketserver
+import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -422,9 +424,10 @@ def gadget_chain_depth_counts_the_chain_not_the_load(tmp):
 # --- http -------------------------------------------------------------------
 
 class Server:
-    """A local HTTP server that counts connections and echoes requests."""
+    """A local HTTP server that counts connections and echoes requests;
+    with tls=(cert, key), an HTTPS one."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
         outer = self
         self.connections = 0
         self.seen = []
@@ -467,6 +470,10 @@ class Server:
                 pass  # clients that give up early (timeouts, size limits)
 
         self.httpd = Quiet(("127.0.0.1", 0), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -604,6 +611,128 @@ def http_timeout(tmp):
             check(time.time() - start < 2.5, "Timeout=500ms did not hold")
     finally:
         srv.close()
+
+
+def binding_error(d, gadget, binding, url):
+    """A request that must fail: its error (gadgetctl's stderr), checked to
+    be an error answer and the audit's record of it."""
+    rc, out, err = bcall(d, gadget, binding, "request", {"url": url})
+    check(rc == 1, "%s: not an error: %d %r %r" % (url, rc, out, err))
+    recs = [json.loads(x) for x in d.ctl("--json", "audit", gadget).stdout.splitlines()]
+    check(recs and recs[-1]["outcome"] == "error" and recs[-1]["detail"] in err,
+          "%s: audit %r for %r" % (url, recs[-1:], err))
+    return err
+
+
+@test
+def http_connection_refused(tmp):
+    """Nothing listens on the allowed port: the gadget gets libcurl's
+    reason, and the audit records it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # the port is free and nothing listens
+    with Daemon(tmp) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/\n" % port)
+        ready(d, "web")
+        err = binding_error(d, "web", "WEB", "http://127.0.0.1:%d/x" % port)
+        check("request failed" in err and "Connection refused" in err, "refused: %r" % err)
+
+
+@test
+def http_name_does_not_resolve(tmp):
+    """A host name that cannot resolve (.invalid, RFC 6761) fails saying so.
+    gadgetd runs in a mount namespace of its own whose resolv.conf names a
+    loopback server nothing listens on, so the answer comes at once, with
+    or without a network."""
+    conf = os.path.join(tmp, "resolv.conf")
+    with open(conf, "w") as f:
+        f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$@"', conf]
+    with Daemon(tmp, wrap=wrap) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://gadgetd-test.invalid/\nTimeout=20s\n")
+        ready(d, "web")
+        start = time.time()
+        err = binding_error(d, "web", "WEB", "http://gadgetd-test.invalid/x")
+        check("Could not resolve host: gadgetd-test.invalid" in err, "no such name: %r" % err)
+        check(time.time() - start < 15, "resolution did not fail at once")
+
+
+def make_ca(tmp, name):
+    """A test CA (name.pem, name.key) made with openssl."""
+    pem, key = os.path.join(tmp, name + ".pem"), os.path.join(tmp, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=gadgetd test " + name],
+                   check=True, capture_output=True)
+    os.chmod(pem, 0o644)
+    return pem, key
+
+
+def make_server_cert(tmp, ca):
+    """A certificate for 127.0.0.1 signed by ca: (cert, key)."""
+    cert, key, csr = (os.path.join(tmp, "server" + x) for x in (".pem", ".key", ".csr"))
+    ext = os.path.join(tmp, "server.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+                    "-out", cert, "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    return cert, key
+
+
+@test
+def http_https_trusts_its_ca_file(tmp):
+    """HTTPS to a local server whose certificate a test CA signed: with
+    CAFile= naming that CA the request succeeds; without it (the system's
+    roots) and with CAFile= naming another CA it fails on the certificate,
+    before any request reaches the server."""
+    ca = make_ca(tmp, "ca")
+    other = make_ca(tmp, "other-ca")
+    srv = Server(tls=make_server_cert(tmp, ca))
+    try:
+        with Daemon(tmp) as d:
+            allow = "Type=http\nAllow=https://127.0.0.1:%d/api/\n" % srv.port
+            policy(d.pol, "web", "[Binding TRUSTED]\n%sCAFile=%s\n[Binding SYSTEM]\n%s"
+                   "[Binding OTHER]\n%sCAFile=%s\n" % (allow, ca[0], allow, allow, other[0]))
+            ready(d, "web")
+            url = "https://127.0.0.1:%d/api/x" % srv.port
+            rc, out, err = bcall(d, "web", "TRUSTED", "request", {"url": url})
+            check(rc == 0 and json.loads(out)["status"] == 200, "trusted CA: %d %r %r" % (rc, out, err))
+            check(srv.seen[-1][1] == "/api/x", "the server saw %r" % srv.seen)
+            seen = len(srv.seen)
+            for binding in ("SYSTEM", "OTHER"):
+                err = binding_error(d, "web", binding, url)
+                check("SSL certificate problem" in err, "%s: %r" % (binding, err))
+            check(len(srv.seen) == seen, "an untrusted server got a request: %r" % srv.seen[seen:])
+        r = subprocess.run([GADGETD, "check", policy(tmp, "bad", "[Binding W]\n%sCAFile=%s\n" %
+                                                     (allow, os.path.join(tmp, "missing.pem")))],
+                           capture_output=True, text=True)
+        check(r.returncode != 0 and "CAFile=" in r.stdout + r.stderr, "a missing CAFile: %r" % (r.stdout + r.stderr))
+    finally:
+        srv.close()
+
+
+@test
+def http_libcurl_missing(tmp):
+    """libcurl cannot be loaded (an unloadable libcurl.so.4 first on
+    gadgetd's library path; a missing one fails the same dlopen): requests
+    fail as "HTTP is unavailable", naming the library, the audit records
+    it, and gadgetd and its other bindings go on."""
+    libdir = os.path.join(tmp, "lib")
+    os.makedirs(libdir)
+    open(os.path.join(libdir, "libcurl.so.4"), "w").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    with Daemon(tmp, env=env) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:1/\n"
+                             "[Binding DATA]\nType=kv\n")
+        ready(d, "web")
+        for _ in range(2):  # each request tries the load again
+            err = binding_error(d, "web", "WEB", "http://127.0.0.1:1/x")
+            check("HTTP is unavailable: cannot load libcurl.so.4" in err, "no libcurl: %r" % err)
+        check(bcall(d, "web", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "kv without libcurl")
+        check(d.proc.poll() is None, "gadgetd ended")
 
 
 @test

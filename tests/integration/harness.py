@@ -170,8 +170,12 @@ def wait_for(cond, timeout=20, what="condition"):
 class Daemon:
     """A gadgetd on temporary directories, stopped at the end."""
 
-    def __init__(self, tmp, extra=()):
+    def __init__(self, tmp, extra=(), wrap=(), env=None):
+        """wrap: a command line gadgetd runs under (e.g. a private mount
+        namespace); env: gadgetd's environment instead of the test's."""
         self.tmp = tmp
+        self.wrap = list(wrap)
+        self.env = env
         self.pol = os.path.join(tmp, "policy.d")
         os.makedirs(self.pol, exist_ok=True)
         self.sock = os.path.join(tmp, "run", "control.sock")
@@ -183,9 +187,9 @@ class Daemon:
         if os.path.exists(self.sock):
             os.unlink(self.sock)  # left by a gadgetd killed earlier in the test
         self.proc = subprocess.Popen(
-            [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
+            [*self.wrap, GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
              "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
         wait_for(lambda: os.path.exists(self.sock), what="the control socket")
         return self
 
