@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import GADGETCTL, GADGETD, Daemon, check, main, policy, spare, test, wait_for
+from harness import GADGETCTL, GADGETD, Daemon, check, gadgetd_run, main, policy, spare, test, wait_for
 
 ESCAPE = os.environ.get("ESCAPE", "")
 HOSTILE = os.environ.get("HOSTILE", "")
@@ -47,7 +47,7 @@ def run_escape(tmp):
     with open(pol, "w") as f:
         f.write("[Gadget]\nName=escape\nExec=%s\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n" % ESCAPE)
     os.chmod(pol, 0o644)
-    r = subprocess.run([GADGETD, "run", pol, "--", "--host-name", socket.gethostname()],
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "--host-name", socket.gethostname()],
                        capture_output=True, text=True, timeout=60)
     verdicts = {}
     for line in r.stdout.splitlines():
@@ -414,13 +414,13 @@ def planted_symlink_refused(tmp):
     os.mkdir(secret)
     os.symlink(secret, os.path.join(shared, "data"))
     pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(shared, "data"), exec_path=ESCAPE)
-    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 125 and "symlink in a directory others may write" in r.stderr, "planted: %r" % r.stderr)
     trusted = os.path.join(tmp, "trusted")
     os.mkdir(trusted, 0o755)
     os.symlink(secret, os.path.join(trusted, "data"))
     pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(trusted, "data"), exec_path=ESCAPE)
-    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "root's own symlink: %r" % r.stderr)
 
 
