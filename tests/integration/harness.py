@@ -331,7 +331,7 @@ TEST_UID_LOCK = "/run/gadgetd-test/uids.lock"
 CLONE_NEWNS = 0x00020000
 
 
-def _guard_host_dirs():
+def guard_host_dirs():
     """Enters a mount namespace of this test's own with an empty tmpfs on
     each of HOST_DIRS (made, empty, where the host lacks one) and the
     shared test uid lock at the host-wide path. Returns the guarded dirs,
@@ -354,7 +354,7 @@ def _guard_host_dirs():
     return HOST_DIRS
 
 
-def _host_dirs_left(guarded):
+def host_dirs_left(guarded):
     """What the test left in the guarded dirs (the uid lock aside)."""
     left = []
     for d in guarded:
@@ -371,7 +371,7 @@ def main():
         print("\n".join(TESTS))
         return 0
     name = sys.argv[1]
-    guarded = _guard_host_dirs()
+    guarded = guard_host_dirs()
     tmp = tempfile.mkdtemp(prefix="gadgetd-test-")
     os.chmod(tmp, 0o755)
     # This process's stderr, which every child inherits unless the test
@@ -409,7 +409,7 @@ def main():
             sanitizer_check(errtext, "a process whose stderr the test did not capture")
         except Failure as e:
             failed = e
-    left = _host_dirs_left(guarded)
+    left = host_dirs_left(guarded)
     if failed is None and left:
         failed = Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))
     if failed is not None:
