@@ -132,6 +132,37 @@ def kv_store_cannot_be_opened(tmp):
 
 
 @test
+def kv_store_full_disk_at_open(tmp):
+    """The disk is already full when the gadget's store is first opened
+    (no room for the database's schema): the call fails as "storage full",
+    not as a generic error, and the store opens once there is room. (A
+    disk that fills later: load/kv.py, load_kv_full_disk_deletes.)"""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", kvdir]).returncode != 0:
+        skip("cannot mount a tmpfs (needs root)")
+    try:
+        filler = os.path.join(kvdir, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            for chunk in (1 << 16, 4096, 1):
+                try:
+                    while True:
+                        f.write(b"x" * chunk)
+                except OSError:
+                    pass
+        with Daemon(tmp) as d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            ready(d, "store")
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 1 and "storage full" in err, "put on a full disk: %d %r" % (rc, err))
+            os.unlink(filler)
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once there is room: %r" % err)
+    finally:
+        subprocess.run(["umount", kvdir], stderr=subprocess.DEVNULL)
+
+
+@test
 def kv_store_corrupt(tmp):
     """A database file that is not SQLite, and one whose table pages were
     overwritten: kv calls fail with "the gadget's store is damaged", never
