@@ -73,6 +73,8 @@ static int write_policy(const char *text, char *dir, char *file, size_t len)
         return fclose(f) == 0 ? 0 : -EIO;
 }
 
+/* nftw callback: removes one entry of the selftest's own directory (made
+ * by mkdtemp, root's alone; FTW_PHYS: links are removed, never followed). */
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
         (void)st;
