@@ -3,6 +3,7 @@
  * through `gadgetd run`, and prints every attempt with its verdict. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +73,28 @@ static int write_policy(const char *text, char *dir, char *file, size_t len)
         return fclose(f) == 0 ? 0 : -EIO;
 }
 
-/* Runs gadgetd run on the policy; its stdout (the probe's lines) is read
- * back through a pipe. Returns gadgetd's exit status or -errno. */
-static int run_probe(const char *gadgetd, const char *policy, char **out, size_t *outlen)
+/* nftw callback: removes one entry of the selftest's own directory (made
+ * by mkdtemp, root's alone; FTW_PHYS: links are removed, never followed). */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-        char host[256] = "";
+        (void)st;
+        (void)flag;
+        (void)ftw;
+        remove(path);
+        return 0;
+}
+
+/* Runs gadgetd run on the policy, with a state and runtime directory of
+ * its own in dir: the probe's run never touches the host's state
+ * directory (its audit log, or a daemon's lock there that would refuse
+ * it). The probe's lines are read back through a pipe. Returns gadgetd's
+ * exit status or -errno. */
+static int run_probe(const char *gadgetd, const char *dir, const char *policy, char **out, size_t *outlen)
+{
+        char host[256] = "", state[96], run[96];
         int fds[2];
+        snprintf(state, sizeof state, "%s/state", dir);
+        snprintf(run, sizeof run, "%s/run", dir);
         gethostname(host, sizeof host);
         if (pipe2(fds, O_CLOEXEC) < 0)
                 return -errno;
@@ -86,7 +103,8 @@ static int run_probe(const char *gadgetd, const char *policy, char **out, size_t
                 return -errno;
         if (pid == 0) {
                 dup2(fds[1], 1);
-                execl(gadgetd, gadgetd, "run", policy, "--", "--host-name", host, (char *)NULL);
+                execl(gadgetd, gadgetd, "run", "--state-dir", state, "--run-dir", run, policy, "--", "--host-name",
+                      host, (char *)NULL);
                 fprintf(stderr, "gadgetctl: cannot run %s: %s\n", gadgetd, strerror(errno));
                 _exit(127);
         }
@@ -157,9 +175,8 @@ int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a)
                 fprintf(stderr, "gadgetctl: cannot write a policy in /tmp: %s\n", strerror(-e));
                 return CTL_EXIT_FAILED;
         }
-        int rc = run_probe(gadgetd, file, &out, &outlen);
-        unlink(file);
-        rmdir(dir);
+        int rc = run_probe(gadgetd, dir, file, &out, &outlen);
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
         if (rc < 0 || !out) {
                 fprintf(stderr, "gadgetctl: cannot run the probe: %s\n", strerror(rc < 0 ? -rc : ENOMEM));
                 free(out);

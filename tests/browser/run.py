@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from gateway_util import Gateway  # noqa: E402
-from harness import EXAMPLES, Failure, policy, skip  # noqa: E402
+from harness import EXAMPLES, Failure, guard_host_dirs, host_dirs_left, policy, skip  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 NPM_FILES = ("package.json", "package-lock.json", ".npmrc")
@@ -51,6 +51,7 @@ def main():
     version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     if int(version.lstrip("v").split(".")[0] or 0) < 20:
         skip("playwright-core needs Node.js 20 or later, this is %s" % version)
+    guarded = guard_host_dirs()  # as for every integration test (harness.py)
     dest = os.environ["BROWSER_DIR"]
     npm_install(dest)
     tmp = tempfile.mkdtemp(prefix="gadgetd-browser-")
@@ -68,7 +69,10 @@ def main():
                        PROFILE_DIR=os.path.join(tmp, "profile"),
                        NODE_PATH=os.path.join(dest, "node_modules"))
             r = subprocess.run(["node", os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
-            return r.returncode
+        left = host_dirs_left(guarded)
+        if left:
+            raise Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))
+        return r.returncode
     except Failure as e:
         print("FAIL: %s" % e)
         return 1

@@ -267,7 +267,7 @@ def restart_after_sigkill_cleans_up(tmp):
     d = Daemon(tmp, extra=["--uid-base", str(base), "--uid-count", "2"])
     for n in ("a", "b"):
         policy(d.pol, n, "TasksMax=16\n")
-    mine, d.prefix = private_cgroups(tmp)
+    mine, d.wrap = private_cgroups(tmp)
     try:
         with d:
             restart_cycle(d, base, mine)

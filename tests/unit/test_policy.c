@@ -894,6 +894,19 @@ static void test_http_limits(void)
         expect_error(H "MaxInFlight=2\n", 7, "unknown key \"MaxInFlight\" in [Binding W]");
         expect_error(H "MaxResponseHeaders=1001\n", 7, "must be at most 1000");
         expect_error(H "MaxResponseHeaderSize=1M\n", 7, "must be at most");
+        /* CAFile=: an existing regular file, for http bindings only. */
+        p = expect_ok(H "CAFile=/etc/passwd\n", "CAFile set");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && b->ca_file && strcmp(b->ca_file, "/etc/passwd") == 0, "CAFile read");
+        policy_free(p);
+        p = expect_ok(H, "CAFile unset");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && !b->ca_file, "no CAFile: the system's roots");
+        policy_free(p);
+        expect_error(H "CAFile=/nonexistent.pem\n", 7, "No such file");
+        expect_error(H "CAFile=ca.pem\n", 7, "not an absolute path");
+        expect_error(H "CAFile=/usr/share\n", 7, "not a regular file");
+        expect_error(HEAD "[Binding K]\nType=kv\nCAFile=/etc/passwd\n", 6, "not valid for a binding of type kv");
 #undef H
 }
 
