@@ -1,8 +1,10 @@
-"""`dpkg-buildpackage -us -uc -b` builds the three packages from a copy of
-the sources; each holds what an operator or a gadget author needs, the
-maintainer scripts set up the group and directories, and lintian reports
-no errors."""
+"""`dpkg-buildpackage -us -uc -b` builds the three packages from the
+`git archive` tarball of the sources (group-writable files, as a packager
+gets them), running the unit tests as a packager's build does (pkgtest.py);
+each holds what an operator or a gadget author needs, the maintainer
+scripts set up the group and directories, and lintian reports no errors."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,7 +69,13 @@ def unit_text(deb):
 def main():
     if not MA:
         skip("dpkg-architecture is not installed")
-    _, debs, _ = build_debs()
+    _, debs, build_log = build_debs()
+    # As a packager's build: the unit suite ran on the tarball's files (the
+    # policy test reads fixtures that are group-writable there) and passed.
+    ran = re.findall(r"gadgetd:unit / (\S+) +OK", build_log)
+    check("policy" in ran and re.search(r"^Fail: +0\b", build_log, re.M),
+          "the package build did not run and pass the unit tests (%s):\n%s" % (ran, build_log[-3000:]))
+    print("the package build ran the unit tests: " + " ".join(ran))
     by_name = {}
     for d in debs:
         by_name[os.path.basename(d).split("_")[0]] = d

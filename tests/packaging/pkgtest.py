@@ -1,5 +1,6 @@
-"""The packaging tests' helpers: the Debian packages built once per source
-tree (cached by a hash of the sources), and a minimal Debian tree with
+"""The packaging tests' helpers: the Debian packages built as packagers
+build them, from the `git archive` tarball of the sources (once per state
+of the sources, cached), and a minimal Debian tree with
 systemd for systemd-nspawn, built once per machine under a stable path."""
 import fcntl
 import glob
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 SRC = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -50,8 +52,9 @@ def locked(path):
 
 
 def source_files():
-    """The files of the source tree a package is built from: everything but
-    build directories, hidden files and Debian build leftovers."""
+    """The files of the source tree a package is built from when it is not a
+    git work tree: everything but build directories, hidden files and Debian
+    build leftovers."""
     out = []
     for top, dirs, files in os.walk(SRC):
         rel = os.path.relpath(top, SRC)
@@ -73,6 +76,46 @@ def source_hash(files):
     return h.hexdigest()[:16]
 
 
+def git(*args):
+    return subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True)
+
+
+def source_commit():
+    """The commit a release tarball would be made of: HEAD, or, with changes
+    to tracked files not yet committed, a commit of the work tree's tracked
+    files as they are (`git stash create`, which changes no ref, index or
+    file). Untracked files are left out, as a release leaves them out.
+    None when SRC is not a git work tree."""
+    if not shutil.which("git") or git("rev-parse", "--show-toplevel").stdout.strip() != \
+            os.path.realpath(SRC):
+        return None
+    head = git("rev-parse", "--verify", "HEAD^{commit}").stdout.strip()
+    if not head:
+        return None
+    return git("stash", "create").stdout.strip() or head
+
+
+def unpack_release(commit, tree):
+    """Unpacks `git archive` of commit into tree, modes as the tarball has
+    them: git's default tar.umask 0002 (set here, whatever the user's git
+    configuration says) makes every file group-writable, as in the release
+    tarballs packagers build from."""
+    os.makedirs(tree)
+    arch = subprocess.Popen(["git", "-C", SRC, "-c", "tar.umask=0002", "archive", "--format=tar", commit],
+                            stdout=subprocess.PIPE)
+    x = subprocess.run(["tar", "-x", "-p", "-C", tree], stdin=arch.stdout)
+    arch.stdout.close()
+    if arch.wait() != 0 or x.returncode != 0:
+        raise Failure("git archive %s | tar -x failed" % commit)
+
+
+def copy_tree(files, tree):
+    for f in files:
+        os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
+        shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
+
+
 def debs_cache():
     """Where built packages are kept: beside the container tree, shared by
     every build directory of the same sources; else in the build directory."""
@@ -87,33 +130,48 @@ def debs_cache():
 
 
 def build_debs():
-    """The .deb files built by `dpkg-buildpackage -us -uc -b` from a copy of
-    the sources, cached by the sources' hash (debs_cache). Returns
-    (directory, list of .deb paths, build log)."""
+    """The .deb files built as a packager builds them: `dpkg-buildpackage
+    -us -uc -b` (with its unit tests) in the unpacked `git archive` of the
+    sources (source_commit; a tree that is not a git work tree is copied
+    instead), cached by the commit's tree (debs_cache), so the packaging
+    tests of every build directory build once per state of the sources.
+    Returns (directory, list of .deb paths, build log)."""
     for tool in ("dpkg-buildpackage", "dh"):
         if not shutil.which(tool):
             skip("%s is not installed (scripts/deps installs it)" % tool)
-    files = source_files()
-    key = source_hash(files)
+    commit = source_commit()
+    if commit:
+        key = "git-" + git("rev-parse", commit + "^{tree}").stdout.strip()[:16]
+    else:
+        files = source_files()
+        key = "copy-" + source_hash(files)
     base = debs_cache()
     out = os.path.join(base, "debs-" + key)
     with locked(os.path.join(base, "lock")):
         debs = sorted(glob.glob(os.path.join(out, "*.deb")))
         if debs:
             log("using the packages built from these sources before: " + out)
+            os.utime(out)  # in use: kept by the pruning below
             return out, debs, open(os.path.join(out, "build.log")).read()
+        # A few stay, and any used in the last hour: other build directories
+        # and work trees of these sources may be testing with them.
         old = sorted(glob.glob(os.path.join(base, "debs-*")), key=os.path.getmtime)
-        for d in old[:-2]:  # a few stay, for other build directories of other trees
-            shutil.rmtree(d, ignore_errors=True)
+        for d in old[:-3]:
+            if os.path.getmtime(d) < time.time() - 3600:
+                shutil.rmtree(d, ignore_errors=True)
         tmp = tempfile.mkdtemp(prefix="gadgetd-deb-")
         try:
             tree = os.path.join(tmp, "gadgetd")
-            for f in files:
-                os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
-                shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
+            if commit:
+                log("git archive %s, unpacked in %s" % (commit, tree))
+                unpack_release(commit, tree)
+            else:
+                log("not a git work tree: building from a copy of " + SRC)
+                copy_tree(files, tree)
             # dpkg-buildpackage wants debian/ at the top of the tree.
             shutil.copytree(os.path.join(tree, "packaging", "debian"), os.path.join(tree, "debian"))
-            env = dict(os.environ, DEB_BUILD_OPTIONS="nocheck parallel=%d" % (os.cpu_count() or 1))
+            # As a packager's build: the unit tests run (debian/rules).
+            env = dict(os.environ, DEB_BUILD_OPTIONS="parallel=%d" % (os.cpu_count() or 1))
             log("dpkg-buildpackage -us -uc -b in " + tree)
             try:
                 p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=tree, env=env,
