@@ -116,6 +116,26 @@ def copy_tree(files, tree):
         shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
 
 
+TREE_REPORT = "== the package build's tree"
+
+
+def tree_report(tree):
+    """What the packager's tree shows besides the packages, for the build
+    log (deb_test reads it): the mode the tarball gave a source file, and
+    `gadgetd check` of the example policies the build made there (as root,
+    gadgetd refuses a policy others may write)."""
+    out = [TREE_REPORT, "source mode tests/policies/good.policy %o" %
+           (os.stat(os.path.join(tree, "tests", "policies", "good.policy")).st_mode & 0o7777)]
+    for build in glob.glob(os.path.join(tree, "obj-*")):
+        pols = sorted(p for p in glob.glob(os.path.join(build, "examples", "*.policy"))
+                      if not p.endswith(".installed.policy"))
+        c = subprocess.run([os.path.join(build, "supervisor", "gadgetd"), "check", *pols],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out.append("gadgetd check of %d example policies of the build: exit %d" % (len(pols), c.returncode))
+        out.append(c.stdout.replace(build + "/", "BUILD/").rstrip())
+    return "\n" + "\n".join(out) + "\n"
+
+
 def debs_cache():
     """Where built packages are kept: beside the container tree, shared by
     every build directory of the same sources; else in the build directory."""
@@ -181,13 +201,14 @@ def build_debs():
                 raise Failure("dpkg-buildpackage took more than %d s" % DEB_TIMEOUT)
             if p.returncode != 0:
                 raise Failure("dpkg-buildpackage failed:\n" + p.stdout[-6000:])
+            build_log = p.stdout + tree_report(tree)
             os.makedirs(out + ".tmp", exist_ok=True)
             for f in glob.glob(os.path.join(tmp, "*.deb")) + glob.glob(os.path.join(tmp, "*.changes")):
                 shutil.copy2(f, out + ".tmp")
             with open(os.path.join(out + ".tmp", "build.log"), "w") as fp:
-                fp.write(p.stdout)
+                fp.write(build_log)
             os.rename(out + ".tmp", out)
-            return out, sorted(glob.glob(os.path.join(out, "*.deb"))), p.stdout
+            return out, sorted(glob.glob(os.path.join(out, "*.deb"))), build_log
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
