@@ -76,9 +76,13 @@ def source_hash(files):
     return h.hexdigest()[:16]
 
 
+# The sources are read only: a clone owned by another user than the one
+# running the tests (root in CI) is still one to archive.
+GIT = ["git", "-c", "safe.directory=*", "-C", SRC]
+
+
 def git(*args):
-    return subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          text=True)
+    return subprocess.run(GIT + list(args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
 
 def source_commit():
@@ -102,7 +106,7 @@ def unpack_release(commit, tree):
     configuration says) makes every file group-writable, as in the release
     tarballs packagers build from."""
     os.makedirs(tree)
-    arch = subprocess.Popen(["git", "-C", SRC, "-c", "tar.umask=0002", "archive", "--format=tar", commit],
+    arch = subprocess.Popen(GIT + ["-c", "tar.umask=0002", "archive", "--format=tar", commit],
                             stdout=subprocess.PIPE)
     x = subprocess.run(["tar", "-x", "-p", "-C", tree], stdin=arch.stdout)
     arch.stdout.close()
@@ -111,9 +115,12 @@ def unpack_release(commit, tree):
 
 
 def copy_tree(files, tree):
+    """Copies files into tree, group-writable as in a git archive tarball."""
     for f in files:
         os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
-        shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
+        dst = os.path.join(tree, f)
+        shutil.copy2(os.path.join(SRC, f), dst)
+        os.chmod(dst, os.stat(dst).st_mode | 0o020)
 
 
 TREE_REPORT = "== the package build's tree"
