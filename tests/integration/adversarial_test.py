@@ -428,6 +428,26 @@ def selftest_default_policy(tmp):
 
 
 @test
+def selftest_from_build_tree(tmp):
+    """The build tree's gadgetctl, with neither GADGETD nor
+    GADGETD_ESCAPE_PROBE set, tests the build's own gadgetd and probe (it
+    looked for installed ones and printed an empty table); a program it
+    cannot run is named with its variable, before any table."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GADGETD", "GADGETD_ESCAPE_PROBE")}
+    r = subprocess.run([GADGETCTL, "selftest"], capture_output=True, text=True, env=env, timeout=120)
+    check(r.returncode == 0, "selftest: %d %r %r" % (r.returncode, r.stdout[:300], r.stderr))
+    check(r.stdout.startswith("gadgetd %s ran the probe %s:\n" % (GADGETD, ESCAPE)),
+          "not the build's programs: %r" % r.stdout[:300])
+    check(re.search(r"^\d+ attempts, all blocked$", r.stdout, re.M), "no summary: %r" % r.stdout[-300:])
+    for var in ("GADGETD", "GADGETD_ESCAPE_PROBE"):
+        missing = os.path.join(tmp, "missing")
+        r = subprocess.run([GADGETCTL, "selftest"], capture_output=True, text=True,
+                           env=dict(env, **{var: missing}), timeout=120)
+        check(r.returncode != 0 and r.stdout == "" and missing in r.stderr and "set %s " % var in r.stderr,
+              "%s=%s: %d %r %r" % (var, missing, r.returncode, r.stdout[:300], r.stderr))
+
+
+@test
 def selftest_reports_what_a_policy_exposes(tmp):
     """A policy that lists /etc shows /etc/passwd readable: the selftest says
     so and exits 1."""
