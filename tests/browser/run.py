@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from gateway_util import Gateway  # noqa: E402
-from harness import EXAMPLES, Failure, need, policy  # noqa: E402
+from harness import EXAMPLES, Failure, guard_host_dirs, host_dirs_left, need, policy  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 MODULES = os.path.join(HERE, "node_modules")
@@ -71,6 +71,7 @@ def main():
     if not (os.path.exists(STAMP) and filecmp.cmp(STAMP, os.path.join(HERE, "package-lock.json"), shallow=False)):
         need("playwright-core", "%s is missing or not from package-lock.json: run scripts/deps (npm ci)" % MODULES)
     print("node: %s %s" % (node, version), flush=True)
+    guarded = guard_host_dirs()  # as for every integration test (harness.py)
     tmp = tempfile.mkdtemp(prefix="gadgetd-browser-")
     os.chmod(tmp, 0o755)
     try:
@@ -85,6 +86,9 @@ def main():
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),
                        PROFILE_DIR=os.path.join(tmp, "profile"))
             r = subprocess.run([node, os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
+        left = host_dirs_left(guarded)
+        if left:
+            raise Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))
         if r.returncode == 77:
             need("a chromium that starts", "playwright-core could not launch %s (why is above)" % CHROMIUM)
         return r.returncode

@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from harness import (GADGETCTL, GADGETD, PROBE, Daemon, check, gadgetd_run, main, policy, run_probe, skip,
-                     test, wait_for)
+from harness import (GADGETCTL, GADGETD, PROBE, Daemon, cgroup_dirs, check, gadgetd_run, main, mounts, policy,
+                     run_probe, skip, test, wait_for)
 
 
 # Stated bound for cpu_quota_leaves_others_responsive: every call to the
@@ -23,38 +23,6 @@ LATENCY_BOUND_S = 1.0
 
 
 # --- what the machine offers --------------------------------------------------
-
-def mounts():
-    """{v1 controller: (root, mount point)} and the cgroup2 mount point."""
-    v1, v2 = {}, None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            pre, _, post = line.partition(" - ")
-            fields, tail = pre.split(), post.split()
-            if tail[0] == "cgroup":
-                for c in tail[2].split(","):
-                    v1.setdefault(c, (fields[3], fields[4]))
-            elif tail[0] == "cgroup2" and not v2:
-                v2 = (fields[3], fields[4])
-    return v1, v2
-
-
-def cgroup_dirs(pid):
-    """{controller or "v2": directory of pid's cgroup} as seen from here."""
-    v1, v2 = mounts()
-    out = {}
-    with open("/proc/%d/cgroup" % pid) as f:
-        for line in f:
-            hid, ctrls, path = line.rstrip("\n").split(":", 2)
-            targets = [("v2", v2)] if hid == "0" else [(c, v1.get(c)) for c in ctrls.split(",")]
-            for name, m in targets:
-                if not m:
-                    continue
-                root, point = m
-                rel = path if root == "/" else path[len(root):]
-                out[name] = (point + rel).rstrip("/")
-    return out
-
 
 def v1_available():
     v1, _ = mounts()
