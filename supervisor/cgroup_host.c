@@ -496,7 +496,6 @@ static int move_to_scope(struct cgroup_host *h, struct cg_tables *t)
         char path[PATH_MAX], name[sizeof h->scope], desc[64], err[512], *own = NULL;
         struct cg_mount m;
         const char *how = h->one ? "gadgetd run" : "gadgetd";
-        int e;
 
         if (find_mount(t, NULL, &m) < 0 || own_path(t, NULL, path, sizeof path) < 0 ||
             own_dir(&m, path, &own) < 0)
@@ -511,16 +510,18 @@ static int move_to_scope(struct cgroup_host *h, struct cg_tables *t)
         }
         size_t n = ours(own, pids, OURS_MAX);
         free(own);
+        if (!scope_systemd_running()) {
+                snprintf(err, sizeof err, "; systemd is not the init system here, so no delegated scope can be "
+                         "had: start %s as the only process of a cgroup of its own", how);
+                why_v2_add(h, err);
+                return 0;
+        }
         snprintf(name, sizeof name, "%s-%d.scope", h->one ? "gadgetd-run" : "gadgetd", (int)getpid());
         snprintf(desc, sizeof desc, "%s (pid %d)", how, (int)getpid());
-        if ((e = scope_start(name, desc, pids, n, err, sizeof err)) < 0) {
+        if (scope_start(name, desc, pids, n, err, sizeof err) < 0) {
                 char more[768];
-                if (e == -ENOENT)
-                        snprintf(more, sizeof more, "; %s, so no delegated scope can be had: start %s as the "
-                                 "only process of a cgroup of its own", err, how);
-                else
-                        snprintf(more, sizeof more, "; no delegated scope from systemd either: %s; run it in "
-                                 "one: systemd-run --scope -p Delegate=yes %s ...", err, how);
+                snprintf(more, sizeof more, "; no delegated scope from systemd either: %s; run it in one: "
+                         "systemd-run --scope -p Delegate=yes %s ...", err, how);
                 why_v2_add(h, more);
                 return 0;
         }

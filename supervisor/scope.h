@@ -5,11 +5,16 @@
  * Delegate=yes` does. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+/* True if systemd is the init system (sd_booted(3)'s test, which needs no
+ * libsystemd): only then can a scope be asked for. */
+bool scope_systemd_running(void);
 
 /* Starts the unit name (NAME.scope) with Delegate=yes, description desc
  * and pids in it, and waits until systemd's job for it is done: the pids
  * are then in the scope's cgroup. 0, or -errno with err saying why not
- * (libsystemd missing, systemd not running, no bus, refused). */
+ * (libsystemd missing, no bus, refused). */
 int scope_start(const char *name, const char *desc, const pid_t *pids, size_t n, char *err, size_t errlen);

@@ -32,7 +32,6 @@ static struct {
         int (*listen_fds)(int);
         int (*is_socket_unix)(int, int, int, const char *, size_t);
         int (*journal_sendv)(const struct iovec *, int);
-        int (*booted)(void);
         int (*bus_open_system)(sd_bus **);
         sd_bus *(*bus_flush_close_unref)(sd_bus *);
         int (*bus_message_new_method_call)(sd_bus *, sd_bus_message **, const char *, const char *,
@@ -59,7 +58,6 @@ static int load(void)
                 { (void **)&fn.listen_fds, "sd_listen_fds" },
                 { (void **)&fn.is_socket_unix, "sd_is_socket_unix" },
                 { (void **)&fn.journal_sendv, "sd_journal_sendv" },
-                { (void **)&fn.booted, "sd_booted" },
                 { (void **)&fn.bus_open_system, "sd_bus_open_system" },
                 { (void **)&fn.bus_flush_close_unref, "sd_bus_flush_close_unref" },
                 { (void **)&fn.bus_message_new_method_call, "sd_bus_message_new_method_call" },
@@ -107,11 +105,6 @@ HIDDEN int sd_is_socket_unix(int fd, int type, int listening, const char *path, 
 HIDDEN int sd_journal_sendv(const struct iovec *iov, int n)
 {
         return load() < 0 ? -ENOSYS : fn.journal_sendv(iov, n);
-}
-
-HIDDEN int sd_booted(void)
-{
-        return load() < 0 ? -ENOSYS : fn.booted();
 }
 
 HIDDEN int sd_bus_open_system(sd_bus **bus)
