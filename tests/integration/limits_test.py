@@ -518,6 +518,40 @@ def cgroup_v2_scope_for_gadgetd_run(tmp):
 
 
 @test
+def cgroup_v2_delegated_scope_kept(tmp):
+    """In a delegated cgroup of its own (systemd-run --scope -p Delegate=yes,
+    as under gadgetd.service), gadgetd run asks for no other scope: it stays
+    in the one it was given, its gadget's cgroup below it with the limit."""
+    why = systemd_v2_why_not()
+    if why:
+        skip(why)
+    unit = "gadgetd-test-%d.scope" % os.getpid()
+    pol = policy(tmp, "kept", "MemoryMax=32M\n")
+    # systemd-run --scope execs the command: p.pid is gadgetd run's.
+    p = subprocess.Popen(["systemd-run", "--quiet", "--scope", "-p", "Delegate=yes", "--unit", unit,
+                          *gadgetd_run(tmp), pol, "--call", "sleep", '{"ms": 60000}'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def gadget():
+            own = cgroup_dirs(p.pid).get("v2", "")
+            g = os.path.join(os.path.dirname(own), "gadget-kept")
+            return g if own.endswith("/%s/gadgetd.%d/supervisor" % (unit, p.pid)) and os.path.isdir(g) else None
+        wait_for(lambda: p.poll() is not None or gadget(), what="gadgetd run in %s with its gadget" % unit)
+        g = gadget()
+        check(g, "gadgetd run is in %r, not in %s (exit %r)" % (cgroup_dirs(p.pid).get("v2") if p.poll() is None
+                                                             else None, unit, p.returncode))
+        check(read(os.path.join(g, "memory.max")) == str(32 << 20), "%s/memory.max: %r" %
+              (g, read(os.path.join(g, "memory.max"))))
+        check(unit_property("gadgetd-run-%d.scope" % p.pid, "ActiveState") in ("inactive", ""),
+              "gadgetd run asked for a scope though it had a delegated one")
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        _, err = p.communicate(timeout=60)
+    check("cgroup v2 not used" not in err, "gadgetd run warned: %r" % err)
+
+
+@test
 def cgroup_v2_no_scope_says_why(tmp):
     """Where systemd cannot give gadgetd run a delegated scope (here: no
     system bus), one line says why and what to run instead, and a MemoryMax
