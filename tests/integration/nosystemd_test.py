@@ -38,7 +38,8 @@ def nosystemd_builds_and_runs(tmp):
     check('"name": "systemd", "value": "disabled"' in r.stdout.replace("\n", ""), "the option did not take")
     gadgetd = os.path.join(BUILD, "supervisor", "gadgetd")
     with open(gadgetd, "rb") as f:
-        check(b"libsystemd" not in f.read(), "%s still loads libsystemd" % gadgetd)
+        # the library's file name (sd_dl.c dlopens it by name); a message may name the library
+        check(b"libsystemd.so" not in f.read(), "%s still loads libsystemd" % gadgetd)
     env = dict(os.environ, GADGETD=gadgetd, GADGETCTL=os.path.join(BUILD, "ctl", "gadgetctl"),
                TESTGADGET=os.path.join(BUILD, "tests", "integration", "testgadget"),
                PROBE=os.path.join(BUILD, "tests", "integration", "probe"))
