@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,56 @@
 #ifndef ESCAPE_PROBE_PATH
 #define ESCAPE_PROBE_PATH "/usr/libexec/gadgetd/escape-probe"
 #endif
+
+/* The programs the selftest runs: GADGETD and GADGETD_ESCAPE_PROBE from the
+ * environment, else this build tree's when gadgetctl runs from the build
+ * tree it was built in (as gadgetd finds its gadgetd-sandbox), else the
+ * installed ones. */
+struct selftest_programs {
+        const char *gadgetd;
+        const char *probe;
+};
+
+static bool selftest_from_build_tree(void)
+{
+#ifdef GADGETCTL_BUILD_ROOT
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        size_t root = strlen(GADGETCTL_BUILD_ROOT);
+
+        if (n <= 0)
+                return false;
+        self[n] = '\0';
+        return strncmp(self, GADGETCTL_BUILD_ROOT, root) == 0 && self[root] == '/';
+#else
+        return false;
+#endif
+}
+
+static struct selftest_programs selftest_programs(void)
+{
+        struct selftest_programs p = { GADGETD_PATH, ESCAPE_PROBE_PATH };
+#if defined(GADGETD_BUILT) && defined(ESCAPE_PROBE_BUILT)
+        if (selftest_from_build_tree())
+                p = (struct selftest_programs){ GADGETD_BUILT, ESCAPE_PROBE_BUILT };
+#endif
+        if (getenv("GADGETD"))
+                p.gadgetd = getenv("GADGETD");
+        if (getenv("GADGETD_ESCAPE_PROBE"))
+                p.probe = getenv("GADGETD_ESCAPE_PROBE");
+        return p;
+}
+
+/* Whether path is a program this user may run; if not, says so on stderr,
+ * naming the variable that chooses another. */
+static bool selftest_program_ok(const char *what, const char *path, const char *var)
+{
+        if (access(path, X_OK) == 0)
+                return true;
+        fprintf(stderr, "gadgetctl: cannot run %s %s: %s (set %s to the %s to test)\n", what, path,
+                strerror(errno), var, what);
+        return false;
+}
 
 /* The policy to run: POLICY's text with the probe as Exec= and no
  * Arguments=, or a minimal default one. */
@@ -73,26 +125,28 @@ static int write_policy(const char *text, char *dir, char *file, size_t len)
         return fclose(f) == 0 ? 0 : -EIO;
 }
 
+/* nftw callback: removes one entry of the selftest's own directory (made
+ * by mkdtemp, root's alone; FTW_PHYS: links are removed, never followed). */
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-        return remove(path) < 0 ? -1 : 0;
+        (void)st;
+        (void)flag;
+        (void)ftw;
+        remove(path);
+        return 0;
 }
 
-/* Removes the selftest's directory: its policy and the state gadgetd run
- * left (its lock, the audit log, kv stores of POLICY's bindings). */
-static void remove_tree(const char *dir)
+/* Runs gadgetd run on the policy, with a state and runtime directory of
+ * its own in dir: the probe's run never touches the host's state
+ * directory (its audit log, or a daemon's lock there that would refuse
+ * it). The probe's lines are read back through a pipe. Returns gadgetd's
+ * exit status or -errno. */
+static int run_probe(const char *gadgetd, const char *dir, const char *policy, char **out, size_t *outlen)
 {
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Runs gadgetd run on the policy with a state directory of its own (a
- * daemon running on this host holds the default one; the probe's bindings
- * must not touch its kv stores); its stdout (the probe's lines) is read
- * back through a pipe. Returns gadgetd's exit status or -errno. */
-static int run_probe(const char *gadgetd, const char *policy, const char *state, char **out, size_t *outlen)
-{
-        char host[256] = "";
+        char host[256] = "", state[96], run[96];
         int fds[2];
+        snprintf(state, sizeof state, "%s/state", dir);
+        snprintf(run, sizeof run, "%s/run", dir);
         gethostname(host, sizeof host);
         if (pipe2(fds, O_CLOEXEC) < 0)
                 return -errno;
@@ -101,7 +155,8 @@ static int run_probe(const char *gadgetd, const char *policy, const char *state,
                 return -errno;
         if (pid == 0) {
                 dup2(fds[1], 1);
-                execl(gadgetd, gadgetd, "run", "--state-dir", state, policy, "--", "--host-name", host, (char *)NULL);
+                execl(gadgetd, gadgetd, "run", "--state-dir", state, "--run-dir", run, policy, "--", "--host-name",
+                      host, (char *)NULL);
                 fprintf(stderr, "gadgetctl: cannot run %s: %s\n", gadgetd, strerror(errno));
                 _exit(127);
         }
@@ -143,11 +198,13 @@ static int show_attempts(const struct ctl *ctl, char *text, int *total)
                 json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "attempt", f[0], "verdict", f[1],
                                                      "detail", f[2]));
         }
-        if (ctl->json)
+        /* No attempt read: the probe did not run; the caller says why,
+         * with no empty table before it. */
+        if (ctl->json && *total > 0)
                 show_json(stdout, arr);
         else {
                 json_decref(arr);
-                if (t)
+                if (t && *total > 0)
                         output_table_print(t, stdout);
         }
         output_table_free(t);
@@ -156,12 +213,17 @@ static int show_attempts(const struct ctl *ctl, char *text, int *total)
 
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a)
 {
-        const char *gadgetd = getenv("GADGETD") ? getenv("GADGETD") : GADGETD_PATH;
-        const char *probe = getenv("GADGETD_ESCAPE_PROBE") ? getenv("GADGETD_ESCAPE_PROBE") : ESCAPE_PROBE_PATH;
-        char dir[64], file[128], *text = policy_text(a->n_pos ? a->pos[0] : NULL, probe), *out = NULL;
+        struct selftest_programs prog = selftest_programs();
+        const char *gadgetd = prog.gadgetd, *probe = prog.probe;
+        char dir[64], file[128], *text = NULL, *out = NULL;
         size_t outlen = 0;
         int total = 0, st = CTL_EXIT_FAILED;
 
+        /* Before any table: a missing program is named with its variable. */
+        if (!selftest_program_ok("gadgetd", gadgetd, "GADGETD") ||
+            !selftest_program_ok("escape probe", probe, "GADGETD_ESCAPE_PROBE"))
+                return CTL_EXIT_FAILED;
+        text = policy_text(a->n_pos ? a->pos[0] : NULL, probe);
         if (!text) {
                 fprintf(stderr, "gadgetctl: cannot read %s: %s\n", a->n_pos ? a->pos[0] : "policy", strerror(errno));
                 return CTL_EXIT_FAILED;
@@ -172,15 +234,15 @@ int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a)
                 fprintf(stderr, "gadgetctl: cannot write a policy in /tmp: %s\n", strerror(-e));
                 return CTL_EXIT_FAILED;
         }
-        char state[sizeof dir + 8];
-        snprintf(state, sizeof state, "%s/state", dir);
-        int rc = run_probe(gadgetd, file, state, &out, &outlen);
-        remove_tree(dir);
+        int rc = run_probe(gadgetd, dir, file, &out, &outlen);
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
         if (rc < 0 || !out) {
                 fprintf(stderr, "gadgetctl: cannot run the probe: %s\n", strerror(rc < 0 ? -rc : ENOMEM));
                 free(out);
                 return CTL_EXIT_FAILED;
         }
+        if (!ctl->json && strchr(out, '\t'))
+                printf("gadgetd %s ran the probe %s:\n\n", gadgetd, probe);
         int escaped = show_attempts(ctl, out, &total);
         free(out);
         if (total == 0) {

@@ -190,6 +190,14 @@ static int policy_set_file(struct policy_ctx *c, void *obj, const char *key, con
         return policy_regular_file(c, key, value, &b->file, &st);
 }
 
+static int policy_set_ca_file(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        struct stat st;
+
+        return policy_regular_file(c, key, value, &b->ca_file, &st);
+}
+
 #define B(field) offsetof(struct policy_binding, field)
 
 static const struct policy_key policy_type_key = { "Type", KIND_CUSTOM, 0, T_ALL, 0, 0, NULL };
@@ -210,6 +218,7 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxResponseHeaders", KIND_COUNT, 0, T_HTTP, B(max_resp_headers), POLICY_HTTP_MAX_HEADERS, NULL },
         { "MaxResponseHeaderSize", KIND_SIZE, 0, T_HTTP, B(max_resp_header_bytes),
           POLICY_HTTP_MAX_HEADER_BYTES, NULL },
+        { "CAFile", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_ca_file },
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
         { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL },

@@ -656,6 +656,7 @@ static void policy_binding_clear(struct policy_binding *b)
         policy_strv_free(b->allow);
         free(b->value);
         free(b->file);
+        free(b->ca_file);
 }
 
 void policy_free(struct policy *p)

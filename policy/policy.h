@@ -83,6 +83,7 @@ struct policy_binding {
         uint64_t max_request;    /* MaxRequestSize=, default 1 MiB */
         uint64_t max_resp_headers;      /* MaxResponseHeaders=, default 100 */
         uint64_t max_resp_header_bytes; /* MaxResponseHeaderSize=, default 64 KiB */
+        char *ca_file;           /* CAFile=: the CAs trusted for HTTPS instead of the system's, or NULL */
         /* every type */
         uint64_t calls_max;      /* CallsMax=: its calls in flight, default POLICY_BINDING_CALLS */
         /* text */

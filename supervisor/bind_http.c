@@ -250,7 +250,15 @@ static void fetch_done(void *arg, CURL *easy, CURLcode res)
                 snprintf(msg, sizeof msg, "response larger than MaxResponseSize (%zu bytes)", f->max_body);
                 bindings_reply(f->r, NULL, GADGET_ELIMIT, msg, 0);
         } else if (res != CURLE_OK) {
-                snprintf(msg, sizeof msg, "request failed: %s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(res));
+                /* libcurl's message leaves out the system's reason for a
+                 * failed connect (refused, unreachable): it is added. */
+                long os_errno = 0;
+                char reason[64] = "";
+                if (res == CURLE_COULDNT_CONNECT && curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno) ==
+                    CURLE_OK && os_errno > 0)
+                        snprintf(reason, sizeof reason, " (%s)", strerror((int)os_errno));
+                snprintf(msg, sizeof msg, "request failed: %s%s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(res),
+                         reason);
                 bindings_reply(f->r, NULL, res == CURLE_OPERATION_TIMEDOUT ? GADGET_ETIMEOUT : GADGET_EFAILED,
                                msg, 0);
         } else {
@@ -436,6 +444,13 @@ void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadg
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
         curl_easy_setopt(e, CURLOPT_USERAGENT, "gadgetd");
         curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)b->max_response);
+        /* Why this is safe: CAFile= replaces the system's roots (no CA
+         * directory beside it), so a binding that names its service's CA
+         * trusts that CA alone; verification itself stays on. */
+        if (b->ca_file) {
+                curl_easy_setopt(e, CURLOPT_CAINFO, b->ca_file);
+                curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+        }
         if (http_start(h, f->slot, e, fetch_done, f) < 0) {
                 fetch_free(f);
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "cannot start the request", 0);

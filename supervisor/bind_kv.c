@@ -55,14 +55,28 @@ static struct kv *store(struct binding_req *r)
         return u->kv;
 }
 
-/* Answers a store failure other than the operation's own outcomes. */
-static void reply_failure(struct binding_req *r, int err)
+/* Answers a store failure other than the operation's own outcomes. The
+ * message says what went wrong, never where: the state directory's path
+ * is the host's, not the gadget's (the operator finds the file from the
+ * gadget's name, README "kv"). */
+static void reply_failure(struct binding_req *r, const struct kv_job *job)
 {
+        char msg[160];
+        int err = job->err;
         if (err == -ENOSPC)
                 bindings_reply(r, NULL, GADGET_EFAILED, "storage full: the disk has no room for more data", 0);
         else if (err == -ECANCELED)
                 bindings_reply(r, NULL, GADGET_EGONE, "the gadget's store was closed", 0);
-        else
+        else if (err == -EBADMSG)
+                bindings_reply(r, NULL, GADGET_EFAILED, "storage error: the gadget's store is damaged "
+                               "(not a sound SQLite database)", 0);
+        else if (err == -EBUSY)
+                bindings_reply(r, NULL, GADGET_EFAILED, "storage error: the gadget's store is locked by another "
+                               "process", 0);
+        else if (job->open_failed) {
+                snprintf(msg, sizeof msg, "storage error: cannot open the gadget's store: %s", strerror(-err));
+                bindings_reply(r, NULL, GADGET_EFAILED, msg, 0);
+        } else
                 bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
 }
 
@@ -74,7 +88,7 @@ static void get_done(struct kv_job *job)
                 return;
         }
         if (job->err < 0) {
-                reply_failure(r, job->err);
+                reply_failure(r, job);
                 return;
         }
         Gadget__Value *v = gadget__value__unpack(NULL, job->vlen, job->val);
@@ -107,7 +121,7 @@ static void put_done(struct kv_job *job)
                 return;
         }
         if (job->err < 0) {
-                reply_failure(r, job->err);
+                reply_failure(r, job);
                 return;
         }
         Gadget__Value *null = value_new_null();
@@ -119,7 +133,7 @@ static void delete_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
         if (job->err < 0) {
-                reply_failure(r, job->err);
+                reply_failure(r, job);
                 return;
         }
         Gadget__Value *v = value_new_bool(job->existed);
@@ -162,7 +176,7 @@ static void list_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
         if (job->err < 0) {
-                reply_failure(r, job->err);
+                reply_failure(r, job);
                 return;
         }
         Gadget__Value *res = list_result(job);

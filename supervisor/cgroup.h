@@ -50,14 +50,21 @@ struct cgroup_host {
         int ctrl_hier[CGROUP_N_CTRL]; /* index into hier, -1 if none serves it */
         bool swap_limit;              /* memory.swap.max / memory.memsw.* exist */
         bool one;                     /* CGROUP_HOST_ONE */
-        char why_v2[256];             /* why v2 serves nothing ("" if it does) */
+        char why_v2[1024];            /* why v2 serves nothing ("" if it does) */
+        char scope[64];               /* the delegated scope gadgetd asked systemd for ("" if none) */
+        char started_in[256];         /* then: the v2 cgroup gadgetd was started in */
         char why_v1[256];             /* why v1 serves nothing ("" if it does) */
 };
 
 /* Finds what gadgetd may use (use restricts the versions): sets up the v2
- * delegation (gadgetd moves into OWN/gadgetd.PID/supervisor) and creates
- * the instance directories. A controller no hierarchy offers is simply
- * absent, with the reason in why_v2 / why_v1. 0, or -ENOMEM. */
+ * delegation (gadgetd and the processes it has started move into
+ * OWN/gadgetd.PID/supervisor) and creates the instance directories. Where
+ * gadgetd's v2 cgroup cannot be taken over (not delegated: a login shell's
+ * session scope) and systemd runs, gadgetd first asks it for a delegated
+ * scope of its own (scope.h) and moves there; scope names it. A controller
+ * no hierarchy offers is simply absent, with the reason in why_v2 / why_v1
+ * (and, when no scope could be had, why and what to run instead).
+ * 0, or -ENOMEM. */
 #define CGROUP_HOST_ONE 1u   /* one gadget only: see the layout above */
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags);
 /* Removes the instance directories that can be removed. */

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scope.h"
+
 #define INSTANCE_PREFIX "gadgetd."
 #define SUPERVISOR "supervisor"
 
@@ -279,6 +281,66 @@ static void add_hier(struct cgroup_host *h, int version, char *own, char *dir, u
         h->n_hier++;
 }
 
+/* Most processes gadgetd moves at once: itself and what it has started
+ * before its cgroups are set up. */
+#define OURS_MAX 64
+
+/* True if pid's parent is gadgetd. */
+static bool is_child(pid_t pid)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        /* PID (COMM) STATE PPID ...: COMM may hold anything, so after its last ')' */
+        char *p = strrchr(buf, ')');
+        long ppid;
+        return p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid();
+}
+
+/* gadgetd and its children among the processes of the v2 cgroup dir
+ * (gadgetd first). The count. */
+static size_t ours(const char *dir, pid_t *pids, size_t max)
+{
+        char path[PATH_MAX], line[32];
+        size_t n = 0;
+        pids[n++] = getpid();
+        snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+        FILE *f = fopen(path, "re");
+        while (f && n < max && fgets(line, sizeof line, f)) {
+                pid_t pid = (pid_t)strtol(line, NULL, 10);
+                if (pid > 0 && pid != getpid() && is_child(pid))
+                        pids[n++] = pid;
+        }
+        if (f)
+                fclose(f);
+        return n;
+}
+
+/* Moves gadgetd and its children from the v2 cgroup from into to (a
+ * cgroup that hands controllers down may hold no process). 0 or the first
+ * -errno; gadgetd itself moves last, so that a child's failure leaves it
+ * where it was. */
+static int move_ours(const char *from, const char *to)
+{
+        pid_t pids[OURS_MAX];
+        char text[24];
+        int e = 0;
+        size_t n = ours(from, pids, OURS_MAX);
+        for (size_t i = n; i-- > 0 && e == 0;) {
+                snprintf(text, sizeof text, "%d", (int)pids[i]);
+                int r = cgroup_write_file(to, "cgroup.procs", text);
+                /* A child that has just ended is not an error. */
+                if (r < 0 && !(r == -ESRCH && i > 0))
+                        e = r;
+        }
+        return e;
+}
+
 /* Turns on ctrl for the children of own and of dir. */
 static int enable_v2(const char *own, const char *dir, const char *ctrl)
 {
@@ -293,11 +355,13 @@ static int enable_v2(const char *own, const char *dir, const char *ctrl)
 }
 
 /* cgroup v2: controllers are handed to gadget cgroups only through
- * cgroups that hold no process, so gadgetd first moves itself into
- * OWN/gadgetd.PID/supervisor. Why this is safe: gadgetd moves only itself
- * and writes only to OWN and below it, as systemd's Delegate=yes allows;
- * nothing above OWN is touched. */
-static int setup_v2(struct cgroup_host *h, const struct cg_tables *t)
+ * cgroups that hold no process, so gadgetd first moves itself and the
+ * processes it has started into OWN/gadgetd.PID/supervisor. Why this is
+ * safe: gadgetd moves only its own processes and writes only to OWN and
+ * below it, as systemd's Delegate=yes allows; nothing above OWN is
+ * touched. *refused is set when OWN has controllers for gadgetd but cannot
+ * be taken over (it is not delegated to gadgetd alone). */
+static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refused)
 {
         struct cg_mount m;
         char path[PATH_MAX], avail[256], pid[24], *own = NULL, *dir = NULL, *sup = NULL;
@@ -332,10 +396,12 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t)
         }
         if (((last = cgroup_mkdir(dir)) < 0 && last != -EEXIST) ||
             ((last = cgroup_mkdir(sup)) < 0 && last != -EEXIST) ||
-            (last = cgroup_write_file(sup, "cgroup.procs", pid)) < 0) {
+            (last = move_ours(own, sup)) < 0) {
                 snprintf(h->why_v2, sizeof h->why_v2, "cannot set up %s: %s", sup, strerror(-last));
+                move_ours(sup, own);
                 rmdir(sup);
                 rmdir(dir);
+                *refused = true;
                 goto out;
         }
         for (int c = CGROUP_MEMORY; c <= CGROUP_CPU; c++) {
@@ -347,12 +413,13 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t)
         }
         if (!got) {
                 /* Back where it was: nothing is delegated here. */
-                cgroup_write_file(own, "cgroup.procs", pid);
+                move_ours(sup, own);
                 rmdir(sup);
                 rmdir(dir);
                 snprintf(h->why_v2, sizeof h->why_v2,
                          "cannot hand controllers to children of %s: %s (it must hold gadgetd alone, "
                          "as with systemd's Delegate=yes)", own, strerror(-last));
+                *refused = true;
                 goto out;
         }
         h->swap_limit = (got & (1u << CGROUP_MEMORY)) && cgroup_file_exists(dir, "memory.swap.max");
@@ -427,6 +494,68 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
         return 0;
 }
 
+/* Appends text to why_v2. */
+static void why_v2_add(struct cgroup_host *h, const char *text)
+{
+        size_t o = strlen(h->why_v2);
+        snprintf(h->why_v2 + o, sizeof h->why_v2 - o, "%s", text);
+}
+
+/* gadgetd's v2 cgroup was not delegated: asks systemd for a scope of its
+ * own with Delegate=yes, with gadgetd and its children in it, and reads
+ * /proc/self/cgroup anew. 0 when gadgetd is in the scope; else why_v2 says
+ * why not and what to run instead, and the tables are unchanged. Why this
+ * is safe: the scope is systemd's own way to hand a cgroup to a process
+ * (what systemd-run --scope -p Delegate=yes does); gadgetd moves only its
+ * own processes, and never out of a service's cgroup (systemd would lose
+ * track of the service's processes). */
+static int move_to_scope(struct cgroup_host *h, struct cg_tables *t)
+{
+        pid_t pids[OURS_MAX];
+        char path[PATH_MAX], name[sizeof h->scope], desc[64], err[512], *own = NULL;
+        struct cg_mount m;
+        const char *how = h->one ? "gadgetd run" : "gadgetd";
+
+        if (find_mount(t, NULL, &m) < 0 || own_path(t, NULL, path, sizeof path) < 0 ||
+            own_dir(&m, path, &own) < 0)
+                return 0;
+        size_t pl = strlen(path);
+        if (pl > 8 && strcmp(path + pl - 8, ".service") == 0) {
+                snprintf(err, sizeof err, "; %.300s is a service without Delegate=yes: add Delegate=yes to that "
+                         "unit (as gadgetd.service has)", path);
+                why_v2_add(h, err);
+                free(own);
+                return 0;
+        }
+        size_t n = ours(own, pids, OURS_MAX);
+        free(own);
+        if (!scope_systemd_running()) {
+                snprintf(err, sizeof err, "; systemd is not the init system here, so no delegated scope can be "
+                         "had: start %s as the only process of a cgroup of its own", how);
+                why_v2_add(h, err);
+                return 0;
+        }
+        snprintf(name, sizeof name, "%s-%d.scope", h->one ? "gadgetd-run" : "gadgetd", (int)getpid());
+        snprintf(desc, sizeof desc, "%s (pid %d)", how, (int)getpid());
+        if (scope_start(name, desc, pids, n, err, sizeof err) < 0) {
+                char more[768];
+                snprintf(more, sizeof more, "; no delegated scope from systemd either: %s; run it in one: "
+                         "systemd-run --scope -p Delegate=yes %s ...", err, how);
+                why_v2_add(h, more);
+                return 0;
+        }
+        char *cg = read_all("/proc/self/cgroup", &pl);
+        if (!cg)
+                return errno == ENOMEM ? -ENOMEM : 0;
+        free(t->cgroup);
+        t->cgroup = cg;
+        t->cgroup_len = pl;
+        snprintf(h->scope, sizeof h->scope, "%s", name);
+        snprintf(h->started_in, sizeof h->started_in, "%s", path);
+        h->why_v2[0] = '\0';
+        return 0;
+}
+
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
 {
         struct cg_tables t = { 0 };
@@ -441,9 +570,12 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
                 if ((!t.mountinfo || !t.cgroup) && errno == ENOMEM)
                         e = -ENOMEM;
         }
-        if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V2))
-                e = setup_v2(h, &t);
-        else
+        if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V2)) {
+                bool refused = false;
+                e = setup_v2(h, &t, &refused);
+                if (e == 0 && refused && (e = move_to_scope(h, &t)) == 0 && h->scope[0])
+                        e = setup_v2(h, &t, &refused);
+        } else
                 snprintf(h->why_v2, sizeof h->why_v2, "not used in this limits mode");
         if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V1))
                 e = setup_v1(h, &t);

@@ -159,9 +159,10 @@ static void *thread_main(void *arg)
                 kv->running = job;
                 pthread_mutex_unlock(&kv->mu);
                 int e = db ? 0 : kvdb_open(kv->state_dir, kv->gadget, &db);
-                if (e < 0)
+                if (e < 0) {
                         job->err = e;
-                else
+                        job->open_failed = true;
+                } else
                         run_job(db, job);
                 pthread_mutex_lock(&kv->mu);
                 kv->running = NULL;

@@ -37,6 +37,7 @@ struct kv_job {
         void *val;                    /* put: the value (owned); get: the value found */
         size_t vlen;
         int err;                      /* 0 or -errno */
+        bool open_failed;             /* err is the database's open failing */
         bool existed;                 /* delete */
         bool more;                    /* list: keys remain after these */
         uint8_t *keys;                /* list: n_keys of (2-byte length, bytes) */

@@ -57,10 +57,18 @@ static const char *const stmts[ST_COUNT] = {
                          " ON CONFLICT (binding) DO UPDATE SET keys = excluded.keys, bytes = excluded.bytes",
 };
 
-/* An SQLite result code as -errno. */
+/* An SQLite result code as -errno: EBADMSG for a damaged or foreign file,
+ * EBUSY for a lock another process holds past the busy timeout. */
 static int sql_err(int rc)
 {
-        switch (rc) {
+        switch (rc & 0xff) {
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        case SQLITE_CANTOPEN:
+                return -ENOENT;
+        case SQLITE_READONLY:
+                return -EROFS;
         case SQLITE_FULL:
                 return -ENOSPC;
         case SQLITE_NOMEM:
@@ -125,15 +133,24 @@ int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out)
         if ((e = fd = create_private(path)) < 0)
                 goto out;
         close(fd);
-        e = -EIO;
-        if (sqlite3_open_v2(path, &db->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK ||
-            sqlite3_exec(db->db, schema, NULL, NULL, NULL) != SQLITE_OK)
+        int rc = sqlite3_open_v2(path, &db->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL);
+        if (rc != SQLITE_OK) {
+                e = sql_err(rc);
                 goto out;
+        }
+        /* Before the schema: another process holding the write lock makes
+         * the open wait as long as an operation would. */
         sqlite3_busy_timeout(db->db, 5000);
+        if ((rc = sqlite3_exec(db->db, schema, NULL, NULL, NULL)) != SQLITE_OK) {
+                e = sql_err(rc);
+                goto out;
+        }
         for (size_t i = 0; i < ST_COUNT; i++)
-                if (sqlite3_prepare_v3(db->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL) !=
-                    SQLITE_OK)
+                if ((rc = sqlite3_prepare_v3(db->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i],
+                                             NULL)) != SQLITE_OK) {
+                        e = sql_err(rc);
                         goto out;
+                }
         /* On a disk already full it stays empty: puts wait until it fills. */
         reserve_fill(db);
         *out = db;

@@ -21,7 +21,9 @@ struct kvdb_quota {
 };
 
 /* Opens (creating, mode 0600) STATE_DIR/kv/GADGET.sqlite and its reserve
- * STATE_DIR/kv/GADGET.reserve. 0 or -errno. */
+ * STATE_DIR/kv/GADGET.reserve. 0 or -errno: the system's for the folder
+ * and files, -EBADMSG if the file is not a sound SQLite database, -EBUSY
+ * if another process holds its lock past the busy timeout. */
 int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out);
 void kvdb_close(struct kvdb *db);
 /* The value stored under key, malloc'd. -ENOENT if there is none. */

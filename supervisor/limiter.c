@@ -83,6 +83,9 @@ void limiter_log(const struct limiter *l)
          * in for it (gadgetd run shows warnings only). */
         enum log_level lvl = mem && pids && cpu ? L_INFO : L_WARN;
         log_msg(lvl, NULL, "limits mode: %s%s", l->mode, l->allow_degraded ? ", degraded limits allowed" : "");
+        if (h->scope[0])
+                log_msg(L_INFO, NULL, "limits: gadgetd's cgroup %s is not delegated: gadgetd moved into %s, a "
+                        "scope of its own that systemd delegates (Delegate=yes)", h->started_in, h->scope);
         if (h->why_v2[0] && l->want != LIMITER_RLIMITS && mem != 2 && pids != 2 && cpu != 2)
                 log_msg(lvl, NULL, "limits: cgroup v2 not used: %s", h->why_v2);
         if (h->why_v1[0] && l->want != LIMITER_RLIMITS && !h->n_hier)

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""The browser tests' runner (meson test "browser"): installs playwright-core
-into the build directory with `npm ci` when missing (from the committed
-package-lock.json, which records no download addresses), starts a real
-gadgetd with its gateway and the counter and notes examples, then runs
-workshop_test.cjs in Debian's chromium. Exits 77 (skip) with the reason if
-chromium, node or the npm packages cannot be had.
-Environment: GADGETD, GADGETCTL, TESTGADGET, EXAMPLES, BROWSER_DIR (where
-node_modules goes), SCREENSHOT."""
-import fcntl
+"""The browser tests' runner (meson test "browser"): starts a real gadgetd
+with its gateway and the counter and notes examples, then runs
+workshop_test.cjs under the first `node` on PATH (Debian 12's is 18) in
+Debian's chromium, driven by playwright-core from tests/browser/node_modules
+(`scripts/deps` installs it with `npm ci` from the committed
+package-lock.json). A missing chromium, Node.js or playwright-core, or a
+chromium that cannot start, is a part scripts/deps promised: a skip on a
+developer's machine, a failure under CI (tests/parts.py).
+Environment: GADGETD, GADGETCTL, TESTGADGET, EXAMPLES, SCREENSHOT."""
 import filecmp
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,40 +21,57 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from gateway_util import Gateway  # noqa: E402
-from harness import EXAMPLES, Failure, policy, skip  # noqa: E402
+from harness import EXAMPLES, Failure, guard_host_dirs, host_dirs_left, need, policy  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-NPM_FILES = ("package.json", "package-lock.json", ".npmrc")
+MODULES = os.path.join(HERE, "node_modules")
+# Written by scripts/deps after `npm ci`: the package-lock.json installed.
+STAMP = os.path.join(MODULES, ".gadgetd-lock")
+# Debian 12's Node.js, what scripts/deps installs on the README's platform.
+DEBIAN_NODE = 18
 
 
-def npm_install(dest):
-    """node_modules in dest, installed once per package-lock.json (one
-    process at a time: meson may run tests in parallel)."""
-    os.makedirs(dest, exist_ok=True)
-    with open(os.path.join(dest, ".install.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        fresh = all(os.path.exists(os.path.join(dest, f)) and
-                    filecmp.cmp(os.path.join(HERE, f), os.path.join(dest, f), shallow=False) for f in NPM_FILES)
-        if fresh and os.path.isdir(os.path.join(dest, "node_modules", "playwright-core")):
-            return
-        for f in NPM_FILES:
-            shutil.copy(os.path.join(HERE, f), dest)
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=dest, capture_output=True, text=True,
-                           timeout=300)
-        if r.returncode != 0:
-            skip("npm ci of playwright-core failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+def node_major(node):
+    r = subprocess.run([node, "--version"], capture_output=True, text=True)
+    v = r.stdout.strip()
+    try:
+        return int(v.lstrip("v").split(".")[0]), v
+    except ValueError:
+        return 0, v or r.stderr.strip()
+
+
+def lock_runs_on_debian_node():
+    """Every package in package-lock.json must run on Debian 12's Node.js:
+    an engines.node of ">=N" with N above it fails the test, whichever node
+    this host has (a newer one would hide it)."""
+    with open(os.path.join(HERE, "package-lock.json")) as f:
+        lock = json.load(f)
+    for name, pkg in sorted(lock.get("packages", {}).items()):
+        want = (pkg.get("engines") or {}).get("node", "")
+        m = re.fullmatch(r">=\s*v?(\d+)(\.\d+)*", want.strip())
+        if want and not (m and int(m.group(1)) <= DEBIAN_NODE):
+            raise Failure("%s wants Node.js %s; Debian 12's is %d (pin a release that runs on it)" %
+                          (name or "package.json", want, DEBIAN_NODE))
 
 
 def main():
+    try:
+        lock_runs_on_debian_node()
+    except Failure as e:
+        print("FAIL: %s" % e)
+        return 1
     if not os.access(CHROMIUM, os.X_OK):
-        skip("%s is not installed (scripts/deps installs Debian's chromium)" % CHROMIUM)
-    if not shutil.which("node") or not shutil.which("npm"):
-        skip("node and npm are not installed")
-    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    if int(version.lstrip("v").split(".")[0] or 0) < 20:
-        skip("playwright-core needs Node.js 20 or later, this is %s" % version)
-    dest = os.environ["BROWSER_DIR"]
-    npm_install(dest)
+        need("chromium", "%s is not installed (scripts/deps installs Debian's chromium)" % CHROMIUM)
+    node = shutil.which("node")
+    if not node:
+        need("Node.js", "no node on PATH (scripts/deps installs Debian's nodejs)")
+    major, version = node_major(node)
+    if major < 18:
+        need("Node.js 18 or later", "%s is %s (playwright-core, package.json, needs 18)" % (node, version))
+    if not (os.path.exists(STAMP) and filecmp.cmp(STAMP, os.path.join(HERE, "package-lock.json"), shallow=False)):
+        need("playwright-core", "%s is missing or not from package-lock.json: run scripts/deps (npm ci)" % MODULES)
+    print("node: %s %s" % (node, version), flush=True)
+    guarded = guard_host_dirs()  # as for every integration test (harness.py)
     tmp = tempfile.mkdtemp(prefix="gadgetd-browser-")
     os.chmod(tmp, 0o755)
     try:
@@ -65,10 +84,14 @@ def main():
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),
-                       PROFILE_DIR=os.path.join(tmp, "profile"),
-                       NODE_PATH=os.path.join(dest, "node_modules"))
-            r = subprocess.run(["node", os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
-            return r.returncode
+                       PROFILE_DIR=os.path.join(tmp, "profile"))
+            r = subprocess.run([node, os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
+        left = host_dirs_left(guarded)
+        if left:
+            raise Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))
+        if r.returncode == 77:
+            need("a chromium that starts", "playwright-core could not launch %s (why is above)" % CHROMIUM)
+        return r.returncode
     except Failure as e:
         print("FAIL: %s" % e)
         return 1

@@ -1,7 +1,8 @@
 /* Browser tests of the client layer: Debian's chromium, driven headless by
  * playwright-core, against a real gadgetd gateway started by run.py.
  * Prints "ok - NAME" or "not ok - NAME: why" per check; exits 1 if any
- * failed, 77 (skip) if chromium cannot start.
+ * failed, 77 if chromium cannot start (run.py turns that into a skip, or a
+ * failure under CI). Runs on Node.js 18 (Debian 12's) and later.
  * Environment: GATEWAY_URL, GATEWAY_TOKEN, AUDIT_LOG, SCREENSHOT, PROFILE_DIR. */
 "use strict";
 const fs = require("fs");
@@ -93,7 +94,7 @@ async function main() {
                         timeout: 60000,
                 });
         } catch (e) {
-                console.log("SKIP: chromium (" + CHROMIUM + ") cannot start: " + String(e.message).split("\n")[0]);
+                console.log("chromium (" + CHROMIUM + ") cannot start: " + String(e.message).split("\n")[0]);
                 other.close();
                 beacon.close();
                 return 77;

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import GADGETCTL, GADGETD, Daemon, check, main, policy, spare, test, wait_for
+from harness import GADGETCTL, GADGETD, Daemon, check, gadgetd_run, main, policy, skip, spare, test, wait_for
 
 ESCAPE = os.environ.get("ESCAPE", "")
 HOSTILE = os.environ.get("HOSTILE", "")
@@ -47,7 +47,7 @@ def run_escape(tmp):
     with open(pol, "w") as f:
         f.write("[Gadget]\nName=escape\nExec=%s\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n" % ESCAPE)
     os.chmod(pol, 0o644)
-    r = subprocess.run([GADGETD, "run", pol, "--", "--host-name", socket.gethostname()],
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "--host-name", socket.gethostname()],
                        capture_output=True, text=True, timeout=60)
     verdicts = {}
     for line in r.stdout.splitlines():
@@ -105,10 +105,16 @@ REACHED_PAST_PERMISSION = {
     "finit_module": "fd 0 is no module (EBADF/EINVAL, or ENOSYS on a kernel without modules)",
     "iopl": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
     "ioperm": "ENOSYS on a kernel without CONFIG_X86_IOPL_IOPERM, else it succeeds",
-    "TIOCLINUX fd 0": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
-    "TIOCLINUX fd 1": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
-    "TIOCLINUX fd 2": "needs a virtual console; a pseudo-terminal answers ENOTTY/EINVAL",
+    # fd 0 is tried on a virtual console (VT below), where it succeeds; on
+    # fds 1 and 2, where the probe's verdict goes, a pseudo-terminal, which
+    # has no TIOCLINUX (ENOTTY) but is a terminal past the permission check.
+    "TIOCLINUX fd 1": "the probe's output is a pseudo-terminal, which answers ENOTTY",
+    "TIOCLINUX fd 2": "the probe's output is a pseudo-terminal, which answers ENOTTY",
 }
+# The virtual console TIOCLINUX fd 0 gets as its fd 0 outside the sandbox:
+# the foreground one (opening it allocates no console), never made the
+# probe's controlling terminal, and asked only for its shift state.
+VT = "/dev/tty0"
 # Attempts not made outside the sandbox: they would change the host.
 NOT_RUN_UNCONFINED = {
     "kexec_load": "unloads the host's crash kernel",
@@ -128,31 +134,46 @@ def host_has_cap(bit):
     return False
 
 
-def controlling_tty():
-    """In the child: a session of its own whose controlling terminal is fd 0."""
+def controlling_tty(fd=0):
+    """In the child: a session of its own whose controlling terminal is fd."""
     import fcntl
     import termios
     os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+
+
+def open_vt():
+    """An fd of the virtual console VT, or None if this host has none."""
+    try:
+        return os.open(VT, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def run_unconfined(name):
     """One attempt of the probe as root outside any sandbox, in throwaway
     mount, UTS, IPC, network and pid namespaces, with a pseudo-terminal
-    on fds 0-2 (its controlling terminal), and a tmpfs on /tmp. Returns
-    (verdict, detail)."""
+    on fds 0-2 (its controlling terminal), and a tmpfs on /tmp; "TIOCLINUX
+    fd 0" with the virtual console VT as fd 0 instead where there is one.
+    Returns (verdict, detail)."""
     import pty
     import tty
     master, slave = pty.openpty()
     tty.setraw(slave)  # no echo of what TIOCSTI pushes into the input
+    stdin, ctty = slave, controlling_tty
+    vt = open_vt() if name == "TIOCLINUX fd 0" else None
+    if vt is not None:
+        stdin, ctty = vt, lambda: controlling_tty(1)
     # A tmpfs of its own on /tmp: mknod and the like must not touch the host's.
     # The probe is opened first and run from its fd: the tree may be in /tmp.
     inner = [ESCAPE, name] if name in AS_PID_1 else [
         "sh", "-c", 'exec 9<"$0" && mount -t tmpfs none /tmp && /proc/self/fd/9 "$@"; exit $?', ESCAPE, name]
     p = subprocess.Popen(["timeout", "30", "unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
                           "--mount-proc", "prlimit", "--nofile=1024:4096", "--", *inner],
-                         stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_tty)
+                         stdin=stdin, stdout=slave, stderr=slave, preexec_fn=ctty)
     os.close(slave)
+    if vt is not None:
+        os.close(vt)
     out = b""
     while True:
         try:
@@ -223,17 +244,43 @@ def escape_attempts_succeed_unconfined(tmp):
     not_run = dict(NOT_RUN_UNCONFINED)
     if not host_has_cap(24):
         not_run["raise rlimit"] = "this host's root lacks CAP_SYS_RESOURCE"
+    reached = dict(REACHED_PAST_PERMISSION)
+    vt = open_vt()
+    if vt is None:
+        reached["TIOCLINUX fd 0"] = "this host has no virtual console: on a pseudo-terminal, ENOTTY"
+        print("no virtual console (%s): TIOCLINUX fd 0 tried on a pseudo-terminal" % VT)
+    else:
+        os.close(vt)
     bad = {}
     for name in PROMISED:
         if name in not_run or name in GROUPS["foreign_abis"]:
             continue
         verdict, detail = run_unconfined(name)
-        if name in REACHED_PAST_PERMISSION:
+        if name in reached:
             if verdict != "blocked" and verdict != "ESCAPED" or detail == "EPERM":
-                bad[name] = (verdict, detail, REACHED_PAST_PERMISSION[name])
+                bad[name] = (verdict, detail, reached[name])
         elif verdict != "ESCAPED":
             bad[name] = (verdict, detail)
     check(not bad, "attempts that fail outside the sandbox too: %r" % bad)
+
+
+@test
+def escape_tioclinux_on_a_virtual_console(tmp):
+    """The probe's TIOCLINUX gets through on a real terminal outside the
+    sandbox (a virtual console answers its shift state), not on a
+    pseudo-terminal (no TIOCLINUX there), and inside the sandbox it is
+    refused with the README's EPERM."""
+    vt = open_vt()
+    if vt is None:
+        skip("no virtual console (%s) on this host" % VT)
+    os.close(vt)
+    verdict, detail = run_unconfined("TIOCLINUX fd 0")
+    check(verdict == "ESCAPED", "TIOCLINUX on %s outside the sandbox: %s %s" % (VT, verdict, detail))
+    verdict, detail = run_unconfined("TIOCLINUX fd 1")
+    check((verdict, detail) == ("blocked", "ENOTTY"), "TIOCLINUX on a pseudo-terminal: %s %s" % (verdict, detail))
+    r, v = run_escape(tmp)
+    for fd in range(3):
+        check(v.get("TIOCLINUX fd %d" % fd) == ("blocked", "EPERM"), "in the sandbox: %r" % (v.get("TIOCLINUX fd %d" % fd),))
 
 
 # --- hostile workers --------------------------------------------------------
@@ -381,6 +428,26 @@ def selftest_default_policy(tmp):
 
 
 @test
+def selftest_from_build_tree(tmp):
+    """The build tree's gadgetctl, with neither GADGETD nor
+    GADGETD_ESCAPE_PROBE set, tests the build's own gadgetd and probe (it
+    looked for installed ones and printed an empty table); a program it
+    cannot run is named with its variable, before any table."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GADGETD", "GADGETD_ESCAPE_PROBE")}
+    r = subprocess.run([GADGETCTL, "selftest"], capture_output=True, text=True, env=env, timeout=120)
+    check(r.returncode == 0, "selftest: %d %r %r" % (r.returncode, r.stdout[:300], r.stderr))
+    check(r.stdout.startswith("gadgetd %s ran the probe %s:\n" % (GADGETD, ESCAPE)),
+          "not the build's programs: %r" % r.stdout[:300])
+    check(re.search(r"^\d+ attempts, all blocked$", r.stdout, re.M), "no summary: %r" % r.stdout[-300:])
+    for var in ("GADGETD", "GADGETD_ESCAPE_PROBE"):
+        missing = os.path.join(tmp, "missing")
+        r = subprocess.run([GADGETCTL, "selftest"], capture_output=True, text=True,
+                           env=dict(env, **{var: missing}), timeout=120)
+        check(r.returncode != 0 and r.stdout == "" and missing in r.stderr and "set %s " % var in r.stderr,
+              "%s=%s: %d %r %r" % (var, missing, r.returncode, r.stdout[:300], r.stderr))
+
+
+@test
 def selftest_reports_what_a_policy_exposes(tmp):
     """A policy that lists /etc shows /etc/passwd readable: the selftest says
     so and exits 1."""
@@ -414,13 +481,13 @@ def planted_symlink_refused(tmp):
     os.mkdir(secret)
     os.symlink(secret, os.path.join(shared, "data"))
     pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(shared, "data"), exec_path=ESCAPE)
-    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 125 and "symlink in a directory others may write" in r.stderr, "planted: %r" % r.stderr)
     trusted = os.path.join(tmp, "trusted")
     os.mkdir(trusted, 0o755)
     os.symlink(secret, os.path.join(trusted, "data"))
     pol = policy(tmp, "victim", "ReadOnlyPaths=%s\n" % os.path.join(trusted, "data"), exec_path=ESCAPE)
-    r = subprocess.run([GADGETD, "run", pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--", "inherited"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "root's own symlink: %r" % r.stderr)
 
 

@@ -7,13 +7,15 @@ import os
 import re
 import signal
 import socketserver
+import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
 import time
 
-from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, policy, test,
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, need, policy, test,
                      wait_for)
 
 
@@ -89,6 +91,137 @@ def kv_limits_and_errors(tmp):
         check(json.loads(bcall(d, "small", "DATA", "get", {"key": "k2"})[1]) == "two", "partial write")
         rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k9"})
         check(rc == 1 and "value" in err, "missing value: %r" % err)
+
+
+def audit_details(d, gadget):
+    """The detail of each audit record of gadget, oldest first."""
+    out = d.ctl("--json", "audit", gadget).stdout
+    return [json.loads(x).get("detail") for x in out.splitlines()]
+
+
+@test
+def kv_store_cannot_be_opened(tmp):
+    """A state directory whose kv folder cannot be written: the gadget's kv
+    calls fail saying so and why (no path of the host), the audit records
+    it, other gadgets and gadgetd go on, and once the folder is writable
+    again the same gadget's store opens."""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0700", "tmpfs", kvdir]).returncode != 0:
+        need("root", "cannot mount a tmpfs")
+    try:
+        with Daemon(tmp) as d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            policy(d.pol, "other")
+            ready(d, "store", "other")
+            for op, args in (("put", {"key": "k", "value": 1}), ("get", {"key": "k"})):
+                rc, _, err = bcall(d, "store", "DATA", op, args)
+                check(rc == 1 and "cannot open the gadget's store: Read-only file system" in err,
+                      "%s on a read-only state directory: %d %r" % (op, rc, err))
+                check(tmp not in err, "the host path reached the gadget: %r" % err)
+            check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+            wait_for(lambda: len(audit_details(d, "store")) == 2, what="2 audit records")
+            check(all("Read-only file system" in (x or "") for x in audit_details(d, "store")),
+                  "audit: %r" % audit_details(d, "store"))
+            subprocess.run(["umount", kvdir], check=True)
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once the directory is writable: %r" % err)
+            check(d.proc.poll() is None, "gadgetd ended")
+    finally:
+        subprocess.run(["umount", kvdir], stderr=subprocess.DEVNULL)
+
+
+@test
+def kv_store_full_disk_at_open(tmp):
+    """The disk is already full when the gadget's store is first opened
+    (no room for the database's schema): the call fails as "storage full",
+    not as a generic error, and the store opens once there is room. (A
+    disk that fills later: load/kv.py, load_kv_full_disk_deletes.)"""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", kvdir]).returncode != 0:
+        need("root", "cannot mount a tmpfs")
+    try:
+        filler = os.path.join(kvdir, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            for chunk in (1 << 16, 4096, 1):
+                try:
+                    while True:
+                        f.write(b"x" * chunk)
+                except OSError:
+                    pass
+        with Daemon(tmp) as d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            ready(d, "store")
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 1 and "storage full" in err, "put on a full disk: %d %r" % (rc, err))
+            os.unlink(filler)
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once there is room: %r" % err)
+    finally:
+        subprocess.run(["umount", kvdir], stderr=subprocess.DEVNULL)
+
+
+@test
+def kv_store_corrupt(tmp):
+    """A database file that is not SQLite, and one whose table pages were
+    overwritten: kv calls fail with "the gadget's store is damaged", never
+    "not found" or a crash, and gadgetd serves the others."""
+    kvdir = os.path.join(tmp, "state", "kv")
+    os.makedirs(kvdir, mode=0o700)
+    with open(os.path.join(kvdir, "garbage.sqlite"), "wb") as f:
+        f.write(b"this is not a database\n" * 400)
+    # A real store with rows, then every page past the schema's overwritten.
+    with Daemon(tmp) as d:
+        policy(d.pol, "pages", "[Binding DATA]\nType=kv\n")
+        ready(d, "pages")
+        for i in range(50):
+            check(bcall(d, "pages", "DATA", "put", {"key": "k%02d" % i, "value": "v" * 200})[0] == 0, "put")
+    db = os.path.join(kvdir, "pages.sqlite")
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    with open(db, "r+b") as f:
+        f.seek(4096)
+        size = os.path.getsize(db)
+        f.write(b"\xa5" * (size - 4096))
+    with Daemon(tmp) as d:
+        policy(d.pol, "garbage", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "pages", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "other", "[Binding DATA]\nType=kv\n")
+        ready(d, "garbage", "pages", "other")
+        for name in ("garbage", "pages"):
+            for op, args in (("get", {"key": "k01"}), ("put", {"key": "k", "value": 1}),
+                             ("list", {"prefix": ""})):
+                rc, _, err = bcall(d, name, "DATA", op, args)
+                check(rc == 1 and "the gadget's store is damaged" in err,
+                      "%s on %s: %d %r" % (op, name, rc, err))
+        check(bcall(d, "other", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "another gadget's store")
+        check(any("damaged" in (x or "") for x in audit_details(d, "garbage")), "audit of the damage")
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+@test
+def kv_store_locked(tmp):
+    """Another process holds the database's write lock past SQLite's 5 s
+    busy timeout: the put fails saying the store is locked, the gadget's
+    reads still work (WAL), and once the lock is gone puts commit."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "first put")
+        lock = sqlite3.connect(os.path.join(tmp, "state", "kv", "store.sqlite"), isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 2})
+            check(rc == 1 and "the gadget's store is locked by another process" in err, "locked put: %d %r" % (rc, err))
+            rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+            check(rc == 0 and out == "1", "get while locked: %d %r %r" % (rc, out, err))
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 3})[0] == 0, "put after the lock")
+        check(any("locked" in (x or "") for x in audit_details(d, "store")), "audit of the lock")
 
 
 @test
@@ -322,9 +455,10 @@ def gadget_chain_depth_counts_the_chain_not_the_load(tmp):
 # --- http -------------------------------------------------------------------
 
 class Server:
-    """A local HTTP server that counts connections and echoes requests."""
+    """A local HTTP server that counts connections and echoes requests;
+    with tls=(cert, key), an HTTPS one."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
         outer = self
         self.connections = 0
         self.seen = []
@@ -367,6 +501,10 @@ class Server:
                 pass  # clients that give up early (timeouts, size limits)
 
         self.httpd = Quiet(("127.0.0.1", 0), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -504,6 +642,128 @@ def http_timeout(tmp):
             check(time.time() - start < 2.5, "Timeout=500ms did not hold")
     finally:
         srv.close()
+
+
+def binding_error(d, gadget, binding, url):
+    """A request that must fail: its error (gadgetctl's stderr), checked to
+    be an error answer and the audit's record of it."""
+    rc, out, err = bcall(d, gadget, binding, "request", {"url": url})
+    check(rc == 1, "%s: not an error: %d %r %r" % (url, rc, out, err))
+    recs = [json.loads(x) for x in d.ctl("--json", "audit", gadget).stdout.splitlines()]
+    check(recs and recs[-1]["outcome"] == "error" and recs[-1]["detail"] in err,
+          "%s: audit %r for %r" % (url, recs[-1:], err))
+    return err
+
+
+@test
+def http_connection_refused(tmp):
+    """Nothing listens on the allowed port: the gadget gets libcurl's
+    reason, and the audit records it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # the port is free and nothing listens
+    with Daemon(tmp) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:%d/\n" % port)
+        ready(d, "web")
+        err = binding_error(d, "web", "WEB", "http://127.0.0.1:%d/x" % port)
+        check("request failed" in err and "Connection refused" in err, "refused: %r" % err)
+
+
+@test
+def http_name_does_not_resolve(tmp):
+    """A host name that cannot resolve (.invalid, RFC 6761) fails saying so.
+    gadgetd runs in a mount namespace of its own whose resolv.conf names a
+    loopback server nothing listens on, so the answer comes at once, with
+    or without a network."""
+    conf = os.path.join(tmp, "resolv.conf")
+    with open(conf, "w") as f:
+        f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$@"', conf]
+    with Daemon(tmp, wrap=wrap) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://gadgetd-test.invalid/\nTimeout=20s\n")
+        ready(d, "web")
+        start = time.time()
+        err = binding_error(d, "web", "WEB", "http://gadgetd-test.invalid/x")
+        check("Could not resolve host: gadgetd-test.invalid" in err, "no such name: %r" % err)
+        check(time.time() - start < 15, "resolution did not fail at once")
+
+
+def make_ca(tmp, name):
+    """A test CA (name.pem, name.key) made with openssl."""
+    pem, key = os.path.join(tmp, name + ".pem"), os.path.join(tmp, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=gadgetd test " + name],
+                   check=True, capture_output=True)
+    os.chmod(pem, 0o644)
+    return pem, key
+
+
+def make_server_cert(tmp, ca):
+    """A certificate for 127.0.0.1 signed by ca: (cert, key)."""
+    cert, key, csr = (os.path.join(tmp, "server" + x) for x in (".pem", ".key", ".csr"))
+    ext = os.path.join(tmp, "server.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+                    "-out", cert, "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    return cert, key
+
+
+@test
+def http_https_trusts_its_ca_file(tmp):
+    """HTTPS to a local server whose certificate a test CA signed: with
+    CAFile= naming that CA the request succeeds; without it (the system's
+    roots) and with CAFile= naming another CA it fails on the certificate,
+    before any request reaches the server."""
+    ca = make_ca(tmp, "ca")
+    other = make_ca(tmp, "other-ca")
+    srv = Server(tls=make_server_cert(tmp, ca))
+    try:
+        with Daemon(tmp) as d:
+            allow = "Type=http\nAllow=https://127.0.0.1:%d/api/\n" % srv.port
+            policy(d.pol, "web", "[Binding TRUSTED]\n%sCAFile=%s\n[Binding SYSTEM]\n%s"
+                   "[Binding OTHER]\n%sCAFile=%s\n" % (allow, ca[0], allow, allow, other[0]))
+            ready(d, "web")
+            url = "https://127.0.0.1:%d/api/x" % srv.port
+            rc, out, err = bcall(d, "web", "TRUSTED", "request", {"url": url})
+            check(rc == 0 and json.loads(out)["status"] == 200, "trusted CA: %d %r %r" % (rc, out, err))
+            check(srv.seen[-1][1] == "/api/x", "the server saw %r" % srv.seen)
+            seen = len(srv.seen)
+            for binding in ("SYSTEM", "OTHER"):
+                err = binding_error(d, "web", binding, url)
+                check("SSL certificate problem" in err, "%s: %r" % (binding, err))
+            check(len(srv.seen) == seen, "an untrusted server got a request: %r" % srv.seen[seen:])
+        r = subprocess.run([GADGETD, "check", policy(tmp, "bad", "[Binding W]\n%sCAFile=%s\n" %
+                                                     (allow, os.path.join(tmp, "missing.pem")))],
+                           capture_output=True, text=True)
+        check(r.returncode != 0 and "CAFile=" in r.stdout + r.stderr, "a missing CAFile: %r" % (r.stdout + r.stderr))
+    finally:
+        srv.close()
+
+
+@test
+def http_libcurl_missing(tmp):
+    """libcurl cannot be loaded (an unloadable libcurl.so.4 first on
+    gadgetd's library path; a missing one fails the same dlopen): requests
+    fail as "HTTP is unavailable", naming the library, the audit records
+    it, and gadgetd and its other bindings go on."""
+    libdir = os.path.join(tmp, "lib")
+    os.makedirs(libdir)
+    open(os.path.join(libdir, "libcurl.so.4"), "w").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    with Daemon(tmp, env=env) as d:
+        policy(d.pol, "web", "[Binding WEB]\nType=http\nAllow=http://127.0.0.1:1/\n"
+                             "[Binding DATA]\nType=kv\n")
+        ready(d, "web")
+        for _ in range(2):  # each request tries the load again
+            err = binding_error(d, "web", "WEB", "http://127.0.0.1:1/x")
+            check("HTTP is unavailable: cannot load libcurl.so.4" in err, "no libcurl: %r" % err)
+        check(bcall(d, "web", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "kv without libcurl")
+        check(d.proc.poll() is None, "gadgetd ended")
 
 
 @test

@@ -1,5 +1,6 @@
 """The integration tests' small harness: one test per process, named on
 the command line; `--list` prints the names (meson registers each)."""
+import ctypes
 import hashlib
 import json
 import os
@@ -10,6 +11,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from parts import need, skip  # noqa: E402,F401  (the one skip rule; tests import it from here)
 
 GADGETD = os.environ.get("GADGETD", "")
 GADGETCTL = os.environ.get("GADGETCTL", "")
@@ -101,11 +105,6 @@ class _CheckedPopen(subprocess.Popen):
 subprocess.Popen = _CheckedPopen  # subprocess.run starts its process through this name too
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 def policy(dirname, name, body="", exec_path=None):
     path = os.path.join(dirname, name + ".policy")
     with open(path, "w") as f:
@@ -157,6 +156,38 @@ def spare(d):
     return shells[0] if shells else None
 
 
+def mounts():
+    """{v1 controller: (root, mount point)} and the cgroup2 mount point."""
+    v1, v2 = {}, None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            fields, tail = pre.split(), post.split()
+            if tail[0] == "cgroup":
+                for c in tail[2].split(","):
+                    v1.setdefault(c, (fields[3], fields[4]))
+            elif tail[0] == "cgroup2" and not v2:
+                v2 = (fields[3], fields[4])
+    return v1, v2
+
+
+def cgroup_dirs(pid):
+    """{controller or "v2": directory of pid's cgroup} as seen from here."""
+    v1, v2 = mounts()
+    out = {}
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            targets = [("v2", v2)] if hid == "0" else [(c, v1.get(c)) for c in ctrls.split(",")]
+            for name, m in targets:
+                if not m:
+                    continue
+                root, point = m
+                rel = path if root == "/" else path[len(root):]
+                out[name] = (point + rel).rstrip("/")
+    return out
+
+
 def wait_for(cond, timeout=20, what="condition"):
     end = time.time() + timeout
     while time.time() < end:
@@ -170,8 +201,12 @@ def wait_for(cond, timeout=20, what="condition"):
 class Daemon:
     """A gadgetd on temporary directories, stopped at the end."""
 
-    def __init__(self, tmp, extra=()):
+    def __init__(self, tmp, extra=(), wrap=(), env=None):
+        """wrap: a command line gadgetd runs under (e.g. a private mount
+        namespace); env: gadgetd's environment instead of the test's."""
         self.tmp = tmp
+        self.wrap = list(wrap)
+        self.env = env
         self.pol = os.path.join(tmp, "policy.d")
         os.makedirs(self.pol, exist_ok=True)
         self.sock = os.path.join(tmp, "run", "control.sock")
@@ -179,14 +214,23 @@ class Daemon:
         self.extra = list(extra)
         self.proc = None
 
-    def start(self):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)  # left by a gadgetd killed earlier in the test
+    def start(self, stale_socket=False):
+        """Starts gadgetd; a socket left by a gadgetd killed earlier in
+        the test is removed first, unless stale_socket (gadgetd's own
+        clean-up is under test): then gadgetd must answer on it."""
+        if os.path.exists(self.sock) and not stale_socket:
+            os.unlink(self.sock)
         self.proc = subprocess.Popen(
-            [GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
+            [*self.wrap, GADGETD, "--policy-dir", self.pol, "--state-dir", os.path.join(self.tmp, "state"),
              "--socket", self.sock, "--run-dir", os.path.join(self.tmp, "run"), *self.extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: os.path.exists(self.sock), what="the control socket")
+            stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        if stale_socket:
+            wait_for(lambda: self.ctl("list", timeout=10).returncode == 0 or self.proc.poll() is not None,
+                     what="gadgetd to answer on its control socket")
+            check(self.proc.poll() is None, "gadgetd ended (status %r): %s" % (self.proc.returncode,
+                                                                         self.logtext()[-2000:]))
+        else:
+            wait_for(lambda: os.path.exists(self.sock), what="the control socket")
         return self
 
     def ctl(self, *args, user=None, groups=(), timeout=60):
@@ -310,11 +354,63 @@ class Healthy:
                   "healthy calls not all answered: %r" % r)
 
 
+# The host's own gadgetd directories (the defaults of --run-dir,
+# --state-dir and the socket, and the host-wide uid lock's folder): no
+# test may write there. Every test runs in a mount namespace of its own in
+# which each is an empty tmpfs; whatever a test leaves in one fails it.
+HOST_DIRS = ("/run/gadgetd", "/var/lib/gadgetd")
+# The uid lock every test run of this host shares, bind-mounted at the
+# host-wide path inside each test's namespace. Tests run in parallel (and
+# several builds' suites may), so they need one lock among themselves, as
+# gadgetd processes of a host do; but not the host's: a test must not
+# write there, and a gadgetd the host runs is none of the tests' business.
+# (So do not run the suite beside a production gadgetd using the default
+# uid range.) Tests use the default path, so they exercise it as shipped.
+TEST_UID_LOCK = "/run/gadgetd-test/uids.lock"
+CLONE_NEWNS = 0x00020000
+
+
+def guard_host_dirs():
+    """Enters a mount namespace of this test's own with an empty tmpfs on
+    each of HOST_DIRS (made, empty, where the host lacks one) and the
+    shared test uid lock at the host-wide path. Returns the guarded dirs,
+    or () where that cannot be done (not root)."""
+    if os.geteuid() != 0:
+        return ()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return ()
+    # Nothing mounted here reaches the host's namespace.
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    for d in HOST_DIRS:
+        os.makedirs(d, mode=0o755, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "gadgetd-test-guard", d], check=True)
+    os.makedirs(os.path.dirname(TEST_UID_LOCK), mode=0o755, exist_ok=True)
+    os.close(os.open(TEST_UID_LOCK, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
+    lock = os.path.join(HOST_DIRS[0], "uids.lock")
+    os.close(os.open(lock, os.O_CREAT | os.O_RDWR, 0o600))
+    subprocess.run(["mount", "--bind", TEST_UID_LOCK, lock], check=True)
+    return HOST_DIRS
+
+
+def host_dirs_left(guarded):
+    """What the test left in the guarded dirs (the uid lock aside)."""
+    left = []
+    for d in guarded:
+        for root, dirs, files in os.walk(d):
+            for n in dirs + files:
+                p = os.path.join(root, n)
+                if p != os.path.join(HOST_DIRS[0], "uids.lock"):
+                    left.append(p)
+    return sorted(left)
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--list":
         print("\n".join(TESTS))
         return 0
     name = sys.argv[1]
+    guarded = guard_host_dirs()
     tmp = tempfile.mkdtemp(prefix="gadgetd-test-")
     os.chmod(tmp, 0o755)
     # This process's stderr, which every child inherits unless the test
@@ -352,6 +448,9 @@ def main():
             sanitizer_check(errtext, "a process whose stderr the test did not capture")
         except Failure as e:
             failed = e
+    left = host_dirs_left(guarded)
+    if failed is None and left:
+        failed = Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))
     if failed is not None:
         print("FAIL %s: %s" % (name, failed))
         return 1

@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from harness import (GADGETCTL, GADGETD, PROBE, Daemon, check, gadgetd_run, main, policy, run_probe, skip,
-                     test, wait_for)
+from harness import (GADGETCTL, GADGETD, PROBE, Daemon, cgroup_dirs, check, gadgetd_run, main, mounts, policy,
+                     run_probe, skip, test, wait_for)
 
 
 # Stated bound for cpu_quota_leaves_others_responsive: every call to the
@@ -23,38 +23,6 @@ LATENCY_BOUND_S = 1.0
 
 
 # --- what the machine offers --------------------------------------------------
-
-def mounts():
-    """{v1 controller: (root, mount point)} and the cgroup2 mount point."""
-    v1, v2 = {}, None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            pre, _, post = line.partition(" - ")
-            fields, tail = pre.split(), post.split()
-            if tail[0] == "cgroup":
-                for c in tail[2].split(","):
-                    v1.setdefault(c, (fields[3], fields[4]))
-            elif tail[0] == "cgroup2" and not v2:
-                v2 = (fields[3], fields[4])
-    return v1, v2
-
-
-def cgroup_dirs(pid):
-    """{controller or "v2": directory of pid's cgroup} as seen from here."""
-    v1, v2 = mounts()
-    out = {}
-    with open("/proc/%d/cgroup" % pid) as f:
-        for line in f:
-            hid, ctrls, path = line.rstrip("\n").split(":", 2)
-            targets = [("v2", v2)] if hid == "0" else [(c, v1.get(c)) for c in ctrls.split(",")]
-            for name, m in targets:
-                if not m:
-                    continue
-                root, point = m
-                rel = path if root == "/" else path[len(root):]
-                out[name] = (point + rel).rstrip("/")
-    return out
-
 
 def v1_available():
     v1, _ = mounts()
@@ -69,6 +37,38 @@ def v2_controllers():
             return f.read().split()
     except (OSError, TypeError):
         return []
+
+
+def v2_root_controllers():
+    """Controllers of the v2 hierarchy's root (what a delegated scope can get)."""
+    _, v2 = mounts()
+    try:
+        with open(os.path.join(v2[1], "cgroup.controllers")) as f:
+            return f.read().split()
+    except (OSError, TypeError):
+        return []
+
+
+def systemd_v2_why_not():
+    """None on a unified cgroup v2 host with systemd as init (where gadgetd
+    asks systemd for a delegated scope when its cgroup is not one), else why
+    this host is not one."""
+    if not os.path.isdir("/run/systemd/system"):
+        return "systemd is not the init system here (no /run/systemd/system)"
+    _, v2 = mounts()
+    if not v2 or v2[1] != "/sys/fs/cgroup":
+        return "no unified cgroup v2 hierarchy at /sys/fs/cgroup (cgroup2 at %s)" % (v2[1] if v2 else "none")
+    have = v2_root_controllers()
+    if not all(c in have for c in ("memory", "pids", "cpu")):
+        return "cgroup v2 offers %s, not memory, pids and cpu" % (have or "no controller")
+    if cgroup_dirs(os.getpid())["v2"].endswith(".service"):
+        return "this test runs in a service's cgroup, where gadgetd asks for no scope"
+    return None
+
+
+def unit_property(unit, prop):
+    r = subprocess.run(["systemctl", "show", "-P", prop, unit], capture_output=True, text=True, timeout=30)
+    return r.stdout.strip()
 
 
 def read(path):
@@ -221,7 +221,7 @@ def memory_max_in_gadgetd_run(tmp):
     one, directly as OWN/gadgetd.PID: the limit holds, the cause is told,
     and no directory is left in any hierarchy."""
     v1, v2 = mounts()
-    if "memory" not in v1 and "memory" not in v2_controllers():
+    if "memory" not in v1 and "memory" not in v2_controllers() and systemd_v2_why_not():
         skip("no cgroup memory controller here")
     pol = policy(tmp, "hog", "MemoryMax=32M\n")
     run = gadgetd_run(tmp) + [pol]
@@ -418,16 +418,24 @@ def cgroup_v1_fallback(tmp):
 
 @test
 def cgroup_v2_delegated(tmp):
-    have = v2_controllers()
-    if not all(c in have for c in ("memory", "pids", "cpu")):
-        skip("cgroup v2 offers %s to this test's cgroup, not memory, pids and cpu" % (have or "no controller"))
+    """The daemon in cgroup v2 mode: where this test's cgroup (which its
+    Python shares) cannot be taken over and systemd runs, in a delegated
+    scope of its own; the gadget's cgroup has every limit and an OOM is told."""
     # gadgetd must hold its cgroup alone to hand controllers down (systemd's
-    # Delegate=yes; e.g. systemd-run --scope -p Delegate=yes meson test).
+    # Delegate=yes): a scope of its own from systemd, or a cgroup v2 here
+    # that no other process shares.
     r, out = run_probe(tmp, "exit", "0", opts=["--limits-mode", "cgroup-v2"])
     if r.returncode == 125 and "is not available" in r.stderr:
+        # With systemd and a unified v2 hierarchy it must have its scope.
+        check(systemd_v2_why_not(), "no cgroup v2 on a systemd v2 host: %s" % r.stderr.strip()[-400:])
         skip("gadgetd cannot take this cgroup over for v2: %s" % r.stderr.strip()[-300:])
     with Daemon(tmp, extra=["--limits-mode", "cgroup-v2"]) as d:
         check(mode_of(d) == "cgroup v2", "mode: %r" % mode_of(d))
+        if not systemd_v2_why_not():
+            scope = "gadgetd-%d.scope" % d.proc.pid
+            own = cgroup_dirs(d.proc.pid)["v2"]
+            check("/%s/" % scope in own, "gadgetd is in %s, not in a scope %s of its own" % (own, scope))
+            check(unit_property(scope, "Delegate") == "yes", "%s is not delegated" % scope)
         policy(d.pol, "lim", "MemoryMax=32M\nTasksMax=10\nCPUQuota=30%\nRestart=no\n")
         d.ctl("reload")
         wait_for(lambda: d.state("lim") == "ready", what="lim ready")
@@ -436,6 +444,100 @@ def cgroup_v2_delegated(tmp):
         d.ctl("call", "lim", "alloc", '{"mb": 128}')
         wait_for(lambda: d.state("lim") == "failed", what="lim killed")
         check(d.list()["lim"]["cause"] == "out of memory (killed by signal SIGKILL)", "cause: %r" % d.list()["lim"])
+
+
+@test
+def cgroup_v2_scope_for_gadgetd_run(tmp):
+    """From a cgroup it cannot take over (a login shell's session scope, or
+    this test's own, which the test's Python shares), gadgetd run gets a
+    delegated scope of its own from systemd. Seen from outside: gadgetd is in
+    gadgetd-run-PID.scope (Delegate=yes), its gadget's cgroup there holds the
+    worker and every limit, nothing is said about a fallback, and the scope
+    is gone after the run."""
+    why = systemd_v2_why_not()
+    if why:
+        skip(why)
+    pol = policy(tmp, "held", "MemoryMax=32M\nTasksMax=10\nCPUQuota=30%\n")
+    p = subprocess.Popen(gadgetd_run(tmp) + [pol, "--call", "sleep", '{"ms": 60000}'], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    scope = "gadgetd-run-%d.scope" % p.pid
+    try:
+        def gadget():
+            own = cgroup_dirs(p.pid).get("v2", "")
+            g = os.path.join(os.path.dirname(own), "gadget-held")
+            return g if own.endswith("/%s/gadgetd.%d/supervisor" % (scope, p.pid)) and os.path.isdir(g) else None
+        wait_for(lambda: p.poll() is not None or gadget(), what="gadgetd run in %s with its gadget" % scope)
+        g = gadget()
+        check(g, "gadgetd run is in %r (exit %r): %r" % (cgroup_dirs(p.pid).get("v2") if p.poll() is None
+                                                          else None, p.returncode, p.stderr.read()
+                                                          if p.poll() is not None else ""))
+        check(unit_property(scope, "Delegate") == "yes", "%s is not delegated" % scope)
+        wait_for(lambda: read(os.path.join(g, "cgroup.procs")), what="the worker in %s" % g)
+        for f, v in {"memory.max": str(32 << 20), "memory.swap.max": "0", "pids.max": "11",
+                     "cpu.max": "30000 100000"}.items():
+            check(read(os.path.join(g, f)) == v, "%s/%s = %r, want %r" % (g, f, read(os.path.join(g, f)), v))
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        _, err = p.communicate(timeout=60)
+    check("cgroup v2 not used" not in err, "gadgetd run warned: %r" % err)
+    wait_for(lambda: unit_property(scope, "ActiveState") in ("inactive", ""), what="%s gone" % scope)
+    check(not os.path.exists(os.path.dirname(os.path.dirname(g))), "%s left behind" % g)
+
+
+@test
+def cgroup_v2_delegated_scope_kept(tmp):
+    """In a delegated cgroup of its own (systemd-run --scope -p Delegate=yes,
+    as under gadgetd.service), gadgetd run asks for no other scope: it stays
+    in the one it was given, its gadget's cgroup below it with the limit."""
+    why = systemd_v2_why_not()
+    if why:
+        skip(why)
+    unit = "gadgetd-test-%d.scope" % os.getpid()
+    pol = policy(tmp, "kept", "MemoryMax=32M\n")
+    # systemd-run --scope execs the command: p.pid is gadgetd run's.
+    p = subprocess.Popen(["systemd-run", "--quiet", "--scope", "-p", "Delegate=yes", "--unit", unit,
+                          *gadgetd_run(tmp), pol, "--call", "sleep", '{"ms": 60000}'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def gadget():
+            own = cgroup_dirs(p.pid).get("v2", "")
+            g = os.path.join(os.path.dirname(own), "gadget-kept")
+            return g if own.endswith("/%s/gadgetd.%d/supervisor" % (unit, p.pid)) and os.path.isdir(g) else None
+        wait_for(lambda: p.poll() is not None or gadget(), what="gadgetd run in %s with its gadget" % unit)
+        g = gadget()
+        check(g, "gadgetd run is in %r, not in %s (exit %r)" % (cgroup_dirs(p.pid).get("v2") if p.poll() is None
+                                                             else None, unit, p.returncode))
+        check(read(os.path.join(g, "memory.max")) == str(32 << 20), "%s/memory.max: %r" %
+              (g, read(os.path.join(g, "memory.max"))))
+        check(unit_property("gadgetd-run-%d.scope" % p.pid, "ActiveState") in ("inactive", ""),
+              "gadgetd run asked for a scope though it had a delegated one")
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        _, err = p.communicate(timeout=60)
+    check("cgroup v2 not used" not in err, "gadgetd run warned: %r" % err)
+
+
+@test
+def cgroup_v2_no_scope_says_why(tmp):
+    """Where systemd cannot give gadgetd run a delegated scope (here: no
+    system bus), one line says why and what to run instead, and a MemoryMax
+    it cannot enforce is refused as before (fail closed)."""
+    why = systemd_v2_why_not()
+    if why:
+        skip(why)
+    if v1_available():
+        skip("cgroup v1 hierarchies are mounted here: gadgetd would fall back to them")
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent/gadgetd-test-bus")
+    pol = policy(tmp, "hog", "MemoryMax=32M\n")
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "alloc", '{"mb": 1}'], capture_output=True, text=True,
+                       env=env, timeout=60)
+    lines = [l for l in r.stderr.splitlines() if "cgroup v2 not used" in l]
+    check(r.returncode != 0 and "MemoryMax=32M cannot be enforced" in r.stderr, "started: %r" % r.stderr)
+    check(len(lines) == 1, "want one line on cgroup v2: %r" % r.stderr)
+    check("cannot connect to the system bus" in lines[0] and
+          "systemd-run --scope -p Delegate=yes gadgetd run" in lines[0], "the line: %r" % lines[0])
 
 
 @test

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, Daemon, check, gadgetd_run, main, policy, skip, test, wait_for
+from harness import GADGETD, Daemon, check, gadgetd_run, main, need, policy, skip, test, wait_for
 
 
 def sh(tmp, script, body="", name="real", exec_path="/bin/sh", args=None, timeout=120):
@@ -38,7 +38,7 @@ def host_v1_memory():
 def alternatives_resolve(tmp):
     """awk, which and pager are links through /etc/alternatives."""
     if not os.path.exists("/etc/alternatives/awk"):
-        skip("no /etc/alternatives/awk on this host")
+        need("/etc/alternatives/awk", "Debian's alternatives system has no awk link here")
     r = sh(tmp, "awk 'BEGIN { print 6 * 7 }'; which ls; readlink -f /usr/bin/awk")
     lines = r.stdout.split()
     check(r.returncode == 0 and lines[:1] == ["42"], "awk: %r %r" % (r.stdout, r.stderr))
@@ -72,7 +72,7 @@ def user_name_known(tmp):
 def python_multiprocessing(tmp):
     """A Pool (its queues take POSIX semaphores in /dev/shm) maps over two workers."""
     if not shutil.which("python3"):
-        skip("no python3")
+        need("python3", "not installed (scripts/deps installs it)")
     code = ("import multiprocessing as mp\n"
             "def sq(x): return x * x\n"
             "if __name__ == '__main__':\n"
@@ -97,7 +97,7 @@ def dev_shm_counts_in_memory_max(tmp):
     """What /dev/shm holds is memory of the gadget's cgroup: 48M cannot
     be written under MemoryMax=24M (and can without it)."""
     if not host_v1_memory() and not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        skip("no memory controller")
+        skip("no cgroup memory controller on this host (neither v1 nor v2)")
     script = "head -c 48M /dev/zero > /dev/shm/x; stat -c %s /dev/shm/x"
     r = sh(tmp, script, "TmpSize=64M\n")
     check(r.stdout.strip() == str(48 << 20), "without MemoryMax: %r %r" % (r.stdout, r.stderr))
@@ -115,13 +115,14 @@ def fifo_in_tmp(tmp):
     check(len(lines) == 4 and all("Operation not permitted" in l for l in lines[1:3]), "devices: %r" % lines)
     # The kernel itself refuses devices; a regular file or socket node only
     # the filter does.
-    if shutil.which("python3"):
-        code = ("import os, stat\n"
-                "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
-                "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
-                "    except PermissionError: print('EPERM')\n")
-        r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
-        check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
+    if not shutil.which("python3"):
+        need("python3", "not installed (scripts/deps installs it)")
+    code = ("import os, stat\n"
+            "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
+            "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
+            "    except PermissionError: print('EPERM')\n")
+    r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
+    check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
 
 
 # --- /sys/fs/cgroup -----------------------------------------------------------
@@ -139,7 +140,7 @@ def cgroup_limits_visible(tmp):
                   "ls /sys/fs/cgroup | grep -c '^gadget'; echo 1 > /sys/fs/cgroup/memory.max || echo refused")
         want = [str(96 << 20), "17", "0", "refused"]
     else:
-        skip("no memory controller")
+        skip("no cgroup memory controller on this host (neither v1 nor v2)")
     r = sh(tmp, script, "MemoryMax=96M\nTasksMax=16\n")
     if "falls back" in r.stderr or "rlimits" in r.stderr:
         skip("gadgetd has no cgroup here: %s" % r.stderr.strip())
@@ -152,7 +153,7 @@ def jvm_sees_memory_max(tmp):
     java = shutil.which("java")
     conf = [d for d in ("/etc/java-17-openjdk", "/etc/java-21-openjdk") if os.path.isdir(d)]
     if not java or not conf:
-        skip("no OpenJDK here")
+        need("OpenJDK", "no java and /etc/java-17-openjdk here (scripts/deps installs openjdk-17-jre-headless)")
     r = sh(tmp, None, "MemoryMax=256M\nTasksMax=256\nReadOnlyPaths=%s\n" % conf[0],
            exec_path=os.path.realpath(java), args=["-XX:+PrintFlagsFinal", "-version"])
     m = re.search(r"\bMaxHeapSize\s*=\s*(\d+)", r.stdout)
@@ -165,12 +166,13 @@ def node_sees_memory_max(tmp):
     """Node.js's process.constrainedMemory() is MemoryMax."""
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
-        skip("no Node.js here")
+        need("Node.js", "no node here (scripts/deps installs nodejs)")
     r = sh(tmp, None, "MemoryMax=256M\nTasksMax=256\n", exec_path=os.path.realpath(node),
            args=["-e", "console.log(typeof process.constrainedMemory === 'function' ? "
                        "process.constrainedMemory() : 'none')"])
     if r.stdout.strip() == "none":
-        skip("this Node.js has no process.constrainedMemory()")
+        need("process.constrainedMemory()", "%s has none (Node.js 18.15 or later has it, Debian 12's 18.20 too)"
+             % node)
     check(r.returncode == 0 and r.stdout.strip() == str(256 << 20), "node: %r %r" % (r.stdout, r.stderr))
 
 
@@ -244,7 +246,7 @@ def missing_interpreter_at_exec(tmp):
 def loopback_deprecated(tmp):
     """Loopback=yes still loads, with a warning, and changes nothing."""
     if not os.path.exists("/proc/net/if_inet6"):
-        skip("IPv6 is disabled on this host: lo's ::1 cannot tell up from down")
+        need("IPv6", "it is disabled on this host: lo's ::1 cannot tell up from down")
     pol = policy(tmp, "old", "Loopback=yes\nSystemLibraries=yes\n", exec_path="/bin/sh")
     r = subprocess.run([GADGETD, "check", pol], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "Loopback= is deprecated" in r.stdout and "%s: ok" % pol in r.stdout,

@@ -12,13 +12,18 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, skip, test
+from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, need, test
 
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
 
 def gadgetd(*args, timeout=60):
     return subprocess.run([GADGETD, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def gadgetd_run_in(tmp, *args, timeout=60):
+    """gadgetd run on tmp's own state and run directories."""
+    return subprocess.run(gadgetd_run(tmp) + list(args), capture_output=True, text=True, timeout=timeout)
 
 
 # --- namespaces and identity ------------------------------------------------
@@ -49,11 +54,13 @@ def uid_map_single_nonroot(tmp):
 
 @test
 def uid_unique_per_gadget(tmp):
-    """Two gadgets running at once get different host uids."""
-    slow = policy(tmp, "slow", exec_path="/bin/sh")
+    """Two gadgets of the same name running at once (two `gadgetd run`
+    on one run directory) get different host uids: the name alone would
+    hash both to the same one."""
+    other = os.path.join(tmp, "sh")
+    os.mkdir(other)
     # /bin/sh is dynamically linked: SystemLibraries is needed.
-    with open(slow, "a") as f:
-        f.write("SystemLibraries=yes\n")
+    slow = policy(other, "probe", "SystemLibraries=yes\n", exec_path="/bin/sh")
     p = subprocess.Popen(gadgetd_run(tmp) + [slow, "--", "-c", "cat /proc/self/uid_map; sleep 2"],
                          stdout=subprocess.PIPE, text=True)
     first = p.stdout.readline().split()
@@ -109,7 +116,7 @@ def loopback_down(tmp):
     # lo gets its ::1 address (listed in /proc/net/if_inet6) only once up;
     # Loopback=yes is ignored (realsw_test.py loopback_deprecated).
     if not os.path.exists("/proc/net/if_inet6"):
-        skip("IPv6 is disabled on this host")
+        need("IPv6", "it is disabled on this host")
     r, out = run_probe(tmp, "ifaces")
     check(out.get("inet6", []) == [], "lo is up: %r" % out.get("inet6"))
 
@@ -268,7 +275,7 @@ def failing_step_refused(tmp):
     shutil.copy(PROBE, prog)
     os.chmod(prog, 0o700)
     pol = policy(tmp, "probe", exec_path=prog)
-    r = gadgetd("run", pol, "--", "exit", "0")
+    r = gadgetd_run_in(tmp, pol, "--", "exit", "0")
     check(r.returncode == 125, "exit status %d, want 125" % r.returncode)
     check("exec %s: Permission denied" % prog in r.stderr, "stderr: %r" % r.stderr)
 
@@ -277,13 +284,13 @@ def failing_step_refused(tmp):
 
 @test
 def call_hello(tmp):
-    r = gadgetd("run", os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"name": "Ada"}')
+    r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"name": "Ada"}')
     check(r.returncode == 0 and r.stdout == '"Hello, Ada!"\n', "hello: %r %r" % (r.stdout, r.stderr))
 
 
 @test
 def call_dynamic_example(tmp):
-    r = gadgetd("run", os.path.join(EXAMPLES, "wordcount.policy"), "--call", "count",
+    r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "wordcount.policy"), "--call", "count",
                 '{"text": "one two\\nthree é"}')
     check(r.returncode == 0, "wordcount: %r" % r.stderr)
     check(r.stdout.strip() == '{"lines":1,"words":4,"chars":15}', "result: %r" % r.stdout)
@@ -291,20 +298,20 @@ def call_dynamic_example(tmp):
 
 @test
 def call_unknown_method(tmp):
-    r = gadgetd("run", os.path.join(EXAMPLES, "hello.policy"), "--call", "nope", "{}")
+    r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "nope", "{}")
     check(r.returncode == 1 and r.stdout == "", "status %d out %r" % (r.returncode, r.stdout))
     check('no method "nope"' in r.stderr, "stderr: %r" % r.stderr)
 
 
 @test
 def call_bad_argument(tmp):
-    r = gadgetd("run", os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"nom": 1}')
+    r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"nom": 1}')
     check(r.returncode == 1 and "greet needs" in r.stderr, "status %d err %r" % (r.returncode, r.stderr))
 
 
 @test
 def call_malformed_json(tmp):
-    r = gadgetd("run", os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"name": ')
+    r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"name": ')
     check(r.returncode == 2 and "bad JSON" in r.stderr, "status %d err %r" % (r.returncode, r.stderr))
 
 

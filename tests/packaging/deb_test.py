@@ -1,14 +1,16 @@
-"""`dpkg-buildpackage -us -uc -b` builds the three packages from a copy of
-the sources; each holds what an operator or a gadget author needs, the
-maintainer scripts set up the group and directories, and lintian reports
-no errors."""
+"""`dpkg-buildpackage -us -uc -b` builds the three packages from the
+`git archive` tarball of the sources (group-writable files, as a packager
+gets them), running the unit tests as a packager's build does (pkgtest.py);
+each holds what an operator or a gadget author needs, the maintainer
+scripts set up the group and directories, and lintian reports no errors."""
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import run, build_debs, check, skip  # noqa: E402
+from pkgtest import TREE_REPORT, run, build_debs, check, need  # noqa: E402
 
 MA = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout=subprocess.PIPE,
                     text=True).stdout.strip() if shutil.which("dpkg-architecture") else ""
@@ -66,8 +68,24 @@ def unit_text(deb):
 
 def main():
     if not MA:
-        skip("dpkg-architecture is not installed")
-    _, debs, _ = build_debs()
+        need("dpkg-architecture", "not installed (scripts/deps installs dpkg-dev)")
+    _, debs, build_log = build_debs()
+    # As a packager's build: the unit suite ran on the tarball's files (the
+    # policy test reads fixtures that are group-writable there) and passed.
+    ran = re.findall(r"gadgetd:unit / (\S+) +OK", build_log)
+    check("policy" in ran and re.search(r"^Fail: +0\b", build_log, re.M),
+          "the package build did not run and pass the unit tests (%s):\n%s" % (ran, build_log[-3000:]))
+    print("the package build ran the unit tests: " + " ".join(ran))
+    # Its tree was a tarball's (group-writable files), and the example
+    # policies the build made there are ones gadgetd (root) accepts.
+    report = build_log[build_log.rfind(TREE_REPORT):]
+    print(report)
+    mode = re.search(r"^source mode tests/policies/good.policy ([0-7]+)$", report, re.M)
+    check(mode and int(mode.group(1), 8) & 0o020, "the sources were not group-writable as in a git archive "
+          "tarball:\n" + report)
+    checked = re.search(r"^gadgetd check of (\d+) example policies of the build: exit (\d+)$", report, re.M)
+    check(checked and int(checked.group(1)) >= 6 and checked.group(2) == "0",
+          "gadgetd check of the build's example policies failed:\n" + report)
     by_name = {}
     for d in debs:
         by_name[os.path.basename(d).split("_")[0]] = d
@@ -92,7 +110,7 @@ def main():
                  "deb-systemd-helper enable 'gadgetd.socket'"):
         check(what in postinst, "gadgetd's postinst does not run " + what)
     if not shutil.which("lintian"):
-        skip("the packages are right, but lintian is not installed (scripts/deps installs it)")
+        need("lintian", "the packages are right, but lintian is not installed (scripts/deps installs it)")
     p = subprocess.run(["lintian", "--tag-display-limit", "0", *debs], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=600)
     print("lintian:\n" + p.stdout)

@@ -1,5 +1,6 @@
-"""The packaging tests' helpers: the Debian packages built once per source
-tree (cached by a hash of the sources), and a minimal Debian tree with
+"""The packaging tests' helpers: the Debian packages built as packagers
+build them, from the `git archive` tarball of the sources (once per state
+of the sources, cached), and a minimal Debian tree with
 systemd for systemd-nspawn, built once per machine under a stable path."""
 import fcntl
 import glob
@@ -9,6 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from parts import need  # noqa: E402,F401  (the one skip rule; tests import it from here)
 
 SRC = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -32,11 +37,6 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 def log(msg):
     print(msg, flush=True)
 
@@ -50,12 +50,14 @@ def locked(path):
 
 
 def source_files():
-    """The files of the source tree a package is built from: everything but
-    build directories, hidden files and Debian build leftovers."""
+    """The files of the source tree a package is built from when it is not a
+    git work tree: everything but build directories, hidden files, Debian
+    build leftovers and the browser tests' node_modules (scripts/deps
+    installs it)."""
     out = []
     for top, dirs, files in os.walk(SRC):
         rel = os.path.relpath(top, SRC)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "node_modules" and
                          not (rel == "." and (d.startswith("build") or d in ("subprojects", "debian"))) and
                          not os.path.exists(os.path.join(top, d, "meson-private")))
         for f in sorted(files):
@@ -73,6 +75,73 @@ def source_hash(files):
     return h.hexdigest()[:16]
 
 
+# The sources are read only: a clone owned by another user than the one
+# running the tests (root in CI) is still one to archive.
+GIT = ["git", "-c", "safe.directory=*", "-C", SRC]
+
+
+def git(*args):
+    return subprocess.run(GIT + list(args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def source_commit():
+    """The commit a release tarball would be made of: HEAD, or, with changes
+    to tracked files not yet committed, a commit of the work tree's tracked
+    files as they are (`git stash create`, which changes no ref, index or
+    file). Untracked files are left out, as a release leaves them out.
+    None when SRC is not a git work tree."""
+    if not shutil.which("git") or git("rev-parse", "--show-toplevel").stdout.strip() != \
+            os.path.realpath(SRC):
+        return None
+    head = git("rev-parse", "--verify", "HEAD^{commit}").stdout.strip()
+    if not head:
+        return None
+    return git("stash", "create").stdout.strip() or head
+
+
+def unpack_release(commit, tree):
+    """Unpacks `git archive` of commit into tree, modes as the tarball has
+    them: git's default tar.umask 0002 (set here, whatever the user's git
+    configuration says) makes every file group-writable, as in the release
+    tarballs packagers build from."""
+    os.makedirs(tree)
+    arch = subprocess.Popen(GIT + ["-c", "tar.umask=0002", "archive", "--format=tar", commit],
+                            stdout=subprocess.PIPE)
+    x = subprocess.run(["tar", "-x", "-p", "-C", tree], stdin=arch.stdout)
+    arch.stdout.close()
+    if arch.wait() != 0 or x.returncode != 0:
+        raise Failure("git archive %s | tar -x failed" % commit)
+
+
+def copy_tree(files, tree):
+    """Copies files into tree, group-writable as in a git archive tarball."""
+    for f in files:
+        os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
+        dst = os.path.join(tree, f)
+        shutil.copy2(os.path.join(SRC, f), dst)
+        os.chmod(dst, os.stat(dst).st_mode | 0o020)
+
+
+TREE_REPORT = "== the package build's tree"
+
+
+def tree_report(tree):
+    """What the packager's tree shows besides the packages, for the build
+    log (deb_test reads it): the mode the tarball gave a source file, and
+    `gadgetd check` of the example policies the build made there (as root,
+    gadgetd refuses a policy others may write)."""
+    out = [TREE_REPORT, "source mode tests/policies/good.policy %o" %
+           (os.stat(os.path.join(tree, "tests", "policies", "good.policy")).st_mode & 0o7777)]
+    for build in glob.glob(os.path.join(tree, "obj-*")):
+        pols = sorted(p for p in glob.glob(os.path.join(build, "examples", "*.policy"))
+                      if not p.endswith(".installed.policy"))
+        c = subprocess.run([os.path.join(build, "supervisor", "gadgetd"), "check", *pols],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out.append("gadgetd check of %d example policies of the build: exit %d" % (len(pols), c.returncode))
+        out.append(c.stdout.replace(build + "/", "BUILD/").rstrip())
+    return "\n" + "\n".join(out) + "\n"
+
+
 def debs_cache():
     """Where built packages are kept: beside the container tree, shared by
     every build directory of the same sources; else in the build directory."""
@@ -87,33 +156,51 @@ def debs_cache():
 
 
 def build_debs():
-    """The .deb files built by `dpkg-buildpackage -us -uc -b` from a copy of
-    the sources, cached by the sources' hash (debs_cache). Returns
-    (directory, list of .deb paths, build log)."""
+    """The .deb files built as a packager builds them: `dpkg-buildpackage
+    -us -uc -b` (with its unit tests) in the unpacked `git archive` of the
+    sources (source_commit; a tree that is not a git work tree is copied
+    instead), cached by the commit's tree (debs_cache), so the packaging
+    tests of every build directory build once per state of the sources.
+    Returns (directory, list of .deb paths, build log)."""
     for tool in ("dpkg-buildpackage", "dh"):
         if not shutil.which(tool):
-            skip("%s is not installed (scripts/deps installs it)" % tool)
-    files = source_files()
-    key = source_hash(files)
+            need(tool, "not installed (scripts/deps installs it)")
+    commit = source_commit()
+    if commit:
+        key = "git-" + git("rev-parse", commit + "^{tree}").stdout.strip()[:16]
+    else:
+        files = source_files()
+        key = "copy-" + source_hash(files)
     base = debs_cache()
     out = os.path.join(base, "debs-" + key)
     with locked(os.path.join(base, "lock")):
         debs = sorted(glob.glob(os.path.join(out, "*.deb")))
         if debs:
             log("using the packages built from these sources before: " + out)
+            os.utime(out)  # in use: kept by the pruning below
             return out, debs, open(os.path.join(out, "build.log")).read()
+        # A few stay, and any used in the last hour: other build directories
+        # and work trees of these sources may be testing with them.
         old = sorted(glob.glob(os.path.join(base, "debs-*")), key=os.path.getmtime)
-        for d in old[:-2]:  # a few stay, for other build directories of other trees
-            shutil.rmtree(d, ignore_errors=True)
+        for d in old[:-3]:
+            if os.path.getmtime(d) < time.time() - 3600:
+                shutil.rmtree(d, ignore_errors=True)
         tmp = tempfile.mkdtemp(prefix="gadgetd-deb-")
         try:
             tree = os.path.join(tmp, "gadgetd")
-            for f in files:
-                os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
-                shutil.copy2(os.path.join(SRC, f), os.path.join(tree, f))
+            if commit:
+                log("git archive %s, unpacked in %s" % (commit, tree))
+                unpack_release(commit, tree)
+            else:
+                log("not a git work tree: building from a copy of " + SRC)
+                copy_tree(files, tree)
             # dpkg-buildpackage wants debian/ at the top of the tree.
             shutil.copytree(os.path.join(tree, "packaging", "debian"), os.path.join(tree, "debian"))
-            env = dict(os.environ, DEB_BUILD_OPTIONS="nocheck parallel=%d" % (os.cpu_count() or 1))
+            # As a packager's build: the unit tests run (debian/rules).
+            # Nothing of the test's build reaches the package build's tests.
+            env = {k: v for k, v in os.environ.items() if k not in (
+                "SOURCE_ROOT", "BUILD_ROOT", "GADGETD", "GADGETCTL", "UNIT_DIR", "MAN_DIR")}
+            env["DEB_BUILD_OPTIONS"] = "parallel=%d" % (os.cpu_count() or 1)
             log("dpkg-buildpackage -us -uc -b in " + tree)
             try:
                 p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=tree, env=env,
@@ -123,13 +210,14 @@ def build_debs():
                 raise Failure("dpkg-buildpackage took more than %d s" % DEB_TIMEOUT)
             if p.returncode != 0:
                 raise Failure("dpkg-buildpackage failed:\n" + p.stdout[-6000:])
+            build_log = p.stdout + tree_report(tree)
             os.makedirs(out + ".tmp", exist_ok=True)
             for f in glob.glob(os.path.join(tmp, "*.deb")) + glob.glob(os.path.join(tmp, "*.changes")):
                 shutil.copy2(f, out + ".tmp")
             with open(os.path.join(out + ".tmp", "build.log"), "w") as fp:
-                fp.write(p.stdout)
+                fp.write(build_log)
             os.rename(out + ".tmp", out)
-            return out, sorted(glob.glob(os.path.join(out, "*.deb"))), p.stdout
+            return out, sorted(glob.glob(os.path.join(out, "*.deb"))), build_log
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -170,17 +258,18 @@ def apt_mirror():
 
 def ensure_root():
     """The cached minimal Debian tree with systemd, built once per machine
-    (again only if its package list changed). Returns its path or skips."""
+    (again only if its package list changed). Returns its path, or ends
+    the test through need()."""
     stamp_text = " ".join(ROOT_PACKAGES) + "\n"
     stamp = os.path.join(ROOT_CACHE, "etc", "gadgetd-test-packages")
     with locked(ROOT_CACHE + ".lock"):
         if os.path.exists(stamp) and open(stamp).read() == stamp_text:
             return ROOT_CACHE
         if not shutil.which("debootstrap"):
-            skip("debootstrap is not installed (scripts/deps installs it)")
+            need("debootstrap", "not installed (scripts/deps installs it)")
         mirror = apt_mirror()
         if not mirror:
-            skip("no Debian bookworm mirror is configured in /etc/apt/sources.list*")
+            need("a Debian mirror", "none is configured in /etc/apt/sources.list*")
         tmp = ROOT_CACHE + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
         cmd = ["debootstrap", "--variant=minbase", "--include=" + ",".join(ROOT_PACKAGES),
@@ -191,10 +280,10 @@ def ensure_root():
                                timeout=ROOT_TIMEOUT)
         except subprocess.TimeoutExpired:
             shutil.rmtree(tmp, ignore_errors=True)
-            skip("debootstrap took more than %d s" % ROOT_TIMEOUT)
+            need("the container tree", "debootstrap took more than %d s" % ROOT_TIMEOUT)
         if p.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            skip("debootstrap failed: " + p.stdout[-2000:])
+            need("the container tree", "debootstrap failed: " + p.stdout[-2000:])
         with open(os.path.join(tmp, "etc", "gadgetd-test-packages"), "w") as fp:
             fp.write(stamp_text)
         shutil.rmtree(ROOT_CACHE, ignore_errors=True)

@@ -6,15 +6,17 @@ journal fields (GADGET=, BINDING=, OP=, OUTCOME=), reload and `systemctl
 stop`."""
 import json
 import os
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import Failure, run, build_debs, check, ensure_root, log, skip  # noqa: E402
+from pkgtest import Failure, run, build_debs, check, ensure_root, log, need  # noqa: E402
 
 # nspawn's own seccomp allowlist answers the new mount API and openat2 with
 # ENOSYS; a sandbox needs them (and sethostname in its own UTS namespace).
@@ -57,22 +59,40 @@ class Container:
         return p.stdout
 
     def boot(self):
+        """Boots the tree; returns systemd's state once it is up. Readiness
+        comes from nspawn itself, through a notify socket of the test's:
+        X_NSPAWN_LEADER_PID= names the container's init (nspawn forks a
+        short-lived outer child before it, so a child of nspawn seen first
+        may be that one) and, with --notify-ready=yes, READY=1 follows once
+        systemd in the container sent its own."""
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        path = os.path.join(self.tmp, "notify")
+        notify.bind(path)
         cmd = ["systemd-nspawn", "-q", "--register=no", "--keep-unit", "--boot", "--private-users=no",
-               "--console=pipe", "--system-call-filter=" + NSPAWN_SYSCALLS, "-D", self.root, "-M", self.name]
+               "--notify-ready=yes", "--console=pipe", "--system-call-filter=" + NSPAWN_SYSCALLS,
+               "-D", self.root, "-M", self.name]
         log("booting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(self.console, "w"),
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, env=dict(os.environ, NOTIFY_SOCKET=path))
         end = time.time() + BOOT_TIMEOUT
-        while time.time() < end and self.proc.poll() is None and not self.leader:
-            try:
-                kids = open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)).read().split()
-                self.leader = int(kids[0]) if kids else None
-            except OSError:
-                pass
-            time.sleep(0.1)
-        if not self.leader:
-            skip("systemd-nspawn --boot did not start a container (exit %s): %s" % (
-                self.proc.poll(), self.console_tail()))
+        ready = False
+        try:
+            while not ready and time.time() < end and self.proc.poll() is None:
+                if not select.select([notify], [], [], max(0, min(1, end - time.time())))[0]:
+                    continue
+                for line in notify.recv(4096).decode(errors="replace").splitlines():
+                    if line.startswith("X_NSPAWN_LEADER_PID="):
+                        self.leader = int(line.split("=", 1)[1])
+                    elif line == "READY=1":
+                        ready = True
+        finally:
+            notify.close()
+        if not ready or not self.leader:
+            need("systemd-nspawn --boot", "it did not report a container ready (leader %s, exit %s): %s" % (
+                self.leader, self.proc.poll(), self.console_tail()))
+        comm = open("/proc/%d/comm" % self.leader).read().strip()
+        check(comm == "systemd", "the container's leader %d is %r, not systemd" % (self.leader, comm))
+        log("container ready, its init is pid %d" % self.leader)
         state = ""
         while time.time() < end and self.proc.poll() is None:
             p = self.sh("systemctl is-system-running --wait", timeout=max(1, end - time.time()))
@@ -80,7 +100,7 @@ class Container:
             if state in ("running", "degraded"):
                 return state
             time.sleep(0.5)
-        skip("systemd in the container did not come up (state %r): %s" % (state, self.console_tail()))
+        need("systemd in the container", "it did not come up (state %r): %s" % (state, self.console_tail()))
 
     def sh(self, script, timeout=60):
         """A shell script inside the booted container (all its namespaces)."""
@@ -184,10 +204,10 @@ def main():
     # overlay is unmounted.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: stopped by SIGTERM (a timeout?)"))
     if os.geteuid() != 0:
-        skip("needs root (systemd-nspawn)")
+        need("root", "systemd-nspawn needs it")
     for tool in ("systemd-nspawn", "nsenter"):
         if not shutil.which(tool):
-            skip("%s is not installed (scripts/deps installs systemd-container)" % tool)
+            need(tool, "not installed (scripts/deps installs systemd-container)")
     lower = ensure_root()
     debdir, debs, _ = build_debs()
     # The daemon's package and the library (the -dev package needs a compiler's world).

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import SRC, run, check, skip  # noqa: E402
+from pkgtest import SRC, run, check, need  # noqa: E402
 
 UNIT_DIR = os.environ["UNIT_DIR"]
 MAN_DIR = os.environ["MAN_DIR"]
@@ -73,7 +73,7 @@ def check_filter(service):
 
 def main():
     if not shutil.which("systemd-analyze"):
-        skip("systemd-analyze is not installed (scripts/deps installs systemd)")
+        need("systemd-analyze", "not installed (scripts/deps installs systemd)")
     with tempfile.TemporaryDirectory() as tmp:
         udir = units(tmp)
         service = os.path.join(udir, "gadgetd.service")

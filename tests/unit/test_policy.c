@@ -1,9 +1,11 @@
 /* test_policy: the policy-file parser and its value parsers. Runs in
- * tests/unit (meson workdir); fixtures are in ../policies. */
+ * tests/unit (meson workdir); fixtures are in ../policies, and the tests
+ * read copies of them made with the modes they need. */
 #include "policy.h"
 #include "tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +17,69 @@
 /* A pointer that must come back untouched from a failed parse. */
 static struct policy sentinel_policy;
 #define SENTINEL (&sentinel_policy)
+
+/* The fixtures of ../policies, copied into a fresh directory (fixtures_copy)
+ * with the modes they need: as root, gadgetd refuses a policy others may
+ * write, and a UI must be readable by every user. The checkout's own modes
+ * (a tarball of git archive has group-writable files) must not matter. */
+static char fixture_dir[] = "/tmp/test-policy-fixtures-XXXXXX";
+static const char *const fixture_names[] = { "good.policy", "bad.policy", "ui.html" };
+
+/* The path of fixture name in fixture_dir, in buf. */
+static const char *fixture(char *buf, size_t len, const char *name)
+{
+        snprintf(buf, len, "%s/%s", fixture_dir, name);
+        return buf;
+}
+
+/* Copies ../policies/NAME to fixture_dir/NAME with mode 0644; 0 or -errno. */
+static int fixture_copy(const char *name)
+{
+        char src[PATH_MAX], dst[PATH_MAX], buf[4096];
+        int in, out, r = 0;
+        ssize_t n;
+
+        snprintf(src, sizeof(src), "../policies/%s", name);
+        in = open(src, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        out = open(fixture(dst, sizeof(dst), name), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (out < 0) {
+                r = -errno;
+                goto out;
+        }
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                if (write(out, buf, (size_t)n) != n) {
+                        r = -EIO;
+                        goto out;
+                }
+        if (n < 0 || fchmod(out, 0644) < 0)
+                r = -errno;
+out:
+        if (out >= 0 && close(out) < 0 && r == 0)
+                r = -errno;
+        close(in);
+        return r;
+}
+
+static bool fixtures_copy(void)
+{
+        if (!mkdtemp(fixture_dir))
+                return false;
+        for (size_t i = 0; i < sizeof(fixture_names) / sizeof(*fixture_names); i++)
+                if (fixture_copy(fixture_names[i]) < 0)
+                        return false;
+        return true;
+}
+
+static void fixtures_remove(void)
+{
+        char path[PATH_MAX];
+
+        for (size_t i = 0; i < sizeof(fixture_names) / sizeof(*fixture_names); i++)
+                unlink(fixture(path, sizeof(path), fixture_names[i]));
+        rmdir(fixture_dir);
+}
 
 /* The [Gadget] lines most tests start from: lines 1 to 3. */
 #define HEAD "[Gadget]\nName=t\nExec=/bin/sh\n"
@@ -476,17 +541,17 @@ static bool temp_html(char *buf, size_t len, off_t size, mode_t mode)
  * POLICY_UI_MAX bytes. */
 static void test_ui(void)
 {
-        char fixture[PATH_MAX], text[2 * PATH_MAX + 64], tmp[64];
+        char fixture_ui[PATH_MAX], text[2 * PATH_MAX + 64], tmp[64];
         struct policy *p;
 
         p = expect_ok(HEAD, "no UI=");
         CHECK(p && p->ui == NULL, "UI defaults to none");
         policy_free(p);
 
-        CHECK(realpath("../policies/ui.html", fixture) != NULL, "fixture ui.html exists");
-        snprintf(text, sizeof(text), HEAD "UI=%s\n", fixture);
+        CHECK(realpath(fixture(text, sizeof(text), "ui.html"), fixture_ui) != NULL, "fixture ui.html exists");
+        snprintf(text, sizeof(text), HEAD "UI=%s\n", fixture_ui);
         p = expect_ok(text, "UI= an HTML file");
-        CHECK(p && p->ui && strcmp(p->ui, fixture) == 0, "UI path kept");
+        CHECK(p && p->ui && strcmp(p->ui, fixture_ui) == 0, "UI path kept");
         policy_free(p);
 
         expect_error(HEAD "UI=policies/ui.html\n", 4, "UI=\"policies/ui.html\" is not an absolute path");
@@ -494,7 +559,7 @@ static void test_ui(void)
         expect_error(HEAD "UI=/tmp\n", 4, "UI=\"/tmp\" is not a regular file");
         expect_error(HEAD "UI=/bin/sh\n", 4, "UI=\"/bin/sh\" is not an HTML file");
         expect_error(HEAD "UI=\n", 4, "UI= needs a value");
-        snprintf(text, sizeof(text), HEAD "UI=%s\nUI=%s\n", fixture, fixture);
+        snprintf(text, sizeof(text), HEAD "UI=%s\nUI=%s\n", fixture_ui, fixture_ui);
         expect_error(text, 5, "UI= given twice (first on line 4)");
 
         if (temp_html(tmp, sizeof(tmp), 10, 0600)) {
@@ -765,15 +830,16 @@ static void test_many_errors(void)
 
 static void test_load(void)
 {
+        char good[PATH_MAX], bad_path[PATH_MAX], missing[PATH_MAX], want[PATH_MAX + 64];
         struct policy *p = NULL;
         struct policy_errors e = { 0 };
-        int r = policy_load("../policies/good.policy", &p, &e);
+        int r = policy_load(fixture(good, sizeof(good), "good.policy"), &p, &e);
 
         CHECK(r == 0 && p && e.n == 0, "good.policy loads");
         if (r != 0)
                 dump_errors(&e);
         if (p) {
-                CHECK_STR(p->path, "../policies/good.policy", "path kept as given");
+                CHECK_STR(p->path, good, "path kept as given");
                 CHECK_STR(p->name, "notes", "good.policy Name");
                 CHECK(p->system_libraries && p->memory_max == 64 << 20 && p->tasks_max == 16 &&
                       p->call_timeout_ms == 5000 && p->restart == POLICY_RESTART_ON_FAILURE,
@@ -788,7 +854,7 @@ static void test_load(void)
         policy_errors_clear(&e);
 
         p = SENTINEL;
-        r = policy_load("../policies/bad.policy", &p, &e);
+        r = policy_load(fixture(bad_path, sizeof(bad_path), "bad.policy"), &p, &e);
         CHECK(r == -EINVAL && p == SENTINEL, "bad.policy refused");
         static const struct {
                 unsigned line;
@@ -804,22 +870,22 @@ static void test_load(void)
         };
         CHECK(e.n == sizeof(bad) / sizeof(bad[0]), "bad.policy: %zu errors", e.n);
         for (size_t i = 0; i < e.n && i < sizeof(bad) / sizeof(bad[0]); i++) {
-                char prefix[64];
-                snprintf(prefix, sizeof(prefix), "../policies/bad.policy:%u: ", bad[i].line);
+                char prefix[PATH_MAX + 16];
+                snprintf(prefix, sizeof(prefix), "%s:%u: ", bad_path, bad[i].line);
                 CHECK(strncmp(e.msgs[i], prefix, strlen(prefix)) == 0 &&
                       strstr(e.msgs[i], bad[i].want),
                       "bad.policy:%u: %s", bad[i].line, bad[i].want);
         }
         policy_errors_clear(&e);
 
-        r = policy_load("../policies/nonexistent.policy", &p, &e);
-        CHECK(r == -ENOENT && p == SENTINEL && e.n == 1 &&
-              strcmp(e.msgs[0], "../policies/nonexistent.policy: cannot open: "
-                     "No such file or directory") == 0, "missing file");
+        r = policy_load(fixture(missing, sizeof(missing), "nonexistent.policy"), &p, &e);
+        snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", missing);
+        CHECK(r == -ENOENT && p == SENTINEL && e.n == 1 && strcmp(e.msgs[0], want) == 0, "missing file");
         policy_errors_clear(&e);
-        r = policy_load("../policies", &p, &e);
-        CHECK(r == -EINVAL && p == SENTINEL && e.n == 1 &&
-              strcmp(e.msgs[0], "../policies: not a regular file") == 0, "directory refused");
+        r = policy_load(fixture_dir, &p, &e);
+        snprintf(want, sizeof(want), "%s: not a regular file", fixture_dir);
+        CHECK(r == -EINVAL && p == SENTINEL && e.n == 1 && strcmp(e.msgs[0], want) == 0,
+              "directory refused");
         policy_errors_clear(&e);
 }
 
@@ -827,10 +893,11 @@ static void test_load(void)
  * text (names, values, keys), numbers kept. */
 static void test_redact(void)
 {
+        char path[PATH_MAX];
         struct policy *p = SENTINEL;
         struct policy_errors e = { 0 };
         uint64_t hash = 0;
-        int fd = open("../policies/bad.policy", POLICY_OPEN_FLAGS);
+        int fd = open(fixture(path, sizeof(path), "bad.policy"), POLICY_OPEN_FLAGS);
         int r = policy_load_fd(fd, "bad.policy", POLICY_REDACT, &p, &e, &hash);
         static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "Target", "API", "http" };
         static const unsigned lines[] = { 3, 4, 5, 6, 9, 8, 12 };
@@ -849,7 +916,7 @@ static void test_redact(void)
         if (fd >= 0)
                 close(fd);
 
-        fd = open("../policies/good.policy", POLICY_OPEN_FLAGS);
+        fd = open(fixture(path, sizeof(path), "good.policy"), POLICY_OPEN_FLAGS);
         r = policy_load_fd(fd, "good.policy", POLICY_REDACT, &p, &e, &hash);
         CHECK(r == 0 && p != SENTINEL && hash != 0, "a good policy loads redacted, with its hash");
         if (r == 0)
@@ -894,11 +961,27 @@ static void test_http_limits(void)
         expect_error(H "MaxInFlight=2\n", 7, "unknown key \"MaxInFlight\" in [Binding W]");
         expect_error(H "MaxResponseHeaders=1001\n", 7, "must be at most 1000");
         expect_error(H "MaxResponseHeaderSize=1M\n", 7, "must be at most");
+        /* CAFile=: an existing regular file, for http bindings only. */
+        p = expect_ok(H "CAFile=/etc/passwd\n", "CAFile set");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && b->ca_file && strcmp(b->ca_file, "/etc/passwd") == 0, "CAFile read");
+        policy_free(p);
+        p = expect_ok(H, "CAFile unset");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && !b->ca_file, "no CAFile: the system's roots");
+        policy_free(p);
+        expect_error(H "CAFile=/nonexistent.pem\n", 7, "No such file");
+        expect_error(H "CAFile=ca.pem\n", 7, "not an absolute path");
+        expect_error(H "CAFile=/usr/share\n", 7, "not a regular file");
+        expect_error(HEAD "[Binding K]\nType=kv\nCAFile=/etc/passwd\n", 6, "not valid for a binding of type kv");
 #undef H
 }
 
 int main(void)
 {
+        bool fixtures = fixtures_copy();
+
+        CHECK(fixtures, "fixtures copied from ../policies into %s", fixture_dir);
         test_size();
         test_duration();
         test_bool_count();
@@ -916,5 +999,6 @@ int main(void)
         test_misc();
         test_http_limits();
         test_budgets();
+        fixtures_remove();
         return tap_done();
 }

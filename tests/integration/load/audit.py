@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 
-from harness import GADGETCTL, Daemon, Healthy, check, fd_count, policy, rss_kib, sanitized, skip, spare, test, wait_for
+from harness import GADGETCTL, Daemon, Healthy, check, fd_count, policy, rss_kib, sanitized, need, spare, test, wait_for
 
 HOSTILE_PATH = os.environ.get("HOSTILE", "")
 FLOOD = 50000
@@ -184,7 +184,7 @@ def load_audit_disk_full_reported(tmp):
     state = os.path.join(tmp, "state")
     os.makedirs(state)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", state]).returncode != 0:
-        skip("cannot mount a tmpfs")
+        need("root", "cannot mount a tmpfs")
     try:
         conf = config(tmp, "[Audit]\nRecordsPerSecond=infinity\n")
         with Daemon(tmp, extra=["--config", conf]) as d:

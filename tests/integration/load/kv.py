@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import time
 
-from harness import Daemon, Healthy, check, cpu_s, fd_count, policy, rss_kib, skip, test, unload, wait_for
+from harness import Daemon, Healthy, check, cpu_s, fd_count, policy, rss_kib, need, test, unload, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
@@ -229,7 +229,7 @@ def load_kv_full_disk_deletes(tmp):
     state = os.path.join(tmp, "state")
     os.makedirs(state, mode=0o700)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", state]).returncode != 0:
-        skip("cannot mount a tmpfs (needs root)")
+        need("root", "cannot mount a tmpfs")
     try:
         with Daemon(tmp) as d:
             policy(d.pol, "good")
