@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -560,6 +561,8 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
 {
         struct cg_tables t = { 0 };
         int e = 0;
+        cpu_set_t cpus;
+        bool pinned = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
         memset(h, 0, sizeof *h);
         h->one = flags & CGROUP_HOST_ONE;
         for (int c = 0; c < CGROUP_N_CTRL; c++)
@@ -583,6 +586,13 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
                 snprintf(h->why_v1, sizeof h->why_v1, "not used in this limits mode");
         free(t.mountinfo);
         free(t.cgroup);
+        /* Joining a cgroup with a cpuset (systemd's scope, where cpuset is
+         * on; a v1 cpuset) gives a process all of that cpuset's CPUs:
+         * gadgetd keeps the CPUs it was started with (taskset,
+         * CPUAffinity=), which its gadgets inherit. Where the cpuset
+         * excludes them, the cpuset's CPUs stay. */
+        if (pinned)
+                sched_setaffinity(0, sizeof cpus, &cpus);
         if (e < 0)
                 cgroup_host_close(h);
         return e;
