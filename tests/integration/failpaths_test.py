@@ -122,6 +122,20 @@ def setup_fails_id_map(tmp):
 
 
 @test
+def setup_fails_setgroups(tmp):
+    """gadgetd cannot deny setgroups in the worker's user namespace (which
+    must come before the gid map): the gadget does not start."""
+    with daemon_preloaded(tmp, "setgroups") as d:
+        check_daemon_refused(d, "fp", "cannot start: user namespace id map: Operation not permitted")
+
+
+@test
+def setup_fails_gid_map(tmp):
+    with daemon_preloaded(tmp, "gid_map") as d:
+        check_daemon_refused(d, "fp", "cannot start: user namespace id map: Operation not permitted")
+
+
+@test
 def setup_fails_cgroup_limit(tmp):
     """gadgetd cannot write the gadget's pids.max: the gadget does not
     start without its tasks limit."""
