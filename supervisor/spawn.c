@@ -82,6 +82,10 @@ int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
 
 /* Waits for the child's next report: want (READY, or WARM for a pre-warmed
  * sandbox), or ERROR with the reason. */
+/* How long a helper whose setup socket is closed is given to have
+ * reported why. */
+#define REPORT_AFTER_EPIPE_MS 1000
+
 static int await_start(const struct spawn_child *c, int want, char *err, size_t errlen)
 {
         struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
@@ -422,8 +426,17 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 close(*ends[i]);
                 *ends[i] = -1;
         }
-        if ((e = give_cgroups(o, c.pid, setup[0], moved ? &cpus : NULL, err, errlen)) < 0)
+        if ((e = give_cgroups(o, c.pid, setup[0], moved ? &cpus : NULL, err, errlen)) < 0) {
+                /* The helper ended before it read the cgroup message (a step
+                 * of its setup failed first): its report says which. Why
+                 * this does not block: the wait for it is bounded. */
+                char why[512] = "";
+                struct pollfd pfd = { .fd = c.report_fd, .events = POLLIN };
+                if ((e == -EPIPE || e == -ECONNRESET) && poll(&pfd, 1, REPORT_AFTER_EPIPE_MS) == 1 &&
+                    spawn_read_report(c.report_fd, NULL, why, sizeof why) == SANDBOX_REPORT_ERROR)
+                        snprintf(err, errlen, "%s", why);
                 goto out;
+        }
         e = await_start(&c, o->prewarm ? SANDBOX_REPORT_WARM : SANDBOX_REPORT_READY, err, errlen);
         if (e < 0)
                 goto out;
