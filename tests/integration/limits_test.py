@@ -508,6 +508,9 @@ def cgroup_v2_delegated_scope_kept(tmp):
         g = gadget()
         check(g, "gadgetd run is in %r, not in %s (exit %r)" % (cgroup_dirs(p.pid).get("v2") if p.poll() is None
                                                              else None, unit, p.returncode))
+        # gadgetd writes the limits, then puts the worker in: once it is
+        # there, memory.max is what it will be (read before, it was 'max')
+        wait_for(lambda: read(os.path.join(g, "cgroup.procs")), what="the worker in %s" % g)
         check(read(os.path.join(g, "memory.max")) == str(32 << 20), "%s/memory.max: %r" %
               (g, read(os.path.join(g, "memory.max"))))
         check(unit_property("gadgetd-run-%d.scope" % p.pid, "ActiveState") in ("inactive", ""),
