@@ -134,11 +134,13 @@ def load_kv_pipelined_puts(tmp):
               "no log line on the full queue")
         wait_for(lambda: refused_logged(d) == r["busy"], what="the log to count %d refused operations (%d)" % (
             r["busy"], refused_logged(d)))
-        # The first refusal's line and its count, at most one count a second
-        # for as long as the flood lasted (longer under ASan), the last count.
+        # The first refusal's line, then counts: one a second at most, and
+        # one whenever nothing is left in flight (a burst's end, which a
+        # pipelined flood reaches a few times, however short). Logged one
+        # by one, the 2,930 refusals would be 2,930 lines.
         seconds = time.monotonic() - t0
         lines = [l for l in flood_log(d).splitlines() if "warning: " in l and "busy" in l]
-        check(len(lines) <= 3 + int(seconds), "refusals flood the log in %.1f s: %r" % (seconds, lines[:10]))
+        check(len(lines) <= 20 + int(seconds), "refusals flood the log in %.1f s: %r" % (seconds, lines[:10]))
         check(bcall(d, "good", "get", {"key": "h"})[1] == '"healthy"', "good's data")
         unload(d, "flood")
         cost.check_after("flood")
