@@ -86,24 +86,31 @@ int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
  * reported why. */
 #define REPORT_AFTER_EPIPE_MS 1000
 
-static int await_start(const struct spawn_child *c, int want, char *err, size_t errlen)
+/* Waits up to timeout_ms for the helper's report: 0 if it is want; an
+ * error report's text is in err either way. */
+static int await_report(const struct spawn_child *c, int want, int timeout_ms, char *err, size_t errlen)
 {
         struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
-        int r = poll(&pfd, 1, START_TIMEOUT_MS);
+        int r = poll(&pfd, 1, timeout_ms);
         if (r == 0) {
                 snprintf(err, errlen, "sandbox setup timed out");
                 return -ETIMEDOUT;
         }
         char msg[512] = "";
         r = spawn_read_report(c->report_fd, NULL, msg, sizeof msg);
+        if (r == SANDBOX_REPORT_ERROR)
+                snprintf(err, errlen, "%s", msg);
         if (r == want)
                 return 0;
-        if (r == SANDBOX_REPORT_ERROR) {
-                snprintf(err, errlen, "%s", msg);
+        if (r == SANDBOX_REPORT_ERROR)
                 return -ECHILD;
-        }
         snprintf(err, errlen, "sandbox setup ended without a report");
         return r < 0 ? r : -ECHILD;
+}
+
+static int await_start(const struct spawn_child *c, int want, char *err, size_t errlen)
+{
+        return await_report(c, want, START_TIMEOUT_MS, err, errlen);
 }
 
 int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen)
@@ -430,10 +437,9 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 /* The helper ended before it read the cgroup message (a step
                  * of its setup failed first): its report says which. Why
                  * this does not block: the wait for it is bounded. */
-                char why[512] = "";
-                struct pollfd pfd = { .fd = c.report_fd, .events = POLLIN };
-                if ((e == -EPIPE || e == -ECONNRESET) && poll(&pfd, 1, REPORT_AFTER_EPIPE_MS) == 1 &&
-                    spawn_read_report(c.report_fd, NULL, why, sizeof why) == SANDBOX_REPORT_ERROR)
+                char why[512];
+                if ((e == -EPIPE || e == -ECONNRESET) &&
+                    await_report(&c, SANDBOX_REPORT_ERROR, REPORT_AFTER_EPIPE_MS, why, sizeof why) == 0)
                         snprintf(err, errlen, "%s", why);
                 goto out;
         }
