@@ -225,9 +225,10 @@ static void after_exit(struct unit *u, int status)
                 daemon_unit_stopped(u->d, u);
                 return;
         }
+        /* A gadget killed for a hang (timeout) or a limit is not clean:
+         * on-failure restarts it, no leaves it failed. */
         enum policy_restart r = u->policy->restart;
-        bool timeout = strcmp(u->cause, "timeout") == 0;
-        if (!(timeout || r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
+        if (!(r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
                 u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
                 return;
         }

@@ -356,7 +356,7 @@ def hostile_never_reads(tmp):
     others are unaffected."""
     with Daemon(tmp) as d:
         policy(d.pol, "good")
-        policy(d.pol, "deaf", "Arguments=never-read\nCallTimeout=500ms\n", exec_path=HOSTILE)
+        policy(d.pol, "deaf", "Arguments=never-read\nCallTimeout=500ms\nRestart=on-failure\n", exec_path=HOSTILE)
         d.ctl("reload")
         wait_for(lambda: d.state("good") == "ready" and d.state("deaf") == "ready", what="ready")
         r = d.ctl("call", "deaf", "echo", '"x"')

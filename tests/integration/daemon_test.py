@@ -401,7 +401,7 @@ def inflight_calls_fail_when_gadget_dies(tmp):
 @test
 def hung_method_times_out(tmp):
     with Daemon(tmp) as d:
-        policy(d.pol, "hanger", "CallTimeout=1s\n")
+        policy(d.pol, "hanger", "CallTimeout=1s\nRestart=on-failure\n")
         d.ctl("reload")
         wait_for(lambda: d.state("hanger") == "ready", what="hanger ready")
         pid = d.list()["hanger"]["pid"]
@@ -409,6 +409,17 @@ def hung_method_times_out(tmp):
         check(r.returncode == 1 and "CallTimeout" in r.stderr, "timeout: %r" % r.stderr)
         wait_for(lambda: d.state("hanger") == "ready" and d.list()["hanger"]["pid"] != pid,
                  what="hanger restarted")
+        # Restart=no holds for a hang too: killed, then left failed.
+        policy(d.pol, "stuck", "CallTimeout=1s\nRestart=no\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("stuck") == "ready", what="stuck ready")
+        r = d.ctl("call", "stuck", "hang")
+        check(r.returncode == 1 and "CallTimeout" in r.stderr, "timeout: %r" % r.stderr)
+        wait_for(lambda: d.state("stuck") == "failed", what="stuck failed")
+        time.sleep(1)
+        g = d.list()["stuck"]
+        check(g["state"] == "failed" and g["restarts"] == 0 and g["cause"] == "timeout",
+              "Restart=no after a hang: %r" % g)
 
 
 @test
