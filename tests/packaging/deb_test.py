@@ -76,13 +76,17 @@ def main():
     check("policy" in ran and re.search(r"^Fail: +0\b", build_log, re.M),
           "the package build did not run and pass the unit tests (%s):\n%s" % (ran, build_log[-3000:]))
     print("the package build ran the unit tests: " + " ".join(ran))
-    # Its tree was a tarball's (group-writable files), and the example
-    # policies the build made there are ones gadgetd (root) accepts.
+    # Its tree was a tarball's as a packager unpacks it (group-writable
+    # files others cannot read), and the example policies the build made
+    # there, with the UIs they name, are ones gadgetd (root) accepts.
     report = build_log[build_log.rfind(TREE_REPORT):]
     print(report)
     mode = re.search(r"^source mode tests/policies/good.policy ([0-7]+)$", report, re.M)
     check(mode and int(mode.group(1), 8) & 0o020, "the sources were not group-writable as in a git archive "
           "tarball:\n" + report)
+    ui = re.search(r"^source mode examples/counter/counter.html ([0-7]+)$", report, re.M)
+    check(ui and not int(ui.group(1), 8) & 0o004, "the sources were readable by others, unlike a tree "
+          "unpacked under a packager's umask:\n" + report)
     checked = re.search(r"^gadgetd check of (\d+) example policies of the build: exit (\d+)$", report, re.M)
     check(checked and int(checked.group(1)) >= 6 and checked.group(2) == "0",
           "gadgetd check of the build's example policies failed:\n" + report)

@@ -7,6 +7,7 @@ import glob
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -99,11 +100,30 @@ def source_commit():
     return git("stash", "create").stdout.strip() or head
 
 
+# The umask of the packager who unpacks the tarball (tar -x, not as root,
+# applies it): files others cannot read, as under a umask of 007 or 027.
+PACKAGER_UMASK = 0o007
+
+
+def packager_modes(tree):
+    """Gives every file and directory of tree the mode a packager's own
+    `tar -x` under PACKAGER_UMASK gives it. With the tarball's
+    group-writable modes, both hazards of a packager's tree are there at
+    once: policies others could write (if copied as they are) and UIs
+    others cannot read."""
+    for top, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~PACKAGER_UMASK)
+
+
 def unpack_release(commit, tree):
-    """Unpacks `git archive` of commit into tree, modes as the tarball has
-    them: git's default tar.umask 0002 (set here, whatever the user's git
-    configuration says) makes every file group-writable, as in the release
-    tarballs packagers build from."""
+    """Unpacks `git archive` of commit into tree, modes as a packager's tree
+    has them: git's default tar.umask 0002 (set here, whatever the user's
+    git configuration says) makes every file group-writable, as in the
+    release tarballs packagers build from, then packager_modes."""
     os.makedirs(tree)
     arch = subprocess.Popen(GIT + ["-c", "tar.umask=0002", "archive", "--format=tar", commit],
                             stdout=subprocess.PIPE)
@@ -111,15 +131,18 @@ def unpack_release(commit, tree):
     arch.stdout.close()
     if arch.wait() != 0 or x.returncode != 0:
         raise Failure("git archive %s | tar -x failed" % commit)
+    packager_modes(tree)
 
 
 def copy_tree(files, tree):
-    """Copies files into tree, group-writable as in a git archive tarball."""
+    """Copies files into tree, group-writable as in a git archive tarball,
+    then packager_modes."""
     for f in files:
         os.makedirs(os.path.join(tree, os.path.dirname(f)), exist_ok=True)
         dst = os.path.join(tree, f)
         shutil.copy2(os.path.join(SRC, f), dst)
         os.chmod(dst, os.stat(dst).st_mode | 0o020)
+    packager_modes(tree)
 
 
 TREE_REPORT = "== the package build's tree"
@@ -130,8 +153,8 @@ def tree_report(tree):
     log (deb_test reads it): the mode the tarball gave a source file, and
     `gadgetd check` of the example policies the build made there (as root,
     gadgetd refuses a policy others may write)."""
-    out = [TREE_REPORT, "source mode tests/policies/good.policy %o" %
-           (os.stat(os.path.join(tree, "tests", "policies", "good.policy")).st_mode & 0o7777)]
+    out = [TREE_REPORT] + ["source mode %s %o" % (f, stat.S_IMODE(os.stat(os.path.join(tree, f)).st_mode))
+                           for f in ("tests/policies/good.policy", "examples/counter/counter.html")]
     for build in glob.glob(os.path.join(tree, "obj-*")):
         pols = sorted(p for p in glob.glob(os.path.join(build, "examples", "*.policy"))
                       if not p.endswith(".installed.policy"))
