@@ -288,6 +288,13 @@ def limit_nofile_emfile(tmp):
     r, out = run_probe(tmp, "nofile", body="LimitNOFILE=64\n")
     # fds 0-3 are open: 60 more.
     check(r.returncode == 0 and out.get("nofile") == ["EMFILE 60"], "nofile: %r %r" % (out, r.stderr))
+    # Above gadgetd's own hard limit: no start, naming the step (not a
+    # quietly lower limit).
+    pol = policy(tmp, "probe", "LimitNOFILE=512\n", exec_path=PROBE)
+    r = subprocess.run(["prlimit", "--nofile=256:256", "--"] + gadgetd_run(tmp) + [pol, "--", "nofile"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 125 and "limit open files" in r.stderr, "LimitNOFILE over the hard limit: %d %r" %
+          (r.returncode, r.stderr))
 
 
 @test
