@@ -57,6 +57,12 @@ def status_and_errors(tmp):
         check(r.returncode == 3 and 'no gadget named "nope"' in r.stderr, "not found: %r" % r.stderr)
         r = d.ctl("call", "echoer", "nomethod")
         check(r.returncode != 0 and 'no method "nomethod"' in r.stderr, "no method: %r" % r.stderr)
+        for args in (["frobnicate"], ["call", "echoer"]):
+            r = d.ctl(*args)
+            check(r.returncode == 2 and "--help" in r.stderr, "usage %r: %d %r" % (args, r.returncode, r.stderr))
+    # The README's exit codes: 4 when gadgetd is not there.
+    r = d.ctl("list")
+    check(r.returncode == 4 and "is gadgetd running?" in r.stderr, "no daemon: %d %r" % (r.returncode, r.stderr))
 
 
 @test

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
@@ -66,6 +67,7 @@ static void check_status(void)
                     strncmp(line, "Seccomp:", 8) == 0 || strncmp(line, "Uid", 3) == 0 ||
                     strncmp(line, "Gid", 3) == 0)
                         printf("status: %s\n", line);
+        printf("status: Securebits:\t0x%x\n", (unsigned)prctl(PR_GET_SECUREBITS));
 }
 
 static void check_sockets(void)

@@ -77,6 +77,11 @@ def capabilities_all_zero(tmp):
     caps = {l.split(":")[0]: l.split(":")[1].strip() for l in out["status"] if l.startswith("Cap")}
     for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         check(caps.get(k) == "0000000000000000", "%s = %s" % (k, caps.get(k)))
+    # securebits: NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE set and
+    # locked, KEEP_CAPS locked off (<linux/securebits.h>: bits 0-7).
+    want = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+    bits = [l.split("\t")[-1] for l in out["status"] if l.startswith("Securebits:")]
+    check(bits == [hex(want)], "securebits %r, want %s" % (bits, hex(want)))
 
 
 @test
@@ -321,8 +326,10 @@ def check_command(tmp):
     bad = os.path.join(tmp, "bad.policy")
     with open(bad, "w") as f:
         f.write("[Gadget]\nName=bad\nExec=relative/path\nMemoryMax=lots\n")
+    r = gadgetd("check", good)
+    check(r.returncode == 0, "check of a good policy: %d %r" % (r.returncode, r.stdout))
     r = gadgetd("check", good, bad)
-    check(r.returncode != 0, "check accepted a bad policy")
+    check(r.returncode == 1, "check of a bad policy: exit %d" % r.returncode)
     check(("%s: ok" % good) in r.stdout, "good policy not ok: %r" % r.stdout)
     check(re.search(re.escape(bad) + r":3:.*Exec", r.stdout), "no Exec error with line: %r" % r.stdout)
     check(re.search(re.escape(bad) + r":4:.*MemoryMax", r.stdout), "no MemoryMax error: %r" % r.stdout)
