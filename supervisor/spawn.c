@@ -320,18 +320,18 @@ void spawn_shell_drop(struct spawn_shell *sh)
 /* Lets the worker build its sandbox on another CPU than the one gadgetd
  * runs on, so that the two work side by side while gadgetd makes the
  * cgroups: the scheduler would queue a woken worker behind gadgetd on
- * gadgetd's own CPU. True if the worker was moved; *cpus is gadgetd's own
- * set, which spawn_gadget gives the worker back before gadgetd waits for
- * it (then an idle CPU may take it over, whichever). */
-static bool build_elsewhere(pid_t pid, cpu_set_t *cpus)
+ * gadgetd's own CPU. cpus is gadgetd's own set, which give_cgroups gives
+ * the worker back before gadgetd waits for it (then an idle CPU may take
+ * it over, whichever). */
+static void build_elsewhere(pid_t pid, const cpu_set_t *cpus)
 {
         cpu_set_t other;
         int me = sched_getcpu();
-        if (me < 0 || sched_getaffinity(0, sizeof *cpus, cpus) < 0 || CPU_COUNT(cpus) < 2)
-                return false;
+        if (me < 0 || CPU_COUNT(cpus) < 2)
+                return;
         other = *cpus;
         CPU_CLR(me, &other);
-        return sched_setaffinity(pid, sizeof other, &other) == 0;
+        sched_setaffinity(pid, sizeof other, &other);
 }
 
 /* SANDBOX_CGROUP_MSG with the "tasks" files of the v1 cgroups to join. */
@@ -358,8 +358,11 @@ static int send_cgroups(int sock, const int *fds, size_t n)
 
 /* Makes the gadget's cgroup while the worker builds its sandbox, puts the
  * worker in it (v2) or sends it the v1 "tasks" files to join. cpus, if not
- * NULL, are the CPUs to give the worker back first (build_elsewhere): it
- * starts the program only after the message. */
+ * NULL, are gadgetd's CPUs, given to the worker after the move and before
+ * the message (it starts the program only after it): they undo
+ * build_elsewhere, and joining a cgroup with a cpuset (kernel 6.1 resets
+ * the affinity to the cpuset's CPUs on the move) would otherwise give the
+ * program every CPU of the cpuset, not gadgetd's (taskset, CPUAffinity=). */
 static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const cpu_set_t *cpus, char *err,
                         size_t errlen)
 {
@@ -422,7 +425,9 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         }
         /* The setup is the start signal. */
         cpu_set_t cpus;
-        bool moved = build_elsewhere(c.pid, &cpus);
+        bool have_cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+        if (have_cpus)
+                build_elsewhere(c.pid, &cpus);
         int fds[SANDBOX_FDS_SENT] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
         if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FDS_SENT)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
@@ -433,7 +438,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 close(*ends[i]);
                 *ends[i] = -1;
         }
-        if ((e = give_cgroups(o, c.pid, setup[0], moved ? &cpus : NULL, err, errlen)) < 0) {
+        if ((e = give_cgroups(o, c.pid, setup[0], have_cpus ? &cpus : NULL, err, errlen)) < 0) {
                 /* The helper ended before it read the cgroup message (a step
                  * of its setup failed first): its report says which. Why
                  * this does not block: the wait for it is bounded. */
