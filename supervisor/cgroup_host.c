@@ -362,6 +362,24 @@ static int enable_v2(const char *own, const char *dir, const char *ctrl)
  * below it, as systemd's Delegate=yes allows; nothing above OWN is
  * touched. *refused is set when OWN has controllers for gadgetd but cannot
  * be taken over (it is not delegated to gadgetd alone). */
+/* On a systemd host a unit's cgroup (NAME.service, NAME.scope) is
+ * gadgetd's to take over only if systemd delegated it (Delegate=yes): the
+ * others systemd manages itself, whatever root may write there. True, with
+ * why_v2 saying so, when systemd says it did not; where systemd cannot be
+ * asked (or the cgroup is no unit's), the takeover is tried as on any
+ * host. */
+static bool not_delegated(struct cgroup_host *h, const char *path)
+{
+        const char *unit = strrchr(path, '/');
+        char err[256];
+        unit = unit ? unit + 1 : path;
+        if (!scope_systemd_running() || scope_delegated(unit, err, sizeof err) != 0)
+                return false;
+        snprintf(h->why_v2, sizeof h->why_v2, "gadgetd's cgroup %.200s is systemd's %.100s, which is not "
+                 "delegated (no Delegate=yes)", path, unit);
+        return true;
+}
+
 static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refused)
 {
         struct cg_mount m;
@@ -387,6 +405,10 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refu
         if (!want) {
                 snprintf(h->why_v2, sizeof h->why_v2,
                          "cgroup v2 offers none of memory, pids, cpu to gadgetd's cgroup %s", own);
+                goto out;
+        }
+        if (not_delegated(h, path)) {
+                *refused = true;
                 goto out;
         }
         remove_stale(own);

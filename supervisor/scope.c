@@ -158,7 +158,68 @@ out:
         return r < 0 ? r : 0;
 }
 
+/* Manager.GetUnit(unit), then Properties.Get(iface, "Delegate"). */
+static int get_delegate(sd_bus *bus, const char *unit, const char *iface, int *delegate, sd_bus_error *error)
+{
+        sd_bus_message *m = NULL, *reply = NULL;
+        const char *path;
+        int r;
+        if ((r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, SYSTEMD_PATH, MANAGER, "GetUnit")) < 0 ||
+            (r = sd_bus_message_append(m, "s", unit)) < 0 ||
+            (r = sd_bus_call(bus, m, SCOPE_TIMEOUT_USEC, error, &reply)) < 0 ||
+            (r = sd_bus_message_read(reply, "o", &path)) < 0)
+                goto out;
+        sd_bus_message_unref(m);
+        m = NULL;
+        if ((r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, path, "org.freedesktop.DBus.Properties",
+                                                "Get")) < 0 ||
+            (r = sd_bus_message_append(m, "ss", iface, "Delegate")) < 0)
+                goto out;
+        sd_bus_message_unref(reply);
+        reply = NULL;
+        if ((r = sd_bus_call(bus, m, SCOPE_TIMEOUT_USEC, error, &reply)) >= 0)
+                r = sd_bus_message_read(reply, "v", "b", delegate);
+out:
+        sd_bus_message_unref(m);
+        sd_bus_message_unref(reply);
+        return r;
+}
+
+int scope_delegated(const char *unit, char *err, size_t errlen)
+{
+        size_t n = strlen(unit);
+        const char *iface = n > 8 && strcmp(unit + n - 8, ".service") == 0 ? "org.freedesktop.systemd1.Service"
+                            : n > 6 && strcmp(unit + n - 6, ".scope") == 0 ? "org.freedesktop.systemd1.Scope"
+                            : NULL;
+        sd_bus *bus = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        int delegate = 0, r;
+        if (!iface) {
+                snprintf(err, errlen, "%.200s is not a service or scope", unit);
+                return -EINVAL;
+        }
+        if ((r = sd_bus_open_system(&bus)) < 0) {
+                snprintf(err, errlen, "%s", r == -ENOSYS ? "libsystemd.so.0 cannot be loaded"
+                                                         : "cannot connect to the system bus");
+                goto out;
+        }
+        if ((r = get_delegate(bus, unit, iface, &delegate, &error)) < 0)
+                snprintf(err, errlen, "systemd's Delegate= of %.200s: %s", unit,
+                         error.message ? error.message : strerror(-r));
+out:
+        sd_bus_error_free(&error);
+        sd_bus_flush_close_unref(bus);
+        return r < 0 ? r : delegate != 0;
+}
+
 #else
+
+int scope_delegated(const char *unit, char *err, size_t errlen)
+{
+        (void)unit;
+        snprintf(err, errlen, "gadgetd was built without libsystemd");
+        return -ENOSYS;
+}
 
 int scope_start(const char *name, const char *desc, const pid_t *pids, size_t n, char *err, size_t errlen)
 {

@@ -18,3 +18,9 @@ bool scope_systemd_running(void);
  * are then in the scope's cgroup. 0, or -errno with err saying why not
  * (libsystemd missing, no bus, refused). */
 int scope_start(const char *name, const char *desc, const pid_t *pids, size_t n, char *err, size_t errlen);
+
+/* Whether systemd delegated the cgroup of unit (a NAME.service or
+ * NAME.scope, the last part of a cgroup path) to its processes
+ * (Delegate=yes): 1 or 0, or -errno with err saying why it is not known
+ * (libsystemd missing, no bus, no such unit). */
+int scope_delegated(const char *unit, char *err, size_t errlen);
