@@ -102,7 +102,12 @@ def reload_added_removed_changed(tmp):
         policy(d.pol, "change")
         policy(d.pol, "remove")
         d.ctl("reload")
-        for n in ("keep", "change", "remove"):
+        # One loaded by hand from elsewhere is no file of the directory's.
+        elsewhere = os.path.join(tmp, "elsewhere")
+        os.makedirs(elsewhere)
+        r = d.ctl("load", policy(elsewhere, "outside"))
+        check(r.returncode == 0, "load: %r" % r.stderr)
+        for n in ("keep", "change", "remove", "outside"):
             wait_for(lambda n=n: d.state(n) == "ready", what=n)
         pids = {n: g["pid"] for n, g in d.list().items()}
         os.unlink(os.path.join(d.pol, "remove.policy"))
@@ -117,6 +122,8 @@ def reload_added_removed_changed(tmp):
         now = d.list()
         check(now["keep"]["pid"] == pids["keep"], "unchanged gadget was restarted")
         check(now["change"]["pid"] != pids["change"], "changed gadget kept running")
+        check(now["outside"]["pid"] == pids["outside"] and now["outside"]["state"] == "ready",
+              "a gadget loaded from outside the directory: %r" % now.get("outside"))
 
 
 @test
@@ -216,6 +223,16 @@ def crash_restart_backoff_then_failed(tmp):
                   "restart %d came after %.3f ms, promised at least %d" % (k + 1, gap_ms, want))
         check(re.findall(r"\[crasher\] restarting in (\d+) ms", log) == ["100", "200", "400", "800"],
               "delays logged: %r" % re.findall(r"\[crasher\] restarting in \d+ ms", log))
+        # gadgetctl restart starts the backoff over: from 100 ms, parked
+        # again only at the 5th failure in a row of the new series.
+        r = d.ctl("restart", "crasher")
+        check(r.returncode == 0, "restart: %r" % r.stderr)
+        wait_for(lambda: len(re.findall(r"\[crasher\] started", d.logtext())) == 10 and
+                 d.state("crasher") == "failed", timeout=30, what="crasher parked again")
+        delays = re.findall(r"\[crasher\] restarting in (\d+) ms", d.logtext())
+        check(delays == ["100", "200", "400", "800"] * 2, "delays after gadgetctl restart: %r" % delays)
+        check("keeps crashing (5 times in a row)" in d.list()["crasher"]["cause"], "cause: %r" %
+              d.list()["crasher"]["cause"])
 
 
 @test
