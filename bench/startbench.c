@@ -39,9 +39,9 @@
 #include "benchutil.h"
 #include "daemon.h"
 #include "gadget.pb-c.h"
-#include "log.h"
+#include "system/log.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "wire.h"
 
 extern char **environ;

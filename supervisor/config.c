@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway.h"
-#include "http.h"
-#include "logbuf.h"
-#include "loader.h"
+#include "gateway/gateway.h"
+#include "bindings/http.h"
+#include "core/logbuf.h"
+#include "control/loader.h"
 #include "policy.h"
-#include "uidpool.h"
+#include "spawn/uidpool.h"
 
 static void usage(FILE *f)
 {

@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "audit.h"
-#include "control.h"
-#include "gateway.h"
-#include "limiter.h"
+#include "system/audit.h"
+#include "control/control.h"
+#include "gateway/gateway.h"
+#include "limits/limiter.h"
 
 #define CONFIG_POLICY_DIR "/etc/gadgetd/policy.d"
 #define CONFIG_STATE_DIR "/var/lib/gadgetd"

@@ -14,21 +14,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "audit.h"
+#include "system/audit.h"
 #include "config.h"
-#include "control.h"
-#include "fds.h"
-#include "gateway.h"
-#include "http.h"
-#include "instance.h"
-#include "log.h"
-#include "notify.h"
-#include "loader.h"
-#include "peercred.h"
-#include "peer.h"
+#include "control/control.h"
+#include "system/fds.h"
+#include "gateway/gateway.h"
+#include "bindings/http.h"
+#include "system/instance.h"
+#include "system/log.h"
+#include "system/notify.h"
+#include "control/loader.h"
+#include "control/peercred.h"
+#include "core/peer.h"
 #include "policy.h"
 #include "run.h"
-#include "unit.h"
+#include "core/unit.h"
 
 #define QUIT_TIMEOUT_MS 5000
 

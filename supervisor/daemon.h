@@ -8,15 +8,15 @@
 #include <sys/types.h>
 #include <event2/event.h>
 
-#include "audit.h"
-#include "control.h"
+#include "system/audit.h"
+#include "control/control.h"
 #include "filter.h"
-#include "gateway.h"
-#include "limiter.h"
-#include "loader.h"
-#include "spare.h"
-#include "spawn.h"
-#include "uidpool.h"
+#include "gateway/gateway.h"
+#include "limits/limiter.h"
+#include "control/loader.h"
+#include "spawn/spare.h"
+#include "spawn/spawn.h"
+#include "spawn/uidpool.h"
 
 struct unit;
 struct control;

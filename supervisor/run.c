@@ -17,11 +17,11 @@
 #include "daemon.h"
 #include "gadget.h"
 #include "json.h"
-#include "log.h"
+#include "system/log.h"
 #include "policy.h"
 #include "relay.h"
 #include "sandbox.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "validate.h"
 #include "value.h"
 

@@ -92,7 +92,7 @@ static bool plan_covers(const struct mount_plan *plan, const char *path)
  * the identity gadgetd gave the child, and the attributes only add
  * restrictions; locked host flags cannot be cleared from a user namespace. */
 /* Clones the host mount tree at real (a path gadgetd resolved, see
- * supervisor/paths.c) to appear at dst in the sandbox. */
+ * supervisor/system/paths.c) to appear at dst in the sandbox. */
 static int plan_clone_at(struct mount_plan *plan, const char *dst, const char *real, uint64_t attr,
                          const char **step)
 {

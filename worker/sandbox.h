@@ -57,7 +57,7 @@ enum sandbox_fd {
 
 /* Per-uid kernel limits every gadget gets (each gadget has a host uid of
  * its own, so they apply per gadget). RLIMIT_NPROC comes from gadgetd
- * (TasksMax, see supervisor/limiter.c); message queues stay at 0 because
+ * (TasksMax, see supervisor/limits/limiter.c); message queues stay at 0 because
  * the seccomp filter refuses mq_open anyway. worker/limits.c also sets
  * the user namespace's inotify and namespace counters to 0. */
 #define SANDBOX_MEMLOCK_MAX (64u * 1024u)
@@ -99,7 +99,7 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg);
  * failing step in step (a static string or one written into buf). */
 struct mount_plan;
 /* ro_real and exec_real: the policy's ReadOnlyPaths and Exec as gadgetd
- * resolved them (supervisor/paths.c). */
+ * resolved them (supervisor/system/paths.c). */
 int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exec_real,
                    struct mount_plan **plan, const char **step);
 int mounts_build(const struct mount_plan *plan, const struct policy *p, const char **step);

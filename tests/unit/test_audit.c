@@ -1,4 +1,4 @@
-/* Unit tests of supervisor/audit_read.c and audit_budget.c: which lines are
+/* Unit tests of supervisor/system/audit_read.c and audit_budget.c: which lines are
  * a gadget's, the last n records found backwards across rotated files and
  * slices, a receiver with no room, lines that are not gadgetd's; records
  * per second with the excess summarized by kind, failures counted. */
@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "audit_budget.h"
+#include "system/audit.h"
+#include "system/audit_budget.h"
 #include "tap.h"
 
 static char dir[] = "/tmp/test-audit-XXXXXX";

@@ -1,7 +1,7 @@
-/* Unit tests of supervisor/backoff.c: the README's restart contract —
+/* Unit tests of supervisor/core/backoff.c: the README's restart contract —
  * delays from 100 ms doubling up to 30 s, parked at the 5th quick failure
  * in a row, delays start over after a long run. */
-#include "backoff.h"
+#include "core/backoff.h"
 #include "tap.h"
 
 static void test_quick_failures_park_at_fifth(void)

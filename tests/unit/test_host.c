@@ -1,6 +1,6 @@
 /* Unit tests of what keeps gadgetd processes of one host apart: the
- * instance lock files (supervisor/instance.c) and the host-wide uid pool
- * (supervisor/uidpool.c), on files in a temporary directory. OFD locks of
+ * instance lock files (supervisor/system/instance.c) and the host-wide uid pool
+ * (supervisor/spawn/uidpool.c), on files in a temporary directory. OFD locks of
  * two open file descriptions conflict even within one process, so one
  * process can play two gadgetd. */
 #include <errno.h>
@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "instance.h"
+#include "system/instance.h"
 #include "tap.h"
-#include "uidpool.h"
+#include "spawn/uidpool.h"
 
 static void test_pid_bytes(void)
 {

@@ -1,4 +1,4 @@
-/* Unit tests of supervisor/logbuf.c: line splitting across reads and
+/* Unit tests of supervisor/core/logbuf.c: line splitting across reads and
  * streams, more lines in one read than the ring holds, the per-second log
  * budget (kept, dropped, counted in bulk, the window's end, the read
  * allowance) and the ring. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logbuf.h"
+#include "core/logbuf.h"
 #include "tap.h"
 
 /* What fn received: every line, in order. */

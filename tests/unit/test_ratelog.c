@@ -1,6 +1,6 @@
-/* Unit tests of supervisor/ratelog.c: one line per window, the rest
+/* Unit tests of supervisor/system/ratelog.c: one line per window, the rest
  * counted and reported once the window has closed. */
-#include "ratelog.h"
+#include "system/ratelog.h"
 #include "tap.h"
 
 static void test_first_logs_rest_counted(void)

@@ -10,14 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "audit.h"
+#include "system/audit.h"
 #include "daemon.h"
 #include "gadget.h"
-#include "log.h"
-#include "paths.h"
-#include "peer.h"
+#include "system/log.h"
+#include "system/paths.h"
+#include "core/peer.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "value.h"
 #include "wire.h"
 

@@ -19,7 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "system/log.h"
 
 #define TOKEN_MIN 16
 #define TOKEN_MAX 4096

@@ -11,9 +11,9 @@
 
 #include "backoff.h"
 #include "gadget.pb-c.h"
-#include "limiter.h"
+#include "limits/limiter.h"
 #include "logbuf.h"
-#include "spawn.h"
+#include "spawn/spawn.h"
 
 struct daemon;
 struct peer;

@@ -9,9 +9,9 @@
 #include "bindings.h"
 #include "daemon.h"
 #include "gadget.h"
-#include "peer.h"
+#include "core/peer.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "value.h"
 
 #define CHAIN_MAX 8   /* gadgets one call may pass through */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "gadget.h"
-#include "log.h"
+#include "system/log.h"
 #include "policy.h"
 #include "validate.h"
 #include "value.h"

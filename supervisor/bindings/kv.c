@@ -10,7 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "system/log.h"
 
 #define KV_STACK (512u * 1024u)
 /* Refused operations are logged as one count per this many seconds. */

@@ -13,13 +13,13 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "audit.h"
+#include "system/audit.h"
 #include "daemon.h"
 #include "gadget.h"
 #include "json.h"
-#include "peer.h"
+#include "core/peer.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "validate.h"
 #include "value.h"
 

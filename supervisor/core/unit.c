@@ -11,17 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bindings.h"
+#include "bindings/bindings.h"
 #include "daemon.h"
-#include "kv.h"
+#include "bindings/kv.h"
 #include "gadget.h"
-#include "log.h"
+#include "system/log.h"
 #include "peer.h"
 #include "policy.h"
 #include "run.h"
 #include "sandbox.h"
-#include "spare.h"
-#include "uidpool.h"
+#include "spawn/spare.h"
+#include "spawn/uidpool.h"
 
 #define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */

@@ -13,9 +13,9 @@
 #include <event2/buffer.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "system/log.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 
 /* Why: no camera, microphone, location, USB and the like for the page or
  * any frame in it. */

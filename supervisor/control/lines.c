@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit.h"
+#include "system/audit.h"
 #include "client.h"
 #include "daemon.h"
 #include "gadget.h"
 #include "policy.h"
 #include "stream.h"
-#include "unit.h"
+#include "core/unit.h"
 
 /* The log lines numbered [next, end) of gadget name (numbered from its
  * first line, logbuf.total), read from its ring as parts are made. */

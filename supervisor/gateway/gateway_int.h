@@ -9,7 +9,7 @@
 #include <event2/http.h>
 
 #include "gateway.h"
-#include "ratelog.h"
+#include "system/ratelog.h"
 
 #define GATEWAY_SESSION_BYTES 32
 #define GATEWAY_COOKIE "gadgetd_session"

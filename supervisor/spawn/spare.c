@@ -4,7 +4,7 @@
 #include <event2/event.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "system/log.h"
 
 static void fill_cb(evutil_socket_t fd, short what, void *arg)
 {

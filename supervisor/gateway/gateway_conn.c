@@ -16,7 +16,7 @@
 #include <event2/listener.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "system/log.h"
 
 #define SWEEP_MS 250             /* how often deadlines and closed connections are looked at */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */

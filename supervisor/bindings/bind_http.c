@@ -17,7 +17,7 @@
 #include "gadget.h"
 #include "http.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "value.h"
 
 /* Connecting may take at most this long (or Timeout= if shorter): a

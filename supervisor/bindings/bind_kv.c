@@ -12,7 +12,7 @@
 #include "gadget.h"
 #include "kv.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 #include "value.h"
 
 #define LIST_DEFAULT 100

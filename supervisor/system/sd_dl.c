@@ -1,7 +1,7 @@
 /* sd_dl: libsystemd, loaded when gadgetd first needs it (the daemon's
  * notifications and socket activation, a log entry when stderr is the
  * journal, or the sd-bus calls that ask systemd for a delegated scope,
- * supervisor/scope.c) instead of at every start: with the five libraries it pulls in
+ * supervisor/limits/scope.c) instead of at every start: with the five libraries it pulls in
  * it was a tenth of a `gadgetd run` that needs none of it.
  *
  * The functions below carry libsystemd's names and forward to the loaded

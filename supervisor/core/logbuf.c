@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "system/log.h"
 
 void logbuf_init(struct logbuf *b)
 {

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "curl_dl.h"
-#include "fds.h"
-#include "log.h"
+#include "system/curl_dl.h"
+#include "system/fds.h"
+#include "system/log.h"
 
 /* Refusals are logged at the first one, then at most once per window
  * per binding (and for the total), and what is left when the burst ends. */

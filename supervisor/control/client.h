@@ -44,8 +44,8 @@ struct client_call *client_call_new(struct client *cl, uint64_t id);
 /* Unlinks and frees a call; returns its client (NULL if gone). */
 struct client *client_call_end(struct client_call *c);
 
-/* Request handlers (supervisor/requests.c); requests are validated. */
+/* Request handlers (supervisor/control/requests.c); requests are validated. */
 void request_handle(struct client *cl, const Control__Request *req);
-/* logs and audit (supervisor/lines.c): answered through stream.c. */
+/* logs and audit (supervisor/control/lines.c): answered through stream.c. */
 void request_logs(struct client *cl, const Control__Request *req);
 void request_audit(struct client *cl, const Control__Request *req);

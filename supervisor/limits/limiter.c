@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "audit.h"
-#include "log.h"
+#include "system/audit.h"
+#include "system/log.h"
 #include "policy.h"
 #include "sandbox.h"
 

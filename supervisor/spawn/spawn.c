@@ -22,7 +22,7 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 
-#include "cgroup.h"
+#include "limits/cgroup.h"
 #include "sandbox.h"
 
 #define CHILD_STACK (64u * 1024u) /* the trampoline's: it only moves fds and execs */

@@ -10,7 +10,7 @@
 #include "client.h"
 #include "daemon.h"
 #include "gadget.h"
-#include "log.h"
+#include "system/log.h"
 #include "wire.h"
 
 struct live_line {

@@ -70,7 +70,7 @@ static void log_stderr(enum log_level level, const char *gadget, const char *lin
 #define JOURNAL_FIELDS 12
 
 /* One journal entry of up to JOURNAL_FIELDS "KEY=value" fields (NULL ones
- * skipped). libsystemd is loaded at the first (supervisor/sd_dl.c). */
+ * skipped). libsystemd is loaded at the first (supervisor/system/sd_dl.c). */
 static int journal_send(const char *const *fields, size_t n)
 {
         struct iovec iov[JOURNAL_FIELDS];

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit.h"
+#include "system/audit.h"
 #include "client.h"
 #include "daemon.h"
 #include "gadget.h"
-#include "peer.h"
+#include "core/peer.h"
 #include "policy.h"
-#include "unit.h"
+#include "core/unit.h"
 
 static struct unit *find(struct client *cl, uint64_t id, const char *name)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "paths.h"
+#include "system/paths.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "sandbox.pb-c.h"
@@ -60,7 +60,7 @@ static char **build_argv(const struct policy *p, char *const *args, size_t *n)
 }
 
 /* The policy's host paths with symlinks resolved where that is safe; see
- * supervisor/paths.c. Sets err and returns -errno on the first refusal. */
+ * supervisor/system/paths.c. Sets err and returns -errno on the first refusal. */
 static int resolve_paths(const struct policy *p, char ***ro_real, char *exec_real, char *err, size_t errlen)
 {
         char real[PATH_MAX];
