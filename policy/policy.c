@@ -397,9 +397,9 @@ static bool policy_path_within(const char *path, const char *dir)
 /* Exec='s interpreter (ELF loader or #! line) must be in the sandbox, or
  * the exec fails with ENOENT for a file that plainly exists: a warning
  * names it and the key that adds it (the start then fails, naming it
- * again, worker/init.c). A warning, not an error: the path may still be
+ * again, worker/sandbox/init.c). A warning, not an error: the path may still be
  * reached some other way (a listed directory holding a link to it). The
- * directories SystemLibraries=yes adds are those of worker/mounts.c. */
+ * directories SystemLibraries=yes adds are those of worker/sandbox/mounts.c. */
 static void policy_check_interpreter(struct policy_ctx *c)
 {
         static const char *const sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };

@@ -20,7 +20,7 @@
 #include "system/log.h"
 #include "policy.h"
 #include "relay.h"
-#include "sandbox.h"
+#include "sandbox_abi.h"
 #include "core/unit.h"
 #include "validate.h"
 #include "value.h"

@@ -19,7 +19,7 @@
 #include "peer.h"
 #include "policy.h"
 #include "run.h"
-#include "sandbox.h"
+#include "sandbox_abi.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"
 

@@ -10,7 +10,7 @@
 #include "system/audit.h"
 #include "system/log.h"
 #include "policy.h"
-#include "sandbox.h"
+#include "sandbox_abi.h"
 
 static const char *const mode_names[] = { "auto", "cgroup-v2", "cgroup-v1", "rlimits" };
 static const char *const ctrl_labels[] = { "memory", "pids", "cpu" };

@@ -23,7 +23,7 @@
 #include <linux/close_range.h>
 
 #include "limits/cgroup.h"
-#include "sandbox.h"
+#include "sandbox_abi.h"
 
 #define CHILD_STACK (64u * 1024u) /* the trampoline's: it only moves fds and execs */
 #define START_TIMEOUT_MS 10000

@@ -1,5 +1,5 @@
 /* spawn: gadgetd's side of starting a worker — clone into new namespaces
- * with vfork semantics and exec gadgetd-sandbox there (worker/helper.c),
+ * with vfork semantics and exec gadgetd-sandbox there (worker/sandbox/helper.c),
  * write the id maps, send the setup, and wait until the sandbox is entered
  * or has failed. */
 #pragma once

@@ -11,7 +11,7 @@
 
 #include "system/paths.h"
 #include "policy.h"
-#include "sandbox.h"
+#include "sandbox_abi.h"
 #include "sandbox.pb-c.h"
 
 /* The program's environment: the fixed entries, then the policy's own

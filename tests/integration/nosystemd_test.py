@@ -15,7 +15,7 @@ MESON = os.environ.get("MESON", "meson")
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT", "")
 BUILD = os.environ.get("NOSYSTEMD_BUILD", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGETS = ["supervisor/gadgetd", "ctl/gadgetctl", "worker/gadgetd-sandbox", "tests/integration/testgadget",
+TARGETS = ["supervisor/gadgetd", "ctl/gadgetctl", "worker/sandbox/gadgetd-sandbox", "tests/integration/testgadget",
            "tests/integration/probe"]
 # Tests of the daemon's and gadgetd run's everyday paths, by file.
 SMOKE = {"daemon_test.py": ["load_list_call_stop", "sigterm_stops_all"],

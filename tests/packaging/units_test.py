@@ -55,7 +55,7 @@ def syscalls(group, seen=None):
 
 
 def check_filter(service):
-    """No system call of the gadgets' allowlist (worker/filter.c) is in the
+    """No system call of the gadgets' allowlist (worker/filter/filter.c) is in the
     unit's deny list: a gadget would get EPERM for it under systemd."""
     denied = set()
     for line in open(service):
@@ -63,10 +63,10 @@ def check_filter(service):
             for w in line.split("=~", 1)[1].split():
                 denied |= syscalls(w) if w.startswith("@") else {w}
     check(denied, "the unit has no SystemCallFilter= deny list")
-    src = open(os.path.join(SRC, "worker", "filter.c")).read()
+    src = open(os.path.join(SRC, "worker", "filter", "filter.c")).read()
     start = src.index("allowed[] = {")
     allowed = set(re.findall(r'"([a-z0-9_]+)"', src[start:src.index("};", start)]))
-    check(len(allowed) > 50, "could not read the gadgets' allowlist from worker/filter.c")
+    check(len(allowed) > 50, "could not read the gadgets' allowlist from worker/filter/filter.c")
     both = sorted(allowed & denied)
     check(not both, "the unit denies system calls gadgets are allowed: " + ", ".join(both))
 

@@ -1,6 +1,5 @@
 /* filter: an allowlist of system calls for gadgets, with the refusals the
  * sandbox promises (DESIGN.md "The sandbox", point 6). */
-#include "sandbox.h"
 #include "filter.h"
 
 #include <errno.h>

@@ -61,7 +61,7 @@ static int become_gadget_user(void)
  * time the message comes) and joins the v1 cgroups whose "tasks" files
  * come with it; then makes the cgroup namespace, rooted there, so the
  * gadget sees "/" and nothing of the host's cgroup paths, and mounts its
- * cgroups at /sys/fs/cgroup (worker/cgroupfs.c). Before the
+ * cgroups at /sys/fs/cgroup (worker/sandbox/cgroupfs.c). Before the
  * limits and the program: everything the program does counts against
  * them. Why this is safe: the fds were opened by gadgetd and name only
  * this gadget's cgroups; they are closed at once. */
@@ -126,7 +126,7 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg)
         int e;
 
         /* Mount sources are cloned while still holding the host identity
-         * that may traverse them; see worker/mounts.c. */
+         * that may traverse them; see worker/sandbox/mounts.c. */
         e = mounts_prepare(p, cfg->ro_real, cfg->exec_real, &plan, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);

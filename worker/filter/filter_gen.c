@@ -37,7 +37,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "filter_gen: %s: %s\n", argv[1], strerror(errno));
                 return 1;
         }
-        fprintf(f, "/* Generated at build time by worker/filter_gen.c from worker/filter.c:\n"
+        fprintf(f, "/* Generated at build time by worker/filter/filter_gen.c from worker/filter/filter.c:\n"
                    " * the seccomp programs of every gadget, compiled by libseccomp. */\n"
                    "#include \"filter.h\"\n\n");
         emit(f, "list", &g.list);
