@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "contract.h"
+
 int ctl_open(struct ctl *c, const char *path)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -39,6 +41,7 @@ void ctl_close(struct ctl *c)
 static int64_t put(struct ctl *c, Control__Request *q)
 {
         q->id = ++c->next_id;
+        q->version = CONTROL_PROTOCOL_VERSION;
         int e = wire_writer_put(&c->wr, &q->base, WIRE_MAX_FRAME);
         return e < 0 ? e : (int64_t)q->id;
 }

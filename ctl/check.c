@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gadget.h"
+#include "contract.h"
 #include "policy.h"
 #include "show.h"
 

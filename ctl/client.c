@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "contract.h"
 #include "value.h"
 
 /* The one request gadgetctl sends per connection. */
@@ -44,6 +45,7 @@ int client_send(struct client *c, Control__Request *req)
         /* wire_send writes with MSG_NOSIGNAL: a gadgetd that went away
          * gives -EPIPE here, not a SIGPIPE. */
         c->id = req->id = CLIENT_REQUEST_ID;
+        req->version = CONTROL_PROTOCOL_VERSION;
         return wire_send(c->fd, &req->base, 0);
 }
 

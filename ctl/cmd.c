@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "client.h"
-#include "gadget.h"
+#include "contract.h"
 #include "json.h"
 #include "policy.h"
 #include "show.h"

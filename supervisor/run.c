@@ -15,7 +15,7 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "json.h"
 #include "system/log.h"
 #include "policy.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gadget.h"
+#include "contract.h"
 #include "policy.h"
 #include "value.h"
 #include "control.pb-c.h"

@@ -8,7 +8,7 @@
 
 #include "bindings.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "core/peer.h"
 #include "policy.h"
 #include "core/unit.h"

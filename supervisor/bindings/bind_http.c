@@ -14,7 +14,7 @@
 
 #include "bindings.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "http.h"
 #include "policy.h"
 #include "core/unit.h"

@@ -9,7 +9,7 @@
 
 #include "bindings.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "kv.h"
 #include "policy.h"
 #include "core/unit.h"

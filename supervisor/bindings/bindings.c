@@ -12,7 +12,7 @@
 
 #include "system/audit.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "system/log.h"
 #include "system/paths.h"
 #include "core/peer.h"

@@ -17,6 +17,8 @@ struct client {
         int fd;
         struct peercred cred;       /* who connected (kernel's record) */
         bool closing;               /* dropped: freed from ev_write, nothing more sent */
+        bool spoke;                 /* its first request came, of our protocol version */
+        bool refused;               /* of another version: the rest is not read */
         struct event *ev_read, *ev_write;
         struct wire_reader *rd;
         struct wire_writer *wr;

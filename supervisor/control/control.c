@@ -17,7 +17,7 @@
 #include "client.h"
 #include "control.pb-c.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "system/log.h"
 #include "system/notify.h"
 #include "stream.h"
@@ -241,10 +241,23 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
                         client_free(cl);
                         return;
                 }
-                if (validate_control_request(q, why, sizeof why) < 0)
-                        client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
-                else
-                        request_handle(cl, q);
+                if (cl->refused) {
+                        control__request__free_unpacked(q, NULL);
+                        continue;
+                }
+                if (!cl->spoke && q->version != CONTROL_PROTOCOL_VERSION) {
+                        /* The client hears why before gadgetd stops reading it. */
+                        client_error(cl, q->id, GADGET_EPROTO, "this client speaks control protocol %u, gadgetd "
+                                     "speaks %u: use the gadgetctl of gadgetd's release", (unsigned)q->version,
+                                     CONTROL_PROTOCOL_VERSION);
+                        cl->refused = true;
+                } else {
+                        cl->spoke = true;
+                        if (validate_control_request(q, why, sizeof why) < 0)
+                                client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
+                        else
+                                request_handle(cl, q);
+                }
                 control__request__free_unpacked(q, NULL);
                 if (cl->closing)
                         return;

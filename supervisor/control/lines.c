@@ -9,7 +9,7 @@
 #include "system/audit.h"
 #include "client.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "policy.h"
 #include "stream.h"
 #include "core/unit.h"

@@ -8,7 +8,7 @@
 #include "system/audit.h"
 #include "client.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "core/peer.h"
 #include "policy.h"
 #include "core/unit.h"

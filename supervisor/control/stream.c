@@ -9,7 +9,7 @@
 
 #include "client.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "system/log.h"
 #include "wire.h"
 

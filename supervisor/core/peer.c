@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gadget.h"
+#include "contract.h"
 #include "system/log.h"
 #include "policy.h"
 #include "validate.h"

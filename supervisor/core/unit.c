@@ -14,7 +14,7 @@
 #include "bindings/bindings.h"
 #include "daemon.h"
 #include "bindings/kv.h"
-#include "gadget.h"
+#include "contract.h"
 #include "system/log.h"
 #include "peer.h"
 #include "policy.h"

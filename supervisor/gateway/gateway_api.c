@@ -15,7 +15,7 @@
 
 #include "system/audit.h"
 #include "daemon.h"
-#include "gadget.h"
+#include "contract.h"
 #include "json.h"
 #include "core/peer.h"
 #include "policy.h"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import attacks  # noqa: E402  (tests/integration: the hostile clients)
 from harness import GADGETCTL, GADGETD, Daemon, check, gadgetd_run, main, policy, skip, spare, test, wait_for
 
 ESCAPE = os.environ.get("ESCAPE", "")
@@ -543,6 +544,33 @@ def gadgetd_fds_close_on_exec(tmp):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+
+@test
+def control_protocol_version_checked(tmp):
+    """A control client of another protocol version (an older one sends
+    none) is told so at its first request, and gadgetd reads no more of
+    it; a client of this version on the same socket is served."""
+    with Daemon(tmp) as d:
+        for version in (None, attacks.CONTROL_PROTOCOL_VERSION + 1):
+            s = attacks.connect_unix(d.sock)
+            s.sendall(attacks.request(1, 5, version=version) + attacks.request(2, 5))
+            a = attacks.answer(s)
+            check(a and a["kind"] == "error" and a["code"] == 8 and
+                  "speaks control protocol %d, gadgetd speaks %d" % (version or 0, attacks.CONTROL_PROTOCOL_VERSION)
+                  in a["message"], "version %r: %r" % (version, a))
+            try:
+                more = attacks.answer(s, timeout=1)
+            except socket.timeout:
+                more = "nothing"
+            check(more == "nothing", "the second request of version %r was answered: %r" % (version, more))
+            s.close()
+        s = attacks.connect_unix(d.sock)
+        s.sendall(attacks.request(1, 5))
+        a = attacks.answer(s)
+        check(a and a["kind"] == "other", "a client of this version: %r" % a)
+        s.close()
 
 
 if __name__ == "__main__":

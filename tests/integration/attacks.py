@@ -20,12 +20,17 @@ Run a control attack as another user with
 """
 import json
 import os
+import re
 import resource
 import select
 import socket
 import struct
 import sys
 import time
+
+# The control protocol version every Request carries (proto/contract.h).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto", "contract.h")) as _f:
+    CONTROL_PROTOCOL_VERSION = int(re.search(r"#define CONTROL_PROTOCOL_VERSION (\d+)", _f.read()).group(1))
 
 
 def varint(n):
@@ -44,10 +49,14 @@ def field(num, payload):
     return varint(num << 3 | 2) + varint(len(payload)) + payload
 
 
-def request(rid, kind, name=None):
-    """A control.Request: kind is the oneof field number (2 load, 6 status, 5 list)."""
+def request(rid, kind, name=None, version=CONTROL_PROTOCOL_VERSION):
+    """A control.Request: kind is the oneof field number (2 load, 6 status, 5
+    list); version that of the control protocol (None: left out, as an older
+    client leaves it)."""
     body = field(1, name.encode()) if name is not None else b""
     msg = varint(1 << 3) + varint(rid) + field(kind, body)
+    if version is not None:
+        msg += varint(11 << 3) + varint(version)
     return struct.pack("<I", len(msg)) + msg
 
 

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract.h"
 #include "control.pb-c.h"
 #include "json.h"
 #include "value.h"
@@ -60,6 +61,7 @@ static void put_call(struct wire_writer *w, uint64_t id, char **argv, Gadget__Va
         call.args = args;
         Control__Request q = CONTROL__REQUEST__INIT;
         q.id = id;
+        q.version = CONTROL_PROTOCOL_VERSION;
         q.req_case = CONTROL__REQUEST__REQ_CALL;
         q.call = &call;
         if (wire_writer_put(w, &q.base, WIRE_MAX_FRAME) < 0)

@@ -8,28 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GADGET_PROTOCOL_VERSION 1
-
-/* Error codes carried in error answers (both directions). */
-enum gadget_error {
-        GADGET_OK = 0,
-        GADGET_EINVAL = 1,       /* a bad argument */
-        GADGET_ENOMETHOD = 2,    /* no such method */
-        GADGET_EFAILED = 3,      /* the method or operation failed */
-        GADGET_EDENIED = 4,      /* refused by the gadget's policy */
-        GADGET_EUNAVAILABLE = 5, /* the target is not running */
-        GADGET_ETIMEOUT = 6,     /* no answer in time */
-        GADGET_EBUSY = 7,        /* too many calls queued */
-        GADGET_EPROTO = 8,       /* a protocol violation */
-        GADGET_ELIMIT = 9,       /* a size or quota limit */
-        GADGET_ENOTFOUND = 10,   /* no such key or item */
-        GADGET_EGONE = 11,       /* the gadget ended during the call */
-        GADGET_EINTERNAL = 12,   /* a failure inside gadgetd */
-};
 
 enum gadget_type {
         GADGET_INVALID, GADGET_NULL, GADGET_BOOL, GADGET_INT, GADGET_DOUBLE,

@@ -1,0 +1,30 @@
+/* contract: what both ends of gadgetd's protocols agree on besides the
+ * messages themselves (gadget.proto, control.proto): the protocol versions
+ * and the error codes of error answers. The SDK's gadget.h includes it
+ * (and installs it beside itself), gadgetd and gadgetctl include it
+ * directly. */
+#pragma once
+
+/* The gadget protocol (gadget.proto): a gadget's hello carries it. */
+#define GADGET_PROTOCOL_VERSION 1
+/* The control protocol (control.proto): every Request carries it, and
+ * gadgetd answers the first request of a connection that speaks another
+ * with an error (GADGET_EPROTO) and reads no more of it. */
+#define CONTROL_PROTOCOL_VERSION 1
+
+/* Error codes carried in error answers (both directions). */
+enum gadget_error {
+        GADGET_OK = 0,
+        GADGET_EINVAL = 1,       /* a bad argument */
+        GADGET_ENOMETHOD = 2,    /* no such method */
+        GADGET_EFAILED = 3,      /* the method or operation failed */
+        GADGET_EDENIED = 4,      /* refused by the gadget's policy */
+        GADGET_EUNAVAILABLE = 5, /* the target is not running */
+        GADGET_ETIMEOUT = 6,     /* no answer in time */
+        GADGET_EBUSY = 7,        /* too many calls queued */
+        GADGET_EPROTO = 8,       /* a protocol violation */
+        GADGET_ELIMIT = 9,       /* a size or quota limit */
+        GADGET_ENOTFOUND = 10,   /* no such key or item */
+        GADGET_EGONE = 11,       /* the gadget ended during the call */
+        GADGET_EINTERNAL = 12,   /* a failure inside gadgetd */
+};
