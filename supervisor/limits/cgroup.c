@@ -157,6 +157,16 @@ int cgroup_cpuset_inherit(const char *parent, const char *dir)
         return 0;
 }
 
+int cgroup_cpus_write(const char *dir, const cpu_set_t *cpus)
+{
+        char list[4096];
+        size_t o = 0;
+        for (int c = 0; c < CPU_SETSIZE && o + 8 < sizeof list; c++)
+                if (CPU_ISSET(c, cpus))
+                        o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", o ? "," : "", c);
+        return o ? cgroup_write_file(dir, "cpuset.cpus", list) : -EINVAL;
+}
+
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen)
 {
@@ -187,6 +197,12 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
                                  strerror(-e));
                         break; /* cgroup_free removes it */
                 }
+                /* Of those, gadgetd's own (pin_cpus_v2 in cgroup_host.c says
+                 * why); where they cannot be set, the parent's stay. */
+                cpu_set_t mine;
+                if (e == 0 && h->hier[i].version == 1 && (h->hier[i].ctrls & 1u << CGROUP_CPUSET) &&
+                    sched_getaffinity(0, sizeof mine, &mine) == 0)
+                        cgroup_cpus_write(cg->dir[i], &mine);
                 if (e < 0) {
                         snprintf(err, errlen, "cgroup v%d: cannot create %s: %s", h->hier[i].version,
                                  cg->dir[i], strerror(-e));

@@ -20,6 +20,7 @@
  * Instance directories of gadgetds that are gone are removed at start. */
 #pragma once
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,8 @@ int cgroup_write_file(const char *dir, const char *file, const char *text);
 /* Reads into buf, NUL-terminated: the length read, or -errno. */
 int cgroup_read_file(const char *dir, const char *file, char *buf, size_t len);
 bool cgroup_file_exists(const char *dir, const char *file);
+/* Writes cpus as dir's cpuset.cpus. 0 or -errno. */
+int cgroup_cpus_write(const char *dir, const cpu_set_t *cpus);
 /* Gives the new v1 cpuset dir the CPUs and memory nodes of parent (a new
  * cpuset has none, and no task can join it). 0 or -errno. */
 int cgroup_cpuset_inherit(const char *parent, const char *dir);

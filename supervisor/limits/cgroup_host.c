@@ -579,6 +579,29 @@ static int move_to_scope(struct cgroup_host *h, struct cg_tables *t)
         return 0;
 }
 
+/* Where gadgetd uses cgroup v2 and may have a cpuset, its instance cgroup
+ * (OWN/gadgetd.PID, and so every gadget below it) gets a cpuset of the CPUs
+ * gadgetd was started with (taskset, CPUAffinity=). The affinity a process
+ * inherits is not enough: on kernel 6.1 any move between cpusets, as when
+ * systemd turns cpuset on or off above gadgetd's cgroup, resets it to every
+ * CPU of the new cpuset, and a gadget may widen its own. Best effort: where
+ * cpuset is not offered, the inherited affinity is all there is. */
+static void pin_cpus_v2(const struct cgroup_host *h, const cpu_set_t *cpus)
+{
+        char avail[256], enabled[256];
+        for (size_t i = 0; i < h->n_hier; i++) {
+                const struct cgroup_hier *v2 = &h->hier[i];
+                if (v2->version != 2 || cgroup_read_file(v2->own, "cgroup.controllers", avail, sizeof avail) < 0 ||
+                    !has_word(avail, "cpuset", ' '))
+                        continue;
+                if ((cgroup_read_file(v2->own, "cgroup.subtree_control", enabled, sizeof enabled) < 0 ||
+                     !has_word(enabled, "cpuset", ' ')) &&
+                    cgroup_write_file(v2->own, "cgroup.subtree_control", "+cpuset") < 0)
+                        continue;
+                cgroup_cpus_write(v2->dir, cpus);
+        }
+}
+
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
 {
         struct cg_tables t = { 0 };
@@ -613,6 +636,8 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
          * gadgetd keeps the CPUs it was started with (taskset,
          * CPUAffinity=), which its gadgets inherit. Where the cpuset
          * excludes them, the cpuset's CPUs stay. */
+        if (pinned && e == 0)
+                pin_cpus_v2(h, &cpus);
         if (pinned)
                 sched_setaffinity(0, sizeof cpus, &cpus);
         if (e < 0)

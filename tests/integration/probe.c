@@ -392,8 +392,14 @@ int main(int argc, char **argv)
                 char host[256] = "";
                 gethostname(host, sizeof host);
                 printf("hostname: %s\n", host);
-        } else if (strcmp(c, "cpus") == 0) {
+        } else if (strcmp(c, "cpus") == 0 || strcmp(c, "cpus-widen") == 0) {
                 cpu_set_t set;
+                if (c[4]) { /* asks for every CPU first: a cpuset clamps it */
+                        for (int i = 0; i < CPU_SETSIZE; i++)
+                                CPU_SET(i, &set);
+                        if (sched_setaffinity(0, sizeof set, &set) < 0)
+                                printf("widen: %s\n", strerrorname_np(errno));
+                }
                 if (sched_getaffinity(0, sizeof set, &set) < 0)
                         printf("cpus: %s\n", strerrorname_np(errno));
                 for (int i = 0; i < CPU_SETSIZE; i++)

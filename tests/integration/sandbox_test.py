@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import GADGETD, PROBE, check, gadgetd_run, main, policy, run_probe, need, test
+from harness import GADGETD, PROBE, check, gadgetd_run, main, mounts, policy, run_probe, need, test
 
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
@@ -177,18 +177,46 @@ def own_pid_namespace(tmp):
     check(out["hostname"] == ["probe"], "hostname: %r" % out["hostname"])
 
 
+def cgroup_cpuset_here():
+    """Whether gadgetd can give a gadget a cpuset here: a v1 cpuset
+    hierarchy, or cpuset among the v2 hierarchy's controllers."""
+    v1, v2 = mounts()
+    if "cpuset" in v1:
+        return True
+    try:
+        with open(os.path.join(v2[1], "cgroup.controllers")) as f:
+            return "cpuset" in f.read().split()
+    except (OSError, TypeError):
+        return False
+
+
 @test
 def cpu_affinity_is_gadgetds(tmp):
     """The sandbox is built on other CPUs than gadgetd's own, but the
-    program runs on the CPUs gadgetd may use, no more, no fewer."""
+    program runs on the CPUs gadgetd may use, no more, no fewer; where its
+    cgroup has a cpuset it cannot widen its own affinity past them.
+    gadgetd is pinned with taskset, or, under systemd on cgroup v2, with
+    AllowedCPUs= on its scope: there systemd turns cpuset on and off as
+    units come and go, and before kernel 6.2 each time resets every
+    process's affinity to all CPUs (two runs in a row showed it), so only
+    a cpuset pins gadgetd for sure."""
     mine = sorted(os.sched_getaffinity(0))
     r, out = run_probe(tmp, "cpus")
     check(out.get("cpus") == [str(c) for c in mine], "cpus %r, gadgetd's %r" % (out.get("cpus"), mine))
-    if len(mine) > 1:
-        pol = policy(tmp, "probe", exec_path=PROBE)
-        r = subprocess.run(["taskset", "-c", str(mine[-1])] + gadgetd_run(tmp) + [pol, "--", "cpus"],
-                           capture_output=True, text=True, timeout=60)
-        check(r.stdout.split() == ["cpus:", str(mine[-1])], "under taskset: %r %r" % (r.stdout, r.stderr))
+    if len(mine) < 2:
+        return
+    last = str(mine[-1])
+    _, v2 = mounts()
+    if os.path.isdir("/run/systemd/system") and v2 and v2[1] == "/sys/fs/cgroup":
+        pin = ["systemd-run", "--quiet", "--scope", "-p", "Delegate=yes", "-p", "AllowedCPUs=" + last]
+    else:
+        pin = ["taskset", "-c", last]
+    for mode, body in (("cpus", ""), ("cpus-widen", "MemoryMax=64M\n")):
+        if mode == "cpus-widen" and not cgroup_cpuset_here():
+            continue
+        pol = policy(tmp, "probe", body, exec_path=PROBE)
+        r = subprocess.run(pin + gadgetd_run(tmp) + [pol, "--", mode], capture_output=True, text=True, timeout=60)
+        check(r.stdout.split() == ["cpus:", last], "%s under %s: %r %r" % (mode, pin[0], r.stdout, r.stderr))
 
 
 @test
