@@ -22,29 +22,6 @@
 
 #define PERMISSION_HINT "run as root or as a member of the gadgetd group"
 
-static const char *const code_texts[] = {
-        [GADGET_EINVAL] = "invalid argument",
-        [GADGET_ENOMETHOD] = "no such method",
-        [GADGET_EFAILED] = "operation failed",
-        [GADGET_EDENIED] = "permission denied",
-        [GADGET_EUNAVAILABLE] = "the gadget is not running",
-        [GADGET_ETIMEOUT] = "no answer in time",
-        [GADGET_EBUSY] = "the gadget is busy: too many calls queued",
-        [GADGET_EPROTO] = "protocol error",
-        [GADGET_ELIMIT] = "a size or quota limit was reached",
-        [GADGET_ENOTFOUND] = "not found",
-        [GADGET_EGONE] = "the gadget ended during the call",
-        [GADGET_EINTERNAL] = "internal error in gadgetd",
-};
-
-/* What an error answer means when gadgetd sent no message. */
-static const char *code_text(uint32_t code)
-{
-        if (code < sizeof(code_texts) / sizeof(code_texts[0]) && code_texts[code])
-                return code_texts[code];
-        return "operation failed";
-}
-
 /* Prints why the socket could not be reached; the exit status. */
 static int connect_failed(const struct ctl *ctl, int e)
 {
@@ -65,7 +42,7 @@ static int connect_failed(const struct ctl *ctl, int e)
 static int answer_error(const struct ctl *ctl, const Control__Response *r, bool call)
 {
         const Gadget__Error *err = r->error;
-        const char *msg = *err->message ? err->message : code_text(err->code);
+        const char *msg = *err->message ? err->message : gadget_error_text(err->code);
 
         if (err->code == GADGET_EDENIED && (!call || r->id == 0)) {
                 if (*err->message)

@@ -28,3 +28,22 @@ enum gadget_error {
         GADGET_EGONE = 11,       /* the gadget ended during the call */
         GADGET_EINTERNAL = 12,   /* a failure inside gadgetd */
 };
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A method name: 1 to GADGET_NAME_MAX of A-Z a-z 0-9 _ . -, not starting
+ * with "." or "-" (a name is a path segment of the gateway's URLs, and
+ * never "." or ".."). The one rule: gadgetd, libgadget and the workshop
+ * page (gateway/workshop.js, the same rule as a pattern) check it. */
+#define GADGET_NAME_MAX 64
+int gadget_method_name_ok(const char *s);
+/* An error code's name ("no_method", the gateway's JSON "code") and what
+ * it means ("no such method"); an unknown code reads as GADGET_EFAILED. */
+const char *gadget_error_name(unsigned code);
+const char *gadget_error_text(unsigned code);
+
+#ifdef __cplusplus
+}
+#endif

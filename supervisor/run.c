@@ -225,7 +225,7 @@ static int run_gadget(struct daemon *d, struct policy *p, char **args)
 static int parse_call(struct run_ctx *c, const char *json)
 {
         char jerr[256];
-        if (validate_method_name(c->method) < 0) {
+        if (!gadget_method_name_ok(c->method)) {
                 fprintf(stderr, "gadgetd run: \"%s\" is not a valid method name\n", c->method);
                 return -EINVAL;
         }

@@ -12,18 +12,6 @@
 
 #define REFUSE(...) do { snprintf(why, len, __VA_ARGS__); return -EPROTO; } while (0)
 
-int validate_method_name(const char *s)
-{
-        size_t n = s ? strlen(s) : 0;
-        if (n == 0 || n > VALIDATE_MAX_NAME)
-                return -EINVAL;
-        for (; *s; s++)
-                if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= '0' && *s <= '9') ||
-                      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-                        return -EINVAL;
-        return 0;
-}
-
 static int check_value(const Gadget__Value *v, const char *what, char *why, size_t len)
 {
         char reason[200];
@@ -42,7 +30,7 @@ static int check_hello(const Gadget__Hello *h, const struct policy *p, char *why
         if (h->n_methods > VALIDATE_MAX_METHODS)
                 REFUSE("hello: %zu methods, at most %d", h->n_methods, VALIDATE_MAX_METHODS);
         for (size_t i = 0; i < h->n_methods; i++) {
-                if (validate_method_name(h->methods[i]) < 0)
+                if (!gadget_method_name_ok(h->methods[i]))
                         REFUSE("hello: method %zu has an invalid name", i);
                 for (size_t j = 0; j < i; j++)
                         if (strcmp(h->methods[i], h->methods[j]) == 0)
@@ -72,7 +60,7 @@ static int check_binding_call(const Gadget__BindingCall *b, char *why, size_t le
 {
         if (!policy_identifier_valid(b->binding))
                 REFUSE("binding call: invalid binding name");
-        if (validate_method_name(b->op) < 0)
+        if (!gadget_method_name_ok(b->op))
                 REFUSE("binding call: invalid operation name");
         return check_value(b->args, "binding call arguments", why, len);
 }
@@ -125,7 +113,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
         case CONTROL__REQUEST__REQ_CALL:
                 name = q->call->name;
-                if (validate_method_name(q->call->method) < 0) {
+                if (!gadget_method_name_ok(q->call->method)) {
                         snprintf(why, len, "invalid method name");
                         return -EINVAL;
                 }

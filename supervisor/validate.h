@@ -9,7 +9,6 @@
 struct policy;
 
 #define VALIDATE_MAX_METHODS 256
-#define VALIDATE_MAX_NAME 64
 #define VALIDATE_MAX_LOG 4096
 #define VALIDATE_MAX_ERROR 4096
 
@@ -19,5 +18,3 @@ int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char
  * reason in why (gadget names, method names, paths, argument values). */
 struct Control__Request;
 int validate_control_request(const struct Control__Request *q, char *why, size_t len);
-/* Method and operation names: 1..64 of [A-Za-z0-9_.-]. */
-int validate_method_name(const char *s);

@@ -27,7 +27,7 @@ struct gateway_call {
         struct gateway *g;           /* NULL once the gateway is gone */
         struct evhttp_request *req;
         char gadget[64];
-        char op[8 + VALIDATE_MAX_NAME];  /* "call METHOD" */
+        char op[8 + GADGET_NAME_MAX];  /* "call METHOD" */
         struct timespec start;
         size_t bytes_in;
         struct gateway_call *next;
@@ -111,27 +111,18 @@ static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome
         audit_write(g->d->audit, &rec);
 }
 
-/* The HTTP status and error code for a GADGET_E* code. */
+/* The HTTP status and error code (gadget_error_name) for a GADGET_E* code. */
 static int status_of(int code, const char **name)
 {
-        static const struct {
-                int code, status;
-                const char *name;
-        } map[] = {
-                { GADGET_EINVAL, 400, "invalid" },     { GADGET_ENOMETHOD, 404, "no_method" },
-                { GADGET_EFAILED, 502, "failed" },     { GADGET_EDENIED, 403, "denied" },
-                { GADGET_EUNAVAILABLE, 503, "unavailable" }, { GADGET_ETIMEOUT, 504, "timeout" },
-                { GADGET_EBUSY, 429, "busy" },         { GADGET_EPROTO, 502, "protocol" },
-                { GADGET_ELIMIT, 413, "limit" },       { GADGET_ENOTFOUND, 404, "not_found" },
-                { GADGET_EGONE, 502, "gone" },         { GADGET_EINTERNAL, 500, "internal" },
+        static const int status[] = {
+                [GADGET_EINVAL] = 400, [GADGET_ENOMETHOD] = 404, [GADGET_EFAILED] = 502,
+                [GADGET_EDENIED] = 403, [GADGET_EUNAVAILABLE] = 503, [GADGET_ETIMEOUT] = 504,
+                [GADGET_EBUSY] = 429, [GADGET_EPROTO] = 502, [GADGET_ELIMIT] = 413,
+                [GADGET_ENOTFOUND] = 404, [GADGET_EGONE] = 502, [GADGET_EINTERNAL] = 500,
         };
-        for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-                if (map[i].code == code) {
-                        *name = map[i].name;
-                        return map[i].status;
-                }
-        *name = "failed";
-        return 502;
+        bool known = code > 0 && (size_t)code < sizeof status / sizeof *status && status[code];
+        *name = gadget_error_name(known ? (unsigned)code : GADGET_EFAILED);
+        return known ? status[code] : 502;
 }
 
 static void unlink_call(struct gateway *g, struct gateway_call *c)
@@ -213,7 +204,7 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 return;
         }
         /* Why: only names a gadget could declare reach it, and the audit. */
-        if (validate_method_name(method) < 0) {
+        if (!gadget_method_name_ok(method)) {
                 gateway_send_error(req, 404, "no_method", "gadget \"%s\" has no such method", name);
                 return;
         }

@@ -9,8 +9,8 @@
         const MAX_JSON = Number(document.body.dataset.maxJson) || 1048576;
         const MAX_PENDING = 64;          /* calls in flight per frame */
         const MAX_LOG = 30;              /* lines kept in the call log */
-        /* The page's own rule for method names: the gateway's, less names
-         * starting with "." or "-" (no "." or ".." path segments). */
+        /* The rule for method names, gadget_method_name_ok of
+         * proto/contract.h (no "." or ".." path segments). */
         const METHOD_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
         const $ = (id) => document.getElementById(id);
         const listEl = $("gadgets"), stageEl = $("stage"), titleEl = $("stage-title");

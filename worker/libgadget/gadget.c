@@ -94,12 +94,8 @@ void gadget_free(struct gadget *g)
 
 int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data)
 {
-        if (!name || !*name || strlen(name) > 64 || !fn)
+        if (!gadget_method_name_ok(name) || !fn)
                 return -GADGET_EINVAL;
-        for (const char *s = name; *s; s++)
-                if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= '0' && *s <= '9') ||
-                      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-                        return -GADGET_EINVAL;
         struct method *n = realloc(g->methods, (g->n_methods + 1) * sizeof *n);
         if (!n)
                 return -GADGET_EINTERNAL;
