@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "contract.h"
+#include "core/calls.h"
 #include "json.h"
 #include "system/log.h"
 #include "policy.h"
@@ -64,16 +65,14 @@ void run_unit_ready(struct run_ctx *c, struct unit *u)
 {
         if (!c->method)
                 return;
-        int e = unit_call(u, c->method, c->args, NULL, call_done, u);
-        if (e == 0)
+        char msg[400];
+        int code = calls_start(u, c->method, c->args, NULL, call_done, u, msg, sizeof msg);
+        if (code == 0)
                 return;
-        if (e == -ENOENT)
-                fprintf(stderr, "gadgetd: gadget \"%s\" has no method \"%s\"\n", u->policy->name, c->method);
-        else
-                fprintf(stderr, "gadgetd: cannot call %s: %s\n", c->method, strerror(-e));
+        fprintf(stderr, "gadgetd: %s\n", msg);
         c->answered = true;
         c->exit = 1;
-        unit_stop(u, "no such method");
+        unit_stop(u, code == GADGET_ENOMETHOD ? "no such method" : "the call could not be made");
 }
 
 static void drain_timeout(evutil_socket_t fd, short what, void *arg)

@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "daemon.h"
 #include "contract.h"
+#include "core/calls.h"
 #include "core/peer.h"
 #include "policy.h"
 #include "core/unit.h"
@@ -136,18 +137,11 @@ static void relay_call(struct binding_req *r, struct unit *u, const char *target
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *cargs = value_map_get(args, "args");
-        int e = unit_call(t, method, cargs ? cargs : &null, chain, relay_done, rl);
-        if (e == 0)
+        int code = calls_start(t, method, cargs ? cargs : &null, chain, relay_done, rl, msg, sizeof msg);
+        if (code == 0)
                 return;
         free(rl);
-        if (e == -ENOENT)
-                snprintf(msg, sizeof msg, "gadget %s has no method %.64s", target, method);
-        else if (e == -ENOBUFS)
-                snprintf(msg, sizeof msg, "gadget %s is busy", target);
-        else
-                snprintf(msg, sizeof msg, "gadget %s is unavailable", target);
-        bindings_reply(r, NULL, e == -ENOENT ? GADGET_ENOMETHOD : e == -ENOBUFS ? GADGET_EBUSY
-                                                                            : GADGET_EUNAVAILABLE, msg, 0);
+        bindings_reply(r, NULL, code, msg, 0);
 }
 
 void bind_gadget(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)

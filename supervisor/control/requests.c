@@ -9,6 +9,7 @@
 #include "client.h"
 #include "daemon.h"
 #include "contract.h"
+#include "core/calls.h"
 #include "core/peer.h"
 #include "policy.h"
 #include "core/unit.h"
@@ -229,21 +230,13 @@ static void on_call(struct client *cl, const Control__Request *q)
         }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        int e = unit_call(u, call->method, call->args ? call->args : &null, NULL, call_done, c);
-        if (e == 0)
-                return;
-        client_call_end(c);
-        if (e == -ENOTCONN)
-                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" is not ready (%s%s%s)",
-                             u->policy->name, unit_state_name(u->state), u->cause[0] ? ": " : "", u->cause);
-        else if (e == -ENOENT)
-                client_error(cl, q->id, GADGET_ENOMETHOD, "gadget \"%s\" has no method \"%s\"",
-                             u->policy->name, call->method);
-        else if (e == -ENOBUFS)
-                client_error(cl, q->id, GADGET_EBUSY, "gadget \"%s\" is busy: too many calls queued",
-                             u->policy->name);
-        else
-                client_error(cl, q->id, GADGET_EINTERNAL, "cannot call: %s", strerror(-e));
+        char msg[400];
+        int code = calls_start(u, call->method, call->args ? call->args : &null, NULL, call_done, c, msg,
+                               sizeof msg);
+        if (code) {
+                client_call_end(c);
+                client_error(cl, q->id, code, "%s", msg);
+        }
 }
 
 /* Collects what a reload did into the answer's lists. */

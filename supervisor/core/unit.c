@@ -26,15 +26,6 @@
 #define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 #define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
-#define CALL_CLOCK_SLACK_MS 20   /* libevent's coarse clock against CLOCK_MONOTONIC */
-
-struct unit_call {
-        struct unit *u;
-        uint64_t id;
-        unit_call_fn cb;
-        void *cbdata;
-        struct event *timer;
-};
 
 static void arm(struct event *ev, uint64_t ms)
 {
@@ -631,80 +622,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
                 u->restarts++;
                 unit_start(u);       /* the backoff is over */
         }
-}
-
-static void call_free(struct unit_call *c)
-{
-        event_free(c->timer);
-        free(c);
-}
-
-static void call_result(void *arg, const Gadget__CallResult *res, const char *gone)
-{
-        struct unit_call *c = arg;
-        if (!res)
-                c->cb(c->cbdata, NULL, GADGET_EGONE, gone);
-        else if (res->outcome_case == GADGET__CALL_RESULT__OUTCOME_VALUE)
-                c->cb(c->cbdata, res->value, 0, NULL);
-        else
-                c->cb(c->cbdata, NULL, res->error->code ? (int)res->error->code : GADGET_EFAILED,
-                      res->error->message);
-        call_free(c);
-}
-
-/* CallTimeout: the call fails with a timeout error. The gadget is
- * restarted only when it is stuck — no result for any call (even a late
- * one) for CallTimeout — not when it is merely behind: a caller that
- * queues more calls than it can answer in time must not get a healthy
- * gadget restarted. */
-static void call_timeout(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit_call *c = arg;
-        struct unit *u = c->u;
-        uint64_t limit = u->policy->call_timeout_ms;
-        char msg[128];
-        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
-        /* Why this is safe: a gadget that answers nothing is still ended
-         * after CallTimeout, since its clock starts with the first call it
-         * got while it had none; only results move it on. */
-        uint64_t stalled = u->peer ? peer_stalled_ms(u->peer) : limit;
-        if (u->peer)
-                peer_forget(u->peer, c->id);
-        c->cb(c->cbdata, NULL, GADGET_ETIMEOUT, msg);
-        call_free(c);
-        /* The timer and the clock may disagree by a tick. */
-        if (stalled + CALL_CLOCK_SLACK_MS >= limit) {
-                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
-                               "restarted", msg, (unsigned long long)stalled);
-                unit_kill(u, "timeout");
-        } else {
-                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; not restarted: a call was "
-                               "answered %llu ms ago", msg, (unsigned long long)stalled);
-        }
-}
-
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
-              unit_call_fn cb, void *cbdata)
-{
-        if (u->state != UNIT_READY || !u->peer)
-                return -ENOTCONN;
-        if (!peer_has_method(u->peer, method))
-                return -ENOENT;
-        struct unit_call *c = calloc(1, sizeof *c);
-        if (!c)
-                return -ENOMEM;
-        *c = (struct unit_call){ .u = u, .cb = cb, .cbdata = cbdata };
-        c->timer = evtimer_new(u->d->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, method, args, chain, call_result, c, &c->id) : -ENOMEM;
-        if (e < 0) {
-                if (c->timer)
-                        event_free(c->timer);
-                free(c);
-                return e;
-        }
-        arm(c->timer, u->policy->call_timeout_ms);
-        u->calls++;
-        return 0;
 }
 
 void unit_restart(struct unit *u)

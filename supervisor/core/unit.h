@@ -72,9 +72,6 @@ struct unit {
         struct unit *next;
 };
 
-/* The outcome of a call: res NULL means it failed with code/message. */
-typedef void (*unit_call_fn)(void *cbdata, const Gadget__Value *res, int code, const char *message);
-
 struct unit *unit_new(struct daemon *d, struct policy *policy);
 void unit_free(struct unit *u);
 /* Starts the worker. Failures leave the unit failed with the cause. */
@@ -86,11 +83,6 @@ void unit_prewarm(struct unit *u);
 /* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
 void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);
-/* Calls a method; chain tells where a gadget-to-gadget call comes from
- * (NULL for others). -ENOTCONN if not ready, -ENOENT for no such method, -ENOBUFS when
- * the gadget's queue is full. */
-int unit_call(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
-              unit_call_fn cb, void *cbdata);
 /* Stops the gadget if it runs, then starts it again. */
 void unit_restart(struct unit *u);
 /* Resident memory of the gadget's processes from /proc, 0 if unknown. */

@@ -16,6 +16,7 @@
 #include "system/audit.h"
 #include "daemon.h"
 #include "contract.h"
+#include "core/calls.h"
 #include "json.h"
 #include "core/peer.h"
 #include "policy.h"
@@ -229,29 +230,16 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 refuse(g, c, 400, "bad_json", msg);
                 return;
         }
-        int e = unit_call(u, method, args, NULL, call_done, c);
+        int code = calls_start(u, method, args, NULL, call_done, c, msg, sizeof msg);
         value_free(args);
-        if (e == 0) {
+        if (code == 0) {
                 c->next = g->calls;
                 g->calls = c;
                 return;
         }
-        if (e == -ENOTCONN) {
-                snprintf(msg, sizeof msg, "gadget \"%s\" is not ready (%s%s%.200s)", name,
-                         unit_state_name(u->state), u->cause[0] ? ": " : "", u->cause);
-                refuse(g, c, 503, "unavailable", msg);
-        } else if (e == -ENOENT) {
-                snprintf(msg, sizeof msg, "gadget \"%s\" has no method \"%s\"", name, method);
-                refuse(g, c, 404, "no_method", msg);
-        } else if (e == -ENOBUFS) {
-                snprintf(msg, sizeof msg, "gadget \"%s\" is busy: too many calls queued", name);
-                refuse(g, c, 429, "busy", msg);
-        } else if (e == -EMSGSIZE || e == -E2BIG) {
-                refuse(g, c, 413, "too_large", "the arguments are too large for the gadget protocol");
-        } else {
-                snprintf(msg, sizeof msg, "cannot call: %s", strerror(-e));
-                refuse(g, c, 500, "internal", msg);
-        }
+        const char *cname;
+        int status = status_of(code, &cname);
+        refuse(g, c, status, cname, msg);
 }
 
 void gateway_api_orphan(struct gateway *g)

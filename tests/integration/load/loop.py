@@ -221,7 +221,7 @@ def load_loop_queued_calls(tmp):
             check(r.returncode == 1 and "CallTimeout" in r.stderr, "hang: %r" % r.stderr)
             wait_for(lambda: d.state("hanger") == "ready" and d.list()["hanger"]["pid"] != hpid,
                      what="the hung gadget restarted")
-            check(re.search(r"CallTimeout.*no call answered for \d+ ms: restarted", d.logtext()),
+            check(re.search(r"CallTimeout.*no call answered for \d+ ms: killed", d.logtext()),
                   "the log does not say why the hanger was restarted")
             bounds.sample()
         bounds.check_during()
