@@ -39,6 +39,17 @@ extern "C" {
  * page (gateway/workshop.js, the same rule as a pattern) check it. */
 #define GADGET_NAME_MAX 64
 int gadget_method_name_ok(const char *s);
+/* The operations of each binding type (gadget.proto's BindingCall.op):
+ * gadgetd's table of them (supervisor/bindings/ops.c) and libgadget's
+ * helpers name them from here. */
+#define GADGET_OP_KV_GET "get"
+#define GADGET_OP_KV_PUT "put"
+#define GADGET_OP_KV_DELETE "delete"
+#define GADGET_OP_KV_LIST "list"
+#define GADGET_OP_GADGET_CALL "call"
+#define GADGET_OP_HTTP_REQUEST "request"
+#define GADGET_OP_VALUE_GET "get"   /* text and secret bindings */
+
 /* An error code's name ("no_method", the gateway's JSON "code") and what
  * it means ("no such method"); an unknown code reads as GADGET_EFAILED. */
 const char *gadget_error_name(unsigned code);

@@ -144,18 +144,19 @@ static void relay_call(struct binding_req *r, struct unit *u, const char *target
         bindings_reply(r, NULL, code, msg, 0);
 }
 
-void bind_gadget(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+int bind_gadget_check_call(const Gadget__Value *args, char *why, size_t len)
+{
+        if (!value_string(value_map_get(args, "method"))) {
+                snprintf(why, len, "call needs {\"method\": M, \"args\": A}");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void bind_gadget_call(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         char msg[300];
-        if (strcmp(r->op, "call") != 0) {
-                bindings_bad_op(r, b);
-                return;
-        }
         const char *method = value_string(value_map_get(args, "method"));
-        if (!method) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "call needs {\"method\": M, \"args\": A}", 0);
-                return;
-        }
         if (!method_allowed(b, method)) {
                 snprintf(msg, sizeof msg, "binding %s does not allow method %.64s", b->name, method);
                 bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);

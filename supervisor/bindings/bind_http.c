@@ -325,14 +325,19 @@ static bool is_ip_literal(const char *host, char *out, size_t len)
         return false;
 }
 
-void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+int bind_http_check_request(const Gadget__Value *args, char *why, size_t len)
+{
+        if (!value_string(value_map_get(args, "url"))) {
+                snprintf(why, len, "\"url\" must be an absolute http or https URL");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void bind_http_request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         char why[300];
         struct url_parts u = { 0 };
-        if (strcmp(r->op, "request") != 0) {
-                bindings_bad_op(r, b);
-                return;
-        }
         /* libcurl is loaded here, at the first request: URL checks use it. */
         char err[200];
         if (http_ready(r->u->d->http, err, sizeof err) < 0) {

@@ -188,15 +188,12 @@ static void list_done(struct kv_job *job)
         value_free(res);
 }
 
-/* The value of a put, packed into the job; false (answered) if refused. */
+/* The value of a put (checked: bind_kv_check_put), packed into the job;
+ * false (answered) if over the binding's MaxValueSize. */
 static bool put_value(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *val,
                       struct kv_job *job)
 {
         char msg[160];
-        if (!val) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "put needs {\"key\": K, \"value\": V}", 0);
-                return false;
-        }
         size_t len = gadget__value__get_packed_size(val);
         if (len > b->max_value_size) {
                 snprintf(msg, sizeof msg, "value of %zu bytes is over MaxValueSize (%" PRIu64 ")", len,
@@ -214,65 +211,81 @@ static bool put_value(struct binding_req *r, const struct policy_binding *b, con
         return true;
 }
 
-/* prefix, cursor and limit of a list; false (answered) if refused. */
-static bool list_args(struct binding_req *r, const Gadget__Value *args, struct kv_job *job)
+/* The checks of ops.c's table: the shape of each operation's arguments. */
+static int check_map(const Gadget__Value *args, char *why, size_t len)
+{
+        if (args->kind_case == GADGET__VALUE__KIND_MAP_VALUE)
+                return 0;
+        snprintf(why, len, "kv arguments must be a map");
+        return -EINVAL;
+}
+
+int bind_kv_check_key(const Gadget__Value *args, char *why, size_t len)
+{
+        const void *key;
+        size_t klen;
+        return check_map(args, why, len) < 0 ? -EINVAL : get_key(args, "key", false, &key, &klen, why, len);
+}
+
+int bind_kv_check_put(const Gadget__Value *args, char *why, size_t len)
+{
+        if (bind_kv_check_key(args, why, len) < 0)
+                return -EINVAL;
+        if (!value_map_get(args, "value")) {
+                snprintf(why, len, "put needs {\"key\": K, \"value\": V}");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int bind_kv_check_list(const Gadget__Value *args, char *why, size_t len)
+{
+        const void *key;
+        size_t klen;
+        const Gadget__Value *lim = value_map_get(args, "limit");
+        if (check_map(args, why, len) < 0 || get_key(args, "prefix", true, &key, &klen, why, len) < 0 ||
+            get_key(args, "cursor", true, &key, &klen, why, len) < 0)
+                return -EINVAL;
+        if (lim && (lim->kind_case != GADGET__VALUE__KIND_INT_VALUE || lim->int_value < 1 ||
+                    lim->int_value > LIST_MAX)) {
+                snprintf(why, len, "\"limit\" must be an int from 1 to %d", LIST_MAX);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* prefix, cursor and limit of a list (checked: bind_kv_check_list). */
+static void list_args(const Gadget__Value *args, struct kv_job *job)
 {
         char why[128];
         const void *prefix, *after;
         const Gadget__Value *lim = value_map_get(args, "limit");
-        if (get_key(args, "prefix", true, &prefix, &job->klen, why, sizeof why) < 0 ||
-            get_key(args, "cursor", true, &after, &job->alen, why, sizeof why) < 0) {
-                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
-                return false;
-        }
-        if (lim && (lim->kind_case != GADGET__VALUE__KIND_INT_VALUE || lim->int_value < 1 ||
-                    lim->int_value > LIST_MAX)) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "\"limit\" must be an int from 1 to 1000", 0);
-                return false;
-        }
+        get_key(args, "prefix", true, &prefix, &job->klen, why, sizeof why);
+        get_key(args, "cursor", true, &after, &job->alen, why, sizeof why);
         memcpy(job->key, prefix, job->klen);
         memcpy(job->after, after, job->alen);
         job->limit = lim ? (unsigned)lim->int_value : LIST_DEFAULT;
-        return true;
 }
-
-struct kv_opdef {
-        const char *name;
-        enum kv_op op;
-        kv_done_fn *done;
-};
-
-static const struct kv_opdef kv_ops[] = {
-        { "get", KV_GET, get_done },
-        { "put", KV_PUT, put_done },
-        { "delete", KV_DELETE, delete_done },
-        { "list", KV_LIST, list_done },
-};
 
 /* The job of r's operation with its checked arguments; NULL (answered)
  * if the call is refused. */
-static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const struct kv_opdef *def,
-                               const Gadget__Value *args)
+static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, enum kv_op op,
+                               kv_done_fn *done, const Gadget__Value *args)
 {
         char why[128];
         const void *key;
-        struct kv_job *job = kv_job_new(def->op, b->name, def->done, r);
+        struct kv_job *job = kv_job_new(op, b->name, done, r);
         if (!job) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return NULL;
         }
-        bool ok = true;
-        if (job->op == KV_LIST) {
-                ok = list_args(r, args, job);
-        } else if (get_key(args, "key", false, &key, &job->klen, why, sizeof why) < 0) {
-                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
-                ok = false;
-        } else {
-                memcpy(job->key, key, job->klen);
-                if (job->op == KV_PUT)
-                        ok = put_value(r, b, value_map_get(args, "value"), job);
+        if (op == KV_LIST) {
+                list_args(args, job);
+                return job;
         }
-        if (!ok) {
+        get_key(args, "key", false, &key, &job->klen, why, sizeof why);
+        memcpy(job->key, key, job->klen);
+        if (op == KV_PUT && !put_value(r, b, value_map_get(args, "value"), job)) {
                 kv_job_free(job);
                 return NULL;
         }
@@ -287,20 +300,10 @@ static void reply_busy(struct binding_req *r, const struct policy_binding *b)
         bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
 }
 
-void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+/* Queues op to the gadget's store; done answers r when its thread is done. */
+static void kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
+                     const Gadget__Value *args)
 {
-        const struct kv_opdef *def = NULL;
-        for (size_t i = 0; i < sizeof kv_ops / sizeof *kv_ops && !def; i++)
-                if (strcmp(r->op, kv_ops[i].name) == 0)
-                        def = &kv_ops[i];
-        if (!def) {
-                bindings_bad_op(r, b);
-                return;
-        }
-        if (args->kind_case != GADGET__VALUE__KIND_MAP_VALUE) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "kv arguments must be a map", 0);
-                return;
-        }
         struct kv *kv = store(r);
         if (!kv) {
                 bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
@@ -313,7 +316,7 @@ void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget
                 reply_busy(r, b);
                 return;
         }
-        struct kv_job *job = make_job(r, b, def, args);
+        struct kv_job *job = make_job(r, b, op, done, args);
         if (!job)
                 return;
         int e = kv_submit(kv, job, (unsigned)b->calls_max);
@@ -324,4 +327,24 @@ void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget
                 else
                         bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
         }
+}
+
+void bind_kv_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        kv_start(r, b, KV_GET, get_done, args);
+}
+
+void bind_kv_put(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        kv_start(r, b, KV_PUT, put_done, args);
+}
+
+void bind_kv_delete(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        kv_start(r, b, KV_DELETE, delete_done, args);
+}
+
+void bind_kv_list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        kv_start(r, b, KV_LIST, list_done, args);
 }

@@ -16,20 +16,13 @@
 #include "system/log.h"
 #include "system/paths.h"
 #include "core/peer.h"
+#include "ops.h"
 #include "policy.h"
 #include "core/unit.h"
 #include "value.h"
 #include "wire.h"
 
 #define BUSY_LOG_MS 1000   /* busy answers are counted in one line per second at most */
-
-static const char *const type_ops[] = {
-        [BINDING_KV] = "get, put, delete, list",
-        [BINDING_GADGET] = "call",
-        [BINDING_HTTP] = "request",
-        [BINDING_TEXT] = "get",
-        [BINDING_SECRET] = "get",
-};
 
 static uint64_t elapsed_us(const struct timespec *start)
 {
@@ -162,20 +155,9 @@ static size_t binding_index(const struct unit *u, const struct policy_binding *b
         return (size_t)(b - u->policy->bindings);
 }
 
-void bindings_bad_op(struct binding_req *r, const struct policy_binding *b)
+/* Answers with a text or secret binding's value. */
+static void reply_value(struct binding_req *r, const char *value)
 {
-        char msg[256];
-        snprintf(msg, sizeof msg, "binding %s is of type %s: its operations are %s", b->name,
-                 policy_binding_type_name(b->type), type_ops[b->type]);
-        bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
-}
-
-static void bind_value(struct binding_req *r, const struct policy_binding *b, const char *value)
-{
-        if (strcmp(r->op, "get") != 0) {
-                bindings_bad_op(r, b);
-                return;
-        }
         Gadget__Value *v = value_new_string(value);
         if (!v) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
@@ -183,6 +165,16 @@ static void bind_value(struct binding_req *r, const struct policy_binding *b, co
         }
         bindings_reply(r, v, 0, NULL, strlen(value));
         value_free(v);
+}
+
+void bind_text_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        reply_value(r, b->value);
+}
+
+void bind_secret_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+{
+        reply_value(r, r->u->secrets[binding_index(r->u, b)]);
 }
 
 void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
@@ -211,26 +203,23 @@ void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
                 bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
                 return;
         }
+        const struct binding_op *op = binding_op_find(b->type, bc->op);
+        if (!op) {
+                char names[128];
+                binding_op_names(b->type, names, sizeof names);
+                snprintf(msg, sizeof msg, "binding %s is of type %s: its operations are %s", b->name,
+                         policy_binding_type_name(b->type), names);
+                bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
+                return;
+        }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *args = bc->args ? bc->args : &null;
-        switch (b->type) {
-        case BINDING_KV:
-                bind_kv(r, b, args);
-                return;
-        case BINDING_GADGET:
-                bind_gadget(r, b, args);
-                return;
-        case BINDING_HTTP:
-                bind_http(r, b, args);
-                return;
-        case BINDING_TEXT:
-                bind_value(r, b, b->value);
-                return;
-        case BINDING_SECRET:
-                bind_value(r, b, u->secrets[binding_index(u, b)]);
+        if (op->check && op->check(args, msg, sizeof msg) < 0) {
+                bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
                 return;
         }
+        op->handle(r, b, args);
 }
 
 /* Reads one secret file, of at most max bytes. Why this is safe: gadgetd

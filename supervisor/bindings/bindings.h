@@ -3,6 +3,7 @@
  * carried out by the type's module, answered, and audited. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -28,15 +29,25 @@ void bindings_handle(struct unit *u, const Gadget__BindingCall *bc);
 /* Answers (value, or code and message), audits, frees r. */
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out);
-/* Answers that op is not one of b's type. */
-void bindings_bad_op(struct binding_req *r, const struct policy_binding *b);
 /* The gadget ended: pending requests lose their caller. */
 void bindings_orphan(struct unit *u);
 /* Reads the unit's secret files (at each start). 0 or -errno with why. */
 int bindings_load_secrets(struct unit *u, char *why, size_t len);
 void bindings_free_secrets(struct unit *u);
 
-/* The type modules; each answers r itself (now or later). */
-void bind_kv(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
-void bind_gadget(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
-void bind_http(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
+/* An operation's handler: carries out r's operation on b and answers r
+ * itself (now or later); args passed the row's check. */
+typedef void binding_fn(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
+/* The check of an operation's arguments, before anything is done (the
+ * policy's own limits are the handler's): 0, or -EINVAL with why. */
+typedef int binding_check_fn(const Gadget__Value *args, char *why, size_t len);
+
+/* The handlers and checks of the type modules, the cells of the table in
+ * ops.c. */
+binding_fn bind_kv_get, bind_kv_put, bind_kv_delete, bind_kv_list;
+binding_check_fn bind_kv_check_key, bind_kv_check_put, bind_kv_check_list;
+binding_fn bind_gadget_call;
+binding_check_fn bind_gadget_check_call;
+binding_fn bind_http_request;
+binding_check_fn bind_http_check_request;
+binding_fn bind_text_get, bind_secret_get;

@@ -21,7 +21,7 @@ static gadget_value *args_map(const char *k1, const char *v1, const char *k2, co
 int gadget_kv_get(struct gadget *g, const char *binding, const char *key, gadget_value **value)
 {
         gadget_value *a = args_map("key", key, NULL, NULL);
-        return a ? gadget_binding_call(g, binding, "get", a, value) : -GADGET_EINTERNAL;
+        return a ? gadget_binding_call(g, binding, GADGET_OP_KV_GET, a, value) : -GADGET_EINTERNAL;
 }
 
 int gadget_kv_put(struct gadget *g, const char *binding, const char *key, gadget_value *value)
@@ -31,14 +31,14 @@ int gadget_kv_put(struct gadget *g, const char *binding, const char *key, gadget
                 gadget_value_free(a);
                 return -GADGET_EINTERNAL;
         }
-        return gadget_binding_call(g, binding, "put", a, NULL);
+        return gadget_binding_call(g, binding, GADGET_OP_KV_PUT, a, NULL);
 }
 
 int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, bool *existed)
 {
         gadget_value *r = NULL;
         gadget_value *a = args_map("key", key, NULL, NULL);
-        int e = a ? gadget_binding_call(g, binding, "delete", a, &r) : -GADGET_EINTERNAL;
+        int e = a ? gadget_binding_call(g, binding, GADGET_OP_KV_DELETE, a, &r) : -GADGET_EINTERNAL;
         if (e == 0 && existed && !gadget_as_bool(r, existed))
                 *existed = false;
         gadget_value_free(r);
@@ -53,7 +53,7 @@ int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, in
                 gadget_value_free(a);
                 return -GADGET_EINTERNAL;
         }
-        return gadget_binding_call(g, binding, "list", a, result);
+        return gadget_binding_call(g, binding, GADGET_OP_KV_LIST, a, result);
 }
 
 int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
@@ -64,7 +64,7 @@ int gadget_call(struct gadget *g, const char *binding, const char *method, gadge
                 gadget_value_free(a);
                 return -GADGET_EINTERNAL;
         }
-        return gadget_binding_call(g, binding, "call", a, result);
+        return gadget_binding_call(g, binding, GADGET_OP_GADGET_CALL, a, result);
 }
 
 int gadget_http(struct gadget *g, const char *binding, const char *method, const char *url,
@@ -76,13 +76,13 @@ int gadget_http(struct gadget *g, const char *binding, const char *method, const
                 gadget_value_free(a);
                 return -GADGET_EINTERNAL;
         }
-        return gadget_binding_call(g, binding, "request", a, response);
+        return gadget_binding_call(g, binding, GADGET_OP_HTTP_REQUEST, a, response);
 }
 
 int gadget_text(struct gadget *g, const char *binding, char **value)
 {
         gadget_value *r = NULL;
-        int e = gadget_binding_call(g, binding, "get", NULL, &r);
+        int e = gadget_binding_call(g, binding, GADGET_OP_VALUE_GET, NULL, &r);
         const char *s = e == 0 ? gadget_as_string(r) : NULL;
         if (e == 0 && !(s && (*value = strdup(s))))
                 e = -GADGET_EINTERNAL;
