@@ -97,7 +97,7 @@ static int start_once(struct daemon *d, const char *path, enum kind kind, struct
                 policy_errors_clear(&errs);
                 return -1;
         }
-        struct unit *u = unit_new(d, p);
+        struct unit *u = unit_new(d, p, &d->unit_hooks);
         if (!u)
                 return -1;
         d->units = u;

@@ -94,7 +94,7 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
                 replace_policy(u, p, hash);
                 return 0;
         }
-        u = unit_new(d, p);
+        u = unit_new(d, p, &d->unit_hooks);
         if (!u) {
                 policy_free(p);
                 snprintf(msg, len, "out of memory");
@@ -251,23 +251,37 @@ void daemon_unit_stopped(struct daemon *d, struct unit *u)
         maybe_quit(d);
 }
 
-void daemon_unit_ready(struct daemon *d, struct unit *u)
-{
-        if (d->run)
-                run_unit_ready(d->run, u);
-        daemon_status_changed(d);
-}
-
-void daemon_unit_exited(struct daemon *d, struct unit *u)
-{
-        if (d->run)
-                run_unit_exited(d->run, u);
-}
-
 void daemon_log_added(struct daemon *d, struct unit *u, size_t lines)
 {
         if (d->control)
                 control_log_added(d->control, u, lines);
+}
+
+/* The daemon's hooks of its units (struct unit_hooks). */
+static void unit_ready(void *arg, struct unit *u)
+{
+        daemon_status_changed(arg);
+}
+
+static void unit_exited(void *arg, struct unit *u)
+{
+        daemon_status_changed(arg);
+}
+
+static void unit_stopped(void *arg, struct unit *u)
+{
+        daemon_unit_stopped(arg, u);
+}
+
+static void unit_log_added(void *arg, struct unit *u, size_t lines)
+{
+        daemon_log_added(arg, u, lines);
+}
+
+void daemon_unit_hooks(struct daemon *d, struct unit_hooks *h)
+{
+        *h = (struct unit_hooks){ .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
+                                  .log_added = unit_log_added, .arg = d };
 }
 
 void daemon_status_changed(struct daemon *d)
@@ -394,6 +408,8 @@ int daemon_core_open(struct daemon *d)
         char err[512];
         int e;
         signal(SIGPIPE, SIG_IGN);
+        if (!d->run)
+                daemon_unit_hooks(d, &d->unit_hooks);
         /* First, while the lowest fd numbers are free (see spawn.h). */
         if ((e = spawn_helper_open(&d->helper, err, sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "%s", err);

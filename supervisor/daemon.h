@@ -10,6 +10,7 @@
 
 #include "system/audit.h"
 #include "control/control.h"
+#include "core/unit.h"
 #include "filter.h"
 #include "gateway/gateway.h"
 #include "limits/limiter.h"
@@ -58,6 +59,7 @@ struct daemon {
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         bool quitting;
         struct run_ctx *run;       /* gadgetd run: its one gadget (NULL in the daemon) */
+        struct unit_hooks unit_hooks; /* what the units of the daemon call (daemon_unit_hooks) */
         struct notify *notify;     /* sd_notify, watchdog (NULL in gadgetd run) */
 };
 
@@ -91,11 +93,9 @@ int daemon_lock_state(struct daemon *d, bool shared);
 /* Logs why a lock file of an instance was refused. */
 void daemon_lock_refused(const char *what, const char *subject, const char *lock, int e, pid_t holder);
 void daemon_core_close(struct daemon *d);
-/* Hooks the units call. */
-void daemon_unit_ready(struct daemon *d, struct unit *u);
-/* The gadget ended (or could not start) and will not be restarted by
- * itself: gadgetd run ends with it. */
-void daemon_unit_exited(struct daemon *d, struct unit *u);
+/* The daemon's hooks of its units (d->unit_hooks, struct unit_hooks);
+ * gadgetd run installs its own, calling these two. */
+void daemon_unit_hooks(struct daemon *d, struct unit_hooks *h);
 void daemon_unit_stopped(struct daemon *d, struct unit *u);
 void daemon_log_added(struct daemon *d, struct unit *u, size_t lines);
 void daemon_status_changed(struct daemon *d);

@@ -61,8 +61,10 @@ static void call_done(void *arg, const Gadget__Value *res, int code, const char 
                 unit_stop(u, "the call is answered");
 }
 
-void run_unit_ready(struct run_ctx *c, struct unit *u)
+/* gadgetd run's hooks of its one unit (struct unit_hooks). */
+static void unit_ready(void *arg, struct unit *u)
 {
+        struct run_ctx *c = arg;
         if (!c->method)
                 return;
         char msg[400];
@@ -89,8 +91,12 @@ static void relay_closed(void *arg)
                 event_base_loopbreak(c->d->base);
 }
 
-int run_output_pipes(struct run_ctx *c, int *out_w, int *err_w)
+/* The pipes the program's stdout and stderr go to: gadgetd run copies
+ * them to its own, so the program never holds the caller's files. Sets
+ * the write ends for the spawn (the caller closes them). 0 or -errno. */
+static int output_pipes(void *arg, int *out_w, int *err_w)
 {
+        struct run_ctx *c = arg;
         int e;
         if (c->out || c->err)
                 return -EALREADY; /* gadgetd run starts its gadget once */
@@ -103,8 +109,9 @@ int run_output_pipes(struct run_ctx *c, int *out_w, int *err_w)
         return 0;
 }
 
-void run_unit_exited(struct run_ctx *c, struct unit *u)
+static void unit_exited(void *arg, struct unit *u)
 {
+        struct run_ctx *c = arg;
         int st = u->program_status;
         if (strncmp(u->cause, "cannot start: ", 14) == 0) {
                 fprintf(stderr, "gadgetd: cannot start \"%s\": %s\n", u->policy->name, u->cause + 14);
@@ -127,6 +134,17 @@ void run_unit_exited(struct run_ctx *c, struct unit *u)
                 event_base_loopbreak(c->d->base);
         else if (!(c->ev_drain = evtimer_new(c->d->base, drain_timeout, c)) || event_add(c->ev_drain, &tv) < 0)
                 event_base_loopbreak(c->d->base);
+}
+
+static void unit_stopped(void *arg, struct unit *u)
+{
+        struct run_ctx *c = arg;
+        daemon_unit_stopped(c->d, u);
+}
+
+static void unit_log_added(void *arg, struct unit *u, size_t lines)
+{
+        /* gadgetd run relays the output; it keeps no log for a client. */
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -196,7 +214,13 @@ static void usage(FILE *f)
 /* Starts the unit and runs the loop until it ends. */
 static int run_gadget(struct daemon *d, struct policy *p, char **args)
 {
-        struct unit *u = unit_new(d, p);
+        static const struct unit_hooks hooks_of = { .ready = unit_ready, .exited = unit_exited,
+                                                    .stopped = unit_stopped, .log_added = unit_log_added,
+                                                    .output_pipes = output_pipes };
+        struct unit_hooks *hooks = &d->unit_hooks;
+        *hooks = hooks_of;
+        hooks->arg = d->run;
+        struct unit *u = unit_new(d, p, hooks);
         struct event *evs[64] = { 0 };
         size_t n_evs = 0;
         if (!u) {

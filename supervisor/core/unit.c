@@ -18,7 +18,6 @@
 #include "system/log.h"
 #include "peer.h"
 #include "policy.h"
-#include "run.h"
 #include "sandbox_abi.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"
@@ -26,6 +25,12 @@
 #define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 #define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
+
+/* gadgetd run's unit: one life (struct unit_hooks). */
+static bool one_life(const struct unit *u)
+{
+        return u->hooks->output_pipes != NULL;
+}
 
 static void arm(struct event *ev, uint64_t ms)
 {
@@ -70,12 +75,13 @@ static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
         return policy ? policy : daemon ? daemon : builtin;
 }
 
-struct unit *unit_new(struct daemon *d, struct policy *policy)
+struct unit *unit_new(struct daemon *d, struct policy *policy, const struct unit_hooks *hooks)
 {
         struct unit *u = calloc(1, sizeof *u);
         if (!u)
                 return NULL;
         u->d = d;
+        u->hooks = hooks;
         u->policy = policy;
         u->state = UNIT_STOPPED;
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
@@ -205,15 +211,15 @@ static void after_exit(struct unit *u, int status)
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
-        log_msg(clean || !u->want_running || u->d->run ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
-        if (u->d->run) { /* gadgetd run: one life, no restarts */
+        log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        if (one_life(u)) { /* gadgetd run: no restarts */
                 u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
-                daemon_unit_exited(u->d, u);
+                u->hooks->exited(u->hooks->arg, u);
                 return;
         }
         if (!u->want_running) {
                 u->state = UNIT_STOPPED;
-                daemon_unit_stopped(u->d, u);
+                u->hooks->stopped(u->hooks->arg, u);
                 return;
         }
         /* A gadget killed for a hang (timeout) or a limit is not clean:
@@ -322,7 +328,7 @@ static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool p
         log_msg(L_WARN, u->policy->name, "%s", line);
         snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
         if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
-                daemon_log_added(u->d, u, 1);
+                u->hooks->log_added(u->hooks->arg, u, 1);
 }
 
 /* Ends the log budget's window if it is over: says how many lines it
@@ -393,7 +399,7 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
                 *ev = NULL;
         }
         if (c.added)
-                daemon_log_added(u->d, u, c.added);
+                u->hooks->log_added(u->hooks->arg, u, c.added);
         log_after(u);
 }
 
@@ -405,7 +411,7 @@ static void on_hello(struct peer *p, void *data)
         u->start_us = elapsed_us(&u->start_begin);
         event_del(u->ev_start);
         log_msg(L_INFO, u->policy->name, "ready");
-        daemon_unit_ready(u->d, u);
+        u->hooks->ready(u->hooks->arg, u);
 }
 
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
@@ -432,7 +438,7 @@ static void on_log(struct peer *p, const Gadget__Log *l, void *data)
                         line_cb(&c, s.partial, s.len);
         }
         if (c.added)
-                daemon_log_added(u->d, u, c.added);
+                u->hooks->log_added(u->hooks->arg, u, c.added);
         log_after(u);
 }
 
@@ -492,12 +498,12 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                 return e;
         }
         u->have_uid = true;
-        /* gadgetd run relays the program's output to its own (run.h); the
+        /* gadgetd run relays the program's output to its own (its hooks); the
          * daemon reads it line by line. */
-        bool pass = u->d->run != NULL;
+        bool pass = one_life(u);
         if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, errlen)) < 0)
                 return e;
-        if (pass ? (e = run_output_pipes(u->d->run, &out_w, &err_w)) < 0
+        if (pass ? (e = u->hooks->output_pipes(u->hooks->arg, &out_w, &err_w)) < 0
                  : ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
                     (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
@@ -537,7 +543,7 @@ static void warm_drop(struct unit *u)
 void unit_prewarm(struct unit *u)
 {
         char err[600];
-        if (u->child.pid > 0 || u->d->run)
+        if (u->child.pid > 0 || one_life(u))
                 return;
         /* A failure is not reported: the start goes cold and says why. */
         if (unit_spawn(u, true, err, sizeof err) < 0)
@@ -582,7 +588,7 @@ void unit_start(struct unit *u)
         if (u->policy->runtime_max_ms)
                 arm(u->ev_runtime, u->policy->runtime_max_ms);
         /* gadgetd run runs any program, gadget or not: no hello is awaited. */
-        if (!u->d->run)
+        if (!one_life(u))
                 arm(u->ev_start, u->policy->start_timeout_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
@@ -591,8 +597,8 @@ fail:
         drop_worker(u, "the gadget could not start");
         u->state = UNIT_FAILED;
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
-        log_msg(u->d->run ? L_INFO : L_ERR, u->policy->name, "%s", u->cause); /* run says it itself */
-        daemon_unit_exited(u->d, u);
+        log_msg(one_life(u) ? L_INFO : L_ERR, u->policy->name, "%s", u->cause); /* run says it itself */
+        u->hooks->exited(u->hooks->arg, u);
 }
 
 void unit_stop(struct unit *u, const char *why)
@@ -603,7 +609,7 @@ void unit_stop(struct unit *u, const char *why)
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING) /* waiting for a restart */
                         u->state = UNIT_STOPPED;
-                daemon_unit_stopped(u->d, u);
+                u->hooks->stopped(u->hooks->arg, u);
                 return;
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);

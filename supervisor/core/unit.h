@@ -28,8 +28,28 @@ enum unit_state {
         UNIT_FAILED,
 };
 
+struct unit;
+
+/* What the unit's owner does at its events, installed at unit_new: the
+ * daemon's registry, or gadgetd run's one gadget. The unit calls nothing
+ * of its owner but these. */
+struct unit_hooks {
+        void (*ready)(void *arg, struct unit *u);
+        /* It ended, or could not start, and will not start again by itself. */
+        void (*exited)(void *arg, struct unit *u);
+        void (*stopped)(void *arg, struct unit *u);
+        void (*log_added)(void *arg, struct unit *u, size_t lines);
+        /* gadgetd run's: the pipes the program's output goes to (the owner
+         * relays them), and the unit has one life: no restart, no hello
+         * awaited, no pre-warmed sandbox. NULL: the unit reads the output
+         * itself, line by line. 0 or -errno. */
+        int (*output_pipes)(void *arg, int *out_w, int *err_w);
+        void *arg;
+};
+
 struct unit {
         struct daemon *d;
+        const struct unit_hooks *hooks;
         struct policy *policy;
         enum unit_state state;
         char cause[256];          /* why it last stopped or failed */
@@ -72,7 +92,7 @@ struct unit {
         struct unit *next;
 };
 
-struct unit *unit_new(struct daemon *d, struct policy *policy);
+struct unit *unit_new(struct daemon *d, struct policy *policy, const struct unit_hooks *hooks);
 void unit_free(struct unit *u);
 /* Starts the worker. Failures leave the unit failed with the cause. */
 void unit_start(struct unit *u);
