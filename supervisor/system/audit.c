@@ -78,6 +78,27 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* MESSAGE_ID= of audit records: `journalctl MESSAGE_ID=...` lists them all. */
+#define AUDIT_MESSAGE_ID "MESSAGE_ID=4f0b1d6c8e2a4c7b9a3e5d1f2c6b8a90"
+
+/* The record in gadgetd's log: "[GADGET] audit LINE" (line its JSON text),
+ * and under journald the fields BINDING, OP, OUTCOME, BYTES, DURATION_US,
+ * DETAIL (escaped: it may carry text a gadget chose, a key, a URL). */
+static void log_record(const struct audit_record *r, const char *line)
+{
+        char text[2048], detail[1024], bytes[24], dur[24];
+        snprintf(text, sizeof text, "audit %s", line);
+        snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)r->bytes);
+        snprintf(dur, sizeof dur, "%llu", (unsigned long long)r->duration_us);
+        const struct log_field f[] = {
+                { "BINDING", r->binding }, { "OP", r->op }, { "OUTCOME", audit_outcome_name(r->outcome) },
+                { "BYTES", bytes }, { "DURATION_US", dur },
+                { "DETAIL", r->detail ? log_escape(r->detail, strlen(r->detail), detail, sizeof detail) : NULL },
+        };
+        log_fields(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r->gadget, AUDIT_MESSAGE_ID, f,
+                   sizeof f / sizeof *f, text);
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg);
 
 int audit_open(const char *state_dir, const struct audit_config *cfg, struct event_base *base,
@@ -216,7 +237,7 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
         json_decref(o);
         if (!line)
                 return;
-        log_audit(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r, line);
+        log_record(r, line);
         if (!a) {
                 free(line);
                 return;

@@ -15,11 +15,7 @@
 #include <systemd/sd-journal.h>
 #endif
 
-#include "audit.h"
 #include "value.h"
-
-/* MESSAGE_ID= of audit records: `journalctl MESSAGE_ID=...` lists them all. */
-#define AUDIT_MESSAGE_ID "MESSAGE_ID=4f0b1d6c8e2a4c7b9a3e5d1f2c6b8a90"
 
 /* The one setting of the log module: gadgetd run shows only warnings and
  * errors beside the gadget's own output. */
@@ -67,7 +63,7 @@ static void log_stderr(enum log_level level, const char *gadget, const char *lin
 }
 
 #ifdef HAVE_LIBSYSTEMD
-#define JOURNAL_FIELDS 12
+#define JOURNAL_FIELDS 24
 
 /* One journal entry of up to JOURNAL_FIELDS "KEY=value" fields (NULL ones
  * skipped). libsystemd is loaded at the first (supervisor/system/sd_dl.c). */
@@ -81,24 +77,6 @@ static int journal_send(const char *const *fields, size_t n)
         return sd_journal_sendv(iov, k);
 }
 
-/* One journal entry: MESSAGE, PRIORITY, GADGET= (if any). 0 or -errno. */
-static int journal_msg(enum log_level level, const char *gadget, const char *line)
-{
-        char msg[2400], prio[16], gad[300];
-        if (gadget)
-                snprintf(msg, sizeof msg, "MESSAGE=[%s] %s", gadget, line);
-        else
-                snprintf(msg, sizeof msg, "MESSAGE=%s", line);
-        snprintf(prio, sizeof prio, "PRIORITY=%d", (int)level);
-        snprintf(gad, sizeof gad, "GADGET=%s", gadget ? gadget : "");
-        const char *fields[] = { msg, prio, gadget ? gad : NULL, "SYSLOG_IDENTIFIER=gadgetd" };
-        return journal_send(fields, sizeof fields / sizeof *fields);
-}
-#else
-static int journal_msg(enum log_level level, const char *gadget, const char *line)
-{
-        return -ENOSYS;
-}
 #endif
 
 void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
@@ -110,50 +88,66 @@ void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(line, sizeof line, fmt, ap);
         va_end(ap);
-        if (to_journal() && journal_msg(level, gadget, line) >= 0)
-                return;
-        log_stderr(level, gadget, line);
+        log_fields(level, gadget, NULL, NULL, 0, line);
 }
 
 #ifdef HAVE_LIBSYSTEMD
-/* An audit record as a journal entry with one field per record field. */
-static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
+/* The journal entry of log_fields. */
+static int journal_fields(enum log_level level, const char *gadget, const char *message_id,
+                          const struct log_field *f, size_t n, const char *line)
 {
-        char detail[1024], det[1100], msg[2400], prio[16], gad[300], bind[300], op[300], out[64], bytes[48],
-                dur[48];
-        /* The detail may carry text a gadget chose (a key, a URL): escaped. */
-        if (r->detail) {
-                log_escape(r->detail, strlen(r->detail), detail, sizeof detail);
-                snprintf(det, sizeof det, "DETAIL=%s", detail);
-        }
-        snprintf(msg, sizeof msg, "MESSAGE=[%s] audit %s", r->gadget, line);
+        enum { FIXED = 4, MAX_FIELDS = 16 };
+        char msg[2400], prio[16], gad[300], *own[MAX_FIELDS] = { 0 };
+        const char *fields[FIXED + MAX_FIELDS];
+        size_t k = 0;
+        int e = 0;
+        if (n > MAX_FIELDS)
+                return -E2BIG;
+        if (gadget)
+                snprintf(msg, sizeof msg, "MESSAGE=[%s] %s", gadget, line);
+        else
+                snprintf(msg, sizeof msg, "MESSAGE=%s", line);
         snprintf(prio, sizeof prio, "PRIORITY=%d", (int)level);
-        snprintf(gad, sizeof gad, "GADGET=%s", r->gadget);
-        snprintf(bind, sizeof bind, "BINDING=%s", r->binding);
-        snprintf(op, sizeof op, "OP=%s", r->op);
-        snprintf(out, sizeof out, "OUTCOME=%s", audit_outcome_name(r->outcome));
-        snprintf(bytes, sizeof bytes, "BYTES=%llu", (unsigned long long)r->bytes);
-        snprintf(dur, sizeof dur, "DURATION_US=%llu", (unsigned long long)r->duration_us);
-        const char *fields[] = { msg, prio, AUDIT_MESSAGE_ID, "SYSLOG_IDENTIFIER=gadgetd", gad, bind, op, out,
-                                 bytes, dur, r->detail ? det : NULL };
-        return journal_send(fields, sizeof fields / sizeof *fields);
+        snprintf(gad, sizeof gad, "GADGET=%s", gadget ? gadget : "");
+        fields[k++] = msg;
+        fields[k++] = prio;
+        fields[k++] = "SYSLOG_IDENTIFIER=gadgetd";
+        if (gadget)
+                fields[k++] = gad;
+        if (message_id)
+                fields[k++] = message_id;
+        for (size_t i = 0; i < n && e == 0; i++) {
+                if (!f[i].value)
+                        continue;
+                if (asprintf(&own[i], "%s=%s", f[i].name, f[i].value) < 0) {
+                        own[i] = NULL;
+                        e = -ENOMEM;
+                } else {
+                        fields[k++] = own[i];
+                }
+        }
+        if (e == 0)
+                e = journal_send(fields, k);
+        for (size_t i = 0; i < n; i++)
+                free(own[i]);
+        return e;
 }
 #else
-static int journal_audit(enum log_level level, const struct audit_record *r, const char *line)
+static int journal_fields(enum log_level level, const char *gadget, const char *message_id,
+                          const struct log_field *f, size_t n, const char *line)
 {
         return -ENOSYS;
 }
 #endif
 
-void log_audit(enum log_level level, const struct audit_record *r, const char *line)
+void log_fields(enum log_level level, const char *gadget, const char *message_id, const struct log_field *f,
+                size_t n, const char *line)
 {
         if (level > max_level)
                 return;
-        if (to_journal() && journal_audit(level, r, line) >= 0)
+        if (to_journal() && journal_fields(level, gadget, message_id, f, n, line) >= 0)
                 return;
-        char text[2048];
-        snprintf(text, sizeof text, "audit %s", line);
-        log_stderr(level, r->gadget, text);
+        log_stderr(level, gadget, line);
 }
 
 char *log_escape(const char *in, size_t len, char *out, size_t outlen)
