@@ -21,16 +21,9 @@
 #include "core/unit.h"
 #include "value.h"
 #include "wire.h"
+#include "system/monotime.h"
 
 #define BUSY_LOG_MS 1000   /* busy answers are counted in one line per second at most */
-
-static uint64_t elapsed_us(const struct timespec *start)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - start->tv_sec) * 1000000u +
-               (uint64_t)((now.tv_nsec - start->tv_nsec) / 1000);
-}
 
 static void unlink_req(struct binding_req *r)
 {
@@ -73,7 +66,7 @@ static bool send_reply(struct unit *u, const struct binding_req *r, const Gadget
  * line: one line per BUSY_LOG_MS at most (now = true: whatever the time). */
 static void busy_flush(struct unit *u, bool now)
 {
-        if (!u->busy || (!now && elapsed_us(&u->busy_logged) < BUSY_LOG_MS * 1000u))
+        if (!u->busy || (!now && monotime_since_us(&u->busy_logged) < BUSY_LOG_MS * 1000u))
                 return;
         char msg[160];
         snprintf(msg, sizeof msg, "%llu binding calls answered busy (in flight at most BindingCallsMax=%llu, "
@@ -110,7 +103,7 @@ static bool over_budget(struct unit *u, const Gadget__BindingCall *bc, const str
                          (unsigned long long)b->calls_max, b->name, (unsigned long long)b->calls_max);
         else
                 return false;
-        if (u->busy++ == 0 && elapsed_us(&u->busy_logged) >= BUSY_LOG_MS * 1000u)
+        if (u->busy++ == 0 && monotime_since_us(&u->busy_logged) >= BUSY_LOG_MS * 1000u)
                 log_msg(L_WARN, u->policy->name, "%s: answering busy", msg);
         peer_binding_reply(u->peer, bc->id, NULL, GADGET_EBUSY, msg);
         return true;
@@ -132,7 +125,7 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                 struct audit_record rec = {
                         .gadget = u->policy->name, .binding = r->binding, .op = r->op,
                         .outcome = sent ? outcome : AUDIT_ERROR,
-                        .bytes = r->bytes_in + bytes_out, .duration_us = elapsed_us(&r->start),
+                        .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
                         .detail = !sent ? why : value ? NULL : message,
                 };
                 audit_write(u->d->audit, &rec);

@@ -27,6 +27,7 @@
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
+#include "system/monotime.h"
 
 #define ACCEPT_BATCH 16          /* connections taken per wakeup */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
@@ -62,7 +63,7 @@ static void refusal(struct control *c, enum control_refusal k, const char *fmt, 
 {
         char msg[512];
         va_list ap;
-        uint64_t now = ratelog_now_ms(), n = ratelog_flush(&c->rl[k], now);
+        uint64_t now = monotime_ms(), n = ratelog_flush(&c->rl[k], now);
         if (n)
                 log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
                         refusal_what[k], RATELOG_WINDOW_MS / 1000);
@@ -77,7 +78,7 @@ static void refusal(struct control *c, enum control_refusal k, const char *fmt, 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct control *c = arg;
-        uint64_t now = ratelog_now_ms();
+        uint64_t now = monotime_ms();
         for (int k = 0; k < REF_N; k++) {
                 uint64_t n = ratelog_flush(&c->rl[k], now);
                 if (n)

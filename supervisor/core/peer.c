@@ -14,6 +14,7 @@
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
+#include "system/monotime.h"
 
 
 struct pending {
@@ -141,11 +142,7 @@ enum peer_state peer_state(const struct peer *p) { return p->state; }
 
 uint64_t peer_stalled_ms(const struct peer *p)
 {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t ms = (int64_t)(now.tv_sec - p->progress.tv_sec) * 1000 +
-                     (now.tv_nsec - p->progress.tv_nsec) / 1000000;
-        return ms > 0 ? (uint64_t)ms : 0;
+        return monotime_since_ms(&p->progress);
 }
 size_t peer_pending(const struct peer *p) { return p->n_pending; }
 

@@ -21,6 +21,7 @@
 #include "sandbox_abi.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"
+#include "system/monotime.h"
 
 #define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
@@ -46,20 +47,9 @@ const char *unit_state_name(enum unit_state s)
 
 uint64_t unit_uptime_ms(const struct unit *u)
 {
-        struct timespec now;
         if (u->state != UNIT_READY && u->state != UNIT_STARTING && u->state != UNIT_STOPPING)
                 return 0;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - u->started.tv_sec) * 1000 +
-               (uint64_t)((now.tv_nsec - u->started.tv_nsec) / 1000000);
-}
-
-/* Microseconds elapsed since since (CLOCK_MONOTONIC). */
-static uint64_t elapsed_us(const struct timespec *since)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000 + (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000);
+        return monotime_since_ms(&u->started);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -279,13 +269,6 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         after_exit(u, u->program_status);
 }
 
-static uint64_t now_ms(void)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-}
-
 /* A line of output the budget kept: to the ring and gadgetd's log. */
 struct line_ctx {
         struct unit *u;
@@ -337,7 +320,7 @@ static void log_window(struct unit *u)
 {
         uint64_t dropped, bytes;
         bool paused = u->log_budget.paused;
-        if (!logbuf_budget_roll(&u->log_budget, now_ms(), &dropped, &bytes))
+        if (!logbuf_budget_roll(&u->log_budget, monotime_ms(), &dropped, &bytes))
                 return;
         if (dropped)
                 say_dropped(u, dropped, bytes, paused, true);
@@ -362,7 +345,7 @@ static void log_after(struct unit *u)
                         peer_hold(u->peer, true);
         }
         if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
-                arm(u->ev_logwin, logbuf_budget_left_ms(g, now_ms()));
+                arm(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
 }
 
 static void logwin_cb(evutil_socket_t fd, short what, void *arg)
@@ -408,7 +391,7 @@ static void on_hello(struct peer *p, void *data)
         struct unit *u = data;
         u->state = UNIT_READY;
         u->cause[0] = '\0';
-        u->start_us = elapsed_us(&u->start_begin);
+        u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
         log_msg(L_INFO, u->policy->name, "ready");
         u->hooks->ready(u->hooks->arg, u);

@@ -23,6 +23,7 @@
 #include "core/unit.h"
 #include "validate.h"
 #include "value.h"
+#include "system/monotime.h"
 
 struct gateway_call {
         struct gateway *g;           /* NULL once the gateway is gone */
@@ -91,14 +92,6 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
         json_decref(o);
 }
 
-static uint64_t elapsed_us(const struct timespec *start)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - start->tv_sec) * 1000000u +
-               (uint64_t)((now.tv_nsec - start->tv_nsec) / 1000);
-}
-
 /* One audit record per call a UI (or any gateway client) made. */
 static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome outcome,
                    size_t bytes_out, const char *detail)
@@ -107,7 +100,7 @@ static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome
                 return;
         struct audit_record rec = {
                 .gadget = c->gadget, .binding = "gateway", .op = c->op, .outcome = outcome,
-                .bytes = c->bytes_in + bytes_out, .duration_us = elapsed_us(&c->start), .detail = detail,
+                .bytes = c->bytes_in + bytes_out, .duration_us = monotime_since_us(&c->start), .detail = detail,
         };
         audit_write(g->d->audit, &rec);
 }

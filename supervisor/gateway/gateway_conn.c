@@ -17,6 +17,7 @@
 
 #include "daemon.h"
 #include "system/log.h"
+#include "system/monotime.h"
 
 #define SWEEP_MS 250             /* how often deadlines and closed connections are looked at */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
@@ -32,7 +33,7 @@ void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt,
         };
         char msg[512];
         va_list ap;
-        uint64_t now = ratelog_now_ms(), n = ratelog_flush(&g->rl[k], now);
+        uint64_t now = monotime_ms(), n = ratelog_flush(&g->rl[k], now);
         if (n)
                 log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n, what[k],
                         RATELOG_WINDOW_MS / 1000);
@@ -58,7 +59,7 @@ static void request_done(struct evhttp_request *req, void *arg)
         struct gateway_conn *c = find(arg, req);
         if (c && c->busy) {
                 c->busy--;
-                c->since_ms = ratelog_now_ms();
+                c->since_ms = monotime_ms();
         }
 }
 
@@ -123,7 +124,7 @@ static struct bufferevent *new_conn(struct event_base *base, void *arg)
                 return NULL;
         bufferevent_incref(bev);
         bool over = g->n_conns >= g->lim.max_connections;
-        g->conns[g->n_conns++] = (struct gateway_conn){ .bev = bev, .since_ms = ratelog_now_ms(),
+        g->conns[g->n_conns++] = (struct gateway_conn){ .bev = bev, .since_ms = monotime_ms(),
                                                         .refuse = over };
         if (g->n_conns >= g->lim.max_connections)
                 pause_listener(g);
@@ -167,7 +168,7 @@ static void cut(struct gateway_conn *c)
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct gateway *g = arg;
-        uint64_t now = ratelog_now_ms();
+        uint64_t now = monotime_ms();
         size_t late = 0;
         for (size_t i = 0; i < g->n_conns; i++) {
                 struct gateway_conn *c = &g->conns[i];

@@ -1,6 +1,7 @@
 /* scope: a transient systemd scope with Delegate=yes, through sd-bus
  * (libsystemd, loaded at first use by sd_dl.c). */
 #include "scope.h"
+#include "system/monotime.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -47,13 +48,6 @@ static int job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_erro
         return 0;
 }
 
-static uint64_t now_usec(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* The properties of the scope: its description, Delegate=yes, PIDs, and
  * collected even if it fails (a stale unit would block the name). */
 static int append_properties(sd_bus_message *m, const char *desc, const pid_t *pids, size_t n)
@@ -95,14 +89,14 @@ static int request(sd_bus *bus, const char *name, const char *desc, const pid_t 
 /* Runs the bus until our job is removed, or the time is up. */
 static int wait_job(sd_bus *bus, struct job_wait *w)
 {
-        uint64_t deadline = now_usec() + SCOPE_TIMEOUT_USEC;
+        uint64_t deadline = monotime_us() + SCOPE_TIMEOUT_USEC;
         while (!w->done) {
                 int r = sd_bus_process(bus, NULL);
                 if (r < 0)
                         return r;
                 if (r > 0)
                         continue;
-                uint64_t now = now_usec();
+                uint64_t now = monotime_us();
                 if (now >= deadline)
                         return -ETIMEDOUT;
                 if ((r = sd_bus_wait(bus, deadline - now)) < 0)

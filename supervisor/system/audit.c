@@ -18,6 +18,7 @@
 #include "audit_budget.h"
 #include "log.h"
 #include "policy.h"
+#include "monotime.h"
 
 #define DETAIL_MAX 1024        /* longer details are cut: a record stays small */
 
@@ -69,13 +70,6 @@ bad:
                  strcmp(key, "MaxFileSize") == 0 ? "a size of at least 4K" :
                  strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" : "a count from 1, or infinity");
         return -EINVAL;
-}
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* MESSAGE_ID= of audit records: `journalctl MESSAGE_ID=...` lists them all. */
@@ -249,7 +243,7 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
         if (e < 0) {
                 a->unwritten++;
                 a->last_error = e;
-                audit_budget_failed(&a->budget, r->gadget, e, now_ms());
+                audit_budget_failed(&a->budget, r->gadget, e, monotime_ms());
                 if (a->ev_tick && !evtimer_pending(a->ev_tick, NULL))
                         evtimer_add(a->ev_tick, &(struct timeval){ .tv_sec = 1 });
         }
@@ -288,7 +282,7 @@ static void window_ended(void *arg, const struct audit_window *w)
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct audit *a = arg;
-        if (audit_budget_flush(&a->budget, now_ms(), false, window_ended, a))
+        if (audit_budget_flush(&a->budget, monotime_ms(), false, window_ended, a))
                 evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
 }
 
@@ -298,7 +292,7 @@ void audit_write(struct audit *a, const struct audit_record *r)
                 put_record(NULL, r, 0); /* gadgetd's log only */
                 return;
         }
-        int take = audit_budget_take(&a->budget, r, now_ms());
+        int take = audit_budget_take(&a->budget, r, monotime_ms());
         if (a->ev_tick && a->budget.windows && !evtimer_pending(a->ev_tick, NULL))
                 evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
         if (take != 0)
@@ -309,7 +303,7 @@ void audit_close(struct audit *a)
 {
         if (!a)
                 return;
-        audit_budget_flush(&a->budget, now_ms(), true, window_ended, a);
+        audit_budget_flush(&a->budget, monotime_ms(), true, window_ended, a);
         audit_budget_free(&a->budget);
         if (a->ev_tick)
                 event_free(a->ev_tick);

@@ -21,10 +21,3 @@ uint64_t ratelog_flush(struct ratelog *r, uint64_t now_ms)
         r->suppressed = 0;
         return n;
 }
-
-uint64_t ratelog_now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}

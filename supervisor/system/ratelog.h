@@ -20,5 +20,3 @@ bool ratelog_allow(struct ratelog *r, uint64_t now_ms);
 /* The events counted in a window that has closed by now_ms (0 if none or
  * still open); the count starts again at 0. */
 uint64_t ratelog_flush(struct ratelog *r, uint64_t now_ms);
-/* CLOCK_MONOTONIC in milliseconds. */
-uint64_t ratelog_now_ms(void);
