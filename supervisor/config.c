@@ -86,6 +86,30 @@ static int parse_uid(const char *v, uid_t *out)
         return 0;
 }
 
+int config_opt_uid_base(const char *prog, const char *v, uid_t *out)
+{
+        if (parse_uid(v, out) == 0)
+                return 0;
+        fprintf(stderr, "%s: --uid-base: \"%s\" is not a uid above 0\n", prog, v);
+        return -EINVAL;
+}
+
+int config_opt_uid_count(const char *prog, const char *v, unsigned *out)
+{
+        if (parse_count(v, UIDPOOL_MAX_COUNT, out) == 0)
+                return 0;
+        fprintf(stderr, "%s: --uid-count: \"%s\" is not a number from 1 to %u\n", prog, v, UIDPOOL_MAX_COUNT);
+        return -EINVAL;
+}
+
+int config_opt_limits_mode(const char *prog, const char *v, enum limiter_mode *out)
+{
+        if (limiter_parse_mode(v, out) == 0)
+                return 0;
+        fprintf(stderr, "%s: --limits-mode: \"%s\" is not one of auto, cgroup-v2, cgroup-v1, rlimits\n", prog, v);
+        return -EINVAL;
+}
+
 /* One parse of the file: the reason for the first bad line, where known. */
 struct file_ctx {
         struct config *cfg;
@@ -259,20 +283,9 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 case 'S': e = set_str(&cfg->socket_path, optarg); break;
                 case 'r': e = set_str(&cfg->run_dir, optarg); break;
                 case 'g': e = set_str(&cfg->group, optarg); break;
-                case 'u':
-                        if ((e = parse_uid(optarg, &cfg->uid_base)) < 0)
-                                fprintf(stderr, "gadgetd: --uid-base: \"%s\" is not a uid above 0\n", optarg);
-                        break;
-                case 'U':
-                        if ((e = parse_count(optarg, UIDPOOL_MAX_COUNT, &cfg->uid_count)) < 0)
-                                fprintf(stderr, "gadgetd: --uid-count: \"%s\" is not a number from 1 to %u\n",
-                                        optarg, UIDPOOL_MAX_COUNT);
-                        break;
-                case 'l':
-                        if ((e = limiter_parse_mode(optarg, &cfg->limits_mode)) < 0)
-                                fprintf(stderr, "gadgetd: --limits-mode: \"%s\" is not one of auto, cgroup-v2, "
-                                        "cgroup-v1, rlimits\n", optarg);
-                        break;
+                case 'u': e = config_opt_uid_base("gadgetd", optarg, &cfg->uid_base); break;
+                case 'U': e = config_opt_uid_count("gadgetd", optarg, &cfg->uid_count); break;
+                case 'l': e = config_opt_limits_mode("gadgetd", optarg, &cfg->limits_mode); break;
                 case 'D': cfg->allow_degraded_limits = true; break;
                 case 'H':
                         if ((e = parse_count(optarg, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max)) < 0)

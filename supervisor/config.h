@@ -38,3 +38,10 @@ struct config {
  * printing help, or -EINVAL after printing what was wrong. */
 int config_parse_args(int argc, char **argv, struct config *cfg);
 void config_free(struct config *cfg);
+
+/* The options gadgetd and gadgetd run share (--uid-base, --uid-count,
+ * --limits-mode): 0, or -EINVAL after a line on stderr naming prog, the
+ * option and what it takes. */
+int config_opt_uid_base(const char *prog, const char *v, uid_t *out);
+int config_opt_uid_count(const char *prog, const char *v, unsigned *out);
+int config_opt_limits_mode(const char *prog, const char *v, enum limiter_mode *out);

@@ -291,14 +291,17 @@ int run_main(int argc, char **argv)
                 case 'h': usage(stdout); return 0;
                 case 's': d.state_dir = optarg; break;
                 case 'r': d.run_dir = optarg; break;
-                case 'u': d.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
-                case 'U': d.uid_count = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 'l':
-                        if (limiter_parse_mode(optarg, &d.limits_want) < 0) {
-                                fprintf(stderr, "gadgetd run: --limits-mode: \"%s\" is not one of auto, "
-                                        "cgroup-v2, cgroup-v1, rlimits\n", optarg);
+                case 'u':
+                        if (config_opt_uid_base("gadgetd run", optarg, &d.uid_base) < 0)
                                 return RUN_EXIT_USAGE;
-                        }
+                        break;
+                case 'U':
+                        if (config_opt_uid_count("gadgetd run", optarg, &d.uid_count) < 0)
+                                return RUN_EXIT_USAGE;
+                        break;
+                case 'l':
+                        if (config_opt_limits_mode("gadgetd run", optarg, &d.limits_want) < 0)
+                                return RUN_EXIT_USAGE;
                         break;
                 case 'D': d.allow_degraded_limits = true; break;
                 default: usage(stderr); return RUN_EXIT_USAGE;

@@ -346,6 +346,14 @@ def call_bad_argument(tmp):
 def call_malformed_json(tmp):
     r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "greet", '{"name": ')
     check(r.returncode == 2 and "bad JSON" in r.stderr, "status %d err %r" % (r.returncode, r.stderr))
+    # Options are checked as gadgetd's own are (config.c), naming what they take.
+    hello = os.path.join(EXAMPLES, "hello.policy")
+    for opt, val, says in (("--uid-base", "12ab", "is not a uid above 0"), ("--uid-base", "0", "is not a uid"),
+                           ("--uid-count", "0", "is not a number from 1 to"),
+                           ("--limits-mode", "v3", "is not one of auto")):
+        r = subprocess.run([GADGETD, "run", opt, val, hello], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 2 and ("gadgetd run: %s: \"%s\" %s" % (opt, val, says)) in r.stderr,
+              "%s %s: %d %r" % (opt, val, r.returncode, r.stderr))
 
 
 @test
