@@ -187,6 +187,81 @@ int wire_writer_flush(struct wire_writer *w, int fd)
         return 0;
 }
 
+ssize_t wire_send_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * WIRE_FDS_MAX)];
+        } u;
+        struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (n > WIRE_FDS_MAX)
+                return -EINVAL;
+        if (n) {
+                memset(&u, 0, sizeof u);
+                mh.msg_control = u.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+        }
+        ssize_t w;
+        do
+                w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        return w < 0 ? -errno : w;
+}
+
+ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * WIRE_FDS_MAX)];
+        } u;
+        struct iovec iov = { .iov_base = buf, .iov_len = len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * (max < WIRE_FDS_MAX ? max : WIRE_FDS_MAX)) };
+        ssize_t r;
+        *n = 0;
+        do
+                r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        bool extra = (mh.msg_flags & MSG_CTRUNC) != 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                if (*n == 0 && k <= max) {
+                        *n = k;
+                        memcpy(fds, CMSG_DATA(c), k * sizeof(int));
+                        continue;
+                }
+                /* More than the caller takes: none is kept open. */
+                int fd;
+                for (size_t i = 0; i < k; i++) {
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                        close(fd);
+                }
+                extra = true;
+        }
+        return extra ? -EPROTO : r;
+}
+
+int wire_writer_flush_fds(struct wire_writer *w, int fd, const int *fds, size_t n)
+{
+        if (w->start < w->end) {
+                ssize_t sent = wire_send_fds(fd, w->buf + w->start, w->end - w->start, fds, n);
+                if (sent < 0)
+                        return (int)sent;
+                w->start += (size_t)sent;
+        }
+        return wire_writer_flush(w, fd);
+}
+
 int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame)
 {
         struct wire_writer w;

@@ -51,6 +51,21 @@ int wire_writer_put(struct wire_writer *w, const ProtobufCMessage *msg, uint32_t
 int wire_writer_flush(struct wire_writer *w, int fd);
 size_t wire_writer_pending(const struct wire_writer *w);
 
+/* File descriptors passed along (SCM_RIGHTS on a Unix socket): at most
+ * WIRE_FDS_MAX with one message. */
+#define WIRE_FDS_MAX 16
+/* Like wire_writer_flush, but the first bytes written carry fds (n of
+ * them) with them. */
+int wire_writer_flush_fds(struct wire_writer *w, int fd, const int *fds, size_t n);
+/* Sends len bytes with fds (n of them) in one sendmsg. Returns the bytes
+ * sent (the fds went with the first) or -errno. */
+ssize_t wire_send_fds(int sock, const void *data, size_t len, const int *fds, size_t n);
+/* Receives up to len bytes and the fds that came with them (close-on-exec,
+ * at most max into fds, *n set): the bytes received, 0 at end of file,
+ * -errno; -EPROTO if more fds came than max (the extra ones are closed by
+ * the kernel). */
+ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n);
+
 /* Blocking helpers: send one message / receive one frame on a blocking fd.
  * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno. */
 int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame);

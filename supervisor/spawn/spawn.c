@@ -225,24 +225,7 @@ fail:
  * of enum sandbox_fd from SANDBOX_FD_REPORT on). 0 or -errno. */
 static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t n)
 {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT)];
-        } u = { 0 };
-        struct iovec iov = { .iov_base = msg->buf + msg->start, .iov_len = wire_writer_pending(msg) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                             .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-        ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
-        if (w < 0)
-                return -errno;
-        msg->start += (size_t)w;
-        /* The rest, if the socket took only part: the fds went with the first. */
-        int e = wire_writer_flush(msg, sock);
+        int e = wire_writer_flush_fds(msg, sock, fds, n);
         return e > 0 ? -EAGAIN : e;
 }
 
@@ -337,23 +320,9 @@ static void build_elsewhere(pid_t pid, const cpu_set_t *cpus)
 /* SANDBOX_CGROUP_MSG with the "tasks" files of the v1 cgroups to join. */
 static int send_cgroups(int sock, const int *fds, size_t n)
 {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_CGROUP_FDS_MAX)];
-        } u = { 0 };
         char byte = SANDBOX_CGROUP_MSG;
-        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        if (n) {
-                mh.msg_control = u.buf;
-                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-                memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-        }
-        return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+        ssize_t w = wire_send_fds(sock, &byte, 1, fds, n);
+        return w == 1 ? 0 : w < 0 ? (int)w : -EIO;
 }
 
 /* Makes the gadget's cgroup while the worker builds its sandbox, puts the

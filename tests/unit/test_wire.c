@@ -376,6 +376,46 @@ static void test_peer_gone(void)
         close(p[0]);
 }
 
+/* fds passed along: they arrive with the bytes, usable; more than the
+ * receiver takes is a protocol error; a frame queue's first bytes carry
+ * them. */
+static void test_fds(void)
+{
+        int sv[2], p[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 && pipe(p) == 0, "socketpair and pipe");
+        int send[2] = { p[0], p[1] }, got[WIRE_FDS_MAX];
+        size_t n = 99;
+        char byte = 'c', in = 0;
+        CHECK(wire_send_fds(sv[0], &byte, 1, send, 2) == 1, "one byte sent with two fds");
+        CHECK(wire_recv_fds(sv[1], &in, 1, got, 4, &n) == 1 && in == 'c' && n == 2, "received: n=%zu", n);
+        CHECK(n == 2 && write(got[1], "z", 1) == 1 && read(p[0], &in, 1) == 1 && in == 'z',
+              "the received write end writes into the sent pipe");
+        CHECK(n == 2 && (fcntl(got[0], F_GETFD) & FD_CLOEXEC), "received fds are close-on-exec");
+        for (size_t i = 0; i < n && i < 2; i++)
+                close(got[i]);
+        CHECK(wire_send_fds(sv[0], &byte, 1, send, 2) == 1, "sent again");
+        CHECK(wire_recv_fds(sv[1], &in, 1, got, 1, &n) == -EPROTO, "two fds where one is taken: EPROTO");
+        CHECK(wire_send_fds(sv[0], &byte, 1, send, WIRE_FDS_MAX + 1) == -EINVAL, "over WIRE_FDS_MAX refused");
+        struct wire_writer w;
+        Gadget__WorkerMsg m;
+        Gadget__Hello h;
+        hello(&m, &h, "fds", 1);
+        wire_writer_init(&w, 0);
+        CHECK(wire_writer_put(&w, &m.base, WIRE_MAX_FRAME) == 0 && wire_writer_flush_fds(&w, sv[0], send, 1) == 0,
+              "a frame flushed with an fd");
+        uint8_t buf[256];
+        ssize_t r = wire_recv_fds(sv[1], buf, sizeof buf, got, 4, &n);
+        CHECK(r == (ssize_t)gadget__worker_msg__get_packed_size(&m) + 4 && n == 1, "the frame came with it: %zd %zu",
+              r, n);
+        if (n == 1)
+                close(got[0]);
+        wire_writer_free(&w);
+        close(p[0]);
+        close(p[1]);
+        close(sv[0]);
+        close(sv[1]);
+}
+
 int main(void)
 {
         test_socketpair_round_trip();
@@ -386,5 +426,6 @@ int main(void)
         test_batching();
         test_would_block();
         test_peer_gone();
+        test_fds();
         return tap_done();
 }

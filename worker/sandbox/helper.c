@@ -85,29 +85,14 @@ static void place_fds(const int *fds, size_t n)
 static Sandbox__Setup *read_setup(void)
 {
         static uint8_t buf[65536];
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_SENT)];
-        } u;
-        struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
         int fds[SANDBOX_FDS_SENT];
         size_t n_fds = 0;
-        ssize_t n;
-        do
-                n = recvmsg(SANDBOX_FD_SETUP, &mh, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        if (n <= 0)
+        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, SANDBOX_FDS_SENT, &n_fds);
+        if (n == 0 || (n < 0 && n != -EPROTO))
                 return NULL;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && n_fds == 0 &&
-                    c->cmsg_len - CMSG_LEN(0) <= sizeof fds) {
-                        n_fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        memcpy(fds, CMSG_DATA(c), n_fds * sizeof(int));
-                }
         /* Without its fds the helper cannot even report: it just ends, and
          * gadgetd says the setup ended without a report. */
-        if (n_fds != SANDBOX_FDS_SENT || (mh.msg_flags & MSG_CTRUNC))
+        if (n < 0 || n_fds != SANDBOX_FDS_SENT)
                 _exit(125);
         place_fds(fds, n_fds);
         struct wire_reader rd;

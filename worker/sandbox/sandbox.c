@@ -3,6 +3,7 @@
  * network, PID, IPC, UTS and cgroup namespaces; every step either succeeds
  * or the gadget never starts. */
 #include "sandbox.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -67,31 +68,16 @@ static int become_gadget_user(void)
  * this gadget's cgroups; they are closed at once. */
 static int join_cgroups(const struct sandbox_config *cfg, const char **step)
 {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_CGROUP_FDS_MAX)];
-        } u;
         char byte = 0;
-        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
         int fds[SANDBOX_CGROUP_FDS_MAX], e = 0;
         size_t n = 0;
-        ssize_t r;
         *step = "cgroup v1: join";
-        do
-                r = recvmsg(cfg->setup_fd, &mh, MSG_CMSG_CLOEXEC);
-        while (r < 0 && errno == EINTR);
+        ssize_t r = wire_recv_fds(cfg->setup_fd, &byte, 1, fds, SANDBOX_CGROUP_FDS_MAX, &n);
         if (r == 0)
                 _exit(125); /* gadgetd gave up on this start */
-        for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && n == 0 &&
-                    c->cmsg_len - CMSG_LEN(0) <= sizeof fds) {
-                        n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        memcpy(fds, CMSG_DATA(c), n * sizeof(int));
-                }
         if (r < 0)
-                e = -errno;
-        else if (byte != SANDBOX_CGROUP_MSG || (mh.msg_flags & MSG_CTRUNC))
+                e = (int)r;
+        else if (byte != SANDBOX_CGROUP_MSG)
                 e = -EPROTO;
         /* Joining a v1 cpuset resets the CPU affinity to all of its CPUs:
          * the program keeps the CPUs gadgetd gave it. */
