@@ -257,6 +257,11 @@ void daemon_log_added(struct daemon *d, struct unit *u, size_t lines)
                 control_log_added(d->control, u, lines);
 }
 
+static struct unit *find_unit(void *arg, const char *name)
+{
+        return daemon_find(arg, name);
+}
+
 /* The daemon's hooks of its units (struct unit_hooks). */
 static void unit_ready(void *arg, struct unit *u)
 {
@@ -281,7 +286,7 @@ static void unit_log_added(void *arg, struct unit *u, size_t lines)
 void daemon_unit_hooks(struct daemon *d, struct unit_hooks *h)
 {
         *h = (struct unit_hooks){ .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
-                                  .log_added = unit_log_added, .arg = d };
+                                  .log_added = unit_log_added, .arg = d, .bindings = &d->bindings };
 }
 
 void daemon_status_changed(struct daemon *d)
@@ -423,6 +428,8 @@ int daemon_core_open(struct daemon *d)
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
                 return e;
         }
+        d->bindings = (struct bindings_env){ .base = d->base, .state_dir = d->state_dir, .audit = d->audit,
+                                             .http = d->http, .find = find_unit, .find_arg = d };
         filter_compiled(&d->filter);
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */

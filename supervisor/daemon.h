@@ -9,6 +9,7 @@
 #include <event2/event.h>
 
 #include "system/audit.h"
+#include "bindings/bindings.h"
 #include "control/control.h"
 #include "core/unit.h"
 #include "filter.h"
@@ -60,6 +61,7 @@ struct daemon {
         bool quitting;
         struct run_ctx *run;       /* gadgetd run: its one gadget (NULL in the daemon) */
         struct unit_hooks unit_hooks; /* what the units of the daemon call (daemon_unit_hooks) */
+        struct bindings_env bindings; /* what their bindings may use (daemon_core_open) */
         struct notify *notify;     /* sd_notify, watchdog (NULL in gadgetd run) */
 };
 

@@ -220,6 +220,7 @@ static int run_gadget(struct daemon *d, struct policy *p, char **args)
         struct unit_hooks *hooks = &d->unit_hooks;
         *hooks = hooks_of;
         hooks->arg = d->run;
+        hooks->bindings = &d->bindings;
         struct unit *u = unit_new(d, p, hooks);
         struct event *evs[64] = { 0 };
         size_t n_evs = 0;

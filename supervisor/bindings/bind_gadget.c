@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "bindings.h"
-#include "daemon.h"
 #include "contract.h"
 #include "core/calls.h"
 #include "core/peer.h"
@@ -120,7 +119,8 @@ static void relay_call(struct binding_req *r, struct unit *u, const char *target
                        const Gadget__Value *args, const struct peer_chain *chain)
 {
         char msg[300];
-        struct unit *t = daemon_find(u->d, target);
+        const struct bindings_env *env = u->hooks->bindings;
+        struct unit *t = env->find(env->find_arg, target);
         if (!t || t->state != UNIT_READY) {
                 snprintf(msg, sizeof msg, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");

@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 
 #include "bindings.h"
-#include "daemon.h"
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
@@ -340,7 +339,7 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
         struct url_parts u = { 0 };
         /* libcurl is loaded here, at the first request: URL checks use it. */
         char err[200];
-        if (http_ready(r->u->d->http, err, sizeof err) < 0) {
+        if (http_ready(r->u->hooks->bindings->http, err, sizeof err) < 0) {
                 snprintf(why, sizeof why, "HTTP is unavailable: %s", err);
                 bindings_reply(r, NULL, GADGET_EUNAVAILABLE, why, 0);
                 return;
@@ -379,7 +378,7 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
                 bindings_reply(r, NULL, GADGET_ELIMIT, "request body larger than MaxRequestSize", 0);
                 return;
         }
-        struct http *h = r->u->d->http;
+        struct http *h = r->u->hooks->bindings->http;
         struct http_slot *slot = NULL;
         int taken = http_slot_take(h, r->u->policy->name, b->name, (unsigned)b->calls_max, &slot);
         if (taken == -EBUSY || taken == -EAGAIN) {

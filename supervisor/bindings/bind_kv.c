@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "bindings.h"
-#include "daemon.h"
 #include "contract.h"
 #include "kv.h"
 #include "policy.h"
@@ -50,7 +49,8 @@ static int get_key(const Gadget__Value *args, const char *field, bool optional, 
 static struct kv *store(struct binding_req *r)
 {
         struct unit *u = r->u;
-        if (!u->kv && kv_open(u->d->base, u->d->state_dir, u->policy->name, &u->kv) < 0)
+        const struct bindings_env *env = u->hooks->bindings;
+        if (!u->kv && kv_open(env->base, env->state_dir, u->policy->name, &u->kv) < 0)
                 return NULL;
         return u->kv;
 }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "system/audit.h"
-#include "daemon.h"
 #include "contract.h"
 #include "system/log.h"
 #include "system/paths.h"
@@ -75,7 +74,7 @@ static void busy_flush(struct unit *u, bool now)
         log_msg(L_WARN, u->policy->name, "%s", msg);
         struct audit_record rec = { .gadget = u->policy->name, .binding = "limit", .op = "BindingCallsMax",
                                     .outcome = AUDIT_DENIED, .detail = msg };
-        audit_write(u->d->audit, &rec);
+        audit_write(u->hooks->bindings->audit, &rec);
         u->busy = 0;
         clock_gettime(CLOCK_MONOTONIC, &u->busy_logged);
 }
@@ -128,7 +127,7 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                         .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
                         .detail = !sent ? why : value ? NULL : message,
                 };
-                audit_write(u->d->audit, &rec);
+                audit_write(u->hooks->bindings->audit, &rec);
         }
         free(r);
 }

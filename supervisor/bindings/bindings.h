@@ -11,6 +11,22 @@
 
 struct unit;
 struct policy_binding;
+struct event_base;
+struct audit;
+struct http;
+
+/* What binding calls may use of gadgetd, given by the unit's owner
+ * (struct unit_hooks): no module here reaches through a unit into the
+ * daemon. */
+struct bindings_env {
+        struct event_base *base;
+        const char *state_dir;      /* the gadgets' kv stores are below it */
+        struct audit *audit;
+        struct http *http;
+        /* The loaded gadget of that name, NULL if none (gadget bindings). */
+        struct unit *(*find)(void *arg, const char *name);
+        void *find_arg;
+};
 
 /* One binding call being carried out. Async operations keep it until they
  * answer; if the calling gadget ends first, unit is set to NULL and the

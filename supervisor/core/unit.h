@@ -29,6 +29,7 @@ enum unit_state {
 };
 
 struct unit;
+struct bindings_env;
 
 /* What the unit's owner does at its events, installed at unit_new: the
  * daemon's registry, or gadgetd run's one gadget. The unit calls nothing
@@ -45,6 +46,8 @@ struct unit_hooks {
          * itself, line by line. 0 or -errno. */
         int (*output_pipes)(void *arg, int *out_w, int *err_w);
         void *arg;
+        /* What the unit's binding calls may use of gadgetd. */
+        const struct bindings_env *bindings;
 };
 
 struct unit {
