@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy.h"
 
 /* Writes text into a new file dir/name, read-only for everyone. */
 static int write_new(const char *dir, const char *name, const char *text)
@@ -38,21 +37,21 @@ static int write_new(const char *dir, const char *name, const char *text)
  * gadget's own uid/gid and the overflow id that stands for every
  * unmapped owner. The gadget's name is checked by gadgetd (a-z, 0-9, _
  * and -), so it cannot add a field or a line; checked again here. */
-int etcfiles_write(const char *etc, const struct policy *p)
+int etcfiles_write(const char *etc, const char *name)
 {
         char text[512];
         int e;
 
-        if (strcspn(p->name, ":\n") != strlen(p->name))
+        if (strcspn(name, ":\n") != strlen(name))
                 return -EINVAL;
         if (mkdir(etc, 0755) < 0 && errno != EEXIST)
                 return -errno;
         snprintf(text, sizeof text,
                  "%s:x:%d:%d:gadget %s:/tmp:/usr/sbin/nologin\n"
                  "nobody:x:65534:65534:owner outside the sandbox:/nonexistent:/usr/sbin/nologin\n",
-                 p->name, SANDBOX_INNER_ID, SANDBOX_INNER_ID, p->name);
+                 name, SANDBOX_INNER_ID, SANDBOX_INNER_ID, name);
         if ((e = write_new(etc, "passwd", text)) < 0)
                 return e;
-        snprintf(text, sizeof text, "%s:x:%d:\nnogroup:x:65534:\n", p->name, SANDBOX_INNER_ID);
+        snprintf(text, sizeof text, "%s:x:%d:\nnogroup:x:65534:\n", name, SANDBOX_INNER_ID);
         return write_new(etc, "group", text);
 }

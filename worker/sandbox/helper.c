@@ -21,7 +21,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "policy.h"
 #include "sandbox.pb-c.h"
 #include "wire.h"
 
@@ -124,14 +123,11 @@ int main(void)
          * before the parent-death signal was set. */
         if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
-        struct policy p = {
-                .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
-                .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
-                .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile,
-        };
         struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
         struct sandbox_config cfg = {
-                .policy = &p, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
+                .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
+                .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
+                .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
                 .filter = &filter, .ro_real = strv(s->ro_real, s->n_ro_real), .exec_real = s->exec_real,
                 .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .parent_pidfd = SANDBOX_FD_PARENT,
                 .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,

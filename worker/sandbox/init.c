@@ -62,19 +62,19 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
         if (reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
         step = "exec";
-        execve(cfg->policy->exec, cfg->argv, cfg->envp);
+        execve(cfg->exec, cfg->argv, cfg->envp);
 fail:
         e = errno;
         {
                 char msg[512], interp[256];
-                int n = snprintf(msg, sizeof msg, "%s %s: %s", step, cfg->policy->exec, strerror(e));
+                int n = snprintf(msg, sizeof msg, "%s %s: %s", step, cfg->exec, strerror(e));
                 /* The program is there (it was mounted), so ENOENT means
                  * its interpreter is not: name it and the key that adds it. */
                 if (e == ENOENT && strcmp(step, "exec") == 0 &&
-                    policy_interpreter(cfg->policy->exec, interp, sizeof interp) > 0 && access(interp, F_OK) < 0)
+                    policy_interpreter(cfg->exec, interp, sizeof interp) > 0 && access(interp, F_OK) < 0)
                         n = snprintf(msg, sizeof msg, "%s %s: its interpreter %s is not in the sandbox (%s)", step,
-                                     cfg->policy->exec, interp,
-                                     cfg->policy->system_libraries ? "list it in ReadOnlyPaths="
+                                     cfg->exec, interp,
+                                     cfg->system_libraries ? "list it in ReadOnlyPaths="
                                                                    : "SystemLibraries=yes adds the system's");
                 if (n >= (int)sizeof msg)
                         n = sizeof msg - 1;

@@ -8,7 +8,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "policy.h"
 
 #define PAGE 4096u
 
@@ -82,7 +81,6 @@ static int userns_limits(const char **step)
  * CAP_SYS_RESOURCE to raise them. */
 int limits_apply(const struct sandbox_config *cfg, const char **step)
 {
-        const struct policy *p = cfg->policy;
         static const struct {
                 const char *step;
                 int resource;
@@ -98,10 +96,10 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
         if ((e = set_limit(RLIMIT_CORE, 0)) < 0)
                 return e;
         *step = "limit open files";
-        if ((e = set_limit(RLIMIT_NOFILE, (rlim_t)p->limit_nofile)) < 0)
+        if ((e = set_limit(RLIMIT_NOFILE, (rlim_t)cfg->limit_nofile)) < 0)
                 return e;
         *step = "limit file size";
-        if ((e = lower_limit(RLIMIT_FSIZE, file_size_max(p->tmp_size))) < 0)
+        if ((e = lower_limit(RLIMIT_FSIZE, file_size_max(cfg->tmp_size))) < 0)
                 return e;
         *step = "limit tasks";
         if ((e = lower_limit(RLIMIT_NPROC, cfg->nproc)) < 0)

@@ -17,7 +17,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "policy.h"
 
 #define BASE "/tmp" /* where the new root is built before pivot_root */
 
@@ -154,9 +153,10 @@ static int plan_system_dir(struct mount_plan *plan, const char *dir, const char 
         return plan_clone(plan, dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, step);
 }
 
-int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exec_real, struct mount_plan **out,
-                   const char **step)
+int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **out, const char **step)
 {
+        char *const *ro_real = cfg->ro_real;
+        const char *exec_real = cfg->exec_real;
         const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         struct mount_plan *plan = calloc(1, sizeof *plan);
         int e = 0;
@@ -169,18 +169,18 @@ int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exe
                 e = -errno;
                 goto out;
         }
-        for (size_t i = 0; p->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
+        for (size_t i = 0; cfg->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
                 if ((e = plan_system_dir(plan, system_dirs[i], step)) < 0)
                         goto out;
-        for (size_t i = 0; p->system_libraries && i < sizeof system_etc / sizeof *system_etc; i++)
+        for (size_t i = 0; cfg->system_libraries && i < sizeof system_etc / sizeof *system_etc; i++)
                 if ((e = plan_system_dir(plan, system_etc[i], step)) < 0)
                         goto out;
-        for (size_t i = 0; i < p->n_ro_paths; i++)
-                if ((e = plan_clone_at(plan, p->ro_paths[i], ro_real[i], ro, step)) < 0)
+        for (size_t i = 0; i < cfg->n_ro_paths; i++)
+                if ((e = plan_clone_at(plan, cfg->ro_paths[i], ro_real[i], ro, step)) < 0)
                         goto out;
         /* The program is already visible if its real path lies in a cloned
          * directory (/bin/sh is /usr/bin/dash on a merged-/usr system). */
-        if (!plan_covers(plan, exec_real) && (e = plan_clone_at(plan, p->exec, exec_real, ro, step)) < 0)
+        if (!plan_covers(plan, exec_real) && (e = plan_clone_at(plan, cfg->exec, exec_real, ro, step)) < 0)
                 goto out;
         /* Device nodes stay writable (/dev/null must take writes) but
          * nothing on them can be executed or gain set-uid. */
@@ -258,14 +258,14 @@ static int cmp_items(const void *a, const void *b)
  * the gadget's alone; their pages are charged to the memory cgroup of the
  * process that writes them, so they count in MemoryMax; nothing on them
  * gains set-uid or device rights. */
-static int mount_tmpfs(const struct policy *p, const char *dir, unsigned long flags)
+static int mount_tmpfs(const struct sandbox_config *cfg, const char *dir, unsigned long flags)
 {
         char opts[128];
-        uint64_t inodes = p->tmp_size / 4096;
+        uint64_t inodes = cfg->tmp_size / 4096;
         if (inodes < 256)
                 inodes = 256;
         snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
-                 (unsigned long long)p->tmp_size, (unsigned long long)inodes);
+                 (unsigned long long)cfg->tmp_size, (unsigned long long)inodes);
         if (mkdir(dir, 01777) < 0)
                 return -errno;
         if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
@@ -287,7 +287,7 @@ static int make_dev_links(void)
         return 0;
 }
 
-int mounts_build(const struct mount_plan *cplan, const struct policy *p, const char **step)
+int mounts_build(const struct mount_plan *cplan, const struct sandbox_config *cfg, const char **step)
 {
         struct mount_plan *plan = (struct mount_plan *)cplan;
         int e = 0;
@@ -302,10 +302,10 @@ int mounts_build(const struct mount_plan *cplan, const struct policy *p, const c
         if (mkdir(BASE "/dev", 0755) < 0 || (e = make_dev_links()) < 0)
                 return e < 0 ? e : -errno;
         *step = "mount /tmp";
-        if ((e = mount_tmpfs(p, BASE "/tmp", 0)) < 0)
+        if ((e = mount_tmpfs(cfg, BASE "/tmp", 0)) < 0)
                 return e;
         *step = "mount /dev/shm";
-        if ((e = mount_tmpfs(p, BASE "/dev/shm", MS_NOEXEC)) < 0)
+        if ((e = mount_tmpfs(cfg, BASE "/dev/shm", MS_NOEXEC)) < 0)
                 return e;
         *step = "mount /proc";
         if (mkdir(BASE "/proc", 0555) < 0)
@@ -318,7 +318,7 @@ int mounts_build(const struct mount_plan *cplan, const struct policy *p, const c
                 return -errno;
         /* Before the listed paths: one listing /etc/passwd hides this one. */
         *step = "write /etc/passwd";
-        if ((e = etcfiles_write(BASE "/etc", p)) < 0)
+        if ((e = etcfiles_write(BASE "/etc", cfg->name)) < 0)
                 return e;
         /* Shorter paths first, so a parent is in place before its children. */
         qsort(plan->items, plan->n, sizeof *plan->items, cmp_items);

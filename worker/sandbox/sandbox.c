@@ -16,7 +16,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "policy.h"
 
 void sandbox_report(int fd, enum sandbox_report type, const void *data, uint16_t len)
 {
@@ -106,14 +105,13 @@ static int join_cgroups(const struct sandbox_config *cfg, const char **step)
 
 _Noreturn void sandbox_main(const struct sandbox_config *cfg)
 {
-        const struct policy *p = cfg->policy;
         struct mount_plan *plan = NULL;
         const char *step = NULL;
         int e;
 
         /* Mount sources are cloned while still holding the host identity
          * that may traverse them; see worker/sandbox/mounts.c. */
-        e = mounts_prepare(p, cfg->ro_real, cfg->exec_real, &plan, &step);
+        e = mounts_prepare(cfg, &plan, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
         e = become_gadget_user();
@@ -126,11 +124,11 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg)
         if (poll(&(struct pollfd){ .fd = cfg->parent_pidfd, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
         close(cfg->parent_pidfd);
-        e = mounts_build(plan, p, &step);
+        e = mounts_build(plan, cfg, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
         mounts_plan_free(plan);
-        if (sethostname(p->name, strlen(p->name)) < 0)
+        if (sethostname(cfg->name, strlen(cfg->name)) < 0)
                 fail(cfg->report_fd, "hostname", errno);
         e = join_cgroups(cfg, &step);
         if (e < 0)

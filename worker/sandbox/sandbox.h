@@ -13,10 +13,18 @@
 #include "filter.h"
 #include "sandbox_abi.h"
 
-struct policy;
 
+/* What the sandbox is built from: the parts of the gadget's policy it
+ * needs (sent by gadgetd in the setup, sandbox.proto), and the fds and
+ * plans gadgetd made for it. */
 struct sandbox_config {
-        const struct policy *policy;
+        const char *name;                /* the gadget's Name= (hostname, passwd) */
+        const char *exec;                /* Exec= as the policy says it */
+        char *const *ro_paths;           /* ReadOnlyPaths= as written */
+        size_t n_ro_paths;
+        bool system_libraries;           /* SystemLibraries=yes */
+        uint64_t tmp_size;               /* TmpSize= */
+        uint64_t limit_nofile;           /* LimitNOFILE= */
         char *const *argv;               /* argv for the program, argv[0] first */
         char *const *envp;               /* the program's whole environment */
         const struct gadget_filter *filter; /* compiled when gadgetd was built */
@@ -42,12 +50,11 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg);
 struct mount_plan;
 /* ro_real and exec_real: the policy's ReadOnlyPaths and Exec as gadgetd
  * resolved them (supervisor/system/paths.c). */
-int mounts_prepare(const struct policy *p, char *const *ro_real, const char *exec_real,
-                   struct mount_plan **plan, const char **step);
-int mounts_build(const struct mount_plan *plan, const struct policy *p, const char **step);
+int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **plan, const char **step);
+int mounts_build(const struct mount_plan *plan, const struct sandbox_config *cfg, const char **step);
 void mounts_plan_free(struct mount_plan *plan);
 /* Writes the generated passwd and group into etc (the new root's /etc). */
-int etcfiles_write(const char *etc, const struct policy *p);
+int etcfiles_write(const char *etc, const char *name);
 /* The hierarchies gadgetd moved the worker into, read before the cgroup
  * namespace is made, and mounted read-only at /sys/fs/cgroup after. */
 #define CGROUPFS_NAME_MAX 64
