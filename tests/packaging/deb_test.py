@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pkgtest import TREE_REPORT, run, build_debs, check, need  # noqa: E402
@@ -30,7 +31,7 @@ EXPECTED = {
     ],
     "libgadget0": ["usr/lib/%s/libgadget.so.0" % MA],
     "libgadget-dev": [
-        "usr/include/gadget/gadget.h", "usr/lib/%s/libgadget.so" % MA,
+        "usr/include/gadget/gadget.h", "usr/include/gadget/contract.h", "usr/lib/%s/libgadget.so" % MA,
         "usr/lib/%s/libgadget-static.a" % MA, "usr/lib/%s/pkgconfig/libgadget.pc" % MA,
         "usr/share/man/man3/libgadget.3.gz",
     ],
@@ -46,6 +47,29 @@ def contents(deb):
         path = line.split(None, 5)[5].split(" -> ")[0]
         paths.add(path[2:] if path.startswith("./") else path)
     return paths
+
+
+def sdk_compiles(dev_deb):
+    """A gadget's source that includes <gadget/gadget.h> as the SDK's
+    manual page says compiles against the headers the -dev package
+    installs (gadget.h includes contract.h beside it)."""
+    cc = shutil.which("cc")
+    if not cc:
+        need("cc", "no C compiler (scripts/deps installs build-essential)")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["dpkg-deb", "-x", dev_deb, tmp], check=True)
+        src = os.path.join(tmp, "g.c")
+        with open(src, "w") as f:
+            f.write("#include <gadget/gadget.h>\n"
+                    "static gadget_value *m(struct gadget_call *c, const gadget_value *a, void *d)\n"
+                    "{ (void)c; (void)a; (void)d; return NULL; }\n"
+                    "int main(void) { struct gadget *g = gadget_new(\"g\");\n"
+                    "  return g && gadget_method(g, \"m\", m, NULL) == 0 &&\n"
+                    "         gadget_method_name_ok(\"m\") && CONTROL_PROTOCOL_VERSION > 0 ? 0 : 1; }\n")
+        r = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", "-I", os.path.join(tmp, "usr", "include"), src],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "a gadget does not compile against libgadget-dev's headers:\n" + r.stderr)
+    print("a gadget compiles against libgadget-dev's headers")
 
 
 def field(deb, name):
@@ -106,6 +130,7 @@ def main():
     check("libsystemd0" in field(gd, "Depends"), "gadgetd does not depend on libsystemd0: built without it")
     dev_deps = field(by_name["libgadget-dev"], "Depends")
     check("libgadget0 (= " in dev_deps, "libgadget-dev does not pin libgadget0: " + dev_deps)
+    sdk_compiles(by_name["libgadget-dev"])
     unit = unit_text(gd)
     check("ExecStart=/usr/sbin/gadgetd --config /etc/gadgetd/gadgetd.conf" in unit,
           "the packaged unit does not start /usr/sbin/gadgetd")

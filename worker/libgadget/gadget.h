@@ -33,7 +33,7 @@ typedef gadget_value *(*gadget_method_fn)(struct gadget_call *call, const gadget
 /* name must be the Name= of the gadget's policy. NULL on allocation failure. */
 struct gadget *gadget_new(const char *name);
 void gadget_free(struct gadget *g);
-/* Registers a method (names: letters, digits, '_', '-', '.'). 0 or -GADGET_E*. */
+/* Registers a method (its name: gadget_method_name_ok of contract.h). 0 or -GADGET_E*. */
 int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data);
 /* Says hello and serves calls until gadgetd asks the gadget to stop.
  * Returns 0 then, or -GADGET_E* if the connection failed (not under gadgetd,
