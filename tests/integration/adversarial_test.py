@@ -335,7 +335,9 @@ def hostile_sends_nothing(tmp):
     keeps answering others meanwhile."""
     with Daemon(tmp) as d:
         policy(d.pol, "good")
-        policy(d.pol, "bad", "Arguments=no-hello\nStartTimeout=1s\nRestart=no\n", exec_path=HOSTILE)
+        # 8 s: on a slow host (the emulated guest) 1 s had passed before
+        # the good gadget was even ready.
+        policy(d.pol, "bad", "Arguments=no-hello\nStartTimeout=8s\nRestart=no\n", exec_path=HOSTILE)
         d.ctl("reload")
         wait_for(lambda: d.state("good") == "ready", what="good ready")
         check(d.state("bad") == "starting", "the silent worker: %r" % d.list()["bad"])
