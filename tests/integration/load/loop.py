@@ -82,8 +82,9 @@ def answers(d, gadget, mode):
 
 
 def run_attack(d, bounds, done):
-    """Samples the bounds until done() holds."""
-    end = time.time() + 45
+    """Samples the bounds until done() holds (180 s: in the emulated guest
+    a big-frames attack took longer than 45 s)."""
+    end = time.time() + 180
     while not done() and time.time() < end:
         bounds.sample()
         time.sleep(0.05)
