@@ -171,7 +171,7 @@ static int request(const struct ctl *ctl, Control__Request *req, Control__Respon
 /* Refuses a NAME that no policy could declare, before asking gadgetd. */
 static int check_name(const struct ctl *ctl, const char *name)
 {
-        if (policy_name_valid(name))
+        if (gadget_name_ok(name))
                 return CTL_EXIT_OK;
         show_error(stderr, ctl->json, 0,
                    "\"%s\" is not a gadget name (lower case letters, digits, - and _)", name);

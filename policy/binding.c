@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract.h"
 #include "wire.h"
 
 #define T_KV     (1u << BINDING_KV)
@@ -36,7 +37,7 @@ static int policy_set_target(struct policy_ctx *c, void *obj, const char *key, c
 {
         struct policy_binding *b = obj;
 
-        if (!policy_name_valid(value)) {
+        if (!gadget_name_ok(value)) {
                 policy_err(c, "%s=%s is not a valid gadget name", key, POLICY_Q(value));
                 return -EINVAL;
         }
@@ -68,7 +69,7 @@ static int policy_set_methods(struct policy_ctx *c, void *obj, const char *key,
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
-                if (http ? !policy_http_method_valid(w[i]) : !policy_identifier_valid(w[i])) {
+                if (http ? !policy_http_method_valid(w[i]) : !gadget_identifier_ok(w[i])) {
                         policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value),
                                    POLICY_Q(w[i]), http ?
                                    "one of GET, POST, PUT, DELETE, PATCH, HEAD" :

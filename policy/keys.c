@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "contract.h"
+
 const char *policy_restart_name(enum policy_restart r)
 {
         switch (r) {
@@ -208,7 +210,7 @@ static int policy_set_name(struct policy_ctx *c, void *obj, const char *key, con
 {
         struct policy *p = obj;
 
-        if (!policy_name_valid(value)) {
+        if (!gadget_name_ok(value)) {
                 policy_err(c, "%s=%s is not a valid gadget name (a-z, 0-9, _ and -, "
                            "starting with a letter or digit, at most 63)", key, POLICY_Q(value));
                 return -EINVAL;

@@ -13,11 +13,6 @@ static bool is_digit(char c)
         return c >= '0' && c <= '9';
 }
 
-static bool is_alpha(char c)
-{
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 static bool is_blank(char c)
 {
         return c == ' ' || c == '\t';
@@ -150,36 +145,6 @@ int policy_parse_bool(const char *s, bool *out)
                 }
         }
         return -EINVAL;
-}
-
-bool policy_identifier_valid(const char *s)
-{
-        size_t n;
-
-        if (!s || !(is_alpha(s[0]) || s[0] == '_'))
-                return false;
-        for (n = 1; s[n]; n++) {
-                if (!(is_alpha(s[n]) || is_digit(s[n]) || s[n] == '_'))
-                        return false;
-        }
-        return n <= 64;
-}
-
-/* Gadget names end up in paths, cgroup names, hostnames and log lines, so
- * they are kept to lower-case letters, digits, '_' and '-' and cannot start
- * with '-' or '.' (no option look-alikes, no hidden files, no "..").*/
-bool policy_name_valid(const char *s)
-{
-        size_t n;
-
-        if (!s || !((s[0] >= 'a' && s[0] <= 'z') || is_digit(s[0])))
-                return false;
-        for (n = 1; s[n]; n++) {
-                char c = s[n];
-                if (!((c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '-'))
-                        return false;
-        }
-        return n <= 63;
 }
 
 void policy_strv_free(char **v)

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "contract.h"
+
 #define POLICY_MAX_ERRORS 100
 
 static bool policy_blank(char c)
@@ -221,7 +223,7 @@ static enum policy_section policy_binding_begin(struct policy_ctx *c, const char
         struct policy_binding *nb;
         char *copy;
 
-        if (!policy_identifier_valid(name)) {
+        if (!gadget_identifier_ok(name)) {
                 policy_err(c, "binding name %s is not an identifier (letters, digits and _, "
                            "not starting with a digit, at most 64)", POLICY_Q(name));
                 return POLICY_SECT_SKIP;

@@ -162,8 +162,6 @@ const char *policy_restart_name(enum policy_restart r);
 int policy_parse_size(const char *s, uint64_t *out);     /* 512, 64K, 16M, 1G, infinity */
 int policy_parse_duration(const char *s, uint64_t *ms);  /* 250ms, 5s, 2min; bare = seconds */
 int policy_parse_bool(const char *s, bool *out);         /* yes/no true/false on/off 1/0 */
-bool policy_identifier_valid(const char *s);             /* binding names */
-bool policy_name_valid(const char *s);                   /* gadget names */
 int policy_parse_count(const char *s, uint64_t *out);    /* 16, infinity: no suffixes */
 
 /* The interpreter path needs before it can run: PT_INTERP of an ELF file

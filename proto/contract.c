@@ -48,3 +48,30 @@ int gadget_method_name_ok(const char *s)
                         return 0;
         return 1;
 }
+
+static int lower_or_digit(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+int gadget_name_ok(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > 63 || !lower_or_digit(s[0]))
+                return 0;
+        for (; *s; s++)
+                if (!(lower_or_digit(*s) || *s == '_' || *s == '-'))
+                        return 0;
+        return 1;
+}
+
+int gadget_identifier_ok(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > 64 || (s[0] >= '0' && s[0] <= '9'))
+                return 0;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+                        return 0;
+        return 1;
+}

@@ -39,6 +39,13 @@ extern "C" {
  * page (gateway/workshop.js, the same rule as a pattern) check it. */
 #define GADGET_NAME_MAX 64
 int gadget_method_name_ok(const char *s);
+/* A gadget's name (Name=, the hello's): 1 to 63 of a-z 0-9 _ -, starting
+ * with a letter or digit; it ends up in paths, cgroup names, hostnames and
+ * log lines. */
+int gadget_name_ok(const char *s);
+/* An identifier (a binding's name, a gadget binding's Methods=): 1 to 64
+ * of A-Z a-z 0-9 _, not starting with a digit. */
+int gadget_identifier_ok(const char *s);
 /* The operations of each binding type (gadget.proto's BindingCall.op):
  * gadgetd's table of them (supervisor/bindings/ops.c) and libgadget's
  * helpers name them from here. */

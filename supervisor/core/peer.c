@@ -290,7 +290,7 @@ static int handle_frame(struct peer *p, const uint8_t *data, size_t n, size_t *v
                 snprintf(why, len, "a frame of %zu bytes that does not decode", n);
                 return -EPROTO;
         }
-        if (validate_worker_msg(m, p->policy, why, len) < 0)
+        if (validate_worker_msg(m, p->policy->name, why, len) < 0)
                 goto out;
         const struct dispatch_row *row = NULL;
         for (size_t i = 0; i < sizeof dispatch_table / sizeof *dispatch_table; i++)

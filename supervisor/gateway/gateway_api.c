@@ -187,7 +187,7 @@ static bool is_json_body(struct evhttp_request *req)
 
 void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method)
 {
-        struct unit *u = policy_name_valid(name) ? daemon_find(g->d, name) : NULL;
+        struct unit *u = gadget_name_ok(name) ? daemon_find(g->d, name) : NULL;
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         size_t len = evbuffer_get_length(in);
         char msg[600];

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <event2/buffer.h>
 
+#include "contract.h"
 #include "daemon.h"
 #include "system/log.h"
 #include "policy.h"
@@ -138,7 +139,7 @@ static size_t stub_at(const char *html, size_t len)
 
 void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name)
 {
-        struct unit *u = policy_name_valid(name) ? daemon_find(g->d, name) : NULL;
+        struct unit *u = gadget_name_ok(name) ? daemon_find(g->d, name) : NULL;
         char *html = NULL;
         size_t len = 0;
         int e;

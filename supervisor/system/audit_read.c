@@ -32,7 +32,7 @@ struct audit_reader {
 /* Why this is safe: gadgetd writes every line itself with "time" then
  * "gadget" first (audit.c), and in JSON text a quote inside a string is
  * escaped, so `,"gadget":"NAME",` right after the time can only be the
- * gadget field. Gadget names need no escaping (policy_name_valid). */
+ * gadget field. Gadget names need no escaping (gadget_name_ok). */
 bool audit_line_of(const char *p, size_t len, const char *gadget)
 {
         static const char head[] = "{\"time\":\"", mid[] = "\",\"gadget\":\"";

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "contract.h"
+
 /* A pointer that must come back untouched from a failed parse. */
 static struct policy sentinel_policy;
 #define SENTINEL (&sentinel_policy)
@@ -279,29 +281,29 @@ static void test_names(void)
         memcpy(s64, s65, 64);
         s64[64] = '\0';
 
-        CHECK(policy_identifier_valid("API"), "identifier API");
-        CHECK(policy_identifier_valid("_x9"), "identifier _x9");
-        CHECK(policy_identifier_valid("a"), "identifier a");
-        CHECK(policy_identifier_valid(s64), "identifier of 64");
-        CHECK(!policy_identifier_valid(s65), "identifier of 65 refused");
-        CHECK(!policy_identifier_valid("9x"), "identifier 9x refused");
-        CHECK(!policy_identifier_valid(""), "identifier empty refused");
-        CHECK(!policy_identifier_valid("a-b"), "identifier a-b refused");
-        CHECK(!policy_identifier_valid("caf\xc3\xa9"), "identifier non-ASCII refused");
-        CHECK(!policy_identifier_valid(NULL), "identifier NULL refused");
+        CHECK(gadget_identifier_ok("API"), "identifier API");
+        CHECK(gadget_identifier_ok("_x9"), "identifier _x9");
+        CHECK(gadget_identifier_ok("a"), "identifier a");
+        CHECK(gadget_identifier_ok(s64), "identifier of 64");
+        CHECK(!gadget_identifier_ok(s65), "identifier of 65 refused");
+        CHECK(!gadget_identifier_ok("9x"), "identifier 9x refused");
+        CHECK(!gadget_identifier_ok(""), "identifier empty refused");
+        CHECK(!gadget_identifier_ok("a-b"), "identifier a-b refused");
+        CHECK(!gadget_identifier_ok("caf\xc3\xa9"), "identifier non-ASCII refused");
+        CHECK(!gadget_identifier_ok(NULL), "identifier NULL refused");
 
-        CHECK(policy_name_valid("notes"), "name notes");
-        CHECK(policy_name_valid("9lives"), "name 9lives");
-        CHECK(policy_name_valid("a_b-c"), "name a_b-c");
-        CHECK(policy_name_valid(s64 + 1), "name of 63");
-        CHECK(!policy_name_valid(s64), "name of 64 refused");
-        CHECK(!policy_name_valid("Notes"), "name with upper case refused");
-        CHECK(!policy_name_valid("-x"), "name -x refused");
-        CHECK(!policy_name_valid("_x"), "name _x refused");
-        CHECK(!policy_name_valid(""), "name empty refused");
-        CHECK(!policy_name_valid("a.b"), "name a.b refused");
-        CHECK(!policy_name_valid("a/b"), "name a/b refused");
-        CHECK(!policy_name_valid(".."), "name .. refused");
+        CHECK(gadget_name_ok("notes"), "name notes");
+        CHECK(gadget_name_ok("9lives"), "name 9lives");
+        CHECK(gadget_name_ok("a_b-c"), "name a_b-c");
+        CHECK(gadget_name_ok(s64 + 1), "name of 63");
+        CHECK(!gadget_name_ok(s64), "name of 64 refused");
+        CHECK(!gadget_name_ok("Notes"), "name with upper case refused");
+        CHECK(!gadget_name_ok("-x"), "name -x refused");
+        CHECK(!gadget_name_ok("_x"), "name _x refused");
+        CHECK(!gadget_name_ok(""), "name empty refused");
+        CHECK(!gadget_name_ok("a.b"), "name a.b refused");
+        CHECK(!gadget_name_ok("a/b"), "name a/b refused");
+        CHECK(!gadget_name_ok(".."), "name .. refused");
 }
 
 /* Splits s and checks the words against want (NULL-terminated). */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "contract.h"
-#include "policy.h"
 #include "value.h"
 #include "control.pb-c.h"
 
@@ -20,12 +19,12 @@ static int check_value(const Gadget__Value *v, const char *what, char *why, size
         return 0;
 }
 
-static int check_hello(const Gadget__Hello *h, const struct policy *p, char *why, size_t len)
+static int check_hello(const Gadget__Hello *h, const char *name, char *why, size_t len)
 {
         if (h->protocol_version != GADGET_PROTOCOL_VERSION)
                 REFUSE("hello: protocol version %u, gadgetd speaks %u", h->protocol_version,
                        GADGET_PROTOCOL_VERSION);
-        if (strcmp(h->name, p->name) != 0)
+        if (strcmp(h->name, name) != 0)
                 REFUSE("hello: the gadget calls itself by another name than its policy's");
         if (h->n_methods > VALIDATE_MAX_METHODS)
                 REFUSE("hello: %zu methods, at most %d", h->n_methods, VALIDATE_MAX_METHODS);
@@ -58,7 +57,7 @@ static int check_result(const Gadget__CallResult *r, char *why, size_t len)
 
 static int check_binding_call(const Gadget__BindingCall *b, char *why, size_t len)
 {
-        if (!policy_identifier_valid(b->binding))
+        if (!gadget_identifier_ok(b->binding))
                 REFUSE("binding call: invalid binding name");
         if (!gadget_method_name_ok(b->op))
                 REFUSE("binding call: invalid operation name");
@@ -75,11 +74,11 @@ static int check_log(const Gadget__Log *l, char *why, size_t len)
         return 0;
 }
 
-int validate_worker_msg(const Gadget__WorkerMsg *m, const struct policy *p, char *why, size_t len)
+int validate_worker_msg(const Gadget__WorkerMsg *m, const char *name, char *why, size_t len)
 {
         switch (m->msg_case) {
         case GADGET__WORKER_MSG__MSG_HELLO:
-                return check_hello(m->hello, p, why, len);
+                return check_hello(m->hello, name, why, len);
         case GADGET__WORKER_MSG__MSG_RESULT:
                 return check_result(m->result, why, len);
         case GADGET__WORKER_MSG__MSG_BINDING_CALL:
@@ -127,7 +126,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 snprintf(why, len, "unknown request kind %d", (int)q->req_case);
                 return -EINVAL;
         }
-        if (!policy_name_valid(name)) {
+        if (!gadget_name_ok(name)) {
                 snprintf(why, len, "invalid gadget name");
                 return -EINVAL;
         }
