@@ -37,33 +37,35 @@
 #include <event2/event.h>
 
 #include "benchutil.h"
-#include "daemon.h"
+#include "core/core.h"
 #include "gadget.pb-c.h"
 #include "system/log.h"
 #include "policy.h"
 #include "core/unit.h"
+#include "spawn/spare.h"
+#include "spawn/uidpool.h"
 #include "wire.h"
 
 extern char **environ;
 
 /* Runs the loop until u is ready (0) or has failed (-1). */
-static int until_ready(struct daemon *d, struct unit *u)
+static int until_ready(struct core *c, struct unit *u)
 {
-        while (u->state != UNIT_READY) {
-                if (u->state == UNIT_FAILED || u->state == UNIT_STOPPED)
+        while (unit_state_of(u) != UNIT_READY) {
+                if (unit_state_of(u) == UNIT_FAILED || unit_state_of(u) == UNIT_STOPPED)
                         return -1;
-                event_base_loop(d->base, EVLOOP_ONCE);
+                event_base_loop(core_base(c), EVLOOP_ONCE);
         }
         return 0;
 }
 
-/* Stops u and runs the loop until its worker is gone. */
-static void until_stopped(struct daemon *d, struct unit *u)
+/* Unloads the gadget of name and runs the loop until it is gone. */
+static void until_unloaded(struct core *c, struct unit *u, const char *name)
 {
+        core_unload(c, u, "benchmark round over");
         unit_kill(u, "benchmark round over");
-        u->want_running = false;
-        while (u->child.pid > 0)
-                event_base_loop(d->base, EVLOOP_ONCE);
+        while (core_find(c, name))
+                event_base_loop(core_base(c), EVLOOP_ONCE);
 }
 
 enum kind { COLD, SPARE, WARM };
@@ -72,14 +74,13 @@ enum kind { COLD, SPARE, WARM };
  * a burst of starts); SPARE: the daemon's spare shell is (as for a start
  * after a quiet moment); both timed from reading the policy file. WARM:
  * from a pre-warmed sandbox, timed from unit_start. */
-static int start_once(struct daemon *d, const char *path, enum kind kind, struct samples *s)
+static int start_once(struct core *c, const char *path, enum kind kind, struct samples *s)
 {
         struct policy *p = NULL;
         struct policy_errors errs = { 0 };
-        bool warm = kind == WARM;
+        char name[256];
         if (kind == SPARE) {
-                spare_fill(d);
-                if (d->spare.shell.pid <= 0) {
+                if (core_spare(c, true) < 0) {
                         fprintf(stderr, "startbench: no spare sandbox shell\n");
                         return -1;
                 }
@@ -87,8 +88,7 @@ static int start_once(struct daemon *d, const char *path, enum kind kind, struct
                  * start: by the next one it waits for its setup. */
                 usleep(SPARE_DELAY_MS * 1000);
         } else {
-                spare_drop(d);
-                event_del(d->spare.ev); /* none is made during the run */
+                core_spare(c, false); /* none is made during the run */
         }
         int64_t t0 = bench_now_ns();
         if (policy_load(path, &p, &errs) < 0) {
@@ -97,28 +97,25 @@ static int start_once(struct daemon *d, const char *path, enum kind kind, struct
                 policy_errors_clear(&errs);
                 return -1;
         }
-        struct unit *u = unit_new(d, p, &d->unit_hooks);
+        struct unit *u = core_add(c, p, &(struct unit_origin){ 0 });
         if (!u)
                 return -1;
-        d->units = u;
-        if (warm) {
-                unit_prewarm(u);
-                if (u->child.go_fd < 0) {
+        snprintf(name, sizeof name, "%s", unit_name(u));
+        if (kind == WARM) {
+                if (unit_prewarm(u) < 0) {
                         fprintf(stderr, "startbench: the sandbox was not pre-warmed\n");
                         return -1;
                 }
                 t0 = bench_now_ns();
         }
         unit_start(u);
-        int e = until_ready(d, u);
+        int e = until_ready(c, u);
         int64_t t1 = bench_now_ns();
         if (e < 0)
-                fprintf(stderr, "startbench: the gadget did not start: %s\n", u->cause);
+                fprintf(stderr, "startbench: the gadget did not start: %s\n", unit_cause(u));
         else
                 samples_add(s, t1 - t0);
-        until_stopped(d, u);
-        d->units = NULL;
-        unit_free(u);
+        until_unloaded(c, u, name);
         return e;
 }
 
@@ -163,12 +160,22 @@ static int forkexec_once(const char *prog, const char *name, struct samples *s)
         return 0;
 }
 
+/* The benchmark's hooks of its units: it watches their state itself. */
+static void quiet(void *arg, struct unit *u)
+{
+}
+
+static void quiet_log(void *arg, struct unit *u, size_t lines)
+{
+}
+
 int main(int argc, char **argv)
 {
         struct samples cold = { .name = "cold_ns" }, spare = { .name = "spare_ns" }, warm = { .name = "warm_ns" },
                        fe = { .name = "forkexec_ns" }, junk = { .name = "warmup" };
-        struct daemon d = { .state_dir = "/tmp/startbench/state", .run_dir = "/tmp/startbench/run", .helper = { -1, -1 },
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uids = { .lock_fd = -1 } };
+        struct core_config cc = { .state_dir = "/tmp/startbench/state", .uid_base = UIDPOOL_DEFAULT_BASE,
+                                  .audit = AUDIT_DEFAULT_CONFIG };
+        struct core *core = NULL;
         int pos = 0, rounds = 0;
         size_t ballast = 0;
         const char *path = NULL, *modes = "cold,spare,warm,forkexec";
@@ -176,9 +183,9 @@ int main(int argc, char **argv)
                 if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
                         modes = argv[++i];
                 else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
-                        d.state_dir = argv[++i];
+                        cc.state_dir = argv[++i];
                 else if (strcmp(argv[i], "--run-dir") == 0 && i + 1 < argc)
-                        d.run_dir = argv[++i];
+                        i++; /* accepted as before; nothing lives there */
                 else if (pos == 0 && ++pos)
                         path = argv[i];
                 else if (pos == 1 && ++pos)
@@ -203,19 +210,21 @@ int main(int argc, char **argv)
         if (policy_load(path, &p, &errs) < 0)
                 return 1;
         log_set_level(L_WARN);
-        d.base = event_base_new();
-        if (!d.base || daemon_core_open(&d) < 0)
+        static const struct unit_hooks hooks = { .ready = quiet, .exited = quiet, .stopped = quiet,
+                                                 .log_added = quiet_log };
+        cc.base = event_base_new();
+        if (!cc.base || core_open(&cc, &hooks, &core) < 0)
                 return 1;
         bool c = strstr(modes, "cold"), sp = strstr(modes, "spare"), w = strstr(modes, "warm"),
              f = strstr(modes, "forkexec");
         int fail = 0;
         for (int r = -1; !fail && r < rounds; r++) /* round -1: warm-up, not kept */
-                fail = (c && start_once(&d, path, COLD, r < 0 ? &junk : &cold) < 0) ||
-                       (sp && start_once(&d, path, SPARE, r < 0 ? &junk : &spare) < 0) ||
-                       (w && start_once(&d, path, WARM, r < 0 ? &junk : &warm) < 0) ||
+                fail = (c && start_once(core, path, COLD, r < 0 ? &junk : &cold) < 0) ||
+                       (sp && start_once(core, path, SPARE, r < 0 ? &junk : &spare) < 0) ||
+                       (w && start_once(core, path, WARM, r < 0 ? &junk : &warm) < 0) ||
                        (f && forkexec_once(p->exec, p->name, r < 0 ? &junk : &fe) < 0);
-        daemon_core_close(&d);
-        event_base_free(d.base);
+        core_close(core);
+        event_base_free(cc.base);
         policy_free(p);
         if (fail) {
                 fprintf(stderr, "startbench: a run failed\n");

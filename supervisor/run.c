@@ -14,11 +14,13 @@
 #include <event2/event.h>
 
 #include "config.h"
-#include "daemon.h"
+#include "core/core.h"
 #include "contract.h"
 #include "core/calls.h"
 #include "json.h"
+#include "system/instance.h"
 #include "system/log.h"
+#include "spawn/uidpool.h"
 #include "policy.h"
 #include "relay.h"
 #include "sandbox_abi.h"
@@ -27,7 +29,8 @@
 #include "value.h"
 
 struct run_ctx {
-        struct daemon *d;
+        struct event_base *base;
+        struct core *core;
         const char *method;          /* --call METHOD, or NULL */
         Gadget__Value *args;
         int exit;                    /* gadgetd run's exit status */
@@ -44,8 +47,8 @@ struct run_ctx {
 
 static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
 {
-        struct unit *u = arg;
-        struct run_ctx *c = u->d->run;
+        struct run_ctx *c = arg;
+        struct unit *u = core_first(c->core);
         c->answered = true;
         if (res) {
                 char *json = json_from_value(res);
@@ -57,7 +60,7 @@ static void call_done(void *arg, const Gadget__Value *res, int code, const char 
                 fprintf(stderr, "gadgetd: call %s failed: %s (error %d)\n", c->method, message, code);
                 c->exit = 1;
         }
-        if (u->state == UNIT_READY && u->peer)
+        if (unit_is_ready(u))
                 unit_stop(u, "the call is answered");
 }
 
@@ -68,7 +71,7 @@ static void unit_ready(void *arg, struct unit *u)
         if (!c->method)
                 return;
         char msg[400];
-        int code = calls_start(u, c->method, c->args, NULL, call_done, u, msg, sizeof msg);
+        int code = calls_start(u, c->method, c->args, NULL, call_done, c, msg, sizeof msg);
         if (code == 0)
                 return;
         fprintf(stderr, "gadgetd: %s\n", msg);
@@ -80,7 +83,7 @@ static void unit_ready(void *arg, struct unit *u)
 static void drain_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct run_ctx *c = arg;
-        event_base_loopbreak(c->d->base);
+        event_base_loopbreak(c->base);
 }
 
 /* The loop ends once the gadget ended and both relays reached their end. */
@@ -88,7 +91,7 @@ static void relay_closed(void *arg)
 {
         struct run_ctx *c = arg;
         if (c->ended && !relay_is_open(c->out) && !relay_is_open(c->err))
-                event_base_loopbreak(c->d->base);
+                event_base_loopbreak(c->base);
 }
 
 /* The pipes the program's stdout and stderr go to: gadgetd run copies
@@ -100,9 +103,9 @@ static int output_pipes(void *arg, int *out_w, int *err_w)
         int e;
         if (c->out || c->err)
                 return -EALREADY; /* gadgetd run starts its gadget once */
-        if ((e = relay_open(c->d->base, STDOUT_FILENO, relay_closed, c, &c->out, out_w)) < 0)
+        if ((e = relay_open(c->base, STDOUT_FILENO, relay_closed, c, &c->out, out_w)) < 0)
                 return e;
-        if ((e = relay_open(c->d->base, STDERR_FILENO, relay_closed, c, &c->err, err_w)) < 0) {
+        if ((e = relay_open(c->base, STDERR_FILENO, relay_closed, c, &c->err, err_w)) < 0) {
                 close(*out_w);
                 return e;
         }
@@ -112,18 +115,18 @@ static int output_pipes(void *arg, int *out_w, int *err_w)
 static void unit_exited(void *arg, struct unit *u)
 {
         struct run_ctx *c = arg;
-        int st = u->program_status;
-        if (strncmp(u->cause, "cannot start: ", 14) == 0) {
-                fprintf(stderr, "gadgetd: cannot start \"%s\": %s\n", u->policy->name, u->cause + 14);
+        int st = unit_program_status(u);
+        const char *name = unit_name(u), *cause = unit_cause(u);
+        if (strncmp(cause, "cannot start: ", 14) == 0) {
+                fprintf(stderr, "gadgetd: cannot start \"%s\": %s\n", name, cause + 14);
                 c->exit = RUN_EXIT_START;
         } else if (c->method) {
                 if (!c->answered) {
-                        fprintf(stderr, "gadgetd: gadget \"%s\" ended before answering: %s\n", u->policy->name,
-                                u->cause);
+                        fprintf(stderr, "gadgetd: gadget \"%s\" ended before answering: %s\n", name, cause);
                         c->exit = 1;
                 }
         } else if (WIFSIGNALED(st)) {
-                fprintf(stderr, "gadgetd: gadget \"%s\" ended: %s\n", u->policy->name, u->cause);
+                fprintf(stderr, "gadgetd: gadget \"%s\" ended: %s\n", name, cause);
                 c->exit = 128 + WTERMSIG(st);
         } else {
                 c->exit = WEXITSTATUS(st);
@@ -131,15 +134,14 @@ static void unit_exited(void *arg, struct unit *u)
         c->ended = true;
         struct timeval tv = { .tv_sec = RUN_DRAIN_MS / 1000, .tv_usec = RUN_DRAIN_MS % 1000 * 1000 };
         if (!relay_is_open(c->out) && !relay_is_open(c->err))
-                event_base_loopbreak(c->d->base);
-        else if (!(c->ev_drain = evtimer_new(c->d->base, drain_timeout, c)) || event_add(c->ev_drain, &tv) < 0)
-                event_base_loopbreak(c->d->base);
+                event_base_loopbreak(c->base);
+        else if (!(c->ev_drain = evtimer_new(c->base, drain_timeout, c)) || event_add(c->ev_drain, &tv) < 0)
+                event_base_loopbreak(c->base);
 }
 
 static void unit_stopped(void *arg, struct unit *u)
 {
-        struct run_ctx *c = arg;
-        daemon_unit_stopped(c->d, u);
+        /* gadgetd run's unit ends by unit_exited: a stop is one way there. */
 }
 
 static void unit_log_added(void *arg, struct unit *u, size_t lines)
@@ -149,10 +151,8 @@ static void unit_log_added(void *arg, struct unit *u, size_t lines)
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
-        struct unit *u = arg;
         /* PID 1 in the sandbox passes it on to the program. */
-        if (u->child.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, u->child.pidfd, (int)sig, NULL, 0);
+        unit_signal(arg, (int)sig);
 }
 
 /* True if sig was ignored when gadgetd run started (nohup, say): it stays
@@ -211,38 +211,36 @@ static void usage(FILE *f)
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
-/* Starts the unit and runs the loop until it ends. */
-static int run_gadget(struct daemon *d, struct policy *p, char **args)
+/* The core of gadgetd run: one unit, whose events come to c. */
+static int open_core(struct run_ctx *c, const struct core_config *cc)
 {
-        static const struct unit_hooks hooks_of = { .ready = unit_ready, .exited = unit_exited,
-                                                    .stopped = unit_stopped, .log_added = unit_log_added,
-                                                    .output_pipes = output_pipes };
-        struct unit_hooks *hooks = &d->unit_hooks;
-        *hooks = hooks_of;
-        hooks->arg = d->run;
-        hooks->bindings = &d->bindings;
-        struct unit *u = unit_new(d, p, hooks);
+        const struct unit_hooks hooks = { .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
+                                          .log_added = unit_log_added, .output_pipes = output_pipes, .arg = c };
+        return core_open(cc, &hooks, &c->core);
+}
+
+/* Starts the unit and runs the loop until it ends. */
+static int run_gadget(struct run_ctx *c, struct policy *p, char **args)
+{
+        const struct unit_origin o = { .args = args };
+        struct unit *u = core_add(c->core, p, &o);
         struct event *evs[64] = { 0 };
         size_t n_evs = 0;
-        if (!u) {
-                policy_free(p);
+        if (!u)
                 return RUN_EXIT_START;
-        }
-        u->args = args;
-        d->units = u;
-        if (take_signals(d->base, u, evs, sizeof evs / sizeof *evs, &n_evs) < 0) {
-                fprintf(stderr, "gadgetd: cannot start \"%s\": signal handling\n", p->name);
-                d->run->exit = RUN_EXIT_START;
+        if (take_signals(c->base, u, evs, sizeof evs / sizeof *evs, &n_evs) < 0) {
+                fprintf(stderr, "gadgetd: cannot start \"%s\": signal handling\n", unit_name(u));
+                c->exit = RUN_EXIT_START;
         } else {
-                d->run->exit = -1;
+                c->exit = -1;
                 unit_start(u);
-                if (d->run->exit == -1)
-                        event_base_dispatch(d->base);
+                if (c->exit == -1)
+                        event_base_dispatch(c->base);
         }
         for (size_t i = 0; i <= n_evs && i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
                         event_free(evs[i]);
-        return d->run->exit < 0 ? RUN_EXIT_START : d->run->exit;
+        return c->exit < 0 ? RUN_EXIT_START : c->exit;
 }
 
 /* Parses METHOD [JSON] of --call. */
@@ -274,37 +272,35 @@ int run_main(int argc, char **argv)
                 { 0 },
         };
         struct run_ctx c = { 0 };
-        struct daemon d = { .state_dir = CONFIG_STATE_DIR, .run_dir = CONFIG_RUN_DIR, .helper = { -1, -1 },
-                            .audit_cfg = AUDIT_DEFAULT_CONFIG,
-                            .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
-                            .uids = { .lock_fd = -1 }, .run = &c, .state_lock = -1, .socket_lock = -1 };
+        struct core_config cc = { .state_dir = CONFIG_STATE_DIR, .audit = AUDIT_DEFAULT_CONFIG,
+                                  .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT };
+        int state_lock = -1;
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;
         const char *json = NULL;
         char **args = NULL;
         int opt, ret = RUN_EXIT_USAGE;
 
-        c.d = &d;
         /* "+": stop at the first non-option (the policy) so that --call
          * after it and "--" ARGS are seen in order below. */
         while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
                 switch (opt) {
                 case 'h': usage(stdout); return 0;
-                case 's': d.state_dir = optarg; break;
-                case 'r': d.run_dir = optarg; break;
+                case 's': cc.state_dir = optarg; break;
+                case 'r': break; /* nothing of gadgetd run lives there now */
                 case 'u':
-                        if (config_opt_uid_base("gadgetd run", optarg, &d.uid_base) < 0)
+                        if (config_opt_uid_base("gadgetd run", optarg, &cc.uid_base) < 0)
                                 return RUN_EXIT_USAGE;
                         break;
                 case 'U':
-                        if (config_opt_uid_count("gadgetd run", optarg, &d.uid_count) < 0)
+                        if (config_opt_uid_count("gadgetd run", optarg, &cc.uid_count) < 0)
                                 return RUN_EXIT_USAGE;
                         break;
                 case 'l':
-                        if (config_opt_limits_mode("gadgetd run", optarg, &d.limits_want) < 0)
+                        if (config_opt_limits_mode("gadgetd run", optarg, &cc.limits_want) < 0)
                                 return RUN_EXIT_USAGE;
                         break;
-                case 'D': d.allow_degraded_limits = true; break;
+                case 'D': cc.allow_degraded_limits = true; break;
                 default: usage(stderr); return RUN_EXIT_USAGE;
                 }
         }
@@ -312,9 +308,9 @@ int run_main(int argc, char **argv)
                 usage(stderr);
                 return RUN_EXIT_USAGE;
         }
-        if (uidpool_check_range(d.uid_base, d.uid_count) < 0) {
+        if (uidpool_check_range(cc.uid_base, cc.uid_count) < 0) {
                 fprintf(stderr, "gadgetd run: --uid-base %u --uid-count %u: not a range of host uids above 0 "
-                        "(at most %u of them, ending below 4294967294)\n", (unsigned)d.uid_base, d.uid_count,
+                        "(at most %u of them, ending below 4294967294)\n", (unsigned)cc.uid_base, cc.uid_count,
                         UIDPOOL_MAX_COUNT);
                 return RUN_EXIT_USAGE;
         }
@@ -347,21 +343,22 @@ int run_main(int argc, char **argv)
         ret = RUN_EXIT_START;
         /* Shared with other gadgetd run processes (tests and benchmarks run
          * many at once, the same gadget too), never with a daemon. */
-        if (daemon_lock_state(&d, true) < 0 || !(d.base = event_base_new()) || daemon_core_open(&d) < 0) {
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+            open_core(&c, &cc) < 0) {
                 policy_free(p);
                 goto out;
         }
-        ret = run_gadget(&d, p, args);
+        ret = run_gadget(&c, p, args);
 out:
-        daemon_core_close(&d);
+        core_close(c.core);
         relay_free(c.out);
         relay_free(c.err);
         if (c.ev_drain)
                 event_free(c.ev_drain);
-        if (d.base)
-                event_base_free(d.base);
+        if (c.base)
+                event_base_free(c.base);
         value_free(c.args);
-        if (d.state_lock >= 0)
-                close(d.state_lock);
+        if (state_lock >= 0)
+                close(state_lock);
         return ret;
 }

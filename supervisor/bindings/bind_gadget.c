@@ -8,10 +8,8 @@
 
 #include "bindings.h"
 #include "contract.h"
-#include "core/calls.h"
 #include "core/peer.h"
 #include "policy.h"
-#include "core/unit.h"
 #include "value.h"
 
 #define CHAIN_MAX 8   /* gadgets one call may pass through */
@@ -93,12 +91,12 @@ static bool method_allowed(const struct policy_binding *b, const char *method)
 
 /* Collects what waits on u into set: 0, or the error code (and msg) that
  * refuses a call to target — a cycle or a chain too deep. */
-static int chain_check(struct unit *u, const char *target, struct chain_set *set, char *msg, size_t len)
+static int chain_check(struct gadget_bindings *g, const char *target, struct chain_set *set, char *msg, size_t len)
 {
         set->c.depth = 1; /* the caller alone */
-        chain_add(set, u->policy->name);
-        if (u->peer)
-                peer_each_chain(u->peer, add_chain, set);
+        chain_add(set, g->policy->name);
+        if (g->peer)
+                peer_each_chain(g->peer, add_chain, set);
         if (set->err < 0) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
@@ -115,18 +113,11 @@ static int chain_check(struct unit *u, const char *target, struct chain_set *set
 }
 
 /* Passes the call on to target's method; its result goes back to r. */
-static void relay_call(struct binding_req *r, struct unit *u, const char *target, const char *method,
+static void relay_call(struct binding_req *r, struct gadget_bindings *g, const char *target, const char *method,
                        const Gadget__Value *args, const struct peer_chain *chain)
 {
         char msg[300];
-        const struct bindings_env *env = u->hooks->bindings;
-        struct unit *t = env->find(env->find_arg, target);
-        if (!t || t->state != UNIT_READY) {
-                snprintf(msg, sizeof msg, "gadget %s is unavailable (%s)", target,
-                         t ? unit_state_name(t->state) : "not loaded");
-                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
-                return;
-        }
+        const struct bindings_env *env = g->env;
         struct relay *rl = calloc(1, sizeof *rl);
         if (!rl) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
@@ -137,7 +128,8 @@ static void relay_call(struct binding_req *r, struct unit *u, const char *target
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *cargs = value_map_get(args, "args");
-        int code = calls_start(t, method, cargs ? cargs : &null, chain, relay_done, rl, msg, sizeof msg);
+        int code = env->call(env->call_arg, target, method, cargs ? cargs : &null, chain, relay_done, rl, msg,
+                             sizeof msg);
         if (code == 0)
                 return;
         free(rl);
@@ -163,10 +155,10 @@ void bind_gadget_call(struct binding_req *r, const struct policy_binding *b, con
                 return;
         }
         struct chain_set set = { 0 };
-        int code = chain_check(r->u, b->target, &set, msg, sizeof msg);
+        int code = chain_check(r->g, b->target, &set, msg, sizeof msg);
         if (code)
                 bindings_reply(r, NULL, code, msg, 0);
         else
-                relay_call(r, r->u, b->target, method, args, &set.c);
+                relay_call(r, r->g, b->target, method, args, &set.c);
         free(set.c.names);
 }

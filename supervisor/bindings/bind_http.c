@@ -16,7 +16,6 @@
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
-#include "core/unit.h"
 #include "value.h"
 
 /* Connecting may take at most this long (or Timeout= if shorter): a
@@ -339,7 +338,7 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
         struct url_parts u = { 0 };
         /* libcurl is loaded here, at the first request: URL checks use it. */
         char err[200];
-        if (http_ready(r->u->hooks->bindings->http, err, sizeof err) < 0) {
+        if (http_ready(r->g->env->http, err, sizeof err) < 0) {
                 snprintf(why, sizeof why, "HTTP is unavailable: %s", err);
                 bindings_reply(r, NULL, GADGET_EUNAVAILABLE, why, 0);
                 return;
@@ -378,9 +377,9 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
                 bindings_reply(r, NULL, GADGET_ELIMIT, "request body larger than MaxRequestSize", 0);
                 return;
         }
-        struct http *h = r->u->hooks->bindings->http;
+        struct http *h = r->g->env->http;
         struct http_slot *slot = NULL;
-        int taken = http_slot_take(h, r->u->policy->name, b->name, (unsigned)b->calls_max, &slot);
+        int taken = http_slot_take(h, r->g->policy->name, b->name, (unsigned)b->calls_max, &slot);
         if (taken == -EBUSY || taken == -EAGAIN) {
                 if (taken == -EBUSY)
                         snprintf(why, sizeof why, "busy: binding %s has %llu HTTP requests in flight "

@@ -11,7 +11,6 @@
 #include "contract.h"
 #include "kv.h"
 #include "policy.h"
-#include "core/unit.h"
 #include "value.h"
 
 #define LIST_DEFAULT 100
@@ -48,11 +47,11 @@ static int get_key(const Gadget__Value *args, const char *field, bool optional, 
  * is opened by the store's thread). */
 static struct kv *store(struct binding_req *r)
 {
-        struct unit *u = r->u;
-        const struct bindings_env *env = u->hooks->bindings;
-        if (!u->kv && kv_open(env->base, env->state_dir, u->policy->name, &u->kv) < 0)
+        struct gadget_bindings *g = r->g;
+        const struct bindings_env *env = g->env;
+        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, &g->kv) < 0)
                 return NULL;
-        return u->kv;
+        return g->kv;
 }
 
 /* Answers a store failure other than the operation's own outcomes. The

@@ -15,9 +15,9 @@
 #include "system/log.h"
 #include "system/paths.h"
 #include "core/peer.h"
+#include "kv.h"
 #include "ops.h"
 #include "policy.h"
-#include "core/unit.h"
 #include "value.h"
 #include "wire.h"
 #include "system/monotime.h"
@@ -26,12 +26,12 @@
 
 static void unlink_req(struct binding_req *r)
 {
-        if (!r->u)
+        if (!r->g)
                 return;
-        for (struct binding_req **pp = &r->u->breqs; *pp; pp = &(*pp)->next)
+        for (struct binding_req **pp = &r->g->breqs; *pp; pp = &(*pp)->next)
                 if (*pp == r) {
                         *pp = r->next;
-                        r->u->n_breqs--;
+                        r->g->n_breqs--;
                         return;
                 }
 }
@@ -39,19 +39,19 @@ static void unlink_req(struct binding_req *r)
 /* Sends the answer; if it cannot go (larger than a frame, or the gadget's
  * connection failed) the gadget gets an error in its place where it still
  * can, and why is set for the audit. Returns whether the answer went. */
-static bool send_reply(struct unit *u, const struct binding_req *r, const Gadget__Value *value, int code,
+static bool send_reply(struct gadget_bindings *g, const struct binding_req *r, const Gadget__Value *value, int code,
                        const char *message, char *why, size_t len)
 {
-        if (!u->peer) {
+        if (!g->peer) {
                 snprintf(why, len, "the answer could not be sent: the gadget is gone");
                 return false;
         }
-        int e = peer_binding_reply(u->peer, r->id, value, code, message);
+        int e = peer_binding_reply(g->peer, r->id, value, code, message);
         if (e == -EMSGSIZE) {
                 snprintf(why, len, "the answer (%zu bytes) is larger than one frame can carry (%u bytes)",
                          value ? gadget__value__get_packed_size(value) : strlen(message ? message : ""),
                          WIRE_MAX_FRAME);
-                peer_binding_reply(u->peer, r->id, NULL, GADGET_ELIMIT, why);
+                peer_binding_reply(g->peer, r->id, NULL, GADGET_ELIMIT, why);
                 return false;
         }
         if (e < 0) {
@@ -63,88 +63,89 @@ static bool send_reply(struct unit *u, const struct binding_req *r, const Gadget
 
 /* Logs and audits how many calls were answered busy since the last such
  * line: one line per BUSY_LOG_MS at most (now = true: whatever the time). */
-static void busy_flush(struct unit *u, bool now)
+static void busy_flush(struct gadget_bindings *g, bool now)
 {
-        if (!u->busy || (!now && monotime_since_us(&u->busy_logged) < BUSY_LOG_MS * 1000u))
+        if (!g->busy || (!now && monotime_since_us(&g->busy_logged) < BUSY_LOG_MS * 1000u))
                 return;
         char msg[160];
         snprintf(msg, sizeof msg, "%llu binding calls answered busy (in flight at most BindingCallsMax=%llu, "
-                 "and CallsMax= of each binding)", (unsigned long long)u->busy,
-                 (unsigned long long)u->policy->binding_calls_max);
-        log_msg(L_WARN, u->policy->name, "%s", msg);
-        struct audit_record rec = { .gadget = u->policy->name, .binding = "limit", .op = "BindingCallsMax",
+                 "and CallsMax= of each binding)", (unsigned long long)g->busy,
+                 (unsigned long long)g->policy->binding_calls_max);
+        log_msg(L_WARN, g->policy->name, "%s", msg);
+        struct audit_record rec = { .gadget = g->policy->name, .binding = "limit", .op = "BindingCallsMax",
                                     .outcome = AUDIT_DENIED, .detail = msg };
-        audit_write(u->hooks->bindings->audit, &rec);
-        u->busy = 0;
-        clock_gettime(CLOCK_MONOTONIC, &u->busy_logged);
+        audit_write(g->env->audit, &rec);
+        g->busy = 0;
+        clock_gettime(CLOCK_MONOTONIC, &g->busy_logged);
 }
 
 /* Calls in flight on binding name. Why this is safe: the walk is bounded
  * by BindingCallsMax (at most 4096), checked first. */
-static uint64_t binding_inflight(const struct unit *u, const char *name)
+static uint64_t binding_inflight(const struct gadget_bindings *g, const char *name)
 {
         uint64_t n = 0;
-        for (const struct binding_req *r = u->breqs; r; r = r->next)
+        for (const struct binding_req *r = g->breqs; r; r = r->next)
                 n += strcmp(r->binding, name) == 0;
         return n;
 }
 
 /* Answers a call over its budget "busy" at once: no request is made, no
  * work done; the count is logged and audited in one line a second. */
-static bool over_budget(struct unit *u, const Gadget__BindingCall *bc, const struct policy_binding *b)
+static bool over_budget(struct gadget_bindings *g, const Gadget__BindingCall *bc, const struct policy_binding *b)
 {
         char msg[200];
-        if (u->n_breqs >= u->policy->binding_calls_max)
-                snprintf(msg, sizeof msg, "busy: %zu binding calls in flight (BindingCallsMax=%llu)", u->n_breqs,
-                         (unsigned long long)u->policy->binding_calls_max);
-        else if (b && u->n_breqs >= b->calls_max && binding_inflight(u, b->name) >= b->calls_max)
+        if (g->n_breqs >= g->policy->binding_calls_max)
+                snprintf(msg, sizeof msg, "busy: %zu binding calls in flight (BindingCallsMax=%llu)", g->n_breqs,
+                         (unsigned long long)g->policy->binding_calls_max);
+        else if (b && g->n_breqs >= b->calls_max && binding_inflight(g, b->name) >= b->calls_max)
                 snprintf(msg, sizeof msg, "busy: %llu calls of binding %s in flight (CallsMax=%llu)",
                          (unsigned long long)b->calls_max, b->name, (unsigned long long)b->calls_max);
         else
                 return false;
-        if (u->busy++ == 0 && monotime_since_us(&u->busy_logged) >= BUSY_LOG_MS * 1000u)
-                log_msg(L_WARN, u->policy->name, "%s: answering busy", msg);
-        peer_binding_reply(u->peer, bc->id, NULL, GADGET_EBUSY, msg);
+        if (g->busy++ == 0 && monotime_since_us(&g->busy_logged) >= BUSY_LOG_MS * 1000u)
+                log_msg(L_WARN, g->policy->name, "%s: answering busy", msg);
+        peer_binding_reply(g->peer, bc->id, NULL, GADGET_EBUSY, msg);
         return true;
 }
 
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out)
 {
-        struct unit *u = r->u;
-        if (u) {
+        struct gadget_bindings *g = r->g;
+        if (g) {
                 unlink_req(r);
-                busy_flush(u, u->n_breqs == 0);
+                busy_flush(g, g->n_breqs == 0);
                 char why[160];
                 /* Why this is safe: the audit says ok only for an answer that
                  * was handed to the gadget's connection; one that could not
                  * be is an error there and, where possible, for the gadget. */
-                bool sent = send_reply(u, r, value, code, message, why, sizeof why);
+                bool sent = send_reply(g, r, value, code, message, why, sizeof why);
                 enum audit_outcome outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR;
                 struct audit_record rec = {
-                        .gadget = u->policy->name, .binding = r->binding, .op = r->op,
+                        .gadget = g->policy->name, .binding = r->binding, .op = r->op,
                         .outcome = sent ? outcome : AUDIT_ERROR,
                         .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
                         .detail = !sent ? why : value ? NULL : message,
                 };
-                audit_write(u->hooks->bindings->audit, &rec);
+                audit_write(g->env->audit, &rec);
         }
         free(r);
 }
 
-void bindings_orphan(struct unit *u)
+void bindings_orphan(struct gadget_bindings *g)
 {
-        busy_flush(u, true);
-        for (struct binding_req *r = u->breqs; r; r = r->next)
-                r->u = NULL;
-        u->breqs = NULL;
-        u->n_breqs = 0;
+        busy_flush(g, true);
+        for (struct binding_req *r = g->breqs; r; r = r->next)
+                r->g = NULL;
+        g->breqs = NULL;
+        g->n_breqs = 0;
+        g->peer = NULL;
 }
 
 /* Index of b in its policy, for the parallel secrets array. */
-static size_t binding_index(const struct unit *u, const struct policy_binding *b)
+static size_t binding_index(const struct gadget_bindings *g, const struct policy_binding *b)
 {
-        return (size_t)(b - u->policy->bindings);
+        return (size_t)(b - g->policy->bindings);
 }
 
 /* Answers with a text or secret binding's value. */
@@ -166,28 +167,28 @@ void bind_text_get(struct binding_req *r, const struct policy_binding *b, const 
 
 void bind_secret_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        reply_value(r, r->u->secrets[binding_index(r->u, b)]);
+        reply_value(r, r->g->secrets[binding_index(r->g, b)]);
 }
 
-void bindings_handle(struct unit *u, const Gadget__BindingCall *bc)
+void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
 {
-        const struct policy_binding *b = policy_binding_find(u->policy, bc->binding);
-        if (over_budget(u, bc, b))
+        const struct policy_binding *b = policy_binding_find(g->policy, bc->binding);
+        if (over_budget(g, bc, b))
                 return;
         struct binding_req *r = calloc(1, sizeof *r);
         if (!r) {
-                peer_binding_reply(u->peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
+                peer_binding_reply(g->peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        r->u = u;
+        r->g = g;
         r->id = bc->id;
         clock_gettime(CLOCK_MONOTONIC, &r->start);
         snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
         snprintf(r->op, sizeof r->op, "%s", bc->op);
         r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;
-        r->next = u->breqs;
-        u->breqs = r;
-        u->n_breqs++;
+        r->next = g->breqs;
+        g->breqs = r;
+        g->n_breqs++;
 
         char msg[256];
         if (!b) {
@@ -284,19 +285,32 @@ static const char *secret_why(int e)
         }
 }
 
-int bindings_load_secrets(struct unit *u, char *why, size_t len)
+static void free_secrets(struct gadget_bindings *g)
 {
-        const struct policy *p = u->policy;
-        bindings_free_secrets(u);
-        u->secrets = calloc(p->n_bindings + 1, sizeof *u->secrets);
-        if (!u->secrets)
+        if (!g->secrets)
+                return;
+        for (size_t i = 0; i < g->n_secrets; i++)
+                if (g->secrets[i]) {
+                        explicit_bzero(g->secrets[i], strlen(g->secrets[i]));
+                        free(g->secrets[i]);
+                }
+        free(g->secrets);
+        g->secrets = NULL;
+}
+
+int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
+{
+        const struct policy *p = g->policy;
+        free_secrets(g);
+        g->secrets = calloc(p->n_bindings + 1, sizeof *g->secrets);
+        if (!g->secrets)
                 return -ENOMEM;
-        u->n_secrets = p->n_bindings;
+        g->n_secrets = p->n_bindings;
         for (size_t i = 0; i < p->n_bindings; i++) {
                 if (p->bindings[i].type != BINDING_SECRET)
                         continue;
                 const struct policy_binding *b = &p->bindings[i];
-                int e = read_secret(b->file, b->max_size, &u->secrets[i]);
+                int e = read_secret(b->file, b->max_size, &g->secrets[i]);
                 if (e < 0) {
                         char q[512];
                         log_escape(b->file, strlen(b->file), q, sizeof q);
@@ -311,15 +325,31 @@ int bindings_load_secrets(struct unit *u, char *why, size_t len)
         return 0;
 }
 
-void bindings_free_secrets(struct unit *u)
+
+struct gadget_bindings *bindings_new(const struct bindings_env *env, const struct policy *p)
 {
-        if (!u->secrets)
+        struct gadget_bindings *g = calloc(1, sizeof *g);
+        if (g)
+                *g = (struct gadget_bindings){ .env = env, .policy = p };
+        return g;
+}
+
+void bindings_free(struct gadget_bindings *g)
+{
+        if (!g)
                 return;
-        for (size_t i = 0; i < u->n_secrets; i++)
-                if (u->secrets[i]) {
-                        explicit_bzero(u->secrets[i], strlen(u->secrets[i]));
-                        free(u->secrets[i]);
-                }
-        free(u->secrets);
-        u->secrets = NULL;
+        bindings_orphan(g);
+        free_secrets(g);
+        kv_close(g->kv);
+        free(g);
+}
+
+void bindings_set_policy(struct gadget_bindings *g, const struct policy *p)
+{
+        g->policy = p;
+}
+
+void bindings_attach(struct gadget_bindings *g, struct peer *peer)
+{
+        g->peer = peer;
 }

@@ -9,8 +9,11 @@
 
 #include "gadget.pb-c.h"
 
-struct unit;
+struct peer;
+struct peer_chain;
+struct policy;
 struct policy_binding;
+struct kv;
 struct event_base;
 struct audit;
 struct http;
@@ -23,16 +26,37 @@ struct bindings_env {
         const char *state_dir;      /* the gadgets' kv stores are below it */
         struct audit *audit;
         struct http *http;
-        /* The loaded gadget of that name, NULL if none (gadget bindings). */
-        struct unit *(*find)(void *arg, const char *name);
-        void *find_arg;
+        /* Calls method of the loaded gadget target (gadget bindings), by
+         * gadgetd's one door for calls (core/calls.h): 0 when the call is
+         * on its way (done gets its outcome once, res NULL on failure), or
+         * a GADGET_E* code with msg saying why. */
+        int (*call)(void *arg, const char *target, const char *method, const Gadget__Value *args,
+                    const struct peer_chain *chain,
+                    void (*done)(void *cbdata, const Gadget__Value *res, int code, const char *message),
+                    void *cbdata, char *msg, size_t len);
+        void *call_arg;
+};
+
+/* The binding side of one gadget, for as long as it is loaded: its calls
+ * in flight, its secrets, its kv store. */
+struct gadget_bindings {
+        const struct bindings_env *env;
+        const struct policy *policy;  /* its policy now (bindings_set_policy) */
+        struct peer *peer;          /* its worker's link while it runs, else NULL */
+        struct binding_req *breqs;  /* binding calls being carried out */
+        size_t n_breqs;             /* their number (BindingCallsMax=) */
+        uint64_t busy;              /* binding calls answered busy, not yet logged */
+        struct timespec busy_logged; /* when the last count of them was logged */
+        char **secrets;             /* per binding index, secret bindings only */
+        size_t n_secrets;
+        struct kv *kv;              /* opened at the first kv call */
 };
 
 /* One binding call being carried out. Async operations keep it until they
- * answer; if the calling gadget ends first, unit is set to NULL and the
- * answer goes nowhere. */
+ * answer; if the calling gadget's worker ends first, g is set to NULL and
+ * the answer goes nowhere. */
 struct binding_req {
-        struct unit *u;
+        struct gadget_bindings *g;
         uint64_t id;
         char binding[72], op[72];
         struct timespec start;
@@ -40,16 +64,23 @@ struct binding_req {
         struct binding_req *next;   /* in the unit's list of pending calls */
 };
 
-/* Entry point from the unit's peer. */
-void bindings_handle(struct unit *u, const Gadget__BindingCall *bc);
+/* The binding side of a gadget of policy p (borrowed). NULL: out of memory. */
+struct gadget_bindings *bindings_new(const struct bindings_env *env, const struct policy *p);
+/* Its secrets wiped, its store closed. */
+void bindings_free(struct gadget_bindings *g);
+/* The gadget's policy was replaced (a reload). */
+void bindings_set_policy(struct gadget_bindings *g, const struct policy *p);
+/* Its worker runs, linked by peer: binding calls are answered there. */
+void bindings_attach(struct gadget_bindings *g, struct peer *peer);
+/* Entry point from the worker's peer. */
+void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc);
 /* Answers (value, or code and message), audits, frees r. */
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out);
-/* The gadget ended: pending requests lose their caller. */
-void bindings_orphan(struct unit *u);
-/* Reads the unit's secret files (at each start). 0 or -errno with why. */
-int bindings_load_secrets(struct unit *u, char *why, size_t len);
-void bindings_free_secrets(struct unit *u);
+/* The worker ended: pending requests lose their caller. */
+void bindings_orphan(struct gadget_bindings *g);
+/* Reads the gadget's secret files (at each start). 0 or -errno with why. */
+int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len);
 
 /* An operation's handler: carries out r's operation on b and answers r
  * itself (now or later); args passed the row's check. */

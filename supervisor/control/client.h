@@ -10,7 +10,7 @@
 #include "peercred.h"
 
 struct control;
-struct daemon;
+struct control_env;
 
 struct client {
         struct control *ctl;
@@ -34,7 +34,7 @@ struct client_call {
         struct client_call *next;
 };
 
-struct daemon *client_daemon(const struct client *cl);
+const struct control_env *client_env(const struct client *cl);
 /* Queues r. 0, or -EMSGSIZE (larger than a frame), -ENOBUFS (the client's
  * queue is full): the answer is not sent. */
 int client_send(struct client *cl, Control__Response *r);

@@ -16,7 +16,6 @@
 
 #include "client.h"
 #include "control.pb-c.h"
-#include "daemon.h"
 #include "contract.h"
 #include "system/log.h"
 #include "system/notify.h"
@@ -37,7 +36,7 @@
 enum control_refusal { REF_GROUP, REF_USER, REF_TOTAL, REF_ACCEPT, REF_SLOW, REF_N };
 
 struct control {
-        struct daemon *d;
+        struct control_env env;
         int fd;
         struct event *ev_accept, *ev_resume, *ev_flush;
         struct client *clients;
@@ -87,9 +86,9 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-struct daemon *client_daemon(const struct client *cl)
+const struct control_env *client_env(const struct client *cl)
 {
-        return cl->ctl->d;
+        return &cl->ctl->env;
 }
 
 static void client_free(struct client *cl)
@@ -305,11 +304,11 @@ static size_t conns_of(const struct control *c, uid_t uid)
 static int admit(struct control *c, int fd, const struct peercred *pc)
 {
         char msg[512];
-        if (!peer_allowed(pc, c->d->group_gid)) {
+        if (!peer_allowed(pc, c->env.group_gid)) {
                 refusal(c, REF_GROUP, "refused a control connection from uid %u (pid %d): not in group %s",
-                        (unsigned)pc->uid, (int)pc->pid, c->d->group);
+                        (unsigned)pc->uid, (int)pc->pid, c->env.group);
                 snprintf(msg, sizeof msg, "permission denied on %s: run as root or as a member of the %s group",
-                         c->d->socket_path, c->d->group);
+                         c->env.socket_path, c->env.group);
                 refuse(fd, GADGET_EDENIED, msg);
                 return -EPERM;
         }
@@ -346,8 +345,8 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         wire_reader_init(cl->rd, WIRE_MAX_FRAME);
         /* The writer's own cap: queue_bytes waiting plus one whole frame. */
         wire_writer_init(cl->wr, c->lim.queue_bytes + WIRE_MAX_FRAME);
-        cl->ev_read = event_new(c->d->base, fd, EV_READ | EV_PERSIST, read_cb, cl);
-        cl->ev_write = event_new(c->d->base, fd, EV_WRITE, write_cb, cl);
+        cl->ev_read = event_new(c->env.base, fd, EV_READ | EV_PERSIST, read_cb, cl);
+        cl->ev_write = event_new(c->env.base, fd, EV_WRITE, write_cb, cl);
         cl->next = c->clients;
         c->clients = cl;
         if (pc->uid == 0)
@@ -433,7 +432,7 @@ static void control_events_free(struct control *c)
                 event_free(c->ev_flush);
 }
 
-int control_open(struct daemon *d, const struct control_limits *lim, struct control **out)
+int control_open(const struct control_env *env, struct control **out)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control *c = calloc(1, sizeof *c);
@@ -442,8 +441,8 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
 
         if (!c)
                 return -ENOMEM;
-        c->d = d;
-        c->lim = *lim;
+        c->env = *env;
+        c->lim = env->limits;
         /* Socket activation: systemd made the socket (mode and group from
          * gadgetd.socket) and keeps it across restarts of gadgetd. */
         if ((c->fd = notify_listen_fd()) >= 0) {
@@ -451,21 +450,21 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
                 log_msg(L_INFO, NULL, "control socket passed by systemd");
                 goto listening;
         }
-        if (strlen(d->socket_path) >= sizeof sa.sun_path) {
+        if (strlen(env->socket_path) >= sizeof sa.sun_path) {
                 free(c);
                 return -ENAMETOOLONG;
         }
-        strcpy(sa.sun_path, d->socket_path);
+        strcpy(sa.sun_path, env->socket_path);
         /* A socket left by a gadgetd that ended goes; a live one stays
          * (the socket's lock file, daemon.c, keeps out another gadgetd,
          * this keeps out anything else listening there). */
         if ((e = remove_stale(&sa)) < 0) {
                 if (e == -EADDRINUSE)
                         log_msg(L_ERR, NULL, "control socket %s: another process accepts connections on it: "
-                                "not starting", d->socket_path);
+                                "not starting", env->socket_path);
                 else if (e == -EEXIST)
                         log_msg(L_ERR, NULL, "control socket %s: something else than a socket is there: "
-                                "not starting", d->socket_path);
+                                "not starting", env->socket_path);
                 free(c);
                 return e;
         }
@@ -473,7 +472,7 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
          * has its mode and owner and listens, so no client ever finds it
          * too open, nor refuses to connect (the rename is atomic). */
         struct sockaddr_un tmp = { .sun_family = AF_UNIX };
-        if ((size_t)snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", d->socket_path, (int)getpid()) >=
+        if ((size_t)snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", env->socket_path, (int)getpid()) >=
             sizeof tmp.sun_path) {
                 free(c);
                 return -ENAMETOOLONG;
@@ -484,7 +483,7 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
                 goto fail;
         if (bind(c->fd, (struct sockaddr *)&tmp, sizeof tmp) < 0)
                 goto fail;
-        if (chmod(tmp.sun_path, 0660) < 0 || chown(tmp.sun_path, 0, d->group_gid) < 0 ||
+        if (chmod(tmp.sun_path, 0660) < 0 || chown(tmp.sun_path, 0, env->group_gid) < 0 ||
             listen(c->fd, 128) < 0 || rename(tmp.sun_path, sa.sun_path) < 0) {
                 e = -errno;
                 unlink(tmp.sun_path);
@@ -493,9 +492,9 @@ int control_open(struct daemon *d, const struct control_limits *lim, struct cont
         }
 listening:
         every = (struct timeval){ .tv_sec = FLUSH_MS / 1000 };
-        c->ev_accept = event_new(d->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
-        c->ev_resume = evtimer_new(d->base, resume_cb, c);
-        c->ev_flush = event_new(d->base, -1, EV_PERSIST, flush_cb, c);
+        c->ev_accept = event_new(env->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
+        c->ev_resume = evtimer_new(env->base, resume_cb, c);
+        c->ev_flush = event_new(env->base, -1, EV_PERSIST, flush_cb, c);
         if (!c->ev_accept || !c->ev_resume || !c->ev_flush || event_add(c->ev_accept, NULL) < 0 ||
             event_add(c->ev_flush, &every) < 0) {
                 errno = ENOMEM;
@@ -521,18 +520,18 @@ void control_free(struct control *c)
         control_events_free(c);
         close(c->fd);
         if (!c->activated)
-                unlink(c->d->socket_path);
+                unlink(c->env.socket_path);
         free(c);
 }
 
 void control_log_added(struct control *c, struct unit *u, size_t lines)
 {
-        if (lines > u->log.count)
-                lines = u->log.count;
+        const struct logbuf *log = unit_log(u);
+        if (lines > log->count)
+                lines = log->count;
         for (struct client *cl = c->clients; cl; cl = cl->next)
                 for (size_t i = 0; i < lines && cl->stream; i++)
-                        stream_push(cl->stream, STREAM_FOLLOW_LOGS, u->policy->name,
-                                    logbuf_line(&u->log, lines, i));
+                        stream_push(cl->stream, STREAM_FOLLOW_LOGS, unit_name(u), logbuf_line(log, lines, i));
 }
 
 void control_audit_added(struct control *c, const char *gadget, const char *line)

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
-struct daemon;
+struct core;
 struct unit;
 struct control;
+struct peercred;
+struct event_base;
 
 /* What the control socket's clients may cost gadgetd (daemon settings). */
 #define CONTROL_MAX_CONNECTIONS 64     /* ControlMaxConnections= */
@@ -18,9 +21,37 @@ struct control_limits {
         size_t queue_bytes;        /* unsent answers before a client counts as not reading */
 };
 
-/* Listens on d->socket_path (mode 0660, group d->group), clients held to
- * lim. 0 or -errno. */
-int control_open(struct daemon *d, const struct control_limits *lim, struct control **out);
+/* What a reload did with one file (its gadget's name) or gadget. */
+enum control_reload_what {
+        RELOAD_LOADED, RELOAD_STOPPED, RELOAD_RESTARTED, RELOAD_UNCHANGED, RELOAD_ERROR,
+};
+typedef void control_reload_note(void *arg, enum control_reload_what what, const char *text);
+/* The end of a load: 0 with the gadget's name and a summary in msg, or
+ * -errno with every error in msg ("FILE:LINE: ..." lines). */
+typedef void control_load_done(void *arg, int err, const char *name, const char *msg);
+
+/* What the control socket serves, and the owner's two requests on the
+ * policy files (the daemon's: control/ calls nothing above it). */
+struct control_env {
+        struct event_base *base;
+        struct core *core;
+        const char *socket_path;
+        const char *group;         /* may use the socket besides root */
+        gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
+        struct control_limits limits;
+        /* Loads one policy file and starts its gadget (done runs later, on
+         * the loop), read with cred's rights. 0, -EBUSY if cred's user has
+         * as many loads in flight as it may, -errno. */
+        int (*load)(void *arg, const char *path, const struct peercred *cred, control_load_done *done,
+                    void *done_arg);
+        /* Re-reads the policy directory, telling note what it did. */
+        void (*reload)(void *arg, control_reload_note *note, void *note_arg);
+        void *arg;
+};
+
+/* Listens on env->socket_path (mode 0660, group env->group), clients held
+ * to env->limits. env is copied. 0 or -errno. */
+int control_open(const struct control_env *env, struct control **out);
 void control_free(struct control *c);
 /* New log lines of u for clients following its log. */
 void control_log_added(struct control *c, struct unit *u, size_t lines);

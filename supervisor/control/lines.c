@@ -8,7 +8,9 @@
 
 #include "system/audit.h"
 #include "client.h"
-#include "daemon.h"
+#include "control.h"
+#include "core/core.h"
+#include "core/logbuf.h"
 #include "contract.h"
 #include "policy.h"
 #include "stream.h"
@@ -17,7 +19,7 @@
 /* The log lines numbered [next, end) of gadget name (numbered from its
  * first line, logbuf.total), read from its ring as parts are made. */
 struct logs_source {
-        struct daemon *d;
+        struct core *core;
         char *name;
         unsigned long long next, end;
 };
@@ -32,12 +34,13 @@ static void logs_free(void *arg)
 static int logs_step(void *arg, struct stream *st, char *why, size_t len)
 {
         struct logs_source *s = arg;
-        struct unit *u = daemon_find(s->d, s->name);
-        if (!u || u->log.total < s->end) {
+        struct unit *u = core_find(s->core, s->name);
+        const struct logbuf *log = u ? unit_log(u) : NULL;
+        if (!u || log->total < s->end) {
                 snprintf(why, len, "gadget \"%s\" was unloaded while its log was sent", s->name);
                 return -ENOENT;
         }
-        unsigned long long oldest = u->log.total - u->log.count;
+        unsigned long long oldest = log->total - log->count;
         if (s->next < oldest) {
                 /* Never a silent gap: the caller learns the answer is not whole. */
                 snprintf(why, len, "%llu lines of the log of \"%s\" were replaced by newer ones before they "
@@ -45,7 +48,7 @@ static int logs_step(void *arg, struct stream *st, char *why, size_t len)
                 return -ESTALE;
         }
         for (; s->next < s->end; s->next++) {
-                const char *line = logbuf_line(&u->log, (size_t)(u->log.total - s->next), 0);
+                const char *line = logbuf_line(log, (size_t)(log->total - s->next), 0);
                 int e = stream_add(st, line, strlen(line));
                 if (e <= 0)
                         return e < 0 ? e : 1;
@@ -55,22 +58,23 @@ static int logs_step(void *arg, struct stream *st, char *why, size_t len)
 
 void request_logs(struct client *cl, const Control__Request *q)
 {
-        struct daemon *d = client_daemon(cl);
-        struct unit *u = daemon_find(d, q->logs->name);
+        struct core *core = client_env(cl)->core;
+        struct unit *u = core_find(core, q->logs->name);
         struct logs_source *s;
         if (!u) {
                 client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->logs->name);
                 return;
         }
-        size_t n = q->logs->none ? 0 : q->logs->lines && q->logs->lines < u->log.count ? q->logs->lines
-                                                                                       : u->log.count;
-        if (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(u->policy->name))) {
+        const struct logbuf *log = unit_log(u);
+        size_t n = q->logs->none ? 0 : q->logs->lines && q->logs->lines < log->count ? q->logs->lines
+                                                                                     : log->count;
+        if (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(unit_name(u)))) {
                 free(s);
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        s->d = d;
-        s->end = u->log.total;
+        s->core = core;
+        s->end = log->total;
         s->next = s->end - n;
         struct stream_source src = { logs_step, logs_free, s };
         int e = stream_start(cl, q->id, &src, q->logs->follow ? STREAM_FOLLOW_LOGS : STREAM_ONCE, s->name);
@@ -83,7 +87,7 @@ void request_logs(struct client *cl, const Control__Request *q)
  * has any, and sends none (-n 0). */
 struct audit_source {
         struct audit_reader *r;
-        struct daemon *d;
+        struct core *core;
         char *name;
         struct stream *st;
         bool quiet, any;
@@ -108,7 +112,7 @@ static int audit_step(void *arg, struct stream *st, char *why, size_t len)
         int e = audit_reader_step(s->r, audit_emit, s);
         if (e < 0)
                 snprintf(why, len, "cannot read the audit log: %s", strerror(-e));
-        else if (e == 0 && !s->any && !daemon_find(s->d, s->name)) {
+        else if (e == 0 && !s->any && !core_find(s->core, s->name)) {
                 snprintf(why, len, "no gadget named \"%s\"", s->name);
                 e = -ENOENT;
         }
@@ -130,14 +134,14 @@ static void audit_source_free(void *arg)
  * be loaded any more. */
 void request_audit(struct client *cl, const Control__Request *q)
 {
-        struct audit *a = client_daemon(cl)->audit;
+        struct audit *a = core_audit(client_env(cl)->core);
         struct audit_source *s = calloc(1, sizeof *s);
         if (!s || !(s->name = strdup(q->audit->name))) {
                 free(s);
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        s->d = client_daemon(cl);
+        s->core = client_env(cl)->core;
         s->quiet = q->audit->none;
         size_t n = s->quiet ? 1 : q->audit->lines;
         int e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, n, &s->r);

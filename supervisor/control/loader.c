@@ -14,11 +14,10 @@
 #include <unistd.h>
 #include <event2/event.h>
 
-#include "daemon.h"
 #include "policy.h"
 
 struct loader_job {
-        struct daemon *d;
+        struct loader *l;
         char *path;
         struct peercred cred;
         bool as_user;            /* cred is the requester's (else gadgetd's own rights) */
@@ -118,7 +117,7 @@ static void start_waiting(struct loader *l)
 static void job_done_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct loader_job *j = arg;
-        struct loader *l = &j->d->loader;
+        struct loader *l = j->l;
         pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
         for (struct loader_job **pp = &l->jobs; *pp; pp = &(*pp)->next)
                 if (*pp == j) {
@@ -159,10 +158,9 @@ static int job_run(struct loader *l, struct loader_job *j)
         return 0;
 }
 
-int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
+int loader_start(struct loader *l, const char *path, const struct peercred *cred, loader_done_fn *done,
                  void *arg)
 {
-        struct loader *l = &d->loader;
         struct loader_job *j;
         uid_t uid = cred ? cred->uid : 0;
         int e;
@@ -171,12 +169,12 @@ int loader_start(struct daemon *d, const char *path, const struct peercred *cred
                 return -EBUSY;
         if (!(j = calloc(1, sizeof *j)))
                 return -ENOMEM;
-        *j = (struct loader_job){ .d = d, .done = done, .arg = arg, .as_user = cred != NULL,
+        *j = (struct loader_job){ .l = l, .done = done, .arg = arg, .as_user = cred != NULL,
                                   .pipe = { -1, -1 } };
         if (cred)
                 j->cred = *cred;
         if (!(j->path = strdup(path)) || pipe2(j->pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
-            !(j->ev = event_new(d->base, j->pipe[0], EV_READ, job_done_cb, j)) || event_add(j->ev, NULL) < 0) {
+            !(j->ev = event_new(l->base, j->pipe[0], EV_READ, job_done_cb, j)) || event_add(j->ev, NULL) < 0) {
                 e = -ENOMEM;
                 goto fail;
         }

@@ -8,7 +8,7 @@
 
 #include "peercred.h"
 
-struct daemon;
+struct event_base;
 struct policy;
 
 #define LOADER_MAX_LOADS 4 /* ControlMaxLoads= */
@@ -21,6 +21,7 @@ struct loader_job;
 
 /* Jobs in flight, and the budget they are held to. */
 struct loader {
+        struct event_base *base;
         struct loader_job *jobs;
         struct loader_job *waiting; /* root's loads beyond its budget, oldest first */
         unsigned max;            /* of users other than root together (one per user); root has as many */
@@ -38,7 +39,7 @@ int loader_read(const char *path, const struct peercred *cred, bool follow, stru
  * 0, -EBUSY if cred's user (or everyone but root) is at the budget, or
  * -errno. Root's loads beyond its budget wait their turn instead (root may
  * load a thousand policies in one go). */
-int loader_start(struct daemon *d, const char *path, const struct peercred *cred, loader_done_fn *done,
+int loader_start(struct loader *l, const char *path, const struct peercred *cred, loader_done_fn *done,
                  void *arg);
 /* At gadgetd's end: jobs still reading are left to their threads. */
 void loader_close(struct loader *l);

@@ -7,32 +7,34 @@
 
 #include "system/audit.h"
 #include "client.h"
-#include "daemon.h"
+#include "control.h"
+#include "core/core.h"
 #include "contract.h"
 #include "core/calls.h"
-#include "core/peer.h"
 #include "policy.h"
 #include "core/unit.h"
 
 static struct unit *find(struct client *cl, uint64_t id, const char *name)
 {
-        struct unit *u = daemon_find(client_daemon(cl), name);
+        struct unit *u = core_find(client_env(cl)->core, name);
         if (!u)
                 client_error(cl, id, GADGET_ENOTFOUND, "no gadget named \"%s\"", name);
         return u;
 }
 
-static void fill_info(Control__GadgetInfo *gi, struct unit *u)
+static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
 {
-        gi->name = u->policy->name;
-        gi->state = (char *)unit_state_name(u->state);
-        gi->cause = u->cause[0] ? u->cause : u->last_cause;
-        gi->pid = u->child.pid > 0 ? u->child.pid : 0;
-        gi->uptime_ms = unit_uptime_ms(u);
-        gi->restarts = u->restarts;
-        gi->calls = u->calls;
-        unit_usage(u, &gi->memory_bytes, &gi->tasks, &gi->cpu_usec);
-        gi->start_us = u->start_us;
+        gi->name = (char *)in->name;
+        gi->state = (char *)in->state;
+        gi->cause = (char *)in->cause;
+        gi->pid = in->pid;
+        gi->uptime_ms = in->uptime_ms;
+        gi->restarts = in->restarts;
+        gi->calls = in->calls;
+        gi->memory_bytes = in->memory_bytes;
+        gi->tasks = in->tasks;
+        gi->cpu_usec = in->cpu_usec;
+        gi->start_us = in->start_us;
 }
 
 static void load_done(void *arg, int e, const char *name, const char *msg)
@@ -48,11 +50,12 @@ static void load_done(void *arg, int e, const char *name, const char *msg)
                 client_done(cl, id, "%s", msg);
 }
 
-/* The file is read off the loop, as the requesting user (daemon_load). */
+/* The file is read off the loop, as the requesting user (env->load). */
 static void on_load(struct client *cl, const Control__Request *q)
 {
+        const struct control_env *env = client_env(cl);
         struct client_call *c = client_call_new(cl, q->id);
-        int e = c ? daemon_load(client_daemon(cl), q->load->path, &cl->cred, load_done, c) : -ENOMEM;
+        int e = c ? env->load(env->arg, q->load->path, &cl->cred, load_done, c) : -ENOMEM;
         if (e == 0)
                 return;
         if (c)
@@ -70,7 +73,7 @@ static void on_stop(struct client *cl, const Control__Request *q)
         if (!u)
                 return;
         unit_stop(u, "stopped by gadgetctl");
-        client_done(cl, q->id, "stopping %s", u->policy->name);
+        client_done(cl, q->id, "stopping %s", unit_name(u));
 }
 
 static void on_restart(struct client *cl, const Control__Request *q)
@@ -79,7 +82,7 @@ static void on_restart(struct client *cl, const Control__Request *q)
         if (!u)
                 return;
         unit_restart(u);
-        client_done(cl, q->id, "restarting %s", u->policy->name);
+        client_done(cl, q->id, "restarting %s", unit_name(u));
 }
 
 static int cmp_info(const void *a, const void *b)
@@ -89,20 +92,22 @@ static int cmp_info(const void *a, const void *b)
 
 static void on_list(struct client *cl, const Control__Request *q)
 {
-        struct daemon *d = client_daemon(cl);
+        struct core *core = client_env(cl)->core;
         size_t n = 0;
-        for (struct unit *u = d->units; u; u = u->next)
+        for (struct unit *u = core_first(core); u; u = unit_next(u))
                 n++;
+        struct unit_info *in = calloc(n + 1, sizeof *in);
         Control__GadgetInfo *infos = calloc(n + 1, sizeof *infos);
         Control__GadgetInfo **ptrs = calloc(n + 1, sizeof *ptrs);
-        if (!infos || !ptrs) {
+        if (!in || !infos || !ptrs) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto out;
         }
         n = 0;
-        for (struct unit *u = d->units; u; u = u->next) {
+        for (struct unit *u = core_first(core); u; u = unit_next(u)) {
                 control__gadget_info__init(&infos[n]);
-                fill_info(&infos[n], u);
+                unit_info(u, &in[n]);
+                fill_info(&infos[n], &in[n]);
                 ptrs[n] = &infos[n];
                 n++;
         }
@@ -116,14 +121,14 @@ static void on_list(struct client *cl, const Control__Request *q)
         r.list = &gl;
         client_send(cl, &r);
 out:
+        free(in);
         free(infos);
         free(ptrs);
 }
 
 /* "MemoryMax=64M" style lines for the limits of a gadget (at most 12). */
-static size_t limit_lines(const struct unit *u, char lines[][64])
+static size_t limit_lines(const struct policy *p, const struct unit_info *in, char lines[][64])
 {
-        const struct policy *p = u->policy;
         size_t n = 0;
         snprintf(lines[n++], 64, "TmpSize=%llu", (unsigned long long)p->tmp_size);
         snprintf(lines[n++], 64, "LimitNOFILE=%llu", (unsigned long long)p->limit_nofile);
@@ -138,8 +143,8 @@ static size_t limit_lines(const struct unit *u, char lines[][64])
                 snprintf(lines[n++], 64, "RuntimeMax=%llums", (unsigned long long)p->runtime_max_ms);
         snprintf(lines[n++], 64, "StartTimeout=%llums", (unsigned long long)p->start_timeout_ms);
         /* The budget in force: the policy's, else gadgetd's default. */
-        snprintf(lines[n++], 64, "LogLinesPerSecond=%llu", (unsigned long long)u->log_budget.lines_max);
-        snprintf(lines[n++], 64, "LogBytesPerSecond=%llu", (unsigned long long)u->log_budget.bytes_max);
+        snprintf(lines[n++], 64, "LogLinesPerSecond=%llu", (unsigned long long)in->log_lines_max);
+        snprintf(lines[n++], 64, "LogBytesPerSecond=%llu", (unsigned long long)in->log_bytes_max);
         snprintf(lines[n++], 64, "Restart=%s", policy_restart_name(p->restart));
         return n;
 }
@@ -149,10 +154,13 @@ static void on_status(struct client *cl, const Control__Request *q)
         struct unit *u = find(cl, q->id, q->status->name);
         if (!u)
                 return;
-        const struct policy *p = u->policy;
+        const struct policy *p = unit_policy(u);
+        const struct logbuf *log = unit_log(u);
+        struct unit_info in;
+        unit_info(u, &in);
         char limits[12][64];
         char *limit_ptrs[12];
-        size_t n_limits = limit_lines(u, limits);
+        size_t n_limits = limit_lines(p, &in, limits);
         for (size_t i = 0; i < n_limits; i++)
                 limit_ptrs[i] = limits[i];
         Control__Binding *b = calloc(p->n_bindings + 1, sizeof *b);
@@ -169,11 +177,11 @@ static void on_status(struct client *cl, const Control__Request *q)
                 b[i].type = (char *)policy_binding_type_name(p->bindings[i].type);
                 bp[i] = &b[i];
         }
-        size_t n_lines = u->log.count < tail ? u->log.count : tail;
+        size_t n_lines = log->count < tail ? log->count : tail;
         for (size_t i = 0; i < n_lines; i++)
-                lines[i] = (char *)logbuf_line(&u->log, n_lines, i);
+                lines[i] = (char *)logbuf_line(log, n_lines, i);
         Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
-        fill_info(&gi, u);
+        fill_info(&gi, &in);
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
         st.info = &gi;
         st.policy_path = p->path;
@@ -181,12 +189,12 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.bindings = bp;
         st.n_limits = n_limits;
         st.limits = limit_ptrs;
-        st.n_methods = u->peer ? peer_methods(u->peer, &st.methods) : 0;
+        st.n_methods = unit_methods(u, &st.methods);
         st.n_log_tail = n_lines;
         st.log_tail = lines;
-        st.limits_mode = (char *)unit_limits_mode(u);
+        st.limits_mode = (char *)in.limits_mode;
         int audit_err;
-        st.audit_unwritten = audit_unwritten(client_daemon(cl)->audit, &audit_err);
+        st.audit_unwritten = audit_unwritten(core_audit(client_env(cl)->core), &audit_err);
         st.audit_error = audit_err ? strerror(-audit_err) : "";
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = q->id;
@@ -245,7 +253,7 @@ struct reload_lists {
         size_t n[5];
 };
 
-static void reload_note(void *arg, enum daemon_reload_what what, const char *text)
+static void reload_note(void *arg, enum control_reload_what what, const char *text)
 {
         struct reload_lists *l = arg;
         char **nv = realloc(l->v[what], (l->n[what] + 1) * sizeof *nv);
@@ -258,8 +266,9 @@ static void reload_note(void *arg, enum daemon_reload_what what, const char *tex
 
 static void on_reload(struct client *cl, const Control__Request *q)
 {
+        const struct control_env *env = client_env(cl);
         struct reload_lists l = { 0 };
-        daemon_reload(client_daemon(cl), reload_note, &l);
+        env->reload(env->arg, reload_note, &l);
         Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
         rr.n_loaded = l.n[RELOAD_LOADED];
         rr.loaded = l.v[RELOAD_LOADED];

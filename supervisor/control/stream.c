@@ -8,7 +8,7 @@
 #include <event2/event.h>
 
 #include "client.h"
-#include "daemon.h"
+#include "control.h"
 #include "contract.h"
 #include "system/log.h"
 #include "wire.h"
@@ -189,7 +189,7 @@ int stream_start(struct client *cl, uint64_t id, const struct stream_source *src
         st->follow = follow;
         st->live_tail = &st->live;
         if (!(st->gadget = strdup(gadget)) ||
-            !(st->ev = evtimer_new(client_daemon(cl)->base, step_cb, st)))
+            !(st->ev = evtimer_new(client_env(cl)->base, step_cb, st)))
                 goto fail;
         cl->stream = st;
         stream_kick(st);

@@ -8,7 +8,7 @@
 #include <event2/event.h>
 
 #include "contract.h"
-#include "daemon.h"
+#include "core_int.h"
 #include "limits/limiter.h"
 #include "peer.h"
 #include "policy.h"
@@ -66,11 +66,11 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         call_free(c);
         /* The timer and the clock may disagree by a tick. */
         if (stalled + CALL_CLOCK_SLACK_MS >= limit) {
-                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
+                limiter_record(u->core->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
                                "killed", msg, (unsigned long long)stalled);
                 unit_kill(u, "timeout");
         } else {
-                limiter_record(u->d->audit, u->policy->name, "CallTimeout", "%s; not restarted: a call was "
+                limiter_record(u->core->audit, u->policy->name, "CallTimeout", "%s; not restarted: a call was "
                                "answered %llu ms ago", msg, (unsigned long long)stalled);
         }
 }
@@ -94,7 +94,7 @@ int calls_start(struct unit *u, const char *method, const Gadget__Value *args, c
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .u = u, .cb = cb, .cbdata = cbdata };
-        c->timer = evtimer_new(u->d->base, call_timeout, c);
+        c->timer = evtimer_new(u->core->base, call_timeout, c);
         int e = c->timer ? peer_call(u->peer, method, args, chain, call_result, c, &c->id) : -ENOMEM;
         if (e < 0) {
                 if (c->timer)

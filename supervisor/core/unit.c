@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "bindings/bindings.h"
-#include "daemon.h"
-#include "bindings/kv.h"
+#include "core_int.h"
 #include "contract.h"
 #include "system/log.h"
 #include "peer.h"
@@ -39,18 +38,7 @@ static void arm(struct event *ev, uint64_t ms)
         event_add(ev, &tv);
 }
 
-const char *unit_state_name(enum unit_state s)
-{
-        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed" };
-        return names[s];
-}
 
-uint64_t unit_uptime_ms(const struct unit *u)
-{
-        if (u->state != UNIT_READY && u->state != UNIT_STARTING && u->state != UNIT_STOPPING)
-                return 0;
-        return monotime_since_ms(&u->started);
-}
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void limits_cb(evutil_socket_t fd, short what, void *arg);
@@ -65,27 +53,29 @@ static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
         return policy ? policy : daemon ? daemon : builtin;
 }
 
-struct unit *unit_new(struct daemon *d, struct policy *policy, const struct unit_hooks *hooks)
+struct unit *unit_new(struct core *c, struct policy *policy)
 {
         struct unit *u = calloc(1, sizeof *u);
         if (!u)
                 return NULL;
-        u->d = d;
-        u->hooks = hooks;
+        u->core = c;
+        u->hooks = &c->hooks;
         u->policy = policy;
         u->state = UNIT_STOPPED;
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         u->out_fd = u->err_fd = -1;
         logbuf_init(&u->log);
         limiter_run_init(&u->limits);
-        u->ev_timer = evtimer_new(d->base, timer_cb, u);
-        u->ev_limits = event_new(d->base, -1, EV_PERSIST, limits_cb, u);
-        u->ev_runtime = evtimer_new(d->base, runtime_cb, u);
-        u->ev_logwin = evtimer_new(d->base, logwin_cb, u);
-        u->ev_start = evtimer_new(d->base, start_timeout_cb, u);
-        logbuf_budget_init(&u->log_budget, setting(policy->log_lines, d->log_lines, LOGBUF_DEFAULT_LINES),
-                           setting(policy->log_bytes, d->log_bytes, LOGBUF_DEFAULT_BYTES));
-        if (!u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start) {
+        u->ev_timer = evtimer_new(c->base, timer_cb, u);
+        u->ev_limits = event_new(c->base, -1, EV_PERSIST, limits_cb, u);
+        u->ev_runtime = evtimer_new(c->base, runtime_cb, u);
+        u->ev_logwin = evtimer_new(c->base, logwin_cb, u);
+        u->ev_start = evtimer_new(c->base, start_timeout_cb, u);
+        u->bind = bindings_new(&c->bindings, policy);
+        logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
+                           setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
+        if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start) {
+                bindings_free(u->bind);
                 struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
                 for (size_t i = 0; i < 5; i++)
                         if (evs[i])
@@ -99,7 +89,7 @@ struct unit *unit_new(struct daemon *d, struct policy *policy, const struct unit
 /* Releases everything of the running worker (it is dead or being killed). */
 static void drop_worker(struct unit *u, const char *gone)
 {
-        bindings_orphan(u);
+        bindings_orphan(u->bind);
         if (u->peer) {
                 /* Callbacks of failing calls run inside peer_free: they must
                  * not see the peer any more. */
@@ -126,7 +116,7 @@ static void drop_worker(struct unit *u, const char *gone)
         event_del(u->ev_start);
         limiter_end(&u->limits);
         if (u->have_uid) {
-                uidpool_release(&u->d->uids, u->uid);
+                uidpool_release(&u->core->uids, u->uid);
                 u->have_uid = false;
         }
 }
@@ -144,8 +134,7 @@ void unit_free(struct unit *u)
         /* The drops of a window that has not ended are told now. */
         if (u->log_budget.dropped)
                 say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
-        bindings_free_secrets(u);
-        kv_close(u->kv);
+        bindings_free(u->bind);
         event_free(u->ev_timer);
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
@@ -209,7 +198,7 @@ static void after_exit(struct unit *u, int status)
         }
         if (!u->want_running) {
                 u->state = UNIT_STOPPED;
-                u->hooks->stopped(u->hooks->arg, u);
+                core_unit_stopped(u->core, u);
                 return;
         }
         /* A gadget killed for a hang (timeout) or a limit is not clean:
@@ -233,7 +222,7 @@ static void after_exit(struct unit *u, int status)
         u->state = UNIT_STARTING;
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
-        event_base_update_cache_time(u->d->base);
+        event_base_update_cache_time(u->core->base);
         arm(u->ev_timer, (uint64_t)delay);
         /* The next start only has to start the program. */
         unit_prewarm(u);
@@ -261,7 +250,7 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         u->have_program_status = false;
         describe_status(u->program_status, how, sizeof how);
         /* The last limit hits, and whether a limit ended it. */
-        limiter_check(&u->limits, u->policy, u->d->audit);
+        limiter_check(&u->limits, u->policy, u->core->audit);
         if (!u->cause[0])
                 limiter_cause(&u->limits, u->program_status, how, u->cause, sizeof u->cause);
         snprintf(gone, sizeof gone, "the gadget ended (%s)", u->cause[0] ? u->cause : how);
@@ -399,7 +388,8 @@ static void on_hello(struct peer *p, void *data)
 
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
 {
-        bindings_handle(data, bc);
+        struct unit *u = data;
+        bindings_handle(u->bind, bc);
 }
 
 /* A log message over the RPC: its lines (a message is at least one) are
@@ -449,7 +439,7 @@ static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
         fcntl(fds[0], F_SETFL, O_NONBLOCK);
         *rd = fds[0];
         *wr = fds[1];
-        *ev = event_new(u->d->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
+        *ev = event_new(u->core->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
         if (!*ev || event_add(*ev, NULL) < 0)
                 return -ENOMEM;
         return 0;
@@ -458,7 +448,7 @@ static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
 static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
 {
         struct unit *u = arg;
-        int e = limiter_cgroup(&u->d->limiter, u->policy, &u->limits, err, errlen);
+        int e = limiter_cgroup(&u->core->limiter, u->policy, &u->limits, err, errlen);
         *cg = u->limits.cg;
         return e;
 }
@@ -470,12 +460,12 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
 {
         struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
-        if ((e = uidpool_take(&u->d->uids, u->policy->name, &u->uid)) < 0) {
+        if ((e = uidpool_take(&u->core->uids, u->policy->name, &u->uid)) < 0) {
                 if (e == -EUSERS)
                         snprintf(err, errlen, "no free host uid: all %u of %u..%u are held by gadgets of "
                                  "gadgetd processes on this host (see --uid-base, --uid-count)",
-                                 u->d->uids.count, (unsigned)u->d->uids.base,
-                                 (unsigned)(u->d->uids.base + u->d->uids.count - 1));
+                                 u->core->uids.count, (unsigned)u->core->uids.base,
+                                 (unsigned)(u->core->uids.base + u->core->uids.count - 1));
                 else
                         snprintf(err, errlen, "no free host uid: %s", strerror(-e));
                 return e;
@@ -484,15 +474,15 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
         /* gadgetd run relays the program's output to its own (its hooks); the
          * daemon reads it line by line. */
         bool pass = one_life(u);
-        if ((e = limiter_start(&u->d->limiter, u->policy, &u->limits, err, errlen)) < 0)
+        if ((e = limiter_start(&u->core->limiter, u->policy, &u->limits, err, errlen)) < 0)
                 return e;
         if (pass ? (e = u->hooks->output_pipes(u->hooks->arg, &out_w, &err_w)) < 0
                  : ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
                     (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
-                struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->d->filter,
-                                         .helper = &u->d->helper, .prewarm = prewarm,
+                struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->core->filter,
+                                         .helper = &u->core->helper, .prewarm = prewarm,
                                          .host_uid = u->uid, .stdout_fd = out_w,
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = u,
@@ -500,7 +490,7 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                                          .shell = &shell };
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
-                        spare_take(u->d, &shell);
+                        spare_take(&u->core->spare, &shell);
                 e = spawn_gadget(&so, &u->child, err, errlen);
                 spawn_shell_drop(&shell); /* not taken if the start failed before it */
         }
@@ -523,14 +513,16 @@ static void warm_drop(struct unit *u)
         drop_worker(u, "its pre-warmed sandbox was dropped");
 }
 
-void unit_prewarm(struct unit *u)
+int unit_prewarm(struct unit *u)
 {
         char err[600];
         if (u->child.pid > 0 || one_life(u))
-                return;
+                return -EALREADY;
         /* A failure is not reported: the start goes cold and says why. */
-        if (unit_spawn(u, true, err, sizeof err) < 0)
+        int e = unit_spawn(u, true, err, sizeof err);
+        if (e < 0)
                 drop_worker(u, "its sandbox could not be pre-warmed");
+        return e;
 }
 
 void unit_start(struct unit *u)
@@ -545,7 +537,7 @@ void unit_start(struct unit *u)
                 return;
         clock_gettime(CLOCK_MONOTONIC, &u->start_begin);
         u->start_us = 0;
-        if ((e = bindings_load_secrets(u, err, sizeof err)) < 0)
+        if ((e = bindings_load_secrets(u->bind, err, sizeof err)) < 0)
                 goto fail;
         /* A sandbox pre-warmed for this start only needs its go; if it went
          * away meanwhile, the start goes cold. */
@@ -558,8 +550,8 @@ void unit_start(struct unit *u)
                 goto fail;
         clock_gettime(CLOCK_MONOTONIC, &u->started);
         u->state = UNIT_STARTING;
-        u->peer = peer_new(u->d->base, u->child.rpc_fd, u->policy, &handlers, u);
-        u->ev_report = event_new(u->d->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
+        u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
+        u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
         if (!u->peer || !u->ev_report || event_add(u->ev_report, NULL) < 0) {
                 snprintf(err, sizeof err, "out of memory");
                 unit_kill(u, NULL);
@@ -567,6 +559,7 @@ void unit_start(struct unit *u)
                 goto fail;
         }
         u->child.rpc_fd = -1; /* the peer owns it */
+        bindings_attach(u->bind, u->peer);
         arm(u->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms)
                 arm(u->ev_runtime, u->policy->runtime_max_ms);
@@ -592,7 +585,7 @@ void unit_stop(struct unit *u, const char *why)
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING) /* waiting for a restart */
                         u->state = UNIT_STOPPED;
-                u->hooks->stopped(u->hooks->arg, u);
+                core_unit_stopped(u->core, u);
                 return;
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);
@@ -629,7 +622,7 @@ void unit_restart(struct unit *u)
 static void limits_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
-        limiter_check(&u->limits, u->policy, u->d->audit);
+        limiter_check(&u->limits, u->policy, u->core->audit);
 }
 
 /* StartTimeout: no hello in time. The gadget fails with that cause, and
@@ -642,7 +635,7 @@ static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
                 return;
         snprintf(cause, sizeof cause, "start timeout: no hello within StartTimeout=%llums",
                  (unsigned long long)u->policy->start_timeout_ms);
-        limiter_record(u->d->audit, u->policy->name, "StartTimeout", "%s", cause);
+        limiter_record(u->core->audit, u->policy->name, "StartTimeout", "%s", cause);
         unit_kill(u, cause);
 }
 
@@ -650,47 +643,25 @@ static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void runtime_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
-        limiter_record(u->d->audit, u->policy->name, "RuntimeMax", "killed after RuntimeMax=%llums",
+        limiter_record(u->core->audit, u->policy->name, "RuntimeMax", "killed after RuntimeMax=%llums",
                        (unsigned long long)u->policy->runtime_max_ms);
         unit_kill(u, "runtime limit");
 }
 
-void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_origin *o)
 {
-        limiter_usage(&u->limits, memory, tasks, cpu_usec);
-        if (!*memory)
-                *memory = unit_memory_bytes(u);
+        if (u->peer)
+                peer_set_policy(u->peer, p);
+        bindings_set_policy(u->bind, p);
+        policy_free(u->policy);
+        u->policy = p;
+        u->policy_hash = o->hash;
+        u->from_dir = u->from_dir || o->from_dir;
+        unit_restart(u);
 }
 
-const char *unit_limits_mode(const struct unit *u)
+void unit_signal(struct unit *u, int sig)
 {
-        return u->limits.mode[0] ? u->limits.mode : u->d->limiter.mode;
-}
-
-/* Resident memory of PID 1's children (the program and what it forked
- * directly) from /proc: the estimate without a memory cgroup. */
-uint64_t unit_memory_bytes(const struct unit *u)
-{
-        char path[64], buf[4096];
-        uint64_t total = 0;
-        if (u->child.pid <= 0)
-                return 0;
-        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u->child.pid, (int)u->child.pid);
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return 0;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
-                unsigned long size, resident;
-                snprintf(path, sizeof path, "/proc/%s/statm", tok);
-                FILE *s = fopen(path, "re");
-                if (!s)
-                        continue;
-                if (fscanf(s, "%lu %lu", &size, &resident) == 2)
-                        total += (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-                fclose(s);
-        }
-        return total;
+        if (u->child.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, u->child.pidfd, sig, NULL, 0);
 }

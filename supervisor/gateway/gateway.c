@@ -18,7 +18,7 @@
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 
-#include "daemon.h"
+#include "core/core.h"
 #include "system/log.h"
 
 #define TOKEN_MIN 16
@@ -459,7 +459,7 @@ static int listen_on(const char *listen_str, int *out)
         return 0;
 }
 
-int gateway_open(struct daemon *d, const char *listen_str, const char *token_file,
+int gateway_open(struct core *core, const char *listen_str, const char *token_file,
                  const struct gateway_limits *lim, struct gateway **out)
 {
         struct gateway *g = calloc(1, sizeof *g);
@@ -467,7 +467,7 @@ int gateway_open(struct daemon *d, const char *listen_str, const char *token_fil
         int fd = -1, e;
         if (!g)
                 return -ENOMEM;
-        g->d = d;
+        g->core = core;
         g->lim = *lim;
         if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
                 goto fail;
@@ -477,7 +477,7 @@ int gateway_open(struct daemon *d, const char *listen_str, const char *token_fil
         }
         if ((e = listen_on(listen_str, &fd)) < 0)
                 goto fail;
-        if ((e = bound_hosts(g, fd)) < 0 || !(g->http = evhttp_new(d->base))) {
+        if ((e = bound_hosts(g, fd)) < 0 || !(g->http = evhttp_new(core_base(core)))) {
                 e = e < 0 ? e : -ENOMEM;
                 goto fail;
         }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-struct daemon;
+struct core;
 struct gateway;
 
 #define GATEWAY_MAX_BODY (1024 * 1024)  /* largest request body (call arguments) */
@@ -28,7 +28,7 @@ int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *
                          size_t whylen);
 /* Reads the token from token_file and listens on listen. Errors are logged.
  * 0 or -errno. */
-int gateway_open(struct daemon *d, const char *listen, const char *token_file,
+int gateway_open(struct core *core, const char *listen, const char *token_file,
                  const struct gateway_limits *lim, struct gateway **out);
 /* Call after every unit is freed (their pending calls are answered then). */
 void gateway_free(struct gateway *g);

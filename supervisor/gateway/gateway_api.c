@@ -14,7 +14,7 @@
 #include <event2/bufferevent.h>
 
 #include "system/audit.h"
-#include "daemon.h"
+#include "core/core.h"
 #include "contract.h"
 #include "core/calls.h"
 #include "json.h"
@@ -51,14 +51,15 @@ static void send_json(struct evhttp_request *req, int status, const char *text)
 static json_t *gadget_json(struct unit *u)
 {
         json_t *methods = json_array();
-        char **names = NULL;
-        size_t n = u->peer ? peer_methods(u->peer, &names) : 0;
+        char **names;
+        size_t n = unit_methods(u, &names);
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(methods, json_string(names[i]));
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:I, s:I}", "name", u->policy->name, "state",
-                         unit_state_name(u->state), "cause", u->cause, "ui", u->policy->ui != NULL,
-                         "methods", methods, "calls", (json_int_t)u->calls, "restarts",
-                         (json_int_t)u->restarts);
+        struct unit_info in;
+        unit_info(u, &in);
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:I, s:I}", "name", in.name, "state", in.state, "cause",
+                         unit_cause(u), "ui", unit_policy(u)->ui != NULL, "methods", methods, "calls",
+                         (json_int_t)in.calls, "restarts", (json_int_t)in.restarts);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -70,10 +71,10 @@ static int cmp_name(const void *a, const void *b)
 void gateway_api_list(struct gateway *g, struct evhttp_request *req)
 {
         size_t n = 0, i = 0;
-        for (struct unit *u = g->d->units; u; u = u->next)
+        for (struct unit *u = core_first(g->core); u; u = unit_next(u))
                 n++;
         json_t **v = calloc(n + 1, sizeof *v), *list = json_array();
-        for (struct unit *u = g->d->units; v && u; u = u->next)
+        for (struct unit *u = core_first(g->core); v && u; u = unit_next(u))
                 if ((v[i] = gadget_json(u)))
                         i++;
         n = i;
@@ -102,7 +103,7 @@ static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome
                 .gadget = c->gadget, .binding = "gateway", .op = c->op, .outcome = outcome,
                 .bytes = c->bytes_in + bytes_out, .duration_us = monotime_since_us(&c->start), .detail = detail,
         };
-        audit_write(g->d->audit, &rec);
+        audit_write(core_audit(g->core), &rec);
 }
 
 /* The HTTP status and error code (gadget_error_name) for a GADGET_E* code. */
@@ -160,7 +161,7 @@ static void call_done(void *arg, const Gadget__Value *res, int code, const char 
                         gateway_send_error(c->req, status, res ? "internal" : name, "%s",
                                            message ? message : "the call failed");
         }
-        if (g && g->d->quitting)
+        if (g && core_stopping(g->core))
                 flush_now(evcon);
         free(text);
         free(c);
@@ -187,7 +188,7 @@ static bool is_json_body(struct evhttp_request *req)
 
 void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method)
 {
-        struct unit *u = gadget_name_ok(name) ? daemon_find(g->d, name) : NULL;
+        struct unit *u = gadget_name_ok(name) ? core_find(g->core, name) : NULL;
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         size_t len = evbuffer_get_length(in);
         char msg[600];

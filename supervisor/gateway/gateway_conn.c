@@ -15,7 +15,7 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
-#include "daemon.h"
+#include "core/core.h"
 #include "system/log.h"
 #include "system/monotime.h"
 
@@ -214,8 +214,8 @@ int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound)
 {
         struct timeval every = { .tv_sec = 0, .tv_usec = SWEEP_MS * 1000 };
         g->lev = evhttp_bound_socket_get_listener(bound);
-        g->ev_sweep = event_new(g->d->base, -1, EV_PERSIST, sweep_cb, g);
-        g->ev_fresh = event_new(g->d->base, -1, 0, fresh_cb, g);
+        g->ev_sweep = event_new(core_base(g->core), -1, EV_PERSIST, sweep_cb, g);
+        g->ev_fresh = event_new(core_base(g->core), -1, 0, fresh_cb, g);
         if (!g->lev || !g->ev_sweep || !g->ev_fresh || event_add(g->ev_sweep, &every) < 0)
                 return -ENOMEM;
         evconnlistener_set_error_cb(g->lev, accept_error);

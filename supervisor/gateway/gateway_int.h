@@ -32,7 +32,7 @@ struct gateway_conn {
 enum gateway_refusal { GW_REF_TOKEN, GW_REF_FOREIGN, GW_REF_FULL, GW_REF_DEADLINE, GW_REF_N };
 
 struct gateway {
-        struct daemon *d;
+        struct core *core;
         struct evhttp *http;
         char *token;                 /* from TokenFile=, never logged */
         size_t token_len;

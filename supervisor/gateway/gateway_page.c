@@ -13,7 +13,7 @@
 #include <event2/buffer.h>
 
 #include "contract.h"
-#include "daemon.h"
+#include "core/core.h"
 #include "system/log.h"
 #include "policy.h"
 #include "core/unit.h"
@@ -139,17 +139,17 @@ static size_t stub_at(const char *html, size_t len)
 
 void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name)
 {
-        struct unit *u = gadget_name_ok(name) ? daemon_find(g->d, name) : NULL;
+        struct unit *u = gadget_name_ok(name) ? core_find(g->core, name) : NULL;
         char *html = NULL;
         size_t len = 0;
         int e;
 
-        if (!u || !u->policy->ui) {
+        if (!u || !unit_policy(u)->ui) {
                 gateway_send_error(req, 404, "not_found", "no gadget named \"%.64s\" with a UI", name);
                 return;
         }
-        if ((e = read_ui(u->policy->ui, &html, &len)) < 0) {
-                log_msg(L_ERR, name, "gateway: cannot serve UI=%s: %s", u->policy->ui,
+        if ((e = read_ui(unit_policy(u)->ui, &html, &len)) < 0) {
+                log_msg(L_ERR, name, "gateway: cannot serve UI=%s: %s", unit_policy(u)->ui,
                         e == -EPERM ? "not a regular file readable by every user, of at most 1M" :
                         strerror(-e));
                 gateway_send_error(req, 500, "internal", "the UI of \"%s\" cannot be read", name);

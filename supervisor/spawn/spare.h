@@ -15,21 +15,21 @@
 
 #define SPARE_DELAY_MS 20
 
-struct daemon;
-
 struct spare {
         struct spawn_shell shell;
+        const struct spawn_helper *helper; /* makes the shells */
         struct event *ev;        /* makes the shell, SPARE_DELAY_MS after the last take; NULL in gadgetd run */
 };
 
-/* Starts keeping a spare (the first is made after SPARE_DELAY_MS). */
-int spare_open(struct daemon *d);
-void spare_close(struct daemon *d);
-/* Makes the spare now if there is none (gadgetd run: its one shell, with
- * no spare_open and so no timer). */
-void spare_fill(struct daemon *d);
-/* Moves the spare into *out if it is fresh (else drops it); out->pid is -1
- * if there was none. Schedules the next one. */
-void spare_take(struct daemon *d, struct spawn_shell *out);
-/* Ends the spare, if any, without making another. */
-void spare_drop(struct daemon *d);
+/* Starts keeping a spare: with a base, the next is made SPARE_DELAY_MS
+ * after each take (the daemon); without (gadgetd run), only by
+ * spare_fill. 0 or -ENOMEM. */
+int spare_open(struct spare *s, struct event_base *base, const struct spawn_helper *helper);
+void spare_close(struct spare *s);
+/* Makes the spare now if there is none. 0 if one is ready, else -errno. */
+int spare_fill(struct spare *s);
+/* Drops the spare, and makes none until the next take. */
+void spare_drop(struct spare *s);
+/* Hands over the spare if there is a fresh one (else out is
+ * SPAWN_SHELL_NONE), and makes the next after SPARE_DELAY_MS of quiet. */
+void spare_take(struct spare *s, struct spawn_shell *out);

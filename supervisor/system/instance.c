@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
+
 uint64_t instance_pid_byte(pid_t pid)
 {
         return 1 + (uint64_t)(uint32_t)pid % INSTANCE_PID_SPAN;
@@ -78,4 +80,41 @@ int instance_lock(const char *path, bool shared, pid_t *holder)
 fail:
         close(fd);
         return e;
+}
+
+static void refused(const char *what, const char *subject, const char *lock, int e, pid_t holder)
+{
+        if (e == -EBUSY && holder > 0)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (pid %d): not starting", what, subject,
+                        (int)holder);
+        else if (e == -EBUSY)
+                log_msg(L_ERR, NULL, "%s %s is in use by another gadgetd (its pid is not visible from here): "
+                        "not starting", what, subject);
+        else if (e == -EPERM)
+                log_msg(L_ERR, NULL, "%s %s: lock file %s is not a regular file of gadgetd's own user with "
+                        "one link: not starting", what, subject, lock);
+        else
+                log_msg(L_ERR, NULL, "%s %s: lock file %s: %s", what, subject, lock, strerror(-e));
+}
+
+int instance_take(const char *what, const char *subject, const char *path, bool shared)
+{
+        pid_t holder;
+        int fd = instance_lock(path, shared, &holder);
+        if (fd < 0)
+                refused(what, subject, path, fd, holder);
+        return fd;
+}
+
+int instance_lock_state(const char *state_dir, bool shared)
+{
+        char path[4096];
+        if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+                int e = -errno;
+                log_msg(L_ERR, NULL, "state directory %s: %s", state_dir, strerror(-e));
+                return e;
+        }
+        if (snprintf(path, sizeof path, "%s/gadgetd.lock", state_dir) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+        return instance_take("state directory", state_dir, path, shared);
 }

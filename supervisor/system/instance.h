@@ -24,3 +24,12 @@ pid_t instance_byte_pid(uint64_t off);
  * the process ends; -EBUSY with *holder set to a holding process (0 if
  * none can be named) if another gadgetd holds it; or -errno. */
 int instance_lock(const char *path, bool shared, pid_t *holder);
+
+/* Takes the lock of what (a "state directory" or "control socket"):
+ * path, held as instance_lock does; a refusal is logged, naming the
+ * holder. The fd, or -errno. */
+int instance_take(const char *what, const char *subject, const char *path, bool shared);
+/* The state directory's lock (STATE_DIR/gadgetd.lock), the directory made
+ * 0700 if missing: exclusive for the daemon, shared among gadgetd run
+ * processes. The fd, or -errno (logged). */
+int instance_lock_state(const char *state_dir, bool shared);

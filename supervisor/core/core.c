@@ -1,0 +1,242 @@
+/* core: the registry of gadgets and what their units share (core.h). */
+#include "core_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/event.h>
+
+#include "bindings/http.h"
+#include "calls.h"
+#include "contract.h"
+#include "policy.h"
+#include "system/fds.h"
+#include "system/log.h"
+
+/* Gadget bindings' calls (struct bindings_env): through the one door. */
+static int call_gadget(void *arg, const char *target, const char *method, const Gadget__Value *args,
+                       const struct peer_chain *chain, call_fn done, void *cbdata, char *msg, size_t len)
+{
+        struct unit *t = core_find(arg, target);
+        if (!t || t->state != UNIT_READY) {
+                snprintf(msg, len, "gadget %s is unavailable (%s)", target,
+                         t ? unit_state_name(t->state) : "not loaded");
+                return GADGET_EUNAVAILABLE;
+        }
+        return calls_start(t, method, args, chain, done, cbdata, msg, len);
+}
+
+/* gadgetd run's core has one unit with one life (struct unit_hooks). */
+static bool one_gadget(const struct core *c)
+{
+        return c->hooks.output_pipes != NULL;
+}
+
+static int open_parts(struct core *c)
+{
+        char err[512];
+        int e;
+        /* First, while the lowest fd numbers are free (see spawn.h). */
+        if ((e = spawn_helper_open(&c->helper, err, sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "%s", err);
+                return e;
+        }
+        if ((e = audit_open(c->cfg.state_dir, &c->cfg.audit, c->base, &c->audit)) < 0) {
+                log_msg(L_ERR, NULL, "audit log in %s: %s", c->cfg.state_dir, strerror(-e));
+                return e;
+        }
+        if ((e = http_new(c->base, c->cfg.http_requests_max, &c->http)) < 0) {
+                log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
+                return e;
+        }
+        c->bindings = (struct bindings_env){ .base = c->base, .state_dir = c->cfg.state_dir, .audit = c->audit,
+                                             .http = c->http, .call = call_gadget, .call_arg = c };
+        filter_compiled(&c->filter);
+        /* Workers never see gadgetd's fds (see spawn.c), but nothing else
+         * gadgetd might start should either. */
+        fds_cloexec_all();
+        unsigned count = c->cfg.uid_count ? c->cfg.uid_count : UIDPOOL_DEFAULT_COUNT;
+        if ((e = uidpool_open(&c->uids, UIDPOOL_LOCK_FILE, c->cfg.uid_base, count)) < 0) {
+                log_msg(L_ERR, NULL, "host uid pool %s: %s", UIDPOOL_LOCK_FILE,
+                        e == -EPERM ? "not a regular file of gadgetd's own user" : strerror(-e));
+                return e;
+        }
+        if ((e = limiter_open(&c->limiter, c->cfg.limits_want, c->cfg.allow_degraded_limits, one_gadget(c), err,
+                              sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "%s", err);
+                return e;
+        }
+        limiter_log(&c->limiter);
+        /* gadgetd run's one start: its shell gets ready meanwhile. Only now:
+         * under cgroup v2 the limiter has just moved gadgetd into a child of
+         * its cgroup to enable controllers there, which a process of ours
+         * still in that cgroup would make fail (EBUSY). */
+        if (spare_open(&c->spare, one_gadget(c) ? NULL : c->base, &c->helper) < 0) {
+                log_msg(L_ERR, NULL, "spare sandbox: out of memory");
+                return -ENOMEM;
+        }
+        if (one_gadget(c))
+                spare_fill(&c->spare);
+        return 0;
+}
+
+int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, struct core **out)
+{
+        struct core *c = calloc(1, sizeof *c);
+        *out = NULL;
+        if (!c)
+                return -ENOMEM;
+        *c = (struct core){ .base = cfg->base, .cfg = *cfg, .hooks = *hooks, .uids = { .lock_fd = -1 },
+                            .helper = { -1, -1 }, .spare = { .shell = SPAWN_SHELL_NONE } };
+        signal(SIGPIPE, SIG_IGN);
+        int e = open_parts(c);
+        if (e < 0) {
+                core_close(c);
+                return e;
+        }
+        *out = c;
+        return 0;
+}
+
+void core_close(struct core *c)
+{
+        if (!c)
+                return;
+        spare_close(&c->spare);
+        while (c->units) {
+                struct unit *u = c->units;
+                c->units = u->next;
+                unit_free(u);
+        }
+        audit_close(c->audit);
+        http_free(c->http);
+        uidpool_close(&c->uids);
+        spawn_helper_close(&c->helper);
+        limiter_close(&c->limiter);
+        free(c);
+}
+
+struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o)
+{
+        struct unit *u = unit_new(c, p);
+        if (!u) {
+                policy_free(p);
+                return NULL;
+        }
+        u->policy_hash = o->hash;
+        u->from_dir = o->from_dir;
+        u->args = o->args;
+        u->next = c->units;
+        c->units = u;
+        return u;
+}
+
+struct unit *core_find(const struct core *c, const char *name)
+{
+        for (struct unit *u = c->units; u; u = u->next)
+                if (strcmp(u->policy->name, name) == 0)
+                        return u;
+        return NULL;
+}
+
+struct unit *core_first(const struct core *c)
+{
+        return c->units;
+}
+
+static void unlink_unit(struct core *c, struct unit *u)
+{
+        for (struct unit **pp = &c->units; *pp; pp = &(*pp)->next)
+                if (*pp == u) {
+                        *pp = u->next;
+                        return;
+                }
+}
+
+void core_unload(struct core *c, struct unit *u, const char *why)
+{
+        u->remove_when_stopped = true;
+        unit_stop(u, why);
+}
+
+void core_unit_stopped(struct core *c, struct unit *u)
+{
+        if (u->remove_when_stopped) {
+                unlink_unit(c, u);
+                log_msg(L_INFO, u->policy->name, "unloaded");
+                c->hooks.stopped(c->hooks.arg, u);
+                unit_free(u);
+                return;
+        }
+        if (u->restart_pending && !c->stopping) {
+                u->restart_pending = false;
+                backoff_reset(&u->backoff);
+                u->restarts++;
+                unit_start(u);
+        }
+        c->hooks.stopped(c->hooks.arg, u);
+}
+
+void core_stop_all(struct core *c, const char *why)
+{
+        c->stopping = true;
+        /* A unit being unloaded is freed by its stop: next is taken first. */
+        for (struct unit *u = c->units, *next; u; u = next) {
+                next = u->next;
+                unit_stop(u, why);
+        }
+}
+
+void core_kill_all(struct core *c, const char *why)
+{
+        for (struct unit *u = c->units; u; u = u->next)
+                unit_kill(u, why);
+}
+
+bool core_stopping(const struct core *c)
+{
+        return c->stopping;
+}
+
+size_t core_running(const struct core *c)
+{
+        size_t n = 0;
+        for (const struct unit *u = c->units; u; u = u->next)
+                n += u->child.pid > 0;
+        return n;
+}
+
+void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed)
+{
+        *all = *ready = *failed = 0;
+        for (const struct unit *u = c->units; u; u = u->next) {
+                (*all)++;
+                *ready += u->state == UNIT_READY;
+                *failed += u->state == UNIT_FAILED;
+        }
+}
+
+struct event_base *core_base(const struct core *c)
+{
+        return c->base;
+}
+
+struct audit *core_audit(const struct core *c)
+{
+        return c->audit;
+}
+
+const char *core_limits_mode(const struct core *c)
+{
+        return c->limiter.mode;
+}
+
+int core_spare(struct core *c, bool ready)
+{
+        if (ready)
+                return spare_fill(&c->spare);
+        spare_drop(&c->spare);
+        return 0;
+}

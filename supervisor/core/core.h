@@ -1,0 +1,75 @@
+/* core: the gadgets one gadgetd runs (the registry) and what their units
+ * share — the event loop, the audit log, the HTTP client, the seccomp
+ * filters, the sandbox helper and its spare shell, the host uid pool and
+ * the resource limiter. Both modes own one: the daemon many gadgets,
+ * gadgetd run one. Everything else of gadgetd sees units only through
+ * this header, unit.h and calls.h. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "limits/limiter.h"
+#include "system/audit.h"
+
+struct core;
+struct unit;
+struct unit_hooks;
+struct policy;
+struct event_base;
+
+/* What the entry point's options say of the core. */
+struct core_config {
+        struct event_base *base;
+        const char *state_dir;      /* the gadgets' kv stores and the audit log */
+        uid_t uid_base;
+        unsigned uid_count;         /* 0: UIDPOOL_DEFAULT_COUNT */
+        enum limiter_mode limits_want;
+        bool allow_degraded_limits;
+        uint64_t log_lines, log_bytes;  /* gadgetd's LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
+        struct audit_config audit;
+        unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
+};
+
+/* Opens what the units need; hooks (copied) are how every unit reports
+ * its events to the owner (unit.h). Logs why it failed. 0 or -errno. */
+int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, struct core **out);
+/* Frees every unit (killing what still runs), then the rest. */
+void core_close(struct core *c);
+
+/* Where a unit's policy came from, for reloads. */
+struct unit_origin {
+        uint64_t hash;              /* of the policy file's bytes */
+        bool from_dir;              /* loaded from the policy directory */
+        char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
+};
+
+/* Adds a unit for policy p (taken over, freed on failure), not started.
+ * NULL: out of memory. */
+struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o);
+/* The unit of that gadget name, NULL if none. */
+struct unit *core_find(const struct core *c, const char *name);
+/* Every unit, newest first: for (u = core_first(c); u; u = unit_next(u)). */
+struct unit *core_first(const struct core *c);
+/* Stops u; once it stopped it is removed from the registry and freed (the
+ * owner's stopped hook sees it last). */
+void core_unload(struct core *c, struct unit *u, const char *why);
+/* gadgetd stops: every unit is asked to stop, none restarts again. */
+void core_stop_all(struct core *c, const char *why);
+void core_kill_all(struct core *c, const char *why);
+bool core_stopping(const struct core *c);
+/* How many units still have a process. */
+size_t core_running(const struct core *c);
+/* Units in all, ready, failed. */
+void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed);
+
+struct event_base *core_base(const struct core *c);
+struct audit *core_audit(const struct core *c);
+/* How resource limits are enforced ("cgroup v2", ...). */
+const char *core_limits_mode(const struct core *c);
+/* For benchmarks: ready makes the spare sandbox shell now (0 once one is
+ * ready, else -errno); false drops it, and none is made until the next
+ * start. */
+int core_spare(struct core *c, bool ready);

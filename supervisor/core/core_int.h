@@ -1,0 +1,76 @@
+/* The core's own view of itself (core.h): for the files of core/ only. */
+#pragma once
+
+#include "bindings/bindings.h"
+#include "core.h"
+#include "filter.h"
+#include "spawn/spare.h"
+#include "spawn/spawn.h"
+#include "spawn/uidpool.h"
+#include "backoff.h"
+#include "limits/limiter.h"
+#include "unit.h"
+
+struct core {
+        struct event_base *base;
+        struct core_config cfg;
+        struct unit_hooks hooks;      /* the owner's */
+        struct limiter limiter;
+        struct gadget_filter filter;
+        struct spawn_helper helper;   /* gadgetd-sandbox, every worker starts as it */
+        struct spare spare;           /* a sandbox shell ready for the next start */
+        struct uidpool uids;
+        struct audit *audit;          /* STATE_DIR/audit.log */
+        struct http *http;            /* HTTP requests of http bindings */
+        struct bindings_env bindings; /* what the units' bindings may use */
+        struct unit *units;           /* every loaded gadget */
+        bool stopping;
+};
+
+/* unit.c's end of a stop: removes an unloaded unit, restarts one whose
+ * restart waited for the stop, then tells the owner. */
+void core_unit_stopped(struct core *c, struct unit *u);
+
+/* One loaded gadget (unit.h). */
+struct unit {
+        struct core *core;
+        const struct unit_hooks *hooks;
+        struct policy *policy;
+        enum unit_state state;
+        char cause[256];          /* why it last stopped or failed */
+        char last_cause[256];     /* kept while it runs again: why its last run ended */
+        struct spawn_child child;
+        uid_t uid;
+        bool have_uid;
+        struct peer *peer;
+        struct event *ev_report, *ev_out, *ev_err, *ev_timer;
+        struct limiter_run limits;  /* this run's cgroup and limit hits */
+        struct event *ev_limits;    /* looks at the limit counters while it runs */
+        struct event *ev_runtime;   /* RuntimeMax */
+        int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
+        struct logbuf log;
+        struct logbuf_stream out_line, err_line; /* their unfinished lines */
+        struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
+        struct event *ev_logwin;  /* the budget's window ends: report drops, read again */
+        struct event *ev_start;   /* StartTimeout */
+        struct timespec started;
+        struct timespec start_begin; /* when this run's start began (load, restart) */
+        uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
+        unsigned restarts;        /* restarts so far */
+        struct backoff backoff;   /* failures in a row: restart delay, parking */
+        uint64_t calls;
+        struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
+        char *const *args;          /* replace the policy's Arguments (gadgetd run) */
+        int program_status;       /* from the sandbox's report */
+        bool have_program_status;
+        bool want_running;        /* false once stopped on purpose */
+        bool restart_pending;     /* start again once stopped */
+        bool remove_when_stopped;
+        bool from_dir;            /* loaded from the policy directory */
+        uint64_t policy_hash;     /* of the policy file's bytes, for reload */
+        struct unit *next;
+};
+
+/* Made and freed by the registry (core_add, core_unload, core_close). */
+struct unit *unit_new(struct core *c, struct policy *policy);
+void unit_free(struct unit *u);

@@ -1,0 +1,99 @@
+/* unit_info: what is known of a unit, for its owner and the control
+ * socket and gateway (unit.h). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "peer.h"
+#include "policy.h"
+#include "system/monotime.h"
+
+struct unit *unit_next(const struct unit *u) { return u->next; }
+const struct policy *unit_policy(const struct unit *u) { return u->policy; }
+const char *unit_name(const struct unit *u) { return u->policy->name; }
+enum unit_state unit_state_of(const struct unit *u) { return u->state; }
+bool unit_is_ready(const struct unit *u) { return u->state == UNIT_READY && u->peer; }
+const char *unit_cause(const struct unit *u) { return u->cause; }
+bool unit_from_dir(const struct unit *u) { return u->from_dir; }
+uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
+bool unit_running(const struct unit *u) { return u->child.pid > 0; }
+int unit_program_status(const struct unit *u) { return u->program_status; }
+const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
+
+size_t unit_methods(const struct unit *u, char ***methods)
+{
+        *methods = NULL;
+        return u->peer ? peer_methods(u->peer, methods) : 0;
+}
+
+void unit_info(const struct unit *u, struct unit_info *out)
+{
+        *out = (struct unit_info){
+                .name = u->policy->name,
+                .state = unit_state_name(u->state),
+                .cause = u->cause[0] ? u->cause : u->last_cause,
+                .pid = u->child.pid > 0 ? u->child.pid : 0,
+                .uptime_ms = unit_uptime_ms(u),
+                .restarts = u->restarts,
+                .calls = u->calls,
+                .start_us = u->start_us,
+                .limits_mode = unit_limits_mode(u),
+                .log_lines_max = u->log_budget.lines_max,
+                .log_bytes_max = u->log_budget.bytes_max,
+        };
+        unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
+}
+
+const char *unit_state_name(enum unit_state s)
+{
+        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed" };
+        return names[s];
+}
+
+uint64_t unit_uptime_ms(const struct unit *u)
+{
+        if (u->state != UNIT_READY && u->state != UNIT_STARTING && u->state != UNIT_STOPPING)
+                return 0;
+        return monotime_since_ms(&u->started);
+}
+
+void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+{
+        limiter_usage(&u->limits, memory, tasks, cpu_usec);
+        if (!*memory)
+                *memory = unit_memory_bytes(u);
+}
+
+const char *unit_limits_mode(const struct unit *u)
+{
+        return u->limits.mode[0] ? u->limits.mode : u->core->limiter.mode;
+}
+
+/* Resident memory of PID 1's children (the program and what it forked
+ * directly) from /proc: the estimate without a memory cgroup. */
+uint64_t unit_memory_bytes(const struct unit *u)
+{
+        char path[64], buf[4096];
+        uint64_t total = 0;
+        if (u->child.pid <= 0)
+                return 0;
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u->child.pid, (int)u->child.pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return 0;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
+                unsigned long size, resident;
+                snprintf(path, sizeof path, "/proc/%s/statm", tok);
+                FILE *s = fopen(path, "re");
+                if (!s)
+                        continue;
+                if (fscanf(s, "%lu %lu", &size, &resident) == 2)
+                        total += (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+                fclose(s);
+        }
+        return total;
+}
