@@ -45,7 +45,7 @@ struct run_ctx {
  * that holds the pipe somewhere else could keep it open). */
 #define RUN_DRAIN_MS 2000
 
-static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
+static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
 {
         struct run_ctx *c = arg;
         struct unit *u = core_first(c->core);
@@ -71,7 +71,8 @@ static void unit_ready(void *arg, struct unit *u)
         if (!c->method)
                 return;
         char msg[400];
-        int code = calls_start(u, c->method, c->args, NULL, call_done, c, msg, sizeof msg);
+        const struct call_req q = { .method = c->method, .args = c->args, .done = call_done, .cbdata = c };
+        int code = calls_start(u, &q, msg, sizeof msg);
         if (code == 0)
                 return;
         fprintf(stderr, "gadgetd: %s\n", msg);

@@ -66,7 +66,7 @@ struct relay {
         char target[72];
 };
 
-static void relay_done(void *arg, const Gadget__Value *res, int code, const char *message)
+static void relay_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
 {
         struct relay *rl = arg;
         char msg[600];

@@ -32,7 +32,8 @@ struct bindings_env {
          * a GADGET_E* code with msg saying why. */
         int (*call)(void *arg, const char *target, const char *method, const Gadget__Value *args,
                     const struct peer_chain *chain,
-                    void (*done)(void *cbdata, const Gadget__Value *res, int code, const char *message),
+                    void (*done)(void *cbdata, uint64_t tag, const Gadget__Value *res, int code,
+                                 const char *message),
                     void *cbdata, char *msg, size_t len);
         void *call_arg;
 };

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "control.pb-c.h"
+#include "core/calls.h"
 #include "peercred.h"
 
 struct control;
@@ -22,16 +23,17 @@ struct client {
         struct event *ev_read, *ev_write;
         struct wire_reader *rd;
         struct wire_writer *wr;
-        struct client_call *calls;  /* calls in flight for this client */
+        struct call_owner calls;    /* its gadget calls in flight (core/calls.h) */
+        struct client_load *loads;  /* its loads in flight */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */
         struct client *next;
 };
 
-/* A call in flight; it outlives its client if the client leaves first. */
-struct client_call {
+/* A load in flight; it outlives its client if the client leaves first. */
+struct client_load {
         struct client *client;      /* NULL once the client is gone */
         uint64_t id;
-        struct client_call *next;
+        struct client_load *next;
 };
 
 const struct control_env *client_env(const struct client *cl);
@@ -42,9 +44,9 @@ void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...
         __attribute__((format(printf, 4, 5)));
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-struct client_call *client_call_new(struct client *cl, uint64_t id);
-/* Unlinks and frees a call; returns its client (NULL if gone). */
-struct client *client_call_end(struct client_call *c);
+struct client_load *client_load_new(struct client *cl, uint64_t id);
+/* Unlinks and frees a load; returns its client (NULL if gone). */
+struct client *client_load_end(struct client_load *c);
 
 /* Request handlers (supervisor/control/requests.c); requests are validated. */
 void request_handle(struct client *cl, const Control__Request *req);

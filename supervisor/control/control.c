@@ -103,8 +103,9 @@ static void client_free(struct client *cl)
                                 c->n_users--;
                         break;
                 }
-        for (struct client_call *p = cl->calls; p; p = p->next)
-                p->client = NULL; /* the answer will find no one */
+        calls_owner_gone(&cl->calls); /* their answers will find no one */
+        for (struct client_load *p = cl->loads; p; p = p->next)
+                p->client = NULL;
         event_free(cl->ev_read);
         event_free(cl->ev_write);
         close(cl->fd);
@@ -196,21 +197,21 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         client_send(cl, &r);
 }
 
-struct client_call *client_call_new(struct client *cl, uint64_t id)
+struct client_load *client_load_new(struct client *cl, uint64_t id)
 {
-        struct client_call *c = calloc(1, sizeof *c);
+        struct client_load *c = calloc(1, sizeof *c);
         if (!c)
                 return NULL;
-        *c = (struct client_call){ .client = cl, .id = id, .next = cl->calls };
-        cl->calls = c;
+        *c = (struct client_load){ .client = cl, .id = id, .next = cl->loads };
+        cl->loads = c;
         return c;
 }
 
-struct client *client_call_end(struct client_call *c)
+struct client *client_load_end(struct client_load *c)
 {
         struct client *cl = c->client;
         if (cl)
-                for (struct client_call **pp = &cl->calls; *pp; pp = &(*pp)->next)
+                for (struct client_load **pp = &cl->loads; *pp; pp = &(*pp)->next)
                         if (*pp == c) {
                                 *pp = c->next;
                                 break;

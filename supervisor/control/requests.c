@@ -39,9 +39,9 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
 
 static void load_done(void *arg, int e, const char *name, const char *msg)
 {
-        struct client_call *c = arg;
+        struct client_load *c = arg;
         uint64_t id = c->id;
-        struct client *cl = client_call_end(c);
+        struct client *cl = client_load_end(c);
         if (!cl)
                 return;
         if (e < 0)
@@ -54,12 +54,12 @@ static void load_done(void *arg, int e, const char *name, const char *msg)
 static void on_load(struct client *cl, const Control__Request *q)
 {
         const struct control_env *env = client_env(cl);
-        struct client_call *c = client_call_new(cl, q->id);
+        struct client_load *c = client_load_new(cl, q->id);
         int e = c ? env->load(env->arg, q->load->path, &cl->cred, load_done, c) : -ENOMEM;
         if (e == 0)
                 return;
         if (c)
-                client_call_end(c);
+                client_load_end(c);
         if (e == -EBUSY)
                 client_error(cl, q->id, GADGET_EBUSY, "busy: uid %u has as many policy loads in progress as it "
                              "may (ControlMaxLoads); try again when they end", (unsigned)cl->cred.uid);
@@ -207,13 +207,10 @@ out:
         free(lines);
 }
 
-static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
+/* The call's outcome, to a client still there (struct call_owner). */
+static void call_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
 {
-        struct client_call *c = arg;
-        uint64_t id = c->id;
-        struct client *cl = client_call_end(c);
-        if (!cl)
-                return;
+        struct client *cl = arg;
         if (!res) {
                 client_error(cl, id, code, "%s", message ? message : "the call failed");
                 return;
@@ -231,20 +228,14 @@ static void on_call(struct client *cl, const Control__Request *q)
         struct unit *u = find(cl, q->id, call->name);
         if (!u)
                 return;
-        struct client_call *c = client_call_new(cl, q->id);
-        if (!c) {
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
+                                     .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls };
         char msg[400];
-        int code = calls_start(u, call->method, call->args ? call->args : &null, NULL, call_done, c, msg,
-                               sizeof msg);
-        if (code) {
-                client_call_end(c);
+        int code = calls_start(u, &cq, msg, sizeof msg);
+        if (code)
                 client_error(cl, q->id, code, "%s", msg);
-        }
 }
 
 /* Collects what a reload did into the answer's lists. */

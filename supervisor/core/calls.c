@@ -16,32 +16,56 @@
 
 #define CALL_CLOCK_SLACK_MS 20   /* libevent's coarse clock against CLOCK_MONOTONIC */
 
-/* One call in flight: whom to tell, and its CallTimeout. */
+/* One call in flight: the peer's link, whom to tell, its CallTimeout. */
 struct call {
+        struct peer_call pc;        /* first: the peer hands it back */
         struct unit *u;
-        uint64_t id;
-        call_fn cb;
+        call_fn done;               /* NULL once its owner left */
         void *cbdata;
+        uint64_t tag;
         struct event *timer;
+        struct call_owner *owner;
+        struct call *owner_next, **owner_pprev;
 };
 
-static void call_free(struct call *c)
+static void owner_unlink(struct call *c)
 {
+        if (!c->owner)
+                return;
+        *c->owner_pprev = c->owner_next;
+        if (c->owner_next)
+                c->owner_next->owner_pprev = c->owner_pprev;
+        c->owner = NULL;
+}
+
+/* Tells the caller (if it is still there) and frees the call. */
+static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
+{
+        owner_unlink(c);
+        if (c->done)
+                c->done(c->cbdata, c->tag, res, code, message);
         event_free(c->timer);
         free(c);
 }
 
-static void call_result(void *arg, const Gadget__CallResult *res, const char *gone)
+static void call_result(struct peer_call *pc, const Gadget__CallResult *res, const char *gone)
 {
-        struct call *c = arg;
+        struct call *c = (struct call *)pc;
         if (!res)
-                c->cb(c->cbdata, NULL, GADGET_EGONE, gone);
+                call_end(c, NULL, GADGET_EGONE, gone);
         else if (res->outcome_case == GADGET__CALL_RESULT__OUTCOME_VALUE)
-                c->cb(c->cbdata, res->value, 0, NULL);
+                call_end(c, res->value, 0, NULL);
         else
-                c->cb(c->cbdata, NULL, res->error->code ? (int)res->error->code : GADGET_EFAILED,
-                      res->error->message);
-        call_free(c);
+                call_end(c, NULL, res->error->code ? (int)res->error->code : GADGET_EFAILED, res->error->message);
+}
+
+void calls_owner_gone(struct call_owner *o)
+{
+        for (struct call *c = o->calls; c; c = c->owner_next) {
+                c->done = NULL;
+                c->owner = NULL;
+        }
+        o->calls = NULL;
 }
 
 /* CallTimeout: the call fails with a timeout error. The gadget is
@@ -61,9 +85,8 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
          * got while it had none; only results move it on. */
         uint64_t stalled = u->peer ? peer_stalled_ms(u->peer) : limit;
         if (u->peer)
-                peer_forget(u->peer, c->id);
-        c->cb(c->cbdata, NULL, GADGET_ETIMEOUT, msg);
-        call_free(c);
+                peer_forget(u->peer, &c->pc);
+        call_end(c, NULL, GADGET_ETIMEOUT, msg);
         /* The timer and the clock may disagree by a tick. */
         if (stalled + CALL_CLOCK_SLACK_MS >= limit) {
                 limiter_record(u->core->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
@@ -75,9 +98,9 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-int calls_start(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
-                call_fn cb, void *cbdata, char *msg, size_t len)
+int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
+        const char *method = q->method;
         const char *name = u->policy->name;
         if (u->state != UNIT_READY || !u->peer) {
                 snprintf(msg, len, "gadget \"%s\" is not ready (%s%s%.200s)", name, unit_state_name(u->state),
@@ -93,9 +116,10 @@ int calls_start(struct unit *u, const char *method, const Gadget__Value *args, c
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        *c = (struct call){ .u = u, .cb = cb, .cbdata = cbdata };
+        *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
+                            .tag = q->tag };
         c->timer = evtimer_new(u->core->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, method, args, chain, call_result, c, &c->id) : -ENOMEM;
+        int e = c->timer ? peer_call(u->peer, &c->pc, method, q->args, q->chain) : -ENOMEM;
         if (e < 0) {
                 if (c->timer)
                         event_free(c->timer);
@@ -114,6 +138,13 @@ int calls_start(struct unit *u, const char *method, const Gadget__Value *args, c
         struct timeval tv = { .tv_sec = (time_t)(u->policy->call_timeout_ms / 1000),
                               .tv_usec = (suseconds_t)(u->policy->call_timeout_ms % 1000) * 1000 };
         event_add(c->timer, &tv);
+        if ((c->owner = q->owner)) {
+                c->owner_next = q->owner->calls;
+                if (c->owner_next)
+                        c->owner_next->owner_pprev = &c->owner_next;
+                c->owner_pprev = &q->owner->calls;
+                q->owner->calls = c;
+        }
         u->calls++;
         return 0;
 }

@@ -1,25 +1,46 @@
 /* calls: the one door for calling a gadget's method. gadgetctl's calls
  * (control/requests.c), the gateway (gateway/gateway_api.c), gadget-to-gadget
- * bindings (bindings/bind_gadget.c) and `gadgetd run --call` (run.c) all
- * come here; each turns the code it gets into its own transport's answer.
- * A call in flight has a CallTimeout timer; a gadget that answered nothing
+ * bindings (through struct bindings_env) and `gadgetd run --call` (run.c)
+ * all come here; each turns the code it gets into its own transport's
+ * answer. A call in flight is one record (struct call, with the peer's
+ * link in it) and has a CallTimeout timer; a gadget that answered nothing
  * for that long is killed (cause "timeout"). */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gadget.pb-c.h"
 
 struct unit;
 struct peer_chain;
+struct call;
 
-/* The outcome of a call: res NULL means it failed with code/message. */
-typedef void (*call_fn)(void *cbdata, const Gadget__Value *res, int code, const char *message);
+/* The outcome of a call: res NULL means it failed with code/message. tag
+ * is the caller's, as given. */
+typedef void (*call_fn)(void *cbdata, uint64_t tag, const Gadget__Value *res, int code, const char *message);
 
-/* Calls method of u with args (borrowed); chain tells where a
- * gadget-to-gadget call comes from (NULL for others). 0 when the call is
- * on its way: cb gets its outcome once. Else a GADGET_E* code, with msg
+/* The calls in flight of a caller that may leave before they end (a
+ * control client): zeroed to start, calls_owner_gone when it leaves. */
+struct call_owner {
+        struct call *calls;
+};
+
+struct call_req {
+        const char *method;
+        const Gadget__Value *args;       /* borrowed */
+        const struct peer_chain *chain;  /* where a gadget-to-gadget call comes from, else NULL */
+        call_fn done;
+        void *cbdata;
+        uint64_t tag;                    /* the caller's (a request id), passed to done */
+        struct call_owner *owner;        /* or NULL */
+};
+
+/* Calls q->method of u. 0 when the call is on its way: done gets its
+ * outcome once (unless its owner left). Else a GADGET_E* code, with msg
  * saying why in words for the caller (not ready, no such method, busy,
- * too large), and cb is never called. */
-int calls_start(struct unit *u, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
-                call_fn cb, void *cbdata, char *msg, size_t len);
+ * too large), and done is never called. */
+int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len);
+/* The owner left: its calls go on (their gadget answers, or times out)
+ * but their outcomes go nowhere. */
+void calls_owner_gone(struct call_owner *o);

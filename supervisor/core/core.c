@@ -25,7 +25,8 @@ static int call_gadget(void *arg, const char *target, const char *method, const 
                          t ? unit_state_name(t->state) : "not loaded");
                 return GADGET_EUNAVAILABLE;
         }
-        return calls_start(t, method, args, chain, done, cbdata, msg, len);
+        const struct call_req q = { .method = method, .args = args, .chain = chain, .done = done, .cbdata = cbdata };
+        return calls_start(t, &q, msg, len);
 }
 
 /* gadgetd run's core has one unit with one life (struct unit_hooks). */

@@ -17,14 +17,6 @@
 #include "system/monotime.h"
 
 
-struct pending {
-        uint64_t id;
-        peer_result_fn cb;
-        void *cbdata;
-        struct peer_chain chain; /* where the call came from (names copied) */
-        struct pending *next;
-};
-
 struct peer {
         int fd;
         enum peer_state state;
@@ -41,7 +33,7 @@ struct peer {
         struct wire_reader rd;
         struct wire_writer wr;
         uint64_t next_id;
-        struct pending *head, **tail; /* calls in flight, oldest first */
+        struct peer_call *head, **tail; /* calls in flight, oldest first */
         size_t n_pending;
         char **methods;               /* from the hello */
         size_t n_methods;
@@ -97,22 +89,30 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         return p;
 }
 
-static void pending_free(struct pending *c)
+static void chain_clear(struct peer_chain *chain)
 {
-        for (size_t i = 0; i < c->chain.n; i++)
-                free(c->chain.names[i]);
-        free(c->chain.names);
-        free(c);
+        for (size_t i = 0; i < chain->n; i++)
+                free(chain->names[i]);
+        free(chain->names);
+        *chain = (struct peer_chain){ 0 };
+}
+
+/* Unlinks c, whose link is at *pp. */
+static void unlink_call(struct peer *p, struct peer_call **pp, struct peer_call *c)
+{
+        *pp = c->next;
+        if (!*pp)
+                p->tail = pp;
+        p->n_pending--;
+        chain_clear(&c->chain);
 }
 
 static void fail_pending(struct peer *p, const char *gone)
 {
         while (p->head) {
-                struct pending *c = p->head;
-                p->head = c->next;
-                p->n_pending--;
-                c->cb(c->cbdata, NULL, gone);
-                pending_free(c);
+                struct peer_call *c = p->head;
+                unlink_call(p, &p->head, c);
+                c->done(c, NULL, gone);
         }
         p->tail = &p->head;
 }
@@ -232,16 +232,12 @@ static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size
         /* Any result is progress, even one for a call already timed out. */
         if (r->id != 0 && r->id <= p->next_id)
                 clock_gettime(CLOCK_MONOTONIC, &p->progress);
-        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
-                struct pending *c = *pp;
+        for (struct peer_call **pp = &p->head; *pp; pp = &(*pp)->next) {
+                struct peer_call *c = *pp;
                 if (c->id != r->id)
                         continue;
-                *pp = c->next;
-                if (!*pp)
-                        p->tail = pp;
-                p->n_pending--;
-                c->cb(c->cbdata, r, NULL);
-                pending_free(c);
+                unlink_call(p, pp, c);
+                c->done(c, r, NULL);
                 return 0;
         }
         /* Ids are never reused, so an unknown id is a reply to a call never
@@ -421,70 +417,68 @@ void peer_hold(struct peer *p, bool hold)
         }
 }
 
-int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
-              const struct peer_chain *chain, peer_result_fn cb, void *cbdata, uint64_t *id)
+/* Copies chain into c's own. */
+static int chain_copy(struct peer_call *c, const struct peer_chain *chain)
+{
+        c->chain = (struct peer_chain){ .depth = chain ? chain->depth : 0 };
+        if (!chain || !chain->n)
+                return 0;
+        if (!(c->chain.names = calloc(chain->n, sizeof *c->chain.names)))
+                return -ENOMEM;
+        for (; c->chain.n < chain->n; c->chain.n++)
+                if (!(c->chain.names[c->chain.n] = strdup(chain->names[c->chain.n]))) {
+                        chain_clear(&c->chain);
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
+int peer_call(struct peer *p, struct peer_call *c, const char *method, const Gadget__Value *args,
+              const struct peer_chain *chain)
 {
         if (p->state != PEER_READY)
                 return -ENOTCONN;
         if (p->n_pending >= p->policy->calls_queued_max)
                 return -ENOBUFS;
-        struct pending *c = calloc(1, sizeof *c);
-        if (!c)
-                return -ENOMEM;
         Gadget__Call call = GADGET__CALL__INIT;
         call.id = ++p->next_id;
         call.method = (char *)method;
         call.args = (Gadget__Value *)args;
-        size_t n_chain = chain ? chain->n : 0;
         call.chain = chain ? chain->names : NULL;
-        call.n_chain = n_chain;
+        call.n_chain = chain ? chain->n : 0;
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
         m.call = &call;
-        *c = (struct pending){ .id = call.id, .cb = cb, .cbdata = cbdata };
-        int e = 0;
-        if (chain)
-                c->chain.depth = chain->depth;
-        if (n_chain && !(c->chain.names = calloc(n_chain, sizeof *c->chain.names)))
-                e = -ENOMEM;
-        for (size_t i = 0; e == 0 && i < n_chain; i++, c->chain.n++)
-                if (!(c->chain.names[i] = strdup(chain->names[i])))
-                        e = -ENOMEM;
-        if (e == 0)
-                e = send_msg(p, &m);
+        int e = chain_copy(c, chain);
+        if (e == 0 && (e = send_msg(p, &m)) < 0)
+                chain_clear(&c->chain);
         if (e < 0) {
                 p->next_id--; /* the id was never used */
-                pending_free(c);
                 return e;
         }
         /* The clock of progress starts when the gadget gets work. */
         if (p->n_pending == 0)
                 clock_gettime(CLOCK_MONOTONIC, &p->progress);
+        c->id = call.id;
+        c->next = NULL;
         *p->tail = c;
         p->tail = &c->next;
         p->n_pending++;
-        *id = call.id;
         return 0;
 }
 
-void peer_forget(struct peer *p, uint64_t id)
+void peer_forget(struct peer *p, struct peer_call *pc)
 {
-        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
-                struct pending *c = *pp;
-                if (c->id != id)
-                        continue;
-                *pp = c->next;
-                if (!*pp)
-                        p->tail = pp;
-                p->n_pending--;
-                pending_free(c);
-                return;
-        }
+        for (struct peer_call **pp = &p->head; *pp; pp = &(*pp)->next)
+                if (*pp == pc) {
+                        unlink_call(p, pp, pc);
+                        return;
+                }
 }
 
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg)
 {
-        for (const struct pending *c = p->head; c; c = c->next)
+        for (const struct peer_call *c = p->head; c; c = c->next)
                 fn(arg, &c->chain);
 }
 

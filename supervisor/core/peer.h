@@ -30,9 +30,6 @@ struct peer_handlers {
         void (*closed)(struct peer *p, const char *why, void *data);
 };
 
-/* The outcome of one call: res is NULL when the gadget went away first,
- * and gone says why. */
-typedef void (*peer_result_fn)(void *cbdata, const Gadget__CallResult *res, const char *gone);
 
 struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,
                       const struct peer_handlers *h, void *data);
@@ -57,15 +54,28 @@ struct peer_chain {
         unsigned depth;
 };
 
+/* One call in flight to the gadget. It lives in the caller's record of the
+ * call (core/calls.c): the peer links it while the result is awaited, and
+ * calls done once — res NULL when the gadget went away first, gone saying
+ * why — after unlinking it. */
+struct peer_call {
+        uint64_t id;
+        struct peer_chain chain;    /* where it came from (names copied, the peer's) */
+        void (*done)(struct peer_call *pc, const Gadget__CallResult *res, const char *gone);
+        struct peer_call *next;
+};
+
 /* Sends a call; chain may be NULL (a call from outside). args and chain are
- * borrowed. Returns 0 with *id set, -ENOBUFS when the gadget's queue is
- * full, -ENOTCONN if it is not ready. */
-int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
-              const struct peer_chain *chain, peer_result_fn cb, void *cbdata, uint64_t *id);
+ * borrowed; pc->done must be set. 0 with pc->id set and pc linked, or
+ * -ENOBUFS when the gadget's queue is full, -ENOTCONN if it is not ready,
+ * -errno (pc not linked). */
+int peer_call(struct peer *p, struct peer_call *pc, const char *method, const Gadget__Value *args,
+              const struct peer_chain *chain);
 /* Calls fn with the chain of every call in flight to the gadget. */
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg);
-/* Forgets a pending call (its timeout fired); a late result is dropped. */
-void peer_forget(struct peer *p, uint64_t id);
+/* Unlinks a pending call (its timeout fired) without calling done; a late
+ * result is dropped. */
+void peer_forget(struct peer *p, struct peer_call *pc);
 /* Answers a binding call: value (borrowed) or code and message. */
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
                        const char *message);

@@ -139,7 +139,7 @@ static void flush_now(struct evhttp_connection *evcon)
 }
 
 /* The gadget answered (or the call failed, timed out, or the gadget died). */
-static void call_done(void *arg, const Gadget__Value *res, int code, const char *message)
+static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
 {
         struct gateway_call *c = arg;
         struct gateway *g = c->g;
@@ -224,7 +224,8 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 refuse(g, c, 400, "bad_json", msg);
                 return;
         }
-        int code = calls_start(u, method, args, NULL, call_done, c, msg, sizeof msg);
+        const struct call_req q = { .method = method, .args = args, .done = call_done, .cbdata = c };
+        int code = calls_start(u, &q, msg, sizeof msg);
         value_free(args);
         if (code == 0) {
                 c->next = g->calls;

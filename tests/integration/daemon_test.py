@@ -422,6 +422,27 @@ def inflight_calls_fail_when_gadget_dies(tmp):
 
 
 @test
+def client_leaves_before_its_answers(tmp):
+    """Clients that leave while their calls are in flight: the answers that
+    come later go nowhere, and gadgetd and the gadget go on."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "sleeper", "CallTimeout=60s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("sleeper") == "ready", what="sleeper ready")
+        calls = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "sleeper", "sleep", '{"ms": 1500}'],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(5)]
+        wait_for(lambda: d.list()["sleeper"]["calls"] == 5, what="calls in flight")
+        for c in calls:
+            c.kill()
+            c.wait()
+        time.sleep(2.5)  # their answers have come by now
+        r = d.ctl("call", "sleeper", "sleep", '{"ms": 1}')
+        check(r.returncode == 0, "a call after the others' clients left: %r" % r.stderr)
+        g = d.list()["sleeper"]
+        check(g["state"] == "ready" and g["restarts"] == 0 and g["calls"] == 6, "sleeper: %r" % g)
+
+
+@test
 def hung_method_times_out(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "hanger", "CallTimeout=1s\nRestart=on-failure\n")
