@@ -1,6 +1,5 @@
-"""The audit log and long answers on the control socket (issue items 4
-and 7, control side): a gadget flooding denied binding calls costs at most
-its audit budget (the rest summarized, never lost), audit.log is rotated at
+"""The audit log and long answers on the control socket: a gadget
+flooding denied binding calls costs at most its audit budget (the rest summarized, never lost), audit.log is rotated at
 its size, `gadgetctl audit` answers whole and in bounded work on a big log,
 a full disk is reported, and `gadgetctl logs` answers beyond a frame.
 
