@@ -78,19 +78,21 @@ int ctl_flush(struct ctl *c)
 
 Control__Response *ctl_recv(struct ctl *c)
 {
-        const uint8_t *data;
-        size_t len;
-        if (wire_recv(&c->rd, c->fd, &data, &len) != 1)
+        const uint8_t *data = c->held;
+        size_t len = c->held_len;
+
+        c->held = NULL;
+        if (!data && wire_recv(&c->rd, c->fd, &data, &len) != 1)
                 return NULL;
         return control__response__unpack(NULL, len, data);
 }
 
 int ctl_buffered(struct ctl *c)
 {
-        size_t have = c->rd.end - c->rd.start;
-        if (have < WIRE_HEADER_SIZE)
-                return 0;
-        const uint8_t *p = c->rd.buf + c->rd.start;
-        uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        return have >= WIRE_HEADER_SIZE + (size_t)len;
+        /* The frame is taken from the reader here (wire.c is the one code
+         * that reads the framing) and held for ctl_recv: nothing reads the
+         * socket in between, so it stays valid. */
+        if (!c->held && wire_reader_next(&c->rd, &c->held, &c->held_len) != 1)
+                c->held = NULL;
+        return c->held != NULL;
 }
