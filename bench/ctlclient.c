@@ -3,27 +3,18 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "contract.h"
 
 int ctl_open(struct ctl *c, const char *path)
 {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        *c = (struct ctl){ .fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
-        if (c->fd < 0)
-                return -errno;
-        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-                int e = -errno;
-                close(c->fd);
-                return e;
-        }
+        int fd = client_dial(path);
+
+        if (fd < 0)
+                return fd;
+        *c = (struct ctl){ .fd = fd };
         wire_reader_init(&c->rd, WIRE_MAX_FRAME);
         wire_writer_init(&c->wr, 64u << 20);
         return 0;
@@ -38,12 +29,22 @@ void ctl_close(struct ctl *c)
         wire_writer_free(&c->wr);
 }
 
-static int64_t put(struct ctl *c, Control__Request *q)
+/* Queues one request of the kind given, carrying msg, under the next id. */
+static int64_t put(struct ctl *c, Control__Request__ReqCase kind, void *msg)
 {
-        q->id = ++c->next_id;
-        q->version = CONTROL_PROTOCOL_VERSION;
-        int e = wire_writer_put(&c->wr, &q->base, WIRE_MAX_FRAME);
-        return e < 0 ? e : (int64_t)q->id;
+        Control__Request q = CONTROL__REQUEST__INIT;
+
+        q.req_case = kind;
+        if (kind == CONTROL__REQUEST__REQ_CALL)
+                q.call = msg;
+        else if (kind == CONTROL__REQUEST__REQ_LOAD)
+                q.load = msg;
+        else
+                q.status = msg;
+        q.id = ++c->next_id;
+        q.version = CONTROL_PROTOCOL_VERSION;
+        int e = wire_writer_put(&c->wr, &q.base, WIRE_MAX_FRAME);
+        return e < 0 ? e : (int64_t)q.id;
 }
 
 int64_t ctl_put_call(struct ctl *c, const char *gadget, const char *method, Gadget__Value *args)
@@ -52,30 +53,21 @@ int64_t ctl_put_call(struct ctl *c, const char *gadget, const char *method, Gadg
         call.name = (char *)gadget;
         call.method = (char *)method;
         call.args = args;
-        Control__Request q = CONTROL__REQUEST__INIT;
-        q.req_case = CONTROL__REQUEST__REQ_CALL;
-        q.call = &call;
-        return put(c, &q);
+        return put(c, CONTROL__REQUEST__REQ_CALL, &call);
 }
 
 int64_t ctl_put_load(struct ctl *c, const char *policy_path)
 {
         Control__Load load = CONTROL__LOAD__INIT;
         load.path = (char *)policy_path;
-        Control__Request q = CONTROL__REQUEST__INIT;
-        q.req_case = CONTROL__REQUEST__REQ_LOAD;
-        q.load = &load;
-        return put(c, &q);
+        return put(c, CONTROL__REQUEST__REQ_LOAD, &load);
 }
 
 int64_t ctl_put_status(struct ctl *c, const char *gadget)
 {
         Control__Name name = CONTROL__NAME__INIT;
         name.name = (char *)gadget;
-        Control__Request q = CONTROL__REQUEST__INIT;
-        q.req_case = CONTROL__REQUEST__REQ_STATUS;
-        q.status = &name;
-        return put(c, &q);
+        return put(c, CONTROL__REQUEST__REQ_STATUS, &name);
 }
 
 int ctl_flush(struct ctl *c)
@@ -86,19 +78,21 @@ int ctl_flush(struct ctl *c)
 
 Control__Response *ctl_recv(struct ctl *c)
 {
-        const uint8_t *data;
-        size_t len;
-        if (wire_recv(&c->rd, c->fd, &data, &len) != 1)
+        const uint8_t *data = c->held;
+        size_t len = c->held_len;
+
+        c->held = NULL;
+        if (!data && wire_recv(&c->rd, c->fd, &data, &len) != 1)
                 return NULL;
         return control__response__unpack(NULL, len, data);
 }
 
 int ctl_buffered(struct ctl *c)
 {
-        size_t have = c->rd.end - c->rd.start;
-        if (have < WIRE_HEADER_SIZE)
-                return 0;
-        const uint8_t *p = c->rd.buf + c->rd.start;
-        uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        return have >= WIRE_HEADER_SIZE + (size_t)len;
+        /* The frame is taken from the reader here (wire.c is the one code
+         * that reads the framing) and held for ctl_recv: nothing reads the
+         * socket in between, so it stays valid. */
+        if (!c->held && wire_reader_next(&c->rd, &c->held, &c->held_len) != 1)
+                c->held = NULL;
+        return c->held != NULL;
 }

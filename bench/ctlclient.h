@@ -13,6 +13,8 @@ struct ctl {
         struct wire_reader rd;
         struct wire_writer wr;
         uint64_t next_id;
+        const uint8_t *held; /* a whole answer ctl_buffered found, for ctl_recv */
+        size_t held_len;
 };
 
 /* Connects to the control socket at path. 0 or -errno. */

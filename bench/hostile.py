@@ -2,7 +2,7 @@
 
 One gadgetd serves a healthy gadget, called one call at a time by
 `callflood --steady` (the same healthy caller as the hostile-load tests).
-Each attack of issue 13 runs for a few seconds while it is called; the
+Each attack runs for a few seconds while it is called; the
 row is the healthy gadget's p50 and p99 during the attack, and the p99
 as a ratio to the idle p99 measured just before it in the same run
 (idle, attack, idle, attack, ...). Nothing here passes or fails.

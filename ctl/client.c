@@ -17,7 +17,7 @@
 
 #define REFUSE(...) do { snprintf(why, whylen, __VA_ARGS__); return -EPROTO; } while (0)
 
-int client_connect(struct client *c, const char *path)
+int client_dial(const char *path)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         size_t len = strlen(path);
@@ -34,6 +34,15 @@ int client_connect(struct client *c, const char *path)
                 close(fd);
                 return e;
         }
+        return fd;
+}
+
+int client_connect(struct client *c, const char *path)
+{
+        int fd = client_dial(path);
+
+        if (fd < 0)
+                return fd;
         c->fd = fd;
         c->id = 0;
         wire_reader_init(&c->reader, 0);

@@ -14,8 +14,11 @@ struct client {
         struct wire_reader reader;
 };
 
-/* Connects to the Unix socket at path. 0 or -errno (-ENAMETOOLONG if path
- * does not fit a socket address). */
+/* Connects a stream socket (close-on-exec) to the Unix socket at path: the
+ * fd, or -errno (-ENAMETOOLONG if path does not fit a socket address). The
+ * benchmarks' client connects with it too. */
+int client_dial(const char *path);
+/* client_dial, and c ready to send one request. 0 or -errno. */
 int client_connect(struct client *c, const char *path);
 /* Sends req (its id is set here). 0 or -errno. */
 int client_send(struct client *c, Control__Request *req);

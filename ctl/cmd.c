@@ -199,6 +199,22 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
         return request(ctl, &req, want);
 }
 
+/* A request whose message has no fields (list, reload). */
+static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
+                         Control__Response__RespCase want)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__List list = CONTROL__LIST__INIT;
+        Control__Reload reload = CONTROL__RELOAD__INIT;
+
+        req.req_case = kind;
+        if (kind == CONTROL__REQUEST__REQ_LIST)
+                req.list = &list;
+        else
+                req.reload = &reload;
+        return request(ctl, &req, want);
+}
+
 int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
@@ -241,22 +257,12 @@ int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
 
 int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
 {
-        Control__Request req = CONTROL__REQUEST__INIT;
-        Control__List list = CONTROL__LIST__INIT;
-
-        req.req_case = CONTROL__REQUEST__REQ_LIST;
-        req.list = &list;
-        return request(ctl, &req, CONTROL__RESPONSE__RESP_LIST);
+        return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);
 }
 
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)
 {
-        Control__Request req = CONTROL__REQUEST__INIT;
-        Control__Reload reload = CONTROL__RELOAD__INIT;
-
-        req.req_case = CONTROL__REQUEST__REQ_RELOAD;
-        req.reload = &reload;
-        return request(ctl, &req, CONTROL__RESPONSE__RESP_RELOAD);
+        return empty_request(ctl, CONTROL__REQUEST__REQ_RELOAD, CONTROL__RESPONSE__RESP_RELOAD);
 }
 
 int cmd_call(const struct ctl *ctl, const struct cmd_args *a)

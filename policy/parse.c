@@ -53,35 +53,21 @@ int policy_parse_size(const char *s, uint64_t *out)
         } units[] = {
                 { 'K', 10 }, { 'M', 20 }, { 'G', 30 }, { 'T', 40 },
         };
+        size_t len = s ? strlen(s) : 0;
         uint64_t v;
 
-        if (!s)
-                return -EINVAL;
-        if (strcmp(s, "infinity") == 0) {
-                *out = POLICY_UNLIMITED;
-                return 0;
-        }
-        int n = policy_digits(s, &v);
-        if (n <= 0)
-                return -EINVAL;
-        if (s[n] == '\0') {
-                /* Plain bytes; UINT64_MAX itself would read back as infinity. */
-                if (v == POLICY_UNLIMITED)
-                        return -EINVAL;
-                *out = v;
-                return 0;
-        }
-        if (s[n + 1] != '\0')
-                return -EINVAL;
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-                if (s[n] != units[i].suffix)
+        for (size_t i = 0; len >= 2 && i < sizeof(units) / sizeof(units[0]); i++) {
+                if (s[len - 1] != units[i].suffix)
                         continue;
-                if (v > (UINT64_MAX >> units[i].shift))
+                int n = policy_digits(s, &v);
+                if (n < 0 || (size_t)n != len - 1 || v > (UINT64_MAX >> units[i].shift))
                         return -EINVAL;
                 *out = v << units[i].shift;
                 return 0;
         }
-        return -EINVAL;
+        /* Plain bytes or infinity: read as a count, which also refuses
+         * UINT64_MAX itself (it would read back as infinity). */
+        return policy_parse_count(s, out);
 }
 
 int policy_parse_count(const char *s, uint64_t *out)

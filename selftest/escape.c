@@ -61,6 +61,19 @@ static const char *ename(int e)
         return n ? n : "?";
 }
 
+/* Reads what one read(2) gives of a small file into buf, NUL-terminated
+ * (an empty string if it cannot be opened or read); returns read's result. */
+static ssize_t read_text(const char *path, char *buf, size_t size)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
+
+        if (fd >= 0)
+                close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        return n;
+}
+
 /* A call that must fail: blocked if r < 0. */
 static void must_fail(const char *name, long r)
 {
@@ -258,11 +271,7 @@ static void privileges(void)
         TRY("real-time scheduling", sched_setscheduler(0, SCHED_FIFO, &sp));
         if (wanted("status")) {
                 char buf[8192];
-                int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-                buf[n > 0 ? n : 0] = '\0';
-                if (fd >= 0)
-                        close(fd);
+                read_text("/proc/self/status", buf, sizeof buf);
                 static const char *const want[] = { "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000",
                                                     "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
                                                     "CapAmb:\t0000000000000000", "NoNewPrivs:\t1",
@@ -394,24 +403,16 @@ static void process_view(void)
                 report("host processes", max < 100, "highest visible pid %d", max);
         }
         if (wanted("uid map")) {
-                char buf[256] = "";
-                int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-                if (fd >= 0)
-                        close(fd);
-                buf[n > 0 ? n : 0] = '\0';
+                char buf[256];
+                read_text("/proc/self/uid_map", buf, sizeof buf);
                 unsigned inner, outer, count;
                 bool ok = sscanf(buf, "%u %u %u", &inner, &outer, &count) == 3 && outer != 0 && count == 1 &&
                           !strchr(strchr(buf, '\n') ? strchr(buf, '\n') + 1 : "", ' ');
                 report("uid map onto host root", ok, "%.*s", (int)strcspn(buf, "\n"), buf);
         }
         if (wanted("interfaces")) {
-                char buf[4096] = "";
-                int fd = open("/proc/net/dev", O_RDONLY | O_CLOEXEC);
-                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-                if (fd >= 0)
-                        close(fd);
-                buf[n > 0 ? n : 0] = '\0';
+                char buf[4096];
+                ssize_t n = read_text("/proc/net/dev", buf, sizeof buf);
                 int others = 0;
                 char *line = strchr(buf, '\n');
                 line = line ? strchr(line + 1, '\n') : NULL;

@@ -1,12 +1,11 @@
-"""The audit log and long answers on the control socket (issue items 4
-and 7, control side): a gadget flooding denied binding calls costs at most
-its audit budget (the rest summarized, never lost), audit.log is rotated at
-its size, `gadgetctl audit` answers whole and in bounded work on a big log,
-a full disk is reported, and `gadgetctl logs` answers beyond a frame.
-
-Attack, reproducible by hand: a policy `[Gadget] Name=attacker
-Exec=build/tests/integration/hostile Arguments=binding-flood NOPE get 50000` (no
-bindings: each call is denied) loaded into a gadgetd."""
+"""The audit log and long answers on the control socket: a gadget flooding
+denied binding calls costs at most its audit budget (the rest summarized,
+never lost), audit.log is rotated at its size, `gadgetctl audit` answers
+whole and in bounded work on a big log, a full disk is reported, and
+`gadgetctl logs` answers beyond a frame. Attack, reproducible by hand: a
+policy `[Gadget] Name=attacker Exec=build/tests/integration/hostile
+Arguments=binding-flood NOPE get 50000` (no bindings: each call is denied)
+loaded into a gadgetd."""
 import glob
 import json
 import os

@@ -1,4 +1,4 @@
-"""The control socket's clients against gadgetd (issue items 10 and 12): a
+"""The control socket's clients against gadgetd: a
 member of the control group holding connections, clients that never read
 their answers, and `load` of files the member may not read or that would
 hold gadgetd (FIFO, /dev/zero, a symlink, 2 MiB). The attacks are

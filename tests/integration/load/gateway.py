@@ -1,4 +1,4 @@
-"""Any local user against gadgetd's gateway (issue item 11): thousands of
+"""Any local user against gadgetd's gateway: thousands of
 connections that never finish a request head, at and beyond gadgetd's fd
 limit, and a flood of requests without the token. The attacks are
 attacks.py subcommands (see there to run one by hand or in a benchmark)."""

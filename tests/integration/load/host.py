@@ -1,7 +1,6 @@
 """The host around gadgetd: secret files in directories others may write,
 a second gadgetd on the same socket or state directory, host uids across
-every gadgetd of the host, and `gadgetd run`'s stdio and signals
-(issue 13, items 13-16)."""
+every gadgetd of the host, and `gadgetd run`'s stdio and signals."""
 import os
 import signal
 import socket

@@ -1,4 +1,4 @@
-"""The http binding under attack (issue 13, items 1, 2 and 7): a flood of
+"""The http binding under attack: a flood of
 requests to a listener that never accepts, a server answering with 25,000
 headers, and answers larger than a frame. Each attack runs while the
 healthy gadget "good" is called throughout."""

@@ -1,4 +1,4 @@
-"""The kv binding under load (issue 13, item 5). Every SQLite operation runs
+"""The kv binding under load. Every SQLite operation runs
 on the gadget's own thread behind a queue of CallsMax= operations per
 binding; list reads a bounded key range; MaxKeys=/MaxBytes= have safe
 defaults; deletes commit on a full disk. Each attack is the `kv-flood` mode

@@ -1,4 +1,4 @@
-"""A gadget's output and log, and its start (issue items 3 and 9): a
+"""A gadget's output and log, and its start: a
 `yes`-like flood of stdout, log messages of 4,096 newlines each over the
 RPC, one pipe read of more than a thousand lines, and a gadget that never
 says hello. Each is charged to the gadget: its log budget
