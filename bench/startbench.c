@@ -41,7 +41,6 @@
 #include "gadget.pb-c.h"
 #include "system/log.h"
 #include "policy.h"
-#include "core/unit.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"
 #include "wire.h"

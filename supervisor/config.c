@@ -10,8 +10,8 @@
 
 #include "gateway/gateway.h"
 #include "bindings/http.h"
-#include "core/logbuf.h"
-#include "control/loader.h"
+#include "core/core.h"
+#include "system/loader.h"
 #include "policy.h"
 #include "spawn/uidpool.h"
 

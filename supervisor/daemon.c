@@ -21,10 +21,9 @@
 #include "system/instance.h"
 #include "system/log.h"
 #include "system/notify.h"
-#include "control/loader.h"
-#include "control/peercred.h"
+#include "system/loader.h"
+#include "system/peercred.h"
 #include "core/core.h"
-#include "core/unit.h"
 #include "policy.h"
 
 #define QUIT_TIMEOUT_MS 5000

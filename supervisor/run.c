@@ -16,7 +16,6 @@
 #include "config.h"
 #include "core/core.h"
 #include "contract.h"
-#include "core/calls.h"
 #include "json.h"
 #include "system/instance.h"
 #include "system/log.h"
@@ -24,7 +23,6 @@
 #include "policy.h"
 #include "relay.h"
 #include "sandbox_abi.h"
-#include "core/unit.h"
 #include "validate.h"
 #include "value.h"
 

@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "control.pb-c.h"
-#include "core/calls.h"
-#include "peercred.h"
+#include "core/core.h"
+#include "system/peercred.h"
 
 struct control;
 struct control_env;

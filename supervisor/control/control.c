@@ -22,7 +22,7 @@
 #include "stream.h"
 #include "policy.h"
 #include "system/ratelog.h"
-#include "core/unit.h"
+#include "core/core.h"
 #include "validate.h"
 #include "value.h"
 #include "wire.h"

@@ -10,11 +10,9 @@
 #include "client.h"
 #include "control.h"
 #include "core/core.h"
-#include "core/logbuf.h"
 #include "contract.h"
 #include "policy.h"
 #include "stream.h"
-#include "core/unit.h"
 
 /* The log lines numbered [next, end) of gadget name (numbered from its
  * first line, logbuf.total), read from its ring as parts are made. */

@@ -10,9 +10,7 @@
 #include "control.h"
 #include "core/core.h"
 #include "contract.h"
-#include "core/calls.h"
 #include "policy.h"
-#include "core/unit.h"
 
 static struct unit *find(struct client *cl, uint64_t id, const char *name)
 {

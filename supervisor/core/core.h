@@ -2,8 +2,9 @@
  * share — the event loop, the audit log, the HTTP client, the seccomp
  * filters, the sandbox helper and its spare shell, the host uid pool and
  * the resource limiter. Both modes own one: the daemon many gadgets,
- * gadgetd run one. Everything else of gadgetd sees units only through
- * this header, unit.h and calls.h. */
+ * gadgetd run one. This header is the core's one door: the rest of
+ * gadgetd sees units only through it (with unit.h, calls.h and logbuf.h,
+ * which it includes). */
 #pragma once
 
 #include <stdbool.h>
@@ -73,3 +74,7 @@ const char *core_limits_mode(const struct core *c);
  * ready, else -errno); false drops it, and none is made until the next
  * start. */
 int core_spare(struct core *c, bool ready);
+
+#include "calls.h"
+#include "logbuf.h"
+#include "unit.h"

@@ -16,7 +16,6 @@
 #include "core/core.h"
 #include "system/log.h"
 #include "policy.h"
-#include "core/unit.h"
 
 /* Why: no camera, microphone, location, USB and the like for the page or
  * any frame in it. */
