@@ -15,6 +15,7 @@
 #include "system/log.h"
 #include "system/paths.h"
 #include "core/peer.h"
+#include "http.h"
 #include "kv.h"
 #include "ops.h"
 #include "policy.h"
@@ -352,4 +353,17 @@ void bindings_set_policy(struct gadget_bindings *g, const struct policy *p)
 void bindings_attach(struct gadget_bindings *g, struct peer *peer)
 {
         g->peer = peer;
+}
+
+int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
+                      struct audit *audit, unsigned http_requests_max)
+{
+        *env = (struct bindings_env){ .base = base, .state_dir = state_dir, .audit = audit };
+        return http_new(base, http_requests_max, &env->http);
+}
+
+void bindings_env_close(struct bindings_env *env)
+{
+        http_free(env->http);
+        env->http = NULL;
 }

@@ -38,6 +38,13 @@ struct bindings_env {
         void *call_arg;
 };
 
+/* Fills env for base, state_dir and audit, with a new HTTP client of at
+ * most http_requests_max requests at once (0: the default); the caller
+ * sets call. 0 or -errno. */
+int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
+                      struct audit *audit, unsigned http_requests_max);
+void bindings_env_close(struct bindings_env *env);
+
 /* The binding side of one gadget, for as long as it is loaded: its calls
  * in flight, its secrets, its kv store. */
 struct gadget_bindings {

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <event2/event.h>
 
-#include "bindings/http.h"
 #include "calls.h"
 #include "contract.h"
 #include "policy.h"
@@ -48,12 +47,13 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", c->cfg.state_dir, strerror(-e));
                 return e;
         }
-        if ((e = http_new(c->base, c->cfg.http_requests_max, &c->http)) < 0) {
+        e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max);
+        if (e < 0) {
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
                 return e;
         }
-        c->bindings = (struct bindings_env){ .base = c->base, .state_dir = c->cfg.state_dir, .audit = c->audit,
-                                             .http = c->http, .call = call_gadget, .call_arg = c };
+        c->bindings.call = call_gadget;
+        c->bindings.call_arg = c;
         filter_compiled(&c->filter);
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */
@@ -112,7 +112,7 @@ void core_close(struct core *c)
                 unit_free(u);
         }
         audit_close(c->audit);
-        http_free(c->http);
+        bindings_env_close(&c->bindings);
         uidpool_close(&c->uids);
         spawn_helper_close(&c->helper);
         limiter_close(&c->limiter);

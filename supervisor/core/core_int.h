@@ -21,7 +21,6 @@ struct core {
         struct spare spare;           /* a sandbox shell ready for the next start */
         struct uidpool uids;
         struct audit *audit;          /* STATE_DIR/audit.log */
-        struct http *http;            /* HTTP requests of http bindings */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
         bool stopping;
