@@ -57,6 +57,17 @@ enum sandbox_fd {
 #define SANDBOX_SIGPENDING_MAX 1024u
 #define SANDBOX_MSGQUEUE_MAX 0u
 
+/* The report pipe carries sandbox.proto Reports (how the start went, how
+ * the program ended), framed by wire.c like every other message. Each is
+ * written whole in one write of at most SANDBOX_REPORT_MAX bytes
+ * (wire_send_atomic): a pipe write of at most PIPE_BUF bytes is atomic, so
+ * PID 1 can pass on the failure PID 2 reported without reading it, and
+ * gadgetd never sees reports interleaved. The two texts of a failure are
+ * cut to SANDBOX_REPORT_TEXT_MAX bytes each (whole UTF-8 characters);
+ * gadgetd refuses longer ones. */
+#define SANDBOX_REPORT_TEXT_MAX 512u
+#define SANDBOX_REPORT_MAX 2048u
+
 /* Records the child sends gadgetd on the report pipe: one type byte, a
  * 16-bit length, then data. */
 enum sandbox_report {
