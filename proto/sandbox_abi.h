@@ -1,8 +1,8 @@
 /* sandbox_abi: the contract between gadgetd and gadgetd-sandbox, the
  * program every worker starts as (worker/sandbox/): the fd numbers it
  * starts with, the messages on its setup socket besides the setup itself
- * (sandbox.proto), the records of its report pipe, and the limits and
- * signals both sides agree on. */
+ * (sandbox.proto), the size of the reports on its report pipe (also
+ * sandbox.proto), and the limits and signals both sides agree on. */
 #pragma once
 
 #include <signal.h>
@@ -21,7 +21,7 @@
  * cgroups to join come later on the same socket (SANDBOX_CGROUP_MSG). */
 enum sandbox_fd {
         SANDBOX_FD_SETUP = 3,    /* the setup socket (proto/sandbox.proto) */
-        SANDBOX_FD_REPORT = 4,   /* write end of the report pipe */
+        SANDBOX_FD_REPORT = 4,   /* write end of the report pipe (sandbox.proto Report) */
         SANDBOX_FD_RPC = 5,      /* the worker end of the RPC socketpair */
         SANDBOX_FD_STDOUT = 6,   /* where the program's output goes */
         SANDBOX_FD_STDERR = 7,
@@ -57,11 +57,13 @@ enum sandbox_fd {
 #define SANDBOX_SIGPENDING_MAX 1024u
 #define SANDBOX_MSGQUEUE_MAX 0u
 
-/* Records the child sends gadgetd on the report pipe: one type byte, a
- * 16-bit length, then data. */
-enum sandbox_report {
-        SANDBOX_REPORT_ERROR = 'E',  /* setup failed: "step: reason" */
-        SANDBOX_REPORT_WARM = 'W',   /* pre-warmed: built, waiting for the go byte */
-        SANDBOX_REPORT_READY = 'R',  /* the gadget program was exec'd */
-        SANDBOX_REPORT_STATUS = 'S', /* the gadget ended: int wait status */
-};
+/* The report pipe carries sandbox.proto Reports (how the start went, how
+ * the program ended), framed by wire.c like every other message. Each is
+ * written whole in one write of at most SANDBOX_REPORT_MAX bytes
+ * (wire_send_atomic): a pipe write of at most PIPE_BUF bytes is atomic, so
+ * PID 1 can pass on the failure PID 2 reported without reading it, and
+ * gadgetd never sees reports interleaved. The two texts of a failure are
+ * cut to SANDBOX_REPORT_TEXT_MAX bytes each (whole UTF-8 characters);
+ * gadgetd refuses longer ones. */
+#define SANDBOX_REPORT_TEXT_MAX 512u
+#define SANDBOX_REPORT_MAX 2048u

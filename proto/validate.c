@@ -1,13 +1,17 @@
-/* validate: checks of worker messages, one function per message kind. */
+/* validate: checks of worker messages, one function per message kind;
+ * then control requests and sandbox reports. */
 #include "validate.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "contract.h"
 #include "value.h"
 #include "control.pb-c.h"
+#include "sandbox.pb-c.h"
+#include "sandbox_abi.h"
 
 #define REFUSE(...) do { snprintf(why, len, __VA_ARGS__); return -EPROTO; } while (0)
 
@@ -131,4 +135,46 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 return -EINVAL;
         }
         return 0;
+}
+
+/* A text of a failure report: what the user will read, so bounded and
+ * UTF-8 (it goes on to logs, gadgetctl and the gateway's JSON). */
+static bool report_text_ok(const char *s, bool empty_ok)
+{
+        size_t n = strlen(s);
+        return (n > 0 || empty_ok) && n <= SANDBOX_REPORT_TEXT_MAX && value_utf8_valid(s, n);
+}
+
+/* Whether s is a status waitpid gives for a process that ended: an exit
+ * code in bits 8-15, or a signal number (with the core-dump bit 0x80) in
+ * bits 0-7. gadgetd turns it into gadgetd run's exit status and the cause
+ * it shows, so nothing else is taken. */
+static bool wait_status_ok(uint32_t s)
+{
+        if ((s & 0x7f) == 0)
+                return s <= 0xff00;
+        return s <= 0xff && (s & 0x7f) < NSIG;
+}
+
+/* Why this is safe: the report comes from the sandbox's PID 1, which runs
+ * inside the sandbox; nothing of it is used before these checks. */
+int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
+{
+        switch (r->kind_case) {
+        case SANDBOX__REPORT__KIND_FAILED:
+                if (!r->failed || !report_text_ok(r->failed->step, false) ||
+                    !report_text_ok(r->failed->reason, true))
+                        REFUSE("failure: step or reason empty, longer than %u bytes or not UTF-8",
+                               SANDBOX_REPORT_TEXT_MAX);
+                return 0;
+        case SANDBOX__REPORT__KIND_WARM:
+        case SANDBOX__REPORT__KIND_READY:
+                return 0;
+        case SANDBOX__REPORT__KIND_WAIT_STATUS:
+                if (!wait_status_ok(r->wait_status))
+                        REFUSE("wait status %#x is not one of a process that ended", r->wait_status);
+                return 0;
+        default:
+                REFUSE("unknown report kind %d", (int)r->kind_case);
+        }
 }

@@ -1,6 +1,7 @@
 /* validate: the one place where every message gadgetd receives — from a
- * worker, from a control client — is checked before any handler sees it
- * (ranges, lengths, UTF-8, identifiers, depth, counts). protobuf-c has
+ * worker, from a control client, from a sandbox's PID 1 on its report
+ * pipe — is checked before any handler sees it (ranges, lengths, UTF-8,
+ * identifiers, depth, counts). protobuf-c has
  * already checked the structure; the arguments of binding operations are
  * checked by the table of supervisor/bindings/ops.c. */
 #pragma once
@@ -19,3 +20,8 @@ int validate_worker_msg(const Gadget__WorkerMsg *m, const char *name, char *why,
  * reason in why (gadget names, method names, paths, argument values). */
 struct Control__Request;
 int validate_control_request(const struct Control__Request *q, char *why, size_t len);
+/* Returns 0 if a report from gadgetd-sandbox may be acted on, or -EPROTO
+ * with the reason in why (a kind gadgetd knows, texts of a failure within
+ * SANDBOX_REPORT_TEXT_MAX and UTF-8, a wait status waitpid could give). */
+struct Sandbox__Report;
+int validate_sandbox_report(const struct Sandbox__Report *r, char *why, size_t len);

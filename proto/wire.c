@@ -2,6 +2,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -271,6 +272,23 @@ int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame)
                 e = wire_writer_flush(&w, fd);
         wire_writer_free(&w);
         return e == 1 ? -EAGAIN : e;
+}
+
+int wire_send_atomic(int fd, const ProtobufCMessage *msg)
+{
+        uint8_t buf[PIPE_BUF];
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        if (len > sizeof buf - WIRE_HEADER_SIZE)
+                return -EMSGSIZE;
+        put_le32(buf, (uint32_t)len);
+        protobuf_c_message_pack(msg, buf + WIRE_HEADER_SIZE);
+        ssize_t n;
+        do
+                n = write_nosignal(fd, buf, WIRE_HEADER_SIZE + len);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return (size_t)n == WIRE_HEADER_SIZE + len ? 0 : -EIO;
 }
 
 /* What the frame being read still lacks (its header first). */

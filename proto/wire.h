@@ -67,9 +67,18 @@ ssize_t wire_send_fds(int sock, const void *data, size_t len, const int *fds, si
 ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n);
 
 /* Blocking helpers: send one message / receive one frame on a blocking fd.
- * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno. */
+ * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno
+ * (-EPROTO if the file ends inside a frame). On a non-blocking fd it
+ * returns -EAGAIN when the frame is not whole yet; what was read of it
+ * stays in r for the next call. */
 int wire_send(int fd, const ProtobufCMessage *msg, uint32_t max_frame);
 int wire_recv(struct wire_reader *r, int fd, const uint8_t **data, size_t *len);
 /* Like wire_recv, but never reads past the end of the frame: what follows
  * it on fd (another message, perhaps with fds of its own) stays there. */
 int wire_recv_exact(struct wire_reader *r, int fd, const uint8_t **data, size_t *len);
+/* Sends one message as a frame of at most PIPE_BUF bytes in one write,
+ * packed on the stack: 0, -EMSGSIZE if the frame would be larger, -errno.
+ * On a pipe such a write is atomic, so the frame arrives whole whoever
+ * else writes there; and nothing is allocated, so a process short of
+ * memory (an exec that failed under RLIMIT_AS) can still say why. */
+int wire_send_atomic(int fd, const ProtobufCMessage *msg);

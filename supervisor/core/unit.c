@@ -229,20 +229,26 @@ static void after_exit(struct unit *u, int status)
 }
 
 /* The report pipe: the program's wait status, then end of file when PID 1
- * of the sandbox is gone (and with it every process in it). */
+ * of the sandbox is gone (and with it every process in it). A report
+ * refused is a hostile sandbox: it is logged once and the worker killed,
+ * so the wait for it below is short. */
 static void report_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         int status = 0, pstatus = 0;
-        char msg[512], how[200], gone[300];
-        int r = spawn_read_report(fd, &status, msg, sizeof msg);
-        if (r == SANDBOX_REPORT_STATUS) {
+        char msg[256], how[200], gone[300];
+        int r = spawn_read_report(&u->child, &status, msg, sizeof msg);
+        if (r == SPAWN_REPORT_STATUS) {
                 u->program_status = status;
                 u->have_program_status = true;
                 return;
         }
-        if (r > 0)
+        if (r > 0 || r == -EAGAIN)
                 return;
+        if (r == -EPROTO) {
+                log_msg(L_ERR, u->policy->name, "sandbox report refused: %s", msg);
+                unit_kill(u, "sandbox report refused");
+        }
         while (waitpid(u->child.pid, &pstatus, 0) < 0 && errno == EINTR)
                 ;
         if (!u->have_program_status)

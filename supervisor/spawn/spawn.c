@@ -24,6 +24,7 @@
 
 #include "limits/cgroup.h"
 #include "sandbox_abi.h"
+#include "system/monotime.h"
 
 #define CHILD_STACK (64u * 1024u) /* the trampoline's: it only moves fds and execs */
 #define START_TIMEOUT_MS 10000
@@ -59,56 +60,46 @@ static int write_id_maps(pid_t pid, uid_t host)
         return 0;
 }
 
-int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen)
-{
-        uint8_t hdr[3];
-        char buf[512];
-        ssize_t n = read(report_fd, hdr, sizeof hdr);
-        if (n == 0)
-                return 0;
-        if (n < 0)
-                return -errno;
-        if (n != 3)
-                return -EPROTO;
-        size_t len = (size_t)hdr[1] | (size_t)hdr[2] << 8;
-        if (len > sizeof buf || (len > 0 && read(report_fd, buf, len) != (ssize_t)len))
-                return -EPROTO;
-        if (hdr[0] == SANDBOX_REPORT_STATUS && len == sizeof(int) && status)
-                memcpy(status, buf, sizeof(int));
-        if (msg && msglen)
-                snprintf(msg, msglen, "%.*s", (int)len, buf);
-        return hdr[0];
-}
-
-/* Waits for the child's next report: want (READY, or WARM for a pre-warmed
- * sandbox), or ERROR with the reason. */
 /* How long a helper whose setup socket is closed is given to have
  * reported why. */
 #define REPORT_AFTER_EPIPE_MS 1000
 
-/* Waits up to timeout_ms for the helper's report: 0 if it is want; an
- * error report's text is in err either way. */
-static int await_report(const struct spawn_child *c, int want, int timeout_ms, char *err, size_t errlen)
+/* Waits up to timeout_ms for the helper's next report: 0 if it is want; a
+ * failure's "step: reason" is in err either way. */
+static int await_report(struct spawn_child *c, int want, int timeout_ms, char *err, size_t errlen)
 {
-        struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
-        int r = poll(&pfd, 1, timeout_ms);
-        if (r == 0) {
-                snprintf(err, errlen, "sandbox setup timed out");
-                return -ETIMEDOUT;
-        }
-        char msg[512] = "";
-        r = spawn_read_report(c->report_fd, NULL, msg, sizeof msg);
-        if (r == SANDBOX_REPORT_ERROR)
+        uint64_t end = monotime_ms() + (uint64_t)timeout_ms;
+        char msg[2 * SANDBOX_REPORT_TEXT_MAX + 3] = "";
+        int r;
+        /* A report is written whole in one write, so it is read at the
+         * first wake-up; one that came in part waits for its rest within
+         * the same time. */
+        do {
+                uint64_t now = monotime_ms();
+                struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
+                if (now >= end || poll(&pfd, 1, (int)(end - now)) == 0) {
+                        snprintf(err, errlen, "sandbox setup timed out");
+                        return -ETIMEDOUT;
+                }
+                r = spawn_read_report(c, NULL, msg, sizeof msg);
+        } while (r == -EAGAIN);
+        if (r == SPAWN_REPORT_FAILED)
                 snprintf(err, errlen, "%s", msg);
         if (r == want)
                 return 0;
-        if (r == SANDBOX_REPORT_ERROR)
+        if (r == SPAWN_REPORT_FAILED)
                 return -ECHILD;
+        if (r == -EPROTO) {
+                snprintf(err, errlen, "sandbox report refused: %s", msg);
+                return r;
+        }
         snprintf(err, errlen, "sandbox setup ended without a report");
         return r < 0 ? r : -ECHILD;
 }
 
-static int await_start(const struct spawn_child *c, int want, char *err, size_t errlen)
+/* Waits for the child's next report: want (READY, or WARM for a pre-warmed
+ * sandbox), or FAILED with the reason. */
+static int await_start(struct spawn_child *c, int want, char *err, size_t errlen)
 {
         return await_report(c, want, START_TIMEOUT_MS, err, errlen);
 }
@@ -364,7 +355,10 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
 
         if ((e = spawn_setup_pack(o, &msg, err, errlen)) < 0)
                 goto out;
+        /* Only gadgetd's end of the report pipe is non-blocking: what comes
+         * from the sandbox never makes gadgetd wait (spawn_report.c). */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
+            fcntl(rep[0], F_SETFL, O_NONBLOCK) < 0 ||
             (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
             (self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
                 e = -errno;
@@ -385,6 +379,7 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         sh = SPAWN_SHELL_NONE;
         c.report_fd = rep[0];
         rep[0] = -1;
+        wire_reader_init(&c.report, SANDBOX_REPORT_MAX);
         c.rpc_fd = sv[0];
         sv[0] = -1;
         e = write_id_maps(c.pid, o->host_uid);
@@ -413,11 +408,11 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                  * this does not block: the wait for it is bounded. */
                 char why[512];
                 if ((e == -EPIPE || e == -ECONNRESET) &&
-                    await_report(&c, SANDBOX_REPORT_ERROR, REPORT_AFTER_EPIPE_MS, why, sizeof why) == 0)
+                    await_report(&c, SPAWN_REPORT_FAILED, REPORT_AFTER_EPIPE_MS, why, sizeof why) == 0)
                         snprintf(err, errlen, "%s", why);
                 goto out;
         }
-        e = await_start(&c, o->prewarm ? SANDBOX_REPORT_WARM : SANDBOX_REPORT_READY, err, errlen);
+        e = await_start(&c, o->prewarm ? SPAWN_REPORT_WARM : SPAWN_REPORT_READY, err, errlen);
         if (e < 0)
                 goto out;
         if (fcntl(c.rpc_fd, F_SETFL, O_NONBLOCK) < 0) {
@@ -466,7 +461,7 @@ int spawn_go(struct spawn_child *c, char *err, size_t errlen)
                 snprintf(err, errlen, "start signal: %s", strerror(-e));
                 return e;
         }
-        return await_start(c, SANDBOX_REPORT_READY, err, errlen);
+        return await_start(c, SPAWN_REPORT_READY, err, errlen);
 }
 
 void spawn_child_close(struct spawn_child *c)
@@ -480,5 +475,6 @@ void spawn_child_close(struct spawn_child *c)
                 close(c->rpc_fd);
         if (c->report_fd >= 0)
                 close(c->report_fd);
+        wire_reader_free(&c->report);
         c->pidfd = c->rpc_fd = c->report_fd = -1;
 }

@@ -56,7 +56,8 @@ struct spawn_child {
         pid_t pid;      /* PID 1 of the gadget's namespace, in gadgetd's view */
         int pidfd;      /* refers to pid without reuse races */
         int rpc_fd;     /* gadgetd's end of the socketpair, non-blocking */
-        int report_fd;  /* read end of the report pipe (wait status at the end) */
+        int report_fd;  /* read end of the report pipe (wait status at the end), non-blocking */
+        struct wire_reader report; /* a report read in part (never more than one) */
         int go_fd;      /* pre-warmed: spawn_go starts the program; else -1 */
 };
 
@@ -85,7 +86,16 @@ int spawn_go(struct spawn_child *child, char *err, size_t errlen);
 /* The setup message for gadgetd-sandbox as one frame in w (spawn_setup.c).
  * 0, or -errno with err. */
 int spawn_setup_pack(const struct spawn_opts *opts, struct wire_writer *w, char *err, size_t errlen);
-/* Reads one record from the report pipe: returns its type ('S' sets
- * *status), 0 at end of file, or -errno. */
-int spawn_read_report(int report_fd, int *status, char *msg, size_t msglen);
+/* The kinds of the sandbox's reports (sandbox.proto Report). */
+enum spawn_report {
+        SPAWN_REPORT_FAILED = 1, /* a setup step failed: "step: reason" */
+        SPAWN_REPORT_WARM,       /* pre-warmed: built, waiting for spawn_go */
+        SPAWN_REPORT_READY,      /* the program was exec'd */
+        SPAWN_REPORT_STATUS,     /* the program ended: its wait status */
+};
+/* Reads the child's next report, checked (proto/validate.c): returns its
+ * kind (a failure's "step: reason" in msg, a wait status in *status if
+ * status is not NULL), 0 at end of file, -EAGAIN until a whole report has
+ * come, -EPROTO with the reason in msg for one refused, or -errno. */
+int spawn_read_report(struct spawn_child *child, int *status, char *msg, size_t msglen);
 void spawn_child_close(struct spawn_child *child);

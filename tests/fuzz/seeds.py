@@ -10,6 +10,10 @@ what gadgetd really reads.
   policy   the example and test policies, and every policy the
            integration tests wrote (RECORDED/policy)
   json     every JSON argument the integration tests passed (RECORDED/json)
+  report   the reports gadgetd-sandbox writes on its report pipe, encoded
+           here as worker/sandbox/report.c encodes them (nothing records
+           that pipe): every kind, and failures the integration tests
+           provoke
 
 RECORDED is what a test run with GADGETD_FUZZ_SEEDS=RECORDED left (see
 tests/integration/harness.py). Paths of the build machine are replaced by
@@ -153,6 +157,45 @@ def policies(build, recorded):
                 save(kind, neutral(f.read(), build))
 
 
+def frame(msg):
+    return len(msg).to_bytes(4, "little") + msg
+
+
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def field(num, data):
+    """A length-delimited field (string, message)."""
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def failed(step, reason):
+    return frame(field(1, field(1, step.encode()) + field(2, reason.encode())))
+
+
+def reports():
+    warm, ready = frame(b"\x10\x01"), frame(b"\x18\x01")
+    status = lambda s: frame(b"\x20" + varint(s))
+    seeds = {
+        "warm": warm, "ready": ready, "status-exit-0": status(0), "status-exit-3": status(3 << 8),
+        "status-sigkill": status(9), "status-sigsys-core": status(31 | 0x80),
+        "failed-bind": failed("bind /srv/data", "Permission denied"),
+        "failed-exec": failed("exec /usr/lib/gadgets/probe", "Permission denied"),
+        "failed-interpreter": failed("exec /usr/lib/gadgets/ls", "its interpreter /lib64/ld-linux-x86-64.so.2 "
+                                     "is not in the sandbox (SystemLibraries=yes adds the system's)"),
+        "failed-init": failed("init", "fork failed"),
+        "life": ready + status(0), "life-warm": warm + ready + status(9),
+    }
+    for name, data in seeds.items():
+        save("report", data, name)
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -161,7 +204,8 @@ def main():
     capture_worker(build, fuzz_build)
     capture_control(build)
     policies(build, recorded)
-    for t in ("worker", "control", "policy", "json"):
+    reports()
+    for t in ("worker", "control", "policy", "json", "report"):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
 
 

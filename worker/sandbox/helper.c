@@ -30,9 +30,7 @@
 
 static _Noreturn void fail(const char *step, int err)
 {
-        char msg[512];
-        int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
-        sandbox_report(SANDBOX_FD_REPORT, SANDBOX_REPORT_ERROR, msg, (uint16_t)(n > 0 ? n : 0));
+        sandbox_report_failed(SANDBOX_FD_REPORT, step, strerror(err));
         _exit(125);
 }
 

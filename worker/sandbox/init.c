@@ -66,19 +66,18 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
 fail:
         e = errno;
         {
-                char msg[512], interp[256];
-                int n = snprintf(msg, sizeof msg, "%s %s: %s", step, cfg->exec, strerror(e));
+                /* Room past the cut, which report.c makes on a character boundary. */
+                char what[2 * SANDBOX_REPORT_TEXT_MAX], why[2 * SANDBOX_REPORT_TEXT_MAX], interp[256];
+                snprintf(what, sizeof what, "%s %s", step, cfg->exec);
+                snprintf(why, sizeof why, "%s", strerror(e));
                 /* The program is there (it was mounted), so ENOENT means
                  * its interpreter is not: name it and the key that adds it. */
                 if (e == ENOENT && strcmp(step, "exec") == 0 &&
                     policy_interpreter(cfg->exec, interp, sizeof interp) > 0 && access(interp, F_OK) < 0)
-                        n = snprintf(msg, sizeof msg, "%s %s: its interpreter %s is not in the sandbox (%s)", step,
-                                     cfg->exec, interp,
-                                     cfg->system_libraries ? "list it in ReadOnlyPaths="
-                                                                   : "SystemLibraries=yes adds the system's");
-                if (n >= (int)sizeof msg)
-                        n = sizeof msg - 1;
-                sandbox_report(rep >= 0 ? rep : err_fd, SANDBOX_REPORT_ERROR, msg, (uint16_t)n);
+                        snprintf(why, sizeof why, "its interpreter %s is not in the sandbox (%s)", interp,
+                                 cfg->system_libraries ? "list it in ReadOnlyPaths="
+                                                       : "SystemLibraries=yes adds the system's");
+                sandbox_report_failed(rep >= 0 ? rep : err_fd, what, why);
         }
         _exit(127);
 }
@@ -86,14 +85,16 @@ fail:
 /* Waits until exec succeeded (the pipe closes) or failed (a report comes). */
 static int wait_exec(int rd, const struct sandbox_config *cfg)
 {
-        uint8_t buf[3 + 512];
+        uint8_t buf[SANDBOX_REPORT_MAX + 4];
         ssize_t n;
         do
                 n = read(rd, buf, sizeof buf);
         while (n < 0 && errno == EINTR);
         if (n <= 0)
                 return 0;
-        /* Pass the exec failure on to gadgetd as the start's error. */
+        /* Pass the exec failure on to gadgetd as the start's error, unread:
+         * PID 2 wrote it as one report in one write (report.c), so this
+         * one read has all of it, and gadgetd checks it like any other. */
         ssize_t w = write(cfg->report_fd, buf, (size_t)n);
         (void)w;
         return -1;
@@ -112,7 +113,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
                 sigaddset(&set, sig);
         if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
-                sandbox_report(cfg->report_fd, SANDBOX_REPORT_ERROR, "init: setup failed", 18);
+                sandbox_report_failed(cfg->report_fd, "init", "setup failed");
                 _exit(125);
         }
         /* Pre-warmed: every layer is in place; the program starts when
@@ -120,7 +121,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         if (cfg->prewarm) {
                 char go;
                 ssize_t n;
-                sandbox_report(cfg->report_fd, SANDBOX_REPORT_WARM, "", 0);
+                sandbox_report_ready(cfg->report_fd, true);
                 do
                         n = read(cfg->setup_fd, &go, 1);
                 while (n < 0 && errno == EINTR);
@@ -130,7 +131,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         }
         child = fork();
         if (child < 0) {
-                sandbox_report(cfg->report_fd, SANDBOX_REPORT_ERROR, "init: fork failed", 17);
+                sandbox_report_failed(cfg->report_fd, "init", "fork failed");
                 _exit(125);
         }
         if (child == 0) {
@@ -141,7 +142,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         close(pipefd[1]);
         close(cfg->rpc_fd);
         if (wait_exec(pipefd[0], cfg) == 0)
-                sandbox_report(cfg->report_fd, SANDBOX_REPORT_READY, "", 0);
+                sandbox_report_ready(cfg->report_fd, false);
         close(pipefd[0]);
 
         for (;;) {
@@ -157,7 +158,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                 while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
                         if (pid != child)
                                 continue;
-                        sandbox_report(cfg->report_fd, SANDBOX_REPORT_STATUS, &status, sizeof status);
+                        sandbox_report_status(cfg->report_fd, status);
                         /* Ending PID 1 ends every other process of the namespace. */
                         _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
                 }

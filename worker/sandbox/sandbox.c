@@ -17,27 +17,10 @@
 #include <unistd.h>
 
 
-void sandbox_report(int fd, enum sandbox_report type, const void *data, uint16_t len)
-{
-        uint8_t buf[3 + 512];
-        if (len > sizeof buf - 3)
-                len = sizeof buf - 3;
-        buf[0] = (uint8_t)type;
-        buf[1] = (uint8_t)(len & 0xff);
-        buf[2] = (uint8_t)(len >> 8);
-        memcpy(buf + 3, data, len);
-        /* One write below PIPE_BUF is atomic; nothing useful can be done if
-         * gadgetd is gone. */
-        ssize_t n = write(fd, buf, 3u + len);
-        (void)n;
-}
-
 /* Sends "step: reason" to gadgetd and ends the child. */
 static _Noreturn void fail(int fd, const char *step, int err)
 {
-        char msg[512];
-        int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(err));
-        sandbox_report(fd, SANDBOX_REPORT_ERROR, msg, (uint16_t)(n > 0 ? n : 0));
+        sandbox_report_failed(fd, step, strerror(err));
         _exit(125);
 }
 

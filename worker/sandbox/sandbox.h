@@ -4,7 +4,7 @@
  * small static program, which receives its setup from gadgetd, enters
  * every isolation layer in order and then serves as PID 1 of the gadget's
  * PID namespace. Any step that fails aborts the start and is reported to
- * gadgetd as "step: reason". */
+ * gadgetd as its step and reason (the user reads "step: reason"). */
 #pragma once
 
 #include <stdbool.h>
@@ -72,4 +72,9 @@ int limits_apply(const struct sandbox_config *cfg, const char **step);
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);
 /* Runs the program as PID 2 and waits as PID 1; never returns. */
 _Noreturn void init_run(const struct sandbox_config *cfg);
-void sandbox_report(int fd, enum sandbox_report type, const void *data, uint16_t len);
+/* Reports to gadgetd on fd (report.c, sandbox.proto Report): a step that
+ * failed and why; the sandbox built (warm, pre-warmed) or the program
+ * exec'd; the program's wait status. */
+void sandbox_report_failed(int fd, const char *step, const char *reason);
+void sandbox_report_ready(int fd, bool warm);
+void sandbox_report_status(int fd, int status);
