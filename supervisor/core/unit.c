@@ -17,7 +17,6 @@
 #include "system/log.h"
 #include "peer.h"
 #include "policy.h"
-#include "sandbox_abi.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"
 #include "system/monotime.h"
