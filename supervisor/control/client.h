@@ -14,14 +14,10 @@ struct daemon;
 
 struct client {
         struct control *ctl;
-        int fd;
+        struct conn *conn;          /* the socket, its frames and queue of answers */
         struct peercred cred;       /* who connected (kernel's record) */
-        bool closing;               /* dropped: freed from ev_write, nothing more sent */
         bool spoke;                 /* its first request came, of our protocol version */
         bool refused;               /* of another version: the rest is not read */
-        struct event *ev_read, *ev_write;
-        struct wire_reader *rd;
-        struct wire_writer *wr;
         struct client_call *calls;  /* calls in flight for this client */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */
         struct client *next;
