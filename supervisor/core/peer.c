@@ -93,10 +93,28 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
 
 static void pending_free(struct pending *c)
 {
+        if (!c)
+                return;
         for (size_t i = 0; i < c->chain.n; i++)
                 free(c->chain.names[i]);
         free(c->chain.names);
         free(c);
+}
+
+/* Unlinks the call of id from those in flight; NULL if there is none. */
+static struct pending *take_pending(struct peer *p, uint64_t id)
+{
+        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
+                struct pending *c = *pp;
+                if (c->id != id)
+                        continue;
+                *pp = c->next;
+                if (!*pp)
+                        p->tail = pp;
+                p->n_pending--;
+                return c;
+        }
+        return NULL;
 }
 
 static void fail_pending(struct peer *p, const char *gone)
@@ -200,14 +218,8 @@ static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size
         /* Any result is progress, even one for a call already timed out. */
         if (r->id != 0 && r->id <= p->next_id)
                 clock_gettime(CLOCK_MONOTONIC, &p->progress);
-        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
-                struct pending *c = *pp;
-                if (c->id != r->id)
-                        continue;
-                *pp = c->next;
-                if (!*pp)
-                        p->tail = pp;
-                p->n_pending--;
+        struct pending *c = take_pending(p, r->id);
+        if (c) {
                 c->cb(c->cbdata, r, NULL);
                 pending_free(c);
                 return 0;
@@ -384,17 +396,7 @@ int peer_call(struct peer *p, const char *method, const Gadget__Value *args,
 
 void peer_forget(struct peer *p, uint64_t id)
 {
-        for (struct pending **pp = &p->head; *pp; pp = &(*pp)->next) {
-                struct pending *c = *pp;
-                if (c->id != id)
-                        continue;
-                *pp = c->next;
-                if (!*pp)
-                        p->tail = pp;
-                p->n_pending--;
-                pending_free(c);
-                return;
-        }
+        pending_free(take_pending(p, id));
 }
 
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg)
