@@ -56,6 +56,15 @@ static const char *const refusal_what[REF_N] = {
         [REF_SLOW] = "control clients dropped for not reading their answers",
 };
 
+/* The summary line of refusals of kind k counted in the window that ended. */
+static void report_counted(struct control *c, enum control_refusal k, uint64_t now)
+{
+        uint64_t n = ratelog_flush(&c->rl[k], now);
+        if (n)
+                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
+                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
+}
+
 /* Logs one refusal now, or counts it for the window's summary line. */
 static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -64,10 +73,8 @@ static void refusal(struct control *c, enum control_refusal k, const char *fmt, 
 {
         char msg[512];
         va_list ap;
-        uint64_t now = monotime_ms(), n = ratelog_flush(&c->rl[k], now);
-        if (n)
-                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
-                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
+        uint64_t now = monotime_ms();
+        report_counted(c, k, now);
         if (!ratelog_allow(&c->rl[k], now))
                 return;
         va_start(ap, fmt);
@@ -80,12 +87,8 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct control *c = arg;
         uint64_t now = monotime_ms();
-        for (int k = 0; k < REF_N; k++) {
-                uint64_t n = ratelog_flush(&c->rl[k], now);
-                if (n)
-                        log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
-                                refusal_what[k], RATELOG_WINDOW_MS / 1000);
-        }
+        for (int k = 0; k < REF_N; k++)
+                report_counted(c, (enum control_refusal)k, now);
 }
 
 struct daemon *client_daemon(const struct client *cl)
@@ -143,37 +146,44 @@ int client_send(struct client *cl, Control__Response *r)
         return e;
 }
 
-void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
+/* One answer of id with a formatted text: Done (done), else Error of code.
+ * The text is cut at len bytes (at most 4096). */
+static void send_text(struct client *cl, uint64_t id, bool done, int code, size_t len, const char *fmt,
+                      va_list ap)
 {
         char msg[4096];
+        Gadget__Error err = GADGET__ERROR__INIT;
+        Control__Done d = CONTROL__DONE__INIT;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        vsnprintf(msg, len < sizeof msg ? len : sizeof msg, fmt, ap);
+        r.id = id;
+        if (done) {
+                d.message = msg;
+                r.resp_case = CONTROL__RESPONSE__RESP_DONE;
+                r.done = &d;
+        } else {
+                err.code = (uint32_t)code;
+                err.message = msg;
+                r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
+                r.error = &err;
+        }
+        client_send(cl, &r);
+}
+
+void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
+{
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        send_text(cl, id, false, code, 4096, fmt, ap);
         va_end(ap);
-        Gadget__Error err = GADGET__ERROR__INIT;
-        err.code = (uint32_t)code;
-        err.message = msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-        r.error = &err;
-        client_send(cl, &r);
 }
 
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
 {
-        char msg[1024];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        send_text(cl, id, true, 0, 1024, fmt, ap);
         va_end(ap);
-        Control__Done done = CONTROL__DONE__INIT;
-        done.message = msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_DONE;
-        r.done = &done;
-        client_send(cl, &r);
 }
 
 struct client_call *client_call_new(struct client *cl, uint64_t id)
