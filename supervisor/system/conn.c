@@ -22,7 +22,7 @@ struct conn {
         bool closed;                  /* input ended: nothing more is read */
         bool dropped;                 /* conn_drop: closed() is due from ev_write */
         bool told;                    /* closed() was called */
-        int drop_why;
+        int drop_why;                 /* conn_drop's why, for closed() */
 };
 
 static void read_cb(evutil_socket_t fd, short what, void *arg);
@@ -100,14 +100,20 @@ int conn_send(struct conn *c, const ProtobufCMessage *msg)
         return 0;
 }
 
+/* The owner hears why the connection ended, once; it may free it. */
+static void tell(struct conn *c, int why)
+{
+        if (c->told)
+                return;
+        c->told = true;
+        c->ops->closed(c->arg, why);
+}
+
 static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct conn *c = arg;
         if (c->dropped) {
-                if (!c->told) {
-                        c->told = true;
-                        c->ops->closed(c->arg, c->drop_why);
-                }
+                tell(c, c->drop_why);
                 return;
         }
         int e = wire_writer_flush(&c->wr, c->fd);
@@ -118,36 +124,28 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
         /* A write error means the peer is gone; the read side sees it. */
 }
 
-static void stop_input(struct conn *c)
+void conn_close(struct conn *c)
 {
         c->closed = true;
         event_del(c->ev_read);
         event_del(c->ev_more);
 }
 
-void conn_close(struct conn *c)
-{
-        stop_input(c);
-}
-
 void conn_drop(struct conn *c, int why)
 {
         if (c->dropped)
                 return;
-        stop_input(c);
+        conn_close(c);
         c->dropped = true;
         c->drop_why = why;
         event_active(c->ev_write, EV_WRITE, 0);
 }
 
-/* The input ended by itself: the owner hears why, once. */
+/* The input ended by itself. */
 static void end(struct conn *c, int why)
 {
-        stop_input(c);
-        if (c->told)
-                return;
-        c->told = true;
-        c->ops->closed(c->arg, why);
+        conn_close(c);
+        tell(c, why);
 }
 
 /* What the end of the input means, once every frame before it is handled.
