@@ -1,5 +1,5 @@
-/* control: gadgetd's control socket — who may connect, framing, checks of
- * every request before its handler runs. */
+/* control: gadgetd's control socket — who may connect, checks of every
+ * request before its handler runs; each client is a conn (system/conn.h). */
 #include "control.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* peer: framing, validation and dispatch of one worker's messages. */
+/* peer: validation and dispatch of one worker's messages, over a conn. */
 #include "peer.h"
 
 #include <errno.h>
