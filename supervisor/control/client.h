@@ -15,14 +15,10 @@ struct control_env;
 
 struct client {
         struct control *ctl;
-        int fd;
+        struct conn *conn;          /* the socket, its frames and queue of answers */
         struct peercred cred;       /* who connected (kernel's record) */
-        bool closing;               /* dropped: freed from ev_write, nothing more sent */
         bool spoke;                 /* its first request came, of our protocol version */
         bool refused;               /* of another version: the rest is not read */
-        struct event *ev_read, *ev_write;
-        struct wire_reader *rd;
-        struct wire_writer *wr;
         struct call_owner calls;    /* its gadget calls in flight (core/calls.h) */
         struct client_load *loads;  /* its loads in flight */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */

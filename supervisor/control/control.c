@@ -1,5 +1,5 @@
-/* control: gadgetd's control socket — who may connect, framing, checks of
- * every request before its handler runs. */
+/* control: gadgetd's control socket — who may connect, checks of every
+ * request before its handler runs; each client is a conn (system/conn.h). */
 #include "control.h"
 
 #include <errno.h>
@@ -26,6 +26,7 @@
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
+#include "system/conn.h"
 #include "system/monotime.h"
 
 #define ACCEPT_BATCH 16          /* connections taken per wakeup */
@@ -54,6 +55,15 @@ static const char *const refusal_what[REF_N] = {
         [REF_SLOW] = "control clients dropped for not reading their answers",
 };
 
+/* The summary line of refusals of kind k counted in the window that ended. */
+static void report_counted(struct control *c, enum control_refusal k, uint64_t now)
+{
+        uint64_t n = ratelog_flush(&c->rl[k], now);
+        if (n)
+                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
+                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
+}
+
 /* Logs one refusal now, or counts it for the window's summary line. */
 static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -62,10 +72,8 @@ static void refusal(struct control *c, enum control_refusal k, const char *fmt, 
 {
         char msg[512];
         va_list ap;
-        uint64_t now = monotime_ms(), n = ratelog_flush(&c->rl[k], now);
-        if (n)
-                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
-                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
+        uint64_t now = monotime_ms();
+        report_counted(c, k, now);
         if (!ratelog_allow(&c->rl[k], now))
                 return;
         va_start(ap, fmt);
@@ -78,12 +86,8 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct control *c = arg;
         uint64_t now = monotime_ms();
-        for (int k = 0; k < REF_N; k++) {
-                uint64_t n = ratelog_flush(&c->rl[k], now);
-                if (n)
-                        log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
-                                refusal_what[k], RATELOG_WINDOW_MS / 1000);
-        }
+        for (int k = 0; k < REF_N; k++)
+                report_counted(c, (enum control_refusal)k, now);
 }
 
 const struct control_env *client_env(const struct client *cl)
@@ -106,95 +110,80 @@ static void client_free(struct client *cl)
         calls_owner_gone(&cl->calls); /* their answers will find no one */
         for (struct client_load *p = cl->loads; p; p = p->next)
                 p->client = NULL;
-        event_free(cl->ev_read);
-        event_free(cl->ev_write);
-        close(cl->fd);
-        wire_reader_free(cl->rd);
-        wire_writer_free(cl->wr);
-        free(cl->rd);
-        free(cl->wr);
+        conn_free(cl->conn);
         stream_free(cl->stream);
         free(cl);
 }
 
-static void write_cb(evutil_socket_t fd, short what, void *arg)
+/* Every answer was read: the next part of a long answer. */
+static void on_drained(void *arg)
 {
         struct client *cl = arg;
-        if (cl->closing) {
-                client_free(cl);
-                return;
-        }
-        int e = wire_writer_flush(cl->wr, cl->fd);
-        if (e == 1)
-                event_add(cl->ev_write, NULL);
-        else if (e == 0)
-                stream_kick(cl->stream); /* the next part of a long answer */
+        stream_kick(cl->stream);
 }
 
-/* Drops a client from inside a handler: it is freed from its write event,
- * once the code that holds it has returned. */
-static void client_drop(struct client *cl)
+/* The connection ended (end of file, bytes that are not requests, or
+ * dropped): the client goes. */
+static void on_closed(void *arg, int why)
 {
-        cl->closing = true;
-        event_del(cl->ev_read);
-        event_active(cl->ev_write, EV_WRITE, 0);
+        client_free(arg);
 }
 
 int client_send(struct client *cl, Control__Response *r)
 {
-        /* Why this bounds memory: answers wait only while fewer than
-         * queue_bytes are unsent (plus the one answer being added, at most
-         * a frame); a client with more has stopped reading and is closed.
-         * Long answers come in parts made only once the last was read. */
-        if (cl->closing)
-                return -ECONNRESET;
-        int e = wire_writer_pending(cl->wr) > cl->ctl->lim.queue_bytes ? -ENOBUFS
-                : wire_writer_put(cl->wr, &r->base, WIRE_MAX_FRAME);
+        /* Why this bounds memory: answers wait only while no more than
+         * queue_bytes are unsent (the conn's bound); a client with more has
+         * stopped reading and is closed, from the loop, once the code that
+         * holds it has returned. Long answers come in parts made only once
+         * the last was read. */
+        int e = conn_send(cl->conn, &r->base);
         if (e == -ENOBUFS) {
                 refusal(cl->ctl, REF_SLOW, "dropped the control client of uid %u (pid %d): more than %zu bytes "
                         "of answers unread (ControlQueueSize)", (unsigned)cl->cred.uid, (int)cl->cred.pid,
                         cl->ctl->lim.queue_bytes);
-                client_drop(cl);
-                return e;
+                conn_drop(cl->conn, e);
         }
-        if (e < 0)
-                return e;
-        if (!event_pending(cl->ev_write, EV_WRITE, NULL))
-                event_active(cl->ev_write, EV_WRITE, 0);
-        return 0;
+        return e;
+}
+
+/* One answer of id with a formatted text: Done (done), else Error of code.
+ * The text is cut at len bytes (at most 4096). */
+static void send_text(struct client *cl, uint64_t id, bool done, int code, size_t len, const char *fmt,
+                      va_list ap)
+{
+        char msg[4096];
+        Gadget__Error err = GADGET__ERROR__INIT;
+        Control__Done d = CONTROL__DONE__INIT;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        vsnprintf(msg, len < sizeof msg ? len : sizeof msg, fmt, ap);
+        r.id = id;
+        if (done) {
+                d.message = msg;
+                r.resp_case = CONTROL__RESPONSE__RESP_DONE;
+                r.done = &d;
+        } else {
+                err.code = (uint32_t)code;
+                err.message = msg;
+                r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
+                r.error = &err;
+        }
+        client_send(cl, &r);
 }
 
 void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
 {
-        char msg[4096];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        send_text(cl, id, false, code, 4096, fmt, ap);
         va_end(ap);
-        Gadget__Error err = GADGET__ERROR__INIT;
-        err.code = (uint32_t)code;
-        err.message = msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-        r.error = &err;
-        client_send(cl, &r);
 }
 
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
 {
-        char msg[1024];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        send_text(cl, id, true, 0, 1024, fmt, ap);
         va_end(ap);
-        Control__Done done = CONTROL__DONE__INIT;
-        done.message = msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_DONE;
-        r.done = &done;
-        client_send(cl, &r);
 }
 
 struct client_load *client_load_new(struct client *cl, uint64_t id)
@@ -220,52 +209,42 @@ struct client *client_load_end(struct client_load *c)
         return cl;
 }
 
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+/* One request: bytes that are not one end the connection (-EPROTO). */
+static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct client *cl = arg;
-        ssize_t n = wire_reader_fill(cl->rd, cl->fd);
-        if (n == -EAGAIN)
-                return;
-        for (;;) {
-                const uint8_t *data;
-                size_t len;
-                char why[256];
-                int r = wire_reader_next(cl->rd, &data, &len);
-                if (r == 0)
-                        break;
-                if (r < 0 || value_packed_check(&control__request__descriptor, data, len, why, sizeof why) < 0) {
-                        client_free(cl); /* not speaking the protocol */
-                        return;
-                }
-                Control__Request *q = control__request__unpack(NULL, len, data);
-                if (!q) {
-                        client_free(cl);
-                        return;
-                }
-                if (cl->refused) {
-                        control__request__free_unpacked(q, NULL);
-                        continue;
-                }
-                if (!cl->spoke && q->version != CONTROL_PROTOCOL_VERSION) {
-                        /* The client hears why before gadgetd stops reading it. */
-                        client_error(cl, q->id, GADGET_EPROTO, "this client speaks control protocol %u, gadgetd "
-                                     "speaks %u: use the gadgetctl of gadgetd's release", (unsigned)q->version,
-                                     CONTROL_PROTOCOL_VERSION);
-                        cl->refused = true;
-                } else {
-                        cl->spoke = true;
-                        if (validate_control_request(q, why, sizeof why) < 0)
-                                client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
-                        else
-                                request_handle(cl, q);
-                }
+        char why[256];
+        if (value_packed_check(&control__request__descriptor, data, len, why, sizeof why) < 0)
+                return -EPROTO; /* not speaking the protocol */
+        Control__Request *q = control__request__unpack(NULL, len, data);
+        if (!q)
+                return -EPROTO;
+        if (cl->refused) {
                 control__request__free_unpacked(q, NULL);
-                if (cl->closing)
-                        return;
+                return 0;
         }
-        if (n <= 0)
-                client_free(cl);
+        if (!cl->spoke && q->version != CONTROL_PROTOCOL_VERSION) {
+                /* The client hears why before gadgetd stops reading it. */
+                client_error(cl, q->id, GADGET_EPROTO, "this client speaks control protocol %u, gadgetd "
+                             "speaks %u: use the gadgetctl of gadgetd's release", (unsigned)q->version,
+                             CONTROL_PROTOCOL_VERSION);
+                cl->refused = true;
+        } else {
+                cl->spoke = true;
+                if (validate_control_request(q, why, sizeof why) < 0)
+                        client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
+                else
+                        request_handle(cl, q);
+        }
+        control__request__free_unpacked(q, NULL);
+        return 0;
 }
+
+static const struct conn_ops conn_ops = {
+        .frame = on_frame,
+        .closed = on_closed,
+        .drained = on_drained,
+};
 
 /* Only root and members of the control group may use the socket. Why this
  * is safe: the kernel reports the peer's credentials and groups, and the
@@ -333,29 +312,19 @@ static int admit(struct control *c, int fd, const struct peercred *pc)
 static void add_client(struct control *c, int fd, const struct peercred *pc)
 {
         struct client *cl = calloc(1, sizeof *cl);
-        if (!cl || !(cl->rd = malloc(sizeof *cl->rd)) || !(cl->wr = malloc(sizeof *cl->wr))) {
-                if (cl)
-                        free(cl->rd);
+        if (!cl || conn_new(c->env.base, fd, c->lim.queue_bytes, &conn_ops, cl, &cl->conn) < 0) {
                 free(cl);
                 close(fd);
                 return;
         }
         cl->ctl = c;
-        cl->fd = fd;
         cl->cred = *pc;
-        wire_reader_init(cl->rd, WIRE_MAX_FRAME);
-        /* The writer's own cap: queue_bytes waiting plus one whole frame. */
-        wire_writer_init(cl->wr, c->lim.queue_bytes + WIRE_MAX_FRAME);
-        cl->ev_read = event_new(c->env.base, fd, EV_READ | EV_PERSIST, read_cb, cl);
-        cl->ev_write = event_new(c->env.base, fd, EV_WRITE, write_cb, cl);
         cl->next = c->clients;
         c->clients = cl;
         if (pc->uid == 0)
                 c->n_root++;
         else
                 c->n_users++;
-        if (!cl->ev_read || !cl->ev_write || event_add(cl->ev_read, NULL) < 0)
-                client_free(cl);
 }
 
 /* Removes a socket left at path by a gadgetd that ended, and only that:

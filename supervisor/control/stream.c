@@ -11,7 +11,7 @@
 #include "control.h"
 #include "contract.h"
 #include "system/log.h"
-#include "wire.h"
+#include "system/conn.h"
 
 struct live_line {
         struct live_line *next;
@@ -134,8 +134,8 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
         int e = 1;
         /* Why the loop never waits: one part per turn, and none while the
          * client has not read the last one. */
-        if (wire_writer_pending(st->cl->wr) > 0)
-                return; /* flush_cb kicks when the queue is empty */
+        if (conn_pending(st->cl->conn) > 0)
+                return; /* control.c's on_drained kicks when the queue is empty */
         if (st->src.step) {
                 e = st->src.step(st->src.arg, st, why, sizeof why);
                 if (e < 0) {

@@ -1,4 +1,4 @@
-/* peer: framing, validation and dispatch of one worker's messages. */
+/* peer: validation and dispatch of one worker's messages, over a conn. */
 #include "peer.h"
 
 #include <errno.h>
@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "contract.h"
 #include "system/log.h"
@@ -14,24 +13,18 @@
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
+#include "system/conn.h"
 #include "system/monotime.h"
 
 
 struct peer {
-        int fd;
+        struct conn *conn;
         enum peer_state state;
         const struct policy *policy;
         const struct peer_handlers *h;
         void *data;
-        struct event *ev_read, *ev_write;
-        struct event *ev_more;        /* frames left over from a turn */
-        ssize_t read_end;             /* a fill's end of file or error, acted on once drained */
-        bool read_ended;
         bool yield_logged;            /* the first yield of this run is logged */
-        bool held;                    /* input left alone (peer_hold) */
         struct timespec progress;     /* the last result, or the first call sent when idle */
-        struct wire_reader rd;
-        struct wire_writer wr;
         uint64_t next_id;
         struct peer_call *head, **tail; /* calls in flight, oldest first */
         size_t n_pending;
@@ -60,9 +53,15 @@ static const struct dispatch_row dispatch_table[] = {
         { GADGET__WORKER_MSG__MSG_LOG, PEER_AWAIT_HELLO | PEER_READY, on_log },
 };
 
-static void flush_cb(evutil_socket_t fd, short what, void *arg);
-static void read_cb(evutil_socket_t fd, short what, void *arg);
-static void more_cb(evutil_socket_t fd, short what, void *arg);
+static const struct conn_ops conn_ops;
+
+/* The policy's turn budget, for the connection. */
+static void set_budget(struct peer *p)
+{
+        const struct policy *pol = p->policy;
+        struct conn_budget b = { pol->turn_frames_max, pol->turn_bytes_max, pol->frame_values_max };
+        conn_set_budget(p->conn, &b);
+}
 
 struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,
                       const struct peer_handlers *h, void *data)
@@ -70,22 +69,17 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         struct peer *p = calloc(1, sizeof *p);
         if (!p)
                 return NULL;
-        p->fd = fd;
         p->state = PEER_AWAIT_HELLO;
         p->policy = policy;
         p->h = h;
         p->data = data;
         p->tail = &p->head;
-        wire_reader_init(&p->rd, WIRE_MAX_FRAME);
-        wire_writer_init(&p->wr, 0);
-        p->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, p);
-        p->ev_write = event_new(base, fd, EV_WRITE, flush_cb, p);
-        p->ev_more = evtimer_new(base, more_cb, p);
-        if (!p->ev_read || !p->ev_write || !p->ev_more || event_add(p->ev_read, NULL) < 0) {
-                p->fd = -1;
-                peer_free(p, NULL);
+        /* 0: unsent answers are bounded by the writer alone (four frames). */
+        if (conn_new(base, fd, 0, &conn_ops, p, &p->conn) < 0) {
+                free(p);
                 return NULL;
         }
+        set_budget(p);
         return p;
 }
 
@@ -122,16 +116,7 @@ void peer_free(struct peer *p, const char *gone)
         if (!p)
                 return;
         fail_pending(p, gone ? gone : "the gadget stopped");
-        if (p->ev_read)
-                event_free(p->ev_read);
-        if (p->ev_write)
-                event_free(p->ev_write);
-        if (p->ev_more)
-                event_free(p->ev_more);
-        if (p->fd >= 0)
-                close(p->fd);
-        wire_reader_free(&p->rd);
-        wire_writer_free(&p->wr);
+        conn_free(p->conn);
         for (size_t i = 0; i < p->n_methods; i++)
                 free(p->methods[i]);
         free(p->methods);
@@ -166,8 +151,7 @@ static void close_peer(struct peer *p, const char *why)
         if (p->state == PEER_CLOSED)
                 return;
         p->state = PEER_CLOSED;
-        event_del(p->ev_read);
-        event_del(p->ev_more);
+        conn_close(p->conn);
         if (why) {
                 char esc[600];
                 log_msg(L_ERR, p->policy->name, "protocol violation: %s",
@@ -180,25 +164,9 @@ static void close_peer(struct peer *p, const char *why)
         p->h->closed(p, why, p->data);
 }
 
-/* Queues one message and makes sure a flush runs in this loop turn, so
- * messages queued together leave in one write. */
 static int send_msg(struct peer *p, const Gadget__SupervisorMsg *m)
 {
-        int e = wire_writer_put(&p->wr, &m->base, WIRE_MAX_FRAME);
-        if (e < 0)
-                return e;
-        if (!event_pending(p->ev_write, EV_WRITE, NULL))
-                event_active(p->ev_write, EV_WRITE, 0);
-        return 0;
-}
-
-static void flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct peer *p = arg;
-        int e = wire_writer_flush(&p->wr, p->fd);
-        if (e == 1)
-                event_add(p->ev_write, NULL);
-        /* A write error means the worker is gone; the read side sees it. */
+        return conn_send(p->conn, &m->base);
 }
 
 static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
@@ -303,118 +271,65 @@ out:
         return e;
 }
 
-/* What the end of the input means, once every frame before it is handled. */
-static void read_ended(struct peer *p)
+/* One frame of the worker: a violation ends it here, with why. */
+static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *values)
 {
+        struct peer *p = arg;
+        char why[256] = "";
+        int e = handle_frame(p, data, len, values, why, sizeof why);
+        if (e < 0)
+                close_peer(p, why[0] ? why : "out of memory");
+        return e;
+}
+
+/* The input ended by itself (end of file, a bad frame, a read error). */
+static void on_conn_closed(void *arg, int end)
+{
+        struct peer *p = arg;
         char why[256];
-        ssize_t n = p->read_end;
-        /* A reset is how a worker that exits with unread input closes. */
-        if (n == 0 || n == -ECONNRESET) {
-                close_peer(p, p->rd.end != p->rd.start ? "a truncated frame" : NULL);
-        } else {
-                snprintf(why, sizeof why, "read error: %s", strerror((int)-n));
+        if (end == CONN_EOF)
+                close_peer(p, NULL);
+        else if (end == CONN_TRUNCATED)
+                close_peer(p, "a truncated frame");
+        else if (end == CONN_TOO_BIG)
+                close_peer(p, "a frame larger than the maximum");
+        else {
+                snprintf(why, sizeof why, "read error: %s", strerror(-end));
                 close_peer(p, why);
         }
 }
 
-/* Handles the frames buffered, within this turn's budget: at most
- * TurnFramesMax frames, TurnBytesMax bytes and FrameValuesMax values (at
- * least one frame). Frames left over wait for the next turn, when every
- * other peer that is ready has had its own; meanwhile nothing more is read
- * (the worker's writes block: the socket is its queue). */
-static void drain(struct peer *p)
-{
-        const struct policy *pol = p->policy;
-        char why[256] = "";
-        size_t frames = 0, bytes = 0, values = 0;
-        for (;;) {
-                const uint8_t *data;
-                size_t len;
-                if (p->held) {
-                        event_del(p->ev_read);
-                        return;
-                }
-                if (frames >= pol->turn_frames_max || bytes >= pol->turn_bytes_max ||
-                    values >= pol->frame_values_max) {
-                        /* Why this is safe: one peer holds the loop for a
-                         * bounded amount of work; a zero timeout runs after
-                         * the next poll, behind every peer that is ready. */
-                        static const struct timeval now = { 0, 0 };
-                        event_del(p->ev_read);
-                        event_add(p->ev_more, &now);
-                        if (!p->yield_logged) {
-                                p->yield_logged = true;
-                                log_msg(L_INFO, pol->name, "handled %zu frames, %zu bytes, %zu values in one loop "
-                                        "turn (TurnFramesMax=%llu, TurnBytesMax=%llu, FrameValuesMax=%llu): "
-                                        "the rest wait for the next turn (logged once)", frames, bytes, values,
-                                        (unsigned long long)pol->turn_frames_max,
-                                        (unsigned long long)pol->turn_bytes_max,
-                                        (unsigned long long)pol->frame_values_max);
-                        }
-                        return;
-                }
-                int r = wire_reader_next(&p->rd, &data, &len);
-                if (r == -EMSGSIZE) {
-                        close_peer(p, "a frame larger than the maximum");
-                        return;
-                }
-                if (r == 0)
-                        break;
-                frames++;
-                bytes += WIRE_HEADER_SIZE + len;
-                if (handle_frame(p, data, len, &values, why, sizeof why) < 0) {
-                        close_peer(p, why[0] ? why : "out of memory");
-                        return;
-                }
-                if (p->state == PEER_CLOSED)
-                        return;
-        }
-        if (p->read_ended) {
-                read_ended(p);
-                return;
-        }
-        if (!event_pending(p->ev_read, EV_READ, NULL))
-                event_add(p->ev_read, NULL);
-}
-
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+/* The turn's budget ran out: said once per run, the first time. */
+static void on_yielded(void *arg, size_t frames, size_t bytes, size_t values)
 {
         struct peer *p = arg;
-        ssize_t n = wire_reader_fill(&p->rd, p->fd);
-        if (n == -EAGAIN)
+        const struct policy *pol = p->policy;
+        if (p->yield_logged)
                 return;
-        if (n <= 0) {
-                p->read_ended = true;
-                p->read_end = n;
-                event_del(p->ev_read);
-        }
-        drain(p);
+        p->yield_logged = true;
+        log_msg(L_INFO, pol->name, "handled %zu frames, %zu bytes, %zu values in one loop "
+                "turn (TurnFramesMax=%llu, TurnBytesMax=%llu, FrameValuesMax=%llu): "
+                "the rest wait for the next turn (logged once)", frames, bytes, values,
+                (unsigned long long)pol->turn_frames_max,
+                (unsigned long long)pol->turn_bytes_max,
+                (unsigned long long)pol->frame_values_max);
 }
 
-static void more_cb(evutil_socket_t fd, short what, void *arg)
-{
-        drain(arg);
-}
+static const struct conn_ops conn_ops = {
+        .frame = on_frame,
+        .closed = on_conn_closed,
+        .yielded = on_yielded,
+};
 
 void peer_set_policy(struct peer *p, const struct policy *policy)
 {
         p->policy = policy;
+        set_budget(p);
 }
 
 void peer_hold(struct peer *p, bool hold)
 {
-        bool was = p->held;
-        p->held = hold;
-        if (was == hold || p->state == PEER_CLOSED)
-                return;
-        if (hold) {
-                event_del(p->ev_read);
-                event_del(p->ev_more);
-        } else {
-                /* Frames already buffered first, then the socket again. */
-                static const struct timeval now = { 0, 0 };
-                event_add(p->ev_more, &now);
-        }
+        conn_hold(p->conn, hold);
 }
 
 /* Copies chain into c's own. */

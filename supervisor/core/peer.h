@@ -1,7 +1,7 @@
 /* peer: gadgetd's connection to one worker over its RPC socket, on the
- * libevent loop. It frames, validates and dispatches every message from
- * the worker (a table per message kind and state) and matches call results
- * to the calls gadgetd made. */
+ * libevent loop. Over a conn (system/conn.h, the framing), it validates and
+ * dispatches every message from the worker (a table per message kind and
+ * state) and matches call results to the calls gadgetd made. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,0 +1,64 @@
+/* conn: one framed connection on the libevent loop — the fd, its read and
+ * write events, the frames in and out (proto/wire.h), a budget of input per
+ * loop turn, holding input, a bound on unsent output and the order of
+ * closing. The worker link (core/peer.c) and the control link
+ * (control/control.c) are each a conn plus their own protocol. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/event.h>
+#include <protobuf-c/protobuf-c.h>
+
+struct conn;
+
+/* End codes given to closed(), besides a read error (-errno) and the frame
+ * callback's own error: */
+#define CONN_EOF 0               /* end of file (or a reset) between frames */
+#define CONN_TRUNCATED (-EPIPE)  /* end of file (or a reset) inside a frame */
+#define CONN_TOO_BIG (-EMSGSIZE) /* a frame announced over the maximum */
+
+struct conn_ops {
+        /* One whole frame, valid until it returns; adds to *cost what the
+         * frame cost beyond its bytes (counted against the budget). 0 to
+         * go on, -errno to end the input: closed(error) follows at once.
+         * It may call conn_close, conn_drop or conn_hold, never conn_free. */
+        int (*frame)(void *arg, const uint8_t *data, size_t len, size_t *cost);
+        /* The connection ended (CONN_* or -errno); called at most once, and
+         * not after conn_close. Nothing more is read; the owner may call
+         * conn_free here. */
+        void (*closed)(void *arg, int why);
+        /* Optional: every queued frame was written. */
+        void (*drained)(void *arg);
+        /* Optional: a turn's budget ran out after frames, bytes and cost;
+         * the rest waits for the next turn. */
+        void (*yielded)(void *arg, size_t frames, size_t bytes, size_t cost);
+};
+
+/* What one connection may take per loop turn (at least one frame). */
+struct conn_budget {
+        uint64_t frames, bytes, cost;
+};
+
+/* Takes fd (non-blocking, close-on-exec) on success only. queue_max: once
+ * more than that many bytes wait unsent, conn_send refuses (-ENOBUFS); 0
+ * for the writer's own bound. The budget starts unlimited. 0 or -ENOMEM. */
+int conn_new(struct event_base *base, int fd, size_t queue_max, const struct conn_ops *ops, void *arg,
+             struct conn **out);
+/* Frees the events and buffers and closes the fd; accepts NULL. */
+void conn_free(struct conn *c);
+void conn_set_budget(struct conn *c, const struct conn_budget *b);
+/* Queues one frame; it leaves in this loop turn, with any queued beside it.
+ * 0, -EMSGSIZE, -ENOBUFS (the peer does not read), -ECONNRESET (dropped). */
+int conn_send(struct conn *c, const ProtobufCMessage *msg);
+size_t conn_pending(const struct conn *c);
+/* Holds the input (hold true): nothing more is read or handled until it is
+ * released; released, the frames already read come first. */
+void conn_hold(struct conn *c, bool hold);
+/* Ends the input for good, without calling closed(); output still leaves. */
+void conn_close(struct conn *c);
+/* Ends the connection from anywhere, even inside a callback: nothing more is
+ * read or sent, and closed(why) runs from the loop once the caller returned. */
+void conn_drop(struct conn *c, int why);

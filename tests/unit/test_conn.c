@@ -1,0 +1,247 @@
+/* Unit tests of supervisor/system/conn.c on a real libevent loop and a
+ * socketpair: frames in order, the end codes (end of file, inside a frame,
+ * over the maximum, the frame callback's error), the turn budget, holding,
+ * the bound on unsent output, a drop from inside a callback, and the
+ * drained callback. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "system/conn.h"
+#include "wire.h"
+#include "gadget.pb-c.h"
+
+/* What the callbacks saw. */
+struct seen {
+        struct conn *c;
+        int frames, closed, why, yields, drained;
+        size_t last_len;
+        int fail_at;      /* the frame callback fails at this frame (1-based) */
+        int drop_at;      /* or drops the conn there */
+        int hold_at;      /* or holds its input there */
+        bool freed_in_closed;
+};
+
+static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
+{
+        struct seen *s = arg;
+        s->frames++;
+        s->last_len = len;
+        *cost += 1;
+        if (s->frames == s->drop_at) {
+                Gadget__Shutdown m = GADGET__SHUTDOWN__INIT;
+                conn_drop(s->c, -ENOBUFS);
+                /* Dropped: nothing more is sent. */
+                CHECK(conn_send(s->c, &m.base) == -ECONNRESET, "a send after the drop is refused");
+                CHECK(s->closed == 0, "closed() does not run inside the callback that dropped");
+        }
+        if (s->frames == s->hold_at)
+                conn_hold(s->c, true);
+        return s->frames == s->fail_at ? -EPROTO : 0;
+}
+
+static void on_closed(void *arg, int why)
+{
+        struct seen *s = arg;
+        s->closed++;
+        s->why = why;
+        if (s->freed_in_closed) {
+                conn_free(s->c);
+                s->c = NULL;
+        }
+}
+
+static void on_yielded(void *arg, size_t frames, size_t bytes, size_t cost)
+{
+        struct seen *s = arg;
+        s->yields++;
+}
+
+static void on_drained(void *arg)
+{
+        ((struct seen *)arg)->drained++;
+}
+
+static const struct conn_ops ops = {
+        .frame = on_frame, .closed = on_closed, .yielded = on_yielded, .drained = on_drained,
+};
+
+/* Turns of the loop: each handles one batch of ready events (a tick every
+ * millisecond keeps a turn from waiting for ever; EVLOOP_NONBLOCK would run
+ * turns until nothing is ready, the budget's later turns included). */
+static void turns(struct event_base *base, int n)
+{
+        for (int i = 0; i < n; i++)
+                event_base_loop(base, EVLOOP_ONCE);
+}
+
+static void tick(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Writes n frames of a small message to fd, in one write. */
+static void put_frames(int fd, int n)
+{
+        struct wire_writer w;
+        Gadget__Log l = GADGET__LOG__INIT;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        l.text = "x";
+        m.msg_case = GADGET__WORKER_MSG__MSG_LOG;
+        m.log = &l;
+        wire_writer_init(&w, 0);
+        for (int i = 0; i < n; i++)
+                wire_writer_put(&w, &m.base, WIRE_MAX_FRAME);
+        CHECK(wire_writer_flush(&w, fd) == 0, "%d frames written", n);
+        wire_writer_free(&w);
+}
+
+/* A conn on one end of a fresh socketpair; *other is the far end. */
+static struct conn *open_conn(struct event_base *base, struct seen *s, size_t queue_max, int *other)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+                return NULL;
+        *other = sv[1];
+        if (conn_new(base, sv[0], queue_max, &ops, s, &s->c) < 0) {
+                close(sv[0]);
+                return NULL;
+        }
+        return s->c;
+}
+
+static void test_frames_then_eof(struct event_base *base)
+{
+        struct seen s = { .freed_in_closed = true };
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        put_frames(fd, 3);
+        close(fd);
+        turns(base, 3);
+        CHECK(s.frames == 3, "every frame before the end of file is handled: %d", s.frames);
+        CHECK(s.closed == 1 && s.why == CONN_EOF, "then closed(CONN_EOF) once: %d, %d", s.closed, s.why);
+}
+
+static void test_truncated_and_too_big(struct event_base *base)
+{
+        static const uint8_t part[] = { 10, 0, 0, 0, 'a' }, huge[] = { 0xff, 0xff, 0xff, 0x7f };
+        struct seen s = { .freed_in_closed = true };
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        CHECK(write(fd, part, sizeof part) == (ssize_t)sizeof part, "half a frame written");
+        close(fd);
+        turns(base, 3);
+        CHECK(s.closed == 1 && s.why == CONN_TRUNCATED, "end of file inside a frame: %d", s.why);
+
+        s = (struct seen){ .freed_in_closed = true };
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        CHECK(write(fd, huge, sizeof huge) == (ssize_t)sizeof huge, "a huge length written");
+        turns(base, 2);
+        CHECK(s.closed == 1 && s.why == CONN_TOO_BIG, "a frame over the maximum: %d", s.why);
+        close(fd);
+}
+
+static void test_frame_error(struct event_base *base)
+{
+        struct seen s = { .fail_at = 2, .freed_in_closed = true };
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        put_frames(fd, 4);
+        turns(base, 3);
+        CHECK(s.frames == 2, "no frame after the one refused: %d", s.frames);
+        CHECK(s.closed == 1 && s.why == -EPROTO, "closed() with the callback's error: %d", s.why);
+        close(fd);
+}
+
+static void test_budget(struct event_base *base)
+{
+        struct seen s = { 0 };
+        struct conn_budget b = { 2, UINT64_MAX, UINT64_MAX };
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        conn_set_budget(s.c, &b);
+        put_frames(fd, 5);
+        turns(base, 1);
+        CHECK(s.frames == 2 && s.yields == 1, "one turn handles the budget's frames: %d, %d yields", s.frames,
+              s.yields);
+        turns(base, 4);
+        CHECK(s.frames == 5, "the rest in later turns: %d", s.frames);
+        b = (struct conn_budget){ UINT64_MAX, UINT64_MAX, 3 };
+        conn_set_budget(s.c, &b);
+        put_frames(fd, 4);
+        turns(base, 1);
+        CHECK(s.frames == 8, "the cost budget counts what the callback adds: %d", s.frames);
+        turns(base, 3);
+        CHECK(s.frames == 9 && s.closed == 0, "then the last one: %d", s.frames);
+        conn_free(s.c);
+        close(fd);
+}
+
+static void test_hold(struct event_base *base)
+{
+        struct seen s = { 0 };
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        conn_hold(s.c, true);
+        put_frames(fd, 2);
+        turns(base, 3);
+        CHECK(s.frames == 0, "nothing is handled while held: %d", s.frames);
+        conn_hold(s.c, false);
+        turns(base, 3);
+        CHECK(s.frames == 2, "released, the frames come: %d", s.frames);
+        s.hold_at = 3;
+        put_frames(fd, 3);
+        turns(base, 3);
+        CHECK(s.frames == 3, "held from inside a frame callback: no frame after it: %d", s.frames);
+        conn_hold(s.c, false);
+        turns(base, 3);
+        CHECK(s.frames == 5, "released, the frames already read come: %d", s.frames);
+        conn_free(s.c);
+        close(fd);
+}
+
+static void test_queue_bound_and_drop(struct event_base *base)
+{
+        struct seen s = { .freed_in_closed = true };
+        Gadget__Shutdown m = GADGET__SHUTDOWN__INIT;
+        int fd, e = 0, sent = 0;
+        CHECK(open_conn(base, &s, 4096, &fd), "conn_new");
+        CHECK(conn_send(s.c, &m.base) == 0, "a frame queued");
+        turns(base, 2);
+        CHECK(s.drained == 1 && conn_pending(s.c) == 0, "written, then drained() once: %d", s.drained);
+        /* The far end never reads: the socket fills, then the queue. */
+        while ((e = conn_send(s.c, &m.base)) == 0 && sent < 10000000) {
+                sent++;
+                if (sent % 1024 == 0)
+                        turns(base, 1);
+        }
+        /* Frames of 4 bytes (an empty message): refused at the first past 4096. */
+        CHECK(e == -ENOBUFS && conn_pending(s.c) > 4096 && conn_pending(s.c) <= 4096 + WIRE_HEADER_SIZE,
+              "past queue_max bytes unsent, sends are refused: %d with %zu pending", e, conn_pending(s.c));
+        put_frames(fd, 3);
+        s.drop_at = 1;
+        turns(base, 1);
+        CHECK(s.frames == 1, "no frame after the drop: %d", s.frames);
+        turns(base, 1);
+        CHECK(s.closed == 1 && s.why == -ENOBUFS, "closed() from the loop after a drop: %d, %d", s.closed, s.why);
+        close(fd);
+}
+
+int main(void)
+{
+        struct event_base *base = event_base_new();
+        struct timeval ms = { 0, 1000 };
+        struct event *ticks = base ? event_new(base, -1, EV_PERSIST, tick, NULL) : NULL;
+        CHECK(ticks && event_add(ticks, &ms) == 0, "a loop with a tick");
+        test_frames_then_eof(base);
+        test_truncated_and_too_big(base);
+        test_frame_error(base);
+        test_budget(base);
+        test_hold(base);
+        test_queue_bound_and_drop(base);
+        event_free(ticks);
+        event_base_free(base);
+        return tap_done();
+}
