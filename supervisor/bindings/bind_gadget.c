@@ -8,7 +8,7 @@
 
 #include "bindings.h"
 #include "contract.h"
-#include "core/peer.h"
+#include "link/peer.h"
 #include "policy.h"
 #include "value.h"
 

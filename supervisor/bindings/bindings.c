@@ -14,7 +14,7 @@
 #include "contract.h"
 #include "system/log.h"
 #include "system/paths.h"
-#include "core/peer.h"
+#include "link/peer.h"
 #include "http.h"
 #include "kv.h"
 #include "ops.h"

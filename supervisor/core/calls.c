@@ -10,7 +10,7 @@
 #include "contract.h"
 #include "core_int.h"
 #include "limits/limiter.h"
-#include "peer.h"
+#include "link/peer.h"
 #include "policy.h"
 #include "unit.h"
 

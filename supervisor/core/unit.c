@@ -15,7 +15,7 @@
 #include "core_int.h"
 #include "contract.h"
 #include "system/log.h"
-#include "peer.h"
+#include "link/peer.h"
 #include "policy.h"
 #include "spawn/spare.h"
 #include "spawn/uidpool.h"

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "core_int.h"
-#include "peer.h"
+#include "link/peer.h"
 #include "policy.h"
 #include "system/monotime.h"
 

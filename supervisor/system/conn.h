@@ -1,7 +1,7 @@
 /* conn: one framed connection on the libevent loop — the fd, its read and
  * write events, the frames in and out (proto/wire.h), a budget of input per
  * loop turn, holding input, a bound on unsent output and the order of
- * closing. The worker link (core/peer.c) and the control link
+ * closing. The worker link (link/peer.c) and the control link
  * (control/control.c) are each a conn plus their own protocol. */
 #pragma once
 
