@@ -116,7 +116,8 @@ int types_print(const struct type *t, char *buf, size_t len);
 int types_check(const struct type *t, const Gadget__Value *v, char *path, size_t pathlen,
                 char *err, size_t errlen);
 /* A call's arguments: a map (the record of the parameters), or null when
- * no parameter is required. Messages start with "args". */
+ * no parameter is required. Messages start with "args"; the caller names
+ * the method ("greet: args.name: expected string, got int"). */
 int types_check_args(const struct type_sig *sig, const Gadget__Value *args, char *err, size_t errlen);
 /* A method's result. Messages start with "result". */
 int types_check_result(const struct type_sig *sig, const Gadget__Value *res, char *err, size_t errlen);

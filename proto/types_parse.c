@@ -140,11 +140,11 @@ static int new_type(struct parser *p, enum type_kind kind, size_t at, struct typ
         return 0;
 }
 
-/* Enters one more level of nesting. */
-static int enter(struct parser *p)
+/* Enters one more level of nesting, for the type starting at at. */
+static int enter(struct parser *p, size_t at)
 {
         if (p->depth >= TYPES_MAX_DEPTH)
-                return perr(p, p->pos, "types nested deeper than %d", TYPES_MAX_DEPTH);
+                return perr(p, at, "types nested deeper than %d", TYPES_MAX_DEPTH);
         p->depth++;
         return 0;
 }
@@ -304,11 +304,11 @@ done:
         return 0;
 }
 
-/* "list<T>" or "map<T>", after the word. */
-static int parse_container(struct parser *p, struct type *t)
+/* "list<T>" or "map<T>", after the word (which starts at at). */
+static int parse_container(struct parser *p, struct type *t, size_t at)
 {
         struct type *elem;
-        int e = enter(p);
+        int e = enter(p, at);
 
         if (e < 0)
                 return e;
@@ -348,7 +348,7 @@ static int parse_named(struct parser *p, struct type **out)
                         return e;
                 p->pos += n;
                 if (t->kind == TYPE_LIST || t->kind == TYPE_MAP)
-                        e = parse_container(p, t);
+                        e = parse_container(p, t, at);
                 else if (t->kind == TYPE_NULL || t->kind == TYPE_BOOL || t->kind == TYPE_ANY)
                         e = peek(p) == '(' ? perr(p, p->pos, "bounds are only for int, double, "
                                                   "string, bytes, list and map") : 0;
@@ -370,7 +370,7 @@ static int parse_base(struct parser *p, struct type **out)
         int e;
 
         if (c == '(' || c == '{') {
-                e = enter(p);
+                e = enter(p, at);
                 if (e < 0)
                         return e;
                 p->pos++;

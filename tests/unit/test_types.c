@@ -270,7 +270,7 @@ static void test_limits(void)
         CHECK(prints(s, NULL), "16 nested lists");
         free(s);
         s = nested_lists(TYPES_MAX_DEPTH + 1);
-        CHECK(refused(s, "column 92: types nested deeper than 16"), "17 nested lists");
+        CHECK(refused(s, "column 88: types nested deeper than 16"), "17 nested lists");
         free(s);
         s = malloc(TYPES_MAX_DEPTH * 2 + 32);
         strcpy(s, "f() -> ");
