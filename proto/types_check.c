@@ -200,20 +200,14 @@ static const struct type_field *find_field(const struct type *t, const char *key
 }
 
 /* "PATH.NAME: missing required field" for the first required field of t
- * absent from m (NULL: no entries). */
-static int missing(struct checker *c, const struct type *t, const Gadget__Map *m)
+ * not in seen (bit i: fields[i] is present). */
+static int missing(struct checker *c, const struct type *t, uint64_t seen)
 {
         for (size_t i = 0; i < t->n_fields; i++) {
-                const struct type_field *f = &t->fields[i];
-                size_t j = 0;
-                if (f->optional)
-                        continue;
-                while (m && j < m->n_entries && strcmp(m->entries[j]->key, f->name) != 0)
-                        j++;
-                if (m && j < m->n_entries)
+                if (t->fields[i].optional || (seen >> i & 1))
                         continue;
                 size_t old = path_add(c, ".");
-                path_add(c, f->name);
+                path_add(c, t->fields[i].name);
                 types_out_str(fail(c), "missing required field");
                 path_pop(c, old);
                 return -EINVAL;
@@ -221,22 +215,27 @@ static int missing(struct checker *c, const struct type *t, const Gadget__Map *m
         return 0;
 }
 
+_Static_assert(TYPES_MAX_FIELDS <= 64, "a record's fields are bits of a uint64_t");
+
 /* A record: a map whose keys are fields of t (closed), each matching its
- * field's type, holding every required field. Keys are unique (value_check),
- * so counting the required fields seen is enough. */
+ * field's type, holding every required field. The fields seen are bits
+ * of one word: no allocation, and a repeated key (which value_check
+ * already refuses) cannot stand for a missing field. */
 static int check_record(struct checker *c, const struct type *t, const Gadget__Map *m)
 {
+        uint64_t seen = 0;
         size_t required = 0;
 
         for (size_t i = 0; i < m->n_entries; i++) {
                 const Gadget__MapEntry *me = m->entries[i];
                 const struct type_field *f = find_field(t, me->key);
-                if (!f) {
+                if (!f || (seen >> (f - t->fields) & 1)) {
                         struct types_out *o = fail(c);
-                        types_out_str(o, "unknown field ");
+                        types_out_str(o, f ? "repeated field " : "unknown field ");
                         out_quoted(o, me->key);
                         return -EINVAL;
                 }
+                seen |= (uint64_t)1 << (f - t->fields);
                 required += !f->optional;
                 size_t old = path_add(c, ".");
                 path_add(c, f->name);
@@ -246,7 +245,7 @@ static int check_record(struct checker *c, const struct type *t, const Gadget__M
                         return e;
         }
         if (required < t->n_required)
-                return missing(c, t, m);
+                return missing(c, t, seen);
         return 0;
 }
 
@@ -354,7 +353,7 @@ int types_check_args(const struct type_sig *sig, const Gadget__Value *args, char
         if (args && args->kind_case == GADGET__VALUE__KIND_NULL_VALUE) {
                 struct checker c = { .path = path, .pathlen = sizeof path, .plen = 4,
                                      .err = { .buf = err, .cap = err ? errlen : 0 } };
-                return missing(&c, sig->params, NULL);
+                return missing(&c, sig->params, 0);
         }
         return types_check(sig->params, args, path, sizeof path, err, errlen);
 }

@@ -490,6 +490,19 @@ static void test_check_edges(void)
         value_free(v);
         types_sig_free(sig);
 
+        /* A repeated key (value_check refuses it first) is no stand-in
+         * for a missing field. */
+        sig = parse("f(a: int, b: int)");
+        v = value_new_map();
+        value_map_set(v, "a", value_new_int(1));
+        value_map_set(v, "x", value_new_int(2));
+        free(v->map_value->entries[1]->key);
+        v->map_value->entries[1]->key = strdup("a");
+        CHECK(sig && types_check_args(sig, v, err, sizeof err) == -EINVAL &&
+              strcmp(err, "args: repeated field \"a\"") == 0, "repeated key: %s", err);
+        value_free(v);
+        types_sig_free(sig);
+
         Gadget__Value *kinds[] = { value_new_null(), value_new_bool(1), value_new_int(1), value_new_double(1),
                                    value_new_string("s"), value_new_bytes("b", 1), value_new_list(),
                                    value_new_map() };
