@@ -102,10 +102,12 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
         if (e < 0)
                 return e;
         if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !strv_ok(s->limits, s->n_limits) ||
-            !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail))
+            !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
+            !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods)
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
-                if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type))
+                if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
+                    !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
                         REFUSE("status with an invalid binding");
         return 0;
 }

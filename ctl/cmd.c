@@ -255,6 +255,35 @@ int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
                             CONTROL__RESPONSE__RESP_STATUS);
 }
 
+int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        n.name = (char *)a->pos[0];
+        req.req_case = CONTROL__REQUEST__REQ_STATUS;
+        req.status = &n;
+        st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_STATUS, &r);
+        if (st == CTL_EXIT_OK) {
+                int e = show_describe(stdout, r->status, ctl->json);
+                if (e >= 0 && fflush(stdout) == EOF)
+                        e = -errno;
+                if (e < 0) {
+                        show_error(stderr, ctl->json, 0, "cannot print the answer: %s", strerror(-e));
+                        st = CTL_EXIT_FAILED;
+                }
+        }
+        if (r)
+                control__response__free_unpacked(r, NULL);
+        client_close(&c);
+        return st;
+}
+
 int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);

@@ -34,6 +34,7 @@ int cmd_stop(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_restart(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_list(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_status(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_describe(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);

@@ -40,7 +40,14 @@ static const struct command commands[] = {
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",
           "With --json: one object with the fields of `list --json` and policy_path,\n"
-          "limits_mode, limits, bindings ([{name, type}]), methods and log_tail.\n" },
+          "limits_mode, limits, bindings ([{name, type, ops}]: ops are the operations'\n"
+          "signatures), methods, signatures (per method, \"\" if untyped) and log_tail.\n" },
+        { "describe", cmd_describe, 1, 1, "h", "NAME",
+          "show a gadget's methods with their signatures",
+          "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"
+          "With --json: {\"name\", \"methods\"}, each method {\"name\", \"signature\", \"params\",\n"
+          "\"result\"} with params and result as JSON Schema (2020-12) of the JSON that\n"
+          "`gadgetctl call` and the gateway take and give, or {\"name\", \"untyped\": true}.\n" },
         { "call", cmd_call, 2, 3, "+h", "NAME METHOD [JSON]",
           "call a gadget's method and print its result as JSON",
           "JSON is the argument value (default null). Bytes are written {\"$bytes\": \"<base64>\"}.\n"

@@ -2,6 +2,7 @@
 #include "show.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,23 +174,66 @@ static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
         return put_joined(f, v, n);
 }
 
+/* Lines under a label: the first beside it, the rest below it, indented;
+ * "-" for none. */
+static int put_lines(FILE *f, const char *label, char *const *v, size_t n, const char *indent)
+{
+        int e = 0;
+        fprintf(f, "%*s: ", LABEL_WIDTH, label);
+        if (n == 0)
+                fputc('-', f);
+        for (size_t i = 0; i < n && e >= 0; i++) {
+                if (i > 0)
+                        fprintf(f, "\n%*s  %s", LABEL_WIDTH, "", indent);
+                e = put_escaped(f, v[i], 0);
+        }
+        fputc('\n', f);
+        return e;
+}
+
+/* One line per binding, its operations' signatures under it. */
 static int put_bindings(FILE *f, const Control__GadgetStatus *s)
 {
         int e = 0;
 
         fprintf(f, "%*s: ", LABEL_WIDTH, "Bindings");
         if (s->n_bindings == 0)
-                fputc('-', f);
+                fputs("-\n", f);
         for (size_t i = 0; i < s->n_bindings && e >= 0; i++) {
+                const Control__Binding *b = s->bindings[i];
                 if (i > 0)
-                        fputs(", ", f);
-                e = put_escaped(f, s->bindings[i]->name, 0);
+                        fprintf(f, "%*s  ", LABEL_WIDTH, "");
+                e = put_escaped(f, b->name, 0);
                 fputs(" (", f);
                 if (e >= 0)
-                        e = put_escaped(f, s->bindings[i]->type, 0);
-                fputc(')', f);
+                        e = put_escaped(f, b->type, 0);
+                fputs(")\n", f);
+                for (size_t k = 0; k < b->n_ops && e >= 0; k++) {
+                        fprintf(f, "%*s    ", LABEL_WIDTH, "");
+                        e = put_escaped(f, b->ops[k], 0);
+                        fputc('\n', f);
+                }
         }
-        fputc('\n', f);
+        return e;
+}
+
+/* Each method's signature, or "NAME (untyped)". */
+static int put_methods(FILE *f, const Control__GadgetStatus *s)
+{
+        char **v = calloc(s->n_methods + 1, sizeof *v);
+        int e = v ? 0 : -ENOMEM;
+        for (size_t i = 0; i < s->n_methods && e == 0; i++) {
+                const char *sig = i < s->n_signatures ? s->signatures[i] : "";
+                if (sig[0] ? !(v[i] = strdup(sig)) : asprintf(&v[i], "%s (untyped)", s->methods[i]) < 0) {
+                        v[i] = NULL;
+                        e = -ENOMEM;
+                }
+        }
+        if (e == 0)
+                e = put_lines(f, "Methods", v, s->n_methods, "");
+        for (size_t i = 0; v && i < s->n_methods; i++)
+                free(v[i]);
+        free(v);
         return e;
 }
 
@@ -217,8 +261,10 @@ static json_t *status_json(const Control__GadgetStatus *s)
         json_t *o = info_json(s->info), *b = json_array();
 
         for (size_t i = 0; b && i < s->n_bindings; i++) {
-                if (json_array_append_new(b, json_pack("{s:s, s:s}", "name", s->bindings[i]->name,
-                                                       "type", s->bindings[i]->type)) < 0) {
+                if (json_array_append_new(b, json_pack("{s:s, s:s, s:o}", "name", s->bindings[i]->name,
+                                                       "type", s->bindings[i]->type, "ops",
+                                                       show_json_strv(s->bindings[i]->ops,
+                                                                      s->bindings[i]->n_ops))) < 0) {
                         json_decref(b);
                         b = NULL;
                 }
@@ -233,6 +279,7 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "limits", show_json_strv(s->limits, s->n_limits)) < 0 ||
             json_object_set_new(o, "bindings", b) < 0 ||
             json_object_set_new(o, "methods", show_json_strv(s->methods, s->n_methods)) < 0 ||
+            json_object_set_new(o, "signatures", show_json_strv(s->signatures, s->n_signatures)) < 0 ||
             json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0 ||
             json_object_set_new(o, "audit_unwritten", json_integer((json_int_t)s->audit_unwritten)) < 0 ||
             json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0) {
@@ -279,7 +326,7 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         if (e >= 0)
                 e = put_bindings(f, s);
         if (e >= 0)
-                e = put_strv(f, "Methods", s->methods, s->n_methods);
+                e = put_methods(f, s);
         if (e >= 0 && s->audit_unwritten > 0) {
                 char lost[320];
                 snprintf(lost, sizeof(lost), "%llu records not written since gadgetd started (%s)",

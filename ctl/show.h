@@ -14,6 +14,9 @@
 int show_list(FILE *f, const Control__GadgetList *l, bool json);
 /* `status`: a systemctl-like block, or one JSON object. 0 or -errno. */
 int show_status(FILE *f, const Control__GadgetStatus *s, bool json);
+/* A gadget's methods: one signature per line ("NAME (untyped)" for one
+ * without), or with json {"name", "methods": [JSON Schema of each]}. */
+int show_describe(FILE *f, const Control__GadgetStatus *s, bool json);
 /* A Done answer: its message (if any), or {"ok":true,"message":...}. */
 int show_done(FILE *f, const Control__Done *d, bool json);
 /* Log lines: one per line, or one {"line":...} object per line. */

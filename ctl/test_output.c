@@ -168,17 +168,20 @@ static void test_status(void)
         Control__Binding *bs[] = { &b1, &b2 };
         char *limits[] = { "MemoryMax=64M", "TasksMax=16" };
         char *methods[] = { "get", "put" };
+        char *sigs[] = { "get(title: string) -> string", "" };
+        char *ops[] = { "get(key: string | bytes) -> any", "put(key: string | bytes, value: any) -> null" };
         char *tail[] = { "started", "bad \x1b]0;owned\x07 title\tend" };
         Control__GadgetStatus s = CONTROL__GADGET_STATUS__INIT;
         char *out = NULL;
 
-        b1.name = "NOTES", b1.type = "kv";
+        b1.name = "NOTES", b1.type = "kv", b1.ops = ops, b1.n_ops = 2;
         b2.name = "PEER", b2.type = "gadget";
         s.info = &g;
         s.policy_path = "/etc/gadgetd/policy.d/notes.policy";
         s.limits_mode = "cgroup v1";
         s.limits = limits, s.n_limits = 2;
         s.methods = methods, s.n_methods = 2;
+        s.signatures = sigs, s.n_signatures = 2;
         s.bindings = bs, s.n_bindings = 2;
         s.log_tail = tail, s.n_log_tail = 2;
         CAPTURE(out, CHECK(show_status(f, &s, false) == 0, "status printed"));
@@ -195,8 +198,12 @@ static void test_status(void)
                   "        CPU: 1m01s\n"
                   "Limits mode: cgroup v1\n"
                   "     Limits: MemoryMax=64M, TasksMax=16\n"
-                  "   Bindings: NOTES (kv), PEER (gadget)\n"
-                  "    Methods: get, put\n"
+                  "   Bindings: NOTES (kv)\n"
+                  "               get(key: string | bytes) -> any\n"
+                  "               put(key: string | bytes, value: any) -> null\n"
+                  "             PEER (gadget)\n"
+                  "    Methods: get(title: string) -> string\n"
+                  "             put (untyped)\n"
                   "\n"
                   "Last log lines:\n"
                   "started\n"
@@ -210,15 +217,16 @@ static void test_status(void)
                   "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
-                  "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\"},{\"name\":\"PEER\",\"type\":\"gadget\"}],"
-                  "\"methods\":[\"get\",\"put\"],"
+                  "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","
+                  "\"put(key: string | bytes, value: any) -> null\"]},{\"name\":\"PEER\",\"type\":\"gadget\",\"ops\":[]}],"
+                  "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
                   "\"audit_unwritten\":0,\"audit_error\":\"\"}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
         g = info("notes", "failed", "exited with status 3", 0, 0, 5, 0, 0, 0, 0);
-        s.n_limits = s.n_methods = s.n_bindings = s.n_log_tail = 0;
+        s.n_limits = s.n_methods = s.n_signatures = s.n_bindings = s.n_log_tail = 0;
         s.limits_mode = "";
         s.audit_unwritten = 3;
         s.audit_error = "No space left on device";

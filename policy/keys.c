@@ -403,6 +403,18 @@ static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
         return -EINVAL;
 }
 
+static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        bool b;
+        if (policy_parse_bool(value, &b) < 0) {
+                policy_err(c, "%s=%s is not a boolean (yes or no)", key, POLICY_Q(value));
+                return -EINVAL;
+        }
+        p->require_types = b ? POLICY_TYPES_REQUIRED : POLICY_TYPES_OPTIONAL;
+        return 0;
+}
+
 /* Loopback=: deprecated. It brought lo up in the gadget's network
  * namespace, but a gadget can create no socket (seccomp), so lo had no
  * use; the key still loads, so that old policies keep working, and is
@@ -479,6 +491,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL },
         { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL },
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
+        { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types },
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */

@@ -43,6 +43,13 @@
  * must not learn the file's content through gadgetd. */
 #define POLICY_REDACT 0x1u
 
+/* RequireTypes=: must every method of the gadget declare a signature? */
+enum policy_types {
+        POLICY_TYPES_DEFAULT = 0, /* as gadgetd says ([Daemon] RequireTypes=) */
+        POLICY_TYPES_REQUIRED,
+        POLICY_TYPES_OPTIONAL,
+};
+
 enum policy_restart {
         POLICY_RESTART_NO,
         POLICY_RESTART_ON_FAILURE,
@@ -120,6 +127,7 @@ struct policy {
         uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         uint64_t calls_queued_max;  /* CallsQueuedMax=: calls to the gadget in flight (more: busy) */
         enum policy_restart restart; /* Restart=, default no */
+        enum policy_types require_types; /* RequireTypes=, default gadgetd's */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         struct policy_binding *bindings;
         size_t n_bindings;

@@ -5,8 +5,11 @@
  * directly. */
 #pragma once
 
-/* The gadget protocol (gadget.proto): a gadget's hello carries it. */
-#define GADGET_PROTOCOL_VERSION 1
+/* The gadget protocol (gadget.proto): a gadget's hello carries it.
+ * Version 2 added the methods' signatures; gadgetd still accepts a
+ * version 1 hello (every method untyped). */
+#define GADGET_PROTOCOL_VERSION 2
+#define GADGET_PROTOCOL_MIN 1
 /* The control protocol (control.proto): every Request carries it, and
  * gadgetd answers the first request of a connection that speaks another
  * with an error (GADGET_EPROTO) and reads no more of it. */

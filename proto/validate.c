@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "contract.h"
+#include "types.h"
 #include "value.h"
 #include "control.pb-c.h"
 #include "sandbox.pb-c.h"
@@ -23,11 +25,37 @@ static int check_value(const Gadget__Value *v, const char *what, char *why, size
         return 0;
 }
 
+/* Signature i of a version 2 hello: "" (untyped), or one that parses and
+ * names its method. */
+static int check_signature(const Gadget__Hello *h, size_t i, char *why, size_t len)
+{
+        const char *text = h->signatures[i];
+        struct type_sig *sig;
+        char err[160];
+        if (!text[0])
+                return 0;
+        if (strlen(text) > TYPES_MAX_TEXT)
+                REFUSE("hello: signature of %s: longer than %d bytes", h->methods[i], TYPES_MAX_TEXT);
+        int e = types_sig_parse(text, &sig, err, sizeof err);
+        if (e == -ENOMEM)
+                return e;
+        if (e < 0)
+                REFUSE("hello: signature of %s: %s", h->methods[i], err);
+        bool same = strcmp(types_sig_name(sig), h->methods[i]) == 0;
+        types_sig_free(sig);
+        if (!same)
+                REFUSE("hello: signature %zu is not of method %s", i, h->methods[i]);
+        return 0;
+}
+
 static int check_hello(const Gadget__Hello *h, const char *name, char *why, size_t len)
 {
-        if (h->protocol_version != GADGET_PROTOCOL_VERSION)
-                REFUSE("hello: protocol version %u, gadgetd speaks %u", h->protocol_version,
-                       GADGET_PROTOCOL_VERSION);
+        if (h->protocol_version < GADGET_PROTOCOL_MIN || h->protocol_version > GADGET_PROTOCOL_VERSION)
+                REFUSE("hello: protocol version %u, gadgetd speaks %u to %u", h->protocol_version,
+                       GADGET_PROTOCOL_MIN, GADGET_PROTOCOL_VERSION);
+        if (h->n_signatures != (h->protocol_version >= 2 ? h->n_methods : 0))
+                REFUSE("hello: %zu signatures for %zu methods (version %u)", h->n_signatures, h->n_methods,
+                       h->protocol_version);
         if (strcmp(h->name, name) != 0)
                 REFUSE("hello: the gadget calls itself by another name than its policy's");
         if (h->n_methods > VALIDATE_MAX_METHODS)
@@ -38,6 +66,9 @@ static int check_hello(const Gadget__Hello *h, const char *name, char *why, size
                 for (size_t j = 0; j < i; j++)
                         if (strcmp(h->methods[i], h->methods[j]) == 0)
                                 REFUSE("hello: method %zu repeats an earlier name", i);
+                int e = i < h->n_signatures ? check_signature(h, i, why, len) : 0;
+                if (e < 0)
+                        return e;
         }
         return 0;
 }

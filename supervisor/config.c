@@ -24,6 +24,8 @@ static void usage(FILE *f)
                    "directory and serves the control socket (see gadgetctl).\n"
                    "  --config FILE     [Daemon] keys PolicyDirectory, StateDirectory, RuntimeDirectory,\n"
                    "                    Socket, Group, UidBase, UidCount, LimitsMode, AllowDegradedLimits,\n"
+                   "                    RequireTypes (every method of a gadget must declare its signature,\n"
+                   "                    unless its policy says RequireTypes=no; default no),\n"
                    "                    HTTPRequestsMax, LogLinesPerSecond, LogBytesPerSecond (log budget\n"
                    "                    of a gadget whose policy sets none; defaults %u and %uK),\n"
                    "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize,\n"
@@ -208,6 +210,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return limiter_parse_mode(value, &cfg->limits_mode) == 0;
         if (strcmp(key, "AllowDegradedLimits") == 0)
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
+        if (strcmp(key, "RequireTypes") == 0)
+                return policy_parse_bool(value, &cfg->require_types) == 0;
         if (strcmp(key, "HTTPRequestsMax") == 0)
                 return parse_count(value, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max) == 0;
         if (strcmp(key, "LogLinesPerSecond") == 0)

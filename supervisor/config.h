@@ -23,6 +23,7 @@ struct config {
         unsigned uid_count;              /* --uid-count, UidCount= */
         enum limiter_mode limits_mode;   /* --limits-mode, LimitsMode= (default auto) */
         bool allow_degraded_limits;      /* --allow-degraded-limits, AllowDegradedLimits= */
+        bool require_types;              /* RequireTypes=: every method typed, unless a policy says no */
         uint64_t log_lines;              /* LogLinesPerSecond= of gadgets without one, 0: built-in */
         uint64_t log_bytes;              /* LogBytesPerSecond= of gadgets without one, 0: built-in */
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */

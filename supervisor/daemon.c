@@ -318,6 +318,7 @@ static int open_core(struct daemon *d)
         const struct core_config cc = {
                 .base = d->base, .state_dir = c->state_dir, .uid_base = c->uid_base, .uid_count = c->uid_count,
                 .limits_want = c->limits_mode, .allow_degraded_limits = c->allow_degraded_limits,
+                .require_types = c->require_types,
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max,
         };

@@ -35,8 +35,8 @@ static gadget_value *get(struct gadget_call *call, const gadget_value *args, voi
 int main(void)
 {
         struct gadget *g = gadget_new("counter");
-        gadget_method(g, "increment", increment, NULL);
-        gadget_method(g, "get", get, NULL);
+        gadget_method_typed(g, "increment() -> int", increment, NULL);
+        gadget_method_typed(g, "get() -> int", get, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

@@ -8,8 +8,6 @@ static gadget_value *get(struct gadget_call *call, const gadget_value *args, voi
 {
         const char *url = gadget_as_string(gadget_map_get(args, "url"));
         gadget_value *resp = NULL;
-        if (!url)
-                return gadget_fail(call, GADGET_EINVAL, "get needs {\"url\": U}");
         int e = gadget_http(gadget_call_gadget(call), "WEB", "GET", url, NULL, NULL, 0, &resp);
         if (e < 0)
                 return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
@@ -33,7 +31,7 @@ static gadget_value *get(struct gadget_call *call, const gadget_value *args, voi
 int main(void)
 {
         struct gadget *g = gadget_new("fetch");
-        gadget_method(g, "get", get, NULL);
+        gadget_method_typed(g, "get(url: string(1..2048)) -> {status: int, body: string}", get, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

@@ -18,8 +18,6 @@ static const char *title_of(const gadget_value *args)
 static gadget_value *add(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *title = title_of(args), *text = gadget_as_string(gadget_map_get(args, "text"));
-        if (!title || !text)
-                return gadget_fail(call, GADGET_EINVAL, "add needs {\"title\": T, \"text\": X}");
         int e = gadget_kv_put(gadget_call_gadget(call), "NOTES", title, gadget_string(text));
         return e < 0 ? fail_from(call, e) : gadget_null();
 }
@@ -27,8 +25,6 @@ static gadget_value *add(struct gadget_call *call, const gadget_value *args, voi
 static gadget_value *get(struct gadget_call *call, const gadget_value *args, void *data)
 {
         gadget_value *v = NULL;
-        if (!title_of(args))
-                return gadget_fail(call, GADGET_EINVAL, "get needs {\"title\": T}");
         int e = gadget_kv_get(gadget_call_gadget(call), "NOTES", title_of(args), &v);
         return e < 0 ? fail_from(call, e) : v;
 }
@@ -62,8 +58,6 @@ static gadget_value *list(struct gadget_call *call, const gadget_value *args, vo
 static gadget_value *del(struct gadget_call *call, const gadget_value *args, void *data)
 {
         bool existed = false;
-        if (!title_of(args))
-                return gadget_fail(call, GADGET_EINVAL, "delete needs {\"title\": T}");
         int e = gadget_kv_delete(gadget_call_gadget(call), "NOTES", title_of(args), &existed);
         return e < 0 ? fail_from(call, e) : gadget_bool(existed);
 }
@@ -71,10 +65,12 @@ static gadget_value *del(struct gadget_call *call, const gadget_value *args, voi
 int main(void)
 {
         struct gadget *g = gadget_new("notes");
-        gadget_method(g, "add", add, NULL);
-        gadget_method(g, "get", get, NULL);
-        gadget_method(g, "list", list, NULL);
-        gadget_method(g, "delete", del, NULL);
+        /* The signatures are the argument checks: a method runs only with
+         * what its signature allows. */
+        gadget_method_typed(g, "add(title: string(1..200), text: string) -> null", add, NULL);
+        gadget_method_typed(g, "get(title: string(1..200)) -> string", get, NULL);
+        gadget_method_typed(g, "list(prefix?: string) -> list<string>", list, NULL);
+        gadget_method_typed(g, "delete(title: string(1..200)) -> bool", del, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

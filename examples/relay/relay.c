@@ -24,8 +24,8 @@ static gadget_value *count(struct gadget_call *call, const gadget_value *args, v
 int main(void)
 {
         struct gadget *g = gadget_new("relay");
-        gadget_method(g, "bump", bump, NULL);
-        gadget_method(g, "count", count, NULL);
+        gadget_method_typed(g, "bump() -> int", bump, NULL);
+        gadget_method_typed(g, "count() -> int", count, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

@@ -9,8 +9,6 @@
 static gadget_value *count(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *text = gadget_as_string(gadget_map_get(args, "text"));
-        if (!text)
-                return gadget_fail(call, GADGET_EINVAL, "count needs {\"text\": \"...\"}");
         int64_t lines = 0, words = 0, chars = 0;
         int in_word = 0;
         mbstate_t st = { 0 };
@@ -38,7 +36,7 @@ int main(void)
 {
         setlocale(LC_ALL, "C.UTF-8");
         struct gadget *g = gadget_new("wordcount");
-        gadget_method(g, "count", count, NULL);
+        gadget_method_typed(g, "count(text: string) -> {lines: int, words: int, chars: int}", count, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;

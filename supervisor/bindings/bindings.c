@@ -19,6 +19,7 @@
 #include "kv.h"
 #include "ops.h"
 #include "policy.h"
+#include "types.h"
 #include "value.h"
 #include "wire.h"
 #include "system/monotime.h"
@@ -209,6 +210,12 @@ void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *args = bc->args ? bc->args : &null;
+        char why[200];
+        if (types_check_args(op->sig, args, why, sizeof why) < 0) {
+                snprintf(msg, sizeof msg, "%s.%s: %s", b->name, op->name, why);
+                bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
+                return;
+        }
         if (op->check && op->check(args, msg, sizeof msg) < 0) {
                 bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
                 return;
@@ -358,7 +365,13 @@ void bindings_attach(struct gadget_bindings *g, struct peer *peer)
 int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
                       struct audit *audit, unsigned http_requests_max)
 {
+        char err[300];
         *env = (struct bindings_env){ .base = base, .state_dir = state_dir, .audit = audit };
+        int e = binding_ops_open(err, sizeof err);
+        if (e < 0) {
+                log_msg(L_ERR, NULL, "%s", err);
+                return e;
+        }
         return http_new(base, http_requests_max, &env->http);
 }
 

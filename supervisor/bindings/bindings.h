@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "gadget.pb-c.h"
+#include "policy.h"
 
 struct peer;
 struct peer_chain;
@@ -44,6 +45,9 @@ struct bindings_env {
 int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
                       struct audit *audit, unsigned http_requests_max);
 void bindings_env_close(struct bindings_env *env);
+/* The signatures of a binding type's operations (up to max, static
+ * texts), for gadgetctl status. Their number. */
+size_t binding_op_signatures(enum binding_type type, const char **out, size_t max);
 
 /* The binding side of one gadget, for as long as it is loaded: its calls
  * in flight, its secrets, its kv store. */

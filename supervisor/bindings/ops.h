@@ -9,12 +9,20 @@
 #include "bindings.h"
 #include "policy.h"
 
+struct type_sig;
+
 struct binding_op {
         enum binding_type type;
         const char *name;          /* GADGET_OP_* of contract.h */
-        binding_check_fn *check;   /* NULL: its arguments are not read */
+        const char *signature;     /* its arguments and result, in the type language */
+        struct type_sig *sig;      /* parsed by binding_ops_open */
+        binding_check_fn *check;   /* what the signature cannot say; NULL: nothing more */
         binding_fn *handle;
 };
+
+/* Parses every row's signature (once, at start). 0, or -errno with why:
+ * a row of this table is wrong. */
+int binding_ops_open(char *err, size_t len);
 
 /* The row of type's operation name, NULL if it has none. */
 const struct binding_op *binding_op_find(enum binding_type type, const char *name);

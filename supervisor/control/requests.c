@@ -8,6 +8,7 @@
 #include "system/audit.h"
 #include "client.h"
 #include "control.h"
+#include "bindings/bindings.h"
 #include "core/core.h"
 #include "contract.h"
 #include "policy.h"
@@ -161,11 +162,13 @@ static void on_status(struct client *cl, const Control__Request *q)
         size_t n_limits = limit_lines(p, &in, limits);
         for (size_t i = 0; i < n_limits; i++)
                 limit_ptrs[i] = limits[i];
+        enum { OPS_MAX = 8 };  /* operations of one binding type, at most */
+        const char **ops = calloc(OPS_MAX * (p->n_bindings + 1), sizeof *ops);
         Control__Binding *b = calloc(p->n_bindings + 1, sizeof *b);
         Control__Binding **bp = calloc(p->n_bindings + 1, sizeof *bp);
         const size_t tail = 10;
         char **lines = calloc(tail, sizeof *lines);
-        if (!b || !bp || !lines) {
+        if (!ops || !b || !bp || !lines) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto out;
         }
@@ -173,6 +176,8 @@ static void on_status(struct client *cl, const Control__Request *q)
                 control__binding__init(&b[i]);
                 b[i].name = p->bindings[i].name;
                 b[i].type = (char *)policy_binding_type_name(p->bindings[i].type);
+                b[i].ops = (char **)&ops[OPS_MAX * i];
+                b[i].n_ops = binding_op_signatures(p->bindings[i].type, &ops[OPS_MAX * i], OPS_MAX);
                 bp[i] = &b[i];
         }
         size_t n_lines = log->count < tail ? log->count : tail;
@@ -188,6 +193,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.n_limits = n_limits;
         st.limits = limit_ptrs;
         st.n_methods = unit_methods(u, &st.methods);
+        st.n_signatures = unit_signatures(u, &st.signatures);
         st.n_log_tail = n_lines;
         st.log_tail = lines;
         st.limits_mode = (char *)in.limits_mode;
@@ -200,6 +206,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         r.status = &st;
         client_send(cl, &r);
 out:
+        free(ops);
         free(b);
         free(bp);
         free(lines);

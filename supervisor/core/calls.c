@@ -10,6 +10,11 @@
 #include "contract.h"
 #include "core_int.h"
 #include "limits/limiter.h"
+#include "system/audit.h"
+#include "system/log.h"
+#include "system/monotime.h"
+#include "system/ratelog.h"
+#include "types.h"
 #include "link/peer.h"
 #include "policy.h"
 #include "unit.h"
@@ -23,6 +28,7 @@ struct call {
         call_fn done;               /* NULL once its owner left */
         void *cbdata;
         uint64_t tag;
+        const struct type_sig *sig;  /* the method's (the peer's, which outlives the call), or NULL */
         struct event *timer;
         struct call_owner *owner;
         struct call *owner_next, **owner_pprev;
@@ -48,11 +54,37 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         free(c);
 }
 
+/* A result that breaks the method's declared type: an error to the
+ * caller, a warning in gadgetd's log (one line per window, with a count)
+ * and an audit record for the gadget. */
+static void broken_result(struct call *c, const char *why)
+{
+        struct unit *u = c->u;
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: %s (the result breaks the method's declared signature)",
+                 types_sig_name(c->sig), why);
+        uint64_t now = monotime_ms();
+        uint64_t more = ratelog_flush(&u->broken_log, now);
+        if (more)
+                log_msg(L_WARN, u->policy->name, "%llu more results broke their signatures in the last %d s",
+                        (unsigned long long)more, RATELOG_WINDOW_MS / 1000);
+        if (ratelog_allow(&u->broken_log, now))
+                log_msg(L_WARN, u->policy->name, "%s", msg);
+        struct audit_record rec = { .gadget = u->policy->name, .binding = "signature",
+                                    .op = types_sig_name(c->sig), .outcome = AUDIT_ERROR, .detail = msg };
+        audit_write(u->core->audit, &rec);
+        call_end(c, NULL, GADGET_EFAILED, msg);
+}
+
 static void call_result(struct peer_call *pc, const Gadget__CallResult *res, const char *gone)
 {
         struct call *c = (struct call *)pc;
+        char why[400];
         if (!res)
                 call_end(c, NULL, GADGET_EGONE, gone);
+        else if (res->outcome_case == GADGET__CALL_RESULT__OUTCOME_VALUE && c->sig &&
+                 types_check_result(c->sig, res->value, why, sizeof why) < 0)
+                broken_result(c, why);
         else if (res->outcome_case == GADGET__CALL_RESULT__OUTCOME_VALUE)
                 call_end(c, res->value, 0, NULL);
         else
@@ -107,9 +139,16 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        if (!peer_has_method(u->peer, method)) {
+        const struct type_sig *sig;
+        if (!peer_method(u->peer, method, &sig)) {
                 snprintf(msg, len, "gadget \"%s\" has no method \"%.64s\"", name, method);
                 return GADGET_ENOMETHOD;
+        }
+        /* A call that breaks the signature never reaches the gadget. */
+        char why[400];
+        if (sig && types_check_args(sig, q->args, why, sizeof why) < 0) {
+                snprintf(msg, len, "%s: %s", method, why);
+                return GADGET_EINVAL;
         }
         struct call *c = calloc(1, sizeof *c);
         if (!c) {
@@ -117,7 +156,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag };
+                            .tag = q->tag, .sig = sig };
         c->timer = evtimer_new(u->core->base, call_timeout, c);
         int e = c->timer ? peer_call(u->peer, &c->pc, method, q->args, q->chain) : -ENOMEM;
         if (e < 0) {

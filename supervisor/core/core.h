@@ -29,6 +29,7 @@ struct core_config {
         unsigned uid_count;         /* 0: UIDPOOL_DEFAULT_COUNT */
         enum limiter_mode limits_want;
         bool allow_degraded_limits;
+        bool require_types;         /* RequireTypes=: gadgets without signatures fail to start */
         uint64_t log_lines, log_bytes;  /* gadgetd's LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
         struct audit_config audit;
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */

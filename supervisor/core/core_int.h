@@ -9,6 +9,7 @@
 #include "spawn/uidpool.h"
 #include "backoff.h"
 #include "limits/limiter.h"
+#include "system/ratelog.h"
 #include "unit.h"
 
 struct core {
@@ -58,6 +59,7 @@ struct unit {
         unsigned restarts;        /* restarts so far */
         struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
+        struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
         int program_status;       /* from the sandbox's report */

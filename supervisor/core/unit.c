@@ -380,9 +380,27 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
         log_after(u);
 }
 
+/* RequireTypes=: the policy's, else gadgetd's. */
+static bool types_required(const struct unit *u)
+{
+        enum policy_types t = u->policy->require_types;
+        return t == POLICY_TYPES_REQUIRED || (t == POLICY_TYPES_DEFAULT && u->core->cfg.require_types);
+}
+
 static void on_hello(struct peer *p, void *data)
 {
         struct unit *u = data;
+        size_t untyped = peer_untyped(p);
+        if (untyped && types_required(u)) {
+                char cause[160];
+                char **names;
+                size_t n = peer_methods(p, &names);
+                snprintf(cause, sizeof cause, "untyped: %zu of its %zu methods declare no signature "
+                         "(RequireTypes=yes)", untyped, n);
+                limiter_record(u->core->audit, u->policy->name, "RequireTypes", "%s", cause);
+                unit_kill(u, cause);
+                return;
+        }
         u->state = UNIT_READY;
         u->cause[0] = '\0';
         u->start_us = monotime_since_us(&u->start_begin);

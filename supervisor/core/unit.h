@@ -82,6 +82,8 @@ int unit_program_status(const struct unit *u);
 const struct logbuf *unit_log(const struct unit *u);
 /* The methods its worker announced; their number (0 when not running). */
 size_t unit_methods(const struct unit *u, char ***methods);
+/* Their signatures, in the same order ("" for an untyped one). */
+size_t unit_signatures(const struct unit *u, char ***texts);
 
 /* What gadgetctl status and list show of a unit. */
 struct unit_info {

@@ -27,6 +27,12 @@ size_t unit_methods(const struct unit *u, char ***methods)
         return u->peer ? peer_methods(u->peer, methods) : 0;
 }
 
+size_t unit_signatures(const struct unit *u, char ***texts)
+{
+        *texts = NULL;
+        return u->peer ? peer_signatures(u->peer, texts) : 0;
+}
+
 void unit_info(const struct unit *u, struct unit_info *out)
 {
         *out = (struct unit_info){

@@ -10,6 +10,7 @@
 #include "contract.h"
 #include "system/log.h"
 #include "policy.h"
+#include "types.h"
 #include "validate.h"
 #include "value.h"
 #include "wire.h"
@@ -29,6 +30,8 @@ struct peer {
         struct peer_call *head, **tail; /* calls in flight, oldest first */
         size_t n_pending;
         char **methods;               /* from the hello */
+        struct type_sig **sigs;       /* each method's signature, NULL: untyped */
+        char **sig_texts;             /* their canonical texts, "" for untyped */
         size_t n_methods;
 };
 
@@ -117,9 +120,14 @@ void peer_free(struct peer *p, const char *gone)
                 return;
         fail_pending(p, gone ? gone : "the gadget stopped");
         conn_free(p->conn);
-        for (size_t i = 0; i < p->n_methods; i++)
+        for (size_t i = 0; i < p->n_methods; i++) {
                 free(p->methods[i]);
+                types_sig_free(p->sigs[i]);
+                free(p->sig_texts[i]);
+        }
         free(p->methods);
+        free(p->sigs);
+        free(p->sig_texts);
         free(p);
 }
 
@@ -137,12 +145,28 @@ size_t peer_methods(const struct peer *p, char ***methods)
         return p->n_methods;
 }
 
-bool peer_has_method(const struct peer *p, const char *method)
+size_t peer_signatures(const struct peer *p, char ***texts)
+{
+        *texts = p->sig_texts;
+        return p->n_methods;
+}
+
+bool peer_method(const struct peer *p, const char *method, const struct type_sig **sig)
 {
         for (size_t i = 0; i < p->n_methods; i++)
-                if (strcmp(p->methods[i], method) == 0)
+                if (strcmp(p->methods[i], method) == 0) {
+                        *sig = p->sigs[i];
                         return true;
+                }
         return false;
+}
+
+size_t peer_untyped(const struct peer *p)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_methods; i++)
+                n += p->sigs[i] == NULL;
+        return n;
 }
 
 /* Ends the conversation: nothing more is read; the owner ends the worker. */
@@ -169,16 +193,32 @@ static int send_msg(struct peer *p, const Gadget__SupervisorMsg *m)
         return conn_send(p->conn, &m->base);
 }
 
+/* A signature's canonical text ("" for none), malloc'd. */
+static char *sig_text(const struct type_sig *sig)
+{
+        char buf[TYPES_MAX_TEXT + 1] = "";
+        if (sig)
+                types_sig_print(sig, buf, sizeof buf);
+        return strdup(buf);
+}
+
 static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
 {
         const Gadget__Hello *h = m->hello;
-        p->methods = calloc(h->n_methods + 1, sizeof *p->methods);
-        if (!p->methods)
+        size_t n = h->n_methods;
+        p->methods = calloc(n + 1, sizeof *p->methods);
+        p->sigs = calloc(n + 1, sizeof *p->sigs);
+        p->sig_texts = calloc(n + 1, sizeof *p->sig_texts);
+        if (!p->methods || !p->sigs || !p->sig_texts)
                 return -ENOMEM;
-        for (size_t i = 0; i < h->n_methods; i++) {
-                if (!(p->methods[i] = strdup(h->methods[i])))
+        for (size_t i = 0; i < n; i++) {
+                /* The validator parsed each signature once: this one keeps it. */
+                const char *text = i < h->n_signatures ? h->signatures[i] : "";
+                if (text[0] && types_sig_parse(text, &p->sigs[i], why, len) < 0)
+                        return -EPROTO;
+                p->n_methods++; /* from here peer_free frees the row */
+                if (!(p->methods[i] = strdup(h->methods[i])) || !(p->sig_texts[i] = sig_text(p->sigs[i])))
                         return -ENOMEM;
-                p->n_methods++;
         }
         Gadget__Welcome w = GADGET__WELCOME__INIT;
         w.protocol_version = GADGET_PROTOCOL_VERSION;

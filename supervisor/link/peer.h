@@ -12,6 +12,7 @@
 #include "gadget.pb-c.h"
 
 struct policy;
+struct type_sig;
 struct peer;
 
 enum peer_state {
@@ -36,7 +37,10 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
 /* Fails every call still pending with gone, closes the fd, frees. */
 void peer_free(struct peer *p, const char *gone);
 enum peer_state peer_state(const struct peer *p);
-bool peer_has_method(const struct peer *p, const char *method);
+/* Whether the gadget has method; *sig is its signature (NULL: untyped). */
+bool peer_method(const struct peer *p, const char *method, const struct type_sig **sig);
+/* How many of its methods it declared without a signature. */
+size_t peer_untyped(const struct peer *p);
 size_t peer_pending(const struct peer *p);
 /* Milliseconds since the gadget last made progress on its calls: since
  * the last result that came (for any call, even one timed out), or since
@@ -44,6 +48,8 @@ size_t peer_pending(const struct peer *p);
 uint64_t peer_stalled_ms(const struct peer *p);
 /* The methods the gadget announced; returns their number. */
 size_t peer_methods(const struct peer *p, char ***methods);
+/* Their signatures' canonical texts, in the same order ("" for untyped). */
+size_t peer_signatures(const struct peer *p, char ***texts);
 
 /* Where a gadget-to-gadget call comes from: the gadgets waiting on it (the
  * caller and all that wait on the caller: what a call must not reach again)

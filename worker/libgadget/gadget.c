@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "types.h"
 #include "value.h"
 #include "wire.h"
 
@@ -23,6 +24,8 @@
 
 struct method {
         char *name;
+        char *signature;         /* as declared, NULL: untyped */
+        struct type_sig *sig;    /* parsed by gadget_serve */
         gadget_method_fn fn;
         void *data;
         int64_t last_ns;         /* its last run, -1 before the first */
@@ -80,8 +83,11 @@ void gadget_free(struct gadget *g)
 {
         if (!g)
                 return;
-        for (size_t i = 0; i < g->n_methods; i++)
+        for (size_t i = 0; i < g->n_methods; i++) {
                 free(g->methods[i].name);
+                free(g->methods[i].signature);
+                types_sig_free(g->methods[i].sig);
+        }
         for (size_t i = 0; i < g->n_queued; i++)
                 gadget__supervisor_msg__free_unpacked(g->queued[i], NULL);
         free(g->queued);
@@ -92,18 +98,59 @@ void gadget_free(struct gadget *g)
         free(g);
 }
 
-int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data)
+static int add_method(struct gadget *g, const char *name, const char *signature, gadget_method_fn fn, void *data)
 {
-        if (!gadget_method_name_ok(name) || !fn)
-                return -GADGET_EINVAL;
         struct method *n = realloc(g->methods, (g->n_methods + 1) * sizeof *n);
         if (!n)
                 return -GADGET_EINTERNAL;
         g->methods = n;
-        n[g->n_methods] = (struct method){ .name = strdup(name), .fn = fn, .data = data, .last_ns = -1 };
-        if (!n[g->n_methods].name)
+        n[g->n_methods] = (struct method){ .name = strndup(name, GADGET_NAME_MAX), .fn = fn, .data = data,
+                                           .last_ns = -1 };
+        struct method *m = &n[g->n_methods++];
+        if (!m->name || (signature && !(m->signature = strdup(signature))))
                 return -GADGET_EINTERNAL;
-        g->n_methods++;
+        return 0;
+}
+
+int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data)
+{
+        if (!gadget_method_name_ok(name) || !fn)
+                return -GADGET_EINVAL;
+        return add_method(g, name, NULL, fn, data);
+}
+
+int gadget_method_typed(struct gadget *g, const char *signature, gadget_method_fn fn, void *data)
+{
+        char name[GADGET_NAME_MAX + 1];
+        size_t n = signature ? strcspn(signature, "( \t") : 0;
+        if (!fn || n == 0 || n > GADGET_NAME_MAX)
+                return -GADGET_EINVAL;
+        memcpy(name, signature, n);
+        name[n] = '\0';
+        /* The whole signature is parsed by gadget_serve, which says what is wrong. */
+        return add_method(g, name, signature, fn, data);
+}
+
+/* Parses every declared signature once, before the hello. */
+static int parse_signatures(struct gadget *g)
+{
+        char err[200];
+        for (size_t i = 0; i < g->n_methods; i++) {
+                struct method *m = &g->methods[i];
+                if (!m->signature || m->sig)
+                        continue;
+                int e = types_sig_parse(m->signature, &m->sig, err, sizeof err);
+                if (e == -ENOMEM)
+                        return -GADGET_EINTERNAL;
+                if (e < 0) {
+                        set_error(g, "signature of %s: %s", m->name, err);
+                        return -GADGET_EINVAL;
+                }
+                if (strcmp(types_sig_name(m->sig), m->name) != 0 || !gadget_method_name_ok(m->name)) {
+                        set_error(g, "signature \"%.80s\": not a valid method name", m->signature);
+                        return -GADGET_EINVAL;
+                }
+        }
         return 0;
 }
 
@@ -231,13 +278,20 @@ static int serve_call(struct gadget *g, const Gadget__Call *c)
                 gadget_fail(&call, GADGET_ENOMETHOD, "no method \"%s\"", c->method);
         } else {
                 const gadget_value *args = c->args;
+                char why[400];
                 if (!args)
                         args = noargs = value_new_null();
-                int64_t t0 = now_ns();
-                result = m->fn(&call, args, m->data);
-                m->last_ns = now_ns() - t0;
-                if (!result && !call.code)
-                        gadget_fail(&call, GADGET_EFAILED, "method \"%s\" failed", c->method);
+                /* gadgetd checked them too; a method gets only what its
+                 * signature allows, whoever sent the call. */
+                if (m->sig && types_check_args(m->sig, args, why, sizeof why) < 0) {
+                        gadget_fail(&call, GADGET_EINVAL, "%s: %s", c->method, why);
+                } else {
+                        int64_t t0 = now_ns();
+                        result = m->fn(&call, args, m->data);
+                        m->last_ns = now_ns() - t0;
+                        if (!result && !call.code)
+                                gadget_fail(&call, GADGET_EFAILED, "method \"%s\" failed", c->method);
+                }
         }
         Gadget__Error err = GADGET__ERROR__INIT;
         Gadget__CallResult res = GADGET__CALL_RESULT__INIT;
@@ -265,19 +319,28 @@ static int say_hello(struct gadget *g)
 {
         Gadget__Hello hello = GADGET__HELLO__INIT;
         char **names = calloc(g->n_methods + 1, sizeof *names);
-        if (!names)
+        char **sigs = calloc(g->n_methods + 1, sizeof *sigs);
+        if (!names || !sigs) {
+                free(names);
+                free(sigs);
                 return -GADGET_EINTERNAL;
-        for (size_t i = 0; i < g->n_methods; i++)
+        }
+        for (size_t i = 0; i < g->n_methods; i++) {
                 names[i] = g->methods[i].name;
+                sigs[i] = g->methods[i].signature ? g->methods[i].signature : "";
+        }
         hello.name = g->name;
         hello.protocol_version = GADGET_PROTOCOL_VERSION;
         hello.n_methods = g->n_methods;
         hello.methods = names;
+        hello.n_signatures = g->n_methods;
+        hello.signatures = sigs;
         Gadget__WorkerMsg msg = GADGET__WORKER_MSG__INIT;
         msg.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
         msg.hello = &hello;
         int e = send_worker_msg(g, &msg);
         free(names);
+        free(sigs);
         if (e < 0)
                 return e;
         Gadget__SupervisorMsg *m = recv_msg(g);
@@ -309,7 +372,9 @@ static int dispatch(struct gadget *g, Gadget__SupervisorMsg *m)
 
 int gadget_serve(struct gadget *g)
 {
-        int e = say_hello(g);
+        int e = parse_signatures(g);
+        if (e == 0)
+                e = say_hello(g);
         if (e < 0)
                 return e;
         for (;;) {

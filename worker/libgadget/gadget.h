@@ -33,7 +33,19 @@ typedef gadget_value *(*gadget_method_fn)(struct gadget_call *call, const gadget
 /* name must be the Name= of the gadget's policy. NULL on allocation failure. */
 struct gadget *gadget_new(const char *name);
 void gadget_free(struct gadget *g);
-/* Registers a method (its name: gadget_method_name_ok of contract.h). 0 or -GADGET_E*. */
+/* Registers a method by its signature, in the type language of gadgetd's
+ * protocol (see README, "Writing a gadget"):
+ *     gadget_method_typed(g, "greet(name: string, times?: int(1..10)) -> string", greet, NULL);
+ * The arguments are a record of the named parameters (no parameters:
+ * null or {}). gadgetd checks every call's arguments and every result
+ * against it, and this library hands the method only arguments that pass.
+ * The signature is parsed once by gadget_serve, which fails with
+ * -GADGET_EINVAL (gadget_last_error() says where) if it is not valid.
+ * 0 or -GADGET_E*. */
+int gadget_method_typed(struct gadget *g, const char *signature, gadget_method_fn fn, void *data);
+/* Registers an untyped method (its name: gadget_method_name_ok of
+ * contract.h): any arguments reach it, and a gadgetd that requires types
+ * (RequireTypes=yes) refuses the gadget. 0 or -GADGET_E*. */
 int gadget_method(struct gadget *g, const char *name, gadget_method_fn fn, void *data);
 /* Says hello and serves calls until gadgetd asks the gadget to stop.
  * Returns 0 then, or -GADGET_E* if the connection failed (not under gadgetd,
