@@ -48,15 +48,18 @@ static void send_json(struct evhttp_request *req, int status, const char *text)
 static json_t *gadget_json(struct unit *u)
 {
         json_t *methods = json_array();
-        char **names;
-        size_t n = unit_methods(u, &names);
-        for (size_t i = 0; i < n; i++)
+        json_t *sigs = json_array();
+        char **names, **texts;
+        size_t n = unit_methods(u, &names), n_sigs = unit_signatures(u, &texts);
+        for (size_t i = 0; i < n; i++) {
                 json_array_append_new(methods, json_string(names[i]));
+                json_array_append_new(sigs, json_string(i < n_sigs ? texts[i] : ""));
+        }
         struct unit_info in;
         unit_info(u, &in);
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:I, s:I}", "name", in.name, "state", in.state, "cause",
-                         unit_cause(u), "ui", unit_policy(u)->ui != NULL, "methods", methods, "calls",
-                         (json_int_t)in.calls, "restarts", (json_int_t)in.restarts);
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I}", "name", in.name, "state", in.state, "cause",
+                         unit_cause(u), "ui", unit_policy(u)->ui != NULL, "methods", methods, "signatures", sigs,
+                         "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts);
 }
 
 static int cmp_name(const void *a, const void *b)

@@ -37,8 +37,14 @@
                         const head = el("div", "gadget-head");
                         head.append(el("span", "gadget-name", g.name), el("span", "state state-" + g.state, g.state));
                         li.append(head);
-                        const what = g.methods.length ? g.methods.join(" \u00b7 ") : (g.cause || "no methods yet");
-                        li.append(el("div", "gadget-meta", what));
+                        /* Each method's signature (what its calls must pass), or its
+                         * name for one declared without. */
+                        if (!g.methods.length)
+                                li.append(el("div", "gadget-meta", g.cause || "no methods yet"));
+                        g.methods.forEach((m, i) => {
+                                const sig = (g.signatures || [])[i];
+                                li.append(el("div", "gadget-sig", sig ? sig : m + " (untyped)"));
+                        });
                         li.append(el("div", "gadget-meta", g.calls + (g.calls === 1 ? " call" : " calls") +
                                      (g.ui ? "" : " \u00b7 no UI")));
                         if (g.ui) {

@@ -43,6 +43,12 @@ async function apiCall(gadget, method, args) {
         return { status: r.status, body: await r.json() };
 }
 
+/* A gadget's row of GET /api/gadgets, with the token. */
+async function apiGadget(name) {
+        const r = await fetch(BASE + "/api/gadgets", { headers: { "Authorization": "Bearer " + TOKEN } });
+        return (await r.json()).gadgets.find((g) => g.name === name);
+}
+
 /* A server on another loopback port that counts requests: "anywhere else". */
 function canary() {
         return new Promise((resolve) => {
@@ -161,6 +167,22 @@ async function main() {
         await check("a gadget error comes back as a rejected promise with code and status", async () => {
                 const e = await frame.evaluate(() => gadget.call("nope").then(() => null, (x) => ({ m: x.message, c: x.code, s: x.status })));
                 assert(e && e.c === "no_method" && e.s === 404 && e.m.includes("no method"), JSON.stringify(e));
+        });
+
+        await check("the page shows each method's signature", async () => {
+                const sigs = await page.locator('li[data-name="counter"] .gadget-sig').allTextContents();
+                eq(sigs, ["increment() -> int", "get() -> int"], "counter's signatures");
+        });
+
+        await check("a UI call of the wrong type is refused before it reaches the gadget", async () => {
+                const before = (await apiGadget("counter")).calls;
+                const e = await frame.evaluate(() => gadget.call("get", { x: 1 }).then(() => null, (x) => ({ m: x.message, c: x.code, s: x.status })));
+                assert(e && e.c === "invalid" && e.s === 400 && e.m === 'get: args: unknown field "x"', JSON.stringify(e));
+                eq((await apiGadget("counter")).calls, before, "calls the gadget got");
+                const n = await apiCall("counter", "increment", { by: 2 });
+                assert(n.status === 400 && n.body.error.message === 'increment: args: unknown field "by"',
+                       "API call of the wrong type: " + JSON.stringify(n));
+                eq((await apiGadget("counter")).calls, before, "calls the gadget got");
         });
 
         await check("inside the frame fetch() to the gateway or anywhere else fails", async () => {

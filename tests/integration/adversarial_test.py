@@ -329,6 +329,31 @@ for mode, why in HOSTILE_MODES.items():
 
 
 @test
+def hostile_signatures_refused(tmp):
+    """Signatures are untrusted input: one that does not parse, nests too
+    deep or names another method ends the worker at its hello (the limits
+    of size are test_types' and the fuzzer's: a policy line holds less)
+    (a protocol violation saying why); gadgetd and its other gadget go on."""
+    cases = [("echo(", "hello: signature of echo: column 6"),
+             ("echo(a: " + "list<" * 17 + "int" + ">" * 17 + ")", "hello: signature of echo: "),
+             ("other() -> int", "hello: signature 0 is not of method echo")]
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        d.ctl("reload")
+        for i, (sig, why) in enumerate(cases):
+            name = "bad%d" % i
+            policy(d.pol, name, "Arguments=never-read\nEnvironment=\"HOSTILE_SIGNATURE=%s\"\n" % sig,
+                   exec_path=HOSTILE)
+            d.ctl("reload")
+            wait_for(lambda: d.state(name) == "failed", timeout=30, what=name + " to fail")
+            check(d.list()[name]["cause"] == "protocol violation", "cause: %r" % d.list()[name])
+            lines = [l for l in d.logtext().splitlines() if "[%s]" % name in l and "protocol violation:" in l]
+            check(len(lines) == 1 and why in lines[0], "%s: records %r, want %r" % (name, lines, why))
+        r = d.ctl("call", "good", "echo", '"still here"')
+        check(r.stdout.strip() == '"still here"', "the good gadget: %r" % r.stderr)
+
+
+@test
 def hostile_sends_nothing(tmp):
     """A worker that sends nothing at all (no hello, no frame, its socket
     left open): StartTimeout= ends it, with that cause, once; gadgetd

@@ -133,7 +133,7 @@ def json_api(tmp):
         err(404, "no_method", g.call("counter", "nope"), 'no method "nope"')
         err(404, "no_method", g.call("counter", "b%2Fad"), "no such method")
         err(404, "not_found", g.call("notes", "get", {"title": "missing"}))
-        err(400, "invalid", g.call("notes", "add", {"title": 1}), "add needs")
+        err(400, "invalid", g.call("notes", "add", {"title": 1}), "add: args.title: expected string(1..200), got int")
         err(504, "timeout", g.call("plain", "hang"), "CallTimeout")
         status, _, body = g.request("POST", "/api/gadgets/counter/call/get", b"null",
                                     headers={"Content-Type": "text/plain"})

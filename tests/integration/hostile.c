@@ -47,10 +47,15 @@ static void hello(void)
 {
         Gadget__Hello h = GADGET__HELLO__INIT;
         char *methods[] = { "echo" };
+        /* Untyped unless HOSTILE_SIGNATURE gives echo's signature (any text:
+         * the validator is under test). */
+        char *sigs[] = { getenv("HOSTILE_SIGNATURE") ? getenv("HOSTILE_SIGNATURE") : "" };
         h.name = getenv("GADGET_NAME");
         h.protocol_version = GADGET_PROTOCOL_VERSION;
         h.n_methods = 1;
         h.methods = methods;
+        h.n_signatures = 1;
+        h.signatures = sigs;
         Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
         m.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
         m.hello = &h;

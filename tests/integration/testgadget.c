@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <gadget.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,46 @@ static int lives(const char *path)
         return 1;
 }
 
+/* Typed methods (types_test.py): how many calls of shape ran. */
+static int64_t shape_calls;
+
+static gadget_value *shape(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        shape_calls++;
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "ok", gadget_bool(true));
+        return r;
+}
+
+static gadget_value *seen(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        return gadget_int(shape_calls);
+}
+
+/* {"kind": K}: a result of {id: int} as declared ("ok"), or one that breaks
+ * it ("string", "extra", "nested", "null"). */
+static gadget_value *liar(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *kind = gadget_as_string(gadget_map_get(args, "kind"));
+        gadget_value *r = gadget_map();
+        if (strcmp(kind, "string") == 0) {
+                gadget_value_free(r);
+                return gadget_string("x");
+        }
+        if (strcmp(kind, "null") == 0) {
+                gadget_value_free(r);
+                return gadget_null();
+        }
+        gadget_map_set(r, "id", strcmp(kind, "nested") == 0 ? gadget_string("1") : gadget_int(1));
+        if (strcmp(kind, "extra") == 0)
+                gadget_map_set(r, "z", gadget_int(2));
+        return r;
+}
+
+#define SHAPE "shape(name: string(1..20), id: int | string, times?: int(1..10), ratio?: double, " \
+              "tags?: list<string>(..3), point?: {x: int, y: int, label?: string?}, blob?: bytes, " \
+              "meta?: map<int>, extra?: any) -> {ok: bool}"
+
 int main(int argc, char **argv)
 {
         if (argc > 1 && strcmp(argv[1], "crash") == 0) {
@@ -227,7 +268,16 @@ int main(int argc, char **argv)
         gadget_method(g, "alloc", alloc, NULL);
         gadget_method(g, "spin", spin, NULL);
         gadget_method(g, "big", big, NULL);
+        if (!getenv("TESTGADGET_UNTYPED")) {
+                gadget_method_typed(g, SHAPE, shape, NULL);
+                gadget_method_typed(g, "seen() -> int", seen, NULL);
+                gadget_method_typed(g, "liar(kind: string) -> {id: int}", liar, NULL);
+        }
+        if (getenv("TESTGADGET_SIGNATURE"))  /* a signature gadget_serve refuses */
+                gadget_method_typed(g, getenv("TESTGADGET_SIGNATURE"), seen, NULL);
         int e = gadget_serve(g);
+        if (e < 0)
+                fprintf(stderr, "testgadget: %s\n", gadget_last_error(g));
         gadget_free(g);
         return e < 0 ? 1 : 0;
 }
