@@ -105,6 +105,9 @@ int main(void)
         gadget_method(g, "kv_get", kv_get, NULL);
         gadget_method(g, "call", peer_call, NULL);
         gadget_method(g, "exit", exit_now, NULL);
+        /* typebench: the same method, untyped and typed (a 5-field record). */
+        gadget_method(g, "rec", nop, NULL);
+        gadget_method_typed(g, "rec_typed(a: int, b: string, c: double, d: bool, e: list<int>) -> null", nop, NULL);
         int e = gadget_serve(g);
         gadget_free(g);
         return e < 0 ? 1 : 0;
