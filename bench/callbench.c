@@ -32,7 +32,7 @@
 
 struct run {
         struct ctl ctl;
-        const char *gadget, *method;
+        struct ctl_call call;
         int echo_fd;
         int xcpu_fd;            /* echo pinned to CPU 1, -1 with one CPU */
         int relay_fd;
@@ -122,30 +122,6 @@ static int start_relay(pid_t *relay, pid_t *echo)
         return sv[0];
 }
 
-/* Reads one answer and checks it is a result. 0 or -1. */
-static int take_result(struct run *r)
-{
-        Control__Response *resp = ctl_recv(&r->ctl);
-        int ok = resp && resp->resp_case == CONTROL__RESPONSE__RESP_RESULT;
-        if (resp && !ok && resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
-                fprintf(stderr, "callbench: call failed: %s\n", resp->error->message);
-        if (resp)
-                control__response__free_unpacked(resp, NULL);
-        return ok ? 0 : -1;
-}
-
-static int seq_block(struct run *r, int n, struct samples *s)
-{
-        for (int i = 0; i < n; i++) {
-                int64_t t0 = bench_now_ns();
-                if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0 || ctl_flush(&r->ctl) < 0 ||
-                    take_result(r) < 0)
-                        return -1;
-                samples_add(s, bench_now_ns() - t0);
-        }
-        return 0;
-}
-
 /* Ping-pong with the echo on CPU 1 and this process on CPU 0. */
 static int xcpu_block(int fd, int n, struct samples *s);
 
@@ -177,35 +153,6 @@ static int xcpu_block(int fd, int n, struct samples *s)
         int e = pingpong_block(fd, n, s);
         sched_setaffinity(0, sizeof old, &old);
         return e;
-}
-
-/* n calls, depth in flight: after each read, one new call per answer
- * taken, all written at once. Calls per second. */
-static int pipe_block(struct run *r, int n, int depth, struct samples *s)
-{
-        int sent = 0, done = 0;
-        int64_t t0 = bench_now_ns();
-        for (; sent < depth && sent < n; sent++)
-                if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0)
-                        return -1;
-        if (ctl_flush(&r->ctl) < 0)
-                return -1;
-        while (done < n) {
-                int batch = 0;
-                do {
-                        if (take_result(r) < 0)
-                                return -1;
-                        done++;
-                        batch++;
-                } while (ctl_buffered(&r->ctl));
-                for (; batch > 0 && sent < n; batch--, sent++)
-                        if (ctl_put_call(&r->ctl, r->gadget, r->method, &r->null) < 0)
-                                return -1;
-                if (ctl_flush(&r->ctl) < 0)
-                        return -1;
-        }
-        samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
-        return 0;
 }
 
 /* The same pattern on the raw socketpair: messages per second. */
@@ -246,9 +193,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: callbench SOCKET GADGET METHOD ROUNDS SEQ PIPE DEPTH\n");
                 return 2;
         }
-        r.gadget = argv[2];
-        r.method = argv[3];
         r.null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        r.call = (struct ctl_call){ .gadget = argv[2], .method = argv[3], .args = &r.null };
         int rounds = atoi(argv[4]), nseq = atoi(argv[5]), npipe = atoi(argv[6]), depth = atoi(argv[7]);
         int e = ctl_open(&r.ctl, argv[1]);
         if (e < 0) {
@@ -260,14 +206,14 @@ int main(int argc, char **argv)
         r.xcpu_fd = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? start_echo(&xcpu_echo, 1) : -1;
         /* One warm-up round of each, not kept. */
         struct samples junk = { .name = "warmup" };
-        int fail = seq_block(&r, 100, &junk) < 0 || pingpong_block(r.echo_fd, 100, &junk) < 0 ||
+        int fail = ctl_seq_block(&r.ctl, &r.call, 100, &junk) < 0 || pingpong_block(r.echo_fd, 100, &junk) < 0 ||
                    pingpong_block(r.relay_fd, 100, &junk) < 0 || xcpu_block(r.xcpu_fd, 100, &junk) < 0 ||
-                   pipe_block(&r, npipe / 4 + 1, depth, &junk) < 0 ||
+                   ctl_pipe_block(&r.ctl, &r.call, npipe / 4 + 1, depth, &junk) < 0 ||
                    rawpipe_block(&r, npipe / 4 + 1, depth, &junk) < 0;
         for (int i = 0; !fail && i < rounds; i++)
-                fail = seq_block(&r, nseq, &seq) < 0 || pingpong_block(r.echo_fd, nseq, &pp) < 0 ||
+                fail = ctl_seq_block(&r.ctl, &r.call, nseq, &seq) < 0 || pingpong_block(r.echo_fd, nseq, &pp) < 0 ||
                        pingpong_block(r.relay_fd, nseq, &relay) < 0 || xcpu_block(r.xcpu_fd, nseq, &xcpu) < 0 ||
-                       pipe_block(&r, npipe, depth, &pipe) < 0 ||
+                       ctl_pipe_block(&r.ctl, &r.call, npipe, depth, &pipe) < 0 ||
                        rawpipe_block(&r, npipe, depth, &raw) < 0;
         close(r.echo_fd);
         close(r.relay_fd);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "client.h"
 #include "contract.h"
 
@@ -95,4 +96,54 @@ int ctl_buffered(struct ctl *c)
         if (!c->held && wire_reader_next(&c->rd, &c->held, &c->held_len) != 1)
                 c->held = NULL;
         return c->held != NULL;
+}
+
+int ctl_take_result(struct ctl *c)
+{
+        Control__Response *resp = ctl_recv(c);
+        int ok = resp && resp->resp_case == CONTROL__RESPONSE__RESP_RESULT;
+        if (resp && !ok && resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                fprintf(stderr, "bench: call failed: %s\n", resp->error->message);
+        if (resp)
+                control__response__free_unpacked(resp, NULL);
+        return ok ? 0 : -1;
+}
+
+int ctl_seq_block(struct ctl *c, const struct ctl_call *call, int n, struct samples *s)
+{
+        for (int i = 0; i < n; i++) {
+                int64_t t0 = bench_now_ns();
+                if (ctl_put_call(c, call->gadget, call->method, call->args) < 0 || ctl_flush(c) < 0 ||
+                    ctl_take_result(c) < 0)
+                        return -1;
+                samples_add(s, bench_now_ns() - t0);
+        }
+        return 0;
+}
+
+int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth, struct samples *s)
+{
+        int sent = 0, done = 0;
+        int64_t t0 = bench_now_ns();
+        for (; sent < depth && sent < n; sent++)
+                if (ctl_put_call(c, call->gadget, call->method, call->args) < 0)
+                        return -1;
+        if (ctl_flush(c) < 0)
+                return -1;
+        while (done < n) {
+                int batch = 0;
+                do {
+                        if (ctl_take_result(c) < 0)
+                                return -1;
+                        done++;
+                        batch++;
+                } while (ctl_buffered(c));
+                for (; batch > 0 && sent < n; batch--, sent++)
+                        if (ctl_put_call(c, call->gadget, call->method, call->args) < 0)
+                                return -1;
+                if (ctl_flush(c) < 0)
+                        return -1;
+        }
+        samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
+        return 0;
 }

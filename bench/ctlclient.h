@@ -31,3 +31,17 @@ int ctl_flush(struct ctl *c);
 Control__Response *ctl_recv(struct ctl *c);
 /* Whether a whole answer is already buffered (ctl_recv will not block). */
 int ctl_buffered(struct ctl *c);
+
+struct samples;
+/* A call's target and its arguments (borrowed), for the blocks below. */
+struct ctl_call {
+        const char *gadget, *method;
+        Gadget__Value *args;
+};
+/* Reads one answer: 0 for a result, -1 (an error is printed) else. */
+int ctl_take_result(struct ctl *c);
+/* n calls one at a time: each round trip's ns into s. 0 or -1. */
+int ctl_seq_block(struct ctl *c, const struct ctl_call *call, int n, struct samples *s);
+/* n calls, depth in flight: after each read, one new call per answer
+ * taken, all written at once. Calls per second into s. 0 or -1. */
+int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth, struct samples *s);

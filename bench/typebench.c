@@ -17,62 +17,6 @@
 #include "ctlclient.h"
 #include "value.h"
 
-struct run {
-        struct ctl ctl;
-        const char *gadget;
-        Gadget__Value *args;
-};
-
-static int take_result(struct run *r)
-{
-        Control__Response *resp = ctl_recv(&r->ctl);
-        int ok = resp && resp->resp_case == CONTROL__RESPONSE__RESP_RESULT;
-        if (resp && !ok && resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
-                fprintf(stderr, "typebench: call failed: %s\n", resp->error->message);
-        if (resp)
-                control__response__free_unpacked(resp, NULL);
-        return ok ? 0 : -1;
-}
-
-static int seq_block(struct run *r, const char *method, int n, struct samples *s)
-{
-        for (int i = 0; i < n; i++) {
-                int64_t t0 = bench_now_ns();
-                if (ctl_put_call(&r->ctl, r->gadget, method, r->args) < 0 || ctl_flush(&r->ctl) < 0 ||
-                    take_result(r) < 0)
-                        return -1;
-                samples_add(s, bench_now_ns() - t0);
-        }
-        return 0;
-}
-
-static int pipe_block(struct run *r, const char *method, int n, int depth, struct samples *s)
-{
-        int sent = 0, done = 0;
-        int64_t t0 = bench_now_ns();
-        for (; sent < depth && sent < n; sent++)
-                if (ctl_put_call(&r->ctl, r->gadget, method, r->args) < 0)
-                        return -1;
-        if (ctl_flush(&r->ctl) < 0)
-                return -1;
-        while (done < n) {
-                int batch = 0;
-                do {
-                        if (take_result(r) < 0)
-                                return -1;
-                        done++;
-                        batch++;
-                } while (ctl_buffered(&r->ctl));
-                for (; batch > 0 && sent < n; batch--, sent++)
-                        if (ctl_put_call(&r->ctl, r->gadget, method, r->args) < 0)
-                                return -1;
-                if (ctl_flush(&r->ctl) < 0)
-                        return -1;
-        }
-        samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
-        return 0;
-}
-
 /* {a: 1, b: "bench", c: 2.5, d: true, e: [1, 2, 3]} */
 static Gadget__Value *record(void)
 {
@@ -91,7 +35,7 @@ static Gadget__Value *record(void)
 
 int main(int argc, char **argv)
 {
-        struct run r = { 0 };
+        struct ctl ctl;
         struct samples us = { .name = "untyped_seq_ns" }, ts = { .name = "typed_seq_ns" },
                        up = { .name = "untyped_pipe_per_s" }, tp = { .name = "typed_pipe_per_s" },
                        junk = { .name = "warmup" };
@@ -99,26 +43,27 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: typebench SOCKET GADGET ROUNDS SEQ PIPE DEPTH\n");
                 return 2;
         }
-        r.gadget = argv[2];
+        Gadget__Value *args = record();
+        const struct ctl_call plain = { argv[2], "rec", args }, typed = { argv[2], "rec_typed", args };
         int rounds = atoi(argv[3]), nseq = atoi(argv[4]), npipe = atoi(argv[5]), depth = atoi(argv[6]);
-        if (!(r.args = record()) || ctl_open(&r.ctl, argv[1]) < 0) {
+        if (!args || ctl_open(&ctl, argv[1]) < 0) {
                 fprintf(stderr, "typebench: cannot start\n");
                 return 1;
         }
-        int fail = seq_block(&r, "rec", 200, &junk) < 0 || seq_block(&r, "rec_typed", 200, &junk) < 0 ||
-                   pipe_block(&r, "rec", npipe / 4 + 1, depth, &junk) < 0 ||
-                   pipe_block(&r, "rec_typed", npipe / 4 + 1, depth, &junk) < 0;
-        /* Alternating, and each round in the other order, so neither kind
+        int fail = ctl_seq_block(&ctl, &plain, 200, &junk) < 0 || ctl_seq_block(&ctl, &typed, 200, &junk) < 0 ||
+                   ctl_pipe_block(&ctl, &plain, npipe / 4 + 1, depth, &junk) < 0 ||
+                   ctl_pipe_block(&ctl, &typed, npipe / 4 + 1, depth, &junk) < 0;
+        /* Alternating, each round in the other order, so neither kind
          * always runs first. */
         for (int i = 0; !fail && i < rounds; i++) {
-                const char *first = i % 2 ? "rec_typed" : "rec", *second = i % 2 ? "rec" : "rec_typed";
-                struct samples *fs = i % 2 ? &ts : &us, *ss = i % 2 ? &us : &ts;
-                struct samples *fp = i % 2 ? &tp : &up, *sp = i % 2 ? &up : &tp;
-                fail = seq_block(&r, first, nseq, fs) < 0 || seq_block(&r, second, nseq, ss) < 0 ||
-                       pipe_block(&r, first, npipe, depth, fp) < 0 || pipe_block(&r, second, npipe, depth, sp) < 0;
+                const struct ctl_call *a = i % 2 ? &typed : &plain, *b = i % 2 ? &plain : &typed;
+                struct samples *as = i % 2 ? &ts : &us, *bs = i % 2 ? &us : &ts;
+                struct samples *ap = i % 2 ? &tp : &up, *bp = i % 2 ? &up : &tp;
+                fail = ctl_seq_block(&ctl, a, nseq, as) < 0 || ctl_seq_block(&ctl, b, nseq, bs) < 0 ||
+                       ctl_pipe_block(&ctl, a, npipe, depth, ap) < 0 || ctl_pipe_block(&ctl, b, npipe, depth, bp) < 0;
         }
-        ctl_close(&r.ctl);
-        value_free(r.args);
+        ctl_close(&ctl);
+        value_free(args);
         if (fail) {
                 fprintf(stderr, "typebench: a block failed\n");
                 return 1;
