@@ -107,7 +107,9 @@ int types_sig_print(const struct type_sig *sig, char *buf, size_t len);
 int types_print(const struct type *t, char *buf, size_t len);
 
 /* Checks v against t. path holds where v is ("args"), pathlen its buffer's
- * size: it grows while descending and is restored on return. v must have
+ * size; it is left as it is: the steps below it (".name", "[2]") are
+ * written into the message only when there is one, so a check that
+ * passes formats nothing. v must have
  * passed value_check (as every value gadgetd receives has). 0, or -EINVAL
  * with "PATH: what" in err: "args.name: expected string, got int",
  * "args: unknown field \"x\"", "args.title: missing required field",

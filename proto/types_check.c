@@ -10,30 +10,42 @@
 
 #include "contract.h"
 
-/* One check: where we are (path, its logical length plen, which may exceed
- * what the buffer holds) and the message being written. */
+/* One step of the path below the checker's base ("args"): a record's
+ * field, a map's key or a list's index. Kept as it is and written out only
+ * for a message: a check that passes (nearly all of them, on every call)
+ * formats nothing. */
+enum seg_kind { SEG_FIELD, SEG_KEY, SEG_INDEX };
+struct seg {
+        enum seg_kind kind;
+        const char *name;   /* field or key */
+        size_t index;
+};
+
+/* Steps kept; the check's recursion follows the type, at most
+ * TYPES_MAX_DEPTH deep, one step per level. */
+#define SEGS_MAX (TYPES_MAX_DEPTH + 8)
+
+/* One check: the base path (its logical length plen, which may exceed
+ * what the buffer holds), the steps below it, and the message being
+ * written. */
 struct checker {
         char *path;
         size_t pathlen, plen;
+        struct seg segs[SEGS_MAX];
+        size_t n_segs;
         struct types_out err;
 };
 
-/* Appends s to the path; returns its previous length for path_pop. */
-static size_t path_add(struct checker *c, const char *s)
+static void push(struct checker *c, enum seg_kind kind, const char *name, size_t index)
 {
-        size_t old = c->plen;
-        struct types_out o = { .buf = c->path, .cap = c->pathlen, .n = c->plen };
-
-        types_out_str(&o, s);
-        c->plen = o.n;
-        return old;
+        if (c->n_segs < SEGS_MAX)
+                c->segs[c->n_segs] = (struct seg){ kind, name, index };
+        c->n_segs++;
 }
 
-static void path_pop(struct checker *c, size_t old)
+static void pop(struct checker *c)
 {
-        c->plen = old;
-        if (old < c->pathlen)
-                c->path[old] = '\0';
+        c->n_segs--;
 }
 
 /* Appends an untrusted key, quoted: printable ASCII as is, other bytes as
@@ -53,6 +65,22 @@ static void out_quoted(struct types_out *o, const char *s)
         types_out_str(o, s[i] ? "...\"" : "\"");
 }
 
+/* Writes one step: ".name", "[2]", or ["key"] for a key that is not an
+ * identifier. */
+static void out_seg(struct types_out *o, const struct seg *g)
+{
+        if (g->kind == SEG_INDEX) {
+                types_out_fmt(o, "[%zu]", g->index);
+        } else if (g->kind == SEG_FIELD || gadget_identifier_ok(g->name)) {
+                types_out_str(o, ".");
+                types_out_str(o, g->name);
+        } else {
+                types_out_str(o, "[");
+                out_quoted(o, g->name);
+                types_out_str(o, "]");
+        }
+}
+
 /* Starts the message: "PATH: ". */
 static struct types_out *fail(struct checker *c)
 {
@@ -60,6 +88,8 @@ static struct types_out *fail(struct checker *c)
         if (c->err.cap > 0)
                 c->err.buf[0] = '\0';
         types_out_add(&c->err, c->path, c->plen < c->pathlen ? c->plen : strlen(c->path));
+        for (size_t i = 0; i < c->n_segs && i < SEGS_MAX; i++)
+                out_seg(&c->err, &c->segs[i]);
         types_out_str(&c->err, ": ");
         return &c->err;
 }
@@ -142,31 +172,11 @@ static int check_list(struct checker *c, const struct type *t, const Gadget__Lis
         int e = check_length(c, t, l->n_items, "item", "items");
 
         for (size_t i = 0; e == 0 && i < l->n_items; i++) {
-                char index[32];
-                snprintf(index, sizeof index, "[%zu]", i);
-                size_t old = path_add(c, index);
+                push(c, SEG_INDEX, NULL, i);
                 e = check(c, t->elem, l->items[i]);
-                path_pop(c, old);
+                pop(c);
         }
         return e;
-}
-
-/* Appends a map key to the path: ".key" for an identifier, else ["key"]. */
-static size_t push_key(struct checker *c, const char *key)
-{
-        size_t old = c->plen;
-
-        if (gadget_identifier_ok(key)) {
-                path_add(c, ".");
-                path_add(c, key);
-                return old;
-        }
-        struct types_out o = { .buf = c->path, .cap = c->pathlen, .n = c->plen };
-        types_out_str(&o, "[");
-        out_quoted(&o, key);
-        types_out_str(&o, "]");
-        c->plen = o.n;
-        return old;
 }
 
 static int check_map(struct checker *c, const struct type *t, const Gadget__Map *m)
@@ -174,9 +184,9 @@ static int check_map(struct checker *c, const struct type *t, const Gadget__Map 
         int e = check_length(c, t, m->n_entries, "entry", "entries");
 
         for (size_t i = 0; e == 0 && i < m->n_entries; i++) {
-                size_t old = push_key(c, m->entries[i]->key);
+                push(c, SEG_KEY, m->entries[i]->key, 0);
                 e = check(c, t->elem, m->entries[i]->value);
-                path_pop(c, old);
+                pop(c);
         }
         return e;
 }
@@ -206,10 +216,9 @@ static int missing(struct checker *c, const struct type *t, uint64_t seen)
         for (size_t i = 0; i < t->n_fields; i++) {
                 if (t->fields[i].optional || (seen >> i & 1))
                         continue;
-                size_t old = path_add(c, ".");
-                path_add(c, t->fields[i].name);
+                push(c, SEG_FIELD, t->fields[i].name, 0);
                 types_out_str(fail(c), "missing required field");
-                path_pop(c, old);
+                pop(c);
                 return -EINVAL;
         }
         return 0;
@@ -237,10 +246,9 @@ static int check_record(struct checker *c, const struct type *t, const Gadget__M
                 }
                 seen |= (uint64_t)1 << (f - t->fields);
                 required += !f->optional;
-                size_t old = path_add(c, ".");
-                path_add(c, f->name);
+                push(c, SEG_FIELD, f->name, 0);
                 int e = check(c, f->type, me->value);
-                path_pop(c, old);
+                pop(c);
                 if (e < 0)
                         return e;
         }
@@ -347,7 +355,7 @@ int types_check(const struct type *t, const Gadget__Value *v, char *path, size_t
 
 int types_check_args(const struct type_sig *sig, const Gadget__Value *args, char *err, size_t errlen)
 {
-        char path[256] = "args";
+        char path[8] = "args";
 
         /* null stands for "no arguments": the empty record. */
         if (args && args->kind_case == GADGET__VALUE__KIND_NULL_VALUE) {
@@ -360,7 +368,7 @@ int types_check_args(const struct type_sig *sig, const Gadget__Value *args, char
 
 int types_check_result(const struct type_sig *sig, const Gadget__Value *res, char *err, size_t errlen)
 {
-        char path[256] = "result";
+        char path[8] = "result";
 
         return types_check(sig->result, res, path, sizeof path, err, errlen);
 }

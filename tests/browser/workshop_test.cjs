@@ -372,6 +372,20 @@ async function main() {
                 eq(await apiCall("notes", "get", { title: "groceries" }), { status: 200, body: "milk, bread" }, "note stored");
         });
 
+        await check("the notes UI's calls of the wrong type are refused, naming the field", async () => {
+                const { frame: nf } = await openUi(page, "notes");
+                const before = (await apiGadget("notes")).calls;
+                const cases = [[{ title: 5, text: "x" }, "add: args.title: expected string(1..200), got int"],
+                               [{ text: "x" }, "add: args.title: missing required field"],
+                               [{ title: "t", text: "x", z: 1 }, 'add: args: unknown field "z"'],
+                               [{ title: "t", text: ["x"] }, "add: args.text: expected string, got list"]];
+                for (const [args, want] of cases) {
+                        const e = await nf.evaluate((a) => gadget.call("add", a).then(() => null, (x) => x.message), args);
+                        eq(e, want, "add(" + JSON.stringify(args) + ")");
+                }
+                eq((await apiGadget("notes")).calls, before, "calls notes got");
+        });
+
         await check("a screenshot of the workshop page is produced", async () => {
                 const c = await openUi(page, "counter");
                 await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2");
