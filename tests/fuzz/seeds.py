@@ -72,7 +72,10 @@ CAPTURES = [
         ("binding", '{"binding": "WEB", "op": "request", "args": {"url": "http://127.0.0.1:8080/", '
                     '"method": "POST", "headers": {"X-A": "b"}, "body": {"$bytes": "aGk="}}}'),
         ("binding", '{"binding": "PEER", "op": "call", "args": {"method": "echo", "args": "x"}}'),
-        ("sleep", '{"ms": 1}'), ("nosuch", "null")]),
+        ("sleep", '{"ms": 1}'), ("nosuch", "null"),
+        # Typed methods: their hello is version 2, with signatures.
+        ("shape", '{"name": "ada", "id": 7, "tags": ["a"], "point": {"x": 1, "y": 2, "label": null}}'),
+        ("shape", '{"name": 5, "id": 1}'), ("seen", "null"), ("liar", '{"kind": "extra"}')]),
 ]
 
 
@@ -97,7 +100,7 @@ CONTROL = [
     ["list"], ["--json", "list"], ["status", "hello"], ["stop", "hello"], ["restart", "notes"],
     ["call", "hello", "greet", '{"name": "Ada"}'], ["call", "notes", "add", '["x", 1.5, {"k": null}]'],
     ["call", "counter", "increment"], ["logs", "hello", "-n", "5"], ["logs", "hello", "-f"],
-    ["audit", "counter", "-n", "3"], ["reload"], ["load", "POLICY"],
+    ["audit", "counter", "-n", "3"], ["reload"], ["load", "POLICY"], ["describe", "hello"],
 ]
 
 
