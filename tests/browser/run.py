@@ -79,8 +79,11 @@ def main():
             for n in ("counter", "notes"):
                 shutil.copy(os.path.join(EXAMPLES, n + ".policy"), g.pol)
             policy(g.pol, "plain")
+            # The test gadget behind a UI (any page: the gateway gives it
+            # gadget.call), for typed calls and broken results from a frame.
+            policy(g.pol, "typed", "UI=%s\n" % os.path.join(EXAMPLES, "counter.html"))
             g.ctl("reload")
-            g.wait_ready("counter", "notes", "plain")
+            g.wait_ready("counter", "notes", "plain", "typed")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),

@@ -386,6 +386,19 @@ async function main() {
                 eq((await apiGadget("notes")).calls, before, "calls notes got");
         });
 
+        await check("a UI's typed calls: wrong arguments and a broken result are errors, the gadget sees neither", async () => {
+                const { frame: tf } = await openUi(page, "typed");
+                const call = (m, a) => tf.evaluate(([m, a]) => gadget.call(m, a).then((v) => ({ v }),
+                        (x) => ({ m: x.message, c: x.code, s: x.status })), [m, a]);
+                const bad = await call("shape", { name: "ada", id: [1] });
+                eq(bad, { m: "shape: args.id: expected int | string, got list", c: "invalid", s: 400 }, "shape, id a list");
+                const lie = await call("liar", { kind: "nested" });
+                eq(lie, { m: "liar: result.id: expected int, got string (the result breaks the method's declared signature)",
+                          c: "failed", s: 502 }, "a broken result");
+                eq(await call("seen", null), { v: 0 }, "shape calls the gadget saw");
+                eq(await call("shape", { name: "ada", id: "x", tags: ["a"] }), { v: { ok: true } }, "a good call");
+        });
+
         await check("a screenshot of the workshop page is produced", async () => {
                 const c = await openUi(page, "counter");
                 await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2");

@@ -354,6 +354,21 @@ def hostile_signatures_refused(tmp):
 
 
 @test
+def old_protocol_hello_runs_untyped(tmp):
+    """A gadget of protocol version 1 (no signatures) runs, its methods shown
+    untyped; a version 1 hello that carries signatures is refused."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "old", "Arguments=never-read\nEnvironment=HOSTILE_VERSION=1\n", exec_path=HOSTILE)
+        policy(d.pol, "mixed", "Arguments=never-read\nEnvironment=HOSTILE_VERSION=1\n"
+               "Environment=\"HOSTILE_SIGNATURE=echo() -> int\"\n", exec_path=HOSTILE)
+        d.ctl("reload")
+        wait_for(lambda: d.state("old") == "ready", what="old ready")
+        check("echo (untyped)" in d.ctl("status", "old").stdout, "status: %s" % d.ctl("status", "old").stdout)
+        wait_for(lambda: d.state("mixed") == "failed", what="mixed to fail")
+        check("hello: 1 signatures for 1 methods (version 1)" in d.logtext(), "no violation: %s" % d.logtext()[-2000:])
+
+
+@test
 def hostile_sends_nothing(tmp):
     """A worker that sends nothing at all (no hello, no frame, its socket
     left open): StartTimeout= ends it, with that cause, once; gadgetd

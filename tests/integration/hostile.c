@@ -51,10 +51,13 @@ static void hello(void)
          * the validator is under test). */
         char *sigs[] = { getenv("HOSTILE_SIGNATURE") ? getenv("HOSTILE_SIGNATURE") : "" };
         h.name = getenv("GADGET_NAME");
-        h.protocol_version = GADGET_PROTOCOL_VERSION;
+        /* HOSTILE_VERSION=1: an older gadget's hello, without signatures
+         * (unless HOSTILE_SIGNATURE gives one anyway). */
+        h.protocol_version = getenv("HOSTILE_VERSION") ? (uint32_t)atoi(getenv("HOSTILE_VERSION"))
+                                                      : GADGET_PROTOCOL_VERSION;
         h.n_methods = 1;
         h.methods = methods;
-        h.n_signatures = 1;
+        h.n_signatures = h.protocol_version >= 2 || getenv("HOSTILE_SIGNATURE") ? 1 : 0;
         h.signatures = sigs;
         Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
         m.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
