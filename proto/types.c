@@ -245,3 +245,11 @@ const char *types_value_kind(const Gadget__Value *v)
                 return "nothing";
         }
 }
+
+size_t types_sig_nodes(const struct type_sig *sig)
+{
+        size_t n = 0;
+        for (const struct type *t = sig->types; t; t = t->next)
+                n++;
+        return n;
+}

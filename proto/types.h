@@ -93,6 +93,9 @@ struct type_sig;
  * "column N: what" (or a limit) in err; -ENOMEM. */
 int types_sig_parse(const char *text, struct type_sig **out, char *err, size_t errlen);
 void types_sig_free(struct type_sig *sig);
+/* How many types the signature holds (what it costs whoever keeps it:
+ * about one struct type each). */
+size_t types_sig_nodes(const struct type_sig *sig);
 /* The method's name; its arguments as one record type (the parameters are
  * its fields); its result type (null when the signature has no '->'). */
 const char *types_sig_name(const struct type_sig *sig);

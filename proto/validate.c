@@ -26,8 +26,8 @@ static int check_value(const Gadget__Value *v, const char *what, char *why, size
 }
 
 /* Signature i of a version 2 hello: "" (untyped), or one that parses and
- * names its method. */
-static int check_signature(const Gadget__Hello *h, size_t i, char *why, size_t len)
+ * names its method; *types counts the types of all so far. */
+static int check_signature(const Gadget__Hello *h, size_t i, size_t *types, char *why, size_t len)
 {
         const char *text = h->signatures[i];
         struct type_sig *sig;
@@ -42,9 +42,12 @@ static int check_signature(const Gadget__Hello *h, size_t i, char *why, size_t l
         if (e < 0)
                 REFUSE("hello: signature of %s: %s", h->methods[i], err);
         bool same = strcmp(types_sig_name(sig), h->methods[i]) == 0;
+        *types += types_sig_nodes(sig);
         types_sig_free(sig);
         if (!same)
                 REFUSE("hello: signature %zu is not of method %s", i, h->methods[i]);
+        if (*types > VALIDATE_MAX_SIGNATURE_TYPES)
+                REFUSE("hello: the signatures hold more than %d types together", VALIDATE_MAX_SIGNATURE_TYPES);
         return 0;
 }
 
@@ -60,13 +63,14 @@ static int check_hello(const Gadget__Hello *h, const char *name, char *why, size
                 REFUSE("hello: the gadget calls itself by another name than its policy's");
         if (h->n_methods > VALIDATE_MAX_METHODS)
                 REFUSE("hello: %zu methods, at most %d", h->n_methods, VALIDATE_MAX_METHODS);
+        size_t types = 0;
         for (size_t i = 0; i < h->n_methods; i++) {
                 if (!gadget_method_name_ok(h->methods[i]))
                         REFUSE("hello: method %zu has an invalid name", i);
                 for (size_t j = 0; j < i; j++)
                         if (strcmp(h->methods[i], h->methods[j]) == 0)
                                 REFUSE("hello: method %zu repeats an earlier name", i);
-                int e = i < h->n_signatures ? check_signature(h, i, why, len) : 0;
+                int e = i < h->n_signatures ? check_signature(h, i, &types, why, len) : 0;
                 if (e < 0)
                         return e;
         }

@@ -10,6 +10,10 @@
 #include "gadget.pb-c.h"
 
 #define VALIDATE_MAX_METHODS 256
+/* Types in all of a hello's signatures together: gadgetd keeps them parsed
+ * while the gadget runs (about 170 bytes each), so one gadget's hello may
+ * cost it at most about 170 KiB however its 256 signatures are shaped. */
+#define VALIDATE_MAX_SIGNATURE_TYPES 1024
 #define VALIDATE_MAX_LOG 4096
 #define VALIDATE_MAX_ERROR 4096
 

@@ -349,6 +349,14 @@ def hostile_signatures_refused(tmp):
             check(d.list()[name]["cause"] == "protocol violation", "cause: %r" % d.list()[name])
             lines = [l for l in d.logtext().splitlines() if "[%s]" % name in l and "protocol violation:" in l]
             check(len(lines) == 1 and why in lines[0], "%s: records %r, want %r" % (name, lines, why))
+        # What gadgetd keeps of one hello's signatures is bounded as a whole:
+        # 80 methods of a dozen types each pass, 100 do not.
+        for name, n, ok in (("many80", 80, True), ("many100", 100, False)):
+            policy(d.pol, name, "Arguments=never-read\nEnvironment=HOSTILE_METHODS=%d\n" % n, exec_path=HOSTILE)
+            d.ctl("reload")
+            wait_for(lambda: d.state(name) == ("ready" if ok else "failed"), timeout=30, what=name)
+        check("[many100]" in d.logtext() and "the signatures hold more than 1024 types together" in d.logtext(),
+              "no violation for many100: %s" % d.logtext()[-1500:])
         r = d.ctl("call", "good", "echo", '"still here"')
         check(r.stdout.strip() == '"still here"', "the good gadget: %r" % r.stderr)
 

@@ -43,8 +43,35 @@ static void send_msg(Gadget__WorkerMsg *m)
         wire_send(FD, &m->base, 64u << 20);
 }
 
+/* HOSTILE_METHODS=N: a hello of N typed methods m0.., each signature of
+ * about a dozen types (gadgetd bounds their sum). */
+static void many_methods_hello(int n)
+{
+        Gadget__Hello h = GADGET__HELLO__INIT;
+        char **names = calloc((size_t)n, sizeof *names), **sigs = calloc((size_t)n, sizeof *sigs);
+        for (int i = 0; names && sigs && i < n; i++) {
+                if (asprintf(&names[i], "m%d", i) < 0 ||
+                    asprintf(&sigs[i], "m%d(a: list<{x: int, y: string, z: list<int>}>, b: map<double>) -> {k: bool}",
+                             i) < 0)
+                        exit(1);
+        }
+        h.name = getenv("GADGET_NAME");
+        h.protocol_version = GADGET_PROTOCOL_VERSION;
+        h.n_methods = h.n_signatures = (size_t)n;
+        h.methods = names;
+        h.signatures = sigs;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        m.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
+        m.hello = &h;
+        send_msg(&m);
+}
+
 static void hello(void)
 {
+        if (getenv("HOSTILE_METHODS")) {
+                many_methods_hello(atoi(getenv("HOSTILE_METHODS")));
+                return;
+        }
         Gadget__Hello h = GADGET__HELLO__INIT;
         char *methods[] = { "echo" };
         /* Untyped unless HOSTILE_SIGNATURE gives echo's signature (any text:
