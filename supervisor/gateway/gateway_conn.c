@@ -82,12 +82,25 @@ static void pause_listener(struct gateway *g)
                         "more until some close", g->lim.max_connections);
 }
 
-static void resume_if_room(struct gateway *g)
+static void room_cb(evutil_socket_t fd, short what, void *arg)
 {
+        struct gateway *g = arg;
         if (g->lev && g->paused && g->n_conns < g->lim.max_connections) {
                 g->paused = false;
                 evconnlistener_enable(g->lev);
         }
+}
+
+/* Accepts again once a connection is gone, from a timer of 0: evhttp
+ * frees a connection's bufferevent, and so closes its fd, from a
+ * finalizer that runs after this loop turn. Enabled at once, the listener
+ * could accept MaxConnections more while as many closed ones still held
+ * their fds (seen: 128 over the baseline under ASan, with 64 allowed). */
+static void resume_if_room(struct gateway *g)
+{
+        static const struct timeval now = { 0, 0 };
+        if (g->paused && g->n_conns < g->lim.max_connections && !evtimer_pending(g->ev_room, NULL))
+                evtimer_add(g->ev_room, &now);
 }
 
 /* evhttp frees a connection: it no longer counts. */
@@ -216,7 +229,8 @@ int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound)
         g->lev = evhttp_bound_socket_get_listener(bound);
         g->ev_sweep = event_new(core_base(g->core), -1, EV_PERSIST, sweep_cb, g);
         g->ev_fresh = event_new(core_base(g->core), -1, 0, fresh_cb, g);
-        if (!g->lev || !g->ev_sweep || !g->ev_fresh || event_add(g->ev_sweep, &every) < 0)
+        g->ev_room = evtimer_new(core_base(g->core), room_cb, g);
+        if (!g->lev || !g->ev_sweep || !g->ev_fresh || !g->ev_room || event_add(g->ev_sweep, &every) < 0)
                 return -ENOMEM;
         evconnlistener_set_error_cb(g->lev, accept_error);
         evhttp_set_bevcb(g->http, new_conn, g);
@@ -237,5 +251,7 @@ void gateway_conn_free(struct gateway *g)
                 event_free(g->ev_sweep);
         if (g->ev_fresh)
                 event_free(g->ev_fresh);
-        g->ev_sweep = g->ev_fresh = NULL;
+        if (g->ev_room)
+                event_free(g->ev_room);
+        g->ev_sweep = g->ev_fresh = g->ev_room = NULL;
 }

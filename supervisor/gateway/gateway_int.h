@@ -43,7 +43,7 @@ struct gateway {
         struct gateway_call *calls;  /* API calls waiting for their gadget */
         struct gateway_limits lim;
         struct evconnlistener *lev;  /* evhttp's listener */
-        struct event *ev_sweep, *ev_fresh;
+        struct event *ev_sweep, *ev_fresh, *ev_room;
         struct gateway_conn *conns;
         size_t n_conns, cap_conns;
         bool paused;                 /* listener off: MaxConnections open */

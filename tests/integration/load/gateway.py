@@ -79,12 +79,16 @@ def load_gateway_connection_flood(tmp):
                 peak = max(peak, fd_count(pid))
                 time.sleep(0.05)
             c = counts(p.stdout.read())
+            print("gadgetd's fds: %d at rest, at most %d during the attack" % (fd0, peak))
             check(c.get("opened", 0) >= 2000, "the attack: %r %s" % (c, p.stderr.read()))
             check(c["closed"] >= 64, "gadgetd closed only %d of the slow connections" % c["closed"])
-            # MaxConnections=64 and a few of gadgetd's own; one CI run under
-            # load saw 87 over the baseline (accepts of one listener wakeup
-            # beyond the cap): bounded, with that slack.
-            check(peak <= fd0 + 64 + 32, "gadgetd held %d fds, was %d" % (peak, fd0))
+            # MaxConnections=64 and a few of gadgetd's own; a run here keeps
+            # 65 over the baseline. One CI run under ASan saw 128: evhttp
+            # frees a connection's fd after the loop turn that counted it
+            # closed, so up to 64 closed ones may still hold theirs while
+            # 64 new ones are accepted (the listener now waits that turn,
+            # gateway_conn.c resume_if_room). Bounded at twice the cap.
+            check(peak <= fd0 + 2 * 64 + 32, "gadgetd held %d fds, was %d" % (peak, fd0))
             r = g.ctl("list")
             check(r.returncode == 0, "root's control: %r" % r.stderr)
             check(g.gadgets()["good"]["state"] == "ready", "the gateway serves the token holder")
