@@ -82,29 +82,30 @@ static const char *const kind_names[] = {
         [TYPE_ANY] = "any", [TYPE_LIST] = "list", [TYPE_MAP] = "map",
 };
 
-/* Appends "(MIN..MAX)" of a bounded type. */
-static void out_bounds(struct types_out *o, const struct type *t)
+/* Appends one end of a bound: a double's, or an integer's (values of int,
+ * lengths of the rest). */
+static void out_end(struct types_out *o, const struct type *t, int64_t i, double d)
 {
         char num[32];
 
+        if (t->kind == TYPE_DOUBLE)
+                types_fmt_double(num, d);
+        else
+                snprintf(num, sizeof num, "%lld", (long long)i);
+        types_out_str(o, num);
+}
+
+/* Appends "(MIN..MAX)" of a bounded type. */
+static void out_bounds(struct types_out *o, const struct type *t)
+{
         if (!t->has_min && !t->has_max)
                 return;
         types_out_str(o, "(");
-        if (t->has_min) {
-                if (t->kind == TYPE_DOUBLE)
-                        types_fmt_double(num, t->dmin);
-                else
-                        snprintf(num, sizeof num, "%lld", (long long)t->imin);
-                types_out_str(o, num);
-        }
+        if (t->has_min)
+                out_end(o, t, t->imin, t->dmin);
         types_out_str(o, "..");
-        if (t->has_max) {
-                if (t->kind == TYPE_DOUBLE)
-                        types_fmt_double(num, t->dmax);
-                else
-                        snprintf(num, sizeof num, "%lld", (long long)t->imax);
-                types_out_str(o, num);
-        }
+        if (t->has_max)
+                out_end(o, t, t->imax, t->dmax);
         types_out_str(o, ")");
 }
 

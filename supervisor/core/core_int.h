@@ -75,3 +75,7 @@ struct unit {
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);
 void unit_free(struct unit *u);
+
+/* unit_info.c's, for the core's own messages and restarts. */
+const char *unit_state_name(enum unit_state s);
+uint64_t unit_uptime_ms(const struct unit *u);

@@ -75,7 +75,6 @@ bool unit_is_ready(const struct unit *u);
 const char *unit_cause(const struct unit *u);
 bool unit_from_dir(const struct unit *u);
 uint64_t unit_policy_hash(const struct unit *u);
-bool unit_running(const struct unit *u);
 /* The program's wait status from the sandbox's report, once it ended. */
 int unit_program_status(const struct unit *u);
 /* Its log ring (gadgetctl logs). */
@@ -96,13 +95,3 @@ struct unit_info {
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
-/* Resident memory of the gadget's processes from /proc, 0 if unknown. */
-uint64_t unit_memory_bytes(const struct unit *u);
-/* Memory, tasks (without the sandbox's init) and CPU use now, from the
- * gadget's cgroup where there is one; 0 where unknown. */
-void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
-/* How the limits of its last run were enforced (the mode, any degraded
- * limit); gadgetd's mode if it never ran. */
-const char *unit_limits_mode(const struct unit *u);
-const char *unit_state_name(enum unit_state s);
-uint64_t unit_uptime_ms(const struct unit *u);

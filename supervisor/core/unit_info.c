@@ -17,9 +17,12 @@ bool unit_is_ready(const struct unit *u) { return u->state == UNIT_READY && u->p
 const char *unit_cause(const struct unit *u) { return u->cause; }
 bool unit_from_dir(const struct unit *u) { return u->from_dir; }
 uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
-bool unit_running(const struct unit *u) { return u->child.pid > 0; }
 int unit_program_status(const struct unit *u) { return u->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
+
+static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
+static const char *unit_limits_mode(const struct unit *u);
+static uint64_t unit_memory_bytes(const struct unit *u);
 
 size_t unit_methods(const struct unit *u, char ***methods)
 {
@@ -64,21 +67,21 @@ uint64_t unit_uptime_ms(const struct unit *u)
         return monotime_since_ms(&u->started);
 }
 
-void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
 {
         limiter_usage(&u->limits, memory, tasks, cpu_usec);
         if (!*memory)
                 *memory = unit_memory_bytes(u);
 }
 
-const char *unit_limits_mode(const struct unit *u)
+static const char *unit_limits_mode(const struct unit *u)
 {
         return u->limits.mode[0] ? u->limits.mode : u->core->limiter.mode;
 }
 
 /* Resident memory of PID 1's children (the program and what it forked
  * directly) from /proc: the estimate without a memory cgroup. */
-uint64_t unit_memory_bytes(const struct unit *u)
+static uint64_t unit_memory_bytes(const struct unit *u)
 {
         char path[64], buf[4096];
         uint64_t total = 0;
