@@ -165,7 +165,7 @@ void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *
         /* The name is a policy name ([a-z0-9_-]): safe inside a JS string. */
         evbuffer_add_printf(b, "<script>\n");
         evbuffer_add(b, gateway_asset_stub_js, strlen(gateway_asset_stub_js));
-        evbuffer_add_printf(b, "(\"%s\", %d);\n</script>\n", name, GATEWAY_MAX_BODY);
+        evbuffer_add_printf(b, "(\"%s\", %d, \"ui\");\n</script>\n", name, GATEWAY_MAX_BODY);
         evbuffer_add(b, html + at, len - at);
         free(html);
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);

@@ -1,22 +1,37 @@
-/* The workshop page: lists the gadgets and shows one gadget's UI in an
- * <iframe sandbox="allow-scripts">. The frame's only channel is
- * postMessage to this page, which turns a message into a call of that
- * frame's own gadget (POST /api/gadgets/NAME/call/METHOD) and nothing else.
- * The protocol is described in stub.js. No HTML is ever built from text:
- * every name, state and message goes in through textContent. */
+/* The workshop page: lists the gadgets, the calls waiting for a person's
+ * approval, and shows a gadget's UI and a gatekeeper's admin UI, each in
+ * its own <iframe sandbox="allow-scripts">. A frame's only channel is the
+ * MessagePort this page made for it (the protocol is in stub.js): a UI's
+ * port becomes calls of its own gadget (POST /api/gadgets/NAME/call/METHOD),
+ * an admin UI's port calls of its own gatekeeper's admin methods
+ * (POST /api/gadgets/NAME/admin/METHOD), and nothing else. The page has no
+ * window "message" listener at all: what a frame posts to the window is
+ * never a call. No HTML is ever built from text: every name, state,
+ * argument and message goes in through textContent. */
 "use strict";
 (function () {
         const MAX_JSON = Number(document.body.dataset.maxJson) || 1048576;
         const MAX_PENDING = 64;          /* calls in flight per frame */
-        const MAX_LOG = 30;              /* lines kept in the call log */
+        const MAX_LOG = 30;              /* lines kept in a frame's call log */
+        const MAX_ARGS_SHOWN = 4000;     /* characters of an approval's arguments */
         /* The rule for method names, gadget_method_name_ok of
          * proto/contract.h (no "." or ".." path segments). */
         const METHOD_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
         const $ = (id) => document.getElementById(id);
-        const listEl = $("gadgets"), stageEl = $("stage"), titleEl = $("stage-title");
-        const callsEl = $("calls"), statusEl = $("status");
+        const listEl = $("gadgets"), statusEl = $("status");
+        const approvalsPaneEl = $("approvals-pane"), approvalsEl = $("approvals");
+        /* The two places a frame can be shown, one frame each: a gadget's
+         * UI and a gatekeeper's admin UI. path: the frame's document under
+         * /gadgets/NAME/; route: where its port's calls go under
+         * /api/gadgets/NAME/. */
+        const slots = {
+                ui: { path: "ui", route: "call", label: "UI", whose: "gadget", rec: null,
+                      paneEl: $("ui-pane"), stageEl: $("stage"), titleEl: $("stage-title"), callsEl: $("calls") },
+                admin: { path: "admin", route: "admin", label: "admin UI", whose: "gatekeeper", rec: null,
+                         paneEl: $("admin-pane"), stageEl: $("admin-stage"), titleEl: $("admin-title"),
+                         callsEl: $("admin-calls") },
+        };
         let gadgets = [];
-        let current = null;  /* {name, iframe, pending, loads, closed} */
 
         function el(tag, cls, text) {
                 const e = document.createElement(tag);
@@ -27,54 +42,111 @@
                 return e;
         }
 
+        function button(cls, text, onClick) {
+                const b = el("button", cls, text);
+                b.type = "button";
+                b.addEventListener("click", onClick);
+                return b;
+        }
+
+        function openName(slot) {
+                return slot.rec ? slot.rec.name : null;
+        }
+
         function render() {
                 listEl.replaceChildren();
                 for (const g of gadgets) {
                         const li = el("li", "gadget");
                         li.dataset.name = g.name;
-                        if (current && current.name === g.name)
+                        if (openName(slots.ui) === g.name)
                                 li.classList.add("selected");
+                        if (openName(slots.admin) === g.name)
+                                li.classList.add("admin-open");
                         const head = el("div", "gadget-head");
                         head.append(el("span", "gadget-name", g.name), el("span", "state state-" + g.state, g.state));
                         li.append(head);
+                        const admin = Array.isArray(g.admin_methods) ? g.admin_methods : [];
+                        if (g.gatekeeper)
+                                li.append(el("div", "gadget-meta gatekeeper", "gatekeeper" +
+                                             (admin.length ? " \u00b7 admin methods: " + admin.join(", ") : "")));
                         /* Each method's signature (what its calls must pass), or its
                          * name for one declared without. */
                         if (!g.methods.length)
                                 li.append(el("div", "gadget-meta", g.cause || "no methods yet"));
                         g.methods.forEach((m, i) => {
                                 const sig = (g.signatures || [])[i];
-                                li.append(el("div", "gadget-sig", sig ? sig : m + " (untyped)"));
+                                li.append(el("div", "gadget-sig", (sig ? sig : m + " (untyped)") +
+                                             (admin.includes(m) ? " \u00b7 admin only" : "")));
                         });
                         li.append(el("div", "gadget-meta", g.calls + (g.calls === 1 ? " call" : " calls") +
                                      (g.ui ? "" : " \u00b7 no UI")));
-                        if (g.ui) {
-                                const b = el("button", "open", "Open UI");
-                                b.type = "button";
-                                b.addEventListener("click", () => open(g.name));
-                                li.append(b);
-                        }
+                        if (g.ui)
+                                li.append(button("open", "Open UI", () => open(slots.ui, g.name)));
+                        if (g.gatekeeper && g.admin_ui)
+                                li.append(button("open-admin", "Open admin", () => open(slots.admin, g.name)));
                         listEl.append(li);
                 }
         }
 
-        async function refresh() {
-                try {
-                        const r = await fetch("/api/gadgets", { credentials: "same-origin", cache: "no-store" });
-                        if (r.status === 401) {
-                                statusEl.textContent = "Not signed in: open /?token=TOKEN again.";
-                                return;
-                        }
-                        if (!r.ok)
-                                throw new Error("HTTP " + r.status);
-                        gadgets = (await r.json()).gadgets;
-                        statusEl.textContent = "";
-                        render();
-                } catch (e) {
-                        statusEl.textContent = "gadgetd does not answer (" + e.message + ")";
+        function renderApprovals(list) {
+                approvalsEl.replaceChildren();
+                if (!list.length) {
+                        approvalsEl.append(el("li", "hint", "Nothing is waiting."));
+                        return;
+                }
+                for (const a of list) {
+                        const li = el("li", "approval");
+                        li.dataset.id = String(a.id);
+                        li.append(el("div", "approval-what", String(a.target) + "." + String(a.method)));
+                        li.append(el("div", "approval-from", "from " + String(a.caller) +
+                                     (a.via ? " via " + String(a.via) : "")));
+                        const args = typeof a.args === "string" ? a.args : JSON.stringify(a.args);
+                        li.append(el("pre", "approval-args", args.length > MAX_ARGS_SHOWN ?
+                                     args.slice(0, MAX_ARGS_SHOWN) + "\u2026" : args));
+                        const secs = (ms) => Math.round(Number(ms) / 1000);
+                        li.append(el("div", "approval-meta", "waiting " + secs(a.age_ms) + " s; denied after " +
+                                     secs(a.timeout_ms) + " s"));
+                        const row = el("div", "approval-actions");
+                        row.append(button("approve", "Approve", () => decide(li, a.id, "approve")),
+                                   button("approve-always", "Approve always", () => decide(li, a.id, "always")),
+                                   button("deny", "Deny", () => decide(li, a.id, "deny")));
+                        li.append(row);
+                        approvalsEl.append(li);
                 }
         }
 
-        /* The list again after a call (its count changed); one at a time. */
+        /* GET as the signed-in page; null when gadgetd has no such route. */
+        async function getJson(url) {
+                const r = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+                if (r.status === 401)
+                        throw Object.assign(new Error("unauthorized"), { unauthorized: true });
+                if (r.status === 404)
+                        return null;
+                if (!r.ok)
+                        throw new Error("HTTP " + r.status);
+                return r.json();
+        }
+
+        async function refresh() {
+                try {
+                        const list = await getJson("/api/gadgets");
+                        if (!list)
+                                throw new Error("HTTP 404");
+                        gadgets = list.gadgets;
+                        const waiting = await getJson("/api/approvals");
+                        statusEl.textContent = "";
+                        render();
+                        /* Why the id check: it goes into a URL. */
+                        approvalsPaneEl.hidden = !waiting;
+                        if (waiting)
+                                renderApprovals(waiting.approvals.filter((a) => Number.isSafeInteger(a.id) && a.id >= 0));
+                } catch (e) {
+                        statusEl.textContent = e.unauthorized ? "Not signed in: open /?token=TOKEN again." :
+                                "gadgetd does not answer (" + e.message + ")";
+                }
+        }
+
+        /* The lists again after a call or a decision; one at a time. */
         let refreshing = false, again = false;
         async function refreshSoon() {
                 if (refreshing) {
@@ -89,65 +161,109 @@
                 refreshing = false;
         }
 
+        /* A person's answer to a waiting call: approve (once or always for
+         * this caller) or deny. */
+        async function decide(li, id, how) {
+                for (const b of li.querySelectorAll("button"))
+                        b.disabled = true;
+                const opts = { method: "POST", credentials: "same-origin", cache: "no-store", redirect: "error" };
+                if (how === "always") {
+                        opts.body = JSON.stringify({ always: true });
+                        opts.headers = { "Content-Type": "application/json" };
+                }
+                try {
+                        const r = await fetch("/api/approvals/" + id + "/" + (how === "deny" ? "deny" : "approve"), opts);
+                        if (r.status === 404)
+                                statusEl.textContent = "Call " + id + " no longer waits for approval.";
+                        else if (!r.ok)
+                                statusEl.textContent = "Call " + id + ": the decision failed (HTTP " + r.status + ").";
+                } catch (e) {
+                        statusEl.textContent = "gadgetd does not answer (" + e.message + ")";
+                }
+                refreshSoon();
+        }
+
         function note(rec, method, outcome, detail) {
-                if (rec !== current)
+                const slot = rec.slot;
+                if (rec !== slot.rec)
                         return;
                 const li = el("li");
                 li.append(el("span", "outcome " + outcome, outcome), el("span", "method", method),
                           el("span", "detail", detail));
-                callsEl.prepend(li);
-                while (callsEl.children.length > MAX_LOG)
-                        callsEl.lastChild.remove();
+                slot.callsEl.prepend(li);
+                while (slot.callsEl.children.length > MAX_LOG)
+                        slot.callsEl.lastChild.remove();
         }
 
-        function close(why) {
-                if (!current)
+        /* Ends a slot's frame and its port; why, if given, replaces it. */
+        function close(slot, why) {
+                const rec = slot.rec;
+                if (!rec)
                         return;
-                current.closed = true;
-                current.iframe.remove();
+                rec.closed = true;
+                rec.port.close();
+                rec.iframe.remove();
+                slot.rec = null;
                 if (why)
-                        stageEl.replaceChildren(el("p", "hint", why));
-                current = null;
+                        slot.stageEl.replaceChildren(el("p", "hint", why));
+                else if (slot === slots.admin)
+                        slot.paneEl.hidden = true;
                 render();
         }
 
-        function open(name) {
-                close();
+        function open(slot, name) {
+                close(slot);
                 const iframe = document.createElement("iframe");
-                /* Why only allow-scripts: without allow-same-origin the UI
+                /* Why only allow-scripts: without allow-same-origin the frame
                  * has an opaque origin (no cookies, no storage, no access to
                  * this page or the gateway); no popups, top navigation,
-                 * modals or forms either. The UI's own response carries the
-                 * same sandbox in its CSP, for when it is opened directly. */
+                 * modals or forms either. The frame's own response carries
+                 * the same sandbox in its CSP, for when it is opened directly. */
                 iframe.setAttribute("sandbox", "allow-scripts");
                 iframe.setAttribute("referrerpolicy", "no-referrer");
                 iframe.className = "ui-frame";
-                iframe.title = name + " UI";
-                const rec = { name: name, iframe: iframe, pending: 0, loads: 0, closed: false };
-                /* A frame may navigate itself, which no browser policy
-                 * forbids: a second load means the UI left its document,
-                 * and that frame is closed at once. */
+                iframe.title = name + " " + slot.label;
+                const channel = new MessageChannel();
+                const rec = { slot: slot, name: name, iframe: iframe, port: channel.port1,
+                              pending: 0, loads: 0, closed: false };
+                /* Why the port is the identity: only the frame it was given
+                 * to holds its other end, whatever origin or window a message
+                 * claims, so a message on it is that frame's. */
+                channel.port1.onmessage = (ev) => {
+                        if (!rec.closed)
+                                handle(rec, ev.data);
+                };
+                /* The port goes at the first load, to the document gadgetd
+                 * served (the stub takes it only from this page). A frame may
+                 * navigate itself, which no browser policy forbids: a second
+                 * load means it left its document, and it is closed at once,
+                 * its port with it. */
                 iframe.addEventListener("load", () => {
-                        if (++rec.loads > 1 && !rec.closed && rec === current)
-                                close("The " + name + " UI navigated away from itself and was closed.");
+                        if (rec.closed)
+                                return;
+                        if (++rec.loads > 1) {
+                                close(slot, "The " + name + " " + slot.label + " navigated away from itself and was closed.");
+                                return;
+                        }
+                        /* Why "*": the frame's origin is opaque and cannot be
+                         * named; the message goes to that one window object. */
+                        iframe.contentWindow.postMessage({ gadgetd: 1, type: "port" }, "*", [channel.port2]);
                 });
-                iframe.src = "/gadgets/" + encodeURIComponent(name) + "/ui";
-                current = rec;
-                titleEl.textContent = name;
-                callsEl.replaceChildren();
-                stageEl.replaceChildren(iframe);
+                iframe.src = "/gadgets/" + encodeURIComponent(name) + "/" + slot.path;
+                slot.rec = rec;
+                slot.titleEl.textContent = slot === slots.admin ? name + " (admin)" : name;
+                slot.callsEl.replaceChildren();
+                slot.paneEl.hidden = false;
+                slot.stageEl.replaceChildren(iframe);
                 render();
         }
 
-        /* Why "*": the frame's origin is opaque and cannot be named. The
-         * message goes to that one window object and holds only its own
-         * gadget's answer. */
         function reply(rec, msg) {
-                if (rec.closed || !rec.iframe.contentWindow)
+                if (rec.closed)
                         return;
                 msg.gadgetd = 1;
                 msg.type = "result";
-                rec.iframe.contentWindow.postMessage(msg, "*");
+                rec.port.postMessage(msg);
         }
 
         function refuse(rec, id, code, message, method) {
@@ -161,11 +277,13 @@
                 const id = m.id;
                 if (!Number.isSafeInteger(id) || id < 0)
                         return;
+                const slot = rec.slot;
                 const method = typeof m.method === "string" ? m.method.slice(0, 64) : "?";
-                /* Why: the frame's gadget is fixed by which frame sent the
-                 * message; a message naming any other gadget is refused. */
+                /* Why: the frame's gadget and route are fixed by which port
+                 * the message came on; a message naming another is refused. */
                 if (Object.prototype.hasOwnProperty.call(m, "gadget") && m.gadget !== rec.name)
-                        return refuse(rec, id, "refused", "a UI may call only its own gadget (\"" + rec.name + "\")", method);
+                        return refuse(rec, id, "refused", (slot === slots.admin ? "an admin UI" : "a UI") +
+                                      " may call only its own " + slot.whose + " (\"" + rec.name + "\")", method);
                 if (typeof m.method !== "string" || !METHOD_RE.test(m.method))
                         return refuse(rec, id, "bad_method", "not a method name", method);
                 if (typeof m.json !== "string")
@@ -178,14 +296,18 @@
                         return refuse(rec, id, "bad_json", "the arguments are not valid JSON", method);
                 }
                 if (rec.pending >= MAX_PENDING)
-                        return refuse(rec, id, "busy", "too many calls in flight from this UI", method);
+                        return refuse(rec, id, "busy", "too many calls in flight from this " + slot.label, method);
                 rec.pending++;
                 try {
-                        const url = "/api/gadgets/" + encodeURIComponent(rec.name) + "/call/" + encodeURIComponent(method);
-                        const r = await fetch(url, {
+                        const url = "/api/gadgets/" + encodeURIComponent(rec.name) + "/" + slot.route + "/" +
+                                    encodeURIComponent(method);
+                        const answer = fetch(url, {
                                 method: "POST", body: m.json, credentials: "same-origin", cache: "no-store",
                                 redirect: "error", headers: { "Content-Type": "application/json" },
                         });
+                        /* A call may wait for a person: show it soon. */
+                        setTimeout(refreshSoon, 300);
+                        const r = await answer;
                         const text = await r.text();
                         let body = null;
                         try {
@@ -212,17 +334,7 @@
                 }
         }
 
-        window.addEventListener("message", (ev) => {
-                const rec = current;
-                /* Why event.source: every sandboxed frame's origin is "null",
-                 * so the origin names nobody; the window of the frame this
-                 * page made is the one sure identity. Anything else is
-                 * ignored. */
-                if (!rec || rec.closed || !ev.source || ev.source !== rec.iframe.contentWindow)
-                        return;
-                handle(rec, ev.data);
-        });
-
+        $("admin-close").addEventListener("click", () => close(slots.admin));
         refreshSoon();
         setInterval(refreshSoon, 5000);
 })();

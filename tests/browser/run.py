@@ -82,8 +82,10 @@ def main():
             # The test gadget behind a UI (any page: the gateway gives it
             # gadget.call), for typed calls and broken results from a frame.
             policy(g.pol, "typed", "UI=%s\n" % os.path.join(EXAMPLES, "counter.html"))
+            # A UI that keeps its port and posts where the stub never would.
+            policy(g.pol, "hostile", "UI=%s\n" % os.path.join(HERE, "hostile.html"))
             g.ctl("reload")
-            g.wait_ready("counter", "notes", "plain", "typed")
+            g.wait_ready("counter", "notes", "plain", "typed", "hostile")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),

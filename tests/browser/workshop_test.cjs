@@ -71,17 +71,19 @@ async function openUi(page, name) {
         return { handle, frame };
 }
 
-/* Posts a raw message from inside the frame to the page and waits for the
- * reply with that id. */
+/* Sends a raw message on the port a hostile UI kept (tests/browser/
+ * hostile.html) and waits for the answer with that id. */
 function rawCall(frame, msg) {
         return frame.evaluate((m) => new Promise((resolve) => {
-                window.addEventListener("message", function on(ev) {
+                const port = window.grabbed;
+                port.addEventListener("message", function on(ev) {
                         if (ev.data && ev.data.id === m.id) {
-                                window.removeEventListener("message", on);
+                                port.removeEventListener("message", on);
                                 resolve(ev.data);
                         }
                 });
-                parent.postMessage(m, "*");
+                port.start();
+                port.postMessage(m);
         }), msg);
 }
 
@@ -302,23 +304,127 @@ async function main() {
                         caches: "error" }, "storage");
         });
 
-        await check("a postMessage asking for another gadget's method is refused", async () => {
-                const a = await rawCall(frame, { gadgetd: 1, type: "call", id: 9001, gadget: "notes", method: "add",
-                                                json: JSON.stringify({ title: "stolen", text: "x" }) });
+        const hostile = await openUi(page, "hostile");
+        await hostile.frame.waitForFunction(() => window.grabbed !== null && window.early !== null);
+
+        await check("a UI gets one frozen capability, window.ui and window.gadget alike", async () => {
+                const r = await hostile.frame.evaluate(() => {
+                        const before = window.ui;
+                        try {
+                                window.ui = { name: "notes" };
+                        } catch (e) {
+                                /* sloppy or strict, it stays */
+                        }
+                        return [window.ui === window.gadget, window.ui === before, Object.isFrozen(window.ui),
+                                window.ui.name, window.ui.kind];
+                });
+                eq(r, [true, true, true, "hostile", "ui"], "ui === gadget, unchanged, frozen, name, kind");
+        });
+
+        await check("a call made before the page hands over the port waits for it, then is answered", async () => {
+                eq(await hostile.frame.evaluate(() => window.early), { v: "early" }, "the early call's outcome");
+        });
+
+        await check("a message on the port asking for another gadget's method is refused", async () => {
+                const before = (await apiGadget("hostile")).calls;
+                const a = await rawCall(hostile.frame, { gadgetd: 1, type: "call", id: 9001, gadget: "notes", method: "add",
+                                                        json: JSON.stringify({ title: "stolen", text: "x" }) });
                 assert(a.ok === false && a.error.code === "refused" && a.error.message.includes("only its own gadget"),
                        "gadget field: " + JSON.stringify(a));
-                const b = await rawCall(frame, { gadgetd: 1, type: "call", id: 9002, method: "../../notes/call/add",
-                                                json: JSON.stringify({ title: "stolen", text: "x" }) });
+                const b = await rawCall(hostile.frame, { gadgetd: 1, type: "call", id: 9002, method: "../../notes/call/add",
+                                                        json: JSON.stringify({ title: "stolen", text: "x" }) });
                 assert(b.ok === false && b.error.code === "bad_method", "path in the method: " + JSON.stringify(b));
-                const c = await rawCall(frame, { gadgetd: 1, type: "call", id: 9003, method: "increment",
-                                                json: "x".repeat(1024 * 1024 + 1) });
+                const c = await rawCall(hostile.frame, { gadgetd: 1, type: "call", id: 9003, method: "echo",
+                                                        json: "x".repeat(1024 * 1024 + 1) });
                 assert(c.ok === false && c.error.code === "too_large", "oversized JSON: " + JSON.stringify(c));
-                const d = await rawCall(frame, { gadgetd: 1, type: "call", id: 9004, method: "increment", json: "{nope" });
+                const d = await rawCall(hostile.frame, { gadgetd: 1, type: "call", id: 9004, method: "echo", json: "{nope" });
                 assert(d.ok === false && d.error.code === "bad_json", "bad JSON: " + JSON.stringify(d));
+                const e = await rawCall(hostile.frame, { gadgetd: 1, type: "call", id: 9005, method: "echo", json: "\"raw\"" });
+                eq(e, { id: 9005, ok: true, result: "raw", gadgetd: 1, type: "result" }, "a good raw call on the port");
                 const audit = fs.readFileSync(process.env.AUDIT_LOG, "utf8");
                 assert(!/"gadget":"notes"/.test(audit), "notes saw a call: " + audit);
                 eq(await apiCall("notes", "list", { prefix: "" }), { status: 200, body: [] }, "notes written");
-                eq(await apiCall("counter", "get"), { status: 200, body: 2 }, "counter changed by refused calls");
+                eq((await apiGadget("hostile")).calls, before + 1, "calls the hostile UI's gadget got");
+        });
+
+        await check("a window-level postMessage from a UI is never a call; the same call through gadget.call is", async () => {
+                const before = (await apiGadget("hostile")).calls;
+                /* The page's fetch is watched while the frame posts the call
+                 * to the page's window (and to its own, and top's), and
+                 * listens for any answer on its window and its port. */
+                await page.evaluate(() => {
+                        window.__started = [];
+                        window.__realFetch = window.fetch;
+                        window.fetch = function (url, opts) {
+                                window.__started.push(String(url));
+                                return window.__realFetch.call(this, url, opts);
+                        };
+                });
+                const answers = await hostile.frame.evaluate(() => new Promise((resolve) => {
+                        const got = [];
+                        const m = { gadgetd: 1, type: "call", id: 4242, method: "echo", json: "\"window\"" };
+                        window.addEventListener("message", (ev) => {
+                                if (ev.data && ev.data.id === 4242)
+                                        got.push("window");
+                        });
+                        window.grabbed.addEventListener("message", (ev) => {
+                                if (ev.data && ev.data.id === 4242)
+                                        got.push("port");
+                        });
+                        parent.postMessage(m, "*");
+                        top.postMessage(Object.assign({ gadget: "hostile" }, m), "*");
+                        setTimeout(() => resolve(got), 1000);
+                }));
+                const started = await page.evaluate(() => {
+                        window.fetch = window.__realFetch;
+                        return window.__started.filter((u) => u.includes("/call/"));
+                });
+                eq(answers, [], "answers to the window-level call");
+                eq(started, [], "calls the page started");
+                eq((await apiGadget("hostile")).calls, before, "calls the gadget got");
+                eq(await hostile.frame.evaluate(() => gadget.call("echo", "port")), "port", "gadget.call(\"echo\")");
+                eq((await apiGadget("hostile")).calls, before + 1, "calls the gadget got");
+        });
+
+        await check("a frame cannot hand a sibling frame a port of its own", async () => {
+                /* A second frame, like one the page makes (a sandboxed UI
+                 * that waits for its port), which the page's script here
+                 * hands a port after the hostile frame has flooded it with
+                 * {type: "port"} messages carrying its own ports. */
+                await hostile.frame.evaluate(() => { window.stopFlood = window.floodFakePorts(); });
+                await page.evaluate(() => new Promise((resolve) => {
+                        const f = document.createElement("iframe");
+                        f.setAttribute("sandbox", "allow-scripts");
+                        f.title = "victim";
+                        const c = new MessageChannel();
+                        window.__victim = { frame: f, port: c.port1, got: [] };
+                        c.port1.onmessage = (ev) => {
+                                window.__victim.got.push(ev.data.method);
+                                c.port1.postMessage({ gadgetd: 1, type: "result", id: ev.data.id, ok: true, result: "the page's" });
+                        };
+                        f.addEventListener("load", () => setTimeout(() => {
+                                f.contentWindow.postMessage({ gadgetd: 1, type: "port" }, "*", [c.port2]);
+                                resolve();
+                        }, 300), { once: true });
+                        f.src = "/gadgets/counter/ui";
+                        document.body.append(f);
+                }));
+                const victim = await (await page.waitForSelector('iframe[title="victim"]')).contentFrame();
+                const r = await victim.evaluate(() => Promise.race([
+                        gadget.call("whose", null).then((v) => ({ v }), (e) => ({ e: e.message })),
+                        new Promise((resolve) => setTimeout(() => resolve("no answer"), 2000)),
+                ]));
+                const posts = await hostile.frame.evaluate(() => window.stopFlood());
+                const fake = await hostile.frame.evaluate(() => window.fakeGot);
+                const real = await page.evaluate(() => {
+                        window.__victim.frame.remove();
+                        window.__victim.port.close();
+                        return window.__victim.got;
+                });
+                assert(posts > 20, "fake ports posted: " + posts);
+                eq(fake, [], "messages on the hostile frame's ports");
+                eq(r, { v: "the page's" }, "the victim's call");
+                assert(real.includes("whose"), "calls on the page's port: " + JSON.stringify(real));
         });
 
         await check("the page ignores call messages from any window but the frame's", async () => {
