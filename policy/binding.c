@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "contract.h"
 #include "wire.h"
@@ -45,48 +46,60 @@ static int policy_set_target(struct policy_ctx *c, void *obj, const char *key, c
         return b->target ? 0 : -ENOMEM;
 }
 
-static bool policy_http_method_valid(const char *m)
-{
-        static const char *const ok[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD" };
-
-        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-                if (strcmp(m, ok[i]) == 0)
-                        return true;
-        }
-        return false;
-}
-
 /* Methods=: method names of the target gadget, or HTTP methods. */
 static int policy_set_methods(struct policy_ctx *c, void *obj, const char *key,
                               const char *value)
 {
         struct policy_binding *b = obj;
-        bool http = b->type == BINDING_HTTP;
-        char **w;
-        size_t n;
-        int r = policy_words(c, key, value, &w, &n);
+        return policy_method_words(c, key, value, b->type == BINDING_HTTP, &b->methods, &b->n_methods);
+}
 
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++) {
-                if (http ? !policy_http_method_valid(w[i]) : !gadget_identifier_ok(w[i])) {
-                        policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value),
-                                   POLICY_Q(w[i]), http ?
-                                   "one of GET, POST, PUT, DELETE, PATCH, HEAD" :
-                                   "a method name (letters, digits and _)");
-                        r = -EINVAL;
-                } else if (policy_strv_has(w, i, w[i])) {
-                        policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
-                        r = -EINVAL;
-                }
+/* Approve=: the calls (gadget methods, or HTTP methods) that wait for a
+ * person's approval. */
+static int policy_set_approve(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        return policy_method_words(c, key, value, b->type == BINDING_HTTP, &b->approve, &b->n_approve);
+}
+
+/* CredentialHeader=: "Name: text" where the text holds "{}" once, which
+ * gadgetd replaces with the credential. Why the checks: the name must be
+ * one header's (a token, not one curl or HTTP itself manages), and the
+ * line must not be splittable. */
+static int policy_set_credential_header(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        const char *colon = strchr(value, ':');
+        const char *why = NULL;
+        size_t nl = colon ? (size_t)(colon - value) : 0;
+
+        if (!colon || nl == 0)
+                why = "is not \"Name: value\"";
+        for (size_t i = 0; !why && i < nl; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", value[i]))
+                        why = "has a header name that is not letters, digits, - and _";
+        if (!why && (strncasecmp(value, "Host:", 5) == 0 || strncasecmp(value, "Content-Length:", 15) == 0 ||
+                     strncasecmp(value, "Transfer-Encoding:", 18) == 0 || strncasecmp(value, "Connection:", 11) == 0))
+                why = "names a header HTTP itself manages";
+        if (!why && (!strstr(colon, "{}") || strstr(strstr(colon, "{}") + 2, "{}")))
+                why = "must hold {} (where the credential goes) exactly once";
+        for (const char *s = value; !why && *s; s++)
+                if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f)
+                        why = "contains a control character";
+        if (why) {
+                policy_err(c, "%s=%s %s", key, POLICY_Q(value), why);
+                return -EINVAL;
         }
-        if (r < 0) {
-                policy_strv_free(w);
-                return r;
-        }
-        b->methods = w;
-        b->n_methods = n;
-        return 0;
+        b->credential_header = strdup(value);
+        return b->credential_header ? 0 : -ENOMEM;
+}
+
+static int policy_set_credential(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        struct stat st;
+
+        return policy_regular_file(c, key, value, &b->credential, &st);
 }
 
 /* The authority of an Allow= URL: a host name or [IPv6], then :PORT. */
@@ -223,6 +236,11 @@ static const struct policy_key policy_binding_keys[] = {
         { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
         { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
         { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL },
+        { "Credential", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential },
+        { "CredentialHeader", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential_header },
+        { "Approve", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_approve },
+        { "ApproveTimeout", KIND_DURATION, 0, T_GADGET | T_HTTP, B(approve_timeout_ms),
+          POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
         { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL },
 };
 
@@ -345,6 +363,28 @@ static void policy_http_sizes_check(struct policy_ctx *c, const struct policy_bi
                    WIRE_MAX_FRAME);
 }
 
+/* Approve= names calls the binding can make at all: a method of Methods=
+ * (when the list is given), an HTTP method the binding allows. */
+static void policy_binding_approve_check(struct policy_ctx *c, const struct policy_binding *b)
+{
+        const struct policy_pending *given = policy_pending_find(c, "Approve");
+        bool http = b->type == BINDING_HTTP;
+
+        if (!given || !b->approve)
+                return;
+        for (size_t i = 0; i < b->n_approve; i++) {
+                bool ok = http ? (b->n_methods ? policy_listed(b->methods, b->approve[i])
+                                               : strcmp(b->approve[i], "GET") == 0)
+                               : !b->n_methods || policy_listed(b->methods, b->approve[i]);
+                if (!ok) {
+                        c->line = given->line;
+                        policy_err(c, "Approve=%s: %s is not one of the binding's Methods=", POLICY_Q(given->value),
+                                   b->approve[i]);
+                }
+        }
+        c->line = b->line;
+}
+
 void policy_binding_end(struct policy_ctx *c)
 {
         struct policy_binding *b = &c->p->bindings[c->p->n_bindings - 1];
@@ -374,6 +414,9 @@ void policy_binding_end(struct policy_ctx *c)
         }
         if (b->type == BINDING_HTTP && !c->oom)
                 policy_http_sizes_check(c, b);
+        policy_binding_approve_check(c, b);
+        if (policy_pending_has(c, "CredentialHeader") && !policy_pending_has(c, "Credential"))
+                policy_err(c, "binding %s has CredentialHeader= but no Credential= (the file it names)", b->name);
         if (b->type == BINDING_HTTP && !policy_pending_has(c, "Methods")) {
                 char *get = strdup("GET");
                 if (!get || policy_strv_push(&b->methods, &b->n_methods, get) < 0) {

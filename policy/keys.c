@@ -157,6 +157,46 @@ int policy_words(struct policy_ctx *c, const char *key, const char *value, char 
 }
 
 /* Finds key in table, or reports it as unknown in the section named where. */
+static bool policy_http_method_valid(const char *m)
+{
+        static const char *const ok[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD" };
+
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                if (strcmp(m, ok[i]) == 0)
+                        return true;
+        }
+        return false;
+}
+
+int policy_method_words(struct policy_ctx *c, const char *key, const char *value, bool http, char ***out,
+                        size_t *n_out)
+{
+        char **w;
+        size_t n;
+        int r = policy_words(c, key, value, &w, &n);
+
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (http ? !policy_http_method_valid(w[i]) : !gadget_identifier_ok(w[i])) {
+                        policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value), POLICY_Q(w[i]),
+                                   http ? "one of GET, POST, PUT, DELETE, PATCH, HEAD"
+                                        : "a method name (letters, digits and _)");
+                        r = -EINVAL;
+                } else if (policy_strv_has(w, i, w[i])) {
+                        policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
+                        r = -EINVAL;
+                }
+        }
+        if (r < 0) {
+                policy_strv_free(w);
+                return r;
+        }
+        *out = w;
+        *n_out = n;
+        return 0;
+}
+
 const struct policy_key *policy_key_find(struct policy_ctx *c, const struct policy_key *t,
                                          size_t n, const char *key, const char *where)
 {
@@ -439,9 +479,8 @@ static int policy_set_loopback(struct policy_ctx *c, void *obj, const char *key,
  * most POLICY_UI_MAX, and readable by every user: a UI is public by
  * nature, and a policy must not turn gadgetd into a reader of files only
  * root may read (/etc/shadow named as a UI would be refused here). */
-static int policy_set_ui(struct policy_ctx *c, void *obj, const char *key, const char *value)
+static int policy_html_file(struct policy_ctx *c, const char *key, const char *value, char **out)
 {
-        struct policy *p = obj;
         struct stat st;
         char *path;
         int r = policy_regular_file(c, key, value, &path, &st);
@@ -458,11 +497,34 @@ static int policy_set_ui(struct policy_ctx *c, void *obj, const char *key, const
         else if (st.st_size > POLICY_UI_MAX)
                 policy_err(c, "%s=%s is larger than %d bytes", key, POLICY_Q(value), POLICY_UI_MAX);
         else {
-                p->ui = path;
+                *out = path;
                 return 0;
         }
         free(path);
         return -EINVAL;
+}
+
+static int policy_set_ui(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        return policy_html_file(c, key, value, &((struct policy *)obj)->ui);
+}
+
+/* AdminUI=: a gatekeeper's management UI, checked as UI= is. */
+static int policy_set_admin_ui(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        return policy_html_file(c, key, value, &((struct policy *)obj)->admin_ui);
+}
+
+static int policy_set_admin_methods(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        return policy_method_words(c, key, value, false, &p->admin_methods, &p->n_admin_methods);
+}
+
+static int policy_set_approve(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        return policy_method_words(c, key, value, false, &p->approve, &p->n_approve);
 }
 
 #define G(field) offsetof(struct policy, field)
@@ -493,6 +555,11 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
         { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types },
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
+        { "Gatekeeper", KIND_BOOL, 0, 0, G(gatekeeper), 0, NULL },
+        { "AdminMethods", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_methods },
+        { "AdminUI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_ui },
+        { "Approve", KIND_CUSTOM, 0, 0, 0, 0, policy_set_approve },
+        { "ApproveTimeout", KIND_DURATION, 0, 0, G(approve_timeout_ms), POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */
         { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
@@ -522,4 +589,36 @@ void policy_gadget_key(struct policy_ctx *c, const char *key, const char *value)
                 return;
         }
         policy_apply(c, c->p, k, value);
+}
+
+/* The line [Gadget] gave key on, or the section's own line. */
+static unsigned policy_gadget_line_of(const struct policy_ctx *c, const char *key)
+{
+        for (size_t i = 0; i < POLICY_N_GADGET_KEYS; i++)
+                if (strcmp(policy_gadget_keys[i].name, key) == 0 && c->gadget_seen[i])
+                        return c->gadget_seen[i];
+        return c->gadget_line;
+}
+
+void policy_gadget_end(struct policy_ctx *c)
+{
+        const struct policy *p = c->p;
+
+        if (!p->gatekeeper) {
+                static const char *const only[] = { "AdminMethods", "AdminUI" };
+                for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
+                        unsigned line = policy_gadget_line_of(c, only[i]);
+                        if (line == c->gadget_line)
+                                continue;
+                        c->line = line;
+                        policy_err(c, "%s= is only for a gatekeeper: add Gatekeeper=yes", only[i]);
+                }
+        }
+        for (size_t i = 0; i < p->n_approve; i++) {
+                if (!policy_admin_method(p, p->approve[i]))
+                        continue;
+                c->line = policy_gadget_line_of(c, "Approve");
+                policy_err(c, "Approve=: %s is an admin method, which only the admin UI calls (no approval "
+                           "is asked there)", p->approve[i]);
+        }
 }

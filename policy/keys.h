@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-#define POLICY_N_GADGET_KEYS 25
+#define POLICY_N_GADGET_KEYS 30
 #define POLICY_KEY_NAME 0 /* index of Name= in gadget_seen */
 #define POLICY_KEY_EXEC 1
 #define POLICY_QUOTE_MAX 96
@@ -91,6 +91,10 @@ int policy_regular_file(struct policy_ctx *c, const char *key, const char *value
                         struct stat *st);
 /* value split by policy_split_words, bad quoting reported. */
 int policy_words(struct policy_ctx *c, const char *key, const char *value, char ***w, size_t *n);
+/* value split into method names (gadget_identifier_ok), or into HTTP
+ * methods if http, each at most once; problems reported. */
+int policy_method_words(struct policy_ctx *c, const char *key, const char *value, bool http, char ***w,
+                        size_t *n);
 /* The entry for key in table t of n, or NULL reported as unknown in where. */
 const struct policy_key *policy_key_find(struct policy_ctx *c, const struct policy_key *t,
                                          size_t n, const char *key, const char *where);
@@ -98,6 +102,8 @@ const struct policy_key *policy_key_find(struct policy_ctx *c, const struct poli
 void policy_apply(struct policy_ctx *c, void *obj, const struct policy_key *k, const char *value);
 
 void policy_gadget_key(struct policy_ctx *c, const char *key, const char *value);
+/* The checks of [Gadget] keys that need all of them. */
+void policy_gadget_end(struct policy_ctx *c);
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value);
 /* Checks the binding just read against its Type=; called when its section ends. */
 void policy_binding_end(struct policy_ctx *c);

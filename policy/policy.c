@@ -213,6 +213,7 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .max_resp_header_bytes = 64 * 1024,
                 .max_size = POLICY_SECRET_SIZE,
                 .calls_max = POLICY_BINDING_CALLS,
+                .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
         };
 }
 
@@ -441,6 +442,7 @@ static void policy_finish(struct policy_ctx *c)
         if (!p->exec && !c->gadget_seen[POLICY_KEY_EXEC])
                 policy_err(c, "[Gadget] has no Exec=");
         policy_check_interpreter(c);
+        policy_gadget_end(c);
         for (size_t i = 0; i < p->n_bindings && p->name; i++) {
                 c->line = p->bindings[i].line;
                 if (p->bindings[i].target && strcmp(p->bindings[i].target, p->name) == 0)
@@ -468,6 +470,7 @@ static struct policy *policy_new(const char *path)
                 .turn_bytes_max = POLICY_TURN_BYTES,
                 .calls_queued_max = POLICY_CALLS_QUEUED,
                 .restart = POLICY_RESTART_NO,
+                .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
         };
         p->path = strdup(path);
         if (!p->path) {
@@ -659,6 +662,9 @@ static void policy_binding_clear(struct policy_binding *b)
         free(b->value);
         free(b->file);
         free(b->ca_file);
+        free(b->credential);
+        free(b->credential_header);
+        policy_strv_free(b->approve);
 }
 
 void policy_free(struct policy *p)
@@ -669,6 +675,9 @@ void policy_free(struct policy *p)
         free(p->name);
         free(p->exec);
         free(p->ui);
+        free(p->admin_ui);
+        policy_strv_free(p->admin_methods);
+        policy_strv_free(p->approve);
         policy_strv_free(p->argv);
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);
@@ -686,6 +695,14 @@ void policy_errors_clear(struct policy_errors *errs)
         policy_strv_free(errs->msgs);
         errs->msgs = NULL;
         errs->n = 0;
+}
+
+bool policy_listed(char *const *v, const char *name)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                if (strcmp(v[i], name) == 0)
+                        return true;
+        return false;
 }
 
 const struct policy_binding *policy_binding_find(const struct policy *p, const char *name)

@@ -69,6 +69,15 @@ enum binding_type {
 #define POLICY_SECRET_SIZE (64u * 1024u)
 #define POLICY_SECRET_SIZE_MAX (1024u * 1024u)
 
+/* How long a call waits for a person's approval before it is denied
+ * (ApproveTimeout=), and the longest one may wait. */
+#define POLICY_APPROVE_TIMEOUT_MS (5 * 60 * 1000)
+#define POLICY_APPROVE_TIMEOUT_MAX_MS (24 * 60 * 60 * 1000)
+/* An http binding's CredentialHeader= by default, and the largest
+ * Credential= file (it goes into one header line). */
+#define POLICY_CREDENTIAL_HEADER "Authorization: Bearer {}"
+#define POLICY_CREDENTIAL_SIZE 4096
+
 /* Every char ** below is NULL-terminated, or NULL when its count is 0. */
 struct policy_binding {
         char *name;              /* identifier: [A-Za-z_][A-Za-z0-9_]* */
@@ -91,6 +100,13 @@ struct policy_binding {
         uint64_t max_resp_headers;      /* MaxResponseHeaders=, default 100 */
         uint64_t max_resp_header_bytes; /* MaxResponseHeaderSize=, default 64 KiB */
         char *ca_file;           /* CAFile=: the CAs trusted for HTTPS instead of the system's, or NULL */
+        /* http: a credential gadgetd attaches, which the gadget never sees */
+        char *credential;        /* Credential=: a file read by gadgetd at each request, or NULL */
+        char *credential_header; /* CredentialHeader=: "Name: text with {}", default POLICY_CREDENTIAL_HEADER */
+        /* gadget and http: calls that wait for a person's approval */
+        char **approve;          /* Approve=: method names (gadget) or HTTP methods (http) */
+        size_t n_approve;
+        uint64_t approve_timeout_ms; /* ApproveTimeout=, default POLICY_APPROVE_TIMEOUT_MS */
         /* every type */
         uint64_t calls_max;      /* CallsMax=: its calls in flight, default POLICY_BINDING_CALLS */
         /* text */
@@ -129,6 +145,14 @@ struct policy {
         enum policy_restart restart; /* Restart=, default no */
         enum policy_types require_types; /* RequireTypes=, default gadgetd's */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
+        /* A gatekeeper: holds credentialed bindings, exposes narrow methods. */
+        bool gatekeeper;         /* Gatekeeper=, default no */
+        char **admin_methods;    /* AdminMethods=: only its admin UI may call these */
+        size_t n_admin_methods;
+        char *admin_ui;          /* AdminUI=, like UI=; only with Gatekeeper=yes */
+        char **approve;          /* Approve=: its methods whose every call waits for approval */
+        size_t n_approve;
+        uint64_t approve_timeout_ms; /* ApproveTimeout=, default POLICY_APPROVE_TIMEOUT_MS */
         struct policy_binding *bindings;
         size_t n_bindings;
         char **warnings;         /* "FILE:LINE: warning: ..." for keys that load but do nothing */
@@ -163,6 +187,13 @@ int policy_parse(const char *name, const char *text, size_t len, struct policy *
 void policy_free(struct policy *p);
 void policy_errors_clear(struct policy_errors *errs);
 const struct policy_binding *policy_binding_find(const struct policy *p, const char *name);
+/* Whether name is in the NULL-terminated list v (NULL: an empty one). */
+bool policy_listed(char *const *v, const char *name);
+/* Whether method is one of the gadget's AdminMethods=. */
+static inline bool policy_admin_method(const struct policy *p, const char *method)
+{
+        return policy_listed(p->admin_methods, method);
+}
 const char *policy_binding_type_name(enum binding_type t);
 const char *policy_restart_name(enum policy_restart r);
 

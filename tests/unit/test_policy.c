@@ -580,6 +580,61 @@ static void test_ui(void)
         unlink(tmp);
 }
 
+/* A gatekeeper's keys, approvals and credentials. */
+static void test_gatekeeper(void)
+{
+        char html[64];
+        struct policy *p = expect_ok(HEAD "Gatekeeper=yes\nAdminMethods=configure pending\nApprove=create\n"
+                                     "[Binding API]\nType=http\nAllow=http://127.0.0.1:9/api/\nMethods=GET POST\n"
+                                     "Credential=/bin/sh\nApprove=POST\nApproveTimeout=30s\n"
+                                     "[Binding G]\nType=gadget\nTarget=other\nApprove=send\n", "a gatekeeper");
+        if (p) {
+                const struct policy_binding *api = policy_binding_find(p, "API");
+                CHECK(p->gatekeeper && p->n_admin_methods == 2 && policy_admin_method(p, "pending") &&
+                      !policy_admin_method(p, "create"), "AdminMethods= read");
+                CHECK(p->n_approve == 1 && policy_listed(p->approve, "create") &&
+                      p->approve_timeout_ms == POLICY_APPROVE_TIMEOUT_MS, "Approve= and its default timeout");
+                CHECK(api && api->credential && strcmp(api->credential, "/bin/sh") == 0 && !api->credential_header &&
+                      api->n_approve == 1 && api->approve_timeout_ms == 30000, "an http binding's credential");
+                CHECK(policy_listed(policy_binding_find(p, "G")->approve, "send"),
+                      "a gadget binding's Approve= without Methods= (every method allowed)");
+        }
+        policy_free(p);
+        expect_error(HEAD "AdminMethods=configure\n", 4, "AdminMethods= is only for a gatekeeper: add Gatekeeper=yes");
+        expect_error(HEAD "Gatekeeper=yes\nAdminMethods=a\nApprove=b a\n", 6, "Approve=: a is an admin method");
+        expect_error(HEAD "Approve=a.b\n", 4, "is not a method name");
+        expect_error(HEAD "ApproveTimeout=2d\n", 4, "is not a duration");
+        expect_error(HEAD "ApproveTimeout=25h\n", 4, "must be at most 86400000");
+        expect_error(HEAD "[Binding G]\nType=gadget\nTarget=o\nMethods=a\nApprove=b\n", 8,
+                     "Approve=\"b\": b is not one of the binding's Methods=");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nApprove=POST\n", 7,
+                     "POST is not one of the binding's Methods=");
+        expect_error(HEAD "[Binding K]\nType=kv\nApprove=put\n", 6, "key Approve is not valid for a binding of type kv");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nCredentialHeader=X-Key: {}\n", 4,
+                     "binding H has CredentialHeader= but no Credential=");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nCredential=/bin/sh\nCredentialHeader=X-Key\n", 8,
+                     "is not \"Name: value\"");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nCredential=/bin/sh\nCredentialHeader=X-Key: v\n", 8,
+                     "must hold {} (where the credential goes) exactly once");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nCredential=/bin/sh\nCredentialHeader=Host: {}\n", 8,
+                     "names a header HTTP itself manages");
+        expect_error(HEAD "[Binding H]\nType=http\nAllow=http://h/\nCredential=/nonexistent\n", 7,
+                     "No such file or directory");
+        expect_error(HEAD "[Binding T]\nType=text\nValue=x\nCredential=/bin/sh\n", 7,
+                     "key Credential is not valid for a binding of type text");
+        if (temp_html(html, sizeof html, 10, 0644)) {
+                char text[300];
+                snprintf(text, sizeof text, HEAD "AdminUI=%s\n", html);
+                expect_error(text, 4, "AdminUI= is only for a gatekeeper");
+                snprintf(text, sizeof text, HEAD "Gatekeeper=yes\nAdminUI=%s\n", html);
+                p = expect_ok(text, "an admin UI");
+                CHECK(p && p->admin_ui && strcmp(p->admin_ui, html) == 0, "AdminUI= read");
+                policy_free(p);
+                unlink(html);
+        }
+        expect_error(HEAD "Gatekeeper=yes\nAdminUI=/bin/sh\n", 5, "AdminUI=\"/bin/sh\" is not an HTML file");
+}
+
 static void test_syntax(void)
 {
         struct policy *p;
@@ -1001,6 +1056,7 @@ int main(void)
         test_misc();
         test_http_limits();
         test_budgets();
+        test_gatekeeper();
         fixtures_remove();
         return tap_done();
 }
