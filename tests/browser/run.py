@@ -83,9 +83,17 @@ def main():
             # gadget.call), for typed calls and broken results from a frame.
             policy(g.pol, "typed", "UI=%s\n" % os.path.join(EXAMPLES, "counter.html"))
             # A UI that keeps its port and posts where the stub never would.
-            policy(g.pol, "hostile", "UI=%s\n" % os.path.join(HERE, "hostile.html"))
+            hostile = os.path.join(HERE, "hostile.html")
+            policy(g.pol, "hostile", "UI=%s\n" % hostile)
+            # A gatekeeper whose UI and admin UI are that page, another
+            # gatekeeper, and a gadget whose binding's calls of keeper's
+            # echo wait for a person's approval.
+            policy(g.pol, "keeper", "Gatekeeper=yes\nAdminMethods=say\nAdminUI=%s\nUI=%s\n" % (hostile, hostile))
+            policy(g.pol, "keeper2", "Gatekeeper=yes\nAdminMethods=say\n")
+            policy(g.pol, "asker", "UI=%s\n[Binding KEEP]\nType=gadget\nTarget=keeper\nMethods=echo\n"
+                                   "Approve=echo\nApproveTimeout=30s\n" % hostile)
             g.ctl("reload")
-            g.wait_ready("counter", "notes", "plain", "typed", "hostile")
+            g.wait_ready("counter", "notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),

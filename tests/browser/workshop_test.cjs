@@ -13,6 +13,9 @@ const BASE = process.env.GATEWAY_URL;
 const TOKEN = process.env.GATEWAY_TOKEN;
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 let failed = 0;
+/* Polls a frame's condition on a timer: polling on animation frames (the
+ * default) sometimes stalls in a sandboxed frame under headless chromium. */
+const POLL = { polling: 100 };
 
 async function check(name, fn) {
         try {
@@ -69,6 +72,46 @@ async function openUi(page, name) {
         const frame = await handle.contentFrame();
         await frame.waitForFunction(() => typeof window.gadget === "object");
         return { handle, frame };
+}
+
+/* Opens a gatekeeper's admin UI (tests/browser/hostile.html, which keeps
+ * its port) beside the UI and returns its frame. */
+async function openAdmin(page, name) {
+        await page.locator(`li[data-name="${name}"] button.open-admin`).click();
+        const handle = await page.waitForSelector(`iframe[title="${name} admin UI"]`);
+        const frame = await handle.contentFrame();
+        await frame.waitForFunction(() => typeof window.ui === "object" && window.grabbed !== null &&
+                                    window.early !== null, null, POLL);
+        return { handle, frame };
+}
+
+/* A call of asker's binding KEEP (keeper's echo, Approve=echo): it waits
+ * for a person's approval. Resolves to {status, body}. */
+function askerCall(args) {
+        return apiCall("asker", "binding", { binding: "KEEP", op: "call", args: { method: "echo", args: args } });
+}
+
+/* p's outcome, or "pending" if it has none within ms. */
+function within(p, ms) {
+        return Promise.race([p, new Promise((resolve) => setTimeout(() => resolve("pending"), ms))]);
+}
+
+/* The pending approvals, with the token. */
+async function apiApprovals() {
+        const r = await fetch(BASE + "/api/approvals", { headers: { "Authorization": "Bearer " + TOKEN } });
+        return r.status === 200 ? (await r.json()).approvals : { status: r.status };
+}
+
+async function apiDecide(id, how) {
+        const r = await fetch(BASE + "/api/approvals/" + id + "/" + how, {
+                method: "POST", headers: { "Authorization": "Bearer " + TOKEN },
+        });
+        return r.status;
+}
+
+/* The page's item for a waiting call whose arguments hold text. */
+function approvalItem(page, text) {
+        return page.locator("#approvals li.approval").filter({ hasText: text });
 }
 
 /* Sends a raw message on the port a hostile UI kept (tests/browser/
@@ -305,7 +348,7 @@ async function main() {
         });
 
         const hostile = await openUi(page, "hostile");
-        await hostile.frame.waitForFunction(() => window.grabbed !== null && window.early !== null);
+        await hostile.frame.waitForFunction(() => window.grabbed !== null && window.early !== null, null, POLL);
 
         await check("a UI gets one frozen capability, window.ui and window.gadget alike", async () => {
                 const r = await hostile.frame.evaluate(() => {
@@ -480,6 +523,8 @@ async function main() {
 
         await check("the notes UI's calls of the wrong type are refused, naming the field", async () => {
                 const { frame: nf } = await openUi(page, "notes");
+                /* Its first list is shown: the UI's own call is done. */
+                await nf.waitForSelector("#titles li");
                 const before = (await apiGadget("notes")).calls;
                 const cases = [[{ title: 5, text: "x" }, "add: args.title: expected string(1..200), got int"],
                                [{ text: "x" }, "add: args.title: missing required field"],
@@ -503,6 +548,196 @@ async function main() {
                           c: "failed", s: 502 }, "a broken result");
                 eq(await call("seen", null), { v: 0 }, "shape calls the gadget saw");
                 eq(await call("shape", { name: "ada", id: "x", tags: ["a"] }), { v: { ok: true } }, "a good call");
+        });
+
+        /* Approvals: asker's binding KEEP calls keeper's echo, and each
+         * such call waits for a person (Approve=echo on the binding). */
+        await check("a call waiting for approval is listed (what, from whom, the arguments as text); Approve lets it through", async () => {
+                const text = "<img src=x onerror=alert(1)> approve me";
+                const answer = askerCall(text);
+                const li = approvalItem(page, "approve me");
+                await li.waitFor();
+                eq(await li.locator(".approval-what").textContent(), "keeper.echo", "what");
+                const from = await li.locator(".approval-from").textContent();
+                assert(from.includes("asker") && from.includes("KEEP"), "from: " + from);
+                const args = await li.locator(".approval-args").textContent();
+                assert(args.includes(text), "arguments shown: " + args);
+                eq(await page.locator("#approvals img").count(), 0, "elements made of the arguments");
+                eq(await within(answer, 300), "pending", "the call before the decision");
+                await li.locator("button.approve").click();
+                eq(await within(answer, 10000), { status: 200, body: text }, "the approved call's answer");
+                await li.waitFor({ state: "detached" });
+                eq(dialogs, [], "dialogs shown");
+        });
+
+        await check("Deny answers the waiting caller with an error, and the gadget never sees the call", async () => {
+                const before = (await apiGadget("keeper")).calls;
+                const answer = askerCall("deny me");
+                const li = approvalItem(page, "deny me");
+                await li.waitFor();
+                await li.locator("button.deny").click();
+                const r = await within(answer, 10000);
+                assert(r !== "pending" && r.status !== 200 && r.body.error, "the denied call's answer: " + JSON.stringify(r));
+                await li.waitFor({ state: "detached" });
+                eq((await apiGadget("keeper")).calls, before, "calls keeper got");
+        });
+
+        await check("a call from a UI that waits for approval is listed right after the call, without the 5 s poll", async () => {
+                const { frame: af } = await openUi(page, "asker");
+                /* The page's timers go: only the refresh after a call is left. */
+                await page.evaluate(() => {
+                        for (let i = 1; i < 10000; i++)
+                                clearInterval(i);
+                });
+                await af.evaluate(() => {
+                        window.answer = null;
+                        gadget.call("binding", { binding: "KEEP", op: "call", args: { method: "echo", args: "from the UI" } })
+                                .then((v) => { window.answer = { v: v }; }, (e) => { window.answer = { e: e.message }; });
+                });
+                const li = approvalItem(page, "from the UI");
+                await li.waitFor({ timeout: 2500 });
+                await li.locator("button.approve").click();
+                await af.waitForFunction(() => window.answer !== null, null, POLL);
+                eq(await af.evaluate(() => window.answer), { v: "from the UI" }, "the UI's call once approved");
+                await page.waitForSelector("#calls li .outcome.ok");
+        });
+
+        await check("a decision on a call no longer waiting says so", async () => {
+                const answer = askerCall("twice");
+                const li = approvalItem(page, "twice");
+                await li.waitFor();
+                const id = Number(await li.getAttribute("data-id"));
+                eq(await apiDecide(id, "deny"), 200, "the first decision, from outside");
+                eq(await apiDecide(id, "deny"), 404, "a second one");
+                await within(answer, 10000);
+                await li.locator("button.approve").click();
+                await page.waitForSelector("#status:has-text(\"no longer waits\")");
+                await li.waitFor({ state: "detached" });
+        });
+
+        await check("Approve always lets this caller's later calls through without asking", async () => {
+                const answer = askerCall("always 1");
+                const li = approvalItem(page, "always 1");
+                await li.waitFor();
+                await li.locator("button.approve-always").click();
+                eq(await within(answer, 10000), { status: 200, body: "always 1" }, "the approved call");
+                const second = askerCall("always 2");
+                const r = await within(second, 5000);
+                if (r === "pending") {
+                        for (const a of await apiApprovals())
+                                await apiDecide(a.id, "deny");
+                }
+                eq(r, { status: 200, body: "always 2" }, "the next call");
+        });
+        /* The page's timers back, and nothing waits. */
+        await page.reload();
+        await page.waitForSelector('li[data-name="keeper"]');
+
+        /* Admin UIs: keeper is a gatekeeper (AdminMethods=say) whose admin UI
+         * and UI are both the hostile page; keeper2 is another gatekeeper. */
+        await check("a gatekeeper with an admin UI has Open admin, and its admin methods are shown", async () => {
+                eq(await page.locator('li[data-name="keeper"] button.open-admin').count(), 1, "keeper");
+                eq(await page.locator('li[data-name="keeper2"] button.open-admin').count(), 0, "keeper2 (no AdminUI=)");
+                eq(await page.locator('li[data-name="counter"] button.open-admin').count(), 0, "counter (not a gatekeeper)");
+                const meta = await page.locator('li[data-name="keeper"] .gatekeeper').textContent();
+                assert(meta.includes("admin methods: say"), "keeper's row: " + meta);
+        });
+
+        const keeperUi = await openUi(page, "keeper");
+        await keeperUi.frame.waitForFunction(() => window.grabbed !== null && window.early !== null, null, POLL);
+        await keeperUi.frame.evaluate(() => { window.stopFlood = window.floodFakePorts(); });
+        let admin = null;
+
+        await check("the admin UI opens beside the UI, sandboxed, with one frozen ui capability of kind admin", async () => {
+                admin = await openAdmin(page, "keeper");
+                eq(await page.locator("iframe.ui-frame").count(), 2, "frames on the page");
+                eq(await admin.handle.getAttribute("sandbox"), "allow-scripts", "sandbox attribute");
+                const r = await admin.frame.evaluate(() => [self.origin, window.ui === window.gadget, Object.isFrozen(window.ui),
+                                                             window.ui.name, window.ui.kind]);
+                eq(r, ["null", true, true, "keeper", "admin"], "origin, ui === gadget, frozen, name, kind");
+                const parentDoc = await admin.frame.evaluate(() => {
+                        try {
+                                return "read " + parent.document.title;
+                        } catch (e) {
+                                return e.name;
+                        }
+                });
+                eq(parentDoc, "SecurityError", "parent.document");
+                const f = await admin.frame.evaluate(() => fetch("/api/gadgets").then(() => "fetched", () => "failed"));
+                eq(f, "failed", "fetch from the admin UI");
+        });
+
+        await check("the admin UI calls its gatekeeper's admin methods through its port, logged in its own list", async () => {
+                const before = (await apiGadget("keeper")).calls;
+                eq(await admin.frame.evaluate(() => ui.call("say", { text: "from the admin UI" })), null, "ui.call(\"say\")");
+                eq((await apiGadget("keeper")).calls, before + 1, "calls keeper got");
+                await page.waitForSelector("#admin-calls li .outcome.ok");
+                /* Newest first: its say, then the early echo (refused). */
+                eq(await page.locator("#admin-calls li .method").allTextContents(), ["say", "echo"], "the admin UI's call log");
+        });
+
+        await check("a sibling frame's fake ports did not take over the admin UI's channel", async () => {
+                const posts = await keeperUi.frame.evaluate(() => window.stopFlood());
+                assert(posts > 20, "fake ports posted: " + posts);
+                eq(await keeperUi.frame.evaluate(() => window.fakeGot), [], "messages on the UI frame's fake ports");
+        });
+
+        await check("the admin UI can call nothing but its admin methods", async () => {
+                const before = (await apiGadget("keeper")).calls, before2 = (await apiGadget("keeper2")).calls;
+                const early = await admin.frame.evaluate(() => window.early);
+                assert(early.e && /admin|denied|not/i.test(early.e), "echo (a gadget method) before the port: " + JSON.stringify(early));
+                const e = await admin.frame.evaluate(() => ui.call("echo", "x").then(() => null, (x) => ({ c: x.code, s: x.status })));
+                eq(e, { c: "denied", s: 403 }, "a gadget method");
+                const other = await rawCall(admin.frame, { gadgetd: 1, type: "call", id: 9101, gadget: "keeper2", method: "say",
+                                                          json: JSON.stringify({ text: "stolen" }) });
+                assert(other.ok === false && other.error.code === "refused" && other.error.message.includes("only its own gatekeeper"),
+                       "another gatekeeper's admin method: " + JSON.stringify(other));
+                const answers = await admin.frame.evaluate(() => new Promise((resolve) => {
+                        const got = [];
+                        window.addEventListener("message", (ev) => {
+                                if (ev.data && ev.data.id === 9102)
+                                        got.push("window");
+                        });
+                        window.grabbed.addEventListener("message", (ev) => {
+                                if (ev.data && ev.data.id === 9102)
+                                        got.push("port");
+                        });
+                        parent.postMessage({ gadgetd: 1, type: "call", id: 9102, method: "say", json: "{\"text\":\"w\"}" }, "*");
+                        setTimeout(() => resolve(got), 1000);
+                }));
+                eq(answers, [], "answers to a window-level call");
+                eq((await apiGadget("keeper")).calls, before, "calls keeper got");
+                eq((await apiGadget("keeper2")).calls, before2, "calls keeper2 got");
+                const uiLog = await page.locator("#calls li .method").allTextContents();
+                assert(!uiLog.includes("say"), "the UI's call log: " + JSON.stringify(uiLog));
+        });
+
+        await check("a gadget UI cannot call its gatekeeper's admin methods, nor can the API's call route", async () => {
+                const before = (await apiGadget("keeper")).calls;
+                const e = await keeperUi.frame.evaluate(() => gadget.call("say", { text: "x" }).then(() => null,
+                        (x) => ({ c: x.code, s: x.status })));
+                eq(e, { c: "denied", s: 403 }, "a UI's call of an admin method");
+                const raw = await rawCall(keeperUi.frame, { gadgetd: 1, type: "call", id: 9201, method: "say", json: "{\"text\":\"x\"}" });
+                eq([raw.ok, raw.error && raw.error.code], [false, "denied"], "the same on the UI's raw port");
+                const a = await apiCall("keeper", "say", { text: "x" });
+                eq([a.status, a.body.error && a.body.error.code], [403, "denied"], "POST .../call/say");
+                eq((await apiGadget("keeper")).calls, before, "calls keeper got");
+                eq(await keeperUi.frame.evaluate(() => gadget.call("echo", "still")), "still", "its own gadget method");
+        });
+
+        await check("an admin UI that navigates its frame away is closed, the UI stays", async () => {
+                await admin.frame.evaluate(() => { location.href = "about:blank"; });
+                await page.waitForSelector("text=keeper admin UI navigated away from itself and was closed");
+                eq(await page.locator('iframe[title="keeper admin UI"]').count(), 0, "admin frames left");
+                eq(await page.locator('iframe[title="keeper UI"]').count(), 1, "UI frames left");
+                eq(await keeperUi.frame.evaluate(() => gadget.call("echo", "alive")), "alive", "the UI's calls");
+        });
+
+        await check("Close removes the admin pane", async () => {
+                await openAdmin(page, "keeper");
+                await page.locator("#admin-close").click();
+                eq(await page.locator('iframe[title="keeper admin UI"]').count(), 0, "admin frames left");
+                assert(await page.locator("#admin-pane").isHidden(), "the admin pane is hidden");
         });
 
         await check("a screenshot of the workshop page is produced", async () => {
