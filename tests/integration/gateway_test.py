@@ -184,8 +184,9 @@ def ui_and_headers(tmp):
         check("connect-src" not in csp and "allow-same-origin" not in csp, "UI CSP opens something: %r" % csp)
         check_security_headers(h, "UI")
         text = body.decode()
-        check(text.startswith("<!DOCTYPE html><script>\n/* The `gadget` object"), "stub not after the doctype: %r" % text[:80])
-        check('("counter", 1048576);\n</script>' in text, "stub not called with the gadget's name")
+        check(text.startswith("<!DOCTYPE html><script>\n/* The capability of a sandboxed frame"),
+              "stub not after the doctype: %r" % text[:80])
+        check('("counter", 1048576, "ui");\n</script>' in text, "stub not called with the gadget's name and kind ui")
         ui = re.search(r"^UI=(.*)$", open(os.path.join(EXAMPLES, "counter.policy")).read(), re.M).group(1)
         source = open(ui).read()
         check(text.endswith(source[len("<!DOCTYPE html>"):]), "the UI file is not served as it is")
