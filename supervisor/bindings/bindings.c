@@ -114,20 +114,24 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
         if (g) {
                 unlink_req(r);
                 busy_flush(g, g->n_breqs == 0);
-                char why[160];
+                char why[160], detail[1024];
                 /* Why this is safe: the audit says ok only for an answer that
                  * was handed to the gadget's connection; one that could not
                  * be is an error there and, where possible, for the gadget. */
                 bool sent = send_reply(g, r, value, code, message, why, sizeof why);
                 enum audit_outcome outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR;
+                const char *said = !sent ? why : value ? NULL : message;
+                if (r->audit_note)
+                        snprintf(detail, sizeof detail, "%s%s%s", r->audit_note, said ? "; " : "", said ? said : "");
                 struct audit_record rec = {
                         .gadget = g->policy->name, .binding = r->binding, .op = r->op,
                         .outcome = sent ? outcome : AUDIT_ERROR,
                         .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
-                        .detail = !sent ? why : value ? NULL : message,
+                        .detail = r->audit_note ? detail : said,
                 };
                 audit_write(g->env->audit, &rec);
         }
+        free(r->audit_note);
         free(r);
 }
 

@@ -73,6 +73,8 @@ struct binding_req {
         char binding[72], op[72];
         struct timespec start;
         uint64_t bytes_in;
+        char *audit_note;           /* what the audit names besides the outcome (an http
+                                     * request's credential file), or NULL; never a secret */
         struct binding_req *next;   /* in the unit's list of pending calls */
 };
 
