@@ -288,6 +288,14 @@ static void fetch_done(void *arg, CURL *easy, CURLcode res)
         fetch_free(f);
 }
 
+/* Whether name is an HTTP header name (RFC 9110 token): nothing a lenient
+ * server could trim or fold into another name, such as the credential's. */
+static bool header_name_ok(const char *name)
+{
+        return *name && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                     "!#$%&'*+-.^_`|~") == strlen(name);
+}
+
 /* The header the binding's credential goes in (its name is what comes
  * before the colon), or NULL without Credential=. */
 static const char *credential_header(const struct policy_binding *b)
@@ -316,7 +324,7 @@ static int add_headers(struct fetch *f, const struct policy_binding *b, const Ga
         for (size_t i = 0; i < hdrs->map_value->n_entries; i++) {
                 const char *k = hdrs->map_value->entries[i]->key;
                 const char *v = value_string(hdrs->map_value->entries[i]->value);
-                if (!v || !*k || strpbrk(k, " :\r\n\t") || strpbrk(v, "\r\n")) {
+                if (!v || !header_name_ok(k) || strpbrk(v, "\r\n")) {
                         snprintf(why, len, "header %zu is not a valid name: string", i);
                         return -EINVAL;
                 }
