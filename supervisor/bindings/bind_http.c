@@ -308,8 +308,9 @@ static const char *credential_header(const struct policy_binding *b)
 /* Request headers from the "headers" map; hop-by-hop ones are dropped and
  * names or values that could split a header line are refused. Why this is
  * safe: the header gadgetd fills with b's credential cannot be set by the
- * gadget (-EPERM), in any case of its name, so the gadget can neither
- * replace the credential nor send a second value beside it. */
+ * gadget (-EPERM), in any case of its name, and every name is a token, so
+ * the gadget can neither replace the credential nor send a second value
+ * beside it. */
 static int add_headers(struct fetch *f, const struct policy_binding *b, const Gadget__Value *hdrs, char *why,
                        size_t len)
 {
@@ -338,8 +339,10 @@ static int add_headers(struct fetch *f, const struct policy_binding *b, const Ga
                 char line[8300];
                 snprintf(line, sizeof line, "%s: %s", k, v);
                 struct curl_slist *n = curl_slist_append(f->req_headers, line);
-                if (!n)
+                if (!n) {
+                        snprintf(why, len, "out of memory");
                         return -ENOMEM;
+                }
                 f->req_headers = n;
         }
         return 0;
