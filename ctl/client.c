@@ -107,7 +107,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
                 if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
-                    !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
+                    !str_ok(s->bindings[i]->credential) || !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
                         REFUSE("status with an invalid binding");
         return 0;
 }
@@ -119,6 +119,17 @@ static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen
             !strv_ok(r->restarted, r->n_restarted) || !strv_ok(r->unchanged, r->n_unchanged) ||
             !strv_ok(r->errors, r->n_errors))
                 REFUSE("reload report with invalid text");
+        return 0;
+}
+
+static int check_approvals(const Control__ApprovalList *l, char *why, size_t whylen)
+{
+        for (size_t i = 0; i < l->n_approvals; i++) {
+                const Control__Approval *a = l->approvals[i];
+                if (!a || !str_ok(a->caller) || !str_ok(a->via) || !str_ok(a->target) || !str_ok(a->method) ||
+                    !str_ok(a->args))
+                        REFUSE("approval with invalid text");
+        }
         return 0;
 }
 
@@ -153,6 +164,8 @@ static int check_response(const Control__Response *r, char *why, size_t whylen)
                 return 0;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_APPROVALS:
+                return r->approvals ? check_approvals(r->approvals, why, whylen) : -EPROTO;
         default:
                 REFUSE("answer of an unknown kind");
         }
