@@ -19,7 +19,7 @@
         const METHOD_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
         const $ = (id) => document.getElementById(id);
         const listEl = $("gadgets"), statusEl = $("status");
-        const approvalsPaneEl = $("approvals-pane"), approvalsEl = $("approvals");
+        const approvalsPaneEl = $("approvals-pane"), approvalsEl = $("approvals"), decidedEl = $("approvals-note");
         /* The two places a frame can be shown, one frame each: a gadget's
          * UI and a gatekeeper's admin UI. path: the frame's document under
          * /gadgets/NAME/; route: where its port's calls go under
@@ -166,19 +166,19 @@
         async function decide(li, id, how) {
                 for (const b of li.querySelectorAll("button"))
                         b.disabled = true;
-                const opts = { method: "POST", credentials: "same-origin", cache: "no-store", redirect: "error" };
-                if (how === "always") {
-                        opts.body = JSON.stringify({ always: true });
-                        opts.headers = { "Content-Type": "application/json" };
-                }
+                decidedEl.textContent = "";
                 try {
-                        const r = await fetch("/api/approvals/" + id + "/" + (how === "deny" ? "deny" : "approve"), opts);
+                        const r = await fetch("/api/approvals/" + id + "/" + (how === "deny" ? "deny" : "approve"), {
+                                method: "POST", body: JSON.stringify(how === "always" ? { always: true } : {}),
+                                credentials: "same-origin", cache: "no-store", redirect: "error",
+                                headers: { "Content-Type": "application/json" },
+                        });
                         if (r.status === 404)
-                                statusEl.textContent = "Call " + id + " no longer waits for approval.";
+                                decidedEl.textContent = "Call " + id + " no longer waits for approval.";
                         else if (!r.ok)
-                                statusEl.textContent = "Call " + id + ": the decision failed (HTTP " + r.status + ").";
+                                decidedEl.textContent = "Call " + id + ": the decision failed (HTTP " + r.status + ").";
                 } catch (e) {
-                        statusEl.textContent = "gadgetd does not answer (" + e.message + ")";
+                        decidedEl.textContent = "Call " + id + ": gadgetd does not answer (" + e.message + ")";
                 }
                 refreshSoon();
         }
