@@ -88,8 +88,10 @@
                 }
         }
 
-        function renderApprovals(list) {
+        function renderApprovals(list, total) {
                 approvalsEl.replaceChildren();
+                if (total > list.length)
+                        approvalsEl.append(el("li", "hint", total + " calls wait; the first " + list.length + " are shown."));
                 if (!list.length) {
                         approvalsEl.append(el("li", "hint", "Nothing is waiting."));
                         return;
@@ -139,7 +141,8 @@
                         /* Why the id check: it goes into a URL. */
                         approvalsPaneEl.hidden = !waiting;
                         if (waiting)
-                                renderApprovals(waiting.approvals.filter((a) => Number.isSafeInteger(a.id) && a.id >= 0));
+                                renderApprovals(waiting.approvals.filter((a) => Number.isSafeInteger(a.id) && a.id >= 0),
+                                                Number(waiting.total) || 0);
                 } catch (e) {
                         statusEl.textContent = e.unauthorized ? "Not signed in: open /?token=TOKEN again." :
                                 "gadgetd does not answer (" + e.message + ")";
