@@ -14,7 +14,7 @@ import subprocess
 import urllib.error
 import urllib.request
 
-from harness import EXAMPLES, Daemon, check, main, policy, test, wait_for
+from harness import EXAMPLES, GADGETCTL, Daemon, check, main, policy, test, wait_for
 
 TICKETS_API = os.environ.get("TICKETS_API", "")
 
@@ -174,6 +174,50 @@ def no_credential_in_the_user_gadget(tmp):
             if "helpdesk" in args:
                 check("tickets.token" not in r.stdout and "Credential" not in r.stdout,
                       "gadgetctl %s names a credential:\n%s" % (" ".join(args), r.stdout))
+        check(api.token not in d.logtext(), "the token reached gadgetd's log")
+
+
+def waiting(d):
+    """The calls waiting for an approval (gadgetctl approvals --json)."""
+    r = d.ctl("approvals", "--json")
+    check(r.returncode == 0, "gadgetctl approvals --json: %r" % r.stderr)
+    return json.loads(r.stdout)["approvals"]
+
+
+def report_in_background(d, title):
+    return subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "helpdesk", "report", json.dumps({"title": title})],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@test
+def report_waits_for_approval(tmp):
+    """The shipped policies: a report waits, shown in gadgetctl approvals,
+    until an operator approves it (then the ticket is made) or denies it
+    (then the helpdesk's caller gets an error and the API sees nothing)."""
+    with Api(tmp) as api, Daemon(tmp) as d:
+        install(d, api)
+        p = report_in_background(d, "Needs a yes")
+        w = wait_for(lambda: waiting(d), what="the report among the approvals")
+        check(len(w) == 1, "approvals: %r" % w)
+        a = w[0]
+        check(a["caller"] == "helpdesk" and a["target"] == "tickets" and a["method"] == "create"
+              and "Needs a yes" in a["args"] and "TICKETS" in a["via"], "the approval shows %r" % a)
+        check(p.poll() is None, "the report was answered before its approval")
+        check(api.request("GET") == (200, []), "a ticket was made before the approval")
+        r = d.ctl("approve", str(a["id"]))
+        check(r.returncode == 0, "gadgetctl approve: %r" % r.stderr)
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and json.loads(out) == {"id": 1}, "approved report: %r %r" % (out, err))
+        check(api.request("GET")[1][0]["title"] == "Needs a yes", "the approved ticket is not in the API")
+        check(waiting(d) == [], "an approved call is still waiting")
+
+        p = report_in_background(d, "Needs a no")
+        a = wait_for(lambda: waiting(d), what="the second report among the approvals")[0]
+        r = d.ctl("deny", str(a["id"]))
+        check(r.returncode == 0, "gadgetctl deny: %r" % r.stderr)
+        out, err = p.communicate(timeout=30)
+        check(p.returncode != 0 and "den" in err.lower(), "denied report: %r %r" % (out, err))
+        check(len(api.request("GET")[1]) == 1, "a denied report reached the API")
         check(api.token not in d.logtext(), "the token reached gadgetd's log")
 
 
