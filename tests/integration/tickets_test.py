@@ -14,7 +14,7 @@ import subprocess
 import urllib.error
 import urllib.request
 
-from harness import EXAMPLES, GADGETCTL, Daemon, check, main, policy, test, wait_for
+from harness import EXAMPLES, GADGETCTL, Daemon, check, main, policy, sanitizer_check, test, wait_for
 
 TICKETS_API = os.environ.get("TICKETS_API", "")
 
@@ -43,9 +43,14 @@ class Api:
         self.port = int(m.group(1))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc, *rest):
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        self.log.seek(0)
+        text = self.log.read()
+        sanitizer_check(text, "tickets-api")
+        if exc is None:
+            check(self.proc.returncode == 0, "tickets-api ended with %r on SIGTERM:\n%s" % (self.proc.returncode, text))
 
     def request(self, method, body=None, auth=True, token=None):
         """(status, JSON answer) of METHOD /api/tickets, asked directly."""
