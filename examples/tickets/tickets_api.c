@@ -30,7 +30,7 @@
 
 #define TICKETS_MAX 1000
 #define TITLE_MAX 120        /* characters */
-#define BODY_MAX 4096        /* bytes */
+#define BODY_MAX 8192        /* bytes: 2000 characters of any UTF-8 fit */
 #define LABEL_MAX 32         /* characters */
 #define REQUEST_MAX 16384    /* bytes of a request body */
 #define TOKEN_MAX 4096
@@ -213,7 +213,7 @@ static const char *api_ticket_check(json_t *obj, const char **title, const char 
         }
         *body = api_field(obj, "body", "", SIZE_MAX, BODY_MAX, &bad);
         if (!*body) {
-                snprintf(why, 96, "body %s (at most 4096 bytes)", bad);
+                snprintf(why, 96, "body %s (at most 8192 bytes)", bad);
                 return why;
         }
         *label = api_field(obj, "label", "", LABEL_MAX, SIZE_MAX, &bad);

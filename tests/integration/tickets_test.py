@@ -104,7 +104,7 @@ def api_requires_its_token(tmp):
         check(status == 201 and t == {"id": 1, "title": "Printer on fire", "body": "b", "label": "l"},
               "POST: %d %r" % (status, t))
         for bad, why in (({"title": ""}, "title"), ({"body": "x"}, "title"), ({"title": "x" * 121}, "title"),
-                         ({"title": "t", "body": "x" * 4097}, "body"), ({"title": "t", "label": "x" * 33}, "label"),
+                         ({"title": "t", "body": "x" * 8193}, "body"), ({"title": "t", "label": "x" * 33}, "label"),
                          ({"title": "t", "other": 1}, "unknown"), ([1], "object")):
             status, body = api.request("POST", bad)
             check(status == 400 and why in body.get("error", ""), "POST %r: %d %r" % (bad, status, body))
@@ -140,10 +140,13 @@ def report_becomes_a_ticket_with_the_gatekeepers_label(tmp):
         api.rotate()
         code, r = call(d, "helpdesk", "report", {"title": "Second"})
         check(code == 0 and r == {"id": 2}, "report after rotating the token: %r %r" % (code, r))
+        # The longest body the signatures take fits the API's bound in any UTF-8.
+        code, r = call(d, "helpdesk", "report", {"title": "Clef", "body": "\U0001d11e" * 2000})
+        check(code == 0 and r == {"id": 3}, "a body of 2000 4-byte characters: %r %r" % (code, r))
         # The signature refuses before any gadget sees the call.
         code, r = call(d, "helpdesk", "report", {"title": "x" * 121})
         check(code != 0 and "args.title" in r, "a 121-character title: %r %r" % (code, r))
-        check(len(api.request("GET")[1]) == 2, "a refused report reached the API")
+        check(len(api.request("GET")[1]) == 3, "a refused report reached the API")
         check(api.token not in d.logtext(), "the token reached gadgetd's log")
 
 
