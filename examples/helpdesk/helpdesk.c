@@ -8,6 +8,7 @@
 
 #define TICKET_T "{id: int, title: string, label: string}"
 
+/* Calls method of the gatekeeper through the binding TICKETS; its error is the caller's. */
 static gadget_value *forward(struct gadget_call *call, const char *method, const gadget_value *args)
 {
         struct gadget *g = gadget_call_gadget(call);
@@ -19,12 +20,14 @@ static gadget_value *forward(struct gadget_call *call, const char *method, const
         return r;
 }
 
+/* report: a new ticket, once an operator approves it. The arguments have
+ * the gatekeeper's create signature: passed on as they are. */
 static gadget_value *report(struct gadget_call *call, const gadget_value *args, void *data)
 {
-        /* The arguments have the gatekeeper's create signature: passed on as they are. */
         return forward(call, "create", args);
 }
 
+/* tickets: the gatekeeper's list. */
 static gadget_value *tickets(struct gadget_call *call, const gadget_value *args, void *data)
 {
         return forward(call, "list", NULL);

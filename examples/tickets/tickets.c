@@ -19,6 +19,7 @@
 #define RECENT_MAX 10
 #define LABEL_DEFAULT "from-gadgets"
 
+/* Fails the call with the last binding error's code and message. */
 static gadget_value *fail_from(struct gadget_call *call, int e)
 {
         return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
@@ -128,6 +129,7 @@ static int remember(struct gadget *g, gadget_value *ticket)
         return e;
 }
 
+/* create: posts the ticket with this gatekeeper's label; answers its id. */
 static gadget_value *create(struct gadget_call *call, const gadget_value *args, void *data)
 {
         struct gadget *g = gadget_call_gadget(call);
@@ -164,6 +166,7 @@ static gadget_value *create(struct gadget_call *call, const gadget_value *args, 
         return out;
 }
 
+/* list: the API's tickets, without their bodies. */
 static gadget_value *list(struct gadget_call *call, const gadget_value *args, void *data)
 {
         gadget_value *failed, *all;

@@ -123,6 +123,7 @@ static void api_send_json(struct evhttp_request *req, int status, const char *re
         json_decref(v);
 }
 
+/* Answers {"error": message}. */
 static void api_send_error(struct evhttp_request *req, int status, const char *reason, const char *message)
 {
         api_send_json(req, status, reason, json_pack("{s:s}", "error", message));
@@ -148,11 +149,13 @@ static bool api_authorized(struct api *api, struct evhttp_request *req)
         return false;
 }
 
+/* A ticket as the API shows it. */
 static json_t *api_ticket_json(const struct ticket *t)
 {
         return json_pack("{s:I,s:s,s:s,s:s}", "id", t->id, "title", t->title, "body", t->body, "label", t->label);
 }
 
+/* GET /api/tickets: every ticket, oldest first. */
 static void api_list(struct api *api, struct evhttp_request *req)
 {
         json_t *all = json_array();
@@ -224,6 +227,7 @@ static const char *api_ticket_check(json_t *obj, const char **title, const char 
         return NULL;
 }
 
+/* POST /api/tickets: checks the ticket, keeps it, answers it with its id. */
 static void api_create(struct api *api, struct evhttp_request *req)
 {
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -333,6 +337,7 @@ static int api_bound_port(struct evhttp_bound_socket *bound)
         return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
+/* SIGINT, SIGTERM: the loop ends and main frees everything. */
 static void api_stop(evutil_socket_t sig, short what, void *data)
 {
         struct api *api = data;
