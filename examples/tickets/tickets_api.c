@@ -135,6 +135,7 @@ static bool api_authorized(struct api *api, struct evhttp_request *req)
         char token[TOKEN_MAX + 1];
         const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
         int r = api_token_read(api->token_file, token);
+        bool ok;
 
         if (r < 0) {
                 fprintf(stderr, "tickets-api: cannot read the token file %s: %s\n", api->token_file,
@@ -142,7 +143,9 @@ static bool api_authorized(struct api *api, struct evhttp_request *req)
                 api_send_error(req, 500, "Internal Server Error", "the service cannot read its token");
                 return false;
         }
-        if (h && strncmp(h, "Bearer ", 7) == 0 && api_equal(h + 7, token))
+        ok = h && strncmp(h, "Bearer ", 7) == 0 && api_equal(h + 7, token);
+        explicit_bzero(token, sizeof(token));
+        if (ok)
                 return true;
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
         api_send_error(req, 401, "Unauthorized", "a bearer token is required");
