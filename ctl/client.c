@@ -122,6 +122,17 @@ static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen
         return 0;
 }
 
+static int check_approvals(const Control__ApprovalList *l, char *why, size_t whylen)
+{
+        for (size_t i = 0; i < l->n_approvals; i++) {
+                const Control__Approval *a = l->approvals[i];
+                if (!a || !str_ok(a->caller) || !str_ok(a->via) || !str_ok(a->target) || !str_ok(a->method) ||
+                    !str_ok(a->args))
+                        REFUSE("approval with invalid text");
+        }
+        return 0;
+}
+
 /* The one validator of a Response: whatever gadgetctl reads afterwards is
  * present and valid UTF-8, and a value is within value.h's limits. */
 static int check_response(const Control__Response *r, char *why, size_t whylen)
@@ -153,6 +164,8 @@ static int check_response(const Control__Response *r, char *why, size_t whylen)
                 return 0;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_APPROVALS:
+                return r->approvals ? check_approvals(r->approvals, why, whylen) : -EPROTO;
         default:
                 REFUSE("answer of an unknown kind");
         }

@@ -135,6 +135,9 @@ static int show_answer(const struct ctl *ctl, const Control__Response *r, bool a
         case CONTROL__RESPONSE__RESP_LOGS:
                 e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
                 break;
+        case CONTROL__RESPONSE__RESP_APPROVALS:
+                e = show_approvals(stdout, r->approvals, ctl->json);
+                break;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 e = show_reload(stdout, stderr, r->reload, ctl->json);
                 if (r->reload->n_errors > 0)
@@ -367,4 +370,44 @@ int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
 int cmd_audit(const struct ctl *ctl, const struct cmd_args *a)
 {
         return follow_lines(ctl, a, true);
+}
+
+int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__List list = CONTROL__LIST__INIT;
+
+        (void)a;
+        req.req_case = CONTROL__REQUEST__REQ_APPROVALS;
+        req.approvals = &list;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_APPROVALS);
+}
+
+static int decide(const struct ctl *ctl, const char *id, bool approve, bool always)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Decide d = CONTROL__DECIDE__INIT;
+        char *end;
+
+        errno = 0;
+        d.id = strtoull(id, &end, 10);
+        if (!*id || *end || errno || id[0] == '-' || d.id == 0) {
+                show_error(stderr, ctl->json, 0, "\"%s\" is not an approval ID (see gadgetctl approvals)", id);
+                return CTL_EXIT_USAGE;
+        }
+        d.approve = approve;
+        d.always = always;
+        req.req_case = CONTROL__REQUEST__REQ_DECIDE;
+        req.decide = &d;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+}
+
+int cmd_approve(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return decide(ctl, a->pos[0], true, a->always);
+}
+
+int cmd_deny(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return decide(ctl, a->pos[0], false, false);
 }

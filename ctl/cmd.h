@@ -27,6 +27,7 @@ struct cmd_args {
         uint32_t lines; /* logs -n */
         bool lines_set;
         bool follow;    /* logs -f */
+        bool always;    /* approve --always */
 };
 
 int cmd_load(const struct ctl *ctl, const struct cmd_args *a);
@@ -39,5 +40,8 @@ int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_approve(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_deny(const struct ctl *ctl, const struct cmd_args *a);
 /* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);

@@ -74,6 +74,21 @@ static const struct command commands[] = {
           "validate policy files here, without gadgetd",
           "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"
           "With --json: [{\"file\": ..., \"ok\": true|false, \"errors\": [...]}].\n" },
+        { "approvals", cmd_approvals, 0, 0, "h", "",
+          "list the calls waiting for a person's approval (Approve=)",
+          "Each: its ID, who calls (a gadget, gadgetctl, the workshop) and through what,\n"
+          "the gadget and method called (or an http binding's URL and method), its\n"
+          "arguments, how long it has waited and when it will be denied (ApproveTimeout=).\n"
+          "With --json: {\"approvals\": [{\"id\", \"caller\", \"via\", \"target\", \"method\",\n"
+          "\"args\", \"age_ms\", \"timeout_ms\"}], \"total\"}.\n" },
+        { "approve", cmd_approve, 1, 1, "ha", "ID [--always]",
+          "let a waiting call go on",
+          "  -a, --always    also approve this caller's calls of this method from now on,\n"
+          "                  until gadgetd restarts\n"
+          "The decision is an audit record of the gadget that asked, naming your user.\n" },
+        { "deny", cmd_deny, 1, 1, "h", "ID",
+          "refuse a waiting call: its caller gets a \"denied\" error",
+          "The decision is an audit record of the gadget that asked, naming your user.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
           "New files are loaded, removed ones stopped, changed ones restarted.\n"
@@ -173,6 +188,7 @@ static int command_run(const struct ctl *ctl, const struct command *c, int argc,
                 { "help", no_argument, NULL, 'h' },
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
+                { "always", no_argument, NULL, 'a' },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -185,9 +201,9 @@ static int command_run(const struct ctl *ctl, const struct command *c, int argc,
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
                 /* The long options are shared: refuse those this command lacks. */
-                if ((o == 'n' || o == 'f') && !strchr(c->opts, o))
+                if ((o == 'n' || o == 'f' || o == 'a') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
-                                           o == 'n' ? "--lines" : "--follow");
+                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : "--always");
                 switch (o) {
                 case 'h':
                         command_usage(c, stdout);
@@ -196,6 +212,9 @@ static int command_run(const struct ctl *ctl, const struct command *c, int argc,
                         if (parse_lines(optarg, &a.lines) < 0)
                                 return usage_error(ctl, c->name, "-n needs a number of lines, not", optarg);
                         a.lines_set = true;
+                        break;
+                case 'a':
+                        a.always = true;
                         break;
                 case 'f':
                         a.follow = true;

@@ -432,6 +432,51 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
         return e < 0 ? e : ferror(out) ? -EIO : 0;
 }
 
+static int approvals_json(FILE *f, const Control__ApprovalList *l)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < l->n_approvals; i++) {
+                const Control__Approval *p = l->approvals[i];
+                json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", clamp(p->id),
+                                                   "caller", p->caller, "via", p->via, "target", p->target,
+                                                   "method", p->method, "args", p->args, "age_ms", clamp(p->age_ms),
+                                                   "timeout_ms", clamp(p->timeout_ms)));
+        }
+        return show_json(f, json_pack("{s:o, s:I}", "approvals", a, "total", (json_int_t)l->total));
+}
+
+int show_approvals(FILE *f, const Control__ApprovalList *l, bool json)
+{
+        if (json)
+                return approvals_json(f, l);
+        if (l->n_approvals == 0) {
+                fputs("no calls wait for approval\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        for (size_t i = 0; i < l->n_approvals; i++) {
+                const Control__Approval *p = l->approvals[i];
+                char age[OUTPUT_UNIT_MAX], left[OUTPUT_UNIT_MAX];
+                output_uptime(p->age_ms, age, sizeof age);
+                output_uptime(p->timeout_ms > p->age_ms ? p->timeout_ms - p->age_ms : 0, left, sizeof left);
+                int e = 0;
+                fprintf(f, "%llu  ", (unsigned long long)p->id);
+                e |= put_escaped(f, p->target, 0);
+                fputs(" ", f);
+                e |= put_escaped(f, p->method, 0);
+                fputs("\n    from ", f);
+                e |= put_escaped(f, p->caller, 0);
+                fputs(" through ", f);
+                e |= put_escaped(f, p->via, 0);
+                fprintf(f, ", waiting %s, denied in %s\n    args: ", age, left);
+                e |= show_line(f, p->args);
+                if (e < 0)
+                        return -ENOMEM;
+        }
+        if (l->total > l->n_approvals)
+                fprintf(f, "... and %u more\n", (unsigned)(l->total - l->n_approvals));
+        return ferror(f) ? -EIO : 0;
+}
+
 int show_value(FILE *f, const Gadget__Value *v)
 {
         char *s = json_from_value(v);

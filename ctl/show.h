@@ -29,6 +29,8 @@ int show_audit(FILE *f, const Control__LogLines *l, bool json);
 int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json);
 /* A value as compact JSON and a newline. */
 int show_value(FILE *f, const Gadget__Value *v);
+/* gadgetctl approvals: the calls waiting, or {"approvals": [...], "total": N}. */
+int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
 /* Prints json (taking it over) compactly and a newline. 0, -ENOMEM if json
  * is NULL, -EIO. */
 int show_json(FILE *f, json_t *json);

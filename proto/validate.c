@@ -160,6 +160,13 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 break;
         case CONTROL__REQUEST__REQ_LIST:
         case CONTROL__REQUEST__REQ_RELOAD:
+        case CONTROL__REQUEST__REQ_APPROVALS:
+                return 0;
+        case CONTROL__REQUEST__REQ_DECIDE:
+                if (q->decide->always && !q->decide->approve) {
+                        snprintf(why, len, "\"always\" goes with approve only");
+                        return -EINVAL;
+                }
                 return 0;
         default:
                 snprintf(why, len, "unknown request kind %d", (int)q->req_case);

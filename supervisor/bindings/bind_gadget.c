@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "contract.h"
 #include "link/peer.h"
+#include "system/approvals.h"
 #include "policy.h"
 #include "value.h"
 
@@ -113,10 +114,10 @@ static int chain_check(struct gadget_bindings *g, const char *target, struct cha
 }
 
 /* Passes the call on to target's method; its result goes back to r. */
-static void relay_call(struct binding_req *r, struct gadget_bindings *g, const char *target, const char *method,
-                       const Gadget__Value *args, const struct peer_chain *chain)
+static void relay_call(struct binding_req *r, struct gadget_bindings *g, const char *binding, const char *target,
+                       const char *method, const Gadget__Value *args, const struct peer_chain *chain)
 {
-        char msg[300];
+        char msg[300], via[80];
         const struct bindings_env *env = g->env;
         struct relay *rl = calloc(1, sizeof *rl);
         if (!rl) {
@@ -125,15 +126,96 @@ static void relay_call(struct binding_req *r, struct gadget_bindings *g, const c
         }
         rl->r = r;
         snprintf(rl->target, sizeof rl->target, "%s", target);
+        snprintf(via, sizeof via, "binding %s", binding);
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *cargs = value_map_get(args, "args");
-        int code = env->call(env->call_arg, target, method, cargs ? cargs : &null, chain, relay_done, rl, msg,
-                             sizeof msg);
+        const struct bindings_call bc = { .target = target, .method = method, .args = cargs ? cargs : &null,
+                                          .chain = chain, .caller = g->policy->name, .via = via };
+        int code = env->call(env->call_arg, &bc, relay_done, rl, msg, sizeof msg);
         if (code == 0)
                 return;
         free(rl);
         bindings_reply(r, NULL, code, msg, 0);
+}
+
+/* Checks the chain of calls, then relays. */
+static void chain_and_relay(struct binding_req *r, const char *binding, const char *target, const char *method,
+                            const Gadget__Value *args)
+{
+        char msg[300];
+        struct chain_set set = { 0 };
+        int code = chain_check(r->g, target, &set, msg, sizeof msg);
+        if (code)
+                bindings_reply(r, NULL, code, msg, 0);
+        else
+                relay_call(r, r->g, binding, target, method, args, &set.c);
+        free(set.c.names);
+}
+
+/* A call waiting for a person's approval: what it needs to go on. */
+struct asked {
+        struct binding_req *r;
+        char binding[72], target[72], method[72];
+        Gadget__Value *args;
+};
+
+static void approved(void *arg, bool ok, const char *why)
+{
+        struct asked *a = arg;
+        struct binding_req *r = a->r;
+        char msg[300];
+        r->approval = NULL;
+        if (!r->g)
+                bindings_reply(r, NULL, GADGET_EGONE, why, 0); /* the caller is gone: frees r */
+        else if (!ok) {
+                snprintf(msg, sizeof msg, "gadget %s: %s: %s", a->target, a->method, why);
+                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
+        } else
+                chain_and_relay(r, a->binding, a->target, a->method, a->args);
+        value_free(a->args);
+        free(a);
+}
+
+/* Asks a person to approve the call (binding's or target's Approve=):
+ * true if it waits (or failed and r is answered), false if it may go on
+ * now. */
+static bool ask_approval(struct binding_req *r, const struct policy_binding *b, const char *method,
+                         const Gadget__Value *args)
+{
+        const struct bindings_env *env = r->g->env;
+        uint64_t timeout_ms = b->approve_timeout_ms, target_ms;
+        bool by_target = env->approval_wanted && env->approval_wanted(env->call_arg, b->target, method, &target_ms);
+        if (!policy_listed(b->approve, method) && !by_target)
+                return false;
+        if (by_target && (!policy_listed(b->approve, method) || target_ms < timeout_ms))
+                timeout_ms = target_ms;
+        struct asked *a = calloc(1, sizeof *a);
+        char msg[300], via[80];
+        if (!a || !(a->args = value_dup(args))) {
+                free(a);
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return true;
+        }
+        a->r = r;
+        snprintf(a->binding, sizeof a->binding, "%s", b->name);
+        snprintf(a->target, sizeof a->target, "%s", b->target);
+        snprintf(a->method, sizeof a->method, "%s", method);
+        snprintf(via, sizeof via, "binding %s", b->name);
+        const struct approval_req q = { .caller = r->g->policy->name, .via = via, .target = b->target,
+                                        .method = method, .gadget = r->g->policy->name,
+                                        .args = value_map_get(a->args, "args"),
+                                        .timeout_ms = timeout_ms, .decided = approved, .arg = a };
+        int code = approvals_ask(env->approvals, &q, &r->approval, msg, sizeof msg);
+        if (code == 0)
+                return true;
+        value_free(a->args);
+        free(a);
+        if (code == 1) /* a standing approval */
+                return false;
+        r->approval = NULL;
+        bindings_reply(r, NULL, code, msg, 0);
+        return true;
 }
 
 int bind_gadget_check_call(const Gadget__Value *args, char *why, size_t len)
@@ -154,11 +236,11 @@ void bind_gadget_call(struct binding_req *r, const struct policy_binding *b, con
                 bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
                 return;
         }
-        struct chain_set set = { 0 };
-        int code = chain_check(r->g, b->target, &set, msg, sizeof msg);
-        if (code)
-                bindings_reply(r, NULL, code, msg, 0);
-        else
-                relay_call(r, r->g, b->target, method, args, &set.c);
-        free(set.c.names);
+        if (!gadget_method_name_ok(method)) {
+                snprintf(msg, sizeof msg, "gadget %s has no method \"%.64s\"", b->target, method);
+                bindings_reply(r, NULL, GADGET_ENOMETHOD, msg, 0);
+                return;
+        }
+        if (!ask_approval(r, b, method, args))
+                chain_and_relay(r, b->name, b->target, method, args);
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "system/approvals.h"
 #include "system/audit.h"
 #include "contract.h"
 #include "system/log.h"
@@ -137,8 +138,17 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
 void bindings_orphan(struct gadget_bindings *g)
 {
         busy_flush(g, true);
-        for (struct binding_req *r = g->breqs; r; r = r->next)
+        for (struct binding_req *r = g->breqs, *next; r; r = next) {
+                next = r->next;
                 r->g = NULL;
+                /* A call waiting for approval is asked no more; its
+                 * handler frees r. */
+                if (r->approval) {
+                        struct approval *ap = r->approval;
+                        r->approval = NULL;
+                        approval_cancel(ap);
+                }
+        }
         g->breqs = NULL;
         g->n_breqs = 0;
         g->peer = NULL;

@@ -3,6 +3,7 @@
  * carried out by the type's module, answered, and audited. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -18,6 +19,16 @@ struct kv;
 struct event_base;
 struct audit;
 struct http;
+struct approvals;
+
+/* A gadget binding's call of another gadget's method. */
+struct bindings_call {
+        const char *target, *method;
+        const Gadget__Value *args;
+        const struct peer_chain *chain;
+        const char *caller;          /* the calling gadget */
+        const char *via;             /* "binding NAME" */
+};
 
 /* What binding calls may use of gadgetd, given by the unit's owner
  * (struct unit_hooks): no module here reaches through a unit into the
@@ -27,16 +38,20 @@ struct bindings_env {
         const char *state_dir;      /* the gadgets' kv stores are below it */
         struct audit *audit;
         struct http *http;
-        /* Calls method of the loaded gadget target (gadget bindings), by
-         * gadgetd's one door for calls (core/calls.h): 0 when the call is
-         * on its way (done gets its outcome once, res NULL on failure), or
-         * a GADGET_E* code with msg saying why. */
-        int (*call)(void *arg, const char *target, const char *method, const Gadget__Value *args,
-                    const struct peer_chain *chain,
+        /* Calls bc's method of the loaded gadget bc->target (gadget
+         * bindings), by gadgetd's one door for calls (core/calls.h),
+         * approved already (approval_wanted was asked first): 0 when the
+         * call is on its way (done gets its outcome once, res NULL on
+         * failure), or a GADGET_E* code with msg saying why. */
+        int (*call)(void *arg, const struct bindings_call *bc,
                     void (*done)(void *cbdata, uint64_t tag, const Gadget__Value *res, int code,
                                  const char *message),
                     void *cbdata, char *msg, size_t len);
+        /* Whether target's own policy wants a person's approval of each
+         * call of method (its Approve=), and for how long one may wait. */
+        bool (*approval_wanted)(void *arg, const char *target, const char *method, uint64_t *timeout_ms);
         void *call_arg;
+        struct approvals *approvals;  /* where calls wait for approval */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at
@@ -73,6 +88,7 @@ struct binding_req {
         char binding[72], op[72];
         struct timespec start;
         uint64_t bytes_in;
+        struct approval *approval;  /* while it waits for a person's approval */
         struct binding_req *next;   /* in the unit's list of pending calls */
 };
 

@@ -235,8 +235,11 @@ static void on_call(struct client *cl, const Control__Request *q)
                 return;
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        char caller[40];
+        snprintf(caller, sizeof caller, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
-                                     .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls };
+                                     .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls,
+                                     .caller = caller, .via = "gadgetctl" };
         char msg[400];
         int code = calls_start(u, &cq, msg, sizeof msg);
         if (code)
@@ -288,6 +291,59 @@ static void on_reload(struct client *cl, const Control__Request *q)
         }
 }
 
+static void on_approvals(struct client *cl, const Control__Request *q)
+{
+        enum { SHOWN = 256 };
+        struct approval_info *in = calloc(SHOWN, sizeof *in);
+        Control__Approval *a = calloc(SHOWN, sizeof *a);
+        Control__Approval **ap = calloc(SHOWN, sizeof *ap);
+        if (!in || !a || !ap) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                goto out;
+        }
+        size_t total = approvals_list(core_approvals(client_env(cl)->core), in, SHOWN);
+        size_t n = total < SHOWN ? total : SHOWN;
+        for (size_t i = 0; i < n; i++) {
+                control__approval__init(&a[i]);
+                a[i].id = in[i].id;
+                a[i].caller = (char *)in[i].caller;
+                a[i].via = (char *)in[i].via;
+                a[i].target = (char *)in[i].target;
+                a[i].method = (char *)in[i].method;
+                a[i].args = (char *)in[i].args;
+                a[i].age_ms = in[i].age_ms;
+                a[i].timeout_ms = in[i].timeout_ms;
+                ap[i] = &a[i];
+        }
+        Control__ApprovalList al = CONTROL__APPROVAL_LIST__INIT;
+        al.n_approvals = n;
+        al.approvals = ap;
+        al.total = (uint32_t)total;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_APPROVALS;
+        r.approvals = &al;
+        client_send(cl, &r);
+out:
+        free(in);
+        free(a);
+        free(ap);
+}
+
+/* Who decided, for the audit: the client's user, from the socket's peer
+ * credentials (never from anything the client says). */
+static void on_decide(struct client *cl, const Control__Request *q)
+{
+        char who[64], msg[300];
+        snprintf(who, sizeof who, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
+        int code = approvals_decide(core_approvals(client_env(cl)->core), q->decide->id, q->decide->approve,
+                                    q->decide->always, who, msg, sizeof msg);
+        if (code)
+                client_error(cl, q->id, code, "%s", msg);
+        else
+                client_done(cl, q->id, "approval %llu: %s", (unsigned long long)q->decide->id, msg);
+}
+
 static const struct {
         Control__Request__ReqCase kind;
         void (*handle)(struct client *cl, const Control__Request *q);
@@ -301,6 +357,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_LOGS, request_logs },
         { CONTROL__REQUEST__REQ_RELOAD, on_reload },
         { CONTROL__REQUEST__REQ_AUDIT, request_audit },
+        { CONTROL__REQUEST__REQ_APPROVALS, on_approvals },
+        { CONTROL__REQUEST__REQ_DECIDE, on_decide },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -15,6 +15,8 @@
 #include "system/monotime.h"
 #include "system/ratelog.h"
 #include "types.h"
+#include "value.h"
+#include "system/approvals.h"
 #include "link/peer.h"
 #include "policy.h"
 #include "unit.h"
@@ -32,6 +34,12 @@ struct call {
         struct event *timer;
         struct call_owner *owner;
         struct call *owner_next, **owner_pprev;
+        /* While it waits for a person's approval (u->waiting): */
+        struct approval *ap;
+        char *method;
+        Gadget__Value *args;
+        bool unit_gone;
+        struct call *wait_next, **wait_pprev;
 };
 
 static void owner_unlink(struct call *c)
@@ -44,13 +52,27 @@ static void owner_unlink(struct call *c)
         c->owner = NULL;
 }
 
+static void wait_unlink(struct call *c)
+{
+        if (!c->wait_pprev)
+                return;
+        *c->wait_pprev = c->wait_next;
+        if (c->wait_next)
+                c->wait_next->wait_pprev = c->wait_pprev;
+        c->wait_pprev = NULL;
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         owner_unlink(c);
+        wait_unlink(c);
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
-        event_free(c->timer);
+        if (c->timer)
+                event_free(c->timer);
+        free(c->method);
+        value_free(c->args);
         free(c);
 }
 
@@ -93,11 +115,24 @@ static void call_result(struct peer_call *pc, const Gadget__CallResult *res, con
 
 void calls_owner_gone(struct call_owner *o)
 {
-        for (struct call *c = o->calls; c; c = c->owner_next) {
+        for (struct call *c = o->calls, *next; c; c = next) {
+                next = c->owner_next;
                 c->done = NULL;
                 c->owner = NULL;
+                /* A call still waiting for approval is asked no more (and freed). */
+                if (c->ap)
+                        approval_cancel(c->ap);
         }
         o->calls = NULL;
+}
+
+void calls_unit_gone(struct unit *u)
+{
+        while (u->waiting) {
+                struct call *c = u->waiting;
+                c->unit_gone = true;
+                approval_cancel(c->ap);
+        }
 }
 
 /* CallTimeout: the call fails with a timeout error. The gadget is
@@ -130,39 +165,51 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
+/* What refuses a call before it is made: an admin method called from
+ * elsewhere than the admin UI (or the other way round), a gadget not
+ * ready, no such method, arguments that break its signature. */
+static int call_check(struct unit *u, const char *method, const Gadget__Value *args, bool admin,
+                      const struct type_sig **sig, char *msg, size_t len)
 {
-        const char *method = q->method;
         const char *name = u->policy->name;
+        bool admin_method = policy_admin_method(u->policy, method);
+        if (admin_method != admin) {
+                if (admin_method)
+                        snprintf(msg, len, "%s is an admin method of gatekeeper \"%s\": only its admin UI may call it",
+                                 method, name);
+                else
+                        snprintf(msg, len, "the admin UI of \"%s\" may call only its admin methods (AdminMethods=), "
+                                 "not %.64s", name, method);
+                return GADGET_EDENIED;
+        }
         if (u->state != UNIT_READY || !u->peer) {
                 snprintf(msg, len, "gadget \"%s\" is not ready (%s%s%.200s)", name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        const struct type_sig *sig;
-        if (!peer_method(u->peer, method, &sig)) {
+        if (!peer_method(u->peer, method, sig)) {
                 snprintf(msg, len, "gadget \"%s\" has no method \"%.64s\"", name, method);
                 return GADGET_ENOMETHOD;
         }
         /* A call that breaks the signature never reaches the gadget. */
         char why[400];
-        if (sig && types_check_args(sig, q->args, why, sizeof why) < 0) {
+        if (*sig && types_check_args(*sig, args, why, sizeof why) < 0) {
                 snprintf(msg, len, "%s: %s", method, why);
                 return GADGET_EINVAL;
         }
-        struct call *c = calloc(1, sizeof *c);
-        if (!c) {
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
-        }
-        *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig };
+        return 0;
+}
+
+/* Sends c to its gadget with its CallTimeout: 0, or a GADGET_E* code with
+ * msg (c is the caller's to free). */
+static int call_send(struct call *c, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
+                     char *msg, size_t len)
+{
+        struct unit *u = c->u;
+        const char *name = u->policy->name;
         c->timer = evtimer_new(u->core->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, &c->pc, method, q->args, q->chain) : -ENOMEM;
+        int e = c->timer ? peer_call(u->peer, &c->pc, method, args, chain) : -ENOMEM;
         if (e < 0) {
-                if (c->timer)
-                        event_free(c->timer);
-                free(c);
                 if (e == -ENOBUFS) {
                         snprintf(msg, len, "gadget \"%s\" is busy: too many calls queued", name);
                         return GADGET_EBUSY;
@@ -177,6 +224,84 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         struct timeval tv = { .tv_sec = (time_t)(u->policy->call_timeout_ms / 1000),
                               .tv_usec = (suseconds_t)(u->policy->call_timeout_ms % 1000) * 1000 };
         event_add(c->timer, &tv);
+        u->calls++;
+        return 0;
+}
+
+/* A person decided on a call that waited (its gadget's Approve=). */
+static void call_decided(void *arg, bool approved, const char *why)
+{
+        struct call *c = arg;
+        struct unit *u = c->u;
+        char msg[400];
+        c->ap = NULL;
+        wait_unlink(c);
+        if (c->unit_gone) {
+                snprintf(msg, sizeof msg, "gadget \"%s\" was unloaded", u->policy->name);
+                call_end(c, NULL, GADGET_EGONE, msg);
+                return;
+        }
+        if (!approved) {
+                snprintf(msg, sizeof msg, "%s: %s", c->method, why);
+                call_end(c, NULL, GADGET_EDENIED, msg);
+                return;
+        }
+        int code = c->done ? call_check(u, c->method, c->args, false, &c->sig, msg, sizeof msg) : GADGET_EGONE;
+        if (!code)
+                code = call_send(c, c->method, c->args, NULL, msg, sizeof msg);
+        if (code)
+                call_end(c, NULL, code, code == GADGET_EGONE ? "the caller is gone" : msg);
+}
+
+/* Asks for a person's approval of c: 0 when it waits (or a standing
+ * approval sent it), else a GADGET_E* code with msg. */
+static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t len)
+{
+        struct unit *u = c->u;
+        if (!(c->method = strdup(q->method)) || !(c->args = value_dup(q->args))) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        const struct approval_req aq = { .caller = q->caller ? q->caller : "gadgetd", .via = q->via ? q->via : "gadgetd",
+                                         .target = u->policy->name, .method = q->method, .gadget = u->policy->name,
+                                         .args = q->args, .timeout_ms = u->policy->approve_timeout_ms,
+                                         .decided = call_decided, .arg = c };
+        int code = approvals_ask(u->core->approvals, &aq, &c->ap, msg, len);
+        if (code == 1)
+                return call_send(c, q->method, q->args, q->chain, msg, len);
+        if (code)
+                return code;
+        c->wait_next = u->waiting;
+        if (c->wait_next)
+                c->wait_next->wait_pprev = &c->wait_next;
+        c->wait_pprev = &u->waiting;
+        u->waiting = c;
+        return 0;
+}
+
+int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
+{
+        const struct type_sig *sig = NULL;
+        int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
+        if (code)
+                return code;
+        struct call *c = calloc(1, sizeof *c);
+        if (!c) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
+                            .tag = q->tag, .sig = sig };
+        bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
+        code = ask ? call_wait(c, q, msg, len) : call_send(c, q->method, q->args, q->chain, msg, len);
+        if (code) {
+                if (c->timer)
+                        event_free(c->timer);
+                free(c->method);
+                value_free(c->args);
+                free(c);
+                return code;
+        }
         if ((c->owner = q->owner)) {
                 c->owner_next = q->owner->calls;
                 if (c->owner_next)
@@ -184,6 +309,5 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 c->owner_pprev = &q->owner->calls;
                 q->owner->calls = c;
         }
-        u->calls++;
         return 0;
 }

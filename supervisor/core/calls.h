@@ -7,6 +7,7 @@
  * for that long is killed (cause "timeout"). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,12 +35,20 @@ struct call_req {
         void *cbdata;
         uint64_t tag;                    /* the caller's (a request id), passed to done */
         struct call_owner *owner;        /* or NULL */
+        /* Who calls, for approvals and their audit: a gadget's name,
+         * "gadgetctl (uid N)", "workshop"; and through what. */
+        const char *caller, *via;
+        bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only */
+        bool approved;  /* a person approved it already (a binding asked) */
 };
 
 /* Calls q->method of u. 0 when the call is on its way: done gets its
  * outcome once (unless its owner left). Else a GADGET_E* code, with msg
  * saying why in words for the caller (not ready, no such method, busy,
- * too large), and done is never called. */
+ * too large, an admin method), and done is never called. A method in the
+ * gadget's Approve= first waits for a person's approval (unless
+ * q->approved or q->admin): done then says denied, or the call's own
+ * outcome. */
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len);
 /* The owner left: its calls go on (their gadget answers, or times out)
  * but their outcomes go nowhere. */

@@ -15,17 +15,29 @@
 #include "system/log.h"
 
 /* Gadget bindings' calls (struct bindings_env): through the one door. */
-static int call_gadget(void *arg, const char *target, const char *method, const Gadget__Value *args,
-                       const struct peer_chain *chain, call_fn done, void *cbdata, char *msg, size_t len)
+static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, void *cbdata, char *msg,
+                       size_t len)
 {
+        const char *target = bc->target;
         struct unit *t = core_find(arg, target);
         if (!t || t->state != UNIT_READY) {
                 snprintf(msg, len, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");
                 return GADGET_EUNAVAILABLE;
         }
-        const struct call_req q = { .method = method, .args = args, .chain = chain, .done = done, .cbdata = cbdata };
+        const struct call_req q = { .method = bc->method, .args = bc->args, .chain = bc->chain, .done = done,
+                                    .cbdata = cbdata, .caller = bc->caller, .via = bc->via, .approved = true };
         return calls_start(t, &q, msg, len);
+}
+
+/* Whether the target's own Approve= lists method (struct bindings_env). */
+static bool approval_wanted(void *arg, const char *target, const char *method, uint64_t *timeout_ms)
+{
+        const struct unit *t = core_find(arg, target);
+        if (!t || !policy_listed(t->policy->approve, method))
+                return false;
+        *timeout_ms = t->policy->approve_timeout_ms;
+        return true;
 }
 
 /* gadgetd run's core has one unit with one life (struct unit_hooks). */
@@ -47,13 +59,19 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", c->cfg.state_dir, strerror(-e));
                 return e;
         }
+        if ((e = approvals_new(c->base, c->audit, &c->approvals)) < 0) {
+                log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
+                return e;
+        }
         e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max);
         if (e < 0) {
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
                 return e;
         }
         c->bindings.call = call_gadget;
+        c->bindings.approval_wanted = approval_wanted;
         c->bindings.call_arg = c;
+        c->bindings.approvals = c->approvals;
         filter_compiled(&c->filter);
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */
@@ -106,6 +124,9 @@ void core_close(struct core *c)
         if (!c)
                 return;
         spare_close(&c->spare);
+        /* First, while the units they would go on to call are there. */
+        approvals_free(c->approvals);
+        c->approvals = NULL;
         while (c->units) {
                 struct unit *u = c->units;
                 c->units = u->next;
@@ -222,6 +243,11 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 struct event_base *core_base(const struct core *c)
 {
         return c->base;
+}
+
+struct approvals *core_approvals(const struct core *c)
+{
+        return c->approvals;
 }
 
 struct audit *core_audit(const struct core *c)

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "limits/limiter.h"
+#include "system/approvals.h"
 #include "system/audit.h"
 
 struct core;
@@ -69,6 +70,8 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 
 struct event_base *core_base(const struct core *c);
 struct audit *core_audit(const struct core *c);
+/* The calls waiting for a person's approval (system/approvals.h). */
+struct approvals *core_approvals(const struct core *c);
 /* How resource limits are enforced ("cgroup v2", ...). */
 const char *core_limits_mode(const struct core *c);
 /* For benchmarks: ready makes the spare sandbox shell now (0 once one is

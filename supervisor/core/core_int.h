@@ -22,6 +22,7 @@ struct core {
         struct spare spare;           /* a sandbox shell ready for the next start */
         struct uidpool uids;
         struct audit *audit;          /* STATE_DIR/audit.log */
+        struct approvals *approvals;  /* calls waiting for a person's decision */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
         bool stopping;
@@ -61,6 +62,7 @@ struct unit {
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
+        struct call *waiting;     /* calls to it waiting for approval (calls.c) */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
@@ -71,6 +73,9 @@ struct unit {
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next;
 };
+
+/* Calls to u that wait for approval end: u is being freed (calls.c). */
+void calls_unit_gone(struct unit *u);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

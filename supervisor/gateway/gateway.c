@@ -322,7 +322,7 @@ static size_t segments(const char *path, char *buf, size_t len, char **seg, size
 
 /* The routes: a path pattern ("*" matches one segment), the method, and
  * the handler, called with the matched segments. */
-enum route_kind { R_PAGE, R_LIST, R_CALL, R_UI };
+enum route_kind { R_PAGE, R_LIST, R_CALL, R_UI, R_ADMIN_CALL, R_ADMIN_UI, R_APPROVALS, R_APPROVE, R_DENY };
 static const struct {
         const char *pattern;
         enum evhttp_cmd_type cmd;
@@ -332,6 +332,11 @@ static const struct {
         { "api/gadgets", EVHTTP_REQ_GET, R_LIST },
         { "api/gadgets/*/call/*", EVHTTP_REQ_POST, R_CALL },
         { "gadgets/*/ui", EVHTTP_REQ_GET, R_UI },
+        { "api/gadgets/*/admin/*", EVHTTP_REQ_POST, R_ADMIN_CALL },
+        { "gadgets/*/admin", EVHTTP_REQ_GET, R_ADMIN_UI },
+        { "api/approvals", EVHTTP_REQ_GET, R_APPROVALS },
+        { "api/approvals/*/approve", EVHTTP_REQ_POST, R_APPROVE },
+        { "api/approvals/*/deny", EVHTTP_REQ_POST, R_DENY },
 };
 
 /* Whether the path's segments (s, n) match pattern; wild gets the "*" ones. */
@@ -368,8 +373,13 @@ static void route(struct gateway *g, struct evhttp_request *req, const char *pat
                 switch (routes[i].kind) {
                 case R_PAGE: gateway_page_workshop(g, req); break;
                 case R_LIST: gateway_api_list(g, req); break;
-                case R_CALL: gateway_api_call(g, req, w[0], w[1]); break;
-                case R_UI: gateway_page_ui(g, req, w[0]); break;
+                case R_CALL: gateway_api_call(g, req, w[0], w[1], false); break;
+                case R_UI: gateway_page_ui(g, req, w[0], false); break;
+                case R_ADMIN_CALL: gateway_api_call(g, req, w[0], w[1], true); break;
+                case R_ADMIN_UI: gateway_page_ui(g, req, w[0], true); break;
+                case R_APPROVALS: gateway_api_approvals(g, req); break;
+                case R_APPROVE: gateway_api_decide(g, req, w[0], true); break;
+                case R_DENY: gateway_api_decide(g, req, w[0], false); break;
                 }
                 return;
         }

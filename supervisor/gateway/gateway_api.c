@@ -32,7 +32,7 @@ struct gateway_call {
         struct gateway_call *next;
 };
 
-static void send_json(struct evhttp_request *req, int status, const char *text)
+void gateway_send_json(struct evhttp_request *req, int status, const char *text)
 {
         struct evbuffer *b = evbuffer_new();
         if (!b) {
@@ -55,11 +55,16 @@ static json_t *gadget_json(struct unit *u)
                 json_array_append_new(methods, json_string(names[i]));
                 json_array_append_new(sigs, json_string(i < n_sigs ? texts[i] : ""));
         }
+        const struct policy *p = unit_policy(u);
+        json_t *admin = json_array();
+        for (size_t i = 0; i < p->n_admin_methods; i++)
+                json_array_append_new(admin, json_string(p->admin_methods[i]));
         struct unit_info in;
         unit_info(u, &in);
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I}", "name", in.name, "state", in.state, "cause",
-                         unit_cause(u), "ui", unit_policy(u)->ui != NULL, "methods", methods, "signatures", sigs,
-                         "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts);
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o}", "name", in.name, "state",
+                         in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
+                         sigs, "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts, "gatekeeper",
+                         p->gatekeeper, "admin_ui", p->admin_ui != NULL, "admin_methods", admin);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -85,7 +90,7 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
         json_t *o = json_pack("{s:o}", "gadgets", list);
         char *text = o && v ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         if (text)
-                send_json(req, 200, text);
+                gateway_send_json(req, 200, text);
         else
                 gateway_send_error(req, 500, "internal", "out of memory");
         free(text);
@@ -151,7 +156,7 @@ static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int cod
         if (text) {
                 record(g, c, AUDIT_OK, strlen(text), NULL);
                 if (g)
-                        send_json(c->req, 200, text);
+                        gateway_send_json(c->req, 200, text);
         } else {
                 if (res)
                         message = "the result cannot be written as JSON";
@@ -179,14 +184,15 @@ static void refuse(struct gateway *g, struct gateway_call *c, int status, const 
 /* Why a body must say it is JSON: a page of another origin cannot send
  * application/json without a CORS preflight, which the gateway never
  * grants (a second guard beside the Origin check). */
-static bool is_json_body(struct evhttp_request *req)
+bool gateway_json_body(struct evhttp_request *req)
 {
         const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
         size_t n = strlen("application/json");
         return t && strncasecmp(t, "application/json", n) == 0 && (t[n] == '\0' || t[n] == ';');
 }
 
-void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method)
+void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method,
+                      bool admin)
 {
         struct unit *u = gadget_name_ok(name) ? core_find(g->core, name) : NULL;
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -210,9 +216,9 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
         }
         *c = (struct gateway_call){ .g = g, .req = req, .bytes_in = len };
         snprintf(c->gadget, sizeof c->gadget, "%s", name);
-        snprintf(c->op, sizeof c->op, "call %s", method);
+        snprintf(c->op, sizeof c->op, "%s %s", admin ? "admin" : "call", method);
         clock_gettime(CLOCK_MONOTONIC, &c->start);
-        if (len && !is_json_body(req)) {
+        if (len && !gateway_json_body(req)) {
                 refuse(g, c, 415, "unsupported_media_type",
                        "the body must be JSON, sent with \"Content-Type: application/json\"");
                 return;
@@ -224,7 +230,9 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 refuse(g, c, 400, "bad_json", msg);
                 return;
         }
-        const struct call_req q = { .method = method, .args = args, .done = call_done, .cbdata = c };
+        const struct call_req q = { .method = method, .args = args, .done = call_done, .cbdata = c,
+                                    .caller = "workshop", .via = admin ? "gateway (admin UI)" : "gateway",
+                                    .admin = admin };
         int code = calls_start(u, &q, msg, sizeof msg);
         value_free(args);
         if (code == 0) {

@@ -72,15 +72,25 @@ int gateway_nonce(char *buf, size_t len);
 
 /* GET /api/gadgets */
 void gateway_api_list(struct gateway *g, struct evhttp_request *req);
-/* POST /api/gadgets/NAME/call/METHOD */
-void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method);
+/* POST /api/gadgets/NAME/call/METHOD, or with admin .../admin/METHOD
+ * (a gatekeeper's AdminMethods=, for its admin UI). */
+void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method,
+                      bool admin);
+/* GET /api/approvals */
+void gateway_api_approvals(struct gateway *g, struct evhttp_request *req);
+/* POST /api/approvals/ID/approve (body {"always": true} or {}), .../deny */
+void gateway_api_decide(struct gateway *g, struct evhttp_request *req, const char *id, bool approve);
+/* Whether the request's body is declared JSON (Content-Type). */
+bool gateway_json_body(struct evhttp_request *req);
+/* Sends text (JSON) with a newline and status. */
+void gateway_send_json(struct evhttp_request *req, int status, const char *text);
 /* Detaches the calls still waiting (gateway_free). */
 void gateway_api_orphan(struct gateway *g);
 
 /* GET / */
 void gateway_page_workshop(struct gateway *g, struct evhttp_request *req);
-/* GET /gadgets/NAME/ui */
-void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name);
+/* GET /gadgets/NAME/ui, or with admin /gadgets/NAME/admin (AdminUI=) */
+void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name, bool admin);
 
 /* The page's assets, embedded at build time from supervisor/gateway/. */
 extern const char gateway_asset_workshop_html[], gateway_asset_workshop_css[],

@@ -136,19 +136,25 @@ static size_t stub_at(const char *html, size_t len)
         return i;
 }
 
-void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name)
+/* Why the admin UI is served like a UI, with the same CSP and stub: it is
+ * as untrusted; only the stub's kind differs, and the gateway (not the
+ * frame) decides which methods each kind reaches. */
+void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *name, bool admin)
 {
         struct unit *u = gadget_name_ok(name) ? core_find(g->core, name) : NULL;
+        const char *file = u ? admin ? unit_policy(u)->admin_ui : unit_policy(u)->ui : NULL;
+        const char *key = admin ? "AdminUI" : "UI";
         char *html = NULL;
         size_t len = 0;
         int e;
 
-        if (!u || !unit_policy(u)->ui) {
-                gateway_send_error(req, 404, "not_found", "no gadget named \"%.64s\" with a UI", name);
+        if (!file) {
+                gateway_send_error(req, 404, "not_found", "no gadget named \"%.64s\" with %s", name,
+                                   admin ? "an admin UI" : "a UI");
                 return;
         }
-        if ((e = read_ui(unit_policy(u)->ui, &html, &len)) < 0) {
-                log_msg(L_ERR, name, "gateway: cannot serve UI=%s: %s", unit_policy(u)->ui,
+        if ((e = read_ui(file, &html, &len)) < 0) {
+                log_msg(L_ERR, name, "gateway: cannot serve %s=%s: %s", key, file,
                         e == -EPERM ? "not a regular file readable by every user, of at most 1M" :
                         strerror(-e));
                 gateway_send_error(req, 500, "internal", "the UI of \"%s\" cannot be read", name);
@@ -165,7 +171,7 @@ void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *
         /* The name is a policy name ([a-z0-9_-]): safe inside a JS string. */
         evbuffer_add_printf(b, "<script>\n");
         evbuffer_add(b, gateway_asset_stub_js, strlen(gateway_asset_stub_js));
-        evbuffer_add_printf(b, "(\"%s\", %d);\n</script>\n", name, GATEWAY_MAX_BODY);
+        evbuffer_add_printf(b, "(\"%s\", %d, \"%s\");\n</script>\n", name, GATEWAY_MAX_BODY, admin ? "admin" : "ui");
         evbuffer_add(b, html + at, len - at);
         free(html);
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);

@@ -1,0 +1,263 @@
+/* approvals: calls that wait for a person's decision (approvals.h). */
+#include "approvals.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/event.h>
+
+#include "audit.h"
+#include "contract.h"
+#include "json.h"
+#include "log.h"
+#include "monotime.h"
+
+struct approval {
+        struct approvals *a;
+        uint64_t id;
+        char *caller, *via, *target, *method, *gadget, *args;
+        uint64_t asked_ms, timeout_ms;
+        approval_fn *decided;
+        void *arg;
+        struct event *timer;
+        struct approval *next, **pprev;
+};
+
+/* "Approve always": calls of method of target by caller through via. */
+struct standing {
+        char *caller, *via, *target, *method;
+};
+
+struct approvals {
+        struct event_base *base;
+        struct audit *audit;
+        struct approval *head, **tail;  /* oldest first */
+        size_t n;
+        uint64_t next_id;
+        struct standing always[APPROVALS_ALWAYS_MAX];
+        size_t n_always;
+};
+
+int approvals_new(struct event_base *base, struct audit *audit, struct approvals **out)
+{
+        struct approvals *a = calloc(1, sizeof *a);
+        if (!a)
+                return -ENOMEM;
+        a->base = base;
+        a->audit = audit;
+        a->tail = &a->head;
+        a->next_id = 1;
+        *out = a;
+        return 0;
+}
+
+static void unlink_approval(struct approval *ap)
+{
+        struct approvals *a = ap->a;
+        *ap->pprev = ap->next;
+        if (ap->next)
+                ap->next->pprev = ap->pprev;
+        else
+                a->tail = ap->pprev;
+        a->n--;
+}
+
+static void approval_free(struct approval *ap)
+{
+        if (ap->timer)
+                event_free(ap->timer);
+        free(ap->caller);
+        free(ap->via);
+        free(ap->target);
+        free(ap->method);
+        free(ap->gadget);
+        free(ap->args);
+        free(ap);
+}
+
+static bool standing_matches(const struct standing *s, const struct approval_req *q)
+{
+        return strcmp(s->caller, q->caller) == 0 && strcmp(s->via, q->via) == 0 &&
+               strcmp(s->target, q->target) == 0 && strcmp(s->method, q->method) == 0;
+}
+
+/* The decision, in the audit of the gadget asked for (and of the target
+ * too, when it is another gadget) and in gadgetd's log. */
+static void record(struct approval *ap, bool approved, const char *how)
+{
+        char detail[700];
+        snprintf(detail, sizeof detail, "approval %llu: %s; %s called %s %s through %s",
+                 (unsigned long long)ap->id, how, ap->caller, ap->target, ap->method, ap->via);
+        struct audit_record rec = { .gadget = ap->gadget, .binding = "approval", .op = ap->method,
+                                    .outcome = approved ? AUDIT_OK : AUDIT_DENIED, .detail = detail };
+        audit_write(ap->a->audit, &rec);
+        if (strcmp(ap->target, ap->gadget) != 0 && gadget_name_ok(ap->target)) {
+                rec.gadget = ap->target;
+                audit_write(ap->a->audit, &rec);
+        }
+        log_msg(L_INFO, ap->gadget, "%s", detail);
+}
+
+/* Ends ap with the outcome: unlinked, recorded, told, freed. */
+static void finish(struct approval *ap, bool approved, const char *how, const char *why)
+{
+        unlink_approval(ap);
+        record(ap, approved, how);
+        approval_fn *fn = ap->decided;
+        void *arg = ap->arg;
+        approval_free(ap);
+        fn(arg, approved, why);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct approval *ap = arg;
+        char why[120];
+        (void)fd;
+        (void)what;
+        snprintf(why, sizeof why, "denied: no one approved the call within ApproveTimeout (%llu s)",
+                 (unsigned long long)(ap->timeout_ms / 1000));
+        finish(ap, false, "denied by its timeout (ApproveTimeout=)", why);
+}
+
+/* The arguments as JSON, cut to APPROVAL_ARGS_MAX bytes on a UTF-8
+ * boundary with "…" after. */
+static char *args_text(const Gadget__Value *args)
+{
+        char *j = args ? json_from_value(args) : strdup("null");
+        if (!j)
+                return NULL;
+        size_t n = strlen(j);
+        if (n <= APPROVAL_ARGS_MAX)
+                return j;
+        n = APPROVAL_ARGS_MAX;
+        while (n > 0 && ((unsigned char)j[n] & 0xc0) == 0x80)
+                n--;
+        memcpy(j + n, "\xe2\x80\xa6", 4);
+        return j;
+}
+
+int approvals_ask(struct approvals *a, const struct approval_req *q, struct approval **out, char *msg, size_t len)
+{
+        for (size_t i = 0; i < a->n_always; i++)
+                if (standing_matches(&a->always[i], q))
+                        return 1;
+        if (a->n >= APPROVALS_MAX) {
+                snprintf(msg, len, "too many calls are waiting for approval (%d); try again later", APPROVALS_MAX);
+                return GADGET_EBUSY;
+        }
+        struct approval *ap = calloc(1, sizeof *ap);
+        if (!ap)
+                goto oom;
+        *ap = (struct approval){ .a = a, .caller = strdup(q->caller), .via = strdup(q->via),
+                                 .target = strdup(q->target), .method = strdup(q->method),
+                                 .gadget = strdup(q->gadget), .args = args_text(q->args),
+                                 .asked_ms = monotime_ms(), .timeout_ms = q->timeout_ms,
+                                 .decided = q->decided, .arg = q->arg };
+        ap->timer = evtimer_new(a->base, on_timeout, ap);
+        if (!ap->caller || !ap->via || !ap->target || !ap->method || !ap->gadget || !ap->args || !ap->timer) {
+                approval_free(ap);
+                goto oom;
+        }
+        struct timeval tv = { .tv_sec = (time_t)(q->timeout_ms / 1000),
+                              .tv_usec = (suseconds_t)(q->timeout_ms % 1000) * 1000 };
+        event_add(ap->timer, &tv);
+        ap->id = a->next_id++;
+        ap->pprev = a->tail;
+        *a->tail = ap;
+        a->tail = &ap->next;
+        a->n++;
+        log_msg(L_INFO, ap->gadget, "approval %llu waits: %s calls %s %s through %s (gadgetctl approve %llu)",
+                (unsigned long long)ap->id, ap->caller, ap->target, ap->method, ap->via,
+                (unsigned long long)ap->id);
+        if (out)
+                *out = ap;
+        return 0;
+oom:
+        snprintf(msg, len, "out of memory");
+        return GADGET_EINTERNAL;
+}
+
+void approval_cancel(struct approval *ap)
+{
+        if (!ap)
+                return;
+        unlink_approval(ap);
+        log_msg(L_INFO, ap->gadget, "approval %llu: no longer asked (the caller is gone)",
+                (unsigned long long)ap->id);
+        approval_fn *fn = ap->decided;
+        void *arg = ap->arg;
+        approval_free(ap);
+        fn(arg, false, "the caller is gone");
+}
+
+static void keep_standing(struct approvals *a, const struct approval *ap)
+{
+        if (a->n_always == APPROVALS_ALWAYS_MAX)
+                return;
+        struct standing *s = &a->always[a->n_always];
+        *s = (struct standing){ strdup(ap->caller), strdup(ap->via), strdup(ap->target), strdup(ap->method) };
+        if (s->caller && s->via && s->target && s->method) {
+                a->n_always++;
+                return;
+        }
+        free(s->caller);
+        free(s->via);
+        free(s->target);
+        free(s->method);
+}
+
+int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always, const char *who, char *msg,
+                     size_t len)
+{
+        struct approval *ap = a->head;
+        while (ap && ap->id != id)
+                ap = ap->next;
+        if (!ap) {
+                snprintf(msg, len, "no call waits for approval %llu (decided, timed out, or its caller left)",
+                         (unsigned long long)id);
+                return GADGET_ENOTFOUND;
+        }
+        char how[200], why[240];
+        bool keep = approve && always && a->n_always < APPROVALS_ALWAYS_MAX;
+        snprintf(how, sizeof how, "%s by %s%s", approve ? "approved" : "denied", who,
+                 keep ? ", always for this caller" : "");
+        snprintf(why, sizeof why, "denied by %s", who);
+        if (keep)
+                keep_standing(a, ap);
+        finish(ap, approve, how, why);
+        if (approve && always && !keep) {
+                snprintf(msg, len, "approved once: gadgetd keeps at most %d standing approvals",
+                         APPROVALS_ALWAYS_MAX);
+                return 0;
+        }
+        snprintf(msg, len, "%s", how);
+        return 0;
+}
+
+size_t approvals_list(const struct approvals *a, struct approval_info *out, size_t max)
+{
+        uint64_t now = monotime_ms();
+        size_t i = 0;
+        for (const struct approval *ap = a->head; ap && i < max; ap = ap->next, i++)
+                out[i] = (struct approval_info){ .id = ap->id, .caller = ap->caller, .via = ap->via,
+                                                 .target = ap->target, .method = ap->method, .args = ap->args,
+                                                 .age_ms = now - ap->asked_ms, .timeout_ms = ap->timeout_ms };
+        return a->n;
+}
+
+void approvals_free(struct approvals *a)
+{
+        if (!a)
+                return;
+        while (a->head)
+                finish(a->head, false, "denied: gadgetd stopped", "denied: gadgetd is stopping");
+        for (size_t i = 0; i < a->n_always; i++) {
+                free(a->always[i].caller);
+                free(a->always[i].via);
+                free(a->always[i].target);
+                free(a->always[i].method);
+        }
+        free(a);
+}
