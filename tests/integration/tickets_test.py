@@ -186,9 +186,9 @@ def no_credential_in_the_user_gadget(tmp):
 
 
 def waiting(d):
-    """The calls waiting for an approval (gadgetctl approvals --json)."""
-    r = d.ctl("approvals", "--json")
-    check(r.returncode == 0, "gadgetctl approvals --json: %r" % r.stderr)
+    """The calls waiting for an approval (gadgetctl --json approvals)."""
+    r = d.ctl("--json", "approvals")
+    check(r.returncode == 0, "gadgetctl --json approvals: %r" % r.stderr)
     return json.loads(r.stdout)["approvals"]
 
 
@@ -199,7 +199,7 @@ def report_in_background(d, title):
 
 @test
 def report_waits_for_approval(tmp):
-    """The shipped policies: a report waits, shown in gadgetctl approvals,
+    """The shipped policies: a report waits, shown by gadgetctl approvals,
     until an operator approves it (then the ticket is made) or denies it
     (then the helpdesk's caller gets an error and the API sees nothing)."""
     with Api(tmp) as api, Daemon(tmp) as d:
