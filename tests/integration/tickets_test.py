@@ -14,6 +14,7 @@ import subprocess
 import urllib.error
 import urllib.request
 
+from gateway_util import Gateway
 from harness import EXAMPLES, GADGETCTL, Daemon, check, main, policy, sanitizer_check, test, wait_for
 
 TICKETS_API = os.environ.get("TICKETS_API", "")
@@ -253,6 +254,38 @@ def admin_methods_only_for_the_admin_ui(tmp):
                                                  "args": {"method": "create", "args": {"title": "ok"}}})
         check(code == 0 and r == {"id": 1}, "create through an open binding: %r %r" % (code, r))
         check(api.request("GET")[1][0]["label"] == "from-gadgets", "the label changed")
+
+
+@test
+def admin_ui_sets_the_label(tmp):
+    """Through the gateway's admin route (what the admin UI calls): the
+    label goes on the next tickets and survives a restart of the
+    gatekeeper (kv); the admin UI page is served; a UI's call of an admin
+    method is refused."""
+    with Api(tmp) as api, Gateway(tmp) as g:
+        install(g, api, approve=False)
+
+        def admin(method, args=None):
+            status, _, raw = g.request("POST", "/api/gadgets/tickets/admin/" + method, json.dumps(args))
+            check(status == 200, "admin %s: %d %r" % (method, status, raw))
+            return json.loads(raw)
+        check(admin("overview") == {"label": "from-gadgets", "created": 0, "recent": []}, "a new overview")
+        check(admin("set_label", {"label": "urgent"}) is None, "set_label")
+        code, r = call(g, "helpdesk", "report", {"title": "Labelled"})
+        check(code == 0 and r == {"id": 1}, "report: %r %r" % (code, r))
+        check(api.request("GET")[1][0]["label"] == "urgent", "the new label is not on the ticket")
+        check(g.ctl("restart", "tickets").returncode == 0, "restart tickets")
+        wait_for(lambda: g.state("tickets") == "ready", what="tickets ready again")
+        check(admin("overview") == {"label": "urgent", "created": 1,
+                                    "recent": [{"id": 1, "title": "Labelled", "label": "urgent"}]},
+              "the overview after a restart: %r" % admin("overview"))
+        status, _, raw = g.request("POST", "/api/gadgets/tickets/admin/set_label", json.dumps({"label": "x" * 33}))
+        check(status == 400, "a 33-character label: %d %r" % (status, raw))
+        status, body = g.call("tickets", "set_label", {"label": "from-a-ui"})
+        check(status == 403 and "admin method" in body["error"]["message"], "a UI's call of set_label: %r" % body)
+        status, h, raw = g.request("GET", "/gadgets/tickets/admin")
+        check(status == 200 and b"Tickets gatekeeper" in raw, "the admin UI page: %d" % status)
+        check(api.token not in g.logtext(), "the token reached gadgetd's log")
 
 
 if __name__ == "__main__":
