@@ -107,7 +107,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
                 if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
-                    !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
+                    !str_ok(s->bindings[i]->credential) || !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
                         REFUSE("status with an invalid binding");
         return 0;
 }

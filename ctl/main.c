@@ -40,8 +40,9 @@ static const struct command commands[] = {
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",
           "With --json: one object with the fields of `list --json` and policy_path,\n"
-          "limits_mode, limits, bindings ([{name, type, ops}]: ops are the operations'\n"
-          "signatures), methods, signatures (per method, \"\" if untyped) and log_tail.\n" },
+          "limits_mode, limits, bindings ([{name, type, ops, credential}]: ops are the\n"
+          "operations' signatures, credential an http binding's Credential= file, if it\n"
+          "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"

@@ -191,7 +191,8 @@ static int put_lines(FILE *f, const char *label, char *const *v, size_t n, const
         return e;
 }
 
-/* One line per binding, its operations' signatures under it. */
+/* One line per binding (with its credential file, if any), its
+ * operations' signatures under it. */
 static int put_bindings(FILE *f, const Control__GadgetStatus *s)
 {
         int e = 0;
@@ -207,6 +208,10 @@ static int put_bindings(FILE *f, const Control__GadgetStatus *s)
                 fputs(" (", f);
                 if (e >= 0)
                         e = put_escaped(f, b->type, 0);
+                if (e >= 0 && b->credential[0]) {
+                        fputs(", credential ", f);
+                        e = put_escaped(f, b->credential, 0);
+                }
                 fputs(")\n", f);
                 for (size_t k = 0; k < b->n_ops && e >= 0; k++) {
                         fprintf(f, "%*s    ", LABEL_WIDTH, "");
@@ -261,10 +266,15 @@ static json_t *status_json(const Control__GadgetStatus *s)
         json_t *o = info_json(s->info), *b = json_array();
 
         for (size_t i = 0; b && i < s->n_bindings; i++) {
-                if (json_array_append_new(b, json_pack("{s:s, s:s, s:o}", "name", s->bindings[i]->name,
-                                                       "type", s->bindings[i]->type, "ops",
-                                                       show_json_strv(s->bindings[i]->ops,
-                                                                      s->bindings[i]->n_ops))) < 0) {
+                const Control__Binding *sb = s->bindings[i];
+                json_t *entry = json_pack("{s:s, s:s, s:o}", "name", sb->name, "type", sb->type, "ops",
+                                          show_json_strv(sb->ops, sb->n_ops));
+                if (entry && sb->credential[0] &&
+                    json_object_set_new(entry, "credential", json_string(sb->credential)) < 0) {
+                        json_decref(entry);
+                        entry = NULL;
+                }
+                if (json_array_append_new(b, entry) < 0) {
                         json_decref(b);
                         b = NULL;
                 }

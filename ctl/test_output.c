@@ -164,8 +164,8 @@ static void test_status(void)
 {
         Control__GadgetInfo g = info("notes", "ready", "killed by signal SIGSEGV", 99, 7380000, 1, 3,
                                      2048, 16, 61500000);
-        Control__Binding b1 = CONTROL__BINDING__INIT, b2 = CONTROL__BINDING__INIT;
-        Control__Binding *bs[] = { &b1, &b2 };
+        Control__Binding b1 = CONTROL__BINDING__INIT, b2 = CONTROL__BINDING__INIT, b3 = CONTROL__BINDING__INIT;
+        Control__Binding *bs[] = { &b1, &b2, &b3 };
         char *limits[] = { "MemoryMax=64M", "TasksMax=16" };
         char *methods[] = { "get", "put" };
         char *sigs[] = { "get(title: string) -> string", "" };
@@ -176,13 +176,14 @@ static void test_status(void)
 
         b1.name = "NOTES", b1.type = "kv", b1.ops = ops, b1.n_ops = 2;
         b2.name = "PEER", b2.type = "gadget";
+        b3.name = "API", b3.type = "http", b3.credential = "/etc/gadgetd/credentials/api.token";
         s.info = &g;
         s.policy_path = "/etc/gadgetd/policy.d/notes.policy";
         s.limits_mode = "cgroup v1";
         s.limits = limits, s.n_limits = 2;
         s.methods = methods, s.n_methods = 2;
         s.signatures = sigs, s.n_signatures = 2;
-        s.bindings = bs, s.n_bindings = 2;
+        s.bindings = bs, s.n_bindings = 3;
         s.log_tail = tail, s.n_log_tail = 2;
         CAPTURE(out, CHECK(show_status(f, &s, false) == 0, "status printed"));
         CHECK_STR(out,
@@ -202,6 +203,7 @@ static void test_status(void)
                   "               get(key: string | bytes) -> any\n"
                   "               put(key: string | bytes, value: any) -> null\n"
                   "             PEER (gadget)\n"
+                  "             API (http, credential /etc/gadgetd/credentials/api.token)\n"
                   "    Methods: get(title: string) -> string\n"
                   "             put (untyped)\n"
                   "\n"
@@ -218,7 +220,8 @@ static void test_status(void)
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","
-                  "\"put(key: string | bytes, value: any) -> null\"]},{\"name\":\"PEER\",\"type\":\"gadget\",\"ops\":[]}],"
+                  "\"put(key: string | bytes, value: any) -> null\"]},{\"name\":\"PEER\",\"type\":\"gadget\",\"ops\":[]},"
+                  "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
                   "\"audit_unwritten\":0,\"audit_error\":\"\"}\n",

@@ -1,7 +1,7 @@
 /* bind_http: allow-listed HTTP egress. gadgetd checks the URL against the
  * binding's Allow= prefixes and Methods= before any connection, refuses
- * internal addresses a name resolves to, follows no redirect, and bounds
- * time and sizes. */
+ * internal addresses a name resolves to, follows no redirect, bounds time
+ * and sizes, and adds the binding's Credential= to allowed requests. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -16,6 +16,9 @@
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
+#include "secret_file.h"
+#include "system/approvals.h"
+#include "system/log.h"
 #include "value.h"
 
 /* Connecting may take at most this long (or Timeout= if shorter): a
@@ -222,11 +225,20 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
         return len;
 }
 
+/* Request header lines are wiped before they are freed: one of them may
+ * hold the binding's credential. */
+static void headers_free(struct curl_slist *l)
+{
+        for (struct curl_slist *s = l; s; s = s->next)
+                explicit_bzero(s->data, strlen(s->data));
+        curl_slist_free_all(l);
+}
+
 static void fetch_free(struct fetch *f)
 {
         http_slot_put(f->http, f->slot);
         curl_easy_cleanup(f->easy);
-        curl_slist_free_all(f->req_headers);
+        headers_free(f->req_headers);
         value_free(f->resp_headers);
         free(f->body);
         free(f);
@@ -277,10 +289,34 @@ static void fetch_done(void *arg, CURL *easy, CURLcode res)
         fetch_free(f);
 }
 
-/* Request headers from the "headers" map; hop-by-hop ones are dropped and
- * names or values that could split a header line are refused. */
-static int add_headers(struct fetch *f, const Gadget__Value *hdrs, char *why, size_t len)
+/* Whether name is an HTTP header name (RFC 9110 token): nothing a lenient
+ * server could trim or fold into another name, such as the credential's. */
+static bool header_name_ok(const char *name)
 {
+        return *name && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                     "!#$%&'*+-.^_`|~") == strlen(name);
+}
+
+/* The header the binding's credential goes in (its name is what comes
+ * before the colon), or NULL without Credential=. */
+static const char *credential_header(const struct policy_binding *b)
+{
+        if (!b->credential)
+                return NULL;
+        return b->credential_header ? b->credential_header : POLICY_CREDENTIAL_HEADER;
+}
+
+/* Request headers from the "headers" map; hop-by-hop ones are dropped and
+ * names or values that could split a header line are refused. Why this is
+ * safe: the header gadgetd fills with b's credential cannot be set by the
+ * gadget (-EPERM), in any case of its name, and every name is a token, so
+ * the gadget can neither replace the credential nor send a second value
+ * beside it. */
+static int add_headers(struct fetch *f, const struct policy_binding *b, const Gadget__Value *hdrs, char *why,
+                       size_t len)
+{
+        const char *cred = credential_header(b);
+        size_t cred_len = cred ? strcspn(cred, ":") : 0;
         if (!hdrs)
                 return 0;
         if (hdrs->kind_case != GADGET__VALUE__KIND_MAP_VALUE) {
@@ -290,18 +326,89 @@ static int add_headers(struct fetch *f, const Gadget__Value *hdrs, char *why, si
         for (size_t i = 0; i < hdrs->map_value->n_entries; i++) {
                 const char *k = hdrs->map_value->entries[i]->key;
                 const char *v = value_string(hdrs->map_value->entries[i]->value);
-                if (!v || !*k || strpbrk(k, " :\r\n\t") || strpbrk(v, "\r\n")) {
+                if (!v || !header_name_ok(k) || strpbrk(v, "\r\n")) {
                         snprintf(why, len, "header %zu is not a valid name: string", i);
                         return -EINVAL;
+                }
+                if (cred && strlen(k) == cred_len && strncasecmp(k, cred, cred_len) == 0) {
+                        snprintf(why, len, "header %.*s is set by gadgetd for binding %s (Credential=); a gadget "
+                                 "cannot set it", (int)cred_len, cred, b->name);
+                        return -EPERM;
                 }
                 if (is_hop_by_hop(k, strlen(k)))
                         continue;
                 char line[8300];
                 snprintf(line, sizeof line, "%s: %s", k, v);
                 struct curl_slist *n = curl_slist_append(f->req_headers, line);
-                if (!n)
+                if (!n) {
+                        snprintf(why, len, "out of memory");
                         return -ENOMEM;
+                }
                 f->req_headers = n;
+        }
+        return 0;
+}
+
+/* Whether s holds a byte that has no place in a header value: CR, LF,
+ * NUL and the other controls but tab. */
+static bool has_control(const char *s, size_t len)
+{
+        for (size_t i = 0; i < len; i++)
+                if (((unsigned char)s[i] < 0x20 && s[i] != '\t') || s[i] == 0x7f)
+                        return true;
+        return false;
+}
+
+/* Appends b's credential header: CredentialHeader= with {} replaced by
+ * the Credential= file's content, read now, so a rotated file counts at
+ * the next request. 0, or -errno with why naming the binding and the file,
+ * never the content. Why this is safe: the caller has checked the URL
+ * against Allow= and the method first, so the credential goes only to the
+ * binding's own prefixes (and no redirect is followed); the file is read
+ * as a secret is, at most POLICY_CREDENTIAL_SIZE bytes, at once; every
+ * copy gadgetd makes is wiped when no longer needed (the header list's
+ * when the request ends, headers_free). */
+static int add_credential(struct fetch *f, const struct policy_binding *b, char *why, size_t len)
+{
+        const char *tmpl = credential_header(b), *at = strstr(tmpl, "{}");
+        char *cred = NULL, *line = NULL, q[256], big[64];
+        size_t n = 0, line_len = 0;
+        const char *bad = NULL;
+        int e = secret_file_read(b->credential, POLICY_CREDENTIAL_SIZE, &cred, &n);
+        if (e == 0 && n > 0 && cred[n - 1] == '\r') /* a CRLF line end */
+                cred[--n] = '\0';
+        snprintf(big, sizeof big, "it is larger than %d bytes", POLICY_CREDENTIAL_SIZE);
+        if (e == -EFBIG)
+                bad = big;
+        else if (e < 0)
+                bad = secret_file_why(e);
+        else if (n == 0)
+                bad = "it is empty";
+        else if (has_control(cred, n))
+                bad = "it holds a line break, NUL or other control character";
+        else if (!(line = malloc((line_len = strlen(tmpl) - 2 + n) + 1))) {
+                e = -ENOMEM;
+                bad = "out of memory";
+        }
+        if (bad) {
+                log_escape(b->credential, strlen(b->credential), q, sizeof q);
+                snprintf(why, len, "binding %s: cannot use credential %s: %s", b->name, q, bad);
+                secret_file_free(cred, n);
+                return e < 0 ? e : -EINVAL;
+        }
+        size_t head = (size_t)(at - tmpl);
+        memcpy(line, tmpl, head);
+        memcpy(line + head, cred, n);
+        memcpy(line + head + n, at + 2, strlen(at + 2) + 1);
+        secret_file_free(cred, n);
+        struct curl_slist *l = curl_slist_append(f->req_headers, line);
+        secret_file_free(line, line_len);
+        if (l)
+                f->req_headers = l;
+        if (!l || asprintf(&f->r->audit_note, "credential %s", b->credential) < 0) {
+                f->r->audit_note = NULL;
+                snprintf(why, len, "out of memory");
+                return -ENOMEM;
         }
         return 0;
 }
@@ -332,9 +439,76 @@ int bind_http_check_request(const Gadget__Value *args, char *why, size_t len)
         return 0;
 }
 
+static void request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args, bool approved);
+
+/* A request waiting for a person's approval (the binding's Approve=). */
+struct asked {
+        struct binding_req *r;
+        char binding[72];
+        Gadget__Value *args;
+};
+
+static void on_decision(void *arg, bool ok, const char *why)
+{
+        struct asked *a = arg;
+        struct binding_req *r = a->r;
+        char msg[400];
+        r->approval = NULL;
+        const struct policy_binding *b = r->g ? policy_binding_find(r->g->policy, a->binding) : NULL;
+        if (!r->g) {
+                bindings_reply(r, NULL, GADGET_EGONE, why, 0); /* the caller is gone: frees r */
+        } else if (!ok) {
+                snprintf(msg, sizeof msg, "binding %s: %s", a->binding, why);
+                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
+        } else if (!b || b->type != BINDING_HTTP) {
+                snprintf(msg, sizeof msg, "binding %s is no longer in the gadget's policy", a->binding);
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
+        } else {
+                request(r, b, a->args, true);
+        }
+        value_free(a->args);
+        free(a);
+}
+
+/* Asks a person to approve the request (its URL and method passed the
+ * binding's checks); r is answered when they decide. */
+static void ask(struct binding_req *r, const struct policy_binding *b, const char *url, const char *method,
+                const Gadget__Value *args)
+{
+        char msg[300], via[80];
+        struct asked *a = calloc(1, sizeof *a);
+        if (!a || !(a->args = value_dup(args))) {
+                free(a);
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
+        a->r = r;
+        snprintf(a->binding, sizeof a->binding, "%s", b->name);
+        snprintf(via, sizeof via, "binding %s", b->name);
+        const struct approval_req q = { .caller = r->g->policy->name, .via = via, .target = url, .method = method,
+                                        .gadget = r->g->policy->name, .args = args,
+                                        .timeout_ms = b->approve_timeout_ms, .decided = on_decision, .arg = a };
+        int code = approvals_ask(r->g->env->approvals, &q, &r->approval, msg, sizeof msg);
+        if (code == 0)
+                return;
+        r->approval = NULL;
+        if (code == 1) { /* a standing approval */
+                request(r, b, a->args, true);
+        } else {
+                bindings_reply(r, NULL, code, msg, 0);
+        }
+        value_free(a->args);
+        free(a);
+}
+
 void bind_http_request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        char why[300];
+        request(r, b, args, false);
+}
+
+static void request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args, bool approved)
+{
+        char why[600];
         struct url_parts u = { 0 };
         /* libcurl is loaded here, at the first request: URL checks use it. */
         char err[200];
@@ -357,6 +531,11 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
                 snprintf(why, sizeof why, "%s %.200s is not allowed by binding %s", method, url, b->name);
                 url_free(&u);
                 bindings_reply(r, NULL, GADGET_EDENIED, why, 0);
+                return;
+        }
+        if (!approved && policy_listed(b->approve, method)) {
+                url_free(&u);
+                ask(r, b, url, method, args);
                 return;
         }
         const void *data = NULL;
@@ -413,9 +592,16 @@ void bind_http_request(struct binding_req *r, const struct policy_binding *b, co
                 url_free(&a);
         }
         url_free(&u);
-        if (add_headers(f, value_map_get(args, "headers"), why, sizeof why) < 0) {
+        int rc = add_headers(f, b, value_map_get(args, "headers"), why, sizeof why);
+        if (rc < 0) {
                 fetch_free(f);
-                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
+                bindings_reply(r, NULL, rc == -EPERM ? GADGET_EDENIED : GADGET_EINVAL, why, 0);
+                return;
+        }
+        /* Only here, with the URL and method allowed: see add_credential. */
+        if (b->credential && (rc = add_credential(f, b, why, sizeof why)) < 0) {
+                fetch_free(f);
+                bindings_reply(r, NULL, rc == -ENOMEM ? GADGET_EINTERNAL : GADGET_EUNAVAILABLE, why, 0);
                 return;
         }
         CURL *e = f->easy;

@@ -2,24 +2,21 @@
 #include "bindings.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "system/approvals.h"
 #include "system/audit.h"
 #include "contract.h"
 #include "system/log.h"
-#include "system/paths.h"
 #include "link/peer.h"
 #include "http.h"
 #include "kv.h"
 #include "ops.h"
 #include "policy.h"
+#include "secret_file.h"
 #include "types.h"
 #include "value.h"
 #include "wire.h"
@@ -118,20 +115,24 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
         if (g) {
                 unlink_req(r);
                 busy_flush(g, g->n_breqs == 0);
-                char why[160];
+                char why[160], detail[1024];
                 /* Why this is safe: the audit says ok only for an answer that
                  * was handed to the gadget's connection; one that could not
                  * be is an error there and, where possible, for the gadget. */
                 bool sent = send_reply(g, r, value, code, message, why, sizeof why);
                 enum audit_outcome outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR;
+                const char *said = !sent ? why : value ? NULL : message;
+                if (r->audit_note)
+                        snprintf(detail, sizeof detail, "%s%s%s", r->audit_note, said ? "; " : "", said ? said : "");
                 struct audit_record rec = {
                         .gadget = g->policy->name, .binding = r->binding, .op = r->op,
                         .outcome = sent ? outcome : AUDIT_ERROR,
                         .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
-                        .detail = !sent ? why : value ? NULL : message,
+                        .detail = r->audit_note ? detail : said,
                 };
                 audit_write(g->env->audit, &rec);
         }
+        free(r->audit_note);
         free(r);
 }
 
@@ -233,76 +234,6 @@ void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
         op->handle(r, b, args);
 }
 
-/* Reads one secret file, of at most max bytes. Why this is safe: gadgetd
- * alone reads it (the policy names it; it is never mounted into a
- * sandbox), it is found as a listed path is (paths.h: no symlink in a
- * directory others may write, none swapped in since), opened without
- * blocking and taken only if it is a regular file; neither its contents
- * nor a part of them ever goes into a message or log. A regular file of
- * bounded size is read at once. -EINVAL: not a regular file; -EFBIG:
- * over max. */
-static int read_secret(const char *path, uint64_t max, char **out)
-{
-        struct stat st;
-        char *buf = NULL;
-        ssize_t n = 0;
-        int e = 0;
-        int fd = paths_open_trusted(path, O_RDONLY);
-        if (fd < 0)
-                return fd;
-        if (fstat(fd, &st) < 0) {
-                e = -errno;
-                goto out;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                e = -EINVAL;
-                goto out;
-        }
-        if ((uint64_t)st.st_size > max) {
-                e = -EFBIG;
-                goto out;
-        }
-        if (!(buf = malloc(max + 1))) {
-                e = -ENOMEM;
-                goto out;
-        }
-        /* One read past max tells a file that grew since the fstat. */
-        do
-                n = read(fd, buf, max + 1);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                e = -errno;
-        else if ((uint64_t)n > max)
-                e = -EFBIG;
-out:
-        close(fd);
-        if (e < 0) {
-                if (buf)
-                        explicit_bzero(buf, max + 1);
-                free(buf);
-                return e;
-        }
-        /* One trailing newline (as editors write) is not part of it. */
-        if (n > 0 && buf[n - 1] == '\n')
-                n--;
-        buf[n] = '\0';
-        *out = buf;
-        return 0;
-}
-
-/* Why a secret file was refused, for the start's cause. */
-static const char *secret_why(int e)
-{
-        switch (e) {
-        case -ELOOP:
-                return "a symlink in a directory others may write, or one swapped in";
-        case -EINVAL:
-                return "not a regular file";
-        default:
-                return strerror(-e);
-        }
-}
-
 static void free_secrets(struct gadget_bindings *g)
 {
         if (!g->secrets)
@@ -328,7 +259,8 @@ int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
                 if (p->bindings[i].type != BINDING_SECRET)
                         continue;
                 const struct policy_binding *b = &p->bindings[i];
-                int e = read_secret(b->file, b->max_size, &g->secrets[i]);
+                size_t n;
+                int e = secret_file_read(b->file, b->max_size, &g->secrets[i], &n);
                 if (e < 0) {
                         char q[512];
                         log_escape(b->file, strlen(b->file), q, sizeof q);
@@ -336,7 +268,7 @@ int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
                                 snprintf(why, len, "secret %s: %s is larger than MaxSize= (%llu bytes)", b->name,
                                          q, (unsigned long long)b->max_size);
                         else
-                                snprintf(why, len, "secret %s: cannot read %s: %s", b->name, q, secret_why(e));
+                                snprintf(why, len, "secret %s: cannot read %s: %s", b->name, q, secret_file_why(e));
                         return e;
                 }
         }

@@ -89,6 +89,8 @@ struct binding_req {
         struct timespec start;
         uint64_t bytes_in;
         struct approval *approval;  /* while it waits for a person's approval */
+        char *audit_note;           /* what the audit names besides the outcome (an http
+                                     * request's credential file), or NULL; never a secret */
         struct binding_req *next;   /* in the unit's list of pending calls */
 };
 

@@ -178,6 +178,8 @@ static void on_status(struct client *cl, const Control__Request *q)
                 b[i].type = (char *)policy_binding_type_name(p->bindings[i].type);
                 b[i].ops = (char **)&ops[OPS_MAX * i];
                 b[i].n_ops = binding_op_signatures(p->bindings[i].type, &ops[OPS_MAX * i], OPS_MAX);
+                if (p->bindings[i].credential) /* the file's name: its content stays in gadgetd */
+                        b[i].credential = p->bindings[i].credential;
                 bp[i] = &b[i];
         }
         size_t n_lines = log->count < tail ? log->count : tail;

@@ -15,6 +15,7 @@ import threading
 import time
 
 from gateway_util import Gateway
+from servers import Recorder
 from harness import GADGETCTL, Daemon, check, main, policy, test, wait_for
 
 GATEKEEPER = "Gatekeeper=yes\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
@@ -150,6 +151,38 @@ def binding_approval_and_always(tmp):
         d.ctl("deny", str(w["id"]))
         out, err = p.communicate(timeout=30)
         check(p.returncode == 1 and "denied by gadgetctl (uid 0)" in err, "denied binding call: %r" % err)
+
+
+@test
+def http_binding_approval(tmp):
+    """Approve=POST on an http binding: the POST reaches the server only
+    once approved; GET goes at once; a denied POST never arrives."""
+    with Recorder() as srv, Daemon(tmp) as d:
+        base = "http://127.0.0.1:%d/api/" % srv.port
+        start(d, web="[Binding API]\nType=http\nAllow=%s\nMethods=GET POST\nApprove=POST\n" % base)
+
+        def req(method):
+            inner = {"binding": "API", "op": "request", "args": {"url": base + "t", "method": method, "body": "b"}}
+            return ctl_bg(d, "call", "web", "binding", json.dumps(inner))
+
+        g = req("GET")
+        out, err = g.communicate(timeout=30)
+        check(g.returncode == 0 and [x[0] for x in srv.seen] == ["GET"], "a GET waits for no one: %r" % err)
+        p = req("POST")
+        w = one_waiting(d, caller="web", via="binding API", target=base + "t", method="POST")
+        check('"body":"b"' in w["args"], "the request shown: %r" % w["args"])
+        time.sleep(0.3)
+        check(len(srv.seen) == 1, "the server got the request before it was approved: %r" % srv.seen)
+        d.ctl("approve", str(w["id"]))
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and json.loads(out)["status"] == 200, "the approved POST: %r %r" % (out, err))
+        check([x[0] for x in srv.seen] == ["GET", "POST"], "the server saw: %r" % srv.seen)
+        p = req("POST")
+        w = one_waiting(d, method="POST")
+        d.ctl("deny", str(w["id"]))
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 1 and "binding API: denied by gadgetctl (uid 0)" in err, "the denied POST: %r" % err)
+        check(len(srv.seen) == 2, "a denied request reached the server: %r" % srv.seen)
 
 
 @test

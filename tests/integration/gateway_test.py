@@ -185,7 +185,7 @@ def ui_and_headers(tmp):
         check_security_headers(h, "UI")
         text = body.decode()
         check(text.startswith("<!DOCTYPE html><script>\n/* The `gadget` object"), "stub not after the doctype: %r" % text[:80])
-        check('("counter", 1048576);\n</script>' in text, "stub not called with the gadget's name")
+        check('("counter", 1048576, "ui");\n</script>' in text, "stub not called with the gadget's name")
         ui = re.search(r"^UI=(.*)$", open(os.path.join(EXAMPLES, "counter.policy")).read(), re.M).group(1)
         source = open(ui).read()
         check(text.endswith(source[len("<!DOCTYPE html>"):]), "the UI file is not served as it is")

@@ -60,3 +60,51 @@ class ManyHeaders:
 
     def __exit__(self, *exc):
         self.sock.close()
+
+
+class Recorder:
+    """A loopback HTTP server that records every request it receives
+    (method, path, header lines as received) and answers 200 "ok PATH";
+    /api/redirect answers 302 to /private/ on the same server. It never
+    echoes a request header back."""
+
+    def __init__(self):
+        import http.server
+        outer = self
+        self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self):
+                outer.seen.append((self.command, self.path, self.headers.items()))
+                if self.path.startswith("/api/redirect"):
+                    self.send_response(302)
+                    self.send_header("Location", "http://127.0.0.1:%d/private/" % outer.port)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = b"ok " + self.path.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = reply
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+
+    def headers(self, i, name):
+        """The values of header name (any case) in the i-th request seen."""
+        return [v for k, v in self.seen[i][2] if k.lower() == name.lower()]
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
