@@ -9,7 +9,7 @@
  *   POST /api/tickets   {"title", "body"?, "label"?} -> 201 {"id", "title", "body", "label"}
  *
  * Every request needs "Authorization: Bearer TOKEN", TOKEN being the file's
- * content without its final newline, read again at each request so a
+ * content without one final newline, read again at each request so a
  * rotated token works at once. Tickets are kept in memory, bounded. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,7 +48,7 @@ struct api {
         size_t n;
 };
 
-/* Reads the token file into buf (its content without trailing newlines).
+/* Reads the token file into buf (its content without one final newline).
  * 0, or -errno (-EINVAL: empty or too long). */
 static int api_token_read(const char *path, char buf[static TOKEN_MAX + 1])
 {
@@ -74,7 +74,10 @@ static int api_token_read(const char *path, char buf[static TOKEN_MAX + 1])
                         goto out;
                 }
         }
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        /* One trailing newline is not part of the token, as for gadgetd's Credential=. */
+        if (len > 0 && buf[len - 1] == '\n')
+                len--;
+        if (len > 0 && buf[len - 1] == '\r')
                 len--;
         buf[len] = '\0';
         if (len == 0 || strlen(buf) != len)
