@@ -60,7 +60,7 @@ int main(void)
         struct audit *audit = NULL;
         struct audit_config cfg = AUDIT_DEFAULT_CONFIG;
         struct approvals *a = NULL;
-        CHECK(base && audit_open(dir, &cfg, base, &audit) == 0 && approvals_new(base, audit, &a) == 0, "opened");
+        CHECK(base && audit_open(dir, &cfg, base, &audit) == 0 && approvals_new(base, audit, NULL, &a) == 0, "opened");
         if (!a)
                 return tap_done();
 
@@ -142,7 +142,7 @@ int main(void)
         free(big);
         struct approvals *b2 = NULL;
         struct outcome o6 = { 0 };
-        approvals_new(base, audit, &b2);
+        approvals_new(base, audit, NULL, &b2);
         struct approval_req bq = req("helpdesk", "create", bigv, &o6);
         CHECK(b2 && approvals_ask(b2, &bq, NULL, msg, sizeof msg) == 0, "asked with 12 KiB of arguments");
         if (b2) {
