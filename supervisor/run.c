@@ -272,7 +272,8 @@ int run_main(int argc, char **argv)
         };
         struct run_ctx c = { 0 };
         struct core_config cc = { .state_dir = CONFIG_STATE_DIR, .audit = AUDIT_DEFAULT_CONFIG,
-                                  .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT };
+                                  .uid_base = UIDPOOL_DEFAULT_BASE, .uid_count = UIDPOOL_DEFAULT_COUNT,
+                                  .no_approver = "gadgetd run has no one to approve calls (Approve=): denied" };
         int state_lock = -1;
         struct policy_errors errs = { 0 };
         struct policy *p = NULL;

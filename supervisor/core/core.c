@@ -59,7 +59,7 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", c->cfg.state_dir, strerror(-e));
                 return e;
         }
-        if ((e = approvals_new(c->base, c->audit, &c->approvals)) < 0) {
+        if ((e = approvals_new(c->base, c->audit, c->cfg.no_approver, &c->approvals)) < 0) {
                 log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
                 return e;
         }

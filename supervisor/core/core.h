@@ -34,6 +34,7 @@ struct core_config {
         uint64_t log_lines, log_bytes;  /* gadgetd's LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
         struct audit_config audit;
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
+        const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports

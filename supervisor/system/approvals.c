@@ -32,6 +32,7 @@ struct standing {
 struct approvals {
         struct event_base *base;
         struct audit *audit;
+        const char *no_approver;        /* no one decides here: deny at once */
         struct approval *head, **tail;  /* oldest first */
         size_t n;
         uint64_t next_id;
@@ -39,13 +40,14 @@ struct approvals {
         size_t n_always;
 };
 
-int approvals_new(struct event_base *base, struct audit *audit, struct approvals **out)
+int approvals_new(struct event_base *base, struct audit *audit, const char *no_approver, struct approvals **out)
 {
         struct approvals *a = calloc(1, sizeof *a);
         if (!a)
                 return -ENOMEM;
         a->base = base;
         a->audit = audit;
+        a->no_approver = no_approver;
         a->tail = &a->head;
         a->next_id = 1;
         *out = a;
@@ -143,6 +145,10 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
         for (size_t i = 0; i < a->n_always; i++)
                 if (standing_matches(&a->always[i], q))
                         return 1;
+        if (a->no_approver) {
+                snprintf(msg, len, "%s", a->no_approver);
+                return GADGET_EDENIED;
+        }
         if (a->n >= APPROVALS_MAX) {
                 snprintf(msg, len, "too many calls are waiting for approval (%d); try again later", APPROVALS_MAX);
                 return GADGET_EBUSY;

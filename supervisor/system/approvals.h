@@ -47,7 +47,9 @@ struct approval_info {
         uint64_t age_ms, timeout_ms;
 };
 
-int approvals_new(struct event_base *base, struct audit *audit, struct approvals **out);
+/* no_approver (may be NULL): no one can decide here (gadgetd run), and
+ * every call asked for is denied at once with it as the reason. */
+int approvals_new(struct event_base *base, struct audit *audit, const char *no_approver, struct approvals **out);
 /* Denies every waiting call ("gadgetd is stopping") and frees a. */
 void approvals_free(struct approvals *a);
 

@@ -149,7 +149,8 @@ def capture_control(build):
 def policies(build, recorded):
     for p in glob.glob(os.path.join(ROOT, "examples", "*", "*.policy.in")):
         with open(p, "rb") as f:
-            data = f.read().replace(b"@GADGET_DIR@", b"/usr/lib/gadgets").replace(b"@UI_DIR@", b"/usr/share/gadgetd/ui")
+            data = f.read().replace(b"@GADGET_DIR@", b"/usr/lib/gadgets").replace(b"@UI_DIR@", b"/usr/share/gadgetd/ui") \
+                .replace(b"@CREDENTIAL_DIR@", b"/etc/gadgetd/credentials")
         save("policy", data, os.path.basename(p)[:-len(".policy.in")])
     for p in glob.glob(os.path.join(ROOT, "tests", "policies", "*.policy")):
         with open(p, "rb") as f:

@@ -16,7 +16,7 @@ import time
 
 from gateway_util import Gateway
 from servers import Recorder
-from harness import GADGETCTL, Daemon, check, main, policy, test, wait_for
+from harness import GADGETCTL, Daemon, check, gadgetd_run, main, policy, test, wait_for
 
 GATEKEEPER = "Gatekeeper=yes\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
 
@@ -120,6 +120,21 @@ def approval_timeout_denies(tmp):
         recs = decisions(d, "tg")
         check(len(recs) == 1 and recs[0]["outcome"] == "denied" and "by its timeout" in recs[0]["detail"],
               "the timeout's decision in the audit: %r" % recs)
+
+
+@test
+def gadgetd_run_asks_no_one(tmp):
+    """gadgetd run has no control socket or workshop: no one could approve,
+    so a call that needs approval is denied at once, not after a timeout."""
+    pol = policy(tmp, "tg", "Approve=echo\nApproveTimeout=1h\n")
+    t0 = time.monotonic()
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "echo", '"x"'], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and "gadgetd run has no one to approve calls (Approve=)" in r.stderr,
+          "run --call of a method to approve: %r" % (r,))
+    check(time.monotonic() - t0 < 30, "denied at once, not after ApproveTimeout")
+    r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "sleep", '{"ms": 1}'], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0, "another method: %r" % (r,))
 
 
 @test
