@@ -92,8 +92,17 @@ def main():
             policy(g.pol, "keeper2", "Gatekeeper=yes\nAdminMethods=say\n")
             policy(g.pol, "asker", "UI=%s\n[Binding KEEP]\nType=gadget\nTarget=keeper\nMethods=echo\n"
                                    "Approve=echo\nApproveTimeout=30s\n" % hostile)
+            # The tickets example's gatekeeper, for its admin UI (its admin
+            # methods use only its kv; the API's token file must exist).
+            token = os.path.join(tmp, "tickets.token")
+            with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write("browser-test-token\n")
+            with open(os.path.join(EXAMPLES, "tickets.policy")) as f:
+                text = re.sub(r"^Credential=.*$", "Credential=" + token, f.read(), flags=re.M)
+            with open(os.path.join(g.pol, "tickets.policy"), "w") as f:
+                f.write(text)
             g.ctl("reload")
-            g.wait_ready("counter", "notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker")
+            g.wait_ready("counter", "notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker", "tickets")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),

@@ -765,6 +765,21 @@ async function main() {
                 assert(await page.locator("#admin-pane").isHidden(), "the admin pane is hidden");
         });
 
+        await check("the tickets example's admin UI shows and changes its gatekeeper's setting", async () => {
+                await page.locator('li[data-name="tickets"] button.open-admin').click();
+                const t = await (await page.waitForSelector('iframe[title="tickets admin UI"]')).contentFrame();
+                await t.waitForFunction(() => document.getElementById("created").textContent === "0", null, POLL);
+                await t.locator("#newlabel").fill("from-the-browser");
+                await t.locator("#save").click();
+                await t.waitForFunction(() => document.getElementById("label").textContent === "from-the-browser", null, POLL);
+                eq(await t.locator("#error").textContent(), "", "the admin UI's error line");
+                const log = await page.locator("#admin-calls li .method").allTextContents();
+                eq(log, ["overview", "set_label", "overview"], "the admin UI's call log");
+                const a = await apiCall("tickets", "set_label", { label: "x" });
+                eq([a.status, a.body.error && a.body.error.code], [403, "denied"], "set_label through the call route");
+                await page.locator("#admin-close").click();
+        });
+
         await check("a screenshot of the workshop page is produced", async () => {
                 const c = await openUi(page, "counter");
                 await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2");
