@@ -102,7 +102,7 @@
                         li.append(el("div", "approval-what", String(a.target) + "." + String(a.method)));
                         li.append(el("div", "approval-from", "from " + String(a.caller) +
                                      (a.via ? " via " + String(a.via) : "")));
-                        const args = typeof a.args === "string" ? a.args : JSON.stringify(a.args);
+                        const args = typeof a.args === "string" ? a.args : String(JSON.stringify(a.args));
                         li.append(el("pre", "approval-args", args.length > MAX_ARGS_SHOWN ?
                                      args.slice(0, MAX_ARGS_SHOWN) + "\u2026" : args));
                         const secs = (ms) => Math.round(Number(ms) / 1000);
