@@ -12,6 +12,7 @@ import filecmp
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -95,8 +96,9 @@ def main():
             # The tickets example's gatekeeper, for its admin UI (its admin
             # methods use only its kv; the API's token file must exist).
             token = os.path.join(tmp, "tickets.token")
+            tickets_token = secrets.token_hex(24)
             with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-                f.write("browser-test-token\n")
+                f.write(tickets_token + "\n")
             with open(os.path.join(EXAMPLES, "tickets.policy")) as f:
                 text = re.sub(r"^Credential=.*$", "Credential=" + token, f.read(), flags=re.M)
             with open(os.path.join(g.pol, "tickets.policy"), "w") as f:
@@ -106,7 +108,7 @@ def main():
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),
-                       PROFILE_DIR=os.path.join(tmp, "profile"))
+                       PROFILE_DIR=os.path.join(tmp, "profile"), TICKETS_TOKEN=tickets_token)
             r = subprocess.run([node, os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
         left = host_dirs_left(guarded)
         if left:

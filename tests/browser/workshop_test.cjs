@@ -780,6 +780,22 @@ async function main() {
                 await page.locator("#admin-close").click();
         });
 
+        await check("the tickets gatekeeper's credential is nowhere in the workshop", async () => {
+                const tok = process.env.TICKETS_TOKEN;
+                assert(tok && tok.length >= 32, "the test's token");
+                await page.locator('li[data-name="tickets"] button.open-admin').click();
+                const t = await (await page.waitForSelector('iframe[title="tickets admin UI"]')).contentFrame();
+                await t.waitForFunction(() => document.getElementById("label").textContent !== "", null, POLL);
+                const texts = [await page.content(), await t.content()];
+                for (const u of ["/api/gadgets", "/api/approvals", "/gadgets/tickets/admin", "/"])
+                        texts.push(await page.evaluate(async (x) => (await fetch(x, { cache: "no-store" })).text(), u));
+                /* The texts looked in are the real ones: they name the gatekeeper and its file. */
+                assert(texts[1].includes("set_label") && texts[2].includes('"name":"tickets"'), "the texts read");
+                for (const x of texts)
+                        assert(!x.includes(tok) && !x.includes(tok.slice(0, 16)), "the token shows in the workshop");
+                await page.locator("#admin-close").click();
+        });
+
         await check("a screenshot of the workshop page is produced", async () => {
                 const c = await openUi(page, "counter");
                 await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2");
