@@ -9,7 +9,6 @@
 #include "bindings.h"
 #include "contract.h"
 #include "link/peer.h"
-#include "system/approvals.h"
 #include "policy.h"
 #include "value.h"
 
@@ -153,68 +152,28 @@ static void chain_and_relay(struct binding_req *r, const char *binding, const ch
         free(set.c.names);
 }
 
-/* A call waiting for a person's approval: what it needs to go on. */
-struct asked {
-        struct binding_req *r;
-        char binding[72], target[72], method[72];
-        Gadget__Value *args;
-};
-
-static void approved(void *arg, bool ok, const char *why)
+/* Approved: the call goes on to the binding's target. */
+static void go(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        struct asked *a = arg;
-        struct binding_req *r = a->r;
-        char msg[300];
-        r->approval = NULL;
-        if (!r->g)
-                bindings_reply(r, NULL, GADGET_EGONE, why, 0); /* the caller is gone: frees r */
-        else if (!ok) {
-                snprintf(msg, sizeof msg, "gadget %s: %s: %s", a->target, a->method, why);
-                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
-        } else
-                chain_and_relay(r, a->binding, a->target, a->method, a->args);
-        value_free(a->args);
-        free(a);
+        chain_and_relay(r, b->name, b->target, value_string(value_map_get(args, "method")), args);
 }
 
-/* Asks a person to approve the call (binding's or target's Approve=):
- * true if it waits (or failed and r is answered), false if it may go on
- * now. */
+/* Whether the call must wait for a person (the binding's or the target's
+ * Approve=; one approval, the shorter timeout); if so it is asked. */
 static bool ask_approval(struct binding_req *r, const struct policy_binding *b, const char *method,
                          const Gadget__Value *args)
 {
         const struct bindings_env *env = r->g->env;
         uint64_t timeout_ms = b->approve_timeout_ms, target_ms;
+        bool by_binding = policy_listed(b->approve, method);
         bool by_target = env->approval_wanted && env->approval_wanted(env->call_arg, b->target, method, &target_ms);
-        if (!policy_listed(b->approve, method) && !by_target)
+        if (!by_binding && !by_target)
                 return false;
-        if (by_target && (!policy_listed(b->approve, method) || target_ms < timeout_ms))
+        if (by_target && (!by_binding || target_ms < timeout_ms))
                 timeout_ms = target_ms;
-        struct asked *a = calloc(1, sizeof *a);
-        char msg[300], via[80];
-        if (!a || !(a->args = value_dup(args))) {
-                free(a);
-                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-                return true;
-        }
-        a->r = r;
-        snprintf(a->binding, sizeof a->binding, "%s", b->name);
-        snprintf(a->target, sizeof a->target, "%s", b->target);
-        snprintf(a->method, sizeof a->method, "%s", method);
-        snprintf(via, sizeof via, "binding %s", b->name);
-        const struct approval_req q = { .caller = r->g->policy->name, .via = via, .target = b->target,
-                                        .method = method, .gadget = r->g->policy->name,
-                                        .args = value_map_get(a->args, "args"),
-                                        .timeout_ms = timeout_ms, .decided = approved, .arg = a };
-        int code = approvals_ask(env->approvals, &q, &r->approval, msg, sizeof msg);
-        if (code == 0)
-                return true;
-        value_free(a->args);
-        free(a);
-        if (code == 1) /* a standing approval */
-                return false;
-        r->approval = NULL;
-        bindings_reply(r, NULL, code, msg, 0);
+        const struct binding_ask q = { .b = b, .target = b->target, .method = method, .args = args,
+                                       .shown = value_map_get(args, "args"), .timeout_ms = timeout_ms };
+        bindings_ask(r, &q, go);
         return true;
 }
 

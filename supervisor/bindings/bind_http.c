@@ -17,7 +17,6 @@
 #include "http.h"
 #include "policy.h"
 #include "secret_file.h"
-#include "system/approvals.h"
 #include "system/log.h"
 #include "value.h"
 
@@ -441,64 +440,10 @@ int bind_http_check_request(const Gadget__Value *args, char *why, size_t len)
 
 static void request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args, bool approved);
 
-/* A request waiting for a person's approval (the binding's Approve=). */
-struct asked {
-        struct binding_req *r;
-        char binding[72];
-        Gadget__Value *args;
-};
-
-static void on_decision(void *arg, bool ok, const char *why)
+/* Approved: the request is made. */
+static void go(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        struct asked *a = arg;
-        struct binding_req *r = a->r;
-        char msg[400];
-        r->approval = NULL;
-        const struct policy_binding *b = r->g ? policy_binding_find(r->g->policy, a->binding) : NULL;
-        if (!r->g) {
-                bindings_reply(r, NULL, GADGET_EGONE, why, 0); /* the caller is gone: frees r */
-        } else if (!ok) {
-                snprintf(msg, sizeof msg, "binding %s: %s", a->binding, why);
-                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
-        } else if (!b || b->type != BINDING_HTTP) {
-                snprintf(msg, sizeof msg, "binding %s is no longer in the gadget's policy", a->binding);
-                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
-        } else {
-                request(r, b, a->args, true);
-        }
-        value_free(a->args);
-        free(a);
-}
-
-/* Asks a person to approve the request (its URL and method passed the
- * binding's checks); r is answered when they decide. */
-static void ask(struct binding_req *r, const struct policy_binding *b, const char *url, const char *method,
-                const Gadget__Value *args)
-{
-        char msg[300], via[80];
-        struct asked *a = calloc(1, sizeof *a);
-        if (!a || !(a->args = value_dup(args))) {
-                free(a);
-                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-                return;
-        }
-        a->r = r;
-        snprintf(a->binding, sizeof a->binding, "%s", b->name);
-        snprintf(via, sizeof via, "binding %s", b->name);
-        const struct approval_req q = { .caller = r->g->policy->name, .via = via, .target = url, .method = method,
-                                        .gadget = r->g->policy->name, .args = args,
-                                        .timeout_ms = b->approve_timeout_ms, .decided = on_decision, .arg = a };
-        int code = approvals_ask(r->g->env->approvals, &q, &r->approval, msg, sizeof msg);
-        if (code == 0)
-                return;
-        r->approval = NULL;
-        if (code == 1) { /* a standing approval */
-                request(r, b, a->args, true);
-        } else {
-                bindings_reply(r, NULL, code, msg, 0);
-        }
-        value_free(a->args);
-        free(a);
+        request(r, b, args, true);
 }
 
 void bind_http_request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
@@ -534,8 +479,10 @@ static void request(struct binding_req *r, const struct policy_binding *b, const
                 return;
         }
         if (!approved && policy_listed(b->approve, method)) {
+                const struct binding_ask q = { .b = b, .target = url, .method = method, .args = args,
+                                               .timeout_ms = b->approve_timeout_ms };
+                bindings_ask(r, &q, go);
                 url_free(&u);
-                ask(r, b, url, method, args);
                 return;
         }
         const void *data = NULL;

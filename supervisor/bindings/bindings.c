@@ -322,3 +322,69 @@ void bindings_env_close(struct bindings_env *env)
         http_free(env->http);
         env->http = NULL;
 }
+
+/* A binding call waiting for a person's approval: what it needs to go on. */
+struct asked {
+        struct binding_req *r;
+        char binding[72];
+        enum binding_type type;
+        Gadget__Value *args;
+        binding_go_fn *go;
+};
+
+static void asked_free(struct asked *a)
+{
+        value_free(a->args);
+        free(a);
+}
+
+static void on_decision(void *arg, bool ok, const char *why)
+{
+        struct asked *a = arg;
+        struct binding_req *r = a->r;
+        char msg[400];
+        r->approval = NULL;
+        /* Why the binding is looked up again: the policy may have been
+         * replaced while the call waited. */
+        const struct policy_binding *b = r->g ? policy_binding_find(r->g->policy, a->binding) : NULL;
+        if (!r->g) {
+                bindings_reply(r, NULL, GADGET_EGONE, why, 0); /* the caller is gone: frees r */
+        } else if (!ok) {
+                snprintf(msg, sizeof msg, "binding %s: %s", a->binding, why);
+                bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);
+        } else if (!b || b->type != a->type) {
+                snprintf(msg, sizeof msg, "binding %s is no longer in the gadget's policy", a->binding);
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, msg, 0);
+        } else {
+                a->go(r, b, a->args);
+        }
+        asked_free(a);
+}
+
+void bindings_ask(struct binding_req *r, const struct binding_ask *q, binding_go_fn *go)
+{
+        char msg[300], via[80];
+        struct asked *a = calloc(1, sizeof *a);
+        Gadget__Value *args = a ? value_dup(q->args) : NULL;
+        if (!args) {
+                free(a);
+                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+                return;
+        }
+        *a = (struct asked){ .r = r, .type = q->b->type, .args = args, .go = go };
+        snprintf(a->binding, sizeof a->binding, "%s", q->b->name);
+        snprintf(via, sizeof via, "binding %s", q->b->name);
+        const struct approval_req aq = { .caller = r->g->policy->name, .via = via, .target = q->target,
+                                         .method = q->method, .gadget = r->g->policy->name,
+                                         .args = q->shown ? q->shown : q->args, .timeout_ms = q->timeout_ms,
+                                         .decided = on_decision, .arg = a };
+        int code = approvals_ask(r->g->env->approvals, &aq, &r->approval, msg, sizeof msg);
+        if (code == 0)
+                return;
+        r->approval = NULL;
+        if (code == 1) /* a standing approval */
+                go(r, q->b, a->args);
+        else
+                bindings_reply(r, NULL, code, msg, 0);
+        asked_free(a);
+}

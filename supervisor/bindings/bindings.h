@@ -119,6 +119,22 @@ typedef void binding_fn(struct binding_req *r, const struct policy_binding *b, c
  * policy's own limits are the handler's): 0, or -EINVAL with why. */
 typedef int binding_check_fn(const Gadget__Value *args, char *why, size_t len);
 
+/* Carries out a binding call once a person approved it: b is the
+ * binding as the gadget's policy has it now, args the call's. */
+typedef void binding_go_fn(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
+/* A binding call to hold for approval (a binding's Approve=). */
+struct binding_ask {
+        const struct policy_binding *b;
+        const char *target, *method;  /* what is called: a gadget and method, a URL and HTTP method */
+        const Gadget__Value *args;    /* the operation's arguments, kept for go (copied) */
+        const Gadget__Value *shown;   /* what the person sees of them, or NULL: all */
+        uint64_t timeout_ms;
+};
+/* Asks a person to approve r (system/approvals.h): go runs once they do
+ * (at once under a standing approval); a denial, the timeout or an error
+ * answers r; if the caller leaves first, r is freed unanswered. */
+void bindings_ask(struct binding_req *r, const struct binding_ask *q, binding_go_fn *go);
+
 /* The handlers and checks of the type modules, the cells of the table in
  * ops.c. */
 binding_fn bind_kv_get, bind_kv_put, bind_kv_delete, bind_kv_list;
