@@ -381,11 +381,14 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
         log_after(u);
 }
 
-/* RequireTypes=: the policy's, else gadgetd's. */
+/* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow
+ * methods are what stands between other gadgets and a credential), else
+ * gadgetd's. */
 static bool types_required(const struct unit *u)
 {
         enum policy_types t = u->policy->require_types;
-        return t == POLICY_TYPES_REQUIRED || (t == POLICY_TYPES_DEFAULT && u->core->cfg.require_types);
+        return t == POLICY_TYPES_REQUIRED ||
+               (t == POLICY_TYPES_DEFAULT && (u->policy->gatekeeper || u->core->cfg.require_types));
 }
 
 static void on_hello(struct peer *p, void *data)

@@ -89,8 +89,8 @@ def main():
             # A gatekeeper whose UI and admin UI are that page, another
             # gatekeeper, and a gadget whose binding's calls of keeper's
             # echo wait for a person's approval.
-            policy(g.pol, "keeper", "Gatekeeper=yes\nAdminMethods=say\nAdminUI=%s\nUI=%s\n" % (hostile, hostile))
-            policy(g.pol, "keeper2", "Gatekeeper=yes\nAdminMethods=say\n")
+            policy(g.pol, "keeper", "Gatekeeper=yes\nRequireTypes=no\nAdminMethods=say\nAdminUI=%s\nUI=%s\n" % (hostile, hostile))
+            policy(g.pol, "keeper2", "Gatekeeper=yes\nRequireTypes=no\nAdminMethods=say\n")
             policy(g.pol, "asker", "UI=%s\n[Binding KEEP]\nType=gadget\nTarget=keeper\nMethods=echo\n"
                                    "Approve=echo\nApproveTimeout=30s\n" % hostile)
             # The tickets example's gatekeeper, for its admin UI (its admin

@@ -18,7 +18,9 @@ from gateway_util import Gateway
 from servers import Recorder
 from harness import GADGETCTL, Daemon, check, gadgetd_run, main, policy, test, wait_for
 
-GATEKEEPER = "Gatekeeper=yes\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
+# testgadget's methods are untyped but for a few: a gatekeeper requires
+# signatures unless its policy says otherwise.
+GATEKEEPER = "Gatekeeper=yes\nRequireTypes=no\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
 
 
 def start(d, **gadgets):
@@ -250,6 +252,21 @@ def admin_methods_only_from_admin_ui(tmp):
         check(not gs["caller"]["gatekeeper"], "and an ordinary gadget")
         status, _, _ = g.request("GET", "/gadgets/tg/admin")
         check(status == 404, "no admin UI, none served: %r" % status)
+
+
+@test
+def gatekeeper_requires_signatures(tmp):
+    """A gatekeeper's methods are what stands between other gadgets and its
+    credential: without RequireTypes=no it must type every one."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "gk", "Gatekeeper=yes\n")
+        policy(d.pol, "plain", "")
+        d.ctl("reload")
+        wait_for(lambda: d.state("gk") == "failed", what="the untyped gatekeeper to fail")
+        r = d.ctl("--json", "status", "gk")
+        cause = json.loads(r.stdout)["cause"]
+        check("declare no signature (RequireTypes=yes)" in cause, "the cause: %r" % cause)
+        wait_for(lambda: d.state("plain") == "ready", what="an ordinary untyped gadget to run")
 
 
 @test
