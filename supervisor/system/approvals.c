@@ -149,6 +149,14 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
                 snprintf(msg, len, "%s", a->no_approver);
                 return GADGET_EDENIED;
         }
+        size_t mine = 0;
+        for (const struct approval *ap = a->head; ap; ap = ap->next)
+                mine += strcmp(ap->caller, q->caller) == 0;
+        if (mine >= APPROVALS_PER_CALLER) {
+                snprintf(msg, len, "busy: %zu calls of %s wait for approval already (at most %d)", mine, q->caller,
+                         APPROVALS_PER_CALLER);
+                return GADGET_EBUSY;
+        }
         if (a->n >= APPROVALS_MAX) {
                 snprintf(msg, len, "too many calls are waiting for approval (%d); try again later", APPROVALS_MAX);
                 return GADGET_EBUSY;

@@ -7,7 +7,9 @@
  *
  * What a caller can make gadgetd keep here is bounded: the calls waiting
  * count against the caller's own budgets (a binding's CallsMax=, a control
- * client's calls, a gateway connection) and APPROVALS_MAX in all. */
+ * client's calls, a gateway connection), APPROVALS_PER_CALLER per caller,
+ * so that one caller cannot fill the list for the others, and
+ * APPROVALS_MAX in all. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +24,7 @@ struct approvals;
 struct approval;
 
 #define APPROVALS_MAX 1024        /* calls waiting at once, in all */
+#define APPROVALS_PER_CALLER 64   /* of one caller (a gadget, a control user, the workshop) */
 #define APPROVALS_ALWAYS_MAX 256  /* standing "always" rules */
 #define APPROVAL_ARGS_MAX 4096    /* bytes of a call's arguments shown */
 

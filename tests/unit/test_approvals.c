@@ -119,15 +119,27 @@ int main(void)
         CHECK(approvals_ask(a, &other, &ap, msg, sizeof msg) == 0, "another method still waits");
         approval_cancel(ap);
 
-        /* The bound: APPROVALS_MAX wait, one more is busy. */
+        /* The bounds: APPROVALS_PER_CALLER of one caller, then busy for it
+         * alone; APPROVALS_MAX in all, then busy for everyone. */
         struct outcome many = { 0 };
         struct approval_req m = req("flood", "create", NULL, &many);
         int fails = 0;
-        for (int i = 0; i < APPROVALS_MAX; i++)
+        for (int i = 0; i < APPROVALS_PER_CALLER; i++)
                 fails += approvals_ask(a, &m, NULL, msg, sizeof msg) != 0;
-        CHECK(fails == 0, "%d calls wait", APPROVALS_MAX);
+        CHECK(fails == 0, "%d calls of one caller wait", APPROVALS_PER_CALLER);
+        CHECK(approvals_ask(a, &m, NULL, msg, sizeof msg) == GADGET_EBUSY && strstr(msg, "calls of flood wait"),
+              "one more of that caller is busy: %s", msg);
+        char name[32];
+        for (int i = 1; i < APPROVALS_MAX / APPROVALS_PER_CALLER; i++) {
+                snprintf(name, sizeof name, "flood%d", i);
+                m.caller = name;
+                for (int k = 0; k < APPROVALS_PER_CALLER; k++)
+                        fails += approvals_ask(a, &m, NULL, msg, sizeof msg) != 0;
+        }
+        CHECK(fails == 0, "%d calls of %d callers wait", APPROVALS_MAX, APPROVALS_MAX / APPROVALS_PER_CALLER);
+        m.caller = "latecomer";
         CHECK(approvals_ask(a, &m, NULL, msg, sizeof msg) == GADGET_EBUSY && strstr(msg, "too many"),
-              "one more is busy: %s", msg);
+              "one more in all is busy: %s", msg);
         CHECK(approvals_list(a, in, 4) == APPROVALS_MAX, "the list counts them all");
 
         /* Long arguments are cut on a character boundary, with an ellipsis. */
