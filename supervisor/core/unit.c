@@ -395,6 +395,11 @@ static void on_hello(struct peer *p, void *data)
 {
         struct unit *u = data;
         size_t untyped = peer_untyped(p);
+        /* Why: a gadget killed (RuntimeMax=, a limit) or stopped while it
+         * started may still say hello before it dies; it must not become
+         * ready, nor lose the cause its end will be reported with. */
+        if (u->state != UNIT_STARTING || u->cause[0])
+                return;
         if (untyped && types_required(u)) {
                 char cause[160];
                 char **names;

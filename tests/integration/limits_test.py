@@ -374,6 +374,21 @@ def runtime_max_kills(tmp):
         check(limit_hits(d, "brief", "RuntimeMax"), "no audit record: %r" % audit(d))
 
 
+@test
+def runtime_max_before_hello(tmp):
+    """RuntimeMax= shorter than the start (as on a slow host): the gadget is
+    killed before or while it says hello, and its cause stays "runtime
+    limit", never a bare signal; it never shows ready."""
+    with Daemon(tmp) as d:
+        for i in range(10):
+            policy(d.pol, "rush%d" % i, "RuntimeMax=1ms\n")
+        d.ctl("reload")
+        for i in range(10):
+            name = "rush%d" % i
+            wait_for(lambda n=name: d.state(n) == "failed", what=name + " killed")
+            check(d.list()[name]["cause"] == "runtime limit", "cause: %r" % d.list()[name])
+
+
 # --- the cgroups themselves ------------------------------------------------------
 
 SWAP_FILES = {"memory.swap.max", "memory.memsw.limit_in_bytes"}
