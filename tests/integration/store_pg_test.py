@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Integration tests of the PostgreSQL store (Store=postgresql): a real
+PostgreSQL server started by each test (pgserver.py), real gadgetd, real
+gadgets. Usage: store_pg_test.py TEST."""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from harness import Daemon, check, main, policy, test, wait_for
+from pgserver import PgServer
+import bindings_test
+from bindings_test import bcall, ready
+
+
+def pg_daemon(tmp, pg, name="gadgetd", node="node1", extra_conf=""):
+    """A gadgetd (its own directories below tmp/name) whose kv bindings
+    live in pg."""
+    base = os.path.join(tmp, name)
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    conf = os.path.join(base, "gadgetd.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, node, extra_conf))
+    return Daemon(base, extra=["--config", conf])
+
+
+def connected(d):
+    return "store: connected to PostgreSQL" in d.logtext()
+
+
+@test
+def pg_kv_operations(tmp):
+    """get/put/delete/list with cursors and bytes keys, on PostgreSQL; and
+    no SQLite file is made."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        bindings_test.kv_operations_checks(d)
+        check(not os.path.exists(os.path.join(d.tmp, "state", "kv")), "a SQLite store was made")
+        rows = pg.psql("SELECT gadget, binding, keys FROM gadgetd_kv_ns ORDER BY gadget, binding")
+        check(rows == "store|DATA|5", "namespaces: %r" % rows)
+
+
+@test
+def pg_kv_namespaces(tmp):
+    """Each binding of each gadget its own namespace."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        bindings_test.kv_namespaces_checks(d)
+
+
+@test
+def pg_kv_limits(tmp):
+    """Key size, MaxValueSize, MaxKeys and MaxBytes as on SQLite; a refused
+    put writes nothing; the usage row matches the keys stored."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        bindings_test.kv_limits_checks(d)
+        usage = pg.psql("SELECT n.keys = count(v.key) AND n.bytes = sum(length(v.key) + length(v.value))"
+                        " FROM gadgetd_kv_ns n JOIN gadgetd_kv v ON v.ns = n.id GROUP BY n.id")
+        check(usage == "t", "usage row and keys disagree: %r" % usage)
+
+
+def put_until(d, gadget, acked, stop, prefix="k", errors=None):
+    """Puts k000000, k000001, ... until stop is set; acked gets each key
+    answered ok, errors each error message."""
+    i = 0
+    while not stop.is_set():
+        key = "%s%06d" % (prefix, i)
+        rc, _, err = bcall(d, gadget, "DATA", "put", {"key": key, "value": i})
+        if rc == 0:
+            acked.append(key)
+        elif errors is not None:
+            errors.append(err)
+        else:
+            return
+        i += 1
+
+
+def stored_keys(pg, gadget):
+    out = pg.psql("SELECT convert_from(v.key, 'UTF8') FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns"
+                  " WHERE n.gadget = '%s' AND n.binding = 'DATA'" % gadget)
+    return set(out.split("\n")) if out else set()
+
+
+@test
+def pg_acknowledged_puts_survive_sigkill(tmp):
+    """Puts are acknowledged, gadgetd is killed (SIGKILL) among more: every
+    acknowledged put is in the store, and a new gadgetd serves them."""
+    with PgServer(tmp) as pg:
+        d = pg_daemon(tmp, pg)
+        policy(d.pol, "durable", "[Binding DATA]\nType=kv\n")
+        d.start()
+        ready(d, "durable")
+        acked, stop = [], threading.Event()
+        t = threading.Thread(target=put_until, args=(d, "durable", acked, stop))
+        t.start()
+        wait_for(lambda: len(acked) >= 30, timeout=120, what="30 acknowledged puts")
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        stop.set()
+        t.join()
+        stored = stored_keys(pg, "durable")
+        missing = [k for k in acked if k not in stored]
+        check(not missing, "%d acknowledged keys lost, e.g. %r" % (len(missing), missing[:3]))
+        with pg_daemon(tmp, pg) as d2:
+            ready(d2, "durable")
+            rc, out, _ = bcall(d2, "durable", "DATA", "get", {"key": acked[-1]})
+            check(rc == 0 and json.loads(out) == len(acked) - 1, "after restart: %r" % out)
+
+
+@test
+def pg_restarted_under_load(tmp):
+    """PostgreSQL crashes and restarts (pg_ctl restart -m immediate) while
+    two gadgets put: meanwhile their calls fail saying the store is
+    unavailable (and, for a put caught in its commit, that its outcome is
+    unknown), never hang; gadgetd reconnects by itself, logging the loss
+    and the reconnection once each; every acknowledged put is there."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        for g in ("one", "two"):
+            policy(d.pol, g, "[Binding DATA]\nType=kv\n")
+        ready(d, "one", "two")
+        stop = threading.Event()
+        acked = {"one": [], "two": []}
+        errors = {"one": [], "two": []}
+        threads = [threading.Thread(target=put_until, args=(d, g, acked[g], stop, "k", errors[g]))
+                   for g in acked]
+        for t in threads:
+            t.start()
+        wait_for(lambda: min(len(a) for a in acked.values()) >= 20, timeout=60, what="puts before the crash")
+        pg.restart(mode="immediate")
+        # Puts go on succeeding after the restart, without any help.
+        n = {g: len(a) for g, a in acked.items()}
+        wait_for(lambda: all(len(acked[g]) >= n[g] + 20 for g in acked), timeout=60,
+                 what="puts acknowledged again after the restart")
+        stop.set()
+        for t in threads:
+            t.join()
+        log = d.logtext()
+        check(log.count("store: lost the connection to PostgreSQL") == 1, "loss logged: %s" % log[-3000:])
+        check(log.count("store: connected to PostgreSQL") == 2, "reconnection logged: %s" % log[-3000:])
+        errs = errors["one"] + errors["two"]
+        check(all("store unavailable:" in e for e in errs), "unclear errors: %r" % errs[:5])
+        for g in acked:
+            stored = stored_keys(pg, g)
+            missing = [k for k in acked[g] if k not in stored]
+            check(not missing, "%s: %d acknowledged keys lost, e.g. %r" % (g, len(missing), missing[:3]))
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+@test
+def pg_down_fails_fast(tmp):
+    """With PostgreSQL down, kv calls fail at once with "store unavailable"
+    and libpq's reason, other gadgets go on; once the server is up gadgetd
+    connects by itself. The connection string's password never reaches
+    gadgetd's log."""
+    pg = PgServer(tmp)
+    pg.start()
+    pg.stop()
+    pg.conninfo += " password=hunter2-secret"
+    d = pg_daemon(tmp, pg)
+    try:
+        with d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            policy(d.pol, "other")
+            ready(d, "store", "other")
+            wait_for(lambda: "store: cannot connect to PostgreSQL" in d.logtext(), what="the failure logged")
+            t0 = time.monotonic()
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            took = time.monotonic() - t0
+            check(rc == 1 and "store unavailable:" in err and "No such file or directory" in err,
+                  "put while down: %d %r" % (rc, err))
+            check(took < 2.5, "the put took %.1f s to fail" % took)
+            check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+            pg.start()
+            wait_for(lambda: connected(d), timeout=30, what="gadgetd to connect")
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once the server is up: %r" % err)
+            log = d.logtext()
+            check(log.count("store: cannot connect to PostgreSQL") == 1, "the failure logged again and again")
+            check("hunter2-secret" not in log and "password=***" in log, "the password: %s" % log[-2000:])
+    finally:
+        pg.stop()
+
+
+@test
+def pg_two_gadgetd_migrate_once(tmp):
+    """Two gadgetd start together on a fresh store: one creates the schema,
+    the other waits for it (the advisory lock); both see version 1, each
+    writes, and the schema holds one version row and both nodes."""
+    with PgServer(tmp) as pg:
+        d1 = pg_daemon(tmp, pg, "a", "node-a")
+        d2 = pg_daemon(tmp, pg, "b", "node-b")
+        for d in (d1, d2):
+            policy(d.pol, "g" + d.tmp[-1], "[Binding DATA]\nType=kv\n")
+        with d1, d2:
+            wait_for(lambda: connected(d1) and connected(d2), what="both connected")
+            logs = d1.logtext() + d2.logtext()
+            check(logs.count("schema version 1") == 2, "versions: %s" % logs[-2000:])
+            check(logs.count("migrated the PostgreSQL schema to version 1") == 1, "migrations: %s" % logs[-2000:])
+            ready(d1, "ga")
+            ready(d2, "gb")
+            check(bcall(d1, "ga", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "node-a put")
+            check(bcall(d2, "gb", "DATA", "put", {"key": "k", "value": 2})[0] == 0, "node-b put")
+        check(pg.psql("SELECT version FROM gadgetd_schema") == "1", "schema version row")
+        check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b", "nodes")
+        check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")
+              == "node-a,node-b", "namespaces' nodes")
+
+
+@test
+def pg_store_config_errors(tmp):
+    """Store=postgresql without StoreConnection=, a bad Store= or Node=:
+    gadgetd refuses to start, naming the problem (never the connection
+    string)."""
+    import subprocess
+    from harness import GADGETD
+    cases = (("Store=postgresql\n", "Store=postgresql needs StoreConnection="),
+             ("Store=mysql\n", "is not sqlite or postgresql"),
+             ("StoreConnection=host=/x password=s3cr3t\n", "StoreConnection= needs Store=postgresql"),
+             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"))
+    for i, (body, want) in enumerate(cases):
+        conf = os.path.join(tmp, "c%d.conf" % i)
+        with open(conf, "w") as f:
+            f.write("[Daemon]\n" + body)
+        r = subprocess.run([GADGETD, "--config", conf, "--help"], capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and want in r.stderr, "%r: %d %r" % (body, r.returncode, r.stderr))
+        check("s3cr3t" not in r.stderr, "the connection string was printed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
