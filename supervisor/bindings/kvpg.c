@@ -59,13 +59,25 @@ struct kvpg {
 static void lost(struct kvpg *pg, const char *why);
 static void send_next(struct kvpg *pg);
 
-/* libpq's messages end in a newline; logs and errors are one line. */
+/* libpq's messages end in a newline and indent their hints with tabs;
+ * logs and errors are one line: each run of white space becomes a space. */
 static void one_line(char *dst, size_t len, const char *msg)
 {
-        snprintf(dst, len, "%s", msg && *msg ? msg : "unknown error");
-        for (char *p = dst; *p; p++)
-                if (*p == '\n' || *p == '\r')
-                        *p = *(p + 1) ? ' ' : '\0';
+        size_t o = 0;
+        bool space = false;
+        if (!msg || !*msg)
+                msg = "unknown error";
+        for (; *msg && o + 1 < len; msg++) {
+                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
+                        space = o > 0;
+                        continue;
+                }
+                if (space && o + 2 < len)
+                        dst[o++] = ' ';
+                space = false;
+                dst[o++] = *msg;
+        }
+        dst[o] = '\0';
 }
 
 static void timer_set(struct kvpg *pg, unsigned ms)

@@ -140,6 +140,7 @@ def pg_restarted_under_load(tmp):
         check(log.count("store: connected to PostgreSQL") == 2, "reconnection logged: %s" % log[-3000:])
         errs = errors["one"] + errors["two"]
         check(all("store unavailable:" in e for e in errs), "unclear errors: %r" % errs[:5])
+        print("errors during the restart: %d, e.g. %r" % (len(errs), sorted(set(errs))[:4]))
         for g in acked:
             stored = stored_keys(pg, g)
             missing = [k for k in acked[g] if k not in stored]
@@ -183,28 +184,38 @@ def pg_down_fails_fast(tmp):
 
 
 @test
-def pg_two_gadgetd_migrate_once(tmp):
-    """Two gadgetd start together on a fresh store: one creates the schema,
-    the other waits for it (the advisory lock); both see version 1, each
-    writes, and the schema holds one version row and both nodes."""
+def pg_gadgetd_race_to_migrate(tmp):
+    """Three gadgetd start at once on a fresh store: one creates the schema,
+    the others wait for it (the advisory lock) instead of failing; all see
+    version 1, each writes, and the schema holds one version row and every
+    node."""
     with PgServer(tmp) as pg:
-        d1 = pg_daemon(tmp, pg, "a", "node-a")
-        d2 = pg_daemon(tmp, pg, "b", "node-b")
-        for d in (d1, d2):
+        ds = [pg_daemon(tmp, pg, x, "node-" + x) for x in "abc"]
+        for d in ds:
             policy(d.pol, "g" + d.tmp[-1], "[Binding DATA]\nType=kv\n")
-        with d1, d2:
-            wait_for(lambda: connected(d1) and connected(d2), what="both connected")
-            logs = d1.logtext() + d2.logtext()
-            check(logs.count("schema version 1") == 2, "versions: %s" % logs[-2000:])
-            check(logs.count("migrated the PostgreSQL schema to version 1") == 1, "migrations: %s" % logs[-2000:])
-            ready(d1, "ga")
-            ready(d2, "gb")
-            check(bcall(d1, "ga", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "node-a put")
-            check(bcall(d2, "gb", "DATA", "put", {"key": "k", "value": 2})[0] == 0, "node-b put")
-        check(pg.psql("SELECT version FROM gadgetd_schema") == "1", "schema version row")
-        check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b", "nodes")
+        starters = [threading.Thread(target=d.start) for d in ds]
+        try:
+            for t in starters:
+                t.start()
+            for t in starters:
+                t.join()
+            wait_for(lambda: all(connected(d) for d in ds), what="every gadgetd connected")
+            logs = "".join(d.logtext() for d in ds)
+            check("cannot connect" not in logs, "a gadgetd failed to set up the store: %s" % logs[-3000:])
+            check(logs.count("schema version 1") == 3, "versions: %s" % logs[-3000:])
+            check(logs.count("migrated the PostgreSQL schema to version 1") == 1, "migrations: %s" % logs[-3000:])
+            for i, d in enumerate(ds):
+                g = "g" + d.tmp[-1]
+                ready(d, g)
+                check(bcall(d, g, "DATA", "put", {"key": "k", "value": i})[0] == 0, "%s put" % g)
+        finally:
+            for d in ds:
+                d.__exit__(None, None, None)
+        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:1", "schema version row")
+        check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b,node-c",
+              "nodes")
         check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")
-              == "node-a,node-b", "namespaces' nodes")
+              == "node-a,node-b,node-c", "namespaces' nodes")
 
 
 @test
