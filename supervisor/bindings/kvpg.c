@@ -450,11 +450,30 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 lost(pg, "no answer from the server within 10 s");
 }
 
+/* Whether conninfo parses; if not, err says why (libpq's reason, unless
+ * the string holds a password the reason might quote). */
+static int conninfo_check(const char *conninfo, char *err, size_t errlen)
+{
+        char *why = NULL;
+        PQconninfoOption *o = PQconninfoParse(conninfo, &why);
+        if (o) {
+                PQconninfoFree(o);
+                return 0;
+        }
+        char line[200];
+        one_line(line, sizeof line, why ? why : "out of memory");
+        bool secret = strcasestr(conninfo, "password") || strchr(conninfo, '@');
+        snprintf(err, errlen, "StoreConnection= is not a libpq connection string%s%s", secret ? "" : ": ",
+                 secret ? "" : line);
+        PQfreemem(why);
+        return -EINVAL;
+}
+
 int kvpg_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg **out, char *err,
              size_t errlen)
 {
         int e = pq_dl_load(err, errlen);
-        if (e < 0)
+        if (e < 0 || (e = conninfo_check(conninfo, err, errlen)) < 0)
                 return e;
         struct kvpg *pg = calloc(1, sizeof *pg);
         if (!pg || !(pg->conninfo = strdup(conninfo)) || !(pg->node = strdup(node)) ||

@@ -38,6 +38,9 @@ static struct {
         int (*getisnull)(const PGresult *, int, int);
         void (*clear)(PGresult *);
         int (*flush)(PGconn *);
+        PQconninfoOption *(*conninfo_parse)(const char *, char **);
+        void (*conninfo_free)(PQconninfoOption *);
+        void (*freemem)(void *);
 } fn;
 
 int pq_dl_load(char *err, size_t errlen)
@@ -64,6 +67,9 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.getisnull, "PQgetisnull" },
                 { (void **)&fn.clear, "PQclear" },
                 { (void **)&fn.flush, "PQflush" },
+                { (void **)&fn.conninfo_parse, "PQconninfoParse" },
+                { (void **)&fn.conninfo_free, "PQconninfoFree" },
+                { (void **)&fn.freemem, "PQfreemem" },
         };
         if (fn.lib)
                 return 0;
@@ -110,3 +116,7 @@ HIDDEN void PQclear(PGresult *r)
                 fn.clear(r);
 }
 HIDDEN int PQflush(PGconn *c) { return fn.flush(c); }
+
+HIDDEN PQconninfoOption *PQconninfoParse(const char *s, char **err) { return fn.conninfo_parse(s, err); }
+HIDDEN void PQconninfoFree(PQconninfoOption *o) { fn.conninfo_free(o); }
+HIDDEN void PQfreemem(void *p) { fn.freemem(p); }

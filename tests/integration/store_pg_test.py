@@ -241,6 +241,19 @@ def pg_store_config_errors(tmp):
         r = subprocess.run([GADGETD, "--config", conf, "--help"], capture_output=True, text=True, timeout=30)
         check(r.returncode != 0 and want in r.stderr, "%r: %d %r" % (body, r.returncode, r.stderr))
         check("s3cr3t" not in r.stderr, "the connection string was printed")
+    # A string libpq cannot parse: gadgetd does not start, saying so.
+    for conninfo, want in (("host=/x nosuchoption=1", 'invalid connection option "nosuchoption"'),
+                           ("host=/x password=s3cr3t bogus", "not a libpq connection string")):
+        conf = os.path.join(tmp, "bad.conf")
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nStore=postgresql\nNode=n\nStoreConnection=%s\n" % conninfo)
+        os.makedirs(os.path.join(tmp, "policy.d"), exist_ok=True)
+        r = subprocess.run([GADGETD, "--config", conf, "--policy-dir", os.path.join(tmp, "policy.d"), "--state-dir",
+                            os.path.join(tmp, "state"), "--socket", os.path.join(tmp, "run", "control.sock"),
+                            "--run-dir", os.path.join(tmp, "run")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and want in r.stderr, "%r: %d %r" % (conninfo, r.returncode, r.stderr[-1000:]))
+        check("s3cr3t" not in r.stderr, "the password was printed: %r" % r.stderr)
 
 
 if __name__ == "__main__":
