@@ -33,7 +33,7 @@
 #define BACKOFF_MAX_MS 5000
 
 enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
-enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE };
+enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
 
 struct kvpg {
         struct event_base *base;
@@ -50,6 +50,7 @@ struct kvpg {
         PGresult *last;               /* the query's last tuples result */
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
+        int prepared;                 /* queries prepared on this connection */
         struct kv_job *todo, **todo_tail;
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
         bool down_logged;             /* this failure to connect is logged */
@@ -271,6 +272,18 @@ static void setup_migrate(struct kvpg *pg)
         free(sql);
 }
 
+/* Prepares the next of the kv queries on this connection (parsed once,
+ * not at each operation). */
+static void prepare_next(struct kvpg *pg)
+{
+        pg->step = STEP_PREPARE;
+        if (!PQsendPrepare(pg->c, kvpg_query_names[pg->prepared], kvpg_queries[pg->prepared], 0, NULL)) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        query_begin(pg);
+}
+
 /* A setup query ended (without error). */
 static void setup_next(struct kvpg *pg)
 {
@@ -289,6 +302,14 @@ static void setup_next(struct kvpg *pg)
                 setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ);
                 break;
         case STEP_NODE:
+                pg->prepared = 0;
+                prepare_next(pg);
+                break;
+        case STEP_PREPARE:
+                if (++pg->prepared < KVPG_QUERY_COUNT) {
+                        prepare_next(pg);
+                        break;
+                }
                 pg->state = PG_READY;
                 pg->backoff_ms = 0;
                 pg->down_logged = false;

@@ -67,7 +67,7 @@ int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node)
                 break;
         }
         }
-        return PQsendQueryParams(c, kvpg_queries[q], n, NULL, v, l, f, 1);
+        return PQsendQueryPrepared(c, kvpg_query_names[q], n, v, l, f, 1);
 }
 
 /* Appends one listed key (2-byte length, bytes) to a list job. */

@@ -6,8 +6,9 @@
 
 struct kv_job;
 
-/* Sends job's query on c (PQsendQueryParams, results in binary). 1 if
- * sent, 0 if libpq refused it (the connection is broken). */
+/* Sends job's query on c (prepared at connect: kvpg_query_names; results
+ * in binary). 1 if sent, 0 if libpq refused it (the connection is
+ * broken). */
 int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node);
 /* Fills job's outcome from its query's last result res (a tuples result).
  * Sets job->err. */

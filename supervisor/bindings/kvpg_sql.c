@@ -118,6 +118,11 @@ const char *const kvpg_queries[KVPG_QUERY_COUNT] = {
         [KVPG_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
 };
 
+const char *const kvpg_query_names[KVPG_QUERY_COUNT] = {
+        [KVPG_GET] = "gadgetd_get", [KVPG_PUT] = "gadgetd_put", [KVPG_DELETE] = "gadgetd_delete",
+        [KVPG_LIST_GE] = "gadgetd_list_ge", [KVPG_LIST_GT] = "gadgetd_list_gt",
+};
+
 /* Appends n bytes of s to out (room len, used *o), cut to fit. */
 static void put(char *out, size_t len, size_t *o, const char *s, size_t n)
 {

@@ -11,8 +11,10 @@
 
 enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_QUERY_COUNT };
 
-/* The parameterised query of each kv operation (results in binary). */
+/* The parameterised query of each kv operation (results in binary), and
+ * the name it is prepared under on each connection. */
 extern const char *const kvpg_queries[KVPG_QUERY_COUNT];
+extern const char *const kvpg_query_names[KVPG_QUERY_COUNT];
 
 /* Opens the migration transaction: takes the advisory lock every gadgetd
  * migrating this store takes, makes the version table if there is none,

@@ -38,6 +38,8 @@ static struct {
         int (*getisnull)(const PGresult *, int, int);
         void (*clear)(PGresult *);
         int (*flush)(PGconn *);
+        int (*send_prepare)(PGconn *, const char *, const char *, int, const Oid *);
+        int (*send_query_prepared)(PGconn *, const char *, int, const char *const *, const int *, const int *, int);
         PQconninfoOption *(*conninfo_parse)(const char *, char **);
         void (*conninfo_free)(PQconninfoOption *);
         void (*freemem)(void *);
@@ -67,6 +69,8 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.getisnull, "PQgetisnull" },
                 { (void **)&fn.clear, "PQclear" },
                 { (void **)&fn.flush, "PQflush" },
+                { (void **)&fn.send_prepare, "PQsendPrepare" },
+                { (void **)&fn.send_query_prepared, "PQsendQueryPrepared" },
                 { (void **)&fn.conninfo_parse, "PQconninfoParse" },
                 { (void **)&fn.conninfo_free, "PQconninfoFree" },
                 { (void **)&fn.freemem, "PQfreemem" },
@@ -120,3 +124,14 @@ HIDDEN int PQflush(PGconn *c) { return fn.flush(c); }
 HIDDEN PQconninfoOption *PQconninfoParse(const char *s, char **err) { return fn.conninfo_parse(s, err); }
 HIDDEN void PQconninfoFree(PQconninfoOption *o) { fn.conninfo_free(o); }
 HIDDEN void PQfreemem(void *p) { fn.freemem(p); }
+
+HIDDEN int PQsendPrepare(PGconn *c, const char *name, const char *q, int n, const Oid *types)
+{
+        return fn.send_prepare(c, name, q, n, types);
+}
+
+HIDDEN int PQsendQueryPrepared(PGconn *c, const char *name, int n, const char *const *values, const int *lengths,
+                               const int *formats, int result_format)
+{
+        return fn.send_query_prepared(c, name, n, values, lengths, formats, result_format);
+}
