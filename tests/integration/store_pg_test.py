@@ -11,8 +11,8 @@ import time
 
 from harness import Daemon, check, main, policy, test, wait_for
 from pgserver import PgServer
-import bindings_test
-from bindings_test import bcall, ready
+import kvchecks
+from kvchecks import bcall, ready
 
 
 def pg_daemon(tmp, pg, name="gadgetd", node="node1", extra_conf=""):
@@ -36,7 +36,7 @@ def pg_kv_operations(tmp):
     """get/put/delete/list with cursors and bytes keys, on PostgreSQL; and
     no SQLite file is made."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
-        bindings_test.kv_operations_checks(d)
+        kvchecks.kv_operations_checks(d)
         check(not os.path.exists(os.path.join(d.tmp, "state", "kv")), "a SQLite store was made")
         rows = pg.psql("SELECT gadget, binding, keys FROM gadgetd_kv_ns ORDER BY gadget, binding")
         check(rows == "store|DATA|5", "namespaces: %r" % rows)
@@ -46,7 +46,7 @@ def pg_kv_operations(tmp):
 def pg_kv_namespaces(tmp):
     """Each binding of each gadget its own namespace."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
-        bindings_test.kv_namespaces_checks(d)
+        kvchecks.kv_namespaces_checks(d)
 
 
 @test
@@ -54,7 +54,7 @@ def pg_kv_limits(tmp):
     """Key size, MaxValueSize, MaxKeys and MaxBytes as on SQLite; a refused
     put writes nothing; the usage row matches the keys stored."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
-        bindings_test.kv_limits_checks(d)
+        kvchecks.kv_limits_checks(d)
         usage = pg.psql("SELECT n.keys = count(v.key) AND n.bytes = sum(length(v.key) + length(v.value))"
                         " FROM gadgetd_kv_ns n JOIN gadgetd_kv v ON v.ns = n.id GROUP BY n.id")
         check(usage == "t", "usage row and keys disagree: %r" % usage)
