@@ -9,7 +9,10 @@ import sys
 import threading
 import time
 
-from harness import Daemon, check, main, policy, test, wait_for
+import re
+import subprocess
+
+from harness import CALLFLOOD, EXAMPLES, Daemon, check, main, policy, test, wait_for
 from pgserver import PgServer
 import kvchecks
 from kvchecks import bcall, ready
@@ -58,6 +61,26 @@ def pg_kv_limits(tmp):
         usage = pg.psql("SELECT n.keys = count(v.key) AND n.bytes = sum(length(v.key) + length(v.value))"
                         " FROM gadgetd_kv_ns n JOIN gadgetd_kv v ON v.ns = n.id GROUP BY n.id")
         check(usage == "t", "usage row and keys disagree: %r" % usage)
+
+
+@test
+def pg_counter_thousand_concurrent(tmp):
+    """The counter example on PostgreSQL counts 1,000 increments sent by four
+    callers at once exactly (each a get and a durable put, in order)."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        with open(os.path.join(EXAMPLES, "counter.policy")) as f:
+            text = re.sub(r"^CallTimeout=.*$", "CallTimeout=120s", f.read(), flags=re.M)
+        with open(os.path.join(d.pol, "counter.policy"), "w") as f:
+            f.write(text)
+        ready(d, "counter")
+        env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000")
+        floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
+                                   text=True, env=env) for _ in range(4)]
+        for f in floods:
+            out, _ = f.communicate(timeout=120)
+            check("ok 250" in out, "flood: %r" % out)
+        r = d.ctl("call", "counter", "get")
+        check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
 
 
 def put_until(d, gadget, acked, stop, prefix="k", errors=None):
@@ -228,7 +251,6 @@ def pg_store_config_errors(tmp):
     """Store=postgresql without StoreConnection=, a bad Store= or Node=:
     gadgetd refuses to start, naming the problem (never the connection
     string)."""
-    import subprocess
     from harness import GADGETD
     cases = (("Store=postgresql\n", "Store=postgresql needs StoreConnection="),
              ("Store=mysql\n", "is not sqlite or postgresql"),
