@@ -247,6 +247,31 @@ def pg_gadgetd_race_to_migrate(tmp):
 
 
 @test
+def pg_libpq_missing(tmp):
+    """libpq cannot be loaded (an unloadable libpq.so.5 first on gadgetd's
+    library path): a gadgetd on SQLite starts and serves kv as ever (it
+    never loads libpq); one with Store=postgresql refuses to start, saying
+    why."""
+    libdir = os.path.join(tmp, "lib")
+    os.makedirs(libdir)
+    open(os.path.join(libdir, "libpq.so.5"), "w").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    with Daemon(os.path.join(tmp), env=env) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "kv on SQLite without libpq")
+    conf = os.path.join(tmp, "pg.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=host=/nonexistent\nNode=n\n")
+    from harness import GADGETD
+    r = subprocess.run([GADGETD, "--config", conf, "--policy-dir", os.path.join(tmp, "policy.d"), "--state-dir",
+                        os.path.join(tmp, "state"), "--socket", os.path.join(tmp, "run", "control.sock"),
+                        "--run-dir", os.path.join(tmp, "run")], capture_output=True, text=True, timeout=30, env=env)
+    check(r.returncode != 0 and "store: PostgreSQL: cannot load libpq.so.5" in r.stderr,
+          "Store=postgresql without libpq: %d %r" % (r.returncode, r.stderr[-1000:]))
+
+
+@test
 def pg_store_config_errors(tmp):
     """Store=postgresql without StoreConnection=, a bad Store= or Node=:
     gadgetd refuses to start, naming the problem (never the connection
