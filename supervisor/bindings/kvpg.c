@@ -53,6 +53,8 @@ struct kvpg {
         int prepared;                 /* queries prepared on this connection */
         struct kv_job *todo, **todo_tail;
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
+        char notice[200];             /* the server's last message outside a query (why it
+                                       * ended the session, if it did) */
         bool down_logged;             /* this failure to connect is logged */
         char reason[200];             /* why the store is down */
 };
@@ -146,6 +148,24 @@ static void fail_running(struct kvpg *pg)
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 static void on_connect_io(evutil_socket_t fd, short what, void *arg);
 
+/* libpq's notices (and a FATAL error sent while no query is out, such as
+ * "terminating connection due to administrator command") come here
+ * instead of gadgetd's stderr: kept as the reason of a loss that follows. */
+static void on_notice(void *arg, const char *msg)
+{
+        struct kvpg *pg = arg;
+        one_line(pg->notice, sizeof pg->notice, msg);
+}
+
+/* Why the connection ended while no query was out: the server's own word
+ * if it said one (PQisBusy parses what was read, passing an error sent
+ * outside a query to on_notice). */
+static const char *why_closed(struct kvpg *pg)
+{
+        PQisBusy(pg->c);
+        return pg->notice[0] ? pg->notice : PQerrorMessage(pg->c);
+}
+
 /* Starts a connection attempt. */
 static void connect_start(struct kvpg *pg)
 {
@@ -159,6 +179,8 @@ static void connect_start(struct kvpg *pg)
                 lost(pg, PQerrorMessage(pg->c));
                 return;
         }
+        pg->notice[0] = '\0';
+        PQsetNoticeProcessor(pg->c, on_notice, pg);
         timer_set(pg, CONNECT_TIMEOUT_S * 1000);
         /* libpq's rule: poll first when the socket is writable. */
         on_connect_io(-1, EV_WRITE, pg);
@@ -395,7 +417,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
         if (!(what & EV_READ))
                 return;
         if (!PQconsumeInput(pg->c)) {
-                lost(pg, PQerrorMessage(pg->c));
+                lost(pg, pg->busy ? PQerrorMessage(pg->c) : why_closed(pg));
                 return;
         }
         while (pg->c && pg->busy && !PQisBusy(pg->c)) {
@@ -407,9 +429,13 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
                 pg->busy = false;
                 query_end(pg);
         }
-        /* Input with no query out is the server saying goodbye. */
-        if (pg->c && !pg->busy && PQstatus(pg->c) == CONNECTION_BAD)
-                lost(pg, PQerrorMessage(pg->c));
+        /* Input with no query out: a notice, or the server saying goodbye
+         * (PQisBusy parses it). */
+        if (pg->c && !pg->busy) {
+                PQisBusy(pg->c);
+                if (PQstatus(pg->c) == CONNECTION_BAD)
+                        lost(pg, why_closed(pg));
+        }
 }
 
 static void send_next(struct kvpg *pg)

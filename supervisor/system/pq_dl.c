@@ -40,6 +40,7 @@ static struct {
         int (*flush)(PGconn *);
         int (*send_prepare)(PGconn *, const char *, const char *, int, const Oid *);
         int (*send_query_prepared)(PGconn *, const char *, int, const char *const *, const int *, const int *, int);
+        PQnoticeProcessor (*set_notice_processor)(PGconn *, PQnoticeProcessor, void *);
         PQconninfoOption *(*conninfo_parse)(const char *, char **);
         void (*conninfo_free)(PQconninfoOption *);
         void (*freemem)(void *);
@@ -71,6 +72,7 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.flush, "PQflush" },
                 { (void **)&fn.send_prepare, "PQsendPrepare" },
                 { (void **)&fn.send_query_prepared, "PQsendQueryPrepared" },
+                { (void **)&fn.set_notice_processor, "PQsetNoticeProcessor" },
                 { (void **)&fn.conninfo_parse, "PQconninfoParse" },
                 { (void **)&fn.conninfo_free, "PQconninfoFree" },
                 { (void **)&fn.freemem, "PQfreemem" },
@@ -134,4 +136,9 @@ HIDDEN int PQsendQueryPrepared(PGconn *c, const char *name, int n, const char *c
                                const int *formats, int result_format)
 {
         return fn.send_query_prepared(c, name, n, values, lengths, formats, result_format);
+}
+
+HIDDEN PQnoticeProcessor PQsetNoticeProcessor(PGconn *c, PQnoticeProcessor proc, void *arg)
+{
+        return fn.set_notice_processor(c, proc, arg);
 }

@@ -172,6 +172,24 @@ def pg_restarted_under_load(tmp):
 
 
 @test
+def pg_session_terminated(tmp):
+    """An administrator ends gadgetd's session (pg_terminate_backend) while
+    it is idle: gadgetd notices at once, logs it once, reconnects by
+    itself, and the gadget's data is all there."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "put")
+        check(pg.terminate_backends() == 1, "gadgetd's session not found by its application_name")
+        wait_for(lambda: "store: lost the connection to PostgreSQL" in d.logtext(), what="the loss logged")
+        wait_for(lambda: d.logtext().count("store: connected to PostgreSQL") == 2, what="the reconnection")
+        rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+        check(rc == 0 and json.loads(out) == 1, "get after the reconnection: %r %r" % (out, err))
+        check("terminating connection due to administrator command" in d.logtext(), "the reason: %s" %
+              d.logtext()[-2000:])
+
+
+@test
 def pg_down_fails_fast(tmp):
     """With PostgreSQL down, kv calls fail at once with "store unavailable"
     and libpq's reason, other gadgets go on; once the server is up gadgetd
