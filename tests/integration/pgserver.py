@@ -100,6 +100,30 @@ class PgServer:
         return int(self.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                              " WHERE application_name LIKE '%s%%'" % app_prefix) or 0)
 
+    def pids(self):
+        """The postmaster and its children."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            pm = int(f.readline())
+        kids = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open("/proc/%s/stat" % d) as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                            kids.append(int(d))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return [pm] + kids
+
+    def signal_all(self, sig):
+        """Sends sig to the postmaster and its children (SIGSTOP: a server
+        that hangs)."""
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
     def server_log(self):
         try:
             with open(self.logfile) as f:

@@ -190,6 +190,45 @@ def pg_session_terminated(tmp):
 
 
 @test
+def pg_server_hangs(tmp):
+    """The server stops answering (every PostgreSQL process stopped with
+    SIGSTOP) during a put: gadgetd's loop goes on serving other gadgets at
+    once; the put is answered after 10 s, saying the server did not
+    answer and that the put's outcome is unknown; once the server runs
+    again gadgetd reconnects by itself."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "other")
+        ready(d, "store", "other")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "put")
+        pg.signal_all(signal.SIGSTOP)
+        try:
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=bcall(d, "store", "DATA", "put",
+                                                                  {"key": "k", "value": 2})))
+            t0 = time.monotonic()
+            t.start()
+            time.sleep(1)
+            for _ in range(5):
+                s0 = time.monotonic()
+                check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+                check(time.monotonic() - s0 < 1, "another gadget's call took %.1f s" % (time.monotonic() - s0))
+            t.join(timeout=30)
+            took = time.monotonic() - t0
+            check("r" in res, "the put was not answered within %.0f s" % took)
+            rc, _, err = res["r"]
+            check(rc == 1 and "outcome is unknown" in err and "no answer from the server within 10 s" in err,
+                  "the put to a hung server: %d %r" % (rc, err))
+            check(9 < took < 15, "answered after %.1f s" % took)
+        finally:
+            pg.signal_all(signal.SIGCONT)
+        wait_for(lambda: d.logtext().count("store: connected to PostgreSQL") == 2, timeout=30,
+                 what="the reconnection")
+        rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+        check(rc == 0 and json.loads(out) in (1, 2), "get after the reconnection: %r %r" % (out, err))
+
+
+@test
 def pg_down_fails_fast(tmp):
     """With PostgreSQL down, kv calls fail at once with "store unavailable"
     and libpq's reason, other gadgets go on; once the server is up gadgetd
