@@ -83,6 +83,28 @@ def pg_counter_thousand_concurrent(tmp):
         check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
 
 
+@test
+def pg_put_answered_after_commit(tmp):
+    """A put is answered from its commit, not from its statement: a
+    constraint trigger deferred to commit time refuses one key, so its
+    statement succeeds and only its commit fails. That put must be an
+    error (nothing stored); the others ok."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "first", "value": 1})[0] == 0, "first put")
+        pg.psql("CREATE FUNCTION refuse_doomed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " IF NEW.key = convert_to('doomed', 'UTF8') THEN RAISE EXCEPTION 'commit refused by the test';"
+                " END IF; RETURN NULL; END $$;"
+                "CREATE CONSTRAINT TRIGGER refuse_doomed AFTER INSERT OR UPDATE ON gadgetd_kv"
+                " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_doomed()")
+        rc, _, err = bcall(d, "store", "DATA", "put", {"key": "doomed", "value": 2})
+        check(rc == 1 and "commit refused by the test" in err, "a put whose commit failed: %d %r" % (rc, err))
+        check(bcall(d, "store", "DATA", "get", {"key": "doomed"})[0] == 3, "the refused put is stored")
+        check(bcall(d, "store", "DATA", "put", {"key": "fine", "value": 3})[0] == 0, "the next put")
+        check(pg.psql("SELECT keys FROM gadgetd_kv_ns") == "2", "usage counts the refused put")
+
+
 def put_until(d, gadget, acked, stop, prefix="k", errors=None):
     """Puts k000000, k000001, ... until stop is set; acked gets each key
     answered ok, errors each error message."""
