@@ -35,6 +35,15 @@
 enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
 enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
 
+/* The queued jobs of one gadget's store, in their order. The lanes take
+ * turns, one query each: a gadget with many operations queued delays
+ * another's by one of them, not by all. */
+struct lane {
+        const struct kv *owner;
+        struct kv_job *todo, **tail;
+        struct lane *next;
+};
+
 struct kvpg {
         struct event_base *base;
         char *conninfo, *node;
@@ -51,7 +60,7 @@ struct kvpg {
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
         int prepared;                 /* queries prepared on this connection */
-        struct kv_job *todo, **todo_tail;
+        struct lane *lanes, **lanes_tail;  /* gadgets with queued jobs, in turn */
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
         char notice[200];             /* the server's last message outside a query (why it
                                        * ended the session, if it did) */
@@ -113,17 +122,86 @@ static void answer(struct kv_job *job, int err, const char *why)
         kv_job_free(job);
 }
 
+/* Takes out the jobs of owner's lane (every lane's if owner is NULL), as
+ * one list in their order; the lanes are freed. */
+static struct kv_job *take_lanes(struct kvpg *pg, const struct kv *owner)
+{
+        struct kv_job *list = NULL, **tail = &list;
+        struct lane **pp = &pg->lanes;
+        while (*pp) {
+                struct lane *l = *pp;
+                if (owner && l->owner != owner) {
+                        pp = &l->next;
+                        continue;
+                }
+                *tail = l->todo;
+                tail = l->tail;
+                *pp = l->next;
+                free(l);
+        }
+        pg->lanes_tail = &pg->lanes;
+        while (*pg->lanes_tail)
+                pg->lanes_tail = &(*pg->lanes_tail)->next;
+        return list;
+}
+
+/* The first job of the lane whose turn it is; that lane goes last. */
+static struct kv_job *take_next(struct kvpg *pg)
+{
+        struct lane *l = pg->lanes;
+        if (!l)
+                return NULL;
+        struct kv_job *job = l->todo;
+        if (!(l->todo = job->next))
+                l->tail = &l->todo;
+        job->next = NULL;
+        if (!(pg->lanes = l->next))
+                pg->lanes_tail = &pg->lanes;
+        if (l->todo) {
+                l->next = NULL;
+                *pg->lanes_tail = l;
+                pg->lanes_tail = &l->next;
+        } else
+                free(l);
+        return job;
+}
+
+/* Queues job last in its gadget's lane. 0 or -ENOMEM. */
+static int put_lane(struct kvpg *pg, struct kv_job *job)
+{
+        struct lane *l = pg->lanes;
+        while (l && l->owner != job->kv)
+                l = l->next;
+        if (!l) {
+                if (!(l = calloc(1, sizeof *l)))
+                        return -ENOMEM;
+                l->owner = job->kv;
+                l->tail = &l->todo;
+                *pg->lanes_tail = l;
+                pg->lanes_tail = &l->next;
+        }
+        job->next = NULL;
+        *l->tail = job;
+        l->tail = &job->next;
+        return 0;
+}
+
+/* Answers every job of list with err (and why), in order. */
+static void answer_all(struct kv_job *list, int err, const char *why)
+{
+        while (list) {
+                struct kv_job *job = list;
+                list = job->next;
+                answer(job, err, why);
+        }
+}
+
 /* Every queued job fails as unavailable. */
 static void fail_queued(struct kvpg *pg)
 {
         char why[256];
         snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
-        while (pg->todo) {
-                struct kv_job *job = pg->todo;
-                pg->todo = job->next;
-                answer(job, KV_EUNAVAILABLE, why);
-        }
-        pg->todo_tail = &pg->todo;
+        answer_all(take_lanes(pg, NULL), KV_EUNAVAILABLE, why);
 }
 
 /* The running job's connection is gone: a read did nothing, a write may
@@ -440,12 +518,9 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 
 static void send_next(struct kvpg *pg)
 {
-        if (pg->state != PG_READY || pg->busy || !pg->todo)
+        if (pg->state != PG_READY || pg->busy || !pg->lanes)
                 return;
-        struct kv_job *job = pg->todo;
-        if (!(pg->todo = job->next))
-                pg->todo_tail = &pg->todo;
-        job->next = NULL;
+        struct kv_job *job = take_next(pg);
         pg->running = job;
         if (!kvpg_job_send(pg->c, job, pg->node)) {
                 lost(pg, PQerrorMessage(pg->c));
@@ -530,7 +605,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
                 return -ENOMEM;
         }
         pg->base = base;
-        pg->todo_tail = &pg->todo;
+        pg->lanes_tail = &pg->lanes;
         kvpg_redact(conninfo, pg->where, sizeof pg->where);
         connect_start(pg);
         *out = pg;
@@ -549,11 +624,7 @@ void kvpg_free(struct kvpg *pg)
         snprintf(pg->reason, sizeof pg->reason, "gadgetd is stopping");
         if (pg->running)
                 answer(pg->running, -ECANCELED, NULL);
-        while (pg->todo) {
-                struct kv_job *job = pg->todo;
-                pg->todo = job->next;
-                answer(job, -ECANCELED, NULL);
-        }
+        answer_all(take_lanes(pg, NULL), -ECANCELED, NULL);
         free(pg->conninfo);
         free(pg->node);
         free(pg);
@@ -568,28 +639,18 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
                 snprintf(job->why, sizeof job->why, "store unavailable: %s", pg->reason);
                 return KV_EUNAVAILABLE;
         }
-        job->next = NULL;
-        *pg->todo_tail = job;
-        pg->todo_tail = &job->next;
+        int e = put_lane(pg, job);
+        if (e < 0) {
+                snprintf(job->why, sizeof job->why, "out of memory");
+                return e;
+        }
         send_next(pg);
         return 0;
 }
 
 void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
 {
-        struct kv_job **pp = &pg->todo, *gone = NULL;
-        while (*pp) {
-                struct kv_job *job = *pp;
-                if (job->kv == owner) {
-                        *pp = job->next;
-                        job->next = gone;
-                        gone = job;
-                } else
-                        pp = &job->next;
-        }
-        pg->todo_tail = &pg->todo;
-        while (*pg->todo_tail)
-                pg->todo_tail = &(*pg->todo_tail)->next;
+        struct kv_job *gone = take_lanes(pg, owner);
         struct kv_job *run = pg->running;
         if (run && run->kv == owner && run->done) {
                 /* Its caller is answered now by a stand-in; the job itself
@@ -600,9 +661,5 @@ void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
                 run->done = NULL;
                 stand_in.done(&stand_in);
         }
-        while (gone) {
-                struct kv_job *job = gone;
-                gone = job->next;
-                answer(job, -ECANCELED, NULL);
-        }
+        answer_all(gone, -ECANCELED, NULL);
 }

@@ -1,7 +1,8 @@
 /* kvpg: the PostgreSQL store (Store=postgresql): one connection per
- * gadgetd, driven by libpq's non-blocking API on gadgetd's event loop. Every
- * gadget's kv operations queue on it in arrival order, one query at a
- * time; each is one statement in its own transaction, answered only once
+ * gadgetd, driven by libpq's non-blocking API on gadgetd's event loop. The
+ * gadgets' kv operations queue on it, each gadget's in order, the gadgets
+ * taking turns, one query at a time; each is one statement in its own
+ * transaction, answered only once
  * the server reported its commit done (synchronous_commit=on). The
  * connection is made and the schema created or migrated (kvpg_sql.c) at
  * start and again after each loss, with backoff. */
