@@ -23,6 +23,7 @@
 
 #include "kv.h"
 #include "kvpg_job.h"
+#include "kvpg_lanes.h"
 #include "kvpg_sql.h"
 #include "system/log.h"
 #include "system/pq_dl.h"
@@ -34,15 +35,6 @@
 
 enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
 enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
-
-/* The queued jobs of one gadget's store, in their order. The lanes take
- * turns, one query each: a gadget with many operations queued delays
- * another's by one of them, not by all. */
-struct lane {
-        const struct kv *owner;
-        struct kv_job *todo, **tail;
-        struct lane *next;
-};
 
 struct kvpg {
         struct event_base *base;
@@ -60,7 +52,7 @@ struct kvpg {
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
         int prepared;                 /* queries prepared on this connection */
-        struct lane *lanes, **lanes_tail;  /* gadgets with queued jobs, in turn */
+        struct kvpg_lanes queued;     /* the jobs not sent yet, gadgets in turn */
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
         char notice[200];             /* the server's last message outside a query (why it
                                        * ended the session, if it did) */
@@ -122,70 +114,6 @@ static void answer(struct kv_job *job, int err, const char *why)
         kv_job_free(job);
 }
 
-/* Takes out the jobs of owner's lane (every lane's if owner is NULL), as
- * one list in their order; the lanes are freed. */
-static struct kv_job *take_lanes(struct kvpg *pg, const struct kv *owner)
-{
-        struct kv_job *list = NULL, **tail = &list;
-        struct lane **pp = &pg->lanes;
-        while (*pp) {
-                struct lane *l = *pp;
-                if (owner && l->owner != owner) {
-                        pp = &l->next;
-                        continue;
-                }
-                *tail = l->todo;
-                tail = l->tail;
-                *pp = l->next;
-                free(l);
-        }
-        pg->lanes_tail = &pg->lanes;
-        while (*pg->lanes_tail)
-                pg->lanes_tail = &(*pg->lanes_tail)->next;
-        return list;
-}
-
-/* The first job of the lane whose turn it is; that lane goes last. */
-static struct kv_job *take_next(struct kvpg *pg)
-{
-        struct lane *l = pg->lanes;
-        if (!l)
-                return NULL;
-        struct kv_job *job = l->todo;
-        if (!(l->todo = job->next))
-                l->tail = &l->todo;
-        job->next = NULL;
-        if (!(pg->lanes = l->next))
-                pg->lanes_tail = &pg->lanes;
-        if (l->todo) {
-                l->next = NULL;
-                *pg->lanes_tail = l;
-                pg->lanes_tail = &l->next;
-        } else
-                free(l);
-        return job;
-}
-
-/* Queues job last in its gadget's lane. 0 or -ENOMEM. */
-static int put_lane(struct kvpg *pg, struct kv_job *job)
-{
-        struct lane *l = pg->lanes;
-        while (l && l->owner != job->kv)
-                l = l->next;
-        if (!l) {
-                if (!(l = calloc(1, sizeof *l)))
-                        return -ENOMEM;
-                l->owner = job->kv;
-                l->tail = &l->todo;
-                *pg->lanes_tail = l;
-                pg->lanes_tail = &l->next;
-        }
-        job->next = NULL;
-        *l->tail = job;
-        l->tail = &job->next;
-        return 0;
-}
-
 /* Answers every job of list with err (and why), in order. */
 static void answer_all(struct kv_job *list, int err, const char *why)
 {
@@ -201,7 +129,7 @@ static void fail_queued(struct kvpg *pg)
 {
         char why[256];
         snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
-        answer_all(take_lanes(pg, NULL), KV_EUNAVAILABLE, why);
+        answer_all(kvpg_lanes_take(&pg->queued, NULL), KV_EUNAVAILABLE, why);
 }
 
 /* The running job's connection is gone: a read did nothing, a write may
@@ -518,9 +446,9 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 
 static void send_next(struct kvpg *pg)
 {
-        if (pg->state != PG_READY || pg->busy || !pg->lanes)
+        if (pg->state != PG_READY || pg->busy || kvpg_lanes_empty(&pg->queued))
                 return;
-        struct kv_job *job = take_next(pg);
+        struct kv_job *job = kvpg_lanes_next(&pg->queued);
         pg->running = job;
         if (!kvpg_job_send(pg->c, job, pg->node)) {
                 lost(pg, PQerrorMessage(pg->c));
@@ -605,7 +533,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
                 return -ENOMEM;
         }
         pg->base = base;
-        pg->lanes_tail = &pg->lanes;
+        kvpg_lanes_init(&pg->queued);
         kvpg_redact(conninfo, pg->where, sizeof pg->where);
         connect_start(pg);
         *out = pg;
@@ -624,7 +552,7 @@ void kvpg_free(struct kvpg *pg)
         snprintf(pg->reason, sizeof pg->reason, "gadgetd is stopping");
         if (pg->running)
                 answer(pg->running, -ECANCELED, NULL);
-        answer_all(take_lanes(pg, NULL), -ECANCELED, NULL);
+        answer_all(kvpg_lanes_take(&pg->queued, NULL), -ECANCELED, NULL);
         free(pg->conninfo);
         free(pg->node);
         free(pg);
@@ -639,7 +567,7 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
                 snprintf(job->why, sizeof job->why, "store unavailable: %s", pg->reason);
                 return KV_EUNAVAILABLE;
         }
-        int e = put_lane(pg, job);
+        int e = kvpg_lanes_put(&pg->queued, job);
         if (e < 0) {
                 snprintf(job->why, sizeof job->why, "out of memory");
                 return e;
@@ -650,7 +578,7 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
 
 void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
 {
-        struct kv_job *gone = take_lanes(pg, owner);
+        struct kv_job *gone = kvpg_lanes_take(&pg->queued, owner);
         struct kv_job *run = pg->running;
         if (run && run->kv == owner && run->done) {
                 /* Its caller is answered now by a stand-in; the job itself
