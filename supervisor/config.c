@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
+#include <unistd.h>
 
 #include "gateway/gateway.h"
 #include "bindings/http.h"
 #include "core/core.h"
+#include "contract.h"
 #include "system/loader.h"
 #include "policy.h"
 #include "spawn/uidpool.h"
@@ -29,7 +32,10 @@ static void usage(FILE *f)
                    "                    HTTPRequestsMax, LogLinesPerSecond, LogBytesPerSecond (log budget\n"
                    "                    of a gadget whose policy sets none; defaults %u and %uK),\n"
                    "                    ControlMaxConnections, ControlMaxConnectionsPerUser, ControlQueueSize,\n"
-                   "                    ControlMaxLoads\n"
+                   "                    ControlMaxLoads, Store=sqlite|postgresql (where kv bindings live,\n"
+                   "                    default sqlite), StoreConnection= (libpq connection string, with\n"
+                   "                    Store=postgresql), Node= (this gadgetd's name in the store, default\n"
+                   "                    the host name)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout;\n"
@@ -174,6 +180,36 @@ static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
         return file_bad(fc, why);
 }
 
+/* [Daemon] Store=, StoreConnection=, Node=. 1 if good, 0 if bad, -1 if
+ * not such a key. */
+static int store_key(struct file_ctx *fc, const char *key, const char *value)
+{
+        char why[300];
+        if (strcmp(key, "Store") == 0) {
+                if (strcmp(value, "sqlite") != 0 && strcmp(value, "postgresql") != 0) {
+                        snprintf(why, sizeof why, "Store=\"%.64s\" is not sqlite or postgresql", value);
+                        return file_bad(fc, why);
+                }
+                fc->cfg->store_postgresql = strcmp(value, "postgresql") == 0;
+                return 1;
+        }
+        if (strcmp(key, "StoreConnection") == 0) {
+                /* Never quoted back: it may hold a password. */
+                if (!*value || strpbrk(value, "\n\r"))
+                        return file_bad(fc, "StoreConnection= must be one non-empty line");
+                return set_str(&fc->cfg->store_connection, value) == 0;
+        }
+        if (strcmp(key, "Node") == 0) {
+                if (!gadget_name_ok(value)) {
+                        snprintf(why, sizeof why, "Node=\"%.64s\" is not a name of 1 to 63 of a-z 0-9 _ -, "
+                                 "starting with a letter or digit", value);
+                        return file_bad(fc, why);
+                }
+                return set_str(&fc->cfg->node, value) == 0;
+        }
+        return -1;
+}
+
 /* inih handler: 1 to go on, 0 marks the line as an error. */
 static int file_key(void *arg, const char *section, const char *key, const char *value)
 {
@@ -192,6 +228,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
         }
         if (strcmp(section, "Daemon") != 0)
                 return 0;
+        if ((b = store_key(fc, key, value)) >= 0)
+                return b;
         if (strcmp(key, "PolicyDirectory") == 0)
                 return set_str(&cfg->policy_dir, value) == 0;
         if (strcmp(key, "StateDirectory") == 0)
@@ -240,7 +278,28 @@ static int read_file(const char *path, struct config *cfg)
                 fprintf(stderr, "gadgetd: %s: [Gateway] needs both Listen= and TokenFile=\n", path);
                 return -EINVAL;
         }
+        if (cfg->store_postgresql != !!cfg->store_connection) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] %s\n", path, cfg->store_postgresql ?
+                        "Store=postgresql needs StoreConnection=" : "StoreConnection= needs Store=postgresql");
+                return -EINVAL;
+        }
         return 0;
+}
+
+/* Node='s default: the host name up to its first dot, in lower case. */
+static int default_node(struct config *cfg)
+{
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) < 0)
+                host[0] = '\0';
+        host[strcspn(host, ".")] = '\0';
+        for (char *p = host; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+        if (!gadget_name_ok(host)) {
+                fprintf(stderr, "gadgetd: the host name \"%.64s\" is not a node name: set [Daemon] Node=\n", host);
+                return -EINVAL;
+        }
+        return set_str(&cfg->node, host);
 }
 
 int config_parse_args(int argc, char **argv, struct config *cfg)
@@ -317,6 +376,8 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
             (!cfg->socket_path && set_str(&cfg->socket_path, CONFIG_SOCKET) < 0) ||
             (!cfg->group && set_str(&cfg->group, CONFIG_GROUP) < 0))
                 goto fail;
+        if (cfg->store_postgresql && !cfg->node && default_node(cfg) < 0)
+                goto fail;
         return 0;
 fail:
         config_free(cfg);
@@ -332,5 +393,7 @@ void config_free(struct config *cfg)
         free(cfg->group);
         free(cfg->gateway_listen);
         free(cfg->gateway_token_file);
+        free(cfg->store_connection);
+        free(cfg->node);
         *cfg = (struct config){ 0 };
 }

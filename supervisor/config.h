@@ -33,6 +33,9 @@ struct config {
         struct control_limits control;   /* [Daemon] ControlMaxConnections=, ... */
         unsigned control_max_loads;      /* [Daemon] ControlMaxLoads= */
         struct gateway_limits gateway;   /* [Gateway] MaxConnections=, HeaderTimeout= */
+        bool store_postgresql;           /* Store=postgresql (default sqlite) */
+        char *store_connection;          /* StoreConnection=: a libpq connection string; may hold a password */
+        char *node;                      /* Node=, default the host name's first label */
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -49,7 +49,7 @@ static struct kv *store(struct binding_req *r)
 {
         struct gadget_bindings *g = r->g;
         const struct bindings_env *env = g->env;
-        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, &g->kv) < 0)
+        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, env->kvpg, &g->kv) < 0)
                 return NULL;
         return g->kv;
 }
@@ -62,7 +62,9 @@ static void reply_failure(struct binding_req *r, const struct kv_job *job)
 {
         char msg[160];
         int err = job->err;
-        if (err == -ENOSPC)
+        if (err == KV_EUNAVAILABLE || err == KV_EUNKNOWN)
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, job->why, 0);
+        else if (err == -ENOSPC)
                 bindings_reply(r, NULL, GADGET_EFAILED, "storage full: the disk has no room for more data", 0);
         else if (err == -ECANCELED)
                 bindings_reply(r, NULL, GADGET_EGONE, "the gadget's store was closed", 0);
@@ -76,7 +78,7 @@ static void reply_failure(struct binding_req *r, const struct kv_job *job)
                 snprintf(msg, sizeof msg, "storage error: cannot open the gadget's store: %s", strerror(-err));
                 bindings_reply(r, NULL, GADGET_EFAILED, msg, 0);
         } else
-                bindings_reply(r, NULL, GADGET_EFAILED, "storage error", 0);
+                bindings_reply(r, NULL, GADGET_EFAILED, job->why[0] ? job->why : "storage error", 0);
 }
 
 static void get_done(struct kv_job *job)
@@ -319,11 +321,13 @@ static void kv_start(struct binding_req *r, const struct policy_binding *b, enum
         if (!job)
                 return;
         int e = kv_submit(kv, job, (unsigned)b->calls_max);
+        if (e == KV_EUNAVAILABLE)
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, job->why, 0);
         if (e < 0) {
                 kv_job_free(job);
                 if (e == -EBUSY)
                         reply_busy(r, b);
-                else
+                else if (e != KV_EUNAVAILABLE)
                         bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
         }
 }

@@ -14,6 +14,7 @@
 #include "link/peer.h"
 #include "http.h"
 #include "kv.h"
+#include "kvpg.h"
 #include "ops.h"
 #include "policy.h"
 #include "secret_file.h"
@@ -305,7 +306,7 @@ void bindings_attach(struct gadget_bindings *g, struct peer *peer)
 }
 
 int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
-                      struct audit *audit, unsigned http_requests_max)
+                      struct audit *audit, unsigned http_requests_max, const struct bindings_store *store)
 {
         char err[300];
         *env = (struct bindings_env){ .base = base, .state_dir = state_dir, .audit = audit };
@@ -314,13 +315,22 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;
         }
-        return http_new(base, http_requests_max, &env->http);
+        if (store && store->connection &&
+            (e = kvpg_new(base, store->connection, store->node, &env->kvpg, err, sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
+                return e;
+        }
+        if ((e = http_new(base, http_requests_max, &env->http)) < 0)
+                log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
+        return e;
 }
 
 void bindings_env_close(struct bindings_env *env)
 {
         http_free(env->http);
         env->http = NULL;
+        kvpg_free(env->kvpg);
+        env->kvpg = NULL;
 }
 
 /* A binding call waiting for a person's approval: what it needs to go on. */

@@ -16,6 +16,7 @@ struct peer_chain;
 struct policy;
 struct policy_binding;
 struct kv;
+struct kvpg;
 struct event_base;
 struct audit;
 struct http;
@@ -52,13 +53,22 @@ struct bindings_env {
         bool (*approval_wanted)(void *arg, const char *target, const char *method, uint64_t *timeout_ms);
         void *call_arg;
         struct approvals *approvals;  /* where calls wait for approval */
+        struct kvpg *kvpg;          /* Store=postgresql: every kv binding's store; NULL: SQLite */
+};
+
+/* Where kv bindings live: store_connection NULL for SQLite files in the
+ * state directory, else a libpq connection string (Store=postgresql)
+ * used as node. */
+struct bindings_store {
+        const char *connection, *node;
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at
- * most http_requests_max requests at once (0: the default); the caller
- * sets call. 0 or -errno. */
+ * most http_requests_max requests at once (0: the default) and the kv
+ * store (starting to connect to PostgreSQL if store says so; logs why
+ * not); the caller sets call. 0 or -errno. */
 int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
-                      struct audit *audit, unsigned http_requests_max);
+                      struct audit *audit, unsigned http_requests_max, const struct bindings_store *store);
 void bindings_env_close(struct bindings_env *env);
 /* The signatures of a binding type's operations (up to max, static
  * texts), for gadgetctl status. Their number. */

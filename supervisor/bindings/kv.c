@@ -1,4 +1,5 @@
-/* kv: a gadget's SQLite thread and its bounded queue. */
+/* kv: a gadget's SQLite thread, or its share of the PostgreSQL store, and
+ * its bounded queue. */
 #include "kv.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "kvpg.h"
 #include "system/log.h"
 
 #define KV_STACK (512u * 1024u)
@@ -36,6 +38,7 @@ struct kv {
         /* The thread's own. */
         char *state_dir, *gadget;
         /* The loop's own. */
+        struct kvpg *pg;          /* Store=postgresql: no thread, no efd */
         int efd;
         struct event *ev;
         struct event *ev_report;  /* the next count of refusals */
@@ -275,7 +278,8 @@ static int start_thread(struct kv *kv)
         return -e;
 }
 
-int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kv **out)
+int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kvpg *pg,
+            struct kv **out)
 {
         struct kv *kv = calloc(1, sizeof *kv);
         int e = -ENOMEM;
@@ -289,6 +293,13 @@ int kv_open(struct event_base *base, const char *state_dir, const char *gadget, 
         kv->done_tail = &kv->done;
         if (!(kv->state_dir = strdup(state_dir)) || !(kv->gadget = strdup(gadget)))
                 goto fail;
+        if (pg) {
+                if (!(kv->ev_report = evtimer_new(base, on_report, kv)))
+                        goto fail;
+                kv->pg = pg;
+                *out = kv;
+                return 0;
+        }
         if ((kv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
                 e = -errno;
                 goto fail;
@@ -328,6 +339,13 @@ bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
         return true;
 }
 
+/* A PostgreSQL job is done (on the loop): its binding's count goes down. */
+static void pg_done(struct kv_job *job)
+{
+        count_down(job->kv, job->binding);
+        job->user_done(job);
+}
+
 int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
 {
         if (kv_full(kv, job->binding, max_pending))
@@ -335,6 +353,19 @@ int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
         struct kv_count *c = count_of(kv, job->binding);
         if (!c)
                 return -ENOMEM;
+        if (kv->pg) {
+                job->kv = kv;
+                job->gadget = kv->gadget;
+                job->user_done = job->done;
+                job->done = pg_done;
+                c->n++;
+                int e = kvpg_submit(kv->pg, job);
+                if (e < 0) {
+                        job->done = job->user_done;
+                        count_down(kv, job->binding);
+                }
+                return e;
+        }
         c->n++;
         job->next = NULL;
         pthread_mutex_lock(&kv->mu);
@@ -353,10 +384,28 @@ static void cancel(struct kv_job *job)
         kv_job_free(job);
 }
 
+/* Closes a store on PostgreSQL: its jobs are answered cancelled now. */
+static void close_pg(struct kv *kv)
+{
+        kvpg_cancel(kv->pg, kv);
+        report(kv);
+        event_free(kv->ev_report);
+        while (kv->counts) {
+                struct kv_count *c = kv->counts;
+                kv->counts = c->next;
+                free(c);
+        }
+        store_free(kv);
+}
+
 void kv_close(struct kv *kv)
 {
         if (!kv)
                 return;
+        if (kv->pg) {
+                close_pg(kv);
+                return;
+        }
         report(kv);
         event_free(kv->ev_report);
         /* Everything the loop needs is taken out under mu: once it is

@@ -1,10 +1,13 @@
 /* kv: a gadget's kv store as gadgetd's loop sees it. Every operation goes
- * to the gadget's own SQLite thread through a queue bounded per binding;
- * the result comes back to the loop through an eventfd. Nothing that can
- * wait on the disk — opening the database, a durable commit, a list — runs
+ * through a queue bounded per binding either to the gadget's own SQLite
+ * thread, the result coming back to the loop through an eventfd, or
+ * (Store=postgresql) to gadgetd's PostgreSQL connection (kvpg.c), driven
+ * by the loop without ever blocking it. Nothing that can wait on the disk
+ * or the network — opening the database, a durable commit, a list — runs
  * on the loop. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +21,7 @@ enum kv_op { KV_GET, KV_PUT, KV_DELETE, KV_LIST };
 
 struct kv;
 struct kv_job;
+struct kvpg;
 
 /* Called on the loop with the finished job (freed after it returns).
  * job->err is -ECANCELED when the store closed first. */
@@ -42,14 +46,31 @@ struct kv_job {
         bool more;                    /* list: keys remain after these */
         uint8_t *keys;                /* list: n_keys of (2-byte length, bytes) */
         size_t keys_len, n_keys;
+        char why[256];                /* PostgreSQL: what failed, with libpq's or the server's reason */
         kv_done_fn *done;
         void *arg;
         struct kv_job *next;
+        /* Filled by kv_submit for the PostgreSQL store. */
+        struct kv *kv;                /* the store it was queued to */
+        const char *gadget;           /* the store's gadget (until the query is sent) */
+        kv_done_fn *user_done;        /* done as the caller set it */
 };
 
-/* Prepares the store of gadget (no disk access: the thread opens the
- * database at its first operation). 0 or -errno. */
-int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kv **out);
+/* The errors of the PostgreSQL store besides the operations' own:
+ * KV_EUNAVAILABLE: nothing was done (the store is unreachable, or the
+ * connection was lost before the operation could start or before a read
+ * was answered); KV_EUNKNOWN: the connection was lost while a put or a
+ * delete was being committed, so whether it took effect is unknown. job->why
+ * says more. */
+#define KV_EUNAVAILABLE (-ENOTCONN)
+#define KV_EUNKNOWN (-ECONNRESET)
+
+/* Prepares the store of gadget: with pg (borrowed, it outlives the store)
+ * its operations go to PostgreSQL; else to its SQLite database, which a
+ * thread opens at its first operation (no disk access here). 0 or
+ * -errno. */
+int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kvpg *pg,
+            struct kv **out);
 /* Cancels what is queued (each done with -ECANCELED, now), leaves the
  * thread to finish the operation it runs, close the database and end. */
 void kv_close(struct kv *kv);
@@ -62,7 +83,8 @@ void kv_job_free(struct kv_job *job);
 bool kv_full(struct kv *kv, const char *binding, unsigned max_pending);
 /* Queues job; the store owns it from then on and calls job->done once.
  * -EBUSY (the caller keeps job) when max_pending operations of its binding
- * are already queued or running. */
+ * are already queued or running; KV_EUNAVAILABLE (the caller keeps job,
+ * job->why says why) when the PostgreSQL store is down. */
 int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending);
 /* Walks the keys of a finished list job: 1 with the next key, 0 at the end. */
 int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen);

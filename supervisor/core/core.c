@@ -63,11 +63,11 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
                 return e;
         }
-        e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max);
-        if (e < 0) {
-                log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
+        const struct bindings_store store = { c->cfg.store_connection, c->cfg.node };
+        e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max,
+                              &store);
+        if (e < 0)
                 return e;
-        }
         c->bindings.call = call_gadget;
         c->bindings.approval_wanted = approval_wanted;
         c->bindings.call_arg = c;

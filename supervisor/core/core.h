@@ -35,6 +35,8 @@ struct core_config {
         struct audit_config audit;
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
         const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
+        const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
+        const char *node;           /* Node=: this gadgetd's name in the store */
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports

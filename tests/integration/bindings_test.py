@@ -17,21 +17,7 @@ import time
 
 from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, need, policy, test,
                      wait_for)
-
-
-def bcall(d, gadget, binding, op, args=None):
-    """Makes the test gadget call a binding; returns (exit status, stdout, stderr)."""
-    a = {"binding": binding, "op": op}
-    if args is not None:
-        a["args"] = args
-    r = d.ctl("call", gadget, "binding", json.dumps(a))
-    return r.returncode, r.stdout.strip(), r.stderr.strip()
-
-
-def ready(d, *names):
-    d.ctl("reload")
-    for n in names:
-        wait_for(lambda n=n: d.state(n) == "ready", what=n + " ready")
+from kvchecks import bcall, kv_limits_checks, kv_namespaces_checks, kv_operations_checks, ready
 
 
 # --- kv ---------------------------------------------------------------------
@@ -39,24 +25,7 @@ def ready(d, *names):
 @test
 def kv_operations(tmp):
     with Daemon(tmp) as d:
-        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
-        ready(d, "store")
-        check(bcall(d, "store", "DATA", "get", {"key": "a"})[0] == 3, "missing key is not not-found")
-        for k, v in (("a/1", 1), ("a/2", "two"), ("a/3", [1, {"x": None}]), ("b/1", True)):
-            rc, out, err = bcall(d, "store", "DATA", "put", {"key": k, "value": v})
-            check(rc == 0, "put %s: %s" % (k, err))
-        rc, out, _ = bcall(d, "store", "DATA", "get", {"key": "a/3"})
-        check(json.loads(out) == [1, {"x": None}], "typed value: %r" % out)
-        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": "a/", "limit": 2})
-        page = json.loads(out)
-        check(page == {"keys": ["a/1", "a/2"], "cursor": "a/2"}, "page 1: %r" % page)
-        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": "a/", "limit": 2, "cursor": "a/2"})
-        check(json.loads(out) == {"keys": ["a/3"], "cursor": None}, "page 2: %r" % out)
-        check(json.loads(bcall(d, "store", "DATA", "delete", {"key": "a/1"})[1]) is True, "delete")
-        check(json.loads(bcall(d, "store", "DATA", "delete", {"key": "a/1"})[1]) is False, "delete again")
-        rc, out, _ = bcall(d, "store", "DATA", "put", {"key": {"$bytes": "AP8="}, "value": 1})
-        rc, out, _ = bcall(d, "store", "DATA", "list", {"prefix": {"$bytes": "AA=="}})
-        check(json.loads(out)["keys"] == [{"$bytes": "AP8="}], "bytes key: %r" % out)
+        kv_operations_checks(d)
         db = os.path.join(tmp, "state", "kv", "store.sqlite")
         check(os.stat(db).st_mode & 0o777 == 0o600, "database mode %o" % (os.stat(db).st_mode & 0o777))
 
@@ -64,33 +33,13 @@ def kv_operations(tmp):
 @test
 def kv_namespaces_per_binding(tmp):
     with Daemon(tmp) as d:
-        policy(d.pol, "two", "[Binding A]\nType=kv\n[Binding B]\nType=kv\n")
-        ready(d, "two")
-        bcall(d, "two", "A", "put", {"key": "k", "value": "in A"})
-        check(bcall(d, "two", "B", "get", {"key": "k"})[0] == 3, "B sees A's key")
+        kv_namespaces_checks(d)
 
 
 @test
 def kv_limits_and_errors(tmp):
     with Daemon(tmp) as d:
-        policy(d.pol, "small", "[Binding DATA]\nType=kv\nMaxValueSize=100\nMaxKeys=2\nMaxBytes=150\n")
-        ready(d, "small")
-        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "x" * 513, "value": 1})
-        check(rc == 1 and "1 to 512 bytes" in err, "long key: %r" % err)
-        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "big", "value": "v" * 200})
-        check(rc == 1 and "MaxValueSize" in err, "big value: %r" % err)
-        check(bcall(d, "small", "DATA", "put", {"key": "k1", "value": "one"})[0] == 0, "k1")
-        check(bcall(d, "small", "DATA", "put", {"key": "k2", "value": "two"})[0] == 0, "k2")
-        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k3", "value": "three"})
-        check(rc == 1 and "quota" in err, "MaxKeys: %r" % err)
-        check(bcall(d, "small", "DATA", "get", {"key": "k3"})[0] == 3, "a refused put wrote something")
-        # Overwriting within the key count still respects MaxBytes.
-        check(bcall(d, "small", "DATA", "put", {"key": "k1", "value": "w" * 90})[0] == 0, "k1 rewritten")
-        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k2", "value": "z" * 95})
-        check(rc == 1 and "quota" in err, "MaxBytes: %r" % err)
-        check(json.loads(bcall(d, "small", "DATA", "get", {"key": "k2"})[1]) == "two", "partial write")
-        rc, _, err = bcall(d, "small", "DATA", "put", {"key": "k9"})
-        check(rc == 1 and "value" in err, "missing value: %r" % err)
+        kv_limits_checks(d)
 
 
 def audit_details(d, gadget):

@@ -1,0 +1,131 @@
+/* storebench: kv put and get from a gadget on the PostgreSQL store, beside
+ * the same from a gadget on the SQLite store and beside raw libpq, in
+ * alternating blocks of one run:
+ *   pgput / pgget      N kv puts (durable) / gets through a gadgetd whose
+ *                      Store=postgresql
+ *   sqlput / sqlget    the same through a gadgetd on SQLite
+ *   rawput / rawget    the same rows written by this process with libpq
+ *                      (blocking PQexecParams, one autocommit INSERT ... ON
+ *                      CONFLICT per put, synchronous_commit=on): what the
+ *                      server and its disk allow
+ *
+ *   storebench PG_SOCKET SQLITE_SOCKET GADGET ROUNDS N CONNINFO
+ *
+ * Prints each operation's duration in ns. */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "ctlclient.h"
+
+/* Calls GADGET.method {"n": n} and adds the "ns" list of its answer. */
+static int gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s)
+{
+        Gadget__Value nv = GADGET__VALUE__INIT, args = GADGET__VALUE__INIT;
+        Gadget__MapEntry ent = GADGET__MAP_ENTRY__INIT, *ents[] = { &ent };
+        Gadget__Map map = GADGET__MAP__INIT;
+        nv.kind_case = GADGET__VALUE__KIND_INT_VALUE;
+        nv.int_value = n;
+        ent.key = "n";
+        ent.value = &nv;
+        map.n_entries = 1;
+        map.entries = ents;
+        args.kind_case = GADGET__VALUE__KIND_MAP_VALUE;
+        args.map_value = &map;
+        if (ctl_put_call(c, gadget, method, &args) < 0 || ctl_flush(c) < 0)
+                return -1;
+        Control__Response *r = ctl_recv(c);
+        int e = -1;
+        if (r && r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                fprintf(stderr, "storebench: %s: %s\n", method, r->error->message);
+        if (r && r->resp_case == CONTROL__RESPONSE__RESP_RESULT &&
+            r->result->kind_case == GADGET__VALUE__KIND_MAP_VALUE && r->result->map_value->n_entries == 1) {
+                const Gadget__Value *l = r->result->map_value->entries[0]->value;
+                if (l->kind_case == GADGET__VALUE__KIND_LIST_VALUE) {
+                        for (size_t i = 0; i < l->list_value->n_items; i++)
+                                samples_add(s, l->list_value->items[i]->int_value);
+                        e = 0;
+                }
+        }
+        if (r)
+                control__response__free_unpacked(r, NULL);
+        return e;
+}
+
+static int ok(PGresult *r)
+{
+        int st = PQresultStatus(r);
+        PQclear(r);
+        return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0 : -1;
+}
+
+static PGconn *raw_open(const char *conninfo)
+{
+        PGconn *c = PQconnectdb(conninfo);
+        if (PQstatus(c) != CONNECTION_OK ||
+            ok(PQexec(c, "SET synchronous_commit = on; SET client_min_messages = warning;"
+                         "DROP TABLE IF EXISTS storebench_raw;"
+                         "CREATE TABLE storebench_raw (key bytea PRIMARY KEY, value bytea NOT NULL)")) < 0) {
+                fprintf(stderr, "storebench: libpq: %s", PQerrorMessage(c));
+                PQfinish(c);
+                return NULL;
+        }
+        return c;
+}
+
+static int raw_loop(PGconn *c, int put, int n, struct samples *s)
+{
+        char key[32], val[8] = { 0 };
+        for (int i = 0; i < n; i++) {
+                snprintf(key, sizeof key, "k%d", i % 1000);
+                memcpy(val, &i, sizeof i);
+                const char *v[2] = { key, val };
+                int l[2] = { (int)strlen(key), sizeof val }, f[2] = { 1, 1 };
+                int64_t t0 = bench_now_ns();
+                PGresult *r = put ? PQexecParams(c, "INSERT INTO storebench_raw VALUES ($1, $2) ON CONFLICT (key)"
+                                                    " DO UPDATE SET value = excluded.value", 2, NULL, v, l, f, 1)
+                                  : PQexecParams(c, "SELECT value FROM storebench_raw WHERE key = $1", 1, NULL, v,
+                                                 l, f, 1);
+                if (ok(r) < 0)
+                        return -1;
+                samples_add(s, bench_now_ns() - t0);
+        }
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct samples pput = { .name = "pgput_ns" }, pget = { .name = "pgget_ns" }, sput = { .name = "sqlput_ns" },
+                       sget = { .name = "sqlget_ns" }, rput = { .name = "rawput_ns" }, rget = { .name = "rawget_ns" },
+                       junk = { .name = "warmup" };
+        struct ctl pg, sq;
+        if (argc != 7) {
+                fprintf(stderr, "usage: storebench PG_SOCKET SQLITE_SOCKET GADGET ROUNDS N CONNINFO\n");
+                return 2;
+        }
+        const char *g = argv[3];
+        int rounds = atoi(argv[4]), n = atoi(argv[5]);
+        PGconn *raw = raw_open(argv[6]);
+        if (!raw || ctl_open(&pg, argv[1]) < 0 || ctl_open(&sq, argv[2]) < 0) {
+                fprintf(stderr, "storebench: cannot set up\n");
+                return 1;
+        }
+        int fail = gadget_loop(&pg, g, "kv_put", 50, &junk) < 0 || gadget_loop(&sq, g, "kv_put", 50, &junk) < 0 ||
+                   raw_loop(raw, 1, 50, &junk) < 0;
+        for (int r = 0; !fail && r < rounds; r++)
+                fail = gadget_loop(&pg, g, "kv_put", n, &pput) < 0 || raw_loop(raw, 1, n, &rput) < 0 ||
+                       gadget_loop(&sq, g, "kv_put", n, &sput) < 0 || gadget_loop(&pg, g, "kv_get", n, &pget) < 0 ||
+                       raw_loop(raw, 0, n, &rget) < 0 || gadget_loop(&sq, g, "kv_get", n, &sget) < 0;
+        ctl_close(&pg);
+        ctl_close(&sq);
+        PQfinish(raw);
+        if (fail) {
+                fprintf(stderr, "storebench: a block failed\n");
+                return 1;
+        }
+        struct samples *sets[] = { &pput, &rput, &sput, &pget, &rget, &sget };
+        samples_print(sets, 6);
+        return 0;
+}

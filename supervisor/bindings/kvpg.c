@@ -1,0 +1,593 @@
+/* kvpg: kv bindings on PostgreSQL, one non-blocking connection on the loop.
+ *
+ * States: CONNECTING (PQconnectPoll driven by the socket's readiness),
+ * SETUP (the session's settings, the schema's migrations, this node's
+ * row: one query at a time), READY (jobs, one query at a time in arrival
+ * order), DOWN (waiting to try again, with backoff). Nothing here waits:
+ * every libpq call is made non-blocking, and a connect or a query that
+ * takes too long counts as a lost connection.
+ *
+ * Durability: the session runs with synchronous_commit=on, set at connect
+ * (a server or role default cannot turn it off), and each job is one
+ * statement followed by Sync, so the server commits it before it reports
+ * ready; a job is answered only once PQgetResult returns NULL, which is
+ * after that report. A write whose connection is lost before is answered
+ * "outcome unknown", never ok. */
+#include "kvpg.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv.h"
+#include "kvpg_job.h"
+#include "kvpg_lanes.h"
+#include "kvpg_sql.h"
+#include "system/log.h"
+#include "system/pq_dl.h"
+
+#define CONNECT_TIMEOUT_S 5
+#define QUERY_TIMEOUT_S 10
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
+enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
+
+struct kvpg {
+        struct event_base *base;
+        char *conninfo, *node;
+        char where[256];              /* conninfo without passwords, for logs */
+        PGconn *c;
+        enum state state;
+        enum step step;
+        struct event *ev_io;          /* the socket: connecting, or reading */
+        struct event *ev_write;       /* the socket, while libpq has output to flush */
+        struct event *ev_timer;       /* connect or query timeout; the backoff */
+        unsigned backoff_ms;
+        bool busy;                    /* a query is out: wait for its NULL result */
+        PGresult *last;               /* the query's last tuples result */
+        char err[200], sqlstate[6];   /* its first error */
+        int version;                  /* the schema's, as read in SETUP */
+        int prepared;                 /* queries prepared on this connection */
+        struct kvpg_lanes queued;     /* the jobs not sent yet, gadgets in turn */
+        struct kv_job *running;       /* its query is out; done NULL: its caller left */
+        char notice[200];             /* the server's last message outside a query (why it
+                                       * ended the session, if it did) */
+        bool down_logged;             /* this failure to connect is logged */
+        char reason[200];             /* why the store is down */
+};
+
+static void lost(struct kvpg *pg, const char *why);
+static void send_next(struct kvpg *pg);
+
+/* libpq's messages end in a newline and indent their hints with tabs;
+ * logs and errors are one line: each run of white space becomes a space. */
+static void one_line(char *dst, size_t len, const char *msg)
+{
+        size_t o = 0;
+        bool space = false;
+        if (!msg || !*msg)
+                msg = "unknown error";
+        for (; *msg && o + 1 < len; msg++) {
+                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
+                        space = o > 0;
+                        continue;
+                }
+                if (space && o + 2 < len)
+                        dst[o++] = ' ';
+                space = false;
+                dst[o++] = *msg;
+        }
+        dst[o] = '\0';
+}
+
+static void timer_set(struct kvpg *pg, unsigned ms)
+{
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+        evtimer_add(pg->ev_timer, &tv);
+}
+
+static void io_clear(struct kvpg *pg)
+{
+        if (pg->ev_io)
+                event_free(pg->ev_io);
+        if (pg->ev_write)
+                event_free(pg->ev_write);
+        pg->ev_io = pg->ev_write = NULL;
+}
+
+/* Answers job with err and why, and frees it (unless its caller left). */
+static void answer(struct kv_job *job, int err, const char *why)
+{
+        job->err = err;
+        if (why) {
+                /* Cut to fit: the reason is the last part of every message. */
+                size_t n = strnlen(why, sizeof job->why - 1);
+                memcpy(job->why, why, n);
+                job->why[n] = '\0';
+        }
+        if (job->done)
+                job->done(job);
+        kv_job_free(job);
+}
+
+/* Answers every job of list with err (and why), in order. */
+static void answer_all(struct kv_job *list, int err, const char *why)
+{
+        while (list) {
+                struct kv_job *job = list;
+                list = job->next;
+                answer(job, err, why);
+        }
+}
+
+/* Every queued job fails as unavailable. */
+static void fail_queued(struct kvpg *pg)
+{
+        char why[256];
+        snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
+        answer_all(kvpg_lanes_take(&pg->queued, NULL), KV_EUNAVAILABLE, why);
+}
+
+/* The running job's connection is gone: a read did nothing, a write may
+ * or may not have committed. */
+static void fail_running(struct kvpg *pg)
+{
+        struct kv_job *job = pg->running;
+        char why[512];
+        if (!job)
+                return;
+        pg->running = NULL;
+        if (job->op == KV_PUT || job->op == KV_DELETE) {
+                snprintf(why, sizeof why, "store unavailable: the connection was lost during the %s, whose "
+                         "outcome is unknown: %s", job->op == KV_PUT ? "put" : "delete", pg->reason);
+                answer(job, KV_EUNKNOWN, why);
+        } else {
+                snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
+                answer(job, KV_EUNAVAILABLE, why);
+        }
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+static void on_connect_io(evutil_socket_t fd, short what, void *arg);
+
+/* libpq's notices (and a FATAL error sent while no query is out, such as
+ * "terminating connection due to administrator command") come here
+ * instead of gadgetd's stderr: kept as the reason of a loss that follows. */
+static void on_notice(void *arg, const char *msg)
+{
+        struct kvpg *pg = arg;
+        one_line(pg->notice, sizeof pg->notice, msg);
+}
+
+/* Why the connection ended while no query was out: the server's own word
+ * if it said one (PQisBusy parses what was read, passing an error sent
+ * outside a query to on_notice). */
+static const char *why_closed(struct kvpg *pg)
+{
+        PQisBusy(pg->c);
+        return pg->notice[0] ? pg->notice : PQerrorMessage(pg->c);
+}
+
+/* Starts a connection attempt. */
+static void connect_start(struct kvpg *pg)
+{
+        pg->state = PG_CONNECTING;
+        pg->c = PQconnectStart(pg->conninfo);
+        if (!pg->c) {
+                lost(pg, "out of memory");
+                return;
+        }
+        if (PQstatus(pg->c) == CONNECTION_BAD) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        pg->notice[0] = '\0';
+        PQsetNoticeProcessor(pg->c, on_notice, pg);
+        timer_set(pg, CONNECT_TIMEOUT_S * 1000);
+        /* libpq's rule: poll first when the socket is writable. */
+        on_connect_io(-1, EV_WRITE, pg);
+}
+
+/* Waits for the socket as PQconnectPoll asked (it may change between
+ * polls). */
+static void connect_wait(struct kvpg *pg, short what)
+{
+        io_clear(pg);
+        pg->ev_io = event_new(pg->base, PQsocket(pg->c), what, on_connect_io, pg);
+        if (!pg->ev_io || event_add(pg->ev_io, NULL) < 0)
+                lost(pg, "out of memory");
+}
+
+static void on_io(evutil_socket_t fd, short what, void *arg);
+static void setup_send(struct kvpg *pg, const char *sql, enum step step);
+
+static void connected(struct kvpg *pg)
+{
+        io_clear(pg);
+        if (PQsetnonblocking(pg->c, 1) != 0) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        pg->ev_io = event_new(pg->base, PQsocket(pg->c), EV_READ | EV_PERSIST, on_io, pg);
+        pg->ev_write = event_new(pg->base, PQsocket(pg->c), EV_WRITE, on_io, pg);
+        if (!pg->ev_io || !pg->ev_write || event_add(pg->ev_io, NULL) < 0) {
+                lost(pg, "out of memory");
+                return;
+        }
+        pg->state = PG_SETUP;
+        /* Why every answered write is durable: the session commits
+         * synchronously whatever the server's or role's default says. The
+         * node is a checked name (config.c): safe to quote as it is. */
+        char sql[256];
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET client_min_messages = warning;"
+                 " SET application_name = 'gadgetd %s'", pg->node);
+        setup_send(pg, sql, STEP_SESSION);
+}
+
+static void on_connect_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg *pg = arg;
+        (void)fd;
+        (void)what;
+        switch (PQconnectPoll(pg->c)) {
+        case PGRES_POLLING_READING: connect_wait(pg, EV_READ); break;
+        case PGRES_POLLING_WRITING: connect_wait(pg, EV_WRITE); break;
+        case PGRES_POLLING_OK: connected(pg); break;
+        default: lost(pg, PQerrorMessage(pg->c)); break;
+        }
+}
+
+/* Flushes libpq's output; waits for the socket if it could not all go. */
+static void flush(struct kvpg *pg)
+{
+        int r = PQflush(pg->c);
+        if (r < 0)
+                lost(pg, PQerrorMessage(pg->c));
+        else if (r > 0)
+                event_add(pg->ev_write, NULL);
+}
+
+static void query_begin(struct kvpg *pg)
+{
+        pg->busy = true;
+        pg->err[0] = pg->sqlstate[0] = '\0';
+        PQclear(pg->last);
+        pg->last = NULL;
+        timer_set(pg, QUERY_TIMEOUT_S * 1000);
+        flush(pg);
+}
+
+static void setup_send(struct kvpg *pg, const char *sql, enum step step)
+{
+        pg->step = step;
+        if (!PQsendQuery(pg->c, sql)) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        query_begin(pg);
+}
+
+/* The next migration, or this node's row once the schema is current. */
+static void setup_migrate(struct kvpg *pg)
+{
+        char why[200];
+        if (pg->version > KVPG_SCHEMA_VERSION) {
+                snprintf(why, sizeof why, "the store's schema is version %d, newer than this gadgetd's (%d)",
+                         pg->version, KVPG_SCHEMA_VERSION);
+                lost(pg, why);
+                return;
+        }
+        if (pg->version == KVPG_SCHEMA_VERSION) {
+                char sql[400];
+                snprintf(sql, sizeof sql, "COMMIT; INSERT INTO gadgetd_node (name) VALUES ('%s')"
+                         " ON CONFLICT (name) DO UPDATE SET last_seen = now()", pg->node);
+                setup_send(pg, sql, STEP_NODE);
+                return;
+        }
+        const char *m = kvpg_sql_migration(pg->version + 1);
+        size_t len = strlen(m) + 128;
+        char *sql = malloc(len);
+        if (!sql) {
+                lost(pg, "out of memory");
+                return;
+        }
+        snprintf(sql, len, "%s;UPDATE gadgetd_schema SET version = %d; COMMIT", m, pg->version + 1);
+        setup_send(pg, sql, STEP_MIGRATE_APPLY);
+        free(sql);
+}
+
+/* Prepares the next of the kv queries on this connection (parsed once,
+ * not at each operation). */
+static void prepare_next(struct kvpg *pg)
+{
+        pg->step = STEP_PREPARE;
+        if (!PQsendPrepare(pg->c, kvpg_query_names[pg->prepared], kvpg_queries[pg->prepared], 0, NULL)) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        query_begin(pg);
+}
+
+/* A setup query ended (without error). */
+static void setup_next(struct kvpg *pg)
+{
+        switch (pg->step) {
+        case STEP_SESSION: setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ); break;
+        case STEP_MIGRATE_READ:
+                if (!pg->last || PQntuples(pg->last) != 1) {
+                        lost(pg, "gadgetd_schema does not hold one row");
+                        return;
+                }
+                pg->version = atoi(PQgetvalue(pg->last, 0, 0));
+                setup_migrate(pg);
+                break;
+        case STEP_MIGRATE_APPLY:
+                log_msg(L_INFO, NULL, "store: migrated the PostgreSQL schema to version %d", pg->version + 1);
+                setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ);
+                break;
+        case STEP_NODE:
+                pg->prepared = 0;
+                prepare_next(pg);
+                break;
+        case STEP_PREPARE:
+                if (++pg->prepared < KVPG_QUERY_COUNT) {
+                        prepare_next(pg);
+                        break;
+                }
+                pg->state = PG_READY;
+                pg->backoff_ms = 0;
+                pg->down_logged = false;
+                log_msg(L_INFO, NULL, "store: connected to PostgreSQL (%s) as node %s, schema version %d",
+                        pg->where, pg->node, pg->version);
+                send_next(pg);
+                break;
+        }
+}
+
+/* The server's error as a job's: a full disk, a read-only server, or
+ * another storage error with the server's message. */
+static void job_error(struct kvpg *pg, struct kv_job *job)
+{
+        char why[256];
+        if (strcmp(pg->sqlstate, "53100") == 0) {
+                answer(job, -ENOSPC, NULL);
+        } else if (strcmp(pg->sqlstate, "25006") == 0) {
+                snprintf(why, sizeof why, "store unavailable: %s", pg->err);
+                answer(job, KV_EUNAVAILABLE, why);
+        } else {
+                snprintf(why, sizeof why, "storage error: %s", pg->err);
+                answer(job, -EIO, why);
+        }
+}
+
+/* The query that was out has ended (PQgetResult gave NULL). */
+static void query_end(struct kvpg *pg)
+{
+        evtimer_del(pg->ev_timer);
+        if (PQstatus(pg->c) == CONNECTION_BAD) {
+                lost(pg, pg->err[0] ? pg->err : PQerrorMessage(pg->c));
+                return;
+        }
+        if (pg->state == PG_SETUP) {
+                if (pg->err[0])
+                        lost(pg, pg->err);
+                else
+                        setup_next(pg);
+                return;
+        }
+        struct kv_job *job = pg->running;
+        pg->running = NULL;
+        if (job && pg->err[0])
+                job_error(pg, job);
+        else if (job && !pg->last)
+                answer(job, -EIO, "storage error: the store answered no result");
+        else if (job) {
+                kvpg_job_result(job, pg->last);
+                answer(job, job->err, NULL);
+        }
+        send_next(pg);
+}
+
+/* Keeps the last tuples result and the first error of the query. */
+static void collect(struct kvpg *pg, PGresult *r)
+{
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_TUPLES_OK) {
+                PQclear(pg->last);
+                pg->last = r;
+                return;
+        }
+        if ((st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR || st == PGRES_BAD_RESPONSE) &&
+            !pg->err[0]) {
+                const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+                one_line(pg->err, sizeof pg->err, msg ? msg : PQresultErrorMessage(r));
+                snprintf(pg->sqlstate, sizeof pg->sqlstate, "%s", state ? state : "");
+        }
+        PQclear(r);
+}
+
+static void on_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg *pg = arg;
+        (void)fd;
+        if (what & EV_WRITE) {
+                flush(pg);
+                if (!pg->c)
+                        return;
+        }
+        if (!(what & EV_READ))
+                return;
+        if (!PQconsumeInput(pg->c)) {
+                lost(pg, pg->busy ? PQerrorMessage(pg->c) : why_closed(pg));
+                return;
+        }
+        while (pg->c && pg->busy && !PQisBusy(pg->c)) {
+                PGresult *r = PQgetResult(pg->c);
+                if (r) {
+                        collect(pg, r);
+                        continue;
+                }
+                pg->busy = false;
+                query_end(pg);
+        }
+        /* Input with no query out: a notice, or the server saying goodbye
+         * (PQisBusy parses it). */
+        if (pg->c && !pg->busy) {
+                PQisBusy(pg->c);
+                if (PQstatus(pg->c) == CONNECTION_BAD)
+                        lost(pg, why_closed(pg));
+        }
+}
+
+static void send_next(struct kvpg *pg)
+{
+        if (pg->state != PG_READY || pg->busy || kvpg_lanes_empty(&pg->queued))
+                return;
+        struct kv_job *job = kvpg_lanes_next(&pg->queued);
+        pg->running = job;
+        if (!kvpg_job_send(pg->c, job, pg->node)) {
+                lost(pg, PQerrorMessage(pg->c));
+                return;
+        }
+        /* The store of the job's gadget may close before the answer. */
+        job->gadget = NULL;
+        query_begin(pg);
+}
+
+/* The connection failed or was lost: everything waiting is answered, and
+ * the next attempt is scheduled. Logged once per change of state. */
+static void lost(struct kvpg *pg, const char *why)
+{
+        one_line(pg->reason, sizeof pg->reason, why);
+        if (pg->state == PG_READY)
+                log_msg(L_WARN, NULL, "store: lost the connection to PostgreSQL (%s): %s; reconnecting", pg->where,
+                        pg->reason);
+        else if (!pg->down_logged)
+                log_msg(L_WARN, NULL, "store: cannot connect to PostgreSQL (%s): %s; retrying", pg->where,
+                        pg->reason);
+        pg->down_logged = true;
+        io_clear(pg);
+        PQclear(pg->last);
+        pg->last = NULL;
+        PQfinish(pg->c);
+        pg->c = NULL;
+        pg->busy = false;
+        pg->state = PG_DOWN;
+        fail_running(pg);
+        fail_queued(pg);
+        pg->backoff_ms = pg->backoff_ms ? pg->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (pg->backoff_ms > BACKOFF_MAX_MS)
+                pg->backoff_ms = BACKOFF_MAX_MS;
+        evtimer_del(pg->ev_timer);
+        timer_set(pg, pg->backoff_ms);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg *pg = arg;
+        (void)fd;
+        (void)what;
+        if (pg->state == PG_DOWN)
+                connect_start(pg);
+        else if (pg->state == PG_CONNECTING)
+                lost(pg, "no connection within 5 s");
+        else
+                lost(pg, "no answer from the server within 10 s");
+}
+
+/* Whether conninfo parses; if not, err says why (libpq's reason, unless
+ * the string holds a password the reason might quote). */
+static int conninfo_check(const char *conninfo, char *err, size_t errlen)
+{
+        char *why = NULL;
+        PQconninfoOption *o = PQconninfoParse(conninfo, &why);
+        if (o) {
+                PQconninfoFree(o);
+                return 0;
+        }
+        char line[200];
+        one_line(line, sizeof line, why ? why : "out of memory");
+        bool secret = strcasestr(conninfo, "password") || strchr(conninfo, '@');
+        snprintf(err, errlen, "StoreConnection= is not a libpq connection string%s%s", secret ? "" : ": ",
+                 secret ? "" : line);
+        PQfreemem(why);
+        return -EINVAL;
+}
+
+int kvpg_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg **out, char *err,
+             size_t errlen)
+{
+        int e = pq_dl_load(err, errlen);
+        if (e < 0 || (e = conninfo_check(conninfo, err, errlen)) < 0)
+                return e;
+        struct kvpg *pg = calloc(1, sizeof *pg);
+        if (!pg || !(pg->conninfo = strdup(conninfo)) || !(pg->node = strdup(node)) ||
+            !(pg->ev_timer = evtimer_new(base, on_timer, pg))) {
+                snprintf(err, errlen, "out of memory");
+                kvpg_free(pg);
+                return -ENOMEM;
+        }
+        pg->base = base;
+        kvpg_lanes_init(&pg->queued);
+        kvpg_redact(conninfo, pg->where, sizeof pg->where);
+        connect_start(pg);
+        *out = pg;
+        return 0;
+}
+
+void kvpg_free(struct kvpg *pg)
+{
+        if (!pg)
+                return;
+        io_clear(pg);
+        if (pg->ev_timer)
+                event_free(pg->ev_timer);
+        PQclear(pg->last);
+        PQfinish(pg->c);
+        snprintf(pg->reason, sizeof pg->reason, "gadgetd is stopping");
+        if (pg->running)
+                answer(pg->running, -ECANCELED, NULL);
+        answer_all(kvpg_lanes_take(&pg->queued, NULL), -ECANCELED, NULL);
+        free(pg->conninfo);
+        free(pg->node);
+        free(pg);
+}
+
+int kvpg_submit(struct kvpg *pg, struct kv_job *job)
+{
+        /* Why a caller never waits on a store that is down: between
+         * attempts operations fail at once; during an attempt they wait at
+         * most its CONNECT_TIMEOUT_S, and a query at most QUERY_TIMEOUT_S. */
+        if (pg->state == PG_DOWN) {
+                snprintf(job->why, sizeof job->why, "store unavailable: %s", pg->reason);
+                return KV_EUNAVAILABLE;
+        }
+        int e = kvpg_lanes_put(&pg->queued, job);
+        if (e < 0) {
+                snprintf(job->why, sizeof job->why, "out of memory");
+                return e;
+        }
+        send_next(pg);
+        return 0;
+}
+
+void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
+{
+        struct kv_job *gone = kvpg_lanes_take(&pg->queued, owner);
+        struct kv_job *run = pg->running;
+        if (run && run->kv == owner && run->done) {
+                /* Its caller is answered now by a stand-in; the job itself
+                 * stays until its query ends, answering no one. */
+                struct kv_job stand_in = { .op = run->op, .kv = run->kv, .done = run->done, .arg = run->arg,
+                                           .user_done = run->user_done, .err = -ECANCELED };
+                snprintf(stand_in.binding, sizeof stand_in.binding, "%s", run->binding);
+                run->done = NULL;
+                stand_in.done(&stand_in);
+        }
+        answer_all(gone, -ECANCELED, NULL);
+}

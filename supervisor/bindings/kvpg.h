@@ -1,0 +1,32 @@
+/* kvpg: the PostgreSQL store (Store=postgresql): one connection per
+ * gadgetd, driven by libpq's non-blocking API on gadgetd's event loop. The
+ * gadgets' kv operations queue on it, each gadget's in order, the gadgets
+ * taking turns, one query at a time; each is one statement in its own
+ * transaction, answered only once
+ * the server reported its commit done (synchronous_commit=on). The
+ * connection is made and the schema created or migrated (kvpg_sql.c) at
+ * start and again after each loss, with backoff. */
+#pragma once
+
+#include <stddef.h>
+#include <event2/event.h>
+
+struct kvpg;
+struct kv;
+struct kv_job;
+
+/* Loads libpq and starts connecting to conninfo (a libpq connection string
+ * or URI, e.g. "service=NAME") as node. Never blocks: the connection is
+ * made on base. 0, or -errno with err saying why (libpq missing). */
+int kvpg_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg **out, char *err,
+             size_t errlen);
+/* Closes the connection; what is queued or running is answered cancelled. */
+void kvpg_free(struct kvpg *pg);
+/* Queues job (job->kv and job->gadget set): 0, after which job->done is
+ * called once on the loop and the job freed; or KV_EUNAVAILABLE with
+ * job->why when the store is down (the caller keeps job). */
+int kvpg_submit(struct kvpg *pg, struct kv_job *job);
+/* The store of owner closes: its queued jobs are answered cancelled now;
+ * its running one is answered cancelled now and dropped when its query
+ * ends. */
+void kvpg_cancel(struct kvpg *pg, const struct kv *owner);

@@ -1,0 +1,147 @@
+/* kvpg_job: kv operations as PostgreSQL queries and their results. */
+#include "kvpg_job.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv.h"
+#include "kvpg_sql.h"
+#include "system/pq_dl.h"
+
+/* A quota as a bigint parameter: "no limit" is the largest bigint. */
+static void quota_text(uint64_t v, char *buf, size_t len)
+{
+        snprintf(buf, len, "%" PRIu64, v > INT64_MAX ? (uint64_t)INT64_MAX : v);
+}
+
+int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node)
+{
+        /* Why a list reads a bounded range: [start, end) of the primary
+         * key, end being the prefix's successor or, without one, past
+         * every key (KV_MAX_KEY + 1 bytes of 0xff). */
+        uint8_t end[KV_MAX_KEY + 1];
+        char n1[24], n2[24];
+        const char *v[7] = { job->gadget, job->binding, (const char *)job->key };
+        int l[7] = { 0, 0, (int)job->klen }, f[7] = { 0, 0, 1 }, n = 3;
+        enum kvpg_query q = KVPG_GET;
+
+        switch (job->op) {
+        case KV_GET: q = KVPG_GET; break;
+        case KV_DELETE: q = KVPG_DELETE; break;
+        case KV_PUT:
+                q = KVPG_PUT;
+                quota_text(job->quota.max_keys, n1, sizeof n1);
+                quota_text(job->quota.max_bytes, n2, sizeof n2);
+                v[3] = job->val ? job->val : "";
+                l[3] = (int)job->vlen;
+                f[3] = 1;
+                v[4] = n1;
+                v[5] = n2;
+                v[6] = node;
+                n = 7;
+                break;
+        case KV_LIST: {
+                size_t elen = kvdb_prefix_end(job->key, job->klen, end);
+                if (elen == 0)
+                        memset(end, 0xff, elen = sizeof end);
+                /* After the cursor when it lies within the range, else from
+                 * the prefix itself (as kvdb_list). */
+                size_t n_cmp = job->alen < job->klen ? job->alen : job->klen;
+                int cmp = memcmp(job->after, job->key, n_cmp);
+                bool from_cursor = job->alen > 0 && (cmp > 0 || (cmp == 0 && job->alen >= job->klen));
+                q = from_cursor ? KVPG_LIST_GT : KVPG_LIST_GE;
+                if (from_cursor) {
+                        v[2] = (const char *)job->after;
+                        l[2] = (int)job->alen;
+                }
+                snprintf(n1, sizeof n1, "%u", job->limit + 1);
+                v[3] = (const char *)end;
+                l[3] = (int)elen;
+                f[3] = 1;
+                v[4] = n1;
+                n = 5;
+                break;
+        }
+        }
+        return PQsendQueryPrepared(c, kvpg_query_names[q], n, v, l, f, 1);
+}
+
+/* Appends one listed key (2-byte length, bytes) to a list job. */
+static int list_add(struct kv_job *job, const void *key, size_t klen)
+{
+        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
+        if (!k)
+                return -ENOMEM;
+        k[job->keys_len] = (uint8_t)klen;
+        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
+        memcpy(k + job->keys_len + 2, key, klen);
+        job->keys = k;
+        job->keys_len += 2 + klen;
+        job->n_keys++;
+        return 0;
+}
+
+static int get_result(struct kv_job *job, const PGresult *res)
+{
+        if (PQntuples(res) < 1)
+                return -ENOENT;
+        size_t n = (size_t)PQgetlength(res, 0, 0);
+        void *copy = malloc(n ? n : 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, PQgetvalue(res, 0, 0), n);
+        job->val = copy;
+        job->vlen = n;
+        return 0;
+}
+
+/* The one int4 (put) or bool (delete) a write function returned. */
+static int scalar(const PGresult *res, int64_t *out)
+{
+        if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+                return -EIO;
+        const uint8_t *p = (const uint8_t *)PQgetvalue(res, 0, 0);
+        int len = PQgetlength(res, 0, 0);
+        if (len == 1)
+                *out = p[0];
+        else if (len == 4)
+                *out = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+        else
+                return -EIO;
+        return 0;
+}
+
+static int list_result(struct kv_job *job, const PGresult *res)
+{
+        int rows = PQntuples(res);
+        job->more = (unsigned)rows > job->limit;
+        for (int i = 0; i < rows && (unsigned)i < job->limit; i++)
+                if (list_add(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+void kvpg_job_result(struct kv_job *job, const PGresult *res)
+{
+        int64_t v = 0;
+        int e = 0;
+        switch (job->op) {
+        case KV_GET: e = get_result(job, res); break;
+        case KV_PUT:
+                if ((e = scalar(res, &v)) == 0 && v != 0)
+                        e = -EDQUOT;
+                break;
+        case KV_DELETE:
+                if ((e = scalar(res, &v)) == 0)
+                        job->existed = v != 0;
+                break;
+        case KV_LIST: e = list_result(job, res); break;
+        }
+        if (e == -EIO)
+                snprintf(job->why, sizeof job->why, "storage error: the store answered an unexpected result");
+        job->err = e;
+}

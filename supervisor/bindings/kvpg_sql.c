@@ -1,0 +1,212 @@
+/* kvpg_sql: the PostgreSQL store's schema, migrations and queries.
+ *
+ * Schema (version 1), every name prefixed gadgetd_ so that the store may
+ * share a database:
+ *
+ *   gadgetd_schema (one boolean PK, version int)
+ *       the one row saying which migrations ran; changed only under the
+ *       transaction-level advisory lock KVPG_LOCK, so gadgetds that start
+ *       together migrate one after the other.
+ *   gadgetd_node (name text PK, first_seen, last_seen timestamptz)
+ *       the gadgetd nodes (Node=) that use the store; last_seen is set at
+ *       each connect.
+ *   gadgetd_kv_ns (id bigint identity PK, gadget text, binding text,
+ *                  keys bigint, bytes bigint, created_by text,
+ *                  UNIQUE (gadget, binding))
+ *       one namespace per gadget and kv binding, and its usage (keys and
+ *       bytes of keys + values) for MaxKeys= and MaxBytes=. Every write
+ *       locks its namespace's row (FOR UPDATE) first, so two writes of a
+ *       binding are serialised and the quota check cannot race.
+ *   gadgetd_kv (ns bigint → gadgetd_kv_ns, key bytea (1..512 bytes),
+ *               value bytea, PK (ns, key))
+ *       the keys; list is a range of the primary key's index (bytea
+ *       compares bytewise, as SQLite's BLOBs do).
+ *   gadgetd_kv_put(gadget, binding, key, value, max_keys, max_bytes, node)
+ *       → 0 stored, 1 over the quota (nothing written);
+ *   gadgetd_kv_delete(gadget, binding, key) → whether the key existed.
+ *       Every write goes through these two functions, in the statement's
+ *       own transaction (one statement, then Sync: the commit). A later
+ *       ownership check (an owner row with an epoch) is one more
+ *       migration: a new signature taking the writer's epoch and checking
+ *       it against the owner row, locked FOR SHARE, in the same
+ *       transaction as the write. */
+#include "kvpg_sql.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* Any constant held by every gadgetd of this program: "gadgetd" in hex. */
+#define KVPG_LOCK "6761646765746400"
+
+const char kvpg_sql_migrate_begin[] =
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(x'" KVPG_LOCK "'::bigint);"
+        "CREATE TABLE IF NOT EXISTS gadgetd_schema ("
+        " one boolean PRIMARY KEY DEFAULT true CHECK (one), version integer NOT NULL);"
+        "INSERT INTO gadgetd_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM gadgetd_schema);"
+        "SELECT version FROM gadgetd_schema;";
+
+static const char migration_1[] =
+        "CREATE TABLE gadgetd_node ("
+        " name text PRIMARY KEY,"
+        " first_seen timestamptz NOT NULL DEFAULT now(),"
+        " last_seen timestamptz NOT NULL DEFAULT now());"
+        "CREATE TABLE gadgetd_kv_ns ("
+        " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " gadget text NOT NULL,"
+        " binding text NOT NULL,"
+        " keys bigint NOT NULL DEFAULT 0,"
+        " bytes bigint NOT NULL DEFAULT 0,"
+        " created_by text NOT NULL,"
+        " UNIQUE (gadget, binding));"
+        "CREATE TABLE gadgetd_kv ("
+        " ns bigint NOT NULL REFERENCES gadgetd_kv_ns (id),"
+        " key bytea NOT NULL CHECK (length(key) BETWEEN 1 AND 512),"
+        " value bytea NOT NULL,"
+        " PRIMARY KEY (ns, key));"
+        /* The namespace's row is locked before anything is read: the
+         * quota check and the write see every earlier write of the
+         * binding, and no later one until this commits. */
+        "CREATE FUNCTION gadgetd_kv_put(p_gadget text, p_binding text, p_key bytea, p_value bytea,"
+        " p_max_keys bigint, p_max_bytes bigint, p_node text) RETURNS integer LANGUAGE plpgsql AS $f$\n"
+        "DECLARE n gadgetd_kv_ns%ROWTYPE; old bigint; dk bigint := 0; db bigint;\n"
+        "BEGIN\n"
+        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  IF NOT FOUND THEN\n"
+        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n"
+        "      ON CONFLICT (gadget, binding) DO NOTHING;\n"
+        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  END IF;\n"
+        "  SELECT length(key) + length(value) INTO old FROM gadgetd_kv WHERE ns = n.id AND key = p_key;\n"
+        "  IF old IS NULL THEN dk := 1; old := 0; END IF;\n"
+        "  db := length(p_key) + length(p_value) - old;\n"
+        "  IF n.keys + dk > p_max_keys OR n.bytes + db > p_max_bytes THEN RETURN 1; END IF;\n"
+        "  INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, p_key, p_value)\n"
+        "    ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n"
+        "  UPDATE gadgetd_kv_ns SET keys = keys + dk, bytes = bytes + db WHERE id = n.id;\n"
+        "  RETURN 0;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_kv_delete(p_gadget text, p_binding text, p_key bytea)"
+        " RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+        "DECLARE nid bigint; freed bigint;\n"
+        "BEGIN\n"
+        "  SELECT id INTO nid FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  IF NOT FOUND THEN RETURN false; END IF;\n"
+        "  DELETE FROM gadgetd_kv WHERE ns = nid AND key = p_key RETURNING length(key) + length(value) INTO freed;\n"
+        "  IF NOT FOUND THEN RETURN false; END IF;\n"
+        "  UPDATE gadgetd_kv_ns SET keys = keys - 1, bytes = bytes - freed WHERE id = nid;\n"
+        "  RETURN true;\n"
+        "END $f$;";
+
+const char *kvpg_sql_migration(int version)
+{
+        return version == 1 ? migration_1 : NULL;
+}
+
+#define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "
+
+/* Parameters: $1 gadget, $2 binding (text); $3 key or list start (bytea);
+ * put: $4 value, $5 max keys, $6 max bytes, $7 node; list: $4 the end of
+ * the prefix's range (bytea), $5 limit + 1. */
+const char *const kvpg_queries[KVPG_QUERY_COUNT] = {
+        [KVPG_GET] = "SELECT v.value " FROM_NS "AND v.key = $3",
+        [KVPG_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7)",
+        [KVPG_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3)",
+        [KVPG_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
+        [KVPG_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
+};
+
+const char *const kvpg_query_names[KVPG_QUERY_COUNT] = {
+        [KVPG_GET] = "gadgetd_get", [KVPG_PUT] = "gadgetd_put", [KVPG_DELETE] = "gadgetd_delete",
+        [KVPG_LIST_GE] = "gadgetd_list_ge", [KVPG_LIST_GT] = "gadgetd_list_gt",
+};
+
+/* Appends n bytes of s to out (room len, used *o), cut to fit. */
+static void put(char *out, size_t len, size_t *o, const char *s, size_t n)
+{
+        while (n-- > 0 && *o + 1 < len)
+                out[(*o)++] = *s++;
+        out[*o] = '\0';
+}
+
+/* The key=value form: each password's value (plain, or quoted with
+ * backslash escapes) becomes ***. */
+static void redact_keywords(const char *in, char *out, size_t len)
+{
+        size_t o = 0;
+        const char *p = in;
+        out[0] = '\0';
+        while (*p) {
+                const char *k = p;
+                while (*p && *p != '=' && *p != ' ' && *p != '\t')
+                        p++;
+                size_t klen = (size_t)(p - k);
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (*p != '=') {
+                        put(out, len, &o, k, (size_t)(p - k));
+                        continue;
+                }
+                p++;
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                bool secret = klen == 8 && strncasecmp(k, "password", 8) == 0;
+                put(out, len, &o, k, klen);
+                put(out, len, &o, "=", 1);
+                const char *v = p;
+                if (*p == '\'') {
+                        for (p++; *p && *p != '\''; p++)
+                                if (*p == '\\' && p[1])
+                                        p++;
+                        if (*p)
+                                p++;
+                } else
+                        while (*p && *p != ' ' && *p != '\t')
+                                p++;
+                if (secret)
+                        put(out, len, &o, "***", 3);
+                else
+                        put(out, len, &o, v, (size_t)(p - v));
+                while (*p == ' ' || *p == '\t')
+                        put(out, len, &o, p++, 1);
+        }
+}
+
+/* The URI form: user:PASSWORD@ and password= among the parameters. */
+static void redact_uri(const char *in, char *out, size_t len)
+{
+        size_t o = 0;
+        const char *rest = strstr(in, "://") + 3;
+        put(out, len, &o, in, (size_t)(rest - in));
+        const char *at = strpbrk(rest, "@/?");
+        const char *colon = memchr(rest, ':', at ? (size_t)(at - rest) : 0);
+        if (at && *at == '@' && colon) {
+                put(out, len, &o, rest, (size_t)(colon - rest) + 1);
+                put(out, len, &o, "***", 3);
+                rest = at;
+        }
+        const char *p = rest;
+        while (*p) {
+                bool start = p > in && (p[-1] == '?' || p[-1] == '&');
+                if (start && strncasecmp(p, "password=", 9) == 0) {
+                        put(out, len, &o, p, 9);
+                        put(out, len, &o, "***", 3);
+                        p += 9;
+                        while (*p && *p != '&')
+                                p++;
+                } else
+                        put(out, len, &o, p++, 1);
+        }
+}
+
+void kvpg_redact(const char *conninfo, char *out, size_t len)
+{
+        if (len == 0)
+                return;
+        if (strncmp(conninfo, "postgresql://", 13) == 0 || strncmp(conninfo, "postgres://", 11) == 0)
+                redact_uri(conninfo, out, len);
+        else
+                redact_keywords(conninfo, out, len);
+}

@@ -1,0 +1,30 @@
+/* kvpg_sql: the PostgreSQL store's schema, its migrations and the queries
+ * of kv operations (pure text, no libpq), and the redaction of a
+ * connection string for logs. The schema is described in README "The
+ * PostgreSQL store" and in kvpg_sql.c. */
+#pragma once
+
+#include <stddef.h>
+
+/* The schema version this gadgetd creates and understands. */
+#define KVPG_SCHEMA_VERSION 1
+
+enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_QUERY_COUNT };
+
+/* The parameterised query of each kv operation (results in binary), and
+ * the name it is prepared under on each connection. */
+extern const char *const kvpg_queries[KVPG_QUERY_COUNT];
+extern const char *const kvpg_query_names[KVPG_QUERY_COUNT];
+
+/* Opens the migration transaction: takes the advisory lock every gadgetd
+ * migrating this store takes, makes the version table if there is none,
+ * and reads the version (the last result's one row). */
+extern const char kvpg_sql_migrate_begin[];
+/* The statements that take the schema from version - 1 to version (1 to
+ * KVPG_SCHEMA_VERSION), run inside that transaction. NULL otherwise. */
+const char *kvpg_sql_migration(int version);
+
+/* conninfo with every password replaced by "***" (key=value form:
+ * password=...; URI form: user:PASSWORD@ and ?password=), cut to fit
+ * out. For logs: a password never reaches one. */
+void kvpg_redact(const char *conninfo, char *out, size_t len);

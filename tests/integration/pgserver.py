@@ -1,0 +1,138 @@
+"""A throwaway PostgreSQL server for the store tests (Store=postgresql).
+
+Debian's postgresql package (15, or a later one: found by glob) is run as
+`nobody` (initdb refuses root) on a data directory in the test's temporary
+directory, with no TCP listener (listen_addresses='') and its Unix socket
+in that directory; fsync and synchronous_commit are on, so what the server
+reported committed survives its crash. PgServer.conninfo is what gadgetd's
+StoreConnection= gets. Missing PostgreSQL is a part scripts/deps installs:
+need() skips the test on a developer's machine and fails it under CI."""
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import time
+
+from parts import need
+
+USER = "nobody"
+
+
+def pg_bin():
+    """The newest /usr/lib/postgresql/N/bin holding initdb, or None."""
+    found = glob.glob("/usr/lib/postgresql/*/bin/initdb")
+    found.sort(key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    return os.path.dirname(found[-1]) if found else None
+
+
+class PgServer:
+    """start() makes the cluster (once) and starts the server; stop() ends
+    it (fast, then killed); also restart, psql, terminate_backends."""
+
+    def __init__(self, tmp, name="pg"):
+        self.bin = pg_bin()
+        if not self.bin or not shutil.which("setpriv"):
+            need("postgresql", "the PostgreSQL store tests start their own server (initdb, pg_ctl)")
+        self.dir = os.path.join(tmp, name)
+        self.data = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "server.log")
+        self.pw = pwd.getpwnam(USER)
+        self.conninfo = "host=%s dbname=postgres user=gadgetd" % self.dir
+        self.made = False
+
+    def _as_user(self, *cmd, check=True, capture=False, timeout=120):
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        env.pop("PGPASSWORD", None)
+        return subprocess.run(
+            ["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups", *cmd],
+            check=check, cwd=self.dir, env=env, timeout=timeout, text=True,
+            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if capture else subprocess.DEVNULL)
+
+    def _make(self):
+        os.makedirs(self.dir, exist_ok=True)
+        # The test's directory is 0755 and root's; this one is the server's.
+        os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
+        os.chmod(self.dir, 0o755)
+        self._as_user(os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "gadgetd", "--auth=trust",
+                      "--no-sync", "-E", "UTF8", "--locale=C")
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\n"
+                    "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % self.dir)
+        self.made = True
+
+    def pg_ctl(self, *args, check=True, timeout=120):
+        return self._as_user(os.path.join(self.bin, "pg_ctl"), "-D", self.data, *args, check=check,
+                             timeout=timeout)
+
+    def start(self):
+        if not self.made:
+            self._make()
+        self.pg_ctl("-l", self.logfile, "-w", "-t", "60", "start")
+        return self
+
+    def stop(self, mode="fast"):
+        """Stops the server; if it does not stop, kills the postmaster."""
+        if self.pg_ctl("-m", mode, "-w", "-t", "30", "stop", check=False).returncode == 0:
+            return
+        pidfile = os.path.join(self.data, "postmaster.pid")
+        if os.path.exists(pidfile):
+            with open(pidfile) as f:
+                pid = int(f.readline())
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            time.sleep(0.5)
+
+    def restart(self, mode="fast"):
+        self.pg_ctl("-m", mode, "-w", "-t", "60", "-l", self.logfile, "restart")
+
+    def psql(self, sql):
+        """Runs sql (unaligned, tuples only); its output."""
+        r = self._as_user(os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql,
+                          capture=True)
+        return r.stdout.strip()
+
+    def terminate_backends(self, app_prefix="gadgetd"):
+        """Ends the sessions of every gadgetd (pg_terminate_backend); how many."""
+        return int(self.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                             " WHERE application_name LIKE '%s%%'" % app_prefix) or 0)
+
+    def pids(self):
+        """The postmaster and its children."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            pm = int(f.readline())
+        kids = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open("/proc/%s/stat" % d) as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                            kids.append(int(d))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return [pm] + kids
+
+    def signal_all(self, sig):
+        """Sends sig to the postmaster and its children (SIGSTOP: a server
+        that hangs)."""
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def server_log(self):
+        try:
+            with open(self.logfile) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

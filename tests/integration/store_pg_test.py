@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Integration tests of the PostgreSQL store (Store=postgresql): a real
+PostgreSQL server started by each test (pgserver.py), real gadgetd, real
+gadgets. Usage: store_pg_test.py TEST."""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import re
+import subprocess
+
+from harness import CALLFLOOD, EXAMPLES, Daemon, check, main, policy, test, wait_for
+from pgserver import PgServer
+import kvchecks
+from kvchecks import bcall, ready
+
+
+def pg_daemon(tmp, pg, name="gadgetd", node="node1", extra_conf=""):
+    """A gadgetd (its own directories below tmp/name) whose kv bindings
+    live in pg."""
+    base = os.path.join(tmp, name)
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    conf = os.path.join(base, "gadgetd.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, node, extra_conf))
+    return Daemon(base, extra=["--config", conf])
+
+
+def connected(d):
+    return "store: connected to PostgreSQL" in d.logtext()
+
+
+@test
+def pg_kv_operations(tmp):
+    """get/put/delete/list with cursors and bytes keys, on PostgreSQL; and
+    no SQLite file is made."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        kvchecks.kv_operations_checks(d)
+        check(not os.path.exists(os.path.join(d.tmp, "state", "kv")), "a SQLite store was made")
+        rows = pg.psql("SELECT gadget, binding, keys FROM gadgetd_kv_ns ORDER BY gadget, binding")
+        check(rows == "store|DATA|5", "namespaces: %r" % rows)
+
+
+@test
+def pg_kv_namespaces(tmp):
+    """Each binding of each gadget its own namespace."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        kvchecks.kv_namespaces_checks(d)
+
+
+@test
+def pg_kv_limits(tmp):
+    """Key size, MaxValueSize, MaxKeys and MaxBytes as on SQLite; a refused
+    put writes nothing; the usage row matches the keys stored."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        kvchecks.kv_limits_checks(d)
+        usage = pg.psql("SELECT n.keys = count(v.key) AND n.bytes = sum(length(v.key) + length(v.value))"
+                        " FROM gadgetd_kv_ns n JOIN gadgetd_kv v ON v.ns = n.id GROUP BY n.id")
+        check(usage == "t", "usage row and keys disagree: %r" % usage)
+
+
+@test
+def pg_counter_thousand_concurrent(tmp):
+    """The counter example on PostgreSQL counts 1,000 increments sent by four
+    callers at once exactly (each a get and a durable put, in order)."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        with open(os.path.join(EXAMPLES, "counter.policy")) as f:
+            text = re.sub(r"^CallTimeout=.*$", "CallTimeout=120s", f.read(), flags=re.M)
+        with open(os.path.join(d.pol, "counter.policy"), "w") as f:
+            f.write(text)
+        ready(d, "counter")
+        env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000")
+        floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
+                                   text=True, env=env) for _ in range(4)]
+        for f in floods:
+            out, _ = f.communicate(timeout=120)
+            check("ok 250" in out, "flood: %r" % out)
+        r = d.ctl("call", "counter", "get")
+        check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
+
+
+@test
+def pg_put_answered_after_commit(tmp):
+    """A put is answered from its commit, not from its statement: a
+    constraint trigger deferred to commit time refuses one key, so its
+    statement succeeds and only its commit fails. That put must be an
+    error (nothing stored); the others ok."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "first", "value": 1})[0] == 0, "first put")
+        pg.psql("CREATE FUNCTION refuse_doomed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " IF NEW.key = convert_to('doomed', 'UTF8') THEN RAISE EXCEPTION 'commit refused by the test';"
+                " END IF; RETURN NULL; END $$;"
+                "CREATE CONSTRAINT TRIGGER refuse_doomed AFTER INSERT OR UPDATE ON gadgetd_kv"
+                " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_doomed()")
+        rc, _, err = bcall(d, "store", "DATA", "put", {"key": "doomed", "value": 2})
+        check(rc == 1 and "commit refused by the test" in err, "a put whose commit failed: %d %r" % (rc, err))
+        check(bcall(d, "store", "DATA", "get", {"key": "doomed"})[0] == 3, "the refused put is stored")
+        check(bcall(d, "store", "DATA", "put", {"key": "fine", "value": 3})[0] == 0, "the next put")
+        check(pg.psql("SELECT keys FROM gadgetd_kv_ns") == "2", "usage counts the refused put")
+
+
+def put_until(d, gadget, acked, stop, prefix="k", errors=None):
+    """Puts k000000, k000001, ... until stop is set; acked gets each key
+    answered ok, errors each error message."""
+    i = 0
+    while not stop.is_set():
+        key = "%s%06d" % (prefix, i)
+        rc, _, err = bcall(d, gadget, "DATA", "put", {"key": key, "value": i})
+        if rc == 0:
+            acked.append(key)
+        elif errors is not None:
+            errors.append(err)
+        else:
+            return
+        i += 1
+
+
+def stored_keys(pg, gadget):
+    out = pg.psql("SELECT convert_from(v.key, 'UTF8') FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns"
+                  " WHERE n.gadget = '%s' AND n.binding = 'DATA'" % gadget)
+    return set(out.split("\n")) if out else set()
+
+
+@test
+def pg_acknowledged_puts_survive_sigkill(tmp):
+    """Puts are acknowledged, gadgetd is killed (SIGKILL) among more: every
+    acknowledged put is in the store, and a new gadgetd serves them."""
+    with PgServer(tmp) as pg:
+        d = pg_daemon(tmp, pg)
+        policy(d.pol, "durable", "[Binding DATA]\nType=kv\n")
+        d.start()
+        ready(d, "durable")
+        acked, stop = [], threading.Event()
+        t = threading.Thread(target=put_until, args=(d, "durable", acked, stop))
+        t.start()
+        wait_for(lambda: len(acked) >= 30, timeout=120, what="30 acknowledged puts")
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        stop.set()
+        t.join()
+        stored = stored_keys(pg, "durable")
+        missing = [k for k in acked if k not in stored]
+        check(not missing, "%d acknowledged keys lost, e.g. %r" % (len(missing), missing[:3]))
+        with pg_daemon(tmp, pg) as d2:
+            ready(d2, "durable")
+            rc, out, _ = bcall(d2, "durable", "DATA", "get", {"key": acked[-1]})
+            check(rc == 0 and json.loads(out) == len(acked) - 1, "after restart: %r" % out)
+
+
+@test
+def pg_restarted_under_load(tmp):
+    """PostgreSQL crashes and restarts (pg_ctl restart -m immediate) while
+    two gadgets put: meanwhile their calls fail saying the store is
+    unavailable (and, for a put caught in its commit, that its outcome is
+    unknown), never hang; gadgetd reconnects by itself, logging the loss
+    and the reconnection once each; every acknowledged put is there."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        for g in ("one", "two"):
+            policy(d.pol, g, "[Binding DATA]\nType=kv\n")
+        ready(d, "one", "two")
+        stop = threading.Event()
+        acked = {"one": [], "two": []}
+        errors = {"one": [], "two": []}
+        threads = [threading.Thread(target=put_until, args=(d, g, acked[g], stop, "k", errors[g]))
+                   for g in acked]
+        for t in threads:
+            t.start()
+        wait_for(lambda: min(len(a) for a in acked.values()) >= 20, timeout=60, what="puts before the crash")
+        pg.restart(mode="immediate")
+        # Puts go on succeeding after the restart, without any help.
+        n = {g: len(a) for g, a in acked.items()}
+        wait_for(lambda: all(len(acked[g]) >= n[g] + 20 for g in acked), timeout=60,
+                 what="puts acknowledged again after the restart")
+        stop.set()
+        for t in threads:
+            t.join()
+        log = d.logtext()
+        check(log.count("store: lost the connection to PostgreSQL") == 1, "loss logged: %s" % log[-3000:])
+        check(log.count("store: connected to PostgreSQL") == 2, "reconnection logged: %s" % log[-3000:])
+        errs = errors["one"] + errors["two"]
+        check(all("store unavailable:" in e for e in errs), "unclear errors: %r" % errs[:5])
+        print("errors during the restart: %d, e.g. %r" % (len(errs), sorted(set(errs))[:4]))
+        for g in acked:
+            stored = stored_keys(pg, g)
+            missing = [k for k in acked[g] if k not in stored]
+            check(not missing, "%s: %d acknowledged keys lost, e.g. %r" % (g, len(missing), missing[:3]))
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+@test
+def pg_session_terminated(tmp):
+    """An administrator ends gadgetd's session (pg_terminate_backend) while
+    it is idle: gadgetd notices at once, logs it once, reconnects by
+    itself, and the gadget's data is all there."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "put")
+        check(pg.terminate_backends() == 1, "gadgetd's session not found by its application_name")
+        wait_for(lambda: "store: lost the connection to PostgreSQL" in d.logtext(), what="the loss logged")
+        wait_for(lambda: d.logtext().count("store: connected to PostgreSQL") == 2, what="the reconnection")
+        rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+        check(rc == 0 and json.loads(out) == 1, "get after the reconnection: %r %r" % (out, err))
+        check("terminating connection due to administrator command" in d.logtext(), "the reason: %s" %
+              d.logtext()[-2000:])
+
+
+@test
+def pg_server_hangs(tmp):
+    """The server stops answering (every PostgreSQL process stopped with
+    SIGSTOP) during a put: gadgetd's loop goes on serving other gadgets at
+    once; the put is answered after 10 s, saying the server did not
+    answer and that the put's outcome is unknown; once the server runs
+    again gadgetd reconnects by itself."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        policy(d.pol, "other")
+        ready(d, "store", "other")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "put")
+        pg.signal_all(signal.SIGSTOP)
+        try:
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=bcall(d, "store", "DATA", "put",
+                                                                  {"key": "k", "value": 2})))
+            t0 = time.monotonic()
+            t.start()
+            time.sleep(1)
+            for _ in range(5):
+                s0 = time.monotonic()
+                check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+                check(time.monotonic() - s0 < 1, "another gadget's call took %.1f s" % (time.monotonic() - s0))
+            t.join(timeout=30)
+            took = time.monotonic() - t0
+            check("r" in res, "the put was not answered within %.0f s" % took)
+            rc, _, err = res["r"]
+            check(rc == 1 and "outcome is unknown" in err and "no answer from the server within 10 s" in err,
+                  "the put to a hung server: %d %r" % (rc, err))
+            check(9 < took < 15, "answered after %.1f s" % took)
+        finally:
+            pg.signal_all(signal.SIGCONT)
+        wait_for(lambda: d.logtext().count("store: connected to PostgreSQL") == 2, timeout=30,
+                 what="the reconnection")
+        rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+        check(rc == 0 and json.loads(out) in (1, 2), "get after the reconnection: %r %r" % (out, err))
+
+
+@test
+def pg_down_fails_fast(tmp):
+    """With PostgreSQL down, kv calls fail at once with "store unavailable"
+    and libpq's reason, other gadgets go on; once the server is up gadgetd
+    connects by itself. The connection string's password never reaches
+    gadgetd's log."""
+    pg = PgServer(tmp)
+    pg.start()
+    pg.stop()
+    pg.conninfo += " password=hunter2-secret"
+    d = pg_daemon(tmp, pg)
+    try:
+        with d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            policy(d.pol, "other")
+            ready(d, "store", "other")
+            wait_for(lambda: "store: cannot connect to PostgreSQL" in d.logtext(), what="the failure logged")
+            # Between attempts (backing off to 5 s by now), calls do not
+            # wait for the next attempt.
+            time.sleep(6)
+            for op, args in (("put", {"key": "k", "value": 1}), ("get", {"key": "k"}), ("list", {}),
+                             ("put", {"key": "k2", "value": 1})):
+                t0 = time.monotonic()
+                rc, _, err = bcall(d, "store", "DATA", op, args)
+                took = time.monotonic() - t0
+                check(rc == 1 and "store unavailable:" in err and "No such file or directory" in err,
+                      "%s while down: %d %r" % (op, rc, err))
+                check(took < 1, "the %s took %.1f s to fail" % (op, took))
+            check(d.ctl("call", "other", "echo", '"up"').stdout.strip() == '"up"', "another gadget stalled")
+            pg.start()
+            wait_for(lambda: connected(d), timeout=30, what="gadgetd to connect")
+            rc, _, err = bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
+            check(rc == 0, "put once the server is up: %r" % err)
+            log = d.logtext()
+            check(log.count("store: cannot connect to PostgreSQL") == 1, "the failure logged again and again")
+            check("hunter2-secret" not in log and "password=***" in log, "the password: %s" % log[-2000:])
+    finally:
+        pg.stop()
+
+
+@test
+def pg_gadgetd_race_to_migrate(tmp):
+    """Three gadgetd start at once on a fresh store: one creates the schema,
+    the others wait for it (the advisory lock) instead of failing; all see
+    version 1, each writes, and the schema holds one version row and every
+    node."""
+    with PgServer(tmp) as pg:
+        ds = [pg_daemon(tmp, pg, x, "node-" + x) for x in "abc"]
+        for d in ds:
+            policy(d.pol, "g" + d.tmp[-1], "[Binding DATA]\nType=kv\n")
+        starters = [threading.Thread(target=d.start) for d in ds]
+        try:
+            for t in starters:
+                t.start()
+            for t in starters:
+                t.join()
+            wait_for(lambda: all(connected(d) for d in ds), what="every gadgetd connected")
+            logs = "".join(d.logtext() for d in ds)
+            check("cannot connect" not in logs, "a gadgetd failed to set up the store: %s" % logs[-3000:])
+            check(logs.count("schema version 1") == 3, "versions: %s" % logs[-3000:])
+            check(logs.count("migrated the PostgreSQL schema to version 1") == 1, "migrations: %s" % logs[-3000:])
+            for i, d in enumerate(ds):
+                g = "g" + d.tmp[-1]
+                ready(d, g)
+                check(bcall(d, g, "DATA", "put", {"key": "k", "value": i})[0] == 0, "%s put" % g)
+        finally:
+            for d in ds:
+                d.__exit__(None, None, None)
+        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:1", "schema version row")
+        check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b,node-c",
+              "nodes")
+        check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")
+              == "node-a,node-b,node-c", "namespaces' nodes")
+
+
+@test
+def pg_libpq_missing(tmp):
+    """libpq cannot be loaded (an unloadable libpq.so.5 first on gadgetd's
+    library path): a gadgetd on SQLite starts and serves kv as ever (it
+    never loads libpq); one with Store=postgresql refuses to start, saying
+    why."""
+    libdir = os.path.join(tmp, "lib")
+    os.makedirs(libdir)
+    open(os.path.join(libdir, "libpq.so.5"), "w").close()
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    with Daemon(os.path.join(tmp), env=env) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "kv on SQLite without libpq")
+    conf = os.path.join(tmp, "pg.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=host=/nonexistent\nNode=n\n")
+    from harness import GADGETD
+    r = subprocess.run([GADGETD, "--config", conf, "--policy-dir", os.path.join(tmp, "policy.d"), "--state-dir",
+                        os.path.join(tmp, "state"), "--socket", os.path.join(tmp, "run", "control.sock"),
+                        "--run-dir", os.path.join(tmp, "run")], capture_output=True, text=True, timeout=30, env=env)
+    check(r.returncode != 0 and "store: PostgreSQL: cannot load libpq.so.5" in r.stderr,
+          "Store=postgresql without libpq: %d %r" % (r.returncode, r.stderr[-1000:]))
+
+
+@test
+def pg_store_config_errors(tmp):
+    """Store=postgresql without StoreConnection=, a bad Store= or Node=:
+    gadgetd refuses to start, naming the problem (never the connection
+    string)."""
+    from harness import GADGETD
+    cases = (("Store=postgresql\n", "Store=postgresql needs StoreConnection="),
+             ("Store=mysql\n", "is not sqlite or postgresql"),
+             ("StoreConnection=host=/x password=s3cr3t\n", "StoreConnection= needs Store=postgresql"),
+             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"))
+    for i, (body, want) in enumerate(cases):
+        conf = os.path.join(tmp, "c%d.conf" % i)
+        with open(conf, "w") as f:
+            f.write("[Daemon]\n" + body)
+        r = subprocess.run([GADGETD, "--config", conf, "--help"], capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and want in r.stderr, "%r: %d %r" % (body, r.returncode, r.stderr))
+        check("s3cr3t" not in r.stderr, "the connection string was printed")
+    # A string libpq cannot parse: gadgetd does not start, saying so.
+    for conninfo, want in (("host=/x nosuchoption=1", 'invalid connection option "nosuchoption"'),
+                           ("host=/x password=s3cr3t bogus", "not a libpq connection string")):
+        conf = os.path.join(tmp, "bad.conf")
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nStore=postgresql\nNode=n\nStoreConnection=%s\n" % conninfo)
+        os.makedirs(os.path.join(tmp, "policy.d"), exist_ok=True)
+        r = subprocess.run([GADGETD, "--config", conf, "--policy-dir", os.path.join(tmp, "policy.d"), "--state-dir",
+                            os.path.join(tmp, "state"), "--socket", os.path.join(tmp, "run", "control.sock"),
+                            "--run-dir", os.path.join(tmp, "run")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and want in r.stderr, "%r: %d %r" % (conninfo, r.returncode, r.stderr[-1000:]))
+        check("s3cr3t" not in r.stderr, "the password was printed: %r" % r.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
