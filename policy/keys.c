@@ -527,6 +527,38 @@ static int policy_set_approve(struct policy_ctx *c, void *obj, const char *key, 
         return policy_method_words(c, key, value, false, &p->approve, &p->n_approve);
 }
 
+/* Nodes=: the gadgetd nodes (Node=) that may run it, the preferred first;
+ * checked as Node= is (1 to 63 of a-z 0-9 _ -). */
+static int policy_set_nodes(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        char **w;
+        size_t n;
+        int r = policy_words(c, key, value, &w, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                size_t len = strlen(w[i]);
+                bool ok = len >= 1 && len <= 63 && strspn(w[i], "abcdefghijklmnopqrstuvwxyz0123456789_-") == len;
+                if (!ok) {
+                        policy_err(c, "%s=%s: %s is not a node name (1 to 63 of a-z 0-9 _ -)", key, POLICY_Q(value),
+                                   POLICY_Q(w[i]));
+                        r = -EINVAL;
+                } else if (policy_strv_has(w, i, w[i])) {
+                        policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
+                        r = -EINVAL;
+                }
+        }
+        if (r < 0) {
+                policy_strv_free(w);
+                return r;
+        }
+        policy_strv_free(p->nodes);
+        p->nodes = w;
+        p->n_nodes = n;
+        return 0;
+}
+
 #define G(field) offsetof(struct policy, field)
 
 /* Name and Exec first: POLICY_KEY_NAME and POLICY_KEY_EXEC index them. */
@@ -560,6 +592,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "AdminUI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_ui },
         { "Approve", KIND_CUSTOM, 0, 0, 0, 0, policy_set_approve },
         { "ApproveTimeout", KIND_DURATION, 0, 0, G(approve_timeout_ms), POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
+        { "Nodes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_nodes },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */
         { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },

@@ -678,6 +678,7 @@ void policy_free(struct policy *p)
         free(p->admin_ui);
         policy_strv_free(p->admin_methods);
         policy_strv_free(p->approve);
+        policy_strv_free(p->nodes);
         policy_strv_free(p->argv);
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);

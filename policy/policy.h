@@ -153,6 +153,8 @@ struct policy {
         char **approve;          /* Approve=: its methods whose every call waits for approval */
         size_t n_approve;
         uint64_t approve_timeout_ms; /* ApproveTimeout=, default POLICY_APPROVE_TIMEOUT_MS */
+        char **nodes;            /* Nodes=: the nodes that may run it, preferred first; NULL: any */
+        size_t n_nodes;
         struct policy_binding *bindings;
         size_t n_bindings;
         char **warnings;         /* "FILE:LINE: warning: ..." for keys that load but do nothing */

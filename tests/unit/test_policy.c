@@ -600,6 +600,23 @@ static void test_gatekeeper(void)
                       "a gadget binding's Approve= without Methods= (every method allowed)");
         }
         policy_free(p);
+        p = expect_ok(HEAD "Nodes=web2 web-1 db_3\n", "Nodes=");
+        if (p) {
+                CHECK(p->n_nodes == 3 && strcmp(p->nodes[0], "web2") == 0 && strcmp(p->nodes[2], "db_3") == 0,
+                      "Nodes= in order of preference");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD, "no Nodes=");
+        if (p) {
+                CHECK(p->n_nodes == 0 && !p->nodes, "no Nodes=: any node");
+                policy_free(p);
+        }
+        expect_error(HEAD "Nodes=web1 Web2\n", 4, "Nodes=\"web1 Web2\": \"Web2\" is not a node name");
+        expect_error(HEAD "Nodes=a b a\n", 4, "Nodes=\"a b a\" lists a twice");
+        expect_error(HEAD "Nodes=a.b\n", 4, "is not a node name (1 to 63 of a-z 0-9 _ -)");
+        expect_error(HEAD "Nodes=\n", 4, "Nodes= needs a value");
+        expect_error(HEAD "Nodes=a\nNodes=b\n", 5, "Nodes= given twice (first on line 4)");
+        expect_error(HEAD "[Binding K]\nType=kv\nNodes=a\n", 6, "unknown key \"Nodes\" in [Binding K]");
         expect_error(HEAD "AdminMethods=configure\n", 4, "AdminMethods= is only for a gatekeeper: add Gatekeeper=yes");
         expect_error(HEAD "Gatekeeper=yes\nAdminMethods=a\nApprove=b a\n", 6, "Approve=: a is an admin method");
         expect_error(HEAD "Approve=a.b\n", 4, "is not a method name");
