@@ -15,6 +15,7 @@
 #include "http.h"
 #include "kv.h"
 #include "kvpg.h"
+#include "kvpg_lease.h"
 #include "ops.h"
 #include "policy.h"
 #include "secret_file.h"
@@ -320,6 +321,13 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
                 return e;
         }
+        if (env->kvpg) {
+                if ((e = kvpg_lease_new(base, store->connection, store->node, &env->lease)) < 0) {
+                        log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
+                        return e;
+                }
+                kvpg_set_lease(env->kvpg, env->lease);
+        }
         if ((e = http_new(base, http_requests_max, &env->http)) < 0)
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
         return e;
@@ -331,6 +339,8 @@ void bindings_env_close(struct bindings_env *env)
         env->http = NULL;
         kvpg_free(env->kvpg);
         env->kvpg = NULL;
+        kvpg_lease_free(env->lease);
+        env->lease = NULL;
 }
 
 /* A binding call waiting for a person's approval: what it needs to go on. */

@@ -17,6 +17,7 @@ struct policy;
 struct policy_binding;
 struct kv;
 struct kvpg;
+struct kvpg_lease;
 struct event_base;
 struct audit;
 struct http;
@@ -54,6 +55,7 @@ struct bindings_env {
         void *call_arg;
         struct approvals *approvals;  /* where calls wait for approval */
         struct kvpg *kvpg;          /* Store=postgresql: every kv binding's store; NULL: SQLite */
+        struct kvpg_lease *lease;   /* Store=postgresql: which gadgets this node runs; NULL: all */
 };
 
 /* Where kv bindings live: store_connection NULL for SQLite files in the

@@ -53,6 +53,7 @@ struct kv_job {
         /* Filled by kv_submit for the PostgreSQL store. */
         struct kv *kv;                /* the store it was queued to */
         const char *gadget;           /* the store's gadget (until the query is sent) */
+        int64_t epoch;                /* a write: its gadget's lease when it was queued (kvpg_submit) */
         kv_done_fn *user_done;        /* done as the caller set it */
 };
 

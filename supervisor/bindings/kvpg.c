@@ -24,6 +24,7 @@
 #include "kv.h"
 #include "kvpg_job.h"
 #include "kvpg_lanes.h"
+#include "kvpg_lease.h"
 #include "kvpg_sql.h"
 #include "system/log.h"
 #include "system/pq_dl.h"
@@ -58,6 +59,7 @@ struct kvpg {
                                        * ended the session, if it did) */
         bool down_logged;             /* this failure to connect is logged */
         char reason[200];             /* why the store is down */
+        struct kvpg_lease *lease;     /* the epochs of writes; NULL: unfenced */
 };
 
 static void lost(struct kvpg *pg, const char *why);
@@ -353,7 +355,10 @@ static void setup_next(struct kvpg *pg)
 static void job_error(struct kvpg *pg, struct kv_job *job)
 {
         char why[256];
-        if (strcmp(pg->sqlstate, "53100") == 0) {
+        if (strcmp(pg->sqlstate, KVPG_SQLSTATE_FENCED) == 0) {
+                snprintf(why, sizeof why, "%s", pg->err);
+                answer(job, KV_EUNAVAILABLE, why);
+        } else if (strcmp(pg->sqlstate, "53100") == 0) {
                 answer(job, -ENOSPC, NULL);
         } else if (strcmp(pg->sqlstate, "25006") == 0) {
                 snprintf(why, sizeof why, "store unavailable: %s", pg->err);
@@ -450,7 +455,7 @@ static void send_next(struct kvpg *pg)
                 return;
         struct kv_job *job = kvpg_lanes_next(&pg->queued);
         pg->running = job;
-        if (!kvpg_job_send(pg->c, job, pg->node)) {
+        if (!kvpg_job_send(pg->c, job, pg->node, job->epoch)) {
                 lost(pg, PQerrorMessage(pg->c));
                 return;
         }
@@ -567,6 +572,17 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
                 snprintf(job->why, sizeof job->why, "store unavailable: %s", pg->reason);
                 return KV_EUNAVAILABLE;
         }
+        /* Why a node writes only for the gadgets it owns: each write
+         * carries the epoch of the gadget's lease as it was when the write
+         * was queued, which the store checks in the write's transaction (a
+         * write queued before a loss of the lease is refused even if this
+         * node takes it again meanwhile); without a lease nothing is sent. */
+        bool write = job->op == KV_PUT || job->op == KV_DELETE;
+        job->epoch = pg->lease && write ? kvpg_lease_epoch(pg->lease, job->gadget) : 0;
+        if (pg->lease && write && !job->epoch) {
+                snprintf(job->why, sizeof job->why, "fenced: this node no longer owns gadget %s", job->gadget);
+                return KV_EUNAVAILABLE;
+        }
         int e = kvpg_lanes_put(&pg->queued, job);
         if (e < 0) {
                 snprintf(job->why, sizeof job->why, "out of memory");
@@ -590,4 +606,9 @@ void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
                 stand_in.done(&stand_in);
         }
         answer_all(gone, -ECANCELED, NULL);
+}
+
+void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease)
+{
+        pg->lease = lease;
 }

@@ -14,6 +14,7 @@
 struct kvpg;
 struct kv;
 struct kv_job;
+struct kvpg_lease;
 
 /* Loads libpq and starts connecting to conninfo (a libpq connection string
  * or URI, e.g. "service=NAME") as node. Never blocks: the connection is
@@ -30,3 +31,7 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job);
  * its running one is answered cancelled now and dropped when its query
  * ends. */
 void kvpg_cancel(struct kvpg *pg, const struct kv *owner);
+/* Every write then carries the epoch of its gadget's lease in lease, and
+ * a write of a gadget whose lease this node does not hold is refused
+ * ("fenced: …") without being sent. */
+void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease);

@@ -18,20 +18,25 @@ static void quota_text(uint64_t v, char *buf, size_t len)
         snprintf(buf, len, "%" PRIu64, v > INT64_MAX ? (uint64_t)INT64_MAX : v);
 }
 
-int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node)
+int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t epoch)
 {
         /* Why a list reads a bounded range: [start, end) of the primary
          * key, end being the prefix's successor or, without one, past
          * every key (KV_MAX_KEY + 1 bytes of 0xff). */
         uint8_t end[KV_MAX_KEY + 1];
-        char n1[24], n2[24];
-        const char *v[7] = { job->gadget, job->binding, (const char *)job->key };
-        int l[7] = { 0, 0, (int)job->klen }, f[7] = { 0, 0, 1 }, n = 3;
+        char n1[24], n2[24], ep[24];
+        const char *v[8] = { job->gadget, job->binding, (const char *)job->key };
+        int l[8] = { 0, 0, (int)job->klen }, f[8] = { 0, 0, 1 }, n = 3;
+        snprintf(ep, sizeof ep, "%" PRId64, epoch);
         enum kvpg_query q = KVPG_GET;
 
         switch (job->op) {
         case KV_GET: q = KVPG_GET; break;
-        case KV_DELETE: q = KVPG_DELETE; break;
+        case KV_DELETE:
+                q = KVPG_DELETE;
+                v[3] = ep;
+                n = 4;
+                break;
         case KV_PUT:
                 q = KVPG_PUT;
                 quota_text(job->quota.max_keys, n1, sizeof n1);
@@ -42,7 +47,8 @@ int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node)
                 v[4] = n1;
                 v[5] = n2;
                 v[6] = node;
-                n = 7;
+                v[7] = ep;
+                n = 8;
                 break;
         case KV_LIST: {
                 size_t elen = kvdb_prefix_end(job->key, job->klen, end);

@@ -25,11 +25,25 @@
  *       → 0 stored, 1 over the quota (nothing written);
  *   gadgetd_kv_delete(gadget, binding, key) → whether the key existed.
  *       Every write goes through these two functions, in the statement's
- *       own transaction (one statement, then Sync: the commit). A later
- *       ownership check (an owner row with an epoch) is one more
- *       migration: a new signature taking the writer's epoch and checking
- *       it against the owner row, locked FOR SHARE, in the same
- *       transaction as the write. */
+ *       own transaction (one statement, then Sync: the commit).
+ *
+ * Version 2, one owner per gadget across the nodes (kvpg_lease.c):
+ *
+ *   gadgetd_owner (gadget text PK, node text, epoch bigint, since)
+ *       the node that last took the gadget's lease, and how many times it
+ *       was taken; changed only by gadgetd_lease_take, by the holder of
+ *       the gadget's session advisory lock (KVPG_LEASE_SPACE, hashtext).
+ *   gadgetd_lease_take(gadget, node, take) → (got, free, node, epoch)
+ *       take: tries the lock; if got, bumps the epoch and names node.
+ *       Not take: only says whether the lock is free (tried and given
+ *       back at once), for a node that waits its turn (Nodes=).
+ *   gadgetd_kv_put(…, node, epoch), gadgetd_kv_delete(…, epoch)
+ *       replace version 1's: the owner row is read FOR SHARE first, and
+ *       a writer whose epoch is not the row's is refused with SQLSTATE
+ *       GDF01 (fenced) before anything is written. Why this fences: a
+ *       takeover's epoch bump waits for the shared lock of every write
+ *       in flight, so each write either commits before the new owner
+ *       starts (which then reads it) or is refused. */
 #include "kvpg_sql.h"
 
 #include <stdbool.h>
@@ -100,20 +114,88 @@ static const char migration_1[] =
         "  RETURN true;\n"
         "END $f$;";
 
+static const char migration_2[] =
+        "CREATE TABLE gadgetd_owner ("
+        " gadget text PRIMARY KEY,"
+        " node text NOT NULL,"
+        " epoch bigint NOT NULL,"
+        " since timestamptz NOT NULL DEFAULT now());"
+        "CREATE FUNCTION gadgetd_lease_take(p_gadget text, p_node text, p_take boolean,"
+        " OUT got boolean, OUT free boolean, OUT owner text, OUT owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  got := false; free := false;\n"
+        "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n"
+        "    IF p_take THEN\n"
+        "      INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
+        "        ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
+        "          epoch = gadgetd_owner.epoch + 1, since = now();\n"
+        "      got := true;\n"
+        "    ELSE\n"
+        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
+        "      free := true;\n"
+        "    END IF;\n"
+        "  END IF;\n"
+        "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
+        "END $f$;"
+        "DROP FUNCTION gadgetd_kv_put(text, text, bytea, bytea, bigint, bigint, text);"
+        "DROP FUNCTION gadgetd_kv_delete(text, text, bytea);"
+        "CREATE FUNCTION gadgetd_fence(p_gadget text, p_epoch bigint) RETURNS void LANGUAGE plpgsql AS $f$\n"
+        "DECLARE e bigint;\n"
+        "BEGIN\n"
+        "  SELECT epoch INTO e FROM gadgetd_owner WHERE gadget = p_gadget FOR SHARE;\n"
+        "  IF e IS DISTINCT FROM p_epoch THEN\n"
+        "    RAISE EXCEPTION 'fenced: this node no longer owns gadget %', p_gadget USING ERRCODE = 'GDF01';\n"
+        "  END IF;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_kv_put(p_gadget text, p_binding text, p_key bytea, p_value bytea,"
+        " p_max_keys bigint, p_max_bytes bigint, p_node text, p_epoch bigint) RETURNS integer LANGUAGE plpgsql AS $f$\n"
+        "DECLARE n gadgetd_kv_ns%ROWTYPE; old bigint; dk bigint := 0; db bigint;\n"
+        "BEGIN\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  IF NOT FOUND THEN\n"
+        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n"
+        "      ON CONFLICT (gadget, binding) DO NOTHING;\n"
+        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  END IF;\n"
+        "  SELECT length(key) + length(value) INTO old FROM gadgetd_kv WHERE ns = n.id AND key = p_key;\n"
+        "  IF old IS NULL THEN dk := 1; old := 0; END IF;\n"
+        "  db := length(p_key) + length(p_value) - old;\n"
+        "  IF n.keys + dk > p_max_keys OR n.bytes + db > p_max_bytes THEN RETURN 1; END IF;\n"
+        "  INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, p_key, p_value)\n"
+        "    ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n"
+        "  UPDATE gadgetd_kv_ns SET keys = keys + dk, bytes = bytes + db WHERE id = n.id;\n"
+        "  RETURN 0;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_kv_delete(p_gadget text, p_binding text, p_key bytea, p_epoch bigint)"
+        " RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+        "DECLARE nid bigint; freed bigint;\n"
+        "BEGIN\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  SELECT id INTO nid FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  IF NOT FOUND THEN RETURN false; END IF;\n"
+        "  DELETE FROM gadgetd_kv WHERE ns = nid AND key = p_key RETURNING length(key) + length(value) INTO freed;\n"
+        "  IF NOT FOUND THEN RETURN false; END IF;\n"
+        "  UPDATE gadgetd_kv_ns SET keys = keys - 1, bytes = bytes - freed WHERE id = nid;\n"
+        "  RETURN true;\n"
+        "END $f$;";
+
 const char *kvpg_sql_migration(int version)
 {
-        return version == 1 ? migration_1 : NULL;
+        return version == 1 ? migration_1 : version == 2 ? migration_2 : NULL;
 }
 
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "
 
 /* Parameters: $1 gadget, $2 binding (text); $3 key or list start (bytea);
- * put: $4 value, $5 max keys, $6 max bytes, $7 node; list: $4 the end of
- * the prefix's range (bytea), $5 limit + 1. */
+ * put: $4 value, $5 max keys, $6 max bytes, $7 node, $8 the writer's epoch;
+ * delete: $4 the writer's epoch; list: $4 the end of the prefix's range
+ * (bytea), $5 limit + 1. */
 const char *const kvpg_queries[KVPG_QUERY_COUNT] = {
         [KVPG_GET] = "SELECT v.value " FROM_NS "AND v.key = $3",
-        [KVPG_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7)",
-        [KVPG_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3)",
+        [KVPG_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7, $8)",
+        [KVPG_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3, $4)",
         [KVPG_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
         [KVPG_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
 };

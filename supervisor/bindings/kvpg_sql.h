@@ -7,7 +7,13 @@
 #include <stddef.h>
 
 /* The schema version this gadgetd creates and understands. */
-#define KVPG_SCHEMA_VERSION 1
+#define KVPG_SCHEMA_VERSION 2
+
+/* The first key of every gadget's lease lock (the second is hashtext of
+ * its name): "gadg" in hex, apart from the migration lock's key. */
+#define KVPG_LEASE_SPACE "1734435943"
+/* The SQLSTATE of a write refused because its epoch is not the owner's. */
+#define KVPG_SQLSTATE_FENCED "GDF01"
 
 enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_QUERY_COUNT };
 

@@ -182,6 +182,14 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                                  "not %.64s", name, method);
                 return GADGET_EDENIED;
         }
+        if (u->state == UNIT_REMOTE) {
+                /* Not forwarded (yet): the caller is told where it runs. */
+                if (u->owner[0])
+                        snprintf(msg, len, "gadget %s runs on node %s", name, u->owner);
+                else
+                        snprintf(msg, len, "gadget %s does not run on this node (%.200s)", name, u->cause);
+                return GADGET_EUNAVAILABLE;
+        }
         if (u->state != UNIT_READY || !u->peer) {
                 snprintf(msg, len, "gadget \"%s\" is not ready (%s%s%.200s)", name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);

@@ -20,6 +20,10 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
 {
         const char *target = bc->target;
         struct unit *t = core_find(arg, target);
+        if (t && t->state == UNIT_REMOTE && t->owner[0]) {
+                snprintf(msg, len, "gadget %s runs on node %s", target, t->owner);
+                return GADGET_EUNAVAILABLE;
+        }
         if (!t || t->state != UNIT_READY) {
                 snprintf(msg, len, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");
@@ -71,6 +75,7 @@ static int open_parts(struct core *c)
         c->bindings.call = call_gadget;
         c->bindings.approval_wanted = approval_wanted;
         c->bindings.call_arg = c;
+        core_lease_hooks(c);
         c->bindings.approvals = c->approvals;
         filter_compiled(&c->filter);
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
@@ -185,6 +190,9 @@ void core_unload(struct core *c, struct unit *u, const char *why)
 
 void core_unit_stopped(struct core *c, struct unit *u)
 {
+        /* Another node may run it now (not when it starts again here). */
+        if (u->remove_when_stopped || !u->restart_pending || c->stopping)
+                unit_lease_release(u);
         if (u->remove_when_stopped) {
                 unlink_unit(c, u);
                 log_msg(L_INFO, u->policy->name, "unloaded");

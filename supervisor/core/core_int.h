@@ -70,9 +70,19 @@ struct unit {
         bool restart_pending;     /* start again once stopped */
         bool remove_when_stopped;
         bool from_dir;            /* loaded from the policy directory */
+        bool leased;              /* Store=postgresql: this node holds its lease */
+        char owner[64];           /* not leased: the node that holds it, as last read */
+        int64_t owner_epoch;
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next;
 };
+
+/* unit_lease.c: on a shared store, whether u must wait for its lease
+ * (then it is remote, its lease wanted); giving it back; the lease's
+ * hooks, set once the core's parts are open. */
+bool unit_lease_wait(struct unit *u);
+void unit_lease_release(struct unit *u);
+void core_lease_hooks(struct core *c);
 
 /* Calls to u that wait for approval end: u is being freed (calls.c). */
 void calls_unit_gone(struct unit *u);

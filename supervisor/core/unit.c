@@ -201,6 +201,10 @@ static void after_exit(struct unit *u, int status)
                 core_unit_stopped(u->core, u);
                 return;
         }
+        /* Its lease lost: it starts again only once this node holds it
+         * again, with no backoff (the other node may run it meanwhile). */
+        if (unit_lease_wait(u))
+                return;
         /* A gadget killed for a hang (timeout) or a limit is not clean:
          * on-failure restarts it, no leaves it failed. */
         enum policy_restart r = u->policy->restart;
@@ -564,6 +568,8 @@ void unit_start(struct unit *u)
 
         u->want_running = true;
         u->cause[0] = '\0';
+        if (unit_lease_wait(u))
+                return;
         bool warm = u->child.go_fd >= 0;
         if (u->child.pid > 0 && !warm)
                 return;
@@ -615,7 +621,7 @@ void unit_stop(struct unit *u, const char *why)
         event_del(u->ev_timer);
         warm_drop(u); /* a pre-warmed sandbox is not needed any more */
         if (u->child.pid <= 0) {
-                if (u->state == UNIT_STARTING) /* waiting for a restart */
+                if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE) /* waiting for a restart or its lease */
                         u->state = UNIT_STOPPED;
                 core_unit_stopped(u->core, u);
                 return;

@@ -22,6 +22,7 @@ enum unit_state {
         UNIT_STOPPING,
         UNIT_STOPPED,
         UNIT_FAILED,
+        UNIT_REMOTE,    /* Store=postgresql: another node holds its lease, or none yet */
 };
 
 struct unit;

@@ -56,7 +56,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
 
 const char *unit_state_name(enum unit_state s)
 {
-        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed" };
+        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed", "remote" };
         return names[s];
 }
 

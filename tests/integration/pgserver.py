@@ -95,10 +95,13 @@ class PgServer:
                           capture=True)
         return r.stdout.strip()
 
-    def terminate_backends(self, app_prefix="gadgetd"):
-        """Ends the sessions of every gadgetd (pg_terminate_backend); how many."""
+    def terminate_backends(self, app_prefix="gadgetd", exact=None):
+        """Ends the sessions of every gadgetd (pg_terminate_backend), or the
+        one whose application_name is exact ("gadgetd NODE": its kv
+        session; "gadgetd NODE lease": its leases); how many."""
+        where = "= '%s'" % exact if exact else "LIKE '%s%%'" % app_prefix
         return int(self.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                             " WHERE application_name LIKE '%s%%'" % app_prefix) or 0)
+                             " WHERE application_name " + where) or 0)
 
     def pids(self):
         """The postmaster and its children."""

@@ -1,0 +1,541 @@
+/* kvpg_lease: the lease session (kvpg_lease.h).
+ *
+ * States: DOWN (waiting to connect again, with backoff), CONNECTING
+ * (PQconnectPoll on the socket's readiness), READY (one query at a time).
+ * Each poll is a round: first the locks given back, then one
+ * gadgetd_lease_take per gadget wanted and not held, else one ping. Nothing
+ * waits: a query unanswered within KVPG_LEASE_TIMEOUT_MS counts as the
+ * session lost, which ends every lease at once (hooks->lost) before the
+ * next attempt. */
+#include "kvpg_lease.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvpg_sql.h"
+#include "system/log.h"
+#include "system/monotime.h"
+#include "system/pq_dl.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+/* After losing its session, a node lets healthy ones go first: for this
+ * long it waits HUMBLE_POLLS more polls before taking a free lease. */
+#define HUMBLE_MS 3000
+#define HUMBLE_POLLS 4
+
+enum state { L_DOWN, L_CONNECTING, L_SETUP, L_READY };
+
+struct want {
+        char *gadget;
+        unsigned rank;
+        unsigned free_seen;       /* polls in a row that saw its lock free */
+        bool held, tried;         /* tried: in this round */
+        bool told;                /* hooks->owner was told of owner */
+        int64_t epoch;            /* held: ours */
+        char owner[64];           /* not held: who has it, as last read */
+        int64_t owner_epoch;
+        struct want *next;
+};
+
+struct unlock {
+        char *gadget;
+        struct unlock *next;
+};
+
+struct kvpg_lease {
+        struct event_base *base;
+        char *conninfo, *node;
+        PGconn *c;
+        enum state state;
+        struct event *ev_io, *ev_write, *ev_timer, *ev_tick;
+        unsigned backoff_ms;
+        bool busy, pinged;
+        struct want *asking;      /* the take query's gadget, NULL for another query */
+        char *dropped;            /* the take query's gadget, released meanwhile */
+        PGresult *last;
+        char err[200], sqlstate[6], notice[200];
+        struct want *wants;
+        struct unlock *unlocks;   /* locks to give back, in order */
+        struct kvpg_lease_hooks hooks;
+        bool down_logged;
+        uint64_t humble_until;    /* monotime_ms: lost its session lately */
+};
+
+static void lost(struct kvpg_lease *l, const char *why);
+static void round_next(struct kvpg_lease *l);
+
+static void one_line(char *dst, size_t len, const char *msg)
+{
+        size_t o = 0;
+        bool space = false;
+        if (!msg || !*msg)
+                msg = "unknown error";
+        for (; *msg && o + 1 < len; msg++) {
+                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
+                        space = o > 0;
+                        continue;
+                }
+                if (space && o + 2 < len)
+                        dst[o++] = ' ';
+                space = false;
+                dst[o++] = *msg;
+        }
+        dst[o] = '\0';
+}
+
+static void timer_set(struct kvpg_lease *l, unsigned ms)
+{
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+        evtimer_add(l->ev_timer, &tv);
+}
+
+static void io_clear(struct kvpg_lease *l)
+{
+        if (l->ev_io)
+                event_free(l->ev_io);
+        if (l->ev_write)
+                event_free(l->ev_write);
+        l->ev_io = l->ev_write = NULL;
+}
+
+static struct want *want_find(const struct kvpg_lease *l, const char *gadget)
+{
+        for (struct want *w = l->wants; w; w = w->next)
+                if (strcmp(w->gadget, gadget) == 0)
+                        return w;
+        return NULL;
+}
+
+static void on_notice(void *arg, const char *msg)
+{
+        struct kvpg_lease *l = arg;
+        one_line(l->notice, sizeof l->notice, msg);
+}
+
+static void on_connect_io(evutil_socket_t fd, short what, void *arg);
+static void on_io(evutil_socket_t fd, short what, void *arg);
+
+static void connect_start(struct kvpg_lease *l)
+{
+        l->state = L_CONNECTING;
+        l->notice[0] = '\0';
+        l->c = PQconnectStart(l->conninfo);
+        if (!l->c || PQstatus(l->c) == CONNECTION_BAD) {
+                lost(l, l->c ? PQerrorMessage(l->c) : "out of memory");
+                return;
+        }
+        PQsetNoticeProcessor(l->c, on_notice, l);
+        timer_set(l, CONNECT_TIMEOUT_MS);
+        on_connect_io(-1, EV_WRITE, l);
+}
+
+static void connect_wait(struct kvpg_lease *l, short what)
+{
+        io_clear(l);
+        l->ev_io = event_new(l->base, PQsocket(l->c), what, on_connect_io, l);
+        if (!l->ev_io || event_add(l->ev_io, NULL) < 0)
+                lost(l, "out of memory");
+}
+
+static void flush(struct kvpg_lease *l)
+{
+        int r = PQflush(l->c);
+        if (r < 0)
+                lost(l, PQerrorMessage(l->c));
+        else if (r > 0)
+                event_add(l->ev_write, NULL);
+}
+
+/* A query was handed to libpq: it must end within the timeout. */
+static void query_begin(struct kvpg_lease *l, int sent)
+{
+        if (!sent) {
+                lost(l, PQerrorMessage(l->c));
+                return;
+        }
+        l->busy = true;
+        l->err[0] = l->sqlstate[0] = '\0';
+        PQclear(l->last);
+        l->last = NULL;
+        timer_set(l, KVPG_LEASE_TIMEOUT_MS);
+        flush(l);
+}
+
+static void connected(struct kvpg_lease *l)
+{
+        io_clear(l);
+        if (PQsetnonblocking(l->c, 1) != 0) {
+                lost(l, PQerrorMessage(l->c));
+                return;
+        }
+        l->ev_io = event_new(l->base, PQsocket(l->c), EV_READ | EV_PERSIST, on_io, l);
+        l->ev_write = event_new(l->base, PQsocket(l->c), EV_WRITE, on_io, l);
+        if (!l->ev_io || !l->ev_write || event_add(l->ev_io, NULL) < 0) {
+                lost(l, "out of memory");
+                return;
+        }
+        l->state = L_SETUP;
+        /* The node is a checked name (config.c): safe to quote as it is. */
+        char sql[160];
+        snprintf(sql, sizeof sql, "SET application_name = 'gadgetd %s lease'", l->node);
+        query_begin(l, PQsendQuery(l->c, sql));
+}
+
+static void on_connect_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_lease *l = arg;
+        (void)fd;
+        (void)what;
+        switch (PQconnectPoll(l->c)) {
+        case PGRES_POLLING_READING: connect_wait(l, EV_READ); break;
+        case PGRES_POLLING_WRITING: connect_wait(l, EV_WRITE); break;
+        case PGRES_POLLING_OK: connected(l); break;
+        default: lost(l, PQerrorMessage(l->c)); break;
+        }
+}
+
+/* A take's row: (got, free, owner, owner_epoch), in text. */
+static void take_result(struct kvpg_lease *l, struct want *w)
+{
+        if (l->err[0] || !l->last || PQntuples(l->last) != 1) {
+                /* The schema may not be migrated yet (the kv connection
+                 * does it): tried again at the next poll. */
+                return;
+        }
+        bool got = PQgetvalue(l->last, 0, 0)[0] == 't';
+        bool free = PQgetvalue(l->last, 0, 1)[0] == 't';
+        const char *node = PQgetisnull(l->last, 0, 2) ? "" : PQgetvalue(l->last, 0, 2);
+        int64_t epoch = PQgetisnull(l->last, 0, 3) ? 0 : strtoll(PQgetvalue(l->last, 0, 3), NULL, 10);
+        if (got) {
+                w->held = true;
+                w->epoch = epoch;
+                w->free_seen = 0;
+                w->told = false;
+                log_msg(L_INFO, w->gadget, "took its lease in the store (epoch %" PRId64 ")", epoch);
+                if (l->hooks.granted)
+                        l->hooks.granted(l->hooks.arg, w->gadget, epoch);
+                return;
+        }
+        w->free_seen = free ? w->free_seen + 1 : 0;
+        /* A free lease has no owner, whatever the row says of the last. */
+        if (free) {
+                node = "";
+                epoch = 0;
+        }
+        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told) {
+                snprintf(w->owner, sizeof w->owner, "%s", node);
+                w->owner_epoch = epoch;
+                w->told = true;
+                if (l->hooks.owner)
+                        l->hooks.owner(l->hooks.arg, w->gadget, node, epoch);
+        }
+}
+
+/* The take of a gadget released meanwhile ended: a lock it got is given
+ * back. */
+static void dropped_result(struct kvpg_lease *l)
+{
+        char *gadget = l->dropped;
+        l->dropped = NULL;
+        struct unlock *u = NULL;
+        if (!l->err[0] && l->last && PQntuples(l->last) == 1 && PQgetvalue(l->last, 0, 0)[0] == 't')
+                u = calloc(1, sizeof *u);
+        if (!u) {
+                free(gadget);
+                return;
+        }
+        u->gadget = gadget;
+        u->next = l->unlocks;
+        l->unlocks = u;
+}
+
+/* A query ended (its NULL result came). */
+static void query_end(struct kvpg_lease *l)
+{
+        evtimer_del(l->ev_timer);
+        if (l->state == L_SETUP) {
+                if (l->err[0]) {
+                        lost(l, l->err);
+                        return;
+                }
+                l->state = L_READY;
+                l->backoff_ms = 0;
+                l->down_logged = false;
+                round_next(l);
+                return;
+        }
+        struct want *w = l->asking;
+        l->asking = NULL;
+        if (w)
+                take_result(l, w);
+        if (l->dropped)
+                dropped_result(l);
+        round_next(l);
+}
+
+static void collect(struct kvpg_lease *l, PGresult *r)
+{
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_TUPLES_OK) {
+                PQclear(l->last);
+                l->last = r;
+                return;
+        }
+        if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) && !l->err[0]) {
+                const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                one_line(l->err, sizeof l->err, PQresultErrorMessage(r));
+                snprintf(l->sqlstate, sizeof l->sqlstate, "%s", state ? state : "");
+        }
+        PQclear(r);
+}
+
+static void on_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_lease *l = arg;
+        (void)fd;
+        if (what & EV_WRITE) {
+                flush(l);
+                if (!l->c)
+                        return;
+        }
+        if (!(what & EV_READ))
+                return;
+        if (!PQconsumeInput(l->c)) {
+                PQisBusy(l->c);
+                lost(l, l->notice[0] ? l->notice : PQerrorMessage(l->c));
+                return;
+        }
+        while (l->c && l->busy && !PQisBusy(l->c)) {
+                PGresult *r = PQgetResult(l->c);
+                if (r) {
+                        collect(l, r);
+                        continue;
+                }
+                l->busy = false;
+                query_end(l);
+        }
+        /* Input with no query out: the server ending the session. */
+        if (l->c && !l->busy) {
+                PQisBusy(l->c);
+                if (PQstatus(l->c) == CONNECTION_BAD)
+                        lost(l, l->notice[0] ? l->notice : PQerrorMessage(l->c));
+        }
+}
+
+/* Sends the round's next query: a lock given back, a take, or one ping. */
+static void round_next(struct kvpg_lease *l)
+{
+        if (l->state != L_READY || l->busy)
+                return;
+        if (l->unlocks) {
+                struct unlock *u = l->unlocks;
+                l->unlocks = u->next;
+                const char *v[1] = { u->gadget };
+                int sent = PQsendQueryParams(l->c, "SELECT pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext($1))", 1,
+                                             NULL, v, NULL, NULL, 0);
+                free(u->gadget);
+                free(u);
+                query_begin(l, sent);
+                return;
+        }
+        for (struct want *w = l->wants; w; w = w->next) {
+                if (w->held || w->tried)
+                        continue;
+                w->tried = true;
+                l->asking = w;
+                unsigned wait = 2 * w->rank + (monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0);
+                bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= wait;
+                const char *v[3] = { w->gadget, l->node, take ? "t" : "f" };
+                query_begin(l, PQsendQueryParams(l->c, "SELECT * FROM gadgetd_lease_take($1, $2, $3)", 3, NULL, v,
+                                                 NULL, NULL, 0));
+                return;
+        }
+        if (!l->pinged) {
+                l->pinged = true;
+                query_begin(l, PQsendQuery(l->c, "SELECT 1"));
+        }
+}
+
+/* Every poll period: a new round. */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_lease *l = arg;
+        (void)fd;
+        (void)what;
+        if (l->state != L_READY || l->busy)
+                return;
+        for (struct want *w = l->wants; w; w = w->next)
+                w->tried = false;
+        l->pinged = false;
+        round_next(l);
+}
+
+/* The session is gone: every lease with it, at once. */
+static void lost(struct kvpg_lease *l, const char *why)
+{
+        char reason[200];
+        one_line(reason, sizeof reason, why);
+        if (l->state == L_READY)
+                l->humble_until = monotime_ms() + HUMBLE_MS;
+        if (l->state == L_READY || l->state == L_SETUP || !l->down_logged)
+                log_msg(L_WARN, NULL, "store: the lease session to PostgreSQL ended: %s; reconnecting", reason);
+        l->down_logged = true;
+        io_clear(l);
+        PQclear(l->last);
+        l->last = NULL;
+        PQfinish(l->c);
+        l->c = NULL;
+        l->busy = false;
+        l->asking = NULL;
+        free(l->dropped);
+        l->dropped = NULL;
+        l->state = L_DOWN;
+        /* The server gave back every lock with the session. */
+        while (l->unlocks) {
+                struct unlock *u = l->unlocks;
+                l->unlocks = u->next;
+                free(u->gadget);
+                free(u);
+        }
+        char lost_why[260];
+        snprintf(lost_why, sizeof lost_why, "lost its store lease: %s", reason);
+        for (struct want *w = l->wants; w; w = w->next) {
+                if (!w->held)
+                        continue;
+                w->held = false;
+                w->epoch = 0;
+                if (l->hooks.lost)
+                        l->hooks.lost(l->hooks.arg, w->gadget, lost_why);
+        }
+        l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (l->backoff_ms > BACKOFF_MAX_MS)
+                l->backoff_ms = BACKOFF_MAX_MS;
+        evtimer_del(l->ev_timer);
+        timer_set(l, l->backoff_ms);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_lease *l = arg;
+        (void)fd;
+        (void)what;
+        if (l->state == L_DOWN)
+                connect_start(l);
+        else if (l->state == L_CONNECTING)
+                lost(l, "no connection within 5 s");
+        else
+                lost(l, "no answer from the server within 2 s");
+}
+
+int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg_lease **out)
+{
+        struct kvpg_lease *l = calloc(1, sizeof *l);
+        if (!l || !(l->conninfo = strdup(conninfo)) || !(l->node = strdup(node)) ||
+            !(l->ev_timer = evtimer_new(base, on_timer, l)) ||
+            !(l->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, l))) {
+                kvpg_lease_free(l);
+                return -ENOMEM;
+        }
+        l->base = base;
+        struct timeval tv = { .tv_sec = 0, .tv_usec = KVPG_LEASE_POLL_MS * 1000 };
+        event_add(l->ev_tick, &tv);
+        connect_start(l);
+        *out = l;
+        return 0;
+}
+
+void kvpg_lease_free(struct kvpg_lease *l)
+{
+        if (!l)
+                return;
+        io_clear(l);
+        if (l->ev_timer)
+                event_free(l->ev_timer);
+        if (l->ev_tick)
+                event_free(l->ev_tick);
+        PQclear(l->last);
+        PQfinish(l->c);
+        while (l->wants) {
+                struct want *w = l->wants;
+                l->wants = w->next;
+                free(w->gadget);
+                free(w);
+        }
+        while (l->unlocks) {
+                struct unlock *u = l->unlocks;
+                l->unlocks = u->next;
+                free(u->gadget);
+                free(u);
+        }
+        free(l->dropped);
+        free(l->conninfo);
+        free(l->node);
+        free(l);
+}
+
+void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks)
+{
+        l->hooks = *hooks;
+}
+
+int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank)
+{
+        struct want *w = want_find(l, gadget);
+        if (w) {
+                w->rank = rank;
+                return 0;
+        }
+        w = calloc(1, sizeof *w);
+        if (!w || !(w->gadget = strdup(gadget))) {
+                free(w);
+                return -ENOMEM;
+        }
+        w->rank = rank;
+        w->next = l->wants;
+        l->wants = w;
+        /* A free lease is taken now rather than at the next poll. */
+        round_next(l);
+        return 0;
+}
+
+void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
+{
+        for (struct want **pp = &l->wants; *pp; pp = &(*pp)->next) {
+                struct want *w = *pp;
+                if (strcmp(w->gadget, gadget) != 0)
+                        continue;
+                *pp = w->next;
+                if (l->asking == w) {
+                        l->asking = NULL;
+                        free(l->dropped);
+                        l->dropped = w->gadget;
+                        w->gadget = NULL;
+                }
+                struct unlock *u = w->held && l->state == L_READY ? calloc(1, sizeof *u) : NULL;
+                if (u) {
+                        u->gadget = w->gadget;
+                        w->gadget = NULL;
+                        struct unlock **tail = &l->unlocks;
+                        while (*tail)
+                                tail = &(*tail)->next;
+                        *tail = u;
+                        log_msg(L_INFO, gadget, "gives back its lease in the store");
+                }
+                free(w->gadget);
+                free(w);
+                round_next(l);
+                return;
+        }
+}
+
+int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget)
+{
+        const struct want *w = want_find(l, gadget);
+        return w && w->held ? w->epoch : 0;
+}
