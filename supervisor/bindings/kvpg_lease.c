@@ -181,9 +181,13 @@ static void connected(struct kvpg_lease *l)
                 return;
         }
         l->state = L_SETUP;
-        /* The node is a checked name (config.c): safe to quote as it is. */
-        char sql[160];
-        snprintf(sql, sizeof sql, "SET application_name = 'gadgetd %s lease'", l->node);
+        /* The node is a checked name (config.c): safe to quote as it is.
+         * Why synchronous commits here too: an epoch bump the server lost
+         * in a crash would let writes stamped with the epoch before it
+         * pass the fence again. */
+        char sql[200];
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'",
+                 l->node);
         query_begin(l, PQsendQuery(l->c, sql));
 }
 
