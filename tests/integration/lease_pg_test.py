@@ -98,7 +98,8 @@ def pg_lease_one_owner(tmp):
     others say "remote: runs on node X (epoch N)", and so does the store's
     owner row), calls through the owner count, a call through another node
     is refused naming the owner, and for two seconds no second node starts
-    it."""
+    it. Stopped on its owner (gadgetctl stop), it is given back: another
+    node runs it, with its count."""
     with PgServer(tmp) as pg:
         ds = [node(tmp, pg, n) for n in "abc"]
         for d in ds:
@@ -125,6 +126,16 @@ def pg_lease_one_owner(tmp):
                 check(sum(st in ("ready", "starting") for st, _ in s.values()) == 1, "two run it: %r" % s)
                 time.sleep(0.1)
             check(o.ctl("call", "counter", "get").stdout.strip() == "5", "count")
+            # Stopped on its owner, it is given back: another node runs it.
+            check(o.ctl("stop", "counter").returncode == 0, "stop")
+            rest = [d for d in ds if d is not o]
+            t0 = time.monotonic()
+            owner2 = owner_of(rest, "counter", timeout=10)
+            print("after gadgetctl stop on %s, node %s runs it %.0f ms later" % (owner, owner2,
+                                                                              (time.monotonic() - t0) * 1000))
+            check(o.state("counter") == "stopped", "on the old owner: %r" % o.list()["counter"])
+            r = by_name(ds, owner2).ctl("call", "counter", "get")
+            check(r.stdout.strip() == "5", "count on the new owner: %r %r" % (r.stdout, r.stderr))
         finally:
             stop_all(ds)
 
