@@ -6,6 +6,7 @@ files and the same store. Usage: lease_pg_test.py TEST."""
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -257,6 +258,57 @@ def pg_lease_session_terminated_fences(tmp):
             wait_for(lambda: "runs on node b" in (a.list()["counter"].get("cause") or ""), timeout=10,
                          what="a to say where the counter runs: %r" % a.list().get("counter"))
         finally:
+            stop_all(ds)
+
+
+@test
+def pg_lease_takeover_waits_for_write_in_flight(tmp):
+    """A put of the owner is in flight (held in its transaction, past the
+    fence, by a lock the test holds) when its lease session ends: the
+    other node's takeover waits for that write (the fence's FOR SHARE
+    lock), so the new owner's first read already has it and nothing of the
+    old owner lands after the takeover."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+        holder = None
+        try:
+            start_all(ds)
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            a, b = ds
+            for _ in range(3):
+                a.ctl("call", "counter", "increment")
+            env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+            holder = subprocess.Popen(
+                ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+                 os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-q"], cwd=pg.dir, env=env, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            holder.stdin.write("BEGIN; SELECT 'held' FROM gadgetd_kv_ns WHERE gadget = 'counter' FOR UPDATE;\n")
+            holder.stdin.flush()
+            check(holder.stdout.readline().strip() == "held", "the test's lock")
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=a.ctl("call", "counter", "increment")))
+            t.start()
+            wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gadgetd a'"
+                                     " AND wait_event_type = 'Lock'") == "1", what="a's put to wait")
+            check(pg.psql("SELECT pg_terminate_backend(%s)" % lease_pid(pg, "counter")) == "t", "terminate")
+            time.sleep(1.2)
+            check(b.state("counter") == "remote", "b took over while a's write was in flight: %r"
+                  % b.list()["counter"])
+            holder.stdin.write("COMMIT;\n")
+            holder.stdin.flush()
+            wait_for(lambda: b.state("counter") == "ready", timeout=10, what="b to take over")
+            first = b.ctl("call", "counter", "get").stdout.strip()
+            time.sleep(0.5)
+            again = b.ctl("call", "counter", "get").stdout.strip()
+            t.join()
+            print("a's increment in flight: %r; b reads %s, then %s" % (res["r"].stderr.strip(), first, again))
+            check(first == "4" and again == "4", "b read %s, then %s" % (first, again))
+        finally:
+            if holder:
+                holder.kill()
+                holder.wait()
             stop_all(ds)
 
 
