@@ -26,8 +26,8 @@
 #include "kvpg_lanes.h"
 #include "kvpg_lease.h"
 #include "kvpg_sql.h"
+#include "pgconn.h"
 #include "system/log.h"
-#include "system/pq_dl.h"
 
 #define CONNECT_TIMEOUT_S 5
 #define QUERY_TIMEOUT_S 10
@@ -39,67 +39,25 @@ enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP
 
 struct kvpg {
         struct event_base *base;
-        char *conninfo, *node;
+        char *node;
         char where[256];              /* conninfo without passwords, for logs */
-        PGconn *c;
+        struct pgconn *pc;            /* the connection, its timeouts */
         enum state state;
         enum step step;
-        struct event *ev_io;          /* the socket: connecting, or reading */
-        struct event *ev_write;       /* the socket, while libpq has output to flush */
-        struct event *ev_timer;       /* connect or query timeout; the backoff */
+        struct event *ev_timer;       /* the backoff */
         unsigned backoff_ms;
-        bool busy;                    /* a query is out: wait for its NULL result */
         PGresult *last;               /* the query's last tuples result */
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
         int prepared;                 /* queries prepared on this connection */
         struct kvpg_lanes queued;     /* the jobs not sent yet, gadgets in turn */
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
-        char notice[200];             /* the server's last message outside a query (why it
-                                       * ended the session, if it did) */
         bool down_logged;             /* this failure to connect is logged */
         char reason[200];             /* why the store is down */
         struct kvpg_lease *lease;     /* the epochs of writes; NULL: unfenced */
 };
 
-static void lost(struct kvpg *pg, const char *why);
 static void send_next(struct kvpg *pg);
-
-/* libpq's messages end in a newline and indent their hints with tabs;
- * logs and errors are one line: each run of white space becomes a space. */
-static void one_line(char *dst, size_t len, const char *msg)
-{
-        size_t o = 0;
-        bool space = false;
-        if (!msg || !*msg)
-                msg = "unknown error";
-        for (; *msg && o + 1 < len; msg++) {
-                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
-                        space = o > 0;
-                        continue;
-                }
-                if (space && o + 2 < len)
-                        dst[o++] = ' ';
-                space = false;
-                dst[o++] = *msg;
-        }
-        dst[o] = '\0';
-}
-
-static void timer_set(struct kvpg *pg, unsigned ms)
-{
-        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-        evtimer_add(pg->ev_timer, &tv);
-}
-
-static void io_clear(struct kvpg *pg)
-{
-        if (pg->ev_io)
-                event_free(pg->ev_io);
-        if (pg->ev_write)
-                event_free(pg->ev_write);
-        pg->ev_io = pg->ev_write = NULL;
-}
 
 /* Answers job with err and why, and frees it (unless its caller left). */
 static void answer(struct kv_job *job, int err, const char *why)
@@ -153,73 +111,12 @@ static void fail_running(struct kvpg *pg)
         }
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg);
-static void on_connect_io(evutil_socket_t fd, short what, void *arg);
-
-/* libpq's notices (and a FATAL error sent while no query is out, such as
- * "terminating connection due to administrator command") come here
- * instead of gadgetd's stderr: kept as the reason of a loss that follows. */
-static void on_notice(void *arg, const char *msg)
-{
-        struct kvpg *pg = arg;
-        one_line(pg->notice, sizeof pg->notice, msg);
-}
-
-/* Why the connection ended while no query was out: the server's own word
- * if it said one (PQisBusy parses what was read, passing an error sent
- * outside a query to on_notice). */
-static const char *why_closed(struct kvpg *pg)
-{
-        PQisBusy(pg->c);
-        return pg->notice[0] ? pg->notice : PQerrorMessage(pg->c);
-}
-
-/* Starts a connection attempt. */
-static void connect_start(struct kvpg *pg)
-{
-        pg->state = PG_CONNECTING;
-        pg->c = PQconnectStart(pg->conninfo);
-        if (!pg->c) {
-                lost(pg, "out of memory");
-                return;
-        }
-        if (PQstatus(pg->c) == CONNECTION_BAD) {
-                lost(pg, PQerrorMessage(pg->c));
-                return;
-        }
-        pg->notice[0] = '\0';
-        PQsetNoticeProcessor(pg->c, on_notice, pg);
-        timer_set(pg, CONNECT_TIMEOUT_S * 1000);
-        /* libpq's rule: poll first when the socket is writable. */
-        on_connect_io(-1, EV_WRITE, pg);
-}
-
-/* Waits for the socket as PQconnectPoll asked (it may change between
- * polls). */
-static void connect_wait(struct kvpg *pg, short what)
-{
-        io_clear(pg);
-        pg->ev_io = event_new(pg->base, PQsocket(pg->c), what, on_connect_io, pg);
-        if (!pg->ev_io || event_add(pg->ev_io, NULL) < 0)
-                lost(pg, "out of memory");
-}
-
-static void on_io(evutil_socket_t fd, short what, void *arg);
 static void setup_send(struct kvpg *pg, const char *sql, enum step step);
 
-static void connected(struct kvpg *pg)
+/* Connected: the session's settings first. */
+static void on_connected(void *arg)
 {
-        io_clear(pg);
-        if (PQsetnonblocking(pg->c, 1) != 0) {
-                lost(pg, PQerrorMessage(pg->c));
-                return;
-        }
-        pg->ev_io = event_new(pg->base, PQsocket(pg->c), EV_READ | EV_PERSIST, on_io, pg);
-        pg->ev_write = event_new(pg->base, PQsocket(pg->c), EV_WRITE, on_io, pg);
-        if (!pg->ev_io || !pg->ev_write || event_add(pg->ev_io, NULL) < 0) {
-                lost(pg, "out of memory");
-                return;
-        }
+        struct kvpg *pg = arg;
         pg->state = PG_SETUP;
         /* Why every answered write is durable: the session commits
          * synchronously whatever the server's or role's default says. The
@@ -230,47 +127,26 @@ static void connected(struct kvpg *pg)
         setup_send(pg, sql, STEP_SESSION);
 }
 
-static void on_connect_io(evutil_socket_t fd, short what, void *arg)
+/* Starts a connection attempt. */
+static void connect_start(struct kvpg *pg)
 {
-        struct kvpg *pg = arg;
-        (void)fd;
-        (void)what;
-        switch (PQconnectPoll(pg->c)) {
-        case PGRES_POLLING_READING: connect_wait(pg, EV_READ); break;
-        case PGRES_POLLING_WRITING: connect_wait(pg, EV_WRITE); break;
-        case PGRES_POLLING_OK: connected(pg); break;
-        default: lost(pg, PQerrorMessage(pg->c)); break;
-        }
+        pg->state = PG_CONNECTING;
+        pgconn_connect(pg->pc);
 }
 
-/* Flushes libpq's output; waits for the socket if it could not all go. */
-static void flush(struct kvpg *pg)
+/* A query was handed to libpq (sent: its return): its results from now. */
+static void query_begin(struct kvpg *pg, int sent)
 {
-        int r = PQflush(pg->c);
-        if (r < 0)
-                lost(pg, PQerrorMessage(pg->c));
-        else if (r > 0)
-                event_add(pg->ev_write, NULL);
-}
-
-static void query_begin(struct kvpg *pg)
-{
-        pg->busy = true;
         pg->err[0] = pg->sqlstate[0] = '\0';
         PQclear(pg->last);
         pg->last = NULL;
-        timer_set(pg, QUERY_TIMEOUT_S * 1000);
-        flush(pg);
+        pgconn_sent(pg->pc, sent);
 }
 
 static void setup_send(struct kvpg *pg, const char *sql, enum step step)
 {
         pg->step = step;
-        if (!PQsendQuery(pg->c, sql)) {
-                lost(pg, PQerrorMessage(pg->c));
-                return;
-        }
-        query_begin(pg);
+        query_begin(pg, PQsendQuery(pgconn_pq(pg->pc), sql));
 }
 
 /* The next migration, or this node's row once the schema is current. */
@@ -280,7 +156,7 @@ static void setup_migrate(struct kvpg *pg)
         if (pg->version > KVPG_SCHEMA_VERSION) {
                 snprintf(why, sizeof why, "the store's schema is version %d, newer than this gadgetd's (%d)",
                          pg->version, KVPG_SCHEMA_VERSION);
-                lost(pg, why);
+                pgconn_fail(pg->pc, why);
                 return;
         }
         if (pg->version == KVPG_SCHEMA_VERSION) {
@@ -294,7 +170,7 @@ static void setup_migrate(struct kvpg *pg)
         size_t len = strlen(m) + 128;
         char *sql = malloc(len);
         if (!sql) {
-                lost(pg, "out of memory");
+                pgconn_fail(pg->pc, "out of memory");
                 return;
         }
         snprintf(sql, len, "%s;UPDATE gadgetd_schema SET version = %d; COMMIT", m, pg->version + 1);
@@ -307,11 +183,8 @@ static void setup_migrate(struct kvpg *pg)
 static void prepare_next(struct kvpg *pg)
 {
         pg->step = STEP_PREPARE;
-        if (!PQsendPrepare(pg->c, kvpg_query_names[pg->prepared], kvpg_queries[pg->prepared], 0, NULL)) {
-                lost(pg, PQerrorMessage(pg->c));
-                return;
-        }
-        query_begin(pg);
+        query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), kvpg_query_names[pg->prepared], kvpg_queries[pg->prepared],
+                                      0, NULL));
 }
 
 /* A setup query ended (without error). */
@@ -321,7 +194,7 @@ static void setup_next(struct kvpg *pg)
         case STEP_SESSION: setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ); break;
         case STEP_MIGRATE_READ:
                 if (!pg->last || PQntuples(pg->last) != 1) {
-                        lost(pg, "gadgetd_schema does not hold one row");
+                        pgconn_fail(pg->pc, "gadgetd_schema does not hold one row");
                         return;
                 }
                 pg->version = atoi(PQgetvalue(pg->last, 0, 0));
@@ -370,16 +243,16 @@ static void job_error(struct kvpg *pg, struct kv_job *job)
 }
 
 /* The query that was out has ended (PQgetResult gave NULL). */
-static void query_end(struct kvpg *pg)
+static void on_end(void *arg)
 {
-        evtimer_del(pg->ev_timer);
-        if (PQstatus(pg->c) == CONNECTION_BAD) {
-                lost(pg, pg->err[0] ? pg->err : PQerrorMessage(pg->c));
+        struct kvpg *pg = arg;
+        if (PQstatus(pgconn_pq(pg->pc)) == CONNECTION_BAD) {
+                pgconn_fail(pg->pc, pg->err[0] ? pg->err : NULL);
                 return;
         }
         if (pg->state == PG_SETUP) {
                 if (pg->err[0])
-                        lost(pg, pg->err);
+                        pgconn_fail(pg->pc, pg->err);
                 else
                         setup_next(pg);
                 return;
@@ -398,8 +271,9 @@ static void query_end(struct kvpg *pg)
 }
 
 /* Keeps the last tuples result and the first error of the query. */
-static void collect(struct kvpg *pg, PGresult *r)
+static void on_result(void *arg, PGresult *r)
 {
+        struct kvpg *pg = arg;
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_TUPLES_OK) {
                 PQclear(pg->last);
@@ -410,65 +284,32 @@ static void collect(struct kvpg *pg, PGresult *r)
             !pg->err[0]) {
                 const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
                 const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-                one_line(pg->err, sizeof pg->err, msg ? msg : PQresultErrorMessage(r));
+                pgconn_one_line(pg->err, sizeof pg->err, msg ? msg : PQresultErrorMessage(r));
                 snprintf(pg->sqlstate, sizeof pg->sqlstate, "%s", state ? state : "");
         }
         PQclear(r);
 }
 
-static void on_io(evutil_socket_t fd, short what, void *arg)
-{
-        struct kvpg *pg = arg;
-        (void)fd;
-        if (what & EV_WRITE) {
-                flush(pg);
-                if (!pg->c)
-                        return;
-        }
-        if (!(what & EV_READ))
-                return;
-        if (!PQconsumeInput(pg->c)) {
-                lost(pg, pg->busy ? PQerrorMessage(pg->c) : why_closed(pg));
-                return;
-        }
-        while (pg->c && pg->busy && !PQisBusy(pg->c)) {
-                PGresult *r = PQgetResult(pg->c);
-                if (r) {
-                        collect(pg, r);
-                        continue;
-                }
-                pg->busy = false;
-                query_end(pg);
-        }
-        /* Input with no query out: a notice, or the server saying goodbye
-         * (PQisBusy parses it). */
-        if (pg->c && !pg->busy) {
-                PQisBusy(pg->c);
-                if (PQstatus(pg->c) == CONNECTION_BAD)
-                        lost(pg, why_closed(pg));
-        }
-}
-
 static void send_next(struct kvpg *pg)
 {
-        if (pg->state != PG_READY || pg->busy || kvpg_lanes_empty(&pg->queued))
+        if (pg->state != PG_READY || pgconn_busy(pg->pc) || kvpg_lanes_empty(&pg->queued))
                 return;
         struct kv_job *job = kvpg_lanes_next(&pg->queued);
         pg->running = job;
-        if (!kvpg_job_send(pg->c, job, pg->node, job->epoch)) {
-                lost(pg, PQerrorMessage(pg->c));
-                return;
-        }
+        int sent = kvpg_job_send(pgconn_pq(pg->pc), job, pg->node, job->epoch);
         /* The store of the job's gadget may close before the answer. */
-        job->gadget = NULL;
-        query_begin(pg);
+        if (sent)
+                job->gadget = NULL;
+        query_begin(pg, sent);
 }
 
-/* The connection failed or was lost: everything waiting is answered, and
- * the next attempt is scheduled. Logged once per change of state. */
-static void lost(struct kvpg *pg, const char *why)
+/* The connection failed or was lost (closed already; why on one line):
+ * everything waiting is answered, and the next attempt is scheduled.
+ * Logged once per change of state. */
+static void on_lost(void *arg, const char *why)
 {
-        one_line(pg->reason, sizeof pg->reason, why);
+        struct kvpg *pg = arg;
+        snprintf(pg->reason, sizeof pg->reason, "%s", why);
         if (pg->state == PG_READY)
                 log_msg(L_WARN, NULL, "store: lost the connection to PostgreSQL (%s): %s; reconnecting", pg->where,
                         pg->reason);
@@ -476,33 +317,25 @@ static void lost(struct kvpg *pg, const char *why)
                 log_msg(L_WARN, NULL, "store: cannot connect to PostgreSQL (%s): %s; retrying", pg->where,
                         pg->reason);
         pg->down_logged = true;
-        io_clear(pg);
         PQclear(pg->last);
         pg->last = NULL;
-        PQfinish(pg->c);
-        pg->c = NULL;
-        pg->busy = false;
         pg->state = PG_DOWN;
         fail_running(pg);
         fail_queued(pg);
         pg->backoff_ms = pg->backoff_ms ? pg->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (pg->backoff_ms > BACKOFF_MAX_MS)
                 pg->backoff_ms = BACKOFF_MAX_MS;
-        evtimer_del(pg->ev_timer);
-        timer_set(pg, pg->backoff_ms);
+        struct timeval tv = { .tv_sec = pg->backoff_ms / 1000, .tv_usec = (pg->backoff_ms % 1000) * 1000 };
+        evtimer_add(pg->ev_timer, &tv);
 }
 
+/* The backoff is over: the next attempt. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct kvpg *pg = arg;
         (void)fd;
         (void)what;
-        if (pg->state == PG_DOWN)
-                connect_start(pg);
-        else if (pg->state == PG_CONNECTING)
-                lost(pg, "no connection within 5 s");
-        else
-                lost(pg, "no answer from the server within 10 s");
+        connect_start(pg);
 }
 
 /* Whether conninfo parses; if not, err says why (libpq's reason, unless
@@ -516,7 +349,7 @@ static int conninfo_check(const char *conninfo, char *err, size_t errlen)
                 return 0;
         }
         char line[200];
-        one_line(line, sizeof line, why ? why : "out of memory");
+        pgconn_one_line(line, sizeof line, why ? why : "out of memory");
         bool secret = strcasestr(conninfo, "password") || strchr(conninfo, '@');
         snprintf(err, errlen, "StoreConnection= is not a libpq connection string%s%s", secret ? "" : ": ",
                  secret ? "" : line);
@@ -531,8 +364,11 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
         if (e < 0 || (e = conninfo_check(conninfo, err, errlen)) < 0)
                 return e;
         struct kvpg *pg = calloc(1, sizeof *pg);
-        if (!pg || !(pg->conninfo = strdup(conninfo)) || !(pg->node = strdup(node)) ||
-            !(pg->ev_timer = evtimer_new(base, on_timer, pg))) {
+        struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
+                                  .arg = pg, .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+                                  .query_timeout_ms = QUERY_TIMEOUT_S * 1000 };
+        if (!pg || !(pg->node = strdup(node)) ||
+            !(pg->ev_timer = evtimer_new(base, on_timer, pg)) || pgconn_new(base, conninfo, &ops, &pg->pc) < 0) {
                 snprintf(err, errlen, "out of memory");
                 kvpg_free(pg);
                 return -ENOMEM;
@@ -549,16 +385,14 @@ void kvpg_free(struct kvpg *pg)
 {
         if (!pg)
                 return;
-        io_clear(pg);
+        pgconn_free(pg->pc);
         if (pg->ev_timer)
                 event_free(pg->ev_timer);
         PQclear(pg->last);
-        PQfinish(pg->c);
         snprintf(pg->reason, sizeof pg->reason, "gadgetd is stopping");
         if (pg->running)
                 answer(pg->running, -ECANCELED, NULL);
         answer_all(kvpg_lanes_take(&pg->queued, NULL), -ECANCELED, NULL);
-        free(pg->conninfo);
         free(pg->node);
         free(pg);
 }

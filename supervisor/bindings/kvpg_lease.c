@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "kvpg_sql.h"
+#include "pgconn.h"
 #include "system/log.h"
 #include "system/monotime.h"
-#include "system/pq_dl.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_MIN_MS 100
@@ -49,17 +49,16 @@ struct unlock {
 };
 
 struct kvpg_lease {
-        struct event_base *base;
-        char *conninfo, *node;
-        PGconn *c;
+        char *node;
+        struct pgconn *pc;        /* the session, its timeouts */
         enum state state;
-        struct event *ev_io, *ev_write, *ev_timer, *ev_tick;
+        struct event *ev_timer, *ev_tick;   /* the backoff; the polls */
         unsigned backoff_ms;
-        bool busy, pinged;
+        bool pinged;
         struct want *asking;      /* the take query's gadget, NULL for another query */
         char *dropped;            /* the take query's gadget, released meanwhile */
         PGresult *last;
-        char err[200], sqlstate[6], notice[200];
+        char err[200], sqlstate[6];
         struct want *wants;
         struct unlock *unlocks;   /* locks to give back, in order */
         struct kvpg_lease_hooks hooks;
@@ -67,42 +66,7 @@ struct kvpg_lease {
         uint64_t humble_until;    /* monotime_ms: lost its session lately */
 };
 
-static void lost(struct kvpg_lease *l, const char *why);
 static void round_next(struct kvpg_lease *l);
-
-static void one_line(char *dst, size_t len, const char *msg)
-{
-        size_t o = 0;
-        bool space = false;
-        if (!msg || !*msg)
-                msg = "unknown error";
-        for (; *msg && o + 1 < len; msg++) {
-                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
-                        space = o > 0;
-                        continue;
-                }
-                if (space && o + 2 < len)
-                        dst[o++] = ' ';
-                space = false;
-                dst[o++] = *msg;
-        }
-        dst[o] = '\0';
-}
-
-static void timer_set(struct kvpg_lease *l, unsigned ms)
-{
-        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-        evtimer_add(l->ev_timer, &tv);
-}
-
-static void io_clear(struct kvpg_lease *l)
-{
-        if (l->ev_io)
-                event_free(l->ev_io);
-        if (l->ev_write)
-                event_free(l->ev_write);
-        l->ev_io = l->ev_write = NULL;
-}
 
 static struct want *want_find(const struct kvpg_lease *l, const char *gadget)
 {
@@ -112,74 +76,19 @@ static struct want *want_find(const struct kvpg_lease *l, const char *gadget)
         return NULL;
 }
 
-static void on_notice(void *arg, const char *msg)
-{
-        struct kvpg_lease *l = arg;
-        one_line(l->notice, sizeof l->notice, msg);
-}
-
-static void on_connect_io(evutil_socket_t fd, short what, void *arg);
-static void on_io(evutil_socket_t fd, short what, void *arg);
-
-static void connect_start(struct kvpg_lease *l)
-{
-        l->state = L_CONNECTING;
-        l->notice[0] = '\0';
-        l->c = PQconnectStart(l->conninfo);
-        if (!l->c || PQstatus(l->c) == CONNECTION_BAD) {
-                lost(l, l->c ? PQerrorMessage(l->c) : "out of memory");
-                return;
-        }
-        PQsetNoticeProcessor(l->c, on_notice, l);
-        timer_set(l, CONNECT_TIMEOUT_MS);
-        on_connect_io(-1, EV_WRITE, l);
-}
-
-static void connect_wait(struct kvpg_lease *l, short what)
-{
-        io_clear(l);
-        l->ev_io = event_new(l->base, PQsocket(l->c), what, on_connect_io, l);
-        if (!l->ev_io || event_add(l->ev_io, NULL) < 0)
-                lost(l, "out of memory");
-}
-
-static void flush(struct kvpg_lease *l)
-{
-        int r = PQflush(l->c);
-        if (r < 0)
-                lost(l, PQerrorMessage(l->c));
-        else if (r > 0)
-                event_add(l->ev_write, NULL);
-}
-
-/* A query was handed to libpq: it must end within the timeout. */
+/* A query was handed to libpq (sent: its return): its results from now. */
 static void query_begin(struct kvpg_lease *l, int sent)
 {
-        if (!sent) {
-                lost(l, PQerrorMessage(l->c));
-                return;
-        }
-        l->busy = true;
         l->err[0] = l->sqlstate[0] = '\0';
         PQclear(l->last);
         l->last = NULL;
-        timer_set(l, KVPG_LEASE_TIMEOUT_MS);
-        flush(l);
+        pgconn_sent(l->pc, sent);
 }
 
-static void connected(struct kvpg_lease *l)
+/* Connected: the session's settings first. */
+static void on_connected(void *arg)
 {
-        io_clear(l);
-        if (PQsetnonblocking(l->c, 1) != 0) {
-                lost(l, PQerrorMessage(l->c));
-                return;
-        }
-        l->ev_io = event_new(l->base, PQsocket(l->c), EV_READ | EV_PERSIST, on_io, l);
-        l->ev_write = event_new(l->base, PQsocket(l->c), EV_WRITE, on_io, l);
-        if (!l->ev_io || !l->ev_write || event_add(l->ev_io, NULL) < 0) {
-                lost(l, "out of memory");
-                return;
-        }
+        struct kvpg_lease *l = arg;
         l->state = L_SETUP;
         /* The node is a checked name (config.c): safe to quote as it is.
          * Why synchronous commits here too: an epoch bump the server lost
@@ -188,20 +97,7 @@ static void connected(struct kvpg_lease *l)
         char sql[200];
         snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'",
                  l->node);
-        query_begin(l, PQsendQuery(l->c, sql));
-}
-
-static void on_connect_io(evutil_socket_t fd, short what, void *arg)
-{
-        struct kvpg_lease *l = arg;
-        (void)fd;
-        (void)what;
-        switch (PQconnectPoll(l->c)) {
-        case PGRES_POLLING_READING: connect_wait(l, EV_READ); break;
-        case PGRES_POLLING_WRITING: connect_wait(l, EV_WRITE); break;
-        case PGRES_POLLING_OK: connected(l); break;
-        default: lost(l, PQerrorMessage(l->c)); break;
-        }
+        query_begin(l, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
 /* A take's row: (got, free, owner, owner_epoch), in text. */
@@ -260,12 +156,12 @@ static void dropped_result(struct kvpg_lease *l)
 }
 
 /* A query ended (its NULL result came). */
-static void query_end(struct kvpg_lease *l)
+static void on_end(void *arg)
 {
-        evtimer_del(l->ev_timer);
+        struct kvpg_lease *l = arg;
         if (l->state == L_SETUP) {
                 if (l->err[0]) {
-                        lost(l, l->err);
+                        pgconn_fail(l->pc, l->err);
                         return;
                 }
                 l->state = L_READY;
@@ -283,8 +179,10 @@ static void query_end(struct kvpg_lease *l)
         round_next(l);
 }
 
-static void collect(struct kvpg_lease *l, PGresult *r)
+/* Keeps the last tuples result and the first error of the query. */
+static void on_result(void *arg, PGresult *r)
 {
+        struct kvpg_lease *l = arg;
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_TUPLES_OK) {
                 PQclear(l->last);
@@ -293,55 +191,22 @@ static void collect(struct kvpg_lease *l, PGresult *r)
         }
         if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) && !l->err[0]) {
                 const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-                one_line(l->err, sizeof l->err, PQresultErrorMessage(r));
+                pgconn_one_line(l->err, sizeof l->err, PQresultErrorMessage(r));
                 snprintf(l->sqlstate, sizeof l->sqlstate, "%s", state ? state : "");
         }
         PQclear(r);
 }
 
-static void on_io(evutil_socket_t fd, short what, void *arg)
-{
-        struct kvpg_lease *l = arg;
-        (void)fd;
-        if (what & EV_WRITE) {
-                flush(l);
-                if (!l->c)
-                        return;
-        }
-        if (!(what & EV_READ))
-                return;
-        if (!PQconsumeInput(l->c)) {
-                PQisBusy(l->c);
-                lost(l, l->notice[0] ? l->notice : PQerrorMessage(l->c));
-                return;
-        }
-        while (l->c && l->busy && !PQisBusy(l->c)) {
-                PGresult *r = PQgetResult(l->c);
-                if (r) {
-                        collect(l, r);
-                        continue;
-                }
-                l->busy = false;
-                query_end(l);
-        }
-        /* Input with no query out: the server ending the session. */
-        if (l->c && !l->busy) {
-                PQisBusy(l->c);
-                if (PQstatus(l->c) == CONNECTION_BAD)
-                        lost(l, l->notice[0] ? l->notice : PQerrorMessage(l->c));
-        }
-}
-
 /* Sends the round's next query: a lock given back, a take, or one ping. */
 static void round_next(struct kvpg_lease *l)
 {
-        if (l->state != L_READY || l->busy)
+        if (l->state != L_READY || pgconn_busy(l->pc))
                 return;
         if (l->unlocks) {
                 struct unlock *u = l->unlocks;
                 l->unlocks = u->next;
                 const char *v[1] = { u->gadget };
-                int sent = PQsendQueryParams(l->c, "SELECT pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext($1))", 1,
+                int sent = PQsendQueryParams(pgconn_pq(l->pc), "SELECT pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext($1))", 1,
                                              NULL, v, NULL, NULL, 0);
                 free(u->gadget);
                 free(u);
@@ -356,13 +221,13 @@ static void round_next(struct kvpg_lease *l)
                 unsigned wait = 2 * w->rank + (monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0);
                 bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= wait;
                 const char *v[3] = { w->gadget, l->node, take ? "t" : "f" };
-                query_begin(l, PQsendQueryParams(l->c, "SELECT * FROM gadgetd_lease_take($1, $2, $3)", 3, NULL, v,
-                                                 NULL, NULL, 0));
+                query_begin(l, PQsendQueryParams(pgconn_pq(l->pc), "SELECT * FROM gadgetd_lease_take($1, $2, $3)", 3,
+                                                 NULL, v, NULL, NULL, 0));
                 return;
         }
         if (!l->pinged) {
                 l->pinged = true;
-                query_begin(l, PQsendQuery(l->c, "SELECT 1"));
+                query_begin(l, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
         }
 }
 
@@ -372,7 +237,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         struct kvpg_lease *l = arg;
         (void)fd;
         (void)what;
-        if (l->state != L_READY || l->busy)
+        if (l->state != L_READY || pgconn_busy(l->pc))
                 return;
         for (struct want *w = l->wants; w; w = w->next)
                 w->tried = false;
@@ -380,22 +245,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         round_next(l);
 }
 
-/* The session is gone: every lease with it, at once. */
-static void lost(struct kvpg_lease *l, const char *why)
+/* The session is gone (closed already; why on one line): every lease
+ * with it, at once. */
+static void on_lost(void *arg, const char *reason)
 {
-        char reason[200];
-        one_line(reason, sizeof reason, why);
+        struct kvpg_lease *l = arg;
         if (l->state == L_READY)
                 l->humble_until = monotime_ms() + HUMBLE_MS;
         if (l->state == L_READY || l->state == L_SETUP || !l->down_logged)
                 log_msg(L_WARN, NULL, "store: the lease session to PostgreSQL ended: %s; reconnecting", reason);
         l->down_logged = true;
-        io_clear(l);
         PQclear(l->last);
         l->last = NULL;
-        PQfinish(l->c);
-        l->c = NULL;
-        l->busy = false;
         l->asking = NULL;
         free(l->dropped);
         l->dropped = NULL;
@@ -420,36 +281,36 @@ static void lost(struct kvpg_lease *l, const char *why)
         l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (l->backoff_ms > BACKOFF_MAX_MS)
                 l->backoff_ms = BACKOFF_MAX_MS;
-        evtimer_del(l->ev_timer);
-        timer_set(l, l->backoff_ms);
+        struct timeval tv = { .tv_sec = l->backoff_ms / 1000, .tv_usec = (l->backoff_ms % 1000) * 1000 };
+        evtimer_add(l->ev_timer, &tv);
 }
 
+/* The backoff is over: the next attempt. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct kvpg_lease *l = arg;
         (void)fd;
         (void)what;
-        if (l->state == L_DOWN)
-                connect_start(l);
-        else if (l->state == L_CONNECTING)
-                lost(l, "no connection within 5 s");
-        else
-                lost(l, "no answer from the server within 2 s");
+        l->state = L_CONNECTING;
+        pgconn_connect(l->pc);
 }
 
 int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg_lease **out)
 {
         struct kvpg_lease *l = calloc(1, sizeof *l);
-        if (!l || !(l->conninfo = strdup(conninfo)) || !(l->node = strdup(node)) ||
-            !(l->ev_timer = evtimer_new(base, on_timer, l)) ||
-            !(l->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, l))) {
+        struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
+                                  .arg = l, .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+                                  .query_timeout_ms = KVPG_LEASE_TIMEOUT_MS, .notice_in_query = true };
+        if (!l || !(l->node = strdup(node)) || !(l->ev_timer = evtimer_new(base, on_timer, l)) ||
+            !(l->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, l)) ||
+            pgconn_new(base, conninfo, &ops, &l->pc) < 0) {
                 kvpg_lease_free(l);
                 return -ENOMEM;
         }
-        l->base = base;
         struct timeval tv = { .tv_sec = 0, .tv_usec = KVPG_LEASE_POLL_MS * 1000 };
         event_add(l->ev_tick, &tv);
-        connect_start(l);
+        l->state = L_CONNECTING;
+        pgconn_connect(l->pc);
         *out = l;
         return 0;
 }
@@ -458,13 +319,12 @@ void kvpg_lease_free(struct kvpg_lease *l)
 {
         if (!l)
                 return;
-        io_clear(l);
+        pgconn_free(l->pc);
         if (l->ev_timer)
                 event_free(l->ev_timer);
         if (l->ev_tick)
                 event_free(l->ev_tick);
         PQclear(l->last);
-        PQfinish(l->c);
         while (l->wants) {
                 struct want *w = l->wants;
                 l->wants = w->next;
@@ -478,7 +338,6 @@ void kvpg_lease_free(struct kvpg_lease *l)
                 free(u);
         }
         free(l->dropped);
-        free(l->conninfo);
         free(l->node);
         free(l);
 }

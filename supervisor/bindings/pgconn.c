@@ -1,0 +1,265 @@
+/* pgconn: a non-blocking libpq connection on the loop (pgconn.h).
+ *
+ * Nothing here waits: every libpq call is made non-blocking (no PQexec),
+ * the socket's readiness drives PQconnectPoll, PQflush and
+ * PQconsumeInput, and a connect or a query that takes too long counts as
+ * a lost connection. */
+#include "pgconn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pgconn {
+        struct event_base *base;
+        char *conninfo;
+        struct pgconn_ops ops;
+        PGconn *c;
+        bool connecting;
+        bool busy;                    /* a query is out: wait for its NULL result */
+        struct event *ev_io;          /* the socket: connecting, or reading */
+        struct event *ev_write;       /* the socket, while libpq has output to flush */
+        struct event *ev_timer;       /* connect or query timeout */
+        char notice[200];             /* the server's last message outside a query (why it
+                                       * ended the session, if it did) */
+        char reason[200];             /* why the connection was lost */
+};
+
+void pgconn_one_line(char *dst, size_t len, const char *msg)
+{
+        size_t o = 0;
+        bool space = false;
+        if (!msg || !*msg)
+                msg = "unknown error";
+        for (; *msg && o + 1 < len; msg++) {
+                if (*msg == '\n' || *msg == '\r' || *msg == '\t' || *msg == ' ') {
+                        space = o > 0;
+                        continue;
+                }
+                if (space && o + 2 < len)
+                        dst[o++] = ' ';
+                space = false;
+                dst[o++] = *msg;
+        }
+        dst[o] = '\0';
+}
+
+static void timer_set(struct pgconn *pc, unsigned ms)
+{
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+        evtimer_add(pc->ev_timer, &tv);
+}
+
+static void io_clear(struct pgconn *pc)
+{
+        if (pc->ev_io)
+                event_free(pc->ev_io);
+        if (pc->ev_write)
+                event_free(pc->ev_write);
+        pc->ev_io = pc->ev_write = NULL;
+}
+
+/* Frees libpq's connection and the events on its socket. */
+static void close_conn(struct pgconn *pc)
+{
+        io_clear(pc);
+        evtimer_del(pc->ev_timer);
+        PQfinish(pc->c);
+        pc->c = NULL;
+        pc->busy = pc->connecting = false;
+}
+
+void pgconn_fail(struct pgconn *pc, const char *why)
+{
+        /* Copied before the connection, which may hold why, is freed. */
+        pgconn_one_line(pc->reason, sizeof pc->reason, why ? why : pc->c ? PQerrorMessage(pc->c) : NULL);
+        close_conn(pc);
+        pc->ops.lost(pc->ops.arg, pc->reason);
+}
+
+/* libpq's notices (and a FATAL error sent while no query is out, such as
+ * "terminating connection due to administrator command") come here
+ * instead of gadgetd's stderr: kept as the reason of a loss that follows. */
+static void on_notice(void *arg, const char *msg)
+{
+        struct pgconn *pc = arg;
+        pgconn_one_line(pc->notice, sizeof pc->notice, msg);
+}
+
+/* Why the connection ended while no query was out: the server's own word
+ * if it said one (PQisBusy parses what was read, passing an error sent
+ * outside a query to on_notice). */
+static const char *why_closed(struct pgconn *pc)
+{
+        PQisBusy(pc->c);
+        return pc->notice[0] ? pc->notice : PQerrorMessage(pc->c);
+}
+
+static void on_connect_io(evutil_socket_t fd, short what, void *arg);
+static void on_io(evutil_socket_t fd, short what, void *arg);
+
+void pgconn_connect(struct pgconn *pc)
+{
+        pc->connecting = true;
+        pc->notice[0] = '\0';
+        pc->c = PQconnectStart(pc->conninfo);
+        if (!pc->c) {
+                pgconn_fail(pc, "out of memory");
+                return;
+        }
+        if (PQstatus(pc->c) == CONNECTION_BAD) {
+                pgconn_fail(pc, NULL);
+                return;
+        }
+        PQsetNoticeProcessor(pc->c, on_notice, pc);
+        timer_set(pc, pc->ops.connect_timeout_ms);
+        /* libpq's rule: poll first when the socket is writable. */
+        on_connect_io(-1, EV_WRITE, pc);
+}
+
+/* Waits for the socket as PQconnectPoll asked (it may change between
+ * polls). */
+static void connect_wait(struct pgconn *pc, short what)
+{
+        io_clear(pc);
+        pc->ev_io = event_new(pc->base, PQsocket(pc->c), what, on_connect_io, pc);
+        if (!pc->ev_io || event_add(pc->ev_io, NULL) < 0)
+                pgconn_fail(pc, "out of memory");
+}
+
+/* Connected: reading from now on, writing when libpq has output. */
+static void connected(struct pgconn *pc)
+{
+        io_clear(pc);
+        if (PQsetnonblocking(pc->c, 1) != 0) {
+                pgconn_fail(pc, NULL);
+                return;
+        }
+        pc->ev_io = event_new(pc->base, PQsocket(pc->c), EV_READ | EV_PERSIST, on_io, pc);
+        pc->ev_write = event_new(pc->base, PQsocket(pc->c), EV_WRITE, on_io, pc);
+        if (!pc->ev_io || !pc->ev_write || event_add(pc->ev_io, NULL) < 0) {
+                pgconn_fail(pc, "out of memory");
+                return;
+        }
+        pc->connecting = false;
+        pc->ops.connected(pc->ops.arg);
+}
+
+static void on_connect_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct pgconn *pc = arg;
+        (void)fd;
+        (void)what;
+        switch (PQconnectPoll(pc->c)) {
+        case PGRES_POLLING_READING: connect_wait(pc, EV_READ); break;
+        case PGRES_POLLING_WRITING: connect_wait(pc, EV_WRITE); break;
+        case PGRES_POLLING_OK: connected(pc); break;
+        default: pgconn_fail(pc, NULL); break;
+        }
+}
+
+/* Flushes libpq's output; waits for the socket if it could not all go. */
+static void flush(struct pgconn *pc)
+{
+        int r = PQflush(pc->c);
+        if (r < 0)
+                pgconn_fail(pc, NULL);
+        else if (r > 0)
+                event_add(pc->ev_write, NULL);
+}
+
+int pgconn_sent(struct pgconn *pc, int sent)
+{
+        if (!sent) {
+                pgconn_fail(pc, NULL);
+                return -EIO;
+        }
+        pc->busy = true;
+        timer_set(pc, pc->ops.query_timeout_ms);
+        flush(pc);
+        return pc->c ? 0 : -EIO;
+}
+
+/* Reads what came: each result of the query out goes to the owner, then
+ * its end; input with no query out is a notice or the server saying
+ * goodbye. */
+static void on_io(evutil_socket_t fd, short what, void *arg)
+{
+        struct pgconn *pc = arg;
+        (void)fd;
+        if (what & EV_WRITE) {
+                flush(pc);
+                if (!pc->c)
+                        return;
+        }
+        if (!(what & EV_READ))
+                return;
+        if (!PQconsumeInput(pc->c)) {
+                pgconn_fail(pc, pc->busy && !pc->ops.notice_in_query ? PQerrorMessage(pc->c) : why_closed(pc));
+                return;
+        }
+        while (pc->c && pc->busy && !PQisBusy(pc->c)) {
+                PGresult *r = PQgetResult(pc->c);
+                if (r) {
+                        pc->ops.result(pc->ops.arg, r);
+                        continue;
+                }
+                pc->busy = false;
+                evtimer_del(pc->ev_timer);
+                pc->ops.end(pc->ops.arg);
+        }
+        if (pc->c && !pc->busy) {
+                PQisBusy(pc->c);
+                if (PQstatus(pc->c) == CONNECTION_BAD)
+                        pgconn_fail(pc, why_closed(pc));
+        }
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct pgconn *pc = arg;
+        char why[80];
+        (void)fd;
+        (void)what;
+        if (pc->connecting)
+                snprintf(why, sizeof why, "no connection within %u s", pc->ops.connect_timeout_ms / 1000);
+        else
+                snprintf(why, sizeof why, "no answer from the server within %u s", pc->ops.query_timeout_ms / 1000);
+        pgconn_fail(pc, why);
+}
+
+int pgconn_new(struct event_base *base, const char *conninfo, const struct pgconn_ops *ops, struct pgconn **out)
+{
+        struct pgconn *pc = calloc(1, sizeof *pc);
+        if (!pc || !(pc->conninfo = strdup(conninfo)) || !(pc->ev_timer = evtimer_new(base, on_timer, pc))) {
+                pgconn_free(pc);
+                return -ENOMEM;
+        }
+        pc->base = base;
+        pc->ops = *ops;
+        *out = pc;
+        return 0;
+}
+
+void pgconn_free(struct pgconn *pc)
+{
+        if (!pc)
+                return;
+        io_clear(pc);
+        if (pc->ev_timer)
+                event_free(pc->ev_timer);
+        PQfinish(pc->c);
+        free(pc->conninfo);
+        free(pc);
+}
+
+PGconn *pgconn_pq(const struct pgconn *pc)
+{
+        return pc->c;
+}
+
+bool pgconn_busy(const struct pgconn *pc)
+{
+        return pc->busy;
+}
