@@ -34,7 +34,13 @@
  *       was taken; changed only by gadgetd_lease_take, by the holder of
  *       the gadget's session advisory lock (KVPG_LEASE_SPACE, hashtext).
  *   gadgetd_lease_take(gadget, node, take) → (got, free, node, epoch)
- *       take: tries the lock; if got, bumps the epoch and names node.
+ *       take: tries the lock; if got, bumps the epoch and names node. A
+ *       write in flight holds the owner row (FOR SHARE): the bump waits
+ *       for it at most KVPG_LEASE_LOCK_WAIT, then gives the lock back and
+ *       says "free, not got", and the node tries again at its next poll.
+ *       Why not wait longer: the lease session's 2 s answer deadline
+ *       would call a slow write a lost session, and the node would stand
+ *       back while another took the lease.
  *       Not take: only says whether the lock is free (tried and given
  *       back at once), for a node that waits its turn (Nodes=).
  *   gadgetd_kv_put(…, node, epoch), gadgetd_kv_delete(…, epoch)
@@ -50,6 +56,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+/* How long a takeover's epoch bump waits for a write in flight. */
+#define KVPG_LEASE_LOCK_WAIT "500ms"
 
 /* Any constant held by every gadgetd of this program: "gadgetd" in hex. */
 #define KVPG_LOCK "6761646765746400"
@@ -127,10 +136,16 @@ static const char migration_2[] =
         "  got := false; free := false;\n"
         "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n"
         "    IF p_take THEN\n"
-        "      INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
-        "        ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
-        "          epoch = gadgetd_owner.epoch + 1, since = now();\n"
-        "      got := true;\n"
+        "      BEGIN\n"
+        "        PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
+        "        INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
+        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
+        "            epoch = gadgetd_owner.epoch + 1, since = now();\n"
+        "        got := true;\n"
+        "      EXCEPTION WHEN lock_not_available THEN\n"
+        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
+        "        free := true;\n"
+        "      END;\n"
         "    ELSE\n"
         "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
         "      free := true;\n"
