@@ -23,40 +23,6 @@
 #include "benchutil.h"
 #include "ctlclient.h"
 
-/* Calls GADGET.method {"n": n} and adds the "ns" list of its answer. */
-static int gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s)
-{
-        Gadget__Value nv = GADGET__VALUE__INIT, args = GADGET__VALUE__INIT;
-        Gadget__MapEntry ent = GADGET__MAP_ENTRY__INIT, *ents[] = { &ent };
-        Gadget__Map map = GADGET__MAP__INIT;
-        nv.kind_case = GADGET__VALUE__KIND_INT_VALUE;
-        nv.int_value = n;
-        ent.key = "n";
-        ent.value = &nv;
-        map.n_entries = 1;
-        map.entries = ents;
-        args.kind_case = GADGET__VALUE__KIND_MAP_VALUE;
-        args.map_value = &map;
-        if (ctl_put_call(c, gadget, method, &args) < 0 || ctl_flush(c) < 0)
-                return -1;
-        Control__Response *r = ctl_recv(c);
-        int e = -1;
-        if (r && r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
-                fprintf(stderr, "bindbench: %s: %s\n", method, r->error->message);
-        if (r && r->resp_case == CONTROL__RESPONSE__RESP_RESULT &&
-            r->result->kind_case == GADGET__VALUE__KIND_MAP_VALUE && r->result->map_value->n_entries == 1) {
-                const Gadget__Value *l = r->result->map_value->entries[0]->value;
-                if (l->kind_case == GADGET__VALUE__KIND_LIST_VALUE) {
-                        for (size_t i = 0; i < l->list_value->n_items; i++)
-                                samples_add(s, l->list_value->items[i]->int_value);
-                        e = 0;
-                }
-        }
-        if (r)
-                control__response__free_unpacked(r, NULL);
-        return e;
-}
-
 struct raw {
         sqlite3 *db;
         sqlite3_stmt *put, *get;
@@ -151,12 +117,12 @@ int main(int argc, char **argv)
                 echo_loop(sv[1]);
         }
         close(sv[1]);
-        int fail = gadget_loop(&c, g, "kv_put", 50, &junk) < 0 || gadget_loop(&c, g, "call", 50, &junk) < 0 ||
+        int fail = ctl_gadget_loop(&c, g, "kv_put", 50, &junk) < 0 || ctl_gadget_loop(&c, g, "call", 50, &junk) < 0 ||
                    raw_loop(&raw, true, 50, &junk) < 0;
         for (int r = 0; !fail && r < rounds; r++)
-                fail = gadget_loop(&c, g, "kv_put", n, &put) < 0 || raw_loop(&raw, true, n, &rput) < 0 ||
-                       gadget_loop(&c, g, "kv_get", n, &get) < 0 || raw_loop(&raw, false, n, &rget) < 0 ||
-                       gadget_loop(&c, g, "call", n, &call) < 0 || pingpong(sv[0], n, &pp) < 0;
+                fail = ctl_gadget_loop(&c, g, "kv_put", n, &put) < 0 || raw_loop(&raw, true, n, &rput) < 0 ||
+                       ctl_gadget_loop(&c, g, "kv_get", n, &get) < 0 || raw_loop(&raw, false, n, &rget) < 0 ||
+                       ctl_gadget_loop(&c, g, "call", n, &call) < 0 || pingpong(sv[0], n, &pp) < 0;
         close(sv[0]);
         waitpid(echo, NULL, 0);
         ctl_close(&c);

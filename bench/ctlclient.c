@@ -147,3 +147,36 @@ int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth,
         samples_add(s, (int64_t)((double)n * 1e9 / (double)(bench_now_ns() - t0)));
         return 0;
 }
+
+int ctl_gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s)
+{
+        Gadget__Value nv = GADGET__VALUE__INIT, args = GADGET__VALUE__INIT;
+        Gadget__MapEntry ent = GADGET__MAP_ENTRY__INIT, *ents[] = { &ent };
+        Gadget__Map map = GADGET__MAP__INIT;
+        nv.kind_case = GADGET__VALUE__KIND_INT_VALUE;
+        nv.int_value = n;
+        ent.key = "n";
+        ent.value = &nv;
+        map.n_entries = 1;
+        map.entries = ents;
+        args.kind_case = GADGET__VALUE__KIND_MAP_VALUE;
+        args.map_value = &map;
+        if (ctl_put_call(c, gadget, method, &args) < 0 || ctl_flush(c) < 0)
+                return -1;
+        Control__Response *r = ctl_recv(c);
+        int e = -1;
+        if (r && r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                fprintf(stderr, "%s.%s: %s\n", gadget, method, r->error->message);
+        if (r && r->resp_case == CONTROL__RESPONSE__RESP_RESULT &&
+            r->result->kind_case == GADGET__VALUE__KIND_MAP_VALUE && r->result->map_value->n_entries == 1) {
+                const Gadget__Value *l = r->result->map_value->entries[0]->value;
+                if (l->kind_case == GADGET__VALUE__KIND_LIST_VALUE) {
+                        for (size_t i = 0; i < l->list_value->n_items; i++)
+                                samples_add(s, l->list_value->items[i]->int_value);
+                        e = 0;
+                }
+        }
+        if (r)
+                control__response__free_unpacked(r, NULL);
+        return e;
+}

@@ -45,3 +45,6 @@ int ctl_seq_block(struct ctl *c, const struct ctl_call *call, int n, struct samp
 /* n calls, depth in flight: after each read, one new call per answer
  * taken, all written at once. Calls per second into s. 0 or -1. */
 int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth, struct samples *s);
+/* Calls GADGET.method {"n": n}, a benchmark gadget's loop of n operations
+ * inside it, and adds the "ns" list of its answer to s. 0 or -1 (printed). */
+int ctl_gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s);
