@@ -3,6 +3,7 @@
 #include "nodelink.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -884,6 +885,9 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
         }
         if ((e = creds_load(cfg, &c, err, len)) < 0)
                 goto out;
+        /* OpenSSL writes to the socket with write(): a peer that resets
+         * must not take gadgetd with it (as core_open does). */
+        signal(SIGPIPE, SIG_IGN);
         e = -ENOMEM;
         if (!(nl = calloc(1, sizeof *nl)))
                 goto out;

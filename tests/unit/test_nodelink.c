@@ -44,17 +44,28 @@ struct server {
         char name[HELD_MAX][32];
 };
 
+static int answer_nobufs;
+
+/* Answers "echo:NAME"; a request named "big" gets a 1 MiB answer. */
 static void answer(struct nodelink_in *in, uint64_t id, const char *name)
 {
         Control__Response r = CONTROL__RESPONSE__INIT;
         Control__Done d = CONTROL__DONE__INIT;
+        static char big[1 << 20];
         char msg[64];
         snprintf(msg, sizeof msg, "echo:%s", name);
-        d.message = msg;
+        if (strcmp(name, "big") == 0) {
+                memset(big, 'x', sizeof big - 1);
+                d.message = big;
+        } else
+                d.message = msg;
         r.id = id;
         r.resp_case = CONTROL__RESPONSE__RESP_DONE;
         r.done = &d;
-        if (nodelink_answer(in, &r) < 0)
+        int e = nodelink_answer(in, &r);
+        if (e == -ENOBUFS)
+                answer_nobufs++;
+        else if (e < 0)
                 answer_fails++;
 }
 
@@ -213,9 +224,9 @@ static int tcp_connect(int port)
         return fd;
 }
 
-/* A valid request frame (id 7, status of "raw"), or an announcement of
+/* A valid request frame (id 7, status of name), or an announcement of
  * `announce` bytes if non-zero. */
-static size_t frame(uint8_t *buf, size_t cap, uint32_t announce)
+static size_t frame(uint8_t *buf, size_t cap, uint32_t announce, const char *name)
 {
         if (announce) {
                 for (int i = 0; i < 4; i++)
@@ -224,7 +235,7 @@ static size_t frame(uint8_t *buf, size_t cap, uint32_t announce)
         }
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
-        n.name = "raw";
+        n.name = (char *)name;
         req.id = 7;
         req.req_case = CONTROL__REQUEST__REQ_STATUS;
         req.status = &n;
@@ -242,15 +253,27 @@ struct raw {
         bool handshake;   /* its side of the handshake completed */
         bool closed;      /* the server ended the session */
         bool answered;    /* a whole frame came back */
+        char why[128];    /* the TLS alert or error that ended it */
 };
 
-/* A raw TLS 1.3 client with certificate certname (NULL: none) sends a
- * request frame (or an announcement), pumping the loop, for up to ms. */
-static struct raw raw_tls(int port, const char *certname, uint32_t announce, int ms)
+static void raw_end(struct raw *r)
+{
+        const char *why = ERR_reason_error_string(ERR_peek_error());
+        snprintf(r->why, sizeof r->why, "%s", why ? why : "");
+        r->closed = true;
+}
+
+/* A raw TLS client (1.3, or up to max_version) with certificate certname
+ * (NULL: none) sends a request frame (or an announcement), pumping the
+ * loop, for up to ms. */
+static struct raw raw_tls(int port, const char *certname, uint32_t announce, int ms, int max_version, int flood)
 {
         struct raw r = { 0 };
         SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-        SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+        if (max_version)
+                SSL_CTX_set_max_proto_version(ctx, max_version);
+        else
+                SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
         if (certname) {
                 SSL_CTX_use_certificate_file(ctx, path(certname, "crt"), SSL_FILETYPE_PEM);
@@ -260,18 +283,20 @@ static struct raw raw_tls(int port, const char *certname, uint32_t announce, int
         SSL *ssl = SSL_new(ctx);
         SSL_set_fd(ssl, fd);
         SSL_set_connect_state(ssl);
-        uint8_t out[256], in[4096];
-        size_t olen = frame(out, sizeof out, announce), sent = 0, got = 0;
+        uint8_t out[1024], in[4096];
+        size_t olen = frame(out, sizeof out, announce, flood ? "big" : "raw"), sent = 0, got = 0;
         double end = now_ms() + ms;
+        /* flood: that many requests, and never a read. */
+        for (int i = 1; flood && i < flood && olen; i++)
+                olen += frame(out + olen, sizeof out - olen, 0, "big");
         while (now_ms() < end && !r.closed && !r.answered) {
                 event_base_loop(base, EVLOOP_NONBLOCK);
                 if (!r.handshake) {
                         int h = SSL_do_handshake(ssl);
                         if (h == 1)
                                 r.handshake = true;
-                        else if (SSL_get_error(ssl, h) != SSL_ERROR_WANT_READ && SSL_get_error(ssl, h) != SSL_ERROR_WANT_WRITE) {
-                                r.closed = true;
-                        }
+                        else if (SSL_get_error(ssl, h) != SSL_ERROR_WANT_READ && SSL_get_error(ssl, h) != SSL_ERROR_WANT_WRITE)
+                                raw_end(&r);
                         continue;
                 }
                 if (sent < olen) {
@@ -279,13 +304,17 @@ static struct raw raw_tls(int port, const char *certname, uint32_t announce, int
                         if (w > 0)
                                 sent += (size_t)w;
                 }
+                if (flood) {
+                        usleep(1000);
+                        continue;
+                }
                 int n = SSL_read(ssl, in + got, (int)(sizeof in - got));
                 if (n > 0) {
                         got += (size_t)n;
                         if (got >= 4 && got >= 4 + (size_t)(in[0] | in[1] << 8 | in[2] << 16 | (uint32_t)in[3] << 24))
                                 r.answered = true;
                 } else if (SSL_get_error(ssl, n) != SSL_ERROR_WANT_READ && SSL_get_error(ssl, n) != SSL_ERROR_WANT_WRITE)
-                        r.closed = true;
+                        raw_end(&r);
                 usleep(1000);
         }
         ERR_clear_error();
@@ -301,7 +330,7 @@ static struct raw raw_plain(int port, int ms)
 {
         struct raw r = { 0 };
         uint8_t out[256], in[4096];
-        size_t olen = frame(out, sizeof out, 0), got = 0;
+        size_t olen = frame(out, sizeof out, 0, "raw"), got = 0;
         int fd = tcp_connect(port);
         if (write(fd, out, olen) != (ssize_t)olen)
                 r.closed = true;
@@ -497,25 +526,36 @@ static void test_refused(void)
               "a server certificate of a CA not trusted is refused: %s", r.msg);
 
         r = one_send(a, "b", c);
-        CHECK(r.calls == 1 && strstr(r.msg, "node b's certificate was not accepted"),
+        CHECK(r.calls == 1 && strstr(r.msg, "node b's certificate was not accepted: hostname mismatch"),
               "a server whose certificate names another node is refused: %s", r.msg);
         CHECK(sc.requests == 0, "c never saw the request meant for b");
 
-        struct raw raw = raw_tls(nodelink_listen_port(b), "a", 0, 3000);
+        struct raw raw = raw_tls(nodelink_listen_port(b), "a", 0, 3000, 0, 0);
         CHECK(raw.handshake && raw.answered && sb.requests == 1, "a raw TLS client with a's certificate is answered");
-        raw = raw_tls(nodelink_listen_port(b), NULL, 0, 3000);
-        CHECK(raw.closed && !raw.answered && sb.requests == 1, "a raw TLS client with no certificate is refused");
-        raw = raw_tls(nodelink_listen_port(b), "other/a", 0, 3000);
+        raw = raw_tls(nodelink_listen_port(b), NULL, 0, 3000, 0, 0);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1 && strstr(raw.why, "certificate required"),
+              "a raw TLS client with no certificate is refused in the handshake: %s", raw.why);
+        raw = raw_tls(nodelink_listen_port(b), "other/a", 0, 3000, 0, 0);
         CHECK(raw.closed && !raw.answered && sb.requests == 1, "a raw TLS client with a foreign certificate is refused");
+        raw = raw_tls(nodelink_listen_port(b), "two", 0, 3000, 0, 0);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1, "a raw TLS client whose certificate names two nodes is refused");
+        raw = raw_tls(nodelink_listen_port(b), "a", 0, 3000, TLS1_2_VERSION, 0);
+        CHECK(!raw.handshake && raw.closed && sb.requests == 1, "a raw TLS 1.2 client with a's certificate is refused");
 
         raw = raw_plain(nodelink_listen_port(b), 3000);
         CHECK(raw.closed && !raw.answered && sb.requests == 1, "a plaintext client sending a frame gets no answer");
 
         int gone = sb.gone;
-        raw = raw_tls(nodelink_listen_port(b), "a", WIRE_MAX_FRAME + 1, 3000);
+        raw = raw_tls(nodelink_listen_port(b), "a", WIRE_MAX_FRAME + 1, 3000, 0, 0);
         run_until(&sb.gone, gone + 1, 1000);
         CHECK(raw.handshake && raw.closed && sb.gone == gone + 1 && sb.requests == 1,
               "an oversized frame announcement ends the session");
+
+        /* A peer that sends requests and never reads: answers are refused
+         * once NODELINK_MAX_OUTPUT waits unsent (16 MiB of answers asked). */
+        raw = raw_tls(nodelink_listen_port(b), "a", 0, 1000, 0, 16);
+        CHECK(answer_nobufs > 0 && answer_fails == 0, "answers to a peer that does not read are refused (%d of 16)",
+              answer_nobufs);
 
         nodelink_free(a);
         nodelink_free(x);
@@ -557,6 +597,38 @@ static void test_bounds(void)
         for (int i = 0; i < NODELINK_MAX_IN + 6; i++)
                 close(fds[i]);
         nodelink_free(b);
+}
+
+/* A node that never does TLS: sends wait until NODELINK_MAX_PENDING, then
+ * all fail at the connect deadline. */
+static void test_pending(void)
+{
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t n = sizeof sa;
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        char addr[32];
+        if (!a || bind(l, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(l, 8) < 0 ||
+            getsockname(l, (struct sockaddr *)&sa, &n) < 0)
+                return;
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        static struct result r[NODELINK_MAX_PENDING];
+        memset(r, 0, sizeof r);
+        int ok = 0;
+        for (int i = 0; i < NODELINK_MAX_PENDING; i++)
+                ok += send_status(a, "b", addr, "p", &r[i], NULL) == 0;
+        struct result extra = { 0 };
+        CHECK(ok == NODELINK_MAX_PENDING && send_status(a, "b", addr, "p", &extra, NULL) == -ENOBUFS,
+              "%d sends wait for one node, the next is refused", NODELINK_MAX_PENDING);
+        double t0 = now_ms();
+        run_until(&r[NODELINK_MAX_PENDING - 1].calls, 1, NODELINK_CONNECT_MS + 1000);
+        int failed = 0;
+        for (int i = 0; i < NODELINK_MAX_PENDING; i++)
+                failed += r[i].calls == 1 && r[i].code == GADGET_EUNAVAILABLE;
+        CHECK(failed == NODELINK_MAX_PENDING && strstr(r[0].msg, "no TLS session within"),
+              "all fail at the connect deadline (%.0f ms): %s", now_ms() - t0, r[0].msg);
+        close(l);
+        nodelink_free(a);
 }
 
 static void test_new_errors(void)
@@ -604,6 +676,13 @@ int main(void)
         snprintf(cmd, sizeof cmd, "%s %s a b c && %s %s/other a x && cat %s/ca.crt %s/other/ca.crt > %s/both.crt", script,
                  dir, script, dir, dir, dir, dir);
         CHECK(system(cmd) == 0, "scripts/node-certs makes the certificates");
+        /* A certificate of our CA naming two nodes (a and b). */
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout two.key -out two.csr "
+                 "-subj /CN=two 2>/dev/null && printf 'subjectAltName=DNS:a,DNS:b\\nextendedKeyUsage=clientAuth\\n' > two.ext && "
+                 "openssl x509 -req -in two.csr -CA ca.crt -CAkey ca.key -days 1 -extfile two.ext -out two.crt 2>/dev/null",
+                 dir);
+        CHECK(system(cmd) == 0, "openssl makes a certificate naming two nodes");
         base = event_base_new();
         struct event *t = event_new(base, -1, EV_PERSIST, tick, NULL);
         const struct timeval ms = { 0, 1000 };
@@ -614,6 +693,7 @@ int main(void)
         test_server_goes();
         test_refused();
         test_bounds();
+        test_pending();
 
         event_free(t);
         event_base_free(base);
