@@ -728,12 +728,13 @@ static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
         SSL *ssl = SSL_new(o->nl->client);
         /* Why this is safe: the handshake fails unless PeerCA vouches for a
          * certificate naming this very node (no wildcards). */
+        if (ssl)
+                SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_WILDCARDS);
         if (!ssl || SSL_set1_host(ssl, o->node) != 1 || !(o->bev = tls_bev(o->nl, fd, ssl, false))) {
                 SSL_free(ssl);
                 out_fail(o, "cannot start TLS with node %s: out of memory", o->node);
                 return;
         }
-        SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_WILDCARDS);
         o->fd = -1;  /* the bufferevent's now */
         o->state = OUT_HANDSHAKE;
         bufferevent_setcb(o->bev, out_read, NULL, out_event, o);

@@ -349,8 +349,7 @@ static struct raw raw_plain(int port, int ms)
         const uint8_t *data;
         size_t len;
         wire_reader_init(&rd, WIRE_MAX_FRAME);
-        wire_reader_feed(&rd, in, got);
-        if (wire_reader_next(&rd, &data, &len) == 1) {
+        if (got && wire_reader_feed(&rd, in, got) == 0 && wire_reader_next(&rd, &data, &len) == 1) {
                 Control__Response *resp = control__response__unpack(NULL, len, data);
                 r.answered = resp != NULL;
                 if (resp)
