@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -190,8 +191,25 @@ static const char *tls_reason(struct bufferevent *bev, bool *eof)
         return first && !*eof ? ERR_reason_error_string(first) : NULL;
 }
 
+/* A peer that vanished (powered off, cut off) ends its sessions within
+ * seconds, not at TCP's retransmission limit of many minutes: keepalives
+ * on an idle session, and a bound on how long sent bytes may stay
+ * unacknowledged. Without it a kept session to a dead node would swallow
+ * every later send. */
+static void tcp_liveness(int fd)
+{
+        int on = 1, idle = NODELINK_KEEPALIVE_S, intvl = NODELINK_KEEPALIVE_S, cnt = 3;
+        unsigned user_timeout = 3 * NODELINK_KEEPALIVE_S * 1000;
+        (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
 static struct bufferevent *tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server)
 {
+        tcp_liveness(fd);
         struct bufferevent *bev = bufferevent_openssl_socket_new(
                 nl->base, fd, ssl, server ? BUFFEREVENT_SSL_ACCEPTING : BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
         if (!bev)

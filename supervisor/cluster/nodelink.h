@@ -34,6 +34,7 @@
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
 #define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
+#define NODELINK_KEEPALIVE_S 5              /* TCP keepalive; a vanished peer ends a session in ~15 s */
 
 struct nodelink_config {
         const char *node;            /* this node's name (its certificate must name it) */
@@ -86,7 +87,10 @@ int nodelink_listen_port(const struct nodelink *nl);
  * the first response of that id, or with an error when the session fails
  * or closes first (GADGET_EUNAVAILABLE: "cannot reach node b at
  * 127.0.0.2:7001: Connection refused", "node b's certificate was not
- * accepted: ...") — the next send reconnects. 0 and *handle (valid until
+ * accepted: ...") — the next send reconnects. The link does not time a
+ * request out: a peer may take as long as its work takes, so the caller
+ * bounds its wait (nodelink_cancel); a peer that vanished ends its session
+ * by TCP keepalive and an unacknowledged-data bound (NODELINK_KEEPALIVE_S). 0 and *handle (valid until
  * done is called), or -errno and done is never called: -EINVAL a bad node
  * name or address, -ENOBUFS NODELINK_MAX_PENDING sends already wait on
  * that session or its unsent output is full, -EMSGSIZE, -ENOMEM. */
