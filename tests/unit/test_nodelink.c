@@ -4,7 +4,8 @@
  * for foreign certificates. Requests and answers (in and out of order, the
  * in-flight bound), every way a session is refused (foreign CA either way,
  * no certificate, a server naming another node, plaintext, an oversized
- * frame, too many sessions), a server going away, cancel, and the errors
+ * frame, too many sessions, TLS 1.2, two names), the output and pending
+ * bounds, IPv6 loopback, a server going away, cancel, and the errors
  * of nodelink_new. */
 #include <errno.h>
 #include <fcntl.h>
@@ -563,6 +564,32 @@ static void test_refused(void)
         nodelink_free(b);
 }
 
+/* The same over IPv6 loopback ("[::1]:PORT"), where the host has it. */
+static void test_ipv6(void)
+{
+        struct server sb = { 0 };
+        char cert[128], key[128], ca[128], err[256], addr[64];
+        snprintf(cert, sizeof cert, "%s/b.crt", dir);
+        snprintf(key, sizeof key, "%s/b.key", dir);
+        snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+        struct nodelink_config cfg = { .node = "b", .listen = "[::1]:0", .cert = cert, .key = key, .ca = ca };
+        struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .arg = &sb };
+        struct nodelink *b = NULL, *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        if (nodelink_new(base, &cfg, &ops, &b, err, sizeof err) < 0) {
+                CHECK(strstr(err, "cannot listen"), "# SKIP no IPv6 loopback: %s", err);
+                nodelink_free(a);
+                return;
+        }
+        snprintf(addr, sizeof addr, "[::1]:%d", nodelink_listen_port(b));
+        struct result r = { 0 };
+        send_status(a, "b", addr, "six", &r, NULL);
+        run_until(&r.calls, 1, 3000);
+        CHECK(r.calls == 1 && r.code == 0 && strcmp(r.echo, "echo:six") == 0 && strcmp(sb.from, "a") == 0,
+              "a request over IPv6 is answered (%s)", r.msg);
+        nodelink_free(a);
+        nodelink_free(b);
+}
+
 /* Sessions past NODELINK_MAX_IN are closed at once; a silent one is closed
  * after the handshake time. */
 static void test_bounds(void)
@@ -691,6 +718,7 @@ int main(void)
         test_request_answer();
         test_server_goes();
         test_refused();
+        test_ipv6();
         test_bounds();
         test_pending();
 
