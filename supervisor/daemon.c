@@ -321,7 +321,7 @@ static int open_core(struct daemon *d)
                 .require_types = c->require_types,
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max,
-                .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node,
+                .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
         };
         return core_open(&cc, &hooks, &d->core);
 }

@@ -322,7 +322,7 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 return e;
         }
         if (env->kvpg) {
-                if ((e = kvpg_lease_new(base, store->connection, store->node, &env->lease)) < 0) {
+                if ((e = kvpg_lease_new(base, store->connection, store->node, store->peer ? store->peer : "", &env->lease)) < 0) {
                         log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
                         return e;
                 }

@@ -63,6 +63,7 @@ struct bindings_env {
  * used as node. */
 struct bindings_store {
         const char *connection, *node;
+        const char *peer;           /* PeerListen=, "" if none: where other nodes reach this one */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at

@@ -37,6 +37,7 @@ struct core_config {
         const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
+        const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports
@@ -55,6 +56,13 @@ struct unit_origin {
 /* Adds a unit for policy p (taken over, freed on failure), not started.
  * NULL: out of memory. */
 struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o);
+struct core_remote;
+/* Calls to gadgets other nodes run go through r (copied) from now on. */
+void core_set_remote(struct core *c, const struct core_remote *r);
+struct kvpg_node;
+/* Store=postgresql: the nodes that share the store, as last read (0 and
+ * none without one); self: this node's name (NULL without a store). */
+size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self);
 /* The unit of that gadget name, NULL if none. */
 struct unit *core_find(const struct core *c, const char *name);
 /* Every unit, newest first: for (u = core_first(c); u; u = unit_next(u)). */
