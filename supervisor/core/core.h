@@ -63,6 +63,8 @@ struct kvpg_node;
 /* Store=postgresql: the nodes that share the store, as last read (0 and
  * none without one); self: this node's name (NULL without a store). */
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self);
+/* This node's name (Node=), "" without a shared store. */
+const char *core_node(const struct core *c);
 /* The unit of that gadget name, NULL if none. */
 struct unit *core_find(const struct core *c, const char *name);
 /* Every unit, newest first: for (u = core_first(c); u; u = unit_next(u)). */

@@ -282,3 +282,8 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
         *self = c->bindings.lease ? c->cfg.node : NULL;
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
 }
+
+const char *core_node(const struct core *c)
+{
+        return c->bindings.lease ? c->cfg.node : "";
+}
