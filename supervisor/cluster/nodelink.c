@@ -1,0 +1,943 @@
+/* nodelink: mutual-TLS sessions between gadgetd nodes on the loop, carrying
+ * control.proto frames (see nodelink.h for the rules of names and bounds). */
+#include "nodelink.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "bindings/secret_file.h"
+#include "contract.h"
+
+#define NODE_MAX 63
+#define ADDR_MAX 64
+#define PEM_MAX (1u << 20)     /* a certificate or CA file */
+#define KEY_MAX (64u << 10)    /* a key file */
+#define READ_CHUNK 16384       /* bytes fed to the frame reader at a time */
+#define MAX_DEPTH 4            /* certificates between a node and PeerCA */
+
+struct list {
+        struct list *prev, *next;
+};
+
+static void list_init(struct list *l)
+{
+        l->prev = l->next = l;
+}
+
+static void list_add(struct list *head, struct list *e)
+{
+        e->prev = head->prev;
+        e->next = head;
+        head->prev->next = e;
+        head->prev = e;
+}
+
+static void list_del(struct list *e)
+{
+        e->prev->next = e->next;
+        e->next->prev = e->prev;
+        list_init(e);
+}
+
+#define container(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+struct nodelink {
+        struct event_base *base;
+        struct nodelink_server_ops ops;
+        char node[NODE_MAX + 1];
+        SSL_CTX *server, *client;
+        struct evconnlistener *listener;
+        struct event *relisten;     /* re-enables the listener after an accept error */
+        int port;
+        struct list ins, outs;
+        unsigned n_in;
+        uint64_t next_id;
+        bool closing;               /* nodelink_free runs: no new sends */
+};
+
+struct nodelink_in {
+        struct list link;
+        struct nodelink *nl;
+        struct bufferevent *bev;
+        struct event *deadline;     /* the handshake's */
+        struct wire_reader rd;
+        struct wire_writer w;       /* packs one frame for the bufferevent */
+        char from[NODE_MAX + 1];
+        bool authed;
+        unsigned inflight;
+};
+
+enum out_state { OUT_IDLE, OUT_CONNECTING, OUT_HANDSHAKE, OUT_READY };
+
+/* The kept session to one node at one address. */
+struct out {
+        struct list link;
+        struct nodelink *nl;
+        char node[NODE_MAX + 1], addr[ADDR_MAX + 1];
+        struct sockaddr_storage sa;
+        int salen;
+        enum out_state state;
+        int fd;                     /* while connecting; then the bufferevent's */
+        struct event *connected, *deadline;
+        char why[256];              /* a failure found inside nodelink_send, told from the loop */
+        struct bufferevent *bev;
+        struct wire_reader rd;
+        struct wire_writer staged;  /* frames waiting for the peer's name to be checked */
+        struct list sends;
+        unsigned n_sends;
+};
+
+struct nodelink_send {
+        struct list link;
+        struct out *out;            /* NULL once its session failed (its done is due) */
+        uint64_t id;
+        nodelink_done done;
+        void *arg;
+};
+
+/* --- certificates and names --------------------------------------------- */
+
+/* A PEM passphrase is never asked for: a prompt would block the loop. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+        return -1;
+}
+
+/* Copies an ASN.1 string that must be a node name. 1 if it is one. */
+static int node_string(const unsigned char *s, int len, char name[NODE_MAX + 1])
+{
+        if (len <= 0 || len > NODE_MAX || memchr(s, '\0', (size_t)len))
+                return 0;
+        memcpy(name, s, (size_t)len);
+        name[len] = '\0';
+        return gadget_name_ok(name);
+}
+
+/* The one node certificate x names (nodelink.h: its DNS subjectAltNames,
+ * else its commonName; exactly one, a node name). 0, or -EPERM with why. */
+static int cert_node(X509 *x, char name[NODE_MAX + 1], char *why, size_t len)
+{
+        int n = 0, ok = 0;
+        GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+        for (int i = 0; gens && i < sk_GENERAL_NAME_num(gens); i++) {
+                const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+                if (g->type != GEN_DNS)
+                        continue;
+                if (n++ == 0)
+                        ok = node_string(ASN1_STRING_get0_data(g->d.dNSName), ASN1_STRING_length(g->d.dNSName), name);
+        }
+        GENERAL_NAMES_free(gens);
+        /* No DNS subjectAltName: the commonName(s) of the subject. */
+        X509_NAME *subject = n ? NULL : X509_get_subject_name(x);
+        for (int i = -1; subject && (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0;) {
+                const ASN1_STRING *cn = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+                if (n++ == 0)
+                        ok = node_string(ASN1_STRING_get0_data(cn), ASN1_STRING_length(cn), name);
+        }
+        if (n == 0)
+                snprintf(why, len, "names no node (no DNS subjectAltName, no commonName)");
+        else if (n > 1)
+                snprintf(why, len, "names %d nodes, not one", n);
+        else if (!ok)
+                snprintf(why, len, "names something that is not a node name (1 to 63 of a-z 0-9 _ -)");
+        else
+                return 0;
+        return -EPERM;
+}
+
+/* Reads a PEM file of certificates (at least one) into a new stack. */
+static int load_certs(const char *setting, const char *path, STACK_OF(X509) **out, char *err, size_t len)
+{
+        char *text = NULL;
+        size_t n = 0;
+        int e = secret_file_read(path, PEM_MAX, &text, &n);
+        if (e < 0) {
+                snprintf(err, len, "%s=%s: cannot read: %s", setting, path, secret_file_why(e));
+                return e;
+        }
+        STACK_OF(X509) *certs = sk_X509_new_null();
+        BIO *bio = BIO_new_mem_buf(text, (int)n);
+        X509 *x;
+        while (certs && bio && (x = PEM_read_bio_X509(bio, NULL, no_passphrase, NULL)))
+                if (!sk_X509_push(certs, x))
+                        X509_free(x);
+        ERR_clear_error();
+        BIO_free(bio);
+        secret_file_free(text, n);
+        if (!certs || sk_X509_num(certs) == 0) {
+                snprintf(err, len, "%s=%s: no PEM certificate in it", setting, path);
+                sk_X509_pop_free(certs, X509_free);
+                return -EINVAL;
+        }
+        *out = certs;
+        return 0;
+}
+
+/* Reads the private key. Why this is safe: the file is read once by
+ * secret_file (wiped after), never with a passphrase prompt, and no error
+ * quotes anything of it. */
+static int load_key(const char *path, EVP_PKEY **out, char *err, size_t len)
+{
+        char *text = NULL;
+        size_t n = 0;
+        int e = secret_file_read(path, KEY_MAX, &text, &n);
+        if (e < 0) {
+                snprintf(err, len, "PeerKey=%s: cannot read: %s", path, secret_file_why(e));
+                return e;
+        }
+        BIO *bio = BIO_new_mem_buf(text, (int)n);
+        EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
+        ERR_clear_error();
+        BIO_free(bio);
+        secret_file_free(text, n);
+        if (!key) {
+                snprintf(err, len, "PeerKey=%s: not an unencrypted PEM private key", path);
+                return -EINVAL;
+        }
+        *out = key;
+        return 0;
+}
+
+/* What this node proves and trusts, read once at nodelink_new. */
+struct creds {
+        STACK_OF(X509) *chain;      /* this node's certificate first */
+        STACK_OF(X509) *cas;
+        EVP_PKEY *key;
+};
+
+static void creds_free(struct creds *c)
+{
+        sk_X509_pop_free(c->chain, X509_free);
+        sk_X509_pop_free(c->cas, X509_free);
+        EVP_PKEY_free(c->key);
+}
+
+/* Checks that this node's certificate chains to PeerCA (an operator's
+ * mistake is told at start, not by every peer later). */
+static int check_chain(const struct nodelink_config *cfg, const struct creds *c, char *err, size_t len)
+{
+        X509_STORE *store = X509_STORE_new();
+        X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+        STACK_OF(X509) *rest = sk_X509_dup(c->chain);
+        int e = -ENOMEM;
+        if (!store || !ctx || !rest)
+                goto out;
+        (void)sk_X509_shift(rest);
+        for (int i = 0; i < sk_X509_num(c->cas); i++)
+                X509_STORE_add_cert(store, sk_X509_value(c->cas, i));
+        if (!X509_STORE_CTX_init(ctx, store, sk_X509_value(c->chain, 0), rest))
+                goto out;
+        e = 0;
+        if (X509_verify_cert(ctx) != 1) {
+                snprintf(err, len, "PeerCertificate=%s: not accepted by PeerCA=%s: %s", cfg->cert, cfg->ca,
+                         X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+                e = -EPERM;
+        }
+out:
+        if (e == -ENOMEM)
+                snprintf(err, len, "PeerCertificate=%s: out of memory", cfg->cert);
+        ERR_clear_error();
+        sk_X509_free(rest);
+        X509_STORE_CTX_free(ctx);
+        X509_STORE_free(store);
+        return e;
+}
+
+static int creds_load(const struct nodelink_config *cfg, struct creds *c, char *err, size_t len)
+{
+        char name[NODE_MAX + 1], why[128];
+        int e;
+        if ((e = load_certs("PeerCertificate", cfg->cert, &c->chain, err, len)) < 0 ||
+            (e = load_key(cfg->key, &c->key, err, len)) < 0 ||
+            (e = load_certs("PeerCA", cfg->ca, &c->cas, err, len)) < 0)
+                return e;
+        if (X509_check_private_key(sk_X509_value(c->chain, 0), c->key) != 1) {
+                ERR_clear_error();
+                snprintf(err, len, "PeerKey=%s: does not match PeerCertificate=%s", cfg->key, cfg->cert);
+                return -EINVAL;
+        }
+        if (cert_node(sk_X509_value(c->chain, 0), name, why, sizeof why) < 0) {
+                snprintf(err, len, "PeerCertificate=%s: %s", cfg->cert, why);
+                return -EINVAL;
+        }
+        if (strcmp(name, cfg->node) != 0) {
+                snprintf(err, len, "PeerCertificate=%s: names node %s, not %s", cfg->cert, name, cfg->node);
+                return -EINVAL;
+        }
+        return check_chain(cfg, c, err, len);
+}
+
+/* One side's TLS context: TLS 1.3 only, this node's certificate and key,
+ * PeerCA as the only trust (no default verify paths are ever loaded), the
+ * peer's certificate required, no session resumption (every session proves
+ * its key again). */
+static SSL_CTX *ctx_new(const struct creds *c, bool server)
+{
+        SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+        if (!ctx)
+                return NULL;
+        X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+        bool ok = SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) &&
+                  SSL_CTX_use_certificate(ctx, sk_X509_value(c->chain, 0)) == 1 &&
+                  SSL_CTX_use_PrivateKey(ctx, c->key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+        for (int i = 1; ok && i < sk_X509_num(c->chain); i++)
+                ok = SSL_CTX_add1_chain_cert(ctx, sk_X509_value(c->chain, i));
+        for (int i = 0; ok && i < sk_X509_num(c->cas); i++)
+                ok = X509_STORE_add_cert(store, sk_X509_value(c->cas, i));
+        if (!ok) {
+                SSL_CTX_free(ctx);
+                ERR_clear_error();
+                return NULL;
+        }
+        /* Why this is safe: a server without FAIL_IF_NO_PEER_CERT would
+         * take a session with no certificate at all. */
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
+        SSL_CTX_set_verify_depth(ctx, MAX_DEPTH);
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        /* The chain sent is PeerCertificate='s file, not PeerCA. */
+        SSL_CTX_set_mode(ctx, SSL_MODE_NO_AUTO_CHAIN);
+        if (server)
+                SSL_CTX_set_num_tickets(ctx, 0);
+        return ctx;
+}
+
+/* "HOST:PORT" with a numeric host into sa. 0 or -EINVAL (a name, no port). */
+static int parse_addr(const char *addr, bool port0_ok, struct sockaddr_storage *sa, int *salen)
+{
+        char copy[ADDR_MAX + 2];
+        int n = (int)sizeof *sa;
+        size_t len = addr ? strlen(addr) : 0;
+        if (!addr || len > ADDR_MAX)
+                return -EINVAL;
+        /* libevent takes no port 0: a listener's ":0" (any port) is parsed
+         * as ":1" and set back. */
+        bool any = port0_ok && len >= 2 && strcmp(addr + len - 2, ":0") == 0;
+        snprintf(copy, sizeof copy, "%.*s%s", (int)(any ? len - 1 : len), addr, any ? "1" : "");
+        memset(sa, 0, sizeof *sa);
+        if (evutil_parse_sockaddr_port(copy, (struct sockaddr *)sa, &n) < 0 || !strrchr(copy, ':'))
+                return -EINVAL;
+        if (sa->ss_family == AF_INET6)
+                ((struct sockaddr_in6 *)sa)->sin6_port = any ? 0 : ((struct sockaddr_in6 *)sa)->sin6_port;
+        else if (sa->ss_family == AF_INET)
+                ((struct sockaddr_in *)sa)->sin_port = any ? 0 : ((struct sockaddr_in *)sa)->sin_port;
+        else
+                return -EINVAL;
+        *salen = n;
+        return 0;
+}
+
+/* Moves the frames packed in w to the bufferevent's output. */
+static int move_frames(struct wire_writer *w, struct bufferevent *bev)
+{
+        size_t n = wire_writer_pending(w);
+        int e = n && evbuffer_add(bufferevent_get_output(bev), w->buf + w->start, n) < 0 ? -ENOMEM : 0;
+        w->start = w->end = 0;
+        if (w->cap > READ_CHUNK)
+                wire_writer_free(w);  /* a large frame's room is not kept */
+        return e;
+}
+
+/* Queues one frame on a session's output, unless the peer left
+ * NODELINK_MAX_OUTPUT unread. */
+static int frame_out(struct bufferevent *bev, struct wire_writer *w, const ProtobufCMessage *m)
+{
+        if (evbuffer_get_length(bufferevent_get_output(bev)) > NODELINK_MAX_OUTPUT)
+                return -ENOBUFS;
+        int e = wire_writer_put(w, m, WIRE_MAX_FRAME);
+        return e < 0 ? e : move_frames(w, bev);
+}
+
+/* Hands what the bufferevent read to the frame reader a chunk at a time,
+ * taking the whole frames after each, so no more than one frame plus a
+ * chunk is ever buffered and an oversized announcement is refused once its
+ * 4 bytes are in. frame() returns < 0 to stop. 0, or the first < 0. */
+static int read_frames(struct bufferevent *bev, struct wire_reader *rd, int (*frame)(void *, const uint8_t *, size_t),
+                       void *arg)
+{
+        struct evbuffer *in = bufferevent_get_input(bev);
+        uint8_t chunk[READ_CHUNK];
+        int n;
+        while ((n = evbuffer_remove(in, chunk, sizeof chunk)) > 0) {
+                const uint8_t *data;
+                size_t len;
+                int e = wire_reader_feed(rd, chunk, (size_t)n);
+                while (e == 0 && (e = wire_reader_next(rd, &data, &len)) == 1)
+                        e = frame(arg, data, len);
+                if (e < 0)
+                        return e;
+        }
+        return 0;
+}
+
+/* The reason OpenSSL gave for a session's failure, or NULL; *eof if it
+ * was only an end without close_notify (OpenSSL 3 calls that an error). */
+static const char *tls_reason(struct bufferevent *bev, bool *eof)
+{
+        unsigned long e, first = 0;
+        /* libevent adds SSL_get_error's code (no library) after the queue. */
+        while ((e = bufferevent_get_openssl_error(bev)))
+                if (!first && ERR_GET_LIB(e))
+                        first = e;
+        *eof = first && ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+        return first && !*eof ? ERR_reason_error_string(first) : NULL;
+}
+
+static struct bufferevent *tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server)
+{
+        struct bufferevent *bev = bufferevent_openssl_socket_new(
+                nl->base, fd, ssl, server ? BUFFEREVENT_SSL_ACCEPTING : BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+        if (!bev)
+                return NULL;
+        /* An end without close_notify is an end of file: frames say
+         * themselves whether one was cut. */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+        bufferevent_setwatermark(bev, EV_READ, 0, 4 * READ_CHUNK);
+        return bev;
+}
+
+/* --- accepted sessions -------------------------------------------------- */
+
+static void in_end(struct nodelink_in *in, bool tell)
+{
+        struct nodelink *nl = in->nl;
+        if (in->authed && tell && nl->ops.gone)
+                nl->ops.gone(nl->ops.arg, in);
+        list_del(&in->link);
+        nl->n_in--;
+        if (in->bev)
+                bufferevent_free(in->bev);
+        event_free(in->deadline);
+        wire_reader_free(&in->rd);
+        wire_writer_free(&in->w);
+        free(in);
+}
+
+/* Past NODELINK_MAX_INFLIGHT the link answers itself. */
+static int in_busy(struct nodelink_in *in, uint64_t id)
+{
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        Gadget__Error err = GADGET__ERROR__INIT;
+        char msg[160];
+        snprintf(msg, sizeof msg, "node %s has %d requests of this link in flight", in->nl->node,
+                 NODELINK_MAX_INFLIGHT);
+        err.code = GADGET_EBUSY;
+        err.message = msg;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
+        r.error = &err;
+        return frame_out(in->bev, &in->w, &r.base);
+}
+
+static int in_frame(void *arg, const uint8_t *data, size_t len)
+{
+        struct nodelink_in *in = arg;
+        Control__Request *req = control__request__unpack(NULL, len, data);
+        if (!req)
+                return -EPROTO;
+        int e = 0;
+        if (in->inflight >= NODELINK_MAX_INFLIGHT) {
+                /* A peer that floods and does not read its answers ends. */
+                e = in_busy(in, req->id);
+        } else {
+                in->inflight++;
+                in->nl->ops.request(in->nl->ops.arg, in, in->from, req);
+        }
+        control__request__free_unpacked(req, NULL);
+        return e;
+}
+
+static void in_read(struct bufferevent *bev, void *arg)
+{
+        struct nodelink_in *in = arg;
+        /* Why this is safe: nothing is read before the peer's certificate
+         * was verified and named a node (in_event). */
+        if (!in->authed)
+                return;
+        if (read_frames(bev, &in->rd, in_frame, in) < 0)
+                in_end(in, true);
+}
+
+/* The handshake is done: the session is the node its certificate names. */
+static void in_connected(struct nodelink_in *in)
+{
+        SSL *ssl = bufferevent_openssl_get_ssl(in->bev);
+        X509 *peer = SSL_get0_peer_certificate(ssl);
+        char why[128];
+        /* Why this is safe: OpenSSL verified the chain to PeerCA (the
+         * context requires a certificate); the name is read by the same
+         * rule as every node's own. */
+        if (!peer || SSL_get_verify_result(ssl) != X509_V_OK || cert_node(peer, in->from, why, sizeof why) < 0) {
+                in_end(in, false);
+                return;
+        }
+        in->authed = true;
+        evtimer_del(in->deadline);
+        in_read(in->bev, in);
+}
+
+static void in_event(struct bufferevent *bev, short what, void *arg)
+{
+        struct nodelink_in *in = arg;
+        if (what & BEV_EVENT_CONNECTED)
+                in_connected(in);
+        else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+                ERR_clear_error();
+                in_end(in, true);
+        }
+}
+
+static void in_deadline(evutil_socket_t fd, short what, void *arg)
+{
+        in_end(arg, false);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+        struct nodelink *nl = arg;
+        struct nodelink_in *in = NULL;
+        SSL *ssl = NULL;
+        const struct timeval hs = { NODELINK_HANDSHAKE_MS / 1000, (NODELINK_HANDSHAKE_MS % 1000) * 1000 };
+        /* Why this is safe: sessions (handshaking ones too) are bounded; the
+         * excess is closed before any TLS work. */
+        if (nl->n_in >= NODELINK_MAX_IN || !(in = calloc(1, sizeof *in)) || !(ssl = SSL_new(nl->server)))
+                goto fail;
+        in->nl = nl;
+        wire_reader_init(&in->rd, WIRE_MAX_FRAME);
+        wire_writer_init(&in->w, 0);
+        if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || !(in->bev = tls_bev(nl, fd, ssl, true)))
+                goto fail;
+        list_add(&nl->ins, &in->link);
+        nl->n_in++;
+        bufferevent_setcb(in->bev, in_read, NULL, in_event, in);
+        evtimer_add(in->deadline, &hs);
+        bufferevent_enable(in->bev, EV_READ | EV_WRITE);
+        return;
+fail:
+        if (in && in->deadline)
+                event_free(in->deadline);
+        if (in)
+                wire_reader_free(&in->rd);
+        free(in);
+        SSL_free(ssl);
+        ERR_clear_error();
+        close(fd);
+}
+
+/* An accept that failed (no fds left, say): the listener pauses for a
+ * second instead of spinning. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+        struct nodelink *nl = arg;
+        const struct timeval pause = { 1, 0 };
+        evconnlistener_disable(l);
+        evtimer_add(nl->relisten, &pause);
+}
+
+static void relisten(evutil_socket_t fd, short what, void *arg)
+{
+        struct nodelink *nl = arg;
+        evconnlistener_enable(nl->listener);
+}
+
+int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
+{
+        if (!in->bev)
+                return -ECONNRESET;
+        int e = frame_out(in->bev, &in->w, &resp->base);
+        /* An answer lost to a peer that does not read still ends its
+         * request; -EMSGSIZE or -ENOMEM leave room for an error answer. */
+        if ((e == 0 || e == -ENOBUFS) && in->inflight > 0)
+                in->inflight--;
+        return e;
+}
+
+/* --- outgoing sessions -------------------------------------------------- */
+
+static void out_close(struct out *o)
+{
+        if (o->bev)
+                bufferevent_free(o->bev);
+        else if (o->fd >= 0)
+                close(o->fd);
+        o->bev = NULL;
+        o->fd = -1;
+        if (o->connected)
+                event_free(o->connected);
+        o->connected = NULL;
+        evtimer_del(o->deadline);
+        o->why[0] = '\0';
+        wire_reader_free(&o->rd);
+        wire_reader_init(&o->rd, WIRE_MAX_FRAME);
+        wire_writer_free(&o->staged);
+        o->state = OUT_IDLE;
+        ERR_clear_error();
+}
+
+static void out_free(struct out *o)
+{
+        out_close(o);
+        list_del(&o->link);
+        event_free(o->deadline);
+        wire_reader_free(&o->rd);
+        free(o);
+}
+
+/* Ends the session: every send waiting on it is told why, once; a send
+ * made from one of those done callbacks starts a new session. */
+static void out_fail(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_fail(struct out *o, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        struct list gone;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        out_close(o);
+        list_init(&gone);
+        while (o->sends.next != &o->sends) {
+                struct list *e = o->sends.next;
+                list_del(e);
+                list_add(&gone, e);
+                container(e, struct nodelink_send, link)->out = NULL;
+        }
+        o->n_sends = 0;
+        while (gone.next != &gone) {
+                struct nodelink_send *s = container(gone.next, struct nodelink_send, link);
+                list_del(&s->link);
+                s->done(s->arg, NULL, GADGET_EUNAVAILABLE, msg);
+                free(s);
+        }
+        if (o->state == OUT_IDLE && o->n_sends == 0)
+                out_free(o);
+}
+
+static int out_frame(void *arg, const uint8_t *data, size_t len)
+{
+        struct out *o = arg;
+        Control__Response *resp = control__response__unpack(NULL, len, data);
+        if (!resp)
+                return -EPROTO;
+        for (struct list *e = o->sends.next; e != &o->sends; e = e->next) {
+                struct nodelink_send *s = container(e, struct nodelink_send, link);
+                if (s->id != resp->id)
+                        continue;
+                list_del(&s->link);
+                o->n_sends--;
+                s->done(s->arg, resp, 0, NULL);
+                free(s);
+                break;
+        }
+        /* A response whose id matches nothing (cancelled, or made up) is
+         * dropped. */
+        control__response__free_unpacked(resp, NULL);
+        return 0;
+}
+
+static void out_read(struct bufferevent *bev, void *arg)
+{
+        struct out *o = arg;
+        int e = read_frames(bev, &o->rd, out_frame, o);
+        if (e == -EMSGSIZE)
+                out_fail(o, "node %s at %s announced a frame over %u bytes", o->node, o->addr, WIRE_MAX_FRAME);
+        else if (e < 0)
+                out_fail(o, "node %s at %s sent a frame that is not a response", o->node, o->addr);
+}
+
+/* The handshake is done and OpenSSL checked the chain and the name asked
+ * for (SSL_set1_host); the name rule is checked as the server checks
+ * ours, then the frames waiting go out. */
+static void out_connected(struct out *o)
+{
+        X509 *peer = SSL_get0_peer_certificate(bufferevent_openssl_get_ssl(o->bev));
+        char name[NODE_MAX + 1], why[128];
+        if (!peer || cert_node(peer, name, why, sizeof why) < 0) {
+                out_fail(o, "node %s's certificate was not accepted: it %s", o->node, peer ? why : "is missing");
+                return;
+        }
+        if (strcmp(name, o->node) != 0) {
+                out_fail(o, "node %s's certificate was not accepted: it names node %s", o->node, name);
+                return;
+        }
+        o->state = OUT_READY;
+        evtimer_del(o->deadline);
+        if (move_frames(&o->staged, o->bev) < 0)
+                out_fail(o, "node %s at %s: out of memory", o->node, o->addr);
+}
+
+static void out_event(struct bufferevent *bev, short what, void *arg)
+{
+        struct out *o = arg;
+        long verify = SSL_get_verify_result(bufferevent_openssl_get_ssl(bev));
+        int err = EVUTIL_SOCKET_ERROR();
+        bool eof;
+        const char *reason = tls_reason(bev, &eof);
+        if (what & BEV_EVENT_CONNECTED)
+                out_connected(o);
+        else if (o->state == OUT_HANDSHAKE && verify != X509_V_OK)
+                out_fail(o, "node %s's certificate was not accepted: %s", o->node, X509_verify_cert_error_string(verify));
+        else if (reason)
+                out_fail(o, "node %s at %s ended the TLS session: %s", o->node, o->addr, reason);
+        else if ((what & BEV_EVENT_EOF) || eof || !err)
+                out_fail(o, "node %s at %s closed the link", o->node, o->addr);
+        else
+                out_fail(o, "the link to node %s at %s failed: %s", o->node, o->addr, strerror(err));
+}
+
+static void out_deadline(evutil_socket_t fd, short what, void *arg)
+{
+        struct out *o = arg;
+        if (o->why[0])
+                out_fail(o, "%s", o->why);
+        else
+                out_fail(o, "cannot reach node %s at %s: no TLS session within %d ms", o->node, o->addr,
+                         NODELINK_CONNECT_MS);
+}
+
+/* The TCP connect is done: TLS starts, asking for the node's name. */
+static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct out *o = arg;
+        int err = 0;
+        socklen_t n = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) < 0)
+                err = errno;
+        if (err) {
+                out_fail(o, "cannot reach node %s at %s: %s", o->node, o->addr, strerror(err));
+                return;
+        }
+        SSL *ssl = SSL_new(o->nl->client);
+        /* Why this is safe: the handshake fails unless PeerCA vouches for a
+         * certificate naming this very node (no wildcards). */
+        if (ssl)
+                SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_WILDCARDS);
+        if (!ssl || SSL_set1_host(ssl, o->node) != 1 || !(o->bev = tls_bev(o->nl, fd, ssl, false))) {
+                SSL_free(ssl);
+                out_fail(o, "cannot start TLS with node %s: out of memory", o->node);
+                return;
+        }
+        o->fd = -1;  /* the bufferevent's now */
+        o->state = OUT_HANDSHAKE;
+        bufferevent_setcb(o->bev, out_read, NULL, out_event, o);
+        bufferevent_enable(o->bev, EV_READ | EV_WRITE);
+}
+
+/* Starts connecting, without blocking. A failure found here is told from
+ * the loop (done is never called inside nodelink_send). */
+static void out_connect(struct out *o)
+{
+        const struct timeval limit = { NODELINK_CONNECT_MS / 1000, (NODELINK_CONNECT_MS % 1000) * 1000 };
+        const struct timeval now = { 0, 0 };
+        o->state = OUT_CONNECTING;
+        o->fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (o->fd < 0 || (connect(o->fd, (struct sockaddr *)&o->sa, (socklen_t)o->salen) < 0 && errno != EINPROGRESS)) {
+                snprintf(o->why, sizeof o->why, "cannot reach node %s at %s: %s", o->node, o->addr, strerror(errno));
+                evtimer_add(o->deadline, &now);
+                return;
+        }
+        if (!(o->connected = event_new(o->nl->base, o->fd, EV_WRITE, out_tcp_done, o))) {
+                snprintf(o->why, sizeof o->why, "cannot reach node %s at %s: out of memory", o->node, o->addr);
+                evtimer_add(o->deadline, &now);
+                return;
+        }
+        event_add(o->connected, NULL);
+        evtimer_add(o->deadline, &limit);
+}
+
+static struct out *out_get(struct nodelink *nl, const char *node, const char *addr, const struct sockaddr_storage *sa,
+                           int salen)
+{
+        for (struct list *e = nl->outs.next; e != &nl->outs; e = e->next) {
+                struct out *o = container(e, struct out, link);
+                if (strcmp(o->node, node) == 0 && strcmp(o->addr, addr) == 0)
+                        return o;
+        }
+        struct out *o = calloc(1, sizeof *o);
+        if (!o || !(o->deadline = evtimer_new(nl->base, out_deadline, o))) {
+                free(o);
+                return NULL;
+        }
+        o->nl = nl;
+        snprintf(o->node, sizeof o->node, "%s", node);
+        snprintf(o->addr, sizeof o->addr, "%s", addr);
+        o->sa = *sa;
+        o->salen = salen;
+        o->fd = -1;
+        list_init(&o->sends);
+        wire_reader_init(&o->rd, WIRE_MAX_FRAME);
+        /* Frames wait here until the peer proved its name. */
+        wire_writer_init(&o->staged, NODELINK_MAX_OUTPUT);
+        list_add(&nl->outs, &o->link);
+        return o;
+}
+
+int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Control__Request *req, nodelink_done done,
+                  void *arg, struct nodelink_send **handle)
+{
+        struct sockaddr_storage sa;
+        int salen, e;
+        if (nl->closing)
+                return -ESHUTDOWN;
+        if (!node || !gadget_name_ok(node) || parse_addr(addr, false, &sa, &salen) < 0)
+                return -EINVAL;
+        struct out *o = out_get(nl, node, addr, &sa, salen);
+        struct nodelink_send *s = NULL;
+        if (!o)
+                return -ENOMEM;
+        if (o->n_sends >= NODELINK_MAX_PENDING) {
+                e = -ENOBUFS;
+                goto out;
+        }
+        if (!(s = calloc(1, sizeof *s))) {
+                e = -ENOMEM;
+                goto out;
+        }
+        req->id = ++nl->next_id;
+        if (o->state == OUT_READY)
+                e = frame_out(o->bev, &o->staged, &req->base);
+        else
+                e = wire_writer_put(&o->staged, &req->base, WIRE_MAX_FRAME);
+        if (e < 0)
+                goto out;
+        *s = (struct nodelink_send){ .out = o, .id = req->id, .done = done, .arg = arg };
+        list_add(&o->sends, &s->link);
+        o->n_sends++;
+        if (o->state == OUT_IDLE)
+                out_connect(o);
+        *handle = s;
+        return 0;
+out:
+        free(s);
+        if (o->state == OUT_IDLE && o->n_sends == 0)
+                out_free(o);
+        return e;
+}
+
+void nodelink_cancel(struct nodelink_send *s)
+{
+        if (!s)
+                return;
+        list_del(&s->link);
+        if (s->out)
+                s->out->n_sends--;
+        free(s);
+}
+
+/* --- the link ----------------------------------------------------------- */
+
+static int listen_on(struct nodelink *nl, const char *addr, char *err, size_t len)
+{
+        struct sockaddr_storage sa;
+        int salen;
+        if (parse_addr(addr, true, &sa, &salen) < 0) {
+                snprintf(err, len, "PeerListen=%s: not a numeric HOST:PORT (an IPv4 address or [IPv6]; names are "
+                         "not resolved)", addr);
+                return -EINVAL;
+        }
+        nl->listener = evconnlistener_new_bind(nl->base, on_accept, nl,
+                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
+                                               NODELINK_MAX_IN, (struct sockaddr *)&sa, salen);
+        if (!nl->listener) {
+                int e = errno ? errno : EADDRNOTAVAIL;
+                snprintf(err, len, "PeerListen=%s: cannot listen: %s", addr, strerror(e));
+                return -e;
+        }
+        evconnlistener_set_error_cb(nl->listener, on_accept_error);
+        struct sockaddr_storage bound;
+        socklen_t n = sizeof bound;
+        if (getsockname(evconnlistener_get_fd(nl->listener), (struct sockaddr *)&bound, &n) == 0)
+                nl->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                             : ((struct sockaddr_in *)&bound)->sin_port);
+        return 0;
+}
+
+int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, const struct nodelink_server_ops *ops,
+                 struct nodelink **out, char *err, size_t len)
+{
+        struct creds c = { 0 };
+        struct nodelink *nl = NULL;
+        int e;
+        if (!cfg->node || !gadget_name_ok(cfg->node) || !cfg->cert || !cfg->key || !cfg->ca) {
+                snprintf(err, len, "the peer link needs a node name, PeerCertificate=, PeerKey= and PeerCA=");
+                return -EINVAL;
+        }
+        if (cfg->listen && (!ops || !ops->request)) {
+                snprintf(err, len, "PeerListen=%s: no handler for requests", cfg->listen);
+                return -EINVAL;
+        }
+        if ((e = creds_load(cfg, &c, err, len)) < 0)
+                goto out;
+        /* OpenSSL writes to the socket with write(): a peer that resets
+         * must not take gadgetd with it (as core_open does). */
+        signal(SIGPIPE, SIG_IGN);
+        e = -ENOMEM;
+        if (!(nl = calloc(1, sizeof *nl)))
+                goto out;
+        nl->base = base;
+        if (ops)
+                nl->ops = *ops;
+        snprintf(nl->node, sizeof nl->node, "%s", cfg->node);
+        list_init(&nl->ins);
+        list_init(&nl->outs);
+        if (!(nl->server = ctx_new(&c, true)) || !(nl->client = ctx_new(&c, false)) ||
+            !(nl->relisten = evtimer_new(base, relisten, nl))) {
+                snprintf(err, len, "the peer link: cannot set up TLS (out of memory?)");
+                goto out;
+        }
+        if (cfg->listen && (e = listen_on(nl, cfg->listen, err, len)) < 0)
+                goto out;
+        e = 0;
+        *out = nl;
+        nl = NULL;
+out:
+        creds_free(&c);
+        nodelink_free(nl);
+        return e;
+}
+
+int nodelink_listen_port(const struct nodelink *nl)
+{
+        return nl->port;
+}
+
+void nodelink_free(struct nodelink *nl)
+{
+        if (!nl)
+                return;
+        nl->closing = true;
+        while (nl->outs.next != &nl->outs) {
+                struct out *o = container(nl->outs.next, struct out, link);
+                if (o->n_sends)
+                        out_fail(o, "the link of node %s is closing", nl->node);
+                else
+                        out_free(o);
+        }
+        while (nl->ins.next != &nl->ins)
+                in_end(container(nl->ins.next, struct nodelink_in, link), false);
+        if (nl->listener)
+                evconnlistener_free(nl->listener);
+        if (nl->relisten)
+                event_free(nl->relisten);
+        SSL_CTX_free(nl->server);
+        SSL_CTX_free(nl->client);
+        free(nl);
+}

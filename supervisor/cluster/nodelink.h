@@ -1,0 +1,101 @@
+/* nodelink: the link between gadgetd nodes that share a store — mutual TLS
+ * (OpenSSL through libevent's bufferevent_openssl) carrying control.proto's
+ * Request (caller to owner) and Response (owner to caller) in wire.h's
+ * frames. One nodelink per gadgetd: a listener for other nodes' sessions
+ * and one kept outgoing session per node it calls. Transport only: what a
+ * request means is the caller's business (validate it as any control
+ * request).
+ *
+ * Who is who. A node is named by its certificate: the certificate's
+ * subjectAltName DNS entries if it has any, else its subject's commonName;
+ * there must be exactly one such name and it must be a node name (1 to 63
+ * of a-z 0-9 _ -, as Node=). Wildcards never match. Every certificate,
+ * this node's own included, must chain to PeerCA= alone (never the
+ * system's store). A session's answers come from the node its certificate
+ * names; a node may call itself (harmless: it proves the same key).
+ *
+ * Addresses are numeric only ("127.0.0.2:7001", "[::1]:7001"): a name
+ * would need a blocking or threaded resolver on the loop, so names are
+ * refused with an error that says so. There is no plaintext mode. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/event.h>
+
+#include "control.pb-c.h"
+#include "wire.h"
+
+/* Bounds against hostile nodes (each is a node with a valid certificate
+ * from a CA that may be badly run, or anyone who can connect). */
+#define NODELINK_MAX_IN 64                  /* accepted sessions, handshaking ones included */
+#define NODELINK_HANDSHAKE_MS 5000          /* an accepted session's TLS handshake */
+#define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
+#define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
+#define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
+#define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
+
+struct nodelink_config {
+        const char *node;            /* this node's name (its certificate must name it) */
+        const char *listen;          /* PeerListen= "HOST:PORT" (numeric, port 0: any), NULL: no listener */
+        const char *cert, *key, *ca; /* PeerCertificate=, PeerKey=, PeerCA= PEM files */
+};
+
+struct nodelink;          /* the whole link of this node: listener + outgoing sessions */
+struct nodelink_in;       /* one accepted, authenticated session from another node */
+struct nodelink_send;     /* one request sent and not answered yet */
+
+struct nodelink_server_ops {
+        /* A request from node `from` (the name its certificate proves; req
+         * and from are valid during the call only). Answer it once, now or
+         * later, with nodelink_answer(in, resp) and the request's id. Past
+         * NODELINK_MAX_INFLIGHT unanswered requests on a session the link
+         * answers "busy" itself and this is not called. */
+        void (*request)(void *arg, struct nodelink_in *in, const char *from, const Control__Request *req);
+        /* A session that had passed its handshake ended: answers to it are
+         * dropped from now on; after this returns, `in` is freed. */
+        void (*gone)(void *arg, struct nodelink_in *in);
+        void *arg;
+};
+
+/* A send's end: resp non-NULL (valid during the call only; code is 0), or
+ * resp NULL with a GADGET_E* code (proto/contract.h) and a message naming
+ * the node and what went wrong. */
+typedef void (*nodelink_done)(void *arg, const Control__Response *resp, int code, const char *msg);
+
+/* Reads the certificate, key and CA once (the key is wiped from memory
+ * after loading), checks that the key matches the certificate, that the
+ * certificate chains to the CA and names cfg->node, and binds the listener
+ * if any. 0, or -errno with err saying which file or setting is wrong and
+ * why ("PeerKey=/x: does not match PeerCertificate=/y"); never any key
+ * material. Callbacks are never made from inside nodelink_new. */
+int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, const struct nodelink_server_ops *ops,
+                 struct nodelink **out, char *err, size_t len);
+/* Fails every pending send (done with GADGET_EUNAVAILABLE), closes every
+ * session (gone is not called) and the listener; accepts NULL. Never from
+ * inside one of the link's callbacks. */
+void nodelink_free(struct nodelink *nl);
+/* The port the listener is bound to (PeerListen= with port 0), 0 if none. */
+int nodelink_listen_port(const struct nodelink *nl);
+
+/* Sends req to node `node` at addr ("HOST:PORT", numeric) on the kept
+ * session to that node, connecting first if there is none (without
+ * blocking; NODELINK_CONNECT_MS for connect and handshake). req->id is set
+ * by the link. Nothing leaves before the peer's certificate proved it is
+ * `node`. done is called exactly once, never from inside this call: with
+ * the first response of that id, or with an error when the session fails
+ * or closes first (GADGET_EUNAVAILABLE: "cannot reach node b at
+ * 127.0.0.2:7001: Connection refused", "node b's certificate was not
+ * accepted: ...") — the next send reconnects. 0 and *handle (valid until
+ * done is called), or -errno and done is never called: -EINVAL a bad node
+ * name or address, -ENOBUFS NODELINK_MAX_PENDING sends already wait on
+ * that session or its unsent output is full, -EMSGSIZE, -ENOMEM. */
+int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Control__Request *req, nodelink_done done,
+                  void *arg, struct nodelink_send **handle);
+/* Forgets a send: done is never called for it; its response, if one comes,
+ * is ignored. Only before done was called. */
+void nodelink_cancel(struct nodelink_send *s);
+/* Queues the answer to a request of session in (resp->id the request's).
+ * 0, -ENOBUFS when the peer does not read (NODELINK_MAX_OUTPUT unsent),
+ * -EMSGSIZE, -ENOMEM, -ECONNRESET the session is ending. */
+int nodelink_answer(struct nodelink_in *in, const Control__Response *resp);

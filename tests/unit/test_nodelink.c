@@ -1,0 +1,703 @@
+/* Unit tests of supervisor/cluster/nodelink.c: nodes a, b (and c) on one
+ * libevent loop over 127.0.0.1, with certificates made by
+ * scripts/node-certs (NODE_CERTS) in a temporary directory and a second CA
+ * for foreign certificates. Requests and answers (in and out of order, the
+ * in-flight bound), every way a session is refused (foreign CA either way,
+ * no certificate, a server naming another node, plaintext, an oversized
+ * frame, too many sessions), a server going away, cancel, and the errors
+ * of nodelink_new. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "tap.h"
+#include "cluster/nodelink.h"
+#include "contract.h"
+#include "wire.h"
+
+static char dir[64];
+static struct event_base *base;
+static int answer_fails;
+
+/* --- a server that records what it was asked ---------------------------- */
+
+#define HELD_MAX 600
+
+struct server {
+        int requests, gone;
+        char from[64];
+        bool hold;                   /* keep requests to answer later */
+        int n_held;
+        struct nodelink_in *in[HELD_MAX];
+        uint64_t id[HELD_MAX];
+        char name[HELD_MAX][32];
+};
+
+static int answer_nobufs;
+
+/* Answers "echo:NAME"; a request named "big" gets a 1 MiB answer. */
+static void answer(struct nodelink_in *in, uint64_t id, const char *name)
+{
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        Control__Done d = CONTROL__DONE__INIT;
+        static char big[1 << 20];
+        char msg[64];
+        snprintf(msg, sizeof msg, "echo:%s", name);
+        if (strcmp(name, "big") == 0) {
+                memset(big, 'x', sizeof big - 1);
+                d.message = big;
+        } else
+                d.message = msg;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_DONE;
+        r.done = &d;
+        int e = nodelink_answer(in, &r);
+        if (e == -ENOBUFS)
+                answer_nobufs++;
+        else if (e < 0)
+                answer_fails++;
+}
+
+static void on_request(void *arg, struct nodelink_in *in, const char *from, const Control__Request *req)
+{
+        struct server *s = arg;
+        s->requests++;
+        snprintf(s->from, sizeof s->from, "%s", from);
+        const char *name = req->req_case == CONTROL__REQUEST__REQ_STATUS ? req->status->name : "?";
+        if (!s->hold) {
+                answer(in, req->id, name);
+                return;
+        }
+        if (s->n_held < HELD_MAX) {
+                s->in[s->n_held] = in;
+                s->id[s->n_held] = req->id;
+                snprintf(s->name[s->n_held], sizeof s->name[0], "%s", name);
+                s->n_held++;
+        }
+}
+
+static void on_gone(void *arg, struct nodelink_in *in)
+{
+        struct server *s = arg;
+        s->gone++;
+        /* Held requests of that session are forgotten. */
+        int k = 0;
+        for (int i = 0; i < s->n_held; i++)
+                if (s->in[i] != in) {
+                        s->in[k] = s->in[i];
+                        s->id[k] = s->id[i];
+                        memcpy(s->name[k], s->name[i], sizeof s->name[0]);
+                        k++;
+                }
+        s->n_held = k;
+}
+
+/* --- what a caller saw ---------------------------------------------------- */
+
+struct result {
+        int calls, code;
+        char msg[512];
+        char echo[64];
+};
+
+static void on_done(void *arg, const Control__Response *resp, int code, const char *msg)
+{
+        struct result *r = arg;
+        r->calls++;
+        r->code = code;
+        snprintf(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+        if (resp && resp->resp_case == CONTROL__RESPONSE__RESP_ERROR) {
+                r->code = (int)resp->error->code;  /* an answer of error (busy from the link itself) */
+                snprintf(r->msg, sizeof r->msg, "%s", resp->error->message);
+        }
+        if (resp && resp->resp_case == CONTROL__RESPONSE__RESP_DONE)
+                snprintf(r->echo, sizeof r->echo, "%s", resp->done->message);
+}
+
+static int send_status(struct nodelink *nl, const char *node, const char *addr, const char *name, struct result *r,
+                       struct nodelink_send **h)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        n.name = (char *)name;
+        req.req_case = CONTROL__REQUEST__REQ_STATUS;
+        req.status = &n;
+        req.id = 12345;  /* the link sets its own */
+        struct nodelink_send *dummy;
+        return nodelink_send(nl, node, addr, &req, on_done, r, h ? h : &dummy);
+}
+
+/* --- the loop ------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void tick(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Runs the loop until *n reaches want or ms pass. 1 if it did. */
+static int run_until(const int *n, int want, int ms)
+{
+        double end = now_ms() + ms;
+        while ((!n || *n < want) && now_ms() < end)
+                event_base_loop(base, EVLOOP_ONCE);
+        return !n || *n >= want;
+}
+
+static void run_for(int ms)
+{
+        run_until(NULL, 0, ms);
+}
+
+/* --- nodes ---------------------------------------------------------------- */
+
+static char path_buf[8][128];
+static int path_i;
+
+/* dir/NAME.EXT */
+static const char *path(const char *name, const char *ext)
+{
+        char *p = path_buf[path_i++ % 8];
+        snprintf(p, 128, "%s/%s.%s", dir, name, ext);
+        return p;
+}
+
+/* Node `node` with the files of `certname` (from dir, or dir/other with
+ * other_ca), PeerCA of ca_dir, listening on 127.0.0.1 (any port) if srv. */
+static struct nodelink *node_new(const char *node, const char *certname, const char *cadir, struct server *srv,
+                                 char *err, size_t len)
+{
+        char cert[128], key[128], ca[128];
+        snprintf(cert, sizeof cert, "%s/%s.crt", dir, certname);
+        snprintf(key, sizeof key, "%s/%s.key", dir, certname);
+        snprintf(ca, sizeof ca, "%s/%s", dir, cadir);
+        struct nodelink_config cfg = {
+                .node = node, .listen = srv ? "127.0.0.1:0" : NULL, .cert = cert, .key = key, .ca = ca,
+        };
+        struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .arg = srv };
+        struct nodelink *nl = NULL;
+        char buf[512];
+        int e = nodelink_new(base, &cfg, &ops, &nl, err ? err : buf, err ? len : sizeof buf);
+        if (e < 0 && !err)
+                printf("# nodelink_new %s: %s\n", node, buf);
+        return e < 0 ? NULL : nl;
+}
+
+static const char *addr_of(struct nodelink *nl)
+{
+        static char a[4][32];
+        static int i;
+        char *p = a[i++ % 4];
+        snprintf(p, 32, "127.0.0.1:%d", nodelink_listen_port(nl));
+        return p;
+}
+
+/* --- raw clients ---------------------------------------------------------- */
+
+static int tcp_connect(int port)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        fcntl(fd, F_SETFL, O_NONBLOCK);
+        return fd;
+}
+
+/* A valid request frame (id 7, status of name), or an announcement of
+ * `announce` bytes if non-zero. */
+static size_t frame(uint8_t *buf, size_t cap, uint32_t announce, const char *name)
+{
+        if (announce) {
+                for (int i = 0; i < 4; i++)
+                        buf[i] = (uint8_t)(announce >> (8 * i));
+                return 4;
+        }
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        n.name = (char *)name;
+        req.id = 7;
+        req.req_case = CONTROL__REQUEST__REQ_STATUS;
+        req.status = &n;
+        size_t len = control__request__get_packed_size(&req);
+        if (len + 4 > cap)
+                return 0;
+        for (int i = 0; i < 4; i++)
+                buf[i] = (uint8_t)(len >> (8 * i));
+        control__request__pack(&req, buf + 4);
+        return len + 4;
+}
+
+/* What a raw client saw. */
+struct raw {
+        bool handshake;   /* its side of the handshake completed */
+        bool closed;      /* the server ended the session */
+        bool answered;    /* a whole frame came back */
+        char why[128];    /* the TLS alert or error that ended it */
+};
+
+static void raw_end(struct raw *r)
+{
+        const char *why = ERR_reason_error_string(ERR_peek_error());
+        snprintf(r->why, sizeof r->why, "%s", why ? why : "");
+        r->closed = true;
+}
+
+/* A raw TLS client (1.3, or up to max_version) with certificate certname
+ * (NULL: none) sends a request frame (or an announcement), pumping the
+ * loop, for up to ms. */
+static struct raw raw_tls(int port, const char *certname, uint32_t announce, int ms, int max_version, int flood)
+{
+        struct raw r = { 0 };
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        if (max_version)
+                SSL_CTX_set_max_proto_version(ctx, max_version);
+        else
+                SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        if (certname) {
+                SSL_CTX_use_certificate_file(ctx, path(certname, "crt"), SSL_FILETYPE_PEM);
+                SSL_CTX_use_PrivateKey_file(ctx, path(certname, "key"), SSL_FILETYPE_PEM);
+        }
+        int fd = tcp_connect(port);
+        SSL *ssl = SSL_new(ctx);
+        SSL_set_fd(ssl, fd);
+        SSL_set_connect_state(ssl);
+        uint8_t out[1024], in[4096];
+        size_t olen = frame(out, sizeof out, announce, flood ? "big" : "raw"), sent = 0, got = 0;
+        double end = now_ms() + ms;
+        /* flood: that many requests, and never a read. */
+        for (int i = 1; flood && i < flood && olen; i++)
+                olen += frame(out + olen, sizeof out - olen, 0, "big");
+        while (now_ms() < end && !r.closed && !r.answered) {
+                event_base_loop(base, EVLOOP_NONBLOCK);
+                if (!r.handshake) {
+                        int h = SSL_do_handshake(ssl);
+                        if (h == 1)
+                                r.handshake = true;
+                        else if (SSL_get_error(ssl, h) != SSL_ERROR_WANT_READ && SSL_get_error(ssl, h) != SSL_ERROR_WANT_WRITE)
+                                raw_end(&r);
+                        continue;
+                }
+                if (sent < olen) {
+                        int w = SSL_write(ssl, out + sent, (int)(olen - sent));
+                        if (w > 0)
+                                sent += (size_t)w;
+                }
+                if (flood) {
+                        usleep(1000);
+                        continue;
+                }
+                int n = SSL_read(ssl, in + got, (int)(sizeof in - got));
+                if (n > 0) {
+                        got += (size_t)n;
+                        if (got >= 4 && got >= 4 + (size_t)(in[0] | in[1] << 8 | in[2] << 16 | (uint32_t)in[3] << 24))
+                                r.answered = true;
+                } else if (SSL_get_error(ssl, n) != SSL_ERROR_WANT_READ && SSL_get_error(ssl, n) != SSL_ERROR_WANT_WRITE)
+                        raw_end(&r);
+                usleep(1000);
+        }
+        ERR_clear_error();
+        SSL_free(ssl);
+        SSL_CTX_free(ctx);
+        close(fd);
+        return r;
+}
+
+/* A plaintext client sends a valid request frame: what it read back, and
+ * whether the server closed. */
+static struct raw raw_plain(int port, int ms)
+{
+        struct raw r = { 0 };
+        uint8_t out[256], in[4096];
+        size_t olen = frame(out, sizeof out, 0, "raw"), got = 0;
+        int fd = tcp_connect(port);
+        if (write(fd, out, olen) != (ssize_t)olen)
+                r.closed = true;
+        double end = now_ms() + ms;
+        while (now_ms() < end && !r.closed) {
+                event_base_loop(base, EVLOOP_NONBLOCK);
+                ssize_t n = read(fd, in + got, sizeof in - got);
+                if (n > 0)
+                        got += (size_t)n;
+                else if (n == 0 || errno != EAGAIN)
+                        r.closed = true;
+                usleep(1000);
+        }
+        /* Anything sent back must not be a frame holding a response. */
+        struct wire_reader rd;
+        const uint8_t *data;
+        size_t len;
+        wire_reader_init(&rd, WIRE_MAX_FRAME);
+        if (got && wire_reader_feed(&rd, in, got) == 0 && wire_reader_next(&rd, &data, &len) == 1) {
+                Control__Response *resp = control__response__unpack(NULL, len, data);
+                r.answered = resp != NULL;
+                if (resp)
+                        control__response__free_unpacked(resp, NULL);
+        }
+        wire_reader_free(&rd);
+        close(fd);
+        return r;
+}
+
+/* --- the tests ------------------------------------------------------------ */
+
+static void test_request_answer(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        CHECK(a && b, "nodes a and b start");
+        if (!a || !b)
+                return;
+        CHECK(nodelink_listen_port(b) > 0 && nodelink_listen_port(a) == 0, "b listens on a port, a on none");
+        struct result r = { 0 };
+        CHECK(send_status(a, "b", addr_of(b), "g1", &r, NULL) == 0, "a sends to b");
+        CHECK(r.calls == 0, "done is not called inside nodelink_send");
+        run_until(&r.calls, 1, 3000);
+        CHECK(sb.requests == 1, "b got the request");
+        CHECK_STR(sb.from, "a", "b knows the caller by its certificate");
+        CHECK(r.calls == 1 && r.code == 0, "a got an answer (%s)", r.msg);
+        CHECK_STR(r.echo, "echo:g1", "the answer is b's");
+
+        /* Many at once on the kept session, answered at once. */
+        static struct result many[500];
+        char name[32];
+        int ok = 1, total = 0;
+        memset(many, 0, sizeof many);
+        for (int i = 0; i < 500; i++) {
+                snprintf(name, sizeof name, "m%d", i);
+                ok &= send_status(a, "b", addr_of(b), name, &many[i], NULL) == 0;
+        }
+        CHECK(ok, "500 sends queued");
+        double end = now_ms() + 5000;
+        while (total < 500 && now_ms() < end) {
+                event_base_loop(base, EVLOOP_ONCE);
+                total = 0;
+                for (int i = 0; i < 500; i++)
+                        total += many[i].calls;
+        }
+        int match = 0;
+        for (int i = 0; i < 500; i++) {
+                snprintf(name, sizeof name, "echo:m%d", i);
+                match += many[i].calls == 1 && many[i].code == 0 && strcmp(many[i].echo, name) == 0;
+        }
+        CHECK(match == 500, "500 answers each reached its own send (%d)", match);
+
+        /* Held and answered in reverse order; past the in-flight bound the
+         * link answers busy itself. */
+        static struct result held[300];
+        memset(held, 0, sizeof held);
+        sb.hold = true;
+        int before = sb.requests;
+        for (int i = 0; i < 300; i++) {
+                snprintf(name, sizeof name, "h%d", i);
+                send_status(a, "b", addr_of(b), name, &held[i], NULL);
+        }
+        end = now_ms() + 5000;
+        int busy = 0;
+        while ((sb.n_held < NODELINK_MAX_INFLIGHT || busy < 300 - NODELINK_MAX_INFLIGHT) && now_ms() < end) {
+                event_base_loop(base, EVLOOP_ONCE);
+                busy = 0;
+                for (int i = 0; i < 300; i++)
+                        busy += held[i].calls == 1 && held[i].code == GADGET_EBUSY;
+        }
+        CHECK(sb.requests - before == NODELINK_MAX_INFLIGHT, "request() saw %d of 300 (%d)", NODELINK_MAX_INFLIGHT,
+              sb.requests - before);
+        CHECK(busy == 300 - NODELINK_MAX_INFLIGHT, "the rest were answered busy by the link (%d)", busy);
+        for (int i = sb.n_held - 1; i >= 0; i--)
+                answer(sb.in[i], sb.id[i], sb.name[i]);
+        sb.n_held = 0;
+        end = now_ms() + 5000;
+        match = 0;
+        while (match < NODELINK_MAX_INFLIGHT && now_ms() < end) {
+                event_base_loop(base, EVLOOP_ONCE);
+                match = 0;
+                for (int i = 0; i < 300; i++) {
+                        snprintf(name, sizeof name, "echo:h%d", i);
+                        match += held[i].calls == 1 && held[i].code == 0 && strcmp(held[i].echo, name) == 0;
+                }
+        }
+        CHECK(match == NODELINK_MAX_INFLIGHT, "answers in reverse order each reached its own send (%d)", match);
+        sb.hold = false;
+        CHECK(answer_fails == 0, "every answer was queued");
+
+        /* A cancelled send hears nothing, though its answer comes. */
+        struct result c = { 0 }, d = { 0 };
+        struct nodelink_send *h;
+        before = sb.requests;
+        send_status(a, "b", addr_of(b), "c1", &c, &h);
+        nodelink_cancel(h);
+        send_status(a, "b", addr_of(b), "c2", &d, NULL);
+        run_until(&d.calls, 1, 3000);
+        run_for(50);
+        CHECK(sb.requests == before + 2 && c.calls == 0 && d.calls == 1, "a cancelled send's done is never called");
+
+        /* a goes: b is told its session is gone. */
+        int gone = sb.gone;
+        nodelink_free(a);
+        run_until(&sb.gone, gone + 1, 3000);
+        CHECK(sb.gone == gone + 1, "b's gone() runs when a's session ends");
+        nodelink_free(b);
+}
+
+static void test_server_goes(void)
+{
+        struct server sb = { .hold = true };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        if (!a || !b)
+                return;
+        char addr[32];
+        snprintf(addr, sizeof addr, "%s", addr_of(b));
+        struct result r[3] = { 0 };
+        for (int i = 0; i < 3; i++)
+                send_status(a, "b", addr, "x", &r[i], NULL);
+        run_until(&sb.requests, 3, 3000);
+        CHECK(sb.requests == 3, "b holds three requests");
+        nodelink_free(b);
+        run_until(&r[2].calls, 1, 3000);
+        run_for(100);
+        CHECK(r[0].calls == 1 && r[1].calls == 1 && r[2].calls == 1, "each pending send is failed once");
+        CHECK(r[0].code == GADGET_EUNAVAILABLE && strstr(r[0].msg, "node b"), "unavailable, naming the node: %s",
+              r[0].msg);
+        struct result n = { 0 };
+        CHECK(send_status(a, "b", addr, "y", &n, NULL) == 0, "the next send is taken");
+        run_until(&n.calls, 1, 3000);
+        CHECK(n.code == GADGET_EUNAVAILABLE && strstr(n.msg, "cannot reach node b at 127.0.0.1:") &&
+                      strstr(n.msg, "refused"), "it reconnects and says why it cannot: %s", n.msg);
+        struct result f = { 0 };
+        send_status(a, "b", addr, "z", &f, NULL);
+        nodelink_free(a);
+        CHECK(f.calls == 1 && f.code == GADGET_EUNAVAILABLE, "nodelink_free fails what is pending: %s", f.msg);
+}
+
+/* One send from client to server's address as node `as`; its result. */
+static struct result one_send(struct nodelink *client, const char *as, struct nodelink *server)
+{
+        struct result r = { 0 };
+        if (send_status(client, as, addr_of(server), "q", &r, NULL) < 0)
+                r.calls = -1;
+        run_until(&r.calls, 1, 4000);
+        return r;
+}
+
+static void test_refused(void)
+{
+        struct server sb = { 0 }, sc = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *c = node_new("c", "c", "ca.crt", &sc, NULL, 0);
+        /* a with a certificate from another CA (trusting both). */
+        struct nodelink *fa = node_new("a", "other/a", "both.crt", NULL, NULL, 0);
+        /* x of the other CA, trusting only it. */
+        struct nodelink *x = node_new("x", "other/x", "other/ca.crt", NULL, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        CHECK(b && c && fa && x && a, "nodes for the refusals start");
+        if (!b || !c || !fa || !x || !a)
+                return;
+        struct result r = one_send(fa, "b", b);
+        CHECK(r.calls == 1 && r.code == GADGET_EUNAVAILABLE && strstr(r.msg, "unknown ca"),
+              "a client certificate of another CA is refused: %s", r.msg);
+        CHECK(sb.requests == 0 && sb.gone == 0, "b never saw its request nor its session");
+
+        r = one_send(x, "b", b);
+        CHECK(r.calls == 1 && strstr(r.msg, "node b's certificate was not accepted: unable to get local issuer certificate"),
+              "a server certificate of a CA not trusted is refused: %s", r.msg);
+
+        r = one_send(a, "b", c);
+        CHECK(r.calls == 1 && strstr(r.msg, "node b's certificate was not accepted: hostname mismatch"),
+              "a server whose certificate names another node is refused: %s", r.msg);
+        CHECK(sc.requests == 0, "c never saw the request meant for b");
+
+        struct raw raw = raw_tls(nodelink_listen_port(b), "a", 0, 3000, 0, 0);
+        CHECK(raw.handshake && raw.answered && sb.requests == 1, "a raw TLS client with a's certificate is answered");
+        raw = raw_tls(nodelink_listen_port(b), NULL, 0, 3000, 0, 0);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1 && strstr(raw.why, "certificate required"),
+              "a raw TLS client with no certificate is refused in the handshake: %s", raw.why);
+        raw = raw_tls(nodelink_listen_port(b), "other/a", 0, 3000, 0, 0);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1, "a raw TLS client with a foreign certificate is refused");
+        raw = raw_tls(nodelink_listen_port(b), "two", 0, 3000, 0, 0);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1, "a raw TLS client whose certificate names two nodes is refused");
+        raw = raw_tls(nodelink_listen_port(b), "a", 0, 3000, TLS1_2_VERSION, 0);
+        CHECK(!raw.handshake && raw.closed && sb.requests == 1, "a raw TLS 1.2 client with a's certificate is refused");
+
+        raw = raw_plain(nodelink_listen_port(b), 3000);
+        CHECK(raw.closed && !raw.answered && sb.requests == 1, "a plaintext client sending a frame gets no answer");
+
+        int gone = sb.gone;
+        raw = raw_tls(nodelink_listen_port(b), "a", WIRE_MAX_FRAME + 1, 3000, 0, 0);
+        run_until(&sb.gone, gone + 1, 1000);
+        CHECK(raw.handshake && raw.closed && sb.gone == gone + 1 && sb.requests == 1,
+              "an oversized frame announcement ends the session");
+
+        /* A peer that sends requests and never reads: answers are refused
+         * once NODELINK_MAX_OUTPUT waits unsent (16 MiB of answers asked). */
+        raw = raw_tls(nodelink_listen_port(b), "a", 0, 1000, 0, 16);
+        CHECK(answer_nobufs > 0 && answer_fails == 0, "answers to a peer that does not read are refused (%d of 16)",
+              answer_nobufs);
+
+        nodelink_free(a);
+        nodelink_free(x);
+        nodelink_free(fa);
+        nodelink_free(c);
+        nodelink_free(b);
+}
+
+/* Sessions past NODELINK_MAX_IN are closed at once; a silent one is closed
+ * after the handshake time. */
+static void test_bounds(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        if (!b)
+                return;
+        int fds[NODELINK_MAX_IN + 6], closed = 0, first_closed = 0;
+        for (int i = 0; i < NODELINK_MAX_IN + 6; i++) {
+                fds[i] = tcp_connect(nodelink_listen_port(b));
+                run_for(2);
+        }
+        run_for(200);
+        for (int i = 0; i < NODELINK_MAX_IN + 6; i++) {
+                char c;
+                ssize_t n = read(fds[i], &c, 1);
+                if (n == 0 || (n < 0 && errno != EAGAIN)) {
+                        closed++;
+                        first_closed += i < NODELINK_MAX_IN;
+                }
+        }
+        CHECK(closed == 6 && first_closed == 0, "sessions past %d are closed at once (%d closed)", NODELINK_MAX_IN,
+              closed);
+        double t0 = now_ms();
+        run_for(NODELINK_HANDSHAKE_MS + 500);
+        char c;
+        ssize_t n = read(fds[0], &c, 1);
+        CHECK(n == 0 || (n < 0 && errno != EAGAIN), "a connection that never does TLS is closed after %d ms (%.0f)",
+              NODELINK_HANDSHAKE_MS, now_ms() - t0);
+        for (int i = 0; i < NODELINK_MAX_IN + 6; i++)
+                close(fds[i]);
+        nodelink_free(b);
+}
+
+/* A node that never does TLS: sends wait until NODELINK_MAX_PENDING, then
+ * all fail at the connect deadline. */
+static void test_pending(void)
+{
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t n = sizeof sa;
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        char addr[32];
+        if (!a || bind(l, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(l, 8) < 0 ||
+            getsockname(l, (struct sockaddr *)&sa, &n) < 0)
+                return;
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        static struct result r[NODELINK_MAX_PENDING];
+        memset(r, 0, sizeof r);
+        int ok = 0;
+        for (int i = 0; i < NODELINK_MAX_PENDING; i++)
+                ok += send_status(a, "b", addr, "p", &r[i], NULL) == 0;
+        struct result extra = { 0 };
+        CHECK(ok == NODELINK_MAX_PENDING && send_status(a, "b", addr, "p", &extra, NULL) == -ENOBUFS,
+              "%d sends wait for one node, the next is refused", NODELINK_MAX_PENDING);
+        double t0 = now_ms();
+        run_until(&r[NODELINK_MAX_PENDING - 1].calls, 1, NODELINK_CONNECT_MS + 1000);
+        int failed = 0;
+        for (int i = 0; i < NODELINK_MAX_PENDING; i++)
+                failed += r[i].calls == 1 && r[i].code == GADGET_EUNAVAILABLE;
+        CHECK(failed == NODELINK_MAX_PENDING && strstr(r[0].msg, "no TLS session within"),
+              "all fail at the connect deadline (%.0f ms): %s", now_ms() - t0, r[0].msg);
+        close(l);
+        nodelink_free(a);
+}
+
+static void test_new_errors(void)
+{
+        char err[512];
+        struct nodelink *nl;
+        nl = node_new("a", "missing", "ca.crt", NULL, err, sizeof err);
+        CHECK(!nl && strstr(err, "PeerCertificate=") && strstr(err, "/missing.crt: cannot read"),
+              "a missing certificate file is named: %s", err);
+        char cert[128], key[128], ca[128];
+        snprintf(cert, sizeof cert, "%s/a.crt", dir);
+        snprintf(key, sizeof key, "%s/b.key", dir);
+        snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+        struct nodelink_config cfg = { .node = "a", .cert = cert, .key = key, .ca = ca };
+        CHECK(nodelink_new(base, &cfg, NULL, &nl, err, sizeof err) == -EINVAL && strstr(err, "PeerKey=") &&
+                      strstr(err, "/b.key: does not match PeerCertificate="),
+              "a key of another certificate is named: %s", err);
+        CHECK(!strstr(err, "PRIVATE"), "no key material in the error");
+        nl = node_new("a", "b", "ca.crt", NULL, err, sizeof err);
+        CHECK(!nl && strstr(err, "/b.crt: names node b, not a"), "a certificate of another node: %s", err);
+        nl = node_new("a", "other/a", "ca.crt", NULL, err, sizeof err);
+        CHECK(!nl && strstr(err, "not accepted by PeerCA="), "a certificate PeerCA does not vouch for: %s", err);
+        snprintf(key, sizeof key, "%s/a.key", dir);
+        cfg.listen = "localhost:7001";
+        struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone };
+        CHECK(nodelink_new(base, &cfg, &ops, &nl, err, sizeof err) == -EINVAL && strstr(err, "names are not resolved"),
+              "a listener address by name is refused: %s", err);
+        cfg.listen = NULL;
+        CHECK(nodelink_new(base, &cfg, NULL, &nl, err, sizeof err) == 0, "a node that only calls starts");
+        struct result r = { 0 };
+        CHECK(send_status(nl, "b", "localhost:7001", "x", &r, NULL) == -EINVAL, "a send to an address by name is refused");
+        CHECK(send_status(nl, "B/x", "127.0.0.1:7001", "x", &r, NULL) == -EINVAL, "a send to a bad node name is refused");
+        nodelink_free(nl);
+}
+
+int main(void)
+{
+        const char *script = getenv("NODE_CERTS");
+        char cmd[512];
+        snprintf(dir, sizeof dir, "/tmp/test-nodelink.XXXXXX");
+        if (!script || !mkdtemp(dir)) {
+                printf("Bail out! NODE_CERTS (scripts/node-certs) is not set or no temporary directory\n");
+                return 1;
+        }
+        snprintf(cmd, sizeof cmd, "%s %s a b c && %s %s/other a x && cat %s/ca.crt %s/other/ca.crt > %s/both.crt", script,
+                 dir, script, dir, dir, dir, dir);
+        CHECK(system(cmd) == 0, "scripts/node-certs makes the certificates");
+        /* A certificate of our CA naming two nodes (a and b). */
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout two.key -out two.csr "
+                 "-subj /CN=two 2>/dev/null && printf 'subjectAltName=DNS:a,DNS:b\\nextendedKeyUsage=clientAuth\\n' > two.ext && "
+                 "openssl x509 -req -in two.csr -CA ca.crt -CAkey ca.key -days 1 -extfile two.ext -out two.crt 2>/dev/null",
+                 dir);
+        CHECK(system(cmd) == 0, "openssl makes a certificate naming two nodes");
+        base = event_base_new();
+        struct event *t = event_new(base, -1, EV_PERSIST, tick, NULL);
+        const struct timeval ms = { 0, 1000 };
+        event_add(t, &ms);
+
+        test_new_errors();
+        test_request_answer();
+        test_server_goes();
+        test_refused();
+        test_bounds();
+        test_pending();
+
+        event_free(t);
+        event_base_free(base);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0)
+                printf("# could not remove %s\n", dir);
+        return tap_done();
+}
