@@ -21,6 +21,7 @@
 #include "link/peer.h"
 #include "nodelink.h"
 #include "system/log.h"
+#include "validate.h"
 
 /* One session from another node: its calls and moves in flight here. */
 struct session {
@@ -189,8 +190,15 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
 {
         struct forward *f = arg;
         struct session *s = session_of(f, in, from);
+        char why[200];
         if (!s) {
                 answer_error(in, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        /* As any control request: a node's record is trusted, its form is
+         * checked (names, values, bounds) before anything uses it. */
+        if (validate_control_request(q, why, sizeof why) < 0) {
+                answer_error(in, q->id, GADGET_EINVAL, why);
                 return;
         }
         switch (q->req_case) {
