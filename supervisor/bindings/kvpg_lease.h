@@ -12,11 +12,13 @@
 #include <stdint.h>
 #include <event2/event.h>
 
+#include "contract.h"
+
 #define KVPG_LEASE_POLL_MS 250
 /* How often the node says it is alive (gadgetd_node.last_seen) and reads
  * the other nodes; a node unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_BEAT_MS 1000
-#define KVPG_NODE_DOWN_MS 10000
+#define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
 /* The nodes remembered from the store (the rest are not listed). */
 #define KVPG_NODES_MAX 256
 /* How long a move's target alone may take the gadget's lease. */
