@@ -209,8 +209,11 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
         for (size_t i = 0; i < p->n_nodes; i++)
                 allowed |= strcmp(p->nodes[i], node) == 0;
         if (!allowed) {
+                /* EINVAL, not EDENIED: on the control socket a denial means
+                 * the caller may not use gadgetd at all (gadgetctl's exit
+                 * status 4); this is a node the policy rules out. */
                 snprintf(msg, len, "gadget %s may not run on node %s (its Nodes=)", name, node);
-                return GADGET_EDENIED;
+                return GADGET_EINVAL;
         }
         if (u->move || u->state != UNIT_READY) {
                 snprintf(msg, len, "gadget %s is %s", name, u->move ? "being moved already" : unit_state_name(u->state));
