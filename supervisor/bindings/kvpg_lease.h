@@ -68,6 +68,10 @@ int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget);
 /* The nodes that share the store, sorted by name, as read at the last
  * beat (ages then); this node is among them once its first beat is in. */
 size_t kvpg_lease_nodes(const struct kvpg_lease *l, const struct kvpg_node **nodes);
+/* How long ago those were read, to add to each age_ms: the beat stops while
+ * the store is out of reach, and a node must not look alive meanwhile (nor
+ * this one, which the store has not seen either). */
+uint64_t kvpg_lease_nodes_age(const struct kvpg_lease *l);
 /* node as last read, or NULL. */
 const struct kvpg_node *kvpg_lease_node(const struct kvpg_lease *l, const char *name);
 /* Marks the gadget held here as moving to node for KVPG_MOVE_MS (only node

@@ -509,5 +509,42 @@ def pg_move_hands_over(tmp):
             stop_all(ds)
 
 
+@test
+def pg_gadgetctl_nodes_down(tmp):
+    """A node killed (SIGKILL) stops writing to the store: past 10 s the
+    others show it down ("down, last seen N s ago", JSON up false) and
+    refuse a move to it. With the store itself gone, a node's list ages as
+    well, its own row too: what it last read is not shown as news."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+        try:
+            start_all(ds)
+            a, b = ds
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            wait_for(lambda: set(nodes_of(a)) == {"a", "b"}, timeout=10, what="a to see b in the store")
+            b.proc.send_signal(signal.SIGKILL)
+            b.proc.wait()
+            t0 = time.monotonic()
+            wait_for(lambda: not nodes_of(a)["b"]["up"], timeout=20, what="a to show b down")
+            down = nodes_of(a)["b"]
+            print("b shown down %.1f s after its SIGKILL: %r" % (time.monotonic() - t0, down))
+            check(down["last_seen_ms"] > 10000 and not down["self"] and time.monotonic() - t0 > 8,
+                  "b down: %r" % down)
+            r = a.ctl("nodes")
+            line = next(x for x in r.stdout.splitlines() if x.startswith("b "))
+            check(re.search(r"  down, last seen 1[0-9] s ago$", line), "nodes on a: %r" % r.stdout)
+            check(nodes_of(a)["a"]["up"], "a itself: %r" % nodes_of(a))
+            ctl_refused(a, "node b is down: not seen in the store lately", "move", "counter", "b")
+            pg.stop()
+            time.sleep(3)
+            ns = nodes_of(a)
+            check(ns["a"]["last_seen_ms"] >= 2500 and ns["b"]["last_seen_ms"] >= down["last_seen_ms"] + 2500,
+                  "nodes on a, the store gone for 3 s: %r" % ns)
+        finally:
+            stop_all(ds)
+
+
 if __name__ == "__main__":
     sys.exit(main())
