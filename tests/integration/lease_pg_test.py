@@ -488,8 +488,11 @@ def pg_move_hands_over(tmp):
                 n, e = node_and_epoch(d, "counter")
                 check(n == "b" and e > epoch0, "status on %s after the move: node %r epoch %r (was a at %d)"
                       % (os.path.basename(d.tmp), n, e, epoch0))
-            check(b.state("counter") == "ready" and a.state("counter") == "remote",
-                  "after the move: a %r, b %r" % (a.list()["counter"], b.list()["counter"]))
+            # The answer comes once b holds the lease; its start may still
+            # be on its way.
+            wait_for(lambda: b.state("counter") == "ready", timeout=10, what="b to run the counter")
+            check(a.state("counter") == "remote" and "runs on node b" in a.list()["counter"]["cause"],
+                  "after the move, on a: %r" % a.list()["counter"])
             row_node, epoch1 = owner_row(pg, "counter")
             check(row_node == "b" and epoch1 == node_and_epoch(b, "counter")[1], "owner row %r %r" % (row_node, epoch1))
             check("moving to node b" in a.logtext(), "a's log says why it stopped")
@@ -503,6 +506,7 @@ def pg_move_hands_over(tmp):
             move(b, "counter", "a")
             n, e = node_and_epoch(b, "counter")
             check(n == "a" and e > epoch1, "status on b after the move back: %r %r" % (n, e))
+            wait_for(lambda: a.state("counter") == "ready", timeout=10, what="a to run the counter again")
             r = a.ctl("call", "counter", "get")
             check(r.returncode == 0 and r.stdout.strip() == "4", "the count back on a: %r %r" % (r.stdout, r.stderr))
         finally:
