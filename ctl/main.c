@@ -106,10 +106,11 @@ static const struct command commands[] = {
           "hand a gadget over to another node of the store",
           "The node running NAME stops it gracefully (as gadgetctl stop), gives its\n"
           "lease back, and only NODE may take it for the next 10 s; NODE starts it with\n"
-          "its kv state as it was. gadgetctl waits until NODE runs it (exit status 0)\n"
+          "its kv state as it was. gadgetctl waits until NODE has taken it (exit status 0)\n"
           "or fails: NODE unknown or down, not in NAME's Nodes=, already running it, or\n"
-          "not taking it in time (then any node may). Calls in flight to NAME meanwhile\n"
-          "end with errors, and calls made before NODE runs it are refused or time out.\n" },
+          "not taking it in time (then any node may). Calls to NAME during the hand-over\n"
+          "may fail (it is stopping, or no node runs it yet) or time out: retry them\n"
+          "once NODE runs it.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
           "New files are loaded, removed ones stopped, changed ones restarted.\n"
