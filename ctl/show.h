@@ -31,6 +31,10 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
 int show_value(FILE *f, const Gadget__Value *v);
 /* gadgetctl approvals: the calls waiting, or {"approvals": [...], "total": N}. */
 int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
+/* gadgetctl nodes: NAME, PEER, LAST SEEN (a node unseen for longer than
+ * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
+ * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
+int show_nodes(FILE *f, const Control__NodeList *l, bool json);
 /* Prints json (taking it over) compactly and a newline. 0, -ENOMEM if json
  * is NULL, -EIO. */
 int show_json(FILE *f, json_t *json);

@@ -78,6 +78,7 @@ struct kvpg_lease {
         uint64_t humble_until;    /* monotime_ms: lost its session lately */
         uint64_t beat_at;         /* monotime_ms: the next beat is due */
         struct kvpg_node *nodes;  /* as read at the last beat, by name */
+        uint64_t nodes_read_at;   /* monotime_ms: when */
         size_t n_nodes;
 };
 
@@ -217,6 +218,7 @@ static void beat_result(struct kvpg_lease *l)
         }
         free(l->nodes);
         l->nodes = nodes;
+        l->nodes_read_at = monotime_ms();
         l->n_nodes = n;
 }
 
@@ -512,6 +514,12 @@ size_t kvpg_lease_nodes(const struct kvpg_lease *l, const struct kvpg_node **nod
 {
         *nodes = l->nodes;
         return l->n_nodes;
+}
+
+uint64_t kvpg_lease_nodes_age(const struct kvpg_lease *l)
+{
+        uint64_t now = monotime_ms();
+        return l->n_nodes && now > l->nodes_read_at ? now - l->nodes_read_at : 0;
 }
 
 const struct kvpg_node *kvpg_lease_node(const struct kvpg_lease *l, const char *name)

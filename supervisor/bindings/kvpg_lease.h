@@ -12,11 +12,13 @@
 #include <stdint.h>
 #include <event2/event.h>
 
+#include "contract.h"
+
 #define KVPG_LEASE_POLL_MS 250
 /* How often the node says it is alive (gadgetd_node.last_seen) and reads
  * the other nodes; a node unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_BEAT_MS 1000
-#define KVPG_NODE_DOWN_MS 10000
+#define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
 /* The nodes remembered from the store (the rest are not listed). */
 #define KVPG_NODES_MAX 256
 /* How long a move's target alone may take the gadget's lease. */
@@ -66,6 +68,10 @@ int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget);
 /* The nodes that share the store, sorted by name, as read at the last
  * beat (ages then); this node is among them once its first beat is in. */
 size_t kvpg_lease_nodes(const struct kvpg_lease *l, const struct kvpg_node **nodes);
+/* How long ago those were read, to add to each age_ms: the beat stops while
+ * the store is out of reach, and a node must not look alive meanwhile (nor
+ * this one, which the store has not seen either). */
+uint64_t kvpg_lease_nodes_age(const struct kvpg_lease *l);
 /* node as last read, or NULL. */
 const struct kvpg_node *kvpg_lease_node(const struct kvpg_lease *l, const char *name);
 /* Marks the gadget held here as moving to node for KVPG_MOVE_MS (only node

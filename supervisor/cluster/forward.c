@@ -234,7 +234,8 @@ static const char *peer_of(struct forward *f, const char *node, char *msg, size_
 {
         const struct kvpg_node *nodes;
         const char *self;
-        size_t n = core_nodes(f->core, &nodes, &self);
+        uint64_t since;
+        size_t n = core_nodes(f->core, &nodes, &self, &since);
         for (size_t i = 0; i < n; i++) {
                 if (strcmp(nodes[i].name, node) != 0)
                         continue;

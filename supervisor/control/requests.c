@@ -390,7 +390,8 @@ static void on_nodes(struct client *cl, const Control__Request *q)
 {
         const struct kvpg_node *nodes;
         const char *self;
-        size_t n = core_nodes(client_env(cl)->core, &nodes, &self);
+        uint64_t since;
+        size_t n = core_nodes(client_env(cl)->core, &nodes, &self, &since);
         if (!self) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadgetd does not share a store with other nodes "
                              "(Store=postgresql)");
@@ -406,7 +407,7 @@ static void on_nodes(struct client *cl, const Control__Request *q)
                 control__node_info__init(&infos[i]);
                 infos[i].name = (char *)nodes[i].name;
                 infos[i].peer = (char *)nodes[i].peer;
-                infos[i].last_seen_ms = nodes[i].age_ms;
+                infos[i].last_seen_ms = nodes[i].age_ms + since;
                 infos[i].self = strcmp(nodes[i].name, self) == 0;
                 ptrs[i] = &infos[i];
         }

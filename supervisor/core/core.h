@@ -61,8 +61,9 @@ struct core_remote;
 void core_set_remote(struct core *c, const struct core_remote *r);
 struct kvpg_node;
 /* Store=postgresql: the nodes that share the store, as last read (0 and
- * none without one); self: this node's name (NULL without a store). */
-size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self);
+ * none without one); self: this node's name (NULL without a store);
+ * since_ms: how long ago they were read (to add to their ages). */
+size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
 /* This node's name (Node=), "" without a shared store. */
 const char *core_node(const struct core *c);
 /* The unit of that gadget name, NULL if none. */

@@ -199,7 +199,7 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
                 snprintf(msg, len, "gadget %s runs on node %s already", name, node);
                 return GADGET_EINVAL;
         }
-        if (!n || n->age_ms > KVPG_NODE_DOWN_MS) {
+        if (!n || n->age_ms + kvpg_lease_nodes_age(l) > KVPG_NODE_DOWN_MS) {
                 snprintf(msg, len, "node %.64s is %s (gadgetctl nodes)", node,
                          n ? "down: not seen in the store lately" : "not known in the store");
                 return GADGET_EUNAVAILABLE;
@@ -209,8 +209,11 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
         for (size_t i = 0; i < p->n_nodes; i++)
                 allowed |= strcmp(p->nodes[i], node) == 0;
         if (!allowed) {
+                /* EINVAL, not EDENIED: on the control socket a denial means
+                 * the caller may not use gadgetd at all (gadgetctl's exit
+                 * status 4); this is a node the policy rules out. */
                 snprintf(msg, len, "gadget %s may not run on node %s (its Nodes=)", name, node);
-                return GADGET_EDENIED;
+                return GADGET_EINVAL;
         }
         if (u->move || u->state != UNIT_READY) {
                 snprintf(msg, len, "gadget %s is %s", name, u->move ? "being moved already" : unit_state_name(u->state));
@@ -276,10 +279,11 @@ void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
         *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
 }
 
-size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self)
+size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms)
 {
         *nodes = NULL;
         *self = c->bindings.lease ? c->cfg.node : NULL;
+        *since_ms = c->bindings.lease ? kvpg_lease_nodes_age(c->bindings.lease) : 0;
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
 }
 
