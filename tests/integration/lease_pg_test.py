@@ -5,13 +5,14 @@ this machine, each with its own directories and Node=, the same policy
 files and the same store. Usage: lease_pg_test.py TEST."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-from harness import check, main, policy, test, wait_for
+from harness import Daemon, check, main, policy, test, wait_for
 from pgnodes import by_name, counter_policy, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
