@@ -49,7 +49,18 @@
  *       GDF01 (fenced) before anything is written. Why this fences: a
  *       takeover's epoch bump waits for the shared lock of every write
  *       in flight, so each write either commits before the new owner
- *       starts (which then reads it) or is refused. */
+ *       starts (which then reads it) or is refused.
+ *
+ * Version 3, the audit records of every node (kvpg_audit.c):
+ *
+ *   gadgetd_audit (id bigint identity PK, gadget text, node text,
+ *                  at timestamptz, line text), index (gadget, id)
+ *       a copy of every line each node writes to its STATE_DIR/audit.log
+ *       (the JSON text as it is, "node" in it), sent in batches; at is
+ *       the record's own "time". Read by `gadgetctl audit` in id order
+ *       (each node's lines in their order; nodes interleaved by the order
+ *       their batches committed). Rows older than [Audit] StoreKeepDays=
+ *       are deleted by each node, hourly. Self-contained: it only adds. */
 #include "kvpg_sql.h"
 
 #include <stdbool.h>
@@ -196,9 +207,20 @@ static const char migration_2[] =
         "  RETURN true;\n"
         "END $f$;";
 
+static const char migration_3[] =
+        "CREATE TABLE gadgetd_audit ("
+        " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " gadget text NOT NULL,"
+        " node text NOT NULL,"
+        " at timestamptz NOT NULL,"
+        " line text NOT NULL);"
+        "CREATE INDEX gadgetd_audit_gadget ON gadgetd_audit (gadget, id);"
+        "CREATE INDEX gadgetd_audit_at ON gadgetd_audit (at);";
+
 const char *kvpg_sql_migration(int version)
 {
-        return version == 1 ? migration_1 : version == 2 ? migration_2 : NULL;
+        static const char *const all[] = { NULL, migration_1, migration_2, migration_3 };
+        return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
 
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "

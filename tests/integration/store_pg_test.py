@@ -324,8 +324,8 @@ def pg_gadgetd_race_to_migrate(tmp):
             wait_for(lambda: all(connected(d) for d in ds), what="every gadgetd connected")
             logs = "".join(d.logtext() for d in ds)
             check("cannot connect" not in logs, "a gadgetd failed to set up the store: %s" % logs[-3000:])
-            check(logs.count("schema version 2") == 3, "versions: %s" % logs[-3000:])
-            for v in (1, 2):
+            check(logs.count("schema version 3") == 3, "versions: %s" % logs[-3000:])
+            for v in (1, 2, 3):
                 check(logs.count("migrated the PostgreSQL schema to version %d" % v) == 1, "migrations: %s"
                       % logs[-3000:])
             for i, d in enumerate(ds):
@@ -335,7 +335,7 @@ def pg_gadgetd_race_to_migrate(tmp):
         finally:
             for d in ds:
                 d.__exit__(None, None, None)
-        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:2", "schema version row")
+        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:3", "schema version row")
         check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b,node-c",
               "nodes")
         check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")
