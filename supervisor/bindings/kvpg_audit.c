@@ -273,6 +273,7 @@ static void setup_done(struct kvpg_audit *au)
         }
         au->state = AU_READY;
         au->backoff_ms = 0;
+        au->prune_due = true; /* at each connect, then hourly */
         if (au->down_logged)
                 log_msg(L_INFO, NULL, "audit: copying records to the store again (%s)", au->where);
         au->down_logged = false;
@@ -446,7 +447,6 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         au->tail = &au->head;
         au->reads_tail = &au->reads;
         au->keep_days = keep_days ? keep_days : KVPG_AUDIT_DEFAULT_KEEP_DAYS;
-        au->prune_due = true; /* once at the first connect */
         if (!(au->node = strdup(node)) || !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
             !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
             !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||

@@ -83,8 +83,15 @@ def pg_audit_history_across_nodes(tmp):
             r = b.ctl("--json", "audit", "counter")
             check([json.loads(l)["node"] for l in r.stdout.splitlines()] == ["a"] * len(mine_a) + ["b"] * len(mine_b),
                   "--json: %r" % r.stdout)
+            # Retention: rows older than StoreKeepDays= (90) go when a
+            # connects again; younger ones stay.
+            for gadget, days in (("old", 91), ("young", 89)):
+                pg.psql("INSERT INTO gadgetd_audit (gadget, node, at, line) VALUES ('%s', 'x', now() - interval"
+                        " '%d days', '{}')" % (gadget, days))
             # a again (the gadget stays on b: no failback): the same history.
             a.start()
+            wait_for(lambda: pg.psql("SELECT string_agg(gadget, ',') FROM gadgetd_audit WHERE node = 'x'")
+                     == "young", what="the row older than 90 days deleted, not the younger")
             wait_for(lambda: a.state("counter") == "remote", what="a back, the counter remote")
             got, err = audit(a, "counter")
             check(got == want, "audit on a after its restart: %r" % got)
