@@ -5,8 +5,9 @@
  * which the kv connection migrates: until then this one retries), READY.
  * One query out at a time: a batch (every queued line up to BATCH_LINES
  * or BATCH_BYTES, one INSERT), a page of a read, or the hourly prune.
- * Reads and batches take turns, so a read waits for at most one batch and
- * sees the lines this node queued before it.
+ * A read goes once the lines queued before it are done (written or
+ * dropped), before any later batch: it sees what this node wrote before it
+ * was asked, and waits for at most a queue's worth of batches.
  *
  * A batch stays at the head of the queue until its commit is reported; a
  * batch whose connection is lost is sent again after the reconnect, so a
@@ -57,7 +58,7 @@ struct kvpg_audit {
         size_t lines, bytes;            /* queued, sent ones included */
         size_t batch;                   /* lines at the head sent in the batch out */
         struct kvpg_audit_read *reads, **reads_tail, *reading;
-        bool read_turn;                 /* a read goes next, before another batch */
+        uint64_t added, done;           /* lines queued, and done with, since the start */
         bool prune_due, prune_more;
         PGresult *last;                 /* the query's last rows */
         char err[200], sqlstate[6];     /* its first error */
@@ -99,6 +100,7 @@ static void unqueue(struct kvpg_audit *au, size_t n)
                 au->head = l->next;
                 au->lines--;
                 au->bytes -= l->len;
+                au->done++;
                 free(l);
         }
         if (!au->head)
@@ -132,6 +134,7 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
         au->tail = &l->next;
         au->lines++;
         au->bytes += len;
+        au->added++;
         send_next(au);
 }
 
@@ -212,17 +215,15 @@ static void send_prune(struct kvpg_audit *au)
         query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 1, NULL, params, NULL, NULL, 0));
 }
 
-/* The next query, if the connection is idle: reads and batches take
- * turns; the prune when neither waits. */
+/* The next query, if the connection is idle: a read whose earlier lines
+ * are done, else a batch; the prune when neither waits. */
 static void send_next(struct kvpg_audit *au)
 {
         if (au->state != AU_READY || pgconn_busy(au->pc))
                 return;
-        if (au->reads && (au->read_turn || !au->head)) {
-                au->read_turn = false;
+        if (au->reads && au->reads->seq <= au->done) {
                 send_read(au);
         } else if (au->head) {
-                au->read_turn = true;
                 send_batch(au);
         } else if (au->prune_due) {
                 send_prune(au);
@@ -257,7 +258,6 @@ static void range_known(struct kvpg_audit *au)
         au->reads = rd;
         if (!rd->next)
                 au->reads_tail = &rd->next;
-        au->read_turn = true;
 }
 
 /* The setup query ended: the schema must have gadgetd_audit. */
@@ -490,6 +490,9 @@ int kvpg_audit_read_next(struct kvpg_audit *au, struct kvpg_audit_read *rd, char
                 return -EAGAIN;
         }
         rd->next = NULL;
+        /* Its first page waits for the lines queued before it; the next
+         * ones read a range fixed already. */
+        rd->seq = rd->upto < 0 ? au->added : 0;
         *au->reads_tail = rd;
         au->reads_tail = &rd->next;
         send_next(au);

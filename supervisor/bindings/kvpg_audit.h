@@ -32,6 +32,7 @@ struct kvpg_audit_read {
         void (*done)(struct kvpg_audit_read *rd, PGresult *res, int err, const char *why);
         void *arg;
         struct kvpg_audit_read *next;   /* the queue of reads */
+        uint64_t seq;                   /* the lines queued before it (kvpg_audit's) */
 };
 
 /* Starts connecting to conninfo as node (libpq loaded already: kvpg_new

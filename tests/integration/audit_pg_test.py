@@ -12,7 +12,7 @@ import sys
 import time
 
 import harness
-from harness import check, main, policy, test, wait_for
+from harness import GADGETCTL, check, main, policy, test, wait_for
 from lease_pg_test import counter_policy, node, owner_of, start_all, stop_all
 from pgserver import PgServer
 
@@ -44,6 +44,30 @@ def audit(d, *args):
     return r.stdout.splitlines(), r.stderr
 
 
+class TableLock:
+    """Another session holding gadgetd_audit locked (ACCESS EXCLUSIVE):
+    the store is slow for the copies and reads of audit records, not for
+    kv or leases. release() lets it go."""
+
+    def __init__(self, pg):
+        env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        self.proc = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+             os.path.join(pg.bin, "psql"), "-X", "-q"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            env=env, cwd=pg.dir, text=True)
+        self.proc.stdin.write("BEGIN; LOCK TABLE gadgetd_audit IN ACCESS EXCLUSIVE MODE; SELECT 1;\n")
+        self.proc.stdin.flush()
+        wait_for(lambda: pg.psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                                 " WHERE c.relname = 'gadgetd_audit' AND l.mode = 'AccessExclusiveLock'"
+                                 " AND l.granted") == "1", what="the lock on gadgetd_audit")
+
+    def release(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write("ROLLBACK;\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
 @test
 def pg_audit_history_across_nodes(tmp):
     """The counter runs on node a (Nodes=a b) and counts; a is killed
@@ -70,14 +94,28 @@ def pg_audit_history_across_nodes(tmp):
             a.proc.wait()
             wait_for(lambda: b.ctl("call", "counter", "increment").returncode == 0, timeout=20,
                      what="b serving the counter")
-            for i in range(2):
-                check(b.ctl("call", "counter", "increment").returncode == 0, "increment on b")
+            # Two more while the table is locked (b's first copy waits on the
+            # lock, the rest queue behind it), and an audit asked meanwhile:
+            # once the lock goes, it shows every record b wrote before it.
+            lock = TableLock(pg)
+            try:
+                for i in range(2):
+                    check(b.ctl("call", "counter", "increment").returncode == 0, "increment on b")
+                early = subprocess.Popen([GADGETCTL, "--socket", b.sock, "audit", "counter"], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+                time.sleep(0.5)
+            finally:
+                lock.release()
+            early_out, early_err = early.communicate(timeout=30)
             mine_b = file_lines(b, "counter")
             check(mine_b and all(json.loads(l)["node"] == "b" for l in mine_b), "b's audit.log: %r" % mine_b)
             want = mine_a + mine_b
             got, err = audit(b, "counter")
             check(got == want, "audit on b:\n%s\nwant:\n%s" % ("\n".join(got), "\n".join(want)))
             check(err == "", "a note on b: %r" % err)
+            check(early.returncode == 0 and early_out.splitlines() == want and early_err == "",
+                  "audit on b asked while the store was locked: %d %r\n%s" % (early.returncode, early_err,
+                                                                               early_out))
             got, _ = audit(b, "counter", "-n", "2")
             check(got == want[-2:], "audit -n 2 on b: %r" % got)
             r = b.ctl("--json", "audit", "counter")
@@ -128,16 +166,8 @@ def pg_audit_store_slow_or_down(tmp):
             wait_for(lambda: d.state("good") == "ready", what="good ready")
             wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                                      "'gadgetd a audit'") == "1", what="a's audit session")
-            env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
-            locker = subprocess.Popen(
-                ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
-                 os.path.join(pg.bin, "psql"), "-X", "-q"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                env=env, cwd=pg.dir, text=True)
-            locker.stdin.write("BEGIN; LOCK TABLE gadgetd_audit IN ACCESS EXCLUSIVE MODE; SELECT 1;\n")
-            locker.stdin.flush()
-            wait_for(lambda: pg.psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                                     " WHERE c.relname = 'gadgetd_audit' AND l.mode = 'AccessExclusiveLock'"
-                                     " AND l.granted") == "1", what="the lock")
+            lock = TableLock(pg)
+            t_locked = time.monotonic()
             n = 12000
             policy(d.pol, "attacker", "Arguments=binding-flood NOPE get %d\n" % n, exec_path=HOSTILE_PATH)
             check(d.ctl("reload").returncode == 0, "reload")
@@ -158,9 +188,8 @@ def pg_audit_store_slow_or_down(tmp):
             check("the queue to the store is full" in status(d, "good")["audit_unsent_error"], "why")
             wait_for(lambda: "records were not copied to the store" in d.logtext(), timeout=15,
                      what="the dropped records in gadgetd's log")
-            locker.stdin.write("ROLLBACK;\n")
-            locker.stdin.close()
-            locker.wait(timeout=30)
+            print("the table was locked for %.1f s" % (time.monotonic() - t_locked))
+            lock.release()
             wait_for(lambda: int(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE gadget = 'attacker'"))
                      + dropped == n, timeout=30, what="every record not dropped in the store")
             # In the store, in the file's order: those the queue kept.
