@@ -35,7 +35,6 @@
 #define PRUNE_EVERY_S 3600
 #define PRUNE_ROWS "10000"            /* rows one prune deletes at most */
 #define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
-#define SCHEMA_NEEDED 3               /* gadgetd_audit came with version 3 */
 
 enum state { AU_DOWN, AU_CONNECTING, AU_SETUP, AU_READY };
 enum out { OUT_NONE, OUT_SETUP, OUT_BATCH, OUT_RANGE, OUT_PAGE, OUT_PRUNE };
@@ -265,9 +264,9 @@ static void setup_done(struct kvpg_audit *au)
 {
         int version = au->last && PQntuples(au->last) == 1 ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
         char why[200];
-        if (version < SCHEMA_NEEDED) {
+        if (version < KVPG_SCHEMA_AUDIT) {
                 snprintf(why, sizeof why, "the store's schema is version %d, not yet %d (the kv connection "
-                         "migrates it)", version, SCHEMA_NEEDED);
+                         "migrates it)", version, KVPG_SCHEMA_AUDIT);
                 pgconn_fail(au->pc, why);
                 return;
         }

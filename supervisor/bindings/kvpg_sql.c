@@ -207,7 +207,8 @@ static const char migration_2[] =
         "  RETURN true;\n"
         "END $f$;";
 
-static const char migration_3[] =
+/* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
+static const char migration_audit[] =
         "CREATE TABLE gadgetd_audit ("
         " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
         " gadget text NOT NULL,"
@@ -219,7 +220,9 @@ static const char migration_3[] =
 
 const char *kvpg_sql_migration(int version)
 {
-        static const char *const all[] = { NULL, migration_1, migration_2, migration_3 };
+        static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
+                [1] = migration_1, [2] = migration_2, [KVPG_SCHEMA_AUDIT] = migration_audit,
+        };
         return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
 
