@@ -64,6 +64,7 @@ struct kvpg_audit {
         uint64_t dropped, reported;
         char why[320];                  /* why the last line was dropped */
         bool down_logged;
+        bool schema_wait;               /* down because the schema is not migrated yet */
         char reason[200];               /* why the store is unreachable */
 };
 
@@ -267,6 +268,7 @@ static void setup_done(struct kvpg_audit *au)
         if (version < KVPG_SCHEMA_AUDIT) {
                 snprintf(why, sizeof why, "the store's schema is version %d, not yet %d (the kv connection "
                          "migrates it)", version, KVPG_SCHEMA_AUDIT);
+                au->schema_wait = true;
                 pgconn_fail(au->pc, why);
                 return;
         }
@@ -274,8 +276,18 @@ static void setup_done(struct kvpg_audit *au)
         au->backoff_ms = 0;
         au->prune_due = true; /* at each connect, then hourly */
         if (au->down_logged)
-                log_msg(L_INFO, NULL, "audit: copying records to the store again (%s)", au->where);
-        au->down_logged = false;
+                log_msg(L_INFO, NULL, "audit: copying records to the store%s (%s)", au->schema_wait ? "" : " again",
+                        au->where);
+        au->down_logged = au->schema_wait = false;
+}
+
+/* The setup query failed: a store whose schema is not made yet (a first
+ * start: the kv connection is making it) is waited for, not an outage. */
+static void setup_failed(struct kvpg_audit *au)
+{
+        if (strcmp(au->sqlstate, "42P01") == 0)
+                au->schema_wait = true;
+        pgconn_fail(au->pc, au->err);
 }
 
 /* A batch ended: committed (its lines go), refused (dropped, counted), or
@@ -310,7 +322,7 @@ static void on_end(void *arg)
         }
         if (out == OUT_SETUP) {
                 if (au->err[0])
-                        pgconn_fail(au->pc, au->err);
+                        setup_failed(au);
                 else
                         setup_done(au);
         } else if (out == OUT_BATCH) {
@@ -384,7 +396,9 @@ static void on_lost(void *arg, const char *why)
 {
         struct kvpg_audit *au = arg;
         snprintf(au->reason, sizeof au->reason, "%s", why);
-        if (!au->down_logged)
+        if (!au->down_logged && au->schema_wait)
+                log_msg(L_INFO, NULL, "audit: waiting for the store's schema (%s): %s", au->where, au->reason);
+        else if (!au->down_logged)
                 log_msg(L_WARN, NULL, "audit: cannot copy records to the store (%s): %s; retrying, meanwhile up "
                         "to %u records wait", au->where, au->reason, KVPG_AUDIT_QUEUE_LINES);
         au->down_logged = true;
