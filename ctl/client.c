@@ -111,7 +111,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
 
         if (e < 0)
                 return e;
-        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !strv_ok(s->limits, s->n_limits) ||
+        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
             !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods)
                 REFUSE("status with invalid text");
@@ -190,7 +190,7 @@ static int check_response(const Control__Response *r, char *why, size_t whylen)
                         REFUSE("result: %s", reason);
                 return 0;
         case CONTROL__RESPONSE__RESP_LOGS:
-                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines))
+                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines) || !str_ok(r->logs->note))
                         REFUSE("log lines with invalid text");
                 return 0;
         case CONTROL__RESPONSE__RESP_RELOAD:

@@ -133,6 +133,10 @@ static int show_answer(const struct ctl *ctl, const Control__Response *r, bool a
                 e = show_value(stdout, r->result);
                 break;
         case CONTROL__RESPONSE__RESP_LOGS:
+                /* A note (the store unreachable: one node's records) goes to
+                 * stderr, so stdout stays the records alone. */
+                if (r->logs->note && r->logs->note[0])
+                        show_note(stderr, r->logs->note, ctl->json);
                 e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
                 break;
         case CONTROL__RESPONSE__RESP_APPROVALS:

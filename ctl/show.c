@@ -351,7 +351,9 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "signatures", show_json_strv(s->signatures, s->n_signatures)) < 0 ||
             json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0 ||
             json_object_set_new(o, "audit_unwritten", json_integer((json_int_t)s->audit_unwritten)) < 0 ||
-            json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0) {
+            json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0 ||
+            json_object_set_new(o, "audit_unsent", json_integer((json_int_t)s->audit_unsent)) < 0 ||
+            json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -403,6 +405,12 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 snprintf(lost, sizeof(lost), "%llu records not written since gadgetd started (%s)",
                          (unsigned long long)s->audit_unwritten, s->audit_error);
                 e = put_field(f, "Audit log", lost);
+        }
+        if (e >= 0 && s->audit_unsent > 0) {
+                char unsent[480];
+                snprintf(unsent, sizeof(unsent), "%llu records not copied to the store since gadgetd started (%s)",
+                         (unsigned long long)s->audit_unsent, s->audit_unsent_error);
+                e = put_field(f, "Audit store", unsent);
         }
         fputs("\nLast log lines:\n", f);
         if (s->n_log_tail == 0)
@@ -618,6 +626,19 @@ int show_value(FILE *f, const Gadget__Value *v)
         fprintf(f, "%s\n", s);
         free(s);
         return ferror(f) ? -EIO : 0;
+}
+
+void show_note(FILE *f, const char *note, bool json)
+{
+        if (json) {
+                json_t *j = json_pack("{s:s}", "note", note);
+                if (!j || show_json(f, j) < 0)
+                        fputs("{\"note\":\"out of memory\"}\n", f);
+                return;
+        }
+        char *esc = output_escape(note, 0);
+        fprintf(f, "gadgetctl: note: %s\n", esc ? esc : "out of memory");
+        free(esc);
 }
 
 void show_error(FILE *f, bool json, uint32_t code, const char *fmt, ...)

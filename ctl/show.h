@@ -45,6 +45,9 @@ json_t *show_json_string(const char *s);
 json_t *show_json_strv(char *const *v, size_t n);
 /* s escaped for a terminal (tabs kept) and a newline. 0 or -ENOMEM. */
 int show_line(FILE *f, const char *s);
+/* A note about an answer, on its own line: "gadgetctl: note: NOTE"
+ * (escaped), or {"note":NOTE}. */
+void show_note(FILE *f, const char *note, bool json);
 /* An error: "gadgetctl: MESSAGE" (escaped), or
  * {"error":{"code":CODE,"message":MESSAGE}}; code is a GADGET_E* number, 0
  * for an error found by gadgetctl itself. */

@@ -341,7 +341,7 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\"}\n",
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\"}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
@@ -350,14 +350,18 @@ static void test_status(void)
         s.limits_mode = "";
         s.audit_unwritten = 3;
         s.audit_error = "No space left on device";
+        s.audit_unsent = 7;
+        s.audit_unsent_error = "the queue to the store is full";
         CAPTURE(out, show_status(f, &s, false));
         CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
                       strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
                       strstr(out, "      Tasks: -\n") && strstr(out, "        CPU: -\n") &&
                       strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n") &&
                       strstr(out, "  Audit log: 3 records not written since gadgetd started "
-                                  "(No space left on device)\n"),
-              "stopped gadget: cause, - for what is missing, audit records not written");
+                                  "(No space left on device)\n") &&
+                      strstr(out, "Audit store: 7 records not copied to the store since gadgetd started "
+                                  "(the queue to the store is full)\n"),
+              "stopped gadget: cause, - for what is missing, audit records not written or not copied");
         free(out);
 }
 

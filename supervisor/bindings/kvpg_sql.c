@@ -60,7 +60,18 @@
  *       `gadgetctl move`: set by the owner before it stops the gadget and
  *       gives its lease back; until move_until, gadgetd_lease_take lets
  *       only move_to take it (the others only look), and a take clears
- *       both. gadgetd_lease_take is replaced by this version. */
+ *       both. gadgetd_lease_take is replaced by this version.
+ *
+ * Version 4, the audit records of every node (kvpg_audit.c):
+ *
+ *   gadgetd_audit (id bigint identity PK, gadget text, node text,
+ *                  at timestamptz, line text), index (gadget, id)
+ *       a copy of every line each node writes to its STATE_DIR/audit.log
+ *       (the JSON text as it is, "node" in it), sent in batches; at is
+ *       the record's own "time". Read by `gadgetctl audit` in id order
+ *       (each node's lines in their order; nodes interleaved by the order
+ *       their batches committed). Rows older than [Audit] StoreKeepDays=
+ *       are deleted by each node, hourly. Self-contained: it only adds. */
 #include "kvpg_sql.h"
 
 #include <stdbool.h>
@@ -241,10 +252,23 @@ static const char migration_3[] =
         "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
         "END $f$;";
 
+/* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
+static const char migration_audit[] =
+        "CREATE TABLE gadgetd_audit ("
+        " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " gadget text NOT NULL,"
+        " node text NOT NULL,"
+        " at timestamptz NOT NULL,"
+        " line text NOT NULL);"
+        "CREATE INDEX gadgetd_audit_gadget ON gadgetd_audit (gadget, id);"
+        "CREATE INDEX gadgetd_audit_at ON gadgetd_audit (at);";
+
 const char *kvpg_sql_migration(int version)
 {
-        static const char *const migrations[] = { NULL, migration_1, migration_2, migration_3 };
-        return version >= 1 && version <= KVPG_SCHEMA_VERSION ? migrations[version] : NULL;
+        static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
+                [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
+        };
+        return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
 
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "

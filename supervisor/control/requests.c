@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "system/audit.h"
+#include "bindings/kvpg_audit.h"
 #include "client.h"
 #include "control.h"
 #include "bindings/bindings.h"
@@ -205,6 +206,9 @@ static void on_status(struct client *cl, const Control__Request *q)
         int audit_err;
         st.audit_unwritten = audit_unwritten(core_audit(client_env(cl)->core), &audit_err);
         st.audit_error = audit_err ? strerror(-audit_err) : "";
+        const char *unsent_why;
+        st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
+        st.audit_unsent_error = (char *)unsent_why;
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = q->id;
         r.resp_case = CONTROL__RESPONSE__RESP_STATUS;

@@ -68,7 +68,8 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
                 return e;
         }
-        const struct bindings_store store = { c->cfg.store_connection, c->cfg.node, c->cfg.peer_listen };
+        const struct bindings_store store = { c->cfg.store_connection, c->cfg.node, c->cfg.peer_listen,
+                                              c->cfg.audit.store_keep_days };
         e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max,
                               &store);
         if (e < 0)
@@ -264,6 +265,11 @@ struct approvals *core_approvals(const struct core *c)
 struct audit *core_audit(const struct core *c)
 {
         return c->audit;
+}
+
+struct kvpg_audit *core_audit_store(const struct core *c)
+{
+        return c->bindings.audit_store;
 }
 
 const char *core_limits_mode(const struct core *c)

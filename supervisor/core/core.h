@@ -21,6 +21,7 @@ struct unit;
 struct unit_hooks;
 struct policy;
 struct event_base;
+struct kvpg_audit;
 
 /* What the entry point's options say of the core. */
 struct core_config {
@@ -84,6 +85,9 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 
 struct event_base *core_base(const struct core *c);
 struct audit *core_audit(const struct core *c);
+/* With Store=postgresql, the audit's copy in the store (reads of every
+ * node's records); NULL otherwise. */
+struct kvpg_audit *core_audit_store(const struct core *c);
 /* The calls waiting for a person's approval (system/approvals.h). */
 struct approvals *core_approvals(const struct core *c);
 /* How resource limits are enforced ("cgroup v2", ...). */

@@ -18,7 +18,7 @@ from parts import need
 
 USER = "nobody"
 # The store's schema version this gadgetd migrates to (KVPG_SCHEMA_VERSION).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def pg_bin():

@@ -376,7 +376,8 @@ def pg_store_config_errors(tmp):
     cases = (("Store=postgresql\n", "Store=postgresql needs StoreConnection="),
              ("Store=mysql\n", "is not sqlite or postgresql"),
              ("StoreConnection=host=/x password=s3cr3t\n", "StoreConnection= needs Store=postgresql"),
-             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"))
+             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"),
+             ("[Audit]\nStoreKeepDays=0\n", '[Audit] StoreKeepDays="0": want a number of days from 1 to 36500'))
     for i, (body, want) in enumerate(cases):
         conf = os.path.join(tmp, "c%d.conf" % i)
         with open(conf, "w") as f:
