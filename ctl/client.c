@@ -14,6 +14,10 @@
 
 /* The one request gadgetctl sends per connection. */
 #define CLIENT_REQUEST_ID 1
+/* The most nodes a NodeList may carry, and a peer address's longest text:
+ * gadgetd keeps no more (KVPG_NODES_MAX, struct kvpg_node's peer). */
+#define CLIENT_NODES_MAX 256
+#define CLIENT_PEER_MAX 127
 
 #define REFUSE(...) do { snprintf(why, whylen, __VA_ARGS__); return -EPROTO; } while (0)
 
@@ -80,6 +84,12 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
                 REFUSE("gadget without information");
         if (!str_ok(g->name) || !str_ok(g->state) || !str_ok(g->cause))
                 REFUSE("gadget information with invalid text");
+        /* Why a node name is checked as strictly as gadgetd's Node=: it is
+         * printed in a table column and handed back in `move`. */
+        if (!g->node || (g->node[0] && !gadget_name_ok(g->node)))
+                REFUSE("gadget information with an invalid node name");
+        if (g->epoch < 0)
+                REFUSE("gadget information with a negative lease epoch");
         return 0;
 }
 
@@ -101,7 +111,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
 
         if (e < 0)
                 return e;
-        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !strv_ok(s->limits, s->n_limits) ||
+        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
             !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods)
                 REFUSE("status with invalid text");
@@ -133,6 +143,27 @@ static int check_approvals(const Control__ApprovalList *l, char *why, size_t why
         return 0;
 }
 
+/* A NodeList: at most CLIENT_NODES_MAX nodes, each named as Node= allows,
+ * its peer address text of bounded length, at most one of them self. */
+static int check_nodes(const Control__NodeList *l, char *why, size_t whylen)
+{
+        size_t selves = 0;
+
+        if (l->n_nodes > CLIENT_NODES_MAX)
+                REFUSE("list of %zu nodes, more than %d", l->n_nodes, CLIENT_NODES_MAX);
+        for (size_t i = 0; i < l->n_nodes; i++) {
+                const Control__NodeInfo *n = l->nodes[i];
+                if (!n || !n->name || !gadget_name_ok(n->name))
+                        REFUSE("node with an invalid name");
+                if (!str_ok(n->peer) || strlen(n->peer) > CLIENT_PEER_MAX)
+                        REFUSE("node %s with an invalid peer address", n->name);
+                selves += n->self;
+        }
+        if (selves > 1)
+                REFUSE("list of nodes with %zu marked as the one answering", selves);
+        return 0;
+}
+
 /* The one validator of a Response: whatever gadgetctl reads afterwards is
  * present and valid UTF-8, and a value is within value.h's limits. */
 static int check_response(const Control__Response *r, char *why, size_t whylen)
@@ -159,13 +190,15 @@ static int check_response(const Control__Response *r, char *why, size_t whylen)
                         REFUSE("result: %s", reason);
                 return 0;
         case CONTROL__RESPONSE__RESP_LOGS:
-                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines))
+                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines) || !str_ok(r->logs->note))
                         REFUSE("log lines with invalid text");
                 return 0;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_APPROVALS:
                 return r->approvals ? check_approvals(r->approvals, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_NODES:
+                return r->nodes ? check_nodes(r->nodes, why, whylen) : -EPROTO;
         default:
                 REFUSE("answer of an unknown kind");
         }

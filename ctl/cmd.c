@@ -133,10 +133,17 @@ static int show_answer(const struct ctl *ctl, const Control__Response *r, bool a
                 e = show_value(stdout, r->result);
                 break;
         case CONTROL__RESPONSE__RESP_LOGS:
+                /* A note (the store unreachable: one node's records) goes to
+                 * stderr, so stdout stays the records alone. */
+                if (r->logs->note && r->logs->note[0])
+                        show_note(stderr, r->logs->note, ctl->json);
                 e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
                 break;
         case CONTROL__RESPONSE__RESP_APPROVALS:
                 e = show_approvals(stdout, r->approvals, ctl->json);
+                break;
+        case CONTROL__RESPONSE__RESP_NODES:
+                e = show_nodes(stdout, r->nodes, ctl->json);
                 break;
         case CONTROL__RESPONSE__RESP_RELOAD:
                 e = show_reload(stdout, stderr, r->reload, ctl->json);
@@ -202,7 +209,7 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
         return request(ctl, &req, want);
 }
 
-/* A request whose message has no fields (list, reload). */
+/* A request whose message has no fields (list, reload, nodes). */
 static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
                          Control__Response__RespCase want)
 {
@@ -213,6 +220,8 @@ static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
         req.req_case = kind;
         if (kind == CONTROL__REQUEST__REQ_LIST)
                 req.list = &list;
+        else if (kind == CONTROL__REQUEST__REQ_NODES)
+                req.nodes = &list;
         else
                 req.reload = &reload;
         return request(ctl, &req, want);
@@ -290,6 +299,33 @@ int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
 int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);
+}
+
+int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a)
+{
+        (void)a;
+        return empty_request(ctl, CONTROL__REQUEST__REQ_NODES, CONTROL__RESPONSE__RESP_NODES);
+}
+
+int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Move move = CONTROL__MOVE__INIT;
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        /* Node= follows the rule of gadget names (gadgetd's config.c). */
+        if (!gadget_name_ok(a->pos[1])) {
+                show_error(stderr, ctl->json, 0,
+                           "\"%s\" is not a node name (lower case letters, digits, - and _)", a->pos[1]);
+                return CTL_EXIT_USAGE;
+        }
+        move.name = a->pos[0];
+        move.node = a->pos[1];
+        req.req_case = CONTROL__REQUEST__REQ_MOVE;
+        req.move = &move;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)

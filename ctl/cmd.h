@@ -40,6 +40,9 @@ int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_reload(const struct ctl *ctl, const struct cmd_args *a);
+/* Store=postgresql: the nodes sharing the store; a gadget handed over. */
+int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_move(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_approve(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_deny(const struct ctl *ctl, const struct cmd_args *a);

@@ -34,15 +34,21 @@ static const struct command commands[] = {
         { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
+          "When gadgetd shares its store with other nodes (Store=postgresql), a NODE\n"
+          "column names the node that runs each gadget (\"-\": none yet); on the others\n"
+          "its state is remote.\n"
           "With --json: an array of objects with the fields name, state, cause, pid,\n"
           "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec and start_us\n"
-          "(0: unknown; start_us: from the start of this run to the gadget's hello).\n" },
+          "(0: unknown; start_us: from the start of this run to the gadget's hello),\n"
+          "and node and epoch (its lease's) when a node runs it.\n" },
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",
           "With --json: one object with the fields of `list --json` and policy_path,\n"
           "limits_mode, limits, bindings ([{name, type, ops, credential}]: ops are the\n"
           "operations' signatures, credential an http binding's Credential= file, if it\n"
-          "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n" },
+          "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n"
+          "With a shared store, a Node line names the node that runs it and its lease's\n"
+          "epoch (\"none yet\" if no node does).\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"
@@ -90,6 +96,21 @@ static const struct command commands[] = {
         { "deny", cmd_deny, 1, 1, "h", "ID",
           "refuse a waiting call: its caller gets a \"denied\" error",
           "The decision is an audit record of the gadget that asked, naming your user.\n" },
+        { "nodes", cmd_nodes, 0, 0, "h", "",
+          "list the gadgetd nodes that share the store, when each was last seen",
+          "Each node writes to the store every second; one not seen for more than\n"
+          "10 s is shown as down. \"(this node)\" marks the gadgetd that answered.\n"
+          "Fails (exit status 1) if gadgetd shares no store (Store=postgresql).\n"
+          "With --json: {\"nodes\": [{\"name\", \"peer\", \"last_seen_ms\", \"self\", \"up\"}]}.\n" },
+        { "move", cmd_move, 2, 2, "h", "NAME NODE",
+          "hand a gadget over to another node of the store",
+          "The node running NAME stops it gracefully (as gadgetctl stop), gives its\n"
+          "lease back, and only NODE may take it for the next 10 s; NODE starts it with\n"
+          "its kv state as it was. gadgetctl waits until NODE has taken it (exit status 0)\n"
+          "or fails: NODE unknown or down, not in NAME's Nodes=, already running it, or\n"
+          "not taking it in time (then any node may). Calls to NAME during the hand-over\n"
+          "may fail (it is stopping, or no node runs it yet) or time out: retry them\n"
+          "once NODE runs it.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
           "New files are loaded, removed ones stopped, changed ones restarted.\n"

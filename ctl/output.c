@@ -32,6 +32,23 @@ const char *output_uptime(uint64_t ms, char *buf, size_t len)
         return buf;
 }
 
+const char *output_ago(uint64_t ms, char *buf, size_t len)
+{
+        uint64_t s = ms / 1000;
+
+        if (s == 0)
+                snprintf(buf, len, "now");
+        else if (s < 60)
+                snprintf(buf, len, "%" PRIu64 " s ago", s);
+        else if (s < 3600)
+                snprintf(buf, len, "%" PRIu64 " min ago", s / 60);
+        else if (s < 86400)
+                snprintf(buf, len, "%" PRIu64 " h ago", s / 3600);
+        else
+                snprintf(buf, len, "%" PRIu64 " d ago", s / 86400);
+        return buf;
+}
+
 const char *output_cpu(uint64_t usec, char *buf, size_t len)
 {
         uint64_t cs = usec / 10000; /* hundredths of a second */

@@ -15,6 +15,9 @@
 const char *output_uptime(uint64_t ms, char *buf, size_t len);
 /* "512B", "1.5K", "12.3M" (powers of 1024); "-" for 0 (unknown). Returns buf. */
 const char *output_size(uint64_t bytes, char *buf, size_t len);
+/* How long ago something was seen: "now" (under a second), "3 s ago",
+ * "2 min ago", "5 h ago", "4 d ago" (whole units, rounded down). Returns buf. */
+const char *output_ago(uint64_t ms, char *buf, size_t len);
 /* CPU time: "0.05s", "12.34s", then as output_uptime ("5m12s"); "-" for 0
  * (unknown). Returns buf. */
 const char *output_cpu(uint64_t usec, char *buf, size_t len);

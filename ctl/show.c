@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract.h"
 #include "json.h"
 #include "output.h"
 #include "value.h"
@@ -77,14 +78,32 @@ int show_line(FILE *f, const char *s)
         return e;
 }
 
-/* The fields of GadgetInfo, named as in control.proto. */
+/* The fields of GadgetInfo, named as in control.proto; node and epoch only
+ * when a node runs it (a shared store), so a lone gadgetd's objects stay
+ * as they were. */
 static json_t *info_json(const Control__GadgetInfo *g)
 {
-        return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
-                         "state", g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
-                         clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
-                         clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
-                         clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
+                              "state", g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
+                              clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
+                              clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
+                              clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
+
+        if (o && g->node[0] &&
+            (json_object_set_new(o, "node", json_string(g->node)) < 0 ||
+             json_object_set_new(o, "epoch", json_integer((json_int_t)g->epoch)) < 0)) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
+}
+
+/* Whether g's gadgetd shares a store with other nodes, as far as its info
+ * tells: a node runs it, or it waits for one (state remote, node ""). A
+ * lone gadgetd sends node "" and never says remote. */
+static bool clustered(const Control__GadgetInfo *g)
+{
+        return g->node[0] || strcmp(g->state, "remote") == 0;
 }
 
 /* `list --json`: an array of info_json objects. */
@@ -101,12 +120,51 @@ static int list_json(FILE *f, const Control__GadgetList *l)
         return show_json(f, a);
 }
 
+/* One gadget's row of `list`: its cells printed into the buffers given;
+ * with node, a NODE cell after STATE (the owner, "-" if none yet). */
+struct list_row {
+        char pid[16], up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24], tasks[24], cpu[OUTPUT_UNIT_MAX];
+        const char *cells[10];
+};
+
+static void list_row_fill(struct list_row *r, const Control__GadgetInfo *g, bool node)
+{
+        size_t c = 0;
+
+        snprintf(r->pid, sizeof(r->pid), "-");
+        if (g->pid > 0)
+                snprintf(r->pid, sizeof(r->pid), "%d", (int)g->pid);
+        snprintf(r->tasks, sizeof(r->tasks), "-");
+        if (g->tasks > 0)
+                snprintf(r->tasks, sizeof(r->tasks), "%llu", (unsigned long long)g->tasks);
+        output_uptime(g->uptime_ms, r->up, sizeof(r->up));
+        output_size(g->memory_bytes, r->mem, sizeof(r->mem));
+        output_cpu(g->cpu_usec, r->cpu, sizeof(r->cpu));
+        snprintf(r->rs, sizeof(r->rs), "%u", (unsigned)g->restarts);
+        snprintf(r->calls, sizeof(r->calls), "%llu", (unsigned long long)g->calls);
+        r->cells[c++] = g->name;
+        r->cells[c++] = g->state;
+        if (node)
+                r->cells[c++] = g->node[0] ? g->node : "-";
+        r->cells[c++] = r->pid;
+        r->cells[c++] = r->up;
+        r->cells[c++] = r->rs;
+        r->cells[c++] = r->calls;
+        r->cells[c++] = r->mem;
+        r->cells[c++] = r->tasks;
+        r->cells[c++] = r->cpu;
+}
+
 int show_list(FILE *f, const Control__GadgetList *l, bool json)
 {
         static const char *const headers[] = { "NAME", "STATE", "PID", "UPTIME", "RESTARTS",
                                                "CALLS", "MEMORY", "TASKS", "CPU" };
         static const bool right[] = { false, false, true, true, true, true, true, true, true };
+        static const char *const node_headers[] = { "NAME", "STATE", "NODE", "PID", "UPTIME", "RESTARTS",
+                                                    "CALLS", "MEMORY", "TASKS", "CPU" };
+        static const bool node_right[] = { false, false, false, true, true, true, true, true, true, true };
         struct output_table *t;
+        bool node = false;
         int e = 0;
 
         if (json)
@@ -115,25 +173,15 @@ int show_list(FILE *f, const Control__GadgetList *l, bool json)
                 fputs("no gadgets loaded\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        t = output_table_new(9, headers, right);
+        for (size_t i = 0; i < l->n_gadgets; i++)
+                node |= clustered(l->gadgets[i]);
+        t = node ? output_table_new(10, node_headers, node_right) : output_table_new(9, headers, right);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_gadgets && e >= 0; i++) {
-                const Control__GadgetInfo *g = l->gadgets[i];
-                char pid[16] = "-", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
-                char tasks[24] = "-", cpu[OUTPUT_UNIT_MAX];
-                const char *row[9] = { g->name, g->state, pid, up, rs, calls, mem, tasks, cpu };
-
-                if (g->pid > 0)
-                        snprintf(pid, sizeof(pid), "%d", (int)g->pid);
-                output_uptime(g->uptime_ms, up, sizeof(up));
-                output_size(g->memory_bytes, mem, sizeof(mem));
-                output_cpu(g->cpu_usec, cpu, sizeof(cpu));
-                if (g->tasks > 0)
-                        snprintf(tasks, sizeof(tasks), "%llu", (unsigned long long)g->tasks);
-                snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
-                snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
-                e = output_table_add(t, row);
+                struct list_row r;
+                list_row_fill(&r, l->gadgets[i], node);
+                e = output_table_add(t, r.cells);
         }
         if (e >= 0)
                 e = output_table_print(t, f);
@@ -260,6 +308,17 @@ static int put_state(FILE *f, const Control__GadgetInfo *g)
         return e;
 }
 
+/* "Node: b (lease epoch 3)", or "Node: none yet" while no node runs it. */
+static int put_node(FILE *f, const Control__GadgetInfo *g)
+{
+        char v[120];
+
+        if (!g->node[0])
+                return put_field(f, "Node", "none yet");
+        snprintf(v, sizeof(v), "%s (lease epoch %lld)", g->node, (long long)g->epoch);
+        return put_field(f, "Node", v);
+}
+
 /* `status --json`: info_json plus the rest of GadgetStatus. */
 static json_t *status_json(const Control__GadgetStatus *s)
 {
@@ -292,7 +351,9 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "signatures", show_json_strv(s->signatures, s->n_signatures)) < 0 ||
             json_object_set_new(o, "log_tail", show_json_strv(s->log_tail, s->n_log_tail)) < 0 ||
             json_object_set_new(o, "audit_unwritten", json_integer((json_int_t)s->audit_unwritten)) < 0 ||
-            json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0) {
+            json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0 ||
+            json_object_set_new(o, "audit_unsent", json_integer((json_int_t)s->audit_unsent)) < 0 ||
+            json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -319,6 +380,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         fputc('\n', f);
         if (e >= 0)
                 e = put_state(f, g);
+        if (e >= 0 && clustered(g))
+                e = put_node(f, g);
         if (e >= 0)
                 e = put_field(f, "Policy", s->policy_path);
         if (e >= 0) {
@@ -342,6 +405,12 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 snprintf(lost, sizeof(lost), "%llu records not written since gadgetd started (%s)",
                          (unsigned long long)s->audit_unwritten, s->audit_error);
                 e = put_field(f, "Audit log", lost);
+        }
+        if (e >= 0 && s->audit_unsent > 0) {
+                char unsent[480];
+                snprintf(unsent, sizeof(unsent), "%llu records not copied to the store since gadgetd started (%s)",
+                         (unsigned long long)s->audit_unsent, s->audit_unsent_error);
+                e = put_field(f, "Audit store", unsent);
         }
         fputs("\nLast log lines:\n", f);
         if (s->n_log_tail == 0)
@@ -487,6 +556,67 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json)
         return ferror(f) ? -EIO : 0;
 }
 
+/* A node counts as up while its store saw it within CONTROL_NODE_DOWN_MS
+ * (the bound gadgetd's move checks too). */
+static bool node_up(const Control__NodeInfo *n)
+{
+        return n->last_seen_ms <= CONTROL_NODE_DOWN_MS;
+}
+
+static int nodes_json(FILE *f, const Control__NodeList *l)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < l->n_nodes; i++) {
+                const Control__NodeInfo *n = l->nodes[i];
+                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:b, s:b}", "name", n->name, "peer",
+                                                       n->peer, "last_seen_ms", clamp(n->last_seen_ms), "self",
+                                                       n->self, "up", node_up(n))) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        }
+        return show_json(f, a ? json_pack("{s:o}", "nodes", a) : NULL);
+}
+
+/* LAST SEEN of one node: "now (this node)", "3 s ago", "down, last seen
+ * 42 s ago". */
+static void node_seen(const Control__NodeInfo *n, char *buf, size_t len)
+{
+        char ago[OUTPUT_UNIT_MAX];
+
+        output_ago(n->last_seen_ms, ago, sizeof(ago));
+        snprintf(buf, len, "%s%s%s", node_up(n) ? "" : "down, last seen ", ago, n->self ? " (this node)" : "");
+}
+
+int show_nodes(FILE *f, const Control__NodeList *l, bool json)
+{
+        static const char *const headers[] = { "NAME", "PEER", "LAST SEEN" };
+        struct output_table *t;
+        int e = 0;
+
+        if (json)
+                return nodes_json(f, l);
+        if (l->n_nodes == 0) {
+                fputs("no nodes seen in the store yet\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        t = output_table_new(3, headers, NULL);
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_nodes && e >= 0; i++) {
+                const Control__NodeInfo *n = l->nodes[i];
+                char seen[80];
+                node_seen(n, seen, sizeof(seen));
+                const char *row[3] = { n->name, n->peer[0] ? n->peer : "-", seen };
+                e = output_table_add(t, row);
+        }
+        if (e >= 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        return e;
+}
+
 int show_value(FILE *f, const Gadget__Value *v)
 {
         char *s = json_from_value(v);
@@ -496,6 +626,19 @@ int show_value(FILE *f, const Gadget__Value *v)
         fprintf(f, "%s\n", s);
         free(s);
         return ferror(f) ? -EIO : 0;
+}
+
+void show_note(FILE *f, const char *note, bool json)
+{
+        if (json) {
+                json_t *j = json_pack("{s:s}", "note", note);
+                if (!j || show_json(f, j) < 0)
+                        fputs("{\"note\":\"out of memory\"}\n", f);
+                return;
+        }
+        char *esc = output_escape(note, 0);
+        fprintf(f, "gadgetctl: note: %s\n", esc ? esc : "out of memory");
+        free(esc);
 }
 
 void show_error(FILE *f, bool json, uint32_t code, const char *fmt, ...)

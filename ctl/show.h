@@ -31,6 +31,10 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
 int show_value(FILE *f, const Gadget__Value *v);
 /* gadgetctl approvals: the calls waiting, or {"approvals": [...], "total": N}. */
 int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
+/* gadgetctl nodes: NAME, PEER, LAST SEEN (a node unseen for longer than
+ * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
+ * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
+int show_nodes(FILE *f, const Control__NodeList *l, bool json);
 /* Prints json (taking it over) compactly and a newline. 0, -ENOMEM if json
  * is NULL, -EIO. */
 int show_json(FILE *f, json_t *json);
@@ -41,6 +45,9 @@ json_t *show_json_string(const char *s);
 json_t *show_json_strv(char *const *v, size_t n);
 /* s escaped for a terminal (tabs kept) and a newline. 0 or -ENOMEM. */
 int show_line(FILE *f, const char *s);
+/* A note about an answer, on its own line: "gadgetctl: note: NOTE"
+ * (escaped), or {"note":NOTE}. */
+void show_note(FILE *f, const char *note, bool json);
 /* An error: "gadgetctl: MESSAGE" (escaped), or
  * {"error":{"code":CODE,"message":MESSAGE}}; code is a GADGET_E* number, 0
  * for an error found by gadgetctl itself. */

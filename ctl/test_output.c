@@ -63,6 +63,18 @@ static void test_cpu(void)
         CHECK_STR(output_cpu(UINT64_MAX, buf, sizeof(buf)), "213503982d08h", "cpu of UINT64_MAX us fits");
 }
 
+static void test_ago(void)
+{
+        CHECK_STR(output_ago(0, buf, sizeof(buf)), "now", "seen 0 ms ago is now");
+        CHECK_STR(output_ago(999, buf, sizeof(buf)), "now", "seen under a second ago is now");
+        CHECK_STR(output_ago(3000, buf, sizeof(buf)), "3 s ago", "3 s ago");
+        CHECK_STR(output_ago(59999, buf, sizeof(buf)), "59 s ago", "59 s ago");
+        CHECK_STR(output_ago(150000, buf, sizeof(buf)), "2 min ago", "2.5 minutes: 2 min ago");
+        CHECK_STR(output_ago(7200000, buf, sizeof(buf)), "2 h ago", "2 h ago");
+        CHECK_STR(output_ago(4 * 86400000ull, buf, sizeof(buf)), "4 d ago", "4 d ago");
+        CHECK_STR(output_ago(UINT64_MAX, buf, sizeof(buf)), "213503982334 d ago", "UINT64_MAX ms fits");
+}
+
 static void check_escape(const char *in, unsigned flags, const char *want, const char *what)
 {
         char *got = output_escape(in, flags);
@@ -160,6 +172,111 @@ static void test_list(void)
         free(out);
 }
 
+/* A shared store: a NODE column after STATE ("-" while no node runs it),
+ * node and epoch in JSON where a node runs it. */
+static void test_list_nodes(void)
+{
+        Control__GadgetInfo a = info("counter", "ready", "", 4242, 312000, 0, 17, 12897485, 3, 1234567);
+        Control__GadgetInfo b = info("notes", "remote", "runs on node node-b (epoch 3)", 0, 0, 0, 0, 0, 0, 0);
+        Control__GadgetInfo c = info("fresh", "remote", "waits for its lease in the store", 0, 0, 0, 0, 0, 0, 0);
+        Control__GadgetInfo *gs[] = { &a, &b, &c };
+        Control__GadgetList l = CONTROL__GADGET_LIST__INIT;
+        char *out = NULL;
+
+        a.node = "a", a.epoch = 1;
+        b.node = "node-b", b.epoch = 3;
+        l.gadgets = gs;
+        l.n_gadgets = 3;
+        CAPTURE(out, CHECK(show_list(f, &l, false) == 0, "clustered list printed"));
+        CHECK_STR(out,
+                  "NAME     STATE   NODE     PID  UPTIME  RESTARTS  CALLS  MEMORY  TASKS    CPU\n"
+                  "counter  ready   a       4242   5m12s         0     17   12.3M      3  1.23s\n"
+                  "notes    remote  node-b     -       -         0      0       -      -      -\n"
+                  "fresh    remote  -          -       -         0      0       -      -      -\n",
+                  "list: NODE column with the owner, - for none yet");
+        free(out);
+        CAPTURE(out, show_list(f, &l, true));
+        CHECK(out && strstr(out, "\"start_us\":0,\"node\":\"a\",\"epoch\":1}") &&
+                      strstr(out, "\"start_us\":0,\"node\":\"node-b\",\"epoch\":3}") &&
+                      strstr(out, "\"cause\":\"waits for its lease in the store\",\"pid\":0,\"uptime_ms\":0,"
+                                  "\"restarts\":0,\"calls\":0,\"memory_bytes\":0,\"tasks\":0,\"cpu_usec\":0,"
+                                  "\"start_us\":0}]"),
+              "list JSON: node and epoch where a node runs it, neither where none does");
+        free(out);
+        /* Only the one waiting for its lease: still clustered. */
+        l.gadgets = gs + 2;
+        l.n_gadgets = 1;
+        CAPTURE(out, show_list(f, &l, false));
+        CHECK(out && strncmp(out, "NAME   STATE   NODE  PID", 24) == 0, "a remote gadget alone: NODE column");
+        free(out);
+}
+
+/* `nodes`: the table, down after CONTROL_NODE_DOWN_MS, the node answering
+ * marked; JSON with up. */
+static void test_nodes(void)
+{
+        Control__NodeInfo a = CONTROL__NODE_INFO__INIT, b = CONTROL__NODE_INFO__INIT, c = CONTROL__NODE_INFO__INIT;
+        Control__NodeInfo *ns[] = { &a, &b, &c };
+        Control__NodeList l = CONTROL__NODE_LIST__INIT;
+        char *out = NULL;
+
+        a.name = "a", a.self = true;
+        b.name = "b", b.peer = "10.0.0.2:7001", b.last_seen_ms = 10000;
+        c.name = "c", c.last_seen_ms = 42500;
+        l.nodes = ns;
+        l.n_nodes = 3;
+        CAPTURE(out, CHECK(show_nodes(f, &l, false) == 0, "nodes printed"));
+        CHECK_STR(out,
+                  "NAME  PEER           LAST SEEN\n"
+                  "a     -              now (this node)\n"
+                  "b     10.0.0.2:7001  10 s ago\n"
+                  "c     -              down, last seen 42 s ago\n",
+                  "nodes table: 10 s is up, 42 s down, this node marked");
+        free(out);
+        b.last_seen_ms = 10001;
+        CAPTURE(out, show_nodes(f, &l, true));
+        CHECK_STR(out,
+                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true},"
+                  "{\"name\":\"b\",\"peer\":\"10.0.0.2:7001\",\"last_seen_ms\":10001,\"self\":false,\"up\":false},"
+                  "{\"name\":\"c\",\"peer\":\"\",\"last_seen_ms\":42500,\"self\":false,\"up\":false}]}\n",
+                  "nodes JSON: past 10 s is down");
+        free(out);
+        l.n_nodes = 0;
+        CAPTURE(out, show_nodes(f, &l, false));
+        CHECK_STR(out, "no nodes seen in the store yet\n", "no nodes yet");
+        free(out);
+        CAPTURE(out, show_nodes(f, &l, true));
+        CHECK_STR(out, "{\"nodes\":[]}\n", "no nodes yet, JSON");
+        free(out);
+}
+
+/* `status` of a gadget on a shared store: the Node line after State. */
+static void test_status_node(void)
+{
+        Control__GadgetInfo g = info("counter", "remote", "runs on node b (epoch 3)", 0, 0, 0, 0, 0, 0, 0);
+        Control__GadgetStatus s = CONTROL__GADGET_STATUS__INIT;
+        char *out = NULL;
+
+        g.node = "b", g.epoch = 3;
+        s.info = &g;
+        CAPTURE(out, show_status(f, &s, false));
+        CHECK(out && strstr(out, "      State: remote (runs on node b (epoch 3))\n"
+                                 "       Node: b (lease epoch 3)\n     Policy: "),
+              "status: Node line with the lease epoch");
+        free(out);
+        CAPTURE(out, show_status(f, &s, true));
+        CHECK(out && strstr(out, "\"node\":\"b\",\"epoch\":3,"), "status JSON: node and epoch");
+        free(out);
+        g.node = "", g.epoch = 0;
+        g.cause = "waits for its lease in the store";
+        CAPTURE(out, show_status(f, &s, false));
+        CHECK(out && strstr(out, "\n       Node: none yet\n"), "status: Node none yet");
+        free(out);
+        CAPTURE(out, show_status(f, &s, true));
+        CHECK(out && !strstr(out, "\"node\"") && !strstr(out, "\"epoch\""), "status JSON, no node");
+        free(out);
+}
+
 static void test_status(void)
 {
         Control__GadgetInfo g = info("notes", "ready", "killed by signal SIGSEGV", 99, 7380000, 1, 3,
@@ -224,7 +341,7 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\"}\n",
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\"}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
@@ -233,14 +350,18 @@ static void test_status(void)
         s.limits_mode = "";
         s.audit_unwritten = 3;
         s.audit_error = "No space left on device";
+        s.audit_unsent = 7;
+        s.audit_unsent_error = "the queue to the store is full";
         CAPTURE(out, show_status(f, &s, false));
         CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
                       strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
                       strstr(out, "      Tasks: -\n") && strstr(out, "        CPU: -\n") &&
                       strstr(out, "   Bindings: -\n") && strstr(out, "Last log lines:\n(none)\n") &&
                       strstr(out, "  Audit log: 3 records not written since gadgetd started "
-                                  "(No space left on device)\n"),
-              "stopped gadget: cause, - for what is missing, audit records not written");
+                                  "(No space left on device)\n") &&
+                      strstr(out, "Audit store: 7 records not copied to the store since gadgetd started "
+                                  "(the queue to the store is full)\n"),
+              "stopped gadget: cause, - for what is missing, audit records not written or not copied");
         free(out);
 }
 
@@ -337,10 +458,14 @@ int main(void)
         test_uptime();
         test_size();
         test_cpu();
+        test_ago();
         test_escape();
         test_table();
         test_list();
         test_status();
+        test_list_nodes();
+        test_nodes();
+        test_status_node();
         test_logs_done_reload();
         test_error();
         return tap_done();

@@ -14,6 +14,10 @@
  * gadgetd answers the first request of a connection that speaks another
  * with an error (GADGET_EPROTO) and reads no more of it. */
 #define CONTROL_PROTOCOL_VERSION 1
+/* Nodes sharing a store (Request.nodes): one its store has not seen for
+ * longer than this counts as down. gadgetd refuses a move to it and
+ * gadgetctl nodes shows it so: one number for both. */
+#define CONTROL_NODE_DOWN_MS 10000
 
 /* Error codes carried in error answers (both directions). */
 enum gadget_error {

@@ -134,6 +134,26 @@ static bool utf8(const char *s)
         return value_utf8_valid(s, strlen(s));
 }
 
+/* A forwarded call's record of its origin: names, bounded. Whether it may
+ * carry one at all is the receiver's to say (only the link between nodes). */
+static int check_call_origin(const Control__Call *c, char *why, size_t len)
+{
+        if (c->n_chain > CONTROL_CHAIN_MAX || c->depth > CONTROL_CHAIN_MAX) {
+                snprintf(why, len, "call chain longer than %d", CONTROL_CHAIN_MAX);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < c->n_chain; i++)
+                if (!gadget_name_ok(c->chain[i])) {
+                        snprintf(why, len, "invalid gadget name in the call chain");
+                        return -EINVAL;
+                }
+        if (strlen(c->caller) > 200 || strlen(c->via) > 200 || !utf8(c->caller) || !utf8(c->via)) {
+                snprintf(why, len, "invalid caller or via");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int validate_control_request(const Control__Request *q, char *why, size_t len)
 {
         const char *name = NULL;
@@ -157,7 +177,17 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 }
                 if (q->call->args && value_check(q->call->args, VALUE_MAX_DEPTH, why, len) < 0)
                         return -EINVAL;
+                if (check_call_origin(q->call, why, len) < 0)
+                        return -EINVAL;
                 break;
+        case CONTROL__REQUEST__REQ_MOVE:
+                name = q->move->name;
+                if (!gadget_name_ok(q->move->node)) {
+                        snprintf(why, len, "invalid node name");
+                        return -EINVAL;
+                }
+                break;
+        case CONTROL__REQUEST__REQ_NODES:
         case CONTROL__REQUEST__REQ_LIST:
         case CONTROL__REQUEST__REQ_RELOAD:
         case CONTROL__REQUEST__REQ_APPROVALS:

@@ -10,6 +10,8 @@
 #include "gadget.pb-c.h"
 
 #define VALIDATE_MAX_METHODS 256
+/* The gadgets a forwarded call's chain may name (control Call.chain). */
+#define CONTROL_CHAIN_MAX 4096
 /* Types in all of a hello's signatures together: gadgetd keeps them parsed
  * while the gadget runs (about 170 bytes each), so one gadget's hello may
  * cost it at most about 170 KiB however its 256 signatures are shaped. */

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <ctype.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <event2/util.h>
 
 #include "gateway/gateway.h"
 #include "bindings/http.h"
@@ -41,7 +43,8 @@ static void usage(FILE *f)
                    "                    MaxConnections, HeaderTimeout;\n"
                    "                    [Audit] keys RecordsPerSecond=N (per gadget, default %u; the rest\n"
                    "                    summarized), MaxFileSize=SIZE (audit.log rotated beyond it, default\n"
-                   "                    %lluM), KeepFiles=N (rotated files kept, default %u)\n"
+                   "                    %lluM), KeepFiles=N (rotated files kept, default %u),\n"
+                   "                    StoreKeepDays=N (Store=postgresql: rows kept, default 90)\n"
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
@@ -180,8 +183,39 @@ static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
         return file_bad(fc, why);
 }
 
-/* [Daemon] Store=, StoreConnection=, Node=. 1 if good, 0 if bad, -1 if
- * not such a key. */
+/* [Daemon] PeerListen=, PeerCertificate=, PeerKey=, PeerCA=. 1 if good, 0
+ * if bad, -1 if not such a key. */
+static int peer_key(struct file_ctx *fc, const char *key, const char *value)
+{
+        static const char *const files[] = { "PeerCertificate", "PeerKey", "PeerCA" };
+        char **const dest[] = { &fc->cfg->peer_cert, &fc->cfg->peer_key, &fc->cfg->peer_ca };
+        char why[300];
+        if (strcmp(key, "PeerListen") == 0) {
+                struct sockaddr_storage sa;
+                int len = sizeof sa;
+                /* Numeric only: other nodes are told this address as it is. */
+                if (strlen(value) > 100 || evutil_parse_sockaddr_port(value, (struct sockaddr *)&sa, &len) < 0 ||
+                    !strchr(value, ':')) {
+                        snprintf(why, sizeof why, "PeerListen=\"%.100s\" is not a numeric ADDRESS:PORT "
+                                 "(e.g. 192.0.2.7:7443 or [2001:db8::7]:7443)", value);
+                        return file_bad(fc, why);
+                }
+                return set_str(&fc->cfg->peer_listen, value) == 0;
+        }
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+                if (strcmp(key, files[i]) != 0)
+                        continue;
+                if (value[0] != '/') {
+                        snprintf(why, sizeof why, "%s=\"%.200s\" is not an absolute path", key, value);
+                        return file_bad(fc, why);
+                }
+                return set_str(dest[i], value) == 0;
+        }
+        return -1;
+}
+
+/* [Daemon] Store=, StoreConnection=, Node= (and the peer link's keys). 1
+ * if good, 0 if bad, -1 if not such a key. */
 static int store_key(struct file_ctx *fc, const char *key, const char *value)
 {
         char why[300];
@@ -207,7 +241,7 @@ static int store_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return set_str(&fc->cfg->node, value) == 0;
         }
-        return -1;
+        return peer_key(fc, key, value);
 }
 
 /* inih handler: 1 to go on, 0 marks the line as an error. */
@@ -281,6 +315,22 @@ static int read_file(const char *path, struct config *cfg)
         if (cfg->store_postgresql != !!cfg->store_connection) {
                 fprintf(stderr, "gadgetd: %s: [Daemon] %s\n", path, cfg->store_postgresql ?
                         "Store=postgresql needs StoreConnection=" : "StoreConnection= needs Store=postgresql");
+                return -EINVAL;
+        }
+        if (cfg->peer_listen && !cfg->store_postgresql) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] PeerListen= needs Store=postgresql (the nodes find each "
+                        "other in the store)\n", path);
+                return -EINVAL;
+        }
+        int files = !!cfg->peer_cert + !!cfg->peer_key + !!cfg->peer_ca;
+        if (files && !cfg->store_postgresql) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] PeerCertificate=, PeerKey= and PeerCA= need Store=postgresql\n",
+                        path);
+                return -EINVAL;
+        }
+        if ((cfg->peer_listen || files) && files != 3) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] the link between nodes is always mutual TLS: "
+                        "PeerListen= and each of PeerCertificate=, PeerKey=, PeerCA= need all three files\n", path);
                 return -EINVAL;
         }
         return 0;
@@ -395,5 +445,9 @@ void config_free(struct config *cfg)
         free(cfg->gateway_token_file);
         free(cfg->store_connection);
         free(cfg->node);
+        free(cfg->peer_listen);
+        free(cfg->peer_cert);
+        free(cfg->peer_key);
+        free(cfg->peer_ca);
         *cfg = (struct config){ 0 };
 }

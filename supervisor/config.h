@@ -36,6 +36,9 @@ struct config {
         bool store_postgresql;           /* Store=postgresql (default sqlite) */
         char *store_connection;          /* StoreConnection=: a libpq connection string; may hold a password */
         char *node;                      /* Node=, default the host name's first label */
+        /* The link to other nodes (cluster/nodelink.h): PeerListen=HOST:PORT,
+         * and PEM files PeerCertificate=, PeerKey=, PeerCA=; NULL: none. */
+        char *peer_listen, *peer_cert, *peer_key, *peer_ca;
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -16,6 +16,8 @@
 
 #include "system/audit.h"
 #include "config.h"
+#include "cluster/forward.h"
+#include "cluster/nodelink.h"
 #include "control/control.h"
 #include "gateway/gateway.h"
 #include "system/instance.h"
@@ -38,6 +40,7 @@ struct daemon {
         struct control *control;
         struct loader loader;      /* policy files being read for load requests */
         struct gateway *gateway;   /* the browser gateway, if configured */
+        struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         struct notify *notify;     /* sd_notify, watchdog */
 };
@@ -321,9 +324,27 @@ static int open_core(struct daemon *d)
                 .require_types = c->require_types,
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max,
-                .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node,
+                .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
         };
         return core_open(&cc, &hooks, &d->core);
+}
+
+/* The link to other nodes: fail closed, gadgetd does not start without
+ * the link its configuration asks for. */
+static int open_forward(struct daemon *d)
+{
+        const struct config *c = &d->cfg;
+        if (!c->peer_cert)
+                return 0;
+        const struct nodelink_config nc = { .node = c->node, .listen = c->peer_listen, .cert = c->peer_cert,
+                                            .key = c->peer_key, .ca = c->peer_ca };
+        char err[600];
+        int e = forward_new(d->base, d->core, &nc, &d->forward, err, sizeof err);
+        if (e < 0)
+                log_msg(L_ERR, NULL, "the link to other nodes: %s", err);
+        else
+                log_msg(L_INFO, NULL, "the link to other nodes: %s%s, mutual TLS", c->peer_listen ? "listening on " : "calls out only (no PeerListen=)", c->peer_listen ? c->peer_listen : "");
+        return e;
 }
 
 static int open_control(struct daemon *d)
@@ -369,7 +390,7 @@ static int setup(struct daemon *d)
         /* Before anything else is touched: a second gadgetd stops here. */
         if ((e = lock_instance(d)) < 0)
                 return e;
-        if ((e = open_core(d)) < 0)
+        if ((e = open_core(d)) < 0 || (e = open_forward(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
         d->ev_int = evsignal_new(d->base, SIGINT, signal_cb, d);
@@ -392,6 +413,7 @@ static int setup(struct daemon *d)
 
 static void teardown(struct daemon *d)
 {
+        forward_free(d->forward);  /* calls to other nodes fail, theirs here lose their answer */
         core_close(d->core);       /* first: the units' pending calls are answered */
         gateway_free(d->gateway);
         control_free(d->control);

@@ -15,6 +15,7 @@
 #include "http.h"
 #include "kv.h"
 #include "kvpg.h"
+#include "kvpg_audit.h"
 #include "kvpg_lease.h"
 #include "ops.h"
 #include "policy.h"
@@ -322,11 +323,18 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 return e;
         }
         if (env->kvpg) {
-                if ((e = kvpg_lease_new(base, store->connection, store->node, &env->lease)) < 0) {
+                if ((e = kvpg_lease_new(base, store->connection, store->node, store->peer ? store->peer : "", &env->lease)) < 0) {
                         log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
                         return e;
                 }
                 kvpg_set_lease(env->kvpg, env->lease);
+                if ((e = kvpg_audit_new(base, store->connection, store->node, store->audit_keep_days,
+                                        &env->audit_store)) < 0) {
+                        log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));
+                        return e;
+                }
+                /* Every audit line, also in the store, naming this node. */
+                audit_set_store(audit, store->node, kvpg_audit_add, env->audit_store);
         }
         if ((e = http_new(base, http_requests_max, &env->http)) < 0)
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
@@ -341,6 +349,9 @@ void bindings_env_close(struct bindings_env *env)
         env->kvpg = NULL;
         kvpg_lease_free(env->lease);
         env->lease = NULL;
+        /* After audit_close (core.c): no line comes any more. */
+        kvpg_audit_free(env->audit_store);
+        env->audit_store = NULL;
 }
 
 /* A binding call waiting for a person's approval: what it needs to go on. */

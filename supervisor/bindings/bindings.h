@@ -56,6 +56,7 @@ struct bindings_env {
         struct approvals *approvals;  /* where calls wait for approval */
         struct kvpg *kvpg;          /* Store=postgresql: every kv binding's store; NULL: SQLite */
         struct kvpg_lease *lease;   /* Store=postgresql: which gadgets this node runs; NULL: all */
+        struct kvpg_audit *audit_store; /* Store=postgresql: the audit's copy in the store; NULL: none */
 };
 
 /* Where kv bindings live: store_connection NULL for SQLite files in the
@@ -63,6 +64,8 @@ struct bindings_env {
  * used as node. */
 struct bindings_store {
         const char *connection, *node;
+        const char *peer;           /* PeerListen=, "" if none: where other nodes reach this one */
+        unsigned audit_keep_days;   /* rows of gadgetd_audit kept (0: the default) */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at

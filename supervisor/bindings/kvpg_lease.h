@@ -12,12 +12,29 @@
 #include <stdint.h>
 #include <event2/event.h>
 
+#include "contract.h"
+
 #define KVPG_LEASE_POLL_MS 250
+/* How often the node says it is alive (gadgetd_node.last_seen) and reads
+ * the other nodes; a node unseen for KVPG_NODE_DOWN_MS counts as down. */
+#define KVPG_LEASE_BEAT_MS 1000
+#define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
+/* The nodes remembered from the store (the rest are not listed). */
+#define KVPG_NODES_MAX 256
+/* How long a move's target alone may take the gadget's lease. */
+#define KVPG_MOVE_MS 10000
 #define KVPG_LEASE_TIMEOUT_MS 2000
 /* The rank of a node that may not run the gadget: it only reads who does. */
 #define KVPG_LEASE_NEVER UINT32_MAX
 
 struct kvpg_lease;
+
+/* A node that shares the store, as last read. */
+struct kvpg_node {
+        char name[64];
+        char peer[128];          /* its PeerListen=, "" if none */
+        uint64_t age_ms;         /* since it was last seen, when read */
+};
 
 /* What the owner of the units is told, always on the loop. */
 struct kvpg_lease_hooks {
@@ -30,9 +47,10 @@ struct kvpg_lease_hooks {
         void *arg;
 };
 
-/* Starts connecting to conninfo as node (libpq loaded: kvpg_new first).
- * 0 or -ENOMEM. */
-int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg_lease **out);
+/* Starts connecting to conninfo as node, reachable by other nodes at peer
+ * ("" if not; libpq loaded: kvpg_new first). 0 or -ENOMEM. */
+int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, const char *peer,
+                   struct kvpg_lease **out);
 /* Ends the session, and with it every lease. */
 void kvpg_lease_free(struct kvpg_lease *l);
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks);
@@ -47,3 +65,18 @@ int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank);
 void kvpg_lease_release(struct kvpg_lease *l, const char *gadget);
 /* The epoch of the lease held on gadget, 0 if none is. */
 int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget);
+/* The nodes that share the store, sorted by name, as read at the last
+ * beat (ages then); this node is among them once its first beat is in. */
+size_t kvpg_lease_nodes(const struct kvpg_lease *l, const struct kvpg_node **nodes);
+/* How long ago those were read, to add to each age_ms: the beat stops while
+ * the store is out of reach, and a node must not look alive meanwhile (nor
+ * this one, which the store has not seen either). */
+uint64_t kvpg_lease_nodes_age(const struct kvpg_lease *l);
+/* node as last read, or NULL. */
+const struct kvpg_node *kvpg_lease_node(const struct kvpg_lease *l, const char *name);
+/* Marks the gadget held here as moving to node for KVPG_MOVE_MS (only node
+ * may take its lease then). done(arg, NULL) once the store says so, or
+ * done(arg, why) if it could not: not held, the session lost. 0, or
+ * -ENOENT (not held here), -EBUSY (a move of it is on its way), -ENOMEM. */
+int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
+                    void (*done)(void *arg, const char *why), void *arg);

@@ -49,7 +49,29 @@
  *       GDF01 (fenced) before anything is written. Why this fences: a
  *       takeover's epoch bump waits for the shared lock of every write
  *       in flight, so each write either commits before the new owner
- *       starts (which then reads it) or is refused. */
+ *       starts (which then reads it) or is refused.
+ *
+ * Version 3, the nodes' peer links and moves (kvpg_lease.c):
+ *
+ *   gadgetd_node.peer text
+ *       where other nodes reach this one (PeerListen=, "" if none); the
+ *       lease session sets it and last_seen every KVPG_LEASE_BEAT_MS.
+ *   gadgetd_owner.move_to text, move_until timestamptz
+ *       `gadgetctl move`: set by the owner before it stops the gadget and
+ *       gives its lease back; until move_until, gadgetd_lease_take lets
+ *       only move_to take it (the others only look), and a take clears
+ *       both. gadgetd_lease_take is replaced by this version.
+ *
+ * Version 4, the audit records of every node (kvpg_audit.c):
+ *
+ *   gadgetd_audit (id bigint identity PK, gadget text, node text,
+ *                  at timestamptz, line text), index (gadget, id)
+ *       a copy of every line each node writes to its STATE_DIR/audit.log
+ *       (the JSON text as it is, "node" in it), sent in batches; at is
+ *       the record's own "time". Read by `gadgetctl audit` in id order
+ *       (each node's lines in their order; nodes interleaved by the order
+ *       their batches committed). Rows older than [Audit] StoreKeepDays=
+ *       are deleted by each node, hourly. Self-contained: it only adds. */
 #include "kvpg_sql.h"
 
 #include <stdbool.h>
@@ -196,9 +218,57 @@ static const char migration_2[] =
         "  RETURN true;\n"
         "END $f$;";
 
+/* A node's peer address beside its name; a move's target on the owner
+ * row: while move_until has not passed, only move_to may take the lease. */
+static const char migration_3[] =
+        "ALTER TABLE gadgetd_node ADD COLUMN peer text NOT NULL DEFAULT '';"
+        "ALTER TABLE gadgetd_owner ADD COLUMN move_to text, ADD COLUMN move_until timestamptz;"
+        "CREATE OR REPLACE FUNCTION gadgetd_lease_take(p_gadget text, p_node text, p_take boolean,"
+        " OUT got boolean, OUT free boolean, OUT owner text, OUT owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  got := false; free := false;\n"
+        "  IF p_take AND EXISTS (SELECT 1 FROM gadgetd_owner o WHERE o.gadget = p_gadget\n"
+        "      AND o.move_to IS DISTINCT FROM p_node AND o.move_until > now()) THEN\n"
+        "    p_take := false;\n"
+        "  END IF;\n"
+        "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n"
+        "    IF p_take THEN\n"
+        "      BEGIN\n"
+        "        PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
+        "        INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
+        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
+        "            epoch = gadgetd_owner.epoch + 1, since = now(), move_to = NULL, move_until = NULL;\n"
+        "        got := true;\n"
+        "      EXCEPTION WHEN lock_not_available THEN\n"
+        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
+        "        free := true;\n"
+        "      END;\n"
+        "    ELSE\n"
+        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
+        "      free := true;\n"
+        "    END IF;\n"
+        "  END IF;\n"
+        "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
+        "END $f$;";
+
+/* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
+static const char migration_audit[] =
+        "CREATE TABLE gadgetd_audit ("
+        " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " gadget text NOT NULL,"
+        " node text NOT NULL,"
+        " at timestamptz NOT NULL,"
+        " line text NOT NULL);"
+        "CREATE INDEX gadgetd_audit_gadget ON gadgetd_audit (gadget, id);"
+        "CREATE INDEX gadgetd_audit_at ON gadgetd_audit (at);";
+
 const char *kvpg_sql_migration(int version)
 {
-        return version == 1 ? migration_1 : version == 2 ? migration_2 : NULL;
+        static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
+                [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
+        };
+        return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
 
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "

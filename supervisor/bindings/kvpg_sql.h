@@ -7,7 +7,9 @@
 #include <stddef.h>
 
 /* The schema version this gadgetd creates and understands. */
-#define KVPG_SCHEMA_VERSION 2
+#define KVPG_SCHEMA_VERSION 4
+/* The migration that made gadgetd_audit (kvpg_audit.c waits for it). */
+#define KVPG_SCHEMA_AUDIT 4
 
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */

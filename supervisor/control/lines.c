@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "system/audit.h"
+#include "bindings/kvpg_audit.h"
 #include "client.h"
 #include "control.h"
 #include "core/core.h"
@@ -81,12 +82,22 @@ void request_logs(struct client *cl, const Control__Request *q)
                              e == -EBUSY ? "another answer is being sent on this connection" : "out of memory");
 }
 
-/* A gadget's audit records being read; quiet reads one to learn that it
- * has any, and sends none (-n 0). */
+/* A gadget's audit records being read: from the store (every node's)
+ * when there is one and it answers, else from this node's audit.log.
+ * quiet reads one to learn that it has any, and sends none (-n 0). */
 struct audit_source {
-        struct audit_reader *r;
+        struct audit_reader *r;         /* the file; NULL while reading the store */
+        struct audit *audit;
+        struct kvpg_audit *au;          /* the store; NULL once done with it */
+        struct kvpg_audit_read rd;
+        PGresult *page;                 /* the page being sent */
+        int row;
+        bool waiting;                   /* a page was asked */
+        int page_err;
+        char page_why[200];
         struct core *core;
         char *name;
+        size_t n;                       /* -n */
         struct stream *st;
         bool quiet, any;
 };
@@ -101,16 +112,86 @@ static int audit_emit(void *arg, const char *line, size_t len)
         return e;
 }
 
+/* A page of the store came (or not): the stream goes on. */
+static void store_page(struct kvpg_audit_read *rd, PGresult *res, int err, const char *why)
+{
+        struct audit_source *s = rd->arg;
+        s->waiting = false;
+        s->page = res;
+        s->row = 0;
+        s->page_err = err;
+        snprintf(s->page_why, sizeof s->page_why, "%s", why ? why : "");
+        stream_kick(s->st);
+}
+
+/* The store cannot answer (why): this node's audit.log instead, said in
+ * a note; or, if part of the answer came from the store, an error. */
+static int store_failed(struct audit_source *s, const char *why, char *out, size_t len)
+{
+        char note[400];
+        s->au = NULL;
+        if (s->any) {
+                snprintf(out, len, "the store was lost while the audit records were sent: %s", why);
+                return -EIO;
+        }
+        snprintf(note, sizeof note, "the store is unreachable (%s): these are this node's records only, from its "
+                 "audit.log", why);
+        int e = audit_reader_new(audit_dir(s->audit), audit_keep(s->audit), s->name, s->n, &s->r);
+        if (e < 0) {
+                snprintf(out, len, "cannot read the audit log: %s", strerror(-e));
+                return e;
+        }
+        return stream_note(s->st, note) < 0 ? -ENOMEM : 1;
+}
+
+/* One slice of the store's answer: the rows of the page that came, or
+ * the next page asked. */
+static int store_step(struct audit_source *s, char *why, size_t len)
+{
+        if (s->waiting)
+                return STREAM_WAIT;
+        if (s->page_err)
+                return store_failed(s, s->page_why, why, len);
+        if (s->page) {
+                int rows = PQntuples(s->page);
+                for (; s->row < rows; s->row++) {
+                        const char *line = PQgetvalue(s->page, s->row, 1);
+                        int e = audit_emit(s, line, (size_t)PQgetlength(s->page, s->row, 1));
+                        if (e <= 0)
+                                return e < 0 ? e : 1;
+                }
+                bool last = rows < KVPG_AUDIT_PAGE;
+                if (rows > 0)
+                        s->rd.after = atoll(PQgetvalue(s->page, rows - 1, 0));
+                PQclear(s->page);
+                s->page = NULL;
+                if (last) {
+                        s->au = NULL;
+                        return 0;
+                }
+        }
+        char reason[200];
+        if (kvpg_audit_read_next(s->au, &s->rd, reason, sizeof reason) < 0)
+                return store_failed(s, reason, why, len);
+        s->waiting = true;
+        return STREAM_WAIT;
+}
+
 /* A name neither loaded nor in the audit log is no gadget's: not found,
  * as for every other command. */
 static int audit_step(void *arg, struct stream *st, char *why, size_t len)
 {
         struct audit_source *s = arg;
+        int e;
         s->st = st;
-        int e = audit_reader_step(s->r, audit_emit, s);
-        if (e < 0)
-                snprintf(why, len, "cannot read the audit log: %s", strerror(-e));
-        else if (e == 0 && !s->any && !core_find(s->core, s->name)) {
+        if (s->au) {
+                e = store_step(s, why, len);
+        } else {
+                e = audit_reader_step(s->r, audit_emit, s);
+                if (e < 0)
+                        snprintf(why, len, "cannot read the audit log: %s", strerror(-e));
+        }
+        if (e == 0 && !s->any && !core_find(s->core, s->name)) {
                 snprintf(why, len, "no gadget named \"%s\"", s->name);
                 e = -ENOENT;
         }
@@ -122,28 +203,43 @@ static void audit_source_free(void *arg)
         struct audit_source *s = arg;
         if (!s)
                 return;
+        /* Every read waiting is answered when the store closes, so a
+         * source still waiting has a store to cancel with. */
+        if (s->waiting)
+                kvpg_audit_read_cancel(s->au, &s->rd);
+        PQclear(s->page);
         audit_reader_free(s->r);
         free(s->name);
         free(s);
 }
 
-/* The gadget's audit records, from the audit log and its rotated files;
- * then, with follow, each new record as it is written. The gadget need not
- * be loaded any more. */
+/* The gadget's audit records — with Store=postgresql from the store,
+ * every node's; else (or when the store does not answer) from the audit
+ * log and its rotated files — then, with follow, each new record as this
+ * node writes it. The gadget need not be loaded any more. */
 void request_audit(struct client *cl, const Control__Request *q)
 {
         struct audit *a = core_audit(client_env(cl)->core);
         struct audit_source *s = calloc(1, sizeof *s);
+        int e = 0;
         if (!s || !(s->name = strdup(q->audit->name))) {
                 free(s);
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
         s->core = client_env(cl)->core;
+        s->audit = a;
         s->quiet = q->audit->none;
-        size_t n = s->quiet ? 1 : q->audit->lines;
-        int e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, n, &s->r);
-        if (e < 0) {
+        s->n = s->quiet ? 1 : q->audit->lines;
+        s->au = core_audit_store(s->core);
+        if (s->au) {
+                /* Checked name: at most GADGET_NAME_MAX bytes (validator). */
+                snprintf(s->rd.gadget, sizeof s->rd.gadget, "%s", s->name);
+                s->rd.last = s->n;
+                s->rd.upto = -1;
+                s->rd.done = store_page;
+                s->rd.arg = s;
+        } else if ((e = audit_reader_new(audit_dir(a), audit_keep(a), q->audit->name, s->n, &s->r)) < 0) {
                 audit_source_free(s);
                 client_error(cl, q->id, GADGET_EFAILED, "cannot read the audit log: %s", strerror(-e));
                 return;

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "system/audit.h"
+#include "bindings/kvpg_audit.h"
 #include "client.h"
 #include "control.h"
 #include "bindings/bindings.h"
+#include "bindings/kvpg_lease.h"
 #include "core/core.h"
 #include "contract.h"
 #include "policy.h"
@@ -34,6 +36,8 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->tasks = in->tasks;
         gi->cpu_usec = in->cpu_usec;
         gi->start_us = in->start_us;
+        gi->node = (char *)(in->node ? in->node : "");
+        gi->epoch = in->epoch;
 }
 
 static void load_done(void *arg, int e, const char *name, const char *msg)
@@ -202,6 +206,9 @@ static void on_status(struct client *cl, const Control__Request *q)
         int audit_err;
         st.audit_unwritten = audit_unwritten(core_audit(client_env(cl)->core), &audit_err);
         st.audit_error = audit_err ? strerror(-audit_err) : "";
+        const char *unsent_why;
+        st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
+        st.audit_unsent_error = (char *)unsent_why;
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = q->id;
         r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
@@ -232,6 +239,12 @@ static void call_done(void *arg, uint64_t id, const Gadget__Value *res, int code
 static void on_call(struct client *cl, const Control__Request *q)
 {
         const Control__Call *call = q->call;
+        /* Only the link between nodes tells where a call comes from. */
+        if (call->n_chain || call->depth || call->caller[0] || call->via[0] || call->admin || call->approved) {
+                client_error(cl, q->id, GADGET_EINVAL, "chain, depth, caller, via, admin and approved are for "
+                             "the link between nodes, not the control socket");
+                return;
+        }
         struct unit *u = find(cl, q->id, call->name);
         if (!u)
                 return;
@@ -346,6 +359,75 @@ static void on_decide(struct client *cl, const Control__Request *q)
                 client_done(cl, q->id, "approval %llu: %s", (unsigned long long)q->decide->id, msg);
 }
 
+/* The move's outcome, to a client still there (a pending answer). */
+static void move_done(void *arg, int code, const char *msg)
+{
+        struct client_load *c = arg;
+        uint64_t id = c->id;
+        struct client *cl = client_load_end(c);
+        if (!cl)
+                return;
+        if (code)
+                client_error(cl, id, code, "%s", msg);
+        else
+                client_done(cl, id, "%s", msg);
+}
+
+static void on_move(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->move->name);
+        if (!u)
+                return;
+        struct client_load *c = client_load_new(cl, q->id);
+        char msg[400];
+        int code = c ? unit_move(u, q->move->node, move_done, c, msg, sizeof msg) : GADGET_EINTERNAL;
+        if (!c)
+                snprintf(msg, sizeof msg, "out of memory");
+        if (!code)
+                return;
+        if (c)
+                client_load_end(c);
+        client_error(cl, q->id, code, "%s", msg);
+}
+
+static void on_nodes(struct client *cl, const Control__Request *q)
+{
+        const struct kvpg_node *nodes;
+        const char *self;
+        uint64_t since;
+        size_t n = core_nodes(client_env(cl)->core, &nodes, &self, &since);
+        if (!self) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadgetd does not share a store with other nodes "
+                             "(Store=postgresql)");
+                return;
+        }
+        Control__NodeInfo *infos = calloc(n + 1, sizeof *infos);
+        Control__NodeInfo **ptrs = calloc(n + 1, sizeof *ptrs);
+        if (!infos || !ptrs) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+                control__node_info__init(&infos[i]);
+                infos[i].name = (char *)nodes[i].name;
+                infos[i].peer = (char *)nodes[i].peer;
+                infos[i].last_seen_ms = nodes[i].age_ms + since;
+                infos[i].self = strcmp(nodes[i].name, self) == 0;
+                ptrs[i] = &infos[i];
+        }
+        Control__NodeList nl = CONTROL__NODE_LIST__INIT;
+        nl.n_nodes = n;
+        nl.nodes = ptrs;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = q->id;
+        r.resp_case = CONTROL__RESPONSE__RESP_NODES;
+        r.nodes = &nl;
+        client_send(cl, &r);
+out:
+        free(infos);
+        free(ptrs);
+}
+
 static const struct {
         Control__Request__ReqCase kind;
         void (*handle)(struct client *cl, const Control__Request *q);
@@ -361,6 +443,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_AUDIT, request_audit },
         { CONTROL__REQUEST__REQ_APPROVALS, on_approvals },
         { CONTROL__REQUEST__REQ_DECIDE, on_decide },
+        { CONTROL__REQUEST__REQ_MOVE, on_move },
+        { CONTROL__REQUEST__REQ_NODES, on_nodes },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

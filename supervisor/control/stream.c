@@ -29,6 +29,7 @@ struct stream {
         size_t n, cap, bytes;
         struct live_line *live, **live_tail;
         size_t live_bytes;
+        char *note;                     /* for the next part */
 };
 
 static void part_clear(struct stream *st)
@@ -59,8 +60,16 @@ void stream_free(struct stream *st)
         }
         if (st->ev)
                 event_free(st->ev);
+        free(st->note);
         free(st->gadget);
         free(st);
+}
+
+int stream_note(struct stream *st, const char *note)
+{
+        if (st->note)
+                return 0;
+        return (st->note = strdup(note)) ? 0 : -ENOMEM;
 }
 
 /* Ends the stream, telling the client why with an error of its id. */
@@ -118,12 +127,16 @@ static int send_part(struct stream *st, bool more)
         ll.n_lines = st->n;
         ll.lines = st->lines;
         ll.more = more;
+        if (st->note)
+                ll.note = st->note;
         Control__Response r = CONTROL__RESPONSE__INIT;
         r.id = st->id;
         r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
         r.logs = &ll;
         int e = client_send(st->cl, &r);
         part_clear(st);
+        free(st->note);
+        st->note = NULL;
         return e;
 }
 
@@ -143,6 +156,8 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                              why[0] ? why : strerror(-e));
                         return;
                 }
+                if (e == STREAM_WAIT && st->n == 0)
+                        return; /* the source kicks when it has more */
                 if (e == 0)
                         source_end(st);
         }
@@ -161,7 +176,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                 stream_free(st);
                 return;
         }
-        if (st->src.step || st->live)
+        if ((st->src.step && e != STREAM_WAIT) || st->live)
                 stream_kick(st);
 }
 

@@ -15,6 +15,7 @@
 
 #define STREAM_PART_MAX (64u << 10)
 #define STREAM_LIVE_MAX (1u << 20)
+#define STREAM_WAIT 2
 
 struct client;
 struct stream;
@@ -23,8 +24,9 @@ enum stream_follow { STREAM_ONCE, STREAM_FOLLOW_LOGS, STREAM_FOLLOW_AUDIT };
 
 struct stream_source {
         /* One slice: lines go out with stream_add. 1 if there is more to do,
-         * 0 when done, -errno with the reason in why (-ENOENT: the client
-         * is told "not found"). */
+         * STREAM_WAIT if there is more that is not there yet (the source
+         * calls stream_kick when it is), 0 when done, -errno with the
+         * reason in why (-ENOENT: the client is told "not found"). */
         int (*step)(void *arg, struct stream *st, char *why, size_t len);
         void (*free)(void *arg);
         void *arg;
@@ -38,6 +40,8 @@ int stream_start(struct client *cl, uint64_t id, const struct stream_source *src
 /* Adds one line (len bytes) to the part being made: 1 taken, 0 the part is
  * full (the source gives the line again at its next step), -ENOMEM. */
 int stream_add(struct stream *st, const char *line, size_t len);
+/* A note for the user, sent with the next part (the first note stays). */
+int stream_note(struct stream *st, const char *note);
 /* A new line of gadget's log or audit, for a stream following it. */
 void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line);
 /* The client's queue emptied: the next part may be made. */

@@ -22,6 +22,9 @@
 #include "unit.h"
 
 #define CALL_CLOCK_SLACK_MS 20   /* libevent's coarse clock against CLOCK_MONOTONIC */
+/* A forwarded call's own deadline is the owner's plus this: the owner's
+ * timeout answer (or its link's failure) comes first. */
+#define CALL_REMOTE_SLACK_MS 1000
 
 /* One call in flight: the peer's link, whom to tell, its CallTimeout. */
 struct call {
@@ -40,6 +43,9 @@ struct call {
         Gadget__Value *args;
         bool unit_gone;
         struct call *wait_next, **wait_pprev;
+        /* Forwarded to the node that runs u (u->forwarded): */
+        void *remote;
+        struct call *fwd_next, **fwd_pprev;
 };
 
 static void owner_unlink(struct call *c)
@@ -62,11 +68,22 @@ static void wait_unlink(struct call *c)
         c->wait_pprev = NULL;
 }
 
+static void fwd_unlink(struct call *c)
+{
+        if (!c->fwd_pprev)
+                return;
+        *c->fwd_pprev = c->fwd_next;
+        if (c->fwd_next)
+                c->fwd_next->fwd_pprev = c->fwd_pprev;
+        c->fwd_pprev = NULL;
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         owner_unlink(c);
         wait_unlink(c);
+        fwd_unlink(c);
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
         if (c->timer)
@@ -133,6 +150,60 @@ void calls_unit_gone(struct unit *u)
                 c->unit_gone = true;
                 approval_cancel(c->ap);
         }
+        char msg[200];
+        snprintf(msg, sizeof msg, "gadget \"%s\" was unloaded on this node", u->policy->name);
+        while (u->forwarded) {
+                struct call *c = u->forwarded;
+                const struct core_remote *r = &u->core->remote;
+                r->cancel(r->arg, c->remote);
+                call_end(c, NULL, GADGET_EGONE, msg);
+        }
+}
+
+void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message)
+{
+        c->remote = NULL;
+        call_end(c, res, code, message);
+}
+
+/* A forwarded call unanswered for its CallTimeout (plus ApproveTimeout if
+ * its method waits for approval there) fails here; the owner ends its own
+ * part, and a late answer is dropped. */
+static void remote_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct call *c = arg;
+        const struct core_remote *r = &c->u->core->remote;
+        char msg[160];
+        snprintf(msg, sizeof msg, "no answer from node %.64s within CallTimeout (%llu ms)", c->u->owner,
+                 (unsigned long long)c->u->policy->call_timeout_ms);
+        r->cancel(r->arg, c->remote);
+        call_end(c, NULL, GADGET_ETIMEOUT, msg);
+}
+
+/* Sends c to the node that runs u: 0, or a GADGET_E* code with msg. */
+static int call_forward(struct call *c, const struct call_req *q, char *msg, size_t len)
+{
+        struct unit *u = c->u;
+        const struct core_remote *r = &u->core->remote;
+        uint64_t ms = u->policy->call_timeout_ms + CALL_REMOTE_SLACK_MS;
+        if (policy_listed(u->policy->approve, q->method) && !q->approved)
+                ms += u->policy->approve_timeout_ms;
+        if (!(c->timer = evtimer_new(u->core->base, remote_timeout, c))) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
+        if (code)
+                return code;
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(c->timer, &tv);
+        c->fwd_next = u->forwarded;
+        if (c->fwd_next)
+                c->fwd_next->fwd_pprev = &c->fwd_next;
+        c->fwd_pprev = &u->forwarded;
+        u->forwarded = c;
+        u->calls++;
+        return 0;
 }
 
 /* CallTimeout: the call fails with a timeout error. The gadget is
@@ -183,9 +254,11 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                 return GADGET_EDENIED;
         }
         if (u->state == UNIT_REMOTE) {
-                /* Not forwarded (yet): the caller is told where it runs. */
+                if (u->owner[0] && u->core->remote.call)
+                        return 0; /* forwarded: its node checks the rest */
                 if (u->owner[0])
-                        snprintf(msg, len, "gadget %s runs on node %s", name, u->owner);
+                        snprintf(msg, len, "gadget %s runs on node %s, and this node has no link to other nodes "
+                                 "(PeerCertificate=)", name, u->owner);
                 else
                         snprintf(msg, len, "gadget %s does not run on this node (%.200s)", name, u->cause);
                 return GADGET_EUNAVAILABLE;
@@ -301,7 +374,10 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig };
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
-        code = ask ? call_wait(c, q, msg, len) : call_send(c, q->method, q->args, q->chain, msg, len);
+        if (u->state == UNIT_REMOTE)
+                code = call_forward(c, q, msg, len);
+        else
+                code = ask ? call_wait(c, q, msg, len) : call_send(c, q->method, q->args, q->chain, msg, len);
         if (code) {
                 if (c->timer)
                         event_free(c->timer);

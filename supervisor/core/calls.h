@@ -50,6 +50,24 @@ struct call_req {
  * q->approved or q->admin): done then says denied, or the call's own
  * outcome. */
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len);
+/* How a call reaches a gadget another node runs (Store=postgresql with a
+ * peer link: cluster/forward.c sets it with core_set_remote). */
+struct core_remote {
+        /* Sends q to gadget on node; calls_remote_end(c, ...) once, unless
+         * cancel(arg, *handle) came first. 0, or a GADGET_E* code with msg. */
+        int (*call)(void *arg, struct call *c, const char *node, const char *gadget, const struct call_req *q,
+                    void **handle, char *msg, size_t len);
+        void (*cancel)(void *arg, void *handle);
+        /* Asks node to move gadget, which it runs, to node `to`; done
+         * once. 0, or a GADGET_E* code with msg (done never called). */
+        int (*move)(void *arg, const char *node, const char *gadget, const char *to,
+                    void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len);
+        void *arg;
+};
+/* The outcome of a forwarded call, as the owner answered (res NULL: code
+ * and message). */
+void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message);
+
 /* The owner left: its calls go on (their gadget answers, or times out)
  * but their outcomes go nowhere. */
 void calls_owner_gone(struct call_owner *o);

@@ -20,11 +20,7 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
 {
         const char *target = bc->target;
         struct unit *t = core_find(arg, target);
-        if (t && t->state == UNIT_REMOTE && t->owner[0]) {
-                snprintf(msg, len, "gadget %s runs on node %s", target, t->owner);
-                return GADGET_EUNAVAILABLE;
-        }
-        if (!t || t->state != UNIT_READY) {
+        if (!t || (t->state != UNIT_READY && t->state != UNIT_REMOTE)) {
                 snprintf(msg, len, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");
                 return GADGET_EUNAVAILABLE;
@@ -32,6 +28,11 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
         const struct call_req q = { .method = bc->method, .args = bc->args, .chain = bc->chain, .done = done,
                                     .cbdata = cbdata, .caller = bc->caller, .via = bc->via, .approved = true };
         return calls_start(t, &q, msg, len);
+}
+
+void core_set_remote(struct core *c, const struct core_remote *r)
+{
+        c->remote = *r;
 }
 
 /* Whether the target's own Approve= lists method (struct bindings_env). */
@@ -67,7 +68,8 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
                 return e;
         }
-        const struct bindings_store store = { c->cfg.store_connection, c->cfg.node };
+        const struct bindings_store store = { c->cfg.store_connection, c->cfg.node, c->cfg.peer_listen,
+                                              c->cfg.audit.store_keep_days };
         e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max,
                               &store);
         if (e < 0)
@@ -193,6 +195,8 @@ void core_unit_stopped(struct core *c, struct unit *u)
         /* Another node may run it now (not when it starts again here). */
         if (u->remove_when_stopped || !u->restart_pending || c->stopping)
                 unit_lease_release(u);
+        if (!u->remove_when_stopped && !c->stopping)
+                unit_lease_stopped(u);
         if (u->remove_when_stopped) {
                 unlink_unit(c, u);
                 log_msg(L_INFO, u->policy->name, "unloaded");
@@ -261,6 +265,11 @@ struct approvals *core_approvals(const struct core *c)
 struct audit *core_audit(const struct core *c)
 {
         return c->audit;
+}
+
+struct kvpg_audit *core_audit_store(const struct core *c)
+{
+        return c->bindings.audit_store;
 }
 
 const char *core_limits_mode(const struct core *c)

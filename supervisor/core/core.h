@@ -21,6 +21,7 @@ struct unit;
 struct unit_hooks;
 struct policy;
 struct event_base;
+struct kvpg_audit;
 
 /* What the entry point's options say of the core. */
 struct core_config {
@@ -37,6 +38,7 @@ struct core_config {
         const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
+        const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports
@@ -55,6 +57,16 @@ struct unit_origin {
 /* Adds a unit for policy p (taken over, freed on failure), not started.
  * NULL: out of memory. */
 struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o);
+struct core_remote;
+/* Calls to gadgets other nodes run go through r (copied) from now on. */
+void core_set_remote(struct core *c, const struct core_remote *r);
+struct kvpg_node;
+/* Store=postgresql: the nodes that share the store, as last read (0 and
+ * none without one); self: this node's name (NULL without a store);
+ * since_ms: how long ago they were read (to add to their ages). */
+size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
+/* This node's name (Node=), "" without a shared store. */
+const char *core_node(const struct core *c);
 /* The unit of that gadget name, NULL if none. */
 struct unit *core_find(const struct core *c, const char *name);
 /* Every unit, newest first: for (u = core_first(c); u; u = unit_next(u)). */
@@ -73,6 +85,9 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 
 struct event_base *core_base(const struct core *c);
 struct audit *core_audit(const struct core *c);
+/* With Store=postgresql, the audit's copy in the store (reads of every
+ * node's records); NULL otherwise. */
+struct kvpg_audit *core_audit_store(const struct core *c);
 /* The calls waiting for a person's approval (system/approvals.h). */
 struct approvals *core_approvals(const struct core *c);
 /* How resource limits are enforced ("cgroup v2", ...). */

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bindings/bindings.h"
+#include "calls.h"
 #include "core.h"
 #include "filter.h"
 #include "spawn/spare.h"
@@ -25,6 +26,7 @@ struct core {
         struct approvals *approvals;  /* calls waiting for a person's decision */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
+        struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         bool stopping;
 };
 
@@ -63,6 +65,7 @@ struct unit {
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
         struct call *waiting;     /* calls to it waiting for approval (calls.c) */
+        struct call *forwarded;   /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
@@ -73,6 +76,7 @@ struct unit {
         bool leased;              /* Store=postgresql: this node holds its lease */
         char owner[64];           /* not leased: the node that holds it, as last read */
         int64_t owner_epoch;
+        struct unit_move *move;   /* gadgetctl move on its way (unit_lease.c) */
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next;
 };
@@ -82,6 +86,13 @@ struct unit {
  * hooks, set once the core's parts are open. */
 bool unit_lease_wait(struct unit *u);
 void unit_lease_release(struct unit *u);
+/* Who runs u and at which epoch (node NULL: no shared store). */
+void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch);
+/* u stopped on this node (core_unit_stopped, after its lease went back):
+ * a move goes on (it waits for the lease again). */
+void unit_lease_stopped(struct unit *u);
+/* u is being freed: a move on its way fails. */
+void unit_lease_gone(struct unit *u);
 void core_lease_hooks(struct core *c);
 
 /* Calls to u that wait for approval end: u is being freed (calls.c). */

@@ -131,6 +131,7 @@ void unit_free(struct unit *u)
         }
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
+        unit_lease_gone(u);
         /* The drops of a window that has not ended are told now. */
         if (u->log_budget.dropped)
                 say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);

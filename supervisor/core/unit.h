@@ -94,5 +94,22 @@ struct unit_info {
         uint64_t memory_bytes, tasks, cpu_usec;
         const char *limits_mode;
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */
+        const char *node;           /* Store=postgresql: the node that runs it ("" none yet), else NULL */
+        int64_t epoch;              /* its lease's epoch there (0: unknown) */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
+
+/* The outcome of a move: code 0 (msg says where it runs now) or a GADGET_E*
+ * code and why. */
+typedef void (*unit_move_fn)(void *arg, int code, const char *msg);
+/* Hands u over to node (gadgetctl move). On the node that runs it: marks
+ * the move in the store, stops u gracefully, gives its lease back, and
+ * done says so once node owns it (or it did not take it within the move's
+ * time). On another node: asked of the node that runs it, over the link.
+ * 0 on its way, or a GADGET_E* code with msg (done never called). */
+int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, char *msg, size_t len);
+/* Whether this node holds u's lease (Store=postgresql). */
+bool unit_leased(const struct unit *u);
+/* The node that runs u, as last read ("" if none yet): the one a call
+ * or a move is forwarded to. */
+const char *unit_owner(const struct unit *u);

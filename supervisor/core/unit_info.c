@@ -52,6 +52,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .log_bytes_max = u->log_budget.bytes_max,
         };
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
+        unit_lease_info(u, &out->node, &out->epoch);
 }
 
 const char *unit_state_name(enum unit_state s)

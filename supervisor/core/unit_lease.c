@@ -4,12 +4,28 @@
 #include "core_int.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bindings/kvpg_lease.h"
+#include "contract.h"
 #include "policy.h"
 #include "system/log.h"
+
+/* A move waits for its node this long beyond the store's mark. */
+#define MOVE_SLACK_MS 2000
+
+/* gadgetctl move on its way: the store marked it, then the stop, then the
+ * wait for the new owner. */
+struct unit_move {
+        char node[64];
+        unit_move_fn done;
+        void *arg;
+        bool marked;              /* the store says move_to = node */
+        struct event *timer;      /* the move's whole time */
+};
 
 /* Its rank in Nodes= on this node (0: first, or no Nodes=); -1: this node
  * is not listed. */
@@ -93,6 +109,8 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         }
 }
 
+static void move_end(struct unit *u, int code, const char *msg);
+
 static void on_owner(void *arg, const char *gadget, const char *node, int64_t epoch)
 {
         struct unit *u = core_find(arg, gadget);
@@ -100,6 +118,11 @@ static void on_owner(void *arg, const char *gadget, const char *node, int64_t ep
                 return;
         snprintf(u->owner, sizeof u->owner, "%s", node);
         u->owner_epoch = epoch;
+        if (u->move && u->move->marked && strcmp(node, u->move->node) == 0) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "gadget %s runs on node %s now (epoch %" PRId64 ")", gadget, node, epoch);
+                move_end(u, 0, msg);
+        }
         if (u->state != UNIT_REMOTE)
                 return;
         if (node[0])
@@ -116,4 +139,155 @@ void core_lease_hooks(struct core *c)
                 return;
         const struct kvpg_lease_hooks hooks = { .granted = on_granted, .lost = on_lost, .owner = on_owner, .arg = c };
         kvpg_lease_set_hooks(c->bindings.lease, &hooks);
+}
+
+/* Ends u's move: done told once, the move freed. */
+static void move_end(struct unit *u, int code, const char *msg)
+{
+        struct unit_move *m = u->move;
+        u->move = NULL;
+        event_free(m->timer);
+        m->done(m->arg, code, msg);
+        free(m);
+}
+
+static void move_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        char msg[300];
+        snprintf(msg, sizeof msg, "node %s did not take gadget %s within %d s; any node may take it now",
+                 u->move->node, u->policy->name, (KVPG_MOVE_MS + MOVE_SLACK_MS) / 1000);
+        move_end(u, GADGET_ETIMEOUT, msg);
+}
+
+/* The store marked the move (why NULL): the gadget stops here. */
+static void move_marked(void *arg, const char *why)
+{
+        struct unit *u = arg;
+        if (!u->move)
+                return;
+        if (why) {
+                move_end(u, GADGET_EUNAVAILABLE, why);
+                return;
+        }
+        u->move->marked = true;
+        char stop[120];
+        snprintf(stop, sizeof stop, "moving to node %s", u->move->node);
+        log_msg(L_INFO, u->policy->name, "%s (gadgetctl move)", stop);
+        unit_stop(u, stop);
+}
+
+int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, char *msg, size_t len)
+{
+        struct core *c = u->core;
+        struct kvpg_lease *l = c->bindings.lease;
+        const struct kvpg_node *n = l ? kvpg_lease_node(l, node) : NULL;
+        const char *name = u->policy->name;
+        if (l && !u->leased && u->owner[0] && c->remote.move)
+                return c->remote.move(c->remote.arg, u->owner, name, node, done, arg, msg, len);
+        if (!l || !u->leased) {
+                if (!l)
+                        snprintf(msg, len, "gadgetd does not share a store with other nodes (Store=postgresql)");
+                else if (u->owner[0])
+                        snprintf(msg, len, "gadget %s runs on node %s, and this node has no link to other nodes "
+                                 "(PeerCertificate=)", name, u->owner);
+                else
+                        snprintf(msg, len, "gadget %s runs on no node now (%.200s)", name, u->cause);
+                return GADGET_EUNAVAILABLE;
+        }
+        if (strcmp(node, c->cfg.node) == 0) {
+                snprintf(msg, len, "gadget %s runs on node %s already", name, node);
+                return GADGET_EINVAL;
+        }
+        if (!n || n->age_ms + kvpg_lease_nodes_age(l) > KVPG_NODE_DOWN_MS) {
+                snprintf(msg, len, "node %.64s is %s (gadgetctl nodes)", node,
+                         n ? "down: not seen in the store lately" : "not known in the store");
+                return GADGET_EUNAVAILABLE;
+        }
+        const struct policy *p = u->policy;
+        bool allowed = !p->n_nodes;
+        for (size_t i = 0; i < p->n_nodes; i++)
+                allowed |= strcmp(p->nodes[i], node) == 0;
+        if (!allowed) {
+                /* EINVAL, not EDENIED: on the control socket a denial means
+                 * the caller may not use gadgetd at all (gadgetctl's exit
+                 * status 4); this is a node the policy rules out. */
+                snprintf(msg, len, "gadget %s may not run on node %s (its Nodes=)", name, node);
+                return GADGET_EINVAL;
+        }
+        if (u->move || u->state != UNIT_READY) {
+                snprintf(msg, len, "gadget %s is %s", name, u->move ? "being moved already" : unit_state_name(u->state));
+                return GADGET_EBUSY;
+        }
+        struct unit_move *m = calloc(1, sizeof *m);
+        if (!m || !(m->timer = evtimer_new(c->base, move_timeout, u))) {
+                free(m);
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        snprintf(m->node, sizeof m->node, "%s", node);
+        m->done = done;
+        m->arg = arg;
+        u->move = m;
+        if (kvpg_lease_move(l, name, node, move_marked, u) < 0) {
+                u->move = NULL;
+                event_free(m->timer);
+                free(m);
+                snprintf(msg, len, "gadget %s does not run on this node", name);
+                return GADGET_EUNAVAILABLE;
+        }
+        struct timeval tv = { .tv_sec = (KVPG_MOVE_MS + MOVE_SLACK_MS) / 1000 };
+        event_add(m->timer, &tv);
+        return 0;
+}
+
+void unit_lease_stopped(struct unit *u)
+{
+        /* Its lease went back: it waits for it again, and the store lets
+         * only the move's node take it for now. */
+        if (u->move && u->move->marked)
+                unit_start(u);
+}
+
+void unit_lease_gone(struct unit *u)
+{
+        if (u->move) {
+                char msg[120];
+                snprintf(msg, sizeof msg, "gadget %s was unloaded during its move", u->policy->name);
+                move_end(u, GADGET_EGONE, msg);
+        }
+}
+
+bool unit_leased(const struct unit *u)
+{
+        return u->leased;
+}
+
+const char *unit_owner(const struct unit *u)
+{
+        return u->leased ? u->core->cfg.node : u->owner;
+}
+
+void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
+{
+        struct kvpg_lease *l = u->core->bindings.lease;
+        *node = NULL;
+        *epoch = 0;
+        if (!l)
+                return;
+        *node = unit_owner(u);
+        *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
+}
+
+size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms)
+{
+        *nodes = NULL;
+        *self = c->bindings.lease ? c->cfg.node : NULL;
+        *since_ms = c->bindings.lease ? kvpg_lease_nodes_age(c->bindings.lease) : 0;
+        return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
+}
+
+const char *core_node(const struct core *c)
+{
+        return c->bindings.lease ? c->cfg.node : "";
 }

@@ -34,6 +34,9 @@ struct audit {
         int last_error;
         void (*listener)(void *arg, const char *gadget, const char *line);
         void *listener_arg;
+        char *node;             /* with a shared store: this node, in every line */
+        void (*store)(void *arg, const char *gadget, const char *line);
+        void *store_arg;
 };
 
 const char *audit_outcome_name(enum audit_outcome o)
@@ -57,18 +60,25 @@ int audit_config_key(struct audit_config *cfg, const char *key, const char *valu
                 cfg->max_size = v;
                 return 0;
         }
+        if (strcmp(key, "StoreKeepDays") == 0) {
+                if (policy_parse_count(value, &v) < 0 || v == 0 || v > AUDIT_STORE_KEEP_DAYS_MAX)
+                        goto bad;
+                cfg->store_keep_days = (uint32_t)v;
+                return 0;
+        }
         if (strcmp(key, "KeepFiles") == 0) {
                 if (policy_parse_count(value, &v) < 0 || v > AUDIT_KEEP_MAX)
                         goto bad;
                 cfg->keep = (uint32_t)v;
                 return 0;
         }
-        snprintf(why, len, "unknown key \"%.64s\" in [Audit] (RecordsPerSecond=, MaxFileSize=, KeepFiles=)", key);
+        snprintf(why, len, "unknown key \"%.64s\" in [Audit] (RecordsPerSecond=, MaxFileSize=, KeepFiles=, StoreKeepDays=)", key);
         return -EINVAL;
 bad:
         snprintf(why, len, "[Audit] %s=\"%.64s\": want %s", key, value,
                  strcmp(key, "MaxFileSize") == 0 ? "a size of at least 4K" :
-                 strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" : "a count from 1, or infinity");
+                 strcmp(key, "KeepFiles") == 0 ? "a count from 0 to 32" :
+                 strcmp(key, "StoreKeepDays") == 0 ? "a number of days from 1 to 36500" : "a count from 1, or infinity");
         return -EINVAL;
 }
 
@@ -221,6 +231,8 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                               "bytes", (json_int_t)r->bytes, "duration_us", (json_int_t)r->duration_us);
         if (!o)
                 return;
+        if (a && a->node)
+                json_object_set_new(o, "node", json_string(a->node));
         if (count)
                 json_object_set_new(o, "summarized", json_integer((json_int_t)count));
         if (r->detail) {
@@ -247,6 +259,8 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                 if (a->ev_tick && !evtimer_pending(a->ev_tick, NULL))
                         evtimer_add(a->ev_tick, &(struct timeval){ .tv_sec = 1 });
         }
+        if (a->store)
+                a->store(a->store_arg, r->gadget, line);
         if (a->listener)
                 a->listener(a->listener_arg, r->gadget, line);
         free(line);
@@ -309,6 +323,7 @@ void audit_close(struct audit *a)
                 event_free(a->ev_tick);
         if (a->fd >= 0)
                 close(a->fd);
+        free(a->node);
         free(a->dir);
         free(a);
 }
@@ -317,4 +332,13 @@ void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, con
 {
         a->listener = fn;
         a->listener_arg = arg;
+}
+
+void audit_set_store(struct audit *a, const char *node, void (*fn)(void *arg, const char *gadget, const char *line),
+                     void *arg)
+{
+        free(a->node);
+        a->node = node ? strdup(node) : NULL; /* without it, lines only lack the node */
+        a->store = fn;
+        a->store_arg = arg;
 }

@@ -28,13 +28,15 @@ struct audit_config {
         uint32_t rate;         /* RecordsPerSecond=: records per gadget per second */
         uint64_t max_size;     /* MaxFileSize=: audit.log is rotated beyond this */
         uint32_t keep;         /* KeepFiles=: rotated files kept (audit.log.1 ...) */
+        uint32_t store_keep_days; /* StoreKeepDays=: Store=postgresql keeps rows this long (0: default) */
 };
 
 #define AUDIT_DEFAULT_RATE 200
 #define AUDIT_DEFAULT_MAX_SIZE (16ull << 20)
 #define AUDIT_DEFAULT_KEEP 3
 #define AUDIT_KEEP_MAX 32
-#define AUDIT_DEFAULT_CONFIG { AUDIT_DEFAULT_RATE, AUDIT_DEFAULT_MAX_SIZE, AUDIT_DEFAULT_KEEP }
+#define AUDIT_STORE_KEEP_DAYS_MAX 36500
+#define AUDIT_DEFAULT_CONFIG { AUDIT_DEFAULT_RATE, AUDIT_DEFAULT_MAX_SIZE, AUDIT_DEFAULT_KEEP, 0 }
 
 struct audit;
 struct audit_reader;
@@ -55,6 +57,11 @@ void audit_close(struct audit *a);
  * `gadgetctl audit -f`. */
 void audit_write(struct audit *a, const struct audit_record *r);
 void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, const char *line), void *arg);
+/* With a shared store (Store=postgresql): every line then names node
+ * ("node":"NODE", after the other fields) and is also given to fn, once
+ * written to the file (or not: the store's copy does not depend on it). */
+void audit_set_store(struct audit *a, const char *node, void (*fn)(void *arg, const char *gadget, const char *line),
+                     void *arg);
 /* The state directory and KeepFiles=, for audit_reader_new. */
 const char *audit_dir(const struct audit *a);
 uint32_t audit_keep(const struct audit *a);

@@ -33,6 +33,7 @@ static struct {
         char *(*result_error_field)(const PGresult *, int);
         char *(*result_error_message)(const PGresult *);
         int (*ntuples)(const PGresult *);
+        int (*nfields)(const PGresult *);
         char *(*getvalue)(const PGresult *, int, int);
         int (*getlength)(const PGresult *, int, int);
         int (*getisnull)(const PGresult *, int, int);
@@ -65,6 +66,7 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.result_error_field, "PQresultErrorField" },
                 { (void **)&fn.result_error_message, "PQresultErrorMessage" },
                 { (void **)&fn.ntuples, "PQntuples" },
+                { (void **)&fn.nfields, "PQnfields" },
                 { (void **)&fn.getvalue, "PQgetvalue" },
                 { (void **)&fn.getlength, "PQgetlength" },
                 { (void **)&fn.getisnull, "PQgetisnull" },
@@ -113,6 +115,7 @@ HIDDEN ExecStatusType PQresultStatus(const PGresult *r) { return fn.result_statu
 HIDDEN char *PQresultErrorField(const PGresult *r, int code) { return fn.result_error_field(r, code); }
 HIDDEN char *PQresultErrorMessage(const PGresult *r) { return fn.result_error_message(r); }
 HIDDEN int PQntuples(const PGresult *r) { return fn.ntuples(r); }
+HIDDEN int PQnfields(const PGresult *r) { return fn.nfields(r); }
 HIDDEN char *PQgetvalue(const PGresult *r, int row, int col) { return fn.getvalue(r, row, col); }
 HIDDEN int PQgetlength(const PGresult *r, int row, int col) { return fn.getlength(r, row, col); }
 HIDDEN int PQgetisnull(const PGresult *r, int row, int col) { return fn.getisnull(r, row, col); }

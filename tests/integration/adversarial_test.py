@@ -6,8 +6,10 @@ import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 
 import attacks  # noqa: E402  (tests/integration: the hostile clients)
@@ -621,6 +623,75 @@ def control_protocol_version_checked(tmp):
         a = attacks.answer(s)
         check(a and a["kind"] == "other", "a client of this version: %r" % a)
         s.close()
+
+
+def fake_gadgetd(path, frame):
+    """A gadgetd that is not: listens at path and answers one request with
+    frame (a control.Response it was given as bytes). Returns the listening
+    socket and the thread serving it."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        with c:
+            c.settimeout(10)
+            c.recv(65536)
+            c.sendall(struct.pack("<I", len(frame)) + frame)
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv, t
+
+
+def varint_field(num, v):
+    """A varint protobuf field; v negative as a two's complement int64."""
+    return attacks.varint(num << 3) + attacks.varint(v & (1 << 64) - 1)
+
+
+@test
+def gadgetctl_refuses_hostile_cluster_answers(tmp):
+    """gadgetctl checks the cluster fields of an answer before it prints
+    anything: a gadget's node that is no node name (a terminal escape, say)
+    or a negative lease epoch, and a node list with an invalid name, an
+    overlong peer address or two nodes marked as the one answering, are
+    refused with exit status 1; a well-formed node list is printed."""
+    f = attacks.field
+
+    def info(node=b"", epoch=0):
+        return (f(1, b"counter") + f(2, b"ready") + (f(12, node) if node else b"") +
+                (varint_field(13, epoch) if epoch else b""))
+
+    def node(name, peer=b"", self_=False):
+        return (f(1, name) + (f(2, peer) if peer else b"") + varint_field(3, 1500) +
+                (varint_field(4, 1) if self_ else b""))
+
+    cases = [
+        ("list", f(4, f(1, info(node=b"\x1b]0;owned\x07"))), "gadget information with an invalid node name"),
+        ("list", f(4, f(1, info(node=b"a", epoch=-1))), "gadget information with a negative lease epoch"),
+        ("nodes", f(10, f(1, node(b"B!"))), "node with an invalid name"),
+        ("nodes", f(10, f(1, node(b"a", peer=b"x" * 200))), "node a with an invalid peer address"),
+        ("nodes", f(10, f(1, node(b"a", self_=True)) + f(1, node(b"b", self_=True))),
+         "list of nodes with 2 marked as the one answering"),
+        ("nodes", f(10, f(1, node(b"a", self_=True)) + f(1, node(b"b", peer=b"10.0.0.2:7001"))), None),
+    ]
+    for i, (cmd, resp, why) in enumerate(cases):
+        path = os.path.join(tmp, "fake%d.sock" % i)
+        srv, t = fake_gadgetd(path, varint_field(1, 1) + resp)
+        try:
+            r = subprocess.run([GADGETCTL, "--socket", path, cmd], capture_output=True, text=True, timeout=30)
+        finally:
+            t.join(10)
+            srv.close()
+        if why is None:
+            check(r.returncode == 0 and r.stdout == "NAME  PEER           LAST SEEN\n"
+                  "a     -              1 s ago (this node)\n"
+                  "b     10.0.0.2:7001  1 s ago\n", "a well-formed node list: %d %r %r" % (r.returncode, r.stdout,
+                                                                                         r.stderr))
+            continue
+        check(r.returncode == 1 and r.stdout == "" and "\x1b" not in r.stderr and
+              ("cannot read the answer of gadgetd: %s" % why) in r.stderr,
+              "%s answered with %r: %d %r %r" % (cmd, resp, r.returncode, r.stdout, r.stderr))
 
 
 if __name__ == "__main__":

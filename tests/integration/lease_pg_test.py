@@ -3,6 +3,7 @@
 a real PostgreSQL server (pgserver.py) and two or three gadgetd "nodes" on
 this machine, each with its own directories and Node=, the same policy
 files and the same store. Usage: lease_pg_test.py TEST."""
+import json
 import os
 import re
 import signal
@@ -11,78 +12,11 @@ import sys
 import threading
 import time
 
-from harness import EXAMPLES, Daemon, check, main, policy, test, wait_for
+from harness import Daemon, check, main, policy, test, wait_for
+from pgnodes import by_name, counter_policy, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
 LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
-
-
-def node(tmp, pg, name):
-    """A gadgetd named name (Node=), its directories below tmp/name."""
-    base = os.path.join(tmp, name)
-    os.makedirs(base, exist_ok=True)
-    os.chmod(base, 0o755)
-    conf = os.path.join(base, "gadgetd.conf")
-    with open(conf, "w") as f:
-        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n" % (pg.conninfo, name))
-    return Daemon(base, extra=["--config", conf])
-
-
-def counter_policy(d, nodes=None):
-    """The counter example's policy in d's policy directory (Nodes= if given)."""
-    with open(os.path.join(EXAMPLES, "counter.policy")) as f:
-        text = f.read()
-    text = re.sub(r"^CallTimeout=.*$", "CallTimeout=30s", text, flags=re.M)
-    if nodes:
-        text = text.replace("[Gadget]\n", "[Gadget]\nNodes=%s\n" % nodes, 1)
-    path = os.path.join(d.pol, "counter.policy")
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o644)
-
-
-def start_all(ds):
-    """Starts every node at once."""
-    ts = [threading.Thread(target=d.start) for d in ds]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-
-
-def stop_all(ds):
-    for d in ds:
-        d.__exit__(None, None, None)
-
-
-def states(ds, name):
-    out = {}
-    for d in ds:
-        if d.proc and d.proc.poll() is None:
-            g = d.list().get(name, {})
-            out[os.path.basename(d.tmp)] = (g.get("state"), g.get("cause") or "")
-    return out
-
-
-def owner_of(ds, name, timeout=20):
-    """The one node whose gadget name is ready (waits for it); checks the
-    others say it is remote, naming that node."""
-    found = {}
-
-    def one_ready():
-        s = states(ds, name)
-        ready = [n for n, (st, _) in s.items() if st == "ready"]
-        found["s"] = s
-        return len(ready) == 1 and all(st == "remote" and ("runs on node %s" % ready[0]) in cause
-                                       for n, (st, cause) in s.items() if n != ready[0])
-    wait_for(one_ready, timeout=timeout, what="one node running %s: %r" % (name, found.get("s")))
-    s = found["s"]
-    check(sum(st == "ready" for st, _ in s.values()) == 1, "not one owner: %r" % s)
-    return next(n for n, (st, _) in s.items() if st == "ready")
-
-
-def by_name(ds, n):
-    return next(d for d in ds if os.path.basename(d.tmp) == n)
 
 
 def owner_row(pg, gadget):
@@ -339,6 +273,212 @@ def pg_lease_nodes(tmp):
                 time.sleep(0.1)
             check("not allowed on node a (Nodes=)" in a.list()["only_b"]["cause"], "cause: %r" % a.list()["only_b"])
             check(pg.psql("SELECT node FROM gadgetd_owner WHERE gadget = 'only_b'") == "b", "only_b's owner row")
+        finally:
+            stop_all(ds)
+
+
+def ctl_json(d, *args):
+    """gadgetctl --json ARGS through d: its answer, decoded (checks it succeeded)."""
+    r = d.ctl("--json", *args)
+    check(r.returncode == 0, "gadgetctl %s on %s: %d %r" % (" ".join(args), os.path.basename(d.tmp), r.returncode,
+                                                           r.stderr))
+    return json.loads(r.stdout)
+
+
+def nodes_of(d):
+    """gadgetctl nodes --json through d: {name: node object}."""
+    return {n["name"]: n for n in ctl_json(d, "nodes")["nodes"]}
+
+
+def ctl_refused(d, what, *args):
+    """gadgetctl ARGS through d fails with exit status 1 and an error
+    saying what (the error line, for more checks)."""
+    r = d.ctl(*args)
+    check(r.returncode == 1 and what in r.stderr and r.stdout == "",
+          "gadgetctl %s on %s: %d %r %r (wanted an error saying %r)" % (" ".join(args), os.path.basename(d.tmp),
+                                                                       r.returncode, r.stdout, r.stderr, what))
+    return r.stderr
+
+
+@test
+def pg_gadgetctl_cluster_view(tmp):
+    """gadgetctl on two nodes sharing a store: list has a NODE column naming
+    the owner on both (JSON node and epoch, the store's owner row), status
+    a Node line with the lease epoch, nodes lists both with the answering
+    one marked (JSON: self, up, last_seen_ms). A lone gadgetd's list has no
+    NODE column and its nodes fails, saying why."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+        os.makedirs(os.path.join(tmp, "lone"), mode=0o755)
+        lone = Daemon(os.path.join(tmp, "lone"))
+        counter_policy(lone)
+        try:
+            start_all(ds + [lone])
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            a, b = ds
+            row_node, epoch = owner_row(pg, "counter")
+            check(row_node == "a" and epoch >= 1, "owner row %r %r" % (row_node, epoch))
+            for d in ds:
+                g = ctl_json(d, "list")
+                g = next(x for x in g if x["name"] == "counter")
+                check(g["node"] == "a" and g["epoch"] == epoch, "list --json on %s: %r" % (d.tmp, g))
+                r = d.ctl("list")
+                lines = r.stdout.splitlines()
+                check(r.returncode == 0 and lines[0].split()[:3] == ["NAME", "STATE", "NODE"] and
+                      lines[1].split()[:3] == ["counter", "ready" if d is a else "remote", "a"],
+                      "list on %s: %r" % (d.tmp, r.stdout))
+                r = d.ctl("status", "counter")
+                check(r.returncode == 0 and ("\n       Node: a (lease epoch %d)\n" % epoch) in r.stdout,
+                      "status on %s: %r" % (d.tmp, r.stdout))
+                st = ctl_json(d, "status", "counter")
+                check(st["node"] == "a" and st["epoch"] == epoch, "status --json on %s: %r" % (d.tmp, st))
+            # Each node's beat is in the store within a second or two.
+            wait_for(lambda: all(set(nodes_of(d)) == {"a", "b"} for d in ds), timeout=10,
+                     what="both nodes listed on both")
+            for d in ds:
+                me = os.path.basename(d.tmp)
+                ns = nodes_of(d)
+                for n, o in ns.items():
+                    check(o["self"] == (n == me) and o["up"] and o["peer"] == "" and o["last_seen_ms"] <= 3000,
+                          "nodes --json on %s: %r" % (me, ns))
+                r = d.ctl("nodes")
+                lines = r.stdout.splitlines()
+                check(r.returncode == 0 and lines[0].split() == ["NAME", "PEER", "LAST", "SEEN"] and len(lines) == 3,
+                      "nodes on %s: %r" % (me, r.stdout))
+                mine = next(x for x in lines[1:] if x.split()[0] == me)
+                other = next(x for x in lines[1:] if x.split()[0] != me)
+                check(mine.endswith("now (this node)") and "this node" not in other and
+                      re.search(r"  (now|[0-9] s ago)$", other), "nodes on %s: %r" % (me, r.stdout))
+            # A gadgetd of its own: today's list, and no nodes.
+            r = lone.ctl("list")
+            check(r.returncode == 0 and r.stdout.splitlines()[0].split()[:3] == ["NAME", "STATE", "PID"],
+                  "list of a lone gadgetd: %r" % r.stdout)
+            g = ctl_json(lone, "list")[0]
+            check("node" not in g and "epoch" not in g, "list --json of a lone gadgetd: %r" % g)
+            check("Node:" not in lone.ctl("status", "counter").stdout, "status of a lone gadgetd")
+            ctl_refused(lone, "does not share a store with other nodes", "nodes")
+            ctl_refused(lone, "does not share a store with other nodes", "move", "counter", "b")
+        finally:
+            stop_all(ds + [lone])
+
+
+def move(d, name, to):
+    """gadgetctl move through d, which must succeed: its message."""
+    t0 = time.monotonic()
+    r = d.ctl("move", name, to)
+    took = time.monotonic() - t0
+    check(r.returncode == 0 and ("runs on node %s now" % to) in r.stdout,
+          "move %s %s on %s: %d %r %r" % (name, to, os.path.basename(d.tmp), r.returncode, r.stdout, r.stderr))
+    print("move %s to %s: %r, %.0f ms" % (name, to, r.stdout.strip(), took * 1000))
+    return r.stdout
+
+
+def node_and_epoch(d, name):
+    st = ctl_json(d, "status", name)
+    return st.get("node"), st.get("epoch")
+
+
+@test
+def pg_move_hands_over(tmp):
+    """gadgetctl move counter b on its owner a: answered once b runs it; then
+    status on both says b with a higher epoch, the store's owner row too,
+    and b serves the count a wrote. Refused with a clear error: a node the
+    store does not know, a node not in the gadget's Nodes=, the node that
+    runs it already, and (until the link between nodes) a move asked of a
+    node that does not run it. Moved back to a, the count is still there."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+            policy(d.pol, "only_a", "Nodes=a\n")
+        try:
+            start_all(ds)
+            a, b = ds
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            check(owner_of(ds, "only_a") == "a", "only_a")
+            for i in range(1, 4):
+                r = a.ctl("call", "counter", "increment")
+                check(r.returncode == 0 and r.stdout.strip() == str(i), "increment: %r %r" % (r.stdout, r.stderr))
+            _, epoch0 = node_and_epoch(a, "counter")
+            wait_for(lambda: set(nodes_of(a)) == {"a", "b"}, timeout=10, what="a to see b in the store")
+
+            ctl_refused(a, "node zz is not known in the store", "move", "counter", "zz")
+            ctl_refused(a, "gadget only_a may not run on node b (its Nodes=)", "move", "only_a", "b")
+            ctl_refused(a, "gadget counter runs on node a already", "move", "counter", "a")
+            # The move belongs to the owner; b has no link to it yet (the
+            # lead's peer link forwards it there).
+            ctl_refused(b, "gadget counter runs on node a, and this node has no link", "move", "counter", "b")
+            r = a.ctl("move", "counter", "B!")
+            check(r.returncode == 2 and "is not a node name" in r.stderr, "bad node name: %d %r" % (r.returncode,
+                                                                                                  r.stderr))
+            check(a.state("counter") == "ready" and node_and_epoch(b, "counter") == ("a", epoch0),
+                  "refused moves left it on a")
+
+            move(a, "counter", "b")
+            for d in ds:
+                n, e = node_and_epoch(d, "counter")
+                check(n == "b" and e > epoch0, "status on %s after the move: node %r epoch %r (was a at %d)"
+                      % (os.path.basename(d.tmp), n, e, epoch0))
+            # The answer comes once b holds the lease; its start may still
+            # be on its way.
+            wait_for(lambda: b.state("counter") == "ready", timeout=10, what="b to run the counter")
+            check(a.state("counter") == "remote" and "runs on node b" in a.list()["counter"]["cause"],
+                  "after the move, on a: %r" % a.list()["counter"])
+            row_node, epoch1 = owner_row(pg, "counter")
+            check(row_node == "b" and epoch1 == node_and_epoch(b, "counter")[1], "owner row %r %r" % (row_node, epoch1))
+            check("moving to node b" in a.logtext(), "a's log says why it stopped")
+            r = b.ctl("call", "counter", "get")
+            check(r.returncode == 0 and r.stdout.strip() == "3", "the count through b: %r %r" % (r.stdout, r.stderr))
+            r = b.ctl("call", "counter", "increment")
+            check(r.stdout.strip() == "4", "increment through b: %r %r" % (r.stdout, r.stderr))
+            ctl_refused(b, "gadget counter runs on node b already", "move", "counter", "b")
+
+            # And back: b, second in Nodes=, hands it to a.
+            move(b, "counter", "a")
+            n, e = node_and_epoch(b, "counter")
+            check(n == "a" and e > epoch1, "status on b after the move back: %r %r" % (n, e))
+            wait_for(lambda: a.state("counter") == "ready", timeout=10, what="a to run the counter again")
+            r = a.ctl("call", "counter", "get")
+            check(r.returncode == 0 and r.stdout.strip() == "4", "the count back on a: %r %r" % (r.stdout, r.stderr))
+        finally:
+            stop_all(ds)
+
+
+@test
+def pg_gadgetctl_nodes_down(tmp):
+    """A node killed (SIGKILL) stops writing to the store: past 10 s the
+    others show it down ("down, last seen N s ago", JSON up false) and
+    refuse a move to it. With the store itself gone, a node's list ages as
+    well, its own row too: what it last read is not shown as news."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+        try:
+            start_all(ds)
+            a, b = ds
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            wait_for(lambda: set(nodes_of(a)) == {"a", "b"}, timeout=10, what="a to see b in the store")
+            b.proc.send_signal(signal.SIGKILL)
+            b.proc.wait()
+            t0 = time.monotonic()
+            wait_for(lambda: not nodes_of(a)["b"]["up"], timeout=20, what="a to show b down")
+            down = nodes_of(a)["b"]
+            print("b shown down %.1f s after its SIGKILL: %r" % (time.monotonic() - t0, down))
+            check(down["last_seen_ms"] > 10000 and not down["self"] and time.monotonic() - t0 > 8,
+                  "b down: %r" % down)
+            r = a.ctl("nodes")
+            line = next(x for x in r.stdout.splitlines() if x.startswith("b "))
+            check(re.search(r"  down, last seen 1[0-9] s ago$", line), "nodes on a: %r" % r.stdout)
+            check(nodes_of(a)["a"]["up"], "a itself: %r" % nodes_of(a))
+            ctl_refused(a, "node b is down: not seen in the store lately", "move", "counter", "b")
+            pg.stop()
+            time.sleep(3)
+            ns = nodes_of(a)
+            check(ns["a"]["last_seen_ms"] >= 2500 and ns["b"]["last_seen_ms"] >= down["last_seen_ms"] + 2500,
+                  "nodes on a, the store gone for 3 s: %r" % ns)
         finally:
             stop_all(ds)
 

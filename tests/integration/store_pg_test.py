@@ -13,7 +13,7 @@ import re
 import subprocess
 
 from harness import CALLFLOOD, EXAMPLES, Daemon, check, main, policy, test, wait_for
-from pgserver import PgServer
+from pgserver import SCHEMA_VERSION, PgServer
 import kvchecks
 from kvchecks import bcall, ready
 
@@ -309,7 +309,7 @@ def pg_down_fails_fast(tmp):
 def pg_gadgetd_race_to_migrate(tmp):
     """Three gadgetd start at once on a fresh store: one creates the schema,
     the others wait for it (the advisory lock) instead of failing; all see
-    version 2, each writes, and the schema holds one version row and every
+    the same version, each writes, and the schema holds one version row and every
     node."""
     with PgServer(tmp) as pg:
         ds = [pg_daemon(tmp, pg, x, "node-" + x) for x in "abc"]
@@ -324,8 +324,8 @@ def pg_gadgetd_race_to_migrate(tmp):
             wait_for(lambda: all(connected(d) for d in ds), what="every gadgetd connected")
             logs = "".join(d.logtext() for d in ds)
             check("cannot connect" not in logs, "a gadgetd failed to set up the store: %s" % logs[-3000:])
-            check(logs.count("schema version 2") == 3, "versions: %s" % logs[-3000:])
-            for v in (1, 2):
+            check(logs.count("schema version %d" % SCHEMA_VERSION) == 3, "versions: %s" % logs[-3000:])
+            for v in range(1, SCHEMA_VERSION + 1):
                 check(logs.count("migrated the PostgreSQL schema to version %d" % v) == 1, "migrations: %s"
                       % logs[-3000:])
             for i, d in enumerate(ds):
@@ -335,7 +335,7 @@ def pg_gadgetd_race_to_migrate(tmp):
         finally:
             for d in ds:
                 d.__exit__(None, None, None)
-        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:2", "schema version row")
+        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:%d" % SCHEMA_VERSION, "schema version row")
         check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b,node-c",
               "nodes")
         check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")
@@ -376,7 +376,8 @@ def pg_store_config_errors(tmp):
     cases = (("Store=postgresql\n", "Store=postgresql needs StoreConnection="),
              ("Store=mysql\n", "is not sqlite or postgresql"),
              ("StoreConnection=host=/x password=s3cr3t\n", "StoreConnection= needs Store=postgresql"),
-             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"))
+             ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"),
+             ("[Audit]\nStoreKeepDays=0\n", '[Audit] StoreKeepDays="0": want a number of days from 1 to 36500'))
     for i, (body, want) in enumerate(cases):
         conf = os.path.join(tmp, "c%d.conf" % i)
         with open(conf, "w") as f:

@@ -1,0 +1,529 @@
+/* kvpg_audit: audit lines copied to the store in batches, and read back.
+ *
+ * States: DOWN (waiting to try again, with backoff), CONNECTING, SETUP
+ * (the session's settings; the schema must be at version 3 or later,
+ * which the kv connection migrates: until then this one retries), READY.
+ * One query out at a time: a batch (every queued line up to BATCH_LINES
+ * or BATCH_BYTES, one INSERT), a page of a read, or the hourly prune.
+ * A read goes once the lines queued before it are done (written or
+ * dropped), before any later batch: it sees what this node wrote before it
+ * was asked, and waits for at most a queue's worth of batches.
+ *
+ * A batch stays at the head of the queue until its commit is reported; a
+ * batch whose connection is lost is sent again after the reconnect, so a
+ * batch lost while it was being committed may be in the store twice (the
+ * other way, losing it, is not better for an audit). A batch the server
+ * refuses for another reason is dropped and counted. */
+#include "kvpg_audit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvpg_sql.h"
+#include "pgconn.h"
+#include "system/log.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+#define QUERY_TIMEOUT_MS 10000
+#define STATEMENT_TIMEOUT_MS 8000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define BATCH_LINES 512
+#define BATCH_BYTES (1u << 20)
+#define PRUNE_EVERY_S 3600
+#define PRUNE_ROWS "10000"            /* rows one prune deletes at most */
+#define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
+
+enum state { AU_DOWN, AU_CONNECTING, AU_SETUP, AU_READY };
+enum out { OUT_NONE, OUT_SETUP, OUT_BATCH, OUT_RANGE, OUT_PAGE, OUT_PRUNE };
+
+struct line {
+        struct line *next;
+        size_t len;
+        char text[];
+};
+
+struct kvpg_audit {
+        char *node;
+        char where[256];                /* conninfo without passwords, for logs */
+        struct pgconn *pc;
+        enum state state;
+        enum out out;                   /* the query out */
+        struct event *ev_retry, *ev_prune, *ev_report;
+        unsigned backoff_ms, keep_days;
+        struct line *head, **tail;      /* the lines to send, oldest first */
+        size_t lines, bytes;            /* queued, sent ones included */
+        size_t batch;                   /* lines at the head sent in the batch out */
+        struct kvpg_audit_read *reads, **reads_tail, *reading;
+        uint64_t added, done;           /* lines queued, and done with, since the start */
+        bool prune_due, prune_more;
+        PGresult *last;                 /* the query's last rows */
+        char err[200], sqlstate[6];     /* its first error */
+        uint64_t dropped, reported;
+        char why[320];                  /* why the last line was dropped */
+        bool down_logged;
+        bool schema_wait;               /* down because the schema is not migrated yet */
+        char reason[200];               /* why the store is unreachable */
+};
+
+static const char sql_batch[] =
+        "INSERT INTO gadgetd_audit (gadget, node, at, line)"
+        " SELECT l::json->>'gadget', $2, (l::json->>'time')::timestamptz, l"
+        " FROM unnest(string_to_array($1, E'\\n')) WITH ORDINALITY AS t(l, i) ORDER BY i";
+static const char sql_range[] =
+        "SELECT coalesce(min(id) - 1, 0), coalesce(max(id), 0) FROM"
+        " (SELECT id FROM gadgetd_audit WHERE gadget = $1 ORDER BY id DESC LIMIT $2::bigint) t";
+static const char sql_page[] =
+        "SELECT id, line FROM gadgetd_audit WHERE gadget = $1 AND id > $2::bigint AND id <= $3::bigint"
+        " ORDER BY id LIMIT 256";
+static const char sql_prune[] =
+        "WITH d AS (DELETE FROM gadgetd_audit WHERE id IN (SELECT id FROM gadgetd_audit"
+        " WHERE at < now() - $1::integer * interval '1 day' LIMIT " PRUNE_ROWS ") RETURNING 1)"
+        " SELECT count(*) FROM d";
+
+static void send_next(struct kvpg_audit *au);
+
+/* Counts one line not copied, and why. */
+static void drop(struct kvpg_audit *au, uint64_t n, const char *why)
+{
+        au->dropped += n;
+        snprintf(au->why, sizeof au->why, "%s", why);
+}
+
+/* Frees the first n queued lines. */
+static void unqueue(struct kvpg_audit *au, size_t n)
+{
+        while (n-- && au->head) {
+                struct line *l = au->head;
+                au->head = l->next;
+                au->lines--;
+                au->bytes -= l->len;
+                au->done++;
+                free(l);
+        }
+        if (!au->head)
+                au->tail = &au->head;
+}
+
+void kvpg_audit_add(void *arg, const char *gadget, const char *line)
+{
+        struct kvpg_audit *au = arg;
+        size_t len = strlen(line);
+        (void)gadget; /* the line names it; the store reads it from there */
+        /* Why gadgetd cannot bloat on a slow store: the queue is bounded,
+         * and what does not fit is counted, never waited for. */
+        if (au->lines >= KVPG_AUDIT_QUEUE_LINES || au->bytes + len > KVPG_AUDIT_QUEUE_BYTES) {
+                char why[320];
+                snprintf(why, sizeof why, "the queue to the store is full (%u lines or %u bytes): %s",
+                         KVPG_AUDIT_QUEUE_LINES, KVPG_AUDIT_QUEUE_BYTES,
+                         au->state == AU_READY ? "the store is slow" : au->reason);
+                drop(au, 1, why);
+                return;
+        }
+        struct line *l = malloc(sizeof *l + len + 1);
+        if (!l) {
+                drop(au, 1, "out of memory");
+                return;
+        }
+        l->next = NULL;
+        l->len = len;
+        memcpy(l->text, line, len + 1);
+        *au->tail = l;
+        au->tail = &l->next;
+        au->lines++;
+        au->bytes += len;
+        au->added++;
+        send_next(au);
+}
+
+uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)
+{
+        *why = au && au->dropped ? au->why : "";
+        return au ? au->dropped : 0;
+}
+
+/* A query was handed to libpq (sent: its return). */
+static void query_begin(struct kvpg_audit *au, enum out out, int sent)
+{
+        au->out = out;
+        au->err[0] = au->sqlstate[0] = '\0';
+        PQclear(au->last);
+        au->last = NULL;
+        pgconn_sent(au->pc, sent);
+}
+
+/* The queued lines (up to a batch's bound) as one INSERT. */
+static void send_batch(struct kvpg_audit *au)
+{
+        size_t n = 0, bytes = 0;
+        for (struct line *l = au->head; l && n < BATCH_LINES && bytes + l->len < BATCH_BYTES; l = l->next) {
+                bytes += l->len + 1;
+                n++;
+        }
+        if (n == 0)
+                n = 1, bytes = au->head->len + 1; /* one line larger than a batch: alone */
+        char *text = malloc(bytes);
+        if (!text) {
+                pgconn_fail(au->pc, "out of memory");
+                return;
+        }
+        char *p = text;
+        size_t i = 0;
+        /* Lines are JSON text written with JSON_ENSURE_ASCII: never a raw
+         * newline inside one, so a newline separates them. */
+        for (struct line *l = au->head; i < n; l = l->next, i++) {
+                memcpy(p, l->text, l->len);
+                p += l->len;
+                *p++ = i + 1 < n ? '\n' : '\0';
+        }
+        const char *params[2] = { text, au->node };
+        au->batch = n;
+        query_begin(au, OUT_BATCH, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 2, NULL, params, NULL, NULL, 0));
+        free(text);
+}
+
+/* The next query of the read at the head: its range first, then a page. */
+static void send_read(struct kvpg_audit *au)
+{
+        struct kvpg_audit_read *rd = au->reads;
+        char last[24], after[24], upto[24];
+        au->reads = rd->next;
+        if (!au->reads)
+                au->reads_tail = &au->reads;
+        au->reading = rd;
+        if (rd->upto < 0) {
+                snprintf(last, sizeof last, "%zu", rd->last);
+                const char *params[2] = { rd->gadget, rd->last ? last : NULL };
+                query_begin(au, OUT_RANGE,
+                            PQsendQueryParams(pgconn_pq(au->pc), sql_range, 2, NULL, params, NULL, NULL, 0));
+                return;
+        }
+        snprintf(after, sizeof after, "%lld", rd->after);
+        snprintf(upto, sizeof upto, "%lld", rd->upto);
+        const char *params[3] = { rd->gadget, after, upto };
+        query_begin(au, OUT_PAGE, PQsendQueryParams(pgconn_pq(au->pc), sql_page, 3, NULL, params, NULL, NULL, 0));
+}
+
+static void send_prune(struct kvpg_audit *au)
+{
+        char days[16];
+        snprintf(days, sizeof days, "%u", au->keep_days);
+        const char *params[1] = { days };
+        au->prune_due = false;
+        query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 1, NULL, params, NULL, NULL, 0));
+}
+
+/* The next query, if the connection is idle: a read whose earlier lines
+ * are done, else a batch; the prune when neither waits. */
+static void send_next(struct kvpg_audit *au)
+{
+        if (au->state != AU_READY || pgconn_busy(au->pc))
+                return;
+        if (au->reads && au->reads->seq <= au->done) {
+                send_read(au);
+        } else if (au->head) {
+                send_batch(au);
+        } else if (au->prune_due) {
+                send_prune(au);
+        }
+}
+
+/* Answers the read being made (its page or an error), unless it left. */
+static void read_answer(struct kvpg_audit *au, PGresult *res, int err, const char *why)
+{
+        struct kvpg_audit_read *rd = au->reading;
+        au->reading = NULL;
+        if (rd)
+                rd->done(rd, res, err, why);
+        else
+                PQclear(res);
+}
+
+/* The range of a read is known: its first page is asked at once. */
+static void range_known(struct kvpg_audit *au)
+{
+        struct kvpg_audit_read *rd = au->reading;
+        if (!rd)
+                return;
+        if (!au->last || PQntuples(au->last) != 1) {
+                read_answer(au, NULL, -EIO, "the store answered no range");
+                return;
+        }
+        rd->after = atoll(PQgetvalue(au->last, 0, 0));
+        rd->upto = atoll(PQgetvalue(au->last, 0, 1));
+        au->reading = NULL;
+        rd->next = au->reads;
+        au->reads = rd;
+        if (!rd->next)
+                au->reads_tail = &rd->next;
+}
+
+/* The setup query ended: the schema must have gadgetd_audit. */
+static void setup_done(struct kvpg_audit *au)
+{
+        int version = au->last && PQntuples(au->last) == 1 ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
+        char why[200];
+        if (version < KVPG_SCHEMA_AUDIT) {
+                snprintf(why, sizeof why, "the store's schema is version %d, not yet %d (the kv connection "
+                         "migrates it)", version, KVPG_SCHEMA_AUDIT);
+                au->schema_wait = true;
+                pgconn_fail(au->pc, why);
+                return;
+        }
+        au->state = AU_READY;
+        au->backoff_ms = 0;
+        au->prune_due = true; /* at each connect, then hourly */
+        if (au->down_logged)
+                log_msg(L_INFO, NULL, "audit: copying records to the store%s (%s)", au->schema_wait ? "" : " again",
+                        au->where);
+        au->down_logged = au->schema_wait = false;
+}
+
+/* The setup query failed: a store whose schema is not made yet (a first
+ * start: the kv connection is making it) is waited for, not an outage. */
+static void setup_failed(struct kvpg_audit *au)
+{
+        if (strcmp(au->sqlstate, "42P01") == 0)
+                au->schema_wait = true;
+        pgconn_fail(au->pc, au->err);
+}
+
+/* A batch ended: committed (its lines go), refused (dropped, counted), or
+ * not done in time (the server's statement_timeout, a lock): kept, and
+ * sent again after a reconnect's backoff. */
+static void batch_done(struct kvpg_audit *au)
+{
+        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0) {
+                char why[260];
+                snprintf(why, sizeof why, "a batch was not written in time: %s", au->err);
+                au->batch = 0;
+                pgconn_fail(au->pc, why);
+                return;
+        }
+        if (au->err[0]) {
+                char why[260];
+                snprintf(why, sizeof why, "the store refused a batch: %s", au->err);
+                drop(au, au->batch, why);
+        }
+        unqueue(au, au->batch);
+        au->batch = 0;
+}
+
+static void on_end(void *arg)
+{
+        struct kvpg_audit *au = arg;
+        enum out out = au->out;
+        au->out = OUT_NONE;
+        if (PQstatus(pgconn_pq(au->pc)) == CONNECTION_BAD) {
+                pgconn_fail(au->pc, au->err[0] ? au->err : NULL);
+                return;
+        }
+        if (out == OUT_SETUP) {
+                if (au->err[0])
+                        setup_failed(au);
+                else
+                        setup_done(au);
+        } else if (out == OUT_BATCH) {
+                batch_done(au);
+        } else if ((out == OUT_RANGE || out == OUT_PAGE) && au->err[0]) {
+                read_answer(au, NULL, -EIO, au->err);
+        } else if (out == OUT_RANGE) {
+                range_known(au);
+        } else if (out == OUT_PAGE) {
+                PGresult *res = au->last;
+                au->last = NULL;
+                read_answer(au, res, 0, NULL);
+        } else if (out == OUT_PRUNE && !au->err[0]) {
+                /* A full prune may have left more: the next one now. */
+                if (au->last && PQntuples(au->last) == 1 && atoll(PQgetvalue(au->last, 0, 0)) >= atoll(PRUNE_ROWS))
+                        au->prune_due = true;
+        }
+        send_next(au);
+}
+
+/* Keeps the last result (rows, or a DELETE's count) and the first error. */
+static void on_result(void *arg, PGresult *r)
+{
+        struct kvpg_audit *au = arg;
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+                PQclear(au->last);
+                au->last = r;
+                return;
+        }
+        if (!au->err[0]) {
+                const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+                pgconn_one_line(au->err, sizeof au->err, msg ? msg : PQresultErrorMessage(r));
+                snprintf(au->sqlstate, sizeof au->sqlstate, "%s", state ? state : "");
+        }
+        PQclear(r);
+}
+
+static void on_connected(void *arg)
+{
+        struct kvpg_audit *au = arg;
+        char sql[256];
+        au->state = AU_SETUP;
+        /* The node is a checked name (config.c): safe to quote as it is. */
+        /* statement_timeout below the query timeout: a statement given up
+         * on is cancelled by the server too, so a batch sent again cannot
+         * also commit later (after a lock on the table is let go). */
+        snprintf(sql, sizeof sql, "SET client_min_messages = warning; SET application_name = 'gadgetd %s audit';"
+                 " SET statement_timeout = '%ums'; SELECT version FROM gadgetd_schema", au->node,
+                 STATEMENT_TIMEOUT_MS);
+        query_begin(au, OUT_SETUP, PQsendQuery(pgconn_pq(au->pc), sql));
+}
+
+/* Every read waiting is answered: the caller falls back to audit.log. */
+static void fail_reads(struct kvpg_audit *au, const char *why)
+{
+        if (au->reading)
+                read_answer(au, NULL, -EAGAIN, why);
+        while (au->reads) {
+                struct kvpg_audit_read *rd = au->reads;
+                au->reads = rd->next;
+                rd->done(rd, NULL, -EAGAIN, why);
+        }
+        au->reads_tail = &au->reads;
+}
+
+/* Lost or refused: the lines stay queued (the batch out is sent again),
+ * reads fail, the next attempt after a backoff. Logged once per outage. */
+static void on_lost(void *arg, const char *why)
+{
+        struct kvpg_audit *au = arg;
+        snprintf(au->reason, sizeof au->reason, "%s", why);
+        if (!au->down_logged && au->schema_wait)
+                log_msg(L_INFO, NULL, "audit: waiting for the store's schema (%s): %s", au->where, au->reason);
+        else if (!au->down_logged)
+                log_msg(L_WARN, NULL, "audit: cannot copy records to the store (%s): %s; retrying, meanwhile up "
+                        "to %u records wait", au->where, au->reason, KVPG_AUDIT_QUEUE_LINES);
+        au->down_logged = true;
+        au->state = AU_DOWN;
+        au->out = OUT_NONE;
+        au->batch = 0;
+        PQclear(au->last);
+        au->last = NULL;
+        fail_reads(au, au->reason);
+        au->backoff_ms = au->backoff_ms ? au->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (au->backoff_ms > BACKOFF_MAX_MS)
+                au->backoff_ms = BACKOFF_MAX_MS;
+        struct timeval tv = { .tv_sec = au->backoff_ms / 1000, .tv_usec = (au->backoff_ms % 1000) * 1000 };
+        evtimer_add(au->ev_retry, &tv);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_audit *au = arg;
+        (void)fd;
+        (void)what;
+        au->state = AU_CONNECTING;
+        pgconn_connect(au->pc);
+}
+
+static void on_prune(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_audit *au = arg;
+        (void)fd;
+        (void)what;
+        au->prune_due = true;
+        send_next(au);
+}
+
+/* Dropped lines are said in gadgetd's log once per window, with a count. */
+static void on_report(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_audit *au = arg;
+        (void)fd;
+        (void)what;
+        if (au->dropped == au->reported)
+                return;
+        log_msg(L_ERR, NULL, "audit: %llu records were not copied to the store (%llu since gadgetd started): %s; "
+                "they are in this node's audit.log only", (unsigned long long)(au->dropped - au->reported),
+                (unsigned long long)au->dropped, au->why);
+        au->reported = au->dropped;
+}
+
+int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
+                   struct kvpg_audit **out)
+{
+        struct kvpg_audit *au = calloc(1, sizeof *au);
+        struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
+                                  .arg = au, .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+                                  .query_timeout_ms = QUERY_TIMEOUT_MS };
+        static const struct timeval prune_every = { PRUNE_EVERY_S, 0 }, report_every = { REPORT_EVERY_S, 0 };
+        if (!au)
+                return -ENOMEM;
+        au->tail = &au->head;
+        au->reads_tail = &au->reads;
+        au->keep_days = keep_days ? keep_days : KVPG_AUDIT_DEFAULT_KEEP_DAYS;
+        if (!(au->node = strdup(node)) || !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
+            !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
+            !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||
+            pgconn_new(base, conninfo, &ops, &au->pc) < 0) {
+                kvpg_audit_free(au);
+                return -ENOMEM;
+        }
+        kvpg_redact(conninfo, au->where, sizeof au->where);
+        evtimer_add(au->ev_prune, &prune_every);
+        evtimer_add(au->ev_report, &report_every);
+        au->state = AU_CONNECTING;
+        pgconn_connect(au->pc);
+        *out = au;
+        return 0;
+}
+
+void kvpg_audit_free(struct kvpg_audit *au)
+{
+        if (!au)
+                return;
+        pgconn_free(au->pc);
+        fail_reads(au, "gadgetd is stopping");
+        unqueue(au, au->lines);
+        PQclear(au->last);
+        if (au->ev_retry)
+                event_free(au->ev_retry);
+        if (au->ev_prune)
+                event_free(au->ev_prune);
+        if (au->ev_report)
+                event_free(au->ev_report);
+        free(au->node);
+        free(au);
+}
+
+int kvpg_audit_read_next(struct kvpg_audit *au, struct kvpg_audit_read *rd, char *why, size_t len)
+{
+        /* Why a reader never waits on a store that is down: between
+         * attempts it is told at once and reads audit.log instead. */
+        if (au->state == AU_DOWN || au->state == AU_CONNECTING || au->state == AU_SETUP) {
+                snprintf(why, len, "%s", au->state == AU_DOWN ? au->reason : "connecting to the store");
+                return -EAGAIN;
+        }
+        rd->next = NULL;
+        /* Its first page waits for the lines queued before it; the next
+         * ones read a range fixed already. */
+        rd->seq = rd->upto < 0 ? au->added : 0;
+        *au->reads_tail = rd;
+        au->reads_tail = &rd->next;
+        send_next(au);
+        return 0;
+}
+
+void kvpg_audit_read_cancel(struct kvpg_audit *au, struct kvpg_audit_read *rd)
+{
+        if (au->reading == rd) {
+                au->reading = NULL; /* its query's result is dropped */
+                return;
+        }
+        for (struct kvpg_audit_read **p = &au->reads; *p; p = &(*p)->next) {
+                if (*p == rd) {
+                        *p = rd->next;
+                        if (!*p)
+                                au->reads_tail = p;
+                        return;
+                }
+        }
+}

@@ -1,0 +1,56 @@
+/* kvpg_audit: with Store=postgresql, a copy of every audit line in the
+ * store (gadgetd_audit), so that `gadgetctl audit` on any node shows a
+ * gadget's records from every node; and reading them back. Its own
+ * connection, non-blocking on the loop: audit.log stays the record of
+ * truth, and the store's copy is sent in batches from a bounded queue —
+ * a store down or slow costs gadgetd at most that queue, the lines beyond
+ * it are dropped and counted. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/event.h>
+
+#include "system/pq_dl.h"
+
+#define KVPG_AUDIT_QUEUE_LINES 4096
+#define KVPG_AUDIT_QUEUE_BYTES (4u << 20)
+#define KVPG_AUDIT_PAGE 256             /* rows of one read */
+#define KVPG_AUDIT_DEFAULT_KEEP_DAYS 90
+
+struct kvpg_audit;
+
+/* A read of one gadget's lines, a page at a time, oldest first: the last
+ * `last` of them (0: all) as they are when the read begins. */
+struct kvpg_audit_read {
+        char gadget[72];                /* a checked name: at most GADGET_NAME_MAX bytes */
+        size_t last;
+        long long after, upto;          /* the ids still to read: (after, upto]; upto -1 unknown yet */
+        /* Called once per page asked (kvpg_audit_read_next): rows (id,
+         * line) in res, or err < 0 with why. The callee PQclears res. */
+        void (*done)(struct kvpg_audit_read *rd, PGresult *res, int err, const char *why);
+        void *arg;
+        struct kvpg_audit_read *next;   /* the queue of reads */
+        uint64_t seq;                   /* the lines queued before it (kvpg_audit's) */
+};
+
+/* Starts connecting to conninfo as node (libpq loaded already: kvpg_new
+ * first); rows older than keep_days days are deleted hourly. 0 or -errno. */
+int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
+                   struct kvpg_audit **out);
+/* Closes the connection; lines not sent yet are only in audit.log; reads
+ * waiting are answered cancelled. */
+void kvpg_audit_free(struct kvpg_audit *au);
+/* Queues gadget's line (JSON, no newline) for the store. Never waits:
+ * beyond the queue's bound the line is dropped and counted. For
+ * audit_set_store. */
+void kvpg_audit_add(void *au, const char *gadget, const char *line);
+/* Lines not copied to the store since gadgetd started, and why the last
+ * one was not ("" if none). */
+uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why);
+/* Asks rd's next page: 0, after which rd->done is called once on the
+ * loop; or -EAGAIN with why when the store is unreachable now. */
+int kvpg_audit_read_next(struct kvpg_audit *au, struct kvpg_audit_read *rd, char *why, size_t len);
+/* rd is going away: its pending page is never given. */
+void kvpg_audit_read_cancel(struct kvpg_audit *au, struct kvpg_audit_read *rd);

@@ -1,0 +1,393 @@
+/* forward: calls and moves between the nodes that share a store, over the
+ * link (nodelink.h). Out: a call to a gadget another node runs goes to
+ * that node as a control Call carrying gadgetd's own record of where it
+ * comes from (core/calls.h's core_remote). In: a call from another node
+ * goes through the one door (calls_start) as if made here — typed
+ * methods, admin methods, approvals and the chain's cycle check included
+ * — but only to a gadget this node runs: a forwarded call is never
+ * forwarded again. */
+#include "forward.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings/kvpg_lease.h"
+#include "contract.h"
+#include "core/calls.h"
+#include "core/core.h"
+#include "core/unit.h"
+#include "link/peer.h"
+#include "nodelink.h"
+#include "system/log.h"
+#include "validate.h"
+
+/* One session from another node: its calls and moves in flight here. */
+struct session {
+        struct nodelink_in *in;
+        char from[64];
+        struct call_owner calls;
+        struct move_in *moves;
+        struct session *next;
+};
+
+/* A move asked by another node; it outlives its session if that ends. */
+struct move_in {
+        struct session *s;       /* NULL once the session is gone */
+        uint64_t id;
+        struct move_in *next;
+};
+
+struct forward {
+        struct core *core;
+        struct nodelink *link;
+        struct session *sessions;
+};
+
+static struct session *session_of(struct forward *f, struct nodelink_in *in, const char *from)
+{
+        for (struct session *s = f->sessions; s; s = s->next)
+                if (s->in == in)
+                        return s;
+        struct session *s = calloc(1, sizeof *s);
+        if (!s)
+                return NULL;
+        s->in = in;
+        snprintf(s->from, sizeof s->from, "%s", from);
+        s->next = f->sessions;
+        f->sessions = s;
+        return s;
+}
+
+static void answer_error(struct nodelink_in *in, uint64_t id, int code, const char *msg)
+{
+        Gadget__Error e = GADGET__ERROR__INIT;
+        e.code = (uint32_t)code;
+        e.message = (char *)msg;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
+        r.error = &e;
+        nodelink_answer(in, &r);
+}
+
+static void answer_done(struct nodelink_in *in, uint64_t id, const char *msg)
+{
+        Control__Done d = CONTROL__DONE__INIT;
+        d.message = (char *)msg;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_DONE;
+        r.done = &d;
+        nodelink_answer(in, &r);
+}
+
+/* A call from another node ended here (struct call_owner: its session is
+ * still there). */
+static void in_call_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
+{
+        struct session *s = arg;
+        if (!res) {
+                answer_error(s->in, id, code, message ? message : "the call failed");
+                return;
+        }
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.id = id;
+        r.resp_case = CONTROL__RESPONSE__RESP_RESULT;
+        r.result = (Gadget__Value *)res;
+        nodelink_answer(s->in, &r);
+}
+
+/* The gadget called must run here: the caller's node saw it so, and a
+ * call is forwarded once only (no loops between nodes that disagree). */
+static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id, const char *name)
+{
+        struct unit *u = core_find(f->core, name);
+        char msg[300];
+        if (u && unit_leased(u))
+                return u;
+        if (!u)
+                snprintf(msg, sizeof msg, "no gadget named \"%s\" on node %s", name, core_node(f->core));
+        else if (unit_owner(u)[0])
+                snprintf(msg, sizeof msg, "gadget %s does not run on node %s (it runs on %s now)", name,
+                         core_node(f->core), unit_owner(u));
+        else
+                snprintf(msg, sizeof msg, "gadget %s does not run on node %s", name, core_node(f->core));
+        answer_error(s->in, id, u ? GADGET_EUNAVAILABLE : GADGET_ENOTFOUND, msg);
+        return NULL;
+}
+
+static void in_call(struct forward *f, struct session *s, const Control__Request *q)
+{
+        const Control__Call *call = q->call;
+        struct unit *u = runs_here(f, s, q->id, call->name);
+        if (!u)
+                return;
+        Gadget__Value null = GADGET__VALUE__INIT;
+        null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        char caller[300];
+        snprintf(caller, sizeof caller, "%s on node %s", call->caller[0] ? call->caller : "a caller", s->from);
+        const struct peer_chain chain = { .names = call->chain, .n = call->n_chain, .depth = call->depth };
+        const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
+                                     .chain = call->n_chain ? &chain : NULL, .done = in_call_done, .cbdata = s,
+                                     .tag = q->id, .owner = &s->calls, .caller = caller,
+                                     .via = call->via[0] ? call->via : "another node", .admin = call->admin,
+                                     .approved = call->approved };
+        char msg[400];
+        int code = calls_start(u, &cq, msg, sizeof msg);
+        if (code)
+                answer_error(s->in, q->id, code, msg);
+}
+
+static void move_unlink(struct move_in *m)
+{
+        if (!m->s)
+                return;
+        for (struct move_in **pp = &m->s->moves; *pp; pp = &(*pp)->next)
+                if (*pp == m) {
+                        *pp = m->next;
+                        break;
+                }
+        m->s = NULL;
+}
+
+static void in_move_done(void *arg, int code, const char *msg)
+{
+        struct move_in *m = arg;
+        struct session *s = m->s;
+        move_unlink(m);
+        if (s && code)
+                answer_error(s->in, m->id, code, msg);
+        else if (s)
+                answer_done(s->in, m->id, msg);
+        free(m);
+}
+
+static void in_move(struct forward *f, struct session *s, const Control__Request *q)
+{
+        struct unit *u = runs_here(f, s, q->id, q->move->name);
+        if (!u)
+                return;
+        struct move_in *m = calloc(1, sizeof *m);
+        if (!m) {
+                answer_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        *m = (struct move_in){ .s = s, .id = q->id, .next = s->moves };
+        s->moves = m;
+        log_msg(L_INFO, q->move->name, "node %s asks to move it to node %s", s->from, q->move->node);
+        char msg[400];
+        int code = unit_move(u, q->move->node, in_move_done, m, msg, sizeof msg);
+        if (!code)
+                return;
+        move_unlink(m);
+        free(m);
+        answer_error(s->in, q->id, code, msg);
+}
+
+static void on_request(void *arg, struct nodelink_in *in, const char *from, const Control__Request *q)
+{
+        struct forward *f = arg;
+        struct session *s = session_of(f, in, from);
+        char why[200];
+        if (!s) {
+                answer_error(in, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        /* As any control request: a node's record is trusted, its form is
+         * checked (names, values, bounds) before anything uses it. */
+        if (validate_control_request(q, why, sizeof why) < 0) {
+                answer_error(in, q->id, GADGET_EINVAL, why);
+                return;
+        }
+        switch (q->req_case) {
+        case CONTROL__REQUEST__REQ_CALL:
+                in_call(f, s, q);
+                return;
+        case CONTROL__REQUEST__REQ_MOVE:
+                in_move(f, s, q);
+                return;
+        default:
+                answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls and moves");
+        }
+}
+
+static void on_gone(void *arg, struct nodelink_in *in)
+{
+        struct forward *f = arg;
+        for (struct session **pp = &f->sessions; *pp; pp = &(*pp)->next) {
+                struct session *s = *pp;
+                if (s->in != in)
+                        continue;
+                *pp = s->next;
+                calls_owner_gone(&s->calls);
+                while (s->moves)
+                        move_unlink(s->moves);
+                free(s);
+                return;
+        }
+}
+
+/* Where node listens, from the store's nodes: NULL with msg if unknown. */
+static const char *peer_of(struct forward *f, const char *node, char *msg, size_t len)
+{
+        const struct kvpg_node *nodes;
+        const char *self;
+        uint64_t since;
+        size_t n = core_nodes(f->core, &nodes, &self, &since);
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(nodes[i].name, node) != 0)
+                        continue;
+                if (nodes[i].peer[0])
+                        return nodes[i].peer;
+                snprintf(msg, len, "node %s has no peer link (PeerListen=): it cannot be reached", node);
+                return NULL;
+        }
+        snprintf(msg, len, "node %s is not known in the store yet", node);
+        return NULL;
+}
+
+/* A forwarded call's answer from its node. */
+static void out_call_done(void *arg, const Control__Response *r, int code, const char *msg)
+{
+        struct call *c = arg;
+        if (!r)
+                calls_remote_end(c, NULL, code, msg);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_RESULT)
+                calls_remote_end(c, r->result, 0, NULL);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                calls_remote_end(c, NULL, r->error->code ? (int)r->error->code : GADGET_EFAILED, r->error->message);
+        else
+                calls_remote_end(c, NULL, GADGET_EINTERNAL, "the other node answered the call with something else");
+}
+
+static int out_send(struct forward *f, const char *node, Control__Request *req, nodelink_done done, void *arg,
+                    struct nodelink_send **handle, char *msg, size_t len)
+{
+        const char *addr = peer_of(f, node, msg, len);
+        if (!addr)
+                return GADGET_EUNAVAILABLE;
+        int e = nodelink_send(f->link, node, addr, req, done, arg, handle);
+        if (e == -ENOBUFS) {
+                snprintf(msg, len, "the link to node %s is busy: too many calls in flight", node);
+                return GADGET_EBUSY;
+        }
+        if (e < 0) {
+                snprintf(msg, len, "cannot send to node %s: %s", node, strerror(-e));
+                return e == -EMSGSIZE ? GADGET_ELIMIT : GADGET_EUNAVAILABLE;
+        }
+        return 0;
+}
+
+static int out_call(void *arg, struct call *c, const char *node, const char *gadget, const struct call_req *q,
+                    void **handle, char *msg, size_t len)
+{
+        struct forward *f = arg;
+        Control__Call call = CONTROL__CALL__INIT;
+        call.name = (char *)gadget;
+        call.method = (char *)q->method;
+        call.args = (Gadget__Value *)q->args;
+        if (q->chain) {
+                call.chain = q->chain->names;
+                call.n_chain = q->chain->n;
+                call.depth = q->chain->depth;
+        }
+        call.caller = (char *)(q->caller ? q->caller : "");
+        call.via = (char *)(q->via ? q->via : "");
+        call.admin = q->admin;
+        call.approved = q->approved;
+        Control__Request req = CONTROL__REQUEST__INIT;
+        req.req_case = CONTROL__REQUEST__REQ_CALL;
+        req.call = &call;
+        req.version = CONTROL_PROTOCOL_VERSION;
+        return out_send(f, node, &req, out_call_done, c, (struct nodelink_send **)handle, msg, len);
+}
+
+static void out_cancel(void *arg, void *handle)
+{
+        if (handle)
+                nodelink_cancel(handle);
+}
+
+struct move_out {
+        void (*done)(void *arg, int code, const char *msg);
+        void *arg;
+};
+
+static void out_move_done(void *arg, const Control__Response *r, int code, const char *msg)
+{
+        struct move_out *m = arg;
+        if (!r)
+                m->done(m->arg, code, msg);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_DONE)
+                m->done(m->arg, 0, r->done->message);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                m->done(m->arg, r->error->code ? (int)r->error->code : GADGET_EFAILED, r->error->message);
+        else
+                m->done(m->arg, GADGET_EINTERNAL, "the other node answered the move with something else");
+        free(m);
+}
+
+static int out_move(void *arg, const char *node, const char *gadget, const char *to,
+                    void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len)
+{
+        struct forward *f = arg;
+        struct move_out *m = calloc(1, sizeof *m);
+        if (!m) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        *m = (struct move_out){ .done = done, .arg = darg };
+        Control__Move mv = CONTROL__MOVE__INIT;
+        mv.name = (char *)gadget;
+        mv.node = (char *)to;
+        Control__Request req = CONTROL__REQUEST__INIT;
+        req.req_case = CONTROL__REQUEST__REQ_MOVE;
+        req.move = &mv;
+        req.version = CONTROL_PROTOCOL_VERSION;
+        struct nodelink_send *h;
+        int code = out_send(f, node, &req, out_move_done, m, &h, msg, len);
+        if (code)
+                free(m);
+        return code;
+}
+
+int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
+                struct forward **out, char *err, size_t len)
+{
+        struct forward *f = calloc(1, sizeof *f);
+        if (!f) {
+                snprintf(err, len, "out of memory");
+                return -ENOMEM;
+        }
+        f->core = core;
+        const struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .arg = f };
+        int e = nodelink_new(base, cfg, &ops, &f->link, err, len);
+        if (e < 0) {
+                free(f);
+                return e;
+        }
+        const struct core_remote r = { .call = out_call, .cancel = out_cancel, .move = out_move, .arg = f };
+        core_set_remote(core, &r);
+        *out = f;
+        return 0;
+}
+
+void forward_free(struct forward *f)
+{
+        if (!f)
+                return;
+        const struct core_remote none = { 0 };
+        core_set_remote(f->core, &none);
+        nodelink_free(f->link);
+        while (f->sessions) {
+                struct session *s = f->sessions;
+                f->sessions = s->next;
+                calls_owner_gone(&s->calls);
+                while (s->moves)
+                        move_unlink(s->moves);
+                free(s);
+        }
+        free(f);
+}

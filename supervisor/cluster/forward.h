@@ -1,0 +1,19 @@
+/* forward: the calls and moves that cross between nodes (Store=postgresql
+ * with PeerCertificate=): a call to a gadget another node runs is sent to
+ * that node over the link and answered as if local; calls and moves from
+ * other nodes reach the gadgets this node runs. */
+#pragma once
+
+#include <stddef.h>
+#include <event2/event.h>
+
+struct core;
+struct forward;
+struct nodelink_config;
+
+/* Opens the link (its listener if cfg->listen) and routes core's remote
+ * calls through it. 0, or -errno with err naming what was wrong. */
+int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
+                struct forward **out, char *err, size_t len);
+/* Calls to other nodes fail from now on (those in flight: gone); frees. */
+void forward_free(struct forward *f);

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Integration tests of the audit across nodes (Store=postgresql): every
+node copies its audit lines to the store, and `gadgetctl audit NAME` on any
+node shows the gadget's records from every node. A real PostgreSQL server
+(pgserver.py) and two gadgetd nodes on this machine (lease_pg_test.py's).
+Usage: audit_pg_test.py TEST."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+from harness import GADGETCTL, check, main, policy, test, wait_for
+from lease_pg_test import counter_policy, node, owner_of, start_all, stop_all
+from pgserver import PgServer
+
+# Only this file's tests: importing lease_pg_test's helpers registered its own.
+harness.TESTS.clear()
+
+HOSTILE_PATH = os.environ.get("HOSTILE", "")
+
+
+def file_lines(d, gadget):
+    """gadget's records in d's audit.log, as text, oldest first."""
+    path = os.path.join(d.tmp, "state", "audit.log")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.rstrip("\n") for line in f if json.loads(line)["gadget"] == gadget]
+
+
+def store_lines(pg, gadget, node_name):
+    out = pg.psql("SELECT line FROM gadgetd_audit WHERE gadget = '%s' AND node = '%s' ORDER BY id"
+                  % (gadget, node_name))
+    return out.splitlines() if out else []
+
+
+def audit(d, *args):
+    """`gadgetctl audit ARGS`: (records as text, stderr)."""
+    r = d.ctl("audit", *args)
+    check(r.returncode == 0, "gadgetctl audit %r: %d %r" % (args, r.returncode, r.stderr))
+    return r.stdout.splitlines(), r.stderr
+
+
+class TableLock:
+    """Another session holding gadgetd_audit locked (ACCESS EXCLUSIVE):
+    the store is slow for the copies and reads of audit records, not for
+    kv or leases. release() lets it go."""
+
+    def __init__(self, pg):
+        env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        self.proc = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+             os.path.join(pg.bin, "psql"), "-X", "-q"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            env=env, cwd=pg.dir, text=True)
+        self.proc.stdin.write("BEGIN; LOCK TABLE gadgetd_audit IN ACCESS EXCLUSIVE MODE; SELECT 1;\n")
+        self.proc.stdin.flush()
+        wait_for(lambda: pg.psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                                 " WHERE c.relname = 'gadgetd_audit' AND l.mode = 'AccessExclusiveLock'"
+                                 " AND l.granted") == "1", what="the lock on gadgetd_audit")
+
+    def release(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write("ROLLBACK;\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+@test
+def pg_audit_history_across_nodes(tmp):
+    """The counter runs on node a (Nodes=a b) and counts; a is killed
+    (SIGKILL), b takes it over and counts on. `gadgetctl audit counter` on
+    b shows a's records then b's, each line exactly as its node wrote it to
+    its audit.log and naming its node ("node":"a"); -n 2 the last two; and
+    a, started again, shows the same history."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            counter_policy(d, nodes="a b")
+        try:
+            start_all(ds)
+            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+            a, b = ds
+            for i in range(3):
+                check(a.ctl("call", "counter", "increment").returncode == 0, "increment on a")
+            mine_a = file_lines(a, "counter")
+            check(len(mine_a) >= 3 and all(json.loads(l)["node"] == "a" for l in mine_a),
+                  "a's audit.log: %r" % mine_a)
+            # The copy is asynchronous: a is killed once it is in the store.
+            wait_for(lambda: store_lines(pg, "counter", "a") == mine_a, what="a's records in the store")
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            wait_for(lambda: b.ctl("call", "counter", "increment").returncode == 0, timeout=20,
+                     what="b serving the counter")
+            # Two more while the table is locked (b's first copy waits on the
+            # lock, the rest queue behind it), and an audit asked meanwhile:
+            # once the lock goes, it shows every record b wrote before it.
+            lock = TableLock(pg)
+            try:
+                for i in range(2):
+                    check(b.ctl("call", "counter", "increment").returncode == 0, "increment on b")
+                early = subprocess.Popen([GADGETCTL, "--socket", b.sock, "audit", "counter"], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+                time.sleep(0.5)
+            finally:
+                lock.release()
+            early_out, early_err = early.communicate(timeout=30)
+            mine_b = file_lines(b, "counter")
+            check(mine_b and all(json.loads(l)["node"] == "b" for l in mine_b), "b's audit.log: %r" % mine_b)
+            want = mine_a + mine_b
+            got, err = audit(b, "counter")
+            check(got == want, "audit on b:\n%s\nwant:\n%s" % ("\n".join(got), "\n".join(want)))
+            check(err == "", "a note on b: %r" % err)
+            check(early.returncode == 0 and early_out.splitlines() == want and early_err == "",
+                  "audit on b asked while the store was locked: %d %r\n%s" % (early.returncode, early_err,
+                                                                               early_out))
+            got, _ = audit(b, "counter", "-n", "2")
+            check(got == want[-2:], "audit -n 2 on b: %r" % got)
+            r = b.ctl("--json", "audit", "counter")
+            check([json.loads(l)["node"] for l in r.stdout.splitlines()] == ["a"] * len(mine_a) + ["b"] * len(mine_b),
+                  "--json: %r" % r.stdout)
+            # Retention: rows older than StoreKeepDays= (90) go when a
+            # connects again; younger ones stay.
+            for gadget, days in (("old", 91), ("young", 89)):
+                pg.psql("INSERT INTO gadgetd_audit (gadget, node, at, line) VALUES ('%s', 'x', now() - interval"
+                        " '%d days', '{}')" % (gadget, days))
+            # a again (the gadget stays on b: no failback): the same history.
+            a.start()
+            wait_for(lambda: pg.psql("SELECT string_agg(gadget, ',') FROM gadgetd_audit WHERE node = 'x'")
+                     == "young", what="the row older than 90 days deleted, not the younger")
+            wait_for(lambda: a.state("counter") == "remote", what="a back, the counter remote")
+            got, err = audit(a, "counter")
+            check(got == want, "audit on a after its restart: %r" % got)
+            r = a.ctl("audit", "nosuch")
+            check(r.returncode != 0 and 'no gadget named "nosuch"' in r.stderr, "unknown name: %r" % r.stderr)
+        finally:
+            stop_all(ds)
+
+
+def status(d, gadget):
+    r = d.ctl("--json", "status", gadget)
+    check(r.returncode == 0, "status: %r" % r.stderr)
+    return json.loads(r.stdout)
+
+
+@test
+def pg_audit_store_slow_or_down(tmp):
+    """The store's audit table is locked (a slow store): a gadget flooding
+    denied calls is answered as usual and gadgetd answers `list` at once,
+    while its audit lines beyond the queue (4096) are dropped and counted
+    (gadgetctl status, gadgetd's log); once the lock goes, every line not
+    dropped reaches the store (file = store + dropped). Then the server
+    stops: `list` still answers at once, and `audit` answers from this
+    node's audit.log, saying so on stderr."""
+    check(HOSTILE_PATH, "HOSTILE is not set (the hostile test program)")
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        with open(d.extra[1], "a") as f:
+            f.write("[Audit]\nRecordsPerSecond=infinity\nStoreKeepDays=30\n")
+        try:
+            d.start()
+            policy(d.pol, "good")
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: d.state("good") == "ready", what="good ready")
+            wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                     "'gadgetd a audit'") == "1", what="a's audit session")
+            lock = TableLock(pg)
+            t_locked = time.monotonic()
+            n = 12000
+            policy(d.pol, "attacker", "Arguments=binding-flood NOPE get %d\n" % n, exec_path=HOSTILE_PATH)
+            check(d.ctl("reload").returncode == 0, "reload")
+            slowest = 0.0
+            while not [l for l in d.ctl("logs", "attacker").stdout.splitlines() if "binding-flood:" in l]:
+                t0 = time.monotonic()
+                check(d.ctl("list").returncode == 0, "list during the flood")
+                slowest = max(slowest, time.monotonic() - t0)
+                check(d.ctl("call", "good", "echo", '"x"').returncode == 0, "a call during the flood")
+                time.sleep(0.05)
+            print("slowest gadgetctl list while the store was locked: %.0f ms" % (slowest * 1000))
+            check(slowest < 1.0, "list took %.2f s" % slowest)
+            in_file = len(file_lines(d, "attacker"))
+            check(in_file == n, "%d records in audit.log, %d calls" % (in_file, n))
+            dropped = status(d, "good")["audit_unsent"]
+            print("with the store locked: %d of %d records dropped from the store's copy" % (dropped, n))
+            check(n - 4096 - 512 <= dropped < n, "dropped %d" % dropped)
+            check("the queue to the store is full" in status(d, "good")["audit_unsent_error"], "why")
+            wait_for(lambda: "records were not copied to the store" in d.logtext(), timeout=15,
+                     what="the dropped records in gadgetd's log")
+            print("the table was locked for %.1f s" % (time.monotonic() - t_locked))
+            lock.release()
+            wait_for(lambda: int(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE gadget = 'attacker'"))
+                     + dropped == n, timeout=30, what="every record not dropped in the store")
+            # In the store, in the file's order: those the queue kept.
+            it = iter(file_lines(d, "attacker"))
+            check(all(any(line == f for f in it) for line in store_lines(pg, "attacker", "a")),
+                  "the store's lines are not the file's, in order")
+            got, _ = audit(d, "attacker", "-n", "3")
+            # The store's last three (the file's last were dropped: the queue was full).
+            check(got == store_lines(pg, "attacker", "a")[-3:], "audit -n 3 from the store: %r" % got)
+            # The server stops: gadgetd answers at once, audit from the file.
+            pg.stop()
+            t0 = time.monotonic()
+            check(d.ctl("list").returncode == 0, "list with the store down")
+            took = time.monotonic() - t0
+            print("gadgetctl list with the store down: %.0f ms" % (took * 1000))
+            check(took < 1.0, "list took %.2f s" % took)
+            # Seconds later (the reconnects' backoff grown to seconds), a
+            # read still does not wait for the next attempt.
+            time.sleep(4)
+            t0 = time.monotonic()
+            got, err = audit(d, "attacker", "-n", "3")
+            took = time.monotonic() - t0
+            print("gadgetctl audit with the store down: %.0f ms" % (took * 1000))
+            check(took < 1.0, "audit took %.2f s" % took)
+            check(got == file_lines(d, "attacker")[-3:], "audit -n 3 from the file: %r" % got)
+            check("note: the store is unreachable" in err and "this node's records only" in err,
+                  "no note: %r" % err)
+            check(len(err.strip().splitlines()) == 1, "the note is one line: %r" % err)
+        finally:
+            d.__exit__(None, None, None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Two or three gadgetd "nodes" on this machine sharing one PostgreSQL
+store (pgserver.py): their set-up and what the tests ask of them."""
+import os
+import re
+import threading
+
+from harness import EXAMPLES, Daemon, check, wait_for
+
+
+def node(tmp, pg, name):
+    """A gadgetd named name (Node=), its directories below tmp/name."""
+    base = os.path.join(tmp, name)
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    conf = os.path.join(base, "gadgetd.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n" % (pg.conninfo, name))
+    return Daemon(base, extra=["--config", conf])
+
+
+def counter_policy(d, nodes=None):
+    """The counter example's policy in d's policy directory (Nodes= if given)."""
+    with open(os.path.join(EXAMPLES, "counter.policy")) as f:
+        text = f.read()
+    text = re.sub(r"^CallTimeout=.*$", "CallTimeout=30s", text, flags=re.M)
+    if nodes:
+        text = text.replace("[Gadget]\n", "[Gadget]\nNodes=%s\n" % nodes, 1)
+    path = os.path.join(d.pol, "counter.policy")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+
+
+def start_all(ds):
+    """Starts every node at once."""
+    ts = [threading.Thread(target=d.start) for d in ds]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+def stop_all(ds):
+    for d in ds:
+        d.__exit__(None, None, None)
+
+
+def states(ds, name):
+    out = {}
+    for d in ds:
+        if d.proc and d.proc.poll() is None:
+            g = d.list().get(name, {})
+            out[os.path.basename(d.tmp)] = (g.get("state"), g.get("cause") or "")
+    return out
+
+
+def owner_of(ds, name, timeout=20):
+    """The one node whose gadget name is ready (waits for it); checks the
+    others say it is remote, naming that node."""
+    found = {}
+
+    def one_ready():
+        s = states(ds, name)
+        ready = [n for n, (st, _) in s.items() if st == "ready"]
+        found["s"] = s
+        return len(ready) == 1 and all(st == "remote" and ("runs on node %s" % ready[0]) in cause
+                                       for n, (st, cause) in s.items() if n != ready[0])
+    wait_for(one_ready, timeout=timeout, what="one node running %s: %r" % (name, found.get("s")))
+    s = found["s"]
+    check(sum(st == "ready" for st, _ in s.values()) == 1, "not one owner: %r" % s)
+    return next(n for n, (st, _) in s.items() if st == "ready")
+
+
+def by_name(ds, n):
+    return next(d for d in ds if os.path.basename(d.tmp) == n)
