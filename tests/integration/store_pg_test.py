@@ -12,7 +12,7 @@ import time
 import re
 import subprocess
 
-from harness import CALLFLOOD, EXAMPLES, Daemon, check, main, policy, test, wait_for
+from harness import Daemon, check, main, policy, test, wait_for
 from pgserver import PgServer
 import kvchecks
 from kvchecks import bcall, ready
@@ -126,19 +126,7 @@ def pg_counter_thousand_concurrent(tmp):
     """The counter example on PostgreSQL counts 1,000 increments sent by four
     callers at once exactly (each a get and a durable put, in order)."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
-        with open(os.path.join(EXAMPLES, "counter.policy")) as f:
-            text = re.sub(r"^CallTimeout=.*$", "CallTimeout=120s", f.read(), flags=re.M)
-        with open(os.path.join(d.pol, "counter.policy"), "w") as f:
-            f.write(text)
-        ready(d, "counter")
-        env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000")
-        floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
-                                   text=True, env=env) for _ in range(4)]
-        for f in floods:
-            out, _ = f.communicate(timeout=120)
-            check("ok 250" in out, "flood: %r" % out)
-        r = d.ctl("call", "counter", "get")
-        check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
+        kvchecks.counter_thousand_concurrent_checks(d)
 
 
 @test
