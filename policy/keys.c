@@ -156,7 +156,7 @@ int policy_words(struct policy_ctx *c, const char *key, const char *value, char 
         return r;
 }
 
-/* Finds key in table, or reports it as unknown in the section named where. */
+/* An HTTP method an http binding may name. */
 static bool policy_http_method_valid(const char *m)
 {
         static const char *const ok[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD" };
@@ -168,8 +168,21 @@ static bool policy_http_method_valid(const char *m)
         return false;
 }
 
-int policy_method_words(struct policy_ctx *c, const char *key, const char *value, bool http, char ***out,
-                        size_t *n_out)
+/* A gadget method's name (gadget_identifier_ok, as a policy_word_ok_fn). */
+static bool policy_method_name_valid(const char *m)
+{
+        return gadget_identifier_ok(m);
+}
+
+/* As Node= is checked: 1 to 63 of a-z 0-9 _ -. */
+static bool policy_node_name_valid(const char *m)
+{
+        size_t len = strlen(m);
+        return len >= 1 && len <= 63 && strspn(m, "abcdefghijklmnopqrstuvwxyz0123456789_-") == len;
+}
+
+int policy_checked_words(struct policy_ctx *c, const char *key, const char *value, policy_word_ok_fn *ok,
+                         const char *what, char ***out, size_t *n_out)
 {
         char **w;
         size_t n;
@@ -178,10 +191,8 @@ int policy_method_words(struct policy_ctx *c, const char *key, const char *value
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
-                if (http ? !policy_http_method_valid(w[i]) : !gadget_identifier_ok(w[i])) {
-                        policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value), POLICY_Q(w[i]),
-                                   http ? "one of GET, POST, PUT, DELETE, PATCH, HEAD"
-                                        : "a method name (letters, digits and _)");
+                if (!ok(w[i])) {
+                        policy_err(c, "%s=%s: %s is not %s", key, POLICY_Q(value), POLICY_Q(w[i]), what);
                         r = -EINVAL;
                 } else if (policy_strv_has(w, i, w[i])) {
                         policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
@@ -197,6 +208,17 @@ int policy_method_words(struct policy_ctx *c, const char *key, const char *value
         return 0;
 }
 
+int policy_method_words(struct policy_ctx *c, const char *key, const char *value, bool http, char ***out,
+                        size_t *n_out)
+{
+        if (http)
+                return policy_checked_words(c, key, value, policy_http_method_valid,
+                                            "one of GET, POST, PUT, DELETE, PATCH, HEAD", out, n_out);
+        return policy_checked_words(c, key, value, policy_method_name_valid, "a method name (letters, digits and _)",
+                                    out, n_out);
+}
+
+/* Finds key in table, or reports it as unknown in the section named where. */
 const struct policy_key *policy_key_find(struct policy_ctx *c, const struct policy_key *t,
                                          size_t n, const char *key, const char *where)
 {
@@ -534,25 +556,10 @@ static int policy_set_nodes(struct policy_ctx *c, void *obj, const char *key, co
         struct policy *p = obj;
         char **w;
         size_t n;
-        int r = policy_words(c, key, value, &w, &n);
+        int r = policy_checked_words(c, key, value, policy_node_name_valid, "a node name (1 to 63 of a-z 0-9 _ -)",
+                                     &w, &n);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < n; i++) {
-                size_t len = strlen(w[i]);
-                bool ok = len >= 1 && len <= 63 && strspn(w[i], "abcdefghijklmnopqrstuvwxyz0123456789_-") == len;
-                if (!ok) {
-                        policy_err(c, "%s=%s: %s is not a node name (1 to 63 of a-z 0-9 _ -)", key, POLICY_Q(value),
-                                   POLICY_Q(w[i]));
-                        r = -EINVAL;
-                } else if (policy_strv_has(w, i, w[i])) {
-                        policy_err(c, "%s=%s lists %s twice", key, POLICY_Q(value), w[i]);
-                        r = -EINVAL;
-                }
-        }
-        if (r < 0) {
-                policy_strv_free(w);
-                return r;
-        }
         policy_strv_free(p->nodes);
         p->nodes = w;
         p->n_nodes = n;

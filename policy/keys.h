@@ -91,6 +91,13 @@ int policy_regular_file(struct policy_ctx *c, const char *key, const char *value
                         struct stat *st);
 /* value split by policy_split_words, bad quoting reported. */
 int policy_words(struct policy_ctx *c, const char *key, const char *value, char ***w, size_t *n);
+/* Whether one word of a list key's value is acceptable. */
+typedef bool policy_word_ok_fn(const char *word);
+/* value split into words, each accepted by ok and at most once; a word ok
+ * refuses is reported as "KEY=VALUE: WORD is not WHAT", a repeated one as
+ * "KEY=VALUE lists WORD twice". */
+int policy_checked_words(struct policy_ctx *c, const char *key, const char *value, policy_word_ok_fn *ok,
+                         const char *what, char ***w, size_t *n);
 /* value split into method names (gadget_identifier_ok), or into HTTP
  * methods if http, each at most once; problems reported. */
 int policy_method_words(struct policy_ctx *c, const char *key, const char *value, bool http, char ***w,

@@ -17,8 +17,6 @@ import time
 from parts import need
 
 USER = "nobody"
-# The store's schema version this gadgetd migrates to (KVPG_SCHEMA_VERSION).
-SCHEMA_VERSION = 4
 
 
 def pg_bin():

@@ -12,10 +12,15 @@ import time
 import re
 import subprocess
 
-from harness import CALLFLOOD, EXAMPLES, Daemon, check, main, policy, test, wait_for
-from pgserver import SCHEMA_VERSION, PgServer
+from harness import Daemon, check, main, policy, test, wait_for
+from pgserver import PgServer
 import kvchecks
 from kvchecks import bcall, ready
+
+# The schema version this tree's gadgetd migrates to (kvpg_sql.h).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "supervisor", "bindings",
+                       "kvpg_sql.h")) as _h:
+    SCHEMA_VERSION = int(re.search(r"#define KVPG_SCHEMA_VERSION (\d+)", _h.read()).group(1))
 
 
 def pg_daemon(tmp, pg, name="gadgetd", node="node1", extra_conf=""):
@@ -63,24 +68,65 @@ def pg_kv_limits(tmp):
         check(usage == "t", "usage row and keys disagree: %r" % usage)
 
 
+def sql_try(pg, sql):
+    """Runs sql as the store's user: (ok, output, SQLSTATE of its error or None)."""
+    r = pg._as_user(os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v",
+                    "VERBOSITY=verbose", "-c", sql, check=False, capture=True)
+    m = re.search(r"ERROR:\s+([0-9A-Z]{5}):", r.stderr)
+    return r.returncode == 0, r.stdout.strip(), m.group(1) if m else None
+
+
+@test
+def pg_write_functions_fence_and_quota(tmp):
+    """gadgetd_kv_put and gadgetd_kv_delete as the store runs them: a writer
+    whose epoch is not the owner row's is refused with GDF01 and writes
+    nothing, on a binding's first write (no namespace yet) as on later
+    ones, and so is one with no owner row; a put over MaxKeys= or
+    MaxBytes= answers 1 and writes nothing; the usage row always matches
+    the keys."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        wait_for(lambda: connected(d), what="the schema migrated")
+        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('probe', 'node1', 5)")
+        big = 9223372036854775807
+
+        def put(binding, key, value, epoch, gadget="probe", max_keys=big, max_bytes=big):
+            return sql_try(pg, "SELECT gadgetd_kv_put('%s', '%s', convert_to('%s', 'UTF8'),"
+                               " convert_to('%s', 'UTF8'), %d, %d, 'node1', %d)"
+                           % (gadget, binding, key, value, max_keys, max_bytes, epoch))
+
+        def delete(binding, key, epoch):
+            return sql_try(pg, "SELECT gadgetd_kv_delete('probe', '%s', convert_to('%s', 'UTF8'), %d)"
+                           % (binding, key, epoch))
+
+        def namespaces():
+            return pg.psql("SELECT coalesce(string_agg(binding || '=' || keys || '/' || bytes, ','"
+                           " ORDER BY binding), '') FROM gadgetd_kv_ns WHERE gadget = 'probe'")
+
+        check(put("A", "k", "v", 4)[2] == "GDF01", "old epoch, first write of a binding")
+        check(namespaces() == "", "a fenced first write made a namespace: %r" % namespaces())
+        check(put("A", "k", "v", 5) == (True, "0", None), "owner's epoch, first write")
+        check(put("A", "k", "vv", 4)[2] == "GDF01", "old epoch, namespace there")
+        check(put("A", "k", "vv", 5, gadget="nobody")[2] == "GDF01", "no owner row")
+        check(put("A", "k2", "v", 5, max_keys=1) == (True, "1", None), "over MaxKeys=")
+        check(put("A", "k", "vvvv", 5, max_bytes=4) == (True, "1", None), "over MaxBytes=")
+        check(put("A", "k", "vvv", 5, max_keys=1, max_bytes=4) == (True, "0", None), "overwrite within the quota")
+        check(namespaces() == "A=1/4", "usage: %r" % namespaces())
+        check(delete("A", "k", 4)[2] == "GDF01", "delete, old epoch")
+        check(delete("B", "k", 4)[2] == "GDF01", "delete, old epoch, no namespace")
+        check(delete("B", "k", 5) == (True, "f", None), "delete, no namespace")
+        check(delete("A", "nope", 5) == (True, "f", None), "delete of a missing key")
+        check(delete("A", "k", 5) == (True, "t", None), "delete")
+        check(namespaces() == "A=0/0", "usage after the delete: %r" % namespaces())
+        check(pg.psql("SELECT count(*) FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns"
+                      " WHERE n.gadget IN ('probe', 'nobody')") == "0", "keys left")
+
+
 @test
 def pg_counter_thousand_concurrent(tmp):
     """The counter example on PostgreSQL counts 1,000 increments sent by four
     callers at once exactly (each a get and a durable put, in order)."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
-        with open(os.path.join(EXAMPLES, "counter.policy")) as f:
-            text = re.sub(r"^CallTimeout=.*$", "CallTimeout=120s", f.read(), flags=re.M)
-        with open(os.path.join(d.pol, "counter.policy"), "w") as f:
-            f.write(text)
-        ready(d, "counter")
-        env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000")
-        floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
-                                   text=True, env=env) for _ in range(4)]
-        for f in floods:
-            out, _ = f.communicate(timeout=120)
-            check("ok 250" in out, "flood: %r" % out)
-        r = d.ctl("call", "counter", "get")
-        check(r.stdout.strip() == "1000", "count: %r" % r.stdout)
+        kvchecks.counter_thousand_concurrent_checks(d)
 
 
 @test
@@ -309,8 +355,8 @@ def pg_down_fails_fast(tmp):
 def pg_gadgetd_race_to_migrate(tmp):
     """Three gadgetd start at once on a fresh store: one creates the schema,
     the others wait for it (the advisory lock) instead of failing; all see
-    the same version, each writes, and the schema holds one version row and every
-    node."""
+    the current version, each writes, and the schema holds one version row
+    and every node."""
     with PgServer(tmp) as pg:
         ds = [pg_daemon(tmp, pg, x, "node-" + x) for x in "abc"]
         for d in ds:
@@ -335,7 +381,8 @@ def pg_gadgetd_race_to_migrate(tmp):
         finally:
             for d in ds:
                 d.__exit__(None, None, None)
-        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:%d" % SCHEMA_VERSION, "schema version row")
+        check(pg.psql("SELECT count(*) || ':' || max(version) FROM gadgetd_schema") == "1:%d" % SCHEMA_VERSION,
+              "schema version row")
         check(pg.psql("SELECT string_agg(name, ',' ORDER BY name) FROM gadgetd_node") == "node-a,node-b,node-c",
               "nodes")
         check(pg.psql("SELECT string_agg(created_by, ',' ORDER BY created_by) FROM gadgetd_kv_ns")

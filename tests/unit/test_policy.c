@@ -619,6 +619,9 @@ static void test_gatekeeper(void)
         expect_error(HEAD "[Binding K]\nType=kv\nNodes=a\n", 6, "unknown key \"Nodes\" in [Binding K]");
         expect_error(HEAD "AdminMethods=configure\n", 4, "AdminMethods= is only for a gatekeeper: add Gatekeeper=yes");
         expect_error(HEAD "Gatekeeper=yes\nAdminMethods=a\nApprove=b a\n", 6, "Approve=: a is an admin method");
+        expect_error(HEAD "Gatekeeper=yes\nAdminMethods=a b a\n", 5, "AdminMethods=\"a b a\" lists a twice");
+        expect_error(HEAD "Gatekeeper=yes\nAdminMethods=a.b\n", 5,
+                     "AdminMethods=\"a.b\": \"a.b\" is not a method name (letters, digits and _)");
         expect_error(HEAD "Approve=a.b\n", 4, "is not a method name");
         expect_error(HEAD "ApproveTimeout=2d\n", 4, "is not a duration");
         expect_error(HEAD "ApproveTimeout=25h\n", 4, "must be at most 86400000");
