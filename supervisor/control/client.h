@@ -25,7 +25,8 @@ struct client {
         struct client *next;
 };
 
-/* A load in flight; it outlives its client if the client leaves first. */
+/* A load or a move in flight: an answer that comes later; it outlives its
+ * client if the client leaves first. */
 struct client_load {
         struct client *client;      /* NULL once the client is gone */
         uint64_t id;

@@ -91,6 +91,8 @@ void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch);
 /* u stopped on this node (core_unit_stopped, after its lease went back):
  * a move goes on (it waits for the lease again). */
 void unit_lease_stopped(struct unit *u);
+/* u is asked to stop: a move on its way fails unless the stop is its own. */
+void unit_lease_stop(struct unit *u);
 /* u is being freed: a move on its way fails. */
 void unit_lease_gone(struct unit *u);
 void core_lease_hooks(struct core *c);

@@ -618,6 +618,7 @@ fail:
 
 void unit_stop(struct unit *u, const char *why)
 {
+        unit_lease_stop(u);
         u->want_running = false;
         event_del(u->ev_timer);
         warm_drop(u); /* a pre-warmed sandbox is not needed any more */

@@ -24,6 +24,7 @@ struct unit_move {
         unit_move_fn done;
         void *arg;
         bool marked;              /* the store says move_to = node */
+        bool stopping;            /* the move's own stop is being asked */
         struct event *timer;      /* the move's whole time */
 };
 
@@ -170,11 +171,15 @@ static void move_marked(void *arg, const char *why)
                 move_end(u, GADGET_EUNAVAILABLE, why);
                 return;
         }
-        u->move->marked = true;
+        struct unit_move *m = u->move;
+        m->marked = true;
         char stop[120];
-        snprintf(stop, sizeof stop, "moving to node %s", u->move->node);
+        snprintf(stop, sizeof stop, "moving to node %s", m->node);
         log_msg(L_INFO, u->policy->name, "%s (gadgetctl move)", stop);
+        m->stopping = true;
         unit_stop(u, stop);
+        if (u->move == m)
+                m->stopping = false;
 }
 
 int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, char *msg, size_t len)
@@ -247,6 +252,17 @@ void unit_lease_stopped(struct unit *u)
          * only the move's node take it for now. */
         if (u->move && u->move->marked)
                 unit_start(u);
+}
+
+void unit_lease_stop(struct unit *u)
+{
+        /* Another stop (gadgetctl stop, a reload) than the move's own: the
+         * move ends, and the gadget stays stopped here. */
+        if (u->move && !u->move->stopping) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "gadget %s was stopped during its move", u->policy->name);
+                move_end(u, GADGET_EFAILED, msg);
+        }
 }
 
 void unit_lease_gone(struct unit *u)
