@@ -7,7 +7,13 @@
  *   rawput / rawget    the same rows written by this process with libpq
  *                      (blocking PQexecParams, one autocommit INSERT ... ON
  *                      CONFLICT per put, synchronous_commit=on): what the
- *                      server and its disk allow
+ *                      server and its disk allow for a bare upsert
+ *   sameput            the same transaction gadgetd's put runs, made by this
+ *                      process with libpq (the prepared gadgetd_kv_put of
+ *                      the store's schema: fence, quota, write, usage, one
+ *                      synchronous commit), for a gadget of its own: what
+ *                      the store's guarantees cost the server, so that the
+ *                      gadget's put beside it shows gadgetd's own share
  *
  *   storebench PG_SOCKET SQLITE_SOCKET GADGET ROUNDS N CONNINFO
  *
@@ -41,6 +47,40 @@ static PGconn *raw_open(const char *conninfo)
         return c;
 }
 
+/* The store's put function, prepared once, for the gadget "storebench-raw"
+ * whose owner row this process makes (no gadgetd runs it). */
+static int same_open(PGconn *c)
+{
+        if (ok(PQexec(c, "INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('storebench-raw', 'storebench', 1)"
+                         " ON CONFLICT (gadget) DO UPDATE SET node = excluded.node, epoch = 1")) < 0 ||
+            ok(PQprepare(c, "same", "SELECT gadgetd_kv_put('storebench-raw', 'KV', $1, $2, 1000000, 1073741824,"
+                                    " 'storebench', 1)", 2, NULL)) < 0) {
+                fprintf(stderr, "storebench: libpq: %s", PQerrorMessage(c));
+                return -1;
+        }
+        return 0;
+}
+
+static int same_loop(PGconn *c, int n, struct samples *s)
+{
+        char key[32], val[8] = { 0 };
+        for (int i = 0; i < n; i++) {
+                snprintf(key, sizeof key, "k%d", i % 1000);
+                memcpy(val, &i, sizeof i);
+                const char *v[2] = { key, val };
+                int l[2] = { (int)strlen(key), sizeof val }, f[2] = { 1, 1 };
+                int64_t t0 = bench_now_ns();
+                PGresult *r = PQexecPrepared(c, "same", 2, v, l, f, 1);
+                int st = PQresultStatus(r);
+                int stored = st == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                PQclear(r);
+                if (!stored)
+                        return -1;
+                samples_add(s, bench_now_ns() - t0);
+        }
+        return 0;
+}
+
 static int raw_loop(PGconn *c, int put, int n, struct samples *s)
 {
         char key[32], val[8] = { 0 };
@@ -65,6 +105,7 @@ int main(int argc, char **argv)
 {
         struct samples pput = { .name = "pgput_ns" }, pget = { .name = "pgget_ns" }, sput = { .name = "sqlput_ns" },
                        sget = { .name = "sqlget_ns" }, rput = { .name = "rawput_ns" }, rget = { .name = "rawget_ns" },
+                       same = { .name = "sameput_ns" },
                        junk = { .name = "warmup" };
         struct ctl pg, sq;
         if (argc != 7) {
@@ -74,14 +115,15 @@ int main(int argc, char **argv)
         const char *g = argv[3];
         int rounds = atoi(argv[4]), n = atoi(argv[5]);
         PGconn *raw = raw_open(argv[6]);
-        if (!raw || ctl_open(&pg, argv[1]) < 0 || ctl_open(&sq, argv[2]) < 0) {
+        if (!raw || same_open(raw) < 0 || ctl_open(&pg, argv[1]) < 0 || ctl_open(&sq, argv[2]) < 0) {
                 fprintf(stderr, "storebench: cannot set up\n");
                 return 1;
         }
         int fail = ctl_gadget_loop(&pg, g, "kv_put", 50, &junk) < 0 || ctl_gadget_loop(&sq, g, "kv_put", 50, &junk) < 0 ||
-                   raw_loop(raw, 1, 50, &junk) < 0;
+                   raw_loop(raw, 1, 50, &junk) < 0 || same_loop(raw, 50, &junk) < 0;
         for (int r = 0; !fail && r < rounds; r++)
-                fail = ctl_gadget_loop(&pg, g, "kv_put", n, &pput) < 0 || raw_loop(raw, 1, n, &rput) < 0 ||
+                fail = ctl_gadget_loop(&pg, g, "kv_put", n, &pput) < 0 || same_loop(raw, n, &same) < 0 ||
+                       raw_loop(raw, 1, n, &rput) < 0 ||
                        ctl_gadget_loop(&sq, g, "kv_put", n, &sput) < 0 || ctl_gadget_loop(&pg, g, "kv_get", n, &pget) < 0 ||
                        raw_loop(raw, 0, n, &rget) < 0 || ctl_gadget_loop(&sq, g, "kv_get", n, &sget) < 0;
         ctl_close(&pg);
@@ -91,7 +133,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "storebench: a block failed\n");
                 return 1;
         }
-        struct samples *sets[] = { &pput, &rput, &sput, &pget, &rget, &sget };
-        samples_print(sets, 6);
+        struct samples *sets[] = { &pput, &rput, &sput, &pget, &rget, &sget, &same };
+        samples_print(sets, 7);
         return 0;
 }
