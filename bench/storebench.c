@@ -61,27 +61,10 @@ static int same_open(PGconn *c)
         return 0;
 }
 
-static int same_loop(PGconn *c, int n, struct samples *s)
-{
-        char key[32], val[8] = { 0 };
-        for (int i = 0; i < n; i++) {
-                snprintf(key, sizeof key, "k%d", i % 1000);
-                memcpy(val, &i, sizeof i);
-                const char *v[2] = { key, val };
-                int l[2] = { (int)strlen(key), sizeof val }, f[2] = { 1, 1 };
-                int64_t t0 = bench_now_ns();
-                PGresult *r = PQexecPrepared(c, "same", 2, v, l, f, 1);
-                int st = PQresultStatus(r);
-                int stored = st == PGRES_TUPLES_OK && PQntuples(r) == 1;
-                PQclear(r);
-                if (!stored)
-                        return -1;
-                samples_add(s, bench_now_ns() - t0);
-        }
-        return 0;
-}
+enum raw_op { RAW_GET, RAW_PUT, RAW_SAME };
 
-static int raw_loop(PGconn *c, int put, int n, struct samples *s)
+/* n operations of op one at a time, each timed into s. */
+static int raw_loop(PGconn *c, enum raw_op op, int n, struct samples *s)
 {
         char key[32], val[8] = { 0 };
         for (int i = 0; i < n; i++) {
@@ -90,10 +73,11 @@ static int raw_loop(PGconn *c, int put, int n, struct samples *s)
                 const char *v[2] = { key, val };
                 int l[2] = { (int)strlen(key), sizeof val }, f[2] = { 1, 1 };
                 int64_t t0 = bench_now_ns();
-                PGresult *r = put ? PQexecParams(c, "INSERT INTO storebench_raw VALUES ($1, $2) ON CONFLICT (key)"
-                                                    " DO UPDATE SET value = excluded.value", 2, NULL, v, l, f, 1)
-                                  : PQexecParams(c, "SELECT value FROM storebench_raw WHERE key = $1", 1, NULL, v,
-                                                 l, f, 1);
+                PGresult *r = op == RAW_SAME ? PQexecPrepared(c, "same", 2, v, l, f, 1)
+                            : op == RAW_PUT ? PQexecParams(c, "INSERT INTO storebench_raw VALUES ($1, $2) ON CONFLICT (key)"
+                                                              " DO UPDATE SET value = excluded.value", 2, NULL, v, l, f, 1)
+                                            : PQexecParams(c, "SELECT value FROM storebench_raw WHERE key = $1", 1, NULL,
+                                                           v, l, f, 1);
                 if (ok(r) < 0)
                         return -1;
                 samples_add(s, bench_now_ns() - t0);
@@ -120,12 +104,12 @@ int main(int argc, char **argv)
                 return 1;
         }
         int fail = ctl_gadget_loop(&pg, g, "kv_put", 50, &junk) < 0 || ctl_gadget_loop(&sq, g, "kv_put", 50, &junk) < 0 ||
-                   raw_loop(raw, 1, 50, &junk) < 0 || same_loop(raw, 50, &junk) < 0;
+                   raw_loop(raw, RAW_PUT, 50, &junk) < 0 || raw_loop(raw, RAW_SAME, 50, &junk) < 0;
         for (int r = 0; !fail && r < rounds; r++)
-                fail = ctl_gadget_loop(&pg, g, "kv_put", n, &pput) < 0 || same_loop(raw, n, &same) < 0 ||
-                       raw_loop(raw, 1, n, &rput) < 0 ||
+                fail = ctl_gadget_loop(&pg, g, "kv_put", n, &pput) < 0 || raw_loop(raw, RAW_SAME, n, &same) < 0 ||
+                       raw_loop(raw, RAW_PUT, n, &rput) < 0 ||
                        ctl_gadget_loop(&sq, g, "kv_put", n, &sput) < 0 || ctl_gadget_loop(&pg, g, "kv_get", n, &pget) < 0 ||
-                       raw_loop(raw, 0, n, &rget) < 0 || ctl_gadget_loop(&sq, g, "kv_get", n, &sget) < 0;
+                       raw_loop(raw, RAW_GET, n, &rget) < 0 || ctl_gadget_loop(&sq, g, "kv_get", n, &sget) < 0;
         ctl_close(&pg);
         ctl_close(&sq);
         PQfinish(raw);

@@ -241,7 +241,8 @@ static const char *peer_of(struct forward *f, const char *node, char *msg, size_
                         continue;
                 if (nodes[i].peer[0])
                         return nodes[i].peer;
-                snprintf(msg, len, "node %s has no peer link (PeerListen=): it cannot be reached", node);
+                snprintf(msg, len, "node %s has no peer address in the store (no PeerListen=, or it started "
+                         "less than a second ago): it cannot be reached", node);
                 return NULL;
         }
         snprintf(msg, len, "node %s is not known in the store yet", node);

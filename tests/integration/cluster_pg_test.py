@@ -7,26 +7,17 @@ Usage: cluster_pg_test.py TEST."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-from harness import CALLFLOOD, GADGETD, check, main, policy, test, wait_for
+from harness import CALLFLOOD, GADGETD, check, free_port, main, policy, test, wait_for
 from gateway_util import Gateway
 from kvchecks import bcall
-from pgnodes import by_name, counter_policy, node, owner_of, start_all, stop_all
+from pgnodes import counter_cluster, node, owner_of, start_all, stop_all
 from pgserver import PgServer
 
 NODE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "node-certs")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def certs(tmp, *names, ca="ca"):
@@ -73,30 +64,22 @@ def pg_cluster_counter_two_nodes(tmp):
     them over the link) exactly; b answers as if local."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a")
-        a, b = ds
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "a runs the counter")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a", "a") as (a, b):
             nodes_seen(b, 2)
             r = b.ctl("call", "counter", "increment")
             check(r.returncode == 0 and r.stdout.strip() == "1", "a call through b: %r %r" % (r.stdout, r.stderr))
             env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000")
             floods = [subprocess.Popen([CALLFLOOD, d.sock, "counter", "increment", "250"], stdout=subprocess.PIPE,
-                                       text=True, env=env) for d in ds]
+                                       text=True, env=env) for d in (a, b)]
             for f in floods:
                 out, _ = f.communicate(timeout=180)
                 check("ok 250" in out, "flood: %r" % out)
-            for d in ds:
+            for d in (a, b):
                 r = d.ctl("call", "counter", "get")
                 check(r.stdout.strip() == "501", "count through %s: %r %r" % (d.tmp[-1], r.stdout, r.stderr))
             # Typed and admin checks are the owner's, as if local.
             r = b.ctl("call", "counter", "no_such_method")
             check(r.returncode != 0 and "no method" in r.stderr, "unknown method through b: %r" % r.stderr)
-        finally:
-            stop_all(ds)
 
 
 @test
@@ -144,18 +127,11 @@ def pg_cluster_gateway_of_another_node(tmp):
         cd = certs(tmp, "a", "b")
         a = peer_node(tmp, pg, "a", cd)
         b = peer_node(tmp, pg, "b", cd, gateway=True)
-        ds = [a, b]
-        for d in ds:
-            counter_policy(d, nodes="a")
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "a runs the counter")
+        with counter_cluster([a, b], "a", "a") as (a, b):
             nodes_seen(b, 2)
             check(b.call("counter", "increment") == (200, 1), "increment through b's gateway")
             check(b.call("counter", "increment") == (200, 2), "again")
             check(a.ctl("call", "counter", "get").stdout.strip() == "2", "a counted them")
-        finally:
-            stop_all(ds)
 
 
 @test
@@ -171,19 +147,12 @@ def pg_cluster_refuses_bad_certificates(tmp):
         other = certs(tmp, "c", ca="other-ca")
         a = peer_node(tmp, pg, "a", cd)
         c = peer_node(tmp, pg, "c", other, listen=False)
-        ds = [a, c]
-        for x in ds:
-            counter_policy(x, nodes="a")
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "a runs the counter")
+        with counter_cluster([a, c], "a", "a") as (a, c):
             nodes_seen(c, 1)
             r = c.ctl("call", "counter", "increment")
             check(r.returncode != 0 and "node a" in r.stderr and "certificate" in r.stderr,
                   "a call from a node of another CA: %d %r %r" % (r.returncode, r.stdout, r.stderr))
             check(a.ctl("call", "counter", "get").stdout.strip() == "0", "nothing reached the counter")
-        finally:
-            stop_all(ds)
 
         def refused(name, extra, want):
             conf = os.path.join(tmp, name + ".conf")
@@ -212,13 +181,7 @@ def pg_cluster_owner_killed_calls_move_on(tmp):
     with every acknowledged increment counted."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a b")
-        a, b = ds
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "a runs the counter")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as (a, b):
             nodes_seen(b, 2)
             acked = 0
             for _ in range(20):
@@ -233,8 +196,6 @@ def pg_cluster_owner_killed_calls_move_on(tmp):
             print("b runs the counter %.0f ms after a's SIGKILL" % (took * 1000))
             r = b.ctl("call", "counter", "get")
             check(r.stdout.strip() == str(acked), "count after the takeover: %r %r" % (r.stdout, r.stderr))
-        finally:
-            stop_all(ds)
 
 
 @test
@@ -244,24 +205,17 @@ def pg_cluster_move_through_another_node(tmp):
     with its count; a move to an unknown node is refused by the owner."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a b")
-        a, b = ds
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "a runs the counter")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as (a, b):
+            nodes_seen(a, 2)
             nodes_seen(b, 2)
             check(a.ctl("call", "counter", "increment").returncode == 0, "increment")
             r = b.ctl("move", "counter", "b")
             check(r.returncode == 0 and "runs on node b" in r.stdout, "move asked on b: %r %r" % (r.stdout, r.stderr))
-            check(owner_of(ds, "counter") == "b", "b runs the counter")
+            check(owner_of([a, b], "counter") == "b", "b runs the counter")
             r = a.ctl("call", "counter", "get")
             check(r.returncode == 0 and r.stdout.strip() == "1", "the count, through a: %r %r" % (r.stdout, r.stderr))
             r = a.ctl("move", "counter", "nowhere")
             check(r.returncode != 0 and "nowhere" in r.stderr, "a move to an unknown node, asked on a: %r" % r.stderr)
-        finally:
-            stop_all(ds)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,9 @@ Usage: credential_test.py TEST."""
 import json
 import os
 import secrets
-import socket
 import sys
 
-from harness import Daemon, check, main, policy, test, wait_for
+from harness import Daemon, check, free_port, main, policy, test, wait_for
 from servers import Recorder
 
 
@@ -36,14 +35,6 @@ def bcall(d, binding, url, **more):
     args = dict(url=url, **more)
     r = d.ctl("call", "web", "binding", json.dumps({"binding": binding, "op": "request", "args": args}))
     return r.returncode, r.stdout.strip(), r.stderr.strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(d, body):

@@ -4,6 +4,7 @@ import ctypes
 import hashlib
 import json
 import os
+import socket
 import shutil
 import signal
 import subprocess
@@ -196,6 +197,16 @@ def wait_for(cond, timeout=20, what="condition"):
             return v
         time.sleep(0.05)
     check(False, "timed out waiting for " + what)
+
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 class Daemon:

@@ -1,5 +1,6 @@
 """Two or three gadgetd "nodes" on this machine sharing one PostgreSQL
 store (pgserver.py): their set-up and what the tests ask of them."""
+import contextlib
 import os
 import re
 import threading
@@ -73,3 +74,17 @@ def owner_of(ds, name, timeout=20):
 
 def by_name(ds, n):
     return next(d for d in ds if os.path.basename(d.tmp) == n)
+
+
+@contextlib.contextmanager
+def counter_cluster(ds, nodes, owner):
+    """The counter (Nodes=nodes) on every node of ds, all started; yields
+    ds once owner runs it, and stops them all at the end."""
+    for d in ds:
+        counter_policy(d, nodes=nodes)
+    try:
+        start_all(ds)
+        check(owner_of(ds, "counter") == owner, "%s runs the counter (Nodes=%s)" % (owner, nodes))
+        yield ds
+    finally:
+        stop_all(ds)
