@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from harness import CALLFLOOD, GADGETD, check, free_port, main, policy, test, wait_for
 from gateway_util import Gateway
 from kvchecks import bcall
-from pgnodes import counter_cluster, node, owner_of, start_all, stop_all
+from pgnodes import counter_cluster, counter_policy, node, owner_of, start_all, stop_all
 from pgserver import PgServer
 
 NODE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "node-certs")
@@ -216,6 +217,36 @@ def pg_cluster_move_through_another_node(tmp):
             check(r.returncode == 0 and r.stdout.strip() == "1", "the count, through a: %r %r" % (r.stdout, r.stderr))
             r = a.ctl("move", "counter", "nowhere")
             check(r.returncode != 0 and "nowhere" in r.stderr, "a move to an unknown node, asked on a: %r" % r.stderr)
+
+
+@test
+def pg_cluster_move_ends_when_stopped(tmp):
+    """A move waits for its node to take the gadget; stopped meanwhile on
+    its owner (gadgetctl stop), the move ends at once saying so and the
+    gadget stays stopped, not started again by the move. b knows nothing of
+    the counter here, so it never takes it."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
+        counter_policy(a, nodes="a b")
+        try:
+            start_all([a, b])
+            wait_for(lambda: a.state("counter") == "ready", what="a runs the counter")
+            nodes_seen(a, 2)
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=a.ctl("move", "counter", "b")))
+            t.start()
+            wait_for(lambda: a.state("counter") in ("stopped", "remote"), what="the move's stop")
+            t0 = time.monotonic()
+            check(a.ctl("stop", "counter").returncode == 0, "stop")
+            t.join(timeout=30)
+            r = res["r"]
+            check(r.returncode != 0 and "stopped during its move" in r.stderr, "the move: %r %r" % (r.stdout, r.stderr))
+            check(time.monotonic() - t0 < 5, "the move ended %.1f s after the stop" % (time.monotonic() - t0))
+            time.sleep(2)
+            check(a.state("counter") == "stopped", "after the stop: %r" % a.list()["counter"])
+        finally:
+            stop_all([a, b])
 
 
 if __name__ == "__main__":
