@@ -24,9 +24,9 @@ DEB_TIMEOUT = 900
 ROOT_TIMEOUT = 1200
 # What the container needs besides systemd: the run-time libraries of the
 # packages (their Depends), so `dpkg -i` works there without a network.
-ROOT_PACKAGES = ["systemd", "dbus", "libevent-2.1-7", "libevent-pthreads-2.1-7", "libseccomp2",
-                 "libcap2", "libnl-3-200", "libnl-route-3-200", "libprotobuf-c1", "libsqlite3-0",
-                 "libinih1", "libjansson4", "libcurl4", "libsystemd0"]
+ROOT_PACKAGES = ["systemd", "dbus", "libevent-2.1-7", "libevent-pthreads-2.1-7", "libevent-openssl-2.1-7",
+                 "libssl3", "libseccomp2", "libcap2", "libnl-3-200", "libnl-route-3-200", "libprotobuf-c1",
+                 "libsqlite3-0", "libinih1", "libjansson4", "libcurl4", "libsystemd0"]
 
 
 class Failure(Exception):
