@@ -28,17 +28,21 @@ struct unit_move {
         struct event *timer;      /* the move's whole time */
 };
 
-/* Its rank in Nodes= on this node (0: first, or no Nodes=); -1: this node
- * is not listed. */
-static int rank_of(const struct unit *u)
+/* node's rank in p's Nodes= (0: first, or no Nodes=); -1: not listed. */
+static int rank_in(const struct policy *p, const char *node)
 {
-        const struct policy *p = u->policy;
         if (!p->n_nodes)
                 return 0;
         for (size_t i = 0; i < p->n_nodes; i++)
-                if (strcmp(p->nodes[i], u->core->cfg.node) == 0)
+                if (strcmp(p->nodes[i], node) == 0)
                         return (int)i;
         return -1;
+}
+
+/* Its rank on this node. */
+static int rank_of(const struct unit *u)
+{
+        return rank_in(u->policy, u->core->cfg.node);
 }
 
 bool unit_lease_wait(struct unit *u)
@@ -209,11 +213,7 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
                          n ? "down: not seen in the store lately" : "not known in the store");
                 return GADGET_EUNAVAILABLE;
         }
-        const struct policy *p = u->policy;
-        bool allowed = !p->n_nodes;
-        for (size_t i = 0; i < p->n_nodes; i++)
-                allowed |= strcmp(p->nodes[i], node) == 0;
-        if (!allowed) {
+        if (rank_in(u->policy, node) < 0) {
                 /* EINVAL, not EDENIED: on the control socket a denial means
                  * the caller may not use gadgetd at all (gadgetctl's exit
                  * status 4); this is a node the policy rules out. */

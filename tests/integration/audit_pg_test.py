@@ -11,13 +11,9 @@ import subprocess
 import sys
 import time
 
-import harness
 from harness import GADGETCTL, check, main, policy, test, wait_for
-from lease_pg_test import counter_policy, node, owner_of, start_all, stop_all
+from pgnodes import counter_cluster, node
 from pgserver import PgServer
-
-# Only this file's tests: importing lease_pg_test's helpers registered its own.
-harness.TESTS.clear()
 
 HOSTILE_PATH = os.environ.get("HOSTILE", "")
 
@@ -76,13 +72,7 @@ def pg_audit_history_across_nodes(tmp):
     its audit.log and naming its node ("node":"a"); -n 2 the last two; and
     a, started again, shows the same history."""
     with PgServer(tmp) as pg:
-        ds = [node(tmp, pg, n) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a b")
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
-            a, b = ds
+        with counter_cluster([node(tmp, pg, n) for n in "ab"], "a b", "a") as (a, b):
             for i in range(3):
                 check(a.ctl("call", "counter", "increment").returncode == 0, "increment on a")
             mine_a = file_lines(a, "counter")
@@ -135,8 +125,6 @@ def pg_audit_history_across_nodes(tmp):
             check(got == want, "audit on a after its restart: %r" % got)
             r = a.ctl("audit", "nosuch")
             check(r.returncode != 0 and 'no gadget named "nosuch"' in r.stderr, "unknown name: %r" % r.stderr)
-        finally:
-            stop_all(ds)
 
 
 def status(d, gadget):

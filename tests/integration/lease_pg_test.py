@@ -13,7 +13,7 @@ import threading
 import time
 
 from harness import Daemon, check, main, policy, test, wait_for
-from pgnodes import by_name, counter_policy, node, owner_of, start_all, states, stop_all
+from pgnodes import counter_cluster, by_name, counter_policy, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
 LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
@@ -154,13 +154,7 @@ def pg_lease_session_terminated_fences(tmp):
     "fenced"), while the new epoch's is taken; the old owner then says
     where it runs."""
     with PgServer(tmp) as pg:
-        ds = [node(tmp, pg, n) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a b")
-        try:
-            start_all(ds)
-            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
-            a, b = ds
+        with counter_cluster([node(tmp, pg, n) for n in "ab"], "a b", "a") as (a, b):
             for _ in range(3):
                 a.ctl("call", "counter", "increment")
             _, old = owner_row(pg, "counter")
@@ -174,12 +168,12 @@ def pg_lease_session_terminated_fences(tmp):
             print("owner stopped its gadget %.0f ms after its lease session ended" % (stopped * 1000))
             check(stopped < 0.5, "a stopped the counter after %.2f s" % stopped)
             check("lost its store lease" in a.logtext(), "a's log: %s" % a.logtext()[-2000:])
-            owner = owner_of(ds, "counter", timeout=10)
+            owner = owner_of([a, b], "counter", timeout=10)
             check(owner == "b", "taken over by %s" % owner)
             _, new = owner_row(pg, "counter")
             check(new > old, "epoch %d after %d" % (new, old))
             print("now on node %s at epoch %d (was a at %d)" % (owner, new, old))
-            o = by_name(ds, owner)
+            o = by_name([a, b], owner)
             check(o.ctl("call", "counter", "get").stdout.strip() == "3", "count after the takeover")
             put = ("SELECT gadgetd_kv_put('counter', 'COUNT', convert_to('fence-probe', 'UTF8'), '\\x00', 10,"
                    " 1000000, 'a', %d)")
@@ -191,8 +185,6 @@ def pg_lease_session_terminated_fences(tmp):
             check(o.ctl("call", "counter", "get").stdout.strip() == "3", "count")
             wait_for(lambda: "runs on node b" in (a.list()["counter"].get("cause") or ""), timeout=10,
                          what="a to say where the counter runs: %r" % a.list().get("counter"))
-        finally:
-            stop_all(ds)
 
 
 @test
@@ -453,13 +445,7 @@ def pg_gadgetctl_nodes_down(tmp):
     refuse a move to it. With the store itself gone, a node's list ages as
     well, its own row too: what it last read is not shown as news."""
     with PgServer(tmp) as pg:
-        ds = [node(tmp, pg, n) for n in "ab"]
-        for d in ds:
-            counter_policy(d, nodes="a b")
-        try:
-            start_all(ds)
-            a, b = ds
-            check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
+        with counter_cluster([node(tmp, pg, n) for n in "ab"], "a b", "a") as (a, b):
             wait_for(lambda: set(nodes_of(a)) == {"a", "b"}, timeout=10, what="a to see b in the store")
             b.proc.send_signal(signal.SIGKILL)
             b.proc.wait()
@@ -479,8 +465,6 @@ def pg_gadgetctl_nodes_down(tmp):
             ns = nodes_of(a)
             check(ns["a"]["last_seen_ms"] >= 2500 and ns["b"]["last_seen_ms"] >= down["last_seen_ms"] + 2500,
                   "nodes on a, the store gone for 3 s: %r" % ns)
-        finally:
-            stop_all(ds)
 
 
 if __name__ == "__main__":
