@@ -336,7 +336,7 @@ int calendar_parse(const char *text, struct calendar **out, char *err, size_t le
         if (n > CAL_WORDS_MAX)
                 return cal_fail(&p, "more than weekdays, a date, a time and UTC");
         if (n > 1 && isalpha((unsigned char)w[n - 1][0])) {
-                if (strcmp(w[n - 1], "UTC") != 0)
+                if (strcasecmp(w[n - 1], "UTC") != 0)
                         return cal_fail(&p, "time zone \"%s\": only UTC is supported (or none: local time)", w[n - 1]);
                 utc = true;
                 n--;
@@ -428,7 +428,7 @@ int calendar_format(const struct calendar *c, char *out, size_t len)
 
         if (len > 0)
                 out[0] = '\0';
-        if (c->weekdays)
+        if (c->weekdays && c->weekdays != 0x7f) /* every day: systemd leaves them out */
                 r = cal_format_weekdays(c->weekdays, out, len, &pos);
         for (int i = 0; i < CAL_N && r >= 0; i++) {
                 r = cal_format_part(&c->part[i], i == CAL_YEAR ? 4 : 2, out, len, &pos);
