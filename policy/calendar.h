@@ -25,11 +25,14 @@
 
 struct calendar;
 
-/* Parses text (systemd.time(7) calendar events); 0, or -EINVAL with why in err. */
+/* Parses text (systemd.time(7) calendar events); 0, or -EINVAL with why in err
+ * (which quotes parts of text), or -ENOMEM. */
 int calendar_parse(const char *text, struct calendar **out, char *err, size_t len);
 /* The first time strictly after `after` (seconds since the epoch) that matches; 0 with
- * *next set, or -ENOENT if none within the next ~1000 years (e.g. Feb 30). */
+ * *next set, or -ENOENT if none within the next ~1000 years (e.g. Feb 30).
+ * Also -ERANGE for an `after` beyond +-2^40 (about 35000 years). */
 int calendar_next(const struct calendar *c, int64_t after, int64_t *next);
-/* The spec normalized as systemd-analyze prints it (for gadgetctl/status). */
+/* The spec normalized as systemd-analyze prints it (for gadgetctl/status);
+ * 0, or -ENOBUFS if it does not fit len (CALENDAR_FORMAT_MAX always does). */
 int calendar_format(const struct calendar *c, char *out, size_t len);
 void calendar_free(struct calendar *c);

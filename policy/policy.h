@@ -194,7 +194,7 @@ struct policy_errors {
 /* The format: '#' or ';' starts a comment at the start of a line or after a
  * blank (so a value cannot hold " #" or " ;"); indented continuation lines
  * are refused; a line holds at most 198 bytes (inih's buffer); keys are
- * case-sensitive; Environment=, ReadOnlyPaths= and Allow= accumulate, any
+ * case-sensitive; Environment=, ReadOnlyPaths=, Allow= and Schedule= accumulate, any
  * other key given twice in a section is an error. Limits must be above 0.
  *
  * Parses and validates path. Returns 0 with *out set, or a negative errno
