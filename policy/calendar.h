@@ -21,7 +21,7 @@
 
 #define CALENDAR_TEXT_MAX 190 /* longest text calendar_parse accepts */
 #define CALENDAR_ITEMS_MAX 24 /* list items in one part (values, ranges) */
-#define CALENDAR_FORMAT_MAX 512 /* a buffer that holds any calendar_format */
+#define CALENDAR_FORMAT_MAX 640 /* a buffer that holds any calendar_format */
 
 struct calendar;
 
