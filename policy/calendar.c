@@ -108,6 +108,20 @@ static int cal_value(struct cal_parser *p, int which, const char *s, size_t n, i
         return 0;
 }
 
+/* A range as systemd writes it: ending on its last match, "/1" left out,
+ * a range of one value that value. The same times match. */
+static void cal_item_normalize(struct cal_item *it)
+{
+        if (it->repeat > 0)
+                it->stop = it->start + (it->stop - it->start) / it->repeat * it->repeat;
+        if (it->stop == it->start) {
+                it->stop = -1;
+                it->repeat = 0;
+        } else if (it->repeat == 1) {
+                it->repeat = 0;
+        }
+}
+
 /* One list item: VALUE, VALUE..VALUE, with an optional /REPEAT. */
 static int cal_item(struct cal_parser *p, int which, const char *s, size_t n, struct cal_item *it)
 {
@@ -126,8 +140,13 @@ static int cal_item(struct cal_parser *p, int which, const char *s, size_t n, st
                                         (int)rn, rs);
         }
         dots = vn >= 2 ? memmem(s, vn, "..", 2) : NULL;
-        if (!dots)
-                return cal_value(p, which, s, vn, &it->start);
+        if (!dots) {
+                r = cal_value(p, which, s, vn, &it->start);
+                if (r == 0 && it->repeat > cal_max[which] - it->start)
+                        return cal_fail(p, "%s repetition %d/%d goes past %d", cal_part_names[which], it->start,
+                                        it->repeat, cal_max[which]);
+                return r;
+        }
         r = cal_value(p, which, s, (size_t)(dots - s), &it->start);
         if (r < 0)
                 return r;
@@ -136,6 +155,7 @@ static int cal_item(struct cal_parser *p, int which, const char *s, size_t n, st
                 return r;
         if (it->stop < it->start)
                 return cal_fail(p, "%s range %d..%d goes backwards", cal_part_names[which], it->start, it->stop);
+        cal_item_normalize(it);
         return 0;
 }
 
@@ -211,6 +231,8 @@ static int cal_weekdays(struct cal_parser *p, const char *s, uint8_t *bits)
 
                 if (k == CALENDAR_ITEMS_MAX)
                         return cal_fail(p, "the weekday list has more than %d items", CALENDAR_ITEMS_MAX);
+                if (e == i)
+                        return cal_fail(p, "an empty item in the weekday list");
                 for (size_t j = i; j < e; j++) {
                         if (s[j] == '-' || (s[j] == '.' && j + 1 < e && s[j + 1] == '.')) {
                                 sep = j;

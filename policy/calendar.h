@@ -29,7 +29,8 @@ struct calendar;
  * (which quotes parts of text), or -ENOMEM. */
 int calendar_parse(const char *text, struct calendar **out, char *err, size_t len);
 /* The first time strictly after `after` (seconds since the epoch) that matches; 0 with
- * *next set, or -ENOENT if none within the next ~1000 years (e.g. Feb 30).
+ * *next set, or -ENOENT if none within the next ~1000 years (e.g. Feb 30) or
+ * before 2200 (systemd's last year).
  * Also -ERANGE for an `after` beyond +-2^40 (about 35000 years). */
 int calendar_next(const struct calendar *c, int64_t after, int64_t *next);
 /* The spec normalized as systemd-analyze prints it (for gadgetctl/status);

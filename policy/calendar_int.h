@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CAL_YEAR_MAX 9999
+#define CAL_YEAR_MAX 2199 /* systemd's last year */
 
 enum { CAL_YEAR, CAL_MONTH, CAL_DAY, CAL_HOUR, CAL_MINUTE, CAL_SECOND, CAL_N };
 

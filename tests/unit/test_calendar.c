@@ -100,6 +100,10 @@ static void test_format(void)
         check_format("*:5,1,5", "*-*-* *:01,05:00");
         check_format("26-1-1", "2026-01-01 00:00:00");
         check_format("12-24 18:00:30 UTC", "*-12-24 18:00:30 UTC");
+        /* ranges as systemd writes them: to their last match, without /1 */
+        check_format("*:5..20/7", "*-*-* *:05..19/7:00");
+        check_format("*:5..7/3,0..59/1", "*-*-* *:00..59,05:00");
+        check_format("2199-12-31", "2199-12-31 00:00:00");
 }
 
 static void test_refused(void)
@@ -124,6 +128,9 @@ static void test_refused(void)
         check_refused("*:0/0", "minute repetition \"/0\" is not a number above 0");
         check_refused("5..3:00", "hour range 5..3 goes backwards");
         check_refused("*:x", "minute \"x\" is not a number");
+        check_refused("*:5/55", "minute repetition 5/55 goes past 59");
+        check_refused("2200-01-01", "year 2200 is out of range (1970..2199)");
+        check_refused("Mon, Tue 12:00", "an empty item in the weekday list");
         check_refused("1,,2:00", "an empty item in the hour list");
         check_refused("12", "neither a date");
         check_refused("1:2:3:4", "the time has more than three parts");

@@ -8,6 +8,7 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,14 @@ static const char *const specs[] = {
         "Mon,Wed,Fri *-*-1..7 12:00", "*-*-1,15 03:00", "*-02-29 12:00", "Fri *-*-13",
         "*-1..6-31", "2026,2027-*-* 00:00", "*-*-* 00/6:00", "*-*-* 23:59:59", "daily UTC",
         "*:0/10 UTC", "Tue 1..3:00 UTC", "*-*-1/3 4:00", "*-02-30", "2027-01-01 00:00:00",
+        "*:5..20/7,3..5/1", "Sat-Sun 26/3-*-1 12:30:0..59/20", "mon..FRI,Sun *-*-29/1",
+};
+
+/* Texts systemd refuses: so must calendar_parse. */
+static const char *const refused[] = {
+        "Fri..Mon", "*/2:00", "*:5/55", "*-*-31/1", "2200-01-01", "2199/1-1-1", "24:00", "*-13-1",
+        "Mon, Tue", "*-*-*-*", "12:00:00 UTC UTC", "1969-12-31", "00:00:60", "*-*-* 9", ",12:00",
+        "Mon..Tue..Wed", "0..5/0:00", "05..1:00", "*-*-* 12:00 Z",
 };
 
 static const char *const zones[] = { "UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe" };
@@ -226,8 +235,33 @@ out:
         free(blocks);
 }
 
+/* Each of refused[] is refused by systemd-analyze and by calendar_parse. */
+static void test_refused(void)
+{
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                char *argv[] = { "systemd-analyze", "calendar", (char *)refused[i], NULL }, err[256] = "";
+                struct calendar *c = NULL;
+                int status = -1, r = calendar_parse(refused[i], &c, err, sizeof(err));
+                pid_t pid;
+                posix_spawn_file_actions_t fa;
+
+                posix_spawn_file_actions_init(&fa);
+                posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+                posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+                if (posix_spawnp(&pid, "systemd-analyze", &fa, NULL, argv, environ) != 0 ||
+                    waitpid(pid, &status, 0) < 0)
+                        status = -1;
+                posix_spawn_file_actions_destroy(&fa);
+                CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0 && r == -EINVAL,
+                      "\"%s\": refused by systemd-analyze (status %d) and by us (%s)", refused[i], status, err);
+                if (r == 0)
+                        calendar_free(c);
+        }
+}
+
 int main(void)
 {
+        test_refused();
         for (size_t z = 0; z < sizeof(zones) / sizeof(zones[0]); z++) {
                 for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++)
                         run(zones[z], bases[b]);
