@@ -39,7 +39,15 @@ static const struct {
 struct cal_parser {
         char *err;
         size_t len;
+        bool from_end; /* the day part being read counts from the month's end (MONTH~DAY) */
 };
+
+/* The largest value of part which; a day counted from the end is at most
+ * 28, so that it is in every month (systemd's bound). */
+static int cal_part_max(const struct cal_parser *p, int which)
+{
+        return which == CAL_DAY && p->from_end ? 28 : cal_max[which];
+}
 
 /* Writes why the parse failed into the caller's buffer; returns -EINVAL. */
 static int __attribute__((format(printf, 2, 3))) cal_fail(struct cal_parser *p, const char *fmt, ...)
@@ -93,7 +101,7 @@ static int cal_fix_year(int y)
 static int cal_value(struct cal_parser *p, int which, const char *s, size_t n, int *v)
 {
         if (memchr(s, '~', n))
-                return cal_fail(p, "\"~\" (the last days of a month) is not supported");
+                return cal_fail(p, "\"~\" goes only between the month and the day (MONTH~DAY: the DAYth last day)");
         if (which == CAL_SECOND && memchr(s, '.', n))
                 return cal_fail(p, "fractions of a second are not supported");
         if (memchr(s, '*', n))
@@ -102,9 +110,9 @@ static int cal_value(struct cal_parser *p, int which, const char *s, size_t n, i
                 return cal_fail(p, "%s \"%.*s\" is not a number", cal_part_names[which], (int)n, s);
         if (which == CAL_YEAR)
                 *v = cal_fix_year(*v);
-        if (*v < cal_min[which] || *v > cal_max[which])
-                return cal_fail(p, "%s %d is out of range (%d..%d)", cal_part_names[which], *v, cal_min[which],
-                                cal_max[which]);
+        if (*v < cal_min[which] || *v > cal_part_max(p, which))
+                return cal_fail(p, "%s %s%d is out of range (%d..%d)", cal_part_names[which], p->from_end ? "~" : "",
+                                *v, cal_min[which], cal_part_max(p, which));
         return 0;
 }
 
@@ -142,7 +150,12 @@ static int cal_item(struct cal_parser *p, int which, const char *s, size_t n, st
         dots = vn >= 2 ? memmem(s, vn, "..", 2) : NULL;
         if (!dots) {
                 r = cal_value(p, which, s, vn, &it->start);
-                if (r == 0 && it->repeat > cal_max[which] - it->start)
+                /* ~S/R runs from the Sth last day to the month's end; systemd
+                 * takes it only with R below S */
+                if (r == 0 && p->from_end && it->repeat >= it->start)
+                        return cal_fail(p, "day repetition ~%d/%d: the repetition must be below %d", it->start,
+                                        it->repeat, it->start);
+                if (r == 0 && !p->from_end && it->repeat > cal_max[which] - it->start)
                         return cal_fail(p, "%s repetition %d/%d goes past %d", cal_part_names[which], it->start,
                                         it->repeat, cal_max[which]);
                 return r;
@@ -154,7 +167,8 @@ static int cal_item(struct cal_parser *p, int which, const char *s, size_t n, st
         if (r < 0)
                 return r;
         if (it->stop < it->start)
-                return cal_fail(p, "%s range %d..%d goes backwards", cal_part_names[which], it->start, it->stop);
+                return cal_fail(p, "%s range %s%d..%d goes backwards", cal_part_names[which], p->from_end ? "~" : "",
+                                it->start, it->stop);
         cal_item_normalize(it);
         return 0;
 }
@@ -258,12 +272,26 @@ static int cal_weekdays(struct cal_parser *p, const char *s, uint8_t *bits)
 /* Parts separated by sep into c->part[first...]: want of them, or want - 1
  * with the first one "*" (a date without its year) or the last 00 (a time
  * without seconds). */
-static int cal_parts(struct cal_parser *p, const char *s, char sep, int first, struct calendar *c)
+static int cal_parts(struct cal_parser *p, const char *text, char sep, int first, struct calendar *c)
 {
-        const char *at[3];
-        size_t len[3], k = 0, n = strlen(s);
+        const char *at[3], *tilde = sep == '-' ? strchr(text, '~') : NULL;
+        size_t len[3], k = 0, n = strlen(text);
         const char *what = sep == '-' ? "date" : "time";
+        char s[CALENDAR_TEXT_MAX + 1];
         int r;
+
+        memcpy(s, text, n + 1);
+        /* MONTH~DAY: read as MONTH-DAY, the day counted from the end */
+        if (tilde) {
+                size_t dashes = 0;
+
+                for (const char *d = text; d < tilde; d++)
+                        dashes += *d == '-';
+                if (dashes > 1 || strchr(tilde, '-') || strchr(tilde + 1, '~'))
+                        return cal_fail(p, "\"~\" goes only between the month and the day (MONTH~DAY: the DAYth "
+                                        "last day)");
+                s[tilde - text] = '-';
+        }
 
         for (size_t i = 0; i <= n; k++) {
                 const char *e = memchr(s + i, sep, n - i);
@@ -281,10 +309,15 @@ static int cal_parts(struct cal_parser *p, const char *s, char sep, int first, s
                 /* "MONTH-DAY" fills month and day, "HOUR:MINUTE" hour and minute */
                 int which = first + (int)i + (sep == '-' && k == 2 ? 1 : 0);
 
+                p->from_end = tilde && which == CAL_DAY;
                 r = cal_part(p, which, at[i], len[i], &c->part[which]);
+                p->from_end = false;
                 if (r < 0)
                         return r;
         }
+        /* "~*" is every day, as systemd has it */
+        if (sep == '-')
+                c->end_of_month = tilde && c->part[CAL_DAY].n > 0;
         if (sep == ':' && k == 2)
                 return cal_part(p, CAL_SECOND, "0", 1, &c->part[CAL_SECOND]);
         return 0;
@@ -304,7 +337,7 @@ static int cal_words(struct cal_parser *p, char **w, size_t n, struct calendar *
                 i++;
         }
         if (i < n && !strchr(w[i], ':')) {
-                if (!strchr(w[i], '-'))
+                if (!strchr(w[i], '-') && !strchr(w[i], '~'))
                         return cal_fail(p, "\"%s\" is neither a date (YEAR-MONTH-DAY) nor a time (HOUR:MINUTE)", w[i]);
                 r = cal_parts(p, w[i++], '-', CAL_YEAR, c);
                 if (r < 0)
@@ -338,7 +371,7 @@ static size_t cal_split(char *buf, char **w)
 
 int calendar_parse(const char *text, struct calendar **out, char *err, size_t len)
 {
-        struct cal_parser p = { err, len };
+        struct cal_parser p = { err, len, false };
         char buf[CALENDAR_TEXT_MAX + 1], *w[CAL_WORDS_MAX + 1];
         size_t tl = strlen(text), n;
         struct calendar *c = NULL;
@@ -444,7 +477,7 @@ static int cal_format_part(const struct cal_part *pt, int width, char *out, size
 
 int calendar_format(const struct calendar *c, char *out, size_t len)
 {
-        static const char seps[CAL_N] = { '-', '-', ' ', ':', ':', 0 };
+        const char seps[CAL_N] = { '-', c->end_of_month ? '~' : '-', ' ', ':', ':', 0 };
         size_t pos = 0;
         int r = 0;
 

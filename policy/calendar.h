@@ -4,10 +4,11 @@
  *
  * The subset: "[WEEKDAYS] [[YEAR-]MONTH-DAY] [HOUR:MINUTE[:SECOND]] [UTC]",
  * each part a list (",") of values, ranges ("A..B") and repetitions
- * ("A/N", "A..B/N"), or "*"; weekdays by name or abbreviation with ranges
- * "Mon..Fri"; the shorthands minutely hourly daily weekly monthly yearly
- * annually quarterly semiannually. Refused: "~" (last days of a month),
- * fractions of a second, time zones other than UTC.
+ * ("A/N", "A..B/N"), or "*"; "MONTH~DAY" counts days from the month's end
+ * (~1 the last day, ~7/1 the last seven); weekdays by name or abbreviation
+ * with ranges "Mon..Fri"; the shorthands minutely hourly daily weekly
+ * monthly yearly annually quarterly semiannually. Refused: fractions of a
+ * second, time zones other than UTC; whatever systemd refuses.
  *
  * Times are local unless the text ends in UTC. In local time each wall
  * clock time matches once: a time that a DST change skips (the gap) does

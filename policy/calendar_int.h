@@ -25,5 +25,6 @@ struct cal_part {
 struct calendar {
         uint8_t weekdays;            /* bit 0 Monday .. bit 6 Sunday; 0: any day */
         bool utc;                    /* else local time */
+        bool end_of_month;           /* MONTH~DAY: days count from the month's last (1) */
         struct cal_part part[CAL_N];
 };

@@ -48,6 +48,29 @@ static int cal_part_next(const struct cal_part *pt, int v, int max)
         return best;
 }
 
+/* The same for days counted from the end of a month of dim days
+ * (MONTH~DAY): ~S is day dim - S + 1; ~S/R runs from there to the month's
+ * end, ~S..T/R from ~T up to ~S (the stop written is the earlier day). */
+static int cal_day_from_end_next(const struct cal_part *pt, int v, int dim)
+{
+        int best = -1;
+
+        for (size_t i = 0; i < pt->n; i++) {
+                const struct cal_item *it = &pt->items[i];
+                struct cal_item d = { dim - it->start + 1, -1, it->repeat };
+                int x;
+
+                if (it->stop >= 0) {
+                        d.stop = d.start;
+                        d.start = dim - it->stop + 1;
+                }
+                x = cal_item_next(&d, v, dim);
+                if (x >= 0 && x <= dim && (best < 0 || x < best))
+                        best = x;
+        }
+        return best;
+}
+
 /* Carries overflowing fields (a 32nd day, a 60th minute) into the next
  * ones as plain calendar arithmetic, without time zones; false if the date
  * is beyond what time_t holds. */
@@ -142,9 +165,12 @@ static int cal_step(const struct calendar *cal, struct tm *c, int last_year)
         static const int max[CAL_N] = { CAL_YEAR_MAX, 12, 31, 23, 59, 59 };
 
         for (int i = 0; i < CAL_N; i++) {
-                int cur = *field[i] + offset[i];
-                int v = cal_part_next(&cal->part[i], cur, i == CAL_YEAR ? last_year : max[i]);
+                int cur = *field[i] + offset[i], v;
 
+                if (i == CAL_DAY && cal->end_of_month)
+                        v = cal_day_from_end_next(&cal->part[i], cur, cal_days_in_month(c->tm_year + 1900, c->tm_mon));
+                else
+                        v = cal_part_next(&cal->part[i], cur, i == CAL_YEAR ? last_year : max[i]);
                 if (i == CAL_DAY && v > cal_days_in_month(c->tm_year + 1900, c->tm_mon))
                         v = -1;
                 if (v < 0) {

@@ -104,6 +104,9 @@ static void test_format(void)
         check_format("*:5..20/7", "*-*-* *:05..19/7:00");
         check_format("*:5..7/3,0..59/1", "*-*-* *:00..59,05:00");
         check_format("2199-12-31", "2199-12-31 00:00:00");
+        check_format("Mon *-05~7/1", "Mon *-05~07/1 00:00:00");
+        check_format("*~3..6/2", "*-*~03..05/2 00:00:00");
+        check_format("*-*~*", "*-*-* 00:00:00");
 }
 
 static void test_refused(void)
@@ -116,7 +119,11 @@ static void test_refused(void)
         check_refused("", "empty");
         check_refused("   ", "empty");
         check_refused("*-*-* 12:00 Europe/Berlin", "time zone \"Europe/Berlin\": only UTC");
-        check_refused("*-1~1", "\"~\" (the last days of a month) is not supported");
+        check_refused("*-*~29", "day ~29 is out of range (1..28)");
+        check_refused("*-*~7..1", "day range ~7..1 goes backwards");
+        check_refused("*-*~5/5", "day repetition ~5/5: the repetition must be below 5");
+        check_refused("*-*-3~1", "\"~\" goes only between the month and the day");
+        check_refused("12:00~1", "\"~\" goes only between the month and the day");
         check_refused("12:00:01.5", "fractions of a second");
         check_refused("*-13-1", "month 13 is out of range (1..12)");
         check_refused("*-*-0", "day 0 is out of range (1..31)");
@@ -157,6 +164,11 @@ static void test_next_utc(void)
         NEXT("2027-1..3-1/2 *:0/20:5", "2026-12-31 23:59:59", "2027-01-01 00:00:05", "2027-01-01 00:20:05");
         NEXT("*:*:0/20", "2026-12-31 23:59:50", "2027-01-01 00:00:00", "2027-01-01 00:00:20");
         NEXT("quarterly", "2026-10-01 00:00:00", "2027-01-01 00:00:00", "2027-04-01 00:00:00");
+        /* days from the month's end: the last day; the last Monday of May */
+        NEXT("*-*~1 12:00", "2028-01-31 12:00:00", "2028-02-29 12:00:00", "2028-03-31 12:00:00");
+        NEXT("Mon *-05~07/1", "2026-01-01 00:00:00", "2026-05-25 00:00:00", "2027-05-31 00:00:00");
+        NEXT("*-*~3..5/2", "2026-01-01 00:00:00", "2026-01-27 00:00:00", "2026-01-29 00:00:00",
+             "2026-02-24 00:00:00");
 }
 
 /* Europe/Berlin: 2026-03-29 02:00 CET becomes 03:00 CEST (the gap);

@@ -611,7 +611,7 @@ static void test_schedule(void)
                      "Schedule=: calendar event \"25:00\": hour 25 is out of range (0..23)");
         expect_error(HEAD "Schedule=tidy 12:00 Europe/Berlin\n", 4,
                      "time zone \"Europe/Berlin\": only UTC is supported");
-        expect_error(HEAD "Schedule=tidy *-*~1\n", 4, "\"~\" (the last days of a month) is not supported");
+        expect_error(HEAD "Schedule=tidy *-*~29\n", 4, "day ~29 is out of range (1..28)");
         expect_error(HEAD "Schedule=tidy Fri..Mon\n", 4, "weekday range \"Fri..Mon\" goes backwards");
         expect_error(HEAD "Gatekeeper=yes\nSchedule=tidy daily\nSchedule=configure daily\nAdminMethods=configure\n", 6,
                      "Schedule=: configure is an admin method, which only the admin UI calls");
