@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calendar.h"
 #include "contract.h"
@@ -24,6 +25,7 @@ int policy_set_schedule(struct policy_ctx *c, void *obj, const char *key, const 
         const char *text = value + mlen + strspn(value + mlen, " \t");
         size_t tlen = strlen(text);
         char err[256] = "", *method;
+        int64_t next;
         int r;
 
         while (tlen > 0 && (text[tlen - 1] == ' ' || text[tlen - 1] == '\t'))
@@ -56,6 +58,11 @@ int policy_set_schedule(struct policy_ctx *c, void *obj, const char *key, const 
                                    err);
                 goto fail;
         }
+        /* Loads (systemd takes it too), but is most likely a mistake. The
+         * message shows no text of the file: warnings are not redacted. */
+        if (calendar_next(cal, (int64_t)time(NULL), &next) == -ENOENT)
+                policy_warn(c, "%s= never elapses: its calendar event has no time after now (a past date, or "
+                            "one like February 30)", key);
         v = realloc(p->schedules, (p->n_schedules + 1) * sizeof(*v));
         if (!v) {
                 r = -ENOMEM;

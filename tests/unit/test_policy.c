@@ -599,6 +599,17 @@ static void test_schedule(void)
                       p->schedules[2].line == 6, "the calendar as written, without the blanks around it");
                 policy_free(p);
         }
+        p = expect_ok(HEAD "Schedule=tidy *-02-30\nSchedule=tidy 2020-01-01\nSchedule=tidy *-02-29\n",
+                      "Schedule= that never elapses");
+        if (p) {
+                /* (and a warning that /bin/sh's loader is not in the sandbox) */
+                CHECK(p->n_schedules == 3 && p->n_warnings == 3 &&
+                      strcmp(p->warnings[0], "t.policy:4: warning: Schedule= never elapses: its calendar event has no "
+                             "time after now (a past date, or one like February 30)") == 0 &&
+                      strncmp(p->warnings[1], "t.policy:5: warning: Schedule= never", 36) == 0,
+                      "a Schedule= that never elapses loads, with a warning");
+                policy_free(p);
+        }
         p = expect_ok(HEAD, "no Schedule=");
         if (p) {
                 CHECK(p->n_schedules == 0 && !p->schedules, "no Schedule=: none");
