@@ -64,6 +64,7 @@ struct unit {
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
+        struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
         struct call *waiting;     /* calls to it waiting for approval (calls.c) */
         struct call *forwarded;   /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */

@@ -1,0 +1,447 @@
+/* alarms: delivering a gadget's durable alarms (alarms.h). */
+#include "alarms.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings/kv.h"
+#include "contract.h"
+#include "core_int.h"
+#include "system/audit.h"
+#include "system/log.h"
+#include "value.h"
+
+/* What is known of one alarm binding: when its first alarm is due. */
+struct alarm_slot {
+        char binding[KV_BINDING_MAX];
+        int64_t due;          /* ms since the epoch; -1: none; INT64_MAX: not read yet */
+};
+
+struct unit_alarms {
+        struct unit *u;
+        struct event *timer;
+        struct alarm_slot *slots;
+        size_t n_slots;
+        unsigned looks;       /* reads of the store in flight */
+        bool delivering;      /* one alarm read, called or settled: at most one per gadget */
+        bool again;           /* changed meanwhile: read everything again after */
+        bool closing;
+        /* The alarm being delivered (the store's row, for settling it). */
+        struct kv_job *row;
+        char caller[96], via[96];
+};
+
+/* A read of the store and whom it is for. */
+struct look {
+        struct unit_alarms *a;
+        bool deliver;         /* its first alarm is to be delivered if due */
+};
+
+static void look_all(struct unit_alarms *a);
+static int slots_set(struct unit_alarms *a);
+
+static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
+{
+        for (size_t i = 0; i < a->n_slots; i++)
+                if (strcmp(a->slots[i].binding, binding) == 0)
+                        return &a->slots[i];
+        return NULL;
+}
+
+/* Whether this node delivers u's alarms now: on PostgreSQL only while it
+ * holds the lease; only to a gadget that is ready (its hello kicks the
+ * delivery: alarms of a stopped gadget wait for its next start). */
+static bool may_deliver(const struct unit *u)
+{
+        if (u->core->bindings.lease && !u->leased)
+                return false;
+        return u->state == UNIT_READY;
+}
+
+/* Sets the timer to the first due alarm (none: no timer). */
+static void arm(struct unit_alarms *a)
+{
+        int64_t first = -1;
+        event_del(a->timer);
+        if (a->closing || a->delivering || a->looks)
+                return;
+        for (size_t i = 0; i < a->n_slots; i++)
+                if (a->slots[i].due >= 0 && (first < 0 || a->slots[i].due < first))
+                        first = a->slots[i].due;
+        if (first < 0 || !may_deliver(a->u))
+                return;
+        int64_t wait = first - bind_alarm_now_ms();
+        if (wait < 0)
+                wait = 0;
+        struct timeval tv = { .tv_sec = wait / 1000, .tv_usec = (wait % 1000) * 1000 };
+        evtimer_add(a->timer, &tv);
+}
+
+/* Reads again after a store error, in ALARMS_STORE_RETRY_MS. */
+static void arm_retry(struct unit_alarms *a)
+{
+        struct timeval tv = { .tv_sec = ALARMS_STORE_RETRY_MS / 1000 };
+        for (size_t i = 0; i < a->n_slots; i++)
+                a->slots[i].due = INT64_MAX;
+        evtimer_add(a->timer, &tv);
+}
+
+/* A step of the delivery ended: what changed meanwhile is read now. */
+static void settled(struct unit_alarms *a)
+{
+        a->delivering = false;
+        kv_job_free(a->row);
+        a->row = NULL;
+        look_all(a);
+}
+
+static void settle_done(struct kv_job *job)
+{
+        struct unit_alarms *a = job->arg;
+        if (job->err < 0 && job->err != -ECANCELED)
+                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: recording alarm \"%.*s\" failed: %s",
+                        job->binding, (int)job->klen, (const char *)job->key,
+                        job->why[0] ? job->why : strerror(-job->err));
+        if (!a->closing)
+                settled(a);
+}
+
+/* Deletes the delivered alarm (retry_due < 0) or records its next try. */
+static void settle(struct unit_alarms *a, int64_t retry_due)
+{
+        struct kv *kv = bindings_kv(a->u->bind);
+        struct kv_job *row = a->row, *job = kv ? kv_job_new(KV_ALARM_SETTLE, row->binding, settle_done, a) : NULL;
+        if (!job || !(job->val = malloc(row->vlen ? row->vlen : 1))) {
+                kv_job_free(job);
+                log_msg(L_ERR, a->u->policy->name, "alarm binding %s: out of memory", row->binding);
+                settled(a);
+                return;
+        }
+        memcpy(job->key, row->key, job->klen = row->klen);
+        memcpy(job->val, row->val, job->vlen = row->vlen);
+        job->at = row->at;
+        job->due = row->due;
+        job->retry_due = retry_due;
+        /* The store's own queue bound: the scheduler's jobs are one at a
+         * time, never refused for the gadget's own operations. */
+        int e = kv_submit(kv, job, UINT32_MAX);
+        if (e < 0) {
+                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: recording alarm \"%.*s\" failed: %s",
+                        row->binding, (int)row->klen, (const char *)row->key,
+                        job->why[0] ? job->why : strerror(-e));
+                kv_job_free(job);
+                settled(a);
+        }
+}
+
+static void audit_alarm(struct unit_alarms *a, enum audit_outcome outcome, const char *detail)
+{
+        struct audit_record rec = { .gadget = a->u->policy->name, .binding = a->row->binding, .op = "deliver",
+                                    .outcome = outcome, .detail = detail };
+        audit_write(a->u->core->audit, &rec);
+}
+
+/* The method failed: the alarm is tried again later, or dropped. */
+static void delivery_failed(struct unit_alarms *a, int code, const char *message)
+{
+        const struct kv_job *row = a->row;
+        char detail[512];
+        unsigned attempt = row->attempts + 1;
+        if (attempt >= ALARMS_ATTEMPTS_MAX) {
+                snprintf(detail, sizeof detail, "alarm \"%.*s\": attempt %u of %u failed (%s: %s): dropped",
+                         (int)row->klen, (const char *)row->key, attempt, ALARMS_ATTEMPTS_MAX,
+                         gadget_error_name((unsigned)code), message);
+                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: %s", row->binding, detail);
+                audit_alarm(a, AUDIT_ERROR, detail);
+                settle(a, -1);
+                return;
+        }
+        int64_t delay = backoff_delay_ms(row->attempts);
+        snprintf(detail, sizeof detail, "alarm \"%.*s\": attempt %u failed (%s: %s): next try in %" PRId64 " ms",
+                 (int)row->klen, (const char *)row->key, attempt, gadget_error_name((unsigned)code), message,
+                 delay);
+        log_msg(L_WARN, a->u->policy->name, "alarm binding %s: %s", row->binding, detail);
+        audit_alarm(a, AUDIT_ERROR, detail);
+        settle(a, bind_alarm_now_ms() + delay);
+}
+
+static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int code, const char *message)
+{
+        struct unit_alarms *a = cbdata;
+        (void)tag;
+        if (a->closing)
+                return;
+        if (!res) {
+                delivery_failed(a, code, message ? message : "failed");
+                return;
+        }
+        audit_alarm(a, AUDIT_OK, NULL);
+        settle(a, -1);
+}
+
+/* {binding, id, at, payload, attempt}: what the method gets. NULL if out
+ * of memory or the stored payload does not decode. */
+static Gadget__Value *call_args(const struct kv_job *row)
+{
+        Gadget__Value *m = value_new_map();
+        Gadget__Value *p = gadget__value__unpack(NULL, row->vlen, row->val);
+        Gadget__Value *payload = p ? value_dup(p) : NULL;
+        if (p)
+                gadget__value__free_unpacked(p, NULL);
+        if (!m || !payload) {
+                value_free(m);
+                value_free(payload);
+                return NULL;
+        }
+        value_map_set(m, "binding", value_new_string(row->binding));
+        value_map_set(m, "id", value_new_string_len((const char *)row->key, row->klen));
+        value_map_set(m, "at", value_new_int(row->at));
+        value_map_set(m, "payload", payload);
+        value_map_set(m, "attempt", value_new_int((int64_t)row->attempts + 1));
+        return m;
+}
+
+/* Calls the binding's Method= with the alarm read (a->row). */
+static void deliver(struct unit_alarms *a)
+{
+        const struct kv_job *row = a->row;
+        const struct policy_binding *b = policy_binding_find(a->u->policy, row->binding);
+        char msg[256];
+        Gadget__Value *args = call_args(row);
+        if (!b || b->type != BINDING_ALARM || !args) {
+                value_free(args);
+                delivery_failed(a, GADGET_EINTERNAL, args ? "the binding is gone" : "the payload does not decode");
+                return;
+        }
+        snprintf(a->caller, sizeof a->caller, "alarm %s", row->binding);
+        snprintf(a->via, sizeof a->via, "alarm binding %s", row->binding);
+        struct call_req q = { .method = b->method, .args = args, .done = call_done, .cbdata = a,
+                              .caller = a->caller, .via = a->via };
+        int code = calls_start(a->u, &q, msg, sizeof msg);
+        value_free(args);
+        if (code)
+                delivery_failed(a, code, msg);
+}
+
+static void look_done(struct kv_job *job)
+{
+        struct look *l = job->arg;
+        struct unit_alarms *a = l->a;
+        bool deliver_it = l->deliver;
+        free(l);
+        a->looks--;
+        if (a->closing)
+                return;
+        struct alarm_slot *s = slot_of(a, job->binding);
+        if (job->err < 0 && job->err != -ENOENT) {
+                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: reading the store failed: %s", job->binding,
+                        job->why[0] ? job->why : strerror(-job->err));
+                if (deliver_it)
+                        a->delivering = false;
+                arm_retry(a);
+                return;
+        }
+        if (s)
+                s->due = job->err == -ENOENT ? -1 : job->due;
+        if (deliver_it && s && s->due >= 0 && s->due <= bind_alarm_now_ms() && may_deliver(a->u)) {
+                /* The finished job is freed by the store: keep a copy. */
+                struct kv_job *row = kv_job_new(KV_ALARM_NEXT, job->binding, NULL, NULL);
+                if (row && (row->val = malloc(job->vlen ? job->vlen : 1))) {
+                        memcpy(row->key, job->key, row->klen = job->klen);
+                        memcpy(row->val, job->val, row->vlen = job->vlen);
+                        row->at = job->at;
+                        row->due = job->due;
+                        row->attempts = job->attempts;
+                        a->row = row;
+                        deliver(a);
+                        return;
+                }
+                kv_job_free(row);
+        }
+        if (deliver_it) {
+                a->delivering = false;
+                if (a->again) {
+                        look_all(a);
+                        return;
+                }
+        }
+        arm(a);
+}
+
+/* Reads binding's first alarm from the store. */
+static int look(struct unit_alarms *a, const char *binding, bool deliver_it)
+{
+        struct kv *kv = bindings_kv(a->u->bind);
+        struct look *l = calloc(1, sizeof *l);
+        struct kv_job *job = l && kv ? kv_job_new(KV_ALARM_NEXT, binding, look_done, l) : NULL;
+        if (!job) {
+                free(l);
+                return -ENOMEM;
+        }
+        *l = (struct look){ .a = a, .deliver = deliver_it };
+        a->looks++;
+        int e = kv_submit(kv, job, UINT32_MAX);
+        if (e < 0) {
+                a->looks--;
+                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: reading the store failed: %s", binding,
+                        job->why[0] ? job->why : strerror(-e));
+                kv_job_free(job);
+                free(l);
+                return e;
+        }
+        return 0;
+}
+
+/* Reads every alarm binding's first alarm (unless a delivery is on its
+ * way: then after it). */
+static void look_all(struct unit_alarms *a)
+{
+        if (a->closing)
+                return;
+        if (a->delivering) {
+                a->again = true;
+                return;
+        }
+        a->again = false;
+        event_del(a->timer);
+        /* The policy may have changed (a reload): its alarm bindings now. */
+        if (slots_set(a) < 0) {
+                arm_retry(a);
+                return;
+        }
+        for (size_t i = 0; i < a->n_slots; i++)
+                if (look(a, a->slots[i].binding, false) < 0) {
+                        arm_retry(a);
+                        return;
+                }
+}
+
+/* The timer: the first due alarm is read again and delivered (or, after
+ * a store error, everything is read again). */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit_alarms *a = arg;
+        struct alarm_slot *first = NULL;
+        (void)fd;
+        (void)what;
+        if (a->delivering || a->looks)
+                return;
+        for (size_t i = 0; i < a->n_slots; i++) {
+                if (a->slots[i].due == INT64_MAX) {
+                        look_all(a);
+                        return;
+                }
+                if (a->slots[i].due >= 0 && (!first || a->slots[i].due < first->due))
+                        first = &a->slots[i];
+        }
+        if (!first || !may_deliver(a->u))
+                return;
+        a->delivering = true;
+        if (look(a, first->binding, true) < 0) {
+                a->delivering = false;
+                arm_retry(a);
+        }
+}
+
+static void changed(void *arg)
+{
+        look_all(arg);
+}
+
+/* The slots of the policy's alarm bindings. */
+static int slots_set(struct unit_alarms *a)
+{
+        const struct policy *p = a->u->policy;
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_bindings; i++)
+                n += p->bindings[i].type == BINDING_ALARM;
+        struct alarm_slot *s = calloc(n ? n : 1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0, j = 0; i < p->n_bindings; i++)
+                if (p->bindings[i].type == BINDING_ALARM) {
+                        snprintf(s[j].binding, sizeof s[j].binding, "%s", p->bindings[i].name);
+                        s[j++].due = INT64_MAX;
+                }
+        free(a->slots);
+        a->slots = s;
+        a->n_slots = n;
+        return 0;
+}
+
+/* Whether p has an alarm binding. */
+static bool has_alarms(const struct policy *p)
+{
+        for (size_t i = 0; i < p->n_bindings; i++)
+                if (p->bindings[i].type == BINDING_ALARM)
+                        return true;
+        return false;
+}
+
+int alarms_new(struct unit *u)
+{
+        if (!has_alarms(u->policy))
+                return 0;
+        struct unit_alarms *a = calloc(1, sizeof *a);
+        if (!a || !(a->timer = evtimer_new(u->core->base, on_timer, a))) {
+                free(a);
+                return -ENOMEM;
+        }
+        a->u = u;
+        u->alarms = a;
+        if (slots_set(a) < 0) {
+                alarms_close(u);
+                alarms_free(u);
+                return -ENOMEM;
+        }
+        u->bind->alarms_changed = changed;
+        u->bind->alarms_arg = a;
+        look_all(a);
+        return 0;
+}
+
+void alarms_kick(struct unit *u)
+{
+        struct unit_alarms *a = u->alarms;
+        if (!a) {
+                /* A reload gave it its first alarm binding. */
+                if (alarms_new(u) < 0)
+                        log_msg(L_ERR, u->policy->name, "alarms: out of memory: none are delivered");
+                return;
+        }
+        if (!a->closing)
+                look_all(a);
+}
+
+int64_t alarms_next_ms(const struct unit *u)
+{
+        const struct unit_alarms *a = u->alarms;
+        int64_t first = -1;
+        for (size_t i = 0; a && i < a->n_slots; i++)
+                if (a->slots[i].due >= 0 && a->slots[i].due != INT64_MAX && (first < 0 || a->slots[i].due < first))
+                        first = a->slots[i].due;
+        return first;
+}
+
+void alarms_close(struct unit *u)
+{
+        if (u->alarms) {
+                u->alarms->closing = true;
+                event_del(u->alarms->timer);
+        }
+}
+
+void alarms_free(struct unit *u)
+{
+        struct unit_alarms *a = u->alarms;
+        if (!a)
+                return;
+        event_free(a->timer);
+        kv_job_free(a->row);
+        free(a->slots);
+        free(a);
+        u->alarms = NULL;
+}
