@@ -116,6 +116,26 @@ static gadget_value *binding(struct gadget_call *call, const gadget_value *args,
         return result ? result : gadget_null();
 }
 
+/* An alarm binding's Method= (alarms_test.py): logs each delivery as
+ * "ALARM id=ID note=NOTE attempt=N" and fails while the attempt is at
+ * most the payload's "fail" (a method that fails, then succeeds). */
+static gadget_value *on_alarm(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *id = gadget_as_string(gadget_map_get(args, "id"));
+        const gadget_value *payload = gadget_map_get(args, "payload");
+        const char *note = payload ? gadget_as_string(gadget_map_get(payload, "note")) : NULL;
+        int64_t attempt = 0, fail = 0;
+        gadget_as_int(gadget_map_get(args, "attempt"), &attempt);
+        if (payload)
+                gadget_as_int(gadget_map_get(payload, "fail"), &fail);
+        printf("ALARM id=%s note=%s attempt=%lld%s\n", id ? id : "?", note ? note : "-", (long long)attempt,
+               attempt <= fail ? " failing" : "");
+        fflush(stdout);
+        if (attempt <= fail)
+                return gadget_fail(call, GADGET_EFAILED, "failing as asked (attempt %lld)", (long long)attempt);
+        return gadget_null();
+}
+
 /* {"n": N}: N bytes (up to 4 MiB), for answers near or over a frame. */
 static gadget_value *big(struct gadget_call *call, const gadget_value *args, void *data)
 {
@@ -268,6 +288,7 @@ int main(int argc, char **argv)
         gadget_method(g, "alloc", alloc, NULL);
         gadget_method(g, "spin", spin, NULL);
         gadget_method(g, "big", big, NULL);
+        gadget_method(g, "alarm", on_alarm, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);

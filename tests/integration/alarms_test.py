@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Integration tests of durable alarms: a real gadgetd, the test gadget
+setting, listing and cancelling alarms through an alarm binding, and
+gadgetd delivering them to its Method=. Usage: alarms_test.py TEST."""
+import json
+import os
+import re
+import sys
+import time
+
+from harness import Daemon, check, main, policy, test, wait_for
+from kvchecks import bcall, ready
+
+ALARM = "[Binding WAKE]\nType=alarm\nMethod=alarm\n"
+
+
+def deliveries(d, name, note=None):
+    """The test gadget's ALARM lines (those of note only, if given)."""
+    lines = [l for l in d.ctl("logs", name, "-n", "1000").stdout.splitlines() if "ALARM id=" in l]
+    return [l for l in lines if note is None or ("note=%s " % note) in l]
+
+
+def set_alarm(d, name, args, binding="WAKE"):
+    rc, out, err = bcall(d, name, binding, "set", args)
+    check(rc == 0, "set %r: %s" % (args, err))
+    return json.loads(out)
+
+
+def listed(d, name, binding="WAKE", **args):
+    rc, out, err = bcall(d, name, binding, "list", args)
+    check(rc == 0, "list: %s" % err)
+    return json.loads(out)
+
+
+@test
+def alarm_set_list_cancel(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        far = int(time.time() * 1000) + 3600 * 1000
+        check(set_alarm(d, "clock", {"id": "b", "at": far, "payload": {"note": "x", "n": [1, 2]}}) == "b", "id")
+        gen = set_alarm(d, "clock", {"delay": 3600 * 1000})
+        check(re.fullmatch(r"a-[0-9a-f]{16}", gen), "generated id %r" % gen)
+        check(set_alarm(d, "clock", {"id": "a", "at": far + 5}) == "a", "id a")
+        res = listed(d, "clock")
+        check([a["id"] for a in res["alarms"]] == sorted(["a", "b", gen]) and res["cursor"] is None,
+              "list: %r" % res)
+        b = [a for a in res["alarms"] if a["id"] == "b"][0]
+        check(b["at"] == far and b["payload"] == {"note": "x", "n": [1, 2]}, "alarm b: %r" % b)
+        # A page at a time, on from the cursor.
+        page = listed(d, "clock", limit=2)
+        check([a["id"] for a in page["alarms"]] == sorted(["a", "b", gen])[:2] and page["cursor"], "page %r" % page)
+        rest = listed(d, "clock", limit=2, cursor=page["cursor"])
+        check([a["id"] for a in rest["alarms"]] == sorted(["a", "b", gen])[2:] and rest["cursor"] is None,
+              "rest %r" % rest)
+        # Setting an id again replaces the alarm.
+        set_alarm(d, "clock", {"id": "b", "at": far + 9, "payload": "new"})
+        b = [a for a in listed(d, "clock")["alarms"] if a["id"] == "b"][0]
+        check(b["at"] == far + 9 and b["payload"] == "new", "replaced: %r" % b)
+        rc, out, err = bcall(d, "clock", "WAKE", "cancel", {"id": "b"})
+        check(rc == 0 and out == "true", "cancel: %r %r" % (out, err))
+        rc, out, err = bcall(d, "clock", "WAKE", "cancel", {"id": "b"})
+        check(rc == 0 and out == "false", "cancel again: %r %r" % (out, err))
+        check(sorted(a["id"] for a in listed(d, "clock")["alarms"]) == sorted(["a", gen]), "after cancel")
+        # Neither or both of at and delay: refused, saying why.
+        rc, _, err = bcall(d, "clock", "WAKE", "set", {"payload": 1})
+        check(rc != 0 and '"at"' in err and '"delay"' in err, "no time: %r" % err)
+        rc, _, err = bcall(d, "clock", "WAKE", "set", {"at": far, "delay": 5})
+        check(rc != 0 and '"at"' in err, "two times: %r" % err)
+
+
+@test
+def alarm_fires_with_payload(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        set_alarm(d, "clock", {"id": "soon", "delay": 800, "payload": {"note": "hello"}})
+        check(not deliveries(d, "clock"), "delivered before it was due")
+        wait_for(lambda: deliveries(d, "clock", "hello"), timeout=10, what="the alarm's delivery")
+        line = deliveries(d, "clock", "hello")[0]
+        check("id=soon " in line and "attempt=1" in line, "delivery: %r" % line)
+        # Delivered: deleted from the store, and not delivered again.
+        wait_for(lambda: listed(d, "clock")["alarms"] == [], timeout=5, what="the alarm's deletion")
+        time.sleep(1.5)
+        check(len(deliveries(d, "clock", "hello")) == 1, "delivered twice: %r" % deliveries(d, "clock"))
+        audit = open(os.path.join(tmp, "state", "audit.log")).read()
+        check('"binding":"WAKE","op":"deliver"' in audit, "no audit of the delivery: %r" % audit[-800:])
+
+
+@test
+def alarm_survives_restart(tmp):
+    d = Daemon(tmp)
+    with d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        set_alarm(d, "clock", {"id": "later", "delay": 4000, "payload": {"note": "after"}})
+    check(d.proc.returncode is not None, "gadgetd still runs")
+    with Daemon(tmp) as d2:
+        wait_for(lambda: d2.state("clock") == "ready", what="clock ready again")
+        check(not deliveries(d2, "clock", "after"), "delivered too soon")
+        wait_for(lambda: deliveries(d2, "clock", "after"), timeout=15, what="the delivery after the restart")
+
+
+@test
+def alarm_missed_while_down_fires_once(tmp):
+    d = Daemon(tmp)
+    with d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        set_alarm(d, "clock", {"id": "missed", "delay": 1000, "payload": {"note": "missed"}})
+        d.stop()
+    time.sleep(2.5)  # due while gadgetd was down
+    with Daemon(tmp) as d2:
+        wait_for(lambda: deliveries(d2, "clock", "missed"), timeout=15, what="the missed alarm")
+        time.sleep(2)
+        check(len(deliveries(d2, "clock", "missed")) == 1, "missed alarm fired %r" % deliveries(d2, "clock"))
+        check(listed(d2, "clock")["alarms"] == [], "left in the store")
+
+
+@test
+def alarm_failing_method_retried(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        set_alarm(d, "clock", {"id": "flaky", "delay": 0, "payload": {"note": "flaky", "fail": 2}})
+        wait_for(lambda: any("attempt=3" in l for l in deliveries(d, "clock", "flaky")), timeout=15,
+                 what="the third attempt")
+        lines = deliveries(d, "clock", "flaky")
+        check(len(lines) == 3 and "failing" in lines[0] and "failing" in lines[1] and "failing" not in lines[2],
+              "attempts: %r" % lines)
+        log = d.logtext()
+        check(re.search(r'alarm binding WAKE: alarm "flaky": attempt 1 failed .*next try in 100 ms', log) and
+              re.search(r'attempt 2 failed .*next try in 200 ms', log), "retries not logged: %s" % log[-1500:])
+        wait_for(lambda: listed(d, "clock")["alarms"] == [], timeout=5, what="the alarm's deletion")
+        audit = open(os.path.join(tmp, "state", "audit.log")).read()
+        check(audit.count('"op":"deliver","outcome":"error"') == 2, "failed attempts audited: %r" % audit[-800:])
+
+
+@test
+def alarm_bounds(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "clock", "[Binding WAKE]\nType=alarm\nMethod=alarm\nMaxAlarms=2\nMaxPayloadSize=100\n")
+        ready(d, "clock")
+        far = int(time.time() * 1000) + 3600 * 1000
+        set_alarm(d, "clock", {"id": "1", "at": far})
+        set_alarm(d, "clock", {"id": "2", "at": far})
+        rc, _, err = bcall(d, "clock", "WAKE", "set", {"id": "3", "at": far})
+        check(rc != 0 and "MaxAlarms=2" in err, "third alarm: %r" % err)
+        set_alarm(d, "clock", {"id": "2", "at": far + 1})  # a replacement is not one more
+        rc, _, err = bcall(d, "clock", "WAKE", "set", {"id": "1", "at": far, "payload": "x" * 200})
+        check(rc != 0 and "MaxPayloadSize (100)" in err, "large payload: %r" % err)
+        rc, _, err = bcall(d, "clock", "WAKE", "set", {"id": "x" * 129, "at": far})
+        check(rc != 0 and "id" in err, "long id: %r" % err)
+        # Policy errors name file and line.
+        bad = policy(d.pol, "bad", "[Binding W]\nType=alarm\n")
+        r = d.ctl("check", bad)
+        check(r.returncode != 0 and "bad.policy:4" in r.stderr + r.stdout and "has no Method=" in r.stderr + r.stdout,
+              "no Method=: %r" % r.stderr)
+        os.unlink(bad)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
