@@ -90,6 +90,8 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
                 REFUSE("gadget information with an invalid node name");
         if (g->epoch < 0)
                 REFUSE("gadget information with a negative lease epoch");
+        if (!g->start || (g->start[0] && strcmp(g->start, "always") != 0 && strcmp(g->start, "on-demand") != 0))
+                REFUSE("gadget information with an unknown Start= mode");
         return 0;
 }
 

@@ -188,7 +188,7 @@ static int check_name(const struct ctl *ctl, const char *name)
         return CTL_EXIT_USAGE;
 }
 
-/* stop, restart, status: a request naming one gadget. */
+/* stop, restart, wake, status: a request naming one gadget. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
                         Control__Response__RespCase want)
 {
@@ -204,6 +204,8 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
                 req.stop = &n;
         else if (kind == CONTROL__REQUEST__REQ_RESTART)
                 req.restart = &n;
+        else if (kind == CONTROL__REQUEST__REQ_WAKE)
+                req.wake = &n;
         else
                 req.status = &n;
         return request(ctl, &req, want);
@@ -259,6 +261,11 @@ int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART,
                             CONTROL__RESPONSE__RESP_DONE);
+}
+
+int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE);
 }
 
 int cmd_status(const struct ctl *ctl, const struct cmd_args *a)

@@ -32,6 +32,7 @@ struct cmd_args {
 
 int cmd_load(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_stop(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_wake(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_restart(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_list(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_status(const struct ctl *ctl, const struct cmd_args *a);

@@ -32,14 +32,20 @@ static const struct command commands[] = {
           "gadgetd is given the file's absolute path and reads it itself.\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
         { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
+        { "wake", cmd_wake, 1, 1, "h", "NAME", "start an idle gadget without calling it",
+          "Answers once the gadget is ready. An idle gadget (Start=on-demand, IdleStop=)\n"
+          "also starts at its first call; wake spares that call the start's wait.\n"
+          "A gadget that is stopped or failed is not idle: use restart.\n" },
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
           "When gadgetd shares its store with other nodes (Store=postgresql), a NODE\n"
           "column names the node that runs each gadget (\"-\": none yet); on the others\n"
           "its state is remote.\n"
           "With --json: an array of objects with the fields name, state, cause, pid,\n"
-          "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec and start_us\n"
-          "(0: unknown; start_us: from the start of this run to the gadget's hello),\n"
+          "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec, start_us, start\n"
+          "and active_ago_ms (0: unknown; start_us: from the start of this run to the\n"
+          "gadget's hello; start: Start=; active_ago_ms: since its last call or binding\n"
+          "call, 0 if none yet); an idle gadget's state is idle,\n"
           "and node and epoch (its lease's) when a node runs it.\n" },
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",

@@ -89,6 +89,11 @@ static json_t *info_json(const Control__GadgetInfo *g)
                               clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
                               clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
 
+        if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
+                  json_object_set_new(o, "active_ago_ms", json_integer(clamp(g->active_ago_ms))) < 0)) {
+                json_decref(o);
+                return NULL;
+        }
         if (o && g->node[0] &&
             (json_object_set_new(o, "node", json_string(g->node)) < 0 ||
              json_object_set_new(o, "epoch", json_integer((json_int_t)g->epoch)) < 0)) {
@@ -384,6 +389,12 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_node(f, g);
         if (e >= 0)
                 e = put_field(f, "Policy", s->policy_path);
+        if (e >= 0) {
+                char ago[OUTPUT_UNIT_MAX];
+                put_field(f, "Start", g->start[0] ? g->start : "always");
+                e = put_field(f, "Last activity", g->active_ago_ms ? output_ago(g->active_ago_ms, ago, sizeof(ago))
+                                                                   : "none yet");
+        }
         if (e >= 0) {
                 put_field(f, "PID", pid);
                 put_field(f, "Uptime", output_uptime(g->uptime_ms, up, sizeof(up)));

@@ -24,6 +24,11 @@ const char *policy_restart_name(enum policy_restart r)
         return "unknown";
 }
 
+const char *policy_start_name(enum policy_start s)
+{
+        return s == POLICY_START_ON_DEMAND ? "on-demand" : "always";
+}
+
 bool policy_strv_has(char *const *v, size_t n, const char *s)
 {
         for (size_t i = 0; i < n; i++) {
@@ -465,6 +470,19 @@ static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
         return -EINVAL;
 }
 
+static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        for (int i = POLICY_START_ALWAYS; i <= POLICY_START_ON_DEMAND; i++) {
+                if (strcmp(value, policy_start_name(i)) == 0) {
+                        p->start = i;
+                        return 0;
+                }
+        }
+        policy_err(c, "%s=%s is not one of always, on-demand", key, POLICY_Q(value));
+        return -EINVAL;
+}
+
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
@@ -592,6 +610,9 @@ static const struct policy_key policy_gadget_keys[] = {
         { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL },
         { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL },
         { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
+        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_start },
+        /* infinity: never stopped for being idle (the default). */
+        { "IdleStop", KIND_DURATION, KEY_INFINITY, 0, G(idle_stop_ms), 0, NULL },
         { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types },
         { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
         { "Gatekeeper", KIND_BOOL, 0, 0, G(gatekeeper), 0, NULL },

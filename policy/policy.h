@@ -44,6 +44,12 @@
 #define POLICY_REDACT 0x1u
 
 /* RequireTypes=: must every method of the gadget declare a signature? */
+/* Start=: when a loaded gadget starts. */
+enum policy_start {
+        POLICY_START_ALWAYS,    /* at once, and whenever it is loaded or restarted */
+        POLICY_START_ON_DEMAND, /* at its first call (or gadgetctl wake) */
+};
+
 enum policy_types {
         POLICY_TYPES_DEFAULT = 0, /* as gadgetd says ([Daemon] RequireTypes=) */
         POLICY_TYPES_REQUIRED,
@@ -152,6 +158,8 @@ struct policy {
         uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         uint64_t calls_queued_max;  /* CallsQueuedMax=: calls to the gadget in flight (more: busy) */
         enum policy_restart restart; /* Restart=, default no */
+        enum policy_start start; /* Start=, default always */
+        uint64_t idle_stop_ms;   /* IdleStop=: stopped (idle) after this long without activity; 0 = never */
         enum policy_types require_types; /* RequireTypes=, default gadgetd's */
         char *ui;                /* UI=, absolute path of the gadget's HTML UI, or NULL */
         /* A gatekeeper: holds credentialed bindings, exposes narrow methods. */
@@ -207,6 +215,7 @@ static inline bool policy_admin_method(const struct policy *p, const char *metho
 }
 const char *policy_binding_type_name(enum binding_type t);
 const char *policy_restart_name(enum policy_restart r);
+const char *policy_start_name(enum policy_start s);
 
 /* Value parsers shared with other config files. Return 0 or -EINVAL. */
 int policy_parse_size(const char *s, uint64_t *out);     /* 512, 64K, 16M, 1G, infinity */

@@ -166,6 +166,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 return 0;
         case CONTROL__REQUEST__REQ_STOP: name = q->stop->name; break;
         case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
+        case CONTROL__REQUEST__REQ_WAKE: name = q->wake->name; break;
         case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
         case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
         case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;

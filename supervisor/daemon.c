@@ -90,7 +90,7 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
                 return -ENOMEM;
         }
         *what = RELOAD_LOADED;
-        unit_start(u);
+        unit_activate(u);
         if (unit_state_of(u) == UNIT_FAILED)
                 snprintf(msg, len, "loaded %s, but it failed: %s", unit_name(u), unit_cause(u));
         else

@@ -84,6 +84,11 @@ static void busy_flush(struct gadget_bindings *g, bool now)
 
 /* Calls in flight on binding name. Why this is safe: the walk is bounded
  * by BindingCallsMax (at most 4096), checked first. */
+size_t bindings_busy(const struct gadget_bindings *g)
+{
+        return g->n_breqs;
+}
+
 static uint64_t binding_inflight(const struct gadget_bindings *g, const char *name)
 {
         uint64_t n = 0;

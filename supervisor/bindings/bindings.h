@@ -123,6 +123,8 @@ void bindings_set_policy(struct gadget_bindings *g, const struct policy *p);
 void bindings_attach(struct gadget_bindings *g, struct peer *peer);
 /* Entry point from the worker's peer. */
 void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc);
+/* Its binding calls in flight. */
+size_t bindings_busy(const struct gadget_bindings *g);
 /* Answers (value, or code and message), audits, frees r. */
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out);

@@ -38,6 +38,8 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->start_us = in->start_us;
         gi->node = (char *)(in->node ? in->node : "");
         gi->epoch = in->epoch;
+        gi->start = (char *)in->start;
+        gi->active_ago_ms = in->active_ago_ms;
 }
 
 static void load_done(void *arg, int e, const char *name, const char *msg)
@@ -86,6 +88,30 @@ static void on_restart(struct client *cl, const Control__Request *q)
                 return;
         unit_restart(u);
         client_done(cl, q->id, "restarting %s", unit_name(u));
+}
+
+static void wake_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
+{
+        struct client *cl = arg;
+        if (res)
+                client_done(cl, id, "ready");
+        else
+                client_error(cl, id, code, "%s", message);
+}
+
+/* gadgetctl wake: answered once the gadget is ready. */
+static void on_wake(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->wake->name);
+        if (!u)
+                return;
+        const struct call_req cq = { .done = wake_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls };
+        char msg[400];
+        int code = calls_wake(u, &cq, msg, sizeof msg);
+        if (code == 1)
+                client_done(cl, q->id, "ready");
+        else if (code)
+                client_error(cl, q->id, code, "%s", msg);
 }
 
 static int cmp_info(const void *a, const void *b)
@@ -435,6 +461,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_LOAD, on_load },
         { CONTROL__REQUEST__REQ_STOP, on_stop },
         { CONTROL__REQUEST__REQ_RESTART, on_restart },
+        { CONTROL__REQUEST__REQ_WAKE, on_wake },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },

@@ -52,13 +52,14 @@ static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
 }
 
 /* Whether this node delivers u's alarms now: on PostgreSQL only while it
- * holds the lease; only to a gadget that is ready (its hello kicks the
- * delivery: alarms of a stopped gadget wait for its next start). */
+ * holds the lease; to a gadget that is ready, or idle (the call starts it,
+ * calls.c). Its hello kicks the delivery: the alarms of a gadget stopped
+ * or starting wait for it. */
 static bool may_deliver(const struct unit *u)
 {
         if (u->core->bindings.lease && !u->leased)
                 return false;
-        return u->state == UNIT_READY;
+        return u->state == UNIT_READY || u->state == UNIT_IDLE;
 }
 
 /* Sets the timer to the first due alarm (none: no timer). */

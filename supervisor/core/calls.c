@@ -46,6 +46,13 @@ struct call {
         /* Forwarded to the node that runs u (u->forwarded): */
         void *remote;
         struct call *fwd_next, **fwd_pprev;
+        /* Waiting for u's start (u->pending, in order; method NULL: a
+         * gadgetctl wake), until deadline: */
+        struct peer_chain chain;
+        bool has_chain;             /* a gadget's call (chain may be empty) */
+        bool admin;
+        uint64_t deadline_ms;
+        struct call *pend_next, **pend_pprev;
 };
 
 static void owner_unlink(struct call *c)
@@ -78,18 +85,43 @@ static void fwd_unlink(struct call *c)
         c->fwd_pprev = NULL;
 }
 
+static void pend_unlink(struct call *c)
+{
+        if (!c->pend_pprev)
+                return;
+        struct unit *u = c->u;
+        *c->pend_pprev = c->pend_next;
+        if (c->pend_next)
+                c->pend_next->pend_pprev = c->pend_pprev;
+        else
+                u->pending_tail = c->pend_pprev;
+        c->pend_pprev = NULL;
+        u->n_pending--;
+}
+
+static void chain_clear(struct peer_chain *ch)
+{
+        for (size_t i = 0; i < ch->n; i++)
+                free(ch->names[i]);
+        free(ch->names);
+        *ch = (struct peer_chain){ 0 };
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
+        pend_unlink(c);
+        unit_active(c->u, monotime_ms());
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
         if (c->timer)
                 event_free(c->timer);
         free(c->method);
         value_free(c->args);
+        chain_clear(&c->chain);
         free(c);
 }
 
@@ -152,6 +184,8 @@ void calls_unit_gone(struct unit *u)
         }
         char msg[200];
         snprintf(msg, sizeof msg, "gadget \"%s\" was unloaded on this node", u->policy->name);
+        while (u->pending)
+                call_end(u->pending, NULL, GADGET_EGONE, msg);
         while (u->forwarded) {
                 struct call *c = u->forwarded;
                 const struct core_remote *r = &u->core->remote;
@@ -264,6 +298,8 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                 return GADGET_EUNAVAILABLE;
         }
         if (u->state != UNIT_READY || !u->peer) {
+                if (unit_wakeable(u))
+                        return 0; /* it waits for the start: the rest is checked then */
                 snprintf(msg, len, "gadget \"%s\" is not ready (%s%s%.200s)", name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
@@ -284,7 +320,7 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
 /* Sends c to its gadget with its CallTimeout: 0, or a GADGET_E* code with
  * msg (c is the caller's to free). */
 static int call_send(struct call *c, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
-                     char *msg, size_t len)
+                     uint64_t timeout_ms, char *msg, size_t len)
 {
         struct unit *u = c->u;
         const char *name = u->policy->name;
@@ -302,11 +338,114 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
                 snprintf(msg, len, "cannot call gadget \"%s\": %s", name, strerror(-e));
                 return e == -ENOTCONN ? GADGET_EUNAVAILABLE : GADGET_EINTERNAL;
         }
-        struct timeval tv = { .tv_sec = (time_t)(u->policy->call_timeout_ms / 1000),
-                              .tv_usec = (suseconds_t)(u->policy->call_timeout_ms % 1000) * 1000 };
+        struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000), .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
         event_add(c->timer, &tv);
         u->calls++;
         return 0;
+}
+
+/* A call that waited for its gadget's start got no hello in time. */
+static void pending_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct call *c = arg;
+        char msg[300];
+        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms): gadget \"%s\" was still starting",
+                 (unsigned long long)c->u->policy->call_timeout_ms, c->u->policy->name);
+        call_end(c, NULL, GADGET_ETIMEOUT, msg);
+}
+
+static int chain_copy(struct peer_chain *to, const struct peer_chain *from)
+{
+        to->depth = from->depth;
+        if (!from->n)
+                return 0;
+        if (!(to->names = calloc(from->n, sizeof *to->names)))
+                return -ENOMEM;
+        for (size_t i = 0; i < from->n; i++, to->n++)
+                if (!(to->names[i] = strdup(from->names[i])))
+                        return -ENOMEM;
+        return 0;
+}
+
+/* Queues c until its gadget's hello (it is idle, or starting for calls),
+ * and starts it: c is sent then, within what is left of its CallTimeout.
+ * method NULL: a wake, answered once the gadget is ready. 0, or a
+ * GADGET_E* code with msg. */
+static int call_pend(struct call *c, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
+                     char *msg, size_t len)
+{
+        struct unit *u = c->u;
+        if (u->n_pending >= u->policy->calls_queued_max) {
+                snprintf(msg, len, "gadget \"%s\" is busy: %zu calls wait for its start (CallsQueuedMax=)",
+                         u->policy->name, u->n_pending);
+                return GADGET_EBUSY;
+        }
+        if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
+            (chain && (c->has_chain = true) && chain_copy(&c->chain, chain) < 0) ||
+            !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        uint64_t ms = u->policy->call_timeout_ms;
+        c->deadline_ms = monotime_ms() + ms;
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(c->timer, &tv);
+        c->pend_next = NULL;
+        c->pend_pprev = u->pending_tail ? u->pending_tail : &u->pending;
+        *c->pend_pprev = c;
+        u->pending_tail = &c->pend_next;
+        u->n_pending++;
+        unit_wake(u);
+        return 0;
+}
+
+/* Sends c now if its gadget is ready, else after its start. */
+static int call_go(struct call *c, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
+                   char *msg, size_t len)
+{
+        struct unit *u = c->u;
+        if (unit_is_ready(u))
+                return call_send(c, method, args, chain, u->policy->call_timeout_ms, msg, len);
+        return call_pend(c, method, args, chain, msg, len);
+}
+
+void calls_pending_flush(struct unit *u)
+{
+        uint64_t now = monotime_ms();
+        while (u->pending) {
+                struct call *c = u->pending;
+                char msg[400];
+                pend_unlink(c);
+                event_free(c->timer);
+                c->timer = NULL;
+                if (!c->done) {
+                        call_end(c, NULL, GADGET_EGONE, "the caller is gone");
+                        continue;
+                }
+                if (!c->method) {
+                        Gadget__Value ready = GADGET__VALUE__INIT;
+                        call_end(c, &ready, 0, NULL);
+                        continue;
+                }
+                uint64_t left = c->deadline_ms > now ? c->deadline_ms - now : 1;
+                int code = call_check(u, c->method, c->args, c->admin, &c->sig, msg, sizeof msg);
+                if (!code && !unit_is_ready(u)) {
+                        snprintf(msg, sizeof msg, "gadget \"%s\" stopped as it started", u->policy->name);
+                        code = GADGET_EUNAVAILABLE;
+                }
+                if (!code)
+                        code = call_send(c, c->method, c->args, c->has_chain ? &c->chain : NULL, left, msg, sizeof msg);
+                if (code)
+                        call_end(c, NULL, code, msg);
+        }
+}
+
+void calls_pending_fail(struct unit *u, const char *why)
+{
+        char msg[400];
+        snprintf(msg, sizeof msg, "gadget \"%s\" did not start: %.300s", u->policy->name, why);
+        while (u->pending)
+                call_end(u->pending, NULL, GADGET_EUNAVAILABLE, msg);
 }
 
 /* A person decided on a call that waited (its gadget's Approve=). */
@@ -329,7 +468,7 @@ static void call_decided(void *arg, bool approved, const char *why)
         }
         int code = c->done ? call_check(u, c->method, c->args, false, &c->sig, msg, sizeof msg) : GADGET_EGONE;
         if (!code)
-                code = call_send(c, c->method, c->args, NULL, msg, sizeof msg);
+                code = call_go(c, c->method, c->args, NULL, msg, sizeof msg);
         if (code)
                 call_end(c, NULL, code, code == GADGET_EGONE ? "the caller is gone" : msg);
 }
@@ -349,7 +488,7 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
                                          .decided = call_decided, .arg = c };
         int code = approvals_ask(u->core->approvals, &aq, &c->ap, msg, len);
         if (code == 1)
-                return call_send(c, q->method, q->args, q->chain, msg, len);
+                return call_go(c, q->method, q->args, q->chain, msg, len);
         if (code)
                 return code;
         c->wait_next = u->waiting;
@@ -358,6 +497,18 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
         c->wait_pprev = &u->waiting;
         u->waiting = c;
         return 0;
+}
+
+/* Links c to its caller's record, which may leave before it ends. */
+static void call_own(struct call *c, struct call_owner *o)
+{
+        if (!(c->owner = o))
+                return;
+        c->owner_next = o->calls;
+        if (c->owner_next)
+                c->owner_next->owner_pprev = &c->owner_next;
+        c->owner_pprev = &o->calls;
+        o->calls = c;
 }
 
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
@@ -372,26 +523,49 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig };
+                            .tag = q->tag, .sig = sig, .admin = q->admin };
+        unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE)
                 code = call_forward(c, q, msg, len);
         else
-                code = ask ? call_wait(c, q, msg, len) : call_send(c, q->method, q->args, q->chain, msg, len);
+                code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
                 if (c->timer)
                         event_free(c->timer);
                 free(c->method);
                 value_free(c->args);
+                chain_clear(&c->chain);
                 free(c);
                 return code;
         }
-        if ((c->owner = q->owner)) {
-                c->owner_next = q->owner->calls;
-                if (c->owner_next)
-                        c->owner_next->owner_pprev = &c->owner_next;
-                c->owner_pprev = &q->owner->calls;
-                q->owner->calls = c;
-        }
+        call_own(c, q->owner);
         return 0;
 }
+
+int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
+{
+        if (unit_is_ready(u))
+                return 1;
+        if (!unit_wakeable(u)) {
+                snprintf(msg, len, "gadget \"%s\" is %s, not idle%s%.200s", u->policy->name, unit_state_name(u->state),
+                         u->cause[0] ? ": " : "", u->cause);
+                return GADGET_EUNAVAILABLE;
+        }
+        struct call *c = calloc(1, sizeof *c);
+        if (!c) {
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag };
+        int code = call_pend(c, NULL, NULL, NULL, msg, len);
+        if (code) {
+                if (c->timer)
+                        event_free(c->timer);
+                free(c);
+                return code;
+        }
+        call_own(c, q->owner);
+        return 0;
+}
+

@@ -50,6 +50,16 @@ struct call_req {
  * q->approved or q->admin): done then says denied, or the call's own
  * outcome. */
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len);
+/* A call to a gadget that is idle (Start=on-demand, IdleStop=) starts it
+ * and waits, with the calls that come meanwhile, for its hello: they are
+ * sent to it then, in the order they came, each within its CallTimeout
+ * (counted from when it came); CallsQueuedMax= bounds how many wait.
+ *
+ * gadgetctl wake: starts u if it is idle, with no call. 1 if it is ready
+ * already (done is never called), 0 when done says once it is (res a
+ * null value) or why it did not start, or a GADGET_E* code with msg (it
+ * is not idle: stopped, failed, remote). q's method and args are unused. */
+int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len);
 /* How a call reaches a gadget another node runs (Store=postgresql with a
  * peer link: cluster/forward.c sets it with core_set_remote). */
 struct core_remote {

@@ -20,7 +20,7 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
 {
         const char *target = bc->target;
         struct unit *t = core_find(arg, target);
-        if (!t || (t->state != UNIT_READY && t->state != UNIT_REMOTE)) {
+        if (!t || (t->state != UNIT_READY && t->state != UNIT_REMOTE && !unit_wakeable(t))) {
                 snprintf(msg, len, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");
                 return GADGET_EUNAVAILABLE;
@@ -192,8 +192,10 @@ void core_unload(struct core *c, struct unit *u, const char *why)
 
 void core_unit_stopped(struct core *c, struct unit *u)
 {
-        /* Another node may run it now (not when it starts again here). */
-        if (u->remove_when_stopped || !u->restart_pending || c->stopping)
+        /* Another node may run it now (not when it starts again here, nor
+         * while it is idle here: calls are forwarded to this node, which
+         * starts it). */
+        if (u->remove_when_stopped || c->stopping || (!u->restart_pending && !u->dormant))
                 unit_lease_release(u);
         if (!u->remove_when_stopped && !c->stopping)
                 unit_lease_stopped(u);

@@ -78,6 +78,15 @@ struct unit {
         char owner[64];           /* not leased: the node that holds it, as last read */
         int64_t owner_epoch;
         struct unit_move *move;   /* gadgetctl move on its way (unit_lease.c) */
+        /* Start=on-demand and IdleStop= (unit_idle.c; the calls that
+         * wait for a start: calls.c) */
+        bool dormant;             /* idle: its next call (or gadgetctl wake) starts it */
+        bool waking;              /* starting for calls: they wait in pending */
+        bool idling;              /* its stop is an idle stop: it ends idle */
+        struct call *pending, **pending_tail; /* calls waiting for its hello, in order */
+        size_t n_pending;
+        uint64_t last_active_ms;  /* monotime of its last call or binding call (0: none) */
+        struct event *ev_idle;    /* IdleStop= (made at its first ready) */
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next;
 };
@@ -100,6 +109,21 @@ void core_lease_hooks(struct core *c);
 
 /* Calls to u that wait for approval end: u is being freed (calls.c). */
 void calls_unit_gone(struct unit *u);
+/* u said hello: the calls that waited for its start go to it, in the
+ * order they came (calls.c). */
+void calls_pending_flush(struct unit *u);
+/* u's start failed or was called off: the calls that waited for it fail
+ * with why. */
+void calls_pending_fail(struct unit *u, const char *why);
+
+/* unit_idle.c: IdleStop= while u is ready; noting activity. */
+void unit_idle_arm(struct unit *u);
+/* after_exit's end of an idle stop: idle now (enter, before the core
+ * hears of the stop, which keeps an idle unit's lease); then started
+ * again at once if calls (or a wake) came meanwhile (stopped). */
+void unit_idle_enter(struct unit *u);
+void unit_idle_stopped(struct unit *u);
+static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active_ms = now_ms; }
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -145,6 +145,8 @@ void unit_free(struct unit *u)
         event_free(u->ev_runtime);
         event_free(u->ev_logwin);
         event_free(u->ev_start);
+        if (u->ev_idle)
+                event_free(u->ev_idle);
         logbuf_free(&u->log);
         policy_free(u->policy);
         free(u);
@@ -202,8 +204,13 @@ static void after_exit(struct unit *u, int status)
                 return;
         }
         if (!u->want_running) {
+                bool idle = u->idling && !u->remove_when_stopped;
                 u->state = UNIT_STOPPED;
-                core_unit_stopped(u->core, u);
+                if (idle)
+                        unit_idle_enter(u);
+                core_unit_stopped(u->core, u); /* may free u, never when idle */
+                if (idle)
+                        unit_idle_stopped(u);
                 return;
         }
         /* Its lease lost: it starts again only once this node holds it
@@ -270,6 +277,10 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
                 limiter_cause(&u->limits, u->program_status, how, u->cause, sizeof u->cause);
         snprintf(gone, sizeof gone, "the gadget ended (%s)", u->cause[0] ? u->cause : how);
         drop_worker(u, gone);
+        /* The calls that waited for its start, if it ended before its hello. */
+        u->waking = false;
+        if (u->state == UNIT_STARTING)
+                calls_pending_fail(u, u->cause[0] ? u->cause : how);
         after_exit(u, u->program_status);
 }
 
@@ -424,6 +435,9 @@ static void on_hello(struct peer *p, void *data)
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
         log_msg(L_INFO, u->policy->name, "ready");
+        u->waking = false;
+        unit_idle_arm(u);
+        calls_pending_flush(u);
         alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
@@ -431,6 +445,7 @@ static void on_hello(struct peer *p, void *data)
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
 {
         struct unit *u = data;
+        unit_active(u, monotime_ms());
         bindings_handle(u->bind, bc);
 }
 
@@ -616,7 +631,9 @@ fail:
         warm_drop(u);
         drop_worker(u, "the gadget could not start");
         u->state = UNIT_FAILED;
+        u->waking = false;
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
+        calls_pending_fail(u, u->cause);
         log_msg(one_life(u) ? L_INFO : L_ERR, u->policy->name, "%s", u->cause); /* run says it itself */
         u->hooks->exited(u->hooks->arg, u);
 }
@@ -625,11 +642,18 @@ void unit_stop(struct unit *u, const char *why)
 {
         unit_lease_stop(u);
         u->want_running = false;
+        u->idling = false; /* an idle stop says so after this */
         event_del(u->ev_timer);
+        if (u->ev_idle)
+                event_del(u->ev_idle);
         warm_drop(u); /* a pre-warmed sandbox is not needed any more */
+        /* It stays stopped (unless this is an idle stop), and calls that
+         * waited for its start fail. */
+        u->dormant = u->waking = false;
+        calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
-                if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE) /* waiting for a restart or its lease */
-                        u->state = UNIT_STOPPED;
+                if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
+                        u->state = UNIT_STOPPED; /* waiting for a restart, its lease or a call */
                 core_unit_stopped(u->core, u);
                 return;
         }
@@ -653,10 +677,18 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 void unit_restart(struct unit *u)
 {
+        /* An idle gadget stays idle (its new policy applies at its next
+         * start). */
+        if (u->state == UNIT_IDLE && u->child.pid <= 0)
+                return;
         if (u->child.pid <= 0) {
                 event_del(u->ev_timer);
                 backoff_reset(&u->backoff);
-                unit_start(u);
+                /* Not running, Start=on-demand: idle again, not started. */
+                if (u->policy->start == POLICY_START_ON_DEMAND && !u->waking)
+                        unit_activate(u);
+                else
+                        unit_start(u);
                 return;
         }
         u->restart_pending = true;

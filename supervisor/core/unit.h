@@ -23,6 +23,7 @@ enum unit_state {
         UNIT_STOPPED,
         UNIT_FAILED,
         UNIT_REMOTE,    /* Store=postgresql: another node holds its lease, or none yet */
+        UNIT_IDLE,      /* not running until its next call (Start=on-demand, IdleStop=) */
 };
 
 struct unit;
@@ -47,6 +48,16 @@ struct unit_hooks {
 
 /* Starts the worker. Failures leave the unit failed with the cause. */
 void unit_start(struct unit *u);
+/* A unit just loaded: started (Start=always), or idle until its first
+ * call (Start=on-demand). */
+void unit_activate(struct unit *u);
+/* Starts an idle unit for a call (or gadgetctl wake): 0 when it is ready
+ * or on its way there, -EINVAL when it is neither idle nor waking (then
+ * calls to it are refused as not ready). */
+int unit_wake(struct unit *u);
+/* Whether a call to u now waits for its start (it is idle, waking, or
+ * stopping for being idle) rather than being refused. */
+bool unit_wakeable(const struct unit *u);
 /* Builds the sandbox of the next start now (the unit must not be running;
  * the daemon does it while a restart backs off): unit_start then only
  * starts the program in it. unit_stop drops it. 0 once pre-warmed, else
@@ -96,6 +107,8 @@ struct unit_info {
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */
         const char *node;           /* Store=postgresql: the node that runs it ("" none yet), else NULL */
         int64_t epoch;              /* its lease's epoch there (0: unknown) */
+        const char *start;          /* Start=: "always" or "on-demand" */
+        uint64_t active_ago_ms;     /* since its last call or binding call; 0 if none yet */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
 

@@ -50,6 +50,8 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .limits_mode = unit_limits_mode(u),
                 .log_lines_max = u->log_budget.lines_max,
                 .log_bytes_max = u->log_budget.bytes_max,
+                .start = policy_start_name(u->policy->start),
+                .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
         };
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
         unit_lease_info(u, &out->node, &out->epoch);
@@ -57,7 +59,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
 
 const char *unit_state_name(enum unit_state s)
 {
-        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed", "remote" };
+        static const char *const names[] = { "starting", "ready", "stopping", "stopped", "failed", "remote", "idle" };
         return names[s];
 }
 

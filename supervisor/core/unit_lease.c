@@ -95,9 +95,15 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         }
         u->leased = true;
         u->owner[0] = '\0';
-        alarms_kick(u);
-        if (u->state == UNIT_REMOTE && u->want_running)
+        if (u->state == UNIT_REMOTE && u->want_running) {
                 unit_start(u);
+        } else if (u->state == UNIT_REMOTE && u->dormant) {
+                /* Start=on-demand (or idle when its lease came back): held
+                 * here, started by its first call. */
+                u->state = UNIT_IDLE;
+                u->cause[0] = '\0';
+        }
+        alarms_kick(u);
 }
 
 static void on_lost(void *arg, const char *gadget, const char *why)
@@ -114,6 +120,8 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                 log_msg(L_ERR, gadget, "%s: killing it", why);
                 snprintf(u->cause, sizeof u->cause, "%.250s", why);
                 unit_kill(u, NULL);
+        } else if (u->state == UNIT_IDLE) {
+                unit_lease_wait(u); /* remote until it holds the lease again */
         }
 }
 

@@ -91,6 +91,11 @@ static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *cod
                 exit(1);
         if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT)
                 (*ok)++;
+        /* CALLFLOOD_RESULTS: each integer result with its call's id (calls
+         * go out with ids 1..N in order), for tests of delivery order. */
+        if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT && getenv("CALLFLOOD_RESULTS") &&
+            resp->result->kind_case == GADGET__VALUE__KIND_INT_VALUE)
+                printf("result %llu %lld\n", (unsigned long long)resp->id, (long long)resp->result->int_value);
         else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR)
                 codes[resp->error->code < 32 ? resp->error->code : 31]++;
         control__response__free_unpacked(resp, NULL);

@@ -242,6 +242,14 @@ static gadget_value *seen(struct gadget_call *call, const gadget_value *args, vo
         return gadget_int(shape_calls);
 }
 
+/* The calls this process got so far, this one included: the order
+ * calls are delivered in. */
+static gadget_value *next(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        static int64_t n;
+        return gadget_int(++n);
+}
+
 /* {"kind": K}: a result of {id: int} as declared ("ok"), or one that breaks
  * it ("string", "extra", "nested", "null"). */
 static gadget_value *liar(struct gadget_call *call, const gadget_value *args, void *data)
@@ -274,6 +282,10 @@ int main(int argc, char **argv)
         }
         if (argc > 2 && strcmp(argv[1], "lives") == 0)
                 return lives(argv[2]);
+        if (argc > 2 && strcmp(argv[1], "mute") == 0) { /* never says hello */
+                sleep((unsigned)atoi(argv[2]));
+                return 0;
+        }
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
@@ -289,6 +301,7 @@ int main(int argc, char **argv)
         gadget_method(g, "spin", spin, NULL);
         gadget_method(g, "big", big, NULL);
         gadget_method(g, "alarm", on_alarm, NULL);
+        gadget_method(g, "next", next, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);

@@ -1,0 +1,119 @@
+/* unit_idle: gadgets that run only while they are used — Start=on-demand
+ * (idle until the first call) and IdleStop= (stopped gracefully after a
+ * quiet spell, idle until the next call). The calls that arrive while an
+ * idle gadget starts wait in calls.c's queue for its hello. */
+#include "alarms.h"
+#include "core_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <event2/event.h>
+
+#include "bindings/bindings.h"
+#include "link/peer.h"
+#include "policy.h"
+#include "system/log.h"
+#include "system/monotime.h"
+
+/* While a call or binding call is in flight the quiet spell has not
+ * begun: it is looked at again this often (and counts from then). */
+#define IDLE_BUSY_RECHECK_MS 1000
+
+static void arm_ms(struct event *ev, uint64_t ms)
+{
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(ev, &tv);
+}
+
+/* Idle from now: not running, started by its next call. */
+static void go_idle(struct unit *u)
+{
+        u->dormant = true;
+        u->state = UNIT_IDLE;
+        alarms_kick(u);  /* its due alarms start it */
+}
+
+void unit_activate(struct unit *u)
+{
+        if (u->policy->start != POLICY_START_ON_DEMAND) {
+                unit_start(u);
+                return;
+        }
+        /* On a shared store it still takes its lease: the node that holds
+         * it keeps it idle and is the one other nodes forward calls to. */
+        u->dormant = true;
+        if (unit_lease_wait(u))
+                return;
+        go_idle(u);
+        log_msg(L_INFO, u->policy->name, "idle: starts at its first call (Start=on-demand)");
+}
+
+bool unit_wakeable(const struct unit *u)
+{
+        return u->state == UNIT_IDLE || (u->state == UNIT_STARTING && u->waking) ||
+               (u->state == UNIT_STOPPING && u->idling);
+}
+
+int unit_wake(struct unit *u)
+{
+        if (u->state == UNIT_READY && u->peer)
+                return 0;
+        if (u->state == UNIT_STARTING && u->waking)
+                return 0;
+        if (u->state == UNIT_STOPPING && u->idling)
+                return 0; /* it starts again once stopped (calls wait, or a wake was asked) */
+        if (u->state != UNIT_IDLE)
+                return -EINVAL;
+        u->dormant = false;
+        u->waking = true;
+        unit_start(u);
+        return 0;
+}
+
+/* IdleStop=: stopped once nothing was in flight for that long. */
+static void idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        uint64_t limit = u->policy->idle_stop_ms, now = monotime_ms();
+        if (u->state != UNIT_READY || !u->peer || !limit)
+                return;
+        if (peer_pending(u->peer) || bindings_busy(u->bind)) {
+                unit_active(u, now);
+                arm_ms(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
+                return;
+        }
+        uint64_t quiet = now - u->last_active_ms;
+        if (quiet < limit) {
+                arm_ms(u->ev_idle, limit - quiet);
+                return;
+        }
+        char why[96];
+        snprintf(why, sizeof why, "idle: nothing to do for IdleStop=%llums", (unsigned long long)limit);
+        log_msg(L_INFO, u->policy->name, "%s: stopping it", why);
+        unit_stop(u, why);
+        u->idling = true;
+}
+
+void unit_idle_arm(struct unit *u)
+{
+        if (!u->policy->idle_stop_ms)
+                return;
+        if (!u->ev_idle && !(u->ev_idle = evtimer_new(u->core->base, idle_cb, u))) {
+                log_msg(L_WARN, u->policy->name, "IdleStop=: out of memory: it keeps running");
+                return;
+        }
+        unit_active(u, monotime_ms());
+        arm_ms(u->ev_idle, u->policy->idle_stop_ms);
+}
+
+void unit_idle_enter(struct unit *u)
+{
+        u->idling = false;
+        go_idle(u);
+}
+
+void unit_idle_stopped(struct unit *u)
+{
+        if (u->state == UNIT_IDLE && u->pending)
+                unit_wake(u);
+}
