@@ -137,6 +137,19 @@ def alarm_failing_method_retried(tmp):
 
 
 @test
+def alarm_starts_idle_gadget(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "sleeper", "Start=on-demand\nIdleStop=500ms\n" + ALARM)
+        d.ctl("reload")
+        wait_for(lambda: d.state("sleeper") == "idle", what="sleeper idle")
+        set_alarm(d, "sleeper", {"id": "wake", "delay": 2500, "payload": {"note": "woken"}})
+        wait_for(lambda: d.state("sleeper") == "idle", timeout=10, what="sleeper idle again")
+        check(not deliveries(d, "sleeper", "woken"), "delivered early")
+        wait_for(lambda: deliveries(d, "sleeper", "woken"), timeout=15, what="the alarm to start the gadget")
+        wait_for(lambda: listed(d, "sleeper")["alarms"] == [], timeout=5, what="the alarm's deletion")
+
+
+@test
 def alarm_bounds(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "clock", "[Binding WAKE]\nType=alarm\nMethod=alarm\nMaxAlarms=2\nMaxPayloadSize=100\n")
