@@ -392,7 +392,7 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         if (e >= 0) {
                 char ago[OUTPUT_UNIT_MAX];
                 put_field(f, "Start", g->start[0] ? g->start : "always");
-                e = put_field(f, "Last activity", g->active_ago_ms ? output_ago(g->active_ago_ms, ago, sizeof(ago))
+                e = put_field(f, "Last active", g->active_ago_ms ? output_ago(g->active_ago_ms, ago, sizeof(ago))
                                                                    : "none yet");
         }
         if (e >= 0) {

@@ -53,6 +53,22 @@
                 return slot.rec ? slot.rec.name : null;
         }
 
+        /* "now", "12 s ago", "3 min ago", "2 h ago", "4 d ago"; "never" for 0. */
+        function ago(ms) {
+                const s = Math.floor(Number(ms) / 1000);
+                if (!(Number(ms) > 0))
+                        return "never";
+                if (s < 1)
+                        return "now";
+                if (s < 60)
+                        return s + " s ago";
+                if (s < 3600)
+                        return Math.floor(s / 60) + " min ago";
+                if (s < 86400)
+                        return Math.floor(s / 3600) + " h ago";
+                return Math.floor(s / 86400) + " d ago";
+        }
+
         function render() {
                 listEl.replaceChildren();
                 for (const g of gadgets) {
@@ -72,13 +88,17 @@
                         /* Each method's signature (what its calls must pass), or its
                          * name for one declared without. */
                         if (!g.methods.length)
-                                li.append(el("div", "gadget-meta", g.cause || "no methods yet"));
+                                li.append(el("div", "gadget-meta", g.state === "idle" ?
+                                             "idle: starts at its next call (its methods are known once it runs)" :
+                                             g.cause || "no methods yet"));
                         g.methods.forEach((m, i) => {
                                 const sig = (g.signatures || [])[i];
                                 li.append(el("div", "gadget-sig", (sig ? sig : m + " (untyped)") +
                                              (admin.includes(m) ? " \u00b7 admin only" : "")));
                         });
                         li.append(el("div", "gadget-meta", g.calls + (g.calls === 1 ? " call" : " calls") +
+                                     " \u00b7 last activity " + ago(g.active_ago_ms) +
+                                     (g.start === "on-demand" ? " \u00b7 on demand" : "") +
                                      (g.ui ? "" : " \u00b7 no UI")));
                         if (g.ui)
                                 li.append(button("open", "Open UI", () => open(slots.ui, g.name)));

@@ -184,6 +184,18 @@ async function main() {
                 eq(await page.evaluate(() => document.cookie), "", "document.cookie of the page");
         });
 
+        await check("an idle on-demand gadget is shown idle, and its UI's first call starts it", async () => {
+                await page.waitForSelector('li[data-name="counter"] .state-idle');
+                const meta = await page.locator('li[data-name="counter"]').innerText();
+                assert(/starts at its next call/.test(meta) && /last activity never/.test(meta) && /on demand/.test(meta),
+                       "the idle gadget's row: " + meta);
+                eq((await apiGadget("counter")).state, "idle", "state before any call");
+                const idle = await openUi(page, "counter");
+                await idle.frame.waitForFunction(() => document.getElementById("count").textContent === "0");
+                eq((await apiGadget("counter")).state, "ready", "state after its UI's first call");
+                await page.waitForSelector('li[data-name="counter"] .state-ready');
+        });
+
         await check("the workshop page lists the gadgets with their state", async () => {
                 await page.waitForSelector('li[data-name="counter"] .state-ready');
                 await page.waitForSelector('li[data-name="notes"] .state-ready');

@@ -48,7 +48,7 @@ def ondemand_not_started_until_first_call(tmp):
         check(r.returncode == 0 and json.loads(r.stdout) == "hi", "first call: %r" % r)
         check(d.state("od") == "ready" and len(workers(d)) == 1, "after its first call: %r" % d.list()["od"])
         st = d.ctl("status", "od").stdout
-        check("Start: on-demand" in st and "Last activity: now" in st, "status text: %s" % st)
+        check("Start: on-demand" in st and "Last active: now" in st, "status text: %s" % st)
         # Start=always (the default) is as before.
         load(d, "always", "")
         wait_for(lambda: d.state("always") == "ready", what="always ready")
