@@ -10,6 +10,8 @@ import time
 
 from harness import Daemon, check, main, policy, test, wait_for
 from kvchecks import bcall, ready
+import pgnodes
+from pgserver import PgServer
 
 ALARM = "[Binding WAKE]\nType=alarm\nMethod=alarm\n"
 
@@ -170,6 +172,64 @@ def alarm_bounds(tmp):
         check(r.returncode != 0 and "bad.policy:4" in r.stderr + r.stdout and "has no Method=" in r.stderr + r.stdout,
               "no Method=: %r" % r.stderr)
         os.unlink(bad)
+
+
+# --- Store=postgresql ---------------------------------------------------------
+
+@test
+def pg_alarm_set_fire_restart(tmp):
+    """On PostgreSQL: set/list/cancel, a row per alarm, delivery and its
+    deletion, and an alarm set before a restart of gadgetd fires after it."""
+    with PgServer(tmp) as pg:
+        d = pgnodes.node(tmp, pg, "node1")
+        with d:
+            policy(d.pol, "clock", ALARM + "MaxAlarms=3\n")
+            ready(d, "clock")
+            far = int(time.time() * 1000) + 3600 * 1000
+            for i in "abc":
+                set_alarm(d, "clock", {"id": i, "at": far, "payload": {"note": i}})
+            rc, _, err = bcall(d, "clock", "WAKE", "set", {"id": "d", "at": far})
+            check(rc != 0 and "MaxAlarms=3" in err, "fourth alarm: %r" % err)
+            page = listed(d, "clock", limit=2)
+            check([a["id"] for a in page["alarms"]] == ["a", "b"] and page["cursor"] == "b", "page %r" % page)
+            check(bcall(d, "clock", "WAKE", "cancel", {"id": "c"})[1] == "true", "cancel")
+            check(pg.psql("SELECT string_agg(id, ',' ORDER BY id) FROM gadgetd_alarm WHERE gadget = 'clock'")
+                  == "a,b", "rows: %r" % pg.psql("SELECT id FROM gadgetd_alarm"))
+            set_alarm(d, "clock", {"id": "now", "delay": 300, "payload": {"note": "pgnow"}})
+            wait_for(lambda: deliveries(d, "clock", "pgnow"), timeout=15, what="the delivery on PostgreSQL")
+            wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_alarm WHERE id = 'now'") == "0", timeout=5,
+                     what="the delivered alarm's row deleted")
+            set_alarm(d, "clock", {"id": "later", "delay": 3000, "payload": {"note": "pglater"}})
+        with pgnodes.node(tmp, pg, "node1") as d2:
+            wait_for(lambda: deliveries(d2, "clock", "pglater"), timeout=20, what="the delivery after the restart")
+            check(len(deliveries(d2, "clock", "pglater")) == 1, "twice: %r" % deliveries(d2, "clock"))
+
+
+@test
+def pg_alarm_only_lease_holder_delivers(tmp):
+    """Two nodes load the same gadget: only the one holding its lease
+    delivers its alarms, once; the other never calls or logs a retry."""
+    with PgServer(tmp) as pg:
+        ds = [pgnodes.node(tmp, pg, n) for n in ("node1", "node2")]
+        for d in ds:
+            policy(d.pol, "clock", ALARM)
+        try:
+            pgnodes.start_all(ds)
+            owner = pgnodes.by_name(ds, pgnodes.owner_of(ds, "clock"))
+            other = [d for d in ds if d is not owner][0]
+            set_alarm(owner, "clock", {"id": "one", "delay": 4000, "payload": {"note": "leased"}})
+            # The other node starts again: it reads the alarm from the store.
+            other.stop()
+            other.log.truncate(0)
+            other.start()
+            wait_for(lambda: other.state("clock") == "remote", what="clock remote on the other node")
+            wait_for(lambda: deliveries(owner, "clock", "leased"), timeout=15, what="the owner's delivery")
+            time.sleep(2)
+            check(len(deliveries(owner, "clock", "leased")) == 1, "delivered %r" % deliveries(owner, "clock"))
+            check("alarm binding WAKE" not in other.logtext(), "the other node tried: %s" % other.logtext()[-1500:])
+            check(pg.psql("SELECT count(*) FROM gadgetd_alarm") == "0", "left in the store")
+        finally:
+            pgnodes.stop_all(ds)
 
 
 if __name__ == "__main__":
