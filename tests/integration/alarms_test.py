@@ -41,6 +41,12 @@ def alarm_set_list_cancel(tmp):
         ready(d, "clock")
         far = int(time.time() * 1000) + 3600 * 1000
         check(set_alarm(d, "clock", {"id": "b", "at": far, "payload": {"note": "x", "n": [1, 2]}}) == "b", "id")
+        # gadgetctl status shows when the next alarm is due.
+        wait_for(lambda: json.loads(d.ctl("--json", "status", "clock").stdout).get("next_alarm_ms") == far,
+                 timeout=5, what="status' next_alarm_ms")
+        text = d.ctl("status", "clock").stdout
+        check(re.search(r"Next alarm: +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (59m|1h)", text),
+              "status: %s" % text)
         gen = set_alarm(d, "clock", {"delay": 3600 * 1000})
         check(re.fullmatch(r"a-[0-9a-f]{16}", gen), "generated id %r" % gen)
         check(set_alarm(d, "clock", {"id": "a", "at": far + 5}) == "a", "id a")
