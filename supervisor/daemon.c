@@ -199,9 +199,8 @@ static void reload(void *arg, control_reload_note *note, void *note_arg)
         /* Gadgets whose file left the directory are stopped and unloaded. */
         for (struct unit *u = core_first(d->core), *next; u; u = next) {
                 next = unit_next(u);
-                bool present = false;
-                for (size_t i = 0; i < n && !present; i++)
-                        present = strcmp(files[i], unit_policy(u)->path) == 0;
+                const char *path = unit_policy(u)->path;
+                bool present = files && bsearch(&path, files, n, sizeof *files, cmp_str);
                 if (!unit_from_dir(u) || present)
                         continue;
                 if (note)

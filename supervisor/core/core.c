@@ -126,6 +126,8 @@ int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, str
         return 0;
 }
 
+static void unlink_unit(struct core *c, struct unit *u);
+
 void core_close(struct core *c)
 {
         if (!c)
@@ -136,9 +138,10 @@ void core_close(struct core *c)
         c->approvals = NULL;
         while (c->units) {
                 struct unit *u = c->units;
-                c->units = u->next;
+                unlink_unit(c, u);
                 unit_free(u);
         }
+        free(c->by_name);
         audit_close(c->audit);
         bindings_env_close(&c->bindings);
         uidpool_close(&c->uids);
@@ -147,24 +150,76 @@ void core_close(struct core *c)
         free(c);
 }
 
+/* FNV-1a of a gadget's name, for the by_name table. */
+static size_t name_hash(const char *s)
+{
+        uint64_t h = 14695981039346656037ull;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return (size_t)h;
+}
+
+static struct unit **name_slot(const struct core *c, const char *name)
+{
+        return &c->by_name[name_hash(name) & (c->by_name_size - 1)];
+}
+
+/* Why a table: 10,000 declared gadgets are loaded by name one after the
+ * other, and a search through a list for each took most of the load. It
+ * doubles once there are more units than slots. */
+static int index_add(struct core *c, struct unit *u)
+{
+        if (c->n_units + 1 > c->by_name_size) {
+                size_t size = c->by_name_size ? c->by_name_size * 2 : 64;
+                struct unit **t = calloc(size, sizeof *t);
+                if (!t)
+                        return -ENOMEM;
+                struct unit **old = c->by_name;
+                size_t old_size = c->by_name_size;
+                c->by_name = t;
+                c->by_name_size = size;
+                for (size_t i = 0; i < old_size; i++)
+                        for (struct unit *v = old[i], *next; v; v = next) {
+                                next = v->name_next;
+                                struct unit **slot = name_slot(c, v->policy->name);
+                                v->name_next = *slot;
+                                *slot = v;
+                        }
+                free(old);
+        }
+        struct unit **slot = name_slot(c, u->policy->name);
+        u->name_next = *slot;
+        *slot = u;
+        c->n_units++;
+        return 0;
+}
+
 struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o)
 {
         struct unit *u = unit_new(c, p);
-        if (!u) {
-                policy_free(p);
+        if (!u || index_add(c, u) < 0) {
+                if (u)
+                        unit_free(u); /* frees p */
+                else
+                        policy_free(p);
                 return NULL;
         }
         u->policy_hash = o->hash;
         u->from_dir = o->from_dir;
         u->args = o->args;
         u->next = c->units;
+        if (u->next)
+                u->next->pprev = &u->next;
+        u->pprev = &c->units;
         c->units = u;
         return u;
 }
 
 struct unit *core_find(const struct core *c, const char *name)
 {
-        for (struct unit *u = c->units; u; u = u->next)
+        if (!c->by_name_size)
+                return NULL;
+        for (struct unit *u = *name_slot(c, name); u; u = u->name_next)
                 if (strcmp(u->policy->name, name) == 0)
                         return u;
         return NULL;
@@ -177,11 +232,15 @@ struct unit *core_first(const struct core *c)
 
 static void unlink_unit(struct core *c, struct unit *u)
 {
-        for (struct unit **pp = &c->units; *pp; pp = &(*pp)->next)
+        *u->pprev = u->next;
+        if (u->next)
+                u->next->pprev = u->pprev;
+        for (struct unit **pp = name_slot(c, u->policy->name); *pp; pp = &(*pp)->name_next)
                 if (*pp == u) {
-                        *pp = u->next;
-                        return;
+                        *pp = u->name_next;
+                        break;
                 }
+        c->n_units--;
 }
 
 void core_unload(struct core *c, struct unit *u, const char *why)

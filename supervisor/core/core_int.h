@@ -26,6 +26,8 @@ struct core {
         struct approvals *approvals;  /* calls waiting for a person's decision */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
+        struct unit **by_name;        /* the same by name: chains of a hash table */
+        size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         bool stopping;
 };
@@ -52,7 +54,7 @@ struct unit {
         struct event *ev_runtime;   /* RuntimeMax */
         int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
         struct logbuf log;
-        struct logbuf_stream out_line, err_line; /* their unfinished lines */
+        struct logbuf_stream *lines; /* their unfinished lines (stdout, stderr), while it runs */
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
         struct event *ev_logwin;  /* the budget's window ends: report drops, read again */
         struct event *ev_start;   /* StartTimeout */
@@ -88,7 +90,8 @@ struct unit {
         uint64_t last_active_ms;  /* monotime of its last call or binding call (0: none) */
         struct event *ev_idle;    /* IdleStop= (made at its first ready) */
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
-        struct unit *next;
+        struct unit *next, **pprev; /* core's list */
+        struct unit *name_next;     /* core's by_name chain */
 };
 
 /* unit_lease.c: on a shared store, whether u must wait for its lease

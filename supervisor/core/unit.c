@@ -109,7 +109,10 @@ static void drop_worker(struct unit *u, const char *gone)
         if (u->err_fd >= 0)
                 close(u->err_fd);
         u->out_fd = u->err_fd = -1;
-        u->out_line.len = u->err_line.len = 0;
+        /* Why apart from the unit: 4 KiB that only a running gadget needs
+         * (a declared, idle one costs little). */
+        free(u->lines);
+        u->lines = NULL;
         spawn_child_close(&u->child);
         u->child.pid = -1;
         event_del(u->ev_limits);
@@ -376,7 +379,7 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         bool is_out = fd == u->out_fd;
-        struct logbuf_stream *s = is_out ? &u->out_line : &u->err_line;
+        struct logbuf_stream *s = &u->lines[is_out ? 0 : 1];
         struct line_ctx c = { .u = u, .level = L_INFO };
         char buf[OUTPUT_SLICE];
 
@@ -533,6 +536,10 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
         bool pass = one_life(u);
         if ((e = limiter_start(&u->core->limiter, u->policy, &u->limits, err, errlen)) < 0)
                 return e;
+        if (!pass && !u->lines && !(u->lines = calloc(2, sizeof *u->lines))) {
+                snprintf(err, errlen, "output lines: out of memory");
+                return -ENOMEM;
+        }
         if (pass ? (e = u->hooks->output_pipes(u->hooks->arg, &out_w, &err_w)) < 0
                  : ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
                     (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
