@@ -8,6 +8,7 @@ import re
 import sys
 import time
 
+from gateway_util import Gateway
 from harness import Daemon, check, main, policy, test, wait_for
 from kvchecks import bcall, ready
 import pgnodes
@@ -75,6 +76,22 @@ def alarm_set_list_cancel(tmp):
         check(rc != 0 and '"at"' in err and '"delay"' in err, "no time: %r" % err)
         rc, _, err = bcall(d, "clock", "WAKE", "set", {"at": far, "delay": 5})
         check(rc != 0 and '"at"' in err, "two times: %r" % err)
+
+
+@test
+def alarm_next_in_gateway_api(tmp):
+    """The workshop's list (the gateway API) carries the next alarm's time."""
+    with Gateway(tmp) as g:
+        policy(g.pol, "clock", ALARM)
+        ready(g, "clock")
+        far = int(time.time() * 1000) + 7200 * 1000
+        set_alarm(g, "clock", {"id": "x", "at": far})
+
+        def gw():
+            return {x["name"]: x for x in json.loads(g.request("GET", "/api/gadgets")[2])["gadgets"]}["clock"]
+        wait_for(lambda: gw().get("next_alarm_ms") == far, timeout=5, what="next_alarm_ms in the gateway API")
+        bcall(g, "clock", "WAKE", "cancel", {"id": "x"})
+        wait_for(lambda: gw().get("next_alarm_ms") == 0, timeout=5, what="no next alarm after the cancel")
 
 
 @test
