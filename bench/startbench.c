@@ -118,47 +118,6 @@ static int start_once(struct core *c, const char *path, enum kind kind, struct s
         return e;
 }
 
-/* fork+exec of the program with its RPC socket as fd 3, until the first
- * frame (its hello) is read. */
-static int forkexec_once(const char *prog, const char *name, struct samples *s)
-{
-        char fdenv[] = "GADGET_FD=3", nameenv[300];
-        snprintf(nameenv, sizeof nameenv, "GADGET_NAME=%s", name);
-        char *argv[] = { (char *)prog, NULL }, *envp[] = { fdenv, nameenv, NULL };
-        int sv[2];
-        int64_t t0 = bench_now_ns();
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-                return -1;
-        pid_t pid = fork();
-        if (pid == 0) {
-                if (dup2(sv[1], 3) < 0)
-                        _exit(127);
-                execve(prog, argv, envp);
-                _exit(127);
-        }
-        close(sv[1]);
-        struct wire_reader rd;
-        const uint8_t *data;
-        size_t len;
-        wire_reader_init(&rd, WIRE_MAX_FRAME);
-        int got = pid > 0 ? wire_recv(&rd, sv[0], &data, &len) : -1;
-        Gadget__WorkerMsg *m = got == 1 ? gadget__worker_msg__unpack(NULL, len, data) : NULL;
-        int ok = m && m->msg_case == GADGET__WORKER_MSG__MSG_HELLO;
-        int64_t t1 = bench_now_ns();
-        if (m)
-                gadget__worker_msg__free_unpacked(m, NULL);
-        wire_reader_free(&rd);
-        close(sv[0]);
-        if (pid > 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, NULL, 0);
-        }
-        if (!ok)
-                return -1;
-        samples_add(s, t1 - t0);
-        return 0;
-}
-
 /* The benchmark's hooks of its units: it watches their state itself. */
 static void quiet(void *arg, struct unit *u)
 {
@@ -221,7 +180,7 @@ int main(int argc, char **argv)
                 fail = (c && start_once(core, path, COLD, r < 0 ? &junk : &cold) < 0) ||
                        (sp && start_once(core, path, SPARE, r < 0 ? &junk : &spare) < 0) ||
                        (w && start_once(core, path, WARM, r < 0 ? &junk : &warm) < 0) ||
-                       (f && forkexec_once(p->exec, p->name, r < 0 ? &junk : &fe) < 0);
+                       (f && bench_forkexec(p->exec, p->name, r < 0 ? &junk : &fe) < 0);
         core_close(core);
         event_base_free(cc.base);
         policy_free(p);

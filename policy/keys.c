@@ -621,6 +621,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Approve", KIND_CUSTOM, 0, 0, 0, 0, policy_set_approve },
         { "ApproveTimeout", KIND_DURATION, 0, 0, G(approve_timeout_ms), POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
         { "Nodes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_nodes },
+        { "Schedule", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_schedule },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */
         { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
@@ -682,4 +683,5 @@ void policy_gadget_end(struct policy_ctx *c)
                 policy_err(c, "Approve=: %s is an admin method, which only the admin UI calls (no approval "
                            "is asked there)", p->approve[i]);
         }
+        policy_schedules_check(c);
 }

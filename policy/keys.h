@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-#define POLICY_N_GADGET_KEYS 33
+#define POLICY_N_GADGET_KEYS 34
 #define POLICY_KEY_NAME 0 /* index of Name= in gadget_seen */
 #define POLICY_KEY_EXEC 1
 #define POLICY_QUOTE_MAX 96
@@ -115,3 +115,9 @@ void policy_binding_key(struct policy_ctx *c, const char *key, const char *value
 /* Checks the binding just read against its Type=; called when its section ends. */
 void policy_binding_end(struct policy_ctx *c);
 void policy_pending_clear(struct policy_ctx *c);
+
+/* schedule.c: Schedule= (a policy_set_fn), its checks once [Gadget] has
+ * ended, and freeing n schedules. */
+int policy_set_schedule(struct policy_ctx *c, void *obj, const char *key, const char *value);
+void policy_schedules_check(struct policy_ctx *c);
+void policy_schedules_free(struct policy_schedule *s, size_t n);

@@ -682,6 +682,7 @@ void policy_free(struct policy *p)
         policy_strv_free(p->admin_methods);
         policy_strv_free(p->approve);
         policy_strv_free(p->nodes);
+        policy_schedules_free(p->schedules, p->n_schedules);
         policy_strv_free(p->argv);
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);

@@ -89,6 +89,20 @@ enum binding_type {
 #define POLICY_CREDENTIAL_HEADER "Authorization: Bearer {}"
 #define POLICY_CREDENTIAL_SIZE 4096
 
+/* Schedule=: at most this many per gadget. */
+#define POLICY_SCHEDULES_MAX 64
+
+struct calendar;
+
+/* Schedule=METHOD CALENDAR: gadgetd calls METHOD (caller "schedule") when
+ * the calendar event elapses (policy/calendar.h). */
+struct policy_schedule {
+        char *method;            /* a method name (gadget_identifier_ok) */
+        char *calendar;          /* text as written */
+        struct calendar *cal;    /* parsed */
+        unsigned line;           /* line of the Schedule= */
+};
+
 /* Every char ** below is NULL-terminated, or NULL when its count is 0. */
 struct policy_binding {
         char *name;              /* identifier: [A-Za-z_][A-Za-z0-9_]* */
@@ -172,6 +186,8 @@ struct policy {
         uint64_t approve_timeout_ms; /* ApproveTimeout=, default POLICY_APPROVE_TIMEOUT_MS */
         char **nodes;            /* Nodes=: the nodes that may run it, preferred first; NULL: any */
         size_t n_nodes;
+        struct policy_schedule *schedules; /* Schedule=, in the file's order */
+        size_t n_schedules;
         struct policy_binding *bindings;
         size_t n_bindings;
         char **warnings;         /* "FILE:LINE: warning: ..." for keys that load but do nothing */
@@ -187,7 +203,7 @@ struct policy_errors {
 /* The format: '#' or ';' starts a comment at the start of a line or after a
  * blank (so a value cannot hold " #" or " ;"); indented continuation lines
  * are refused; a line holds at most 198 bytes (inih's buffer); keys are
- * case-sensitive; Environment=, ReadOnlyPaths= and Allow= accumulate, any
+ * case-sensitive; Environment=, ReadOnlyPaths=, Allow= and Schedule= accumulate, any
  * other key given twice in a section is an error. Limits must be above 0.
  *
  * Parses and validates path. Returns 0 with *out set, or a negative errno

@@ -311,7 +311,7 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
         /* A call that breaks the signature never reaches the gadget. */
         char why[400];
         if (*sig && types_check_args(*sig, args, why, sizeof why) < 0) {
-                snprintf(msg, len, "%s: %s", method, why);
+                snprintf(msg, len, "%.64s: %s", method, why);
                 return GADGET_EINVAL;
         }
         return 0;
@@ -414,7 +414,7 @@ void calls_pending_flush(struct unit *u)
         uint64_t now = monotime_ms();
         while (u->pending) {
                 struct call *c = u->pending;
-                char msg[400];
+                char msg[600];
                 pend_unlink(c);
                 event_free(c->timer);
                 c->timer = NULL;

@@ -581,6 +581,58 @@ static void test_ui(void)
 }
 
 /* A gatekeeper's keys, approvals and credentials. */
+/* Schedule=METHOD CALENDAR: repeatable, in order, each with its line;
+ * errors name the line and what was wrong. */
+static void test_schedule(void)
+{
+        char text[8192], err[64];
+        size_t o;
+        struct policy *p = expect_ok(HEAD "Schedule=tidy daily\nSchedule=report  Mon..Fri *-*-* 9:00  UTC \n"
+                                     "Schedule=tidy *:0/15\n", "three Schedule= lines");
+
+        if (p) {
+                CHECK(p->n_schedules == 3 && strcmp(p->schedules[0].method, "tidy") == 0 &&
+                      strcmp(p->schedules[0].calendar, "daily") == 0 && p->schedules[0].line == 4 &&
+                      p->schedules[0].cal, "Schedule=tidy daily: its method, text, line and calendar");
+                CHECK(p->n_schedules == 3 && strcmp(p->schedules[1].method, "report") == 0 &&
+                      strcmp(p->schedules[1].calendar, "Mon..Fri *-*-* 9:00  UTC") == 0 &&
+                      p->schedules[2].line == 6, "the calendar as written, without the blanks around it");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD "Schedule=tidy *-02-30\nSchedule=tidy 2020-01-01\nSchedule=tidy *-02-29\n",
+                      "Schedule= that never elapses");
+        if (p) {
+                /* (and a warning that /bin/sh's loader is not in the sandbox) */
+                CHECK(p->n_schedules == 3 && p->n_warnings == 3 &&
+                      strcmp(p->warnings[0], "t.policy:4: warning: Schedule= never elapses: its calendar event has no "
+                             "time after now (a past date, or one like February 30)") == 0 &&
+                      strncmp(p->warnings[1], "t.policy:5: warning: Schedule= never", 36) == 0,
+                      "a Schedule= that never elapses loads, with a warning");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD, "no Schedule=");
+        if (p) {
+                CHECK(p->n_schedules == 0 && !p->schedules, "no Schedule=: none");
+                policy_free(p);
+        }
+        expect_error(HEAD "Schedule=tidy\n", 4, "Schedule=\"tidy\": expected METHOD CALENDAR");
+        expect_error(HEAD "Schedule=\n", 4, "Schedule= needs a value");
+        expect_error(HEAD "Schedule=ti.dy daily\n", 4, "Schedule=: \"ti.dy\" is not a method name");
+        expect_error(HEAD "Schedule=tidy daily\nSchedule=tidy 25:00\n", 5,
+                     "Schedule=: calendar event \"25:00\": hour 25 is out of range (0..23)");
+        expect_error(HEAD "Schedule=tidy 12:00 Europe/Berlin\n", 4,
+                     "time zone \"Europe/Berlin\": only UTC is supported");
+        expect_error(HEAD "Schedule=tidy *-*~29\n", 4, "day ~29 is out of range (1..28)");
+        expect_error(HEAD "Schedule=tidy Fri..Mon\n", 4, "weekday range \"Fri..Mon\" goes backwards");
+        expect_error(HEAD "Gatekeeper=yes\nSchedule=tidy daily\nSchedule=configure daily\nAdminMethods=configure\n", 6,
+                     "Schedule=: configure is an admin method, which only the admin UI calls");
+        o = (size_t)snprintf(text, sizeof(text), "%s", HEAD);
+        for (int i = 0; i <= POLICY_SCHEDULES_MAX; i++)
+                o += (size_t)snprintf(text + o, sizeof(text) - o, "Schedule=m%d daily\n", i);
+        snprintf(err, sizeof(err), "Schedule=: more than %d schedules", POLICY_SCHEDULES_MAX);
+        expect_error(text, 4 + POLICY_SCHEDULES_MAX, err);
+}
+
 static void test_gatekeeper(void)
 {
         char html[64];
@@ -941,9 +993,10 @@ static void test_load(void)
                 { 4, "Exec=\"bin/notes\" is not an absolute path" },
                 { 5, "MemoryMax=\"64Q\"" },
                 { 6, "SystemLibraries=\"maybe\"" },
-                { 9, "key Target is not valid for a binding of type http" },
-                { 8, "binding API of type http has no Allow=" },
-                { 12, "duplicate binding API (first on line 8)" },
+                { 7, "Schedule=: calendar event \"Mon..Fri 25:00\": hour 25 is out of range (0..23)" },
+                { 10, "key Target is not valid for a binding of type http" },
+                { 9, "binding API of type http has no Allow=" },
+                { 13, "duplicate binding API (first on line 9)" },
         };
         CHECK(e.n == sizeof(bad) / sizeof(bad[0]), "bad.policy: %zu errors", e.n);
         for (size_t i = 0; i < e.n && i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -976,11 +1029,12 @@ static void test_redact(void)
         uint64_t hash = 0;
         int fd = open(fixture(path, sizeof(path), "bad.policy"), POLICY_OPEN_FLAGS);
         int r = policy_load_fd(fd, "bad.policy", POLICY_REDACT, &p, &e, &hash);
-        static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "Target", "API", "http" };
-        static const unsigned lines[] = { 3, 4, 5, 6, 9, 8, 12 };
+        static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "tidy", "25:00", "hour",
+                                              "Target", "API", "http" };
+        static const unsigned lines[] = { 3, 4, 5, 6, 7, 10, 9, 13 };
 
-        CHECK(fd >= 0 && r == -EINVAL && p == SENTINEL && e.n == 7, "bad.policy refused, redacted (%zu)", e.n);
-        for (size_t i = 0; i < e.n && i < 7; i++) {
+        CHECK(fd >= 0 && r == -EINVAL && p == SENTINEL && e.n == 8, "bad.policy refused, redacted (%zu)", e.n);
+        for (size_t i = 0; i < e.n && i < 8; i++) {
                 char prefix[64];
                 bool clean = true;
                 snprintf(prefix, sizeof(prefix), "bad.policy:%u: ", lines[i]);
@@ -988,7 +1042,7 @@ static void test_redact(void)
                         clean = clean && !strstr(e.msgs[i], secret[k]);
                 CHECK(strncmp(e.msgs[i], prefix, strlen(prefix)) == 0 && clean, "redacted: %s", e.msgs[i]);
         }
-        CHECK(e.n == 7 && strstr(e.msgs[6], "(first on line 8)"), "numbers are kept");
+        CHECK(e.n == 8 && strstr(e.msgs[7], "(first on line 9)"), "numbers are kept");
         policy_errors_clear(&e);
         if (fd >= 0)
                 close(fd);
@@ -1077,6 +1131,7 @@ int main(void)
         test_http_limits();
         test_budgets();
         test_gatekeeper();
+        test_schedule();
         fixtures_remove();
         return tap_done();
 }
