@@ -1,5 +1,6 @@
 /* alarms: delivering a gadget's durable alarms (alarms.h). */
 #include "alarms.h"
+#include "alarms_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,26 +14,6 @@
 #include "system/audit.h"
 #include "system/log.h"
 #include "value.h"
-
-/* What is known of one alarm binding: when its first alarm is due. */
-struct alarm_slot {
-        char binding[KV_BINDING_MAX];
-        int64_t due;          /* ms since the epoch; -1: none; INT64_MAX: not read yet */
-};
-
-struct unit_alarms {
-        struct unit *u;
-        struct event *timer;
-        struct alarm_slot *slots;
-        size_t n_slots;
-        unsigned looks;       /* reads of the store in flight */
-        bool delivering;      /* one alarm read, called or settled: at most one per gadget */
-        bool again;           /* changed meanwhile: read everything again after */
-        bool closing;
-        /* The alarm being delivered (the store's row, for settling it). */
-        struct kv_job *row;
-        char caller[96], via[96];
-};
 
 /* A read of the store and whom it is for. */
 struct look {
@@ -55,24 +36,40 @@ static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
  * holds the lease; to a gadget that is ready, or idle (the call starts it,
  * calls.c). Its hello kicks the delivery: the alarms of a gadget stopped
  * or starting wait for it. */
-static bool may_deliver(const struct unit *u)
+bool alarms_may_deliver(const struct unit *u)
 {
         if (u->core->bindings.lease && !u->leased)
                 return false;
         return u->state == UNIT_READY || u->state == UNIT_IDLE;
 }
 
-/* Sets the timer to the first due alarm (none: no timer). */
-static void arm(struct unit_alarms *a)
+/* The first due alarm binding's slot (NULL: none), its time in *first
+ * (-1: none); INT64_MAX if a slot is not read yet. */
+static struct alarm_slot *first_alarm(const struct unit_alarms *a, int64_t *first)
 {
-        int64_t first = -1;
+        struct alarm_slot *found = NULL;
+        *first = -1;
+        for (size_t i = 0; i < a->n_slots; i++)
+                if (a->slots[i].due >= 0 && (*first < 0 || a->slots[i].due < *first)) {
+                        *first = a->slots[i].due;
+                        found = &a->slots[i];
+                }
+        return found;
+}
+
+/* Sets the timer to the first due alarm or scheduled call (none: no timer). */
+void alarms_arm(struct unit_alarms *a)
+{
+        int64_t first, sched;
+        size_t which;
         event_del(a->timer);
         if (a->closing || a->delivering || a->looks)
                 return;
-        for (size_t i = 0; i < a->n_slots; i++)
-                if (a->slots[i].due >= 0 && (first < 0 || a->slots[i].due < first))
-                        first = a->slots[i].due;
-        if (first < 0 || !may_deliver(a->u))
+        first_alarm(a, &first);
+        sched = schedule_first(a, &which);
+        if (sched >= 0 && (first < 0 || sched < first))
+                first = sched;
+        if (first < 0 || !alarms_may_deliver(a->u))
                 return;
         int64_t wait = first - bind_alarm_now_ms();
         if (wait < 0)
@@ -90,7 +87,17 @@ static void arm_retry(struct unit_alarms *a)
         evtimer_add(a->timer, &tv);
 }
 
-/* A step of the delivery ended: what changed meanwhile is read now. */
+void alarms_delivered(struct unit_alarms *a)
+{
+        a->delivering = false;
+        if (a->again) {
+                look_all(a);
+                return;
+        }
+        alarms_arm(a);
+}
+
+/* A step of an alarm's delivery ended: what changed meanwhile is read now. */
 static void settled(struct unit_alarms *a)
 {
         a->delivering = false;
@@ -247,7 +254,7 @@ static void look_done(struct kv_job *job)
         }
         if (s)
                 s->due = job->err == -ENOENT ? -1 : job->due;
-        if (deliver_it && s && s->due >= 0 && s->due <= bind_alarm_now_ms() && may_deliver(a->u)) {
+        if (deliver_it && s && s->due >= 0 && s->due <= bind_alarm_now_ms() && alarms_may_deliver(a->u)) {
                 /* The finished job is freed by the store: keep a copy. */
                 struct kv_job *row = kv_job_new(KV_ALARM_NEXT, job->binding, NULL, NULL);
                 if (row && (row->val = malloc(job->vlen ? job->vlen : 1))) {
@@ -269,7 +276,7 @@ static void look_done(struct kv_job *job)
                         return;
                 }
         }
-        arm(a);
+        alarms_arm(a);
 }
 
 /* Reads binding's first alarm from the store. */
@@ -318,6 +325,9 @@ static void look_all(struct unit_alarms *a)
                         arm_retry(a);
                         return;
                 }
+        /* Without alarm bindings (Schedule= only) nothing is read. */
+        if (!a->looks)
+                alarms_arm(a);
 }
 
 /* The timer: the first due alarm is read again and delivered (or, after
@@ -325,20 +335,29 @@ static void look_all(struct unit_alarms *a)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct unit_alarms *a = arg;
-        struct alarm_slot *first = NULL;
+        int64_t due;
+        size_t which;
         (void)fd;
         (void)what;
-        if (a->delivering || a->looks)
+        if (a->delivering || a->looks || !alarms_may_deliver(a->u))
                 return;
-        for (size_t i = 0; i < a->n_slots; i++) {
+        for (size_t i = 0; i < a->n_slots; i++)
                 if (a->slots[i].due == INT64_MAX) {
                         look_all(a);
                         return;
                 }
-                if (a->slots[i].due >= 0 && (!first || a->slots[i].due < first->due))
-                        first = &a->slots[i];
+        struct alarm_slot *first = first_alarm(a, &due);
+        int64_t sched = schedule_first(a, &which);
+        if (sched >= 0 && (due < 0 || sched < due)) {
+                if (sched > bind_alarm_now_ms()) {
+                        alarms_arm(a);
+                        return;
+                }
+                a->delivering = true;
+                schedule_deliver(a, which);
+                return;
         }
-        if (!first || !may_deliver(a->u))
+        if (!first)
                 return;
         a->delivering = true;
         if (look(a, first->binding, true) < 0) {
@@ -370,12 +389,14 @@ static int slots_set(struct unit_alarms *a)
         free(a->slots);
         a->slots = s;
         a->n_slots = n;
-        return 0;
+        return schedule_slots(a);
 }
 
-/* Whether p has an alarm binding. */
+/* Whether p has an alarm binding or a Schedule= line. */
 static bool has_alarms(const struct policy *p)
 {
+        if (p->n_schedules)
+                return true;
         for (size_t i = 0; i < p->n_bindings; i++)
                 if (p->bindings[i].type == BINDING_ALARM)
                         return true;
@@ -420,11 +441,15 @@ void alarms_kick(struct unit *u)
 int64_t alarms_next_ms(const struct unit *u)
 {
         const struct unit_alarms *a = u->alarms;
-        int64_t first = -1;
-        for (size_t i = 0; a && i < a->n_slots; i++)
+        int64_t first = -1, sched;
+        size_t which;
+        if (!a)
+                return -1;
+        for (size_t i = 0; i < a->n_slots; i++)
                 if (a->slots[i].due >= 0 && a->slots[i].due != INT64_MAX && (first < 0 || a->slots[i].due < first))
                         first = a->slots[i].due;
-        return first;
+        sched = schedule_first(a, &which);
+        return sched >= 0 && (first < 0 || sched < first) ? sched : first;
 }
 
 void alarms_close(struct unit *u)
@@ -443,6 +468,7 @@ void alarms_free(struct unit *u)
         event_free(a->timer);
         kv_job_free(a->row);
         free(a->slots);
+        free(a->sched);
         free(a);
         u->alarms = NULL;
 }

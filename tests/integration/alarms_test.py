@@ -197,6 +197,70 @@ def alarm_bounds(tmp):
         os.unlink(bad)
 
 
+# --- Schedule= ---------------------------------------------------------------
+
+def ticks(d, name):
+    """(at, attempt, failing) of each TICK line of the test gadget."""
+    out = []
+    for l in d.ctl("logs", name, "-n", "1000").stdout.splitlines():
+        m = re.search(r"TICK at=(\d+) attempt=(\d+)( failing)?", l)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), bool(m.group(3))))
+    return out
+
+
+@test
+def schedule_calls_method(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "cron", "Schedule=tick *:*:0/2\n")
+        ready(d, "cron")
+        wait_for(lambda: len(ticks(d, "cron")) >= 2, timeout=10, what="two scheduled calls")
+        t = ticks(d, "cron")
+        check(all(at % 2000 == 0 and attempt == 1 and not failing for at, attempt, failing in t), "ticks %r" % t)
+        check(t[1][0] - t[0][0] == 2000, "one call per period: %r" % t)
+        nxt = json.loads(d.ctl("--json", "status", "cron").stdout).get("next_alarm_ms", 0)
+        now = time.time() * 1000
+        check(nxt % 2000 == 0 and now - 500 < nxt <= now + 2500, "next scheduled call %r at %r" % (nxt, now))
+        audit = open(os.path.join(tmp, "state", "audit.log")).read()
+        check('"binding":"schedule","op":"call","outcome":"ok"' in audit, "audit: %r" % audit[-600:])
+
+
+@test
+def schedule_failing_retried_not_stacked(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "cron", "Environment=TESTGADGET_TICK_FAILS=2\nSchedule=tick *:*:0/5\n")
+        ready(d, "cron")
+        wait_for(lambda: any(attempt == 3 for _, attempt, _ in ticks(d, "cron")), timeout=15,
+                 what="the third attempt")
+        t = ticks(d, "cron")
+        first = t[0][0]
+        check([(at, attempt, failing) for at, attempt, failing in t[:3]] ==
+              [(first, 1, True), (first, 2, True), (first, 3, False)], "attempts %r" % t)
+        check(re.search(r"Schedule=tick \(line 5\): attempt 1 failed .*next try in 100 ms", d.logtext()),
+              "retry not logged: %s" % d.logtext()[-1500:])
+        # The next period is called once, as its own first attempt.
+        wait_for(lambda: any(at == first + 5000 for at, _, _ in ticks(d, "cron")), timeout=10,
+                 what="the next period")
+        check([x for x in ticks(d, "cron") if x[0] == first + 5000][0][1] == 1, "next period %r" % ticks(d, "cron"))
+
+
+@test
+def schedule_missed_not_replayed(tmp):
+    d = Daemon(tmp)
+    with d:
+        policy(d.pol, "cron", "Schedule=tick *:*:0/2\n")
+        ready(d, "cron")
+        wait_for(lambda: ticks(d, "cron"), timeout=10, what="a scheduled call")
+        d.stop()
+    time.sleep(5)  # two periods or more pass while gadgetd is down
+    with Daemon(tmp) as d2:
+        started = time.time() * 1000
+        wait_for(lambda: ticks(d2, "cron"), timeout=10, what="a scheduled call after the restart")
+        time.sleep(0.5)
+        t = ticks(d2, "cron")
+        check(all(at > started - 1000 for at, _, _ in t), "a missed time was replayed: %r (started %r)" % (t, started))
+
+
 # --- Store=postgresql ---------------------------------------------------------
 
 @test

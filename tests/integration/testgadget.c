@@ -136,6 +136,22 @@ static gadget_value *on_alarm(struct gadget_call *call, const gadget_value *args
         return gadget_null();
 }
 
+/* A Schedule= method (alarms_test.py): logs "TICK at=MS attempt=N" and
+ * fails while the attempt is at most $TESTGADGET_TICK_FAILS. */
+static gadget_value *tick(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t at = 0, attempt = 0;
+        const char *fails = getenv("TESTGADGET_TICK_FAILS");
+        gadget_as_int(gadget_map_get(args, "at"), &at);
+        gadget_as_int(gadget_map_get(args, "attempt"), &attempt);
+        bool fail = fails && attempt <= atoll(fails);
+        printf("TICK at=%lld attempt=%lld%s\n", (long long)at, (long long)attempt, fail ? " failing" : "");
+        fflush(stdout);
+        if (fail)
+                return gadget_fail(call, GADGET_EFAILED, "failing as asked (attempt %lld)", (long long)attempt);
+        return gadget_null();
+}
+
 /* {"n": N}: N bytes (up to 4 MiB), for answers near or over a frame. */
 static gadget_value *big(struct gadget_call *call, const gadget_value *args, void *data)
 {
@@ -301,6 +317,7 @@ int main(int argc, char **argv)
         gadget_method(g, "spin", spin, NULL);
         gadget_method(g, "big", big, NULL);
         gadget_method(g, "alarm", on_alarm, NULL);
+        gadget_method(g, "tick", tick, NULL);
         gadget_method(g, "next", next, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);

@@ -1,0 +1,59 @@
+/* What alarms.c (alarm bindings) and schedule.c (Schedule=) share: one
+ * timer and one delivery at a time per gadget. For those two files only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bindings/kv.h"
+
+struct unit;
+struct policy;
+
+/* What is known of one alarm binding: when its first alarm is due. */
+struct alarm_slot {
+        char binding[KV_BINDING_MAX];
+        int64_t due;          /* ms since the epoch; -1: none; INT64_MAX: not read yet */
+};
+
+/* One Schedule= line: its next time and, while it fails, its retries. */
+struct sched_slot {
+        int64_t at;           /* the occurrence being delivered or awaited (ms); -1: never again */
+        int64_t due;          /* when it is next tried: at, or later after failures */
+        unsigned attempts;    /* failed attempts of this occurrence */
+};
+
+struct unit_alarms {
+        struct unit *u;
+        struct event *timer;
+        struct alarm_slot *slots;
+        size_t n_slots;
+        struct sched_slot *sched;     /* per u->policy->schedules[i] */
+        size_t n_sched;
+        const struct policy *sched_policy; /* the policy sched was made for */
+        unsigned looks;       /* reads of the store in flight */
+        bool delivering;      /* an alarm read, called or settled, or a scheduled call: one per gadget */
+        bool again;           /* changed meanwhile: read everything again after */
+        bool closing;
+        /* The alarm being delivered (the store's row, for settling it). */
+        struct kv_job *row;
+        size_t sched_cur;     /* the schedule being called, while !row */
+        char caller[96], via[96];
+};
+
+/* Whether this node delivers to the gadget now (alarms.c). */
+bool alarms_may_deliver(const struct unit *u);
+/* Sets the timer to the first due alarm or scheduled call (alarms.c). */
+void alarms_arm(struct unit_alarms *a);
+/* A delivery ended: what changed meanwhile is read now, the timer set
+ * again (alarms.c). */
+void alarms_delivered(struct unit_alarms *a);
+
+/* schedule.c: the slots of u's Schedule= lines (made again only when its
+ * policy changed; occurrences that passed while nothing could be
+ * delivered are skipped, never replayed). 0 or -ENOMEM. */
+int schedule_slots(struct unit_alarms *a);
+/* The first scheduled call's due time, or -1. */
+int64_t schedule_first(const struct unit_alarms *a, size_t *which);
+/* Calls schedule i's method (a->delivering set; alarms_delivered at its end). */
+void schedule_deliver(struct unit_alarms *a, size_t i);
