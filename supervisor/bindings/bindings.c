@@ -300,6 +300,14 @@ struct kv *bindings_kv(struct gadget_bindings *g)
         return g->kv;
 }
 
+void bindings_kv_release(struct gadget_bindings *g)
+{
+        if (g->kv && !g->peer && !g->breqs && kv_idle(g->kv)) {
+                kv_close(g->kv);
+                g->kv = NULL;
+        }
+}
+
 void bindings_free(struct gadget_bindings *g)
 {
         if (!g)

@@ -136,6 +136,10 @@ int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len);
 /* The gadget's store, prepared at its first use (the database itself is
  * opened by the store's thread); NULL if out of memory. */
 struct kv *bindings_kv(struct gadget_bindings *g);
+/* Closes the store of a gadget that does not run if nothing is queued on
+ * it: what reading its alarms opened (its thread, its database's files)
+ * is not kept for an idle gadget. */
+void bindings_kv_release(struct gadget_bindings *g);
 
 /* An operation's handler: carries out r's operation on b and answers r
  * itself (now or later); args passed the row's check. */

@@ -441,6 +441,14 @@ fail:
         return e;
 }
 
+bool kv_idle(const struct kv *kv)
+{
+        for (const struct kv_count *c = kv->counts; c; c = c->next)
+                if (c->n)
+                        return false;
+        return true;
+}
+
 bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
 {
         struct kv_count *c = count_of(kv, binding);

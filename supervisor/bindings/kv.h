@@ -99,6 +99,8 @@ void kv_job_free(struct kv_job *job);
  * the refusal is counted (and logged, at most once per few seconds). For
  * refusing a call before its value is copied. */
 bool kv_full(struct kv *kv, const char *binding, unsigned max_pending);
+/* Whether nothing is queued on kv or running there. */
+bool kv_idle(const struct kv *kv);
 /* Queues job; the store owns it from then on and calls job->done once.
  * -EBUSY (the caller keeps job) when max_pending operations of its binding
  * are already queued or running; KV_EUNAVAILABLE (the caller keeps job,

@@ -69,11 +69,18 @@ void alarms_arm(struct unit_alarms *a)
         sched = schedule_first(a, &which);
         if (sched >= 0 && (first < 0 || sched < first))
                 first = sched;
+        /* Why not at once: arm runs inside the store's callbacks. */
+        event_active(a->release, 0, 0);
         if (first < 0 || !alarms_may_deliver(a->u))
                 return;
+        /* The timer runs on the monotonic clock, alarms on the wall
+         * clock: waking at least every ALARMS_RECHECK_MS follows a change
+         * of the time of day. */
         int64_t wait = first - bind_alarm_now_ms();
         if (wait < 0)
                 wait = 0;
+        if (wait > ALARMS_RECHECK_MS)
+                wait = ALARMS_RECHECK_MS;
         struct timeval tv = { .tv_sec = wait / 1000, .tv_usec = (wait % 1000) * 1000 };
         evtimer_add(a->timer, &tv);
 }
@@ -359,11 +366,25 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         }
         if (!first)
                 return;
+        if (due > bind_alarm_now_ms()) {
+                alarms_arm(a);  /* woken early (ALARMS_RECHECK_MS) */
+                return;
+        }
         a->delivering = true;
         if (look(a, first->binding, true) < 0) {
                 a->delivering = false;
                 arm_retry(a);
         }
+}
+
+/* Closes the store of a gadget that does not run once nothing is read. */
+static void on_release(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit_alarms *a = arg;
+        (void)fd;
+        (void)what;
+        if (!a->closing && !a->looks && !a->delivering)
+                bindings_kv_release(a->u->bind);
 }
 
 static void changed(void *arg)
@@ -408,7 +429,10 @@ int alarms_new(struct unit *u)
         if (!has_alarms(u->policy))
                 return 0;
         struct unit_alarms *a = calloc(1, sizeof *a);
-        if (!a || !(a->timer = evtimer_new(u->core->base, on_timer, a))) {
+        if (!a || !(a->timer = evtimer_new(u->core->base, on_timer, a)) ||
+            !(a->release = event_new(u->core->base, -1, 0, on_release, a))) {
+                if (a && a->timer)
+                        event_free(a->timer);
                 free(a);
                 return -ENOMEM;
         }
@@ -457,6 +481,7 @@ void alarms_close(struct unit *u)
         if (u->alarms) {
                 u->alarms->closing = true;
                 event_del(u->alarms->timer);
+                event_del(u->alarms->release);
         }
 }
 
@@ -466,6 +491,7 @@ void alarms_free(struct unit *u)
         if (!a)
                 return;
         event_free(a->timer);
+        event_free(a->release);
         kv_job_free(a->row);
         free(a->slots);
         free(a->sched);

@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #define ALARMS_ATTEMPTS_MAX 20
+/* The longest the timer waits before it looks at the clock again. */
+#define ALARMS_RECHECK_MS 60000
 /* After a store error, how long before the store is read again. */
 #define ALARMS_STORE_RETRY_MS 5000
 

@@ -26,6 +26,7 @@ struct sched_slot {
 struct unit_alarms {
         struct unit *u;
         struct event *timer;
+        struct event *release;  /* closes an idle gadget's store, after the callback that asked */
         struct alarm_slot *slots;
         size_t n_slots;
         struct sched_slot *sched;     /* per u->policy->schedules[i] */

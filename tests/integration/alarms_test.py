@@ -23,6 +23,18 @@ def deliveries(d, name, note=None):
     return [l for l in lines if note is None or ("note=%s " % note) in l]
 
 
+def store_open(d, name):
+    """Whether gadgetd holds the gadget's SQLite database open."""
+    fd_dir = "/proc/%d/fd" % d.proc.pid
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)).endswith("/kv/%s.sqlite" % name):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def set_alarm(d, name, args, binding="WAKE"):
     rc, out, err = bcall(d, name, binding, "set", args)
     check(rc == 0, "set %r: %s" % (args, err))
@@ -169,6 +181,8 @@ def alarm_starts_idle_gadget(tmp):
         wait_for(lambda: d.state("sleeper") == "idle", what="sleeper idle")
         set_alarm(d, "sleeper", {"id": "wake", "delay": 2500, "payload": {"note": "woken"}})
         wait_for(lambda: d.state("sleeper") == "idle", timeout=10, what="sleeper idle again")
+        # An idle gadget costs no open store: gadgetd keeps only the time.
+        wait_for(lambda: not store_open(d, "sleeper"), timeout=5, what="the idle gadget's store closed")
         check(not deliveries(d, "sleeper", "woken"), "delivered early")
         wait_for(lambda: deliveries(d, "sleeper", "woken"), timeout=15, what="the alarm to start the gadget")
         wait_for(lambda: listed(d, "sleeper")["alarms"] == [], timeout=5, what="the alarm's deletion")
