@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from harness import CALLFLOOD, GADGETD, check, free_port, main, policy, test, wait_for
+from harness import CALLFLOOD, GADGETD, check, free_port, main, policy, test, wait_for, workers
 from gateway_util import Gateway
 from kvchecks import bcall
 from pgnodes import counter_cluster, counter_policy, node, owner_of, start_all, stop_all
@@ -133,6 +133,43 @@ def pg_cluster_gateway_of_another_node(tmp):
             check(b.call("counter", "increment") == (200, 1), "increment through b's gateway")
             check(b.call("counter", "increment") == (200, 2), "again")
             check(a.ctl("call", "counter", "get").stdout.strip() == "2", "a counted them")
+
+
+@test
+def pg_cluster_on_demand_idle_owner(tmp):
+    """Start=on-demand on a shared store: the node that takes the lease
+    keeps the gadget idle (no process) and keeps its lease while idle; a
+    call through another node is forwarded there and starts it; after its
+    idle stop the next call does the same, with the count intact."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a = peer_node(tmp, pg, "a", cd)
+        b = peer_node(tmp, pg, "b", cd)
+        for d in (a, b):
+            counter_policy(d, nodes="a")
+            path = os.path.join(d.pol, "counter.policy")
+            with open(path) as f:
+                text = f.read().replace("[Gadget]\n", "[Gadget]\nStart=on-demand\nIdleStop=1s\n", 1)
+            with open(path, "w") as f:
+                f.write(text)
+        try:
+            start_all([a, b])
+            wait_for(lambda: a.state("counter") == "idle" and b.state("counter") == "remote", timeout=20,
+                     what="a idle with the lease, b remote")
+            check(workers(a) == [], "an idle on-demand gadget runs on its owner: %r" % workers(a))
+            nodes_seen(b, 2)
+            wait_for(lambda: "runs on node a" in b.list()["counter"]["cause"], what="b knows a holds it")
+            r = b.ctl("call", "counter", "increment")
+            check(r.returncode == 0 and r.stdout.strip() == "1", "a call through b starts it on a: %r" % r)
+            check(a.state("counter") == "ready", "ready on a after the call")
+            wait_for(lambda: a.state("counter") == "idle", timeout=15, what="the idle stop on a")
+            check(workers(a) == [] and b.state("counter") == "remote" and
+                  "runs on node a" in b.list()["counter"]["cause"], "a keeps the lease while idle: %r"
+                  % b.list()["counter"])
+            r = b.ctl("call", "counter", "increment")
+            check(r.returncode == 0 and r.stdout.strip() == "2", "woken again through b, count intact: %r" % r)
+        finally:
+            stop_all([a, b])
 
 
 @test
