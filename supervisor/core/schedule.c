@@ -111,6 +111,12 @@ static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int 
         size_t i = (size_t)tag;
         if (a->closing)
                 return;
+        /* A reload replaced the policy meanwhile: i names none of its
+         * schedules; they start over (schedule_slots). */
+        if (a->sched_policy != a->u->policy) {
+                alarms_delivered(a);
+                return;
+        }
         if (res) {
                 audit_call(a, AUDIT_OK, a->u->policy->schedules[i].method);
                 advance(a, i);

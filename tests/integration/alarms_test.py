@@ -259,6 +259,22 @@ def schedule_failing_retried_not_stacked(tmp):
 
 
 @test
+def schedule_follows_reload(tmp):
+    with Daemon(tmp) as d:
+        policy(d.pol, "cron", "Schedule=tick *:*:0/2\n")
+        ready(d, "cron")
+        wait_for(lambda: ticks(d, "cron"), timeout=10, what="a scheduled call")
+        policy(d.pol, "cron", "Schedule=echo *-*-1 03:00\n")  # the schedule of tick removed
+        d.ctl("reload")
+        wait_for(lambda: d.state("cron") == "ready", what="cron ready again")
+        n = len(ticks(d, "cron"))
+        time.sleep(4.5)
+        check(len(ticks(d, "cron")) == n, "tick still called after the reload: %r" % ticks(d, "cron"))
+        nxt = json.loads(d.ctl("--json", "status", "cron").stdout).get("next_alarm_ms", 0)
+        check(nxt > (time.time() + 86400) * 1000 or time.gmtime().tm_mday == 1, "next time %r" % nxt)
+
+
+@test
 def schedule_missed_not_replayed(tmp):
     d = Daemon(tmp)
     with d:
