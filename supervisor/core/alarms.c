@@ -13,6 +13,7 @@
 #include "core_int.h"
 #include "system/audit.h"
 #include "system/log.h"
+#include "system/monotime.h"
 #include "value.h"
 
 /* A read of the store and whom it is for. */
@@ -152,6 +153,16 @@ static void settle(struct unit_alarms *a, int64_t retry_due)
         }
 }
 
+void alarms_log_failure(struct unit_alarms *a, const char *line)
+{
+        uint64_t now = monotime_ms(), more = ratelog_flush(&a->fail_log, now);
+        if (more)
+                log_msg(L_WARN, a->u->policy->name, "%llu more failed deliveries of alarms or scheduled calls "
+                        "(see the audit log)", (unsigned long long)more);
+        if (ratelog_allow(&a->fail_log, now))
+                log_msg(L_WARN, a->u->policy->name, "%s", line);
+}
+
 static void audit_alarm(struct unit_alarms *a, enum audit_outcome outcome, const char *detail)
 {
         struct audit_record rec = { .gadget = a->u->policy->name, .binding = a->row->binding, .op = "deliver",
@@ -178,7 +189,9 @@ static void delivery_failed(struct unit_alarms *a, int code, const char *message
         snprintf(detail, sizeof detail, "alarm \"%.*s\": attempt %u failed (%s: %s): next try in %" PRId64 " ms",
                  (int)row->klen, (const char *)row->key, attempt, gadget_error_name((unsigned)code), message,
                  delay);
-        log_msg(L_WARN, a->u->policy->name, "alarm binding %s: %s", row->binding, detail);
+        char line[600];
+        snprintf(line, sizeof line, "alarm binding %s: %s", row->binding, detail);
+        alarms_log_failure(a, line);
         audit_alarm(a, AUDIT_ERROR, detail);
         settle(a, bind_alarm_now_ms() + delay);
 }

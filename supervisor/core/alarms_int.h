@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "bindings/kv.h"
+#include "system/ratelog.h"
 
 struct unit;
 struct policy;
@@ -40,7 +41,14 @@ struct unit_alarms {
         struct kv_job *row;
         size_t sched_cur;     /* the schedule being called, while !row */
         char caller[96], via[96];
+        struct ratelog fail_log;  /* failed deliveries: one line per window */
 };
+
+/* Logs a failed delivery (line: what failed, why, what happens next) at
+ * most once per RATELOG_WINDOW_MS, with the count of those left out: a
+ * gadget whose methods keep failing cannot flood gadgetd's log (each is
+ * audited, under the audit's own budget). */
+void alarms_log_failure(struct unit_alarms *a, const char *line);
 
 /* Whether this node delivers to the gadget now (alarms.c). */
 bool alarms_may_deliver(const struct unit *u);

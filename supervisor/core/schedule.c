@@ -101,7 +101,9 @@ static void failed(struct unit_alarms *a, size_t i, int code, const char *messag
                          retry - now);
                 s->due = retry;
         }
-        log_msg(L_WARN, a->u->policy->name, "Schedule=%s", detail);
+        char line[600];
+        snprintf(line, sizeof line, "Schedule=%s", detail);
+        alarms_log_failure(a, line);
         audit_call(a, AUDIT_ERROR, detail);
 }
 
