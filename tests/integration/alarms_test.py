@@ -91,6 +91,23 @@ def alarm_set_list_cancel(tmp):
 
 
 @test
+def alarm_libgadget_helpers(tmp):
+    """gadget_alarm_set/list/cancel, from a gadget."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        r = d.ctl("call", "clock", "alarm_helpers", json.dumps({"binding": "WAKE"}))
+        check(r.returncode == 0, "helpers: %r" % r.stderr)
+        out = json.loads(r.stdout)
+        check(out["id1"] == "h1" and re.fullmatch(r"a-[0-9a-f]{16}", out["id2"]), "ids %r" % out)
+        page = out["page"]
+        check([a["id"] for a in page["alarms"]] == [min("h1", out["id2"])] and page["cursor"], "page %r" % page)
+        check(out["cancelled"] is True and out["again"] is False, "cancel %r" % out)
+        left = listed(d, "clock")["alarms"]
+        check([a["id"] for a in left] == [out["id2"]] and left[0]["payload"] is None, "left %r" % left)
+
+
+@test
 def alarm_next_in_gateway_api(tmp):
     """The workshop's list (the gateway API) carries the next alarm's time."""
     with Gateway(tmp) as g:

@@ -136,6 +136,39 @@ static gadget_value *on_alarm(struct gadget_call *call, const gadget_value *args
         return gadget_null();
 }
 
+/* {"binding": B}: libgadget's alarm helpers in turn (alarms_test.py): sets
+ * "h1" in an hour with a payload and one with a generated id, lists a
+ * page of one, cancels "h1" twice; returns what each said. */
+static gadget_value *alarm_helpers(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        char *id1 = NULL, *id2 = NULL;
+        gadget_value *page = NULL;
+        bool first = false, second = true;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t at = (int64_t)ts.tv_sec * 1000 + 3600 * 1000;
+        if (!b || gadget_alarm_set(g, b, at, 0, gadget_string("p1"), "h1", &id1) < 0 ||
+            gadget_alarm_set(g, b, -1, 3600 * 1000, NULL, NULL, &id2) < 0 ||
+            gadget_alarm_list(g, b, 1, NULL, &page) < 0 || gadget_alarm_cancel(g, b, "h1", &first) < 0 ||
+            gadget_alarm_cancel(g, b, "h1", &second) < 0) {
+                free(id1);
+                free(id2);
+                gadget_value_free(page);
+                return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(g));
+        }
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "id1", gadget_string(id1));
+        gadget_map_set(r, "id2", gadget_string(id2));
+        gadget_map_set(r, "page", page);
+        gadget_map_set(r, "cancelled", gadget_bool(first));
+        gadget_map_set(r, "again", gadget_bool(second));
+        free(id1);
+        free(id2);
+        return r;
+}
+
 /* A Schedule= method (alarms_test.py): logs "TICK at=MS attempt=N" and
  * fails while the attempt is at most $TESTGADGET_TICK_FAILS. */
 static gadget_value *tick(struct gadget_call *call, const gadget_value *args, void *data)
@@ -318,6 +351,7 @@ int main(int argc, char **argv)
         gadget_method(g, "big", big, NULL);
         gadget_method(g, "alarm", on_alarm, NULL);
         gadget_method(g, "tick", tick, NULL);
+        gadget_method(g, "alarm_helpers", alarm_helpers, NULL);
         gadget_method(g, "next", next, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
