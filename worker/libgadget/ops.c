@@ -61,8 +61,13 @@ int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64
 {
         gadget_value *r = NULL;
         gadget_value *a = args_map("id", id, NULL, NULL);
-        if (!a || gadget_map_set(a, at_ms >= 0 ? "at" : "delay", gadget_int(at_ms >= 0 ? at_ms : delay_ms)) < 0 ||
-            (payload && gadget_map_set(a, "payload", payload) < 0)) {
+        /* payload is owned whatever happens: gadget_map_set takes it. */
+        if (!a || gadget_map_set(a, at_ms >= 0 ? "at" : "delay", gadget_int(at_ms >= 0 ? at_ms : delay_ms)) < 0) {
+                gadget_value_free(a);
+                gadget_value_free(payload);
+                return -GADGET_EINTERNAL;
+        }
+        if (payload && gadget_map_set(a, "payload", payload) < 0) {
                 gadget_value_free(a);
                 return -GADGET_EINTERNAL;
         }
