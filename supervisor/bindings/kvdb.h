@@ -57,6 +57,7 @@ struct kvdb_alarm {
         const void *payload;
         size_t plen;
 };
+/* An id: 1 to this many characters (of UTF-8: at most KV_MAX_KEY bytes). */
 #define KVDB_ALARM_ID_MAX 128
 
 /* Sets alarm a of binding (replacing one of its id: attempts start over),

@@ -211,7 +211,7 @@ static bool alarm_row(const PGresult *res, int i, struct kvdb_alarm *a)
                 .attempts = (unsigned)be(PQgetvalue(res, i, 3), 4),
                 .payload = PQgetvalue(res, i, 4), .plen = (size_t)PQgetlength(res, i, 4),
         };
-        return a->idlen <= KVDB_ALARM_ID_MAX;
+        return a->idlen <= KV_MAX_KEY;
 }
 
 static int alarm_result(struct kv_job *job, const PGresult *res)

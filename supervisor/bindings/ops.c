@@ -9,7 +9,7 @@
 #include "types.h"
 
 #define KEY "string | bytes"
-/* An alarm's id: bytes of text, the store's KVDB_ALARM_ID_MAX. */
+/* An alarm's id: 1 to KVDB_ALARM_ID_MAX characters. */
 #define ALARM_ID "string(1..128)"
 
 /* The signature of each operation is checked first (as a gadget's method

@@ -332,6 +332,10 @@ def pg_alarm_set_fire_restart(tmp):
             check(bcall(d, "clock", "WAKE", "cancel", {"id": "c"})[1] == "true", "cancel")
             check(pg.psql("SELECT string_agg(id, ',' ORDER BY id) FROM gadgetd_alarm WHERE gadget = 'clock'")
                   == "a,b", "rows: %r" % pg.psql("SELECT id FROM gadgetd_alarm"))
+            wide = "\u00e9" * 128  # 128 characters, 256 bytes
+            set_alarm(d, "clock", {"id": wide, "at": far})
+            check(wide in [a["id"] for a in listed(d, "clock")["alarms"]], "a 128-character id listed")
+            bcall(d, "clock", "WAKE", "cancel", {"id": wide})
             set_alarm(d, "clock", {"id": "now", "delay": 300, "payload": {"note": "pgnow"}})
             wait_for(lambda: deliveries(d, "clock", "pgnow"), timeout=15, what="the delivery on PostgreSQL")
             wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_alarm WHERE id = 'now'") == "0", timeout=5,
