@@ -9,7 +9,7 @@ import sys
 import time
 
 from gateway_util import Gateway
-from harness import Daemon, check, main, policy, test, wait_for
+from harness import Daemon, Healthy, check, fd_count, main, policy, test, wait_for
 from kvchecks import bcall, ready
 import pgnodes
 from pgserver import PgServer
@@ -206,6 +206,31 @@ def alarm_starts_idle_gadget(tmp):
         check(not deliveries(d, "sleeper", "woken"), "delivered early")
         wait_for(lambda: deliveries(d, "sleeper", "woken"), timeout=15, what="the alarm to start the gadget")
         wait_for(lambda: listed(d, "sleeper")["alarms"] == [], timeout=5, what="the alarm's deletion")
+
+
+@test
+def alarm_flood_costs_only_itself(tmp):
+    """A gadget with 300 alarms due at once whose method always fails: they
+    are delivered one at a time, retried with backoff, every failure
+    audited but logged once per window; a healthy gadget is answered
+    throughout and gadgetd's fds stay put."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "flood", ALARM + "MaxAlarms=300\n")
+        policy(d.pol, "healthy")
+        ready(d, "flood", "healthy")
+        fds = fd_count(d.proc.pid)
+        with Healthy(d, "healthy"):
+            r = d.ctl("call", "flood", "alarm_flood", json.dumps({"binding": "WAKE", "n": 300}))
+            check(r.returncode == 0 and r.stdout.strip() == "300", "flood: %r %r" % (r.stdout, r.stderr))
+            time.sleep(6)
+            check(fd_count(d.proc.pid) <= fds + 8, "fds %d -> %d" % (fds, fd_count(d.proc.pid)))
+        attempts = len(deliveries(d, "flood", "flood"))
+        log = d.logtext()
+        warned = len(re.findall(r"warning: alarm binding WAKE: alarm", log))
+        check(attempts >= 300, "only %d deliveries in 6 s" % attempts)
+        check(warned <= 2 and re.search(r"\d+ more failed deliveries of alarms", log) or warned <= 1,
+              "failures flooded the log: %d lines for %d attempts" % (warned, attempts))
+        check(len(listed(d, "flood", limit=1000)["alarms"]) == 300, "alarms lost")
 
 
 @test

@@ -169,6 +169,25 @@ static gadget_value *alarm_helpers(struct gadget_call *call, const gadget_value 
         return r;
 }
 
+/* {"binding": B, "n": N}: sets N alarms due now whose delivery always
+ * fails (payload {"fail": 1000}), through libgadget (alarms_test.py). */
+static gadget_value *alarm_flood(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        int64_t n = 0;
+        if (!b || !gadget_as_int(gadget_map_get(args, "n"), &n))
+                return gadget_fail(call, GADGET_EINVAL, "alarm_flood needs {\"binding\": B, \"n\": N}");
+        for (int64_t i = 0; i < n; i++) {
+                gadget_value *payload = gadget_map();
+                gadget_map_set(payload, "fail", gadget_int(1000));
+                gadget_map_set(payload, "note", gadget_string("flood"));
+                if (gadget_alarm_set(g, b, -1, 0, payload, NULL, NULL) < 0)
+                        return gadget_fail(call, GADGET_EFAILED, "set %lld: %s", (long long)i, gadget_last_error(g));
+        }
+        return gadget_int(n);
+}
+
 /* A Schedule= method (alarms_test.py): logs "TICK at=MS attempt=N" and
  * fails while the attempt is at most $TESTGADGET_TICK_FAILS. */
 static gadget_value *tick(struct gadget_call *call, const gadget_value *args, void *data)
@@ -352,6 +371,7 @@ int main(int argc, char **argv)
         gadget_method(g, "alarm", on_alarm, NULL);
         gadget_method(g, "tick", tick, NULL);
         gadget_method(g, "alarm_helpers", alarm_helpers, NULL);
+        gadget_method(g, "alarm_flood", alarm_flood, NULL);
         gadget_method(g, "next", next, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
