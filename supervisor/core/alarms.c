@@ -33,6 +33,60 @@ static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
         return NULL;
 }
 
+/* Whether a may read its store now: it is open already, or one of the
+ * ALARMS_OPEN_MAX turns is free (a takes it); else a waits in the core's
+ * gate, in order, and reads when a turn is given back. */
+static bool gate_enter(struct unit_alarms *a)
+{
+        struct alarms_gate *g = &a->u->core->alarms_gate;
+        if (a->gated || a->u->bind->kv)
+                return true;
+        if (g->open < ALARMS_OPEN_MAX) {
+                g->open++;
+                a->gated = true;
+                return true;
+        }
+        if (!a->queued) {
+                if (!g->head)
+                        g->tail = &g->head;
+                a->gate_next = NULL;
+                *g->tail = a;
+                g->tail = &a->gate_next;
+                a->queued = true;
+        }
+        return false;
+}
+
+static void gate_unlink(struct unit_alarms *a)
+{
+        struct alarms_gate *g = &a->u->core->alarms_gate;
+        struct unit_alarms **pp = &g->head;
+        while (*pp && *pp != a)
+                pp = &(*pp)->gate_next;
+        if (*pp)
+                *pp = a->gate_next;
+        if (g->tail == &a->gate_next)
+                g->tail = pp;
+        a->queued = false;
+}
+
+/* a's turn ends: the first gadget waiting reads now. */
+static void gate_leave(struct unit_alarms *a)
+{
+        struct alarms_gate *g = &a->u->core->alarms_gate;
+        if (a->queued)
+                gate_unlink(a);
+        if (!a->gated)
+                return;
+        a->gated = false;
+        g->open--;
+        struct unit_alarms *next = g->head;
+        if (next && !a->u->core->stopping) {
+                gate_unlink(next);
+                look_all(next);
+        }
+}
+
 /* Whether this node delivers u's alarms now: on PostgreSQL only while it
  * holds the lease; to a gadget that is ready, or idle (the call starts it,
  * calls.c). Its hello kicks the delivery: the alarms of a gadget stopped
@@ -93,6 +147,7 @@ static void arm_retry(struct unit_alarms *a)
         for (size_t i = 0; i < a->n_slots; i++)
                 a->slots[i].due = INT64_MAX;
         evtimer_add(a->timer, &tv);
+        event_active(a->release, 0, 0);  /* its turn goes to another meanwhile */
 }
 
 void alarms_delivered(struct unit_alarms *a)
@@ -340,6 +395,8 @@ static void look_all(struct unit_alarms *a)
                 arm_retry(a);
                 return;
         }
+        if (a->n_slots && !gate_enter(a))
+                return;
         for (size_t i = 0; i < a->n_slots; i++)
                 if (look(a, a->slots[i].binding, false) < 0) {
                         arm_retry(a);
@@ -383,6 +440,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 alarms_arm(a);  /* woken early (ALARMS_RECHECK_MS) */
                 return;
         }
+        if (!gate_enter(a))
+                return;
         a->delivering = true;
         if (look(a, first->binding, true) < 0) {
                 a->delivering = false;
@@ -396,8 +455,16 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
         struct unit_alarms *a = arg;
         (void)fd;
         (void)what;
-        if (!a->closing && !a->looks && !a->delivering)
-                bindings_kv_release(a->u->bind);
+        int64_t first;
+        if (a->closing || a->looks || a->delivering)
+                return;
+        /* An alarm due now keeps the store and the turn: the timer
+         * delivers it next (giving them back would only read it again). */
+        first_alarm(a, &first);
+        if (first >= 0 && first != INT64_MAX && first <= bind_alarm_now_ms() && alarms_may_deliver(a->u))
+                return;
+        bindings_kv_release(a->u->bind);
+        gate_leave(a);
 }
 
 static void changed(void *arg)
@@ -495,6 +562,7 @@ void alarms_close(struct unit *u)
                 u->alarms->closing = true;
                 event_del(u->alarms->timer);
                 event_del(u->alarms->release);
+                gate_leave(u->alarms);
         }
 }
 

@@ -20,8 +20,20 @@
 /* After a store error, how long before the store is read again. */
 #define ALARMS_STORE_RETRY_MS 5000
 
+/* How many gadgets' stores the delivery opens at once to read when
+ * their alarms are due (beyond: they wait their turn), so that loading
+ * many idle gadgets with alarm bindings does not start as many store
+ * threads at once. */
+#define ALARMS_OPEN_MAX 16
+
 struct unit;
 struct unit_alarms;
+
+/* The turns of reading closed stores, one per core (struct core). */
+struct alarms_gate {
+        unsigned open;                        /* stores opened for reading now */
+        struct unit_alarms *head, **tail;     /* waiting their turn, in order */
+};
 
 /* The alarm side of u (when its policy has an alarm binding; else
  * nothing is kept): reads when its alarms are due. 0 or -ENOMEM. */

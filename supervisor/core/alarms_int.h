@@ -37,6 +37,9 @@ struct unit_alarms {
         bool delivering;      /* an alarm read, called or settled, or a scheduled call: one per gadget */
         bool again;           /* changed meanwhile: read everything again after */
         bool closing;
+        bool gated;           /* holds one of ALARMS_OPEN_MAX turns (its store opened to read) */
+        bool queued;          /* waits for a turn in the core's gate */
+        struct unit_alarms *gate_next;
         /* The alarm being delivered (the store's row, for settling it). */
         struct kv_job *row;
         size_t sched_cur;     /* the schedule being called, while !row */

@@ -8,6 +8,7 @@
 #include "spawn/spare.h"
 #include "spawn/spawn.h"
 #include "spawn/uidpool.h"
+#include "alarms.h"
 #include "backoff.h"
 #include "limits/limiter.h"
 #include "system/ratelog.h"
@@ -29,6 +30,7 @@ struct core {
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
+        struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
         bool stopping;
 };
 

@@ -35,6 +35,18 @@ def store_open(d, name):
     return False
 
 
+def open_stores(d):
+    """How many gadgets' SQLite databases gadgetd holds open."""
+    fd_dir = "/proc/%d/fd" % d.proc.pid
+    n = 0
+    for fd in os.listdir(fd_dir):
+        try:
+            n += os.readlink(os.path.join(fd_dir, fd)).endswith(".sqlite")
+        except OSError:
+            pass
+    return n
+
+
 def set_alarm(d, name, args, binding="WAKE"):
     rc, out, err = bcall(d, name, binding, "set", args)
     check(rc == 0, "set %r: %s" % (args, err))
@@ -231,6 +243,33 @@ def alarm_flood_costs_only_itself(tmp):
         check(warned <= 2 and re.search(r"\d+ more failed deliveries of alarms", log) or warned <= 1,
               "failures flooded the log: %d lines for %d attempts" % (warned, attempts))
         check(len(listed(d, "flood", limit=1000)["alarms"]) == 300, "alarms lost")
+
+
+@test
+def alarm_reads_take_turns(tmp):
+    """80 idle gadgets with alarms: at gadgetd's start their stores are
+    read 16 at a time, each closed again; all their next times are known."""
+    n = 80
+    d = Daemon(tmp)
+    with d:
+        far = int(time.time() * 1000) + 3600 * 1000
+        for i in range(n):
+            policy(d.pol, "g%02d" % i, "Start=on-demand\nIdleStop=200ms\n" + ALARM)
+        d.ctl("reload")
+        for i in range(n):
+            set_alarm(d, "g%02d" % i, {"id": "x", "at": far + i})
+    with Daemon(tmp) as d2:
+        most = 0
+        end = time.time() + 3
+        while time.time() < end:
+            most = max(most, open_stores(d2))
+        # 16 being read, and those just given back whose threads are still
+        # closing their databases.
+        check(0 < most <= 2 * 16, "stores open at once: %d" % most)
+        check(open_stores(d2) == 0, "idle gadgets' stores left open: %d" % open_stores(d2))
+        gs = {g["name"]: g for g in json.loads(d2.ctl("--json", "list").stdout)}
+        check(all(gs["g%02d" % i].get("next_alarm_ms") == far + i for i in range(n)),
+              "next alarms: %r" % {k: v.get("next_alarm_ms") for k, v in gs.items()})
 
 
 @test
