@@ -542,6 +542,13 @@ void alarms_kick(struct unit *u)
                 look_all(a);
 }
 
+void alarms_policy(struct unit *u)
+{
+        if (u->alarms)
+                u->alarms->sched_stale = true;
+        alarms_kick(u);
+}
+
 int64_t alarms_next_ms(const struct unit *u)
 {
         const struct unit_alarms *a = u->alarms;

@@ -45,5 +45,8 @@ void alarms_free(struct unit *u);
 /* u's policy was replaced, it became ready, or this node took its lease:
  * its alarms are read again and what is due is delivered. */
 void alarms_kick(struct unit *u);
+/* u's policy was replaced (a reload): its alarm bindings and schedules
+ * are taken from it, its schedules start over. */
+void alarms_policy(struct unit *u);
 /* When u's next alarm is due (ms since the epoch), or -1 if none is known. */
 int64_t alarms_next_ms(const struct unit *u);

@@ -32,7 +32,8 @@ struct unit_alarms {
         size_t n_slots;
         struct sched_slot *sched;     /* per u->policy->schedules[i] */
         size_t n_sched;
-        const struct policy *sched_policy; /* the policy sched was made for */
+        bool sched_made;      /* sched made for the policy (schedule_slots) */
+        bool sched_stale;     /* the policy was replaced since: made again at the next read */
         unsigned looks;       /* reads of the store in flight */
         bool delivering;      /* an alarm read, called or settled, or a scheduled call: one per gadget */
         bool again;           /* changed meanwhile: read everything again after */
@@ -62,7 +63,7 @@ void alarms_arm(struct unit_alarms *a);
 void alarms_delivered(struct unit_alarms *a);
 
 /* schedule.c: the slots of u's Schedule= lines (made again only when its
- * policy changed; occurrences that passed while nothing could be
+ * policy was replaced, sched_stale; occurrences that passed while nothing could be
  * delivered are skipped, never replayed). 0 or -ENOMEM. */
 int schedule_slots(struct unit_alarms *a);
 /* The first scheduled call's due time, or -1. */

@@ -40,14 +40,17 @@ int schedule_slots(struct unit_alarms *a)
 {
         const struct policy *p = a->u->policy;
         int64_t now = bind_alarm_now_ms();
-        if (a->sched_policy != p) {
+        /* Why a flag and not the policy's address: a policy allocated
+         * after an earlier one was freed may have its address. */
+        if (!a->sched_made || a->sched_stale) {
                 struct sched_slot *s = calloc(p->n_schedules ? p->n_schedules : 1, sizeof *s);
                 if (!s)
                         return -ENOMEM;
                 free(a->sched);
                 a->sched = s;
                 a->n_sched = p->n_schedules;
-                a->sched_policy = p;
+                a->sched_made = true;
+                a->sched_stale = false;
                 for (size_t i = 0; i < a->n_sched; i++)
                         advance(a, i);
                 return 0;
@@ -115,7 +118,7 @@ static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int 
                 return;
         /* A reload replaced the policy meanwhile: i names none of its
          * schedules; they start over (schedule_slots). */
-        if (a->sched_policy != a->u->policy) {
+        if (a->sched_stale) {
                 alarms_delivered(a);
                 return;
         }

@@ -741,7 +741,7 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
         u->policy = p;
         u->policy_hash = o->hash;
         u->from_dir = u->from_dir || o->from_dir;
-        alarms_kick(u);
+        alarms_policy(u);
         unit_restart(u);
 }
 
