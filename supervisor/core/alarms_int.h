@@ -1,5 +1,6 @@
-/* What alarms.c (alarm bindings) and schedule.c (Schedule=) share: one
- * timer and one delivery at a time per gadget. For those two files only. */
+/* What alarms.c and alarms_deliver.c (alarm bindings) and schedule.c
+ * (Schedule=) share: one timer and one delivery at a time per gadget. For
+ * those files only. */
 #pragma once
 
 #include <stdbool.h>
@@ -61,6 +62,12 @@ void alarms_arm(struct unit_alarms *a);
 /* A delivery ended: what changed meanwhile is read now, the timer set
  * again (alarms.c). */
 void alarms_delivered(struct unit_alarms *a);
+/* Reads every alarm binding's first alarm from the store, then sets the
+ * timer (unless a delivery is on its way: then after it) (alarms.c). */
+void alarms_read(struct unit_alarms *a);
+/* Calls the binding's Method= with the alarm read (a->row; a->delivering
+ * set), and records its end in the store (alarms_deliver.c). */
+void alarms_deliver(struct unit_alarms *a);
 
 /* schedule.c: the slots of u's Schedule= lines (made again only when its
  * policy was replaced, sched_stale; occurrences that passed while nothing could be
