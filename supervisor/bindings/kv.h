@@ -114,5 +114,7 @@ int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *
 /* Fills a next job's id, times and payload from a (a copy); both are
  * callbacks of kvdb_alarm_list and kvdb_alarm_next. */
 void kv_job_take_alarm(void *job, const struct kvdb_alarm *a);
+/* Carries out an alarm job on db (on the SQLite thread): 0 or -errno. */
+int kv_alarm_run(struct kvdb *db, struct kv_job *job);
 /* Walks the keys of a finished list job: 1 with the next key, 0 at the end. */
 int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen);
