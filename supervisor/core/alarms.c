@@ -154,6 +154,14 @@ void alarms_delivered(struct unit_alarms *a)
         alarms_arm(a);
 }
 
+/* A read of binding's alarms failed (logged once per window). */
+static void store_failed(struct unit_alarms *a, const char *binding, const char *why)
+{
+        char line[400];
+        snprintf(line, sizeof line, "alarm binding %s: reading the store failed: %s", binding, why);
+        alarms_log_failure(a, line);
+}
+
 static void look_done(struct kv_job *job)
 {
         struct look *l = job->arg;
@@ -165,8 +173,7 @@ static void look_done(struct kv_job *job)
                 return;
         struct alarm_slot *s = slot_of(a, job->binding);
         if (job->err < 0 && job->err != -ENOENT) {
-                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: reading the store failed: %s", job->binding,
-                        job->why[0] ? job->why : strerror(-job->err));
+                store_failed(a, job->binding, job->why[0] ? job->why : strerror(-job->err));
                 if (deliver_it)
                         a->delivering = false;
                 arm_retry(a);
@@ -214,8 +221,7 @@ static int look(struct unit_alarms *a, const char *binding, bool deliver_it)
         int e = kv_submit(kv, job, UINT32_MAX);
         if (e < 0) {
                 a->looks--;
-                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: reading the store failed: %s", binding,
-                        job->why[0] ? job->why : strerror(-e));
+                store_failed(a, binding, job->why[0] ? job->why : strerror(-e));
                 kv_job_free(job);
                 free(l);
                 return e;

@@ -26,13 +26,31 @@ static void settled(struct unit_alarms *a)
         alarms_read(a);
 }
 
+/* Why escaped: the id and a method's error message are the gadget's
+ * text, and they reach gadgetd's log and audit (cut to fit). */
+#define ESC_ID 160
+#define ESC_MSG 256
+
+static const char *esc_id(const struct kv_job *row, char *buf)
+{
+        return log_escape((const char *)row->key, row->klen, buf, ESC_ID);
+}
+
+/* Recording the end of a delivery failed (logged once per window): the
+ * alarm stays as it was, so it is delivered again. */
+static void record_failed(struct unit_alarms *a, const struct kv_job *row, const char *why)
+{
+        char line[600], id[ESC_ID];
+        snprintf(line, sizeof line, "alarm binding %s: recording alarm %s failed: %s", row->binding, esc_id(row, id),
+                 why);
+        alarms_log_failure(a, line);
+}
+
 static void settle_done(struct kv_job *job)
 {
         struct unit_alarms *a = job->arg;
         if (job->err < 0 && job->err != -ECANCELED)
-                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: recording alarm \"%.*s\" failed: %s",
-                        job->binding, (int)job->klen, (const char *)job->key,
-                        job->why[0] ? job->why : strerror(-job->err));
+                record_failed(a, job, job->why[0] ? job->why : strerror(-job->err));
         if (!a->closing)
                 settled(a);
 }
@@ -57,9 +75,7 @@ static void settle(struct unit_alarms *a, int64_t retry_due)
          * time, never refused for the gadget's own operations. */
         int e = kv_submit(kv, job, UINT32_MAX);
         if (e < 0) {
-                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: recording alarm \"%.*s\" failed: %s",
-                        row->binding, (int)row->klen, (const char *)row->key,
-                        job->why[0] ? job->why : strerror(-e));
+                record_failed(a, row, job->why[0] ? job->why : strerror(-e));
                 kv_job_free(job);
                 settled(a);
         }
@@ -86,22 +102,22 @@ static void audit_alarm(struct unit_alarms *a, enum audit_outcome outcome, const
 static void delivery_failed(struct unit_alarms *a, int code, const char *message)
 {
         const struct kv_job *row = a->row;
-        char detail[512];
+        char detail[640], id[ESC_ID], why[ESC_MSG];
         unsigned attempt = row->attempts + 1;
+        esc_id(row, id);
+        log_escape(message, strlen(message), why, sizeof why);
         if (attempt >= ALARMS_ATTEMPTS_MAX) {
-                snprintf(detail, sizeof detail, "alarm \"%.*s\": attempt %u of %u failed (%s: %s): dropped",
-                         (int)row->klen, (const char *)row->key, attempt, ALARMS_ATTEMPTS_MAX,
-                         gadget_error_name((unsigned)code), message);
+                snprintf(detail, sizeof detail, "alarm %s: attempt %u of %u failed (%s: %s): dropped", id, attempt,
+                         ALARMS_ATTEMPTS_MAX, gadget_error_name((unsigned)code), why);
                 log_msg(L_WARN, a->u->policy->name, "alarm binding %s: %s", row->binding, detail);
                 audit_alarm(a, AUDIT_ERROR, detail);
                 settle(a, -1);
                 return;
         }
         int64_t delay = backoff_delay_ms(row->attempts);
-        snprintf(detail, sizeof detail, "alarm \"%.*s\": attempt %u failed (%s: %s): next try in %" PRId64 " ms",
-                 (int)row->klen, (const char *)row->key, attempt, gadget_error_name((unsigned)code), message,
-                 delay);
-        char line[600];
+        snprintf(detail, sizeof detail, "alarm %s: attempt %u failed (%s: %s): next try in %" PRId64 " ms", id,
+                 attempt, gadget_error_name((unsigned)code), why, delay);
+        char line[760];
         snprintf(line, sizeof line, "alarm binding %s: %s", row->binding, detail);
         alarms_log_failure(a, line);
         audit_alarm(a, AUDIT_ERROR, detail);

@@ -91,16 +91,18 @@ static void failed(struct unit_alarms *a, size_t i, int code, const char *messag
         struct sched_slot *s = &a->sched[i];
         int64_t now = bind_alarm_now_ms(), retry = now + backoff_delay_ms(s->attempts);
         int64_t next = next_after(ps, now);
-        char detail[512];
+        char detail[512], why[256];
+        /* The error message is the gadget's text: escaped for the log. */
+        log_escape(message, strlen(message), why, sizeof why);
         s->attempts++;
         if (next >= 0 && retry >= next) {
                 snprintf(detail, sizeof detail, "%s (line %u): attempt %u failed (%s: %s): given up, its next "
                          "time comes first", ps->method, ps->line, s->attempts, gadget_error_name((unsigned)code),
-                         message);
+                         why);
                 advance(a, i);
         } else {
                 snprintf(detail, sizeof detail, "%s (line %u): attempt %u failed (%s: %s): next try in %" PRId64
-                         " ms", ps->method, ps->line, s->attempts, gadget_error_name((unsigned)code), message,
+                         " ms", ps->method, ps->line, s->attempts, gadget_error_name((unsigned)code), why,
                          retry - now);
                 s->due = retry;
         }
