@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,6 +205,37 @@ static gadget_value *tick(struct gadget_call *call, const gadget_value *args, vo
         return gadget_null();
 }
 
+/* As binding, {"n": N} times (up to 100000), one call after the other;
+ * answers {"switches": the times this process slept meanwhile (voluntary
+ * context switches)}: how often waiting for an answer woke it. */
+static gadget_value *repeat(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *name = gadget_as_string(gadget_map_get(args, "binding"));
+        const char *op = gadget_as_string(gadget_map_get(args, "op"));
+        const gadget_value *bargs = gadget_map_get(args, "args");
+        int64_t n = 0;
+        struct rusage r0, r1;
+        if (!name || !op || !gadget_as_int(gadget_map_get(args, "n"), &n) || n < 1 || n > 100000)
+                return gadget_fail(call, GADGET_EINVAL, "repeat needs {\"binding\": B, \"op\": O, \"args\": A, "
+                                   "\"n\": 1..100000}");
+        getrusage(RUSAGE_SELF, &r0);
+        for (int64_t i = 0; i < n; i++) {
+                gadget_value *result = NULL;
+                int e = gadget_binding_call(gadget_call_gadget(call), name, op, bargs ? gadget_copy(bargs) : NULL,
+                                            &result);
+                gadget_value_free(result);
+                if (e < 0)
+                        return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
+        }
+        getrusage(RUSAGE_SELF, &r1);
+        gadget_value *res = gadget_map();
+        if (!res || gadget_map_set(res, "switches", gadget_int(r1.ru_nvcsw - r0.ru_nvcsw)) < 0) {
+                gadget_value_free(res);
+                return gadget_fail(call, GADGET_EINTERNAL, "out of memory");
+        }
+        return res;
+}
+
 /* {"n": N}: N bytes (up to 4 MiB), for answers near or over a frame. */
 static gadget_value *big(struct gadget_call *call, const gadget_value *args, void *data)
 {
@@ -363,6 +395,7 @@ int main(int argc, char **argv)
         gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
+        gadget_method(g, "repeat", repeat, NULL);
         gadget_method(g, "spew", spew, NULL);
         gadget_method(g, "forkbomb", forkbomb, NULL);
         gadget_method(g, "alloc", alloc, NULL);
