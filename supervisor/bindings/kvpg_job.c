@@ -13,13 +13,22 @@
 #include "kvpg_sql.h"
 #include "system/pq_dl.h"
 
-/* A quota as a bigint parameter: "no limit" is the largest bigint. */
-static void quota_text(uint64_t v, char *buf, size_t len)
+/* v as a binary bigint parameter (8 bytes, most significant first):
+ * neither side formats or parses a number. */
+static void int8_be(uint64_t v, char out[8])
 {
-        snprintf(buf, len, "%" PRIu64, v > INT64_MAX ? (uint64_t)INT64_MAX : v);
+        for (int i = 7; i >= 0; i--, v >>= 8)
+                out[i] = (char)(v & 0xff);
 }
 
-/* An alarm job's query: its parameters after $1 gadget, $2 binding. */
+/* A quota as a bigint parameter: "no limit" is the largest bigint. */
+static void quota_param(uint64_t v, char out[8])
+{
+        int8_be(v > INT64_MAX ? (uint64_t)INT64_MAX : v, out);
+}
+
+/* An alarm job's query: its parameters after $1 gadget, $2 binding (ep:
+ * the epoch as a binary bigint). */
 static int alarm_send(PGconn *c, const struct kv_job *job, const char *ep)
 {
         char at[24], due[24], n[24], retry[24];
@@ -33,18 +42,22 @@ static int alarm_send(PGconn *c, const struct kv_job *job, const char *ep)
         switch (job->op) {
         case KV_ALARM_SET:
                 q = KVPG_ALARM_SET;
-                quota_text(job->quota.max_keys, n, sizeof n);
+                quota_param(job->quota.max_keys, n);
                 v[3] = at;
                 v[4] = job->val ? job->val : "";
                 l[4] = (int)job->vlen;
                 f[4] = 1;
                 v[5] = n;
                 v[6] = ep;
+                l[5] = l[6] = 8;
+                f[5] = f[6] = 1;
                 np = 7;
                 break;
         case KV_ALARM_CANCEL:
                 q = KVPG_ALARM_CANCEL;
                 v[3] = ep;
+                l[3] = 8;
+                f[3] = 1;
                 np = 4;
                 break;
         case KV_ALARM_LIST:
@@ -64,6 +77,8 @@ static int alarm_send(PGconn *c, const struct kv_job *job, const char *ep)
                 f[5] = 1;
                 v[6] = retry;
                 v[7] = ep;
+                l[7] = 8;
+                f[7] = 1;
                 np = 8;
                 break;
         default:
@@ -79,10 +94,10 @@ int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t
          * key, end being the prefix's successor or, without one, past
          * every key (KV_MAX_KEY + 1 bytes of 0xff). */
         uint8_t end[KV_MAX_KEY + 1];
-        char n1[24], n2[24], ep[24];
+        char n1[24], n2[24], ep[8];
         const char *v[8] = { job->gadget, job->binding, (const char *)job->key };
         int l[8] = { 0, 0, (int)job->klen }, f[8] = { 0, 0, 1 }, n = 3;
-        snprintf(ep, sizeof ep, "%" PRId64, epoch);
+        int8_be((uint64_t)epoch, ep);
         enum kvpg_query q = KVPG_GET;
         if (job->op >= KV_ALARM_SET)
                 return alarm_send(c, job, ep);
@@ -92,19 +107,22 @@ int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t
         case KV_DELETE:
                 q = KVPG_DELETE;
                 v[3] = ep;
+                l[3] = 8;
+                f[3] = 1;
                 n = 4;
                 break;
         case KV_PUT:
                 q = KVPG_PUT;
-                quota_text(job->quota.max_keys, n1, sizeof n1);
-                quota_text(job->quota.max_bytes, n2, sizeof n2);
+                quota_param(job->quota.max_keys, n1);
+                quota_param(job->quota.max_bytes, n2);
                 v[3] = job->val ? job->val : "";
                 l[3] = (int)job->vlen;
-                f[3] = 1;
                 v[4] = n1;
                 v[5] = n2;
                 v[6] = node;
                 v[7] = ep;
+                l[4] = l[5] = l[7] = 8;
+                f[3] = f[4] = f[5] = f[7] = 1;
                 n = 8;
                 break;
         case KV_LIST: {
