@@ -163,12 +163,6 @@ int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **out, co
 
         if (!plan)
                 return -ENOMEM;
-        /* Nothing done in this namespace may propagate back to the host. */
-        *step = "make mounts private";
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-                e = -errno;
-                goto out;
-        }
         for (size_t i = 0; cfg->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
                 if ((e = plan_system_dir(plan, system_dirs[i], step)) < 0)
                         goto out;

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/prctl.h>
@@ -84,6 +85,17 @@ static int join_cgroups(const struct sandbox_config *cfg, const char **step)
         if (unshare(CLONE_NEWCGROUP) < 0)
                 return -errno;
         return cgroupfs_mount(&view, step);
+}
+
+int sandbox_early(const char **step)
+{
+        /* Nothing done in this namespace may propagate back to the host.
+         * Why this may run before the id maps: it needs only
+         * CAP_SYS_ADMIN over the worker's own mount namespace. */
+        *step = "make mounts private";
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        return limits_userns_early(step);
 }
 
 _Noreturn void sandbox_main(const struct sandbox_config *cfg)

@@ -41,6 +41,11 @@ struct sandbox_config {
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
 };
 
+/* The steps that need neither the setup nor the id maps, run while the
+ * shell waits for its setup (a spare shell before any start asks for it):
+ * the mount tree made private, the user namespace's counters. 0 or -errno
+ * with step, reported once the setup brought the report fd. */
+int sandbox_early(const char **step);
 /* Enters the sandbox (gadgetd has written the id maps by now) and runs
  * init; never returns. */
 _Noreturn void sandbox_main(const struct sandbox_config *cfg);
@@ -67,6 +72,7 @@ int cgroupfs_scan(struct cgroupfs_view *v);
 int cgroupfs_mount(const struct cgroupfs_view *v, const char **step);
 int caps_lock_securebits(void);
 int caps_drop_all(void);
+int limits_userns_early(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
 /* In PID 2 right before exec: the limits of the program alone. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);
