@@ -95,6 +95,10 @@ int sandbox_early(const char **step)
         *step = "make mounts private";
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return -errno;
+        *step = "capabilities";
+        int e = caps_drop_bounding();
+        if (e < 0)
+                return e;
         return limits_userns_early(step);
 }
 

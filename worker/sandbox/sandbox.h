@@ -43,7 +43,8 @@ struct sandbox_config {
 
 /* The steps that need neither the setup nor the id maps, run while the
  * shell waits for its setup (a spare shell before any start asks for it):
- * the mount tree made private, the user namespace's counters. 0 or -errno
+ * the mount tree made private, the bounding set emptied, the user
+ * namespace's counters. 0 or -errno
  * with step, reported once the setup brought the report fd. */
 int sandbox_early(const char **step);
 /* Enters the sandbox (gadgetd has written the id maps by now) and runs
@@ -71,6 +72,7 @@ struct cgroupfs_view {
 int cgroupfs_scan(struct cgroupfs_view *v);
 int cgroupfs_mount(const struct cgroupfs_view *v, const char **step);
 int caps_lock_securebits(void);
+int caps_drop_bounding(void);
 int caps_drop_all(void);
 int limits_userns_early(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
