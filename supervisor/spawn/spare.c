@@ -19,6 +19,14 @@ int spare_fill(struct spare *s)
         return e < 0 ? e : 0;
 }
 
+void spare_refill(struct spare *s)
+{
+        /* gadgetd run starts one gadget: a second shell would go unused.
+         * The timer stays armed: if this fails, it tries again. */
+        if (s->ev)
+                spare_fill(s);
+}
+
 static void fill_cb(evutil_socket_t fd, short what, void *arg)
 {
         (void)fd;

@@ -1,8 +1,9 @@
 /* spare: one sandbox shell (spawn.h) kept ready by the daemon, so that a
  * gadget's start does not wait for its namespaces to be made: the next
- * start takes it, and a new one is made once starts have been quiet for
- * SPARE_DELAY_MS — never during a burst of starts, which would only pay
- * for it twice. A shell whose copy of the mount table is out of date is
+ * start takes it, and makes the next spare while it waits for its own
+ * sandbox to be built (spare_refill), so that each start of a burst finds
+ * one too; failing that, one is made once starts have been quiet for
+ * SPARE_DELAY_MS. A shell whose copy of the mount table is out of date is
  * dropped instead of used. gadgetd run makes one shell at once instead
  * (spare_fill), which gets ready while gadgetd does, and no more. */
 #pragma once
@@ -30,6 +31,9 @@ void spare_close(struct spare *s);
 int spare_fill(struct spare *s);
 /* Drops the spare, and makes none until the next take. */
 void spare_drop(struct spare *s);
+/* The daemon's spare, made now if there is none (a start waits for its
+ * sandbox meanwhile); nothing in gadgetd run. */
+void spare_refill(struct spare *s);
 /* Hands over the spare if there is a fresh one (else out is
  * SPAWN_SHELL_NONE), and makes the next after SPARE_DELAY_MS of quiet. */
 void spare_take(struct spare *s, struct spawn_shell *out);

@@ -265,6 +265,40 @@ def spare_shell_used_by_next_start(tmp):
 
 
 @test
+def spare_shell_made_while_a_start_waits(tmp):
+    """The next spare shell is made while a start waits for its sandbox to
+    be built, not only after a quiet moment, so that each start of a burst
+    (first calls to idle gadgets, one after another) finds one. Seen in the
+    order of pids: the new spare was cloned before the started gadget's
+    program, where one made after the start would come after it."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "od", "Start=on-demand\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("od") == "idle", what="od idle")
+        seen = []
+        # A few tries: tests running beside this one may mount something,
+        # and then a spare is (rightly) dropped instead of used.
+        for attempt in range(5):
+            shell = wait_for(lambda: spare(d), what="a spare shell")
+            if attempt:
+                d.ctl("stop", "od")
+                wait_for(lambda: d.state("od") == "stopped", what="od stopped")
+                d.ctl("restart", "od")
+                wait_for(lambda: d.state("od") == "idle", what="od idle again")
+            r = d.ctl("call", "od", "echo", '"hi"')
+            check(r.returncode == 0 and r.stdout.strip() == '"hi"', "call: %r" % r.stderr)
+            pid1 = d.list()["od"]["pid"]
+            program = int(open("/proc/%d/task/%d/children" % (pid1, pid1)).read().split()[0])
+            new = wait_for(lambda: spare(d) not in (None, shell) and spare(d), what="the next spare shell")
+            seen.append((shell, pid1, new, program))
+            if shell == pid1:
+                break
+        shell, pid1, new, program = seen[-1]
+        check(shell == pid1, "no start used the spare: (spare, PID 1, next spare, program) %r" % seen)
+        check(new < program, "the next spare (pid %d) was made after the program started (pid %d)" % (new, program))
+
+
+@test
 def spare_shell_dropped_after_mount_change(tmp):
     """A spare shell's mount namespace is a copy of the host's from when it
     was made: after the host's mount table changes, a start must not use it,
