@@ -118,7 +118,8 @@ int main(void)
          * the start's path. Its failure is reported once the report fd has
          * come with the setup: the gadget does not start. */
         const char *early_step = NULL;
-        int early = sandbox_early(&early_step);
+        struct mount_plan *plan = NULL;
+        int early = sandbox_early(&plan, &early_step);
         Sandbox__Setup *s = read_setup();
         if (!s)
                 _exit(125); /* gadgetd gave up on this start */
@@ -139,5 +140,5 @@ int main(void)
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
                 .address_space = s->address_space,
         };
-        sandbox_main(&cfg);
+        sandbox_main(&cfg, plan);
 }
