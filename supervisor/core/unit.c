@@ -437,10 +437,12 @@ static void on_hello(struct peer *p, void *data)
         u->cause[0] = '\0';
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
-        log_msg(L_INFO, u->policy->name, "ready");
         u->waking = false;
         unit_idle_arm(u);
+        /* The calls that waited go out first: the log line is written
+         * while the gadget works on them. */
         calls_pending_flush(u);
+        log_msg(L_INFO, u->policy->name, "ready");
         alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
