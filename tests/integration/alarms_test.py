@@ -272,8 +272,10 @@ def alarm_reads_take_turns(tmp):
             if now_open == 0 and most and known():
                 break
         # 16 being read, and those just given back whose threads are still
-        # closing their databases.
-        check(0 < most <= 2 * 16, "stores open at once: %d" % most)
+        # closing their databases (a turn ends when the close is asked,
+        # not when the thread is done: under load up to 33 were seen; with
+        # no limit, 60 of the 80).
+        check(0 < most <= 3 * 16, "stores open at once: %d" % most)
         check(open_stores(d2) == 0, "idle gadgets' stores left open: %d" % open_stores(d2))
         gs = {g["name"]: g for g in json.loads(d2.ctl("--json", "list").stdout)}
         check(all(gs["g%02d" % i].get("next_alarm_ms") == far + i for i in range(n)),
