@@ -440,6 +440,25 @@ def pg_move_hands_over(tmp):
 
 
 @test
+def pg_move_only_its_node_takes(tmp):
+    """A move to the last node of Nodes=a b c: while the move holds, the
+    store lets only c take the lease, though a (first, and wanting it back
+    at once) and b (second) would take it before c's turn otherwise; c
+    runs it with its count, a and b say so."""
+    with PgServer(tmp) as pg:
+        with counter_cluster([node(tmp, pg, n) for n in "abc"], "a b c", "a") as ds:
+            a, b, c = ds
+            for i in range(1, 3):
+                check(a.ctl("call", "counter", "increment").stdout.strip() == str(i), "increment")
+            wait_for(lambda: set(nodes_of(a)) == {"a", "b", "c"}, timeout=10, what="a to see b and c")
+            move(a, "counter", "c")
+            check(owner_of(ds, "counter") == "c", "c runs the counter")
+            check(owner_row(pg, "counter")[0] == "c", "owner row: %r" % (owner_row(pg, "counter"),))
+            r = c.ctl("call", "counter", "get")
+            check(r.returncode == 0 and r.stdout.strip() == "2", "the count on c: %r %r" % (r.stdout, r.stderr))
+
+
+@test
 def pg_gadgetctl_nodes_down(tmp):
     """A node killed (SIGKILL) stops writing to the store: past 10 s the
     others show it down ("down, last seen N s ago", JSON up false) and
