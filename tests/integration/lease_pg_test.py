@@ -240,6 +240,50 @@ def pg_lease_takeover_waits_for_write_in_flight(tmp):
 
 
 @test
+def pg_lease_takes_answered_in_time(tmp):
+    """Six gadgets of a, each with a write in flight (the test holds their
+    owner rows FOR SHARE, as a put does) when a's lease session ends: b's
+    one statement for all six takes would wait 500 ms for each, 3 s, past
+    the session's 2 s deadline; it stops taking after 1 s instead, so b's
+    lease session is never called lost, and once the writes end every
+    gadget runs on one node."""
+    names = ["g%d" % i for i in range(6)]
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "ab"]
+        for d in ds:
+            for n in names:
+                policy(d.pol, n, "Nodes=a b\n")
+        holder = None
+        try:
+            start_all(ds)
+            a, b = ds
+            for n in names:
+                check(owner_of(ds, n) == "a", "Nodes=a b: %s not on a" % n)
+            env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+            holder = subprocess.Popen(
+                ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+                 os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-q"], cwd=pg.dir, env=env, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            holder.stdin.write("BEGIN; SELECT count(*) FROM (SELECT 1 FROM gadgetd_owner WHERE gadget LIKE 'g_' FOR SHARE) s;\n")
+            holder.stdin.flush()
+            check(holder.stdout.readline().strip() == "6", "the test's locks")
+            check(pg.terminate_backends(exact="gadgetd a lease") == 1, "terminate a's lease session")
+            time.sleep(4)
+            check("lease session to PostgreSQL ended" not in b.logtext(), "b's lease session was lost: %s"
+                  % b.logtext()[-2000:])
+            check(all(b.state(n) == "remote" for n in names), "b took a lease over a write in flight")
+            holder.stdin.write("COMMIT;\n")
+            holder.stdin.flush()
+            for n in names:
+                owner_of(ds, n, timeout=10)
+        finally:
+            if holder:
+                holder.kill()
+                holder.wait()
+            stop_all(ds)
+
+
+@test
 def pg_lease_nodes(tmp):
     """Nodes=: a gadget allowed only on b runs on b, never on a (not even
     once b is gone); one preferring b over a runs on b when both start
