@@ -6,11 +6,13 @@ the time until every gadget has an owner (its lease lock held in the
 server), then over a window the statements per second the server ran for
 the nodes (pg_stat_database's xact_commit: one per statement outside a
 transaction; each backend adds its counts at most once a second, hence
-a window of several), and each gadgetd's and the
-server's CPU time. Used by lease_pg_test.py; run as a program for the
+a window of several), and each gadgetd's and the server's CPU time;
+then node a is killed (SIGKILL) and the time until b holds every lease
+is measured. Used by lease_pg_test.py; run as a program for the
 benchmark's larger N: leaseload.py N [SECONDS] (GADGETD, GADGETCTL,
 TESTGADGET as for the tests)."""
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -22,10 +24,13 @@ from pgserver import PgServer
 LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
 
 
-def held(pg):
-    """How many gadget leases are held in the server now."""
+def held(pg, node=None):
+    """How many gadget leases are held in the server now (by node's lease
+    session, if given)."""
+    by = (" AND pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'gadgetd %s lease')" % node
+          if node else "")
     return int(pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %d"
-                       " AND objsubid = 2 AND granted" % LEASE_SPACE))
+                       " AND objsubid = 2 AND granted%s" % (LEASE_SPACE, by)))
 
 
 def commits(pg):
@@ -83,17 +88,29 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
             # What each node says of each gadget: idle where held, remote
             # (naming the owner) on the other.
             out["states"] = [d.list() for d in ds]
+            # The takeover: a killed, b takes every lease a held.
+            a, b = ds
+            t0 = time.monotonic()
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            out["takeover_s"] = None
+            while time.monotonic() - t0 < own_timeout:
+                if held(pg, "b") >= n:
+                    out["takeover_s"] = time.monotonic() - t0
+                    break
+                time.sleep(0.05)
         finally:
             stop_all(ds)
     return out
 
 
 def report(r):
-    owned = "%.2f s" % r["owned_s"] if r["owned_s"] is not None else "not within the timeout"
+    def secs(s):
+        return "%.2f s" % s if s is not None else "not within the timeout"
     return ("%d on-demand gadgets on 2 nodes: every one owned after %s; %.0f statements/s at the server;"
-            " gadgetd CPU %s; server CPU %.1f%%" % (r["n"], owned, r["qps"],
-                                                    " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
-                                                    r["server_cpu_pct"]))
+            " gadgetd CPU %s; server CPU %.1f%%; one node killed, the other holds every lease after %s"
+            % (r["n"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
+               r["server_cpu_pct"], secs(r["takeover_s"])))
 
 
 if __name__ == "__main__":
