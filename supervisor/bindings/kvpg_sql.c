@@ -79,11 +79,12 @@
  * (kvpg_lease.c):
  *
  *   gadgetd_lease_take_many(gadgets text[], take boolean[], node)
- *       → rows (gadget, got, free, owner, owner_epoch), in the arrays'
- *       order: gadgetd_lease_take for each gadget (take[i] its take), in
- *       one statement, so that a node watching 10,000 gadgets asks the
- *       store a few times per poll instead of 10,000 times. The owner row
- *       is read once for all (a join) before the locks are tried; a take
+ *       → rows (gadget, got, free, owner, owner_epoch), one per gadget:
+ *       gadgetd_lease_take for each (take[i] its take), in one statement,
+ *       so that a node watching 10,000 gadgets asks the store a few times
+ *       per poll instead of 10,000 times. The looks (take false) are one
+ *       set query, their rows first; then the takes, in order. The owner
+ *       rows are read by a join before the locks are tried; a take
  *       that got the lock re-checks a move on the row it updates (ON
  *       CONFLICT ... WHERE), so a move marked meanwhile is still obeyed.
  *       The lock wait of a take is KVPG_LEASE_LOCK_WAIT, as before; once
