@@ -92,6 +92,9 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
                 REFUSE("gadget information with a negative lease epoch");
         if (!g->start || (g->start[0] && strcmp(g->start, "always") != 0 && strcmp(g->start, "on-demand") != 0))
                 REFUSE("gadget information with an unknown Start= mode");
+        /* The largest time an alarm may be set to (year 9999). */
+        if (g->next_alarm_ms < 0 || g->next_alarm_ms > 253402300799999LL)
+                REFUSE("gadget information with a next alarm time out of range");
         return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "contract.h"
 #include "json.h"
@@ -91,6 +92,10 @@ static json_t *info_json(const Control__GadgetInfo *g)
 
         if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
                   json_object_set_new(o, "active_ago_ms", json_integer(clamp(g->active_ago_ms))) < 0)) {
+                json_decref(o);
+                return NULL;
+        }
+        if (o && g->next_alarm_ms && json_object_set_new(o, "next_alarm_ms", json_integer(g->next_alarm_ms)) < 0) {
                 json_decref(o);
                 return NULL;
         }
@@ -324,6 +329,25 @@ static int put_node(FILE *f, const Control__GadgetInfo *g)
         return put_field(f, "Node", v);
 }
 
+/* "Next alarm: 2026-12-02 08:00:00 UTC (in 5 min)", or "(due)" when
+ * its time has come (a delivery on its way or being retried). */
+static int put_next_alarm(FILE *f, int64_t at_ms)
+{
+        char v[96], when[40], in[OUTPUT_UNIT_MAX];
+        struct timespec now;
+        struct tm tm;
+        time_t t = (time_t)(at_ms / 1000);
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t left = at_ms - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+        if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+                snprintf(when, sizeof(when), "%lld ms since the epoch", (long long)at_ms);
+        if (left > 0)
+                snprintf(v, sizeof(v), "%s (in %s)", when, output_uptime((uint64_t)left, in, sizeof(in)));
+        else
+                snprintf(v, sizeof(v), "%s (due)", when);
+        return put_field(f, "Next alarm", v);
+}
+
 /* `status --json`: info_json plus the rest of GadgetStatus. */
 static json_t *status_json(const Control__GadgetStatus *s)
 {
@@ -395,6 +419,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_field(f, "Last active", g->active_ago_ms ? output_ago(g->active_ago_ms, ago, sizeof(ago))
                                                                    : "none yet");
         }
+        if (e >= 0 && g->next_alarm_ms)
+                e = put_next_alarm(f, g->next_alarm_ms);
         if (e >= 0) {
                 put_field(f, "PID", pid);
                 put_field(f, "Uptime", output_uptime(g->uptime_ms, up, sizeof(up)));

@@ -17,7 +17,8 @@
 #define T_HTTP   (1u << BINDING_HTTP)
 #define T_TEXT   (1u << BINDING_TEXT)
 #define T_SECRET (1u << BINDING_SECRET)
-#define T_ALL    (T_KV | T_GADGET | T_HTTP | T_TEXT | T_SECRET)
+#define T_ALARM  (1u << BINDING_ALARM)
+#define T_ALL    (T_KV | T_GADGET | T_HTTP | T_TEXT | T_SECRET | T_ALARM)
 
 static const char *const policy_type_names[] = {
         [BINDING_KV] = "kv",
@@ -25,6 +26,7 @@ static const char *const policy_type_names[] = {
         [BINDING_HTTP] = "http",
         [BINDING_TEXT] = "text",
         [BINDING_SECRET] = "secret",
+        [BINDING_ALARM] = "alarm",
 };
 
 const char *policy_binding_type_name(enum binding_type t)
@@ -44,6 +46,19 @@ static int policy_set_target(struct policy_ctx *c, void *obj, const char *key, c
         }
         b->target = strdup(value);
         return b->target ? 0 : -ENOMEM;
+}
+
+/* Method=: the gadget's own method that due alarms are delivered to. */
+static int policy_set_method(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+
+        if (!gadget_method_name_ok(value)) {
+                policy_err(c, "%s=%s is not a valid method name", key, POLICY_Q(value));
+                return -EINVAL;
+        }
+        b->method = strdup(value);
+        return b->method ? 0 : -ENOMEM;
 }
 
 /* Methods=: method names of the target gadget, or HTTP methods. */
@@ -241,6 +256,11 @@ static const struct policy_key policy_binding_keys[] = {
         { "Approve", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_approve },
         { "ApproveTimeout", KIND_DURATION, 0, T_GADGET | T_HTTP, B(approve_timeout_ms),
           POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
+        { "Method", KIND_CUSTOM, 0, T_ALARM, 0, 0, policy_set_method },
+        /* Why bounds: each alarm is a row of gadgetd's store and, when
+         * due, a call gadgetd makes; the payload travels in that call. */
+        { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL },
+        { "MaxPayloadSize", KIND_SIZE, 0, T_ALARM, B(max_payload), POLICY_SECRET_SIZE_MAX, NULL },
         { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL },
 };
 
@@ -300,6 +320,7 @@ static const struct {
         { BINDING_HTTP, "Allow" },
         { BINDING_TEXT, "Value" },
         { BINDING_SECRET, "File" },
+        { BINDING_ALARM, "Method" },
 };
 
 /* Whether the binding being read gave key at all, even with a bad value. */
@@ -319,18 +340,18 @@ static bool policy_binding_type(struct policy_ctx *c, struct policy_binding *b)
                 if (c->pend[i].key != &policy_type_key)
                         continue;
                 c->line = c->pend[i].line;
-                for (size_t t = 0; t <= BINDING_SECRET; t++) {
+                for (size_t t = 0; t <= BINDING_ALARM; t++) {
                         if (strcmp(c->pend[i].value, policy_type_names[t]) == 0) {
                                 b->type = (enum binding_type)t;
                                 return true;
                         }
                 }
-                policy_err(c, "Type=%s is not one of kv, gadget, http, text, secret",
+                policy_err(c, "Type=%s is not one of kv, gadget, http, text, secret, alarm",
                            POLICY_Q(c->pend[i].value));
                 return false;
         }
         c->line = b->line;
-        policy_err(c, "binding %s has no Type= (kv, gadget, http, text or secret)", b->name);
+        policy_err(c, "binding %s has no Type= (kv, gadget, http, text, secret or alarm)", b->name);
         return false;
 }
 

@@ -212,6 +212,8 @@ static void policy_binding_init(struct policy_binding *b, char *name, unsigned l
                 .max_resp_headers = 100,
                 .max_resp_header_bytes = 64 * 1024,
                 .max_size = POLICY_SECRET_SIZE,
+                .max_alarms = POLICY_ALARMS_MAX,
+                .max_payload = POLICY_ALARM_PAYLOAD,
                 .calls_max = POLICY_BINDING_CALLS,
                 .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
         };
@@ -657,6 +659,7 @@ static void policy_binding_clear(struct policy_binding *b)
 {
         free(b->name);
         free(b->target);
+        free(b->method);
         policy_strv_free(b->methods);
         policy_strv_free(b->allow);
         free(b->value);

@@ -68,7 +68,12 @@ enum binding_type {
         BINDING_HTTP,
         BINDING_TEXT,
         BINDING_SECRET,
+        BINDING_ALARM,
 };
+
+/* An alarm binding's MaxAlarms= and MaxPayloadSize= by default. */
+#define POLICY_ALARMS_MAX 1000
+#define POLICY_ALARM_PAYLOAD (64u * 1024u)
 
 /* A secret file's size: the default cap and the largest MaxSize= (what
  * one reply frame carries with room to spare). */
@@ -134,6 +139,10 @@ struct policy_binding {
         /* secret */
         char *file;              /* File= */
         uint64_t max_size;       /* MaxSize=, default POLICY_SECRET_SIZE, at most POLICY_SECRET_SIZE_MAX */
+        /* alarm */
+        char *method;            /* Method=: the gadget's method gadgetd calls with each due alarm */
+        uint64_t max_alarms;     /* MaxAlarms=, default POLICY_ALARMS_MAX */
+        uint64_t max_payload;    /* MaxPayloadSize=, default POLICY_ALARM_PAYLOAD */
 };
 
 struct policy {

@@ -63,6 +63,9 @@ int gadget_identifier_ok(const char *s);
 #define GADGET_OP_GADGET_CALL "call"
 #define GADGET_OP_HTTP_REQUEST "request"
 #define GADGET_OP_VALUE_GET "get"   /* text and secret bindings */
+#define GADGET_OP_ALARM_SET "set"
+#define GADGET_OP_ALARM_LIST "list"
+#define GADGET_OP_ALARM_CANCEL "cancel"
 
 /* An error code's name ("no_method", the gateway's JSON "code") and what
  * it means ("no such method"); an unknown code reads as GADGET_EFAILED. */

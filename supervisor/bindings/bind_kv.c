@@ -43,22 +43,12 @@ static int get_key(const Gadget__Value *args, const char *field, bool optional, 
         return 0;
 }
 
-/* The gadget's store, prepared at its first kv call (the database itself
- * is opened by the store's thread). */
-static struct kv *store(struct binding_req *r)
-{
-        struct gadget_bindings *g = r->g;
-        const struct bindings_env *env = g->env;
-        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, env->kvpg, &g->kv) < 0)
-                return NULL;
-        return g->kv;
-}
 
 /* Answers a store failure other than the operation's own outcomes. The
  * message says what went wrong, never where: the state directory's path
  * is the host's, not the gadget's (the operator finds the file from the
  * gadget's name, README "kv"). */
-static void reply_failure(struct binding_req *r, const struct kv_job *job)
+void bind_kv_failed(struct binding_req *r, const struct kv_job *job)
 {
         char msg[160];
         int err = job->err;
@@ -89,7 +79,7 @@ static void get_done(struct kv_job *job)
                 return;
         }
         if (job->err < 0) {
-                reply_failure(r, job);
+                bind_kv_failed(r, job);
                 return;
         }
         Gadget__Value *v = gadget__value__unpack(NULL, job->vlen, job->val);
@@ -122,7 +112,7 @@ static void put_done(struct kv_job *job)
                 return;
         }
         if (job->err < 0) {
-                reply_failure(r, job);
+                bind_kv_failed(r, job);
                 return;
         }
         Gadget__Value *null = value_new_null();
@@ -134,7 +124,7 @@ static void delete_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
         if (job->err < 0) {
-                reply_failure(r, job);
+                bind_kv_failed(r, job);
                 return;
         }
         Gadget__Value *v = value_new_bool(job->existed);
@@ -177,7 +167,7 @@ static void list_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
         if (job->err < 0) {
-                reply_failure(r, job);
+                bind_kv_failed(r, job);
                 return;
         }
         Gadget__Value *res = list_result(job);
@@ -293,11 +283,11 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
-static void reply_busy(struct binding_req *r, const struct policy_binding *b)
+void bind_kv_busy(struct binding_req *r, const struct policy_binding *b)
 {
         char msg[192];
-        snprintf(msg, sizeof msg, "kv binding %s is busy: %" PRIu64 " operations already queued (CallsMax=%" PRIu64
-                 ")", b->name, b->calls_max, b->calls_max);
+        snprintf(msg, sizeof msg, "%s binding %s is busy: %" PRIu64 " operations already queued (CallsMax=%" PRIu64
+                 ")", policy_binding_type_name(b->type), b->name, b->calls_max, b->calls_max);
         bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
 }
 
@@ -305,7 +295,7 @@ static void reply_busy(struct binding_req *r, const struct policy_binding *b)
 static void kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
                      const Gadget__Value *args)
 {
-        struct kv *kv = store(r);
+        struct kv *kv = bindings_kv(r->g);
         if (!kv) {
                 bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
                 return;
@@ -314,19 +304,23 @@ static void kv_start(struct binding_req *r, const struct policy_binding *b, enum
          * of this binding wait for its thread, each holding its value; the
          * rest are refused now, before their value is copied. */
         if (kv_full(kv, b->name, (unsigned)b->calls_max)) {
-                reply_busy(r, b);
+                bind_kv_busy(r, b);
                 return;
         }
         struct kv_job *job = make_job(r, b, op, done, args);
-        if (!job)
-                return;
+        if (job)
+                bind_kv_queue(r, b, kv, job);
+}
+
+void bind_kv_queue(struct binding_req *r, const struct policy_binding *b, struct kv *kv, struct kv_job *job)
+{
         int e = kv_submit(kv, job, (unsigned)b->calls_max);
         if (e == KV_EUNAVAILABLE)
                 bindings_reply(r, NULL, GADGET_EUNAVAILABLE, job->why, 0);
         if (e < 0) {
                 kv_job_free(job);
                 if (e == -EBUSY)
-                        reply_busy(r, b);
+                        bind_kv_busy(r, b);
                 else if (e != KV_EUNAVAILABLE)
                         bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
         }

@@ -292,6 +292,22 @@ struct gadget_bindings *bindings_new(const struct bindings_env *env, const struc
         return g;
 }
 
+struct kv *bindings_kv(struct gadget_bindings *g)
+{
+        const struct bindings_env *env = g->env;
+        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, env->kvpg, &g->kv) < 0)
+                return NULL;
+        return g->kv;
+}
+
+void bindings_kv_release(struct gadget_bindings *g)
+{
+        if (g->kv && !g->peer && !g->breqs && kv_idle(g->kv)) {
+                kv_close(g->kv);
+                g->kv = NULL;
+        }
+}
+
 void bindings_free(struct gadget_bindings *g)
 {
         if (!g)

@@ -91,7 +91,11 @@ struct gadget_bindings {
         struct timespec busy_logged; /* when the last count of them was logged */
         char **secrets;             /* per binding index, secret bindings only */
         size_t n_secrets;
-        struct kv *kv;              /* opened at the first kv call */
+        struct kv *kv;              /* opened at the first kv or alarm call (bindings_kv) */
+        /* Told when a set or cancel of an alarm binding took effect, so
+         * that the delivery of alarms (core/alarms.c) looks again. */
+        void (*alarms_changed)(void *arg);
+        void *alarms_arg;
 };
 
 /* One binding call being carried out. Async operations keep it until they
@@ -129,6 +133,14 @@ void bindings_orphan(struct gadget_bindings *g);
 /* Reads the gadget's secret files (at each start). 0 or -errno with why. */
 int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len);
 
+/* The gadget's store, prepared at its first use (the database itself is
+ * opened by the store's thread); NULL if out of memory. */
+struct kv *bindings_kv(struct gadget_bindings *g);
+/* Closes the store of a gadget that does not run if nothing is queued on
+ * it: what reading its alarms opened (its thread, its database's files)
+ * is not kept for an idle gadget. */
+void bindings_kv_release(struct gadget_bindings *g);
+
 /* An operation's handler: carries out r's operation on b and answers r
  * itself (now or later); args passed the row's check. */
 typedef void binding_fn(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
@@ -156,6 +168,16 @@ void bindings_ask(struct binding_req *r, const struct binding_ask *q, binding_go
  * ops.c. */
 binding_fn bind_kv_get, bind_kv_put, bind_kv_delete, bind_kv_list;
 binding_check_fn bind_kv_check_key, bind_kv_check_put, bind_kv_check_list;
+binding_fn bind_alarm_set, bind_alarm_list, bind_alarm_cancel;
+binding_check_fn bind_alarm_check_set, bind_alarm_check_id, bind_alarm_check_list;
+/* The time now in ms since the epoch (the clock alarms are set in). */
+int64_t bind_alarm_now_ms(void);
+/* What the kv store's users share (bind_kv.c): a store failure's answer,
+ * a busy answer, and queuing job (answered if refused). */
+struct kv_job;
+void bind_kv_failed(struct binding_req *r, const struct kv_job *job);
+void bind_kv_busy(struct binding_req *r, const struct policy_binding *b);
+void bind_kv_queue(struct binding_req *r, const struct policy_binding *b, struct kv *kv, struct kv_job *job);
 binding_fn bind_gadget_call;
 binding_check_fn bind_gadget_check_call;
 binding_fn bind_http_request;

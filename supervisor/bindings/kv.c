@@ -45,6 +45,22 @@ struct kv {
         struct kv_count *counts;
 };
 
+bool kv_op_writes(enum kv_op op)
+{
+        return op == KV_PUT || op == KV_DELETE || op == KV_ALARM_SET || op == KV_ALARM_CANCEL ||
+               op == KV_ALARM_SETTLE;
+}
+
+const char *kv_op_name(enum kv_op op)
+{
+        static const char *const names[] = {
+                [KV_GET] = "get", [KV_PUT] = "put", [KV_DELETE] = "delete", [KV_LIST] = "list",
+                [KV_ALARM_SET] = "alarm set", [KV_ALARM_CANCEL] = "alarm cancel", [KV_ALARM_LIST] = "alarm list",
+                [KV_ALARM_NEXT] = "alarm look-up", [KV_ALARM_SETTLE] = "alarm delivery's record",
+        };
+        return (size_t)op < sizeof names / sizeof *names ? names[op] : "operation";
+}
+
 struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
 {
         struct kv_job *job = calloc(1, sizeof *job);
@@ -111,6 +127,9 @@ static void run_job(struct kvdb *db, struct kv_job *job)
         case KV_LIST:
                 e = kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit, list_add,
                               job, &job->more);
+                break;
+        default:
+                e = kv_alarm_run(db, job);
                 break;
         }
         if (e < 0 || job->err == 0)
@@ -320,6 +339,14 @@ fail:
                 close(kv->efd);
         store_free(kv);
         return e;
+}
+
+bool kv_idle(const struct kv *kv)
+{
+        for (const struct kv_count *c = kv->counts; c; c = c->next)
+                if (c->n)
+                        return false;
+        return true;
 }
 
 bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)

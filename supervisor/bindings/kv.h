@@ -17,7 +17,19 @@
 
 #define KV_BINDING_MAX 72
 
-enum kv_op { KV_GET, KV_PUT, KV_DELETE, KV_LIST };
+/* The alarm operations (kvdb_alarm.c, kvpg_job.c) share the queue: an
+ * alarm binding lives in the gadget's store beside its kv bindings. */
+enum kv_op { KV_GET, KV_PUT, KV_DELETE, KV_LIST, KV_ALARM_SET, KV_ALARM_CANCEL, KV_ALARM_LIST, KV_ALARM_NEXT,
+             KV_ALARM_SETTLE };
+
+/* Whether op writes (a lost connection leaves its outcome unknown; on
+ * PostgreSQL it is fenced by the gadget's lease), and its name. */
+bool kv_op_writes(enum kv_op op);
+const char *kv_op_name(enum kv_op op);
+
+/* The bytes of alarms one list returns at most (with its envelope, one
+ * frame holds them). */
+#define KV_ALARM_LIST_BYTES (1024u * 1024u)
 
 struct kv;
 struct kv_job;
@@ -37,6 +49,11 @@ struct kv_job {
         uint8_t after[KV_MAX_KEY];    /* list: the cursor */
         size_t alen;
         unsigned limit;               /* list */
+        /* alarms: key is the id; val the payload (set, settle; next
+         * fills it); list fills keys with kv_job_add_alarm's rows */
+        int64_t at, due;              /* set: at; next fills both; settle: the delivered one's */
+        unsigned attempts;            /* next */
+        int64_t retry_due;            /* settle: -1 deletes, else the next try's time */
         struct kvdb_quota quota;      /* put */
         void *val;                    /* put: the value (owned); get: the value found */
         size_t vlen;
@@ -82,10 +99,22 @@ void kv_job_free(struct kv_job *job);
  * the refusal is counted (and logged, at most once per few seconds). For
  * refusing a call before its value is copied. */
 bool kv_full(struct kv *kv, const char *binding, unsigned max_pending);
+/* Whether nothing is queued on kv or running there. */
+bool kv_idle(const struct kv *kv);
 /* Queues job; the store owns it from then on and calls job->done once.
  * -EBUSY (the caller keeps job) when max_pending operations of its binding
  * are already queued or running; KV_EUNAVAILABLE (the caller keeps job,
  * job->why says why) when the PostgreSQL store is down. */
 int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending);
+/* Appends alarm a to a list job's rows (sets job->more instead once
+ * KV_ALARM_LIST_BYTES would be passed). */
+void kv_job_add_alarm(void *job, const struct kvdb_alarm *a);
+/* Walks the rows of a finished alarm list: 1 with the next, 0 at the end. */
+int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *a);
+/* Fills a next job's id, times and payload from a (a copy); both are
+ * callbacks of kvdb_alarm_list and kvdb_alarm_next. */
+void kv_job_take_alarm(void *job, const struct kvdb_alarm *a);
+/* Carries out an alarm job on db (on the SQLite thread): 0 or -errno. */
+int kv_alarm_run(struct kvdb *db, struct kv_job *job);
 /* Walks the keys of a finished list job: 1 with the next key, 0 at the end. */
 int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen);

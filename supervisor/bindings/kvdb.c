@@ -1,5 +1,6 @@
 /* kvdb: SQLite storage for kv bindings, used by one thread at a time. */
 #include "kvdb.h"
+#include "kvdb_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,14 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { ST_GET, ST_PUT, ST_DEL, ST_LIST_GE, ST_LIST_GT, ST_OLD, ST_USAGE, ST_SET_USAGE, ST_COUNT };
-
-struct kvdb {
-        sqlite3 *db;
-        sqlite3_stmt *st[ST_COUNT];
-        int reserve_fd;   /* STATE_DIR/kv/GADGET.reserve */
-        bool reserved;    /* it holds KVDB_RESERVE bytes of the disk */
-};
 
 /* Durability: WAL with synchronous=FULL syncs the log at every commit, so
  * an acknowledged put survives a crash of gadgetd and of the machine
@@ -40,7 +33,13 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS kv (binding TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL,"
         " PRIMARY KEY (binding, key)) WITHOUT ROWID;"
         "CREATE TABLE IF NOT EXISTS usage (binding TEXT PRIMARY KEY, keys INTEGER NOT NULL,"
-        " bytes INTEGER NOT NULL);";
+        " bytes INTEGER NOT NULL);"
+        /* alarm bindings (kvdb_alarm.c): at is the time the gadget set,
+         * due when delivery is next tried (at, or later after failures). */
+        "CREATE TABLE IF NOT EXISTS alarm (binding TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL,"
+        " due INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL,"
+        " PRIMARY KEY (binding, id)) WITHOUT ROWID;"
+        "CREATE INDEX IF NOT EXISTS alarm_due ON alarm (binding, due);";
 
 /* list reads the range [lo, hi) or (lo, hi) of the primary key's index:
  * what it returns plus one row, whatever the table holds. */
@@ -59,7 +58,7 @@ static const char *const stmts[ST_COUNT] = {
 
 /* An SQLite result code as -errno: EBADMSG for a damaged or foreign file,
  * EBUSY for a lock another process holds past the busy timeout. */
-static int sql_err(int rc)
+int kvdb_sql_err(int rc)
 {
         switch (rc & 0xff) {
         case SQLITE_CORRUPT:
@@ -135,22 +134,24 @@ int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out)
         close(fd);
         int rc = sqlite3_open_v2(path, &db->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL);
         if (rc != SQLITE_OK) {
-                e = sql_err(rc);
+                e = kvdb_sql_err(rc);
                 goto out;
         }
         /* Before the schema: another process holding the write lock makes
          * the open wait as long as an operation would. */
         sqlite3_busy_timeout(db->db, 5000);
         if ((rc = sqlite3_exec(db->db, schema, NULL, NULL, NULL)) != SQLITE_OK) {
-                e = sql_err(rc);
+                e = kvdb_sql_err(rc);
                 goto out;
         }
         for (size_t i = 0; i < ST_COUNT; i++)
                 if ((rc = sqlite3_prepare_v3(db->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i],
                                              NULL)) != SQLITE_OK) {
-                        e = sql_err(rc);
+                        e = kvdb_sql_err(rc);
                         goto out;
                 }
+        if ((e = kvdb_alarm_prepare(db)) < 0)
+                goto out;
         /* On a disk already full it stays empty: puts wait until it fills. */
         reserve_fill(db);
         *out = db;
@@ -166,6 +167,8 @@ void kvdb_close(struct kvdb *db)
                 return;
         for (size_t i = 0; i < ST_COUNT; i++)
                 sqlite3_finalize(db->st[i]);
+        for (size_t i = 0; i < KVDB_ALARM_ST; i++)
+                sqlite3_finalize(db->alarm_st[i]);
         sqlite3_close(db->db);
         if (db->reserve_fd >= 0)
                 close(db->reserve_fd);
@@ -188,7 +191,7 @@ int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen,
         void *copy = NULL;
         size_t n = 0;
         if (r != SQLITE_ROW) {
-                e = r == SQLITE_DONE ? -ENOENT : sql_err(r);
+                e = r == SQLITE_DONE ? -ENOENT : kvdb_sql_err(r);
                 goto out;
         }
         n = (size_t)sqlite3_column_bytes(st, 0);
@@ -205,10 +208,10 @@ out:
         return e;
 }
 
-static int exec(struct kvdb *db, const char *sql)
+int kvdb_exec(struct kvdb *db, const char *sql)
 {
         int rc = sqlite3_exec(db->db, sql, NULL, NULL, NULL);
-        return rc == SQLITE_OK ? 0 : sql_err(rc);
+        return rc == SQLITE_OK ? 0 : kvdb_sql_err(rc);
 }
 
 /* The binding's key count and bytes (0, 0 before its first put). */
@@ -224,7 +227,7 @@ static int usage_get(struct kvdb *db, const char *binding, int64_t *keys, int64_
                 *bytes = sqlite3_column_int64(st, 1);
         }
         sqlite3_reset(st);
-        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : sql_err(r);
+        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
 static int usage_set(struct kvdb *db, const char *binding, int64_t keys, int64_t bytes)
@@ -236,7 +239,7 @@ static int usage_set(struct kvdb *db, const char *binding, int64_t keys, int64_t
         sqlite3_bind_int64(st, 3, bytes);
         int r = sqlite3_step(st);
         sqlite3_reset(st);
-        return r == SQLITE_DONE ? 0 : sql_err(r);
+        return r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
 /* Steps a statement that writes; 0 or -errno. */
@@ -244,7 +247,7 @@ static int step_done(sqlite3_stmt *st)
 {
         int r = sqlite3_step(st);
         sqlite3_reset(st);
-        return r == SQLITE_DONE ? 0 : sql_err(r);
+        return r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
 /* The put's transaction: the quota check, the write and the usage update
@@ -255,7 +258,7 @@ static int put_txn(struct kvdb *db, const char *binding, const void *key, size_t
         int64_t keys, bytes, old = -1;
         int e;
 
-        if ((e = exec(db, "BEGIN IMMEDIATE")) < 0)
+        if ((e = kvdb_exec(db, "BEGIN IMMEDIATE")) < 0)
                 return e;
         if ((e = usage_get(db, binding, &keys, &bytes)) < 0)
                 goto out;
@@ -274,10 +277,10 @@ static int put_txn(struct kvdb *db, const char *binding, const void *key, size_t
         sqlite3_bind_blob(db->st[ST_PUT], 3, vlen ? val : "", (int)vlen, SQLITE_STATIC);
         if ((e = step_done(db->st[ST_PUT])) < 0 || (e = usage_set(db, binding, keys, bytes)) < 0)
                 goto out;
-        e = exec(db, "COMMIT");
+        e = kvdb_exec(db, "COMMIT");
 out:
         if (e < 0)
-                exec(db, "ROLLBACK");
+                kvdb_exec(db, "ROLLBACK");
         return e;
 }
 
@@ -296,7 +299,7 @@ static int delete_txn(struct kvdb *db, const char *binding, const void *key, siz
         int64_t keys, bytes, freed;
         int e, r;
 
-        if ((e = exec(db, "BEGIN IMMEDIATE")) < 0)
+        if ((e = kvdb_exec(db, "BEGIN IMMEDIATE")) < 0)
                 return e;
         bind_key(st, binding, key, klen);
         r = sqlite3_step(st);
@@ -305,17 +308,17 @@ static int delete_txn(struct kvdb *db, const char *binding, const void *key, siz
                 r = sqlite3_step(st);
         sqlite3_reset(st);
         if (r != SQLITE_DONE) {
-                e = sql_err(r);
+                e = kvdb_sql_err(r);
                 goto out;
         }
         if (freed >= 0 && ((e = usage_get(db, binding, &keys, &bytes)) < 0 ||
                            (e = usage_set(db, binding, keys - 1, bytes - freed)) < 0))
                 goto out;
-        if ((e = exec(db, "COMMIT")) == 0)
+        if ((e = kvdb_exec(db, "COMMIT")) == 0)
                 *existed = freed >= 0;
 out:
         if (e < 0)
-                exec(db, "ROLLBACK");
+                kvdb_exec(db, "ROLLBACK");
         return e;
 }
 
@@ -326,7 +329,7 @@ int kvdb_delete(struct kvdb *db, const char *binding, const void *key, size_t kl
          * have kept part of it. */
         if (e == -ENOSPC && db->reserve_fd >= 0) {
                 reserve_release(db);
-                exec(db, "PRAGMA wal_checkpoint(PASSIVE)");
+                kvdb_exec(db, "PRAGMA wal_checkpoint(PASSIVE)");
                 e = delete_txn(db, binding, key, klen, existed);
         }
         if (e == 0 && !db->reserved)
@@ -378,5 +381,5 @@ int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t p
                 n++;
         }
         sqlite3_reset(st);
-        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : sql_err(r);
+        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }

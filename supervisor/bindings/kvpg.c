@@ -101,9 +101,9 @@ static void fail_running(struct kvpg *pg)
         if (!job)
                 return;
         pg->running = NULL;
-        if (job->op == KV_PUT || job->op == KV_DELETE) {
+        if (kv_op_writes(job->op)) {
                 snprintf(why, sizeof why, "store unavailable: the connection was lost during the %s, whose "
-                         "outcome is unknown: %s", job->op == KV_PUT ? "put" : "delete", pg->reason);
+                         "outcome is unknown: %s", kv_op_name(job->op), pg->reason);
                 answer(job, KV_EUNKNOWN, why);
         } else {
                 snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
@@ -411,7 +411,7 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
          * was queued, which the store checks in the write's transaction (a
          * write queued before a loss of the lease is refused even if this
          * node takes it again meanwhile); without a lease nothing is sent. */
-        bool write = job->op == KV_PUT || job->op == KV_DELETE;
+        bool write = kv_op_writes(job->op);
         job->epoch = pg->lease && write ? kvpg_lease_epoch(pg->lease, job->gadget) : 0;
         if (pg->lease && write && !job->epoch) {
                 snprintf(job->why, sizeof job->why, "fenced: this node no longer owns gadget %s", job->gadget);

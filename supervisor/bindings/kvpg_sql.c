@@ -73,7 +73,26 @@
  *       their batches committed). Rows older than [Audit] StoreKeepDays=
  *       are deleted by each node, hourly. Self-contained: it only adds.
  *
- * Version 5 is another branch's (alarms); numbered apart until they merge.
+ * Version 5, alarm bindings (bind_alarm.c, core/alarms.c):
+ *
+ *   gadgetd_alarm (gadget, binding, id text COLLATE "C", at bigint,
+ *                  due bigint, attempts int, payload bytea,
+ *                  PK (gadget, binding, id)), index (gadget, binding, due)
+ *       each alarm a gadget set: at is its time (ms since the epoch),
+ *       due when its delivery is next tried (at, later after failures),
+ *       payload a packed Value. list is a range of the primary key (ids
+ *       in byte order: COLLATE "C"), the next due one a range of the index.
+ *   gadgetd_alarm_set(gadget, binding, id, at, payload, max, epoch)
+ *       → 0 set (replacing one of its id), 1 over MaxAlarms= (nothing
+ *       written); the binding's sets take a transaction-level advisory
+ *       lock ("alrm", hashtext(gadget/binding)) so the count and the
+ *       insert cannot race.
+ *   gadgetd_alarm_cancel(gadget, binding, id, epoch) → whether it existed;
+ *   gadgetd_alarm_settle(gadget, binding, id, at, due, payload, retry, epoch)
+ *       a delivery's end: retry < 0 deletes the alarm, else its due
+ *       becomes retry and attempts grows; only if at, due and payload are
+ *       still those delivered. Every write is fenced by gadgetd_fence, as
+ *       kv writes are: only the lease's holder changes a gadget's alarms.
  *
  * Version 6, one statement per round for every lease a node waits for
  * (kvpg_lease.c):
@@ -280,9 +299,6 @@ static const char migration_3[] =
         "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
         "END $f$;";
 
-/* Another branch's version 5 (alarms); nothing here. */
-static const char migration_reserved[] = "SELECT 1";
-
 /* Every wanted lease of a round in one statement (see the top). Why
  * #variable_conflict use_column: the result's columns share the table's
  * names (gadget, owner), and in SQL text the table's are meant. */
@@ -333,11 +349,58 @@ static const char migration_audit[] =
         "CREATE INDEX gadgetd_audit_gadget ON gadgetd_audit (gadget, id);"
         "CREATE INDEX gadgetd_audit_at ON gadgetd_audit (at);";
 
+#define KVPG_ALARM_LOCK "1634496109" /* "alrm" in hex */
+
+static const char migration_5[] =
+        "CREATE TABLE gadgetd_alarm ("
+        " gadget text NOT NULL,"
+        " binding text NOT NULL,"
+        " id text COLLATE \"C\" NOT NULL,"
+        " at bigint NOT NULL,"
+        " due bigint NOT NULL,"
+        " attempts integer NOT NULL DEFAULT 0,"
+        " payload bytea NOT NULL,"
+        " PRIMARY KEY (gadget, binding, id));"
+        "CREATE INDEX gadgetd_alarm_due ON gadgetd_alarm (gadget, binding, due, id);"
+        "CREATE FUNCTION gadgetd_alarm_set(p_gadget text, p_binding text, p_id text, p_at bigint, p_payload bytea,"
+        " p_max bigint, p_epoch bigint) RETURNS integer LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  PERFORM pg_advisory_xact_lock(" KVPG_ALARM_LOCK ", hashtext(p_gadget || '/' || p_binding));\n"
+        "  IF (SELECT count(*) FROM gadgetd_alarm WHERE gadget = p_gadget AND binding = p_binding\n"
+        "      AND id <> p_id) + 1 > p_max THEN RETURN 1; END IF;\n"
+        "  INSERT INTO gadgetd_alarm (gadget, binding, id, at, due, payload)\n"
+        "    VALUES (p_gadget, p_binding, p_id, p_at, p_at, p_payload)\n"
+        "    ON CONFLICT (gadget, binding, id) DO UPDATE SET at = excluded.at, due = excluded.due,\n"
+        "      attempts = 0, payload = excluded.payload;\n"
+        "  RETURN 0;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_alarm_cancel(p_gadget text, p_binding text, p_id text, p_epoch bigint)"
+        " RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  DELETE FROM gadgetd_alarm WHERE gadget = p_gadget AND binding = p_binding AND id = p_id;\n"
+        "  RETURN FOUND;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_alarm_settle(p_gadget text, p_binding text, p_id text, p_at bigint, p_due bigint,"
+        " p_payload bytea, p_retry bigint, p_epoch bigint) RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  IF p_retry < 0 THEN\n"
+        "    DELETE FROM gadgetd_alarm WHERE gadget = p_gadget AND binding = p_binding AND id = p_id\n"
+        "      AND at = p_at AND due = p_due AND payload = p_payload;\n"
+        "  ELSE\n"
+        "    UPDATE gadgetd_alarm SET due = p_retry, attempts = attempts + 1 WHERE gadget = p_gadget\n"
+        "      AND binding = p_binding AND id = p_id AND at = p_at AND due = p_due AND payload = p_payload;\n"
+        "  END IF;\n"
+        "  RETURN FOUND;\n"
+        "END $f$;";
+
 const char *kvpg_sql_migration(int version)
 {
         static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
                 [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
-                [5] = migration_reserved, [KVPG_SCHEMA_LEASE_BATCH] = migration_lease_batch,
+                [5] = migration_5, [KVPG_SCHEMA_LEASE_BATCH] = migration_lease_batch,
         };
         return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
@@ -354,11 +417,24 @@ const char *const kvpg_queries[KVPG_QUERY_COUNT] = {
         [KVPG_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3, $4)",
         [KVPG_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
         [KVPG_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
+        /* alarms: $3 the id; set: $4 at, $5 payload, $6 MaxAlarms, $7
+         * epoch; cancel: $4 epoch; list: $3 the cursor, $4 limit + 1; next: $1, $2 only;
+         * settle: $4 at, $5 due, $6 payload, $7 retry, $8 epoch. */
+        [KVPG_ALARM_SET] = "SELECT gadgetd_alarm_set($1, $2, $3, $4, $5, $6, $7)",
+        [KVPG_ALARM_CANCEL] = "SELECT gadgetd_alarm_cancel($1, $2, $3, $4)",
+        [KVPG_ALARM_LIST] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+                            " AND binding = $2 AND id > $3 ORDER BY id LIMIT $4",
+        [KVPG_ALARM_NEXT] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+                            " AND binding = $2 ORDER BY due, id LIMIT 1",
+        [KVPG_ALARM_SETTLE] = "SELECT gadgetd_alarm_settle($1, $2, $3, $4, $5, $6, $7, $8)",
 };
 
 const char *const kvpg_query_names[KVPG_QUERY_COUNT] = {
         [KVPG_GET] = "gadgetd_get", [KVPG_PUT] = "gadgetd_put", [KVPG_DELETE] = "gadgetd_delete",
         [KVPG_LIST_GE] = "gadgetd_list_ge", [KVPG_LIST_GT] = "gadgetd_list_gt",
+        [KVPG_ALARM_SET] = "gadgetd_alarm_set", [KVPG_ALARM_CANCEL] = "gadgetd_alarm_cancel",
+        [KVPG_ALARM_LIST] = "gadgetd_alarm_list", [KVPG_ALARM_NEXT] = "gadgetd_alarm_next",
+        [KVPG_ALARM_SETTLE] = "gadgetd_alarm_settle",
 };
 
 int kvpg_array_add(struct kvpg_array *a, const char *elem)

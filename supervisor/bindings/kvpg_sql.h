@@ -24,7 +24,8 @@
 /* The SQLSTATE of a write refused because its epoch is not the owner's. */
 #define KVPG_SQLSTATE_FENCED "GDF01"
 
-enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_QUERY_COUNT };
+enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_ALARM_SET, KVPG_ALARM_CANCEL,
+                  KVPG_ALARM_LIST, KVPG_ALARM_NEXT, KVPG_ALARM_SETTLE, KVPG_QUERY_COUNT };
 
 /* The parameterised query of each kv operation (results in binary), and
  * the name it is prepared under on each connection. */

@@ -9,6 +9,8 @@
 #include "types.h"
 
 #define KEY "string | bytes"
+/* An alarm's id: 1 to KVDB_ALARM_ID_MAX characters. */
+#define ALARM_ID "string(1..128)"
 
 /* The signature of each operation is checked first (as a gadget's method
  * signatures are), then the row's check for what a type cannot say (a key's
@@ -28,6 +30,14 @@ static struct binding_op ops[] = {
           "headers: map<string>, body: bytes}", NULL, bind_http_check_request, bind_http_request },
         { BINDING_TEXT, GADGET_OP_VALUE_GET, "get() -> string", NULL, NULL, bind_text_get },
         { BINDING_SECRET, GADGET_OP_VALUE_GET, "get() -> string", NULL, NULL, bind_secret_get },
+        { BINDING_ALARM, GADGET_OP_ALARM_SET,
+          "set(at?: int(0..253402300799999), delay?: int(0..315360000000), payload?: any, id?: " ALARM_ID
+          ") -> string", NULL, bind_alarm_check_set, bind_alarm_set },
+        { BINDING_ALARM, GADGET_OP_ALARM_LIST,
+          "list(cursor?: " ALARM_ID ", limit?: int(1..1000)) -> {alarms: list<{id: string, at: int, payload: any}>, "
+          "cursor: string?}", NULL, bind_alarm_check_list, bind_alarm_list },
+        { BINDING_ALARM, GADGET_OP_ALARM_CANCEL, "cancel(id: " ALARM_ID ") -> bool", NULL, bind_alarm_check_id,
+          bind_alarm_cancel },
 };
 
 int binding_ops_open(char *err, size_t len)

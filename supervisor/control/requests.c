@@ -40,6 +40,7 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->epoch = in->epoch;
         gi->start = (char *)in->start;
         gi->active_ago_ms = in->active_ago_ms;
+        gi->next_alarm_ms = in->next_alarm_ms;
 }
 
 static void load_done(void *arg, int e, const char *name, const char *msg)

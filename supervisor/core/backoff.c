@@ -8,10 +8,14 @@ int64_t backoff_failed(struct backoff *b, uint64_t ran_ms)
         b->quick = ran_ms < BACKOFF_QUICK_MS ? b->quick + 1 : 0;
         if (b->quick >= BACKOFF_QUICK_MAX)
                 return -1;
+        return backoff_delay_ms(b->failures++);
+}
+
+int64_t backoff_delay_ms(unsigned failures)
+{
         int64_t delay = BACKOFF_FIRST_MS;
-        for (unsigned i = 0; i < b->failures && delay < BACKOFF_MAX_MS; i++)
+        for (unsigned i = 0; i < failures && delay < BACKOFF_MAX_MS; i++)
                 delay *= 2;
-        b->failures++;
         return delay < BACKOFF_MAX_MS ? delay : BACKOFF_MAX_MS;
 }
 

@@ -19,5 +19,10 @@ struct backoff {
  * before the next start, or -1 when the gadget is to be parked. */
 int64_t backoff_failed(struct backoff *b, uint64_t ran_ms);
 
+/* The delay before the try after `failures` failures in a row:
+ * BACKOFF_FIRST_MS doubling up to BACKOFF_MAX_MS (also what delivering a
+ * durable alarm again waits, core/alarms.c). */
+int64_t backoff_delay_ms(unsigned failures);
+
 /* Forgets the failures (an operator's restart or reload). */
 void backoff_reset(struct backoff *b);

@@ -8,6 +8,7 @@
 #include "spawn/spare.h"
 #include "spawn/spawn.h"
 #include "spawn/uidpool.h"
+#include "alarms.h"
 #include "backoff.h"
 #include "limits/limiter.h"
 #include "system/ratelog.h"
@@ -29,6 +30,7 @@ struct core {
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
+        struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
         bool stopping;
 };
 
@@ -66,6 +68,7 @@ struct unit {
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
+        struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
         struct call *waiting;     /* calls to it waiting for approval (calls.c) */
         struct call *forwarded;   /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alarms.h"
 #include "bindings/bindings.h"
 #include "core_int.h"
 #include "contract.h"
@@ -73,7 +74,8 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->bind = bindings_new(&c->bindings, policy);
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
-        if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start) {
+        if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start ||
+            alarms_new(u) < 0) {
                 bindings_free(u->bind);
                 struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
                 for (size_t i = 0; i < 5; i++)
@@ -132,6 +134,7 @@ void unit_free(struct unit *u)
                         syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
                 waitpid(u->child.pid, NULL, 0);
         }
+        alarms_close(u);
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
         unit_lease_gone(u);
@@ -139,6 +142,7 @@ void unit_free(struct unit *u)
         if (u->log_budget.dropped)
                 say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
         bindings_free(u->bind);
+        alarms_free(u);
         event_free(u->ev_timer);
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
@@ -437,6 +441,7 @@ static void on_hello(struct peer *p, void *data)
         u->waking = false;
         unit_idle_arm(u);
         calls_pending_flush(u);
+        alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
 
@@ -736,6 +741,7 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
         u->policy = p;
         u->policy_hash = o->hash;
         u->from_dir = u->from_dir || o->from_dir;
+        alarms_policy(u);
         unit_restart(u);
 }
 

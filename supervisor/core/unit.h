@@ -109,6 +109,7 @@ struct unit_info {
         int64_t epoch;              /* its lease's epoch there (0: unknown) */
         const char *start;          /* Start=: "always" or "on-demand" */
         uint64_t active_ago_ms;     /* since its last call or binding call; 0 if none yet */
+        int64_t next_alarm_ms;      /* its next alarm or scheduled call, ms since the epoch; 0 if none known */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alarms.h"
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
@@ -53,6 +54,8 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .start = policy_start_name(u->policy->start),
                 .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
         };
+        int64_t next = alarms_next_ms(u);
+        out->next_alarm_ms = next > 0 ? next : 0;
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
         unit_lease_info(u, &out->node, &out->epoch);
 }

@@ -2,6 +2,7 @@
  * while this node holds its lease (bindings/kvpg_lease.h); until then it
  * is "remote", saying which node runs it. */
 #include "core_int.h"
+#include "alarms.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
                 u->state = UNIT_IDLE;
                 u->cause[0] = '\0';
         }
+        alarms_kick(u);
 }
 
 static void on_lost(void *arg, const char *gadget, const char *why)
@@ -110,6 +112,7 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         if (!u)
                 return;
         u->leased = false;
+        alarms_kick(u);
         if (u->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two

@@ -54,6 +54,16 @@
         }
 
         /* "now", "12 s ago", "3 min ago", "2 h ago", "4 d ago"; "never" for 0. */
+        /* "next alarm in 5 min" (or "due"), from ms since the epoch; "" if none. */
+        function nextAlarm(at) {
+                if (!(Number(at) > 0))
+                        return "";
+                const s = Math.floor((Number(at) - Date.now()) / 1000);
+                const left = s < 1 ? "due" : s < 60 ? "in " + s + " s" : s < 3600 ? "in " + Math.floor(s / 60) +
+                        " min" : s < 86400 ? "in " + Math.floor(s / 3600) + " h" : "in " + Math.floor(s / 86400) + " d";
+                return " \u00b7 next alarm " + left;
+        }
+
         function ago(ms) {
                 const s = Math.floor(Number(ms) / 1000);
                 if (!(Number(ms) > 0))
@@ -98,7 +108,7 @@
                         });
                         li.append(el("div", "gadget-meta", g.calls + (g.calls === 1 ? " call" : " calls") +
                                      " \u00b7 last activity " + ago(g.active_ago_ms) +
-                                     (g.start === "on-demand" ? " \u00b7 on demand" : "") +
+                                     (g.start === "on-demand" ? " \u00b7 on demand" : "") + nextAlarm(g.next_alarm_ms) +
                                      (g.ui ? "" : " \u00b7 no UI")));
                         if (g.ui)
                                 li.append(button("open", "Open UI", () => open(slots.ui, g.name)));

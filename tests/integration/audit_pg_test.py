@@ -210,5 +210,34 @@ def pg_audit_store_slow_or_down(tmp):
             d.__exit__(None, None, None)
 
 
+@test
+def pg_audit_copies_in_batches(tmp):
+    """A gadget's records made together reach the store in a few
+    transactions, not one each (each is a synchronous commit: a WAL flush
+    the gadget's own kv puts would queue behind): 40 kv puts one after the
+    other, a few ms in all, are copied by at most 8 INSERTs (the rows of
+    one share its xmin), every record there."""
+    check(HOSTILE_PATH, "HOSTILE is not set (the hostile test program)")
+    n = 40
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        try:
+            d.start()
+            wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                     "'gadgetd a audit'") == "1", what="a's audit session")
+            policy(d.pol, "putter", "Arguments=kv-flood KV put %d 1 8\n\n[Binding KV]\nType=kv\n" % n,
+                   exec_path=HOSTILE_PATH)
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: [l for l in d.ctl("logs", "putter").stdout.splitlines() if "kv-flood:" in l],
+                     what="the puts done")
+            rows = "FROM gadgetd_audit WHERE gadget = 'putter' AND line::json->>'binding' = 'KV'"
+            wait_for(lambda: pg.psql("SELECT count(*) " + rows) == str(n), what="every put's record in the store")
+            batches = int(pg.psql("SELECT count(DISTINCT xmin::text) " + rows))
+            print("%d records copied by %d INSERTs" % (n, batches))
+            check(batches <= 8, "%d records copied by %d INSERTs" % (n, batches))
+        finally:
+            d.__exit__(None, None, None)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,6 +32,26 @@ def kv_operations(tmp):
 
 
 @test
+def binding_answer_wakes_gadget_once(tmp):
+    """A gadget waiting for a binding's answer sleeps once per call, until
+    the answer: gadgetd reading its request does not wake it for nothing
+    (a task blocked in read on a Unix socket is woken by every read at the
+    other end; libgadget waits in poll). 400 kv gets one after the other:
+    at most 1.4 sleeps each (2 each with the read)."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "put")
+        n = 400
+        r = d.ctl("call", "store", "repeat", json.dumps({"binding": "DATA", "op": "get", "args": {"key": "k"},
+                                                         "n": n}))
+        check(r.returncode == 0, "repeat: %r" % r.stderr)
+        switches = json.loads(r.stdout)["switches"]
+        print("%d binding calls: the gadget slept %d times" % (n, switches))
+        check(switches <= 1.4 * n, "%d binding calls: the gadget slept %d times" % (n, switches))
+
+
+@test
 def kv_namespaces_per_binding(tmp):
     with Daemon(tmp) as d:
         kv_namespaces_checks(d)

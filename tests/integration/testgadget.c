@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,6 +115,125 @@ static gadget_value *binding(struct gadget_call *call, const gadget_value *args,
         if (e < 0)
                 return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
         return result ? result : gadget_null();
+}
+
+/* An alarm binding's Method= (alarms_test.py): logs each delivery as
+ * "ALARM id=ID note=NOTE attempt=N" and fails while the attempt is at
+ * most the payload's "fail" (a method that fails, then succeeds). */
+static gadget_value *on_alarm(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *id = gadget_as_string(gadget_map_get(args, "id"));
+        const gadget_value *payload = gadget_map_get(args, "payload");
+        const char *note = payload ? gadget_as_string(gadget_map_get(payload, "note")) : NULL;
+        int64_t attempt = 0, fail = 0;
+        gadget_as_int(gadget_map_get(args, "attempt"), &attempt);
+        if (payload)
+                gadget_as_int(gadget_map_get(payload, "fail"), &fail);
+        printf("ALARM id=%s note=%s attempt=%lld%s\n", id ? id : "?", note ? note : "-", (long long)attempt,
+               attempt <= fail ? " failing" : "");
+        fflush(stdout);
+        if (attempt <= fail)
+                return gadget_fail(call, GADGET_EFAILED, "failing as asked (attempt %lld)", (long long)attempt);
+        return gadget_null();
+}
+
+/* {"binding": B}: libgadget's alarm helpers in turn (alarms_test.py): sets
+ * "h1" in an hour with a payload and one with a generated id, lists a
+ * page of one, cancels "h1" twice; returns what each said. */
+static gadget_value *alarm_helpers(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        char *id1 = NULL, *id2 = NULL;
+        gadget_value *page = NULL;
+        bool first = false, second = true;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t at = (int64_t)ts.tv_sec * 1000 + 3600 * 1000;
+        if (!b || gadget_alarm_set(g, b, at, 0, gadget_string("p1"), "h1", &id1) < 0 ||
+            gadget_alarm_set(g, b, -1, 3600 * 1000, NULL, NULL, &id2) < 0 ||
+            gadget_alarm_list(g, b, 1, NULL, &page) < 0 || gadget_alarm_cancel(g, b, "h1", &first) < 0 ||
+            gadget_alarm_cancel(g, b, "h1", &second) < 0) {
+                free(id1);
+                free(id2);
+                gadget_value_free(page);
+                return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(g));
+        }
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "id1", gadget_string(id1));
+        gadget_map_set(r, "id2", gadget_string(id2));
+        gadget_map_set(r, "page", page);
+        gadget_map_set(r, "cancelled", gadget_bool(first));
+        gadget_map_set(r, "again", gadget_bool(second));
+        free(id1);
+        free(id2);
+        return r;
+}
+
+/* {"binding": B, "n": N}: sets N alarms due now whose delivery always
+ * fails (payload {"fail": 1000}), through libgadget (alarms_test.py). */
+static gadget_value *alarm_flood(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        int64_t n = 0;
+        if (!b || !gadget_as_int(gadget_map_get(args, "n"), &n))
+                return gadget_fail(call, GADGET_EINVAL, "alarm_flood needs {\"binding\": B, \"n\": N}");
+        for (int64_t i = 0; i < n; i++) {
+                gadget_value *payload = gadget_map();
+                gadget_map_set(payload, "fail", gadget_int(1000));
+                gadget_map_set(payload, "note", gadget_string("flood"));
+                if (gadget_alarm_set(g, b, -1, 0, payload, NULL, NULL) < 0)
+                        return gadget_fail(call, GADGET_EFAILED, "set %lld: %s", (long long)i, gadget_last_error(g));
+        }
+        return gadget_int(n);
+}
+
+/* A Schedule= method (alarms_test.py): logs "TICK at=MS attempt=N" and
+ * fails while the attempt is at most $TESTGADGET_TICK_FAILS. */
+static gadget_value *tick(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t at = 0, attempt = 0;
+        const char *fails = getenv("TESTGADGET_TICK_FAILS");
+        gadget_as_int(gadget_map_get(args, "at"), &at);
+        gadget_as_int(gadget_map_get(args, "attempt"), &attempt);
+        bool fail = fails && attempt <= atoll(fails);
+        printf("TICK at=%lld attempt=%lld%s\n", (long long)at, (long long)attempt, fail ? " failing" : "");
+        fflush(stdout);
+        if (fail)
+                return gadget_fail(call, GADGET_EFAILED, "failing as asked (attempt %lld)", (long long)attempt);
+        return gadget_null();
+}
+
+/* As binding, {"n": N} times (up to 100000), one call after the other;
+ * answers {"switches": the times this process slept meanwhile (voluntary
+ * context switches)}: how often waiting for an answer woke it. */
+static gadget_value *repeat(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *name = gadget_as_string(gadget_map_get(args, "binding"));
+        const char *op = gadget_as_string(gadget_map_get(args, "op"));
+        const gadget_value *bargs = gadget_map_get(args, "args");
+        int64_t n = 0;
+        struct rusage r0, r1;
+        if (!name || !op || !gadget_as_int(gadget_map_get(args, "n"), &n) || n < 1 || n > 100000)
+                return gadget_fail(call, GADGET_EINVAL, "repeat needs {\"binding\": B, \"op\": O, \"args\": A, "
+                                   "\"n\": 1..100000}");
+        getrusage(RUSAGE_SELF, &r0);
+        for (int64_t i = 0; i < n; i++) {
+                gadget_value *result = NULL;
+                int e = gadget_binding_call(gadget_call_gadget(call), name, op, bargs ? gadget_copy(bargs) : NULL,
+                                            &result);
+                gadget_value_free(result);
+                if (e < 0)
+                        return gadget_fail(call, -e, "%s", gadget_last_error(gadget_call_gadget(call)));
+        }
+        getrusage(RUSAGE_SELF, &r1);
+        gadget_value *res = gadget_map();
+        if (!res || gadget_map_set(res, "switches", gadget_int(r1.ru_nvcsw - r0.ru_nvcsw)) < 0) {
+                gadget_value_free(res);
+                return gadget_fail(call, GADGET_EINTERNAL, "out of memory");
+        }
+        return res;
 }
 
 /* {"n": N}: N bytes (up to 4 MiB), for answers near or over a frame. */
@@ -275,11 +395,16 @@ int main(int argc, char **argv)
         gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);
+        gadget_method(g, "repeat", repeat, NULL);
         gadget_method(g, "spew", spew, NULL);
         gadget_method(g, "forkbomb", forkbomb, NULL);
         gadget_method(g, "alloc", alloc, NULL);
         gadget_method(g, "spin", spin, NULL);
         gadget_method(g, "big", big, NULL);
+        gadget_method(g, "alarm", on_alarm, NULL);
+        gadget_method(g, "tick", tick, NULL);
+        gadget_method(g, "alarm_helpers", alarm_helpers, NULL);
+        gadget_method(g, "alarm_flood", alarm_flood, NULL);
         gadget_method(g, "next", next, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);

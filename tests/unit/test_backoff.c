@@ -53,8 +53,19 @@ static void test_long_run_and_reset_start_over(void)
         CHECK(backoff_failed(&b, 10) == 100, "an operator's restart starts them over");
 }
 
+/* The delays of alarm deliveries: first, doubling, capped, never parked. */
+static void test_delay_ms(void)
+{
+        CHECK(backoff_delay_ms(0) == BACKOFF_FIRST_MS, "no failure yet: the first delay");
+        CHECK(backoff_delay_ms(1) == 2 * BACKOFF_FIRST_MS && backoff_delay_ms(2) == 4 * BACKOFF_FIRST_MS,
+              "it doubles");
+        CHECK(backoff_delay_ms(40) == BACKOFF_MAX_MS && backoff_delay_ms(1000000) == BACKOFF_MAX_MS,
+              "capped, however many failures");
+}
+
 int main(void)
 {
+        test_delay_ms();
         test_quick_failures_park_at_fifth();
         test_slow_failures_double_to_cap();
         test_slow_failure_breaks_quick_run();

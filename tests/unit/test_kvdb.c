@@ -86,6 +86,68 @@ static void quota_cases(struct kvdb *db)
         CHECK(kvdb_put(db, "Q", "k3", 2, "5", 1, &q) == 0, "then a put fits");
 }
 
+struct alarms_seen {
+        char ids[8][16];
+        int64_t due[8];
+        unsigned attempts[8];
+        size_t n;
+};
+
+static void alarm_seen(void *arg, const struct kvdb_alarm *a)
+{
+        struct alarms_seen *s = arg;
+        if (s->n < 8 && a->idlen < 16) {
+                memcpy(s->ids[s->n], a->id, a->idlen);
+                s->ids[s->n][a->idlen] = '\0';
+                s->due[s->n] = a->due;
+                s->attempts[s->n] = a->attempts;
+        }
+        s->n++;
+}
+
+static struct kvdb_alarm make_alarm(const char *id, int64_t at, const char *payload)
+{
+        return (struct kvdb_alarm){ .id = id, .idlen = strlen(id), .at = at, .due = at, .payload = payload,
+                                    .plen = strlen(payload) };
+}
+
+/* The alarms' table: MaxAlarms (a replacement is not one more), list in
+ * id order with a cursor, the next due one, a delivery's settling (only
+ * of the alarm delivered), retries moving its due time. */
+static void alarm_cases(struct kvdb *db)
+{
+        struct kvdb_alarm a = make_alarm("b", 200, "p"), c = make_alarm("a", 300, "q"), d = make_alarm("c", 100, "r");
+        struct alarms_seen s = { .n = 0 };
+        bool more, existed;
+        CHECK(kvdb_alarm_set(db, "W", &a, 2) == 0 && kvdb_alarm_set(db, "W", &c, 2) == 0, "two alarms set");
+        CHECK(kvdb_alarm_set(db, "W", &d, 2) == -EDQUOT, "a third refused (MaxAlarms=2)");
+        CHECK(kvdb_alarm_set(db, "W", &a, 2) == 0, "setting one again replaces it");
+        CHECK(kvdb_alarm_set(db, "OTHER", &d, 2) == 0, "another binding counts apart");
+        CHECK(kvdb_alarm_list(db, "W", "", 0, 1, alarm_seen, &s, &more) == 0 && s.n == 1 && more &&
+                      strcmp(s.ids[0], "a") == 0, "list: ids in order, a page of one");
+        s.n = 0;
+        CHECK(kvdb_alarm_list(db, "W", "a", 1, 10, alarm_seen, &s, &more) == 0 && s.n == 1 && !more &&
+                      strcmp(s.ids[0], "b") == 0, "list on from the cursor");
+        s.n = 0;
+        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == 0 && s.n == 1 && strcmp(s.ids[0], "b") == 0 &&
+                      s.due[0] == 200, "next: the first due");
+        CHECK(kvdb_alarm_settle(db, "W", &a, 900) == 0, "a failed delivery moves its due time");
+        s.n = 0;
+        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == 0 && strcmp(s.ids[0], "a") == 0, "then the other is first");
+        s.n = 0;
+        CHECK(kvdb_alarm_list(db, "W", "a", 1, 10, alarm_seen, &s, &more) == 0 && s.due[0] == 900 &&
+                      s.attempts[0] == 1, "its attempts counted");
+        struct kvdb_alarm stale = make_alarm("a", 300, "other payload");
+        CHECK(kvdb_alarm_settle(db, "W", &stale, -1) == 0 && kvdb_alarm_cancel(db, "W", "a", 1, &existed) == 0 &&
+                      existed, "settling another alarm than the one delivered deletes nothing");
+        struct kvdb_alarm moved = make_alarm("b", 200, "p");
+        moved.due = 900;
+        CHECK(kvdb_alarm_settle(db, "W", &moved, -1) == 0, "a delivered alarm deleted");
+        s.n = 0;
+        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == -ENOENT && s.n == 0, "none left");
+        CHECK(kvdb_alarm_cancel(db, "W", "a", 1, &existed) == 0 && !existed, "cancel of none");
+}
+
 int main(void)
 {
         char dir[] = "/tmp/kvdb-test-XXXXXX";
@@ -96,6 +158,7 @@ int main(void)
         if (db) {
                 list_cases(db);
                 quota_cases(db);
+                alarm_cases(db);
                 kvdb_close(db);
         }
         char cmd[64];

@@ -1108,6 +1108,29 @@ static void test_http_limits(void)
 #undef H
 }
 
+/* Alarm bindings: Method= required and a method name; MaxAlarms= and
+ * MaxPayloadSize= defaults and bounds; alarm keys only on alarm bindings. */
+static void test_alarm(void)
+{
+        struct policy *p = expect_ok(HEAD "[Binding W]\nType=alarm\nMethod=on_alarm\n", "an alarm binding");
+        const struct policy_binding *b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && b->type == BINDING_ALARM && strcmp(b->method, "on_alarm") == 0 &&
+                      b->max_alarms == POLICY_ALARMS_MAX && b->max_payload == POLICY_ALARM_PAYLOAD,
+              "alarm binding: Method=, default MaxAlarms= and MaxPayloadSize=");
+        CHECK_STR(policy_binding_type_name(BINDING_ALARM), "alarm", "type name");
+        policy_free(p);
+        p = expect_ok(HEAD "[Binding W]\nType=alarm\nMethod=m\nMaxAlarms=5\nMaxPayloadSize=1K\n", "limits set");
+        b = p ? policy_binding_find(p, "W") : NULL;
+        CHECK(b && b->max_alarms == 5 && b->max_payload == 1024, "MaxAlarms=5, MaxPayloadSize=1K");
+        policy_free(p);
+        expect_error(HEAD "[Binding W]\nType=alarm\n", 4, "binding W of type alarm has no Method=");
+        expect_error(HEAD "[Binding W]\nType=alarm\nMethod=not a method\n", 6, "is not a valid method name");
+        expect_error(HEAD "[Binding W]\nType=alarm\nMethod=m\nMaxPayloadSize=2M\n", 7, "must be at most");
+        expect_error(HEAD "[Binding W]\nType=alarm\nMethod=m\nMaxAlarms=1000001\n", 7, "must be at most");
+        expect_error(HEAD "[Binding K]\nType=kv\nMethod=m\n", 6, "key Method is not valid for a binding of type kv");
+        expect_error(HEAD "[Binding W]\nType=alarms\n", 5, "is not one of kv, gadget, http, text, secret, alarm");
+}
+
 int main(void)
 {
         bool fixtures = fixtures_copy();
@@ -1132,6 +1155,7 @@ int main(void)
         test_budgets();
         test_gatekeeper();
         test_schedule();
+        test_alarm();
         fixtures_remove();
         return tap_done();
 }

@@ -3,6 +3,7 @@
 #include "gadget.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -214,6 +215,22 @@ static int send_worker_msg(struct gadget *g, Gadget__WorkerMsg *msg)
         return queue_worker_msg(g, msg, true);
 }
 
+/* Waits until gadgetd's connection has input (or an error or hang-up,
+ * which the read then reports). Why not a blocking read at once: a
+ * task blocked in read on a Unix socket is woken each time gadgetd reads
+ * from the other end (the freed room wakes every sleeper of the socket),
+ * so after every request the gadget would be scheduled in for nothing,
+ * in the middle of gadgetd's turn; poll sleeps until input only. */
+static int wait_input(struct gadget *g)
+{
+        struct pollfd p = { .fd = g->fd, .events = POLLIN };
+        int n;
+        do
+                n = poll(&p, 1, -1);
+        while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : 0;
+}
+
 /* Reads the next message from gadgetd; NULL at end or on error. Before
  * waiting for more input, the answers queued so far are written. */
 static Gadget__SupervisorMsg *recv_msg(struct gadget *g)
@@ -223,7 +240,7 @@ static Gadget__SupervisorMsg *recv_msg(struct gadget *g)
         int e = wire_reader_next(&g->rd, &data, &len);
         if (e == 0 && flush(g) < 0)
                 return NULL;
-        if (e == 0)
+        if (e == 0 && (e = wait_input(g)) == 0)
                 e = wire_recv(&g->rd, g->fd, &data, &len);
         if (e <= 0) {
                 set_error(g, "%s", e == 0 ? "gadgetd closed the connection" : strerror(-e));

@@ -81,6 +81,18 @@ int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, boo
  * (NULL for all), after cursor (NULL to begin), at most limit (0 = 100). */
 int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, int limit, const char *cursor,
                    gadget_value **result);
+/* alarm: sets an alarm at at_ms (ms since the epoch), or, when at_ms is
+ * negative, delay_ms from now, with payload (owned; NULL: null) and id
+ * (NULL: gadgetd makes one); setting an id again replaces that alarm. The
+ * id (malloc'd) in *id_out if not NULL. gadgetd calls the binding's
+ * Method= with {binding, id, at, payload, attempt} once it is due. */
+int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64_t delay_ms, gadget_value *payload,
+                     const char *id, char **id_out);
+/* alarm: {"alarms": [{id, at, payload}...], "cursor": ID or null}, in id
+ * order after cursor (NULL to begin), at most limit (0 = 100). */
+int gadget_alarm_list(struct gadget *g, const char *binding, int limit, const char *cursor, gadget_value **result);
+/* alarm: cancels alarm id; *existed says whether there was one. */
+int gadget_alarm_cancel(struct gadget *g, const char *binding, const char *id, bool *existed);
 /* gadget: calls method of the binding's target gadget with args (owned). */
 int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
                 gadget_value **result);

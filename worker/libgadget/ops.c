@@ -56,6 +56,50 @@ int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, in
         return gadget_binding_call(g, binding, GADGET_OP_KV_LIST, a, result);
 }
 
+int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64_t delay_ms, gadget_value *payload,
+                     const char *id, char **id_out)
+{
+        gadget_value *r = NULL;
+        gadget_value *a = args_map("id", id, NULL, NULL);
+        /* payload is owned whatever happens: gadget_map_set takes it. */
+        if (!a || gadget_map_set(a, at_ms >= 0 ? "at" : "delay", gadget_int(at_ms >= 0 ? at_ms : delay_ms)) < 0) {
+                gadget_value_free(a);
+                gadget_value_free(payload);
+                return -GADGET_EINTERNAL;
+        }
+        if (payload && gadget_map_set(a, "payload", payload) < 0) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        int e = gadget_binding_call(g, binding, GADGET_OP_ALARM_SET, a, &r);
+        const char *s = gadget_as_string(r);
+        if (e == 0 && id_out && !(*id_out = strdup(s ? s : "")))
+                e = -GADGET_EINTERNAL;
+        gadget_value_free(r);
+        return e;
+}
+
+int gadget_alarm_list(struct gadget *g, const char *binding, int limit, const char *cursor, gadget_value **result)
+{
+        gadget_value *a = args_map("cursor", cursor, NULL, NULL);
+        if (!a || (limit > 0 && gadget_map_set(a, "limit", gadget_int(limit)) < 0)) {
+                gadget_value_free(a);
+                return -GADGET_EINTERNAL;
+        }
+        return gadget_binding_call(g, binding, GADGET_OP_ALARM_LIST, a, result);
+}
+
+int gadget_alarm_cancel(struct gadget *g, const char *binding, const char *id, bool *existed)
+{
+        gadget_value *r = NULL;
+        gadget_value *a = args_map("id", id, NULL, NULL);
+        int e = a ? gadget_binding_call(g, binding, GADGET_OP_ALARM_CANCEL, a, &r) : -GADGET_EINTERNAL;
+        if (e == 0 && existed && !gadget_as_bool(r, existed))
+                *existed = false;
+        gadget_value_free(r);
+        return e;
+}
+
 int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
                 gadget_value **result)
 {
