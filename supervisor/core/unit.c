@@ -437,10 +437,12 @@ static void on_hello(struct peer *p, void *data)
         u->cause[0] = '\0';
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
-        log_msg(L_INFO, u->policy->name, "ready");
         u->waking = false;
         unit_idle_arm(u);
+        /* The calls that waited go out first: the log line is written
+         * while the gadget works on them. */
         calls_pending_flush(u);
+        log_msg(L_INFO, u->policy->name, "ready");
         alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
@@ -513,6 +515,12 @@ static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t er
         return e;
 }
 
+/* While a start waits for its sandbox: the next start's shell. */
+static void refill_spare(void *arg)
+{
+        spare_refill(arg);
+}
+
 /* Takes this run's resources (host uid, cgroup, output pipes) and spawns
  * the worker; pre-warmed, it waits in its finished sandbox for spawn_go.
  * 0, or -errno with err (the caller drops what was taken). */
@@ -551,7 +559,9 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = u,
                                          .nproc = u->limits.nproc, .address_space = u->limits.address_space,
-                                         .shell = &shell };
+                                         .shell = &shell,
+                                         .waiting = prewarm ? NULL : refill_spare,
+                                         .waiting_arg = &u->core->spare };
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
                         spare_take(&u->core->spare, &shell);

@@ -1,13 +1,16 @@
 /* spare: one sandbox shell (spawn.h) kept ready by the daemon, so that a
  * gadget's start does not wait for its namespaces to be made: the next
  * start takes it, and a new one is made once starts have been quiet for
- * SPARE_DELAY_MS — never during a burst of starts, which would only pay
- * for it twice. A shell whose copy of the mount table is out of date is
+ * SPARE_DELAY_MS. In a burst of starts (one less than SPARE_DELAY_MS after
+ * the last) a start makes the next spare while it waits for its own
+ * sandbox to be built (spare_refill), so that the starts after it find
+ * one too. A shell whose copy of the mount table is out of date is
  * dropped instead of used. gadgetd run makes one shell at once instead
  * (spare_fill), which gets ready while gadgetd does, and no more. */
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <event2/event.h>
 
@@ -19,6 +22,8 @@ struct spare {
         struct spawn_shell shell;
         const struct spawn_helper *helper; /* makes the shells */
         struct event *ev;        /* makes the shell, SPARE_DELAY_MS after the last take; NULL in gadgetd run */
+        uint64_t last_take_us;   /* monotime_us of the last take, 0 before any */
+        bool burst;              /* the last take came less than SPARE_DELAY_MS after the one before */
 };
 
 /* Starts keeping a spare: with a base, the next is made SPARE_DELAY_MS
@@ -30,6 +35,9 @@ void spare_close(struct spare *s);
 int spare_fill(struct spare *s);
 /* Drops the spare, and makes none until the next take. */
 void spare_drop(struct spare *s);
+/* During a burst of starts, the daemon's spare, made now if there is
+ * none (a start waits for its sandbox meanwhile); else nothing. */
+void spare_refill(struct spare *s);
 /* Hands over the spare if there is a fresh one (else out is
  * SPAWN_SHELL_NONE), and makes the next after SPARE_DELAY_MS of quiet. */
 void spare_take(struct spare *s, struct spawn_shell *out);

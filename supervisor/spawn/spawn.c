@@ -412,6 +412,8 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
                         snprintf(err, errlen, "%s", why);
                 goto out;
         }
+        if (o->waiting)
+                o->waiting(o->waiting_arg);
         e = await_start(&c, o->prewarm ? SPAWN_REPORT_WARM : SPAWN_REPORT_READY, err, errlen);
         if (e < 0)
                 goto out;

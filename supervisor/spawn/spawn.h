@@ -42,6 +42,11 @@ struct spawn_opts {
         const struct spawn_helper *helper; /* from spawn_helper_open */
         bool prewarm;                    /* build the sandbox, start the program at spawn_go */
         struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
+        /* Called once the setup and the cgroups are sent, before the wait
+         * for the program's exec: work gadgetd would otherwise wait
+         * through (NULL: none). */
+        void (*waiting)(void *arg);
+        void *waiting_arg;
 };
 
 /* gadgetd-sandbox, and the low fd number through which each spawn hands

@@ -7,7 +7,8 @@
  *
  *   failinject MODE PROGRAM [ARGS...]
  *
- * MODE: mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
+ * MODE: mount-private (the mount tree made private, a step the sandbox
+ * shell takes before its setup comes), mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
  * options), mount-proc (flags MS_NOSUID|MS_NODEV|MS_NOEXEC without
  * options), capabilities (prctl(PR_CAPBSET_DROP)), no-new-privs
  * (prctl(PR_SET_NO_NEW_PRIVS)), seccomp (prctl(PR_SET_SECCOMP)). */
@@ -21,6 +22,9 @@
 
 static int add_rules(scmp_filter_ctx ctx, const char *mode)
 {
+        if (strcmp(mode, "mount-private") == 0)
+                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 1,
+                                        SCMP_A3(SCMP_CMP_EQ, MS_REC | MS_PRIVATE));
         if (strcmp(mode, "mount-root-tmpfs") == 0)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 2,
                                         SCMP_A3(SCMP_CMP_EQ, MS_NOSUID | MS_NODEV), SCMP_A4(SCMP_CMP_NE, 0));

@@ -38,6 +38,14 @@ def check_not_started(tmp, mode, step):
 
 
 @test
+def setup_fails_before_setup(tmp):
+    """A step the sandbox shell takes while it waits for its setup (the
+    mount tree made private) fails: that is reported as the start's error
+    once the setup came, and the gadget does not start."""
+    check_not_started(tmp, "mount-private", "make mounts private")
+
+
+@test
 def setup_fails_root_tmpfs(tmp):
     """The root tmpfs cannot be mounted: the gadget does not start, and
     `gadgetd run` says which step failed and why (status 125)."""

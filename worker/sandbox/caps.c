@@ -22,14 +22,13 @@ int caps_lock_securebits(void)
         return 0;
 }
 
-/* Empties every capability set: bounding, ambient, inheritable, permitted,
- * effective. The bounding set goes first since dropping it needs
- * CAP_SETPCAP, which the last step removes. */
-int caps_drop_all(void)
+/* Empties the bounding set. Why this may come first, before the setup:
+ * the bounding set only limits what a later exec or capset can grant;
+ * the capabilities the setup uses (effective, permitted) are untouched,
+ * and nothing is exec'd before the program. It needs CAP_SETPCAP, which
+ * caps_drop_all removes. */
+int caps_drop_bounding(void)
 {
-        cap_t none = NULL;
-        int e = 0;
-
         /* The kernel may know more capabilities than libcap: go on until
          * the kernel says the number is not a capability. */
         for (unsigned long c = 0; c < 64; c++) {
@@ -39,6 +38,16 @@ int caps_drop_all(void)
                         return -errno;
                 }
         }
+        return 0;
+}
+
+/* Empties every other capability set: ambient, inheritable, permitted,
+ * effective (the bounding set is empty since caps_drop_bounding). */
+int caps_drop_all(void)
+{
+        cap_t none = NULL;
+        int e = 0;
+
         if (cap_reset_ambient() < 0)
                 return -errno;
         none = cap_init();

@@ -114,9 +114,17 @@ int main(void)
          * nothing else can ptrace or read the memory of the setup process. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
                 _exit(125);
+        /* What needs no setup is done while the shell waits for one: off
+         * the start's path. Its failure is reported once the report fd has
+         * come with the setup: the gadget does not start. */
+        const char *early_step = NULL;
+        struct mount_plan *plan = NULL;
+        int early = sandbox_early(&plan, &early_step);
         Sandbox__Setup *s = read_setup();
         if (!s)
                 _exit(125); /* gadgetd gave up on this start */
+        if (early < 0)
+                fail(early_step, -early);
         /* gadgetd's pidfd came with the setup: make sure it did not die
          * before the parent-death signal was set. */
         if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
@@ -132,5 +140,5 @@ int main(void)
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
                 .address_space = s->address_space,
         };
-        sandbox_main(&cfg);
+        sandbox_main(&cfg, plan);
 }

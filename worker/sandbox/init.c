@@ -5,13 +5,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "policy.h"
+
+/* The stack PID 2 runs on until its exec: exec_program's buffers and the
+ * calls it makes. */
+#define CHILD_STACK (64u * 1024u)
 
 static const int forwarded[] = { SANDBOX_FORWARDED_SIGNALS };
 
@@ -82,6 +88,39 @@ fail:
         _exit(127);
 }
 
+/* What PID 2 is started with. */
+struct program_start {
+        const struct sandbox_config *cfg;
+        int pipe_rd, pipe_wr;
+};
+
+/* PID 2 on its own stack, in PID 1's memory until it execs. */
+static int program_child(void *arg)
+{
+        const struct program_start *ps = arg;
+        close(ps->pipe_rd);
+        close(ps->cfg->report_fd);
+        exec_program(ps->cfg, ps->pipe_wr);
+}
+
+/* Starts PID 2 as vfork does: it shares PID 1's memory, so nothing of it
+ * is copied, and PID 1 waits until PID 2 has exec'd the program (or
+ * failed), which it would wait for anyway. Why this is safe: PID 2 gets its
+ * own fd table, signal handlers and limits, as after fork; only its stack
+ * and the variables it writes (errno) are PID 1's memory, and PID 1 runs
+ * again only once PID 2 is the program, in memory of its own. */
+static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2])
+{
+        struct program_start ps = { .cfg = cfg, .pipe_rd = pipefd[0], .pipe_wr = pipefd[1] };
+        void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED)
+                return -1;
+        pid_t child = clone(program_child, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &ps);
+        munmap(stack, CHILD_STACK);
+        return child;
+}
+
 /* Waits until exec succeeded (the pipe closes) or failed (a report comes). */
 static int wait_exec(int rd, const struct sandbox_config *cfg)
 {
@@ -129,15 +168,10 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                         _exit(125);
                 close(cfg->setup_fd);
         }
-        child = fork();
+        child = start_program(cfg, pipefd);
         if (child < 0) {
                 sandbox_report_failed(cfg->report_fd, "init", "fork failed");
                 _exit(125);
-        }
-        if (child == 0) {
-                close(pipefd[0]);
-                close(cfg->report_fd);
-                exec_program(cfg, pipefd[1]);
         }
         close(pipefd[1]);
         close(cfg->rpc_fd);

@@ -47,17 +47,23 @@ static uint64_t file_size_max(uint64_t tmp_size)
  * also counts against root's own per-user limits in the host — 128 inotify
  * instances by default, shared with systemd and gadgetd. A gadget has no
  * use for them (seccomp refuses fanotify and new namespaces anyway); a
- * file this kernel lacks is skipped. */
-static int userns_limits(const char **step)
+ * file this kernel lacks is skipped. All but two are set before the setup
+ * comes (limits_userns_early); the mount namespaces' and the cgroup
+ * namespaces' once the worker is done with them (limits_apply): each
+ * detached mount tree it clones (open_tree) counts as a mount namespace on
+ * newer kernels, and it makes its own cgroup namespace. */
+static const char *const userns_early[] = {
+        "max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
+        "max_fanotify_marks", "max_user_namespaces", "max_pid_namespaces",
+        "max_net_namespaces", "max_ipc_namespaces", "max_uts_namespaces",
+        "max_time_namespaces",
+};
+static const char *const userns_late[] = { "max_mnt_namespaces", "max_cgroup_namespaces" };
+
+static int userns_zero(const char *const *names, size_t n, const char **step)
 {
-        static const char *const names[] = {
-                "max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
-                "max_fanotify_marks", "max_user_namespaces", "max_mnt_namespaces",
-                "max_pid_namespaces", "max_net_namespaces", "max_ipc_namespaces",
-                "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
-        };
         static char buf[80];
-        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        for (size_t i = 0; i < n; i++) {
                 char path[64];
                 snprintf(path, sizeof path, "/proc/sys/user/%s", names[i]);
                 snprintf(buf, sizeof buf, "limit user.%s", names[i]);
@@ -67,13 +73,22 @@ static int userns_limits(const char **step)
                         continue;
                 if (fd < 0)
                         return -errno;
-                ssize_t n = write(fd, "0", 1);
-                int e = n == 1 ? 0 : n < 0 ? -errno : -EIO;
+                ssize_t w = write(fd, "0", 1);
+                int e = w == 1 ? 0 : w < 0 ? -errno : -EIO;
                 close(fd);
                 if (e < 0)
                         return e;
         }
         return 0;
+}
+
+/* Why this may run before gadgetd wrote the id maps: these files belong
+ * to the worker's own user namespace, in which it holds CAP_SYS_RESOURCE
+ * whatever its ids are; none of these counters is needed by the setup
+ * that follows. */
+int limits_userns_early(const char **step)
+{
+        return userns_zero(userns_early, sizeof userns_early / sizeof *userns_early, step);
 }
 
 /* Core dumps off, LimitNOFILE, the file-size limit, and the per-uid
@@ -109,7 +124,7 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
                 if ((e = lower_limit(fixed[i].resource, fixed[i].value)) < 0)
                         return e;
         }
-        return userns_limits(step);
+        return userns_zero(userns_late, sizeof userns_late / sizeof *userns_late, step);
 }
 
 /* The degraded MemoryMax bounds each process of the program, not the

@@ -153,22 +153,44 @@ static int plan_system_dir(struct mount_plan *plan, const char *dir, const char 
         return plan_clone(plan, dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, step);
 }
 
-int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **out, const char **step)
+int mounts_early(struct mount_plan **out, const char **step)
+{
+        struct mount_plan *plan = calloc(1, sizeof *plan);
+        int e = 0;
+
+        *step = "mount plan";
+        if (!plan)
+                return -ENOMEM;
+        /* Device nodes stay writable (/dev/null must take writes) but
+         * nothing on them can be executed or gain set-uid. */
+        for (size_t i = 0; e == 0 && i < sizeof dev_nodes / sizeof *dev_nodes; i++)
+                e = plan_clone(plan, dev_nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, step);
+        /* Above the numbers the setup's fds are put at (helper.c), which
+         * would otherwise replace these. */
+        for (size_t i = 0; e == 0 && i < plan->n; i++) {
+                int fd = fcntl(plan->items[i].tree_fd, F_DUPFD_CLOEXEC, SANDBOX_FD_PARENT + 1);
+                if (fd < 0) {
+                        e = -errno;
+                        break;
+                }
+                close(plan->items[i].tree_fd);
+                plan->items[i].tree_fd = fd;
+        }
+        if (e < 0) {
+                mounts_plan_free(plan);
+                return e;
+        }
+        *out = plan;
+        return 0;
+}
+
+int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan *plan, const char **step)
 {
         char *const *ro_real = cfg->ro_real;
         const char *exec_real = cfg->exec_real;
         const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-        struct mount_plan *plan = calloc(1, sizeof *plan);
         int e = 0;
 
-        if (!plan)
-                return -ENOMEM;
-        /* Nothing done in this namespace may propagate back to the host. */
-        *step = "make mounts private";
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-                e = -errno;
-                goto out;
-        }
         for (size_t i = 0; cfg->system_libraries && i < sizeof system_dirs / sizeof *system_dirs; i++)
                 if ((e = plan_system_dir(plan, system_dirs[i], step)) < 0)
                         goto out;
@@ -182,18 +204,8 @@ int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **out, co
          * directory (/bin/sh is /usr/bin/dash on a merged-/usr system). */
         if (!plan_covers(plan, exec_real) && (e = plan_clone_at(plan, cfg->exec, exec_real, ro, step)) < 0)
                 goto out;
-        /* Device nodes stay writable (/dev/null must take writes) but
-         * nothing on them can be executed or gain set-uid. */
-        for (size_t i = 0; i < sizeof dev_nodes / sizeof *dev_nodes; i++)
-                if ((e = plan_clone(plan, dev_nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, step)) < 0)
-                        goto out;
 out:
-        if (e < 0) {
-                mounts_plan_free(plan);
-                return e;
-        }
-        *out = plan;
-        return 0;
+        return e;
 }
 
 void mounts_plan_free(struct mount_plan *plan)

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/prctl.h>
@@ -86,15 +87,34 @@ static int join_cgroups(const struct sandbox_config *cfg, const char **step)
         return cgroupfs_mount(&view, step);
 }
 
-_Noreturn void sandbox_main(const struct sandbox_config *cfg)
+int sandbox_early(struct mount_plan **plan, const char **step)
 {
-        struct mount_plan *plan = NULL;
+        /* Nothing done in this namespace may propagate back to the host.
+         * Why this may run before the id maps: it needs only
+         * CAP_SYS_ADMIN over the worker's own mount namespace. */
+        *step = "make mounts private";
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        /* The identity mounts_prepare clones with too (the id maps do
+         * not change the worker's own ids): the host's, which may
+         * traverse /dev. */
+        int e = mounts_early(plan, step);
+        if (e < 0)
+                return e;
+        *step = "capabilities";
+        if ((e = caps_drop_bounding()) < 0)
+                return e;
+        return limits_userns_early(step);
+}
+
+_Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan *plan)
+{
         const char *step = NULL;
         int e;
 
         /* Mount sources are cloned while still holding the host identity
          * that may traverse them; see worker/sandbox/mounts.c. */
-        e = mounts_prepare(cfg, &plan, &step);
+        e = mounts_prepare(cfg, plan, &step);
         if (e < 0)
                 fail(cfg->report_fd, step, -e);
         e = become_gadget_user();

@@ -41,16 +41,25 @@ struct sandbox_config {
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
 };
 
-/* Enters the sandbox (gadgetd has written the id maps by now) and runs
- * init; never returns. */
-_Noreturn void sandbox_main(const struct sandbox_config *cfg);
+/* The steps that need neither the setup nor the id maps, run while the
+ * shell waits for its setup (a spare shell before any start asks for it):
+ * the mount tree made private, the device nodes cloned (a mount plan
+ * begun), the bounding set emptied, the user namespace's counters. 0 or -errno
+ * with step, reported once the setup brought the report fd. */
+struct mount_plan;
+int sandbox_early(struct mount_plan **plan, const char **step);
+/* Enters the sandbox (gadgetd has written the id maps by now) with the
+ * plan sandbox_early began, and runs init; never returns. */
+_Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan *plan);
 
 /* Each layer, in worker/sandbox/<layer>.c. All return 0 or -errno and describe the
  * failing step in step (a static string or one written into buf). */
-struct mount_plan;
-/* ro_real and exec_real: the policy's ReadOnlyPaths and Exec as gadgetd
- * resolved them (supervisor/system/paths.c). */
-int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan **plan, const char **step);
+/* A plan holding the device nodes, which every sandbox has. */
+int mounts_early(struct mount_plan **plan, const char **step);
+/* Adds the policy's paths to the plan. ro_real and exec_real: the
+ * policy's ReadOnlyPaths and Exec as gadgetd resolved them
+ * (supervisor/system/paths.c). */
+int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan *plan, const char **step);
 int mounts_build(const struct mount_plan *plan, const struct sandbox_config *cfg, const char **step);
 void mounts_plan_free(struct mount_plan *plan);
 /* Writes the generated passwd and group into etc (the new root's /etc). */
@@ -66,7 +75,9 @@ struct cgroupfs_view {
 int cgroupfs_scan(struct cgroupfs_view *v);
 int cgroupfs_mount(const struct cgroupfs_view *v, const char **step);
 int caps_lock_securebits(void);
+int caps_drop_bounding(void);
 int caps_drop_all(void);
+int limits_userns_early(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
 /* In PID 2 right before exec: the limits of the program alone. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);
