@@ -2,10 +2,14 @@
  *
  * States: DOWN (waiting to connect again, with backoff), CONNECTING
  * (PQconnectPoll on the socket's readiness), READY (one query at a time).
- * Each poll is a round: first the locks given back, then one
- * gadgetd_lease_take per gadget wanted and not held, then one beat
- * (every KVPG_LEASE_BEAT_MS: this node's row, and the nodes read back) or
- * else one ping. A move asked for goes first after the locks. Nothing
+ * Each poll is a round: first the locks given back (one statement for up
+ * to KVPG_LEASE_BATCH), then the gadgets wanted and not held, walked in
+ * the order wanted from a cursor, KVPG_LEASE_BATCH to a statement of
+ * gadgetd_lease_take_many, then one beat (every KVPG_LEASE_BEAT_MS: this
+ * node's row, and the nodes read back) or else one ping if no take went
+ * out. A move asked for goes first after the locks. The wants are found
+ * by name through a hash table (kvpg_wants.c): every kv write asks for
+ * its gadget's epoch, each row of a take's answer for its want. Nothing
  * waits: a query unanswered within KVPG_LEASE_TIMEOUT_MS counts as the
  * session lost, which ends every lease at once (hooks->lost) before the
  * next attempt. */
@@ -19,6 +23,7 @@
 #include <string.h>
 
 #include "kvpg_sql.h"
+#include "kvpg_wants.h"
 #include "pgconn.h"
 #include "system/log.h"
 #include "system/monotime.h"
@@ -36,22 +41,6 @@
 
 enum state { L_DOWN, L_CONNECTING, L_SETUP, L_READY };
 
-struct want {
-        char *gadget;
-        unsigned rank;
-        unsigned free_seen;       /* polls in a row that saw its lock free */
-        bool held, tried;         /* tried: in this round */
-        bool told;                /* hooks->owner was told of owner */
-        int64_t epoch;            /* held: ours */
-        char owner[64];           /* not held: who has it, as last read */
-        int64_t owner_epoch;
-        /* A move asked for (kvpg_lease_move): to, and whom to tell. */
-        char move_to[64];
-        void (*move_done)(void *arg, const char *why);
-        void *move_arg;
-        struct want *next;
-};
-
 struct unlock {
         char *gadget;
         struct unlock *next;
@@ -65,14 +54,20 @@ struct kvpg_lease {
         enum state state;
         struct event *ev_timer, *ev_tick;   /* the backoff; the polls */
         unsigned backoff_ms;
-        bool pinged;
+        bool pinged;              /* this round's ping or beat is out */
+        bool round_took;          /* this round sent takes: no ping needed */
+        bool in_results;          /* a take's rows are being read: no query now */
         enum query query;         /* what the query in flight is */
-        struct want *asking;      /* the take or move query's gadget (NULL: released meanwhile) */
-        char *dropped;            /* the take query's gadget, released meanwhile */
+        struct kvpg_want *asking; /* the move query's gadget (NULL: released meanwhile) */
+        struct kvpg_want **sent;  /* the take statement's gadgets, by slot (NULL: released) */
+        size_t n_sent;
+        struct kvpg_array names, takes; /* its parameters */
         PGresult *last;
         char err[200], sqlstate[6];
-        struct want *wants;
-        struct unlock *unlocks;   /* locks to give back, in order */
+        struct kvpg_wants wants;
+        struct kvpg_want *cursor; /* the next want this round looks at */
+        size_t moves;             /* wants with a move to send */
+        struct unlock *unlocks, **unlocks_tail; /* locks to give back, in order */
         struct kvpg_lease_hooks hooks;
         bool down_logged;
         uint64_t humble_until;    /* monotime_ms: lost its session lately */
@@ -83,14 +78,6 @@ struct kvpg_lease {
 };
 
 static void round_next(struct kvpg_lease *l);
-
-static struct want *want_find(const struct kvpg_lease *l, const char *gadget)
-{
-        for (struct want *w = l->wants; w; w = w->next)
-                if (strcmp(w->gadget, gadget) == 0)
-                        return w;
-        return NULL;
-}
 
 /* A query was handed to libpq (sent: its return): its results from now. */
 static void query_begin(struct kvpg_lease *l, enum query kind, int sent)
@@ -117,18 +104,35 @@ static void on_connected(void *arg)
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
-/* A take's row: (got, free, owner, owner_epoch), in text. */
-static void take_result(struct kvpg_lease *l, struct want *w)
+/* A lock to give back at the round's start (gadget: taken). */
+static void unlock_add(struct kvpg_lease *l, char *gadget)
 {
-        if (l->err[0] || !l->last || PQntuples(l->last) != 1) {
-                /* The schema may not be migrated yet (the kv connection
-                 * does it): tried again at the next poll. */
+        struct unlock *u = calloc(1, sizeof *u);
+        if (!u) {
+                /* Kept until the session ends: only a lease no one here
+                 * wants, which another node then takes later. */
+                free(gadget);
                 return;
         }
-        bool got = PQgetvalue(l->last, 0, 0)[0] == 't';
-        bool free = PQgetvalue(l->last, 0, 1)[0] == 't';
-        const char *node = PQgetisnull(l->last, 0, 2) ? "" : PQgetvalue(l->last, 0, 2);
-        int64_t epoch = PQgetisnull(l->last, 0, 3) ? 0 : strtoll(PQgetvalue(l->last, 0, 3), NULL, 10);
+        u->gadget = gadget;
+        *l->unlocks_tail = u;
+        l->unlocks_tail = &u->next;
+}
+
+static void unlocks_clear(struct kvpg_lease *l)
+{
+        while (l->unlocks) {
+                struct unlock *u = l->unlocks;
+                l->unlocks = u->next;
+                free(u->gadget);
+                free(u);
+        }
+        l->unlocks_tail = &l->unlocks;
+}
+
+/* One take's row for w: (got, free, owner, owner_epoch). */
+static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, const char *node, int64_t epoch)
+{
         if (got) {
                 w->held = true;
                 w->epoch = epoch;
@@ -154,31 +158,65 @@ static void take_result(struct kvpg_lease *l, struct want *w)
         }
 }
 
-/* The take of a gadget released meanwhile ended: a lock it got is given
- * back. */
-static void dropped_result(struct kvpg_lease *l)
+/* The take statement's gadgets are out of it (answered, or the session
+ * lost). */
+static void sent_clear(struct kvpg_lease *l)
 {
-        char *gadget = l->dropped;
-        l->dropped = NULL;
-        struct unlock *u = NULL;
-        if (!l->err[0] && l->last && PQntuples(l->last) == 1 && PQgetvalue(l->last, 0, 0)[0] == 't')
-                u = calloc(1, sizeof *u);
-        if (!u) {
-                free(gadget);
-                return;
+        for (size_t i = 0; i < l->n_sent; i++)
+                if (l->sent[i])
+                        l->sent[i]->sent = -1;
+        l->n_sent = 0;
+}
+
+/* The take statement's rows: (gadget, got, free, owner, owner_epoch), in
+ * text, one per gadget it reached (the rest wait for the next round). A
+ * lock got for a gadget released meanwhile is given back. The hooks may
+ * want or release gadgets: each row finds its want by name. */
+static void takes_result(struct kvpg_lease *l)
+{
+        PGresult *r = l->last;
+        l->last = NULL;
+        /* The schema may not be migrated yet (the kv connection does it):
+         * tried again at the next poll. */
+        int n = !l->err[0] && r && PQnfields(r) == 5 ? PQntuples(r) : 0;
+        l->in_results = true;
+        for (int i = 0; i < n; i++) {
+                const char *gadget = PQgetvalue(r, i, 0);
+                bool got = PQgetvalue(r, i, 1)[0] == 't';
+                bool free = PQgetvalue(r, i, 2)[0] == 't';
+                const char *node = PQgetisnull(r, i, 3) ? "" : PQgetvalue(r, i, 3);
+                int64_t epoch = PQgetisnull(r, i, 4) ? 0 : strtoll(PQgetvalue(r, i, 4), NULL, 10);
+                struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
+                if (w && w->sent >= 0) {
+                        l->sent[w->sent] = NULL;
+                        w->sent = -1;
+                        take_row(l, w, got, free, node, epoch);
+                } else if (got) {
+                        char *g = strdup(gadget);
+                        if (g)
+                                unlock_add(l, g);
+                }
         }
-        u->gadget = gadget;
-        u->next = l->unlocks;
-        l->unlocks = u;
+        l->in_results = false;
+        sent_clear(l);
+        PQclear(r);
+}
+
+/* Clears w's move to send (sent, or ended). */
+static void move_unmark(struct kvpg_lease *l, struct kvpg_want *w)
+{
+        if (w->move_to[0] && l->moves)
+                l->moves--;
+        w->move_to[0] = '\0';
 }
 
 /* A move's update ended: its gadget's owner is told. */
-static void move_result(struct kvpg_lease *l, struct want *w)
+static void move_result(struct kvpg_lease *l, struct kvpg_want *w)
 {
         char why[260];
         void (*done)(void *, const char *) = w->move_done;
         w->move_done = NULL;
-        w->move_to[0] = '\0';
+        move_unmark(l, w);
         if (l->err[0])
                 snprintf(why, sizeof why, "the store refused the move: %s", l->err);
         else if (!l->last || PQntuples(l->last) != 1)
@@ -190,11 +228,11 @@ static void move_result(struct kvpg_lease *l, struct want *w)
 }
 
 /* A move asked for ends unmade (its gadget's lease is gone). */
-static void move_fail(struct want *w, const char *why)
+static void move_fail(struct kvpg_lease *l, struct kvpg_want *w, const char *why)
 {
         void (*done)(void *, const char *) = w->move_done;
         w->move_done = NULL;
-        w->move_to[0] = '\0';
+        move_unmark(l, w);
         if (done)
                 done(w->move_arg, why);
 }
@@ -237,16 +275,14 @@ static void on_end(void *arg)
                 round_next(l);
                 return;
         }
-        struct want *w = l->asking;
+        struct kvpg_want *w = l->asking;
         l->asking = NULL;
-        if (w && l->query == Q_TAKE)
-                take_result(l, w);
+        if (l->query == Q_TAKE)
+                takes_result(l);
         else if (w && l->query == Q_MOVE)
                 move_result(l, w);
         else if (l->query == Q_BEAT)
                 beat_result(l);
-        if (l->dropped)
-                dropped_result(l);
         round_next(l);
 }
 
@@ -268,23 +304,35 @@ static void on_result(void *arg, PGresult *r)
         PQclear(r);
 }
 
-/* Sends the round's next query: a lock given back, a take, or one ping. */
-static void round_next(struct kvpg_lease *l)
+/* Gives back the queued locks, up to KVPG_LEASE_BATCH in one statement. */
+static void send_unlocks(struct kvpg_lease *l)
 {
-        if (l->state != L_READY || pgconn_busy(l->pc))
-                return;
-        if (l->unlocks) {
+        kvpg_array_reset(&l->names);
+        while (l->unlocks && l->names.n < KVPG_LEASE_BATCH) {
                 struct unlock *u = l->unlocks;
+                if (kvpg_array_add(&l->names, u->gadget) < 0)
+                        break;
                 l->unlocks = u->next;
-                const char *v[1] = { u->gadget };
-                int sent = PQsendQueryParams(pgconn_pq(l->pc), "SELECT pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext($1))", 1,
-                                             NULL, v, NULL, NULL, 0);
                 free(u->gadget);
                 free(u);
-                query_begin(l, Q_OTHER, sent);
+        }
+        if (!l->unlocks)
+                l->unlocks_tail = &l->unlocks;
+        if (!l->names.n) {
+                /* Out of memory: kept until the session ends (unlock_add). */
+                unlocks_clear(l);
                 return;
         }
-        for (struct want *w = l->wants; w; w = w->next) {
+        const char *v[1] = { l->names.text };
+        query_begin(l, Q_OTHER, PQsendQueryParams(pgconn_pq(l->pc),
+                    "SELECT count(pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(g))) FROM unnest($1::text[]) AS g",
+                    1, NULL, v, NULL, NULL, 0));
+}
+
+/* Sends the first move asked for of a held gadget; whether it did. */
+static bool send_move(struct kvpg_lease *l)
+{
+        for (struct kvpg_want *w = l->wants.first; w; w = w->next) {
                 if (!w->move_done || w->move_to[0] == '\0' || !w->held)
                         continue;
                 char epoch[24];
@@ -295,27 +343,72 @@ static void round_next(struct kvpg_lease *l)
                             "UPDATE gadgetd_owner SET move_to = $2, move_until = now() + interval '"
                             KVPG_MOVE_INTERVAL "' WHERE gadget = $1 AND node = $3 AND epoch = $4 RETURNING epoch",
                             4, NULL, v, NULL, NULL, 0));
-                w->move_to[0] = '\0'; /* sent: once */
-                return;
+                move_unmark(l, w); /* sent: once */
+                return true;
         }
-        for (struct want *w = l->wants; w; w = w->next) {
-                if (w->held || w->tried)
+        return false;
+}
+
+/* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held, from
+ * the cursor, in one statement; whether it did. Each says whether to take
+ * a free lock: rank 0 at once, rank r after seeing it free 2 r polls in a
+ * row, HUMBLE_POLLS more for a while after this node lost its session. */
+static bool send_takes(struct kvpg_lease *l)
+{
+        if (!l->sent && !(l->sent = calloc(KVPG_LEASE_BATCH, sizeof *l->sent)))
+                return false;
+        kvpg_array_reset(&l->names);
+        kvpg_array_reset(&l->takes);
+        unsigned humble = monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0;
+        while (l->cursor && l->n_sent < KVPG_LEASE_BATCH) {
+                struct kvpg_want *w = l->cursor;
+                if (w->held) {
+                        l->cursor = w->next;
                         continue;
-                w->tried = true;
-                l->asking = w;
-                unsigned wait = 2 * w->rank + (monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0);
-                bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= wait;
-                const char *v[3] = { w->gadget, l->node, take ? "t" : "f" };
-                query_begin(l, Q_TAKE, PQsendQueryParams(pgconn_pq(l->pc), "SELECT * FROM gadgetd_lease_take($1, $2, $3)", 3,
-                                                         NULL, v, NULL, NULL, 0));
+                }
+                bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
+                if (kvpg_array_add(&l->names, w->gadget) < 0 || kvpg_array_add(&l->takes, take ? "t" : "f") < 0)
+                        break; /* out of memory: these at the next poll */
+                l->cursor = w->next;
+                w->sent = (long)l->n_sent;
+                l->sent[l->n_sent++] = w;
+        }
+        if (l->names.n != l->n_sent || l->takes.n != l->n_sent) {
+                sent_clear(l);
+                l->cursor = NULL;
+                return false;
+        }
+        if (!l->n_sent)
+                return false;
+        l->round_took = true;
+        const char *v[3] = { l->names.text, l->takes.text, l->node };
+        query_begin(l, Q_TAKE, PQsendQueryParams(pgconn_pq(l->pc),
+                    "SELECT * FROM gadgetd_lease_take_many($1::text[], $2::boolean[], $3)", 3, NULL, v, NULL, NULL, 0));
+        return true;
+}
+
+/* Sends the round's next query: locks given back, a move, takes, then
+ * one beat or else one ping unless takes went out. */
+static void round_next(struct kvpg_lease *l)
+{
+        if (l->state != L_READY || pgconn_busy(l->pc) || l->in_results)
+                return;
+        if (l->unlocks) {
+                send_unlocks(l);
                 return;
         }
+        if (l->moves && send_move(l))
+                return;
+        if (send_takes(l))
+                return;
         if (l->pinged)
                 return;
         l->pinged = true;
         uint64_t now = monotime_ms();
         if (now < l->beat_at) {
-                query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
+                /* The takes' answers said the session is alive. */
+                if (!l->round_took)
+                        query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
                 return;
         }
         l->beat_at = now + KVPG_LEASE_BEAT_MS;
@@ -331,7 +424,7 @@ static void round_next(struct kvpg_lease *l)
                     2, NULL, v, NULL, NULL, 0));
 }
 
-/* Every poll period: a new round. */
+/* Every poll period: a new round over every want. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
         struct kvpg_lease *l = arg;
@@ -339,9 +432,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         (void)what;
         if (l->state != L_READY || pgconn_busy(l->pc))
                 return;
-        for (struct want *w = l->wants; w; w = w->next)
-                w->tried = false;
-        l->pinged = false;
+        l->cursor = l->wants.first;
+        l->pinged = l->round_took = false;
         round_next(l);
 }
 
@@ -358,20 +450,15 @@ static void on_lost(void *arg, const char *reason)
         PQclear(l->last);
         l->last = NULL;
         l->asking = NULL;
-        free(l->dropped);
-        l->dropped = NULL;
+        sent_clear(l);
         l->state = L_DOWN;
         /* The server gave back every lock with the session. */
-        while (l->unlocks) {
-                struct unlock *u = l->unlocks;
-                l->unlocks = u->next;
-                free(u->gadget);
-                free(u);
-        }
+        unlocks_clear(l);
         char lost_why[260];
         snprintf(lost_why, sizeof lost_why, "lost its store lease: %s", reason);
-        for (struct want *w = l->wants; w; w = w->next) {
-                move_fail(w, lost_why);
+        for (struct kvpg_want *w = l->wants.first, *next; w; w = next) {
+                next = w->next;
+                move_fail(l, w, lost_why);
                 if (!w->held)
                         continue;
                 w->held = false;
@@ -411,6 +498,7 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
         }
         struct timeval tv = { .tv_sec = 0, .tv_usec = KVPG_LEASE_POLL_MS * 1000 };
         event_add(l->ev_tick, &tv);
+        l->unlocks_tail = &l->unlocks;
         l->state = L_CONNECTING;
         pgconn_connect(l->pc);
         *out = l;
@@ -427,19 +515,11 @@ void kvpg_lease_free(struct kvpg_lease *l)
         if (l->ev_tick)
                 event_free(l->ev_tick);
         PQclear(l->last);
-        while (l->wants) {
-                struct want *w = l->wants;
-                l->wants = w->next;
-                free(w->gadget);
-                free(w);
-        }
-        while (l->unlocks) {
-                struct unlock *u = l->unlocks;
-                l->unlocks = u->next;
-                free(u->gadget);
-                free(u);
-        }
-        free(l->dropped);
+        kvpg_wants_clear(&l->wants);
+        unlocks_clear(l);
+        free(l->sent);
+        kvpg_array_free(&l->names);
+        kvpg_array_free(&l->takes);
         free(l->nodes);
         free(l->node);
         free(l->peer);
@@ -453,60 +533,49 @@ void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *h
 
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank)
 {
-        struct want *w = want_find(l, gadget);
+        struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         if (w) {
                 w->rank = rank;
                 return 0;
         }
-        w = calloc(1, sizeof *w);
-        if (!w || !(w->gadget = strdup(gadget))) {
-                free(w);
+        if (!(w = kvpg_wants_add(&l->wants, gadget)))
                 return -ENOMEM;
-        }
         w->rank = rank;
-        w->next = l->wants;
-        l->wants = w;
-        /* A free lease is taken now rather than at the next poll. */
+        /* A free lease is taken now rather than at the next poll: last in
+         * the order, the round reaches it, or a new round starts at it. */
+        if (!l->cursor)
+                l->cursor = w;
         round_next(l);
         return 0;
 }
 
 void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
 {
-        for (struct want **pp = &l->wants; *pp; pp = &(*pp)->next) {
-                struct want *w = *pp;
-                if (strcmp(w->gadget, gadget) != 0)
-                        continue;
-                *pp = w->next;
-                move_fail(w, "it was given back before the move was made");
-                if (l->asking == w && l->query == Q_MOVE) {
-                        l->asking = NULL;
-                } else if (l->asking == w) {
-                        l->asking = NULL;
-                        free(l->dropped);
-                        l->dropped = w->gadget;
-                        w->gadget = NULL;
-                }
-                struct unlock *u = w->held && l->state == L_READY ? calloc(1, sizeof *u) : NULL;
-                if (u) {
-                        u->gadget = w->gadget;
-                        w->gadget = NULL;
-                        struct unlock **tail = &l->unlocks;
-                        while (*tail)
-                                tail = &(*tail)->next;
-                        *tail = u;
-                        log_msg(L_INFO, gadget, "gives back its lease in the store");
-                }
-                free(w->gadget);
-                free(w);
-                round_next(l);
+        struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
+        if (!w)
                 return;
+        if (l->cursor == w)
+                l->cursor = w->next;
+        kvpg_wants_remove(&l->wants, w);
+        move_fail(l, w, "it was given back before the move was made");
+        if (l->asking == w)
+                l->asking = NULL;
+        /* In the take statement out: a lock it gets is given back
+         * (takes_result finds no want for it). */
+        if (w->sent >= 0)
+                l->sent[w->sent] = NULL;
+        if (w->held && l->state == L_READY) {
+                unlock_add(l, w->gadget);
+                w->gadget = NULL;
+                log_msg(L_INFO, gadget, "gives back its lease in the store");
         }
+        kvpg_want_free(w);
+        round_next(l);
 }
 
 int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget)
 {
-        const struct want *w = want_find(l, gadget);
+        const struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         return w && w->held ? w->epoch : 0;
 }
 
@@ -533,12 +602,14 @@ const struct kvpg_node *kvpg_lease_node(const struct kvpg_lease *l, const char *
 int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
                     void (*done)(void *arg, const char *why), void *arg)
 {
-        struct want *w = want_find(l, gadget);
+        struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         if (!w || !w->held)
                 return -ENOENT;
         if (w->move_done)
                 return -EBUSY;
         snprintf(w->move_to, sizeof w->move_to, "%s", node);
+        if (w->move_to[0])
+                l->moves++;
         w->move_done = done;
         w->move_arg = arg;
         round_next(l);

@@ -3,8 +3,10 @@
  * session advisory lock per gadget this node owns; taking one bumps the
  * gadget's epoch in gadgetd_owner (kvpg_sql.c), which every kv write of
  * this node carries and the store checks (fencing). Every poll period the
- * gadgets wanted and not held are tried, one query each; when none is to
- * be tried the session is pinged, so a lost store is noticed within
+ * gadgets wanted and not held are tried, up to KVPG_LEASE_BATCH of them in
+ * one statement (gadgetd_lease_take_many), so that a round costs a few
+ * statements however many gadgets are declared; when none is to be tried
+ * the session is pinged, so a lost store is noticed within
  * KVPG_LEASE_POLL_MS + KVPG_LEASE_TIMEOUT_MS. The session's end (lost,
  * ended by the server, this gadgetd dying) is every lease's end. */
 #pragma once

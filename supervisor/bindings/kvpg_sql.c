@@ -92,16 +92,42 @@
  *       a delivery's end: retry < 0 deletes the alarm, else its due
  *       becomes retry and attempts grows; only if at, due and payload are
  *       still those delivered. Every write is fenced by gadgetd_fence, as
- *       kv writes are: only the lease's holder changes a gadget's alarms. */
+ *       kv writes are: only the lease's holder changes a gadget's alarms.
+ *
+ * Version 6, one statement per round for every lease a node waits for
+ * (kvpg_lease.c):
+ *
+ *   gadgetd_lease_take_many(gadgets text[], take boolean[], node)
+ *       → rows (gadget, got, free, owner, owner_epoch), one per gadget:
+ *       gadgetd_lease_take for each (take[i] its take), in one statement,
+ *       so that a node watching 10,000 gadgets asks the store a few times
+ *       per poll instead of 10,000 times. The looks (take false) are one
+ *       set query, their rows first; then the takes, in order. The owner
+ *       rows are read by a join before the locks are tried; a take
+ *       that got the lock re-checks a move on the row it updates (ON
+ *       CONFLICT ... WHERE), so a move marked meanwhile is still obeyed.
+ *       The lock wait of a take is KVPG_LEASE_LOCK_WAIT, as before; once
+ *       the statement has run KVPG_LEASE_BATCH_BUDGET, the rest of the
+ *       gadgets are left for the next poll (no row), so that it is
+ *       answered within the lease session's deadline even when several
+ *       takes each wait for a write in flight. The node sends at most
+ *       KVPG_LEASE_BATCH gadgets per statement. Self-contained: it only
+ *       adds (gadgetd_lease_take stays, for nodes of an earlier version
+ *       sharing the store). */
 #include "kvpg_sql.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 /* How long a takeover's epoch bump waits for a write in flight. */
 #define KVPG_LEASE_LOCK_WAIT "500ms"
+/* How long a statement of gadgetd_lease_take_many starts takes: with one
+ * more lock wait, well within KVPG_LEASE_TIMEOUT_MS (2 s). */
+#define KVPG_LEASE_BATCH_BUDGET "1000ms"
 
 /* Any constant held by every gadgetd of this program: "gadgetd" in hex. */
 #define KVPG_LOCK "6761646765746400"
@@ -273,6 +299,45 @@ static const char migration_3[] =
         "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
         "END $f$;";
 
+/* Every wanted lease of a round in one statement (see the top). Why
+ * #variable_conflict use_column: the result's columns share the table's
+ * names (gadget, owner), and in SQL text the table's are meant. */
+static const char migration_lease_batch[] =
+        "CREATE FUNCTION gadgetd_lease_take_many(p_gadgets text[], p_take boolean[], p_node text)"
+        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "#variable_conflict use_column\n"
+        "DECLARE r record;\n"
+        "BEGIN\n"
+        /* The looks in one query: each lock tried and given back at once. */
+        "  RETURN QUERY SELECT u.g, false, CASE WHEN pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(u.g))\n"
+        "      THEN pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(u.g)) ELSE false END, o.node, o.epoch\n"
+        "    FROM unnest(p_gadgets, p_take) AS u (g, t) LEFT JOIN gadgetd_owner o ON o.gadget = u.g WHERE NOT u.t;\n"
+        "  PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
+        "  FOR r IN SELECT u.g, o.node, o.epoch FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n"
+        "      LEFT JOIN gadgetd_owner o ON o.gadget = u.g WHERE u.t ORDER BY u.i LOOP\n"
+        "    EXIT WHEN clock_timestamp() - statement_timestamp() > interval '" KVPG_LEASE_BATCH_BUDGET "';\n"
+        "    gadget := r.g; got := false; free := false; owner := r.node; owner_epoch := r.epoch;\n"
+        "    IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(r.g)) THEN\n"
+        "      BEGIN\n"
+        "        INSERT INTO gadgetd_owner AS o (gadget, node, epoch) VALUES (r.g, p_node, 1)\n"
+        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node, epoch = o.epoch + 1, since = now(),\n"
+        "            move_to = NULL, move_until = NULL\n"
+        "          WHERE o.move_until IS NULL OR o.move_until <= now() OR o.move_to = p_node\n"
+        "          RETURNING o.node, o.epoch INTO owner, owner_epoch;\n"
+        "        got := FOUND;\n"
+        "      EXCEPTION WHEN lock_not_available THEN\n"
+        "        got := false;\n"
+        "      END;\n"
+        "      IF NOT got THEN\n"
+        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
+        "        free := true;\n"
+        "      END IF;\n"
+        "    END IF;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
+        "END $f$;";
+
 /* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
 static const char migration_audit[] =
         "CREATE TABLE gadgetd_audit ("
@@ -335,7 +400,7 @@ const char *kvpg_sql_migration(int version)
 {
         static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
                 [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
-                [5] = migration_5,
+                [5] = migration_5, [KVPG_SCHEMA_LEASE_BATCH] = migration_lease_batch,
         };
         return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
@@ -371,6 +436,50 @@ const char *const kvpg_query_names[KVPG_QUERY_COUNT] = {
         [KVPG_ALARM_LIST] = "gadgetd_alarm_list", [KVPG_ALARM_NEXT] = "gadgetd_alarm_next",
         [KVPG_ALARM_SETTLE] = "gadgetd_alarm_settle",
 };
+
+int kvpg_array_add(struct kvpg_array *a, const char *elem)
+{
+        /* Worst case: every byte escaped, two quotes, a comma, "}", NUL. */
+        size_t need = a->len + 2 * strlen(elem) + 6;
+        if (need > a->cap) {
+                size_t cap = a->cap ? a->cap : 256;
+                while (cap < need)
+                        cap *= 2;
+                char *text = realloc(a->text, cap);
+                if (!text)
+                        return -ENOMEM;
+                a->text = text;
+                a->cap = cap;
+        }
+        if (a->len == 0)
+                a->text[a->len++] = '{';
+        else
+                a->text[a->len - 1] = ','; /* the closing brace */
+        a->text[a->len++] = '"';
+        for (const char *p = elem; *p; p++) {
+                if (*p == '"' || *p == '\\')
+                        a->text[a->len++] = '\\';
+                a->text[a->len++] = *p;
+        }
+        a->text[a->len++] = '"';
+        a->text[a->len++] = '}';
+        a->text[a->len] = '\0';
+        a->n++;
+        return 0;
+}
+
+void kvpg_array_reset(struct kvpg_array *a)
+{
+        a->len = a->n = 0;
+        if (a->text)
+                a->text[0] = '\0';
+}
+
+void kvpg_array_free(struct kvpg_array *a)
+{
+        free(a->text);
+        *a = (struct kvpg_array){ 0 };
+}
 
 /* Appends n bytes of s to out (room len, used *o), cut to fit. */
 static void put(char *out, size_t len, size_t *o, const char *s, size_t n)

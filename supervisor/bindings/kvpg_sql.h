@@ -7,13 +7,20 @@
 #include <stddef.h>
 
 /* The schema version this gadgetd creates and understands. */
-#define KVPG_SCHEMA_VERSION 5
+#define KVPG_SCHEMA_VERSION 6
 /* The migration that made gadgetd_audit (kvpg_audit.c waits for it). */
 #define KVPG_SCHEMA_AUDIT 4
+/* The one that made gadgetd_lease_take_many (kvpg_lease.c uses it once
+ * the kv connection migrated the store; until then its rounds fail and
+ * are tried again). */
+#define KVPG_SCHEMA_LEASE_BATCH 6
 
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */
 #define KVPG_LEASE_SPACE "1734435943"
+/* How many gadgets a node names in one statement of
+ * gadgetd_lease_take_many (a bounded statement and answer). */
+#define KVPG_LEASE_BATCH 1000
 /* The SQLSTATE of a write refused because its epoch is not the owner's. */
 #define KVPG_SQLSTATE_FENCED "GDF01"
 
@@ -32,6 +39,20 @@ extern const char kvpg_sql_migrate_begin[];
 /* The statements that take the schema from version - 1 to version (1 to
  * KVPG_SCHEMA_VERSION), run inside that transaction. NULL otherwise. */
 const char *kvpg_sql_migration(int version);
+
+/* An array literal ({"a","b"}) being built for a text[] or boolean[]
+ * parameter; text is a whole literal after each add (none before one). */
+struct kvpg_array {
+        char *text;
+        size_t len, cap, n;
+};
+
+/* Appends elem, quoted (so that a gadget named "null" stays a name):
+ * 0 or -ENOMEM. */
+int kvpg_array_add(struct kvpg_array *a, const char *elem);
+/* Empties a for the next statement (its memory kept). */
+void kvpg_array_reset(struct kvpg_array *a);
+void kvpg_array_free(struct kvpg_array *a);
 
 /* conninfo with every password replaced by "***" (key=value form:
  * password=...; URI form: user:PASSWORD@ and ?password=), cut to fit

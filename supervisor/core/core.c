@@ -13,6 +13,7 @@
 #include "policy.h"
 #include "system/fds.h"
 #include "system/log.h"
+#include "system/strhash.h"
 
 /* Gadget bindings' calls (struct bindings_env): through the one door. */
 static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, void *cbdata, char *msg,
@@ -150,18 +151,9 @@ void core_close(struct core *c)
         free(c);
 }
 
-/* FNV-1a of a gadget's name, for the by_name table. */
-static size_t name_hash(const char *s)
-{
-        uint64_t h = 14695981039346656037ull;
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 1099511628211ull;
-        return (size_t)h;
-}
-
 static struct unit **name_slot(const struct core *c, const char *name)
 {
-        return &c->by_name[name_hash(name) & (c->by_name_size - 1)];
+        return &c->by_name[strhash(name) & (c->by_name_size - 1)];
 }
 
 /* Why a table: 10,000 declared gadgets are loaded by name one after the

@@ -1,5 +1,7 @@
 /* Unit tests of supervisor/bindings/kvpg_sql.c: a connection string's
- * passwords never reach a log line; the migrations are all there. */
+ * passwords never reach a log line; the migrations are all there; array
+ * literals quote every element. */
+#include <stdio.h>
 #include <string.h>
 
 #include "bindings/kvpg_sql.h"
@@ -38,9 +40,32 @@ static void test_migrations(void)
         CHECK(strstr(kvpg_sql_migrate_begin, "pg_advisory_xact_lock") != NULL, "migrations take the lock");
 }
 
+/* A gadget's name is an element of a text[] literal whatever it spells:
+ * "null" stays the name, quotes and backslashes are escaped. */
+static void test_array(void)
+{
+        struct kvpg_array a = { 0 };
+        CHECK(kvpg_array_add(&a, "counter") == 0 && strcmp(a.text, "{\"counter\"}") == 0, "one: %s", a.text);
+        CHECK(kvpg_array_add(&a, "null") == 0 && kvpg_array_add(&a, "a\"b\\c") == 0 &&
+              strcmp(a.text, "{\"counter\",\"null\",\"a\\\"b\\\\c\"}") == 0 && a.n == 3, "three: %s", a.text);
+        kvpg_array_reset(&a);
+        CHECK(a.n == 0 && kvpg_array_add(&a, "t") == 0 && strcmp(a.text, "{\"t\"}") == 0, "after reset: %s", a.text);
+        kvpg_array_reset(&a);
+        char name[64];
+        for (int i = 0; i < 2000; i++) {
+                snprintf(name, sizeof name, "g%05d", i);
+                CHECK(kvpg_array_add(&a, name) == 0, "add %d", i);
+        }
+        CHECK(a.n == 2000 && a.len == strlen(a.text) && a.len == 2 + 2000 * 9 - 1 &&
+              strncmp(a.text + a.len - 9, "\"g01999\"}", 9) == 0, "2000 names: %zu bytes", a.len);
+        kvpg_array_free(&a);
+        CHECK(a.text == NULL, "freed");
+}
+
 int main(void)
 {
         test_redact();
         test_migrations();
+        test_array();
         return tap_done();
 }

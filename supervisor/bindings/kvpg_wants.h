@@ -1,0 +1,44 @@
+/* kvpg_wants: the gadgets a node's lease session wants (kvpg_lease.c), by
+ * name through a hash table and in the order they were wanted through a
+ * list, so that finding one (every kv write asks for its epoch) and giving
+ * one back cost the same with 10,000 as with one, and a poll round walks
+ * them once. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvpg_want {
+        char *gadget;
+        unsigned rank;
+        unsigned free_seen;       /* polls in a row that saw its lock free */
+        bool held;
+        bool told;                /* hooks->owner was told of owner */
+        long sent;                /* its slot in the statement out, -1 if not in it */
+        int64_t epoch;            /* held: ours */
+        char owner[64];           /* not held: who has it, as last read */
+        int64_t owner_epoch;
+        /* A move asked for (kvpg_lease_move): to, and whom to tell. */
+        char move_to[64];
+        void (*move_done)(void *arg, const char *why);
+        void *move_arg;
+        struct kvpg_want *next, *prev;  /* in the order wanted */
+        struct kvpg_want *hnext;        /* its hash chain */
+};
+
+struct kvpg_wants {
+        struct kvpg_want *first, *last;
+        struct kvpg_want **table; /* chains; size a power of 2, or 0 */
+        size_t size, n;
+};
+
+struct kvpg_want *kvpg_wants_find(const struct kvpg_wants *t, const char *gadget);
+/* A new want of gadget (rank 0, not held), last in the order. NULL: out
+ * of memory. */
+struct kvpg_want *kvpg_wants_add(struct kvpg_wants *t, const char *gadget);
+/* Takes w out of t (not freed). */
+void kvpg_wants_remove(struct kvpg_wants *t, struct kvpg_want *w);
+void kvpg_want_free(struct kvpg_want *w);
+/* Frees every want and the table. */
+void kvpg_wants_clear(struct kvpg_wants *t);

@@ -1,0 +1,120 @@
+"""What a node's lease session costs with many declared gadgets
+(Store=postgresql): two gadgetd nodes share one PostgreSQL server
+(pgserver.py), each with the same N Start=on-demand policies, so that each
+node holds about half of the leases and watches the other half. Measured:
+the time until every gadget has an owner (its lease lock held in the
+server), then over a window the statements per second the server ran for
+the nodes (pg_stat_database's xact_commit: one per statement outside a
+transaction; each backend adds its counts at most once a second, hence
+a window of several), and each gadgetd's and the server's CPU time;
+then node a is killed (SIGKILL) and the time until b holds every lease
+is measured. Used by lease_pg_test.py; run as a program for the
+benchmark's larger N: leaseload.py N [SECONDS] (GADGETD, GADGETCTL,
+TESTGADGET as for the tests)."""
+import os
+import signal
+import sys
+import tempfile
+import time
+
+from harness import cpu_s, policy
+from pgnodes import node, start_all, stop_all
+from pgserver import PgServer
+
+LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
+
+
+def held(pg, node=None):
+    """How many gadget leases are held in the server now (by node's lease
+    session, if given)."""
+    by = (" AND pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'gadgetd %s lease')" % node
+          if node else "")
+    return int(pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %d"
+                       " AND objsubid = 2 AND granted%s" % (LEASE_SPACE, by)))
+
+
+def commits(pg):
+    return int(pg.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'"))
+
+
+def server_cpu_s(pg):
+    total = 0.0
+    for pid in pg.pids():
+        try:
+            total += cpu_s(pid)
+        except OSError:
+            pass
+    return total
+
+
+def measure(tmp, n, seconds=5.0, own_timeout=120.0):
+    """Runs the two nodes with n gadgets each; a dict of what was seen
+    (owned_s is None if not every gadget had an owner in own_timeout)."""
+    out = {"n": n}
+    pg = PgServer(tmp)
+    pg._make()
+    # Each held lease is a session lock in the server's shared lock table
+    # (max_locks_per_transaction x max_connections slots: 2,560 here by
+    # default): the nodes' 2 n leases need room (README says so too).
+    with open(os.path.join(pg.data, "postgresql.conf"), "a") as f:
+        f.write("max_locks_per_transaction = %d\n" % max(64, n // 10))
+    with pg:
+        ds = [node(tmp, pg, name) for name in "ab"]
+        for d in ds:
+            for i in range(n):
+                policy(d.pol, "g%05d" % i, "Start=on-demand\n")
+        try:
+            t0 = time.monotonic()
+            start_all(ds)
+            out["owned_s"] = None
+            while time.monotonic() - t0 < own_timeout:
+                if held(pg) >= n:
+                    out["owned_s"] = time.monotonic() - t0
+                    break
+                time.sleep(0.05)
+            # The statistics of a backend reach pg_stat_database within a
+            # second: a settled start, then the window.
+            time.sleep(2)
+            c0, s0, t1 = commits(pg), server_cpu_s(pg), time.monotonic()
+            g0 = [cpu_s(d.proc.pid) for d in ds]
+            time.sleep(seconds)
+            g1 = [cpu_s(d.proc.pid) for d in ds]
+            c1, s1, t2 = commits(pg), server_cpu_s(pg), time.monotonic()
+            dt = t2 - t1
+            out["qps"] = (c1 - c0) / dt
+            out["gadgetd_cpu_pct"] = [100 * (b - a) / dt for a, b in zip(g0, g1)]
+            out["server_cpu_pct"] = 100 * (s1 - s0) / dt
+            out["held"] = held(pg)
+            # What each node says of each gadget: idle where held, remote
+            # (naming the owner) on the other.
+            out["states"] = [d.list() for d in ds]
+            # The takeover: a killed, b takes every lease a held.
+            a, b = ds
+            t0 = time.monotonic()
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            out["takeover_s"] = None
+            while time.monotonic() - t0 < own_timeout:
+                if held(pg, "b") >= n:
+                    out["takeover_s"] = time.monotonic() - t0
+                    break
+                time.sleep(0.05)
+        finally:
+            stop_all(ds)
+    return out
+
+
+def report(r):
+    def secs(s):
+        return "%.2f s" % s if s is not None else "not within the timeout"
+    return ("%d on-demand gadgets on 2 nodes: every one owned after %s; %.0f statements/s at the server;"
+            " gadgetd CPU %s; server CPU %.1f%%; one node killed, the other holds every lease after %s"
+            % (r["n"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
+               r["server_cpu_pct"], secs(r["takeover_s"])))
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        res = measure(tmp, int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 5.0)
+        print(report(res))
