@@ -704,3 +704,12 @@ void value_free(Gadget__Value *v)
         if (v)
                 protobuf_c_message_free_unpacked(&v->base, NULL);
 }
+
+Gadget__Value *value_unpack(const uint8_t *data, size_t len)
+{
+        Gadget__Value *p = gadget__value__unpack(NULL, len, data);
+        Gadget__Value *v = p ? value_dup(p) : NULL;
+        if (p)
+                gadget__value__free_unpacked(p, NULL);
+        return v;
+}

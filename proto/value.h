@@ -50,4 +50,7 @@ const Gadget__Value *value_map_get(const Gadget__Value *map, const char *key);
 /* The string of a string value, else NULL. */
 const char *value_string(const Gadget__Value *v);
 Gadget__Value *value_dup(const Gadget__Value *v);
+/* A packed value (as a store keeps it) decoded into one of ours (free it
+ * with value_free); NULL if it does not decode or out of memory. */
+Gadget__Value *value_unpack(const uint8_t *data, size_t len);
 void value_free(Gadget__Value *v);

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "bind_kv.h"
 #include "bindings.h"
 #include "contract.h"
 #include "kv.h"
@@ -106,10 +107,7 @@ static void cancel_done(struct kv_job *job)
 static Gadget__Value *alarm_value(const struct kvdb_alarm *a)
 {
         Gadget__Value *m = value_new_map();
-        Gadget__Value *p = gadget__value__unpack(NULL, a->plen, a->payload);
-        Gadget__Value *payload = p ? value_dup(p) : NULL;
-        if (p)
-                gadget__value__free_unpacked(p, NULL);
+        Gadget__Value *payload = value_unpack(a->payload, a->plen);
         if (!m || !payload) {
                 value_free(m);
                 value_free(payload);
@@ -235,23 +233,11 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
+/* As a kv operation: the store's queue and CallsMax bound it. */
 static void alarm_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
                         const Gadget__Value *args)
 {
-        struct kv *kv = bindings_kv(r->g);
-        if (!kv) {
-                bindings_reply(r, NULL, GADGET_EFAILED, "cannot open the gadget's store", 0);
-                return;
-        }
-        /* Why this bounds the gadget's cost: as kv bindings, at most
-         * CallsMax operations wait, refused before a payload is copied. */
-        if (kv_full(kv, b->name, (unsigned)b->calls_max)) {
-                bind_kv_busy(r, b);
-                return;
-        }
-        struct kv_job *job = make_job(r, b, op, done, args);
-        if (job)
-                bind_kv_queue(r, b, kv, job);
+        bind_kv_start(r, b, op, done, args, make_job);
 }
 
 void bind_alarm_set(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)

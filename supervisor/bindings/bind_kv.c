@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind_kv.h"
 #include "bindings.h"
 #include "contract.h"
 #include "kv.h"
@@ -283,7 +284,7 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
-void bind_kv_busy(struct binding_req *r, const struct policy_binding *b)
+static void kv_busy(struct binding_req *r, const struct policy_binding *b)
 {
         char msg[192];
         snprintf(msg, sizeof msg, "%s binding %s is busy: %" PRIu64 " operations already queued (CallsMax=%" PRIu64
@@ -291,9 +292,22 @@ void bind_kv_busy(struct binding_req *r, const struct policy_binding *b)
         bindings_reply(r, NULL, GADGET_EBUSY, msg, 0);
 }
 
-/* Queues op to the gadget's store; done answers r when its thread is done. */
-static void kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
-                     const Gadget__Value *args)
+static void kv_queue(struct binding_req *r, const struct policy_binding *b, struct kv *kv, struct kv_job *job)
+{
+        int e = kv_submit(kv, job, (unsigned)b->calls_max);
+        if (e == KV_EUNAVAILABLE)
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, job->why, 0);
+        if (e < 0) {
+                kv_job_free(job);
+                if (e == -EBUSY)
+                        kv_busy(r, b);
+                else if (e != KV_EUNAVAILABLE)
+                        bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
+        }
+}
+
+void bind_kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
+                   const Gadget__Value *args, bind_kv_make_fn *make)
 {
         struct kv *kv = bindings_kv(r->g);
         if (!kv) {
@@ -304,26 +318,19 @@ static void kv_start(struct binding_req *r, const struct policy_binding *b, enum
          * of this binding wait for its thread, each holding its value; the
          * rest are refused now, before their value is copied. */
         if (kv_full(kv, b->name, (unsigned)b->calls_max)) {
-                bind_kv_busy(r, b);
+                kv_busy(r, b);
                 return;
         }
-        struct kv_job *job = make_job(r, b, op, done, args);
+        struct kv_job *job = make(r, b, op, done, args);
         if (job)
-                bind_kv_queue(r, b, kv, job);
+                kv_queue(r, b, kv, job);
 }
 
-void bind_kv_queue(struct binding_req *r, const struct policy_binding *b, struct kv *kv, struct kv_job *job)
+/* Queues op to the gadget's store; done answers r when its thread is done. */
+static void kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
+                     const Gadget__Value *args)
 {
-        int e = kv_submit(kv, job, (unsigned)b->calls_max);
-        if (e == KV_EUNAVAILABLE)
-                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, job->why, 0);
-        if (e < 0) {
-                kv_job_free(job);
-                if (e == -EBUSY)
-                        bind_kv_busy(r, b);
-                else if (e != KV_EUNAVAILABLE)
-                        bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-        }
+        bind_kv_start(r, b, op, done, args, make_job);
 }
 
 void bind_kv_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)

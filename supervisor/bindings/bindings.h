@@ -172,12 +172,10 @@ binding_fn bind_alarm_set, bind_alarm_list, bind_alarm_cancel;
 binding_check_fn bind_alarm_check_set, bind_alarm_check_id, bind_alarm_check_list;
 /* The time now in ms since the epoch (the clock alarms are set in). */
 int64_t bind_alarm_now_ms(void);
-/* What the kv store's users share (bind_kv.c): a store failure's answer,
- * a busy answer, and queuing job (answered if refused). */
+/* A kv store failure's answer (bind_kv.c; bind_kv.h has the rest the
+ * store's users share). */
 struct kv_job;
 void bind_kv_failed(struct binding_req *r, const struct kv_job *job);
-void bind_kv_busy(struct binding_req *r, const struct policy_binding *b);
-void bind_kv_queue(struct binding_req *r, const struct policy_binding *b, struct kv *kv, struct kv_job *job);
 binding_fn bind_gadget_call;
 binding_check_fn bind_gadget_check_call;
 binding_fn bind_http_request;

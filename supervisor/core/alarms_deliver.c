@@ -143,10 +143,7 @@ static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int 
 static Gadget__Value *call_args(const struct kv_job *row)
 {
         Gadget__Value *m = value_new_map();
-        Gadget__Value *p = gadget__value__unpack(NULL, row->vlen, row->val);
-        Gadget__Value *payload = p ? value_dup(p) : NULL;
-        if (p)
-                gadget__value__free_unpacked(p, NULL);
+        Gadget__Value *payload = value_unpack(row->val, row->vlen);
         if (!m || !payload) {
                 value_free(m);
                 value_free(payload);
