@@ -1,7 +1,9 @@
 /* callflood: calls one method of one gadget over gadgetd's control socket
  * and counts the answers by outcome ("ok N", "error CODE N" lines).
  *   callflood SOCKET GADGET METHOD N [JSON]
- *       N calls at once: for tests of queues and concurrency.
+ *       N calls at once: for tests of queues and concurrency. GADGET may
+ *       be a comma-separated list: the calls go to them in turn (a burst
+ *       of calls to several gadgets, in one write).
  *   callflood --steady SOCKET GADGET METHOD [JSON]
  *       one call at a time until SIGTERM or SIGINT, then also "sent N",
  *       "unanswered N" and the latencies ("p50_us", "p99_us", "max_us"):
@@ -53,10 +55,26 @@ static int connect_to(const char *path)
         return fd;
 }
 
+/* The i-th of the comma-separated names in list (the first if fewer). */
+static void nth_name(const char *list, uint64_t i, char *out, size_t len)
+{
+        size_t k = 1;
+        for (const char *p = list; *p; p++)
+                k += *p == ',';
+        i %= k;
+        const char *p = list;
+        while (i--)
+                p = strchr(p, ',') + 1;
+        size_t n = strcspn(p, ",");
+        snprintf(out, len, "%.*s", (int)n, p);
+}
+
 static void put_call(struct wire_writer *w, uint64_t id, char **argv, Gadget__Value *args)
 {
         Control__Call call = CONTROL__CALL__INIT;
-        call.name = argv[0];
+        char name[256];
+        nth_name(argv[0], id - 1, name, sizeof name);
+        call.name = name;
         call.method = argv[1];
         call.args = args;
         Control__Request q = CONTROL__REQUEST__INIT;
