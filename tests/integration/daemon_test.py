@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from harness import (CALLFLOOD, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy, spare,
-                     test, wait_for, workers)
+from harness import (CALLFLOOD, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy, sanitized,
+                     spare, test, wait_for, workers)
 
 PROBE = os.environ.get("PROBE", "")
 # libevent's timers may end a few ms early as the program's wall clock sees
@@ -297,7 +297,11 @@ def spare_shell_made_during_a_burst(tmp):
             seen.append((left, programs))
             if left < max(programs):
                 break
-        check(left < max(programs), "every spare was made after the burst: (spare, programs) %r" % seen)
+        # Under AddressSanitizer a start's own work outlasts the burst's
+        # 20 ms window, so its starts are no burst there (as its RSS bounds,
+        # the order is checked on the normal build).
+        if not sanitized(d.proc.pid):
+            check(left < max(programs), "every spare was made after the burst: (spare, programs) %r" % seen)
 
 
 @test
