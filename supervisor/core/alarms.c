@@ -130,17 +130,15 @@ void alarms_arm(struct unit_alarms *a)
                 wait = 0;
         if (wait > ALARMS_RECHECK_MS)
                 wait = ALARMS_RECHECK_MS;
-        struct timeval tv = { .tv_sec = wait / 1000, .tv_usec = (wait % 1000) * 1000 };
-        evtimer_add(a->timer, &tv);
+        core_arm(a->timer, (uint64_t)wait);
 }
 
 /* Reads again after a store error, in ALARMS_STORE_RETRY_MS. */
 static void arm_retry(struct unit_alarms *a)
 {
-        struct timeval tv = { .tv_sec = ALARMS_STORE_RETRY_MS / 1000 };
         for (size_t i = 0; i < a->n_slots; i++)
                 a->slots[i].due = INT64_MAX;
-        evtimer_add(a->timer, &tv);
+        core_arm(a->timer, ALARMS_STORE_RETRY_MS);
         event_active(a->release, 0, 0);  /* its turn goes to another meanwhile */
 }
 

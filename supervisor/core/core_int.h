@@ -1,6 +1,8 @@
 /* The core's own view of itself (core.h): for the files of core/ only. */
 #pragma once
 
+#include <event2/event.h>
+
 #include "bindings/bindings.h"
 #include "calls.h"
 #include "core.h"
@@ -33,6 +35,13 @@ struct core {
         struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
         bool stopping;
 };
+
+/* Arms ev to fire in ms (every timer of the core's files). */
+static inline void core_arm(struct event *ev, uint64_t ms)
+{
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(ev, &tv);
+}
 
 /* unit.c's end of a stop: removes an unloaded unit, restarts one whose
  * restart waited for the stop, then tells the owner. */
@@ -88,7 +97,7 @@ struct unit {
         bool waking;              /* starting for calls: they wait in pending */
         bool idling;              /* its stop is an idle stop: it ends idle */
         struct call *pending, **pending_tail; /* calls waiting for its hello, in order */
-        size_t n_pending;
+        size_t n_pending, pending_bytes; /* their number, their arguments' packed bytes */
         uint64_t last_active_ms;  /* monotime of its last call or binding call (0: none) */
         struct event *ev_idle;    /* IdleStop= (made at its first ready) */
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */

@@ -32,12 +32,6 @@ static bool one_life(const struct unit *u)
         return u->hooks->output_pipes != NULL;
 }
 
-static void arm(struct event *ev, uint64_t ms)
-{
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-        event_add(ev, &tv);
-}
-
 
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -242,7 +236,7 @@ static void after_exit(struct unit *u, int status)
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
         event_base_update_cache_time(u->core->base);
-        arm(u->ev_timer, (uint64_t)delay);
+        core_arm(u->ev_timer, (uint64_t)delay);
         /* The next start only has to start the program. */
         unit_prewarm(u);
 }
@@ -363,7 +357,7 @@ static void log_after(struct unit *u)
                         peer_hold(u->peer, true);
         }
         if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
-                arm(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
+                core_arm(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
 }
 
 static void logwin_cb(evutil_socket_t fd, short what, void *arg)
@@ -636,12 +630,12 @@ void unit_start(struct unit *u)
         }
         u->child.rpc_fd = -1; /* the peer owns it */
         bindings_attach(u->bind, u->peer);
-        arm(u->ev_limits, LIMITS_CHECK_MS);
+        core_arm(u->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms)
-                arm(u->ev_runtime, u->policy->runtime_max_ms);
+                core_arm(u->ev_runtime, u->policy->runtime_max_ms);
         /* gadgetd run runs any program, gadget or not: no hello is awaited. */
         if (!one_life(u))
-                arm(u->ev_start, u->policy->start_timeout_ms);
+                core_arm(u->ev_start, u->policy->start_timeout_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
@@ -678,7 +672,7 @@ void unit_stop(struct unit *u, const char *why)
         u->state = UNIT_STOPPING;
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
-        arm(u->ev_timer, STOP_GRACE_MS);
+        core_arm(u->ev_timer, STOP_GRACE_MS);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)

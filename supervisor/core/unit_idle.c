@@ -19,12 +19,6 @@
  * begun: it is looked at again this often (and counts from then). */
 #define IDLE_BUSY_RECHECK_MS 1000
 
-static void arm_ms(struct event *ev, uint64_t ms)
-{
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-        event_add(ev, &tv);
-}
-
 /* Idle from now: not running, started by its next call. */
 static void go_idle(struct unit *u)
 {
@@ -79,12 +73,12 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
                 return;
         if (peer_pending(u->peer) || bindings_busy(u->bind)) {
                 unit_active(u, now);
-                arm_ms(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
+                core_arm(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
                 return;
         }
         uint64_t quiet = now - u->last_active_ms;
         if (quiet < limit) {
-                arm_ms(u->ev_idle, limit - quiet);
+                core_arm(u->ev_idle, limit - quiet);
                 return;
         }
         char why[96];
@@ -103,7 +97,7 @@ void unit_idle_arm(struct unit *u)
                 return;
         }
         unit_active(u, monotime_ms());
-        arm_ms(u->ev_idle, u->policy->idle_stop_ms);
+        core_arm(u->ev_idle, u->policy->idle_stop_ms);
 }
 
 void unit_idle_enter(struct unit *u)

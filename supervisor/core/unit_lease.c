@@ -252,8 +252,7 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
                 snprintf(msg, len, "gadget %s does not run on this node", name);
                 return GADGET_EUNAVAILABLE;
         }
-        struct timeval tv = { .tv_sec = (KVPG_MOVE_MS + MOVE_SLACK_MS) / 1000 };
-        event_add(m->timer, &tv);
+        core_arm(m->timer, KVPG_MOVE_MS + MOVE_SLACK_MS);
         return 0;
 }
 
