@@ -16,6 +16,7 @@
 #include "system/ratelog.h"
 #include "types.h"
 #include "value.h"
+#include "wire.h"
 #include "system/approvals.h"
 #include "link/peer.h"
 #include "policy.h"
@@ -25,6 +26,9 @@
 /* A forwarded call's own deadline is the owner's plus this: the owner's
  * timeout answer (or its link's failure) comes first. */
 #define CALL_REMOTE_SLACK_MS 1000
+/* The arguments that calls waiting for a gadget's start may hold, all
+ * together: what the worker link lets wait unsent for a running one. */
+#define CALLS_PENDING_BYTES_MAX (4u * WIRE_MAX_FRAME)
 
 /* One call in flight: the peer's link, whom to tell, its CallTimeout. */
 struct call {
@@ -50,6 +54,7 @@ struct call {
          * gadgetctl wake), until deadline: */
         struct peer_chain chain;
         bool has_chain;             /* a gadget's call (chain may be empty) */
+        size_t pend_bytes;          /* its arguments' size, counted in u->pending_bytes */
         bool admin;
         uint64_t deadline_ms;
         struct call *pend_next, **pend_pprev;
@@ -97,6 +102,7 @@ static void pend_unlink(struct call *c)
                 u->pending_tail = c->pend_pprev;
         c->pend_pprev = NULL;
         u->n_pending--;
+        u->pending_bytes -= c->pend_bytes;
 }
 
 static void chain_clear(struct peer_chain *ch)
@@ -229,8 +235,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
         if (code)
                 return code;
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-        event_add(c->timer, &tv);
+        core_arm(c->timer, ms);
         c->fwd_next = u->forwarded;
         if (c->fwd_next)
                 c->fwd_next->fwd_pprev = &c->fwd_next;
@@ -338,8 +343,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
                 snprintf(msg, len, "cannot call gadget \"%s\": %s", name, strerror(-e));
                 return e == -ENOTCONN ? GADGET_EUNAVAILABLE : GADGET_EINTERNAL;
         }
-        struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000), .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
-        event_add(c->timer, &tv);
+        core_arm(c->timer, timeout_ms);
         u->calls++;
         return 0;
 }
@@ -380,21 +384,31 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                          u->policy->name, u->n_pending);
                 return GADGET_EBUSY;
         }
+        /* Why a bound in bytes too: a waiting call holds a copy of its
+         * arguments, where a call to a running gadget holds none (its
+         * frame waits in the worker link, bounded there). */
+        size_t bytes = args ? gadget__value__get_packed_size(args) : 0;
+        if (u->pending_bytes + bytes > CALLS_PENDING_BYTES_MAX) {
+                snprintf(msg, len, "gadget \"%s\" is busy: %zu bytes of arguments wait for its start already",
+                         u->policy->name, u->pending_bytes);
+                return GADGET_EBUSY;
+        }
+        c->has_chain = chain != NULL;
         if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
-            (chain && (c->has_chain = true) && chain_copy(&c->chain, chain) < 0) ||
-            !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+            (chain && chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
         uint64_t ms = u->policy->call_timeout_ms;
         c->deadline_ms = monotime_ms() + ms;
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-        event_add(c->timer, &tv);
+        core_arm(c->timer, ms);
         c->pend_next = NULL;
         c->pend_pprev = u->pending_tail ? u->pending_tail : &u->pending;
         *c->pend_pprev = c;
         u->pending_tail = &c->pend_next;
         u->n_pending++;
+        c->pend_bytes = bytes;
+        u->pending_bytes += bytes;
         unit_wake(u);
         return 0;
 }

@@ -149,7 +149,8 @@ static int cmp_u64(const void *a, const void *b)
 static int flood(int fd, char **argv, int n, Gadget__Value *args)
 {
         struct wire_writer w;
-        wire_writer_init(&w, (size_t)n * 256 + 4096);
+        size_t each = 256 + (args ? gadget__value__get_packed_size(args) : 0);
+        wire_writer_init(&w, (size_t)n * each + 4096);
         for (int i = 0; i < n; i++)
                 put_call(&w, (uint64_t)i + 1, argv, args);
         if (wire_writer_flush(&w, fd) != 0)

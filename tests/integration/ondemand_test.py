@@ -167,6 +167,24 @@ def failed_start_fails_waiting_calls(tmp):
 
 
 @test
+def waiting_calls_bounded_in_bytes(tmp):
+    """Calls that wait for a start hold a copy of their arguments: all
+    together at most what the worker link lets wait for a running gadget
+    (8 MiB); beyond, "busy" at once. 120 calls of 100 KB to a gadget that
+    never says hello: about 80 wait (and time out), the rest are busy."""
+    with Daemon(tmp) as d:
+        load(d, "mute", "Start=on-demand\nArguments=mute 30\nCallTimeout=2s\nStartTimeout=20s\n")
+        big = json.dumps("x" * 100000)
+        out = subprocess.run([CALLFLOOD, d.sock, "mute", "echo", "120", big], capture_output=True, text=True,
+                             timeout=60, env=dict(os.environ, CALLFLOOD_SILENCE_MS="10000")).stdout
+        counts = dict((int(l.split()[1]), int(l.split()[2])) for l in out.splitlines() if l.startswith("error "))
+        busy, timeouts = counts.get(7, 0), counts.get(6, 0)
+        check(busy > 0 and 60 <= timeouts <= 90 and busy + timeouts == 120,
+              "120 calls of 100 KB to a starting gadget: %s" % out)
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+@test
 def start_and_idle_stop_keys_checked(tmp):
     for body, want in [("Start=sometimes\n", ':4: Start="sometimes" is not one of always, on-demand'),
                        ("IdleStop=soon\n", ':4: IdleStop="soon" is not a duration'),
