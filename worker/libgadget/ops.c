@@ -34,26 +34,37 @@ int gadget_kv_put(struct gadget *g, const char *binding, const char *key, gadget
         return gadget_binding_call(g, binding, GADGET_OP_KV_PUT, a, NULL);
 }
 
-int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, bool *existed)
+/* Calls op with a (taken over, NULL: out of memory) for a bool result. */
+static int bool_call(struct gadget *g, const char *binding, const char *op, gadget_value *a, bool *result)
 {
         gadget_value *r = NULL;
-        gadget_value *a = args_map("key", key, NULL, NULL);
-        int e = a ? gadget_binding_call(g, binding, GADGET_OP_KV_DELETE, a, &r) : -GADGET_EINTERNAL;
-        if (e == 0 && existed && !gadget_as_bool(r, existed))
-                *existed = false;
+        int e = a ? gadget_binding_call(g, binding, op, a, &r) : -GADGET_EINTERNAL;
+        if (e == 0 && result && !gadget_as_bool(r, result))
+                *result = false;
         gadget_value_free(r);
         return e;
+}
+
+/* a with "limit" set if limit > 0; NULL (a freed) if out of memory. */
+static gadget_value *with_limit(gadget_value *a, int limit)
+{
+        if (a && limit > 0 && gadget_map_set(a, "limit", gadget_int(limit)) < 0) {
+                gadget_value_free(a);
+                return NULL;
+        }
+        return a;
+}
+
+int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, bool *existed)
+{
+        return bool_call(g, binding, GADGET_OP_KV_DELETE, args_map("key", key, NULL, NULL), existed);
 }
 
 int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, int limit, const char *cursor,
                    gadget_value **result)
 {
-        gadget_value *a = args_map("prefix", prefix, "cursor", cursor);
-        if (!a || (limit > 0 && gadget_map_set(a, "limit", gadget_int(limit)) < 0)) {
-                gadget_value_free(a);
-                return -GADGET_EINTERNAL;
-        }
-        return gadget_binding_call(g, binding, GADGET_OP_KV_LIST, a, result);
+        gadget_value *a = with_limit(args_map("prefix", prefix, "cursor", cursor), limit);
+        return a ? gadget_binding_call(g, binding, GADGET_OP_KV_LIST, a, result) : -GADGET_EINTERNAL;
 }
 
 int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64_t delay_ms, gadget_value *payload,
@@ -81,23 +92,13 @@ int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64
 
 int gadget_alarm_list(struct gadget *g, const char *binding, int limit, const char *cursor, gadget_value **result)
 {
-        gadget_value *a = args_map("cursor", cursor, NULL, NULL);
-        if (!a || (limit > 0 && gadget_map_set(a, "limit", gadget_int(limit)) < 0)) {
-                gadget_value_free(a);
-                return -GADGET_EINTERNAL;
-        }
-        return gadget_binding_call(g, binding, GADGET_OP_ALARM_LIST, a, result);
+        gadget_value *a = with_limit(args_map("cursor", cursor, NULL, NULL), limit);
+        return a ? gadget_binding_call(g, binding, GADGET_OP_ALARM_LIST, a, result) : -GADGET_EINTERNAL;
 }
 
 int gadget_alarm_cancel(struct gadget *g, const char *binding, const char *id, bool *existed)
 {
-        gadget_value *r = NULL;
-        gadget_value *a = args_map("id", id, NULL, NULL);
-        int e = a ? gadget_binding_call(g, binding, GADGET_OP_ALARM_CANCEL, a, &r) : -GADGET_EINTERNAL;
-        if (e == 0 && existed && !gadget_as_bool(r, existed))
-                *existed = false;
-        gadget_value_free(r);
-        return e;
+        return bool_call(g, binding, GADGET_OP_ALARM_CANCEL, args_map("id", id, NULL, NULL), existed);
 }
 
 int gadget_call(struct gadget *g, const char *binding, const char *method, gadget_value *args,
