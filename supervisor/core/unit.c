@@ -560,6 +560,8 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                 if (!prewarm)
                         spare_take(&u->core->spare, &shell);
                 e = spawn_gadget(&so, &u->child, err, errlen);
+                if (!prewarm)
+                        spare_done(&u->core->spare);
                 spawn_shell_drop(&shell); /* not taken if the start failed before it */
         }
         if (out_w >= 0)

@@ -25,8 +25,8 @@ void spare_refill(struct spare *s)
         /* gadgetd run starts one gadget: a second shell would go unused.
          * After a quiet spell the timer makes it: made here it competes
          * with the start for the CPUs (measured: the first call to an idle
-         * gadget 3.6 -> 5.3 ms on a loaded two-CPU machine). The timer
-         * stays armed: if this fails, it tries again. */
+         * gadget 3.6 -> 5.3 ms on a loaded two-CPU machine). If this fails,
+         * the timer armed when the start is done tries again. */
         if (s->ev && s->burst)
                 spare_fill(s);
 }
@@ -72,9 +72,7 @@ void spare_close(struct spare *s)
 
 void spare_take(struct spare *s, struct spawn_shell *out)
 {
-        uint64_t now = monotime_us();
-        s->burst = s->last_take_us && now - s->last_take_us < SPARE_DELAY_MS * 1000;
-        s->last_take_us = now;
+        s->burst = s->last_done_us && monotime_us() - s->last_done_us < SPARE_DELAY_MS * 1000;
         *out = SPAWN_SHELL_NONE;
         if (s->shell.pid > 0 && !spawn_shell_fresh(&s->shell))
                 drop(s);
@@ -82,6 +80,14 @@ void spare_take(struct spare *s, struct spawn_shell *out)
                 *out = s->shell;
                 s->shell = SPAWN_SHELL_NONE;
         }
+        /* No spare made by the timer in the middle of a start. */
+        if (s->ev)
+                event_del(s->ev);
+}
+
+void spare_done(struct spare *s)
+{
+        s->last_done_us = monotime_us();
         if (s->ev)
                 evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
 }
