@@ -35,7 +35,8 @@ static const struct command commands[] = {
         { "wake", cmd_wake, 1, 1, "h", "NAME", "start an idle gadget without calling it",
           "Answers once the gadget is ready. An idle gadget (Start=on-demand, IdleStop=)\n"
           "also starts at its first call; wake spares that call the start's wait.\n"
-          "A gadget that is stopped or failed is not idle: use restart.\n" },
+          "A gadget that is stopped or failed is not idle: use restart.\n"
+          "On a shared store, a gadget another node holds is woken on that node.\n" },
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
           "When gadgetd shares its store with other nodes (Store=postgresql), a NODE\n"

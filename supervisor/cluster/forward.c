@@ -5,7 +5,8 @@
  * goes through the one door (calls_start) as if made here — typed
  * methods, admin methods, approvals and the chain's cycle check included
  * — but only to a gadget this node runs: a forwarded call is never
- * forwarded again. */
+ * forwarded again. A wake (gadgetctl wake) goes the same way, as a call
+ * without a method. */
 #include "forward.h"
 
 #include <errno.h>
@@ -140,6 +141,30 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
                 answer_error(s->in, q->id, code, msg);
 }
 
+/* A wake from another node: answered once the gadget is ready here. */
+static void in_wake_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
+{
+        struct session *s = arg;
+        if (res)
+                answer_done(s->in, id, "ready");
+        else
+                answer_error(s->in, id, code, message ? message : "the gadget did not start");
+}
+
+static void in_wake(struct forward *f, struct session *s, const Control__Request *q)
+{
+        struct unit *u = runs_here(f, s, q->id, q->wake->name);
+        if (!u)
+                return;
+        const struct call_req cq = { .done = in_wake_done, .cbdata = s, .tag = q->id, .owner = &s->calls };
+        char msg[400];
+        int code = calls_wake(u, &cq, msg, sizeof msg);
+        if (code == 1)
+                answer_done(s->in, q->id, "ready");
+        else if (code)
+                answer_error(s->in, q->id, code, msg);
+}
+
 static void move_unlink(struct move_in *m)
 {
         if (!m->s)
@@ -208,8 +233,11 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
         case CONTROL__REQUEST__REQ_MOVE:
                 in_move(f, s, q);
                 return;
+        case CONTROL__REQUEST__REQ_WAKE:
+                in_wake(f, s, q);
+                return;
         default:
-                answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls and moves");
+                answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
         }
 }
 
@@ -249,14 +277,18 @@ static const char *peer_of(struct forward *f, const char *node, char *msg, size_
         return NULL;
 }
 
-/* A forwarded call's answer from its node. */
+/* A forwarded call's answer from its node (a wake's is a done: a null
+ * result here, as a local wake's). */
 static void out_call_done(void *arg, const Control__Response *r, int code, const char *msg)
 {
         struct call *c = arg;
+        Gadget__Value ready = GADGET__VALUE__INIT;
         if (!r)
                 calls_remote_end(c, NULL, code, msg);
         else if (r->resp_case == CONTROL__RESPONSE__RESP_RESULT)
                 calls_remote_end(c, r->result, 0, NULL);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_DONE && calls_is_wake(c))
+                calls_remote_end(c, &ready, 0, NULL);
         else if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
                 calls_remote_end(c, NULL, r->error->code ? (int)r->error->code : GADGET_EFAILED, r->error->message);
         else
@@ -285,6 +317,15 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
                     void **handle, char *msg, size_t len)
 {
         struct forward *f = arg;
+        Control__Request req = CONTROL__REQUEST__INIT;
+        req.version = CONTROL_PROTOCOL_VERSION;
+        if (!q->method) {
+                Control__Name wake = CONTROL__NAME__INIT;
+                wake.name = (char *)gadget;
+                req.req_case = CONTROL__REQUEST__REQ_WAKE;
+                req.wake = &wake;
+                return out_send(f, node, &req, out_call_done, c, (struct nodelink_send **)handle, msg, len);
+        }
         Control__Call call = CONTROL__CALL__INIT;
         call.name = (char *)gadget;
         call.method = (char *)q->method;
@@ -298,10 +339,8 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
         call.via = (char *)(q->via ? q->via : "");
         call.admin = q->admin;
         call.approved = q->approved;
-        Control__Request req = CONTROL__REQUEST__INIT;
         req.req_case = CONTROL__REQUEST__REQ_CALL;
         req.call = &call;
-        req.version = CONTROL_PROTOCOL_VERSION;
         return out_send(f, node, &req, out_call_done, c, (struct nodelink_send **)handle, msg, len);
 }
 

@@ -1,7 +1,7 @@
-/* forward: the calls and moves that cross between nodes (Store=postgresql
- * with PeerCertificate=): a call to a gadget another node runs is sent to
- * that node over the link and answered as if local; calls and moves from
- * other nodes reach the gadgets this node runs. */
+/* forward: the calls, wakes and moves that cross between nodes
+ * (Store=postgresql with PeerCertificate=): a call or wake of a gadget
+ * another node runs is sent to that node over the link and answered as if
+ * local; those from other nodes reach the gadgets this node runs. */
 #pragma once
 
 #include <stddef.h>

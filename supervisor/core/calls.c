@@ -56,6 +56,7 @@ struct call {
         bool has_chain;             /* a gadget's call (chain may be empty) */
         size_t pend_bytes;          /* its arguments' size, counted in u->pending_bytes */
         bool admin;
+        bool wake;                  /* gadgetctl wake: no method, answered once the gadget is ready */
         uint64_t deadline_ms;
         struct call *pend_next, **pend_pprev;
 };
@@ -206,6 +207,11 @@ void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const 
         call_end(c, res, code, message);
 }
 
+bool calls_is_wake(const struct call *c)
+{
+        return c->wake;
+}
+
 /* A forwarded call unanswered for its CallTimeout (plus ApproveTimeout if
  * its method waits for approval there) fails here; the owner ends its own
  * part, and a late answer is dropped. */
@@ -226,7 +232,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         struct unit *u = c->u;
         const struct core_remote *r = &u->core->remote;
         uint64_t ms = u->policy->call_timeout_ms + CALL_REMOTE_SLACK_MS;
-        if (policy_listed(u->policy->approve, q->method) && !q->approved)
+        if (q->method && policy_listed(u->policy->approve, q->method) && !q->approved)
                 ms += u->policy->approve_timeout_ms;
         if (!(c->timer = evtimer_new(u->core->base, remote_timeout, c))) {
                 snprintf(msg, len, "out of memory");
@@ -561,7 +567,8 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         if (unit_is_ready(u))
                 return 1;
-        if (!unit_wakeable(u)) {
+        bool remote = u->state == UNIT_REMOTE && u->owner[0] && u->core->remote.call;
+        if (!remote && !unit_wakeable(u)) {
                 snprintf(msg, len, "gadget \"%s\" is %s, not idle%s%.200s", u->policy->name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
@@ -571,8 +578,11 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag };
-        int code = call_pend(c, NULL, NULL, NULL, msg, len);
+        *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag, .wake = true };
+        /* Another node holds it: that node wakes it (a wake is a call
+         * without a method, on the link as a control wake). */
+        const struct call_req fq = { .tag = q->tag };
+        int code = remote ? call_forward(c, &fq, msg, len) : call_pend(c, NULL, NULL, NULL, msg, len);
         if (code) {
                 if (c->timer)
                         event_free(c->timer);

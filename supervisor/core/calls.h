@@ -58,7 +58,9 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
  * gadgetctl wake: starts u if it is idle, with no call. 1 if it is ready
  * already (done is never called), 0 when done says once it is (res a
  * null value) or why it did not start, or a GADGET_E* code with msg (it
- * is not idle: stopped, failed, remote). q's method and args are unused. */
+ * is not idle: stopped, failed). A gadget another node holds is woken
+ * there (over the link, as a call without a method). q's method and args
+ * are unused. */
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len);
 /* How a call reaches a gadget another node runs (Store=postgresql with a
  * peer link: cluster/forward.c sets it with core_set_remote). */
@@ -77,6 +79,8 @@ struct core_remote {
 /* The outcome of a forwarded call, as the owner answered (res NULL: code
  * and message). */
 void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message);
+/* Whether c is a wake (no method): its answer is "ready", not a result. */
+bool calls_is_wake(const struct call *c);
 
 /* The owner left: its calls go on (their gadget answers, or times out)
  * but their outcomes go nowhere. */

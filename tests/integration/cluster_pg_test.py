@@ -140,7 +140,8 @@ def pg_cluster_on_demand_idle_owner(tmp):
     """Start=on-demand on a shared store: the node that takes the lease
     keeps the gadget idle (no process) and keeps its lease while idle; a
     call through another node is forwarded there and starts it; after its
-    idle stop the next call does the same, with the count intact."""
+    idle stop the next call does the same, with the count intact; and
+    gadgetctl wake through another node starts it there."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
         a = peer_node(tmp, pg, "a", cd)
@@ -168,6 +169,15 @@ def pg_cluster_on_demand_idle_owner(tmp):
                   % b.list()["counter"])
             r = b.ctl("call", "counter", "increment")
             check(r.returncode == 0 and r.stdout.strip() == "2", "woken again through b, count intact: %r" % r)
+            # gadgetctl wake through b: a starts it (no call), b answers
+            # once it is ready there.
+            wait_for(lambda: a.state("counter") == "idle", timeout=15, what="the idle stop on a again")
+            r = b.ctl("wake", "counter")
+            check(r.returncode == 0 and a.state("counter") == "ready" and workers(a) != [],
+                  "a wake through b starts it on a: %r, a: %r" % (r, a.list()["counter"]))
+            check(a.ctl("call", "counter", "get").stdout.strip() == "2", "the wake called nothing")
+            r = b.ctl("wake", "counter")
+            check(r.returncode == 0, "a wake through b of a ready gadget: %r" % r)
         finally:
             stop_all([a, b])
 
