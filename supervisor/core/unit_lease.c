@@ -60,6 +60,13 @@ bool unit_lease_wait(struct unit *u)
                 u->leased = false;
         }
         u->state = UNIT_REMOTE;
+        /* Calls that waited for its start here (its lease was lost while
+         * it stopped for IdleStop=, or while it started): told at once,
+         * not left to their CallTimeout; called again, they go to the
+         * node that holds it then. */
+        if (u->pending)
+                calls_pending_fail(u, "this node lost its lease in the store (call again: it runs on another "
+                                      "node then)");
         /* Why it never starts here when Nodes= does not name this node:
          * its lease is only looked at (who holds it), never taken. */
         if (rank < 0 && !u->owner[0])

@@ -13,7 +13,7 @@ import threading
 import time
 
 import leaseload
-from harness import Daemon, check, main, policy, test, wait_for
+from harness import GADGETCTL, Daemon, check, main, policy, test, wait_for
 from pgnodes import counter_cluster, by_name, counter_policy, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
@@ -186,6 +186,45 @@ def pg_lease_session_terminated_fences(tmp):
             check(o.ctl("call", "counter", "get").stdout.strip() == "3", "count")
             wait_for(lambda: "runs on node b" in (a.list()["counter"].get("cause") or ""), timeout=10,
                          what="a to say where the counter runs: %r" % a.list().get("counter"))
+
+
+@test
+def pg_lease_lost_while_idle_stopping(tmp):
+    """Calls that wait for an on-demand gadget's next start (they came
+    while it stopped for IdleStop=) are told at once when its node loses
+    the lease meanwhile, not left to their CallTimeout: "lost its lease";
+    the node that took it answers the next call."""
+    with PgServer(tmp) as pg:
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        for d in (a, b):
+            policy(d.pol, "slow", "Start=on-demand\nIdleStop=1s\nNodes=a b\nCallTimeout=30s\n"
+                   "Arguments=slowstop 4\n")
+        try:
+            start_all([a, b])
+            wait_for(lambda: a.state("slow") == "idle" and b.state("slow") == "remote", timeout=20,
+                     what="a idle with the lease, b remote")
+            r = a.ctl("call", "slow", "echo", '"hi"')
+            check(r.returncode == 0, "the first call: %r" % r)
+            wait_for(lambda: a.state("slow") == "stopping", timeout=10, what="the idle stop begun")
+            # Quiet for IdleStop= (1 s) so far: a call's arrival sets its
+            # last activity to now.
+            check(a.list()["slow"]["active_ago_ms"] >= 900, "quiet before the call: %r" % a.list()["slow"])
+            call = subprocess.Popen([GADGETCTL, "--socket", a.sock, "call", "slow", "echo", '"again"'],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_for(lambda: a.list()["slow"]["active_ago_ms"] < 900, what="the call waiting for the next start")
+            check(a.state("slow") == "stopping", "still stopping: %r" % a.list()["slow"])
+            t0 = time.monotonic()
+            check(pg.psql("SELECT pg_terminate_backend(%s)" % lease_pid(pg, "slow")) == "t", "terminate")
+            out, err = call.communicate(timeout=40)
+            took = time.monotonic() - t0
+            check(call.returncode != 0 and "lost its lease" in err and took < 10,
+                  "the waiting call after %.1f s: %d %r %r" % (took, call.returncode, out, err))
+            wait_for(lambda: b.state("slow") == "idle" and "runs on node b" in a.list()["slow"]["cause"], timeout=20,
+                     what="b to take it")
+            r = b.ctl("call", "slow", "echo", '"once more"')
+            check(r.returncode == 0 and r.stdout.strip() == '"once more"', "called again on b: %r" % r)
+        finally:
+            stop_all([a, b])
 
 
 @test

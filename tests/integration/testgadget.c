@@ -417,5 +417,7 @@ int main(int argc, char **argv)
         if (e < 0)
                 fprintf(stderr, "testgadget: %s\n", gadget_last_error(g));
         gadget_free(g);
+        if (argc > 2 && strcmp(argv[1], "slowstop") == 0) /* asked to stop, it takes its time */
+                sleep((unsigned)atoi(argv[2]));
         return e < 0 ? 1 : 0;
 }
