@@ -432,7 +432,8 @@ static void on_hello(struct peer *p, void *data)
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
         u->waking = false;
-        unit_idle_arm(u);
+        if (!one_life(u)) /* gadgetd run is asked to run it: no IdleStop= */
+                unit_idle_arm(u);
         /* The calls that waited go out first: the log line is written
          * while the gadget works on them. */
         calls_pending_flush(u);

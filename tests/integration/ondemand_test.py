@@ -10,12 +10,13 @@ Usage: ondemand_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 EXAMPLES."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 
 from gateway_util import Gateway
-from harness import CALLFLOOD, GADGETCTL, Daemon, check, main, policy, test, wait_for, workers
+from harness import CALLFLOOD, GADGETCTL, Daemon, check, gadgetd_run, main, policy, test, wait_for, workers
 
 
 def load(d, name, body):
@@ -32,6 +33,23 @@ def info(d, name):
     r = d.ctl("--json", "status", name)
     check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
     return json.loads(r.stdout)
+
+
+@test
+def gadgetd_run_ignores_start_and_idle_stop(tmp):
+    """gadgetd run is asked to run the program: Start=on-demand does not
+    keep it waiting for a call (it has none to wait for), and IdleStop=
+    does not end the run."""
+    pol = policy(tmp, "oneshot", "Start=on-demand\nIdleStop=500ms\n")
+    p = subprocess.Popen(gadgetd_run(tmp) + [pol], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        if p.poll() is not None:
+            check(False, "the run ended: %r" % (p.communicate(timeout=5),))
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=15)
+    check("idle" not in err, "gadgetd run's log: %r" % err)
 
 
 @test
