@@ -5,6 +5,7 @@ gadgetd delivering them to its Method=. Usage: alarms_test.py TEST."""
 import json
 import os
 import re
+import sqlite3
 import sys
 import time
 
@@ -203,6 +204,37 @@ def alarm_failing_method_retried(tmp):
         audit = open(os.path.join(tmp, "state", "audit.log")).read()
         check(audit.count('"op":"deliver","outcome":"error"') == 2 and
               re.search(r'attempt 2 failed .*next try in 200 ms', audit), "failed attempts audited: %r" % audit[-800:])
+
+
+@test
+def alarm_dropped_after_last_attempt(tmp):
+    """An alarm whose method fails ALARMS_ATTEMPTS_MAX (20) times in a row
+    is dropped: logged and audited as such, gone from the store. Its 19
+    earlier failures are written into the store while gadgetd is down
+    (their backoff would take minutes); the store keeps that count across
+    a restart as it does any alarm's."""
+    d = Daemon(tmp)
+    with d:
+        policy(d.pol, "clock", ALARM)
+        ready(d, "clock")
+        set_alarm(d, "clock", {"id": "doomed", "delay": 600000, "payload": {"note": "doomed", "fail": 100}})
+        d.stop()
+    db = sqlite3.connect(os.path.join(tmp, "state", "kv", "clock.sqlite"))
+    with db:
+        check(db.execute("UPDATE alarm SET attempts = 19, due = 0 WHERE id = 'doomed'").rowcount == 1,
+              "the alarm's row")
+    db.close()
+    with Daemon(tmp) as d2:
+        wait_for(lambda: deliveries(d2, "clock", "doomed"), timeout=15, what="the last attempt")
+        lines = deliveries(d2, "clock", "doomed")
+        check(len(lines) == 1 and "attempt=20" in lines[0] and "failing" in lines[0], "attempts: %r" % lines)
+        wait_for(lambda: listed(d2, "clock")["alarms"] == [], timeout=5, what="the alarm dropped")
+        check(re.search(r'alarm "doomed": attempt 20 of 20 failed .*: dropped', d2.logtext()),
+              "the drop logged: %s" % d2.logtext()[-1500:])
+        audit = open(os.path.join(tmp, "state", "audit.log")).read()
+        check(re.search(r'attempt 20 of 20 failed .*: dropped', audit), "the drop audited: %r" % audit[-800:])
+        time.sleep(1)
+        check(len(deliveries(d2, "clock", "doomed")) == 1, "tried again: %r" % deliveries(d2, "clock"))
 
 
 @test
