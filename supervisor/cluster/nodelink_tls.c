@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -102,6 +103,16 @@ static int load_key(const char *path, EVP_PKEY **out, char *err, size_t len)
 {
         char *text = NULL;
         size_t n = 0;
+        struct stat st;
+        /* As libpq and ssh: a key others may read is refused, not used.
+         * Mode 0600 or less; 0640 if root owns it (a group such as
+         * Debian's ssl-cert may read keys). */
+        if (stat(path, &st) == 0 && (st.st_mode & (st.st_uid == 0 ? (S_IWGRP | S_IXGRP | S_IRWXO)
+                                                                     : (S_IRWXG | S_IRWXO)))) {
+                snprintf(err, len, "PeerKey=%s: the private key may be read or changed by others (mode %04o): "
+                         "make it mode 0600 (0640 if root owns it)", path, (unsigned)(st.st_mode & 07777));
+                return -EPERM;
+        }
         int e = secret_file_read(path, KEY_MAX, &text, &n);
         if (e < 0) {
                 snprintf(err, len, "PeerKey=%s: cannot read: %s", path, secret_file_why(e));

@@ -219,6 +219,16 @@ def pg_cluster_refuses_bad_certificates(tmp):
         refused("d", files % (cd, "b", cd, "b", cd), "names node b, not d")
         refused("e", files % (cd, "e", cd, "b", cd), "PeerKey=")
         refused("f", "", "PeerCertificate=")
+        # A key others may read is refused, as libpq and ssh refuse one.
+        os.makedirs(os.path.join(tmp, "g-pol"), exist_ok=True)
+        cg = certs(tmp, "g", ca="loose")
+        os.chmod(os.path.join(cg, "g.key"), 0o644)
+        refused("g", files % (cg, "g", cg, "g", cg), "mode 0644): make it mode 0600")
+        # Root's and 0640 (a group may read it): taken, so the next check
+        # (the certificate names node g, not h) is what refuses this one.
+        os.chmod(os.path.join(cg, "g.key"), 0o640)
+        os.makedirs(os.path.join(tmp, "h-pol"), exist_ok=True)
+        refused("h", files % (cg, "g", cg, "g", cg), "names node g, not h")
 
 
 @test
