@@ -296,6 +296,18 @@ static void in_connected(struct nodelink_in *in)
                 in_end(in, false);
                 return;
         }
+        /* Why this is safe: one node (one certificate's name) holds at
+         * most NODELINK_MAX_IN_PER_NODE of the NODELINK_MAX_IN sessions, so
+         * a node with a valid certificate cannot take the others' seats. */
+        unsigned same = 0;
+        for (struct list *l = in->nl->ins.next; l != &in->nl->ins; l = l->next) {
+                const struct nodelink_in *o = container(l, struct nodelink_in, link);
+                same += o->authed && strcmp(o->from, in->from) == 0;
+        }
+        if (same >= NODELINK_MAX_IN_PER_NODE) {
+                in_end(in, false);
+                return;
+        }
         in->authed = true;
         evtimer_del(in->deadline);
         in_read(in->bev, in);

@@ -29,6 +29,7 @@
 /* Bounds against hostile nodes (each is a node with a valid certificate
  * from a CA that may be badly run, or anyone who can connect). */
 #define NODELINK_MAX_IN 64                  /* accepted sessions, handshaking ones included */
+#define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
 #define NODELINK_HANDSHAKE_MS 5000          /* an accepted session's TLS handshake */
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */

@@ -264,10 +264,26 @@ static void raw_end(struct raw *r)
         r->closed = true;
 }
 
+/* A raw client's session, kept open (raw_tls_keep). */
+struct held {
+        SSL_CTX *ctx;
+        SSL *ssl;
+        int fd;
+};
+
+static void held_close(struct held *h)
+{
+        SSL_free(h->ssl);
+        SSL_CTX_free(h->ctx);
+        close(h->fd);
+}
+
 /* A raw TLS client (1.3, or up to max_version) with certificate certname
  * (NULL: none) sends a request frame (or an announcement), pumping the
- * loop, for up to ms. */
-static struct raw raw_tls(int port, const char *certname, uint32_t announce, int ms, int max_version, int flood)
+ * loop, for up to ms; its session is closed then, or kept in *keep if
+ * keep is not NULL (held_close). */
+static struct raw raw_tls_keep(int port, const char *certname, uint32_t announce, int ms, int max_version, int flood,
+                               struct held *keep)
 {
         struct raw r = { 0 };
         SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -319,10 +335,17 @@ static struct raw raw_tls(int port, const char *certname, uint32_t announce, int
                 usleep(1000);
         }
         ERR_clear_error();
-        SSL_free(ssl);
-        SSL_CTX_free(ctx);
-        close(fd);
+        struct held h = { ctx, ssl, fd };
+        if (keep)
+                *keep = h;
+        else
+                held_close(&h);
         return r;
+}
+
+static struct raw raw_tls(int port, const char *certname, uint32_t announce, int ms, int max_version, int flood)
+{
+        return raw_tls_keep(port, certname, announce, ms, max_version, flood, NULL);
 }
 
 /* A plaintext client sends a valid request frame: what it read back, and
@@ -625,6 +648,32 @@ static void test_bounds(void)
         nodelink_free(b);
 }
 
+/* One node's certificate holds at most NODELINK_MAX_IN_PER_NODE sessions;
+ * a seat it gives back can be taken again, and other nodes still get in. */
+static void test_per_node(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        if (!b)
+                return;
+        int port = nodelink_listen_port(b), answered = 0;
+        struct held h[NODELINK_MAX_IN_PER_NODE + 1];
+        for (int i = 0; i < NODELINK_MAX_IN_PER_NODE; i++)
+                answered += raw_tls_keep(port, "a", 0, 3000, 0, 0, &h[i]).answered;
+        CHECK(answered == NODELINK_MAX_IN_PER_NODE, "%d sessions of node a held and answered (%d)",
+              NODELINK_MAX_IN_PER_NODE, answered);
+        struct raw over = raw_tls_keep(port, "a", 0, 1500, 0, 0, &h[NODELINK_MAX_IN_PER_NODE]);
+        CHECK(over.handshake && !over.answered && over.closed, "the next of node a is closed unanswered");
+        held_close(&h[NODELINK_MAX_IN_PER_NODE]);
+        CHECK(raw_tls(port, "c", 0, 3000, 0, 0).answered, "node c still gets in");
+        held_close(&h[0]);
+        run_for(100);
+        CHECK(raw_tls(port, "a", 0, 3000, 0, 0).answered, "a seat given back is taken again");
+        for (int i = 1; i < NODELINK_MAX_IN_PER_NODE; i++)
+                held_close(&h[i]);
+        nodelink_free(b);
+}
+
 /* A node that never does TLS: sends wait until NODELINK_MAX_PENDING, then
  * all fail at the connect deadline. */
 static void test_pending(void)
@@ -720,6 +769,7 @@ int main(void)
         test_refused();
         test_ipv6();
         test_bounds();
+        test_per_node();
         test_pending();
 
         event_free(t);
