@@ -74,7 +74,7 @@ struct nodelink_in {
         struct list link;
         struct nodelink *nl;
         struct bufferevent *bev;
-        struct event *deadline;     /* the handshake's */
+        struct event *deadline;     /* the handshake's, then the idle time's */
         struct wire_reader rd;
         struct wire_writer w;       /* packs one frame for the bufferevent */
         char from[NODE_MAX + 1];
@@ -93,7 +93,7 @@ struct out {
         int salen;
         enum out_state state;
         int fd;                     /* while connecting; then the bufferevent's */
-        struct event *connected, *deadline;
+        struct event *connected, *deadline; /* deadline: the connect's, then the idle time's */
         char why[256];              /* a failure found inside nodelink_send, told from the loop */
         struct bufferevent *bev;
         struct wire_reader rd;
@@ -238,6 +238,13 @@ static void in_end(struct nodelink_in *in, bool tell)
         free(in);
 }
 
+/* An authenticated session is closed once idle for NODELINK_IDLE_MS. */
+static void in_idle_arm(struct nodelink_in *in)
+{
+        const struct timeval idle = { NODELINK_IDLE_MS / 1000, (NODELINK_IDLE_MS % 1000) * 1000 };
+        evtimer_add(in->deadline, &idle);
+}
+
 /* Past NODELINK_MAX_INFLIGHT the link answers itself. */
 static int in_busy(struct nodelink_in *in, uint64_t id)
 {
@@ -269,6 +276,7 @@ static int in_frame(void *arg, const uint8_t *data, size_t len)
                 in->nl->ops.request(in->nl->ops.arg, in, in->from, req);
         }
         control__request__free_unpacked(req, NULL);
+        in_idle_arm(in);
         return e;
 }
 
@@ -309,7 +317,7 @@ static void in_connected(struct nodelink_in *in)
                 return;
         }
         in->authed = true;
-        evtimer_del(in->deadline);
+        in_idle_arm(in);
         in_read(in->bev, in);
 }
 
@@ -324,9 +332,16 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
         }
 }
 
+/* The handshake took too long, or the session is idle: closed. One with
+ * requests in flight is not idle (they end within their CallTimeout). */
 static void in_deadline(evutil_socket_t fd, short what, void *arg)
 {
-        in_end(arg, false);
+        struct nodelink_in *in = arg;
+        if (in->authed && in->inflight > 0) {
+                in_idle_arm(in);
+                return;
+        }
+        in_end(in, true);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
@@ -384,8 +399,8 @@ int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
         int e = frame_out(in->bev, &in->w, &resp->base);
         /* An answer lost to a peer that does not read still ends its
          * request; -EMSGSIZE or -ENOMEM leave room for an error answer. */
-        if ((e == 0 || e == -ENOBUFS) && in->inflight > 0)
-                in->inflight--;
+        if ((e == 0 || e == -ENOBUFS) && in->inflight > 0 && --in->inflight == 0)
+                in_idle_arm(in); /* idle from its last answer */
         return e;
 }
 
@@ -450,6 +465,15 @@ static void out_fail(struct out *o, const char *fmt, ...)
                 out_free(o);
 }
 
+/* A kept session with no send waiting ends after NODELINK_OUT_IDLE_MS
+ * (out_deadline); the next send opens a new one. */
+static void out_idle_arm(struct out *o)
+{
+        const struct timeval idle = { NODELINK_OUT_IDLE_MS / 1000, (NODELINK_OUT_IDLE_MS % 1000) * 1000 };
+        if (o->state == OUT_READY && o->n_sends == 0)
+                evtimer_add(o->deadline, &idle);
+}
+
 static int out_frame(void *arg, const uint8_t *data, size_t len)
 {
         struct out *o = arg;
@@ -469,6 +493,7 @@ static int out_frame(void *arg, const uint8_t *data, size_t len)
         /* A response whose id matches nothing (cancelled, or made up) is
          * dropped. */
         control__response__free_unpacked(resp, NULL);
+        out_idle_arm(o);
         return 0;
 }
 
@@ -501,6 +526,8 @@ static void out_connected(struct out *o)
         evtimer_del(o->deadline);
         if (move_frames(&o->staged, o->bev) < 0)
                 out_fail(o, "node %s at %s: out of memory", o->node, o->addr);
+        else
+                out_idle_arm(o); /* its sends were cancelled meanwhile */
 }
 
 static void out_event(struct bufferevent *bev, short what, void *arg)
@@ -525,6 +552,11 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
 static void out_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct out *o = arg;
+        if (o->state == OUT_READY) {
+                if (o->n_sends == 0) /* idle: closed and freed (no send to tell) */
+                        out_fail(o, "idle");
+                return;
+        }
         if (o->why[0])
                 out_fail(o, "%s", o->why);
         else
@@ -640,6 +672,8 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
         *s = (struct nodelink_send){ .out = o, .id = req->id, .done = done, .arg = arg };
         list_add(&o->sends, &s->link);
         o->n_sends++;
+        if (o->state == OUT_READY)
+                evtimer_del(o->deadline); /* not idle */
         if (o->state == OUT_IDLE)
                 out_connect(o);
         *handle = s;
@@ -656,8 +690,10 @@ void nodelink_cancel(struct nodelink_send *s)
         if (!s)
                 return;
         list_del(&s->link);
-        if (s->out)
+        if (s->out) {
                 s->out->n_sends--;
+                out_idle_arm(s->out);
+        }
         free(s);
 }
 

@@ -674,6 +674,63 @@ static void test_per_node(void)
         nodelink_free(b);
 }
 
+/* Whether the server ended a held session within ms (pumping the loop). */
+static bool held_closed(struct held *h, int ms)
+{
+        double end = now_ms() + ms;
+        char c;
+        while (now_ms() < end) {
+                event_base_loop(base, EVLOOP_NONBLOCK);
+                int n = SSL_read(h->ssl, &c, 1);
+                if (n <= 0 && SSL_get_error(h->ssl, n) != SSL_ERROR_WANT_READ) {
+                        ERR_clear_error();
+                        return true;
+                }
+                usleep(1000);
+        }
+        return false;
+}
+
+/* Idle sessions end (this build: NODELINK_OUT_IDLE_MS and NODELINK_IDLE_MS
+ * made short, tests/unit/meson.build): a node closes its own outgoing
+ * session first, and the next send opens a new one; an accepted session
+ * that another node leaves idle is closed, but not while a request of it
+ * is in flight. */
+static void test_idle(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        if (!a || !b)
+                return;
+        struct result r = one_send(a, "b", b);
+        int gone = sb.gone;
+        CHECK(r.calls == 1 && r.code == 0, "a's send is answered: %s", r.msg);
+        run_for(NODELINK_OUT_IDLE_MS / 2);
+        CHECK(sb.gone == gone, "a session in use is kept");
+        run_until(&sb.gone, gone + 1, NODELINK_OUT_IDLE_MS + 1000);
+        CHECK(sb.gone == gone + 1, "a closes its idle session after %d ms", NODELINK_OUT_IDLE_MS);
+        r = one_send(a, "b", b);
+        CHECK(r.calls == 1 && r.code == 0, "the next send opens a new one: %s", r.msg);
+
+        struct held h;
+        int port = nodelink_listen_port(b);
+        CHECK(raw_tls_keep(port, "c", 0, 3000, 0, 0, &h).answered, "a raw session of node c is answered");
+        CHECK(!held_closed(&h, NODELINK_IDLE_MS / 2), "and kept while not idle");
+        CHECK(held_closed(&h, NODELINK_IDLE_MS + 1000), "b closes it once idle for %d ms", NODELINK_IDLE_MS);
+        held_close(&h);
+        sb.hold = true;
+        struct raw held_req = raw_tls_keep(port, "c", 0, 500, 0, 0, &h);
+        CHECK(held_req.handshake && !held_req.answered && sb.n_held == 1, "a request of c held in flight");
+        CHECK(!held_closed(&h, NODELINK_IDLE_MS * 2), "a session with a request in flight is not idle");
+        answer(sb.in[0], sb.id[0], sb.name[0]);
+        sb.n_held = 0;
+        CHECK(held_closed(&h, NODELINK_IDLE_MS + 1000), "idle from its last answer, it is closed");
+        held_close(&h);
+        nodelink_free(a);
+        nodelink_free(b);
+}
+
 /* A node that never does TLS: sends wait until NODELINK_MAX_PENDING, then
  * all fail at the connect deadline. */
 static void test_pending(void)
@@ -770,6 +827,7 @@ int main(void)
         test_ipv6();
         test_bounds();
         test_per_node();
+        test_idle();
         test_pending();
 
         event_free(t);
