@@ -276,7 +276,6 @@ static int in_frame(void *arg, const uint8_t *data, size_t len)
                 in->nl->ops.request(in->nl->ops.arg, in, in->from, req);
         }
         control__request__free_unpacked(req, NULL);
-        in_idle_arm(in);
         return e;
 }
 
@@ -672,8 +671,6 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
         *s = (struct nodelink_send){ .out = o, .id = req->id, .done = done, .arg = arg };
         list_add(&o->sends, &s->link);
         o->n_sends++;
-        if (o->state == OUT_READY)
-                evtimer_del(o->deadline); /* not idle */
         if (o->state == OUT_IDLE)
                 out_connect(o);
         *handle = s;

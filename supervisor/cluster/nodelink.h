@@ -36,8 +36,8 @@
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
 #define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
 #define NODELINK_KEEPALIVE_S 5              /* TCP keepalive; a vanished peer ends a session in ~15 s */
-/* An accepted session with nothing in flight and no request for this long
- * is closed; a node closes its own idle outgoing session sooner, so that
+/* An accepted session with nothing in flight for this long (since its
+ * handshake or its last answer) is closed; a node closes its own idle outgoing session sooner, so that
  * the other end's close never meets a request on the way. */
 #ifndef NODELINK_IDLE_MS
 #define NODELINK_IDLE_MS 120000

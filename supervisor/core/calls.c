@@ -50,8 +50,7 @@ struct call {
         /* Forwarded to the node that runs u (u->forwarded): */
         void *remote;
         struct call *fwd_next, **fwd_pprev;
-        /* Waiting for u's start (u->pending, in order; method NULL: a
-         * gadgetctl wake), until deadline: */
+        /* Waiting for u's start (u->pending, in order), until deadline: */
         struct peer_chain chain;
         bool has_chain;             /* a gadget's call (chain may be empty) */
         size_t pend_bytes;          /* its arguments' size, counted in u->pending_bytes */
@@ -442,7 +441,7 @@ void calls_pending_flush(struct unit *u)
                         call_end(c, NULL, GADGET_EGONE, "the caller is gone");
                         continue;
                 }
-                if (!c->method) {
+                if (c->wake) {
                         Gadget__Value ready = GADGET__VALUE__INIT;
                         call_end(c, &ready, 0, NULL);
                         continue;

@@ -80,9 +80,6 @@ void spare_take(struct spare *s, struct spawn_shell *out)
                 *out = s->shell;
                 s->shell = SPAWN_SHELL_NONE;
         }
-        /* No spare made by the timer in the middle of a start. */
-        if (s->ev)
-                event_del(s->ev);
 }
 
 void spare_done(struct spare *s)
