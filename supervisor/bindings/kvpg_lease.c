@@ -34,6 +34,10 @@
 /* After losing its session, a node lets healthy ones go first: for this
  * long it waits HUMBLE_POLLS more polls before taking a free lease. */
 #define HUMBLE_MS 3000
+/* At most one "lock table full" line this often. */
+#define FULL_LOG_MS 60000
+/* A node seen this recently shares the lock table's half for leases. */
+#define LIVE_NODE_MS 30000
 #define HUMBLE_POLLS 4
 /* KVPG_MOVE_MS and KVPG_NODES_MAX as SQL text. */
 #define KVPG_MOVE_INTERVAL "10 seconds"
@@ -70,6 +74,10 @@ struct kvpg_lease {
         struct unlock *unlocks, **unlocks_tail; /* locks to give back, in order */
         struct kvpg_lease_hooks hooks;
         bool down_logged;
+        uint64_t full_logged_at;  /* monotime_ms: the last "lock table full" line */
+        uint64_t lock_slots;      /* the server's lock table, nominal (0: not known) */
+        size_t n_locks;           /* lease locks this session holds */
+        char share_why[200];      /* why a take was held back (lock_share) */
         uint64_t humble_until;    /* monotime_ms: lost its session lately */
         uint64_t beat_at;         /* monotime_ms: the next beat is due */
         struct kvpg_node *nodes;  /* as read at the last beat, by name */
@@ -98,8 +106,10 @@ static void on_connected(void *arg)
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
          * pass the fence again. */
-        char sql[200];
-        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'",
+        char sql[400];
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease';"
+                 " SELECT current_setting('max_locks_per_transaction')::bigint *"
+                 " (current_setting('max_connections')::bigint + current_setting('max_prepared_transactions')::bigint)",
                  l->node);
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
@@ -130,32 +140,48 @@ static void unlocks_clear(struct kvpg_lease *l)
         l->unlocks_tail = &l->unlocks;
 }
 
-/* One take's row for w: (got, free, owner, owner_epoch). */
-static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, const char *node, int64_t epoch)
+/* One take's row for w: (got, free, owner, owner_epoch); full: its lock
+ * could not be tried, PostgreSQL's lock table being full (free unknown).
+ * Whether the row leaves w waiting for a reason the owner is told
+ * (hooks->full): the table full, or a free lease this node's share kept
+ * it from taking. */
+static bool take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, bool full, const char *node,
+                     int64_t epoch)
 {
         if (got) {
+                l->n_locks++;
                 w->held = true;
                 w->epoch = epoch;
                 w->free_seen = 0;
                 w->told = false;
+                w->full = false;
                 log_msg(L_INFO, w->gadget, "took its lease in the store (epoch %" PRId64 ")", epoch);
                 if (l->hooks.granted)
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
-                return;
+                return false;
         }
-        w->free_seen = free ? w->free_seen + 1 : 0;
+        /* Full: not known whether free, so no poll in a row is counted or
+         * broken; the owner is the row's, as last recorded. */
+        if (!full)
+                w->free_seen = free ? w->free_seen + 1 : 0;
         /* A free lease has no owner, whatever the row says of the last. */
         if (free) {
                 node = "";
                 epoch = 0;
         }
-        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told) {
+        const char *why = full ? "PostgreSQL's lock table is full (raise max_locks_per_transaction)"
+                        : free && w->capped ? l->share_why : NULL;
+        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told || w->full != (why != NULL)) {
                 snprintf(w->owner, sizeof w->owner, "%s", node);
                 w->owner_epoch = epoch;
                 w->told = true;
+                w->full = why != NULL;
                 if (l->hooks.owner)
                         l->hooks.owner(l->hooks.arg, w->gadget, node, epoch);
+                if (why && l->hooks.full)
+                        l->hooks.full(l->hooks.arg, w->gadget, node, why);
         }
+        return why != NULL;
 }
 
 /* The take statement's gadgets are out of it (answered, or the session
@@ -178,20 +204,38 @@ static void takes_result(struct kvpg_lease *l)
         l->last = NULL;
         /* The schema may not be migrated yet (the kv connection does it):
          * tried again at the next poll. */
-        int n = !l->err[0] && r && PQnfields(r) == 5 ? PQntuples(r) : 0;
+        int n = !l->err[0] && r && PQnfields(r) == 5 ? PQntuples(r) : 0, n_full = 0, n_waiting = 0;
         l->in_results = true;
+        /* The table too full for the statement itself (before any lock
+         * was taken: see kvpg_sql.c, version 7): every gadget of it says
+         * so. */
+        if (strcmp(l->sqlstate, "53200") == 0)
+                for (size_t i = 0; i < l->n_sent; i++) {
+                        struct kvpg_want *w = l->sent[i];
+                        if (!w)
+                                continue;
+                        l->sent[i] = NULL;
+                        w->sent = -1;
+                        n_full++;
+                        char owner[sizeof w->owner];
+                        snprintf(owner, sizeof owner, "%s", w->owner);
+                        n_waiting += take_row(l, w, false, false, true, owner, w->owner_epoch);
+                }
         for (int i = 0; i < n; i++) {
                 const char *gadget = PQgetvalue(r, i, 0);
                 bool got = PQgetvalue(r, i, 1)[0] == 't';
-                bool free = PQgetvalue(r, i, 2)[0] == 't';
+                bool full = PQgetisnull(r, i, 2);
+                bool free = !full && PQgetvalue(r, i, 2)[0] == 't';
                 const char *node = PQgetisnull(r, i, 3) ? "" : PQgetvalue(r, i, 3);
                 int64_t epoch = PQgetisnull(r, i, 4) ? 0 : strtoll(PQgetvalue(r, i, 4), NULL, 10);
                 struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
+                n_full += full;
                 if (w && w->sent >= 0) {
                         l->sent[w->sent] = NULL;
                         w->sent = -1;
-                        take_row(l, w, got, free, node, epoch);
+                        n_waiting += take_row(l, w, got, free, full, node, epoch);
                 } else if (got) {
+                        l->n_locks++;
                         char *g = strdup(gadget);
                         if (g)
                                 unlock_add(l, g);
@@ -200,6 +244,18 @@ static void takes_result(struct kvpg_lease *l)
         l->in_results = false;
         sent_clear(l);
         PQclear(r);
+        uint64_t now = monotime_ms();
+        if (n_waiting && (!l->full_logged_at || now - l->full_logged_at >= FULL_LOG_MS)) {
+                l->full_logged_at = now;
+                if (n_full)
+                        log_msg(L_WARN, NULL, "store: PostgreSQL's lock table is full: %d gadget%s of this round "
+                                "cannot take or check their lease (each lease held is one entry of it, as is every "
+                                "other lock of every session; raise max_locks_per_transaction, see README \"Running "
+                                "on several hosts\")", n_full, n_full == 1 ? "" : "s");
+                else
+                        log_msg(L_WARN, NULL, "store: %d free lease%s of this round left untaken: %s; see README "
+                                "\"Running on several hosts\"", n_waiting, n_waiting == 1 ? "" : "s", l->share_why);
+        }
 }
 
 /* Clears w's move to send (sent, or ended). */
@@ -271,6 +327,7 @@ static void on_end(void *arg)
                 }
                 l->state = L_READY;
                 l->backoff_ms = 0;
+                l->lock_slots = l->last && PQntuples(l->last) == 1 ? strtoull(PQgetvalue(l->last, 0, 0), NULL, 10) : 0;
                 l->down_logged = false;
                 round_next(l);
                 return;
@@ -323,6 +380,7 @@ static void send_unlocks(struct kvpg_lease *l)
                 unlocks_clear(l);
                 return;
         }
+        l->n_locks -= l->names.n < l->n_locks ? l->names.n : l->n_locks;
         const char *v[1] = { l->names.text };
         query_begin(l, Q_OTHER, PQsendQueryParams(pgconn_pq(l->pc),
                     "SELECT count(pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(g))) FROM unnest($1::text[]) AS g",
@@ -349,6 +407,31 @@ static bool send_move(struct kvpg_lease *l)
         return false;
 }
 
+/* How many lease locks this node may hold: half of the server's lock
+ * table's slots (the other half left to every other lock of the server,
+ * among them each writing transaction's own), shared by the nodes seen in
+ * the last LIVE_NODE_MS (SIZE_MAX: the slots not known). share_why says
+ * so, for a take it holds back. */
+static size_t lock_share(struct kvpg_lease *l)
+{
+        if (!l->lock_slots)
+                return SIZE_MAX;
+        uint64_t since = monotime_ms() - l->nodes_read_at;
+        size_t live = 0;
+        bool self = false;
+        for (size_t i = 0; i < l->n_nodes; i++) {
+                bool me = strcmp(l->nodes[i].name, l->node) == 0;
+                self |= me;
+                live += me || l->nodes[i].age_ms + since < LIVE_NODE_MS;
+        }
+        live += !self;
+        size_t share = (size_t)(l->lock_slots / 2 / live);
+        snprintf(l->share_why, sizeof l->share_why, "this node holds its share of the leases (%zu: half of "
+                 "PostgreSQL's %" PRIu64 " lock slots, shared by %zu node%s; raise max_locks_per_transaction)",
+                 share, l->lock_slots, live, live == 1 ? "" : "s");
+        return share;
+}
+
 /* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held, from
  * the cursor, in one statement; whether it did. Each says whether to take
  * a free lock: rank 0 at once, rank r after seeing it free 2 r polls in a
@@ -360,6 +443,7 @@ static bool send_takes(struct kvpg_lease *l)
         kvpg_array_reset(&l->names);
         kvpg_array_reset(&l->takes);
         unsigned humble = monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0;
+        size_t share = lock_share(l), takes = 0;
         while (l->cursor && l->n_sent < KVPG_LEASE_BATCH) {
                 struct kvpg_want *w = l->cursor;
                 if (w->held) {
@@ -367,6 +451,10 @@ static bool send_takes(struct kvpg_lease *l)
                         continue;
                 }
                 bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
+                /* Held back, it is only looked at (and told why if free). */
+                w->capped = take && l->n_locks + takes >= share;
+                take = take && !w->capped;
+                takes += take;
                 if (kvpg_array_add(&l->names, w->gadget) < 0 || kvpg_array_add(&l->takes, take ? "t" : "f") < 0)
                         break; /* out of memory: these at the next poll */
                 l->cursor = w->next;
@@ -387,31 +475,11 @@ static bool send_takes(struct kvpg_lease *l)
         return true;
 }
 
-/* Sends the round's next query: locks given back, a move, takes, then
- * one beat or else one ping unless takes went out. */
-static void round_next(struct kvpg_lease *l)
+/* This node's row written, and every node's read back (beat_result). */
+static void send_beat(struct kvpg_lease *l)
 {
-        if (l->state != L_READY || pgconn_busy(l->pc) || l->in_results)
-                return;
-        if (l->unlocks) {
-                send_unlocks(l);
-                return;
-        }
-        if (l->moves && send_move(l))
-                return;
-        if (send_takes(l))
-                return;
-        if (l->pinged)
-                return;
         l->pinged = true;
-        uint64_t now = monotime_ms();
-        if (now < l->beat_at) {
-                /* The takes' answers said the session is alive. */
-                if (!l->round_took)
-                        query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
-                return;
-        }
-        l->beat_at = now + KVPG_LEASE_BEAT_MS;
+        l->beat_at = monotime_ms() + KVPG_LEASE_BEAT_MS;
         /* This node's own age is 0: its row was just written (the CTE's
          * select does not see the update). */
         const char *v[2] = { l->node, l->peer };
@@ -422,6 +490,38 @@ static void round_next(struct kvpg_lease *l)
                     " CASE WHEN n.name = $1 THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END"
                     " FROM gadgetd_node n UNION SELECT $1, $2, 0 ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
                     2, NULL, v, NULL, NULL, 0));
+}
+
+/* Sends the round's next query: locks given back, a move, takes, then
+ * one beat or else one ping unless takes went out. The first round of a
+ * process beats before its takes: the nodes it reads share the lock
+ * table with it (lock_share). */
+static void round_next(struct kvpg_lease *l)
+{
+        if (l->state != L_READY || pgconn_busy(l->pc) || l->in_results)
+                return;
+        if (l->unlocks) {
+                send_unlocks(l);
+                return;
+        }
+        if (l->moves && send_move(l))
+                return;
+        if (!l->nodes_read_at && !l->pinged) {
+                send_beat(l);
+                return;
+        }
+        if (send_takes(l))
+                return;
+        if (l->pinged)
+                return;
+        if (monotime_ms() < l->beat_at) {
+                l->pinged = true;
+                /* The takes' answers said the session is alive. */
+                if (!l->round_took)
+                        query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
+                return;
+        }
+        send_beat(l);
 }
 
 /* Every poll period: a new round over every want. */
@@ -454,6 +554,7 @@ static void on_lost(void *arg, const char *reason)
         l->state = L_DOWN;
         /* The server gave back every lock with the session. */
         unlocks_clear(l);
+        l->n_locks = 0;
         char lost_why[260];
         snprintf(lost_why, sizeof lost_why, "lost its store lease: %s", reason);
         for (struct kvpg_want *w = l->wants.first, *next; w; w = next) {

@@ -46,6 +46,11 @@ struct kvpg_lease_hooks {
         void (*lost)(void *arg, const char *gadget, const char *why);
         /* Another node owns it (node "" and epoch 0: no one yet). */
         void (*owner)(void *arg, const char *gadget, const char *node, int64_t epoch);
+        /* Then, if it cannot be taken for a reason of the store (why):
+         * PostgreSQL's lock table is full, or the lease is free but this
+         * node holds its share of that table; node is the owner as last
+         * recorded ("" if none). */
+        void (*full)(void *arg, const char *gadget, const char *node, const char *why);
         void *arg;
 };
 

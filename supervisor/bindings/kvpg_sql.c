@@ -113,7 +113,21 @@
  *       takes each wait for a write in flight. The node sends at most
  *       KVPG_LEASE_BATCH gadgets per statement. Self-contained: it only
  *       adds (gadgetd_lease_take stays, for nodes of an earlier version
- *       sharing the store). */
+ *       sharing the store).
+ *
+ * Version 7, a full lock table (kvpg_lease.c):
+ *
+ *   gadgetd_lease_take_many, replaced with the same columns: every lease
+ *       held is a session advisory lock, one entry of PostgreSQL's shared
+ *       lock table (max_locks_per_transaction × (max_connections +
+ *       max_prepared_transactions) entries, and what spare shared memory
+ *       holds beyond). Where a lock cannot be tried because that table is
+ *       full (SQLSTATE 53200), the gadget's row says free NULL (not known)
+ *       instead of the statement failing: a failed statement would roll
+ *       back the owner rows of the takes before it but keep their locks
+ *       (session locks ignore a rollback), and those gadgets would stay
+ *       locked by a session that does not know it holds them. A node of
+ *       an earlier version reads NULL as not free. */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -338,6 +352,64 @@ static const char migration_lease_batch[] =
         "  END LOOP;\n"
         "END $f$;";
 
+/* Version 7: gadgetd_lease_take_many again, its result's columns as
+ * before, but a full lock table ends no statement (see the top). */
+static const char migration_lease_full[] =
+        "CREATE OR REPLACE FUNCTION gadgetd_lease_take_many(p_gadgets text[], p_take boolean[], p_node text)"
+        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "#variable_conflict use_column\n"
+        "DECLARE r record; looks boolean[]; nodes text[]; epochs bigint[]; took boolean;\n"
+        "BEGIN\n"
+        /* The looks in one query (each lock tried and given back at once),
+         * kept in arrays so that a full table leaves no half of their rows:
+         * then every look says free NULL and no owner. */
+        "  BEGIN\n"
+        "    SELECT array_agg(CASE WHEN pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(u.g))\n"
+        "        THEN pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(u.g)) ELSE false END ORDER BY u.i),\n"
+        "        array_agg(o.node ORDER BY u.i), array_agg(o.epoch ORDER BY u.i)\n"
+        "      INTO looks, nodes, epochs\n"
+        "      FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n"
+        "      LEFT JOIN gadgetd_owner o ON o.gadget = u.g WHERE NOT u.t;\n"
+        "  EXCEPTION WHEN out_of_memory THEN\n"
+        "    looks := NULL; nodes := NULL; epochs := NULL;\n"
+        "  END;\n"
+        "  RETURN QUERY SELECT l.g, false, looks[l.k], nodes[l.k], epochs[l.k]\n"
+        "    FROM (SELECT u.g, row_number() OVER (ORDER BY u.i) AS k\n"
+        "          FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i) WHERE NOT u.t) AS l ORDER BY l.k;\n"
+        "  PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
+        "  FOR r IN SELECT u.g, o.node, o.epoch FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n"
+        "      LEFT JOIN gadgetd_owner o ON o.gadget = u.g WHERE u.t ORDER BY u.i LOOP\n"
+        "    EXIT WHEN clock_timestamp() - statement_timestamp() > interval '" KVPG_LEASE_BATCH_BUDGET "';\n"
+        "    gadget := r.g; got := false; free := false; owner := r.node; owner_epoch := r.epoch; took := false;\n"
+        /* A full table fails the lock, or the write's own transaction id
+         * after it: either way this gadget's row says so, and a lock got
+         * is given back, so no statement fails with a lock held. */
+        "    BEGIN\n"
+        "      took := pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
+        "      IF took THEN\n"
+        "        BEGIN\n"
+        "          INSERT INTO gadgetd_owner AS o (gadget, node, epoch) VALUES (r.g, p_node, 1)\n"
+        "            ON CONFLICT (gadget) DO UPDATE SET node = excluded.node, epoch = o.epoch + 1, since = now(),\n"
+        "              move_to = NULL, move_until = NULL\n"
+        "            WHERE o.move_until IS NULL OR o.move_until <= now() OR o.move_to = p_node\n"
+        "            RETURNING o.node, o.epoch INTO owner, owner_epoch;\n"
+        "          got := FOUND;\n"
+        "        EXCEPTION WHEN lock_not_available THEN\n"
+        "          got := false;\n"
+        "        END;\n"
+        "      END IF;\n"
+        "    EXCEPTION WHEN out_of_memory THEN\n"
+        "      got := false; free := NULL; owner := r.node; owner_epoch := r.epoch;\n"
+        "    END;\n"
+        "    IF took AND NOT got THEN\n"
+        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
+        "      free := CASE WHEN free IS NULL THEN NULL ELSE true END;\n"
+        "    END IF;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
+        "END $f$;";
+
 /* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
 static const char migration_audit[] =
         "CREATE TABLE gadgetd_audit ("
@@ -401,6 +473,7 @@ const char *kvpg_sql_migration(int version)
         static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
                 [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
                 [5] = migration_5, [KVPG_SCHEMA_LEASE_BATCH] = migration_lease_batch,
+                [KVPG_SCHEMA_LEASE_FULL] = migration_lease_full,
         };
         return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }

@@ -7,13 +7,16 @@
 #include <stddef.h>
 
 /* The schema version this gadgetd creates and understands. */
-#define KVPG_SCHEMA_VERSION 6
+#define KVPG_SCHEMA_VERSION 7
 /* The migration that made gadgetd_audit (kvpg_audit.c waits for it). */
 #define KVPG_SCHEMA_AUDIT 4
 /* The one that made gadgetd_lease_take_many (kvpg_lease.c uses it once
  * the kv connection migrated the store; until then its rounds fail and
  * are tried again). */
 #define KVPG_SCHEMA_LEASE_BATCH 6
+/* The one that made it say a full lock table (free NULL) instead of
+ * failing. */
+#define KVPG_SCHEMA_LEASE_FULL 7
 
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */

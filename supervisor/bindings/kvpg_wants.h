@@ -15,6 +15,8 @@ struct kvpg_want {
         unsigned free_seen;       /* polls in a row that saw its lock free */
         bool held;
         bool told;                /* hooks->owner was told of owner */
+        bool full;                /* ... and hooks->full: waiting for a reason */
+        bool capped;              /* in the statement out as a look: this node's share held */
         long sent;                /* its slot in the statement out, -1 if not in it */
         int64_t epoch;            /* held: ours */
         char owner[64];           /* not held: who has it, as last read */

@@ -570,6 +570,101 @@ def pg_gadgetctl_nodes_down(tmp):
                   "nodes on a, the store gone for 3 s: %r" % ns)
 
 
+def small_lock_table(tmp):
+    """A server whose lock table has 100 nominal slots (10 x 10), and
+    room for about 600 locks in all (the spare shared memory)."""
+    pg = PgServer(tmp)
+    pg._make()
+    with open(os.path.join(pg.data, "postgresql.conf"), "a") as f:
+        f.write("max_locks_per_transaction = 10\nmax_connections = 10\n")
+    return pg
+
+
+def held_by_lease(pg):
+    return int(pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %d AND granted"
+                       % LEASE_SPACE))
+
+
+def count_states(d):
+    out = {}
+    for g in d.list().values():
+        out[g["state"]] = out.get(g["state"], 0) + 1
+    return out
+
+
+@test
+def pg_lease_share_of_lock_table(tmp):
+    """A node holds at most half of the server's lock table's slots in
+    leases, shared among the nodes seen lately: with 100 slots and one
+    node, 50 of 80 declared on-demand gadgets are held and the other 30
+    say why they wait, naming the setting to raise, and the log says so
+    once; the server never runs out of lock space. With 40 of the
+    policies removed, the other 40 are all held: the leases given back
+    were counted back."""
+    with small_lock_table(tmp) as pg:
+        d = node(tmp, pg, "a")
+        for i in range(80):
+            policy(d.pol, "g%02d" % i, "Start=on-demand\n")
+        with d:
+            wait_for(lambda: count_states(d).get("idle") == 50 and held_by_lease(pg) == 50,
+                     what="50 leases held: %r" % count_states(d))
+            time.sleep(1)  # a few more rounds: still 50
+            check(held_by_lease(pg) == 50, "held: %d" % held_by_lease(pg))
+            waiting = [g for g in d.list().values() if g["state"] == "remote"]
+            check(len(waiting) == 30, "waiting: %d" % len(waiting))
+            for g in waiting:
+                check("this node holds its share of the leases (50: half of PostgreSQL's 100 lock slots, shared by"
+                      " 1 node; raise max_locks_per_transaction)" in (g.get("cause") or ""), "cause: %r" % g)
+            lines = [ln for ln in d.logtext().splitlines() if "free leases of this round left untaken" in ln]
+            check(len(lines) == 1, "warning lines: %r" % lines)
+            for i in range(40):
+                os.unlink(os.path.join(d.pol, "g%02d.policy" % i))
+            d.ctl("reload")
+            wait_for(lambda: count_states(d) == {"idle": 40} and held_by_lease(pg) == 40,
+                     what="the 40 left held: %r, %d" % (count_states(d), held_by_lease(pg)))
+        check("out of shared memory" not in open(pg.logfile).read(), "the server ran out of lock space")
+
+
+@test
+def pg_lease_lock_table_full(tmp):
+    """Another session of the server fills its lock table: the node's
+    gadgets say the table is full (naming the setting), the log says so,
+    and nothing is left half-taken: once that session ends, every one is
+    held, and removed, every lock is given back."""
+    with small_lock_table(tmp) as pg:
+        d = node(tmp, pg, "a")
+        with d:
+            wait_for(lambda: "connected to PostgreSQL" in d.logtext(), what="the store connected")
+            filler = subprocess.Popen(
+                ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+                 os.path.join(pg.bin, "psql"), "-X", "-q", "-A", "-t", "-h", pg.dir, "-U", "gadgetd", "postgres"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                filler.stdin.write("DO $$ DECLARE i int := 0; BEGIN LOOP BEGIN PERFORM pg_advisory_lock(1, i);"
+                                   " EXCEPTION WHEN out_of_memory THEN EXIT; END; i := i + 1; END LOOP; END $$;\n"
+                                   "SELECT 'filled';\n")
+                filler.stdin.flush()
+                check(filler.stdout.readline().strip() == "filled", "the filler did not fill the table")
+                for i in range(20):
+                    policy(d.pol, "g%02d" % i, "Start=on-demand\n")
+                d.ctl("reload")
+                full = "waits for its lease in the store: PostgreSQL's lock table is full (raise " \
+                       "max_locks_per_transaction)"
+                wait_for(lambda: len(d.list()) == 20 and all(full in (g.get("cause") or "")
+                                                             for g in d.list().values()),
+                         what="every gadget waiting for a full table: %r" % list(d.list().values())[:2])
+                check("store: PostgreSQL's lock table is full" in d.logtext(), "no warning in the log")
+            finally:
+                filler.stdin.close()
+                filler.wait(timeout=30)
+            wait_for(lambda: count_states(d) == {"idle": 20} and held_by_lease(pg) == 20,
+                     what="all 20 held once the table has room: %r" % count_states(d))
+            for i in range(20):
+                os.unlink(os.path.join(d.pol, "g%02d.policy" % i))
+            d.ctl("reload")
+            wait_for(lambda: held_by_lease(pg) == 0, what="every lease given back: %d held" % held_by_lease(pg))
+
+
 @test
 def pg_lease_many_gadgets_few_queries(tmp):
     """2,000 Start=on-demand gadgets on two nodes sharing the store: every
