@@ -36,8 +36,10 @@
 #define HUMBLE_MS 3000
 /* At most one "lock table full" line this often. */
 #define FULL_LOG_MS 60000
-/* A node seen this recently shares the lock table's half for leases. */
-#define LIVE_NODE_MS 30000
+/* A node's lease count is taken as held for this long after its beat: a
+ * few beats (a node that died gave its locks back at once, so this only
+ * holds its gadgets' takeover back when the share is nearly used). */
+#define LIVE_NODE_MS 3000
 #define HUMBLE_POLLS 4
 /* KVPG_MOVE_MS and KVPG_NODES_MAX as SQL text. */
 #define KVPG_MOVE_INTERVAL "10 seconds"
@@ -296,7 +298,7 @@ static void move_fail(struct kvpg_lease *l, struct kvpg_want *w, const char *why
 /* A beat's rows: (name, peer, age in ms) of every node, by name. */
 static void beat_result(struct kvpg_lease *l)
 {
-        if (l->err[0] || !l->last || PQnfields(l->last) != 3)
+        if (l->err[0] || !l->last || PQnfields(l->last) != 4)
                 return; /* the schema may not be migrated yet: at the next beat */
         size_t n = (size_t)PQntuples(l->last);
         if (n > KVPG_NODES_MAX)
@@ -309,6 +311,8 @@ static void beat_result(struct kvpg_lease *l)
                 snprintf(nodes[i].peer, sizeof nodes[i].peer, "%s", PQgetvalue(l->last, (int)i, 1));
                 long long age = strtoll(PQgetvalue(l->last, (int)i, 2), NULL, 10);
                 nodes[i].age_ms = age > 0 ? (uint64_t)age : 0;
+                long long leases = strtoll(PQgetvalue(l->last, (int)i, 3), NULL, 10);
+                nodes[i].leases = leases > 0 ? (uint64_t)leases : 0;
         }
         free(l->nodes);
         l->nodes = nodes;
@@ -407,29 +411,26 @@ static bool send_move(struct kvpg_lease *l)
         return false;
 }
 
-/* How many lease locks this node may hold: half of the server's lock
- * table's slots (the other half left to every other lock of the server,
- * among them each writing transaction's own), shared by the nodes seen in
- * the last LIVE_NODE_MS (SIZE_MAX: the slots not known). share_why says
- * so, for a take it holds back. */
+/* How many lease locks this node may hold: the nodes hold at most half
+ * of the server's lock table's slots in leases between them (the other
+ * half is left to every other lock of the server, among them each writing
+ * transaction's own), so this node's share is that half less what the
+ * other nodes held at their last beats, those of the last LIVE_NODE_MS
+ * (SIZE_MAX: the slots not known). Two nodes taking at once may pass the
+ * half by one round's takes, never the table's slots. share_why says so,
+ * for a take it holds back. */
 static size_t lock_share(struct kvpg_lease *l)
 {
         if (!l->lock_slots)
                 return SIZE_MAX;
-        uint64_t since = monotime_ms() - l->nodes_read_at;
-        size_t live = 0;
-        bool self = false;
-        for (size_t i = 0; i < l->n_nodes; i++) {
-                bool me = strcmp(l->nodes[i].name, l->node) == 0;
-                self |= me;
-                live += me || l->nodes[i].age_ms + since < LIVE_NODE_MS;
-        }
-        live += !self;
-        size_t share = (size_t)(l->lock_slots / 2 / live);
-        snprintf(l->share_why, sizeof l->share_why, "this node holds its share of the leases (%zu: half of "
-                 "PostgreSQL's %" PRIu64 " lock slots, shared by %zu node%s; raise max_locks_per_transaction)",
-                 share, l->lock_slots, live, live == 1 ? "" : "s");
-        return share;
+        uint64_t since = monotime_ms() - l->nodes_read_at, others = 0, half = l->lock_slots / 2;
+        for (size_t i = 0; i < l->n_nodes; i++)
+                if (strcmp(l->nodes[i].name, l->node) != 0 && l->nodes[i].age_ms + since < LIVE_NODE_MS)
+                        others += l->nodes[i].leases;
+        snprintf(l->share_why, sizeof l->share_why, "the nodes hold at most %" PRIu64 " leases, half of "
+                 "PostgreSQL's %" PRIu64 " lock slots, %" PRIu64 " of them on other nodes; raise "
+                 "max_locks_per_transaction", half, l->lock_slots, others);
+        return others < half ? (size_t)(half - others) : 0;
 }
 
 /* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held, from
@@ -482,14 +483,18 @@ static void send_beat(struct kvpg_lease *l)
         l->beat_at = monotime_ms() + KVPG_LEASE_BEAT_MS;
         /* This node's own age is 0: its row was just written (the CTE's
          * select does not see the update). */
-        const char *v[2] = { l->node, l->peer };
+        char leases[24];
+        snprintf(leases, sizeof leases, "%zu", l->n_locks);
+        const char *v[3] = { l->node, l->peer, leases };
         query_begin(l, Q_BEAT, PQsendQueryParams(pgconn_pq(l->pc),
-                    "WITH beat AS (INSERT INTO gadgetd_node (name, peer) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE"
-                    " SET last_seen = now(), peer = excluded.peer RETURNING name)"
+                    "WITH beat AS (INSERT INTO gadgetd_node (name, peer, leases) VALUES ($1, $2, $3)"
+                    " ON CONFLICT (name) DO UPDATE SET last_seen = now(), peer = excluded.peer,"
+                    " leases = excluded.leases RETURNING name)"
                     " SELECT n.name, CASE WHEN n.name = $1 THEN $2 ELSE n.peer END,"
-                    " CASE WHEN n.name = $1 THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END"
-                    " FROM gadgetd_node n UNION SELECT $1, $2, 0 ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
-                    2, NULL, v, NULL, NULL, 0));
+                    " CASE WHEN n.name = $1 THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END,"
+                    " CASE WHEN n.name = $1 THEN $3::bigint ELSE n.leases END"
+                    " FROM gadgetd_node n UNION SELECT $1, $2, 0, $3::bigint ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
+                    3, NULL, v, NULL, NULL, 0));
 }
 
 /* Sends the round's next query: locks given back, a move, takes, then

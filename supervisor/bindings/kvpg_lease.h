@@ -36,6 +36,7 @@ struct kvpg_node {
         char name[64];
         char peer[128];          /* its PeerListen=, "" if none */
         uint64_t age_ms;         /* since it was last seen, when read */
+        uint64_t leases;         /* how many leases it held then (its beat) */
 };
 
 /* What the owner of the units is told, always on the loop. */

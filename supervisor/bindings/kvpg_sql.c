@@ -117,6 +117,10 @@
  *
  * Version 7, a full lock table (kvpg_lease.c):
  *
+ *   gadgetd_node.leases bigint
+ *       how many leases the node held at its last beat: the nodes hold at
+ *       most half of the lock table's slots in leases between them, and
+ *       each reads the others' counts to know its own share.
  *   gadgetd_lease_take_many, replaced with the same columns: every lease
  *       held is a session advisory lock, one entry of PostgreSQL's shared
  *       lock table (max_locks_per_transaction × (max_connections +
@@ -355,6 +359,7 @@ static const char migration_lease_batch[] =
 /* Version 7: gadgetd_lease_take_many again, its result's columns as
  * before, but a full lock table ends no statement (see the top). */
 static const char migration_lease_full[] =
+        "ALTER TABLE gadgetd_node ADD COLUMN leases bigint NOT NULL DEFAULT 0;"
         "CREATE OR REPLACE FUNCTION gadgetd_lease_take_many(p_gadgets text[], p_take boolean[], p_node text)"
         " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint)"
         " LANGUAGE plpgsql AS $f$\n"

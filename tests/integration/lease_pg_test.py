@@ -594,17 +594,19 @@ def count_states(d):
 
 @test
 def pg_lease_share_of_lock_table(tmp):
-    """A node holds at most half of the server's lock table's slots in
-    leases, shared among the nodes seen lately: with 100 slots and one
-    node, 50 of 80 declared on-demand gadgets are held and the other 30
-    say why they wait, naming the setting to raise, and the log says so
-    once; the server never runs out of lock space. With 40 of the
-    policies removed, the other 40 are all held: the leases given back
-    were counted back."""
+    """The nodes hold at most half of the server's lock table's slots in
+    leases between them: with 100 slots and one node, 50 of 80 declared
+    on-demand gadgets are held and the other 30 say why they wait, naming
+    the setting to raise, and the log says so once. A second node with the
+    same policies takes none of the 30 (a's 50 count against its share),
+    and once a is killed, b holds 50 within a few beats. Then with 40 of
+    the policies removed, the other 40 are all held: the leases given back
+    were counted back. The server never runs out of lock space."""
     with small_lock_table(tmp) as pg:
-        d = node(tmp, pg, "a")
+        d, b = node(tmp, pg, "a"), node(tmp, pg, "b")
         for i in range(80):
             policy(d.pol, "g%02d" % i, "Start=on-demand\n")
+            policy(b.pol, "g%02d" % i, "Start=on-demand\n")
         with d:
             wait_for(lambda: count_states(d).get("idle") == 50 and held_by_lease(pg) == 50,
                      what="50 leases held: %r" % count_states(d))
@@ -613,15 +615,28 @@ def pg_lease_share_of_lock_table(tmp):
             waiting = [g for g in d.list().values() if g["state"] == "remote"]
             check(len(waiting) == 30, "waiting: %d" % len(waiting))
             for g in waiting:
-                check("this node holds its share of the leases (50: half of PostgreSQL's 100 lock slots, shared by"
-                      " 1 node; raise max_locks_per_transaction)" in (g.get("cause") or ""), "cause: %r" % g)
+                check("waits for its lease in the store: the nodes hold at most 50 leases, half of PostgreSQL's 100"
+                      " lock slots, 0 of them on other nodes; raise max_locks_per_transaction" in
+                      (g.get("cause") or ""), "cause: %r" % g)
             lines = [ln for ln in d.logtext().splitlines() if "free leases of this round left untaken" in ln]
             check(len(lines) == 1, "warning lines: %r" % lines)
-            for i in range(40):
-                os.unlink(os.path.join(d.pol, "g%02d.policy" % i))
-            d.ctl("reload")
-            wait_for(lambda: count_states(d) == {"idle": 40} and held_by_lease(pg) == 40,
-                     what="the 40 left held: %r, %d" % (count_states(d), held_by_lease(pg)))
+            with b:
+                wait_for(lambda: any("50 of them on other nodes" in (g.get("cause") or "")
+                                     for g in b.list().values()), what="b to see a's 50 leases")
+                time.sleep(1)
+                check(held_by_lease(pg) == 50 and count_states(b).get("idle") is None,
+                      "b took a lease past the half: %d held, b %r" % (held_by_lease(pg), count_states(b)))
+                d.proc.send_signal(signal.SIGKILL)
+                d.proc.wait()
+                t0 = time.monotonic()
+                wait_for(lambda: count_states(b).get("idle") == 50, timeout=15,
+                         what="b to hold 50: %r" % count_states(b))
+                print("b held 50 leases %.2f s after a was killed" % (time.monotonic() - t0))
+                for i in range(40):
+                    os.unlink(os.path.join(b.pol, "g%02d.policy" % i))
+                b.ctl("reload")
+                wait_for(lambda: count_states(b) == {"idle": 40} and held_by_lease(pg) == 40,
+                         what="the 40 left held: %r, %d" % (count_states(b), held_by_lease(pg)))
         check("out of shared memory" not in open(pg.logfile).read(), "the server ran out of lock space")
 
 
