@@ -94,6 +94,7 @@ PROMISED["clone3 newuser"] = "ENOSYS"
 PROMISED["socketpair"] = "EACCES"
 for _abi in GROUPS["foreign_abis"][:4]:
     PROMISED[_abi] = "killed by SIGSYS"
+NO_I386 = "this kernel has no i386 entry (SIGSEGV): never made"  # selftest/escape.c
 
 # Attempts that cannot succeed outside the sandbox on a host like this one:
 # each must still fail there with another errno than the sandbox's EPERM,
@@ -235,7 +236,17 @@ def escape_file_attempts_succeed_unconfined(tmp):
 @test
 def escape_verdicts_are_the_promised_errnos(tmp):
     r, v = run_escape(tmp)
-    wrong = {n: v.get(n) for n, want in PROMISED.items() if v.get(n) != ("blocked", want)}
+    promised = dict(PROMISED)
+    # A kernel without the i386 entry faults int $0x80 before the filter
+    # sees it: accepted only where the probe outside any sandbox faults too.
+    outside = run_unconfined("i386 socketcall")
+    print("i386 socketcall outside the sandbox: %r" % (outside,))
+    if outside == ("blocked", NO_I386):
+        for abi in GROUPS["foreign_abis"][:2]:
+            promised[abi] = NO_I386
+    else:
+        check(outside[0] == "ESCAPED", "i386 socketcall outside the sandbox: %r" % (outside,))
+    wrong = {n: v.get(n) for n, want in promised.items() if v.get(n) != ("blocked", want)}
     check(not wrong, "verdicts other than the README's: %r" % wrong)
 
 
@@ -684,9 +695,9 @@ def gadgetctl_refuses_hostile_cluster_answers(tmp):
             t.join(10)
             srv.close()
         if why is None:
-            check(r.returncode == 0 and r.stdout == "NAME  PEER           LAST SEEN\n"
-                  "a     -              1 s ago (this node)\n"
-                  "b     10.0.0.2:7001  1 s ago\n", "a well-formed node list: %d %r %r" % (r.returncode, r.stdout,
+            check(r.returncode == 0 and r.stdout == "NAME  PEER           LEASES  LAST SEEN\n"
+                  "a     -              0       1 s ago (this node)\n"
+                  "b     10.0.0.2:7001  0       1 s ago\n", "a well-formed node list: %d %r %r" % (r.returncode, r.stdout,
                                                                                          r.stderr))
             continue
         check(r.returncode == 1 and r.stdout == "" and "\x1b" not in r.stderr and
