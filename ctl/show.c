@@ -606,9 +606,10 @@ static int nodes_json(FILE *f, const Control__NodeList *l)
 
         for (size_t i = 0; a && i < l->n_nodes; i++) {
                 const Control__NodeInfo *n = l->nodes[i];
-                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:b, s:b}", "name", n->name, "peer",
+                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:b, s:b, s:I}", "name", n->name, "peer",
                                                        n->peer, "last_seen_ms", clamp(n->last_seen_ms), "self",
-                                                       n->self, "up", node_up(n))) < 0) {
+                                                       n->self, "up", node_up(n), "leases",
+                                                       clamp(n->leases))) < 0) {
                         json_decref(a);
                         a = NULL;
                 }
@@ -628,7 +629,7 @@ static void node_seen(const Control__NodeInfo *n, char *buf, size_t len)
 
 int show_nodes(FILE *f, const Control__NodeList *l, bool json)
 {
-        static const char *const headers[] = { "NAME", "PEER", "LAST SEEN" };
+        static const char *const headers[] = { "NAME", "PEER", "LEASES", "LAST SEEN" };
         struct output_table *t;
         int e = 0;
 
@@ -638,14 +639,15 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
                 fputs("no nodes seen in the store yet\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        t = output_table_new(3, headers, NULL);
+        t = output_table_new(4, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_nodes && e >= 0; i++) {
                 const Control__NodeInfo *n = l->nodes[i];
-                char seen[80];
+                char seen[80], leases[24];
                 node_seen(n, seen, sizeof(seen));
-                const char *row[3] = { n->name, n->peer[0] ? n->peer : "-", seen };
+                snprintf(leases, sizeof leases, "%llu", (unsigned long long)n->leases);
+                const char *row[4] = { n->name, n->peer[0] ? n->peer : "-", leases, seen };
                 e = output_table_add(t, row);
         }
         if (e >= 0)

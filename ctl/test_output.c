@@ -221,24 +221,26 @@ static void test_nodes(void)
         char *out = NULL;
 
         a.name = "a", a.self = true;
-        b.name = "b", b.peer = "10.0.0.2:7001", b.last_seen_ms = 10000;
+        b.name = "b", b.peer = "10.0.0.2:7001", b.last_seen_ms = 10000, b.leases = 1700;
+        a.leases = 12;
         c.name = "c", c.last_seen_ms = 42500;
         l.nodes = ns;
         l.n_nodes = 3;
         CAPTURE(out, CHECK(show_nodes(f, &l, false) == 0, "nodes printed"));
         CHECK_STR(out,
-                  "NAME  PEER           LAST SEEN\n"
-                  "a     -              now (this node)\n"
-                  "b     10.0.0.2:7001  10 s ago\n"
-                  "c     -              down, last seen 42 s ago\n",
+                  "NAME  PEER           LEASES  LAST SEEN\n"
+                  "a     -              12      now (this node)\n"
+                  "b     10.0.0.2:7001  1700    10 s ago\n"
+                  "c     -              0       down, last seen 42 s ago\n",
                   "nodes table: 10 s is up, 42 s down, this node marked");
         free(out);
         b.last_seen_ms = 10001;
         CAPTURE(out, show_nodes(f, &l, true));
         CHECK_STR(out,
-                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true},"
-                  "{\"name\":\"b\",\"peer\":\"10.0.0.2:7001\",\"last_seen_ms\":10001,\"self\":false,\"up\":false},"
-                  "{\"name\":\"c\",\"peer\":\"\",\"last_seen_ms\":42500,\"self\":false,\"up\":false}]}\n",
+                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true,\"leases\":12},"
+                  "{\"name\":\"b\",\"peer\":\"10.0.0.2:7001\",\"last_seen_ms\":10001,\"self\":false,\"up\":false,"
+                  "\"leases\":1700},"
+                  "{\"name\":\"c\",\"peer\":\"\",\"last_seen_ms\":42500,\"self\":false,\"up\":false,\"leases\":0}]}\n",
                   "nodes JSON: past 10 s is down");
         free(out);
         l.n_nodes = 0;

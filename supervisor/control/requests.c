@@ -440,6 +440,7 @@ static void on_nodes(struct client *cl, const Control__Request *q)
                 infos[i].peer = (char *)nodes[i].peer;
                 infos[i].last_seen_ms = nodes[i].age_ms + since;
                 infos[i].self = strcmp(nodes[i].name, self) == 0;
+                infos[i].leases = nodes[i].leases;
                 ptrs[i] = &infos[i];
         }
         Control__NodeList nl = CONTROL__NODE_LIST__INIT;

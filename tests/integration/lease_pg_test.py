@@ -624,6 +624,8 @@ def pg_lease_share_of_lock_table(tmp):
                 wait_for(lambda: any("50 of them on other nodes" in (g.get("cause") or "")
                                      for g in b.list().values()), what="b to see a's 50 leases")
                 time.sleep(1)
+                seen = {n["name"]: n["leases"] for n in json.loads(b.ctl("--json", "nodes").stdout)["nodes"]}
+                check(seen == {"a": 50, "b": 0}, "gadgetctl nodes on b: %r" % seen)
                 check(held_by_lease(pg) == 50 and count_states(b).get("idle") is None,
                       "b took a lease past the half: %d held, b %r" % (held_by_lease(pg), count_states(b)))
                 d.proc.send_signal(signal.SIGKILL)
