@@ -417,11 +417,12 @@ def pg_gadgetctl_cluster_view(tmp):
                 me = os.path.basename(d.tmp)
                 ns = nodes_of(d)
                 for n, o in ns.items():
-                    check(o["self"] == (n == me) and o["up"] and o["peer"] == "" and o["last_seen_ms"] <= 3000,
+                    check(o["self"] == (n == me) and o["up"] and o["peer"] == "" and o["last_seen_ms"] <= 3000 and
+                          o["leases"] in (0, 1),
                           "nodes --json on %s: %r" % (me, ns))
                 r = d.ctl("nodes")
                 lines = r.stdout.splitlines()
-                check(r.returncode == 0 and lines[0].split() == ["NAME", "PEER", "LAST", "SEEN"] and len(lines) == 3,
+                check(r.returncode == 0 and lines[0].split() == ["NAME", "PEER", "LEASES", "LAST", "SEEN"] and len(lines) == 3,
                       "nodes on %s: %r" % (me, r.stdout))
                 mine = next(x for x in lines[1:] if x.split()[0] == me)
                 other = next(x for x in lines[1:] if x.split()[0] != me)

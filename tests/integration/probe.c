@@ -122,6 +122,16 @@ static void check_int80(void)
         printf("int80: survived (%ld)\n", ret);
 }
 
+/* An x32 system call (getpid, 39, with the x32 bit): the seccomp filter
+ * must kill the process, on every x86-64 kernel (the filter sees the
+ * number before the kernel looks for an x32 entry). */
+static void check_x32(void)
+{
+        fflush(stdout);
+        long ret = syscall(0x40000000L | 39);
+        printf("x32: survived (%ld)\n", ret);
+}
+
 static void check_syscalls(void)
 {
         long params[30] = { 0 };
@@ -359,6 +369,8 @@ int main(int argc, char **argv)
                 check_fds();
         else if (strcmp(c, "int80") == 0)
                 check_int80();
+        else if (strcmp(c, "x32") == 0)
+                check_x32();
         else if (strcmp(c, "syscalls") == 0)
                 check_syscalls();
         else if (strcmp(c, "paths") == 0)
