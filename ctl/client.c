@@ -10,14 +10,11 @@
 #include <unistd.h>
 
 #include "contract.h"
+#include "validate.h"
 #include "value.h"
 
 /* The one request gadgetctl sends per connection. */
 #define CLIENT_REQUEST_ID 1
-/* The most nodes a NodeList may carry, and a peer address's longest text:
- * gadgetd keeps no more (KVPG_NODES_MAX, struct kvpg_node's peer). */
-#define CLIENT_NODES_MAX 256
-#define CLIENT_PEER_MAX 127
 
 #define REFUSE(...) do { snprintf(why, whylen, __VA_ARGS__); return -EPROTO; } while (0)
 
@@ -62,153 +59,6 @@ int client_send(struct client *c, Control__Request *req)
         return wire_send(c->fd, &req->base, 0);
 }
 
-/* Present and valid UTF-8. */
-static bool str_ok(const char *s)
-{
-        return s && value_utf8_valid(s, strlen(s));
-}
-
-/* Every string of v as str_ok. */
-static bool strv_ok(char **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                if (!str_ok(v[i]))
-                        return false;
-        return true;
-}
-
-/* One GadgetInfo (of list or status). */
-static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
-{
-        if (!g)
-                REFUSE("gadget without information");
-        if (!str_ok(g->name) || !str_ok(g->state) || !str_ok(g->cause))
-                REFUSE("gadget information with invalid text");
-        /* Why a node name is checked as strictly as gadgetd's Node=: it is
-         * printed in a table column and handed back in `move`. */
-        if (!g->node || (g->node[0] && !gadget_name_ok(g->node)))
-                REFUSE("gadget information with an invalid node name");
-        if (g->epoch < 0)
-                REFUSE("gadget information with a negative lease epoch");
-        if (!g->start || (g->start[0] && strcmp(g->start, "always") != 0 && strcmp(g->start, "on-demand") != 0))
-                REFUSE("gadget information with an unknown Start= mode");
-        /* The largest time an alarm may be set to (year 9999). */
-        if (g->next_alarm_ms < 0 || g->next_alarm_ms > 253402300799999LL)
-                REFUSE("gadget information with a next alarm time out of range");
-        return 0;
-}
-
-/* A GadgetList: every entry. */
-static int check_list(const Control__GadgetList *l, char *why, size_t whylen)
-{
-        for (size_t i = 0; i < l->n_gadgets; i++) {
-                int e = check_info(l->gadgets[i], why, whylen);
-                if (e < 0)
-                        return e;
-        }
-        return 0;
-}
-
-/* A GadgetStatus: its info and every string it carries. */
-static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen)
-{
-        int e = check_info(s->info, why, whylen);
-
-        if (e < 0)
-                return e;
-        if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
-            !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
-            !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods)
-                REFUSE("status with invalid text");
-        for (size_t i = 0; i < s->n_bindings; i++)
-                if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
-                    !str_ok(s->bindings[i]->credential) || !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
-                        REFUSE("status with an invalid binding");
-        return 0;
-}
-
-/* A ReloadReport: every name and error line. */
-static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen)
-{
-        if (!strv_ok(r->loaded, r->n_loaded) || !strv_ok(r->stopped, r->n_stopped) ||
-            !strv_ok(r->restarted, r->n_restarted) || !strv_ok(r->unchanged, r->n_unchanged) ||
-            !strv_ok(r->errors, r->n_errors))
-                REFUSE("reload report with invalid text");
-        return 0;
-}
-
-static int check_approvals(const Control__ApprovalList *l, char *why, size_t whylen)
-{
-        for (size_t i = 0; i < l->n_approvals; i++) {
-                const Control__Approval *a = l->approvals[i];
-                if (!a || !str_ok(a->caller) || !str_ok(a->via) || !str_ok(a->target) || !str_ok(a->method) ||
-                    !str_ok(a->args))
-                        REFUSE("approval with invalid text");
-        }
-        return 0;
-}
-
-/* A NodeList: at most CLIENT_NODES_MAX nodes, each named as Node= allows,
- * its peer address text of bounded length, at most one of them self. */
-static int check_nodes(const Control__NodeList *l, char *why, size_t whylen)
-{
-        size_t selves = 0;
-
-        if (l->n_nodes > CLIENT_NODES_MAX)
-                REFUSE("list of %zu nodes, more than %d", l->n_nodes, CLIENT_NODES_MAX);
-        for (size_t i = 0; i < l->n_nodes; i++) {
-                const Control__NodeInfo *n = l->nodes[i];
-                if (!n || !n->name || !gadget_name_ok(n->name))
-                        REFUSE("node with an invalid name");
-                if (!str_ok(n->peer) || strlen(n->peer) > CLIENT_PEER_MAX)
-                        REFUSE("node %s with an invalid peer address", n->name);
-                selves += n->self;
-        }
-        if (selves > 1)
-                REFUSE("list of nodes with %zu marked as the one answering", selves);
-        return 0;
-}
-
-/* The one validator of a Response: whatever gadgetctl reads afterwards is
- * present and valid UTF-8, and a value is within value.h's limits. */
-static int check_response(const Control__Response *r, char *why, size_t whylen)
-{
-        char reason[160];
-
-        switch (r->resp_case) {
-        case CONTROL__RESPONSE__RESP_ERROR:
-                if (!r->error || !str_ok(r->error->message))
-                        REFUSE("invalid error");
-                return 0;
-        case CONTROL__RESPONSE__RESP_DONE:
-                if (!r->done || !str_ok(r->done->message))
-                        REFUSE("invalid message");
-                return 0;
-        case CONTROL__RESPONSE__RESP_LIST:
-                return r->list ? check_list(r->list, why, whylen) : -EPROTO;
-        case CONTROL__RESPONSE__RESP_STATUS:
-                return r->status ? check_status(r->status, why, whylen) : -EPROTO;
-        case CONTROL__RESPONSE__RESP_RESULT:
-                if (!r->result)
-                        REFUSE("result without value");
-                if (value_check(r->result, VALUE_MAX_DEPTH, reason, sizeof(reason)) < 0)
-                        REFUSE("result: %s", reason);
-                return 0;
-        case CONTROL__RESPONSE__RESP_LOGS:
-                if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines) || !str_ok(r->logs->note))
-                        REFUSE("log lines with invalid text");
-                return 0;
-        case CONTROL__RESPONSE__RESP_RELOAD:
-                return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
-        case CONTROL__RESPONSE__RESP_APPROVALS:
-                return r->approvals ? check_approvals(r->approvals, why, whylen) : -EPROTO;
-        case CONTROL__RESPONSE__RESP_NODES:
-                return r->nodes ? check_nodes(r->nodes, why, whylen) : -EPROTO;
-        default:
-                REFUSE("answer of an unknown kind");
-        }
-}
-
 int client_recv(struct client *c, Control__Response **out, char *why, size_t whylen)
 {
         const uint8_t *data;
@@ -235,7 +85,7 @@ int client_recv(struct client *c, Control__Response **out, char *why, size_t why
                 control__response__free_unpacked(r, NULL);
                 REFUSE("answer to another request");
         }
-        e = check_response(r, why, whylen);
+        e = validate_control_response(r, why, whylen);
         if (e < 0) {
                 control__response__free_unpacked(r, NULL);
                 return e;

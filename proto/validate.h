@@ -29,5 +29,14 @@ int validate_control_request(const struct Control__Request *q, char *why, size_t
 /* Returns 0 if a report from gadgetd-sandbox may be acted on, or -EPROTO
  * with the reason in why (a kind gadgetd knows, texts of a failure within
  * SANDBOX_REPORT_TEXT_MAX and UTF-8, a wait status waitpid could give). */
+/* The most nodes a NodeList may carry, and a peer address's longest text:
+ * gadgetd keeps no more (KVPG_NODES_MAX, struct kvpg_node's peer). */
+#define VALIDATE_NODES_MAX 256
+#define VALIDATE_PEER_MAX 127
+/* Returns 0 if a control response (gadgetd's to gadgetctl, a node's to
+ * another) may be read, or -EPROTO with the reason in why (every text
+ * present and UTF-8, a value within value.h's limits, a known kind). */
+struct Control__Response;
+int validate_control_response(const struct Control__Response *r, char *why, size_t whylen);
 struct Sandbox__Report;
 int validate_sandbox_report(const struct Sandbox__Report *r, char *why, size_t len);

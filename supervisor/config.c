@@ -183,12 +183,12 @@ static int gateway_key(struct file_ctx *fc, const char *key, const char *value)
         return file_bad(fc, why);
 }
 
-/* [Daemon] PeerListen=, PeerCertificate=, PeerKey=, PeerCA=. 1 if good, 0
+/* [Daemon] PeerListen=, PeerCertificate=, PeerKey=, PeerCA=, PeerRevoked=. 1 if good, 0
  * if bad, -1 if not such a key. */
 static int peer_key(struct file_ctx *fc, const char *key, const char *value)
 {
-        static const char *const files[] = { "PeerCertificate", "PeerKey", "PeerCA" };
-        char **const dest[] = { &fc->cfg->peer_cert, &fc->cfg->peer_key, &fc->cfg->peer_ca };
+        static const char *const files[] = { "PeerCertificate", "PeerKey", "PeerCA", "PeerRevoked" };
+        char **const dest[] = { &fc->cfg->peer_cert, &fc->cfg->peer_key, &fc->cfg->peer_ca, &fc->cfg->peer_revoked };
         char why[300];
         if (strcmp(key, "PeerListen") == 0) {
                 struct sockaddr_storage sa;
@@ -328,6 +328,11 @@ static int read_file(const char *path, struct config *cfg)
                         path);
                 return -EINVAL;
         }
+        if (cfg->peer_revoked && files != 3) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] PeerRevoked= needs the link between nodes (PeerCertificate=, "
+                        "PeerKey=, PeerCA=)\n", path);
+                return -EINVAL;
+        }
         if ((cfg->peer_listen || files) && files != 3) {
                 fprintf(stderr, "gadgetd: %s: [Daemon] the link between nodes is always mutual TLS: "
                         "PeerListen= and each of PeerCertificate=, PeerKey=, PeerCA= need all three files\n", path);
@@ -449,5 +454,6 @@ void config_free(struct config *cfg)
         free(cfg->peer_cert);
         free(cfg->peer_key);
         free(cfg->peer_ca);
+        free(cfg->peer_revoked);
         *cfg = (struct config){ 0 };
 }

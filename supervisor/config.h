@@ -39,6 +39,9 @@ struct config {
         /* The link to other nodes (cluster/nodelink.h): PeerListen=HOST:PORT,
          * and PEM files PeerCertificate=, PeerKey=, PeerCA=; NULL: none. */
         char *peer_listen, *peer_cert, *peer_key, *peer_ca;
+        /* PeerRevoked=FILE: node names (one a line) refused on the link
+         * however valid their certificates, read again when it changes. */
+        char *peer_revoked;
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -338,7 +338,7 @@ static int open_forward(struct daemon *d)
         const struct nodelink_config nc = { .node = c->node, .listen = c->peer_listen, .cert = c->peer_cert,
                                             .key = c->peer_key, .ca = c->peer_ca };
         char err[600];
-        int e = forward_new(d->base, d->core, &nc, &d->forward, err, sizeof err);
+        int e = forward_new(d->base, d->core, &nc, c->peer_revoked, &d->forward, err, sizeof err);
         if (e < 0)
                 log_msg(L_ERR, NULL, "the link to other nodes: %s", err);
         else

@@ -6,13 +6,24 @@
  * methods, admin methods, approvals and the chain's cycle check included
  * — but only to a gadget this node runs: a forwarded call is never
  * forwarded again. A wake (gadgetctl wake) goes the same way, as a call
- * without a method. */
+ * without a method.
+ *
+ * A peer is bounded like a control-group member, never more: only a name
+ * the store knows as a node, and not in PeerRevoked=, takes part; its
+ * record of a call (caller, via, chain) is shown and checked, never
+ * trusted for rights — an admin call never crosses the link, and a method
+ * in the gadget's Approve= is asked of a person here, on the node that
+ * runs it, whatever the peer says; its waiting approvals count against
+ * the peer node (APPROVALS_PER_CALLER), whatever callers it names; and
+ * every call it forwards is audited with its name. */
 #include "forward.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bindings/kvpg_lease.h"
 #include "contract.h"
@@ -21,7 +32,10 @@
 #include "core/unit.h"
 #include "link/peer.h"
 #include "nodelink.h"
+#include "system/audit.h"
 #include "system/log.h"
+#include "system/monotime.h"
+#include "system/ratelog.h"
 #include "validate.h"
 
 /* One session from another node: its calls and moves in flight here. */
@@ -40,10 +54,23 @@ struct move_in {
         struct move_in *next;
 };
 
+/* PeerRevoked=: the nodes refused however valid their certificate,
+ * read again whenever the file changes. */
+#define REVOKED_MAX 256
+struct revoked {
+        char *path;                       /* NULL: none */
+        struct stat seen;                 /* the file as last read */
+        bool read;
+        size_t n;
+        char names[REVOKED_MAX][64];
+};
+
 struct forward {
         struct core *core;
         struct nodelink *link;
         struct session *sessions;
+        struct revoked revoked;
+        struct ratelog refused_log;       /* nodes refused: logged once a window */
 };
 
 static struct session *session_of(struct forward *f, struct nodelink_in *in, const char *from)
@@ -119,24 +146,50 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
         return NULL;
 }
 
+/* One audit record per call another node forwards, naming that node
+ * and what it says of the call's origin. */
+static void audit_in(struct forward *f, struct session *s, const Control__Call *call, int code, const char *msg)
+{
+        char detail[700];
+        snprintf(detail, sizeof detail, "forwarded by node %s for %.200s through %.200s%s%.200s", s->from,
+                 call->caller[0] ? call->caller : "a caller", call->via[0] ? call->via : "another node",
+                 code ? ": " : "", code ? msg : "");
+        struct audit_record rec = { .gadget = call->name, .binding = "node", .op = call->method,
+                                    .outcome = !code ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR,
+                                    .detail = detail };
+        audit_write(core_audit(f->core), &rec);
+}
+
 static void in_call(struct forward *f, struct session *s, const Control__Request *q)
 {
         const Control__Call *call = q->call;
         struct unit *u = runs_here(f, s, q->id, call->name);
+        char msg[400];
         if (!u)
                 return;
+        /* Why this is safe: the admin UI is the gateway's of the node that
+         * runs the gadget; no peer's word makes a call an admin call. */
+        if (call->admin) {
+                snprintf(msg, sizeof msg, "admin methods of %s are called on the node that runs it (%s): an admin "
+                         "call never crosses the link", call->name, core_node(f->core));
+                audit_in(f, s, call, GADGET_EDENIED, msg);
+                answer_error(s->in, q->id, GADGET_EDENIED, msg);
+                return;
+        }
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        char caller[300];
+        char caller[300], party[80];
         snprintf(caller, sizeof caller, "%s on node %s", call->caller[0] ? call->caller : "a caller", s->from);
+        snprintf(party, sizeof party, "node %s", s->from);
         const struct peer_chain chain = { .names = call->chain, .n = call->n_chain, .depth = call->depth };
+        /* Why this is safe: call->approved is never read: a method in
+         * Approve= waits here for a person of this node. */
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .chain = call->n_chain ? &chain : NULL, .done = in_call_done, .cbdata = s,
-                                     .tag = q->id, .owner = &s->calls, .caller = caller,
-                                     .via = call->via[0] ? call->via : "another node", .admin = call->admin,
-                                     .approved = call->approved };
-        char msg[400];
+                                     .tag = q->id, .owner = &s->calls, .caller = caller, .party = party,
+                                     .via = call->via[0] ? call->via : "another node" };
         int code = calls_start(u, &cq, msg, sizeof msg);
+        audit_in(f, s, call, code, msg);
         if (code)
                 answer_error(s->in, q->id, code, msg);
 }
@@ -211,6 +264,17 @@ static void in_move(struct forward *f, struct session *s, const Control__Request
         answer_error(s->in, q->id, code, msg);
 }
 
+/* What another node may ask, as control/requests.c's table: anything
+ * else is answered with an error. */
+static const struct {
+        Control__Request__ReqCase kind;
+        void (*handle)(struct forward *f, struct session *s, const Control__Request *q);
+} handlers[] = {
+        { CONTROL__REQUEST__REQ_CALL, in_call },
+        { CONTROL__REQUEST__REQ_MOVE, in_move },
+        { CONTROL__REQUEST__REQ_WAKE, in_wake },
+};
+
 static void on_request(void *arg, struct nodelink_in *in, const char *from, const Control__Request *q)
 {
         struct forward *f = arg;
@@ -220,25 +284,95 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
                 answer_error(in, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        /* As any control request: a node's record is trusted, its form is
-         * checked (names, values, bounds) before anything uses it. */
+        /* As any control request: its form is checked (names, values,
+         * bounds) before anything uses it; what it claims is the handler's
+         * to doubt. */
         if (validate_control_request(q, why, sizeof why) < 0) {
                 answer_error(in, q->id, GADGET_EINVAL, why);
                 return;
         }
-        switch (q->req_case) {
-        case CONTROL__REQUEST__REQ_CALL:
-                in_call(f, s, q);
+        for (size_t i = 0; i < sizeof handlers / sizeof *handlers; i++)
+                if (handlers[i].kind == q->req_case) {
+                        handlers[i].handle(f, s, q);
+                        return;
+                }
+        answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
+}
+
+/* PeerRevoked=: one node name a line ('#' starts a comment), read again
+ * when the file changes; one that cannot be read keeps the last list (a
+ * revocation is never undone by a file gone missing), and is logged. */
+static void revoked_refresh(struct forward *f)
+{
+        struct revoked *r = &f->revoked;
+        struct stat st;
+        if (!r->path)
                 return;
-        case CONTROL__REQUEST__REQ_MOVE:
-                in_move(f, s, q);
+        if (stat(r->path, &st) < 0) {
+                if (r->read)
+                        return;
+                log_msg(L_WARN, NULL, "PeerRevoked=%s: %s (no node is revoked until it can be read)", r->path,
+                        strerror(errno));
+                r->read = true;
                 return;
-        case CONTROL__REQUEST__REQ_WAKE:
-                in_wake(f, s, q);
-                return;
-        default:
-                answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
         }
+        if (r->read && st.st_ino == r->seen.st_ino && st.st_size == r->seen.st_size &&
+            st.st_mtim.tv_sec == r->seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == r->seen.st_mtim.tv_nsec)
+                return;
+        FILE *fp = fopen(r->path, "re");
+        if (!fp) {
+                log_msg(L_WARN, NULL, "PeerRevoked=%s: %s (the last list read stays)", r->path, strerror(errno));
+                return;
+        }
+        char line[256];
+        size_t n = 0;
+        while (fgets(line, sizeof line, fp)) {
+                char *hash = strchr(line, '#');
+                if (hash)
+                        *hash = '\0';
+                char name[64];
+                if (sscanf(line, "%63s", name) != 1)
+                        continue;
+                if (n < REVOKED_MAX)
+                        snprintf(r->names[n++], sizeof r->names[0], "%s", name);
+        }
+        fclose(fp);
+        r->n = n;
+        r->seen = st;
+        r->read = true;
+        log_msg(L_INFO, NULL, "PeerRevoked=%s: %zu node%s revoked", r->path, n, n == 1 ? "" : "s");
+}
+
+/* Whether node may take part (struct nodelink_server_ops): a node the
+ * store lists, not revoked. */
+static bool admit(void *arg, const char *node, char *why, size_t len)
+{
+        struct forward *f = arg;
+        revoked_refresh(f);
+        for (size_t i = 0; i < f->revoked.n; i++)
+                if (strcmp(f->revoked.names[i], node) == 0) {
+                        snprintf(why, len, "node %s is revoked (PeerRevoked=)", node);
+                        goto refused;
+                }
+        const struct kvpg_node *nodes;
+        const char *self;
+        uint64_t since;
+        size_t n = core_nodes(f->core, &nodes, &self, &since);
+        if (self && strcmp(self, node) == 0)
+                return true;
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(nodes[i].name, node) == 0)
+                        return true;
+        snprintf(why, len, "%s is not a node in the store: its certificate is the cluster CA's, but no node of that "
+                 "name shares the store", node);
+refused:;
+        uint64_t now = monotime_ms(), more = ratelog_flush(&f->refused_log, now);
+        if (more)
+                log_msg(L_WARN, NULL, "the peer link refused %llu more sessions or requests",
+                        (unsigned long long)more);
+        if (ratelog_allow(&f->refused_log, now))
+                log_msg(L_WARN, NULL, "the peer link refused a session or request: %s", why);
+        return false;
 }
 
 static void on_gone(void *arg, struct nodelink_in *in)
@@ -306,6 +440,11 @@ static int out_send(struct forward *f, const char *node, Control__Request *req, 
                 snprintf(msg, len, "the link to node %s is busy: too many calls in flight", node);
                 return GADGET_EBUSY;
         }
+        if (e == -E2BIG) {
+                snprintf(msg, len, "the call holds more than %d values, more than the link between nodes carries",
+                         NODELINK_FRAME_VALUES_MAX);
+                return GADGET_ELIMIT;
+        }
         if (e < 0) {
                 snprintf(msg, len, "cannot send to node %s: %s", node, strerror(-e));
                 return e == -EMSGSIZE ? GADGET_ELIMIT : GADGET_EUNAVAILABLE;
@@ -337,8 +476,8 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
         }
         call.caller = (char *)(q->caller ? q->caller : "");
         call.via = (char *)(q->via ? q->via : "");
-        call.admin = q->admin;
-        call.approved = q->approved;
+        /* admin and approved never cross: the owner decides both (and
+         * calls_start refuses an admin call to a gadget of another node). */
         req.req_case = CONTROL__REQUEST__REQ_CALL;
         req.call = &call;
         return out_send(f, node, &req, out_call_done, c, (struct nodelink_send **)handle, msg, len);
@@ -394,7 +533,7 @@ static int out_move(void *arg, const char *node, const char *gadget, const char 
 }
 
 int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
-                struct forward **out, char *err, size_t len)
+                const char *revoked, struct forward **out, char *err, size_t len)
 {
         struct forward *f = calloc(1, sizeof *f);
         if (!f) {
@@ -402,9 +541,23 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
                 return -ENOMEM;
         }
         f->core = core;
-        const struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .arg = f };
+        if (revoked && !(f->revoked.path = strdup(revoked))) {
+                free(f);
+                snprintf(err, len, "out of memory");
+                return -ENOMEM;
+        }
+        if (revoked && access(revoked, R_OK) < 0) {
+                int e = errno;
+                snprintf(err, len, "PeerRevoked=%s: %s", revoked, strerror(e));
+                free(f->revoked.path);
+                free(f);
+                return -e;
+        }
+        revoked_refresh(f);
+        const struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .admit = admit, .arg = f };
         int e = nodelink_new(base, cfg, &ops, &f->link, err, len);
         if (e < 0) {
+                free(f->revoked.path);
                 free(f);
                 return e;
         }
@@ -429,5 +582,6 @@ void forward_free(struct forward *f)
                         move_unlink(s->moves);
                 free(s);
         }
+        free(f->revoked.path);
         free(f);
 }

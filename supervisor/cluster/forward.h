@@ -12,8 +12,10 @@ struct forward;
 struct nodelink_config;
 
 /* Opens the link (its listener if cfg->listen) and routes core's remote
- * calls through it. 0, or -errno with err naming what was wrong. */
+ * calls through it; revoked (PeerRevoked=, may be NULL) names a file of
+ * node names refused however valid their certificates. 0, or -errno with
+ * err naming what was wrong. */
 int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
-                struct forward **out, char *err, size_t len);
+                const char *revoked, struct forward **out, char *err, size_t len);
 /* Calls to other nodes fail from now on (those in flight: gone); frees. */
 void forward_free(struct forward *f);

@@ -25,6 +25,8 @@
 
 #include "cluster/nodelink_tls.h"
 #include "contract.h"
+#include "validate.h"
+#include "value.h"
 
 #define NODE_MAX NODELINK_NODE_MAX
 #define ADDR_MAX 64
@@ -65,7 +67,7 @@ struct nodelink {
         struct event *relisten;     /* re-enables the listener after an accept error */
         int port;
         struct list ins, outs;
-        unsigned n_in;
+        unsigned n_in, n_pre;       /* sessions past their handshake, and in it */
         uint64_t next_id;
         bool closing;               /* nodelink_free runs: no new sends */
 };
@@ -78,7 +80,10 @@ struct nodelink_in {
         struct wire_reader rd;
         struct wire_writer w;       /* packs one frame for the bufferevent */
         char from[NODE_MAX + 1];
+        struct sockaddr_storage src; /* where it connects from (its address, not its port) */
         bool authed;
+        bool spoke;                 /* its first request came, of this version */
+        bool refused;               /* ends once its last answer is written */
         unsigned inflight;
 };
 
@@ -146,14 +151,45 @@ static int move_frames(struct wire_writer *w, struct bufferevent *bev)
         return e;
 }
 
+/* Packs m as a frame at the end of w, unless it holds more than
+ * NODELINK_FRAME_VALUES_MAX values (-E2BIG: the other end would refuse it
+ * and end the session, so it is refused here, where the one who sends it
+ * hears why). 0, -E2BIG, -EMSGSIZE, -ENOBUFS, -ENOMEM. */
+static int put_frame(struct wire_writer *w, const ProtobufCMessage *m)
+{
+        size_t end = w->end, values = 0;
+        char why[160];
+        int e = wire_writer_put(w, m, WIRE_MAX_FRAME);
+        if (e < 0)
+                return e;
+        const uint8_t *data = w->buf + end + WIRE_HEADER_SIZE;
+        size_t len = w->end - end - WIRE_HEADER_SIZE;
+        if (value_packed_cost(m->descriptor, data, len, NODELINK_FRAME_VALUES_MAX, &values, why, sizeof why) < 0) {
+                w->end = end;
+                return -E2BIG;
+        }
+        return 0;
+}
+
 /* Queues one frame on a session's output, unless the peer left
  * NODELINK_MAX_OUTPUT unread. */
 static int frame_out(struct bufferevent *bev, struct wire_writer *w, const ProtobufCMessage *m)
 {
         if (evbuffer_get_length(bufferevent_get_output(bev)) > NODELINK_MAX_OUTPUT)
                 return -ENOBUFS;
-        int e = wire_writer_put(w, m, WIRE_MAX_FRAME);
+        int e = put_frame(w, m);
         return e < 0 ? e : move_frames(w, bev);
+}
+
+/* Whether a frame read from a peer may be unpacked as desc: its nesting
+ * within what a VALUE_MAX_DEPTH value needs and at most
+ * NODELINK_FRAME_VALUES_MAX values, counted on the packed bytes (one
+ * linear walk, never the allocations of unpacking it). */
+static bool frame_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len)
+{
+        size_t values = 0;
+        char why[160];
+        return value_packed_cost(desc, data, len, NODELINK_FRAME_VALUES_MAX, &values, why, sizeof why) == 0;
 }
 
 /* Hands what the bufferevent read to the frame reader a chunk at a time,
@@ -229,7 +265,10 @@ static void in_end(struct nodelink_in *in, bool tell)
         if (in->authed && tell && nl->ops.gone)
                 nl->ops.gone(nl->ops.arg, in);
         list_del(&in->link);
-        nl->n_in--;
+        if (in->authed)
+                nl->n_in--;
+        else
+                nl->n_pre--;
         if (in->bev)
                 bufferevent_free(in->bev);
         event_free(in->deadline);
@@ -245,38 +284,70 @@ static void in_idle_arm(struct nodelink_in *in)
         evtimer_add(in->deadline, &idle);
 }
 
-/* Past NODELINK_MAX_INFLIGHT the link answers itself. */
-static int in_busy(struct nodelink_in *in, uint64_t id)
+/* Answers id with an error (the session goes on or ends as the caller says). */
+static int in_error(struct nodelink_in *in, uint64_t id, int code, const char *msg)
 {
         Control__Response r = CONTROL__RESPONSE__INIT;
         Gadget__Error err = GADGET__ERROR__INIT;
-        char msg[160];
-        snprintf(msg, sizeof msg, "node %s has %d requests of this link in flight", in->nl->node,
-                 NODELINK_MAX_INFLIGHT);
-        err.code = GADGET_EBUSY;
-        err.message = msg;
+        err.code = (uint32_t)code;
+        err.message = (char *)msg;
         r.id = id;
         r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
         r.error = &err;
         return frame_out(in->bev, &in->w, &r.base);
 }
 
+/* Past NODELINK_MAX_INFLIGHT the link answers itself. */
+static int in_busy(struct nodelink_in *in, uint64_t id)
+{
+        char msg[160];
+        snprintf(msg, sizeof msg, "node %s has %d requests of this link in flight", in->nl->node,
+                 NODELINK_MAX_INFLIGHT);
+        return in_error(in, id, GADGET_EBUSY, msg);
+}
+
 static int in_frame(void *arg, const uint8_t *data, size_t len)
 {
         struct nodelink_in *in = arg;
+        struct nodelink *nl = in->nl;
+        char why[200];
+        /* Why this is safe: protobuf-c's unpacker recurses once per nested
+         * message and allocates per value; both are bounded on the raw
+         * bytes first. A peer that sends more ends its own session. */
+        if (!frame_ok(&control__request__descriptor, data, len))
+                return -EPROTO;
         Control__Request *req = control__request__unpack(NULL, len, data);
         if (!req)
                 return -EPROTO;
         int e = 0;
-        if (in->inflight >= NODELINK_MAX_INFLIGHT) {
+        if (!in->spoke && req->version != CONTROL_PROTOCOL_VERSION) {
+                /* As on the control socket: the peer hears why, then the
+                 * session ends. */
+                snprintf(why, sizeof why, "node %s speaks control protocol %u, node %s speaks %u", in->from,
+                         (unsigned)req->version, nl->node, CONTROL_PROTOCOL_VERSION);
+                in_error(in, req->id, GADGET_EPROTO, why);
+                e = -ESHUTDOWN;
+        } else if (nl->ops.admit && !nl->ops.admit(nl->ops.arg, in->from, why, sizeof why)) {
+                in_error(in, req->id, GADGET_EDENIED, why);
+                e = -ESHUTDOWN;
+        } else if (in->inflight >= NODELINK_MAX_INFLIGHT) {
                 /* A peer that floods and does not read its answers ends. */
                 e = in_busy(in, req->id);
         } else {
+                in->spoke = true;
                 in->inflight++;
-                in->nl->ops.request(in->nl->ops.arg, in, in->from, req);
+                nl->ops.request(nl->ops.arg, in, in->from, req);
         }
         control__request__free_unpacked(req, NULL);
         return e;
+}
+
+static void in_event(struct bufferevent *bev, short what, void *arg);
+
+/* A refused session's last answer was written: it ends. */
+static void in_written(struct bufferevent *bev, void *arg)
+{
+        in_end(arg, true);
 }
 
 static void in_read(struct bufferevent *bev, void *arg)
@@ -284,10 +355,18 @@ static void in_read(struct bufferevent *bev, void *arg)
         struct nodelink_in *in = arg;
         /* Why this is safe: nothing is read before the peer's certificate
          * was verified and named a node (in_event). */
-        if (!in->authed)
+        if (!in->authed || in->refused)
                 return;
-        if (read_frames(bev, &in->rd, in_frame, in) < 0)
+        int e = read_frames(bev, &in->rd, in_frame, in);
+        if (e == -ESHUTDOWN && evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+                /* Refused with an answer saying why: it leaves, then the
+                 * session ends (in_written); nothing more is read. */
+                in->refused = true;
+                bufferevent_disable(bev, EV_READ);
+                bufferevent_setcb(bev, NULL, in_written, in_event, in);
+        } else if (e < 0) {
                 in_end(in, true);
+        }
 }
 
 /* The handshake is done: the session is the node its certificate names. */
@@ -311,11 +390,19 @@ static void in_connected(struct nodelink_in *in)
                 const struct nodelink_in *o = container(l, struct nodelink_in, link);
                 same += o->authed && strcmp(o->from, in->from) == 0;
         }
-        if (same >= NODELINK_MAX_IN_PER_NODE) {
+        if (same >= NODELINK_MAX_IN_PER_NODE || in->nl->n_in >= NODELINK_MAX_IN) {
+                in_end(in, false);
+                return;
+        }
+        /* A name the store does not know as a node, or one revoked, takes
+         * no seat. */
+        if (in->nl->ops.admit && !in->nl->ops.admit(in->nl->ops.arg, in->from, why, sizeof why)) {
                 in_end(in, false);
                 return;
         }
         in->authed = true;
+        in->nl->n_pre--;
+        in->nl->n_in++;
         in_idle_arm(in);
         in_read(in->bev, in);
 }
@@ -336,11 +423,49 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
 static void in_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct nodelink_in *in = arg;
-        if (in->authed && in->inflight > 0) {
+        if (in->authed && in->inflight > 0 && !in->refused) {
                 in_idle_arm(in);
                 return;
         }
         in_end(in, true);
+}
+
+/* Whether a and b are the same source address (ports aside). */
+static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+        if (a->ss_family != b->ss_family)
+                return false;
+        if (a->ss_family == AF_INET)
+                return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+        if (a->ss_family == AF_INET6)
+                return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                              sizeof(struct in6_addr)) == 0;
+        return false;
+}
+
+/* Makes room for one more session in its handshake from src: past
+ * NODELINK_MAX_PREAUTH_PER_ADDR of that address, or NODELINK_MAX_PREAUTH
+ * in all, the oldest such session (of that address first) is closed. A
+ * real node's handshake takes milliseconds; a connection that holds its
+ * seat without one is the first to go. */
+static void preauth_room(struct nodelink *nl, const struct sockaddr_storage *src)
+{
+        struct nodelink_in *oldest = NULL, *oldest_here = NULL;
+        unsigned here = 0;
+        /* ins is in the order of acceptance: the first found is the oldest. */
+        for (struct list *l = nl->ins.next; l != &nl->ins; l = l->next) {
+                struct nodelink_in *o = container(l, struct nodelink_in, link);
+                if (o->authed)
+                        continue;
+                if (!oldest)
+                        oldest = o;
+                if (same_source(&o->src, src) && here++ == 0)
+                        oldest_here = o;
+        }
+        if (here >= NODELINK_MAX_PREAUTH_PER_ADDR)
+                in_end(oldest_here, false);
+        else if (nl->n_pre >= NODELINK_MAX_PREAUTH && oldest)
+                in_end(oldest, false);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
@@ -349,17 +474,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         struct nodelink_in *in = NULL;
         SSL *ssl = NULL;
         const struct timeval hs = { NODELINK_HANDSHAKE_MS / 1000, (NODELINK_HANDSHAKE_MS % 1000) * 1000 };
-        /* Why this is safe: sessions (handshaking ones too) are bounded; the
-         * excess is closed before any TLS work. */
-        if (nl->n_in >= NODELINK_MAX_IN || !(in = calloc(1, sizeof *in)) || !(ssl = SSL_new(nl->server)))
+        struct sockaddr_storage src = { 0 };
+        memcpy(&src, sa, (size_t)salen < sizeof src ? (size_t)salen : sizeof src);
+        /* Why this is safe: sessions in their handshake are bounded in all
+         * and per source address (the oldest makes room), apart from the
+         * seats of authenticated nodes, before any TLS work. */
+        preauth_room(nl, &src);
+        if (!(in = calloc(1, sizeof *in)) || !(ssl = SSL_new(nl->server)))
                 goto fail;
         in->nl = nl;
+        in->src = src;
         wire_reader_init(&in->rd, WIRE_MAX_FRAME);
         wire_writer_init(&in->w, 0);
         if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || !(in->bev = tls_bev(nl, fd, ssl, true)))
                 goto fail;
         list_add(&nl->ins, &in->link);
-        nl->n_in++;
+        nl->n_pre++;
         bufferevent_setcb(in->bev, in_read, NULL, in_event, in);
         evtimer_add(in->deadline, &hs);
         bufferevent_enable(in->bev, EV_READ | EV_WRITE);
@@ -393,9 +523,15 @@ static void relisten(evutil_socket_t fd, short what, void *arg)
 
 int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
 {
-        if (!in->bev)
+        if (!in->bev || in->refused)
                 return -ECONNRESET;
         int e = frame_out(in->bev, &in->w, &resp->base);
+        if (e == -E2BIG) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "the answer holds more than %d values, more than the link between nodes "
+                         "carries", NODELINK_FRAME_VALUES_MAX);
+                e = in_error(in, resp->id, GADGET_ELIMIT, msg);
+        }
         /* An answer lost to a peer that does not read still ends its
          * request; -EMSGSIZE or -ENOMEM leave room for an error answer. */
         if ((e == 0 || e == -ENOBUFS) && in->inflight > 0 && --in->inflight == 0)
@@ -476,9 +612,19 @@ static void out_idle_arm(struct out *o)
 static int out_frame(void *arg, const uint8_t *data, size_t len)
 {
         struct out *o = arg;
+        char why[200];
+        /* Why this is safe: as a request (in_frame), an answer is bounded
+         * on its raw bytes before it is unpacked, and checked by the one
+         * answer validator before anyone reads it. */
+        if (!frame_ok(&control__response__descriptor, data, len))
+                return -EPROTO;
         Control__Response *resp = control__response__unpack(NULL, len, data);
         if (!resp)
                 return -EPROTO;
+        if (validate_control_response(resp, why, sizeof why) < 0) {
+                control__response__free_unpacked(resp, NULL);
+                return -EPROTO;
+        }
         for (struct list *e = o->sends.next; e != &o->sends; e = e->next) {
                 struct nodelink_send *s = container(e, struct nodelink_send, link);
                 if (s->id != resp->id)
@@ -662,10 +808,11 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
                 goto out;
         }
         req->id = ++nl->next_id;
+        req->version = CONTROL_PROTOCOL_VERSION;
         if (o->state == OUT_READY)
                 e = frame_out(o->bev, &o->staged, &req->base);
         else
-                e = wire_writer_put(&o->staged, &req->base, WIRE_MAX_FRAME);
+                e = put_frame(&o->staged, &req->base);
         if (e < 0)
                 goto out;
         *s = (struct nodelink_send){ .out = o, .id = req->id, .done = done, .arg = arg };

@@ -19,6 +19,7 @@
  * refused with an error that says so. There is no plaintext mode. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <event2/event.h>
@@ -28,9 +29,20 @@
 
 /* Bounds against hostile nodes (each is a node with a valid certificate
  * from a CA that may be badly run, or anyone who can connect). */
-#define NODELINK_MAX_IN 64                  /* accepted sessions, handshaking ones included */
+#define NODELINK_MAX_IN 64                  /* accepted sessions that passed their handshake */
+/* Sessions still in their handshake: at most this many in all and from
+ * one source address; a new one past either bound closes the oldest of
+ * them (of that address first), so that connections that never
+ * authenticate cannot hold the seats certified nodes need. */
+#define NODELINK_MAX_PREAUTH 16
+#define NODELINK_MAX_PREAUTH_PER_ADDR 4
+/* Values a frame of the link may hold (counted on its packed bytes,
+ * before it is unpacked; as FrameValuesMax='s default for a gadget): a
+ * request or answer past it is refused where it would be sent, and a
+ * session that receives one ends. */
+#define NODELINK_FRAME_VALUES_MAX 131072
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
-#define NODELINK_HANDSHAKE_MS 5000          /* an accepted session's TLS handshake */
+#define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake */
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
@@ -66,6 +78,11 @@ struct nodelink_server_ops {
         /* A session that had passed its handshake ended: answers to it are
          * dropped from now on; after this returns, `in` is freed. */
         void (*gone)(void *arg, struct nodelink_in *in);
+        /* Optional: whether node `node` (its certificate's name) may take
+         * part now — a node the store knows, not revoked. Asked at each
+         * session's handshake and before each of its requests: a node
+         * refused ends its session (why is logged). NULL: every node. */
+        bool (*admit)(void *arg, const char *node, char *why, size_t len);
         void *arg;
 };
 
@@ -91,8 +108,10 @@ int nodelink_listen_port(const struct nodelink *nl);
 
 /* Sends req to node `node` at addr ("HOST:PORT", numeric) on the kept
  * session to that node, connecting first if there is none (without
- * blocking; NODELINK_CONNECT_MS for connect and handshake). req->id is set
- * by the link. Nothing leaves before the peer's certificate proved it is
+ * blocking; NODELINK_CONNECT_MS for connect and handshake). req->id and
+ * req->version (CONTROL_PROTOCOL_VERSION: a session's first request of
+ * another version is answered with an error and ends it) are set by the
+ * link. Nothing leaves before the peer's certificate proved it is
  * `node`. done is called exactly once, never from inside this call: with
  * the first response of that id, or with an error when the session fails
  * or closes first (GADGET_EUNAVAILABLE: "cannot reach node b at

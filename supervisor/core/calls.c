@@ -231,7 +231,8 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         struct unit *u = c->u;
         const struct core_remote *r = &u->core->remote;
         uint64_t ms = u->policy->call_timeout_ms + CALL_REMOTE_SLACK_MS;
-        if (q->method && policy_listed(u->policy->approve, q->method) && !q->approved)
+        /* The owner asks its own person, whatever was approved here. */
+        if (q->method && policy_listed(u->policy->approve, q->method))
                 ms += u->policy->approve_timeout_ms;
         if (!(c->timer = evtimer_new(u->core->base, remote_timeout, c))) {
                 snprintf(msg, len, "out of memory");
@@ -501,7 +502,8 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        const struct approval_req aq = { .caller = q->caller ? q->caller : "gadgetd", .via = q->via ? q->via : "gadgetd",
+        const struct approval_req aq = { .caller = q->caller ? q->caller : "gadgetd", .party = q->party,
+                                         .via = q->via ? q->via : "gadgetd",
                                          .target = u->policy->name, .method = q->method, .gadget = u->policy->name,
                                          .args = q->args, .timeout_ms = u->policy->approve_timeout_ms,
                                          .decided = call_decided, .arg = c };
@@ -545,7 +547,11 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                             .tag = q->tag, .sig = sig, .admin = q->admin };
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
-        if (u->state == UNIT_REMOTE)
+        if (u->state == UNIT_REMOTE && q->admin) {
+                snprintf(msg, len, "admin methods of %s are called on the node that runs it (%.64s): an admin call "
+                         "never crosses the link", u->policy->name, u->owner);
+                code = GADGET_EDENIED;
+        } else if (u->state == UNIT_REMOTE)
                 code = call_forward(c, q, msg, len);
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);

@@ -38,8 +38,13 @@ struct call_req {
         /* Who calls, for approvals and their audit: a gadget's name,
          * "gadgetctl (uid N)", "workshop"; and through what. */
         const char *caller, *via;
-        bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only */
-        bool approved;  /* a person approved it already (a binding asked) */
+        /* Whose approval slots a wait takes (APPROVALS_PER_CALLER): the
+         * peer node of a forwarded call ("node b"), whatever caller it
+         * names; NULL: the caller. */
+        const char *party;
+        bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
+                         * a gadget of another node (refused: GADGET_EDENIED) */
+        bool approved;  /* a person of this node approved it already (a binding asked) */
 };
 
 /* Calls q->method of u. 0 when the call is on its way: done gets its

@@ -17,6 +17,7 @@ struct approval {
         struct approvals *a;
         uint64_t id;
         char *caller, *via, *target, *method, *gadget, *args;
+        char *party;                    /* whose slots it takes */
         uint64_t asked_ms, timeout_ms;
         approval_fn *decided;
         void *arg;
@@ -70,6 +71,7 @@ static void approval_free(struct approval *ap)
         if (ap->timer)
                 event_free(ap->timer);
         free(ap->caller);
+        free(ap->party);
         free(ap->via);
         free(ap->target);
         free(ap->method);
@@ -150,10 +152,11 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
                 return GADGET_EDENIED;
         }
         size_t mine = 0;
+        const char *party = q->party ? q->party : q->caller;
         for (const struct approval *ap = a->head; ap; ap = ap->next)
-                mine += strcmp(ap->caller, q->caller) == 0;
+                mine += strcmp(ap->party, party) == 0;
         if (mine >= APPROVALS_PER_CALLER) {
-                snprintf(msg, len, "busy: %zu calls of %s wait for approval already (at most %d)", mine, q->caller,
+                snprintf(msg, len, "busy: %zu calls of %s wait for approval already (at most %d)", mine, party,
                          APPROVALS_PER_CALLER);
                 return GADGET_EBUSY;
         }
@@ -164,13 +167,13 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
         struct approval *ap = calloc(1, sizeof *ap);
         if (!ap)
                 goto oom;
-        *ap = (struct approval){ .a = a, .caller = strdup(q->caller), .via = strdup(q->via),
+        *ap = (struct approval){ .a = a, .caller = strdup(q->caller), .party = strdup(party), .via = strdup(q->via),
                                  .target = strdup(q->target), .method = strdup(q->method),
                                  .gadget = strdup(q->gadget), .args = args_text(q->args),
                                  .asked_ms = monotime_ms(), .timeout_ms = q->timeout_ms,
                                  .decided = q->decided, .arg = q->arg };
         ap->timer = evtimer_new(a->base, on_timeout, ap);
-        if (!ap->caller || !ap->via || !ap->target || !ap->method || !ap->gadget || !ap->args || !ap->timer) {
+        if (!ap->caller || !ap->party || !ap->via || !ap->target || !ap->method || !ap->gadget || !ap->args || !ap->timer) {
                 approval_free(ap);
                 goto oom;
         }

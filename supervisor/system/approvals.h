@@ -7,7 +7,8 @@
  *
  * What a caller can make gadgetd keep here is bounded: the calls waiting
  * count against the caller's own budgets (a binding's CallsMax=, a control
- * client's calls, a gateway connection), APPROVALS_PER_CALLER per caller,
+ * client's calls, a gateway connection), APPROVALS_PER_CALLER per caller
+ * (per node, for the calls another node forwards, whatever callers it names),
  * so that one caller cannot fill the list for the others, and
  * APPROVALS_MAX in all. */
 #pragma once
@@ -33,6 +34,8 @@ typedef void approval_fn(void *arg, bool approved, const char *why);
 
 struct approval_req {
         const char *caller;        /* who asks: a gadget's name, "gadgetctl (uid N)", "workshop" */
+        const char *party;         /* whose slots it takes (APPROVALS_PER_CALLER): NULL, the caller;
+                                    * "node b" for every call another node forwards */
         const char *via;           /* through what: "binding NAME", "gadgetctl", "gateway" */
         const char *target;        /* the gadget called, or the URL of an http binding's request */
         const char *method;        /* its method, or the HTTP method */
