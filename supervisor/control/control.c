@@ -214,8 +214,11 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct client *cl = arg;
         char why[256];
-        if (value_packed_check(&control__request__descriptor, data, len, why, sizeof why) < 0)
-                return -EPROTO; /* not speaking the protocol */
+        /* Why this is safe: nesting and width are bounded on the packed
+         * bytes (one linear walk) before protobuf-c recurses and allocates. */
+        if (value_packed_cost(&control__request__descriptor, data, len, CONTROL_FRAME_VALUES_MAX, cost, why,
+                              sizeof why) < 0)
+                return -EPROTO; /* not speaking the protocol, or more than a request may hold */
         Control__Request *q = control__request__unpack(NULL, len, data);
         if (!q)
                 return -EPROTO;

@@ -15,6 +15,10 @@ struct event_base;
 #define CONTROL_MAX_CONNECTIONS 64     /* ControlMaxConnections= */
 #define CONTROL_MAX_PER_USER 8         /* ControlMaxConnectionsPerUser= */
 #define CONTROL_QUEUE_BYTES (256u << 10) /* ControlQueueSize= */
+/* Values one request may hold (counted on its packed bytes before it is
+ * unpacked; as FrameValuesMax='s default for a gadget): a request past it
+ * ends the connection. */
+#define CONTROL_FRAME_VALUES_MAX 131072
 struct control_limits {
         unsigned max_connections;  /* of all users but root together; root has as many of its own */
         unsigned max_per_user;     /* of one uid other than root */

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from harness import CALLFLOOD, GADGETD, check, free_port, main, policy, test, wait_for, workers
+from harness import CALLFLOOD, GADGETD, Healthy, check, free_port, main, policy, test, wait_for, workers
 from gateway_util import Gateway
 from kvchecks import bcall
 from pgnodes import counter_cluster, counter_policy, node, owner_of, start_all, stop_all
@@ -306,5 +306,87 @@ def pg_cluster_move_ends_when_stopped(tmp):
             stop_all([a, b])
 
 
+@test
+def pg_cluster_hostile_peer(tmp):
+    """A peer is bounded like a control-group member, never more. Holding a
+    certificate of the cluster's CA: a name that is no node in the store
+    gets no session; with node b's name (its key leaked, or b hostile), a
+    frame of 20,000 nested lists or of 140,000 values ends only that
+    session; a call claiming approved waits for a person of node a; one
+    claiming admin is refused; calls naming 100 made-up callers take at
+    most 64 approval slots, all of node b, and a local caller still gets
+    one; each call it forwarded is audited naming node b. Throughout, a
+    healthy caller on a is answered and a keeps running."""
+    from peerclient import NULL, Peer, call, list_value, nested
+    gatekeeper = "Nodes=a\nGatekeeper=yes\nRequireTypes=no\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b", "x")
+        a = peer_node(tmp, pg, "a", cd)
+        b = peer_node(tmp, pg, "b", cd, listen=False)
+        for d in (a, b):
+            policy(d.pol, "tg", gatekeeper)
+            policy(d.pol, "good", "Nodes=a\n")
+        try:
+            start_all([a, b])
+            wait_for(lambda: a.state("tg") == "ready" and a.state("good") == "ready", timeout=20,
+                     what="tg and good on a")
+            nodes = lambda: json.loads(a.ctl("--json", "nodes").stdout)["nodes"]
+            wait_for(lambda: {"a", "b"} <= {n["name"] for n in nodes()}, timeout=15, what="a knows node b")
+            addr = [n["peer"] for n in nodes() if n["name"] == "a"][0]
+            with Healthy(a, "good"):
+                # A name of the CA that is no node: no session.
+                x = Peer(addr, cd, "x", "a")
+                x.send(call(1, "tg", "sleep", list_value([])))
+                check(x.answer() is None, "a session of x (no node) was answered")
+                x.close()
+                # Frames that would crash or stall the node end the session.
+                for what, args in (("20,000 nested lists", nested(20000)),
+                                   ("140,000 values", list_value([NULL] * 140000))):
+                    p = Peer(addr, cd, "b", "a")
+                    p.send(call(1, "tg", "sleep", args))
+                    check(p.answer() is None, "a frame of %s was answered" % what)
+                    p.close()
+                p = Peer(addr, cd, "b", "a")
+                # approved is never trusted: the call waits here.
+                p.send(call(1, "tg", "echo", NULL, caller="mallory", via="binding X", approved=True))
+                r = p.answer(timeout=2)
+                check(r is None or r.get("kind") != "other", "a forged approval ran the call: %r" % r)
+                ws = wait_for(lambda: json.loads(a.ctl("--json", "approvals").stdout)["approvals"] or None,
+                              what="the forged call waiting for a person of a")
+                check(len(ws) == 1 and ws[0]["caller"] == "mallory on node b" and ws[0]["method"] == "echo",
+                      "the waiting call: %r" % ws)
+                # admin never crosses the link.
+                p.send(call(2, "tg", "say", NULL, admin=True))
+                r = p.answer()
+                check(r and r["kind"] == "error" and "never crosses the link" in r["message"],
+                      "an admin call from a peer: %r" % r)
+                # 100 made-up callers: their approvals count against node b.
+                for i in range(100):
+                    p.send(call(10 + i, "tg", "echo", NULL, caller="c%d" % i))
+                busy = 0
+                for _ in range(100 - 63):
+                    r = p.answer()
+                    busy += bool(r and r["kind"] == "error" and "calls of node b wait" in r["message"])
+                check(busy == 37, "calls past node b's 64 slots answered busy: %d of 37" % busy)
+                local = subprocess.Popen([os.environ["GADGETCTL"], "--socket", a.sock, "call", "tg", "echo", "1"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_for(lambda: any(w["caller"].startswith("gadgetctl") for w in
+                                     json.loads(a.ctl("--json", "approvals").stdout)["approvals"]),
+                         what="a local caller's approval listed beside node b's 64")
+                local.kill()
+                local.communicate()
+                recs = [json.loads(line) for line in a.ctl("audit", "tg").stdout.splitlines() if line.strip()]
+                fwd = [r for r in recs if r.get("binding") == "node"]
+                check(len(fwd) >= 102 and all("forwarded by node b" in r["detail"] for r in fwd),
+                      "forwarded calls audited with the peer's name: %d %r" % (len(fwd), fwd[:2]))
+                check(any("mallory" in r["detail"] for r in fwd), "the audit names what the peer said")
+                p.close()
+            check(a.proc.poll() is None, "node a is still running")
+            check("x is not a node in the store" in a.logtext(), "the refusal of x is logged")
+        finally:
+            stop_all([a, b])
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

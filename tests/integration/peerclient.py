@@ -1,0 +1,91 @@
+"""A hostile peer of the node link: a TLS client holding a certificate of
+the cluster's CA (any name it was given, a node's or not) that sends the
+frames it likes to a node's PeerListen= port — hand-made control.proto,
+as attacks.py makes them for the control socket."""
+import socket
+import ssl
+import struct
+
+from attacks import CONTROL_PROTOCOL_VERSION, field, parse, varint
+
+NULL = varint(1 << 3) + varint(1)  # gadget.Value {null_value: true}
+
+
+def string_value(s):
+    return field(5, s.encode())
+
+
+def list_value(items):
+    return field(7, b"".join(field(1, i) for i in items))
+
+
+def nested(depth):
+    """A value of depth nested lists around a null."""
+    v = NULL
+    for _ in range(depth):
+        v = field(7, field(1, v))
+    return v
+
+
+def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=False,
+         version=CONTROL_PROTOCOL_VERSION):
+    """A whole control.Request frame carrying a Call, with the record a
+    node would send (caller, via) and the claims it must not be trusted
+    for (admin, approved)."""
+    c = field(1, name.encode()) + field(2, method.encode()) + field(3, args)
+    if caller:
+        c += field(6, caller.encode())
+    if via:
+        c += field(7, via.encode())
+    if admin:
+        c += varint(8 << 3) + varint(1)
+    if approved:
+        c += varint(9 << 3) + varint(1)
+    msg = varint(1 << 3) + varint(rid) + field(7, c)
+    if version is not None:
+        msg += varint(11 << 3) + varint(version)
+    return struct.pack("<I", len(msg)) + msg
+
+
+class Peer:
+    """One session to addr ("127.0.0.1:PORT") as the holder of certdir's
+    NAME.crt and NAME.key, expecting the server to be node `server`."""
+
+    def __init__(self, addr, certdir, name, server):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain("%s/%s.crt" % (certdir, name), "%s/%s.key" % (certdir, name))
+        ctx.load_verify_locations("%s/ca.crt" % certdir)
+        host, port = addr.rsplit(":", 1)
+        raw = socket.create_connection((host, int(port)), timeout=10)
+        self.s = ctx.wrap_socket(raw, server_hostname=server)
+        self.buf = b""
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def answer(self, timeout=10):
+        """The next answer — {"kind": "error", "code", "message"},
+        {"kind": "done"} or {"kind": "other"} (a result) — or None once the
+        node closed the session or after timeout s without one."""
+        self.s.settimeout(timeout)
+        try:
+            while len(self.buf) < 4 or len(self.buf) < 4 + struct.unpack("<I", self.buf[:4])[0]:
+                chunk = self.s.recv(65536)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        except (ConnectionError, ssl.SSLError, OSError):
+            return None
+        n = struct.unpack("<I", self.buf[:4])[0]
+        m, self.buf = parse(self.buf[4:4 + n]), self.buf[4 + n:]
+        if 2 in m:
+            sub = parse(m[2][0])
+            return {"kind": "error", "code": sub.get(1, [0])[0], "message": sub.get(2, [b""])[0].decode()}
+        return {"kind": "done" if 3 in m else "other"}
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
