@@ -69,9 +69,23 @@ static void url_free(struct url_parts *u)
         *u = (struct url_parts){ 0 };
 }
 
-/* Splits an absolute http(s) URL; refuses credentials in it and encoded
- * dots or slashes in the path (which a server could decode past the
- * allowed prefix). */
+/* What a server could read in a path other than libcurl does (a dot
+ * segment, a slash, a NUL) and so take past an Allow= prefix that the path
+ * as written stays inside: encoded dots, slashes and backslashes, an
+ * encoded '%' (decoded twice: %252e), an encoded NUL, a backslash (read
+ * as a slash by some servers) and ';' (a parameter that Tomcat and others
+ * strip from "..;/"). The one that is there, or NULL. */
+static const char *path_ambiguous(const char *path)
+{
+        static const char *const bad[] = { "%2e", "%2f", "%5c", "%25", "%00", "\\", ";" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                if (strcasestr(path, bad[i]))
+                        return bad[i];
+        return NULL;
+}
+
+/* Splits an absolute http(s) URL; refuses credentials in it and a path
+ * a server could read past the allowed prefix (path_ambiguous). */
 static int url_split(const char *url, struct url_parts *out)
 {
         CURLU *h = curl_url();
@@ -90,7 +104,7 @@ static int url_split(const char *url, struct url_parts *out)
                 goto out;
         if (strcasecmp(out->scheme, "http") != 0 && strcasecmp(out->scheme, "https") != 0)
                 goto out;
-        if (strcasestr(out->path, "%2e") || strcasestr(out->path, "%2f") || strcasestr(out->path, "%5c"))
+        if (path_ambiguous(out->path))
                 goto out;
         e = 0;
 out:
@@ -99,6 +113,20 @@ out:
         if (e < 0)
                 url_free(out);
         return e;
+}
+
+/* The ambiguous part of url's path (path_ambiguous), or NULL. */
+static const char *url_path_ambiguous(const char *url)
+{
+        CURLU *h = curl_url();
+        char *path = NULL;
+        const char *bad = NULL;
+        if (h && curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_PATH, &path, 0) == CURLUE_OK)
+                bad = path_ambiguous(path);
+        curl_free(path);
+        curl_url_cleanup(h);
+        return bad;
 }
 
 /* The Allow= entry that admits url, or NULL. */
@@ -468,7 +496,13 @@ static void request(struct binding_req *r, const struct policy_binding *b, const
         if (!method)
                 method = "GET";
         if (!url || url_split(url, &u) < 0) {
-                bindings_reply(r, NULL, GADGET_EINVAL, "\"url\" must be an absolute http or https URL", 0);
+                const char *amb = url ? url_path_ambiguous(url) : NULL;
+                if (amb)
+                        snprintf(why, sizeof why, "\"url\": its path holds \"%s\", which a server could read "
+                                 "past the binding's Allow= prefix: refused", amb);
+                else
+                        snprintf(why, sizeof why, "\"url\" must be an absolute http or https URL");
+                bindings_reply(r, NULL, GADGET_EINVAL, why, 0);
                 return;
         }
         const char *entry = allowed_by(b, &u);

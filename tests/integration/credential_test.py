@@ -98,6 +98,14 @@ def credential_only_on_allowed_requests(tmp):
             rc, _, err = req("API", url, **more)
             check(rc != 0 and ("not allowed" in err or "url" in err), "%s %r: %d %r" % (url, more, rc, err))
         check(len(srv.seen) == arrived, "a refused request arrived: %r" % srv.seen[arrived:])
+        # Paths a server could read past the prefix though they start with
+        # it: each refused, naming what is ambiguous, and nothing arrives.
+        for path, bad in (("/api/..;/private", ";"), ("/api/%252e%252e/private", "%25"), ("/api/..\\private", "\\"),
+                          ("/api/.%00./private", "%00"), ("/api/%2fprivate", "%2f"), ("/api/%5cprivate", "%5c"),
+                          ("/api/%2E%2E/private", "%2e")):
+            rc, _, err = req("API", base + path)
+            check(rc != 0 and ('holds "%s"' % bad) in err, "%s: %d %r" % (path, rc, err))
+        check(len(srv.seen) == arrived, "an ambiguous path arrived: %r" % srv.seen[arrived:])
 
         rc, out, _ = req("API", base + "/api/redirect")
         check(rc == 0 and json.loads(out)["status"] == 302, "redirect: %r" % out)
