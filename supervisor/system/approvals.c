@@ -125,21 +125,56 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
         finish(ap, false, "denied by its timeout (ApproveTimeout=)", why);
 }
 
-/* The arguments as JSON, cut to APPROVAL_ARGS_MAX bytes on a UTF-8
- * boundary with "…" after. */
-static char *args_text(const Gadget__Value *args)
+/* Whether the UTF-8 sequence at p is a bidirectional control (U+061C,
+ * U+200E-200F, U+202A-202E, U+2066-2069), which would make the text shown
+ * read otherwise than it is; its code point in *cp. */
+static bool bidi_control(const unsigned char *p, unsigned *cp)
+{
+        if (p[0] == 0xd8 && p[1] == 0x9c) {
+                *cp = 0x061c;
+                return true;
+        }
+        if (p[0] != 0xe2 || !p[1] || !p[2])
+                return false;
+        *cp = (unsigned)(p[0] & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
+        return (*cp >= 0x200e && *cp <= 0x200f) || (*cp >= 0x202a && *cp <= 0x202e) ||
+               (*cp >= 0x2066 && *cp <= 0x2069);
+}
+
+/* The arguments as JSON, every bidi control written as its \uXXXX escape
+ * (they are only ever inside JSON strings, so the text stays the same
+ * JSON); NULL with *too_long if longer than APPROVAL_ARGS_MAX. */
+static char *args_text(const Gadget__Value *args, size_t *too_long)
 {
         char *j = args ? json_from_value(args) : strdup("null");
-        if (!j)
+        size_t n = j ? strlen(j) : 0, extra = 0, cut = 0;
+        unsigned cp;
+        *too_long = 0;
+        for (size_t i = 0; j && j[i]; i++)
+                if (bidi_control((const unsigned char *)j + i, &cp)) {
+                        extra += 6 - (cp == 0x061c ? 2 : 3);
+                        cut++;
+                }
+        if (j && n + extra > APPROVAL_ARGS_MAX) {
+                *too_long = n + extra;
+                free(j);
                 return NULL;
-        size_t n = strlen(j);
-        if (n <= APPROVAL_ARGS_MAX)
+        }
+        if (!j || !cut)
                 return j;
-        n = APPROVAL_ARGS_MAX;
-        while (n > 0 && ((unsigned char)j[n] & 0xc0) == 0x80)
-                n--;
-        memcpy(j + n, "\xe2\x80\xa6", 4);
-        return j;
+        char *out = malloc(n + extra + 1), *o = out;
+        for (size_t i = 0; out && j[i];) {
+                if (bidi_control((const unsigned char *)j + i, &cp)) {
+                        o += sprintf(o, "\\u%04x", cp);
+                        i += cp == 0x061c ? 2 : 3;
+                } else {
+                        *o++ = j[i++];
+                }
+        }
+        if (out)
+                *o = '\0';
+        free(j);
+        return out;
 }
 
 int approvals_ask(struct approvals *a, const struct approval_req *q, struct approval **out, char *msg, size_t len)
@@ -164,12 +199,22 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
                 snprintf(msg, len, "too many calls are waiting for approval (%d); try again later", APPROVALS_MAX);
                 return GADGET_EBUSY;
         }
-        struct approval *ap = calloc(1, sizeof *ap);
-        if (!ap)
+        size_t too_long;
+        char *args = args_text(q->args, &too_long);
+        if (!args && too_long) {
+                snprintf(msg, len, "the call's arguments are %zu bytes as JSON, more than the %d a person is shown to "
+                         "approve it (Approve=): send less, or leave the method out of Approve=", too_long,
+                         APPROVAL_ARGS_MAX);
+                return GADGET_ELIMIT;
+        }
+        struct approval *ap = args ? calloc(1, sizeof *ap) : NULL;
+        if (!ap) {
+                free(args);
                 goto oom;
+        }
         *ap = (struct approval){ .a = a, .caller = strdup(q->caller), .party = strdup(party), .via = strdup(q->via),
                                  .target = strdup(q->target), .method = strdup(q->method),
-                                 .gadget = strdup(q->gadget), .args = args_text(q->args),
+                                 .gadget = strdup(q->gadget), .args = args,
                                  .asked_ms = monotime_ms(), .timeout_ms = q->timeout_ms,
                                  .decided = q->decided, .arg = q->arg };
         ap->timer = evtimer_new(a->base, on_timeout, ap);
@@ -235,6 +280,13 @@ int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always
                 snprintf(msg, len, "no call waits for approval %llu (decided, timed out, or its caller left)",
                          (unsigned long long)id);
                 return GADGET_ENOTFOUND;
+        }
+        /* Why this is safe: the one who asked is not the person asked; a
+         * member of the control group cannot approve its own call. */
+        if (approve && strcmp(who, ap->caller) == 0 && strcmp(who, "gadgetctl (uid 0)") != 0) {
+                snprintf(msg, len, "%s asked for call %llu itself: another person approves it", who,
+                         (unsigned long long)id);
+                return GADGET_EDENIED;
         }
         char how[200], why[240];
         bool keep = approve && always && a->n_always < APPROVALS_ALWAYS_MAX;

@@ -27,7 +27,10 @@ struct approval;
 #define APPROVALS_MAX 1024        /* calls waiting at once, in all */
 #define APPROVALS_PER_CALLER 64   /* of one caller (a gadget, a control user, the workshop) */
 #define APPROVALS_ALWAYS_MAX 256  /* standing "always" rules */
-#define APPROVAL_ARGS_MAX 4096    /* bytes of a call's arguments shown */
+/* A call's arguments as JSON: a person is shown all of them, so a call
+ * whose arguments are longer is not asked for (GADGET_ELIMIT, saying so):
+ * what is approved is never more than what was shown. */
+#define APPROVAL_ARGS_MAX 4096
 
 /* The outcome, once: approved, or denied with why (a denial, a timeout). */
 typedef void approval_fn(void *arg, bool approved, const char *why);
@@ -40,7 +43,8 @@ struct approval_req {
         const char *target;        /* the gadget called, or the URL of an http binding's request */
         const char *method;        /* its method, or the HTTP method */
         const char *gadget;        /* whose audit records the decision (also the target's, if a gadget) */
-        const Gadget__Value *args; /* shown as JSON, cut at APPROVAL_ARGS_MAX; may be NULL */
+        const Gadget__Value *args; /* shown as JSON (at most APPROVAL_ARGS_MAX), bidi controls
+                                    * escaped; may be NULL */
         uint64_t timeout_ms;       /* ApproveTimeout= */
         approval_fn *decided;
         void *arg;
@@ -62,14 +66,17 @@ void approvals_free(struct approvals *a);
 /* Asks for q. 0: the call waits, *out (may be NULL) is its handle, and
  * q->decided gets the outcome once (unless cancelled). 1: a standing
  * "always" rule approves it now (decided is not called). Else a GADGET_E*
- * code with msg (too many waiting). The strings are copied. */
+ * code with msg (too many waiting, arguments longer than a person is
+ * shown). The strings are copied. */
 int approvals_ask(struct approvals *a, const struct approval_req *q, struct approval **out, char *msg, size_t len);
 /* The caller left: the call stops waiting (no decision is recorded) and
  * decided is called now, denied, so that its caller frees what it keeps. */
 void approval_cancel(struct approval *ap);
 /* An operator's decision on call id; who names them ("gadgetctl (uid 0)",
  * "the workshop"). always (with approve) keeps a standing rule. 0, or
- * GADGET_ENOTFOUND with msg when id is not waiting. */
+ * GADGET_ENOTFOUND with msg when id is not waiting, or GADGET_EDENIED
+ * when who asked for the call itself (a control-group member approves no
+ * call of its own; root, the host's owner, may). */
 int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always, const char *who, char *msg,
                      size_t len);
 /* The waiting calls, oldest first: up to max into out (valid until the

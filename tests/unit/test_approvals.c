@@ -142,29 +142,44 @@ int main(void)
               "one more in all is busy: %s", msg);
         CHECK(approvals_list(a, in, 4) == APPROVALS_MAX, "the list counts them all");
 
-        /* Long arguments are cut on a character boundary, with an ellipsis. */
-        char *big = malloc(3 * APPROVAL_ARGS_MAX);
-        for (int i = 0; i < 3 * APPROVAL_ARGS_MAX - 1; i += 2) {
-                big[i] = (char)0xc3;
-                big[i + 1] = (char)0xa9; /* é */
-        }
-        big[3 * APPROVAL_ARGS_MAX - 1] = '\0';
-        big[3 * APPROVAL_ARGS_MAX - 2] = 'x';
+        /* What a person approves is the whole of what they see: longer
+         * arguments are not asked for; exactly APPROVAL_ARGS_MAX are. */
+        char *big = malloc(APPROVAL_ARGS_MAX + 2);
+        memset(big, 'x', APPROVAL_ARGS_MAX + 1);
+        big[APPROVAL_ARGS_MAX - 2] = '\0'; /* with its quotes: APPROVAL_ARGS_MAX bytes of JSON */
+        Gadget__Value *fits = value_new_string(big);
+        big[APPROVAL_ARGS_MAX - 2] = 'x';
+        big[APPROVAL_ARGS_MAX - 1] = '\0';
         Gadget__Value *bigv = value_new_string(big);
         free(big);
         struct approvals *b2 = NULL;
-        struct outcome o6 = { 0 };
+        struct outcome o6 = { 0 }, o7 = { 0 }, o8 = { 0 };
         approvals_new(base, audit, NULL, &b2);
         struct approval_req bq = req("helpdesk", "create", bigv, &o6);
-        CHECK(b2 && approvals_ask(b2, &bq, NULL, msg, sizeof msg) == 0, "asked with 12 KiB of arguments");
+        CHECK(b2 && approvals_ask(b2, &bq, NULL, msg, sizeof msg) == GADGET_ELIMIT && strstr(msg, "4097 bytes"),
+              "arguments of %d bytes as JSON are not asked for: %s", APPROVAL_ARGS_MAX + 1, msg);
+        struct approval_req fq = req("helpdesk", "create", fits, &o7);
+        CHECK(b2 && approvals_ask(b2, &fq, NULL, msg, sizeof msg) == 0, "%d bytes are", APPROVAL_ARGS_MAX);
         if (b2) {
                 approvals_list(b2, in, 4);
-                size_t len = strlen(in[0].args);
-                CHECK(len <= APPROVAL_ARGS_MAX + 3 && strcmp(in[0].args + len - 3, "\xe2\x80\xa6") == 0 &&
-                      value_utf8_valid(in[0].args, len), "cut to %zu bytes, valid UTF-8, with an ellipsis", len);
+                CHECK(strlen(in[0].args) == APPROVAL_ARGS_MAX, "shown whole: %zu bytes", strlen(in[0].args));
         }
+        /* A right-to-left override cannot reorder what the person reads. */
+        Gadget__Value *rlo = value_new_string("pay \xe2\x80\xae" "01 EUR\xd8\x9c");
+        struct approval_req rq = req("helpdesk", "create", rlo, &o8);
+        CHECK(b2 && approvals_ask(b2, &rq, NULL, msg, sizeof msg) == 0, "asked with U+202E");
+        if (b2) {
+                approvals_list(b2, in, 4);
+                CHECK(strcmp(in[1].args, "\"pay \\u202e01 EUR\\u061c\"") == 0, "bidi controls escaped: %s",
+                      in[1].args);
+        }
+        /* The one who asked does not approve; root may. */
+        CHECK(b2 && approvals_decide(b2, 1, true, false, "helpdesk", msg, sizeof msg) == GADGET_EDENIED &&
+                      strstr(msg, "another person"), "its own call: %s", msg);
+        value_free(fits);
+        value_free(rlo);
         approvals_free(b2);
-        CHECK(o6.calls == 1 && !o6.approved, "freeing denies what waits");
+        CHECK(o6.calls == 0 && o7.calls == 1 && !o7.approved && o8.calls == 1, "freeing denies what waits");
 
         approvals_free(a);
         CHECK(many.calls == APPROVALS_MAX, "every one of the flood told at the end: %d", many.calls);
