@@ -144,6 +144,8 @@ void core_close(struct core *c)
                 unit_free(u);
         }
         free(c->by_name);
+        if (c->ev_wakes)
+                event_free(c->ev_wakes);
         audit_close(c->audit);
         bindings_env_close(&c->bindings);
         uidpool_close(&c->uids);

@@ -33,8 +33,19 @@ struct core {
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
+        /* unit_idle.c: starts of idle gadgets in flight (at most
+         * CORE_WAKES_MAX: a wake flood queues), the ones queued (oldest
+         * first) and the event that starts them. */
+        unsigned wakes;
+        struct unit *wake_head, **wake_tail;
+        struct event *ev_wakes;
         bool stopping;
 };
+
+/* Starts of idle gadgets (Start=on-demand, IdleStop=) in flight at once:
+ * a call to 1,000 idle gadgets starts 16 at a time, the rest queued in the
+ * order they were woken (their calls wait, each within its CallTimeout). */
+#define CORE_WAKES_MAX 16
 
 /* Arms ev to fire in ms (every timer of the core's files). */
 static inline void core_arm(struct event *ev, uint64_t ms)
@@ -95,6 +106,9 @@ struct unit {
          * wait for a start: calls.c) */
         bool dormant;             /* idle: its next call (or gadgetctl wake) starts it */
         bool waking;              /* starting for calls: they wait in pending */
+        bool wake_counted;        /* its start is one of core's wakes in flight */
+        bool wake_queued;         /* idle, its start waits in core's wake queue */
+        struct unit *wake_next;
         bool idling;              /* its stop is an idle stop: it ends idle */
         struct call *pending, **pending_tail; /* calls waiting for its hello, in order */
         size_t n_pending, pending_bytes; /* their number, their arguments' packed bytes */

@@ -129,6 +129,7 @@ void unit_free(struct unit *u)
                 waitpid(u->child.pid, NULL, 0);
         }
         alarms_close(u);
+        unit_wake_done(u);
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
         unit_lease_gone(u);
@@ -276,6 +277,7 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         drop_worker(u, gone);
         /* The calls that waited for its start, if it ended before its hello. */
         u->waking = false;
+        unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
         after_exit(u, u->program_status);
@@ -432,6 +434,7 @@ static void on_hello(struct peer *p, void *data)
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
         u->waking = false;
+        unit_wake_done(u);
         if (!one_life(u)) /* gadgetd run is asked to run it: no IdleStop= */
                 unit_idle_arm(u);
         /* The calls that waited go out first: the log line is written
@@ -646,6 +649,7 @@ fail:
         drop_worker(u, "the gadget could not start");
         u->state = UNIT_FAILED;
         u->waking = false;
+        unit_wake_done(u);
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
         calls_pending_fail(u, u->cause);
         log_msg(one_life(u) ? L_INFO : L_ERR, u->policy->name, "%s", u->cause); /* run says it itself */
@@ -664,6 +668,7 @@ void unit_stop(struct unit *u, const char *why)
         /* It stays stopped (unless this is an idle stop), and calls that
          * waited for its start fail. */
         u->dormant = u->waking = false;
+        unit_wake_done(u);
         calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)

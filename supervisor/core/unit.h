@@ -55,6 +55,10 @@ void unit_activate(struct unit *u);
  * or on its way there, -EINVAL when it is neither idle nor waking (then
  * calls to it are refused as not ready). */
 int unit_wake(struct unit *u);
+/* u's start for calls ended (ready, failed, stopped) or will not come
+ * (stopped while queued, freed): its place among the wakes in flight goes
+ * to the next queued. */
+void unit_wake_done(struct unit *u);
 /* Whether a call to u now waits for its start (it is idle, waking, or
  * stopping for being idle) rather than being refused. */
 bool unit_wakeable(const struct unit *u);

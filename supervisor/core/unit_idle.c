@@ -48,8 +48,59 @@ bool unit_wakeable(const struct unit *u)
                (u->state == UNIT_STOPPING && u->idling);
 }
 
+static void wake_now(struct unit *u)
+{
+        u->dormant = false;
+        u->waking = true;
+        u->wake_counted = true;
+        u->core->wakes++;
+        unit_start(u);
+}
+
+/* Takes u out of the wake queue, if it is there. */
+static void wake_unqueue(struct unit *u)
+{
+        struct core *c = u->core;
+        if (!u->wake_queued)
+                return;
+        struct unit **pp = &c->wake_head;
+        while (*pp && *pp != u)
+                pp = &(*pp)->wake_next;
+        if (*pp)
+                *pp = u->wake_next;
+        if (c->wake_tail == &u->wake_next)
+                c->wake_tail = pp;
+        u->wake_next = NULL;
+        u->wake_queued = false;
+}
+
+/* From the loop: the queued wakes that fit start, oldest first. */
+static void wakes_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct core *c = arg;
+        while (c->wake_head && c->wakes < CORE_WAKES_MAX) {
+                struct unit *u = c->wake_head;
+                wake_unqueue(u);
+                if (u->state == UNIT_IDLE)
+                        wake_now(u);
+        }
+}
+
+void unit_wake_done(struct unit *u)
+{
+        struct core *c = u->core;
+        wake_unqueue(u);
+        if (!u->wake_counted)
+                return;
+        u->wake_counted = false;
+        c->wakes--;
+        if (c->wake_head && c->ev_wakes)
+                core_arm(c->ev_wakes, 0);
+}
+
 int unit_wake(struct unit *u)
 {
+        struct core *c = u->core;
         if (u->state == UNIT_READY && u->peer)
                 return 0;
         if (u->state == UNIT_STARTING && u->waking)
@@ -58,9 +109,23 @@ int unit_wake(struct unit *u)
                 return 0; /* it starts again once stopped (calls wait, or a wake was asked) */
         if (u->state != UNIT_IDLE)
                 return -EINVAL;
-        u->dormant = false;
-        u->waking = true;
-        unit_start(u);
+        if (u->wake_queued)
+                return 0;
+        if (!c->ev_wakes)
+                c->ev_wakes = evtimer_new(c->base, wakes_cb, c);
+        /* Why this is safe: a flood of wakes costs at most CORE_WAKES_MAX
+         * starts at once; the rest wait their turn (and, if the event
+         * could not be made, start now as before). */
+        if (c->wakes >= CORE_WAKES_MAX && c->ev_wakes) {
+                if (!c->wake_tail)
+                        c->wake_tail = &c->wake_head;
+                u->wake_queued = true;
+                u->wake_next = NULL;
+                *c->wake_tail = u;
+                c->wake_tail = &u->wake_next;
+                return 0;
+        }
+        wake_now(u);
         return 0;
 }
 

@@ -386,6 +386,8 @@ int main(int argc, char **argv)
                 sleep((unsigned)atoi(argv[2]));
                 return 0;
         }
+        if (argc > 2 && strcmp(argv[1], "slowstart") == 0) /* its start (until its hello) takes N ms */
+                usleep((useconds_t)atoi(argv[2]) * 1000);
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);

@@ -1,0 +1,38 @@
+"""A control client against the starts of idle gadgets: one connection
+calls 120 idle Start=on-demand gadgets at once (a wake flood)."""
+import subprocess
+
+from harness import CALLFLOOD, Daemon, Healthy, check, policy, test, wait_for
+
+# supervisor/core/core_int.h: starts of idle gadgets in flight at once.
+CORE_WAKES_MAX = 16
+
+
+@test
+def load_wake_flood_queues(tmp):
+    """At most CORE_WAKES_MAX of the 120 start at a time (each start takes
+    300 ms before its hello, so the lists taken during the flood see the
+    starts in flight: without the bound, all 120 at once), the rest wait
+    their turn and every call is answered; a healthy gadget's calls are
+    answered throughout."""
+    names = ["od%d" % i for i in range(120)]
+    with Daemon(tmp) as d:
+        for n in names:
+            policy(d.pol, n, "Start=on-demand\nArguments=slowstart 300\n")
+        policy(d.pol, "good")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("good") == "ready" and all(d.list()[n]["state"] == "idle" for n in names),
+                 what="good ready, the 120 idle")
+        with Healthy(d, "good"):
+            flood = subprocess.Popen([CALLFLOOD, d.sock, ",".join(names), "echo", str(len(names)), "1"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            most, lists = 0, 0
+            while flood.poll() is None:
+                states = [g["state"] for n, g in d.list().items() if n.startswith("od")]
+                most = max(most, states.count("starting"))
+                lists += 1
+            out, err = flood.communicate()
+        check(("ok %d" % len(names)) in out, "every call of the flood answered: %r %r" % (out, err))
+        check(0 < most <= CORE_WAKES_MAX, "at most %d started at once: %d seen starting (%d lists)" %
+              (CORE_WAKES_MAX, most, lists))
+        check(all(g["state"] == "ready" for n, g in d.list().items() if n.startswith("od")), "all 120 ready after")
