@@ -350,7 +350,7 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 }
                 kvpg_set_lease(env->kvpg, env->lease);
                 if ((e = kvpg_audit_new(base, store->connection, store->node, store->audit_keep_days,
-                                        &env->audit_store)) < 0) {
+                                        store->audit_max_bytes, &env->audit_store)) < 0) {
                         log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));
                         return e;
                 }

@@ -66,6 +66,7 @@ struct bindings_store {
         const char *connection, *node;
         const char *peer;           /* PeerListen=, "" if none: where other nodes reach this one */
         unsigned audit_keep_days;   /* rows of gadgetd_audit kept (0: the default) */
+        uint64_t audit_max_bytes;   /* this node's rows of gadgetd_audit: at most these bytes (0: no bound) */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at

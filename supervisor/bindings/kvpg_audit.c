@@ -41,6 +41,8 @@
 #define BATCH_GATHER_MS 20
 #define PRUNE_EVERY_S 3600
 #define PRUNE_ROWS "10000"            /* rows one prune deletes at most */
+#define TRIM_ROWS "4096"              /* oldest rows one batch may delete to keep the budget (they hold
+                                       * more than a batch's BATCH_BYTES unless under 256 bytes each) */
 #define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
 
 enum state { AU_DOWN, AU_CONNECTING, AU_SETUP, AU_READY };
@@ -70,16 +72,30 @@ struct kvpg_audit {
         PGresult *last;                 /* the query's last rows */
         char err[200], sqlstate[6];     /* its first error */
         uint64_t dropped, reported;
+        uint64_t max_bytes;             /* this node's rows: at most this many bytes (0: no bound) */
+        uint64_t stored;                /* the bytes they hold, counted at setup, then kept */
+        uint64_t trimmed, trim_reported; /* rows dropped to keep max_bytes */
         char why[320];                  /* why the last line was dropped */
         bool down_logged;
         bool schema_wait;               /* down because the schema is not migrated yet */
         char reason[200];               /* why the store is unreachable */
 };
 
+/* The batch, and the node's oldest rows past its budget: $3 bytes of them
+ * (0: none, and then the scan of the oldest is not even made) go in the
+ * same statement. Answers the bytes written, and the rows and bytes
+ * deleted. */
 static const char sql_batch[] =
-        "INSERT INTO gadgetd_audit (gadget, node, at, line)"
+        "WITH ins AS (INSERT INTO gadgetd_audit (gadget, node, at, line)"
         " SELECT l::json->>'gadget', $2, (l::json->>'time')::timestamptz, l"
-        " FROM unnest(string_to_array($1, E'\\n')) WITH ORDINALITY AS t(l, i) ORDER BY i";
+        " FROM unnest(string_to_array($1, E'\\n')) WITH ORDINALITY AS t(l, i) ORDER BY i"
+        " RETURNING octet_length(line) AS n),"
+        " old AS (SELECT id, n, sum(n) OVER (ORDER BY id) AS run FROM"
+        " (SELECT id, octet_length(line) AS n FROM gadgetd_audit WHERE $3::bigint > 0 AND node = $2"
+        " ORDER BY id LIMIT " TRIM_ROWS ") o),"
+        " del AS (DELETE FROM gadgetd_audit WHERE $3::bigint > 0 AND id IN (SELECT id FROM old WHERE run - n < $3::bigint)"
+        " RETURNING octet_length(line) AS n)"
+        " SELECT (SELECT coalesce(sum(n), 0) FROM ins), (SELECT count(*) FROM del), (SELECT coalesce(sum(n), 0) FROM del)";
 static const char sql_range[] =
         "SELECT coalesce(min(id) - 1, 0), coalesce(max(id), 0) FROM"
         " (SELECT id FROM gadgetd_audit WHERE gadget = $1 ORDER BY id DESC LIMIT $2::bigint) t";
@@ -88,8 +104,9 @@ static const char sql_page[] =
         " ORDER BY id LIMIT 256";
 static const char sql_prune[] =
         "WITH d AS (DELETE FROM gadgetd_audit WHERE id IN (SELECT id FROM gadgetd_audit"
-        " WHERE at < now() - $1::integer * interval '1 day' LIMIT " PRUNE_ROWS ") RETURNING 1)"
-        " SELECT count(*) FROM d";
+        " WHERE at < now() - $1::integer * interval '1 day' LIMIT " PRUNE_ROWS ")"
+        " RETURNING CASE WHEN node = $2 THEN octet_length(line) ELSE 0 END AS mine)"
+        " SELECT count(*), coalesce(sum(mine), 0) FROM d";
 
 static void send_next(struct kvpg_audit *au);
 
@@ -191,9 +208,15 @@ static void send_batch(struct kvpg_audit *au)
                 p += l->len;
                 *p++ = i + 1 < n ? '\n' : '\0';
         }
-        const char *params[2] = { text, au->node };
+        /* Why this is safe: the node's rows never pass its budget by more
+         * than what one batch's trim leaves (a row longer than the excess). */
+        char excess[24];
+        uint64_t after = au->stored + bytes;
+        snprintf(excess, sizeof excess, "%llu",
+                 (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
+        const char *params[3] = { text, au->node, excess };
         au->batch = n;
-        query_begin(au, OUT_BATCH, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 2, NULL, params, NULL, NULL, 0));
+        query_begin(au, OUT_BATCH, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
         free(text);
 }
 
@@ -223,9 +246,9 @@ static void send_prune(struct kvpg_audit *au)
 {
         char days[16];
         snprintf(days, sizeof days, "%u", au->keep_days);
-        const char *params[1] = { days };
+        const char *params[2] = { days, au->node };
         au->prune_due = false;
-        query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 1, NULL, params, NULL, NULL, 0));
+        query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
 }
 
 /* The next query, if the connection is idle: a read whose earlier lines
@@ -277,6 +300,8 @@ static void range_known(struct kvpg_audit *au)
 static void setup_done(struct kvpg_audit *au)
 {
         int version = au->last && PQntuples(au->last) == 1 ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
+        if (version >= KVPG_SCHEMA_AUDIT)
+                au->stored = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
         char why[200];
         if (version < KVPG_SCHEMA_AUDIT) {
                 snprintf(why, sizeof why, "the store's schema is version %d, not yet %d (the kv connection "
@@ -320,6 +345,13 @@ static void batch_done(struct kvpg_audit *au)
                 snprintf(why, sizeof why, "the store refused a batch: %s", au->err);
                 drop(au, au->batch, why);
         }
+        if (!au->err[0] && au->last && PQntuples(au->last) == 1 && PQnfields(au->last) == 3) {
+                uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
+                uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
+                uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
+                au->stored = au->stored + in > out ? au->stored + in - out : 0;
+                au->trimmed += rows;
+        }
         unqueue(au, au->batch);
         au->batch = 0;
 }
@@ -352,6 +384,8 @@ static void on_end(void *arg)
                 /* A full prune may have left more: the next one now. */
                 if (au->last && PQntuples(au->last) == 1 && atoll(PQgetvalue(au->last, 0, 0)) >= atoll(PRUNE_ROWS))
                         au->prune_due = true;
+                uint64_t mine = au->last && PQntuples(au->last) == 1 ? strtoull(PQgetvalue(au->last, 0, 1), NULL, 10) : 0;
+                au->stored = au->stored > mine ? au->stored - mine : 0;
         }
         send_next(au);
 }
@@ -384,9 +418,12 @@ static void on_connected(void *arg)
         /* statement_timeout below the query timeout: a statement given up
          * on is cancelled by the server too, so a batch sent again cannot
          * also commit later (after a lock on the table is let go). */
+        /* The bytes this node's rows hold are counted once here (a scan of
+         * its rows), then kept by each batch and prune. */
         snprintf(sql, sizeof sql, "SET client_min_messages = warning; SET application_name = 'gadgetd %s audit';"
-                 " SET statement_timeout = '%ums'; SELECT version FROM gadgetd_schema", au->node,
-                 STATEMENT_TIMEOUT_MS);
+                 " SET statement_timeout = '%ums'; SELECT version, (SELECT coalesce(sum(octet_length(line)), 0)"
+                 " FROM gadgetd_audit WHERE node = '%s') FROM gadgetd_schema", au->node, STATEMENT_TIMEOUT_MS,
+                 au->node);
         query_begin(au, OUT_SETUP, PQsendQuery(pgconn_pq(au->pc), sql));
 }
 
@@ -459,6 +496,13 @@ static void on_report(evutil_socket_t fd, short what, void *arg)
         struct kvpg_audit *au = arg;
         (void)fd;
         (void)what;
+        if (au->trimmed != au->trim_reported) {
+                log_msg(L_WARN, NULL, "audit: the store holds at most %llu bytes of this node's records ([Audit] "
+                        "MaxFileSize= x KeepFiles=): its %llu oldest rows were dropped (%llu since gadgetd started)",
+                        (unsigned long long)au->max_bytes, (unsigned long long)(au->trimmed - au->trim_reported),
+                        (unsigned long long)au->trimmed);
+                au->trim_reported = au->trimmed;
+        }
         if (au->dropped == au->reported)
                 return;
         log_msg(L_ERR, NULL, "audit: %llu records were not copied to the store (%llu since gadgetd started): %s; "
@@ -467,8 +511,14 @@ static void on_report(evutil_socket_t fd, short what, void *arg)
         au->reported = au->dropped;
 }
 
+uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored)
+{
+        *stored = au->stored;
+        return au->trimmed;
+}
+
 int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   struct kvpg_audit **out)
+                   uint64_t max_bytes, struct kvpg_audit **out)
 {
         struct kvpg_audit *au = calloc(1, sizeof *au);
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
@@ -480,6 +530,7 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         au->tail = &au->head;
         au->reads_tail = &au->reads;
         au->keep_days = keep_days ? keep_days : KVPG_AUDIT_DEFAULT_KEEP_DAYS;
+        au->max_bytes = max_bytes;
         if (!(au->node = strdup(node)) || !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
             !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
             !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||

@@ -4,7 +4,11 @@
  * connection, non-blocking on the loop: audit.log stays the record of
  * truth, and the store's copy is sent in batches from a bounded queue —
  * a store down or slow costs gadgetd at most that queue, the lines beyond
- * it are dropped and counted. */
+ * it are dropped and counted. This node's rows in the store hold at most
+ * a budget of bytes (the local log's: [Audit] MaxFileSize= × KeepFiles=),
+ * kept as rows are written: the batch that would pass it deletes this
+ * node's oldest rows in the same statement, and they are counted and
+ * logged (besides the rows older than StoreKeepDays=, pruned hourly). */
 #pragma once
 
 #include <stdbool.h>
@@ -36,9 +40,13 @@ struct kvpg_audit_read {
 };
 
 /* Starts connecting to conninfo as node (libpq loaded already: kvpg_new
- * first); rows older than keep_days days are deleted hourly. 0 or -errno. */
+ * first); rows older than keep_days days are deleted hourly; this node's
+ * rows hold at most max_bytes (0: no bound). 0 or -errno. */
 int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   struct kvpg_audit **out);
+                   uint64_t max_bytes, struct kvpg_audit **out);
+/* This node's rows dropped from the store to keep its budget since
+ * gadgetd started, and the bytes its rows hold now as last counted. */
+uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored);
 /* Closes the connection; lines not sent yet are only in audit.log; reads
  * waiting are answered cancelled. */
 void kvpg_audit_free(struct kvpg_audit *au);

@@ -255,5 +255,66 @@ def pg_audit_copies_in_batches(tmp):
             d.__exit__(None, None, None)
 
 
+
+@test
+def pg_audit_store_bounded(tmp):
+    """The store holds at most the local log's budget of a node's records
+    ([Audit] MaxFileSize= x KeepFiles=: 16K x 2 here), kept as rows are
+    written: 100 KB of node a's older rows already there when it starts,
+    then 400 new records (about 64 KB); a's rows hold at most 32 KiB (and
+    one record) after, the newest record there, the older rows dropped
+    first, then the oldest new ones, and the drops said in a's log;
+    another node's rows are not touched."""
+    check(HOSTILE_PATH, "HOSTILE is not set (the hostile test program)")
+    budget = 2 * 16 * 1024
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        with open(d.extra[1], "a") as f:
+            f.write("[Audit]\nMaxFileSize=16K\nKeepFiles=2\nRecordsPerSecond=infinity\n")
+        session = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
+        try:
+            d.start()
+            wait_for(lambda: pg.psql(session) == "1", what="a's audit session (the schema made)")
+        finally:
+            d.__exit__(None, None, None)
+        pad = "x" * 480
+        pg.psql("INSERT INTO gadgetd_audit (gadget, node, at, line) SELECT 'old', n, now(),"
+                " '{\"gadget\":\"old\",\"pad\":\"%s\"}' FROM generate_series(1, 200), (VALUES ('a'), ('z')) v(n)"
+                % pad)
+        mine = "SELECT coalesce(sum(octet_length(line)), 0) FROM gadgetd_audit WHERE node = '%s'"
+        check(int(pg.psql(mine % "a")) > 3 * budget, "a's older rows are there")
+        try:
+            d.start()
+            wait_for(lambda: pg.psql(session) == "1", what="a's audit session again")
+            policy(d.pol, "getter", "Arguments=kv-flood KV get 400 1 8\n\n[Binding KV]\nType=kv\n",
+                   exec_path=HOSTILE_PATH)
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: [l for l in d.ctl("logs", "getter").stdout.splitlines() if "kv-flood:" in l],
+                     what="the gets done")
+            newest = file_lines(d, "getter")[-1]
+            # (Records of one millisecond may be the same text: any count.)
+            wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % newest) != "0",
+                     what="the newest record in the store")
+            held = int(pg.psql(mine % "a"))
+            longest = int(pg.psql("SELECT max(octet_length(line)) FROM gadgetd_audit WHERE node = 'a'"))
+            check(held <= budget + longest, "a's rows hold %d bytes, at most %d (+ one record)" % (held, budget))
+            check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'a' AND gadget = 'old'") == "0",
+                  "the oldest of a's rows were dropped first")
+            # audit.log rotates at 16K: the records written, in order, are
+            # in audit.log.2, audit.log.1 and audit.log.
+            written = []
+            for suffix in (".2", ".1", ""):
+                path = os.path.join(d.tmp, "state", "audit.log" + suffix)
+                if os.path.exists(path):
+                    with open(path) as f:
+                        written += [line.rstrip("\n") for line in f if json.loads(line)["gadget"] == "getter"]
+            kept = store_lines(pg, "getter", "a")
+            check(0 < len(kept) < len(written) and kept == written[-len(kept):],
+                  "the newest %d of the %d new records kept, in order" % (len(kept), len(written)))
+            check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'z'") == "200", "z's rows untouched")
+            wait_for(lambda: "oldest rows were dropped" in d.logtext(), timeout=30, what="the drops said in a's log")
+        finally:
+            d.__exit__(None, None, None)
+
 if __name__ == "__main__":
     sys.exit(main())
