@@ -297,6 +297,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Set-Cookie", cookie);
         evhttp_add_header(h, "Location", "/");
+        gateway_conn_authed(g, req);
         gateway_send(req, 303, NULL, NULL);
         return true;
 }
@@ -416,6 +417,7 @@ static void on_request(struct evhttp_request *req, void *arg)
                                    "a valid token is needed: \"Authorization: Bearer TOKEN\", "
                                    "or open /?token=TOKEN in the browser");
         } else {
+                gateway_conn_authed(g, req);
                 route(g, req, path);
         }
 }

@@ -72,6 +72,13 @@ void gateway_conn_request(struct gateway *g, struct evhttp_request *req)
         evhttp_request_set_on_complete_cb(req, request_done, g);
 }
 
+void gateway_conn_authed(struct gateway *g, struct evhttp_request *req)
+{
+        struct gateway_conn *c = find(g, req);
+        if (c)
+                c->authed = true;
+}
+
 static void pause_listener(struct gateway *g)
 {
         if (g->paused || !g->lev)
@@ -115,6 +122,15 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
         resume_if_room(g);
 }
 
+/* Ends a connection evhttp still holds: it reads end of file and frees it. */
+static void cut(struct gateway_conn *c)
+{
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        if (fd >= 0)
+                shutdown(fd, SHUT_RDWR);
+        c->cut = true;
+}
+
 /* evhttp's bufferevent for a new connection: ours, so it is counted.
  * evhttp makes the connection around it right after this returns; the
  * fresh event then finds that connection (the bufferevent's callback
@@ -136,8 +152,23 @@ static struct bufferevent *new_conn(struct event_base *base, void *arg)
         if (!bev)
                 return NULL;
         bufferevent_incref(bev);
+        /* Why this is safe: connections that never showed the token hold
+         * at most half of the seats; past that, the oldest of them makes
+         * room, so the token holder's next connection always finds one. */
+        size_t unauthed = 0;
+        struct gateway_conn *oldest = NULL;
+        for (size_t i = 0; i < g->n_conns; i++) {
+                struct gateway_conn *c = &g->conns[i];
+                if (c->cut || c->refuse || c->authed || !c->evcon)
+                        continue;
+                unauthed++;
+                if (!oldest || c->accepted_ms < oldest->accepted_ms)
+                        oldest = c;
+        }
+        if (oldest && unauthed >= (g->lim.max_connections + 1) / 2)
+                cut(oldest);
         bool over = g->n_conns >= g->lim.max_connections;
-        g->conns[g->n_conns++] = (struct gateway_conn){ .bev = bev, .since_ms = monotime_ms(),
+        g->conns[g->n_conns++] = (struct gateway_conn){ .bev = bev, .since_ms = monotime_ms(), .accepted_ms = monotime_ms(),
                                                         .refuse = over };
         if (g->n_conns >= g->lim.max_connections)
                 pause_listener(g);
@@ -169,14 +200,6 @@ static void fresh_cb(evutil_socket_t fd, short what, void *arg)
         resume_if_room(g);
 }
 
-/* Ends a connection evhttp still holds: it reads end of file and frees it. */
-static void cut(struct gateway_conn *c)
-{
-        evutil_socket_t fd = bufferevent_getfd(c->bev);
-        if (fd >= 0)
-                shutdown(fd, SHUT_RDWR);
-        c->cut = true;
-}
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -190,6 +213,12 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
                 if (c->refuse) {
                         cut(c);
                 } else if (!c->busy && now - c->since_ms >= g->lim.header_timeout_ms) {
+                        cut(c);
+                        late++;
+                } else if (!c->authed && now - c->accepted_ms >= g->lim.header_timeout_ms) {
+                        /* Why this is safe: a connection that only ever
+                         * gets 401s holds its seat HeaderTimeout, not for
+                         * as long as it keeps asking. */
                         cut(c);
                         late++;
                 }

@@ -23,6 +23,9 @@ struct gateway_conn {
         struct bufferevent *bev;     /* evhttp's (ours referenced until evcon is known) */
         struct evhttp_connection *evcon; /* NULL until the fresh event has seen it */
         uint64_t since_ms;           /* accepted, or its last reply completed */
+        uint64_t accepted_ms;        /* accepted: one that never shows the token is closed
+                                      * HeaderTimeout after it, however many 401s it got */
+        bool authed;                 /* one of its requests carried a valid token */
         unsigned busy;               /* requests read and not yet answered */
         bool refuse;                 /* over MaxConnections: closed at once */
         bool cut;                    /* shut down, evhttp will free it */
@@ -56,6 +59,8 @@ int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound);
 void gateway_conn_free(struct gateway *g);
 /* A request was read on its connection: it is busy until answered. */
 void gateway_conn_request(struct gateway *g, struct evhttp_request *req);
+/* req carried a valid token: its connection keeps its seat while in use. */
+void gateway_conn_authed(struct gateway *g, struct evhttp_request *req);
 /* Logs a refusal of kind k now, or counts it for one line per window;
  * fmt NULL only reports a closed window's count. */
 void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)

@@ -255,6 +255,38 @@ def gateway_notoken(port, n):
     print(" ".join("status_%s %d" % kv for kv in sorted(statuses.items(), key=str)), flush=True)
 
 
+def gateway_notoken_hold(port, n, hold, every):
+    """n connections, each sending a request without the token every
+    `every` s (each answered 401) for hold s, opening a new one for each
+    that gadgetd closes: how many requests were answered, and closed."""
+    socks, answered, closed = [], 0, 0
+    end = time.time() + hold
+
+    def opened():
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            return None
+    socks = [opened() for _ in range(n)]
+    while time.time() < end:
+        for i, s in enumerate(socks):
+            try:
+                if s is None:
+                    raise OSError("not open")
+                s.sendall(b"GET /api/gadgets HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+                data = s.recv(65536)
+                if not data:
+                    raise OSError("closed")
+                answered += 1
+            except OSError:
+                closed += 1
+                if s:
+                    s.close()
+                socks[i] = opened()
+        time.sleep(every)
+    print("answered %d closed %d" % (answered, closed), flush=True)
+
+
 def stall_open(path, hold):
     """A fanotify permission mark on path that is never answered: each
     open() of it waits until this ends (then the kernel allows it)."""
@@ -287,6 +319,8 @@ def main(argv):
         gateway_hold(int(args[0]), int(args[1]), float(args[2]))
     elif cmd == "gateway-notoken":
         gateway_notoken(int(args[0]), int(args[1]))
+    elif cmd == "gateway-notoken-hold":
+        gateway_notoken_hold(int(args[0]), int(args[1]), float(args[2]), float(args[3]))
     elif cmd == "stall-open":
         return stall_open(args[0], float(args[1]))
     else:
