@@ -297,7 +297,9 @@ def pg_audit_store_bounded(tmp):
                      what="the newest record in the store")
             held = int(pg.psql(mine % "a"))
             longest = int(pg.psql("SELECT max(octet_length(line)) FROM gadgetd_audit WHERE node = 'a'"))
-            check(held <= budget + longest, "a's rows hold %d bytes, at most %d (+ one record)" % (held, budget))
+            check(held <= budget + longest, "a's rows hold %d bytes, at most %d (+ one record): %s; %s" % (
+                held, budget, pg.psql("SELECT gadget, count(*), sum(octet_length(line)), min(id), max(id) FROM gadgetd_audit"
+                                      " WHERE node = 'a' GROUP BY 1"), [l for l in d.logtext().splitlines() if "audit" in l][-6:]))
             check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'a' AND gadget = 'old'") == "0",
                   "the oldest of a's rows were dropped first")
             # audit.log rotates at 16K: the records written, in order, are

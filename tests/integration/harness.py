@@ -275,10 +275,19 @@ class Daemon:
         return self.start()
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
+        stopped_here = bool(self.proc and self.proc.poll() is None)
+        if stopped_here:
             self.stop()
         # Under the sanitizer build, gadgetd reports what it found at exit.
         sanitizer_check(self.logtext(), "gadgetd")
+        # gadgetd's own end: asked to stop here, it exits 0; ended before
+        # (a test's kill, a refused start), never by a crash's signal.
+        if exc[0] is None and self.proc:
+            rc = self.proc.returncode
+            crash = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
+            check(rc == 0 if stopped_here else -rc not in crash,
+                  "gadgetd exited with status %r%s: %s" % (rc, " on SIGTERM" if stopped_here else "",
+                                                          self.logtext()[-1500:]))
 
 
 def pid_alive(pid):
