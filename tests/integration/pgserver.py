@@ -5,8 +5,11 @@ Debian's postgresql package (15, or a later one: found by glob) is run as
 directory, with no TCP listener (listen_addresses='') and its Unix socket
 in that directory; fsync and synchronous_commit are on, so what the server
 reported committed survives its crash. PgServer.conninfo is what gadgetd's
-StoreConnection= gets. Missing PostgreSQL is a part scripts/deps installs:
+StoreConnection= gets. The cluster is a copy of a template made by initdb
+once per build tree and PostgreSQL version (BUILD/pg-template-N, made
+under a lock: tests run in parallel), not an initdb per test. Missing PostgreSQL is a part scripts/deps installs:
 need() skips the test on a developer's machine and fails it under CI."""
+import fcntl
 import glob
 import os
 import pwd
@@ -41,22 +44,53 @@ class PgServer:
         self.conninfo = "host=%s dbname=postgres user=gadgetd" % self.dir
         self.made = False
 
-    def _as_user(self, *cmd, check=True, capture=False, timeout=120):
+    def _as_user(self, *cmd, check=True, capture=False, timeout=120, cwd=None):
         env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
         env.pop("PGPASSWORD", None)
         return subprocess.run(
             ["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups", *cmd],
-            check=check, cwd=self.dir, env=env, timeout=timeout, text=True,
+            check=check, cwd=cwd or self.dir, env=env, timeout=timeout, text=True,
             stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture else subprocess.DEVNULL)
 
-    def _make(self):
-        os.makedirs(self.dir, exist_ok=True)
+    def _initdb(self, parent, data):
+        os.makedirs(parent, exist_ok=True)
         # The test's directory is 0755 and root's; this one is the server's.
-        os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
-        os.chmod(self.dir, 0o755)
-        self._as_user(os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "gadgetd", "--auth=trust",
-                      "--no-sync", "-E", "UTF8", "--locale=C")
+        os.chown(parent, self.pw.pw_uid, self.pw.pw_gid)
+        os.chmod(parent, 0o755)
+        r = self._as_user(os.path.join(self.bin, "initdb"), "-D", data, "-U", "gadgetd", "--auth=trust",
+                          "--no-sync", "-E", "UTF8", "--locale=C", cwd=parent)
+        return r
+
+    def _template(self):
+        """The data directory initdb made once for this build tree and
+        version (made here under a lock if it is not there yet), or None
+        where no build tree is known (initdb per test then)."""
+        gadgetd = os.environ.get("GADGETD", "")
+        if not gadgetd:
+            return None
+        version = self.bin.rstrip("/").split("/")[-2]
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(gadgetd))), "pg-template-" + version)
+        data = os.path.join(path, "data")
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(os.path.join(data, "PG_VERSION")):
+                new = path + ".new"
+                shutil.rmtree(new, ignore_errors=True)
+                self._initdb(new, os.path.join(new, "data"))
+                shutil.rmtree(path, ignore_errors=True)
+                os.rename(new, path)
+        return data
+
+    def _make(self):
+        template = self._template()
+        if template:
+            os.makedirs(self.dir, exist_ok=True)
+            os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
+            os.chmod(self.dir, 0o755)
+            subprocess.run(["cp", "-a", template, self.data], check=True)
+        else:
+            self._initdb(self.dir, self.data)
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\n"
                     "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % self.dir)
