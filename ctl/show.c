@@ -699,7 +699,17 @@ void show_error(FILE *f, bool json, uint32_t code, const char *fmt, ...)
                 if (show_json(f, j) < 0)
                         fputs("{\"error\":{\"code\":0,\"message\":\"out of memory\"}}\n", f);
         } else {
-                fprintf(f, "gadgetctl: %s\n", esc ? esc : "out of memory");
+                /* Why this is safe: a message keeps its lines (a policy's
+                 * errors, one a line), each after the first indented, so
+                 * text from a gadget cannot print a line of gadgetctl's own. */
+                const char *p = esc ? esc : "out of memory";
+                fputs("gadgetctl: ", f);
+                for (; *p; p++) {
+                        fputc(*p, f);
+                        if (*p == '\n' && p[1])
+                                fputs("  ", f);
+                }
+                fputc('\n', f);
         }
         free(esc);
         free(msg);

@@ -452,6 +452,9 @@ static void test_error(void)
         CAPTURE(out, show_error(f, false, 3, "%s", "evil\x1b[8m"));
         CHECK_STR(out, "gadgetctl: evil\\x1b[8m\n", "error text escaped");
         free(out);
+        CAPTURE(out, show_error(f, false, 3, "%s", "no\ngadgetctl: approved"));
+        CHECK_STR(out, "gadgetctl: no\n  gadgetctl: approved\n", "a line of the message cannot pass for gadgetctl's own");
+        free(out);
         CAPTURE(out, show_error(f, true, 0, "%s: bad", "file\xff"));
         CHECK_STR(out, "{\"error\":{\"code\":0,\"message\":\"file\\\\xff: bad\"}}\n",
                   "error JSON with invalid UTF-8 is escaped, not lost");
