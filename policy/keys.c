@@ -626,6 +626,7 @@ static const struct policy_key policy_gadget_keys[] = {
          * each bounds what one gadget can make gadgetd's loop do. */
         { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
         { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max), POLICY_FRAME_VALUES_LIMIT, NULL },
+        { "FrameValuesPerSecond", KIND_COUNT, 0, 0, G(frame_values_per_s), 1u << 30, NULL },
         { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL },
         { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL },
         { "CallsQueuedMax", KIND_COUNT, 0, 0, G(calls_queued_max), POLICY_CALLS_QUEUED_LIMIT, NULL },

@@ -468,6 +468,7 @@ static struct policy *policy_new(const char *path)
                 .start_timeout_ms = 10 * 1000,
                 .binding_calls_max = POLICY_BINDING_CALLS_MAX,
                 .frame_values_max = POLICY_FRAME_VALUES,
+                .frame_values_per_s = POLICY_FRAME_VALUES_PER_S,
                 .turn_frames_max = POLICY_TURN_FRAMES,
                 .turn_bytes_max = POLICY_TURN_BYTES,
                 .calls_queued_max = POLICY_CALLS_QUEUED,

@@ -29,6 +29,7 @@
 #define POLICY_BINDING_CALLS_MAX 64     /* BindingCallsMax= */
 #define POLICY_FRAME_VALUES 131072      /* FrameValuesMax= */
 #define POLICY_FRAME_VALUES_LIMIT 1048576
+#define POLICY_FRAME_VALUES_PER_S (4 * POLICY_FRAME_VALUES) /* FrameValuesPerSecond= */
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
 #define POLICY_CALLS_QUEUED 1024        /* CallsQueuedMax= */
@@ -168,6 +169,8 @@ struct policy {
         uint64_t log_bytes;      /* LogBytesPerSecond=, 0 = gadgetd's default */
         uint64_t binding_calls_max; /* BindingCallsMax=: binding calls in flight, all bindings */
         uint64_t frame_values_max;  /* FrameValuesMax=: values in one frame from the gadget */
+        uint64_t frame_values_per_s; /* FrameValuesPerSecond=: values of its frames gadgetd decodes in a
+                                      * second (a frame counts at least 1); past it, it waits */
         uint64_t turn_frames_max;   /* TurnFramesMax=: its frames gadgetd handles per loop turn */
         uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         uint64_t calls_queued_max;  /* CallsQueuedMax=: calls to the gadget in flight (more: busy) */

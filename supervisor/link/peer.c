@@ -26,6 +26,12 @@ struct peer {
         const struct peer_handlers *h;
         void *data;
         bool yield_logged;            /* the first yield of this run is logged */
+        /* FrameValuesPerSecond=: a leaky bucket of the values decoded,
+         * draining at the budget a second (as of rate_ms); past the budget
+         * the input is held until it has drained to it (ev_rate). */
+        struct event *ev_rate;
+        uint64_t rate_ms, rate_values;
+        bool held_output, held_rate, rate_logged;
         struct timespec progress;     /* the last result, or the first call sent when idle */
         uint64_t next_id;
         struct peer_call *head, **tail; /* calls in flight, oldest first */
@@ -59,6 +65,56 @@ static const struct dispatch_row dispatch_table[] = {
 
 static const struct conn_ops conn_ops;
 
+/* The input is held for the log's budget (peer_hold) or this second's
+ * frame budget; either keeps it held. */
+static void apply_hold(struct peer *p)
+{
+        conn_hold(p->conn, p->held_output || p->held_rate);
+}
+
+/* The bucket drains at the budget a second since it was last looked at. */
+static void rate_drain(struct peer *p, uint64_t now)
+{
+        uint64_t budget = p->policy->frame_values_per_s;
+        uint64_t gone = (now - p->rate_ms) * budget / 1000;
+        p->rate_values = p->rate_values > gone ? p->rate_values - gone : 0;
+        p->rate_ms = now;
+}
+
+/* The bucket has drained to the budget: the input goes on. */
+static void rate_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct peer *p = arg;
+        rate_drain(p, monotime_ms());
+        p->held_rate = false;
+        apply_hold(p);
+}
+
+/* Counts a frame's values (at least 1); past the budget the input waits
+ * until the bucket has drained to it, so that over any span the values
+ * decoded are at most the budget a second (and one budget at once). */
+static void rate_count(struct peer *p, size_t values)
+{
+        uint64_t now = monotime_ms(), budget = p->policy->frame_values_per_s;
+        if (!budget)
+                return;
+        rate_drain(p, now);
+        p->rate_values += values ? values : 1;
+        if (p->rate_values <= budget || p->held_rate)
+                return;
+        p->held_rate = true;
+        apply_hold(p);
+        uint64_t wait_ms = (p->rate_values - budget) * 1000 / budget + 1;
+        struct timeval tv = { .tv_sec = (time_t)(wait_ms / 1000), .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
+        event_add(p->ev_rate, &tv);
+        if (!p->rate_logged) {
+                p->rate_logged = true;
+                log_msg(L_INFO, p->policy->name, "its messages held %llu values in a second "
+                        "(FrameValuesPerSecond=%llu): the rest wait for the next second (logged once)",
+                        (unsigned long long)p->rate_values, (unsigned long long)budget);
+        }
+}
+
 /* The policy's turn budget, for the connection. */
 static void set_budget(struct peer *p)
 {
@@ -83,6 +139,12 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
                 free(p);
                 return NULL;
         }
+        if (!(p->ev_rate = evtimer_new(base, rate_cb, p))) {
+                conn_free(p->conn);
+                free(p);
+                return NULL;
+        }
+        p->rate_ms = monotime_ms();
         set_budget(p);
         return p;
 }
@@ -121,6 +183,8 @@ void peer_free(struct peer *p, const char *gone)
                 return;
         fail_pending(p, gone ? gone : "the gadget stopped");
         conn_free(p->conn);
+        if (p->ev_rate)
+                event_free(p->ev_rate);
         for (size_t i = 0; i < p->n_methods; i++) {
                 free(p->methods[i]);
                 types_sig_free(p->sigs[i]);
@@ -324,9 +388,12 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *values)
 {
         struct peer *p = arg;
         char why[256] = "";
+        size_t before = *values;
         int e = handle_frame(p, data, len, values, why, sizeof why);
         if (e < 0)
                 close_peer(p, why[0] ? why : "out of memory");
+        else
+                rate_count(p, *values - before);
         return e;
 }
 
@@ -377,7 +444,8 @@ void peer_set_policy(struct peer *p, const struct policy *policy)
 
 void peer_hold(struct peer *p, bool hold)
 {
-        conn_hold(p->conn, hold);
+        p->held_output = hold;
+        apply_hold(p);
 }
 
 /* Copies chain into c's own. */

@@ -103,6 +103,34 @@ TURN_ATTACKS = [
 
 
 @test
+def load_loop_frames_per_second(tmp):
+    """A gadget resending big frames as fast as it can: gadgetd decodes at
+    most FrameValuesPerSecond= of their values a second (262144 here: two
+    frames of 131,000), one budget at once and one frame past it, so its
+    13 frames take at least (13 x 131,000 - 262,144 - 131,000) / 262,144 =
+    5.0 s to be handled (4.9: the clock's rounding; a slower host only
+    makes it longer; without the budget they took under one),
+    every one answered, gadgetd says so once, and a healthy gadget's calls
+    are answered throughout."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good")
+        ready(d, "good")
+        with Healthy(d, "good", "echo"):
+            t0 = time.monotonic()
+            policy(d.pol, "resend", "Arguments=big-frames 13 131000\nFrameValuesPerSecond=262144\n",
+                   exec_path=HOSTILE)
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: "[resend] big-frames: answers" in d.logtext(), timeout=120, what="resend's answers")
+            took = time.monotonic() - t0
+            got = answers(d, "resend", "big-frames")
+            check(got["answers"] == 13 and got["denied"] == 13, "resend's answers: %r" % got)
+            check(took >= 4.9, "13 frames of 131,000 values handled in %.1f s, under the 5.0 s the budget "
+                  "allows at least" % took)
+            check(d.logtext().count("(FrameValuesPerSecond=262144): the rest wait for the next second") == 1,
+                  "said once")
+
+
+@test
 def load_loop_big_frames(tmp):
     """Frames written 1 MiB at a time (a read of gadgetd's holds up to
     thousands): each turn handles a bounded part. Then 150 valid
@@ -130,7 +158,10 @@ def load_loop_big_frames(tmp):
                 check(bound(frames, nbytes, values), "%s: a turn of %d frames, %d bytes, %d values" % (
                     name, frames, nbytes, values))
                 unload(d, name)
-            policy(d.pol, "big", "Arguments=big-frames 150 131000\n", exec_path=HOSTILE)
+            # The per-turn budget and the arena (the per-second budget has
+            # a test of its own: load_loop_frames_per_second).
+            policy(d.pol, "big", "Arguments=big-frames 150 131000\nFrameValuesPerSecond=1073741824\n",
+                   exec_path=HOSTILE)
             ready(d)
             run_attack(d, bounds, lambda: "[big] big-frames: answers" in d.logtext())
             got = answers(d, "big", "big-frames")
