@@ -173,6 +173,30 @@ def control_noread(path, n, reqs, name, limit_s=20):
         s.close()
 
 
+def control_wide(path, n, values):
+    """n connections in turn, each sending one call whose arguments are a
+    list of `values` nulls (the frame under the 2 MiB bound): how many
+    were answered (an error: the gadget named is not there) and how many
+    gadgetd closed unanswered."""
+    items = field(1, varint(1 << 3) + varint(1)) * values
+    call = field(1, b"nosuch") + field(2, b"m") + field(3, field(7, items))
+    msg = varint(1 << 3) + varint(1) + field(7, call) + varint(11 << 3) + varint(CONTROL_PROTOCOL_VERSION)
+    frame = struct.pack("<I", len(msg)) + msg
+    answered = closed = 0
+    for _ in range(n):
+        s = connect_unix(path)
+        try:
+            s.sendall(frame)
+            if answer(s, timeout=30) is None:
+                closed += 1
+            else:
+                answered += 1
+        except OSError:
+            closed += 1
+        s.close()
+    print("answered %d closed %d" % (answered, closed), flush=True)
+
+
 def control_load(path, policy_path):
     s = connect_unix(path)
     s.sendall(request(1, 2, policy_path))
@@ -313,6 +337,8 @@ def main(argv):
         control_idle(args[0], int(args[1]), float(args[2]))
     elif cmd == "control-noread":
         control_noread(args[0], int(args[1]), int(args[2]), args[3])
+    elif cmd == "control-wide":
+        control_wide(args[0], int(args[1]), int(args[2]))
     elif cmd == "control-load":
         control_load(args[0], args[1])
     elif cmd == "gateway-hold":

@@ -179,6 +179,26 @@ def load_as(d, user, path):
 
 
 @test
+def load_control_wide_frames(tmp):
+    """A member of the control group sends 20 requests of 500,000 values
+    each (2 MiB frames of nulls, under the frame size bound): each ends
+    its connection unanswered, counted on the packed bytes before any is
+    decoded (CONTROL_FRAME_VALUES_MAX); one of 100,000 values is decoded
+    and answered; a healthy caller is answered throughout."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        with Healthy(d, "good"):
+            p = attack(NOBODY, "control-wide", d.sock, "20", "500000")
+            out, err = p.communicate(timeout=300)
+            c = counts(out)
+            check(c.get("closed") == 20 and not c.get("answered"), "the wide requests: %r %s" % (c, err))
+            p = attack(NOBODY, "control-wide", d.sock, "1", "100000")
+            out, err = p.communicate(timeout=120)
+            c = counts(out)
+            check(c.get("answered") == 1, "a request within the bound: %r %s" % (c, err))
+
+
+@test
 def load_control_load_refuses_what_the_user_cannot_read(tmp):
     """A group member's raw `load` of a root-only file, a FIFO, /dev/zero,
     a symlink and a 2 MiB file: each refused at once, saying why, with no
