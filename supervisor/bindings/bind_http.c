@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "bindings.h"
+#include "netaddr.h"
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
@@ -155,29 +156,6 @@ static bool method_allowed(const struct policy_binding *b, const char *m)
         return false;
 }
 
-/* Loopback, private, link-local, unspecified, multicast and similar
- * internal ranges. */
-static bool internal_address(const struct sockaddr *sa)
-{
-        if (sa->sa_family == AF_INET) {
-                uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-                return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 || (a >> 16) == 0xa9fe ||
-                       (a >> 20) == 0xac1 || (a >> 16) == 0xc0a8 || (a >> 22) == (100u << 2 | 1) ||
-                       (a >> 28) >= 0xe;
-        }
-        if (sa->sa_family == AF_INET6) {
-                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-                if (IN6_IS_ADDR_V4MAPPED(a)) {
-                        struct sockaddr_in v4 = { .sin_family = AF_INET };
-                        memcpy(&v4.sin_addr, &a->s6_addr[12], 4);
-                        return internal_address((struct sockaddr *)&v4);
-                }
-                return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
-                       IN6_IS_ADDR_SITELOCAL(a) || IN6_IS_ADDR_MULTICAST(a) || (a->s6_addr[0] & 0xfe) == 0xfc;
-        }
-        return true;
-}
-
 /* Why this is safe: every address curl is about to connect to passes here,
  * after name resolution, so a name cannot be made to resolve to an
  * internal address; only an Allow= entry naming that address literally
@@ -190,7 +168,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
                 inet_ntop(AF_INET, &((struct sockaddr_in *)&addr->addr)->sin_addr, ip, sizeof ip);
         else if (addr->family == AF_INET6)
                 inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr->addr)->sin6_addr, ip, sizeof ip);
-        if (internal_address(&addr->addr) && !(f->literal_host && strcmp(ip, f->allowed_ip) == 0)) {
+        if (net_internal(&addr->addr) && !(f->literal_host && strcmp(ip, f->allowed_ip) == 0)) {
                 f->blocked = true;
                 return CURL_SOCKET_BAD;
         }
