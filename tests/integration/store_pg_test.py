@@ -151,6 +151,37 @@ def pg_put_answered_after_commit(tmp):
         check(pg.psql("SELECT keys FROM gadgetd_kv_ns") == "2", "usage counts the refused put")
 
 
+@test
+def pg_commits_are_synchronous(tmp):
+    """An acknowledged put survives a crash of the server only if its
+    commit waited for the WAL on disk: with the server's own default set to
+    synchronous_commit=off, gadgetd's kv and lease sessions still commit
+    synchronously (a trigger run at each commit records the setting the
+    committing session has)."""
+    with PgServer(tmp) as pg:
+        pg.psql("ALTER SYSTEM SET synchronous_commit = off")
+        pg.psql("SELECT pg_reload_conf()")
+        check(pg.psql("SHOW synchronous_commit") == "off", "the server's default is off")
+        with pg_daemon(tmp, pg) as d:
+            policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+            ready(d, "store")
+            pg.psql("CREATE TABLE seen (tbl text, setting text);"
+                    "CREATE FUNCTION record_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                    " INSERT INTO seen VALUES (TG_TABLE_NAME, current_setting('synchronous_commit')); RETURN NULL;"
+                    " END $$;"
+                    "CREATE CONSTRAINT TRIGGER record_kv AFTER INSERT OR UPDATE ON gadgetd_kv"
+                    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION record_commit();"
+                    "CREATE CONSTRAINT TRIGGER record_owner AFTER INSERT OR UPDATE ON gadgetd_owner"
+                    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION record_commit()")
+            check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})[0] == 0, "a put")
+            policy(d.pol, "other", "[Binding DATA]\nType=kv\n")
+            ready(d, "other")  # its lease: a row of gadgetd_owner written
+            wait_for(lambda: "gadgetd_owner" in pg.psql("SELECT tbl FROM seen"), what="a lease's commit")
+            rows = pg.psql("SELECT tbl || '=' || setting FROM seen ORDER BY 1")
+            check(rows and all(r.endswith("=on") for r in rows.splitlines()) and "gadgetd_kv=on" in rows,
+                  "the settings of gadgetd's commits: %r" % rows)
+
+
 def put_until(d, gadget, acked, stop, prefix="k", errors=None):
     """Puts k000000, k000001, ... until stop is set; acked gets each key
     answered ok, errors each error message."""
