@@ -162,6 +162,16 @@ static void check_paths(int argc, char **argv)
         }
 }
 
+/* create PATH...: opens each for writing, creating it if missing. */
+static void check_creates(int argc, char **argv)
+{
+        for (int i = 0; i < argc; i++) {
+                char name[512];
+                snprintf(name, sizeof name, "create %s", argv[i]);
+                result(name, open(argv[i], O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+        }
+}
+
 static void check_writes(void)
 {
         result("create /x", open("/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
@@ -377,6 +387,8 @@ int main(int argc, char **argv)
                 check_paths(argc - 2, argv + 2);
         else if (strcmp(c, "writes") == 0)
                 check_writes();
+        else if (strcmp(c, "create") == 0)
+                check_creates(argc - 2, argv + 2);
         else if (strcmp(c, "rlimits") == 0)
                 check_rlimits();
         else if (strcmp(c, "tmpfull") == 0)

@@ -154,6 +154,23 @@ def host_files_invisible(tmp):
 
 
 @test
+def read_only_paths_read_only_whatever_their_modes(tmp):
+    """ReadOnlyPaths= is read-only by its mount, not by file modes: a
+    directory and a file every user may write (0777, 0666), listed, can
+    be neither created in nor written inside the sandbox (EROFS)."""
+    listed = os.path.join(tmp, "open")
+    os.mkdir(listed)
+    os.chmod(listed, 0o777)
+    existing = os.path.join(listed, "file")
+    open(existing, "w").close()
+    os.chmod(existing, 0o666)
+    r, out = run_probe(tmp, "create", os.path.join(listed, "new"), existing, body="ReadOnlyPaths=%s\n" % listed)
+    for p in (os.path.join(listed, "new"), existing):
+        check(out.get("create " + p) == ["EROFS"], "create %s: %r" % (p, out.get("create " + p)))
+    check(not os.path.exists(os.path.join(listed, "new")), "a file was made in the listed directory")
+
+
+@test
 def root_holds_only_expected(tmp):
     r, out = run_probe(tmp, "ls", "/")
     top = PROBE.split("/")[1]
