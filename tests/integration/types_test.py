@@ -99,6 +99,27 @@ def typed_results_checked(tmp):
 
 
 @test
+def typed_calls_checked_while_waiting_for_a_start(tmp):
+    """Calls that wait for an idle gadget's start (Start=on-demand) are
+    checked against its signatures once its hello declares them: a call
+    of the wrong type is refused then, never sent; a result breaking the
+    signature is refused as from a running gadget."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "od", "Start=on-demand\n")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("od") == "idle", what="od idle")
+        r = ctl_call(d, "od", "liar", {"kind": "string"})
+        check(r.returncode == 1 and "liar: result: expected {id: int}, got string" in r.stderr and
+              "breaks the method's declared signature" in r.stderr, "a broken result after a start: %r" % r.stderr)
+        check(d.ctl("stop", "od").returncode == 0 and d.ctl("restart", "od").returncode == 0, "back to idle")
+        wait_for(lambda: d.state("od") == "idle", what="od idle again")
+        r = ctl_call(d, "od", "liar", {"kind": 5})
+        check(r.returncode == 1 and "liar: args.kind: expected string, got int" in r.stderr,
+              "a call of the wrong type after a start: %r" % r.stderr)
+        check(seen(d, "od") == 0, "the gadget saw the refused call")
+
+
+@test
 def typed_calls_checked_through_gateway(tmp):
     with Gateway(tmp) as g:
         start(g, "tg")
