@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -633,7 +634,15 @@ static void test_ipv6(void)
         struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .arg = &sb };
         struct nodelink *b = NULL, *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
         if (nodelink_new(base, &cfg, &ops, &b, err, sizeof err) < 0) {
-                CHECK(strstr(err, "cannot listen"), "# SKIP no IPv6 loopback: %s", err);
+                /* IPv6 is a part of the README's platform: its absence is
+                 * a skip on a developer's machine and a failure under CI
+                 * (the rule of tests/parts.py), never a pass. */
+                const char *ci = getenv("CI");
+                bool under_ci = ci && *ci && strcmp(ci, "0") && strcasecmp(ci, "false") && strcasecmp(ci, "no");
+                if (under_ci)
+                        CHECK(false, "no IPv6 loopback, and under CI that is a failure: %s", err);
+                else
+                        printf("ok %d - # SKIP no IPv6 loopback: %s\n", ++tap_n, err);
                 nodelink_free(a);
                 return;
         }
