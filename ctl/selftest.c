@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buildtree.h"
 #include "cmd.h"
 #include "output.h"
 #include "show.h"
@@ -34,28 +35,14 @@ struct selftest_programs {
         const char *probe;
 };
 
-static bool selftest_from_build_tree(void)
-{
-#ifdef GADGETCTL_BUILD_ROOT
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        size_t root = strlen(GADGETCTL_BUILD_ROOT);
-
-        if (n <= 0)
-                return false;
-        self[n] = '\0';
-        return strncmp(self, GADGETCTL_BUILD_ROOT, root) == 0 && self[root] == '/';
-#else
-        return false;
-#endif
-}
-
 static struct selftest_programs selftest_programs(void)
 {
         struct selftest_programs p = { GADGETD_PATH, ESCAPE_PROBE_PATH };
-#if defined(GADGETD_BUILT) && defined(ESCAPE_PROBE_BUILT)
-        if (selftest_from_build_tree())
-                p = (struct selftest_programs){ GADGETD_BUILT, ESCAPE_PROBE_BUILT };
+#if defined(GADGETCTL_SELF_BUILT) && defined(GADGETD_BUILT) && defined(ESCAPE_PROBE_BUILT)
+        static char gadgetd[PATH_MAX], probe[PATH_MAX];
+        if (buildtree_path(GADGETCTL_SELF_BUILT, GADGETD_BUILT, gadgetd, sizeof gadgetd) &&
+            buildtree_path(GADGETCTL_SELF_BUILT, ESCAPE_PROBE_BUILT, probe, sizeof probe))
+                p = (struct selftest_programs){ gadgetd, probe };
 #endif
         if (getenv("GADGETD"))
                 p.gadgetd = getenv("GADGETD");

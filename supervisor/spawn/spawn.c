@@ -22,6 +22,7 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 
+#include "buildtree.h"
 #include "limits/cgroup.h"
 #include "sandbox_abi.h"
 #include "system/monotime.h"
@@ -106,13 +107,10 @@ static int await_start(struct spawn_child *c, int want, char *err, size_t errlen
 
 int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen)
 {
-        char self[PATH_MAX];
+        char built[PATH_MAX];
         struct stat st;
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[n > 0 ? n : 0] = '\0';
-        size_t root = strlen(GADGETD_BUILD_ROOT);
-        bool built = strncmp(self, GADGETD_BUILD_ROOT, root) == 0 && self[root] == '/';
-        const char *path = built ? GADGETD_SANDBOX_BUILT : GADGETD_SANDBOX_INSTALLED;
+        const char *path = buildtree_path(GADGETD_SELF_BUILT, GADGETD_SANDBOX_BUILT, built, sizeof built)
+                                   ? built : GADGETD_SANDBOX_INSTALLED;
         int fd = open(path, O_PATH | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
                 int e = -errno;

@@ -32,7 +32,7 @@ EXPECTED = {
     "libgadget0": ["usr/lib/%s/libgadget.so.0" % MA],
     "libgadget-dev": [
         "usr/include/gadget/gadget.h", "usr/include/gadget/contract.h", "usr/lib/%s/libgadget.so" % MA,
-        "usr/lib/%s/libgadget-static.a" % MA, "usr/lib/%s/pkgconfig/libgadget.pc" % MA,
+        "usr/lib/%s/libgadget-static.a" % MA, "usr/lib/%s/libgadget.a" % MA, "usr/lib/%s/pkgconfig/libgadget.pc" % MA,
         "usr/share/man/man3/libgadget.3.gz",
     ],
 }
@@ -69,7 +69,20 @@ def sdk_compiles(dev_deb):
         r = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", "-I", os.path.join(tmp, "usr", "include"), src],
                            capture_output=True, text=True, timeout=120)
         check(r.returncode == 0, "a gadget does not compile against libgadget-dev's headers:\n" + r.stderr)
-    print("a gadget compiles against libgadget-dev's headers")
+        # A static gadget, linked as the manual says, through pkg-config
+        # (the package's libgadget.pc, its files where dpkg-deb put them).
+        pcdir = os.path.join(tmp, "usr", "lib", MA, "pkgconfig")
+        env = dict(os.environ, PKG_CONFIG_PATH=pcdir, PKG_CONFIG_SYSROOT_DIR=tmp)
+        flags = subprocess.run(["pkg-config", "--static", "--cflags", "--libs", "libgadget"], env=env,
+                               capture_output=True, text=True)
+        check(flags.returncode == 0, "pkg-config --static libgadget: " + flags.stderr)
+        out = os.path.join(tmp, "g")
+        r = subprocess.run([cc, "-static", src, "-o", out, *flags.stdout.split()], capture_output=True, text=True,
+                           timeout=120)
+        check(r.returncode == 0, "a static gadget does not link with pkg-config --static:\n" + r.stderr)
+        heads = subprocess.run(["readelf", "-l", out], capture_output=True, text=True).stdout
+        check("LOAD" in heads and "INTERP" not in heads, "the gadget is not static:\n%s" % heads)
+    print("a gadget compiles against libgadget-dev's headers, and links statically through pkg-config")
 
 
 def field(deb, name):
