@@ -178,6 +178,35 @@ def debs_cache():
     return os.path.join(BUILD or tempfile.gettempdir(), "packaging")
 
 
+def package_build(commit, files, tree, check=True):
+    """dpkg-buildpackage -us -uc -b of the sources (commit, or else a copy
+    of files) unpacked into tree, as a packager builds them: with its unit
+    tests (debian/rules), or with DEB_BUILD_OPTIONS=nocheck if not check.
+    The .deb files land beside tree. Returns the finished process."""
+    if commit:
+        log("git archive %s, unpacked in %s" % (commit, tree))
+        unpack_release(commit, tree)
+    else:
+        log("not a git work tree: building from a copy of " + SRC)
+        copy_tree(files, tree)
+    # dpkg-buildpackage wants debian/ at the top of the tree.
+    shutil.copytree(os.path.join(tree, "packaging", "debian"), os.path.join(tree, "debian"))
+    # Nothing of the test's build reaches the package build's tests.
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "SOURCE_ROOT", "BUILD_ROOT", "GADGETD", "GADGETCTL", "UNIT_DIR", "MAN_DIR")}
+    env["DEB_BUILD_OPTIONS"] = "parallel=%d%s" % (os.cpu_count() or 1, "" if check else " nocheck")
+    log("dpkg-buildpackage -us -uc -b in " + tree)
+    try:
+        p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=tree, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=DEB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failure("dpkg-buildpackage took more than %d s" % DEB_TIMEOUT)
+    if p.returncode != 0:
+        raise Failure("dpkg-buildpackage failed:\n" + p.stdout[-6000:])
+    return p
+
+
 def build_debs():
     """The .deb files built as a packager builds them: `dpkg-buildpackage
     -us -uc -b` (with its unit tests) in the unpacked `git archive` of the
@@ -211,28 +240,7 @@ def build_debs():
         tmp = tempfile.mkdtemp(prefix="gadgetd-deb-")
         try:
             tree = os.path.join(tmp, "gadgetd")
-            if commit:
-                log("git archive %s, unpacked in %s" % (commit, tree))
-                unpack_release(commit, tree)
-            else:
-                log("not a git work tree: building from a copy of " + SRC)
-                copy_tree(files, tree)
-            # dpkg-buildpackage wants debian/ at the top of the tree.
-            shutil.copytree(os.path.join(tree, "packaging", "debian"), os.path.join(tree, "debian"))
-            # As a packager's build: the unit tests run (debian/rules).
-            # Nothing of the test's build reaches the package build's tests.
-            env = {k: v for k, v in os.environ.items() if k not in (
-                "SOURCE_ROOT", "BUILD_ROOT", "GADGETD", "GADGETCTL", "UNIT_DIR", "MAN_DIR")}
-            env["DEB_BUILD_OPTIONS"] = "parallel=%d" % (os.cpu_count() or 1)
-            log("dpkg-buildpackage -us -uc -b in " + tree)
-            try:
-                p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=tree, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   timeout=DEB_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                raise Failure("dpkg-buildpackage took more than %d s" % DEB_TIMEOUT)
-            if p.returncode != 0:
-                raise Failure("dpkg-buildpackage failed:\n" + p.stdout[-6000:])
+            p = package_build(commit, files if not commit else None, tree, check=True)
             build_log = p.stdout + tree_report(tree)
             os.makedirs(out + ".tmp", exist_ok=True)
             for f in glob.glob(os.path.join(tmp, "*.deb")) + glob.glob(os.path.join(tmp, "*.changes")):

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The packages are reproducible: built a second time from the same
+sources in another directory (a longer path, another name; with
+DEB_BUILD_OPTIONS=nocheck, which changes what runs, not what is built),
+every .deb is byte for byte the one built first (pkgtest.build_debs). A
+path of the build tree compiled into a program, or a time stamp, makes
+them differ; the test names the package and its files that differ."""
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pkgtest import build_debs, check, package_build, run, source_commit, source_files  # noqa: E402
+
+
+def members(deb):
+    """{path: sha256} of the files in deb's data."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
+        out = {}
+        for top, _, files in os.walk(tmp):
+            for f in files:
+                p = os.path.join(top, f)
+                if not os.path.islink(p):
+                    out[os.path.relpath(p, tmp)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+        return out
+
+
+def main():
+    _, first, _ = build_debs()
+    commit = source_commit()
+    tmp = tempfile.mkdtemp(prefix="gadgetd-deb-again-")
+    try:
+        tree = os.path.join(tmp, "a", "longer", "path", "gadgetd-again")
+        os.makedirs(os.path.dirname(tree))
+        package_build(commit, None if commit else source_files(), tree, check=False)
+        again = {os.path.basename(d): d for d in glob.glob(os.path.join(os.path.dirname(tree), "*.deb"))}
+        check(sorted(again) == sorted(os.path.basename(d) for d in first),
+              "the second build made other packages: %r" % sorted(again))
+        for deb in first:
+            other = again[os.path.basename(deb)]
+            if open(deb, "rb").read() == open(other, "rb").read():
+                print("ok - %s is the same" % os.path.basename(deb))
+                continue
+            a, b = members(deb), members(other)
+            differ = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+            check(False, "%s differs between the two builds: %s" % (os.path.basename(deb),
+                                                                     ", ".join(differ[:10]) or "its control data"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)
