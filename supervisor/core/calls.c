@@ -58,6 +58,7 @@ struct call {
         bool wake;                  /* gadgetctl wake: no method, answered once the gadget is ready */
         uint64_t deadline_ms;
         struct call *pend_next, **pend_pprev;
+        const void *party;          /* whose start slots a start for it takes (its caller's record) */
 };
 
 static void owner_unlink(struct call *c)
@@ -415,7 +416,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         u->n_pending++;
         c->pend_bytes = bytes;
         u->pending_bytes += bytes;
-        unit_wake(u);
+        unit_wake(u, c->party);
         return 0;
 }
 
@@ -544,7 +545,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig, .admin = q->admin };
+                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
@@ -583,7 +584,8 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag, .wake = true };
+        *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag, .wake = true,
+                            .party = q->owner };
         /* Another node holds it: that node wakes it (a wake is a call
          * without a method, on the link as a control wake). */
         const struct call_req fq = { .tag = q->tag };

@@ -16,6 +16,14 @@
 #include "system/ratelog.h"
 #include "unit.h"
 
+/* Starts of idle gadgets (Start=on-demand, IdleStop=) in flight at once:
+ * a call to 1,000 idle gadgets starts 16 at a time, the rest queued in the
+ * order they were woken (their calls wait, each within its CallTimeout);
+ * one caller's at most half of them, so that another caller's wake never
+ * waits behind a flood. */
+#define CORE_WAKES_MAX 16
+#define CORE_WAKES_PER_PARTY (CORE_WAKES_MAX / 2)
+
 struct core {
         struct event_base *base;
         struct core_config cfg;
@@ -37,15 +45,12 @@ struct core {
          * CORE_WAKES_MAX: a wake flood queues), the ones queued (oldest
          * first) and the event that starts them. */
         unsigned wakes;
+        struct unit *waking[CORE_WAKES_MAX]; /* the starts in flight */
         struct unit *wake_head, **wake_tail;
         struct event *ev_wakes;
         bool stopping;
 };
 
-/* Starts of idle gadgets (Start=on-demand, IdleStop=) in flight at once:
- * a call to 1,000 idle gadgets starts 16 at a time, the rest queued in the
- * order they were woken (their calls wait, each within its CallTimeout). */
-#define CORE_WAKES_MAX 16
 
 /* Arms ev to fire in ms (every timer of the core's files). */
 static inline void core_arm(struct event *ev, uint64_t ms)
@@ -108,6 +113,8 @@ struct unit {
         bool waking;              /* starting for calls: they wait in pending */
         bool wake_counted;        /* its start is one of core's wakes in flight */
         bool wake_queued;         /* idle, its start waits in core's wake queue */
+        const void *wake_party;   /* the caller whose call woke it (its control connection, its
+                                   * node's session; NULL: gadgets, the gateway, alarms) */
         struct unit *wake_next;
         bool idling;              /* its stop is an idle stop: it ends idle */
         struct call *pending, **pending_tail; /* calls waiting for its hello, in order */

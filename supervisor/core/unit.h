@@ -54,7 +54,7 @@ void unit_activate(struct unit *u);
 /* Starts an idle unit for a call (or gadgetctl wake): 0 when it is ready
  * or on its way there, -EINVAL when it is neither idle nor waking (then
  * calls to it are refused as not ready). */
-int unit_wake(struct unit *u);
+int unit_wake(struct unit *u, const void *party);
 /* u's start for calls ended (ready, failed, stopped) or will not come
  * (stopped while queued, freed): its place among the wakes in flight goes
  * to the next queued. */

@@ -48,12 +48,34 @@ bool unit_wakeable(const struct unit *u)
                (u->state == UNIT_STOPPING && u->idling);
 }
 
+/* The starts in flight of party's calls. */
+static unsigned party_wakes(const struct core *c, const void *party)
+{
+        unsigned n = 0;
+        for (size_t i = 0; i < CORE_WAKES_MAX; i++)
+                n += c->waking[i] && c->waking[i]->wake_party == party;
+        return n;
+}
+
+/* Whether a start for party may begin now: a free slot, and party below
+ * its half. */
+static bool wake_room(const struct core *c, const void *party)
+{
+        return c->wakes < CORE_WAKES_MAX && party_wakes(c, party) < CORE_WAKES_PER_PARTY;
+}
+
 static void wake_now(struct unit *u)
 {
+        struct core *c = u->core;
+        for (size_t i = 0; i < CORE_WAKES_MAX; i++)
+                if (!c->waking[i]) {
+                        c->waking[i] = u;
+                        break;
+                }
         u->dormant = false;
         u->waking = true;
         u->wake_counted = true;
-        u->core->wakes++;
+        c->wakes++;
         unit_start(u);
 }
 
@@ -74,15 +96,21 @@ static void wake_unqueue(struct unit *u)
         u->wake_queued = false;
 }
 
-/* From the loop: the queued wakes that fit start, oldest first. */
+/* From the loop: the queued wakes that fit start, oldest first, each
+ * caller within its half (a flood's later wakes let others pass). */
 static void wakes_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct core *c = arg;
-        while (c->wake_head && c->wakes < CORE_WAKES_MAX) {
-                struct unit *u = c->wake_head;
-                wake_unqueue(u);
-                if (u->state == UNIT_IDLE)
+        struct unit *u = c->wake_head;
+        while (u && c->wakes < CORE_WAKES_MAX) {
+                struct unit *next = u->wake_next;
+                if (u->state != UNIT_IDLE) {
+                        wake_unqueue(u);
+                } else if (wake_room(c, u->wake_party)) {
+                        wake_unqueue(u);
                         wake_now(u);
+                }
+                u = next;
         }
 }
 
@@ -93,12 +121,15 @@ void unit_wake_done(struct unit *u)
         if (!u->wake_counted)
                 return;
         u->wake_counted = false;
+        for (size_t i = 0; i < CORE_WAKES_MAX; i++)
+                if (c->waking[i] == u)
+                        c->waking[i] = NULL;
         c->wakes--;
         if (c->wake_head && c->ev_wakes)
                 core_arm(c->ev_wakes, 0);
 }
 
-int unit_wake(struct unit *u)
+int unit_wake(struct unit *u, const void *party)
 {
         struct core *c = u->core;
         if (u->state == UNIT_READY && u->peer)
@@ -114,9 +145,11 @@ int unit_wake(struct unit *u)
         if (!c->ev_wakes)
                 c->ev_wakes = evtimer_new(c->base, wakes_cb, c);
         /* Why this is safe: a flood of wakes costs at most CORE_WAKES_MAX
-         * starts at once; the rest wait their turn (and, if the event
-         * could not be made, start now as before). */
-        if (c->wakes >= CORE_WAKES_MAX && c->ev_wakes) {
+         * starts at once, and one caller's at most half of them; the rest
+         * wait their turn (and, if the event could not be made, start now
+         * as before). */
+        u->wake_party = party;
+        if (!wake_room(c, party) && c->ev_wakes) {
                 if (!c->wake_tail)
                         c->wake_tail = &c->wake_head;
                 u->wake_queued = true;
@@ -174,5 +207,5 @@ void unit_idle_enter(struct unit *u)
 void unit_idle_stopped(struct unit *u)
 {
         if (u->state == UNIT_IDLE && u->pending)
-                unit_wake(u);
+                unit_wake(u, u->wake_party); /* as the call that woke it last */
 }
