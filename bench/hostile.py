@@ -131,6 +131,11 @@ def attacks(ctx, d, gw_port):
     if gw_port:
         out.append(process("2,000 gateway connections (no token, headers never end)",
                            nobody + attack + ["gateway-hold", str(gw_port), "2000", hold], ctx, "local user"))
+        out.append(process("256 gateway connections re-sending requests without the token every 0.3 s",
+                           nobody + attack + ["gateway-notoken-hold", str(gw_port), "256", hold, "0.3"], ctx,
+                           "local user"))
+    out.append(process("control requests of 500,000 values (2 MiB frames), one after another",
+                       nobody + attack + ["control-wide", d.sock, "1000000", "500000"], ctx, "group member"))
     return out
 
 
