@@ -36,6 +36,15 @@
 /* Refusals and accept failures: each logged once per window, with a count. */
 enum control_refusal { REF_GROUP, REF_USER, REF_TOTAL, REF_ACCEPT, REF_SLOW, REF_N };
 
+/* The bytes of requests a user sent in the second that began at start_ms
+ * (CONTROL_USER_BYTES_PER_S); users past it are held until it ends. */
+#define BUDGET_USERS 64
+struct user_budget {
+        uid_t uid;
+        uint64_t start_ms, bytes;
+        bool held;
+};
+
 struct control {
         struct control_env env;
         int fd;
@@ -45,6 +54,8 @@ struct control {
         struct control_limits lim;
         struct ratelog rl[REF_N];
         bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
+        struct user_budget budgets[BUDGET_USERS]; /* the users seen lately, but root */
+        struct event *ev_budget;   /* releases the users held at their second's end */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -209,11 +220,88 @@ struct client *client_load_end(struct client_load *c)
         return cl;
 }
 
+/* uid's budget: its slot, or the slot of the user not held seen longest
+ * ago; NULL if every slot holds a user held now (64 users at once). */
+static struct user_budget *budget_of(struct control *c, uid_t uid)
+{
+        struct user_budget *oldest = NULL;
+        for (size_t i = 0; i < BUDGET_USERS; i++) {
+                struct user_budget *b = &c->budgets[i];
+                if (b->uid == uid && b->start_ms)
+                        return b;
+                if (!b->held && (!oldest || b->start_ms < oldest->start_ms))
+                        oldest = b;
+        }
+        if (oldest)
+                *oldest = (struct user_budget){ .uid = uid };
+        return oldest;
+}
+
+static void hold_user(struct control *c, uid_t uid, bool hold)
+{
+        for (struct client *cl = c->clients; cl; cl = cl->next)
+                if (cl->cred.uid == uid)
+                        conn_hold(cl->conn, hold);
+}
+
+/* A second is over for the users held: their connections are read again. */
+static void budget_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        uint64_t now = monotime_ms(), next = 0;
+        for (size_t i = 0; i < BUDGET_USERS; i++) {
+                struct user_budget *b = &c->budgets[i];
+                if (!b->held)
+                        continue;
+                if (now - b->start_ms >= 1000) {
+                        b->held = false;
+                        b->bytes = 0;
+                        b->start_ms = now;
+                        hold_user(c, b->uid, false);
+                } else if (!next || b->start_ms + 1000 - now < next) {
+                        next = b->start_ms + 1000 - now;
+                }
+        }
+        if (next) {
+                struct timeval tv = { 0, (suseconds_t)next * 1000 };
+                evtimer_add(c->ev_budget, &tv);
+        }
+}
+
+/* Counts a request's bytes against its user's second (root's are not
+ * counted: root has connections of its own). Why this is safe: a member
+ * resending big requests, reconnecting for each, costs gadgetd the
+ * reading of at most CONTROL_USER_BYTES_PER_S a second. */
+static void budget_count(struct client *cl, size_t len)
+{
+        struct control *c = cl->ctl;
+        if (cl->cred.uid == 0)
+                return;
+        uint64_t now = monotime_ms();
+        struct user_budget *b = budget_of(c, cl->cred.uid);
+        if (!b)
+                return;
+        if (!b->start_ms || now - b->start_ms >= 1000) {
+                b->start_ms = now;
+                b->bytes = 0;
+        }
+        b->bytes += WIRE_HEADER_SIZE + len;
+        if (b->bytes <= CONTROL_USER_BYTES_PER_S || b->held)
+                return;
+        b->held = true;
+        hold_user(c, cl->cred.uid, true);
+        if (!evtimer_pending(c->ev_budget, NULL)) {
+                struct timeval tv = { 0, (suseconds_t)(b->start_ms + 1000 - now) * 1000 };
+                evtimer_add(c->ev_budget, &tv);
+        }
+}
+
 /* One request: bytes that are not one end the connection (-EPROTO). */
 static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct client *cl = arg;
         char why[256];
+        budget_count(cl, len);
         /* Why this is safe: nesting and width are bounded on the packed
          * bytes (one linear walk) before protobuf-c recurses and allocates. */
         if (value_packed_cost(&control__request__descriptor, data, len, CONTROL_FRAME_VALUES_MAX, cost, why,
@@ -324,6 +412,11 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         cl->cred = *pc;
         cl->next = c->clients;
         c->clients = cl;
+        /* A user past its second's bytes is not read on a new connection
+         * either. */
+        for (size_t i = 0; pc->uid != 0 && i < BUDGET_USERS; i++)
+                if (c->budgets[i].held && c->budgets[i].uid == pc->uid)
+                        conn_hold(cl->conn, true);
         if (pc->uid == 0)
                 c->n_root++;
         else
@@ -403,6 +496,8 @@ static void control_events_free(struct control *c)
                 event_free(c->ev_resume);
         if (c->ev_flush)
                 event_free(c->ev_flush);
+        if (c->ev_budget)
+                event_free(c->ev_budget);
 }
 
 int control_open(const struct control_env *env, struct control **out)
@@ -468,7 +563,8 @@ listening:
         c->ev_accept = event_new(env->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
         c->ev_resume = evtimer_new(env->base, resume_cb, c);
         c->ev_flush = event_new(env->base, -1, EV_PERSIST, flush_cb, c);
-        if (!c->ev_accept || !c->ev_resume || !c->ev_flush || event_add(c->ev_accept, NULL) < 0 ||
+        c->ev_budget = evtimer_new(env->base, budget_cb, c);
+        if (!c->ev_accept || !c->ev_resume || !c->ev_flush || !c->ev_budget || event_add(c->ev_accept, NULL) < 0 ||
             event_add(c->ev_flush, &every) < 0) {
                 errno = ENOMEM;
                 goto fail;

@@ -19,6 +19,11 @@ struct event_base;
  * unpacked; as FrameValuesMax='s default for a gadget): a request past it
  * ends the connection. */
 #define CONTROL_FRAME_VALUES_MAX 131072
+/* Bytes of requests one user but root may send a second, on all its
+ * connections together (counted per whole request, so a second may hold
+ * one request more): past it, that user's connections are read no more
+ * until the second is over, however often it reconnects. */
+#define CONTROL_USER_BYTES_PER_S (8u << 20)
 struct control_limits {
         unsigned max_connections;  /* of all users but root together; root has as many of its own */
         unsigned max_per_user;     /* of one uid other than root */

@@ -181,17 +181,26 @@ def load_as(d, user, path):
 @test
 def load_control_wide_frames(tmp):
     """A member of the control group sends 20 requests of 500,000 values
-    each (2 MiB frames of nulls, under the frame size bound): each ends
-    its connection unanswered, counted on the packed bytes before any is
-    decoded (CONTROL_FRAME_VALUES_MAX); one of 100,000 values is decoded
-    and answered; a healthy caller is answered throughout."""
+    each (2 MiB frames of nulls, under the frame size bound), reconnecting
+    for each: each ends its connection unanswered, counted on the packed
+    bytes before any is decoded (CONTROL_FRAME_VALUES_MAX); and the user's
+    requests are read at most CONTROL_USER_BYTES_PER_S (8 MiB) a second,
+    and one request past it: 5 of these 1.9 MiB requests a second, so the
+    20 need four seconds, the last begun 3 s after the first (2.9: the
+    clock's rounding; a slower host only makes it longer; without the
+    budget 0.3 s). One of 100,000 values is decoded and answered; a
+    healthy caller is answered throughout."""
     with Daemon(tmp, extra=["--group", "nogroup"]) as d:
         ready(d)
         with Healthy(d, "good"):
+            t0 = time.monotonic()
             p = attack(NOBODY, "control-wide", d.sock, "20", "500000")
             out, err = p.communicate(timeout=300)
+            took = time.monotonic() - t0
             c = counts(out)
             check(c.get("closed") == 20 and not c.get("answered"), "the wide requests: %r %s" % (c, err))
+            check(took >= 2.9, "20 requests of 1.9 MiB of one user read in %.2f s, under the 3 s its budget allows"
+                  % took)
             p = attack(NOBODY, "control-wide", d.sock, "1", "100000")
             out, err = p.communicate(timeout=120)
             c = counts(out)
