@@ -379,7 +379,7 @@ static void on_decide(struct client *cl, const Control__Request *q)
         char who[64], msg[300];
         snprintf(who, sizeof who, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
         int code = approvals_decide(core_approvals(client_env(cl)->core), q->decide->id, q->decide->approve,
-                                    q->decide->always, who, msg, sizeof msg);
+                                    q->decide->always, who, cl->cred.uid == 0, msg, sizeof msg);
         if (code)
                 client_error(cl, q->id, code, "%s", msg);
         else

@@ -89,7 +89,7 @@ void gateway_api_decide(struct gateway *g, struct evhttp_request *req, const cha
         if (evcon)
                 evhttp_connection_get_peer(evcon, &addr, &port);
         snprintf(who, sizeof who, "the workshop (gateway, from %.64s)", addr ? addr : "?");
-        int code = approvals_decide(core_approvals(g->core), id, approve, always, who, msg, sizeof msg);
+        int code = approvals_decide(core_approvals(g->core), id, approve, always, who, false, msg, sizeof msg);
         if (code) {
                 gateway_send_error(req, 404, "not_found", "%s", msg);
                 return;

@@ -75,10 +75,10 @@ void approval_cancel(struct approval *ap);
 /* An operator's decision on call id; who names them ("gadgetctl (uid 0)",
  * "the workshop"). always (with approve) keeps a standing rule. 0, or
  * GADGET_ENOTFOUND with msg when id is not waiting, or GADGET_EDENIED
- * when who asked for the call itself (a control-group member approves no
- * call of its own; root, the host's owner, may). */
-int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always, const char *who, char *msg,
-                     size_t len);
+ * when who asked for the call itself, unless own_ok (a control-group
+ * member approves no call of its own; root, the host's owner, may). */
+int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always, const char *who, bool own_ok,
+                     char *msg, size_t len);
 /* The waiting calls, oldest first: up to max into out (valid until the
  * loop runs again). Their number in all. */
 size_t approvals_list(const struct approvals *a, struct approval_info *out, size_t max);

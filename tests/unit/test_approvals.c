@@ -74,18 +74,18 @@ int main(void)
         size_t n = approvals_list(a, in, 4);
         CHECK(n == 1 && in[0].id == 1 && strcmp(in[0].caller, "helpdesk") == 0 &&
               strcmp(in[0].args, "\"the plan\"") == 0 && in[0].timeout_ms == 60000, "listed: %zu", n);
-        CHECK(approvals_decide(a, 2, true, false, "me", msg, sizeof msg) == GADGET_ENOTFOUND,
+        CHECK(approvals_decide(a, 2, true, false, "me", false, msg, sizeof msg) == GADGET_ENOTFOUND,
               "an id that does not wait is not found");
-        CHECK(approvals_decide(a, 1, true, false, "gadgetctl (uid 7)", msg, sizeof msg) == 0 && o1.calls == 1 &&
+        CHECK(approvals_decide(a, 1, true, false, "gadgetctl (uid 7)", false, msg, sizeof msg) == 0 && o1.calls == 1 &&
               o1.approved, "approved: the caller is told once");
         CHECK(strcmp(msg, "approved by gadgetctl (uid 7)") == 0, "the answer names who: %s", msg);
         CHECK(approvals_list(a, in, 4) == 0, "nothing waits");
-        CHECK(approvals_decide(a, 1, false, false, "me", msg, sizeof msg) == GADGET_ENOTFOUND, "decided once only");
+        CHECK(approvals_decide(a, 1, false, false, "me", false, msg, sizeof msg) == GADGET_ENOTFOUND, "decided once only");
 
         /* Denied, with who in the reason. */
         q.arg = &o2;
         CHECK(approvals_ask(a, &q, NULL, msg, sizeof msg) == 0, "asked again");
-        CHECK(approvals_decide(a, 2, false, false, "the workshop", msg, sizeof msg) == 0 && o2.calls == 1 &&
+        CHECK(approvals_decide(a, 2, false, false, "the workshop", false, msg, sizeof msg) == 0 && o2.calls == 1 &&
               !o2.approved && strcmp(o2.why, "denied by the workshop") == 0, "denied: %s", o2.why);
 
         /* Cancelled: the caller is told (so that it frees), no decision. */
@@ -109,7 +109,7 @@ int main(void)
         q.timeout_ms = 60000;
         CHECK(approvals_ask(a, &q, NULL, msg, sizeof msg) == 0, "asked for always");
         n = approvals_list(a, in, 4);
-        CHECK(n == 1 && approvals_decide(a, in[0].id, true, true, "me", msg, sizeof msg) == 0 && o5.approved &&
+        CHECK(n == 1 && approvals_decide(a, in[0].id, true, true, "me", false, msg, sizeof msg) == 0 && o5.approved &&
               strstr(msg, "always for this caller"), "approved always: %s", msg);
         CHECK(approvals_ask(a, &q, NULL, msg, sizeof msg) == 1 && o5.calls == 1, "a standing approval: at once");
         struct approval_req other = req("intruder", "create", args, &o5);
@@ -174,12 +174,14 @@ int main(void)
                       in[1].args);
         }
         /* The one who asked does not approve; root may. */
-        CHECK(b2 && approvals_decide(b2, 1, true, false, "helpdesk", msg, sizeof msg) == GADGET_EDENIED &&
+        CHECK(b2 && approvals_decide(b2, 1, true, false, "helpdesk", false, msg, sizeof msg) == GADGET_EDENIED &&
                       strstr(msg, "another person"), "its own call: %s", msg);
+        CHECK(b2 && approvals_decide(b2, 1, true, false, "helpdesk", true, msg, sizeof msg) == 0 && o7.approved,
+              "root's own call: %s", msg);
         value_free(fits);
         value_free(rlo);
         approvals_free(b2);
-        CHECK(o6.calls == 0 && o7.calls == 1 && !o7.approved && o8.calls == 1, "freeing denies what waits");
+        CHECK(o6.calls == 0 && o7.calls == 1 && o8.calls == 1 && !o8.approved, "freeing denies what waits");
 
         approvals_free(a);
         CHECK(many.calls == APPROVALS_MAX, "every one of the flood told at the end: %d", many.calls);
