@@ -44,8 +44,7 @@ struct core {
         /* unit_idle.c: starts of idle gadgets in flight (at most
          * CORE_WAKES_MAX: a wake flood queues), the ones queued (oldest
          * first) and the event that starts them. */
-        unsigned wakes;
-        struct unit *waking[CORE_WAKES_MAX]; /* the starts in flight */
+        struct unit *waking[CORE_WAKES_MAX]; /* the starts in flight (NULL: a free slot) */
         struct unit *wake_head, **wake_tail;
         struct event *ev_wakes;
         bool stopping;

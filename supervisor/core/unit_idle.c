@@ -48,12 +48,12 @@ bool unit_wakeable(const struct unit *u)
                (u->state == UNIT_STOPPING && u->idling);
 }
 
-/* The starts in flight of party's calls. */
-static unsigned party_wakes(const struct core *c, const void *party)
+/* The starts in flight, of everyone (party NULL and all true) or of party. */
+static unsigned wakes_of(const struct core *c, const void *party, bool all)
 {
         unsigned n = 0;
         for (size_t i = 0; i < CORE_WAKES_MAX; i++)
-                n += c->waking[i] && c->waking[i]->wake_party == party;
+                n += c->waking[i] && (all || c->waking[i]->wake_party == party);
         return n;
 }
 
@@ -61,7 +61,7 @@ static unsigned party_wakes(const struct core *c, const void *party)
  * its half. */
 static bool wake_room(const struct core *c, const void *party)
 {
-        return c->wakes < CORE_WAKES_MAX && party_wakes(c, party) < CORE_WAKES_PER_PARTY;
+        return wakes_of(c, NULL, true) < CORE_WAKES_MAX && wakes_of(c, party, false) < CORE_WAKES_PER_PARTY;
 }
 
 static void wake_now(struct unit *u)
@@ -75,7 +75,6 @@ static void wake_now(struct unit *u)
         u->dormant = false;
         u->waking = true;
         u->wake_counted = true;
-        c->wakes++;
         unit_start(u);
 }
 
@@ -102,7 +101,7 @@ static void wakes_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct core *c = arg;
         struct unit *u = c->wake_head;
-        while (u && c->wakes < CORE_WAKES_MAX) {
+        while (u && wakes_of(c, NULL, true) < CORE_WAKES_MAX) {
                 struct unit *next = u->wake_next;
                 if (u->state != UNIT_IDLE) {
                         wake_unqueue(u);
@@ -124,7 +123,6 @@ void unit_wake_done(struct unit *u)
         for (size_t i = 0; i < CORE_WAKES_MAX; i++)
                 if (c->waking[i] == u)
                         c->waking[i] = NULL;
-        c->wakes--;
         if (c->wake_head && c->ev_wakes)
                 core_arm(c->ev_wakes, 0);
 }
