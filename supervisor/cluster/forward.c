@@ -343,29 +343,37 @@ static void revoked_refresh(struct forward *f)
         log_msg(L_INFO, NULL, "PeerRevoked=%s: %zu node%s revoked", r->path, n, n == 1 ? "" : "s");
 }
 
-/* Whether node may take part (struct nodelink_server_ops): a node the
- * store lists, not revoked. */
-static bool admit(void *arg, const char *node, char *why, size_t len)
+/* Why node may not take part, into why: revoked, or no node of the store;
+ * false if it may. */
+static bool refused(struct forward *f, const char *node, char *why, size_t len)
 {
-        struct forward *f = arg;
         revoked_refresh(f);
         for (size_t i = 0; i < f->revoked.n; i++)
                 if (strcmp(f->revoked.names[i], node) == 0) {
                         snprintf(why, len, "node %s is revoked (PeerRevoked=)", node);
-                        goto refused;
+                        return true;
                 }
         const struct kvpg_node *nodes;
         const char *self;
         uint64_t since;
         size_t n = core_nodes(f->core, &nodes, &self, &since);
         if (self && strcmp(self, node) == 0)
-                return true;
+                return false;
         for (size_t i = 0; i < n; i++)
                 if (strcmp(nodes[i].name, node) == 0)
-                        return true;
+                        return false;
         snprintf(why, len, "%s is not a node in the store: its certificate is the cluster CA's, but no node of that "
                  "name shares the store", node);
-refused:;
+        return true;
+}
+
+/* Whether node may take part (struct nodelink_server_ops): a node the
+ * store lists, not revoked. A refusal is logged once a window. */
+static bool admit(void *arg, const char *node, char *why, size_t len)
+{
+        struct forward *f = arg;
+        if (!refused(f, node, why, len))
+                return true;
         uint64_t now = monotime_ms(), more = ratelog_flush(&f->refused_log, now);
         if (more)
                 log_msg(L_WARN, NULL, "the peer link refused %llu more sessions or requests",
