@@ -115,6 +115,8 @@ def main():
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),
                        PROFILE_DIR=os.path.join(tmp, "profile"), TICKETS_TOKEN=tickets_token)
             r = subprocess.run([node, os.path.join(HERE, "workshop_test.cjs")], env=env, timeout=240)
+            if r.returncode not in (0, 77):
+                print("# gadgetd's log, last 60 lines:\n# " + "\n# ".join(g.logtext().splitlines()[-60:]))
         left = host_dirs_left(guarded)
         if left:
             raise Failure("the test wrote to the host's gadgetd directories: %s" % ", ".join(left))

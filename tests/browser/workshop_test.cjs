@@ -788,10 +788,19 @@ async function main() {
                 await t.waitForFunction(() => document.getElementById("created").textContent === "0", null, POLL);
                 await t.locator("#newlabel").fill("from-the-browser");
                 await t.locator("#save").click();
-                await t.waitForFunction(() => document.getElementById("label").textContent === "from-the-browser", null, POLL);
-                eq(await t.locator("#error").textContent(), "", "the admin UI's error line");
-                const log = await page.locator("#admin-calls li .method").allTextContents();
-                eq(log, ["overview", "set_label", "overview"], "the admin UI's call log");
+                /* Waits for the label or an error, so a failure says which. */
+                await t.waitForFunction(() => document.getElementById("label").textContent === "from-the-browser" ||
+                                        document.getElementById("error").textContent !== "", null, POLL)
+                        .catch(async (e) => {
+                                throw new Error(e.message + "; the admin UI's call log: " +
+                                                JSON.stringify(await page.locator("#admin-calls li").allTextContents()) +
+                                                ", its label: " + JSON.stringify(await t.locator("#label").textContent()));
+                        });
+                const calls = await page.locator("#admin-calls li").allTextContents();
+                eq(await t.locator("#error").textContent(), "", "the admin UI's error line (its call log: " +
+                   JSON.stringify(calls) + ")");
+                eq(await t.locator("#label").textContent(), "from-the-browser", "the label shown");
+                eq(await page.locator("#admin-calls li .method").allTextContents(), ["overview", "set_label", "overview"], "the admin UI's call log");
                 const a = await apiCall("tickets", "set_label", { label: "x" });
                 eq([a.status, a.body.error && a.body.error.code], [403, "denied"], "set_label through the call route");
                 await page.locator("#admin-close").click();
