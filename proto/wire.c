@@ -161,6 +161,18 @@ int wire_writer_put(struct wire_writer *w, const ProtobufCMessage *msg, uint32_t
         return 0;
 }
 
+int wire_writer_append(struct wire_writer *w, const uint8_t *frames, size_t len)
+{
+        if (wire_writer_pending(w) + len > w->limit)
+                return -ENOBUFS;
+        int e = reserve(&w->buf, &w->cap, &w->start, &w->end, len);
+        if (e < 0)
+                return e;
+        memcpy(w->buf + w->end, frames, len);
+        w->end += len;
+        return 0;
+}
+
 /* Writes once to fd. On a socket, a peer that went away gives -EPIPE and
  * no SIGPIPE: a dead worker must not take gadgetd with it. */
 static ssize_t write_nosignal(int fd, const void *buf, size_t len)

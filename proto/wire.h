@@ -45,6 +45,8 @@ void wire_writer_free(struct wire_writer *w);
 /* Packs msg into a frame at the end of the queue. Returns 0, -EMSGSIZE if
  * the packed message exceeds max_frame, -ENOBUFS if the queue is full. */
 int wire_writer_put(struct wire_writer *w, const ProtobufCMessage *msg, uint32_t max_frame);
+/* Appends whole frames another writer packed. 0, -ENOBUFS, -ENOMEM. */
+int wire_writer_append(struct wire_writer *w, const uint8_t *frames, size_t len);
 /* Writes as much of the queue as fd takes, in as few writes as possible.
  * Returns 0 when the queue is empty, 1 when bytes remain (fd would block),
  * -errno on error. */

@@ -1,5 +1,8 @@
 /* nodelink: mutual-TLS sessions between gadgetd nodes on the loop, carrying
- * control.proto frames (see nodelink.h for the rules of names and bounds). */
+ * control.proto frames (see nodelink.h for the rules of names and bounds).
+ * A session is a TLS bufferevent until its handshake proved the peer's
+ * name, then a conn (system/conn.c) over it, as every other link: frames,
+ * a budget per turn, holding, the order of closing. */
 #include "nodelink.h"
 
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,38 +29,32 @@
 
 #include "cluster/nodelink_tls.h"
 #include "contract.h"
+#include "system/conn.h"
+#include "system/monotime.h"
+#include "system/rate.h"
 #include "validate.h"
 #include "value.h"
 
 #define NODE_MAX NODELINK_NODE_MAX
 #define ADDR_MAX 64
-#define READ_CHUNK 16384       /* bytes fed to the frame reader at a time */
+#define TLS_READ_MAX 65536     /* what a bufferevent reads ahead of the frames taken */
 
-struct list {
-        struct list *prev, *next;
+/* One node's NODELINK_VALUES_PER_S, over all its sessions, both ways. An
+ * entry lives while a session of its node does. */
+struct node_rate {
+        TAILQ_ENTRY(node_rate) link;
+        struct nodelink *nl;
+        char node[NODE_MAX + 1];
+        struct rate rate;
+        struct event *release;      /* the bucket has drained back: its sessions read again */
+        unsigned refs;              /* sessions of this node */
+        bool held;
 };
 
-static void list_init(struct list *l)
-{
-        l->prev = l->next = l;
-}
-
-static void list_add(struct list *head, struct list *e)
-{
-        e->prev = head->prev;
-        e->next = head;
-        head->prev->next = e;
-        head->prev = e;
-}
-
-static void list_del(struct list *e)
-{
-        e->prev->next = e->next;
-        e->next->prev = e->prev;
-        list_init(e);
-}
-
-#define container(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+TAILQ_HEAD(in_list, nodelink_in);
+TAILQ_HEAD(out_list, out);
+TAILQ_HEAD(send_list, nodelink_send);
+TAILQ_HEAD(rate_list, node_rate);
 
 struct nodelink {
         struct event_base *base;
@@ -66,22 +64,23 @@ struct nodelink {
         struct evconnlistener *listener;
         struct event *relisten;     /* re-enables the listener after an accept error */
         int port;
-        struct list ins, outs;
+        struct in_list ins;         /* in the order of acceptance */
+        struct out_list outs;
+        struct rate_list rates;
         unsigned n_in, n_pre;       /* sessions past their handshake, and in it */
         uint64_t next_id;
         bool closing;               /* nodelink_free runs: no new sends */
 };
 
 struct nodelink_in {
-        struct list link;
+        TAILQ_ENTRY(nodelink_in) link;
         struct nodelink *nl;
-        struct bufferevent *bev;
+        struct bufferevent *bev;    /* the handshake's; then the conn's */
+        struct conn *conn;          /* once the handshake named a node */
+        struct node_rate *rate;
         struct event *deadline;     /* the handshake's, then the idle time's */
-        struct wire_reader rd;
-        struct wire_writer w;       /* packs one frame for the bufferevent */
         char from[NODE_MAX + 1];
         struct sockaddr_storage src; /* where it connects from (its address, not its port) */
-        bool authed;
         bool spoke;                 /* its first request came, of this version */
         bool refused;               /* ends once its last answer is written */
         unsigned inflight;
@@ -91,29 +90,34 @@ enum out_state { OUT_IDLE, OUT_CONNECTING, OUT_HANDSHAKE, OUT_READY };
 
 /* The kept session to one node at one address. */
 struct out {
-        struct list link;
+        TAILQ_ENTRY(out) link;
         struct nodelink *nl;
         char node[NODE_MAX + 1], addr[ADDR_MAX + 1];
         struct sockaddr_storage sa;
         int salen;
         enum out_state state;
-        int fd;                     /* while connecting; then the bufferevent's */
+        int fd;                     /* while connecting */
         struct event *connected, *deadline; /* deadline: the connect's, then the idle time's */
         char why[256];              /* a failure found inside nodelink_send, told from the loop */
-        struct bufferevent *bev;
-        struct wire_reader rd;
+        struct bufferevent *bev;    /* the TLS session (the conn's once ready; kept to read its errors) */
+        struct conn *conn;          /* once ready */
+        struct node_rate *rate;
         struct wire_writer staged;  /* frames waiting for the peer's name to be checked */
-        struct list sends;
+        struct send_list sends;
         unsigned n_sends;
 };
 
 struct nodelink_send {
-        struct list link;
+        TAILQ_ENTRY(nodelink_send) link;
         struct out *out;            /* NULL once its session failed (its done is due) */
+        struct send_list *list;     /* the list it is on: its session's, or a failed one's */
         uint64_t id;
         nodelink_done done;
         void *arg;
 };
+
+/* What one session may take per loop turn (at least one frame). */
+static const struct conn_budget turn_budget = { 64, 4 * (uint64_t)WIRE_MAX_FRAME, NODELINK_FRAME_VALUES_MAX };
 
 /* "HOST:PORT" with a numeric host into sa. 0 or -EINVAL (a name, no port). */
 static int parse_addr(const char *addr, bool port0_ok, struct sockaddr_storage *sa, int *salen)
@@ -140,78 +144,96 @@ static int parse_addr(const char *addr, bool port0_ok, struct sockaddr_storage *
         return 0;
 }
 
-/* Moves the frames packed in w to the bufferevent's output. */
-static int move_frames(struct wire_writer *w, struct bufferevent *bev)
-{
-        size_t n = wire_writer_pending(w);
-        int e = n && evbuffer_add(bufferevent_get_output(bev), w->buf + w->start, n) < 0 ? -ENOMEM : 0;
-        w->start = w->end = 0;
-        if (w->cap > READ_CHUNK)
-                wire_writer_free(w);  /* a large frame's room is not kept */
-        return e;
-}
-
-/* Packs m as a frame at the end of w, unless it holds more than
- * NODELINK_FRAME_VALUES_MAX values (-E2BIG: the other end would refuse it
- * and end the session, so it is refused here, where the one who sends it
- * hears why). 0, -E2BIG, -EMSGSIZE, -ENOBUFS, -ENOMEM. */
-static int put_frame(struct wire_writer *w, const ProtobufCMessage *m)
-{
-        size_t end = w->end, values = 0;
-        char why[160];
-        int e = wire_writer_put(w, m, WIRE_MAX_FRAME);
-        if (e < 0)
-                return e;
-        const uint8_t *data = w->buf + end + WIRE_HEADER_SIZE;
-        size_t len = w->end - end - WIRE_HEADER_SIZE;
-        if (value_packed_cost(m->descriptor, data, len, NODELINK_FRAME_VALUES_MAX, &values, why, sizeof why) < 0) {
-                w->end = end;
-                return -E2BIG;
-        }
-        return 0;
-}
-
-/* Queues one frame on a session's output, unless the peer left
- * NODELINK_MAX_OUTPUT unread. */
-static int frame_out(struct bufferevent *bev, struct wire_writer *w, const ProtobufCMessage *m)
-{
-        if (evbuffer_get_length(bufferevent_get_output(bev)) > NODELINK_MAX_OUTPUT)
-                return -ENOBUFS;
-        int e = put_frame(w, m);
-        return e < 0 ? e : move_frames(w, bev);
-}
-
 /* Whether a frame read from a peer may be unpacked as desc: its nesting
  * within what a VALUE_MAX_DEPTH value needs and at most
  * NODELINK_FRAME_VALUES_MAX values, counted on the packed bytes (one
- * linear walk, never the allocations of unpacking it). */
-static bool frame_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len)
+ * linear walk, never the allocations of unpacking it). The count is added
+ * to *values. */
+static bool frame_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, size_t *values)
 {
-        size_t values = 0;
         char why[160];
-        return value_packed_cost(desc, data, len, NODELINK_FRAME_VALUES_MAX, &values, why, sizeof why) == 0;
+        return value_packed_cost(desc, data, len, NODELINK_FRAME_VALUES_MAX, values, why, sizeof why) == 0;
 }
 
-/* Hands what the bufferevent read to the frame reader a chunk at a time,
- * taking the whole frames after each, so no more than one frame plus a
- * chunk is ever buffered and an oversized announcement is refused once its
- * 4 bytes are in. frame() returns < 0 to stop. 0, or the first < 0. */
-static int read_frames(struct bufferevent *bev, struct wire_reader *rd, int (*frame)(void *, const uint8_t *, size_t),
-                       void *arg)
+/* A frame about to leave, request or answer: one past
+ * NODELINK_FRAME_VALUES_MAX is refused here (-E2BIG), where the one who
+ * sends it hears why, since the other end would end the session. */
+static int frame_out_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len)
 {
-        struct evbuffer *in = bufferevent_get_input(bev);
-        uint8_t chunk[READ_CHUNK];
-        int n;
-        while ((n = evbuffer_remove(in, chunk, sizeof chunk)) > 0) {
-                const uint8_t *data;
-                size_t len;
-                int e = wire_reader_feed(rd, chunk, (size_t)n);
-                while (e == 0 && (e = wire_reader_next(rd, &data, &len)) == 1)
-                        e = frame(arg, data, len);
-                if (e < 0)
-                        return e;
+        size_t values = 0;
+        return frame_ok(desc, data, len, &values) ? 0 : -E2BIG;
+}
+
+/* --- each node's values a second ---------------------------------------- */
+
+static void rate_hold(struct node_rate *r, bool hold);
+
+static void rate_release(evutil_socket_t fd, short what, void *arg)
+{
+        rate_hold(arg, false);
+}
+
+/* Holds or releases the input of every session of r's node. */
+static void rate_hold(struct node_rate *r, bool hold)
+{
+        struct nodelink *nl = r->nl;
+        struct nodelink_in *in;
+        struct out *o;
+        r->held = hold;
+        TAILQ_FOREACH(in, &nl->ins, link)
+                if (in->rate == r && in->conn)
+                        conn_hold(in->conn, hold);
+        TAILQ_FOREACH(o, &nl->outs, link)
+                if (o->rate == r && o->conn)
+                        conn_hold(o->conn, hold);
+}
+
+/* The entry of node `node`, made if none; NULL when out of memory. */
+static struct node_rate *rate_get(struct nodelink *nl, const char *node)
+{
+        struct node_rate *r;
+        TAILQ_FOREACH(r, &nl->rates, link)
+                if (strcmp(r->node, node) == 0)
+                        goto found;
+        if (!(r = calloc(1, sizeof *r)) || !(r->release = evtimer_new(nl->base, rate_release, r))) {
+                free(r);
+                return NULL;
         }
-        return 0;
+        r->nl = nl;
+        snprintf(r->node, sizeof r->node, "%s", node);
+        rate_init(&r->rate, NODELINK_VALUES_PER_S, monotime_ms());
+        TAILQ_INSERT_TAIL(&nl->rates, r, link);
+found:
+        r->refs++;
+        return r;
+}
+
+/* A session of r's node ended. Why forgetting the bucket with the last
+ * one is safe: a node that reconnects to empty it pays a TLS handshake
+ * and gets at most one more budget, which is within what one second
+ * allows it. */
+static void rate_put(struct node_rate *r)
+{
+        if (!r || --r->refs > 0)
+                return;
+        TAILQ_REMOVE(&r->nl->rates, r, link);
+        event_free(r->release);
+        free(r);
+}
+
+/* Counts a frame's values against its node's second; past the budget
+ * every session of that node stops being read until the bucket has
+ * drained back to it. Why this is safe: a peer resending wide frames costs
+ * this node the decoding of at most NODELINK_VALUES_PER_S values a second,
+ * however many sessions it holds. */
+static void rate_count(struct node_rate *r, size_t values)
+{
+        uint64_t wait_ms = rate_add(&r->rate, values ? values : 1, monotime_ms());
+        if (!wait_ms || r->held)
+                return;
+        rate_hold(r, true);
+        struct timeval tv = { .tv_sec = (time_t)(wait_ms / 1000), .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
+        evtimer_add(r->release, &tv);
 }
 
 /* The reason OpenSSL gave for a session's failure, or NULL; *eof if it
@@ -253,7 +275,7 @@ static struct bufferevent *tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool s
         /* An end without close_notify is an end of file: frames say
          * themselves whether one was cut. */
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-        bufferevent_setwatermark(bev, EV_READ, 0, 4 * READ_CHUNK);
+        bufferevent_setwatermark(bev, EV_READ, 0, TLS_READ_MAX);
         return bev;
 }
 
@@ -262,18 +284,19 @@ static struct bufferevent *tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool s
 static void in_end(struct nodelink_in *in, bool tell)
 {
         struct nodelink *nl = in->nl;
-        if (in->authed && tell && nl->ops.gone)
+        if (in->conn && tell && nl->ops.gone)
                 nl->ops.gone(nl->ops.arg, in);
-        list_del(&in->link);
-        if (in->authed)
+        TAILQ_REMOVE(&nl->ins, in, link);
+        if (in->conn) {
                 nl->n_in--;
-        else
+                conn_free(in->conn); /* and its bufferevent */
+        } else {
                 nl->n_pre--;
-        if (in->bev)
-                bufferevent_free(in->bev);
+                if (in->bev)
+                        bufferevent_free(in->bev);
+        }
+        rate_put(in->rate);
         event_free(in->deadline);
-        wire_reader_free(&in->rd);
-        wire_writer_free(&in->w);
         free(in);
 }
 
@@ -294,7 +317,7 @@ static int in_error(struct nodelink_in *in, uint64_t id, int code, const char *m
         r.id = id;
         r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
         r.error = &err;
-        return frame_out(in->bev, &in->w, &r.base);
+        return conn_send(in->conn, &r.base);
 }
 
 /* Past NODELINK_MAX_INFLIGHT the link answers itself. */
@@ -306,15 +329,30 @@ static int in_busy(struct nodelink_in *in, uint64_t id)
         return in_error(in, id, GADGET_EBUSY, msg);
 }
 
-static int in_frame(void *arg, const uint8_t *data, size_t len)
+/* Refused with an answer saying why: nothing more is read, and the
+ * session ends once that answer is written (in_drained), or at its
+ * deadline if the peer does not read it. */
+static void in_refuse(struct nodelink_in *in, uint64_t id, int code, const char *why)
+{
+        in->refused = true;
+        conn_close(in->conn);
+        if (in_error(in, id, code, why) < 0)
+                conn_drop(in->conn, -ESHUTDOWN);
+}
+
+static int in_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct nodelink_in *in = arg;
         struct nodelink *nl = in->nl;
         char why[200];
+        size_t values = 0;
         /* Why this is safe: protobuf-c's unpacker recurses once per nested
          * message and allocates per value; both are bounded on the raw
          * bytes first. A peer that sends more ends its own session. */
-        if (!frame_ok(&control__request__descriptor, data, len))
+        bool ok = frame_ok(&control__request__descriptor, data, len, &values);
+        *cost += values;
+        rate_count(in->rate, values);
+        if (!ok)
                 return -EPROTO;
         Control__Request *req = control__request__unpack(NULL, len, data);
         if (!req)
@@ -325,11 +363,9 @@ static int in_frame(void *arg, const uint8_t *data, size_t len)
                  * session ends. */
                 snprintf(why, sizeof why, "node %s speaks control protocol %u, node %s speaks %u", in->from,
                          (unsigned)req->version, nl->node, CONTROL_PROTOCOL_VERSION);
-                in_error(in, req->id, GADGET_EPROTO, why);
-                e = -ESHUTDOWN;
+                in_refuse(in, req->id, GADGET_EPROTO, why);
         } else if (nl->ops.admit && !nl->ops.admit(nl->ops.arg, in->from, why, sizeof why)) {
-                in_error(in, req->id, GADGET_EDENIED, why);
-                e = -ESHUTDOWN;
+                in_refuse(in, req->id, GADGET_EDENIED, why);
         } else if (in->inflight >= NODELINK_MAX_INFLIGHT) {
                 /* A peer that floods and does not read its answers ends. */
                 e = in_busy(in, req->id);
@@ -342,36 +378,35 @@ static int in_frame(void *arg, const uint8_t *data, size_t len)
         return e;
 }
 
-static void in_event(struct bufferevent *bev, short what, void *arg);
+static int in_sending(void *arg, const uint8_t *data, size_t len)
+{
+        return frame_out_ok(&control__response__descriptor, data, len);
+}
 
-/* A refused session's last answer was written: it ends. */
-static void in_written(struct bufferevent *bev, void *arg)
+static void in_closed(void *arg, int why)
 {
         in_end(arg, true);
 }
 
-static void in_read(struct bufferevent *bev, void *arg)
+/* Every answer queued was written: a refused session ends now. */
+static void in_drained(void *arg)
 {
         struct nodelink_in *in = arg;
-        /* Why this is safe: nothing is read before the peer's certificate
-         * was verified and named a node (in_event). */
-        if (!in->authed || in->refused)
-                return;
-        int e = read_frames(bev, &in->rd, in_frame, in);
-        if (e == -ESHUTDOWN && evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-                /* Refused with an answer saying why: it leaves, then the
-                 * session ends (in_written); nothing more is read. */
-                in->refused = true;
-                bufferevent_disable(bev, EV_READ);
-                bufferevent_setcb(bev, NULL, in_written, in_event, in);
-        } else if (e < 0) {
-                in_end(in, true);
-        }
+        if (in->refused)
+                conn_drop(in->conn, -ESHUTDOWN);
 }
+
+static const struct conn_ops in_ops = {
+        .frame = in_frame,
+        .closed = in_closed,
+        .drained = in_drained,
+        .sending = in_sending,
+};
 
 /* The handshake is done: the session is the node its certificate names. */
 static void in_connected(struct nodelink_in *in)
 {
+        struct nodelink *nl = in->nl;
         SSL *ssl = bufferevent_openssl_get_ssl(in->bev);
         X509 *peer = SSL_get0_peer_certificate(ssl);
         char why[128];
@@ -386,27 +421,34 @@ static void in_connected(struct nodelink_in *in)
          * most NODELINK_MAX_IN_PER_NODE of the NODELINK_MAX_IN sessions, so
          * a node with a valid certificate cannot take the others' seats. */
         unsigned same = 0;
-        for (struct list *l = in->nl->ins.next; l != &in->nl->ins; l = l->next) {
-                const struct nodelink_in *o = container(l, struct nodelink_in, link);
-                same += o->authed && strcmp(o->from, in->from) == 0;
-        }
-        if (same >= NODELINK_MAX_IN_PER_NODE || in->nl->n_in >= NODELINK_MAX_IN) {
+        const struct nodelink_in *o;
+        TAILQ_FOREACH(o, &nl->ins, link)
+                same += o->conn && strcmp(o->from, in->from) == 0;
+        if (same >= NODELINK_MAX_IN_PER_NODE || nl->n_in >= NODELINK_MAX_IN) {
                 in_end(in, false);
                 return;
         }
         /* A name the store does not know as a node, or one revoked, takes
          * no seat. */
-        if (in->nl->ops.admit && !in->nl->ops.admit(in->nl->ops.arg, in->from, why, sizeof why)) {
+        if (nl->ops.admit && !nl->ops.admit(nl->ops.arg, in->from, why, sizeof why)) {
                 in_end(in, false);
                 return;
         }
-        in->authed = true;
-        in->nl->n_pre--;
-        in->nl->n_in++;
+        if (!(in->rate = rate_get(nl, in->from)) || conn_new_bev(in->bev, NODELINK_MAX_OUTPUT, &in_ops, in, &in->conn) < 0) {
+                in_end(in, false);
+                return;
+        }
+        in->bev = NULL; /* the conn's now */
+        conn_set_budget(in->conn, &turn_budget);
+        conn_hold(in->conn, in->rate->held);
+        nl->n_pre--;
+        nl->n_in++;
         in_idle_arm(in);
-        in_read(in->bev, in);
 }
 
+/* The handshake's end, either way. Why nothing is read before it: the
+ * bufferevent has no read callback until the conn takes it over, once
+ * the peer's certificate was verified and named a node. */
 static void in_event(struct bufferevent *bev, short what, void *arg)
 {
         struct nodelink_in *in = arg;
@@ -414,7 +456,7 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
                 in_connected(in);
         else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
                 ERR_clear_error();
-                in_end(in, true);
+                in_end(in, false);
         }
 }
 
@@ -423,7 +465,7 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
 static void in_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct nodelink_in *in = arg;
-        if (in->authed && in->inflight > 0 && !in->refused) {
+        if (in->conn && in->inflight > 0 && !in->refused) {
                 in_idle_arm(in);
                 return;
         }
@@ -450,12 +492,11 @@ static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_
  * seat without one is the first to go. */
 static void preauth_room(struct nodelink *nl, const struct sockaddr_storage *src)
 {
-        struct nodelink_in *oldest = NULL, *oldest_here = NULL;
+        struct nodelink_in *o, *oldest = NULL, *oldest_here = NULL;
         unsigned here = 0;
         /* ins is in the order of acceptance: the first found is the oldest. */
-        for (struct list *l = nl->ins.next; l != &nl->ins; l = l->next) {
-                struct nodelink_in *o = container(l, struct nodelink_in, link);
-                if (o->authed)
+        TAILQ_FOREACH(o, &nl->ins, link) {
+                if (o->conn)
                         continue;
                 if (!oldest)
                         oldest = o;
@@ -484,21 +525,17 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 goto fail;
         in->nl = nl;
         in->src = src;
-        wire_reader_init(&in->rd, WIRE_MAX_FRAME);
-        wire_writer_init(&in->w, 0);
         if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || !(in->bev = tls_bev(nl, fd, ssl, true)))
                 goto fail;
-        list_add(&nl->ins, &in->link);
+        TAILQ_INSERT_TAIL(&nl->ins, in, link);
         nl->n_pre++;
-        bufferevent_setcb(in->bev, in_read, NULL, in_event, in);
+        bufferevent_setcb(in->bev, NULL, NULL, in_event, in);
         evtimer_add(in->deadline, &hs);
         bufferevent_enable(in->bev, EV_READ | EV_WRITE);
         return;
 fail:
         if (in && in->deadline)
                 event_free(in->deadline);
-        if (in)
-                wire_reader_free(&in->rd);
         free(in);
         SSL_free(ssl);
         ERR_clear_error();
@@ -523,9 +560,9 @@ static void relisten(evutil_socket_t fd, short what, void *arg)
 
 int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
 {
-        if (!in->bev || in->refused)
+        if (!in->conn || in->refused)
                 return -ECONNRESET;
-        int e = frame_out(in->bev, &in->w, &resp->base);
+        int e = conn_send(in->conn, &resp->base);
         if (e == -E2BIG) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "the answer holds more than %d values, more than the link between nodes "
@@ -543,19 +580,22 @@ int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
 
 static void out_close(struct out *o)
 {
-        if (o->bev)
+        if (o->conn)
+                conn_free(o->conn); /* and its bufferevent */
+        else if (o->bev)
                 bufferevent_free(o->bev);
         else if (o->fd >= 0)
                 close(o->fd);
+        o->conn = NULL;
         o->bev = NULL;
         o->fd = -1;
+        rate_put(o->rate);
+        o->rate = NULL;
         if (o->connected)
                 event_free(o->connected);
         o->connected = NULL;
         evtimer_del(o->deadline);
         o->why[0] = '\0';
-        wire_reader_free(&o->rd);
-        wire_reader_init(&o->rd, WIRE_MAX_FRAME);
         wire_writer_free(&o->staged);
         o->state = OUT_IDLE;
         ERR_clear_error();
@@ -564,9 +604,8 @@ static void out_close(struct out *o)
 static void out_free(struct out *o)
 {
         out_close(o);
-        list_del(&o->link);
+        TAILQ_REMOVE(&o->nl->outs, o, link);
         event_free(o->deadline);
-        wire_reader_free(&o->rd);
         free(o);
 }
 
@@ -577,22 +616,21 @@ static void out_fail(struct out *o, const char *fmt, ...)
 {
         char msg[512];
         va_list ap;
-        struct list gone;
+        struct send_list gone;
+        struct nodelink_send *s;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         out_close(o);
-        list_init(&gone);
-        while (o->sends.next != &o->sends) {
-                struct list *e = o->sends.next;
-                list_del(e);
-                list_add(&gone, e);
-                container(e, struct nodelink_send, link)->out = NULL;
+        TAILQ_INIT(&gone);
+        TAILQ_CONCAT(&gone, &o->sends, link);
+        TAILQ_FOREACH(s, &gone, link) {
+                s->out = NULL;
+                s->list = &gone; /* a done callback may cancel one of the others */
         }
         o->n_sends = 0;
-        while (gone.next != &gone) {
-                struct nodelink_send *s = container(gone.next, struct nodelink_send, link);
-                list_del(&s->link);
+        while ((s = TAILQ_FIRST(&gone))) {
+                TAILQ_REMOVE(&gone, s, link);
                 s->done(s->arg, NULL, GADGET_EUNAVAILABLE, msg);
                 free(s);
         }
@@ -609,27 +647,31 @@ static void out_idle_arm(struct out *o)
                 evtimer_add(o->deadline, &idle);
 }
 
-static int out_frame(void *arg, const uint8_t *data, size_t len)
+static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct out *o = arg;
         char why[200];
+        size_t values = 0;
+        struct nodelink_send *s;
         /* Why this is safe: as a request (in_frame), an answer is bounded
          * on its raw bytes before it is unpacked, and checked by the one
          * answer validator before anyone reads it. */
-        if (!frame_ok(&control__response__descriptor, data, len))
-                return -EPROTO;
+        bool ok = frame_ok(&control__response__descriptor, data, len, &values);
+        *cost += values;
+        rate_count(o->rate, values);
+        if (!ok)
+                return -EBADMSG;
         Control__Response *resp = control__response__unpack(NULL, len, data);
         if (!resp)
-                return -EPROTO;
+                return -EBADMSG;
         if (validate_control_response(resp, why, sizeof why) < 0) {
                 control__response__free_unpacked(resp, NULL);
-                return -EPROTO;
+                return -EBADMSG;
         }
-        for (struct list *e = o->sends.next; e != &o->sends; e = e->next) {
-                struct nodelink_send *s = container(e, struct nodelink_send, link);
+        TAILQ_FOREACH(s, &o->sends, link) {
                 if (s->id != resp->id)
                         continue;
-                list_del(&s->link);
+                TAILQ_REMOVE(&o->sends, s, link);
                 o->n_sends--;
                 s->done(s->arg, resp, 0, NULL);
                 free(s);
@@ -642,15 +684,34 @@ static int out_frame(void *arg, const uint8_t *data, size_t len)
         return 0;
 }
 
-static void out_read(struct bufferevent *bev, void *arg)
+static int out_sending(void *arg, const uint8_t *data, size_t len)
+{
+        return frame_out_ok(&control__request__descriptor, data, len);
+}
+
+/* The session ended: why, in words, from the TLS session when it says. */
+static void out_closed(void *arg, int why)
 {
         struct out *o = arg;
-        int e = read_frames(bev, &o->rd, out_frame, o);
-        if (e == -EMSGSIZE)
+        bool eof;
+        const char *reason = tls_reason(o->bev, &eof);
+        if (why == CONN_TOO_BIG)
                 out_fail(o, "node %s at %s announced a frame over %u bytes", o->node, o->addr, WIRE_MAX_FRAME);
-        else if (e < 0)
+        else if (why == -EBADMSG)
                 out_fail(o, "node %s at %s sent a frame that is not a response", o->node, o->addr);
+        else if (reason)
+                out_fail(o, "node %s at %s ended the TLS session: %s", o->node, o->addr, reason);
+        else if (why == CONN_EOF || why == CONN_TRUNCATED || why == -EPROTO || eof)
+                out_fail(o, "node %s at %s closed the link", o->node, o->addr);
+        else
+                out_fail(o, "the link to node %s at %s failed: %s", o->node, o->addr, strerror(-why));
 }
+
+static const struct conn_ops out_ops = {
+        .frame = out_frame,
+        .closed = out_closed,
+        .sending = out_sending,
+};
 
 /* The handshake is done and OpenSSL checked the chain and the name asked
  * for (SSL_set1_host); the name rule is checked as the server checks
@@ -667,14 +728,24 @@ static void out_connected(struct out *o)
                 out_fail(o, "node %s's certificate was not accepted: it names node %s", o->node, name);
                 return;
         }
+        if (!(o->rate = rate_get(o->nl, o->node)) || conn_new_bev(o->bev, NODELINK_MAX_OUTPUT, &out_ops, o, &o->conn) < 0) {
+                out_fail(o, "node %s at %s: out of memory", o->node, o->addr);
+                return;
+        }
+        conn_set_budget(o->conn, &turn_budget);
+        conn_hold(o->conn, o->rate->held);
         o->state = OUT_READY;
         evtimer_del(o->deadline);
-        if (move_frames(&o->staged, o->bev) < 0)
+        size_t n = wire_writer_pending(&o->staged);
+        if (n && conn_send_frames(o->conn, o->staged.buf + o->staged.start, n) < 0) {
                 out_fail(o, "node %s at %s: out of memory", o->node, o->addr);
-        else
-                out_idle_arm(o); /* its sends were cancelled meanwhile */
+                return;
+        }
+        wire_writer_free(&o->staged);
+        out_idle_arm(o); /* its sends were cancelled meanwhile */
 }
 
+/* The handshake's end, either way. */
 static void out_event(struct bufferevent *bev, short what, void *arg)
 {
         struct out *o = arg;
@@ -684,7 +755,7 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
         const char *reason = tls_reason(bev, &eof);
         if (what & BEV_EVENT_CONNECTED)
                 out_connected(o);
-        else if (o->state == OUT_HANDSHAKE && verify != X509_V_OK)
+        else if (verify != X509_V_OK)
                 out_fail(o, "node %s's certificate was not accepted: %s", o->node, X509_verify_cert_error_string(verify));
         else if (reason)
                 out_fail(o, "node %s at %s ended the TLS session: %s", o->node, o->addr, reason);
@@ -733,7 +804,8 @@ static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
         }
         o->fd = -1;  /* the bufferevent's now */
         o->state = OUT_HANDSHAKE;
-        bufferevent_setcb(o->bev, out_read, NULL, out_event, o);
+        /* Nothing is read before the peer's name was checked (out_connected). */
+        bufferevent_setcb(o->bev, NULL, NULL, out_event, o);
         bufferevent_enable(o->bev, EV_READ | EV_WRITE);
 }
 
@@ -762,12 +834,11 @@ static void out_connect(struct out *o)
 static struct out *out_get(struct nodelink *nl, const char *node, const char *addr, const struct sockaddr_storage *sa,
                            int salen)
 {
-        for (struct list *e = nl->outs.next; e != &nl->outs; e = e->next) {
-                struct out *o = container(e, struct out, link);
+        struct out *o;
+        TAILQ_FOREACH(o, &nl->outs, link)
                 if (strcmp(o->node, node) == 0 && strcmp(o->addr, addr) == 0)
                         return o;
-        }
-        struct out *o = calloc(1, sizeof *o);
+        o = calloc(1, sizeof *o);
         if (!o || !(o->deadline = evtimer_new(nl->base, out_deadline, o))) {
                 free(o);
                 return NULL;
@@ -778,12 +849,26 @@ static struct out *out_get(struct nodelink *nl, const char *node, const char *ad
         o->sa = *sa;
         o->salen = salen;
         o->fd = -1;
-        list_init(&o->sends);
-        wire_reader_init(&o->rd, WIRE_MAX_FRAME);
-        /* Frames wait here until the peer proved its name. */
-        wire_writer_init(&o->staged, NODELINK_MAX_OUTPUT);
-        list_add(&nl->outs, &o->link);
+        TAILQ_INIT(&o->sends);
+        TAILQ_INSERT_TAIL(&nl->outs, o, link);
         return o;
+}
+
+/* Packs req for a session still proving the peer's name: it waits in
+ * staged, bounded as the session's output is. */
+static int stage(struct out *o, Control__Request *req)
+{
+        if (!o->staged.limit)
+                wire_writer_init(&o->staged, NODELINK_MAX_OUTPUT);
+        size_t end = o->staged.end;
+        int e = wire_writer_put(&o->staged, &req->base, WIRE_MAX_FRAME);
+        if (e < 0)
+                return e;
+        e = frame_out_ok(&control__request__descriptor, o->staged.buf + end + WIRE_HEADER_SIZE,
+                         o->staged.end - end - WIRE_HEADER_SIZE);
+        if (e < 0)
+                o->staged.end = end;
+        return e;
 }
 
 int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Control__Request *req, nodelink_done done,
@@ -809,14 +894,11 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
         }
         req->id = ++nl->next_id;
         req->version = CONTROL_PROTOCOL_VERSION;
-        if (o->state == OUT_READY)
-                e = frame_out(o->bev, &o->staged, &req->base);
-        else
-                e = put_frame(&o->staged, &req->base);
+        e = o->state == OUT_READY ? conn_send(o->conn, &req->base) : stage(o, req);
         if (e < 0)
                 goto out;
-        *s = (struct nodelink_send){ .out = o, .id = req->id, .done = done, .arg = arg };
-        list_add(&o->sends, &s->link);
+        *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .done = done, .arg = arg };
+        TAILQ_INSERT_TAIL(&o->sends, s, link);
         o->n_sends++;
         if (o->state == OUT_IDLE)
                 out_connect(o);
@@ -833,7 +915,7 @@ void nodelink_cancel(struct nodelink_send *s)
 {
         if (!s)
                 return;
-        list_del(&s->link);
+        TAILQ_REMOVE(s->list, s, link);
         if (s->out) {
                 s->out->n_sends--;
                 out_idle_arm(s->out);
@@ -890,8 +972,9 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
         if (ops)
                 nl->ops = *ops;
         snprintf(nl->node, sizeof nl->node, "%s", cfg->node);
-        list_init(&nl->ins);
-        list_init(&nl->outs);
+        TAILQ_INIT(&nl->ins);
+        TAILQ_INIT(&nl->outs);
+        TAILQ_INIT(&nl->rates);
         if ((e = nodelink_tls_new(cfg, &nl->server, &nl->client, err, len)) < 0)
                 goto out;
         /* OpenSSL writes to the socket with write(): a peer that resets
@@ -922,15 +1005,16 @@ void nodelink_free(struct nodelink *nl)
         if (!nl)
                 return;
         nl->closing = true;
-        while (nl->outs.next != &nl->outs) {
-                struct out *o = container(nl->outs.next, struct out, link);
+        struct out *o;
+        struct nodelink_in *in;
+        while ((o = TAILQ_FIRST(&nl->outs))) {
                 if (o->n_sends)
                         out_fail(o, "the link of node %s is closing", nl->node);
                 else
                         out_free(o);
         }
-        while (nl->ins.next != &nl->ins)
-                in_end(container(nl->ins.next, struct nodelink_in, link), false);
+        while ((in = TAILQ_FIRST(&nl->ins)))
+                in_end(in, false);
         if (nl->listener)
                 evconnlistener_free(nl->listener);
         if (nl->relisten)

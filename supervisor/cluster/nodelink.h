@@ -41,6 +41,10 @@
  * request or answer past it is refused where it would be sent, and a
  * session that receives one ends. */
 #define NODELINK_FRAME_VALUES_MAX 131072
+/* Values one node's frames may hold a second, over all its sessions both
+ * ways (as FrameValuesPerSecond='s default for a gadget): past it, none of
+ * that node's sessions is read until the second's share has drained. */
+#define NODELINK_VALUES_PER_S 524288
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
 #define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake */
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */

@@ -17,6 +17,7 @@
 #include "system/arena.h"
 #include "system/conn.h"
 #include "system/monotime.h"
+#include "system/rate.h"
 
 
 struct peer {
@@ -26,11 +27,10 @@ struct peer {
         const struct peer_handlers *h;
         void *data;
         bool yield_logged;            /* the first yield of this run is logged */
-        /* FrameValuesPerSecond=: a leaky bucket of the values decoded,
-         * draining at the budget a second (as of rate_ms); past the budget
-         * the input is held until it has drained to it (ev_rate). */
+        /* FrameValuesPerSecond=: the values decoded; past the budget the
+         * input is held until they have drained to it (ev_rate). */
         struct event *ev_rate;
-        uint64_t rate_ms, rate_values;
+        struct rate rate;
         bool held_output, held_rate, rate_logged;
         struct timespec progress;     /* the last result, or the first call sent when idle */
         uint64_t next_id;
@@ -72,20 +72,10 @@ static void apply_hold(struct peer *p)
         conn_hold(p->conn, p->held_output || p->held_rate);
 }
 
-/* The bucket drains at the budget a second since it was last looked at. */
-static void rate_drain(struct peer *p, uint64_t now)
-{
-        uint64_t budget = p->policy->frame_values_per_s;
-        uint64_t gone = (now - p->rate_ms) * budget / 1000;
-        p->rate_values = p->rate_values > gone ? p->rate_values - gone : 0;
-        p->rate_ms = now;
-}
-
 /* The bucket has drained to the budget: the input goes on. */
 static void rate_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct peer *p = arg;
-        rate_drain(p, monotime_ms());
         p->held_rate = false;
         apply_hold(p);
 }
@@ -95,23 +85,20 @@ static void rate_cb(evutil_socket_t fd, short what, void *arg)
  * decoded are at most the budget a second (and one budget at once). */
 static void rate_count(struct peer *p, size_t values)
 {
-        uint64_t now = monotime_ms(), budget = p->policy->frame_values_per_s;
-        if (!budget)
-                return;
-        rate_drain(p, now);
-        p->rate_values += values ? values : 1;
-        if (p->rate_values <= budget || p->held_rate)
+        uint64_t now = monotime_ms();
+        p->rate.per_s = p->policy->frame_values_per_s; /* as the policy says now */
+        uint64_t wait_ms = rate_add(&p->rate, values ? values : 1, now);
+        if (!wait_ms || p->held_rate)
                 return;
         p->held_rate = true;
         apply_hold(p);
-        uint64_t wait_ms = (p->rate_values - budget) * 1000 / budget + 1;
         struct timeval tv = { .tv_sec = (time_t)(wait_ms / 1000), .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
         event_add(p->ev_rate, &tv);
         if (!p->rate_logged) {
                 p->rate_logged = true;
                 log_msg(L_INFO, p->policy->name, "its messages held %llu values in a second "
                         "(FrameValuesPerSecond=%llu): the rest wait for the next second (logged once)",
-                        (unsigned long long)p->rate_values, (unsigned long long)budget);
+                        (unsigned long long)rate_level(&p->rate, now), (unsigned long long)p->rate.per_s);
         }
 }
 
@@ -144,7 +131,7 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
                 free(p);
                 return NULL;
         }
-        p->rate_ms = monotime_ms();
+        rate_init(&p->rate, policy->frame_values_per_s, monotime_ms());
         set_budget(p);
         return p;
 }

@@ -4,10 +4,39 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
 #include "wire.h"
 
+#define BEV_CHUNK 16384          /* bytes taken from a bufferevent's input at a time */
+
+struct conn;
+
+/* How the bytes move: a plain fd with the conn's own events, or a
+ * bufferevent (TLS, through bufferevent_openssl) whose buffers the conn
+ * fills and empties. Everything above it (frames, budget, holding,
+ * closing) is the same for both. */
+struct transport {
+        /* Bytes into c->rd: how many, 0 at the end, -EAGAIN when none wait, -errno. */
+        ssize_t (*fill)(struct conn *c);
+        /* Whether fill may find more at once (a bufferevent's input holds
+         * bytes already read); a fd waits for its next read event. */
+        bool buffered;
+        /* The frames in c->wr go out. */
+        void (*flush)(struct conn *c);
+        /* Input is waited for, or not. */
+        void (*reading)(struct conn *c, bool on);
+        /* Bytes not yet on the wire. */
+        size_t (*unsent)(const struct conn *c);
+};
+
 struct conn {
-        int fd;
+        int fd;                       /* -1 on a bufferevent */
+        struct bufferevent *bev;      /* the transport, when not a plain fd */
+        const struct transport *t;
+        int bev_end;                  /* the bufferevent's end (0: end of file, -errno), once bev_ended */
+        bool bev_ended;
         const struct conn_ops *ops;
         void *arg;
         struct event *ev_read, *ev_write;
@@ -26,16 +55,18 @@ struct conn {
 };
 
 static void read_cb(evutil_socket_t fd, short what, void *arg);
+static bool pull(struct conn *c);
 static void write_cb(evutil_socket_t fd, short what, void *arg);
 static void more_cb(evutil_socket_t fd, short what, void *arg);
 
-int conn_new(struct event_base *base, int fd, size_t queue_max, const struct conn_ops *ops, void *arg,
-             struct conn **out)
+static const struct transport fd_transport, bev_transport;
+
+static struct conn *conn_alloc(size_t queue_max, const struct conn_ops *ops, void *arg)
 {
         struct conn *c = calloc(1, sizeof *c);
         if (!c)
-                return -ENOMEM;
-        c->fd = fd;
+                return NULL;
+        c->fd = -1;
         c->ops = ops;
         c->arg = arg;
         c->queue_max = queue_max;
@@ -43,14 +74,53 @@ int conn_new(struct event_base *base, int fd, size_t queue_max, const struct con
         wire_reader_init(&c->rd, WIRE_MAX_FRAME);
         /* The writer's own cap: queue_max waiting plus one whole frame. */
         wire_writer_init(&c->wr, queue_max ? queue_max + WIRE_MAX_FRAME : 0);
+        return c;
+}
+
+int conn_new(struct event_base *base, int fd, size_t queue_max, const struct conn_ops *ops, void *arg,
+             struct conn **out)
+{
+        struct conn *c = conn_alloc(queue_max, ops, arg);
+        if (!c)
+                return -ENOMEM;
+        c->t = &fd_transport;
         c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, c);
         c->ev_write = event_new(base, fd, EV_WRITE, write_cb, c);
         c->ev_more = evtimer_new(base, more_cb, c);
         if (!c->ev_read || !c->ev_write || !c->ev_more || event_add(c->ev_read, NULL) < 0) {
-                c->fd = -1; /* the caller keeps its fd on failure */
-                conn_free(c);
+                conn_free(c); /* the caller keeps its fd on failure */
                 return -ENOMEM;
         }
+        c->fd = fd;
+        *out = c;
+        return 0;
+}
+
+static void bev_read_cb(struct bufferevent *bev, void *arg);
+static void bev_write_cb(struct bufferevent *bev, void *arg);
+static void bev_event_cb(struct bufferevent *bev, short what, void *arg);
+
+int conn_new_bev(struct bufferevent *bev, size_t queue_max, const struct conn_ops *ops, void *arg, struct conn **out)
+{
+        struct event_base *base = bufferevent_get_base(bev);
+        struct conn *c = conn_alloc(queue_max, ops, arg);
+        if (!c)
+                return -ENOMEM;
+        c->t = &bev_transport;
+        /* ev_write has no fd here: it only runs the flush, or a drop's
+         * closed(), from the loop. */
+        c->ev_write = event_new(base, -1, 0, write_cb, c);
+        c->ev_more = evtimer_new(base, more_cb, c);
+        if (!c->ev_write || !c->ev_more) {
+                conn_free(c); /* the caller keeps its bufferevent on failure */
+                return -ENOMEM;
+        }
+        c->bev = bev;
+        bufferevent_setcb(bev, bev_read_cb, bev_write_cb, bev_event_cb, c);
+        bufferevent_enable(bev, EV_READ | EV_WRITE);
+        /* What the bufferevent read before it was handed over comes first. */
+        static const struct timeval now = { 0, 0 };
+        event_add(c->ev_more, &now);
         *out = c;
         return 0;
 }
@@ -65,6 +135,8 @@ void conn_free(struct conn *c)
                 event_free(c->ev_write);
         if (c->ev_more)
                 event_free(c->ev_more);
+        if (c->bev)
+                bufferevent_free(c->bev);
         if (c->fd >= 0)
                 close(c->fd);
         wire_reader_free(&c->rd);
@@ -79,7 +151,7 @@ void conn_set_budget(struct conn *c, const struct conn_budget *b)
 
 size_t conn_pending(const struct conn *c)
 {
-        return wire_writer_pending(&c->wr);
+        return c->t->unsent(c);
 }
 
 int conn_send(struct conn *c, const ProtobufCMessage *msg)
@@ -89,12 +161,34 @@ int conn_send(struct conn *c, const ProtobufCMessage *msg)
          * frame); a peer with more has stopped reading, and its owner ends it. */
         if (c->dropped)
                 return -ECONNRESET;
-        if (c->queue_max && wire_writer_pending(&c->wr) > c->queue_max)
+        if (c->queue_max && c->t->unsent(c) > c->queue_max)
                 return -ENOBUFS;
+        size_t end = c->wr.end;
         int e = wire_writer_put(&c->wr, msg, WIRE_MAX_FRAME);
         if (e < 0)
                 return e;
+        if (c->ops->sending) {
+                e = c->ops->sending(c->arg, c->wr.buf + end + WIRE_HEADER_SIZE, c->wr.end - end - WIRE_HEADER_SIZE);
+                if (e < 0) {
+                        c->wr.end = end; /* refused: it never leaves */
+                        return e;
+                }
+        }
         /* A flush in this loop turn: frames queued together leave in one write. */
+        if (!event_pending(c->ev_write, EV_WRITE, NULL))
+                event_active(c->ev_write, EV_WRITE, 0);
+        return 0;
+}
+
+int conn_send_frames(struct conn *c, const uint8_t *frames, size_t len)
+{
+        if (c->dropped)
+                return -ECONNRESET;
+        if (c->queue_max && c->t->unsent(c) > c->queue_max)
+                return -ENOBUFS;
+        int e = wire_writer_append(&c->wr, frames, len);
+        if (e < 0)
+                return e;
         if (!event_pending(c->ev_write, EV_WRITE, NULL))
                 event_active(c->ev_write, EV_WRITE, 0);
         return 0;
@@ -116,18 +210,13 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
                 tell(c, c->drop_why);
                 return;
         }
-        int e = wire_writer_flush(&c->wr, c->fd);
-        if (e == 1)
-                event_add(c->ev_write, NULL);
-        else if (e == 0 && c->ops->drained)
-                c->ops->drained(c->arg);
-        /* A write error means the peer is gone; the read side sees it. */
+        c->t->flush(c);
 }
 
 void conn_close(struct conn *c)
 {
         c->closed = true;
-        event_del(c->ev_read);
+        c->t->reading(c, false);
         event_del(c->ev_more);
 }
 
@@ -170,7 +259,7 @@ static bool within(const struct conn *c, size_t frames, size_t bytes, size_t cos
 static void yield(struct conn *c, size_t frames, size_t bytes, size_t cost)
 {
         static const struct timeval now = { 0, 0 };
-        event_del(c->ev_read);
+        c->t->reading(c, false);
         event_add(c->ev_more, &now);
         if (c->ops->yielded)
                 c->ops->yielded(c->arg, frames, bytes, cost);
@@ -186,7 +275,7 @@ static void drain(struct conn *c)
                 const uint8_t *data;
                 size_t len;
                 if (c->held) {
-                        event_del(c->ev_read);
+                        c->t->reading(c, false);
                         return;
                 }
                 if (!within(c, frames, bytes, cost)) {
@@ -198,6 +287,8 @@ static void drain(struct conn *c)
                         end(c, r);
                         return;
                 }
+                if (r == 0 && c->t->buffered && !c->read_ended && pull(c))
+                        continue; /* more was waiting in the transport's buffer */
                 if (r == 0)
                         break;
                 frames++;
@@ -214,22 +305,29 @@ static void drain(struct conn *c)
                 end(c, read_end_why(c));
                 return;
         }
-        if (!event_pending(c->ev_read, EV_READ, NULL))
-                event_add(c->ev_read, NULL);
+        c->t->reading(c, true);
+}
+
+/* Takes what the transport has into the reader: true if that was bytes or
+ * the input's end (then read_ended), false if nothing waits. */
+static bool pull(struct conn *c)
+{
+        ssize_t n = c->t->fill(c);
+        if (n == -EAGAIN)
+                return false;
+        if (n <= 0) {
+                c->read_ended = true;
+                c->read_end = n;
+                c->t->reading(c, false);
+        }
+        return true;
 }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct conn *c = arg;
-        ssize_t n = wire_reader_fill(&c->rd, c->fd);
-        if (n == -EAGAIN)
-                return;
-        if (n <= 0) {
-                c->read_ended = true;
-                c->read_end = n;
-                event_del(c->ev_read);
-        }
-        drain(c);
+        if (pull(c))
+                drain(c);
 }
 
 static void more_cb(evutil_socket_t fd, short what, void *arg)
@@ -244,11 +342,117 @@ void conn_hold(struct conn *c, bool hold)
         if (was == hold || c->closed)
                 return;
         if (hold) {
-                event_del(c->ev_read);
+                c->t->reading(c, false);
                 event_del(c->ev_more);
         } else {
                 /* Frames already buffered first, then the socket again. */
                 static const struct timeval now = { 0, 0 };
                 event_add(c->ev_more, &now);
         }
+}
+
+/* --- a plain fd ---------------------------------------------------------- */
+
+static ssize_t fd_fill(struct conn *c)
+{
+        return wire_reader_fill(&c->rd, c->fd);
+}
+
+static void fd_flush(struct conn *c)
+{
+        int e = wire_writer_flush(&c->wr, c->fd);
+        if (e == 1)
+                event_add(c->ev_write, NULL);
+        else if (e == 0 && c->ops->drained)
+                c->ops->drained(c->arg);
+        /* A write error means the peer is gone; the read side sees it. */
+}
+
+static void fd_reading(struct conn *c, bool on)
+{
+        if (!on)
+                event_del(c->ev_read);
+        else if (!event_pending(c->ev_read, EV_READ, NULL))
+                event_add(c->ev_read, NULL);
+}
+
+static size_t fd_unsent(const struct conn *c)
+{
+        return wire_writer_pending(&c->wr);
+}
+
+static const struct transport fd_transport = {
+        .fill = fd_fill, .buffered = false, .flush = fd_flush, .reading = fd_reading, .unsent = fd_unsent,
+};
+
+/* --- a bufferevent ------------------------------------------------------- */
+
+/* A chunk at a time, so no more than one frame plus a chunk waits in the
+ * reader and an oversized announcement is refused once its 4 bytes are in. */
+static ssize_t bev_fill(struct conn *c)
+{
+        uint8_t chunk[BEV_CHUNK];
+        int n = evbuffer_remove(bufferevent_get_input(c->bev), chunk, sizeof chunk);
+        if (n > 0) {
+                int e = wire_reader_feed(&c->rd, chunk, (size_t)n);
+                return e < 0 ? e : n;
+        }
+        return c->bev_ended ? c->bev_end : -EAGAIN;
+}
+
+/* The frames move to the bufferevent's output; it writes them, and says
+ * when all are gone (bev_write_cb). */
+static void bev_flush(struct conn *c)
+{
+        size_t n = wire_writer_pending(&c->wr);
+        if (n && evbuffer_add(bufferevent_get_output(c->bev), c->wr.buf + c->wr.start, n) < 0)
+                return; /* out of memory: they wait for the next send */
+        c->wr.start = c->wr.end = 0;
+        if (c->wr.cap > BEV_CHUNK)
+                wire_writer_free(&c->wr); /* a large frame's room is not kept */
+}
+
+static void bev_reading(struct conn *c, bool on)
+{
+        if (on)
+                bufferevent_enable(c->bev, EV_READ);
+        else
+                bufferevent_disable(c->bev, EV_READ);
+}
+
+static size_t bev_unsent(const struct conn *c)
+{
+        return wire_writer_pending(&c->wr) + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+static const struct transport bev_transport = {
+        .fill = bev_fill, .buffered = true, .flush = bev_flush, .reading = bev_reading, .unsent = bev_unsent,
+};
+
+static void bev_read_cb(struct bufferevent *bev, void *arg)
+{
+        read_cb(-1, EV_READ, arg);
+}
+
+static void bev_write_cb(struct bufferevent *bev, void *arg)
+{
+        struct conn *c = arg;
+        if (!c->dropped && c->ops->drained)
+                c->ops->drained(c->arg);
+}
+
+/* The end of the bufferevent's input (a reset, a TLS error): acted on once
+ * the bytes before it are handled. */
+static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+        struct conn *c = arg;
+        if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) || c->bev_ended)
+                return;
+        int err = EVUTIL_SOCKET_ERROR();
+        c->bev_ended = true;
+        c->bev_end = (what & BEV_EVENT_EOF) ? 0 : err ? -err : -EPROTO;
+        bufferevent_disable(bev, EV_READ);
+        /* Held or yielded, the end is found when the input goes on. */
+        if (!c->closed && !c->held && !evtimer_pending(c->ev_more, NULL))
+                read_cb(-1, EV_READ, c);
 }

@@ -1,8 +1,10 @@
-/* conn: one framed connection on the libevent loop — the fd, its read and
- * write events, the frames in and out (proto/wire.h), a budget of input per
+/* conn: one framed connection on the libevent loop — its transport (a
+ * plain fd with its read and write events, or a bufferevent such as a TLS
+ * session), the frames in and out (proto/wire.h), a budget of input per
  * loop turn, holding input, a bound on unsent output and the order of
- * closing. The worker link (link/peer.c) and the control link
- * (control/control.c) are each a conn plus their own protocol. */
+ * closing. The worker link (link/peer.c), the control link
+ * (control/control.c) and the node link (cluster/nodelink.c, over TLS) are
+ * each a conn plus their own protocol. */
 #pragma once
 
 #include <errno.h>
@@ -32,6 +34,9 @@ struct conn_ops {
         void (*closed)(void *arg, int why);
         /* Optional: every queued frame was written. */
         void (*drained)(void *arg);
+        /* Optional: a frame packed by conn_send, before it is queued; < 0
+         * refuses it (conn_send returns that, and it never leaves). */
+        int (*sending)(void *arg, const uint8_t *data, size_t len);
         /* Optional: a turn's budget ran out after frames, bytes and cost;
          * the rest waits for the next turn. */
         void (*yielded)(void *arg, size_t frames, size_t bytes, size_t cost);
@@ -47,12 +52,22 @@ struct conn_budget {
  * for the writer's own bound. The budget starts unlimited. 0 or -ENOMEM. */
 int conn_new(struct event_base *base, int fd, size_t queue_max, const struct conn_ops *ops, void *arg,
              struct conn **out);
-/* Frees the events and buffers and closes the fd; accepts NULL. */
+/* The same over a bufferevent that is ready to carry bytes (a TLS
+ * session past its handshake): the conn takes its callbacks, and it on
+ * success only; bytes it already read are handled first. */
+struct bufferevent;
+int conn_new_bev(struct bufferevent *bev, size_t queue_max, const struct conn_ops *ops, void *arg,
+                 struct conn **out);
+/* Frees the events and buffers and closes the fd (frees the bufferevent);
+ * accepts NULL. */
 void conn_free(struct conn *c);
 void conn_set_budget(struct conn *c, const struct conn_budget *b);
 /* Queues one frame; it leaves in this loop turn, with any queued beside it.
  * 0, -EMSGSIZE, -ENOBUFS (the peer does not read), -ECONNRESET (dropped). */
 int conn_send(struct conn *c, const ProtobufCMessage *msg);
+/* Queues whole frames packed elsewhere (wire.h's framing), as conn_send. */
+int conn_send_frames(struct conn *c, const uint8_t *frames, size_t len);
+/* Bytes queued and not yet on the wire. */
 size_t conn_pending(const struct conn *c);
 /* Holds the input (hold true): nothing more is read or handled until it is
  * released; released, the frames already read come first. */

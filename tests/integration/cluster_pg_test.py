@@ -387,6 +387,48 @@ def pg_cluster_hostile_peer(tmp):
             stop_all([a, b])
 
 
+@test
+def pg_cluster_peer_values_per_second(tmp):
+    """A node's frames are bounded per second, not only per frame: node b
+    (its key leaked, or b hostile) resending frames of 120,000 values,
+    each within the frame bound, over two sessions at once, has them
+    decoded at most NODELINK_VALUES_PER_S (524,288) a second in all — 30
+    frames take at least (30 x 120,000 - 524,288) / 524,288 = 5.9 s to be
+    answered (about 1.5 s without the budget on this host) — while a
+    healthy caller on a is answered throughout."""
+    from peerclient import NULL, Peer, call, list_value
+    per_s, values, frames = 524288, 120000, 30
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a = peer_node(tmp, pg, "a", cd)
+        b = peer_node(tmp, pg, "b", cd, listen=False)
+        for d in (a, b):
+            policy(d.pol, "good", "Nodes=a\n")
+        try:
+            start_all([a, b])
+            wait_for(lambda: a.state("good") == "ready", timeout=20, what="good on a")
+            nodes = lambda: json.loads(a.ctl("--json", "nodes").stdout)["nodes"]
+            wait_for(lambda: {"a", "b"} <= {n["name"] for n in nodes()}, timeout=15, what="a knows node b")
+            addr = [n["peer"] for n in nodes() if n["name"] == "a"][0]
+            wide = list_value([NULL] * values)
+            with Healthy(a, "good"):
+                peers = [Peer(addr, cd, "b", "a") for _ in range(2)]
+                t0 = time.monotonic()
+                for i in range(frames):
+                    peers[i % 2].send(call(i + 1, "good", "nosuch", wide))
+                answers = [peers[i % 2].answer(timeout=60) for i in range(frames)]
+                took = time.monotonic() - t0
+                for p in peers:
+                    p.close()
+            check(all(r and r["kind"] == "error" for r in answers), "every wide call answered: %r" % answers[:3])
+            least = (frames * values - per_s) / per_s
+            check(took >= least * 0.95, "%d frames of %d values answered in %.2f s, under the %.1f s the "
+                  "budget allows" % (frames, values, took, least))
+            check(a.proc.poll() is None, "node a is still running")
+        finally:
+            stop_all([a, b])
+
+
 if __name__ == "__main__":
     sys.exit(main())
 
