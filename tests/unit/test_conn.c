@@ -2,12 +2,18 @@
  * socketpair: frames in order, the end codes (end of file, inside a frame,
  * over the maximum, the frame callback's error), the turn budget, holding,
  * the bound on unsent output, a drop from inside a callback, and the
- * drained callback. */
+ * drained callback; each over both transports, a plain fd and a
+ * bufferevent (as the node link's TLS sessions use), and the sending
+ * check that refuses a frame before it is queued. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "tap.h"
 #include "system/conn.h"
@@ -98,6 +104,8 @@ static void put_frames(int fd, int n)
         wire_writer_free(&w);
 }
 
+static bool over_bev; /* the tests' transport: a bufferevent, or a plain fd */
+
 /* A conn on one end of a fresh socketpair; *other is the far end. */
 static struct conn *open_conn(struct event_base *base, struct seen *s, size_t queue_max, int *other)
 {
@@ -105,7 +113,20 @@ static struct conn *open_conn(struct event_base *base, struct seen *s, size_t qu
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
                 return NULL;
         *other = sv[1];
-        if (conn_new(base, sv[0], queue_max, &ops, s, &s->c) < 0) {
+        if (over_bev) {
+                struct bufferevent *bev = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+                /* As a TLS bufferevent may: more read at once than the conn
+                 * takes at a time. */
+                if (bev)
+                        bufferevent_set_max_single_read(bev, 65536);
+                if (!bev || conn_new_bev(bev, queue_max, &ops, s, &s->c) < 0) {
+                        if (bev)
+                                bufferevent_free(bev);
+                        else
+                                close(sv[0]);
+                        return NULL;
+                }
+        } else if (conn_new(base, sv[0], queue_max, &ops, s, &s->c) < 0) {
                 close(sv[0]);
                 return NULL;
         }
@@ -122,6 +143,56 @@ static void test_frames_then_eof(struct event_base *base)
         turns(base, 3);
         CHECK(s.frames == 3, "every frame before the end of file is handled: %d", s.frames);
         CHECK(s.closed == 1 && s.why == CONN_EOF, "then closed(CONN_EOF) once: %d, %d", s.closed, s.why);
+}
+
+/* Frames larger than what a transport hands over at once (a bufferevent:
+ * 16 KiB at a time) all come, with no more bytes arriving after them. */
+static void test_large_frames(struct event_base *base)
+{
+        static char text[40000];
+        struct seen s = { 0 };
+        struct wire_writer w;
+        Gadget__Log l = GADGET__LOG__INIT;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        int fd;
+        memset(text, 'y', sizeof text - 1);
+        l.text = text;
+        m.msg_case = GADGET__WORKER_MSG__MSG_LOG;
+        m.log = &l;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        wire_writer_init(&w, 0);
+        for (int i = 0; i < 3; i++)
+                wire_writer_put(&w, &m.base, WIRE_MAX_FRAME);
+        CHECK(wire_writer_flush(&w, fd) == 0, "3 frames of 40 KB written");
+        wire_writer_free(&w);
+        for (int i = 0; i < 100 && s.frames < 3; i++)
+                turns(base, 1);
+        CHECK(s.frames == 3 && s.last_len > sizeof text, "every large frame is handled: %d", s.frames);
+        conn_free(s.c);
+        close(fd);
+}
+
+/* What a bufferevent read before the conn took it over (a TLS session's
+ * first frames, read with its handshake) is handled, every frame of it,
+ * though no more bytes arrive. */
+static void test_read_before(struct event_base *base)
+{
+        struct seen s = { 0 };
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0, "a socketpair");
+        struct bufferevent *bev = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+        CHECK(bev && bufferevent_enable(bev, EV_READ) == 0, "a bufferevent reading");
+        put_frames(sv[1], 3000); /* 9 bytes each: more than the conn takes at once */
+        size_t want = evbuffer_get_length(bufferevent_get_input(bev));
+        for (int i = 0; i < 1000 && (want = evbuffer_get_length(bufferevent_get_input(bev))) < 3000 * 9; i++)
+                turns(base, 1);
+        CHECK(want == 3000 * 9, "the bufferevent read them all first: %zu bytes", want);
+        CHECK(conn_new_bev(bev, 0, &ops, &s, &s.c) == 0, "conn_new_bev");
+        for (int i = 0; i < 100 && s.frames < 3000; i++)
+                turns(base, 1);
+        CHECK(s.frames == 3000, "every frame read before is handled: %d", s.frames);
+        conn_free(s.c);
+        close(sv[1]);
 }
 
 static void test_truncated_and_too_big(struct event_base *base)
@@ -229,18 +300,53 @@ static void test_queue_bound_and_drop(struct event_base *base)
         close(fd);
 }
 
+/* A frame the sending check refuses never leaves; the next one does. */
+static int refuse_big(void *arg, const uint8_t *data, size_t len)
+{
+        return len > 8 ? -E2BIG : 0;
+}
+
+static void test_sending_check(struct event_base *base)
+{
+        static struct conn_ops checked;
+        struct seen s = { 0 };
+        Gadget__Log big = GADGET__LOG__INIT;
+        Gadget__Shutdown small = GADGET__SHUTDOWN__INIT;
+        uint8_t buf[64];
+        checked = ops;
+        checked.sending = refuse_big;
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0, "a socketpair");
+        CHECK(conn_new(base, sv[0], 0, &checked, &s, &s.c) == 0, "conn_new with a sending check");
+        big.text = "more than eight bytes";
+        CHECK(conn_send(s.c, &big.base) == -E2BIG, "the check refuses a frame");
+        CHECK(conn_pending(s.c) == 0, "nothing of it is queued: %zu", conn_pending(s.c));
+        CHECK(conn_send(s.c, &small.base) == 0, "the next frame goes");
+        turns(base, 2);
+        CHECK(read(sv[1], buf, sizeof buf) == WIRE_HEADER_SIZE, "only the small frame arrived");
+        conn_free(s.c);
+        close(sv[1]);
+}
+
 int main(void)
 {
         struct event_base *base = event_base_new();
         struct timeval ms = { 0, 1000 };
         struct event *ticks = base ? event_new(base, -1, EV_PERSIST, tick, NULL) : NULL;
         CHECK(ticks && event_add(ticks, &ms) == 0, "a loop with a tick");
-        test_frames_then_eof(base);
-        test_truncated_and_too_big(base);
-        test_frame_error(base);
-        test_budget(base);
-        test_hold(base);
-        test_queue_bound_and_drop(base);
+        for (int bev = 0; bev < 2; bev++) {
+                over_bev = bev;
+                printf("# over %s\n", bev ? "a bufferevent" : "a plain fd");
+                test_frames_then_eof(base);
+                test_large_frames(base);
+                test_truncated_and_too_big(base);
+                test_frame_error(base);
+                test_budget(base);
+                test_hold(base);
+                test_queue_bound_and_drop(base);
+        }
+        test_sending_check(base);
+        test_read_before(base);
         event_free(ticks);
         event_base_free(base);
         return tap_done();
