@@ -28,10 +28,12 @@
  * allows no connection (fetch, XHR, WebSocket, EventSource, beacons),
  * no frames, workers or external scripts, styles, images or fonts; inline
  * script and style are the UI itself; data: images only; no <base>, no
- * form targets; only this gateway's pages may frame it. */
+ * form targets; only this gateway's pages may frame it; no WebRTC where
+ * a browser enforces the directive (Chromium 156 and Firefox do not: the
+ * stub takes the constructors out of the frame's realm, see stub.js). */
 #define UI_CSP "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; " \
                "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; " \
-               "frame-ancestors 'self'"
+               "frame-ancestors 'self'; webrtc 'block'"
 
 void gateway_page_workshop(struct gateway *g, struct evhttp_request *req)
 {
