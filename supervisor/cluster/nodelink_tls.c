@@ -105,12 +105,15 @@ static int load_key(const char *path, EVP_PKEY **out, char *err, size_t len)
         size_t n = 0;
         struct stat st;
         /* As libpq and ssh: a key others may read is refused, not used.
-         * Mode 0600 or less; 0640 if root owns it (a group such as
-         * Debian's ssl-cert may read keys). */
-        if (stat(path, &st) == 0 && (st.st_mode & (st.st_uid == 0 ? (S_IWGRP | S_IXGRP | S_IRWXO)
-                                                                     : (S_IRWXG | S_IRWXO)))) {
-                snprintf(err, len, "PeerKey=%s: the private key may be read or changed by others (mode %04o): "
-                         "make it mode 0600 (0640 if root owns it)", path, (unsigned)(st.st_mode & 07777));
+         * Mode 0600 or less; 0640 only if root owns it and root's group
+         * is its group. Why not any group, as libpq allows: a member of
+         * a group such as Debian's ssl-cert could then be this node to
+         * every other, gatekeepers' calls and all. */
+        if (stat(path, &st) == 0 && (st.st_mode & (st.st_uid == 0 && st.st_gid == 0 ? (S_IWGRP | S_IXGRP | S_IRWXO)
+                                                                                      : (S_IRWXG | S_IRWXO)))) {
+                snprintf(err, len, "PeerKey=%s: the private key may be read or changed by others (mode %04o, "
+                         "uid %u, gid %u): make it mode 0600 (0640 only as root:root)", path,
+                         (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)st.st_gid);
                 return -EPERM;
         }
         int e = secret_file_read(path, KEY_MAX, &text, &n);

@@ -223,10 +223,16 @@ def pg_cluster_refuses_bad_certificates(tmp):
         os.makedirs(os.path.join(tmp, "g-pol"), exist_ok=True)
         cg = certs(tmp, "g", ca="loose")
         os.chmod(os.path.join(cg, "g.key"), 0o644)
-        refused("g", files % (cg, "g", cg, "g", cg), "mode 0644): make it mode 0600")
-        # Root's and 0640 (a group may read it): taken, so the next check
-        # (the certificate names node g, not h) is what refuses this one.
+        refused("g", files % (cg, "g", cg, "g", cg), "mode 0644, uid 0, gid 0): make it mode 0600")
+        # 0640 and a group other than root's (nogroup here, ssl-cert on a
+        # host): its members could be node g, so it is refused.
         os.chmod(os.path.join(cg, "g.key"), 0o640)
+        os.chown(os.path.join(cg, "g.key"), 0, 65534)
+        os.makedirs(os.path.join(tmp, "i-pol"), exist_ok=True)
+        refused("i", files % (cg, "g", cg, "g", cg), "mode 0640, uid 0, gid 65534): make it mode 0600 (0640 only as root:root)")
+        # root:root and 0640: taken, so the next check (the certificate
+        # names node g, not h) is what refuses this one.
+        os.chown(os.path.join(cg, "g.key"), 0, 0)
         os.makedirs(os.path.join(tmp, "h-pol"), exist_ok=True)
         refused("h", files % (cg, "g", cg, "g", cg), "names node g, not h")
 
