@@ -28,6 +28,7 @@
 #include "wire.h"
 #include "system/conn.h"
 #include "system/monotime.h"
+#include "system/rate.h"
 
 #define ACCEPT_BATCH 16          /* connections taken per wakeup */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
@@ -36,13 +37,14 @@
 /* Refusals and accept failures: each logged once per window, with a count. */
 enum control_refusal { REF_GROUP, REF_USER, REF_TOTAL, REF_ACCEPT, REF_SLOW, REF_N };
 
-/* The bytes of requests a user sent in the second that began at start_ms
- * (CONTROL_USER_BYTES_PER_S); users past it are held until it ends. */
+/* The bytes of requests a user sent, draining at CONTROL_USER_BYTES_PER_S
+ * (system/rate.h); a user past it is held until until_ms. */
 #define BUDGET_USERS 64
 struct user_budget {
         uid_t uid;
-        uint64_t start_ms, bytes;
-        bool held;
+        bool used, held;
+        uint64_t until_ms;
+        struct rate rate;
 };
 
 struct control {
@@ -222,18 +224,20 @@ struct client *client_load_end(struct client_load *c)
 
 /* uid's budget: its slot, or the slot of the user not held seen longest
  * ago; NULL if every slot holds a user held now (64 users at once). */
-static struct user_budget *budget_of(struct control *c, uid_t uid)
+static struct user_budget *budget_of(struct control *c, uid_t uid, uint64_t now)
 {
         struct user_budget *oldest = NULL;
         for (size_t i = 0; i < BUDGET_USERS; i++) {
                 struct user_budget *b = &c->budgets[i];
-                if (b->uid == uid && b->start_ms)
+                if (b->used && b->uid == uid)
                         return b;
-                if (!b->held && (!oldest || b->start_ms < oldest->start_ms))
+                if (!b->held && (!oldest || b->rate.at_ms < oldest->rate.at_ms))
                         oldest = b;
         }
-        if (oldest)
-                *oldest = (struct user_budget){ .uid = uid };
+        if (oldest) {
+                *oldest = (struct user_budget){ .uid = uid, .used = true };
+                rate_init(&oldest->rate, CONTROL_USER_BYTES_PER_S, now);
+        }
         return oldest;
 }
 
@@ -244,56 +248,54 @@ static void hold_user(struct control *c, uid_t uid, bool hold)
                         conn_hold(cl->conn, hold);
 }
 
-/* A second is over for the users held: their connections are read again. */
-static void budget_cb(evutil_socket_t fd, short what, void *arg)
+/* Releases the users whose bytes have drained back to the budget, and
+ * sets the timer for the next one. */
+static void budget_release(struct control *c, uint64_t now)
 {
-        struct control *c = arg;
-        uint64_t now = monotime_ms(), next = 0;
+        uint64_t next = 0;
         for (size_t i = 0; i < BUDGET_USERS; i++) {
                 struct user_budget *b = &c->budgets[i];
                 if (!b->held)
                         continue;
-                if (now - b->start_ms >= 1000) {
+                if (now >= b->until_ms) {
                         b->held = false;
-                        b->bytes = 0;
-                        b->start_ms = now;
                         hold_user(c, b->uid, false);
-                } else if (!next || b->start_ms + 1000 - now < next) {
-                        next = b->start_ms + 1000 - now;
+                } else if (!next || b->until_ms - now < next) {
+                        next = b->until_ms - now;
                 }
         }
         if (next) {
-                struct timeval tv = { 0, (suseconds_t)next * 1000 };
+                struct timeval tv = { (time_t)(next / 1000), (suseconds_t)(next % 1000) * 1000 };
                 evtimer_add(c->ev_budget, &tv);
         }
 }
 
-/* Counts a request's bytes against its user's second (root's are not
+static void budget_cb(evutil_socket_t fd, short what, void *arg)
+{
+        budget_release(arg, monotime_ms());
+}
+
+/* Counts a request's bytes against its user's budget (root's are not
  * counted: root has connections of its own). Why this is safe: a member
  * resending big requests, reconnecting for each, costs gadgetd the
- * reading of at most CONTROL_USER_BYTES_PER_S a second. */
+ * reading of at most CONTROL_USER_BYTES_PER_S a second (and one budget
+ * at once). */
 static void budget_count(struct client *cl, size_t len)
 {
         struct control *c = cl->ctl;
         if (cl->cred.uid == 0)
                 return;
         uint64_t now = monotime_ms();
-        struct user_budget *b = budget_of(c, cl->cred.uid);
+        struct user_budget *b = budget_of(c, cl->cred.uid, now);
         if (!b)
                 return;
-        if (!b->start_ms || now - b->start_ms >= 1000) {
-                b->start_ms = now;
-                b->bytes = 0;
-        }
-        b->bytes += WIRE_HEADER_SIZE + len;
-        if (b->bytes <= CONTROL_USER_BYTES_PER_S || b->held)
+        uint64_t wait_ms = rate_add(&b->rate, WIRE_HEADER_SIZE + len, now);
+        if (!wait_ms || b->held)
                 return;
         b->held = true;
+        b->until_ms = now + wait_ms;
         hold_user(c, cl->cred.uid, true);
-        if (!evtimer_pending(c->ev_budget, NULL)) {
-                struct timeval tv = { 0, (suseconds_t)(b->start_ms + 1000 - now) * 1000 };
-                evtimer_add(c->ev_budget, &tv);
-        }
+        budget_release(c, now);
 }
 
 /* One request: bytes that are not one end the connection (-EPROTO). */

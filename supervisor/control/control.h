@@ -20,9 +20,10 @@ struct event_base;
  * ends the connection. */
 #define CONTROL_FRAME_VALUES_MAX 131072
 /* Bytes of requests one user but root may send a second, on all its
- * connections together (counted per whole request, so a second may hold
- * one request more): past it, that user's connections are read no more
- * until the second is over, however often it reconnects. */
+ * connections together (counted per whole request; system/rate.h, so one
+ * second's worth may come at once): past it, that user's connections are
+ * read no more until what it sent has drained back to the budget, however
+ * often it reconnects. */
 #define CONTROL_USER_BYTES_PER_S (8u << 20)
 struct control_limits {
         unsigned max_connections;  /* of all users but root together; root has as many of its own */
