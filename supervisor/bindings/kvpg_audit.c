@@ -194,6 +194,15 @@ static void send_batch(struct kvpg_audit *au)
         }
         if (n == 0)
                 n = 1, bytes = au->head->len + 1; /* one line larger than a batch: alone */
+        /* A batch larger than the budget keeps its newest lines: the rest
+         * would be the oldest rows once written, dropped by this very
+         * statement if its DELETE could see them (it cannot: one snapshot). */
+        while (au->max_bytes && n > 1 && bytes > au->max_bytes) {
+                bytes -= au->head->len + 1;
+                unqueue(au, 1);
+                n--;
+                au->trimmed++;
+        }
         char *text = malloc(bytes);
         if (!text) {
                 pgconn_fail(au->pc, "out of memory");
@@ -208,8 +217,10 @@ static void send_batch(struct kvpg_audit *au)
                 p += l->len;
                 *p++ = i + 1 < n ? '\n' : '\0';
         }
-        /* Why this is safe: the node's rows never pass its budget by more
-         * than what one batch's trim leaves (a row longer than the excess). */
+        /* Why this is safe: a batch holds at most the budget (or one
+         * line), so the node's older rows hold at least the excess and the
+         * DELETE's oldest rows cover it: after each batch the node's rows
+         * hold at most the budget, or one record. */
         char excess[24];
         uint64_t after = au->stored + bytes;
         snprintf(excess, sizeof excess, "%llu",

@@ -11,6 +11,7 @@ under a lock: tests run in parallel), not an initdb per test. Missing PostgreSQL
 need() skips the test on a developer's machine and fails it under CI."""
 import fcntl
 import glob
+import contextlib
 import os
 import pwd
 import shutil
@@ -128,6 +129,25 @@ class PgServer:
         r = self._as_user(os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql,
                           capture=True)
         return r.stdout.strip()
+
+    @contextlib.contextmanager
+    def locked(self, table):
+        """Holds an ACCESS EXCLUSIVE lock on table while the block runs (a
+        psql session that took it, and commits when the block ends)."""
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        p = subprocess.Popen(["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
+                              os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.dir, env=env, text=True)
+        try:
+            p.stdin.write("BEGIN;\nLOCK TABLE %s IN ACCESS EXCLUSIVE MODE;\nSELECT 'locked';\n" % table)
+            p.stdin.flush()
+            if p.stdout.readline().strip() != "locked":
+                raise RuntimeError("psql could not lock %s" % table)
+            yield
+        finally:
+            p.stdin.write("COMMIT;\n")
+            p.stdin.close()
+            p.wait(timeout=60)
 
     def terminate_backends(self, app_prefix="gadgetd", exact=None):
         """Ends the sessions of every gadgetd (pg_terminate_backend), or the
