@@ -178,14 +178,22 @@ def gateway_port(d):
     return None
 
 
+def worst_of(rows, parties):
+    """The worst p99 ratio of the attacks of these parties, and its name."""
+    worst = (0.0, "")
+    for name, party, idle, under in rows:
+        r = under.get("p99_us", 0) / max(1, idle.get("p99_us", 1))
+        if party in parties and r > worst[0]:
+            worst = (r, name)
+    return worst
+
+
 def report_rows(rows, us):
     """Table rows for bench/run's report, and the goal: the worst ratio
     of a single gadget's attack, and that attack's name."""
-    out, worst = [], (0.0, "")
+    out, worst = [], worst_of(rows, ("gadget",))
     for i, (name, party, idle, under) in enumerate(rows):
         r = under.get("p99_us", 0) / max(1, idle.get("p99_us", 1))
-        if party == "gadget" and r > worst[0]:
-            worst = (r, name)
         lost = under.get("sent", 0) - under.get("ok", 0)
         out.append(["6 hostile load" if i == 0 else "", "%s: %s" % (party, name), us(under.get("p50_us", 0) * 1e3),
                     us(under.get("p99_us", 0) * 1e3),
