@@ -343,44 +343,47 @@ static void revoked_refresh(struct forward *f)
         log_msg(L_INFO, NULL, "PeerRevoked=%s: %zu node%s revoked", r->path, n, n == 1 ? "" : "s");
 }
 
-/* Why node may not take part, into why: revoked, or no node of the store;
- * false if it may. */
-static bool refused(struct forward *f, const char *node, char *why, size_t len)
+/* Whether node may take part: 0, -EPERM revoked, -EAGAIN no node of the
+ * store (yet), with why. */
+static int refused(struct forward *f, const char *node, char *why, size_t len)
 {
         revoked_refresh(f);
         for (size_t i = 0; i < f->revoked.n; i++)
                 if (strcmp(f->revoked.names[i], node) == 0) {
                         snprintf(why, len, "node %s is revoked (PeerRevoked=)", node);
-                        return true;
+                        return -EPERM;
                 }
         const struct kvpg_node *nodes;
         const char *self;
         uint64_t since;
         size_t n = core_nodes(f->core, &nodes, &self, &since);
         if (self && strcmp(self, node) == 0)
-                return false;
+                return 0;
         for (size_t i = 0; i < n; i++)
                 if (strcmp(nodes[i].name, node) == 0)
-                        return false;
+                        return 0;
         snprintf(why, len, "%s is not a node in the store: its certificate is the cluster CA's, but no node of that "
                  "name shares the store", node);
-        return true;
+        return -EAGAIN;
 }
 
 /* Whether node may take part (struct nodelink_server_ops): a node the
- * store lists, not revoked. A refusal is logged once a window. */
-static bool admit(void *arg, const char *node, char *why, size_t len)
+ * store lists, not revoked. A name the store does not list may be a node
+ * that joined since it was last read: not refused until the last asking.
+ * A refusal is logged once a window. */
+static int admit(void *arg, const char *node, bool last, char *why, size_t len)
 {
         struct forward *f = arg;
-        if (!refused(f, node, why, len))
-                return true;
+        int e = refused(f, node, why, len);
+        if (e == 0 || (e == -EAGAIN && !last))
+                return e;
         uint64_t now = monotime_ms(), more = ratelog_flush(&f->refused_log, now);
         if (more)
                 log_msg(L_WARN, NULL, "the peer link refused %llu more sessions or requests",
                         (unsigned long long)more);
         if (ratelog_allow(&f->refused_log, now))
                 log_msg(L_WARN, NULL, "the peer link refused a session or request: %s", why);
-        return false;
+        return -EPERM;
 }
 
 static void on_gone(void *arg, struct nodelink_in *in)

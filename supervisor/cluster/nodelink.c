@@ -81,6 +81,8 @@ struct nodelink_in {
         struct event *deadline;     /* the handshake's, then the idle time's */
         char from[NODE_MAX + 1];
         struct sockaddr_storage src; /* where it connects from (its address, not its port) */
+        uint64_t accepted_ms;
+        bool named;                 /* its certificate named a node: admission is what is left */
         bool spoke;                 /* its first request came, of this version */
         bool refused;               /* ends once its last answer is written */
         unsigned inflight;
@@ -364,7 +366,7 @@ static int in_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                 snprintf(why, sizeof why, "node %s speaks control protocol %u, node %s speaks %u", in->from,
                          (unsigned)req->version, nl->node, CONTROL_PROTOCOL_VERSION);
                 in_refuse(in, req->id, GADGET_EPROTO, why);
-        } else if (nl->ops.admit && !nl->ops.admit(nl->ops.arg, in->from, why, sizeof why)) {
+        } else if (nl->ops.admit && nl->ops.admit(nl->ops.arg, in->from, true, why, sizeof why) < 0) {
                 in_refuse(in, req->id, GADGET_EDENIED, why);
         } else if (in->inflight >= NODELINK_MAX_INFLIGHT) {
                 /* A peer that floods and does not read its answers ends. */
@@ -396,6 +398,8 @@ static void in_drained(void *arg)
                 conn_drop(in->conn, -ESHUTDOWN);
 }
 
+static void in_admit(struct nodelink_in *in);
+
 static const struct conn_ops in_ops = {
         .frame = in_frame,
         .closed = in_closed,
@@ -406,7 +410,6 @@ static const struct conn_ops in_ops = {
 /* The handshake is done: the session is the node its certificate names. */
 static void in_connected(struct nodelink_in *in)
 {
-        struct nodelink *nl = in->nl;
         SSL *ssl = bufferevent_openssl_get_ssl(in->bev);
         X509 *peer = SSL_get0_peer_certificate(ssl);
         char why[128];
@@ -417,6 +420,16 @@ static void in_connected(struct nodelink_in *in)
                 in_end(in, false);
                 return;
         }
+        in->named = true;
+        in_admit(in);
+}
+
+/* The session of a node its certificate named takes a seat, if the node
+ * may take part and there is one. */
+static void in_admit(struct nodelink_in *in)
+{
+        struct nodelink *nl = in->nl;
+        char why[256];
         /* Why this is safe: one node (one certificate's name) holds at
          * most NODELINK_MAX_IN_PER_NODE of the NODELINK_MAX_IN sessions, so
          * a node with a valid certificate cannot take the others' seats. */
@@ -429,8 +442,18 @@ static void in_connected(struct nodelink_in *in)
                 return;
         }
         /* A name the store does not know as a node, or one revoked, takes
-         * no seat. */
-        if (nl->ops.admit && !nl->ops.admit(nl->ops.arg, in->from, why, sizeof why)) {
+         * no seat. One not known yet may be a node that joined since the
+         * store was last read: it is looked for again while its session
+         * stays one in its handshake (bounded as those are), so its first
+         * call is not refused for being early. */
+        bool last = monotime_ms() - in->accepted_ms + NODELINK_ADMIT_RETRY_MS >= NODELINK_HANDSHAKE_MS;
+        int e = nl->ops.admit ? nl->ops.admit(nl->ops.arg, in->from, last, why, sizeof why) : 0;
+        if (e == -EAGAIN && !last) {
+                const struct timeval retry = { 0, NODELINK_ADMIT_RETRY_MS * 1000 };
+                evtimer_add(in->deadline, &retry);
+                return;
+        }
+        if (e < 0) {
                 in_end(in, false);
                 return;
         }
@@ -465,6 +488,10 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
 static void in_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct nodelink_in *in = arg;
+        if (!in->conn && in->named) {
+                in_admit(in); /* a node not known yet: looked for again */
+                return;
+        }
         if (in->conn && in->inflight > 0 && !in->refused) {
                 in_idle_arm(in);
                 return;
@@ -525,6 +552,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 goto fail;
         in->nl = nl;
         in->src = src;
+        in->accepted_ms = monotime_ms();
         if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || !(in->bev = tls_bev(nl, fd, ssl, true)))
                 goto fail;
         TAILQ_INSERT_TAIL(&nl->ins, in, link);

@@ -46,7 +46,8 @@
  * that node's sessions is read until the second's share has drained. */
 #define NODELINK_VALUES_PER_S 524288
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
-#define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake */
+#define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake (and admission) */
+#define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
@@ -83,10 +84,17 @@ struct nodelink_server_ops {
          * dropped from now on; after this returns, `in` is freed. */
         void (*gone)(void *arg, struct nodelink_in *in);
         /* Optional: whether node `node` (its certificate's name) may take
-         * part now — a node the store knows, not revoked. Asked at each
+         * part now — a node the store knows, not revoked: 0 it may,
+         * -EPERM it may not (why says why), -EAGAIN not known yet (a node
+         * that joined since the store was last read). Asked at each
          * session's handshake and before each of its requests: a node
-         * refused ends its session (why is logged). NULL: every node. */
-        bool (*admit)(void *arg, const char *node, char *why, size_t len);
+         * refused ends its session (why is logged); at the handshake a
+         * node not known yet is asked again every NODELINK_ADMIT_RETRY_MS,
+         * its session held as one still in its handshake, until
+         * NODELINK_HANDSHAKE_MS from its start. last: no asking follows
+         * (answer -EPERM rather than -EAGAIN; the refusal is final). NULL:
+         * every node. */
+        int (*admit)(void *arg, const char *node, bool last, char *why, size_t len);
         void *arg;
 };
 

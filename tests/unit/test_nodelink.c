@@ -109,13 +109,23 @@ static void on_gone(void *arg, struct nodelink_in *in)
  * does not know or PeerRevoked= lists. */
 static const char *refused_node;
 
-static bool admit(void *arg, const char *node, char *why, size_t len)
+/* A node name the store lists only from the late_after'th asking on (a
+ * node that joined after the store was last read), and how often it was
+ * asked. */
+static const char *late_node;
+static int late_after, late_asked;
+
+static int admit(void *arg, const char *node, bool last, char *why, size_t len)
 {
         if (refused_node && strcmp(node, refused_node) == 0) {
                 snprintf(why, len, "node %s is revoked", node);
-                return false;
+                return -EPERM;
         }
-        return true;
+        if (late_node && strcmp(node, late_node) == 0 && ++late_asked < late_after) {
+                snprintf(why, len, "%s is not a node in the store", node);
+                return last ? -EPERM : -EAGAIN;
+        }
+        return 0;
 }
 
 /* --- what a caller saw ---------------------------------------------------- */
@@ -798,6 +808,22 @@ static void test_hostile_frames(void)
         CHECK(r.handshake && r.closed && !r.answered && sb.requests == 1, "a refused node's session ends unanswered");
         refused_node = NULL;
         CHECK(raw_tls(port, "c", 0, 3000, 0, 0).answered, "once no longer refused, it is answered");
+        /* A node that joined after the store was last read: looked for
+         * again while its session waits, then answered, not refused. */
+        late_node = "c";
+        late_after = 4;
+        late_asked = 0;
+        r = raw_tls(port, "c", 0, 3000, 0, 0);
+        CHECK(r.answered && late_asked == 5, "a node the store lists from the 4th asking on is answered (asked %d "
+              "times: 4 at its handshake, 1 for its request)", late_asked);
+        /* One the store never lists is refused once its handshake's time is up. */
+        late_after = 1000;
+        late_asked = 0;
+        r = raw_tls(port, "c", 0, NODELINK_HANDSHAKE_MS + 2000, 0, 0);
+        CHECK(r.handshake && r.closed && !r.answered && late_asked >= 2 &&
+              late_asked <= NODELINK_HANDSHAKE_MS / NODELINK_ADMIT_RETRY_MS + 1,
+              "a name the store never lists ends unanswered after its handshake's time (asked %d times)", late_asked);
+        late_node = NULL;
         free(buf);
         nodelink_free(b);
 }
