@@ -51,6 +51,12 @@ struct node_rate {
         bool held;
 };
 
+/* The sessions one source address started lately (NODELINK_HANDSHAKES_PER_S). */
+struct addr_rate {
+        struct sockaddr_storage src;
+        struct rate rate;
+};
+
 TAILQ_HEAD(in_list, nodelink_in);
 TAILQ_HEAD(out_list, out);
 TAILQ_HEAD(send_list, nodelink_send);
@@ -68,6 +74,9 @@ struct nodelink {
         struct out_list outs;
         struct rate_list rates;
         unsigned n_in, n_pre;       /* sessions past their handshake, and in it */
+        struct addr_rate *addrs;    /* NODELINK_ADDRS_MAX */
+        size_t n_addrs;
+        unsigned handshakes_per_s;
         uint64_t next_id;
         bool closing;               /* nodelink_free runs: no new sends */
 };
@@ -536,6 +545,29 @@ static void preauth_room(struct nodelink *nl, const struct sockaddr_storage *src
                 in_end(oldest, false);
 }
 
+/* Whether src may start one more session now: its bucket of sessions
+ * started is within NODELINK_HANDSHAKES_PER_S. Why this is safe: a
+ * party that opens session after session (each ended by a bad frame, a
+ * name that is no node, or nothing) costs the loop at most that many TLS
+ * handshakes a second per address it holds. */
+static bool handshake_room(struct nodelink *nl, const struct sockaddr_storage *src)
+{
+        uint64_t now = monotime_ms();
+        struct addr_rate *a = NULL, *oldest = NULL;
+        for (size_t i = 0; i < nl->n_addrs && !a; i++) {
+                if (same_source(&nl->addrs[i].src, src))
+                        a = &nl->addrs[i];
+                else if (!oldest || nl->addrs[i].rate.at_ms < oldest->rate.at_ms)
+                        oldest = &nl->addrs[i];
+        }
+        if (!a) {
+                a = nl->n_addrs < NODELINK_ADDRS_MAX ? &nl->addrs[nl->n_addrs++] : oldest;
+                a->src = *src;
+                rate_init(&a->rate, nl->handshakes_per_s, now);
+        }
+        return rate_try(&a->rate, 1, now);
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
         struct nodelink *nl = arg;
@@ -544,6 +576,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         const struct timeval hs = { NODELINK_HANDSHAKE_MS / 1000, (NODELINK_HANDSHAKE_MS % 1000) * 1000 };
         struct sockaddr_storage src = { 0 };
         memcpy(&src, sa, (size_t)salen < sizeof src ? (size_t)salen : sizeof src);
+        if (!handshake_room(nl, &src)) {
+                close(fd);
+                return;
+        }
         /* Why this is safe: sessions in their handshake are bounded in all
          * and per source address (the oldest makes room), apart from the
          * seats of authenticated nodes, before any TLS work. */
@@ -997,6 +1033,7 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
                 return -ENOMEM;
         }
         nl->base = base;
+        nl->handshakes_per_s = cfg->handshakes_per_s ? cfg->handshakes_per_s : NODELINK_HANDSHAKES_PER_S;
         if (ops)
                 nl->ops = *ops;
         snprintf(nl->node, sizeof nl->node, "%s", cfg->node);
@@ -1009,7 +1046,7 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
          * must not take gadgetd with it (as core_open does). */
         signal(SIGPIPE, SIG_IGN);
         e = -ENOMEM;
-        if (!(nl->relisten = evtimer_new(base, relisten, nl))) {
+        if (!(nl->relisten = evtimer_new(base, relisten, nl)) || !(nl->addrs = calloc(NODELINK_ADDRS_MAX, sizeof *nl->addrs))) {
                 snprintf(err, len, "the peer link: out of memory");
                 goto out;
         }
@@ -1049,5 +1086,6 @@ void nodelink_free(struct nodelink *nl)
                 event_free(nl->relisten);
         SSL_CTX_free(nl->server);
         SSL_CTX_free(nl->client);
+        free(nl->addrs);
         free(nl);
 }

@@ -48,6 +48,14 @@
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
 #define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake (and admission) */
 #define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
+/* Sessions one source address may start a second (a TLS handshake costs
+ * the loop about a millisecond of CPU): past it, a connection from that
+ * address is closed as it is accepted, before any TLS work. A node keeps
+ * one session to each peer; 16 at once, then 16 a second, is room for a
+ * restart of every gadgetd on a host. NODELINK_ADDRS_MAX addresses are
+ * remembered (the one seen longest ago makes room). */
+#define NODELINK_HANDSHAKES_PER_S 16
+#define NODELINK_ADDRS_MAX 256
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
@@ -67,6 +75,7 @@ struct nodelink_config {
         const char *node;            /* this node's name (its certificate must name it) */
         const char *listen;          /* PeerListen= "HOST:PORT" (numeric, port 0: any), NULL: no listener */
         const char *cert, *key, *ca; /* PeerCertificate=, PeerKey=, PeerCA= PEM files */
+        unsigned handshakes_per_s;   /* per source address; 0: NODELINK_HANDSHAKES_PER_S */
 };
 
 struct nodelink;          /* the whole link of this node: listener + outgoing sessions */

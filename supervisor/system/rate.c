@@ -38,3 +38,14 @@ uint64_t rate_add(struct rate *r, uint64_t n, uint64_t now_ms)
                 return 0;
         return (r->level_m - budget_m + r->per_s - 1) / r->per_s;
 }
+
+bool rate_try(struct rate *r, uint64_t n, uint64_t now_ms)
+{
+        if (!r->per_s)
+                return true;
+        drain(r, now_ms);
+        if (r->level_m + n * 1000 > r->per_s * 1000)
+                return false;
+        r->level_m += n * 1000;
+        return true;
+}

@@ -5,6 +5,7 @@
  * (monotime_ms) and does the waiting (holds the party's input). */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct rate {
@@ -17,5 +18,8 @@ void rate_init(struct rate *r, uint64_t per_s, uint64_t now_ms);
 /* Counts n used at now_ms. 0 while within the budget; past it, the ms
  * until the bucket has drained back to the budget (at least 1). */
 uint64_t rate_add(struct rate *r, uint64_t n, uint64_t now_ms);
+/* Counts n used at now_ms only if that stays within the budget: true if
+ * counted (a request refused is not counted). */
+bool rate_try(struct rate *r, uint64_t n, uint64_t now_ms);
 /* What is in the bucket at now_ms (drained as of then). */
 uint64_t rate_level(struct rate *r, uint64_t now_ms);

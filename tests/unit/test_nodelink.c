@@ -205,6 +205,11 @@ static const char *path(const char *name, const char *ext)
 
 /* Node `node` with the files of `certname` (from dir, or dir/other with
  * other_ca), PeerCA of ca_dir, listening on 127.0.0.1 (any port) if srv. */
+/* The sessions one address may start a second in the nodes node_new
+ * makes: the tests open many from 127.0.0.1; test_handshake_rate checks
+ * the default. */
+static unsigned handshakes_per_s = 100000;
+
 static struct nodelink *node_new(const char *node, const char *certname, const char *cadir, struct server *srv,
                                  char *err, size_t len)
 {
@@ -214,6 +219,7 @@ static struct nodelink *node_new(const char *node, const char *certname, const c
         snprintf(ca, sizeof ca, "%s/%s", dir, cadir);
         struct nodelink_config cfg = {
                 .node = node, .listen = srv ? "127.0.0.1:0" : NULL, .cert = cert, .key = key, .ca = ca,
+                .handshakes_per_s = handshakes_per_s,
         };
         struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .admit = admit, .arg = srv };
         struct nodelink *nl = NULL;
@@ -671,6 +677,42 @@ static void test_ipv6(void)
  * a local user holding 70 idle connections keeps 4 and a node with a
  * certificate still gets in at once; a silent one is closed after the
  * handshake time. */
+/* One address starts at most NODELINK_HANDSHAKES_PER_S sessions at once:
+ * the next connection is closed as it is accepted; a second later there is
+ * room again. */
+static void test_handshake_rate(void)
+{
+        struct server sb = { 0 };
+        handshakes_per_s = 0; /* the default */
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        handshakes_per_s = 100000;
+        if (!b)
+                return;
+        enum { N = NODELINK_HANDSHAKES_PER_S + 4 };
+        int fds[N], open_mask = 0;
+        /* All in the listen queue before the loop accepts any: at once. */
+        for (int i = 0; i < N; i++)
+                fds[i] = tcp_connect(nodelink_listen_port(b));
+        run_for(100);
+        for (int i = 0; i < N; i++) {
+                char c;
+                ssize_t n = read(fds[i], &c, 1);
+                if (!(n == 0 || (n < 0 && errno != EAGAIN)))
+                        open_mask |= 1 << i;
+                close(fds[i]);
+        }
+        /* Of the ones accepted, the NODELINK_MAX_PREAUTH_PER_ADDR newest
+         * stay (preauth_room); the ones past the budget were never
+         * accepted, so those that stay are the last ones within it. */
+        int want = ((1 << NODELINK_MAX_PREAUTH_PER_ADDR) - 1) << (NODELINK_HANDSHAKES_PER_S - NODELINK_MAX_PREAUTH_PER_ADDR);
+        CHECK(open_mask == want, "of %d connections from one address at once, the ones past %d were closed at accept "
+              "(open: %#x, want %#x)", N, NODELINK_HANDSHAKES_PER_S, open_mask, want);
+        run_for(1100);
+        CHECK(raw_tls(nodelink_listen_port(b), "a", 0, 3000, 0, 0).answered,
+              "a second later the address starts a session again");
+        nodelink_free(b);
+}
+
 static void test_bounds(void)
 {
         struct server sb = { 0 };
@@ -1006,6 +1048,7 @@ int main(void)
         test_refused();
         test_ipv6();
         test_bounds();
+        test_handshake_rate();
         test_hostile_frames();
         test_per_node();
         test_idle();

@@ -37,6 +37,17 @@ static void test_frequent_looks_drain(void)
         CHECK(taken >= 1000 && taken <= 1101, "10 s at 100/s took %llu", (unsigned long long)taken);
 }
 
+static void test_try(void)
+{
+        struct rate r;
+        int taken = 0;
+        rate_init(&r, 16, 0);
+        for (int i = 0; i < 100; i++)
+                taken += rate_try(&r, 1, 0);
+        CHECK(taken == 16, "16 a second: 16 taken at once of 100 asked, %d", taken);
+        CHECK(!rate_try(&r, 1, 62) && rate_try(&r, 1, 63), "the next one after 1/16 s (62.5 ms), not before");
+}
+
 static void test_none(void)
 {
         struct rate r;
@@ -48,6 +59,7 @@ int main(void)
 {
         test_within_and_past();
         test_frequent_looks_drain();
+        test_try();
         test_none();
         return tap_done();
 }
