@@ -136,7 +136,33 @@ def attacks(ctx, d, gw_port):
                            "local user"))
     out.append(process("control requests of 500,000 values (2 MiB frames), one after another",
                        nobody + attack + ["control-wide", d.sock, "1000000", "500000"], ctx, "group member"))
+    out.append(wake_flood(ctx, d, 300 // n, nobody[:-1]))
     return out
+
+
+def wake_flood(ctx, d, count, nobody):
+    """An attack by a group member: one burst of calls to count idle
+    Start=on-demand gadgets, each call starting one (CORE_WAKES_MAX at
+    once, CORE_WAKES_PER_PARTY of one caller; the rest queue)."""
+    names = ["wake%d" % i for i in range(count)]
+    pols = [ctx.policy(nm, ctx.exe("bench/benchgadget"), "Start=on-demand\n") for nm in names]
+    flood = nobody + [ctx.exe("tests/integration/callflood"), d.sock, ",".join(names), "nop", str(count)]
+    ctx.commands.append("callflood SOCK wake0,...,wake%d nop %d  # as a member" % (count - 1, count))
+    procs = []
+
+    def start():
+        for p in pols:
+            d.ctl("load", p)
+        procs.append(subprocess.Popen(flood, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def stop():
+        for p in procs:
+            p.kill()
+            p.wait()
+        procs.clear()
+        for nm in names:
+            d.ctl("stop", nm)
+    return Attack("one burst of calls waking %d idle Start=on-demand gadgets" % count, start, stop, "group member")
 
 
 def run(ctx):
