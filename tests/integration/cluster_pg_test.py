@@ -321,8 +321,9 @@ def pg_cluster_hostile_peer(tmp):
     session; a call claiming approved waits for a person of node a; one
     claiming admin is refused; calls naming 100 made-up callers take at
     most 64 approval slots, all of node b, and a local caller still gets
-    one; each call it forwarded is audited naming node b. Throughout, a
-    healthy caller on a is answered and a keeps running."""
+    one; each call it forwarded is audited naming node b; a frame replayed,
+    on a new session or twice on one, is a call made again, answered.
+    Throughout, a healthy caller on a is answered and a keeps running."""
     from peerclient import NULL, Peer, call, list_value, nested
     gatekeeper = "Nodes=a\nGatekeeper=yes\nRequireTypes=no\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
     with PgServer(tmp) as pg:
@@ -387,6 +388,16 @@ def pg_cluster_hostile_peer(tmp):
                       "forwarded calls audited with the peer's name: %d %r" % (len(fwd), fwd[:2]))
                 check(any("mallory" in r["detail"] for r in fwd), "the audit names what the peer said")
                 p.close()
+                # A frame replayed on a new session, and sent twice on one
+                # (the same id): each is a call made again, answered on its
+                # session, nothing more.
+                frame = call(900, "good", "echo", NULL)
+                for _ in range(2):
+                    q = Peer(addr, cd, "b", "a")
+                    q.send(frame + frame)
+                    got = [q.answer(), q.answer()]
+                    check(all(r and r["kind"] == "other" for r in got), "a replayed call's answers: %r" % got)
+                    q.close()
             check(a.proc.poll() is None, "node a is still running")
             check("x is not a node in the store" in a.logtext(), "the refusal of x is logged")
         finally:
