@@ -109,7 +109,10 @@ int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen)
 {
         char built[PATH_MAX];
         struct stat st;
-        const char *path = buildtree_path(GADGETD_SELF_BUILT, GADGETD_SANDBOX_BUILT, built, sizeof built)
+        /* bench/startbench links the core as gadgetd does: from its build
+         * tree it uses that tree's helper too. */
+        const char *path = buildtree_path(GADGETD_SELF_BUILT, GADGETD_SANDBOX_BUILT, built, sizeof built) ||
+                                           buildtree_path(GADGETD_BENCH_BUILT, GADGETD_SANDBOX_BUILT, built, sizeof built)
                                    ? built : GADGETD_SANDBOX_INSTALLED;
         int fd = open(path, O_PATH | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
