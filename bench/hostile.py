@@ -147,22 +147,20 @@ def wake_flood(ctx, d, count, nobody):
     names = ["wake%d" % i for i in range(count)]
     pols = [ctx.policy(nm, ctx.exe("bench/benchgadget"), "Start=on-demand\n") for nm in names]
     flood = nobody + [ctx.exe("tests/integration/callflood"), d.sock, ",".join(names), "nop", str(count)]
-    ctx.commands.append("callflood SOCK wake0,...,wake%d nop %d  # as a member" % (count - 1, count))
-    procs = []
+    a = process("one burst of calls waking %d idle Start=on-demand gadgets" % count, flood, ctx, "group member")
+    start, stop = a.start, a.stop
 
-    def start():
+    def load_then_start():
         for p in pols:
             d.ctl("load", p)
-        procs.append(subprocess.Popen(flood, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        start()
 
-    def stop():
-        for p in procs:
-            p.kill()
-            p.wait()
-        procs.clear()
+    def stop_then_stop_them():
+        stop()
         for nm in names:
             d.ctl("stop", nm)
-    return Attack("one burst of calls waking %d idle Start=on-demand gadgets" % count, start, stop, "group member")
+    a.start, a.stop = load_then_start, stop_then_stop_them
+    return a
 
 
 def run(ctx):
