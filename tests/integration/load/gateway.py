@@ -83,13 +83,14 @@ def load_gateway_connection_flood(tmp):
             print("gadgetd's fds: %d at rest, at most %d during the attack" % (fd0, peak))
             check(c.get("opened", 0) >= 2000, "the attack: %r %s" % (c, p.stderr.read()))
             check(c["closed"] >= 64, "gadgetd closed only %d of the slow connections" % c["closed"])
-            # MaxConnections=64 and a few of gadgetd's own; a run here keeps
-            # 65 over the baseline. One CI run under ASan saw 128: evhttp
-            # frees a connection's fd after the loop turn that counted it
-            # closed, so up to 64 closed ones may still hold theirs while
-            # 64 new ones are accepted (the listener now waits that turn,
-            # gateway_conn.c resume_if_room). Bounded at twice the cap.
-            check(peak <= fd0 + 2 * 64 + 32, "gadgetd held %d fds, was %d" % (peak, fd0))
+            # MaxConnections=64 and a few of gadgetd's own: every run here,
+            # plain and under ASan, peaks at 65 over the baseline (the 64
+            # and the one being accepted). Before gateway_conn.c's
+            # resume_if_room (the listener waits the loop turn in which
+            # evhttp frees closed connections' fds) a CI run under ASan saw
+            # 128. Slack: 8 fds of gadgetd's own that may open meanwhile
+            # (an audit rotation, a kv store, a log pipe).
+            check(peak <= fd0 + 64 + 1 + 8, "gadgetd held %d fds, was %d" % (peak, fd0))
             r = g.ctl("list")
             check(r.returncode == 0, "root's control: %r" % r.stderr)
             check(g.gadgets()["good"]["state"] == "ready", "the gateway serves the token holder")
