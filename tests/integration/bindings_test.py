@@ -327,7 +327,8 @@ def put_answered_after_sync(tmp):
                                "trace=fsync,fdatasync,pwrite64,write,writev,sendmsg,sendto", "-p",
                                str(d.proc.pid)], stderr=errf)
         try:
-            time.sleep(2)  # strace attaches to every thread of gadgetd
+            wait_for(lambda: st.poll() is not None or traced_all(d.proc.pid, st.pid),
+                     what="strace attached to every thread of gadgetd")
             check(st.poll() is None, "strace ended: %r" % open(errf.name).read())
             rc, _, err = bcall(d, "durable", "DATA", "put", {"key": "traced", "value": 1})
             check(rc == 0, "traced put: %s" % err)
@@ -338,6 +339,18 @@ def put_answered_after_sync(tmp):
         trace = open(out).read()
         ok, what = sync_before_answer(trace, wal, gadget_inode)
         check(ok, "the put was answered before its commit was synced: %s\n%s" % (what, trace[-4000:]))
+
+
+def traced_all(pid, tracer):
+    """Whether every thread of pid has tracer as its TracerPid."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                if ("TracerPid:\t%d\n" % tracer) not in f.read():
+                    return False
+    except FileNotFoundError:
+        return False
+    return True
 
 
 # --- gadget -----------------------------------------------------------------
