@@ -160,11 +160,6 @@ void http_slot_put(struct http *h, struct http_slot *s)
         }
 }
 
-unsigned http_in_flight(const struct http *h)
-{
-        return h->n;
-}
-
 /* Hands every finished transfer to its owner. */
 static void finish_done(struct http *h)
 {

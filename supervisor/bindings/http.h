@@ -34,8 +34,6 @@ int http_slot_take(struct http *h, const char *gadget, const char *binding, unsi
                    struct http_slot **out);
 /* Gives back a slot whose request never started. Accepts NULL. */
 void http_slot_put(struct http *h, struct http_slot *s);
-/* Requests in flight now, for every gadget together. */
-unsigned http_in_flight(const struct http *h);
 /* Starts a transfer set up on easy in slot s; done is called when it ends
  * (also on failure) and the slot goes with it. 0, or -errno and the slot
  * is still the caller's. */

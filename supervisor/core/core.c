@@ -330,11 +330,6 @@ struct kvpg_audit *core_audit_store(const struct core *c)
         return c->bindings.audit_store;
 }
 
-const char *core_limits_mode(const struct core *c)
-{
-        return c->limiter.mode;
-}
-
 int core_spare(struct core *c, bool ready)
 {
         if (ready)

@@ -90,8 +90,6 @@ struct audit *core_audit(const struct core *c);
 struct kvpg_audit *core_audit_store(const struct core *c);
 /* The calls waiting for a person's approval (system/approvals.h). */
 struct approvals *core_approvals(const struct core *c);
-/* How resource limits are enforced ("cgroup v2", ...). */
-const char *core_limits_mode(const struct core *c);
 /* For benchmarks: ready makes the spare sandbox shell now (0 once one is
  * ready, else -errno); false drops it, and none is made until the next
  * start. */
