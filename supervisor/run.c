@@ -19,6 +19,7 @@
 #include "json.h"
 #include "system/instance.h"
 #include "system/log.h"
+#include "system/timer.h"
 #include "spawn/uidpool.h"
 #include "policy.h"
 #include "relay.h"
@@ -131,10 +132,9 @@ static void unit_exited(void *arg, struct unit *u)
                 c->exit = WEXITSTATUS(st);
         }
         c->ended = true;
-        struct timeval tv = { .tv_sec = RUN_DRAIN_MS / 1000, .tv_usec = RUN_DRAIN_MS % 1000 * 1000 };
         if (!relay_is_open(c->out) && !relay_is_open(c->err))
                 event_base_loopbreak(c->base);
-        else if (!(c->ev_drain = evtimer_new(c->base, drain_timeout, c)) || event_add(c->ev_drain, &tv) < 0)
+        else if (!(c->ev_drain = evtimer_new(c->base, drain_timeout, c)) || timer_arm_ms(c->ev_drain, RUN_DRAIN_MS) < 0)
                 event_base_loopbreak(c->base);
 }
 

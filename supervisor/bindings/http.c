@@ -13,6 +13,7 @@
 #include "system/curl_dl.h"
 #include "system/fds.h"
 #include "system/log.h"
+#include "system/timer.h"
 
 /* Refusals are logged at the first one, then at most once per window
  * per binding (and for the total), and what is left when the burst ends. */
@@ -226,8 +227,7 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
         struct http *h = userp;
         if (timeout_ms < 0)
                 return event_del(h->timer);
-        struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
-        return event_add(h->timer, &tv);
+        return timer_arm_ms(h->timer, (uint64_t)timeout_ms);
 }
 
 int http_new(struct event_base *base, unsigned max_total, struct http **out)

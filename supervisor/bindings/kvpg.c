@@ -28,6 +28,7 @@
 #include "kvpg_sql.h"
 #include "pgconn.h"
 #include "system/log.h"
+#include "system/timer.h"
 
 #define CONNECT_TIMEOUT_S 5
 #define QUERY_TIMEOUT_S 10
@@ -325,8 +326,7 @@ static void on_lost(void *arg, const char *why)
         pg->backoff_ms = pg->backoff_ms ? pg->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (pg->backoff_ms > BACKOFF_MAX_MS)
                 pg->backoff_ms = BACKOFF_MAX_MS;
-        struct timeval tv = { .tv_sec = pg->backoff_ms / 1000, .tv_usec = (pg->backoff_ms % 1000) * 1000 };
-        evtimer_add(pg->ev_timer, &tv);
+        timer_arm_ms(pg->ev_timer, pg->backoff_ms);
 }
 
 /* The backoff is over: the next attempt. */

@@ -30,6 +30,7 @@
 #include "kvpg_sql.h"
 #include "pgconn.h"
 #include "system/log.h"
+#include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define QUERY_TIMEOUT_MS 10000
@@ -472,8 +473,7 @@ static void on_lost(void *arg, const char *why)
         au->backoff_ms = au->backoff_ms ? au->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (au->backoff_ms > BACKOFF_MAX_MS)
                 au->backoff_ms = BACKOFF_MAX_MS;
-        struct timeval tv = { .tv_sec = au->backoff_ms / 1000, .tv_usec = (au->backoff_ms % 1000) * 1000 };
-        evtimer_add(au->ev_retry, &tv);
+        timer_arm_ms(au->ev_retry, au->backoff_ms);
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg)

@@ -27,6 +27,7 @@
 #include "pgconn.h"
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_MIN_MS 100
@@ -575,8 +576,7 @@ static void on_lost(void *arg, const char *reason)
         l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (l->backoff_ms > BACKOFF_MAX_MS)
                 l->backoff_ms = BACKOFF_MAX_MS;
-        struct timeval tv = { .tv_sec = l->backoff_ms / 1000, .tv_usec = (l->backoff_ms % 1000) * 1000 };
-        evtimer_add(l->ev_timer, &tv);
+        timer_arm_ms(l->ev_timer, l->backoff_ms);
 }
 
 /* The backoff is over: the next attempt. */

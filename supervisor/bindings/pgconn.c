@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "system/timer.h"
 
 struct pgconn {
         struct event_base *base;
@@ -47,8 +48,7 @@ void pgconn_one_line(char *dst, size_t len, const char *msg)
 
 static void timer_set(struct pgconn *pc, unsigned ms)
 {
-        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-        evtimer_add(pc->ev_timer, &tv);
+        timer_arm_ms(pc->ev_timer, ms);
 }
 
 static void io_clear(struct pgconn *pc)

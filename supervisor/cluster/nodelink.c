@@ -32,6 +32,7 @@
 #include "system/conn.h"
 #include "system/monotime.h"
 #include "system/rate.h"
+#include "system/timer.h"
 #include "validate.h"
 #include "value.h"
 
@@ -243,8 +244,7 @@ static void rate_count(struct node_rate *r, size_t values)
         if (!wait_ms || r->held)
                 return;
         rate_hold(r, true);
-        struct timeval tv = { .tv_sec = (time_t)(wait_ms / 1000), .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
-        evtimer_add(r->release, &tv);
+        timer_arm_ms(r->release, wait_ms);
 }
 
 /* The reason OpenSSL gave for a session's failure, or NULL; *eof if it
@@ -314,8 +314,7 @@ static void in_end(struct nodelink_in *in, bool tell)
 /* An authenticated session is closed once idle for NODELINK_IDLE_MS. */
 static void in_idle_arm(struct nodelink_in *in)
 {
-        const struct timeval idle = { NODELINK_IDLE_MS / 1000, (NODELINK_IDLE_MS % 1000) * 1000 };
-        evtimer_add(in->deadline, &idle);
+        timer_arm_ms(in->deadline, NODELINK_IDLE_MS);
 }
 
 /* Answers id with an error (the session goes on or ends as the caller says). */
@@ -458,8 +457,7 @@ static void in_admit(struct nodelink_in *in)
         bool last = monotime_ms() - in->accepted_ms + NODELINK_ADMIT_RETRY_MS >= NODELINK_HANDSHAKE_MS;
         int e = nl->ops.admit ? nl->ops.admit(nl->ops.arg, in->from, last, why, sizeof why) : 0;
         if (e == -EAGAIN && !last) {
-                const struct timeval retry = { 0, NODELINK_ADMIT_RETRY_MS * 1000 };
-                evtimer_add(in->deadline, &retry);
+                timer_arm_ms(in->deadline, NODELINK_ADMIT_RETRY_MS);
                 return;
         }
         if (e < 0) {
@@ -573,7 +571,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         struct nodelink *nl = arg;
         struct nodelink_in *in = NULL;
         SSL *ssl = NULL;
-        const struct timeval hs = { NODELINK_HANDSHAKE_MS / 1000, (NODELINK_HANDSHAKE_MS % 1000) * 1000 };
         struct sockaddr_storage src = { 0 };
         memcpy(&src, sa, (size_t)salen < sizeof src ? (size_t)salen : sizeof src);
         if (!handshake_room(nl, &src)) {
@@ -594,7 +591,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         TAILQ_INSERT_TAIL(&nl->ins, in, link);
         nl->n_pre++;
         bufferevent_setcb(in->bev, NULL, NULL, in_event, in);
-        evtimer_add(in->deadline, &hs);
+        timer_arm_ms(in->deadline, NODELINK_HANDSHAKE_MS);
         bufferevent_enable(in->bev, EV_READ | EV_WRITE);
         return;
 fail:
@@ -706,9 +703,8 @@ static void out_fail(struct out *o, const char *fmt, ...)
  * (out_deadline); the next send opens a new one. */
 static void out_idle_arm(struct out *o)
 {
-        const struct timeval idle = { NODELINK_OUT_IDLE_MS / 1000, (NODELINK_OUT_IDLE_MS % 1000) * 1000 };
         if (o->state == OUT_READY && o->n_sends == 0)
-                evtimer_add(o->deadline, &idle);
+                timer_arm_ms(o->deadline, NODELINK_OUT_IDLE_MS);
 }
 
 static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
@@ -877,7 +873,6 @@ static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
  * the loop (done is never called inside nodelink_send). */
 static void out_connect(struct out *o)
 {
-        const struct timeval limit = { NODELINK_CONNECT_MS / 1000, (NODELINK_CONNECT_MS % 1000) * 1000 };
         const struct timeval now = { 0, 0 };
         o->state = OUT_CONNECTING;
         o->fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -892,7 +887,7 @@ static void out_connect(struct out *o)
                 return;
         }
         event_add(o->connected, NULL);
-        evtimer_add(o->deadline, &limit);
+        timer_arm_ms(o->deadline, NODELINK_CONNECT_MS);
 }
 
 static struct out *out_get(struct nodelink *nl, const char *node, const char *addr, const struct sockaddr_storage *sa,

@@ -29,6 +29,7 @@
 #include "system/conn.h"
 #include "system/monotime.h"
 #include "system/rate.h"
+#include "system/timer.h"
 
 #define ACCEPT_BATCH 16          /* connections taken per wakeup */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
@@ -265,8 +266,7 @@ static void budget_release(struct control *c, uint64_t now)
                 }
         }
         if (next) {
-                struct timeval tv = { (time_t)(next / 1000), (suseconds_t)(next % 1000) * 1000 };
-                evtimer_add(c->ev_budget, &tv);
+                timer_arm_ms(c->ev_budget, next);
         }
 }
 
@@ -462,11 +462,10 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
  * would spin; the listener sleeps BACKOFF_MS instead. */
 static void accept_failed(struct control *c, int err)
 {
-        struct timeval tv = { .tv_sec = BACKOFF_MS / 1000, .tv_usec = (BACKOFF_MS % 1000) * 1000 };
         refusal(c, REF_ACCEPT, "control socket: cannot accept: %s; not accepting for %d ms", strerror(err),
                 BACKOFF_MS);
         event_del(c->ev_accept);
-        evtimer_add(c->ev_resume, &tv);
+        timer_arm_ms(c->ev_resume, BACKOFF_MS);
 }
 
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)

@@ -130,7 +130,7 @@ void alarms_arm(struct unit_alarms *a)
                 wait = 0;
         if (wait > ALARMS_RECHECK_MS)
                 wait = ALARMS_RECHECK_MS;
-        core_arm(a->timer, (uint64_t)wait);
+        timer_arm_ms(a->timer, (uint64_t)wait);
 }
 
 /* Reads again after a store error, in ALARMS_STORE_RETRY_MS. */
@@ -138,7 +138,7 @@ static void arm_retry(struct unit_alarms *a)
 {
         for (size_t i = 0; i < a->n_slots; i++)
                 a->slots[i].due = INT64_MAX;
-        core_arm(a->timer, ALARMS_STORE_RETRY_MS);
+        timer_arm_ms(a->timer, ALARMS_STORE_RETRY_MS);
         event_active(a->release, 0, 0);  /* its turn goes to another meanwhile */
 }
 

@@ -242,7 +242,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
         if (code)
                 return code;
-        core_arm(c->timer, ms);
+        timer_arm_ms(c->timer, ms);
         c->fwd_next = u->forwarded;
         if (c->fwd_next)
                 c->fwd_next->fwd_pprev = &c->fwd_next;
@@ -350,7 +350,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
                 snprintf(msg, len, "cannot call gadget \"%s\": %s", name, strerror(-e));
                 return e == -ENOTCONN ? GADGET_EUNAVAILABLE : GADGET_EINTERNAL;
         }
-        core_arm(c->timer, timeout_ms);
+        timer_arm_ms(c->timer, timeout_ms);
         u->calls++;
         return 0;
 }
@@ -408,7 +408,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         }
         uint64_t ms = u->policy->call_timeout_ms;
         c->deadline_ms = monotime_ms() + ms;
-        core_arm(c->timer, ms);
+        timer_arm_ms(c->timer, ms);
         c->pend_next = NULL;
         c->pend_pprev = u->pending_tail ? u->pending_tail : &u->pending;
         *c->pend_pprev = c;

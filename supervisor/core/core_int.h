@@ -13,6 +13,7 @@
 #include "alarms.h"
 #include "backoff.h"
 #include "limits/limiter.h"
+#include "system/timer.h"
 #include "system/ratelog.h"
 #include "unit.h"
 
@@ -50,13 +51,6 @@ struct core {
         bool stopping;
 };
 
-
-/* Arms ev to fire in ms (every timer of the core's files). */
-static inline void core_arm(struct event *ev, uint64_t ms)
-{
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-        event_add(ev, &tv);
-}
 
 /* unit.c's end of a stop: removes an unloaded unit, restarts one whose
  * restart waited for the stop, then tells the owner. */

@@ -237,7 +237,7 @@ static void after_exit(struct unit *u, int status)
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
         event_base_update_cache_time(u->core->base);
-        core_arm(u->ev_timer, (uint64_t)delay);
+        timer_arm_ms(u->ev_timer, (uint64_t)delay);
         /* The next start only has to start the program. */
         unit_prewarm(u);
 }
@@ -359,7 +359,7 @@ static void log_after(struct unit *u)
                         peer_hold(u->peer, true);
         }
         if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
-                core_arm(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
+                timer_arm_ms(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
 }
 
 static void logwin_cb(evutil_socket_t fd, short what, void *arg)
@@ -636,12 +636,12 @@ void unit_start(struct unit *u)
         }
         u->child.rpc_fd = -1; /* the peer owns it */
         bindings_attach(u->bind, u->peer);
-        core_arm(u->ev_limits, LIMITS_CHECK_MS);
+        timer_arm_ms(u->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms)
-                core_arm(u->ev_runtime, u->policy->runtime_max_ms);
+                timer_arm_ms(u->ev_runtime, u->policy->runtime_max_ms);
         /* gadgetd run runs any program, gadget or not: no hello is awaited. */
         if (!one_life(u))
-                core_arm(u->ev_start, u->policy->start_timeout_ms);
+                timer_arm_ms(u->ev_start, u->policy->start_timeout_ms);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
         return;
 fail:
@@ -680,7 +680,7 @@ void unit_stop(struct unit *u, const char *why)
         u->state = UNIT_STOPPING;
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
-        core_arm(u->ev_timer, STOP_GRACE_MS);
+        timer_arm_ms(u->ev_timer, STOP_GRACE_MS);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)

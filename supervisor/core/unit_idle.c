@@ -124,7 +124,7 @@ void unit_wake_done(struct unit *u)
                 if (c->waking[i] == u)
                         c->waking[i] = NULL;
         if (c->wake_head && c->ev_wakes)
-                core_arm(c->ev_wakes, 0);
+                timer_arm_ms(c->ev_wakes, 0);
 }
 
 int unit_wake(struct unit *u, const void *party)
@@ -169,12 +169,12 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
                 return;
         if (peer_pending(u->peer) || bindings_busy(u->bind)) {
                 unit_active(u, now);
-                core_arm(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
+                timer_arm_ms(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
                 return;
         }
         uint64_t quiet = now - u->last_active_ms;
         if (quiet < limit) {
-                core_arm(u->ev_idle, limit - quiet);
+                timer_arm_ms(u->ev_idle, limit - quiet);
                 return;
         }
         char why[96];
@@ -193,7 +193,7 @@ void unit_idle_arm(struct unit *u)
                 return;
         }
         unit_active(u, monotime_ms());
-        core_arm(u->ev_idle, u->policy->idle_stop_ms);
+        timer_arm_ms(u->ev_idle, u->policy->idle_stop_ms);
 }
 
 void unit_idle_enter(struct unit *u)

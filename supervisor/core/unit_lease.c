@@ -271,7 +271,7 @@ int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, ch
                 snprintf(msg, len, "gadget %s does not run on this node", name);
                 return GADGET_EUNAVAILABLE;
         }
-        core_arm(m->timer, KVPG_MOVE_MS + MOVE_SLACK_MS);
+        timer_arm_ms(m->timer, KVPG_MOVE_MS + MOVE_SLACK_MS);
         return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "system/conn.h"
 #include "system/monotime.h"
 #include "system/rate.h"
+#include "system/timer.h"
 
 
 struct peer {
@@ -92,8 +93,7 @@ static void rate_count(struct peer *p, size_t values)
                 return;
         p->held_rate = true;
         apply_hold(p);
-        struct timeval tv = { .tv_sec = (time_t)(wait_ms / 1000), .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000 };
-        event_add(p->ev_rate, &tv);
+        timer_arm_ms(p->ev_rate, wait_ms);
         if (!p->rate_logged) {
                 p->rate_logged = true;
                 log_msg(L_INFO, p->policy->name, "its messages held %llu values in a second "

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "monotime.h"
+#include "timer.h"
 
 struct approval {
         struct approvals *a;
@@ -222,9 +223,7 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
                 approval_free(ap);
                 goto oom;
         }
-        struct timeval tv = { .tv_sec = (time_t)(q->timeout_ms / 1000),
-                              .tv_usec = (suseconds_t)(q->timeout_ms % 1000) * 1000 };
-        event_add(ap->timer, &tv);
+        timer_arm_ms(ap->timer, q->timeout_ms);
         ap->id = a->next_id++;
         ap->pprev = a->tail;
         *a->tail = ap;

@@ -1,0 +1,14 @@
+/* timer: arming a libevent timer in milliseconds, the one conversion to a
+ * timeval (every timer of gadgetd's files). */
+#pragma once
+
+#include <stdint.h>
+#include <sys/time.h>
+#include <event2/event.h>
+
+/* Arms ev to fire in ms (again: replaces the time it was armed for). */
+static inline int timer_arm_ms(struct event *ev, uint64_t ms)
+{
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        return event_add(ev, &tv);
+}
