@@ -28,12 +28,12 @@
 #include "kvpg_sql.h"
 #include "pgconn.h"
 #include "system/log.h"
+#include "system/retry.h"
 #include "system/timer.h"
 
 #define CONNECT_TIMEOUT_S 5
 #define QUERY_TIMEOUT_S 10
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
+#define RECONNECT_MAX_MS 5000
 
 enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
 enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
@@ -323,9 +323,7 @@ static void on_lost(void *arg, const char *why)
         pg->state = PG_DOWN;
         fail_running(pg);
         fail_queued(pg);
-        pg->backoff_ms = pg->backoff_ms ? pg->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (pg->backoff_ms > BACKOFF_MAX_MS)
-                pg->backoff_ms = BACKOFF_MAX_MS;
+        pg->backoff_ms = retry_next_ms(pg->backoff_ms, RECONNECT_MAX_MS);
         timer_arm_ms(pg->ev_timer, pg->backoff_ms);
 }
 

@@ -30,13 +30,13 @@
 #include "kvpg_sql.h"
 #include "pgconn.h"
 #include "system/log.h"
+#include "system/retry.h"
 #include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define QUERY_TIMEOUT_MS 10000
 #define STATEMENT_TIMEOUT_MS 8000
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
+#define RECONNECT_MAX_MS 5000
 #define BATCH_LINES 512
 #define BATCH_BYTES (1u << 20)
 #define BATCH_GATHER_MS 20
@@ -470,9 +470,7 @@ static void on_lost(void *arg, const char *why)
         PQclear(au->last);
         au->last = NULL;
         fail_reads(au, au->reason);
-        au->backoff_ms = au->backoff_ms ? au->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (au->backoff_ms > BACKOFF_MAX_MS)
-                au->backoff_ms = BACKOFF_MAX_MS;
+        au->backoff_ms = retry_next_ms(au->backoff_ms, RECONNECT_MAX_MS);
         timer_arm_ms(au->ev_retry, au->backoff_ms);
 }
 

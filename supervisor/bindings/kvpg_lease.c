@@ -27,11 +27,13 @@
 #include "pgconn.h"
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/retry.h"
 #include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 2000
+/* Why sooner than the store's: a node without its lease session serves
+ * nothing of the shared store, and others take its gadgets at their TTL. */
+#define RECONNECT_MAX_MS 2000
 /* After losing its session, a node lets healthy ones go first: for this
  * long it waits HUMBLE_POLLS more polls before taking a free lease. */
 #define HUMBLE_MS 3000
@@ -573,9 +575,7 @@ static void on_lost(void *arg, const char *reason)
                 if (l->hooks.lost)
                         l->hooks.lost(l->hooks.arg, w->gadget, lost_why);
         }
-        l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (l->backoff_ms > BACKOFF_MAX_MS)
-                l->backoff_ms = BACKOFF_MAX_MS;
+        l->backoff_ms = retry_next_ms(l->backoff_ms, RECONNECT_MAX_MS);
         timer_arm_ms(l->ev_timer, l->backoff_ms);
 }
 
