@@ -27,7 +27,7 @@ def attacks(ctx, addr, certs):
     # Why nice 19: the attacker stands for another host; here it shares
     # this one's two cores with both nodes and the healthy caller, and
     # one that reconnects in a loop would otherwise measure its own CPU.
-    script = ["nice", "-n", "19", sys.executable, os.path.join(HERE, "peerattack.py")]
+    script = ["nice", "-n", "19", "python3", os.path.join(HERE, "peerattack.py")]
     nobody = ["setpriv", "--reuid=%d" % NOBODY[0], "--regid=%d" % NOBODY[1], "--clear-groups"]
     return [
         process("node c: requests of 120,000 values resent on 4 sessions (each within the frame bound)",
