@@ -46,7 +46,8 @@ static const struct command commands[] = {
           "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec, start_us, start\n"
           "and active_ago_ms (0: unknown; start_us: from the start of this run to the\n"
           "gadget's hello; start: Start=; active_ago_ms: since its last call or binding\n"
-          "call, 0 if none yet); an idle gadget's state is idle,\n"
+          "call, 0 if none yet) and in_flight (calls taken and not answered yet);\n"
+          "an idle gadget's state is idle,\n"
           "and node and epoch (its lease's) when a node runs it.\n" },
         { "status", cmd_status, 1, 1, "h", "NAME",
           "show one gadget in detail, with its last log lines",

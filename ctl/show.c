@@ -91,7 +91,8 @@ static json_t *info_json(const Control__GadgetInfo *g)
                               clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
 
         if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
-                  json_object_set_new(o, "active_ago_ms", json_integer(clamp(g->active_ago_ms))) < 0)) {
+                  json_object_set_new(o, "active_ago_ms", json_integer(clamp(g->active_ago_ms))) < 0 ||
+                  json_object_set_new(o, "in_flight", json_integer(clamp(g->in_flight))) < 0)) {
                 json_decref(o);
                 return NULL;
         }
@@ -393,7 +394,7 @@ static json_t *status_json(const Control__GadgetStatus *s)
 int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
 {
         const Control__GadgetInfo *g = s->info;
-        char pid[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24];
+        char pid[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[56];
         char tasks[24] = "", cpu[OUTPUT_UNIT_MAX];
         int e;
 
@@ -404,7 +405,11 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         if (g->tasks > 0)
                 snprintf(tasks, sizeof(tasks), "%llu", (unsigned long long)g->tasks);
         snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
-        snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
+        if (g->in_flight)
+                snprintf(calls, sizeof(calls), "%llu, %llu in flight", (unsigned long long)g->calls,
+                         (unsigned long long)g->in_flight);
+        else
+                snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
         e = put_escaped(f, g->name, 0);
         fputc('\n', f);
         if (e >= 0)

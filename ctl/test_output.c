@@ -157,10 +157,10 @@ static void test_list(void)
         CHECK_STR(out,
                   "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
                   "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485,"
-                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0},"
+                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0},"
                   "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
                   "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0,"
-                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0}]\n",
+                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0}]\n",
                   "list JSON: an array of GadgetInfo objects");
         free(out);
         l.n_gadgets = 0;
@@ -196,11 +196,11 @@ static void test_list_nodes(void)
                   "list: NODE column with the owner, - for none yet");
         free(out);
         CAPTURE(out, show_list(f, &l, true));
-        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"node\":\"a\",\"epoch\":1}") &&
-                      strstr(out, "\"active_ago_ms\":0,\"node\":\"node-b\",\"epoch\":3}") &&
+        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"node\":\"a\",\"epoch\":1}") &&
+                      strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"node\":\"node-b\",\"epoch\":3}") &&
                       strstr(out, "\"cause\":\"waits for its lease in the store\",\"pid\":0,\"uptime_ms\":0,"
                                   "\"restarts\":0,\"calls\":0,\"memory_bytes\":0,\"tasks\":0,\"cpu_usec\":0,"
-                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0}]"),
+                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0}]"),
               "list JSON: node and epoch where a node runs it, neither where none does");
         free(out);
         /* Only the one waiting for its lease: still clustered. */
@@ -304,7 +304,7 @@ static void test_status(void)
         s.signatures = sigs, s.n_signatures = 2;
         s.bindings = bs, s.n_bindings = 3;
         s.log_tail = tail, s.n_log_tail = 2;
-        g.start = "on-demand", g.active_ago_ms = 12500;
+        g.start = "on-demand", g.active_ago_ms = 12500, g.in_flight = 2;
         CAPTURE(out, CHECK(show_status(f, &s, false) == 0, "status printed"));
         CHECK_STR(out,
                   "notes\n"
@@ -315,7 +315,7 @@ static void test_status(void)
                   "        PID: 99\n"
                   "     Uptime: 2h03m\n"
                   "   Restarts: 1\n"
-                  "      Calls: 3\n"
+                  "      Calls: 3, 2 in flight\n"
                   "     Memory: 2.0K\n"
                   "      Tasks: 16\n"
                   "        CPU: 1m01s\n"
@@ -338,7 +338,7 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,"
+                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","

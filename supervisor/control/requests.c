@@ -32,6 +32,7 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->uptime_ms = in->uptime_ms;
         gi->restarts = in->restarts;
         gi->calls = in->calls;
+        gi->in_flight = in->in_flight;
         gi->memory_bytes = in->memory_bytes;
         gi->tasks = in->tasks;
         gi->cpu_usec = in->cpu_usec;

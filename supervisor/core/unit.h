@@ -106,6 +106,7 @@ struct unit_info {
         const char *cause;          /* or why its last run ended */
         pid_t pid;                  /* 0 when not running */
         uint64_t uptime_ms, restarts, calls, start_us;
+        uint64_t in_flight;         /* calls taken, not answered yet: waiting for its start or sent to it */
         uint64_t memory_bytes, tasks, cpu_usec;
         const char *limits_mode;
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */

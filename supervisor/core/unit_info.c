@@ -47,6 +47,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .uptime_ms = unit_uptime_ms(u),
                 .restarts = u->restarts,
                 .calls = u->calls,
+                .in_flight = u->n_pending + (u->peer ? peer_pending(u->peer) : 0),
                 .start_us = u->start_us,
                 .limits_mode = unit_limits_mode(u),
                 .log_lines_max = u->log_budget.lines_max,

@@ -467,11 +467,12 @@ def client_leaves_before_its_answers(tmp):
         wait_for(lambda: d.state("sleeper") == "ready", what="sleeper ready")
         calls = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "sleeper", "sleep", '{"ms": 1500}'],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(5)]
-        wait_for(lambda: d.list()["sleeper"]["calls"] == 5, what="calls in flight")
+        wait_for(lambda: d.list()["sleeper"]["in_flight"] == 5, what="5 calls in flight")
         for c in calls:
             c.kill()
             c.wait()
-        time.sleep(2.5)  # their answers have come by now
+        # Their answers come to no one: gadgetd has them all, and holds none.
+        wait_for(lambda: d.list()["sleeper"]["in_flight"] == 0, what="the left clients' answers")
         r = d.ctl("call", "sleeper", "sleep", '{"ms": 1}')
         check(r.returncode == 0, "a call after the others' clients left: %r" % r.stderr)
         g = d.list()["sleeper"]

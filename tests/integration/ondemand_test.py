@@ -185,6 +185,23 @@ def failed_start_fails_waiting_calls(tmp):
 
 
 @test
+def waiting_calls_counted_in_flight(tmp):
+    """`gadgetctl list --json` counts the calls that wait for a start as in
+    flight (and `status` says so), and none once they have their answers."""
+    with Daemon(tmp) as d:
+        load(d, "mute", "Start=on-demand\nArguments=mute 30\nCallTimeout=30s\nStartTimeout=3s\n")
+        calls = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "mute", "echo", "1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        wait_for(lambda: d.list()["mute"]["in_flight"] == 3, what="3 calls waiting for the start")
+        r = d.ctl("status", "mute")
+        check("Calls: 0, 3 in flight" in r.stdout, "status while 3 wait: %r" % r.stdout)
+        for c in calls:
+            err = c.communicate(timeout=30)[1]
+            check(c.returncode != 0 and 'did not start' in err, "a call to a start that timed out: %r" % err)
+        check(d.list()["mute"]["in_flight"] == 0, "in flight once answered: %r" % d.list()["mute"])
+
+
+@test
 def waiting_calls_bounded_in_bytes(tmp):
     """Calls that wait for a start hold a copy of their arguments: all
     together at most what the worker link lets wait for a running gadget
