@@ -17,7 +17,7 @@
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
-#include "secret_file.h"
+#include "system/secret_file.h"
 #include "system/log.h"
 #include "value.h"
 
@@ -379,7 +379,7 @@ static int add_credential(struct fetch *f, const struct policy_binding *b, char 
         char *cred = NULL, *line = NULL, q[256], big[64];
         size_t n = 0, line_len = 0;
         const char *bad = NULL;
-        int e = secret_file_read(b->credential, POLICY_CREDENTIAL_SIZE, &cred, &n);
+        int e = secret_file_read(b->credential, POLICY_CREDENTIAL_SIZE, SECRET_ANY_MODE, NULL, &cred, &n);
         if (e == 0 && n > 0 && cred[n - 1] == '\r') /* a CRLF line end */
                 cred[--n] = '\0';
         snprintf(big, sizeof big, "it is larger than %d bytes", POLICY_CREDENTIAL_SIZE);

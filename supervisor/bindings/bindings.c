@@ -19,7 +19,7 @@
 #include "kvpg_lease.h"
 #include "ops.h"
 #include "policy.h"
-#include "secret_file.h"
+#include "system/secret_file.h"
 #include "types.h"
 #include "value.h"
 #include "wire.h"
@@ -268,7 +268,7 @@ int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
                         continue;
                 const struct policy_binding *b = &p->bindings[i];
                 size_t n;
-                int e = secret_file_read(b->file, b->max_size, &g->secrets[i], &n);
+                int e = secret_file_read(b->file, b->max_size, SECRET_ANY_MODE, NULL, &g->secrets[i], &n);
                 if (e < 0) {
                         char q[512];
                         log_escape(b->file, strlen(b->file), q, sizeof q);

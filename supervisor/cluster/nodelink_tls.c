@@ -14,7 +14,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-#include "bindings/secret_file.h"
+#include "system/secret_file.h"
 #include "contract.h"
 
 #define NODE_MAX NODELINK_NODE_MAX
@@ -73,7 +73,7 @@ static int load_certs(const char *setting, const char *path, STACK_OF(X509) **ou
 {
         char *text = NULL;
         size_t n = 0;
-        int e = secret_file_read(path, PEM_MAX, &text, &n);
+        int e = secret_file_read(path, PEM_MAX, SECRET_ANY_MODE, NULL, &text, &n);
         if (e < 0) {
                 snprintf(err, len, "%s=%s: cannot read: %s", setting, path, secret_file_why(e));
                 return e;
@@ -104,19 +104,17 @@ static int load_key(const char *path, EVP_PKEY **out, char *err, size_t len)
         char *text = NULL;
         size_t n = 0;
         struct stat st;
-        /* As libpq and ssh: a key others may read is refused, not used.
-         * Mode 0600 or less; 0640 only if root owns it and root's group
-         * is its group. Why not any group, as libpq allows: a member of
-         * a group such as Debian's ssl-cert could then be this node to
+        /* As libpq and ssh: a key others may read is refused, not used
+         * (SECRET_PRIVATE). Why not any group, as libpq allows: a member
+         * of a group such as Debian's ssl-cert could then be this node to
          * every other, gatekeepers' calls and all. */
-        if (stat(path, &st) == 0 && (st.st_mode & (st.st_uid == 0 && st.st_gid == 0 ? (S_IWGRP | S_IXGRP | S_IRWXO)
-                                                                                      : (S_IRWXG | S_IRWXO)))) {
+        int e = secret_file_read(path, KEY_MAX, SECRET_PRIVATE, &st, &text, &n);
+        if (e == -EPERM) {
                 snprintf(err, len, "PeerKey=%s: the private key may be read or changed by others (mode %04o, "
                          "uid %u, gid %u): make it mode 0600 (0640 only as root:root)", path,
                          (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)st.st_gid);
-                return -EPERM;
+                return e;
         }
-        int e = secret_file_read(path, KEY_MAX, &text, &n);
         if (e < 0) {
                 snprintf(err, len, "PeerKey=%s: cannot read: %s", path, secret_file_why(e));
                 return e;

@@ -20,6 +20,7 @@
 
 #include "core/core.h"
 #include "system/log.h"
+#include "system/secret_file.h"
 
 #define TOKEN_MIN 16
 #define TOKEN_MAX 4096
@@ -84,59 +85,42 @@ static bool token_char(char c)
 }
 
 /* Reads the token: the file's content without trailing blanks. Why the
- * checks: not a symlink (a link could point gadgetd at another file), a
- * regular file not readable or writable by every user, and characters that
- * go unchanged into a header, a cookie and a URL query. */
+ * checks: read as every secret is (system/secret_file.h: no symlink
+ * planted on the way, a regular file), not readable or writable by every
+ * user, and characters that go unchanged into a header, a cookie and a
+ * URL query. */
 static int read_token(const char *path, char **out, size_t *out_len)
 {
-        char buf[TOKEN_MAX + 2];
-        struct stat st;
-        ssize_t n;
-        int e = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        char *buf = NULL;
+        size_t n = 0;
+        int e = secret_file_read(path, TOKEN_MAX + 64, SECRET_NOT_WORLD, NULL, &buf, &n);
 
-        if (fd < 0) {
-                e = -errno;
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, strerror(errno));
-                return e;
-        }
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s is not a regular file", path);
-                e = -EINVAL;
-                goto out;
-        }
-        if (st.st_mode & (S_IROTH | S_IWOTH)) {
+        if (e == -EPERM) {
                 log_msg(L_ERR, NULL, "gateway: TokenFile=%s is readable or writable by every user "
                         "(chmod 600 it)", path);
-                e = -EPERM;
-                goto out;
+                return e;
         }
-        n = read(fd, buf, sizeof buf - 1);
-        if (n < 0) {
-                e = -errno;
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, strerror(errno));
-                goto out;
+        if (e < 0 && e != -EFBIG) {
+                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, secret_file_why(e));
+                return e;
         }
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-                n--;
-        buf[n] = '\0';
-        bool ok = n >= TOKEN_MIN && n <= TOKEN_MAX;
-        for (ssize_t i = 0; ok && i < n; i++)
+        size_t len = n;
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+                len--;
+        bool ok = e == 0 && len >= TOKEN_MIN && len <= TOKEN_MAX;
+        for (size_t i = 0; ok && i < len; i++)
                 ok = token_char(buf[i]);
         if (!ok) {
                 log_msg(L_ERR, NULL, "gateway: TokenFile=%s must hold one token of %d to %d characters "
                         "A-Z a-z 0-9 - _ . ~ (for example: openssl rand -hex 32)", path, TOKEN_MIN,
                         TOKEN_MAX);
-                e = -EINVAL;
-                goto out;
+                secret_file_free(buf, n);
+                return -EINVAL;
         }
-        if (!(*out = strdup(buf)))
-                e = -ENOMEM;
-        *out_len = (size_t)n;
-out:
-        explicit_bzero(buf, sizeof buf);
-        close(fd);
-        return e;
+        buf[len] = '\0';
+        *out = buf;
+        *out_len = len;
+        return 0;
 }
 
 /* Compares a secret with a candidate in time that depends only on the

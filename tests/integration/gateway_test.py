@@ -304,6 +304,15 @@ def config_errors(tmp):
         check(r.returncode == code and want in r.stderr, "%r: exit %d, %r" % (text, r.returncode, r.stderr))
     r = run_config(tmp, "[Gateway]\nListen=127.0.0.1:0\nTokenFile=TOKEN\n", token_mode=0o644)
     check(r.returncode == 1 and "readable or writable by every user" in r.stderr, "world-readable token: %r" % r.stderr)
+    # Read as every secret is: a symlink in a directory others may write
+    # is not followed (one planted there could point gadgetd elsewhere).
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    os.symlink(os.path.join(tmp, "t.token"), os.path.join(shared, "t.token"))
+    os.chmod(os.path.join(tmp, "t.token"), 0o600)
+    r = run_config(tmp, "[Gateway]\nListen=127.0.0.1:0\nTokenFile=%s\n" % os.path.join(shared, "t.token"))
+    check(r.returncode == 1 and "a symlink in a directory others may write" in r.stderr, "planted symlink: %r" % r.stderr)
     with open(os.path.join(tmp, "short.token"), "w") as f:
         f.write("short\n")
     os.chmod(os.path.join(tmp, "short.token"), 0o600)

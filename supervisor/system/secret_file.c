@@ -4,20 +4,40 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "system/paths.h"
+#include "paths.h"
+
+/* Whether st's mode and owner keep rule. */
+static bool mode_kept(const struct stat *st, enum secret_rule rule)
+{
+        switch (rule) {
+        case SECRET_NOT_WORLD:
+                return !(st->st_mode & (S_IROTH | S_IWOTH));
+        case SECRET_PRIVATE: {
+                bool root = st->st_uid == 0 && st->st_gid == 0;
+                return !(st->st_mode & (root ? (S_IWGRP | S_IXGRP | S_IRWXO) : (S_IRWXG | S_IRWXO)));
+        }
+        case SECRET_ANY_MODE:
+                break;
+        }
+        return true;
+}
 
 /* Why this is safe: gadgetd alone reads the file (the policy names it; it
  * is never mounted into a sandbox), it is found as a listed path is
  * (paths.h: no symlink in a directory others may write, none swapped in
- * since), opened without blocking and taken only if it is a regular file;
+ * since), opened without blocking and taken only if it is a regular file
+ * whose mode (of the open file: no window between a check and the open)
+ * keeps the caller's rule;
  * neither its contents nor a part of them ever goes into a message or
  * log. A regular file of bounded size is read at once. */
-int secret_file_read(const char *path, uint64_t max, char **out, size_t *len)
+int secret_file_read(const char *path, uint64_t max, enum secret_rule rule, struct stat *stp, char **out,
+                     size_t *len)
 {
         struct stat st;
         char *buf = NULL;
@@ -32,6 +52,12 @@ int secret_file_read(const char *path, uint64_t max, char **out, size_t *len)
         }
         if (!S_ISREG(st.st_mode)) {
                 e = -EINVAL;
+                goto out;
+        }
+        if (!mode_kept(&st, rule)) {
+                if (stp)
+                        *stp = st;
+                e = -EPERM;
                 goto out;
         }
         if ((uint64_t)st.st_size > max) {
@@ -82,6 +108,8 @@ const char *secret_file_why(int e)
                 return "a symlink in a directory others may write, or one swapped in";
         case -EINVAL:
                 return "not a regular file";
+        case -EPERM:
+                return "others may read or change it";
         default:
                 return strerror(-e);
         }
