@@ -48,7 +48,7 @@ static int get_key(const Gadget__Value *args, const char *field, bool optional, 
 /* Answers a store failure other than the operation's own outcomes. The
  * message says what went wrong, never where: the state directory's path
  * is the host's, not the gadget's (the operator finds the file from the
- * gadget's name, README "kv"). */
+ * gadget's name, docs/bindings.md "kv"). */
 void bind_kv_failed(struct binding_req *r, const struct kv_job *job)
 {
         char msg[160];

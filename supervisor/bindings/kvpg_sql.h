@@ -1,7 +1,7 @@
 /* kvpg_sql: the PostgreSQL store's schema, its migrations and the queries
  * of kv operations (pure text, no libpq), and the redaction of a
- * connection string for logs. The schema is described in README "The
- * PostgreSQL store" and in kvpg_sql.c. */
+ * connection string for logs. The schema is described in docs/operating.md
+ * "The PostgreSQL store" and in kvpg_sql.c. */
 #pragma once
 
 #include <stddef.h>

@@ -35,7 +35,7 @@
          * script says. The frame's own realm loses the constructors before
          * any UI script runs; a nested browsing context of a sandboxed frame
          * has an origin of its own, so this realm cannot borrow its
-         * constructors. What remains (README, "The workshop"): a child
+         * constructors. What remains (docs/gateway.md, "Known limits"): a child
          * frame running a script of its own, such as an iframe's srcdoc. */
         for (const k of ["RTCPeerConnection", "webkitRTCPeerConnection"])
                 Object.defineProperty(window, k, { value: undefined, writable: false, configurable: false });

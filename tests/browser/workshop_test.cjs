@@ -407,7 +407,7 @@ async function main() {
                         /* Chromium 156 enforces no "webrtc 'block'": a child
                          * frame's own script reaches the STUN port. Should
                          * this start failing, the browser closed it too: say
-                         * so in the README's workshop section. */
+                         * so in docs/gateway.md, "Known limits". */
                         eq(await hostile.frame.evaluate((p) => window.rtcChild(p), port), "rtc sent", "the child frame's report");
                         await waitFor(() => packets > 0, "the child's STUN packets");
                 } finally {

@@ -83,7 +83,7 @@ def escape_probe_nothing_escapes(tmp):
     check(listed <= set(v), "attempts missing: %r" % (listed - set(v)))
 
 
-# The verdict the README promises for each system call attempt in the
+# The verdict docs/security.md promises for each system call attempt in the
 # sandbox (section "The sandbox", item 6): EPERM from the seccomp filters,
 # ENOSYS for clone3, EACCES for sockets, SIGSYS for other ABIs.
 PROMISED = {name: "EPERM" for name in
@@ -283,7 +283,7 @@ def escape_tioclinux_on_a_virtual_console(tmp):
     """The probe's TIOCLINUX gets through on a real terminal outside the
     sandbox (a virtual console answers its shift state), not on a
     pseudo-terminal (no TIOCLINUX there), and inside the sandbox it is
-    refused with the README's EPERM."""
+    refused with the EPERM of docs/security.md."""
     vt = open_vt()
     if vt is None:
         skip("no virtual console (%s) on this host" % VT)

@@ -60,7 +60,7 @@ def status_and_errors(tmp):
         for args in (["frobnicate"], ["call", "echoer"]):
             r = d.ctl(*args)
             check(r.returncode == 2 and "--help" in r.stderr, "usage %r: %d %r" % (args, r.returncode, r.stderr))
-    # The README's exit codes: 4 when gadgetd is not there.
+    # gadgetctl's exit codes (docs/operating.md): 4 when gadgetd is not there.
     r = d.ctl("list")
     check(r.returncode == 4 and "is gadgetd running?" in r.stderr, "no daemon: %d %r" % (r.returncode, r.stderr))
 

@@ -157,7 +157,7 @@ def setup_fails_cgroup_limit(tmp):
 
 # --- the stop grace ----------------------------------------------------------
 
-STOP_GRACE_S = 3.0  # README: "a shutdown message and SIGKILL after 3 s"
+STOP_GRACE_S = 3.0  # docs/operating.md: "a shutdown message and SIGKILL after 3 s"
 
 
 def stuck(d):

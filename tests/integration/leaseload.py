@@ -55,7 +55,7 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
     pg._make()
     # Each held lease is a session lock in the server's shared lock table
     # (max_locks_per_transaction x max_connections slots: 2,560 here by
-    # default): the nodes' 2 n leases need room (README says so too).
+    # default): the nodes' 2 n leases need room (docs/cluster.md says so too).
     with open(os.path.join(pg.data, "postgresql.conf"), "a") as f:
         f.write("max_locks_per_transaction = %d\n" % max(64, n // 10))
     with pg:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The build without libsystemd (meson -Dsystemd=disabled), as the README
-promises it: it builds, and the daemon and `gadgetd run` of that build
+"""The build without libsystemd (meson -Dsystemd=disabled), as
+docs/operating.md promises it: it builds, and the daemon and `gadgetd run` of that build
 pass the daemon tests named below (run from daemon_test.py and
 sandbox_test.py against its binaries, not copied). The second build lives
 in NOSYSTEMD_BUILD, configured once and rebuilt incrementally.

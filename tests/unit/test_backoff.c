@@ -1,4 +1,4 @@
-/* Unit tests of supervisor/core/backoff.c: the README's restart contract —
+/* Unit tests of supervisor/core/backoff.c: the restart contract of docs/operating.md —
  * delays from 100 ms doubling up to 30 s, parked at the 5th quick failure
  * in a row, delays start over after a long run. */
 #include "core/backoff.h"

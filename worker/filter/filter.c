@@ -1,5 +1,5 @@
 /* filter: an allowlist of system calls for gadgets, with the refusals the
- * sandbox promises (README.md, "The sandbox", point 6). */
+ * sandbox promises (docs/security.md, "The sandbox", point 6). */
 #include "filter.h"
 
 #include <errno.h>
@@ -64,7 +64,7 @@ static const char *const allowed[] = {
         "getsockname", "getpeername", "getsockopt", "setsockopt",
 };
 
-/* Named refusals (EPERM): the ways out README.md lists ("The sandbox", point 6), so that a probe and
+/* Named refusals (EPERM): the ways out docs/security.md lists ("The sandbox", point 6), so that a probe and
  * a reader of this file see them refused on purpose. */
 static const char *const refused[] = {
         "io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace",

@@ -34,7 +34,7 @@ typedef gadget_value *(*gadget_method_fn)(struct gadget_call *call, const gadget
 struct gadget *gadget_new(const char *name);
 void gadget_free(struct gadget *g);
 /* Registers a method by its signature, in the type language of gadgetd's
- * protocol (see README, "Writing a gadget"):
+ * protocol (see docs/writing-gadgets.md, "Typed methods"):
  *     gadget_method_typed(g, "greet(name: string, times?: int(1..10)) -> string", greet, NULL);
  * The arguments are a record of the named parameters (no parameters:
  * null or {}). gadgetd checks every call's arguments and every result
