@@ -10,7 +10,7 @@
 #include "bind_kv.h"
 #include "bindings.h"
 #include "contract.h"
-#include "kv.h"
+#include "store/store.h"
 #include "policy.h"
 #include "value.h"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "bindings.h"
-#include "kv.h"
+#include "store/store.h"
 
 /* Makes op's job for r (answers r and returns NULL if it cannot). */
 typedef struct kv_job *bind_kv_make_fn(struct binding_req *r, const struct policy_binding *b, enum kv_op op,

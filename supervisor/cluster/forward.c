@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bindings/kvpg_lease.h"
+#include "store/store.h"
 #include "contract.h"
 #include "core/calls.h"
 #include "core/core.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "system/audit.h"
-#include "bindings/kvpg_audit.h"
+#include "store/store.h"
 #include "client.h"
 #include "control.h"
 #include "core/core.h"

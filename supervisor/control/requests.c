@@ -6,11 +6,10 @@
 #include <string.h>
 
 #include "system/audit.h"
-#include "bindings/kvpg_audit.h"
+#include "store/store.h"
 #include "client.h"
 #include "control.h"
 #include "bindings/bindings.h"
-#include "bindings/kvpg_lease.h"
 #include "core/core.h"
 #include "contract.h"
 #include "policy.h"

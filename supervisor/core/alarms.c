@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bindings/kv.h"
+#include "store/store.h"
 #include "core_int.h"
 #include "system/log.h"
 

@@ -9,7 +9,7 @@
 
 #include "alarms.h"
 #include "alarms_int.h"
-#include "bindings/kv.h"
+#include "store/store.h"
 #include "contract.h"
 #include "core_int.h"
 #include "system/audit.h"

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "bindings/kv.h"
+#include "store/store.h"
 #include "system/ratelog.h"
 
 struct unit;

@@ -1,5 +1,5 @@
 /* unit_lease: a unit on a node that shares a PostgreSQL store runs only
- * while this node holds its lease (bindings/kvpg_lease.h); until then it
+ * while this node holds its lease (store/kvpg_lease.h); until then it
  * is "remote", saying which node runs it. */
 #include "core_int.h"
 #include "alarms.h"
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bindings/kvpg_lease.h"
+#include "store/store.h"
 #include "contract.h"
 #include "policy.h"
 #include "system/log.h"

@@ -18,7 +18,7 @@ import kvchecks
 from kvchecks import bcall, ready
 
 # The schema version this tree's gadgetd migrates to (kvpg_sql.h).
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "supervisor", "bindings",
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "supervisor", "store",
                        "kvpg_sql.h")) as _h:
     SCHEMA_VERSION = int(re.search(r"#define KVPG_SCHEMA_VERSION (\d+)", _h.read()).group(1))
 

@@ -1,4 +1,4 @@
-/* Unit tests of supervisor/bindings/kvdb.c: the key range a list reads (the pure
+/* Unit tests of supervisor/store/kvdb.c: the key range a list reads (the pure
  * successor of a prefix, and lists at its edges: 0xff bytes, cursors
  * before, inside and after the prefix), and quotas, on a database in a
  * temporary directory. */
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bindings/kvdb.h"
+#include "store/kvdb.h"
 #include "tap.h"
 
 static void prefix_end_cases(void)

@@ -1,11 +1,11 @@
-/* Unit tests of supervisor/bindings/kvpg_lanes.c: the gadgets with jobs
+/* Unit tests of supervisor/store/kvpg_lanes.c: the gadgets with jobs
  * queued on the PostgreSQL store take turns, each gadget's jobs in order;
  * a closing store's jobs are taken out, the others' stay. */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "bindings/kv.h"
-#include "bindings/kvpg_lanes.h"
+#include "store/kv.h"
+#include "store/kvpg_lanes.h"
 #include "tap.h"
 
 /* A job of store owner (any distinct pointers serve as stores), numbered. */

@@ -1,10 +1,10 @@
-/* Unit tests of supervisor/bindings/kvpg_sql.c: a connection string's
+/* Unit tests of supervisor/store/kvpg_sql.c: a connection string's
  * passwords never reach a log line; the migrations are all there; array
  * literals quote every element. */
 #include <stdio.h>
 #include <string.h>
 
-#include "bindings/kvpg_sql.h"
+#include "store/kvpg_sql.h"
 #include "tap.h"
 
 static void redacts(const char *in, const char *want)

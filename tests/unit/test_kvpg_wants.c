@@ -1,10 +1,10 @@
-/* Unit tests of supervisor/bindings/kvpg_wants.c: 10,000 wants are each
+/* Unit tests of supervisor/store/kvpg_wants.c: 10,000 wants are each
  * found by name, kept in the order wanted, and taken out from anywhere
  * (first, last, middle) without losing the others. */
 #include <stdio.h>
 #include <string.h>
 
-#include "bindings/kvpg_wants.h"
+#include "store/kvpg_wants.h"
 #include "tap.h"
 
 #define N 10000

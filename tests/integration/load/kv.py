@@ -151,7 +151,7 @@ def load_kv_pipelined_puts(tmp):
 
 def populate(tmp, gadget, n):
     """n keys k00000000... of binding DATA, written straight into the
-    gadget's database (schema as supervisor/bindings/kvdb.c makes it)."""
+    gadget's database (schema as supervisor/store/kvdb.c makes it)."""
     os.makedirs(os.path.join(tmp, "state", "kv"), mode=0o700, exist_ok=True)
     path = os.path.join(tmp, "state", "kv", gadget + ".sqlite")
     db = sqlite3.connect(path)
