@@ -1,0 +1,45 @@
+"""The bash completion offers every command gadgetctl has: the commands
+of `gadgetctl --help` against what _gadgetctl completes after
+"gadgetctl " (and "--always" after "gadgetctl approve 1 --"), by bash
+itself. GADGETCTL and SOURCE_ROOT from meson."""
+import os
+import re
+import subprocess
+import sys
+
+GADGETCTL = os.environ["GADGETCTL"]
+COMPLETION = os.path.join(os.environ["SOURCE_ROOT"], "packaging", "bash-completion", "gadgetctl")
+
+
+def complete(*words):
+    line = " ".join(("gadgetctl",) + words)
+    script = ('source "$1"; COMP_WORDS=(%s); COMP_CWORD=%d; _gadgetctl; printf "%%s\\n" "${COMPREPLY[@]}"'
+              % (" ".join("'%s'" % w for w in ("gadgetctl",) + words), len(words)))
+    r = subprocess.run(["/bin/bash", "-c", script, "bash", COMPLETION], capture_output=True, text=True,
+                       env=dict(os.environ, PATH="/nonexistent"))
+    return set(filter(None, r.stdout.split("\n"))), line
+
+
+def main():
+    out = subprocess.run([GADGETCTL, "--help"], capture_output=True, text=True).stdout
+    section = out.split("Commands:", 1)[1].split("\n\n", 1)[0]
+    commands = set(re.findall(r"^  ([a-z]+)\b", section, re.M))
+    got, line = complete("")
+    bad = 0
+    if not commands or commands - got:
+        print("FAIL: %r completes %s, without %s" % (line, sorted(got), sorted(commands - got)))
+        bad = 1
+    extra = got - commands
+    if extra:
+        print("FAIL: %r completes commands gadgetctl has not: %s" % (line, sorted(extra)))
+        bad = 1
+    got, line = complete("approve", "1", "--")
+    if "--always" not in got:
+        print("FAIL: %r completes %s, without --always" % (line, sorted(got)))
+        bad = 1
+    print("%d commands, %s" % (len(commands), "FAILED" if bad else "all completed"))
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
