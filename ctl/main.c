@@ -211,11 +211,13 @@ static int parse_lines(const char *s, uint32_t *out)
         return 0;
 }
 
-/* Parses one command's options and arguments, then runs it. */
-static int command_run(const struct ctl *ctl, const struct command *c, int argc, char **argv)
+/* Parses one command's options and arguments, then runs it. --json may
+ * follow the command too (gadgetctl list --json), as scripts write it. */
+static int command_run(struct ctl *ctl, const struct command *c, int argc, char **argv)
 {
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, 'j' },
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
@@ -225,7 +227,7 @@ static int command_run(const struct ctl *ctl, const struct command *c, int argc,
         char optstring[16], opt[4];
         int o;
 
-        snprintf(optstring, sizeof(optstring), "%s:%s", c->opts[0] == '+' ? "+" : "",
+        snprintf(optstring, sizeof(optstring), "%s:j%s", c->opts[0] == '+' ? "+" : "",
                  c->opts + (c->opts[0] == '+'));
         opterr = 0;
         optind = 0; /* glibc: start over on the command's own argv */
@@ -238,6 +240,9 @@ static int command_run(const struct ctl *ctl, const struct command *c, int argc,
                 case 'h':
                         command_usage(c, stdout);
                         return CTL_EXIT_OK;
+                case 'j':
+                        ctl->json = true;
+                        break;
                 case 'n':
                         if (parse_lines(optarg, &a.lines) < 0)
                                 return usage_error(ctl, c->name, "-n needs a number of lines, not", optarg);

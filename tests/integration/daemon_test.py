@@ -53,6 +53,12 @@ def status_and_errors(tmp):
         for want in ("ready", "Policy: %s" % os.path.join(d.pol, "echoer.policy"), "NOTES (kv)",
                      "echo", "CallTimeout"):
             check(want in r.stdout, "status lacks %r: %r" % (want, r.stdout))
+        # --json before the command or after it, as scripts write it.
+        after = json.loads(d.ctl("status", "echoer", "--json").stdout)
+        check(after["name"] == "echoer" and after["state"] == "ready", "status NAME --json: %r" % after)
+        r = d.ctl("status", "nope", "-j")
+        check(r.returncode == 3 and "no gadget named" in json.loads(r.stderr)["error"]["message"],
+              "not found, -j after: %r" % r.stderr)
         r = d.ctl("status", "nope")
         check(r.returncode == 3 and 'no gadget named "nope"' in r.stderr, "not found: %r" % r.stderr)
         r = d.ctl("call", "echoer", "nomethod")
