@@ -377,12 +377,8 @@ static int admit(void *arg, const char *node, bool last, char *why, size_t len)
         int e = refused(f, node, why, len);
         if (e == 0 || (e == -EAGAIN && !last))
                 return e;
-        uint64_t now = monotime_ms(), more = ratelog_flush(&f->refused_log, now);
-        if (more)
-                log_msg(L_WARN, NULL, "the peer link refused %llu more sessions or requests",
-                        (unsigned long long)more);
-        if (ratelog_allow(&f->refused_log, now))
-                log_msg(L_WARN, NULL, "the peer link refused a session or request: %s", why);
+        ratelog_warn(&f->refused_log, monotime_ms(), NULL, "sessions or requests refused by the peer link",
+                     "the peer link refused a session or request: %s", why);
         return -EPERM;
 }
 

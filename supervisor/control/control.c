@@ -70,38 +70,24 @@ static const char *const refusal_what[REF_N] = {
 };
 
 /* The summary line of refusals of kind k counted in the window that ended. */
-static void report_counted(struct control *c, enum control_refusal k, uint64_t now)
-{
-        uint64_t n = ratelog_flush(&c->rl[k], now);
-        if (n)
-                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n,
-                        refusal_what[k], RATELOG_WINDOW_MS / 1000);
-}
-
-/* Logs one refusal now, or counts it for the window's summary line. */
+/* Logs one refusal now, or counts it for the window's summary line
+ * (fmt NULL: only that summary, from the flush timer). */
 static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
 {
-        char msg[512];
         va_list ap;
-        uint64_t now = monotime_ms();
-        report_counted(c, k, now);
-        if (!ratelog_allow(&c->rl[k], now))
-                return;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        ratelog_vwarn(&c->rl[k], monotime_ms(), NULL, refusal_what[k], fmt, ap);
         va_end(ap);
-        log_msg(L_WARN, NULL, "%s (more like it: one line per %d s)", msg, RATELOG_WINDOW_MS / 1000);
 }
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct control *c = arg;
-        uint64_t now = monotime_ms();
         for (int k = 0; k < REF_N; k++)
-                report_counted(c, (enum control_refusal)k, now);
+                refusal(c, (enum control_refusal)k, NULL);
 }
 
 const struct control_env *client_env(const struct client *cl)

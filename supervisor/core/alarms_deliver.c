@@ -83,12 +83,8 @@ static void settle(struct unit_alarms *a, int64_t retry_due)
 
 void alarms_log_failure(struct unit_alarms *a, const char *line)
 {
-        uint64_t now = monotime_ms(), more = ratelog_flush(&a->fail_log, now);
-        if (more)
-                log_msg(L_WARN, a->u->policy->name, "%llu more failed deliveries of alarms or scheduled calls "
-                        "(see the audit log)", (unsigned long long)more);
-        if (ratelog_allow(&a->fail_log, now))
-                log_msg(L_WARN, a->u->policy->name, "%s", line);
+        ratelog_warn(&a->fail_log, monotime_ms(), a->u->policy->name,
+                     "failed deliveries of alarms or scheduled calls (each in the audit log)", "%s", line);
 }
 
 static void audit_alarm(struct unit_alarms *a, enum audit_outcome outcome, const char *detail)

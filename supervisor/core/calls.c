@@ -141,13 +141,7 @@ static void broken_result(struct call *c, const char *why)
         char msg[600];
         snprintf(msg, sizeof msg, "%s: %s (the result breaks the method's declared signature)",
                  types_sig_name(c->sig), why);
-        uint64_t now = monotime_ms();
-        uint64_t more = ratelog_flush(&u->broken_log, now);
-        if (more)
-                log_msg(L_WARN, u->policy->name, "%llu more results broke their signatures in the last %d s",
-                        (unsigned long long)more, RATELOG_WINDOW_MS / 1000);
-        if (ratelog_allow(&u->broken_log, now))
-                log_msg(L_WARN, u->policy->name, "%s", msg);
+        ratelog_warn(&u->broken_log, monotime_ms(), u->policy->name, "results broke their signatures", "%s", msg);
         struct audit_record rec = { .gadget = u->policy->name, .binding = "signature",
                                     .op = types_sig_name(c->sig), .outcome = AUDIT_ERROR, .detail = msg };
         audit_write(u->core->audit, &rec);

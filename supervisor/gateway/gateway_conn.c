@@ -31,18 +31,10 @@ void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt,
                 [GW_REF_FULL] = "gateway connections refused: MaxConnections reached",
                 [GW_REF_DEADLINE] = "gateway connections closed: no request within HeaderTimeout",
         };
-        char msg[512];
         va_list ap;
-        uint64_t now = monotime_ms(), n = ratelog_flush(&g->rl[k], now);
-        if (n)
-                log_msg(L_WARN, NULL, "%llu more %s in the last %d s", (unsigned long long)n, what[k],
-                        RATELOG_WINDOW_MS / 1000);
-        if (!fmt || !ratelog_allow(&g->rl[k], now))
-                return;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        ratelog_vwarn(&g->rl[k], monotime_ms(), NULL, what[k], fmt, ap);
         va_end(ap);
-        log_msg(L_WARN, NULL, "%s (more like it: one line per %d s)", msg, RATELOG_WINDOW_MS / 1000);
 }
 
 static struct gateway_conn *find(struct gateway *g, struct evhttp_request *req)
