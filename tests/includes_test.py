@@ -44,7 +44,10 @@ def rows():
 
 def sources():
     for d, dirs, files in os.walk(TOP):
-        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith("build"))
+        # build trees (meson's, whatever their name: build/, a package
+        # build's obj-*/) hold generated sources, not the tree's
+        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and
+                         not os.path.isdir(os.path.join(d, x, "meson-private")))
         for f in sorted(files):
             if f.endswith((".c", ".h")):
                 yield os.path.relpath(os.path.join(d, f), TOP)
