@@ -27,6 +27,7 @@
 #include "system/peercred.h"
 #include "core/core.h"
 #include "policy.h"
+#include "system/timer.h"
 
 #define QUIT_TIMEOUT_MS 5000
 
@@ -271,10 +272,9 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
         notify_stopping(d->notify);
         log_msg(L_INFO, NULL, "stopping every gadget");
         core_stop_all(d->core, "gadgetd is stopping");
-        struct timeval tv = { .tv_sec = QUIT_TIMEOUT_MS / 1000 };
         d->ev_quit = evtimer_new(d->base, quit_timeout, d);
         if (d->ev_quit)
-                event_add(d->ev_quit, &tv);
+                timer_arm_ms(d->ev_quit, QUIT_TIMEOUT_MS);
         maybe_quit(d);
 }
 

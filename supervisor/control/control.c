@@ -491,7 +491,6 @@ int control_open(const struct control_env *env, struct control **out)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control *c = calloc(1, sizeof *c);
-        struct timeval every;
         int e;
 
         if (!c)
@@ -546,13 +545,12 @@ int control_open(const struct control_env *env, struct control **out)
                 goto fail;
         }
 listening:
-        every = (struct timeval){ .tv_sec = FLUSH_MS / 1000 };
         c->ev_accept = event_new(env->base, c->fd, EV_READ | EV_PERSIST, accept_cb, c);
         c->ev_resume = evtimer_new(env->base, resume_cb, c);
         c->ev_flush = event_new(env->base, -1, EV_PERSIST, flush_cb, c);
         c->ev_budget = evtimer_new(env->base, budget_cb, c);
         if (!c->ev_accept || !c->ev_resume || !c->ev_flush || !c->ev_budget || event_add(c->ev_accept, NULL) < 0 ||
-            event_add(c->ev_flush, &every) < 0) {
+            timer_arm_ms(c->ev_flush, FLUSH_MS) < 0) {
                 errno = ENOMEM;
                 goto fail;
         }

@@ -18,6 +18,7 @@
 #include "core/core.h"
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/timer.h"
 
 #define SWEEP_MS 250             /* how often deadlines and closed connections are looked at */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
@@ -237,7 +238,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 static void accept_error(struct evconnlistener *lev, void *arg)
 {
         int err = EVUTIL_SOCKET_ERROR();
-        struct timeval tv = { .tv_sec = 0, .tv_usec = BACKOFF_MS * 1000 };
+        struct timeval tv = timer_tv_ms(BACKOFF_MS);
         evconnlistener_disable(lev);
         log_msg(L_WARN, NULL, "gateway: cannot accept: %s; not accepting for %d ms", strerror(err), BACKOFF_MS);
         if (event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT, resume_cb, lev, &tv) < 0)
@@ -246,12 +247,11 @@ static void accept_error(struct evconnlistener *lev, void *arg)
 
 int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound)
 {
-        struct timeval every = { .tv_sec = 0, .tv_usec = SWEEP_MS * 1000 };
         g->lev = evhttp_bound_socket_get_listener(bound);
         g->ev_sweep = event_new(core_base(g->core), -1, EV_PERSIST, sweep_cb, g);
         g->ev_fresh = event_new(core_base(g->core), -1, 0, fresh_cb, g);
         g->ev_room = evtimer_new(core_base(g->core), room_cb, g);
-        if (!g->lev || !g->ev_sweep || !g->ev_fresh || !g->ev_room || event_add(g->ev_sweep, &every) < 0)
+        if (!g->lev || !g->ev_sweep || !g->ev_fresh || !g->ev_room || timer_arm_ms(g->ev_sweep, SWEEP_MS) < 0)
                 return -ENOMEM;
         evconnlistener_set_error_cb(g->lev, accept_error);
         evhttp_set_bevcb(g->http, new_conn, g);

@@ -6,6 +6,7 @@
 
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/timer.h"
 
 int spare_fill(struct spare *s)
 {
@@ -45,7 +46,7 @@ int spare_open(struct spare *s, struct event_base *base, const struct spawn_help
                 return 0;
         if (!(s->ev = evtimer_new(base, fill_cb, s)))
                 return -ENOMEM;
-        evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
+        timer_arm_ms(s->ev, SPARE_DELAY_MS);
         return 0;
 }
 
@@ -86,5 +87,5 @@ void spare_done(struct spare *s)
 {
         s->last_done_us = monotime_us();
         if (s->ev)
-                evtimer_add(s->ev, &(struct timeval){ .tv_usec = SPARE_DELAY_MS * 1000 });
+                timer_arm_ms(s->ev, SPARE_DELAY_MS);
 }

@@ -166,7 +166,7 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
         if (au->lines >= BATCH_LINES || au->bytes >= BATCH_BYTES)
                 send_next(au);
         else if (!evtimer_pending(au->ev_gather, NULL))
-                evtimer_add(au->ev_gather, &(struct timeval){ .tv_usec = BATCH_GATHER_MS * 1000 });
+                timer_arm_ms(au->ev_gather, BATCH_GATHER_MS);
 }
 
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)

@@ -602,8 +602,7 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
                 kvpg_lease_free(l);
                 return -ENOMEM;
         }
-        struct timeval tv = { .tv_sec = 0, .tv_usec = KVPG_LEASE_POLL_MS * 1000 };
-        event_add(l->ev_tick, &tv);
+        timer_arm_ms(l->ev_tick, KVPG_LEASE_POLL_MS);
         l->unlocks_tail = &l->unlocks;
         l->state = L_CONNECTING;
         pgconn_connect(l->pc);

@@ -19,8 +19,11 @@
 #include "log.h"
 #include "policy.h"
 #include "monotime.h"
+#include "timer.h"
 
 #define DETAIL_MAX 1024        /* longer details are cut: a record stays small */
+#define AUDIT_TICK_MS 100       /* how often the budget's windows are looked at while any is open */
+#define AUDIT_FAILED_TICK_MS 1000 /* after a record could not be written: when the loss is told */
 
 struct audit {
         int fd;                 /* -1 until the first record */
@@ -257,7 +260,7 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                 a->last_error = e;
                 audit_budget_failed(&a->budget, r->gadget, e, monotime_ms());
                 if (a->ev_tick && !evtimer_pending(a->ev_tick, NULL))
-                        evtimer_add(a->ev_tick, &(struct timeval){ .tv_sec = 1 });
+                        timer_arm_ms(a->ev_tick, AUDIT_FAILED_TICK_MS);
         }
         if (a->store)
                 a->store(a->store_arg, r->gadget, line);
@@ -297,7 +300,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct audit *a = arg;
         if (audit_budget_flush(&a->budget, monotime_ms(), false, window_ended, a))
-                evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
+                timer_arm_ms(a->ev_tick, AUDIT_TICK_MS);
 }
 
 void audit_write(struct audit *a, const struct audit_record *r)
@@ -308,7 +311,7 @@ void audit_write(struct audit *a, const struct audit_record *r)
         }
         int take = audit_budget_take(&a->budget, r, monotime_ms());
         if (a->ev_tick && a->budget.windows && !evtimer_pending(a->ev_tick, NULL))
-                evtimer_add(a->ev_tick, &(struct timeval){ .tv_usec = 100000 });
+                timer_arm_ms(a->ev_tick, AUDIT_TICK_MS);
         if (take != 0)
                 put_record(a, r, 0);
 }

@@ -6,9 +6,15 @@
 #include <sys/time.h>
 #include <event2/event.h>
 
+/* ms as a timeval (for libevent calls that take one, event_base_once). */
+static inline struct timeval timer_tv_ms(uint64_t ms)
+{
+        return (struct timeval){ .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+}
+
 /* Arms ev to fire in ms (again: replaces the time it was armed for). */
 static inline int timer_arm_ms(struct event *ev, uint64_t ms)
 {
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        struct timeval tv = timer_tv_ms(ms);
         return event_add(ev, &tv);
 }
