@@ -30,6 +30,7 @@
 #include "cluster/nodelink_tls.h"
 #include "contract.h"
 #include "system/conn.h"
+#include "system/listener.h"
 #include "system/monotime.h"
 #include "system/rate.h"
 #include "system/timer.h"
@@ -69,7 +70,7 @@ struct nodelink {
         char node[NODE_MAX + 1];
         SSL_CTX *server, *client;
         struct evconnlistener *listener;
-        struct event *relisten;     /* re-enables the listener after an accept error */
+        struct event *relisten;     /* accepts again after an accept error's pause */
         int port;
         struct in_list ins;         /* in the order of acceptance */
         struct out_list outs;
@@ -608,15 +609,7 @@ fail:
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
         struct nodelink *nl = arg;
-        const struct timeval pause = { 1, 0 };
-        evconnlistener_disable(l);
-        evtimer_add(nl->relisten, &pause);
-}
-
-static void relisten(evutil_socket_t fd, short what, void *arg)
-{
-        struct nodelink *nl = arg;
-        evconnlistener_enable(nl->listener);
+        listener_pause(l, nl->relisten, "the peer link", NODELINK_ACCEPT_PAUSE_MS);
 }
 
 int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
@@ -1001,6 +994,10 @@ static int listen_on(struct nodelink *nl, const char *addr, char *err, size_t le
                 snprintf(err, len, "PeerListen=%s: cannot listen: %s", addr, strerror(e));
                 return -e;
         }
+        if (!(nl->relisten = listener_resume_new(nl->listener))) {
+                snprintf(err, len, "the peer link: out of memory");
+                return -ENOMEM;
+        }
         evconnlistener_set_error_cb(nl->listener, on_accept_error);
         struct sockaddr_storage bound;
         socklen_t n = sizeof bound;
@@ -1041,7 +1038,7 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
          * must not take gadgetd with it (as core_open does). */
         signal(SIGPIPE, SIG_IGN);
         e = -ENOMEM;
-        if (!(nl->relisten = evtimer_new(base, relisten, nl)) || !(nl->addrs = calloc(NODELINK_ADDRS_MAX, sizeof *nl->addrs))) {
+        if (!(nl->addrs = calloc(NODELINK_ADDRS_MAX, sizeof *nl->addrs))) {
                 snprintf(err, len, "the peer link: out of memory");
                 goto out;
         }
@@ -1075,10 +1072,10 @@ void nodelink_free(struct nodelink *nl)
         }
         while ((in = TAILQ_FIRST(&nl->ins)))
                 in_end(in, false);
-        if (nl->listener)
-                evconnlistener_free(nl->listener);
         if (nl->relisten)
                 event_free(nl->relisten);
+        if (nl->listener)
+                evconnlistener_free(nl->listener);
         SSL_CTX_free(nl->server);
         SSL_CTX_free(nl->client);
         free(nl->addrs);

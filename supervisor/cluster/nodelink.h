@@ -48,6 +48,7 @@
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
 #define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake (and admission) */
 #define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
+#define NODELINK_ACCEPT_PAUSE_MS 1000       /* no accepting after an accept error (EMFILE, ...) */
 /* Sessions one source address may start a second (a TLS handshake costs
  * the loop about a millisecond of CPU): past it, a connection from that
  * address is closed as it is accepted, before any TLS work. A node keeps

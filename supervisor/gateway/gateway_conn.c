@@ -16,6 +16,7 @@
 #include <event2/listener.h>
 
 #include "core/core.h"
+#include "system/listener.h"
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/timer.h"
@@ -224,25 +225,12 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
                 gateway_refusal(g, (enum gateway_refusal)k, NULL);
 }
 
-static void resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-        evconnlistener_enable(arg);
-}
-
-/* Why a pause: at the fd limit (EMFILE) the pending connection stays in
- * the queue and the socket stays readable, so accepting again at once
- * would spin (and libevent would log each failure); the listener sleeps
- * BACKOFF_MS instead, logging at most one line per pause. The listener's
- * callback argument is evhttp's, so this knows only the listener; if the
- * gateway is full when it wakes, the next connection pauses it again. */
+/* The listener's callback argument is evhttp's, so this knows only the
+ * listener; if the gateway is full when it wakes, the next connection
+ * pauses it again. */
 static void accept_error(struct evconnlistener *lev, void *arg)
 {
-        int err = EVUTIL_SOCKET_ERROR();
-        struct timeval tv = timer_tv_ms(BACKOFF_MS);
-        evconnlistener_disable(lev);
-        log_msg(L_WARN, NULL, "gateway: cannot accept: %s; not accepting for %d ms", strerror(err), BACKOFF_MS);
-        if (event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT, resume_cb, lev, &tv) < 0)
-                evconnlistener_enable(lev);
+        listener_pause(lev, NULL, "gateway", BACKOFF_MS);
 }
 
 int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1018,6 +1019,62 @@ static void test_new_errors(void)
         nodelink_free(nl);
 }
 
+/* The lines "cannot accept" in f (stderr's copy) so far. */
+static int pause_lines(FILE *f)
+{
+        char buf[8192];
+        ssize_t n = pread(fileno(f), buf, sizeof buf - 1, 0);
+        int lines = 0;
+        buf[n > 0 ? n : 0] = '\0';
+        for (const char *p = buf; (p = strstr(p, "the peer link: cannot accept")); p++)
+                lines++;
+        return lines;
+}
+
+/* At the fd limit b's listener cannot accept (EMFILE): it pauses, saying
+ * so once, instead of trying again at every turn of the loop, and accepts
+ * again after its pause: a send made once fds are free is answered. */
+static void test_accept_pause(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        FILE *cap = tmpfile();
+        int waiting = b ? tcp_connect(nodelink_listen_port(b)) : -1;
+        CHECK(a && b && cap && waiting >= 0, "b listens, a connection waits in its queue");
+        if (!a || !b || !cap || waiting < 0)
+                return;
+        struct rlimit old, low;
+        int saved = dup(2), top = 0, fill[4096], n_fill = 0;
+        for (int fd = 0; fd < 4096; fd++)
+                if (fcntl(fd, F_GETFD) >= 0)
+                        top = fd;
+        dup2(fileno(cap), 2);
+        getrlimit(RLIMIT_NOFILE, &old);
+        low = old;
+        low.rlim_cur = (rlim_t)top + 1;
+        setrlimit(RLIMIT_NOFILE, &low);
+        while (n_fill < 4096 && (fill[n_fill] = dup(0)) >= 0)
+                n_fill++;
+        double end = now_ms() + 3000;
+        while (!pause_lines(cap) && now_ms() < end)
+                event_base_loop(base, EVLOOP_ONCE);
+        run_for(300); /* a listener that does not pause logs at every turn of the loop */
+        int lines = pause_lines(cap);
+        while (n_fill > 0)
+                close(fill[--n_fill]);
+        setrlimit(RLIMIT_NOFILE, &old);
+        dup2(saved, 2);
+        close(saved);
+        CHECK(lines == 1, "at the fd limit the listener pauses, one line said so (%d)", lines);
+        struct result r = one_send(a, "b", b);
+        CHECK(r.calls == 1 && r.code == 0, "after its pause it accepts again: %d %s", r.code, r.msg);
+        close(waiting);
+        fclose(cap);
+        nodelink_free(a);
+        nodelink_free(b);
+}
+
 int main(void)
 {
         const char *script = getenv("NODE_CERTS");
@@ -1053,6 +1110,7 @@ int main(void)
         test_per_node();
         test_idle();
         test_pending();
+        test_accept_pause();
 
         event_free(t);
         event_base_free(base);

@@ -1,0 +1,21 @@
+/* listener: the pause of a listening socket that cannot accept (at the fd
+ * limit, EMFILE and the like), for gadgetd's libevent listeners (the
+ * gateway's, the node link's). Why a pause: the pending connection stays
+ * in the queue and the socket stays readable, so accepting again at once
+ * would spin (and libevent would log each failure). The control socket
+ * accepts in bounded batches of its own and pauses the same way
+ * (control/control.c). */
+#pragma once
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+/* A timer that accepts on lev again when it fires: the caller's to free
+ * (before lev), so that no pause outlives its listener. NULL: no memory. */
+struct event *listener_resume_new(struct evconnlistener *lev);
+/* From a listener's error callback: stops accepting on lev for ms, then
+ * accepts again (by resume, from listener_resume_new; NULL: a one-shot
+ * event of the loop's, for a listener that lives as long as the loop, as
+ * the gateway's, whose callback argument is evhttp's), logging why once
+ * per pause (who: "gateway", "the peer link"). */
+void listener_pause(struct evconnlistener *lev, struct event *resume, const char *who, unsigned ms);
