@@ -40,16 +40,16 @@ struct call {
         const struct type_sig *sig;  /* the method's (the peer's, which outlives the call), or NULL */
         struct event *timer;
         struct call_owner *owner;
-        struct call *owner_next, **owner_pprev;
+        LIST_ENTRY(call) owner_link;
         /* While it waits for a person's approval (u->waiting): */
         struct approval *ap;
         char *method;
         Gadget__Value *args;
         bool unit_gone;
-        struct call *wait_next, **wait_pprev;
+        LIST_ENTRY(call) wait_link;  /* le_prev NULL: not waiting */
         /* Forwarded to the node that runs u (u->forwarded): */
         void *remote;
-        struct call *fwd_next, **fwd_pprev;
+        LIST_ENTRY(call) fwd_link;   /* le_prev NULL: not forwarded */
         /* Waiting for u's start (u->pending, in order), until deadline: */
         struct peer_chain chain;
         bool has_chain;             /* a gadget's call (chain may be empty) */
@@ -57,7 +57,7 @@ struct call {
         bool admin;
         bool wake;                  /* gadgetctl wake: no method, answered once the gadget is ready */
         uint64_t deadline_ms;
-        struct call *pend_next, **pend_pprev;
+        TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
 };
 
@@ -65,43 +65,33 @@ static void owner_unlink(struct call *c)
 {
         if (!c->owner)
                 return;
-        *c->owner_pprev = c->owner_next;
-        if (c->owner_next)
-                c->owner_next->owner_pprev = c->owner_pprev;
+        LIST_REMOVE(c, owner_link);
         c->owner = NULL;
 }
 
 static void wait_unlink(struct call *c)
 {
-        if (!c->wait_pprev)
+        if (!c->wait_link.le_prev)
                 return;
-        *c->wait_pprev = c->wait_next;
-        if (c->wait_next)
-                c->wait_next->wait_pprev = c->wait_pprev;
-        c->wait_pprev = NULL;
+        LIST_REMOVE(c, wait_link);
+        c->wait_link.le_prev = NULL;
 }
 
 static void fwd_unlink(struct call *c)
 {
-        if (!c->fwd_pprev)
+        if (!c->fwd_link.le_prev)
                 return;
-        *c->fwd_pprev = c->fwd_next;
-        if (c->fwd_next)
-                c->fwd_next->fwd_pprev = c->fwd_pprev;
-        c->fwd_pprev = NULL;
+        LIST_REMOVE(c, fwd_link);
+        c->fwd_link.le_prev = NULL;
 }
 
 static void pend_unlink(struct call *c)
 {
-        if (!c->pend_pprev)
+        if (!c->pend_link.tqe_prev)
                 return;
         struct unit *u = c->u;
-        *c->pend_pprev = c->pend_next;
-        if (c->pend_next)
-                c->pend_next->pend_pprev = c->pend_pprev;
-        else
-                u->pending_tail = c->pend_pprev;
-        c->pend_pprev = NULL;
+        TAILQ_REMOVE(&u->pending, c, pend_link);
+        c->pend_link.tqe_prev = NULL;
         u->n_pending--;
         u->pending_bytes -= c->pend_bytes;
 }
@@ -165,30 +155,29 @@ static void call_result(struct peer_call *pc, const Gadget__CallResult *res, con
 
 void calls_owner_gone(struct call_owner *o)
 {
-        for (struct call *c = o->calls, *next; c; c = next) {
-                next = c->owner_next;
+        struct call *c;
+        while ((c = LIST_FIRST(&o->calls))) {
+                LIST_REMOVE(c, owner_link);
                 c->done = NULL;
                 c->owner = NULL;
                 /* A call still waiting for approval is asked no more (and freed). */
                 if (c->ap)
                         approval_cancel(c->ap);
         }
-        o->calls = NULL;
 }
 
 void calls_unit_gone(struct unit *u)
 {
-        while (u->waiting) {
-                struct call *c = u->waiting;
+        struct call *c;
+        while ((c = LIST_FIRST(&u->waiting))) {
                 c->unit_gone = true;
                 approval_cancel(c->ap);
         }
         char msg[200];
         snprintf(msg, sizeof msg, "gadget \"%s\" was unloaded on this node", u->policy->name);
-        while (u->pending)
-                call_end(u->pending, NULL, GADGET_EGONE, msg);
-        while (u->forwarded) {
-                struct call *c = u->forwarded;
+        while ((c = TAILQ_FIRST(&u->pending)))
+                call_end(c, NULL, GADGET_EGONE, msg);
+        while ((c = LIST_FIRST(&u->forwarded))) {
                 const struct core_remote *r = &u->core->remote;
                 r->cancel(r->arg, c->remote);
                 call_end(c, NULL, GADGET_EGONE, msg);
@@ -237,11 +226,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         if (code)
                 return code;
         timer_arm_ms(c->timer, ms);
-        c->fwd_next = u->forwarded;
-        if (c->fwd_next)
-                c->fwd_next->fwd_pprev = &c->fwd_next;
-        c->fwd_pprev = &u->forwarded;
-        u->forwarded = c;
+        LIST_INSERT_HEAD(&u->forwarded, c, fwd_link);
         u->calls++;
         return 0;
 }
@@ -403,10 +388,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         uint64_t ms = u->policy->call_timeout_ms;
         c->deadline_ms = monotime_ms() + ms;
         timer_arm_ms(c->timer, ms);
-        c->pend_next = NULL;
-        c->pend_pprev = u->pending_tail ? u->pending_tail : &u->pending;
-        *c->pend_pprev = c;
-        u->pending_tail = &c->pend_next;
+        TAILQ_INSERT_TAIL(&u->pending, c, pend_link);
         u->n_pending++;
         c->pend_bytes = bytes;
         u->pending_bytes += bytes;
@@ -427,8 +409,8 @@ static int call_go(struct call *c, const char *method, const Gadget__Value *args
 void calls_pending_flush(struct unit *u)
 {
         uint64_t now = monotime_ms();
-        while (u->pending) {
-                struct call *c = u->pending;
+        struct call *c;
+        while ((c = TAILQ_FIRST(&u->pending))) {
                 char msg[600];
                 pend_unlink(c);
                 event_free(c->timer);
@@ -459,8 +441,9 @@ void calls_pending_fail(struct unit *u, const char *why)
 {
         char msg[400];
         snprintf(msg, sizeof msg, "gadget \"%s\" did not start: %.300s", u->policy->name, why);
-        while (u->pending)
-                call_end(u->pending, NULL, GADGET_EUNAVAILABLE, msg);
+        struct call *c;
+        while ((c = TAILQ_FIRST(&u->pending)))
+                call_end(c, NULL, GADGET_EUNAVAILABLE, msg);
 }
 
 /* A person decided on a call that waited (its gadget's Approve=). */
@@ -507,11 +490,7 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
                 return call_go(c, q->method, q->args, q->chain, msg, len);
         if (code)
                 return code;
-        c->wait_next = u->waiting;
-        if (c->wait_next)
-                c->wait_next->wait_pprev = &c->wait_next;
-        c->wait_pprev = &u->waiting;
-        u->waiting = c;
+        LIST_INSERT_HEAD(&u->waiting, c, wait_link);
         return 0;
 }
 
@@ -520,11 +499,7 @@ static void call_own(struct call *c, struct call_owner *o)
 {
         if (!(c->owner = o))
                 return;
-        c->owner_next = o->calls;
-        if (c->owner_next)
-                c->owner_next->owner_pprev = &c->owner_next;
-        c->owner_pprev = &o->calls;
-        o->calls = c;
+        LIST_INSERT_HEAD(&o->calls, c, owner_link);
 }
 
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)

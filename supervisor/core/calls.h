@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "gadget.pb-c.h"
 
@@ -24,7 +25,7 @@ typedef void (*call_fn)(void *cbdata, uint64_t tag, const Gadget__Value *res, in
 /* The calls in flight of a caller that may leave before they end (a
  * control client): zeroed to start, calls_owner_gone when it leaves. */
 struct call_owner {
-        struct call *calls;
+        LIST_HEAD(, call) calls;     /* zeroed: empty */
 };
 
 struct call_req {

@@ -87,8 +87,8 @@ struct unit {
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
         struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
-        struct call *waiting;     /* calls to it waiting for approval (calls.c) */
-        struct call *forwarded;   /* calls to it forwarded to the node that runs it */
+        LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
+        LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
@@ -110,7 +110,7 @@ struct unit {
                                    * node's session; NULL: gadgets, the gateway, alarms) */
         struct unit *wake_next;
         bool idling;              /* its stop is an idle stop: it ends idle */
-        struct call *pending, **pending_tail; /* calls waiting for its hello, in order */
+        TAILQ_HEAD(, call) pending;      /* calls waiting for its hello, in order (unit_new inits it) */
         size_t n_pending, pending_bytes; /* their number, their arguments' packed bytes */
         uint64_t last_active_ms;  /* monotime of its last call or binding call (0: none) */
         struct event *ev_idle;    /* IdleStop= (made at its first ready) */

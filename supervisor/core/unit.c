@@ -58,6 +58,7 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->state = UNIT_STOPPED;
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         u->out_fd = u->err_fd = -1;
+        TAILQ_INIT(&u->pending);
         logbuf_init(&u->log);
         limiter_run_init(&u->limits);
         u->ev_timer = evtimer_new(c->base, timer_cb, u);

@@ -204,6 +204,6 @@ void unit_idle_enter(struct unit *u)
 
 void unit_idle_stopped(struct unit *u)
 {
-        if (u->state == UNIT_IDLE && u->pending)
+        if (u->state == UNIT_IDLE && !TAILQ_EMPTY(&u->pending))
                 unit_wake(u, u->wake_party); /* as the call that woke it last */
 }

@@ -64,7 +64,7 @@ bool unit_lease_wait(struct unit *u)
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
          * node that holds it then. */
-        if (u->pending)
+        if (!TAILQ_EMPTY(&u->pending))
                 calls_pending_fail(u, "this node lost its lease in the store (call again: it runs on another "
                                       "node then)");
         /* Why it never starts here when Nodes= does not name this node:
