@@ -1,13 +1,20 @@
 /* conn: one framed connection on the libevent loop (see conn.h). */
 #include "conn.h"
 
+#include <malloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "timer.h"
 #include "wire.h"
+
+/* A conn whose buffers grew to this gives its memory back when freed. */
+#define CONN_TRIM_BYTES (64u << 10)
+#define CONN_TRIM_DELAY_MS 100   /* one trim for all the frees of a moment */
 
 #define BEV_CHUNK 16384          /* bytes taken from a bufferevent's input at a time */
 
@@ -125,10 +132,32 @@ int conn_new_bev(struct bufferevent *bev, size_t queue_max, const struct conn_op
         return 0;
 }
 
+/* Why a trim: a party's large buffers (a control client that never read
+ * its answers, a big frame) are freed chunks amid the heap, which glibc
+ * keeps for later; malloc_trim gives their pages back to the system, so
+ * the memory a hostile party made gadgetd take goes with it. Once for all
+ * the frees of a moment (a hundred clients dropped at once). */
+static bool trim_due;
+
+static void trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+        trim_due = false;
+        malloc_trim(0);
+}
+
+static void trim_soon(struct event_base *base)
+{
+        struct timeval tv = timer_tv_ms(CONN_TRIM_DELAY_MS);
+        if (!trim_due && base && event_base_once(base, -1, EV_TIMEOUT, trim_cb, NULL, &tv) == 0)
+                trim_due = true;
+}
+
 void conn_free(struct conn *c)
 {
         if (!c)
                 return;
+        if (c->rd.cap + c->wr.cap >= CONN_TRIM_BYTES)
+                trim_soon(c->ev_more ? event_get_base(c->ev_more) : NULL);
         if (c->ev_read)
                 event_free(c->ev_read);
         if (c->ev_write)

@@ -143,8 +143,8 @@ def load_control_clients_that_never_read(tmp):
     """100 clients pipelining up to 20,000 requests each (`status` of a
     gadget that does not exist: small answers, cheap to make) and reading
     nothing: each is dropped once ControlQueueSize (256 KiB) of answers
-    waits, gadgetd's RSS stays within 64 MiB of where it was and comes back,
-    the log says who was dropped."""
+    waits, gadgetd's RSS stays within 64 MiB of where it was and comes back
+    (within 2 MiB), the log says who was dropped."""
     d = Daemon(tmp)
     d.extra = config(d, "[Daemon]\nControlMaxConnections=100\nControlMaxConnectionsPerUser=100\n")
     with d:
@@ -163,7 +163,9 @@ def load_control_clients_that_never_read(tmp):
             check(sanitized(pid) or peak - rss0 < 64 * 1024, "RSS grew by %d KiB" % (peak - rss0))
             check(d.ctl("list").returncode == 0, "root cannot list")
         wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
-        wait_for(lambda: rss_growth(pid, rss0) < 16 * 1024, what="gadgetd's RSS back (%d KiB, was %d)" %
+        # Back within 2 MiB: the dropped clients' buffers are given back
+        # to the system (conn.c's trim; without it 4 to 21 MiB stayed).
+        wait_for(lambda: rss_growth(pid, rss0) < 2 * 1024, what="gadgetd's RSS back (%d KiB, was %d)" %
                  (rss_kib(pid), rss0))
         print("RSS %d KiB before, %d KiB at the peak, %d KiB after" % (rss0, peak, rss_kib(pid)))
         windows = int((time.time() - t0) / 10)  # one line, then a count per 10 s window
