@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,15 +44,15 @@ struct session {
         struct nodelink_in *in;
         char from[64];
         struct call_owner calls;
-        struct move_in *moves;
-        struct session *next;
+        LIST_HEAD(, move_in) moves;
+        LIST_ENTRY(session) link;   /* in the forward's sessions */
 };
 
 /* A move asked by another node; it outlives its session if that ends. */
 struct move_in {
         struct session *s;       /* NULL once the session is gone */
         uint64_t id;
-        struct move_in *next;
+        LIST_ENTRY(move_in) link; /* in its session's moves, while it has one */
 };
 
 /* PeerRevoked=: the nodes refused however valid their certificate,
@@ -68,23 +69,23 @@ struct revoked {
 struct forward {
         struct core *core;
         struct nodelink *link;
-        struct session *sessions;
+        LIST_HEAD(, session) sessions;
         struct revoked revoked;
         struct ratelog refused_log;       /* nodes refused: logged once a window */
 };
 
 static struct session *session_of(struct forward *f, struct nodelink_in *in, const char *from)
 {
-        for (struct session *s = f->sessions; s; s = s->next)
+        struct session *s;
+        LIST_FOREACH(s, &f->sessions, link)
                 if (s->in == in)
                         return s;
-        struct session *s = calloc(1, sizeof *s);
+        s = calloc(1, sizeof *s);
         if (!s)
                 return NULL;
         s->in = in;
         snprintf(s->from, sizeof s->from, "%s", from);
-        s->next = f->sessions;
-        f->sessions = s;
+        LIST_INSERT_HEAD(&f->sessions, s, link);
         return s;
 }
 
@@ -222,12 +223,18 @@ static void move_unlink(struct move_in *m)
 {
         if (!m->s)
                 return;
-        for (struct move_in **pp = &m->s->moves; *pp; pp = &(*pp)->next)
-                if (*pp == m) {
-                        *pp = m->next;
-                        break;
-                }
+        LIST_REMOVE(m, link);
         m->s = NULL;
+}
+
+/* A session ends: its calls' answers and its moves' go nowhere. */
+static void session_free(struct session *s)
+{
+        LIST_REMOVE(s, link);
+        calls_owner_gone(&s->calls);
+        while (!LIST_EMPTY(&s->moves))
+                move_unlink(LIST_FIRST(&s->moves));
+        free(s);
 }
 
 static void in_move_done(void *arg, int code, const char *msg)
@@ -252,8 +259,8 @@ static void in_move(struct forward *f, struct session *s, const Control__Request
                 answer_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        *m = (struct move_in){ .s = s, .id = q->id, .next = s->moves };
-        s->moves = m;
+        *m = (struct move_in){ .s = s, .id = q->id };
+        LIST_INSERT_HEAD(&s->moves, m, link);
         log_msg(L_INFO, q->move->name, "node %s asks to move it to node %s", s->from, q->move->node);
         char msg[400];
         int code = unit_move(u, q->move->node, in_move_done, m, msg, sizeof msg);
@@ -385,17 +392,12 @@ static int admit(void *arg, const char *node, bool last, char *why, size_t len)
 static void on_gone(void *arg, struct nodelink_in *in)
 {
         struct forward *f = arg;
-        for (struct session **pp = &f->sessions; *pp; pp = &(*pp)->next) {
-                struct session *s = *pp;
-                if (s->in != in)
-                        continue;
-                *pp = s->next;
-                calls_owner_gone(&s->calls);
-                while (s->moves)
-                        move_unlink(s->moves);
-                free(s);
-                return;
-        }
+        struct session *s;
+        LIST_FOREACH(s, &f->sessions, link)
+                if (s->in == in) {
+                        session_free(s);
+                        return;
+                }
 }
 
 /* Where node listens, from the store's nodes: NULL with msg if unknown. */
@@ -581,14 +583,8 @@ void forward_free(struct forward *f)
         const struct core_remote none = { 0 };
         core_set_remote(f->core, &none);
         nodelink_free(f->link);
-        while (f->sessions) {
-                struct session *s = f->sessions;
-                f->sessions = s->next;
-                calls_owner_gone(&s->calls);
-                while (s->moves)
-                        move_unlink(s->moves);
-                free(s);
-        }
+        while (!LIST_EMPTY(&f->sessions))
+                session_free(LIST_FIRST(&f->sessions));
         free(f->revoked.path);
         free(f);
 }

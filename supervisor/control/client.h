@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "control.pb-c.h"
 #include "core/core.h"
@@ -20,9 +21,9 @@ struct client {
         bool spoke;                 /* its first request came, of our protocol version */
         bool refused;               /* of another version: the rest is not read */
         struct call_owner calls;    /* its gadget calls in flight (core/calls.h) */
-        struct client_load *loads;  /* its loads in flight */
+        LIST_HEAD(, client_load) loads; /* its loads in flight */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */
-        struct client *next;
+        LIST_ENTRY(client) link;    /* in its control's clients */
 };
 
 /* A load or a move in flight: an answer that comes later; it outlives its
@@ -30,7 +31,7 @@ struct client {
 struct client_load {
         struct client *client;      /* NULL once the client is gone */
         uint64_t id;
-        struct client_load *next;
+        LIST_ENTRY(client_load) link; /* in its client's loads, while it has one */
 };
 
 const struct control_env *client_env(const struct client *cl);

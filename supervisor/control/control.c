@@ -52,7 +52,7 @@ struct control {
         struct control_env env;
         int fd;
         struct event *ev_accept, *ev_resume, *ev_flush;
-        struct client *clients;
+        LIST_HEAD(, client) clients;
         size_t n_root, n_users;    /* connections of root, of every other uid */
         struct control_limits lim;
         struct ratelog rl[REF_N];
@@ -98,18 +98,17 @@ const struct control_env *client_env(const struct client *cl)
 static void client_free(struct client *cl)
 {
         struct control *c = cl->ctl;
-        for (struct client **pp = &c->clients; *pp; pp = &(*pp)->next)
-                if (*pp == cl) {
-                        *pp = cl->next;
-                        if (cl->cred.uid == 0)
-                                c->n_root--;
-                        else
-                                c->n_users--;
-                        break;
-                }
+        LIST_REMOVE(cl, link);
+        if (cl->cred.uid == 0)
+                c->n_root--;
+        else
+                c->n_users--;
         calls_owner_gone(&cl->calls); /* their answers will find no one */
-        for (struct client_load *p = cl->loads; p; p = p->next)
+        struct client_load *p;
+        while ((p = LIST_FIRST(&cl->loads))) {
+                LIST_REMOVE(p, link);
                 p->client = NULL;
+        }
         conn_free(cl->conn);
         stream_free(cl->stream);
         free(cl);
@@ -191,8 +190,8 @@ struct client_load *client_load_new(struct client *cl, uint64_t id)
         struct client_load *c = calloc(1, sizeof *c);
         if (!c)
                 return NULL;
-        *c = (struct client_load){ .client = cl, .id = id, .next = cl->loads };
-        cl->loads = c;
+        *c = (struct client_load){ .client = cl, .id = id };
+        LIST_INSERT_HEAD(&cl->loads, c, link);
         return c;
 }
 
@@ -200,11 +199,7 @@ struct client *client_load_end(struct client_load *c)
 {
         struct client *cl = c->client;
         if (cl)
-                for (struct client_load **pp = &cl->loads; *pp; pp = &(*pp)->next)
-                        if (*pp == c) {
-                                *pp = c->next;
-                                break;
-                        }
+                LIST_REMOVE(c, link);
         free(c);
         return cl;
 }
@@ -230,7 +225,8 @@ static struct user_budget *budget_of(struct control *c, uid_t uid, uint64_t now)
 
 static void hold_user(struct control *c, uid_t uid, bool hold)
 {
-        for (struct client *cl = c->clients; cl; cl = cl->next)
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
                 if (cl->cred.uid == uid)
                         conn_hold(cl->conn, hold);
 }
@@ -351,7 +347,8 @@ static void refuse(int fd, int code, const char *msg)
 static size_t conns_of(const struct control *c, uid_t uid)
 {
         size_t n = 0;
-        for (const struct client *cl = c->clients; cl; cl = cl->next)
+        const struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
                 n += cl->cred.uid == uid;
         return n;
 }
@@ -398,8 +395,7 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         }
         cl->ctl = c;
         cl->cred = *pc;
-        cl->next = c->clients;
-        c->clients = cl;
+        LIST_INSERT_HEAD(&c->clients, cl, link);
         /* A user past its second's bytes is not read on a new connection
          * either. */
         for (size_t i = 0; pc->uid != 0 && i < BUDGET_USERS; i++)
@@ -569,8 +565,8 @@ void control_free(struct control *c)
 {
         if (!c)
                 return;
-        while (c->clients)
-                client_free(c->clients);
+        while (!LIST_EMPTY(&c->clients))
+                client_free(LIST_FIRST(&c->clients));
         control_events_free(c);
         close(c->fd);
         if (!c->activated)
@@ -583,13 +579,15 @@ void control_log_added(struct control *c, struct unit *u, size_t lines)
         const struct logbuf *log = unit_log(u);
         if (lines > log->count)
                 lines = log->count;
-        for (struct client *cl = c->clients; cl; cl = cl->next)
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
                 for (size_t i = 0; i < lines && cl->stream; i++)
                         stream_push(cl->stream, STREAM_FOLLOW_LOGS, unit_name(u), logbuf_line(log, lines, i));
 }
 
 void control_audit_added(struct control *c, const char *gadget, const char *line)
 {
-        for (struct client *cl = c->clients; cl; cl = cl->next)
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
 }
