@@ -29,7 +29,7 @@ struct gateway_call {
         char op[8 + GADGET_NAME_MAX];  /* "call METHOD" */
         struct timespec start;
         size_t bytes_in;
-        struct gateway_call *next;
+        LIST_ENTRY(gateway_call) link; /* in g->calls while it waits (le_prev NULL: not) */
 };
 
 void gateway_send_json(struct evhttp_request *req, int status, const char *text)
@@ -127,13 +127,12 @@ static int status_of(int code, const char **name)
         return known ? status[code] : 502;
 }
 
-static void unlink_call(struct gateway *g, struct gateway_call *c)
+static void unlink_call(struct gateway_call *c)
 {
-        for (struct gateway_call **pp = g ? &g->calls : NULL; pp && *pp; pp = &(*pp)->next)
-                if (*pp == c) {
-                        *pp = c->next;
-                        return;
-                }
+        if (!c->link.le_prev)
+                return;
+        LIST_REMOVE(c, link);
+        c->link.le_prev = NULL;
 }
 
 /* gadgetd is stopping: its loop may end before the reply would be
@@ -154,7 +153,7 @@ static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int cod
         const char *name = "internal";
         char *text = res ? json_from_value(res) : NULL;
 
-        unlink_call(g, c);
+        unlink_call(c);
         if (text) {
                 record(g, c, AUDIT_OK, strlen(text), NULL);
                 if (g)
@@ -238,8 +237,7 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
         int code = calls_start(u, &q, msg, sizeof msg);
         value_free(args);
         if (code == 0) {
-                c->next = g->calls;
-                g->calls = c;
+                LIST_INSERT_HEAD(&g->calls, c, link);
                 return;
         }
         const char *cname;
@@ -251,7 +249,9 @@ void gateway_api_orphan(struct gateway *g)
 {
         /* Their gadgets' answers still come to call_done, which then only
          * frees them: the requests went with the HTTP server. */
-        for (struct gateway_call *c = g->calls; c; c = c->next)
+        struct gateway_call *c;
+        while ((c = LIST_FIRST(&g->calls))) {
+                unlink_call(c);
                 c->g = NULL;
-        g->calls = NULL;
+        }
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <event2/http.h>
 
 #include "gateway.h"
@@ -43,7 +44,7 @@ struct gateway {
          * token itself never sits in a browser's cookie jar. */
         char session[2 * GATEWAY_SESSION_BYTES + 1];
         char hosts[2][80];           /* Host header values accepted: "127.0.0.1:PORT", "localhost:PORT" */
-        struct gateway_call *calls;  /* API calls waiting for their gadget */
+        LIST_HEAD(, gateway_call) calls; /* API calls waiting for their gadget */
         struct gateway_limits lim;
         struct evconnlistener *lev;  /* evhttp's listener */
         struct event *ev_sweep, *ev_fresh, *ev_room;
