@@ -28,6 +28,7 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/retry.h"
+#include "system/strhash.h"
 #include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000
@@ -176,11 +177,16 @@ static bool take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
         }
         const char *why = full ? "PostgreSQL's lock table is full (raise max_locks_per_transaction)"
                         : free && w->capped ? l->share_why : NULL;
-        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told || w->full != (why != NULL)) {
+        /* Told again when the reason's text changes too (the other nodes'
+         * leases it counts), not only its owner: a cause is never stale. */
+        size_t why_hash = why ? strhash(why) : 0;
+        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told || w->full != (why != NULL) ||
+            w->why_hash != why_hash) {
                 snprintf(w->owner, sizeof w->owner, "%s", node);
                 w->owner_epoch = epoch;
                 w->told = true;
                 w->full = why != NULL;
+                w->why_hash = why_hash;
                 if (l->hooks.owner)
                         l->hooks.owner(l->hooks.arg, w->gadget, node, epoch);
                 if (why && l->hooks.full)

@@ -16,6 +16,7 @@ struct kvpg_want {
         bool held;
         bool told;                /* hooks->owner was told of owner */
         bool full;                /* ... and hooks->full: waiting for a reason */
+        size_t why_hash;          /* ... that reason's text as told (strhash), so a new one is told */
         bool capped;              /* in the statement out as a look: this node's share held */
         long sent;                /* its slot in the statement out, -1 if not in it */
         int64_t epoch;            /* held: ours */

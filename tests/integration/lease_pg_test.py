@@ -622,8 +622,13 @@ def pg_lease_share_of_lock_table(tmp):
             lines = [ln for ln in d.logtext().splitlines() if "free leases of this round left untaken" in ln]
             check(len(lines) == 1, "warning lines: %r" % lines)
             with b:
-                wait_for(lambda: any("50 of them on other nodes" in (g.get("cause") or "")
-                                     for g in b.list().values()), what="b to see a's 50 leases")
+                def sees():
+                    return any("50 of them on other nodes" in (g.get("cause") or "") for g in b.list().values())
+                end = time.monotonic() + 20
+                while not sees() and time.monotonic() < end:
+                    time.sleep(0.05)
+                check(sees(), "b to see a's 50 leases: b's (state, cause) %r" %
+                      sorted(set((g.get("state"), g.get("cause")) for g in b.list().values())))
                 time.sleep(1)
                 seen = {n["name"]: n["leases"] for n in json.loads(b.ctl("--json", "nodes").stdout)["nodes"]}
                 check(seen == {"a": 50, "b": 0}, "gadgetctl nodes on b: %r" % seen)
