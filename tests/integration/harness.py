@@ -302,6 +302,17 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fd_links(pid):
+    """What pid's fds point at (those closed while they are read left out)."""
+    out = []
+    for f in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.append(os.readlink("/proc/%d/fd/%s" % (pid, f)))
+        except OSError:
+            pass  # closed meanwhile
+    return out
+
+
 def rss_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import time
 
-from harness import Daemon, Healthy, check, cpu_s, fd_count, policy, rss_kib, need, test, unload, wait_for
+from harness import Daemon, Healthy, check, cpu_s, fd_count, fd_links, policy, rss_kib, need, test, unload, wait_for
 
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
@@ -90,14 +90,6 @@ class Cost:
             self.rss0, rss_kib(self.pid)))
 
 
-def fd_links(pid):
-    out = []
-    for f in os.listdir("/proc/%d/fd" % pid):
-        try:
-            out.append(os.readlink("/proc/%d/fd/%s" % (pid, f)))
-        except OSError:
-            pass  # closed meanwhile
-    return out
 
 
 def flood_log(d):
