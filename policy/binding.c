@@ -340,15 +340,12 @@ static bool policy_binding_type(struct policy_ctx *c, struct policy_binding *b)
                 if (c->pend[i].key != &policy_type_key)
                         continue;
                 c->line = c->pend[i].line;
-                for (size_t t = 0; t <= BINDING_ALARM; t++) {
-                        if (strcmp(c->pend[i].value, policy_type_names[t]) == 0) {
-                                b->type = (enum binding_type)t;
-                                return true;
-                        }
-                }
-                policy_err(c, "Type=%s is not one of kv, gadget, http, text, secret, alarm",
-                           POLICY_Q(c->pend[i].value));
-                return false;
+                int t = policy_enum(c, "Type", c->pend[i].value, policy_type_names,
+                                    sizeof(policy_type_names) / sizeof(policy_type_names[0]));
+                if (t < 0)
+                        return false;
+                b->type = (enum binding_type)t;
+                return true;
         }
         c->line = b->line;
         policy_err(c, "binding %s has no Type= (kv, gadget, http, text, secret or alarm)", b->name);

@@ -11,22 +11,43 @@
 
 #include "contract.h"
 
+static const char *const policy_restart_names[] = {
+        [POLICY_RESTART_NO] = "no",
+        [POLICY_RESTART_ON_FAILURE] = "on-failure",
+        [POLICY_RESTART_ALWAYS] = "always",
+};
+
+static const char *const policy_start_names[] = {
+        [POLICY_START_ALWAYS] = "always",
+        [POLICY_START_ON_DEMAND] = "on-demand",
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 const char *policy_restart_name(enum policy_restart r)
 {
-        switch (r) {
-        case POLICY_RESTART_NO:
-                return "no";
-        case POLICY_RESTART_ON_FAILURE:
-                return "on-failure";
-        case POLICY_RESTART_ALWAYS:
-                return "always";
-        }
-        return "unknown";
+        return (size_t)r < N_OF(policy_restart_names) ? policy_restart_names[r] : "unknown";
 }
 
 const char *policy_start_name(enum policy_start s)
 {
-        return s == POLICY_START_ON_DEMAND ? "on-demand" : "always";
+        return (size_t)s < N_OF(policy_start_names) ? policy_start_names[s] : "unknown";
+}
+
+int policy_enum(struct policy_ctx *c, const char *key, const char *value, const char *const *names,
+                size_t n)
+{
+        char list[256] = "";
+        size_t len = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(value, names[i]) == 0)
+                        return (int)i;
+        }
+        for (size_t i = 0; i < n && len < sizeof(list); i++)
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", names[i]);
+        policy_err(c, "%s=%s is not one of %s", key, POLICY_Q(value), list);
+        return -EINVAL;
 }
 
 bool policy_strv_has(char *const *v, size_t n, const char *s)
@@ -458,29 +479,22 @@ static int policy_set_cpu_quota(struct policy_ctx *c, void *obj, const char *key
 static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
                               const char *value)
 {
-        struct policy *p = obj;
+        int i = policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names));
 
-        for (int i = POLICY_RESTART_NO; i <= POLICY_RESTART_ALWAYS; i++) {
-                if (strcmp(value, policy_restart_name(i)) == 0) {
-                        p->restart = i;
-                        return 0;
-                }
-        }
-        policy_err(c, "%s=%s is not one of no, on-failure, always", key, POLICY_Q(value));
-        return -EINVAL;
+        if (i < 0)
+                return i;
+        ((struct policy *)obj)->restart = (enum policy_restart)i;
+        return 0;
 }
 
 static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
-        struct policy *p = obj;
-        for (int i = POLICY_START_ALWAYS; i <= POLICY_START_ON_DEMAND; i++) {
-                if (strcmp(value, policy_start_name(i)) == 0) {
-                        p->start = i;
-                        return 0;
-                }
-        }
-        policy_err(c, "%s=%s is not one of always, on-demand", key, POLICY_Q(value));
-        return -EINVAL;
+        int i = policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
+
+        if (i < 0)
+                return i;
+        ((struct policy *)obj)->start = (enum policy_start)i;
+        return 0;
 }
 
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)

@@ -82,6 +82,10 @@ const char *policy_quote(char *buf, size_t size, const char *s);
 #define POLICY_Q(s) policy_quote((char[POLICY_QUOTE_MAX]){ 0 }, POLICY_QUOTE_MAX, (s))
 
 bool policy_strv_has(char *const *v, size_t n, const char *s);
+/* The index of VALUE among the N words NAMES, or -EINVAL reported as
+ * KEY=VALUE is not one of them. */
+int policy_enum(struct policy_ctx *c, const char *key, const char *value, const char *const *names,
+                size_t n);
 /* An absolute path without "..", normalised, that exists (stat into *st). */
 int policy_path(struct policy_ctx *c, const char *key, const char *value, char **out,
                 struct stat *st);
