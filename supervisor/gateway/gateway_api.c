@@ -45,6 +45,17 @@ void gateway_send_json(struct evhttp_request *req, int status, const char *text)
         evbuffer_free(b);
 }
 
+void gateway_send_object(struct evhttp_request *req, json_t *o)
+{
+        char *text = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        if (text)
+                gateway_send_json(req, 200, text);
+        else
+                gateway_send_error(req, 500, "internal", "out of memory");
+        free(text);
+        json_decref(o);
+}
+
 static json_t *gadget_json(struct unit *u)
 {
         json_t *methods = json_array();
@@ -90,14 +101,12 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
         for (i = 0; v && i < n; i++)
                 json_array_append_new(list, v[i]);
         json_t *o = json_pack("{s:o}", "gadgets", list);
-        char *text = o && v ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (text)
-                gateway_send_json(req, 200, text);
-        else
-                gateway_send_error(req, 500, "internal", "out of memory");
-        free(text);
+        if (!v) {
+                json_decref(o);
+                o = NULL;
+        }
+        gateway_send_object(req, o);
         free(v);
-        json_decref(o);
 }
 
 /* One audit record per call a UI (or any gateway client) made. */

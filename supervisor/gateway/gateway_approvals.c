@@ -27,13 +27,7 @@ void gateway_api_approvals(struct gateway *g, struct evhttp_request *req)
                                                       "args", in[i].args, "age_ms", (json_int_t)in[i].age_ms,
                                                       "timeout_ms", (json_int_t)in[i].timeout_ms));
         json_t *o = in && list ? json_pack("{s:O, s:I}", "approvals", list, "total", (json_int_t)total) : NULL;
-        char *text = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (text)
-                gateway_send_json(req, 200, text);
-        else
-                gateway_send_error(req, 500, "internal", "out of memory");
-        free(text);
-        json_decref(o);
+        gateway_send_object(req, o);
         json_decref(list);
         free(in);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <event2/http.h>
+#include <jansson.h>
 
 #include "gateway.h"
 #include "system/ratelog.h"
@@ -90,6 +91,8 @@ void gateway_api_decide(struct gateway *g, struct evhttp_request *req, const cha
 bool gateway_json_body(struct evhttp_request *req);
 /* Sends text (JSON) with a newline and status. */
 void gateway_send_json(struct evhttp_request *req, int status, const char *text);
+/* Sends o (its reference taken) as 200, or a 500 if o is NULL or cannot be written. */
+void gateway_send_object(struct evhttp_request *req, json_t *o);
 /* Detaches the calls still waiting (gateway_free). */
 void gateway_api_orphan(struct gateway *g);
 
