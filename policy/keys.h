@@ -77,6 +77,9 @@ void policy_err(struct policy_ctx *c, const char *fmt, ...) __attribute__((forma
 void policy_warn(struct policy_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Notes an allocation failure: the parse stops and returns -ENOMEM. */
 void policy_oom(struct policy_ctx *c);
+/* Appends "PREFIX: MESSAGE" to errs (which may be NULL); -ENOMEM. */
+int policy_errors_add(struct policy_errors *errs, const char *prefix, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 /* s in double quotes, escaped and shortened to fit size: for messages. */
 const char *policy_quote(char *buf, size_t size, const char *s);
 #define POLICY_Q(s) policy_quote((char[POLICY_QUOTE_MAX]){ 0 }, POLICY_QUOTE_MAX, (s))
