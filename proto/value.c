@@ -1,6 +1,8 @@
 /* value: typed values crossing the gadget boundary: validation of values
- * from a peer, builders, lookup, deep copy. Pure code, no syscalls. */
+ * from a peer, builders, lookup, deep copy (value_packed.c: the packed
+ * bytes' walk before any unpacking). Pure code, no syscalls. */
 #include "value.h"
+#include "value_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,11 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Most nested messages a packed message may hold: a value of VALUE_MAX_DEPTH
- * nests three messages per map level (Value, Map, MapEntry), plus room for
- * the envelope (WorkerMsg, CallResult, ...). */
-#define VALUE_PACKED_MAX_NESTING (3u * VALUE_MAX_DEPTH + 16u)
 
 
 /* One walk of value_check: limits, nodes seen so far and where to explain. */
@@ -23,9 +20,7 @@ struct check {
         size_t whylen;
 };
 
-/* Writes a reason to why (if given) and returns -EINVAL. */
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t whylen, const char *fmt, ...)
+int value_fail(char *why, size_t whylen, const char *fmt, ...)
 {
         if (why && whylen > 0) {
                 va_list ap;
@@ -126,15 +121,15 @@ static int check_value(struct check *c, const Gadget__Value *v, unsigned depth);
 static int check_list(struct check *c, const Gadget__List *l, unsigned depth)
 {
         if (!l)
-                return fail(c->why, c->whylen, "list value without a list at depth %u", depth);
+                return value_fail(c->why, c->whylen, "list value without a list at depth %u", depth);
         if (l->n_items > VALUE_MAX_ITEMS)
-                return fail(c->why, c->whylen, "list of %zu items at depth %u (most %u)",
+                return value_fail(c->why, c->whylen, "list of %zu items at depth %u (most %u)",
                             l->n_items, depth, VALUE_MAX_ITEMS);
         if (l->n_items > 0 && !l->items)
-                return fail(c->why, c->whylen, "list without items at depth %u", depth);
+                return value_fail(c->why, c->whylen, "list without items at depth %u", depth);
         for (size_t i = 0; i < l->n_items; i++) {
                 if (!l->items[i])
-                        return fail(c->why, c->whylen, "list item %zu missing at depth %u", i, depth);
+                        return value_fail(c->why, c->whylen, "list item %zu missing at depth %u", i, depth);
                 int e = check_value(c, l->items[i], depth);
                 if (e < 0)
                         return e;
@@ -154,7 +149,7 @@ static int check_unique_keys(struct check *c, const Gadget__Map *m, unsigned dep
                 return 0;
         keys = malloc(m->n_entries * sizeof(*keys));
         if (!keys) {
-                fail(c->why, c->whylen, "out of memory checking map keys");
+                value_fail(c->why, c->whylen, "out of memory checking map keys");
                 return -ENOMEM;
         }
         for (size_t i = 0; i < m->n_entries; i++)
@@ -163,7 +158,7 @@ static int check_unique_keys(struct check *c, const Gadget__Map *m, unsigned dep
         for (size_t i = 1; i < m->n_entries; i++) {
                 if (strcmp(keys[i - 1], keys[i]) == 0) {
                         quote(q, sizeof(q), keys[i]);
-                        e = fail(c->why, c->whylen, "map key %s repeated at depth %u", q, depth);
+                        e = value_fail(c->why, c->whylen, "map key %s repeated at depth %u", q, depth);
                         break;
                 }
         }
@@ -179,23 +174,23 @@ static int check_map(struct check *c, const Gadget__Map *m, unsigned depth)
         int e;
 
         if (!m)
-                return fail(c->why, c->whylen, "map value without a map at depth %u", depth);
+                return value_fail(c->why, c->whylen, "map value without a map at depth %u", depth);
         if (m->n_entries > VALUE_MAX_ITEMS)
-                return fail(c->why, c->whylen, "map of %zu entries at depth %u (most %u)",
+                return value_fail(c->why, c->whylen, "map of %zu entries at depth %u (most %u)",
                             m->n_entries, depth, VALUE_MAX_ITEMS);
         if (m->n_entries > 0 && !m->entries)
-                return fail(c->why, c->whylen, "map without entries at depth %u", depth);
+                return value_fail(c->why, c->whylen, "map without entries at depth %u", depth);
         for (size_t i = 0; i < m->n_entries; i++) {
                 const Gadget__MapEntry *me = m->entries[i];
                 if (!me)
-                        return fail(c->why, c->whylen, "map entry %zu missing at depth %u", i, depth);
+                        return value_fail(c->why, c->whylen, "map entry %zu missing at depth %u", i, depth);
                 if (!me->key)
-                        return fail(c->why, c->whylen, "map entry %zu without key at depth %u", i, depth);
+                        return value_fail(c->why, c->whylen, "map entry %zu without key at depth %u", i, depth);
                 if (!value_utf8_valid(me->key, strlen(me->key)))
-                        return fail(c->why, c->whylen, "map key is not valid UTF-8 at depth %u", depth);
+                        return value_fail(c->why, c->whylen, "map key is not valid UTF-8 at depth %u", depth);
                 if (!me->value) {
                         quote(q, sizeof(q), me->key);
-                        return fail(c->why, c->whylen, "map key %s without value at depth %u", q, depth);
+                        return value_fail(c->why, c->whylen, "map key %s without value at depth %u", q, depth);
                 }
         }
         e = check_unique_keys(c, m, depth);
@@ -213,7 +208,7 @@ static int check_map(struct check *c, const Gadget__Map *m, unsigned depth)
 static int check_value(struct check *c, const Gadget__Value *v, unsigned depth)
 {
         if (++c->nodes > VALUE_MAX_NODES)
-                return fail(c->why, c->whylen, "more than %u values", VALUE_MAX_NODES);
+                return value_fail(c->why, c->whylen, "more than %u values", VALUE_MAX_NODES);
         switch (v->kind_case) {
         case GADGET__VALUE__KIND_NULL_VALUE:
         case GADGET__VALUE__KIND_BOOL_VALUE:
@@ -222,27 +217,27 @@ static int check_value(struct check *c, const Gadget__Value *v, unsigned depth)
                 return 0;
         case GADGET__VALUE__KIND_STRING_VALUE:
                 if (!v->string_value)
-                        return fail(c->why, c->whylen, "string value without string at depth %u", depth);
+                        return value_fail(c->why, c->whylen, "string value without string at depth %u", depth);
                 /* protobuf-c does not check UTF-8; strings are NUL-terminated
                  * copies, so strlen sees all that any consumer will see. */
                 if (!value_utf8_valid(v->string_value, strlen(v->string_value)))
-                        return fail(c->why, c->whylen, "string is not valid UTF-8 at depth %u", depth);
+                        return value_fail(c->why, c->whylen, "string is not valid UTF-8 at depth %u", depth);
                 return 0;
         case GADGET__VALUE__KIND_BYTES_VALUE:
                 if (v->bytes_value.len > 0 && !v->bytes_value.data)
-                        return fail(c->why, c->whylen, "bytes value without data at depth %u", depth);
+                        return value_fail(c->why, c->whylen, "bytes value without data at depth %u", depth);
                 return 0;
         case GADGET__VALUE__KIND_LIST_VALUE:
         case GADGET__VALUE__KIND_MAP_VALUE:
                 if (depth + 1 > c->max_depth)
-                        return fail(c->why, c->whylen, "lists/maps nested deeper than %u", c->max_depth);
+                        return value_fail(c->why, c->whylen, "lists/maps nested deeper than %u", c->max_depth);
                 if (v->kind_case == GADGET__VALUE__KIND_LIST_VALUE)
                         return check_list(c, v->list_value, depth + 1);
                 return check_map(c, v->map_value, depth + 1);
         case GADGET__VALUE__KIND__NOT_SET:
-                return fail(c->why, c->whylen, "value without a kind at depth %u", depth);
+                return value_fail(c->why, c->whylen, "value without a kind at depth %u", depth);
         default:
-                return fail(c->why, c->whylen, "value of unknown kind %d at depth %u", (int)v->kind_case, depth);
+                return value_fail(c->why, c->whylen, "value of unknown kind %d at depth %u", (int)v->kind_case, depth);
         }
 }
 
@@ -255,123 +250,11 @@ int value_check(const Gadget__Value *v, unsigned max_depth, char *why, size_t wh
         };
 
         if (!v)
-                return fail(why, whylen, "value missing");
+                return value_fail(why, whylen, "value missing");
         /* Why this is safe: recursion stops at max_depth (<= VALUE_MAX_DEPTH)
          * containers and the walk at VALUE_MAX_NODES values, so a hostile
          * tree costs bounded stack and time. */
         return check_value(&c, v, 0);
-}
-
-/* Reads a varint of at most max bytes (protobuf-c reads 5 for field
- * headers and lengths, 10 for values): 0 or -EINVAL. */
-static int packed_varint(const uint8_t *p, size_t len, size_t *pos, unsigned max, uint64_t *out)
-{
-        uint64_t v = 0;
-        for (unsigned i = 0; i < max && *pos + i < len; i++) {
-                v |= (uint64_t)(p[*pos + i] & 0x7f) << (7 * i);
-                if (!(p[*pos + i] & 0x80)) {
-                        *pos += i + 1;
-                        *out = v;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
-/* Nested messages seen by one packed walk, and the most allowed. */
-struct packed_count {
-        size_t n, max;
-};
-
-/* Walks one packed message of type desc, descending into sub-messages while
- * levels remain. */
-static int packed_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
-                       unsigned levels, struct packed_count *pc, char *why, size_t whylen)
-{
-        size_t pos = 0;
-
-        while (pos < len) {
-                uint64_t key, n;
-                size_t skip;
-                if (packed_varint(p, len, &pos, 5, &key) < 0)
-                        return fail(why, whylen, "bad field header in %s", desc->name);
-                switch (key & 7) {
-                case PROTOBUF_C_WIRE_TYPE_VARINT:
-                        if (packed_varint(p, len, &pos, 10, &n) < 0)
-                                return fail(why, whylen, "bad varint in %s", desc->name);
-                        skip = 0;
-                        break;
-                case PROTOBUF_C_WIRE_TYPE_64BIT:
-                        skip = 8;
-                        break;
-                case PROTOBUF_C_WIRE_TYPE_32BIT:
-                        skip = 4;
-                        break;
-                case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
-                        if (packed_varint(p, len, &pos, 5, &n) < 0)
-                                return fail(why, whylen, "bad length in %s", desc->name);
-                        /* protobuf-c keeps 32 bits of lengths and field
-                         * numbers; do the same so both see the same fields. */
-                        skip = (uint32_t)n;
-                        if (skip > len - pos)
-                                break;
-                        const ProtobufCFieldDescriptor *f =
-                                protobuf_c_message_descriptor_get_field(desc, (uint32_t)(key >> 3));
-                        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-                                if (levels == 0)
-                                        return fail(why, whylen, "messages nested deeper than %u",
-                                                    VALUE_PACKED_MAX_NESTING);
-                                /* Each nested message costs protobuf-c an
-                                 * allocation and a walk: counted before it is
-                                 * paid, so a frame over the bound costs no more. */
-                                if (++pc->n > pc->max)
-                                        return fail(why, whylen, "more than %zu values", pc->max);
-                                int e = packed_walk(f->descriptor, p + pos, skip, levels - 1, pc, why,
-                                                    whylen);
-                                if (e < 0)
-                                        return e;
-                        }
-                        break;
-                }
-                default:
-                        return fail(why, whylen, "unsupported wire type %u in %s", (unsigned)(key & 7), desc->name);
-                }
-                if (skip > len - pos)
-                        return fail(why, whylen, "field runs past the end of %s", desc->name);
-                pos += skip;
-        }
-        return 0;
-}
-
-/* Checks the packed bytes of a desc message before
- * protobuf_c_message_unpack, which recurses once per nested message with
- * no limit (a few dozen KiB of nested Values overflow the stack): refuses
- * nesting deeper than any valid value needs and framing protobuf-c would
- * misread. Returns 0 or -EINVAL with a reason in why. */
-int value_packed_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                       char *why, size_t whylen)
-{
-        if (!desc || (!data && len > 0))
-                return fail(why, whylen, "nothing to check");
-        struct packed_count pc = { .max = SIZE_MAX };
-        /* Why this is safe: this walk recurses at most
-         * VALUE_PACKED_MAX_NESTING times and reads only inside data. */
-        return packed_walk(desc, data, len, VALUE_PACKED_MAX_NESTING - 1, &pc, why, whylen);
-}
-
-int value_packed_cost(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                      size_t max_values, size_t *values, char *why, size_t whylen)
-{
-        if (!desc || (!data && len > 0))
-                return fail(why, whylen, "nothing to check");
-        struct packed_count pc = { .max = max_values };
-        /* Why this is safe: as value_packed_check, and the walk stops at the
-         * first nested message past max_values. */
-        int e = packed_walk(desc, data, len, VALUE_PACKED_MAX_NESTING - 1, &pc, why, whylen);
-        if (e < 0)
-                return e;
-        *values = pc.n;
-        return 0;
 }
 
 /* A fresh value of the given kind, its payload zeroed. */
