@@ -446,3 +446,70 @@ out:
         policy_pending_clear(c);
         c->line = line;
 }
+
+/* A new binding named name (taken over) on line, with every key's default. */
+static void policy_binding_init(struct policy_binding *b, char *name, unsigned line)
+{
+        *b = (struct policy_binding){
+                .name = name,
+                .line = line,
+                .max_value_size = 1024 * 1024,
+                .max_keys = POLICY_KV_MAX_KEYS,
+                .max_bytes = POLICY_KV_MAX_BYTES,
+                .timeout_ms = 10 * 1000,
+                .max_response = 1024 * 1024,
+                .max_request = 1024 * 1024,
+                .max_resp_headers = 100,
+                .max_resp_header_bytes = 64 * 1024,
+                .max_size = POLICY_SECRET_SIZE,
+                .max_alarms = POLICY_ALARMS_MAX,
+                .max_payload = POLICY_ALARM_PAYLOAD,
+                .calls_max = POLICY_BINDING_CALLS,
+                .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
+        };
+}
+
+/* Opens [Binding NAME]: a new binding, unless the name is bad or taken. */
+enum policy_section policy_binding_begin(struct policy_ctx *c, const char *name)
+{
+        struct policy *p = c->p;
+        struct policy_binding *nb;
+        char *copy;
+
+        if (!gadget_identifier_ok(name)) {
+                policy_err(c, "binding name %s is not an identifier (letters, digits and _, "
+                           "not starting with a digit, at most 64)", POLICY_Q(name));
+                return POLICY_SECT_SKIP;
+        }
+        const struct policy_binding *old = policy_binding_find(p, name);
+        if (old) {
+                policy_err(c, "duplicate binding %s (first on line %u)", name, old->line);
+                return POLICY_SECT_SKIP;
+        }
+        copy = strdup(name);
+        nb = copy ? realloc(p->bindings, (p->n_bindings + 1) * sizeof(*nb)) : NULL;
+        if (!nb) {
+                free(copy);
+                policy_oom(c);
+                return POLICY_SECT_SKIP;
+        }
+        p->bindings = nb;
+        policy_binding_init(&nb[p->n_bindings++], copy, c->line);
+        return POLICY_SECT_BINDING;
+}
+
+/* Frees what a binding holds (not the binding itself). */
+void policy_binding_clear(struct policy_binding *b)
+{
+        free(b->name);
+        free(b->target);
+        free(b->method);
+        policy_strv_free(b->methods);
+        policy_strv_free(b->allow);
+        free(b->value);
+        free(b->file);
+        free(b->ca_file);
+        free(b->credential);
+        free(b->credential_header);
+        policy_strv_free(b->approve);
+}

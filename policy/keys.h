@@ -121,6 +121,11 @@ void policy_gadget_end(struct policy_ctx *c);
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value);
 /* Checks the binding just read against its Type=; called when its section ends. */
 void policy_binding_end(struct policy_ctx *c);
+/* Opens [Binding NAME]: a new binding with its defaults, unless the name is
+ * bad or taken (reported; POLICY_SECT_SKIP). */
+enum policy_section policy_binding_begin(struct policy_ctx *c, const char *name);
+/* Frees what a binding holds (not the binding itself). */
+void policy_binding_clear(struct policy_binding *b);
 void policy_pending_clear(struct policy_ctx *c);
 
 /* schedule.c: Schedule= (a policy_set_fn), its checks once [Gadget] has
