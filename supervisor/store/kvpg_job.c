@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv.h"
+#include "kv_job.h"
 #include "kvpg_sql.h"
 #include "system/pq_dl.h"
 
@@ -152,21 +152,6 @@ int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t
         return PQsendQueryPrepared(c, kvpg_query_names[q], n, v, l, f, 1);
 }
 
-/* Appends one listed key (2-byte length, bytes) to a list job. */
-static int list_add(struct kv_job *job, const void *key, size_t klen)
-{
-        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
-        if (!k)
-                return -ENOMEM;
-        k[job->keys_len] = (uint8_t)klen;
-        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
-        memcpy(k + job->keys_len + 2, key, klen);
-        job->keys = k;
-        job->keys_len += 2 + klen;
-        job->n_keys++;
-        return 0;
-}
-
 static int get_result(struct kv_job *job, const PGresult *res)
 {
         if (PQntuples(res) < 1)
@@ -201,10 +186,9 @@ static int list_result(struct kv_job *job, const PGresult *res)
 {
         int rows = PQntuples(res);
         job->more = (unsigned)rows > job->limit;
-        for (int i = 0; i < rows && (unsigned)i < job->limit; i++)
-                if (list_add(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)) < 0)
-                        return -ENOMEM;
-        return 0;
+        for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++)
+                kv_job_add_key(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
+        return job->err;
 }
 
 /* A big-endian integer of n bytes (int4, int8 in binary). */
