@@ -6,20 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Each operation's name in messages, and whether it writes. */
+static const struct {
+        const char *name;
+        bool writes;
+} ops[] = {
+        [KV_GET] = { "get", false },
+        [KV_PUT] = { "put", true },
+        [KV_DELETE] = { "delete", true },
+        [KV_LIST] = { "list", false },
+        [KV_ALARM_SET] = { "alarm set", true },
+        [KV_ALARM_CANCEL] = { "alarm cancel", true },
+        [KV_ALARM_LIST] = { "alarm list", false },
+        [KV_ALARM_NEXT] = { "alarm look-up", false },
+        [KV_ALARM_SETTLE] = { "alarm delivery's record", true },
+};
+
 bool kv_op_writes(enum kv_op op)
 {
-        return op == KV_PUT || op == KV_DELETE || op == KV_ALARM_SET || op == KV_ALARM_CANCEL ||
-               op == KV_ALARM_SETTLE;
+        return (size_t)op < sizeof ops / sizeof *ops && ops[op].writes;
 }
 
 const char *kv_op_name(enum kv_op op)
 {
-        static const char *const names[] = {
-                [KV_GET] = "get", [KV_PUT] = "put", [KV_DELETE] = "delete", [KV_LIST] = "list",
-                [KV_ALARM_SET] = "alarm set", [KV_ALARM_CANCEL] = "alarm cancel", [KV_ALARM_LIST] = "alarm list",
-                [KV_ALARM_NEXT] = "alarm look-up", [KV_ALARM_SETTLE] = "alarm delivery's record",
-        };
-        return (size_t)op < sizeof names / sizeof *names ? names[op] : "operation";
+        return (size_t)op < sizeof ops / sizeof *ops && ops[op].name ? ops[op].name : "operation";
 }
 
 struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
