@@ -233,24 +233,17 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
-/* As a kv operation: the store's queue and CallsMax bound it. */
-static void alarm_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
-                        const Gadget__Value *args)
-{
-        bind_kv_start(r, b, op, done, args, make_job);
-}
-
 void bind_alarm_set(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        alarm_start(r, b, KV_ALARM_SET, set_done, args);
+        bind_kv_start(r, b, KV_ALARM_SET, set_done, args, make_job);
 }
 
 void bind_alarm_list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        alarm_start(r, b, KV_ALARM_LIST, list_done, args);
+        bind_kv_start(r, b, KV_ALARM_LIST, list_done, args, make_job);
 }
 
 void bind_alarm_cancel(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        alarm_start(r, b, KV_ALARM_CANCEL, cancel_done, args);
+        bind_kv_start(r, b, KV_ALARM_CANCEL, cancel_done, args, make_job);
 }

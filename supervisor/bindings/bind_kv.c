@@ -326,29 +326,22 @@ void bind_kv_start(struct binding_req *r, const struct policy_binding *b, enum k
                 kv_queue(r, b, kv, job);
 }
 
-/* Queues op to the gadget's store; done answers r when its thread is done. */
-static void kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
-                     const Gadget__Value *args)
-{
-        bind_kv_start(r, b, op, done, args, make_job);
-}
-
 void bind_kv_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        kv_start(r, b, KV_GET, get_done, args);
+        bind_kv_start(r, b, KV_GET, get_done, args, make_job);
 }
 
 void bind_kv_put(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        kv_start(r, b, KV_PUT, put_done, args);
+        bind_kv_start(r, b, KV_PUT, put_done, args, make_job);
 }
 
 void bind_kv_delete(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        kv_start(r, b, KV_DELETE, delete_done, args);
+        bind_kv_start(r, b, KV_DELETE, delete_done, args, make_job);
 }
 
 void bind_kv_list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        kv_start(r, b, KV_LIST, list_done, args);
+        bind_kv_start(r, b, KV_LIST, list_done, args, make_job);
 }

@@ -292,7 +292,7 @@ struct gadget_bindings *bindings_new(const struct bindings_env *env, const struc
 struct kv *bindings_kv(struct gadget_bindings *g)
 {
         const struct bindings_env *env = g->env;
-        if (!g->kv && kv_open(env->base, env->state_dir, g->policy->name, env->kvpg, &g->kv) < 0)
+        if (!g->kv && kv_open(env->base, g->policy->name, env->kv_backend, &g->kv) < 0)
                 return NULL;
         return g->kv;
 }
@@ -325,6 +325,40 @@ void bindings_attach(struct gadget_bindings *g, struct peer *peer)
         g->peer = peer;
 }
 
+/* Opens where the gadgets' stores live: SQLite files under state_dir, or
+ * the shared PostgreSQL store with the leases and the audit's copy. */
+static int store_open(struct bindings_env *env, const char *state_dir, struct audit *audit,
+                      const struct bindings_store *store)
+{
+        char err[300];
+        struct kvpg *pg;
+        int e;
+        if (!store || !store->connection) {
+                if ((e = kvdb_backend_new(env->base, state_dir, &env->kv_backend)) < 0)
+                        log_msg(L_ERR, NULL, "store: %s", strerror(-e));
+                return e;
+        }
+        if ((e = kvpg_new(env->base, store->connection, store->node, &pg, err, sizeof err)) < 0) {
+                log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
+                return e;
+        }
+        env->kv_backend = kvpg_backend(pg);
+        if ((e = kvpg_lease_new(env->base, store->connection, store->node, store->peer ? store->peer : "",
+                                &env->lease)) < 0) {
+                log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
+                return e;
+        }
+        kvpg_set_lease(pg, env->lease);
+        if ((e = kvpg_audit_new(env->base, store->connection, store->node, store->audit_keep_days,
+                                store->audit_max_bytes, &env->audit_store)) < 0) {
+                log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));
+                return e;
+        }
+        /* Every audit line, also in the store, naming this node. */
+        audit_set_store(audit, store->node, kvpg_audit_add, env->audit_store);
+        return 0;
+}
+
 int bindings_env_open(struct bindings_env *env, struct event_base *base, const char *state_dir,
                       struct audit *audit, unsigned http_requests_max, const struct bindings_store *store)
 {
@@ -335,25 +369,8 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;
         }
-        if (store && store->connection &&
-            (e = kvpg_new(base, store->connection, store->node, &env->kvpg, err, sizeof err)) < 0) {
-                log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
+        if ((e = store_open(env, state_dir, audit, store)) < 0)
                 return e;
-        }
-        if (env->kvpg) {
-                if ((e = kvpg_lease_new(base, store->connection, store->node, store->peer ? store->peer : "", &env->lease)) < 0) {
-                        log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
-                        return e;
-                }
-                kvpg_set_lease(env->kvpg, env->lease);
-                if ((e = kvpg_audit_new(base, store->connection, store->node, store->audit_keep_days,
-                                        store->audit_max_bytes, &env->audit_store)) < 0) {
-                        log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));
-                        return e;
-                }
-                /* Every audit line, also in the store, naming this node. */
-                audit_set_store(audit, store->node, kvpg_audit_add, env->audit_store);
-        }
         if ((e = http_new(base, http_requests_max, &env->http)) < 0)
                 log_msg(L_ERR, NULL, "HTTP client: %s", strerror(-e));
         return e;
@@ -363,8 +380,8 @@ void bindings_env_close(struct bindings_env *env)
 {
         http_free(env->http);
         env->http = NULL;
-        kvpg_free(env->kvpg);
-        env->kvpg = NULL;
+        kv_backend_free(env->kv_backend);
+        env->kv_backend = NULL;
         kvpg_lease_free(env->lease);
         env->lease = NULL;
         /* After audit_close (core.c): no line comes any more. */

@@ -16,7 +16,7 @@ struct peer_chain;
 struct policy;
 struct policy_binding;
 struct kv;
-struct kvpg;
+struct kv_backend;
 struct kvpg_lease;
 struct event_base;
 struct audit;
@@ -54,7 +54,8 @@ struct bindings_env {
         bool (*approval_wanted)(void *arg, const char *target, const char *method, uint64_t *timeout_ms);
         void *call_arg;
         struct approvals *approvals;  /* where calls wait for approval */
-        struct kvpg *kvpg;          /* Store=postgresql: every kv binding's store; NULL: SQLite */
+        struct kv_backend *kv_backend; /* where every gadget's store opens: SQLite files, or
+                                        * (Store=postgresql) the shared store */
         struct kvpg_lease *lease;   /* Store=postgresql: which gadgets this node runs; NULL: all */
         struct kvpg_audit *audit_store; /* Store=postgresql: the audit's copy in the store; NULL: none */
 };

@@ -1,200 +1,32 @@
-/* kv: a gadget's SQLite thread, or its share of the PostgreSQL store, and
- * its bounded queue. */
+/* kv: a gadget's store on its backend, and its queue bounded per
+ * binding. */
 #include "kv.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
-#include "kvpg.h"
+#include "kv_backend.h"
 #include "system/log.h"
 
-#define KV_STACK (512u * 1024u)
 /* Refused operations are logged as one count per this many seconds. */
 #define KV_REPORT_SECONDS 5
 
 /* Operations of one binding queued or running, and those refused since
- * the last report (loop side only). */
+ * the last report. */
 struct kv_count {
         char binding[KV_BINDING_MAX];
         unsigned n, refused, max_pending;
         struct kv_count *next;
 };
 
-/* Shared by the loop and the thread: the fields under mu. Once closing is
- * set the loop has let go of the store and the thread frees it. */
+/* On the loop only; the backend's queue does the rest. */
 struct kv {
-        pthread_mutex_t mu;
-        pthread_cond_t cv;
-        struct kv_job *todo, **todo_tail;   /* queued, not started */
-        struct kv_job *done, **done_tail;   /* finished, for the loop */
-        struct kv_job *running;
-        bool closing;
-        /* The thread's own. */
-        char *state_dir, *gadget;
-        /* The loop's own. */
-        struct kvpg *pg;          /* Store=postgresql: no thread, no efd */
-        int efd;
-        struct event *ev;
+        char *gadget;
+        struct kv_queue *q;
         struct event *ev_report;  /* the next count of refusals */
         struct kv_count *counts;
 };
-
-bool kv_op_writes(enum kv_op op)
-{
-        return op == KV_PUT || op == KV_DELETE || op == KV_ALARM_SET || op == KV_ALARM_CANCEL ||
-               op == KV_ALARM_SETTLE;
-}
-
-const char *kv_op_name(enum kv_op op)
-{
-        static const char *const names[] = {
-                [KV_GET] = "get", [KV_PUT] = "put", [KV_DELETE] = "delete", [KV_LIST] = "list",
-                [KV_ALARM_SET] = "alarm set", [KV_ALARM_CANCEL] = "alarm cancel", [KV_ALARM_LIST] = "alarm list",
-                [KV_ALARM_NEXT] = "alarm look-up", [KV_ALARM_SETTLE] = "alarm delivery's record",
-        };
-        return (size_t)op < sizeof names / sizeof *names ? names[op] : "operation";
-}
-
-struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
-{
-        struct kv_job *job = calloc(1, sizeof *job);
-        if (!job)
-                return NULL;
-        job->op = op;
-        snprintf(job->binding, sizeof job->binding, "%s", binding);
-        job->done = done;
-        job->arg = arg;
-        return job;
-}
-
-void kv_job_free(struct kv_job *job)
-{
-        if (!job)
-                return;
-        free(job->val);
-        free(job->keys);
-        free(job);
-}
-
-int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen)
-{
-        if (*pos + 2 > job->keys_len)
-                return 0;
-        size_t n = (size_t)job->keys[*pos] | (size_t)job->keys[*pos + 1] << 8;
-        *key = job->keys + *pos + 2;
-        *klen = n;
-        *pos += 2 + n;
-        return 1;
-}
-
-/* Appends one listed key to the job (the thread's side of list). */
-static void list_add(void *arg, const void *key, size_t klen)
-{
-        struct kv_job *job = arg;
-        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
-        if (!k) {
-                job->err = -ENOMEM;
-                return;
-        }
-        k[job->keys_len] = (uint8_t)klen;
-        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
-        memcpy(k + job->keys_len + 2, key, klen);
-        job->keys = k;
-        job->keys_len += 2 + klen;
-        job->n_keys++;
-}
-
-/* Carries out one job on the database (on the thread). */
-static void run_job(struct kvdb *db, struct kv_job *job)
-{
-        int e = 0;
-        switch (job->op) {
-        case KV_GET:
-                e = kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
-                break;
-        case KV_PUT:
-                e = kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
-                break;
-        case KV_DELETE:
-                e = kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
-                break;
-        case KV_LIST:
-                e = kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit, list_add,
-                              job, &job->more);
-                break;
-        default:
-                e = kv_alarm_run(db, job);
-                break;
-        }
-        if (e < 0 || job->err == 0)
-                job->err = e;
-}
-
-/* Hands a finished job to the loop (mu held). Why this write cannot reach
- * another file: efd is closed only after closing is set under mu. */
-static void finish(struct kv *kv, struct kv_job *job)
-{
-        if (kv->closing || !job->done) {
-                kv_job_free(job);
-                return;
-        }
-        job->next = NULL;
-        *kv->done_tail = job;
-        kv->done_tail = &job->next;
-        uint64_t one = 1;
-        if (write(kv->efd, &one, sizeof one) < 0) {
-                /* The counter cannot overflow at one per job: nothing to do. */
-        }
-}
-
-static void store_free(struct kv *kv)
-{
-        pthread_mutex_destroy(&kv->mu);
-        pthread_cond_destroy(&kv->cv);
-        free(kv->state_dir);
-        free(kv->gadget);
-        free(kv);
-}
-
-/* The thread: opens the database at the first job (again after a failed
- * open), runs the jobs in order, and at close frees the store. */
-static void *thread_main(void *arg)
-{
-        struct kv *kv = arg;
-        struct kvdb *db = NULL;
-
-        pthread_mutex_lock(&kv->mu);
-        for (;;) {
-                while (!kv->todo && !kv->closing)
-                        pthread_cond_wait(&kv->cv, &kv->mu);
-                if (kv->closing)
-                        break;
-                struct kv_job *job = kv->todo;
-                if (!(kv->todo = job->next))
-                        kv->todo_tail = &kv->todo;
-                kv->running = job;
-                pthread_mutex_unlock(&kv->mu);
-                int e = db ? 0 : kvdb_open(kv->state_dir, kv->gadget, &db);
-                if (e < 0) {
-                        job->err = e;
-                        job->open_failed = true;
-                } else
-                        run_job(db, job);
-                pthread_mutex_lock(&kv->mu);
-                kv->running = NULL;
-                finish(kv, job);
-        }
-        pthread_mutex_unlock(&kv->mu);
-        kvdb_close(db);
-        store_free(kv);
-        return NULL;
-}
 
 static struct kv_count *count_of(struct kv *kv, const char *binding)
 {
@@ -255,90 +87,32 @@ static void count_down(struct kv *kv, const char *binding)
                 counts_prune(kv);
 }
 
-/* The eventfd: finished jobs are answered on the loop. */
-static void on_done(evutil_socket_t fd, short what, void *arg)
+static void store_free(struct kv *kv)
 {
-        struct kv *kv = arg;
-        uint64_t n;
-        (void)what;
-        if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
-                return;
-        pthread_mutex_lock(&kv->mu);
-        struct kv_job *list = kv->done;
-        kv->done = NULL;
-        kv->done_tail = &kv->done;
-        pthread_mutex_unlock(&kv->mu);
-        while (list) {
-                struct kv_job *job = list;
-                list = job->next;
-                count_down(kv, job->binding);
-                job->done(job);
-                kv_job_free(job);
-        }
-}
-
-/* Starts the thread with every signal blocked: signals are the loop's. */
-static int start_thread(struct kv *kv)
-{
-        pthread_attr_t attr;
-        pthread_t t;
-        sigset_t all, old;
-        int e;
-
-        if ((e = pthread_attr_init(&attr)) != 0)
-                return -e;
-        pthread_attr_setstacksize(&attr, KV_STACK);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = pthread_create(&t, &attr, thread_main, kv);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-        return -e;
-}
-
-int kv_open(struct event_base *base, const char *state_dir, const char *gadget, struct kvpg *pg,
-            struct kv **out)
-{
-        struct kv *kv = calloc(1, sizeof *kv);
-        int e = -ENOMEM;
-
-        if (!kv)
-                return -ENOMEM;
-        kv->efd = -1;
-        pthread_mutex_init(&kv->mu, NULL);
-        pthread_cond_init(&kv->cv, NULL);
-        kv->todo_tail = &kv->todo;
-        kv->done_tail = &kv->done;
-        if (!(kv->state_dir = strdup(state_dir)) || !(kv->gadget = strdup(gadget)))
-                goto fail;
-        if (pg) {
-                if (!(kv->ev_report = evtimer_new(base, on_report, kv)))
-                        goto fail;
-                kv->pg = pg;
-                *out = kv;
-                return 0;
-        }
-        if ((kv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-                e = -errno;
-                goto fail;
-        }
-        if (!(kv->ev = event_new(base, kv->efd, EV_READ | EV_PERSIST, on_done, kv)) ||
-            event_add(kv->ev, NULL) < 0 || !(kv->ev_report = evtimer_new(base, on_report, kv)))
-                goto fail;
-        if ((e = start_thread(kv)) < 0)
-                goto fail;
-        *out = kv;
-        return 0;
-fail:
         if (kv->ev_report)
                 event_free(kv->ev_report);
-        if (kv->ev)
-                event_free(kv->ev);
-        if (kv->efd >= 0)
-                close(kv->efd);
-        store_free(kv);
-        return e;
+        while (kv->counts) {
+                struct kv_count *c = kv->counts;
+                kv->counts = c->next;
+                free(c);
+        }
+        free(kv->gadget);
+        free(kv);
+}
+
+int kv_open(struct event_base *base, const char *gadget, struct kv_backend *be, struct kv **out)
+{
+        struct kv *kv = calloc(1, sizeof *kv);
+        if (!kv)
+                return -ENOMEM;
+        int e = -ENOMEM;
+        if (!(kv->gadget = strdup(gadget)) || !(kv->ev_report = evtimer_new(base, on_report, kv)) ||
+            (e = be->ops->open(be, kv, gadget, &kv->q)) < 0) {
+                store_free(kv);
+                return e;
+        }
+        *out = kv;
+        return 0;
 }
 
 bool kv_idle(const struct kv *kv)
@@ -366,8 +140,8 @@ bool kv_full(struct kv *kv, const char *binding, unsigned max_pending)
         return true;
 }
 
-/* A PostgreSQL job is done (on the loop): its binding's count goes down. */
-static void pg_done(struct kv_job *job)
+/* A job is done (on the loop): its binding's count goes down. */
+static void job_done(struct kv_job *job)
 {
         count_down(job->kv, job->binding);
         job->user_done(job);
@@ -380,103 +154,30 @@ int kv_submit(struct kv *kv, struct kv_job *job, unsigned max_pending)
         struct kv_count *c = count_of(kv, job->binding);
         if (!c)
                 return -ENOMEM;
-        if (kv->pg) {
-                job->kv = kv;
-                job->gadget = kv->gadget;
-                job->user_done = job->done;
-                job->done = pg_done;
-                c->n++;
-                int e = kvpg_submit(kv->pg, job);
-                if (e < 0) {
-                        job->done = job->user_done;
-                        count_down(kv, job->binding);
-                }
-                return e;
-        }
+        job->kv = kv;
+        job->gadget = kv->gadget;
+        job->user_done = job->done;
+        job->done = job_done;
         c->n++;
-        job->next = NULL;
-        pthread_mutex_lock(&kv->mu);
-        *kv->todo_tail = job;
-        kv->todo_tail = &job->next;
-        pthread_cond_signal(&kv->cv);
-        pthread_mutex_unlock(&kv->mu);
-        return 0;
-}
-
-/* Answers job as cancelled. */
-static void cancel(struct kv_job *job)
-{
-        job->err = -ECANCELED;
-        job->done(job);
-        kv_job_free(job);
-}
-
-/* Closes a store on PostgreSQL: its jobs are answered cancelled now. */
-static void close_pg(struct kv *kv)
-{
-        kvpg_cancel(kv->pg, kv);
-        report(kv);
-        event_free(kv->ev_report);
-        while (kv->counts) {
-                struct kv_count *c = kv->counts;
-                kv->counts = c->next;
-                free(c);
+        int e = kv->q->ops->submit(kv->q, job);
+        if (e < 0) {
+                job->done = job->user_done;
+                count_down(kv, job->binding);
         }
-        store_free(kv);
+        return e;
 }
 
 void kv_close(struct kv *kv)
 {
         if (!kv)
                 return;
-        if (kv->pg) {
-                close_pg(kv);
-                return;
-        }
+        kv->q->ops->close(kv->q);
         report(kv);
-        event_free(kv->ev_report);
-        /* Everything the loop needs is taken out under mu: once it is
-         * unlocked the thread may free the store at any moment. */
-        struct event *ev = kv->ev;
-        int efd = kv->efd;
-        struct kv_count *counts = kv->counts;
-        pthread_mutex_lock(&kv->mu);
-        kv->closing = true;
-        struct kv_job *todo = kv->todo, *done = kv->done;
-        kv->todo = kv->done = NULL;
-        kv->todo_tail = &kv->todo;
-        kv->done_tail = &kv->done;
-        /* The running job stays the thread's; its caller is answered now
-         * with a stand-in, and the thread drops the job when it ends. */
-        struct kv_job *running = kv->running;
-        struct kv_job stand_in = { .err = -ECANCELED };
-        if (running) {
-                stand_in.op = running->op;
-                stand_in.done = running->done;
-                stand_in.arg = running->arg;
-                running->done = NULL;
-        }
-        pthread_cond_signal(&kv->cv);
-        pthread_mutex_unlock(&kv->mu);
+        store_free(kv);
+}
 
-        event_free(ev);
-        close(efd);
-        while (done) {
-                struct kv_job *job = done;
-                done = job->next;
-                job->done(job);
-                kv_job_free(job);
-        }
-        while (todo) {
-                struct kv_job *job = todo;
-                todo = job->next;
-                cancel(job);
-        }
-        if (stand_in.done)
-                stand_in.done(&stand_in);
-        while (counts) {
-                struct kv_count *c = counts;
-                counts = c->next;
-                free(c);
-        }
+void kv_backend_free(struct kv_backend *be)
+{
+        if (be)
+                be->ops->free(be);
 }

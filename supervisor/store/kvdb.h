@@ -1,7 +1,7 @@
 /* kvdb: one gadget's SQLite database behind its `kv` bindings, in gadgetd's
  * state directory (never visible inside a sandbox), each binding its own
  * namespace in it. Every call may sleep on the disk: only the gadget's kv
- * thread (kv.c) calls these, never the event loop. */
+ * thread (kvdb_queue.c) calls these, never the event loop. */
 #pragma once
 
 #include <stdbool.h>

@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv.h"
+#include "kv_backend.h"
+#include "kv_job.h"
 #include "kvpg_job.h"
 #include "kvpg_lanes.h"
 #include "kvpg_lease.h"
@@ -39,6 +40,7 @@ enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
 enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
 
 struct kvpg {
+        struct kv_backend be;         /* first: what the gadgets' stores open on */
         struct event_base *base;
         char *node;
         char where[256];              /* conninfo without passwords, for logs */
@@ -58,7 +60,17 @@ struct kvpg {
         struct kvpg_lease *lease;     /* the epochs of writes; NULL: unfenced */
 };
 
+/* A gadget's store on the connection: its lane (kvpg_lanes.c) is keyed
+ * by owner, the jobs' job->kv. */
+struct kvpg_queue {
+        struct kv_queue q;
+        struct kvpg *pg;
+        const struct kv *owner;
+};
+
 static void send_next(struct kvpg *pg);
+static void kvpg_free(struct kvpg *pg);
+static const struct kv_backend_ops kvpg_ops;
 
 /* Answers job with err and why, and frees it (unless its caller left). */
 static void answer(struct kv_job *job, int err, const char *why)
@@ -371,6 +383,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
                 kvpg_free(pg);
                 return -ENOMEM;
         }
+        pg->be.ops = &kvpg_ops;
         pg->base = base;
         kvpg_lanes_init(&pg->queued);
         kvpg_redact(conninfo, pg->where, sizeof pg->where);
@@ -379,7 +392,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
         return 0;
 }
 
-void kvpg_free(struct kvpg *pg)
+static void kvpg_free(struct kvpg *pg)
 {
         if (!pg)
                 return;
@@ -395,8 +408,9 @@ void kvpg_free(struct kvpg *pg)
         free(pg);
 }
 
-int kvpg_submit(struct kvpg *pg, struct kv_job *job)
+static int queue_submit(struct kv_queue *q, struct kv_job *job)
 {
+        struct kvpg *pg = ((struct kvpg_queue *)q)->pg;
         /* Why a caller never waits on a store that is down: between
          * attempts operations fail at once; during an attempt they wait at
          * most its CONNECT_TIMEOUT_S, and a query at most QUERY_TIMEOUT_S. */
@@ -424,20 +438,47 @@ int kvpg_submit(struct kvpg *pg, struct kv_job *job)
         return 0;
 }
 
-void kvpg_cancel(struct kvpg *pg, const struct kv *owner)
+/* The store of the queue's owner closes: its queued jobs are answered
+ * cancelled now; its running one is answered cancelled now by a stand-in
+ * and dropped when its query ends. */
+static void queue_close(struct kv_queue *q)
 {
-        struct kv_job *gone = kvpg_lanes_take(&pg->queued, owner);
+        struct kvpg_queue *kq = (struct kvpg_queue *)q;
+        struct kvpg *pg = kq->pg;
+        struct kv_job *gone = kvpg_lanes_take(&pg->queued, kq->owner);
         struct kv_job *run = pg->running;
-        if (run && run->kv == owner && run->done) {
-                /* Its caller is answered now by a stand-in; the job itself
-                 * stays until its query ends, answering no one. */
-                struct kv_job stand_in = { .op = run->op, .kv = run->kv, .done = run->done, .arg = run->arg,
-                                           .user_done = run->user_done, .err = -ECANCELED };
-                snprintf(stand_in.binding, sizeof stand_in.binding, "%s", run->binding);
+        if (run && run->kv == kq->owner && run->done) {
+                struct kv_job stand_in = kv_job_stand_in(run);
                 run->done = NULL;
                 stand_in.done(&stand_in);
         }
         answer_all(gone, -ECANCELED, NULL);
+        free(kq);
+}
+
+static int queue_open(struct kv_backend *be, const struct kv *kv, const char *gadget, struct kv_queue **out)
+{
+        struct kvpg_queue *kq = calloc(1, sizeof *kq);
+        (void)gadget;
+        if (!kq)
+                return -ENOMEM;
+        *kq = (struct kvpg_queue){ .q.ops = be->ops, .pg = (struct kvpg *)be, .owner = kv };
+        *out = &kq->q;
+        return 0;
+}
+
+static void backend_free(struct kv_backend *be)
+{
+        kvpg_free((struct kvpg *)be);
+}
+
+static const struct kv_backend_ops kvpg_ops = {
+        .open = queue_open, .submit = queue_submit, .close = queue_close, .free = backend_free,
+};
+
+struct kv_backend *kvpg_backend(struct kvpg *pg)
+{
+        return &pg->be;
 }
 
 void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease)

@@ -12,8 +12,7 @@
 #include <event2/event.h>
 
 struct kvpg;
-struct kv;
-struct kv_job;
+struct kv_backend;
 struct kvpg_lease;
 
 /* Loads libpq and starts connecting to conninfo (a libpq connection string
@@ -21,16 +20,10 @@ struct kvpg_lease;
  * made on base. 0, or -errno with err saying why (libpq missing). */
 int kvpg_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg **out, char *err,
              size_t errlen);
-/* Closes the connection; what is queued or running is answered cancelled. */
-void kvpg_free(struct kvpg *pg);
-/* Queues job (job->kv and job->gadget set): 0, after which job->done is
- * called once on the loop and the job freed; or KV_EUNAVAILABLE with
- * job->why when the store is down (the caller keeps job). */
-int kvpg_submit(struct kvpg *pg, struct kv_job *job);
-/* The store of owner closes: its queued jobs are answered cancelled now;
- * its running one is answered cancelled now and dropped when its query
- * ends. */
-void kvpg_cancel(struct kvpg *pg, const struct kv *owner);
+/* The gadgets' stores on pg (kv_backend.h): kv_open's backend. Its
+ * free (kv_backend_free) closes the connection; what is queued or running
+ * is answered cancelled. */
+struct kv_backend *kvpg_backend(struct kvpg *pg);
 /* Every write then carries the epoch of its gadget's lease in lease, and
  * a write of a gadget whose lease this node does not hold is refused
  * ("fenced: …") without being sent. */

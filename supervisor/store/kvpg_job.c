@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv.h"
+#include "kv_job.h"
 #include "kvpg_sql.h"
 #include "system/pq_dl.h"
 
@@ -27,144 +27,126 @@ static void quota_param(uint64_t v, char out[8])
         int8_be(v > INT64_MAX ? (uint64_t)INT64_MAX : v, out);
 }
 
-/* An alarm job's query: its parameters after $1 gadget, $2 binding (ep:
- * the epoch as a binary bigint). */
-static int alarm_send(PGconn *c, const struct kv_job *job, const char *ep)
-{
-        char at[24], due[24], n[24], retry[24];
-        const char *v[8] = { job->gadget, job->binding, (const char *)job->key };
-        int l[8] = { 0, 0, (int)job->klen }, f[8] = { 0, 0, 1 }, np = 3;
-        enum kvpg_query q = KVPG_ALARM_NEXT;
-        snprintf(at, sizeof at, "%" PRId64, job->at);
-        snprintf(due, sizeof due, "%" PRId64, job->due);
-        snprintf(retry, sizeof retry, "%" PRId64, job->retry_due);
+/* A query's parameters, added in order: text, or binary of a length. */
+struct params {
+        const char *v[8];
+        int l[8], f[8], n;
+};
 
-        switch (job->op) {
-        case KV_ALARM_SET:
-                q = KVPG_ALARM_SET;
-                quota_param(job->quota.max_keys, n);
-                v[3] = at;
-                v[4] = job->val ? job->val : "";
-                l[4] = (int)job->vlen;
-                f[4] = 1;
-                v[5] = n;
-                v[6] = ep;
-                l[5] = l[6] = 8;
-                f[5] = f[6] = 1;
-                np = 7;
-                break;
-        case KV_ALARM_CANCEL:
-                q = KVPG_ALARM_CANCEL;
-                v[3] = ep;
-                l[3] = 8;
-                f[3] = 1;
-                np = 4;
-                break;
-        case KV_ALARM_LIST:
-                q = KVPG_ALARM_LIST;
-                v[2] = (const char *)job->after;
-                l[2] = (int)job->alen;
-                snprintf(n, sizeof n, "%u", job->limit + 1);
-                v[3] = n;
-                np = 4;
-                break;
-        case KV_ALARM_SETTLE:
-                q = KVPG_ALARM_SETTLE;
-                v[3] = at;
-                v[4] = due;
-                v[5] = job->val ? job->val : "";
-                l[5] = (int)job->vlen;
-                f[5] = 1;
-                v[6] = retry;
-                v[7] = ep;
-                l[7] = 8;
-                f[7] = 1;
-                np = 8;
-                break;
-        default:
-                np = 2;
-                break;
-        }
-        return PQsendQueryPrepared(c, kvpg_query_names[q], np, v, l, f, 1);
+static void text(struct params *p, const char *s)
+{
+        p->v[p->n] = s;
+        p->l[p->n] = 0;
+        p->f[p->n++] = 0;
 }
 
-int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t epoch)
+static void bin(struct params *p, const void *b, size_t len)
+{
+        p->v[p->n] = b;
+        p->l[p->n] = (int)len;
+        p->f[p->n++] = 1;
+}
+
+/* An alarm job's parameters after $1 gadget, $2 binding (ep: the epoch
+ * as a binary bigint); texts is room for the numbers as text. Its query. */
+static enum kvpg_query alarm_params(struct params *p, const struct kv_job *job, const char *ep, char texts[4][24])
+{
+        const void *val = job->val ? job->val : "";
+        switch (job->op) {
+        case KV_ALARM_SET:
+                snprintf(texts[0], 24, "%" PRId64, job->at);
+                quota_param(job->quota.max_keys, texts[1]);
+                bin(p, job->key, job->klen);
+                text(p, texts[0]);
+                bin(p, val, job->vlen);
+                bin(p, texts[1], 8);
+                bin(p, ep, 8);
+                return KVPG_ALARM_SET;
+        case KV_ALARM_CANCEL:
+                bin(p, job->key, job->klen);
+                bin(p, ep, 8);
+                return KVPG_ALARM_CANCEL;
+        case KV_ALARM_LIST:
+                snprintf(texts[0], 24, "%u", job->limit + 1);
+                bin(p, job->after, job->alen);
+                text(p, texts[0]);
+                return KVPG_ALARM_LIST;
+        case KV_ALARM_SETTLE:
+                snprintf(texts[0], 24, "%" PRId64, job->at);
+                snprintf(texts[1], 24, "%" PRId64, job->due);
+                snprintf(texts[2], 24, "%" PRId64, job->retry_due);
+                bin(p, job->key, job->klen);
+                text(p, texts[0]);
+                text(p, texts[1]);
+                bin(p, val, job->vlen);
+                text(p, texts[2]);
+                bin(p, ep, 8);
+                return KVPG_ALARM_SETTLE;
+        default: return KVPG_ALARM_NEXT;
+        }
+}
+
+/* A list's parameters after $1 gadget, $2 binding: from the prefix or
+ * the cursor, the range's end, the limit (end, limit: room for them). */
+static enum kvpg_query list_params(struct params *p, const struct kv_job *job, uint8_t end[KV_MAX_KEY + 1],
+                                   char limit[24])
 {
         /* Why a list reads a bounded range: [start, end) of the primary
          * key, end being the prefix's successor or, without one, past
          * every key (KV_MAX_KEY + 1 bytes of 0xff). */
-        uint8_t end[KV_MAX_KEY + 1];
-        char n1[24], n2[24], ep[8];
-        const char *v[8] = { job->gadget, job->binding, (const char *)job->key };
-        int l[8] = { 0, 0, (int)job->klen }, f[8] = { 0, 0, 1 }, n = 3;
-        int8_be((uint64_t)epoch, ep);
-        enum kvpg_query q = KVPG_GET;
-        if (job->op >= KV_ALARM_SET)
-                return alarm_send(c, job, ep);
-
-        switch (job->op) {
-        case KV_GET: q = KVPG_GET; break;
-        case KV_DELETE:
-                q = KVPG_DELETE;
-                v[3] = ep;
-                l[3] = 8;
-                f[3] = 1;
-                n = 4;
-                break;
-        case KV_PUT:
-                q = KVPG_PUT;
-                quota_param(job->quota.max_keys, n1);
-                quota_param(job->quota.max_bytes, n2);
-                v[3] = job->val ? job->val : "";
-                l[3] = (int)job->vlen;
-                v[4] = n1;
-                v[5] = n2;
-                v[6] = node;
-                v[7] = ep;
-                l[4] = l[5] = l[7] = 8;
-                f[3] = f[4] = f[5] = f[7] = 1;
-                n = 8;
-                break;
-        case KV_LIST: {
-                size_t elen = kvdb_prefix_end(job->key, job->klen, end);
-                if (elen == 0)
-                        memset(end, 0xff, elen = sizeof end);
-                /* After the cursor when it lies within the range, else from
-                 * the prefix itself (as kvdb_list). */
-                size_t n_cmp = job->alen < job->klen ? job->alen : job->klen;
-                int cmp = memcmp(job->after, job->key, n_cmp);
-                bool from_cursor = job->alen > 0 && (cmp > 0 || (cmp == 0 && job->alen >= job->klen));
-                q = from_cursor ? KVPG_LIST_GT : KVPG_LIST_GE;
-                if (from_cursor) {
-                        v[2] = (const char *)job->after;
-                        l[2] = (int)job->alen;
-                }
-                snprintf(n1, sizeof n1, "%u", job->limit + 1);
-                v[3] = (const char *)end;
-                l[3] = (int)elen;
-                f[3] = 1;
-                v[4] = n1;
-                n = 5;
-                break;
-        }
-        default: break;
-        }
-        return PQsendQueryPrepared(c, kvpg_query_names[q], n, v, l, f, 1);
+        size_t elen = kvdb_prefix_end(job->key, job->klen, end);
+        if (elen == 0)
+                memset(end, 0xff, elen = KV_MAX_KEY + 1);
+        /* After the cursor when it lies within the range, else from
+         * the prefix itself (as kvdb_list). */
+        size_t n_cmp = job->alen < job->klen ? job->alen : job->klen;
+        int cmp = memcmp(job->after, job->key, n_cmp);
+        bool from_cursor = job->alen > 0 && (cmp > 0 || (cmp == 0 && job->alen >= job->klen));
+        if (from_cursor)
+                bin(p, job->after, job->alen);
+        else
+                bin(p, job->key, job->klen);
+        snprintf(limit, 24, "%u", job->limit + 1);
+        bin(p, end, elen);
+        text(p, limit);
+        return from_cursor ? KVPG_LIST_GT : KVPG_LIST_GE;
 }
 
-/* Appends one listed key (2-byte length, bytes) to a list job. */
-static int list_add(struct kv_job *job, const void *key, size_t klen)
+int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t epoch)
 {
-        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
-        if (!k)
-                return -ENOMEM;
-        k[job->keys_len] = (uint8_t)klen;
-        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
-        memcpy(k + job->keys_len + 2, key, klen);
-        job->keys = k;
-        job->keys_len += 2 + klen;
-        job->n_keys++;
-        return 0;
+        uint8_t end[KV_MAX_KEY + 1];
+        char texts[4][24], ep[8];
+        struct params p = { .n = 0 };
+        enum kvpg_query q;
+        int8_be((uint64_t)epoch, ep);
+        text(&p, job->gadget);
+        text(&p, job->binding);
+
+        switch (job->op) {
+        case KV_GET:
+                bin(&p, job->key, job->klen);
+                q = KVPG_GET;
+                break;
+        case KV_DELETE:
+                bin(&p, job->key, job->klen);
+                bin(&p, ep, 8);
+                q = KVPG_DELETE;
+                break;
+        case KV_PUT:
+                quota_param(job->quota.max_keys, texts[0]);
+                quota_param(job->quota.max_bytes, texts[1]);
+                bin(&p, job->key, job->klen);
+                bin(&p, job->val ? job->val : "", job->vlen);
+                bin(&p, texts[0], 8);
+                bin(&p, texts[1], 8);
+                text(&p, node);
+                bin(&p, ep, 8);
+                q = KVPG_PUT;
+                break;
+        case KV_LIST: q = list_params(&p, job, end, texts[0]); break;
+        default: q = alarm_params(&p, job, ep, texts); break;
+        }
+        return PQsendQueryPrepared(c, kvpg_query_names[q], p.n, p.v, p.l, p.f, 1);
 }
 
 static int get_result(struct kv_job *job, const PGresult *res)
@@ -201,10 +183,9 @@ static int list_result(struct kv_job *job, const PGresult *res)
 {
         int rows = PQntuples(res);
         job->more = (unsigned)rows > job->limit;
-        for (int i = 0; i < rows && (unsigned)i < job->limit; i++)
-                if (list_add(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)) < 0)
-                        return -ENOMEM;
-        return 0;
+        for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++)
+                kv_job_add_key(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
+        return job->err;
 }
 
 /* A big-endian integer of n bytes (int4, int8 in binary). */

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "kv.h"
+#include "kv_job.h"
 
 struct kvpg_lane {
         const struct kv *owner;

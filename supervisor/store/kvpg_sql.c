@@ -158,6 +158,58 @@ const char kvpg_sql_migrate_begin[] =
         "INSERT INTO gadgetd_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM gadgetd_schema);"
         "SELECT version FROM gadgetd_schema;";
 
+/* Text two migrations share, once each. A released migration's text must
+ * never change (a store migrated by it is never migrated again): these
+ * too are as they were released.
+ * gadgetd_kv_put's body after its BEGIN (version 1) or its fence (2). */
+#define KV_PUT_BODY \
+        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n" \
+        "  IF NOT FOUND THEN\n" \
+        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n" \
+        "      ON CONFLICT (gadget, binding) DO NOTHING;\n" \
+        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n" \
+        "  END IF;\n" \
+        "  SELECT length(key) + length(value) INTO old FROM gadgetd_kv WHERE ns = n.id AND key = p_key;\n" \
+        "  IF old IS NULL THEN dk := 1; old := 0; END IF;\n" \
+        "  db := length(p_key) + length(p_value) - old;\n" \
+        "  IF n.keys + dk > p_max_keys OR n.bytes + db > p_max_bytes THEN RETURN 1; END IF;\n" \
+        "  INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, p_key, p_value)\n" \
+        "    ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n" \
+        "  UPDATE gadgetd_kv_ns SET keys = keys + dk, bytes = bytes + db WHERE id = n.id;\n" \
+        "  RETURN 0;\n" \
+        "END $f$;"
+/* gadgetd_kv_delete's, the same. */
+#define KV_DELETE_BODY \
+        "  SELECT id INTO nid FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n" \
+        "  IF NOT FOUND THEN RETURN false; END IF;\n" \
+        "  DELETE FROM gadgetd_kv WHERE ns = nid AND key = p_key RETURNING length(key) + length(value) INTO freed;\n" \
+        "  IF NOT FOUND THEN RETURN false; END IF;\n" \
+        "  UPDATE gadgetd_kv_ns SET keys = keys - 1, bytes = bytes - freed WHERE id = nid;\n" \
+        "  RETURN true;\n" \
+        "END $f$;"
+/* gadgetd_lease_take's take and answer, once p_take is decided; set: what
+ * else a take sets on the owner row. */
+#define LEASE_TAKE_BODY(set) \
+        "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n" \
+        "    IF p_take THEN\n" \
+        "      BEGIN\n" \
+        "        PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n" \
+        "        INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n" \
+        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n" \
+        "            epoch = gadgetd_owner.epoch + 1, since = now()" set ";\n" \
+        "        got := true;\n" \
+        "      EXCEPTION WHEN lock_not_available THEN\n" \
+        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n" \
+        "        free := true;\n" \
+        "      END;\n" \
+        "    ELSE\n" \
+        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n" \
+        "      free := true;\n" \
+        "    END IF;\n" \
+        "  END IF;\n" \
+        "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n" \
+        "END $f$;"
+
 static const char migration_1[] =
         "CREATE TABLE gadgetd_node ("
         " name text PRIMARY KEY,"
@@ -183,32 +235,12 @@ static const char migration_1[] =
         " p_max_keys bigint, p_max_bytes bigint, p_node text) RETURNS integer LANGUAGE plpgsql AS $f$\n"
         "DECLARE n gadgetd_kv_ns%ROWTYPE; old bigint; dk bigint := 0; db bigint;\n"
         "BEGIN\n"
-        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  IF NOT FOUND THEN\n"
-        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n"
-        "      ON CONFLICT (gadget, binding) DO NOTHING;\n"
-        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  END IF;\n"
-        "  SELECT length(key) + length(value) INTO old FROM gadgetd_kv WHERE ns = n.id AND key = p_key;\n"
-        "  IF old IS NULL THEN dk := 1; old := 0; END IF;\n"
-        "  db := length(p_key) + length(p_value) - old;\n"
-        "  IF n.keys + dk > p_max_keys OR n.bytes + db > p_max_bytes THEN RETURN 1; END IF;\n"
-        "  INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, p_key, p_value)\n"
-        "    ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n"
-        "  UPDATE gadgetd_kv_ns SET keys = keys + dk, bytes = bytes + db WHERE id = n.id;\n"
-        "  RETURN 0;\n"
-        "END $f$;"
+        KV_PUT_BODY
         "CREATE FUNCTION gadgetd_kv_delete(p_gadget text, p_binding text, p_key bytea)"
         " RETURNS boolean LANGUAGE plpgsql AS $f$\n"
         "DECLARE nid bigint; freed bigint;\n"
         "BEGIN\n"
-        "  SELECT id INTO nid FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  IF NOT FOUND THEN RETURN false; END IF;\n"
-        "  DELETE FROM gadgetd_kv WHERE ns = nid AND key = p_key RETURNING length(key) + length(value) INTO freed;\n"
-        "  IF NOT FOUND THEN RETURN false; END IF;\n"
-        "  UPDATE gadgetd_kv_ns SET keys = keys - 1, bytes = bytes - freed WHERE id = nid;\n"
-        "  RETURN true;\n"
-        "END $f$;";
+        KV_DELETE_BODY;
 
 static const char migration_2[] =
         "CREATE TABLE gadgetd_owner ("
@@ -221,25 +253,7 @@ static const char migration_2[] =
         " LANGUAGE plpgsql AS $f$\n"
         "BEGIN\n"
         "  got := false; free := false;\n"
-        "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n"
-        "    IF p_take THEN\n"
-        "      BEGIN\n"
-        "        PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
-        "        INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
-        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
-        "            epoch = gadgetd_owner.epoch + 1, since = now();\n"
-        "        got := true;\n"
-        "      EXCEPTION WHEN lock_not_available THEN\n"
-        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
-        "        free := true;\n"
-        "      END;\n"
-        "    ELSE\n"
-        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
-        "      free := true;\n"
-        "    END IF;\n"
-        "  END IF;\n"
-        "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
-        "END $f$;"
+        LEASE_TAKE_BODY("")
         "DROP FUNCTION gadgetd_kv_put(text, text, bytea, bytea, bigint, bigint, text);"
         "DROP FUNCTION gadgetd_kv_delete(text, text, bytea);"
         "CREATE FUNCTION gadgetd_fence(p_gadget text, p_epoch bigint) RETURNS void LANGUAGE plpgsql AS $f$\n"
@@ -255,33 +269,13 @@ static const char migration_2[] =
         "DECLARE n gadgetd_kv_ns%ROWTYPE; old bigint; dk bigint := 0; db bigint;\n"
         "BEGIN\n"
         "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
-        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  IF NOT FOUND THEN\n"
-        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n"
-        "      ON CONFLICT (gadget, binding) DO NOTHING;\n"
-        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  END IF;\n"
-        "  SELECT length(key) + length(value) INTO old FROM gadgetd_kv WHERE ns = n.id AND key = p_key;\n"
-        "  IF old IS NULL THEN dk := 1; old := 0; END IF;\n"
-        "  db := length(p_key) + length(p_value) - old;\n"
-        "  IF n.keys + dk > p_max_keys OR n.bytes + db > p_max_bytes THEN RETURN 1; END IF;\n"
-        "  INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, p_key, p_value)\n"
-        "    ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n"
-        "  UPDATE gadgetd_kv_ns SET keys = keys + dk, bytes = bytes + db WHERE id = n.id;\n"
-        "  RETURN 0;\n"
-        "END $f$;"
+        KV_PUT_BODY
         "CREATE FUNCTION gadgetd_kv_delete(p_gadget text, p_binding text, p_key bytea, p_epoch bigint)"
         " RETURNS boolean LANGUAGE plpgsql AS $f$\n"
         "DECLARE nid bigint; freed bigint;\n"
         "BEGIN\n"
         "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
-        "  SELECT id INTO nid FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
-        "  IF NOT FOUND THEN RETURN false; END IF;\n"
-        "  DELETE FROM gadgetd_kv WHERE ns = nid AND key = p_key RETURNING length(key) + length(value) INTO freed;\n"
-        "  IF NOT FOUND THEN RETURN false; END IF;\n"
-        "  UPDATE gadgetd_kv_ns SET keys = keys - 1, bytes = bytes - freed WHERE id = nid;\n"
-        "  RETURN true;\n"
-        "END $f$;";
+        KV_DELETE_BODY;
 
 /* A node's peer address beside its name; a move's target on the owner
  * row: while move_until has not passed, only move_to may take the lease. */
@@ -297,25 +291,7 @@ static const char migration_3[] =
         "      AND o.move_to IS DISTINCT FROM p_node AND o.move_until > now()) THEN\n"
         "    p_take := false;\n"
         "  END IF;\n"
-        "  IF pg_try_advisory_lock(" KVPG_LEASE_SPACE ", hashtext(p_gadget)) THEN\n"
-        "    IF p_take THEN\n"
-        "      BEGIN\n"
-        "        PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT "', true);\n"
-        "        INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES (p_gadget, p_node, 1)\n"
-        "          ON CONFLICT (gadget) DO UPDATE SET node = excluded.node,\n"
-        "            epoch = gadgetd_owner.epoch + 1, since = now(), move_to = NULL, move_until = NULL;\n"
-        "        got := true;\n"
-        "      EXCEPTION WHEN lock_not_available THEN\n"
-        "        PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
-        "        free := true;\n"
-        "      END;\n"
-        "    ELSE\n"
-        "      PERFORM pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(p_gadget));\n"
-        "      free := true;\n"
-        "    END IF;\n"
-        "  END IF;\n"
-        "  SELECT o.node, o.epoch INTO owner, owner_epoch FROM gadgetd_owner o WHERE o.gadget = p_gadget;\n"
-        "END $f$;";
+        LEASE_TAKE_BODY(", move_to = NULL, move_until = NULL");
 
 /* Every wanted lease of a round in one statement (see the top). Why
  * #variable_conflict use_column: the result's columns share the table's

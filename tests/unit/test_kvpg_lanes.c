@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "store/kv.h"
+#include "store/kv_job.h"
 #include "store/kvpg_lanes.h"
 #include "tap.h"
 

@@ -1,0 +1,166 @@
+/* kv_job: a store operation, its names, and the rows a list or a look-up
+ * brings back packed in the job. */
+#include "kv_job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each operation's name in messages, and whether it writes. */
+static const struct {
+        const char *name;
+        bool writes;
+} ops[] = {
+        [KV_GET] = { "get", false },
+        [KV_PUT] = { "put", true },
+        [KV_DELETE] = { "delete", true },
+        [KV_LIST] = { "list", false },
+        [KV_ALARM_SET] = { "alarm set", true },
+        [KV_ALARM_CANCEL] = { "alarm cancel", true },
+        [KV_ALARM_LIST] = { "alarm list", false },
+        [KV_ALARM_NEXT] = { "alarm look-up", false },
+        [KV_ALARM_SETTLE] = { "alarm delivery's record", true },
+};
+
+bool kv_op_writes(enum kv_op op)
+{
+        return (size_t)op < sizeof ops / sizeof *ops && ops[op].writes;
+}
+
+const char *kv_op_name(enum kv_op op)
+{
+        return (size_t)op < sizeof ops / sizeof *ops && ops[op].name ? ops[op].name : "operation";
+}
+
+struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
+{
+        struct kv_job *job = calloc(1, sizeof *job);
+        if (!job)
+                return NULL;
+        job->op = op;
+        snprintf(job->binding, sizeof job->binding, "%s", binding);
+        job->done = done;
+        job->arg = arg;
+        return job;
+}
+
+void kv_job_free(struct kv_job *job)
+{
+        if (!job)
+                return;
+        free(job->val);
+        free(job->keys);
+        free(job);
+}
+
+struct kv_job kv_job_stand_in(const struct kv_job *running)
+{
+        struct kv_job s = { .op = running->op, .kv = running->kv, .done = running->done, .arg = running->arg,
+                            .user_done = running->user_done, .err = -ECANCELED };
+        snprintf(s.binding, sizeof s.binding, "%s", running->binding);
+        return s;
+}
+
+void kv_job_add_key(void *arg, const void *key, size_t klen)
+{
+        struct kv_job *job = arg;
+        uint8_t *k = realloc(job->keys, job->keys_len + 2 + klen);
+        if (!k) {
+                job->err = -ENOMEM;
+                return;
+        }
+        k[job->keys_len] = (uint8_t)klen;
+        k[job->keys_len + 1] = (uint8_t)(klen >> 8);
+        memcpy(k + job->keys_len + 2, key, klen);
+        job->keys = k;
+        job->keys_len += 2 + klen;
+        job->n_keys++;
+}
+
+int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen)
+{
+        if (*pos + 2 > job->keys_len)
+                return 0;
+        size_t n = (size_t)job->keys[*pos] | (size_t)job->keys[*pos + 1] << 8;
+        *key = job->keys + *pos + 2;
+        *klen = n;
+        *pos += 2 + n;
+        return 1;
+}
+
+static void put_bytes(uint8_t *p, uint64_t v, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++)
+                p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_bytes(const uint8_t *p, unsigned n)
+{
+        uint64_t v = 0;
+        for (unsigned i = 0; i < n; i++)
+                v |= (uint64_t)p[i] << (8 * i);
+        return v;
+}
+
+/* A row: id length (2), id, at (8), payload length (4), payload. */
+void kv_job_add_alarm(void *arg, const struct kvdb_alarm *a)
+{
+        struct kv_job *job = arg;
+        size_t need = 14 + a->idlen + a->plen;
+        if (job->err || job->more)
+                return;
+        if (job->n_keys > 0 && job->keys_len + need > KV_ALARM_LIST_BYTES) {
+                job->more = true;
+                return;
+        }
+        uint8_t *k = realloc(job->keys, job->keys_len + need);
+        if (!k) {
+                job->err = -ENOMEM;
+                return;
+        }
+        uint8_t *p = k + job->keys_len;
+        put_bytes(p, a->idlen, 2);
+        memcpy(p + 2, a->id, a->idlen);
+        put_bytes(p + 2 + a->idlen, (uint64_t)a->at, 8);
+        put_bytes(p + 10 + a->idlen, a->plen, 4);
+        if (a->plen)
+                memcpy(p + 14 + a->idlen, a->payload, a->plen);
+        job->keys = k;
+        job->keys_len += need;
+        job->n_keys++;
+}
+
+int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *a)
+{
+        const uint8_t *p = job->keys + *pos;
+        if (*pos + 14 > job->keys_len)
+                return 0;
+        a->idlen = (size_t)get_bytes(p, 2);
+        a->id = p + 2;
+        a->at = (int64_t)get_bytes(p + 2 + a->idlen, 8);
+        a->plen = (size_t)get_bytes(p + 10 + a->idlen, 4);
+        a->payload = p + 14 + a->idlen;
+        *pos += 14 + a->idlen + a->plen;
+        return 1;
+}
+
+void kv_job_take_alarm(void *arg, const struct kvdb_alarm *a)
+{
+        struct kv_job *job = arg;
+        void *copy = malloc(a->plen ? a->plen : 1);
+        if (!copy || a->idlen > sizeof job->key) {
+                free(copy);
+                job->err = copy ? -EIO : -ENOMEM;
+                return;
+        }
+        memcpy(job->key, a->id, a->idlen);
+        job->klen = a->idlen;
+        job->at = a->at;
+        job->due = a->due;
+        job->attempts = a->attempts;
+        if (a->plen)
+                memcpy(copy, a->payload, a->plen);
+        free(job->val);
+        job->val = copy;
+        job->vlen = a->plen;
+}

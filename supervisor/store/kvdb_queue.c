@@ -1,0 +1,301 @@
+/* kvdb_queue: the SQLite backend: a gadget's thread, its queue, and the
+ * jobs carried out on its database. */
+#include "kvdb_queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "kv_backend.h"
+#include "kv_job.h"
+
+#define KV_STACK (512u * 1024u)
+
+struct kvdb_backend {
+        struct kv_backend be;
+        struct event_base *base;
+        char *state_dir;
+};
+
+/* Shared by the loop and the thread: the fields under mu. Once closing is
+ * set the loop has let go of the queue and the thread frees it. */
+struct kvdb_queue {
+        struct kv_queue q;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        struct kv_job *todo, **todo_tail;   /* queued, not started */
+        struct kv_job *done, **done_tail;   /* finished, for the loop */
+        struct kv_job *running;
+        bool closing;
+        /* The thread's own. */
+        char *state_dir, *gadget;
+        /* The loop's own. */
+        int efd;
+        struct event *ev;
+};
+
+/* Carries out an alarm job on db: 0 or -errno. */
+static int run_alarm(struct kvdb *db, struct kv_job *job)
+{
+        struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+                                .payload = job->val, .plen = job->vlen };
+        switch (job->op) {
+        case KV_ALARM_SET: return kvdb_alarm_set(db, job->binding, &a, job->quota.max_keys);
+        case KV_ALARM_CANCEL: return kvdb_alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
+        case KV_ALARM_LIST:
+                return kvdb_alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
+                                       job, &job->more);
+        case KV_ALARM_NEXT: return kvdb_alarm_next(db, job->binding, kv_job_take_alarm, job);
+        case KV_ALARM_SETTLE: return kvdb_alarm_settle(db, job->binding, &a, job->retry_due);
+        default: return -EINVAL;
+        }
+}
+
+/* Carries out one job on the database (on the thread). */
+static void run_job(struct kvdb *db, struct kv_job *job)
+{
+        int e = 0;
+        switch (job->op) {
+        case KV_GET:
+                e = kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
+                break;
+        case KV_PUT:
+                e = kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
+                break;
+        case KV_DELETE:
+                e = kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
+                break;
+        case KV_LIST:
+                e = kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit,
+                              kv_job_add_key, job, &job->more);
+                break;
+        default:
+                e = run_alarm(db, job);
+                break;
+        }
+        if (e < 0 || job->err == 0)
+                job->err = e;
+}
+
+/* Hands a finished job to the loop (mu held). Why this write cannot reach
+ * another file: efd is closed only after closing is set under mu. */
+static void finish(struct kvdb_queue *kq, struct kv_job *job)
+{
+        if (kq->closing || !job->done) {
+                kv_job_free(job);
+                return;
+        }
+        job->next = NULL;
+        *kq->done_tail = job;
+        kq->done_tail = &job->next;
+        uint64_t one = 1;
+        if (write(kq->efd, &one, sizeof one) < 0) {
+                /* The counter cannot overflow at one per job: nothing to do. */
+        }
+}
+
+static void queue_free(struct kvdb_queue *kq)
+{
+        pthread_mutex_destroy(&kq->mu);
+        pthread_cond_destroy(&kq->cv);
+        free(kq->state_dir);
+        free(kq->gadget);
+        free(kq);
+}
+
+/* The thread: opens the database at the first job (again after a failed
+ * open), runs the jobs in order, and at close frees the queue. */
+static void *thread_main(void *arg)
+{
+        struct kvdb_queue *kq = arg;
+        struct kvdb *db = NULL;
+
+        pthread_mutex_lock(&kq->mu);
+        for (;;) {
+                while (!kq->todo && !kq->closing)
+                        pthread_cond_wait(&kq->cv, &kq->mu);
+                if (kq->closing)
+                        break;
+                struct kv_job *job = kq->todo;
+                if (!(kq->todo = job->next))
+                        kq->todo_tail = &kq->todo;
+                kq->running = job;
+                pthread_mutex_unlock(&kq->mu);
+                int e = db ? 0 : kvdb_open(kq->state_dir, kq->gadget, &db);
+                if (e < 0) {
+                        job->err = e;
+                        job->open_failed = true;
+                } else
+                        run_job(db, job);
+                pthread_mutex_lock(&kq->mu);
+                kq->running = NULL;
+                finish(kq, job);
+        }
+        pthread_mutex_unlock(&kq->mu);
+        kvdb_close(db);
+        queue_free(kq);
+        return NULL;
+}
+
+/* The eventfd: finished jobs are answered on the loop. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvdb_queue *kq = arg;
+        uint64_t n;
+        (void)what;
+        if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+                return;
+        pthread_mutex_lock(&kq->mu);
+        struct kv_job *list = kq->done;
+        kq->done = NULL;
+        kq->done_tail = &kq->done;
+        pthread_mutex_unlock(&kq->mu);
+        while (list) {
+                struct kv_job *job = list;
+                list = job->next;
+                job->done(job);
+                kv_job_free(job);
+        }
+}
+
+/* Starts the thread with every signal blocked: signals are the loop's. */
+static int start_thread(struct kvdb_queue *kq)
+{
+        pthread_attr_t attr;
+        pthread_t t;
+        sigset_t all, old;
+        int e;
+
+        if ((e = pthread_attr_init(&attr)) != 0)
+                return -e;
+        pthread_attr_setstacksize(&attr, KV_STACK);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = pthread_create(&t, &attr, thread_main, kq);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        return -e;
+}
+
+static const struct kv_backend_ops kvdb_ops;
+
+static int queue_open(struct kv_backend *be, const struct kv *kv, const char *gadget, struct kv_queue **out)
+{
+        struct kvdb_backend *b = (struct kvdb_backend *)be;
+        struct kvdb_queue *kq = calloc(1, sizeof *kq);
+        int e = -ENOMEM;
+
+        (void)kv;
+        if (!kq)
+                return -ENOMEM;
+        kq->q.ops = &kvdb_ops;
+        kq->efd = -1;
+        pthread_mutex_init(&kq->mu, NULL);
+        pthread_cond_init(&kq->cv, NULL);
+        kq->todo_tail = &kq->todo;
+        kq->done_tail = &kq->done;
+        if (!(kq->state_dir = strdup(b->state_dir)) || !(kq->gadget = strdup(gadget)))
+                goto fail;
+        if ((kq->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+                e = -errno;
+                goto fail;
+        }
+        if (!(kq->ev = event_new(b->base, kq->efd, EV_READ | EV_PERSIST, on_done, kq)) || event_add(kq->ev, NULL) < 0)
+                goto fail;
+        if ((e = start_thread(kq)) < 0)
+                goto fail;
+        *out = &kq->q;
+        return 0;
+fail:
+        if (kq->ev)
+                event_free(kq->ev);
+        if (kq->efd >= 0)
+                close(kq->efd);
+        queue_free(kq);
+        return e;
+}
+
+static int queue_submit(struct kv_queue *q, struct kv_job *job)
+{
+        struct kvdb_queue *kq = (struct kvdb_queue *)q;
+        job->next = NULL;
+        pthread_mutex_lock(&kq->mu);
+        *kq->todo_tail = job;
+        kq->todo_tail = &job->next;
+        pthread_cond_signal(&kq->cv);
+        pthread_mutex_unlock(&kq->mu);
+        return 0;
+}
+
+/* Answers each job of list with its outcome (finished: true) or cancelled. */
+static void answer_all(struct kv_job *list, bool finished)
+{
+        while (list) {
+                struct kv_job *job = list;
+                list = job->next;
+                if (!finished)
+                        job->err = -ECANCELED;
+                job->done(job);
+                kv_job_free(job);
+        }
+}
+
+static void queue_close(struct kv_queue *q)
+{
+        struct kvdb_queue *kq = (struct kvdb_queue *)q;
+        /* Everything the loop needs is taken out under mu: once it is
+         * unlocked the thread may free the queue at any moment. */
+        struct event *ev = kq->ev;
+        int efd = kq->efd;
+        pthread_mutex_lock(&kq->mu);
+        kq->closing = true;
+        struct kv_job *todo = kq->todo, *done = kq->done;
+        kq->todo = kq->done = NULL;
+        kq->todo_tail = &kq->todo;
+        kq->done_tail = &kq->done;
+        /* The running job stays the thread's; its caller is answered now
+         * with a stand-in, and the thread drops the job when it ends. */
+        struct kv_job stand_in = { .done = NULL };
+        if (kq->running) {
+                stand_in = kv_job_stand_in(kq->running);
+                kq->running->done = NULL;
+        }
+        pthread_cond_signal(&kq->cv);
+        pthread_mutex_unlock(&kq->mu);
+
+        event_free(ev);
+        close(efd);
+        answer_all(done, true);
+        answer_all(todo, false);
+        if (stand_in.done)
+                stand_in.done(&stand_in);
+}
+
+static void backend_free(struct kv_backend *be)
+{
+        struct kvdb_backend *b = (struct kvdb_backend *)be;
+        free(b->state_dir);
+        free(b);
+}
+
+static const struct kv_backend_ops kvdb_ops = {
+        .open = queue_open, .submit = queue_submit, .close = queue_close, .free = backend_free,
+};
+
+int kvdb_backend_new(struct event_base *base, const char *state_dir, struct kv_backend **out)
+{
+        struct kvdb_backend *b = calloc(1, sizeof *b);
+        if (!b || !(b->state_dir = strdup(state_dir))) {
+                free(b);
+                return -ENOMEM;
+        }
+        b->be.ops = &kvdb_ops;
+        b->base = base;
+        *out = &b->be;
+        return 0;
+}
