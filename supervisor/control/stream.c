@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <event2/event.h>
 
 #include "client.h"
@@ -14,7 +15,7 @@
 #include "system/conn.h"
 
 struct live_line {
-        struct live_line *next;
+        STAILQ_ENTRY(live_line) link;
         char text[];
 };
 
@@ -27,7 +28,7 @@ struct stream {
         char *gadget;
         char **lines;                   /* the part being made */
         size_t n, cap, bytes;
-        struct live_line *live, **live_tail;
+        STAILQ_HEAD(, live_line) live;  /* oldest first */
         size_t live_bytes;
         char *note;                     /* for the next part */
 };
@@ -53,9 +54,9 @@ void stream_free(struct stream *st)
         source_end(st);
         part_clear(st);
         free(st->lines);
-        while (st->live) {
-                struct live_line *l = st->live;
-                st->live = l->next;
+        struct live_line *l;
+        while ((l = STAILQ_FIRST(&st->live))) {
+                STAILQ_REMOVE_HEAD(&st->live, link);
                 free(l);
         }
         if (st->ev)
@@ -105,15 +106,13 @@ int stream_add(struct stream *st, const char *line, size_t len)
 /* Live lines into the part, while it has room. */
 static int take_live(struct stream *st)
 {
-        while (st->live) {
-                struct live_line *l = st->live;
+        struct live_line *l;
+        while ((l = STAILQ_FIRST(&st->live))) {
                 size_t len = strlen(l->text);
                 int e = stream_add(st, l->text, len);
                 if (e <= 0)
                         return e;
-                st->live = l->next;
-                if (!st->live)
-                        st->live_tail = &st->live;
+                STAILQ_REMOVE_HEAD(&st->live, link);
                 st->live_bytes -= len;
                 free(l);
         }
@@ -176,7 +175,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                 stream_free(st);
                 return;
         }
-        if ((st->src.step && e != STREAM_WAIT) || st->live)
+        if ((st->src.step && e != STREAM_WAIT) || !STAILQ_EMPTY(&st->live))
                 stream_kick(st);
 }
 
@@ -202,7 +201,7 @@ int stream_start(struct client *cl, uint64_t id, const struct stream_source *src
         st->cl = cl;
         st->id = id;
         st->follow = follow;
-        st->live_tail = &st->live;
+        STAILQ_INIT(&st->live);
         if (!(st->gadget = strdup(gadget)) ||
             !(st->ev = evtimer_new(client_env(cl)->base, step_cb, st)))
                 goto fail;
@@ -234,9 +233,7 @@ void stream_push(struct stream *st, enum stream_follow kind, const char *gadget,
                 return;
         }
         memcpy(l->text, line, len + 1);
-        l->next = NULL;
-        *st->live_tail = l;
-        st->live_tail = &l->next;
+        STAILQ_INSERT_TAIL(&st->live, l, link);
         st->live_bytes += len;
         stream_kick(st);
 }
