@@ -8,6 +8,7 @@
 #include <sys/queue.h>
 #include <event2/event.h>
 
+#include "answer.h"
 #include "client.h"
 #include "control.h"
 #include "contract.h"
@@ -128,11 +129,8 @@ static int send_part(struct stream *st, bool more)
         ll.more = more;
         if (st->note)
                 ll.note = st->note;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = st->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-        r.logs = &ll;
-        int e = client_send(st->cl, &r);
+        struct answer a;
+        int e = client_send(st->cl, answer_logs(&a, st->id, &ll));
         part_clear(st);
         free(st->note);
         st->note = NULL;

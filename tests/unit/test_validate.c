@@ -4,6 +4,7 @@
  * that removing any one rule turns a check red. */
 #include <string.h>
 
+#include "answer.h"
 #include "contract.h"
 #include "tap.h"
 #include "validate.h"
@@ -127,11 +128,49 @@ static void test_response(void)
               "an answer of an unknown kind: %s", why);
 }
 
+/* One builder's answer r: of kind, for id, with body, and it passes the
+ * check gadgetctl and other nodes run on what they read. */
+static void check_answer(const Control__Response *r, Control__Response__RespCase kind, uint64_t id, const void *body)
+{
+        CHECK(r->resp_case == kind && r->id == id && r->error == body &&
+              validate_control_response(r, why, sizeof why) == 0,
+              "answer %llu of kind %d: %s", (unsigned long long)id, (int)kind, why);
+}
+
+static void test_answers(void)
+{
+        struct answer a;
+        Gadget__Value v = GADGET__VALUE__INIT;
+        Control__GadgetList gl = CONTROL__GADGET_LIST__INIT;
+        Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
+        Control__ApprovalList al = CONTROL__APPROVAL_LIST__INIT;
+        Control__NodeList nl = CONTROL__NODE_LIST__INIT;
+        Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
+        v.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        gi.name = "g";
+        st.info = &gi;
+        why[0] = '\0';
+        check_answer(answer_error(&a, 1, GADGET_EBUSY, "busy"), CONTROL__RESPONSE__RESP_ERROR, 1, &a.error);
+        CHECK(a.error.code == GADGET_EBUSY && strcmp(a.error.message, "busy") == 0, "the error's code and message");
+        check_answer(answer_done(&a, 2, "ready"), CONTROL__RESPONSE__RESP_DONE, 2, &a.done);
+        CHECK(strcmp(a.done.message, "ready") == 0, "the done answer's message");
+        check_answer(answer_result(&a, 3, &v), CONTROL__RESPONSE__RESP_RESULT, 3, &v);
+        check_answer(answer_list(&a, 4, &gl), CONTROL__RESPONSE__RESP_LIST, 4, &gl);
+        check_answer(answer_status(&a, 5, &st), CONTROL__RESPONSE__RESP_STATUS, 5, &st);
+        check_answer(answer_logs(&a, 6, &ll), CONTROL__RESPONSE__RESP_LOGS, 6, &ll);
+        check_answer(answer_reload(&a, 7, &rr), CONTROL__RESPONSE__RESP_RELOAD, 7, &rr);
+        check_answer(answer_approvals(&a, 8, &al), CONTROL__RESPONSE__RESP_APPROVALS, 8, &al);
+        check_answer(answer_nodes(&a, 9, &nl), CONTROL__RESPONSE__RESP_NODES, 9, &nl);
+}
+
 int main(void)
 {
         test_hello();
         test_log_and_result();
         test_requests();
         test_response();
+        test_answers();
         return tap_done();
 }
