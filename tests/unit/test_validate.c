@@ -2,6 +2,7 @@
  * request and a control response is checked on its own, with a message
  * that breaks it alone (and the same message within the rule passing), so
  * that removing any one rule turns a check red. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "answer.h"
@@ -128,6 +129,41 @@ static void test_response(void)
               "an answer of an unknown kind: %s", why);
 }
 
+/* Every kind of Request (each field of its oneof, found in the descriptor,
+ * so a kind added to control.proto is covered at once) has its case in the
+ * validator: with its message at the defaults it is passed or refused for
+ * a rule of its own, never as an unknown kind; a kind that names a gadget
+ * (a field "name") refuses an invalid name. */
+static void test_every_request_kind(void)
+{
+        const ProtobufCMessageDescriptor *d = &control__request__descriptor;
+        unsigned kinds = 0;
+        for (unsigned i = 0; i < d->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &d->fields[i];
+                if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) || f->type != PROTOBUF_C_TYPE_MESSAGE)
+                        continue;
+                const ProtobufCMessageDescriptor *md = f->descriptor;
+                ProtobufCMessage *m = calloc(1, md->sizeof_message);
+                if (!m)
+                        abort();
+                protobuf_c_message_init(md, m);
+                Control__Request q = CONTROL__REQUEST__INIT;
+                q.req_case = (Control__Request__ReqCase)f->id;
+                *(ProtobufCMessage **)((char *)&q + f->offset) = m;
+                request(&q);
+                CHECK(!strstr(why, "unknown request kind"), "the request %s has a case in the validator: %s",
+                      f->name, why);
+                const ProtobufCFieldDescriptor *name = protobuf_c_message_descriptor_get_field_by_name(md, "name");
+                if (name && name->type == PROTOBUF_C_TYPE_STRING && name->label != PROTOBUF_C_LABEL_REPEATED) {
+                        *(const char **)((char *)m + name->offset) = "../x";
+                        CHECK(request(&q) < 0, "the request %s with the gadget name \"../x\" is refused", f->name);
+                }
+                free(m);
+                kinds++;
+        }
+        CHECK(kinds >= 14, "%u kinds of request found in the descriptor", kinds);
+}
+
 /* One builder's answer r: of kind, for id, with body, and it passes the
  * check gadgetctl and other nodes run on what they read. */
 static void check_answer(const Control__Response *r, Control__Response__RespCase kind, uint64_t id, const void *body)
@@ -172,5 +208,6 @@ int main(void)
         test_requests();
         test_response();
         test_answers();
+        test_every_request_kind();
         return tap_done();
 }
