@@ -116,45 +116,12 @@ static int exchange(const struct ctl *ctl, struct client *c, Control__Request *r
 }
 
 /* Prints an answer on stdout (reload errors on stderr). The exit status. */
-static int show_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
+static int print_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
 {
-        int e, st = CTL_EXIT_OK;
+        bool failed = false;
+        int e = show_answer(stdout, stderr, r, ctl->json, audit, &failed);
+        int st = failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 
-        switch (r->resp_case) {
-        case CONTROL__RESPONSE__RESP_DONE:
-                e = show_done(stdout, r->done, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_LIST:
-                e = show_list(stdout, r->list, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_STATUS:
-                e = show_status(stdout, r->status, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_RESULT:
-                e = show_value(stdout, r->result);
-                break;
-        case CONTROL__RESPONSE__RESP_LOGS:
-                /* A note (the store unreachable: one node's records) goes to
-                 * stderr, so stdout stays the records alone. */
-                if (r->logs->note && r->logs->note[0])
-                        show_note(stderr, r->logs->note, ctl->json);
-                e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_APPROVALS:
-                e = show_approvals(stdout, r->approvals, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_NODES:
-                e = show_nodes(stdout, r->nodes, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_RELOAD:
-                e = show_reload(stdout, stderr, r->reload, ctl->json);
-                if (r->reload->n_errors > 0)
-                        st = CTL_EXIT_FAILED;
-                break;
-        default:
-                e = -EPROTO;
-                break;
-        }
         if (e >= 0 && fflush(stdout) == EOF)
                 e = -errno;
         if (e < 0) {
@@ -172,7 +139,7 @@ static int request(const struct ctl *ctl, Control__Request *req, Control__Respon
         int st = exchange(ctl, &c, req, want, &r);
 
         if (st == CTL_EXIT_OK)
-                st = show_answer(ctl, r, false);
+                st = print_answer(ctl, r, false);
         if (r)
                 control__response__free_unpacked(r, NULL);
         client_close(&c);
@@ -396,7 +363,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
          * the connection or the user interrupts. */
         while (st == CTL_EXIT_OK && r) {
                 bool more = r->logs->more;
-                st = show_answer(ctl, r, audit);
+                st = print_answer(ctl, r, audit);
                 control__response__free_unpacked(r, NULL);
                 r = NULL;
                 if (st == CTL_EXIT_OK && (more || a->follow))
