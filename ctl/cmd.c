@@ -1,5 +1,6 @@
-/* cmd: the gadgetctl commands that talk to gadgetd over the control socket:
- * one connection and one request per command. */
+/* cmd: the gadgetctl commands that talk to gadgetd over the control socket
+ * (one connection and one request per command), and the command table of
+ * them all: a command is its row and its handler. */
 #include "cmd.h"
 
 #include <errno.h>
@@ -115,45 +116,12 @@ static int exchange(const struct ctl *ctl, struct client *c, Control__Request *r
 }
 
 /* Prints an answer on stdout (reload errors on stderr). The exit status. */
-static int show_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
+static int print_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
 {
-        int e, st = CTL_EXIT_OK;
+        bool failed = false;
+        int e = show_answer(stdout, stderr, r, ctl->json, audit, &failed);
+        int st = failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 
-        switch (r->resp_case) {
-        case CONTROL__RESPONSE__RESP_DONE:
-                e = show_done(stdout, r->done, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_LIST:
-                e = show_list(stdout, r->list, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_STATUS:
-                e = show_status(stdout, r->status, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_RESULT:
-                e = show_value(stdout, r->result);
-                break;
-        case CONTROL__RESPONSE__RESP_LOGS:
-                /* A note (the store unreachable: one node's records) goes to
-                 * stderr, so stdout stays the records alone. */
-                if (r->logs->note && r->logs->note[0])
-                        show_note(stderr, r->logs->note, ctl->json);
-                e = audit ? show_audit(stdout, r->logs, ctl->json) : show_logs(stdout, r->logs, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_APPROVALS:
-                e = show_approvals(stdout, r->approvals, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_NODES:
-                e = show_nodes(stdout, r->nodes, ctl->json);
-                break;
-        case CONTROL__RESPONSE__RESP_RELOAD:
-                e = show_reload(stdout, stderr, r->reload, ctl->json);
-                if (r->reload->n_errors > 0)
-                        st = CTL_EXIT_FAILED;
-                break;
-        default:
-                e = -EPROTO;
-                break;
-        }
         if (e >= 0 && fflush(stdout) == EOF)
                 e = -errno;
         if (e < 0) {
@@ -171,7 +139,7 @@ static int request(const struct ctl *ctl, Control__Request *req, Control__Respon
         int st = exchange(ctl, &c, req, want, &r);
 
         if (st == CTL_EXIT_OK)
-                st = show_answer(ctl, r, false);
+                st = print_answer(ctl, r, false);
         if (r)
                 control__response__free_unpacked(r, NULL);
         client_close(&c);
@@ -229,7 +197,7 @@ static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
         return request(ctl, &req, want);
 }
 
-int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Load load = CONTROL__LOAD__INIT;
@@ -252,29 +220,29 @@ int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
-int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE);
 }
 
-int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART,
                             CONTROL__RESPONSE__RESP_DONE);
 }
 
-int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE);
 }
 
-int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS,
                             CONTROL__RESPONSE__RESP_STATUS);
 }
 
-int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
@@ -303,18 +271,18 @@ int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
-int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);
 }
 
-int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a)
 {
         (void)a;
         return empty_request(ctl, CONTROL__REQUEST__REQ_NODES, CONTROL__RESPONSE__RESP_NODES);
 }
 
-int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Move move = CONTROL__MOVE__INIT;
@@ -335,12 +303,12 @@ int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
-int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_RELOAD, CONTROL__RESPONSE__RESP_RELOAD);
 }
 
-int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Call call = CONTROL__CALL__INIT;
@@ -395,7 +363,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
          * the connection or the user interrupts. */
         while (st == CTL_EXIT_OK && r) {
                 bool more = r->logs->more;
-                st = show_answer(ctl, r, audit);
+                st = print_answer(ctl, r, audit);
                 control__response__free_unpacked(r, NULL);
                 r = NULL;
                 if (st == CTL_EXIT_OK && (more || a->follow))
@@ -405,17 +373,17 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
         return st;
 }
 
-int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
 {
         return follow_lines(ctl, a, false);
 }
 
-int cmd_audit(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_audit(const struct ctl *ctl, const struct cmd_args *a)
 {
         return follow_lines(ctl, a, true);
 }
 
-int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__List list = CONTROL__LIST__INIT;
@@ -445,12 +413,115 @@ static int decide(const struct ctl *ctl, const char *id, bool approve, bool alwa
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
-int cmd_approve(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_approve(const struct ctl *ctl, const struct cmd_args *a)
 {
         return decide(ctl, a->pos[0], true, a->always);
 }
 
-int cmd_deny(const struct ctl *ctl, const struct cmd_args *a)
+static int cmd_deny(const struct ctl *ctl, const struct cmd_args *a)
 {
         return decide(ctl, a->pos[0], false, false);
 }
+
+const struct command cmd_commands[] = {
+        { "load", cmd_load, 1, 1, "h", "FILE",
+          "validate a policy file, then load and start it",
+          "Every FILE:LINE error is printed and nothing is sent if the file is invalid.\n"
+          "gadgetd is given the file's absolute path and reads it itself.\n" },
+        { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
+        { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
+        { "wake", cmd_wake, 1, 1, "h", "NAME", "start an idle gadget without calling it",
+          "Answers once the gadget is ready. An idle gadget (Start=on-demand, IdleStop=)\n"
+          "also starts at its first call; wake spares that call the start's wait.\n"
+          "A gadget that is stopped or failed is not idle: use restart.\n"
+          "On a shared store, a gadget another node holds is woken on that node.\n" },
+        { "list", cmd_list, 0, 0, "h", "",
+          "list the gadgets with their state and usage",
+          "When gadgetd shares its store with other nodes (Store=postgresql), a NODE\n"
+          "column names the node that runs each gadget (\"-\": none yet); on the others\n"
+          "its state is remote.\n"
+          "With --json: an array of objects with the fields name, state, cause, pid,\n"
+          "uptime_ms, restarts, calls, memory_bytes, tasks, cpu_usec, start_us, start\n"
+          "and active_ago_ms (0: unknown; start_us: from the start of this run to the\n"
+          "gadget's hello; start: Start=; active_ago_ms: since its last call or binding\n"
+          "call, 0 if none yet) and in_flight (calls taken and not answered yet);\n"
+          "an idle gadget's state is idle,\n"
+          "and node and epoch (its lease's) when a node runs it.\n" },
+        { "status", cmd_status, 1, 1, "h", "NAME",
+          "show one gadget in detail, with its last log lines",
+          "With --json: one object with the fields of `list --json` and policy_path,\n"
+          "limits_mode, limits, bindings ([{name, type, ops, credential}]: ops are the\n"
+          "operations' signatures, credential an http binding's Credential= file, if it\n"
+          "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n"
+          "With a shared store, a Node line names the node that runs it and its lease's\n"
+          "epoch (\"none yet\" if no node does).\n" },
+        { "describe", cmd_describe, 1, 1, "h", "NAME",
+          "show a gadget's methods with their signatures",
+          "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"
+          "With --json: {\"name\", \"methods\"}, each method {\"name\", \"signature\", \"params\",\n"
+          "\"result\"} with params and result as JSON Schema (2020-12) of the JSON that\n"
+          "`gadgetctl call` and the gateway take and give, or {\"name\", \"untyped\": true}.\n" },
+        { "call", cmd_call, 2, 3, "+h", "NAME METHOD [JSON]",
+          "call a gadget's method and print its result as JSON",
+          "JSON is the argument value (default null). Bytes are written {\"$bytes\": \"<base64>\"}.\n"
+          "The method's errors are printed on stderr (exit status 1; 3 for not found).\n" },
+        { "logs", cmd_logs, 1, 1, "hn:f", "NAME [-n N] [-f]",
+          "print the log lines gadgetd keeps for a gadget",
+          "  -n, --lines N   only the last N lines (0: none, only new ones with -f; default all, 10 with -f)\n"
+          "  -f, --follow    keep printing new lines until interrupted\n"
+          "With --json: one {\"line\": \"...\"} object per line.\n" },
+        { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
+          "print a gadget's audit records (its binding calls and limit hits)",
+          "Each record is a JSON object: time, gadget, binding, op, outcome (ok, denied,\n"
+          "error), bytes, duration_us and, for failures, detail.\n"
+          "  -n, --lines N   only the last N records (0: none, only new ones with -f; default all, 10 with -f)\n"
+          "  -f, --follow    keep printing new records until interrupted\n" },
+        { "selftest", cmd_selftest, 0, 1, "h", "[POLICY]",
+          "run the escape probe in a sandbox on this host and show every attempt",
+          "Runs `gadgetd run` (as root) with the escape probe under the default policy, or\n"
+          "under POLICY with the probe as its program, and prints each way out it tried\n"
+          "with its verdict. Exit status 1 if anything escaped. No daemon is needed.\n"
+          "GADGETD and GADGETD_ESCAPE_PROBE override the paths of gadgetd and the probe.\n"
+          "With --json: [{\"attempt\", \"verdict\", \"detail\"}].\n" },
+        { "check", check_run, 1, -1, "h", "FILE...",
+          "validate policy files here, without gadgetd",
+          "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"
+          "With --json: [{\"file\": ..., \"ok\": true|false, \"errors\": [...]}].\n" },
+        { "approvals", cmd_approvals, 0, 0, "h", "",
+          "list the calls waiting for a person's approval (Approve=)",
+          "Each: its ID, who calls (a gadget, gadgetctl, the workshop) and through what,\n"
+          "the gadget and method called (or an http binding's URL and method), its\n"
+          "arguments, how long it has waited and when it will be denied (ApproveTimeout=).\n"
+          "With --json: {\"approvals\": [{\"id\", \"caller\", \"via\", \"target\", \"method\",\n"
+          "\"args\", \"age_ms\", \"timeout_ms\"}], \"total\"}.\n" },
+        { "approve", cmd_approve, 1, 1, "ha", "ID [--always]",
+          "let a waiting call go on",
+          "  -a, --always    also approve this caller's calls of this method from now on,\n"
+          "                  until gadgetd restarts\n"
+          "The decision is an audit record of the gadget that asked, naming your user.\n" },
+        { "deny", cmd_deny, 1, 1, "h", "ID",
+          "refuse a waiting call: its caller gets a \"denied\" error",
+          "The decision is an audit record of the gadget that asked, naming your user.\n" },
+        { "nodes", cmd_nodes, 0, 0, "h", "",
+          "list the gadgetd nodes that share the store, when each was last seen",
+          "Each node writes to the store every second; one not seen for more than\n"
+          "10 s is shown as down. \"(this node)\" marks the gadgetd that answered.\n"
+          "Fails (exit status 1) if gadgetd shares no store (Store=postgresql).\n"
+          "With --json: {\"nodes\": [{\"name\", \"peer\", \"last_seen_ms\", \"self\", \"up\"}]}.\n" },
+        { "move", cmd_move, 2, 2, "h", "NAME NODE",
+          "hand a gadget over to another node of the store",
+          "The node running NAME stops it gracefully (as gadgetctl stop), gives its\n"
+          "lease back, and only NODE may take it for the next 10 s; NODE starts it with\n"
+          "its kv state as it was. gadgetctl waits until NODE has taken it (exit status 0)\n"
+          "or fails: NODE unknown or down, not in NAME's Nodes=, already running it, or\n"
+          "not taking it in time (then any node may). Calls to NAME during the hand-over\n"
+          "may fail (it is stopping, or no node runs it yet) or time out: retry them\n"
+          "once NODE runs it.\n" },
+        { "reload", cmd_reload, 0, 0, "h", "",
+          "re-read the policy directory",
+          "New files are loaded, removed ones stopped, changed ones restarted.\n"
+          "Policy errors are printed on stderr and give exit status 1.\n"
+          "With --json: {\"loaded\", \"stopped\", \"restarted\", \"unchanged\", \"errors\"} arrays.\n" },
+};
+
+const size_t cmd_n_commands = sizeof cmd_commands / sizeof *cmd_commands;

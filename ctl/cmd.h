@@ -1,8 +1,10 @@
-/* cmd: the gadgetctl commands that talk to gadgetd: the request each one
- * sends and how its answer is shown. Each returns an exit status. */
+/* cmd: gadgetctl's command table, and the commands that talk to gadgetd:
+ * the request each one sends and how its answer is shown. Each returns an
+ * exit status. */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Exit statuses, documented in `gadgetctl --help`. */
@@ -30,22 +32,23 @@ struct cmd_args {
         bool always;    /* approve --always */
 };
 
-int cmd_load(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_stop(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_wake(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_restart(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_list(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_status(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_describe(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_call(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_logs(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_audit(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_reload(const struct ctl *ctl, const struct cmd_args *a);
-/* Store=postgresql: the nodes sharing the store; a gadget handed over. */
-int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_move(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_approvals(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_approve(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_deny(const struct ctl *ctl, const struct cmd_args *a);
+/* One command: its handler, how many positional arguments it takes, its
+ * getopt option string and its help. gadgetctl --help and COMMAND --help
+ * are made from it, and from those the bash completion and the fuzzers'
+ * control seeds (their NAME, NODE, METHOD, FILE... words). */
+struct command {
+        const char *name;
+        int (*run)(const struct ctl *ctl, const struct cmd_args *a);
+        int min_pos, max_pos; /* max -1: any number */
+        const char *opts;     /* getopt string after ':' (and '+' to stop at the first argument) */
+        const char *synopsis;
+        const char *summary;
+        const char *help;     /* more lines for COMMAND --help, or "" */
+};
+
+/* Every command, in the order gadgetctl --help lists them (cmd.c). */
+extern const struct command cmd_commands[];
+extern const size_t cmd_n_commands;
+
 /* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);

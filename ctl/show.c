@@ -1,5 +1,6 @@
 /* show: gadgetd's answers as text or JSON. */
 #include "show.h"
+#include "show_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,11 +16,6 @@
 /* Width of the labels of `status` ("Limits mode"). */
 #define LABEL_WIDTH 11
 
-/* A uint64 as a JSON integer (int64), saturated. */
-static json_int_t clamp(uint64_t v)
-{
-        return v > (uint64_t)INT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
-}
 
 int show_json(FILE *f, json_t *json)
 {
@@ -59,8 +55,7 @@ json_t *show_json_strv(char *const *v, size_t n)
         return a;
 }
 
-/* Prints s escaped for a terminal. 0 or -ENOMEM. */
-static int put_escaped(FILE *f, const char *s, unsigned flags)
+int show_put_escaped(FILE *f, const char *s, unsigned flags)
 {
         char *e = output_escape(s, flags);
 
@@ -73,7 +68,7 @@ static int put_escaped(FILE *f, const char *s, unsigned flags)
 
 int show_line(FILE *f, const char *s)
 {
-        int e = put_escaped(f, s, OUTPUT_KEEP_TAB);
+        int e = show_put_escaped(f, s, OUTPUT_KEEP_TAB);
 
         fputc('\n', f);
         return e;
@@ -86,13 +81,13 @@ static json_t *info_json(const Control__GadgetInfo *g)
 {
         json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name,
                               "state", g->state, "cause", g->cause, "pid", (int)g->pid, "uptime_ms",
-                              clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
-                              clamp(g->calls), "memory_bytes", clamp(g->memory_bytes), "tasks",
-                              clamp(g->tasks), "cpu_usec", clamp(g->cpu_usec), "start_us", clamp(g->start_us));
+                              show_clamp(g->uptime_ms), "restarts", (json_int_t)g->restarts, "calls",
+                              show_clamp(g->calls), "memory_bytes", show_clamp(g->memory_bytes), "tasks",
+                              show_clamp(g->tasks), "cpu_usec", show_clamp(g->cpu_usec), "start_us", show_clamp(g->start_us));
 
         if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
-                  json_object_set_new(o, "active_ago_ms", json_integer(clamp(g->active_ago_ms))) < 0 ||
-                  json_object_set_new(o, "in_flight", json_integer(clamp(g->in_flight))) < 0)) {
+                  json_object_set_new(o, "active_ago_ms", json_integer(show_clamp(g->active_ago_ms))) < 0 ||
+                  json_object_set_new(o, "in_flight", json_integer(show_clamp(g->in_flight))) < 0)) {
                 json_decref(o);
                 return NULL;
         }
@@ -204,19 +199,18 @@ int show_list(FILE *f, const Control__GadgetList *l, bool json)
 static int put_field(FILE *f, const char *label, const char *value)
 {
         fprintf(f, "%*s: ", LABEL_WIDTH, label);
-        int e = put_escaped(f, *value ? value : "-", 0);
+        int e = show_put_escaped(f, *value ? value : "-", 0);
         fputc('\n', f);
         return e;
 }
 
-/* "a, b, c" and the end of the line. */
-static int put_joined(FILE *f, char *const *v, size_t n)
+int show_put_joined(FILE *f, char *const *v, size_t n)
 {
         int e = 0;
         for (size_t i = 0; i < n && e >= 0; i++) {
                 if (i > 0)
                         fputs(", ", f);
-                e = put_escaped(f, v[i], 0);
+                e = show_put_escaped(f, v[i], 0);
         }
         fputc('\n', f);
         return e;
@@ -230,7 +224,7 @@ static int put_strv(FILE *f, const char *label, char *const *v, size_t n)
                 fputs("-\n", f);
                 return 0;
         }
-        return put_joined(f, v, n);
+        return show_put_joined(f, v, n);
 }
 
 /* Lines under a label: the first beside it, the rest below it, indented;
@@ -244,7 +238,7 @@ static int put_lines(FILE *f, const char *label, char *const *v, size_t n, const
         for (size_t i = 0; i < n && e >= 0; i++) {
                 if (i > 0)
                         fprintf(f, "\n%*s  %s", LABEL_WIDTH, "", indent);
-                e = put_escaped(f, v[i], 0);
+                e = show_put_escaped(f, v[i], 0);
         }
         fputc('\n', f);
         return e;
@@ -263,18 +257,18 @@ static int put_bindings(FILE *f, const Control__GadgetStatus *s)
                 const Control__Binding *b = s->bindings[i];
                 if (i > 0)
                         fprintf(f, "%*s  ", LABEL_WIDTH, "");
-                e = put_escaped(f, b->name, 0);
+                e = show_put_escaped(f, b->name, 0);
                 fputs(" (", f);
                 if (e >= 0)
-                        e = put_escaped(f, b->type, 0);
+                        e = show_put_escaped(f, b->type, 0);
                 if (e >= 0 && b->credential[0]) {
                         fputs(", credential ", f);
-                        e = put_escaped(f, b->credential, 0);
+                        e = show_put_escaped(f, b->credential, 0);
                 }
                 fputs(")\n", f);
                 for (size_t k = 0; k < b->n_ops && e >= 0; k++) {
                         fprintf(f, "%*s    ", LABEL_WIDTH, "");
-                        e = put_escaped(f, b->ops[k], 0);
+                        e = show_put_escaped(f, b->ops[k], 0);
                         fputc('\n', f);
                 }
         }
@@ -309,10 +303,10 @@ static int put_state(FILE *f, const Control__GadgetInfo *g)
         int e;
 
         fprintf(f, "%*s: ", LABEL_WIDTH, "State");
-        e = put_escaped(f, g->state, 0);
+        e = show_put_escaped(f, g->state, 0);
         if (e >= 0 && *g->cause) {
                 fputs(running ? " (last stop: " : " (", f);
-                e = put_escaped(f, g->cause, 0);
+                e = show_put_escaped(f, g->cause, 0);
                 fputc(')', f);
         }
         fputc('\n', f);
@@ -410,7 +404,7 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                          (unsigned long long)g->in_flight);
         else
                 snprintf(calls, sizeof(calls), "%llu", (unsigned long long)g->calls);
-        e = put_escaped(f, g->name, 0);
+        e = show_put_escaped(f, g->name, 0);
         fputc('\n', f);
         if (e >= 0)
                 e = put_state(f, g);
@@ -458,206 +452,11 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         if (s->n_log_tail == 0)
                 fputs("(none)\n", f);
         for (size_t i = 0; i < s->n_log_tail && e >= 0; i++) {
-                e = put_escaped(f, s->log_tail[i], OUTPUT_KEEP_TAB);
+                e = show_put_escaped(f, s->log_tail[i], OUTPUT_KEEP_TAB);
                 fputc('\n', f);
         }
         if (e >= 0 && ferror(f))
                 e = -EIO;
-        return e;
-}
-
-int show_done(FILE *f, const Control__Done *d, bool json)
-{
-        int e = 0;
-
-        if (json)
-                return show_json(f, json_pack("{s:b, s:s}", "ok", 1, "message", d->message));
-        if (*d->message) {
-                e = put_escaped(f, d->message, OUTPUT_KEEP_NEWLINE | OUTPUT_KEEP_TAB);
-                fputc('\n', f);
-        }
-        return e < 0 ? e : ferror(f) ? -EIO : 0;
-}
-
-int show_logs(FILE *f, const Control__LogLines *l, bool json)
-{
-        int e = 0;
-
-        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
-                if (json) {
-                        e = show_json(f, json_pack("{s:s}", "line", l->lines[i]));
-                } else {
-                        e = put_escaped(f, l->lines[i], OUTPUT_KEEP_TAB);
-                        fputc('\n', f);
-                }
-        }
-        return e < 0 ? e : ferror(f) ? -EIO : 0;
-}
-
-int show_audit(FILE *f, const Control__LogLines *l, bool json)
-{
-        int e = 0;
-
-        if (!json)
-                return show_logs(f, l, false);
-        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
-                json_t *rec = json_loads(l->lines[i], JSON_REJECT_DUPLICATES, NULL);
-
-                if (rec && !json_is_object(rec)) {
-                        json_decref(rec);
-                        rec = NULL;
-                }
-                e = show_json(f, rec ? rec : json_pack("{s:s}", "line", l->lines[i]));
-        }
-        return e < 0 ? e : ferror(f) ? -EIO : 0;
-}
-
-/* `reload --json`: each list of ReloadReport as an array. */
-static json_t *reload_json(const Control__ReloadReport *r)
-{
-        return json_pack("{s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
-                         "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
-                         show_json_strv(r->restarted, r->n_restarted), "unchanged",
-                         show_json_strv(r->unchanged, r->n_unchanged), "errors",
-                         show_json_strv(r->errors, r->n_errors));
-}
-
-/* "label: a, b" if v is not empty. */
-static int put_names(FILE *f, const char *label, char *const *v, size_t n)
-{
-        if (n == 0)
-                return 0;
-        fprintf(f, "%s: ", label);
-        return put_joined(f, v, n);
-}
-
-int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
-{
-        int e;
-
-        if (json)
-                return show_json(out, reload_json(r));
-        if (r->n_loaded + r->n_stopped + r->n_restarted + r->n_unchanged == 0)
-                fputs("no policies\n", out);
-        e = put_names(out, "loaded", r->loaded, r->n_loaded);
-        if (e >= 0)
-                e = put_names(out, "restarted", r->restarted, r->n_restarted);
-        if (e >= 0)
-                e = put_names(out, "stopped", r->stopped, r->n_stopped);
-        if (e >= 0)
-                e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
-        for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
-                e = put_escaped(err, r->errors[i], OUTPUT_KEEP_NEWLINE); /* a file's errors, one a line */
-                fputc('\n', err);
-        }
-        return e < 0 ? e : ferror(out) ? -EIO : 0;
-}
-
-static int approvals_json(FILE *f, const Control__ApprovalList *l)
-{
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < l->n_approvals; i++) {
-                const Control__Approval *p = l->approvals[i];
-                json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", clamp(p->id),
-                                                   "caller", p->caller, "via", p->via, "target", p->target,
-                                                   "method", p->method, "args", p->args, "age_ms", clamp(p->age_ms),
-                                                   "timeout_ms", clamp(p->timeout_ms)));
-        }
-        return show_json(f, json_pack("{s:o, s:I}", "approvals", a, "total", (json_int_t)l->total));
-}
-
-int show_approvals(FILE *f, const Control__ApprovalList *l, bool json)
-{
-        if (json)
-                return approvals_json(f, l);
-        if (l->n_approvals == 0) {
-                fputs("no calls wait for approval\n", f);
-                return ferror(f) ? -EIO : 0;
-        }
-        for (size_t i = 0; i < l->n_approvals; i++) {
-                const Control__Approval *p = l->approvals[i];
-                char age[OUTPUT_UNIT_MAX], left[OUTPUT_UNIT_MAX];
-                output_uptime(p->age_ms, age, sizeof age);
-                output_uptime(p->timeout_ms > p->age_ms ? p->timeout_ms - p->age_ms : 0, left, sizeof left);
-                int e = 0;
-                fprintf(f, "%llu  ", (unsigned long long)p->id);
-                e |= put_escaped(f, p->target, 0);
-                fputs(" ", f);
-                e |= put_escaped(f, p->method, 0);
-                fputs("\n    from ", f);
-                e |= put_escaped(f, p->caller, 0);
-                fputs(" through ", f);
-                e |= put_escaped(f, p->via, 0);
-                fprintf(f, ", waiting %s, denied in %s\n    args: ", age, left);
-                e |= show_line(f, p->args);
-                if (e < 0)
-                        return -ENOMEM;
-        }
-        if (l->total > l->n_approvals)
-                fprintf(f, "... and %u more\n", (unsigned)(l->total - l->n_approvals));
-        return ferror(f) ? -EIO : 0;
-}
-
-/* A node counts as up while its store saw it within CONTROL_NODE_DOWN_MS
- * (the bound gadgetd's move checks too). */
-static bool node_up(const Control__NodeInfo *n)
-{
-        return n->last_seen_ms <= CONTROL_NODE_DOWN_MS;
-}
-
-static int nodes_json(FILE *f, const Control__NodeList *l)
-{
-        json_t *a = json_array();
-
-        for (size_t i = 0; a && i < l->n_nodes; i++) {
-                const Control__NodeInfo *n = l->nodes[i];
-                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:b, s:b, s:I}", "name", n->name, "peer",
-                                                       n->peer, "last_seen_ms", clamp(n->last_seen_ms), "self",
-                                                       n->self, "up", node_up(n), "leases",
-                                                       clamp(n->leases))) < 0) {
-                        json_decref(a);
-                        a = NULL;
-                }
-        }
-        return show_json(f, a ? json_pack("{s:o}", "nodes", a) : NULL);
-}
-
-/* LAST SEEN of one node: "now (this node)", "3 s ago", "down, last seen
- * 42 s ago". */
-static void node_seen(const Control__NodeInfo *n, char *buf, size_t len)
-{
-        char ago[OUTPUT_UNIT_MAX];
-
-        output_ago(n->last_seen_ms, ago, sizeof(ago));
-        snprintf(buf, len, "%s%s%s", node_up(n) ? "" : "down, last seen ", ago, n->self ? " (this node)" : "");
-}
-
-int show_nodes(FILE *f, const Control__NodeList *l, bool json)
-{
-        static const char *const headers[] = { "NAME", "PEER", "LEASES", "LAST SEEN" };
-        struct output_table *t;
-        int e = 0;
-
-        if (json)
-                return nodes_json(f, l);
-        if (l->n_nodes == 0) {
-                fputs("no nodes seen in the store yet\n", f);
-                return ferror(f) ? -EIO : 0;
-        }
-        t = output_table_new(4, headers, NULL);
-        if (!t)
-                return -ENOMEM;
-        for (size_t i = 0; i < l->n_nodes && e >= 0; i++) {
-                const Control__NodeInfo *n = l->nodes[i];
-                char seen[80], leases[24];
-                node_seen(n, seen, sizeof(seen));
-                snprintf(leases, sizeof leases, "%llu", (unsigned long long)n->leases);
-                const char *row[4] = { n->name, n->peer[0] ? n->peer : "-", leases, seen };
-                e = output_table_add(t, row);
-        }
-        if (e >= 0)
-                e = output_table_print(t, f);
-        output_table_free(t);
         return e;
 }
 

@@ -35,6 +35,11 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
  * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
  * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
+/* Any answer by its kind on out (reload's policy errors and a note of log
+ * lines on err); audit: LogLines are audit records. *failed is set when
+ * the answer tells of a failure (policy errors of a reload). 0 or -errno
+ * (-EPROTO: a kind gadgetctl does not know). */
+int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, bool audit, bool *failed);
 /* Prints json (taking it over) compactly and a newline. 0, -ENOMEM if json
  * is NULL, -EIO. */
 int show_json(FILE *f, json_t *json);

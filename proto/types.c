@@ -210,8 +210,9 @@ void types_sig_free(struct type_sig *sig)
 {
         if (!sig)
                 return;
-        for (struct type *t = sig->types, *next; t; t = next) {
-                next = t->next;
+        struct type *t;
+        while ((t = SLIST_FIRST(&sig->types))) {
+                SLIST_REMOVE_HEAD(&sig->types, link);
                 for (size_t i = 0; i < t->n_fields; i++)
                         free(t->fields[i].name);
                 free(t->fields);
@@ -250,7 +251,8 @@ const char *types_value_kind(const Gadget__Value *v)
 size_t types_sig_nodes(const struct type_sig *sig)
 {
         size_t n = 0;
-        for (const struct type *t = sig->types; t; t = t->next)
+        const struct type *t;
+        SLIST_FOREACH(t, &sig->types, link)
                 n++;
         return n;
 }

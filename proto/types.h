@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include "gadget.pb-c.h"
 
 /* Limits: a signature comes from an untrusted gadget. */
@@ -84,7 +85,7 @@ struct type {
         const struct type **alts;         /* union: >= 2, none a union */
         size_t n_alts;
         const struct type *slot[TYPE_SLOTS]; /* union: the alternative per kind */
-        struct type *next;                /* the signature's list of types */
+        SLIST_ENTRY(type) link;           /* in the signature's list of types */
 };
 
 struct type_sig;

@@ -11,7 +11,7 @@ struct type_sig {
         char *name;
         struct type *params;        /* a record */
         const struct type *result;
-        struct type *types;         /* every type of the signature, to free */
+        SLIST_HEAD(, type) types;   /* every type of the signature, to free; zeroed: empty */
 };
 
 /* Text being written: into a fixed buffer (cut, always NUL-terminated,

@@ -133,8 +133,7 @@ static int new_type(struct parser *p, enum type_kind kind, size_t at, struct typ
         if (!t)
                 return oom(p);
         t->kind = kind;
-        t->next = p->sig->types;
-        p->sig->types = t;
+        SLIST_INSERT_HEAD(&p->sig->types, t, link);
         p->types++;
         *out = t;
         return 0;

@@ -438,8 +438,7 @@ int daemon_main(int argc, char **argv)
         if (e != 0)
                 return e < 0 ? 2 : 0;
         d.base = event_base_new();
-        d.loader.base = d.base;
-        d.loader.max = d.cfg.control_max_loads;
+        loader_init(&d.loader, d.base, d.cfg.control_max_loads);
         if (!d.base || setup(&d) < 0) {
                 teardown(&d);
                 config_free(&d.cfg);

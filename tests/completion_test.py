@@ -1,7 +1,11 @@
 """The bash completion offers every command gadgetctl has: the commands
 of `gadgetctl --help` against what _gadgetctl completes after
-"gadgetctl " (and "--always" after "gadgetctl approve 1 --"), by bash
-itself. GADGETCTL and SOURCE_ROOT from meson."""
+"gadgetctl ", by bash itself, with the built gadgetctl first on PATH (the
+completion reads gadgetctl's help); and what each command takes, read from
+its own --help: "--always" after "gadgetctl approve 1 --", the gadgets
+after "gadgetctl COMMAND " for every command whose usage starts with NAME
+(the gadget list stubbed: no gadgetd runs here). GADGETCTL and
+SOURCE_ROOT from meson."""
 import os
 import re
 import subprocess
@@ -13,11 +17,19 @@ COMPLETION = os.path.join(os.environ["SOURCE_ROOT"], "packaging", "bash-completi
 
 def complete(*words):
     line = " ".join(("gadgetctl",) + words)
-    script = ('source "$1"; COMP_WORDS=(%s); COMP_CWORD=%d; _gadgetctl; printf "%%s\\n" "${COMPREPLY[@]}"'
+    script = ('source "$1"; _gadgetctl_gadgets() { echo stub-gadget; }; '
+              'COMP_WORDS=(%s); COMP_CWORD=%d; _gadgetctl; printf "%%s\\n" "${COMPREPLY[@]}"'
               % (" ".join("'%s'" % w for w in ("gadgetctl",) + words), len(words)))
     r = subprocess.run(["/bin/bash", "-c", script, "bash", COMPLETION], capture_output=True, text=True,
-                       env=dict(os.environ, PATH="/nonexistent"))
+                       env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(GADGETCTL)),
+                                GADGETD_SOCKET="/nonexistent/control.sock"))
     return set(filter(None, r.stdout.split("\n"))), line
+
+
+def usage(command):
+    """The usage line of `gadgetctl COMMAND --help`."""
+    out = subprocess.run([GADGETCTL, command, "--help"], capture_output=True, text=True).stdout
+    return out.split("\n", 1)[0]
 
 
 def main():
@@ -36,6 +48,15 @@ def main():
     got, line = complete("approve", "1", "--")
     if "--always" not in got:
         print("FAIL: %r completes %s, without --always" % (line, sorted(got)))
+        bad = 1
+    named = [c for c in sorted(commands) if re.search(r"\] %s NAME\b" % c, usage(c))]
+    for c in named:
+        got, line = complete(c, "")
+        if got != {"stub-gadget"}:
+            print("FAIL: %r completes %s, not the gadgets" % (line, sorted(got)))
+            bad = 1
+    if len(named) < 8:
+        print("FAIL: only %s take a NAME first, by their usage lines" % named)
         bad = 1
     print("%d commands, %s" % (len(commands), "FAILED" if bad else "all completed"))
     return bad

@@ -26,14 +26,10 @@
 
 static void unlink_req(struct binding_req *r)
 {
-        if (!r->g)
+        if (!r->g) /* orphaned: its gadget's list is gone */
                 return;
-        for (struct binding_req **pp = &r->g->breqs; *pp; pp = &(*pp)->next)
-                if (*pp == r) {
-                        *pp = r->next;
-                        r->g->n_breqs--;
-                        return;
-                }
+        LIST_REMOVE(r, link);
+        r->g->n_breqs--;
 }
 
 /* Sends the answer; if it cannot go (larger than a frame, or the gadget's
@@ -89,7 +85,8 @@ size_t bindings_busy(const struct gadget_bindings *g)
 static uint64_t binding_inflight(const struct gadget_bindings *g, const char *name)
 {
         uint64_t n = 0;
-        for (const struct binding_req *r = g->breqs; r; r = r->next)
+        const struct binding_req *r;
+        LIST_FOREACH(r, &g->breqs, link)
                 n += strcmp(r->binding, name) == 0;
         return n;
 }
@@ -144,8 +141,8 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
 void bindings_orphan(struct gadget_bindings *g)
 {
         busy_flush(g, true);
-        for (struct binding_req *r = g->breqs, *next; r; r = next) {
-                next = r->next;
+        for (struct binding_req *r = LIST_FIRST(&g->breqs), *next; r; r = next) {
+                next = LIST_NEXT(r, link);
                 r->g = NULL;
                 /* A call waiting for approval is asked no more; its
                  * handler frees r. */
@@ -155,7 +152,7 @@ void bindings_orphan(struct gadget_bindings *g)
                         approval_cancel(ap);
                 }
         }
-        g->breqs = NULL;
+        LIST_INIT(&g->breqs);
         g->n_breqs = 0;
         g->peer = NULL;
 }
@@ -204,8 +201,7 @@ void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
         snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
         snprintf(r->op, sizeof r->op, "%s", bc->op);
         r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;
-        r->next = g->breqs;
-        g->breqs = r;
+        LIST_INSERT_HEAD(&g->breqs, r, link);
         g->n_breqs++;
 
         char msg[256];
@@ -284,8 +280,10 @@ int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
 struct gadget_bindings *bindings_new(const struct bindings_env *env, const struct policy *p)
 {
         struct gadget_bindings *g = calloc(1, sizeof *g);
-        if (g)
-                *g = (struct gadget_bindings){ .env = env, .policy = p };
+        if (!g)
+                return NULL;
+        *g = (struct gadget_bindings){ .env = env, .policy = p };
+        LIST_INIT(&g->breqs);
         return g;
 }
 
@@ -299,7 +297,7 @@ struct kv *bindings_kv(struct gadget_bindings *g)
 
 void bindings_kv_release(struct gadget_bindings *g)
 {
-        if (g->kv && !g->peer && !g->breqs && kv_idle(g->kv)) {
+        if (g->kv && !g->peer && LIST_EMPTY(&g->breqs) && kv_idle(g->kv)) {
                 kv_close(g->kv);
                 g->kv = NULL;
         }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "gadget.pb-c.h"
@@ -87,7 +88,7 @@ struct gadget_bindings {
         const struct bindings_env *env;
         const struct policy *policy;  /* its policy now (bindings_set_policy) */
         struct peer *peer;          /* its worker's link while it runs, else NULL */
-        struct binding_req *breqs;  /* binding calls being carried out */
+        LIST_HEAD(, binding_req) breqs; /* binding calls being carried out */
         size_t n_breqs;             /* their number (BindingCallsMax=) */
         uint64_t busy;              /* binding calls answered busy, not yet logged */
         struct timespec busy_logged; /* when the last count of them was logged */
@@ -112,7 +113,7 @@ struct binding_req {
         struct approval *approval;  /* while it waits for a person's approval */
         char *audit_note;           /* what the audit names besides the outcome (an http
                                      * request's credential file), or NULL; never a secret */
-        struct binding_req *next;   /* in the unit's list of pending calls */
+        LIST_ENTRY(binding_req) link; /* in the unit's list of pending calls */
 };
 
 /* The binding side of a gadget of policy p (borrowed). NULL: out of memory. */

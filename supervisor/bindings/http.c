@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "system/curl_dl.h"
@@ -30,7 +31,7 @@ struct http_owner {
         unsigned n, max;
         unsigned long long refused;   /* since last logged */
         time_t logged;                /* when refusals were last logged */
-        struct http_owner *next;
+        LIST_ENTRY(http_owner) link;
 };
 
 struct http_slot {
@@ -46,7 +47,7 @@ struct http {
         unsigned max_total, n, peak;
         unsigned long long refused;   /* over max_total, since last logged */
         time_t logged;
-        struct http_owner *owners;
+        LIST_HEAD(, http_owner) owners;
 };
 
 static time_t now_s(void)
@@ -84,7 +85,8 @@ static void total_log(struct http *h, const char *gadget)
 
 static struct http_owner *owner_find(struct http *h, const char *gadget, const char *binding)
 {
-        for (struct http_owner *o = h->owners; o; o = o->next)
+        struct http_owner *o;
+        LIST_FOREACH(o, &h->owners, link)
                 if (strcmp(o->gadget, gadget) == 0 && strcmp(o->binding, binding) == 0)
                         return o;
         return NULL;
@@ -121,8 +123,7 @@ int http_slot_take(struct http *h, const char *gadget, const char *binding, unsi
                 }
                 snprintf(o->gadget, sizeof o->gadget, "%s", gadget);
                 snprintf(o->binding, sizeof o->binding, "%s", binding);
-                o->next = h->owners;
-                h->owners = o;
+                LIST_INSERT_HEAD(&h->owners, o, link);
         }
         o->max = binding_max;
         o->n++;
@@ -143,11 +144,7 @@ void http_slot_put(struct http *h, struct http_slot *s)
         if (--o->n == 0) {
                 if (o->refused)
                         owner_log(o);
-                for (struct http_owner **pp = &h->owners; *pp; pp = &(*pp)->next)
-                        if (*pp == o) {
-                                *pp = o->next;
-                                break;
-                        }
+                LIST_REMOVE(o, link);
                 free(o);
         }
         if (h->n == 0) {
@@ -236,6 +233,7 @@ int http_new(struct event_base *base, unsigned max_total, struct http **out)
         if (!h)
                 return -ENOMEM;
         h->base = base;
+        LIST_INIT(&h->owners);
         h->max_total = max_total ? max_total : HTTP_MAX_TOTAL_DEFAULT;
         h->timer = evtimer_new(base, timer_event, h);
         if (!h->timer) {
@@ -278,9 +276,9 @@ void http_free(struct http *h)
                 curl_multi_cleanup(h->multi);
         if (h->timer)
                 event_free(h->timer);
-        while (h->owners) {
-                struct http_owner *o = h->owners;
-                h->owners = o->next;
+        struct http_owner *o;
+        while ((o = LIST_FIRST(&h->owners))) {
+                LIST_REMOVE(o, link);
                 free(o);
         }
         free(h);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "answer.h"
 #include "contract.h"
 #include "core/calls.h"
 #include "core/core.h"
@@ -89,27 +90,18 @@ static struct session *session_of(struct forward *f, struct nodelink_in *in, con
         return s;
 }
 
-static void answer_error(struct nodelink_in *in, uint64_t id, int code, const char *msg)
+/* An error answer to another node's request id. */
+static void send_error(struct nodelink_in *in, uint64_t id, int code, const char *msg)
 {
-        Gadget__Error e = GADGET__ERROR__INIT;
-        e.code = (uint32_t)code;
-        e.message = (char *)msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-        r.error = &e;
-        nodelink_answer(in, &r);
+        struct answer a;
+        nodelink_answer(in, answer_error(&a, id, code, msg));
 }
 
-static void answer_done(struct nodelink_in *in, uint64_t id, const char *msg)
+/* A done answer to another node's request id. */
+static void send_done(struct nodelink_in *in, uint64_t id, const char *msg)
 {
-        Control__Done d = CONTROL__DONE__INIT;
-        d.message = (char *)msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_DONE;
-        r.done = &d;
-        nodelink_answer(in, &r);
+        struct answer a;
+        nodelink_answer(in, answer_done(&a, id, msg));
 }
 
 /* A call from another node ended here (struct call_owner: its session is
@@ -118,14 +110,11 @@ static void in_call_done(void *arg, uint64_t id, const Gadget__Value *res, int c
 {
         struct session *s = arg;
         if (!res) {
-                answer_error(s->in, id, code, message ? message : "the call failed");
+                send_error(s->in, id, code, message ? message : "the call failed");
                 return;
         }
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_RESULT;
-        r.result = (Gadget__Value *)res;
-        nodelink_answer(s->in, &r);
+        struct answer a;
+        nodelink_answer(s->in, answer_result(&a, id, res));
 }
 
 /* The gadget called must run here: the caller's node saw it so, and a
@@ -143,7 +132,7 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
                          core_node(f->core), unit_owner(u));
         else
                 snprintf(msg, sizeof msg, "gadget %s does not run on node %s", name, core_node(f->core));
-        answer_error(s->in, id, u ? GADGET_EUNAVAILABLE : GADGET_ENOTFOUND, msg);
+        send_error(s->in, id, u ? GADGET_EUNAVAILABLE : GADGET_ENOTFOUND, msg);
         return NULL;
 }
 
@@ -174,7 +163,7 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
                 snprintf(msg, sizeof msg, "admin methods of %s are called on the node that runs it (%s): an admin "
                          "call never crosses the link", call->name, core_node(f->core));
                 audit_in(f, s, call, GADGET_EDENIED, msg);
-                answer_error(s->in, q->id, GADGET_EDENIED, msg);
+                send_error(s->in, q->id, GADGET_EDENIED, msg);
                 return;
         }
         Gadget__Value null = GADGET__VALUE__INIT;
@@ -192,7 +181,7 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
         int code = calls_start(u, &cq, msg, sizeof msg);
         audit_in(f, s, call, code, msg);
         if (code)
-                answer_error(s->in, q->id, code, msg);
+                send_error(s->in, q->id, code, msg);
 }
 
 /* A wake from another node: answered once the gadget is ready here. */
@@ -200,9 +189,9 @@ static void in_wake_done(void *arg, uint64_t id, const Gadget__Value *res, int c
 {
         struct session *s = arg;
         if (res)
-                answer_done(s->in, id, "ready");
+                send_done(s->in, id, "ready");
         else
-                answer_error(s->in, id, code, message ? message : "the gadget did not start");
+                send_error(s->in, id, code, message ? message : "the gadget did not start");
 }
 
 static void in_wake(struct forward *f, struct session *s, const Control__Request *q)
@@ -214,9 +203,9 @@ static void in_wake(struct forward *f, struct session *s, const Control__Request
         char msg[400];
         int code = calls_wake(u, &cq, msg, sizeof msg);
         if (code == 1)
-                answer_done(s->in, q->id, "ready");
+                send_done(s->in, q->id, "ready");
         else if (code)
-                answer_error(s->in, q->id, code, msg);
+                send_error(s->in, q->id, code, msg);
 }
 
 static void move_unlink(struct move_in *m)
@@ -243,9 +232,9 @@ static void in_move_done(void *arg, int code, const char *msg)
         struct session *s = m->s;
         move_unlink(m);
         if (s && code)
-                answer_error(s->in, m->id, code, msg);
+                send_error(s->in, m->id, code, msg);
         else if (s)
-                answer_done(s->in, m->id, msg);
+                send_done(s->in, m->id, msg);
         free(m);
 }
 
@@ -256,7 +245,7 @@ static void in_move(struct forward *f, struct session *s, const Control__Request
                 return;
         struct move_in *m = calloc(1, sizeof *m);
         if (!m) {
-                answer_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
+                send_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
         *m = (struct move_in){ .s = s, .id = q->id };
@@ -268,7 +257,7 @@ static void in_move(struct forward *f, struct session *s, const Control__Request
                 return;
         move_unlink(m);
         free(m);
-        answer_error(s->in, q->id, code, msg);
+        send_error(s->in, q->id, code, msg);
 }
 
 /* What another node may ask, as control/requests.c's table: anything
@@ -288,14 +277,14 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
         struct session *s = session_of(f, in, from);
         char why[200];
         if (!s) {
-                answer_error(in, q->id, GADGET_EINTERNAL, "out of memory");
+                send_error(in, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
         /* As any control request: its form is checked (names, values,
          * bounds) before anything uses it; what it claims is the handler's
          * to doubt. */
         if (validate_control_request(q, why, sizeof why) < 0) {
-                answer_error(in, q->id, GADGET_EINVAL, why);
+                send_error(in, q->id, GADGET_EINVAL, why);
                 return;
         }
         for (size_t i = 0; i < sizeof handlers / sizeof *handlers; i++)
@@ -303,7 +292,7 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
                         handlers[i].handle(f, s, q);
                         return;
                 }
-        answer_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
+        send_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
 }
 
 /* PeerRevoked=: one node name a line ('#' starts a comment), read again

@@ -24,6 +24,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "answer.h"
 #include "cluster/nodelink_tls.h"
 #include "contract.h"
 #include "system/conn.h"
@@ -64,14 +65,8 @@ static void in_idle_arm(struct nodelink_in *in)
 /* Answers id with an error (the session goes on or ends as the caller says). */
 static int in_error(struct nodelink_in *in, uint64_t id, int code, const char *msg)
 {
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        Gadget__Error err = GADGET__ERROR__INIT;
-        err.code = (uint32_t)code;
-        err.message = (char *)msg;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-        r.error = &err;
-        return conn_send(in->conn, &r.base);
+        struct answer a;
+        return conn_send(in->conn, &answer_error(&a, id, code, msg)->base);
 }
 
 /* Past NODELINK_MAX_INFLIGHT the link answers itself. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 
+#include "answer.h"
 #include "client.h"
 #include "control.pb-c.h"
 #include "contract.h"
@@ -151,22 +152,9 @@ static void send_text(struct client *cl, uint64_t id, bool done, int code, size_
                       va_list ap)
 {
         char msg[4096];
-        Gadget__Error err = GADGET__ERROR__INIT;
-        Control__Done d = CONTROL__DONE__INIT;
-        Control__Response r = CONTROL__RESPONSE__INIT;
+        struct answer a;
         vsnprintf(msg, len < sizeof msg ? len : sizeof msg, fmt, ap);
-        r.id = id;
-        if (done) {
-                d.message = msg;
-                r.resp_case = CONTROL__RESPONSE__RESP_DONE;
-                r.done = &d;
-        } else {
-                err.code = (uint32_t)code;
-                err.message = msg;
-                r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-                r.error = &err;
-        }
-        client_send(cl, &r);
+        client_send(cl, done ? answer_done(&a, id, msg) : answer_error(&a, id, code, msg));
 }
 
 void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
@@ -334,13 +322,8 @@ static bool peer_allowed(const struct peercred *pc, gid_t group)
 /* One error frame, then the connection closes. */
 static void refuse(int fd, int code, const char *msg)
 {
-        Gadget__Error err = GADGET__ERROR__INIT;
-        err.code = (uint32_t)code;
-        err.message = (char *)msg;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.resp_case = CONTROL__RESPONSE__RESP_ERROR;
-        r.error = &err;
-        wire_send(fd, &r.base, WIRE_MAX_FRAME); /* small: fits the socket buffer */
+        struct answer a;
+        wire_send(fd, &answer_error(&a, 0, code, msg)->base, WIRE_MAX_FRAME); /* small: fits the socket buffer */
         close(fd);
 }
 

@@ -11,6 +11,7 @@
 #include "control.h"
 #include "bindings/bindings.h"
 #include "core/core.h"
+#include "answer.h"
 #include "contract.h"
 #include "policy.h"
 
@@ -145,11 +146,8 @@ static void on_list(struct client *cl, const Control__Request *q)
         Control__GadgetList gl = CONTROL__GADGET_LIST__INIT;
         gl.n_gadgets = n;
         gl.gadgets = ptrs;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LIST;
-        r.list = &gl;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_list(&ans, q->id, &gl));
 out:
         free(in);
         free(infos);
@@ -236,11 +234,8 @@ static void on_status(struct client *cl, const Control__Request *q)
         const char *unsent_why;
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
-        r.status = &st;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_status(&ans, q->id, &st));
 out:
         free(ops);
         free(b);
@@ -256,11 +251,8 @@ static void call_done(void *arg, uint64_t id, const Gadget__Value *res, int code
                 client_error(cl, id, code, "%s", message ? message : "the call failed");
                 return;
         }
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = id;
-        r.resp_case = CONTROL__RESPONSE__RESP_RESULT;
-        r.result = (Gadget__Value *)res;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_result(&ans, id, res));
 }
 
 static void on_call(struct client *cl, const Control__Request *q)
@@ -321,11 +313,8 @@ static void on_reload(struct client *cl, const Control__Request *q)
         rr.unchanged = l.v[RELOAD_UNCHANGED];
         rr.n_errors = l.n[RELOAD_ERROR];
         rr.errors = l.v[RELOAD_ERROR];
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_RELOAD;
-        r.reload = &rr;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_reload(&ans, q->id, &rr));
         for (size_t k = 0; k < 5; k++) {
                 for (size_t i = 0; i < l.n[k]; i++)
                         free(l.v[k][i]);
@@ -361,11 +350,8 @@ static void on_approvals(struct client *cl, const Control__Request *q)
         al.n_approvals = n;
         al.approvals = ap;
         al.total = (uint32_t)total;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_APPROVALS;
-        r.approvals = &al;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_approvals(&ans, q->id, &al));
 out:
         free(in);
         free(a);
@@ -446,11 +432,8 @@ static void on_nodes(struct client *cl, const Control__Request *q)
         Control__NodeList nl = CONTROL__NODE_LIST__INIT;
         nl.n_nodes = n;
         nl.nodes = ptrs;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = q->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_NODES;
-        r.nodes = &nl;
-        client_send(cl, &r);
+        struct answer ans;
+        client_send(cl, answer_nodes(&ans, q->id, &nl));
 out:
         free(infos);
         free(ptrs);

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <event2/event.h>
 
+#include "answer.h"
 #include "client.h"
 #include "control.h"
 #include "contract.h"
@@ -14,7 +16,7 @@
 #include "system/conn.h"
 
 struct live_line {
-        struct live_line *next;
+        STAILQ_ENTRY(live_line) link;
         char text[];
 };
 
@@ -27,7 +29,7 @@ struct stream {
         char *gadget;
         char **lines;                   /* the part being made */
         size_t n, cap, bytes;
-        struct live_line *live, **live_tail;
+        STAILQ_HEAD(, live_line) live;  /* oldest first */
         size_t live_bytes;
         char *note;                     /* for the next part */
 };
@@ -53,9 +55,9 @@ void stream_free(struct stream *st)
         source_end(st);
         part_clear(st);
         free(st->lines);
-        while (st->live) {
-                struct live_line *l = st->live;
-                st->live = l->next;
+        struct live_line *l;
+        while ((l = STAILQ_FIRST(&st->live))) {
+                STAILQ_REMOVE_HEAD(&st->live, link);
                 free(l);
         }
         if (st->ev)
@@ -105,15 +107,13 @@ int stream_add(struct stream *st, const char *line, size_t len)
 /* Live lines into the part, while it has room. */
 static int take_live(struct stream *st)
 {
-        while (st->live) {
-                struct live_line *l = st->live;
+        struct live_line *l;
+        while ((l = STAILQ_FIRST(&st->live))) {
                 size_t len = strlen(l->text);
                 int e = stream_add(st, l->text, len);
                 if (e <= 0)
                         return e;
-                st->live = l->next;
-                if (!st->live)
-                        st->live_tail = &st->live;
+                STAILQ_REMOVE_HEAD(&st->live, link);
                 st->live_bytes -= len;
                 free(l);
         }
@@ -129,11 +129,8 @@ static int send_part(struct stream *st, bool more)
         ll.more = more;
         if (st->note)
                 ll.note = st->note;
-        Control__Response r = CONTROL__RESPONSE__INIT;
-        r.id = st->id;
-        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
-        r.logs = &ll;
-        int e = client_send(st->cl, &r);
+        struct answer a;
+        int e = client_send(st->cl, answer_logs(&a, st->id, &ll));
         part_clear(st);
         free(st->note);
         st->note = NULL;
@@ -176,7 +173,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                 stream_free(st);
                 return;
         }
-        if ((st->src.step && e != STREAM_WAIT) || st->live)
+        if ((st->src.step && e != STREAM_WAIT) || !STAILQ_EMPTY(&st->live))
                 stream_kick(st);
 }
 
@@ -202,7 +199,7 @@ int stream_start(struct client *cl, uint64_t id, const struct stream_source *src
         st->cl = cl;
         st->id = id;
         st->follow = follow;
-        st->live_tail = &st->live;
+        STAILQ_INIT(&st->live);
         if (!(st->gadget = strdup(gadget)) ||
             !(st->ev = evtimer_new(client_env(cl)->base, step_cb, st)))
                 goto fail;
@@ -234,9 +231,7 @@ void stream_push(struct stream *st, enum stream_follow kind, const char *gadget,
                 return;
         }
         memcpy(l->text, line, len + 1);
-        l->next = NULL;
-        *st->live_tail = l;
-        st->live_tail = &l->next;
+        STAILQ_INSERT_TAIL(&st->live, l, link);
         st->live_bytes += len;
         stream_kick(st);
 }

@@ -35,7 +35,7 @@ struct peer {
         bool held_output, held_rate, rate_logged;
         struct timespec progress;     /* the last result, or the first call sent when idle */
         uint64_t next_id;
-        struct peer_call *head, **tail; /* calls in flight, oldest first */
+        TAILQ_HEAD(, peer_call) calls; /* in flight, oldest first */
         size_t n_pending;
         char **methods;               /* from the hello */
         struct type_sig **sigs;       /* each method's signature, NULL: untyped */
@@ -120,7 +120,7 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         p->policy = policy;
         p->h = h;
         p->data = data;
-        p->tail = &p->head;
+        TAILQ_INIT(&p->calls);
         /* 0: unsent answers are bounded by the writer alone (four frames). */
         if (conn_new(base, fd, 0, &conn_ops, p, &p->conn) < 0) {
                 free(p);
@@ -144,24 +144,22 @@ static void chain_clear(struct peer_chain *chain)
         *chain = (struct peer_chain){ 0 };
 }
 
-/* Unlinks c, whose link is at *pp. */
-static void unlink_call(struct peer *p, struct peer_call **pp, struct peer_call *c)
+/* Unlinks c, a call in flight on p. */
+static void unlink_call(struct peer *p, struct peer_call *c)
 {
-        *pp = c->next;
-        if (!*pp)
-                p->tail = pp;
+        TAILQ_REMOVE(&p->calls, c, link);
+        c->on = NULL;
         p->n_pending--;
         chain_clear(&c->chain);
 }
 
 static void fail_pending(struct peer *p, const char *gone)
 {
-        while (p->head) {
-                struct peer_call *c = p->head;
-                unlink_call(p, &p->head, c);
+        struct peer_call *c;
+        while ((c = TAILQ_FIRST(&p->calls))) {
+                unlink_call(p, c);
                 c->done(c, NULL, gone);
         }
-        p->tail = &p->head;
 }
 
 void peer_free(struct peer *p, const char *gone)
@@ -292,11 +290,11 @@ static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size
         /* Any result is progress, even one for a call already timed out. */
         if (r->id != 0 && r->id <= p->next_id)
                 clock_gettime(CLOCK_MONOTONIC, &p->progress);
-        for (struct peer_call **pp = &p->head; *pp; pp = &(*pp)->next) {
-                struct peer_call *c = *pp;
+        struct peer_call *c;
+        TAILQ_FOREACH(c, &p->calls, link) {
                 if (c->id != r->id)
                         continue;
-                unlink_call(p, pp, c);
+                unlink_call(p, c);
                 c->done(c, r, NULL);
                 return 0;
         }
@@ -478,25 +476,22 @@ int peer_call(struct peer *p, struct peer_call *c, const char *method, const Gad
         if (p->n_pending == 0)
                 clock_gettime(CLOCK_MONOTONIC, &p->progress);
         c->id = call.id;
-        c->next = NULL;
-        *p->tail = c;
-        p->tail = &c->next;
+        TAILQ_INSERT_TAIL(&p->calls, c, link);
+        c->on = p;
         p->n_pending++;
         return 0;
 }
 
 void peer_forget(struct peer *p, struct peer_call *pc)
 {
-        for (struct peer_call **pp = &p->head; *pp; pp = &(*pp)->next)
-                if (*pp == pc) {
-                        unlink_call(p, pp, pc);
-                        return;
-                }
+        if (pc->on == p) /* not linked when it ended first */
+                unlink_call(p, pc);
 }
 
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg)
 {
-        for (const struct peer_call *c = p->head; c; c = c->next)
+        const struct peer_call *c;
+        TAILQ_FOREACH(c, &p->calls, link)
                 fn(arg, &c->chain);
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <event2/event.h>
 
 #include "gadget.pb-c.h"
@@ -68,7 +69,8 @@ struct peer_call {
         uint64_t id;
         struct peer_chain chain;    /* where it came from (names copied, the peer's) */
         void (*done)(struct peer_call *pc, const Gadget__CallResult *res, const char *gone);
-        struct peer_call *next;
+        TAILQ_ENTRY(peer_call) link;    /* in the peer's calls in flight */
+        struct peer *on;                /* the peer it is linked on; NULL when not (pc starts zeroed) */
 };
 
 /* Sends a call; chain may be NULL (a call from outside). args and chain are

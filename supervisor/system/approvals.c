@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <event2/event.h>
 
 #include "audit.h"
@@ -23,7 +24,7 @@ struct approval {
         approval_fn *decided;
         void *arg;
         struct event *timer;
-        struct approval *next, **pprev;
+        TAILQ_ENTRY(approval) link;
 };
 
 /* "Approve always": calls of method of target by caller through via. */
@@ -35,7 +36,7 @@ struct approvals {
         struct event_base *base;
         struct audit *audit;
         const char *no_approver;        /* no one decides here: deny at once */
-        struct approval *head, **tail;  /* oldest first */
+        TAILQ_HEAD(, approval) waiting; /* oldest first */
         size_t n;
         uint64_t next_id;
         struct standing always[APPROVALS_ALWAYS_MAX];
@@ -50,7 +51,7 @@ int approvals_new(struct event_base *base, struct audit *audit, const char *no_a
         a->base = base;
         a->audit = audit;
         a->no_approver = no_approver;
-        a->tail = &a->head;
+        TAILQ_INIT(&a->waiting);
         a->next_id = 1;
         *out = a;
         return 0;
@@ -59,11 +60,7 @@ int approvals_new(struct event_base *base, struct audit *audit, const char *no_a
 static void unlink_approval(struct approval *ap)
 {
         struct approvals *a = ap->a;
-        *ap->pprev = ap->next;
-        if (ap->next)
-                ap->next->pprev = ap->pprev;
-        else
-                a->tail = ap->pprev;
+        TAILQ_REMOVE(&a->waiting, ap, link);
         a->n--;
 }
 
@@ -189,8 +186,9 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
         }
         size_t mine = 0;
         const char *party = q->party ? q->party : q->caller;
-        for (const struct approval *ap = a->head; ap; ap = ap->next)
-                mine += strcmp(ap->party, party) == 0;
+        const struct approval *w;
+        TAILQ_FOREACH(w, &a->waiting, link)
+                mine += strcmp(w->party, party) == 0;
         if (mine >= APPROVALS_PER_CALLER) {
                 snprintf(msg, len, "busy: %zu calls of %s wait for approval already (at most %d)", mine, party,
                          APPROVALS_PER_CALLER);
@@ -225,9 +223,7 @@ int approvals_ask(struct approvals *a, const struct approval_req *q, struct appr
         }
         timer_arm_ms(ap->timer, q->timeout_ms);
         ap->id = a->next_id++;
-        ap->pprev = a->tail;
-        *a->tail = ap;
-        a->tail = &ap->next;
+        TAILQ_INSERT_TAIL(&a->waiting, ap, link);
         a->n++;
         log_msg(L_INFO, ap->gadget, "approval %llu waits: %s calls %s %s through %s (gadgetctl approve %llu)",
                 (unsigned long long)ap->id, ap->caller, ap->target, ap->method, ap->via,
@@ -272,9 +268,10 @@ static void keep_standing(struct approvals *a, const struct approval *ap)
 int approvals_decide(struct approvals *a, uint64_t id, bool approve, bool always, const char *who, bool own_ok,
                      char *msg, size_t len)
 {
-        struct approval *ap = a->head;
-        while (ap && ap->id != id)
-                ap = ap->next;
+        struct approval *ap;
+        TAILQ_FOREACH(ap, &a->waiting, link)
+                if (ap->id == id)
+                        break;
         if (!ap) {
                 snprintf(msg, len, "no call waits for approval %llu (decided, timed out, or its caller left)",
                          (unsigned long long)id);
@@ -308,10 +305,14 @@ size_t approvals_list(const struct approvals *a, struct approval_info *out, size
 {
         uint64_t now = monotime_ms();
         size_t i = 0;
-        for (const struct approval *ap = a->head; ap && i < max; ap = ap->next, i++)
-                out[i] = (struct approval_info){ .id = ap->id, .caller = ap->caller, .via = ap->via,
-                                                 .target = ap->target, .method = ap->method, .args = ap->args,
-                                                 .age_ms = now - ap->asked_ms, .timeout_ms = ap->timeout_ms };
+        const struct approval *ap;
+        TAILQ_FOREACH(ap, &a->waiting, link) {
+                if (i == max)
+                        break;
+                out[i++] = (struct approval_info){ .id = ap->id, .caller = ap->caller, .via = ap->via,
+                                                   .target = ap->target, .method = ap->method, .args = ap->args,
+                                                   .age_ms = now - ap->asked_ms, .timeout_ms = ap->timeout_ms };
+        }
         return a->n;
 }
 
@@ -319,8 +320,9 @@ void approvals_free(struct approvals *a)
 {
         if (!a)
                 return;
-        while (a->head)
-                finish(a->head, false, "denied: gadgetd stopped", "denied: gadgetd is stopping");
+        struct approval *ap;
+        while ((ap = TAILQ_FIRST(&a->waiting)))
+                finish(ap, false, "denied: gadgetd stopped", "denied: gadgetd is stopping");
         for (size_t i = 0; i < a->n_always; i++) {
                 free(a->always[i].caller);
                 free(a->always[i].via);

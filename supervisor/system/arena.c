@@ -34,7 +34,7 @@ static void *cut(void *arg, size_t size)
         size = (size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
         if (size == 0)
                 size = ALIGN;
-        struct arena_chunk *c = a->chunks;
+        struct arena_chunk *c = SLIST_FIRST(&a->chunks);
         if (c && c->size - c->used >= size) {
                 void *p = c->data + c->used;
                 c->used += size;
@@ -51,8 +51,7 @@ static void *cut(void *arg, size_t size)
                 return NULL;
         n->size = want;
         n->used = size;
-        n->next = c;
-        a->chunks = n;
+        SLIST_INSERT_HEAD(&a->chunks, n, link);
         a->kept += want;
         POISON(n->data + size, want - size);
         return n->data;
@@ -71,10 +70,10 @@ void arena_init(struct arena *a)
 
 void arena_reset(struct arena *a)
 {
-        struct arena_chunk *c = a->chunks;
+        struct arena_chunk *c = SLIST_FIRST(&a->chunks);
         if (!c)
                 return;
-        if (!c->next && c->size <= ARENA_KEEP) {
+        if (!SLIST_NEXT(c, link) && c->size <= ARENA_KEEP) {
                 c->used = 0;
                 POISON(c->data, c->size);
                 return;
@@ -82,7 +81,7 @@ void arena_reset(struct arena *a)
         /* The frame took several chunks: one big enough for all it took
          * replaces them, so that the next frame as big fits in it. */
         size_t need = 0;
-        for (; c; c = c->next)
+        SLIST_FOREACH(c, &a->chunks, link)
                 need += c->used;
         size_t size = (need + CHUNK_MIN - 1) / CHUNK_MIN * CHUNK_MIN;
         arena_release(a);
@@ -93,15 +92,15 @@ void arena_reset(struct arena *a)
                 return;
         *c = (struct arena_chunk){ .size = size };
         POISON(c->data, c->size);
-        a->chunks = c;
+        SLIST_INSERT_HEAD(&a->chunks, c, link);
         a->kept = size;
 }
 
 void arena_release(struct arena *a)
 {
-        while (a->chunks) {
-                struct arena_chunk *c = a->chunks;
-                a->chunks = c->next;
+        struct arena_chunk *c;
+        while ((c = SLIST_FIRST(&a->chunks))) {
+                SLIST_REMOVE_HEAD(&a->chunks, link);
                 UNPOISON(c->data, c->size);
                 free(c);
         }

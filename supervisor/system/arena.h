@@ -13,19 +13,20 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/queue.h>
 #include <protobuf-c/protobuf-c.h>
 
 /* What the arena keeps between frames, at most. */
 #define ARENA_KEEP (16u << 20)
 
 struct arena_chunk {
-        struct arena_chunk *next;
+        SLIST_ENTRY(arena_chunk) link;
         size_t size, used;            /* of data */
         _Alignas(16) unsigned char data[];
 };
 
 struct arena {
-        struct arena_chunk *chunks;   /* the newest first */
+        SLIST_HEAD(, arena_chunk) chunks; /* the newest first; zeroed: empty */
         size_t kept;                  /* bytes of all its chunks */
         ProtobufCAllocator pb;        /* for *_unpack and *_free_unpacked */
 };

@@ -310,7 +310,7 @@ void audit_write(struct audit *a, const struct audit_record *r)
                 return;
         }
         int take = audit_budget_take(&a->budget, r, monotime_ms());
-        if (a->ev_tick && a->budget.windows && !evtimer_pending(a->ev_tick, NULL))
+        if (a->ev_tick && !LIST_EMPTY(&a->budget.windows) && !evtimer_pending(a->ev_tick, NULL))
                 timer_arm_ms(a->ev_tick, AUDIT_TICK_MS);
         if (take != 0)
                 put_record(a, r, 0);

@@ -22,7 +22,8 @@ static void window_free(struct audit_window *w)
  * caller's flush: nothing in it is lost. */
 static struct audit_window *window_of(struct audit_budget *b, const char *gadget, uint64_t now_ms)
 {
-        for (struct audit_window *w = b->windows; w; w = w->next)
+        struct audit_window *w;
+        LIST_FOREACH(w, &b->windows, link)
                 if (strcmp(w->gadget, gadget) == 0) {
                         if (now_ms - w->start_ms >= AUDIT_WINDOW_MS && w->n_sums == 0 && !w->unwritten) {
                                 w->start_ms = now_ms;
@@ -30,14 +31,13 @@ static struct audit_window *window_of(struct audit_budget *b, const char *gadget
                         }
                         return w;
                 }
-        struct audit_window *w = calloc(1, sizeof *w);
+        w = calloc(1, sizeof *w);
         if (!w || !(w->gadget = strdup(gadget))) {
                 free(w);
                 return NULL;
         }
         w->start_ms = now_ms;
-        w->next = b->windows;
-        b->windows = w;
+        LIST_INSERT_HEAD(&b->windows, w, link);
         return w;
 }
 
@@ -110,16 +110,17 @@ bool audit_budget_flush(struct audit_budget *b, uint64_t now_ms, bool force,
                         void (*ended)(void *arg, const struct audit_window *w), void *arg)
 {
         bool pending = false;
-        for (struct audit_window **pp = &b->windows; *pp;) {
-                struct audit_window *w = *pp;
+        /* kept: the last window kept; what follows it is looked at next. */
+        struct audit_window *kept = NULL, *w;
+        while ((w = kept ? LIST_NEXT(kept, link) : LIST_FIRST(&b->windows))) {
                 bool over = force || now_ms - w->start_ms >= AUDIT_WINDOW_MS;
                 if (!over) {
                         pending = true;
-                        pp = &w->next;
+                        kept = w;
                         continue;
                 }
                 /* Unlinked first: what ended() writes starts a new window. */
-                *pp = w->next;
+                LIST_REMOVE(w, link);
                 if (window_busy(w))
                         ended(arg, w);
                 window_free(w);
@@ -129,9 +130,9 @@ bool audit_budget_flush(struct audit_budget *b, uint64_t now_ms, bool force,
 
 void audit_budget_free(struct audit_budget *b)
 {
-        while (b->windows) {
-                struct audit_window *w = b->windows;
-                b->windows = w->next;
+        struct audit_window *w;
+        while ((w = LIST_FIRST(&b->windows))) {
+                LIST_REMOVE(w, link);
                 window_free(w);
         }
 }

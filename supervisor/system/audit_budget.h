@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "audit.h"
 
@@ -31,12 +32,12 @@ struct audit_window {
         size_t n_sums;
         uint64_t unwritten;      /* records (or summaries) the file refused */
         int error;               /* the last reason, -errno */
-        struct audit_window *next;
+        LIST_ENTRY(audit_window) link;
 };
 
 struct audit_budget {
         uint32_t rate;           /* records per window per gadget; 0: no limit */
-        struct audit_window *windows;
+        LIST_HEAD(, audit_window) windows;  /* zeroed: empty */
 };
 
 /* 1: write r; 0: counted into a summary; -ENOMEM (write it anyway). */

@@ -31,7 +31,8 @@ struct loader_job {
         struct policy *p;
         uint64_t hash;
         char msg[8192];
-        struct loader_job *next;
+        LIST_ENTRY(loader_job) run;     /* in the loader's jobs, once started */
+        STAILQ_ENTRY(loader_job) wait;  /* in its waiting jobs, before */
 };
 
 /* All of a policy's errors as lines in msg. */
@@ -96,15 +97,22 @@ static void job_free(struct loader_job *j)
         free(j);
 }
 
+void loader_init(struct loader *l, struct event_base *base, unsigned max)
+{
+        *l = (struct loader){ .base = base, .max = max };
+        LIST_INIT(&l->jobs);
+        STAILQ_INIT(&l->waiting);
+}
+
 static bool over_budget(const struct loader *l, uid_t uid);
 static int job_run(struct loader *l, struct loader_job *j);
 
 /* Starts root's waiting loads while its budget allows. */
 static void start_waiting(struct loader *l)
 {
-        while (l->waiting && !over_budget(l, 0)) {
-                struct loader_job *j = l->waiting;
-                l->waiting = j->next;
+        struct loader_job *j;
+        while ((j = STAILQ_FIRST(&l->waiting)) && !over_budget(l, 0)) {
+                STAILQ_REMOVE_HEAD(&l->waiting, wait);
                 int e = job_run(l, j);
                 if (e < 0) {
                         snprintf(j->msg, sizeof j->msg, "%s: cannot start reading: %s", j->path, strerror(-e));
@@ -119,11 +127,7 @@ static void job_done_cb(evutil_socket_t fd, short what, void *arg)
         struct loader_job *j = arg;
         struct loader *l = j->l;
         pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
-        for (struct loader_job **pp = &l->jobs; *pp; pp = &(*pp)->next)
-                if (*pp == j) {
-                        *pp = j->next;
-                        break;
-                }
+        LIST_REMOVE(j, run);
         j->done(j->arg, j->err, j->p, j->hash, j->msg);
         job_free(j);
         start_waiting(l);
@@ -135,7 +139,8 @@ static void job_done_cb(evutil_socket_t fd, short what, void *arg)
 static bool over_budget(const struct loader *l, uid_t uid)
 {
         unsigned same = 0, others = 0;
-        for (const struct loader_job *j = l->jobs; j; j = j->next) {
+        const struct loader_job *j;
+        LIST_FOREACH(j, &l->jobs, run) {
                 same += j->cred.uid == uid;
                 others += j->cred.uid != 0;
         }
@@ -153,8 +158,7 @@ static int job_run(struct loader *l, struct loader_job *j)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (e < 0)
                 return e;
-        j->next = l->jobs;
-        l->jobs = j;
+        LIST_INSERT_HEAD(&l->jobs, j, run);
         return 0;
 }
 
@@ -179,10 +183,7 @@ int loader_start(struct loader *l, const char *path, const struct peercred *cred
                 goto fail;
         }
         if (uid == 0 && over_budget(l, 0)) {
-                struct loader_job **pp = &l->waiting;
-                while (*pp)
-                        pp = &(*pp)->next;
-                *pp = j;
+                STAILQ_INSERT_TAIL(&l->waiting, j, wait);
                 return 0;
         }
         if ((e = job_run(l, j)) < 0)
@@ -195,10 +196,10 @@ fail:
 
 void loader_close(struct loader *l)
 {
-        while (l->waiting) { /* never started: nobody waits for them any more */
-                struct loader_job *j = l->waiting;
-                l->waiting = j->next;
+        struct loader_job *j;
+        while ((j = STAILQ_FIRST(&l->waiting))) { /* never started: nobody waits for them any more */
+                STAILQ_REMOVE_HEAD(&l->waiting, wait);
                 job_free(j);
         }
-        l->jobs = NULL; /* each is its thread's until it returns; gadgetd is ending */
+        LIST_INIT(&l->jobs); /* each is its thread's until it returns; gadgetd is ending */
 }

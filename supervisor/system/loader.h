@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "peercred.h"
 
@@ -22,11 +23,13 @@ struct loader_job;
 /* Jobs in flight, and the budget they are held to. */
 struct loader {
         struct event_base *base;
-        struct loader_job *jobs;
-        struct loader_job *waiting; /* root's loads beyond its budget, oldest first */
+        LIST_HEAD(, loader_job) jobs;           /* reading, each in its thread */
+        STAILQ_HEAD(, loader_job) waiting;      /* root's loads beyond its budget, oldest first */
         unsigned max;            /* of users other than root together (one per user); root has as many */
 };
 
+/* An empty loader on base, with max loads for users other than root. */
+void loader_init(struct loader *l, struct event_base *base, unsigned max);
 /* Reads path (opened with cred's rights; NULL: gadgetd's own) into *p, or
  * -errno with every problem in msg. For a cred other than root the
  * messages show no text of the file. A symlink as the last component is

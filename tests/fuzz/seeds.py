@@ -96,12 +96,34 @@ def capture_worker(build, fuzz_build):
         shutil.rmtree(out)
 
 
+# Every command of `gadgetctl --help` is sent once with the arguments its
+# usage line names (control_commands), so a new command has its seed
+# without an edit here; these add variants of options and values.
 CONTROL = [
-    ["list"], ["--json", "list"], ["status", "hello"], ["stop", "hello"], ["restart", "notes"],
-    ["call", "hello", "greet", '{"name": "Ada"}'], ["call", "notes", "add", '["x", 1.5, {"k": null}]'],
+    ["--json", "list"], ["call", "notes", "add", '["x", 1.5, {"k": null}]'],
     ["call", "counter", "increment"], ["logs", "hello", "-n", "5"], ["logs", "hello", "-f"],
-    ["audit", "counter", "-n", "3"], ["reload"], ["load", "POLICY"], ["describe", "hello"],
+    ["audit", "counter", "-n", "3"], ["approve", "1", "--always"],
 ]
+# A value for each argument a usage line names.
+CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
+                "POLICY": "POLICY", "NODE": "node-b", "ID": "1"}
+# Commands gadgetctl carries out itself, sending no request.
+CONTROL_LOCAL = {"check", "selftest"}
+
+
+def control_commands(gadgetctl):
+    """One command line per command of `gadgetctl --help`, its arguments
+    those of its usage line (optional ones too, options left out)."""
+    out = subprocess.run([gadgetctl, "--help"], capture_output=True, text=True).stdout
+    section = out.split("Commands:", 1)[1].split("\n\n", 1)[0]
+    lines = []
+    for name in re.findall(r"^  ([a-z]+)\b", section, re.M):
+        if name in CONTROL_LOCAL:
+            continue
+        usage = subprocess.run([gadgetctl, name, "--help"], capture_output=True, text=True).stdout
+        words = re.sub(r"\[-[^]]*\]", "", usage.split("\n", 1)[0].split("] " + name, 1)[1]).split()
+        lines.append([name] + [CONTROL_ARGS[w.strip("[]").rstrip(".")] for w in words])
+    return lines
 
 
 def capture_control(build):
@@ -135,9 +157,10 @@ def capture_control(build):
             c.close()
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    for cmd in CONTROL:
+    gadgetctl = os.path.join(build, "ctl", "gadgetctl")
+    for cmd in control_commands(gadgetctl) + CONTROL:
         cmd = [pol if a == "POLICY" else a for a in cmd]
-        subprocess.run([os.path.join(build, "ctl", "gadgetctl"), "--socket", sock] + cmd,
+        subprocess.run([gadgetctl, "--socket", sock] + cmd,
                        capture_output=True, timeout=30)
     srv.close()
     for data in got:

@@ -89,19 +89,19 @@ int main(void)
         gadget__worker_msg__free_unpacked(m, &a.pb);
         size_t grown = a.kept;
         arena_reset(&a);
-        const struct arena_chunk *kept = a.chunks;
+        const struct arena_chunk *kept = SLIST_FIRST(&a.chunks);
         size_t kept_size = a.kept;
-        CHECK(kept && !kept->next && a.kept <= ARENA_KEEP && a.kept <= grown, "one chunk kept (%zu bytes of %zu made)",
+        CHECK(kept && !SLIST_NEXT(kept, link) && a.kept <= ARENA_KEEP && a.kept <= grown, "one chunk kept (%zu bytes of %zu made)",
               a.kept, grown);
 
         for (int i = 0; i < 3; i++) {
                 m = gadget__worker_msg__unpack(&a.pb, big_len, big);
-                CHECK(m && count(m->binding_call->args) == VALUES && a.chunks == kept && a.kept == kept_size,
+                CHECK(m && count(m->binding_call->args) == VALUES && SLIST_FIRST(&a.chunks) == kept && a.kept == kept_size,
                       "the same frame again (%d) in the chunk kept, no new one", i + 1);
                 arena_reset(&a);
         }
         arena_release(&a);
-        CHECK(a.chunks == NULL && a.kept == 0, "released");
+        CHECK(SLIST_EMPTY(&a.chunks) && a.kept == 0, "released");
 
         m = gadget__worker_msg__unpack(&a.pb, small_len, small);
         CHECK(m && count(m->binding_call->args) == 3 && a.kept == 64u << 10, "a small frame: one 64 KiB chunk");

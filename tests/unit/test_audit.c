@@ -209,14 +209,14 @@ static void test_budget(void)
         CHECK(e.calls == 1 && e.unwritten == 2, "2 failures reported once");
         audit_budget_take(&b, &r, 6000);
         e = (struct ended){ 0 };
-        CHECK(!audit_budget_flush(&b, 6001, true, on_ended, &e) && b.windows == NULL && e.calls == 0,
+        CHECK(!audit_budget_flush(&b, 6001, true, on_ended, &e) && LIST_EMPTY(&b.windows) && e.calls == 0,
               "forced: every window gone, nothing to report");
 
         struct audit_budget none = { .rate = 0 };
         took = 0;
         for (int i = 0; i < 1000; i++)
                 took += audit_budget_take(&none, &r, 1) == 1;
-        CHECK(took == 1000 && none.windows == NULL, "rate 0: no budget");
+        CHECK(took == 1000 && LIST_EMPTY(&none.windows), "rate 0: no budget");
         audit_budget_free(&b);
 }
 

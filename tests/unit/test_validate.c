@@ -2,8 +2,10 @@
  * request and a control response is checked on its own, with a message
  * that breaks it alone (and the same message within the rule passing), so
  * that removing any one rule turns a check red. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "contract.h"
 #include "tap.h"
 #include "validate.h"
@@ -127,11 +129,85 @@ static void test_response(void)
               "an answer of an unknown kind: %s", why);
 }
 
+/* Every kind of Request (each field of its oneof, found in the descriptor,
+ * so a kind added to control.proto is covered at once) has its case in the
+ * validator: with its message at the defaults it is passed or refused for
+ * a rule of its own, never as an unknown kind; a kind that names a gadget
+ * (a field "name") refuses an invalid name. */
+static void test_every_request_kind(void)
+{
+        const ProtobufCMessageDescriptor *d = &control__request__descriptor;
+        unsigned kinds = 0;
+        for (unsigned i = 0; i < d->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &d->fields[i];
+                if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) || f->type != PROTOBUF_C_TYPE_MESSAGE)
+                        continue;
+                const ProtobufCMessageDescriptor *md = f->descriptor;
+                ProtobufCMessage *m = calloc(1, md->sizeof_message);
+                if (!m)
+                        abort();
+                protobuf_c_message_init(md, m);
+                Control__Request q = CONTROL__REQUEST__INIT;
+                q.req_case = (Control__Request__ReqCase)f->id;
+                *(ProtobufCMessage **)((char *)&q + f->offset) = m;
+                request(&q);
+                CHECK(!strstr(why, "unknown request kind"), "the request %s has a case in the validator: %s",
+                      f->name, why);
+                const ProtobufCFieldDescriptor *name = protobuf_c_message_descriptor_get_field_by_name(md, "name");
+                if (name && name->type == PROTOBUF_C_TYPE_STRING && name->label != PROTOBUF_C_LABEL_REPEATED) {
+                        *(const char **)((char *)m + name->offset) = "../x";
+                        CHECK(request(&q) < 0, "the request %s with the gadget name \"../x\" is refused", f->name);
+                }
+                free(m);
+                kinds++;
+        }
+        CHECK(kinds >= 14, "%u kinds of request found in the descriptor", kinds);
+}
+
+/* One builder's answer r: of kind, for id, with body, and it passes the
+ * check gadgetctl and other nodes run on what they read. */
+static void check_answer(const Control__Response *r, Control__Response__RespCase kind, uint64_t id, const void *body)
+{
+        CHECK(r->resp_case == kind && r->id == id && r->error == body &&
+              validate_control_response(r, why, sizeof why) == 0,
+              "answer %llu of kind %d: %s", (unsigned long long)id, (int)kind, why);
+}
+
+static void test_answers(void)
+{
+        struct answer a;
+        Gadget__Value v = GADGET__VALUE__INIT;
+        Control__GadgetList gl = CONTROL__GADGET_LIST__INIT;
+        Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
+        Control__ApprovalList al = CONTROL__APPROVAL_LIST__INIT;
+        Control__NodeList nl = CONTROL__NODE_LIST__INIT;
+        Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
+        v.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
+        gi.name = "g";
+        st.info = &gi;
+        why[0] = '\0';
+        check_answer(answer_error(&a, 1, GADGET_EBUSY, "busy"), CONTROL__RESPONSE__RESP_ERROR, 1, &a.error);
+        CHECK(a.error.code == GADGET_EBUSY && strcmp(a.error.message, "busy") == 0, "the error's code and message");
+        check_answer(answer_done(&a, 2, "ready"), CONTROL__RESPONSE__RESP_DONE, 2, &a.done);
+        CHECK(strcmp(a.done.message, "ready") == 0, "the done answer's message");
+        check_answer(answer_result(&a, 3, &v), CONTROL__RESPONSE__RESP_RESULT, 3, &v);
+        check_answer(answer_list(&a, 4, &gl), CONTROL__RESPONSE__RESP_LIST, 4, &gl);
+        check_answer(answer_status(&a, 5, &st), CONTROL__RESPONSE__RESP_STATUS, 5, &st);
+        check_answer(answer_logs(&a, 6, &ll), CONTROL__RESPONSE__RESP_LOGS, 6, &ll);
+        check_answer(answer_reload(&a, 7, &rr), CONTROL__RESPONSE__RESP_RELOAD, 7, &rr);
+        check_answer(answer_approvals(&a, 8, &al), CONTROL__RESPONSE__RESP_APPROVALS, 8, &al);
+        check_answer(answer_nodes(&a, 9, &nl), CONTROL__RESPONSE__RESP_NODES, 9, &nl);
+}
+
 int main(void)
 {
         test_hello();
         test_log_and_result();
         test_requests();
         test_response();
+        test_answers();
+        test_every_request_kind();
         return tap_done();
 }

@@ -1,0 +1,241 @@
+/* show_answers: the answers other than a gadget's list and status as text
+ * or JSON (done, log lines, audit records, reload, approvals, nodes), and
+ * show_answer, which prints any answer by its kind: a new kind of answer
+ * is its renderer and its case here. */
+#include "show.h"
+#include "show_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "contract.h"
+#include "json.h"
+#include "output.h"
+#include "value.h"
+
+int show_done(FILE *f, const Control__Done *d, bool json)
+{
+        int e = 0;
+
+        if (json)
+                return show_json(f, json_pack("{s:b, s:s}", "ok", 1, "message", d->message));
+        if (*d->message) {
+                e = show_put_escaped(f, d->message, OUTPUT_KEEP_NEWLINE | OUTPUT_KEEP_TAB);
+                fputc('\n', f);
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
+int show_logs(FILE *f, const Control__LogLines *l, bool json)
+{
+        int e = 0;
+
+        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
+                if (json) {
+                        e = show_json(f, json_pack("{s:s}", "line", l->lines[i]));
+                } else {
+                        e = show_put_escaped(f, l->lines[i], OUTPUT_KEEP_TAB);
+                        fputc('\n', f);
+                }
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
+int show_audit(FILE *f, const Control__LogLines *l, bool json)
+{
+        int e = 0;
+
+        if (!json)
+                return show_logs(f, l, false);
+        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
+                json_t *rec = json_loads(l->lines[i], JSON_REJECT_DUPLICATES, NULL);
+
+                if (rec && !json_is_object(rec)) {
+                        json_decref(rec);
+                        rec = NULL;
+                }
+                e = show_json(f, rec ? rec : json_pack("{s:s}", "line", l->lines[i]));
+        }
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}
+
+/* `reload --json`: each list of ReloadReport as an array. */
+static json_t *reload_json(const Control__ReloadReport *r)
+{
+        return json_pack("{s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
+                         "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
+                         show_json_strv(r->restarted, r->n_restarted), "unchanged",
+                         show_json_strv(r->unchanged, r->n_unchanged), "errors",
+                         show_json_strv(r->errors, r->n_errors));
+}
+
+/* "label: a, b" if v is not empty. */
+static int put_names(FILE *f, const char *label, char *const *v, size_t n)
+{
+        if (n == 0)
+                return 0;
+        fprintf(f, "%s: ", label);
+        return show_put_joined(f, v, n);
+}
+
+int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
+{
+        int e;
+
+        if (json)
+                return show_json(out, reload_json(r));
+        if (r->n_loaded + r->n_stopped + r->n_restarted + r->n_unchanged == 0)
+                fputs("no policies\n", out);
+        e = put_names(out, "loaded", r->loaded, r->n_loaded);
+        if (e >= 0)
+                e = put_names(out, "restarted", r->restarted, r->n_restarted);
+        if (e >= 0)
+                e = put_names(out, "stopped", r->stopped, r->n_stopped);
+        if (e >= 0)
+                e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
+        for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
+                e = show_put_escaped(err, r->errors[i], OUTPUT_KEEP_NEWLINE); /* a file's errors, one a line */
+                fputc('\n', err);
+        }
+        return e < 0 ? e : ferror(out) ? -EIO : 0;
+}
+
+static int approvals_json(FILE *f, const Control__ApprovalList *l)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < l->n_approvals; i++) {
+                const Control__Approval *p = l->approvals[i];
+                json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", show_clamp(p->id),
+                                                   "caller", p->caller, "via", p->via, "target", p->target,
+                                                   "method", p->method, "args", p->args, "age_ms", show_clamp(p->age_ms),
+                                                   "timeout_ms", show_clamp(p->timeout_ms)));
+        }
+        return show_json(f, json_pack("{s:o, s:I}", "approvals", a, "total", (json_int_t)l->total));
+}
+
+int show_approvals(FILE *f, const Control__ApprovalList *l, bool json)
+{
+        if (json)
+                return approvals_json(f, l);
+        if (l->n_approvals == 0) {
+                fputs("no calls wait for approval\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        for (size_t i = 0; i < l->n_approvals; i++) {
+                const Control__Approval *p = l->approvals[i];
+                char age[OUTPUT_UNIT_MAX], left[OUTPUT_UNIT_MAX];
+                output_uptime(p->age_ms, age, sizeof age);
+                output_uptime(p->timeout_ms > p->age_ms ? p->timeout_ms - p->age_ms : 0, left, sizeof left);
+                int e = 0;
+                fprintf(f, "%llu  ", (unsigned long long)p->id);
+                e |= show_put_escaped(f, p->target, 0);
+                fputs(" ", f);
+                e |= show_put_escaped(f, p->method, 0);
+                fputs("\n    from ", f);
+                e |= show_put_escaped(f, p->caller, 0);
+                fputs(" through ", f);
+                e |= show_put_escaped(f, p->via, 0);
+                fprintf(f, ", waiting %s, denied in %s\n    args: ", age, left);
+                e |= show_line(f, p->args);
+                if (e < 0)
+                        return -ENOMEM;
+        }
+        if (l->total > l->n_approvals)
+                fprintf(f, "... and %u more\n", (unsigned)(l->total - l->n_approvals));
+        return ferror(f) ? -EIO : 0;
+}
+
+/* A node counts as up while its store saw it within CONTROL_NODE_DOWN_MS
+ * (the bound gadgetd's move checks too). */
+static bool node_up(const Control__NodeInfo *n)
+{
+        return n->last_seen_ms <= CONTROL_NODE_DOWN_MS;
+}
+
+static int nodes_json(FILE *f, const Control__NodeList *l)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < l->n_nodes; i++) {
+                const Control__NodeInfo *n = l->nodes[i];
+                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:b, s:b, s:I}", "name", n->name, "peer",
+                                                       n->peer, "last_seen_ms", show_clamp(n->last_seen_ms), "self",
+                                                       n->self, "up", node_up(n), "leases",
+                                                       show_clamp(n->leases))) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        }
+        return show_json(f, a ? json_pack("{s:o}", "nodes", a) : NULL);
+}
+
+/* LAST SEEN of one node: "now (this node)", "3 s ago", "down, last seen
+ * 42 s ago". */
+static void node_seen(const Control__NodeInfo *n, char *buf, size_t len)
+{
+        char ago[OUTPUT_UNIT_MAX];
+
+        output_ago(n->last_seen_ms, ago, sizeof(ago));
+        snprintf(buf, len, "%s%s%s", node_up(n) ? "" : "down, last seen ", ago, n->self ? " (this node)" : "");
+}
+
+int show_nodes(FILE *f, const Control__NodeList *l, bool json)
+{
+        static const char *const headers[] = { "NAME", "PEER", "LEASES", "LAST SEEN" };
+        struct output_table *t;
+        int e = 0;
+
+        if (json)
+                return nodes_json(f, l);
+        if (l->n_nodes == 0) {
+                fputs("no nodes seen in the store yet\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        t = output_table_new(4, headers, NULL);
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_nodes && e >= 0; i++) {
+                const Control__NodeInfo *n = l->nodes[i];
+                char seen[80], leases[24];
+                node_seen(n, seen, sizeof(seen));
+                snprintf(leases, sizeof leases, "%llu", (unsigned long long)n->leases);
+                const char *row[4] = { n->name, n->peer[0] ? n->peer : "-", leases, seen };
+                e = output_table_add(t, row);
+        }
+        if (e >= 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        return e;
+}
+
+int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, bool audit, bool *failed)
+{
+        switch (r->resp_case) {
+        case CONTROL__RESPONSE__RESP_DONE:
+                return show_done(out, r->done, json);
+        case CONTROL__RESPONSE__RESP_LIST:
+                return show_list(out, r->list, json);
+        case CONTROL__RESPONSE__RESP_STATUS:
+                return show_status(out, r->status, json);
+        case CONTROL__RESPONSE__RESP_RESULT:
+                return show_value(out, r->result);
+        case CONTROL__RESPONSE__RESP_LOGS:
+                /* A note (the store unreachable: one node's records) goes to
+                 * err, so out stays the records alone. */
+                if (r->logs->note && r->logs->note[0])
+                        show_note(err, r->logs->note, json);
+                return audit ? show_audit(out, r->logs, json) : show_logs(out, r->logs, json);
+        case CONTROL__RESPONSE__RESP_APPROVALS:
+                return show_approvals(out, r->approvals, json);
+        case CONTROL__RESPONSE__RESP_NODES:
+                return show_nodes(out, r->nodes, json);
+        case CONTROL__RESPONSE__RESP_RELOAD:
+                *failed = r->reload->n_errors > 0;
+                return show_reload(out, err, r->reload, json);
+        default:
+                return -EPROTO;
+        }
+}
