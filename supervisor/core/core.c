@@ -146,6 +146,7 @@ void core_close(struct core *c)
                 unit_free(u);
         }
         free(c->by_name);
+        core_events_closed(c);
         if (c->ev_wakes)
                 event_free(c->ev_wakes);
         audit_close(c->audit);

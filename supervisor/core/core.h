@@ -3,8 +3,8 @@
  * filters, the sandbox helper and its spare shell, the host uid pool and
  * the resource limiter. Both modes own one: the daemon many gadgets,
  * gadgetd run one. This header is the core's one door: the rest of
- * gadgetd sees units only through it (with unit.h, calls.h and logbuf.h,
- * which it includes). */
+ * gadgetd sees units only through it (with unit.h, unit_events.h, calls.h
+ * and logbuf.h, which it includes). */
 #pragma once
 
 #include <stdbool.h>
@@ -98,3 +98,4 @@ int core_spare(struct core *c, bool ready);
 #include "calls.h"
 #include "logbuf.h"
 #include "unit.h"
+#include "unit_events.h"

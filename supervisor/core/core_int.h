@@ -16,6 +16,7 @@
 #include "system/timer.h"
 #include "system/ratelog.h"
 #include "unit.h"
+#include "unit_events.h"
 
 /* Starts of idle gadgets (Start=on-demand, IdleStop=) in flight at once:
  * a call to 1,000 idle gadgets starts 16 at a time, the rest queued in the
@@ -42,6 +43,8 @@ struct core {
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
+        struct unit_listener listeners[CORE_LISTENERS_MAX]; /* the parts above that listen (unit_events.h) */
+        size_t n_listeners;
         /* unit_idle.c: starts of idle gadgets in flight (at most
          * CORE_WAKES_MAX: a wake flood queues), the ones queued (oldest
          * first) and the event that starts them. */
@@ -87,6 +90,7 @@ struct unit {
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
         struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
+        void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
@@ -118,6 +122,17 @@ struct unit {
         struct unit *next, **pprev; /* core's list */
         struct unit *name_next;     /* core's by_name chain */
 };
+
+/* unit_events.c: the one writer of u->state; the listeners are told. */
+void unit_set_state(struct unit *u, enum unit_state s);
+/* The events the core tells its listeners (struct unit_listener). */
+int unit_events_created(struct unit *u);
+void unit_events_lease(struct unit *u, bool held);
+void unit_events_policy(struct unit *u);
+void unit_events_going(struct unit *u);
+void unit_events_freed(struct unit *u);
+void unit_events_info(const struct unit *u, struct unit_info *out);
+void core_events_closed(struct core *c);
 
 /* unit_lease.c: on a shared store, whether u must wait for its lease
  * (then it is remote, its lease wanted); giving it back; the lease's

@@ -55,7 +55,7 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->core = c;
         u->hooks = &c->hooks;
         u->policy = policy;
-        u->state = UNIT_STOPPED;
+        unit_set_state(u, UNIT_STOPPED);
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         u->out_fd = u->err_fd = -1;
         TAILQ_INIT(&u->pending);
@@ -198,13 +198,13 @@ static void after_exit(struct unit *u, int status)
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
-                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 u->hooks->exited(u->hooks->arg, u);
                 return;
         }
         if (!u->want_running) {
                 bool idle = u->idling && !u->remove_when_stopped;
-                u->state = UNIT_STOPPED;
+                unit_set_state(u, UNIT_STOPPED);
                 if (idle)
                         unit_idle_enter(u);
                 core_unit_stopped(u->core, u); /* may free u, never when idle */
@@ -220,12 +220,12 @@ static void after_exit(struct unit *u, int status)
          * on-failure restarts it, no leaves it failed. */
         enum policy_restart r = u->policy->restart;
         if (!(r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
-                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 return;
         }
         int64_t delay = backoff_failed(&u->backoff, ran);
         if (delay < 0) {
-                u->state = UNIT_FAILED;
+                unit_set_state(u, UNIT_FAILED);
                 char was[sizeof u->cause];
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
@@ -234,7 +234,7 @@ static void after_exit(struct unit *u, int status)
                 return;
         }
         log_msg(L_INFO, u->policy->name, "restarting in %lld ms", (long long)delay);
-        u->state = UNIT_STARTING;
+        unit_set_state(u, UNIT_STARTING);
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
         event_base_update_cache_time(u->core->base);
@@ -430,7 +430,7 @@ static void on_hello(struct peer *p, void *data)
                 unit_kill(u, cause);
                 return;
         }
-        u->state = UNIT_READY;
+        unit_set_state(u, UNIT_READY);
         u->cause[0] = '\0';
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
@@ -626,7 +626,7 @@ void unit_start(struct unit *u)
         if (!warm && (e = unit_spawn(u, false, err, sizeof err)) < 0)
                 goto fail;
         clock_gettime(CLOCK_MONOTONIC, &u->started);
-        u->state = UNIT_STARTING;
+        unit_set_state(u, UNIT_STARTING);
         u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
         u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
         if (!u->peer || !u->ev_report || event_add(u->ev_report, NULL) < 0) {
@@ -648,7 +648,7 @@ void unit_start(struct unit *u)
 fail:
         warm_drop(u);
         drop_worker(u, "the gadget could not start");
-        u->state = UNIT_FAILED;
+        unit_set_state(u, UNIT_FAILED);
         u->waking = false;
         unit_wake_done(u);
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
@@ -673,12 +673,12 @@ void unit_stop(struct unit *u, const char *why)
         calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
-                        u->state = UNIT_STOPPED; /* waiting for a restart, its lease or a call */
+                        unit_set_state(u, UNIT_STOPPED); /* waiting for a restart, its lease or a call */
                 core_unit_stopped(u->core, u);
                 return;
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);
-        u->state = UNIT_STOPPING;
+        unit_set_state(u, UNIT_STOPPING);
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
         timer_arm_ms(u->ev_timer, STOP_GRACE_MS);

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core.h"
 #include "logbuf.h"
 
 struct core;
+struct unit_origin;
 struct peer;
 struct peer_chain;
 struct policy;

@@ -23,7 +23,7 @@
 static void go_idle(struct unit *u)
 {
         u->dormant = true;
-        u->state = UNIT_IDLE;
+        unit_set_state(u, UNIT_IDLE);
         alarms_kick(u);  /* its due alarms start it */
 }
 

@@ -59,7 +59,7 @@ bool unit_lease_wait(struct unit *u)
                 kvpg_lease_release(l, u->policy->name);
                 u->leased = false;
         }
-        u->state = UNIT_REMOTE;
+        unit_set_state(u, UNIT_REMOTE);
         /* Calls that waited for its start here (its lease was lost while
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
@@ -90,7 +90,7 @@ void unit_lease_release(struct unit *u)
         kvpg_lease_release(l, u->policy->name);
         u->leased = false;
         if (u->state == UNIT_REMOTE)
-                u->state = UNIT_STOPPED;
+                unit_set_state(u, UNIT_STOPPED);
 }
 
 static void on_granted(void *arg, const char *gadget, int64_t epoch)
@@ -107,7 +107,7 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         } else if (u->state == UNIT_REMOTE && u->dormant) {
                 /* Start=on-demand (or idle when its lease came back): held
                  * here, started by its first call. */
-                u->state = UNIT_IDLE;
+                unit_set_state(u, UNIT_IDLE);
                 u->cause[0] = '\0';
         }
         alarms_kick(u);
