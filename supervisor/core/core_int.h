@@ -10,7 +10,6 @@
 #include "spawn/spare.h"
 #include "spawn/spawn.h"
 #include "spawn/uidpool.h"
-#include "alarms.h"
 #include "backoff.h"
 #include "limits/limiter.h"
 #include "system/timer.h"
@@ -42,7 +41,6 @@ struct core {
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
-        struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
         struct unit_listener listeners[CORE_LISTENERS_MAX]; /* the parts above that listen (unit_events.h) */
         size_t n_listeners;
         /* unit_idle.c: starts of idle gadgets in flight (at most
@@ -89,7 +87,6 @@ struct unit {
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
-        struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
         void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alarms.h"
 #include "bindings/bindings.h"
 #include "core_int.h"
 #include "contract.h"
@@ -70,7 +69,7 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
         if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start ||
-            alarms_new(u) < 0) {
+            unit_events_created(u) < 0) {
                 bindings_free(u->bind);
                 struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
                 for (size_t i = 0; i < 5; i++)
@@ -129,7 +128,7 @@ void unit_free(struct unit *u)
                         syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
                 waitpid(u->child.pid, NULL, 0);
         }
-        alarms_close(u);
+        unit_events_going(u);
         unit_wake_done(u);
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
@@ -138,7 +137,7 @@ void unit_free(struct unit *u)
         if (u->log_budget.dropped)
                 say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
         bindings_free(u->bind);
-        alarms_free(u);
+        unit_events_freed(u);
         event_free(u->ev_timer);
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
@@ -442,7 +441,6 @@ static void on_hello(struct peer *p, void *data)
          * while the gadget works on them. */
         calls_pending_flush(u);
         log_msg(L_INFO, u->policy->name, "ready");
-        alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
 
@@ -754,7 +752,7 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
         u->policy = p;
         u->policy_hash = o->hash;
         u->from_dir = u->from_dir || o->from_dir;
-        alarms_policy(u);
+        unit_events_policy(u);
         unit_restart(u);
 }
 

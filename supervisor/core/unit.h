@@ -15,6 +15,7 @@ struct unit_origin;
 struct peer;
 struct peer_chain;
 struct policy;
+struct gadget_bindings;
 
 enum unit_state {
         UNIT_STARTING,
@@ -95,6 +96,10 @@ uint64_t unit_policy_hash(const struct unit *u);
 int unit_program_status(const struct unit *u);
 /* Its log ring (gadgetctl logs). */
 const struct logbuf *unit_log(const struct unit *u);
+/* Its binding side (bindings/bindings.h): its store, for its alarms. */
+struct gadget_bindings *unit_bindings(const struct unit *u);
+/* Whether this node may run u now: no shared store, or it holds u's lease. */
+bool unit_runs_here(const struct unit *u);
 /* The methods its worker announced; their number (0 when not running). */
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */

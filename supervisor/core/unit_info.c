@@ -4,7 +4,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alarms.h"
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
@@ -20,6 +19,8 @@ bool unit_from_dir(const struct unit *u) { return u->from_dir; }
 uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
 int unit_program_status(const struct unit *u) { return u->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
+struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
+bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
 
 static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
 static const char *unit_limits_mode(const struct unit *u);
@@ -55,8 +56,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .start = policy_start_name(u->policy->start),
                 .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
         };
-        int64_t next = alarms_next_ms(u);
-        out->next_alarm_ms = next > 0 ? next : 0;
+        unit_events_info(u, out);
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
         unit_lease_info(u, &out->node, &out->epoch);
 }

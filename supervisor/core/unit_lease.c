@@ -2,7 +2,6 @@
  * while this node holds its lease (store/kvpg_lease.h); until then it
  * is "remote", saying which node runs it. */
 #include "core_int.h"
-#include "alarms.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -110,7 +109,7 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
                 unit_set_state(u, UNIT_IDLE);
                 u->cause[0] = '\0';
         }
-        alarms_kick(u);
+        unit_events_lease(u, true);
 }
 
 static void on_lost(void *arg, const char *gadget, const char *why)
@@ -119,7 +118,7 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         if (!u)
                 return;
         u->leased = false;
-        alarms_kick(u);
+        unit_events_lease(u, false);
         if (u->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two

@@ -4,7 +4,7 @@
  * that say which node runs which gadget and the copy of every node's audit.
  * The one header other folders include; it has three faces:
  *   - the job API (kv.h): a gadget's store, its bounded queue, the kv and
- *     alarm operations as jobs (the kv and alarm bindings, core/alarms*);
+ *     alarm operations as jobs (the kv and alarm bindings, alarms/);
  *   - the lease API (kvpg_lease.h): which node runs a gadget, its epoch,
  *     the nodes (core/unit_lease.c, cluster/forward.c, gadgetctl nodes);
  *   - the audit-copy API (kvpg_audit.h): the audit's copy in the shared
