@@ -47,12 +47,7 @@ int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, str
 /* Frees every unit (killing what still runs), then the rest. */
 void core_close(struct core *c);
 
-/* Where a unit's policy came from, for reloads. */
-struct unit_origin {
-        uint64_t hash;              /* of the policy file's bytes */
-        bool from_dir;              /* loaded from the policy directory */
-        char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
-};
+struct unit_origin;
 
 /* Adds a unit for policy p (taken over, freed on failure), not started.
  * NULL: out of memory. */

@@ -53,9 +53,10 @@ struct core {
 };
 
 
-/* unit.c's end of a stop: removes an unloaded unit, restarts one whose
- * restart waited for the stop, then tells the owner. */
-void core_unit_stopped(struct core *c, struct unit *u);
+/* registry.c: u added to c's list and name table (0 or -ENOMEM), and
+ * taken out of them. */
+int core_index(struct core *c, struct unit *u);
+void core_unlink(struct core *c, struct unit *u);
 
 /* One loaded gadget (unit.h). */
 struct unit {
@@ -138,7 +139,7 @@ bool unit_lease_wait(struct unit *u);
 void unit_lease_release(struct unit *u);
 /* Who runs u and at which epoch (node NULL: no shared store). */
 void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch);
-/* u stopped on this node (core_unit_stopped, after its lease went back):
+/* u stopped on this node (unit.c's end of a stop, after its lease went back):
  * a move goes on (it waits for the lease again). */
 void unit_lease_stopped(struct unit *u);
 /* u is asked to stop: a move on its way fails unless the stop is its own. */
@@ -164,6 +165,14 @@ void unit_idle_arm(struct unit *u);
 void unit_idle_enter(struct unit *u);
 void unit_idle_stopped(struct unit *u);
 static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active_ms = now_ms; }
+
+/* unit_output.c: a pipe of the program's output (its read end rd, watched
+ * by *ev; 0 or -errno), a log message over the RPC, the log budget's
+ * window (u->ev_logwin), and the drops not told yet (at its end). */
+int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev);
+void unit_output_log(struct unit *u, const Gadget__Log *l);
+void unit_output_window_cb(evutil_socket_t fd, short what, void *arg);
+void unit_output_end(struct unit *u);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -11,7 +11,6 @@
 #include "logbuf.h"
 
 struct core;
-struct unit_origin;
 struct peer;
 struct peer_chain;
 struct policy;
@@ -46,6 +45,13 @@ struct unit_hooks {
         void *arg;
 };
 
+
+/* Where a unit's policy came from, for reloads (core_add). */
+struct unit_origin {
+        uint64_t hash;              /* of the policy file's bytes */
+        bool from_dir;              /* loaded from the policy directory */
+        char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
+};
 
 /* Starts the worker. Failures leave the unit failed with the cause. */
 void unit_start(struct unit *u);

@@ -7,6 +7,7 @@
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
+#include "store/store.h"
 #include "system/monotime.h"
 
 struct unit *unit_next(const struct unit *u) { return u->next; }
@@ -59,6 +60,27 @@ void unit_info(const struct unit *u, struct unit_info *out)
         unit_events_info(u, out);
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
         unit_lease_info(u, &out->node, &out->epoch);
+}
+
+bool unit_leased(const struct unit *u)
+{
+        return u->leased;
+}
+
+const char *unit_owner(const struct unit *u)
+{
+        return u->leased ? u->core->cfg.node : u->owner;
+}
+
+void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
+{
+        struct kvpg_lease *l = u->core->bindings.lease;
+        *node = NULL;
+        *epoch = 0;
+        if (!l)
+                return;
+        *node = unit_owner(u);
+        *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
 }
 
 const char *unit_state_name(enum unit_state s)

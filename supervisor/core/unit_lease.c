@@ -302,27 +302,6 @@ void unit_lease_gone(struct unit *u)
         }
 }
 
-bool unit_leased(const struct unit *u)
-{
-        return u->leased;
-}
-
-const char *unit_owner(const struct unit *u)
-{
-        return u->leased ? u->core->cfg.node : u->owner;
-}
-
-void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
-{
-        struct kvpg_lease *l = u->core->bindings.lease;
-        *node = NULL;
-        *epoch = 0;
-        if (!l)
-                return;
-        *node = unit_owner(u);
-        *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
-}
-
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms)
 {
         *nodes = NULL;
