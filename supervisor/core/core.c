@@ -13,7 +13,6 @@
 #include "policy.h"
 #include "system/fds.h"
 #include "system/log.h"
-#include "system/strhash.h"
 
 /* Gadget bindings' calls (struct bindings_env): through the one door. */
 static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, void *cbdata, char *msg,
