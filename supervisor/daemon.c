@@ -25,6 +25,7 @@
 #include "system/notify.h"
 #include "system/loader.h"
 #include "system/peercred.h"
+#include "alarms/alarms.h"
 #include "core/core.h"
 #include "policy.h"
 #include "system/timer.h"
@@ -325,7 +326,13 @@ static int open_core(struct daemon *d)
                 .http_requests_max = c->http_requests_max,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
         };
-        return core_open(&cc, &hooks, &d->core);
+        int e = core_open(&cc, &hooks, &d->core);
+        if (e < 0)
+                return e;
+        /* The alarms and Schedule= calls listen to the units. */
+        if ((e = alarms_listen(d->core)) < 0)
+                log_msg(L_ERR, NULL, "alarms: %s", strerror(-e));
+        return e;
 }
 
 /* The link to other nodes: fail closed, gadgetd does not start without

@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "alarms/alarms.h"
 #include "core/core.h"
 #include "contract.h"
 #include "json.h"
@@ -215,7 +216,13 @@ static int open_core(struct run_ctx *c, const struct core_config *cc)
 {
         const struct unit_hooks hooks = { .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
                                           .log_added = unit_log_added, .output_pipes = output_pipes, .arg = c };
-        return core_open(cc, &hooks, &c->core);
+        int e = core_open(cc, &hooks, &c->core);
+        if (e < 0)
+                return e;
+        /* The alarms and Schedule= calls listen to the unit. */
+        if ((e = alarms_listen(c->core)) < 0)
+                log_msg(L_ERR, NULL, "alarms: %s", strerror(-e));
+        return e;
 }
 
 /* Starts the unit and runs the loop until it ends. */

@@ -1,7 +1,7 @@
 /* bind_alarm: the operations of an alarm binding — set, list, cancel —
  * on the gadget's store (kv.c's queue, kvdb_alarm.c or the PostgreSQL
  * store), answered once the store is done: a set only once it is durable.
- * gadgetd delivers the alarms (core/alarms.c). */
+ * gadgetd delivers the alarms (alarms/alarms.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

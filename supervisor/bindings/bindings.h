@@ -96,7 +96,7 @@ struct gadget_bindings {
         size_t n_secrets;
         struct kv *kv;              /* opened at the first kv or alarm call (bindings_kv) */
         /* Told when a set or cancel of an alarm binding took effect, so
-         * that the delivery of alarms (core/alarms.c) looks again. */
+         * that the delivery of alarms (alarms/alarms.c) looks again. */
         void (*alarms_changed)(void *arg);
         void *alarms_arg;
 };

@@ -21,7 +21,7 @@ int64_t backoff_failed(struct backoff *b, uint64_t ran_ms);
 
 /* The delay before the try after `failures` failures in a row:
  * BACKOFF_FIRST_MS doubling up to BACKOFF_MAX_MS (also what delivering a
- * durable alarm again waits, core/alarms.c). */
+ * durable alarm again waits, alarms/alarms_deliver.c). */
 int64_t backoff_delay_ms(unsigned failures);
 
 /* Forgets the failures (an operator's restart or reload). */

@@ -96,12 +96,15 @@ static void pend_unlink(struct call *c)
         u->pending_bytes -= c->pend_bytes;
 }
 
-static void chain_clear(struct peer_chain *ch)
+/* Frees a call that is linked nowhere. */
+static void call_free(struct call *c)
 {
-        for (size_t i = 0; i < ch->n; i++)
-                free(ch->names[i]);
-        free(ch->names);
-        *ch = (struct peer_chain){ 0 };
+        if (c->timer)
+                event_free(c->timer);
+        free(c->method);
+        value_free(c->args);
+        peer_chain_clear(&c->chain);
+        free(c);
 }
 
 /* Tells the caller (if it is still there) and frees the call. */
@@ -114,12 +117,7 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         unit_active(c->u, monotime_ms());
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
-        if (c->timer)
-                event_free(c->timer);
-        free(c->method);
-        value_free(c->args);
-        chain_clear(&c->chain);
-        free(c);
+        call_free(c);
 }
 
 /* A result that breaks the method's declared type: an error to the
@@ -344,19 +342,6 @@ static void pending_timeout(evutil_socket_t fd, short what, void *arg)
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
 
-static int chain_copy(struct peer_chain *to, const struct peer_chain *from)
-{
-        to->depth = from->depth;
-        if (!from->n)
-                return 0;
-        if (!(to->names = calloc(from->n, sizeof *to->names)))
-                return -ENOMEM;
-        for (size_t i = 0; i < from->n; i++, to->n++)
-                if (!(to->names[i] = strdup(from->names[i])))
-                        return -ENOMEM;
-        return 0;
-}
-
 /* Queues c until its gadget's hello (it is idle, or starting for calls),
  * and starts it: c is sent then, within what is left of its CallTimeout.
  * method NULL: a wake, answered once the gadget is ready. 0, or a
@@ -381,7 +366,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         }
         c->has_chain = chain != NULL;
         if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
-            (chain && chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+            (chain && peer_chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
@@ -526,12 +511,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
-                if (c->timer)
-                        event_free(c->timer);
-                free(c->method);
-                value_free(c->args);
-                chain_clear(&c->chain);
-                free(c);
+                call_free(c);
                 return code;
         }
         call_own(c, q->owner);
@@ -560,9 +540,7 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
         const struct call_req fq = { .tag = q->tag };
         int code = remote ? call_forward(c, &fq, msg, len) : call_pend(c, NULL, NULL, NULL, msg, len);
         if (code) {
-                if (c->timer)
-                        event_free(c->timer);
-                free(c);
+                call_free(c);
                 return code;
         }
         call_own(c, q->owner);

@@ -13,7 +13,6 @@
 #include "policy.h"
 #include "system/fds.h"
 #include "system/log.h"
-#include "system/strhash.h"
 
 /* Gadget bindings' calls (struct bindings_env): through the one door. */
 static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, void *cbdata, char *msg,
@@ -130,8 +129,6 @@ int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, str
         return 0;
 }
 
-static void unlink_unit(struct core *c, struct unit *u);
-
 void core_close(struct core *c)
 {
         if (!c)
@@ -142,10 +139,11 @@ void core_close(struct core *c)
         c->approvals = NULL;
         while (c->units) {
                 struct unit *u = c->units;
-                unlink_unit(c, u);
+                core_unlink(c, u);
                 unit_free(u);
         }
         free(c->by_name);
+        core_events_closed(c);
         if (c->ev_wakes)
                 event_free(c->ev_wakes);
         audit_close(c->audit);
@@ -156,45 +154,10 @@ void core_close(struct core *c)
         free(c);
 }
 
-static struct unit **name_slot(const struct core *c, const char *name)
-{
-        return &c->by_name[strhash(name) & (c->by_name_size - 1)];
-}
-
-/* Why a table: 10,000 declared gadgets are loaded by name one after the
- * other, and a search through a list for each took most of the load. It
- * doubles once there are more units than slots. */
-static int index_add(struct core *c, struct unit *u)
-{
-        if (c->n_units + 1 > c->by_name_size) {
-                size_t size = c->by_name_size ? c->by_name_size * 2 : 64;
-                struct unit **t = calloc(size, sizeof *t);
-                if (!t)
-                        return -ENOMEM;
-                struct unit **old = c->by_name;
-                size_t old_size = c->by_name_size;
-                c->by_name = t;
-                c->by_name_size = size;
-                for (size_t i = 0; i < old_size; i++)
-                        for (struct unit *v = old[i], *next; v; v = next) {
-                                next = v->name_next;
-                                struct unit **slot = name_slot(c, v->policy->name);
-                                v->name_next = *slot;
-                                *slot = v;
-                        }
-                free(old);
-        }
-        struct unit **slot = name_slot(c, u->policy->name);
-        u->name_next = *slot;
-        *slot = u;
-        c->n_units++;
-        return 0;
-}
-
 struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o)
 {
         struct unit *u = unit_new(c, p);
-        if (!u || index_add(c, u) < 0) {
+        if (!u || core_index(c, u) < 0) {
                 if (u)
                         unit_free(u); /* frees p */
                 else
@@ -204,71 +167,13 @@ struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin
         u->policy_hash = o->hash;
         u->from_dir = o->from_dir;
         u->args = o->args;
-        u->next = c->units;
-        if (u->next)
-                u->next->pprev = &u->next;
-        u->pprev = &c->units;
-        c->units = u;
         return u;
-}
-
-struct unit *core_find(const struct core *c, const char *name)
-{
-        if (!c->by_name_size)
-                return NULL;
-        for (struct unit *u = *name_slot(c, name); u; u = u->name_next)
-                if (strcmp(u->policy->name, name) == 0)
-                        return u;
-        return NULL;
-}
-
-struct unit *core_first(const struct core *c)
-{
-        return c->units;
-}
-
-static void unlink_unit(struct core *c, struct unit *u)
-{
-        *u->pprev = u->next;
-        if (u->next)
-                u->next->pprev = u->pprev;
-        for (struct unit **pp = name_slot(c, u->policy->name); *pp; pp = &(*pp)->name_next)
-                if (*pp == u) {
-                        *pp = u->name_next;
-                        break;
-                }
-        c->n_units--;
 }
 
 void core_unload(struct core *c, struct unit *u, const char *why)
 {
         u->remove_when_stopped = true;
         unit_stop(u, why);
-}
-
-void core_unit_stopped(struct core *c, struct unit *u)
-{
-        /* Another node may run it now (not when it starts again here, nor
-         * while it is idle here: calls are forwarded to this node, which
-         * starts it). */
-        if (u->remove_when_stopped || c->stopping || (!u->restart_pending && !u->dormant))
-                unit_lease_release(u);
-        if (!u->remove_when_stopped && !c->stopping)
-                unit_lease_stopped(u);
-        if (u->remove_when_stopped) {
-                unlink_unit(c, u);
-                log_msg(L_INFO, u->policy->name, "unloaded");
-                c->hooks.stopped(c->hooks.arg, u);
-                unit_free(u);
-                return;
-        }
-        if (u->restart_pending && !c->stopping) {
-                u->restart_pending = false;
-                backoff_reset(&u->backoff);
-                u->restarts++;
-                unit_start(u);
-        }
-        c->hooks.stopped(c->hooks.arg, u);
 }
 
 void core_stop_all(struct core *c, const char *why)

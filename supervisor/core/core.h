@@ -3,8 +3,8 @@
  * filters, the sandbox helper and its spare shell, the host uid pool and
  * the resource limiter. Both modes own one: the daemon many gadgets,
  * gadgetd run one. This header is the core's one door: the rest of
- * gadgetd sees units only through it (with unit.h, calls.h and logbuf.h,
- * which it includes). */
+ * gadgetd sees units only through it (with unit.h, unit_events.h, calls.h
+ * and logbuf.h, which it includes). */
 #pragma once
 
 #include <stdbool.h>
@@ -47,12 +47,7 @@ int core_open(const struct core_config *cfg, const struct unit_hooks *hooks, str
 /* Frees every unit (killing what still runs), then the rest. */
 void core_close(struct core *c);
 
-/* Where a unit's policy came from, for reloads. */
-struct unit_origin {
-        uint64_t hash;              /* of the policy file's bytes */
-        bool from_dir;              /* loaded from the policy directory */
-        char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
-};
+struct unit_origin;
 
 /* Adds a unit for policy p (taken over, freed on failure), not started.
  * NULL: out of memory. */
@@ -98,3 +93,4 @@ int core_spare(struct core *c, bool ready);
 #include "calls.h"
 #include "logbuf.h"
 #include "unit.h"
+#include "unit_events.h"

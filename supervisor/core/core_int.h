@@ -10,12 +10,12 @@
 #include "spawn/spare.h"
 #include "spawn/spawn.h"
 #include "spawn/uidpool.h"
-#include "alarms.h"
 #include "backoff.h"
 #include "limits/limiter.h"
 #include "system/timer.h"
 #include "system/ratelog.h"
 #include "unit.h"
+#include "unit_events.h"
 
 /* Starts of idle gadgets (Start=on-demand, IdleStop=) in flight at once:
  * a call to 1,000 idle gadgets starts 16 at a time, the rest queued in the
@@ -41,7 +41,8 @@ struct core {
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
-        struct alarms_gate alarms_gate; /* alarms.c: the stores it opens at once */
+        struct unit_listener listeners[CORE_LISTENERS_MAX]; /* the parts above that listen (unit_events.h) */
+        size_t n_listeners;
         /* unit_idle.c: starts of idle gadgets in flight (at most
          * CORE_WAKES_MAX: a wake flood queues), the ones queued (oldest
          * first) and the event that starts them. */
@@ -52,9 +53,10 @@ struct core {
 };
 
 
-/* unit.c's end of a stop: removes an unloaded unit, restarts one whose
- * restart waited for the stop, then tells the owner. */
-void core_unit_stopped(struct core *c, struct unit *u);
+/* registry.c: u added to c's list and name table (0 or -ENOMEM), and
+ * taken out of them. */
+int core_index(struct core *c, struct unit *u);
+void core_unlink(struct core *c, struct unit *u);
 
 /* One loaded gadget (unit.h). */
 struct unit {
@@ -86,7 +88,7 @@ struct unit {
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
-        struct unit_alarms *alarms; /* its alarms' delivery (alarms.c), NULL without alarm bindings */
+        void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
@@ -119,6 +121,17 @@ struct unit {
         struct unit *name_next;     /* core's by_name chain */
 };
 
+/* unit_events.c: the one writer of u->state; the listeners are told. */
+void unit_set_state(struct unit *u, enum unit_state s);
+/* The events the core tells its listeners (struct unit_listener). */
+int unit_events_created(struct unit *u);
+void unit_events_lease(struct unit *u, bool held);
+void unit_events_policy(struct unit *u);
+void unit_events_going(struct unit *u);
+void unit_events_freed(struct unit *u);
+void unit_events_info(const struct unit *u, struct unit_info *out);
+void core_events_closed(struct core *c);
+
 /* unit_lease.c: on a shared store, whether u must wait for its lease
  * (then it is remote, its lease wanted); giving it back; the lease's
  * hooks, set once the core's parts are open. */
@@ -126,7 +139,7 @@ bool unit_lease_wait(struct unit *u);
 void unit_lease_release(struct unit *u);
 /* Who runs u and at which epoch (node NULL: no shared store). */
 void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch);
-/* u stopped on this node (core_unit_stopped, after its lease went back):
+/* u stopped on this node (unit.c's end of a stop, after its lease went back):
  * a move goes on (it waits for the lease again). */
 void unit_lease_stopped(struct unit *u);
 /* u is asked to stop: a move on its way fails unless the stop is its own. */
@@ -152,6 +165,14 @@ void unit_idle_arm(struct unit *u);
 void unit_idle_enter(struct unit *u);
 void unit_idle_stopped(struct unit *u);
 static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active_ms = now_ms; }
+
+/* unit_output.c: a pipe of the program's output (its read end rd, watched
+ * by *ev; 0 or -errno), a log message over the RPC, the log budget's
+ * window (u->ev_logwin), and the drops not told yet (at its end). */
+int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev);
+void unit_output_log(struct unit *u, const Gadget__Log *l);
+void unit_output_window_cb(evutil_socket_t fd, short what, void *arg);
+void unit_output_end(struct unit *u);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alarms.h"
 #include "bindings/bindings.h"
 #include "core_int.h"
 #include "contract.h"
@@ -24,7 +23,6 @@
 
 #define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
-#define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
 
 /* gadgetd run's unit: one life (struct unit_hooks). */
 static bool one_life(const struct unit *u)
@@ -37,9 +35,7 @@ static bool one_life(const struct unit *u)
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void limits_cb(evutil_socket_t fd, short what, void *arg);
 static void runtime_cb(evutil_socket_t fd, short what, void *arg);
-static void logwin_cb(evutil_socket_t fd, short what, void *arg);
 static void start_timeout_cb(evutil_socket_t fd, short what, void *arg);
-static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring);
 
 /* The policy's value, else gadgetd's, else the built-in default. */
 static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
@@ -55,7 +51,7 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->core = c;
         u->hooks = &c->hooks;
         u->policy = policy;
-        u->state = UNIT_STOPPED;
+        unit_set_state(u, UNIT_STOPPED);
         u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
         u->out_fd = u->err_fd = -1;
         TAILQ_INIT(&u->pending);
@@ -64,13 +60,13 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->ev_timer = evtimer_new(c->base, timer_cb, u);
         u->ev_limits = event_new(c->base, -1, EV_PERSIST, limits_cb, u);
         u->ev_runtime = evtimer_new(c->base, runtime_cb, u);
-        u->ev_logwin = evtimer_new(c->base, logwin_cb, u);
+        u->ev_logwin = evtimer_new(c->base, unit_output_window_cb, u);
         u->ev_start = evtimer_new(c->base, start_timeout_cb, u);
         u->bind = bindings_new(&c->bindings, policy);
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
         if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start ||
-            alarms_new(u) < 0) {
+            unit_events_created(u) < 0) {
                 bindings_free(u->bind);
                 struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
                 for (size_t i = 0; i < 5; i++)
@@ -129,16 +125,14 @@ void unit_free(struct unit *u)
                         syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
                 waitpid(u->child.pid, NULL, 0);
         }
-        alarms_close(u);
+        unit_events_going(u);
         unit_wake_done(u);
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
         unit_lease_gone(u);
-        /* The drops of a window that has not ended are told now. */
-        if (u->log_budget.dropped)
-                say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
+        unit_output_end(u);
         bindings_free(u->bind);
-        alarms_free(u);
+        unit_events_freed(u);
         event_free(u->ev_timer);
         event_free(u->ev_limits);
         event_free(u->ev_runtime);
@@ -185,6 +179,35 @@ static void describe_status(int status, char *out, size_t len)
         }
 }
 
+/* The end of a stop: removes an unloaded unit from the registry (and
+ * frees it), restarts one whose restart waited for the stop, then tells
+ * the owner. */
+static void stopped(struct unit *u)
+{
+        struct core *c = u->core;
+        /* Another node may run it now (not when it starts again here, nor
+         * while it is idle here: calls are forwarded to this node, which
+         * starts it). */
+        if (u->remove_when_stopped || c->stopping || (!u->restart_pending && !u->dormant))
+                unit_lease_release(u);
+        if (!u->remove_when_stopped && !c->stopping)
+                unit_lease_stopped(u);
+        if (u->remove_when_stopped) {
+                core_unlink(c, u);
+                log_msg(L_INFO, u->policy->name, "unloaded");
+                c->hooks.stopped(c->hooks.arg, u);
+                unit_free(u);
+                return;
+        }
+        if (u->restart_pending && !c->stopping) {
+                u->restart_pending = false;
+                backoff_reset(&u->backoff);
+                u->restarts++;
+                unit_start(u);
+        }
+        c->hooks.stopped(c->hooks.arg, u);
+}
+
 /* Decides what follows an end: stopped, failed, parked or a restart. */
 static void after_exit(struct unit *u, int status)
 {
@@ -198,16 +221,16 @@ static void after_exit(struct unit *u, int status)
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
-                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 u->hooks->exited(u->hooks->arg, u);
                 return;
         }
         if (!u->want_running) {
                 bool idle = u->idling && !u->remove_when_stopped;
-                u->state = UNIT_STOPPED;
+                unit_set_state(u, UNIT_STOPPED);
                 if (idle)
                         unit_idle_enter(u);
-                core_unit_stopped(u->core, u); /* may free u, never when idle */
+                stopped(u); /* may free u, never when idle */
                 if (idle)
                         unit_idle_stopped(u);
                 return;
@@ -220,12 +243,12 @@ static void after_exit(struct unit *u, int status)
          * on-failure restarts it, no leaves it failed. */
         enum policy_restart r = u->policy->restart;
         if (!(r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
-                u->state = clean ? UNIT_STOPPED : UNIT_FAILED;
+                unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 return;
         }
         int64_t delay = backoff_failed(&u->backoff, ran);
         if (delay < 0) {
-                u->state = UNIT_FAILED;
+                unit_set_state(u, UNIT_FAILED);
                 char was[sizeof u->cause];
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
@@ -234,7 +257,7 @@ static void after_exit(struct unit *u, int status)
                 return;
         }
         log_msg(L_INFO, u->policy->name, "restarting in %lld ms", (long long)delay);
-        u->state = UNIT_STARTING;
+        unit_set_state(u, UNIT_STARTING);
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
         event_base_update_cache_time(u->core->base);
@@ -284,123 +307,6 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         after_exit(u, u->program_status);
 }
 
-/* A line of output the budget kept: to the ring and gadgetd's log. */
-struct line_ctx {
-        struct unit *u;
-        enum log_level level;
-        size_t added;
-};
-
-static void line_cb(void *arg, const char *line, size_t len)
-{
-        struct line_ctx *c = arg;
-        const char *text = logbuf_add(&c->u->log, line, len);
-        if (!text)
-                return;
-        log_msg(c->level, c->u->policy->name, "%s", text);
-        c->added++;
-}
-
-/* Stops or starts reading both output pipes. */
-static void output_watch(struct unit *u, bool on)
-{
-        struct event *evs[] = { u->ev_out, u->ev_err };
-        for (size_t i = 0; i < 2; i++)
-                if (evs[i]) {
-                        if (on)
-                                event_add(evs[i], NULL);
-                        else
-                                event_del(evs[i]);
-                }
-}
-
-/* "N lines dropped" in gadgetd's log and, with ring, in the gadget's. */
-static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring)
-{
-        char line[300], tagged[320];
-        snprintf(line, sizeof line, "%llu lines dropped (%llu bytes) over the log budget of "
-                 "LogLinesPerSecond=%llu, LogBytesPerSecond=%llu%s", (unsigned long long)dropped,
-                 (unsigned long long)bytes, (unsigned long long)u->log_budget.lines_max,
-                 (unsigned long long)u->log_budget.bytes_max,
-                 paused ? "; the rest of its output waited in the pipe" : "");
-        log_msg(L_WARN, u->policy->name, "%s", line);
-        snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
-        if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
-                u->hooks->log_added(u->hooks->arg, u, 1);
-}
-
-/* Ends the log budget's window if it is over: says how many lines it
- * dropped, and reads the pipes again if they were left alone. */
-static void log_window(struct unit *u)
-{
-        uint64_t dropped, bytes;
-        bool paused = u->log_budget.paused;
-        if (!logbuf_budget_roll(&u->log_budget, monotime_ms(), &dropped, &bytes))
-                return;
-        if (dropped)
-                say_dropped(u, dropped, bytes, paused, true);
-        if (paused) {
-                output_watch(u, true);
-                if (u->peer)
-                        peer_hold(u->peer, false);
-        }
-}
-
-/* After output was handled: past its read allowance the gadget's pipes
- * and its RPC socket are left unread until the window ends (its writes
- * then wait, which costs the gadget, not gadgetd: its calls' results wait
- * too); the window's end is awaited whenever there is something to report
- * or resume. */
-static void log_after(struct unit *u)
-{
-        const struct logbuf_budget *g = &u->log_budget;
-        if (g->paused) {
-                output_watch(u, false);
-                if (u->peer)
-                        peer_hold(u->peer, true);
-        }
-        if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
-                timer_arm_ms(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
-}
-
-static void logwin_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit *u = arg;
-        log_window(u);
-        log_after(u);
-}
-
-/* A pipe of the program's output: one bounded read per loop turn, its
- * lines charged to the gadget's log budget. */
-static void output_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit *u = arg;
-        bool is_out = fd == u->out_fd;
-        struct logbuf_stream *s = &u->lines[is_out ? 0 : 1];
-        struct line_ctx c = { .u = u, .level = L_INFO };
-        char buf[OUTPUT_SLICE];
-
-        log_window(u);
-        size_t room = logbuf_budget_room(&u->log_budget);
-        if (room == 0) {
-                log_after(u);
-                return;
-        }
-        ssize_t n = read(fd, buf, room < sizeof buf ? room : sizeof buf);
-        if (n > 0) {
-                logbuf_budget_read(&u->log_budget, (size_t)n);
-                logbuf_split(s, &u->log_budget, buf, (size_t)n, line_cb, &c);
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                logbuf_split_flush(s, &u->log_budget, line_cb, &c);
-                struct event **ev = is_out ? &u->ev_out : &u->ev_err;
-                event_free(*ev);
-                *ev = NULL;
-        }
-        if (c.added)
-                u->hooks->log_added(u->hooks->arg, u, c.added);
-        log_after(u);
-}
-
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow
  * methods are what stands between other gadgets and a credential), else
  * gadgetd's. */
@@ -430,7 +336,7 @@ static void on_hello(struct peer *p, void *data)
                 unit_kill(u, cause);
                 return;
         }
-        u->state = UNIT_READY;
+        unit_set_state(u, UNIT_READY);
         u->cause[0] = '\0';
         u->start_us = monotime_since_us(&u->start_begin);
         event_del(u->ev_start);
@@ -442,7 +348,6 @@ static void on_hello(struct peer *p, void *data)
          * while the gadget works on them. */
         calls_pending_flush(u);
         log_msg(L_INFO, u->policy->name, "ready");
-        alarms_kick(u);
         u->hooks->ready(u->hooks->arg, u);
 }
 
@@ -453,27 +358,10 @@ static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void 
         bindings_handle(u->bind, bc);
 }
 
-/* A log message over the RPC: its lines (a message is at least one) are
- * charged to the same budget as the output pipes. */
+/* A log message over the RPC (unit_output.c). */
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
 {
-        struct unit *u = data;
-        struct logbuf_stream s = { .len = 0 };
-        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO };
-
-        log_window(u);
-        size_t len = strlen(l->text);
-        /* Log messages count against the output read allowance as the
-         * pipes' bytes do: past it, the RPC socket waits for the window. */
-        logbuf_budget_read(&u->log_budget, len);
-        size_t n = logbuf_split(&s, &u->log_budget, l->text, len, line_cb, &c);
-        if (s.len || n == 0) {
-                if (logbuf_budget_admit(&u->log_budget, s.len))
-                        line_cb(&c, s.partial, s.len);
-        }
-        if (c.added)
-                u->hooks->log_added(u->hooks->arg, u, c.added);
-        log_after(u);
+        unit_output_log(data, l);
 }
 
 static void on_closed(struct peer *p, const char *why, void *data)
@@ -490,21 +378,6 @@ static const struct peer_handlers handlers = {
         .log = on_log,
         .closed = on_closed,
 };
-
-/* Opens a non-blocking pipe for one output stream of the program. */
-static int output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
-{
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) < 0)
-                return -errno;
-        fcntl(fds[0], F_SETFL, O_NONBLOCK);
-        *rd = fds[0];
-        *wr = fds[1];
-        *ev = event_new(u->core->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
-        if (!*ev || event_add(*ev, NULL) < 0)
-                return -ENOMEM;
-        return 0;
-}
 
 static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
 {
@@ -548,8 +421,8 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                 return -ENOMEM;
         }
         if (pass ? (e = u->hooks->output_pipes(u->hooks->arg, &out_w, &err_w)) < 0
-                 : ((e = output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
-                    (e = output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
+                 : ((e = unit_output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
+                    (e = unit_output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
                 struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->core->filter,
@@ -626,7 +499,7 @@ void unit_start(struct unit *u)
         if (!warm && (e = unit_spawn(u, false, err, sizeof err)) < 0)
                 goto fail;
         clock_gettime(CLOCK_MONOTONIC, &u->started);
-        u->state = UNIT_STARTING;
+        unit_set_state(u, UNIT_STARTING);
         u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
         u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
         if (!u->peer || !u->ev_report || event_add(u->ev_report, NULL) < 0) {
@@ -648,7 +521,7 @@ void unit_start(struct unit *u)
 fail:
         warm_drop(u);
         drop_worker(u, "the gadget could not start");
-        u->state = UNIT_FAILED;
+        unit_set_state(u, UNIT_FAILED);
         u->waking = false;
         unit_wake_done(u);
         snprintf(u->cause, sizeof u->cause, "cannot start: %.240s", err);
@@ -673,12 +546,12 @@ void unit_stop(struct unit *u, const char *why)
         calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
-                        u->state = UNIT_STOPPED; /* waiting for a restart, its lease or a call */
-                core_unit_stopped(u->core, u);
+                        unit_set_state(u, UNIT_STOPPED); /* waiting for a restart, its lease or a call */
+                stopped(u);
                 return;
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);
-        u->state = UNIT_STOPPING;
+        unit_set_state(u, UNIT_STOPPING);
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
         timer_arm_ms(u->ev_timer, STOP_GRACE_MS);
@@ -754,7 +627,7 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
         u->policy = p;
         u->policy_hash = o->hash;
         u->from_dir = u->from_dir || o->from_dir;
-        alarms_policy(u);
+        unit_events_policy(u);
         unit_restart(u);
 }
 

@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core.h"
 #include "logbuf.h"
 
 struct core;
 struct peer;
 struct peer_chain;
 struct policy;
+struct gadget_bindings;
 
 enum unit_state {
         UNIT_STARTING,
@@ -45,6 +45,13 @@ struct unit_hooks {
         void *arg;
 };
 
+
+/* Where a unit's policy came from, for reloads (core_add). */
+struct unit_origin {
+        uint64_t hash;              /* of the policy file's bytes */
+        bool from_dir;              /* loaded from the policy directory */
+        char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
+};
 
 /* Starts the worker. Failures leave the unit failed with the cause. */
 void unit_start(struct unit *u);
@@ -95,6 +102,10 @@ uint64_t unit_policy_hash(const struct unit *u);
 int unit_program_status(const struct unit *u);
 /* Its log ring (gadgetctl logs). */
 const struct logbuf *unit_log(const struct unit *u);
+/* Its binding side (bindings/bindings.h): its store, for its alarms. */
+struct gadget_bindings *unit_bindings(const struct unit *u);
+/* Whether this node may run u now: no shared store, or it holds u's lease. */
+bool unit_runs_here(const struct unit *u);
 /* The methods its worker announced; their number (0 when not running). */
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */

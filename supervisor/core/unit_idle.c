@@ -2,7 +2,6 @@
  * (idle until the first call) and IdleStop= (stopped gracefully after a
  * quiet spell, idle until the next call). The calls that arrive while an
  * idle gadget starts wait in calls.c's queue for its hello. */
-#include "alarms.h"
 #include "core_int.h"
 
 #include <errno.h>
@@ -23,8 +22,7 @@
 static void go_idle(struct unit *u)
 {
         u->dormant = true;
-        u->state = UNIT_IDLE;
-        alarms_kick(u);  /* its due alarms start it */
+        unit_set_state(u, UNIT_IDLE); /* listeners told: its due alarms start it */
 }
 
 void unit_activate(struct unit *u)

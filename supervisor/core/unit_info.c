@@ -4,10 +4,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alarms.h"
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
+#include "store/store.h"
 #include "system/monotime.h"
 
 struct unit *unit_next(const struct unit *u) { return u->next; }
@@ -20,6 +20,8 @@ bool unit_from_dir(const struct unit *u) { return u->from_dir; }
 uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
 int unit_program_status(const struct unit *u) { return u->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
+struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
+bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
 
 static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
 static const char *unit_limits_mode(const struct unit *u);
@@ -55,10 +57,30 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .start = policy_start_name(u->policy->start),
                 .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
         };
-        int64_t next = alarms_next_ms(u);
-        out->next_alarm_ms = next > 0 ? next : 0;
+        unit_events_info(u, out);
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
         unit_lease_info(u, &out->node, &out->epoch);
+}
+
+bool unit_leased(const struct unit *u)
+{
+        return u->leased;
+}
+
+const char *unit_owner(const struct unit *u)
+{
+        return u->leased ? u->core->cfg.node : u->owner;
+}
+
+void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
+{
+        struct kvpg_lease *l = u->core->bindings.lease;
+        *node = NULL;
+        *epoch = 0;
+        if (!l)
+                return;
+        *node = unit_owner(u);
+        *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
 }
 
 const char *unit_state_name(enum unit_state s)

@@ -2,7 +2,6 @@
  * while this node holds its lease (store/kvpg_lease.h); until then it
  * is "remote", saying which node runs it. */
 #include "core_int.h"
-#include "alarms.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -59,7 +58,7 @@ bool unit_lease_wait(struct unit *u)
                 kvpg_lease_release(l, u->policy->name);
                 u->leased = false;
         }
-        u->state = UNIT_REMOTE;
+        unit_set_state(u, UNIT_REMOTE);
         /* Calls that waited for its start here (its lease was lost while
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
@@ -90,7 +89,7 @@ void unit_lease_release(struct unit *u)
         kvpg_lease_release(l, u->policy->name);
         u->leased = false;
         if (u->state == UNIT_REMOTE)
-                u->state = UNIT_STOPPED;
+                unit_set_state(u, UNIT_STOPPED);
 }
 
 static void on_granted(void *arg, const char *gadget, int64_t epoch)
@@ -107,10 +106,10 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         } else if (u->state == UNIT_REMOTE && u->dormant) {
                 /* Start=on-demand (or idle when its lease came back): held
                  * here, started by its first call. */
-                u->state = UNIT_IDLE;
+                unit_set_state(u, UNIT_IDLE);
                 u->cause[0] = '\0';
         }
-        alarms_kick(u);
+        unit_events_lease(u, true);
 }
 
 static void on_lost(void *arg, const char *gadget, const char *why)
@@ -119,7 +118,7 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         if (!u)
                 return;
         u->leased = false;
-        alarms_kick(u);
+        unit_events_lease(u, false);
         if (u->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two
@@ -301,27 +300,6 @@ void unit_lease_gone(struct unit *u)
                 snprintf(msg, sizeof msg, "gadget %s was unloaded during its move", u->policy->name);
                 move_end(u, GADGET_EGONE, msg);
         }
-}
-
-bool unit_leased(const struct unit *u)
-{
-        return u->leased;
-}
-
-const char *unit_owner(const struct unit *u)
-{
-        return u->leased ? u->core->cfg.node : u->owner;
-}
-
-void unit_lease_info(const struct unit *u, const char **node, int64_t *epoch)
-{
-        struct kvpg_lease *l = u->core->bindings.lease;
-        *node = NULL;
-        *epoch = 0;
-        if (!l)
-                return;
-        *node = unit_owner(u);
-        *epoch = u->leased ? kvpg_lease_epoch(l, u->policy->name) : u->owner_epoch;
 }
 
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms)

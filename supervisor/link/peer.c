@@ -136,7 +136,7 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
         return p;
 }
 
-static void chain_clear(struct peer_chain *chain)
+void peer_chain_clear(struct peer_chain *chain)
 {
         for (size_t i = 0; i < chain->n; i++)
                 free(chain->names[i]);
@@ -150,7 +150,7 @@ static void unlink_call(struct peer *p, struct peer_call *c)
         TAILQ_REMOVE(&p->calls, c, link);
         c->on = NULL;
         p->n_pending--;
-        chain_clear(&c->chain);
+        peer_chain_clear(&c->chain);
 }
 
 static void fail_pending(struct peer *p, const char *gone)
@@ -433,17 +433,16 @@ void peer_hold(struct peer *p, bool hold)
         apply_hold(p);
 }
 
-/* Copies chain into c's own. */
-static int chain_copy(struct peer_call *c, const struct peer_chain *chain)
+int peer_chain_copy(struct peer_chain *to, const struct peer_chain *from)
 {
-        c->chain = (struct peer_chain){ .depth = chain ? chain->depth : 0 };
-        if (!chain || !chain->n)
+        *to = (struct peer_chain){ .depth = from ? from->depth : 0 };
+        if (!from || !from->n)
                 return 0;
-        if (!(c->chain.names = calloc(chain->n, sizeof *c->chain.names)))
+        if (!(to->names = calloc(from->n, sizeof *to->names)))
                 return -ENOMEM;
-        for (; c->chain.n < chain->n; c->chain.n++)
-                if (!(c->chain.names[c->chain.n] = strdup(chain->names[c->chain.n]))) {
-                        chain_clear(&c->chain);
+        for (; to->n < from->n; to->n++)
+                if (!(to->names[to->n] = strdup(from->names[to->n]))) {
+                        peer_chain_clear(to);
                         return -ENOMEM;
                 }
         return 0;
@@ -465,9 +464,9 @@ int peer_call(struct peer *p, struct peer_call *c, const char *method, const Gad
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
         m.call = &call;
-        int e = chain_copy(c, chain);
+        int e = peer_chain_copy(&c->chain, chain);
         if (e == 0 && (e = send_msg(p, &m)) < 0)
-                chain_clear(&c->chain);
+                peer_chain_clear(&c->chain);
         if (e < 0) {
                 p->next_id--; /* the id was never used */
                 return e;

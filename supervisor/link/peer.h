@@ -60,6 +60,11 @@ struct peer_chain {
         size_t n;
         unsigned depth;
 };
+/* Copies from (NULL: an empty chain) into to, its names duplicated: 0,
+ * or -ENOMEM with to left empty. */
+int peer_chain_copy(struct peer_chain *to, const struct peer_chain *from);
+/* Frees a chain's names; it is empty after (an empty one stays so). */
+void peer_chain_clear(struct peer_chain *chain);
 
 /* One call in flight to the gadget. It lives in the caller's record of the
  * call (core/calls.c): the peer links it while the result is awaited, and

@@ -73,7 +73,7 @@
  *       their batches committed). Rows older than [Audit] StoreKeepDays=
  *       are deleted by each node, hourly. Self-contained: it only adds.
  *
- * Version 5, alarm bindings (bind_alarm.c, core/alarms.c):
+ * Version 5, alarm bindings (bind_alarm.c, alarms/alarms.c):
  *
  *   gadgetd_alarm (gadget, binding, id text COLLATE "C", at bigint,
  *                  due bigint, attempts int, payload bytea,

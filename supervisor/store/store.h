@@ -5,7 +5,7 @@
  * The one header other folders include; it has three faces:
  *   - the job API (kv.h, kv_job.h): a gadget's store, its bounded queue,
  *     the kv and alarm operations as jobs (the kv and alarm bindings,
- *     core/alarms*), on one of two backends (kv_backend.h): SQLite
+ *     alarms/), on one of two backends (kv_backend.h): SQLite
  *     (kvdb_queue.h) or PostgreSQL (kvpg.h);
  *   - the lease API (kvpg_lease.h): which node runs a gadget, its epoch,
  *     the nodes (core/unit_lease.c, cluster/forward.c, gadgetctl nodes);

@@ -6,10 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <event2/event.h>
 
+#include "bindings/bindings.h"
+#include "core/core.h"
+#include "policy.h"
 #include "store/store.h"
-#include "core_int.h"
 #include "system/log.h"
+#include "system/timer.h"
 
 /* A read of the store and whom it is for. */
 struct look {
@@ -18,6 +22,8 @@ struct look {
 };
 
 static int slots_set(struct unit_alarms *a);
+static void on_going(void *arg, struct unit *u);
+static void on_freed(void *arg, struct unit *u);
 
 static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
 {
@@ -32,8 +38,8 @@ static struct alarm_slot *slot_of(struct unit_alarms *a, const char *binding)
  * gate, in order, and reads when a turn is given back. */
 static bool gate_enter(struct unit_alarms *a)
 {
-        struct alarms_gate *g = &a->u->core->alarms_gate;
-        if (a->gated || a->u->bind->kv)
+        struct alarms *g = a->al;
+        if (a->gated || unit_bindings(a->u)->kv)
                 return true;
         if (g->open < ALARMS_OPEN_MAX) {
                 g->open++;
@@ -53,7 +59,7 @@ static bool gate_enter(struct unit_alarms *a)
 
 static void gate_unlink(struct unit_alarms *a)
 {
-        struct alarms_gate *g = &a->u->core->alarms_gate;
+        struct alarms *g = a->al;
         struct unit_alarms **pp = &g->head;
         while (*pp && *pp != a)
                 pp = &(*pp)->gate_next;
@@ -67,7 +73,7 @@ static void gate_unlink(struct unit_alarms *a)
 /* a's turn ends: the first gadget waiting reads now. */
 static void gate_leave(struct unit_alarms *a)
 {
-        struct alarms_gate *g = &a->u->core->alarms_gate;
+        struct alarms *g = a->al;
         if (a->queued)
                 gate_unlink(a);
         if (!a->gated)
@@ -75,7 +81,7 @@ static void gate_leave(struct unit_alarms *a)
         a->gated = false;
         g->open--;
         struct unit_alarms *next = g->head;
-        if (next && !a->u->core->stopping) {
+        if (next && !core_stopping(g->core)) {
                 gate_unlink(next);
                 alarms_read(next);
         }
@@ -87,9 +93,9 @@ static void gate_leave(struct unit_alarms *a)
  * or starting wait for it. */
 bool alarms_may_deliver(const struct unit *u)
 {
-        if (u->core->bindings.lease && !u->leased)
+        if (!unit_runs_here(u))
                 return false;
-        return u->state == UNIT_READY || u->state == UNIT_IDLE;
+        return unit_state_of(u) == UNIT_READY || unit_state_of(u) == UNIT_IDLE;
 }
 
 /* The first due alarm binding's slot (NULL: none), its time in *first
@@ -207,7 +213,7 @@ static void look_done(struct kv_job *job)
 /* Reads binding's first alarm from the store. */
 static int look(struct unit_alarms *a, const char *binding, bool deliver_it)
 {
-        struct kv *kv = bindings_kv(a->u->bind);
+        struct kv *kv = bindings_kv(unit_bindings(a->u));
         struct look *l = calloc(1, sizeof *l);
         struct kv_job *job = l && kv ? kv_job_new(KV_ALARM_NEXT, binding, look_done, l) : NULL;
         if (!job) {
@@ -310,7 +316,7 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
         first_alarm(a, &first);
         if (first >= 0 && first != INT64_MAX && first <= bind_alarm_now_ms() && alarms_may_deliver(a->u))
                 return;
-        bindings_kv_release(a->u->bind);
+        bindings_kv_release(unit_bindings(a->u));
         gate_leave(a);
 }
 
@@ -322,7 +328,7 @@ static void changed(void *arg)
 /* The slots of the policy's alarm bindings. */
 static int slots_set(struct unit_alarms *a)
 {
-        const struct policy *p = a->u->policy;
+        const struct policy *p = unit_policy(a->u);
         size_t n = 0;
         for (size_t i = 0; i < p->n_bindings; i++)
                 n += p->bindings[i].type == BINDING_ALARM;
@@ -351,54 +357,87 @@ static bool has_alarms(const struct policy *p)
         return false;
 }
 
-int alarms_new(struct unit *u)
+/* The alarm side of u, if its policy has an alarm binding or a
+ * Schedule= line (else nothing is kept): reads when its alarms are due.
+ * 0 or -ENOMEM. */
+static int alarms_new(struct alarms *al, struct unit *u)
 {
-        if (!has_alarms(u->policy))
+        if (!has_alarms(unit_policy(u)))
                 return 0;
+        struct event_base *base = core_base(al->core);
         struct unit_alarms *a = calloc(1, sizeof *a);
-        if (!a || !(a->timer = evtimer_new(u->core->base, on_timer, a)) ||
-            !(a->release = event_new(u->core->base, -1, 0, on_release, a))) {
+        if (!a || !(a->timer = evtimer_new(base, on_timer, a)) ||
+            !(a->release = event_new(base, -1, 0, on_release, a))) {
                 if (a && a->timer)
                         event_free(a->timer);
                 free(a);
                 return -ENOMEM;
         }
+        a->al = al;
         a->u = u;
-        u->alarms = a;
+        unit_set_slot(u, al->id, a);
         if (slots_set(a) < 0) {
-                alarms_close(u);
-                alarms_free(u);
+                on_going(al, u);
+                on_freed(al, u);
                 return -ENOMEM;
         }
-        u->bind->alarms_changed = changed;
-        u->bind->alarms_arg = a;
+        struct gadget_bindings *g = unit_bindings(u);
+        g->alarms_changed = changed;
+        g->alarms_arg = a;
         alarms_read(a);
         return 0;
 }
 
-void alarms_kick(struct unit *u)
+/* u became ready or idle, this node took or lost its lease, or its policy
+ * was replaced: its alarms are read again and what is due is delivered. */
+static void kick(struct alarms *al, struct unit *u)
 {
-        struct unit_alarms *a = u->alarms;
+        struct unit_alarms *a = unit_slot(u, al->id);
         if (!a) {
                 /* A reload gave it its first alarm binding. */
-                if (alarms_new(u) < 0)
-                        log_msg(L_ERR, u->policy->name, "alarms: out of memory: none are delivered");
+                if (alarms_new(al, u) < 0)
+                        log_msg(L_ERR, unit_name(u), "alarms: out of memory: none are delivered");
                 return;
         }
         if (!a->closing)
                 alarms_read(a);
 }
 
-void alarms_policy(struct unit *u)
+static int on_created(void *arg, struct unit *u)
 {
-        if (u->alarms)
-                u->alarms->sched_stale = true;
-        alarms_kick(u);
+        return alarms_new(arg, u);
 }
 
-int64_t alarms_next_ms(const struct unit *u)
+/* Ready, or idle (its due alarms start it): what is due is delivered.
+ * From remote to idle is the grant of its lease, whose event (on_lease)
+ * reads them. */
+static void on_state(void *arg, struct unit *u, enum unit_state was)
 {
-        const struct unit_alarms *a = u->alarms;
+        enum unit_state s = unit_state_of(u);
+        if (s == UNIT_READY || (s == UNIT_IDLE && was != UNIT_REMOTE))
+                kick(arg, u);
+}
+
+static void on_lease(void *arg, struct unit *u, bool held)
+{
+        (void)held;
+        kick(arg, u);
+}
+
+/* A reload: its alarm bindings and schedules are taken from the new
+ * policy, its schedules start over. */
+static void on_policy(void *arg, struct unit *u)
+{
+        struct alarms *al = arg;
+        struct unit_alarms *a = unit_slot(u, al->id);
+        if (a)
+                a->sched_stale = true;
+        kick(al, u);
+}
+
+/* When u's next alarm is due (ms since the epoch), or -1 if none is known. */
+static int64_t next_ms(const struct unit_alarms *a)
+{
         int64_t first = -1, sched;
         size_t which;
         if (!a)
@@ -410,19 +449,31 @@ int64_t alarms_next_ms(const struct unit *u)
         return sched >= 0 && (first < 0 || sched < first) ? sched : first;
 }
 
-void alarms_close(struct unit *u)
+static void on_info(void *arg, const struct unit *u, struct unit_info *out)
 {
-        if (u->alarms) {
-                u->alarms->closing = true;
-                event_del(u->alarms->timer);
-                event_del(u->alarms->release);
-                gate_leave(u->alarms);
+        struct alarms *al = arg;
+        int64_t next = next_ms(unit_slot(u, al->id));
+        out->next_alarm_ms = next > 0 ? next : 0;
+}
+
+/* u is going: nothing new is started (what ends now is dropped). */
+static void on_going(void *arg, struct unit *u)
+{
+        struct alarms *al = arg;
+        struct unit_alarms *a = unit_slot(u, al->id);
+        if (a) {
+                a->closing = true;
+                event_del(a->timer);
+                event_del(a->release);
+                gate_leave(a);
         }
 }
 
-void alarms_free(struct unit *u)
+/* After u's bindings are freed (their store answered everything). */
+static void on_freed(void *arg, struct unit *u)
 {
-        struct unit_alarms *a = u->alarms;
+        struct alarms *al = arg;
+        struct unit_alarms *a = unit_slot(u, al->id);
         if (!a)
                 return;
         event_free(a->timer);
@@ -431,5 +482,22 @@ void alarms_free(struct unit *u)
         free(a->slots);
         free(a->sched);
         free(a);
-        u->alarms = NULL;
+        unit_set_slot(u, al->id, NULL);
+}
+
+int alarms_listen(struct core *c)
+{
+        struct alarms *al = calloc(1, sizeof *al);
+        if (!al)
+                return -ENOMEM;
+        al->core = c;
+        const struct unit_listener l = { .created = on_created, .state = on_state, .lease = on_lease,
+                                         .policy = on_policy, .going = on_going, .freed = on_freed,
+                                         .info = on_info, .closed = free, .arg = al };
+        if ((al->id = core_listen(c, &l)) < 0) {
+                int e = al->id;
+                free(al);
+                return e;
+        }
+        return 0;
 }

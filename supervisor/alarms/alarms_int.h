@@ -9,8 +9,30 @@
 #include "store/store.h"
 #include "system/ratelog.h"
 
+#define ALARMS_ATTEMPTS_MAX 20
+/* The longest the timer waits before it looks at the clock again. */
+#define ALARMS_RECHECK_MS 60000
+/* After a store error, how long before the store is read again. */
+#define ALARMS_STORE_RETRY_MS 5000
+
+/* How many gadgets' stores the delivery opens at once to read when
+ * their alarms are due (beyond: they wait their turn), so that loading
+ * many idle gadgets with alarm bindings does not start as many store
+ * threads at once. */
+#define ALARMS_OPEN_MAX 16
+
+struct core;
 struct unit;
-struct policy;
+struct unit_alarms;
+
+/* The alarms of one core's units (alarms_listen): the turns of reading
+ * closed stores. */
+struct alarms {
+        struct core *core;
+        int id;                               /* its listener's slot in each unit */
+        unsigned open;                        /* stores opened for reading now */
+        struct unit_alarms *head, **tail;     /* waiting their turn, in order */
+};
 
 /* What is known of one alarm binding: when its first alarm is due. */
 struct alarm_slot {
@@ -25,13 +47,16 @@ struct sched_slot {
         unsigned attempts;    /* failed attempts of this occurrence */
 };
 
+/* The alarm side of one unit (its slot), when its policy has an alarm
+ * binding or a Schedule= line. */
 struct unit_alarms {
+        struct alarms *al;
         struct unit *u;
         struct event *timer;
         struct event *release;  /* closes an idle gadget's store, after the callback that asked */
         struct alarm_slot *slots;
         size_t n_slots;
-        struct sched_slot *sched;     /* per u->policy->schedules[i] */
+        struct sched_slot *sched;     /* per the policy's schedules[i] */
         size_t n_sched;
         bool sched_made;      /* sched made for the policy (schedule_slots) */
         bool sched_stale;     /* the policy was replaced since: made again at the next read */

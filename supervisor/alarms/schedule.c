@@ -12,9 +12,12 @@
 #include <string.h>
 
 #include "alarms_int.h"
+#include "bindings/bindings.h"
 #include "calendar.h"
 #include "contract.h"
-#include "core_int.h"
+#include "core/backoff.h"
+#include "core/core.h"
+#include "policy.h"
 #include "system/audit.h"
 #include "system/log.h"
 #include "value.h"
@@ -32,13 +35,13 @@ static int64_t next_after(const struct policy_schedule *s, int64_t now_ms)
 static void advance(struct unit_alarms *a, size_t i)
 {
         struct sched_slot *s = &a->sched[i];
-        s->at = s->due = next_after(&a->u->policy->schedules[i], bind_alarm_now_ms());
+        s->at = s->due = next_after(&unit_policy(a->u)->schedules[i], bind_alarm_now_ms());
         s->attempts = 0;
 }
 
 int schedule_slots(struct unit_alarms *a)
 {
-        const struct policy *p = a->u->policy;
+        const struct policy *p = unit_policy(a->u);
         int64_t now = bind_alarm_now_ms();
         /* Why a flag and not the policy's address: a policy allocated
          * after an earlier one was freed may have its address. */
@@ -78,16 +81,16 @@ int64_t schedule_first(const struct unit_alarms *a, size_t *which)
 
 static void audit_call(struct unit_alarms *a, enum audit_outcome outcome, const char *detail)
 {
-        struct audit_record rec = { .gadget = a->u->policy->name, .binding = "schedule", .op = "call",
+        struct audit_record rec = { .gadget = unit_name(a->u), .binding = "schedule", .op = "call",
                                     .outcome = outcome, .detail = detail };
-        audit_write(a->u->core->audit, &rec);
+        audit_write(core_audit(a->al->core), &rec);
 }
 
 /* The call failed: tried again after backoff, unless the next occurrence
  * comes first. */
 static void failed(struct unit_alarms *a, size_t i, int code, const char *message)
 {
-        const struct policy_schedule *ps = &a->u->policy->schedules[i];
+        const struct policy_schedule *ps = &unit_policy(a->u)->schedules[i];
         struct sched_slot *s = &a->sched[i];
         int64_t now = bind_alarm_now_ms(), retry = now + backoff_delay_ms(s->attempts);
         int64_t next = next_after(ps, now);
@@ -125,7 +128,7 @@ static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int 
                 return;
         }
         if (res) {
-                audit_call(a, AUDIT_OK, a->u->policy->schedules[i].method);
+                audit_call(a, AUDIT_OK, unit_policy(a->u)->schedules[i].method);
                 advance(a, i);
         } else
                 failed(a, i, code, message ? message : "failed");
@@ -134,7 +137,7 @@ static void call_done(void *cbdata, uint64_t tag, const Gadget__Value *res, int 
 
 void schedule_deliver(struct unit_alarms *a, size_t i)
 {
-        const struct policy_schedule *ps = &a->u->policy->schedules[i];
+        const struct policy_schedule *ps = &unit_policy(a->u)->schedules[i];
         struct sched_slot *s = &a->sched[i];
         char msg[256];
         Gadget__Value *args = value_new_map();

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alarms.h"
 #include "alarms_int.h"
-#include "store/store.h"
+#include "bindings/bindings.h"
 #include "contract.h"
-#include "core_int.h"
+#include "core/backoff.h"
+#include "core/core.h"
+#include "policy.h"
+#include "store/store.h"
 #include "system/audit.h"
 #include "system/log.h"
 #include "system/monotime.h"
@@ -58,11 +60,11 @@ static void settle_done(struct kv_job *job)
 /* Deletes the delivered alarm (retry_due < 0) or records its next try. */
 static void settle(struct unit_alarms *a, int64_t retry_due)
 {
-        struct kv *kv = bindings_kv(a->u->bind);
+        struct kv *kv = bindings_kv(unit_bindings(a->u));
         struct kv_job *row = a->row, *job = kv ? kv_job_new(KV_ALARM_SETTLE, row->binding, settle_done, a) : NULL;
         if (!job || !(job->val = malloc(row->vlen ? row->vlen : 1))) {
                 kv_job_free(job);
-                log_msg(L_ERR, a->u->policy->name, "alarm binding %s: out of memory", row->binding);
+                log_msg(L_ERR, unit_name(a->u), "alarm binding %s: out of memory", row->binding);
                 settled(a);
                 return;
         }
@@ -83,15 +85,15 @@ static void settle(struct unit_alarms *a, int64_t retry_due)
 
 void alarms_log_failure(struct unit_alarms *a, const char *line)
 {
-        ratelog_warn(&a->fail_log, monotime_ms(), a->u->policy->name,
+        ratelog_warn(&a->fail_log, monotime_ms(), unit_name(a->u),
                      "failed deliveries of alarms or scheduled calls (each in the audit log)", "%s", line);
 }
 
 static void audit_alarm(struct unit_alarms *a, enum audit_outcome outcome, const char *detail)
 {
-        struct audit_record rec = { .gadget = a->u->policy->name, .binding = a->row->binding, .op = "deliver",
+        struct audit_record rec = { .gadget = unit_name(a->u), .binding = a->row->binding, .op = "deliver",
                                     .outcome = outcome, .detail = detail };
-        audit_write(a->u->core->audit, &rec);
+        audit_write(core_audit(a->al->core), &rec);
 }
 
 /* The method failed: the alarm is tried again later, or dropped. */
@@ -105,7 +107,7 @@ static void delivery_failed(struct unit_alarms *a, int code, const char *message
         if (attempt >= ALARMS_ATTEMPTS_MAX) {
                 snprintf(detail, sizeof detail, "alarm %s: attempt %u of %u failed (%s: %s): dropped", id, attempt,
                          ALARMS_ATTEMPTS_MAX, gadget_error_name((unsigned)code), why);
-                log_msg(L_WARN, a->u->policy->name, "alarm binding %s: %s", row->binding, detail);
+                log_msg(L_WARN, unit_name(a->u), "alarm binding %s: %s", row->binding, detail);
                 audit_alarm(a, AUDIT_ERROR, detail);
                 settle(a, -1);
                 return;
@@ -156,7 +158,7 @@ static Gadget__Value *call_args(const struct kv_job *row)
 void alarms_deliver(struct unit_alarms *a)
 {
         const struct kv_job *row = a->row;
-        const struct policy_binding *b = policy_binding_find(a->u->policy, row->binding);
+        const struct policy_binding *b = policy_binding_find(unit_policy(a->u), row->binding);
         char msg[256];
         Gadget__Value *args = call_args(row);
         if (!b || b->type != BINDING_ALARM || !args) {

@@ -1,0 +1,44 @@
+/* unit_events: a unit's state, written in one place (unit_set_state in
+ * unit_events.c), and the listeners of the units' events — the parts
+ * above the core that keep something of their own per unit and act when
+ * it changes (alarms/, which the entry points install). The core calls
+ * nothing of them but these callbacks, each optional. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "unit.h"
+
+struct core;
+
+/* Listeners one core takes. */
+#define CORE_LISTENERS_MAX 4
+
+struct unit_listener {
+        /* u was made (core_add): what the listener keeps of it goes in its
+         * slot (unit_set_slot). 0, or -errno: u is not made. */
+        int (*created)(void *arg, struct unit *u);
+        /* u's state was written; was is the one before (it may be the same). */
+        void (*state)(void *arg, struct unit *u, enum unit_state was);
+        /* Store=postgresql: this node took (held) or lost u's lease. */
+        void (*lease)(void *arg, struct unit *u, bool held);
+        /* u's policy was replaced (a reload), before its restart. */
+        void (*policy)(void *arg, struct unit *u);
+        /* u is being freed: nothing new may begin for it. */
+        void (*going)(void *arg, struct unit *u);
+        /* u's bindings are freed (its store answered everything): the slot
+         * is the listener's to free. */
+        void (*freed)(void *arg, struct unit *u);
+        /* Adds what the listener knows of u to what gadgetctl status shows. */
+        void (*info)(void *arg, const struct unit *u, struct unit_info *out);
+        /* The core closes, its units freed: arg is the listener's to free. */
+        void (*closed)(void *arg);
+        void *arg;
+};
+
+/* Adds l (copied), before the first core_add: its id (its slot in every
+ * unit) >= 0, or -ENOSPC. */
+int core_listen(struct core *c, const struct unit_listener *l);
+/* What listener id keeps of u (NULL: nothing yet). */
+void *unit_slot(const struct unit *u, int id);
+void unit_set_slot(struct unit *u, int id, void *data);

@@ -1,0 +1,177 @@
+/* unit_output: a running gadget's output — its stdout and stderr pipes
+ * and its log messages over the RPC — into its log ring and gadgetd's
+ * log, under its log budget (LogLinesPerSecond=, LogBytesPerSecond=). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "link/peer.h"
+#include "policy.h"
+#include "system/log.h"
+#include "system/monotime.h"
+
+#define OUTPUT_SLICE 16384       /* bytes of one output read: one per pipe per loop turn */
+
+/* A line of output the budget kept: to the ring and gadgetd's log. */
+struct line_ctx {
+        struct unit *u;
+        enum log_level level;
+        size_t added;
+};
+
+static void line_cb(void *arg, const char *line, size_t len)
+{
+        struct line_ctx *c = arg;
+        const char *text = logbuf_add(&c->u->log, line, len);
+        if (!text)
+                return;
+        log_msg(c->level, c->u->policy->name, "%s", text);
+        c->added++;
+}
+
+/* Stops or starts reading both output pipes. */
+static void output_watch(struct unit *u, bool on)
+{
+        struct event *evs[] = { u->ev_out, u->ev_err };
+        for (size_t i = 0; i < 2; i++)
+                if (evs[i]) {
+                        if (on)
+                                event_add(evs[i], NULL);
+                        else
+                                event_del(evs[i]);
+                }
+}
+
+/* "N lines dropped" in gadgetd's log and, with ring, in the gadget's. */
+static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool paused, bool ring)
+{
+        char line[300], tagged[320];
+        snprintf(line, sizeof line, "%llu lines dropped (%llu bytes) over the log budget of "
+                 "LogLinesPerSecond=%llu, LogBytesPerSecond=%llu%s", (unsigned long long)dropped,
+                 (unsigned long long)bytes, (unsigned long long)u->log_budget.lines_max,
+                 (unsigned long long)u->log_budget.bytes_max,
+                 paused ? "; the rest of its output waited in the pipe" : "");
+        log_msg(L_WARN, u->policy->name, "%s", line);
+        snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
+        if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
+                u->hooks->log_added(u->hooks->arg, u, 1);
+}
+
+/* Ends the log budget's window if it is over: says how many lines it
+ * dropped, and reads the pipes again if they were left alone. */
+static void log_window(struct unit *u)
+{
+        uint64_t dropped, bytes;
+        bool paused = u->log_budget.paused;
+        if (!logbuf_budget_roll(&u->log_budget, monotime_ms(), &dropped, &bytes))
+                return;
+        if (dropped)
+                say_dropped(u, dropped, bytes, paused, true);
+        if (paused) {
+                output_watch(u, true);
+                if (u->peer)
+                        peer_hold(u->peer, false);
+        }
+}
+
+/* After output was handled: past its read allowance the gadget's pipes
+ * and its RPC socket are left unread until the window ends (its writes
+ * then wait, which costs the gadget, not gadgetd: its calls' results wait
+ * too); the window's end is awaited whenever there is something to report
+ * or resume. */
+static void log_after(struct unit *u)
+{
+        const struct logbuf_budget *g = &u->log_budget;
+        if (g->paused) {
+                output_watch(u, false);
+                if (u->peer)
+                        peer_hold(u->peer, true);
+        }
+        if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
+                timer_arm_ms(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
+}
+
+void unit_output_window_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        log_window(u);
+        log_after(u);
+}
+
+/* A pipe of the program's output: one bounded read per loop turn, its
+ * lines charged to the gadget's log budget. */
+static void output_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit *u = arg;
+        bool is_out = fd == u->out_fd;
+        struct logbuf_stream *s = &u->lines[is_out ? 0 : 1];
+        struct line_ctx c = { .u = u, .level = L_INFO };
+        char buf[OUTPUT_SLICE];
+
+        log_window(u);
+        size_t room = logbuf_budget_room(&u->log_budget);
+        if (room == 0) {
+                log_after(u);
+                return;
+        }
+        ssize_t n = read(fd, buf, room < sizeof buf ? room : sizeof buf);
+        if (n > 0) {
+                logbuf_budget_read(&u->log_budget, (size_t)n);
+                logbuf_split(s, &u->log_budget, buf, (size_t)n, line_cb, &c);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                logbuf_split_flush(s, &u->log_budget, line_cb, &c);
+                struct event **ev = is_out ? &u->ev_out : &u->ev_err;
+                event_free(*ev);
+                *ev = NULL;
+        }
+        if (c.added)
+                u->hooks->log_added(u->hooks->arg, u, c.added);
+        log_after(u);
+}
+
+/* A log message over the RPC: its lines (a message is at least one) are
+ * charged to the same budget as the output pipes. */
+void unit_output_log(struct unit *u, const Gadget__Log *l)
+{
+        struct logbuf_stream s = { .len = 0 };
+        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO };
+
+        log_window(u);
+        size_t len = strlen(l->text);
+        /* Log messages count against the output read allowance as the
+         * pipes' bytes do: past it, the RPC socket waits for the window. */
+        logbuf_budget_read(&u->log_budget, len);
+        size_t n = logbuf_split(&s, &u->log_budget, l->text, len, line_cb, &c);
+        if (s.len || n == 0) {
+                if (logbuf_budget_admit(&u->log_budget, s.len))
+                        line_cb(&c, s.partial, s.len);
+        }
+        if (c.added)
+                u->hooks->log_added(u->hooks->arg, u, c.added);
+        log_after(u);
+}
+
+/* Opens a non-blocking pipe for one output stream of the program. */
+int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
+{
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        fcntl(fds[0], F_SETFL, O_NONBLOCK);
+        *rd = fds[0];
+        *wr = fds[1];
+        *ev = event_new(u->core->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
+        if (!*ev || event_add(*ev, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+void unit_output_end(struct unit *u)
+{
+        /* The drops of a window that has not ended are told now. */
+        if (u->log_budget.dropped)
+                say_dropped(u, u->log_budget.dropped, u->log_budget.dropped_bytes, u->log_budget.paused, false);
+}
