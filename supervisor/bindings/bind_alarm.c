@@ -13,11 +13,14 @@
 #include "bind_kv.h"
 #include "bindings.h"
 #include "contract.h"
+#include "ops.h"
 #include "store/store.h"
 #include "policy.h"
 #include "value.h"
 
 #define LIST_DEFAULT 100
+/* An alarm's id: 1 to KVDB_ALARM_ID_MAX characters. */
+#define ALARM_ID "string(1..128)"
 
 int64_t bind_alarm_now_ms(void)
 {
@@ -41,7 +44,7 @@ static int check_id(const Gadget__Value *v, const char *field, char *why, size_t
         return 0;
 }
 
-int bind_alarm_check_set(const Gadget__Value *args, char *why, size_t len)
+static int check_set(const Gadget__Value *args, char *why, size_t len)
 {
         bool at = value_map_get(args, "at"), delay = value_map_get(args, "delay");
         if (at == delay) {
@@ -51,12 +54,12 @@ int bind_alarm_check_set(const Gadget__Value *args, char *why, size_t len)
         return check_id(value_map_get(args, "id"), "id", why, len);
 }
 
-int bind_alarm_check_id(const Gadget__Value *args, char *why, size_t len)
+static int check_cancel(const Gadget__Value *args, char *why, size_t len)
 {
         return check_id(value_map_get(args, "id"), "id", why, len);
 }
 
-int bind_alarm_check_list(const Gadget__Value *args, char *why, size_t len)
+static int check_list(const Gadget__Value *args, char *why, size_t len)
 {
         return check_id(value_map_get(args, "cursor"), "cursor", why, len);
 }
@@ -233,17 +236,29 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
         return job;
 }
 
-void bind_alarm_set(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void set(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_ALARM_SET, set_done, args, make_job);
 }
 
-void bind_alarm_list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_ALARM_LIST, list_done, args, make_job);
 }
 
-void bind_alarm_cancel(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void cancel(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_ALARM_CANCEL, cancel_done, args, make_job);
 }
+
+/* Each signature is checked first, then the row's check for what a type
+ * cannot say (an id's characters, one of at and delay). */
+static struct binding_op ops[] = {
+        BINDING_OP("set(at?: int(0..253402300799999), delay?: int(0..315360000000), payload?: any, id?: " ALARM_ID
+                   ") -> string", check_set, set),
+        BINDING_OP("list(cursor?: " ALARM_ID ", limit?: int(1..1000)) -> "
+                   "{alarms: list<{id: string, at: int, payload: any}>, cursor: string?}", check_list, list),
+        BINDING_OP("cancel(id: " ALARM_ID ") -> bool", check_cancel, cancel),
+};
+
+const struct binding_type_ops bind_alarm_type = { BINDING_ALARM, ops, sizeof ops / sizeof *ops };

@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "contract.h"
 #include "link/peer.h"
+#include "ops.h"
 #include "policy.h"
 #include "value.h"
 
@@ -177,7 +178,7 @@ static bool ask_approval(struct binding_req *r, const struct policy_binding *b, 
         return true;
 }
 
-int bind_gadget_check_call(const Gadget__Value *args, char *why, size_t len)
+static int check_call(const Gadget__Value *args, char *why, size_t len)
 {
         if (!value_string(value_map_get(args, "method"))) {
                 snprintf(why, len, "call needs {\"method\": M, \"args\": A}");
@@ -186,7 +187,7 @@ int bind_gadget_check_call(const Gadget__Value *args, char *why, size_t len)
         return 0;
 }
 
-void bind_gadget_call(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void call(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         char msg[300];
         const char *method = value_string(value_map_get(args, "method"));
@@ -203,3 +204,9 @@ void bind_gadget_call(struct binding_req *r, const struct policy_binding *b, con
         if (!ask_approval(r, b, method, args))
                 chain_and_relay(r, b->name, b->target, method, args);
 }
+
+static struct binding_op ops[] = {
+        BINDING_OP("call(method: string, args?: any) -> any", check_call, call),
+};
+
+const struct binding_type_ops bind_gadget_type = { BINDING_GADGET, ops, sizeof ops / sizeof *ops };

@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "netaddr.h"
+#include "ops.h"
 #include "contract.h"
 #include "http.h"
 #include "policy.h"
@@ -435,7 +436,7 @@ static bool is_ip_literal(const char *host, char *out, size_t len)
         return false;
 }
 
-int bind_http_check_request(const Gadget__Value *args, char *why, size_t len)
+static int check_request(const Gadget__Value *args, char *why, size_t len)
 {
         if (!value_string(value_map_get(args, "url"))) {
                 snprintf(why, len, "\"url\" must be an absolute http or https URL");
@@ -452,7 +453,7 @@ static void go(struct binding_req *r, const struct policy_binding *b, const Gadg
         request(r, b, args, true);
 }
 
-void bind_http_request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void http_request(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         request(r, b, args, false);
 }
@@ -606,3 +607,10 @@ static void request(struct binding_req *r, const struct policy_binding *b, const
         }
         f->slot = NULL; /* http's now, given back when the transfer ends */
 }
+
+static struct binding_op ops[] = {
+        BINDING_OP("request(url: string, method?: string, headers?: map<string>, body?: string | bytes) -> "
+                   "{status: int, headers: map<string>, body: bytes}", check_request, http_request),
+};
+
+const struct binding_type_ops bind_http_type = { BINDING_HTTP, ops, sizeof ops / sizeof *ops };

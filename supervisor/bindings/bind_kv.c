@@ -10,12 +10,14 @@
 #include "bind_kv.h"
 #include "bindings.h"
 #include "contract.h"
+#include "ops.h"
 #include "store/store.h"
 #include "policy.h"
 #include "value.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
+#define KEY "string | bytes"
 
 /* A key is a non-empty string or bytes of at most KV_MAX_KEY bytes. */
 static int get_key(const Gadget__Value *args, const char *field, bool optional, const void **key,
@@ -180,7 +182,7 @@ static void list_done(struct kv_job *job)
         value_free(res);
 }
 
-/* The value of a put (checked: bind_kv_check_put), packed into the job;
+/* The value of a put (checked: check_put), packed into the job;
  * false (answered) if over the binding's MaxValueSize. */
 static bool put_value(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *val,
                       struct kv_job *job)
@@ -212,16 +214,16 @@ static int check_map(const Gadget__Value *args, char *why, size_t len)
         return -EINVAL;
 }
 
-int bind_kv_check_key(const Gadget__Value *args, char *why, size_t len)
+static int check_key(const Gadget__Value *args, char *why, size_t len)
 {
         const void *key;
         size_t klen;
         return check_map(args, why, len) < 0 ? -EINVAL : get_key(args, "key", false, &key, &klen, why, len);
 }
 
-int bind_kv_check_put(const Gadget__Value *args, char *why, size_t len)
+static int check_put(const Gadget__Value *args, char *why, size_t len)
 {
-        if (bind_kv_check_key(args, why, len) < 0)
+        if (check_key(args, why, len) < 0)
                 return -EINVAL;
         if (!value_map_get(args, "value")) {
                 snprintf(why, len, "put needs {\"key\": K, \"value\": V}");
@@ -230,7 +232,7 @@ int bind_kv_check_put(const Gadget__Value *args, char *why, size_t len)
         return 0;
 }
 
-int bind_kv_check_list(const Gadget__Value *args, char *why, size_t len)
+static int check_list(const Gadget__Value *args, char *why, size_t len)
 {
         const void *key;
         size_t klen;
@@ -246,7 +248,7 @@ int bind_kv_check_list(const Gadget__Value *args, char *why, size_t len)
         return 0;
 }
 
-/* prefix, cursor and limit of a list (checked: bind_kv_check_list). */
+/* prefix, cursor and limit of a list (checked: check_list). */
 static void list_args(const Gadget__Value *args, struct kv_job *job)
 {
         char why[128];
@@ -326,22 +328,35 @@ void bind_kv_start(struct binding_req *r, const struct policy_binding *b, enum k
                 kv_queue(r, b, kv, job);
 }
 
-void bind_kv_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_GET, get_done, args, make_job);
 }
 
-void bind_kv_put(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void put(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_PUT, put_done, args, make_job);
 }
 
-void bind_kv_delete(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void delete(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_DELETE, delete_done, args, make_job);
 }
 
-void bind_kv_list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
+static void list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
         bind_kv_start(r, b, KV_LIST, list_done, args, make_job);
 }
+
+/* Each signature is checked first (as a gadget's method signatures are),
+ * then the row's check for what a type cannot say (a key's length in
+ * bytes). */
+static struct binding_op ops[] = {
+        BINDING_OP("get(key: " KEY ") -> any", check_key, get),
+        BINDING_OP("put(key: " KEY ", value: any) -> null", check_put, put),
+        BINDING_OP("delete(key: " KEY ") -> bool", check_key, delete),
+        BINDING_OP("list(prefix?: " KEY ", cursor?: " KEY ", limit?: int(1..1000)) -> "
+                   "{keys: list<" KEY ">, cursor: (" KEY ")?}", check_list, list),
+};
+
+const struct binding_type_ops bind_kv_type = { BINDING_KV, ops, sizeof ops / sizeof *ops };

@@ -157,34 +157,6 @@ void bindings_orphan(struct gadget_bindings *g)
         g->peer = NULL;
 }
 
-/* Index of b in its policy, for the parallel secrets array. */
-static size_t binding_index(const struct gadget_bindings *g, const struct policy_binding *b)
-{
-        return (size_t)(b - g->policy->bindings);
-}
-
-/* Answers with a text or secret binding's value. */
-static void reply_value(struct binding_req *r, const char *value)
-{
-        Gadget__Value *v = value_new_string(value);
-        if (!v) {
-                bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
-                return;
-        }
-        bindings_reply(r, v, 0, NULL, strlen(value));
-        value_free(v);
-}
-
-void bind_text_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
-{
-        reply_value(r, b->value);
-}
-
-void bind_secret_get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
-{
-        reply_value(r, r->g->secrets[binding_index(r->g, b)]);
-}
-
 void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
 {
         const struct policy_binding *b = policy_binding_find(g->policy, bc->binding);

@@ -167,20 +167,9 @@ struct binding_ask {
  * answers r; if the caller leaves first, r is freed unanswered. */
 void bindings_ask(struct binding_req *r, const struct binding_ask *q, binding_go_fn *go);
 
-/* The handlers and checks of the type modules, the cells of the table in
- * ops.c. */
-binding_fn bind_kv_get, bind_kv_put, bind_kv_delete, bind_kv_list;
-binding_check_fn bind_kv_check_key, bind_kv_check_put, bind_kv_check_list;
-binding_fn bind_alarm_set, bind_alarm_list, bind_alarm_cancel;
-binding_check_fn bind_alarm_check_set, bind_alarm_check_id, bind_alarm_check_list;
 /* The time now in ms since the epoch (the clock alarms are set in). */
 int64_t bind_alarm_now_ms(void);
 /* A kv store failure's answer (bind_kv.c; bind_kv.h has the rest the
  * store's users share). */
 struct kv_job;
 void bind_kv_failed(struct binding_req *r, const struct kv_job *job);
-binding_fn bind_gadget_call;
-binding_check_fn bind_gadget_check_call;
-binding_fn bind_http_request;
-binding_check_fn bind_http_check_request;
-binding_fn bind_text_get, bind_secret_get;

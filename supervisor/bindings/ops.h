@@ -1,7 +1,9 @@
-/* ops: the operations of every binding type, one table (ops.c). A row
- * is a type, an operation's name, the check of its arguments and its
- * handler; bindings.c dispatches every binding call through it. Adding an
- * operation is a row there and its handler. */
+/* ops: the operations of the binding types. Each type's file
+ * (bind_TYPE.c) defines its operations as one table, a struct
+ * binding_type_ops; ops.c lists those tables, and bindings.c dispatches
+ * every binding call through them. Adding an operation is a row in its
+ * type's table and its handler; adding a type, its file and its table's
+ * name in ops.c. */
 #pragma once
 
 #include <stddef.h>
@@ -11,17 +13,29 @@
 
 struct type_sig;
 
+/* One operation: its signature (whose name is the operation's, as
+ * libgadget and proto/contract.h's GADGET_OP_* call it), the check of its
+ * arguments and its handler. */
 struct binding_op {
-        enum binding_type type;
-        const char *name;          /* GADGET_OP_* of contract.h */
-        const char *signature;     /* its arguments and result, in the type language */
-        struct type_sig *sig;      /* parsed by binding_ops_open */
+        const char *signature;     /* its name, arguments and result, in the type language */
         binding_check_fn *check;   /* what the signature cannot say; NULL: nothing more */
         binding_fn *handle;
+        const char *name;          /* the signature's name, set by binding_ops_open */
+        struct type_sig *sig;      /* parsed by binding_ops_open */
+};
+
+/* A row of a type's table: its signature, check and handler. */
+#define BINDING_OP(signature, check, handle) { (signature), (check), (handle), NULL, NULL }
+
+/* A binding type's operations. */
+struct binding_type_ops {
+        enum binding_type type;
+        struct binding_op *ops;
+        size_t n_ops;
 };
 
 /* Parses every row's signature (once, at start). 0, or -errno with why:
- * a row of this table is wrong. */
+ * a row of a type's table is wrong. */
 int binding_ops_open(char *err, size_t len);
 
 /* The row of type's operation name, NULL if it has none. */
