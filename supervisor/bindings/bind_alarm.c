@@ -261,4 +261,6 @@ static struct binding_op ops[] = {
         BINDING_OP("cancel(id: " ALARM_ID ") -> bool", check_cancel, cancel),
 };
 
-const struct binding_type_ops bind_alarm_type = { BINDING_ALARM, ops, sizeof ops / sizeof *ops };
+const struct binding_type_ops bind_alarm_type = {
+        .type = BINDING_ALARM, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+};

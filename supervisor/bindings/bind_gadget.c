@@ -209,4 +209,6 @@ static struct binding_op ops[] = {
         BINDING_OP("call(method: string, args?: any) -> any", check_call, call),
 };
 
-const struct binding_type_ops bind_gadget_type = { BINDING_GADGET, ops, sizeof ops / sizeof *ops };
+const struct binding_type_ops bind_gadget_type = {
+        .type = BINDING_GADGET, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+};

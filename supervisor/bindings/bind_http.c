@@ -613,4 +613,6 @@ static struct binding_op ops[] = {
                    "{status: int, headers: map<string>, body: bytes}", check_request, http_request),
 };
 
-const struct binding_type_ops bind_http_type = { BINDING_HTTP, ops, sizeof ops / sizeof *ops };
+const struct binding_type_ops bind_http_type = {
+        .type = BINDING_HTTP, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+};

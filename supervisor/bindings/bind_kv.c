@@ -359,4 +359,6 @@ static struct binding_op ops[] = {
                    "{keys: list<" KEY ">, cursor: (" KEY ")?}", check_list, list),
 };
 
-const struct binding_type_ops bind_kv_type = { BINDING_KV, ops, sizeof ops / sizeof *ops };
+const struct binding_type_ops bind_kv_type = {
+        .type = BINDING_KV, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+};

@@ -1,4 +1,5 @@
-/* bindings: dispatch by type, text and secret bindings, audit. */
+/* bindings: a gadget's binding side: budgets, dispatch by type, what its
+ * bindings keep, answers, audit. */
 #include "bindings.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include "store/store.h"
 #include "ops.h"
 #include "policy.h"
-#include "system/secret_file.h"
 #include "types.h"
 #include "value.h"
 #include "wire.h"
@@ -207,47 +207,49 @@ void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
         op->handle(r, b, args);
 }
 
-static void free_secrets(struct gadget_bindings *g)
+/* What one binding's type kept for it (bindings_load). */
+struct binding_state {
+        const struct binding_type_ops *type;
+        void *data;
+};
+
+static void states_free(struct gadget_bindings *g)
 {
-        if (!g->secrets)
-                return;
-        for (size_t i = 0; i < g->n_secrets; i++)
-                if (g->secrets[i]) {
-                        explicit_bzero(g->secrets[i], strlen(g->secrets[i]));
-                        free(g->secrets[i]);
-                }
-        free(g->secrets);
-        g->secrets = NULL;
+        for (size_t i = 0; i < g->n_states; i++)
+                if (g->states[i].type && g->states[i].type->unload)
+                        g->states[i].type->unload(g->states[i].data);
+        free(g->states);
+        g->states = NULL;
+        g->n_states = 0;
 }
 
-int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len)
+int bindings_load(struct gadget_bindings *g, char *why, size_t len)
 {
         const struct policy *p = g->policy;
-        free_secrets(g);
-        g->secrets = calloc(p->n_bindings + 1, sizeof *g->secrets);
-        if (!g->secrets)
+        states_free(g);
+        g->states = calloc(p->n_bindings + 1, sizeof *g->states);
+        if (!g->states)
                 return -ENOMEM;
-        g->n_secrets = p->n_bindings;
+        g->n_states = p->n_bindings;
         for (size_t i = 0; i < p->n_bindings; i++) {
-                if (p->bindings[i].type != BINDING_SECRET)
+                const struct binding_type_ops *t = binding_type_find(p->bindings[i].type);
+                if (!t || !t->load)
                         continue;
-                const struct policy_binding *b = &p->bindings[i];
-                size_t n;
-                int e = secret_file_read(b->file, b->max_size, SECRET_ANY_MODE, NULL, &g->secrets[i], &n);
-                if (e < 0) {
-                        char q[512];
-                        log_escape(b->file, strlen(b->file), q, sizeof q);
-                        if (e == -EFBIG)
-                                snprintf(why, len, "secret %s: %s is larger than MaxSize= (%llu bytes)", b->name,
-                                         q, (unsigned long long)b->max_size);
-                        else
-                                snprintf(why, len, "secret %s: cannot read %s: %s", b->name, q, secret_file_why(e));
+                int e = t->load(&p->bindings[i], &g->states[i].data, why, len);
+                if (e < 0)
                         return e;
-                }
+                g->states[i].type = t;
         }
         return 0;
 }
 
+void *bindings_state(const struct gadget_bindings *g, const struct policy_binding *b)
+{
+        size_t i = (size_t)(b - g->policy->bindings);
+        if (i >= g->n_states || !g->states[i].type || g->states[i].type->type != b->type)
+                return NULL;
+        return g->states[i].data;
+}
 
 struct gadget_bindings *bindings_new(const struct bindings_env *env, const struct policy *p)
 {
@@ -280,7 +282,7 @@ void bindings_free(struct gadget_bindings *g)
         if (!g)
                 return;
         bindings_orphan(g);
-        free_secrets(g);
+        states_free(g);
         kv_close(g->kv);
         free(g);
 }

@@ -83,7 +83,7 @@ void bindings_env_close(struct bindings_env *env);
 size_t binding_op_signatures(enum binding_type type, const char **out, size_t max);
 
 /* The binding side of one gadget, for as long as it is loaded: its calls
- * in flight, its secrets, its kv store. */
+ * in flight, what its bindings keep (its secrets), its kv store. */
 struct gadget_bindings {
         const struct bindings_env *env;
         const struct policy *policy;  /* its policy now (bindings_set_policy) */
@@ -92,8 +92,8 @@ struct gadget_bindings {
         size_t n_breqs;             /* their number (BindingCallsMax=) */
         uint64_t busy;              /* binding calls answered busy, not yet logged */
         struct timespec busy_logged; /* when the last count of them was logged */
-        char **secrets;             /* per binding index, secret bindings only */
-        size_t n_secrets;
+        struct binding_state *states; /* per binding index: what its type's load kept (ops.h) */
+        size_t n_states;
         struct kv *kv;              /* opened at the first kv or alarm call (bindings_kv) */
         /* Told when a set or cancel of an alarm binding took effect, so
          * that the delivery of alarms (alarms/alarms.c) looks again. */
@@ -118,7 +118,7 @@ struct binding_req {
 
 /* The binding side of a gadget of policy p (borrowed). NULL: out of memory. */
 struct gadget_bindings *bindings_new(const struct bindings_env *env, const struct policy *p);
-/* Its secrets wiped, its store closed. */
+/* What its bindings keep freed (its secrets wiped), its store closed. */
 void bindings_free(struct gadget_bindings *g);
 /* The gadget's policy was replaced (a reload). */
 void bindings_set_policy(struct gadget_bindings *g, const struct policy *p);
@@ -133,8 +133,9 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                     uint64_t bytes_out);
 /* The worker ended: pending requests lose their caller. */
 void bindings_orphan(struct gadget_bindings *g);
-/* Reads the gadget's secret files (at each start). 0 or -errno with why. */
-int bindings_load_secrets(struct gadget_bindings *g, char *why, size_t len);
+/* Reads what the gadget's bindings keep while it runs (its secret files),
+ * at each start. 0 or -errno with why. */
+int bindings_load(struct gadget_bindings *g, char *why, size_t len);
 
 /* The gadget's store, prepared at its first use (the database itself is
  * opened by the store's thread); NULL if out of memory. */

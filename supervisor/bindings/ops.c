@@ -18,7 +18,7 @@ static const struct binding_type_ops *const types[] = {
 
 #define N_TYPES (sizeof types / sizeof *types)
 
-static const struct binding_type_ops *type_find(enum binding_type type)
+const struct binding_type_ops *binding_type_find(enum binding_type type)
 {
         for (size_t i = 0; i < N_TYPES; i++)
                 if (types[i]->type == type)
@@ -54,7 +54,7 @@ int binding_ops_open(char *err, size_t len)
 
 size_t binding_op_signatures(enum binding_type type, const char **out, size_t max)
 {
-        const struct binding_type_ops *t = type_find(type);
+        const struct binding_type_ops *t = binding_type_find(type);
         size_t n = 0;
         for (size_t i = 0; t && i < t->n_ops && n < max; i++)
                 out[n++] = t->ops[i].signature;
@@ -63,7 +63,7 @@ size_t binding_op_signatures(enum binding_type type, const char **out, size_t ma
 
 const struct binding_op *binding_op_find(enum binding_type type, const char *name)
 {
-        const struct binding_type_ops *t = type_find(type);
+        const struct binding_type_ops *t = binding_type_find(type);
         for (size_t i = 0; t && i < t->n_ops; i++)
                 if (t->ops[i].name && strcmp(t->ops[i].name, name) == 0)
                         return &t->ops[i];
@@ -72,7 +72,7 @@ const struct binding_op *binding_op_find(enum binding_type type, const char *nam
 
 void binding_op_names(enum binding_type type, char *buf, size_t len)
 {
-        const struct binding_type_ops *t = type_find(type);
+        const struct binding_type_ops *t = binding_type_find(type);
         size_t o = 0;
         buf[0] = '\0';
         for (size_t i = 0; t && i < t->n_ops && o < len; i++)

@@ -27,12 +27,23 @@ struct binding_op {
 /* A row of a type's table: its signature, check and handler. */
 #define BINDING_OP(signature, check, handle) { (signature), (check), (handle), NULL, NULL }
 
-/* A binding type's operations. */
+/* A binding type's operations, and what it keeps per binding of a
+ * gadget while the gadget runs (NULL hooks: nothing). */
 struct binding_type_ops {
         enum binding_type type;
         struct binding_op *ops;
         size_t n_ops;
+        /* Reads what binding b keeps, at each start of the gadget (a
+         * secret's file): 0 with *state set, or -errno with why. */
+        int (*load)(const struct policy_binding *b, void **state, char *why, size_t len);
+        /* Frees what load kept (wiping a secret). */
+        void (*unload)(void *state);
 };
+
+/* What load kept for binding b of the gadget, NULL if nothing. */
+void *bindings_state(const struct gadget_bindings *g, const struct policy_binding *b);
+/* The table of type, NULL if it has none. */
+const struct binding_type_ops *binding_type_find(enum binding_type type);
 
 /* Parses every row's signature (once, at start). 0, or -errno with why:
  * a row of a type's table is wrong. */

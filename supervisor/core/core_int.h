@@ -87,7 +87,7 @@ struct unit {
         struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
-        struct gadget_bindings *bind; /* its binding calls, secrets, kv store */
+        struct gadget_bindings *bind; /* its binding calls, what its bindings keep, kv store */
         void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */

@@ -487,7 +487,7 @@ void unit_start(struct unit *u)
                 return;
         clock_gettime(CLOCK_MONOTONIC, &u->start_begin);
         u->start_us = 0;
-        if ((e = bindings_load_secrets(u->bind, err, sizeof err)) < 0)
+        if ((e = bindings_load(u->bind, err, sizeof err)) < 0)
                 goto fail;
         /* A sandbox pre-warmed for this start only needs its go; if it went
          * away meanwhile, the start goes cold. */
