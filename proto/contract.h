@@ -53,9 +53,9 @@ int gadget_name_ok(const char *s);
 /* An identifier (a binding's name, a gadget binding's Methods=): 1 to 64
  * of A-Z a-z 0-9 _, not starting with a digit. */
 int gadget_identifier_ok(const char *s);
-/* The operations of each binding type (gadget.proto's BindingCall.op):
- * gadgetd's table of them (supervisor/bindings/ops.c) and libgadget's
- * helpers name them from here. */
+/* The operations of each binding type (gadget.proto's BindingCall.op), as
+ * libgadget's helpers name them; gadgetd's side names them in each type's
+ * table (supervisor/bindings/bind_TYPE.c: an operation's signature). */
 #define GADGET_OP_KV_GET "get"
 #define GADGET_OP_KV_PUT "put"
 #define GADGET_OP_KV_DELETE "delete"
