@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct kv_job;
+
 #define KV_MAX_KEY 512
 /* Disk space held back per database so that deletes still commit on a
  * full disk (see kvdb.c). */
@@ -26,6 +28,9 @@ struct kvdb_quota {
  * if another process holds its lock past the busy timeout. */
 int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out);
 void kvdb_close(struct kvdb *db);
+/* Carries out job (its op, arguments and results: kv_job.h) on db, by
+ * the type of binding it is for (kvdb_int.h's KVDB_TYPES): 0 or -errno. */
+int kvdb_run(struct kvdb *db, struct kv_job *job);
 /* The value stored under key, malloc'd. -ENOENT if there is none. */
 int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen, void **val, size_t *vlen);
 /* Stores key = val, durably committed before it returns 0. -EDQUOT when the

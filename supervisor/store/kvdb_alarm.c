@@ -1,11 +1,20 @@
 /* kvdb_alarm: the alarms of alarm bindings in the gadget's SQLite
- * database (table alarm, made by kvdb.c's schema), on the kv thread. */
+ * database (its table alarm), on the kv thread. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_job.h"
 #include "kvdb.h"
 #include "kvdb_int.h"
+
+/* at is the time the gadget set, due when delivery is next tried (at, or
+ * later after failures). */
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS alarm (binding TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL,"
+        " due INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL,"
+        " PRIMARY KEY (binding, id)) WITHOUT ROWID;"
+        "CREATE INDEX IF NOT EXISTS alarm_due ON alarm (binding, due);";
 
 enum { A_COUNT, A_SET, A_CANCEL, A_LIST, A_NEXT, A_DONE, A_RETRY, A_N };
 
@@ -23,23 +32,12 @@ static const char *const stmts[A_N] = {
                     " AND at = ?3 AND due = ?4 AND payload = ?5",
 };
 
-_Static_assert(A_N <= KVDB_ALARM_ST, "room for the alarm statements");
-
-int kvdb_alarm_prepare(struct kvdb *db)
-{
-        for (size_t i = 0; i < A_N; i++) {
-                int rc = sqlite3_prepare_v3(db->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, &db->alarm_st[i],
-                                            NULL);
-                if (rc != SQLITE_OK)
-                        return kvdb_sql_err(rc);
-        }
-        return 0;
-}
+_Static_assert(A_N <= KVDB_TYPE_ST, "room for the alarm statements");
 
 /* Resets st and binds binding and id (?1, ?2). */
 static sqlite3_stmt *start(struct kvdb *db, int which, const char *binding, const void *id, size_t idlen)
 {
-        sqlite3_stmt *st = db->alarm_st[which];
+        sqlite3_stmt *st = kvdb_st(db, &kvdb_alarm_type, which);
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
@@ -155,3 +153,22 @@ int kvdb_alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_al
                 sqlite3_bind_int64(st, 6, retry_due);
         return finish(st);
 }
+
+/* Carries out an alarm job (on the thread). */
+static int run(struct kvdb *db, struct kv_job *job)
+{
+        struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+                                .payload = job->val, .plen = job->vlen };
+        switch (job->op) {
+        case KV_ALARM_SET: return kvdb_alarm_set(db, job->binding, &a, job->quota.max_keys);
+        case KV_ALARM_CANCEL: return kvdb_alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
+        case KV_ALARM_LIST:
+                return kvdb_alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
+                                       job, &job->more);
+        case KV_ALARM_NEXT: return kvdb_alarm_next(db, job->binding, kv_job_take_alarm, job);
+        case KV_ALARM_SETTLE: return kvdb_alarm_settle(db, job->binding, &a, job->retry_due);
+        default: return KVDB_NOT_MINE;
+        }
+}
+
+const struct kvdb_type kvdb_alarm_type = { .schema = schema, .stmts = stmts, .n_stmts = A_N, .run = run };
