@@ -73,7 +73,9 @@ static int set_txn(struct kvdb *db, const char *binding, const struct kvdb_alarm
         return kvdb_exec(db, "COMMIT");
 }
 
-int kvdb_alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+/* Sets alarm a of binding (replacing one of its id: attempts start over),
+ * durably. -EDQUOT when the binding would hold more than max alarms. */
+static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
 {
         /* The count and the write commit together: two sets cannot both
          * take the last place. */
@@ -85,7 +87,8 @@ int kvdb_alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm
         return e;
 }
 
-int kvdb_alarm_cancel(struct kvdb *db, const char *binding, const void *id, size_t idlen, bool *existed)
+/* Deletes alarm id, durably; *existed says whether there was one. */
+static int alarm_cancel(struct kvdb *db, const char *binding, const void *id, size_t idlen, bool *existed)
 {
         sqlite3_stmt *st = start(db, A_CANCEL, binding, id, idlen);
         int r = sqlite3_step(st);
@@ -126,7 +129,10 @@ static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const st
         return n ? 0 : -ENOENT;
 }
 
-int kvdb_alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
+/* The alarms of binding with ids greater than after (alen 0: from the
+ * first), in id order, at most limit, each passed to fn; *more tells if
+ * some remain. */
+static int alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
                     void (*fn)(void *arg, const struct kvdb_alarm *a), void *arg, bool *more)
 {
         sqlite3_stmt *st = start(db, A_LIST, binding, after, alen);
@@ -136,14 +142,19 @@ int kvdb_alarm_list(struct kvdb *db, const char *binding, const void *after, siz
         return e == -ENOENT ? 0 : e;
 }
 
-int kvdb_alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
+/* The binding's alarm due first, passed to fn; -ENOENT if it has none. */
+static int alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
                     void *arg)
 {
         bool more = false;
         return rows(start(db, A_NEXT, binding, NULL, 0), 1, fn, arg, &more);
 }
 
-int kvdb_alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due)
+/* A delivery of alarm a ended: delivered (retry_due < 0) deletes it, else
+ * it is next tried at retry_due with one more attempt counted; either
+ * only if the alarm is still the one delivered (same at and due: the
+ * gadget did not set it again meanwhile). Durable. */
+static int alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due)
 {
         sqlite3_stmt *st = start(db, retry_due < 0 ? A_DONE : A_RETRY, binding, a->id, a->idlen);
         sqlite3_bind_int64(st, 3, a->at);
@@ -160,13 +171,13 @@ static int run(struct kvdb *db, struct kv_job *job)
         struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
                                 .payload = job->val, .plen = job->vlen };
         switch (job->op) {
-        case KV_ALARM_SET: return kvdb_alarm_set(db, job->binding, &a, job->quota.max_keys);
-        case KV_ALARM_CANCEL: return kvdb_alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
+        case KV_ALARM_SET: return alarm_set(db, job->binding, &a, job->quota.max_keys);
+        case KV_ALARM_CANCEL: return alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
         case KV_ALARM_LIST:
-                return kvdb_alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
+                return alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
                                        job, &job->more);
-        case KV_ALARM_NEXT: return kvdb_alarm_next(db, job->binding, kv_job_take_alarm, job);
-        case KV_ALARM_SETTLE: return kvdb_alarm_settle(db, job->binding, &a, job->retry_due);
+        case KV_ALARM_NEXT: return alarm_next(db, job->binding, kv_job_take_alarm, job);
+        case KV_ALARM_SETTLE: return alarm_settle(db, job->binding, &a, job->retry_due);
         default: return KVDB_NOT_MINE;
         }
 }
