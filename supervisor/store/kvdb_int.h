@@ -1,5 +1,5 @@
-/* kvdb's own view of a database, shared by kvdb.c (the database and the kv
- * bindings) and each other type's file (kvdb_alarm.c) only. */
+/* kvdb's own view of a database, shared by kvdb.c (the database) and each
+ * type's file (kvdb_kv.c, kvdb_alarm.c) only. */
 #pragma once
 
 #include <sqlite3.h>
