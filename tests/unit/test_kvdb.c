@@ -217,7 +217,8 @@ static void alarm_cases(struct kvdb *db)
         CHECK(alarm_list(db, "a", 10, &s, &more) == 0 && s.n == 1 && !more && strcmp(s.ids[0], "b") == 0,
               "list on from the cursor");
         s.n = 0;
-        CHECK(alarm_next(db, &s) == 0 && s.n == 1 && strcmp(s.ids[0], "b") == 0 && s.due[0] == 200, "next: the first due");
+        CHECK(alarm_next(db, &s) == 0 && s.n == 1 && strcmp(s.ids[0], "b") == 0 && s.due[0] == 200,
+              "next: the first due");
         CHECK(alarm_settle(db, &a, 900) == 0, "a failed delivery moves its due time");
         s.n = 0;
         CHECK(alarm_next(db, &s) == 0 && strcmp(s.ids[0], "a") == 0, "then the other is first");
