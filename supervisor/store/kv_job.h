@@ -13,7 +13,22 @@
 
 #define KV_BINDING_MAX 72
 
-/* The alarm operations (kvdb_alarm.c, kvpg_job.c) share the queue: an
+/* One alarm of an alarm binding (kvdb_alarm.c, kvpg_alarm.c): its id,
+ * the time the gadget set (ms since the epoch), when delivery is next
+ * tried (due: at, or later after failed attempts), and its payload (a
+ * packed Value). */
+struct kvdb_alarm {
+        const void *id;
+        size_t idlen;
+        int64_t at, due;
+        unsigned attempts;
+        const void *payload;
+        size_t plen;
+};
+/* An id: 1 to this many characters (of UTF-8: at most KV_MAX_KEY bytes). */
+#define KVDB_ALARM_ID_MAX 128
+
+/* The alarm operations (kvdb_alarm.c, kvpg_alarm.c) share the queue: an
  * alarm binding lives in the gadget's store beside its kv bindings. */
 enum kv_op { KV_GET, KV_PUT, KV_DELETE, KV_LIST, KV_ALARM_SET, KV_ALARM_CANCEL, KV_ALARM_LIST, KV_ALARM_NEXT,
              KV_ALARM_SETTLE };
@@ -96,5 +111,5 @@ void kv_job_add_alarm(void *job, const struct kvdb_alarm *a);
 /* Walks the rows of a finished alarm list: 1 with the next, 0 at the end. */
 int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *a);
 /* Fills a next job's id, times and payload from a (a copy); both are
- * callbacks of kvdb_alarm_list and kvdb_alarm_next. */
+ * callbacks of kvdb_alarm.c's list and next. */
 void kv_job_take_alarm(void *job, const struct kvdb_alarm *a);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct kv_job;
+
 #define KV_MAX_KEY 512
 /* Disk space held back per database so that deletes still commit on a
  * full disk (see kvdb.c). */
@@ -26,6 +28,9 @@ struct kvdb_quota {
  * if another process holds its lock past the busy timeout. */
 int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out);
 void kvdb_close(struct kvdb *db);
+/* Carries out job (its op, arguments and results: kv_job.h) on db, by
+ * the type of binding it is for (kvdb_int.h's KVDB_TYPES): 0 or -errno. */
+int kvdb_run(struct kvdb *db, struct kv_job *job);
 /* The value stored under key, malloc'd. -ENOENT if there is none. */
 int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen, void **val, size_t *vlen);
 /* Stores key = val, durably committed before it returns 0. -EDQUOT when the
@@ -45,36 +50,3 @@ int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t p
  * end (room for plen bytes): its length, or 0 when there is none (prefix
  * empty or all 0xff bytes). */
 size_t kvdb_prefix_end(const void *prefix, size_t plen, uint8_t *end);
-
-/* One alarm of an alarm binding (kvdb_alarm.c): its id, the time the
- * gadget set (ms since the epoch), when delivery is next tried (due: at,
- * or later after failed attempts), and its payload (a packed Value). */
-struct kvdb_alarm {
-        const void *id;
-        size_t idlen;
-        int64_t at, due;
-        unsigned attempts;
-        const void *payload;
-        size_t plen;
-};
-/* An id: 1 to this many characters (of UTF-8: at most KV_MAX_KEY bytes). */
-#define KVDB_ALARM_ID_MAX 128
-
-/* Sets alarm a of binding (replacing one of its id: attempts start over),
- * durably. -EDQUOT when the binding would hold more than max alarms. */
-int kvdb_alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max);
-/* Deletes alarm id, durably; *existed says whether there was one. */
-int kvdb_alarm_cancel(struct kvdb *db, const char *binding, const void *id, size_t idlen, bool *existed);
-/* The alarms of binding with ids greater than after (alen 0: from the
- * first), in id order, at most limit, each passed to fn; *more tells if
- * some remain. */
-int kvdb_alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
-                    void (*fn)(void *arg, const struct kvdb_alarm *a), void *arg, bool *more);
-/* The binding's alarm due first, passed to fn; -ENOENT if it has none. */
-int kvdb_alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
-                    void *arg);
-/* A delivery of alarm a ended: delivered (retry_due < 0) deletes it, else
- * it is next tried at retry_due with one more attempt counted; either
- * only if the alarm is still the one delivered (same at and due: the
- * gadget did not set it again meanwhile). Durable. */
-int kvdb_alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due);

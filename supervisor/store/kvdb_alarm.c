@@ -1,11 +1,20 @@
 /* kvdb_alarm: the alarms of alarm bindings in the gadget's SQLite
- * database (table alarm, made by kvdb.c's schema), on the kv thread. */
+ * database (its table alarm), on the kv thread. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_job.h"
 #include "kvdb.h"
 #include "kvdb_int.h"
+
+/* at is the time the gadget set, due when delivery is next tried (at, or
+ * later after failures). */
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS alarm (binding TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL,"
+        " due INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL,"
+        " PRIMARY KEY (binding, id)) WITHOUT ROWID;"
+        "CREATE INDEX IF NOT EXISTS alarm_due ON alarm (binding, due);";
 
 enum { A_COUNT, A_SET, A_CANCEL, A_LIST, A_NEXT, A_DONE, A_RETRY, A_N };
 
@@ -23,23 +32,12 @@ static const char *const stmts[A_N] = {
                     " AND at = ?3 AND due = ?4 AND payload = ?5",
 };
 
-_Static_assert(A_N <= KVDB_ALARM_ST, "room for the alarm statements");
-
-int kvdb_alarm_prepare(struct kvdb *db)
-{
-        for (size_t i = 0; i < A_N; i++) {
-                int rc = sqlite3_prepare_v3(db->db, stmts[i], -1, SQLITE_PREPARE_PERSISTENT, &db->alarm_st[i],
-                                            NULL);
-                if (rc != SQLITE_OK)
-                        return kvdb_sql_err(rc);
-        }
-        return 0;
-}
+_Static_assert(A_N <= KVDB_TYPE_ST, "room for the alarm statements");
 
 /* Resets st and binds binding and id (?1, ?2). */
 static sqlite3_stmt *start(struct kvdb *db, int which, const char *binding, const void *id, size_t idlen)
 {
-        sqlite3_stmt *st = db->alarm_st[which];
+        sqlite3_stmt *st = kvdb_st(db, &kvdb_alarm_type, which);
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
@@ -75,7 +73,9 @@ static int set_txn(struct kvdb *db, const char *binding, const struct kvdb_alarm
         return kvdb_exec(db, "COMMIT");
 }
 
-int kvdb_alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+/* Sets alarm a of binding (replacing one of its id: attempts start over),
+ * durably. -EDQUOT when the binding would hold more than max alarms. */
+static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
 {
         /* The count and the write commit together: two sets cannot both
          * take the last place. */
@@ -87,7 +87,8 @@ int kvdb_alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm
         return e;
 }
 
-int kvdb_alarm_cancel(struct kvdb *db, const char *binding, const void *id, size_t idlen, bool *existed)
+/* Deletes alarm id, durably; *existed says whether there was one. */
+static int alarm_cancel(struct kvdb *db, const char *binding, const void *id, size_t idlen, bool *existed)
 {
         sqlite3_stmt *st = start(db, A_CANCEL, binding, id, idlen);
         int r = sqlite3_step(st);
@@ -128,7 +129,10 @@ static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const st
         return n ? 0 : -ENOENT;
 }
 
-int kvdb_alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
+/* The alarms of binding with ids greater than after (alen 0: from the
+ * first), in id order, at most limit, each passed to fn; *more tells if
+ * some remain. */
+static int alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
                     void (*fn)(void *arg, const struct kvdb_alarm *a), void *arg, bool *more)
 {
         sqlite3_stmt *st = start(db, A_LIST, binding, after, alen);
@@ -138,14 +142,19 @@ int kvdb_alarm_list(struct kvdb *db, const char *binding, const void *after, siz
         return e == -ENOENT ? 0 : e;
 }
 
-int kvdb_alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
+/* The binding's alarm due first, passed to fn; -ENOENT if it has none. */
+static int alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
                     void *arg)
 {
         bool more = false;
         return rows(start(db, A_NEXT, binding, NULL, 0), 1, fn, arg, &more);
 }
 
-int kvdb_alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due)
+/* A delivery of alarm a ended: delivered (retry_due < 0) deletes it, else
+ * it is next tried at retry_due with one more attempt counted; either
+ * only if the alarm is still the one delivered (same at and due: the
+ * gadget did not set it again meanwhile). Durable. */
+static int alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due)
 {
         sqlite3_stmt *st = start(db, retry_due < 0 ? A_DONE : A_RETRY, binding, a->id, a->idlen);
         sqlite3_bind_int64(st, 3, a->at);
@@ -155,3 +164,22 @@ int kvdb_alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_al
                 sqlite3_bind_int64(st, 6, retry_due);
         return finish(st);
 }
+
+/* Carries out an alarm job (on the thread). */
+static int run(struct kvdb *db, struct kv_job *job)
+{
+        struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+                                .payload = job->val, .plen = job->vlen };
+        switch (job->op) {
+        case KV_ALARM_SET: return alarm_set(db, job->binding, &a, job->quota.max_keys);
+        case KV_ALARM_CANCEL: return alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
+        case KV_ALARM_LIST:
+                return alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
+                                       job, &job->more);
+        case KV_ALARM_NEXT: return alarm_next(db, job->binding, kv_job_take_alarm, job);
+        case KV_ALARM_SETTLE: return alarm_settle(db, job->binding, &a, job->retry_due);
+        default: return KVDB_NOT_MINE;
+        }
+}
+
+const struct kvdb_type kvdb_alarm_type = { .schema = schema, .stmts = stmts, .n_stmts = A_N, .run = run };

@@ -1,5 +1,5 @@
-/* kvdb's own view of a database, shared by kvdb.c (kv bindings) and
- * kvdb_alarm.c (alarm bindings) only. */
+/* kvdb's own view of a database, shared by kvdb.c (the database) and each
+ * type's file (kvdb_kv.c, kvdb_alarm.c) only. */
 #pragma once
 
 #include <sqlite3.h>
@@ -7,20 +7,43 @@
 
 #include "kvdb.h"
 
-enum { ST_GET, ST_PUT, ST_DEL, ST_LIST_GE, ST_LIST_GT, ST_OLD, ST_USAGE, ST_SET_USAGE, ST_COUNT };
-#define KVDB_ALARM_ST 8
+struct kv_job;
+
+/* A type's run when the job is not one of its operations. */
+#define KVDB_NOT_MINE 1
+
+/* A type of binding on a gadget's SQLite database (kvdb_TYPE.c): its
+ * tables, its statements and the jobs of its operations. kvdb.c opens and
+ * closes them all and knows none of their tables. */
+struct kvdb_type {
+        const char *schema;            /* its CREATE ... IF NOT EXISTS, run at every open */
+        const char *const *stmts;      /* prepared at open, finalized at close */
+        size_t n_stmts;                /* at most KVDB_TYPE_ST */
+        /* Carries out job on the thread: 0 or -errno, or KVDB_NOT_MINE. */
+        int (*run)(struct kvdb *db, struct kv_job *job);
+};
+
+/* The types, one row each: a new type is its file and its row here. */
+extern const struct kvdb_type kvdb_kv_type, kvdb_alarm_type;
+#define KVDB_TYPES { &kvdb_kv_type, &kvdb_alarm_type }
+
+#define KVDB_TYPES_MAX 8
+#define KVDB_TYPE_ST 8
 
 struct kvdb {
         sqlite3 *db;
-        sqlite3_stmt *st[ST_COUNT];
-        sqlite3_stmt *alarm_st[KVDB_ALARM_ST]; /* kvdb_alarm.c's */
+        sqlite3_stmt *st[KVDB_TYPES_MAX][KVDB_TYPE_ST]; /* each type's, in KVDB_TYPES order */
         int reserve_fd;   /* STATE_DIR/kv/GADGET.reserve */
         bool reserved;    /* it holds KVDB_RESERVE bytes of the disk */
 };
 
+/* Statement which of type t, prepared at open. */
+sqlite3_stmt *kvdb_st(struct kvdb *db, const struct kvdb_type *t, int which);
 /* An SQLite result code as -errno. */
 int kvdb_sql_err(int rc);
 /* Runs sql (no results). 0 or -errno. */
 int kvdb_exec(struct kvdb *db, const char *sql);
-/* Prepares kvdb_alarm.c's statements (at open). 0 or -errno. */
-int kvdb_alarm_prepare(struct kvdb *db);
+/* Makes the reserve hold KVDB_RESERVE bytes (a no-op when it does). */
+int kvdb_reserve_fill(struct kvdb *db);
+/* Gives the reserve's space back to the disk (a delete on a full disk). */
+void kvdb_reserve_release(struct kvdb *db);

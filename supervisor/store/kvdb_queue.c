@@ -38,45 +38,10 @@ struct kvdb_queue {
         struct event *ev;
 };
 
-/* Carries out an alarm job on db: 0 or -errno. */
-static int run_alarm(struct kvdb *db, struct kv_job *job)
-{
-        struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
-                                .payload = job->val, .plen = job->vlen };
-        switch (job->op) {
-        case KV_ALARM_SET: return kvdb_alarm_set(db, job->binding, &a, job->quota.max_keys);
-        case KV_ALARM_CANCEL: return kvdb_alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
-        case KV_ALARM_LIST:
-                return kvdb_alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
-                                       job, &job->more);
-        case KV_ALARM_NEXT: return kvdb_alarm_next(db, job->binding, kv_job_take_alarm, job);
-        case KV_ALARM_SETTLE: return kvdb_alarm_settle(db, job->binding, &a, job->retry_due);
-        default: return -EINVAL;
-        }
-}
-
 /* Carries out one job on the database (on the thread). */
 static void run_job(struct kvdb *db, struct kv_job *job)
 {
-        int e = 0;
-        switch (job->op) {
-        case KV_GET:
-                e = kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
-                break;
-        case KV_PUT:
-                e = kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
-                break;
-        case KV_DELETE:
-                e = kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
-                break;
-        case KV_LIST:
-                e = kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit,
-                              kv_job_add_key, job, &job->more);
-                break;
-        default:
-                e = run_alarm(db, job);
-                break;
-        }
+        int e = kvdb_run(db, job);
         if (e < 0 || job->err == 0)
                 job->err = e;
 }

@@ -196,8 +196,9 @@ static void setup_migrate(struct kvpg *pg)
 static void prepare_next(struct kvpg *pg)
 {
         pg->step = STEP_PREPARE;
-        query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), kvpg_query_names[pg->prepared], kvpg_queries[pg->prepared],
-                                      0, NULL));
+        const char *name, *sql;
+        kvpg_job_query((size_t)pg->prepared, &name, &sql);
+        query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), name, sql, 0, NULL));
 }
 
 /* A setup query ended (without error). */
@@ -222,7 +223,7 @@ static void setup_next(struct kvpg *pg)
                 prepare_next(pg);
                 break;
         case STEP_PREPARE:
-                if (++pg->prepared < KVPG_QUERY_COUNT) {
+                if ((size_t)++pg->prepared < kvpg_job_n_queries()) {
                         prepare_next(pg);
                         break;
                 }

@@ -459,38 +459,6 @@ const char *kvpg_sql_migration(int version)
         return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
 }
 
-#define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "
-
-/* Parameters: $1 gadget, $2 binding (text); $3 key or list start (bytea);
- * put: $4 value, $5 max keys, $6 max bytes, $7 node, $8 the writer's epoch;
- * delete: $4 the writer's epoch; list: $4 the end of the prefix's range
- * (bytea), $5 limit + 1. */
-const char *const kvpg_queries[KVPG_QUERY_COUNT] = {
-        [KVPG_GET] = "SELECT v.value " FROM_NS "AND v.key = $3",
-        [KVPG_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7, $8)",
-        [KVPG_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3, $4)",
-        [KVPG_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
-        [KVPG_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
-        /* alarms: $3 the id; set: $4 at, $5 payload, $6 MaxAlarms, $7
-         * epoch; cancel: $4 epoch; list: $3 the cursor, $4 limit + 1; next: $1, $2 only;
-         * settle: $4 at, $5 due, $6 payload, $7 retry, $8 epoch. */
-        [KVPG_ALARM_SET] = "SELECT gadgetd_alarm_set($1, $2, $3, $4, $5, $6, $7)",
-        [KVPG_ALARM_CANCEL] = "SELECT gadgetd_alarm_cancel($1, $2, $3, $4)",
-        [KVPG_ALARM_LIST] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
-                            " AND binding = $2 AND id > $3 ORDER BY id LIMIT $4",
-        [KVPG_ALARM_NEXT] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
-                            " AND binding = $2 ORDER BY due, id LIMIT 1",
-        [KVPG_ALARM_SETTLE] = "SELECT gadgetd_alarm_settle($1, $2, $3, $4, $5, $6, $7, $8)",
-};
-
-const char *const kvpg_query_names[KVPG_QUERY_COUNT] = {
-        [KVPG_GET] = "gadgetd_get", [KVPG_PUT] = "gadgetd_put", [KVPG_DELETE] = "gadgetd_delete",
-        [KVPG_LIST_GE] = "gadgetd_list_ge", [KVPG_LIST_GT] = "gadgetd_list_gt",
-        [KVPG_ALARM_SET] = "gadgetd_alarm_set", [KVPG_ALARM_CANCEL] = "gadgetd_alarm_cancel",
-        [KVPG_ALARM_LIST] = "gadgetd_alarm_list", [KVPG_ALARM_NEXT] = "gadgetd_alarm_next",
-        [KVPG_ALARM_SETTLE] = "gadgetd_alarm_settle",
-};
-
 int kvpg_array_add(struct kvpg_array *a, const char *elem)
 {
         /* Worst case: every byte escaped, two quotes, a comma, "}", NUL. */

@@ -1,7 +1,7 @@
-/* kvpg_sql: the PostgreSQL store's schema, its migrations and the queries
- * of kv operations (pure text, no libpq), and the redaction of a
- * connection string for logs. The schema is described in docs/operating.md
- * "The PostgreSQL store" and in kvpg_sql.c. */
+/* kvpg_sql: the PostgreSQL store's schema and its migrations (pure text,
+ * no libpq; each type's queries are its own file's, kvpg_job.h), and the
+ * redaction of a connection string for logs. The schema is described in
+ * docs/operating.md "The PostgreSQL store" and in kvpg_sql.c. */
 #pragma once
 
 #include <stddef.h>
@@ -26,14 +26,6 @@
 #define KVPG_LEASE_BATCH 1000
 /* The SQLSTATE of a write refused because its epoch is not the owner's. */
 #define KVPG_SQLSTATE_FENCED "GDF01"
-
-enum kvpg_query { KVPG_GET, KVPG_PUT, KVPG_DELETE, KVPG_LIST_GE, KVPG_LIST_GT, KVPG_ALARM_SET, KVPG_ALARM_CANCEL,
-                  KVPG_ALARM_LIST, KVPG_ALARM_NEXT, KVPG_ALARM_SETTLE, KVPG_QUERY_COUNT };
-
-/* The parameterised query of each kv operation (results in binary), and
- * the name it is prepared under on each connection. */
-extern const char *const kvpg_queries[KVPG_QUERY_COUNT];
-extern const char *const kvpg_query_names[KVPG_QUERY_COUNT];
 
 /* Opens the migration transaction: takes the advisory lock every gadgetd
  * migrating this store takes, makes the version table if there is none,

@@ -1,13 +1,15 @@
-/* Unit tests of supervisor/store/kvdb.c: the key range a list reads (the pure
- * successor of a prefix, and lists at its edges: 0xff bytes, cursors
- * before, inside and after the prefix), and quotas, on a database in a
- * temporary directory. */
+/* Unit tests of supervisor/store/kvdb.c and its types, kvdb_kv.c: the key
+ * range a list reads (the pure successor of a prefix, and lists at its
+ * edges: 0xff bytes, cursors before, inside and after the prefix), and
+ * quotas; kvdb_alarm.c: the alarms' jobs as the kv thread runs them; on a
+ * database in a temporary directory. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "store/kv_job.h"
 #include "store/kvdb.h"
 #include "tap.h"
 
@@ -93,9 +95,8 @@ struct alarms_seen {
         size_t n;
 };
 
-static void alarm_seen(void *arg, const struct kvdb_alarm *a)
+static void alarm_seen(struct alarms_seen *s, const struct kvdb_alarm *a)
 {
-        struct alarms_seen *s = arg;
         if (s->n < 8 && a->idlen < 16) {
                 memcpy(s->ids[s->n], a->id, a->idlen);
                 s->ids[s->n][a->idlen] = '\0';
@@ -111,41 +112,128 @@ static struct kvdb_alarm make_alarm(const char *id, int64_t at, const char *payl
                                     .plen = strlen(payload) };
 }
 
-/* The alarms' table: MaxAlarms (a replacement is not one more), list in
- * id order with a cursor, the next due one, a delivery's settling (only
- * of the alarm delivered), retries moving its due time. */
+/* A job of op on binding W of alarm a (id, times, payload), as the kv
+ * thread is given it. */
+static struct kv_job *alarm_job(enum kv_op op, const struct kvdb_alarm *a)
+{
+        struct kv_job *job = kv_job_new(op, "W", NULL, NULL);
+        if (job && a) {
+                memcpy(job->key, a->id, a->idlen);
+                job->klen = a->idlen;
+                job->at = a->at;
+                job->due = a->due;
+                job->vlen = a->plen;
+                if ((job->val = malloc(a->plen + 1)))
+                        memcpy(job->val, a->payload, a->plen);
+        }
+        return job;
+}
+
+/* Runs job on db as the kv thread does, and frees it: 0 or -errno. */
+static int run(struct kvdb *db, struct kv_job *job)
+{
+        int e = job ? kvdb_run(db, job) : -ENOMEM;
+        e = e < 0 ? e : job->err;
+        kv_job_free(job);
+        return e;
+}
+
+static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+{
+        struct kv_job *job = alarm_job(KV_ALARM_SET, a);
+        if (job) {
+                snprintf(job->binding, sizeof job->binding, "%s", binding);
+                job->quota.max_keys = max;
+        }
+        return run(db, job);
+}
+
+static int alarm_settle(struct kvdb *db, const struct kvdb_alarm *a, int64_t retry_due)
+{
+        struct kv_job *job = alarm_job(KV_ALARM_SETTLE, a);
+        if (job)
+                job->retry_due = retry_due;
+        return run(db, job);
+}
+
+static int alarm_cancel(struct kvdb *db, const char *id, bool *existed)
+{
+        struct kvdb_alarm a = make_alarm(id, 0, "");
+        struct kv_job *job = alarm_job(KV_ALARM_CANCEL, &a);
+        int e = job ? kvdb_run(db, job) : -ENOMEM;
+        if (e == 0)
+                *existed = job->existed;
+        kv_job_free(job);
+        return e;
+}
+
+/* The ids after the cursor, at most limit, into s (rows carry no due
+ * time or attempts). */
+static int alarm_list(struct kvdb *db, const char *after, unsigned limit, struct alarms_seen *s, bool *more)
+{
+        struct kv_job *job = alarm_job(KV_ALARM_LIST, NULL);
+        if (!job)
+                return -ENOMEM;
+        memcpy(job->after, after, job->alen = strlen(after));
+        job->limit = limit;
+        int e = kvdb_run(db, job);
+        struct kvdb_alarm a;
+        for (size_t pos = 0; e == 0 && kv_job_next_alarm(job, &pos, &a);)
+                alarm_seen(s, &a);
+        *more = job->more;
+        kv_job_free(job);
+        return e;
+}
+
+static int alarm_next(struct kvdb *db, struct alarms_seen *s)
+{
+        struct kv_job *job = alarm_job(KV_ALARM_NEXT, NULL);
+        int e = job ? kvdb_run(db, job) : -ENOMEM;
+        if (e == 0) {
+                struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+                                        .attempts = job->attempts, .payload = job->val, .plen = job->vlen };
+                alarm_seen(s, &a);
+        }
+        kv_job_free(job);
+        return e;
+}
+
+/* The alarms' table, through the jobs of kvdb_run: MaxAlarms (a
+ * replacement is not one more), list in id order with a cursor, the next
+ * due one, a delivery's settling (only of the alarm delivered), retries
+ * moving its due time. */
 static void alarm_cases(struct kvdb *db)
 {
         struct kvdb_alarm a = make_alarm("b", 200, "p"), c = make_alarm("a", 300, "q"), d = make_alarm("c", 100, "r");
         struct alarms_seen s = { .n = 0 };
         bool more, existed;
-        CHECK(kvdb_alarm_set(db, "W", &a, 2) == 0 && kvdb_alarm_set(db, "W", &c, 2) == 0, "two alarms set");
-        CHECK(kvdb_alarm_set(db, "W", &d, 2) == -EDQUOT, "a third refused (MaxAlarms=2)");
-        CHECK(kvdb_alarm_set(db, "W", &a, 2) == 0, "setting one again replaces it");
-        CHECK(kvdb_alarm_set(db, "OTHER", &d, 2) == 0, "another binding counts apart");
-        CHECK(kvdb_alarm_list(db, "W", "", 0, 1, alarm_seen, &s, &more) == 0 && s.n == 1 && more &&
-                      strcmp(s.ids[0], "a") == 0, "list: ids in order, a page of one");
+        CHECK(alarm_set(db, "W", &a, 2) == 0 && alarm_set(db, "W", &c, 2) == 0, "two alarms set");
+        CHECK(alarm_set(db, "W", &d, 2) == -EDQUOT, "a third refused (MaxAlarms=2)");
+        CHECK(alarm_set(db, "W", &a, 2) == 0, "setting one again replaces it");
+        CHECK(alarm_set(db, "OTHER", &d, 2) == 0, "another binding counts apart");
+        CHECK(alarm_list(db, "", 1, &s, &more) == 0 && s.n == 1 && more && strcmp(s.ids[0], "a") == 0,
+              "list: ids in order, a page of one");
         s.n = 0;
-        CHECK(kvdb_alarm_list(db, "W", "a", 1, 10, alarm_seen, &s, &more) == 0 && s.n == 1 && !more &&
-                      strcmp(s.ids[0], "b") == 0, "list on from the cursor");
+        CHECK(alarm_list(db, "a", 10, &s, &more) == 0 && s.n == 1 && !more && strcmp(s.ids[0], "b") == 0,
+              "list on from the cursor");
         s.n = 0;
-        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == 0 && s.n == 1 && strcmp(s.ids[0], "b") == 0 &&
-                      s.due[0] == 200, "next: the first due");
-        CHECK(kvdb_alarm_settle(db, "W", &a, 900) == 0, "a failed delivery moves its due time");
+        CHECK(alarm_next(db, &s) == 0 && s.n == 1 && strcmp(s.ids[0], "b") == 0 && s.due[0] == 200,
+              "next: the first due");
+        CHECK(alarm_settle(db, &a, 900) == 0, "a failed delivery moves its due time");
         s.n = 0;
-        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == 0 && strcmp(s.ids[0], "a") == 0, "then the other is first");
-        s.n = 0;
-        CHECK(kvdb_alarm_list(db, "W", "a", 1, 10, alarm_seen, &s, &more) == 0 && s.due[0] == 900 &&
-                      s.attempts[0] == 1, "its attempts counted");
+        CHECK(alarm_next(db, &s) == 0 && strcmp(s.ids[0], "a") == 0, "then the other is first");
         struct kvdb_alarm stale = make_alarm("a", 300, "other payload");
-        CHECK(kvdb_alarm_settle(db, "W", &stale, -1) == 0 && kvdb_alarm_cancel(db, "W", "a", 1, &existed) == 0 &&
-                      existed, "settling another alarm than the one delivered deletes nothing");
+        CHECK(alarm_settle(db, &stale, -1) == 0 && alarm_cancel(db, "a", &existed) == 0 && existed,
+              "settling another alarm than the one delivered deletes nothing");
+        s.n = 0;
+        CHECK(alarm_next(db, &s) == 0 && strcmp(s.ids[0], "b") == 0 && s.due[0] == 900 && s.attempts[0] == 1,
+              "its attempts counted");
         struct kvdb_alarm moved = make_alarm("b", 200, "p");
         moved.due = 900;
-        CHECK(kvdb_alarm_settle(db, "W", &moved, -1) == 0, "a delivered alarm deleted");
+        CHECK(alarm_settle(db, &moved, -1) == 0, "a delivered alarm deleted");
         s.n = 0;
-        CHECK(kvdb_alarm_next(db, "W", alarm_seen, &s) == -ENOENT && s.n == 0, "none left");
-        CHECK(kvdb_alarm_cancel(db, "W", "a", 1, &existed) == 0 && !existed, "cancel of none");
+        CHECK(alarm_next(db, &s) == -ENOENT && s.n == 0, "none left");
+        CHECK(alarm_cancel(db, "a", &existed) == 0 && !existed, "cancel of none");
 }
 
 int main(void)

@@ -1,0 +1,257 @@
+/* kvdb_kv: the kv bindings' keys and values in the gadget's SQLite
+ * database (tables kv and usage), on the kv thread: durable puts within
+ * the binding's quota, deletes that commit on a full disk (kvdb.c's
+ * reserve), bounded lists. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_job.h"
+#include "kvdb.h"
+#include "kvdb_int.h"
+
+enum { ST_GET, ST_PUT, ST_DEL, ST_LIST_GE, ST_LIST_GT, ST_OLD, ST_USAGE, ST_SET_USAGE, ST_COUNT };
+_Static_assert(ST_COUNT <= KVDB_TYPE_ST, "room for the kv statements");
+
+#define ST(db, which) kvdb_st(db, &kvdb_kv_type, which)
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS kv (binding TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL,"
+        " PRIMARY KEY (binding, key)) WITHOUT ROWID;"
+        "CREATE TABLE IF NOT EXISTS usage (binding TEXT PRIMARY KEY, keys INTEGER NOT NULL,"
+        " bytes INTEGER NOT NULL);";
+
+/* list reads the range [lo, hi) or (lo, hi) of the primary key's index:
+ * what it returns plus one row, whatever the table holds. */
+static const char *const stmts[ST_COUNT] = {
+        [ST_GET] = "SELECT value FROM kv WHERE binding = ?1 AND key = ?2",
+        [ST_PUT] = "INSERT INTO kv (binding, key, value) VALUES (?1, ?2, ?3)"
+                   " ON CONFLICT (binding, key) DO UPDATE SET value = excluded.value",
+        [ST_DEL] = "DELETE FROM kv WHERE binding = ?1 AND key = ?2 RETURNING length(key) + length(value)",
+        [ST_LIST_GE] = "SELECT key FROM kv WHERE binding = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4",
+        [ST_LIST_GT] = "SELECT key FROM kv WHERE binding = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4",
+        [ST_OLD] = "SELECT length(key) + length(value) FROM kv WHERE binding = ?1 AND key = ?2",
+        [ST_USAGE] = "SELECT keys, bytes FROM usage WHERE binding = ?1",
+        [ST_SET_USAGE] = "INSERT INTO usage (binding, keys, bytes) VALUES (?1, ?2, ?3)"
+                         " ON CONFLICT (binding) DO UPDATE SET keys = excluded.keys, bytes = excluded.bytes",
+};
+
+static void bind_key(sqlite3_stmt *st, const char *binding, const void *key, size_t klen)
+{
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, klen ? key : "", (int)klen, SQLITE_STATIC);
+}
+
+int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen, void **val, size_t *vlen)
+{
+        sqlite3_stmt *st = ST(db, ST_GET);
+        bind_key(st, binding, key, klen);
+        int r = sqlite3_step(st), e = 0;
+        void *copy = NULL;
+        size_t n = 0;
+        if (r != SQLITE_ROW) {
+                e = r == SQLITE_DONE ? -ENOENT : kvdb_sql_err(r);
+                goto out;
+        }
+        n = (size_t)sqlite3_column_bytes(st, 0);
+        if (!(copy = malloc(n ? n : 1))) {
+                e = -ENOMEM;
+                goto out;
+        }
+        if (n)
+                memcpy(copy, sqlite3_column_blob(st, 0), n);
+        *val = copy;
+        *vlen = n;
+out:
+        sqlite3_reset(st);
+        return e;
+}
+
+/* The binding's key count and bytes (0, 0 before its first put). */
+static int usage_get(struct kvdb *db, const char *binding, int64_t *keys, int64_t *bytes)
+{
+        sqlite3_stmt *st = ST(db, ST_USAGE);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
+        int r = sqlite3_step(st);
+        *keys = *bytes = 0;
+        if (r == SQLITE_ROW) {
+                *keys = sqlite3_column_int64(st, 0);
+                *bytes = sqlite3_column_int64(st, 1);
+        }
+        sqlite3_reset(st);
+        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
+}
+
+static int usage_set(struct kvdb *db, const char *binding, int64_t keys, int64_t bytes)
+{
+        sqlite3_stmt *st = ST(db, ST_SET_USAGE);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, binding, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, keys);
+        sqlite3_bind_int64(st, 3, bytes);
+        int r = sqlite3_step(st);
+        sqlite3_reset(st);
+        return r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
+}
+
+/* Steps a statement that writes; 0 or -errno. */
+static int step_done(sqlite3_stmt *st)
+{
+        int r = sqlite3_step(st);
+        sqlite3_reset(st);
+        return r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
+}
+
+/* The put's transaction: the quota check, the write and the usage update
+ * commit together or not at all. */
+static int put_txn(struct kvdb *db, const char *binding, const void *key, size_t klen, const void *val,
+                   size_t vlen, const struct kvdb_quota *q)
+{
+        int64_t keys, bytes, old = -1;
+        int e;
+
+        if ((e = kvdb_exec(db, "BEGIN IMMEDIATE")) < 0)
+                return e;
+        if ((e = usage_get(db, binding, &keys, &bytes)) < 0)
+                goto out;
+        bind_key(ST(db, ST_OLD), binding, key, klen);
+        if (sqlite3_step(ST(db, ST_OLD)) == SQLITE_ROW)
+                old = sqlite3_column_int64(ST(db, ST_OLD), 0);
+        sqlite3_reset(ST(db, ST_OLD));
+        if (old < 0)
+                keys++;
+        bytes += (int64_t)(klen + vlen) - (old < 0 ? 0 : old);
+        if ((uint64_t)keys > q->max_keys || (uint64_t)bytes > q->max_bytes) {
+                e = -EDQUOT;
+                goto out;
+        }
+        bind_key(ST(db, ST_PUT), binding, key, klen);
+        sqlite3_bind_blob(ST(db, ST_PUT), 3, vlen ? val : "", (int)vlen, SQLITE_STATIC);
+        if ((e = step_done(ST(db, ST_PUT))) < 0 || (e = usage_set(db, binding, keys, bytes)) < 0)
+                goto out;
+        e = kvdb_exec(db, "COMMIT");
+out:
+        if (e < 0)
+                kvdb_exec(db, "ROLLBACK");
+        return e;
+}
+
+int kvdb_put(struct kvdb *db, const char *binding, const void *key, size_t klen, const void *val, size_t vlen,
+             const struct kvdb_quota *q)
+{
+        /* A put never takes the deletes' reserve. */
+        if (!db->reserved && kvdb_reserve_fill(db) < 0)
+                return -ENOSPC;
+        return put_txn(db, binding, key, klen, val, vlen, q);
+}
+
+static int delete_txn(struct kvdb *db, const char *binding, const void *key, size_t klen, bool *existed)
+{
+        sqlite3_stmt *st = ST(db, ST_DEL);
+        int64_t keys, bytes, freed;
+        int e, r;
+
+        if ((e = kvdb_exec(db, "BEGIN IMMEDIATE")) < 0)
+                return e;
+        bind_key(st, binding, key, klen);
+        r = sqlite3_step(st);
+        freed = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+        while (r == SQLITE_ROW)
+                r = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (r != SQLITE_DONE) {
+                e = kvdb_sql_err(r);
+                goto out;
+        }
+        if (freed >= 0 && ((e = usage_get(db, binding, &keys, &bytes)) < 0 ||
+                           (e = usage_set(db, binding, keys - 1, bytes - freed)) < 0))
+                goto out;
+        if ((e = kvdb_exec(db, "COMMIT")) == 0)
+                *existed = freed >= 0;
+out:
+        if (e < 0)
+                kvdb_exec(db, "ROLLBACK");
+        return e;
+}
+
+int kvdb_delete(struct kvdb *db, const char *binding, const void *key, size_t klen, bool *existed)
+{
+        int e = delete_txn(db, binding, key, klen, existed);
+        /* Also when the reserve is not whole: a refill that failed may
+         * have kept part of it. */
+        if (e == -ENOSPC && db->reserve_fd >= 0) {
+                kvdb_reserve_release(db);
+                kvdb_exec(db, "PRAGMA wal_checkpoint(PASSIVE)");
+                e = delete_txn(db, binding, key, klen, existed);
+        }
+        if (e == 0 && !db->reserved)
+                kvdb_reserve_fill(db);
+        return e;
+}
+
+size_t kvdb_prefix_end(const void *prefix, size_t plen, uint8_t *end)
+{
+        const uint8_t *p = prefix;
+        while (plen > 0 && p[plen - 1] == 0xff)
+                plen--;
+        if (plen == 0)
+                return 0;
+        memcpy(end, p, plen);
+        end[plen - 1]++;
+        return plen;
+}
+
+int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t plen, const void *after,
+              size_t alen, unsigned limit, void (*fn)(void *arg, const void *key, size_t klen), void *arg,
+              bool *more)
+{
+        /* A prefix without successor ends past every key: KV_MAX_KEY + 1
+         * bytes of 0xff. */
+        uint8_t end[KV_MAX_KEY + 1];
+        size_t elen = kvdb_prefix_end(prefix, plen, end);
+        if (elen == 0)
+                memset(end, 0xff, elen = sizeof end);
+        /* Start after the cursor when it lies within the range, else at the
+         * prefix itself. */
+        size_t n_cmp = alen < plen ? alen : plen;
+        int c = memcmp(after, prefix, n_cmp);
+        bool from_cursor = alen > 0 && (c > 0 || (c == 0 && alen >= plen));
+        sqlite3_stmt *st = ST(db, from_cursor ? ST_LIST_GT : ST_LIST_GE);
+
+        bind_key(st, binding, from_cursor ? after : prefix, from_cursor ? alen : plen);
+        sqlite3_bind_blob(st, 3, end, (int)elen, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)limit + 1);
+        unsigned n = 0;
+        int r;
+        *more = false;
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+                if (n == limit) {
+                        *more = true;
+                        break;
+                }
+                fn(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+                n++;
+        }
+        sqlite3_reset(st);
+        return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
+}
+
+/* Carries out a kv job (on the thread). */
+static int run(struct kvdb *db, struct kv_job *job)
+{
+        switch (job->op) {
+        case KV_GET: return kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
+        case KV_PUT: return kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
+        case KV_DELETE: return kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
+        case KV_LIST:
+                return kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit,
+                                 kv_job_add_key, job, &job->more);
+        default: return KVDB_NOT_MINE;
+        }
+}
+
+const struct kvdb_type kvdb_kv_type = { .schema = schema, .stmts = stmts, .n_stmts = ST_COUNT, .run = run };

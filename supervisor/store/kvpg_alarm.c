@@ -1,0 +1,138 @@
+/* kvpg_alarm: the alarm operations as PostgreSQL queries on gadgetd_alarm
+ * (made by kvpg_sql.c's migration 5), their parameters and results. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "kv_job.h"
+#include "kvpg_job.h"
+#include "system/pq_dl.h"
+
+enum { Q_SET, Q_CANCEL, Q_LIST, Q_NEXT, Q_SETTLE, Q_COUNT };
+
+/* Parameters: $1 gadget, $2 binding (text), $3 the id; set: $4 at, $5
+ * payload, $6 MaxAlarms, $7 epoch; cancel: $4 epoch; list: $3 the cursor,
+ * $4 limit + 1; next: $1, $2 only; settle: $4 at, $5 due, $6 payload, $7
+ * retry, $8 epoch. */
+static const char *const queries[Q_COUNT] = {
+        [Q_SET] = "SELECT gadgetd_alarm_set($1, $2, $3, $4, $5, $6, $7)",
+        [Q_CANCEL] = "SELECT gadgetd_alarm_cancel($1, $2, $3, $4)",
+        [Q_LIST] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+                   " AND binding = $2 AND id > $3 ORDER BY id LIMIT $4",
+        [Q_NEXT] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+                   " AND binding = $2 ORDER BY due, id LIMIT 1",
+        [Q_SETTLE] = "SELECT gadgetd_alarm_settle($1, $2, $3, $4, $5, $6, $7, $8)",
+};
+
+static const char *const names[Q_COUNT] = {
+        [Q_SET] = "gadgetd_alarm_set", [Q_CANCEL] = "gadgetd_alarm_cancel", [Q_LIST] = "gadgetd_alarm_list",
+        [Q_NEXT] = "gadgetd_alarm_next", [Q_SETTLE] = "gadgetd_alarm_settle",
+};
+
+static void set_params(struct kvpg_params *p, const struct kv_job *job)
+{
+        snprintf(p->texts[0], 24, "%" PRId64, job->at);
+        kvpg_quota_param(job->quota.max_keys, p->texts[1]);
+        kvpg_param_bin(p, job->key, job->klen);
+        kvpg_param_text(p, p->texts[0]);
+        kvpg_param_bin(p, job->val ? job->val : "", job->vlen);
+        kvpg_param_bin(p, p->texts[1], 8);
+        kvpg_param_bin(p, p->ep, 8);
+}
+
+static void settle_params(struct kvpg_params *p, const struct kv_job *job)
+{
+        snprintf(p->texts[0], 24, "%" PRId64, job->at);
+        snprintf(p->texts[1], 24, "%" PRId64, job->due);
+        snprintf(p->texts[2], 24, "%" PRId64, job->retry_due);
+        kvpg_param_bin(p, job->key, job->klen);
+        kvpg_param_text(p, p->texts[0]);
+        kvpg_param_text(p, p->texts[1]);
+        kvpg_param_bin(p, job->val ? job->val : "", job->vlen);
+        kvpg_param_text(p, p->texts[2]);
+        kvpg_param_bin(p, p->ep, 8);
+}
+
+static int params(struct kvpg_params *p, const struct kv_job *job, const char *node)
+{
+        (void)node;
+        switch (job->op) {
+        case KV_ALARM_SET: set_params(p, job); return Q_SET;
+        case KV_ALARM_CANCEL:
+                kvpg_param_bin(p, job->key, job->klen);
+                kvpg_param_bin(p, p->ep, 8);
+                return Q_CANCEL;
+        case KV_ALARM_LIST:
+                snprintf(p->texts[0], 24, "%u", job->limit + 1);
+                kvpg_param_bin(p, job->after, job->alen);
+                kvpg_param_text(p, p->texts[0]);
+                return Q_LIST;
+        case KV_ALARM_NEXT: return Q_NEXT;
+        case KV_ALARM_SETTLE: settle_params(p, job); return Q_SETTLE;
+        default: return -1;
+        }
+}
+
+/* Row i of an alarm query (id, at, due, attempts, payload); false if the
+ * store answered another shape. */
+static bool alarm_row(const PGresult *res, int i, struct kvdb_alarm *a)
+{
+        if (PQnfields(res) != 5 || PQgetlength(res, i, 1) != 8 || PQgetlength(res, i, 2) != 8 ||
+            PQgetlength(res, i, 3) != 4)
+                return false;
+        *a = (struct kvdb_alarm){
+                .id = PQgetvalue(res, i, 0), .idlen = (size_t)PQgetlength(res, i, 0),
+                .at = kvpg_be(PQgetvalue(res, i, 1), 8), .due = kvpg_be(PQgetvalue(res, i, 2), 8),
+                .attempts = (unsigned)kvpg_be(PQgetvalue(res, i, 3), 4),
+                .payload = PQgetvalue(res, i, 4), .plen = (size_t)PQgetlength(res, i, 4),
+        };
+        return a->idlen <= KV_MAX_KEY;
+}
+
+static int list_result(struct kv_job *job, const PGresult *res)
+{
+        struct kvdb_alarm a;
+        int rows = PQntuples(res);
+        for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++) {
+                if (!alarm_row(res, i, &a))
+                        return -EIO;
+                kv_job_add_alarm(job, &a);
+        }
+        job->more = job->more || (unsigned)rows > job->limit;
+        return job->err;
+}
+
+static int next_result(struct kv_job *job, const PGresult *res)
+{
+        struct kvdb_alarm a;
+        if (PQntuples(res) < 1)
+                return -ENOENT;
+        if (!alarm_row(res, 0, &a))
+                return -EIO;
+        kv_job_take_alarm(job, &a);
+        return job->err;
+}
+
+static int result(struct kv_job *job, const PGresult *res)
+{
+        int64_t v = 0;
+        int e;
+        switch (job->op) {
+        case KV_ALARM_SET:
+                if ((e = kvpg_scalar(res, &v)) == 0 && v != 0)
+                        e = -EDQUOT;
+                return e;
+        case KV_ALARM_CANCEL:
+                if ((e = kvpg_scalar(res, &v)) == 0)
+                        job->existed = v != 0;
+                return e;
+        case KV_ALARM_SETTLE: return kvpg_scalar(res, &v);
+        case KV_ALARM_LIST: return list_result(job, res);
+        case KV_ALARM_NEXT: return next_result(job, res);
+        default: return KVPG_NOT_MINE;
+        }
+}
+
+const struct kvpg_type kvpg_alarm_type = { .queries = queries, .names = names, .n_queries = Q_COUNT,
+                                           .params = params, .result = result };
