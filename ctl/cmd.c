@@ -157,7 +157,7 @@ static int check_name(const struct ctl *ctl, const char *name)
         return CTL_EXIT_USAGE;
 }
 
-/* stop, restart, wake, start, unload, status: a request naming one gadget. */
+/* stop, restart, wake, start, unload, cat, status: a request naming one gadget. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
                         Control__Response__RespCase want)
 {
@@ -179,6 +179,8 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
                 req.start = &n;
         else if (kind == CONTROL__REQUEST__REQ_UNLOAD)
                 req.unload = &n;
+        else if (kind == CONTROL__REQUEST__REQ_CAT)
+                req.cat = &n;
         else
                 req.status = &n;
         return request(ctl, &req, want);
@@ -318,6 +320,11 @@ static int cmd_is_active(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
 {
         return is_state(ctl, a->pos[0], "failed", IS_NO_FAILED);
+}
+
+static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS);
 }
 
 static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
@@ -556,6 +563,12 @@ const struct command cmd_commands[] = {
           "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n"
           "With a shared store, a Node line names the node that runs it and its lease's\n"
           "epoch (\"none yet\" if no node does).\n" },
+        { "cat", cmd_cat, 1, 1, "h", "NAME", "print a gadget's policy as written and as in effect",
+          "First the policy file's text as gadgetd read it when it last loaded it (an\n"
+          "edit since then is not shown: it takes effect at a load or reload), then\n"
+          "every key with the value in force, defaults included, sizes and times as\n"
+          "written in a policy (16M, 30s). Root only.\n"
+          "With --json: one {\"line\": \"...\"} object per line.\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"

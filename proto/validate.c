@@ -170,6 +170,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
         case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
         case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; break;
+        case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; break;
         case CONTROL__REQUEST__REQ_KILL:
                 name = q->kill->name;
                 /* Why: PID 1 of the sandbox takes the signals it does not

@@ -177,5 +177,64 @@ def is_active_and_is_failed(tmp):
                   "%s of an unknown gadget: %r" % (verb, r))
 
 
+CAT_POLICY = """# a comment the file keeps
+MemoryMax=16M
+CallTimeout=30s
+Arguments=a "b c"
+Environment="Y=two words"
+Restart=on-failure
+
+[Binding NOTES]
+Type=kv
+MaxValueSize=64K
+"""
+
+
+def effect(out):
+    """The "as in effect" part of cat's output."""
+    marker = "# as in effect, defaults included\n"
+    check(marker in out, "cat shows what is in effect: %r" % out)
+    return out.split(marker, 1)[1]
+
+
+@test
+def cat_as_written_and_in_effect(tmp):
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        path = policy(d.pol, "g", CAT_POLICY)
+        written = open(path).read()
+        check(d.ctl("reload").returncode == 0, "reload")
+        r = d.ctl("cat", "g")
+        check(r.returncode == 0, "cat: %r" % r)
+        check(r.stdout.startswith("# %s, as gadgetd read it" % path), "names the file: %r" % r.stdout[:200])
+        check(written in r.stdout, "the file as written, comments included: %r" % r.stdout)
+        now = effect(r.stdout)
+        for line in ("MemoryMax=16M", "CallTimeout=30s", "TmpSize=16M", "StartTimeout=10s", "TasksMax=infinity",
+                     "Restart=on-failure", 'Arguments=a "b c"', 'Environment="Y=two words"', "[Binding NOTES]",
+                     "MaxValueSize=64K", "MaxBytes=16M", "ApproveTimeout=5min"):
+            check(line in now.splitlines(), "%s in effect: %s" % (line, now))
+        # What is in effect is itself a valid policy, of the same values.
+        again = os.path.join(tmp, "again.policy")
+        with open(again, "w") as f:
+            f.write(now)
+        r = d.ctl("check", again)
+        check(r.returncode == 0, "the policy in effect checks: %r" % r)
+        # An edit not loaded yet is not shown: the text is the one read.
+        with open(path, "a") as f:
+            f.write("\n[Binding EXTRA]\nType=kv\n")
+        r = d.ctl("cat", "g")
+        check(r.returncode == 0 and "EXTRA" not in r.stdout and written in r.stdout, "the text read: %r" % r)
+        check(d.ctl("reload").returncode == 0, "reload")
+        r = d.ctl("cat", "g")
+        check("[Binding EXTRA]" in effect(r.stdout) and "[Binding EXTRA]" in r.stdout.split("# as in effect")[0],
+              "after the reload, the new text and values: %r" % r.stdout)
+        r = d.ctl("cat", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "cat of an unknown gadget: %r" % r)
+        # A member of the control group is not root: the text may hold
+        # what only root may read.
+        r = d.ctl("cat", "g", user=(65534, 65534))
+        check(r.returncode != 0 and "root only" in r.stderr and "16M" not in r.stdout, "cat as a member: %r" % r)
+        check(d.ctl("list", user=(65534, 65534)).returncode == 0, "the member may list")
+
+
 if __name__ == "__main__":
     sys.exit(main())
