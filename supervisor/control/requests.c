@@ -15,7 +15,6 @@
 #include "answer.h"
 #include "contract.h"
 #include "policy.h"
-#include "value.h"
 
 static struct unit *find(struct client *cl, uint64_t id, const char *name)
 {
@@ -203,80 +202,6 @@ static void on_kill(struct client *cl, const Control__Request *q)
         log_msg(L_INFO, in.name, "SIG%s sent by gadgetctl (uid %u)", sig, (unsigned)cl->cred.uid);
         unit_signal(u, q->kill->signal);
         client_done(cl, q->id, "sent SIG%s to %s (pid %d)", sig, in.name, (int)in.pid);
-}
-
-/* Appends the lines of text (len bytes) to *v; bytes that are not UTF-8
- * (a comment's, say) become '?'. 0 or -ENOMEM. */
-static int add_lines(char ***v, size_t *n, const char *text, size_t len)
-{
-        size_t i = 0;
-        while (i < len) {
-                const char *nl = memchr(text + i, '\n', len - i);
-                size_t k = (nl ? (size_t)(nl - text) : len) - i;
-                char **nv = realloc(*v, (*n + 2) * sizeof *nv);
-                if (!nv)
-                        return -ENOMEM;
-                *v = nv;
-                char *line = strndup(text + i, k);
-                if (!line)
-                        return -ENOMEM;
-                if (!value_utf8_valid(line, strlen(line)))
-                        for (char *c = line; *c; c++)
-                                if ((unsigned char)*c >= 0x80)
-                                        *c = '?';
-                nv[(*n)++] = line;
-                i += k + 1;
-        }
-        return 0;
-}
-
-/* gadgetctl cat: the policy file's text as gadgetd read it at the
- * gadget's last load (kept since, in struct policy), then what is in
- * effect (policy_format). Root only: the file may hold what only root
- * may read (Environment=, a text binding's Value=), and gadgetd reads a
- * file loaded by another user with that user's rights. */
-static void on_cat(struct client *cl, const Control__Request *q)
-{
-        if (cl->cred.uid != 0) {
-                client_error(cl, q->id, GADGET_EDENIED, "gadgetctl cat shows a policy's text and values: "
-                             "root only");
-                return;
-        }
-        struct unit *u = find(cl, q->id, q->cat->name);
-        if (!u)
-                return;
-        static const char not_kept[] = "# (its text was not kept)\n";
-        static const char in_effect[] = "\n# as in effect, defaults included\n";
-        const struct policy *p = unit_policy(u);
-        char **v = NULL, *head = NULL, *effect = NULL;
-        size_t n = 0;
-        int e = policy_format(p, &effect);
-        if (e == 0 && asprintf(&head, "# %s, as gadgetd read it when it last loaded it\n", p->path) < 0)
-                e = -ENOMEM;
-        if (e == 0)
-                e = add_lines(&v, &n, head, strlen(head));
-        if (e == 0 && p->text)
-                e = add_lines(&v, &n, p->text, p->text_len);
-        else if (e == 0)
-                e = add_lines(&v, &n, not_kept, strlen(not_kept));
-        if (e == 0)
-                e = add_lines(&v, &n, in_effect, strlen(in_effect));
-        if (e == 0)
-                e = add_lines(&v, &n, effect, strlen(effect));
-        if (e < 0) {
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-        } else {
-                Control__LogLines ll = CONTROL__LOG_LINES__INIT;
-                ll.n_lines = n;
-                ll.lines = v;
-                struct answer ans;
-                client_send(cl, answer_logs(&ans, q->id, &ll));
-        }
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-        free(head);
-        free(effect);
 }
 
 static int cmp_info(const void *a, const void *b)
@@ -613,7 +538,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_START, on_start },
         { CONTROL__REQUEST__REQ_UNLOAD, on_unload },
         { CONTROL__REQUEST__REQ_KILL, on_kill },
-        { CONTROL__REQUEST__REQ_CAT, on_cat },
+        { CONTROL__REQUEST__REQ_CAT, request_cat },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },
