@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +157,7 @@ static int check_name(const struct ctl *ctl, const char *name)
         return CTL_EXIT_USAGE;
 }
 
-/* stop, restart, wake, status: a request naming one gadget. */
+/* stop, restart, wake, start, unload, cat, status: a request naming one gadget. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
                         Control__Response__RespCase want)
 {
@@ -174,6 +175,12 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
                 req.restart = &n;
         else if (kind == CONTROL__REQUEST__REQ_WAKE)
                 req.wake = &n;
+        else if (kind == CONTROL__REQUEST__REQ_START)
+                req.start = &n;
+        else if (kind == CONTROL__REQUEST__REQ_UNLOAD)
+                req.unload = &n;
+        else if (kind == CONTROL__REQUEST__REQ_CAT)
+                req.cat = &n;
         else
                 req.status = &n;
         return request(ctl, &req, want);
@@ -234,6 +241,90 @@ static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_start(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_START, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_unload(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_UNLOAD, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Kill k = CONTROL__KILL__INIT;
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        k.name = a->pos[0];
+        k.signal = SIGTERM;
+        if (a->n_pos > 1 && (k.signal = gadget_signal_parse(a->pos[1])) < 0) {
+                show_error(stderr, ctl->json, 0,
+                           "\"%s\" is not a signal gadgetd sends a gadget: one of HUP, INT, QUIT, TERM, USR1, "
+                           "USR2, ALRM, VTALRM, PROF, IO, PWR, XCPU, XFSZ, STKFLT, RTMIN+N, KILL (or its number)",
+                           a->pos[1]);
+                return CTL_EXIT_USAGE;
+        }
+        req.req_case = CONTROL__REQUEST__REQ_KILL;
+        req.kill = &k;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+}
+
+/* Exit statuses of is-active and is-failed, as systemctl's. */
+enum { IS_NO_ACTIVE = 3, IS_NO_FAILED = 1, IS_UNKNOWN = 4 };
+
+/* is-active, is-failed: the gadget's state printed; exit status 0 if it
+ * is state, else no; 4 for a gadget gadgetd does not know. */
+static int is_state(const struct ctl *ctl, const char *name, const char *state, int no)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        int st = check_name(ctl, name);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        n.name = (char *)name;
+        req.req_case = CONTROL__REQUEST__REQ_STATUS;
+        req.status = &n;
+        st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_STATUS, &r);
+        if (st == CTL_EXIT_NOTFOUND)
+                st = IS_UNKNOWN;
+        if (st == CTL_EXIT_OK) {
+                const char *now = r->status->info->state;
+                if (ctl->json)
+                        printf("{\"name\": \"%s\", \"state\": \"%s\"}\n", name, now);
+                else
+                        printf("%s\n", now);
+                st = strcmp(now, state) == 0 ? CTL_EXIT_OK : no;
+                if (fflush(stdout) == EOF)
+                        st = CTL_EXIT_FAILED;
+        }
+        if (r)
+                control__response__free_unpacked(r, NULL);
+        client_close(&c);
+        return st;
+}
+
+static int cmd_is_active(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return is_state(ctl, a->pos[0], "ready", IS_NO_ACTIVE);
+}
+
+static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return is_state(ctl, a->pos[0], "failed", IS_NO_FAILED);
+}
+
+static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS);
 }
 
 static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
@@ -429,11 +520,28 @@ const struct command cmd_commands[] = {
           "Every FILE:LINE error is printed and nothing is sent if the file is invalid.\n"
           "gadgetd is given the file's absolute path and reads it itself.\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
+        { "start", cmd_start, 1, 1, "h", "NAME", "start a stopped or failed gadget",
+          "A gadget that runs already is left as it is (exit status 0, and says so).\n"
+          "An idle gadget (Start=on-demand) is woken, as by wake: the answer comes\n"
+          "once it is ready. A stopping gadget is refused: start it once stopped.\n" },
         { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
+        { "unload", cmd_unload, 1, 1, "h", "NAME", "stop a gadget added by load and forget it",
+          "It leaves the list once stopped. A gadget whose file is in the policy directory\n"
+          "is refused: remove its file and run reload (stop stops it until then).\n" },
+        { "kill", cmd_kill, 1, 2, "h", "NAME [SIGNAL]", "send a signal to a gadget's program",
+          "SIGNAL: TERM (the default), HUP, INT, QUIT, USR1, USR2, ALRM, VTALRM, PROF, IO,\n"
+          "PWR, XCPU, XFSZ, STKFLT, RTMIN+N or KILL, with or without SIG, or its number.\n"
+          "Its Restart= applies to the exit that follows, as to any other.\n" },
+        { "is-active", cmd_is_active, 1, 1, "h", "NAME", "print a gadget's state; exit status 0 if ready",
+          "Exit status 0 if ready, 3 in any other state (starting, idle, stopped...),\n"
+          "4 if gadgetd knows no gadget NAME (as systemctl is-active).\n" },
+        { "is-failed", cmd_is_failed, 1, 1, "h", "NAME", "print a gadget's state; exit status 0 if failed",
+          "Exit status 0 if failed, 1 in any other state, 4 if gadgetd knows no\n"
+          "gadget NAME (as systemctl is-failed).\n" },
         { "wake", cmd_wake, 1, 1, "h", "NAME", "start an idle gadget without calling it",
           "Answers once the gadget is ready. An idle gadget (Start=on-demand, IdleStop=)\n"
           "also starts at its first call; wake spares that call the start's wait.\n"
-          "A gadget that is stopped or failed is not idle: use restart.\n"
+          "A gadget that is stopped or failed is not idle: use start.\n"
           "On a shared store, a gadget another node holds is woken on that node.\n" },
         { "list", cmd_list, 0, 0, "h", "",
           "list the gadgets with their state and usage",
@@ -455,6 +563,12 @@ const struct command cmd_commands[] = {
           "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n"
           "With a shared store, a Node line names the node that runs it and its lease's\n"
           "epoch (\"none yet\" if no node does).\n" },
+        { "cat", cmd_cat, 1, 1, "h", "NAME", "print a gadget's policy as written and as in effect",
+          "First the policy file's text as gadgetd read it when it last loaded it (an\n"
+          "edit since then is not shown: it takes effect at a load or reload), then\n"
+          "every key with the value in force, defaults included, sizes and times as\n"
+          "written in a policy (16M, 30s). Root only.\n"
+          "With --json: one {\"line\": \"...\"} object per line.\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"

@@ -36,7 +36,9 @@ static void usage(FILE *f)
                    "  1  the operation failed (a call's error, a failed load, an invalid policy)\n"
                    "  2  usage error: a bad command line, name or JSON argument\n"
                    "  3  not found: no gadget of that name (or the method reported not found)\n"
-                   "  4  cannot connect to gadgetd, or permission denied on its socket\n");
+                   "  4  cannot connect to gadgetd, or permission denied on its socket\n"
+                   "is-active and is-failed exit as systemctl's: 0 in that state, 3 (is-active)\n"
+                   "or 1 (is-failed) in another, 4 for a gadget gadgetd does not know.\n");
 }
 
 /* `gadgetctl COMMAND --help`. */

@@ -402,6 +402,16 @@ int policy_load_fd(int fd, const char *path, unsigned flags, struct policy **out
         r = policy_parse_flags(path, text, len, flags, out, errs);
         if (r == 0 && hash)
                 *hash = policy_hash(text, len);
+        if (r == 0) {
+                /* Kept as read, NUL-ended, for gadgetctl cat. */
+                char *kept = realloc(text, len + 1);
+                if (kept) {
+                        kept[len] = '\0';
+                        (*out)->text = kept;
+                        (*out)->text_len = len;
+                        text = NULL;
+                }
+        }
 out:
         if (why && policy_errors_add(errs, prefix, "%s%s%s", why, r == -EINVAL ? "" : ": ",
                                      r == -EINVAL ? "" : strerror(-r)) < 0)
@@ -435,6 +445,7 @@ void policy_free(struct policy *p)
         if (!p)
                 return;
         free(p->path);
+        free(p->text);
         free(p->name);
         free(p->exec);
         free(p->ui);

@@ -195,6 +195,9 @@ struct policy {
         size_t n_bindings;
         char **warnings;         /* "FILE:LINE: warning: ..." for keys that load but do nothing */
         size_t n_warnings;
+        char *text;              /* the file's bytes as read and parsed (policy_load_fd), NUL-ended;
+                                  * NULL for policy_parse's */
+        size_t text_len;
 };
 
 /* Every problem found in one file, each "FILE:LINE: problem". */
@@ -233,6 +236,10 @@ static inline bool policy_admin_method(const struct policy *p, const char *metho
         return policy_listed(p->admin_methods, method);
 }
 const char *policy_binding_type_name(enum binding_type t);
+/* p as key=value lines ([Gadget], then each [Binding NAME]): every key
+ * with the value in force, defaults included, sizes and times as an
+ * operator writes them (16M, 30s). *out is malloc'd. 0 or -errno. */
+int policy_format(const struct policy *p, char **out);
 const char *policy_restart_name(enum policy_restart r);
 const char *policy_start_name(enum policy_start s);
 

@@ -2,7 +2,12 @@
 #include "contract.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "sandbox_abi.h"
 
 static const struct {
         const char *name; /* the gateway's JSON code */
@@ -74,4 +79,61 @@ int gadget_identifier_ok(const char *s)
                 if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
                         return 0;
         return 1;
+}
+
+/* The signals by name; the real-time ones are RTMIN+N. */
+static const struct {
+        const char *name;
+        int sig;
+} signals[] = {
+        { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
+        { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+        { "STKFLT", SIGSTKFLT }, { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ }, { "VTALRM", SIGVTALRM },
+        { "PROF", SIGPROF }, { "IO", SIGIO }, { "PWR", SIGPWR },
+};
+
+int gadget_signal_ok(int sig)
+{
+        static const int forwarded[] = { SANDBOX_FORWARDED_SIGNALS };
+        if (sig == SIGKILL || (sig >= SIGRTMIN && sig <= SIGRTMAX))
+                return 1;
+        for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+                if (forwarded[i] == sig)
+                        return 1;
+        return 0;
+}
+
+int gadget_signal_parse(const char *s)
+{
+        char *end;
+        if (!s || !*s)
+                return -1;
+        if (*s >= '0' && *s <= '9') {
+                long n = strtol(s, &end, 10);
+                return !*end && n > 0 && n < 1000 && gadget_signal_ok((int)n) ? (int)n : -1;
+        }
+        if (strncasecmp(s, "SIG", 3) == 0)
+                s += 3;
+        if (strncasecmp(s, "RTMIN+", 6) == 0 && s[6] >= '0' && s[6] <= '9') {
+                long n = strtol(s + 6, &end, 10);
+                return !*end && n <= SIGRTMAX - SIGRTMIN ? SIGRTMIN + (int)n : -1;
+        }
+        for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+                if (strcasecmp(s, signals[i].name) == 0)
+                        return signals[i].sig;
+        return -1;
+}
+
+const char *gadget_signal_name(int sig, char *buf, size_t len)
+{
+        for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+                if (signals[i].sig == sig) {
+                        snprintf(buf, len, "%s", signals[i].name);
+                        return buf;
+                }
+        if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+                snprintf(buf, len, "RTMIN+%d", sig - SIGRTMIN);
+        else
+                snprintf(buf, len, "%d", sig);
+        return buf;
 }

@@ -5,6 +5,8 @@
  * directly. */
 #pragma once
 
+#include <stddef.h>
+
 /* The gadget protocol (gadget.proto): a gadget's hello carries it.
  * Version 2 added the methods' signatures; gadgetd still accepts a
  * version 1 hello (every method untyped). */
@@ -50,6 +52,16 @@ int gadget_method_name_ok(const char *s);
  * with a letter or digit; it ends up in paths, cgroup names, hostnames and
  * log lines. */
 int gadget_name_ok(const char *s);
+/* A signal `gadgetctl kill` may send a gadget's program: one the
+ * sandbox's PID 1 passes on (SANDBOX_FORWARDED_SIGNALS, the real-time
+ * ones) or SIGKILL (which ends PID 1, and with it the program). Never
+ * STOP, CONT, CHLD and the like, which PID 1 would take for itself. */
+int gadget_signal_ok(int sig);
+/* A signal by name (TERM, SIGTERM, any case; RTMIN+N) or number: its
+ * number if gadget_signal_ok, else -1. */
+int gadget_signal_parse(const char *s);
+/* Its name without "SIG" ("TERM", "RTMIN+3"), into buf (16 bytes). */
+const char *gadget_signal_name(int sig, char *buf, size_t len);
 /* An identifier (a binding's name, a gadget binding's Methods=): 1 to 64
  * of A-Z a-z 0-9 _, not starting with a digit. */
 int gadget_identifier_ok(const char *s);

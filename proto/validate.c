@@ -168,6 +168,20 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
         case CONTROL__REQUEST__REQ_WAKE: name = q->wake->name; break;
         case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
+        case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
+        case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; break;
+        case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; break;
+        case CONTROL__REQUEST__REQ_KILL:
+                name = q->kill->name;
+                /* Why: PID 1 of the sandbox takes the signals it does not
+                 * pass on (STOP would freeze it, CHLD confuse its reaping). */
+                if (!gadget_signal_ok(q->kill->signal)) {
+                        snprintf(why, len, "signal %d is not one gadgetd sends a gadget (HUP, INT, QUIT, TERM, "
+                                 "USR1, USR2, ALRM, VTALRM, PROF, IO, PWR, XCPU, XFSZ, STKFLT, RTMIN+N, KILL)",
+                                 (int)q->kill->signal);
+                        return -EINVAL;
+                }
+                break;
         case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
         case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
         case CONTROL__REQUEST__REQ_CALL:

@@ -51,3 +51,5 @@ void request_handle(struct client *cl, const Control__Request *req);
 /* logs and audit (supervisor/control/lines.c): answered through stream.c. */
 void request_logs(struct client *cl, const Control__Request *req);
 void request_audit(struct client *cl, const Control__Request *req);
+/* gadgetctl cat (cat.c). */
+void request_cat(struct client *cl, const Control__Request *req);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "system/audit.h"
+#include "system/log.h"
 #include "store/store.h"
 #include "client.h"
 #include "control.h"
@@ -101,19 +102,106 @@ static void wake_done(void *arg, uint64_t id, const Gadget__Value *res, int code
                 client_error(cl, id, code, "%s", message);
 }
 
+/* Wakes u for request id: answered once the gadget is ready. */
+static void on_wake_of(struct client *cl, uint64_t id, struct unit *u)
+{
+        const struct call_req cq = { .done = wake_done, .cbdata = cl, .tag = id, .owner = &cl->calls };
+        char msg[400];
+        int code = calls_wake(u, &cq, msg, sizeof msg);
+        if (code == 1)
+                client_done(cl, id, "ready");
+        else if (code)
+                client_error(cl, id, code, "%s", msg);
+}
+
 /* gadgetctl wake: answered once the gadget is ready. */
 static void on_wake(struct client *cl, const Control__Request *q)
 {
         struct unit *u = find(cl, q->id, q->wake->name);
+        if (u)
+                on_wake_of(cl, q->id, u);
+}
+
+/* gadgetctl start: a stopped or failed gadget starts; an idle one (or one
+ * of Start=on-demand, which is idle once started) is woken as by wake,
+ * answered once ready; one running already is a success that says so. */
+static void on_start(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->start->name);
         if (!u)
                 return;
-        const struct call_req cq = { .done = wake_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls };
-        char msg[400];
-        int code = calls_wake(u, &cq, msg, sizeof msg);
-        if (code == 1)
-                client_done(cl, q->id, "ready");
-        else if (code)
-                client_error(cl, q->id, code, "%s", msg);
+        struct unit_info in;
+        unit_info(u, &in);
+        enum unit_state st = unit_state_of(u);
+        if (st == UNIT_STOPPED || st == UNIT_FAILED) {
+                unit_start_again(u);
+                st = unit_state_of(u);
+                unit_info(u, &in);
+                if (st == UNIT_FAILED) {
+                        client_error(cl, q->id, GADGET_EFAILED, "gadget \"%s\" did not start: %s", in.name, in.cause);
+                        return;
+                }
+                if (st == UNIT_STARTING) {
+                        client_done(cl, q->id, "starting %s", in.name);
+                        return;
+                }
+        }
+        if (st == UNIT_READY) {
+                client_done(cl, q->id, "%s is already active (ready)", in.name);
+                return;
+        }
+        if (!unit_wakeable(u) && st != UNIT_REMOTE) {
+                if (st == UNIT_STARTING)
+                        client_done(cl, q->id, "%s is already starting", in.name);
+                else
+                        client_error(cl, q->id, GADGET_EBUSY, "gadget \"%s\" is %s%s%s: start it once it has "
+                                     "stopped", in.name, in.state, in.cause[0] ? ": " : "", in.cause);
+                return;
+        }
+        on_wake_of(cl, q->id, u);
+}
+
+/* gadgetctl unload: a gadget of gadgetctl load stops and is forgotten. One
+ * whose file is in the policy directory is refused: forgetting it until
+ * the next reload or restart of gadgetd would be a stop that says it is
+ * more; its file is what keeps it. */
+static void on_unload(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->unload->name);
+        if (!u)
+                return;
+        if (unit_from_dir(u)) {
+                client_error(cl, q->id, GADGET_EINVAL, "gadget \"%s\" comes from the policy directory (%s): "
+                             "remove its file and run gadgetctl reload (gadgetctl stop stops it until then)",
+                             q->unload->name, unit_policy(u)->path);
+                return;
+        }
+        /* The unit may be freed at once (nothing running): the name is the
+         * request's, which matched it. */
+        core_unload(client_env(cl)->core, u, "unloaded by gadgetctl");
+        client_done(cl, q->id, "unloading %s", q->unload->name);
+}
+
+/* gadgetctl kill: the signal (checked by validate.c) goes to the sandbox's
+ * PID 1, which passes it on to the program; its exit is like any other,
+ * and Restart= decides what follows. */
+static void on_kill(struct client *cl, const Control__Request *q)
+{
+        struct unit *u = find(cl, q->id, q->kill->name);
+        if (!u)
+                return;
+        struct unit_info in;
+        unit_info(u, &in);
+        char sig[16];
+        gadget_signal_name(q->kill->signal, sig, sizeof sig);
+        if (in.pid <= 0) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" has no process to send SIG%s to (%s)",
+                             in.name, sig, in.state);
+                return;
+        }
+        log_msg(L_INFO, in.name, "SIG%s sent by gadgetctl (uid %u)", sig, (unsigned)cl->cred.uid);
+        unit_signal(u, q->kill->signal);
+        client_done(cl, q->id, "sent SIG%s to %s (pid %d)", sig, in.name, (int)in.pid);
 }
 
 static int cmp_info(const void *a, const void *b)
@@ -447,6 +535,10 @@ static const struct {
         { CONTROL__REQUEST__REQ_STOP, on_stop },
         { CONTROL__REQUEST__REQ_RESTART, on_restart },
         { CONTROL__REQUEST__REQ_WAKE, on_wake },
+        { CONTROL__REQUEST__REQ_START, on_start },
+        { CONTROL__REQUEST__REQ_UNLOAD, on_unload },
+        { CONTROL__REQUEST__REQ_KILL, on_kill },
+        { CONTROL__REQUEST__REQ_CAT, request_cat },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },

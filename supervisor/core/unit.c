@@ -588,6 +588,17 @@ void unit_restart(struct unit *u)
         unit_stop(u, "restarted by gadgetctl");
 }
 
+void unit_start_again(struct unit *u)
+{
+        if (u->child.pid > 0 || (u->state != UNIT_STOPPED && u->state != UNIT_FAILED))
+                return;
+        /* A restart backing off, or parked, starts now, with a fresh
+         * backoff, as after a load. */
+        event_del(u->ev_timer);
+        backoff_reset(&u->backoff);
+        unit_activate(u);
+}
+
 /* While it runs: new limit hits become audit records. */
 static void limits_cb(evutil_socket_t fd, short what, void *arg)
 {

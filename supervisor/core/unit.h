@@ -79,6 +79,10 @@ void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);
 /* Stops the gadget if it runs, then starts it again. */
 void unit_restart(struct unit *u);
+/* gadgetctl start: a stopped or failed unit (and no other) starts again
+ * as after its load, with a fresh backoff: Start=always now,
+ * Start=on-demand idle (its caller wakes it). */
+void unit_start_again(struct unit *u);
 /* Replaces the policy (taken over) with p of origin o and restarts the
  * gadget. Why this is safe: the worker that still runs until the restart
  * stops it is judged by the new policy (as its bindings are), so nothing

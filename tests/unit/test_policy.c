@@ -1131,6 +1131,41 @@ static void test_alarm(void)
         expect_error(HEAD "[Binding W]\nType=alarms\n", 5, "is not one of kv, gadget, http, text, secret, alarm");
 }
 
+/* policy_format: the values in force as an operator writes them, and a
+ * policy again: parsed, it formats to the same text. */
+static void test_format(void)
+{
+        struct policy *p = expect_ok(HEAD "Arguments=a \"b c\" 'd\"e'\nEnvironment=\"Y=two words\"\n"
+                                     "MemoryMax=64M\nTmpSize=1000\nCallTimeout=1500ms\nIdleStop=2min\n"
+                                     "Start=on-demand\nRuntimeMax=infinity\nCPUQuota=50%\nRequireTypes=no\n"
+                                     "LogBytesPerSecond=8K\nSchedule=tick *-*-* *:00:00\n"
+                                     "[Binding K]\nType=kv\nMaxValueSize=64K\n"
+                                     "[Binding T]\nType=text\nValue=hello world\n",
+                                     "a policy to format");
+        char *text = NULL, *again = NULL;
+        struct policy *q = NULL;
+        struct policy_errors e = { 0 };
+        CHECK(p && policy_format(p, &text) == 0, "formats");
+        if (!text)
+                goto out;
+        static const char *const want[] = { "MemoryMax=64M\n", "TmpSize=1000\n", "CallTimeout=1500ms\n",
+                                            "IdleStop=2min\n", "RuntimeMax=infinity\n", "TasksMax=infinity\n",
+                                            "StartTimeout=10s\n", "CPUQuota=50%\n", "LogBytesPerSecond=8K\n",
+                                            "Arguments=a \"b c\" \"d\\\"e\"\n", "[Binding K]\nType=kv\n",
+                                            "MaxValueSize=64K\n", "Value=hello world\n",
+                                            "# LogLinesPerSecond= not set" };
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+                CHECK(strstr(text, want[i]) != NULL, "formatted: %s", want[i]);
+        CHECK(parse(text, &q, &e) == 0 && policy_format(q, &again) == 0 && strcmp(text, again) == 0,
+              "the formatted policy parses to the same values");
+        policy_errors_clear(&e);
+out:
+        free(text);
+        free(again);
+        policy_free(p);
+        policy_free(q);
+}
+
 int main(void)
 {
         bool fixtures = fixtures_copy();
@@ -1156,6 +1191,7 @@ int main(void)
         test_gatekeeper();
         test_schedule();
         test_alarm();
+        test_format();
         fixtures_remove();
         return tap_done();
 }

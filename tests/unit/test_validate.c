@@ -2,6 +2,7 @@
  * request and a control response is checked on its own, with a message
  * that breaks it alone (and the same message within the rule passing), so
  * that removing any one rule turns a check red. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,8 +202,35 @@ static void test_answers(void)
         check_answer(answer_nodes(&a, 9, &nl), CONTROL__RESPONSE__RESP_NODES, 9, &nl);
 }
 
+/* kill: only a signal the sandbox's PID 1 passes on, or KILL. */
+static void test_kill(void)
+{
+        Control__Kill k = CONTROL__KILL__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_KILL;
+        q.kill = &k;
+        k.name = "g";
+        const int ok[] = { SIGTERM, SIGKILL, SIGHUP, SIGUSR1, SIGRTMIN, SIGRTMAX };
+        for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+                k.signal = ok[i];
+                CHECK(request(&q) == 0, "kill with signal %d: %s", ok[i], why);
+        }
+        const int bad[] = { 0, -1, SIGSTOP, SIGCONT, SIGCHLD, SIGSEGV, SIGRTMAX + 1, 4096 };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                k.signal = bad[i];
+                CHECK(request(&q) < 0 && strstr(why, "signal"), "kill with signal %d refused: %s", bad[i], why);
+        }
+        CHECK(gadget_signal_parse("TERM") == SIGTERM && gadget_signal_parse("sigkill") == SIGKILL &&
+              gadget_signal_parse("SIGHUP") == SIGHUP && gadget_signal_parse("15") == SIGTERM &&
+              gadget_signal_parse("RTMIN+2") == SIGRTMIN + 2, "signal names and numbers parse");
+        CHECK(gadget_signal_parse("STOP") < 0 && gadget_signal_parse("19") < 0 && gadget_signal_parse("") < 0 &&
+              gadget_signal_parse("TERMX") < 0 && gadget_signal_parse("15x") < 0,
+              "STOP, 19, \"\", TERMX and 15x are refused");
+}
+
 int main(void)
 {
+        test_kill();
         test_hello();
         test_log_and_result();
         test_requests();

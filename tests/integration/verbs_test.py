@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""The operator's verbs like systemctl's, from outside: `gadgetctl start`
+of a stopped, failed, running or idle gadget, `unload` (and its refusal
+for a gadget of the policy directory), `kill NAME [SIGNAL]` and its
+Restart=, `is-active` and `is-failed` with their exit statuses. What runs
+is read from gadgetd's children in /proc as well as from its word.
+Usage: verbs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
+import json
+import os
+import sys
+
+from harness import Daemon, check, main, policy, test, wait_for, workers
+
+
+def load(d, name, body):
+    policy(d.pol, name, body)
+    r = d.ctl("reload")
+    check(r.returncode == 0, "reload: %r" % r.stderr)
+
+
+def info(d, name):
+    r = d.ctl("--json", "status", name)
+    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
+    return json.loads(r.stdout)
+
+
+def ready(d, name):
+    wait_for(lambda: d.state(name) == "ready", what="%s ready (it is %s)" % (name, d.state(name)))
+    return info(d, name)["pid"]
+
+
+@test
+def start_stopped_failed_and_running(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "Restart=no\n")
+        ready(d, "g")
+        r = d.ctl("start", "g")
+        check(r.returncode == 0 and "already active" in r.stdout, "start of a ready gadget: %r" % r)
+        check(d.ctl("stop", "g").returncode == 0, "stop")
+        wait_for(lambda: d.state("g") == "stopped" and not workers(d), what="g stopped")
+        r = d.ctl("start", "g")
+        check(r.returncode == 0 and "starting g" in r.stdout, "start of a stopped gadget: %r" % r)
+        pid = ready(d, "g")
+        check(workers(d) == [pid], "its process runs: %r, %r" % (workers(d), pid))
+        # Failed (Restart=no, killed): start again.
+        check(d.ctl("kill", "g", "KILL").returncode == 0, "kill -KILL")
+        wait_for(lambda: d.state("g") == "failed" and not workers(d), what="g failed")
+        r = d.ctl("start", "g")
+        check(r.returncode == 0, "start of a failed gadget: %r" % r)
+        check(ready(d, "g") != pid, "a new process")
+        r = d.ctl("start", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "start of an unknown gadget: %r" % r)
+
+
+@test
+def start_wakes_an_idle_gadget(tmp):
+    with Daemon(tmp) as d:
+        load(d, "od", "Start=on-demand\n")
+        check(d.state("od") == "idle" and not workers(d), "idle once loaded")
+        r = d.ctl("start", "od")
+        check(r.returncode == 0 and r.stdout.strip() == "ready", "start of an idle gadget: %r" % r)
+        # Answered once ready: no wait needed.
+        check(d.state("od") == "ready" and len(workers(d)) == 1, "ready: %r" % d.list()["od"])
+        # Stopped, Start=on-demand: start runs it, as a wake.
+        check(d.ctl("stop", "od").returncode == 0, "stop")
+        wait_for(lambda: d.state("od") == "stopped" and not workers(d), what="od stopped")
+        r = d.ctl("start", "od")
+        check(r.returncode == 0 and r.stdout.strip() == "ready", "start of a stopped on-demand gadget: %r" % r)
+        check(d.state("od") == "ready" and len(workers(d)) == 1, "ready again: %r" % d.list()["od"])
+
+
+@test
+def kill_signals_the_program(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "Restart=no\n")
+        pid = ready(d, "g")
+        r = d.ctl("kill", "g")
+        check(r.returncode == 0 and "sent SIGTERM to g" in r.stdout, "kill: %r" % r)
+        wait_for(lambda: d.state("g") == "failed", what="g ended by its SIGTERM")
+        cause = info(d, "g")["cause"]
+        check("SIGTERM" in cause, "the cause names the signal: %r" % cause)
+        check(pid not in workers(d), "its sandbox is gone: %r" % workers(d))
+        # A gadget with no process: refused, saying so.
+        r = d.ctl("kill", "g", "HUP")
+        check(r.returncode == 1 and "no process" in r.stderr, "kill of a failed gadget: %r" % r)
+        # Bad signals are refused by name, before anything is sent.
+        for bad in ("STOP", "SIGCONT", "19", "NOPE", "0"):
+            r = d.ctl("kill", "g", bad)
+            check(r.returncode == 2 and '"%s" is not a signal' % bad in r.stderr, "kill %s: %r" % (bad, r))
+        r = d.ctl("kill", "nosuch", "TERM")
+        check(r.returncode == 3, "kill of an unknown gadget: %r" % r)
+
+
+@test
+def kill_then_restart_applies(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "Restart=always\n")
+        pid = ready(d, "g")
+        for sig, name in (("usr1", "USR1"), ("SIGKILL", "KILL"), ("9", "KILL")):
+            r = d.ctl("kill", "g", sig)
+            check(r.returncode == 0 and "sent SIG%s to g (pid %d)" % (name, pid) in r.stdout, "kill %s: %r" % (sig, r))
+            wait_for(lambda: d.state("g") == "ready" and info(d, "g")["pid"] not in (0, pid),
+                     what="g restarted after SIG%s" % name)
+            new = info(d, "g")["pid"]
+            check(workers(d) == [new], "one sandbox, the new one: %r, %r" % (workers(d), new))
+            pid = new
+        check(info(d, "g")["restarts"] == 3, "three restarts: %r" % info(d, "g"))
+
+
+@test
+def unload_forgets_a_loaded_gadget(tmp):
+    with Daemon(tmp) as d:
+        other = os.path.join(tmp, "elsewhere")
+        os.makedirs(other)
+        pol = policy(other, "loaded", "")
+        r = d.ctl("load", pol)
+        check(r.returncode == 0, "load: %r" % r)
+        pid = ready(d, "loaded")
+        r = d.ctl("unload", "loaded")
+        check(r.returncode == 0 and "unloading loaded" in r.stdout, "unload: %r" % r)
+        wait_for(lambda: "loaded" not in d.list(), what="loaded gone from the list")
+        wait_for(lambda: pid not in workers(d), what="its sandbox gone")
+        check(d.ctl("status", "loaded").returncode == 3, "status of the unloaded gadget fails")
+        # Loaded again, it is new: no restart counted.
+        check(d.ctl("load", pol).returncode == 0, "load again")
+        ready(d, "loaded")
+        check(info(d, "loaded")["restarts"] == 0, "a new gadget: %r" % info(d, "loaded"))
+        # A stopped one is forgotten at once.
+        check(d.ctl("stop", "loaded").returncode == 0, "stop")
+        wait_for(lambda: d.state("loaded") == "stopped", what="stopped")
+        check(d.ctl("unload", "loaded").returncode == 0, "unload of a stopped gadget")
+        check("loaded" not in d.list(), "gone at once: %r" % d.list())
+
+
+@test
+def unload_refuses_a_policy_directory_gadget(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "")
+        pid = ready(d, "g")
+        r = d.ctl("unload", "g")
+        check(r.returncode == 1 and "policy directory" in r.stderr and "reload" in r.stderr,
+              "unload of a policy directory's gadget: %r" % r)
+        check(d.state("g") == "ready" and workers(d) == [pid], "it still runs: %r" % d.list())
+        r = d.ctl("unload", "nosuch")
+        check(r.returncode == 3, "unload of an unknown gadget: %r" % r)
+
+
+@test
+def is_active_and_is_failed(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "Restart=no\n")
+        ready(d, "g")
+        r = d.ctl("is-active", "g")
+        check(r.returncode == 0 and r.stdout == "ready\n", "is-active of a ready gadget: %r" % r)
+        r = d.ctl("is-failed", "g")
+        check(r.returncode == 1 and r.stdout == "ready\n", "is-failed of a ready gadget: %r" % r)
+        check(d.ctl("stop", "g").returncode == 0, "stop")
+        wait_for(lambda: d.state("g") == "stopped", what="g stopped")
+        r = d.ctl("is-active", "g")
+        check(r.returncode == 3 and r.stdout == "stopped\n", "is-active of a stopped gadget: %r" % r)
+        check(d.ctl("start", "g").returncode == 0, "start")
+        ready(d, "g")
+        check(d.ctl("kill", "g").returncode == 0, "kill")
+        wait_for(lambda: d.state("g") == "failed", what="g failed")
+        r = d.ctl("is-failed", "g")
+        check(r.returncode == 0 and r.stdout == "failed\n", "is-failed of a failed gadget: %r" % r)
+        r = d.ctl("is-active", "g")
+        check(r.returncode == 3 and r.stdout == "failed\n", "is-active of a failed gadget: %r" % r)
+        r = d.ctl("--json", "is-failed", "g")
+        check(r.returncode == 0 and json.loads(r.stdout) == {"name": "g", "state": "failed"}, "--json: %r" % r)
+        load(d, "od", "Start=on-demand\n")
+        r = d.ctl("is-active", "od")
+        check(r.returncode == 3 and r.stdout == "idle\n", "is-active of an idle gadget: %r" % r)
+        for verb in ("is-active", "is-failed"):
+            r = d.ctl(verb, "nosuch")
+            check(r.returncode == 4 and 'no gadget named "nosuch"' in r.stderr and not r.stdout,
+                  "%s of an unknown gadget: %r" % (verb, r))
+
+
+CAT_POLICY = """# a comment the file keeps
+MemoryMax=16M
+CallTimeout=30s
+Arguments=a "b c"
+Environment="Y=two words"
+Restart=on-failure
+
+[Binding NOTES]
+Type=kv
+MaxValueSize=64K
+"""
+
+
+def effect(out):
+    """The "as in effect" part of cat's output."""
+    marker = "# as in effect, defaults included\n"
+    check(marker in out, "cat shows what is in effect: %r" % out)
+    return out.split(marker, 1)[1]
+
+
+@test
+def cat_as_written_and_in_effect(tmp):
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        path = policy(d.pol, "g", CAT_POLICY)
+        written = open(path).read()
+        check(d.ctl("reload").returncode == 0, "reload")
+        r = d.ctl("cat", "g")
+        check(r.returncode == 0, "cat: %r" % r)
+        check(r.stdout.startswith("# %s, as gadgetd read it" % path), "names the file: %r" % r.stdout[:200])
+        check(written in r.stdout, "the file as written, comments included: %r" % r.stdout)
+        now = effect(r.stdout)
+        for line in ("MemoryMax=16M", "CallTimeout=30s", "TmpSize=16M", "StartTimeout=10s", "TasksMax=infinity",
+                     "Restart=on-failure", 'Arguments=a "b c"', 'Environment="Y=two words"', "[Binding NOTES]",
+                     "MaxValueSize=64K", "MaxBytes=16M", "ApproveTimeout=5min"):
+            check(line in now.splitlines(), "%s in effect: %s" % (line, now))
+        # What is in effect is itself a valid policy, of the same values.
+        again = os.path.join(tmp, "again.policy")
+        with open(again, "w") as f:
+            f.write(now)
+        r = d.ctl("check", again)
+        check(r.returncode == 0, "the policy in effect checks: %r" % r)
+        # An edit not loaded yet is not shown: the text is the one read.
+        with open(path, "a") as f:
+            f.write("\n[Binding EXTRA]\nType=kv\n")
+        r = d.ctl("cat", "g")
+        check(r.returncode == 0 and "EXTRA" not in r.stdout and written in r.stdout, "the text read: %r" % r)
+        check(d.ctl("reload").returncode == 0, "reload")
+        r = d.ctl("cat", "g")
+        check("[Binding EXTRA]" in effect(r.stdout) and "[Binding EXTRA]" in r.stdout.split("# as in effect")[0],
+              "after the reload, the new text and values: %r" % r.stdout)
+        r = d.ctl("cat", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "cat of an unknown gadget: %r" % r)
+        # A member of the control group is not root: the text may hold
+        # what only root may read.
+        r = d.ctl("cat", "g", user=(65534, 65534))
+        check(r.returncode != 0 and "root only" in r.stderr and "16M" not in r.stdout, "cat as a member: %r" % r)
+        check(d.ctl("list", user=(65534, 65534)).returncode == 0, "the member may list")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
