@@ -935,6 +935,28 @@ static void test_many_errors(void)
         policy_errors_clear(&e);
         CHECK(e.n == 0 && e.msgs == NULL, "errors cleared");
 
+        /* In line order, though the whole file's checks (no Exec=, on the
+         * [Gadget] line) and a section's (no Method=, on its header) come
+         * after the lines below them. */
+        static const char late[] =
+                "[Gadget]\n"                    /* 1: no Exec= */
+                "Name=t\n"                      /* 2 */
+                "Bogus=1\n"                     /* 3 */
+                "[Binding W]\n"                 /* 4: no Method= */
+                "Type=alarm\n"                  /* 5 */
+                "MaxAlarms=0\n";                /* 6 */
+        r = parse(late, &p, &e);
+        CHECK(r == -EINVAL && e.n == 4, "late checks' errors collected (%zu)", e.n);
+        for (size_t i = 1; i < e.n; i++)
+                CHECK(strtoul(strchr(e.msgs[i - 1], ':') + 1, NULL, 10) <= strtoul(strchr(e.msgs[i], ':') + 1, NULL, 10),
+                      "errors in line order: %s before %s", e.msgs[i - 1], e.msgs[i]);
+        if (e.n == 4)
+                CHECK(error_is(e.msgs[0], 1, "has no Exec=") && error_is(e.msgs[3], 6, "MaxAlarms"),
+                      "first the [Gadget] line's, last line 6's");
+        else
+                dump_errors(&e);
+        policy_errors_clear(&e);
+
         /* Appends to what errs already holds; NULL errs is allowed. */
         parse("[Gadget]\n", &p, &e);
         parse("[Gadget]\n", &p, &e);
@@ -994,8 +1016,8 @@ static void test_load(void)
                 { 5, "MemoryMax=\"64Q\"" },
                 { 6, "SystemLibraries=\"maybe\"" },
                 { 7, "Schedule=: calendar event \"Mon..Fri 25:00\": hour 25 is out of range (0..23)" },
-                { 10, "key Target is not valid for a binding of type http" },
                 { 9, "binding API of type http has no Allow=" },
+                { 10, "key Target is not valid for a binding of type http" },
                 { 13, "duplicate binding API (first on line 9)" },
         };
         CHECK(e.n == sizeof(bad) / sizeof(bad[0]), "bad.policy: %zu errors", e.n);
@@ -1031,7 +1053,7 @@ static void test_redact(void)
         int r = policy_load_fd(fd, "bad.policy", POLICY_REDACT, &p, &e, &hash);
         static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "tidy", "25:00", "hour",
                                               "Target", "API", "http" };
-        static const unsigned lines[] = { 3, 4, 5, 6, 7, 10, 9, 13 };
+        static const unsigned lines[] = { 3, 4, 5, 6, 7, 9, 10, 13 };
 
         CHECK(fd >= 0 && r == -EINVAL && p == SENTINEL && e.n == 8, "bad.policy refused, redacted (%zu)", e.n);
         for (size_t i = 0; i < e.n && i < 8; i++) {
