@@ -61,7 +61,8 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
 {
         const char *path = p->path;
         struct unit *u = core_find(d->core, p->name);
-        const struct unit_origin o = { .hash = hash, .from_dir = from_dir };
+        const struct unit_origin o = { .hash = hash, .from_dir = from_dir,
+                                       .why = from_dir ? "policy changed by reload" : "policy changed by gadgetctl load" };
         if (name)
                 *name = strdup(p->name);
         if (u && strcmp(unit_policy(u)->path, p->path) != 0) {
@@ -77,7 +78,9 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
                  * an explicit load asks for it to run again. */
                 enum unit_state st = unit_state_of(u);
                 if (!from_dir && (st == UNIT_STOPPED || st == UNIT_FAILED))
-                        unit_restart(u);
+                        unit_restart(u, "gadgetctl load");
+                /* Its file holds the policy it runs again. */
+                unit_keep_policy(u, NULL, 0);
                 policy_free(p);
                 return 0;
         }
@@ -171,8 +174,28 @@ static char **list_policies(const char *dir, size_t *n)
         return v;
 }
 
+/* The unit whose policy is read from path, or NULL. */
+static struct unit *unit_of_file(struct daemon *d, const char *path)
+{
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                if (strcmp(unit_policy(u)->path, path) == 0)
+                        return u;
+        return NULL;
+}
+
+/* The lines of msg. */
+static unsigned count_lines(const char *msg)
+{
+        unsigned n = *msg ? 1 : 0;
+        for (const char *s = msg; (s = strchr(s, '\n')); s++)
+                n++;
+        return n;
+}
+
 /* Re-reads the policy directory: new files start, removed ones stop,
- * changed ones restart, unchanged ones stay. */
+ * changed ones restart, unchanged ones stay, and a gadget whose file has
+ * errors keeps the policy it runs (its info says so until a reload reads
+ * its file whole). */
 static void reload(void *arg, control_reload_note *note, void *note_arg)
 {
         struct daemon *d = arg;
@@ -190,12 +213,21 @@ static void reload(void *arg, control_reload_note *note, void *note_arg)
                 int e = loader_read(files[i], NULL, true, &p, &hash, msg, sizeof msg);
                 if (e >= 0)
                         e = install(d, p, hash, true, &what, &name, msg, sizeof msg);
-                if (e < 0) {
+                struct unit *kept = NULL;
+                if (e < 0 && e != -EEXIST && (kept = unit_of_file(d, files[i]))) {
+                        unsigned n_err = count_lines(msg);
+                        log_msg(L_ERR, unit_name(kept), "kept on its previous policy: %s has %u error%s:\n%s",
+                                files[i], n_err, n_err == 1 ? "" : "s", msg);
+                        unit_keep_policy(kept, msg, n_err);
+                        what = RELOAD_KEPT;
+                        free(name);
+                        name = strdup(unit_name(kept));
+                } else if (e < 0) {
                         log_msg(L_ERR, NULL, "%s", msg);
                         what = RELOAD_ERROR;
                 }
                 if (note)
-                        note(note_arg, what, what == RELOAD_ERROR ? msg : name);
+                        note(note_arg, what, what == RELOAD_ERROR ? msg : name ? name : "");
                 free(name);
         }
         /* Gadgets whose file left the directory are stopped and unloaded. */
