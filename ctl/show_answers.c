@@ -75,13 +75,49 @@ static json_t *reload_json(const Control__ReloadReport *r)
                         kept = NULL;
                 }
         }
-        if (!kept)
+        json_t *changed = json_array();
+        for (size_t i = 0; changed && i < r->n_changed; i++) {
+                const Control__ReloadChanged *c = r->changed[i];
+                if (json_array_append_new(changed, json_pack("{s:s, s:o}", "name", c->name, "keys",
+                                                             show_json_strv(c->keys, c->n_keys))) < 0) {
+                        json_decref(changed);
+                        changed = NULL;
+                }
+        }
+        if (!kept || !changed) {
+                json_decref(kept);
+                json_decref(changed);
                 return NULL;
-        return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
+        }
+        return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
                          "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
                          show_json_strv(r->restarted, r->n_restarted), "unchanged",
                          show_json_strv(r->unchanged, r->n_unchanged), "errors",
-                         show_json_strv(r->errors, r->n_errors), "kept", kept);
+                         show_json_strv(r->errors, r->n_errors), "kept", kept, "changed", changed);
+}
+
+/* "restarted: a (CallTimeout, [Binding N]), b": each with the keys that changed. */
+static int put_restarted(FILE *f, const Control__ReloadReport *r)
+{
+        int e = 0;
+        if (r->n_restarted == 0)
+                return 0;
+        fputs("restarted: ", f);
+        for (size_t i = 0; i < r->n_restarted && e >= 0; i++) {
+                e = show_put_escaped(f, r->restarted[i], 0);
+                for (size_t k = 0; k < r->n_changed && e >= 0; k++) {
+                        const Control__ReloadChanged *c = r->changed[k];
+                        if (strcmp(c->name, r->restarted[i]) != 0 || c->n_keys == 0)
+                                continue;
+                        for (size_t j = 0; j < c->n_keys && e >= 0; j++) {
+                                fputs(j ? ", " : " (", f);
+                                e = show_put_escaped(f, c->keys[j], 0);
+                        }
+                        fputc(')', f);
+                }
+                fputs(i + 1 < r->n_restarted ? ", " : "\n", f);
+        }
+        return e;
 }
 
 /* A gadget kept on its previous policy, on err: the count of its file's
@@ -122,7 +158,7 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
                 fputs("no policies\n", out);
         e = put_names(out, "loaded", r->loaded, r->n_loaded);
         if (e >= 0)
-                e = put_names(out, "restarted", r->restarted, r->n_restarted);
+                e = put_restarted(out, r);
         if (e >= 0)
                 e = put_names(out, "stopped", r->stopped, r->n_stopped);
         if (e >= 0)

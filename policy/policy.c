@@ -156,9 +156,11 @@ static int policy_handler(void *user, const char *section, const char *key, cons
                 break;
         case POLICY_SECT_GADGET:
                 policy_gadget_key(c, key, value);
+                policy_written_add(c, key, value);
                 break;
         case POLICY_SECT_BINDING:
                 policy_binding_key(c, key, value);
+                policy_written_add(c, key, value);
                 break;
         case POLICY_SECT_SKIP:
                 break;
@@ -473,6 +475,7 @@ void policy_free(struct policy *p)
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);
         policy_strv_free(p->warnings);
+        policy_written_free(p);
         for (size_t i = 0; i < p->n_bindings; i++)
                 policy_binding_clear(&p->bindings[i]);
         free(p->bindings);

@@ -313,11 +313,27 @@ static void on_call(struct client *cl, const Control__Request *q)
 struct reload_lists {
         char **v[RELOAD_WHATS];
         size_t n[RELOAD_WHATS];
+        Control__ReloadChanged *changed;  /* per restarted gadget whose keys are known */
+        size_t n_changed;
 };
 
-static void reload_note(void *arg, enum control_reload_what what, const char *text)
+static void reload_note(void *arg, enum control_reload_what what, const char *text, const char *keys)
 {
         struct reload_lists *l = arg;
+        if (what == RELOAD_RESTARTED && *keys) {
+                Control__ReloadChanged *nc = realloc(l->changed, (l->n_changed + 1) * sizeof *nc);
+                char *name = strdup(text);
+                if (nc)
+                        l->changed = nc;
+                if (nc && name) {
+                        control__reload_changed__init(&nc[l->n_changed]);
+                        nc[l->n_changed].name = name;
+                        nc[l->n_changed].keys = split_lines(keys, &nc[l->n_changed].n_keys);
+                        l->n_changed++;
+                } else {
+                        free(name);
+                }
+        }
         char **nv = realloc(l->v[what], (l->n[what] + 1) * sizeof *nv);
         if (!nv)
                 return;
@@ -361,12 +377,22 @@ static void on_reload(struct client *cl, const Control__Request *q)
                 kp[rr.n_kept++] = &kept[i];
         }
         rr.kept = kp;
+        Control__ReloadChanged **cp = calloc(l.n_changed + 1, sizeof *cp);
+        for (size_t i = 0; cp && i < l.n_changed; i++)
+                cp[rr.n_changed++] = &l.changed[i];
+        rr.changed = cp;
         struct answer ans;
         client_send(cl, answer_reload(&ans, q->id, &rr));
         for (size_t i = 0; i < rr.n_kept; i++)
                 free(kept[i].errors);
         free(kept);
         free(kp);
+        for (size_t i = 0; i < l.n_changed; i++) {
+                free(l.changed[i].name);
+                free(l.changed[i].keys);
+        }
+        free(l.changed);
+        free(cp);
         for (size_t k = 0; k < RELOAD_WHATS; k++) {
                 for (size_t i = 0; i < l.n[k]; i++)
                         free(l.v[k][i]);

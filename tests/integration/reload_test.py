@@ -65,14 +65,35 @@ def reload_keeps_a_broken_gadget_and_says_so(tmp):
         policy(d.pol, "brk", "CallTimeout=7s\n")
         r = d.ctl("--json", "reload")
         rep = json.loads(r.stdout)
-        check(r.returncode == 0 and rep["restarted"] == ["brk"] and rep["kept"] == [], "fixed: %r" % rep)
+        check(r.returncode == 0 and rep["restarted"] == ["brk"] and rep["kept"] == [] and
+              rep["changed"] == [{"name": "brk", "keys": ["CallTimeout"]}], "fixed: %r" % rep)
         wait_for(lambda: d.state("brk") == "ready" and d.list()["brk"]["pid"] != pid, what="brk restarted")
         g = d.list()["brk"]
-        check(g["kept_errors"] == 0 and g["cause"] == "policy changed by reload", "after the fix: %r" % g)
+        check(g["kept_errors"] == 0 and g["cause"] == "policy changed by reload: CallTimeout", "after the fix: %r" % g)
         r = d.ctl("status", "brk")
         check("kept on" not in r.stdout and "CallTimeout=7000ms" in r.stdout, "status after the fix: %r" % r.stdout)
         check("POLICY" not in d.ctl("list").stdout, "list still has its POLICY column")
-        check("[brk] policy changed by reload" in d.logtext(), "the restart's cause in gadgetd's log")
+        check("[brk] policy changed by reload: CallTimeout" in d.logtext(), "the restart's cause in gadgetd's log")
+
+
+@test
+def reload_names_the_changed_keys(tmp):
+    """A restarted gadget is listed with the keys and bindings that changed
+    (set, changed or removed); comments and order are no change."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "ch", "CallTimeout=5s\nMemoryMax=64M\n[Binding N]\nType=kv\n[Binding T]\nType=text\nValue=a\n")
+        policy(d.pol, "calm", "CallTimeout=5s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("ch") == "ready" and d.state("calm") == "ready", what="both ready")
+        policy(d.pol, "ch", "# now\nTasksMax=64\nCallTimeout=5s\n[Binding T]\nType=text\nValue=b\n[Binding N]\nType=kv\n")
+        policy(d.pol, "calm", "# a comment only\nCallTimeout=5s\n")
+        r = d.ctl("reload")
+        check(r.returncode == 0 and "restarted: calm, ch (TasksMax, [Binding T], MemoryMax)\n" in r.stdout,
+              "reload: %r %r" % (r.stdout, r.stderr))
+        wait_for(lambda: d.state("ch") == "ready", what="ch restarted")
+        check(d.list()["ch"]["cause"] == "policy changed by reload: TasksMax, [Binding T], MemoryMax",
+              "cause: %r" % d.list()["ch"])
+        check(d.list()["calm"]["cause"] == "policy changed by reload", "a comment's change: %r" % d.list()["calm"])
 
 
 @test

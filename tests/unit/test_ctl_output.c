@@ -432,7 +432,7 @@ static void test_logs_done_reload(void)
         CAPTURE(out, show_reload(f, NULL, &r, true));
         CHECK_STR(out,
                   "{\"loaded\":[\"a\",\"b\"],\"stopped\":[],\"restarted\":[],\"unchanged\":[],"
-                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"],\"kept\":[]}\n",
+                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"],\"kept\":[],\"changed\":[]}\n",
                   "reload JSON");
         free(out);
         /* A gadget kept on its previous policy: named on stdout, its
@@ -451,6 +451,29 @@ static void test_logs_done_reload(void)
                 CAPTURE(out, show_reload(f, ef, &k, false));
                 fclose(ef);
                 CHECK_STR(out, "unchanged: b\nkept on its previous policy: a\n", "reload: the kept gadget named");
+                free(out);
+                free(err);
+                /* A restarted gadget with the keys that changed. */
+                Control__ReloadChanged ch = CONTROL__RELOAD_CHANGED__INIT;
+                Control__ReloadChanged *chp = &ch;
+                char *keys[] = { "CallTimeout", "[Binding N]" };
+                char *restarted[] = { "c", "d" };
+                ch.name = "c", ch.keys = keys, ch.n_keys = 2;
+                k.changed = &chp, k.n_changed = 1;
+                k.restarted = restarted, k.n_restarted = 2;
+                ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
+                CHECK(out && strstr(out, "restarted: c (CallTimeout, [Binding N]), d\n"), "reload: changed keys: %s", out);
+                free(out);
+                CAPTURE(out, show_reload(f, NULL, &k, true));
+                CHECK(out && strstr(out, "\"changed\":[{\"name\":\"c\",\"keys\":[\"CallTimeout\",\"[Binding N]\"]}]"),
+                      "reload JSON: changed: %s", out);
+                free(out);
+                k.changed = NULL, k.n_changed = 0, k.restarted = NULL, k.n_restarted = 0;
+                ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
                 CHECK_STR(err, "kept a on its previous policy: /x/a.policy has 2 errors:\n"
                           "  /x/a.policy:2: bad\n  /x/a.policy:5: worse\n", "reload: its errors under it");
                 free(out);

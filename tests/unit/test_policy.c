@@ -1153,6 +1153,40 @@ static void test_alarm(void)
         expect_error(HEAD "[Binding W]\nType=alarms\n", 5, "is not one of kv, gadget, http, text, secret, alarm");
 }
 
+/* policy_changed: the keys and bindings whose values differ, those set
+ * in only one of the files included; comments, blanks and order are no
+ * change. */
+static void test_changed(void)
+{
+        struct policy *a = expect_ok(HEAD "CallTimeout=5s\nEnvironment=A=1\nEnvironment=B=2\n[Binding N]\nType=kv\n"
+                                     "[Binding T]\nType=text\nValue=x\n", "policy a");
+        struct policy *same = expect_ok("# a comment\n" HEAD "Environment=A=1\nEnvironment=B=2\nCallTimeout=5s\n\n"
+                                        "[Binding T]\nType=text\nValue=x\n[Binding N]\nType=kv\n", "policy a, moved");
+        struct policy *b = expect_ok(HEAD "CallTimeout=6s\nEnvironment=A=1\nEnvironment=B=3\nMemoryMax=1M\n"
+                                     "[Binding N]\nType=kv\n[Binding T]\nType=text\nValue=y\n", "policy b");
+        struct policy *c = expect_ok(HEAD "CallTimeout=5s\nEnvironment=A=1\nEnvironment=B=2\n[Binding N]\nType=kv\n",
+                                     "policy c");
+        const char *out[8];
+        size_t n;
+
+        if (!a || !same || !b || !c)
+                goto out;
+        CHECK(policy_changed(a, same, out, 8) == 0, "comments, blank lines and order change nothing");
+        n = policy_changed(a, b, out, 8);
+        CHECK(n == 4 && strcmp(out[0], "CallTimeout") == 0 && strcmp(out[1], "Environment") == 0 &&
+                      strcmp(out[2], "MemoryMax") == 0 && strcmp(out[3], "[Binding T]") == 0,
+              "a value, a repeated key's, a new key, a binding's key changed (%zu: %s ...)", n, n ? out[0] : "");
+        n = policy_changed(a, c, out, 8);
+        CHECK(n == 1 && strcmp(out[0], "[Binding T]") == 0, "a binding removed (%zu)", n);
+        n = policy_changed(c, a, out, 1);
+        CHECK(n == 1 && strcmp(out[0], "[Binding T]") == 0, "a binding added, at most max");
+out:
+        policy_free(a);
+        policy_free(same);
+        policy_free(b);
+        policy_free(c);
+}
+
 int main(void)
 {
         bool fixtures = fixtures_copy();
@@ -1178,6 +1212,7 @@ int main(void)
         test_gatekeeper();
         test_schedule();
         test_alarm();
+        test_changed();
         fixtures_remove();
         return tap_done();
 }

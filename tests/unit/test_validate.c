@@ -145,6 +145,17 @@ static void test_response(void)
         errs[0] = "\xfe";
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "kept gadget a"),
               "a kept gadget's errors not UTF-8: %s", why);
+        errs[0] = "a.policy:3: bad";
+        Control__ReloadChanged c = CONTROL__RELOAD_CHANGED__INIT;
+        Control__ReloadChanged *cp = &c;
+        char *keys[] = { "CallTimeout" };
+        c.name = "a", c.keys = keys, c.n_keys = 1;
+        rr.changed = &cp;
+        rr.n_changed = 1;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a reload report with changed keys: %s", why);
+        c.name = "";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "changed gadget of an invalid name"),
+              "a changed gadget without a name: %s", why);
         r.resp_case = 99;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown"),
               "an answer of an unknown kind: %s", why);
