@@ -470,6 +470,7 @@ static void test_logs_done_reload(void)
                 CHECK(out && strstr(out, "\"changed\":[{\"name\":\"c\",\"keys\":[\"CallTimeout\",\"[Binding N]\"]}]"),
                       "reload JSON: changed: %s", out);
                 free(out);
+                free(err);
                 k.changed = NULL, k.n_changed = 0, k.restarted = NULL, k.n_restarted = 0;
                 ef = open_memstream(&err, &elen);
                 CAPTURE(out, show_reload(f, ef, &k, false));
