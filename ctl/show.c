@@ -87,7 +87,8 @@ static json_t *info_json(const Control__GadgetInfo *g)
 
         if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
                   json_object_set_new(o, "active_ago_ms", json_integer(show_clamp(g->active_ago_ms))) < 0 ||
-                  json_object_set_new(o, "in_flight", json_integer(show_clamp(g->in_flight))) < 0)) {
+                  json_object_set_new(o, "in_flight", json_integer(show_clamp(g->in_flight))) < 0 ||
+                  json_object_set_new(o, "kept_errors", json_integer((json_int_t)g->kept_errors)) < 0)) {
                 json_decref(o);
                 return NULL;
         }
@@ -130,10 +131,13 @@ static int list_json(FILE *f, const Control__GadgetList *l)
  * with node, a NODE cell after STATE (the owner, "-" if none yet). */
 struct list_row {
         char pid[16], up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[24], tasks[24], cpu[OUTPUT_UNIT_MAX];
-        const char *cells[10];
+        char kept[48];
+        const char *cells[11];
 };
 
-static void list_row_fill(struct list_row *r, const Control__GadgetInfo *g, bool node)
+/* With kept, a last POLICY cell: "kept: N errors" for a gadget a reload
+ * left on its previous policy, "-" for one that runs its file's. */
+static void list_row_fill(struct list_row *r, const Control__GadgetInfo *g, bool node, bool kept)
 {
         size_t c = 0;
 
@@ -159,18 +163,24 @@ static void list_row_fill(struct list_row *r, const Control__GadgetInfo *g, bool
         r->cells[c++] = r->mem;
         r->cells[c++] = r->tasks;
         r->cells[c++] = r->cpu;
+        snprintf(r->kept, sizeof(r->kept), "-");
+        if (g->kept_errors)
+                snprintf(r->kept, sizeof(r->kept), "kept: %u error%s", (unsigned)g->kept_errors,
+                         g->kept_errors == 1 ? "" : "s");
+        if (kept)
+                r->cells[c++] = r->kept;
 }
 
 int show_list(FILE *f, const Control__GadgetList *l, bool json)
 {
         static const char *const headers[] = { "NAME", "STATE", "PID", "UPTIME", "RESTARTS",
-                                               "CALLS", "MEMORY", "TASKS", "CPU" };
-        static const bool right[] = { false, false, true, true, true, true, true, true, true };
+                                               "CALLS", "MEMORY", "TASKS", "CPU", "POLICY" };
+        static const bool right[] = { false, false, true, true, true, true, true, true, true, false };
         static const char *const node_headers[] = { "NAME", "STATE", "NODE", "PID", "UPTIME", "RESTARTS",
-                                                    "CALLS", "MEMORY", "TASKS", "CPU" };
-        static const bool node_right[] = { false, false, false, true, true, true, true, true, true, true };
+                                                    "CALLS", "MEMORY", "TASKS", "CPU", "POLICY" };
+        static const bool node_right[] = { false, false, false, true, true, true, true, true, true, true, false };
         struct output_table *t;
-        bool node = false;
+        bool node = false, kept = false;
         int e = 0;
 
         if (json)
@@ -179,19 +189,25 @@ int show_list(FILE *f, const Control__GadgetList *l, bool json)
                 fputs("no gadgets loaded\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        for (size_t i = 0; i < l->n_gadgets; i++)
+        for (size_t i = 0; i < l->n_gadgets; i++) {
                 node |= clustered(l->gadgets[i]);
-        t = node ? output_table_new(10, node_headers, node_right) : output_table_new(9, headers, right);
+                kept |= l->gadgets[i]->kept_errors > 0;
+        }
+        /* The POLICY column only while some gadget was kept on its previous policy. */
+        t = node ? output_table_new(10 + kept, node_headers, node_right) : output_table_new(9 + kept, headers, right);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_gadgets && e >= 0; i++) {
                 struct list_row r;
-                list_row_fill(&r, l->gadgets[i], node);
+                list_row_fill(&r, l->gadgets[i], node, kept);
                 e = output_table_add(t, r.cells);
         }
         if (e >= 0)
                 e = output_table_print(t, f);
         output_table_free(t);
+        if (e >= 0 && kept)
+                fputs("kept: a reload left the gadget on its previous policy, its file has errors "
+                      "(gadgetctl status NAME lists them)\n", f);
         return e;
 }
 
@@ -313,6 +329,22 @@ static int put_state(FILE *f, const Control__GadgetInfo *g)
         return e;
 }
 
+/* Under Policy:, for a gadget a reload kept on its previous policy: the
+ * count of its file's errors, then each of them. */
+static int put_kept(FILE *f, const Control__GadgetStatus *s)
+{
+        int e = 0;
+        fprintf(f, "%*s  kept on its previous policy: ", LABEL_WIDTH, "");
+        e = show_put_escaped(f, s->policy_path, 0);
+        fprintf(f, " has %u error%s\n", (unsigned)s->info->kept_errors, s->info->kept_errors == 1 ? "" : "s");
+        for (size_t i = 0; i < s->n_kept_errors && e >= 0; i++) {
+                fprintf(f, "%*s    ", LABEL_WIDTH, "");
+                e = show_put_escaped(f, s->kept_errors[i], 0);
+                fputc('\n', f);
+        }
+        return e;
+}
+
 /* "Node: b (lease epoch 3)", or "Node: none yet" while no node runs it. */
 static int put_node(FILE *f, const Control__GadgetInfo *g)
 {
@@ -377,7 +409,8 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "audit_unwritten", json_integer((json_int_t)s->audit_unwritten)) < 0 ||
             json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0 ||
             json_object_set_new(o, "audit_unsent", json_integer((json_int_t)s->audit_unsent)) < 0 ||
-            json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0) {
+            json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0 ||
+            json_object_set_new(o, "kept_error_lines", show_json_strv(s->kept_errors, s->n_kept_errors)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -412,6 +445,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_node(f, g);
         if (e >= 0)
                 e = put_field(f, "Policy", s->policy_path);
+        if (e >= 0 && g->kept_errors)
+                e = put_kept(f, s);
         if (e >= 0) {
                 char ago[OUTPUT_UNIT_MAX];
                 put_field(f, "Start", g->start[0] ? g->start : "always");

@@ -62,14 +62,81 @@ int show_audit(FILE *f, const Control__LogLines *l, bool json)
         return e < 0 ? e : ferror(f) ? -EIO : 0;
 }
 
-/* `reload --json`: each list of ReloadReport as an array. */
+/* `reload --json`: each list of ReloadReport as an array; kept, an array
+ * of {name, path, errors}. */
 static json_t *reload_json(const Control__ReloadReport *r)
 {
-        return json_pack("{s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
+        json_t *kept = json_array();
+        for (size_t i = 0; kept && i < r->n_kept; i++) {
+                const Control__ReloadKept *k = r->kept[i];
+                if (json_array_append_new(kept, json_pack("{s:s, s:s, s:o}", "name", k->name, "path", k->path,
+                                                          "errors", show_json_strv(k->errors, k->n_errors))) < 0) {
+                        json_decref(kept);
+                        kept = NULL;
+                }
+        }
+        json_t *changed = json_array();
+        for (size_t i = 0; changed && i < r->n_changed; i++) {
+                const Control__ReloadChanged *c = r->changed[i];
+                if (json_array_append_new(changed, json_pack("{s:s, s:o}", "name", c->name, "keys",
+                                                             show_json_strv(c->keys, c->n_keys))) < 0) {
+                        json_decref(changed);
+                        changed = NULL;
+                }
+        }
+        if (!kept || !changed) {
+                json_decref(kept);
+                json_decref(changed);
+                return NULL;
+        }
+        return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
                          "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
                          show_json_strv(r->restarted, r->n_restarted), "unchanged",
                          show_json_strv(r->unchanged, r->n_unchanged), "errors",
-                         show_json_strv(r->errors, r->n_errors));
+                         show_json_strv(r->errors, r->n_errors), "kept", kept, "changed", changed);
+}
+
+/* "restarted: a (CallTimeout, [Binding N]), b": each with the keys that changed. */
+static int put_restarted(FILE *f, const Control__ReloadReport *r)
+{
+        int e = 0;
+        if (r->n_restarted == 0)
+                return 0;
+        fputs("restarted: ", f);
+        for (size_t i = 0; i < r->n_restarted && e >= 0; i++) {
+                e = show_put_escaped(f, r->restarted[i], 0);
+                for (size_t k = 0; k < r->n_changed && e >= 0; k++) {
+                        const Control__ReloadChanged *c = r->changed[k];
+                        if (strcmp(c->name, r->restarted[i]) != 0 || c->n_keys == 0)
+                                continue;
+                        for (size_t j = 0; j < c->n_keys && e >= 0; j++) {
+                                fputs(j ? ", " : " (", f);
+                                e = show_put_escaped(f, c->keys[j], 0);
+                        }
+                        fputc(')', f);
+                }
+                fputs(i + 1 < r->n_restarted ? ", " : "\n", f);
+        }
+        return e;
+}
+
+/* A gadget kept on its previous policy, on err: the count of its file's
+ * errors, each of them indented under it. */
+static int put_kept(FILE *err, const Control__ReloadKept *k)
+{
+        int e;
+        fputs("kept ", err);
+        e = show_put_escaped(err, k->name, 0);
+        fputs(" on its previous policy: ", err);
+        if (e >= 0)
+                e = show_put_escaped(err, k->path, 0);
+        fprintf(err, " has %zu error%s:\n", k->n_errors, k->n_errors == 1 ? "" : "s");
+        for (size_t i = 0; i < k->n_errors && e >= 0; i++) {
+                fputs("  ", err);
+                e = show_put_escaped(err, k->errors[i], 0);
+                fputc('\n', err);
+        }
+        return e;
 }
 
 /* "label: a, b" if v is not empty. */
@@ -87,15 +154,24 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
 
         if (json)
                 return show_json(out, reload_json(r));
-        if (r->n_loaded + r->n_stopped + r->n_restarted + r->n_unchanged == 0)
+        if (r->n_loaded + r->n_stopped + r->n_restarted + r->n_unchanged + r->n_kept == 0)
                 fputs("no policies\n", out);
         e = put_names(out, "loaded", r->loaded, r->n_loaded);
         if (e >= 0)
-                e = put_names(out, "restarted", r->restarted, r->n_restarted);
+                e = put_restarted(out, r);
         if (e >= 0)
                 e = put_names(out, "stopped", r->stopped, r->n_stopped);
         if (e >= 0)
                 e = put_names(out, "unchanged", r->unchanged, r->n_unchanged);
+        if (e >= 0 && r->n_kept) {
+                fputs("kept on its previous policy: ", out);
+                for (size_t i = 0; i < r->n_kept && e >= 0; i++) {
+                        e = show_put_escaped(out, r->kept[i]->name, 0);
+                        fputs(i + 1 < r->n_kept ? ", " : "\n", out);
+                }
+        }
+        for (size_t i = 0; i < r->n_kept && e >= 0; i++)
+                e = put_kept(err, r->kept[i]);
         for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
                 e = show_put_escaped(err, r->errors[i], OUTPUT_KEEP_NEWLINE); /* a file's errors, one a line */
                 fputc('\n', err);
@@ -233,7 +309,7 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
         case CONTROL__RESPONSE__RESP_NODES:
                 return show_nodes(out, r->nodes, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
-                *failed = r->reload->n_errors > 0;
+                *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0;
                 return show_reload(out, err, r->reload, json);
         default:
                 return -EPROTO;

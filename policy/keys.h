@@ -73,6 +73,9 @@ struct policy_ctx {
 };
 
 void policy_err(struct policy_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Notes key=value of the current section in c->p->written (changes.c). */
+void policy_written_add(struct policy_ctx *c, const char *key, const char *value);
+void policy_written_free(struct policy *p);
 /* A note for p->warnings: the file loads, but something in it is ignored. */
 void policy_warn(struct policy_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Notes an allocation failure: the parse stops and returns -ENOMEM. */

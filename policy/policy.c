@@ -156,9 +156,11 @@ static int policy_handler(void *user, const char *section, const char *key, cons
                 break;
         case POLICY_SECT_GADGET:
                 policy_gadget_key(c, key, value);
+                policy_written_add(c, key, value);
                 break;
         case POLICY_SECT_BINDING:
                 policy_binding_key(c, key, value);
+                policy_written_add(c, key, value);
                 break;
         case POLICY_SECT_SKIP:
                 break;
@@ -257,9 +259,34 @@ static struct policy *policy_new(const char *path)
         return p;
 }
 
+/* The line of an error "NAME:LINE: ...", 0 if it names none. */
+static unsigned long policy_error_line(const char *name, const char *msg)
+{
+        size_t n = strlen(name);
+        if (strncmp(msg, name, n) != 0 || msg[n] != ':' || msg[n + 1] < '0' || msg[n + 1] > '9')
+                return 0;
+        return strtoul(msg + n + 1, NULL, 10);
+}
+
+/* Puts the errors from index from on in line order: the checks that need
+ * a whole section or the whole file report earlier lines after later ones.
+ * Stable (an insertion sort; a file has at most POLICY_MAX_ERRORS + 1). */
+static void policy_errors_sort(const char *name, struct policy_errors *errs, size_t from)
+{
+        for (size_t i = from + 1; errs && i < errs->n; i++) {
+                char *m = errs->msgs[i];
+                unsigned long line = policy_error_line(name, m);
+                size_t j = i;
+                for (; j > from && policy_error_line(name, errs->msgs[j - 1]) > line; j--)
+                        errs->msgs[j] = errs->msgs[j - 1];
+                errs->msgs[j] = m;
+        }
+}
+
 static int policy_parse_flags(const char *name, const char *text, size_t len, unsigned flags,
                               struct policy **out, struct policy_errors *errs)
 {
+        size_t first_error = errs ? errs->n : 0;
         struct policy_ctx c = { .name = name, .text = text, .len = len, .errs = errs,
                                 .redact = flags & POLICY_REDACT };
         int r;
@@ -283,6 +310,7 @@ static int policy_parse_flags(const char *name, const char *text, size_t len, un
                 goto out;
         }
         if (c.n_errors) {
+                policy_errors_sort(name, errs, first_error);
                 r = -EINVAL;
                 goto out;
         }
@@ -458,6 +486,7 @@ void policy_free(struct policy *p)
         policy_strv_free(p->env);
         policy_strv_free(p->ro_paths);
         policy_strv_free(p->warnings);
+        policy_written_free(p);
         for (size_t i = 0; i < p->n_bindings; i++)
                 policy_binding_clear(&p->bindings[i]);
         free(p->bindings);

@@ -198,6 +198,16 @@ struct policy {
         char *text;              /* the file's bytes as read and parsed (policy_load_fd), NUL-ended;
                                   * NULL for policy_parse's */
         size_t text_len;
+        struct policy_written *written; /* what the file set, key by key (changes.c) */
+        size_t n_written;
+};
+
+/* One [Gadget] key ("MemoryMax") or one binding ("[Binding NOTES]") the
+ * file set, with a hash of its values as written (a binding's: of its keys
+ * and values), in the file's order. */
+struct policy_written {
+        char *what;
+        uint64_t hash;
 };
 
 /* Every problem found in one file, each "FILE:LINE: problem". */
@@ -226,6 +236,11 @@ int policy_load_fd(int fd, const char *path, unsigned flags, struct policy **out
 int policy_parse(const char *name, const char *text, size_t len, struct policy **out,
                  struct policy_errors *errs);
 void policy_free(struct policy *p);
+/* The keys ("CallTimeout") and bindings ("[Binding NOTES]") whose values
+ * differ between old and new, set in one and not the other included: new's
+ * in its order, then those only old set; at most max in out (pointing
+ * into old and new). The count. */
+size_t policy_changed(const struct policy *old, const struct policy *new, const char **out, size_t max);
 void policy_errors_clear(struct policy_errors *errs);
 const struct policy_binding *policy_binding_find(const struct policy *p, const char *name);
 /* Whether name is in the NULL-terminated list v (NULL: an empty one). */

@@ -71,7 +71,8 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
                 return e;
         if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
-            !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods)
+            !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods ||
+            !strv_ok(s->kept_errors, s->n_kept_errors))
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
                 if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
@@ -87,6 +88,21 @@ static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen
             !strv_ok(r->restarted, r->n_restarted) || !strv_ok(r->unchanged, r->n_unchanged) ||
             !strv_ok(r->errors, r->n_errors))
                 REFUSE("reload report with invalid text");
+        for (size_t i = 0; i < r->n_kept; i++) {
+                const Control__ReloadKept *k = r->kept[i];
+                /* Why a gadget's name is checked: it is printed as one. */
+                if (!k || !k->name || !gadget_name_ok(k->name))
+                        REFUSE("reload report with a kept gadget of an invalid name");
+                if (!str_ok(k->path) || !strv_ok(k->errors, k->n_errors))
+                        REFUSE("reload report with invalid text of kept gadget %s", k->name);
+        }
+        for (size_t i = 0; i < r->n_changed; i++) {
+                const Control__ReloadChanged *c = r->changed[i];
+                if (!c || !c->name || !gadget_name_ok(c->name))
+                        REFUSE("reload report with a changed gadget of an invalid name");
+                if (!strv_ok(c->keys, c->n_keys))
+                        REFUSE("reload report with invalid keys of changed gadget %s", c->name);
+        }
         return 0;
 }
 

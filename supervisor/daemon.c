@@ -54,14 +54,37 @@ static void status_changed(struct daemon *d)
         notify_status(d->notify, n, ready, failed);
 }
 
+/* The keys and bindings new changes from old's, one a line, in keys;
+ * the restart's cause naming them (by reload or a load) in why. */
+static void changed_keys(const struct policy *old, const struct policy *new, bool from_dir, char *keys,
+                         size_t keys_len, char *why, size_t why_len)
+{
+        const char *v[64];
+        size_t n = policy_changed(old, new, v, sizeof v / sizeof *v), o = 0, w;
+        keys[0] = '\0';
+        w = (size_t)snprintf(why, why_len, "policy changed by %s%s", from_dir ? "reload" : "gadgetctl load",
+                             n ? ": " : "");
+        for (size_t i = 0; i < n; i++) {
+                if (o < keys_len)
+                        o += (size_t)snprintf(keys + o, keys_len - o, "%s%s", i ? "\n" : "", v[i]);
+                if (w < why_len)
+                        w += (size_t)snprintf(why + w, why_len - w, "%s%s", i ? ", " : "", v[i]);
+        }
+}
+
 /* Installs policy p (taken over) of hash: loads, restarts or leaves its
- * gadget; what tells the caller what happened. */
+ * gadget; what tells the caller what happened, keys (with RELOAD_RESTARTED,
+ * if not NULL) the keys that changed, one a line. */
 static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_dir,
-                   enum control_reload_what *what, char **name, char *msg, size_t len)
+                   enum control_reload_what *what, char **name, char *keys, size_t keys_len, char *msg, size_t len)
 {
         const char *path = p->path;
         struct unit *u = core_find(d->core, p->name);
-        const struct unit_origin o = { .hash = hash, .from_dir = from_dir };
+        char why[256] = "", none[1];
+        struct unit_origin o = { .hash = hash, .from_dir = from_dir, .why = why };
+        if (!keys)
+                keys = none, keys_len = sizeof none;
+        keys[0] = '\0';
         if (name)
                 *name = strdup(p->name);
         if (u && strcmp(unit_policy(u)->path, p->path) != 0) {
@@ -77,13 +100,16 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
                  * an explicit load asks for it to run again. */
                 enum unit_state st = unit_state_of(u);
                 if (!from_dir && (st == UNIT_STOPPED || st == UNIT_FAILED))
-                        unit_restart(u);
+                        unit_restart(u, "gadgetctl load");
+                /* Its file holds the policy it runs again. */
+                unit_keep_policy(u, NULL, 0);
                 policy_free(p);
                 return 0;
         }
         if (u) {
                 *what = RELOAD_RESTARTED;
                 snprintf(msg, len, "%s changed: restarting", p->name);
+                changed_keys(unit_policy(u), p, from_dir, keys, keys_len, why, sizeof why);
                 unit_replace_policy(u, p, &o);
                 return 0;
         }
@@ -114,7 +140,7 @@ static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const
         char *name = NULL;
         enum control_reload_what what;
         if (err >= 0)
-                err = install(r->d, p, hash, false, &what, &name, out, sizeof out);
+                err = install(r->d, p, hash, false, &what, &name, NULL, 0, out, sizeof out);
         r->done(r->arg, err, name, err < 0 && !p ? msg : out);
         free(name);
         free(r);
@@ -171,8 +197,28 @@ static char **list_policies(const char *dir, size_t *n)
         return v;
 }
 
+/* The unit whose policy is read from path, or NULL. */
+static struct unit *unit_of_file(struct daemon *d, const char *path)
+{
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                if (strcmp(unit_policy(u)->path, path) == 0)
+                        return u;
+        return NULL;
+}
+
+/* The lines of msg. */
+static unsigned count_lines(const char *msg)
+{
+        unsigned n = *msg ? 1 : 0;
+        for (const char *s = msg; (s = strchr(s, '\n')); s++)
+                n++;
+        return n;
+}
+
 /* Re-reads the policy directory: new files start, removed ones stop,
- * changed ones restart, unchanged ones stay. */
+ * changed ones restart, unchanged ones stay, and a gadget whose file has
+ * errors keeps the policy it runs (its info says so until a reload reads
+ * its file whole). */
 static void reload(void *arg, control_reload_note *note, void *note_arg)
 {
         struct daemon *d = arg;
@@ -184,18 +230,27 @@ static void reload(void *arg, control_reload_note *note, void *note_arg)
         log_msg(L_INFO, NULL, "reloading %s", dir);
         for (size_t i = 0; i < n; i++) {
                 enum control_reload_what what = RELOAD_ERROR;
-                char *name = NULL;
+                char *name = NULL, keys[1024] = "";
                 struct policy *p = NULL;
                 uint64_t hash = 0;
                 int e = loader_read(files[i], NULL, true, &p, &hash, msg, sizeof msg);
                 if (e >= 0)
-                        e = install(d, p, hash, true, &what, &name, msg, sizeof msg);
-                if (e < 0) {
+                        e = install(d, p, hash, true, &what, &name, keys, sizeof keys, msg, sizeof msg);
+                struct unit *kept = NULL;
+                if (e < 0 && e != -EEXIST && (kept = unit_of_file(d, files[i]))) {
+                        unsigned n_err = count_lines(msg);
+                        log_msg(L_ERR, unit_name(kept), "kept on its previous policy: %s has %u error%s:\n%s",
+                                files[i], n_err, n_err == 1 ? "" : "s", msg);
+                        unit_keep_policy(kept, msg, n_err);
+                        what = RELOAD_KEPT;
+                        free(name);
+                        name = strdup(unit_name(kept));
+                } else if (e < 0) {
                         log_msg(L_ERR, NULL, "%s", msg);
                         what = RELOAD_ERROR;
                 }
                 if (note)
-                        note(note_arg, what, what == RELOAD_ERROR ? msg : name);
+                        note(note_arg, what, what == RELOAD_ERROR ? msg : name ? name : "", keys);
                 free(name);
         }
         /* Gadgets whose file left the directory are stopped and unloaded. */
@@ -206,7 +261,7 @@ static void reload(void *arg, control_reload_note *note, void *note_arg)
                 if (!unit_from_dir(u) || present)
                         continue;
                 if (note)
-                        note(note_arg, RELOAD_STOPPED, unit_name(u));
+                        note(note_arg, RELOAD_STOPPED, unit_name(u), "");
                 core_unload(d->core, u, "its policy file was removed");
         }
         for (size_t i = 0; i < n; i++)

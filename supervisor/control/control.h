@@ -31,11 +31,17 @@ struct control_limits {
         size_t queue_bytes;        /* unsent answers before a client counts as not reading */
 };
 
-/* What a reload did with one file (its gadget's name) or gadget. */
+/* What a reload did with one file (its gadget's name) or gadget; the text
+ * noted is the gadget's name, or for RELOAD_ERROR (a file whose gadget is
+ * not loaded) the file's errors. RELOAD_KEPT: the gadget's file has errors
+ * and it keeps its policy (unit_keep_policy holds them). */
 enum control_reload_what {
-        RELOAD_LOADED, RELOAD_STOPPED, RELOAD_RESTARTED, RELOAD_UNCHANGED, RELOAD_ERROR,
+        RELOAD_LOADED, RELOAD_STOPPED, RELOAD_RESTARTED, RELOAD_UNCHANGED, RELOAD_ERROR, RELOAD_KEPT,
+        RELOAD_WHATS
 };
-typedef void control_reload_note(void *arg, enum control_reload_what what, const char *text);
+/* keys: with RELOAD_RESTARTED, the policy's keys and bindings that
+ * changed ("CallTimeout", "[Binding NOTES]"), one a line; else "". */
+typedef void control_reload_note(void *arg, enum control_reload_what what, const char *text, const char *keys);
 /* The end of a load: 0 with the gadget's name and a summary in msg, or
  * -errno with every error in msg ("FILE:LINE: ..." lines). */
 typedef void control_load_done(void *arg, int err, const char *name, const char *msg);

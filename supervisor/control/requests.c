@@ -43,6 +43,29 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->start = (char *)in->start;
         gi->active_ago_ms = in->active_ago_ms;
         gi->next_alarm_ms = in->next_alarm_ms;
+        gi->kept_errors = in->kept_errors;
+}
+
+/* text's lines as an array, in one allocation (free the array only);
+ * NULL with *n 0 for "" or when out of memory. */
+static char **split_lines(const char *text, size_t *n)
+{
+        size_t k = *text ? 1 : 0, len = strlen(text);
+        *n = 0;
+        for (const char *s = text; (s = strchr(s, '\n')); s++)
+                k++;
+        if (!k)
+                return NULL;
+        char **v = malloc(k * sizeof *v + len + 1);
+        if (!v)
+                return NULL;
+        char *copy = memcpy((char *)(v + k), text, len + 1);
+        for (char *s = copy, *nl; s; s = nl ? nl + 1 : NULL) {
+                if ((nl = strchr(s, '\n')))
+                        *nl = '\0';
+                v[(*n)++] = s;
+        }
+        return v;
 }
 
 static void load_done(void *arg, int e, const char *name, const char *msg)
@@ -89,7 +112,11 @@ static void on_restart(struct client *cl, const Control__Request *q)
         struct unit *u = find(cl, q->id, q->restart->name);
         if (!u)
                 return;
-        unit_restart(u);
+        /* Who asked, from the socket's peer credentials (never from
+         * anything the client says). */
+        char why[64];
+        snprintf(why, sizeof why, "gadgetctl restart by uid %u", (unsigned)cl->cred.uid);
+        unit_restart(u, why);
         client_done(cl, q->id, "restarting %s", unit_name(u));
 }
 
@@ -322,8 +349,10 @@ static void on_status(struct client *cl, const Control__Request *q)
         const char *unsent_why;
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
+        st.kept_errors = split_lines(in.kept_lines, &st.n_kept_errors);
         struct answer ans;
         client_send(cl, answer_status(&ans, q->id, &st));
+        free(st.kept_errors);
 out:
         free(ops);
         free(b);
@@ -370,13 +399,29 @@ static void on_call(struct client *cl, const Control__Request *q)
 
 /* Collects what a reload did into the answer's lists. */
 struct reload_lists {
-        char **v[5];
-        size_t n[5];
+        char **v[RELOAD_WHATS];
+        size_t n[RELOAD_WHATS];
+        Control__ReloadChanged *changed;  /* per restarted gadget whose keys are known */
+        size_t n_changed;
 };
 
-static void reload_note(void *arg, enum control_reload_what what, const char *text)
+static void reload_note(void *arg, enum control_reload_what what, const char *text, const char *keys)
 {
         struct reload_lists *l = arg;
+        if (what == RELOAD_RESTARTED && *keys) {
+                Control__ReloadChanged *nc = realloc(l->changed, (l->n_changed + 1) * sizeof *nc);
+                char *name = strdup(text);
+                if (nc)
+                        l->changed = nc;
+                if (nc && name) {
+                        control__reload_changed__init(&nc[l->n_changed]);
+                        nc[l->n_changed].name = name;
+                        nc[l->n_changed].keys = split_lines(keys, &nc[l->n_changed].n_keys);
+                        l->n_changed++;
+                } else {
+                        free(name);
+                }
+        }
         char **nv = realloc(l->v[what], (l->n[what] + 1) * sizeof *nv);
         if (!nv)
                 return;
@@ -401,9 +446,42 @@ static void on_reload(struct client *cl, const Control__Request *q)
         rr.unchanged = l.v[RELOAD_UNCHANGED];
         rr.n_errors = l.n[RELOAD_ERROR];
         rr.errors = l.v[RELOAD_ERROR];
+        /* The kept gadgets' errors, as their units hold them. */
+        size_t n_kept = l.n[RELOAD_KEPT];
+        Control__ReloadKept *kept = calloc(n_kept + 1, sizeof *kept);
+        Control__ReloadKept **kp = calloc(n_kept + 1, sizeof *kp);
+        if (!kept || !kp)
+                n_kept = 0;
+        for (size_t i = 0; i < n_kept; i++) {
+                struct unit *u = core_find(env->core, l.v[RELOAD_KEPT][i]);
+                struct unit_info in;
+                control__reload_kept__init(&kept[i]);
+                kept[i].name = l.v[RELOAD_KEPT][i];
+                if (u) {
+                        unit_info(u, &in);
+                        kept[i].path = unit_policy(u)->path;
+                        kept[i].errors = split_lines(in.kept_lines, &kept[i].n_errors);
+                }
+                kp[rr.n_kept++] = &kept[i];
+        }
+        rr.kept = kp;
+        Control__ReloadChanged **cp = calloc(l.n_changed + 1, sizeof *cp);
+        for (size_t i = 0; cp && i < l.n_changed; i++)
+                cp[rr.n_changed++] = &l.changed[i];
+        rr.changed = cp;
         struct answer ans;
         client_send(cl, answer_reload(&ans, q->id, &rr));
-        for (size_t k = 0; k < 5; k++) {
+        for (size_t i = 0; i < rr.n_kept; i++)
+                free(kept[i].errors);
+        free(kept);
+        free(kp);
+        for (size_t i = 0; i < l.n_changed; i++) {
+                free(l.changed[i].name);
+                free(l.changed[i].keys);
+        }
+        free(l.changed);
+        free(cp);
+        for (size_t k = 0; k < RELOAD_WHATS; k++) {
                 for (size_t i = 0; i < l.n[k]; i++)
                         free(l.v[k][i]);
                 free(l.v[k]);

@@ -98,6 +98,9 @@ struct unit {
         bool restart_pending;     /* start again once stopped */
         bool remove_when_stopped;
         bool from_dir;            /* loaded from the policy directory */
+        char *kept_errors;        /* its file's errors ("FILE:LINE: ..." lines) at the last reload that
+                                   * kept it on its policy, or NULL (unit_keep_policy) */
+        unsigned n_kept_errors;
         bool leased;              /* Store=postgresql: this node holds its lease */
         char owner[64];           /* not leased: the node that holds it, as last read */
         int64_t owner_epoch;

@@ -142,6 +142,7 @@ void unit_free(struct unit *u)
                 event_free(u->ev_idle);
         logbuf_free(&u->log);
         policy_free(u->policy);
+        free(u->kept_errors);
         free(u);
 }
 
@@ -568,7 +569,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-void unit_restart(struct unit *u)
+void unit_restart(struct unit *u, const char *why)
 {
         /* An idle gadget stays idle (its new policy applies at its next
          * start). */
@@ -585,7 +586,7 @@ void unit_restart(struct unit *u)
                 return;
         }
         u->restart_pending = true;
-        unit_stop(u, "restarted by gadgetctl");
+        unit_stop(u, why);
 }
 
 void unit_start_again(struct unit *u)
@@ -638,8 +639,16 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
         u->policy = p;
         u->policy_hash = o->hash;
         u->from_dir = u->from_dir || o->from_dir;
+        unit_keep_policy(u, NULL, 0);
         unit_events_policy(u);
-        unit_restart(u);
+        unit_restart(u, o->why ? o->why : "policy changed");
+}
+
+void unit_keep_policy(struct unit *u, const char *errors, unsigned n)
+{
+        free(u->kept_errors);
+        u->kept_errors = errors && n ? strdup(errors) : NULL;
+        u->n_kept_errors = u->kept_errors ? n : 0;
 }
 
 void unit_signal(struct unit *u, int sig)

@@ -51,6 +51,8 @@ struct unit_origin {
         uint64_t hash;              /* of the policy file's bytes */
         bool from_dir;              /* loaded from the policy directory */
         char *const *args;          /* replace the policy's Arguments (gadgetd run), or NULL */
+        const char *why;            /* replacing a policy: the restart's cause ("policy changed by
+                                     * reload"), NULL: "policy changed" */
 };
 
 /* Starts the worker. Failures leave the unit failed with the cause. */
@@ -77,8 +79,9 @@ int unit_prewarm(struct unit *u);
 /* Asks the gadget to stop: Shutdown, then SIGKILL after a grace period. */
 void unit_stop(struct unit *u, const char *why);
 void unit_kill(struct unit *u, const char *why);
-/* Stops the gadget if it runs, then starts it again. */
-void unit_restart(struct unit *u);
+/* Stops the gadget if it runs, then starts it again; why is the stop's
+ * cause ("gadgetctl restart by uid 0", "policy changed by reload"). */
+void unit_restart(struct unit *u, const char *why);
 /* gadgetctl start: a stopped or failed unit (and no other) starts again
  * as after its load, with a fresh backoff: Start=always now,
  * Start=on-demand idle (its caller wakes it). */
@@ -88,6 +91,10 @@ void unit_start_again(struct unit *u);
  * stops it is judged by the new policy (as its bindings are), so nothing
  * keeps the old one. */
 void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_origin *o);
+/* Notes that u's policy file has n errors now (errors: its lines,
+ * "FILE:LINE: ...", copied): u keeps the policy it runs, and its info says
+ * so until its policy is replaced or the note cleared (NULL, 0). */
+void unit_keep_policy(struct unit *u, const char *errors, unsigned n);
 /* Sends sig to the sandbox's PID 1, which passes it on to the program. */
 void unit_signal(struct unit *u, int sig);
 
@@ -130,6 +137,8 @@ struct unit_info {
         const char *start;          /* Start=: "always" or "on-demand" */
         uint64_t active_ago_ms;     /* since its last call or binding call; 0 if none yet */
         int64_t next_alarm_ms;      /* its next alarm or scheduled call, ms since the epoch; 0 if none known */
+        unsigned kept_errors;       /* its file's errors when a reload kept it on its policy; 0: none */
+        const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
 

@@ -56,6 +56,8 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .log_bytes_max = u->log_budget.bytes_max,
                 .start = policy_start_name(u->policy->start),
                 .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
+                .kept_errors = u->n_kept_errors,
+                .kept_lines = u->kept_errors ? u->kept_errors : "",
         };
         unit_events_info(u, out);
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);

@@ -72,12 +72,17 @@ static json_t *gadget_json(struct unit *u)
                 json_array_append_new(admin, json_string(p->admin_methods[i]));
         struct unit_info in;
         unit_info(u, &in);
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I}", "name", in.name,
+        /* A gadget a reload kept on its previous policy: its file and the
+         * count of its errors, never their text (they may quote the file,
+         * which the gateway's users need not read). */
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s}",
+                         "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
                          sigs, "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts, "gatekeeper",
                          p->gatekeeper, "admin_ui", p->admin_ui != NULL, "admin_methods", admin, "start", in.start,
-                         "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms);
+                         "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms,
+                         "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "");
 }
 
 static int cmp_name(const void *a, const void *b)

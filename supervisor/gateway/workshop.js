@@ -91,6 +91,10 @@
                         const head = el("div", "gadget-head");
                         head.append(el("span", "gadget-name", g.name), el("span", "state state-" + g.state, g.state));
                         li.append(head);
+                        if (g.kept_errors)
+                                li.append(el("div", "gadget-meta kept", "kept on its previous policy: " + g.kept_file +
+                                             " has " + g.kept_errors + (g.kept_errors === 1 ? " error" : " errors") +
+                                             " (gadgetctl status " + g.name + " lists them)"));
                         const admin = Array.isArray(g.admin_methods) ? g.admin_methods : [];
                         if (g.gatekeeper)
                                 li.append(el("div", "gadget-meta gatekeeper", "gatekeeper" +

@@ -85,6 +85,9 @@ def main():
                 f.seek(0)
                 f.write(text)
             policy(g.pol, "plain")
+            # A gadget whose file gets an error once it runs: kept on its
+            # previous policy, which its card says.
+            policy(g.pol, "kept")
             # The test gadget behind a UI (any page: the gateway gives it
             # gadget.call), for typed calls and broken results from a frame.
             policy(g.pol, "typed", "UI=%s\n" % os.path.join(EXAMPLES, "counter.html"))
@@ -109,7 +112,9 @@ def main():
             with open(os.path.join(g.pol, "tickets.policy"), "w") as f:
                 f.write(text)
             g.ctl("reload")
-            g.wait_ready("notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker", "tickets")
+            g.wait_ready("notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker", "tickets", "kept")
+            policy(g.pol, "kept", "Bogus=1\n")
+            g.ctl("reload")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)
             env = dict(os.environ, GATEWAY_URL=g.base, GATEWAY_TOKEN=g.token, CHROMIUM=CHROMIUM,
                        AUDIT_LOG=os.path.join(tmp, "state", "audit.log"),

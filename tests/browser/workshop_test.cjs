@@ -221,6 +221,15 @@ async function main() {
                 eq(await page.locator('li[data-name="plain"] button.open').count(), 0, "Open UI for a gadget without UI");
         });
 
+        await check("a gadget a reload kept on its previous policy says so on its card", async () => {
+                const kept = page.locator('li[data-name="kept"] .kept');
+                await kept.waitFor();
+                const text = await kept.textContent();
+                if (!/^kept on its previous policy: \/.*\/kept\.policy has 1 error \(gadgetctl status kept lists them\)$/.test(text))
+                        throw new Error("card: " + JSON.stringify(text));
+                eq(await page.locator('li[data-name="plain"] .kept').count(), 0, "a kept line on a gadget that runs its file's policy");
+        });
+
         const { handle, frame } = await openUi(page, "counter");
 
         await check("the UI runs in <iframe sandbox=\"allow-scripts\"> and nothing more", async () => {

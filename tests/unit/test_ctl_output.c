@@ -157,12 +157,23 @@ static void test_list(void)
         CHECK_STR(out,
                   "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
                   "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485,"
-                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0},"
+                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0},"
                   "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
                   "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0,"
-                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0}]\n",
+                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0}]\n",
                   "list JSON: an array of GadgetInfo objects");
         free(out);
+        /* A gadget kept on its previous policy: a POLICY column, and a note. */
+        gs[1]->kept_errors = 2;
+        CAPTURE(out, show_list(f, &l, false));
+        CHECK(out && strstr(out, "  CPU  POLICY\n") && strstr(out, "1.23s  -\n") && strstr(out, "-  kept: 2 errors\n") &&
+                      strstr(out, "kept: a reload left the gadget on its previous policy"),
+              "list: POLICY column while one is kept: %s", out);
+        free(out);
+        CAPTURE(out, show_list(f, &l, true));
+        CHECK(out && strstr(out, "\"kept_errors\":2}]"), "list JSON: kept_errors: %s", out);
+        free(out);
+        gs[1]->kept_errors = 0;
         l.n_gadgets = 0;
         CAPTURE(out, show_list(f, &l, true));
         CHECK_STR(out, "[]\n", "empty list JSON");
@@ -196,11 +207,11 @@ static void test_list_nodes(void)
                   "list: NODE column with the owner, - for none yet");
         free(out);
         CAPTURE(out, show_list(f, &l, true));
-        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"node\":\"a\",\"epoch\":1}") &&
-                      strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"node\":\"node-b\",\"epoch\":3}") &&
+        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"node\":\"a\",\"epoch\":1}") &&
+                      strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"node\":\"node-b\",\"epoch\":3}") &&
                       strstr(out, "\"cause\":\"waits for its lease in the store\",\"pid\":0,\"uptime_ms\":0,"
                                   "\"restarts\":0,\"calls\":0,\"memory_bytes\":0,\"tasks\":0,\"cpu_usec\":0,"
-                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0}]"),
+                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0}]"),
               "list JSON: node and epoch where a node runs it, neither where none does");
         free(out);
         /* Only the one waiting for its lease: still clustered. */
@@ -338,7 +349,7 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,"
+                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,\"kept_errors\":0,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","
@@ -346,7 +357,7 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\"}\n",
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[]}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
@@ -421,9 +432,59 @@ static void test_logs_done_reload(void)
         CAPTURE(out, show_reload(f, NULL, &r, true));
         CHECK_STR(out,
                   "{\"loaded\":[\"a\",\"b\"],\"stopped\":[],\"restarted\":[],\"unchanged\":[],"
-                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"]}\n",
+                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"],\"kept\":[],\"changed\":[]}\n",
                   "reload JSON");
         free(out);
+        /* A gadget kept on its previous policy: named on stdout, its
+         * file's errors under it on stderr, in JSON with name and path. */
+        {
+                Control__ReloadReport k = CONTROL__RELOAD_REPORT__INIT;
+                Control__ReloadKept kg = CONTROL__RELOAD_KEPT__INIT;
+                Control__ReloadKept *kgp = &kg;
+                char *kerr[] = { "/x/a.policy:2: bad", "/x/a.policy:5: worse" };
+                char *unchanged[] = { "b" };
+                kg.name = "a", kg.path = "/x/a.policy", kg.errors = kerr, kg.n_errors = 2;
+                k.kept = &kgp, k.n_kept = 1;
+                k.unchanged = unchanged, k.n_unchanged = 1;
+                size_t elen;
+                FILE *ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
+                CHECK_STR(out, "unchanged: b\nkept on its previous policy: a\n", "reload: the kept gadget named");
+                free(out);
+                free(err);
+                /* A restarted gadget with the keys that changed. */
+                Control__ReloadChanged ch = CONTROL__RELOAD_CHANGED__INIT;
+                Control__ReloadChanged *chp = &ch;
+                char *keys[] = { "CallTimeout", "[Binding N]" };
+                char *restarted[] = { "c", "d" };
+                ch.name = "c", ch.keys = keys, ch.n_keys = 2;
+                k.changed = &chp, k.n_changed = 1;
+                k.restarted = restarted, k.n_restarted = 2;
+                ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
+                CHECK(out && strstr(out, "restarted: c (CallTimeout, [Binding N]), d\n"), "reload: changed keys: %s", out);
+                free(out);
+                CAPTURE(out, show_reload(f, NULL, &k, true));
+                CHECK(out && strstr(out, "\"changed\":[{\"name\":\"c\",\"keys\":[\"CallTimeout\",\"[Binding N]\"]}]"),
+                      "reload JSON: changed: %s", out);
+                free(out);
+                free(err);
+                k.changed = NULL, k.n_changed = 0, k.restarted = NULL, k.n_restarted = 0;
+                ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
+                CHECK_STR(err, "kept a on its previous policy: /x/a.policy has 2 errors:\n"
+                          "  /x/a.policy:2: bad\n  /x/a.policy:5: worse\n", "reload: its errors under it");
+                free(out);
+                free(err);
+                CAPTURE(out, show_reload(f, NULL, &k, true));
+                CHECK(out && strstr(out, "\"kept\":[{\"name\":\"a\",\"path\":\"/x/a.policy\",\"errors\":"
+                                         "[\"/x/a.policy:2: bad\",\"/x/a.policy:5: worse\"]}]"),
+                      "reload JSON: kept with name, path, errors: %s", out);
+                free(out);
+        }
         char *two[] = { "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \x1b" };
         r.errors = two;
         {

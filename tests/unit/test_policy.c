@@ -935,6 +935,28 @@ static void test_many_errors(void)
         policy_errors_clear(&e);
         CHECK(e.n == 0 && e.msgs == NULL, "errors cleared");
 
+        /* In line order, though the whole file's checks (no Exec=, on the
+         * [Gadget] line) and a section's (no Method=, on its header) come
+         * after the lines below them. */
+        static const char late[] =
+                "[Gadget]\n"                    /* 1: no Exec= */
+                "Name=t\n"                      /* 2 */
+                "Bogus=1\n"                     /* 3 */
+                "[Binding W]\n"                 /* 4: no Method= */
+                "Type=alarm\n"                  /* 5 */
+                "MaxAlarms=0\n";                /* 6 */
+        r = parse(late, &p, &e);
+        CHECK(r == -EINVAL && e.n == 4, "late checks' errors collected (%zu)", e.n);
+        for (size_t i = 1; i < e.n; i++)
+                CHECK(strtoul(strchr(e.msgs[i - 1], ':') + 1, NULL, 10) <= strtoul(strchr(e.msgs[i], ':') + 1, NULL, 10),
+                      "errors in line order: %s before %s", e.msgs[i - 1], e.msgs[i]);
+        if (e.n == 4)
+                CHECK(error_is(e.msgs[0], 1, "has no Exec=") && error_is(e.msgs[3], 6, "MaxAlarms"),
+                      "first the [Gadget] line's, last line 6's");
+        else
+                dump_errors(&e);
+        policy_errors_clear(&e);
+
         /* Appends to what errs already holds; NULL errs is allowed. */
         parse("[Gadget]\n", &p, &e);
         parse("[Gadget]\n", &p, &e);
@@ -994,8 +1016,8 @@ static void test_load(void)
                 { 5, "MemoryMax=\"64Q\"" },
                 { 6, "SystemLibraries=\"maybe\"" },
                 { 7, "Schedule=: calendar event \"Mon..Fri 25:00\": hour 25 is out of range (0..23)" },
-                { 10, "key Target is not valid for a binding of type http" },
                 { 9, "binding API of type http has no Allow=" },
+                { 10, "key Target is not valid for a binding of type http" },
                 { 13, "duplicate binding API (first on line 9)" },
         };
         CHECK(e.n == sizeof(bad) / sizeof(bad[0]), "bad.policy: %zu errors", e.n);
@@ -1031,7 +1053,7 @@ static void test_redact(void)
         int r = policy_load_fd(fd, "bad.policy", POLICY_REDACT, &p, &e, &hash);
         static const char *const secret[] = { "Notes", "bin/notes", "64Q", "maybe", "tidy", "25:00", "hour",
                                               "Target", "API", "http" };
-        static const unsigned lines[] = { 3, 4, 5, 6, 7, 10, 9, 13 };
+        static const unsigned lines[] = { 3, 4, 5, 6, 7, 9, 10, 13 };
 
         CHECK(fd >= 0 && r == -EINVAL && p == SENTINEL && e.n == 8, "bad.policy refused, redacted (%zu)", e.n);
         for (size_t i = 0; i < e.n && i < 8; i++) {
@@ -1164,6 +1186,38 @@ out:
         free(again);
         policy_free(p);
         policy_free(q);
+/* policy_changed: the keys and bindings whose values differ, those set
+ * in only one of the files included; comments, blanks and order are no
+ * change. */
+static void test_changed(void)
+{
+        struct policy *a = expect_ok(HEAD "CallTimeout=5s\nEnvironment=A=1\nEnvironment=B=2\n[Binding N]\nType=kv\n"
+                                     "[Binding T]\nType=text\nValue=x\n", "policy a");
+        struct policy *same = expect_ok("# a comment\n" HEAD "Environment=A=1\nEnvironment=B=2\nCallTimeout=5s\n\n"
+                                        "[Binding T]\nType=text\nValue=x\n[Binding N]\nType=kv\n", "policy a, moved");
+        struct policy *b = expect_ok(HEAD "CallTimeout=6s\nEnvironment=A=1\nEnvironment=B=3\nMemoryMax=1M\n"
+                                     "[Binding N]\nType=kv\n[Binding T]\nType=text\nValue=y\n", "policy b");
+        struct policy *c = expect_ok(HEAD "CallTimeout=5s\nEnvironment=A=1\nEnvironment=B=2\n[Binding N]\nType=kv\n",
+                                     "policy c");
+        const char *out[8];
+        size_t n;
+
+        if (!a || !same || !b || !c)
+                goto out;
+        CHECK(policy_changed(a, same, out, 8) == 0, "comments, blank lines and order change nothing");
+        n = policy_changed(a, b, out, 8);
+        CHECK(n == 4 && strcmp(out[0], "CallTimeout") == 0 && strcmp(out[1], "Environment") == 0 &&
+                      strcmp(out[2], "MemoryMax") == 0 && strcmp(out[3], "[Binding T]") == 0,
+              "a value, a repeated key's, a new key, a binding's key changed (%zu: %s ...)", n, n ? out[0] : "");
+        n = policy_changed(a, c, out, 8);
+        CHECK(n == 1 && strcmp(out[0], "[Binding T]") == 0, "a binding removed (%zu)", n);
+        n = policy_changed(c, a, out, 1);
+        CHECK(n == 1 && strcmp(out[0], "[Binding T]") == 0, "a binding added, at most max");
+out:
+        policy_free(a);
+        policy_free(same);
+        policy_free(b);
+        policy_free(c);
 }
 
 int main(void)
@@ -1192,6 +1246,7 @@ int main(void)
         test_schedule();
         test_alarm();
         test_format();
+        test_changed();
         fixtures_remove();
         return tap_done();
 }

@@ -125,6 +125,38 @@ static void test_response(void)
         CHECK(validate_control_response(&r, why, sizeof why) == 0, "an error answer: %s", why);
         e.message = "\xfe";
         CHECK(validate_control_response(&r, why, sizeof why) < 0, "an error answer that is not UTF-8: %s", why);
+        /* A reload's kept gadget: a gadget's name, its errors as text. */
+        Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
+        Control__ReloadKept k = CONTROL__RELOAD_KEPT__INIT;
+        Control__ReloadKept *kp = &k;
+        char *errs[] = { "a.policy:3: bad" };
+        k.name = "a";
+        k.path = "a.policy";
+        k.errors = errs;
+        k.n_errors = 1;
+        rr.kept = &kp;
+        rr.n_kept = 1;
+        r.resp_case = CONTROL__RESPONSE__RESP_RELOAD;
+        r.reload = &rr;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a reload report with a kept gadget: %s", why);
+        k.name = "a b";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "invalid name"),
+              "a kept gadget of an invalid name: %s", why);
+        k.name = "a";
+        errs[0] = "\xfe";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "kept gadget a"),
+              "a kept gadget's errors not UTF-8: %s", why);
+        errs[0] = "a.policy:3: bad";
+        Control__ReloadChanged c = CONTROL__RELOAD_CHANGED__INIT;
+        Control__ReloadChanged *cp = &c;
+        char *keys[] = { "CallTimeout" };
+        c.name = "a", c.keys = keys, c.n_keys = 1;
+        rr.changed = &cp;
+        rr.n_changed = 1;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a reload report with changed keys: %s", why);
+        c.name = "";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "changed gadget of an invalid name"),
+              "a changed gadget without a name: %s", why);
         r.resp_case = 99;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown"),
               "an answer of an unknown kind: %s", why);
