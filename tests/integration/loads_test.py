@@ -8,6 +8,7 @@ file again and refuses a file with errors, the gadget running on.
 Usage: loads_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
 import json
 import os
+import sys
 
 from harness import Daemon, check, main, policy, test, wait_for
 
@@ -166,4 +167,4 @@ def restart_no_block_answers_at_once(tmp):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
