@@ -86,7 +86,7 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
         }
         if (u) {
                 *what = RELOAD_RESTARTED;
-                snprintf(msg, len, "%s changed: restarting", p->name);
+                snprintf(msg, len, "restarting %s on its changed policy", p->name);
                 unit_replace_policy(u, p, &o);
                 return 0;
         }

@@ -128,8 +128,9 @@ static void later_done(void *arg, int e, const char *name, const char *msg)
         struct later *w = arg;
         uint64_t id = w->ans->id;
         char text[8192];
-        /* "restarting NAME ..." becomes "restarted NAME ...: ready". */
-        if (e >= 0 && w->restart && !w->no_block && strncmp(msg, "restarting ", 11) == 0)
+        /* "restarting NAME ..." (a restart, a load of a changed file)
+         * becomes "restarted NAME ...: ready". */
+        if (e >= 0 && !w->no_block && strncmp(msg, "restarting ", 11) == 0)
                 snprintf(text, sizeof text, "restarted %s", msg + 11);
         else
                 snprintf(text, sizeof text, "%s", msg);

@@ -72,7 +72,9 @@ def load_on_demand_is_idle(tmp):
 
 
 @test
-def load_of_stopped_unchanged_says_started(tmp):
+def load_says_what_it_did(tmp):
+    """A stopped gadget's unchanged file starts it, and says so; a running
+    one's is left; a changed one restarts it."""
     with Daemon(tmp) as d:
         pol = policy(extra_dir(tmp), "t", "")
         check(d.ctl("load", pol).returncode == 0, "first load")
@@ -83,6 +85,10 @@ def load_of_stopped_unchanged_says_started(tmp):
         r = d.ctl("load", pol)
         check(r.returncode == 0 and r.stdout.strip() == "t is already loaded and unchanged: ready",
               "load of a running one: %r" % (r,))
+        policy(extra_dir(tmp), "t", "TasksMax=32\n")
+        r = d.ctl("load", pol)
+        check(r.returncode == 0 and r.stdout.strip() == "restarted t on its changed policy: ready",
+              "load of a changed file: %r" % (r,))
 
 
 @test
