@@ -87,6 +87,14 @@ static void ready_done(void *arg, uint64_t id, const Gadget__Value *res, int cod
         free(text);
 }
 
+/* Answers text with u's state now (another node's, say). */
+static void answer_state(struct client *cl, uint64_t id, struct unit *u, const char *text)
+{
+        struct unit_info in;
+        unit_info(u, &in);
+        client_done(cl, id, "%s: %s", text, in.state);
+}
+
 /* Answers text once gadget name is ready (its start under way), or at
  * once for one that is ready, idle (Start=on-demand) or another node's. */
 static void answer_when_ready(struct later *w, uint64_t id, const char *name, const char *text)
@@ -113,13 +121,10 @@ static void answer_when_ready(struct later *w, uint64_t id, const char *name, co
                 client_done(cl, id, "%s: idle (starts at its first call)", text);
         else if (u && unit_state_of(u) == UNIT_READY)
                 client_done(cl, id, "%s: ready", text);
-        else if (u) {
-                struct unit_info in;
-                unit_info(u, &in);
-                client_done(cl, id, "%s: %s", text, in.state);
-        }
-        else
+        else if (!u)
                 client_done(cl, id, "%s", text);
+        else
+                answer_state(cl, id, u, text);
 }
 
 /* A load or restart was done (the daemon's): answer now, or once ready. */
