@@ -119,6 +119,28 @@ def load_persists_across_gadgetd_restart(tmp):
 
 
 @test
+def recorded_load_read_with_its_loaders_rights(tmp):
+    """At the next start a recorded file is read with the rights of the
+    user who loaded it: one she can no longer read is skipped (and named),
+    while root's own file of the same mode loads."""
+    extra = extra_dir(tmp)
+    hers, roots = policy(extra, "hers", ""), policy(extra, "roots", "")
+    d = Daemon(tmp, extra=["--group", "nogroup"])
+    with d:
+        r = d.ctl("load", hers, user=(65534, 65534))
+        check(r.returncode == 0, "load as a member of the control group: %r" % (r,))
+        check(d.ctl("load", roots).returncode == 0, "load as root")
+        d.stop()
+        os.chmod(hers, 0o600)
+        os.chmod(roots, 0o600)
+        d.start()
+        wait_for(lambda: d.state("roots") == "ready", what="root's load again")
+        check("hers" not in d.list(), "a file its loader cannot read was loaded: %r" % sorted(d.list()))
+        log = d.logtext()
+        check("%s: cannot open: Permission denied" % hers in log, "the log does not name it: %s" % log[-2000:])
+
+
+@test
 def runtime_load_replaces_the_record(tmp):
     """A later load of the same name replaces its record: --runtime drops it."""
     pol = policy(extra_dir(tmp), "t", "")
