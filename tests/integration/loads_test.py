@@ -179,6 +179,12 @@ def restart_rereads_the_policy(tmp):
         st = status(d, "t")
         check("TasksMax=32" in st["limits"] and st["state"] == "ready" and st["pid"] == pid,
               "after the refused restart: %r" % st)
+        # A file that now names another gadget is refused too.
+        with open(pol, "w") as f:
+            f.write("[Gadget]\nName=other\nExec=%s\n" % os.environ["TESTGADGET"])
+        r = d.ctl("restart", "t")
+        check(r.returncode == 1 and 'now names gadget "other"' in r.stderr, "restart, renamed: %r" % (r,))
+        check(status(d, "t")["pid"] == pid and "other" not in d.list(), "after the renamed file's refusal")
 
 
 @test
