@@ -80,7 +80,7 @@ def gadget(name, d, pol, gname, caller=None):
     procs = []
 
     def start():
-        d.ctl("load", pol)  # `yes` never says hello: it stays starting (until StartTimeout=)
+        d.ctl("load", "--no-block", pol)  # `yes` never says hello: it stays starting (until StartTimeout=)
         d.wait_state(gname, ("starting", "ready"))
         if caller:
             procs.append(subprocess.Popen(caller, stdout=subprocess.DEVNULL))

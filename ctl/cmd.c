@@ -157,7 +157,7 @@ static int check_name(const struct ctl *ctl, const char *name)
         return CTL_EXIT_USAGE;
 }
 
-/* stop, restart, wake, start, unload, cat, status: a request naming one gadget. */
+/* stop, wake, start, unload, cat, status: a request naming one gadget. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
                         Control__Response__RespCase want)
 {
@@ -171,8 +171,6 @@ static int name_request(const struct ctl *ctl, const char *name, Control__Reques
         req.req_case = kind;
         if (kind == CONTROL__REQUEST__REQ_STOP)
                 req.stop = &n;
-        else if (kind == CONTROL__REQUEST__REQ_RESTART)
-                req.restart = &n;
         else if (kind == CONTROL__REQUEST__REQ_WAKE)
                 req.wake = &n;
         else if (kind == CONTROL__REQUEST__REQ_START)
@@ -220,6 +218,8 @@ static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
                 return CTL_EXIT_FAILED;
         }
         load.path = path;
+        load.runtime = a->runtime;
+        load.no_block = a->no_block;
         req.req_case = CONTROL__REQUEST__REQ_LOAD;
         req.load = &load;
         st = request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
@@ -234,8 +234,17 @@ static int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART,
-                            CONTROL__RESPONSE__RESP_DONE);
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        int st = check_name(ctl, a->pos[0]);
+
+        if (st != CTL_EXIT_OK)
+                return st;
+        n.name = a->pos[0];
+        n.no_block = a->no_block;
+        req.req_case = CONTROL__REQUEST__REQ_RESTART;
+        req.restart = &n;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
 static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
@@ -515,16 +524,26 @@ static int cmd_deny(const struct ctl *ctl, const struct cmd_args *a)
 }
 
 const struct command cmd_commands[] = {
-        { "load", cmd_load, 1, 1, "h", "FILE",
+        { "load", cmd_load, 1, 1, "hRB", "FILE [--runtime] [--no-block]",
           "validate a policy file, then load and start it",
           "Every FILE:LINE error is printed and nothing is sent if the file is invalid.\n"
-          "gadgetd is given the file's absolute path and reads it itself.\n" },
+          "gadgetd is given the file's absolute path and reads it itself. It answers\n"
+          "once the gadget is ready (a Start=on-demand one: idle), or with why it did\n"
+          "not start (exit status 1), within its StartTimeout. gadgetd records the\n"
+          "path and loads it again at its next start, after the policy directory.\n"
+          "      --runtime   load it only until gadgetd restarts (drops its record)\n"
+          "      --no-block  answer once it is loaded, not once it is ready\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
         { "start", cmd_start, 1, 1, "h", "NAME", "start a stopped or failed gadget",
           "A gadget that runs already is left as it is (exit status 0, and says so).\n"
           "An idle gadget (Start=on-demand) is woken, as by wake: the answer comes\n"
           "once it is ready. A stopping gadget is refused: start it once stopped.\n" },
-        { "restart", cmd_restart, 1, 1, "h", "NAME", "stop a gadget and start it again", "" },
+        { "restart", cmd_restart, 1, 1, "hB", "NAME [--no-block]",
+          "read a gadget's policy file again, stop it and start it",
+          "If the file now has errors, they are printed (FILE:LINE) and the gadget\n"
+          "keeps running on its current policy. Answers once the gadget is ready, or\n"
+          "with why it did not start (exit status 1).\n"
+          "      --no-block  answer once the restart is asked, not once it is ready\n" },
         { "unload", cmd_unload, 1, 1, "h", "NAME", "stop a gadget added by load and forget it",
           "It leaves the list once stopped. A gadget whose file is in the policy directory\n"
           "is refused: remove its file and run reload (stop stops it until then).\n" },

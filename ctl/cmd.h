@@ -30,7 +30,11 @@ struct cmd_args {
         bool lines_set;
         bool follow;    /* logs -f */
         bool always;    /* approve --always */
+        bool runtime;   /* load --runtime */
+        bool no_block;  /* load, restart --no-block */
 };
+/* getopt values of the long-only options (a command's opts name them 'R', 'B'). */
+enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help

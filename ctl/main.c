@@ -107,14 +107,25 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
+                /* Long only: in a command's opts as 'R' and 'B', never in
+                 * its getopt string. */
+                { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
+                { "no-block", no_argument, NULL, CMD_OPT_NO_BLOCK },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
         char optstring[16], opt[4];
         int o;
+        size_t k = 0;
 
-        snprintf(optstring, sizeof(optstring), "%s:j%s", c->opts[0] == '+' ? "+" : "",
-                 c->opts + (c->opts[0] == '+'));
+        if (c->opts[0] == '+')
+                optstring[k++] = '+';
+        optstring[k++] = ':';
+        optstring[k++] = 'j';
+        for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
+                if (*s != 'R' && *s != 'B')
+                        optstring[k++] = *s;
+        optstring[k] = '\0';
         opterr = 0;
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -122,6 +133,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 if ((o == 'n' || o == 'f' || o == 'a') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
                                            o == 'n' ? "--lines" : o == 'f' ? "--follow" : "--always");
+                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')))
+                        return usage_error(ctl, c->name, "unknown option",
+                                           o == CMD_OPT_RUNTIME ? "--runtime" : "--no-block");
                 switch (o) {
                 case 'h':
                         command_usage(c, stdout);
@@ -139,6 +153,12 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case 'f':
                         a.follow = true;
+                        break;
+                case CMD_OPT_RUNTIME:
+                        a.runtime = true;
+                        break;
+                case CMD_OPT_NO_BLOCK:
+                        a.no_block = true;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

@@ -157,20 +157,28 @@ static int check_call_origin(const Control__Call *c, char *why, size_t len)
 int validate_control_request(const Control__Request *q, char *why, size_t len)
 {
         const char *name = NULL;
+        bool no_block = false;  /* of a Name other than restart's */
         switch (q->req_case) {
         case CONTROL__REQUEST__REQ_LOAD:
                 if (q->load->path[0] != '/' || strlen(q->load->path) > 4096 || !utf8(q->load->path)) {
                         snprintf(why, len, "load needs an absolute path");
                         return -EINVAL;
                 }
+                /* Why: gadgetd keeps the paths it loads one a line
+                 * (system/loads.c); no path splits or forges a line. */
+                for (const char *c = q->load->path; *c; c++)
+                        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+                                snprintf(why, len, "load's path holds a control character");
+                                return -EINVAL;
+                        }
                 return 0;
-        case CONTROL__REQUEST__REQ_STOP: name = q->stop->name; break;
+        case CONTROL__REQUEST__REQ_STOP: name = q->stop->name; no_block = q->stop->no_block; break;
         case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
-        case CONTROL__REQUEST__REQ_WAKE: name = q->wake->name; break;
-        case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; break;
-        case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
-        case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; break;
-        case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; break;
+        case CONTROL__REQUEST__REQ_WAKE: name = q->wake->name; no_block = q->wake->no_block; break;
+        case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; no_block = q->status->no_block; break;
+        case CONTROL__REQUEST__REQ_START: name = q->start->name; no_block = q->start->no_block; break;
+        case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; no_block = q->unload->no_block; break;
+        case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
         case CONTROL__REQUEST__REQ_KILL:
                 name = q->kill->name;
                 /* Why: PID 1 of the sandbox takes the signals it does not
@@ -219,6 +227,10 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         }
         if (!gadget_name_ok(name)) {
                 snprintf(why, len, "invalid gadget name");
+                return -EINVAL;
+        }
+        if (no_block) {
+                snprintf(why, len, "no_block goes with restart (and load) only");
                 return -EINVAL;
         }
         return 0;

@@ -24,6 +24,7 @@
 #include "system/log.h"
 #include "system/notify.h"
 #include "system/loader.h"
+#include "system/loads.h"
 #include "system/peercred.h"
 #include "alarms/alarms.h"
 #include "core/core.h"
@@ -99,8 +100,10 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
                 /* A reload leaves it as it is, stopped or failed too; only
                  * an explicit load asks for it to run again. */
                 enum unit_state st = unit_state_of(u);
-                if (!from_dir && (st == UNIT_STOPPED || st == UNIT_FAILED))
+                if (!from_dir && (st == UNIT_STOPPED || st == UNIT_FAILED)) {
                         unit_restart(u, "gadgetctl load");
+                        snprintf(msg, len, "started %s (policy unchanged)", p->name);
+                }
                 /* Its file holds the policy it runs again. */
                 unit_keep_policy(u, NULL, 0);
                 policy_free(p);
@@ -108,7 +111,7 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
         }
         if (u) {
                 *what = RELOAD_RESTARTED;
-                snprintf(msg, len, "%s changed: restarting", p->name);
+                snprintf(msg, len, "restarting %s on its changed policy", p->name);
                 changed_keys(unit_policy(u), p, from_dir, keys, keys_len, why, sizeof why);
                 unit_replace_policy(u, p, &o);
                 return 0;
@@ -129,34 +132,168 @@ static int install(struct daemon *d, struct policy *p, uint64_t hash, bool from_
 /* A load request's file has been read: install it, answer the caller. */
 struct load_req {
         struct daemon *d;
+        bool runtime;              /* gadgetctl load --runtime: not recorded */
+        uid_t uid;                 /* who loads it, for its record */
+        gid_t gid;
         control_load_done *done;
         void *arg;
 };
+
+/* A load's record in the state directory (system/loads.h): made, or
+ * dropped for a load --runtime of the name. What became of it goes at the
+ * end of the answer, failures too: a load is never forgotten silently. */
+static void load_persist(struct load_req *r, const char *name, const char *path, char *out, size_t len)
+{
+        struct unit *u = core_find(r->d->core, name);
+        size_t n = strlen(out);
+        int e;
+        if (!u || unit_from_dir(u))  /* the policy directory's: loaded at each start anyway */
+                return;
+        if (r->runtime)
+                e = loads_forget(r->d->cfg.state_dir, name);
+        else
+                e = loads_record(r->d->cfg.state_dir, name, path, r->uid, r->gid);
+        if (e < 0) {
+                log_msg(L_ERR, name, "cannot %s its load in %s/%s: %s", r->runtime ? "drop" : "record",
+                        r->d->cfg.state_dir, LOADS_FILE, strerror(-e));
+                snprintf(out + n, len - n, r->runtime ? " (until gadgetd restarts; but its earlier record could not be "
+                                                        "dropped: %s)"
+                                                      : " (until gadgetd restarts only: it could not be recorded: %s)",
+                         strerror(-e));
+        } else if (r->runtime) {
+                snprintf(out + n, len - n, " (until gadgetd restarts: --runtime)");
+        }
+}
 
 static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const char *msg)
 {
         struct load_req *r = arg;
         char out[8192];
         char *name = NULL;
+        char *path = p ? strdup(p->path) : NULL;
         enum control_reload_what what;
+        if (err >= 0 && !path) {
+                policy_free(p);
+                p = NULL;
+                err = -ENOMEM;
+                msg = "out of memory";
+        }
         if (err >= 0)
                 err = install(r->d, p, hash, false, &what, &name, NULL, 0, out, sizeof out);
+        if (err >= 0 && name)
+                load_persist(r, name, path, out, sizeof out);
         r->done(r->arg, err, name, err < 0 && !p ? msg : out);
+        free(path);
         free(name);
         free(r);
 }
 
 /* The control socket's load (struct control_env). */
-static int load(void *arg, const char *path, const struct peercred *cred, control_load_done *done, void *done_arg)
+static int load(void *arg, const char *path, bool runtime, const struct peercred *cred, control_load_done *done,
+                void *done_arg)
 {
         struct daemon *d = arg;
         struct load_req *r = malloc(sizeof *r);
         int e;
         if (!r)
                 return -ENOMEM;
-        *r = (struct load_req){ .d = d, .done = done, .arg = done_arg };
+        *r = (struct load_req){ .d = d, .runtime = runtime, .uid = cred->uid, .gid = cred->gid, .done = done,
+                                .arg = done_arg };
         if ((e = loader_start(&d->loader, path, cred, load_read, r)) < 0)
                 free(r);
+        return e;
+}
+
+/* A restart's policy file, read again. */
+struct restart_req {
+        struct daemon *d;
+        char *name;
+        char why[64];               /* the stop's cause: who asked, from the socket's credentials */
+        control_load_done *done;
+        void *arg;
+};
+
+/* Restarts the gadget on what its file holds now; a file with errors, or
+ * one that names another gadget, leaves it as it is. */
+static void restart_read(void *arg, int err, struct policy *p, uint64_t hash, const char *msg)
+{
+        struct restart_req *r = arg;
+        struct unit *u = core_find(r->d->core, r->name);
+        char out[8192];
+        if (!u) {
+                policy_free(p);
+                snprintf(out, sizeof out, "gadget \"%s\" was unloaded while its policy file was read", r->name);
+                err = -ENOENT;
+        } else if (err < 0) {
+                snprintf(out, sizeof out, "restart of %s refused: its policy file has errors, and it keeps its "
+                         "current policy:\n%s", r->name, msg);
+        } else if (strcmp(p->name, r->name) != 0) {
+                snprintf(out, sizeof out, "restart of %s refused: %s now names gadget \"%s\" (load it to add that "
+                         "gadget); %s keeps its current policy", r->name, p->path, p->name, r->name);
+                policy_free(p);
+                err = -EINVAL;
+        } else if (hash == unit_policy_hash(u)) {
+                policy_free(p);
+                unit_restart(u, r->why);
+                snprintf(out, sizeof out, "restarting %s", r->name);
+        } else {
+                const struct unit_origin o = { .hash = hash, .from_dir = unit_from_dir(u), .why = r->why };
+                log_msg(L_INFO, r->name, "restart: its policy file changed, restarting on it");
+                unit_replace_policy(u, p, &o);
+                snprintf(out, sizeof out, "restarting %s on its changed policy", r->name);
+        }
+        if (err < 0 && u)
+                log_msg(L_WARN, r->name, "%s", out);
+        r->done(r->arg, err, r->name, out);
+        status_changed(r->d);
+        free(r->name);
+        free(r);
+}
+
+/* The control socket's forget (struct control_env): gadgetctl unload. */
+static int forget(void *arg, const char *name)
+{
+        struct daemon *d = arg;
+        return loads_forget(d->cfg.state_dir, name);
+}
+
+/* The control socket's restart (struct control_env): the file is read
+ * again as a load reads it, with the requester's rights; the policy
+ * directory's as a reload reads it (gadgetd's own, links followed). */
+static int restart(void *arg, const char *name, const struct peercred *cred, control_load_done *done,
+                   void *done_arg)
+{
+        struct daemon *d = arg;
+        struct unit *u = core_find(d->core, name);
+        struct restart_req *r = malloc(sizeof *r);
+        int e = 0;
+        if (!u)
+                e = -ENOENT;
+        else if (!r || !(r->name = strdup(name)))
+                e = -ENOMEM;
+        if (e < 0) {
+                free(r);
+                return e;
+        }
+        r->d = d;
+        r->done = done;
+        r->arg = done_arg;
+        /* Who asked, from the socket's peer credentials (never from
+         * anything the client says). */
+        snprintf(r->why, sizeof r->why, "gadgetctl restart by uid %u", (unsigned)cred->uid);
+        const char *path = unit_policy(u)->path;
+        if (unit_from_dir(u)) {
+                struct policy *p = NULL;
+                uint64_t hash = 0;
+                char msg[8192];
+                e = loader_read(path, NULL, true, &p, &hash, msg, sizeof msg);
+                restart_read(r, e, p, hash, msg);
+                return 0;
+        }
+        if ((e = loader_start(&d->loader, path, cred, restart_read, r)) < 0) {
+                free(r->name);
+                free(r);
+        }
         return e;
 }
 
@@ -267,6 +404,40 @@ static void reload(void *arg, control_reload_note *note, void *note_arg)
         for (size_t i = 0; i < n; i++)
                 free(files[i]);
         free(files);
+        status_changed(d);
+}
+
+/* At start, after the policy directory: the files gadgetctl load added
+ * before (system/loads.h), each read with its loader's rights. One that is
+ * gone or now has errors is logged, naming its file, and skipped. */
+static void load_recorded(struct daemon *d)
+{
+        struct loads_entry *v;
+        size_t n, bad;
+        char msg[8192];
+        int e = loads_read(d->cfg.state_dir, &v, &n, &bad);
+        if (e < 0) {
+                log_msg(L_ERR, NULL, "cannot read the recorded loads %s/%s: %s", d->cfg.state_dir, LOADS_FILE,
+                        strerror(-e));
+                return;
+        }
+        if (bad)
+                log_msg(L_WARN, NULL, "%s/%s: %zu lines are not records of a load, skipped", d->cfg.state_dir,
+                        LOADS_FILE, bad);
+        for (size_t i = 0; i < n; i++) {
+                struct peercred cred = { .uid = v[i].uid, .gid = v[i].gid };
+                struct policy *p = NULL;
+                uint64_t hash = 0;
+                enum control_reload_what what;
+                e = loader_read(v[i].path, v[i].uid ? &cred : NULL, false, &p, &hash, msg, sizeof msg);
+                if (e >= 0)
+                        e = install(d, p, hash, false, &what, NULL, NULL, 0, msg, sizeof msg);
+                if (e < 0)
+                        log_msg(L_ERR, v[i].name, "not loaded again (gadgetctl load of %s): %s", v[i].path, msg);
+                else
+                        log_msg(L_INFO, v[i].name, "loaded again from %s (gadgetctl load)", v[i].path);
+        }
+        loads_free(v, n);
         status_changed(d);
 }
 
@@ -412,7 +583,8 @@ static int open_control(struct daemon *d)
 {
         const struct control_env env = {
                 .base = d->base, .core = d->core, .socket_path = d->cfg.socket_path, .group = d->cfg.group,
-                .group_gid = d->group_gid, .limits = d->cfg.control, .load = load, .reload = reload, .arg = d,
+                .group_gid = d->group_gid, .limits = d->cfg.control, .load = load, .restart = restart,
+                .forget = forget, .reload = reload, .arg = d,
         };
         int e = control_open(&env, &d->control);
         if (e < 0)
@@ -509,6 +681,7 @@ int daemon_main(int argc, char **argv)
         log_msg(L_INFO, NULL, "policy directory %s, state directory %s, control socket %s",
                 d.cfg.policy_dir, d.cfg.state_dir, d.cfg.socket_path);
         reload(&d, NULL, NULL);
+        load_recorded(&d);
         /* Loaded and listening: systemd may order the next units after us. */
         notify_ready(d.notify);
         event_base_dispatch(d.base);

@@ -2,7 +2,8 @@
 of `gadgetctl --help` against what _gadgetctl completes after
 "gadgetctl ", by bash itself, with the built gadgetctl first on PATH (the
 completion reads gadgetctl's help); and what each command takes, read from
-its own --help: "--always" after "gadgetctl approve 1 --", the gadgets
+its own --help: "--always" after "gadgetctl approve 1 --", "--runtime"
+after "gadgetctl load FILE --", the gadgets
 after "gadgetctl COMMAND " for every command whose usage starts with NAME
 (the gadget list stubbed: no gadgetd runs here). GADGETCTL and
 SOURCE_ROOT from meson."""
@@ -48,6 +49,11 @@ def main():
     got, line = complete("approve", "1", "--")
     if "--always" not in got:
         print("FAIL: %r completes %s, without --always" % (line, sorted(got)))
+        bad = 1
+    # Long options without a short one ("      --runtime" lines) too.
+    got, line = complete("load", "x.policy", "--")
+    if not {"--runtime", "--no-block"} <= got:
+        print("FAIL: %r completes %s, without --runtime and --no-block" % (line, sorted(got)))
         bad = 1
     named = [c for c in sorted(commands) if re.search(r"\] %s NAME\b" % c, usage(c))]
     for c in named:

@@ -2,6 +2,7 @@
  * per request kind (load, stop, restart, list, status, call, logs, reload). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -56,10 +57,22 @@ struct control_env {
         gid_t group_gid;           /* (gid_t)-1 if the group does not exist */
         struct control_limits limits;
         /* Loads one policy file and starts its gadget (done runs later, on
-         * the loop), read with cred's rights. 0, -EBUSY if cred's user has
-         * as many loads in flight as it may, -errno. */
-        int (*load)(void *arg, const char *path, const struct peercred *cred, control_load_done *done,
-                    void *done_arg);
+         * the loop), read with cred's rights; recorded for gadgetd's next
+         * start unless runtime. 0, -EBUSY if cred's user has as many loads
+         * in flight as it may, -errno. */
+        int (*load)(void *arg, const char *path, bool runtime, const struct peercred *cred,
+                    control_load_done *done, void *done_arg);
+        /* Re-reads gadget name's policy file (with cred's rights, unless it
+         * is the policy directory's) and restarts it on what it read; done
+         * says "restarting NAME...", or -errno with the file's errors (the
+         * gadget keeps its policy). 0, -ENOENT (no such gadget), -EBUSY as
+         * load, -errno. */
+        int (*restart)(void *arg, const char *name, const struct peercred *cred, control_load_done *done,
+                       void *done_arg);
+        /* Forgets the recorded load of gadget name (gadgetctl unload): its
+         * file is not loaded at gadgetd's next start. 0 (also when there was
+         * none) or -errno. */
+        int (*forget)(void *arg, const char *name);
         /* Re-reads the policy directory, telling note what it did. */
         void (*reload)(void *arg, control_reload_note *note, void *note_arg);
         void *arg;

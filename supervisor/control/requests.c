@@ -68,34 +68,138 @@ static char **split_lines(const char *text, size_t *n)
         return v;
 }
 
-static void load_done(void *arg, int e, const char *name, const char *msg)
+/* A load's or a restart's answer, which comes later: once the file was
+ * read and, unless no_block, once the gadget is ready (or failed). */
+struct later {
+        struct client_load *ans;    /* the client, while it is there */
+        bool no_block, restart;
+        char *text;                 /* what was done, while the gadget starts */
+};
+
+static struct later *later_new(struct client *cl, uint64_t id, bool no_block, bool restart)
 {
-        struct client_load *c = arg;
-        uint64_t id = c->id;
-        struct client *cl = client_load_end(c);
+        struct later *w = calloc(1, sizeof *w);
+        if (!w || !(w->ans = client_load_new(cl, id))) {
+                free(w);
+                return NULL;
+        }
+        w->no_block = no_block;
+        w->restart = restart;
+        return w;
+}
+
+/* Frees w; its client, or NULL if it left. */
+static struct client *later_end(struct later *w)
+{
+        struct client *cl = client_load_end(w->ans);
+        free(w->text);
+        free(w);
+        return cl;
+}
+
+/* The gadget became ready, or why it did not (through calls_wake). */
+static void ready_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
+{
+        struct later *w = arg;
+        char *text = w->text;
+        w->text = NULL;
+        struct client *cl = later_end(w);
+        if (cl && res)
+                client_done(cl, id, "%s: ready", text);
+        else if (cl)
+                client_error(cl, id, code, "%s, but %s", text, message);
+        free(text);
+}
+
+/* Answers text with u's state now (another node's, say). */
+static void answer_state(struct client *cl, uint64_t id, struct unit *u, const char *text)
+{
+        struct unit_info in;
+        unit_info(u, &in);
+        client_done(cl, id, "%s: %s", text, in.state);
+}
+
+/* Answers text once gadget name is ready (its start under way), or at
+ * once for one that is ready, idle (Start=on-demand) or another node's. */
+static void answer_when_ready(struct later *w, uint64_t id, const char *name, const char *text)
+{
+        struct client *cl = w->ans->client;
+        struct unit *u = core_find(client_env(cl)->core, name);
+        char msg[400];
+        int code = 1;
+        if (u && !(w->text = strdup(text))) {
+                code = GADGET_EINTERNAL;
+                snprintf(msg, sizeof msg, "out of memory");
+        }
+        const struct call_req cq = { .done = ready_done, .cbdata = w, .tag = id, .until_ready = true };
+        if (u && code == 1)
+                code = calls_wake(u, &cq, msg, sizeof msg);
+        if (code == 0)
+                return;
+        later_end(w);
+        if (code != 1 && u && strstr(text, unit_cause(u)) && unit_cause(u)[0])
+                client_error(cl, id, code, "%s", text); /* it says why already */
+        else if (code != 1)
+                client_error(cl, id, code, "%s, but %s", text, msg);
+        else if (u && unit_state_of(u) == UNIT_IDLE)
+                client_done(cl, id, "%s: idle (starts at its first call)", text);
+        else if (u && unit_state_of(u) == UNIT_READY)
+                client_done(cl, id, "%s: ready", text);
+        else if (!u)
+                client_done(cl, id, "%s", text);
+        else
+                answer_state(cl, id, u, text);
+}
+
+/* A load or restart was done (the daemon's): answer now, or once ready. */
+static void later_done(void *arg, int e, const char *name, const char *msg)
+{
+        struct later *w = arg;
+        uint64_t id = w->ans->id;
+        char text[8192];
+        /* "restarting NAME ..." (a restart, a load of a changed file)
+         * becomes "restarted NAME ...: ready". */
+        if (e >= 0 && !w->no_block && strncmp(msg, "restarting ", 11) == 0)
+                snprintf(text, sizeof text, "restarted %s", msg + 11);
+        else
+                snprintf(text, sizeof text, "%s", msg);
+        if (e >= 0 && !w->no_block && w->ans->client && name) {
+                answer_when_ready(w, id, name, text);
+                return;
+        }
+        bool restart = w->restart;
+        struct client *cl = later_end(w);
         if (!cl)
                 return;
-        if (e < 0)
-                client_error(cl, id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", msg);
+        if (e == -ENOENT && restart)
+                client_error(cl, id, GADGET_ENOTFOUND, "%s", text);
+        else if (e < 0)
+                client_error(cl, id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", text);
         else
-                client_done(cl, id, "%s", msg);
+                client_done(cl, id, "%s", text);
+}
+
+/* The reading of a file could not begin. */
+static void later_refused(struct client *cl, uint64_t id, int e)
+{
+        if (e == -EBUSY)
+                client_error(cl, id, GADGET_EBUSY, "busy: uid %u has as many policy loads in progress as it "
+                             "may (ControlMaxLoads); try again when they end", (unsigned)cl->cred.uid);
+        else
+                client_error(cl, id, GADGET_EINTERNAL, "cannot read the policy file: %s", strerror(-e));
 }
 
 /* The file is read off the loop, as the requesting user (env->load). */
 static void on_load(struct client *cl, const Control__Request *q)
 {
         const struct control_env *env = client_env(cl);
-        struct client_load *c = client_load_new(cl, q->id);
-        int e = c ? env->load(env->arg, q->load->path, &cl->cred, load_done, c) : -ENOMEM;
+        struct later *w = later_new(cl, q->id, q->load->no_block, false);
+        int e = w ? env->load(env->arg, q->load->path, q->load->runtime, &cl->cred, later_done, w) : -ENOMEM;
         if (e == 0)
                 return;
-        if (c)
-                client_load_end(c);
-        if (e == -EBUSY)
-                client_error(cl, q->id, GADGET_EBUSY, "busy: uid %u has as many policy loads in progress as it "
-                             "may (ControlMaxLoads); try again when they end", (unsigned)cl->cred.uid);
-        else
-                client_error(cl, q->id, GADGET_EINTERNAL, "cannot load: %s", strerror(-e));
+        if (w)
+                later_end(w);
+        later_refused(cl, q->id, e);
 }
 
 static void on_stop(struct client *cl, const Control__Request *q)
@@ -107,17 +211,19 @@ static void on_stop(struct client *cl, const Control__Request *q)
         client_done(cl, q->id, "stopping %s", unit_name(u));
 }
 
+/* Its policy file is read again first (env->restart). */
 static void on_restart(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->restart->name);
-        if (!u)
+        const struct control_env *env = client_env(cl);
+        if (!find(cl, q->id, q->restart->name))
                 return;
-        /* Who asked, from the socket's peer credentials (never from
-         * anything the client says). */
-        char why[64];
-        snprintf(why, sizeof why, "gadgetctl restart by uid %u", (unsigned)cl->cred.uid);
-        unit_restart(u, why);
-        client_done(cl, q->id, "restarting %s", unit_name(u));
+        struct later *w = later_new(cl, q->id, q->restart->no_block, true);
+        int e = w ? env->restart(env->arg, q->restart->name, &cl->cred, later_done, w) : -ENOMEM;
+        if (e == 0)
+                return;
+        if (w)
+                later_end(w);
+        later_refused(cl, q->id, e);
 }
 
 static void wake_done(void *arg, uint64_t id, const Gadget__Value *res, int code, const char *message)
@@ -203,10 +309,18 @@ static void on_unload(struct client *cl, const Control__Request *q)
                              q->unload->name, unit_policy(u)->path);
                 return;
         }
+        /* Its record goes first: a gadget unloaded must not come back at
+         * gadgetd's next start. */
+        const struct control_env *env = client_env(cl);
+        int e = env->forget ? env->forget(env->arg, q->unload->name) : 0;
         /* The unit may be freed at once (nothing running): the name is the
          * request's, which matched it. */
-        core_unload(client_env(cl)->core, u, "unloaded by gadgetctl");
-        client_done(cl, q->id, "unloading %s", q->unload->name);
+        core_unload(env->core, u, "unloaded by gadgetctl");
+        if (e < 0)
+                client_done(cl, q->id, "unloading %s (but its record could not be removed: %s; it loads again "
+                            "at gadgetd's next start)", q->unload->name, strerror(-e));
+        else
+                client_done(cl, q->id, "unloading %s", q->unload->name);
 }
 
 /* gadgetctl kill: the signal (checked by validate.c) goes to the sandbox's

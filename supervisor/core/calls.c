@@ -56,6 +56,7 @@ struct call {
         size_t pend_bytes;          /* its arguments' size, counted in u->pending_bytes */
         bool admin;
         bool wake;                  /* gadgetctl wake: no method, answered once the gadget is ready */
+        uint64_t ready_ms;          /* a wait for a start under way (load, restart): its bound, else 0 */
         uint64_t deadline_ms;
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
@@ -337,8 +338,12 @@ static void pending_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct call *c = arg;
         char msg[300];
-        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms): gadget \"%s\" was still starting",
-                 (unsigned long long)c->u->policy->call_timeout_ms, c->u->policy->name);
+        if (c->ready_ms)
+                snprintf(msg, sizeof msg, "gadget \"%s\" was not ready within %llu ms (its StartTimeout and a "
+                         "stop's grace)", c->u->policy->name, (unsigned long long)c->ready_ms);
+        else
+                snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms): gadget \"%s\" was still starting",
+                         (unsigned long long)c->u->policy->call_timeout_ms, c->u->policy->name);
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
 
@@ -370,7 +375,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        uint64_t ms = u->policy->call_timeout_ms;
+        uint64_t ms = c->ready_ms ? c->ready_ms : u->policy->call_timeout_ms;
         c->deadline_ms = monotime_ms() + ms;
         timer_arm_ms(c->timer, ms);
         TAILQ_INSERT_TAIL(&u->pending, c, pend_link);
@@ -518,12 +523,26 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         return 0;
 }
 
+/* Whether u is on its way to ready by a start already asked (a load, a
+ * restart, Restart=), which a wait with until_ready joins. */
+static bool start_under_way(const struct unit *u)
+{
+        return (u->state == UNIT_STARTING && !u->waking) || (u->state == UNIT_STOPPING && u->restart_pending);
+}
+
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         if (unit_is_ready(u))
                 return 1;
-        bool remote = u->state == UNIT_REMOTE && u->owner[0] && u->core->remote.call;
-        if (!remote && !unit_wakeable(u)) {
+        if (q->until_ready && !start_under_way(u)) {
+                if (u->state != UNIT_STOPPED && u->state != UNIT_FAILED && u->state != UNIT_STOPPING)
+                        return 1; /* idle (not started for this), or another node's */
+                snprintf(msg, len, "gadget \"%s\" is %s%s%.200s", u->policy->name, unit_state_name(u->state),
+                         u->cause[0] ? ": " : "", u->cause);
+                return GADGET_EUNAVAILABLE;
+        }
+        bool remote = !q->until_ready && u->state == UNIT_REMOTE && u->owner[0] && u->core->remote.call;
+        if (!remote && !q->until_ready && !unit_wakeable(u)) {
                 snprintf(msg, len, "gadget \"%s\" is %s, not idle%s%.200s", u->policy->name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
@@ -535,6 +554,9 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         *c = (struct call){ .u = u, .done = q->done, .cbdata = q->cbdata, .tag = q->tag, .wake = true,
                             .party = q->owner };
+        /* Bounded by its start's own bound, and a stop's before it. */
+        if (q->until_ready)
+                c->ready_ms = u->policy->start_timeout_ms + UNIT_STOP_GRACE_MS;
         /* Another node holds it: that node wakes it (a wake is a call
          * without a method, on the link as a control wake). */
         const struct call_req fq = { .tag = q->tag };

@@ -46,6 +46,9 @@ struct call_req {
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
         bool approved;  /* a person of this node approved it already (a binding asked) */
+        /* calls_wake only: wait for a start already asked (a load, a
+         * restart) instead of starting an idle gadget. */
+        bool until_ready;
 };
 
 /* Calls q->method of u. 0 when the call is on its way: done gets its
@@ -66,7 +69,12 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
  * null value) or why it did not start, or a GADGET_E* code with msg (it
  * is not idle: stopped, failed). A gadget another node holds is woken
  * there (over the link, as a call without a method). q's method and args
- * are unused. */
+ * are unused.
+ * With q->until_ready (gadgetctl load and restart): waits the same way for
+ * a start under way (starting, or stopping to start again), within its
+ * StartTimeout plus a stop's grace; done says why if it fails (the cause
+ * of its end). 1 too for a gadget that is idle, or held by another node
+ * (nothing is started); a GADGET_E* code for one stopped or failed. */
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len);
 /* How a call reaches a gadget another node runs (Store=postgresql with a
  * peer link: cluster/forward.c sets it with core_set_remote). */

@@ -22,6 +22,8 @@
  * order they were woken (their calls wait, each within its CallTimeout);
  * one caller's at most half of them, so that another caller's wake never
  * waits behind a flood. */
+/* How long a stopping gadget has between Shutdown and SIGKILL. */
+#define UNIT_STOP_GRACE_MS 3000
 #define CORE_WAKES_MAX 16
 #define CORE_WAKES_PER_PARTY (CORE_WAKES_MAX / 2)
 

@@ -21,7 +21,6 @@
 #include "spawn/uidpool.h"
 #include "system/monotime.h"
 
-#define STOP_GRACE_MS 3000
 #define LIMITS_CHECK_MS 1000     /* how often the limit counters are read */
 
 /* gadgetd run's unit: one life (struct unit_hooks). */
@@ -555,7 +554,7 @@ void unit_stop(struct unit *u, const char *why)
         unit_set_state(u, UNIT_STOPPING);
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
-        timer_arm_ms(u->ev_timer, STOP_GRACE_MS);
+        timer_arm_ms(u->ev_timer, UNIT_STOP_GRACE_MS);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)

@@ -1186,6 +1186,8 @@ out:
         free(again);
         policy_free(p);
         policy_free(q);
+}
+
 /* policy_changed: the keys and bindings whose values differ, those set
  * in only one of the files included; comments, blanks and order are no
  * change. */

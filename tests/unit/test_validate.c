@@ -88,6 +88,21 @@ static void test_requests(void)
         CHECK(request(&q) == 0, "an absolute load path: %s", why);
         load.path = "policy.d/x.policy";
         CHECK(request(&q) < 0 && strstr(why, "absolute"), "a relative load path: %s", why);
+        load.path = "/etc/x.policy\n/etc/y.policy";
+        CHECK(request(&q) < 0 && strstr(why, "control character"), "a load path with a newline: %s", why);
+        load.path = "/etc/x.policy";
+        load.runtime = load.no_block = true;
+        CHECK(request(&q) == 0, "a runtime load that does not wait: %s", why);
+
+        Control__Name n = CONTROL__NAME__INIT;
+        n.name = "g";
+        n.no_block = true;
+        q.req_case = CONTROL__REQUEST__REQ_RESTART;
+        q.restart = &n;
+        CHECK(request(&q) == 0, "restart --no-block: %s", why);
+        q.req_case = CONTROL__REQUEST__REQ_STOP;
+        q.stop = &n;
+        CHECK(request(&q) < 0 && strstr(why, "no_block"), "stop with no_block: %s", why);
 
         Control__Call call = CONTROL__CALL__INIT;
         q.req_case = CONTROL__REQUEST__REQ_CALL;

@@ -135,10 +135,10 @@ def secret_setup(tmp):
     return key, sdir, rootdir
 
 
-def holder(d, key, extra=""):
+def holder(d, key, extra="", gadget_keys=""):
     """A gadget "holder" with secret TOKEN from key, and the healthy "good"."""
     policy(d.pol, "good")
-    policy(d.pol, "holder", "[Binding TOKEN]\nType=secret\nFile=%s\n%s" % (key, extra))
+    policy(d.pol, "holder", "%s[Binding TOKEN]\nType=secret\nFile=%s\n%s" % (gadget_keys, key, extra))
     check(d.ctl("reload").returncode == 0, "reload failed")
     for n in ("good", "holder"):
         wait_for(lambda n=n: d.state(n) == "ready", what=n + " ready")
@@ -174,18 +174,25 @@ def host_secret_dir_swapped_for_symlink(tmp):
 
 @test
 def host_secret_fifo_refused_without_blocking(tmp):
-    """The user swaps the secret file for a FIFO: the next start fails at
-    once ("not a regular file") while the healthy gadget keeps answering;
-    gadgetd never waits for a writer."""
+    """The user swaps the secret file for a FIFO: a restart, which reads
+    the policy again, is refused ("not a regular file") and the gadget runs
+    on; the next start that does not read the policy (Restart= after a
+    crash) fails at once, while the healthy gadget keeps answering; gadgetd
+    never waits for a writer."""
     key, sdir, rootdir = secret_setup(tmp)
     with Daemon(tmp) as d:
-        holder(d, key)
+        holder(d, key, gadget_keys="Restart=on-failure\n")
         try:
             with Healthy(d, "good"):
                 os.unlink(key)
                 os.mkfifo(key, 0o666)
                 os.chown(key, USER, USER)
-                cause = restart_fails(d, "holder", "the start with a FIFO secret to fail")
+                r = d.ctl("restart", "holder")
+                check(r.returncode == 1 and "not a regular file" in r.stderr and d.state("holder") == "ready",
+                      "restart with a FIFO secret: %r" % (r,))
+                d.ctl("call", "holder", "crash")
+                cause = wait_for(lambda: d.state("holder") == "failed" and d.list()["holder"].get("cause"),
+                                 what="the start with a FIFO secret to fail")
                 time.sleep(0.5)  # the healthy caller keeps calling after the refusal
             check("secret TOKEN" in cause and "not a regular file" in cause, "cause: %r" % cause)
         finally:

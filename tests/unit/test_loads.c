@@ -1,0 +1,70 @@
+/* Unit tests of supervisor/system/loads.c: the recorded gadgetctl loads —
+ * a record per name, replaced in place by a later load of the name,
+ * forgotten on request, lines that are not records skipped, and no
+ * temporary file left behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "system/loads.h"
+#include "tap.h"
+
+static char dir[64];
+
+static void write_list(const char *text)
+{
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", dir, LOADS_FILE);
+        FILE *f = fopen(path, "w");
+        fputs(text, f);
+        fclose(f);
+}
+
+static void test_record_replace_forget(void)
+{
+        struct loads_entry *v;
+        size_t n, bad;
+        CHECK(loads_read(dir, &v, &n, &bad) == 0 && n == 0, "no list yet: no loads");
+        CHECK(loads_record(dir, "a", "/p/a.policy", 0, 0) == 0, "record a");
+        CHECK(loads_record(dir, "b", "/p/b one.policy", 1000, 1001) == 0, "record b");
+        CHECK(loads_record(dir, "a", "/q/a.policy", 5, 6) == 0, "record a again");
+        CHECK(loads_read(dir, &v, &n, &bad) == 0 && n == 2 && bad == 0, "two records, %zu", n);
+        CHECK(n == 2 && strcmp(v[0].name, "a") == 0 && strcmp(v[0].path, "/q/a.policy") == 0 && v[0].uid == 5 &&
+              v[0].gid == 6, "a's record replaced in place");
+        CHECK(n == 2 && strcmp(v[1].name, "b") == 0 && strcmp(v[1].path, "/p/b one.policy") == 0 &&
+              v[1].uid == 1000 && v[1].gid == 1001, "b's record, a path with a space");
+        loads_free(v, n);
+        CHECK(loads_forget(dir, "a") == 0 && loads_forget(dir, "nothing") == 0, "forget a, and a name never recorded");
+        CHECK(loads_read(dir, &v, &n, &bad) == 0 && n == 1 && strcmp(v[0].name, "b") == 0, "b is left");
+        loads_free(v, n);
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, LOADS_FILE);
+        CHECK(access(tmp, F_OK) != 0, "no temporary file left");
+        CHECK(loads_record(dir, "c", "/p/c\n.policy", 0, 0) < 0, "a path with a newline is refused");
+}
+
+static void test_bad_lines(void)
+{
+        struct loads_entry *v;
+        size_t n, bad;
+        write_list("a 0 0 /p/a.policy\nBad!Name 0 0 /p/x.policy\nb x 0 /p/b.policy\nc 0 0 relative\n\nd 1 2 /p/d.policy");
+        CHECK(loads_read(dir, &v, &n, &bad) == 0 && n == 2 && bad == 3, "2 records, 3 bad lines: %zu, %zu", n, bad);
+        CHECK(n == 2 && strcmp(v[1].name, "d") == 0 && strcmp(v[1].path, "/p/d.policy") == 0,
+              "a last line without a newline");
+        loads_free(v, n);
+}
+
+int main(void)
+{
+        snprintf(dir, sizeof dir, "/tmp/test-loads-XXXXXX");
+        if (!mkdtemp(dir))
+                return 1;
+        test_record_replace_forget();
+        test_bad_lines();
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", dir, LOADS_FILE);
+        unlink(path);
+        rmdir(dir);
+        return tap_done();
+}
