@@ -157,7 +157,7 @@ static int check_name(const struct ctl *ctl, const char *name)
         return CTL_EXIT_USAGE;
 }
 
-/* stop, wake, start, unload, cat, status: a request naming one gadget. */
+/* stop, wake, unload, cat, status: a request naming one gadget. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
                         Control__Response__RespCase want)
 {
@@ -232,7 +232,9 @@ static int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE);
 }
 
-static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
+/* restart and start: a request naming one gadget, answered once it is
+ * ready (or with why it did not start) unless --no-block. */
+static int ready_request(const struct ctl *ctl, const struct cmd_args *a, Control__Request__ReqCase kind)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
@@ -242,9 +244,17 @@ static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
                 return st;
         n.name = a->pos[0];
         n.no_block = a->no_block;
-        req.req_case = CONTROL__REQUEST__REQ_RESTART;
-        req.restart = &n;
+        req.req_case = kind;
+        if (kind == CONTROL__REQUEST__REQ_START)
+                req.start = &n;
+        else
+                req.restart = &n;
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return ready_request(ctl, a, CONTROL__REQUEST__REQ_RESTART);
 }
 
 static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
@@ -254,7 +264,7 @@ static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_start(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_START, CONTROL__RESPONSE__RESP_DONE);
+        return ready_request(ctl, a, CONTROL__REQUEST__REQ_START);
 }
 
 static int cmd_unload(const struct ctl *ctl, const struct cmd_args *a)
@@ -534,10 +544,12 @@ const struct command cmd_commands[] = {
           "      --runtime   load it only until gadgetd restarts (drops its record)\n"
           "      --no-block  answer once it is loaded, not once it is ready\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
-        { "start", cmd_start, 1, 1, "h", "NAME", "start a stopped or failed gadget",
-          "A gadget that runs already is left as it is (exit status 0, and says so).\n"
-          "An idle gadget (Start=on-demand) is woken, as by wake: the answer comes\n"
-          "once it is ready. A stopping gadget is refused: start it once stopped.\n" },
+        { "start", cmd_start, 1, 1, "hB", "NAME [--no-block]", "start a stopped or failed gadget",
+          "Answers once the gadget is ready, or with why it did not start (exit\n"
+          "status 1). A gadget that runs already is left as it is (exit status 0, and\n"
+          "says so). An idle gadget (Start=on-demand) is woken, as by wake. A\n"
+          "stopping gadget is refused: start it once stopped.\n"
+          "      --no-block  answer once the start is asked, not once it is ready\n" },
         { "restart", cmd_restart, 1, 1, "hB", "NAME [--no-block]",
           "read a gadget's policy file again, stop it and start it",
           "If the file now has errors, they are printed (FILE:LINE) and the gadget\n"

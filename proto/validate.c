@@ -176,7 +176,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_RESTART: name = q->restart->name; break;
         case CONTROL__REQUEST__REQ_WAKE: name = q->wake->name; no_block = q->wake->no_block; break;
         case CONTROL__REQUEST__REQ_STATUS: name = q->status->name; no_block = q->status->no_block; break;
-        case CONTROL__REQUEST__REQ_START: name = q->start->name; no_block = q->start->no_block; break;
+        case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
         case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; no_block = q->unload->no_block; break;
         case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
         case CONTROL__REQUEST__REQ_KILL:
@@ -230,7 +230,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 return -EINVAL;
         }
         if (no_block) {
-                snprintf(why, len, "no_block goes with restart (and load) only");
+                snprintf(why, len, "no_block goes with restart, start and load only");
                 return -EINVAL;
         }
         return 0;

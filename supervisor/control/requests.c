@@ -274,8 +274,18 @@ static void on_start(struct client *cl, const Control__Request *q)
                         client_error(cl, q->id, GADGET_EFAILED, "gadget \"%s\" did not start: %s", in.name, in.cause);
                         return;
                 }
-                if (st == UNIT_STARTING) {
+                if (st == UNIT_STARTING && q->start->no_block) {
                         client_done(cl, q->id, "starting %s", in.name);
+                        return;
+                }
+                if (st == UNIT_STARTING) {
+                        char text[128];
+                        struct later *w = later_new(cl, q->id, false, false);
+                        snprintf(text, sizeof text, "started %s", in.name);
+                        if (w)
+                                answer_when_ready(w, q->id, in.name, text);
+                        else
+                                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                         return;
                 }
         }
