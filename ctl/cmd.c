@@ -294,17 +294,12 @@ static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
-/* Exit statuses of is-active and is-failed, as systemctl's. */
-enum { IS_NO_ACTIVE = 3, IS_NO_FAILED = 1, IS_UNKNOWN = 4 };
-
-/* is-active, is-failed: the gadget's state printed; exit status 0 if it
- * is state, else no; 4 for a gadget gadgetd does not know. */
-static int is_state(const struct ctl *ctl, const char *name, const char *state, int no)
+/* The status of gadget name, asked on c (closed by the caller): *r is
+ * the answer when the exit status is CTL_EXIT_OK. */
+static int status_of(const struct ctl *ctl, const char *name, struct client *c, Control__Response **r)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
-        struct client c = { .fd = -1 };
-        Control__Response *r = NULL;
         int st = check_name(ctl, name);
 
         if (st != CTL_EXIT_OK)
@@ -312,7 +307,20 @@ static int is_state(const struct ctl *ctl, const char *name, const char *state, 
         n.name = (char *)name;
         req.req_case = CONTROL__REQUEST__REQ_STATUS;
         req.status = &n;
-        st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_STATUS, &r);
+        return exchange(ctl, c, &req, CONTROL__RESPONSE__RESP_STATUS, r);
+}
+
+/* Exit statuses of is-active and is-failed, as systemctl's. */
+enum { IS_NO_ACTIVE = 3, IS_NO_FAILED = 1, IS_UNKNOWN = 4 };
+
+/* is-active, is-failed: the gadget's state printed; exit status 0 if it
+ * is state, else no; 4 for a gadget gadgetd does not know. */
+static int is_state(const struct ctl *ctl, const char *name, const char *state, int no)
+{
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        int st = status_of(ctl, name, &c, &r);
+
         if (st == CTL_EXIT_NOTFOUND)
                 st = IS_UNKNOWN;
         if (st == CTL_EXIT_OK) {
@@ -354,18 +362,10 @@ static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
 {
-        Control__Request req = CONTROL__REQUEST__INIT;
-        Control__Name n = CONTROL__NAME__INIT;
         struct client c = { .fd = -1 };
         Control__Response *r = NULL;
-        int st = check_name(ctl, a->pos[0]);
+        int st = status_of(ctl, a->pos[0], &c, &r);
 
-        if (st != CTL_EXIT_OK)
-                return st;
-        n.name = (char *)a->pos[0];
-        req.req_case = CONTROL__REQUEST__REQ_STATUS;
-        req.status = &n;
-        st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_STATUS, &r);
         if (st == CTL_EXIT_OK) {
                 int e = show_describe(stdout, r->status, ctl->json);
                 if (e >= 0 && fflush(stdout) == EOF)
