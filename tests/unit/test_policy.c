@@ -1188,6 +1188,44 @@ out:
         policy_free(q);
 }
 
+/* policy_format of every binding type and of the gadget's lists: each
+ * key written back, and the whole parsed again to the same text. */
+static void test_format_bindings(void)
+{
+        struct policy *p = expect_ok(HEAD "Gatekeeper=yes\nAdminMethods=stats reset\nApprove=send\n"
+                                     "ApproveTimeout=2min\nNodes=a b\nLogLinesPerSecond=50\nRequireTypes=yes\n"
+                                     "[Binding H]\nType=http\nAllow=https://example.com/x\nMethods=GET POST\n"
+                                     "Timeout=3s\nCAFile=/etc/passwd\nCredential=/etc/passwd\n"
+                                     "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n"
+                                     "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n"
+                                     "[Binding W]\nType=alarm\nMethod=on_alarm\nMaxPayloadSize=2K\n",
+                                     "a policy of every binding type");
+        char *text = NULL, *again = NULL;
+        struct policy *q = NULL;
+        struct policy_errors e = { 0 };
+        CHECK(p && policy_format(p, &text) == 0, "formats");
+        if (!text)
+                goto out;
+        static const char *const want[] = { "Gatekeeper=yes\n", "AdminMethods=stats reset\n", "Approve=send\n",
+                                            "ApproveTimeout=2min\n", "Nodes=a b\n", "LogLinesPerSecond=50\n",
+                                            "RequireTypes=yes\n", "[Binding H]\nType=http\n",
+                                            "Allow=https://example.com/x\n", "Methods=GET POST\n", "Timeout=3s\n",
+                                            "CAFile=/etc/passwd\n", "Credential=/etc/passwd\nCredentialHeader=",
+                                            "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n",
+                                            "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n",
+                                            "[Binding W]\nType=alarm\nMethod=on_alarm\n", "MaxPayloadSize=2K\n" };
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+                CHECK(strstr(text, want[i]) != NULL, "formatted: %s", want[i]);
+        CHECK(parse(text, &q, &e) == 0 && policy_format(q, &again) == 0 && strcmp(text, again) == 0,
+              "the formatted policy parses to the same values");
+        policy_errors_clear(&e);
+out:
+        free(text);
+        free(again);
+        policy_free(p);
+        policy_free(q);
+}
+
 /* policy_changed: the keys and bindings whose values differ, those set
  * in only one of the files included; comments, blanks and order are no
  * change. */
@@ -1248,6 +1286,7 @@ int main(void)
         test_schedule();
         test_alarm();
         test_format();
+        test_format_bindings();
         test_changed();
         fixtures_remove();
         return tap_done();
