@@ -102,11 +102,12 @@ def capture_worker(build, fuzz_build):
 CONTROL = [
     ["--json", "list"], ["call", "notes", "add", '["x", 1.5, {"k": null}]'],
     ["call", "counter", "increment"], ["logs", "hello", "-n", "5"], ["logs", "hello", "-f"],
-    ["audit", "counter", "-n", "3"], ["approve", "1", "--always"],
+    ["audit", "counter", "-n", "3"], ["approve", "1", "--always"], ["load", "--runtime", "--no-block", "POLICY"],
+    ["restart", "--no-block", "hello"], ["start", "--no-block", "hello"], ["kill", "hello", "KILL"],
 ]
 # A value for each argument a usage line names.
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
-                "POLICY": "POLICY", "NODE": "node-b", "ID": "1"}
+                "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP"}
 # Commands gadgetctl carries out itself, sending no request.
 CONTROL_LOCAL = {"check", "selftest"}
 
@@ -117,7 +118,7 @@ def control_commands(gadgetctl):
     out = subprocess.run([gadgetctl, "--help"], capture_output=True, text=True).stdout
     section = out.split("Commands:", 1)[1].split("\n\n", 1)[0]
     lines = []
-    for name in re.findall(r"^  ([a-z]+)\b", section, re.M):
+    for name in re.findall(r"^  ([a-z][a-z-]*)\b", section, re.M):
         if name in CONTROL_LOCAL:
             continue
         usage = subprocess.run([gadgetctl, name, "--help"], capture_output=True, text=True).stdout
