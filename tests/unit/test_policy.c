@@ -1153,30 +1153,19 @@ static void test_alarm(void)
         expect_error(HEAD "[Binding W]\nType=alarms\n", 5, "is not one of kv, gadget, http, text, secret, alarm");
 }
 
-/* policy_format: the values in force as an operator writes them, and a
- * policy again: parsed, it formats to the same text. */
-static void test_format(void)
+/* Formats the policy text (what it is, for the messages) with
+ * policy_format: each of want is in the result, which parses again to the
+ * same text. */
+static void check_format(const char *policy_text, const char *what, const char *const *want, size_t n)
 {
-        struct policy *p = expect_ok(HEAD "Arguments=a \"b c\" 'd\"e'\nEnvironment=\"Y=two words\"\n"
-                                     "MemoryMax=64M\nTmpSize=1000\nCallTimeout=1500ms\nIdleStop=2min\n"
-                                     "Start=on-demand\nRuntimeMax=infinity\nCPUQuota=50%\nRequireTypes=no\n"
-                                     "LogBytesPerSecond=8K\nSchedule=tick *-*-* *:00:00\n"
-                                     "[Binding K]\nType=kv\nMaxValueSize=64K\n"
-                                     "[Binding T]\nType=text\nValue=hello world\n",
-                                     "a policy to format");
+        struct policy *p = expect_ok(policy_text, what);
         char *text = NULL, *again = NULL;
         struct policy *q = NULL;
         struct policy_errors e = { 0 };
         CHECK(p && policy_format(p, &text) == 0, "formats");
         if (!text)
                 goto out;
-        static const char *const want[] = { "MemoryMax=64M\n", "TmpSize=1000\n", "CallTimeout=1500ms\n",
-                                            "IdleStop=2min\n", "RuntimeMax=infinity\n", "TasksMax=infinity\n",
-                                            "StartTimeout=10s\n", "CPUQuota=50%\n", "LogBytesPerSecond=8K\n",
-                                            "Arguments=a \"b c\" \"d\\\"e\"\n", "[Binding K]\nType=kv\n",
-                                            "MaxValueSize=64K\n", "Value=hello world\n",
-                                            "# LogLinesPerSecond= not set" };
-        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        for (size_t i = 0; i < n; i++)
                 CHECK(strstr(text, want[i]) != NULL, "formatted: %s", want[i]);
         CHECK(parse(text, &q, &e) == 0 && policy_format(q, &again) == 0 && strcmp(text, again) == 0,
               "the formatted policy parses to the same values");
@@ -1188,24 +1177,29 @@ out:
         policy_free(q);
 }
 
+/* policy_format: the values in force as an operator writes them, and a
+ * policy again: parsed, it formats to the same text. */
+static void test_format(void)
+{
+        static const char *const want[] = { "MemoryMax=64M\n", "TmpSize=1000\n", "CallTimeout=1500ms\n",
+                                            "IdleStop=2min\n", "RuntimeMax=infinity\n", "TasksMax=infinity\n",
+                                            "StartTimeout=10s\n", "CPUQuota=50%\n", "LogBytesPerSecond=8K\n",
+                                            "Arguments=a \"b c\" \"d\\\"e\"\n", "[Binding K]\nType=kv\n",
+                                            "MaxValueSize=64K\n", "Value=hello world\n",
+                                            "# LogLinesPerSecond= not set" };
+        check_format(HEAD "Arguments=a \"b c\" 'd\"e'\nEnvironment=\"Y=two words\"\n"
+                     "MemoryMax=64M\nTmpSize=1000\nCallTimeout=1500ms\nIdleStop=2min\n"
+                     "Start=on-demand\nRuntimeMax=infinity\nCPUQuota=50%\nRequireTypes=no\n"
+                     "LogBytesPerSecond=8K\nSchedule=tick *-*-* *:00:00\n"
+                     "[Binding K]\nType=kv\nMaxValueSize=64K\n"
+                     "[Binding T]\nType=text\nValue=hello world\n",
+                     "a policy to format", want, sizeof want / sizeof *want);
+}
+
 /* policy_format of every binding type and of the gadget's lists: each
  * key written back, and the whole parsed again to the same text. */
 static void test_format_bindings(void)
 {
-        struct policy *p = expect_ok(HEAD "Gatekeeper=yes\nAdminMethods=stats reset\nApprove=send\n"
-                                     "ApproveTimeout=2min\nNodes=a b\nLogLinesPerSecond=50\nRequireTypes=yes\n"
-                                     "[Binding H]\nType=http\nAllow=https://example.com/x\nMethods=GET POST\n"
-                                     "Timeout=3s\nCAFile=/etc/passwd\nCredential=/etc/passwd\n"
-                                     "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n"
-                                     "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n"
-                                     "[Binding W]\nType=alarm\nMethod=on_alarm\nMaxPayloadSize=2K\n",
-                                     "a policy of every binding type");
-        char *text = NULL, *again = NULL;
-        struct policy *q = NULL;
-        struct policy_errors e = { 0 };
-        CHECK(p && policy_format(p, &text) == 0, "formats");
-        if (!text)
-                goto out;
         static const char *const want[] = { "Gatekeeper=yes\n", "AdminMethods=stats reset\n", "Approve=send\n",
                                             "ApproveTimeout=2min\n", "Nodes=a b\n", "LogLinesPerSecond=50\n",
                                             "RequireTypes=yes\n", "[Binding H]\nType=http\n",
@@ -1214,16 +1208,14 @@ static void test_format_bindings(void)
                                             "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n",
                                             "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n",
                                             "[Binding W]\nType=alarm\nMethod=on_alarm\n", "MaxPayloadSize=2K\n" };
-        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-                CHECK(strstr(text, want[i]) != NULL, "formatted: %s", want[i]);
-        CHECK(parse(text, &q, &e) == 0 && policy_format(q, &again) == 0 && strcmp(text, again) == 0,
-              "the formatted policy parses to the same values");
-        policy_errors_clear(&e);
-out:
-        free(text);
-        free(again);
-        policy_free(p);
-        policy_free(q);
+        check_format(HEAD "Gatekeeper=yes\nAdminMethods=stats reset\nApprove=send\n"
+                     "ApproveTimeout=2min\nNodes=a b\nLogLinesPerSecond=50\nRequireTypes=yes\n"
+                     "[Binding H]\nType=http\nAllow=https://example.com/x\nMethods=GET POST\n"
+                     "Timeout=3s\nCAFile=/etc/passwd\nCredential=/etc/passwd\n"
+                     "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n"
+                     "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n"
+                     "[Binding W]\nType=alarm\nMethod=on_alarm\nMaxPayloadSize=2K\n",
+                     "a policy of every binding type", want, sizeof want / sizeof *want);
 }
 
 /* policy_changed: the keys and bindings whose values differ, those set
