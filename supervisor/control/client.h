@@ -22,6 +22,7 @@ struct client {
         bool refused;               /* of another version: the rest is not read */
         struct call_owner calls;    /* its gadget calls in flight (core/calls.h) */
         LIST_HEAD(, client_load) loads; /* its loads in flight */
+        unsigned n_loads;           /* their number (at most CONTROL_WAITING_MAX) */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */
         LIST_ENTRY(client) link;    /* in its control's clients */
 };
@@ -42,7 +43,11 @@ void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...
         __attribute__((format(printf, 4, 5)));
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* An answer cl will get later; NULL with errno EAGAIN (cl awaits
+ * CONTROL_WAITING_MAX answers already) or ENOMEM. */
 struct client_load *client_load_new(struct client *cl, uint64_t id);
+/* Refuses request id, for which client_load_new failed with errno e. */
+void client_load_refused(struct client *cl, uint64_t id, int e);
 /* Unlinks and frees a load; returns its client (NULL if gone). */
 struct client *client_load_end(struct client_load *c);
 

@@ -104,12 +104,14 @@ static void client_free(struct client *cl)
                 c->n_root--;
         else
                 c->n_users--;
-        calls_owner_gone(&cl->calls); /* their answers will find no one */
         struct client_load *p;
         while ((p = LIST_FIRST(&cl->loads))) {
                 LIST_REMOVE(p, link);
                 p->client = NULL;
         }
+        /* Their answers will find no one (its waits for a start end now,
+         * through their loads, which know it is gone). */
+        calls_owner_gone(&cl->calls);
         conn_free(cl->conn);
         stream_free(cl->stream);
         free(cl);
@@ -175,21 +177,38 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
 
 struct client_load *client_load_new(struct client *cl, uint64_t id)
 {
+        if (cl->n_loads >= CONTROL_WAITING_MAX) {
+                errno = EAGAIN;
+                return NULL;
+        }
         struct client_load *c = calloc(1, sizeof *c);
         if (!c)
                 return NULL;
         *c = (struct client_load){ .client = cl, .id = id };
         LIST_INSERT_HEAD(&cl->loads, c, link);
+        cl->n_loads++;
         return c;
 }
 
 struct client *client_load_end(struct client_load *c)
 {
         struct client *cl = c->client;
-        if (cl)
+        if (cl) {
                 LIST_REMOVE(c, link);
+                cl->n_loads--;
+        }
         free(c);
         return cl;
+}
+
+void client_load_refused(struct client *cl, uint64_t id, int e)
+{
+        if (e == EAGAIN)
+                client_error(cl, id, GADGET_EBUSY, "busy: this connection awaits %d answers already (loads, "
+                             "restarts, moves, and starts waiting until ready); send more once they come, or "
+                             "use --no-block", CONTROL_WAITING_MAX);
+        else
+                client_error(cl, id, GADGET_EINTERNAL, "out of memory");
 }
 
 /* uid's budget: its slot, or the slot of the user not held seen longest

@@ -16,6 +16,11 @@ struct event_base;
 #define CONTROL_MAX_CONNECTIONS 64     /* ControlMaxConnections= */
 #define CONTROL_MAX_PER_USER 8         /* ControlMaxConnectionsPerUser= */
 #define CONTROL_QUEUE_BYTES (256u << 10) /* ControlQueueSize= */
+/* Answers one connection may await at once: its loads, restarts and moves
+ * in progress, and the waits of load, start and restart until the gadget
+ * is ready. Past it, the request is refused as busy (a client that
+ * pipelines a thousand starts holds no more than this). */
+#define CONTROL_WAITING_MAX 16
 /* Values one request may hold (counted on its packed bytes before it is
  * unpacked; as FrameValuesMax='s default for a gadget): a request past it
  * ends the connection. */

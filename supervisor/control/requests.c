@@ -76,11 +76,14 @@ struct later {
         char *text;                 /* what was done, while the gadget starts */
 };
 
+/* NULL with errno as client_load_new's. */
 static struct later *later_new(struct client *cl, uint64_t id, bool no_block, bool restart)
 {
         struct later *w = calloc(1, sizeof *w);
         if (!w || !(w->ans = client_load_new(cl, id))) {
+                int e = w ? errno : ENOMEM;
                 free(w);
+                errno = e;
                 return NULL;
         }
         w->no_block = no_block;
@@ -131,7 +134,9 @@ static void answer_when_ready(struct later *w, uint64_t id, const char *name, co
                 code = GADGET_EINTERNAL;
                 snprintf(msg, sizeof msg, "out of memory");
         }
-        const struct call_req cq = { .done = ready_done, .cbdata = w, .tag = id, .until_ready = true };
+        /* Charged to cl: it ends if cl leaves (calls_owner_gone). */
+        const struct call_req cq = { .done = ready_done, .cbdata = w, .tag = id, .until_ready = true,
+                                     .owner = &cl->calls };
         if (u && code == 1)
                 code = calls_wake(u, &cq, msg, sizeof msg);
         if (code == 0)
@@ -179,10 +184,13 @@ static void later_done(void *arg, int e, const char *name, const char *msg)
                 client_done(cl, id, "%s", text);
 }
 
-/* The reading of a file could not begin. */
+/* The reading of a file could not begin (e < 0), or its answer could
+ * not wait (errno e > 0, client_load_new). */
 static void later_refused(struct client *cl, uint64_t id, int e)
 {
-        if (e == -EBUSY)
+        if (e > 0)
+                client_load_refused(cl, id, e);
+        else if (e == -EBUSY)
                 client_error(cl, id, GADGET_EBUSY, "busy: uid %u has as many policy loads in progress as it "
                              "may (ControlMaxLoads); try again when they end", (unsigned)cl->cred.uid);
         else
@@ -194,7 +202,7 @@ static void on_load(struct client *cl, const Control__Request *q)
 {
         const struct control_env *env = client_env(cl);
         struct later *w = later_new(cl, q->id, q->load->no_block, false);
-        int e = w ? env->load(env->arg, q->load->path, q->load->runtime, &cl->cred, later_done, w) : -ENOMEM;
+        int e = w ? env->load(env->arg, q->load->path, q->load->runtime, &cl->cred, later_done, w) : errno;
         if (e == 0)
                 return;
         if (w)
@@ -218,7 +226,7 @@ static void on_restart(struct client *cl, const Control__Request *q)
         if (!find(cl, q->id, q->restart->name))
                 return;
         struct later *w = later_new(cl, q->id, q->restart->no_block, true);
-        int e = w ? env->restart(env->arg, q->restart->name, &cl->cred, later_done, w) : -ENOMEM;
+        int e = w ? env->restart(env->arg, q->restart->name, &cl->cred, later_done, w) : errno;
         if (e == 0)
                 return;
         if (w)
@@ -285,7 +293,7 @@ static void on_start(struct client *cl, const Control__Request *q)
                         if (w)
                                 answer_when_ready(w, q->id, in.name, text);
                         else
-                                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                                client_load_refused(cl, q->id, errno);
                         return;
                 }
         }
@@ -682,14 +690,15 @@ static void on_move(struct client *cl, const Control__Request *q)
         if (!u)
                 return;
         struct client_load *c = client_load_new(cl, q->id);
+        if (!c) {
+                client_load_refused(cl, q->id, errno);
+                return;
+        }
         char msg[400];
-        int code = c ? unit_move(u, q->move->node, move_done, c, msg, sizeof msg) : GADGET_EINTERNAL;
-        if (!c)
-                snprintf(msg, sizeof msg, "out of memory");
+        int code = unit_move(u, q->move->node, move_done, c, msg, sizeof msg);
         if (!code)
                 return;
-        if (c)
-                client_load_end(c);
+        client_load_end(c);
         client_error(cl, q->id, code, "%s", msg);
 }
 

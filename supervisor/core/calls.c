@@ -93,7 +93,8 @@ static void pend_unlink(struct call *c)
         struct unit *u = c->u;
         TAILQ_REMOVE(&u->pending, c, pend_link);
         c->pend_link.tqe_prev = NULL;
-        u->n_pending--;
+        if (!c->ready_ms)
+                u->n_pending--;
         u->pending_bytes -= c->pend_bytes;
 }
 
@@ -156,6 +157,12 @@ void calls_owner_gone(struct call_owner *o)
 {
         struct call *c;
         while ((c = LIST_FIRST(&o->calls))) {
+                /* A wait for a start (gadgetctl load, start, restart) is
+                 * no call: it ends with its caller, now. */
+                if (c->ready_ms) {
+                        call_end(c, NULL, GADGET_EGONE, "the caller is gone");
+                        continue;
+                }
                 LIST_REMOVE(c, owner_link);
                 c->done = NULL;
                 c->owner = NULL;
@@ -355,7 +362,11 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                      char *msg, size_t len)
 {
         struct unit *u = c->u;
-        if (u->n_pending >= u->policy->calls_queued_max) {
+        /* A wait for a start already asked (gadgetctl load, start,
+         * restart: c->ready_ms) is not a call: it holds no arguments and
+         * is bounded by its control connection (CONTROL_WAITING_MAX), so
+         * it takes none of the callers' CallsQueuedMax. */
+        if (!c->ready_ms && u->n_pending >= u->policy->calls_queued_max) {
                 snprintf(msg, len, "gadget \"%s\" is busy: %zu calls wait for its start (CallsQueuedMax=)",
                          u->policy->name, u->n_pending);
                 return GADGET_EBUSY;
@@ -379,7 +390,8 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         c->deadline_ms = monotime_ms() + ms;
         timer_arm_ms(c->timer, ms);
         TAILQ_INSERT_TAIL(&u->pending, c, pend_link);
-        u->n_pending++;
+        if (!c->ready_ms)
+                u->n_pending++;
         c->pend_bytes = bytes;
         u->pending_bytes += bytes;
         unit_wake(u, c->party);

@@ -97,5 +97,6 @@ void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const 
 bool calls_is_wake(const struct call *c);
 
 /* The owner left: its calls go on (their gadget answers, or times out)
- * but their outcomes go nowhere. */
+ * but their outcomes go nowhere; its waits for a start (until_ready) end
+ * now, through their done. */
 void calls_owner_gone(struct call_owner *o);

@@ -166,8 +166,15 @@ int loads_record(const char *state_dir, const char *name, const char *path, uid_
         int e = loads_read(state_dir, &v, &n, &bad);
         if (e < 0)
                 return e;
+        /* The same record again (a load of an unchanged file, which may
+         * come as often as the caller likes) writes and syncs nothing. */
+        bool same = false;
+        for (size_t i = 0; i < n; i++)
+                same = same || (strcmp(v[i].name, name) == 0 && v[i].uid == uid && v[i].gid == gid &&
+                                strcmp(v[i].path, path) == 0);
         const struct loads_entry add = { .name = (char *)name, .uid = uid, .gid = gid, .path = (char *)path };
-        e = write_list(state_dir, v, n, name, &add);
+        if (!same)
+                e = write_list(state_dir, v, n, name, &add);
         loads_free(v, n);
         return e;
 }

@@ -21,7 +21,8 @@ struct loads_entry {
 
 /* Records that name was loaded from path by uid:gid, replacing any record
  * of name. Written whole to a temporary file, synced and renamed over the
- * old one: a crash leaves the old list or the new one. 0 or -errno. */
+ * old one: a crash leaves the old list or the new one; the same record
+ * again writes nothing. 0 or -errno. */
 int loads_record(const char *state_dir, const char *name, const char *path, uid_t uid, gid_t gid);
 /* Forgets the recorded load of name (gadgetctl unload, or a load with
  * --runtime): its file is not loaded at the next start. 0 (also when there

@@ -88,23 +88,39 @@ def read_varint(buf, i):
             return n, i
 
 
-def answer(s, timeout=10):
-    """One control.Response: {"kind": "error"/"done"/..., "code", "message"} or None at EOF."""
+def answers(s, k, timeout=10, buf=None):
+    """Up to k control.Responses read from s (fewer at EOF), each
+    {"kind": "error"/"done"/..., "code", "message"}; buf (a bytearray) keeps
+    what was read past the k-th for the next call."""
     s.settimeout(timeout)
-    data = b""
-    while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
+    buf = bytearray() if buf is None else buf
+    out = []
+    while len(out) < k:
+        if len(buf) >= 4 and len(buf) >= 4 + struct.unpack("<I", buf[:4])[0]:
+            n = struct.unpack("<I", buf[:4])[0]
+            m = parse(bytes(buf[4:4 + n]))
+            del buf[:4 + n]
+            if 2 in m:
+                sub = parse(m[2][0])
+                out.append({"kind": "error", "code": sub.get(1, [0])[0],
+                            "message": sub.get(2, [b""])[0].decode(errors="replace")})
+            elif 3 in m:
+                sub = parse(m[3][0])
+                out.append({"kind": "done", "message": sub.get(1, [b""])[0].decode(errors="replace")})
+            else:
+                out.append({"kind": "other"})
+            continue
         chunk = s.recv(65536)
         if not chunk:
-            return None
-        data += chunk
-    m = parse(data[4:4 + struct.unpack("<I", data[:4])[0]])
-    if 2 in m:
-        sub = parse(m[2][0])
-        return {"kind": "error", "code": sub.get(1, [0])[0], "message": sub.get(2, [b""])[0].decode(errors="replace")}
-    if 3 in m:
-        sub = parse(m[3][0])
-        return {"kind": "done", "message": sub.get(1, [b""])[0].decode(errors="replace")}
-    return {"kind": "other"}
+            break
+        buf += chunk
+    return out
+
+
+def answer(s, timeout=10):
+    """One control.Response (as answers'), or None at EOF."""
+    a = answers(s, 1, timeout)
+    return a[0] if a else None
 
 
 def connect_unix(path):
@@ -205,6 +221,31 @@ def control_load(path, policy_path):
     a = a or {"kind": "eof"}
     a["seconds"] = round(time.time() - t, 3)
     print(json.dumps(a), flush=True)
+
+
+def control_waits(path, n, first, policy_path):
+    """n `load`s of policy_path pipelined on one connection (each answered
+    once its gadget is ready); reads `first` answers, prints what they
+    were, waits for a line on standard input, then reads the rest (60 s at
+    most) and prints those."""
+    s = connect_unix(path)
+    s.sendall(b"".join(request(i + 1, 2, policy_path) for i in range(n)))
+    buf = bytearray()
+
+    def read(k):
+        got = {"answered": 0, "busy_connection": 0, "busy_queued": 0, "done": 0}
+        for a in answers(s, k, 60, buf):
+            got["answered"] += 1
+            m = a.get("message", "")
+            got["busy_connection"] += "this connection awaits" in m
+            got["busy_queued"] += "CallsQueuedMax" in m
+            got["done"] += a["kind"] == "done"
+        return " ".join("%s %d" % kv for kv in got.items())
+
+    print(read(first), flush=True)
+    sys.stdin.readline()
+    print(read(n - first), flush=True)
+    s.close()
 
 
 def gateway_hold(port, n, hold):
@@ -341,6 +382,8 @@ def main(argv):
         control_wide(args[0], int(args[1]), int(args[2]))
     elif cmd == "control-load":
         control_load(args[0], args[1])
+    elif cmd == "control-waits":
+        control_waits(args[0], int(args[1]), int(args[2]), args[3])
     elif cmd == "gateway-hold":
         gateway_hold(int(args[0]), int(args[1]), float(args[2]))
     elif cmd == "gateway-notoken":

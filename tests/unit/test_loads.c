@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "system/loads.h"
@@ -44,6 +45,30 @@ static void test_record_replace_forget(void)
         CHECK(loads_record(dir, "c", "/p/c\n.policy", 0, 0) < 0, "a path with a newline is refused");
 }
 
+/* The list file's inode: a write replaces the file by a rename. */
+static ino_t list_ino(void)
+{
+        char path[128];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, LOADS_FILE);
+        return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* A load of an unchanged file may come as often as its caller likes: the
+ * same record again writes (and syncs) nothing; a changed one does. */
+static void test_same_record_writes_nothing(void)
+{
+        CHECK(loads_record(dir, "s", "/p/s.policy", 7, 8) == 0, "record s");
+        ino_t ino = list_ino();
+        int i = 0;
+        while (i < 50 && loads_record(dir, "s", "/p/s.policy", 7, 8) == 0)
+                i++;
+        CHECK(i == 50 && list_ino() == ino, "the same record 50 times: the list is not written again");
+        CHECK(loads_record(dir, "s", "/p/s.policy", 7, 9) == 0 && list_ino() != ino,
+              "another gid: written (a new file renamed over the list)");
+        CHECK(loads_forget(dir, "s") == 0, "forget s");
+}
+
 static void test_bad_lines(void)
 {
         struct loads_entry *v;
@@ -61,6 +86,7 @@ int main(void)
         if (!mkdtemp(dir))
                 return 1;
         test_record_replace_forget();
+        test_same_record_writes_nothing();
         test_bad_lines();
         char path[128];
         snprintf(path, sizeof path, "%s/%s", dir, LOADS_FILE);

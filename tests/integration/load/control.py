@@ -331,3 +331,37 @@ def load_control_root_loads_wait_their_turn(tmp):
             kinds.append("done" if 3 in m else "error: %r" % attacks.parse(m[2][0]) if 2 in m else "other")
         check(kinds == ["done"] * len(paths), "answers: %r" % kinds)
         wait_for(lambda: all(d.state("g%02d" % i) == "ready" for i in range(12)), what="the 12 gadgets ready")
+
+
+@test
+def load_control_waits_bounded_per_connection(tmp):
+    """A client pipelines 40 `load`s of an unchanged gadget that is still
+    starting (each answered once it is ready): 16 of them wait
+    (CONTROL_WAITING_MAX, per connection), the other 24 are refused at once
+    as busy, naming that bound; the waits take none of the gadget's
+    CallsQueuedMax=2, which its callers' calls need. Another client's waits
+    end with it when it leaves. Once the gadget is stopped, each of the 16
+    is answered: none is lost."""
+    with Daemon(tmp) as d:
+        path = policy(d.tmp, "mute", "Arguments=mute 600\nStartTimeout=10min\nCallsQueuedMax=2\n")
+        r = d.ctl("load", "--no-block", path)
+        check(r.returncode == 0, "load: %r" % r.stderr)
+        p = attack(None, "control-waits", d.sock, "40", "24", path)
+        first = counts(p.stdout.readline())
+        check(first == {"answered": 24, "busy_connection": 24, "busy_queued": 0, "done": 0},
+              "the first 24 answers: %r" % first)
+        check(d.state("mute") == "starting", "mute is %s" % d.state("mute"))
+        # Another client's 16 waits end with it when it leaves.
+        sys.path.insert(0, os.path.dirname(ATTACKS))
+        import attacks
+        s = attacks.connect_unix(d.sock)
+        s.sendall(b"".join(attacks.request(i + 1, 2, path) for i in range(16)))
+        s.sendall(attacks.request(17, 5))
+        check([a["kind"] for a in attacks.answers(s, 1, 60)] == ["other"], "a list after 16 waiting loads")
+        s.close()
+        r = d.ctl("stop", "mute")
+        check(r.returncode == 0, "stop: %r" % r.stderr)
+        out, err = p.communicate("go\n", timeout=120)
+        rest = counts(out)
+        check(rest.get("answered") == 16 and rest.get("busy_connection") == 0 and rest.get("busy_queued") == 0,
+              "the 16 waits, answered once mute stopped: %r %s" % (rest, err))
