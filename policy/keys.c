@@ -325,23 +325,16 @@ static int policy_set_exec(struct policy_ctx *c, void *obj, const char *key, con
         return 0;
 }
 
-static int policy_set_arguments(struct policy_ctx *c, void *obj, const char *key,
-                                const char *value)
+static int policy_set_arguments(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
-        char **w;
-        size_t n;
-        int r = policy_words(c, key, value, &w, &n);
+        int r = policy_words(c, key, value, &p->argv, &p->argc);
 
-        if (r < 0)
-                return r;
-        if (n == 0) {
-                policy_strv_free(w);
-                return 0;
+        if (r == 0 && p->argc == 0) { /* no words: no arguments, as without the key */
+                policy_strv_free(p->argv);
+                p->argv = NULL;
         }
-        p->argv = w;
-        p->argc = n;
-        return 0;
+        return r;
 }
 
 /* KEY of a KEY=VALUE item: a portable environment variable name. */
@@ -476,25 +469,19 @@ static int policy_set_cpu_quota(struct policy_ctx *c, void *obj, const char *key
         return 0;
 }
 
-static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
-                              const char *value)
+/* Restart= and Start=: one of the key's names, stored as its index. */
+static int policy_set_mode(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
-        int i = policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names));
+        struct policy *p = obj;
+        bool restart = strcmp(key, "Restart") == 0;
+        int i = restart ? policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names))
+                        : policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
 
-        if (i < 0)
-                return i;
-        ((struct policy *)obj)->restart = (enum policy_restart)i;
-        return 0;
-}
-
-static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, const char *value)
-{
-        int i = policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
-
-        if (i < 0)
-                return i;
-        ((struct policy *)obj)->start = (enum policy_start)i;
-        return 0;
+        if (i >= 0 && restart)
+                p->restart = (enum policy_restart)i;
+        else if (i >= 0)
+                p->start = (enum policy_start)i;
+        return i < 0 ? i : 0;
 }
 
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
@@ -623,8 +610,8 @@ static const struct policy_key policy_gadget_keys[] = {
         /* The log budget: what is over it is dropped and counted (gadgetd's log cost). */
         { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL, 0 },
         { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL, 0 },
-        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart, 0 },
-        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_start, 0 },
+        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
+        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
         /* infinity: never stopped for being idle (the default). */
         { "IdleStop", KIND_DURATION, KEY_INFINITY, 0, G(idle_stop_ms), 0, NULL, 0 },
         { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types, 0 },
