@@ -116,13 +116,10 @@ static int exchange(const struct ctl *ctl, struct client *c, Control__Request *r
         return receive(ctl, c, req->req_case == CONTROL__REQUEST__REQ_CALL, want, false, out);
 }
 
-/* Prints an answer on stdout (reload errors on stderr). The exit status. */
-static int print_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
+/* After printing an answer on stdout with result e (>= 0 or -errno):
+ * stdout flushed, and st, or why it could not print and CTL_EXIT_FAILED. */
+static int printed(const struct ctl *ctl, int e, int st)
 {
-        bool failed = false;
-        int e = show_answer(stdout, stderr, r, ctl->json, audit, &failed);
-        int st = failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
-
         if (e >= 0 && fflush(stdout) == EOF)
                 e = -errno;
         if (e < 0) {
@@ -132,55 +129,73 @@ static int print_answer(const struct ctl *ctl, const Control__Response *r, bool 
         return st;
 }
 
-/* Sends req and prints its one answer of kind want. The exit status. */
-static int request(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want)
+/* Prints an answer on stdout (reload errors on stderr). The exit status. */
+static int print_answer(const struct ctl *ctl, const Control__Response *r, bool audit)
+{
+        bool failed = false;
+        int e = show_answer(stdout, stderr, r, ctl->json, audit, &failed);
+
+        return printed(ctl, e, failed ? CTL_EXIT_FAILED : CTL_EXIT_OK);
+}
+
+/* Sends req on a connection of its own and receives its one answer, as
+ * exchange(): *r is the answer (the caller's) when the status is CTL_EXIT_OK. */
+static int ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want,
+               Control__Response **r)
 {
         struct client c = { .fd = -1 };
-        Control__Response *r = NULL;
-        int st = exchange(ctl, &c, req, want, &r);
+        int st = exchange(ctl, &c, req, want, r);
 
-        if (st == CTL_EXIT_OK)
-                st = print_answer(ctl, r, false);
-        if (r)
-                control__response__free_unpacked(r, NULL);
         client_close(&c);
         return st;
 }
 
-/* Refuses a NAME that no policy could declare, before asking gadgetd. */
-static int check_name(const struct ctl *ctl, const char *name)
+/* Sends req and prints its one answer of kind want. The exit status. */
+static int request(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want)
 {
-        if (gadget_name_ok(name))
-                return CTL_EXIT_OK;
-        show_error(stderr, ctl->json, 0,
-                   "\"%s\" is not a gadget name (lower case letters, digits, - and _)", name);
-        return CTL_EXIT_USAGE;
+        Control__Response *r = NULL;
+        int st = ask(ctl, req, want, &r);
+
+        if (st == CTL_EXIT_OK) {
+                st = print_answer(ctl, r, false);
+                control__response__free_unpacked(r, NULL);
+        }
+        return st;
 }
 
-/* stop, wake, unload, cat, status: a request naming one gadget. */
+/* Fills req, of kind, and its message n naming gadget name (no_block:
+ * for start and restart, answer once asked, not once ready). */
+static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_block,
+                      Control__Request *req, Control__Name *n)
+{
+        n->name = (char *)name;
+        n->no_block = no_block;
+        req->req_case = kind;
+        if (kind == CONTROL__REQUEST__REQ_STOP)
+                req->stop = n;
+        else if (kind == CONTROL__REQUEST__REQ_WAKE)
+                req->wake = n;
+        else if (kind == CONTROL__REQUEST__REQ_START)
+                req->start = n;
+        else if (kind == CONTROL__REQUEST__REQ_RESTART)
+                req->restart = n;
+        else if (kind == CONTROL__REQUEST__REQ_UNLOAD)
+                req->unload = n;
+        else if (kind == CONTROL__REQUEST__REQ_CAT)
+                req->cat = n;
+        else
+                req->status = n;
+}
+
+/* stop, start, restart, wake, unload, cat, status: a request naming one
+ * gadget, its answer of kind want printed. The exit status. */
 static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
-                        Control__Response__RespCase want)
+                        Control__Response__RespCase want, bool no_block)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
-        int st = check_name(ctl, name);
 
-        if (st != CTL_EXIT_OK)
-                return st;
-        n.name = (char *)name;
-        req.req_case = kind;
-        if (kind == CONTROL__REQUEST__REQ_STOP)
-                req.stop = &n;
-        else if (kind == CONTROL__REQUEST__REQ_WAKE)
-                req.wake = &n;
-        else if (kind == CONTROL__REQUEST__REQ_START)
-                req.start = &n;
-        else if (kind == CONTROL__REQUEST__REQ_UNLOAD)
-                req.unload = &n;
-        else if (kind == CONTROL__REQUEST__REQ_CAT)
-                req.cat = &n;
-        else
-                req.status = &n;
+        name_fill(name, kind, no_block, &req, &n);
         return request(ctl, &req, want);
 }
 
@@ -229,57 +244,38 @@ static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
-/* restart and start: a request naming one gadget, answered once it is
- * ready (or with why it did not start) unless --no-block. */
-static int ready_request(const struct ctl *ctl, const struct cmd_args *a, Control__Request__ReqCase kind)
-{
-        Control__Request req = CONTROL__REQUEST__INIT;
-        Control__Name n = CONTROL__NAME__INIT;
-        int st = check_name(ctl, a->pos[0]);
-
-        if (st != CTL_EXIT_OK)
-                return st;
-        n.name = a->pos[0];
-        n.no_block = a->no_block;
-        req.req_case = kind;
-        if (kind == CONTROL__REQUEST__REQ_START)
-                req.start = &n;
-        else
-                req.restart = &n;
-        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
-}
-
+/* restart and start are answered once the gadget is ready (or with why
+ * it did not start) unless --no-block. */
 static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return ready_request(ctl, a, CONTROL__REQUEST__REQ_RESTART);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART, CONTROL__RESPONSE__RESP_DONE,
+                            a->no_block);
 }
 
 static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_start(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return ready_request(ctl, a, CONTROL__REQUEST__REQ_START);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_START, CONTROL__RESPONSE__RESP_DONE,
+                            a->no_block);
 }
 
 static int cmd_unload(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_UNLOAD, CONTROL__RESPONSE__RESP_DONE);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_UNLOAD, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Kill k = CONTROL__KILL__INIT;
-        int st = check_name(ctl, a->pos[0]);
 
-        if (st != CTL_EXIT_OK)
-                return st;
         k.name = a->pos[0];
         k.signal = SIGTERM;
         if (a->n_pos > 1 && (k.signal = gadget_signal_parse(a->pos[1])) < 0) {
@@ -294,20 +290,15 @@ static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
-/* The status of gadget name, asked on c (closed by the caller): *r is
- * the answer when the exit status is CTL_EXIT_OK. */
-static int status_of(const struct ctl *ctl, const char *name, struct client *c, Control__Response **r)
+/* The status of gadget name: *r is the answer (the caller's) when the
+ * exit status is CTL_EXIT_OK. */
+static int status_of(const struct ctl *ctl, const char *name, Control__Response **r)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
-        int st = check_name(ctl, name);
 
-        if (st != CTL_EXIT_OK)
-                return st;
-        n.name = (char *)name;
-        req.req_case = CONTROL__REQUEST__REQ_STATUS;
-        req.status = &n;
-        return exchange(ctl, c, &req, CONTROL__RESPONSE__RESP_STATUS, r);
+        name_fill(name, CONTROL__REQUEST__REQ_STATUS, false, &req, &n);
+        return ask(ctl, &req, CONTROL__RESPONSE__RESP_STATUS, r);
 }
 
 /* Exit statuses of is-active and is-failed, as systemctl's. */
@@ -317,9 +308,8 @@ enum { IS_NO_ACTIVE = 3, IS_NO_FAILED = 1, IS_UNKNOWN = 4 };
  * is state, else no; 4 for a gadget gadgetd does not know. */
 static int is_state(const struct ctl *ctl, const char *name, const char *state, int no)
 {
-        struct client c = { .fd = -1 };
         Control__Response *r = NULL;
-        int st = status_of(ctl, name, &c, &r);
+        int st = status_of(ctl, name, &r);
 
         if (st == CTL_EXIT_NOTFOUND)
                 st = IS_UNKNOWN;
@@ -332,10 +322,8 @@ static int is_state(const struct ctl *ctl, const char *name, const char *state, 
                 st = strcmp(now, state) == 0 ? CTL_EXIT_OK : no;
                 if (fflush(stdout) == EOF)
                         st = CTL_EXIT_FAILED;
-        }
-        if (r)
                 control__response__free_unpacked(r, NULL);
-        client_close(&c);
+        }
         return st;
 }
 
@@ -351,33 +339,24 @@ static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS, false);
 }
 
 static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS,
-                            CONTROL__RESPONSE__RESP_STATUS);
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS, CONTROL__RESPONSE__RESP_STATUS,
+                            false);
 }
 
 static int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
 {
-        struct client c = { .fd = -1 };
         Control__Response *r = NULL;
-        int st = status_of(ctl, a->pos[0], &c, &r);
+        int st = status_of(ctl, a->pos[0], &r);
 
         if (st == CTL_EXIT_OK) {
-                int e = show_describe(stdout, r->status, ctl->json);
-                if (e >= 0 && fflush(stdout) == EOF)
-                        e = -errno;
-                if (e < 0) {
-                        show_error(stderr, ctl->json, 0, "cannot print the answer: %s", strerror(-e));
-                        st = CTL_EXIT_FAILED;
-                }
-        }
-        if (r)
+                st = printed(ctl, show_describe(stdout, r->status, ctl->json), CTL_EXIT_OK);
                 control__response__free_unpacked(r, NULL);
-        client_close(&c);
+        }
         return st;
 }
 
@@ -396,10 +375,7 @@ static int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Move move = CONTROL__MOVE__INIT;
-        int st = check_name(ctl, a->pos[0]);
 
-        if (st != CTL_EXIT_OK)
-                return st;
         /* Node= follows the rule of gadget names (gadgetd's config.c). */
         if (!gadget_name_ok(a->pos[1])) {
                 show_error(stderr, ctl->json, 0,
@@ -424,10 +400,8 @@ static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
         Control__Call call = CONTROL__CALL__INIT;
         const char *json = a->n_pos > 2 ? a->pos[2] : "null";
         char err[256] = "";
-        int st = check_name(ctl, a->pos[0]);
+        int st;
 
-        if (st != CTL_EXIT_OK)
-                return st;
         if (!*a->pos[1] || !value_utf8_valid(a->pos[1], strlen(a->pos[1]))) {
                 show_error(stderr, ctl->json, 0, "\"%s\" is not a method name", a->pos[1]);
                 return CTL_EXIT_USAGE;
@@ -452,10 +426,8 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
         Control__Logs logs = CONTROL__LOGS__INIT;
         struct client c = { .fd = -1 };
         Control__Response *r = NULL;
-        int st = check_name(ctl, a->pos[0]);
+        int st;
 
-        if (st != CTL_EXIT_OK)
-                return st;
         logs.name = a->pos[0];
         logs.lines = a->lines_set ? a->lines : a->follow ? FOLLOW_LINES : 0;
         logs.none = a->lines_set && a->lines == 0;

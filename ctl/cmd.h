@@ -45,7 +45,7 @@ struct command {
         int (*run)(const struct ctl *ctl, const struct cmd_args *a);
         int min_pos, max_pos; /* max -1: any number */
         const char *opts;     /* getopt string after ':' (and '+' to stop at the first argument) */
-        const char *synopsis;
+        const char *synopsis; /* starting with NAME: main.c checks pos[0] is a gadget name */
         const char *summary;
         const char *help;     /* more lines for COMMAND --help, or "" */
 };

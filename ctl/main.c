@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "contract.h"
 #include "show.h"
 
 #define DEFAULT_SOCKET "/run/gadgetd/control.sock"
@@ -174,6 +175,13 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 return usage_error(ctl, c->name, "missing arguments, expected", c->synopsis);
         if (c->max_pos >= 0 && a.n_pos > c->max_pos)
                 return usage_error(ctl, c->name, "unexpected argument", a.pos[c->max_pos]);
+        /* A NAME no policy could declare is refused before asking gadgetd,
+         * here for every command whose synopsis starts with NAME. */
+        if (strncmp(c->synopsis, "NAME", 4) == 0 && !gadget_name_ok(a.pos[0])) {
+                show_error(stderr, ctl->json, 0,
+                           "\"%s\" is not a gadget name (lower case letters, digits, - and _)", a.pos[0]);
+                return CTL_EXIT_USAGE;
+        }
         return c->run(ctl, &a);
 }
 

@@ -15,38 +15,42 @@ struct output_table {
         size_t rows, cap;
 };
 
-const char *output_uptime(uint64_t ms, char *buf, size_t len)
+/* Time units: their seconds, and their names in output_uptime and output_ago. */
+static const struct { uint64_t s; const char *brief, *name; } time_units[] = {
+        { 1, "s", "s" }, { 60, "m", "min" }, { 3600, "h", "h" }, { 86400, "d", "d" },
+};
+
+/* ms in the largest time unit it fills: brief, with the next smaller unit
+ * (output_uptime), or in words and ago (output_ago). */
+static const char *time_text(uint64_t ms, bool brief, char *buf, size_t len)
 {
         uint64_t s = ms / 1000;
+        size_t u = 0;
 
-        if (ms == 0)
+        while (u + 1 < sizeof time_units / sizeof *time_units && s >= time_units[u + 1].s)
+                u++;
+        if (!brief && s == 0)
+                snprintf(buf, len, "now");
+        else if (!brief)
+                snprintf(buf, len, "%" PRIu64 " %s ago", s / time_units[u].s, time_units[u].name);
+        else if (ms == 0)
                 snprintf(buf, len, "-");
-        else if (s < 60)
+        else if (u == 0)
                 snprintf(buf, len, "%" PRIu64 "s", s);
-        else if (s < 3600)
-                snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
-        else if (s < 86400)
-                snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s % 3600 / 60);
-        else
-                snprintf(buf, len, "%" PRIu64 "d%02" PRIu64 "h", s / 86400, s % 86400 / 3600);
+        else /* 5m12s, 3h07m, 2d05h */
+                snprintf(buf, len, "%" PRIu64 "%s%02" PRIu64 "%s", s / time_units[u].s, time_units[u].brief,
+                         s % time_units[u].s / time_units[u - 1].s, time_units[u - 1].brief);
         return buf;
+}
+
+const char *output_uptime(uint64_t ms, char *buf, size_t len)
+{
+        return time_text(ms, true, buf, len);
 }
 
 const char *output_ago(uint64_t ms, char *buf, size_t len)
 {
-        uint64_t s = ms / 1000;
-
-        if (s == 0)
-                snprintf(buf, len, "now");
-        else if (s < 60)
-                snprintf(buf, len, "%" PRIu64 " s ago", s);
-        else if (s < 3600)
-                snprintf(buf, len, "%" PRIu64 " min ago", s / 60);
-        else if (s < 86400)
-                snprintf(buf, len, "%" PRIu64 " h ago", s / 3600);
-        else
-                snprintf(buf, len, "%" PRIu64 " d ago", s / 86400);
-        return buf;
+        return time_text(ms, false, buf, len);
 }
 
 const char *output_cpu(uint64_t usec, char *buf, size_t len)

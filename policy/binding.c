@@ -229,39 +229,42 @@ static int policy_set_ca_file(struct policy_ctx *c, void *obj, const char *key, 
 
 #define B(field) offsetof(struct policy_binding, field)
 
-static const struct policy_key policy_type_key = { "Type", KIND_CUSTOM, 0, T_ALL, 0, 0, NULL };
+static const struct policy_key policy_type_key = { "Type", KIND_CUSTOM, 0, T_ALL, 0, 0, NULL, 0 };
 
 static const struct policy_key policy_binding_keys[] = {
         /* A value travels in one frame, with its key and the envelope. */
-        { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE, NULL },
-        { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL },
-        { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL },
+        { "MaxValueSize", KIND_SIZE, 0, T_KV, B(max_value_size),
+          WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE, NULL, 1 << 20 },
+        { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL, POLICY_KV_MAX_KEYS },
+        { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL, POLICY_KV_MAX_BYTES },
         /* Why a bound: each queued operation holds its value in gadgetd. */
-        { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target },
-        { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods },
-        { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow },
-        { "Timeout", KIND_DURATION, 0, T_HTTP, B(timeout_ms), 0, NULL },
-        { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL },
+        { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target, 0 },
+        { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods, 0 },
+        { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow, 0 },
+        { "Timeout", KIND_DURATION, 0, T_HTTP, B(timeout_ms), 0, NULL, 10 * 1000 },
+        { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL, 1 << 20 },
         { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE,
-          NULL },
-        { "MaxResponseHeaders", KIND_COUNT, 0, T_HTTP, B(max_resp_headers), POLICY_HTTP_MAX_HEADERS, NULL },
+          NULL, 1 << 20 },
+        { "MaxResponseHeaders", KIND_COUNT, 0, T_HTTP, B(max_resp_headers),
+          POLICY_HTTP_MAX_HEADERS, NULL, 100 },
         { "MaxResponseHeaderSize", KIND_SIZE, 0, T_HTTP, B(max_resp_header_bytes),
-          POLICY_HTTP_MAX_HEADER_BYTES, NULL },
-        { "CAFile", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_ca_file },
-        { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value },
-        { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file },
-        { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL },
-        { "Credential", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential },
-        { "CredentialHeader", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential_header },
-        { "Approve", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_approve },
+          POLICY_HTTP_MAX_HEADER_BYTES, NULL, 64 << 10 },
+        { "CAFile", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_ca_file, 0 },
+        { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value, 0 },
+        { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file, 0 },
+        { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL, POLICY_SECRET_SIZE },
+        { "Credential", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential, 0 },
+        { "CredentialHeader", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential_header, 0 },
+        { "Approve", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_approve, 0 },
         { "ApproveTimeout", KIND_DURATION, 0, T_GADGET | T_HTTP, B(approve_timeout_ms),
-          POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
-        { "Method", KIND_CUSTOM, 0, T_ALARM, 0, 0, policy_set_method },
+          POLICY_APPROVE_TIMEOUT_MAX_MS, NULL, POLICY_APPROVE_TIMEOUT_MS },
+        { "Method", KIND_CUSTOM, 0, T_ALARM, 0, 0, policy_set_method, 0 },
         /* Why bounds: each alarm is a row of gadgetd's store and, when
          * due, a call gadgetd makes; the payload travels in that call. */
-        { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL },
-        { "MaxPayloadSize", KIND_SIZE, 0, T_ALARM, B(max_payload), POLICY_SECRET_SIZE_MAX, NULL },
-        { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL },
+        { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL, POLICY_ALARMS_MAX },
+        { "MaxPayloadSize", KIND_SIZE, 0, T_ALARM, B(max_payload),
+          POLICY_SECRET_SIZE_MAX, NULL, POLICY_ALARM_PAYLOAD },
+        { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL, POLICY_BINDING_CALLS },
 };
 
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)
@@ -450,23 +453,8 @@ out:
 /* A new binding named name (taken over) on line, with every key's default. */
 static void policy_binding_init(struct policy_binding *b, char *name, unsigned line)
 {
-        *b = (struct policy_binding){
-                .name = name,
-                .line = line,
-                .max_value_size = 1024 * 1024,
-                .max_keys = POLICY_KV_MAX_KEYS,
-                .max_bytes = POLICY_KV_MAX_BYTES,
-                .timeout_ms = 10 * 1000,
-                .max_response = 1024 * 1024,
-                .max_request = 1024 * 1024,
-                .max_resp_headers = 100,
-                .max_resp_header_bytes = 64 * 1024,
-                .max_size = POLICY_SECRET_SIZE,
-                .max_alarms = POLICY_ALARMS_MAX,
-                .max_payload = POLICY_ALARM_PAYLOAD,
-                .calls_max = POLICY_BINDING_CALLS,
-                .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
-        };
+        *b = (struct policy_binding){ .name = name, .line = line };
+        policy_key_defaults(b, policy_binding_keys, sizeof(policy_binding_keys) / sizeof(policy_binding_keys[0]));
 }
 
 /* Opens [Binding NAME]: a new binding, unless the name is bad or taken. */

@@ -325,23 +325,16 @@ static int policy_set_exec(struct policy_ctx *c, void *obj, const char *key, con
         return 0;
 }
 
-static int policy_set_arguments(struct policy_ctx *c, void *obj, const char *key,
-                                const char *value)
+static int policy_set_arguments(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
-        char **w;
-        size_t n;
-        int r = policy_words(c, key, value, &w, &n);
+        int r = policy_words(c, key, value, &p->argv, &p->argc);
 
-        if (r < 0)
-                return r;
-        if (n == 0) {
-                policy_strv_free(w);
-                return 0;
+        if (r == 0 && p->argc == 0) { /* no words: no arguments, as without the key */
+                policy_strv_free(p->argv);
+                p->argv = NULL;
         }
-        p->argv = w;
-        p->argc = n;
-        return 0;
+        return r;
 }
 
 /* KEY of a KEY=VALUE item: a portable environment variable name. */
@@ -435,7 +428,7 @@ static int policy_set_ro_paths(struct policy_ctx *c, void *obj, const char *key,
  * and the gadget would fail without a word of the limit. */
 static int policy_set_memory_max(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
-        static const struct policy_key size = { "MemoryMax", KIND_SIZE, KEY_INFINITY, 0, 0, 0, NULL };
+        static const struct policy_key size = { "MemoryMax", KIND_SIZE, KEY_INFINITY, 0, 0, 0, NULL, 0 };
         struct policy *p = obj;
         uint64_t v = 0;
         int r = policy_set_generic(c, &v, &size, value);
@@ -476,25 +469,19 @@ static int policy_set_cpu_quota(struct policy_ctx *c, void *obj, const char *key
         return 0;
 }
 
-static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key,
-                              const char *value)
+/* Restart= and Start=: one of the key's names, stored as its index. */
+static int policy_set_mode(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
-        int i = policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names));
+        struct policy *p = obj;
+        bool restart = strcmp(key, "Restart") == 0;
+        int i = restart ? policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names))
+                        : policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
 
-        if (i < 0)
-                return i;
-        ((struct policy *)obj)->restart = (enum policy_restart)i;
-        return 0;
-}
-
-static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, const char *value)
-{
-        int i = policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
-
-        if (i < 0)
-                return i;
-        ((struct policy *)obj)->start = (enum policy_start)i;
-        return 0;
+        if (i >= 0 && restart)
+                p->restart = (enum policy_restart)i;
+        else if (i >= 0)
+                p->start = (enum policy_start)i;
+        return i < 0 ? i : 0;
 }
 
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
@@ -602,52 +589,68 @@ static int policy_set_nodes(struct policy_ctx *c, void *obj, const char *key, co
 
 /* Name and Exec first: POLICY_KEY_NAME and POLICY_KEY_EXEC index them. */
 static const struct policy_key policy_gadget_keys[] = {
-        { "Name", KIND_CUSTOM, 0, 0, 0, 0, policy_set_name },
-        { "Exec", KIND_CUSTOM, 0, 0, 0, 0, policy_set_exec },
-        { "Arguments", KIND_CUSTOM, KEY_EMPTY_OK, 0, 0, 0, policy_set_arguments },
-        { "Environment", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_environment },
-        { "ReadOnlyPaths", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_ro_paths },
-        { "SystemLibraries", KIND_BOOL, 0, 0, G(system_libraries), 0, NULL },
-        { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback },
+        { "Name", KIND_CUSTOM, 0, 0, 0, 0, policy_set_name, 0 },
+        { "Exec", KIND_CUSTOM, 0, 0, 0, 0, policy_set_exec, 0 },
+        { "Arguments", KIND_CUSTOM, KEY_EMPTY_OK, 0, 0, 0, policy_set_arguments, 0 },
+        { "Environment", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_environment, 0 },
+        { "ReadOnlyPaths", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_ro_paths, 0 },
+        { "SystemLibraries", KIND_BOOL, 0, 0, G(system_libraries), 0, NULL, 0 },
+        { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback, 0 },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
-        { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL },
-        { "MemoryMax", KIND_CUSTOM, 0, 0, 0, 0, policy_set_memory_max },
-        { "TasksMax", KIND_COUNT, KEY_INFINITY, 0, G(tasks_max), 0, NULL },
-        { "CPUQuota", KIND_CUSTOM, 0, 0, 0, 0, policy_set_cpu_quota },
-        { "LimitNOFILE", KIND_COUNT, 0, 0, G(limit_nofile), 1048576, NULL },
+        { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL, 16 << 20 },
+        { "MemoryMax", KIND_CUSTOM, 0, 0, 0, 0, policy_set_memory_max, 0 },
+        { "TasksMax", KIND_COUNT, KEY_INFINITY, 0, G(tasks_max), 0, NULL, POLICY_UNLIMITED },
+        { "CPUQuota", KIND_CUSTOM, 0, 0, 0, 0, policy_set_cpu_quota, 0 },
+        { "LimitNOFILE", KIND_COUNT, 0, 0, G(limit_nofile), 1048576, NULL, 1024 },
         /* Why no infinity: a call that never times out would hold its caller forever. */
-        { "CallTimeout", KIND_DURATION, 0, 0, G(call_timeout_ms), 0, NULL },
-        { "RuntimeMax", KIND_DURATION, KEY_INFINITY, 0, G(runtime_max_ms), 0, NULL },
+        { "CallTimeout", KIND_DURATION, 0, 0, G(call_timeout_ms), 0, NULL, 30 * 1000 },
+        { "RuntimeMax", KIND_DURATION, KEY_INFINITY, 0, G(runtime_max_ms), 0, NULL, 0 },
         /* Why no infinity: a gadget that never says hello would stay "starting" for ever. */
-        { "StartTimeout", KIND_DURATION, 0, 0, G(start_timeout_ms), 0, NULL },
+        { "StartTimeout", KIND_DURATION, 0, 0, G(start_timeout_ms), 0, NULL, 10 * 1000 },
         /* The log budget: what is over it is dropped and counted (gadgetd's log cost). */
-        { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL },
-        { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL },
-        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart },
-        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_start },
+        { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL, 0 },
+        { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL, 0 },
+        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
+        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
         /* infinity: never stopped for being idle (the default). */
-        { "IdleStop", KIND_DURATION, KEY_INFINITY, 0, G(idle_stop_ms), 0, NULL },
-        { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types },
-        { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui },
-        { "Gatekeeper", KIND_BOOL, 0, 0, G(gatekeeper), 0, NULL },
-        { "AdminMethods", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_methods },
-        { "AdminUI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_ui },
-        { "Approve", KIND_CUSTOM, 0, 0, 0, 0, policy_set_approve },
-        { "ApproveTimeout", KIND_DURATION, 0, 0, G(approve_timeout_ms), POLICY_APPROVE_TIMEOUT_MAX_MS, NULL },
-        { "Nodes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_nodes },
-        { "Schedule", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_schedule },
+        { "IdleStop", KIND_DURATION, KEY_INFINITY, 0, G(idle_stop_ms), 0, NULL, 0 },
+        { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types, 0 },
+        { "UI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_ui, 0 },
+        { "Gatekeeper", KIND_BOOL, 0, 0, G(gatekeeper), 0, NULL, 0 },
+        { "AdminMethods", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_methods, 0 },
+        { "AdminUI", KIND_CUSTOM, 0, 0, 0, 0, policy_set_admin_ui, 0 },
+        { "Approve", KIND_CUSTOM, 0, 0, 0, 0, policy_set_approve, 0 },
+        { "ApproveTimeout", KIND_DURATION, 0, 0, G(approve_timeout_ms),
+          POLICY_APPROVE_TIMEOUT_MAX_MS, NULL, POLICY_APPROVE_TIMEOUT_MS },
+        { "Nodes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_nodes, 0 },
+        { "Schedule", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_schedule, 0 },
         /* The budgets of the gadget's peer in gadgetd: no infinity, since
          * each bounds what one gadget can make gadgetd's loop do. */
-        { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL },
-        { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max), POLICY_FRAME_VALUES_LIMIT, NULL },
-        { "FrameValuesPerSecond", KIND_COUNT, 0, 0, G(frame_values_per_s), 1u << 30, NULL },
-        { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL },
-        { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL },
-        { "CallsQueuedMax", KIND_COUNT, 0, 0, G(calls_queued_max), POLICY_CALLS_QUEUED_LIMIT, NULL },
+        { "BindingCallsMax", KIND_COUNT, 0, 0, G(binding_calls_max), 4096, NULL, POLICY_BINDING_CALLS_MAX },
+        { "FrameValuesMax", KIND_COUNT, 0, 0, G(frame_values_max),
+          POLICY_FRAME_VALUES_LIMIT, NULL, POLICY_FRAME_VALUES },
+        { "FrameValuesPerSecond", KIND_COUNT, 0, 0, G(frame_values_per_s),
+          1u << 30, NULL, POLICY_FRAME_VALUES_PER_S },
+        { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL, POLICY_TURN_FRAMES },
+        { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL, POLICY_TURN_BYTES },
+        { "CallsQueuedMax", KIND_COUNT, 0, 0, G(calls_queued_max),
+          POLICY_CALLS_QUEUED_LIMIT, NULL, POLICY_CALLS_QUEUED },
 };
 
 _Static_assert(sizeof(policy_gadget_keys) / sizeof(policy_gadget_keys[0]) == POLICY_N_GADGET_KEYS,
                "gadget_seen has a slot per [Gadget] key");
+
+void policy_key_defaults(void *obj, const struct policy_key *t, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (t[i].def)
+                        *(uint64_t *)((char *)obj + t[i].off) = t[i].def;
+}
+
+void policy_gadget_defaults(struct policy *p)
+{
+        policy_key_defaults(p, policy_gadget_keys, POLICY_N_GADGET_KEYS);
+}
 
 void policy_gadget_key(struct policy_ctx *c, const char *key, const char *value)
 {

@@ -36,7 +36,8 @@ struct policy_ctx;
 typedef int policy_set_fn(struct policy_ctx *c, void *obj, const char *key, const char *value);
 
 /* One key: generic kinds store into the field at off of the policy or the
- * binding; custom ones call set. Generic numbers must be at least 1. */
+ * binding; custom ones call set. Generic numbers must be at least 1; def is
+ * a number's default (0: none, the field stays 0). */
 struct policy_key {
         const char *name;
         enum policy_kind kind;
@@ -45,6 +46,7 @@ struct policy_key {
         size_t off;
         uint64_t max;    /* KIND_COUNT: largest value, 0 = no bound */
         policy_set_fn *set;
+        uint64_t def;
 };
 
 /* A binding key kept until its section ends, when Type= is known. */
@@ -119,6 +121,11 @@ const struct policy_key *policy_key_find(struct policy_ctx *c, const struct poli
 void policy_apply(struct policy_ctx *c, void *obj, const struct policy_key *k, const char *value);
 
 void policy_gadget_key(struct policy_ctx *c, const char *key, const char *value);
+/* Sets the default (def) of each of the n keys t into obj: a policy's with
+ * policy_gadget_keys, a binding's with its own. */
+void policy_key_defaults(void *obj, const struct policy_key *t, size_t n);
+/* Sets the defaults of the [Gadget] keys of the table into p. */
+void policy_gadget_defaults(struct policy *p);
 /* The checks of [Gadget] keys that need all of them. */
 void policy_gadget_end(struct policy_ctx *c);
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value);

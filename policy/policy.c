@@ -235,22 +235,10 @@ static struct policy *policy_new(const char *path)
 
         if (!p)
                 return NULL;
-        *p = (struct policy){
-                .tmp_size = 16 * 1024 * 1024,
-                .memory_max = POLICY_UNLIMITED,
-                .tasks_max = POLICY_UNLIMITED,
-                .limit_nofile = 1024,
-                .call_timeout_ms = 30 * 1000,
-                .start_timeout_ms = 10 * 1000,
-                .binding_calls_max = POLICY_BINDING_CALLS_MAX,
-                .frame_values_max = POLICY_FRAME_VALUES,
-                .frame_values_per_s = POLICY_FRAME_VALUES_PER_S,
-                .turn_frames_max = POLICY_TURN_FRAMES,
-                .turn_bytes_max = POLICY_TURN_BYTES,
-                .calls_queued_max = POLICY_CALLS_QUEUED,
-                .restart = POLICY_RESTART_NO,
-                .approve_timeout_ms = POLICY_APPROVE_TIMEOUT_MS,
-        };
+        /* The numbers' defaults are in the key table, beside their bounds;
+         * MemoryMax= (a key of its own setter) has its default here. */
+        *p = (struct policy){ .memory_max = POLICY_UNLIMITED, .restart = POLICY_RESTART_NO };
+        policy_gadget_defaults(p);
         p->path = strdup(path);
         if (!p->path) {
                 free(p);

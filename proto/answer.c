@@ -1,5 +1,8 @@
-/* answer: the control protocol's answers, one builder per kind (answer.h). */
+/* answer: the control protocol's answers (answer.h). */
 #include "answer.h"
+
+#include <stddef.h>
+#include <stdlib.h>
 
 /* a's Response for id, its oneof set to kind. */
 static Control__Response *start(struct answer *a, uint64_t id, Control__Response__RespCase kind)
@@ -28,44 +31,40 @@ Control__Response *answer_done(struct answer *a, uint64_t id, const char *messag
         return &a->r;
 }
 
-Control__Response *answer_result(struct answer *a, uint64_t id, const Gadget__Value *result)
+Control__Response *answer_of(struct answer *a, uint64_t id, const ProtobufCMessage *body)
 {
-        start(a, id, CONTROL__RESPONSE__RESP_RESULT)->result = (Gadget__Value *)result;
-        return &a->r;
+        const ProtobufCMessageDescriptor *d = &control__response__descriptor;
+
+        for (unsigned i = 0; i < d->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &d->fields[i];
+                /* Why this is safe: the member at f->offset is a pointer to
+                 * a message of type f->descriptor, which body is. */
+                if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->descriptor == body->descriptor) {
+                        *(const ProtobufCMessage **)((char *)start(a, id, (Control__Response__RespCase)f->id) +
+                                                     f->offset) = body;
+                        return &a->r;
+                }
+        }
+        return NULL;
 }
 
-Control__Response *answer_list(struct answer *a, uint64_t id, Control__GadgetList *list)
+void *answer_items(const ProtobufCMessageDescriptor *d, size_t n)
 {
-        start(a, id, CONTROL__RESPONSE__RESP_LIST)->list = list;
-        return &a->r;
-}
+        /* The n + 1 pointers (the last NULL), then the messages, each at a
+         * multiple of the strictest alignment. */
+        const size_t align = _Alignof(max_align_t);
+        size_t size = (d->sizeof_message + align - 1) / align * align;
 
-Control__Response *answer_status(struct answer *a, uint64_t id, Control__GadgetStatus *status)
-{
-        start(a, id, CONTROL__RESPONSE__RESP_STATUS)->status = status;
-        return &a->r;
-}
+        if (n >= (SIZE_MAX / 2 - align) / (size + sizeof(void *)))
+                return NULL;
+        size_t head = ((n + 1) * sizeof(void *) + align - 1) / align * align;
+        void **items = calloc(1, head + n * size);
 
-Control__Response *answer_logs(struct answer *a, uint64_t id, Control__LogLines *logs)
-{
-        start(a, id, CONTROL__RESPONSE__RESP_LOGS)->logs = logs;
-        return &a->r;
-}
-
-Control__Response *answer_reload(struct answer *a, uint64_t id, Control__ReloadReport *reload)
-{
-        start(a, id, CONTROL__RESPONSE__RESP_RELOAD)->reload = reload;
-        return &a->r;
-}
-
-Control__Response *answer_approvals(struct answer *a, uint64_t id, Control__ApprovalList *approvals)
-{
-        start(a, id, CONTROL__RESPONSE__RESP_APPROVALS)->approvals = approvals;
-        return &a->r;
-}
-
-Control__Response *answer_nodes(struct answer *a, uint64_t id, Control__NodeList *nodes)
-{
-        start(a, id, CONTROL__RESPONSE__RESP_NODES)->nodes = nodes;
-        return &a->r;
+        if (!items)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                items[i] = (char *)items + head + i * size;
+                protobuf_c_message_init(d, items[i]);
+        }
+        return items;
 }

@@ -1,9 +1,9 @@
-/* answer: the control protocol's answers (control.proto's Response), each
- * kind built in one place for every sender: gadgetd's control socket and
- * its node link. Nothing is allocated or copied: the answer and what it
+/* answer: the control protocol's answers (control.proto's Response), built
+ * here for every sender: gadgetd's control socket and its node link. Nothing is allocated or copied: the answer and what it
  * points at (strings, values, lists) are the caller's until it is sent. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "control.pb-c.h"
@@ -18,10 +18,11 @@ struct answer {
 /* Each fills a for request id and returns &a->r, ready to send. */
 Control__Response *answer_error(struct answer *a, uint64_t id, int code, const char *message);
 Control__Response *answer_done(struct answer *a, uint64_t id, const char *message);
-Control__Response *answer_result(struct answer *a, uint64_t id, const Gadget__Value *result);
-Control__Response *answer_list(struct answer *a, uint64_t id, Control__GadgetList *list);
-Control__Response *answer_status(struct answer *a, uint64_t id, Control__GadgetStatus *status);
-Control__Response *answer_logs(struct answer *a, uint64_t id, Control__LogLines *logs);
-Control__Response *answer_reload(struct answer *a, uint64_t id, Control__ReloadReport *reload);
-Control__Response *answer_approvals(struct answer *a, uint64_t id, Control__ApprovalList *approvals);
-Control__Response *answer_nodes(struct answer *a, uint64_t id, Control__NodeList *nodes);
+/* An answer of the kind whose message body is (a list, a status, a value,
+ * ...: the member of Response's oneof resp of body's type); NULL if none
+ * is of that type. */
+Control__Response *answer_of(struct answer *a, uint64_t id, const ProtobufCMessage *body);
+/* The n items of a list answer (a repeated message field): n messages of
+ * type d, each initialized, and the array of pointers to them the field
+ * takes, in one block; the array, to free(), or NULL (out of memory). */
+void *answer_items(const ProtobufCMessageDescriptor *d, size_t n);

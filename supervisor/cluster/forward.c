@@ -114,7 +114,7 @@ static void in_call_done(void *arg, uint64_t id, const Gadget__Value *res, int c
                 return;
         }
         struct answer a;
-        nodelink_answer(s->in, answer_result(&a, id, res));
+        nodelink_answer(s->in, answer_of(&a, id, &res->base));
 }
 
 /* The gadget called must run here: the caller's node saw it so, and a

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "answer.h"
 #include "client.h"
 #include "contract.h"
 #include "control.h"
@@ -79,8 +78,7 @@ void request_cat(struct client *cl, const Control__Request *q)
                 Control__LogLines ll = CONTROL__LOG_LINES__INIT;
                 ll.n_lines = n;
                 ll.lines = v;
-                struct answer ans;
-                client_send(cl, answer_logs(&ans, q->id, &ll));
+                client_answer(cl, q->id, &ll.base);
         }
         for (size_t i = 0; i < n; i++)
                 free(v[i]);

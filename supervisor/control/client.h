@@ -39,6 +39,9 @@ const struct control_env *client_env(const struct client *cl);
 /* Queues r. 0, or -EMSGSIZE (larger than a frame), -ENOBUFS (the client's
  * queue is full): the answer is not sent. */
 int client_send(struct client *cl, Control__Response *r);
+/* Queues the answer to request id whose message is body (answer_of), as
+ * client_send. */
+int client_answer(struct client *cl, uint64_t id, const ProtobufCMessage *body);
 void client_error(struct client *cl, uint64_t id, int code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 void client_done(struct client *cl, uint64_t id, const char *fmt, ...)

@@ -148,6 +148,12 @@ int client_send(struct client *cl, Control__Response *r)
         return e;
 }
 
+int client_answer(struct client *cl, uint64_t id, const ProtobufCMessage *body)
+{
+        struct answer a;
+        return client_send(cl, answer_of(&a, id, body));
+}
+
 /* One answer of id with a formatted text: Done (done), else Error of code.
  * The text is cut at len bytes (at most 4096). */
 static void send_text(struct client *cl, uint64_t id, bool done, int code, size_t len, const char *fmt,

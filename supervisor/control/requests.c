@@ -16,11 +16,15 @@
 #include "contract.h"
 #include "policy.h"
 
-static struct unit *find(struct client *cl, uint64_t id, const char *name)
+/* The gadget name of request id, its info in *in if in is not NULL; NULL
+ * (and the client told) if there is none. */
+static struct unit *find(struct client *cl, uint64_t id, const char *name, struct unit_info *in)
 {
         struct unit *u = core_find(client_env(cl)->core, name);
         if (!u)
                 client_error(cl, id, GADGET_ENOTFOUND, "no gadget named \"%s\"", name);
+        else if (in)
+                unit_info(u, in);
         return u;
 }
 
@@ -212,7 +216,7 @@ static void on_load(struct client *cl, const Control__Request *q)
 
 static void on_stop(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->stop->name);
+        struct unit *u = find(cl, q->id, q->stop->name, NULL);
         if (!u)
                 return;
         unit_stop(u, "stopped by gadgetctl");
@@ -223,7 +227,7 @@ static void on_stop(struct client *cl, const Control__Request *q)
 static void on_restart(struct client *cl, const Control__Request *q)
 {
         const struct control_env *env = client_env(cl);
-        if (!find(cl, q->id, q->restart->name))
+        if (!find(cl, q->id, q->restart->name, NULL))
                 return;
         struct later *w = later_new(cl, q->id, q->restart->no_block, true);
         int e = w ? env->restart(env->arg, q->restart->name, &cl->cred, later_done, w) : errno;
@@ -258,7 +262,7 @@ static void on_wake_of(struct client *cl, uint64_t id, struct unit *u)
 /* gadgetctl wake: answered once the gadget is ready. */
 static void on_wake(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->wake->name);
+        struct unit *u = find(cl, q->id, q->wake->name, NULL);
         if (u)
                 on_wake_of(cl, q->id, u);
 }
@@ -268,11 +272,10 @@ static void on_wake(struct client *cl, const Control__Request *q)
  * answered once ready; one running already is a success that says so. */
 static void on_start(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->start->name);
+        struct unit_info in;
+        struct unit *u = find(cl, q->id, q->start->name, &in);
         if (!u)
                 return;
-        struct unit_info in;
-        unit_info(u, &in);
         enum unit_state st = unit_state_of(u);
         if (st == UNIT_STOPPED || st == UNIT_FAILED) {
                 unit_start_again(u);
@@ -318,7 +321,7 @@ static void on_start(struct client *cl, const Control__Request *q)
  * more; its file is what keeps it. */
 static void on_unload(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->unload->name);
+        struct unit *u = find(cl, q->id, q->unload->name, NULL);
         if (!u)
                 return;
         if (unit_from_dir(u)) {
@@ -346,11 +349,10 @@ static void on_unload(struct client *cl, const Control__Request *q)
  * and Restart= decides what follows. */
 static void on_kill(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->kill->name);
+        struct unit_info in;
+        struct unit *u = find(cl, q->id, q->kill->name, &in);
         if (!u)
                 return;
-        struct unit_info in;
-        unit_info(u, &in);
         char sig[16];
         gadget_signal_name(q->kill->signal, sig, sizeof sig);
         if (in.pid <= 0) {
@@ -375,30 +377,25 @@ static void on_list(struct client *cl, const Control__Request *q)
         for (struct unit *u = core_first(core); u; u = unit_next(u))
                 n++;
         struct unit_info *in = calloc(n + 1, sizeof *in);
-        Control__GadgetInfo *infos = calloc(n + 1, sizeof *infos);
-        Control__GadgetInfo **ptrs = calloc(n + 1, sizeof *ptrs);
-        if (!in || !infos || !ptrs) {
+        Control__GadgetInfo **infos = answer_items(&control__gadget_info__descriptor, n);
+        if (!in || !infos) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto out;
         }
         n = 0;
         for (struct unit *u = core_first(core); u; u = unit_next(u)) {
-                control__gadget_info__init(&infos[n]);
                 unit_info(u, &in[n]);
-                fill_info(&infos[n], &in[n]);
-                ptrs[n] = &infos[n];
+                fill_info(infos[n], &in[n]);
                 n++;
         }
-        qsort(ptrs, n, sizeof *ptrs, cmp_info);
+        qsort(infos, n, sizeof *infos, cmp_info);
         Control__GadgetList gl = CONTROL__GADGET_LIST__INIT;
         gl.n_gadgets = n;
-        gl.gadgets = ptrs;
-        struct answer ans;
-        client_send(cl, answer_list(&ans, q->id, &gl));
+        gl.gadgets = infos;
+        client_answer(cl, q->id, &gl.base);
 out:
         free(in);
         free(infos);
-        free(ptrs);
 }
 
 /* "MemoryMax=64M" style lines for the limits of a gadget (at most 12). */
@@ -426,13 +423,12 @@ static size_t limit_lines(const struct policy *p, const struct unit_info *in, ch
 
 static void on_status(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->status->name);
+        struct unit_info in;
+        struct unit *u = find(cl, q->id, q->status->name, &in);
         if (!u)
                 return;
         const struct policy *p = unit_policy(u);
         const struct logbuf *log = unit_log(u);
-        struct unit_info in;
-        unit_info(u, &in);
         char limits[12][64];
         char *limit_ptrs[12];
         size_t n_limits = limit_lines(p, &in, limits);
@@ -440,23 +436,20 @@ static void on_status(struct client *cl, const Control__Request *q)
                 limit_ptrs[i] = limits[i];
         enum { OPS_MAX = 8 };  /* operations of one binding type, at most */
         const char **ops = calloc(OPS_MAX * (p->n_bindings + 1), sizeof *ops);
-        Control__Binding *b = calloc(p->n_bindings + 1, sizeof *b);
-        Control__Binding **bp = calloc(p->n_bindings + 1, sizeof *bp);
+        Control__Binding **b = answer_items(&control__binding__descriptor, p->n_bindings);
         const size_t tail = 10;
         char **lines = calloc(tail, sizeof *lines);
-        if (!ops || !b || !bp || !lines) {
+        if (!ops || !b || !lines) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto out;
         }
         for (size_t i = 0; i < p->n_bindings; i++) {
-                control__binding__init(&b[i]);
-                b[i].name = p->bindings[i].name;
-                b[i].type = (char *)policy_binding_type_name(p->bindings[i].type);
-                b[i].ops = (char **)&ops[OPS_MAX * i];
-                b[i].n_ops = binding_op_signatures(p->bindings[i].type, &ops[OPS_MAX * i], OPS_MAX);
+                b[i]->name = p->bindings[i].name;
+                b[i]->type = (char *)policy_binding_type_name(p->bindings[i].type);
+                b[i]->ops = (char **)&ops[OPS_MAX * i];
+                b[i]->n_ops = binding_op_signatures(p->bindings[i].type, &ops[OPS_MAX * i], OPS_MAX);
                 if (p->bindings[i].credential) /* the file's name: its content stays in gadgetd */
-                        b[i].credential = p->bindings[i].credential;
-                bp[i] = &b[i];
+                        b[i]->credential = p->bindings[i].credential;
         }
         size_t n_lines = log->count < tail ? log->count : tail;
         for (size_t i = 0; i < n_lines; i++)
@@ -467,7 +460,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.info = &gi;
         st.policy_path = p->path;
         st.n_bindings = p->n_bindings;
-        st.bindings = bp;
+        st.bindings = b;
         st.n_limits = n_limits;
         st.limits = limit_ptrs;
         st.n_methods = unit_methods(u, &st.methods);
@@ -482,13 +475,11 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
         st.kept_errors = split_lines(in.kept_lines, &st.n_kept_errors);
-        struct answer ans;
-        client_send(cl, answer_status(&ans, q->id, &st));
+        client_answer(cl, q->id, &st.base);
         free(st.kept_errors);
 out:
         free(ops);
         free(b);
-        free(bp);
         free(lines);
 }
 
@@ -500,8 +491,7 @@ static void call_done(void *arg, uint64_t id, const Gadget__Value *res, int code
                 client_error(cl, id, code, "%s", message ? message : "the call failed");
                 return;
         }
-        struct answer ans;
-        client_send(cl, answer_result(&ans, id, res));
+        client_answer(cl, id, &res->base);
 }
 
 static void on_call(struct client *cl, const Control__Request *q)
@@ -513,7 +503,7 @@ static void on_call(struct client *cl, const Control__Request *q)
                              "the link between nodes, not the control socket");
                 return;
         }
-        struct unit *u = find(cl, q->id, call->name);
+        struct unit *u = find(cl, q->id, call->name, NULL);
         if (!u)
                 return;
         Gadget__Value null = GADGET__VALUE__INIT;
@@ -580,33 +570,29 @@ static void on_reload(struct client *cl, const Control__Request *q)
         rr.errors = l.v[RELOAD_ERROR];
         /* The kept gadgets' errors, as their units hold them. */
         size_t n_kept = l.n[RELOAD_KEPT];
-        Control__ReloadKept *kept = calloc(n_kept + 1, sizeof *kept);
-        Control__ReloadKept **kp = calloc(n_kept + 1, sizeof *kp);
-        if (!kept || !kp)
+        Control__ReloadKept **kept = answer_items(&control__reload_kept__descriptor, n_kept);
+        if (!kept)
                 n_kept = 0;
         for (size_t i = 0; i < n_kept; i++) {
                 struct unit *u = core_find(env->core, l.v[RELOAD_KEPT][i]);
                 struct unit_info in;
-                control__reload_kept__init(&kept[i]);
-                kept[i].name = l.v[RELOAD_KEPT][i];
+                kept[i]->name = l.v[RELOAD_KEPT][i];
                 if (u) {
                         unit_info(u, &in);
-                        kept[i].path = unit_policy(u)->path;
-                        kept[i].errors = split_lines(in.kept_lines, &kept[i].n_errors);
+                        kept[i]->path = unit_policy(u)->path;
+                        kept[i]->errors = split_lines(in.kept_lines, &kept[i]->n_errors);
                 }
-                kp[rr.n_kept++] = &kept[i];
+                rr.n_kept++;
         }
-        rr.kept = kp;
+        rr.kept = kept;
         Control__ReloadChanged **cp = calloc(l.n_changed + 1, sizeof *cp);
         for (size_t i = 0; cp && i < l.n_changed; i++)
                 cp[rr.n_changed++] = &l.changed[i];
         rr.changed = cp;
-        struct answer ans;
-        client_send(cl, answer_reload(&ans, q->id, &rr));
+        client_answer(cl, q->id, &rr.base);
         for (size_t i = 0; i < rr.n_kept; i++)
-                free(kept[i].errors);
+                free(kept[i]->errors);
         free(kept);
-        free(kp);
         for (size_t i = 0; i < l.n_changed; i++) {
                 free(l.changed[i].name);
                 free(l.changed[i].keys);
@@ -624,36 +610,31 @@ static void on_approvals(struct client *cl, const Control__Request *q)
 {
         enum { SHOWN = 256 };
         struct approval_info *in = calloc(SHOWN, sizeof *in);
-        Control__Approval *a = calloc(SHOWN, sizeof *a);
-        Control__Approval **ap = calloc(SHOWN, sizeof *ap);
-        if (!in || !a || !ap) {
+        Control__Approval **a = answer_items(&control__approval__descriptor, SHOWN);
+        if (!in || !a) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto out;
         }
         size_t total = approvals_list(core_approvals(client_env(cl)->core), in, SHOWN);
         size_t n = total < SHOWN ? total : SHOWN;
         for (size_t i = 0; i < n; i++) {
-                control__approval__init(&a[i]);
-                a[i].id = in[i].id;
-                a[i].caller = (char *)in[i].caller;
-                a[i].via = (char *)in[i].via;
-                a[i].target = (char *)in[i].target;
-                a[i].method = (char *)in[i].method;
-                a[i].args = (char *)in[i].args;
-                a[i].age_ms = in[i].age_ms;
-                a[i].timeout_ms = in[i].timeout_ms;
-                ap[i] = &a[i];
+                a[i]->id = in[i].id;
+                a[i]->caller = (char *)in[i].caller;
+                a[i]->via = (char *)in[i].via;
+                a[i]->target = (char *)in[i].target;
+                a[i]->method = (char *)in[i].method;
+                a[i]->args = (char *)in[i].args;
+                a[i]->age_ms = in[i].age_ms;
+                a[i]->timeout_ms = in[i].timeout_ms;
         }
         Control__ApprovalList al = CONTROL__APPROVAL_LIST__INIT;
         al.n_approvals = n;
-        al.approvals = ap;
+        al.approvals = a;
         al.total = (uint32_t)total;
-        struct answer ans;
-        client_send(cl, answer_approvals(&ans, q->id, &al));
+        client_answer(cl, q->id, &al.base);
 out:
         free(in);
         free(a);
-        free(ap);
 }
 
 /* Who decided, for the audit: the client's user, from the socket's peer
@@ -686,7 +667,7 @@ static void move_done(void *arg, int code, const char *msg)
 
 static void on_move(struct client *cl, const Control__Request *q)
 {
-        struct unit *u = find(cl, q->id, q->move->name);
+        struct unit *u = find(cl, q->id, q->move->name, NULL);
         if (!u)
                 return;
         struct client_load *c = client_load_new(cl, q->id);
@@ -713,29 +694,23 @@ static void on_nodes(struct client *cl, const Control__Request *q)
                              "(Store=postgresql)");
                 return;
         }
-        Control__NodeInfo *infos = calloc(n + 1, sizeof *infos);
-        Control__NodeInfo **ptrs = calloc(n + 1, sizeof *ptrs);
-        if (!infos || !ptrs) {
+        Control__NodeInfo **infos = answer_items(&control__node_info__descriptor, n);
+        if (!infos) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                goto out;
+                return;
         }
         for (size_t i = 0; i < n; i++) {
-                control__node_info__init(&infos[i]);
-                infos[i].name = (char *)nodes[i].name;
-                infos[i].peer = (char *)nodes[i].peer;
-                infos[i].last_seen_ms = nodes[i].age_ms + since;
-                infos[i].self = strcmp(nodes[i].name, self) == 0;
-                infos[i].leases = nodes[i].leases;
-                ptrs[i] = &infos[i];
+                infos[i]->name = (char *)nodes[i].name;
+                infos[i]->peer = (char *)nodes[i].peer;
+                infos[i]->last_seen_ms = nodes[i].age_ms + since;
+                infos[i]->self = strcmp(nodes[i].name, self) == 0;
+                infos[i]->leases = nodes[i].leases;
         }
         Control__NodeList nl = CONTROL__NODE_LIST__INIT;
         nl.n_nodes = n;
-        nl.nodes = ptrs;
-        struct answer ans;
-        client_send(cl, answer_nodes(&ans, q->id, &nl));
-out:
+        nl.nodes = infos;
+        client_answer(cl, q->id, &nl.base);
         free(infos);
-        free(ptrs);
 }
 
 static const struct {

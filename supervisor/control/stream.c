@@ -8,7 +8,6 @@
 #include <sys/queue.h>
 #include <event2/event.h>
 
-#include "answer.h"
 #include "client.h"
 #include "control.h"
 #include "contract.h"
@@ -129,8 +128,7 @@ static int send_part(struct stream *st, bool more)
         ll.more = more;
         if (st->note)
                 ll.note = st->note;
-        struct answer a;
-        int e = client_send(st->cl, answer_logs(&a, st->id, &ll));
+        int e = client_answer(st->cl, st->id, &ll.base);
         part_clear(st);
         free(st->note);
         st->note = NULL;

@@ -69,6 +69,14 @@ def status_and_errors(tmp):
     # gadgetctl's exit codes (docs/operating.md): 4 when gadgetd is not there.
     r = d.ctl("list")
     check(r.returncode == 4 and "is gadgetd running?" in r.stderr, "no daemon: %d %r" % (r.returncode, r.stderr))
+    # A NAME no policy could declare is refused before connecting (2, not 4),
+    # by every command that takes one.
+    for args in (["stop"], ["start"], ["restart"], ["unload"], ["kill"], ["is-active"], ["is-failed"],
+                 ["wake"], ["status"], ["cat"], ["describe"], ["call", "Bad/Name", "m"], ["logs"],
+                 ["audit"], ["move", "Bad/Name", "node1"]):
+        r = d.ctl(*(args if len(args) > 1 else args + ["Bad/Name"]))
+        check(r.returncode == 2 and '"Bad/Name" is not a gadget name' in r.stderr,
+              "bad name %r: %d %r" % (args, r.returncode, r.stderr))
 
 
 @test

@@ -775,6 +775,11 @@ static void test_errors(void)
                 policy_free(p);
         }
         {
+                struct policy *p = expect_ok(HEAD "Arguments=\n", "an empty Arguments=");
+                CHECK(p && p->argc == 0 && p->argv == NULL, "an empty Arguments= leaves no arguments");
+                policy_free(p);
+        }
+        {
                 static const char nul[] = HEAD "Loopback=y\0es\n";
                 struct policy *p = SENTINEL;
                 struct policy_errors e = { 0 };

@@ -240,13 +240,33 @@ static void test_answers(void)
         CHECK(a.error.code == GADGET_EBUSY && strcmp(a.error.message, "busy") == 0, "the error's code and message");
         check_answer(answer_done(&a, 2, "ready"), CONTROL__RESPONSE__RESP_DONE, 2, &a.done);
         CHECK(strcmp(a.done.message, "ready") == 0, "the done answer's message");
-        check_answer(answer_result(&a, 3, &v), CONTROL__RESPONSE__RESP_RESULT, 3, &v);
-        check_answer(answer_list(&a, 4, &gl), CONTROL__RESPONSE__RESP_LIST, 4, &gl);
-        check_answer(answer_status(&a, 5, &st), CONTROL__RESPONSE__RESP_STATUS, 5, &st);
-        check_answer(answer_logs(&a, 6, &ll), CONTROL__RESPONSE__RESP_LOGS, 6, &ll);
-        check_answer(answer_reload(&a, 7, &rr), CONTROL__RESPONSE__RESP_RELOAD, 7, &rr);
-        check_answer(answer_approvals(&a, 8, &al), CONTROL__RESPONSE__RESP_APPROVALS, 8, &al);
-        check_answer(answer_nodes(&a, 9, &nl), CONTROL__RESPONSE__RESP_NODES, 9, &nl);
+        check_answer(answer_of(&a, 3, &v.base), CONTROL__RESPONSE__RESP_RESULT, 3, &v);
+        check_answer(answer_of(&a, 4, &gl.base), CONTROL__RESPONSE__RESP_LIST, 4, &gl);
+        check_answer(answer_of(&a, 5, &st.base), CONTROL__RESPONSE__RESP_STATUS, 5, &st);
+        check_answer(answer_of(&a, 6, &ll.base), CONTROL__RESPONSE__RESP_LOGS, 6, &ll);
+        check_answer(answer_of(&a, 7, &rr.base), CONTROL__RESPONSE__RESP_RELOAD, 7, &rr);
+        check_answer(answer_of(&a, 8, &al.base), CONTROL__RESPONSE__RESP_APPROVALS, 8, &al);
+        check_answer(answer_of(&a, 9, &nl.base), CONTROL__RESPONSE__RESP_NODES, 9, &nl);
+        Control__Name n = CONTROL__NAME__INIT;
+        CHECK(answer_of(&a, 10, &n.base) == NULL, "no answer carries a request's Name");
+}
+
+/* answer_items: n initialized messages behind n pointers and a NULL. */
+static void test_answer_items(void)
+{
+        Control__NodeInfo **items = answer_items(&control__node_info__descriptor, 3);
+        CHECK(items && items[3] == NULL, "three items and the NULL after them");
+        for (size_t i = 0; items && i < 3; i++) {
+                CHECK(items[i]->base.descriptor == &control__node_info__descriptor && strcmp(items[i]->name, "") == 0,
+                      "item %zu initialized", i);
+                items[i]->leases = i; /* each its own message */
+        }
+        CHECK(items && items[0]->leases == 0 && items[2]->leases == 2, "the items do not overlap");
+        free(items);
+        items = answer_items(&control__node_info__descriptor, 0);
+        CHECK(items && items[0] == NULL, "no items: only the NULL");
+        free(items);
+        CHECK(answer_items(&control__node_info__descriptor, SIZE_MAX / 8) == NULL, "too many items: NULL");
 }
 
 /* kill: only a signal the sandbox's PID 1 passes on, or KILL. */
@@ -283,6 +303,7 @@ int main(void)
         test_requests();
         test_response();
         test_answers();
+        test_answer_items();
         test_every_request_kind();
         return tap_done();
 }
