@@ -469,19 +469,26 @@ static int policy_set_cpu_quota(struct policy_ctx *c, void *obj, const char *key
         return 0;
 }
 
-/* Restart= and Start=: one of the key's names, stored as its index. */
-static int policy_set_mode(struct policy_ctx *c, void *obj, const char *key, const char *value)
+/* One of names into an enum field; -EINVAL if reported. */
+static int policy_set_enum(struct policy_ctx *c, const char *key, const char *value, const char *const *names,
+                           size_t n, int *field)
+{
+        int i = policy_enum(c, key, value, names, n);
+        if (i >= 0)
+                *field = i;
+        return i < 0 ? i : 0;
+}
+
+static int policy_set_restart(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
-        bool restart = strcmp(key, "Restart") == 0;
-        int i = restart ? policy_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names))
-                        : policy_enum(c, key, value, policy_start_names, N_OF(policy_start_names));
+        return policy_set_enum(c, key, value, policy_restart_names, N_OF(policy_restart_names), (int *)&p->restart);
+}
 
-        if (i >= 0 && restart)
-                p->restart = (enum policy_restart)i;
-        else if (i >= 0)
-                p->start = (enum policy_start)i;
-        return i < 0 ? i : 0;
+static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        return policy_set_enum(c, key, value, policy_start_names, N_OF(policy_start_names), (int *)&p->start);
 }
 
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
@@ -610,8 +617,8 @@ static const struct policy_key policy_gadget_keys[] = {
         /* The log budget: what is over it is dropped and counted (gadgetd's log cost). */
         { "LogLinesPerSecond", KIND_COUNT, 0, 0, G(log_lines), 1000000, NULL, 0 },
         { "LogBytesPerSecond", KIND_SIZE, 0, 0, G(log_bytes), 64ull << 20, NULL, 0 },
-        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
-        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_mode, 0 },
+        { "Restart", KIND_CUSTOM, 0, 0, 0, 0, policy_set_restart, 0 },
+        { "Start", KIND_CUSTOM, 0, 0, 0, 0, policy_set_start, 0 },
         /* infinity: never stopped for being idle (the default). */
         { "IdleStop", KIND_DURATION, KEY_INFINITY, 0, G(idle_stop_ms), 0, NULL, 0 },
         { "RequireTypes", KIND_CUSTOM, 0, 0, 0, 0, policy_set_require_types, 0 },
