@@ -660,8 +660,8 @@ const struct command cmd_commands[] = {
           "its kv state as it was. gadgetctl waits until NODE has taken it (exit status 0)\n"
           "or fails: NODE unknown or down, not in NAME's Nodes=, already running it, or\n"
           "not taking it in time (then any node may). Calls to NAME during the hand-over\n"
-          "may fail (it is stopping, or no node runs it yet) or time out: retry them\n"
-          "once NODE runs it.\n" },
+          "may fail while it stops (those made while no node runs it wait for NODE)\n"
+          "or time out: retry them once NODE runs it.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
           "New files are loaded, removed ones stopped, changed ones restarted.\n"

@@ -53,6 +53,7 @@ bool unit_lease_wait(struct unit *u)
         int rank = rank_of(u);
         if (u->leased && rank >= 0)
                 return false;
+        bool was_remote = u->state == UNIT_REMOTE;
         if (u->leased) {
                 /* A new policy's Nodes= leaves this node out: given back. */
                 kvpg_lease_release(l, u->policy->name);
@@ -63,7 +64,7 @@ bool unit_lease_wait(struct unit *u)
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
          * node that holds it then. */
-        if (!TAILQ_EMPTY(&u->pending))
+        if (!was_remote && !TAILQ_EMPTY(&u->pending))
                 calls_pending_fail(u, "this node lost its lease in the store (call again: it runs on another "
                                       "node then)");
         /* Why it never starts here when Nodes= does not name this node:
@@ -103,11 +104,18 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         u->owner[0] = '\0';
         if (u->state == UNIT_REMOTE && u->want_running) {
                 unit_start(u);
+                /* A takeover's start: calls wait for it (those that could
+                 * not reach the last owner among them), as for an
+                 * on-demand start. */
+                if (u->state == UNIT_STARTING)
+                        u->waking = true;
         } else if (u->state == UNIT_REMOTE && u->dormant) {
                 /* Start=on-demand (or idle when its lease came back): held
                  * here, started by its first call. */
                 unit_set_state(u, UNIT_IDLE);
                 u->cause[0] = '\0';
+                if (!TAILQ_EMPTY(&u->pending))
+                        unit_wake(u, NULL); /* calls waited for a node to run it */
         }
         unit_events_lease(u, true);
 }
@@ -158,6 +166,7 @@ static void on_owner(void *arg, const char *gadget, const char *node, int64_t ep
         }
         if (u->state != UNIT_REMOTE)
                 return;
+        calls_pending_forward(u);
         if (node[0])
                 snprintf(u->cause, sizeof u->cause, "runs on node %s (epoch %" PRId64 ")", node, epoch);
         else if (rank_of(u) < 0)
