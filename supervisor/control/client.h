@@ -53,3 +53,6 @@ void request_logs(struct client *cl, const Control__Request *req);
 void request_audit(struct client *cl, const Control__Request *req);
 /* gadgetctl cat (cat.c). */
 void request_cat(struct client *cl, const Control__Request *req);
+/* gadgetctl nodes and nodes forget (nodes.c). */
+void request_nodes(struct client *cl, const Control__Request *req);
+void request_forget_node(struct client *cl, const Control__Request *req);

@@ -693,42 +693,6 @@ static void on_move(struct client *cl, const Control__Request *q)
         client_error(cl, q->id, code, "%s", msg);
 }
 
-static void on_nodes(struct client *cl, const Control__Request *q)
-{
-        const struct kvpg_node *nodes;
-        const char *self;
-        uint64_t since;
-        size_t n = core_nodes(client_env(cl)->core, &nodes, &self, &since);
-        if (!self) {
-                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadgetd does not share a store with other nodes "
-                             "(Store=postgresql)");
-                return;
-        }
-        Control__NodeInfo *infos = calloc(n + 1, sizeof *infos);
-        Control__NodeInfo **ptrs = calloc(n + 1, sizeof *ptrs);
-        if (!infos || !ptrs) {
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-                control__node_info__init(&infos[i]);
-                infos[i].name = (char *)nodes[i].name;
-                infos[i].peer = (char *)nodes[i].peer;
-                infos[i].last_seen_ms = nodes[i].age_ms + since;
-                infos[i].self = strcmp(nodes[i].name, self) == 0;
-                infos[i].leases = nodes[i].leases;
-                ptrs[i] = &infos[i];
-        }
-        Control__NodeList nl = CONTROL__NODE_LIST__INIT;
-        nl.n_nodes = n;
-        nl.nodes = ptrs;
-        struct answer ans;
-        client_send(cl, answer_nodes(&ans, q->id, &nl));
-out:
-        free(infos);
-        free(ptrs);
-}
-
 static const struct {
         Control__Request__ReqCase kind;
         void (*handle)(struct client *cl, const Control__Request *q);
@@ -750,7 +714,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_APPROVALS, on_approvals },
         { CONTROL__REQUEST__REQ_DECIDE, on_decide },
         { CONTROL__REQUEST__REQ_MOVE, on_move },
-        { CONTROL__REQUEST__REQ_NODES, on_nodes },
+        { CONTROL__REQUEST__REQ_NODES, request_nodes },
+        { CONTROL__REQUEST__REQ_FORGET_NODE, request_forget_node },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -3,6 +3,7 @@
  * is "remote", saying which node runs it. */
 #include "core_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <event2/event.h>
@@ -317,6 +318,31 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
         *self = c->bindings.lease ? c->cfg.node : NULL;
         *since_ms = c->bindings.lease ? kvpg_lease_nodes_age(c->bindings.lease) : 0;
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
+}
+
+int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, int code, const char *msg), void *arg,
+                     char *msg, size_t len)
+{
+        struct kvpg_lease *l = c->bindings.lease;
+        const struct kvpg_node *n = l ? kvpg_lease_node(l, node) : NULL;
+        if (!l) {
+                snprintf(msg, len, "gadgetd does not share a store with other nodes (Store=postgresql)");
+                return GADGET_EUNAVAILABLE;
+        }
+        if (n && n->age_ms + kvpg_lease_nodes_age(l) <= KVPG_NODE_DOWN_MS && strcmp(node, c->cfg.node) != 0) {
+                snprintf(msg, len, "node %s is live: seen %llu ms ago (a node is forgotten only once it is down: "
+                         "not seen for %d s)", node, (unsigned long long)(n->age_ms + kvpg_lease_nodes_age(l)),
+                         KVPG_NODE_DOWN_MS / 1000);
+                return GADGET_EBUSY;
+        }
+        int e = kvpg_lease_forget(l, node, done, arg);
+        if (e == -EINVAL)
+                snprintf(msg, len, "node %s is this node", node);
+        else if (e == -EBUSY)
+                snprintf(msg, len, "another gadgetctl nodes forget is on its way: try again when it ends");
+        else if (e < 0)
+                snprintf(msg, len, "the store is out of reach now: try again");
+        return e == -EINVAL ? GADGET_EINVAL : e == -EBUSY ? GADGET_EBUSY : e < 0 ? GADGET_EUNAVAILABLE : 0;
 }
 
 const char *core_node(const struct core *c)

@@ -3,15 +3,17 @@
 the peer link, two gadgetd nodes on this machine and a real PostgreSQL
 server, as cluster_pg_test.py): calls that never reached a node that went
 away wait for the gadget's next node and go there; those that reached it
-are answered "it may have run", never sent again.
+are answered "it may have run", never sent again. And dead nodes leave
+`gadgetctl nodes`: after NodeForget=, or by `gadgetctl nodes forget`.
 Usage: failover_pg_test.py TEST."""
+import json
 import os
 import signal
 import subprocess
 import sys
 
 from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
-from pgnodes import (by_name, certs, counter_cluster, counter_policy, nodes_seen, owner_of, peer_node,
+from pgnodes import (by_name, certs, counter_cluster, counter_policy, node, nodes_seen, owner_of, peer_node,
                      start_all, stop_all)
 from pgserver import PgServer
 
@@ -174,6 +176,68 @@ def pg_failover_waiting_calls_bounded(tmp):
             check(count_of(a) == 200, "200 increments, once each")
         finally:
             stop_all([a, b])
+
+
+def listed(d):
+    r = d.ctl("--json", "nodes")
+    check(r.returncode == 0, "nodes: %r" % r.stderr)
+    return {n["name"]: n for n in json.loads(r.stdout)["nodes"]}
+
+
+@test
+def pg_nodes_forget_and_expiry(tmp):
+    """Nodes a and c are SIGKILLed (NodeForget=15s on every node): while
+    a is live (seen within 10 s) `gadgetctl nodes forget a` is refused
+    saying so; once it is down, forget takes it off the list at once (c,
+    down too, is still listed); c leaves by itself after NodeForget=. Only
+    root may forget; b is not forgotten (this node), nor an unknown name;
+    the gadgets' owner rows keep their epochs."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "abc"]
+        for d in ds:
+            with open(d.extra[1], "a") as f:
+                f.write("NodeForget=15s\nGroup=nogroup\n")
+            policy(d.pol, "only_a", "Nodes=a\n")
+        a, b, c = ds
+        try:
+            start_all(ds)
+            check(owner_of(ds, "only_a") == "a", "a runs only_a")
+            wait_for(lambda: set(listed(b)) == {"a", "b", "c"}, timeout=15, what="b lists a, b and c")
+            a.proc.send_signal(signal.SIGKILL)
+            c.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            c.proc.wait()
+            r = b.ctl("nodes", "forget", "a")
+            check(r.returncode != 0 and "node a is live" in r.stderr, "forget of a live node: %r" % r)
+            r = b.ctl("nodes", "forget", "a", user=(65534, 65534))
+            check(r.returncode != 0 and "root only" in r.stderr, "forget as a member of the group: %r" % r)
+            check("a" in listed(b), "a refused forget leaves a listed")
+            r = b.ctl("nodes", "forget", "b")
+            check(r.returncode != 0 and "this node" in r.stderr, "forget of this node: %r" % r)
+            r = b.ctl("nodes", "forget", "nosuch")
+            check(r.returncode != 0 and "no node nosuch" in r.stderr, "forget of an unknown node: %r" % r)
+            r = b.ctl("nodes", "forget", "Bad!")
+            check(r.returncode != 0 and "not a node name" in r.stderr, "forget of a bad name: %r" % r)
+            wait_for(lambda: not listed(b)["a"]["up"], timeout=20, what="a down")
+            got = {}
+
+            def forgot():
+                got["r"] = b.ctl("nodes", "forget", "a")
+                return got["r"].returncode == 0
+            wait_for(forgot, timeout=10, what="forget of a once down: %r" % got.get("r"))
+            check("forgot node a" in got["r"].stdout, "the answer: %r" % got["r"])
+            now = listed(b)  # at once, not at the next beat
+            check("a" not in now and "c" in now, "a forgotten, c (as dead) still listed: %r" % now)
+            check(pg.psql("SELECT count(*) FROM gadgetd_node WHERE name = 'a'") == "0", "a's row gone")
+            check(pg.psql("SELECT node FROM gadgetd_owner WHERE gadget = 'only_a'") == "a",
+                  "only_a's owner row (its epoch) kept")
+            wait_for(lambda: "c" not in listed(b), timeout=20, what="c leaving the list after NodeForget=")
+            check(set(listed(b)) == {"b"}, "only b is left: %r" % listed(b))
+            # A node forgotten that comes back is listed again.
+            a.start()
+            wait_for(lambda: "a" in listed(b), timeout=15, what="a listed again")
+        finally:
+            stop_all(ds)
 
 
 if __name__ == "__main__":

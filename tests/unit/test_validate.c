@@ -275,8 +275,28 @@ static void test_kill(void)
               "STOP, 19, \"\", TERMX and 15x are refused");
 }
 
+/* nodes forget: a node's name (the rule of gadget names), no no_block. */
+static void test_forget_node(void)
+{
+        Control__Name n = CONTROL__NAME__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_FORGET_NODE;
+        q.forget_node = &n;
+        n.name = "node-a";
+        CHECK(request(&q) == 0, "forget of node-a: %s", why);
+        const char *bad[] = { "", "Bad!", "a/b", "-a" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                n.name = (char *)bad[i];
+                CHECK(request(&q) < 0 && strstr(why, "invalid node name"), "forget of \"%s\" refused: %s", bad[i], why);
+        }
+        n.name = "a";
+        n.no_block = true;
+        CHECK(request(&q) < 0 && strstr(why, "no_block"), "forget with no_block refused: %s", why);
+}
+
 int main(void)
 {
+        test_forget_node();
         test_kill();
         test_hello();
         test_log_and_result();
