@@ -45,6 +45,10 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
 struct client_load *client_load_new(struct client *cl, uint64_t id);
 /* Unlinks and frees a load; returns its client (NULL if gone). */
 struct client *client_load_end(struct client_load *c);
+/* A pending answer's end (arg: its struct client_load), to a client
+ * still there: Done with msg, or the error code with msg (a move's, a
+ * forget's). Frees the load. */
+void client_load_answer(void *arg, int code, const char *msg);
 
 /* Request handlers (supervisor/control/requests.c); requests are validated. */
 void request_handle(struct client *cl, const Control__Request *req);

@@ -48,20 +48,6 @@ out:
         free(ptrs);
 }
 
-/* The forget's outcome, to a client still there. */
-static void forget_done(void *arg, int code, const char *msg)
-{
-        struct client_load *c = arg;
-        uint64_t id = c->id;
-        struct client *cl = client_load_end(c);
-        if (!cl)
-                return;
-        if (code)
-                client_error(cl, id, code, "%s", msg);
-        else
-                client_done(cl, id, "%s", msg);
-}
-
 /* Root only: forgetting a node changes what every node lists. A live
  * node is refused (here as last read, then by the store's own clock). */
 void request_forget_node(struct client *cl, const Control__Request *q)
@@ -74,7 +60,7 @@ void request_forget_node(struct client *cl, const Control__Request *q)
         }
         struct client_load *c = client_load_new(cl, q->id);
         char msg[400];
-        int code = c ? core_forget_node(client_env(cl)->core, node, forget_done, c, msg, sizeof msg)
+        int code = c ? core_forget_node(client_env(cl)->core, node, client_load_answer, c, msg, sizeof msg)
                      : GADGET_EINTERNAL;
         if (!c)
                 snprintf(msg, sizeof msg, "out of memory");

@@ -662,20 +662,6 @@ static void on_decide(struct client *cl, const Control__Request *q)
                 client_done(cl, q->id, "approval %llu: %s", (unsigned long long)q->decide->id, msg);
 }
 
-/* The move's outcome, to a client still there (a pending answer). */
-static void move_done(void *arg, int code, const char *msg)
-{
-        struct client_load *c = arg;
-        uint64_t id = c->id;
-        struct client *cl = client_load_end(c);
-        if (!cl)
-                return;
-        if (code)
-                client_error(cl, id, code, "%s", msg);
-        else
-                client_done(cl, id, "%s", msg);
-}
-
 static void on_move(struct client *cl, const Control__Request *q)
 {
         struct unit *u = find(cl, q->id, q->move->name);
@@ -683,7 +669,7 @@ static void on_move(struct client *cl, const Control__Request *q)
                 return;
         struct client_load *c = client_load_new(cl, q->id);
         char msg[400];
-        int code = c ? unit_move(u, q->move->node, move_done, c, msg, sizeof msg) : GADGET_EINTERNAL;
+        int code = c ? unit_move(u, q->move->node, client_load_answer, c, msg, sizeof msg) : GADGET_EINTERNAL;
         if (!c)
                 snprintf(msg, sizeof msg, "out of memory");
         if (!code)

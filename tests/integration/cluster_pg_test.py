@@ -106,12 +106,7 @@ def pg_cluster_on_demand_idle_owner(tmp):
         a = peer_node(tmp, pg, "a", cd)
         b = peer_node(tmp, pg, "b", cd)
         for d in (a, b):
-            counter_policy(d, nodes="a")
-            path = os.path.join(d.pol, "counter.policy")
-            with open(path) as f:
-                text = f.read().replace("[Gadget]\n", "[Gadget]\nStart=on-demand\nIdleStop=1s\n", 1)
-            with open(path, "w") as f:
-                f.write(text)
+            counter_policy(d, nodes="a", extra="Start=on-demand\nIdleStop=1s\n")
         try:
             start_all([a, b])
             wait_for(lambda: a.state("counter") == "idle" and b.state("counter") == "remote", timeout=20,

@@ -137,12 +137,7 @@ def pg_failover_waiting_calls_bounded(tmp):
         cd = certs(tmp, "a", "b")
         a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
         for d in (a, b):
-            counter_policy(d, nodes="a")
-            path = os.path.join(d.pol, "counter.policy")
-            with open(path) as f:
-                text = f.read().replace("[Gadget]\n", "[Gadget]\nCallsQueuedMax=200\n", 1)
-            with open(path, "w") as f:
-                f.write(text)
+            counter_policy(d, nodes="a", extra="CallsQueuedMax=200\n")
             policy(d.pol, "good", "Nodes=b\n")
         try:
             start_all([a, b])

@@ -22,13 +22,15 @@ def node(tmp, pg, name):
     return Daemon(base, extra=["--config", conf])
 
 
-def counter_policy(d, nodes=None, call_timeout="30s"):
-    """The counter example's policy in d's policy directory (Nodes= if given)."""
+def counter_policy(d, nodes=None, call_timeout="30s", extra=""):
+    """The counter example's policy in d's policy directory (Nodes= if
+    given, and the [Gadget] keys in extra)."""
     with open(os.path.join(EXAMPLES, "counter.policy")) as f:
         text = f.read()
     text = re.sub(r"^CallTimeout=.*$", "CallTimeout=" + call_timeout, text, flags=re.M)
     if nodes:
-        text = text.replace("[Gadget]\n", "[Gadget]\nNodes=%s\n" % nodes, 1)
+        extra = "Nodes=%s\n%s" % (nodes, extra)
+    text = text.replace("[Gadget]\n", "[Gadget]\n" + extra, 1)
     path = os.path.join(d.pol, "counter.policy")
     with open(path, "w") as f:
         f.write(text)
