@@ -49,7 +49,7 @@ out:
 }
 
 /* Root only: forgetting a node changes what every node lists. A live
- * node is refused (here as last read, then by the store's own clock). */
+ * node is refused (by the store's own clock). */
 void request_forget_node(struct client *cl, const Control__Request *q)
 {
         const char *node = q->forget_node->name;

@@ -65,9 +65,9 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
 const char *core_node(const struct core *c);
 /* gadgetctl nodes forget: node leaves the store's list, if it is down
  * (not seen for CONTROL_NODE_DOWN_MS, as the store's clock says). 0 and
- * done(arg, code, msg) once, or a GADGET_E* code with msg (done never
- * called): no shared store, this node, live as last read, another forget
- * on its way. */
+ * done(arg, code, msg) once (a live node: GADGET_EBUSY), or a GADGET_E*
+ * code with msg (done never called): no shared store, this node, another
+ * forget on its way, the store out of reach. */
 int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, int code, const char *msg), void *arg,
                      char *msg, size_t len);
 /* The unit of that gadget name, NULL if none. */

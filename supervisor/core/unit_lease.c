@@ -324,17 +324,12 @@ int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, i
                      char *msg, size_t len)
 {
         struct kvpg_lease *l = c->bindings.lease;
-        const struct kvpg_node *n = l ? kvpg_lease_node(l, node) : NULL;
         if (!l) {
                 snprintf(msg, len, "gadgetd does not share a store with other nodes (Store=postgresql)");
                 return GADGET_EUNAVAILABLE;
         }
-        if (n && n->age_ms + kvpg_lease_nodes_age(l) <= KVPG_NODE_DOWN_MS && strcmp(node, c->cfg.node) != 0) {
-                snprintf(msg, len, "node %s is live: seen %llu ms ago (a node is forgotten only once it is down: "
-                         "not seen for %d s)", node, (unsigned long long)(n->age_ms + kvpg_lease_nodes_age(l)),
-                         KVPG_NODE_DOWN_MS / 1000);
-                return GADGET_EBUSY;
-        }
+        /* Whether it is live is the store's to say (kvpg_lease_forget): its
+         * clock, not this node's last read, a beat old. */
         int e = kvpg_lease_forget(l, node, done, arg);
         if (e == -EINVAL)
                 snprintf(msg, len, "node %s is this node", node);
