@@ -365,10 +365,26 @@ static int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
         return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);
 }
 
+/* nodes, or nodes forget NODE. */
 static int cmd_nodes(const struct ctl *ctl, const struct cmd_args *a)
 {
-        (void)a;
-        return empty_request(ctl, CONTROL__REQUEST__REQ_NODES, CONTROL__RESPONSE__RESP_NODES);
+        if (a->n_pos == 0)
+                return empty_request(ctl, CONTROL__REQUEST__REQ_NODES, CONTROL__RESPONSE__RESP_NODES);
+        if (a->n_pos != 2 || strcmp(a->pos[0], "forget") != 0) {
+                show_error(stderr, ctl->json, 0, "nodes takes no argument, or forget NODE (not \"%s\")", a->pos[0]);
+                return CTL_EXIT_USAGE;
+        }
+        if (!gadget_name_ok(a->pos[1])) {
+                show_error(stderr, ctl->json, 0,
+                           "\"%s\" is not a node name (lower case letters, digits, - and _)", a->pos[1]);
+                return CTL_EXIT_USAGE;
+        }
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        n.name = a->pos[1];
+        req.req_case = CONTROL__REQUEST__REQ_FORGET_NODE;
+        req.forget_node = &n;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
 static int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
@@ -619,10 +635,13 @@ const struct command cmd_commands[] = {
         { "deny", cmd_deny, 1, 1, "h", "ID",
           "refuse a waiting call: its caller gets a \"denied\" error",
           "The decision is an audit record of the gadget that asked, naming your user.\n" },
-        { "nodes", cmd_nodes, 0, 0, "h", "",
+        { "nodes", cmd_nodes, 0, 2, "h", "[forget NODE]",
           "list the gadgetd nodes that share the store, when each was last seen",
           "Each node writes to the store every second; one not seen for more than\n"
           "10 s is shown as down. \"(this node)\" marks the gadgetd that answered.\n"
+          "A node not seen for NodeForget= (gadgetd.conf; default a day) leaves the list.\n"
+          "forget NODE: takes a down node off the list now (root only); a live node\n"
+          "(seen within 10 s) is refused. A node forgotten that comes back is listed again.\n"
           "Fails (exit status 1) if gadgetd shares no store (Store=postgresql).\n"
           "With --json: {\"nodes\": [{\"name\", \"peer\", \"last_seen_ms\", \"self\", \"up\"}]}.\n" },
         { "move", cmd_move, 2, 2, "h", "NAME NODE",
@@ -632,8 +651,8 @@ const struct command cmd_commands[] = {
           "its kv state as it was. gadgetctl waits until NODE has taken it (exit status 0)\n"
           "or fails: NODE unknown or down, not in NAME's Nodes=, already running it, or\n"
           "not taking it in time (then any node may). Calls to NAME during the hand-over\n"
-          "may fail (it is stopping, or no node runs it yet) or time out: retry them\n"
-          "once NODE runs it.\n" },
+          "may fail while it stops (those made while no node runs it wait for NODE)\n"
+          "or time out: retry them once NODE runs it.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
           "New files are loaded, removed ones stopped, changed ones restarted.\n"

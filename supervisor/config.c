@@ -241,6 +241,17 @@ static int store_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return set_str(&fc->cfg->node, value) == 0;
         }
+        if (strcmp(key, "NodeForget") == 0) {
+                /* Why a floor: a node seen within its down time may hold
+                 * leases (its session alive); it is never forgotten. */
+                if (policy_parse_duration(value, &fc->cfg->node_forget_ms) < 0 ||
+                    fc->cfg->node_forget_ms < CONTROL_NODE_DOWN_MS) {
+                        snprintf(why, sizeof why, "NodeForget=\"%.64s\" is not a time of at least %ds (the time "
+                                 "after which a node counts as down)", value, CONTROL_NODE_DOWN_MS / 1000);
+                        return file_bad(fc, why);
+                }
+                return 1;
+        }
         return peer_key(fc, key, value);
 }
 

@@ -36,6 +36,7 @@ struct config {
         bool store_postgresql;           /* Store=postgresql (default sqlite) */
         char *store_connection;          /* StoreConnection=: a libpq connection string; may hold a password */
         char *node;                      /* Node=, default the host name's first label */
+        uint64_t node_forget_ms;         /* NodeForget=: a node unseen this long leaves the store (0: a day) */
         /* The link to other nodes (cluster/nodelink.h): PeerListen=HOST:PORT,
          * and PEM files PeerCertificate=, PeerKey=, PeerCA=; NULL: none. */
         char *peer_listen, *peer_cert, *peer_key, *peer_ca;

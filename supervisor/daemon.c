@@ -551,6 +551,7 @@ static int open_core(struct daemon *d)
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
+                .node_forget_ms = c->node_forget_ms,
         };
         int e = core_open(&cc, &hooks, &d->core);
         if (e < 0)

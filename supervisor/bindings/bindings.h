@@ -69,6 +69,7 @@ struct bindings_store {
         const char *peer;           /* PeerListen=, "" if none: where other nodes reach this one */
         unsigned audit_keep_days;   /* rows of gadgetd_audit kept (0: the default) */
         uint64_t audit_max_bytes;   /* this node's rows of gadgetd_audit: at most these bytes (0: no bound) */
+        uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at

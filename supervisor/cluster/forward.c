@@ -415,7 +415,11 @@ static void out_call_done(void *arg, const Control__Response *r, int code, const
 {
         struct call *c = arg;
         Gadget__Value ready = GADGET__VALUE__INIT;
-        if (!r)
+        /* The link says whether any of it left (nodelink.h): one that did
+         * may have run there, and is never sent again. */
+        if (!r && code == GADGET_EUNAVAILABLE)
+                calls_remote_unsent(c, msg);
+        else if (!r)
                 calls_remote_end(c, NULL, code, msg);
         else if (r->resp_case == CONTROL__RESPONSE__RESP_RESULT)
                 calls_remote_end(c, r->result, 0, NULL);

@@ -110,7 +110,12 @@ struct nodelink_server_ops {
 
 /* A send's end: resp non-NULL (valid during the call only; code is 0), or
  * resp NULL with a GADGET_E* code (proto/contract.h) and a message naming
- * the node and what went wrong. */
+ * the node and what went wrong: GADGET_EUNAVAILABLE when not a byte of
+ * the request left (connect refused, the handshake failed, the session
+ * ended before its frame was handed to the socket: it cannot have run,
+ * and may be sent again), GADGET_EGONE when it left and the session ended
+ * before its answer ("node b went away after the call was sent; it may
+ * have run (...)"). */
 typedef void (*nodelink_done)(void *arg, const Control__Response *resp, int code, const char *msg);
 
 /* Reads the certificate, key and CA once (the key is wiped from memory

@@ -100,6 +100,9 @@ struct out {
         struct wire_writer staged;  /* frames waiting for the peer's name to be checked */
         struct send_list sends;
         unsigned n_sends;
+        uint64_t queued;            /* bytes given to the session (its conn, or staged) since it opened */
+        bool heard;                 /* a frame came from the peer on this session */
+        bool refused;               /* the peer's TLS refused the session before any frame: nothing ran */
 };
 
 struct nodelink_send {
@@ -107,6 +110,7 @@ struct nodelink_send {
         struct out *out;            /* NULL once its session failed (its done is due) */
         struct send_list *list;     /* the list it is on: its session's, or a failed one's */
         uint64_t id;
+        uint64_t start;             /* where its frame starts in its session's bytes (out->queued) */
         nodelink_done done;
         void *arg;
 };

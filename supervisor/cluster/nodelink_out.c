@@ -54,6 +54,8 @@ static void out_close(struct out *o)
         evtimer_del(o->deadline);
         o->why[0] = '\0';
         wire_writer_free(&o->staged);
+        o->queued = 0;
+        o->heard = o->refused = false;
         o->state = OUT_IDLE;
         ERR_clear_error();
 }
@@ -67,16 +69,20 @@ void nodelink_out_free(struct out *o)
 }
 
 /* Ends the session: every send waiting on it is told why, once; a send
- * made from one of those done callbacks starts a new session. */
+ * made from one of those done callbacks starts a new session. Whether a
+ * send left: a byte of its frame was handed to the socket (the session
+ * was ready, and its output drained past the frame's start). */
 void nodelink_out_fail(struct out *o, const char *fmt, ...)
 {
-        char msg[512];
+        char msg[512], left[700];
         va_list ap;
         struct send_list gone;
         struct nodelink_send *s;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
+        uint64_t written = o->conn && !o->refused ? o->queued - conn_pending(o->conn) : 0;
+        snprintf(left, sizeof left, "node %s went away after the call was sent; it may have run (%s)", o->node, msg);
         out_close(o);
         TAILQ_INIT(&gone);
         TAILQ_CONCAT(&gone, &o->sends, link);
@@ -87,7 +93,8 @@ void nodelink_out_fail(struct out *o, const char *fmt, ...)
         o->n_sends = 0;
         while ((s = TAILQ_FIRST(&gone))) {
                 TAILQ_REMOVE(&gone, s, link);
-                s->done(s->arg, NULL, GADGET_EUNAVAILABLE, msg);
+                bool sent = s->start < written;
+                s->done(s->arg, NULL, sent ? GADGET_EGONE : GADGET_EUNAVAILABLE, sent ? left : msg);
                 free(s);
         }
         if (o->state == OUT_IDLE && o->n_sends == 0)
@@ -112,6 +119,7 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
          * on its raw bytes before it is unpacked, and checked by the one
          * answer validator before anyone reads it. */
         bool ok = nodelink_frame_ok(&control__response__descriptor, data, len, &values);
+        o->heard = true;
         *cost += values;
         nodelink_rate_count(o->rate, values);
         if (!ok)
@@ -154,9 +162,13 @@ static void out_closed(void *arg, int why)
                 nodelink_out_fail(o, "node %s at %s announced a frame over %u bytes", o->node, o->addr, WIRE_MAX_FRAME);
         else if (why == -EBADMSG)
                 nodelink_out_fail(o, "node %s at %s sent a frame that is not a response", o->node, o->addr);
-        else if (reason)
+        else if (reason) {
+                /* A TLS alert before any frame came back: the peer
+                 * refused the session (TLS 1.3 checks our certificate after
+                 * our side's handshake ended), so no request of it ran. */
+                o->refused = !o->heard;
                 nodelink_out_fail(o, "node %s at %s ended the TLS session: %s", o->node, o->addr, reason);
-        else if (why == CONN_EOF || why == CONN_TRUNCATED || why == -EPROTO || eof)
+        } else if (why == CONN_EOF || why == CONN_TRUNCATED || why == -EPROTO || eof)
                 nodelink_out_fail(o, "node %s at %s closed the link", o->node, o->addr);
         else
                 nodelink_out_fail(o, "the link to node %s at %s failed: %s", o->node, o->addr, strerror(-why));
@@ -192,10 +204,14 @@ static void out_connected(struct out *o)
         o->state = OUT_READY;
         evtimer_del(o->deadline);
         size_t n = wire_writer_pending(&o->staged);
+        /* The staged frames' places (o->queued counted them) are the
+         * session's first bytes now. */
+        o->queued = 0;
         if (n && conn_send_frames(o->conn, o->staged.buf + o->staged.start, n) < 0) {
                 nodelink_out_fail(o, "node %s at %s: out of memory", o->node, o->addr);
                 return;
         }
+        o->queued = n;
         wire_writer_free(&o->staged);
         out_idle_arm(o); /* its sends were cancelled meanwhile */
 }
@@ -348,10 +364,17 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
         }
         req->id = ++nl->next_id;
         req->version = CONTROL_PROTOCOL_VERSION;
+        /* Where its frame starts among the session's bytes: a failure
+         * tells whether any of it left (nodelink_out_fail). */
+        uint64_t start = o->state == OUT_READY ? o->queued : o->staged.end - o->staged.start;
+        size_t before = o->state == OUT_READY ? conn_pending(o->conn) : 0;
         e = o->state == OUT_READY ? conn_send(o->conn, &req->base) : stage(o, req);
         if (e < 0)
                 goto out;
-        *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .done = done, .arg = arg };
+        if (o->state == OUT_READY)
+                o->queued += conn_pending(o->conn) - before;
+        *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .start = start, .done = done,
+                                     .arg = arg };
         TAILQ_INSERT_TAIL(&o->sends, s, link);
         o->n_sends++;
         if (o->state == OUT_IDLE)

@@ -53,6 +53,10 @@ struct client_load *client_load_new(struct client *cl, uint64_t id);
 void client_load_refused(struct client *cl, uint64_t id, int e);
 /* Unlinks and frees a load; returns its client (NULL if gone). */
 struct client *client_load_end(struct client_load *c);
+/* A pending answer's end (arg: its struct client_load), to a client
+ * still there: Done with msg, or the error code with msg (a move's, a
+ * forget's). Frees the load. */
+void client_load_answer(void *arg, int code, const char *msg);
 
 /* Request handlers (supervisor/control/requests.c); requests are validated. */
 void request_handle(struct client *cl, const Control__Request *req);
@@ -61,3 +65,6 @@ void request_logs(struct client *cl, const Control__Request *req);
 void request_audit(struct client *cl, const Control__Request *req);
 /* gadgetctl cat (cat.c). */
 void request_cat(struct client *cl, const Control__Request *req);
+/* gadgetctl nodes and nodes forget (nodes.c). */
+void request_nodes(struct client *cl, const Control__Request *req);
+void request_forget_node(struct client *cl, const Control__Request *req);

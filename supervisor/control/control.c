@@ -217,6 +217,19 @@ void client_load_refused(struct client *cl, uint64_t id, int e)
                 client_error(cl, id, GADGET_EINTERNAL, "out of memory");
 }
 
+void client_load_answer(void *arg, int code, const char *msg)
+{
+        struct client_load *c = arg;
+        uint64_t id = c->id;
+        struct client *cl = client_load_end(c);
+        if (!cl)
+                return;
+        if (code)
+                client_error(cl, id, code, "%s", msg);
+        else
+                client_done(cl, id, "%s", msg);
+}
+
 /* uid's budget: its slot, or the slot of the user not held seen longest
  * ago; NULL if every slot holds a user held now (64 users at once). */
 static struct user_budget *budget_of(struct control *c, uid_t uid, uint64_t now)

@@ -651,20 +651,6 @@ static void on_decide(struct client *cl, const Control__Request *q)
                 client_done(cl, q->id, "approval %llu: %s", (unsigned long long)q->decide->id, msg);
 }
 
-/* The move's outcome, to a client still there (a pending answer). */
-static void move_done(void *arg, int code, const char *msg)
-{
-        struct client_load *c = arg;
-        uint64_t id = c->id;
-        struct client *cl = client_load_end(c);
-        if (!cl)
-                return;
-        if (code)
-                client_error(cl, id, code, "%s", msg);
-        else
-                client_done(cl, id, "%s", msg);
-}
-
 static void on_move(struct client *cl, const Control__Request *q)
 {
         struct unit *u = find(cl, q->id, q->move->name, NULL);
@@ -676,41 +662,11 @@ static void on_move(struct client *cl, const Control__Request *q)
                 return;
         }
         char msg[400];
-        int code = unit_move(u, q->move->node, move_done, c, msg, sizeof msg);
+        int code = unit_move(u, q->move->node, client_load_answer, c, msg, sizeof msg);
         if (!code)
                 return;
         client_load_end(c);
         client_error(cl, q->id, code, "%s", msg);
-}
-
-static void on_nodes(struct client *cl, const Control__Request *q)
-{
-        const struct kvpg_node *nodes;
-        const char *self;
-        uint64_t since;
-        size_t n = core_nodes(client_env(cl)->core, &nodes, &self, &since);
-        if (!self) {
-                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadgetd does not share a store with other nodes "
-                             "(Store=postgresql)");
-                return;
-        }
-        Control__NodeInfo **infos = answer_items(&control__node_info__descriptor, n);
-        if (!infos) {
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
-        for (size_t i = 0; i < n; i++) {
-                infos[i]->name = (char *)nodes[i].name;
-                infos[i]->peer = (char *)nodes[i].peer;
-                infos[i]->last_seen_ms = nodes[i].age_ms + since;
-                infos[i]->self = strcmp(nodes[i].name, self) == 0;
-                infos[i]->leases = nodes[i].leases;
-        }
-        Control__NodeList nl = CONTROL__NODE_LIST__INIT;
-        nl.n_nodes = n;
-        nl.nodes = infos;
-        client_answer(cl, q->id, &nl.base);
-        free(infos);
 }
 
 static const struct {
@@ -734,7 +690,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_APPROVALS, on_approvals },
         { CONTROL__REQUEST__REQ_DECIDE, on_decide },
         { CONTROL__REQUEST__REQ_MOVE, on_move },
-        { CONTROL__REQUEST__REQ_NODES, on_nodes },
+        { CONTROL__REQUEST__REQ_NODES, request_nodes },
+        { CONTROL__REQUEST__REQ_FORGET_NODE, request_forget_node },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

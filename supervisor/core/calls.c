@@ -50,6 +50,9 @@ struct call {
         /* Forwarded to the node that runs u (u->forwarded): */
         void *remote;
         LIST_ENTRY(call) fwd_link;   /* le_prev NULL: not forwarded */
+        char *caller, *via;          /* what the owner is told of it (a forwarded call) */
+        int64_t fwd_epoch;           /* the owner's lease epoch it was sent to */
+        bool unsent;                 /* for another node, never sent there: waits for one (u->pending) */
         /* Waiting for u's start (u->pending, in order), until deadline: */
         struct peer_chain chain;
         bool has_chain;             /* a gadget's call (chain may be empty) */
@@ -104,6 +107,8 @@ static void call_free(struct call *c)
         if (c->timer)
                 event_free(c->timer);
         free(c->method);
+        free(c->caller);
+        free(c->via);
         value_free(c->args);
         peer_chain_clear(&c->chain);
         free(c);
@@ -215,7 +220,20 @@ static void remote_timeout(evutil_socket_t fd, short what, void *arg)
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
 
-/* Sends c to the node that runs u: 0, or a GADGET_E* code with msg. */
+/* Keeps what the owner is told of c (who calls, through what), to send
+ * it later: 0, or -ENOMEM with msg. */
+static int call_keep(struct call *c, const struct call_req *q, char *msg, size_t len)
+{
+        if ((q->caller && !c->caller && !(c->caller = strdup(q->caller))) || (q->via && !c->via && !(c->via = strdup(q->via)))) {
+                snprintf(msg, len, "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Sends c to the node that runs u: 0, or a GADGET_E* code with msg. It
+ * keeps a copy of the call until it ends: one that never reached its
+ * node is sent again to the next (calls_remote_unsent). */
 static int call_forward(struct call *c, const struct call_req *q, char *msg, size_t len)
 {
         struct unit *u = c->u;
@@ -224,10 +242,19 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         /* The owner asks its own person, whatever was approved here. */
         if (q->method && policy_listed(u->policy->approve, q->method))
                 ms += u->policy->approve_timeout_ms;
-        if (!(c->timer = evtimer_new(u->core->base, remote_timeout, c))) {
+        uint64_t now = monotime_ms();
+        if (!c->deadline_ms)
+                c->deadline_ms = now + ms; /* sent again: what is left of it */
+        ms = c->deadline_ms > now ? c->deadline_ms - now : 1;
+        if ((q->method && !c->method && !(c->method = strdup(q->method))) ||
+            (q->args && !c->args && !(c->args = value_dup(q->args))) ||
+            (q->chain && !c->has_chain && peer_chain_copy(&c->chain, q->chain) < 0) || call_keep(c, q, msg, len) < 0 ||
+            (!c->timer && !(c->timer = evtimer_new(u->core->base, remote_timeout, c)))) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
+        c->has_chain = q->chain != NULL;
+        c->fwd_epoch = u->owner_epoch;
         int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
         if (code)
                 return code;
@@ -285,8 +312,8 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                 return GADGET_EDENIED;
         }
         if (u->state == UNIT_REMOTE) {
-                if (u->owner[0] && u->core->remote.call)
-                        return 0; /* forwarded: its node checks the rest */
+                if (u->core->remote.call)
+                        return 0; /* forwarded (its node checks the rest), or waits for a node */
                 if (u->owner[0])
                         snprintf(msg, len, "gadget %s runs on node %s, and this node has no link to other nodes "
                                  "(PeerCertificate=)", name, u->owner);
@@ -348,10 +375,53 @@ static void pending_timeout(evutil_socket_t fd, short what, void *arg)
         if (c->ready_ms)
                 snprintf(msg, sizeof msg, "gadget \"%s\" was not ready within %llu ms (its StartTimeout and a "
                          "stop's grace)", c->u->policy->name, (unsigned long long)c->ready_ms);
+        else if (c->u->state == UNIT_REMOTE)
+                snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms): no node could be reached to run "
+                         "gadget \"%s\" (%.200s)", (unsigned long long)c->u->policy->call_timeout_ms,
+                         c->u->policy->name, c->u->cause);
         else
                 snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms): gadget \"%s\" was still starting",
                          (unsigned long long)c->u->policy->call_timeout_ms, c->u->policy->name);
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
+}
+
+/* Whether one more call with args may wait in u->pending
+ * (CallsQueuedMax=, and CALLS_PENDING_BYTES_MAX): 0 and its size, or
+ * GADGET_EBUSY with msg saying what it waits for. */
+static int pend_room(const struct call *c, const Gadget__Value *args, const char *what, size_t *bytes, char *msg,
+                     size_t len)
+{
+        struct unit *u = c->u;
+        /* A wait for a start already asked (gadgetctl load, start,
+         * restart: c->ready_ms) is not a call: it holds no arguments and
+         * is bounded by its control connection (CONTROL_WAITING_MAX), so
+         * it takes none of the callers' CallsQueuedMax. */
+        if (!c->ready_ms && u->n_pending >= u->policy->calls_queued_max) {
+                snprintf(msg, len, "gadget \"%s\" is busy: %zu calls wait for %s (CallsQueuedMax=)",
+                         u->policy->name, u->n_pending, what);
+                return GADGET_EBUSY;
+        }
+        /* Why a bound in bytes too: a waiting call holds a copy of its
+         * arguments, where a call to a running gadget holds none (its
+         * frame waits in the worker link, bounded there). */
+        *bytes = args ? gadget__value__get_packed_size(args) : 0;
+        if (u->pending_bytes + *bytes > CALLS_PENDING_BYTES_MAX) {
+                snprintf(msg, len, "gadget \"%s\" is busy: %zu bytes of arguments wait for %s already",
+                         u->policy->name, u->pending_bytes, what);
+                return GADGET_EBUSY;
+        }
+        return 0;
+}
+
+/* c waits at the end of u->pending (its timer armed, its room checked). */
+static void pend_add(struct call *c, size_t bytes)
+{
+        struct unit *u = c->u;
+        TAILQ_INSERT_TAIL(&u->pending, c, pend_link);
+        if (!c->ready_ms)
+                u->n_pending++;
+        c->pend_bytes = bytes;
+        u->pending_bytes += bytes;
 }
 
 /* Queues c until its gadget's hello (it is idle, or starting for calls),
@@ -362,24 +432,10 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                      char *msg, size_t len)
 {
         struct unit *u = c->u;
-        /* A wait for a start already asked (gadgetctl load, start,
-         * restart: c->ready_ms) is not a call: it holds no arguments and
-         * is bounded by its control connection (CONTROL_WAITING_MAX), so
-         * it takes none of the callers' CallsQueuedMax. */
-        if (!c->ready_ms && u->n_pending >= u->policy->calls_queued_max) {
-                snprintf(msg, len, "gadget \"%s\" is busy: %zu calls wait for its start (CallsQueuedMax=)",
-                         u->policy->name, u->n_pending);
-                return GADGET_EBUSY;
-        }
-        /* Why a bound in bytes too: a waiting call holds a copy of its
-         * arguments, where a call to a running gadget holds none (its
-         * frame waits in the worker link, bounded there). */
-        size_t bytes = args ? gadget__value__get_packed_size(args) : 0;
-        if (u->pending_bytes + bytes > CALLS_PENDING_BYTES_MAX) {
-                snprintf(msg, len, "gadget \"%s\" is busy: %zu bytes of arguments wait for its start already",
-                         u->policy->name, u->pending_bytes);
-                return GADGET_EBUSY;
-        }
+        size_t bytes;
+        int code = pend_room(c, args, u->state == UNIT_REMOTE ? "a node to run it" : "its start", &bytes, msg, len);
+        if (code)
+                return code;
         c->has_chain = chain != NULL;
         if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
             (chain && peer_chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
@@ -389,13 +445,67 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         uint64_t ms = c->ready_ms ? c->ready_ms : u->policy->call_timeout_ms;
         c->deadline_ms = monotime_ms() + ms;
         timer_arm_ms(c->timer, ms);
-        TAILQ_INSERT_TAIL(&u->pending, c, pend_link);
-        if (!c->ready_ms)
-                u->n_pending++;
-        c->pend_bytes = bytes;
-        u->pending_bytes += bytes;
-        unit_wake(u, c->party);
+        pend_add(c, bytes);
+        if (u->state != UNIT_REMOTE)
+                unit_wake(u, c->party);
         return 0;
+}
+
+void calls_remote_unsent(struct call *c, const char *why)
+{
+        struct unit *u = c->u;
+        char msg[600];
+        size_t bytes;
+        c->remote = NULL;
+        fwd_unlink(c);
+        event_free(c->timer);
+        c->timer = NULL;
+        /* Why this is safe to send again: not a byte of it reached the
+         * node, so it cannot have run there. It waits, bounded as calls
+         * waiting for a start are, for the lease to move (on_owner, or
+         * this node's start of it), then goes there, in order. */
+        int code = c->done ? pend_room(c, c->args, "a node to run it", &bytes, msg, sizeof msg) : GADGET_EGONE;
+        if (!code && !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+                snprintf(msg, sizeof msg, "out of memory");
+                code = GADGET_EINTERNAL;
+        }
+        if (code) {
+                call_end(c, NULL, code, code == GADGET_EGONE ? "the caller is gone" : msg);
+                return;
+        }
+        uint64_t now = monotime_ms();
+        /* Said where the operator looks (list, status) and in the
+         * answer of a call that waits in vain (pending_timeout). */
+        if (u->state == UNIT_REMOTE && u->owner[0])
+                snprintf(u->cause, sizeof u->cause, "runs on node %.63s, out of reach: %.160s", u->owner, why);
+        c->unsent = true;
+        timer_arm_ms(c->timer, c->deadline_ms > now ? c->deadline_ms - now : 1);
+        pend_add(c, bytes);
+}
+
+/* The calls that waited for a node: sent to u's owner now, in order,
+ * but not again to the lease they could not reach (the same epoch). */
+void calls_pending_forward(struct unit *u)
+{
+        struct call *c, *next;
+        if (u->state != UNIT_REMOTE || !u->owner[0] || !u->core->remote.call)
+                return;
+        for (c = TAILQ_FIRST(&u->pending); c; c = next) {
+                next = TAILQ_NEXT(c, pend_link);
+                if (c->unsent && c->fwd_epoch == u->owner_epoch && u->owner_epoch)
+                        continue;
+                char msg[600];
+                pend_unlink(c);
+                event_free(c->timer);
+                c->timer = NULL;
+                c->unsent = false;
+                const struct call_req q = { .method = c->method, .args = c->args,
+                                            .chain = c->has_chain ? &c->chain : NULL, .caller = c->caller,
+                                            .via = c->via, .tag = c->tag };
+                int code = c->done ? call_forward(c, &q, msg, sizeof msg) : GADGET_EGONE;
+                if (code)
+                        call_end(c, NULL, code, code == GADGET_EGONE ? "the caller is gone" : msg);
+        }
 }
 
 /* Sends c now if its gadget is ready, else after its start. */
@@ -430,6 +540,13 @@ void calls_pending_flush(struct unit *u)
                 int code = call_check(u, c->method, c->args, c->admin, &c->sig, msg, sizeof msg);
                 if (!code && !unit_is_ready(u)) {
                         snprintf(msg, sizeof msg, "gadget \"%s\" stopped as it started", u->policy->name);
+                        code = GADGET_EUNAVAILABLE;
+                }
+                /* Why this is safe: a call that waited for a node was
+                 * never asked of a person here; fail closed. */
+                if (!code && c->unsent && policy_listed(u->policy->approve, c->method)) {
+                        snprintf(msg, sizeof msg, "gadget \"%s\" came to this node while the call waited; %.64s "
+                                 "needs a person's approval here: call again", u->policy->name, c->method);
                         code = GADGET_EUNAVAILABLE;
                 }
                 if (!code)
@@ -523,8 +640,12 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 snprintf(msg, len, "admin methods of %s are called on the node that runs it (%.64s): an admin call "
                          "never crosses the link", u->policy->name, u->owner);
                 code = GADGET_EDENIED;
-        } else if (u->state == UNIT_REMOTE)
+        } else if (u->state == UNIT_REMOTE && u->owner[0])
                 code = call_forward(c, q, msg, len);
+        else if (u->state == UNIT_REMOTE) { /* no node holds it now (a failover): it waits for one */
+                c->unsent = true;
+                code = call_keep(c, q, msg, len) ? GADGET_EINTERNAL : call_pend(c, q->method, q->args, q->chain, msg, len);
+        }
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {

@@ -93,6 +93,13 @@ struct core_remote {
 /* The outcome of a forwarded call, as the owner answered (res NULL: code
  * and message). */
 void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message);
+/* A forwarded call that never reached its node (not a byte of it left:
+ * the node refused the connection, the TLS handshake failed, the link
+ * ended before it was written): it waits, within its CallTimeout and
+ * CallsQueuedMax=, for the gadget's next owner — another node, or this
+ * one — and goes there in order; past the bound it is answered busy. One
+ * that was sent is ended with calls_remote_end, never sent again. */
+void calls_remote_unsent(struct call *c, const char *why);
 /* Whether c is a wake (no method): its answer is "ready", not a result. */
 bool calls_is_wake(const struct call *c);
 

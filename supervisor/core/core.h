@@ -39,6 +39,7 @@ struct core_config {
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
         const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
+        uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports
@@ -62,6 +63,13 @@ struct kvpg_node;
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
 /* This node's name (Node=), "" without a shared store. */
 const char *core_node(const struct core *c);
+/* gadgetctl nodes forget: node leaves the store's list, if it is down
+ * (not seen for CONTROL_NODE_DOWN_MS, as the store's clock says). 0 and
+ * done(arg, code, msg) once (a live node: GADGET_EBUSY), or a GADGET_E*
+ * code with msg (done never called): no shared store, this node, another
+ * forget on its way, the store out of reach. */
+int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, int code, const char *msg), void *arg,
+                     char *msg, size_t len);
 /* The unit of that gadget name, NULL if none. */
 struct unit *core_find(const struct core *c, const char *name);
 /* Every unit, newest first: for (u = core_first(c); u; u = unit_next(u)). */

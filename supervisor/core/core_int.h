@@ -161,6 +161,9 @@ void calls_pending_flush(struct unit *u);
 /* u's start failed or was called off: the calls that waited for it fail
  * with why. */
 void calls_pending_fail(struct unit *u, const char *why);
+/* u's owner changed (unit_lease.c): the calls that wait for a node to run
+ * it (calls_remote_unsent, or none held it) go there, in order. */
+void calls_pending_forward(struct unit *u);
 
 /* unit_idle.c: IdleStop= while u is ready; noting activity. */
 void unit_idle_arm(struct unit *u);

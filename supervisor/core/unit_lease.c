@@ -3,6 +3,7 @@
  * is "remote", saying which node runs it. */
 #include "core_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <event2/event.h>
@@ -53,6 +54,7 @@ bool unit_lease_wait(struct unit *u)
         int rank = rank_of(u);
         if (u->leased && rank >= 0)
                 return false;
+        bool was_remote = u->state == UNIT_REMOTE;
         if (u->leased) {
                 /* A new policy's Nodes= leaves this node out: given back. */
                 kvpg_lease_release(l, u->policy->name);
@@ -63,7 +65,7 @@ bool unit_lease_wait(struct unit *u)
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
          * node that holds it then. */
-        if (!TAILQ_EMPTY(&u->pending))
+        if (!was_remote && !TAILQ_EMPTY(&u->pending))
                 calls_pending_fail(u, "this node lost its lease in the store (call again: it runs on another "
                                       "node then)");
         /* Why it never starts here when Nodes= does not name this node:
@@ -103,11 +105,18 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         u->owner[0] = '\0';
         if (u->state == UNIT_REMOTE && u->want_running) {
                 unit_start(u);
+                /* A takeover's start: calls wait for it (those that could
+                 * not reach the last owner among them), as for an
+                 * on-demand start. */
+                if (u->state == UNIT_STARTING)
+                        u->waking = true;
         } else if (u->state == UNIT_REMOTE && u->dormant) {
                 /* Start=on-demand (or idle when its lease came back): held
                  * here, started by its first call. */
                 unit_set_state(u, UNIT_IDLE);
                 u->cause[0] = '\0';
+                if (!TAILQ_EMPTY(&u->pending))
+                        unit_wake(u, NULL); /* calls waited for a node to run it */
         }
         unit_events_lease(u, true);
 }
@@ -158,6 +167,7 @@ static void on_owner(void *arg, const char *gadget, const char *node, int64_t ep
         }
         if (u->state != UNIT_REMOTE)
                 return;
+        calls_pending_forward(u);
         if (node[0])
                 snprintf(u->cause, sizeof u->cause, "runs on node %s (epoch %" PRId64 ")", node, epoch);
         else if (rank_of(u) < 0)
@@ -308,6 +318,26 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
         *self = c->bindings.lease ? c->cfg.node : NULL;
         *since_ms = c->bindings.lease ? kvpg_lease_nodes_age(c->bindings.lease) : 0;
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
+}
+
+int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, int code, const char *msg), void *arg,
+                     char *msg, size_t len)
+{
+        struct kvpg_lease *l = c->bindings.lease;
+        if (!l) {
+                snprintf(msg, len, "gadgetd does not share a store with other nodes (Store=postgresql)");
+                return GADGET_EUNAVAILABLE;
+        }
+        /* Whether it is live is the store's to say (kvpg_lease_forget): its
+         * clock, not this node's last read, a beat old. */
+        int e = kvpg_lease_forget(l, node, done, arg);
+        if (e == -EINVAL)
+                snprintf(msg, len, "node %s is this node", node);
+        else if (e == -EBUSY)
+                snprintf(msg, len, "another gadgetctl nodes forget is on its way: try again when it ends");
+        else if (e < 0)
+                snprintf(msg, len, "the store is out of reach now: try again");
+        return e == -EINVAL ? GADGET_EINVAL : e == -EBUSY ? GADGET_EBUSY : e < 0 ? GADGET_EUNAVAILABLE : 0;
 }
 
 const char *core_node(const struct core *c)

@@ -56,7 +56,7 @@ struct unlock {
         struct unlock *next;
 };
 
-enum query { Q_OTHER, Q_TAKE, Q_MOVE, Q_BEAT };
+enum query { Q_OTHER, Q_TAKE, Q_MOVE, Q_BEAT, Q_FORGET };
 
 struct kvpg_lease {
         char *node, *peer;
@@ -89,6 +89,12 @@ struct kvpg_lease {
         struct kvpg_node *nodes;  /* as read at the last beat, by name */
         uint64_t nodes_read_at;   /* monotime_ms: when */
         size_t n_nodes;
+        uint64_t forget_ms;       /* NodeForget= */
+        /* gadgetctl nodes forget: one at a time. */
+        char forget[64];
+        bool forget_sent;
+        void (*forget_done)(void *arg, int code, const char *msg);
+        void *forget_arg;
 };
 
 static void round_next(struct kvpg_lease *l);
@@ -329,6 +335,66 @@ static void beat_result(struct kvpg_lease *l)
         l->n_nodes = n;
 }
 
+/* The forget's end, told once. */
+static void forget_end(struct kvpg_lease *l, int code, const char *msg)
+{
+        void (*done)(void *, int, const char *) = l->forget_done;
+        l->forget_done = NULL;
+        l->forget_sent = false;
+        if (done)
+                done(l->forget_arg, code, msg);
+}
+
+/* The forget's row: (deleted, known) counts. */
+static void forget_result(struct kvpg_lease *l)
+{
+        char msg[300];
+        bool gone = !l->err[0] && l->last && PQntuples(l->last) == 1 && PQnfields(l->last) == 2;
+        if (!gone) {
+                snprintf(msg, sizeof msg, "the store could not forget node %s: %s", l->forget,
+                         l->err[0] ? l->err : "no answer");
+                forget_end(l, GADGET_EUNAVAILABLE, msg);
+                return;
+        }
+        if (strcmp(PQgetvalue(l->last, 0, 0), "1") == 0) {
+                log_msg(L_INFO, NULL, "store: node %s forgotten (gadgetctl nodes forget)", l->forget);
+                /* Off this node's list now, not at the next beat. */
+                for (size_t i = 0; i < l->n_nodes; i++)
+                        if (strcmp(l->nodes[i].name, l->forget) == 0) {
+                                memmove(&l->nodes[i], &l->nodes[i + 1], (l->n_nodes - i - 1) * sizeof *l->nodes);
+                                l->n_nodes--;
+                                break;
+                        }
+                snprintf(msg, sizeof msg, "forgot node %s", l->forget);
+                forget_end(l, 0, msg);
+        } else if (strcmp(PQgetvalue(l->last, 0, 1), "0") == 0) {
+                snprintf(msg, sizeof msg, "no node %s in the store", l->forget);
+                forget_end(l, GADGET_ENOTFOUND, msg);
+        } else {
+                snprintf(msg, sizeof msg, "node %s is live: the store saw it within the last %d s (a node is "
+                         "forgotten only once it is down)", l->forget, KVPG_NODE_DOWN_MS / 1000);
+                forget_end(l, GADGET_EBUSY, msg);
+        }
+}
+
+/* Sends the forget asked for, if one waits; whether it did. Why the
+ * store's clock decides: this node's last read may be a beat old. */
+static bool send_forget(struct kvpg_lease *l)
+{
+        if (!l->forget_done || l->forget_sent)
+                return false;
+        char down[24];
+        snprintf(down, sizeof down, "%d", KVPG_NODE_DOWN_MS);
+        const char *v[2] = { l->forget, down };
+        l->forget_sent = true;
+        query_begin(l, Q_FORGET, PQsendQueryParams(pgconn_pq(l->pc),
+                    "WITH gone AS (DELETE FROM gadgetd_node WHERE name = $1 AND"
+                    " last_seen < now() - $2::bigint * interval '1 millisecond' RETURNING name)"
+                    " SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gadgetd_node WHERE name = $1)",
+                    2, NULL, v, NULL, NULL, 0));
+        return true;
+}
+
 /* A query ended (its NULL result came). */
 static void on_end(void *arg)
 {
@@ -353,6 +419,8 @@ static void on_end(void *arg)
                 move_result(l, w);
         else if (l->query == Q_BEAT)
                 beat_result(l);
+        else if (l->query == Q_FORGET)
+                forget_result(l);
         round_next(l);
 }
 
@@ -491,19 +559,26 @@ static void send_beat(struct kvpg_lease *l)
         l->pinged = true;
         l->beat_at = monotime_ms() + KVPG_LEASE_BEAT_MS;
         /* This node's own age is 0: its row was just written (the CTE's
-         * select does not see the update). */
-        char leases[24];
+         * select does not see the update). A node unseen for NodeForget=
+         * leaves: its row is deleted, and not read (nor seen by this
+         * statement's select). Only its row: the owner rows keep their
+         * epochs (fencing), the audit its records. */
+        char leases[24], forget[24];
         snprintf(leases, sizeof leases, "%zu", l->n_locks);
-        const char *v[3] = { l->node, l->peer, leases };
+        snprintf(forget, sizeof forget, "%llu", (unsigned long long)(l->forget_ms ? l->forget_ms : KVPG_NODE_FORGET_MS));
+        const char *v[4] = { l->node, l->peer, leases, forget };
         query_begin(l, Q_BEAT, PQsendQueryParams(pgconn_pq(l->pc),
                     "WITH beat AS (INSERT INTO gadgetd_node (name, peer, leases) VALUES ($1, $2, $3)"
                     " ON CONFLICT (name) DO UPDATE SET last_seen = now(), peer = excluded.peer,"
-                    " leases = excluded.leases RETURNING name)"
+                    " leases = excluded.leases RETURNING name),"
+                    " gone AS (DELETE FROM gadgetd_node WHERE name <> $1 AND"
+                    " last_seen < now() - $4::bigint * interval '1 millisecond')"
                     " SELECT n.name, CASE WHEN n.name = $1 THEN $2 ELSE n.peer END,"
                     " CASE WHEN n.name = $1 THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END,"
                     " CASE WHEN n.name = $1 THEN $3::bigint ELSE n.leases END"
-                    " FROM gadgetd_node n UNION SELECT $1, $2, 0, $3::bigint ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
-                    3, NULL, v, NULL, NULL, 0));
+                    " FROM gadgetd_node n WHERE n.name = $1 OR n.last_seen >= now() - $4::bigint * interval '1 millisecond'"
+                    " UNION SELECT $1, $2, 0, $3::bigint ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
+                    4, NULL, v, NULL, NULL, 0));
 }
 
 /* Sends the round's next query: locks given back, a move, takes, then
@@ -519,6 +594,8 @@ static void round_next(struct kvpg_lease *l)
                 return;
         }
         if (l->moves && send_move(l))
+                return;
+        if (send_forget(l))
                 return;
         if (!l->nodes_read_at && !l->pinged) {
                 send_beat(l);
@@ -566,6 +643,12 @@ static void on_lost(void *arg, const char *reason)
         l->asking = NULL;
         sent_clear(l);
         l->state = L_DOWN;
+        if (l->forget_done) {
+                char why[300];
+                snprintf(why, sizeof why, "the store's session ended before node %s was forgotten: %s", l->forget,
+                         reason);
+                forget_end(l, GADGET_EUNAVAILABLE, why);
+        }
         /* The server gave back every lock with the session. */
         unlocks_clear(l);
         l->n_locks = 0;
@@ -640,6 +723,28 @@ void kvpg_lease_free(struct kvpg_lease *l)
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks)
 {
         l->hooks = *hooks;
+}
+
+void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms)
+{
+        l->forget_ms = ms < KVPG_NODE_DOWN_MS ? KVPG_NODE_DOWN_MS : ms;
+}
+
+int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void *arg, int code, const char *msg),
+                      void *arg)
+{
+        if (strcmp(node, l->node) == 0)
+                return -EINVAL;
+        if (l->forget_done)
+                return -EBUSY;
+        if (l->state != L_READY)
+                return -ENOTCONN;
+        snprintf(l->forget, sizeof l->forget, "%s", node);
+        l->forget_done = done;
+        l->forget_arg = arg;
+        l->forget_sent = false;
+        round_next(l);
+        return 0;
 }
 
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank)

@@ -21,6 +21,11 @@
  * the other nodes; a node unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_BEAT_MS 1000
 #define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
+/* A node unseen for this long leaves the store's list of nodes (its row
+ * is deleted at the next beat of any node): NodeForget= of gadgetd.conf,
+ * at least KVPG_NODE_DOWN_MS, so that a node counted as live is never
+ * forgotten. Its leases ended with its session long before. */
+#define KVPG_NODE_FORGET_MS (24ull * 3600 * 1000)
 /* The nodes remembered from the store (the rest are not listed). */
 #define KVPG_NODES_MAX 256
 /* How long a move's target alone may take the gadget's lease. */
@@ -59,6 +64,17 @@ struct kvpg_lease_hooks {
  * ("" if not; libpq loaded: kvpg_new first). 0 or -ENOMEM. */
 int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, const char *peer,
                    struct kvpg_lease **out);
+/* NodeForget= (at least KVPG_NODE_DOWN_MS; default KVPG_NODE_FORGET_MS). */
+void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms);
+/* gadgetctl nodes forget: deletes node's row from the store if it was not
+ * seen for KVPG_NODE_DOWN_MS (the store's clock decides, not this node's
+ * last read). done(arg, 0, msg) once it is gone, or done(arg, code, why):
+ * GADGET_EBUSY it was seen lately (live), GADGET_ENOTFOUND no such node,
+ * GADGET_EUNAVAILABLE the store could not be asked. 0, or -EBUSY (a
+ * forget is on its way: one at a time), -EINVAL (this node), -ENOTCONN
+ * (the store is out of reach now). */
+int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void *arg, int code, const char *msg),
+                      void *arg);
 /* Ends the session, and with it every lease. */
 void kvpg_lease_free(struct kvpg_lease *l);
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks);

@@ -13,50 +13,9 @@ import threading
 import time
 
 from harness import CALLFLOOD, GADGETD, Healthy, check, free_port, main, policy, test, wait_for, workers
-from gateway_util import Gateway
 from kvchecks import bcall
-from pgnodes import counter_cluster, counter_policy, node, owner_of, start_all, stop_all
+from pgnodes import certs, counter_cluster, counter_policy, nodes_seen, owner_of, peer_node, start_all, stop_all
 from pgserver import PgServer
-
-NODE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "node-certs")
-
-
-def certs(tmp, *names, ca="ca"):
-    """Certificates for names from the CA in tmp/ca (made by scripts/node-certs)."""
-    d = os.path.join(tmp, ca)
-    subprocess.run([NODE_CERTS, d, *names], check=True, stdout=subprocess.DEVNULL)
-    return d
-
-
-def peer_node(tmp, pg, name, certdir, listen=True, cert_name=None, gateway=False):
-    """A node with the peer link: PeerListen= on a free loopback port
-    (unless listen is false) and name's certificate (or cert_name's)."""
-    c = cert_name or name
-    conf = ("PeerCertificate=%s\nPeerKey=%s\nPeerCA=%s\n" %
-            (os.path.join(certdir, c + ".crt"), os.path.join(certdir, c + ".key"), os.path.join(certdir, "ca.crt")))
-    if listen:
-        conf += "PeerListen=127.0.0.1:%d\n" % free_port()
-    if not gateway:
-        d = node(tmp, pg, name)
-        with open(d.extra[1], "a") as f:
-            f.write(conf)
-        return d
-    base = os.path.join(tmp, name)
-    os.makedirs(base, exist_ok=True)
-    os.chmod(base, 0o755)
-    d = Gateway(base)
-    with open(d.config, "a") as f:
-        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, name, conf))
-    return d
-
-
-def nodes_seen(d, n):
-    """Waits until d's store lists n nodes with peer links."""
-    def seen():
-        r = d.ctl("--json", "nodes")
-        return r.returncode == 0 and sum(1 for x in json.loads(r.stdout)["nodes"] if x.get("peer")) >= n
-    wait_for(seen, timeout=15, what="%d nodes with peer links in the store" % n)
-
 
 @test
 def pg_cluster_counter_two_nodes(tmp):
@@ -147,12 +106,7 @@ def pg_cluster_on_demand_idle_owner(tmp):
         a = peer_node(tmp, pg, "a", cd)
         b = peer_node(tmp, pg, "b", cd)
         for d in (a, b):
-            counter_policy(d, nodes="a")
-            path = os.path.join(d.pol, "counter.policy")
-            with open(path) as f:
-                text = f.read().replace("[Gadget]\n", "[Gadget]\nStart=on-demand\nIdleStop=1s\n", 1)
-            with open(path, "w") as f:
-                f.write(text)
+            counter_policy(d, nodes="a", extra="Start=on-demand\nIdleStop=1s\n")
         try:
             start_all([a, b])
             wait_for(lambda: a.state("counter") == "idle" and b.state("counter") == "remote", timeout=20,
@@ -195,11 +149,15 @@ def pg_cluster_refuses_bad_certificates(tmp):
         other = certs(tmp, "c", ca="other-ca")
         a = peer_node(tmp, pg, "a", cd)
         c = peer_node(tmp, pg, "c", other, listen=False)
-        with counter_cluster([a, c], "a", "a") as (a, c):
+        # The call waits for a node it can reach, as in a failover, for
+        # its CallTimeout (2 s here), and says why it could not.
+        with counter_cluster([a, c], "a", "a", call_timeout="2s") as (a, c):
             nodes_seen(c, 1)
             r = c.ctl("call", "counter", "increment")
             check(r.returncode != 0 and "node a" in r.stderr and "certificate" in r.stderr,
                   "a call from a node of another CA: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+            check("runs on node a, out of reach: node a's certificate was not accepted" in
+                  c.list()["counter"]["cause"], "c says why: %r" % c.list()["counter"])
             check(a.ctl("call", "counter", "get").stdout.strip() == "0", "nothing reached the counter")
 
         def refused(name, extra, want):

@@ -1,11 +1,14 @@
 """Two or three gadgetd "nodes" on this machine sharing one PostgreSQL
 store (pgserver.py): their set-up and what the tests ask of them."""
 import contextlib
+import json
 import os
 import re
+import subprocess
 import threading
 
-from harness import EXAMPLES, Daemon, check, wait_for
+from gateway_util import Gateway
+from harness import EXAMPLES, Daemon, check, free_port, wait_for
 
 
 def node(tmp, pg, name):
@@ -19,13 +22,15 @@ def node(tmp, pg, name):
     return Daemon(base, extra=["--config", conf])
 
 
-def counter_policy(d, nodes=None):
-    """The counter example's policy in d's policy directory (Nodes= if given)."""
+def counter_policy(d, nodes=None, call_timeout="30s", extra=""):
+    """The counter example's policy in d's policy directory (Nodes= if
+    given, and the [Gadget] keys in extra)."""
     with open(os.path.join(EXAMPLES, "counter.policy")) as f:
         text = f.read()
-    text = re.sub(r"^CallTimeout=.*$", "CallTimeout=30s", text, flags=re.M)
+    text = re.sub(r"^CallTimeout=.*$", "CallTimeout=" + call_timeout, text, flags=re.M)
     if nodes:
-        text = text.replace("[Gadget]\n", "[Gadget]\nNodes=%s\n" % nodes, 1)
+        extra = "Nodes=%s\n%s" % (nodes, extra)
+    text = text.replace("[Gadget]\n", "[Gadget]\n" + extra, 1)
     path = os.path.join(d.pol, "counter.policy")
     with open(path, "w") as f:
         f.write(text)
@@ -77,14 +82,55 @@ def by_name(ds, n):
 
 
 @contextlib.contextmanager
-def counter_cluster(ds, nodes, owner):
-    """The counter (Nodes=nodes) on every node of ds, all started; yields
-    ds once owner runs it, and stops them all at the end."""
+def counter_cluster(ds, nodes, owner, call_timeout="30s"):
+    """The counter (Nodes=nodes, CallTimeout=call_timeout) on every node of
+    ds, all started; yields ds once owner runs it, and stops them all at
+    the end."""
     for d in ds:
-        counter_policy(d, nodes=nodes)
+        counter_policy(d, nodes=nodes, call_timeout=call_timeout)
     try:
         start_all(ds)
         check(owner_of(ds, "counter") == owner, "%s runs the counter (Nodes=%s)" % (owner, nodes))
         yield ds
     finally:
         stop_all(ds)
+
+
+NODE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "node-certs")
+
+
+def certs(tmp, *names, ca="ca"):
+    """Certificates for names from the CA in tmp/ca (made by scripts/node-certs)."""
+    d = os.path.join(tmp, ca)
+    subprocess.run([NODE_CERTS, d, *names], check=True, stdout=subprocess.DEVNULL)
+    return d
+
+
+def peer_node(tmp, pg, name, certdir, listen=True, cert_name=None, gateway=False):
+    """A node with the peer link: PeerListen= on a free loopback port
+    (unless listen is false) and name's certificate (or cert_name's)."""
+    c = cert_name or name
+    conf = ("PeerCertificate=%s\nPeerKey=%s\nPeerCA=%s\n" %
+            (os.path.join(certdir, c + ".crt"), os.path.join(certdir, c + ".key"), os.path.join(certdir, "ca.crt")))
+    if listen:
+        conf += "PeerListen=127.0.0.1:%d\n" % free_port()
+    if not gateway:
+        d = node(tmp, pg, name)
+        with open(d.extra[1], "a") as f:
+            f.write(conf)
+        return d
+    base = os.path.join(tmp, name)
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    d = Gateway(base)
+    with open(d.config, "a") as f:
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, name, conf))
+    return d
+
+
+def nodes_seen(d, n):
+    """Waits until d's store lists n nodes with peer links."""
+    def seen():
+        r = d.ctl("--json", "nodes")
+        return r.returncode == 0 and sum(1 for x in json.loads(r.stdout)["nodes"] if x.get("peer")) >= n
+    wait_for(seen, timeout=15, what="%d nodes with peer links in the store" % n)

@@ -449,7 +449,8 @@ def pg_libpq_missing(tmp):
 
 @test
 def pg_store_config_errors(tmp):
-    """Store=postgresql without StoreConnection=, a bad Store= or Node=:
+    """Store=postgresql without StoreConnection=, a bad Store=, Node= or
+    NodeForget= (under the 10 s after which a node counts as down):
     gadgetd refuses to start, naming the problem (never the connection
     string)."""
     from harness import GADGETD
@@ -457,7 +458,9 @@ def pg_store_config_errors(tmp):
              ("Store=mysql\n", "is not sqlite or postgresql"),
              ("StoreConnection=host=/x password=s3cr3t\n", "StoreConnection= needs Store=postgresql"),
              ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"),
-             ("[Audit]\nStoreKeepDays=0\n", '[Audit] StoreKeepDays="0": want a number of days from 1 to 36500'))
+             ("[Audit]\nStoreKeepDays=0\n", '[Audit] StoreKeepDays="0": want a number of days from 1 to 36500'),
+             ("NodeForget=5s\n", 'NodeForget="5s" is not a time of at least 10s'),
+             ("NodeForget=soon\n", 'NodeForget="soon" is not a time'))
     for i, (body, want) in enumerate(cases):
         conf = os.path.join(tmp, "c%d.conf" % i)
         with open(conf, "w") as f:

@@ -103,6 +103,17 @@ static void test_requests(void)
         q.req_case = CONTROL__REQUEST__REQ_STOP;
         q.stop = &n;
         CHECK(request(&q) < 0 && strstr(why, "no_block"), "stop with no_block: %s", why);
+        /* nodes forget: a node's name (the rule of gadget names), no no_block. */
+        q.req_case = CONTROL__REQUEST__REQ_FORGET_NODE;
+        q.forget_node = &n;
+        CHECK(request(&q) < 0 && strstr(why, "no_block"), "nodes forget with no_block: %s", why);
+        n.no_block = false;
+        CHECK(request(&q) == 0, "nodes forget g: %s", why);
+        const char *bad_nodes[] = { "", "Bad!", "a/b", "-a" };
+        for (size_t i = 0; i < sizeof bad_nodes / sizeof *bad_nodes; i++) {
+                n.name = (char *)bad_nodes[i];
+                CHECK(request(&q) < 0 && strstr(why, "invalid node name"), "nodes forget \"%s\": %s", bad_nodes[i], why);
+        }
 
         Control__Call call = CONTROL__CALL__INIT;
         q.req_case = CONTROL__REQUEST__REQ_CALL;

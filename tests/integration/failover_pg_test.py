@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Integration tests of a failover as callers see it (Store=postgresql with
+the peer link, two gadgetd nodes on this machine and a real PostgreSQL
+server, as cluster_pg_test.py): calls that never reached a node that went
+away wait for the gadget's next node and go there; those that reached it
+are answered "it may have run", never sent again. And dead nodes leave
+`gadgetctl nodes`: after NodeForget=, or by `gadgetctl nodes forget`.
+Usage: failover_pg_test.py TEST."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
+from pgnodes import (by_name, certs, counter_cluster, counter_policy, node, nodes_seen, owner_of, peer_node,
+                     start_all, stop_all)
+from pgserver import PgServer
+
+GONE, BUSY = 11, 7  # proto/contract.h: GADGET_EGONE, GADGET_EBUSY
+
+
+def steady(d):
+    """callflood --steady on d's control socket: one increment at a time."""
+    return subprocess.Popen([CALLFLOOD, "--steady", d.sock, "counter", "increment"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def counts(proc):
+    """Stops a callflood and reads its counts ("ok", "error 11", ...)."""
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    check(proc.returncode == 0, "callflood failed: %r" % err)
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        key = " ".join(parts[:-1])
+        res[key] = int(parts[-1])
+    return res
+
+
+def count_of(d):
+    r = d.ctl("call", "counter", "get", timeout=40)
+    check(r.returncode == 0, "get through %s: %r" % (d.tmp[-1], r.stderr))
+    return int(r.stdout.strip())
+
+
+@test
+def pg_failover_calls_wait_for_the_next_node(tmp):
+    """A steady caller through the node that survives, during 5 failovers
+    (the owner SIGKILLed, then started again; the roles swap each round):
+    no call is refused, lost or answered twice. A call the dead node had
+    received is answered "node X went away after the call was sent; it may
+    have run" (error 11, counted apart); every other one waits for the
+    takeover and is answered by the new owner. The count is the calls
+    answered ok, plus at most those that may have run."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as ds:
+            for d in ds:
+                nodes_seen(d, 2)
+            owner = "a"
+            total = {"ok": 0, "gone": 0, "other": {}, "sent": 0}
+            for rnd in range(5):
+                o = by_name(ds, owner)
+                s = next(d for d in ds if d is not o)
+                before = count_of(s)
+                caller = steady(s)
+                wait_for(lambda: count_of(s) >= before + 5, timeout=20, what="calls through %s" % s.tmp[-1])
+                o.proc.send_signal(signal.SIGKILL)
+                o.proc.wait()
+                wait_for(lambda: s.state("counter") == "ready", timeout=20, what="%s runs the counter" % s.tmp[-1])
+                mid = count_of(s)
+                wait_for(lambda: count_of(s) >= mid + 5, timeout=20, what="calls after the takeover")
+                res = counts(caller)
+                print("round %d (%s killed): %r" % (rnd + 1, owner, res))
+                check(res.get("unanswered") == 0, "round %d: a call unanswered: %r" % (rnd + 1, res))
+                total["ok"] += res.get("ok", 0)
+                total["sent"] += res.get("sent", 0)
+                total["gone"] += res.get("error %d" % GONE, 0)
+                for k, v in res.items():
+                    if k.startswith("error ") and k != "error %d" % GONE:
+                        total["other"][k] = total["other"].get(k, 0) + v
+                o.start()
+                owner = s.tmp[-1]
+                check(owner_of(ds, "counter") == owner, "the restarted node leaves the counter to %s" % owner)
+                nodes_seen(o, 2)
+            count = count_of(by_name(ds, owner))
+            print("5 failovers: %d calls, %d ok, %d may have run, others %r; count %d"
+                  % (total["sent"], total["ok"], total["gone"], total["other"], count))
+            check(not total["other"], "calls refused or failed during the failovers: %r" % total["other"])
+            check(total["ok"] + total["gone"] == total["sent"], "calls lost: %r" % total)
+            # The test's own gets add nothing; each increment ran at most once.
+            check(total["ok"] <= count <= total["ok"] + total["gone"],
+                  "count %d after %d increments answered ok and %d that may have run"
+                  % (count, total["ok"], total["gone"]))
+
+
+@test
+def pg_failover_may_have_run_is_not_sent_again(tmp):
+    """A call node a received and had not answered when it was killed (a
+    sleep of the test gadget) is answered on b with "node a went away after
+    the call was sent; it may have run", and is not made again on b, which
+    takes the gadget over."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
+        for d in (a, b):
+            policy(d.pol, "tg", "Nodes=a b\nCallTimeout=60s\n")
+        try:
+            start_all([a, b])
+            check(owner_of([a, b], "tg") == "a", "a runs tg")
+            nodes_seen(b, 2)
+            slow = subprocess.Popen([os.environ["GADGETCTL"], "--socket", b.sock, "call", "tg", "sleep", '{"ms": 30000}'],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_for(lambda: a.list()["tg"]["in_flight"] == 1, timeout=10, what="the sleep in flight on a")
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            out, err = slow.communicate(timeout=60)
+            check(slow.returncode != 0 and "node a went away after the call was sent; it may have run" in err,
+                  "the call in flight on a: %r %r" % (out, err))
+            wait_for(lambda: b.state("tg") == "ready", timeout=20, what="b runs tg")
+            g = b.list()["tg"]
+            check(g["in_flight"] == 0, "the call was not made again on b: %r" % g)
+        finally:
+            stop_all([a, b])
+
+
+@test
+def pg_failover_waiting_calls_bounded(tmp):
+    """Hostile load: with the only node allowed to run the counter (Nodes=a)
+    gone, a flood of 300 calls through b finds CallsQueuedMax=200 of them
+    waiting for a node and the other 100 answered busy at once, while b
+    answers its own gadget's calls throughout; node a started again, the
+    200 waiting calls reach it, in order, and are answered."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
+        for d in (a, b):
+            counter_policy(d, nodes="a", extra="CallsQueuedMax=200\n")
+            policy(d.pol, "good", "Nodes=b\n")
+        try:
+            start_all([a, b])
+            check(owner_of([a, b], "counter") == "a", "a runs the counter")
+            wait_for(lambda: b.state("good") == "ready", timeout=20, what="good on b")
+            nodes_seen(b, 2)
+            with Healthy(b, "good"):
+                a.proc.send_signal(signal.SIGKILL)
+                a.proc.wait()
+                # b has seen the lease free (so it has seen its link to a end).
+                wait_for(lambda: "runs on node" not in b.list()["counter"]["cause"], what="b sees no node runs it")
+                env = dict(os.environ, CALLFLOOD_SILENCE_MS="60000", CALLFLOOD_RESULTS="1")
+                flood = subprocess.Popen([CALLFLOOD, b.sock, "counter", "increment", "300"], stdout=subprocess.PIPE,
+                                         text=True, env=env)
+                wait_for(lambda: a.proc.poll() is not None, what="a gone")
+                a.start()
+                out, _ = flood.communicate(timeout=120)
+            res = {}
+            results = []
+            for line in out.splitlines():
+                parts = line.split()
+                if parts[0] == "result":
+                    results.append((int(parts[1]), int(parts[2])))
+                else:
+                    res[" ".join(parts[:-1])] = int(parts[-1])
+            print("flood through b while a was gone: %r" % res)
+            check(res.get("ok") == 200 and res.get("error %d" % BUSY) == 100 and res.get("unanswered") == 0,
+                  "200 waited and were answered, 100 busy: %r" % res)
+            values = [v for _, v in sorted(results)]
+            check(values == sorted(values), "the waiting calls were answered in order")
+            check(count_of(a) == 200, "200 increments, once each")
+        finally:
+            stop_all([a, b])
+
+
+def listed(d):
+    r = d.ctl("--json", "nodes")
+    check(r.returncode == 0, "nodes: %r" % r.stderr)
+    return {n["name"]: n for n in json.loads(r.stdout)["nodes"]}
+
+
+@test
+def pg_nodes_forget_and_expiry(tmp):
+    """Nodes a and c are SIGKILLed (NodeForget=15s on every node): while
+    a is live (seen within 10 s) `gadgetctl nodes forget a` is refused
+    saying so; once it is down, forget takes it off the list at once (c,
+    down too, is still listed); c leaves by itself after NodeForget=. Only
+    root may forget; b is not forgotten (this node), nor an unknown name;
+    the gadgets' owner rows keep their epochs."""
+    with PgServer(tmp) as pg:
+        ds = [node(tmp, pg, n) for n in "abc"]
+        for d in ds:
+            with open(d.extra[1], "a") as f:
+                f.write("NodeForget=15s\nGroup=nogroup\n")
+            policy(d.pol, "only_a", "Nodes=a\n")
+        a, b, c = ds
+        try:
+            start_all(ds)
+            check(owner_of(ds, "only_a") == "a", "a runs only_a")
+            wait_for(lambda: set(listed(b)) == {"a", "b", "c"}, timeout=15, what="b lists a, b and c")
+            a.proc.send_signal(signal.SIGKILL)
+            c.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            c.proc.wait()
+            r = b.ctl("nodes", "forget", "a")
+            check(r.returncode != 0 and "node a is live" in r.stderr, "forget of a live node: %r" % r)
+            r = b.ctl("nodes", "forget", "a", user=(65534, 65534))
+            check(r.returncode != 0 and "root only" in r.stderr, "forget as a member of the group: %r" % r)
+            check("a" in listed(b), "a refused forget leaves a listed")
+            r = b.ctl("nodes", "forget", "b")
+            check(r.returncode != 0 and "this node" in r.stderr, "forget of this node: %r" % r)
+            r = b.ctl("nodes", "forget", "nosuch")
+            check(r.returncode != 0 and "no node nosuch" in r.stderr, "forget of an unknown node: %r" % r)
+            r = b.ctl("nodes", "forget", "Bad!")
+            check(r.returncode != 0 and "not a node name" in r.stderr, "forget of a bad name: %r" % r)
+            wait_for(lambda: not listed(b)["a"]["up"], timeout=20, what="a down")
+            got = {}
+
+            def forgot():
+                got["r"] = b.ctl("nodes", "forget", "a")
+                return got["r"].returncode == 0
+            wait_for(forgot, timeout=10, what="forget of a once down: %r" % got.get("r"))
+            check("forgot node a" in got["r"].stdout, "the answer: %r" % got["r"])
+            now = listed(b)  # at once, not at the next beat
+            check("a" not in now and "c" in now, "a forgotten, c (as dead) still listed: %r" % now)
+            check(pg.psql("SELECT count(*) FROM gadgetd_node WHERE name = 'a'") == "0", "a's row gone")
+            check(pg.psql("SELECT node FROM gadgetd_owner WHERE gadget = 'only_a'") == "a",
+                  "only_a's owner row (its epoch) kept")
+            wait_for(lambda: "c" not in listed(b), timeout=20, what="c leaving the list after NodeForget=")
+            check(set(listed(b)) == {"b"}, "only b is left: %r" % listed(b))
+            # A node forgotten that comes back is listed again.
+            a.start()
+            wait_for(lambda: "a" in listed(b), timeout=15, what="a listed again")
+        finally:
+            stop_all(ds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
