@@ -166,13 +166,14 @@ static void setup_send(struct kvpg *pg, const char *sql, enum step step)
 static void setup_migrate(struct kvpg *pg)
 {
         char why[200];
-        if (pg->version > KVPG_SCHEMA_VERSION) {
+        int ours = kvpg_sql_version();
+        if (pg->version > ours) {
                 snprintf(why, sizeof why, "the store's schema is version %d, newer than this gadgetd's (%d)",
-                         pg->version, KVPG_SCHEMA_VERSION);
+                         pg->version, ours);
                 pgconn_fail(pg->pc, why);
                 return;
         }
-        if (pg->version == KVPG_SCHEMA_VERSION) {
+        if (pg->version == ours) {
                 char sql[400];
                 snprintf(sql, sizeof sql, "COMMIT; INSERT INTO gadgetd_node (name) VALUES ('%s')"
                          " ON CONFLICT (name) DO UPDATE SET last_seen = now()", pg->node);
