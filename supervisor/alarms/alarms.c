@@ -216,7 +216,8 @@ static int look(struct unit_alarms *a, const char *binding, bool deliver_it)
 {
         struct kv *kv = bindings_kv(unit_bindings(a->u));
         struct look *l = calloc(1, sizeof *l);
-        struct kv_job *job = l && kv ? kv_job_new(binding_type_find(BINDING_ALARM)->store, "alarm look-up", binding, look_done, l) : NULL;
+        const struct kv_type *type = binding_type_find(BINDING_ALARM)->store;
+        struct kv_job *job = l && kv ? kv_job_new(type, "alarm look-up", binding, look_done, l) : NULL;
         if (!job) {
                 free(l);
                 return -ENOMEM;

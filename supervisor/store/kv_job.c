@@ -60,8 +60,8 @@ void kv_job_free(struct kv_job *job)
 
 struct kv_job kv_job_stand_in(const struct kv_job *running)
 {
-        struct kv_job s = { .type = running->type, .op = running->op, .kv = running->kv, .done = running->done, .arg = running->arg,
-                            .user_done = running->user_done, .err = -ECANCELED };
+        struct kv_job s = { .type = running->type, .op = running->op, .kv = running->kv, .done = running->done,
+                            .arg = running->arg, .user_done = running->user_done, .err = -ECANCELED };
         snprintf(s.binding, sizeof s.binding, "%s", running->binding);
         return s;
 }

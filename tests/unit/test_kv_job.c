@@ -76,8 +76,9 @@ static void test_stand_in(void)
         job->user_done = answered;
         job->kv = (struct kv *)job;
         struct kv_job s = kv_job_stand_in(job);
-        CHECK(s.type == &type && s.op == &ops[1] && strcmp(s.binding, "bind") == 0 && s.done == answered && s.user_done == answered &&
-                      s.arg == &tap_n && s.kv == job->kv && s.err == -ECANCELED && !s.val && !s.keys,
+        CHECK(s.type == &type && s.op == &ops[1] && strcmp(s.binding, "bind") == 0 && s.done == answered &&
+                      s.user_done == answered && s.arg == &tap_n && s.kv == job->kv && s.err == -ECANCELED &&
+                      !s.val && !s.keys,
               "a stand-in: the caller, the store and the binding, cancelled, owning nothing");
         kv_job_free(job);
 }
