@@ -9,6 +9,7 @@
 #include <event2/event.h>
 
 #include "bindings/bindings.h"
+#include "bindings/ops.h"
 #include "core/core.h"
 #include "policy.h"
 #include "store/store.h"
@@ -187,7 +188,7 @@ static void look_done(struct kv_job *job)
                 s->due = job->err == -ENOENT ? -1 : job->due;
         if (deliver_it && s && s->due >= 0 && s->due <= bind_alarm_now_ms() && alarms_may_deliver(a->u)) {
                 /* The finished job is freed by the store: keep a copy. */
-                struct kv_job *row = kv_job_new(KV_ALARM_NEXT, job->binding, NULL, NULL);
+                struct kv_job *row = kv_job_new(job->type, "alarm look-up", job->binding, NULL, NULL);
                 if (row && (row->val = malloc(job->vlen ? job->vlen : 1))) {
                         memcpy(row->key, job->key, row->klen = job->klen);
                         memcpy(row->val, job->val, row->vlen = job->vlen);
@@ -215,7 +216,8 @@ static int look(struct unit_alarms *a, const char *binding, bool deliver_it)
 {
         struct kv *kv = bindings_kv(unit_bindings(a->u));
         struct look *l = calloc(1, sizeof *l);
-        struct kv_job *job = l && kv ? kv_job_new(KV_ALARM_NEXT, binding, look_done, l) : NULL;
+        const struct kv_type *type = binding_type_find(BINDING_ALARM)->store;
+        struct kv_job *job = l && kv ? kv_job_new(type, "alarm look-up", binding, look_done, l) : NULL;
         if (!job) {
                 free(l);
                 return -ENOMEM;

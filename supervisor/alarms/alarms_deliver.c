@@ -61,7 +61,8 @@ static void settle_done(struct kv_job *job)
 static void settle(struct unit_alarms *a, int64_t retry_due)
 {
         struct kv *kv = bindings_kv(unit_bindings(a->u));
-        struct kv_job *row = a->row, *job = kv ? kv_job_new(KV_ALARM_SETTLE, row->binding, settle_done, a) : NULL;
+        struct kv_job *row = a->row;
+        struct kv_job *job = kv ? kv_job_new(row->type, "alarm delivery's record", row->binding, settle_done, a) : NULL;
         if (!job || !(job->val = malloc(row->vlen ? row->vlen : 1))) {
                 kv_job_free(job);
                 log_msg(L_ERR, unit_name(a->u), "alarm binding %s: out of memory", row->binding);

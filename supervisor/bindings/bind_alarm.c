@@ -18,8 +18,20 @@
 #include "policy.h"
 #include "value.h"
 
+/* Its operations on the store (kv_job.h), by their names, and their
+ * halves: kvdb_alarm.c (SQLite), kvpg_alarm.c (PostgreSQL). The look-up
+ * and the delivery's record are the scheduler's (alarms/). */
+KV_TYPE_HALVES(alarm);
+static const struct kv_op store_ops[] = {
+        { "alarm set", true }, { "alarm cancel", true }, { "alarm list", false }, { "alarm look-up", false },
+        { "alarm delivery's record", true },
+};
+static const struct kv_type alarm_store = { .name = "alarm", .ops = store_ops,
+                                            .n_ops = sizeof store_ops / sizeof *store_ops,
+                                            .db = &kvdb_alarm_type, .pg = &kvpg_alarm_type };
+
 #define LIST_DEFAULT 100
-/* An alarm's id: 1 to KVDB_ALARM_ID_MAX characters. */
+/* An alarm's id: 1 to 128 characters (of UTF-8: at most KV_MAX_KEY bytes). */
 #define ALARM_ID "string(1..128)"
 
 int64_t bind_alarm_now_ms(void)
@@ -107,7 +119,7 @@ static void cancel_done(struct kv_job *job)
 
 /* {id, at, payload} of one listed alarm; NULL if out of memory or its
  * payload does not decode. */
-static Gadget__Value *alarm_value(const struct kvdb_alarm *a)
+static Gadget__Value *alarm_value(const struct kv_row *a)
 {
         Gadget__Value *m = value_new_map();
         Gadget__Value *payload = value_unpack(a->payload, a->plen);
@@ -130,11 +142,11 @@ static void list_done(struct kv_job *job)
                 return;
         }
         Gadget__Value *alarms = value_new_list(), *res = value_new_map();
-        struct kvdb_alarm a, last = { 0 };
+        struct kv_row a, last = { 0 };
         size_t pos = 0;
         if (!alarms || !res)
                 goto fail;
-        while (kv_job_next_alarm(job, &pos, &a)) {
+        while (kv_job_next_row(job, &pos, &a)) {
                 Gadget__Value *v = alarm_value(&a);
                 if (!v || value_list_append(alarms, v) < 0)
                         goto fail;
@@ -208,24 +220,24 @@ static bool set_args(struct binding_req *r, const struct policy_binding *b, cons
 }
 
 /* The job of r's operation; NULL (answered) if the call is refused. */
-static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, enum kv_op op,
+static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const char *op,
                                kv_done_fn *done, const Gadget__Value *args)
 {
-        struct kv_job *job = kv_job_new(op, b->name, done, r);
+        struct kv_job *job = kv_job_new(&alarm_store, op, b->name, done, r);
         const Gadget__Value *v;
         if (!job) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return NULL;
         }
-        if (op == KV_ALARM_SET && !set_args(r, b, args, job)) {
+        if (kv_job_is(job, "alarm set") && !set_args(r, b, args, job)) {
                 kv_job_free(job);
                 return NULL;
         }
-        if (op == KV_ALARM_CANCEL && (v = value_map_get(args, "id"))) {
+        if (kv_job_is(job, "alarm cancel") && (v = value_map_get(args, "id"))) {
                 job->klen = strlen(v->string_value);
                 memcpy(job->key, v->string_value, job->klen);
         }
-        if (op == KV_ALARM_LIST) {
+        if (kv_job_is(job, "alarm list")) {
                 if ((v = value_map_get(args, "cursor"))) {
                         job->alen = strlen(v->string_value);
                         memcpy(job->after, v->string_value, job->alen);
@@ -238,17 +250,17 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
 
 static void set(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_ALARM_SET, set_done, args, make_job);
+        bind_kv_start(r, b, "alarm set", set_done, args, make_job);
 }
 
 static void list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_ALARM_LIST, list_done, args, make_job);
+        bind_kv_start(r, b, "alarm list", list_done, args, make_job);
 }
 
 static void cancel(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_ALARM_CANCEL, cancel_done, args, make_job);
+        bind_kv_start(r, b, "alarm cancel", cancel_done, args, make_job);
 }
 
 /* Each signature is checked first, then the row's check for what a type
@@ -262,5 +274,5 @@ static struct binding_op ops[] = {
 };
 
 const struct binding_type_ops bind_alarm_type = {
-        .type = BINDING_ALARM, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+        .type = BINDING_ALARM, .ops = ops, .n_ops = sizeof ops / sizeof *ops, .store = &alarm_store,
 };

@@ -15,6 +15,15 @@
 #include "policy.h"
 #include "value.h"
 
+/* Its operations on the store (kv_job.h), by their names, and their
+ * halves: kvdb_kv.c (SQLite), kvpg_job.c (PostgreSQL). */
+KV_TYPE_HALVES(kv);
+static const struct kv_op store_ops[] = {
+        { "get", false }, { "put", true }, { "delete", true }, { "list", false },
+};
+static const struct kv_type kv_store = { .name = "kv", .ops = store_ops, .n_ops = sizeof store_ops / sizeof *store_ops,
+                                         .db = &kvdb_kv_type, .pg = &kvpg_kv_type };
+
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 #define KEY "string | bytes"
@@ -263,23 +272,23 @@ static void list_args(const Gadget__Value *args, struct kv_job *job)
 
 /* The job of r's operation with its checked arguments; NULL (answered)
  * if the call is refused. */
-static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, enum kv_op op,
+static struct kv_job *make_job(struct binding_req *r, const struct policy_binding *b, const char *op,
                                kv_done_fn *done, const Gadget__Value *args)
 {
         char why[128];
         const void *key;
-        struct kv_job *job = kv_job_new(op, b->name, done, r);
+        struct kv_job *job = kv_job_new(&kv_store, op, b->name, done, r);
         if (!job) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return NULL;
         }
-        if (op == KV_LIST) {
+        if (kv_job_is(job, "list")) {
                 list_args(args, job);
                 return job;
         }
         get_key(args, "key", false, &key, &job->klen, why, sizeof why);
         memcpy(job->key, key, job->klen);
-        if (op == KV_PUT && !put_value(r, b, value_map_get(args, "value"), job)) {
+        if (kv_job_is(job, "put") && !put_value(r, b, value_map_get(args, "value"), job)) {
                 kv_job_free(job);
                 return NULL;
         }
@@ -308,7 +317,7 @@ static void kv_queue(struct binding_req *r, const struct policy_binding *b, stru
         }
 }
 
-void bind_kv_start(struct binding_req *r, const struct policy_binding *b, enum kv_op op, kv_done_fn *done,
+void bind_kv_start(struct binding_req *r, const struct policy_binding *b, const char *op, kv_done_fn *done,
                    const Gadget__Value *args, bind_kv_make_fn *make)
 {
         struct kv *kv = bindings_kv(r->g);
@@ -330,22 +339,22 @@ void bind_kv_start(struct binding_req *r, const struct policy_binding *b, enum k
 
 static void get(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_GET, get_done, args, make_job);
+        bind_kv_start(r, b, "get", get_done, args, make_job);
 }
 
 static void put(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_PUT, put_done, args, make_job);
+        bind_kv_start(r, b, "put", put_done, args, make_job);
 }
 
 static void delete(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_DELETE, delete_done, args, make_job);
+        bind_kv_start(r, b, "delete", delete_done, args, make_job);
 }
 
 static void list(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args)
 {
-        bind_kv_start(r, b, KV_LIST, list_done, args, make_job);
+        bind_kv_start(r, b, "list", list_done, args, make_job);
 }
 
 /* Each signature is checked first (as a gadget's method signatures are),
@@ -360,5 +369,5 @@ static struct binding_op ops[] = {
 };
 
 const struct binding_type_ops bind_kv_type = {
-        .type = BINDING_KV, .ops = ops, .n_ops = sizeof ops / sizeof *ops,
+        .type = BINDING_KV, .ops = ops, .n_ops = sizeof ops / sizeof *ops, .store = &kv_store,
 };

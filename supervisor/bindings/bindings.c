@@ -305,12 +305,15 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
         char err[300];
         struct kvpg *pg;
         int e;
+        /* Static: the tables the types' files define. */
+        static const struct kv_type *types[KV_TYPES_MAX];
+        size_t n = binding_store_types(types, KV_TYPES_MAX);
         if (!store || !store->connection) {
-                if ((e = kvdb_backend_new(env->base, state_dir, &env->kv_backend)) < 0)
-                        log_msg(L_ERR, NULL, "store: %s", strerror(-e));
+                if ((e = kvdb_backend_new(env->base, state_dir, types, n, &env->kv_backend, err, sizeof err)) < 0)
+                        log_msg(L_ERR, NULL, "store: %s", err);
                 return e;
         }
-        if ((e = kvpg_new(env->base, store->connection, store->node, &pg, err, sizeof err)) < 0) {
+        if ((e = kvpg_new(env->base, store->connection, store->node, types, n, &pg, err, sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
                 return e;
         }

@@ -41,6 +41,18 @@ static int op_open(struct binding_op *op, char *err, size_t len)
         return 0;
 }
 
+size_t binding_store_types(const struct kv_type **out, size_t max)
+{
+        size_t n = 0;
+        for (size_t t = 0; t < N_TYPES; t++)
+                if (types[t]->store) {
+                        if (n < max)
+                                out[n] = types[t]->store;
+                        n++;
+                }
+        return n;
+}
+
 int binding_ops_open(char *err, size_t len)
 {
         for (size_t t = 0; t < N_TYPES; t++)

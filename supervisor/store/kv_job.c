@@ -1,4 +1,4 @@
-/* kv_job: a store operation, its names, and the rows a list or a look-up
+/* kv_job: a store operation of a type, and the rows a list or a look-up
  * brings back packed in the job. */
 #include "kv_job.h"
 
@@ -6,42 +6,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each operation's name in messages, and whether it writes. */
-static const struct {
-        const char *name;
-        bool writes;
-} ops[] = {
-        [KV_GET] = { "get", false },
-        [KV_PUT] = { "put", true },
-        [KV_DELETE] = { "delete", true },
-        [KV_LIST] = { "list", false },
-        [KV_ALARM_SET] = { "alarm set", true },
-        [KV_ALARM_CANCEL] = { "alarm cancel", true },
-        [KV_ALARM_LIST] = { "alarm list", false },
-        [KV_ALARM_NEXT] = { "alarm look-up", false },
-        [KV_ALARM_SETTLE] = { "alarm delivery's record", true },
-};
-
-bool kv_op_writes(enum kv_op op)
+int kv_op_find(const char *const *names, size_t n, const char *name)
 {
-        return (size_t)op < sizeof ops / sizeof *ops && ops[op].writes;
+        for (size_t i = 0; i < n; i++)
+                if (names[i] && strcmp(names[i], name) == 0)
+                        return (int)i;
+        return -1;
 }
 
-const char *kv_op_name(enum kv_op op)
+bool kv_type_covered(const struct kv_type *type, const char *half, const char *const *names, size_t n, char *why,
+                     size_t len)
 {
-        return (size_t)op < sizeof ops / sizeof *ops && ops[op].name ? ops[op].name : "operation";
+        for (size_t i = 0; i < type->n_ops; i++)
+                if (kv_op_find(names, n, type->ops[i].name) < 0) {
+                        snprintf(why, len, "the %s half of the %s type has no operation \"%s\"", half, type->name,
+                                 type->ops[i].name);
+                        return false;
+                }
+        return true;
 }
 
-struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg)
+struct kv_job *kv_job_new(const struct kv_type *type, const char *op, const char *binding, kv_done_fn *done,
+                          void *arg)
 {
-        struct kv_job *job = calloc(1, sizeof *job);
+        const struct kv_op *o = NULL;
+        for (size_t i = 0; i < type->n_ops && !o; i++)
+                if (strcmp(type->ops[i].name, op) == 0)
+                        o = &type->ops[i];
+        struct kv_job *job = o ? calloc(1, sizeof *job) : NULL;
         if (!job)
                 return NULL;
-        job->op = op;
+        job->type = type;
+        job->op = o;
         snprintf(job->binding, sizeof job->binding, "%s", binding);
         job->done = done;
         job->arg = arg;
         return job;
+}
+
+bool kv_job_is(const struct kv_job *job, const char *op)
+{
+        return strcmp(job->op->name, op) == 0;
 }
 
 void kv_job_free(struct kv_job *job)
@@ -55,8 +60,8 @@ void kv_job_free(struct kv_job *job)
 
 struct kv_job kv_job_stand_in(const struct kv_job *running)
 {
-        struct kv_job s = { .op = running->op, .kv = running->kv, .done = running->done, .arg = running->arg,
-                            .user_done = running->user_done, .err = -ECANCELED };
+        struct kv_job s = { .type = running->type, .op = running->op, .kv = running->kv, .done = running->done,
+                            .arg = running->arg, .user_done = running->user_done, .err = -ECANCELED };
         snprintf(s.binding, sizeof s.binding, "%s", running->binding);
         return s;
 }
@@ -103,13 +108,13 @@ static uint64_t get_bytes(const uint8_t *p, unsigned n)
 }
 
 /* A row: id length (2), id, at (8), payload length (4), payload. */
-void kv_job_add_alarm(void *arg, const struct kvdb_alarm *a)
+void kv_job_add_row(void *arg, const struct kv_row *a)
 {
         struct kv_job *job = arg;
         size_t need = 14 + a->idlen + a->plen;
         if (job->err || job->more)
                 return;
-        if (job->n_keys > 0 && job->keys_len + need > KV_ALARM_LIST_BYTES) {
+        if (job->n_keys > 0 && job->keys_len + need > KV_ROWS_BYTES) {
                 job->more = true;
                 return;
         }
@@ -130,7 +135,7 @@ void kv_job_add_alarm(void *arg, const struct kvdb_alarm *a)
         job->n_keys++;
 }
 
-int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *a)
+int kv_job_next_row(const struct kv_job *job, size_t *pos, struct kv_row *a)
 {
         const uint8_t *p = job->keys + *pos;
         if (*pos + 14 > job->keys_len)
@@ -144,7 +149,7 @@ int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *
         return 1;
 }
 
-void kv_job_take_alarm(void *arg, const struct kvdb_alarm *a)
+void kv_job_take_row(void *arg, const struct kv_row *a)
 {
         struct kv_job *job = arg;
         void *copy = malloc(a->plen ? a->plen : 1);

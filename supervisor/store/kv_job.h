@@ -1,7 +1,9 @@
-/* kv_job: one operation on a gadget's store — a kv or alarm operation as
- * its caller fills it in and its backend answers it — shared by the job
- * API (kv.c) and both backends (kvdb_queue.c: SQLite, kvpg*.c:
- * PostgreSQL). Pure code: no I/O, no loop. */
+/* kv_job: one operation on a gadget's store — an operation of a type of
+ * binding (struct kv_type: kv, alarm) as its caller fills it in and its
+ * backend answers it — shared by the job API (kv.c) and both backends
+ * (kvdb_queue.c: SQLite, kvpg*.c: PostgreSQL). Its fields are every
+ * type's: a type uses those its operations need, and adds none. Pure
+ * code: no I/O, no loop. */
 #pragma once
 
 #include <errno.h>
@@ -9,15 +11,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvdb.h"
+/* A key's bytes at most (kv's keys, alarms' ids). */
+#define KV_MAX_KEY 512
+
+/* A put's quota: MaxKeys= and MaxBytes= (an alarm set's: MaxAlarms= in
+ * max_keys). */
+struct kvdb_quota {
+        uint64_t max_keys;   /* UINT64_MAX = no limit */
+        uint64_t max_bytes;  /* keys + values */
+};
 
 #define KV_BINDING_MAX 72
 
-/* One alarm of an alarm binding (kvdb_alarm.c, kvpg_alarm.c): its id,
- * the time the gadget set (ms since the epoch), when delivery is next
- * tried (due: at, or later after failed attempts), and its payload (a
- * packed Value). */
-struct kvdb_alarm {
+/* A row a type's list or look-up brings back: a key (id), two numbers
+ * (at, due), a count (attempts) and a value (payload). As an alarm
+ * (kvdb_alarm.c, kvpg_alarm.c): its id, the time the gadget set (ms
+ * since the epoch), when delivery is next tried (due: at, or later after
+ * failed attempts), and its payload (a packed Value). A new type's rows
+ * use it as theirs. */
+struct kv_row {
         const void *id;
         size_t idlen;
         int64_t at, due;
@@ -25,22 +37,56 @@ struct kvdb_alarm {
         const void *payload;
         size_t plen;
 };
-/* An id: 1 to this many characters (of UTF-8: at most KV_MAX_KEY bytes). */
-#define KVDB_ALARM_ID_MAX 128
 
-/* The alarm operations (kvdb_alarm.c, kvpg_alarm.c) share the queue: an
- * alarm binding lives in the gadget's store beside its kv bindings. */
-enum kv_op { KV_GET, KV_PUT, KV_DELETE, KV_LIST, KV_ALARM_SET, KV_ALARM_CANCEL, KV_ALARM_LIST, KV_ALARM_NEXT,
-             KV_ALARM_SETTLE };
+/* One operation of a type of binding on the store: its name (in
+ * messages, and how each backend's half of the type finds its code for
+ * it) and whether it writes (a lost connection leaves its outcome
+ * unknown; on PostgreSQL it is fenced by the gadget's lease). */
+struct kv_op {
+        const char *name;
+        bool writes;
+};
 
-/* Whether op writes (a lost connection leaves its outcome unknown; on
- * PostgreSQL it is fenced by the gadget's lease), and its name. */
-bool kv_op_writes(enum kv_op op);
-const char *kv_op_name(enum kv_op op);
+struct kvdb_type;
+struct kvpg_type;
 
-/* The bytes of alarms one list returns at most (with its envelope, one
+/* A type of binding that keeps its state on the gadget's store, as the
+ * kv and alarm bindings share it: its operations, and its two halves,
+ * one per backend (kvdb_TYPE.c: its SQLite tables and statements,
+ * kvpg_TYPE.c: its PostgreSQL queries), each of which names the
+ * operations it carries out. Defined in its binding type's file
+ * (bind_TYPE.c), whose table (struct binding_type_ops) names it: the
+ * backends are opened with every type of that list (bindings.c), and
+ * refuse to open if a half lacks one of its type's operations. A new
+ * type is its three files; nothing here changes. */
+struct kv_type {
+        const char *name;
+        const struct kv_op *ops;
+        size_t n_ops;
+        const struct kvdb_type *db;
+        const struct kvpg_type *pg;
+};
+
+/* The types a store holds at most. */
+#define KV_TYPES_MAX 8
+
+/* Declares the two halves of type T, kvdb_T.c's kvdb_T_type and
+ * kvpg_T.c's kvpg_T_type (for bind_T.c, which names them in its struct
+ * kv_type, and the halves' own files). */
+#define KV_TYPE_HALVES(T) \
+        extern const struct kvdb_type kvdb_##T##_type; \
+        extern const struct kvpg_type kvpg_##T##_type
+
+/* The index of name among a half's n operation names, -1 if it has none. */
+int kv_op_find(const char *const *names, size_t n, const char *name);
+/* Whether every operation of type is among a half's n names; if not,
+ * why names the first one missing (half: "SQLite", "PostgreSQL"). */
+bool kv_type_covered(const struct kv_type *type, const char *half, const char *const *names, size_t n, char *why,
+                     size_t len);
+
+/* The bytes of rows one list returns at most (with its envelope, one
  * frame holds them). */
-#define KV_ALARM_LIST_BYTES (1024u * 1024u)
+#define KV_ROWS_BYTES (1024u * 1024u)
 
 struct kv;
 struct kv_job;
@@ -50,9 +96,10 @@ struct kv_job;
 typedef void kv_done_fn(struct kv_job *job);
 
 /* One operation: the arguments the caller fills, the results the backend
- * fills. */
+ * fills. Which each operation uses is said as kv's and alarm's do. */
 struct kv_job {
-        enum kv_op op;
+        const struct kv_type *type;
+        const struct kv_op *op;       /* one of type's */
         char binding[KV_BINDING_MAX];
         uint8_t key[KV_MAX_KEY];      /* get, put, delete: the key; list: the prefix */
         size_t klen;
@@ -60,7 +107,8 @@ struct kv_job {
         size_t alen;
         unsigned limit;               /* list */
         /* alarms: key is the id; val the payload (set, settle; next
-         * fills it); list fills keys with kv_job_add_alarm's rows */
+         * fills it); list fills keys with kv_job_add_row's rows. Any
+         * type: a row's numbers and count, as these. */
         int64_t at, due;              /* set: at; next fills both; settle: the delivered one's */
         unsigned attempts;            /* next */
         int64_t retry_due;            /* settle: -1 deletes, else the next try's time */
@@ -93,11 +141,16 @@ struct kv_job {
 #define KV_EUNAVAILABLE (-ENOTCONN)
 #define KV_EUNKNOWN (-ECONNRESET)
 
-/* A job for op on binding, zeroed otherwise. NULL if out of memory. */
-struct kv_job *kv_job_new(enum kv_op op, const char *binding, kv_done_fn *done, void *arg);
+/* A job for type's operation op (its name) on binding, zeroed otherwise.
+ * NULL if out of memory, or if type has no operation op (its caller's
+ * mistake: fail closed). */
+struct kv_job *kv_job_new(const struct kv_type *type, const char *op, const char *binding, kv_done_fn *done,
+                          void *arg);
+/* Whether job is the operation named op. */
+bool kv_job_is(const struct kv_job *job, const char *op);
 void kv_job_free(struct kv_job *job);
 /* What answers the caller of a running job when its store closes first:
- * a copy of its op, binding, caller and store, with err -ECANCELED. The
+ * a copy of its type, op, binding, caller and store, with err -ECANCELED. The
  * backend sets the job's own done to NULL, so that it answers no one. */
 struct kv_job kv_job_stand_in(const struct kv_job *running);
 /* Appends one listed key to a list job's keys (sets job->err to -ENOMEM
@@ -105,11 +158,11 @@ struct kv_job kv_job_stand_in(const struct kv_job *running);
 void kv_job_add_key(void *job, const void *key, size_t klen);
 /* Walks the keys of a finished list job: 1 with the next key, 0 at the end. */
 int kv_job_next_key(const struct kv_job *job, size_t *pos, const void **key, size_t *klen);
-/* Appends alarm a to a list job's rows (sets job->more instead once
- * KV_ALARM_LIST_BYTES would be passed). */
-void kv_job_add_alarm(void *job, const struct kvdb_alarm *a);
-/* Walks the rows of a finished alarm list: 1 with the next, 0 at the end. */
-int kv_job_next_alarm(const struct kv_job *job, size_t *pos, struct kvdb_alarm *a);
-/* Fills a next job's id, times and payload from a (a copy); both are
- * callbacks of kvdb_alarm.c's list and next. */
-void kv_job_take_alarm(void *job, const struct kvdb_alarm *a);
+/* Appends row a (its id, at and payload) to a list job's rows (sets
+ * job->more instead once KV_ROWS_BYTES would be passed). */
+void kv_job_add_row(void *job, const struct kv_row *a);
+/* Walks the rows of a finished list: 1 with the next, 0 at the end. */
+int kv_job_next_row(const struct kv_job *job, size_t *pos, struct kv_row *a);
+/* Fills a look-up job's key, numbers, count and value from a (a copy);
+ * both are callbacks of a type's list and look-up (kvdb_alarm.c). */
+void kv_job_take_row(void *job, const struct kv_row *a);

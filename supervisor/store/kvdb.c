@@ -31,11 +31,6 @@ static const char schema[] =
         "PRAGMA wal_autocheckpoint=256;"
         "PRAGMA journal_size_limit=1048576;";
 
-/* The types of binding a database holds, in the order of their tables' making. */
-static const struct kvdb_type *const types[] = KVDB_TYPES;
-#define N_TYPES (sizeof types / sizeof *types)
-_Static_assert(N_TYPES <= KVDB_TYPES_MAX, "room for every type's statements");
-
 /* An SQLite result code as -errno: EBADMSG for a damaged or foreign file,
  * EBUSY for a lock another process holds past the busy timeout. */
 int kvdb_sql_err(int rc)
@@ -93,13 +88,27 @@ static int create_private(const char *path)
         return fd < 0 ? -errno : fd;
 }
 
-/* Makes each type's tables and prepares its statements. 0 or -errno. */
+bool kvdb_types_ok(const struct kv_type *const *types, size_t n, char *why, size_t len)
+{
+        if (n > KV_TYPES_MAX) {
+                snprintf(why, len, "%zu types of binding on the store, more than %d", n, KV_TYPES_MAX);
+                return false;
+        }
+        for (size_t t = 0; t < n; t++)
+                if (!kv_type_covered(types[t], "SQLite", types[t]->db->ops, types[t]->db->n_ops, why, len))
+                        return false;
+        return true;
+}
+
+/* Makes each type's tables and prepares its statements, in the order of
+ * db->types. 0 or -errno. */
 static int open_types(struct kvdb *db)
 {
-        for (size_t t = 0; t < N_TYPES; t++) {
-                int e = kvdb_exec(db, types[t]->schema);
-                for (size_t i = 0; e == 0 && i < types[t]->n_stmts; i++) {
-                        int rc = sqlite3_prepare_v3(db->db, types[t]->stmts[i], -1, SQLITE_PREPARE_PERSISTENT,
+        for (size_t t = 0; t < db->n_types; t++) {
+                const struct kvdb_type *type = db->types[t]->db;
+                int e = kvdb_exec(db, type->schema);
+                for (size_t i = 0; e == 0 && i < type->n_stmts; i++) {
+                        int rc = sqlite3_prepare_v3(db->db, type->stmts[i], -1, SQLITE_PREPARE_PERSISTENT,
                                                     &db->st[t][i], NULL);
                         e = rc == SQLITE_OK ? 0 : kvdb_sql_err(rc);
                 }
@@ -109,14 +118,17 @@ static int open_types(struct kvdb *db)
         return 0;
 }
 
-int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out)
+int kvdb_open(const char *state_dir, const char *gadget, const struct kv_type *const *types, size_t n,
+              struct kvdb **out)
 {
         char dir[4096], path[4200];
-        struct kvdb *db = calloc(1, sizeof *db);
+        struct kvdb *db = n <= KV_TYPES_MAX ? calloc(1, sizeof *db) : NULL;
         int e, fd;
 
         if (!db)
-                return -ENOMEM;
+                return n <= KV_TYPES_MAX ? -ENOMEM : -EINVAL;
+        db->types = types;
+        db->n_types = n;
         db->reserve_fd = -1;
         if ((e = make_dirs(state_dir, dir, sizeof dir)) < 0)
                 goto out;
@@ -150,7 +162,7 @@ void kvdb_close(struct kvdb *db)
 {
         if (!db)
                 return;
-        for (size_t t = 0; t < KVDB_TYPES_MAX; t++)
+        for (size_t t = 0; t < KV_TYPES_MAX; t++)
                 for (size_t i = 0; i < KVDB_TYPE_ST; i++)
                         sqlite3_finalize(db->st[t][i]);
         sqlite3_close(db->db);
@@ -165,20 +177,26 @@ int kvdb_exec(struct kvdb *db, const char *sql)
         return rc == SQLITE_OK ? 0 : kvdb_sql_err(rc);
 }
 
-sqlite3_stmt *kvdb_st(struct kvdb *db, const struct kvdb_type *t, int which)
+/* The place of type t in db->types, n_types if it is not there. */
+static size_t type_index(const struct kvdb *db, const struct kvdb_type *t)
 {
         size_t i = 0;
-        while (i + 1 < N_TYPES && types[i] != t)
+        while (i < db->n_types && db->types[i]->db != t)
                 i++;
-        return db->st[i][which];
+        return i;
+}
+
+sqlite3_stmt *kvdb_st(struct kvdb *db, const struct kvdb_type *t, int which)
+{
+        size_t i = type_index(db, t);
+        return i < db->n_types ? db->st[i][which] : NULL;
 }
 
 int kvdb_run(struct kvdb *db, struct kv_job *job)
 {
-        for (size_t t = 0; t < N_TYPES; t++) {
-                int e = types[t]->run(db, job);
-                if (e != KVDB_NOT_MINE)
-                        return e;
-        }
-        return -EINVAL;
+        const struct kvdb_type *t = job->type->db;
+        int op = kv_op_find(t->ops, t->n_ops, job->op->name);
+        if (type_index(db, t) == db->n_types || op < 0)
+                return -EINVAL;
+        return t->run(db, job, op);
 }

@@ -8,28 +8,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct kv_job;
+#include "kv_job.h"
 
-#define KV_MAX_KEY 512
 /* Disk space held back per database so that deletes still commit on a
  * full disk (see kvdb.c). */
 #define KVDB_RESERVE (2u * 1024u * 1024u)
 
 struct kvdb;
 
-struct kvdb_quota {
-        uint64_t max_keys;   /* UINT64_MAX = no limit */
-        uint64_t max_bytes;  /* keys + values */
-};
-
 /* Opens (creating, mode 0600) STATE_DIR/kv/GADGET.sqlite and its reserve
- * STATE_DIR/kv/GADGET.reserve. 0 or -errno: the system's for the folder
+ * STATE_DIR/kv/GADGET.reserve, with the tables and statements of the n
+ * types (at most KV_TYPES_MAX; borrowed, they outlive db). 0 or -errno: the system's for the folder
  * and files, -EBADMSG if the file is not a sound SQLite database, -EBUSY
  * if another process holds its lock past the busy timeout. */
-int kvdb_open(const char *state_dir, const char *gadget, struct kvdb **out);
+int kvdb_open(const char *state_dir, const char *gadget, const struct kv_type *const *types, size_t n,
+              struct kvdb **out);
+/* Whether the n types can be opened: at most KV_TYPES_MAX, each with
+ * its SQLite half carrying out each of its operations. If not, why. */
+bool kvdb_types_ok(const struct kv_type *const *types, size_t n, char *why, size_t len);
 void kvdb_close(struct kvdb *db);
 /* Carries out job (its op, arguments and results: kv_job.h) on db, by
- * the type of binding it is for (kvdb_int.h's KVDB_TYPES): 0 or -errno. */
+ * the SQLite half of its type (-EINVAL if db was not opened with it): 0
+ * or -errno. */
 int kvdb_run(struct kvdb *db, struct kv_job *job);
 /* The value stored under key, malloc'd. -ENOENT if there is none. */
 int kvdb_get(struct kvdb *db, const char *binding, const void *key, size_t klen, void **val, size_t *vlen);

@@ -8,6 +8,8 @@
 #include "kvdb.h"
 #include "kvdb_int.h"
 
+KV_TYPE_HALVES(alarm);
+
 /* at is the time the gadget set, due when delivery is next tried (at, or
  * later after failures). */
 static const char schema[] =
@@ -55,7 +57,7 @@ static int finish(sqlite3_stmt *st)
         return r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
-static int set_txn(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+static int set_txn(struct kvdb *db, const char *binding, const struct kv_row *a, uint64_t max)
 {
         sqlite3_stmt *st = start(db, A_COUNT, binding, a->id, a->idlen);
         int r = sqlite3_step(st), e;
@@ -75,7 +77,7 @@ static int set_txn(struct kvdb *db, const char *binding, const struct kvdb_alarm
 
 /* Sets alarm a of binding (replacing one of its id: attempts start over),
  * durably. -EDQUOT when the binding would hold more than max alarms. */
-static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+static int alarm_set(struct kvdb *db, const char *binding, const struct kv_row *a, uint64_t max)
 {
         /* The count and the write commit together: two sets cannot both
          * take the last place. */
@@ -101,7 +103,7 @@ static int alarm_cancel(struct kvdb *db, const char *binding, const void *id, si
 
 /* Passes each row of st (id, at, due, attempts, payload) to fn, at most
  * limit; *more if another followed. */
-static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const struct kvdb_alarm *a), void *arg,
+static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const struct kv_row *a), void *arg,
                 bool *more)
 {
         unsigned n = 0;
@@ -111,7 +113,7 @@ static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const st
                         *more = true;
                         break;
                 }
-                struct kvdb_alarm a = {
+                struct kv_row a = {
                         .id = sqlite3_column_blob(st, 0),
                         .idlen = (size_t)sqlite3_column_bytes(st, 0),
                         .at = sqlite3_column_int64(st, 1),
@@ -133,7 +135,7 @@ static int rows(sqlite3_stmt *st, unsigned limit, void (*fn)(void *arg, const st
  * first), in id order, at most limit, each passed to fn; *more tells if
  * some remain. */
 static int alarm_list(struct kvdb *db, const char *binding, const void *after, size_t alen, unsigned limit,
-                    void (*fn)(void *arg, const struct kvdb_alarm *a), void *arg, bool *more)
+                    void (*fn)(void *arg, const struct kv_row *a), void *arg, bool *more)
 {
         sqlite3_stmt *st = start(db, A_LIST, binding, after, alen);
         sqlite3_bind_int64(st, 3, (sqlite3_int64)limit + 1);
@@ -143,7 +145,7 @@ static int alarm_list(struct kvdb *db, const char *binding, const void *after, s
 }
 
 /* The binding's alarm due first, passed to fn; -ENOENT if it has none. */
-static int alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kvdb_alarm *a),
+static int alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg, const struct kv_row *a),
                     void *arg)
 {
         bool more = false;
@@ -154,7 +156,7 @@ static int alarm_next(struct kvdb *db, const char *binding, void (*fn)(void *arg
  * it is next tried at retry_due with one more attempt counted; either
  * only if the alarm is still the one delivered (same at and due: the
  * gadget did not set it again meanwhile). Durable. */
-static int alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, int64_t retry_due)
+static int alarm_settle(struct kvdb *db, const char *binding, const struct kv_row *a, int64_t retry_due)
 {
         sqlite3_stmt *st = start(db, retry_due < 0 ? A_DONE : A_RETRY, binding, a->id, a->idlen);
         sqlite3_bind_int64(st, 3, a->at);
@@ -165,21 +167,29 @@ static int alarm_settle(struct kvdb *db, const char *binding, const struct kvdb_
         return finish(st);
 }
 
+/* The operations it carries out, by their names (bind_alarm.c's kv_type). */
+enum { OP_SET, OP_CANCEL, OP_LIST, OP_NEXT, OP_SETTLE, OP_COUNT };
+static const char *const ops[OP_COUNT] = {
+        [OP_SET] = "alarm set", [OP_CANCEL] = "alarm cancel", [OP_LIST] = "alarm list",
+        [OP_NEXT] = "alarm look-up", [OP_SETTLE] = "alarm delivery's record",
+};
+
 /* Carries out an alarm job (on the thread). */
-static int run(struct kvdb *db, struct kv_job *job)
+static int run(struct kvdb *db, struct kv_job *job, int op)
 {
-        struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+        struct kv_row a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
                                 .payload = job->val, .plen = job->vlen };
-        switch (job->op) {
-        case KV_ALARM_SET: return alarm_set(db, job->binding, &a, job->quota.max_keys);
-        case KV_ALARM_CANCEL: return alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
-        case KV_ALARM_LIST:
-                return alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_alarm,
+        switch (op) {
+        case OP_SET: return alarm_set(db, job->binding, &a, job->quota.max_keys);
+        case OP_CANCEL: return alarm_cancel(db, job->binding, job->key, job->klen, &job->existed);
+        case OP_LIST:
+                return alarm_list(db, job->binding, job->after, job->alen, job->limit, kv_job_add_row,
                                        job, &job->more);
-        case KV_ALARM_NEXT: return alarm_next(db, job->binding, kv_job_take_alarm, job);
-        case KV_ALARM_SETTLE: return alarm_settle(db, job->binding, &a, job->retry_due);
-        default: return KVDB_NOT_MINE;
+        case OP_NEXT: return alarm_next(db, job->binding, kv_job_take_row, job);
+        case OP_SETTLE: return alarm_settle(db, job->binding, &a, job->retry_due);
+        default: return -EINVAL;
         }
 }
 
-const struct kvdb_type kvdb_alarm_type = { .schema = schema, .stmts = stmts, .n_stmts = A_N, .run = run };
+const struct kvdb_type kvdb_alarm_type = { .schema = schema, .stmts = stmts, .n_stmts = A_N, .ops = ops,
+                                           .n_ops = OP_COUNT, .run = run };

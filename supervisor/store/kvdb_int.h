@@ -9,30 +9,27 @@
 
 struct kv_job;
 
-/* A type's run when the job is not one of its operations. */
-#define KVDB_NOT_MINE 1
-
-/* A type of binding on a gadget's SQLite database (kvdb_TYPE.c): its
- * tables, its statements and the jobs of its operations. kvdb.c opens and
- * closes them all and knows none of their tables. */
+/* A type of binding's half on a gadget's SQLite database (kvdb_TYPE.c,
+ * struct kv_type's db): its tables, its statements and the jobs of its
+ * operations. kvdb.c opens and closes those of the types it is given and
+ * knows none of their tables. */
 struct kvdb_type {
         const char *schema;            /* its CREATE ... IF NOT EXISTS, run at every open */
         const char *const *stmts;      /* prepared at open, finalized at close */
         size_t n_stmts;                /* at most KVDB_TYPE_ST */
-        /* Carries out job on the thread: 0 or -errno, or KVDB_NOT_MINE. */
-        int (*run)(struct kvdb *db, struct kv_job *job);
+        const char *const *ops;        /* the names of the operations it carries out */
+        size_t n_ops;
+        /* Carries out job, its operation ops[op], on the thread: 0 or -errno. */
+        int (*run)(struct kvdb *db, struct kv_job *job, int op);
 };
 
-/* The types, one row each: a new type is its file and its row here. */
-extern const struct kvdb_type kvdb_kv_type, kvdb_alarm_type;
-#define KVDB_TYPES { &kvdb_kv_type, &kvdb_alarm_type }
-
-#define KVDB_TYPES_MAX 8
 #define KVDB_TYPE_ST 8
 
 struct kvdb {
         sqlite3 *db;
-        sqlite3_stmt *st[KVDB_TYPES_MAX][KVDB_TYPE_ST]; /* each type's, in KVDB_TYPES order */
+        const struct kv_type *const *types; /* kvdb_open's, borrowed */
+        size_t n_types;
+        sqlite3_stmt *st[KV_TYPES_MAX][KVDB_TYPE_ST]; /* each type's, in the order of types */
         int reserve_fd;   /* STATE_DIR/kv/GADGET.reserve */
         bool reserved;    /* it holds KVDB_RESERVE bytes of the disk */
 };

@@ -14,6 +14,8 @@
 enum { ST_GET, ST_PUT, ST_DEL, ST_LIST_GE, ST_LIST_GT, ST_OLD, ST_USAGE, ST_SET_USAGE, ST_COUNT };
 _Static_assert(ST_COUNT <= KVDB_TYPE_ST, "room for the kv statements");
 
+KV_TYPE_HALVES(kv);
+
 #define ST(db, which) kvdb_st(db, &kvdb_kv_type, which)
 
 static const char schema[] =
@@ -240,18 +242,25 @@ int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t p
         return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
+/* The operations it carries out, by their names (bind_kv.c's kv_type). */
+enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_COUNT };
+static const char *const ops[OP_COUNT] = {
+        [OP_GET] = "get", [OP_PUT] = "put", [OP_DELETE] = "delete", [OP_LIST] = "list",
+};
+
 /* Carries out a kv job (on the thread). */
-static int run(struct kvdb *db, struct kv_job *job)
+static int run(struct kvdb *db, struct kv_job *job, int op)
 {
-        switch (job->op) {
-        case KV_GET: return kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
-        case KV_PUT: return kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
-        case KV_DELETE: return kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
-        case KV_LIST:
+        switch (op) {
+        case OP_GET: return kvdb_get(db, job->binding, job->key, job->klen, &job->val, &job->vlen);
+        case OP_PUT: return kvdb_put(db, job->binding, job->key, job->klen, job->val, job->vlen, &job->quota);
+        case OP_DELETE: return kvdb_delete(db, job->binding, job->key, job->klen, &job->existed);
+        case OP_LIST:
                 return kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit,
                                  kv_job_add_key, job, &job->more);
-        default: return KVDB_NOT_MINE;
+        default: return -EINVAL;
         }
 }
 
-const struct kvdb_type kvdb_kv_type = { .schema = schema, .stmts = stmts, .n_stmts = ST_COUNT, .run = run };
+const struct kvdb_type kvdb_kv_type = { .schema = schema, .stmts = stmts, .n_stmts = ST_COUNT, .ops = ops,
+                                        .n_ops = OP_COUNT, .run = run };

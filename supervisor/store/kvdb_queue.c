@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -12,6 +13,7 @@
 
 #include "kv_backend.h"
 #include "kv_job.h"
+#include "kvdb.h"
 
 #define KV_STACK (512u * 1024u)
 
@@ -19,6 +21,8 @@ struct kvdb_backend {
         struct kv_backend be;
         struct event_base *base;
         char *state_dir;
+        const struct kv_type *types[KV_TYPES_MAX];
+        size_t n_types;
 };
 
 /* Shared by the loop and the thread: the fields under mu. Once closing is
@@ -33,6 +37,8 @@ struct kvdb_queue {
         bool closing;
         /* The thread's own. */
         char *state_dir, *gadget;
+        const struct kv_type *types[KV_TYPES_MAX]; /* the backend's, copied: the thread may outlive it */
+        size_t n_types;
         /* The loop's own. */
         int efd;
         struct event *ev;
@@ -90,7 +96,7 @@ static void *thread_main(void *arg)
                         kq->todo_tail = &kq->todo;
                 kq->running = job;
                 pthread_mutex_unlock(&kq->mu);
-                int e = db ? 0 : kvdb_open(kq->state_dir, kq->gadget, &db);
+                int e = db ? 0 : kvdb_open(kq->state_dir, kq->gadget, kq->types, kq->n_types, &db);
                 if (e < 0) {
                         job->err = e;
                         job->open_failed = true;
@@ -164,6 +170,8 @@ static int queue_open(struct kv_backend *be, const struct kv *kv, const char *ga
         pthread_cond_init(&kq->cv, NULL);
         kq->todo_tail = &kq->todo;
         kq->done_tail = &kq->done;
+        memcpy(kq->types, b->types, sizeof kq->types);
+        kq->n_types = b->n_types;
         if (!(kq->state_dir = strdup(b->state_dir)) || !(kq->gadget = strdup(gadget)))
                 goto fail;
         if ((kq->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
@@ -252,13 +260,19 @@ static const struct kv_backend_ops kvdb_ops = {
         .open = queue_open, .submit = queue_submit, .close = queue_close, .free = backend_free,
 };
 
-int kvdb_backend_new(struct event_base *base, const char *state_dir, struct kv_backend **out)
+int kvdb_backend_new(struct event_base *base, const char *state_dir, const struct kv_type *const *types,
+                     size_t n, struct kv_backend **out, char *why, size_t len)
 {
+        if (!kvdb_types_ok(types, n, why, len))
+                return -EINVAL;
         struct kvdb_backend *b = calloc(1, sizeof *b);
         if (!b || !(b->state_dir = strdup(state_dir))) {
                 free(b);
+                snprintf(why, len, "out of memory");
                 return -ENOMEM;
         }
+        memcpy(b->types, types, n * sizeof *types);
+        b->n_types = n;
         b->be.ops = &kvdb_ops;
         b->base = base;
         *out = &b->be;

@@ -4,10 +4,15 @@
  * hands each back to the loop through an eventfd. */
 #pragma once
 
+#include <stddef.h>
 #include <event2/event.h>
 
 struct kv_backend;
+struct kv_type;
 
-/* The backend for the stores under state_dir, answered on base. 0 or
- * -ENOMEM. */
-int kvdb_backend_new(struct event_base *base, const char *state_dir, struct kv_backend **out);
+/* The backend for the stores under state_dir, answered on base, each
+ * database holding the n types of binding (kv_job.h; ops.c's list). 0,
+ * or -errno with why: -ENOMEM, -EINVAL when a type's SQLite half lacks
+ * one of its operations or there are too many types. */
+int kvdb_backend_new(struct event_base *base, const char *state_dir, const struct kv_type *const *types,
+                     size_t n, struct kv_backend **out, char *why, size_t len);

@@ -53,6 +53,8 @@ struct kvpg {
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
         int prepared;                 /* queries prepared on this connection */
+        const struct kv_type *types[KV_TYPES_MAX]; /* kvpg_new's: their queries are prepared */
+        size_t n_types;
         struct kvpg_lanes queued;     /* the jobs not sent yet, gadgets in turn */
         struct kv_job *running;       /* its query is out; done NULL: its caller left */
         bool down_logged;             /* this failure to connect is logged */
@@ -114,9 +116,9 @@ static void fail_running(struct kvpg *pg)
         if (!job)
                 return;
         pg->running = NULL;
-        if (kv_op_writes(job->op)) {
+        if (job->op->writes) {
                 snprintf(why, sizeof why, "store unavailable: the connection was lost during the %s, whose "
-                         "outcome is unknown: %s", kv_op_name(job->op), pg->reason);
+                         "outcome is unknown: %s", job->op->name, pg->reason);
                 answer(job, KV_EUNKNOWN, why);
         } else {
                 snprintf(why, sizeof why, "store unavailable: %s", pg->reason);
@@ -166,13 +168,14 @@ static void setup_send(struct kvpg *pg, const char *sql, enum step step)
 static void setup_migrate(struct kvpg *pg)
 {
         char why[200];
-        if (pg->version > KVPG_SCHEMA_VERSION) {
+        int ours = kvpg_sql_version();
+        if (pg->version > ours) {
                 snprintf(why, sizeof why, "the store's schema is version %d, newer than this gadgetd's (%d)",
-                         pg->version, KVPG_SCHEMA_VERSION);
+                         pg->version, ours);
                 pgconn_fail(pg->pc, why);
                 return;
         }
-        if (pg->version == KVPG_SCHEMA_VERSION) {
+        if (pg->version == ours) {
                 char sql[400];
                 snprintf(sql, sizeof sql, "COMMIT; INSERT INTO gadgetd_node (name) VALUES ('%s')"
                          " ON CONFLICT (name) DO UPDATE SET last_seen = now()", pg->node);
@@ -197,7 +200,7 @@ static void prepare_next(struct kvpg *pg)
 {
         pg->step = STEP_PREPARE;
         const char *name, *sql;
-        kvpg_job_query((size_t)pg->prepared, &name, &sql);
+        kvpg_job_query(pg->types, pg->n_types, (size_t)pg->prepared, &name, &sql);
         query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), name, sql, 0, NULL));
 }
 
@@ -223,7 +226,7 @@ static void setup_next(struct kvpg *pg)
                 prepare_next(pg);
                 break;
         case STEP_PREPARE:
-                if ((size_t)++pg->prepared < kvpg_job_n_queries()) {
+                if ((size_t)++pg->prepared < kvpg_job_n_queries(pg->types, pg->n_types)) {
                         prepare_next(pg);
                         break;
                 }
@@ -368,9 +371,15 @@ static int conninfo_check(const char *conninfo, char *err, size_t errlen)
         return -EINVAL;
 }
 
-int kvpg_new(struct event_base *base, const char *conninfo, const char *node, struct kvpg **out, char *err,
-             size_t errlen)
+int kvpg_new(struct event_base *base, const char *conninfo, const char *node, const struct kv_type *const *types,
+             size_t n, struct kvpg **out, char *err, size_t errlen)
 {
+        if (n < 1 || n > KV_TYPES_MAX) {
+                snprintf(err, errlen, "%zu types of binding on the store, not 1 to %d", n, KV_TYPES_MAX);
+                return -EINVAL;
+        }
+        if (!kvpg_job_types_ok(types, n, err, errlen))
+                return -EINVAL;
         int e = pq_dl_load(err, errlen);
         if (e < 0 || (e = conninfo_check(conninfo, err, errlen)) < 0)
                 return e;
@@ -386,6 +395,8 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, st
         }
         pg->be.ops = &kvpg_ops;
         pg->base = base;
+        memcpy(pg->types, types, n * sizeof *types);
+        pg->n_types = n;
         kvpg_lanes_init(&pg->queued);
         kvpg_redact(conninfo, pg->where, sizeof pg->where);
         connect_start(pg);
@@ -409,9 +420,23 @@ static void kvpg_free(struct kvpg *pg)
         free(pg);
 }
 
+/* Whether type's queries are prepared on pg's connections. */
+static bool has_type(const struct kvpg *pg, const struct kv_type *type)
+{
+        for (size_t t = 0; t < pg->n_types; t++)
+                if (pg->types[t] == type)
+                        return true;
+        return false;
+}
+
 static int queue_submit(struct kv_queue *q, struct kv_job *job)
 {
         struct kvpg *pg = ((struct kvpg_queue *)q)->pg;
+        if (!has_type(pg, job->type)) {
+                snprintf(job->why, sizeof job->why, "storage error: the store does not hold %s bindings",
+                         job->type->name);
+                return -EINVAL;
+        }
         /* Why a caller never waits on a store that is down: between
          * attempts operations fail at once; during an attempt they wait at
          * most its CONNECT_TIMEOUT_S, and a query at most QUERY_TIMEOUT_S. */
@@ -424,7 +449,7 @@ static int queue_submit(struct kv_queue *q, struct kv_job *job)
          * was queued, which the store checks in the write's transaction (a
          * write queued before a loss of the lease is refused even if this
          * node takes it again meanwhile); without a lease nothing is sent. */
-        bool write = kv_op_writes(job->op);
+        bool write = job->op->writes;
         job->epoch = pg->lease && write ? kvpg_lease_epoch(pg->lease, job->gadget) : 0;
         if (pg->lease && write && !job->epoch) {
                 snprintf(job->why, sizeof job->why, "fenced: this node no longer owns gadget %s", job->gadget);

@@ -54,34 +54,40 @@ static void settle_params(struct kvpg_params *p, const struct kv_job *job)
         kvpg_param_bin(p, p->ep, 8);
 }
 
-static int params(struct kvpg_params *p, const struct kv_job *job, const char *node)
+/* The operations it carries out, by their names (bind_alarm.c's kv_type). */
+enum { OP_SET, OP_CANCEL, OP_LIST, OP_NEXT, OP_SETTLE, OP_COUNT };
+static const char *const ops[OP_COUNT] = {
+        [OP_SET] = "alarm set", [OP_CANCEL] = "alarm cancel", [OP_LIST] = "alarm list",
+        [OP_NEXT] = "alarm look-up", [OP_SETTLE] = "alarm delivery's record",
+};
+
+static int params(struct kvpg_params *p, const struct kv_job *job, int op, const char *node)
 {
         (void)node;
-        switch (job->op) {
-        case KV_ALARM_SET: set_params(p, job); return Q_SET;
-        case KV_ALARM_CANCEL:
+        switch (op) {
+        case OP_SET: set_params(p, job); return Q_SET;
+        case OP_CANCEL:
                 kvpg_param_bin(p, job->key, job->klen);
                 kvpg_param_bin(p, p->ep, 8);
                 return Q_CANCEL;
-        case KV_ALARM_LIST:
+        case OP_LIST:
                 snprintf(p->texts[0], 24, "%u", job->limit + 1);
                 kvpg_param_bin(p, job->after, job->alen);
                 kvpg_param_text(p, p->texts[0]);
                 return Q_LIST;
-        case KV_ALARM_NEXT: return Q_NEXT;
-        case KV_ALARM_SETTLE: settle_params(p, job); return Q_SETTLE;
-        default: return -1;
+        case OP_NEXT: return Q_NEXT;
+        default: settle_params(p, job); return Q_SETTLE;
         }
 }
 
 /* Row i of an alarm query (id, at, due, attempts, payload); false if the
  * store answered another shape. */
-static bool alarm_row(const PGresult *res, int i, struct kvdb_alarm *a)
+static bool alarm_row(const PGresult *res, int i, struct kv_row *a)
 {
         if (PQnfields(res) != 5 || PQgetlength(res, i, 1) != 8 || PQgetlength(res, i, 2) != 8 ||
             PQgetlength(res, i, 3) != 4)
                 return false;
-        *a = (struct kvdb_alarm){
+        *a = (struct kv_row){
                 .id = PQgetvalue(res, i, 0), .idlen = (size_t)PQgetlength(res, i, 0),
                 .at = kvpg_be(PQgetvalue(res, i, 1), 8), .due = kvpg_be(PQgetvalue(res, i, 2), 8),
                 .attempts = (unsigned)kvpg_be(PQgetvalue(res, i, 3), 4),
@@ -92,12 +98,12 @@ static bool alarm_row(const PGresult *res, int i, struct kvdb_alarm *a)
 
 static int list_result(struct kv_job *job, const PGresult *res)
 {
-        struct kvdb_alarm a;
+        struct kv_row a;
         int rows = PQntuples(res);
         for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++) {
                 if (!alarm_row(res, i, &a))
                         return -EIO;
-                kv_job_add_alarm(job, &a);
+                kv_job_add_row(job, &a);
         }
         job->more = job->more || (unsigned)rows > job->limit;
         return job->err;
@@ -105,34 +111,35 @@ static int list_result(struct kv_job *job, const PGresult *res)
 
 static int next_result(struct kv_job *job, const PGresult *res)
 {
-        struct kvdb_alarm a;
+        struct kv_row a;
         if (PQntuples(res) < 1)
                 return -ENOENT;
         if (!alarm_row(res, 0, &a))
                 return -EIO;
-        kv_job_take_alarm(job, &a);
+        kv_job_take_row(job, &a);
         return job->err;
 }
 
-static int result(struct kv_job *job, const PGresult *res)
+static int result(struct kv_job *job, const PGresult *res, int op)
 {
         int64_t v = 0;
         int e;
-        switch (job->op) {
-        case KV_ALARM_SET:
+        switch (op) {
+        case OP_SET:
                 if ((e = kvpg_scalar(res, &v)) == 0 && v != 0)
                         e = -EDQUOT;
                 return e;
-        case KV_ALARM_CANCEL:
+        case OP_CANCEL:
                 if ((e = kvpg_scalar(res, &v)) == 0)
                         job->existed = v != 0;
                 return e;
-        case KV_ALARM_SETTLE: return kvpg_scalar(res, &v);
-        case KV_ALARM_LIST: return list_result(job, res);
-        case KV_ALARM_NEXT: return next_result(job, res);
-        default: return KVPG_NOT_MINE;
+        case OP_LIST: return list_result(job, res);
+        case OP_NEXT: return next_result(job, res);
+        default: return kvpg_scalar(res, &v);
         }
 }
 
-const struct kvpg_type kvpg_alarm_type = { .queries = queries, .names = names, .n_queries = Q_COUNT,
-                                           .params = params, .result = result };
+KV_TYPE_HALVES(alarm);
+
+const struct kvpg_type kvpg_alarm_type = { .queries = queries, .names = names, .n_queries = Q_COUNT, .ops = ops,
+                                           .n_ops = OP_COUNT, .params = params, .result = result };

@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "kv_job.h"
+#include "kvdb.h"
 #include "system/pq_dl.h"
 
-static const struct kvpg_type *const types[] = KVPG_TYPES;
-#define N_TYPES (sizeof types / sizeof *types)
+KV_TYPE_HALVES(kv);
 
 void kvpg_int8_be(uint64_t v, char out[8])
 {
@@ -63,45 +63,50 @@ int64_t kvpg_be(const char *p, int n)
         return n == 4 ? (int32_t)v : (int64_t)v;
 }
 
-size_t kvpg_job_n_queries(void)
+bool kvpg_job_types_ok(const struct kv_type *const *types, size_t n, char *why, size_t len)
 {
-        size_t n = 0;
-        for (size_t t = 0; t < N_TYPES; t++)
-                n += types[t]->n_queries;
-        return n;
+        for (size_t t = 0; t < n; t++)
+                if (!kv_type_covered(types[t], "PostgreSQL", types[t]->pg->ops, types[t]->pg->n_ops, why, len))
+                        return false;
+        return true;
 }
 
-void kvpg_job_query(size_t i, const char **name, const char **sql)
+size_t kvpg_job_n_queries(const struct kv_type *const *types, size_t n)
+{
+        size_t q = 0;
+        for (size_t t = 0; t < n; t++)
+                q += types[t]->pg->n_queries;
+        return q;
+}
+
+void kvpg_job_query(const struct kv_type *const *types, size_t n, size_t i, const char **name, const char **sql)
 {
         size_t t = 0;
-        while (t + 1 < N_TYPES && i >= types[t]->n_queries)
-                i -= types[t++]->n_queries;
-        *name = types[t]->names[i];
-        *sql = types[t]->queries[i];
+        while (t + 1 < n && i >= types[t]->pg->n_queries)
+                i -= types[t++]->pg->n_queries;
+        *name = types[t]->pg->names[i];
+        *sql = types[t]->pg->queries[i];
 }
 
 int kvpg_job_send(PGconn *c, const struct kv_job *job, const char *node, int64_t epoch)
 {
+        const struct kvpg_type *t = job->type->pg;
+        int op = kv_op_find(t->ops, t->n_ops, job->op->name);
         struct kvpg_params p = { .n = 0 };
+        if (op < 0)
+                return 0;
         kvpg_int8_be((uint64_t)epoch, p.ep);
         kvpg_param_text(&p, job->gadget);
         kvpg_param_text(&p, job->binding);
-        for (size_t t = 0; t < N_TYPES; t++) {
-                int q = types[t]->params(&p, job, node);
-                if (q >= 0)
-                        return PQsendQueryPrepared(c, types[t]->names[q], p.n, p.v, p.l, p.f, 1);
-        }
-        return 0;
+        int q = t->params(&p, job, op, node);
+        return PQsendQueryPrepared(c, t->names[q], p.n, p.v, p.l, p.f, 1);
 }
 
 void kvpg_job_result(struct kv_job *job, const PGresult *res)
 {
-        int e = -EIO;
-        for (size_t t = 0; t < N_TYPES; t++)
-                if ((e = types[t]->result(job, res)) != KVPG_NOT_MINE)
-                        break;
-        if (e == KVPG_NOT_MINE)
-                e = -EIO;
+        const struct kvpg_type *t = job->type->pg;
+        int op = kv_op_find(t->ops, t->n_ops, job->op->name);
+        int e = op < 0 ? -EIO : t->result(job, res, op);
         if (e == -EIO)
                 snprintf(job->why, sizeof job->why, "storage error: the store answered an unexpected result");
         job->err = e;
@@ -155,17 +160,23 @@ static int list_params(struct kvpg_params *p, const struct kv_job *job)
         return from_cursor ? Q_LIST_GT : Q_LIST_GE;
 }
 
-static int kv_params(struct kvpg_params *p, const struct kv_job *job, const char *node)
+/* The operations it carries out, by their names (bind_kv.c's kv_type). */
+enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_COUNT };
+static const char *const ops[OP_COUNT] = {
+        [OP_GET] = "get", [OP_PUT] = "put", [OP_DELETE] = "delete", [OP_LIST] = "list",
+};
+
+static int kv_params(struct kvpg_params *p, const struct kv_job *job, int op, const char *node)
 {
-        switch (job->op) {
-        case KV_GET:
+        switch (op) {
+        case OP_GET:
                 kvpg_param_bin(p, job->key, job->klen);
                 return Q_GET;
-        case KV_DELETE:
+        case OP_DELETE:
                 kvpg_param_bin(p, job->key, job->klen);
                 kvpg_param_bin(p, p->ep, 8);
                 return Q_DELETE;
-        case KV_PUT:
+        case OP_PUT:
                 kvpg_quota_param(job->quota.max_keys, p->texts[0]);
                 kvpg_quota_param(job->quota.max_bytes, p->texts[1]);
                 kvpg_param_bin(p, job->key, job->klen);
@@ -175,8 +186,7 @@ static int kv_params(struct kvpg_params *p, const struct kv_job *job, const char
                 kvpg_param_text(p, node);
                 kvpg_param_bin(p, p->ep, 8);
                 return Q_PUT;
-        case KV_LIST: return list_params(p, job);
-        default: return -1;
+        default: return list_params(p, job);
         }
 }
 
@@ -203,24 +213,23 @@ static int list_result(struct kv_job *job, const PGresult *res)
         return job->err;
 }
 
-static int kv_result(struct kv_job *job, const PGresult *res)
+static int kv_result(struct kv_job *job, const PGresult *res, int op)
 {
         int64_t v = 0;
         int e;
-        switch (job->op) {
-        case KV_GET: return get_result(job, res);
-        case KV_PUT:
+        switch (op) {
+        case OP_GET: return get_result(job, res);
+        case OP_PUT:
                 if ((e = kvpg_scalar(res, &v)) == 0 && v != 0)
                         e = -EDQUOT;
                 return e;
-        case KV_DELETE:
+        case OP_DELETE:
                 if ((e = kvpg_scalar(res, &v)) == 0)
                         job->existed = v != 0;
                 return e;
-        case KV_LIST: return list_result(job, res);
-        default: return KVPG_NOT_MINE;
+        default: return list_result(job, res);
         }
 }
 
-const struct kvpg_type kvpg_kv_type = { .queries = queries, .names = names, .n_queries = Q_COUNT,
-                                        .params = kv_params, .result = kv_result };
+const struct kvpg_type kvpg_kv_type = { .queries = queries, .names = names, .n_queries = Q_COUNT, .ops = ops,
+                                        .n_ops = OP_COUNT, .params = kv_params, .result = kv_result };

@@ -5,6 +5,7 @@
  * are theirs to share. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <libpq-fe.h>
@@ -33,32 +34,29 @@ int kvpg_scalar(const PGresult *res, int64_t *out);
 /* A big-endian integer of n bytes (int4, int8 in binary). */
 int64_t kvpg_be(const char *p, int n);
 
-/* A type's result when the job is not one of its operations. */
-#define KVPG_NOT_MINE 1
-
-/* A type of binding on the PostgreSQL store (kvpg_TYPE.c); its tables are
- * a migration of kvpg_sql.c. */
+/* A type of binding's half on the PostgreSQL store (kvpg_TYPE.c, struct
+ * kv_type's pg); its tables are a migration of kvpg_sql.c. */
 struct kvpg_type {
         const char *const *queries;   /* parameterised, results in binary */
         const char *const *names;     /* the name each is prepared under */
         size_t n_queries;
-        /* Adds job's parameters after $1 gadget, $2 binding (p->ep holds
-         * the writer's epoch): the index of its query, or -1 if job is not
-         * one of the type's. */
-        int (*params)(struct kvpg_params *p, const struct kv_job *job, const char *node);
-        /* Fills job's outcome from its query's result: 0 or -errno, or
-         * KVPG_NOT_MINE. */
-        int (*result)(struct kv_job *job, const PGresult *res);
+        const char *const *ops;       /* the names of the operations it carries out */
+        size_t n_ops;
+        /* Adds the parameters of job, its operation ops[op], after $1
+         * gadget, $2 binding (p->ep holds the writer's epoch): the index
+         * of its query. */
+        int (*params)(struct kvpg_params *p, const struct kv_job *job, int op, const char *node);
+        /* Fills job's outcome from its query's result: 0 or -errno. */
+        int (*result)(struct kv_job *job, const PGresult *res, int op);
 };
 
-/* The types, one row each: a new type is its file and its row here. */
-extern const struct kvpg_type kvpg_kv_type, kvpg_alarm_type;
-#define KVPG_TYPES { &kvpg_kv_type, &kvpg_alarm_type }
-
-/* How many queries every type has between them (each connection prepares
- * them all at connect), and query i's name and text. */
-size_t kvpg_job_n_queries(void);
-void kvpg_job_query(size_t i, const char **name, const char **sql);
+/* Whether each of the n types' PostgreSQL half carries out each of its
+ * operations; if not, why. */
+bool kvpg_job_types_ok(const struct kv_type *const *types, size_t n, char *why, size_t len);
+/* How many queries the n types have between them (each connection
+ * prepares them all at connect), and query i's name and text. */
+size_t kvpg_job_n_queries(const struct kv_type *const *types, size_t n);
+void kvpg_job_query(const struct kv_type *const *types, size_t n, size_t i, const char **name, const char **sql);
 /* Sends job's query on c (results in binary), a write with the writer's
  * epoch (the gadget's lease). 1 if sent, 0 if libpq refused it (the
  * connection is broken). */

@@ -391,7 +391,7 @@ static const char migration_lease_full[] =
         "  END LOOP;\n"
         "END $f$;";
 
-/* Self-contained (it only adds): renumbered by KVPG_SCHEMA_AUDIT alone. */
+/* Self-contained (it only adds): its place in the list is KVPG_SCHEMA_AUDIT. */
 static const char migration_audit[] =
         "CREATE TABLE gadgetd_audit ("
         " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
@@ -449,14 +449,23 @@ static const char migration_5[] =
         "  RETURN FOUND;\n"
         "END $f$;";
 
+/* The migrations in order: entry i takes the schema from version i to
+ * i + 1, and their count is the version this gadgetd makes. A new one is
+ * a new entry at the end (a new type's tables: its own migration). */
+static const char *const migrations[] = {
+        migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
+        migration_lease_full,
+};
+#define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
+
+int kvpg_sql_version(void)
+{
+        return N_MIGRATIONS;
+}
+
 const char *kvpg_sql_migration(int version)
 {
-        static const char *const all[KVPG_SCHEMA_VERSION + 1] = {
-                [1] = migration_1, [2] = migration_2, [3] = migration_3, [KVPG_SCHEMA_AUDIT] = migration_audit,
-                [5] = migration_5, [KVPG_SCHEMA_LEASE_BATCH] = migration_lease_batch,
-                [KVPG_SCHEMA_LEASE_FULL] = migration_lease_full,
-        };
-        return version >= 1 && version <= KVPG_SCHEMA_VERSION ? all[version] : NULL;
+        return version >= 1 && version <= N_MIGRATIONS ? migrations[version - 1] : NULL;
 }
 
 int kvpg_array_add(struct kvpg_array *a, const char *elem)

@@ -6,8 +6,6 @@
 
 #include <stddef.h>
 
-/* The schema version this gadgetd creates and understands. */
-#define KVPG_SCHEMA_VERSION 7
 /* The migration that made gadgetd_audit (kvpg_audit.c waits for it). */
 #define KVPG_SCHEMA_AUDIT 4
 /* The one that made gadgetd_lease_take_many (kvpg_lease.c uses it once
@@ -31,8 +29,11 @@
  * migrating this store takes, makes the version table if there is none,
  * and reads the version (the last result's one row). */
 extern const char kvpg_sql_migrate_begin[];
+/* The schema version this gadgetd creates and understands: how many
+ * migrations it has (kvpg_sql.c's list). */
+int kvpg_sql_version(void);
 /* The statements that take the schema from version - 1 to version (1 to
- * KVPG_SCHEMA_VERSION), run inside that transaction. NULL otherwise. */
+ * kvpg_sql_version()), run inside that transaction. NULL otherwise. */
 const char *kvpg_sql_migration(int version);
 
 /* An array literal ({"a","b"}) being built for a text[] or boolean[]

@@ -12,7 +12,8 @@
  *   - the audit-copy API (kvpg_audit.h): the audit's copy in the shared
  *     store and its reads (control/: gadgetctl audit of every node).
  * bindings.c opens the backend (kvdb_queue.h, or kvpg.h for the shared
- * store) and frees it (kv.h). The files behind these (kvdb and its types
+ * store) with the types of binding kept on it (ops.c's list of their
+ * struct kv_type) and frees it (kv.h). The files behind these (kvdb and its types
  * kvdb_kv, kvdb_alarm; kvpg_job and its type kvpg_alarm, kvpg_lanes,
  * kvpg_sql, kvpg_wants, pgconn) are the store's own. */
 #pragma once

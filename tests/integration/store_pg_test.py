@@ -17,10 +17,12 @@ from pgserver import PgServer
 import kvchecks
 from kvchecks import bcall, ready
 
-# The schema version this tree's gadgetd migrates to (kvpg_sql.h).
+# The schema version this tree's gadgetd migrates to: how many migrations
+# kvpg_sql.c lists.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "supervisor", "store",
-                       "kvpg_sql.h")) as _h:
-    SCHEMA_VERSION = int(re.search(r"#define KVPG_SCHEMA_VERSION (\d+)", _h.read()).group(1))
+                       "kvpg_sql.c")) as _c:
+    SCHEMA_VERSION = len(re.findall(r"\bmigration_\w+",
+                                    re.search(r"migrations\[\] = \{(.*?)\};", _c.read(), re.S).group(1)))
 
 
 def pg_daemon(tmp, pg, name="gadgetd", node="node1", extra_conf=""):

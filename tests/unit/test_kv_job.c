@@ -1,16 +1,21 @@
 /* Unit tests of supervisor/store/kv_job.c: the rows a list or an alarm
  * look-up packs in a job read back as they went in, the alarm rows stop at
- * their byte bound, a stand-in answers for a running job, and which
- * operations write (a lost connection leaves only those unknown). */
+ * their byte bound, a stand-in answers for a running job, a job is one of
+ * its type's operations (which says whether it writes: a lost connection
+ * leaves only those unknown), and a type's half is checked against them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/kv_job.h"
 #include "tap.h"
 
+/* A type of the test's own (its halves are not used here). */
+static const struct kv_op ops[] = { { "get", false }, { "put", true }, { "list", false }, { "settle", true } };
+static const struct kv_type type = { .name = "t", .ops = ops, .n_ops = 4 };
+
 static void test_keys(void)
 {
-        struct kv_job *job = kv_job_new(KV_LIST, "b", NULL, NULL);
+        struct kv_job *job = kv_job_new(&type, "list", "b", NULL, NULL);
         static uint8_t big[KV_MAX_KEY];
         memset(big, 0xab, sizeof big);
         kv_job_add_key(job, "a", 1);
@@ -29,30 +34,30 @@ static void test_keys(void)
 
 static void test_alarms(void)
 {
-        struct kv_job *job = kv_job_new(KV_ALARM_LIST, "al", NULL, NULL);
-        size_t big = KV_ALARM_LIST_BYTES;
+        struct kv_job *job = kv_job_new(&type, "list", "al", NULL, NULL);
+        size_t big = KV_ROWS_BYTES;
         char *payload = calloc(1, big);
-        struct kvdb_alarm a = { .id = "one", .idlen = 3, .at = -5, .payload = "p", .plen = 1 };
-        kv_job_add_alarm(job, &a);
-        a = (struct kvdb_alarm){ .id = "two", .idlen = 3, .at = 1700000000000, .payload = payload, .plen = big };
-        kv_job_add_alarm(job, &a);
-        CHECK(job->n_keys == 1 && job->more, "a row past KV_ALARM_LIST_BYTES is left for the next list");
-        struct kvdb_alarm r;
+        struct kv_row a = { .id = "one", .idlen = 3, .at = -5, .payload = "p", .plen = 1 };
+        kv_job_add_row(job, &a);
+        a = (struct kv_row){ .id = "two", .idlen = 3, .at = 1700000000000, .payload = payload, .plen = big };
+        kv_job_add_row(job, &a);
+        CHECK(job->n_keys == 1 && job->more, "a row past KV_ROWS_BYTES is left for the next list");
+        struct kv_row r;
         size_t pos = 0;
-        CHECK(kv_job_next_alarm(job, &pos, &r) && r.idlen == 3 && memcmp(r.id, "one", 3) == 0 && r.at == -5 &&
+        CHECK(kv_job_next_row(job, &pos, &r) && r.idlen == 3 && memcmp(r.id, "one", 3) == 0 && r.at == -5 &&
                       r.plen == 1 && memcmp(r.payload, "p", 1) == 0,
               "the row reads back: id, time, payload");
-        CHECK(!kv_job_next_alarm(job, &pos, &r), "then the end");
+        CHECK(!kv_job_next_row(job, &pos, &r), "then the end");
         kv_job_free(job);
 
-        job = kv_job_new(KV_ALARM_LIST, "al", NULL, NULL);
-        kv_job_add_alarm(job, &a);
+        job = kv_job_new(&type, "list", "al", NULL, NULL);
+        kv_job_add_row(job, &a);
         CHECK(job->n_keys == 1 && !job->more, "a first row is taken, even past the bound");
         kv_job_free(job);
 
-        job = kv_job_new(KV_ALARM_NEXT, "al", NULL, NULL);
-        a = (struct kvdb_alarm){ .id = "x", .idlen = 1, .at = 7, .due = 9, .attempts = 2, .payload = "pp", .plen = 2 };
-        kv_job_take_alarm(job, &a);
+        job = kv_job_new(&type, "get", "al", NULL, NULL);
+        a = (struct kv_row){ .id = "x", .idlen = 1, .at = 7, .due = 9, .attempts = 2, .payload = "pp", .plen = 2 };
+        kv_job_take_row(job, &a);
         CHECK(job->klen == 1 && job->key[0] == 'x' && job->at == 7 && job->due == 9 && job->attempts == 2 &&
                       job->vlen == 2 && memcmp(job->val, "pp", 2) == 0 && job->val != a.payload,
               "a look-up copies the alarm into the job");
@@ -67,27 +72,35 @@ static void answered(struct kv_job *job)
 
 static void test_stand_in(void)
 {
-        struct kv_job *job = kv_job_new(KV_PUT, "bind", answered, &tap_n);
+        struct kv_job *job = kv_job_new(&type, "put", "bind", answered, &tap_n);
         job->user_done = answered;
         job->kv = (struct kv *)job;
         struct kv_job s = kv_job_stand_in(job);
-        CHECK(s.op == KV_PUT && strcmp(s.binding, "bind") == 0 && s.done == answered && s.user_done == answered &&
-                      s.arg == &tap_n && s.kv == job->kv && s.err == -ECANCELED && !s.val && !s.keys,
+        CHECK(s.type == &type && s.op == &ops[1] && strcmp(s.binding, "bind") == 0 && s.done == answered &&
+                      s.user_done == answered && s.arg == &tap_n && s.kv == job->kv && s.err == -ECANCELED &&
+                      !s.val && !s.keys,
               "a stand-in: the caller, the store and the binding, cancelled, owning nothing");
         kv_job_free(job);
 }
 
 static void test_ops(void)
 {
-        static const enum kv_op writes[] = { KV_PUT, KV_DELETE, KV_ALARM_SET, KV_ALARM_CANCEL, KV_ALARM_SETTLE };
-        static const enum kv_op reads[] = { KV_GET, KV_LIST, KV_ALARM_LIST, KV_ALARM_NEXT };
-        for (size_t i = 0; i < sizeof writes / sizeof *writes; i++)
-                CHECK(kv_op_writes(writes[i]), "%s writes", kv_op_name(writes[i]));
-        for (size_t i = 0; i < sizeof reads / sizeof *reads; i++)
-                CHECK(!kv_op_writes(reads[i]), "%s reads", kv_op_name(reads[i]));
-        CHECK_STR(kv_op_name(KV_ALARM_SETTLE), "alarm delivery's record", "a settle's name");
-        CHECK_STR(kv_op_name((enum kv_op)99), "operation", "an unknown operation's name");
-        CHECK(!kv_op_writes((enum kv_op)99), "an unknown operation does not write");
+        for (size_t i = 0; i < 4; i++) {
+                struct kv_job *job = kv_job_new(&type, ops[i].name, "b", NULL, NULL);
+                CHECK(job && job->type == &type && job->op == &ops[i] && kv_job_is(job, ops[i].name) &&
+                              job->op->writes == ops[i].writes,
+                      "a %s job is the type's %s, which %s", ops[i].name, ops[i].name,
+                      ops[i].writes ? "writes" : "reads");
+                kv_job_free(job);
+        }
+        CHECK(kv_job_new(&type, "delete", "b", NULL, NULL) == NULL, "no job of an operation the type lacks");
+
+        static const char *const names[] = { "settle", "list", "get", "put" };
+        char why[160] = "";
+        CHECK(kv_op_find(names, 4, "get") == 2 && kv_op_find(names, 4, "got") == -1, "a half's operation by name");
+        CHECK(kv_type_covered(&type, "SQLite", names, 4, why, sizeof why), "a half with every operation");
+        CHECK(!kv_type_covered(&type, "PostgreSQL", names, 3, why, sizeof why), "a half lacking one");
+        CHECK_STR(why, "the PostgreSQL half of the t type has no operation \"put\"", "says which");
 }
 
 int main(void)

@@ -13,6 +13,19 @@
 #include "store/kvdb.h"
 #include "tap.h"
 
+/* The two types as bind_kv.c and bind_alarm.c name them, their SQLite
+ * halves only. */
+KV_TYPE_HALVES(kv);
+KV_TYPE_HALVES(alarm);
+static const struct kv_op kv_ops[] = { { "get", false }, { "put", true }, { "delete", true }, { "list", false } };
+static const struct kv_op alarm_ops[] = {
+        { "alarm set", true }, { "alarm cancel", true }, { "alarm list", false }, { "alarm look-up", false },
+        { "alarm delivery's record", true },
+};
+static const struct kv_type kv_store = { .name = "kv", .ops = kv_ops, .n_ops = 4, .db = &kvdb_kv_type };
+static const struct kv_type alarm_store = { .name = "alarm", .ops = alarm_ops, .n_ops = 5, .db = &kvdb_alarm_type };
+static const struct kv_type *const types[] = { &kv_store, &alarm_store };
+
 static void prefix_end_cases(void)
 {
         uint8_t end[KV_MAX_KEY];
@@ -95,7 +108,7 @@ struct alarms_seen {
         size_t n;
 };
 
-static void alarm_seen(struct alarms_seen *s, const struct kvdb_alarm *a)
+static void alarm_seen(struct alarms_seen *s, const struct kv_row *a)
 {
         if (s->n < 8 && a->idlen < 16) {
                 memcpy(s->ids[s->n], a->id, a->idlen);
@@ -106,17 +119,17 @@ static void alarm_seen(struct alarms_seen *s, const struct kvdb_alarm *a)
         s->n++;
 }
 
-static struct kvdb_alarm make_alarm(const char *id, int64_t at, const char *payload)
+static struct kv_row make_alarm(const char *id, int64_t at, const char *payload)
 {
-        return (struct kvdb_alarm){ .id = id, .idlen = strlen(id), .at = at, .due = at, .payload = payload,
+        return (struct kv_row){ .id = id, .idlen = strlen(id), .at = at, .due = at, .payload = payload,
                                     .plen = strlen(payload) };
 }
 
 /* A job of op on binding W of alarm a (id, times, payload), as the kv
  * thread is given it. */
-static struct kv_job *alarm_job(enum kv_op op, const struct kvdb_alarm *a)
+static struct kv_job *alarm_job(const char *op, const struct kv_row *a)
 {
-        struct kv_job *job = kv_job_new(op, "W", NULL, NULL);
+        struct kv_job *job = kv_job_new(&alarm_store, op, "W", NULL, NULL);
         if (job && a) {
                 memcpy(job->key, a->id, a->idlen);
                 job->klen = a->idlen;
@@ -138,9 +151,9 @@ static int run(struct kvdb *db, struct kv_job *job)
         return e;
 }
 
-static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_alarm *a, uint64_t max)
+static int alarm_set(struct kvdb *db, const char *binding, const struct kv_row *a, uint64_t max)
 {
-        struct kv_job *job = alarm_job(KV_ALARM_SET, a);
+        struct kv_job *job = alarm_job("alarm set", a);
         if (job) {
                 snprintf(job->binding, sizeof job->binding, "%s", binding);
                 job->quota.max_keys = max;
@@ -148,9 +161,9 @@ static int alarm_set(struct kvdb *db, const char *binding, const struct kvdb_ala
         return run(db, job);
 }
 
-static int alarm_settle(struct kvdb *db, const struct kvdb_alarm *a, int64_t retry_due)
+static int alarm_settle(struct kvdb *db, const struct kv_row *a, int64_t retry_due)
 {
-        struct kv_job *job = alarm_job(KV_ALARM_SETTLE, a);
+        struct kv_job *job = alarm_job("alarm delivery's record", a);
         if (job)
                 job->retry_due = retry_due;
         return run(db, job);
@@ -158,8 +171,8 @@ static int alarm_settle(struct kvdb *db, const struct kvdb_alarm *a, int64_t ret
 
 static int alarm_cancel(struct kvdb *db, const char *id, bool *existed)
 {
-        struct kvdb_alarm a = make_alarm(id, 0, "");
-        struct kv_job *job = alarm_job(KV_ALARM_CANCEL, &a);
+        struct kv_row a = make_alarm(id, 0, "");
+        struct kv_job *job = alarm_job("alarm cancel", &a);
         int e = job ? kvdb_run(db, job) : -ENOMEM;
         if (e == 0)
                 *existed = job->existed;
@@ -171,14 +184,14 @@ static int alarm_cancel(struct kvdb *db, const char *id, bool *existed)
  * time or attempts). */
 static int alarm_list(struct kvdb *db, const char *after, unsigned limit, struct alarms_seen *s, bool *more)
 {
-        struct kv_job *job = alarm_job(KV_ALARM_LIST, NULL);
+        struct kv_job *job = alarm_job("alarm list", NULL);
         if (!job)
                 return -ENOMEM;
         memcpy(job->after, after, job->alen = strlen(after));
         job->limit = limit;
         int e = kvdb_run(db, job);
-        struct kvdb_alarm a;
-        for (size_t pos = 0; e == 0 && kv_job_next_alarm(job, &pos, &a);)
+        struct kv_row a;
+        for (size_t pos = 0; e == 0 && kv_job_next_row(job, &pos, &a);)
                 alarm_seen(s, &a);
         *more = job->more;
         kv_job_free(job);
@@ -187,10 +200,10 @@ static int alarm_list(struct kvdb *db, const char *after, unsigned limit, struct
 
 static int alarm_next(struct kvdb *db, struct alarms_seen *s)
 {
-        struct kv_job *job = alarm_job(KV_ALARM_NEXT, NULL);
+        struct kv_job *job = alarm_job("alarm look-up", NULL);
         int e = job ? kvdb_run(db, job) : -ENOMEM;
         if (e == 0) {
-                struct kvdb_alarm a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
+                struct kv_row a = { .id = job->key, .idlen = job->klen, .at = job->at, .due = job->due,
                                         .attempts = job->attempts, .payload = job->val, .plen = job->vlen };
                 alarm_seen(s, &a);
         }
@@ -204,7 +217,7 @@ static int alarm_next(struct kvdb *db, struct alarms_seen *s)
  * moving its due time. */
 static void alarm_cases(struct kvdb *db)
 {
-        struct kvdb_alarm a = make_alarm("b", 200, "p"), c = make_alarm("a", 300, "q"), d = make_alarm("c", 100, "r");
+        struct kv_row a = make_alarm("b", 200, "p"), c = make_alarm("a", 300, "q"), d = make_alarm("c", 100, "r");
         struct alarms_seen s = { .n = 0 };
         bool more, existed;
         CHECK(alarm_set(db, "W", &a, 2) == 0 && alarm_set(db, "W", &c, 2) == 0, "two alarms set");
@@ -222,13 +235,13 @@ static void alarm_cases(struct kvdb *db)
         CHECK(alarm_settle(db, &a, 900) == 0, "a failed delivery moves its due time");
         s.n = 0;
         CHECK(alarm_next(db, &s) == 0 && strcmp(s.ids[0], "a") == 0, "then the other is first");
-        struct kvdb_alarm stale = make_alarm("a", 300, "other payload");
+        struct kv_row stale = make_alarm("a", 300, "other payload");
         CHECK(alarm_settle(db, &stale, -1) == 0 && alarm_cancel(db, "a", &existed) == 0 && existed,
               "settling another alarm than the one delivered deletes nothing");
         s.n = 0;
         CHECK(alarm_next(db, &s) == 0 && strcmp(s.ids[0], "b") == 0 && s.due[0] == 900 && s.attempts[0] == 1,
               "its attempts counted");
-        struct kvdb_alarm moved = make_alarm("b", 200, "p");
+        struct kv_row moved = make_alarm("b", 200, "p");
         moved.due = 900;
         CHECK(alarm_settle(db, &moved, -1) == 0, "a delivered alarm deleted");
         s.n = 0;
@@ -242,11 +255,20 @@ int main(void)
         struct kvdb *db = NULL;
         prefix_end_cases();
         CHECK(mkdtemp(dir) != NULL, "temporary directory");
-        CHECK(kvdb_open(dir, "g", &db) == 0, "open");
+        char why[160];
+        CHECK(kvdb_types_ok(types, 2, why, sizeof why), "both types' halves carry out their operations: %s", why);
+        const struct kv_op more[] = { { "alarm set", true }, { "alarm snooze", true } };
+        struct kv_type lacking = { .name = "alarm", .ops = more, .n_ops = 2, .db = &kvdb_alarm_type };
+        const struct kv_type *bad[] = { &kv_store, &lacking };
+        CHECK(!kvdb_types_ok(bad, 2, why, sizeof why) && strstr(why, "\"alarm snooze\"") && strstr(why, "SQLite"),
+              "a half lacking an operation is refused, naming it: %s", why);
+        CHECK(kvdb_open(dir, "g", types, 2, &db) == 0, "open");
         if (db) {
                 list_cases(db);
                 quota_cases(db);
                 alarm_cases(db);
+                struct kv_job *job = kv_job_new(&lacking, "alarm snooze", "W", NULL, NULL);
+                CHECK(run(db, job) == -EINVAL, "a job of an operation its half lacks is refused");
                 kvdb_close(db);
         }
         char cmd[64];

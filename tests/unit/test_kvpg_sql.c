@@ -33,10 +33,20 @@ static void test_redact(void)
 
 static void test_migrations(void)
 {
-        for (int v = 1; v <= KVPG_SCHEMA_VERSION; v++)
+        int version = kvpg_sql_version();
+        CHECK(version >= KVPG_SCHEMA_LEASE_FULL, "the version (%d) counts every migration", version);
+        for (int v = 1; v <= version; v++)
                 CHECK(kvpg_sql_migration(v) != NULL, "migration %d", v);
-        CHECK(kvpg_sql_migration(0) == NULL && kvpg_sql_migration(KVPG_SCHEMA_VERSION + 1) == NULL,
-              "no migration outside 1..%d", KVPG_SCHEMA_VERSION);
+        CHECK(kvpg_sql_migration(0) == NULL && kvpg_sql_migration(version + 1) == NULL,
+              "no migration outside 1..%d", version);
+        /* The versions the other connections wait for are those that made
+         * what they use. */
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_AUDIT), "CREATE TABLE gadgetd_audit") != NULL,
+              "migration %d makes gadgetd_audit", KVPG_SCHEMA_AUDIT);
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_LEASE_BATCH), "CREATE FUNCTION gadgetd_lease_take_many") != NULL,
+              "migration %d makes gadgetd_lease_take_many", KVPG_SCHEMA_LEASE_BATCH);
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_LEASE_FULL), "EXCEPTION WHEN out_of_memory") != NULL,
+              "migration %d says a full lock table", KVPG_SCHEMA_LEASE_FULL);
         CHECK(strstr(kvpg_sql_migrate_begin, "pg_advisory_xact_lock") != NULL, "migrations take the lock");
 }
 
