@@ -562,9 +562,12 @@ fail:
         u->hooks->exited(u->hooks->arg, u);
 }
 
-void unit_stop(struct unit *u, const char *why)
+/* Stops u, to start it again once stopped (restart) or not: a stop asked
+ * during a restart's stop calls the restart off. */
+static void stop_for(struct unit *u, const char *why, bool restart)
 {
         unit_lease_stop(u);
+        u->restart_pending = restart;
         u->want_running = false;
         u->idling = false; /* an idle stop says so after this */
         event_del(u->ev_timer);
@@ -576,7 +579,7 @@ void unit_stop(struct unit *u, const char *why)
         u->dormant = u->waking = false;
         unit_wake_done(u);
         /* A restart's calls wait on for the new process. */
-        if (!u->restart_pending)
+        if (!restart)
                 calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
@@ -589,6 +592,11 @@ void unit_stop(struct unit *u, const char *why)
         if (u->peer && peer_state(u->peer) == PEER_READY)
                 peer_shutdown(u->peer);
         timer_arm_ms(u->ev_timer, UNIT_STOP_GRACE_MS);
+}
+
+void unit_stop(struct unit *u, const char *why)
+{
+        stop_for(u, why, false);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -623,8 +631,7 @@ void unit_restart(struct unit *u, const char *why)
                         unit_start(u);
                 return;
         }
-        u->restart_pending = true;
-        unit_stop(u, why);
+        stop_for(u, why, true);
 }
 
 void unit_start_again(struct unit *u)
