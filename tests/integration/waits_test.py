@@ -3,22 +3,19 @@
 by a start already asked (a restart, a reload's restart, a Restart= delay,
 a load), and a graceful stop drains the calls in flight; told from outside
 by a real gadgetd, real gadgets and real callers. The steady caller is
-`callflood --paced`: calls pipelined at a fixed rate over the control
-socket, each with its sequence number, which the gadget echoes; every one
-must be answered exactly once, with its own number.
+harness.Paced (`callflood --paced`): calls pipelined at a fixed rate over
+the control socket, each with its sequence number, which the gadget
+echoes; every one must be answered exactly once, with its own number.
 Usage: waits_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
 import json
 import os
 import sys
-import signal
 import subprocess
 
 from gateway_util import Gateway
-from harness import CALLFLOOD, GADGETCTL, Daemon, check, main, policy, test, wait_for
+from harness import CALLFLOOD, GADGETCTL, Daemon, Paced, check, main, policy, test, wait_for
 
-RATE = 300          # calls a second
-MAX_CALLS = 60000   # a bound on the caller's calls (it is stopped well before)
 EVENTS = 20         # restarts, reloads
 
 
@@ -29,50 +26,13 @@ def load(d, name, body=""):
     wait_for(lambda: d.state(name) == "ready", what="%s ready" % name)
 
 
-def info(d, name):
-    r = d.ctl("--json", "status", name)
-    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
-    return json.loads(r.stdout)
-
-
-class Paced:
-    """`callflood --paced` while the block runs; its counts in .result."""
-
-    def __init__(self, d, gadget):
-        self.proc = subprocess.Popen([CALLFLOOD, "--paced", str(RATE), str(MAX_CALLS), d.sock, gadget, "echo"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.result = {}
-
-    def answered_some(self, d, gadget):
-        """Waits until calls flow again (10 more counted), so that every
-        event happens with calls coming."""
-        n = info(d, gadget)["calls"]
-        wait_for(lambda: info(d, gadget)["calls"] > n + 10, what="the paced caller's calls")
-
-    def finish(self):
-        self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=90)
-        for line in out.splitlines():
-            k, *v = line.split()
-            self.result[k if k != "error" else "error " + v[0]] = int(v[-1])
-        check(self.proc.returncode == 0, "paced caller failed: %r" % err)
-        self.err = err
-        return self.result
-
-    def check_all_answered(self):
-        r = self.result
-        check(r["sent"] > EVENTS * 10 and r["ok"] == r["sent"] and r["unanswered"] == 0 and r["twice"] == 0 and
-              r["wrong"] == 0 and r["stray"] == 0,
-              "every call answered once, with its own number: %r %s" % (r, self.err.strip()))
-
-
 @test
 def restarts_refuse_and_lose_no_call(tmp):
     """20 `gadgetctl restart`s under a steady 300 calls/s: 0 refused, 0
     lost, 0 answered twice."""
     with Daemon(tmp) as d:
         load(d, "steady")
-        caller = Paced(d, "steady")
+        caller = Paced(d, "steady", EVENTS * 10)
         caller.answered_some(d, "steady")
         pids = set()
         for _ in range(EVENTS):
@@ -92,7 +52,7 @@ def reloads_refuse_and_lose_no_call(tmp):
     300 calls/s: each restarts the gadget; 0 refused, 0 lost, 0 twice."""
     with Daemon(tmp) as d:
         load(d, "steady", "CallTimeout=30s\n")
-        caller = Paced(d, "steady")
+        caller = Paced(d, "steady", EVENTS * 10)
         caller.answered_some(d, "steady")
         for i in range(EVENTS):
             pid = d.list()["steady"]["pid"]
