@@ -28,11 +28,8 @@ class Ctx:
         self.commands = commands
 
 
-def steady(ctx, d, seconds):
-    """Runs the healthy caller for seconds; returns its counts and latencies."""
-    cmd = [ctx.exe("tests/integration/callflood"), "--steady", d.sock, "healthy", "nop"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    time.sleep(seconds)
+def finish(p):
+    """Stops a callflood caller (SIGTERM); returns its "key N" lines."""
     p.send_signal(15)
     out, _ = p.communicate(timeout=120)
     r = {}
@@ -40,6 +37,14 @@ def steady(ctx, d, seconds):
         k, _, v = line.rpartition(" ")
         r[k] = int(v)
     return r
+
+
+def steady(ctx, d, seconds):
+    """Runs the healthy caller for seconds; returns its counts and latencies."""
+    cmd = [ctx.exe("tests/integration/callflood"), "--steady", d.sock, "healthy", "nop"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    return finish(p)
 
 
 def http_flood(ctx, name, srv, n):

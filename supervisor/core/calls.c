@@ -294,6 +294,19 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         }
 }
 
+/* Whether u is on its way to ready by a start already asked (a load, a
+ * restart, a reload's restart, Restart= and its delay): calls to it wait
+ * for its hello, as a wait with until_ready joins it. */
+static bool start_under_way(const struct unit *u)
+{
+        return (u->state == UNIT_STARTING && !u->waking) || (u->state == UNIT_STOPPING && u->restart_pending);
+}
+
+bool calls_wait_for_start(const struct unit *u)
+{
+        return unit_wakeable(u) || start_under_way(u);
+}
+
 /* What refuses a call before it is made: an admin method called from
  * elsewhere than the admin UI (or the other way round), a gadget not
  * ready, no such method, arguments that break its signature. */
@@ -322,7 +335,11 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                 return GADGET_EUNAVAILABLE;
         }
         if (u->state != UNIT_READY || !u->peer) {
-                if (unit_wakeable(u))
+                /* Why this is safe: a call that waits is bounded as an idle
+                 * gadget's first calls are (CallsQueuedMax=, the pending
+                 * bytes, its CallTimeout); one to a gadget stopped or failed
+                 * for good is refused now, with the cause. */
+                if (calls_wait_for_start(u))
                         return 0; /* it waits for the start: the rest is checked then */
                 snprintf(msg, len, "gadget \"%s\" is not ready (%s%s%.200s)", name, unit_state_name(u->state),
                          u->cause[0] ? ": " : "", u->cause);
@@ -367,7 +384,8 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         return 0;
 }
 
-/* A call that waited for its gadget's start got no hello in time. */
+/* A call that waited for its gadget's start (an idle one's, or a
+ * restart's) got no hello in time. */
 static void pending_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct call *c = arg;
@@ -424,8 +442,9 @@ static void pend_add(struct call *c, size_t bytes)
         u->pending_bytes += bytes;
 }
 
-/* Queues c until its gadget's hello (it is idle, or starting for calls),
- * and starts it: c is sent then, within what is left of its CallTimeout.
+/* Queues c until its gadget's hello (it is idle, starting, or stopping to
+ * start again; or another node's, out of reach), and starts an idle one:
+ * c is sent then, within what is left of its CallTimeout.
  * method NULL: a wake, answered once the gadget is ready. 0, or a
  * GADGET_E* code with msg. */
 static int call_pend(struct call *c, const char *method, const Gadget__Value *args, const struct peer_chain *chain,
@@ -654,13 +673,6 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         call_own(c, q->owner);
         return 0;
-}
-
-/* Whether u is on its way to ready by a start already asked (a load, a
- * restart, Restart=), which a wait with until_ready joins. */
-static bool start_under_way(const struct unit *u)
-{
-        return (u->state == UNIT_STARTING && !u->waking) || (u->state == UNIT_STOPPING && u->restart_pending);
 }
 
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)

@@ -76,6 +76,10 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
  * of its end). 1 too for a gadget that is idle, or held by another node
  * (nothing is started); a GADGET_E* code for one stopped or failed. */
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len);
+/* Whether a call to u now waits for its start rather than being refused:
+ * it is idle (or waking), starting, stopping to start again (a restart, a
+ * reload's), or waiting out its Restart= delay. */
+bool calls_wait_for_start(const struct unit *u);
 /* How a call reaches a gadget another node runs (Store=postgresql with a
  * peer link: cluster/forward.c sets it with core_set_remote). */
 struct core_remote {

@@ -20,7 +20,7 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
 {
         const char *target = bc->target;
         struct unit *t = core_find(arg, target);
-        if (!t || (t->state != UNIT_READY && t->state != UNIT_REMOTE && !unit_wakeable(t))) {
+        if (!t || (t->state != UNIT_READY && t->state != UNIT_REMOTE && !calls_wait_for_start(t))) {
                 snprintf(msg, len, "gadget %s is unavailable (%s)", target,
                          t ? unit_state_name(t->state) : "not loaded");
                 return GADGET_EUNAVAILABLE;

@@ -24,6 +24,9 @@
  * waits behind a flood. */
 /* How long a stopping gadget has between Shutdown and SIGKILL. */
 #define UNIT_STOP_GRACE_MS 3000
+/* How long the end of a worker waits for the results it wrote before it
+ * ended to be read from its link (its end of file), at most. */
+#define UNIT_END_READ_MS 1000
 #define CORE_WAKES_MAX 16
 #define CORE_WAKES_PER_PARTY (CORE_WAKES_MAX / 2)
 
@@ -98,6 +101,8 @@ struct unit {
         bool have_program_status;
         bool want_running;        /* false once stopped on purpose */
         bool restart_pending;     /* start again once stopped */
+        bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
+        bool stop_killed;         /* its stop's grace ran out with calls in flight */
         bool remove_when_stopped;
         bool from_dir;            /* loaded from the policy directory */
         char *kept_errors;        /* its file's errors ("FILE:LINE: ..." lines) at the last reload that

@@ -270,11 +270,13 @@ static void after_exit(struct unit *u, int status)
  * of the sandbox is gone (and with it every process in it). A report
  * refused is a hostile sandbox: it is logged once and the worker killed,
  * so the wait for it below is short. */
+static void worker_ended(struct unit *u);
+
 static void report_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         int status = 0, pstatus = 0;
-        char msg[256], how[200], gone[300];
+        char msg[256];
         int r = spawn_read_report(&u->child, &status, msg, sizeof msg);
         if (r == SPAWN_REPORT_STATUS) {
                 u->program_status = status;
@@ -292,12 +294,38 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         if (!u->have_program_status)
                 u->program_status = pstatus;
         u->have_program_status = false;
+        /* The results it wrote before its end may still wait in its
+         * link: they are read first (its end of file), within a bound. */
+        if (u->peer && peer_state(u->peer) != PEER_CLOSED && peer_pending(u->peer)) {
+                event_del(u->ev_report);
+                u->ending = true;
+                timer_arm_ms(u->ev_timer, UNIT_END_READ_MS);
+                return;
+        }
+        worker_ended(u);
+}
+
+/* The worker is gone and its link read to the end: what follows its end. */
+static void worker_ended(struct unit *u)
+{
+        char how[200], gone[400];
+        u->ending = false;
         describe_status(u->program_status, how, sizeof how);
         /* The last limit hits, and whether a limit ended it. */
         limiter_check(&u->limits, u->policy, u->core->audit);
         if (!u->cause[0])
                 limiter_cause(&u->limits, u->program_status, how, u->cause, sizeof u->cause);
-        snprintf(gone, sizeof gone, "the gadget ended (%s)", u->cause[0] ? u->cause : how);
+        /* A call still in flight is told, never lost. */
+        if (u->state == UNIT_STOPPING && u->stop_killed)
+                snprintf(gone, sizeof gone, "gadget \"%s\" stopped while the call ran (%.200s: not answered "
+                         "within the stop's grace of %u ms)", u->policy->name, u->cause[0] ? u->cause : how,
+                         (unsigned)UNIT_STOP_GRACE_MS);
+        else if (u->state == UNIT_STOPPING)
+                snprintf(gone, sizeof gone, "gadget \"%s\" stopped while the call ran (%.200s)", u->policy->name,
+                         u->cause[0] ? u->cause : how);
+        else
+                snprintf(gone, sizeof gone, "the gadget ended (%.300s)", u->cause[0] ? u->cause : how);
+        u->stop_killed = false;
         drop_worker(u, gone);
         /* The calls that waited for its start, if it ended before its hello. */
         u->waking = false;
@@ -370,6 +398,10 @@ static void on_closed(struct peer *p, const char *why, void *data)
         /* A protocol violation ends this worker, and only it. */
         if (why)
                 unit_kill(u, "protocol violation");
+        /* Its end waited for this: it follows from the loop, out of the
+         * link's callback. */
+        if (u->ending)
+                timer_arm_ms(u->ev_timer, 0);
 }
 
 static const struct peer_handlers handlers = {
@@ -530,9 +562,12 @@ fail:
         u->hooks->exited(u->hooks->arg, u);
 }
 
-void unit_stop(struct unit *u, const char *why)
+/* Stops u, to start it again once stopped (restart) or not: a stop asked
+ * during a restart's stop calls the restart off. */
+static void stop_for(struct unit *u, const char *why, bool restart)
 {
         unit_lease_stop(u);
+        u->restart_pending = restart;
         u->want_running = false;
         u->idling = false; /* an idle stop says so after this */
         event_del(u->ev_timer);
@@ -543,7 +578,9 @@ void unit_stop(struct unit *u, const char *why)
          * waited for its start fail. */
         u->dormant = u->waking = false;
         unit_wake_done(u);
-        calls_pending_fail(u, why);
+        /* A restart's calls wait on for the new process. */
+        if (!restart)
+                calls_pending_fail(u, why);
         if (u->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
                         unit_set_state(u, UNIT_STOPPED); /* waiting for a restart, its lease or a call */
@@ -557,12 +594,20 @@ void unit_stop(struct unit *u, const char *why)
         timer_arm_ms(u->ev_timer, UNIT_STOP_GRACE_MS);
 }
 
+void unit_stop(struct unit *u, const char *why)
+{
+        stop_for(u, why, false);
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
-        if (u->state == UNIT_STOPPING)
+        if (u->ending) {
+                worker_ended(u);     /* its link read to the end, or the bound is over */
+        } else if (u->state == UNIT_STOPPING) {
+                u->stop_killed = u->peer && peer_pending(u->peer);
                 unit_kill(u, NULL);  /* the grace period is over */
-        else if (u->state == UNIT_STARTING && (u->child.pid <= 0 || u->child.go_fd >= 0)) {
+        } else if (u->state == UNIT_STARTING && (u->child.pid <= 0 || u->child.go_fd >= 0)) {
                 u->restarts++;
                 unit_start(u);       /* the backoff is over */
         }
@@ -578,14 +623,15 @@ void unit_restart(struct unit *u, const char *why)
                 event_del(u->ev_timer);
                 backoff_reset(&u->backoff);
                 /* Not running, Start=on-demand: idle again, not started. */
-                if (u->policy->start == POLICY_START_ON_DEMAND && !u->waking)
+                if (u->policy->start == POLICY_START_ON_DEMAND && !u->waking) {
                         unit_activate(u);
-                else
+                        if (!TAILQ_EMPTY(&u->pending))
+                                unit_wake(u, NULL); /* calls waited out its restart delay */
+                } else
                         unit_start(u);
                 return;
         }
-        u->restart_pending = true;
-        unit_stop(u, why);
+        stop_for(u, why, true);
 }
 
 void unit_start_again(struct unit *u)

@@ -8,7 +8,16 @@
  *       one call at a time until SIGTERM or SIGINT, then also "sent N",
  *       "unanswered N" and the latencies ("p50_us", "p99_us", "max_us"):
  *       the healthy caller of the hostile-load tests and benchmarks. A call
- *       unanswered after 30 s counts as unanswered and ends the run. */
+ *       unanswered after 30 s counts as unanswered and ends the run.
+ *   callflood --paced RATE MAX SOCKET GADGET METHOD
+ *       calls pipelined at RATE a second, the i-th with the integer i as
+ *       its argument (a method that echoes it), until SIGTERM or MAX
+ *       calls, then waits for every answer (30 s of silence at most).
+ *       Beside the counts: "twice N" (ids answered more than once),
+ *       "wrong N" (results other than their id), the latencies and
+ *       "gap_us" (the longest time without an answer while calls were
+ *       out); the first error's message goes to stderr. The steady caller
+ *       of the restart and reload tests. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -212,12 +221,137 @@ static int steady(int fd, char **argv, Gadget__Value *args)
         return 0;
 }
 
+/* Reads the answers that are there (or waits up to ms for one) and
+ * counts each against the call it names. */
+struct paced {
+        uint64_t *sent_us;          /* per id, 0: not sent */
+        unsigned char *answers;     /* per id: how many answers came */
+        uint64_t *lat;
+        size_t n_lat, max;
+        int ok, codes[32], twice, wrong, stray, errors_told;
+        uint64_t last_answer_us, gap_us;
+};
+
+static int paced_read(struct paced *p, struct wire_reader *r, int fd, int ms)
+{
+        const uint8_t *data;
+        size_t len;
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        int got = 0, rr;
+        while ((rr = wire_reader_next(r, &data, &len)) == 1 || (!got && poll(&pfd, 1, ms) > 0 &&
+                                                                 (rr = wire_recv(r, fd, &data, &len)) == 1)) {
+                Control__Response *resp = control__response__unpack(NULL, len, data);
+                if (!resp)
+                        exit(1);
+                uint64_t id = resp->id, now = now_us();
+                got++;
+                if (id == 0 || id > p->max || !p->sent_us[id - 1]) {
+                        p->stray++;
+                } else if (p->answers[id - 1]++) {
+                        p->twice++;
+                } else {
+                        p->lat[p->n_lat++] = now - p->sent_us[id - 1];
+                        if (p->last_answer_us && now - p->last_answer_us > p->gap_us)
+                                p->gap_us = now - p->last_answer_us;
+                        p->last_answer_us = now;
+                        if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT) {
+                                p->ok++;
+                                if (resp->result->kind_case != GADGET__VALUE__KIND_INT_VALUE ||
+                                    resp->result->int_value != (int64_t)id)
+                                        p->wrong++;
+                        } else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR) {
+                                p->codes[resp->error->code < 32 ? resp->error->code : 31]++;
+                                if (!p->errors_told++)
+                                        fprintf(stderr, "callflood: call %llu: error %u: %s\n",
+                                                (unsigned long long)id, resp->error->code, resp->error->message);
+                        }
+                }
+                control__response__free_unpacked(resp, NULL);
+        }
+        return rr < 0 ? -1 : got;
+}
+
+/* Calls at a fixed rate, pipelined, each with its id as its argument. */
+static int paced_run(int fd, char **argv, double rate, size_t max)
+{
+        struct sigaction sa = { .sa_handler = on_stop };
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        struct paced p = { .max = max, .sent_us = calloc(max, sizeof(uint64_t)), .answers = calloc(max, 1),
+                           .lat = calloc(max, sizeof(uint64_t)) };
+        if (!p.sent_us || !p.answers || !p.lat)
+                return 1;
+        struct wire_writer w;
+        wire_writer_init(&w, 0);
+        struct wire_reader r;
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        size_t sent = 0;
+        uint64_t t0 = now_us(), every = (uint64_t)(1e6 / rate);
+        while (!stop_now && sent < max) {
+                uint64_t due = t0 + sent * every, now = now_us();
+                if (now < due) {
+                        if (paced_read(&p, &r, fd, (int)((due - now) / 1000) + 1) < 0)
+                                break;
+                        continue;
+                }
+                Gadget__Value *arg = value_new_int((int64_t)sent + 1);
+                if (!arg)
+                        return 1;
+                put_call(&w, (uint64_t)sent + 1, argv, arg);
+                value_free(arg);
+                if (wire_writer_flush(&w, fd) != 0)
+                        break;
+                /* The gap counts from the first call out, not from before it. */
+                if (!p.last_answer_us)
+                        p.last_answer_us = now_us();
+                p.sent_us[sent++] = now_us();
+                paced_read(&p, &r, fd, 0);
+        }
+        size_t answered = 0;
+        for (;;) {
+                answered = 0;
+                for (size_t i = 0; i < sent; i++)
+                        answered += p.answers[i] > 0;
+                if (answered == sent || paced_read(&p, &r, fd, 30000) <= 0)
+                        break;
+        }
+        printf("sent %zu\n", sent);
+        print_counts((int)sent, p.ok, p.codes);
+        printf("twice %d\nwrong %d\nstray %d\n", p.twice, p.wrong, p.stray);
+        if (p.n_lat) {
+                qsort(p.lat, p.n_lat, sizeof *p.lat, cmp_u64);
+                printf("p50_us %llu\n", (unsigned long long)p.lat[p.n_lat / 2]);
+                printf("p99_us %llu\n", (unsigned long long)p.lat[p.n_lat * 99 / 100]);
+                printf("max_us %llu\n", (unsigned long long)p.lat[p.n_lat - 1]);
+                printf("gap_us %llu\n", (unsigned long long)p.gap_us);
+        }
+        free(p.sent_us);
+        free(p.answers);
+        free(p.lat);
+        wire_reader_free(&r);
+        wire_writer_free(&w);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc == 7 && strcmp(argv[1], "--paced") == 0) {
+                double rate = atof(argv[2]);
+                long max = atol(argv[3]);
+                if (rate <= 0 || max <= 0) {
+                        fprintf(stderr, "callflood: --paced needs a positive RATE and MAX\n");
+                        return 2;
+                }
+                int fd = connect_to(argv[4]);
+                int rc = paced_run(fd, argv + 5, rate, (size_t)max);
+                close(fd);
+                return rc;
+        }
         int is_steady = argc > 1 && strcmp(argv[1], "--steady") == 0;
         if (argc < 5) {
                 fprintf(stderr, "usage: callflood SOCKET GADGET METHOD N [JSON]\n"
-                                "       callflood --steady SOCKET GADGET METHOD [JSON]\n");
+                                "       callflood --steady SOCKET GADGET METHOD [JSON]\n"
+                                "       callflood --paced RATE MAX SOCKET GADGET METHOD\n");
                 return 2;
         }
         argv += is_steady;

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from harness import CALLFLOOD, GADGETD, Healthy, check, free_port, main, policy, test, wait_for, workers
+from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, policy, test, wait_for, workers
 from kvchecks import bcall
 from pgnodes import certs, counter_cluster, counter_policy, nodes_seen, owner_of, peer_node, start_all, stop_all
 from pgserver import PgServer
@@ -75,6 +75,34 @@ def pg_cluster_bindings_and_cycle(tmp):
             # Through the node that runs neither, gadgetctl reaches both.
             r = b.ctl("call", "ping", "echo", '"hi"')
             check(r.returncode == 0 and r.stdout.strip() == '"hi"', "ping through b: %r %r" % (r.stdout, r.stderr))
+        finally:
+            stop_all(ds)
+
+
+@test
+def pg_cluster_forwarded_calls_wait_out_restarts(tmp):
+    """Calls forwarded from node b wait on node a, which runs the gadget,
+    through 5 `gadgetctl restart`s there, as a's own callers' do: a steady
+    300 calls/s through b, every one answered once, with its own number."""
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        for d in ds:
+            policy(d.pol, "echoer", "Nodes=a\nCallTimeout=30s\n")
+        try:
+            start_all(ds)
+            a, b = ds
+            check(owner_of(ds, "echoer") == "a", "a runs echoer (Nodes=a)")
+            nodes_seen(b, 2)
+            caller = Paced(b, "echoer", 50)
+            caller.answered_some(a, "echoer")
+            for _ in range(5):
+                r = a.ctl("restart", "echoer")
+                check(r.returncode == 0, "restart on a: %r" % r.stderr)
+                caller.answered_some(a, "echoer")
+            caller.finish()
+            caller.check_all_answered()
+            print("through b: %r" % caller.result)
         finally:
             stop_all(ds)
 

@@ -404,7 +404,8 @@ def stop_kills_after_grace(tmp):
         check(d.state("stuck") == "stopping", "not stopping: %r" % d.state("stuck"))
         wait_for(lambda: d.state("stuck") == "stopped", timeout=10, what="SIGKILL after the grace period")
         out, err = call.communicate(timeout=10)
-        check(call.returncode == 1 and "ended (stopped by gadgetctl)" in err, "the call: %r" % err)
+        check(call.returncode == 1 and 'gadget "stuck" stopped while the call ran (stopped by gadgetctl: not answered '
+              "within the stop's grace of 3000 ms)" in err, "the call: %r" % err)
 
 
 @test

@@ -385,6 +385,46 @@ class Healthy:
                   "healthy calls not all answered: %r" % r)
 
 
+class Paced:
+    """The steady caller of the restart and reload tests: `callflood
+    --paced` calls gadget's echo through d's control socket at rate calls/s,
+    pipelined, each with its sequence number, from its start until finish()
+    (at most max_calls). check_all_answered: more than min_sent calls, each
+    answered once, successfully, with its own number."""
+
+    def __init__(self, d, gadget, min_sent, rate=300, max_calls=60000):
+        self.proc = subprocess.Popen([CALLFLOOD, "--paced", str(rate), str(max_calls), d.sock, gadget, "echo"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.min_sent = min_sent
+        self.result = {}
+        self.err = ""
+
+    def answered_some(self, d, gadget):
+        """Waits until d counts 10 more calls to gadget (calls flow again),
+        so that each event comes with calls coming."""
+        def calls():
+            r = d.ctl("--json", "status", gadget)
+            check(r.returncode == 0, "status %s: %r" % (gadget, r.stderr))
+            return json.loads(r.stdout)["calls"]
+        n = calls()
+        wait_for(lambda: calls() > n + 10, what="the paced caller's calls to %s" % gadget)
+
+    def finish(self):
+        self.proc.send_signal(signal.SIGTERM)
+        out, self.err = self.proc.communicate(timeout=90)
+        for line in out.splitlines():
+            k, *v = line.split()
+            self.result[k if k != "error" else "error " + v[0]] = int(v[-1])
+        check(self.proc.returncode == 0, "paced caller failed: %r" % self.err)
+        return self.result
+
+    def check_all_answered(self):
+        r = self.result
+        check(r["sent"] > self.min_sent and r["ok"] == r["sent"] and r["unanswered"] == 0 and r["twice"] == 0 and
+              r["wrong"] == 0 and r["stray"] == 0,
+              "every call answered once, with its own number: %r %s" % (r, self.err.strip()))
+
+
 # The host's own gadgetd directories (the defaults of --run-dir,
 # --state-dir and the socket, and the host-wide uid lock's folder): no
 # test may write there. Every test runs in a mount namespace of its own in

@@ -359,9 +359,23 @@ def load_control_waits_bounded_per_connection(tmp):
         s.sendall(attacks.request(17, 5))
         check([a["kind"] for a in attacks.answers(s, 1, 60)] == ["other"], "a list after 16 waiting loads")
         s.close()
+        # A caller's calls still find their CallsQueuedMax=2 free: they
+        # wait for the start (until the stop answers them), not busy.
+        calls = subprocess.Popen([harness.CALLFLOOD, d.sock, "mute", "echo", "2"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: info_of(d, "mute")["in_flight"] == 2, what="the caller's 2 calls waiting")
         r = d.ctl("stop", "mute")
         check(r.returncode == 0, "stop: %r" % r.stderr)
         out, err = p.communicate("go\n", timeout=120)
         rest = counts(out)
         check(rest.get("answered") == 16 and rest.get("busy_connection") == 0 and rest.get("busy_queued") == 0,
               "the 16 waits, answered once mute stopped: %r %s" % (rest, err))
+        out, err = calls.communicate(timeout=60)
+        check("error 7 " not in out and sum(int(l.split()[-1]) for l in out.splitlines()) == 2,
+              "the caller's 2 calls, answered at the stop, none busy: %r %s" % (out, err))
+
+
+def info_of(d, name):
+    r = d.ctl("--json", "status", name)
+    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
+    return json.loads(r.stdout)

@@ -161,8 +161,9 @@ def load_output_one_read_of_many_lines(tmp):
 def load_output_start_timeout(tmp):
     """A gadget that never says hello fails after StartTimeout= with that
     cause, and Restart= applies: with on-failure it is restarted (three
-    starts awaited), with no it stays failed. Calls to it meanwhile are
-    refused as not ready; each timeout is an audit record."""
+    starts awaited), with no it stays failed. A call to it meanwhile waits
+    for its hello and is answered with the start's failure cause; each
+    timeout is an audit record."""
     with Daemon(tmp) as d:
         fds0, _ = start_good(d)
         with Healthy(d, "good", "echo", '"hi"'):
@@ -171,7 +172,8 @@ def load_output_start_timeout(tmp):
             d.ctl("reload")
             check(d.state("mute") == "starting", "not starting: %r" % d.state("mute"))
             r = d.ctl("call", "mute", "echo")
-            check(r.returncode != 0 and "not ready (starting)" in r.stderr, "call while starting: %r" % r.stderr)
+            check(r.returncode != 0 and 'gadget "mute" did not start: start timeout' in r.stderr,
+                  "call while starting: %r" % r.stderr)
             wait_for(lambda: len(re.findall(r"\[mute\] started", d.logtext())) >= 3, what="two restarts")
             policy(d.pol, "mute", "Arguments=no-hello\nStartTimeout=500ms\n", exec_path=HOSTILE)
             d.ctl("reload")

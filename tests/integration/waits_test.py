@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Calls wait instead of failing while their gadget is on its way to ready
+by a start already asked (a restart, a reload's restart, a Restart= delay,
+a load), and a graceful stop drains the calls in flight; told from outside
+by a real gadgetd, real gadgets and real callers. The steady caller is
+harness.Paced (`callflood --paced`): calls pipelined at a fixed rate over
+the control socket, each with its sequence number, which the gadget
+echoes; every one must be answered exactly once, with its own number.
+Usage: waits_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
+CALLFLOOD."""
+import json
+import os
+import sys
+import subprocess
+
+from gateway_util import Gateway
+from harness import CALLFLOOD, GADGETCTL, Daemon, Paced, check, main, policy, test, wait_for
+
+EVENTS = 20         # restarts, reloads
+
+
+def load(d, name, body=""):
+    policy(d.pol, name, body)
+    r = d.ctl("reload")
+    check(r.returncode == 0, "reload: %r" % r.stderr)
+    wait_for(lambda: d.state(name) == "ready", what="%s ready" % name)
+
+
+@test
+def restarts_refuse_and_lose_no_call(tmp):
+    """20 `gadgetctl restart`s under a steady 300 calls/s: 0 refused, 0
+    lost, 0 answered twice."""
+    with Daemon(tmp) as d:
+        load(d, "steady")
+        caller = Paced(d, "steady", EVENTS * 10)
+        caller.answered_some(d, "steady")
+        pids = set()
+        for _ in range(EVENTS):
+            r = d.ctl("restart", "steady")
+            check(r.returncode == 0, "restart: %r" % r.stderr)
+            pids.add(d.list()["steady"]["pid"])
+            caller.answered_some(d, "steady")
+        check(len(pids) == EVENTS, "20 new processes: %r" % pids)
+        res = caller.finish()
+        caller.check_all_answered()
+        print("restarts: %r" % res)
+
+
+@test
+def reloads_refuse_and_lose_no_call(tmp):
+    """20 policy changes applied with `gadgetctl reload` under a steady
+    300 calls/s: each restarts the gadget; 0 refused, 0 lost, 0 twice."""
+    with Daemon(tmp) as d:
+        load(d, "steady", "CallTimeout=30s\n")
+        caller = Paced(d, "steady", EVENTS * 10)
+        caller.answered_some(d, "steady")
+        for i in range(EVENTS):
+            pid = d.list()["steady"]["pid"]
+            policy(d.pol, "steady", "CallTimeout=%ds\n" % (31 + i))
+            r = d.ctl("--json", "reload")
+            check(r.returncode == 0 and json.loads(r.stdout)["restarted"] == ["steady"], "reload: %r" % r)
+            wait_for(lambda: d.state("steady") == "ready" and d.list()["steady"]["pid"] != pid,
+                     what="steady restarted by reload %d" % (i + 1))
+            caller.answered_some(d, "steady")
+        res = caller.finish()
+        caller.check_all_answered()
+        print("reloads: %r" % res)
+
+
+@test
+def stop_drains_a_slow_call(tmp):
+    """`gadgetctl stop` lets a call in flight finish (within the stop's
+    grace) and refuses new calls at once; a call still running when the
+    grace ends is told the gadget stopped while it ran."""
+    with Daemon(tmp) as d:
+        load(d, "slow")
+        slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "sleep", '{"ms": 1500}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["slow"]["in_flight"] == 1, what="the slow call in flight")
+        stop = subprocess.Popen([GADGETCTL, "--socket", d.sock, "stop", "slow"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.state("slow") == "stopping", what="slow stopping")
+        r = d.ctl("call", "slow", "echo", "1")
+        check(r.returncode != 0 and 'gadget "slow" is not ready (stopping' in r.stderr,
+              "a new call to a gadget stopping for good: %r" % r.stderr)
+        out, err = slow.communicate(timeout=30)
+        check(slow.returncode == 0 and out.strip() == '"slept"', "the call in flight at the stop: %r %r" % (out, err))
+        check(stop.wait(timeout=30) == 0, "stop: %r" % stop.stderr.read())
+        wait_for(lambda: d.state("slow") in ("stopped", "failed"), what="slow's stop to end")
+        check(d.state("slow") == "stopped", "stopped: %s" % d.state("slow"))
+        # Longer than the grace (3 s): answered with why, never lost.
+        check(d.ctl("start", "slow").returncode == 0, "start again")
+        slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "sleep", '{"ms": 20000}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["slow"]["in_flight"] == 1, what="the long call in flight")
+        check(d.ctl("stop", "slow").returncode == 0, "stop")
+        out, err = slow.communicate(timeout=30)
+        check(slow.returncode != 0 and 'gadget "slow" stopped while the call ran (stopped by gadgetctl' in err and
+              "not answered within the stop's grace of 3000 ms" in err,
+              "a call cut by the stop's grace: %r" % err)
+
+
+@test
+def stop_during_a_restart_calls_it_off(tmp):
+    """`gadgetctl stop` while a restart drains the old process: the stop
+    wins (the gadget ends stopped, not started again), the call in flight
+    is still answered, and the call that waited for the restart is told
+    why it will not be."""
+    with Daemon(tmp) as d:
+        load(d, "slow")
+        slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "sleep", '{"ms": 2000}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["slow"]["in_flight"] == 1, what="the slow call in flight")
+        check(d.ctl("restart", "--no-block", "slow").returncode == 0, "restart --no-block")
+        waiting = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "echo", "1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["slow"]["in_flight"] == 2, what="a call waiting for the restart")
+        check(d.ctl("stop", "slow").returncode == 0, "stop")
+        err = waiting.communicate(timeout=30)[1]
+        check(waiting.returncode != 0 and 'gadget "slow" did not start: stopped by gadgetctl' in err,
+              "the call that waited for the restart: %r" % err)
+        out, err = slow.communicate(timeout=30)
+        check(slow.returncode == 0 and out.strip() == '"slept"', "the call in flight: %r %r" % (out, err))
+        wait_for(lambda: d.state("slow") in ("stopped", "ready", "failed"), what="the stop's end")
+        check(d.state("slow") == "stopped", "the stop wins over the restart: %s" % d.state("slow"))
+
+
+@test
+def failed_gadget_refuses_at_once(tmp):
+    """A gadget that failed (Restart=no) or was stopped on purpose is not
+    on its way anywhere: calls are refused at once, with the cause."""
+    with Daemon(tmp) as d:
+        load(d, "dies", "Restart=no\n")
+        d.ctl("call", "dies", "crash")
+        wait_for(lambda: d.state("dies") == "failed", what="dies failed")
+        # Refused, not waiting (a call that waited would say "did not start"
+        # or time out).
+        r = d.ctl("call", "dies", "echo", "1")
+        check(r.returncode != 0 and 'gadget "dies" is not ready (failed' in r.stderr, "call to failed: %r" % r.stderr)
+        load(d, "off")
+        check(d.ctl("stop", "off").returncode == 0, "stop off")
+        wait_for(lambda: d.state("off") == "stopped", what="off stopped")
+        r = d.ctl("call", "off", "echo", "1")
+        check(r.returncode != 0 and 'gadget "off" is not ready (stopped' in r.stderr, "call to stopped: %r" % r.stderr)
+
+
+@test
+def calls_wait_out_a_restart_delay(tmp):
+    """Restart=always after a crash: the calls that come during its restart
+    delay wait for the new process and are answered by it."""
+    with Daemon(tmp) as d:
+        load(d, "phoenix", "Restart=always\n")
+        pid = d.list()["phoenix"]["pid"]
+        r = d.ctl("call", "phoenix", "crash")
+        check(r.returncode != 0, "crash answered: %r" % r.stdout)
+        r = d.ctl("call", "phoenix", "echo", "7")
+        check(r.returncode == 0 and r.stdout.strip() == "7", "call during the restart delay: %r" % r.stderr)
+        check(d.list()["phoenix"]["pid"] != pid, "answered by the new process")
+
+
+@test
+def gateway_and_binding_calls_wait_out_a_restart_delay(tmp):
+    """The gateway's calls and a gadget binding's wait as gadgetctl's do:
+    both made during the target's Restart= delay are answered by its new
+    process."""
+    with Gateway(tmp) as g:
+        load(g, "target", "Restart=always\n")
+        load(g, "caller", "[Binding T]\nType=gadget\nTarget=target\n")
+        for via in ("gateway", "binding"):
+            pid = g.list()["target"]["pid"]
+            check(g.ctl("call", "target", "crash").returncode != 0, "crash answered")
+            if via == "gateway":
+                status, body = g.call("target", "echo", "web")
+                check(status == 200 and body == "web", "a gateway call during the delay: %d %r" % (status, body))
+            else:
+                r = g.ctl("call", "caller", "binding", json.dumps({"binding": "T", "op": "call",
+                                                                   "args": {"method": "echo", "args": "b"}}))
+                check(r.returncode == 0 and json.loads(r.stdout) == "b", "a binding's call during the delay: %r" % r)
+            check(g.list()["target"]["pid"] not in (0, pid), "answered by the new process")
+
+
+@test
+def failed_restart_answers_waiting_calls_with_its_cause(tmp):
+    """A reload's restart whose new process never says hello: the calls
+    that waited for it are answered with the start's failure cause."""
+    with Daemon(tmp) as d:
+        load(d, "mute", "CallTimeout=30s\n")
+        policy(d.pol, "mute", "CallTimeout=30s\nArguments=mute 30\nStartTimeout=2s\nRestart=no\n")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("mute") == "starting", what="mute starting again")
+        r = d.ctl("call", "mute", "echo", "1")
+        check(r.returncode != 0 and 'gadget "mute" did not start: start timeout' in r.stderr,
+              "a call that waited for a failed start: %r" % r.stderr)
+
+
+@test
+def calls_queued_max_holds_while_restarting(tmp):
+    """Hostile load: 300 calls at once to a gadget restarting (it never
+    says hello): CallsQueuedMax= of them wait, the rest are refused "busy"
+    at once, and gadgetd answers others meanwhile."""
+    with Daemon(tmp) as d:
+        load(d, "other")
+        load(d, "mute")
+        policy(d.pol, "mute", "Arguments=mute 30\nStartTimeout=3s\nCallTimeout=3s\nCallsQueuedMax=20\n")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("mute") == "starting", what="mute starting again")
+        flood = subprocess.Popen([CALLFLOOD, d.sock, "mute", "echo", "300"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, CALLFLOOD_SILENCE_MS="10000"))
+        r = d.ctl("call", "other", "echo", "5")
+        check(r.returncode == 0 and r.stdout.strip() == "5", "another gadget during the flood: %r" % r.stderr)
+        out = flood.communicate(timeout=60)[0]
+        counts = dict((int(l.split()[1]), int(l.split()[2])) for l in out.splitlines() if l.startswith("error "))
+        busy = counts.get(7, 0)
+        check(busy == 280 and sum(counts.values()) == 300, "300 calls, CallsQueuedMax=20: %s" % out)
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
