@@ -646,8 +646,9 @@ static void test_gatekeeper(void)
                       !policy_admin_method(p, "create"), "AdminMethods= read");
                 CHECK(p->n_approve == 1 && policy_listed(p->approve, "create") &&
                       p->approve_timeout_ms == POLICY_APPROVE_TIMEOUT_MS, "Approve= and its default timeout");
-                CHECK(api && api->credential && strcmp(api->credential, "/bin/sh") == 0 && !api->credential_header &&
-                      api->n_approve == 1 && api->approve_timeout_ms == 30000, "an http binding's credential");
+                CHECK(api && api->credential && strcmp(api->credential, "/bin/sh") == 0 && api->credential_header &&
+                      strcmp(api->credential_header, POLICY_CREDENTIAL_HEADER) == 0 && api->n_approve == 1 &&
+                      api->approve_timeout_ms == 30000, "an http binding's credential, in its default header");
                 CHECK(policy_listed(policy_binding_find(p, "G")->approve, "send"),
                       "a gadget binding's Approve= without Methods= (every method allowed)");
         }
