@@ -61,6 +61,13 @@ static void words(FILE *f, const char *key, char *const *v, size_t n)
         fputc('\n', f);
 }
 
+/* KEY=a, KEY=b, ...: one line a word, for a repeated key that takes one. */
+static void lines(FILE *f, const char *key, char *const *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s=%s\n", key, v[i]);
+}
+
 /* An argument as the shell-like split of Arguments= reads it back. */
 static void argument(FILE *f, const char *a)
 {
@@ -168,7 +175,8 @@ static void key_line(FILE *f, const void *obj, const struct policy_key *k)
                 text = *(char *const *)field;
                 break;
         case KIND_WORDS:
-                words(f, k->name, *(char **const *)field, *(const size_t *)((const char *)obj + k->max));
+                (k->flags & KEY_REPEAT ? lines : words)(f, k->name, *(char **const *)field,
+                                                        *(const size_t *)((const char *)obj + k->max));
                 return;
         case KIND_CUSTOM: /* no field to print from: not a binding key */
                 return;
