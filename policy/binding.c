@@ -238,9 +238,9 @@ static const struct policy_key policy_binding_keys[] = {
         { "MaxKeys", KIND_COUNT, KEY_INFINITY, T_KV, B(max_keys), 0, NULL, POLICY_KV_MAX_KEYS },
         { "MaxBytes", KIND_SIZE, KEY_INFINITY, T_KV, B(max_bytes), 0, NULL, POLICY_KV_MAX_BYTES },
         /* Why a bound: each queued operation holds its value in gadgetd. */
-        { "Target", KIND_CUSTOM, 0, T_GADGET, 0, 0, policy_set_target, 0 },
-        { "Methods", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_methods, 0 },
-        { "Allow", KIND_CUSTOM, KEY_REPEAT, T_HTTP, 0, 0, policy_set_allow, 0 },
+        { "Target", KIND_TEXT, 0, T_GADGET, B(target), 0, policy_set_target, 0 },
+        { "Allow", KIND_WORDS, KEY_REPEAT, T_HTTP, B(allow), B(n_allow), policy_set_allow, 0 },
+        { "Methods", KIND_WORDS, 0, T_GADGET | T_HTTP, B(methods), B(n_methods), policy_set_methods, 0 },
         { "Timeout", KIND_DURATION, 0, T_HTTP, B(timeout_ms), 0, NULL, 10 * 1000 },
         { "MaxResponseSize", KIND_SIZE, 0, T_HTTP, B(max_response), 0, NULL, 1 << 20 },
         { "MaxRequestSize", KIND_SIZE, 0, T_HTTP, B(max_request), WIRE_MAX_FRAME - POLICY_HTTP_ENVELOPE,
@@ -249,16 +249,17 @@ static const struct policy_key policy_binding_keys[] = {
           POLICY_HTTP_MAX_HEADERS, NULL, 100 },
         { "MaxResponseHeaderSize", KIND_SIZE, 0, T_HTTP, B(max_resp_header_bytes),
           POLICY_HTTP_MAX_HEADER_BYTES, NULL, 64 << 10 },
-        { "CAFile", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_ca_file, 0 },
-        { "Value", KIND_CUSTOM, KEY_EMPTY_OK, T_TEXT, 0, 0, policy_set_value, 0 },
-        { "File", KIND_CUSTOM, 0, T_SECRET, 0, 0, policy_set_file, 0 },
+        { "CAFile", KIND_TEXT, 0, T_HTTP, B(ca_file), 0, policy_set_ca_file, 0 },
+        { "Value", KIND_TEXT, KEY_EMPTY_OK, T_TEXT, B(value), 0, policy_set_value, 0 },
+        { "File", KIND_TEXT, 0, T_SECRET, B(file), 0, policy_set_file, 0 },
         { "MaxSize", KIND_SIZE, 0, T_SECRET, B(max_size), POLICY_SECRET_SIZE_MAX, NULL, POLICY_SECRET_SIZE },
-        { "Credential", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential, 0 },
-        { "CredentialHeader", KIND_CUSTOM, 0, T_HTTP, 0, 0, policy_set_credential_header, 0 },
-        { "Approve", KIND_CUSTOM, 0, T_GADGET | T_HTTP, 0, 0, policy_set_approve, 0 },
+        { "Credential", KIND_TEXT, 0, T_HTTP, B(credential), 0, policy_set_credential, 0 },
+        /* Set to POLICY_CREDENTIAL_HEADER by policy_binding_end if Credential= is given without it. */
+        { "CredentialHeader", KIND_TEXT, 0, T_HTTP, B(credential_header), 0, policy_set_credential_header, 0 },
+        { "Approve", KIND_WORDS, 0, T_GADGET | T_HTTP, B(approve), B(n_approve), policy_set_approve, 0 },
         { "ApproveTimeout", KIND_DURATION, 0, T_GADGET | T_HTTP, B(approve_timeout_ms),
           POLICY_APPROVE_TIMEOUT_MAX_MS, NULL, POLICY_APPROVE_TIMEOUT_MS },
-        { "Method", KIND_CUSTOM, 0, T_ALARM, 0, 0, policy_set_method, 0 },
+        { "Method", KIND_TEXT, 0, T_ALARM, B(method), 0, policy_set_method, 0 },
         /* Why bounds: each alarm is a row of gadgetd's store and, when
          * due, a call gadgetd makes; the payload travels in that call. */
         { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL, POLICY_ALARMS_MAX },
@@ -266,6 +267,12 @@ static const struct policy_key policy_binding_keys[] = {
           POLICY_SECRET_SIZE_MAX, NULL, POLICY_ALARM_PAYLOAD },
         { "CallsMax", KIND_COUNT, 0, T_ALL, B(calls_max), 4096, NULL, POLICY_BINDING_CALLS },
 };
+
+const struct policy_key *policy_binding_key_table(size_t *n)
+{
+        *n = sizeof(policy_binding_keys) / sizeof(policy_binding_keys[0]);
+        return policy_binding_keys;
+}
 
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value)
 {
@@ -438,6 +445,8 @@ void policy_binding_end(struct policy_ctx *c)
         policy_binding_approve_check(c, b);
         if (policy_pending_has(c, "CredentialHeader") && !policy_pending_has(c, "Credential"))
                 policy_err(c, "binding %s has CredentialHeader= but no Credential= (the file it names)", b->name);
+        if (b->credential && !b->credential_header && !(b->credential_header = strdup(POLICY_CREDENTIAL_HEADER)))
+                policy_oom(c);
         if (b->type == BINDING_HTTP && !policy_pending_has(c, "Methods")) {
                 char *get = strdup("GET");
                 if (!get || policy_strv_push(&b->methods, &b->n_methods, get) < 0) {

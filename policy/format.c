@@ -1,7 +1,7 @@
 /* format: a parsed policy written back as key=value lines (gadgetctl cat's
  * "as in effect"), sizes and times as an operator writes them (16M, 30s),
  * every key with the value in force, defaults included. */
-#include "policy.h"
+#include "keys.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,6 +59,13 @@ static void words(FILE *f, const char *key, char *const *v, size_t n)
         for (size_t i = 0; i < n; i++)
                 fprintf(f, "%s%s", i ? " " : "", v[i]);
         fputc('\n', f);
+}
+
+/* KEY=a, KEY=b, ...: one line a word, for a repeated key that takes one. */
+static void lines(FILE *f, const char *key, char *const *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s=%s\n", key, v[i]);
 }
 
 /* An argument as the shell-like split of Arguments= reads it back. */
@@ -141,50 +148,53 @@ static void gadget_keys(FILE *f, const struct policy *p)
         fprintf(f, "CallsQueuedMax=%llu\n", (unsigned long long)p->calls_queued_max);
 }
 
+/* KEY=VALUE from the field of obj that k names, as its kind says: a size or
+ * time as an operator writes it, infinity where k allows it; a text not set
+ * and an empty list print nothing. */
+static void key_line(FILE *f, const void *obj, const struct policy_key *k)
+{
+        const char *field = (const char *)obj + k->off;
+        const char *text = NULL;
+        char b[32];
+
+        switch (k->kind) {
+        case KIND_BOOL:
+                text = *(const bool *)field ? "yes" : "no";
+                break;
+        case KIND_SIZE:
+                text = size_text(*(const uint64_t *)field, b, sizeof b);
+                break;
+        case KIND_COUNT:
+                text = count_text(*(const uint64_t *)field, b, sizeof b);
+                break;
+        case KIND_DURATION:
+                text = duration_text(*(const uint64_t *)field, k->flags & KEY_INFINITY ? "infinity" : NULL, b,
+                                     sizeof b);
+                break;
+        case KIND_TEXT:
+                text = *(char *const *)field;
+                break;
+        case KIND_WORDS:
+                (k->flags & KEY_REPEAT ? lines : words)(f, k->name, *(char **const *)field,
+                                                        *(const size_t *)((const char *)obj + k->max));
+                return;
+        case KIND_CUSTOM: /* no field to print from: not a binding key */
+                return;
+        }
+        if (text)
+                fprintf(f, "%s=%s\n", k->name, text);
+}
+
+/* Type=, then each key of its type in the order of binding.c's table. */
 static void binding_keys(FILE *f, const struct policy_binding *bd)
 {
-        char b[32];
+        size_t n;
+        const struct policy_key *t = policy_binding_key_table(&n);
+
         fprintf(f, "\n[Binding %s]\nType=%s\n", bd->name, policy_binding_type_name(bd->type));
-        switch (bd->type) {
-        case BINDING_KV:
-                fprintf(f, "MaxValueSize=%s\n", size_text(bd->max_value_size, b, sizeof b));
-                fprintf(f, "MaxKeys=%s\n", count_text(bd->max_keys, b, sizeof b));
-                fprintf(f, "MaxBytes=%s\n", size_text(bd->max_bytes, b, sizeof b));
-                break;
-        case BINDING_GADGET:
-                fprintf(f, "Target=%s\n", bd->target);
-                words(f, "Methods", bd->methods, bd->n_methods);
-                words(f, "Approve", bd->approve, bd->n_approve);
-                fprintf(f, "ApproveTimeout=%s\n", duration_text(bd->approve_timeout_ms, NULL, b, sizeof b));
-                break;
-        case BINDING_HTTP:
-                words(f, "Allow", bd->allow, bd->n_allow);
-                words(f, "Methods", bd->methods, bd->n_methods);
-                fprintf(f, "Timeout=%s\n", duration_text(bd->timeout_ms, NULL, b, sizeof b));
-                fprintf(f, "MaxResponseSize=%s\n", size_text(bd->max_response, b, sizeof b));
-                fprintf(f, "MaxRequestSize=%s\n", size_text(bd->max_request, b, sizeof b));
-                fprintf(f, "MaxResponseHeaders=%llu\n", (unsigned long long)bd->max_resp_headers);
-                fprintf(f, "MaxResponseHeaderSize=%s\n", size_text(bd->max_resp_header_bytes, b, sizeof b));
-                if (bd->ca_file)
-                        fprintf(f, "CAFile=%s\n", bd->ca_file);
-                if (bd->credential)
-                        fprintf(f, "Credential=%s\nCredentialHeader=%s\n", bd->credential,
-                                bd->credential_header ? bd->credential_header : POLICY_CREDENTIAL_HEADER);
-                words(f, "Approve", bd->approve, bd->n_approve);
-                fprintf(f, "ApproveTimeout=%s\n", duration_text(bd->approve_timeout_ms, NULL, b, sizeof b));
-                break;
-        case BINDING_TEXT:
-                fprintf(f, "Value=%s\n", bd->value ? bd->value : "");
-                break;
-        case BINDING_SECRET:
-                fprintf(f, "File=%s\nMaxSize=%s\n", bd->file, size_text(bd->max_size, b, sizeof b));
-                break;
-        case BINDING_ALARM:
-                fprintf(f, "Method=%s\nMaxAlarms=%llu\n", bd->method, (unsigned long long)bd->max_alarms);
-                fprintf(f, "MaxPayloadSize=%s\n", size_text(bd->max_payload, b, sizeof b));
-                break;
-        }
-        fprintf(f, "CallsMax=%llu\n", (unsigned long long)bd->calls_max);
+        for (size_t i = 0; i < n; i++)
+                if (t[i].types & (1u << bd->type))
+                        key_line(f, bd, &t[i]);
 }
 
 int policy_format(const struct policy *p, char **out)

@@ -100,6 +100,8 @@ static int policy_set_generic(struct policy_ctx *c, void *obj, const struct poli
                                    k->name, POLICY_Q(value), inf ? ", or infinity" : "");
                 break;
         case KIND_CUSTOM:
+        case KIND_TEXT:
+        case KIND_WORDS:
                 break;
         }
         if (r < 0)

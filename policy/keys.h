@@ -20,11 +20,15 @@ enum policy_section {
 };
 
 enum policy_kind {
-        KIND_CUSTOM,
+        KIND_CUSTOM,    /* set reads it; printed by hand (format.c's [Gadget] keys) */
         KIND_BOOL,
         KIND_SIZE,
         KIND_COUNT,
         KIND_DURATION,
+        /* Custom keys (set reads them) that format.c prints from their field: */
+        KIND_TEXT,      /* a char * at off, printed unless NULL */
+        KIND_WORDS,     /* a char ** at off, its size_t count at max; printed
+                         * unless empty: one line, or one a word if KEY_REPEAT */
 };
 
 #define KEY_REPEAT   0x1u /* may be given again; the values accumulate */
@@ -37,14 +41,15 @@ typedef int policy_set_fn(struct policy_ctx *c, void *obj, const char *key, cons
 
 /* One key: generic kinds store into the field at off of the policy or the
  * binding; custom ones call set. Generic numbers must be at least 1; def is
- * a number's default (0: none, the field stays 0). */
+ * a number's default (0: none, the field stays 0). format.c prints each
+ * binding key from its field as its kind says. */
 struct policy_key {
         const char *name;
         enum policy_kind kind;
         unsigned flags;
         unsigned types;  /* binding keys: the types that take the key */
         size_t off;
-        uint64_t max;    /* KIND_COUNT: largest value, 0 = no bound */
+        uint64_t max;    /* KIND_COUNT: largest value, 0 = no bound; KIND_WORDS: the offset of the count */
         policy_set_fn *set;
         uint64_t def;
 };
@@ -129,6 +134,8 @@ void policy_gadget_defaults(struct policy *p);
 /* The checks of [Gadget] keys that need all of them. */
 void policy_gadget_end(struct policy_ctx *c);
 void policy_binding_key(struct policy_ctx *c, const char *key, const char *value);
+/* The [Binding NAME] keys but Type=, in the order format.c prints them; *n of them. */
+const struct policy_key *policy_binding_key_table(size_t *n);
 /* Checks the binding just read against its Type=; called when its section ends. */
 void policy_binding_end(struct policy_ctx *c);
 /* Opens [Binding NAME]: a new binding with its defaults, unless the name is

@@ -128,7 +128,8 @@ struct policy_binding {
         char *ca_file;           /* CAFile=: the CAs trusted for HTTPS instead of the system's, or NULL */
         /* http: a credential gadgetd attaches, which the gadget never sees */
         char *credential;        /* Credential=: a file read by gadgetd at each request, or NULL */
-        char *credential_header; /* CredentialHeader=: "Name: text with {}", default POLICY_CREDENTIAL_HEADER */
+        char *credential_header; /* CredentialHeader=: "Name: text with {}"; with Credential= only,
+                                  * POLICY_CREDENTIAL_HEADER when not given */
         /* gadget and http: calls that wait for a person's approval */
         char **approve;          /* Approve=: method names (gadget) or HTTP methods (http) */
         size_t n_approve;

@@ -307,9 +307,7 @@ static bool header_name_ok(const char *name)
  * before the colon), or NULL without Credential=. */
 static const char *credential_header(const struct policy_binding *b)
 {
-        if (!b->credential)
-                return NULL;
-        return b->credential_header ? b->credential_header : POLICY_CREDENTIAL_HEADER;
+        return b->credential ? b->credential_header : NULL;
 }
 
 /* Request headers from the "headers" map; hop-by-hop ones are dropped and

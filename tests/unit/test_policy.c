@@ -646,8 +646,9 @@ static void test_gatekeeper(void)
                       !policy_admin_method(p, "create"), "AdminMethods= read");
                 CHECK(p->n_approve == 1 && policy_listed(p->approve, "create") &&
                       p->approve_timeout_ms == POLICY_APPROVE_TIMEOUT_MS, "Approve= and its default timeout");
-                CHECK(api && api->credential && strcmp(api->credential, "/bin/sh") == 0 && !api->credential_header &&
-                      api->n_approve == 1 && api->approve_timeout_ms == 30000, "an http binding's credential");
+                CHECK(api && api->credential && strcmp(api->credential, "/bin/sh") == 0 && api->credential_header &&
+                      strcmp(api->credential_header, POLICY_CREDENTIAL_HEADER) == 0 && api->n_approve == 1 &&
+                      api->approve_timeout_ms == 30000, "an http binding's credential, in its default header");
                 CHECK(policy_listed(policy_binding_find(p, "G")->approve, "send"),
                       "a gadget binding's Approve= without Methods= (every method allowed)");
         }
@@ -1208,14 +1209,15 @@ static void test_format_bindings(void)
         static const char *const want[] = { "Gatekeeper=yes\n", "AdminMethods=stats reset\n", "Approve=send\n",
                                             "ApproveTimeout=2min\n", "Nodes=a b\n", "LogLinesPerSecond=50\n",
                                             "RequireTypes=yes\n", "[Binding H]\nType=http\n",
-                                            "Allow=https://example.com/x\n", "Methods=GET POST\n", "Timeout=3s\n",
+                                            "Allow=https://example.com/x\nAllow=http://b.example:8080/\n",
+                                            "Methods=GET POST\n", "Timeout=3s\n",
                                             "CAFile=/etc/passwd\n", "Credential=/etc/passwd\nCredentialHeader=",
                                             "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n",
                                             "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n",
                                             "[Binding W]\nType=alarm\nMethod=on_alarm\n", "MaxPayloadSize=2K\n" };
         check_format(HEAD "Gatekeeper=yes\nAdminMethods=stats reset\nApprove=send\n"
                      "ApproveTimeout=2min\nNodes=a b\nLogLinesPerSecond=50\nRequireTypes=yes\n"
-                     "[Binding H]\nType=http\nAllow=https://example.com/x\nMethods=GET POST\n"
+                     "[Binding H]\nType=http\nAllow=https://example.com/x\nAllow=http://b.example:8080\nMethods=GET POST\n"
                      "Timeout=3s\nCAFile=/etc/passwd\nCredential=/etc/passwd\n"
                      "[Binding G]\nType=gadget\nTarget=other\nMethods=get\nApprove=get\n"
                      "[Binding S]\nType=secret\nFile=/etc/passwd\nMaxSize=1K\n"
