@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "system/audit.h"
@@ -30,8 +31,15 @@
 #include "core/core.h"
 #include "policy.h"
 #include "system/timer.h"
+#include "system/monotime.h"
+#include "contract.h"
+#include "reexec.h"
 
 #define QUIT_TIMEOUT_MS 5000
+/* gadgetctl daemon-reexec: how long it waits for the gadgets' calls in
+ * flight to end, and how often it looks. */
+#define REEXEC_WAIT_MS 2000
+#define REEXEC_POLL_MS 2
 
 struct daemon {
         struct event_base *base;
@@ -46,6 +54,16 @@ struct daemon {
         struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         struct notify *notify;     /* sd_notify, watchdog */
+        /* gadgetctl daemon-reexec: the binary's path when gadgetd started
+         * (the file there now is run), its arguments, the wait for quiet. */
+        char self_path[4096];
+        char **argv;
+        struct event *ev_reexec;
+        uint64_t reexec_deadline_ms;
+        /* The next image: what the previous one handed on (-1: none). */
+        int reexec_fd;
+        bool reexeced;
+        struct reexec_state adopt;
 };
 
 static void status_changed(struct daemon *d)
@@ -426,6 +444,9 @@ static void load_recorded(struct daemon *d)
                         LOADS_FILE, bad);
         for (size_t i = 0; i < n; i++) {
                 struct peercred cred = { .uid = v[i].uid, .gid = v[i].gid };
+                /* Adopted after a re-exec: as it was, stopped ones too. */
+                if (d->reexeced && core_find(d->core, v[i].name))
+                        continue;
                 struct policy *p = NULL;
                 uint64_t hash = 0;
                 enum control_reload_what what;
@@ -476,6 +497,124 @@ static void audit_added(void *arg, const char *gadget, const char *line)
         struct daemon *d = arg;
         if (d->control)
                 control_audit_added(d->control, gadget, line);
+}
+
+/* The re-exec did not happen: every input is read again, the requester
+ * told why. */
+static void reexec_fail(struct daemon *d, int code, const char *why)
+{
+        core_reexec_hold(d->core, false);
+        control_reexec_hold(d->control, false);
+        log_msg(L_WARN, NULL, "re-exec refused, gadgetd serves on: %s", why);
+        control_reexec_failed(d->control, code, why);
+}
+
+/* A test's damage to the state handed on (GADGETD_TEST_REEXEC_DAMAGE=
+ * truncate or flip): the next image must fail closed. */
+static void reexec_damage(int fd)
+{
+        const char *how = getenv("GADGETD_TEST_REEXEC_DAMAGE");
+        struct stat st;
+        if (!how || fstat(fd, &st) < 0 || st.st_size < 2)
+                return;
+        if (strcmp(how, "truncate") == 0 && ftruncate(fd, st.st_size / 2) == 0)
+                return;
+        uint8_t b;
+        if (strcmp(how, "flip") == 0 && pread(fd, &b, 1, st.st_size / 2) == 1) {
+                b ^= 0x40;
+                if (pwrite(fd, &b, 1, st.st_size / 2) != 1)
+                        log_msg(L_WARN, NULL, "test damage: %s", strerror(errno));
+        }
+}
+
+/* Quiet: the state goes into a memfd, exactly its fds lose close-on-exec,
+ * and the binary at gadgetd's path runs in this process. Returns only if
+ * that failed. */
+static void reexec_exec(struct daemon *d)
+{
+        struct reexec_state s = { 0 };
+        char why[4400], fdarg[16];
+        size_t n = 0, argc = 0;
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                n++;
+        while (d->argv[argc])
+                argc++;
+        char **argv = calloc(argc + 3, sizeof *argv);
+        if (!argv || !(s.units = calloc(n + 1, sizeof *s.units))) {
+                free(argv);
+                reexec_fail(d, GADGET_EFAILED, "out of memory");
+                return;
+        }
+        control_reexec_info(d->control, &s.listen_fd, &s.activated, &s.answer_fd, &s.answer_id);
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                unit_save(u, &s.units[s.n++]);
+        int fd = reexec_state_write(&s);
+        if (fd < 0) {
+                snprintf(why, sizeof why, "cannot write the state for the new image: %s", strerror(-fd));
+        } else {
+                reexec_damage(fd);
+                memcpy(argv, d->argv, argc * sizeof *argv);
+                snprintf(fdarg, sizeof fdarg, "%d", fd);
+                argv[argc] = REEXEC_OPTION;
+                argv[argc + 1] = fdarg;
+                core_reexec_drop_spare(d->core);
+                reexec_fds_inherit(&s, true);
+                log_msg(L_INFO, NULL, "re-executing %s, handing on %zu gadgets", d->self_path, n);
+                execv(d->self_path, argv);
+                int e = errno;
+                reexec_fds_inherit(&s, false);
+                close(fd);
+                snprintf(why, sizeof why, "cannot execute %s: %s", d->self_path, strerror(e));
+        }
+        free(s.units);
+        free(argv);
+        reexec_fail(d, GADGET_EFAILED, why);
+}
+
+static void reexec_poll(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        char why[512], msg[600];
+        int e = core_reexec_quiet(d->core, why, sizeof why);
+        if (e == -EBUSY && monotime_ms() < d->reexec_deadline_ms) {
+                timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
+                return;
+        }
+        if (e < 0) {
+                snprintf(msg, sizeof msg, "%s%s", why, e == -EBUSY ? " after 2 s: try again" : "");
+                reexec_fail(d, e == -EBUSY ? GADGET_EBUSY : GADGET_EUNAVAILABLE, msg);
+                return;
+        }
+        /* At a frame boundary of every worker, none of them read further. */
+        core_reexec_hold(d->core, true);
+        reexec_exec(d);
+}
+
+/* gadgetctl daemon-reexec (struct control_env): new control requests
+ * wait (in the socket and the kernel's backlog) while the calls in
+ * flight end. */
+static void reexec_begin(void *arg)
+{
+        struct daemon *d = arg;
+        const char *why = NULL;
+        if (d->gateway || d->forward)
+                why = "not offered yet with the gateway (GatewayListen=) or the link to other nodes "
+                      "(PeerCertificate=): their connections are not handed on";
+        else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
+                why = "policy files are being read for gadgetctl load or restart: try again";
+        else if (!d->self_path[0])
+                why = "gadgetd's own binary path is unknown";
+        if (why) {
+                control_reexec_failed(d->control, GADGET_EUNAVAILABLE, why);
+                return;
+        }
+        if (!d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d))) {
+                control_reexec_failed(d->control, GADGET_EFAILED, "out of memory");
+                return;
+        }
+        control_reexec_hold(d->control, true);
+        d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;
+        timer_arm_ms(d->ev_reexec, 0);
 }
 
 static void quit_timeout(evutil_socket_t fd, short what, void *arg)
@@ -584,7 +723,9 @@ static int open_control(struct daemon *d)
         const struct control_env env = {
                 .base = d->base, .core = d->core, .socket_path = d->cfg.socket_path, .group = d->cfg.group,
                 .group_gid = d->group_gid, .limits = d->cfg.control, .load = load, .restart = restart,
-                .forget = forget, .reload = reload, .arg = d,
+                .forget = forget, .reload = reload, .reexec = reexec_begin, .arg = d,
+                .adopt = d->reexeced && d->adopt.listen_fd >= 0, .adopt_fd = d->adopt.listen_fd,
+                .adopt_activated = d->adopt.activated,
         };
         int e = control_open(&env, &d->control);
         if (e < 0)
@@ -607,6 +748,122 @@ static void raise_nofile(void)
         }
 }
 
+/* The next image's first step, before it opens anything: the state the
+ * previous image handed on. Every other fd it inherited is closed; a
+ * state that cannot be read hands on nothing (its gadgets are ended by
+ * adopt_units). */
+static void adopt_read(struct daemon *d)
+{
+        char err[512];
+        int e = reexec_state_read(d->reexec_fd, &d->adopt, err, sizeof err), fds[1024];
+        size_t n = 0;
+        close(d->reexec_fd);
+        if (e < 0) {
+                log_msg(L_ERR, NULL, "the state handed on by gadgetd's re-exec (%s %d) cannot be read, so no gadget "
+                        "is adopted and those of the previous image are ended: %s", REEXEC_OPTION, d->reexec_fd, err);
+                reexec_state_free(&d->adopt);
+        }
+        DIR *dp = opendir("/proc/self/fd");
+        struct dirent *de;
+        while (dp && (de = readdir(dp)) && n < sizeof fds / sizeof *fds) {
+                int fd = atoi(de->d_name);
+                if (fd > 2 && fd != dirfd(dp) && !reexec_fd_kept(&d->adopt, fd))
+                        fds[n++] = fd;
+        }
+        if (dp)
+                closedir(dp);
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+}
+
+/* True if pid is one of the n in v. */
+static bool pid_in(const pid_t *v, size_t n, pid_t pid)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == pid)
+                        return true;
+        return false;
+}
+
+/* Ends every child of gadgetd but the n workers in kept: what the previous
+ * image left that was not adopted (no sandbox lives on without a gadgetd
+ * that watches it). Returns how many. */
+static size_t end_orphans(const pid_t *kept, size_t n)
+{
+        DIR *dp = opendir("/proc");
+        struct dirent *de;
+        pid_t ended[4096];
+        size_t k = 0;
+        while (dp && (de = readdir(dp)) && k < sizeof ended / sizeof *ended) {
+                char path[300], buf[512];
+                pid_t pid = atoi(de->d_name);
+                if (pid <= 1 || pid_in(kept, n, pid))
+                        continue;
+                snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+                if (fd >= 0)
+                        close(fd);
+                buf[r > 0 ? r : 0] = '\0';
+                const char *p = strrchr(buf, ')');
+                long ppid = 0;
+                /* Why a kill by pid is safe: a child is not reaped, so its
+                 * pid cannot be another process's. */
+                if (p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid() &&
+                    kill(pid, SIGKILL) == 0)
+                        ended[k++] = pid;
+        }
+        if (dp)
+                closedir(dp);
+        for (size_t i = 0; i < k; i++)
+                waitpid(ended[i], NULL, 0);
+        return k;
+}
+
+/* The next image takes the gadgets over, each on its policy file read
+ * again (a file changed since its load: not adopted, ended, and loaded
+ * anew by the reload after). Then the requester is told. */
+static void adopt_units(struct daemon *d, char *out, size_t outlen)
+{
+        size_t running = 0, adopted = 0, nk = 0;
+        pid_t *kept = calloc(d->adopt.n + 1, sizeof *kept);
+        char msg[8192];
+        for (size_t i = 0; i < d->adopt.n; i++) {
+                struct unit_saved *s = &d->adopt.units[i];
+                struct policy *p = NULL;
+                uint64_t hash = 0;
+                int e = loader_read(s->path, NULL, s->from_dir, &p, &hash, msg, sizeof msg);
+                running += s->state == UNIT_READY;
+                if (e >= 0 && (hash != s->policy_hash || strcmp(p->name, s->name) != 0)) {
+                        snprintf(msg, sizeof msg, "%s changed since it was loaded", s->path);
+                        policy_free(p);
+                        e = -ESTALE;
+                }
+                if (e < 0) {
+                        log_msg(L_ERR, s->name, "not adopted after gadgetd's re-exec, ended: %s", msg);
+                        const int fds[] = { s->rpc_fd, s->report_fd, s->out_fd, s->err_fd };
+                        for (size_t k = 0; k < 4; k++)
+                                if (fds[k] >= 0)
+                                        close(fds[k]);
+                        continue;
+                }
+                if (core_adopt(d->core, p, s, msg, sizeof msg) >= 0 && s->state == UNIT_READY) {
+                        adopted++;
+                        if (kept)
+                                kept[nk++] = s->pid;
+                }
+        }
+        size_t ended = end_orphans(kept, nk);
+        free(kept);
+        snprintf(out, outlen, "gadgetd re-executed in place (pid %d): %zu of %zu running gadgets adopted", (int)getpid(),
+                 adopted, running);
+        if (ended) {
+                size_t o = strlen(out);
+                snprintf(out + o, outlen - o, "; %zu processes it could not adopt were ended (see its log)", ended);
+        }
+        log_msg(adopted == running && !ended ? L_INFO : L_WARN, NULL, "%s", out);
+}
+
 static int setup(struct daemon *d)
 {
         const struct config *c = &d->cfg;
@@ -623,7 +880,12 @@ static int setup(struct daemon *d)
         /* Before anything else is touched: a second gadgetd stops here. */
         if ((e = lock_instance(d)) < 0)
                 return e;
-        if ((e = open_core(d)) < 0 || (e = open_forward(d)) < 0)
+        char adopted[300] = "";
+        if ((e = open_core(d)) < 0)
+                return e;
+        if (d->reexeced)
+                adopt_units(d, adopted, sizeof adopted);
+        if ((e = open_forward(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
         d->ev_int = evsignal_new(d->base, SIGINT, signal_cb, d);
@@ -637,6 +899,10 @@ static int setup(struct daemon *d)
         }
         if ((e = open_control(d)) < 0)
                 return e;
+        if (d->adopt.answer_fd >= 0) {
+                control_reexec_answer(d->adopt.answer_fd, d->adopt.answer_id, adopted);
+                d->adopt.answer_fd = -1;
+        }
         if (c->gateway_listen &&
             (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->gateway)) < 0)
                 return e;
@@ -652,7 +918,7 @@ static void teardown(struct daemon *d)
         control_free(d->control);
         loader_close(&d->loader);
         notify_free(d->notify);
-        struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
+        struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit, d->ev_reexec };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
                         event_free(evs[i]);
@@ -663,11 +929,54 @@ static void teardown(struct daemon *d)
                 close(d->socket_lock);
         if (d->state_lock >= 0)
                 close(d->state_lock);
+        reexec_state_free(&d->adopt);
+        free(d->argv);
+}
+
+/* --reexec-state FD, taken out of argv (the re-exec passes it last):
+ * FD, -1 if absent, -2 if not an fd number above 2. */
+static int take_reexec_option(int *argc, char **argv)
+{
+        for (int i = 1; i < *argc; i++) {
+                if (strcmp(argv[i], REEXEC_OPTION) != 0)
+                        continue;
+                char *end = NULL;
+                long fd = i + 1 < *argc ? strtol(argv[i + 1], &end, 10) : -1;
+                if (!end || *end || end == argv[i + 1] || fd < 3 || fd > 1 << 20)
+                        return -2;
+                memmove(&argv[i], &argv[i + 2], (size_t)(*argc - i - 1) * sizeof *argv);
+                *argc -= 2;
+                return (int)fd;
+        }
+        return -1;
+}
+
+/* The binary's path now, for the re-exec ("" if unknown). */
+static void self_path(char *out, size_t len)
+{
+        ssize_t n = readlink("/proc/self/exe", out, len - 1);
+        out[n > 0 ? n : 0] = '\0';
+        size_t l = strlen(out), k = strlen(" (deleted)");
+        if (l > k && strcmp(out + l - k, " (deleted)") == 0)
+                out[l - k] = '\0';
 }
 
 int daemon_main(int argc, char **argv)
 {
-        struct daemon d = { .state_lock = -1, .socket_lock = -1 };
+        struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
+                            .adopt = { .listen_fd = -1, .answer_fd = -1 } };
+        if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
+                fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
+                return 2;
+        }
+        if (d.reexec_fd >= 0) {
+                d.reexeced = true;
+                adopt_read(&d);
+        }
+        self_path(d.self_path, sizeof d.self_path);
+        d.argv = calloc((size_t)argc + 1, sizeof *d.argv);
+        if (d.argv)
+                memcpy(d.argv, argv, (size_t)argc * sizeof *argv);
         int e = config_parse_args(argc, argv, &d.cfg);
         if (e != 0)
                 return e < 0 ? 2 : 0;

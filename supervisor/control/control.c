@@ -60,6 +60,9 @@ struct control {
         bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
         struct user_budget budgets[BUDGET_USERS]; /* the users seen lately, but root */
         struct event *ev_budget;   /* releases the users held at their second's end */
+        struct client *reexec;     /* who asked for the re-exec under way, if still connected */
+        uint64_t reexec_id;
+        bool reexec_asked;
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -100,6 +103,8 @@ static void client_free(struct client *cl)
 {
         struct control *c = cl->ctl;
         LIST_REMOVE(cl, link);
+        if (c->reexec == cl)
+                c->reexec = NULL;
         if (cl->cred.uid == 0)
                 c->n_root--;
         else
@@ -478,6 +483,12 @@ int control_open(const struct control_env *env, struct control **out)
         c->lim = env->limits;
         /* Socket activation: systemd made the socket (mode and group from
          * gadgetd.socket) and keeps it across restarts of gadgetd. */
+        if (env->adopt) {
+                c->fd = env->adopt_fd;
+                c->activated = env->adopt_activated;
+                log_msg(L_INFO, NULL, "control socket kept from the previous gadgetd image");
+                goto listening;
+        }
         if ((c->fd = notify_listen_fd()) >= 0) {
                 c->activated = true;
                 log_msg(L_INFO, NULL, "control socket passed by systemd");
@@ -573,4 +584,65 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
         struct client *cl;
         LIST_FOREACH(cl, &c->clients, link)
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
+}
+
+/* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */
+void control_reexec_ask(struct client *cl, uint64_t id)
+{
+        struct control *c = cl->ctl;
+        if (cl->cred.uid != 0) {
+                client_error(cl, id, GADGET_EDENIED, "daemon-reexec is root's only");
+                return;
+        }
+        if (!c->env.reexec) {
+                client_error(cl, id, GADGET_EUNAVAILABLE, "this gadgetd cannot re-execute itself");
+                return;
+        }
+        if (c->reexec_asked) {
+                client_error(cl, id, GADGET_EBUSY, "a re-exec of gadgetd is already under way");
+                return;
+        }
+        c->reexec = cl;
+        c->reexec_id = id;
+        c->reexec_asked = true;
+        c->env.reexec(c->env.arg);
+}
+
+void control_reexec_info(const struct control *c, int *listen_fd, bool *activated, int *answer_fd,
+                         uint64_t *answer_id)
+{
+        *listen_fd = c->fd;
+        *activated = c->activated;
+        *answer_fd = c->reexec ? conn_fd(c->reexec->conn) : -1;
+        *answer_id = c->reexec_id;
+}
+
+void control_reexec_hold(struct control *c, bool hold)
+{
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
+                conn_hold(cl->conn, hold);
+        if (hold)
+                event_del(c->ev_accept);
+        else
+                event_add(c->ev_accept, NULL);
+}
+
+void control_reexec_failed(struct control *c, int code, const char *msg)
+{
+        if (c->reexec)
+                client_error(c->reexec, c->reexec_id, code, "%s", msg);
+        c->reexec = NULL;
+        c->reexec_asked = false;
+}
+
+void control_reexec_answer(int fd, uint64_t id, const char *msg)
+{
+        struct answer a;
+        int fl = fcntl(fd, F_GETFL);
+        /* Small: fits the socket buffer, sent whole even on a full one. */
+        if (fl >= 0)
+                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        wire_send(fd, &answer_done(&a, id, msg)->base, WIRE_MAX_FRAME);
+        close(fd);
 }

@@ -729,6 +729,11 @@ out:
         free(ptrs);
 }
 
+static void on_daemon_reexec(struct client *cl, const Control__Request *q)
+{
+        control_reexec_ask(cl, q->id);
+}
+
 static const struct {
         Control__Request__ReqCase kind;
         void (*handle)(struct client *cl, const Control__Request *q);
@@ -751,6 +756,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_DECIDE, on_decide },
         { CONTROL__REQUEST__REQ_MOVE, on_move },
         { CONTROL__REQUEST__REQ_NODES, on_nodes },
+        { CONTROL__REQUEST__REQ_DAEMON_REEXEC, on_daemon_reexec },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -380,6 +380,16 @@ static bool not_delegated(struct cgroup_host *h, const char *path)
         return true;
 }
 
+/* A gadgetd re-executed in place (gadgetctl daemon-reexec) is already in
+ * OWN/gadgetd.PID/supervisor: OWN is what is above that. */
+static void strip_own_instance(char *path, const char *pid)
+{
+        char tail[64];
+        size_t n = strlen(path), k = (size_t)snprintf(tail, sizeof tail, "/" INSTANCE_PREFIX "%s/" SUPERVISOR, pid);
+        if (n > k && strcmp(path + n - k, tail) == 0)
+                path[n - k] = '\0';
+}
+
 static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refused)
 {
         struct cg_mount m;
@@ -392,6 +402,7 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refu
                 snprintf(h->why_v2, sizeof h->why_v2, "no cgroup v2 hierarchy is mounted");
                 return 0;
         }
+        strip_own_instance(path, pid);
         if ((e = own_dir(&m, path, &own)) < 0) {
                 snprintf(h->why_v2, sizeof h->why_v2, "gadgetd's cgroup %.100s is not below the cgroup2 mount %.100s",
                          path, m.point);

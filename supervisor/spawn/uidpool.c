@@ -109,3 +109,17 @@ void uidpool_release(struct uidpool *pool, uid_t uid)
         pool->taken[i / 8] &= (unsigned char)~(1u << (i % 8));
         lock_byte(pool->lock_fd, uid, F_UNLCK);
 }
+
+int uidpool_adopt(struct uidpool *pool, uid_t uid)
+{
+        if (uid < pool->base || uid - pool->base >= pool->count)
+                return -ERANGE;
+        unsigned i = uid - pool->base;
+        if (pool->taken[i / 8] & (1u << (i % 8)))
+                return -EBUSY;
+        int e = lock_byte(pool->lock_fd, uid, F_WRLCK);
+        if (e < 0)
+                return e == -EAGAIN || e == -EACCES ? -EBUSY : e;
+        pool->taken[i / 8] |= (unsigned char)(1u << (i % 8));
+        return 0;
+}

@@ -36,3 +36,7 @@ void uidpool_close(struct uidpool *pool);
  * the range is held (by this or any other gadgetd of the host). */
 int uidpool_take(struct uidpool *pool, const char *name, uid_t *uid);
 void uidpool_release(struct uidpool *pool, uid_t uid);
+/* Takes uid again for a gadget a re-executed gadgetd adopts (gadgetctl
+ * daemon-reexec): 0, -ERANGE outside the range, -EBUSY if this process or
+ * another holds it now. */
+int uidpool_adopt(struct uidpool *pool, uid_t uid);

@@ -183,6 +183,16 @@ size_t conn_pending(const struct conn *c)
         return c->t->unsent(c);
 }
 
+size_t conn_buffered(const struct conn *c)
+{
+        return c->rd.end - c->rd.start;
+}
+
+int conn_fd(const struct conn *c)
+{
+        return c->fd;
+}
+
 int conn_send(struct conn *c, const ProtobufCMessage *msg)
 {
         /* Why this bounds memory: frames wait only while no more than

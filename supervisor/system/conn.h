@@ -69,6 +69,10 @@ int conn_send(struct conn *c, const ProtobufCMessage *msg);
 int conn_send_frames(struct conn *c, const uint8_t *frames, size_t len);
 /* Bytes queued and not yet on the wire. */
 size_t conn_pending(const struct conn *c);
+/* Bytes read and not handled yet (0: the input is at a frame boundary). */
+size_t conn_buffered(const struct conn *c);
+/* The plain fd (-1 on a bufferevent): a re-exec hands it on (daemon.c). */
+int conn_fd(const struct conn *c);
 /* Holds the input (hold true): nothing more is read or handled until it is
  * released; released, the frames already read come first. */
 void conn_hold(struct conn *c, bool hold);

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""gadgetctl daemon-reexec from outside: gadgetd executes its binary again
+in place and keeps its gadgets — the same pids (read in /proc as well as
+from its word), kv state, list, Restart= — and a stop after it still ends
+every gadget; a damaged state fails closed (no process of the previous
+image left); a re-exec that cannot wait for quiet is refused, and the old
+image serves on. Usage: reexec_test.py TEST. Environment: GADGETD,
+GADGETCTL, TESTGADGET."""
+import json
+import os
+import subprocess
+import sys
+
+from harness import Daemon, check, main, pid_alive, policy, test, wait_for, workers
+
+REEXECS = 5
+
+
+def load(d, name, body):
+    policy(d.pol, name, body)
+    r = d.ctl("reload")
+    check(r.returncode == 0, "reload: %r" % r.stderr)
+
+
+def pid_of(d, name):
+    r = d.ctl("--json", "status", name)
+    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
+    return json.loads(r.stdout)["pid"]
+
+
+def kv(d, op, args):
+    r = d.ctl("call", "store", "binding", json.dumps({"binding": "DATA", "op": op, "args": args}))
+    check(r.returncode == 0, "kv %s: %r" % (op, r.stderr))
+    return json.loads(r.stdout)
+
+
+def echo(d, name, seq):
+    r = d.ctl("call", name, "echo", json.dumps(seq))
+    check(r.returncode == 0 and json.loads(r.stdout) == seq, "echo %d of %s: %r" % (seq, name, r))
+
+
+def listing(d):
+    return {n: g["state"] for n, g in d.list().items()}
+
+
+def zombie_or_gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@test
+def reexec_keeps_gadgets(tmp):
+    with Daemon(tmp) as d:
+        load(d, "store", "Restart=always\n[Binding DATA]\nType=kv\n")
+        load(d, "plain", "Restart=always\n")
+        load(d, "idle", "Start=on-demand\n")
+        load(d, "halted", "Restart=no\n")
+        wait_for(lambda: listing(d) == {"store": "ready", "plain": "ready", "idle": "idle", "halted": "ready"},
+                 what="the gadgets ready: %r" % listing(d))
+        check(d.ctl("stop", "halted").returncode == 0, "stop halted")
+        wait_for(lambda: d.state("halted") == "stopped", what="halted stopped")
+        before = listing(d)
+        pids = {n: pid_of(d, n) for n in ("store", "plain")}
+        check(sorted(workers(d)) == sorted(pids.values()), "workers %r, status %r" % (workers(d), pids))
+        kv(d, "put", {"key": "counter", "value": 0})
+        for i in range(1, REEXECS + 1):
+            r = d.ctl("daemon-reexec")
+            check(r.returncode == 0 and "2 of 2 running gadgets adopted" in r.stdout,
+                  "daemon-reexec %d: %r %s" % (i, r, d.logtext()[-3000:]))
+            check(d.proc.poll() is None, "gadgetd's own process ended")
+            check(listing(d) == before, "list after re-exec %d: %r, before %r" % (i, listing(d), before))
+            check({n: pid_of(d, n) for n in pids} == pids, "pids after re-exec %d" % i)
+            check(sorted(workers(d)) == sorted(pids.values()), "workers after re-exec %d: %r" % (i, workers(d)))
+            echo(d, "plain", i)
+            counter = kv(d, "get", {"key": "counter"})
+            check(counter == i - 1, "kv counter after re-exec %d: %r" % (i, counter))
+            kv(d, "put", {"key": "counter", "value": counter + 1})
+        check(d.logtext().count("re-executing") == REEXECS, "gadgetd's log names each re-exec")
+        # Restart= still watches an adopted gadget.
+        check(d.ctl("kill", "plain", "KILL").returncode == 0, "kill plain")
+        wait_for(lambda: d.state("plain") == "ready" and pid_of(d, "plain") not in (0, pids["plain"]),
+                 what="plain restarted by its Restart=")
+        echo(d, "plain", 99)
+        # The idle gadget still starts at its first call.
+        echo(d, "idle", 1)
+        alive = workers(d)
+        check(len(alive) == 3, "three gadgets run: %r" % alive)
+        check(d.stop() == 0, "gadgetd stops")
+        check(all(not pid_alive(p) for p in alive), "a gadget outlived gadgetd's stop: %r" % alive)
+
+
+def damaged(tmp, how):
+    env = dict(os.environ, GADGETD_TEST_REEXEC_DAMAGE=how)
+    with Daemon(tmp, env=env) as d:
+        load(d, "store", "Restart=always\n[Binding DATA]\nType=kv\n")
+        wait_for(lambda: d.state("store") == "ready", what="store ready")
+        old = pid_of(d, "store")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode != 0, "a re-exec with a damaged state said it worked: %r" % r)
+        wait_for(lambda: "ended (see its log)" in d.logtext(), what="the new image's word")
+        log = d.logtext()
+        check("cannot be read, so no gadget is adopted" in log, "no clear refusal in the log: %s" % log[-2000:])
+        check(d.proc.poll() is None, "gadgetd ended")
+        check(zombie_or_gone(old), "the old worker lives on: %s" % log[-2000:])
+        # The new image starts its gadgets afresh, as at any start.
+        wait_for(lambda: d.ctl("status", "store").returncode == 0 and d.state("store") == "ready",
+                 what="store started again")
+        check(pid_of(d, "store") != old, "the old worker was kept")
+        check(workers(d) == [pid_of(d, "store")], "one worker, the new: %r" % workers(d))
+
+
+@test
+def reexec_damaged_state_fails_closed(tmp):
+    damaged(tmp, "flip")
+
+
+@test
+def reexec_truncated_state_fails_closed(tmp):
+    damaged(tmp, "truncate")
+
+
+@test
+def reexec_refused_while_a_call_runs(tmp):
+    with Daemon(tmp) as d:
+        load(d, "slow", "CallTimeout=30s\n")
+        wait_for(lambda: d.state("slow") == "ready", what="slow ready")
+        pid = pid_of(d, "slow")
+        call = subprocess.Popen([os.environ["GADGETCTL"], "--socket", d.sock, "call", "slow", "sleep",
+                                 json.dumps({"ms": 6000})], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: json.loads(d.ctl("--json", "status", "slow").stdout).get("in_flight") == 1,
+                 what="the call in flight")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode != 0 and "gadget slow has calls in flight after 2 s" in r.stderr,
+              "re-exec during a call: %r" % r)
+        out, err = call.communicate(timeout=30)
+        check(call.returncode == 0 and json.loads(out) == "slept", "the call: %r %r" % (out, err))
+        check(pid_of(d, "slow") == pid and "re-executing" not in d.logtext(), "gadgetd re-executed anyway")
+        echo(d, "slow", 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
