@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "system/audit.h"
@@ -540,14 +541,23 @@ static void reexec_exec(struct daemon *d)
         while (d->argv[argc])
                 argc++;
         char **argv = calloc(argc + 3, sizeof *argv);
-        if (!argv || !(s.units = calloc(n + 1, sizeof *s.units))) {
+        size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
+        if (!argv || !(s.units = calloc(n + 1, sizeof *s.units)) ||
+            !(s.clients = calloc(nc + 1, sizeof *s.clients))) {
                 free(argv);
+                free(s.units);
                 reexec_fail(d, GADGET_EFAILED, "out of memory");
                 return;
         }
         control_reexec_info(d->control, &s.listen_fd, &s.activated, &s.answer_fd, &s.answer_id);
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s.units[s.n++]);
+        s.n_clients = control_reexec_clients(d->control, s.clients, nc);
+        bool asked = false;
+        for (size_t i = 0; i < s.n_clients; i++)
+                asked = asked || s.clients[i].fd == s.answer_fd;
+        if (!asked)
+                s.answer_fd = -1; /* it left, or its input ended */
         int fd = reexec_state_write(&s);
         if (fd < 0) {
                 snprintf(why, sizeof why, "cannot write the state for the new image: %s", strerror(-fd));
@@ -567,6 +577,7 @@ static void reexec_exec(struct daemon *d)
                 snprintf(why, sizeof why, "cannot execute %s: %s", d->self_path, strerror(e));
         }
         free(s.units);
+        free(s.clients);
         free(argv);
         reexec_fail(d, GADGET_EFAILED, why);
 }
@@ -576,6 +587,8 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
         struct daemon *d = arg;
         char why[512], msg[600];
         int e = core_reexec_quiet(d->core, why, sizeof why);
+        if (e == 0)
+                e = control_reexec_quiet(d->control, why, sizeof why);
         if (e == -EBUSY && monotime_ms() < d->reexec_deadline_ms) {
                 timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
                 return;
@@ -899,10 +912,13 @@ static int setup(struct daemon *d)
         }
         if ((e = open_control(d)) < 0)
                 return e;
-        if (d->adopt.answer_fd >= 0) {
-                control_reexec_answer(d->adopt.answer_fd, d->adopt.answer_id, adopted);
-                d->adopt.answer_fd = -1;
-        }
+        /* The connections of the previous image go on where they were. */
+        for (size_t i = 0; i < d->adopt.n_clients; i++)
+                if ((e = control_adopt_client(d->control, &d->adopt.clients[i])) < 0)
+                        log_msg(L_WARN, NULL, "a control connection of the previous image closed: %s",
+                                strerror(-e));
+        if (d->adopt.answer_fd >= 0)
+                control_reexec_done(d->control, d->adopt.answer_fd, d->adopt.answer_id, adopted);
         if (c->gateway_listen &&
             (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->gateway)) < 0)
                 return e;

@@ -5,7 +5,9 @@
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
  *   str cause, u32 restarts, u64 calls, and if READY: i32 pid, i32 rpc,
  *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
- *   u32 methods, each str method, str signature.
+ *   u32 methods, each str method, str signature; then u32 control
+ *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
+ *   it and not handled.
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
  * bytes, NUL last and nowhere else. */
@@ -118,6 +120,13 @@ int reexec_state_write(const struct reexec_state *s)
         put_u(&b, s->n, 4);
         for (size_t i = 0; i < s->n; i++)
                 put_unit(&b, &s->units[i]);
+        put_u(&b, s->n_clients, 4);
+        for (size_t i = 0; i < s->n_clients; i++) {
+                put_u(&b, (uint32_t)s->clients[i].fd, 4);
+                put_u(&b, s->clients[i].spoke, 1);
+                put_u(&b, s->clients[i].input_len, 4);
+                put(&b, s->clients[i].input, s->clients[i].input_len);
+        }
         if (b.failed || b.len - HEADER > MAX_BODY) {
                 free(b.p);
                 return b.failed ? -ENOMEM : -EFBIG;
@@ -267,28 +276,70 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         }
 }
 
+static void take_clients(struct cur *c, struct reexec_state *s)
+{
+        uint64_t n = take_u(c, 4, "the count of control connections");
+        bool answer_found = s->answer_fd == -1;
+        if (!c->bad && n > REEXEC_MAX_CLIENTS)
+                bad(c, "%llu control connections, at most %u", (unsigned long long)n, REEXEC_MAX_CLIENTS);
+        if (!c->bad && !(s->clients = calloc(n + 1, sizeof *s->clients)))
+                bad(c, "out of memory");
+        for (size_t i = 0; i < n && !c->bad; i++) {
+                struct control_handoff *h = &s->clients[i];
+                h->fd = take_fd(c, "a control connection");
+                uint64_t spoke = take_u(c, 1, "a flag"), len = take_u(c, 4, "a length");
+                if (!c->bad && (spoke > 1 || len > REEXEC_MAX_INPUT || len > c->len - c->at)) {
+                        bad(c, "a control connection's input of %llu bytes (flag %llu)", (unsigned long long)len,
+                            (unsigned long long)spoke);
+                        break;
+                }
+                h->spoke = spoke;
+                h->input = c->p + c->at;
+                h->input_len = len;
+                c->at += len;
+                answer_found = answer_found || h->fd == s->answer_fd;
+                s->n_clients = i + 1;
+        }
+        if (!c->bad && !answer_found)
+                bad(c, "the requester's connection %d is none of the connections handed on", s->answer_fd);
+}
+
+/* An fd of the state's, and whether it is named before (the n fds in v
+ * so far: appended). */
+static bool seen_fd(int *v, size_t *n, int fd)
+{
+        for (size_t i = 0; i < *n; i++)
+                if (v[i] == fd)
+                        return true;
+        v[(*n)++] = fd;
+        return false;
+}
+
 /* Each fd once in the whole state. */
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
+        size_t n = 0;
+        int *v = c->bad ? NULL : calloc(1 + 4 * s->n + s->n_clients, sizeof *v);
+        if (!c->bad && !v) {
+                bad(c, "out of memory");
+                return;
+        }
+        if (v)
+                seen_fd(v, &n, s->listen_fd);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
                 const struct unit_saved *u = &s->units[i];
                 const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
-                for (size_t k = 0; k < 4 && u->state == UNIT_READY; k++) {
-                        int fd = fds[k], seen = fd == s->listen_fd || fd == s->answer_fd;
-                        for (size_t j = 0; j < i && !seen; j++) {
-                                const struct unit_saved *o = &s->units[j];
-                                seen = o->state == UNIT_READY && (fd == o->rpc_fd || fd == o->report_fd ||
-                                                                  fd == o->out_fd || fd == o->err_fd);
-                        }
-                        for (size_t j = 0; j < k && !seen; j++)
-                                seen = fds[j] == fd;
-                        if (seen)
-                                bad(c, "fd %d is named twice", fd);
-                }
+                for (size_t k = 0; k < 4 && u->state == UNIT_READY && !c->bad; k++)
+                        if (seen_fd(v, &n, fds[k]))
+                                bad(c, "fd %d is named twice", fds[k]);
                 for (size_t j = 0; j < i && !c->bad; j++)
                         if (strcmp(s->units[j].name, u->name) == 0)
                                 bad(c, "gadget %s is named twice", u->name);
         }
+        for (size_t i = 0; i < s->n_clients && !c->bad; i++)
+                if (seen_fd(v, &n, s->clients[i].fd))
+                        bad(c, "fd %d is named twice", s->clients[i].fd);
+        free(v);
 }
 
 int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
@@ -346,8 +397,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
                 take_unit(&c, &s->units[i]);
                 s->n = i + 1;
         }
-        if (!c.bad && s->listen_fd == s->answer_fd)
-                bad(&c, "fd %d is named twice", s->listen_fd);
+        take_clients(&c, s);
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
@@ -359,6 +409,7 @@ void reexec_state_free(struct reexec_state *s)
         for (size_t i = 0; s->units && i < s->n; i++)
                 free((void *)s->units[i].methods);
         free(s->units);
+        free(s->clients);
         free(s->mem);
         *s = (struct reexec_state){ .listen_fd = -1, .answer_fd = -1 };
 }
@@ -373,7 +424,8 @@ static void set_cloexec(int fd, bool on)
 void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 {
         set_cloexec(s->listen_fd, !inherit);
-        set_cloexec(s->answer_fd, !inherit);
+        for (size_t i = 0; i < s->n_clients; i++)
+                set_cloexec(s->clients[i].fd, !inherit);
         for (size_t i = 0; i < s->n; i++) {
                 const struct unit_saved *u = &s->units[i];
                 if (u->state != UNIT_READY)
@@ -386,8 +438,11 @@ void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 
 bool reexec_fd_kept(const struct reexec_state *s, int fd)
 {
-        if (fd == s->listen_fd || fd == s->answer_fd)
+        if (fd == s->listen_fd)
                 return true;
+        for (size_t i = 0; i < s->n_clients; i++)
+                if (fd == s->clients[i].fd)
+                        return true;
         for (size_t i = 0; i < s->n; i++) {
                 const struct unit_saved *u = &s->units[i];
                 if (u->state == UNIT_READY &&

@@ -8,18 +8,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control/control.h"
 #include "core/core.h"
 
 #define REEXEC_OPTION "--reexec-state"
 #define REEXEC_MAX_UNITS 65536u
+#define REEXEC_MAX_CLIENTS 65536u
+#define REEXEC_MAX_INPUT (8u << 20)  /* of one control connection, read and not handled */
 
 struct reexec_state {
         int listen_fd;          /* the control socket, listening */
         bool activated;         /* made by systemd (gadgetd.socket) */
-        int answer_fd;          /* the connection of whoever asked, or -1 */
+        int answer_fd;          /* the connection of whoever asked (one of clients), or -1 */
         uint64_t answer_id;     /* its request's id */
         size_t n;
         struct unit_saved *units;
+        size_t n_clients;       /* the control connections handed on */
+        struct control_handoff *clients;
         void *mem;              /* read: what units' strings point into */
 };
 

@@ -636,13 +636,69 @@ void control_reexec_failed(struct control *c, int code, const char *msg)
         c->reexec_asked = false;
 }
 
-void control_reexec_answer(int fd, uint64_t id, const char *msg)
+int control_reexec_quiet(const struct control *c, char *why, size_t len)
 {
-        struct answer a;
-        int fl = fcntl(fd, F_GETFL);
-        /* Small: fits the socket buffer, sent whole even on a full one. */
-        if (fl >= 0)
-                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-        wire_send(fd, &answer_done(&a, id, msg)->base, WIRE_MAX_FRAME);
-        close(fd);
+        const struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link) {
+                if (!LIST_EMPTY(&cl->loads)) {
+                        snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
+                        return -EBUSY;
+                }
+                if (conn_pending(cl->conn) && !cl->stream) {
+                        snprintf(why, len, "answers to uid %u (pid %d) are still being sent", (unsigned)cl->cred.uid,
+                                 (int)cl->cred.pid);
+                        return -EBUSY;
+                }
+        }
+        return 0;
+}
+
+size_t control_reexec_clients(const struct control *c, struct control_handoff *out, size_t max)
+{
+        size_t n = 0;
+        const struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link) {
+                if (n == max || cl->stream || cl->refused || conn_input_ended(cl->conn) || conn_fd(cl->conn) < 0)
+                        continue;
+                if (out) {
+                        out[n] = (struct control_handoff){ .fd = conn_fd(cl->conn), .spoke = cl->spoke };
+                        out[n].input_len = conn_buffered(cl->conn, &out[n].input);
+                }
+                n++;
+        }
+        return n;
+}
+
+int control_adopt_client(struct control *c, const struct control_handoff *h)
+{
+        struct peercred pc;
+        int fl = fcntl(h->fd, F_GETFL);
+        if (fl < 0 || fcntl(h->fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(h->fd, F_SETFD, FD_CLOEXEC) < 0 ||
+            peercred_get(h->fd, &pc) < 0) {
+                close(h->fd);
+                return -errno;
+        }
+        /* Admitted by the image before, held to the same limits. */
+        if (admit(c, h->fd, &pc) < 0)
+                return -EPERM;
+        add_client(c, h->fd, &pc);
+        struct client *cl = LIST_FIRST(&c->clients);
+        if (!cl || conn_fd(cl->conn) != h->fd)
+                return -ENOMEM;
+        cl->spoke = h->spoke;
+        if (conn_preload(cl->conn, h->input, h->input_len) < 0) {
+                conn_drop(cl->conn, -ENOMEM);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void control_reexec_done(struct control *c, int fd, uint64_t id, const char *msg)
+{
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
+                if (conn_fd(cl->conn) == fd) {
+                        client_done(cl, id, "%s", msg);
+                        return;
+                }
 }

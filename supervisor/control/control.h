@@ -101,9 +101,29 @@ void control_reexec_info(const struct control *c, int *listen_fd, bool *activate
 void control_reexec_hold(struct control *c, bool hold);
 /* The re-exec did not happen: its requester gets code and msg. */
 void control_reexec_failed(struct control *c, int code, const char *msg);
-/* In the new image: the requester's connection (fd, taken) gets Done with
- * msg for request id, and closes. */
-void control_reexec_answer(int fd, uint64_t id, const char *msg);
+/* A control connection a re-exec hands on: its fd, whether its first
+ * request came (of this protocol version), and what was read of it and
+ * not handled (pipelined requests, a partial frame). */
+struct control_handoff {
+        int fd;
+        bool spoke;
+        const uint8_t *input;
+        size_t input_len;
+};
+/* Whether the connections can be handed on now: every answer sent, no
+ * load in flight. 0, or -EBUSY with why. */
+int control_reexec_quiet(const struct control *c, char *why, size_t len);
+/* The connections handed on, up to max (not those following logs or whose
+ * input ended: they close at the exec): their number (out NULL: only
+ * counted). */
+size_t control_reexec_clients(const struct control *c, struct control_handoff *out, size_t max);
+/* In the new image: a connection handed on (its fd taken, whatever the
+ * outcome) is a client again, its input read on from where it was. 0 or
+ * -errno. */
+int control_adopt_client(struct control *c, const struct control_handoff *h);
+/* In the new image: the client on fd, who asked for the re-exec, gets Done
+ * with msg for request id. */
+void control_reexec_done(struct control *c, int fd, uint64_t id, const char *msg);
 /* New log lines of u for clients following its log. */
 void control_log_added(struct control *c, struct unit *u, size_t lines);
 /* A new audit record of gadget, for clients following its audit log. */

@@ -204,7 +204,7 @@ size_t peer_signatures(const struct peer *p, char ***texts)
 
 size_t peer_buffered(const struct peer *p)
 {
-        return conn_buffered(p->conn);
+        return conn_buffered(p->conn, NULL);
 }
 
 int peer_fd(const struct peer *p)

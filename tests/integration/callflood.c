@@ -8,7 +8,9 @@
  *       one call at a time until SIGTERM or SIGINT, then also "sent N",
  *       "unanswered N" and the latencies ("p50_us", "p99_us", "max_us"):
  *       the healthy caller of the hostile-load tests and benchmarks. A call
- *       unanswered after 30 s counts as unanswered and ends the run. */
+ *       unanswered after 30 s counts as unanswered and ends the run;
+ *       "mismatched N": answers of another id than the call's (answered
+ *       twice, or out of turn). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +30,10 @@
 #include "wire.h"
 
 static volatile sig_atomic_t stop_now;
+/* --steady: the id the next answer must have (0: not checked), and the
+ * answers that had another (a call answered twice, or out of turn). */
+static uint64_t want_id;
+static int mismatched;
 
 static void on_stop(int sig)
 {
@@ -107,6 +113,8 @@ static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *cod
         Control__Response *resp = control__response__unpack(NULL, len, data);
         if (!resp)
                 exit(1);
+        if (want_id && resp->id != want_id)
+                mismatched++;
         if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT)
                 (*ok)++;
         /* CALLFLOOD_RESULTS: each integer result with its call's id (calls
@@ -184,6 +192,7 @@ static int steady(int fd, char **argv, Gadget__Value *args)
         int ok = 0, codes[32] = { 0 }, sent = 0;
         while (!stop_now && lat) {
                 put_call(&w, (uint64_t)sent + 1, argv, args);
+                want_id = (uint64_t)sent + 1;
                 uint64_t t0 = now_us();
                 if (wire_writer_flush(&w, fd) != 0)
                         break;
@@ -199,6 +208,7 @@ static int steady(int fd, char **argv, Gadget__Value *args)
                 lat[n++] = now_us() - t0;
         }
         printf("sent %d\n", sent);
+        printf("mismatched %d\n", mismatched);
         print_counts(sent, ok, codes);
         if (n) {
                 qsort(lat, n, sizeof *lat, cmp_u64);

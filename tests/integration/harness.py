@@ -381,8 +381,8 @@ class Healthy:
         r = self.finish()
         if exc is None:
             check(r.get("sent", 0) > 0, "the healthy caller made no call")
-            check(r.get("ok") == r.get("sent") and r.get("unanswered") == 0,
-                  "healthy calls not all answered: %r" % r)
+            check(r.get("ok") == r.get("sent") and r.get("unanswered") == 0 and r.get("mismatched", 0) == 0,
+                  "healthy calls not all answered once, in turn: %r" % r)
 
 
 # The host's own gadgetd directories (the defaults of --run-dir,

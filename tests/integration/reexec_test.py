@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from harness import Daemon, check, main, pid_alive, policy, test, wait_for, workers
+from harness import Daemon, Healthy, check, main, pid_alive, policy, test, wait_for, workers
 
 REEXECS = 5
 
@@ -90,6 +90,33 @@ def reexec_keeps_gadgets(tmp):
         check(len(alive) == 3, "three gadgets run: %r" % alive)
         check(d.stop() == 0, "gadgetd stops")
         check(all(not pid_alive(p) for p in alive), "a gadget outlived gadgetd's stop: %r" % alive)
+
+
+@test
+def reexec_steady_caller_sees_nothing(tmp):
+    """A caller on one control connection, one call after the other,
+    through 5 re-execs: every call answered once, in turn, none refused;
+    its connection is handed on with what it had sent."""
+    with Daemon(tmp) as d:
+        load(d, "plain", "")
+        wait_for(lambda: d.state("plain") == "ready", what="plain ready")
+        pid = pid_of(d, "plain")
+
+        def calls():
+            return json.loads(d.ctl("--json", "status", "plain").stdout)["calls"]
+
+        with Healthy(d, "plain", "echo", "7") as h:
+            for i in range(1, REEXECS + 1):
+                seen = calls()
+                wait_for(lambda: calls() >= seen + 50, what="50 more calls before re-exec %d" % i)
+                r = d.ctl("daemon-reexec")
+                check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
+                      "daemon-reexec %d: %r" % (i, r))
+            seen = calls()
+            wait_for(lambda: calls() >= seen + 50, what="50 more calls after the last re-exec")
+        print("steady caller through %d re-execs: %r" % (REEXECS, h.result))
+        check(h.result["sent"] >= 300, "too few calls: %r" % h.result)
+        check(pid_of(d, "plain") == pid, "the gadget's pid changed")
 
 
 def damaged(tmp, how):
