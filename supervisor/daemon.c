@@ -611,7 +611,7 @@ static void reexec_begin(void *arg)
         struct daemon *d = arg;
         const char *why = NULL;
         if (d->gateway || d->forward)
-                why = "not offered yet with the gateway (GatewayListen=) or the link to other nodes "
+                why = "not offered yet with the gateway ([Gateway] Listen=) or the link to other nodes "
                       "(PeerCertificate=): their connections are not handed on";
         else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
                 why = "policy files are being read for gadgetctl load or restart: try again";
