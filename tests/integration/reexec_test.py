@@ -8,10 +8,12 @@ image serves on. Usage: reexec_test.py TEST. Environment: GADGETD,
 GADGETCTL, TESTGADGET."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
-from harness import Daemon, Healthy, check, main, pid_alive, policy, test, wait_for, workers
+import harness
+from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, policy, test, wait_for, workers
 
 REEXECS = 5
 
@@ -117,6 +119,46 @@ def reexec_steady_caller_sees_nothing(tmp):
         print("steady caller through %d re-execs: %r" % (REEXECS, h.result))
         check(h.result["sent"] >= 300, "too few calls: %r" % h.result)
         check(pid_of(d, "plain") == pid, "the gadget's pid changed")
+
+
+def build_copy(tmp):
+    """gadgetd and gadgetd-sandbox copied into a tree that reads as a
+    build tree (how gadgetd finds its sandbox helper): the binary there can
+    be removed or replaced under a running gadgetd, as a package upgrade
+    does. Returns the copy of gadgetd."""
+    build = os.path.dirname(os.path.dirname(GADGETD))
+    tree = os.path.join(tmp, "tree")
+    os.makedirs(os.path.join(tree, "meson-private"))
+    for rel in ("supervisor/gadgetd", "worker/sandbox/gadgetd-sandbox"):
+        os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
+        shutil.copy2(os.path.join(build, rel), os.path.join(tree, rel))
+    return os.path.join(tree, "supervisor", "gadgetd")
+
+
+@test
+def reexec_runs_the_file_on_disk(tmp):
+    """An exec that fails (the binary removed) leaves the old image
+    serving, its gadget untouched, and says why; a replaced binary (a new
+    file at the path, as a package upgrade writes it) is the one run."""
+    copy = build_copy(tmp)
+    harness.GADGETD = copy  # what Daemon runs (one test per process)
+    with Daemon(tmp) as d:
+        load(d, "plain", "")
+        wait_for(lambda: d.state("plain") == "ready", what="plain ready")
+        pid = pid_of(d, "plain")
+        os.unlink(copy)
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 1 and "cannot execute %s: No such file or directory" % copy in r.stderr,
+              "re-exec of a removed binary: %r" % r)
+        check(pid_of(d, "plain") == pid and d.proc.poll() is None, "the old image does not serve on")
+        echo(d, "plain", 1)
+        shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(GADGETD)), "supervisor", "gadgetd"), copy)
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout, "re-exec: %r" % r)
+        check(os.stat("/proc/%d/exe" % d.proc.pid).st_ino == os.stat(copy).st_ino,
+              "gadgetd does not run the new file")
+        check(pid_of(d, "plain") == pid, "the gadget's pid changed")
+        echo(d, "plain", 2)
 
 
 def damaged(tmp, how):
