@@ -331,3 +331,28 @@ def load_control_root_loads_wait_their_turn(tmp):
             kinds.append("done" if 3 in m else "error: %r" % attacks.parse(m[2][0]) if 2 in m else "other")
         check(kinds == ["done"] * len(paths), "answers: %r" % kinds)
         wait_for(lambda: all(d.state("g%02d" % i) == "ready" for i in range(12)), what="the 12 gadgets ready")
+
+
+@test
+def load_control_reexec_flood(tmp):
+    """gadgetctl daemon-reexec from a group member, 30 times: each refused
+    as root's only, no re-exec; then 10 from root at once: each answered
+    (re-executed, one after the other, or busy), while a healthy caller's
+    calls are all answered once and the gadget keeps its pid."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = json.loads(d.ctl("--json", "status", "good").stdout)["pid"]
+        with Healthy(d, "good"):
+            for _ in range(30):
+                r = d.ctl("daemon-reexec", user=NOBODY, groups=(65534,))
+                check(r.returncode != 0 and "daemon-reexec is root's only" in r.stderr, "member's re-exec: %r" % r)
+            check("re-executing" not in d.logtext(), "a member's request re-executed gadgetd")
+            procs = [subprocess.Popen([harness.GADGETCTL, "--socket", d.sock, "daemon-reexec"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(10)]
+            outs = [p.communicate(timeout=120) for p in procs]
+            done = sum(p.returncode == 0 and "re-executed in place" in o for p, (o, e) in zip(procs, outs))
+            busy = sum(p.returncode != 0 and "already under way" in e for p, (o, e) in zip(procs, outs))
+            check(done >= 1 and done + busy == 10, "root's re-execs: %r" % [(p.returncode, o, e) for p, (o, e)
+                                                                            in zip(procs, outs)])
+            print("10 re-execs at once: %d done, %d busy" % (done, busy))
+        check(json.loads(d.ctl("--json", "status", "good").stdout)["pid"] == pid, "the gadget's pid changed")
