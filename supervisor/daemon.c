@@ -28,6 +28,7 @@
 #include "system/loader.h"
 #include "system/loads.h"
 #include "system/peercred.h"
+#include "system/proc.h"
 #include "alarms/alarms.h"
 #include "core/core.h"
 #include "policy.h"
@@ -808,22 +809,12 @@ static size_t end_orphans(const pid_t *kept, size_t n)
         pid_t ended[4096];
         size_t k = 0;
         while (dp && (de = readdir(dp)) && k < sizeof ended / sizeof *ended) {
-                char path[300], buf[512];
                 pid_t pid = atoi(de->d_name);
                 if (pid <= 1 || pid_in(kept, n, pid))
                         continue;
-                snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-                int fd = open(path, O_RDONLY | O_CLOEXEC);
-                ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-                if (fd >= 0)
-                        close(fd);
-                buf[r > 0 ? r : 0] = '\0';
-                const char *p = strrchr(buf, ')');
-                long ppid = 0;
                 /* Why a kill by pid is safe: a child is not reaped, so its
                  * pid cannot be another process's. */
-                if (p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid() &&
-                    kill(pid, SIGKILL) == 0)
+                if (proc_is_child(pid) && kill(pid, SIGKILL) == 0)
                         ended[k++] = pid;
         }
         if (dp)

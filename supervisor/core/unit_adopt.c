@@ -12,6 +12,7 @@
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
+#include "system/proc.h"
 
 int core_reexec_quiet(struct core *c, char *why, size_t len)
 {
@@ -86,23 +87,6 @@ void unit_save(struct unit *u, struct unit_saved *s)
         s->sig_texts = sigs;
 }
 
-/* True if pid's parent is this process: a re-exec keeps its pid, and its
- * workers stay its children. */
-static bool our_child(pid_t pid)
-{
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        buf[n > 0 ? n : 0] = '\0';
-        const char *p = strrchr(buf, ')');
-        long ppid = 0;
-        return p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid();
-}
-
 int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len)
 {
         const struct unit_origin o = { .hash = s->policy_hash, .from_dir = s->from_dir };
@@ -134,7 +118,8 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
                 fcntl(fds[i], F_SETFD, FD_CLOEXEC);
                 fcntl(fds[i], F_SETFL, O_NONBLOCK);
         }
-        if (!our_child(s->pid)) {
+        /* A re-exec keeps gadgetd's pid, and its workers stay its children. */
+        if (!proc_is_child(s->pid)) {
                 /* Not ours to kill: a pid reused, or a state file that lies. */
                 u->child.pid = -1;
                 snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);

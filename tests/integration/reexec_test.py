@@ -13,21 +13,13 @@ import subprocess
 import sys
 
 import harness
-from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, policy, test, wait_for, workers
+from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
 
 REEXECS = 5
 
 
-def load(d, name, body):
-    policy(d.pol, name, body)
-    r = d.ctl("reload")
-    check(r.returncode == 0, "reload: %r" % r.stderr)
-
-
 def pid_of(d, name):
-    r = d.ctl("--json", "status", name)
-    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
-    return json.loads(r.stdout)["pid"]
+    return d.status(name)["pid"]
 
 
 def kv(d, op, args):
@@ -56,10 +48,10 @@ def zombie_or_gone(pid):
 @test
 def reexec_keeps_gadgets(tmp):
     with Daemon(tmp) as d:
-        load(d, "store", "Restart=always\n[Binding DATA]\nType=kv\n")
-        load(d, "plain", "Restart=always\n")
-        load(d, "idle", "Start=on-demand\n")
-        load(d, "halted", "Restart=no\n")
+        d.add("store", "Restart=always\n[Binding DATA]\nType=kv\n")
+        d.add("plain", "Restart=always\n")
+        d.add("idle", "Start=on-demand\n")
+        d.add("halted", "Restart=no\n")
         wait_for(lambda: listing(d) == {"store": "ready", "plain": "ready", "idle": "idle", "halted": "ready"},
                  what="the gadgets ready: %r" % listing(d))
         check(d.ctl("stop", "halted").returncode == 0, "stop halted")
@@ -100,12 +92,12 @@ def reexec_steady_caller_sees_nothing(tmp):
     through 5 re-execs: every call answered once, in turn, none refused;
     its connection is handed on with what it had sent."""
     with Daemon(tmp) as d:
-        load(d, "plain", "")
+        d.add("plain", "")
         wait_for(lambda: d.state("plain") == "ready", what="plain ready")
         pid = pid_of(d, "plain")
 
         def calls():
-            return json.loads(d.ctl("--json", "status", "plain").stdout)["calls"]
+            return d.status("plain")["calls"]
 
         with Healthy(d, "plain", "echo", "7") as h:
             for i in range(1, REEXECS + 1):
@@ -143,7 +135,7 @@ def reexec_runs_the_file_on_disk(tmp):
     copy = build_copy(tmp)
     harness.GADGETD = copy  # what Daemon runs (one test per process)
     with Daemon(tmp) as d:
-        load(d, "plain", "")
+        d.add("plain", "")
         wait_for(lambda: d.state("plain") == "ready", what="plain ready")
         pid = pid_of(d, "plain")
         os.unlink(copy)
@@ -164,7 +156,7 @@ def reexec_runs_the_file_on_disk(tmp):
 def damaged(tmp, how):
     env = dict(os.environ, GADGETD_TEST_REEXEC_DAMAGE=how)
     with Daemon(tmp, env=env) as d:
-        load(d, "store", "Restart=always\n[Binding DATA]\nType=kv\n")
+        d.add("store", "Restart=always\n[Binding DATA]\nType=kv\n")
         wait_for(lambda: d.state("store") == "ready", what="store ready")
         old = pid_of(d, "store")
         r = d.ctl("daemon-reexec")
@@ -194,12 +186,12 @@ def reexec_truncated_state_fails_closed(tmp):
 @test
 def reexec_refused_while_a_call_runs(tmp):
     with Daemon(tmp) as d:
-        load(d, "slow", "CallTimeout=30s\n")
+        d.add("slow", "CallTimeout=30s\n")
         wait_for(lambda: d.state("slow") == "ready", what="slow ready")
         pid = pid_of(d, "slow")
         call = subprocess.Popen([os.environ["GADGETCTL"], "--socket", d.sock, "call", "slow", "sleep",
                                  json.dumps({"ms": 6000})], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: json.loads(d.ctl("--json", "status", "slow").stdout).get("in_flight") == 1,
+        wait_for(lambda: d.status("slow").get("in_flight") == 1,
                  what="the call in flight")
         r = d.ctl("daemon-reexec")
         check(r.returncode != 0 and "gadget slow has calls in flight after 2 s" in r.stderr,
