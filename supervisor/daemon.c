@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -28,13 +27,13 @@
 #include "system/loader.h"
 #include "system/loads.h"
 #include "system/peercred.h"
-#include "system/proc.h"
 #include "alarms/alarms.h"
 #include "core/core.h"
 #include "policy.h"
 #include "system/timer.h"
 #include "system/monotime.h"
 #include "contract.h"
+#include "adopt.h"
 #include "reexec.h"
 
 #define QUIT_TIMEOUT_MS 5000
@@ -65,6 +64,7 @@ struct daemon {
         /* The next image: what the previous one handed on (-1: none). */
         int reexec_fd;
         bool reexeced;
+        bool adopted;              /* its state read: it runs what the previous image ran, as it was */
         struct reexec_state adopt;
 };
 
@@ -446,9 +446,6 @@ static void load_recorded(struct daemon *d)
                         LOADS_FILE, bad);
         for (size_t i = 0; i < n; i++) {
                 struct peercred cred = { .uid = v[i].uid, .gid = v[i].gid };
-                /* Adopted after a re-exec: as it was, stopped ones too. */
-                if (d->reexeced && core_find(d->core, v[i].name))
-                        continue;
                 struct policy *p = NULL;
                 uint64_t hash = 0;
                 enum control_reload_what what;
@@ -762,112 +759,6 @@ static void raise_nofile(void)
         }
 }
 
-/* The next image's first step, before it opens anything: the state the
- * previous image handed on. Every other fd it inherited is closed; a
- * state that cannot be read hands on nothing (its gadgets are ended by
- * adopt_units). */
-static void adopt_read(struct daemon *d)
-{
-        char err[512];
-        int e = reexec_state_read(d->reexec_fd, &d->adopt, err, sizeof err), fds[1024];
-        size_t n = 0;
-        close(d->reexec_fd);
-        if (e < 0) {
-                log_msg(L_ERR, NULL, "the state handed on by gadgetd's re-exec (%s %d) cannot be read, so no gadget "
-                        "is adopted and those of the previous image are ended: %s", REEXEC_OPTION, d->reexec_fd, err);
-                reexec_state_free(&d->adopt);
-        }
-        DIR *dp = opendir("/proc/self/fd");
-        struct dirent *de;
-        while (dp && (de = readdir(dp)) && n < sizeof fds / sizeof *fds) {
-                int fd = atoi(de->d_name);
-                if (fd > 2 && fd != dirfd(dp) && !reexec_fd_kept(&d->adopt, fd))
-                        fds[n++] = fd;
-        }
-        if (dp)
-                closedir(dp);
-        for (size_t i = 0; i < n; i++)
-                close(fds[i]);
-}
-
-/* True if pid is one of the n in v. */
-static bool pid_in(const pid_t *v, size_t n, pid_t pid)
-{
-        for (size_t i = 0; i < n; i++)
-                if (v[i] == pid)
-                        return true;
-        return false;
-}
-
-/* Ends every child of gadgetd but the n workers in kept: what the previous
- * image left that was not adopted (no sandbox lives on without a gadgetd
- * that watches it). Returns how many. */
-static size_t end_orphans(const pid_t *kept, size_t n)
-{
-        DIR *dp = opendir("/proc");
-        struct dirent *de;
-        pid_t ended[4096];
-        size_t k = 0;
-        while (dp && (de = readdir(dp)) && k < sizeof ended / sizeof *ended) {
-                pid_t pid = atoi(de->d_name);
-                if (pid <= 1 || pid_in(kept, n, pid))
-                        continue;
-                /* Why a kill by pid is safe: a child is not reaped, so its
-                 * pid cannot be another process's. */
-                if (proc_is_child(pid) && kill(pid, SIGKILL) == 0)
-                        ended[k++] = pid;
-        }
-        if (dp)
-                closedir(dp);
-        for (size_t i = 0; i < k; i++)
-                waitpid(ended[i], NULL, 0);
-        return k;
-}
-
-/* The next image takes the gadgets over, each on its policy file read
- * again (a file changed since its load: not adopted, ended, and loaded
- * anew by the reload after). Then the requester is told. */
-static void adopt_units(struct daemon *d, char *out, size_t outlen)
-{
-        size_t running = 0, adopted = 0, nk = 0;
-        pid_t *kept = calloc(d->adopt.n + 1, sizeof *kept);
-        char msg[8192];
-        for (size_t i = 0; i < d->adopt.n; i++) {
-                struct unit_saved *s = &d->adopt.units[i];
-                struct policy *p = NULL;
-                uint64_t hash = 0;
-                int e = loader_read(s->path, NULL, s->from_dir, &p, &hash, msg, sizeof msg);
-                running += s->state == UNIT_READY;
-                if (e >= 0 && (hash != s->policy_hash || strcmp(p->name, s->name) != 0)) {
-                        snprintf(msg, sizeof msg, "%s changed since it was loaded", s->path);
-                        policy_free(p);
-                        e = -ESTALE;
-                }
-                if (e < 0) {
-                        log_msg(L_ERR, s->name, "not adopted after gadgetd's re-exec, ended: %s", msg);
-                        const int fds[] = { s->rpc_fd, s->report_fd, s->out_fd, s->err_fd };
-                        for (size_t k = 0; k < 4; k++)
-                                if (fds[k] >= 0)
-                                        close(fds[k]);
-                        continue;
-                }
-                if (core_adopt(d->core, p, s, msg, sizeof msg) >= 0 && s->state == UNIT_READY) {
-                        adopted++;
-                        if (kept)
-                                kept[nk++] = s->pid;
-                }
-        }
-        size_t ended = end_orphans(kept, nk);
-        free(kept);
-        snprintf(out, outlen, "gadgetd re-executed in place (pid %d): %zu of %zu running gadgets adopted", (int)getpid(),
-                 adopted, running);
-        if (ended) {
-                size_t o = strlen(out);
-                snprintf(out + o, outlen - o, "; %zu processes it could not adopt were ended (see its log)", ended);
-        }
-        log_msg(adopted == running && !ended ? L_INFO : L_WARN, NULL, "%s", out);
-}
-
 static int setup(struct daemon *d)
 {
         const struct config *c = &d->cfg;
@@ -888,7 +779,7 @@ static int setup(struct daemon *d)
         if ((e = open_core(d)) < 0)
                 return e;
         if (d->reexeced)
-                adopt_units(d, adopted, sizeof adopted);
+                d->adopted = adopt_units(d->core, &d->adopt, adopted, sizeof adopted);
         if ((e = open_forward(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
@@ -978,7 +869,7 @@ int daemon_main(int argc, char **argv)
         }
         if (d.reexec_fd >= 0) {
                 d.reexeced = true;
-                adopt_read(&d);
+                adopt_read(d.reexec_fd, &d.adopt);
         }
         self_path(d.self_path, sizeof d.self_path);
         d.argv = calloc((size_t)argc + 1, sizeof *d.argv);
@@ -996,8 +887,11 @@ int daemon_main(int argc, char **argv)
         }
         log_msg(L_INFO, NULL, "policy directory %s, state directory %s, control socket %s",
                 d.cfg.policy_dir, d.cfg.state_dir, d.cfg.socket_path);
-        reload(&d, NULL, NULL);
-        load_recorded(&d);
+        /* A re-exec is no reload: the gadgets adopted are what runs. */
+        if (!d.adopted) {
+                reload(&d, NULL, NULL);
+                load_recorded(&d);
+        }
         /* Loaded and listening: systemd may order the next units after us. */
         notify_ready(d.notify);
         event_base_dispatch(d.base);

@@ -3,7 +3,8 @@
  *   "GDREEXEC" u32 version u32 body-length u64 FNV-1a of the body, then
  *   the body: i32 listen-fd u8 activated i32 answer-fd u64 answer-id
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
- *   str cause, u32 restarts, u64 calls, and if READY: i32 pid, i32 rpc,
+ *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
+ *   and if READY: i32 pid, i32 rpc,
  *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
@@ -28,9 +29,10 @@
 #define MAGIC "GDREEXEC"
 #define VERSION 1u
 #define HEADER (8 + 4 + 4 + 8)
-#define MAX_BODY (64u << 20)
+#define MAX_BODY (256u << 20)
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
 #define MAX_METHODS 1024u
+#define MAX_POLICY (1u << 20)  /* POLICY_MAX_FILE */
 
 struct buf {
         uint8_t *p;
@@ -91,6 +93,8 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         put_str(b, u->cause);
         put_u(b, u->restarts, 4);
         put_u(b, u->calls, 8);
+        put_u(b, u->text_len, 4);
+        put(b, u->text, u->text_len);
         if (u->state != UNIT_READY)
                 return;
         const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
@@ -243,6 +247,14 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         u->cause = take_str(c, "a cause");
         u->restarts = (uint32_t)take_u(c, 4, "a count");
         u->calls = take_u(c, 8, "a count");
+        uint64_t tl = take_u(c, 4, "a length");
+        if (!c->bad && (tl > MAX_POLICY || tl > c->len - c->at))
+                bad(c, "%s's policy text of %llu bytes", u->name, (unsigned long long)tl);
+        if (!c->bad) {
+                u->text = (const char *)c->p + c->at;
+                u->text_len = tl;
+                c->at += tl;
+        }
         if (c->bad || state != UNIT_READY)
                 return;
         u->pid = (int32_t)(uint32_t)take_u(c, 4, "a pid");
@@ -401,6 +413,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
+        s->read = !c.bad;
         return c.bad ? -EINVAL : 0;
 }
 

@@ -26,6 +26,7 @@ struct reexec_state {
         size_t n_clients;       /* the control connections handed on */
         struct control_handoff *clients;
         void *mem;              /* read: what units' strings point into */
+        bool read;              /* read whole and checked (reexec_state_read) */
 };
 
 /* The state in a new memfd (inherited across exec): its fd, or -errno. */

@@ -61,6 +61,8 @@ struct unit_saved {
         bool from_dir;              /* loaded from the policy directory */
         int state;                  /* enum unit_state: READY (runs), STOPPED, FAILED or IDLE */
         const char *cause;          /* why it last stopped or failed */
+        const char *text;           /* its policy file's bytes as loaded (the policy it runs), or NULL */
+        size_t text_len;
         uint32_t restarts;
         uint64_t calls;
         /* Running (READY) only: */

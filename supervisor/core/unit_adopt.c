@@ -70,7 +70,8 @@ void unit_save(struct unit *u, struct unit_saved *s)
         *s = (struct unit_saved){ .name = u->policy->name, .path = u->policy->path, .policy_hash = u->policy_hash,
                                   .from_dir = u->from_dir, .state = (int)u->state, .cause = u->cause,
                                   .restarts = u->restarts, .calls = u->calls, .pid = -1, .rpc_fd = -1,
-                                  .report_fd = -1, .out_fd = -1, .err_fd = -1 };
+                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .text = u->policy->text,
+                                  .text_len = u->policy->text ? u->policy->text_len : 0 };
         if (u->state != UNIT_READY || !u->peer)
                 return;
         s->pid = u->child.pid;

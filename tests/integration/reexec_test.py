@@ -87,6 +87,29 @@ def reexec_keeps_gadgets(tmp):
 
 
 @test
+def reexec_keeps_the_policy_in_effect(tmp):
+    """A policy file changed since its load: the re-exec keeps the gadget
+    on the policy it runs (same pid, no restart), says so in its status,
+    and a reload then applies the file."""
+    with Daemon(tmp) as d:
+        d.add("plain", "CallTimeout=7s\n")
+        wait_for(lambda: d.state("plain") == "ready", what="plain ready")
+        pid = pid_of(d, "plain")
+        with open(os.path.join(d.pol, "plain.policy"), "a") as f:
+            f.write("Restart=always\n")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout, "daemon-reexec: %r" % r)
+        st = d.status("plain")
+        check(st["pid"] == pid and st["restarts"] == 0, "the gadget restarted: %r" % st)
+        check(st.get("kept_errors") == 1, "its status does not say it is kept on its policy: %r" % st)
+        cat = d.ctl("cat", "plain").stdout
+        check("CallTimeout=7s" in cat and "Restart=always" not in cat.split("\n\n")[0], "cat: %r" % cat)
+        r = d.ctl("reload")
+        check(r.returncode == 0 and "restarted: plain" in r.stdout, "reload applies the file: %r" % r)
+        wait_for(lambda: d.state("plain") == "ready" and pid_of(d, "plain") != pid, what="plain restarted")
+
+
+@test
 def reexec_steady_caller_sees_nothing(tmp):
     """A caller on one control connection, one call after the other,
     through 5 re-execs: every call answered once, in turn, none refused;

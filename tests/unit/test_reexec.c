@@ -23,7 +23,8 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
         static const uint8_t input[] = { 5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o' };
         u[0] = (struct unit_saved){ .name = "alpha", .path = "/etc/gadgetd/policy.d/alpha.policy",
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
-                                    .restarts = 2, .calls = 99, .pid = 4242, .rpc_fd = fds[0],
+                                    .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
+                                    .pid = 4242, .rpc_fd = fds[0],
                                     .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
                                     .sig_texts = sigs };
@@ -90,6 +91,9 @@ static void test_round_trip(void)
                       strcmp(r.units[0].sig_texts[1], "(a: int, b: int) -> int") == 0 &&
                       strcmp(r.units[0].sig_texts[0], "") == 0,
               "its methods and signatures");
+        CHECK(r.units[0].text_len == 21 && memcmp(r.units[0].text, "[Gadget]\nName=alpha\n", 21) == 0 &&
+                      r.units[1].text_len == 0,
+              "the policy text it runs");
         CHECK(strcmp(r.units[1].name, "beta") == 0 && r.units[1].state == UNIT_STOPPED &&
                       strcmp(r.units[1].cause, "stopped by gadgetctl") == 0 && r.units[1].rpc_fd == -1,
               "the stopped gadget, its cause");
