@@ -373,6 +373,15 @@ static int admit(struct control *c, int fd, const struct peercred *pc)
         return 0;
 }
 
+/* Whether uid is held past its second's bytes (never root). */
+static bool budget_held(const struct control *c, uid_t uid)
+{
+        for (size_t i = 0; uid != 0 && i < BUDGET_USERS; i++)
+                if (c->budgets[i].held && c->budgets[i].uid == uid)
+                        return true;
+        return false;
+}
+
 static void add_client(struct control *c, int fd, const struct peercred *pc)
 {
         struct client *cl = calloc(1, sizeof *cl);
@@ -386,9 +395,8 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         LIST_INSERT_HEAD(&c->clients, cl, link);
         /* A user past its second's bytes is not read on a new connection
          * either. */
-        for (size_t i = 0; pc->uid != 0 && i < BUDGET_USERS; i++)
-                if (c->budgets[i].held && c->budgets[i].uid == pc->uid)
-                        conn_hold(cl->conn, true);
+        if (budget_held(c, pc->uid))
+                conn_hold(cl->conn, true);
         if (pc->uid == 0)
                 c->n_root++;
         else
@@ -620,8 +628,9 @@ void control_reexec_info(const struct control *c, int *listen_fd, bool *activate
 void control_reexec_hold(struct control *c, bool hold)
 {
         struct client *cl;
+        /* Released: a user past its budget stays held until its second ends. */
         LIST_FOREACH(cl, &c->clients, link)
-                conn_hold(cl->conn, hold);
+                conn_hold(cl->conn, hold || budget_held(c, cl->cred.uid));
         if (hold)
                 event_del(c->ev_accept);
         else
