@@ -533,6 +533,10 @@ fail:
 void unit_adopt_failed(struct unit *u, const char *why)
 {
         if (u->child.pid > 0) {
+                /* Without a pidfd, by pid: it is a child not reaped (unit_adopt.c
+                 * looked), so the pid is still its own. */
+                if (u->child.pidfd < 0)
+                        kill(u->child.pid, SIGKILL);
                 unit_kill(u, NULL);
                 waitpid(u->child.pid, NULL, 0);
         }
