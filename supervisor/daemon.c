@@ -548,6 +548,10 @@ static void reexec_exec(struct daemon *d)
                 return;
         }
         control_reexec_info(d->control, &s.listen_fd, &s.activated, &s.answer_fd, &s.answer_id);
+        /* Kept, not taken again: no other gadgetd gets in between. */
+        s.state_lock = d->state_lock;
+        s.socket_lock = d->socket_lock;
+        s.uid_lock = core_uid_lock_fd(d->core);
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s.units[s.n++]);
         s.n_clients = control_reexec_clients(d->control, s.clients, nc);
@@ -680,6 +684,14 @@ static int make_socket_dir(const char *socket_path)
 static int lock_instance(struct daemon *d)
 {
         char path[4096];
+        if (d->adopt.state_lock >= 0 && d->adopt.socket_lock >= 0) {
+                /* Held since the previous image took them. */
+                d->state_lock = d->adopt.state_lock;
+                d->socket_lock = d->adopt.socket_lock;
+                fcntl(d->state_lock, F_SETFD, FD_CLOEXEC);
+                fcntl(d->socket_lock, F_SETFD, FD_CLOEXEC);
+                return 0;
+        }
         if ((d->state_lock = instance_lock_state(d->cfg.state_dir, false)) < 0)
                 return d->state_lock;
         if (snprintf(path, sizeof path, "%s.lock", d->cfg.socket_path) >= (int)sizeof path)
@@ -701,6 +713,7 @@ static int open_core(struct daemon *d)
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
+                .uid_lock_kept = d->adopt.uid_lock >= 0, .uid_lock_fd = d->adopt.uid_lock,
         };
         int e = core_open(&cc, &hooks, &d->core);
         if (e < 0)
@@ -862,7 +875,8 @@ static void self_path(char *out, size_t len)
 int daemon_main(int argc, char **argv)
 {
         struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
-                            .adopt = { .listen_fd = -1, .answer_fd = -1 } };
+                            .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                       .answer_fd = -1 } };
         if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;

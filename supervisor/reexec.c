@@ -1,7 +1,8 @@
 /* reexec: the re-exec state's record (reexec.h).
  *
  *   "GDREEXEC" u32 version u32 body-length u64 FNV-1a of the body, then
- *   the body: i32 listen-fd u8 activated i32 answer-fd u64 answer-id
+ *   the body: i32 listen-fd, state-lock, socket-lock, uid-lock fds,
+ *   u8 activated i32 answer-fd u64 answer-id
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
  *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
  *   and if READY: i32 pid, i32 rpc,
@@ -118,6 +119,9 @@ int reexec_state_write(const struct reexec_state *s)
         put_u(&b, 0, 4); /* length and checksum, below */
         put_u(&b, 0, 8);
         put_u(&b, (uint32_t)s->listen_fd, 4);
+        put_u(&b, (uint32_t)s->state_lock, 4);
+        put_u(&b, (uint32_t)s->socket_lock, 4);
+        put_u(&b, (uint32_t)s->uid_lock, 4);
         put_u(&b, s->activated, 1);
         put_u(&b, (uint32_t)s->answer_fd, 4);
         put_u(&b, s->answer_id, 8);
@@ -331,13 +335,15 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(1 + 4 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(4 + 4 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
         }
-        if (v)
-                seen_fd(v, &n, s->listen_fd);
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
+        for (size_t i = 0; v && i < 4 && !c->bad; i++)
+                if (seen_fd(v, &n, top[i]))
+                        bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
                 const struct unit_saved *u = &s->units[i];
                 const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
@@ -358,7 +364,8 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
 {
         uint8_t h[HEADER];
         struct stat st;
-        *s = (struct reexec_state){ .listen_fd = -1, .answer_fd = -1 };
+        *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                    .answer_fd = -1 };
         if (fstat(fd, &st) < 0) {
                 snprintf(err, len, "fd %d: %s", fd, strerror(errno));
                 return -EBADF;
@@ -395,6 +402,9 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
                 return -EINVAL;
         }
         s->listen_fd = take_fd(&c, "the control socket");
+        s->state_lock = take_fd(&c, "the state directory's lock");
+        s->socket_lock = take_fd(&c, "the control socket's lock");
+        s->uid_lock = take_fd(&c, "the uid pool's lock");
         s->activated = take_u(&c, 1, "a flag") != 0;
         s->answer_fd = (int32_t)(uint32_t)take_u(&c, 4, "the requester's connection");
         if (!c.bad && s->answer_fd != -1 && (s->answer_fd < 3 || fcntl(s->answer_fd, F_GETFD) < 0))
@@ -424,7 +434,8 @@ void reexec_state_free(struct reexec_state *s)
         free(s->units);
         free(s->clients);
         free(s->mem);
-        *s = (struct reexec_state){ .listen_fd = -1, .answer_fd = -1 };
+        *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                    .answer_fd = -1 };
 }
 
 static void set_cloexec(int fd, bool on)
@@ -436,7 +447,9 @@ static void set_cloexec(int fd, bool on)
 
 void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 {
-        set_cloexec(s->listen_fd, !inherit);
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
+        for (size_t i = 0; i < 4; i++)
+                set_cloexec(top[i], !inherit);
         for (size_t i = 0; i < s->n_clients; i++)
                 set_cloexec(s->clients[i].fd, !inherit);
         for (size_t i = 0; i < s->n; i++) {
@@ -451,7 +464,7 @@ void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 
 bool reexec_fd_kept(const struct reexec_state *s, int fd)
 {
-        if (fd == s->listen_fd)
+        if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock)
                 return true;
         for (size_t i = 0; i < s->n_clients; i++)
                 if (fd == s->clients[i].fd)

@@ -18,6 +18,7 @@
 
 struct reexec_state {
         int listen_fd;          /* the control socket, listening */
+        int state_lock, socket_lock, uid_lock; /* the instance's locks and the uid pool's (-1: none) */
         bool activated;         /* made by systemd (gadgetd.socket) */
         int answer_fd;          /* the connection of whoever asked (one of clients), or -1 */
         uint64_t answer_id;     /* its request's id */

@@ -39,6 +39,8 @@ struct core_config {
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
         const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
+        bool uid_lock_kept;         /* a re-exec's: the uid pool's lock file is uid_lock_fd, kept open */
+        int uid_lock_fd;
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports
@@ -81,6 +83,9 @@ struct unit_saved {
 int core_reexec_quiet(struct core *c, char *why, size_t len);
 /* Holds every worker's input (hold true), or releases it. */
 void core_reexec_hold(struct core *c, bool hold);
+/* The uid pool's lock file, which a re-exec keeps open (its locks are the
+ * uids its gadgets hold). */
+int core_uid_lock_fd(const struct core *c);
 /* The spare shell is ended: it would outlive the exec as nobody's. */
 void core_reexec_drop_spare(struct core *c);
 /* u as a re-exec hands it on (s's strings are u's, valid while u is). */

@@ -59,6 +59,11 @@ void core_reexec_hold(struct core *c, bool hold)
                         peer_hold(u->peer, hold);
 }
 
+int core_uid_lock_fd(const struct core *c)
+{
+        return uidpool_lock_fd(&c->uids);
+}
+
 void core_reexec_drop_spare(struct core *c)
 {
         spare_drop(&c->spare);

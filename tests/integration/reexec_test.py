@@ -74,6 +74,12 @@ def reexec_keeps_gadgets(tmp):
             check(counter == i - 1, "kv counter after re-exec %d: %r" % (i, counter))
             kv(d, "put", {"key": "counter", "value": counter + 1})
         check(d.logtext().count("re-executing") == REEXECS, "gadgetd's log names each re-exec")
+        # Its locks held throughout: a second gadgetd on the same directories is refused.
+        second = subprocess.run([harness.GADGETD, "--policy-dir", d.pol, "--state-dir", os.path.join(tmp, "state"),
+                                 "--socket", d.sock, "--run-dir", os.path.join(tmp, "run")],
+                                capture_output=True, text=True, timeout=60)
+        check(second.returncode != 0 and "in use by another gadgetd (pid %d)" % d.proc.pid in second.stderr,
+              "a second gadgetd started beside the re-executed one: %r" % second)
         # Restart= still watches an adopted gadget.
         check(d.ctl("kill", "plain", "KILL").returncode == 0, "kill plain")
         wait_for(lambda: d.state("plain") == "ready" and pid_of(d, "plain") not in (0, pids["plain"]),

@@ -13,7 +13,7 @@
 #include "reexec.h"
 #include "tap.h"
 
-static int fds[8];
+static int fds[12];
 
 /* A state of two gadgets (one running, one stopped) and one control
  * connection, on real fds (pipes). */
@@ -32,7 +32,8 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .cause = "stopped by gadgetctl", .pid = -1, .rpc_fd = -1, .report_fd = -1,
                                     .out_fd = -1, .err_fd = -1 };
         h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
-        *s = (struct reexec_state){ .listen_fd = fds[4], .activated = false, .answer_fd = fds[5], .answer_id = 7,
+        *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
+                                    .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
                                     .n = 2, .units = u, .n_clients = 1, .clients = h };
 }
 
@@ -81,6 +82,9 @@ static void test_round_trip(void)
         close(fd);
         CHECK(r.n == 2 && r.n_clients == 1 && r.listen_fd == fds[4] && r.answer_fd == fds[5] && r.answer_id == 7,
               "the counts and the listening socket");
+        CHECK(r.state_lock == fds[8] && r.socket_lock == fds[9] && r.uid_lock == fds[10] &&
+                      reexec_fd_kept(&r, fds[10]),
+              "the locks, kept");
         CHECK(strcmp(r.units[0].name, "alpha") == 0 && strcmp(r.units[0].path, u[0].path) == 0 &&
                       r.units[0].policy_hash == 0x1234 && r.units[0].from_dir && r.units[0].state == UNIT_READY &&
                       r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].pid == 4242 &&
@@ -181,6 +185,10 @@ static void test_lies_refused(void)
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "none of the connections"), "%s", err);
         make_state(&s, u, h);
+        s.uid_lock = fds[0];
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "a lock twice: %s", err);
+        make_state(&s, u, h);
         s.listen_fd = 2;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not an fd this process holds"), "%s", err);
@@ -190,7 +198,7 @@ static void test_lies_refused(void)
 
 int main(void)
 {
-        for (size_t i = 0; i < 8; i += 2)
+        for (size_t i = 0; i < 12; i += 2)
                 if (pipe2(fds + i, O_CLOEXEC) < 0)
                         return 1;
         test_round_trip();
