@@ -105,7 +105,8 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         u->restarts = s->restarts;
         u->calls = s->calls;
         if (s->state == UNIT_IDLE) {
-                unit_activate(u);
+                /* Idle as it was (IdleStop= too): its next call starts it. */
+                unit_idle_enter(u);
                 return 0;
         }
         if (s->state != UNIT_READY) {

@@ -53,8 +53,10 @@ def reexec_keeps_gadgets(tmp):
         d.add("plain", "Restart=always\n")
         d.add("idle", "Start=on-demand\n")
         d.add("halted", "Restart=no\n")
-        wait_for(lambda: listing(d) == {"store": "ready", "plain": "ready", "idle": "idle", "halted": "ready"},
-                 what="the gadgets ready: %r" % listing(d))
+        d.add("napper", "IdleStop=1s\n")
+        wait_for(lambda: listing(d) == {"store": "ready", "plain": "ready", "idle": "idle", "halted": "ready",
+                                        "napper": "idle"},
+                 what="the gadgets ready, napper idle after IdleStop=: %r" % listing(d))
         check(d.ctl("stop", "halted").returncode == 0, "stop halted")
         wait_for(lambda: d.state("halted") == "stopped", what="halted stopped")
         before = listing(d)
