@@ -578,6 +578,8 @@ static void reexec_exec(struct daemon *d)
                 close(fd);
                 snprintf(why, sizeof why, "cannot execute %s: %s", d->self_path, strerror(e));
         }
+        for (size_t i = 0; i < s.n; i++)
+                free(s.units[i].log);
         free(s.units);
         free(s.clients);
         free(argv);

@@ -5,7 +5,7 @@
  *   u8 activated i32 answer-fd u64 answer-id
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
  *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
- *   and if READY: i32 pid, i32 rpc,
+ *   u32 log lines, each a log str, and if READY: i32 pid, i32 rpc,
  *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
@@ -34,6 +34,7 @@
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
 #define MAX_METHODS 1024u
 #define MAX_POLICY (1u << 20)  /* POLICY_MAX_FILE */
+#define MAX_LOG_LINE (LOGBUF_LINE_MAX * 4 + 1) /* an escaped line and its NUL */
 
 struct buf {
         uint8_t *p;
@@ -96,6 +97,9 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         put_u(b, u->calls, 8);
         put_u(b, u->text_len, 4);
         put(b, u->text, u->text_len);
+        put_u(b, u->n_log, 4);
+        for (size_t i = 0; i < u->n_log; i++)
+                put_str(b, u->log[i]);
         if (u->state != UNIT_READY)
                 return;
         const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
@@ -204,12 +208,12 @@ static uint64_t take_u(struct cur *c, size_t n, const char *what)
         return v;
 }
 
-static char *take_str(struct cur *c, const char *what)
+static char *take_str_max(struct cur *c, const char *what, uint64_t max)
 {
         uint64_t n = take_u(c, 4, what);
         if (c->bad)
                 return NULL;
-        if (n == 0 || n > MAX_STR || n > c->len - c->at) {
+        if (n == 0 || n > max || n > c->len - c->at) {
                 bad(c, "%s has a length of %llu", what, (unsigned long long)n);
                 return NULL;
         }
@@ -220,6 +224,11 @@ static char *take_str(struct cur *c, const char *what)
         }
         c->at += n;
         return s;
+}
+
+static char *take_str(struct cur *c, const char *what)
+{
+        return take_str_max(c, what, MAX_STR);
 }
 
 /* An fd of the state: above stderr, and open in this process. */
@@ -258,6 +267,17 @@ static void take_unit(struct cur *c, struct unit_saved *u)
                 u->text = (const char *)c->p + c->at;
                 u->text_len = tl;
                 c->at += tl;
+        }
+        uint64_t nl = take_u(c, 4, "a count of log lines");
+        if (!c->bad && nl > LOGBUF_LINES)
+                bad(c, "%s has %llu log lines", u->name, (unsigned long long)nl);
+        const char **log = c->bad ? NULL : calloc(nl + 1, sizeof *log);
+        if (!c->bad && !log)
+                bad(c, "out of memory");
+        u->log = log;
+        for (size_t i = 0; i < nl && !c->bad; i++) {
+                log[i] = take_str_max(c, "a log line", MAX_LOG_LINE);
+                u->n_log = i + 1;
         }
         if (c->bad || state != UNIT_READY)
                 return;
@@ -429,8 +449,10 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
 
 void reexec_state_free(struct reexec_state *s)
 {
-        for (size_t i = 0; s->units && i < s->n; i++)
+        for (size_t i = 0; s->units && i < s->n; i++) {
                 free((void *)s->units[i].methods);
+                free(s->units[i].log);
+        }
         free(s->units);
         free(s->clients);
         free(s->mem);

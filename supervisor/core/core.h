@@ -65,6 +65,8 @@ struct unit_saved {
         const char *cause;          /* why it last stopped or failed */
         const char *text;           /* its policy file's bytes as loaded (the policy it runs), or NULL */
         size_t text_len;
+        size_t n_log;               /* its log ring's lines, oldest first (saved: an array of unit_save's, */
+        const char **log;           /* freed with free()) */
         uint32_t restarts;
         uint64_t calls;
         /* Running (READY) only: */
@@ -88,7 +90,8 @@ void core_reexec_hold(struct core *c, bool hold);
 int core_uid_lock_fd(const struct core *c);
 /* The spare shell is ended: it would outlive the exec as nobody's. */
 void core_reexec_drop_spare(struct core *c);
-/* u as a re-exec hands it on (s's strings are u's, valid while u is). */
+/* u as a re-exec hands it on (s's strings are u's, valid while u is; free
+ * s->log). */
 void unit_save(struct unit *u, struct unit_saved *s);
 /* In the next image: the unit of policy p (taken over) as s describes it;
  * a running one takes its worker over (pidfd, uid, cgroup, fds, methods).

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -77,6 +78,10 @@ void unit_save(struct unit *u, struct unit_saved *s)
                                   .restarts = u->restarts, .calls = u->calls, .pid = -1, .rpc_fd = -1,
                                   .report_fd = -1, .out_fd = -1, .err_fd = -1, .text = u->policy->text,
                                   .text_len = u->policy->text ? u->policy->text_len : 0 };
+        const struct logbuf *log = unit_log(u);
+        if ((s->log = calloc(log->count + 1, sizeof *s->log)))
+                for (size_t i = 0; i < log->count; i++)
+                        s->log[s->n_log++] = logbuf_line(log, log->count, i);
         if (u->state != UNIT_READY || !u->peer)
                 return;
         s->pid = u->child.pid;
@@ -104,6 +109,8 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         }
         u->restarts = s->restarts;
         u->calls = s->calls;
+        for (size_t i = 0; i < s->n_log; i++)
+                logbuf_add_kept(&u->log, s->log[i]);
         if (s->state == UNIT_IDLE) {
                 /* Idle as it was (IdleStop= too): its next call starts it. */
                 unit_idle_enter(u);

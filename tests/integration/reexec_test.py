@@ -63,6 +63,8 @@ def reexec_keeps_gadgets(tmp):
         pids = {n: pid_of(d, n) for n in ("store", "plain")}
         check(sorted(workers(d)) == sorted(pids.values()), "workers %r, status %r" % (workers(d), pids))
         kv(d, "put", {"key": "counter", "value": 0})
+        check(d.ctl("call", "plain", "say", json.dumps({"text": "said before the re-execs"})).returncode == 0, "say")
+        wait_for(lambda: "said before the re-execs" in d.ctl("logs", "plain").stdout, what="plain's log line")
         for i in range(1, REEXECS + 1):
             r = d.ctl("daemon-reexec")
             check(r.returncode == 0 and "2 of 2 running gadgets adopted" in r.stdout,
@@ -76,6 +78,8 @@ def reexec_keeps_gadgets(tmp):
             check(counter == i - 1, "kv counter after re-exec %d: %r" % (i, counter))
             kv(d, "put", {"key": "counter", "value": counter + 1})
         check(d.logtext().count("re-executing") == REEXECS, "gadgetd's log names each re-exec")
+        # Each gadget's log ring is handed on: its line from before the re-execs is there.
+        check("said before the re-execs" in d.ctl("logs", "plain").stdout, "plain's log lost its line")
         # Its locks held throughout: a second gadgetd on the same directories is refused.
         second = subprocess.run([harness.GADGETD, "--policy-dir", d.pol, "--state-dir", os.path.join(tmp, "state"),
                                  "--socket", d.sock, "--run-dir", os.path.join(tmp, "run")],

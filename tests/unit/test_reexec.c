@@ -21,10 +21,11 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
 {
         static char *methods[] = { "echo", "add" }, *sigs[] = { "", "(a: int, b: int) -> int" };
         static const uint8_t input[] = { 5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o' };
+        static const char *log[] = { "started (pid 4242)", "a \\x1b line" };
         u[0] = (struct unit_saved){ .name = "alpha", .path = "/etc/gadgetd/policy.d/alpha.policy",
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
                                     .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
-                                    .pid = 4242, .rpc_fd = fds[0],
+                                    .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
                                     .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
                                     .sig_texts = sigs };
@@ -98,6 +99,8 @@ static void test_round_trip(void)
         CHECK(r.units[0].text_len == 21 && memcmp(r.units[0].text, "[Gadget]\nName=alpha\n", 21) == 0 &&
                       r.units[1].text_len == 0,
               "the policy text it runs");
+        CHECK(r.units[0].n_log == 2 && strcmp(r.units[0].log[1], "a \\x1b line") == 0 && r.units[1].n_log == 0,
+              "its log lines");
         CHECK(strcmp(r.units[1].name, "beta") == 0 && r.units[1].state == UNIT_STOPPED &&
                       strcmp(r.units[1].cause, "stopped by gadgetctl") == 0 && r.units[1].rpc_fd == -1,
               "the stopped gadget, its cause");
