@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import harness
+from protobytes import field, frame, varint
 from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
 
 REEXECS = 5
@@ -171,24 +172,9 @@ def reexec_pipelined_calls_answered_once(tmp):
         check(pid_of(d, "plain") == pid, "the gadget's pid changed")
 
 
-def varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7f, n >> 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def field(num, data):
-    """A length-delimited protobuf field."""
-    return varint(num << 3 | 2) + varint(len(data)) + data
-
-
 def request(rid, kind, body):
     """A control Request of id rid (version 1), kind its oneof field, framed."""
-    msg = varint(1 << 3) + varint(rid) + varint(11 << 3) + varint(1) + field(kind, body)
-    return len(msg).to_bytes(4, "little") + msg
+    return frame(varint(1 << 3) + varint(rid) + varint(11 << 3) + varint(1) + field(kind, body))
 
 
 def answer(sock):
