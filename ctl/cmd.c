@@ -206,12 +206,15 @@ static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__List list = CONTROL__LIST__INIT;
         Control__Reload reload = CONTROL__RELOAD__INIT;
+        Control__DaemonReexec reexec = CONTROL__DAEMON_REEXEC__INIT;
 
         req.req_case = kind;
         if (kind == CONTROL__REQUEST__REQ_LIST)
                 req.list = &list;
         else if (kind == CONTROL__REQUEST__REQ_NODES)
                 req.nodes = &list;
+        else if (kind == CONTROL__REQUEST__REQ_DAEMON_REEXEC)
+                req.daemon_reexec = &reexec;
         else
                 req.reload = &reload;
         return request(ctl, &req, want);
@@ -408,6 +411,11 @@ static int cmd_move(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_reload(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_RELOAD, CONTROL__RESPONSE__RESP_RELOAD);
+}
+
+static int cmd_daemon_reexec(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return empty_request(ctl, CONTROL__REQUEST__REQ_DAEMON_REEXEC, CONTROL__RESPONSE__RESP_DONE);
 }
 
 static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
@@ -658,6 +666,13 @@ const struct command cmd_commands[] = {
           "New files are loaded, removed ones stopped, changed ones restarted.\n"
           "Policy errors are printed on stderr and give exit status 1.\n"
           "With --json: {\"loaded\", \"stopped\", \"restarted\", \"unchanged\", \"errors\"} arrays.\n" },
+        { "daemon-reexec", cmd_daemon_reexec, 0, 0, "h", "",
+          "re-execute gadgetd in place, keeping its gadgets running",
+          "gadgetd runs its binary on disk again (an upgraded package takes effect)\n"
+          "with the same pid, control socket and running gadgets (same pids, kv\n"
+          "state). It first waits (at most 2 s) for the gadgets' calls in flight to\n"
+          "end; past that, or if anything fails, the old gadgetd serves on and the\n"
+          "error says why. Root only.\n" },
 };
 
 const size_t cmd_n_commands = sizeof cmd_commands / sizeof *cmd_commands;

@@ -221,6 +221,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_LIST:
         case CONTROL__REQUEST__REQ_RELOAD:
         case CONTROL__REQUEST__REQ_APPROVALS:
+        case CONTROL__REQUEST__REQ_DAEMON_REEXEC:
                 return 0;
         case CONTROL__REQUEST__REQ_DECIDE:
                 if (q->decide->always && !q->decide->approve) {

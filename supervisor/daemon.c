@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "system/audit.h"
@@ -30,8 +31,16 @@
 #include "core/core.h"
 #include "policy.h"
 #include "system/timer.h"
+#include "system/monotime.h"
+#include "contract.h"
+#include "adopt.h"
+#include "reexec.h"
 
 #define QUIT_TIMEOUT_MS 5000
+/* gadgetctl daemon-reexec: how long it waits for the gadgets' calls in
+ * flight to end, and how often it looks. */
+#define REEXEC_WAIT_MS 2000
+#define REEXEC_POLL_MS 2
 
 struct daemon {
         struct event_base *base;
@@ -46,6 +55,17 @@ struct daemon {
         struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         struct notify *notify;     /* sd_notify, watchdog */
+        /* gadgetctl daemon-reexec: the binary's path when gadgetd started
+         * (the file there now is run), its arguments, the wait for quiet. */
+        char self_path[4096];
+        char **argv;
+        struct event *ev_reexec;
+        uint64_t reexec_deadline_ms;
+        /* The next image: what the previous one handed on (-1: none). */
+        int reexec_fd;
+        bool reexeced;
+        bool adopted;              /* its state read: it runs what the previous image ran, as it was */
+        struct reexec_state adopt;
 };
 
 static void status_changed(struct daemon *d)
@@ -478,6 +498,142 @@ static void audit_added(void *arg, const char *gadget, const char *line)
                 control_audit_added(d->control, gadget, line);
 }
 
+/* The re-exec did not happen: every input is read again, the requester
+ * told why. */
+static void reexec_fail(struct daemon *d, int code, const char *why)
+{
+        core_reexec_hold(d->core, false);
+        control_reexec_hold(d->control, false);
+        log_msg(L_WARN, NULL, "re-exec refused, gadgetd serves on: %s", why);
+        control_reexec_failed(d->control, code, why);
+}
+
+/* A test's damage to the state handed on (GADGETD_TEST_REEXEC_DAMAGE=
+ * truncate or flip): the next image must fail closed. */
+static void reexec_damage(int fd)
+{
+        const char *how = getenv("GADGETD_TEST_REEXEC_DAMAGE");
+        struct stat st;
+        if (!how || fstat(fd, &st) < 0 || st.st_size < 2)
+                return;
+        if (strcmp(how, "truncate") == 0 && ftruncate(fd, st.st_size / 2) == 0)
+                return;
+        uint8_t b;
+        if (strcmp(how, "flip") == 0 && pread(fd, &b, 1, st.st_size / 2) == 1) {
+                b ^= 0x40;
+                if (pwrite(fd, &b, 1, st.st_size / 2) != 1)
+                        log_msg(L_WARN, NULL, "test damage: %s", strerror(errno));
+        }
+}
+
+/* Quiet: the state goes into a memfd, exactly its fds lose close-on-exec,
+ * and the binary at gadgetd's path runs in this process. Returns only if
+ * that failed. */
+static void reexec_exec(struct daemon *d)
+{
+        struct reexec_state s = { 0 };
+        char why[4400], fdarg[16];
+        size_t n = 0, argc = 0;
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                n++;
+        while (d->argv[argc])
+                argc++;
+        char **argv = calloc(argc + 3, sizeof *argv);
+        size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
+        if (!argv || !(s.units = calloc(n + 1, sizeof *s.units)) ||
+            !(s.clients = calloc(nc + 1, sizeof *s.clients))) {
+                free(argv);
+                free(s.units);
+                reexec_fail(d, GADGET_EFAILED, "out of memory");
+                return;
+        }
+        control_reexec_info(d->control, &s.listen_fd, &s.activated, &s.answer_fd, &s.answer_id);
+        /* Kept, not taken again: no other gadgetd gets in between. */
+        s.state_lock = d->state_lock;
+        s.socket_lock = d->socket_lock;
+        s.uid_lock = core_uid_lock_fd(d->core);
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                unit_save(u, &s.units[s.n++]);
+        s.n_clients = control_reexec_clients(d->control, s.clients, nc);
+        bool asked = false;
+        for (size_t i = 0; i < s.n_clients; i++)
+                asked = asked || s.clients[i].fd == s.answer_fd;
+        if (!asked)
+                s.answer_fd = -1; /* it left, or its input ended */
+        int fd = reexec_state_write(&s);
+        if (fd < 0) {
+                snprintf(why, sizeof why, "cannot write the state for the new image: %s", strerror(-fd));
+        } else {
+                reexec_damage(fd);
+                memcpy(argv, d->argv, argc * sizeof *argv);
+                snprintf(fdarg, sizeof fdarg, "%d", fd);
+                argv[argc] = REEXEC_OPTION;
+                argv[argc + 1] = fdarg;
+                core_reexec_drop_spare(d->core);
+                reexec_fds_inherit(&s, true);
+                log_msg(L_INFO, NULL, "re-executing %s, handing on %zu gadgets", d->self_path, n);
+                execv(d->self_path, argv);
+                int e = errno;
+                reexec_fds_inherit(&s, false);
+                close(fd);
+                snprintf(why, sizeof why, "cannot execute %s: %s", d->self_path, strerror(e));
+        }
+        for (size_t i = 0; i < s.n; i++)
+                free(s.units[i].log);
+        free(s.units);
+        free(s.clients);
+        free(argv);
+        reexec_fail(d, GADGET_EFAILED, why);
+}
+
+static void reexec_poll(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        char why[512], msg[600];
+        int e = core_reexec_quiet(d->core, why, sizeof why);
+        if (e == 0)
+                e = control_reexec_quiet(d->control, why, sizeof why);
+        if (e == -EBUSY && monotime_ms() < d->reexec_deadline_ms) {
+                timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
+                return;
+        }
+        if (e < 0) {
+                snprintf(msg, sizeof msg, "%s%s", why, e == -EBUSY ? " after 2 s: try again" : "");
+                reexec_fail(d, e == -EBUSY ? GADGET_EBUSY : GADGET_EUNAVAILABLE, msg);
+                return;
+        }
+        /* At a frame boundary of every worker, none of them read further. */
+        core_reexec_hold(d->core, true);
+        reexec_exec(d);
+}
+
+/* gadgetctl daemon-reexec (struct control_env): new control requests
+ * wait (in the socket and the kernel's backlog) while the calls in
+ * flight end. */
+static void reexec_begin(void *arg)
+{
+        struct daemon *d = arg;
+        const char *why = NULL;
+        if (d->gateway || d->forward)
+                why = "not offered yet with the gateway ([Gateway] Listen=) or the link to other nodes "
+                      "(PeerCertificate=): their connections are not handed on";
+        else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
+                why = "policy files are being read for gadgetctl load or restart: try again";
+        else if (!d->self_path[0])
+                why = "gadgetd's own binary path is unknown";
+        if (why) {
+                control_reexec_failed(d->control, GADGET_EUNAVAILABLE, why);
+                return;
+        }
+        if (!d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d))) {
+                control_reexec_failed(d->control, GADGET_EFAILED, "out of memory");
+                return;
+        }
+        control_reexec_hold(d->control, true);
+        d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;
+        timer_arm_ms(d->ev_reexec, 0);
+}
+
 static void quit_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
@@ -530,6 +686,14 @@ static int make_socket_dir(const char *socket_path)
 static int lock_instance(struct daemon *d)
 {
         char path[4096];
+        if (d->adopt.state_lock >= 0 && d->adopt.socket_lock >= 0) {
+                /* Held since the previous image took them. */
+                d->state_lock = d->adopt.state_lock;
+                d->socket_lock = d->adopt.socket_lock;
+                fcntl(d->state_lock, F_SETFD, FD_CLOEXEC);
+                fcntl(d->socket_lock, F_SETFD, FD_CLOEXEC);
+                return 0;
+        }
         if ((d->state_lock = instance_lock_state(d->cfg.state_dir, false)) < 0)
                 return d->state_lock;
         if (snprintf(path, sizeof path, "%s.lock", d->cfg.socket_path) >= (int)sizeof path)
@@ -552,6 +716,7 @@ static int open_core(struct daemon *d)
                 .http_requests_max = c->http_requests_max,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
                 .node_forget_ms = c->node_forget_ms,
+                .uid_lock_kept = d->adopt.uid_lock >= 0, .uid_lock_fd = d->adopt.uid_lock,
         };
         int e = core_open(&cc, &hooks, &d->core);
         if (e < 0)
@@ -585,7 +750,9 @@ static int open_control(struct daemon *d)
         const struct control_env env = {
                 .base = d->base, .core = d->core, .socket_path = d->cfg.socket_path, .group = d->cfg.group,
                 .group_gid = d->group_gid, .limits = d->cfg.control, .load = load, .restart = restart,
-                .forget = forget, .reload = reload, .arg = d,
+                .forget = forget, .reload = reload, .reexec = reexec_begin, .arg = d,
+                .adopt = d->reexeced && d->adopt.listen_fd >= 0, .adopt_fd = d->adopt.listen_fd,
+                .adopt_activated = d->adopt.activated,
         };
         int e = control_open(&env, &d->control);
         if (e < 0)
@@ -624,7 +791,12 @@ static int setup(struct daemon *d)
         /* Before anything else is touched: a second gadgetd stops here. */
         if ((e = lock_instance(d)) < 0)
                 return e;
-        if ((e = open_core(d)) < 0 || (e = open_forward(d)) < 0)
+        char adopted[300] = "";
+        if ((e = open_core(d)) < 0)
+                return e;
+        if (d->reexeced)
+                d->adopted = adopt_units(d->core, &d->adopt, adopted, sizeof adopted);
+        if ((e = open_forward(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
         d->ev_int = evsignal_new(d->base, SIGINT, signal_cb, d);
@@ -638,6 +810,13 @@ static int setup(struct daemon *d)
         }
         if ((e = open_control(d)) < 0)
                 return e;
+        /* The connections of the previous image go on where they were. */
+        for (size_t i = 0; i < d->adopt.n_clients; i++)
+                if ((e = control_adopt_client(d->control, &d->adopt.clients[i])) < 0)
+                        log_msg(L_WARN, NULL, "a control connection of the previous image closed: %s",
+                                strerror(-e));
+        if (d->adopt.answer_fd >= 0)
+                control_reexec_done(d->control, d->adopt.answer_fd, d->adopt.answer_id, adopted);
         if (c->gateway_listen &&
             (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->gateway)) < 0)
                 return e;
@@ -653,7 +832,7 @@ static void teardown(struct daemon *d)
         control_free(d->control);
         loader_close(&d->loader);
         notify_free(d->notify);
-        struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit };
+        struct event *evs[] = { d->ev_term, d->ev_int, d->ev_hup, d->ev_quit, d->ev_reexec };
         for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
                         event_free(evs[i]);
@@ -664,11 +843,55 @@ static void teardown(struct daemon *d)
                 close(d->socket_lock);
         if (d->state_lock >= 0)
                 close(d->state_lock);
+        reexec_state_free(&d->adopt);
+        free(d->argv);
+}
+
+/* --reexec-state FD, taken out of argv (the re-exec passes it last):
+ * FD, -1 if absent, -2 if not an fd number above 2. */
+static int take_reexec_option(int *argc, char **argv)
+{
+        for (int i = 1; i < *argc; i++) {
+                if (strcmp(argv[i], REEXEC_OPTION) != 0)
+                        continue;
+                char *end = NULL;
+                long fd = i + 1 < *argc ? strtol(argv[i + 1], &end, 10) : -1;
+                if (!end || *end || end == argv[i + 1] || fd < 3 || fd > 1 << 20)
+                        return -2;
+                memmove(&argv[i], &argv[i + 2], (size_t)(*argc - i - 1) * sizeof *argv);
+                *argc -= 2;
+                return (int)fd;
+        }
+        return -1;
+}
+
+/* The binary's path now, for the re-exec ("" if unknown). */
+static void self_path(char *out, size_t len)
+{
+        ssize_t n = readlink("/proc/self/exe", out, len - 1);
+        out[n > 0 ? n : 0] = '\0';
+        size_t l = strlen(out), k = strlen(" (deleted)");
+        if (l > k && strcmp(out + l - k, " (deleted)") == 0)
+                out[l - k] = '\0';
 }
 
 int daemon_main(int argc, char **argv)
 {
-        struct daemon d = { .state_lock = -1, .socket_lock = -1 };
+        struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
+                            .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                       .answer_fd = -1 } };
+        if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
+                fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
+                return 2;
+        }
+        if (d.reexec_fd >= 0) {
+                d.reexeced = true;
+                adopt_read(d.reexec_fd, &d.adopt);
+        }
+        self_path(d.self_path, sizeof d.self_path);
+        d.argv = calloc((size_t)argc + 1, sizeof *d.argv);
+        if (d.argv)
+                memcpy(d.argv, argv, (size_t)argc * sizeof *argv);
         int e = config_parse_args(argc, argv, &d.cfg);
         if (e != 0)
                 return e < 0 ? 2 : 0;
@@ -681,8 +904,11 @@ int daemon_main(int argc, char **argv)
         }
         log_msg(L_INFO, NULL, "policy directory %s, state directory %s, control socket %s",
                 d.cfg.policy_dir, d.cfg.state_dir, d.cfg.socket_path);
-        reload(&d, NULL, NULL);
-        load_recorded(&d);
+        /* A re-exec is no reload: the gadgets adopted are what runs. */
+        if (!d.adopted) {
+                reload(&d, NULL, NULL);
+                load_recorded(&d);
+        }
         /* Loaded and listening: systemd may order the next units after us. */
         notify_ready(d.notify);
         event_base_dispatch(d.base);

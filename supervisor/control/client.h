@@ -63,6 +63,8 @@ void request_handle(struct client *cl, const Control__Request *req);
 /* logs and audit (supervisor/control/lines.c): answered through stream.c. */
 void request_logs(struct client *cl, const Control__Request *req);
 void request_audit(struct client *cl, const Control__Request *req);
+/* gadgetctl daemon-reexec (control.c): root's, one at a time. */
+void control_reexec_ask(struct client *cl, uint64_t id);
 /* gadgetctl cat (cat.c). */
 void request_cat(struct client *cl, const Control__Request *req);
 /* gadgetctl nodes and nodes forget (nodes.c). */

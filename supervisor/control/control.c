@@ -60,6 +60,9 @@ struct control {
         bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
         struct user_budget budgets[BUDGET_USERS]; /* the users seen lately, but root */
         struct event *ev_budget;   /* releases the users held at their second's end */
+        struct client *reexec;     /* who asked for the re-exec under way, if still connected */
+        uint64_t reexec_id;
+        bool reexec_asked;
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -100,6 +103,8 @@ static void client_free(struct client *cl)
 {
         struct control *c = cl->ctl;
         LIST_REMOVE(cl, link);
+        if (c->reexec == cl)
+                c->reexec = NULL;
         if (cl->cred.uid == 0)
                 c->n_root--;
         else
@@ -406,6 +411,15 @@ static int admit(struct control *c, int fd, const struct peercred *pc)
         return 0;
 }
 
+/* Whether uid is held past its second's bytes (never root). */
+static bool budget_held(const struct control *c, uid_t uid)
+{
+        for (size_t i = 0; uid != 0 && i < BUDGET_USERS; i++)
+                if (c->budgets[i].held && c->budgets[i].uid == uid)
+                        return true;
+        return false;
+}
+
 static void add_client(struct control *c, int fd, const struct peercred *pc)
 {
         struct client *cl = calloc(1, sizeof *cl);
@@ -419,9 +433,8 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         LIST_INSERT_HEAD(&c->clients, cl, link);
         /* A user past its second's bytes is not read on a new connection
          * either. */
-        for (size_t i = 0; pc->uid != 0 && i < BUDGET_USERS; i++)
-                if (c->budgets[i].held && c->budgets[i].uid == pc->uid)
-                        conn_hold(cl->conn, true);
+        if (budget_held(c, pc->uid))
+                conn_hold(cl->conn, true);
         if (pc->uid == 0)
                 c->n_root++;
         else
@@ -516,6 +529,12 @@ int control_open(const struct control_env *env, struct control **out)
         c->lim = env->limits;
         /* Socket activation: systemd made the socket (mode and group from
          * gadgetd.socket) and keeps it across restarts of gadgetd. */
+        if (env->adopt) {
+                c->fd = env->adopt_fd;
+                c->activated = env->adopt_activated;
+                log_msg(L_INFO, NULL, "control socket kept from the previous gadgetd image");
+                goto listening;
+        }
         if ((c->fd = notify_listen_fd()) >= 0) {
                 c->activated = true;
                 log_msg(L_INFO, NULL, "control socket passed by systemd");
@@ -611,4 +630,122 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
         struct client *cl;
         LIST_FOREACH(cl, &c->clients, link)
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
+}
+
+/* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */
+void control_reexec_ask(struct client *cl, uint64_t id)
+{
+        struct control *c = cl->ctl;
+        if (cl->cred.uid != 0) {
+                client_error(cl, id, GADGET_EDENIED, "daemon-reexec is root's only");
+                return;
+        }
+        if (!c->env.reexec) {
+                client_error(cl, id, GADGET_EUNAVAILABLE, "this gadgetd cannot re-execute itself");
+                return;
+        }
+        if (c->reexec_asked) {
+                client_error(cl, id, GADGET_EBUSY, "a re-exec of gadgetd is already under way");
+                return;
+        }
+        c->reexec = cl;
+        c->reexec_id = id;
+        c->reexec_asked = true;
+        c->env.reexec(c->env.arg);
+}
+
+void control_reexec_info(const struct control *c, int *listen_fd, bool *activated, int *answer_fd,
+                         uint64_t *answer_id)
+{
+        *listen_fd = c->fd;
+        *activated = c->activated;
+        *answer_fd = c->reexec ? conn_fd(c->reexec->conn) : -1;
+        *answer_id = c->reexec_id;
+}
+
+void control_reexec_hold(struct control *c, bool hold)
+{
+        struct client *cl;
+        /* Released: a user past its budget stays held until its second ends. */
+        LIST_FOREACH(cl, &c->clients, link)
+                conn_hold(cl->conn, hold || budget_held(c, cl->cred.uid));
+        if (hold)
+                event_del(c->ev_accept);
+        else
+                event_add(c->ev_accept, NULL);
+}
+
+void control_reexec_failed(struct control *c, int code, const char *msg)
+{
+        if (c->reexec)
+                client_error(c->reexec, c->reexec_id, code, "%s", msg);
+        c->reexec = NULL;
+        c->reexec_asked = false;
+}
+
+int control_reexec_quiet(const struct control *c, char *why, size_t len)
+{
+        const struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link) {
+                if (!LIST_EMPTY(&cl->loads)) {
+                        snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
+                        return -EBUSY;
+                }
+                if (conn_pending(cl->conn) && !cl->stream) {
+                        snprintf(why, len, "answers to uid %u (pid %d) are still being sent", (unsigned)cl->cred.uid,
+                                 (int)cl->cred.pid);
+                        return -EBUSY;
+                }
+        }
+        return 0;
+}
+
+size_t control_reexec_clients(const struct control *c, struct control_handoff *out, size_t max)
+{
+        size_t n = 0;
+        const struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link) {
+                if (n == max || cl->stream || cl->refused || conn_input_ended(cl->conn) || conn_fd(cl->conn) < 0)
+                        continue;
+                if (out) {
+                        out[n] = (struct control_handoff){ .fd = conn_fd(cl->conn), .spoke = cl->spoke };
+                        out[n].input_len = conn_buffered(cl->conn, &out[n].input);
+                }
+                n++;
+        }
+        return n;
+}
+
+int control_adopt_client(struct control *c, const struct control_handoff *h)
+{
+        struct peercred pc;
+        int fl = fcntl(h->fd, F_GETFL);
+        if (fl < 0 || fcntl(h->fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(h->fd, F_SETFD, FD_CLOEXEC) < 0 ||
+            peercred_get(h->fd, &pc) < 0) {
+                close(h->fd);
+                return -errno;
+        }
+        /* Admitted by the image before, held to the same limits. */
+        if (admit(c, h->fd, &pc) < 0)
+                return -EPERM;
+        add_client(c, h->fd, &pc);
+        struct client *cl = LIST_FIRST(&c->clients);
+        if (!cl || conn_fd(cl->conn) != h->fd)
+                return -ENOMEM;
+        cl->spoke = h->spoke;
+        if (conn_preload(cl->conn, h->input, h->input_len) < 0) {
+                conn_drop(cl->conn, -ENOMEM);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void control_reexec_done(struct control *c, int fd, uint64_t id, const char *msg)
+{
+        struct client *cl;
+        LIST_FOREACH(cl, &c->clients, link)
+                if (conn_fd(cl->conn) == fd) {
+                        client_done(cl, id, "%s", msg);
+                        return;
+                }
 }

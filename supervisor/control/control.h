@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -80,13 +81,54 @@ struct control_env {
         int (*forget)(void *arg, const char *name);
         /* Re-reads the policy directory, telling note what it did. */
         void (*reload)(void *arg, control_reload_note *note, void *note_arg);
+        /* gadgetctl daemon-reexec (root's, one at a time): begins gadgetd's
+         * re-exec; its requester is answered by control_reexec_failed, or
+         * by the new image (control_reexec_answer). NULL: not offered. */
+        void (*reexec)(void *arg);
         void *arg;
+        /* A re-exec'd gadgetd's listening socket, kept from the old image
+         * (adopt true; adopt_activated: systemd made it). */
+        bool adopt;
+        int adopt_fd;
+        bool adopt_activated;
 };
 
 /* Listens on env->socket_path (mode 0660, group env->group), clients held
  * to env->limits. env is copied. 0 or -errno. */
 int control_open(const struct control_env *env, struct control **out);
 void control_free(struct control *c);
+/* The re-exec asked for: the listening socket and whether systemd made it,
+ * the requester's fd and request id (*answer_fd -1: it left). */
+void control_reexec_info(const struct control *c, int *listen_fd, bool *activated, int *answer_fd,
+                         uint64_t *answer_id);
+/* Holds (hold true) or releases every client's input while a re-exec
+ * waits for its gadgets' calls to end. */
+void control_reexec_hold(struct control *c, bool hold);
+/* The re-exec did not happen: its requester gets code and msg. */
+void control_reexec_failed(struct control *c, int code, const char *msg);
+/* A control connection a re-exec hands on: its fd, whether its first
+ * request came (of this protocol version), and what was read of it and
+ * not handled (pipelined requests, a partial frame). */
+struct control_handoff {
+        int fd;
+        bool spoke;
+        const uint8_t *input;
+        size_t input_len;
+};
+/* Whether the connections can be handed on now: every answer sent, no
+ * load in flight. 0, or -EBUSY with why. */
+int control_reexec_quiet(const struct control *c, char *why, size_t len);
+/* The connections handed on, up to max (not those following logs or whose
+ * input ended: they close at the exec): their number (out NULL: only
+ * counted). */
+size_t control_reexec_clients(const struct control *c, struct control_handoff *out, size_t max);
+/* In the new image: a connection handed on (its fd taken, whatever the
+ * outcome) is a client again, its input read on from where it was. 0 or
+ * -errno. */
+int control_adopt_client(struct control *c, const struct control_handoff *h);
+/* In the new image: the client on fd, who asked for the re-exec, gets Done
+ * with msg for request id. */
+void control_reexec_done(struct control *c, int fd, uint64_t id, const char *msg);
 /* New log lines of u for clients following its log. */
 void control_log_added(struct control *c, struct unit *u, size_t lines);
 /* A new audit record of gadget, for clients following its audit log. */

@@ -669,6 +669,11 @@ static void on_move(struct client *cl, const Control__Request *q)
         client_error(cl, q->id, code, "%s", msg);
 }
 
+static void on_daemon_reexec(struct client *cl, const Control__Request *q)
+{
+        control_reexec_ask(cl, q->id);
+}
+
 static const struct {
         Control__Request__ReqCase kind;
         void (*handle)(struct client *cl, const Control__Request *q);
@@ -692,6 +697,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_MOVE, on_move },
         { CONTROL__REQUEST__REQ_NODES, request_nodes },
         { CONTROL__REQUEST__REQ_FORGET_NODE, request_forget_node },
+        { CONTROL__REQUEST__REQ_DAEMON_REEXEC, on_daemon_reexec },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

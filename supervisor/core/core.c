@@ -88,7 +88,8 @@ static int open_parts(struct core *c)
          * gadgetd might start should either. */
         fds_cloexec_all();
         unsigned count = c->cfg.uid_count ? c->cfg.uid_count : UIDPOOL_DEFAULT_COUNT;
-        if ((e = uidpool_open(&c->uids, UIDPOOL_LOCK_FILE, c->cfg.uid_base, count)) < 0) {
+        if ((e = c->cfg.uid_lock_kept ? uidpool_open_kept(&c->uids, c->cfg.uid_lock_fd, c->cfg.uid_base, count)
+                                      : uidpool_open(&c->uids, UIDPOOL_LOCK_FILE, c->cfg.uid_base, count)) < 0) {
                 log_msg(L_ERR, NULL, "host uid pool %s: %s", UIDPOOL_LOCK_FILE,
                         e == -EPERM ? "not a regular file of gadgetd's own user" : strerror(-e));
                 return e;

@@ -40,6 +40,8 @@ struct core_config {
         const char *node;           /* Node=: this gadgetd's name in the store */
         const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
         uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
+        bool uid_lock_kept;         /* a re-exec's: the uid pool's lock file is uid_lock_fd, kept open */
+        int uid_lock_fd;
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports
@@ -53,6 +55,51 @@ struct unit_origin;
 /* Adds a unit for policy p (taken over, freed on failure), not started.
  * NULL: out of memory. */
 struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin *o);
+/* A gadget as gadgetctl daemon-reexec hands it to gadgetd's next image
+ * (unit_adopt.c; daemon.c's state file carries it). Strings and arrays are
+ * borrowed: from the unit when saved, from the state file when adopted. */
+struct unit_saved {
+        const char *name, *path;    /* its policy's, and that file's path */
+        uint64_t policy_hash;       /* of the file's bytes when it was loaded */
+        bool from_dir;              /* loaded from the policy directory */
+        int state;                  /* enum unit_state: READY (runs), STOPPED, FAILED or IDLE */
+        const char *cause;          /* why it last stopped or failed */
+        const char *text;           /* its policy file's bytes as loaded (the policy it runs), or NULL */
+        size_t text_len;
+        size_t n_log;               /* its log ring's lines, oldest first (saved: an array of unit_save's, */
+        const char **log;           /* freed with free()) */
+        uint32_t restarts;
+        uint64_t calls;
+        /* Running (READY) only: */
+        int32_t pid;                /* PID 1 of its sandbox, a child of gadgetd */
+        int rpc_fd, report_fd, out_fd, err_fd; /* gadgetd's ends, kept open across the exec */
+        uint32_t uid;               /* its host uid */
+        int64_t started_ms;         /* CLOCK_MONOTONIC, the run's start */
+        uint64_t start_us;          /* from its start to its hello */
+        size_t n_methods;           /* from its hello */
+        char *const *methods, *const *sig_texts;
+};
+/* Whether the core can be handed on now: no call or binding call in
+ * flight, no worker's message half read, no gadget starting (a restart's
+ * backoff included) or stopping, no shared store. 0, or -EBUSY (wait: it may come)
+ * or another -errno (it cannot be) with why. */
+int core_reexec_quiet(struct core *c, char *why, size_t len);
+/* Holds every worker's input (hold true), or releases it. */
+void core_reexec_hold(struct core *c, bool hold);
+/* The uid pool's lock file, which a re-exec keeps open (its locks are the
+ * uids its gadgets hold). */
+int core_uid_lock_fd(const struct core *c);
+/* The spare shell is ended: it would outlive the exec as nobody's. */
+void core_reexec_drop_spare(struct core *c);
+/* u as a re-exec hands it on (s's strings are u's, valid while u is; free
+ * s->log). */
+void unit_save(struct unit *u, struct unit_saved *s);
+/* In the next image: the unit of policy p (taken over) as s describes it;
+ * a running one takes its worker over (pidfd, uid, cgroup, fds, methods).
+ * 0, or -errno with err: the worker could not be adopted, and was killed
+ * (its fds closed) so that no sandbox is left without a gadgetd. */
+int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len);
+
 struct core_remote;
 /* Calls to gadgets other nodes run go through r (copied) from now on. */
 void core_set_remote(struct core *c, const struct core_remote *r);

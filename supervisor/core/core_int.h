@@ -186,6 +186,18 @@ int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev);
 void unit_output_log(struct unit *u, const Gadget__Log *l);
 void unit_output_window_cb(evutil_socket_t fd, short what, void *arg);
 void unit_output_end(struct unit *u);
+/* The read end rd of an output pipe kept across gadgetd's re-exec, watched
+ * by *ev as unit_output_pipe's (0 or -ENOMEM). */
+int unit_output_adopt(struct unit *u, int rd, struct event **ev);
+
+/* unit.c: u (a new unit) takes over the running worker s describes, whose
+ * pidfd, fds, uid and cgroup unit_adopt.c has put in u: its link (no new
+ * hello), its report and output, its timers; ready. 0, or -errno with err
+ * (then unit_adopt_failed). */
+int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, size_t errlen);
+/* The worker u took could not be adopted: it is killed and reaped, what
+ * u held of it released, and u failed with why. */
+void unit_adopt_failed(struct unit *u, const char *why);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -21,6 +21,30 @@ void logbuf_free(struct logbuf *b)
         b->lines = NULL;
 }
 
+/* Puts line (taken) in the ring, the oldest out if it is full. */
+static const char *put_line(struct logbuf *b, char *line)
+{
+        size_t slot = (b->head + b->count) % LOGBUF_LINES;
+        if (b->count == LOGBUF_LINES) {
+                free(b->lines[b->head]);
+                b->head = (b->head + 1) % LOGBUF_LINES;
+                slot = (b->head + b->count - 1) % LOGBUF_LINES;
+        } else {
+                b->count++;
+        }
+        b->lines[slot] = line;
+        b->total++;
+        return line;
+}
+
+const char *logbuf_add_kept(struct logbuf *b, const char *line)
+{
+        char *copy;
+        if ((!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines))) || !(copy = strdup(line)))
+                return NULL;
+        return put_line(b, copy);
+}
+
 const char *logbuf_add(struct logbuf *b, const char *s, size_t len)
 {
         char esc[LOGBUF_LINE_MAX * 4 + 3];
@@ -34,17 +58,7 @@ const char *logbuf_add(struct logbuf *b, const char *s, size_t len)
         char *line = strndup(esc + 1, n >= 2 ? n - 2 : 0);
         if (!line)
                 return NULL;
-        size_t slot = (b->head + b->count) % LOGBUF_LINES;
-        if (b->count == LOGBUF_LINES) {
-                free(b->lines[b->head]);
-                b->head = (b->head + 1) % LOGBUF_LINES;
-                slot = (b->head + b->count - 1) % LOGBUF_LINES;
-        } else {
-                b->count++;
-        }
-        b->lines[slot] = line;
-        b->total++;
-        return line;
+        return put_line(b, line);
 }
 
 /* Whether no further line can be kept in this window. */

@@ -64,6 +64,9 @@ size_t logbuf_split_flush(struct logbuf_stream *s, struct logbuf_budget *g, logb
 const char *logbuf_add(struct logbuf *b, const char *line, size_t len);
 /* The i-th of the last n lines (0 = oldest of them), or NULL. */
 const char *logbuf_line(const struct logbuf *b, size_t n, size_t i);
+/* Adds a line as logbuf_line gave it (escaped already): the ring handed
+ * on by gadgetd's re-exec. NULL when out of memory. */
+const char *logbuf_add_kept(struct logbuf *b, const char *line);
 
 /* A budget of lines_max lines and bytes_max bytes per window (both > 0). */
 void logbuf_budget_init(struct logbuf_budget *g, uint64_t lines_max, uint64_t bytes_max);

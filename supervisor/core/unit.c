@@ -562,6 +562,59 @@ fail:
         u->hooks->exited(u->hooks->arg, u);
 }
 
+void unit_adopt_failed(struct unit *u, const char *why)
+{
+        if (u->child.pid > 0) {
+                /* Without a pidfd, by pid: it is a child not reaped (unit_adopt.c
+                 * looked), so the pid is still its own. */
+                if (u->child.pidfd < 0)
+                        kill(u->child.pid, SIGKILL);
+                unit_kill(u, NULL);
+                waitpid(u->child.pid, NULL, 0);
+        }
+        drop_worker(u, why);
+        unit_set_state(u, UNIT_FAILED);
+        snprintf(u->cause, sizeof u->cause, "%s", why);
+        log_msg(L_ERR, u->policy->name, "%s", why);
+}
+
+int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, size_t errlen)
+{
+        u->want_running = true;
+        u->restarts = s->restarts;
+        u->calls = s->calls;
+        u->start_us = s->start_us;
+        u->started = (struct timespec){ .tv_sec = s->started_ms / 1000, .tv_nsec = s->started_ms % 1000 * 1000000 };
+        u->start_begin = u->started;
+        u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
+        if (!u->peer) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        u->child.rpc_fd = -1; /* the peer owns it */
+        int e;
+        if ((e = peer_adopt(u->peer, s->methods, s->sig_texts, s->n_methods, err, errlen)) < 0)
+                return e;
+        if (!(u->lines = calloc(2, sizeof *u->lines)) || unit_output_adopt(u, u->out_fd, &u->ev_out) < 0 ||
+            unit_output_adopt(u, u->err_fd, &u->ev_err) < 0 ||
+            !(u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u)) ||
+            event_add(u->ev_report, NULL) < 0) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        bindings_attach(u->bind, u->peer);
+        timer_arm_ms(u->ev_limits, LIMITS_CHECK_MS);
+        if (u->policy->runtime_max_ms) {
+                uint64_t ran = unit_uptime_ms(u);
+                timer_arm_ms(u->ev_runtime, ran < u->policy->runtime_max_ms ? u->policy->runtime_max_ms - ran : 1);
+        }
+        unit_set_state(u, UNIT_READY);
+        unit_idle_arm(u);
+        log_msg(L_INFO, u->policy->name, "adopted after gadgetd's re-exec (pid %d)", (int)u->child.pid);
+        u->hooks->ready(u->hooks->arg, u);
+        return 0;
+}
+
 /* Stops u, to start it again once stopped (restart) or not: a stop asked
  * during a restart's stop calls the restart off. */
 static void stop_for(struct unit *u, const char *why, bool restart)

@@ -169,6 +169,16 @@ int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
         return 0;
 }
 
+int unit_output_adopt(struct unit *u, int rd, struct event **ev)
+{
+        fcntl(rd, F_SETFD, FD_CLOEXEC);
+        fcntl(rd, F_SETFL, O_NONBLOCK);
+        *ev = event_new(u->core->base, rd, EV_READ | EV_PERSIST, output_cb, u);
+        if (!*ev || event_add(*ev, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 void unit_output_end(struct unit *u)
 {
         /* The drops of a window that has not ended are told now. */

@@ -74,6 +74,14 @@ static int remove_cgroup(int version, const char *dir)
         return -EBUSY;
 }
 
+/* Frees cg's record, leaving its directories. */
+static void cgroup_forget(struct cgroup *cg)
+{
+        for (size_t i = 0; i < CGROUP_MAX_HIER; i++)
+                free(cg->dir[i]);
+        free(cg);
+}
+
 /* mkdir of a gadget's cgroup. A directory left from an earlier run goes
  * first; a v1 instance directory that another gadgetd took for a dead
  * one's and removed (it was empty) is made again. */
@@ -165,6 +173,35 @@ int cgroup_cpus_write(const char *dir, const cpu_set_t *cpus)
                 if (CPU_ISSET(c, cpus))
                         o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", o ? "," : "", c);
         return o ? cgroup_write_file(dir, "cpuset.cpus", list) : -EINVAL;
+}
+
+int cgroup_adopt(const struct cgroup_host *h, const char *name, struct cgroup **out, char *err, size_t errlen)
+{
+        struct cgroup *cg = calloc(1, sizeof *cg);
+        struct stat st;
+        if (!cg) {
+                snprintf(err, errlen, "cgroup: out of memory");
+                return -ENOMEM;
+        }
+        cg->host = h;
+        for (size_t i = 0; i < h->n_hier; i++) {
+                if (!h->hier[i].ctrls)
+                        continue;
+                if (asprintf(&cg->dir[i], "%s/" GADGET_PREFIX "%s", h->hier[i].dir, name) < 0) {
+                        cg->dir[i] = NULL;
+                        snprintf(err, errlen, "cgroup: out of memory");
+                        cgroup_forget(cg);
+                        return -ENOMEM;
+                }
+                int e = stat(cg->dir[i], &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+                if (e < 0) {
+                        snprintf(err, errlen, "its cgroup %s is gone: %s", cg->dir[i], strerror(-e));
+                        cgroup_forget(cg);
+                        return e;
+                }
+        }
+        *out = cg;
+        return 0;
 }
 
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,

@@ -100,6 +100,10 @@ struct cgroup;
  * left behind). */
 int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen);
+/* The cgroups cgroup_new made for gadget name, as a re-executed gadgetd
+ * finds them (gadgetctl daemon-reexec): each must exist. 0, or -errno with
+ * err naming the missing directory. */
+int cgroup_adopt(const struct cgroup_host *h, const char *name, struct cgroup **out, char *err, size_t errlen);
 /* Moves pid (and its later children) into the gadget's v2 cgroup. The
  * worker joins its v1 cgroups itself, through cgroup_join_fds. */
 int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen);

@@ -2,6 +2,7 @@
  * hierarchy, the v2 delegation, the instance directories — and the small
  * file helpers of the cgroup module. */
 #include "cgroup.h"
+#include "system/proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -286,23 +287,6 @@ static void add_hier(struct cgroup_host *h, int version, char *own, char *dir, u
  * before its cgroups are set up. */
 #define OURS_MAX 64
 
-/* True if pid's parent is gadgetd. */
-static bool is_child(pid_t pid)
-{
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        buf[n > 0 ? n : 0] = '\0';
-        /* PID (COMM) STATE PPID ...: COMM may hold anything, so after its last ')' */
-        char *p = strrchr(buf, ')');
-        long ppid;
-        return p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid();
-}
-
 /* gadgetd and its children among the processes of the v2 cgroup dir
  * (gadgetd first). The count. */
 static size_t ours(const char *dir, pid_t *pids, size_t max)
@@ -314,7 +298,7 @@ static size_t ours(const char *dir, pid_t *pids, size_t max)
         FILE *f = fopen(path, "re");
         while (f && n < max && fgets(line, sizeof line, f)) {
                 pid_t pid = (pid_t)strtol(line, NULL, 10);
-                if (pid > 0 && pid != getpid() && is_child(pid))
+                if (pid > 0 && pid != getpid() && proc_is_child(pid))
                         pids[n++] = pid;
         }
         if (f)
@@ -380,6 +364,16 @@ static bool not_delegated(struct cgroup_host *h, const char *path)
         return true;
 }
 
+/* A gadgetd re-executed in place (gadgetctl daemon-reexec) is already in
+ * OWN/gadgetd.PID/supervisor: OWN is what is above that. */
+static void strip_own_instance(char *path, const char *pid)
+{
+        char tail[64];
+        size_t n = strlen(path), k = (size_t)snprintf(tail, sizeof tail, "/" INSTANCE_PREFIX "%s/" SUPERVISOR, pid);
+        if (n > k && strcmp(path + n - k, tail) == 0)
+                path[n - k] = '\0';
+}
+
 static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refused)
 {
         struct cg_mount m;
@@ -392,6 +386,7 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refu
                 snprintf(h->why_v2, sizeof h->why_v2, "no cgroup v2 hierarchy is mounted");
                 return 0;
         }
+        strip_own_instance(path, pid);
         if ((e = own_dir(&m, path, &own)) < 0) {
                 snprintf(h->why_v2, sizeof h->why_v2, "gadgetd's cgroup %.100s is not below the cgroup2 mount %.100s",
                          path, m.point);

@@ -239,6 +239,14 @@ int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run
         return cgroup_new(&l->cg, p->name, &r->cgroup_limits, &r->cg, err, errlen);
 }
 
+int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen)
+{
+        int e = limiter_start(l, p, r, err, errlen);
+        if (e < 0 || !l->cg.n_hier)
+                return e;
+        return cgroup_adopt(&l->cg, p->name, &r->cg, err, errlen);
+}
+
 void limiter_record(struct audit *a, const char *gadget, const char *limit, const char *fmt, ...)
 {
         char detail[256];

@@ -61,6 +61,10 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
 /* Makes the run's cgroup (if any controller is in use) with the planned
  * limits written. 0 or -errno with err. */
 int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
+/* A re-executed gadgetd's run of p, whose worker is already running
+ * (gadgetctl daemon-reexec): planned as limiter_start, with the cgroup
+ * limiter_cgroup made then. 0 or -errno with err. */
+int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
 /* Reads the counters: each new limit hit is an audit record (a may be
  * NULL: the record is only logged). A continuing hit (a fork bomb held at
  * TasksMax, a spinner held at CPUQuota) is one record until it stops. */

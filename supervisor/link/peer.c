@@ -52,6 +52,7 @@ struct dispatch_row {
 };
 
 static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
+static int keep_methods(struct peer *p, const Gadget__Hello *h, char *why, size_t len);
 static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
 static int on_binding_call(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
 static int on_log(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len);
@@ -201,6 +202,41 @@ size_t peer_signatures(const struct peer *p, char ***texts)
         return p->n_methods;
 }
 
+size_t peer_buffered(const struct peer *p)
+{
+        return conn_buffered(p->conn, NULL);
+}
+
+int peer_fd(const struct peer *p)
+{
+        return conn_fd(p->conn);
+}
+
+int peer_adopt(struct peer *p, char *const *methods, char *const *sig_texts, size_t n, char *why, size_t len)
+{
+        /* The same checks as a hello's: the state they come from is input too. */
+        Gadget__Hello h = GADGET__HELLO__INIT;
+        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+        h.protocol_version = GADGET_PROTOCOL_VERSION;
+        h.name = p->policy->name;
+        h.n_methods = h.n_signatures = n;
+        h.methods = (char **)methods;
+        h.signatures = (char **)sig_texts;
+        m.msg_case = GADGET__WORKER_MSG__MSG_HELLO;
+        m.hello = &h;
+        if (p->state != PEER_AWAIT_HELLO) {
+                snprintf(why, len, "its link is not new");
+                return -EPROTO;
+        }
+        if (validate_worker_msg(&m, p->policy->name, why, len) < 0)
+                return -EPROTO;
+        int e = keep_methods(p, &h, why, len);
+        if (e < 0)
+                return e;
+        p->state = PEER_READY;
+        return 0;
+}
+
 bool peer_method(const struct peer *p, const char *method, const struct type_sig **sig)
 {
         for (size_t i = 0; i < p->n_methods; i++)
@@ -252,9 +288,9 @@ static char *sig_text(const struct type_sig *sig)
         return strdup(buf);
 }
 
-static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+/* The methods of a hello (validated), kept in p. */
+static int keep_methods(struct peer *p, const Gadget__Hello *h, char *why, size_t len)
 {
-        const Gadget__Hello *h = m->hello;
         size_t n = h->n_methods;
         p->methods = calloc(n + 1, sizeof *p->methods);
         p->sigs = calloc(n + 1, sizeof *p->sigs);
@@ -270,14 +306,21 @@ static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_
                 if (!(p->methods[i] = strdup(h->methods[i])) || !(p->sig_texts[i] = sig_text(p->sigs[i])))
                         return -ENOMEM;
         }
+        return 0;
+}
+
+static int on_hello(struct peer *p, const Gadget__WorkerMsg *m, char *why, size_t len)
+{
+        int e = keep_methods(p, m->hello, why, len);
+        if (e < 0)
+                return e;
         Gadget__Welcome w = GADGET__WELCOME__INIT;
         w.protocol_version = GADGET_PROTOCOL_VERSION;
         w.max_frame = WIRE_MAX_FRAME;
         Gadget__SupervisorMsg out = GADGET__SUPERVISOR_MSG__INIT;
         out.msg_case = GADGET__SUPERVISOR_MSG__MSG_WELCOME;
         out.welcome = &w;
-        int e = send_msg(p, &out);
-        if (e < 0)
+        if ((e = send_msg(p, &out)) < 0)
                 return e;
         p->state = PEER_READY;
         p->h->hello(p, p->data);

@@ -51,6 +51,16 @@ uint64_t peer_stalled_ms(const struct peer *p);
 size_t peer_methods(const struct peer *p, char ***methods);
 /* Their signatures' canonical texts, in the same order ("" for untyped). */
 size_t peer_signatures(const struct peer *p, char ***texts);
+/* Bytes of the worker read and not handled yet (0: at a frame boundary). */
+size_t peer_buffered(const struct peer *p);
+/* The RPC socket's fd, which a re-exec hands on (gadgetctl daemon-reexec). */
+int peer_fd(const struct peer *p);
+/* A worker that said hello to the gadgetd image before a re-exec
+ * (gadgetctl daemon-reexec): its n methods and their signatures' texts
+ * ("" for untyped), as that image kept them; the peer is ready at once,
+ * without a new hello (none comes). 0, or -EPROTO with why for a
+ * signature that does not parse, -ENOMEM. */
+int peer_adopt(struct peer *p, char *const *methods, char *const *sig_texts, size_t n, char *why, size_t len);
 
 /* Where a gadget-to-gadget call comes from: the gadgets waiting on it (the
  * caller and all that wait on the caller: what a call must not reach again)

@@ -22,11 +22,33 @@ int uidpool_check_range(uid_t base, unsigned long long count)
         return 0;
 }
 
-int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsigned count)
+/* The pool on lock file fd (taken over, closed on failure). */
+static int open_on(struct uidpool *pool, int fd, uid_t base, unsigned count)
 {
         struct stat st;
         unsigned char *taken = NULL;
-        int fd = -1, e;
+        int e = 0;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                e = -errno;
+        /* Why this is safe: only a regular file of gadgetd's own user with
+         * no other link: one a user planted could be locked by that user
+         * to take the pool. */
+        else if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 || (st.st_mode & 022))
+                e = -EPERM;
+        else if (!(taken = calloc((count + 7) / 8, 1)))
+                e = -ENOMEM;
+        if (e < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return e;
+        }
+        *pool = (struct uidpool){ .lock_fd = fd, .base = base, .count = count, .taken = taken };
+        return 0;
+}
+
+int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsigned count)
+{
+        int e;
         if ((e = uidpool_check_range(base, count)) < 0)
                 return e;
         char dir[4096];
@@ -37,27 +59,19 @@ int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsign
                 if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                         return -errno;
         }
-        if (!(taken = calloc((count + 7) / 8, 1)))
-                return -ENOMEM;
-        /* Why this is safe: never a symlink, and only a regular file of
-         * gadgetd's own user with no other link: one a user planted could
-         * be locked by that user to take the pool. */
-        fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-        if (fd < 0 || fstat(fd, &st) < 0) {
-                e = -errno;
-                goto fail;
-        }
-        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 || (st.st_mode & 022)) {
-                e = -EPERM;
-                goto fail;
-        }
-        *pool = (struct uidpool){ .lock_fd = fd, .base = base, .count = count, .taken = taken };
-        return 0;
-fail:
-        if (fd >= 0)
+        /* Never a symlink (open_on checks the rest). */
+        return open_on(pool, open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600), base,
+                       count);
+}
+
+int uidpool_open_kept(struct uidpool *pool, int fd, uid_t base, unsigned count)
+{
+        int e = uidpool_check_range(base, count);
+        if (e < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
                 close(fd);
-        free(taken);
-        return e;
+                return e < 0 ? e : -EBADF;
+        }
+        return open_on(pool, fd, base, count);
 }
 
 void uidpool_close(struct uidpool *pool)
@@ -108,4 +122,23 @@ void uidpool_release(struct uidpool *pool, uid_t uid)
         unsigned i = uid - pool->base;
         pool->taken[i / 8] &= (unsigned char)~(1u << (i % 8));
         lock_byte(pool->lock_fd, uid, F_UNLCK);
+}
+
+int uidpool_adopt(struct uidpool *pool, uid_t uid)
+{
+        if (uid < pool->base || uid - pool->base >= pool->count)
+                return -ERANGE;
+        unsigned i = uid - pool->base;
+        if (pool->taken[i / 8] & (1u << (i % 8)))
+                return -EBUSY;
+        int e = lock_byte(pool->lock_fd, uid, F_WRLCK);
+        if (e < 0)
+                return e == -EAGAIN || e == -EACCES ? -EBUSY : e;
+        pool->taken[i / 8] |= (unsigned char)(1u << (i % 8));
+        return 0;
+}
+
+int uidpool_lock_fd(const struct uidpool *pool)
+{
+        return pool->lock_fd;
 }

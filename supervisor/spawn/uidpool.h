@@ -31,8 +31,19 @@ int uidpool_check_range(uid_t base, unsigned long long count);
  * must be a regular file of gadgetd's own user. Returns 0 or -errno. */
 int uidpool_open(struct uidpool *pool, const char *lock_path, uid_t base, unsigned count);
 void uidpool_close(struct uidpool *pool);
+/* The pool on the lock file's fd a re-executed gadgetd kept (gadgetctl
+ * daemon-reexec): the same open file, so the uids its gadgets hold stay
+ * held throughout (uidpool_adopt marks them this process's again). fd is
+ * taken, closed on failure. 0 or -errno. */
+int uidpool_open_kept(struct uidpool *pool, int fd, uid_t base, unsigned count);
+/* The lock file's fd, for a re-exec to keep. */
+int uidpool_lock_fd(const struct uidpool *pool);
 /* Takes a free uid, trying the one derived from name first so a gadget
  * usually keeps its uid. Returns 0 with *uid set, -EUSERS if every uid of
  * the range is held (by this or any other gadgetd of the host). */
 int uidpool_take(struct uidpool *pool, const char *name, uid_t *uid);
 void uidpool_release(struct uidpool *pool, uid_t uid);
+/* Takes uid again for a gadget a re-executed gadgetd adopts (gadgetctl
+ * daemon-reexec; on a kept lock file it holds it already): 0, -ERANGE
+ * outside the range, -EBUSY if another gadget or gadgetd holds it. */
+int uidpool_adopt(struct uidpool *pool, uid_t uid);

@@ -183,6 +183,34 @@ size_t conn_pending(const struct conn *c)
         return c->t->unsent(c);
 }
 
+size_t conn_buffered(const struct conn *c, const uint8_t **bytes)
+{
+        if (bytes)
+                *bytes = c->rd.buf + c->rd.start;
+        return c->rd.end - c->rd.start;
+}
+
+bool conn_input_ended(const struct conn *c)
+{
+        return c->read_ended || c->closed || c->bev_ended;
+}
+
+int conn_preload(struct conn *c, const uint8_t *bytes, size_t len)
+{
+        static const struct timeval now = { 0, 0 };
+        int e = len ? wire_reader_feed(&c->rd, bytes, len) : 0;
+        if (e < 0)
+                return e;
+        if (!c->held)
+                event_add(c->ev_more, &now);
+        return 0;
+}
+
+int conn_fd(const struct conn *c)
+{
+        return c->fd;
+}
+
 int conn_send(struct conn *c, const ProtobufCMessage *msg)
 {
         /* Why this bounds memory: frames wait only while no more than

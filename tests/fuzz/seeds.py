@@ -35,6 +35,8 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from protobytes import field, frame, varint  # noqa: E402
 CORPUS = os.path.join(HERE, "corpus")
 
 
@@ -183,24 +185,6 @@ def policies(build, recorded):
         for p in glob.glob(os.path.join(recorded or "/nonexistent", kind, "*")):
             with open(p, "rb") as f:
                 save(kind, neutral(f.read(), build))
-
-
-def frame(msg):
-    return len(msg).to_bytes(4, "little") + msg
-
-
-def varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7f, n >> 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def field(num, data):
-    """A length-delimited field (string, message)."""
-    return varint(num << 3 | 2) + varint(len(data)) + data
 
 
 def failed(step, reason):

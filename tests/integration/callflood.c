@@ -3,12 +3,15 @@
  *   callflood SOCKET GADGET METHOD N [JSON]
  *       N calls at once: for tests of queues and concurrency. GADGET may
  *       be a comma-separated list: the calls go to them in turn (a burst
- *       of calls to several gadgets, in one write).
+ *       of calls to several gadgets, in one write). "mismatched N" if
+ *       answers came for an id twice or for one never sent.
  *   callflood --steady SOCKET GADGET METHOD [JSON]
  *       one call at a time until SIGTERM or SIGINT, then also "sent N",
  *       "unanswered N" and the latencies ("p50_us", "p99_us", "max_us"):
  *       the healthy caller of the hostile-load tests and benchmarks. A call
- *       unanswered after 30 s counts as unanswered and ends the run.
+ *       unanswered after 30 s counts as unanswered and ends the run;
+ *       "mismatched N": answers of another id than the call's (answered
+ *       twice, or out of turn).
  *   callflood --paced RATE MAX SOCKET GADGET METHOD
  *       calls pipelined at RATE a second, the i-th with the integer i as
  *       its argument (a method that echoes it), until SIGTERM or MAX
@@ -37,6 +40,14 @@
 #include "wire.h"
 
 static volatile sig_atomic_t stop_now;
+/* --steady: the id the next answer must have (0: not checked), and the
+ * answers that had another (a call answered twice, or out of turn). */
+static uint64_t want_id;
+static int mismatched;
+/* N calls at once: the ids answered so far (an id twice, or one never
+ * sent, is mismatched too). */
+static unsigned char *seen;
+static uint64_t seen_n;
 
 static void on_stop(int sig)
 {
@@ -116,6 +127,10 @@ static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *cod
         Control__Response *resp = control__response__unpack(NULL, len, data);
         if (!resp)
                 exit(1);
+        if (want_id && resp->id != want_id)
+                mismatched++;
+        if (seen && (resp->id == 0 || resp->id > seen_n || seen[resp->id]++))
+                mismatched++;
         if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT)
                 (*ok)++;
         /* CALLFLOOD_RESULTS: each integer result with its call's id (calls
@@ -169,10 +184,15 @@ static int flood(int fd, char **argv, int n, Gadget__Value *args)
         int ok = 0, codes[32] = { 0 };
         const char *silence = getenv("CALLFLOOD_SILENCE_MS");
         int ms = silence ? atoi(silence) : 2000;
+        seen = calloc((size_t)n + 1, 1);
+        seen_n = (uint64_t)n;
         for (int got = 0; got < n; got++)
                 if (!count_answer(&r, fd, ms, &ok, codes))
                         break;
         print_counts(n, ok, codes);
+        if (mismatched)
+                printf("mismatched %d\n", mismatched);
+        free(seen);
         wire_reader_free(&r);
         wire_writer_free(&w);
         return 0;
@@ -193,6 +213,7 @@ static int steady(int fd, char **argv, Gadget__Value *args)
         int ok = 0, codes[32] = { 0 }, sent = 0;
         while (!stop_now && lat) {
                 put_call(&w, (uint64_t)sent + 1, argv, args);
+                want_id = (uint64_t)sent + 1;
                 uint64_t t0 = now_us();
                 if (wire_writer_flush(&w, fd) != 0)
                         break;
@@ -208,6 +229,7 @@ static int steady(int fd, char **argv, Gadget__Value *args)
                 lat[n++] = now_us() - t0;
         }
         printf("sent %d\n", sent);
+        printf("mismatched %d\n", mismatched);
         print_counts(sent, ok, codes);
         if (n) {
                 qsort(lat, n, sizeof *lat, cmp_u64);

@@ -260,6 +260,19 @@ class Daemon:
     def state(self, name):
         return self.list().get(name, {}).get("state")
 
+    def add(self, name, body=""):
+        """Writes policy name (body: its keys after Name= and Exec=) into
+        the policy directory and reloads."""
+        policy(self.pol, name, body)
+        r = self.ctl("reload")
+        check(r.returncode == 0, "reload: %r" % r.stderr)
+
+    def status(self, name):
+        """gadgetctl --json status NAME, as a dict."""
+        r = self.ctl("--json", "status", name)
+        check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
+        return json.loads(r.stdout)
+
     def logtext(self):
         self.log.flush()
         with open(self.log.name) as f:
@@ -381,8 +394,8 @@ class Healthy:
         r = self.finish()
         if exc is None:
             check(r.get("sent", 0) > 0, "the healthy caller made no call")
-            check(r.get("ok") == r.get("sent") and r.get("unanswered") == 0,
-                  "healthy calls not all answered: %r" % r)
+            check(r.get("ok") == r.get("sent") and r.get("unanswered") == 0 and r.get("mismatched", 0) == 0,
+                  "healthy calls not all answered once, in turn: %r" % r)
 
 
 class Paced:

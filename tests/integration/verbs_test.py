@@ -13,15 +13,11 @@ from harness import Daemon, check, main, policy, test, wait_for, workers
 
 
 def load(d, name, body):
-    policy(d.pol, name, body)
-    r = d.ctl("reload")
-    check(r.returncode == 0, "reload: %r" % r.stderr)
+    d.add(name, body)
 
 
 def info(d, name):
-    r = d.ctl("--json", "status", name)
-    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
-    return json.loads(r.stdout)
+    return d.status(name)
 
 
 def ready(d, name):

@@ -363,7 +363,7 @@ def load_control_waits_bounded_per_connection(tmp):
         # wait for the start (until the stop answers them), not busy.
         calls = subprocess.Popen([harness.CALLFLOOD, d.sock, "mute", "echo", "2"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: info_of(d, "mute")["in_flight"] == 2, what="the caller's 2 calls waiting")
+        wait_for(lambda: d.status("mute")["in_flight"] == 2, what="the caller's 2 calls waiting")
         r = d.ctl("stop", "mute")
         check(r.returncode == 0, "stop: %r" % r.stderr)
         out, err = p.communicate("go\n", timeout=120)
@@ -375,7 +375,26 @@ def load_control_waits_bounded_per_connection(tmp):
               "the caller's 2 calls, answered at the stop, none busy: %r %s" % (out, err))
 
 
-def info_of(d, name):
-    r = d.ctl("--json", "status", name)
-    check(r.returncode == 0, "status %s: %r" % (name, r.stderr))
-    return json.loads(r.stdout)
+@test
+def load_control_reexec_flood(tmp):
+    """gadgetctl daemon-reexec from a group member, 30 times: each refused
+    as root's only, no re-exec; then 10 from root at once: each answered
+    (re-executed, one after the other, or busy), while a healthy caller's
+    calls are all answered once and the gadget keeps its pid."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        pid = json.loads(d.ctl("--json", "status", "good").stdout)["pid"]
+        with Healthy(d, "good"):
+            for _ in range(30):
+                r = d.ctl("daemon-reexec", user=NOBODY, groups=(65534,))
+                check(r.returncode != 0 and "daemon-reexec is root's only" in r.stderr, "member's re-exec: %r" % r)
+            check("re-executing" not in d.logtext(), "a member's request re-executed gadgetd")
+            procs = [subprocess.Popen([harness.GADGETCTL, "--socket", d.sock, "daemon-reexec"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(10)]
+            outs = [p.communicate(timeout=120) for p in procs]
+            done = sum(p.returncode == 0 and "re-executed in place" in o for p, (o, e) in zip(procs, outs))
+            busy = sum(p.returncode != 0 and "already under way" in e for p, (o, e) in zip(procs, outs))
+            check(done >= 1 and done + busy == 10, "root's re-execs: %r" % [(p.returncode, o, e) for p, (o, e)
+                                                                            in zip(procs, outs)])
+            print("10 re-execs at once: %d done, %d busy" % (done, busy))
+        check(json.loads(d.ctl("--json", "status", "good").stdout)["pid"] == pid, "the gadget's pid changed")

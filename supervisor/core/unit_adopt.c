@@ -1,0 +1,163 @@
+/* unit_adopt: gadgetctl daemon-reexec's side of the core — whether the
+ * gadgets can be handed to gadgetd's next image now, what each is as
+ * handed on, and the next image's taking over of its running workers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "link/peer.h"
+#include "policy.h"
+#include "system/proc.h"
+
+int core_reexec_quiet(struct core *c, char *why, size_t len)
+{
+        if (c->cfg.store_connection) {
+                snprintf(why, len, "gadgetd shares a store with other nodes (Store=postgresql): its leases are "
+                         "not handed on by a re-exec yet");
+                return -EOPNOTSUPP;
+        }
+        if (c->stopping) {
+                snprintf(why, len, "gadgetd is stopping");
+                return -ESHUTDOWN;
+        }
+        for (struct unit *u = c->units; u; u = u->next) {
+                const char *busy = NULL;
+                /* In any state: calls waiting for a start (a restart's
+                 * delay, a wake) and gadgetctl's waits until ready. */
+                if (!TAILQ_EMPTY(&u->pending))
+                        busy = "has calls waiting for its start";
+                else if (u->state == UNIT_READY) {
+                        if (peer_pending(u->peer) || u->n_pending)
+                                busy = "has calls in flight";
+                        else if (bindings_busy(u->bind))
+                                busy = "has binding calls in flight";
+                        else if (peer_buffered(u->peer))
+                                busy = "has a message half read";
+                        else if (!LIST_EMPTY(&u->waiting))
+                                busy = "has calls waiting for approval";
+                } else if (u->state == UNIT_STARTING || u->state == UNIT_STOPPING) {
+                        /* A restart's backoff is a start too (unit.c's timer). */
+                        busy = u->state == UNIT_STARTING ? "is starting" : "is stopping";
+                } else if (u->child.pid > 0) {
+                        busy = "has a pre-warmed sandbox";
+                } else if (u->state == UNIT_REMOTE) {
+                        busy = "waits for its lease";
+                }
+                if (busy) {
+                        snprintf(why, len, "gadget %s %s", u->policy->name, busy);
+                        return -EBUSY;
+                }
+        }
+        return 0;
+}
+
+void core_reexec_hold(struct core *c, bool hold)
+{
+        for (struct unit *u = c->units; u; u = u->next)
+                if (u->peer)
+                        peer_hold(u->peer, hold);
+}
+
+int core_uid_lock_fd(const struct core *c)
+{
+        return uidpool_lock_fd(&c->uids);
+}
+
+void core_reexec_drop_spare(struct core *c)
+{
+        spare_drop(&c->spare);
+}
+
+void unit_save(struct unit *u, struct unit_saved *s)
+{
+        char **methods = NULL, **sigs = NULL;
+        *s = (struct unit_saved){ .name = u->policy->name, .path = u->policy->path, .policy_hash = u->policy_hash,
+                                  .from_dir = u->from_dir, .state = (int)u->state, .cause = u->cause,
+                                  .restarts = u->restarts, .calls = u->calls, .pid = -1, .rpc_fd = -1,
+                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .text = u->policy->text,
+                                  .text_len = u->policy->text ? u->policy->text_len : 0 };
+        const struct logbuf *log = unit_log(u);
+        if ((s->log = calloc(log->count + 1, sizeof *s->log)))
+                for (size_t i = 0; i < log->count; i++)
+                        s->log[s->n_log++] = logbuf_line(log, log->count, i);
+        if (u->state != UNIT_READY || !u->peer)
+                return;
+        s->pid = u->child.pid;
+        s->rpc_fd = peer_fd(u->peer);
+        s->report_fd = u->child.report_fd;
+        s->out_fd = u->out_fd;
+        s->err_fd = u->err_fd;
+        s->uid = u->uid;
+        s->started_ms = (int64_t)u->started.tv_sec * 1000 + u->started.tv_nsec / 1000000;
+        s->start_us = u->start_us;
+        s->n_methods = peer_methods(u->peer, &methods);
+        peer_signatures(u->peer, &sigs);
+        s->methods = methods;
+        s->sig_texts = sigs;
+}
+
+int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len)
+{
+        const struct unit_origin o = { .hash = s->policy_hash, .from_dir = s->from_dir };
+        struct unit *u = core_add(c, p, &o);
+        int e = 0;
+        if (!u) {
+                snprintf(err, len, "out of memory");
+                return -ENOMEM;
+        }
+        u->restarts = s->restarts;
+        u->calls = s->calls;
+        for (size_t i = 0; i < s->n_log; i++)
+                logbuf_add_kept(&u->log, s->log[i]);
+        if (s->state == UNIT_IDLE) {
+                /* Idle as it was (IdleStop= too): its next call starts it. */
+                unit_idle_enter(u);
+                return 0;
+        }
+        if (s->state != UNIT_READY) {
+                unit_set_state(u, s->state == UNIT_FAILED ? UNIT_FAILED : UNIT_STOPPED);
+                snprintf(u->cause, sizeof u->cause, "%s", s->cause);
+                return 0;
+        }
+        /* From here its fds are u's: a failure closes them with the rest. */
+        u->child.pid = s->pid;
+        u->child.rpc_fd = s->rpc_fd;
+        u->child.report_fd = s->report_fd;
+        u->out_fd = s->out_fd;
+        u->err_fd = s->err_fd;
+        int fds[] = { s->rpc_fd, s->report_fd };
+        for (size_t i = 0; i < 2; i++) {
+                fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+                fcntl(fds[i], F_SETFL, O_NONBLOCK);
+        }
+        /* A re-exec keeps gadgetd's pid, and its workers stay its children. */
+        if (!proc_is_child(s->pid)) {
+                /* Not ours to kill: a pid reused, or a state file that lies. */
+                u->child.pid = -1;
+                snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);
+                e = -ESRCH;
+        } else if ((u->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
+                e = -errno;
+                snprintf(err, len, "pidfd of its worker (pid %d): %s", (int)s->pid, strerror(-e));
+        } else if ((e = uidpool_adopt(&c->uids, s->uid)) < 0) {
+                snprintf(err, len, "its host uid %u: %s", (unsigned)s->uid,
+                         e == -EBUSY ? "held by another gadget" : strerror(-e));
+        } else if ((u->uid = s->uid, u->have_uid = true,
+                    e = limiter_adopt(&c->limiter, u->policy, &u->limits, err, len)) < 0) {
+        } else if ((e = bindings_load(u->bind, err, len)) < 0) {
+        } else {
+                e = unit_adopt_worker(u, s, err, len);
+        }
+        if (e < 0) {
+                char why[600];
+                snprintf(why, sizeof why, "not adopted after gadgetd's re-exec, ended: %.500s", err);
+                unit_adopt_failed(u, why);
+        }
+        return e;
+}

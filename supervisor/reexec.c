@@ -1,0 +1,501 @@
+/* reexec: the re-exec state's record (reexec.h).
+ *
+ *   "GDREEXEC" u32 version u32 body-length u64 FNV-1a of the body, then
+ *   the body: i32 listen-fd, state-lock, socket-lock, uid-lock fds,
+ *   u8 activated i32 answer-fd u64 answer-id
+ *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
+ *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
+ *   u32 log lines, each a log str, and if READY: i32 pid, i32 rpc,
+ *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
+ *   u32 methods, each str method, str signature; then u32 control
+ *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
+ *   it and not handled.
+ *
+ * Integers little-endian; a str is u32 length (its NUL included) and its
+ * bytes, NUL last and nowhere else. */
+#include "reexec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "contract.h"
+
+#define MAGIC "GDREEXEC"
+#define VERSION 1u
+#define HEADER (8 + 4 + 4 + 8)
+#define MAX_BODY (256u << 20)
+#define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
+#define MAX_METHODS 1024u
+#define MAX_POLICY (1u << 20)  /* POLICY_MAX_FILE */
+#define MAX_LOG_LINE (LOGBUF_LINE_MAX * 4 + 1) /* an escaped line and its NUL */
+
+struct buf {
+        uint8_t *p;
+        size_t len, cap;
+        bool failed;
+};
+
+static void put(struct buf *b, const void *v, size_t n)
+{
+        if (b->failed)
+                return;
+        if (b->len + n > b->cap) {
+                size_t cap = b->cap ? b->cap * 2 : 4096;
+                while (cap < b->len + n)
+                        cap *= 2;
+                uint8_t *np = realloc(b->p, cap);
+                if (!np) {
+                        b->failed = true;
+                        return;
+                }
+                b->p = np;
+                b->cap = cap;
+        }
+        memcpy(b->p + b->len, v, n);
+        b->len += n;
+}
+
+static void put_u(struct buf *b, uint64_t v, size_t n)
+{
+        uint8_t x[8];
+        for (size_t i = 0; i < n; i++)
+                x[i] = (uint8_t)(v >> (8 * i));
+        put(b, x, n);
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+        size_t n = strlen(s ? s : "") + 1;
+        put_u(b, n, 4);
+        put(b, s ? s : "", n);
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+        uint64_t h = 14695981039346656037ull;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ p[i]) * 1099511628211ull;
+        return h;
+}
+
+static void put_unit(struct buf *b, const struct unit_saved *u)
+{
+        put_str(b, u->name);
+        put_str(b, u->path);
+        put_u(b, u->policy_hash, 8);
+        put_u(b, u->from_dir, 1);
+        put_u(b, (uint64_t)u->state, 1);
+        put_str(b, u->cause);
+        put_u(b, u->restarts, 4);
+        put_u(b, u->calls, 8);
+        put_u(b, u->text_len, 4);
+        put(b, u->text, u->text_len);
+        put_u(b, u->n_log, 4);
+        for (size_t i = 0; i < u->n_log; i++)
+                put_str(b, u->log[i]);
+        if (u->state != UNIT_READY)
+                return;
+        const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
+        for (size_t i = 0; i < 5; i++)
+                put_u(b, (uint32_t)ints[i], 4);
+        put_u(b, u->uid, 4);
+        put_u(b, (uint64_t)u->started_ms, 8);
+        put_u(b, u->start_us, 8);
+        put_u(b, u->n_methods, 4);
+        for (size_t i = 0; i < u->n_methods; i++) {
+                put_str(b, u->methods[i]);
+                put_str(b, u->sig_texts[i]);
+        }
+}
+
+int reexec_state_write(const struct reexec_state *s)
+{
+        struct buf b = { 0 };
+        put(&b, MAGIC, 8);
+        put_u(&b, VERSION, 4);
+        put_u(&b, 0, 4); /* length and checksum, below */
+        put_u(&b, 0, 8);
+        put_u(&b, (uint32_t)s->listen_fd, 4);
+        put_u(&b, (uint32_t)s->state_lock, 4);
+        put_u(&b, (uint32_t)s->socket_lock, 4);
+        put_u(&b, (uint32_t)s->uid_lock, 4);
+        put_u(&b, s->activated, 1);
+        put_u(&b, (uint32_t)s->answer_fd, 4);
+        put_u(&b, s->answer_id, 8);
+        put_u(&b, s->n, 4);
+        for (size_t i = 0; i < s->n; i++)
+                put_unit(&b, &s->units[i]);
+        put_u(&b, s->n_clients, 4);
+        for (size_t i = 0; i < s->n_clients; i++) {
+                put_u(&b, (uint32_t)s->clients[i].fd, 4);
+                put_u(&b, s->clients[i].spoke, 1);
+                put_u(&b, s->clients[i].input_len, 4);
+                put(&b, s->clients[i].input, s->clients[i].input_len);
+        }
+        if (b.failed || b.len - HEADER > MAX_BODY) {
+                free(b.p);
+                return b.failed ? -ENOMEM : -EFBIG;
+        }
+        uint64_t len = b.len - HEADER, sum = fnv(b.p + HEADER, len);
+        for (size_t i = 0; i < 4; i++)
+                b.p[12 + i] = (uint8_t)(len >> (8 * i));
+        for (size_t i = 0; i < 8; i++)
+                b.p[16 + i] = (uint8_t)(sum >> (8 * i));
+        /* Why not close-on-exec: the next image reads it. */
+        int fd = memfd_create("gadgetd-reexec", 0);
+        int e = 0;
+        if (fd < 0) {
+                e = -errno;
+        } else {
+                for (size_t off = 0; off < b.len && e == 0;) {
+                        ssize_t w = write(fd, b.p + off, b.len - off);
+                        if (w < 0 && errno != EINTR)
+                                e = -errno;
+                        else if (w > 0)
+                                off += (size_t)w;
+                }
+                if (e == 0 && lseek(fd, 0, SEEK_SET) < 0)
+                        e = -errno;
+        }
+        free(b.p);
+        if (e < 0 && fd >= 0)
+                close(fd);
+        return e < 0 ? e : fd;
+}
+
+/* The reader: every take checks the bytes left. */
+struct cur {
+        uint8_t *p;
+        size_t len, at;
+        char *err;
+        size_t errlen;
+        bool bad;
+};
+
+static void bad(struct cur *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bad(struct cur *c, const char *fmt, ...)
+{
+        if (c->bad)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = snprintf(c->err, c->errlen, "at byte %zu: ", c->at + HEADER);
+        if (n >= 0 && (size_t)n < c->errlen)
+                vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+        c->bad = true;
+}
+
+static uint64_t take_u(struct cur *c, size_t n, const char *what)
+{
+        uint64_t v = 0;
+        if (c->bad)
+                return 0;
+        if (c->len - c->at < n) {
+                bad(c, "it ends inside %s", what);
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++)
+                v |= (uint64_t)c->p[c->at + i] << (8 * i);
+        c->at += n;
+        return v;
+}
+
+static char *take_str_max(struct cur *c, const char *what, uint64_t max)
+{
+        uint64_t n = take_u(c, 4, what);
+        if (c->bad)
+                return NULL;
+        if (n == 0 || n > max || n > c->len - c->at) {
+                bad(c, "%s has a length of %llu", what, (unsigned long long)n);
+                return NULL;
+        }
+        char *s = (char *)c->p + c->at;
+        if (s[n - 1] != '\0' || strlen(s) != n - 1) {
+                bad(c, "%s is not one string", what);
+                return NULL;
+        }
+        c->at += n;
+        return s;
+}
+
+static char *take_str(struct cur *c, const char *what)
+{
+        return take_str_max(c, what, MAX_STR);
+}
+
+/* An fd of the state: above stderr, and open in this process. */
+static int take_fd(struct cur *c, const char *what)
+{
+        int32_t fd = (int32_t)(uint32_t)take_u(c, 4, what);
+        if (!c->bad && (fd < 3 || fcntl(fd, F_GETFD) < 0))
+                bad(c, "%s (%d) is not an fd this process holds", what, (int)fd);
+        return fd;
+}
+
+static void take_unit(struct cur *c, struct unit_saved *u)
+{
+        *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1 };
+        u->name = take_str(c, "a gadget's name");
+        if (!c->bad && !gadget_name_ok(u->name))
+                bad(c, "\"%.64s\" is not a gadget name", u->name);
+        u->path = take_str(c, "a policy file's path");
+        if (!c->bad && u->path[0] != '/')
+                bad(c, "%s's policy file is not an absolute path", u->name);
+        u->policy_hash = take_u(c, 8, "a policy's hash");
+        uint64_t from_dir = take_u(c, 1, "a flag"), state = take_u(c, 1, "a state");
+        if (!c->bad && (from_dir > 1 || (state != UNIT_READY && state != UNIT_STOPPED && state != UNIT_FAILED &&
+                                         state != UNIT_IDLE)))
+                bad(c, "%s has an unknown state %llu or flag %llu", u->name, (unsigned long long)state,
+                    (unsigned long long)from_dir);
+        u->from_dir = from_dir;
+        u->state = (int)state;
+        u->cause = take_str(c, "a cause");
+        u->restarts = (uint32_t)take_u(c, 4, "a count");
+        u->calls = take_u(c, 8, "a count");
+        uint64_t tl = take_u(c, 4, "a length");
+        if (!c->bad && (tl > MAX_POLICY || tl > c->len - c->at))
+                bad(c, "%s's policy text of %llu bytes", u->name, (unsigned long long)tl);
+        if (!c->bad) {
+                u->text = (const char *)c->p + c->at;
+                u->text_len = tl;
+                c->at += tl;
+        }
+        uint64_t nl = take_u(c, 4, "a count of log lines");
+        if (!c->bad && nl > LOGBUF_LINES)
+                bad(c, "%s has %llu log lines", u->name, (unsigned long long)nl);
+        const char **log = c->bad ? NULL : calloc(nl + 1, sizeof *log);
+        if (!c->bad && !log)
+                bad(c, "out of memory");
+        u->log = log;
+        for (size_t i = 0; i < nl && !c->bad; i++) {
+                log[i] = take_str_max(c, "a log line", MAX_LOG_LINE);
+                u->n_log = i + 1;
+        }
+        if (c->bad || state != UNIT_READY)
+                return;
+        u->pid = (int32_t)(uint32_t)take_u(c, 4, "a pid");
+        if (!c->bad && u->pid <= 1)
+                bad(c, "%s's worker has pid %d", u->name, (int)u->pid);
+        u->rpc_fd = take_fd(c, "its RPC socket");
+        u->report_fd = take_fd(c, "its report pipe");
+        u->out_fd = take_fd(c, "its stdout pipe");
+        u->err_fd = take_fd(c, "its stderr pipe");
+        u->uid = (uint32_t)take_u(c, 4, "a uid");
+        u->started_ms = (int64_t)take_u(c, 8, "a time");
+        u->start_us = take_u(c, 8, "a time");
+        uint64_t n = take_u(c, 4, "a count of methods");
+        if (c->bad)
+                return;
+        if (n > MAX_METHODS) {
+                bad(c, "%s has %llu methods", u->name, (unsigned long long)n);
+                return;
+        }
+        char **v = calloc(2 * n + 1, sizeof *v);
+        if (!v) {
+                bad(c, "out of memory");
+                return;
+        }
+        u->methods = v;
+        u->sig_texts = v + n;
+        u->n_methods = n;
+        for (size_t i = 0; i < n && !c->bad; i++) {
+                v[i] = take_str(c, "a method's name");
+                v[n + i] = take_str(c, "a method's signature");
+        }
+}
+
+static void take_clients(struct cur *c, struct reexec_state *s)
+{
+        uint64_t n = take_u(c, 4, "the count of control connections");
+        bool answer_found = s->answer_fd == -1;
+        if (!c->bad && n > REEXEC_MAX_CLIENTS)
+                bad(c, "%llu control connections, at most %u", (unsigned long long)n, REEXEC_MAX_CLIENTS);
+        if (!c->bad && !(s->clients = calloc(n + 1, sizeof *s->clients)))
+                bad(c, "out of memory");
+        for (size_t i = 0; i < n && !c->bad; i++) {
+                struct control_handoff *h = &s->clients[i];
+                h->fd = take_fd(c, "a control connection");
+                uint64_t spoke = take_u(c, 1, "a flag"), len = take_u(c, 4, "a length");
+                if (!c->bad && (spoke > 1 || len > REEXEC_MAX_INPUT || len > c->len - c->at)) {
+                        bad(c, "a control connection's input of %llu bytes (flag %llu)", (unsigned long long)len,
+                            (unsigned long long)spoke);
+                        break;
+                }
+                h->spoke = spoke;
+                h->input = c->p + c->at;
+                h->input_len = len;
+                c->at += len;
+                answer_found = answer_found || h->fd == s->answer_fd;
+                s->n_clients = i + 1;
+        }
+        if (!c->bad && !answer_found)
+                bad(c, "the requester's connection %d is none of the connections handed on", s->answer_fd);
+}
+
+/* An fd of the state's, and whether it is named before (the n fds in v
+ * so far: appended). */
+static bool seen_fd(int *v, size_t *n, int fd)
+{
+        for (size_t i = 0; i < *n; i++)
+                if (v[i] == fd)
+                        return true;
+        v[(*n)++] = fd;
+        return false;
+}
+
+/* Each fd once in the whole state. */
+static void check_fds(struct cur *c, const struct reexec_state *s)
+{
+        size_t n = 0;
+        int *v = c->bad ? NULL : calloc(4 + 4 * s->n + s->n_clients, sizeof *v);
+        if (!c->bad && !v) {
+                bad(c, "out of memory");
+                return;
+        }
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
+        for (size_t i = 0; v && i < 4 && !c->bad; i++)
+                if (seen_fd(v, &n, top[i]))
+                        bad(c, "fd %d is named twice", top[i]);
+        for (size_t i = 0; i < s->n && !c->bad; i++) {
+                const struct unit_saved *u = &s->units[i];
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
+                for (size_t k = 0; k < 4 && u->state == UNIT_READY && !c->bad; k++)
+                        if (seen_fd(v, &n, fds[k]))
+                                bad(c, "fd %d is named twice", fds[k]);
+                for (size_t j = 0; j < i && !c->bad; j++)
+                        if (strcmp(s->units[j].name, u->name) == 0)
+                                bad(c, "gadget %s is named twice", u->name);
+        }
+        for (size_t i = 0; i < s->n_clients && !c->bad; i++)
+                if (seen_fd(v, &n, s->clients[i].fd))
+                        bad(c, "fd %d is named twice", s->clients[i].fd);
+        free(v);
+}
+
+int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
+{
+        uint8_t h[HEADER];
+        struct stat st;
+        *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                    .answer_fd = -1 };
+        if (fstat(fd, &st) < 0) {
+                snprintf(err, len, "fd %d: %s", fd, strerror(errno));
+                return -EBADF;
+        }
+        if (pread(fd, h, HEADER, 0) != HEADER || memcmp(h, MAGIC, 8) != 0) {
+                snprintf(err, len, "it is not a gadgetd re-exec state (no header)");
+                return -EINVAL;
+        }
+        uint32_t version = (uint32_t)(h[8] | h[9] << 8 | h[10] << 16 | (uint32_t)h[11] << 24);
+        uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
+        for (size_t i = 0; i < 8; i++)
+                sum |= (uint64_t)h[16 + i] << (8 * i);
+        if (version != VERSION) {
+                snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
+                return -EINVAL;
+        }
+        if (body > MAX_BODY || (uint64_t)st.st_size != HEADER + body) {
+                snprintf(err, len, "it holds %lld bytes, its header says %llu", (long long)st.st_size,
+                         (unsigned long long)(HEADER + body));
+                return -EINVAL;
+        }
+        struct cur c = { .p = malloc(body + 1), .len = body, .err = err, .errlen = len };
+        if (!c.p) {
+                snprintf(err, len, "out of memory");
+                return -ENOMEM;
+        }
+        s->mem = c.p;
+        if (pread(fd, c.p, body, HEADER) != (ssize_t)body) {
+                snprintf(err, len, "cannot read its %llu bytes", (unsigned long long)body);
+                return -EIO;
+        }
+        if (fnv(c.p, body) != sum) {
+                snprintf(err, len, "its checksum does not match its bytes");
+                return -EINVAL;
+        }
+        s->listen_fd = take_fd(&c, "the control socket");
+        s->state_lock = take_fd(&c, "the state directory's lock");
+        s->socket_lock = take_fd(&c, "the control socket's lock");
+        s->uid_lock = take_fd(&c, "the uid pool's lock");
+        s->activated = take_u(&c, 1, "a flag") != 0;
+        s->answer_fd = (int32_t)(uint32_t)take_u(&c, 4, "the requester's connection");
+        if (!c.bad && s->answer_fd != -1 && (s->answer_fd < 3 || fcntl(s->answer_fd, F_GETFD) < 0))
+                bad(&c, "the requester's connection (%d) is not an fd this process holds", s->answer_fd);
+        s->answer_id = take_u(&c, 8, "a request id");
+        uint64_t n = take_u(&c, 4, "the count of gadgets");
+        if (!c.bad && n > REEXEC_MAX_UNITS)
+                bad(&c, "%llu gadgets, at most %u", (unsigned long long)n, REEXEC_MAX_UNITS);
+        if (!c.bad && !(s->units = calloc(n + 1, sizeof *s->units)))
+                bad(&c, "out of memory");
+        for (size_t i = 0; i < n && !c.bad; i++) {
+                take_unit(&c, &s->units[i]);
+                s->n = i + 1;
+        }
+        take_clients(&c, s);
+        check_fds(&c, s);
+        if (!c.bad && c.at != c.len)
+                bad(&c, "%zu bytes follow its end", c.len - c.at);
+        s->read = !c.bad;
+        return c.bad ? -EINVAL : 0;
+}
+
+void reexec_state_free(struct reexec_state *s)
+{
+        for (size_t i = 0; s->units && i < s->n; i++) {
+                free((void *)s->units[i].methods);
+                free(s->units[i].log);
+        }
+        free(s->units);
+        free(s->clients);
+        free(s->mem);
+        *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
+                                    .answer_fd = -1 };
+}
+
+static void set_cloexec(int fd, bool on)
+{
+        int fl = fcntl(fd, F_GETFD);
+        if (fd >= 0 && fl >= 0)
+                fcntl(fd, F_SETFD, on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC);
+}
+
+void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
+{
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
+        for (size_t i = 0; i < 4; i++)
+                set_cloexec(top[i], !inherit);
+        for (size_t i = 0; i < s->n_clients; i++)
+                set_cloexec(s->clients[i].fd, !inherit);
+        for (size_t i = 0; i < s->n; i++) {
+                const struct unit_saved *u = &s->units[i];
+                if (u->state != UNIT_READY)
+                        continue;
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
+                for (size_t k = 0; k < 4; k++)
+                        set_cloexec(fds[k], !inherit);
+        }
+}
+
+bool reexec_fd_kept(const struct reexec_state *s, int fd)
+{
+        if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock)
+                return true;
+        for (size_t i = 0; i < s->n_clients; i++)
+                if (fd == s->clients[i].fd)
+                        return true;
+        for (size_t i = 0; i < s->n; i++) {
+                const struct unit_saved *u = &s->units[i];
+                if (u->state == UNIT_READY &&
+                    (fd == u->rpc_fd || fd == u->report_fd || fd == u->out_fd || fd == u->err_fd))
+                        return true;
+        }
+        return false;
+}

@@ -1,0 +1,211 @@
+/* Unit tests of supervisor/reexec.c: the state gadgetctl daemon-reexec
+ * hands to gadgetd's next image is read back whole, and read as hostile
+ * input — every truncation and every changed byte of a real state is
+ * refused with a reason, as are fds this process does not hold, fds named
+ * twice, bad names, states, counts and versions. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "reexec.h"
+#include "tap.h"
+
+static int fds[12];
+
+/* A state of two gadgets (one running, one stopped) and one control
+ * connection, on real fds (pipes). */
+static void make_state(struct reexec_state *s, struct unit_saved *u, struct control_handoff *h)
+{
+        static char *methods[] = { "echo", "add" }, *sigs[] = { "", "(a: int, b: int) -> int" };
+        static const uint8_t input[] = { 5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o' };
+        static const char *log[] = { "started (pid 4242)", "a \\x1b line" };
+        u[0] = (struct unit_saved){ .name = "alpha", .path = "/etc/gadgetd/policy.d/alpha.policy",
+                                    .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
+                                    .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
+                                    .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
+                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .uid = 1879048200u,
+                                    .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
+                                    .sig_texts = sigs };
+        u[1] = (struct unit_saved){ .name = "beta", .path = "/srv/beta.policy", .state = UNIT_STOPPED,
+                                    .cause = "stopped by gadgetctl", .pid = -1, .rpc_fd = -1, .report_fd = -1,
+                                    .out_fd = -1, .err_fd = -1 };
+        h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
+        *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
+                                    .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
+                                    .n = 2, .units = u, .n_clients = 1, .clients = h };
+}
+
+/* The state's bytes. */
+static size_t bytes_of(const struct reexec_state *s, uint8_t *out, size_t max)
+{
+        int fd = reexec_state_write(s);
+        ssize_t n = fd >= 0 ? pread(fd, out, max, 0) : -1;
+        if (fd >= 0)
+                close(fd);
+        return n > 0 ? (size_t)n : 0;
+}
+
+static int memfd_of(const uint8_t *p, size_t n)
+{
+        int fd = memfd_create("test", MFD_CLOEXEC);
+        if (fd >= 0 && n && write(fd, p, n) != (ssize_t)n) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* Reads n bytes of p as a state: 0 or -errno, err set. */
+static int read_bytes(const uint8_t *p, size_t n, char *err, size_t len)
+{
+        struct reexec_state r;
+        int fd = memfd_of(p, n);
+        int e = reexec_state_read(fd, &r, err, len);
+        reexec_state_free(&r);
+        close(fd);
+        return e;
+}
+
+static void test_round_trip(void)
+{
+        struct reexec_state s, r;
+        struct unit_saved u[2];
+        struct control_handoff h[1];
+        char err[512] = "";
+        make_state(&s, u, h);
+        int fd = reexec_state_write(&s);
+        CHECK(fd >= 0, "written");
+        CHECK(!(fcntl(fd, F_GETFD) & FD_CLOEXEC), "the state's fd is inherited by the exec");
+        CHECK(reexec_state_read(fd, &r, err, sizeof err) == 0, "read back: %s", err);
+        close(fd);
+        CHECK(r.n == 2 && r.n_clients == 1 && r.listen_fd == fds[4] && r.answer_fd == fds[5] && r.answer_id == 7,
+              "the counts and the listening socket");
+        CHECK(r.state_lock == fds[8] && r.socket_lock == fds[9] && r.uid_lock == fds[10] &&
+                      reexec_fd_kept(&r, fds[10]),
+              "the locks, kept");
+        CHECK(strcmp(r.units[0].name, "alpha") == 0 && strcmp(r.units[0].path, u[0].path) == 0 &&
+                      r.units[0].policy_hash == 0x1234 && r.units[0].from_dir && r.units[0].state == UNIT_READY &&
+                      r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].pid == 4242 &&
+                      r.units[0].rpc_fd == fds[0] && r.units[0].err_fd == fds[3] && r.units[0].uid == 1879048200u &&
+                      r.units[0].started_ms == 5000 && r.units[0].start_us == 1200,
+              "the running gadget");
+        CHECK(r.units[0].n_methods == 2 && strcmp(r.units[0].methods[1], "add") == 0 &&
+                      strcmp(r.units[0].sig_texts[1], "(a: int, b: int) -> int") == 0 &&
+                      strcmp(r.units[0].sig_texts[0], "") == 0,
+              "its methods and signatures");
+        CHECK(r.units[0].text_len == 21 && memcmp(r.units[0].text, "[Gadget]\nName=alpha\n", 21) == 0 &&
+                      r.units[1].text_len == 0,
+              "the policy text it runs");
+        CHECK(r.units[0].n_log == 2 && strcmp(r.units[0].log[1], "a \\x1b line") == 0 && r.units[1].n_log == 0,
+              "its log lines");
+        CHECK(strcmp(r.units[1].name, "beta") == 0 && r.units[1].state == UNIT_STOPPED &&
+                      strcmp(r.units[1].cause, "stopped by gadgetctl") == 0 && r.units[1].rpc_fd == -1,
+              "the stopped gadget, its cause");
+        CHECK(r.clients[0].fd == fds[5] && r.clients[0].spoke && r.clients[0].input_len == 9 &&
+                      memcmp(r.clients[0].input + 4, "hello", 5) == 0,
+              "the control connection and its unread bytes");
+        CHECK(reexec_fd_kept(&r, fds[0]) && reexec_fd_kept(&r, fds[4]) && reexec_fd_kept(&r, fds[5]) &&
+                      !reexec_fd_kept(&r, fds[6]),
+              "the fds kept, and only those");
+        reexec_fds_inherit(&r, true);
+        CHECK(!(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
+                      (fcntl(fds[6], F_GETFD) & FD_CLOEXEC),
+              "close-on-exec cleared on exactly the fds handed on");
+        reexec_fds_inherit(&r, false);
+        CHECK((fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && (fcntl(fds[4], F_GETFD) & FD_CLOEXEC), "and set again");
+        reexec_state_free(&r);
+}
+
+/* Every prefix and every single changed byte is refused, with a reason. */
+static void test_damage_refused(void)
+{
+        struct reexec_state s;
+        struct unit_saved u[2];
+        struct control_handoff h[1];
+        static uint8_t b[8192], c[8192];
+        char err[512];
+        make_state(&s, u, h);
+        size_t n = bytes_of(&s, b, sizeof b);
+        CHECK(n > 100 && n < sizeof b, "a state of %zu bytes", n);
+        size_t cut_ok = 0, flip_ok = 0;
+        for (size_t k = 0; k < n; k++) {
+                err[0] = '\0';
+                cut_ok += read_bytes(b, k, err, sizeof err) == 0 || !err[0];
+        }
+        CHECK(cut_ok == 0, "%zu of %zu truncations read, or refused without a reason", cut_ok, n);
+        for (size_t k = 0; k < n; k++) {
+                memcpy(c, b, n);
+                c[k] ^= 0x40;
+                err[0] = '\0';
+                flip_ok += read_bytes(c, n, err, sizeof err) == 0 || !err[0];
+        }
+        CHECK(flip_ok == 0, "%zu of %zu changed bytes read, or refused without a reason", flip_ok, n);
+        b[8] = 2; /* another version */
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 2"), "version: %s", err);
+}
+
+/* States that are whole (a right checksum) but lie. */
+static void test_lies_refused(void)
+{
+        struct reexec_state s;
+        struct unit_saved u[2];
+        struct control_handoff h[1];
+        static uint8_t b[8192];
+        char err[512];
+        make_state(&s, u, h);
+        u[0].rpc_fd = 999; /* not open */
+        size_t n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not an fd this process holds"), "%s", err);
+        make_state(&s, u, h);
+        u[0].out_fd = u[0].rpc_fd;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "an fd twice: %s", err);
+        make_state(&s, u, h);
+        u[1].name = "alpha";
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gadget alpha is named twice"), "%s", err);
+        make_state(&s, u, h);
+        u[1].name = "../etc";
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is not a gadget name"), "%s", err);
+        make_state(&s, u, h);
+        u[1].path = "relative.policy";
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not an absolute path"), "%s", err);
+        make_state(&s, u, h);
+        u[1].state = UNIT_STARTING;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "unknown state"), "%s", err);
+        make_state(&s, u, h);
+        u[0].pid = 1;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "has pid 1"), "%s", err);
+        make_state(&s, u, h);
+        s.answer_fd = fds[6];
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "none of the connections"), "%s", err);
+        make_state(&s, u, h);
+        s.uid_lock = fds[0];
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "a lock twice: %s", err);
+        make_state(&s, u, h);
+        s.listen_fd = 2;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not an fd this process holds"), "%s", err);
+        CHECK(read_bytes((const uint8_t *)"GDREEXEC", 8, err, sizeof err) < 0 && strstr(err, "no header"),
+              "a header cut short: %s", err);
+}
+
+int main(void)
+{
+        for (size_t i = 0; i < 12; i += 2)
+                if (pipe2(fds + i, O_CLOEXEC) < 0)
+                        return 1;
+        test_round_trip();
+        test_damage_refused();
+        test_lies_refused();
+        return tap_done();
+}
