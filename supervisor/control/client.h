@@ -51,6 +51,8 @@ void client_done(struct client *cl, uint64_t id, const char *fmt, ...)
 struct client_load *client_load_new(struct client *cl, uint64_t id);
 /* Refuses request id, for which client_load_new failed with errno e. */
 void client_load_refused(struct client *cl, uint64_t id, int e);
+/* client_load_new, or NULL with request id refused (client_load_refused). */
+struct client_load *client_load_begin(struct client *cl, uint64_t id);
 /* Unlinks and frees a load; returns its client (NULL if gone). */
 struct client *client_load_end(struct client_load *c);
 /* A pending answer's end (arg: its struct client_load), to a client

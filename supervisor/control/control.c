@@ -222,6 +222,14 @@ void client_load_refused(struct client *cl, uint64_t id, int e)
                 client_error(cl, id, GADGET_EINTERNAL, "out of memory");
 }
 
+struct client_load *client_load_begin(struct client *cl, uint64_t id)
+{
+        struct client_load *c = client_load_new(cl, id);
+        if (!c)
+                client_load_refused(cl, id, errno);
+        return c;
+}
+
 void client_load_answer(void *arg, int code, const char *msg)
 {
         struct client_load *c = arg;

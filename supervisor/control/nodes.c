@@ -1,6 +1,5 @@
 /* nodes: gadgetctl nodes, the nodes that share the store as last read,
  * and gadgetctl nodes forget, which takes a down node off that list. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,17 +52,11 @@ void request_forget_node(struct client *cl, const Control__Request *q)
                              "root only");
                 return;
         }
-        struct client_load *c = client_load_new(cl, q->id);
-        if (!c) {
-                client_load_refused(cl, q->id, errno);
-                return;
-        }
+        struct client_load *c = client_load_begin(cl, q->id);
         char msg[400];
-        int code = core_forget_node(client_env(cl)->core, node, client_load_answer, c, msg, sizeof msg);
-        if (!code) {
+        int code = c ? core_forget_node(client_env(cl)->core, node, client_load_answer, c, msg, sizeof msg) : 1;
+        if (code == 0)
                 log_msg(L_INFO, NULL, "gadgetctl (uid %u) asks to forget node %s", (unsigned)cl->cred.uid, node);
-                return;
-        }
-        client_load_end(c);
-        client_error(cl, q->id, code, "%s", msg);
+        else if (c)
+                client_load_answer(c, code, msg);
 }

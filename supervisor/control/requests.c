@@ -656,17 +656,11 @@ static void on_move(struct client *cl, const Control__Request *q)
         struct unit *u = find(cl, q->id, q->move->name, NULL);
         if (!u)
                 return;
-        struct client_load *c = client_load_new(cl, q->id);
-        if (!c) {
-                client_load_refused(cl, q->id, errno);
-                return;
-        }
+        struct client_load *c = client_load_begin(cl, q->id);
         char msg[400];
-        int code = unit_move(u, q->move->node, client_load_answer, c, msg, sizeof msg);
-        if (!code)
-                return;
-        client_load_end(c);
-        client_error(cl, q->id, code, "%s", msg);
+        int code = c ? unit_move(u, q->move->node, client_load_answer, c, msg, sizeof msg) : 0;
+        if (code)
+                client_load_answer(c, code, msg);
 }
 
 static void on_daemon_reexec(struct client *cl, const Control__Request *q)
