@@ -10,11 +10,12 @@ Usage: waits_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
 import json
 import os
+import shutil
 import sys
 import subprocess
 
 from gateway_util import Gateway
-from harness import CALLFLOOD, GADGETCTL, Daemon, Paced, check, main, policy, test, wait_for
+from harness import CALLFLOOD, GADGETCTL, TESTGADGET, Daemon, Paced, check, main, policy, test, wait_for
 
 EVENTS = 20         # restarts, reloads
 
@@ -65,6 +66,47 @@ def reloads_refuse_and_lose_no_call(tmp):
         res = caller.finish()
         caller.check_all_answered()
         print("reloads: %r" % res)
+
+
+def program_inodes(pid):
+    """The inodes of the executables the sandbox pid runs (its PID 1, the
+    sandbox, and the program, its child)."""
+    out = set()
+    for p in [str(pid)] + open("/proc/%d/task/%d/children" % (pid, pid)).read().split():
+        try:
+            out.add(os.stat("/proc/%s/exe" % p).st_ino)
+        except OSError:
+            pass
+    return out
+
+
+@test
+def binary_upgrades_refuse_and_lose_no_call(tmp):
+    """A gadget's program upgraded 20 times as docs/operating.md says (the
+    new file renamed over Exec=, then `gadgetctl restart`) under a steady
+    300 calls/s: each restart runs the new file (the process's executable
+    is the file now at Exec=); 0 refused, 0 lost, 0 answered twice."""
+    with Daemon(tmp) as d:
+        exe = os.path.join(tmp, "steady-bin")
+        shutil.copy(TESTGADGET, exe)
+        os.chmod(exe, 0o755)
+        policy(d.pol, "steady", exec_path=exe)
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("steady") == "ready", what="steady ready")
+        caller = Paced(d, "steady", EVENTS * 10)
+        caller.answered_some(d, "steady")
+        for i in range(EVENTS):
+            shutil.copy(TESTGADGET, exe + ".new")
+            os.chmod(exe + ".new", 0o755)
+            os.rename(exe + ".new", exe)
+            r = d.ctl("restart", "steady")
+            check(r.returncode == 0, "restart after upgrade %d: %r" % (i + 1, r.stderr))
+            check(os.stat(exe).st_ino in program_inodes(d.list()["steady"]["pid"]),
+                  "upgrade %d: the new file runs" % (i + 1))
+            caller.answered_some(d, "steady")
+        res = caller.finish()
+        caller.check_all_answered()
+        print("binary upgrades: %r" % res)
 
 
 @test
