@@ -893,8 +893,10 @@ int daemon_main(int argc, char **argv)
         if (d.argv)
                 memcpy(d.argv, argv, (size_t)argc * sizeof *argv);
         int e = config_parse_args(argc, argv, &d.cfg);
-        if (e != 0)
+        if (e != 0) {
+                free(d.argv);
                 return e < 0 ? 2 : 0;
+        }
         d.base = event_base_new();
         loader_init(&d.loader, d.base, d.cfg.control_max_loads);
         if (!d.base || setup(&d) < 0) {

@@ -44,7 +44,7 @@ struct buf {
 
 static void put(struct buf *b, const void *v, size_t n)
 {
-        if (b->failed)
+        if (b->failed || n == 0)
                 return;
         if (b->len + n > b->cap) {
                 size_t cap = b->cap ? b->cap * 2 : 4096;
