@@ -190,7 +190,7 @@ def restart_rereads_the_policy(tmp):
 @test
 def restart_no_block_answers_at_once(tmp):
     with Daemon(tmp) as d:
-        pol = policy(extra_dir(tmp), "t", "Arguments=slowstart 3000\n")
+        pol = policy(extra_dir(tmp), "t", "Arguments=slowstart 1000\n")
         check(d.ctl("load", pol).returncode == 0, "load")
         r = d.ctl("restart", "--no-block", "t")
         check(r.returncode == 0 and r.stdout.strip() == "restarting t", "restart --no-block: %r" % (r,))
