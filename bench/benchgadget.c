@@ -1,6 +1,7 @@
 /* benchgadget: the gadget the benchmarks drive. Its name comes from
  * GADGET_NAME, so one program serves any number of policies. Methods:
  *   nop                       returns null (the trivial call)
+ *   echo N                    returns its int argument (callflood --paced)
  *   kv_put {"n": N}           N durable puts through the KV binding
  *   kv_get {"n": N}           N gets of keys kv_put wrote
  *   call {"n": N}             N calls of "nop" through the PEER binding
@@ -26,6 +27,13 @@ static int64_t now_ns(void)
 static gadget_value *nop(struct gadget_call *call, const gadget_value *args, void *data)
 {
         return gadget_null();
+}
+
+/* The paced caller's method (callflood --paced): its int argument back. */
+static gadget_value *echo(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t i;
+        return gadget_as_int(args, &i) ? gadget_int(i) : gadget_fail(call, GADGET_EINVAL, "needs an int");
 }
 
 enum op { OP_PUT, OP_GET, OP_CALL };
@@ -101,6 +109,7 @@ int main(void)
         if (!g)
                 return 1;
         gadget_method(g, "nop", nop, NULL);
+        gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "kv_put", kv_put, NULL);
         gadget_method(g, "kv_get", kv_get, NULL);
         gadget_method(g, "call", peer_call, NULL);

@@ -5,8 +5,10 @@ argument), called by `callflood --paced` at 300 calls/s, pipelined over
 the control socket, each call with its sequence number (the caller checks
 every one is answered once, with its own number). Three runs of the caller,
 in this order: steady (no event, 1,500 calls), then through 20 `gadgetctl
-restart`s, then through 20 policy changes applied with `gadgetctl reload`
-(each waits for 10 calls answered by the new process before the next).
+restart`s, through 20 policy changes applied with `gadgetctl reload`,
+through 20 binary upgrades (a new file renamed over Exec=, then a restart)
+and through 5 `gadgetctl daemon-reexec`s of gadgetd itself (each event
+waits for 10 calls answered after it before the next).
 Each row: the caller's p50, p99, max and its longest gap (the longest
 time with calls out and no answer), beside the steady run's p99 and the
 gadget's own start (start_us, hello included). Nothing here passes or
@@ -14,6 +16,7 @@ fails: the goal is a line in BENCHMARKS.md.
 """
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -21,6 +24,7 @@ from hostile import finish
 
 RATE = 300
 EVENTS = 20
+REEXECS = 5
 
 
 def paced(ctx, d):
@@ -39,12 +43,12 @@ def flowing(d, more):
         time.sleep(0.005)
 
 
-def write(ctx, dirname, body):
+def write(ctx, dirname, body, prog=None):
     """w.policy in the policy directory of this section's gadgetd (a reload
     restarts only gadgets of that directory)."""
     path = os.path.join(dirname, "w.policy")
     with open(path, "w") as f:
-        f.write("[Gadget]\nName=w\nExec=%s\n%s" % (ctx.exe("tests/integration/testgadget"), body))
+        f.write("[Gadget]\nName=w\nExec=%s\n%s" % (prog or ctx.exe("tests/integration/testgadget"), body))
     os.chmod(path, 0o644)
 
 
@@ -53,7 +57,8 @@ def run(ctx):
     os.makedirs(pdir, exist_ok=True)
     write(ctx, pdir, "CallTimeout=30s\n")
     ctx.commands.append("callflood --paced %d 100000 SOCK w echo  # steady, then through 20 gadgetctl restart w, "
-                        "then through 20 reloads of a changed w.policy (CallTimeout=31s, 32s, ...)" % RATE)
+                        "then through 20 reloads of a changed w.policy (CallTimeout=31s, 32s, ...), 20 binary upgrades "
+                        "(cp, mv over Exec=, gadgetctl restart w) and 5 gadgetctl daemon-reexec" % RATE)
     out = {}
     with ctx.Daemon("waits", policy_dir=pdir) as d:
         d.wait_state("w", ("ready",))
@@ -82,6 +87,31 @@ def run(ctx):
             starts.append(st["start_us"])
             flowing(d, 10)
         out["reloads"] = finish(p)
+        # Binary upgrades as docs/operating.md says: a new file renamed
+        # over Exec=, then a restart.
+        prog = os.path.join(ctx.work, "waits-bin")
+        shutil.copy(ctx.exe("tests/integration/testgadget"), prog)
+        os.chmod(prog, 0o755)
+        write(ctx, pdir, "CallTimeout=30s\n", prog)
+        d.ctl("reload")
+        d.wait_state("w", ("ready",))
+        p = paced(ctx, d)
+        flowing(d, 10)
+        for _ in range(EVENTS):
+            shutil.copy(ctx.exe("tests/integration/testgadget"), prog + ".new")
+            os.chmod(prog + ".new", 0o755)
+            os.rename(prog + ".new", prog)
+            d.ctl("restart", "w")
+            starts.append(json.loads(d.ctl("--json", "status", "w"))["start_us"])
+            flowing(d, 10)
+        out["upgrades"] = finish(p)
+        # gadgetd's own restart in place: the gadget keeps running.
+        p = paced(ctx, d)
+        flowing(d, 10)
+        for _ in range(REEXECS):
+            d.ctl("daemon-reexec")
+            flowing(d, 10)
+        out["reexecs"] = finish(p)
         out["start_us"] = sorted(starts)[len(starts) // 2]
     return out
 
@@ -92,7 +122,9 @@ def rows(v, us):
     start = v["start_us"] * 1e3
     out, goals = [], []
     for key, what in (("steady", "steady, no event"), ("restarts", "through %d `gadgetctl restart`s" % EVENTS),
-                      ("reloads", "through %d reloads of a changed policy" % EVENTS)):
+                      ("reloads", "through %d reloads of a changed policy" % EVENTS),
+                      ("upgrades", "through %d binary upgrades (new file renamed over Exec=, restart)" % EVENTS),
+                      ("reexecs", "through %d `gadgetctl daemon-reexec`s (gadgetd's own restart)" % REEXECS)):
         r = v[key]
         lost = r["sent"] - r["ok"]
         out.append(["10 waits" if key == "steady" else "",
@@ -106,5 +138,5 @@ def rows(v, us):
                           "%s: 0 refused, lost or twice, and no gap longer than 2× the steady p99 plus a start "
                           "(%s + %s): %d not ok, %d twice, gap %s" %
                           (what, us(2 * steady_p99), us(start), lost, r["twice"], us(gap))))
-    out.append(["", "the gadget's start (load → hello), median of the %d" % (2 * EVENTS), us(start), "", ""])
+    out.append(["", "the gadget's start (load → hello), median of the %d" % (3 * EVENTS), us(start), "", ""])
     return out, goals

@@ -251,7 +251,8 @@ struct paced {
         uint64_t *lat;
         size_t n_lat, max;
         int ok, codes[32], twice, wrong, stray, errors_told;
-        uint64_t last_answer_us, gap_us;
+        size_t out;                 /* calls sent and not answered yet */
+        uint64_t since_us, gap_us;  /* since: the last answer, or the first call out after none was (0: none out) */
 };
 
 static int paced_read(struct paced *p, struct wire_reader *r, int fd, int ms)
@@ -273,9 +274,10 @@ static int paced_read(struct paced *p, struct wire_reader *r, int fd, int ms)
                         p->twice++;
                 } else {
                         p->lat[p->n_lat++] = now - p->sent_us[id - 1];
-                        if (p->last_answer_us && now - p->last_answer_us > p->gap_us)
-                                p->gap_us = now - p->last_answer_us;
-                        p->last_answer_us = now;
+                        /* The gap: the longest time with calls out and no answer. */
+                        if (p->since_us && now - p->since_us > p->gap_us)
+                                p->gap_us = now - p->since_us;
+                        p->since_us = --p->out ? now : 0;
                         if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT) {
                                 p->ok++;
                                 if (resp->result->kind_case != GADGET__VALUE__KIND_INT_VALUE ||
@@ -323,10 +325,9 @@ static int paced_run(int fd, char **argv, double rate, size_t max)
                 value_free(arg);
                 if (wire_writer_flush(&w, fd) != 0)
                         break;
-                /* The gap counts from the first call out, not from before it. */
-                if (!p.last_answer_us)
-                        p.last_answer_us = now_us();
                 p.sent_us[sent++] = now_us();
+                if (!p.out++)
+                        p.since_us = p.sent_us[sent - 1];
                 paced_read(&p, &r, fd, 0);
         }
         size_t answered = 0;
