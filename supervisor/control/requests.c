@@ -118,12 +118,19 @@ static void ready_done(void *arg, uint64_t id, const Gadget__Value *res, int cod
         free(text);
 }
 
-/* Answers text with u's state now (another node's, say). */
+/* Answers text with u's state now. One another node runs: the verbs of
+ * gadgetctl act on the node they are asked of, so its process there was
+ * neither started nor restarted (docs/cluster.md). */
 static void answer_state(struct client *cl, uint64_t id, struct unit *u, const char *text)
 {
         struct unit_info in;
         unit_info(u, &in);
-        client_done(cl, id, "%s: %s", text, in.state);
+        if (unit_state_of(u) == UNIT_REMOTE && in.node && in.node[0])
+                client_done(cl, id, "%s runs on node %s: its policy was read on this node; its process there is "
+                            "not restarted from here (gadgetctl restart on node %s does that)", in.name, in.node,
+                            in.node);
+        else
+                client_done(cl, id, "%s: %s", text, in.state);
 }
 
 /* Answers text once gadget name is ready (its start under way), or at
@@ -355,6 +362,11 @@ static void on_kill(struct client *cl, const Control__Request *q)
                 return;
         char sig[16];
         gadget_signal_name(q->kill->signal, sig, sizeof sig);
+        if (in.pid <= 0 && unit_state_of(u) == UNIT_REMOTE && in.node && in.node[0]) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" runs on node %s, not on this one: "
+                             "run gadgetctl kill on node %s", in.name, in.node, in.node);
+                return;
+        }
         if (in.pid <= 0) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" has no process to send SIG%s to (%s)",
                              in.name, sig, in.state);

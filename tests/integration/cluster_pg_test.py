@@ -40,6 +40,16 @@ def pg_cluster_counter_two_nodes(tmp):
             # Typed and admin checks are the owner's, as if local.
             r = b.ctl("call", "counter", "no_such_method")
             check(r.returncode != 0 and "no method" in r.stderr, "unknown method through b: %r" % r.stderr)
+            # The verbs act on the node asked: b names the node that runs
+            # the gadget instead of claiming a kill or restart it did not do.
+            pid = a.list()["counter"]["pid"]
+            r = b.ctl("kill", "counter")
+            check(r.returncode != 0 and 'runs on node a, not on this one: run gadgetctl kill on node a' in r.stderr,
+                  "kill through b: %r" % r)
+            r = b.ctl("restart", "counter")
+            check(r.returncode == 0 and "counter runs on node a: its policy was read on this node; its process "
+                  "there is not restarted from here" in r.stdout, "restart through b: %r" % r)
+            check(a.list()["counter"]["pid"] == pid and a.state("counter") == "ready", "a's counter untouched")
 
 
 @test
