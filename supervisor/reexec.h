@@ -10,6 +10,7 @@
 
 #include "control/control.h"
 #include "core/core.h"
+#include "gateway/gateway.h"
 
 #define REEXEC_OPTION "--reexec-state"
 #define REEXEC_MAX_UNITS 65536u
@@ -26,6 +27,7 @@ struct reexec_state {
         struct unit_saved *units;
         size_t n_clients;       /* the control connections handed on */
         struct control_handoff *clients;
+        struct gateway_handoff gateway; /* its listening socket (-1: no gateway) and session */
         void *mem;              /* read: what units' strings point into */
         bool read;              /* read whole and checked (reexec_state_read) */
 };
