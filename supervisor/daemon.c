@@ -556,6 +556,7 @@ static void reexec_exec(struct daemon *d)
         s.uid_lock = core_uid_lock_fd(d->core);
         if (d->gateway)
                 gateway_reexec_handoff(d->gateway, &s.gateway);
+        s.lease_until_ms = core_reexec_lease_until(d->core);
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s.units[s.n++]);
         s.n_clients = control_reexec_clients(d->control, s.clients, nc);

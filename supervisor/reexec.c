@@ -10,7 +10,8 @@
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
  *   it and not handled; then i32 the gateway's listening fd (-1: none) and
- *   str its session (empty with -1).
+ *   str its session (empty with -1); u64 the time (CLOCK_MONOTONIC ms)
+ *   by which the leases must be taken back (0: no shared store).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
  * bytes, NUL last and nowhere else. */
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "contract.h"
+#include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
 #define VERSION 2u
@@ -142,6 +144,7 @@ int reexec_state_write(const struct reexec_state *s)
         }
         put_u(&b, (uint32_t)s->gateway.fd, 4);
         put_str(&b, s->gateway.fd >= 0 ? s->gateway.session : "");
+        put_u(&b, s->lease_until_ms, 8);
         if (b.failed || b.len - HEADER > MAX_BODY) {
                 free(b.p);
                 return b.failed ? -ENOMEM : -EFBIG;
@@ -459,6 +462,10 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         }
         take_clients(&c, s);
         take_gateway(&c, s);
+        s->lease_until_ms = take_u(&c, 8, "a time");
+        if (!c.bad && s->lease_until_ms > monotime_ms() + REEXEC_LEASE_AHEAD_MS)
+                bad(&c, "the leases' time lies %llu ms ahead, a mark reaches %u",
+                    (unsigned long long)(s->lease_until_ms - monotime_ms()), REEXEC_LEASE_AHEAD_MS);
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
