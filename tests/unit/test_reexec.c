@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "reexec.h"
+#include "system/monotime.h"
 #include "tap.h"
 
 static int fds[12];
@@ -38,7 +39,8 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .n = 2, .units = u, .n_clients = 1, .clients = h,
                                     .gateway = { .fd = fds[11],
                                                  .session = "0123456789abcdef0123456789abcdef"
-                                                            "0123456789abcdef0123456789abcdef" } };
+                                                            "0123456789abcdef0123456789abcdef" },
+                                    .lease_until_ms = monotime_ms() + 8000 };
 }
 
 /* The state's bytes. */
@@ -116,6 +118,7 @@ static void test_round_trip(void)
         CHECK(r.gateway.fd == fds[11] && strcmp(r.gateway.session, s.gateway.session) == 0 &&
                       reexec_fd_kept(&r, fds[11]),
               "the gateway's socket, kept, and its session");
+        CHECK(r.lease_until_ms == s.lease_until_ms, "the time to take the leases back by");
         reexec_fds_inherit(&r, true);
         CHECK(!(fcntl(fds[11], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
                       (fcntl(fds[6], F_GETFD) & FD_CLOEXEC),
@@ -221,6 +224,14 @@ static void test_lies_refused(void)
         s.gateway.fd = 998;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gateway's socket (998)"), "%s", err);
+        make_state(&s, u, h);
+        s.lease_until_ms = monotime_ms() + REEXEC_LEASE_AHEAD_MS + 5000;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "the leases' time lies"), "%s", err);
+        make_state(&s, u, h);
+        s.lease_until_ms = 0;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "no shared store: %s", err);
         CHECK(read_bytes((const uint8_t *)"GDREEXEC", 8, err, sizeof err) < 0 && strstr(err, "no header"),
               "a header cut short: %s", err);
 }
