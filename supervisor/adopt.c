@@ -136,6 +136,7 @@ bool adopt_units(struct core *c, struct reexec_state *s, char *out, size_t outle
         pid_t *kept = calloc(s->n + 1, sizeof *kept);
         struct unit **restart = calloc(s->n + 1, sizeof *restart);
         char msg[8192];
+        core_adopt_lease_until(c, s->lease_until_ms);
         for (size_t i = 0; i < s->n; i++) {
                 struct unit_saved *u = &s->units[i];
                 struct policy *p = NULL;

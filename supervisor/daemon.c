@@ -504,6 +504,8 @@ static void reexec_fail(struct daemon *d, int code, const char *why)
 {
         core_reexec_hold(d->core, false);
         control_reexec_hold(d->control, false);
+        if (d->gateway)
+                gateway_reexec_hold(d->gateway, false);
         log_msg(L_WARN, NULL, "re-exec refused, gadgetd serves on: %s", why);
         control_reexec_failed(d->control, code, why);
 }
@@ -531,7 +533,7 @@ static void reexec_damage(int fd)
  * that failed. */
 static void reexec_exec(struct daemon *d)
 {
-        struct reexec_state s = { 0 };
+        struct reexec_state s = { .gateway.fd = -1 };
         char why[4400], fdarg[16];
         size_t n = 0, argc = 0;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
@@ -552,6 +554,9 @@ static void reexec_exec(struct daemon *d)
         s.state_lock = d->state_lock;
         s.socket_lock = d->socket_lock;
         s.uid_lock = core_uid_lock_fd(d->core);
+        if (d->gateway)
+                gateway_reexec_handoff(d->gateway, &s.gateway);
+        s.lease_until_ms = core_reexec_lease_until(d->core);
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s.units[s.n++]);
         s.n_clients = control_reexec_clients(d->control, s.clients, nc);
@@ -593,6 +598,8 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
         int e = core_reexec_quiet(d->core, why, sizeof why);
         if (e == 0)
                 e = control_reexec_quiet(d->control, why, sizeof why);
+        if (e == 0 && d->gateway)
+                e = gateway_reexec_quiet(d->gateway, why, sizeof why);
         if (e == -EBUSY && monotime_ms() < d->reexec_deadline_ms) {
                 timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
                 return;
@@ -614,9 +621,9 @@ static void reexec_begin(void *arg)
 {
         struct daemon *d = arg;
         const char *why = NULL;
-        if (d->gateway || d->forward)
-                why = "not offered yet with the gateway ([Gateway] Listen=) or the link to other nodes "
-                      "(PeerCertificate=): their connections are not handed on";
+        if (d->forward)
+                why = "not offered yet with the link to other nodes (PeerCertificate=): its sessions are not "
+                      "handed on";
         else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
                 why = "policy files are being read for gadgetctl load or restart: try again";
         else if (!d->self_path[0])
@@ -630,6 +637,8 @@ static void reexec_begin(void *arg)
                 return;
         }
         control_reexec_hold(d->control, true);
+        if (d->gateway)
+                gateway_reexec_hold(d->gateway, true);
         d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;
         timer_arm_ms(d->ev_reexec, 0);
 }
@@ -818,7 +827,8 @@ static int setup(struct daemon *d)
         if (d->adopt.answer_fd >= 0)
                 control_reexec_done(d->control, d->adopt.answer_fd, d->adopt.answer_id, adopted);
         if (c->gateway_listen &&
-            (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->gateway)) < 0)
+            (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->adopt.gateway,
+                         &d->gateway)) < 0)
                 return e;
         audit_listen(core_audit(d->core), audit_added, d);
         return 0;
@@ -879,7 +889,7 @@ int daemon_main(int argc, char **argv)
 {
         struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
                             .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                       .answer_fd = -1 } };
+                                       .answer_fd = -1, .gateway.fd = -1 } };
         if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;

@@ -9,7 +9,9 @@
  *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
- *   it and not handled.
+ *   it and not handled; then i32 the gateway's listening fd (-1: none) and
+ *   str its session (empty with -1); u64 the time (CLOCK_MONOTONIC ms)
+ *   by which the leases must be taken back (0: no shared store).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
  * bytes, NUL last and nowhere else. */
@@ -26,9 +28,10 @@
 #include <unistd.h>
 
 #include "contract.h"
+#include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 1u
+#define VERSION 2u
 #define HEADER (8 + 4 + 4 + 8)
 #define MAX_BODY (256u << 20)
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
@@ -139,6 +142,9 @@ int reexec_state_write(const struct reexec_state *s)
                 put_u(&b, s->clients[i].input_len, 4);
                 put(&b, s->clients[i].input, s->clients[i].input_len);
         }
+        put_u(&b, (uint32_t)s->gateway.fd, 4);
+        put_str(&b, s->gateway.fd >= 0 ? s->gateway.session : "");
+        put_u(&b, s->lease_until_ms, 8);
         if (b.failed || b.len - HEADER > MAX_BODY) {
                 free(b.p);
                 return b.failed ? -ENOMEM : -EFBIG;
@@ -340,6 +346,21 @@ static void take_clients(struct cur *c, struct reexec_state *s)
                 bad(c, "the requester's connection %d is none of the connections handed on", s->answer_fd);
 }
 
+/* The gateway's socket and session: both, or neither. */
+static void take_gateway(struct cur *c, struct reexec_state *s)
+{
+        int32_t fd = (int32_t)(uint32_t)take_u(c, 4, "the gateway's socket");
+        if (!c->bad && fd != -1 && (fd < 3 || fcntl(fd, F_GETFD) < 0))
+                bad(c, "the gateway's socket (%d) is not an fd this process holds", (int)fd);
+        const char *session = take_str_max(c, "the gateway's session", sizeof s->gateway.session);
+        if (!c->bad && (fd == -1 ? session[0] != '\0' : !gateway_session_ok(session)))
+                bad(c, "the gateway's session is not %s", fd == -1 ? "empty" : "64 hexadecimal digits");
+        if (c->bad)
+                return;
+        s->gateway.fd = fd;
+        memcpy(s->gateway.session, session, strlen(session) + 1);
+}
+
 /* An fd of the state's, and whether it is named before (the n fds in v
  * so far: appended). */
 static bool seen_fd(int *v, size_t *n, int fd)
@@ -355,14 +376,14 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(4 + 4 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(5 + 4 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
         }
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
-        for (size_t i = 0; v && i < 4 && !c->bad; i++)
-                if (seen_fd(v, &n, top[i]))
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd };
+        for (size_t i = 0; v && i < 5 && !c->bad; i++)
+                if (top[i] >= 0 && seen_fd(v, &n, top[i]))
                         bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
                 const struct unit_saved *u = &s->units[i];
@@ -385,7 +406,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint8_t h[HEADER];
         struct stat st;
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1 };
         if (fstat(fd, &st) < 0) {
                 snprintf(err, len, "fd %d: %s", fd, strerror(errno));
                 return -EBADF;
@@ -440,6 +461,11 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
                 s->n = i + 1;
         }
         take_clients(&c, s);
+        take_gateway(&c, s);
+        s->lease_until_ms = take_u(&c, 8, "a time");
+        if (!c.bad && s->lease_until_ms > monotime_ms() + REEXEC_LEASE_AHEAD_MS)
+                bad(&c, "the leases' time lies %llu ms ahead, a mark reaches %u",
+                    (unsigned long long)(s->lease_until_ms - monotime_ms()), REEXEC_LEASE_AHEAD_MS);
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
@@ -457,7 +483,7 @@ void reexec_state_free(struct reexec_state *s)
         free(s->clients);
         free(s->mem);
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1 };
 }
 
 static void set_cloexec(int fd, bool on)
@@ -469,8 +495,8 @@ static void set_cloexec(int fd, bool on)
 
 void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 {
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock };
-        for (size_t i = 0; i < 4; i++)
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd };
+        for (size_t i = 0; i < 5; i++)
                 set_cloexec(top[i], !inherit);
         for (size_t i = 0; i < s->n_clients; i++)
                 set_cloexec(s->clients[i].fd, !inherit);
@@ -486,7 +512,8 @@ void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 
 bool reexec_fd_kept(const struct reexec_state *s, int fd)
 {
-        if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock)
+        if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock ||
+            (fd >= 0 && fd == s->gateway.fd))
                 return true;
         for (size_t i = 0; i < s->n_clients; i++)
                 if (fd == s->clients[i].fd)

@@ -10,11 +10,15 @@
 
 #include "control/control.h"
 #include "core/core.h"
+#include "gateway/gateway.h"
 
 #define REEXEC_OPTION "--reexec-state"
 #define REEXEC_MAX_UNITS 65536u
 #define REEXEC_MAX_CLIENTS 65536u
 #define REEXEC_MAX_INPUT (8u << 20)  /* of one control connection, read and not handled */
+/* How far ahead the time to take the leases back may lie (a mark's
+ * length, KVPG_MOVE_MS). */
+#define REEXEC_LEASE_AHEAD_MS 10000u
 
 struct reexec_state {
         int listen_fd;          /* the control socket, listening */
@@ -26,6 +30,8 @@ struct reexec_state {
         struct unit_saved *units;
         size_t n_clients;       /* the control connections handed on */
         struct control_handoff *clients;
+        struct gateway_handoff gateway; /* its listening socket (-1: no gateway) and session */
+        uint64_t lease_until_ms; /* Store=postgresql: monotime_ms by which the leases must be back (0: none) */
         void *mem;              /* read: what units' strings point into */
         bool read;              /* read whole and checked (reexec_state_read) */
 };

@@ -81,8 +81,10 @@ struct unit_saved {
 };
 /* Whether the core can be handed on now: no call or binding call in
  * flight, no worker's message half read, no gadget starting (a restart's
- * backoff included) or stopping, no shared store. 0, or -EBUSY (wait: it may come)
- * or another -errno (it cannot be) with why. */
+ * backoff included) or stopping; on a shared store, every lease held
+ * marked for this node's next image (asked at the first call), and the
+ * store's audit copy sent. 0, or -EBUSY (wait: it may come) or another
+ * -errno (it cannot be) with why. */
 int core_reexec_quiet(struct core *c, char *why, size_t len);
 /* Holds every worker's input (hold true), or releases it. */
 void core_reexec_hold(struct core *c, bool hold);
@@ -99,6 +101,12 @@ void unit_save(struct unit *u, struct unit_saved *s);
  * 0, or -errno with err: the worker could not be adopted, and was killed
  * (its fds closed) so that no sandbox is left without a gadgetd. */
 int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len);
+/* Store=postgresql: the time (monotime_ms) by which the next image must
+ * hold its leases again, which the marks asked by core_reexec_quiet make
+ * safe (no other node may take them until then); 0: no shared store. */
+uint64_t core_reexec_lease_until(const struct core *c);
+/* In the next image, before core_adopt: that time, as handed on. */
+void core_adopt_lease_until(struct core *c, uint64_t until_ms);
 
 struct core_remote;
 /* Calls to gadgets other nodes run go through r (copied) from now on. */

@@ -55,6 +55,16 @@ struct core {
         struct unit *wake_head, **wake_tail;
         struct event *ev_wakes;
         bool stopping;
+        /* gadgetctl daemon-reexec on a shared store (unit_adopt.c): the
+         * leases marked for the next image (marks asked, not answered; the
+         * first failure; when they were asked, monotime_ms), and in the
+         * next image the time its adopted gadgets' leases must be back by. */
+        bool reexec_marking;
+        size_t reexec_marks_out;
+        char reexec_mark_err[200];
+        uint64_t reexec_mark_ms;
+        uint64_t adopt_lease_until;
+        bool adopt_deadline_armed;
 };
 
 
@@ -109,6 +119,8 @@ struct unit {
                                    * kept it on its policy, or NULL (unit_keep_policy) */
         unsigned n_kept_errors;
         bool leased;              /* Store=postgresql: this node holds its lease */
+        bool lease_adopting;      /* adopted after gadgetd's re-exec, its lease not back yet:
+                                   * its worker held, calls wait (unit_lease.c) */
         char owner[64];           /* not leased: the node that holds it, as last read */
         int64_t owner_epoch;
         struct unit_move *move;   /* gadgetctl move on its way (unit_lease.c) */
@@ -157,6 +169,11 @@ void unit_lease_stop(struct unit *u);
 /* u is being freed: a move on its way fails. */
 void unit_lease_gone(struct unit *u);
 void core_lease_hooks(struct core *c);
+/* gadgetctl daemon-reexec, in the next image: u's worker is adopted and
+ * its lease was this node's; it waits (its worker held, calls queued)
+ * until the lease is back, and is killed if another node takes it or it
+ * is not back by c->adopt_lease_until. */
+void unit_lease_adopted(struct unit *u);
 
 /* Calls to u that wait for approval end: u is being freed (calls.c). */
 void calls_unit_gone(struct unit *u);

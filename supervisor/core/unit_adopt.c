@@ -13,15 +13,74 @@
 #include "core_int.h"
 #include "link/peer.h"
 #include "policy.h"
+#include "store/store.h"
+#include "system/monotime.h"
 #include "system/proc.h"
+
+static void lease_marked(void *arg, const char *why)
+{
+        struct core *c = arg;
+        c->reexec_marks_out--;
+        if (why && !c->reexec_mark_err[0])
+                snprintf(c->reexec_mark_err, sizeof c->reexec_mark_err, "%.190s", why);
+}
+
+/* Store=postgresql: each lease held is marked as moving to this very node
+ * (gadgetd_owner.move_to, for KVPG_MOVE_MS): once the exec has ended the
+ * lease session, and with it the advisory locks, no other node may take
+ * them before the next image does (kvpg_sql.c's take obeys the mark). */
+static int leases_marked(struct core *c, char *why, size_t len)
+{
+        struct kvpg_lease *l = c->bindings.lease;
+        if (!l)
+                return 0;
+        if (!c->reexec_marking && !c->reexec_marks_out) {
+                c->reexec_marking = true;
+                c->reexec_mark_err[0] = '\0';
+                c->reexec_mark_ms = monotime_ms();
+                for (struct unit *u = c->units; u; u = u->next) {
+                        if (!u->leased)
+                                continue;
+                        int e = kvpg_lease_move(l, u->policy->name, c->cfg.node, lease_marked, c);
+                        if (e == 0) {
+                                c->reexec_marks_out++;
+                        } else if (!c->reexec_mark_err[0]) {
+                                snprintf(c->reexec_mark_err, sizeof c->reexec_mark_err, "gadget %.64s: %s",
+                                         u->policy->name, e == -EBUSY ? "a move of it is under way" : strerror(-e));
+                        }
+                }
+        }
+        if (c->reexec_marks_out) {
+                snprintf(why, len, "the store is marking the leases for the next image");
+                return -EBUSY;
+        }
+        if (c->reexec_mark_err[0]) {
+                snprintf(why, len, "a lease could not be marked for the next image: %s", c->reexec_mark_err);
+                return -EIO;
+        }
+        if (c->bindings.audit_store && kvpg_audit_queued(c->bindings.audit_store)) {
+                snprintf(why, len, "audit lines are still being sent to the store");
+                return -EBUSY;
+        }
+        return 0;
+}
+
+uint64_t core_reexec_lease_until(const struct core *c)
+{
+        /* Why the margin of a lease query's timeout: the store's mark
+         * (its now() + KVPG_MOVE_MS) is made after reexec_mark_ms, and a
+         * take sent just before this time may still be answered. */
+        return c->bindings.lease ? c->reexec_mark_ms + KVPG_MOVE_MS - KVPG_LEASE_TIMEOUT_MS : 0;
+}
+
+void core_adopt_lease_until(struct core *c, uint64_t until_ms)
+{
+        /* Why the bound: no mark reaches further (a state that says more lies). */
+        c->adopt_lease_until = until_ms <= monotime_ms() + KVPG_MOVE_MS ? until_ms : 0;
+}
 
 int core_reexec_quiet(struct core *c, char *why, size_t len)
 {
-        if (c->cfg.store_connection) {
-                snprintf(why, len, "gadgetd shares a store with other nodes (Store=postgresql): its leases are "
-                         "not handed on by a re-exec yet");
-                return -EOPNOTSUPP;
-        }
         if (c->stopping) {
                 snprintf(why, len, "gadgetd is stopping");
                 return -ESHUTDOWN;
@@ -54,11 +113,13 @@ int core_reexec_quiet(struct core *c, char *why, size_t len)
                         return -EBUSY;
                 }
         }
-        return 0;
+        return leases_marked(c, why, len);
 }
 
 void core_reexec_hold(struct core *c, bool hold)
 {
+        if (!hold)
+                c->reexec_marking = false; /* a re-exec asked again marks again */
         for (struct unit *u = c->units; u; u = u->next)
                 if (u->peer)
                         peer_hold(u->peer, hold);
@@ -151,8 +212,12 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         } else if ((u->uid = s->uid, u->have_uid = true,
                     e = limiter_adopt(&c->limiter, u->policy, &u->limits, err, len)) < 0) {
         } else if ((e = bindings_load(u->bind, err, len)) < 0) {
-        } else {
-                e = unit_adopt_worker(u, s, err, len);
+        } else if (c->bindings.lease && c->adopt_lease_until <= monotime_ms()) {
+                /* Why: past that time another node may hold its lease. */
+                snprintf(err, len, "its lease was not marked for this image, or the time to take it back is over");
+                e = -ETIME;
+        } else if ((e = unit_adopt_worker(u, s, err, len)) >= 0 && c->bindings.lease) {
+                unit_lease_adopted(u);
         }
         if (e < 0) {
                 char why[600];

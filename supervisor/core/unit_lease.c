@@ -10,10 +10,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "link/peer.h"
 #include "store/store.h"
 #include "contract.h"
 #include "policy.h"
 #include "system/log.h"
+#include "system/monotime.h"
+#include "system/timer.h"
 
 /* A move waits for its node this long beyond the store's mark. */
 #define MOVE_SLACK_MS 2000
@@ -94,6 +97,54 @@ void unit_lease_release(struct unit *u)
                 unit_set_state(u, UNIT_STOPPED);
 }
 
+/* An adopted unit waits no more: killed (why), or ready (why NULL). */
+static void adopt_end(struct unit *u, const char *why)
+{
+        u->lease_adopting = false;
+        if (why) {
+                log_msg(L_ERR, u->policy->name, "%s: killing its adopted worker", why);
+                snprintf(u->cause, sizeof u->cause, "%.250s", why);
+                unit_kill(u, NULL);
+                return;
+        }
+        peer_hold(u->peer, false);
+        unit_set_state(u, UNIT_READY);
+        calls_pending_flush(u);
+        /* Taken back at rank 0 (the mark kept the others off); its own
+         * rank again from now. */
+        if (rank_of(u) > 0)
+                kvpg_lease_want(u->core->bindings.lease, u->policy->name, (unsigned)rank_of(u));
+        log_msg(L_INFO, u->policy->name, "its lease taken back after gadgetd's re-exec (pid %d)", (int)u->child.pid);
+}
+
+static void adopt_deadline(evutil_socket_t fd, short what, void *arg)
+{
+        struct core *c = arg;
+        c->adopt_deadline_armed = false;
+        for (struct unit *u = c->units; u; u = u->next)
+                if (u->lease_adopting)
+                        adopt_end(u, "its lease was not back in time after gadgetd's re-exec (another node may "
+                                     "take it now)");
+}
+
+void unit_lease_adopted(struct unit *u)
+{
+        struct core *c = u->core;
+        uint64_t now = monotime_ms();
+        /* Why held: until the lease is back, nothing it asks is done and
+         * no call reaches it (they wait, as for a start), so it cannot act
+         * as the owner, whichever node the store names. */
+        peer_hold(u->peer, true);
+        unit_set_state(u, UNIT_STARTING);
+        u->lease_adopting = true;
+        if (!c->adopt_deadline_armed) {
+                struct timeval tv = timer_tv_ms(c->adopt_lease_until > now ? c->adopt_lease_until - now : 0);
+                c->adopt_deadline_armed = event_base_once(c->base, -1, EV_TIMEOUT, adopt_deadline, c, &tv) == 0;
+        }
+        if (!c->adopt_deadline_armed || kvpg_lease_want(c->bindings.lease, u->policy->name, 0) < 0)
+                adopt_end(u, "out of memory");
+}
+
 static void on_granted(void *arg, const char *gadget, int64_t epoch)
 {
         struct unit *u = core_find(arg, gadget);
@@ -103,7 +154,9 @@ static void on_granted(void *arg, const char *gadget, int64_t epoch)
         }
         u->leased = true;
         u->owner[0] = '\0';
-        if (u->state == UNIT_REMOTE && u->want_running) {
+        if (u->lease_adopting) {
+                adopt_end(u, NULL);
+        } else if (u->state == UNIT_REMOTE && u->want_running) {
                 unit_start(u);
                 /* A takeover's start: calls wait for it (those that could
                  * not reach the last owner among them), as for an
@@ -128,6 +181,7 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                 return;
         u->leased = false;
         unit_events_lease(u, false);
+        u->lease_adopting = false;
         if (u->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two
@@ -160,6 +214,14 @@ static void on_owner(void *arg, const char *gadget, const char *node, int64_t ep
                 return;
         snprintf(u->owner, sizeof u->owner, "%s", node);
         u->owner_epoch = epoch;
+        /* The store names this node until the next image takes the lease
+         * again (the row of its previous session); another node: never
+         * two owners. */
+        if (u->lease_adopting && node[0] && strcmp(node, u->core->cfg.node) != 0) {
+                char why[200];
+                snprintf(why, sizeof why, "node %.64s holds its lease after gadgetd's re-exec", node);
+                adopt_end(u, why);
+        }
         if (u->move && u->move->marked && strcmp(node, u->move->node) == 0) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "gadget %s runs on node %s now (epoch %" PRId64 ")", gadget, node, epoch);

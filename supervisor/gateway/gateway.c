@@ -455,24 +455,65 @@ static int listen_on(const char *listen_str, int *out)
         return 0;
 }
 
+_Static_assert(sizeof ((struct gateway_handoff *)0)->session == sizeof ((struct gateway *)0)->session,
+               "a handed-on session is the gateway's");
+_Static_assert(GATEWAY_SESSION_BYTES == 32, "gateway_session_ok counts 64 digits");
+
+/* The previous image's listening socket (gadgetctl daemon-reexec): a
+ * stream socket that listens, on the address Listen= names. Why the
+ * check: the fd number comes from the handed-on state, read as hostile. */
+static int adopt_listener(const struct gateway_handoff *h, const char *listen_str, int *out)
+{
+        struct sockaddr_storage want, got;
+        socklen_t wlen, glen = sizeof got;
+        int type = 0, acc = 0;
+        socklen_t tl = sizeof type, al = sizeof acc;
+        char why[256];
+        if (gateway_parse_listen(listen_str, &want, &wlen, why, sizeof why) < 0 ||
+            getsockopt(h->fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+            getsockopt(h->fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || type != SOCK_STREAM || !acc ||
+            getsockname(h->fd, (struct sockaddr *)&got, &glen) < 0 || got.ss_family != want.ss_family ||
+            !gateway_session_ok(h->session)) {
+                log_msg(L_ERR, NULL, "gateway: the listening socket handed on (fd %d) is not one on %s", h->fd,
+                        listen_str);
+                return -EINVAL;
+        }
+        int fl = fcntl(h->fd, F_GETFL);
+        if (fl < 0 || fcntl(h->fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(h->fd, F_SETFD, FD_CLOEXEC) < 0)
+                return -errno;
+        *out = h->fd;
+        return 0;
+}
+
 int gateway_open(struct core *core, const char *listen_str, const char *token_file,
-                 const struct gateway_limits *lim, struct gateway **out)
+                 const struct gateway_limits *lim, const struct gateway_handoff *h, struct gateway **out)
 {
         struct gateway *g = calloc(1, sizeof *g);
         struct evhttp_bound_socket *bound;
         int fd = -1, e;
-        if (!g)
+        bool kept = h && h->fd >= 0;
+        if (!g) {
+                if (kept)
+                        close(h->fd);
                 return -ENOMEM;
+        }
         g->core = core;
         g->lim = *lim;
+        if (kept && (e = adopt_listener(h, listen_str, &fd)) < 0) {
+                close(h->fd);
+                goto fail;
+        }
         if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
                 goto fail;
-        if ((e = random_hex(g->session, GATEWAY_SESSION_BYTES)) < 0) {
+        if (kept)
+                memcpy(g->session, h->session, sizeof g->session);
+        else if ((e = random_hex(g->session, GATEWAY_SESSION_BYTES)) < 0) {
                 log_msg(L_ERR, NULL, "gateway: no random bytes for the session: %s", strerror(-e));
                 goto fail;
         }
-        if ((e = listen_on(listen_str, &fd)) < 0)
+        if (!kept && (e = listen_on(listen_str, &fd)) < 0)
                 goto fail;
+        g->fd = fd;
         if ((e = bound_hosts(g, fd)) < 0 || !(g->http = evhttp_new(core_base(core)))) {
                 e = e < 0 ? e : -ENOMEM;
                 goto fail;
@@ -495,7 +536,8 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
         }
         if ((e = gateway_conn_setup(g, bound)) < 0)
                 goto fail;
-        log_msg(L_INFO, NULL, "gateway: listening on http://%s/", g->hosts[0]);
+        log_msg(L_INFO, NULL, "gateway: listening on http://%s/%s", g->hosts[0],
+                kept ? " (its socket kept across gadgetd's re-exec)" : "");
         *out = g;
         return 0;
 fail:

@@ -4,6 +4,7 @@
  * Off unless gadgetd's config file has a [Gateway] section. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -26,9 +27,40 @@ struct gateway_limits {
  * HTTP. 0, or -EINVAL with the reason in why. */
 int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
                          size_t whylen);
-/* Reads the token from token_file and listens on listen. Errors are logged.
+/* What gadgetd's previous image hands on to the gateway of the next
+ * (gadgetctl daemon-reexec): its listening socket and the session
+ * cookie's value, so that the port stays and browsers stay logged in. */
+struct gateway_handoff {
+        int fd;                      /* listening, -1: none (bind Listen=) */
+        char session[2 * 32 + 1];    /* GATEWAY_SESSION_BYTES in hex, "" with fd -1 */
+};
+
+/* Reads the token from token_file and listens on listen (or on h's
+ * socket, if h names one: listen is not bound again). Errors are logged.
  * 0 or -errno. */
 int gateway_open(struct core *core, const char *listen, const char *token_file,
-                 const struct gateway_limits *lim, struct gateway **out);
+                 const struct gateway_limits *lim, const struct gateway_handoff *h, struct gateway **out);
+/* Whether s is a session value gateway_open takes from a handoff: 64
+ * lower-case hexadecimal digits (inline: the re-exec state's reader and
+ * its unit test check it too). */
+static inline bool gateway_session_ok(const char *s)
+{
+        size_t n = 0;
+        for (; s[n]; n++)
+                if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+                        return false;
+        return n == 64;
+}
+/* gadgetctl daemon-reexec: no new connection is accepted (they wait in
+ * the listener's backlog for the next image), and every answer from now
+ * on closes its connection (Connection: close); false undoes it. */
+void gateway_reexec_hold(struct gateway *g, bool hold);
+/* Whether the gateway can be left now: no request read and unanswered,
+ * none half read, no connection accepted that has not sent its first
+ * request. 0, or -EBUSY with why. The connections left are idle between
+ * requests: closed by the exec. */
+int gateway_reexec_quiet(const struct gateway *g, char *why, size_t len);
+/* What the next image needs, in h. */
+void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h);
 /* Call after every unit is freed (their pending calls are answered then). */
 void gateway_free(struct gateway *g);

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
@@ -54,6 +56,8 @@ static void request_done(struct evhttp_request *req, void *arg)
         if (c && c->busy) {
                 c->busy--;
                 c->since_ms = monotime_ms();
+                c->answered = true;
+                c->req = NULL;
         }
 }
 
@@ -63,7 +67,10 @@ void gateway_conn_request(struct gateway *g, struct evhttp_request *req)
         if (!c)
                 return;
         c->busy++;
+        c->req = req;
         evhttp_request_set_on_complete_cb(req, request_done, g);
+        if (g->held)
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 }
 
 void gateway_conn_authed(struct gateway *g, struct evhttp_request *req)
@@ -86,7 +93,7 @@ static void pause_listener(struct gateway *g)
 static void room_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct gateway *g = arg;
-        if (g->lev && g->paused && g->n_conns < g->lim.max_connections) {
+        if (g->lev && g->paused && !g->held && g->n_conns < g->lim.max_connections) {
                 g->paused = false;
                 evconnlistener_enable(g->lev);
         }
@@ -263,4 +270,62 @@ void gateway_conn_free(struct gateway *g)
         if (g->ev_room)
                 event_free(g->ev_room);
         g->ev_sweep = g->ev_fresh = g->ev_room = NULL;
+}
+
+void gateway_reexec_hold(struct gateway *g, bool hold)
+{
+        g->held = hold;
+        if (!g->lev)
+                return;
+        if (hold) {
+                evconnlistener_disable(g->lev);
+        } else if (!g->paused) {
+                evconnlistener_enable(g->lev);
+        } else {
+                resume_if_room(g);
+        }
+        /* Why Connection: close on the answers under way: the client's next
+         * request then goes on a new connection, which waits in the
+         * backlog for the next image, never on one the exec closes. */
+        for (size_t i = 0; hold && i < g->n_conns; i++)
+                if (g->conns[i].req && g->conns[i].evcon)
+                        evhttp_add_header(evhttp_request_get_output_headers(g->conns[i].req), "Connection",
+                                          "close");
+}
+
+/* Bytes of c that evhttp has not made a request of yet (its buffer, and
+ * the kernel's). */
+static bool unread(const struct gateway_conn *c)
+{
+        int n = 0;
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        return evbuffer_get_length(bufferevent_get_input(c->bev)) > 0 ||
+               (fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0);
+}
+
+int gateway_reexec_quiet(const struct gateway *g, char *why, size_t len)
+{
+        for (size_t i = 0; i < g->n_conns; i++) {
+                const struct gateway_conn *c = &g->conns[i];
+                const char *busy = NULL;
+                if (c->cut || c->refuse)
+                        continue;
+                if (c->busy)
+                        busy = "a request is being answered";
+                else if (unread(c))
+                        busy = "a request is being read";
+                else if (!c->answered)
+                        busy = "a connection has not sent its first request";
+                if (busy) {
+                        snprintf(why, len, "gateway: %s", busy);
+                        return -EBUSY;
+                }
+        }
+        return 0;
+}
+
+void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h)
+{
+        h->fd = g->fd;
+        memcpy(h->session, g->session, sizeof h->session);
 }

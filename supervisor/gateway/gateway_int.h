@@ -29,6 +29,8 @@ struct gateway_conn {
                                       * HeaderTimeout after it, however many 401s it got */
         bool authed;                 /* one of its requests carried a valid token */
         unsigned busy;               /* requests read and not yet answered */
+        struct evhttp_request *req;  /* the one being answered (evhttp reads the next after), or NULL */
+        bool answered;               /* a request of it was answered */
         bool refuse;                 /* over MaxConnections: closed at once */
         bool cut;                    /* shut down, evhttp will free it */
 };
@@ -52,6 +54,8 @@ struct gateway {
         struct gateway_conn *conns;
         size_t n_conns, cap_conns;
         bool paused;                 /* listener off: MaxConnections open */
+        bool held;                   /* gadgetctl daemon-reexec: not accepting, every answer closes */
+        int fd;                      /* the listening socket */
         struct ratelog rl[GW_REF_N];
 };
 

@@ -610,3 +610,8 @@ void kvpg_audit_read_cancel(struct kvpg_audit *au, struct kvpg_audit_read *rd)
                 }
         }
 }
+
+size_t kvpg_audit_queued(const struct kvpg_audit *au)
+{
+        return au->lines;
+}

@@ -50,6 +50,8 @@ uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored);
 /* Closes the connection; lines not sent yet are only in audit.log; reads
  * waiting are answered cancelled. */
 void kvpg_audit_free(struct kvpg_audit *au);
+/* Lines queued or being sent (gadgetd's re-exec waits for none). */
+size_t kvpg_audit_queued(const struct kvpg_audit *au);
 /* Queues gadget's line (JSON, no newline) for the store. Never waits:
  * beyond the queue's bound the line is dropped and counted. For
  * audit_set_store. */

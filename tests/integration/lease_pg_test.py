@@ -13,7 +13,7 @@ import threading
 import time
 
 import leaseload
-from harness import GADGETCTL, Daemon, check, main, policy, test, wait_for
+from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_for, workers
 from pgnodes import counter_cluster, by_name, counter_policy, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
@@ -186,6 +186,116 @@ def pg_lease_session_terminated_fences(tmp):
             check(o.ctl("call", "counter", "get").stdout.strip() == "3", "count")
             wait_for(lambda: "runs on node b" in (a.list()["counter"].get("cause") or ""), timeout=10,
                          what="a to say where the counter runs: %r" % a.list().get("counter"))
+
+
+def reexec_nodes(tmp, pg):
+    """Nodes a and b, both rank 0 for the counter, a its owner; a logs in
+    to the store as role node_a, which a test may keep from logging in
+    (ALTER ROLE node_a NOLOGIN) to hold a re-exec's window open."""
+    pg.psql("CREATE ROLE node_a LOGIN SUPERUSER")
+    a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+    with open(a.extra[1]) as f:
+        conf = f.read()
+    with open(a.extra[1], "w") as f:
+        f.write(conf.replace("user=gadgetd", "user=node_a"))
+    counter_policy(a)
+    counter_policy(b)
+    try:
+        a.start()
+        wait_for(lambda: a.state("counter") == "ready", what="a runs the counter")
+        b.start()
+        check(owner_of([a, b], "counter") == "a", "a owns the counter")
+    except BaseException:
+        stop_all([a, b])
+        raise
+    return a, b
+
+
+@test
+def pg_lease_reexec_keeps_the_lease(tmp):
+    """gadgetctl daemon-reexec of the owner a, 3 times, while a steady
+    caller increments the counter through it and node b, which also may
+    run it (both rank 0: b takes a free lease at its first look), waits.
+    The window is held open: a's role may not log in while it re-executes,
+    so its new image cannot take the lease back until b has looked at the
+    free lock a few times. The owner marks its lease for its next image
+    before the exec, so b never takes it; a takes it back once it may log
+    in (a new epoch each time, its node unchanged), the gadget's pid
+    unchanged; b never runs it; every call answered, none refused, and the
+    count is the calls answered."""
+    os.environ["CALLFLOOD_SILENCE_MS"] = "30000"  # calls wait out the window
+    with PgServer(tmp) as pg:
+        a, b = reexec_nodes(tmp, pg)
+        try:
+            pid = a.status("counter")["pid"]
+            _, epoch = owner_row(pg, "counter")
+            with Healthy(a, "counter", "increment") as h:
+                for i in range(1, 4):
+                    seen = a.status("counter")["calls"]
+                    wait_for(lambda: a.status("counter")["calls"] >= seen + 30, what="30 more calls, round %d" % i)
+                    pg.psql("ALTER ROLE node_a NOLOGIN")
+                    r = a.ctl("daemon-reexec")
+                    check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
+                          "daemon-reexec %d: %r %s" % (i, r, a.logtext()[-2000:]))
+                    wait_for(lambda: not lease_pid(pg, "counter"), what="the lease lock free")
+                    free = pg.psql("SELECT now()")
+                    wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                             "'gadgetd b lease' AND query_start > '%s'::timestamptz + interval "
+                                             "'600 ms'" % free) == "1", what="b to look at the free lease")
+                    check(owner_row(pg, "counter") == ("a", epoch + i - 1) and workers(b) == [],
+                          "b took the lease in the re-exec's window: %r" % (owner_row(pg, "counter"),))
+                    pg.psql("ALTER ROLE node_a LOGIN")
+                    wait_for(lambda: a.state("counter") == "ready", what="a's lease back after re-exec %d" % i)
+                    check(owner_row(pg, "counter") == ("a", epoch + i), "owner row after re-exec %d: %r (epoch %d "
+                          "before)" % (i, owner_row(pg, "counter"), epoch))
+                    check(a.status("counter")["pid"] == pid, "the gadget's pid changed")
+                    check(workers(b) == [] and b.state("counter") == "remote", "b ran the counter: %r" %
+                          states([a, b], "counter"))
+                seen = a.status("counter")["calls"]
+                wait_for(lambda: a.status("counter")["calls"] >= seen + 30, what="30 more calls after the last")
+            print("3 re-execs of the owner: %r" % h.result)
+            count = int(a.ctl("call", "counter", "get").stdout)
+            check(count == h.result["ok"], "count %d, calls answered %d" % (count, h.result["ok"]))
+            check(a.logtext().count("its lease taken back after gadgetd's re-exec") == 3, "a's log")
+            check(not re.search(r"counter\W.*\bready$", b.logtext(), re.M), "b ran it: %s" % b.logtext()[-2000:])
+        finally:
+            stop_all([a, b])
+
+
+@test
+def pg_lease_reexec_lease_taken_meanwhile(tmp):
+    """The window of a re-exec outlives its mark (the mark cleared by hand
+    while a may not log in, as if its 10 s had passed): b takes the lease,
+    and a's new image, once back on the store, kills the process it
+    adopted instead of letting it serve (never two owners); b runs the
+    counter, a says so."""
+    with PgServer(tmp) as pg:
+        a, b = reexec_nodes(tmp, pg)
+        try:
+            pid = a.status("counter")["pid"]
+            pg.psql("ALTER ROLE node_a NOLOGIN")
+            r = a.ctl("daemon-reexec")
+            check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout, "daemon-reexec: %r" % r)
+            check(pg.psql("SELECT move_to FROM gadgetd_owner WHERE gadget = 'counter'") == "a", "a's mark")
+            pg.psql("UPDATE gadgetd_owner SET move_to = NULL, move_until = NULL WHERE gadget = 'counter'")
+            wait_for(lambda: owner_row(pg, "counter")[0] == "b", what="b to take the lease")
+            pg.psql("ALTER ROLE node_a LOGIN")
+            wait_for(lambda: "holds its lease after gadgetd's re-exec: killing its adopted worker" in a.logtext(),
+                     what="a to kill its adopted worker: %s" % a.logtext()[-1500:])
+            wait_for(lambda: zombie_or_gone(pid), what="the adopted worker gone")
+            wait_for(lambda: b.state("counter") == "ready", what="b runs the counter")
+            g = a.list()["counter"]
+            check(g["state"] == "remote" and g["node"] == "b" and workers(a) == [], "a: %r" % g)
+        finally:
+            stop_all([a, b])
+
+
+def zombie_or_gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 @test

@@ -12,10 +12,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import http.client
 
 import harness
 from protobytes import field, frame, varint
 from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
+from gateway_util import Gateway
 
 REEXECS = 5
 
@@ -207,6 +210,92 @@ def reexec_hands_on_a_half_read_request(tmp):
         body = answer(s)
         check(body.startswith(b"\x08\x02") and b"\x32\x02\x18\x06" in body, "the call's answer: %r" % body)
         s.close()
+
+
+class GatewayCaller(threading.Thread):
+    """Calls gadget's echo through the gateway, each call on a new
+    connection (as a page's fetch may), one after the other, with its
+    sequence number; counts the answers, the refusals (any status but 200,
+    or another number) and the calls lost (the connection closed or reset
+    without an answer)."""
+
+    def __init__(self, g, gadget):
+        super().__init__(daemon=True)
+        self.g, self.gadget = g, gadget
+        self.stop = threading.Event()
+        self.ok = self.refused = self.lost = 0
+        self.errors = []
+
+    def run(self):
+        seq = 0
+        while not self.stop.is_set() and seq < 100000:
+            seq += 1
+            c = http.client.HTTPConnection("127.0.0.1", self.g.port, timeout=30)
+            try:
+                c.request("POST", "/api/gadgets/%s/call/echo" % self.gadget, body=json.dumps(seq),
+                          headers={"Host": "127.0.0.1:%d" % self.g.port, "Content-Type": "application/json",
+                                   "Authorization": "Bearer " + self.g.token})
+                r = c.getresponse()
+                body = r.read()
+                if r.status == 200 and json.loads(body) == seq:
+                    self.ok += 1
+                else:
+                    self.refused += 1
+                    self.errors.append((seq, r.status, body[:200]))
+            except (OSError, http.client.HTTPException) as e:
+                self.lost += 1
+                self.errors.append((seq, repr(e)))
+            finally:
+                c.close()
+
+
+@test
+def reexec_with_the_gateway(tmp):
+    """gadgetd with its gateway, 4 callers through it throughout 5
+    re-execs: its port kept (the listening socket handed on), every call
+    answered, none refused or lost; a browser's session cookie still
+    valid; the gadget's pid unchanged."""
+    with Gateway(tmp) as g:
+        g.add("plain", "")
+        g.wait_ready("plain")
+        pid = pid_of(g, "plain")
+        st, hd, _ = g.request("GET", "/?token=" + g.token, auth=False)
+        check(st == 303, "login: %d" % st)
+        cookie = hd["set-cookie"].split(";")[0]
+        callers = [GatewayCaller(g, "plain") for _ in range(4)]
+
+        def ok():
+            return sum(c.ok for c in callers)
+
+        def alive():
+            return all(c.is_alive() for c in callers)
+
+        for c in callers:
+            c.start()
+        try:
+            for i in range(1, REEXECS + 1):
+                seen = ok()
+                wait_for(lambda: ok() >= seen + 100 or not alive(),
+                         what="100 more calls through the gateway before re-exec %d" % i)
+                r = g.ctl("daemon-reexec")
+                check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
+                      "daemon-reexec %d: %r %s" % (i, r, g.logtext()[-2000:]))
+            seen = ok()
+            wait_for(lambda: ok() >= seen + 100 or not alive(), what="100 more calls after the last")
+        finally:
+            for c in callers:
+                c.stop.set()
+            for c in callers:
+                c.join(60)
+        refused, lost = sum(c.refused for c in callers), sum(c.lost for c in callers)
+        print("through the gateway, %d re-execs: %d ok, %d refused, %d lost" % (REEXECS, ok(), refused, lost))
+        check(refused == 0 and lost == 0, "calls refused or lost: %r" % [c.errors[:3] for c in callers])
+        check(ok() >= 600, "too few calls: %d" % ok())
+        check(g.logtext().count("its socket kept across gadgetd's re-exec") == REEXECS,
+              "the gateway's socket not kept")
+        st, _, body = g.request("GET", "/api/gadgets", auth=False, headers={"Cookie": cookie})
+        check(st == 200, "the session cookie from before the re-execs: %d %r" % (st, body))
+        check(pid_of(g, "plain") == pid, "the gadget's pid changed")
 
 
 def build_copy(tmp):

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "reexec.h"
+#include "system/monotime.h"
 #include "tap.h"
 
 static int fds[12];
@@ -35,7 +36,11 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
         h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
         *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
                                     .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
-                                    .n = 2, .units = u, .n_clients = 1, .clients = h };
+                                    .n = 2, .units = u, .n_clients = 1, .clients = h,
+                                    .gateway = { .fd = fds[11],
+                                                 .session = "0123456789abcdef0123456789abcdef"
+                                                            "0123456789abcdef0123456789abcdef" },
+                                    .lease_until_ms = monotime_ms() + 8000 };
 }
 
 /* The state's bytes. */
@@ -110,8 +115,12 @@ static void test_round_trip(void)
         CHECK(reexec_fd_kept(&r, fds[0]) && reexec_fd_kept(&r, fds[4]) && reexec_fd_kept(&r, fds[5]) &&
                       !reexec_fd_kept(&r, fds[6]),
               "the fds kept, and only those");
+        CHECK(r.gateway.fd == fds[11] && strcmp(r.gateway.session, s.gateway.session) == 0 &&
+                      reexec_fd_kept(&r, fds[11]),
+              "the gateway's socket, kept, and its session");
+        CHECK(r.lease_until_ms == s.lease_until_ms, "the time to take the leases back by");
         reexec_fds_inherit(&r, true);
-        CHECK(!(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
+        CHECK(!(fcntl(fds[11], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
                       (fcntl(fds[6], F_GETFD) & FD_CLOEXEC),
               "close-on-exec cleared on exactly the fds handed on");
         reexec_fds_inherit(&r, false);
@@ -143,8 +152,8 @@ static void test_damage_refused(void)
                 flip_ok += read_bytes(c, n, err, sizeof err) == 0 || !err[0];
         }
         CHECK(flip_ok == 0, "%zu of %zu changed bytes read, or refused without a reason", flip_ok, n);
-        b[8] = 2; /* another version */
-        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 2"), "version: %s", err);
+        b[8] = 1; /* another version: the one before the gateway's fields */
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 1"), "version: %s", err);
 }
 
 /* States that are whole (a right checksum) but lie. */
@@ -195,6 +204,34 @@ static void test_lies_refused(void)
         s.listen_fd = 2;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not an fd this process holds"), "%s", err);
+        make_state(&s, u, h);
+        s.gateway.session[5] = 'G';
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not 64 hexadecimal digits"), "%s", err);
+        make_state(&s, u, h);
+        s.gateway.session[63] = '\0';
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not 64 hexadecimal digits"), "short: %s", err);
+        make_state(&s, u, h);
+        s.gateway.fd = -1; /* no gateway: the writer leaves its session out */
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "no gateway: %s", err);
+        make_state(&s, u, h);
+        s.gateway.fd = fds[4];
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "the gateway's fd: %s", err);
+        make_state(&s, u, h);
+        s.gateway.fd = 998;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gateway's socket (998)"), "%s", err);
+        make_state(&s, u, h);
+        s.lease_until_ms = monotime_ms() + REEXEC_LEASE_AHEAD_MS + 5000;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "the leases' time lies"), "%s", err);
+        make_state(&s, u, h);
+        s.lease_until_ms = 0;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "no shared store: %s", err);
         CHECK(read_bytes((const uint8_t *)"GDREEXEC", 8, err, sizeof err) < 0 && strstr(err, "no header"),
               "a header cut short: %s", err);
 }
