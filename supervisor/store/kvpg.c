@@ -408,6 +408,8 @@ static void kvpg_free(struct kvpg *pg)
 {
         if (!pg)
                 return;
+        if (pg->lease)
+                kvpg_lease_on_connect(pg->lease, NULL, NULL);
         pgconn_free(pg->pc);
         if (pg->ev_timer)
                 event_free(pg->ev_timer);
@@ -507,7 +509,21 @@ struct kv_backend *kvpg_backend(struct kvpg *pg)
         return &pg->be;
 }
 
+/* The lease session connected: the server is reachable again, so a kv
+ * connection waiting out its backoff tries now (after gadgetd's re-exec
+ * or an outage both come back together, not the kv one seconds later). */
+static void lease_connected(void *arg)
+{
+        struct kvpg *pg = arg;
+        if (pg->state != PG_DOWN || !evtimer_pending(pg->ev_timer, NULL))
+                return;
+        event_del(pg->ev_timer);
+        connect_start(pg);
+}
+
 void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease)
 {
         pg->lease = lease;
+        if (lease)
+                kvpg_lease_on_connect(lease, lease_connected, pg);
 }

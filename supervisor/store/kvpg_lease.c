@@ -95,6 +95,9 @@ struct kvpg_lease {
         bool forget_sent;
         void (*forget_done)(void *arg, int code, const char *msg);
         void *forget_arg;
+        /* Told each time the session connects (kvpg_lease_on_connect). */
+        void (*connected)(void *arg);
+        void *connected_arg;
 };
 
 static void round_next(struct kvpg_lease *l);
@@ -114,6 +117,8 @@ static void on_connected(void *arg)
 {
         struct kvpg_lease *l = arg;
         l->state = L_SETUP;
+        if (l->connected)
+                l->connected(l->connected_arg);
         /* The node is a checked name (config.c): safe to quote as it is.
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
@@ -830,4 +835,10 @@ int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
         w->move_arg = arg;
         round_next(l);
         return 0;
+}
+
+void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg), void *arg)
+{
+        l->connected = fn;
+        l->connected_arg = arg;
 }
