@@ -128,11 +128,14 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                 return;
         u->leased = false;
         unit_events_lease(u, false);
-        if (u->child.pid > 0) {
+        if (u->run->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two
                  * running copies must not both answer calls. */
                 log_msg(L_ERR, gadget, "%s: killing it", why);
+                unit_switch_drop(u, why);
+                if (u->old_run)
+                        unit_run_kill(u->old_run, why);
                 snprintf(u->cause, sizeof u->cause, "%.250s", why);
                 unit_kill(u, NULL);
         } else if (u->state == UNIT_IDLE) {
