@@ -86,7 +86,7 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
                 timer_arm_ms(r->ev_end, 0);
                 return;
         }
-        log_msg(L_INFO, u->policy->name, "restarting without a gap (%s): its new process (pid %d) starts beside "
+        log_msg(L_INFO, u->policy->name, "%s: restarting without a gap: its new process (pid %d) starts beside "
                 "pid %d", why, (int)r->child.pid, (int)u->run->child.pid);
 }
 
