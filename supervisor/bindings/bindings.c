@@ -38,16 +38,16 @@ static void unlink_req(struct binding_req *r)
 static bool send_reply(struct gadget_bindings *g, const struct binding_req *r, const Gadget__Value *value, int code,
                        const char *message, char *why, size_t len)
 {
-        if (!g->peer) {
+        if (!r->peer) {
                 snprintf(why, len, "the answer could not be sent: the gadget is gone");
                 return false;
         }
-        int e = peer_binding_reply(g->peer, r->id, value, code, message);
+        int e = peer_binding_reply(r->peer, r->id, value, code, message);
         if (e == -EMSGSIZE) {
                 snprintf(why, len, "the answer (%zu bytes) is larger than one frame can carry (%u bytes)",
                          value ? gadget__value__get_packed_size(value) : strlen(message ? message : ""),
                          WIRE_MAX_FRAME);
-                peer_binding_reply(g->peer, r->id, NULL, GADGET_ELIMIT, why);
+                peer_binding_reply(r->peer, r->id, NULL, GADGET_ELIMIT, why);
                 return false;
         }
         if (e < 0) {
@@ -93,7 +93,8 @@ static uint64_t binding_inflight(const struct gadget_bindings *g, const char *na
 
 /* Answers a call over its budget "busy" at once: no request is made, no
  * work done; the count is logged and audited in one line a second. */
-static bool over_budget(struct gadget_bindings *g, const Gadget__BindingCall *bc, const struct policy_binding *b)
+static bool over_budget(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc,
+                        const struct policy_binding *b)
 {
         char msg[200];
         if (g->n_breqs >= g->policy->binding_calls_max)
@@ -106,7 +107,7 @@ static bool over_budget(struct gadget_bindings *g, const Gadget__BindingCall *bc
                 return false;
         if (g->busy++ == 0 && monotime_since_us(&g->busy_logged) >= BUSY_LOG_MS * 1000u)
                 log_msg(L_WARN, g->policy->name, "%s: answering busy", msg);
-        peer_binding_reply(g->peer, bc->id, NULL, GADGET_EBUSY, msg);
+        peer_binding_reply(peer, bc->id, NULL, GADGET_EBUSY, msg);
         return true;
 }
 
@@ -138,12 +139,17 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
         free(r);
 }
 
-void bindings_orphan(struct gadget_bindings *g)
+void bindings_orphan(struct gadget_bindings *g, const struct peer *peer)
 {
-        busy_flush(g, true);
+        if (!peer || g->peer == peer)
+                busy_flush(g, true);
         for (struct binding_req *r = LIST_FIRST(&g->breqs), *next; r; r = next) {
                 next = LIST_NEXT(r, link);
+                if (peer && r->peer != peer)
+                        continue;
+                unlink_req(r);
                 r->g = NULL;
+                r->peer = NULL;
                 /* A call waiting for approval is asked no more; its
                  * handler frees r. */
                 if (r->approval) {
@@ -152,22 +158,22 @@ void bindings_orphan(struct gadget_bindings *g)
                         approval_cancel(ap);
                 }
         }
-        LIST_INIT(&g->breqs);
-        g->n_breqs = 0;
-        g->peer = NULL;
+        if (!peer || g->peer == peer)
+                g->peer = NULL;
 }
 
-void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc)
+void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc)
 {
         const struct policy_binding *b = policy_binding_find(g->policy, bc->binding);
-        if (over_budget(g, bc, b))
+        if (over_budget(g, peer, bc, b))
                 return;
         struct binding_req *r = calloc(1, sizeof *r);
         if (!r) {
-                peer_binding_reply(g->peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
+                peer_binding_reply(peer, bc->id, NULL, GADGET_EINTERNAL, "out of memory");
                 return;
         }
         r->g = g;
+        r->peer = peer;
         r->id = bc->id;
         clock_gettime(CLOCK_MONOTONIC, &r->start);
         snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
@@ -243,6 +249,16 @@ int bindings_load(struct gadget_bindings *g, char *why, size_t len)
         return 0;
 }
 
+void bindings_swap_states(struct gadget_bindings *a, struct gadget_bindings *b)
+{
+        struct binding_state *s = a->states;
+        size_t n = a->n_states;
+        a->states = b->states;
+        a->n_states = b->n_states;
+        b->states = s;
+        b->n_states = n;
+}
+
 void *bindings_state(const struct gadget_bindings *g, const struct policy_binding *b)
 {
         size_t i = (size_t)(b - g->policy->bindings);
@@ -281,7 +297,7 @@ void bindings_free(struct gadget_bindings *g)
 {
         if (!g)
                 return;
-        bindings_orphan(g);
+        bindings_orphan(g, NULL);
         states_free(g);
         kv_close(g->kv);
         free(g);

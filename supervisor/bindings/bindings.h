@@ -107,6 +107,7 @@ struct gadget_bindings {
  * the answer goes nowhere. */
 struct binding_req {
         struct gadget_bindings *g;
+        struct peer *peer;          /* the worker that asked, where the answer goes */
         uint64_t id;
         char binding[72], op[72];
         struct timespec start;
@@ -123,20 +124,25 @@ struct gadget_bindings *bindings_new(const struct bindings_env *env, const struc
 void bindings_free(struct gadget_bindings *g);
 /* The gadget's policy was replaced (a reload). */
 void bindings_set_policy(struct gadget_bindings *g, const struct policy *p);
-/* Its worker runs, linked by peer: binding calls are answered there. */
+/* Its worker runs, linked by peer (the one serving its calls). */
 void bindings_attach(struct gadget_bindings *g, struct peer *peer);
-/* Entry point from the worker's peer. */
-void bindings_handle(struct gadget_bindings *g, const Gadget__BindingCall *bc);
+/* Entry point from a worker's peer: the answer goes back to that peer (two
+ * workers of a gadget may run at once while a restart drains the old). */
+void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc);
 /* Its binding calls in flight. */
 size_t bindings_busy(const struct gadget_bindings *g);
 /* Answers (value, or code and message), audits, frees r. */
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out);
-/* The worker ended: pending requests lose their caller. */
-void bindings_orphan(struct gadget_bindings *g);
+/* The worker linked by peer ended (NULL: every worker): its pending
+ * requests lose their caller. */
+void bindings_orphan(struct gadget_bindings *g, const struct peer *peer);
 /* Reads what the gadget's bindings keep while it runs (its secret files),
  * at each start. 0 or -errno with why. */
 int bindings_load(struct gadget_bindings *g, char *why, size_t len);
+/* a and b trade what their bindings keep (bindings_load): a new process's,
+ * loaded beside the running one, becomes the gadget's at its switch. */
+void bindings_swap_states(struct gadget_bindings *a, struct gadget_bindings *b);
 
 /* The gadget's store, prepared at its first use (the database itself is
  * opened by the store's thread); NULL if out of memory. */

@@ -113,6 +113,8 @@ static void ready_done(void *arg, uint64_t id, const Gadget__Value *res, int cod
         struct client *cl = later_end(w);
         if (cl && res)
                 client_done(cl, id, "%s: ready", text);
+        else if (cl && strncmp(text, "restarted ", 10) == 0) /* it did not happen */
+                client_error(cl, id, code, "restart of %s failed: %s", text + 10, message);
         else if (cl)
                 client_error(cl, id, code, "%s, but %s", text, message);
         free(text);

@@ -34,6 +34,7 @@
 struct call {
         struct peer_call pc;        /* first: the peer hands it back */
         struct unit *u;
+        struct unit_run *run;       /* the process it was sent to (a restart may replace it meanwhile) */
         call_fn done;               /* NULL once its owner left */
         void *cbdata;
         uint64_t tag;
@@ -279,15 +280,18 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         /* Why this is safe: a gadget that answers nothing is still ended
          * after CallTimeout, since its clock starts with the first call it
          * got while it had none; only results move it on. */
-        uint64_t stalled = u->peer ? peer_stalled_ms(u->peer) : limit;
-        if (u->peer)
-                peer_forget(u->peer, &c->pc);
+        /* Its process: the one that serves, or the old one a restart
+         * drains (which still has it: its end would have ended c). */
+        struct unit_run *r = c->run == u->run || c->run == u->old_run ? c->run : u->run;
+        uint64_t stalled = r->peer ? peer_stalled_ms(r->peer) : limit;
+        if (r->peer)
+                peer_forget(r->peer, &c->pc);
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
         /* The timer and the clock may disagree by a tick. */
         if (stalled + CALL_CLOCK_SLACK_MS >= limit) {
                 limiter_record(u->core->audit, u->policy->name, "CallTimeout", "%s; no call answered for %llu ms: "
                                "killed", msg, (unsigned long long)stalled);
-                unit_kill(u, "timeout");
+                unit_run_kill(r, "timeout");
         } else {
                 limiter_record(u->core->audit, u->policy->name, "CallTimeout", "%s; not restarted: a call was "
                                "answered %llu ms ago", msg, (unsigned long long)stalled);
@@ -334,7 +338,7 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                         snprintf(msg, len, "gadget %s does not run on this node (%.200s)", name, u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        if (u->state != UNIT_READY || !u->peer) {
+        if (u->state != UNIT_READY || !u->run->peer) {
                 /* Why this is safe: a call that waits is bounded as an idle
                  * gadget's first calls are (CallsQueuedMax=, the pending
                  * bytes, its CallTimeout); one to a gadget stopped or failed
@@ -345,7 +349,7 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        if (!peer_method(u->peer, method, sig)) {
+        if (!peer_method(u->run->peer, method, sig)) {
                 snprintf(msg, len, "gadget \"%s\" has no method \"%.64s\"", name, method);
                 return GADGET_ENOMETHOD;
         }
@@ -366,7 +370,8 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         struct unit *u = c->u;
         const char *name = u->policy->name;
         c->timer = evtimer_new(u->core->base, call_timeout, c);
-        int e = c->timer ? peer_call(u->peer, &c->pc, method, args, chain) : -ENOMEM;
+        c->run = u->run;
+        int e = c->timer ? peer_call(u->run->peer, &c->pc, method, args, chain) : -ENOMEM;
         if (e < 0) {
                 if (e == -ENOBUFS) {
                         snprintf(msg, len, "gadget \"%s\" is busy: too many calls queued", name);
@@ -677,9 +682,12 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
-        if (unit_is_ready(u))
+        /* A restart without a gap under way: a wait until ready (its
+         * gadgetctl restart) waits for its switch, or its failure. */
+        bool switching = q->until_ready && u->next_run;
+        if (unit_is_ready(u) && !switching)
                 return 1;
-        if (q->until_ready && !start_under_way(u)) {
+        if (q->until_ready && !switching && !start_under_way(u)) {
                 if (u->state != UNIT_STOPPED && u->state != UNIT_FAILED && u->state != UNIT_STOPPING)
                         return 1; /* idle (not started for this), or another node's */
                 snprintf(msg, len, "gadget \"%s\" is %s%s%.200s", u->policy->name, unit_state_name(u->state),

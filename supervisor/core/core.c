@@ -203,7 +203,7 @@ size_t core_running(const struct core *c)
 {
         size_t n = 0;
         for (const struct unit *u = c->units; u; u = u->next)
-                n += u->child.pid > 0;
+                n += u->run->child.pid > 0;
         return n;
 }
 

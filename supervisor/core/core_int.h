@@ -73,6 +73,39 @@ struct core {
 int core_index(struct core *c, struct unit *u);
 void core_unlink(struct core *c, struct unit *u);
 
+/* One process of a unit (one run of its program) and what it holds while
+ * it lives. A unit has one, u->run, which serves its calls; during a
+ * restart without a gap (unit_switch.c) also u->next_run, the new process
+ * starting beside it, and after the switch u->old_run, the previous one
+ * draining its calls in flight. */
+struct unit_run {
+        struct unit *u;
+        struct policy *policy;    /* u->next_run's own until the switch (a changed policy), else NULL */
+        struct gadget_bindings *bind; /* u->next_run's binding states, handed to u at the switch */
+        uint64_t policy_hash;     /* policy's origin (unit_origin) */
+        bool from_dir;
+        struct spawn_child child;
+        uid_t uid;
+        bool have_uid;
+        struct peer *peer;
+        struct event *ev_report, *ev_out, *ev_err;
+        struct event *ev_end;     /* a stop's grace, or the bound on reading its link after its end */
+        struct limiter_run limits;  /* this run's cgroup and limit hits */
+        struct event *ev_limits;    /* looks at the limit counters while it runs */
+        struct event *ev_runtime;   /* RuntimeMax */
+        struct event *ev_start;     /* StartTimeout */
+        int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
+        struct logbuf_stream *lines; /* their unfinished lines (stdout, stderr), while it runs */
+        struct timespec started;
+        struct timespec start_begin; /* when this run's start began (load, restart) */
+        uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
+        int program_status;       /* from the sandbox's report */
+        bool have_program_status;
+        bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
+        bool stop_killed;         /* its stop's grace ran out with calls in flight */
+        char cause[256];          /* u->next_run's and u->old_run's: why it was killed */
+};
+
 /* One loaded gadget (unit.h). */
 struct unit {
         struct core *core;
@@ -81,23 +114,14 @@ struct unit {
         enum unit_state state;
         char cause[256];          /* why it last stopped or failed */
         char last_cause[256];     /* kept while it runs again: why its last run ended */
-        struct spawn_child child;
-        uid_t uid;
-        bool have_uid;
-        struct peer *peer;
-        struct event *ev_report, *ev_out, *ev_err, *ev_timer;
-        struct limiter_run limits;  /* this run's cgroup and limit hits */
-        struct event *ev_limits;    /* looks at the limit counters while it runs */
-        struct event *ev_runtime;   /* RuntimeMax */
-        int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
+        struct unit_run *run;     /* its process (never NULL; its child's pid -1 when none runs) */
+        struct unit_run *next_run; /* a restart's new process, starting beside run (unit_switch.c) */
+        struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
+        char switch_why[256];     /* next's restart's cause */
+        struct event *ev_timer;   /* a restart's delay (Restart=, backoff) */
         struct logbuf log;
-        struct logbuf_stream *lines; /* their unfinished lines (stdout, stderr), while it runs */
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
         struct event *ev_logwin;  /* the budget's window ends: report drops, read again */
-        struct event *ev_start;   /* StartTimeout */
-        struct timespec started;
-        struct timespec start_begin; /* when this run's start began (load, restart) */
-        uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
         unsigned restarts;        /* restarts so far */
         struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
@@ -107,12 +131,8 @@ struct unit {
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
-        int program_status;       /* from the sandbox's report */
-        bool have_program_status;
         bool want_running;        /* false once stopped on purpose */
         bool restart_pending;     /* start again once stopped */
-        bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
-        bool stop_killed;         /* its stop's grace ran out with calls in flight */
         bool remove_when_stopped;
         bool from_dir;            /* loaded from the policy directory */
         char *kept_errors;        /* its file's errors ("FILE:LINE: ..." lines) at the last reload that
@@ -142,6 +162,49 @@ struct unit {
         struct unit *next, **pprev; /* core's list */
         struct unit *name_next;     /* core's by_name chain */
 };
+
+/* unit_run.c: a run of u (its child's pid -1, none running yet), or NULL;
+ * freed (dropped first: unit_run_drop), with its policy and bindings. */
+struct unit_run *unit_run_new(struct unit *u);
+void unit_run_free(struct unit_run *r);
+/* The policy r runs: its own (a restart's new process on a changed
+ * policy), else its unit's. */
+const struct policy *unit_run_policy(const struct unit_run *r);
+/* Releases everything of r's worker (it is dead or being killed): its
+ * link (its calls in flight fail with gone), binding calls, pipes, timers,
+ * cgroup, host uid. */
+void unit_run_drop(struct unit_run *r, const char *gone);
+/* SIGKILL to r's worker (and its cgroup); why, if its cause is not set. */
+void unit_run_kill(struct unit_run *r, const char *why);
+/* Kills r's worker, waits for it, and drops it. */
+void unit_run_reap(struct unit_run *r, const char *gone);
+/* unit.c: r's worker is gone and its link read to the end: what follows
+ * (for u->next_run and u->old_run, unit_switch.c's). */
+void unit_run_ended(struct unit_run *r);
+/* unit.c: starts r's worker (warm: the one pre-warmed in r): spawned,
+ * linked, watched, its StartTimeout armed. 0, or -errno with err (r
+ * holds what was taken: the caller drops it). */
+int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen);
+
+/* unit_switch.c: a restart without a gap. Whether u's restart can start
+ * its new process beside the one that serves (it is ready here); then
+ * begins it on policy p (taken over, with its origin o), or u's own
+ * (p NULL). */
+bool unit_switch_can(const struct unit *u);
+void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origin *o, const char *why);
+/* u->next_run said hello: new calls go to it, the old one drains. */
+void unit_switch_hello(struct unit_run *r);
+/* u->next_run ended (or could not start) before its switch: u serves on with
+ * its process and policy, and the restart's waits are told why. */
+void unit_switch_failed(struct unit *u, const char *why);
+/* u->old_run ended: released; a new process waiting for it switches now. */
+void unit_switch_old_ended(struct unit *u);
+/* A switch under way is called off (a stop, its lease lost, u freed):
+ * the new process is killed and released; waits are told why. */
+void unit_switch_drop(struct unit *u, const char *why);
+/* u->run ended during a switch: u->next_run becomes its process (0), or
+ * -ENOENT when there was none to take over. */
+int unit_switch_promote(struct unit *u);
 
 /* unit_events.c: the one writer of u->state; the listeners are told. */
 void unit_set_state(struct unit *u, enum unit_state s);
@@ -199,13 +262,13 @@ static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active
 /* unit_output.c: a pipe of the program's output (its read end rd, watched
  * by *ev; 0 or -errno), a log message over the RPC, the log budget's
  * window (u->ev_logwin), and the drops not told yet (at its end). */
-int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev);
+int unit_output_pipe(struct unit_run *r, int *rd, int *wr, struct event **ev);
 void unit_output_log(struct unit *u, const Gadget__Log *l);
 void unit_output_window_cb(evutil_socket_t fd, short what, void *arg);
 void unit_output_end(struct unit *u);
 /* The read end rd of an output pipe kept across gadgetd's re-exec, watched
  * by *ev as unit_output_pipe's (0 or -ENOMEM). */
-int unit_output_adopt(struct unit *u, int rd, struct event **ev);
+int unit_output_adopt(struct unit_run *r, int rd, struct event **ev);
 
 /* unit.c: u (a new unit) takes over the running worker s describes, whose
  * pidfd, fds, uid and cgroup unit_adopt.c has put in u: its link (no new

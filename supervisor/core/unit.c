@@ -32,9 +32,6 @@ static bool one_life(const struct unit *u)
 
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
-static void limits_cb(evutil_socket_t fd, short what, void *arg);
-static void runtime_cb(evutil_socket_t fd, short what, void *arg);
-static void start_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
 /* The policy's value, else gadgetd's, else the built-in default. */
 static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
@@ -51,26 +48,21 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         u->hooks = &c->hooks;
         u->policy = policy;
         unit_set_state(u, UNIT_STOPPED);
-        u->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
-        u->out_fd = u->err_fd = -1;
         TAILQ_INIT(&u->pending);
         logbuf_init(&u->log);
-        limiter_run_init(&u->limits);
+        u->run = unit_run_new(u);
         u->ev_timer = evtimer_new(c->base, timer_cb, u);
-        u->ev_limits = event_new(c->base, -1, EV_PERSIST, limits_cb, u);
-        u->ev_runtime = evtimer_new(c->base, runtime_cb, u);
         u->ev_logwin = evtimer_new(c->base, unit_output_window_cb, u);
-        u->ev_start = evtimer_new(c->base, start_timeout_cb, u);
         u->bind = bindings_new(&c->bindings, policy);
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
-        if (!u->bind || !u->ev_timer || !u->ev_limits || !u->ev_runtime || !u->ev_logwin || !u->ev_start ||
-            unit_events_created(u) < 0) {
+        if (!u->bind || !u->run || !u->ev_timer || !u->ev_logwin || unit_events_created(u) < 0) {
                 bindings_free(u->bind);
-                struct event *evs[] = { u->ev_timer, u->ev_limits, u->ev_runtime, u->ev_logwin, u->ev_start };
-                for (size_t i = 0; i < 5; i++)
-                        if (evs[i])
-                                event_free(evs[i]);
+                unit_run_free(u->run);
+                if (u->ev_timer)
+                        event_free(u->ev_timer);
+                if (u->ev_logwin)
+                        event_free(u->ev_logwin);
                 free(u);
                 return NULL;
         }
@@ -80,49 +72,23 @@ struct unit *unit_new(struct core *c, struct policy *policy)
 /* Releases everything of the running worker (it is dead or being killed). */
 static void drop_worker(struct unit *u, const char *gone)
 {
-        bindings_orphan(u->bind);
-        if (u->peer) {
-                /* Callbacks of failing calls run inside peer_free: they must
-                 * not see the peer any more. */
-                struct peer *p = u->peer;
-                u->peer = NULL;
-                peer_free(p, gone);
-        }
-        struct event **evs[] = { &u->ev_report, &u->ev_out, &u->ev_err };
-        for (size_t i = 0; i < 3; i++)
-                if (*evs[i]) {
-                        event_free(*evs[i]);
-                        *evs[i] = NULL;
-                }
-        if (u->out_fd >= 0)
-                close(u->out_fd);
-        if (u->err_fd >= 0)
-                close(u->err_fd);
-        u->out_fd = u->err_fd = -1;
-        /* Why apart from the unit: 4 KiB that only a running gadget needs
-         * (a declared, idle one costs little). */
-        free(u->lines);
-        u->lines = NULL;
-        spawn_child_close(&u->child);
-        u->child.pid = -1;
-        event_del(u->ev_limits);
-        event_del(u->ev_runtime);
-        event_del(u->ev_start);
-        limiter_end(&u->limits);
-        if (u->have_uid) {
-                uidpool_release(&u->core->uids, u->uid);
-                u->have_uid = false;
-        }
+        unit_run_drop(u->run, gone);
 }
 
 void unit_free(struct unit *u)
 {
         if (!u)
                 return;
-        if (u->child.pid > 0) {
-                if (u->child.pidfd >= 0)
-                        syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
-                waitpid(u->child.pid, NULL, 0);
+        unit_switch_drop(u, "gadgetd is stopping");
+        if (u->old_run) {
+                unit_run_reap(u->old_run, "gadgetd is stopping");
+                unit_run_free(u->old_run);
+                u->old_run = NULL;
+        }
+        if (u->run->child.pid > 0) {
+                if (u->run->child.pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
+                waitpid(u->run->child.pid, NULL, 0);
         }
         unit_events_going(u);
         unit_wake_done(u);
@@ -133,10 +99,8 @@ void unit_free(struct unit *u)
         bindings_free(u->bind);
         unit_events_freed(u);
         event_free(u->ev_timer);
-        event_free(u->ev_limits);
-        event_free(u->ev_runtime);
         event_free(u->ev_logwin);
-        event_free(u->ev_start);
+        unit_run_free(u->run);
         if (u->ev_idle)
                 event_free(u->ev_idle);
         logbuf_free(&u->log);
@@ -147,11 +111,7 @@ void unit_free(struct unit *u)
 
 void unit_kill(struct unit *u, const char *why)
 {
-        if (why && !u->cause[0])
-                snprintf(u->cause, sizeof u->cause, "%s", why);
-        if (u->child.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
-        limiter_kill(&u->limits);
+        unit_run_kill(u->run, why);
 }
 
 /* Describes a wait status the way operators read it. */
@@ -270,53 +230,79 @@ static void after_exit(struct unit *u, int status)
  * of the sandbox is gone (and with it every process in it). A report
  * refused is a hostile sandbox: it is logged once and the worker killed,
  * so the wait for it below is short. */
-static void worker_ended(struct unit *u);
-
 static void report_cb(evutil_socket_t fd, short what, void *arg)
 {
-        struct unit *u = arg;
+        struct unit_run *r = arg;
         int status = 0, pstatus = 0;
         char msg[256];
-        int r = spawn_read_report(&u->child, &status, msg, sizeof msg);
-        if (r == SPAWN_REPORT_STATUS) {
-                u->program_status = status;
-                u->have_program_status = true;
+        int e = spawn_read_report(&r->child, &status, msg, sizeof msg);
+        if (e == SPAWN_REPORT_STATUS) {
+                r->program_status = status;
+                r->have_program_status = true;
                 return;
         }
-        if (r > 0 || r == -EAGAIN)
+        if (e > 0 || e == -EAGAIN)
                 return;
-        if (r == -EPROTO) {
-                log_msg(L_ERR, u->policy->name, "sandbox report refused: %s", msg);
-                unit_kill(u, "sandbox report refused");
+        if (e == -EPROTO) {
+                log_msg(L_ERR, r->u->policy->name, "sandbox report refused: %s", msg);
+                unit_run_kill(r, "sandbox report refused");
         }
-        while (waitpid(u->child.pid, &pstatus, 0) < 0 && errno == EINTR)
+        while (waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
                 ;
-        if (!u->have_program_status)
-                u->program_status = pstatus;
-        u->have_program_status = false;
+        if (!r->have_program_status)
+                r->program_status = pstatus;
+        r->have_program_status = false;
         /* The results it wrote before its end may still wait in its
          * link: they are read first (its end of file), within a bound. */
-        if (u->peer && peer_state(u->peer) != PEER_CLOSED && peer_pending(u->peer)) {
-                event_del(u->ev_report);
-                u->ending = true;
-                timer_arm_ms(u->ev_timer, UNIT_END_READ_MS);
+        if (r->peer && peer_state(r->peer) != PEER_CLOSED && peer_pending(r->peer)) {
+                event_del(r->ev_report);
+                r->ending = true;
+                timer_arm_ms(r->ev_end, UNIT_END_READ_MS);
                 return;
         }
-        worker_ended(u);
+        unit_run_ended(r);
 }
 
-/* The worker is gone and its link read to the end: what follows its end. */
-static void worker_ended(struct unit *u)
+/* A restart's process other than the one serving (u->next_run, u->old_run)
+ * ended: its calls in flight are told, and unit_switch.c goes on. */
+static void other_ended(struct unit_run *r, const char *how)
 {
+        struct unit *u = r->u;
+        char gone[400], why[300];
+        limiter_check(&r->limits, unit_run_policy(r), u->core->audit);
+        if (!r->cause[0])
+                limiter_cause(&r->limits, r->program_status, how, r->cause, sizeof r->cause);
+        const char *cause = r->cause[0] ? r->cause : how;
+        if (r == u->old_run) {
+                snprintf(gone, sizeof gone, "gadget \"%s\" restarted while the call ran on its previous process "
+                         "(%.200s%s)", u->policy->name, cause, r->stop_killed ? ": not answered within the stop's "
+                         "grace" : "");
+                log_msg(L_INFO, u->policy->name, "its previous process (pid %d) ended: %s", (int)r->child.pid, cause);
+                unit_run_drop(r, gone);
+                unit_switch_old_ended(u);
+                return;
+        }
+        snprintf(why, sizeof why, "its new process did not start (%.250s)", cause);
+        unit_run_drop(r, why);
+        unit_switch_failed(u, why);
+}
+
+void unit_run_ended(struct unit_run *r)
+{
+        struct unit *u = r->u;
         char how[200], gone[400];
-        u->ending = false;
-        describe_status(u->program_status, how, sizeof how);
+        r->ending = false;
+        describe_status(r->program_status, how, sizeof how);
+        if (r != u->run) {
+                other_ended(r, how);
+                return;
+        }
         /* The last limit hits, and whether a limit ended it. */
-        limiter_check(&u->limits, u->policy, u->core->audit);
+        limiter_check(&u->run->limits, u->policy, u->core->audit);
         if (!u->cause[0])
-                limiter_cause(&u->limits, u->program_status, how, u->cause, sizeof u->cause);
+                limiter_cause(&u->run->limits, u->run->program_status, how, u->cause, sizeof u->cause);
         /* A call still in flight is told, never lost. */
-        if (u->state == UNIT_STOPPING && u->stop_killed)
+        if (u->state == UNIT_STOPPING && u->run->stop_killed)
                 snprintf(gone, sizeof gone, "gadget \"%s\" stopped while the call ran (%.200s: not answered "
                          "within the stop's grace of %u ms)", u->policy->name, u->cause[0] ? u->cause : how,
                          (unsigned)UNIT_STOP_GRACE_MS);
@@ -325,49 +311,62 @@ static void worker_ended(struct unit *u)
                          u->cause[0] ? u->cause : how);
         else
                 snprintf(gone, sizeof gone, "the gadget ended (%.300s)", u->cause[0] ? u->cause : how);
-        u->stop_killed = false;
+        u->run->stop_killed = false;
+        int status = u->run->program_status;
         drop_worker(u, gone);
+        /* A crash while a restart's new process starts beside it: an
+         * ordinary crash of the serving process, and the new one serves
+         * once it said hello. */
+        if (u->next_run && unit_switch_promote(u) == 0)
+                return;
         /* The calls that waited for its start, if it ended before its hello. */
         u->waking = false;
         unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
-        after_exit(u, u->program_status);
+        after_exit(u, status);
 }
 
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow
  * methods are what stands between other gadgets and a credential), else
  * gadgetd's. */
-static bool types_required(const struct unit *u)
+static bool types_required(const struct unit_run *r)
 {
-        enum policy_types t = u->policy->require_types;
+        const struct policy *p = unit_run_policy(r);
+        enum policy_types t = p->require_types;
         return t == POLICY_TYPES_REQUIRED ||
-               (t == POLICY_TYPES_DEFAULT && (u->policy->gatekeeper || u->core->cfg.require_types));
+               (t == POLICY_TYPES_DEFAULT && (p->gatekeeper || r->u->core->cfg.require_types));
 }
 
 static void on_hello(struct peer *p, void *data)
 {
-        struct unit *u = data;
+        struct unit_run *r = data;
+        struct unit *u = r->u;
         size_t untyped = peer_untyped(p);
         /* Why: a gadget killed (RuntimeMax=, a limit) or stopped while it
          * started may still say hello before it dies; it must not become
          * ready, nor lose the cause its end will be reported with. */
-        if (u->state != UNIT_STARTING || u->cause[0])
+        if (r == u->old_run || (r == u->run && (u->state != UNIT_STARTING || u->cause[0])) ||
+            (r == u->next_run && r->cause[0]))
                 return;
-        if (untyped && types_required(u)) {
+        if (untyped && types_required(r)) {
                 char cause[160];
                 char **names;
                 size_t n = peer_methods(p, &names);
                 snprintf(cause, sizeof cause, "untyped: %zu of its %zu methods declare no signature "
                          "(RequireTypes=yes)", untyped, n);
                 limiter_record(u->core->audit, u->policy->name, "RequireTypes", "%s", cause);
-                unit_kill(u, cause);
+                unit_run_kill(r, cause);
+                return;
+        }
+        if (r == u->next_run) {
+                unit_switch_hello(r);
                 return;
         }
         unit_set_state(u, UNIT_READY);
         u->cause[0] = '\0';
-        u->start_us = monotime_since_us(&u->start_begin);
-        event_del(u->ev_start);
+        u->run->start_us = monotime_since_us(&u->run->start_begin);
+        event_del(u->run->ev_start);
         u->waking = false;
         unit_wake_done(u);
         if (!one_life(u)) /* gadgetd run is asked to run it: no IdleStop= */
@@ -379,29 +378,32 @@ static void on_hello(struct peer *p, void *data)
         u->hooks->ready(u->hooks->arg, u);
 }
 
+/* A binding call of any of its processes (the old one draining too):
+ * answered on the link it came from. */
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
 {
-        struct unit *u = data;
-        unit_active(u, monotime_ms());
-        bindings_handle(u->bind, bc);
+        struct unit_run *r = data;
+        unit_active(r->u, monotime_ms());
+        bindings_handle(r->u->bind, p, bc);
 }
 
 /* A log message over the RPC (unit_output.c). */
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
 {
-        unit_output_log(data, l);
+        struct unit_run *r = data;
+        unit_output_log(r->u, l);
 }
 
 static void on_closed(struct peer *p, const char *why, void *data)
 {
-        struct unit *u = data;
+        struct unit_run *r = data;
         /* A protocol violation ends this worker, and only it. */
         if (why)
-                unit_kill(u, "protocol violation");
+                unit_run_kill(r, "protocol violation");
         /* Its end waited for this: it follows from the loop, out of the
          * link's callback. */
-        if (u->ending)
-                timer_arm_ms(u->ev_timer, 0);
+        if (r->ending)
+                timer_arm_ms(r->ev_end, 0);
 }
 
 static const struct peer_handlers handlers = {
@@ -413,9 +415,9 @@ static const struct peer_handlers handlers = {
 
 static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
 {
-        struct unit *u = arg;
-        int e = limiter_cgroup(&u->core->limiter, u->policy, &u->limits, err, errlen);
-        *cg = u->limits.cg;
+        struct unit_run *r = arg;
+        int e = limiter_cgroup(&r->u->core->limiter, unit_run_policy(r), &r->limits, err, errlen);
+        *cg = r->limits.cg;
         return e;
 }
 
@@ -425,14 +427,16 @@ static void refill_spare(void *arg)
         spare_refill(arg);
 }
 
-/* Takes this run's resources (host uid, cgroup, output pipes) and spawns
- * the worker; pre-warmed, it waits in its finished sandbox for spawn_go.
+/* Takes r's resources (host uid, cgroup, output pipes) and spawns its
+ * worker; pre-warmed, it waits in its finished sandbox for spawn_go.
  * 0, or -errno with err (the caller drops what was taken). */
-static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
+static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
 {
+        struct unit *u = r->u;
+        const struct policy *p = unit_run_policy(r);
         struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
-        if ((e = uidpool_take(&u->core->uids, u->policy->name, &u->uid)) < 0) {
+        if ((e = uidpool_take(&u->core->uids, p->name, &r->uid)) < 0) {
                 if (e == -EUSERS)
                         snprintf(err, errlen, "no free host uid: all %u of %u..%u are held by gadgets of "
                                  "gadgetd processes on this host (see --uid-base, --uid-count)",
@@ -442,34 +446,36 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
                         snprintf(err, errlen, "no free host uid: %s", strerror(-e));
                 return e;
         }
-        u->have_uid = true;
+        r->have_uid = true;
         /* gadgetd run relays the program's output to its own (its hooks); the
          * daemon reads it line by line. */
         bool pass = one_life(u);
-        if ((e = limiter_start(&u->core->limiter, u->policy, &u->limits, err, errlen)) < 0)
+        if ((e = limiter_start(&u->core->limiter, p, &r->limits, err, errlen)) < 0)
                 return e;
-        if (!pass && !u->lines && !(u->lines = calloc(2, sizeof *u->lines))) {
+        /* A restart's new process beside the old one: the other cgroup name. */
+        r->limits.second = r == u->next_run && !u->run->limits.second;
+        if (!pass && !r->lines && !(r->lines = calloc(2, sizeof *r->lines))) {
                 snprintf(err, errlen, "output lines: out of memory");
                 return -ENOMEM;
         }
         if (pass ? (e = u->hooks->output_pipes(u->hooks->arg, &out_w, &err_w)) < 0
-                 : ((e = unit_output_pipe(u, &u->out_fd, &out_w, &u->ev_out)) < 0 ||
-                    (e = unit_output_pipe(u, &u->err_fd, &err_w, &u->ev_err)) < 0)) {
+                 : ((e = unit_output_pipe(r, &r->out_fd, &out_w, &r->ev_out)) < 0 ||
+                    (e = unit_output_pipe(r, &r->err_fd, &err_w, &r->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
-                struct spawn_opts so = { .policy = u->policy, .args = u->args, .filter = &u->core->filter,
+                struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
                                          .helper = &u->core->helper, .prewarm = prewarm,
-                                         .host_uid = u->uid, .stdout_fd = out_w,
+                                         .host_uid = r->uid, .stdout_fd = out_w,
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
-                                         .make_cgroup_arg = u,
-                                         .nproc = u->limits.nproc, .address_space = u->limits.address_space,
+                                         .make_cgroup_arg = r,
+                                         .nproc = r->limits.nproc, .address_space = r->limits.address_space,
                                          .shell = &shell,
                                          .waiting = prewarm ? NULL : refill_spare,
                                          .waiting_arg = &u->core->spare };
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
                         spare_take(&u->core->spare, &shell);
-                e = spawn_gadget(&so, &u->child, err, errlen);
+                e = spawn_gadget(&so, &r->child, err, errlen);
                 if (!prewarm)
                         spare_done(&u->core->spare);
                 spawn_shell_drop(&shell); /* not taken if the start failed before it */
@@ -485,21 +491,49 @@ static int unit_spawn(struct unit *u, bool prewarm, char *err, size_t errlen)
  * resources. */
 static void warm_drop(struct unit *u)
 {
-        if (u->child.go_fd < 0)
+        if (u->run->child.go_fd < 0)
                 return;
-        if (u->child.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, u->child.pidfd, SIGKILL, NULL, 0);
-        waitpid(u->child.pid, NULL, 0);
+        if (u->run->child.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
+        waitpid(u->run->child.pid, NULL, 0);
         drop_worker(u, "its pre-warmed sandbox was dropped");
+}
+
+int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
+{
+        struct unit *u = r->u;
+        const struct policy *p = unit_run_policy(r);
+        int e;
+        clock_gettime(CLOCK_MONOTONIC, &r->start_begin);
+        r->start_us = 0;
+        if (!warm && (e = run_spawn(r, false, err, errlen)) < 0)
+                return e;
+        clock_gettime(CLOCK_MONOTONIC, &r->started);
+        r->peer = peer_new(u->core->base, r->child.rpc_fd, p, &handlers, r);
+        r->ev_report = event_new(u->core->base, r->child.report_fd, EV_READ | EV_PERSIST, report_cb, r);
+        if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
+                snprintf(err, errlen, "out of memory");
+                unit_run_kill(r, NULL);
+                waitpid(r->child.pid, NULL, 0);
+                return -ENOMEM;
+        }
+        r->child.rpc_fd = -1; /* the peer owns it */
+        timer_arm_ms(r->ev_limits, LIMITS_CHECK_MS);
+        if (p->runtime_max_ms)
+                timer_arm_ms(r->ev_runtime, p->runtime_max_ms);
+        /* gadgetd run runs any program, gadget or not: no hello is awaited. */
+        if (!one_life(u))
+                timer_arm_ms(r->ev_start, p->start_timeout_ms);
+        return 0;
 }
 
 int unit_prewarm(struct unit *u)
 {
         char err[600];
-        if (u->child.pid > 0 || one_life(u))
+        if (u->run->child.pid > 0 || one_life(u))
                 return -EALREADY;
         /* A failure is not reported: the start goes cold and says why. */
-        int e = unit_spawn(u, true, err, sizeof err);
+        int e = run_spawn(u->run, true, err, sizeof err);
         if (e < 0)
                 drop_worker(u, "its sandbox could not be pre-warmed");
         return e;
@@ -514,41 +548,23 @@ void unit_start(struct unit *u)
         u->cause[0] = '\0';
         if (unit_lease_wait(u))
                 return;
-        bool warm = u->child.go_fd >= 0;
-        if (u->child.pid > 0 && !warm)
+        bool warm = u->run->child.go_fd >= 0;
+        if (u->run->child.pid > 0 && !warm)
                 return;
-        clock_gettime(CLOCK_MONOTONIC, &u->start_begin);
-        u->start_us = 0;
         if ((e = bindings_load(u->bind, err, sizeof err)) < 0)
                 goto fail;
         /* A sandbox pre-warmed for this start only needs its go; if it went
          * away meanwhile, the start goes cold. */
-        if (warm && spawn_go(&u->child, err, sizeof err) < 0) {
+        if (warm && spawn_go(&u->run->child, err, sizeof err) < 0) {
                 log_msg(L_WARN, u->policy->name, "pre-warmed sandbox lost (%s): starting cold", err);
                 warm_drop(u);
                 warm = false;
         }
-        if (!warm && (e = unit_spawn(u, false, err, sizeof err)) < 0)
+        if ((e = unit_run_go(u->run, warm, err, sizeof err)) < 0)
                 goto fail;
-        clock_gettime(CLOCK_MONOTONIC, &u->started);
         unit_set_state(u, UNIT_STARTING);
-        u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
-        u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u);
-        if (!u->peer || !u->ev_report || event_add(u->ev_report, NULL) < 0) {
-                snprintf(err, sizeof err, "out of memory");
-                unit_kill(u, NULL);
-                waitpid(u->child.pid, NULL, 0);
-                goto fail;
-        }
-        u->child.rpc_fd = -1; /* the peer owns it */
-        bindings_attach(u->bind, u->peer);
-        timer_arm_ms(u->ev_limits, LIMITS_CHECK_MS);
-        if (u->policy->runtime_max_ms)
-                timer_arm_ms(u->ev_runtime, u->policy->runtime_max_ms);
-        /* gadgetd run runs any program, gadget or not: no hello is awaited. */
-        if (!one_life(u))
-                timer_arm_ms(u->ev_start, u->policy->start_timeout_ms);
-        log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->child.pid);
+        bindings_attach(u->bind, u->run->peer);
+        log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->run->child.pid);
         return;
 fail:
         warm_drop(u);
@@ -564,13 +580,13 @@ fail:
 
 void unit_adopt_failed(struct unit *u, const char *why)
 {
-        if (u->child.pid > 0) {
+        if (u->run->child.pid > 0) {
                 /* Without a pidfd, by pid: it is a child not reaped (unit_adopt.c
                  * looked), so the pid is still its own. */
-                if (u->child.pidfd < 0)
-                        kill(u->child.pid, SIGKILL);
+                if (u->run->child.pidfd < 0)
+                        kill(u->run->child.pid, SIGKILL);
                 unit_kill(u, NULL);
-                waitpid(u->child.pid, NULL, 0);
+                waitpid(u->run->child.pid, NULL, 0);
         }
         drop_worker(u, why);
         unit_set_state(u, UNIT_FAILED);
@@ -583,34 +599,34 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
         u->want_running = true;
         u->restarts = s->restarts;
         u->calls = s->calls;
-        u->start_us = s->start_us;
-        u->started = (struct timespec){ .tv_sec = s->started_ms / 1000, .tv_nsec = s->started_ms % 1000 * 1000000 };
-        u->start_begin = u->started;
-        u->peer = peer_new(u->core->base, u->child.rpc_fd, u->policy, &handlers, u);
-        if (!u->peer) {
+        u->run->start_us = s->start_us;
+        u->run->started = (struct timespec){ .tv_sec = s->started_ms / 1000, .tv_nsec = s->started_ms % 1000 * 1000000 };
+        u->run->start_begin = u->run->started;
+        u->run->peer = peer_new(u->core->base, u->run->child.rpc_fd, u->policy, &handlers, u->run);
+        if (!u->run->peer) {
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        u->child.rpc_fd = -1; /* the peer owns it */
+        u->run->child.rpc_fd = -1; /* the peer owns it */
         int e;
-        if ((e = peer_adopt(u->peer, s->methods, s->sig_texts, s->n_methods, err, errlen)) < 0)
+        if ((e = peer_adopt(u->run->peer, s->methods, s->sig_texts, s->n_methods, err, errlen)) < 0)
                 return e;
-        if (!(u->lines = calloc(2, sizeof *u->lines)) || unit_output_adopt(u, u->out_fd, &u->ev_out) < 0 ||
-            unit_output_adopt(u, u->err_fd, &u->ev_err) < 0 ||
-            !(u->ev_report = event_new(u->core->base, u->child.report_fd, EV_READ | EV_PERSIST, report_cb, u)) ||
-            event_add(u->ev_report, NULL) < 0) {
+        if (!(u->run->lines = calloc(2, sizeof *u->run->lines)) || unit_output_adopt(u->run, u->run->out_fd, &u->run->ev_out) < 0 ||
+            unit_output_adopt(u->run, u->run->err_fd, &u->run->ev_err) < 0 ||
+            !(u->run->ev_report = event_new(u->core->base, u->run->child.report_fd, EV_READ | EV_PERSIST, report_cb, u->run)) ||
+            event_add(u->run->ev_report, NULL) < 0) {
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        bindings_attach(u->bind, u->peer);
-        timer_arm_ms(u->ev_limits, LIMITS_CHECK_MS);
+        bindings_attach(u->bind, u->run->peer);
+        timer_arm_ms(u->run->ev_limits, LIMITS_CHECK_MS);
         if (u->policy->runtime_max_ms) {
                 uint64_t ran = unit_uptime_ms(u);
-                timer_arm_ms(u->ev_runtime, ran < u->policy->runtime_max_ms ? u->policy->runtime_max_ms - ran : 1);
+                timer_arm_ms(u->run->ev_runtime, ran < u->policy->runtime_max_ms ? u->policy->runtime_max_ms - ran : 1);
         }
         unit_set_state(u, UNIT_READY);
         unit_idle_arm(u);
-        log_msg(L_INFO, u->policy->name, "adopted after gadgetd's re-exec (pid %d)", (int)u->child.pid);
+        log_msg(L_INFO, u->policy->name, "adopted after gadgetd's re-exec (pid %d)", (int)u->run->child.pid);
         u->hooks->ready(u->hooks->arg, u);
         return 0;
 }
@@ -620,6 +636,9 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
 static void stop_for(struct unit *u, const char *why, bool restart)
 {
         unit_lease_stop(u);
+        /* A restart without a gap under way is called off: this stop
+         * (or restart) is the one that happens. */
+        unit_switch_drop(u, why);
         u->restart_pending = restart;
         u->want_running = false;
         u->idling = false; /* an idle stop says so after this */
@@ -634,7 +653,7 @@ static void stop_for(struct unit *u, const char *why, bool restart)
         /* A restart's calls wait on for the new process. */
         if (!restart)
                 calls_pending_fail(u, why);
-        if (u->child.pid <= 0) {
+        if (u->run->child.pid <= 0) {
                 if (u->state == UNIT_STARTING || u->state == UNIT_REMOTE || u->state == UNIT_IDLE)
                         unit_set_state(u, UNIT_STOPPED); /* waiting for a restart, its lease or a call */
                 stopped(u);
@@ -642,9 +661,9 @@ static void stop_for(struct unit *u, const char *why, bool restart)
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);
         unit_set_state(u, UNIT_STOPPING);
-        if (u->peer && peer_state(u->peer) == PEER_READY)
-                peer_shutdown(u->peer);
-        timer_arm_ms(u->ev_timer, UNIT_STOP_GRACE_MS);
+        if (u->run->peer && peer_state(u->run->peer) == PEER_READY)
+                peer_shutdown(u->run->peer);
+        timer_arm_ms(u->run->ev_end, UNIT_STOP_GRACE_MS);
 }
 
 void unit_stop(struct unit *u, const char *why)
@@ -655,12 +674,7 @@ void unit_stop(struct unit *u, const char *why)
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
-        if (u->ending) {
-                worker_ended(u);     /* its link read to the end, or the bound is over */
-        } else if (u->state == UNIT_STOPPING) {
-                u->stop_killed = u->peer && peer_pending(u->peer);
-                unit_kill(u, NULL);  /* the grace period is over */
-        } else if (u->state == UNIT_STARTING && (u->child.pid <= 0 || u->child.go_fd >= 0)) {
+        if (u->state == UNIT_STARTING && (u->run->child.pid <= 0 || u->run->child.go_fd >= 0)) {
                 u->restarts++;
                 unit_start(u);       /* the backoff is over */
         }
@@ -670,9 +684,9 @@ void unit_restart(struct unit *u, const char *why)
 {
         /* An idle gadget stays idle (its new policy applies at its next
          * start). */
-        if (u->state == UNIT_IDLE && u->child.pid <= 0)
+        if (u->state == UNIT_IDLE && u->run->child.pid <= 0)
                 return;
-        if (u->child.pid <= 0) {
+        if (u->run->child.pid <= 0) {
                 event_del(u->ev_timer);
                 backoff_reset(&u->backoff);
                 /* Not running, Start=on-demand: idle again, not started. */
@@ -684,12 +698,17 @@ void unit_restart(struct unit *u, const char *why)
                         unit_start(u);
                 return;
         }
+        /* Ready: the new process starts beside the one that serves. */
+        if (unit_switch_can(u)) {
+                unit_switch_begin(u, NULL, NULL, why);
+                return;
+        }
         stop_for(u, why, true);
 }
 
 void unit_start_again(struct unit *u)
 {
-        if (u->child.pid > 0 || (u->state != UNIT_STOPPED && u->state != UNIT_FAILED))
+        if (u->run->child.pid > 0 || (u->state != UNIT_STOPPED && u->state != UNIT_FAILED))
                 return;
         /* A restart backing off, or parked, starts now, with a fresh
          * backoff, as after a load. */
@@ -698,40 +717,19 @@ void unit_start_again(struct unit *u)
         unit_activate(u);
 }
 
-/* While it runs: new limit hits become audit records. */
-static void limits_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit *u = arg;
-        limiter_check(&u->limits, u->policy, u->core->audit);
-}
-
-/* StartTimeout: no hello in time. The gadget fails with that cause, and
- * Restart= decides what follows. */
-static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit *u = arg;
-        char cause[128];
-        if (u->state != UNIT_STARTING || u->child.pid <= 0)
-                return;
-        snprintf(cause, sizeof cause, "start timeout: no hello within StartTimeout=%llums",
-                 (unsigned long long)u->policy->start_timeout_ms);
-        limiter_record(u->core->audit, u->policy->name, "StartTimeout", "%s", cause);
-        unit_kill(u, cause);
-}
-
-/* RuntimeMax: the gadget has run for as long as it may. */
-static void runtime_cb(evutil_socket_t fd, short what, void *arg)
-{
-        struct unit *u = arg;
-        limiter_record(u->core->audit, u->policy->name, "RuntimeMax", "killed after RuntimeMax=%llums",
-                       (unsigned long long)u->policy->runtime_max_ms);
-        unit_kill(u, "runtime limit");
-}
-
 void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_origin *o)
 {
-        if (u->peer)
-                peer_set_policy(u->peer, p);
+        /* Ready: its new process starts on p beside the old one, which
+         * keeps its policy until the switch (or for good if the new one
+         * does not start). */
+        if (unit_switch_can(u)) {
+                unit_switch_begin(u, p, o, o->why ? o->why : "policy changed");
+                return;
+        }
+        /* Another restart's new process was starting: p replaces it. */
+        unit_switch_drop(u, "its policy changed again");
+        if (u->run->peer)
+                peer_set_policy(u->run->peer, p);
         bindings_set_policy(u->bind, p);
         policy_free(u->policy);
         u->policy = p;
@@ -751,6 +749,6 @@ void unit_keep_policy(struct unit *u, const char *errors, unsigned n)
 
 void unit_signal(struct unit *u, int sig)
 {
-        if (u->child.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, u->child.pidfd, sig, NULL, 0);
+        if (u->run->child.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, u->run->child.pidfd, sig, NULL, 0);
 }

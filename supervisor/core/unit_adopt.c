@@ -91,19 +91,24 @@ int core_reexec_quiet(struct core *c, char *why, size_t len)
                  * delay, a wake) and gadgetctl's waits until ready. */
                 if (!TAILQ_EMPTY(&u->pending))
                         busy = "has calls waiting for its start";
+                /* Why refused: one process of each is handed on. */
+                else if (u->next_run)
+                        busy = "is restarting: its new process starts beside the old one";
+                else if (u->old_run)
+                        busy = "is restarting: its previous process drains";
                 else if (u->state == UNIT_READY) {
-                        if (peer_pending(u->peer) || u->n_pending)
+                        if (peer_pending(u->run->peer) || u->n_pending)
                                 busy = "has calls in flight";
                         else if (bindings_busy(u->bind))
                                 busy = "has binding calls in flight";
-                        else if (peer_buffered(u->peer))
+                        else if (peer_buffered(u->run->peer))
                                 busy = "has a message half read";
                         else if (!LIST_EMPTY(&u->waiting))
                                 busy = "has calls waiting for approval";
                 } else if (u->state == UNIT_STARTING || u->state == UNIT_STOPPING) {
                         /* A restart's backoff is a start too (unit.c's timer). */
                         busy = u->state == UNIT_STARTING ? "is starting" : "is stopping";
-                } else if (u->child.pid > 0) {
+                } else if (u->run->child.pid > 0) {
                         busy = "has a pre-warmed sandbox";
                 } else if (u->state == UNIT_REMOTE) {
                         busy = "waits for its lease";
@@ -121,8 +126,8 @@ void core_reexec_hold(struct core *c, bool hold)
         if (!hold)
                 c->reexec_marking = false; /* a re-exec asked again marks again */
         for (struct unit *u = c->units; u; u = u->next)
-                if (u->peer)
-                        peer_hold(u->peer, hold);
+                if (u->run->peer)
+                        peer_hold(u->run->peer, hold);
 }
 
 int core_uid_lock_fd(const struct core *c)
@@ -147,18 +152,18 @@ void unit_save(struct unit *u, struct unit_saved *s)
         if ((s->log = calloc(log->count + 1, sizeof *s->log)))
                 for (size_t i = 0; i < log->count; i++)
                         s->log[s->n_log++] = logbuf_line(log, log->count, i);
-        if (u->state != UNIT_READY || !u->peer)
+        if (u->state != UNIT_READY || !u->run->peer)
                 return;
-        s->pid = u->child.pid;
-        s->rpc_fd = peer_fd(u->peer);
-        s->report_fd = u->child.report_fd;
-        s->out_fd = u->out_fd;
-        s->err_fd = u->err_fd;
-        s->uid = u->uid;
-        s->started_ms = (int64_t)u->started.tv_sec * 1000 + u->started.tv_nsec / 1000000;
-        s->start_us = u->start_us;
-        s->n_methods = peer_methods(u->peer, &methods);
-        peer_signatures(u->peer, &sigs);
+        s->pid = u->run->child.pid;
+        s->rpc_fd = peer_fd(u->run->peer);
+        s->report_fd = u->run->child.report_fd;
+        s->out_fd = u->run->out_fd;
+        s->err_fd = u->run->err_fd;
+        s->uid = u->run->uid;
+        s->started_ms = (int64_t)u->run->started.tv_sec * 1000 + u->run->started.tv_nsec / 1000000;
+        s->start_us = u->run->start_us;
+        s->n_methods = peer_methods(u->run->peer, &methods);
+        peer_signatures(u->run->peer, &sigs);
         s->methods = methods;
         s->sig_texts = sigs;
 }
@@ -187,11 +192,11 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
                 return 0;
         }
         /* From here its fds are u's: a failure closes them with the rest. */
-        u->child.pid = s->pid;
-        u->child.rpc_fd = s->rpc_fd;
-        u->child.report_fd = s->report_fd;
-        u->out_fd = s->out_fd;
-        u->err_fd = s->err_fd;
+        u->run->child.pid = s->pid;
+        u->run->child.rpc_fd = s->rpc_fd;
+        u->run->child.report_fd = s->report_fd;
+        u->run->out_fd = s->out_fd;
+        u->run->err_fd = s->err_fd;
         int fds[] = { s->rpc_fd, s->report_fd };
         for (size_t i = 0; i < 2; i++) {
                 fcntl(fds[i], F_SETFD, FD_CLOEXEC);
@@ -200,17 +205,17 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         /* A re-exec keeps gadgetd's pid, and its workers stay its children. */
         if (!proc_is_child(s->pid)) {
                 /* Not ours to kill: a pid reused, or a state file that lies. */
-                u->child.pid = -1;
+                u->run->child.pid = -1;
                 snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);
                 e = -ESRCH;
-        } else if ((u->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
+        } else if ((u->run->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
                 e = -errno;
                 snprintf(err, len, "pidfd of its worker (pid %d): %s", (int)s->pid, strerror(-e));
         } else if ((e = uidpool_adopt(&c->uids, s->uid)) < 0) {
                 snprintf(err, len, "its host uid %u: %s", (unsigned)s->uid,
                          e == -EBUSY ? "held by another gadget" : strerror(-e));
-        } else if ((u->uid = s->uid, u->have_uid = true,
-                    e = limiter_adopt(&c->limiter, u->policy, &u->limits, err, len)) < 0) {
+        } else if ((u->run->uid = s->uid, u->run->have_uid = true,
+                    e = limiter_adopt(&c->limiter, u->policy, &u->run->limits, err, len)) < 0) {
         } else if ((e = bindings_load(u->bind, err, len)) < 0) {
         } else if (c->bindings.lease && c->adopt_lease_until <= monotime_ms()) {
                 /* Why: past that time another node may hold its lease. */

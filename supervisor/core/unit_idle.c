@@ -128,7 +128,7 @@ void unit_wake_done(struct unit *u)
 int unit_wake(struct unit *u, const void *party)
 {
         struct core *c = u->core;
-        if (u->state == UNIT_READY && u->peer)
+        if (u->state == UNIT_READY && u->run->peer)
                 return 0;
         if (u->state == UNIT_STARTING && u->waking)
                 return 0;
@@ -163,9 +163,10 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         uint64_t limit = u->policy->idle_stop_ms, now = monotime_ms();
-        if (u->state != UNIT_READY || !u->peer || !limit)
+        if (u->state != UNIT_READY || !u->run->peer || !limit)
                 return;
-        if (peer_pending(u->peer) || bindings_busy(u->bind)) {
+        /* A restart under way (its new or old process) is no quiet. */
+        if (peer_pending(u->run->peer) || bindings_busy(u->bind) || u->next_run || u->old_run) {
                 unit_active(u, now);
                 timer_arm_ms(u->ev_idle, limit < IDLE_BUSY_RECHECK_MS ? limit : IDLE_BUSY_RECHECK_MS);
                 return;

@@ -14,11 +14,11 @@ struct unit *unit_next(const struct unit *u) { return u->next; }
 const struct policy *unit_policy(const struct unit *u) { return u->policy; }
 const char *unit_name(const struct unit *u) { return u->policy->name; }
 enum unit_state unit_state_of(const struct unit *u) { return u->state; }
-bool unit_is_ready(const struct unit *u) { return u->state == UNIT_READY && u->peer; }
+bool unit_is_ready(const struct unit *u) { return u->state == UNIT_READY && u->run->peer; }
 const char *unit_cause(const struct unit *u) { return u->cause; }
 bool unit_from_dir(const struct unit *u) { return u->from_dir; }
 uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
-int unit_program_status(const struct unit *u) { return u->program_status; }
+int unit_program_status(const struct unit *u) { return u->run->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
 struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
 bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
@@ -30,13 +30,13 @@ static uint64_t unit_memory_bytes(const struct unit *u);
 size_t unit_methods(const struct unit *u, char ***methods)
 {
         *methods = NULL;
-        return u->peer ? peer_methods(u->peer, methods) : 0;
+        return u->run->peer ? peer_methods(u->run->peer, methods) : 0;
 }
 
 size_t unit_signatures(const struct unit *u, char ***texts)
 {
         *texts = NULL;
-        return u->peer ? peer_signatures(u->peer, texts) : 0;
+        return u->run->peer ? peer_signatures(u->run->peer, texts) : 0;
 }
 
 void unit_info(const struct unit *u, struct unit_info *out)
@@ -45,12 +45,12 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .name = u->policy->name,
                 .state = unit_state_name(u->state),
                 .cause = u->cause[0] ? u->cause : u->last_cause,
-                .pid = u->child.pid > 0 ? u->child.pid : 0,
+                .pid = u->run->child.pid > 0 ? u->run->child.pid : 0,
                 .uptime_ms = unit_uptime_ms(u),
                 .restarts = u->restarts,
                 .calls = u->calls,
-                .in_flight = u->n_pending + (u->peer ? peer_pending(u->peer) : 0),
-                .start_us = u->start_us,
+                .in_flight = u->n_pending + (u->run->peer ? peer_pending(u->run->peer) : 0),
+                .start_us = u->run->start_us,
                 .limits_mode = unit_limits_mode(u),
                 .log_lines_max = u->log_budget.lines_max,
                 .log_bytes_max = u->log_budget.bytes_max,
@@ -95,19 +95,19 @@ uint64_t unit_uptime_ms(const struct unit *u)
 {
         if (u->state != UNIT_READY && u->state != UNIT_STARTING && u->state != UNIT_STOPPING)
                 return 0;
-        return monotime_since_ms(&u->started);
+        return monotime_since_ms(&u->run->started);
 }
 
 static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
 {
-        limiter_usage(&u->limits, memory, tasks, cpu_usec);
+        limiter_usage(&u->run->limits, memory, tasks, cpu_usec);
         if (!*memory)
                 *memory = unit_memory_bytes(u);
 }
 
 static const char *unit_limits_mode(const struct unit *u)
 {
-        return u->limits.mode[0] ? u->limits.mode : u->core->limiter.mode;
+        return u->run->limits.mode[0] ? u->run->limits.mode : u->core->limiter.mode;
 }
 
 /* Resident memory of PID 1's children (the program and what it forked
@@ -116,9 +116,9 @@ static uint64_t unit_memory_bytes(const struct unit *u)
 {
         char path[64], buf[4096];
         uint64_t total = 0;
-        if (u->child.pid <= 0)
+        if (u->run->child.pid <= 0)
                 return 0;
-        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u->child.pid, (int)u->child.pid);
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u->run->child.pid, (int)u->run->child.pid);
         FILE *f = fopen(path, "re");
         if (!f)
                 return 0;

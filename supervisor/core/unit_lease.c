@@ -107,14 +107,14 @@ static void adopt_end(struct unit *u, const char *why)
                 unit_kill(u, NULL);
                 return;
         }
-        peer_hold(u->peer, false);
+        peer_hold(u->run->peer, false);
         unit_set_state(u, UNIT_READY);
         calls_pending_flush(u);
         /* Taken back at rank 0 (the mark kept the others off); its own
          * rank again from now. */
         if (rank_of(u) > 0)
                 kvpg_lease_want(u->core->bindings.lease, u->policy->name, (unsigned)rank_of(u));
-        log_msg(L_INFO, u->policy->name, "its lease taken back after gadgetd's re-exec (pid %d)", (int)u->child.pid);
+        log_msg(L_INFO, u->policy->name, "its lease taken back after gadgetd's re-exec (pid %d)", (int)u->run->child.pid);
 }
 
 static void adopt_deadline(evutil_socket_t fd, short what, void *arg)
@@ -134,7 +134,7 @@ void unit_lease_adopted(struct unit *u)
         /* Why held: until the lease is back, nothing it asks is done and
          * no call reaches it (they wait, as for a start), so it cannot act
          * as the owner, whichever node the store names. */
-        peer_hold(u->peer, true);
+        peer_hold(u->run->peer, true);
         unit_set_state(u, UNIT_STARTING);
         u->lease_adopting = true;
         if (!c->adopt_deadline_armed) {
@@ -182,11 +182,14 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         u->leased = false;
         unit_events_lease(u, false);
         u->lease_adopting = false;
-        if (u->child.pid > 0) {
+        if (u->run->child.pid > 0) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two
                  * running copies must not both answer calls. */
                 log_msg(L_ERR, gadget, "%s: killing it", why);
+                unit_switch_drop(u, why);
+                if (u->old_run)
+                        unit_run_kill(u->old_run, why);
                 snprintf(u->cause, sizeof u->cause, "%.250s", why);
                 unit_kill(u, NULL);
         } else if (u->state == UNIT_IDLE) {

@@ -32,17 +32,26 @@ static void line_cb(void *arg, const char *line, size_t len)
         c->added++;
 }
 
-/* Stops or starts reading both output pipes. */
-static void output_watch(struct unit *u, bool on)
+/* Stops or starts reading the output pipes and, hold, the links of
+ * each of its processes (a restart's new or old one too: one budget). */
+static void output_watch(struct unit *u, bool on, bool hold)
 {
-        struct event *evs[] = { u->ev_out, u->ev_err };
-        for (size_t i = 0; i < 2; i++)
-                if (evs[i]) {
-                        if (on)
-                                event_add(evs[i], NULL);
-                        else
-                                event_del(evs[i]);
-                }
+        struct unit_run *runs[] = { u->run, u->next_run, u->old_run };
+        for (size_t k = 0; k < 3; k++) {
+                struct unit_run *r = runs[k];
+                if (!r)
+                        continue;
+                struct event *evs[] = { r->ev_out, r->ev_err };
+                for (size_t i = 0; i < 2; i++)
+                        if (evs[i]) {
+                                if (on)
+                                        event_add(evs[i], NULL);
+                                else
+                                        event_del(evs[i]);
+                        }
+                if (hold && r->peer)
+                        peer_hold(r->peer, !on);
+        }
 }
 
 /* "N lines dropped" in gadgetd's log and, with ring, in the gadget's. */
@@ -70,11 +79,8 @@ static void log_window(struct unit *u)
                 return;
         if (dropped)
                 say_dropped(u, dropped, bytes, paused, true);
-        if (paused) {
-                output_watch(u, true);
-                if (u->peer)
-                        peer_hold(u->peer, false);
-        }
+        if (paused)
+                output_watch(u, true, true);
 }
 
 /* After output was handled: past its read allowance the gadget's pipes
@@ -85,11 +91,8 @@ static void log_window(struct unit *u)
 static void log_after(struct unit *u)
 {
         const struct logbuf_budget *g = &u->log_budget;
-        if (g->paused) {
-                output_watch(u, false);
-                if (u->peer)
-                        peer_hold(u->peer, true);
-        }
+        if (g->paused)
+                output_watch(u, false, true);
         if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
                 timer_arm_ms(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
 }
@@ -105,9 +108,10 @@ void unit_output_window_cb(evutil_socket_t fd, short what, void *arg)
  * lines charged to the gadget's log budget. */
 static void output_cb(evutil_socket_t fd, short what, void *arg)
 {
-        struct unit *u = arg;
-        bool is_out = fd == u->out_fd;
-        struct logbuf_stream *s = &u->lines[is_out ? 0 : 1];
+        struct unit_run *r = arg;
+        struct unit *u = r->u;
+        bool is_out = fd == r->out_fd;
+        struct logbuf_stream *s = &r->lines[is_out ? 0 : 1];
         struct line_ctx c = { .u = u, .level = L_INFO };
         char buf[OUTPUT_SLICE];
 
@@ -123,7 +127,7 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
                 logbuf_split(s, &u->log_budget, buf, (size_t)n, line_cb, &c);
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                 logbuf_split_flush(s, &u->log_budget, line_cb, &c);
-                struct event **ev = is_out ? &u->ev_out : &u->ev_err;
+                struct event **ev = is_out ? &r->ev_out : &r->ev_err;
                 event_free(*ev);
                 *ev = NULL;
         }
@@ -155,7 +159,7 @@ void unit_output_log(struct unit *u, const Gadget__Log *l)
 }
 
 /* Opens a non-blocking pipe for one output stream of the program. */
-int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
+int unit_output_pipe(struct unit_run *r, int *rd, int *wr, struct event **ev)
 {
         int fds[2];
         if (pipe2(fds, O_CLOEXEC) < 0)
@@ -163,17 +167,17 @@ int unit_output_pipe(struct unit *u, int *rd, int *wr, struct event **ev)
         fcntl(fds[0], F_SETFL, O_NONBLOCK);
         *rd = fds[0];
         *wr = fds[1];
-        *ev = event_new(u->core->base, fds[0], EV_READ | EV_PERSIST, output_cb, u);
+        *ev = event_new(r->u->core->base, fds[0], EV_READ | EV_PERSIST, output_cb, r);
         if (!*ev || event_add(*ev, NULL) < 0)
                 return -ENOMEM;
         return 0;
 }
 
-int unit_output_adopt(struct unit *u, int rd, struct event **ev)
+int unit_output_adopt(struct unit_run *r, int rd, struct event **ev)
 {
         fcntl(rd, F_SETFD, FD_CLOEXEC);
         fcntl(rd, F_SETFL, O_NONBLOCK);
-        *ev = event_new(u->core->base, rd, EV_READ | EV_PERSIST, output_cb, u);
+        *ev = event_new(r->u->core->base, rd, EV_READ | EV_PERSIST, output_cb, r);
         if (!*ev || event_add(*ev, NULL) < 0)
                 return -ENOMEM;
         return 0;

@@ -234,9 +234,13 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
 
 int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen)
 {
+        char name[80];
         if (!l->cg.n_hier || r->cg)
                 return 0;
-        return cgroup_new(&l->cg, p->name, &r->cgroup_limits, &r->cg, err, errlen);
+        /* Why a second name: two runs of one gadget may live at once (a
+         * restart without a gap); '.' is in no gadget's name. */
+        snprintf(name, sizeof name, "%s%s", p->name, r->second ? ".2" : "");
+        return cgroup_new(&l->cg, name, &r->cgroup_limits, &r->cg, err, errlen);
 }
 
 int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen)
@@ -244,6 +248,14 @@ int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run 
         int e = limiter_start(l, p, r, err, errlen);
         if (e < 0 || !l->cg.n_hier)
                 return e;
+        /* The run handed on may be a restart's second (limiter_cgroup);
+         * a re-exec waits for the first's end, so one of them is there. */
+        char name[80];
+        snprintf(name, sizeof name, "%s.2", p->name);
+        if (cgroup_adopt(&l->cg, name, &r->cg, err, errlen) == 0) {
+                r->second = true;
+                return 0;
+        }
         return cgroup_adopt(&l->cg, p->name, &r->cg, err, errlen);
 }
 

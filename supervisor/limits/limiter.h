@@ -39,6 +39,8 @@ struct limiter_run {
         uint64_t oom_kills;        /* during this run */
         uint64_t pids_refused;
         bool refusing, throttling; /* a TasksMax or CPUQuota episode is under way */
+        bool second;               /* its cgroup is gadget-NAME.2: a restart's new process runs beside
+                                    * the old (gadget-NAME), or replaced it; set after limiter_start */
 };
 
 /* "auto", "cgroup-v2", "cgroup-v1", "rlimits". 0 or -EINVAL. */

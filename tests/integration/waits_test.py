@@ -144,27 +144,100 @@ def stop_drains_a_slow_call(tmp):
 
 @test
 def stop_during_a_restart_calls_it_off(tmp):
-    """`gadgetctl stop` while a restart drains the old process: the stop
-    wins (the gadget ends stopped, not started again), the call in flight
-    is still answered, and the call that waited for the restart is told
-    why it will not be."""
+    """`gadgetctl stop` while a restart's new process starts beside the old
+    one: the stop wins (the new process is killed, the gadget ends stopped,
+    not started again), the call in flight on the old process is still
+    answered, and the restart that waited is told why it did not happen."""
     with Daemon(tmp) as d:
-        load(d, "slow")
+        load(d, "slow", "Arguments=slowstart 1000\n")
         slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "sleep", '{"ms": 2000}'],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: d.list()["slow"]["in_flight"] == 1, what="the slow call in flight")
-        check(d.ctl("restart", "--no-block", "slow").returncode == 0, "restart --no-block")
-        waiting = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "echo", "1"],
+        restart = subprocess.Popen([GADGETCTL, "--socket", d.sock, "restart", "slow"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: d.list()["slow"]["in_flight"] == 2, what="a call waiting for the restart")
+        wait_for(lambda: "restarting without a gap" in d.logtext(), what="the new process starting")
         check(d.ctl("stop", "slow").returncode == 0, "stop")
-        err = waiting.communicate(timeout=30)[1]
-        check(waiting.returncode != 0 and 'gadget "slow" did not start: stopped by gadgetctl' in err,
-              "the call that waited for the restart: %r" % err)
+        err = restart.communicate(timeout=30)[1]
+        check(restart.returncode != 0 and "restart of slow failed" in err and "called off: stopped by gadgetctl" in err,
+              "the restart that waited: %r" % err)
         out, err = slow.communicate(timeout=30)
         check(slow.returncode == 0 and out.strip() == '"slept"', "the call in flight: %r %r" % (out, err))
         wait_for(lambda: d.state("slow") in ("stopped", "ready", "failed"), what="the stop's end")
         check(d.state("slow") == "stopped", "the stop wins over the restart: %s" % d.state("slow"))
+
+
+@test
+def restart_starts_the_new_process_beside_the_old(tmp):
+    """A restart without a gap, seen from outside: while the new process
+    takes its 1 s start, the old one goes on answering (its own count of
+    calls goes on: testgadget's next), the gadget stays ready on its pid;
+    after the restart's answer the new process answers (its count starts
+    over) on a new pid."""
+    with Daemon(tmp) as d:
+        load(d, "t", "Arguments=slowstart 1000\n")
+        old = d.list()["t"]["pid"]
+        counts = [json.loads(d.ctl("call", "t", "next").stdout) for _ in range(3)]
+        restart = subprocess.Popen([GADGETCTL, "--socket", d.sock, "restart", "t"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "restarting without a gap" in d.logtext(), what="the new process starting")
+        during = []
+        for _ in range(100):  # bounded: the new start takes 1 s
+            if restart.poll() is not None:
+                break
+            r = d.ctl("call", "t", "next")
+            g = d.list()["t"]
+            if restart.poll() is None:
+                during.append((r.returncode, json.loads(r.stdout or "0"), g["state"], g["pid"]))
+        check(len(during) >= 2, "calls answered while the new process started: %r" % during)
+        check(all(rc == 0 and st == "ready" and pid == old for rc, _, st, pid in during),
+              "the old process served meanwhile: %r" % during)
+        check([n for _, n, _, _ in during] == list(range(counts[-1] + 1, counts[-1] + 1 + len(during))),
+              "answered by the old process, in order: %r after %r" % (during, counts))
+        out, err = restart.communicate(timeout=30)
+        check(restart.returncode == 0 and out.strip() == "restarted t: ready", "restart: %r %r" % (out, err))
+        new = d.list()["t"]["pid"]
+        r = d.ctl("call", "t", "next")
+        check(new not in (0, old) and r.returncode == 0 and json.loads(r.stdout) == 1,
+              "the new process answers: pid %d (old %d), %r" % (new, old, r))
+        check(d.list()["t"]["restarts"] == 1, "one restart counted")
+
+
+@test
+def failed_new_process_leaves_the_old_serving(tmp):
+    """A restart whose new process does not start — a changed policy whose
+    program aborts before its hello, then an Exec= that is missing — leaves
+    the old process serving on its policy: the restart's answer says why
+    (non-zero exit), and status shows it."""
+    with Daemon(tmp) as d:
+        prog = os.path.join(tmp, "prog")
+        shutil.copy(TESTGADGET, prog)
+        load(d, "t")
+        policy(d.pol, "t", "", exec_path=prog)
+        check(d.ctl("restart", "t").returncode == 0, "restart on its copy")
+        old = d.list()["t"]["pid"]
+        # A policy change whose program aborts before its hello, then a
+        # broken upgrade: a file that is no program renamed over Exec=.
+        for body, what, why in (("Arguments=crash\n", " on its changed policy",
+                                 "did not start (killed by signal SIGABRT"), (None, "", "did not start")):
+            if body is None:
+                policy(d.pol, "t", "", exec_path=prog)
+                d.ctl("restart", "t")  # back on the policy that runs, with the good file
+                old = d.list()["t"]["pid"]
+                with open(prog + ".new", "w") as f:
+                    f.write("not a program\n")
+                os.chmod(prog + ".new", 0o755)
+                os.rename(prog + ".new", prog)
+            else:
+                policy(d.pol, "t", body, exec_path=prog)
+            r = d.ctl("restart", "t")
+            check(r.returncode != 0 and ("restart of t%s failed" % what) in r.stderr and why in r.stderr and
+                  "serves on with its previous process (pid %d)" % old in r.stderr, "restart's answer: %r" % r.stderr)
+            g = d.list()["t"]
+            check(g["state"] == "ready" and g["pid"] == old, "still served by the old process: %r" % g)
+            check("restart failed" in d.status("t")["cause"] and why in d.status("t")["cause"],
+                  "status: %r" % d.status("t")["cause"])
+            r = d.ctl("call", "t", "echo", "1")
+            check(r.returncode == 0 and r.stdout.strip() == "1", "a call after it: %r" % r.stderr)
 
 
 @test
@@ -223,12 +296,15 @@ def gateway_and_binding_calls_wait_out_a_restart_delay(tmp):
 
 @test
 def failed_restart_answers_waiting_calls_with_its_cause(tmp):
-    """A reload's restart whose new process never says hello: the calls
+    """A stopped gadget's restart whose process never says hello: the calls
     that waited for it are answered with the start's failure cause."""
     with Daemon(tmp) as d:
         load(d, "mute", "CallTimeout=30s\n")
+        check(d.ctl("stop", "mute").returncode == 0, "stop")
+        wait_for(lambda: d.state("mute") == "stopped", what="mute stopped")
+        # Stopped: its restart is a plain start (nothing serves meanwhile).
         policy(d.pol, "mute", "CallTimeout=30s\nArguments=mute 30\nStartTimeout=2s\nRestart=no\n")
-        check(d.ctl("reload").returncode == 0, "reload")
+        check(d.ctl("restart", "--no-block", "mute").returncode == 0, "restart")
         wait_for(lambda: d.state("mute") == "starting", what="mute starting again")
         r = d.ctl("call", "mute", "echo", "1")
         check(r.returncode != 0 and 'gadget "mute" did not start: start timeout' in r.stderr,
@@ -242,10 +318,9 @@ def calls_queued_max_holds_while_restarting(tmp):
     at once, and gadgetd answers others meanwhile."""
     with Daemon(tmp) as d:
         load(d, "other")
-        load(d, "mute")
         policy(d.pol, "mute", "Arguments=mute 30\nStartTimeout=3s\nCallTimeout=3s\nCallsQueuedMax=20\n")
         check(d.ctl("reload").returncode == 0, "reload")
-        wait_for(lambda: d.state("mute") == "starting", what="mute starting again")
+        wait_for(lambda: d.state("mute") == "starting", what="mute starting")
         flood = subprocess.Popen([CALLFLOOD, d.sock, "mute", "echo", "300"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True,
                                  env=dict(os.environ, CALLFLOOD_SILENCE_MS="10000"))
