@@ -169,6 +169,11 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_APPROVALS:
                 return r->approvals ? check_approvals(r->approvals, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_GOODBYE:
+                /* One per session, of no request: its id says so. */
+                if (!r->goodbye || r->id != 0)
+                        REFUSE("a goodbye answers no request (id 0)");
+                return 0;
         case CONTROL__RESPONSE__RESP_NODES:
                 return r->nodes ? check_nodes(r->nodes, why, whylen) : -EPROTO;
         default:

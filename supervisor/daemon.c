@@ -506,6 +506,8 @@ static void reexec_fail(struct daemon *d, int code, const char *why)
         control_reexec_hold(d->control, false);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, false);
+        if (d->forward)
+                forward_reexec_hold(d->forward, false);
         log_msg(L_WARN, NULL, "re-exec refused, gadgetd serves on: %s", why);
         control_reexec_failed(d->control, code, why);
 }
@@ -533,7 +535,7 @@ static void reexec_damage(int fd)
  * that failed. */
 static void reexec_exec(struct daemon *d)
 {
-        struct reexec_state s = { .gateway.fd = -1 };
+        struct reexec_state s = { .gateway.fd = -1, .peer_fd = -1 };
         char why[4400], fdarg[16];
         size_t n = 0, argc = 0;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
@@ -557,6 +559,7 @@ static void reexec_exec(struct daemon *d)
         if (d->gateway)
                 gateway_reexec_handoff(d->gateway, &s.gateway);
         s.lease_until_ms = core_reexec_lease_until(d->core);
+        s.peer_fd = d->forward ? forward_listen_fd(d->forward) : -1;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s.units[s.n++]);
         s.n_clients = control_reexec_clients(d->control, s.clients, nc);
@@ -600,6 +603,9 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
                 e = control_reexec_quiet(d->control, why, sizeof why);
         if (e == 0 && d->gateway)
                 e = gateway_reexec_quiet(d->gateway, why, sizeof why);
+        /* Last: its goodbyes promise that nothing more is read. */
+        if (e == 0 && d->forward)
+                e = forward_reexec_quiet(d->forward, why, sizeof why);
         if (e == -EBUSY && monotime_ms() < d->reexec_deadline_ms) {
                 timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
                 return;
@@ -614,6 +620,22 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
         reexec_exec(d);
 }
 
+/* With the link to other nodes: a node that runs every gadget it has
+ * may re-exec (its sessions end with a goodbye, nodelink.h); one whose
+ * gadgets run elsewhere, whose calls go to other nodes, not yet. */
+static const char *forwarding(struct daemon *d)
+{
+        static char why[300];
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                if (!unit_leased(u) && unit_owner(u)[0]) {
+                        snprintf(why, sizeof why, "not offered yet on a node whose gadgets run on other nodes "
+                                 "(%.64s runs on node %.64s): its forwarded calls are not handed on",
+                                 unit_name(u), unit_owner(u));
+                        return why;
+                }
+        return NULL;
+}
+
 /* gadgetctl daemon-reexec (struct control_env): new control requests
  * wait (in the socket and the kernel's backlog) while the calls in
  * flight end. */
@@ -621,9 +643,8 @@ static void reexec_begin(void *arg)
 {
         struct daemon *d = arg;
         const char *why = NULL;
-        if (d->forward)
-                why = "not offered yet with the link to other nodes (PeerCertificate=): its sessions are not "
-                      "handed on";
+        if (d->forward && (why = forwarding(d)))
+                ;
         else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
                 why = "policy files are being read for gadgetctl load or restart: try again";
         else if (!d->self_path[0])
@@ -639,6 +660,8 @@ static void reexec_begin(void *arg)
         control_reexec_hold(d->control, true);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, true);
+        if (d->forward)
+                forward_reexec_hold(d->forward, true);
         d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;
         timer_arm_ms(d->ev_reexec, 0);
 }
@@ -741,10 +764,16 @@ static int open_core(struct daemon *d)
 static int open_forward(struct daemon *d)
 {
         const struct config *c = &d->cfg;
+        if (d->adopt.peer_fd >= 0 && (!c->peer_cert || !c->peer_listen)) {
+                close(d->adopt.peer_fd); /* PeerListen= is gone since the previous image */
+                d->adopt.peer_fd = -1;
+        }
         if (!c->peer_cert)
                 return 0;
         const struct nodelink_config nc = { .node = c->node, .listen = c->peer_listen, .cert = c->peer_cert,
-                                            .key = c->peer_key, .ca = c->peer_ca };
+                                            .key = c->peer_key, .ca = c->peer_ca,
+                                            .adopt = d->reexeced && d->adopt.peer_fd >= 0,
+                                            .adopt_fd = d->adopt.peer_fd };
         char err[600];
         int e = forward_new(d->base, d->core, &nc, c->peer_revoked, &d->forward, err, sizeof err);
         if (e < 0)
@@ -889,7 +918,7 @@ int daemon_main(int argc, char **argv)
 {
         struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
                             .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                       .answer_fd = -1, .gateway.fd = -1 } };
+                                       .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 } };
         if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;

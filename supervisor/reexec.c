@@ -11,7 +11,8 @@
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
  *   it and not handled; then i32 the gateway's listening fd (-1: none) and
  *   str its session (empty with -1); u64 the time (CLOCK_MONOTONIC ms)
- *   by which the leases must be taken back (0: no shared store).
+ *   by which the leases must be taken back (0: no shared store); i32 the
+ *   node link's listening fd (-1: none).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
  * bytes, NUL last and nowhere else. */
@@ -31,7 +32,7 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 2u
+#define VERSION 3u
 #define HEADER (8 + 4 + 4 + 8)
 #define MAX_BODY (256u << 20)
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
@@ -145,6 +146,7 @@ int reexec_state_write(const struct reexec_state *s)
         put_u(&b, (uint32_t)s->gateway.fd, 4);
         put_str(&b, s->gateway.fd >= 0 ? s->gateway.session : "");
         put_u(&b, s->lease_until_ms, 8);
+        put_u(&b, (uint32_t)s->peer_fd, 4);
         if (b.failed || b.len - HEADER > MAX_BODY) {
                 free(b.p);
                 return b.failed ? -ENOMEM : -EFBIG;
@@ -376,13 +378,13 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(5 + 4 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(6 + 4 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
         }
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd };
-        for (size_t i = 0; v && i < 5 && !c->bad; i++)
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd };
+        for (size_t i = 0; v && i < 6 && !c->bad; i++)
                 if (top[i] >= 0 && seen_fd(v, &n, top[i]))
                         bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
@@ -406,7 +408,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint8_t h[HEADER];
         struct stat st;
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1, .gateway.fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 };
         if (fstat(fd, &st) < 0) {
                 snprintf(err, len, "fd %d: %s", fd, strerror(errno));
                 return -EBADF;
@@ -466,6 +468,9 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         if (!c.bad && s->lease_until_ms > monotime_ms() + REEXEC_LEASE_AHEAD_MS)
                 bad(&c, "the leases' time lies %llu ms ahead, a mark reaches %u",
                     (unsigned long long)(s->lease_until_ms - monotime_ms()), REEXEC_LEASE_AHEAD_MS);
+        s->peer_fd = (int32_t)(uint32_t)take_u(&c, 4, "the node link's socket");
+        if (!c.bad && s->peer_fd != -1 && (s->peer_fd < 3 || fcntl(s->peer_fd, F_GETFD) < 0))
+                bad(&c, "the node link's socket (%d) is not an fd this process holds", s->peer_fd);
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
@@ -483,7 +488,7 @@ void reexec_state_free(struct reexec_state *s)
         free(s->clients);
         free(s->mem);
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1, .gateway.fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 };
 }
 
 static void set_cloexec(int fd, bool on)
@@ -495,8 +500,8 @@ static void set_cloexec(int fd, bool on)
 
 void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 {
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd };
-        for (size_t i = 0; i < 5; i++)
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd };
+        for (size_t i = 0; i < 6; i++)
                 set_cloexec(top[i], !inherit);
         for (size_t i = 0; i < s->n_clients; i++)
                 set_cloexec(s->clients[i].fd, !inherit);
@@ -513,7 +518,7 @@ void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
 bool reexec_fd_kept(const struct reexec_state *s, int fd)
 {
         if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock ||
-            (fd >= 0 && fd == s->gateway.fd))
+            (fd >= 0 && (fd == s->gateway.fd || fd == s->peer_fd)))
                 return true;
         for (size_t i = 0; i < s->n_clients; i++)
                 if (fd == s->clients[i].fd)

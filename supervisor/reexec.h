@@ -31,6 +31,7 @@ struct reexec_state {
         size_t n_clients;       /* the control connections handed on */
         struct control_handoff *clients;
         struct gateway_handoff gateway; /* its listening socket (-1: no gateway) and session */
+        int peer_fd;            /* the node link's listening socket (PeerListen=), -1: none */
         uint64_t lease_until_ms; /* Store=postgresql: monotime_ms by which the leases must be back (0: none) */
         void *mem;              /* read: what units' strings point into */
         bool read;              /* read whole and checked (reexec_state_read) */

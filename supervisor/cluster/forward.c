@@ -123,7 +123,9 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
 {
         struct unit *u = core_find(f->core, name);
         char msg[300];
-        if (u && unit_leased(u))
+        /* One this node takes back after its re-exec: the call waits here
+         * for it, as a local one does. */
+        if (u && (unit_leased(u) || unit_lease_adopting(u)))
                 return u;
         if (!u)
                 snprintf(msg, sizeof msg, "no gadget named \"%s\" on node %s", name, core_node(f->core));
@@ -417,7 +419,9 @@ static void out_call_done(void *arg, const Control__Response *r, int code, const
         Gadget__Value ready = GADGET__VALUE__INIT;
         /* The link says whether any of it left (nodelink.h): one that did
          * may have run there, and is never sent again. */
-        if (!r && code == GADGET_EUNAVAILABLE)
+        if (!r && code == NODELINK_UNREAD)
+                calls_remote_unread(c, msg);
+        else if (!r && code == GADGET_EUNAVAILABLE)
                 calls_remote_unsent(c, msg);
         else if (!r)
                 calls_remote_end(c, NULL, code, msg);
@@ -500,7 +504,7 @@ static void out_move_done(void *arg, const Control__Response *r, int code, const
 {
         struct move_out *m = arg;
         if (!r)
-                m->done(m->arg, code, msg);
+                m->done(m->arg, code == NODELINK_UNREAD ? GADGET_EUNAVAILABLE : code, msg);
         else if (r->resp_case == CONTROL__RESPONSE__RESP_DONE)
                 m->done(m->arg, 0, r->done->message);
         else if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
@@ -567,6 +571,21 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
         core_set_remote(core, &r);
         *out = f;
         return 0;
+}
+
+void forward_reexec_hold(struct forward *f, bool hold)
+{
+        nodelink_reexec_hold(f->link, hold);
+}
+
+int forward_reexec_quiet(struct forward *f, char *why, size_t len)
+{
+        return nodelink_reexec_quiet(f->link, why, len);
+}
+
+int forward_listen_fd(const struct forward *f)
+{
+        return nodelink_listen_fd(f->link);
 }
 
 void forward_free(struct forward *f)

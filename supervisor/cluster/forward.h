@@ -4,6 +4,7 @@
  * local; those from other nodes reach the gadgets this node runs. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <event2/event.h>
 
@@ -17,5 +18,11 @@ struct nodelink_config;
  * err naming what was wrong. */
 int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
                 const char *revoked, struct forward **out, char *err, size_t len);
+/* gadgetctl daemon-reexec: nodelink.h's nodelink_reexec_hold and
+ * nodelink_reexec_quiet on this node's link, and its listening fd to hand
+ * on (-1: none). */
+void forward_reexec_hold(struct forward *f, bool hold);
+int forward_reexec_quiet(struct forward *f, char *why, size_t len);
+int forward_listen_fd(const struct forward *f);
 /* Calls to other nodes fail from now on (those in flight: gone); frees. */
 void forward_free(struct forward *f);

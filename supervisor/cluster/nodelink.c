@@ -102,7 +102,7 @@ static void rate_hold(struct node_rate *r, bool hold)
         r->held = hold;
         TAILQ_FOREACH(in, &nl->ins, link)
                 if (in->rate == r && in->conn)
-                        conn_hold(in->conn, hold);
+                        conn_hold(in->conn, hold || (nl->reexec_held && !in->bye));
         TAILQ_FOREACH(o, &nl->outs, link)
                 if (o->rate == r && o->conn)
                         conn_hold(o->conn, hold);
@@ -201,7 +201,7 @@ struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool
 
 /* --- the link ----------------------------------------------------------- */
 
-static int listen_on(struct nodelink *nl, const char *addr, char *err, size_t len)
+static int listen_on(struct nodelink *nl, const char *addr, int adopt_fd, char *err, size_t len)
 {
         struct sockaddr_storage sa;
         int salen;
@@ -210,9 +210,18 @@ static int listen_on(struct nodelink *nl, const char *addr, char *err, size_t le
                          "not resolved)", addr);
                 return -EINVAL;
         }
-        nl->listener = evconnlistener_new_bind(nl->base, nodelink_on_accept, nl,
-                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
-                                               NODELINK_MAX_IN, (struct sockaddr *)&sa, salen);
+        if (adopt_fd >= 0 && nodelink_listen_fd_ok(adopt_fd, sa.ss_family) < 0) {
+                snprintf(err, len, "PeerListen=%s: the listening socket handed on (fd %d) is not one of its family",
+                         addr, adopt_fd);
+                return -EINVAL;
+        }
+        /* A re-exec's socket: peers' connects waited in its backlog. */
+        nl->listener = adopt_fd >= 0 ? evconnlistener_new(nl->base, nodelink_on_accept, nl,
+                                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, adopt_fd)
+                                     : evconnlistener_new_bind(nl->base, nodelink_on_accept, nl,
+                                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+                                                                       LEV_OPT_REUSEABLE,
+                                                               NODELINK_MAX_IN, (struct sockaddr *)&sa, salen);
         if (!nl->listener) {
                 int e = errno ? errno : EADDRNOTAVAIL;
                 snprintf(err, len, "PeerListen=%s: cannot listen: %s", addr, strerror(e));
@@ -266,7 +275,7 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
                 snprintf(err, len, "the peer link: out of memory");
                 goto out;
         }
-        if (cfg->listen && (e = listen_on(nl, cfg->listen, err, len)) < 0)
+        if (cfg->listen && (e = listen_on(nl, cfg->listen, cfg->adopt ? cfg->adopt_fd : -1, err, len)) < 0)
                 goto out;
         e = 0;
         *out = nl;

@@ -77,6 +77,8 @@ struct nodelink_config {
         const char *listen;          /* PeerListen= "HOST:PORT" (numeric, port 0: any), NULL: no listener */
         const char *cert, *key, *ca; /* PeerCertificate=, PeerKey=, PeerCA= PEM files */
         unsigned handshakes_per_s;   /* per source address; 0: NODELINK_HANDSHAKES_PER_S */
+        bool adopt;                  /* listen on adopt_fd, handed on by a re-exec (checked: a listening */
+        int adopt_fd;                /* stream socket of listen's family), instead of binding */
 };
 
 struct nodelink;          /* the whole link of this node: listener + outgoing sessions */
@@ -108,6 +110,12 @@ struct nodelink_server_ops {
         void *arg;
 };
 
+/* A send's end when its session's node said goodbye (a re-exec, the
+ * Goodbye message) before answering it: it was not read there and did
+ * not run; it may be sent to that node again once its link is back. Not
+ * a GADGET_E* code: never shown as one. */
+#define NODELINK_UNREAD (-1)
+
 /* A send's end: resp non-NULL (valid during the call only; code is 0), or
  * resp NULL with a GADGET_E* code (proto/contract.h) and a message naming
  * the node and what went wrong: GADGET_EUNAVAILABLE when not a byte of
@@ -133,6 +141,19 @@ void nodelink_free(struct nodelink *nl);
 /* The port the listener is bound to (PeerListen= with port 0), 0 if none. */
 int nodelink_listen_port(const struct nodelink *nl);
 
+/* gadgetctl daemon-reexec (nodelink_reexec.c). hold: nothing more is
+ * accepted (connects wait in the listener's backlog) and no session's
+ * next request is read (each stops at a frame boundary); false resumes.
+ * quiet: -EBUSY (why says what) while a session is in its handshake, a
+ * request read is unanswered or a send waits for its answer; once none
+ * is, each accepted session is sent a Goodbye (and dropped unread from
+ * then on) and each outgoing session closed, and -EBUSY lasts until each
+ * told node closed its session (so that it read the goodbye), 0 after. */
+void nodelink_reexec_hold(struct nodelink *nl, bool hold);
+int nodelink_reexec_quiet(struct nodelink *nl, char *why, size_t len);
+/* The listener's fd to hand on (-1: none). */
+int nodelink_listen_fd(const struct nodelink *nl);
+
 /* Sends req to node `node` at addr ("HOST:PORT", numeric) on the kept
  * session to that node, connecting first if there is none (without
  * blocking; NODELINK_CONNECT_MS for connect and handshake). req->id and
@@ -145,7 +166,8 @@ int nodelink_listen_port(const struct nodelink *nl);
  * 127.0.0.2:7001: Connection refused", "node b's certificate was not
  * accepted: ...") — the next send reconnects. The link does not time a
  * request out: a peer may take as long as its work takes, so the caller
- * bounds its wait (nodelink_cancel); a peer that vanished ends its session
+ * bounds its wait (nodelink_cancel); a session whose node said goodbye
+ * ends its sends unanswered with NODELINK_UNREAD; a peer that vanished ends its session
  * by TCP keepalive and an unacknowledged-data bound (NODELINK_KEEPALIVE_S). 0 and *handle (valid until
  * done is called), or -errno and done is never called: -EINVAL a bad node
  * name or address, -ENOBUFS NODELINK_MAX_PENDING sends already wait on

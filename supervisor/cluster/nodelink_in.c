@@ -103,6 +103,10 @@ static int in_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
         nodelink_rate_count(in->rate, values);
         if (!ok)
                 return -EPROTO;
+        /* Why this is safe: after its goodbye the session's node was told
+         * that nothing more of it is read; it is dropped unread. */
+        if (in->bye)
+                return 0;
         Control__Request *req = control__request__unpack(NULL, len, data);
         if (!req)
                 return -EPROTO;
@@ -209,7 +213,7 @@ static void in_admit(struct nodelink_in *in)
         }
         in->bev = NULL; /* the conn's now */
         conn_set_budget(in->conn, &nodelink_turn_budget);
-        conn_hold(in->conn, in->rate->held);
+        conn_hold(in->conn, in->rate->held || nl->reexec_held);
         nl->n_pre--;
         nl->n_in++;
         in_idle_arm(in);

@@ -63,6 +63,8 @@ struct nodelink {
         unsigned handshakes_per_s;
         uint64_t next_id;
         bool closing;               /* nodelink_free runs: no new sends */
+        bool reexec_held;           /* a re-exec: nothing accepted, no request read (nodelink_reexec.c) */
+        bool bye_sent;              /* each session was told goodbye, each outgoing one closed */
 };
 
 struct nodelink_in {
@@ -78,6 +80,7 @@ struct nodelink_in {
         bool named;                 /* its certificate named a node: admission is what is left */
         bool spoke;                 /* its first request came, of this version */
         bool refused;               /* ends once its last answer is written */
+        bool bye;                   /* told goodbye: what it sends is dropped unread until it closes */
         unsigned inflight;
 };
 
@@ -103,6 +106,7 @@ struct out {
         uint64_t queued;            /* bytes given to the session (its conn, or staged) since it opened */
         bool heard;                 /* a frame came from the peer on this session */
         bool refused;               /* the peer's TLS refused the session before any frame: nothing ran */
+        bool goodbye;               /* the peer said goodbye: nothing unanswered was read */
 };
 
 struct nodelink_send {
@@ -134,6 +138,10 @@ void nodelink_rate_count(struct node_rate *r, size_t values);
 const char *nodelink_tls_reason(struct bufferevent *bev, bool *eof);
 /* A TLS bufferevent over fd with TCP liveness set, or NULL. */
 struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server);
+
+/* Whether fd is a listening stream socket of family (a re-exec's, read
+ * from its state as hostile): 0 or -EINVAL. */
+int nodelink_listen_fd_ok(int fd, int family);
 
 /* nodelink_in.c */
 void nodelink_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);

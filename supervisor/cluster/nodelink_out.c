@@ -55,7 +55,7 @@ static void out_close(struct out *o)
         o->why[0] = '\0';
         wire_writer_free(&o->staged);
         o->queued = 0;
-        o->heard = o->refused = false;
+        o->heard = o->refused = o->goodbye = false;
         o->state = OUT_IDLE;
         ERR_clear_error();
 }
@@ -82,6 +82,7 @@ void nodelink_out_fail(struct out *o, const char *fmt, ...)
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         uint64_t written = o->conn && !o->refused ? o->queued - conn_pending(o->conn) : 0;
+        bool unread = o->goodbye;
         snprintf(left, sizeof left, "node %s went away after the call was sent; it may have run (%s)", o->node, msg);
         out_close(o);
         TAILQ_INIT(&gone);
@@ -94,7 +95,8 @@ void nodelink_out_fail(struct out *o, const char *fmt, ...)
         while ((s = TAILQ_FIRST(&gone))) {
                 TAILQ_REMOVE(&gone, s, link);
                 bool sent = s->start < written;
-                s->done(s->arg, NULL, sent ? GADGET_EGONE : GADGET_EUNAVAILABLE, sent ? left : msg);
+                s->done(s->arg, NULL, unread ? NODELINK_UNREAD : sent ? GADGET_EGONE : GADGET_EUNAVAILABLE,
+                        sent && !unread ? left : msg);
                 free(s);
         }
         if (o->state == OUT_IDLE && o->n_sends == 0)
@@ -131,6 +133,14 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                 control__response__free_unpacked(resp, NULL);
                 return -EBADMSG;
         }
+        if (resp->resp_case == CONTROL__RESPONSE__RESP_GOODBYE) {
+                /* Why this is safe: it ends this session only, to the node
+                 * its certificate proves; the sends it makes go again are
+                 * that node's, and only those it did not answer. */
+                control__response__free_unpacked(resp, NULL);
+                o->goodbye = true;
+                return -ECONNABORTED;
+        }
         TAILQ_FOREACH(s, &o->sends, link) {
                 if (s->id != resp->id)
                         continue;
@@ -158,7 +168,10 @@ static void out_closed(void *arg, int why)
         struct out *o = arg;
         bool eof;
         const char *reason = nodelink_tls_reason(o->bev, &eof);
-        if (why == CONN_TOO_BIG)
+        if (o->goodbye)
+                nodelink_out_fail(o, "node %s is re-executing (gadgetctl daemon-reexec); the call was not read "
+                                  "there", o->node);
+        else if (why == CONN_TOO_BIG)
                 nodelink_out_fail(o, "node %s at %s announced a frame over %u bytes", o->node, o->addr, WIRE_MAX_FRAME);
         else if (why == -EBADMSG)
                 nodelink_out_fail(o, "node %s at %s sent a frame that is not a response", o->node, o->addr);

@@ -475,7 +475,27 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
         return 0;
 }
 
+static bool remote_unsent(struct call *c, const char *why);
+
 void calls_remote_unsent(struct call *c, const char *why)
+{
+        remote_unsent(c, why);
+}
+
+void calls_remote_unread(struct call *c, const char *why)
+{
+        struct unit *u = c->u;
+        if (!remote_unsent(c, why))
+                return;
+        /* Why this is safe to send again, to the same lease: its node said
+         * it never read it (a goodbye on the session it was sent on, which
+         * only that node's certificate speaks on). */
+        c->fwd_epoch = 0;
+        calls_pending_forward(u);
+}
+
+/* c waits for a node, or has ended (false). */
+static bool remote_unsent(struct call *c, const char *why)
 {
         struct unit *u = c->u;
         char msg[600];
@@ -495,7 +515,7 @@ void calls_remote_unsent(struct call *c, const char *why)
         }
         if (code) {
                 call_end(c, NULL, code, code == GADGET_EGONE ? "the caller is gone" : msg);
-                return;
+                return false;
         }
         uint64_t now = monotime_ms();
         /* Said where the operator looks (list, status) and in the
@@ -505,6 +525,7 @@ void calls_remote_unsent(struct call *c, const char *why)
         c->unsent = true;
         timer_arm_ms(c->timer, c->deadline_ms > now ? c->deadline_ms - now : 1);
         pend_add(c, bytes);
+        return true;
 }
 
 /* The calls that waited for a node: sent to u's owner now, in order,

@@ -104,6 +104,10 @@ void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const 
  * one — and goes there in order; past the bound it is answered busy. One
  * that was sent is ended with calls_remote_end, never sent again. */
 void calls_remote_unsent(struct call *c, const char *why);
+/* A forwarded call its node said it never read (that node's goodbye
+ * before a re-exec): it waits as calls_remote_unsent's, and goes again at
+ * once, in order, to the gadget's owner, even on the same lease. */
+void calls_remote_unread(struct call *c, const char *why);
 /* Whether c is a wake (no method): its answer is "ready", not a result. */
 bool calls_is_wake(const struct call *c);
 

@@ -153,6 +153,9 @@ typedef void (*unit_move_fn)(void *arg, int code, const char *msg);
 int unit_move(struct unit *u, const char *node, unit_move_fn done, void *arg, char *msg, size_t len);
 /* Whether this node holds u's lease (Store=postgresql). */
 bool unit_leased(const struct unit *u);
+/* Whether u's worker was adopted after a re-exec and waits for this node
+ * to take its lease back (its calls wait meanwhile). */
+bool unit_lease_adopting(const struct unit *u);
 /* The node that runs u, as last read ("" if none yet): the one a call
  * or a move is forwarded to. */
 const char *unit_owner(const struct unit *u);

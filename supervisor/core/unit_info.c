@@ -69,6 +69,11 @@ bool unit_leased(const struct unit *u)
         return u->leased;
 }
 
+bool unit_lease_adopting(const struct unit *u)
+{
+        return u->lease_adopting;
+}
+
 const char *unit_owner(const struct unit *u)
 {
         return u->leased ? u->core->cfg.node : u->owner;

@@ -97,6 +97,48 @@ def pg_failover_calls_wait_for_the_next_node(tmp):
 
 
 @test
+def pg_reexec_with_the_node_link(tmp):
+    """gadgetctl daemon-reexec of the owner a, 3 times, with the node link:
+    a steady caller through b (its calls forwarded to a) and one through a
+    itself. a holds b's session at a frame boundary, answers what it read,
+    tells b goodbye and execs; b sends what a did not answer again once
+    a's link is back (its connect waits in the handed-on listener's
+    backlog). Nothing refused, lost, answered twice or "may have run"
+    (error 11); the gadget's pid unchanged; the count is the calls
+    answered. A re-exec of b, whose gadget runs on a, is still refused."""
+    os.environ["CALLFLOOD_SILENCE_MS"] = "30000"
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as ds:
+            a, b = by_name(ds, "a"), by_name(ds, "b")
+            for d in ds:
+                nodes_seen(d, 2)
+            pid = a.status("counter")["pid"]
+            before = count_of(a)
+            callers = [steady(b), steady(a)]
+            for i in range(1, 4):
+                seen = count_of(b)
+                wait_for(lambda: count_of(b) >= seen + 10, timeout=20, what="calls through b, round %d" % i)
+                r = a.ctl("daemon-reexec", timeout=40)
+                check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
+                      "daemon-reexec %d: %r %s" % (i, r, a.logtext()[-2000:]))
+                wait_for(lambda: a.state("counter") == "ready", timeout=20, what="a ready after re-exec %d" % i)
+                check(a.status("counter")["pid"] == pid, "the gadget's pid changed")
+            seen = count_of(b)
+            wait_for(lambda: count_of(b) >= seen + 10, timeout=20, what="calls through b after the last")
+            res = [counts(c) for c in callers]
+            print("3 re-execs of the owner: through b %r, through a %r" % tuple(res))
+            for who, rr in zip("ba", res):
+                check(rr.get("unanswered") == 0 and rr.get("ok") == rr.get("sent") and rr.get("sent", 0) > 0,
+                      "calls through %s refused, lost or failed: %r" % (who, rr))
+            check(count_of(a) - before == res[0]["ok"] + res[1]["ok"],
+                  "count %d after %d increments answered" % (count_of(a) - before, res[0]["ok"] + res[1]["ok"]))
+            check(a.logtext().count("its lease taken back after gadgetd's re-exec") == 3, "a's log")
+            r = b.ctl("daemon-reexec", timeout=40)
+            check(r.returncode != 0 and "runs on node a" in r.stderr, "b's re-exec: %r" % r)
+
+
+@test
 def pg_failover_may_have_run_is_not_sent_again(tmp):
     """A call node a received and had not answered when it was killed (a
     sleep of the test gadget) is answered on b with "node a went away after

@@ -1075,6 +1075,53 @@ static void test_accept_pause(void)
         nodelink_free(b);
 }
 
+/* gadgetctl daemon-reexec: b holds its session, answers what it read and
+ * says goodbye; a's sends b never read end NODELINK_UNREAD (sent again,
+ * never "may have run"), those b answered keep their answers, and a's
+ * sends to another node c are not touched by b's goodbye. */
+static void test_goodbye(void)
+{
+        struct server sb = { 0 }, sc = { .hold = true };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *c = node_new("c", "c", "ca.crt", &sc, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        char why[200];
+        if (!a || !b || !c)
+                return;
+        char addr[32];
+        snprintf(addr, sizeof addr, "%s", addr_of(b));
+        struct result r[4] = { 0 }, rc = { 0 };
+        send_status(a, "b", addr, "x", &r[0], NULL);
+        send_status(a, "c", addr_of(c), "z", &rc, NULL);
+        run_until(&r[0].calls, 1, 3000);
+        run_until(&sc.requests, 1, 3000);
+        CHECK(r[0].calls == 1 && r[0].code == 0 && sc.requests == 1, "b answered, c holds a request");
+        nodelink_reexec_hold(b, true);
+        for (int i = 1; i < 4; i++)
+                send_status(a, "b", addr, "y", &r[i], NULL);
+        run_for(200);
+        CHECK(sb.requests == 1 && r[1].calls == 0, "held: b reads nothing more (%d requests)", sb.requests);
+        CHECK(nodelink_reexec_quiet(b, why, sizeof why) == -EBUSY && strstr(why, "not closed its session"),
+              "goodbye said, b waits for a to close: %s", why);
+        run_until(&r[3].calls, 1, 3000);
+        bool unread = true;
+        for (int i = 1; i < 4; i++)
+                unread = unread && r[i].calls == 1 && r[i].code == NODELINK_UNREAD && strstr(r[i].msg, "re-executing");
+        CHECK(unread, "what b never read ends unread, once each: %d %s", r[1].code, r[1].msg);
+        CHECK(r[0].calls == 1 && rc.calls == 0, "the answered send is not ended again; c's send waits on");
+        for (int i = 0; i < 30 && nodelink_reexec_quiet(b, why, sizeof why) == -EBUSY; i++)
+                run_for(50);
+        CHECK(nodelink_reexec_quiet(b, why, sizeof why) == 0, "a closed its session: b may exec (%s)", why);
+        nodelink_reexec_hold(b, false);
+        struct result n = { 0 };
+        send_status(a, "b", addr, "w", &n, NULL);
+        run_until(&n.calls, 1, 3000);
+        CHECK(n.calls == 1 && n.code == 0 && sb.requests == 2, "sent again, b answers once (%d requests)", sb.requests);
+        nodelink_free(a);
+        nodelink_free(b);
+        nodelink_free(c);
+}
+
 int main(void)
 {
         const char *script = getenv("NODE_CERTS");
@@ -1102,6 +1149,7 @@ int main(void)
         test_new_errors();
         test_request_answer();
         test_server_goes();
+        test_goodbye();
         test_refused();
         test_ipv6();
         test_bounds();

@@ -14,7 +14,7 @@
 #include "system/monotime.h"
 #include "tap.h"
 
-static int fds[12];
+static int fds[14];
 
 /* A state of two gadgets (one running, one stopped) and one control
  * connection, on real fds (pipes). */
@@ -40,7 +40,7 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .gateway = { .fd = fds[11],
                                                  .session = "0123456789abcdef0123456789abcdef"
                                                             "0123456789abcdef0123456789abcdef" },
-                                    .lease_until_ms = monotime_ms() + 8000 };
+                                    .lease_until_ms = monotime_ms() + 8000, .peer_fd = fds[12] };
 }
 
 /* The state's bytes. */
@@ -119,6 +119,7 @@ static void test_round_trip(void)
                       reexec_fd_kept(&r, fds[11]),
               "the gateway's socket, kept, and its session");
         CHECK(r.lease_until_ms == s.lease_until_ms, "the time to take the leases back by");
+        CHECK(r.peer_fd == fds[12] && reexec_fd_kept(&r, fds[12]), "the node link's socket, kept");
         reexec_fds_inherit(&r, true);
         CHECK(!(fcntl(fds[11], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
                       (fcntl(fds[6], F_GETFD) & FD_CLOEXEC),
@@ -214,6 +215,7 @@ static void test_lies_refused(void)
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "not 64 hexadecimal digits"), "short: %s", err);
         make_state(&s, u, h);
         s.gateway.fd = -1; /* no gateway: the writer leaves its session out */
+        s.peer_fd = -1;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "no gateway: %s", err);
         make_state(&s, u, h);
@@ -238,7 +240,7 @@ static void test_lies_refused(void)
 
 int main(void)
 {
-        for (size_t i = 0; i < 12; i += 2)
+        for (size_t i = 0; i < 14; i += 2)
                 if (pipe2(fds + i, O_CLOEXEC) < 0)
                         return 1;
         test_round_trip();
