@@ -7,11 +7,13 @@ Usage: cluster_pg_test.py TEST."""
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
 
+from attacks import field, varint
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, policy, test, wait_for, workers
 from kvchecks import bcall
 from pgnodes import certs, counter_cluster, counter_policy, nodes_seen, owner_of, peer_node, start_all, stop_all
@@ -318,7 +320,8 @@ def pg_cluster_hostile_peer(tmp):
     claiming admin is refused; calls naming 100 made-up callers take at
     most 64 approval slots, all of node b, and a local caller still gets
     one; each call it forwarded is audited naming node b; a frame replayed,
-    on a new session or twice on one, is a call made again, answered.
+    on a new session or twice on one, is a call made again, answered; a
+    Goodbye sent by the asking side ends only its session.
     Throughout, a healthy caller on a is answered and a keeps running."""
     from peerclient import NULL, Peer, call, list_value, nested
     gatekeeper = "Nodes=a\nGatekeeper=yes\nRequireTypes=no\nAdminMethods=say\nApprove=echo\nApproveTimeout=60s\n"
@@ -348,6 +351,15 @@ def pg_cluster_hostile_peer(tmp):
                     p = Peer(addr, cd, "b", "a")
                     p.send(call(1, "tg", "sleep", args))
                     check(p.answer() is None, "a frame of %s was answered" % what)
+                    p.close()
+                # A Goodbye (a node's last answer before its re-exec) sent the
+                # wrong way, by the side that asks, with an id or without:
+                # no request; that session ends, nothing else.
+                for bye in (field(11, b""), varint(1 << 3) + varint(7) + field(11, b"")):
+                    p = Peer(addr, cd, "b", "a")
+                    p.send(struct.pack("<I", len(bye)) + bye)
+                    p.send(call(1, "good", "echo", NULL))
+                    check(p.answer() is None, "a session that sent a Goodbye was answered")
                     p.close()
                 p = Peer(addr, cd, "b", "a")
                 # approved is never trusted: the call waits here.
