@@ -11,11 +11,13 @@ CALLFLOOD."""
 import json
 import os
 import shutil
+import signal
 import sys
 import subprocess
 
 from gateway_util import Gateway
 from harness import CALLFLOOD, GADGETCTL, TESTGADGET, Daemon, Paced, check, main, policy, test, wait_for
+from pgnodes import counter_policy
 
 EVENTS = 20         # restarts, reloads
 
@@ -66,6 +68,37 @@ def reloads_refuse_and_lose_no_call(tmp):
         res = caller.finish()
         caller.check_all_answered()
         print("reloads: %r" % res)
+
+
+@test
+def reloads_keep_a_kv_gadgets_count(tmp):
+    """The counter example (its count in its kv binding) through 10 policy
+    changes applied with `reload` while a steady caller increments it: each
+    reload starts the new process beside the old, which drains its calls
+    and their binding calls; no increment refused, lost or counted twice:
+    the count is the calls answered ok."""
+    with Daemon(tmp) as d:
+        counter_policy(d, call_timeout="30s")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("counter") == "ready", what="counter ready")
+        caller = subprocess.Popen([CALLFLOOD, "--steady", d.sock, "counter", "increment"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        calls = lambda: d.list()["counter"]["calls"]
+        for i in range(10):
+            pid, n = d.list()["counter"]["pid"], calls()
+            counter_policy(d, call_timeout="%ds" % (31 + i))
+            r = d.ctl("--json", "reload")
+            check(r.returncode == 0 and json.loads(r.stdout)["restarted"] == ["counter"], "reload: %r" % r)
+            wait_for(lambda: d.state("counter") == "ready" and d.list()["counter"]["pid"] != pid and
+                     calls() > n + 20, what="counter restarted by reload %d, calls after it" % (i + 1))
+        caller.send_signal(signal.SIGTERM)
+        out, err = caller.communicate(timeout=60)
+        res = {" ".join(line.split()[:-1]): int(line.split()[-1]) for line in out.splitlines()}
+        print("increments through 10 reloads: %r" % res)
+        check(res["sent"] > 100 and res["ok"] == res["sent"] and res.get("unanswered") == 0,
+              "every increment answered ok: %r %s" % (res, err))
+        r = d.ctl("call", "counter", "get")
+        check(r.returncode == 0 and int(r.stdout) == res["ok"], "count %r after %d increments" % (r.stdout, res["ok"]))
 
 
 def program_inodes(pid):
