@@ -213,7 +213,7 @@ def restart_starts_the_new_process_beside_the_old(tmp):
         restart = subprocess.Popen([GADGETCTL, "--socket", d.sock, "restart", "t"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         wait_for(lambda: "restarting without a gap" in d.logtext(), what="the new process starting")
-        during = []
+        during, straddled = [], 0
         for _ in range(100):  # bounded: the new start takes 1 s
             if restart.poll() is not None:
                 break
@@ -221,6 +221,8 @@ def restart_starts_the_new_process_beside_the_old(tmp):
             g = d.list()["t"]
             if restart.poll() is None:
                 during.append((r.returncode, json.loads(r.stdout or "0"), g["state"], g["pid"]))
+            else:
+                straddled = 1  # made around the switch: either process may have answered it
         check(len(during) >= 2, "calls answered while the new process started: %r" % during)
         check(all(rc == 0 and st == "ready" and pid == old for rc, _, st, pid in during),
               "the old process served meanwhile: %r" % during)
@@ -230,7 +232,7 @@ def restart_starts_the_new_process_beside_the_old(tmp):
         check(restart.returncode == 0 and out.strip() == "restarted t: ready", "restart: %r %r" % (out, err))
         new = d.list()["t"]["pid"]
         r = d.ctl("call", "t", "next")
-        check(new not in (0, old) and r.returncode == 0 and json.loads(r.stdout) == 1,
+        check(new not in (0, old) and r.returncode == 0 and 1 <= json.loads(r.stdout) <= 1 + straddled,
               "the new process answers: pid %d (old %d), %r" % (new, old, r))
         check(d.list()["t"]["restarts"] == 1, "one restart counted")
 
