@@ -150,9 +150,16 @@ def token(d):
 
 
 def restart_fails(d, name, what):
-    """Restarts name and returns the cause of its failed start."""
-    d.ctl("restart", name)
-    return wait_for(lambda: d.state(name) == "failed" and d.list()[name].get("cause"), what=what)
+    """Restarts name, whose new process cannot start: the restart fails
+    saying why and the running process serves on (a restart without a
+    gap), its status naming the cause; returns that cause."""
+    pid = d.list()[name]["pid"]
+    r = d.ctl("restart", name)
+    check(r.returncode != 0 and "did not start" in r.stderr, "%s: %r" % (what, r))
+    g = d.list()[name]
+    check(g["state"] == "ready" and g["pid"] == pid and g.get("cause") and g["cause"] in r.stderr,
+          "%s: the old process serves on, its status naming the cause: %r" % (what, g))
+    return g["cause"]
 
 
 @test
@@ -207,7 +214,8 @@ def host_secret_fifo_refused_without_blocking(tmp):
 @test
 def host_secret_oversized_refused(tmp):
     """A secret file swapped for a large one is refused by its size, not
-    read: the cause names MaxSize=."""
+    read: the restart's new process does not start, its cause naming
+    MaxSize=."""
     key, sdir, rootdir = secret_setup(tmp)
     with Daemon(tmp) as d:
         holder(d, key, "MaxSize=1K\n")
