@@ -165,8 +165,8 @@ def restart_fails(d, name, what):
 @test
 def host_secret_dir_swapped_for_symlink(tmp):
     """The user swaps the secret's directory for a symlink to a root-only
-    directory: the next start fails, saying why, and the gadget never gets
-    the root-only file."""
+    directory: the restart's new process does not start, saying why (the
+    running one serves on), and the gadget never gets the root-only file."""
     key, sdir, rootdir = secret_setup(tmp)
     with Daemon(tmp) as d:
         holder(d, key)
