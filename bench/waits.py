@@ -108,8 +108,11 @@ def run(ctx):
         # gadgetd's own restart in place: the gadget keeps running.
         p = paced(ctx, d)
         flowing(d, 10)
+        out["reexec_us"] = []
         for _ in range(REEXECS):
+            t0 = time.monotonic_ns()
             d.ctl("daemon-reexec")
+            out["reexec_us"].append((time.monotonic_ns() - t0) // 1000)
             flowing(d, 10)
         out["reexecs"] = finish(p)
         out["start_us"] = sorted(starts)[len(starts) // 2]
@@ -134,9 +137,16 @@ def rows(v, us):
                     "max %s, longest gap %s" % (us(r["max_us"] * 1e3), us(r["gap_us"] * 1e3))])
         if key != "steady":
             gap = r["gap_us"] * 1e3
-            goals.append((lost == 0 and r["twice"] == 0 and gap <= 2 * steady_p99 + start,
-                          "%s: 0 refused, lost or twice, and no gap longer than 2× the steady p99 plus a start "
+            # gadgetd's own restart: the new process is gadgetd's image,
+            # whose start is the whole `daemon-reexec` (hold, exec, adopt).
+            own = sorted(v["reexec_us"])[len(v["reexec_us"]) // 2] * 1e3 if key == "reexecs" else start
+            goals.append((lost == 0 and r["twice"] == 0 and gap <= 2 * steady_p99 + own,
+                          "%s: 0 refused, lost or twice, and no gap longer than 2× the steady p99 plus %s "
                           "(%s + %s): %d not ok, %d twice, gap %s" %
-                          (what, us(2 * steady_p99), us(start), lost, r["twice"], us(gap))))
+                          (what, "a daemon-reexec (the command, median)" if key == "reexecs" else "a start",
+                           us(2 * steady_p99), us(own), lost, r["twice"], us(gap))))
     out.append(["", "the gadget's start (load → hello), median of the %d" % (3 * EVENTS), us(start), "", ""])
+    re_us = sorted(v["reexec_us"])
+    out.append(["", "`gadgetctl daemon-reexec` (the command: hold, exec, adopt), median of the %d" % len(re_us),
+                us(re_us[len(re_us) // 2] * 1e3), "", "max %s" % us(re_us[-1] * 1e3)])
     return out, goals
