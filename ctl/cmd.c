@@ -663,9 +663,12 @@ const struct command cmd_commands[] = {
           "or time out: retry them once NODE runs it.\n" },
         { "reload", cmd_reload, 0, 0, "h", "",
           "re-read the policy directory",
-          "New files are loaded, removed ones stopped, changed ones restarted.\n"
-          "Policy errors are printed on stderr and give exit status 1.\n"
-          "With --json: {\"loaded\", \"stopped\", \"restarted\", \"unchanged\", \"errors\"} arrays.\n" },
+          "New files are loaded, removed ones stopped, changed ones restarted; the answer\n"
+          "comes once each restarted one serves on its new process. Policy errors, and\n"
+          "restarts whose new process did not start (\"not restarted\": the old one serves\n"
+          "on), are printed on stderr and give exit status 1.\n"
+          "With --json: {\"loaded\", \"stopped\", \"restarted\", \"unchanged\", \"errors\", \"kept\",\n"
+          "\"changed\", \"failed\"} arrays.\n" },
         { "daemon-reexec", cmd_daemon_reexec, 0, 0, "h", "",
           "re-execute gadgetd in place, keeping its gadgets running",
           "gadgetd runs its binary on disk again (an upgraded package takes effect)\n"

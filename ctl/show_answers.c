@@ -63,7 +63,7 @@ int show_audit(FILE *f, const Control__LogLines *l, bool json)
 }
 
 /* `reload --json`: each list of ReloadReport as an array; kept, an array
- * of {name, path, errors}. */
+ * of {name, path, errors}; failed, of {name, cause}. */
 static json_t *reload_json(const Control__ReloadReport *r)
 {
         json_t *kept = json_array();
@@ -84,16 +84,26 @@ static json_t *reload_json(const Control__ReloadReport *r)
                         changed = NULL;
                 }
         }
-        if (!kept || !changed) {
+        json_t *failed = json_array();
+        for (size_t i = 0; failed && i < r->n_failed; i++) {
+                const Control__ReloadFailed *f = r->failed[i];
+                if (json_array_append_new(failed, json_pack("{s:s, s:s}", "name", f->name, "cause", f->cause)) < 0) {
+                        json_decref(failed);
+                        failed = NULL;
+                }
+        }
+        if (!kept || !changed || !failed) {
                 json_decref(kept);
                 json_decref(changed);
+                json_decref(failed);
                 return NULL;
         }
-        return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
+        return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "loaded", show_json_strv(r->loaded, r->n_loaded),
                          "stopped", show_json_strv(r->stopped, r->n_stopped), "restarted",
                          show_json_strv(r->restarted, r->n_restarted), "unchanged",
                          show_json_strv(r->unchanged, r->n_unchanged), "errors",
-                         show_json_strv(r->errors, r->n_errors), "kept", kept, "changed", changed);
+                         show_json_strv(r->errors, r->n_errors), "kept", kept, "changed", changed,
+                         "failed", failed);
 }
 
 /* "restarted: a (CallTimeout, [Binding N]), b": each with the keys that changed. */
@@ -139,6 +149,28 @@ static int put_kept(FILE *err, const Control__ReloadKept *k)
         return e;
 }
 
+/* Gadgets a reload did not restart: "not restarted: a, b" on out, and on
+ * err each with why (its new process did not start; the old one serves). */
+static int put_failed(FILE *out, FILE *err, const Control__ReloadReport *r)
+{
+        int e = 0;
+        if (r->n_failed == 0)
+                return 0;
+        fputs("not restarted: ", out);
+        for (size_t i = 0; i < r->n_failed && e >= 0; i++) {
+                e = show_put_escaped(out, r->failed[i]->name, 0);
+                fputs(i + 1 < r->n_failed ? ", " : "\n", out);
+        }
+        for (size_t i = 0; i < r->n_failed && e >= 0; i++) {
+                e = show_put_escaped(err, r->failed[i]->name, 0);
+                fputs(": its changed policy's new process ", err);
+                if (e >= 0)
+                        e = show_put_escaped(err, r->failed[i]->cause, 0);
+                fputs("; it serves on with its previous process and policy\n", err);
+        }
+        return e;
+}
+
 /* "label: a, b" if v is not empty. */
 static int put_names(FILE *f, const char *label, char *const *v, size_t n)
 {
@@ -170,6 +202,8 @@ int show_reload(FILE *out, FILE *err, const Control__ReloadReport *r, bool json)
                         fputs(i + 1 < r->n_kept ? ", " : "\n", out);
                 }
         }
+        if (e >= 0)
+                e = put_failed(out, err, r);
         for (size_t i = 0; i < r->n_kept && e >= 0; i++)
                 e = put_kept(err, r->kept[i]);
         for (size_t i = 0; i < r->n_errors && e >= 0; i++) {
@@ -309,7 +343,7 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
         case CONTROL__RESPONSE__RESP_NODES:
                 return show_nodes(out, r->nodes, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
-                *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0;
+                *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0 || r->reload->n_failed > 0;
                 return show_reload(out, err, r->reload, json);
         default:
                 return -EPROTO;

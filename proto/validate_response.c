@@ -96,6 +96,13 @@ static int check_reload(const Control__ReloadReport *r, char *why, size_t whylen
                 if (!str_ok(k->path) || !strv_ok(k->errors, k->n_errors))
                         REFUSE("reload report with invalid text of kept gadget %s", k->name);
         }
+        for (size_t i = 0; i < r->n_failed; i++) {
+                const Control__ReloadFailed *f = r->failed[i];
+                if (!f || !f->name || !gadget_name_ok(f->name))
+                        REFUSE("reload report with a failed gadget of an invalid name");
+                if (!str_ok(f->cause))
+                        REFUSE("reload report with an invalid cause of failed gadget %s", f->name);
+        }
         for (size_t i = 0; i < r->n_changed; i++) {
                 const Control__ReloadChanged *c = r->changed[i];
                 if (!c || !c->name || !gadget_name_ok(c->name))

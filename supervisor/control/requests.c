@@ -534,11 +534,17 @@ static void on_call(struct client *cl, const Control__Request *q)
 }
 
 /* Collects what a reload did into the answer's lists. */
+/* A reload's answer: what it did, given once every gadget it restarted
+ * serves on its new process, or its new process did not start (then the
+ * running one serves on: a restart without a gap). */
 struct reload_lists {
+        struct client_load *ans;          /* the client, while it is there */
         char **v[RELOAD_WHATS];
         size_t n[RELOAD_WHATS];
         Control__ReloadChanged *changed;  /* per restarted gadget whose keys are known */
         size_t n_changed;
+        size_t waiting;                   /* restarts not over yet (and 1 while they are asked) */
+        char **failed;                    /* per restarted[] gadget: why it did not restart, or NULL */
 };
 
 static void reload_note(void *arg, enum control_reload_what what, const char *text, const char *keys)
@@ -566,31 +572,69 @@ static void reload_note(void *arg, enum control_reload_what what, const char *te
                 l->n[what]++;
 }
 
-static void on_reload(struct client *cl, const Control__Request *q)
+static void reload_free(struct reload_lists *l)
 {
+        for (size_t i = 0; i < l->n_changed; i++) {
+                free(l->changed[i].name);
+                free(l->changed[i].keys);
+        }
+        free(l->changed);
+        for (size_t i = 0; l->failed && i < l->n[RELOAD_RESTARTED]; i++)
+                free(l->failed[i]);
+        free(l->failed);
+        for (size_t k = 0; k < RELOAD_WHATS; k++) {
+                for (size_t i = 0; i < l->n[k]; i++)
+                        free(l->v[k][i]);
+                free(l->v[k]);
+        }
+        free(l);
+}
+
+/* The report, to the client if it is still there; frees l. */
+static void reload_answer(struct reload_lists *l)
+{
+        uint64_t id = l->ans->id;
+        struct client *cl = client_load_end(l->ans);
+        if (!cl) {
+                reload_free(l);
+                return;
+        }
         const struct control_env *env = client_env(cl);
-        struct reload_lists l = { 0 };
-        env->reload(env->arg, reload_note, &l);
         Control__ReloadReport rr = CONTROL__RELOAD_REPORT__INIT;
-        rr.n_loaded = l.n[RELOAD_LOADED];
-        rr.loaded = l.v[RELOAD_LOADED];
-        rr.n_stopped = l.n[RELOAD_STOPPED];
-        rr.stopped = l.v[RELOAD_STOPPED];
-        rr.n_restarted = l.n[RELOAD_RESTARTED];
-        rr.restarted = l.v[RELOAD_RESTARTED];
-        rr.n_unchanged = l.n[RELOAD_UNCHANGED];
-        rr.unchanged = l.v[RELOAD_UNCHANGED];
-        rr.n_errors = l.n[RELOAD_ERROR];
-        rr.errors = l.v[RELOAD_ERROR];
+        rr.n_loaded = l->n[RELOAD_LOADED];
+        rr.loaded = l->v[RELOAD_LOADED];
+        rr.n_stopped = l->n[RELOAD_STOPPED];
+        rr.stopped = l->v[RELOAD_STOPPED];
+        rr.n_unchanged = l->n[RELOAD_UNCHANGED];
+        rr.unchanged = l->v[RELOAD_UNCHANGED];
+        rr.n_errors = l->n[RELOAD_ERROR];
+        rr.errors = l->v[RELOAD_ERROR];
+        /* Each gadget the reload restarted is in restarted or in failed. */
+        size_t n_re = l->n[RELOAD_RESTARTED];
+        char **restarted = calloc(n_re + 1, sizeof *restarted);
+        Control__ReloadFailed **failed = answer_items(&control__reload_failed__descriptor, n_re);
         /* The kept gadgets' errors, as their units hold them. */
-        size_t n_kept = l.n[RELOAD_KEPT];
+        size_t n_kept = l->n[RELOAD_KEPT];
         Control__ReloadKept **kept = answer_items(&control__reload_kept__descriptor, n_kept);
-        if (!kept)
-                n_kept = 0;
+        Control__ReloadChanged **cp = calloc(l->n_changed + 1, sizeof *cp);
+        if (!restarted || !failed || !kept || !cp) {
+                client_error(cl, id, GADGET_EINTERNAL, "reload done, but its report could not be made: out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < n_re; i++) {
+                if (l->failed && l->failed[i]) {
+                        failed[rr.n_failed]->name = l->v[RELOAD_RESTARTED][i];
+                        failed[rr.n_failed++]->cause = l->failed[i];
+                } else {
+                        restarted[rr.n_restarted++] = l->v[RELOAD_RESTARTED][i];
+                }
+        }
+        rr.restarted = restarted;
+        rr.failed = failed;
         for (size_t i = 0; i < n_kept; i++) {
-                struct unit *u = core_find(env->core, l.v[RELOAD_KEPT][i]);
+                struct unit *u = core_find(env->core, l->v[RELOAD_KEPT][i]);
                 struct unit_info in;
-                kept[i]->name = l.v[RELOAD_KEPT][i];
+                kept[i]->name = l->v[RELOAD_KEPT][i];
                 if (u) {
                         unit_info(u, &in);
                         kept[i]->path = unit_policy(u)->path;
@@ -599,25 +643,67 @@ static void on_reload(struct client *cl, const Control__Request *q)
                 rr.n_kept++;
         }
         rr.kept = kept;
-        Control__ReloadChanged **cp = calloc(l.n_changed + 1, sizeof *cp);
-        for (size_t i = 0; cp && i < l.n_changed; i++)
-                cp[rr.n_changed++] = &l.changed[i];
+        for (size_t i = 0; i < l->n_changed; i++)
+                cp[rr.n_changed++] = &l->changed[i];
         rr.changed = cp;
-        client_answer(cl, q->id, &rr.base);
+        client_answer(cl, id, &rr.base);
+out:
         for (size_t i = 0; i < rr.n_kept; i++)
                 free(kept[i]->errors);
         free(kept);
-        for (size_t i = 0; i < l.n_changed; i++) {
-                free(l.changed[i].name);
-                free(l.changed[i].keys);
-        }
-        free(l.changed);
         free(cp);
-        for (size_t k = 0; k < RELOAD_WHATS; k++) {
-                for (size_t i = 0; i < l.n[k]; i++)
-                        free(l.v[k][i]);
-                free(l.v[k]);
+        free(restarted);
+        free(failed);
+        reload_free(l);
+}
+
+static void reload_wait_end(struct reload_lists *l)
+{
+        if (--l->waiting == 0)
+                reload_answer(l);
+}
+
+/* One restart of the reload is over: its new process serves (res), or
+ * did not start (message: why; the running one serves on). */
+static void reload_restart_done(void *arg, uint64_t i, const Gadget__Value *res, int code, const char *message)
+{
+        struct reload_lists *l = arg;
+        if (!res && l->failed && i < l->n[RELOAD_RESTARTED])
+                l->failed[i] = strdup(message ? message : "did not start");
+        reload_wait_end(l);
+}
+
+/* gadgetctl reload: the directory is read again at once (env->reload);
+ * the answer waits for the restarts it made, each within its
+ * StartTimeout (calls_wake's until_ready, charged to cl). */
+static void on_reload(struct client *cl, const Control__Request *q)
+{
+        const struct control_env *env = client_env(cl);
+        struct reload_lists *l = calloc(1, sizeof *l);
+        if (!l) {
+                client_load_refused(cl, q->id, ENOMEM);
+                return;
         }
+        if (!(l->ans = client_load_begin(cl, q->id))) {
+                reload_free(l);
+                return;
+        }
+        env->reload(env->arg, reload_note, l);
+        size_t n_re = l->n[RELOAD_RESTARTED];
+        l->failed = calloc(n_re + 1, sizeof *l->failed);
+        l->waiting = 1; /* until every wait is asked */
+        for (size_t i = 0; l->failed && i < n_re; i++) {
+                struct unit *u = core_find(env->core, l->v[RELOAD_RESTARTED][i]);
+                const struct call_req cq = { .done = reload_restart_done, .cbdata = l, .tag = i,
+                                             .until_ready = true, .owner = &cl->calls };
+                char msg[400];
+                int code = u ? calls_wake(u, &cq, msg, sizeof msg) : 1;
+                if (code == 0)
+                        l->waiting++;
+                else if (code != 1)
+                        l->failed[i] = strdup(msg);
+        }
+        reload_wait_end(l);
 }
 
 static void on_approvals(struct client *cl, const Control__Request *q)

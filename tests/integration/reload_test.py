@@ -97,6 +97,35 @@ def reload_names_the_changed_keys(tmp):
 
 
 @test
+def reload_waits_for_its_restarts_and_names_the_failed(tmp):
+    """A reload answers once the gadgets it restarted serve on their new
+    process: one whose changed policy starts is "restarted" and serves on
+    its new pid at the answer; one whose new process does not start (its
+    program aborts before the hello) is "not restarted", with why, exit
+    status 1, and serves on with its previous process."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "good", "CallTimeout=5s\n")
+        policy(d.pol, "bad", "CallTimeout=5s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("good") == "ready" and d.state("bad") == "ready", what="both ready")
+        pids = {n: d.list()[n]["pid"] for n in ("good", "bad")}
+        policy(d.pol, "good", "CallTimeout=6s\nArguments=slowstart 500\n")
+        policy(d.pol, "bad", "CallTimeout=6s\nArguments=crash\n")
+        r = d.ctl("reload")
+        check(r.returncode == 1 and "restarted: good (CallTimeout, Arguments)\n" in r.stdout and
+              "not restarted: bad\n" in r.stdout, "reload: %r" % r)
+        check(re.search(r"^bad: its changed policy's new process .*did not start \(killed by signal SIGABRT.*; it "
+                        r"serves on with its previous process and policy$", r.stderr, re.M), "why: %r" % r.stderr)
+        g = d.list()
+        check(g["good"]["state"] == "ready" and g["good"]["pid"] != pids["good"], "good on its new process: %r"
+              % g["good"])
+        check(g["bad"]["state"] == "ready" and g["bad"]["pid"] == pids["bad"], "bad on its old process: %r" % g["bad"])
+        j = json.loads(d.ctl("--json", "reload").stdout)
+        check(j["restarted"] == [] and [f["name"] for f in j["failed"]] == ["bad"] and
+              "did not start" in j["failed"][0]["cause"], "--json: %r" % j)
+
+
+@test
 def reload_of_the_running_file_again_clears_the_mark(tmp):
     """A file broken, then put back as it was: unchanged, not restarted,
     and no longer marked; a new broken file is an error of its own."""
