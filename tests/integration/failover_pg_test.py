@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
-from pgnodes import (by_name, certs, counter_cluster, counter_policy, node, nodes_seen, owner_of, peer_node,
+from pgnodes import (by_name, certs, counter_cluster, counter_on_a, node, nodes_seen, owner_of, peer_node,
                      start_all, stop_all)
 from pgserver import PgServer
 
@@ -219,10 +219,7 @@ def pg_failover_waiting_calls_bounded(tmp):
     200 waiting calls reach it, in order, and are answered."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
-        for d in (a, b):
-            counter_policy(d, nodes="a", extra="CallsQueuedMax=200\n")
-            policy(d.pol, "good", "Nodes=b\n")
+        a, b = counter_on_a(tmp, pg, cd, extra="CallsQueuedMax=200\n")
         try:
             start_all([a, b])
             check(owner_of([a, b], "counter") == "a", "a runs the counter")
