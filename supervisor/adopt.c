@@ -132,7 +132,7 @@ static void close_fds(const struct unit_saved *s)
 
 bool adopt_units(struct core *c, struct reexec_state *s, char *out, size_t outlen)
 {
-        size_t running = 0, adopted = 0, nk = 0, nr = 0;
+        size_t running = 0, adopted = 0, nk = 0, nr = 0, remote = 0;
         pid_t *kept = calloc(s->n + 1, sizeof *kept);
         struct unit **restart = calloc(s->n + 1, sizeof *restart);
         char msg[8192];
@@ -142,6 +142,7 @@ bool adopt_units(struct core *c, struct reexec_state *s, char *out, size_t outle
                 struct policy *p = NULL;
                 bool changed;
                 running += u->state == UNIT_READY;
+                remote += u->state == UNIT_REMOTE;
                 if (policy_for(u, &p, &changed, msg, sizeof msg) < 0) {
                         log_msg(L_ERR, u->name, "not adopted after gadgetd's re-exec, ended: %s", msg);
                         close_fds(u);
@@ -172,6 +173,10 @@ bool adopt_units(struct core *c, struct reexec_state *s, char *out, size_t outle
         free(restart);
         snprintf(out, outlen, "gadgetd re-executed in place (pid %d): %zu of %zu running gadgets adopted",
                  (int)getpid(), adopted, running);
+        if (remote) {
+                size_t o = strlen(out);
+                snprintf(out + o, outlen - o, ", %zu run by other nodes", remote);
+        }
         if (ended) {
                 size_t o = strlen(out);
                 snprintf(out + o, outlen - o, "; %zu processes it could not adopt were ended (see its log)", ended);

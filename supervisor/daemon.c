@@ -620,22 +620,6 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
         reexec_exec(d);
 }
 
-/* With the link to other nodes: a node that runs every gadget it has
- * may re-exec (its sessions end with a goodbye, nodelink.h); one whose
- * gadgets run elsewhere, whose calls go to other nodes, not yet. */
-static const char *forwarding(struct daemon *d)
-{
-        static char why[300];
-        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
-                if (!unit_leased(u) && unit_owner(u)[0]) {
-                        snprintf(why, sizeof why, "not offered yet on a node whose gadgets run on other nodes "
-                                 "(%.64s runs on node %.64s): its forwarded calls are not handed on",
-                                 unit_name(u), unit_owner(u));
-                        return why;
-                }
-        return NULL;
-}
-
 /* gadgetctl daemon-reexec (struct control_env): new control requests
  * wait (in the socket and the kernel's backlog) while the calls in
  * flight end. */
@@ -643,9 +627,7 @@ static void reexec_begin(void *arg)
 {
         struct daemon *d = arg;
         const char *why = NULL;
-        if (d->forward && (why = forwarding(d)))
-                ;
-        else if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
+        if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
                 why = "policy files are being read for gadgetctl load or restart: try again";
         else if (!d->self_path[0])
                 why = "gadgetd's own binary path is unknown";

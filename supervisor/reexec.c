@@ -5,7 +5,8 @@
  *   u8 activated i32 answer-fd u64 answer-id
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
  *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
- *   u32 log lines, each a log str, and if READY: i32 pid, i32 rpc,
+ *   u32 log lines, each a log str; if REMOTE: str its owner as last read
+ *   ("" none), u64 that owner's epoch, u8 dormant; if READY: i32 pid, i32 rpc,
  *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
@@ -15,7 +16,8 @@
  *   node link's listening fd (-1: none).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
- * bytes, NUL last and nowhere else. */
+ * bytes, NUL last and nowhere else. Version 3 (the image before) is read
+ * too: the same record without REMOTE gadgets, which it never handed on. */
 #include "reexec.h"
 
 #include <errno.h>
@@ -32,7 +34,8 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 3u
+#define VERSION 4u
+#define VERSION_NO_REMOTE 3u  /* read too: no REMOTE gadget in it */
 #define HEADER (8 + 4 + 4 + 8)
 #define MAX_BODY (256u << 20)
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
@@ -104,6 +107,14 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         put_u(b, u->n_log, 4);
         for (size_t i = 0; i < u->n_log; i++)
                 put_str(b, u->log[i]);
+        if (u->state == UNIT_REMOTE) {
+                /* What the reader takes, or none: the next image reads the
+                 * owner from the store again anyway. */
+                bool named = u->owner && gadget_name_ok(u->owner) && u->owner_epoch >= 0;
+                put_str(b, named ? u->owner : "");
+                put_u(b, named ? (uint64_t)u->owner_epoch : 0, 8);
+                put_u(b, u->dormant, 1);
+        }
         if (u->state != UNIT_READY)
                 return;
         const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
@@ -185,6 +196,7 @@ struct cur {
         char *err;
         size_t errlen;
         bool bad;
+        uint32_t version;
 };
 
 static void bad(struct cur *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -248,6 +260,23 @@ static int take_fd(struct cur *c, const char *what)
         return fd;
 }
 
+/* A REMOTE gadget's owner (a node name as Node= takes, or "" with epoch 0:
+ * none), its epoch and this node's want of it. */
+static void take_remote(struct cur *c, struct unit_saved *u)
+{
+        u->owner = take_str_max(c, "its owner", REEXEC_NODE_MAX);
+        uint64_t epoch = take_u(c, 8, "its owner's epoch"), dormant = take_u(c, 1, "a flag");
+        if (c->bad)
+                return;
+        if (u->owner[0] ? !gadget_name_ok(u->owner) || epoch > INT64_MAX : epoch != 0)
+                bad(c, "%s's owner \"%.64s\" at epoch %llu is not a node's lease", u->name, u->owner,
+                    (unsigned long long)epoch);
+        else if (dormant > 1)
+                bad(c, "%s has an unknown flag %llu", u->name, (unsigned long long)dormant);
+        u->owner_epoch = (int64_t)epoch;
+        u->dormant = dormant;
+}
+
 static void take_unit(struct cur *c, struct unit_saved *u)
 {
         *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1 };
@@ -259,8 +288,9 @@ static void take_unit(struct cur *c, struct unit_saved *u)
                 bad(c, "%s's policy file is not an absolute path", u->name);
         u->policy_hash = take_u(c, 8, "a policy's hash");
         uint64_t from_dir = take_u(c, 1, "a flag"), state = take_u(c, 1, "a state");
+        bool remote = state == UNIT_REMOTE && c->version != VERSION_NO_REMOTE;
         if (!c->bad && (from_dir > 1 || (state != UNIT_READY && state != UNIT_STOPPED && state != UNIT_FAILED &&
-                                         state != UNIT_IDLE)))
+                                         state != UNIT_IDLE && !remote)))
                 bad(c, "%s has an unknown state %llu or flag %llu", u->name, (unsigned long long)state,
                     (unsigned long long)from_dir);
         u->from_dir = from_dir;
@@ -287,6 +317,8 @@ static void take_unit(struct cur *c, struct unit_saved *u)
                 log[i] = take_str_max(c, "a log line", MAX_LOG_LINE);
                 u->n_log = i + 1;
         }
+        if (remote)
+                take_remote(c, u);
         if (c->bad || state != UNIT_READY)
                 return;
         u->pid = (int32_t)(uint32_t)take_u(c, 4, "a pid");
@@ -421,7 +453,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
         for (size_t i = 0; i < 8; i++)
                 sum |= (uint64_t)h[16 + i] << (8 * i);
-        if (version != VERSION) {
+        if (version != VERSION && version != VERSION_NO_REMOTE) {
                 snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
                 return -EINVAL;
         }
@@ -430,7 +462,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
                          (unsigned long long)(HEADER + body));
                 return -EINVAL;
         }
-        struct cur c = { .p = malloc(body + 1), .len = body, .err = err, .errlen = len };
+        struct cur c = { .p = malloc(body + 1), .len = body, .err = err, .errlen = len, .version = version };
         if (!c.p) {
                 snprintf(err, len, "out of memory");
                 return -ENOMEM;

@@ -16,6 +16,7 @@
 #define REEXEC_MAX_UNITS 65536u
 #define REEXEC_MAX_CLIENTS 65536u
 #define REEXEC_MAX_INPUT (8u << 20)  /* of one control connection, read and not handled */
+#define REEXEC_NODE_MAX 64u          /* a node's name and its NUL (gadget_name_ok: 63 at most) */
 /* How far ahead the time to take the leases back may lie (a mark's
  * length, KVPG_MOVE_MS). */
 #define REEXEC_LEASE_AHEAD_MS 10000u

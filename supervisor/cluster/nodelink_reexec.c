@@ -36,11 +36,22 @@ void nodelink_reexec_hold(struct nodelink *nl, bool hold)
                 nl->bye_sent = false;
 }
 
-/* What is still under way on the link, in why; NULL when nothing. */
+/* Calls or moves this node sent and not answered yet, in why. */
+static bool outs_busy(const struct nodelink *nl, char *why, size_t len)
+{
+        const struct out *o;
+        TAILQ_FOREACH(o, &nl->outs, link)
+                if (o->n_sends) {
+                        snprintf(why, len, "%u calls sent to node %s wait for their answers", o->n_sends, o->node);
+                        return true;
+                }
+        return false;
+}
+
+/* What is still under way on the link, in why; false when nothing. */
 static bool busy(struct nodelink *nl, char *why, size_t len)
 {
         const struct nodelink_in *in;
-        const struct out *o;
         if (nl->n_pre) {
                 snprintf(why, len, "%u sessions of other nodes are in their handshake", nl->n_pre);
                 return true;
@@ -50,12 +61,7 @@ static bool busy(struct nodelink *nl, char *why, size_t len)
                         snprintf(why, len, "node %s has %u requests in flight here", in->from, in->inflight);
                         return true;
                 }
-        TAILQ_FOREACH(o, &nl->outs, link)
-                if (o->n_sends) {
-                        snprintf(why, len, "%u calls sent to node %s wait for their answers", o->n_sends, o->node);
-                        return true;
-                }
-        return false;
+        return outs_busy(nl, why, len);
 }
 
 /* Each accepted session is told goodbye and read from then on only to
@@ -90,6 +96,10 @@ int nodelink_reexec_quiet(struct nodelink *nl, char *why, size_t len)
                 say_goodbye(nl);
         }
         const struct nodelink_in *in;
+        /* Sent after the goodbyes (a gadget of this node calling one of
+         * another): answered before the exec too, never cut off by it. */
+        if (outs_busy(nl, why, len))
+                return -EBUSY;
         TAILQ_FOREACH(in, &nl->ins, link)
                 if (in->bye) {
                         snprintf(why, len, "node %s has not closed its session after the goodbye", in->from);

@@ -62,7 +62,7 @@ struct unit_saved {
         const char *name, *path;    /* its policy's, and that file's path */
         uint64_t policy_hash;       /* of the file's bytes when it was loaded */
         bool from_dir;              /* loaded from the policy directory */
-        int state;                  /* enum unit_state: READY (runs), STOPPED, FAILED or IDLE */
+        int state;                  /* enum unit_state: READY (runs), STOPPED, FAILED, IDLE or REMOTE */
         const char *cause;          /* why it last stopped or failed */
         const char *text;           /* its policy file's bytes as loaded (the policy it runs), or NULL */
         size_t text_len;
@@ -70,6 +70,13 @@ struct unit_saved {
         const char **log;           /* freed with free()) */
         uint32_t restarts;
         uint64_t calls;
+        /* Another node's (REMOTE) only: who runs it as last read ("" and 0:
+         * none), and what this node wants of its lease: to run it (at its
+         * rank in Nodes=, found again from the policy), or to hold it idle
+         * (dormant: Start=on-demand, IdleStop=). */
+        const char *owner;
+        int64_t owner_epoch;
+        bool dormant;
         /* Running (READY) only: */
         int32_t pid;                /* PID 1 of its sandbox, a child of gadgetd */
         int rpc_fd, report_fd, out_fd, err_fd; /* gadgetd's ends, kept open across the exec */

@@ -3,6 +3,7 @@
  * handed on, and the next image's taking over of its running workers. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,9 +111,11 @@ int core_reexec_quiet(struct core *c, char *why, size_t len)
                         busy = u->state == UNIT_STARTING ? "is starting" : "is stopping";
                 } else if (u->run->child.pid > 0) {
                         busy = "has a pre-warmed sandbox";
-                } else if (u->state == UNIT_REMOTE) {
-                        busy = "waits for its lease";
                 }
+                /* In any state (a takeover may leave some): calls this node
+                 * sent to another node and not answered yet. */
+                if (!busy && !LIST_EMPTY(&u->forwarded))
+                        busy = "has calls forwarded to another node in flight";
                 if (busy) {
                         snprintf(why, len, "gadget %s %s", u->policy->name, busy);
                         return -EBUSY;
@@ -152,6 +155,11 @@ void unit_save(struct unit *u, struct unit_saved *s)
         if ((s->log = calloc(log->count + 1, sizeof *s->log)))
                 for (size_t i = 0; i < log->count; i++)
                         s->log[s->n_log++] = logbuf_line(log, log->count, i);
+        if (u->state == UNIT_REMOTE) {
+                s->owner = u->owner;
+                s->owner_epoch = u->owner[0] ? u->owner_epoch : 0;
+                s->dormant = !u->want_running && u->dormant;
+        }
         if (u->state != UNIT_READY || !u->run->peer)
                 return;
         s->pid = u->run->child.pid;
@@ -166,6 +174,28 @@ void unit_save(struct unit *u, struct unit_saved *s)
         peer_signatures(u->run->peer, &sigs);
         s->methods = methods;
         s->sig_texts = sigs;
+}
+
+/* Another node's gadget, as it was: it wants its lease again (at its rank
+ * in Nodes=, from its policy, which is the one it was loaded with), to run
+ * it or to hold it idle, so that it takes the gadget over if its owner
+ * goes. Its owner is not taken from s for calls: the owner's address
+ * comes with the store's list of nodes, which the lease session reads
+ * first, then tells the owner (unit_lease.c's on_owner); the calls that
+ * come meanwhile wait for it as for a node to run it. Without a shared
+ * store in this image it starts here, as at a load. */
+static void adopt_remote(struct unit *u, const struct unit_saved *s)
+{
+        if (!s->dormant) {
+                unit_start(u);
+        } else {
+                u->dormant = true;
+                if (!unit_lease_wait(u))
+                        unit_idle_enter(u);
+        }
+        if (u->state == UNIT_REMOTE && s->owner[0])
+                snprintf(u->cause, sizeof u->cause, "runs on node %s (epoch %" PRId64 ") as read before gadgetd's "
+                         "re-exec; calls wait for the store to name it again", s->owner, s->owner_epoch);
 }
 
 int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len)
@@ -184,6 +214,10 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         if (s->state == UNIT_IDLE) {
                 /* Idle as it was (IdleStop= too): its next call starts it. */
                 unit_idle_enter(u);
+                return 0;
+        }
+        if (s->state == UNIT_REMOTE) {
+                adopt_remote(u, s);
                 return 0;
         }
         if (s->state != UNIT_READY) {

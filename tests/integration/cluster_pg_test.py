@@ -16,7 +16,8 @@ import time
 from attacks import field, varint
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, policy, test, wait_for, workers
 from kvchecks import bcall
-from pgnodes import certs, counter_cluster, counter_policy, nodes_seen, owner_of, peer_node, start_all, stop_all
+from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, nodes_seen, owner_of, peer_node, start_all,
+                     stop_all)
 from pgserver import PgServer
 
 @test
@@ -451,6 +452,55 @@ def pg_cluster_peer_values_per_second(tmp):
                   "budget allows" % (frames, values, took, least))
             check(a.proc.poll() is None, "node a is still running")
         finally:
+            stop_all([a, b])
+
+
+@test
+def pg_cluster_goodbye_from_a_hostile_owner(tmp):
+    """Hostile load, the Goodbye from the server side: a fake node holding
+    node a's certificate, at the address the store gives b for a (a
+    trigger rewrites a's row; the real a holds the counter's lease), reads
+    every call b forwards and answers each with a Goodbye. b sends the
+    calls again to the owner (the fake again) until their CallTimeout:
+    each of 6 calls through b is answered once, a timeout, within its
+    CallTimeout and the link's slack; none reached a (its count is 0); b
+    stays up and serves its own gadget throughout."""
+    from peerclient import FakeNode
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        fake = FakeNode(cd, "a")
+        a, b = counter_on_a(tmp, pg, cd, call_timeout="2s")
+        try:
+            start_all([a, b])
+            check(owner_of([a, b], "counter") == "a", "a runs the counter")
+            pg.psql("CREATE FUNCTION fake_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "IF NEW.name = 'a' THEN NEW.peer := '%s'; END IF; RETURN NEW; END $$; "
+                    "CREATE TRIGGER fake_a BEFORE INSERT OR UPDATE ON gadgetd_node FOR EACH ROW "
+                    "EXECUTE FUNCTION fake_a()" % fake.addr)
+
+            def a_is_fake():
+                r = b.ctl("--json", "nodes")
+                return r.returncode == 0 and any(n["name"] == "a" and n.get("peer") == fake.addr
+                                                 for n in json.loads(r.stdout)["nodes"])
+            wait_for(a_is_fake, timeout=15, what="b has the fake's address for a")
+            wait_for(lambda: b.state("good") == "ready", what="good on b")
+            with Healthy(b, "good"):
+                t0 = time.monotonic()
+                flood = subprocess.run([CALLFLOOD, b.sock, "counter", "increment", "6"], capture_output=True,
+                                       text=True, timeout=60, env=dict(os.environ, CALLFLOOD_SILENCE_MS="20000"))
+                took = time.monotonic() - t0
+            res = dict((" ".join(l.split()[:-1]), int(l.split()[-1])) for l in flood.stdout.splitlines())
+            print("6 calls through b to a fake owner that says goodbye: %r in %.1f s; the fake read %d requests "
+                  "in %d sessions" % (res, took, fake.requests, fake.sessions))
+            check(res.get("error 6") == 6 and res.get("unanswered", 0) == 0 and res.get("mismatched", 0) == 0,
+                  "each call answered once, a timeout: %r" % res)
+            check(took < 2 + 1 + 2, "the calls ended %.1f s after they were made (CallTimeout=2s)" % took)
+            check(fake.requests >= 6, "b sent the calls to the fake: %d" % fake.requests)
+            check(b.proc.poll() is None and b.state("good") == "ready", "b is up")
+            r = a.ctl("call", "counter", "get")
+            check(r.returncode == 0 and r.stdout.strip() == "0", "a's count: %r" % r)
+        finally:
+            fake.close()
             stop_all([a, b])
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
-from pgnodes import (by_name, certs, counter_cluster, counter_policy, node, nodes_seen, owner_of, peer_node,
+from pgnodes import (by_name, certs, counter_cluster, counter_on_a, node, nodes_seen, owner_of, peer_node,
                      start_all, stop_all)
 from pgserver import PgServer
 
@@ -105,7 +105,7 @@ def pg_reexec_with_the_node_link(tmp):
     a's link is back (its connect waits in the handed-on listener's
     backlog). Nothing refused, lost, answered twice or "may have run"
     (error 11); the gadget's pid unchanged; the count is the calls
-    answered. A re-exec of b, whose gadget runs on a, is still refused."""
+    answered."""
     os.environ["CALLFLOOD_SILENCE_MS"] = "30000"
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
@@ -134,8 +134,50 @@ def pg_reexec_with_the_node_link(tmp):
             check(count_of(a) - before == res[0]["ok"] + res[1]["ok"],
                   "count %d after %d increments answered" % (count_of(a) - before, res[0]["ok"] + res[1]["ok"]))
             check(a.logtext().count("its lease taken back after gadgetd's re-exec") == 3, "a's log")
-            r = b.ctl("daemon-reexec", timeout=40)
-            check(r.returncode != 0 and "runs on node a" in r.stderr, "b's re-exec: %r" % r)
+
+
+@test
+def pg_reexec_of_a_forwarding_node(tmp):
+    """gadgetctl daemon-reexec of b, 3 times, whose counter runs on a (b
+    forwards its calls there), with a steady caller through b and one
+    through a. b answers every forwarded call it sent before its exec;
+    its next image takes the counter back as remote, wants its lease again
+    and forwards the calls that waited meanwhile once the store names a.
+    Nothing refused, lost, answered twice or "may have run" (error 11); the
+    pid on a unchanged; the count is the calls answered. Then a is
+    SIGKILLed and b takes the counter over: its want of the lease (rank 1
+    of Nodes=a b) came through the re-execs."""
+    os.environ["CALLFLOOD_SILENCE_MS"] = "30000"
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as ds:
+            a, b = by_name(ds, "a"), by_name(ds, "b")
+            for d in ds:
+                nodes_seen(d, 2)
+            pid = a.status("counter")["pid"]
+            before = count_of(a)
+            callers = [steady(b), steady(a)]
+            for i in range(1, 4):
+                seen = count_of(b)
+                wait_for(lambda: count_of(b) >= seen + 10, timeout=20, what="calls through b, round %d" % i)
+                r = b.ctl("daemon-reexec", timeout=40)
+                check(r.returncode == 0 and "0 of 0 running gadgets adopted, 1 run by other nodes" in r.stdout,
+                      "daemon-reexec %d of b: %r %s" % (i, r, b.logtext()[-2000:]))
+                g = b.list()["counter"]
+                check(g["state"] == "remote" and "runs on node a" in g["cause"], "b after re-exec %d: %r" % (i, g))
+            seen = count_of(b)
+            wait_for(lambda: count_of(b) >= seen + 10, timeout=20, what="calls through b after the last")
+            res = [counts(c) for c in callers]
+            print("3 re-execs of the forwarding node b: through b %r, through a %r" % tuple(res))
+            for who, rr in zip("ba", res):
+                check(rr.get("unanswered") == 0 and rr.get("ok") == rr.get("sent") and rr.get("sent", 0) > 0,
+                      "calls through %s refused, lost or failed: %r" % (who, rr))
+            check(a.status("counter")["pid"] == pid, "the gadget's pid on a changed")
+            check(count_of(a) - before == res[0]["ok"] + res[1]["ok"],
+                  "count %d after %d increments answered" % (count_of(a) - before, res[0]["ok"] + res[1]["ok"]))
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            wait_for(lambda: b.state("counter") == "ready", timeout=20, what="b takes the counter over")
 
 
 @test
@@ -177,10 +219,7 @@ def pg_failover_waiting_calls_bounded(tmp):
     200 waiting calls reach it, in order, and are answered."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        a, b = peer_node(tmp, pg, "a", cd), peer_node(tmp, pg, "b", cd)
-        for d in (a, b):
-            counter_policy(d, nodes="a", extra="CallsQueuedMax=200\n")
-            policy(d.pol, "good", "Nodes=b\n")
+        a, b = counter_on_a(tmp, pg, cd, extra="CallsQueuedMax=200\n")
         try:
             start_all([a, b])
             check(owner_of([a, b], "counter") == "a", "a runs the counter")

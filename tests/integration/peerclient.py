@@ -1,10 +1,12 @@
 """A hostile peer of the node link: a TLS client holding a certificate of
 the cluster's CA (any name it was given, a node's or not) that sends the
 frames it likes to a node's PeerListen= port — hand-made control.proto,
-as attacks.py makes them for the control socket."""
+as attacks.py makes them for the control socket — and a fake node on the
+server side (FakeNode) that answers what a node forwards to it."""
 import socket
 import ssl
 import struct
+import threading
 
 from attacks import CONTROL_PROTOCOL_VERSION, field, parse, varint
 
@@ -89,3 +91,65 @@ class Peer:
             self.s.close()
         except OSError:
             pass
+
+
+GOODBYE = field(11, b"")  # control.Response {goodbye: {}}, id 0
+
+
+class FakeNode:
+    """A hostile node on the server side of the link: a TLS server holding
+    certdir's NAME.crt and NAME.key (a certificate of the cluster's CA,
+    as the real node NAME has), asking for the client's, that reads each
+    request frame and answers it with a Goodbye — a node's last word
+    before its re-exec — as often as it is asked. requests counts the
+    frames read, sessions the sessions accepted."""
+
+    def __init__(self, certdir, name):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        self.ctx.load_cert_chain("%s/%s.crt" % (certdir, name), "%s/%s.key" % (certdir, name))
+        self.ctx.load_verify_locations("%s/ca.crt" % certdir)
+        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.requests = self.sessions = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                raw, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw):
+        raw.settimeout(30)
+        try:
+            s = self.ctx.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        with self.lock:
+            self.sessions += 1
+        buf = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack("<I", buf[:4])[0]:
+                    buf = buf[4 + struct.unpack("<I", buf[:4])[0]:]
+                    with self.lock:
+                        self.requests += 1
+                    s.sendall(struct.pack("<I", len(GOODBYE)) + GOODBYE)
+        except (ssl.SSLError, OSError):
+            pass
+        s.close()
+
+    def close(self):
+        self.sock.close()

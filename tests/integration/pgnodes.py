@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 from gateway_util import Gateway
-from harness import EXAMPLES, Daemon, check, free_port, wait_for
+from harness import EXAMPLES, Daemon, check, free_port, policy, wait_for
 
 
 def node(tmp, pg, name):
@@ -126,6 +126,17 @@ def peer_node(tmp, pg, name, certdir, listen=True, cert_name=None, gateway=False
     with open(d.config, "a") as f:
         f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, name, conf))
     return d
+
+
+def counter_on_a(tmp, pg, certdir, **counter):
+    """Nodes a and b with the link, not started: the counter only a may run
+    (Nodes=a; counter_policy's other arguments in counter), and the test
+    gadget "good" only b may run (its own calls, while b forwards)."""
+    a, b = peer_node(tmp, pg, "a", certdir), peer_node(tmp, pg, "b", certdir)
+    for d in (a, b):
+        counter_policy(d, nodes="a", **counter)
+        policy(d.pol, "good", "Nodes=b\n")
+    return a, b
 
 
 def nodes_seen(d, n):

@@ -16,8 +16,8 @@
 
 static int fds[14];
 
-/* A state of two gadgets (one running, one stopped) and one control
- * connection, on real fds (pipes). */
+/* A state of three gadgets (one running, one stopped, one another node
+ * runs) and one control connection, on real fds (pipes). */
 static void make_state(struct reexec_state *s, struct unit_saved *u, struct control_handoff *h)
 {
         static char *methods[] = { "echo", "add" }, *sigs[] = { "", "(a: int, b: int) -> int" };
@@ -33,10 +33,14 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
         u[1] = (struct unit_saved){ .name = "beta", .path = "/srv/beta.policy", .state = UNIT_STOPPED,
                                     .cause = "stopped by gadgetctl", .pid = -1, .rpc_fd = -1, .report_fd = -1,
                                     .out_fd = -1, .err_fd = -1 };
+        u[2] = (struct unit_saved){ .name = "gamma", .path = "/srv/gamma.policy", .state = UNIT_REMOTE,
+                                    .cause = "runs on node node-a (epoch 7)", .owner = "node-a", .owner_epoch = 7,
+                                    .dormant = true, .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1,
+                                    .err_fd = -1 };
         h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
         *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
                                     .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
-                                    .n = 2, .units = u, .n_clients = 1, .clients = h,
+                                    .n = 3, .units = u, .n_clients = 1, .clients = h,
                                     .gateway = { .fd = fds[11],
                                                  .session = "0123456789abcdef0123456789abcdef"
                                                             "0123456789abcdef0123456789abcdef" },
@@ -74,10 +78,40 @@ static int read_bytes(const uint8_t *p, size_t n, char *err, size_t len)
         return e;
 }
 
+/* The state's bytes p (n of them, room for max) with gamma's owner
+ * "node-x" and what follows it (epoch, flag) replaced, its length and
+ * checksum made right: the new length, or 0. */
+static size_t remote_rewritten(uint8_t *p, size_t n, size_t max, const char *owner, uint64_t epoch, uint8_t dormant)
+{
+        static const uint8_t was[] = { 7, 0, 0, 0, 'n', 'o', 'd', 'e', '-', 'x', 0 };
+        uint8_t *at = memmem(p, n, was, sizeof was);
+        size_t ol = strlen(owner) + 1, rest_at = at ? (size_t)(at - p) + sizeof was + 9 : 0;
+        uint8_t mid[4 + 128 + 9];
+        if (!at || ol > 128 || n - sizeof was - 9 + 4 + ol + 9 > max)
+                return 0;
+        for (size_t i = 0; i < 4; i++)
+                mid[i] = (uint8_t)(ol >> (8 * i));
+        memcpy(mid + 4, owner, ol);
+        for (size_t i = 0; i < 8; i++)
+                mid[4 + ol + i] = (uint8_t)(epoch >> (8 * i));
+        mid[4 + ol + 8] = dormant;
+        size_t tail = n - rest_at, m = (size_t)(at - p) + 4 + ol + 9 + tail;
+        memmove(at + 4 + ol + 9, p + rest_at, tail);
+        memcpy(at, mid, 4 + ol + 9);
+        uint64_t body = m - 24, h = 14695981039346656037ull;
+        for (size_t i = 24; i < m; i++)
+                h = (h ^ p[i]) * 1099511628211ull;
+        for (size_t i = 0; i < 4; i++)
+                p[12 + i] = (uint8_t)(body >> (8 * i));
+        for (size_t i = 0; i < 8; i++)
+                p[16 + i] = (uint8_t)(h >> (8 * i));
+        return m;
+}
+
 static void test_round_trip(void)
 {
         struct reexec_state s, r;
-        struct unit_saved u[2];
+        struct unit_saved u[3];
         struct control_handoff h[1];
         char err[512] = "";
         make_state(&s, u, h);
@@ -86,7 +120,7 @@ static void test_round_trip(void)
         CHECK(!(fcntl(fd, F_GETFD) & FD_CLOEXEC), "the state's fd is inherited by the exec");
         CHECK(reexec_state_read(fd, &r, err, sizeof err) == 0, "read back: %s", err);
         close(fd);
-        CHECK(r.n == 2 && r.n_clients == 1 && r.listen_fd == fds[4] && r.answer_fd == fds[5] && r.answer_id == 7,
+        CHECK(r.n == 3 && r.n_clients == 1 && r.listen_fd == fds[4] && r.answer_fd == fds[5] && r.answer_id == 7,
               "the counts and the listening socket");
         CHECK(r.state_lock == fds[8] && r.socket_lock == fds[9] && r.uid_lock == fds[10] &&
                       reexec_fd_kept(&r, fds[10]),
@@ -109,6 +143,10 @@ static void test_round_trip(void)
         CHECK(strcmp(r.units[1].name, "beta") == 0 && r.units[1].state == UNIT_STOPPED &&
                       strcmp(r.units[1].cause, "stopped by gadgetctl") == 0 && r.units[1].rpc_fd == -1,
               "the stopped gadget, its cause");
+        CHECK(strcmp(r.units[2].name, "gamma") == 0 && r.units[2].state == UNIT_REMOTE &&
+                      strcmp(r.units[2].owner, "node-a") == 0 && r.units[2].owner_epoch == 7 && r.units[2].dormant &&
+                      r.units[2].rpc_fd == -1,
+              "the gadget another node runs: its owner, epoch and want");
         CHECK(r.clients[0].fd == fds[5] && r.clients[0].spoke && r.clients[0].input_len == 9 &&
                       memcmp(r.clients[0].input + 4, "hello", 5) == 0,
               "the control connection and its unread bytes");
@@ -133,7 +171,7 @@ static void test_round_trip(void)
 static void test_damage_refused(void)
 {
         struct reexec_state s;
-        struct unit_saved u[2];
+        struct unit_saved u[3];
         struct control_handoff h[1];
         static uint8_t b[8192], c[8192];
         char err[512];
@@ -153,15 +191,23 @@ static void test_damage_refused(void)
                 flip_ok += read_bytes(c, n, err, sizeof err) == 0 || !err[0];
         }
         CHECK(flip_ok == 0, "%zu of %zu changed bytes read, or refused without a reason", flip_ok, n);
+        b[8] = 3; /* the image before: the same record, never with a remote gadget */
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gamma has an unknown state 5"), "version 3: %s",
+              err);
         b[8] = 1; /* another version: the one before the gateway's fields */
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 1"), "version: %s", err);
+        make_state(&s, u, h);
+        s.n = 2; /* no remote gadget: version 3 reads as version 4 */
+        n = bytes_of(&s, b, sizeof b);
+        b[8] = 3;
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 3 without a remote gadget: %s", err);
 }
 
 /* States that are whole (a right checksum) but lie. */
 static void test_lies_refused(void)
 {
         struct reexec_state s;
-        struct unit_saved u[2];
+        struct unit_saved u[3];
         struct control_handoff h[1];
         static uint8_t b[8192];
         char err[512];
@@ -189,6 +235,35 @@ static void test_lies_refused(void)
         u[1].state = UNIT_STARTING;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "unknown state"), "%s", err);
+        make_state(&s, u, h);
+        u[2].owner = "Node A";
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "an owner that is no node name is not handed on: %s", err);
+        make_state(&s, u, h);
+        u[2].owner = "";
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "no owner: %s", err);
+        /* What a writer never makes, each with a right checksum. */
+        static const struct { const char *owner; uint64_t epoch; uint8_t dormant; const char *why; } lie[] = {
+                { "Node A", 7, 0, "is not a node's lease" },  { "", 7, 0, "is not a node's lease" },
+                { "node-a", 1ull << 63, 0, "is not a node's lease" }, { "node-a", 7, 2, "unknown flag 2" },
+                { "../b", 1, 0, "is not a node's lease" },
+        };
+        for (size_t i = 0; i < sizeof lie / sizeof *lie; i++) {
+                make_state(&s, u, h);
+                u[2].owner = "node-x";
+                n = bytes_of(&s, b, sizeof b);
+                n = remote_rewritten(b, n, sizeof b, lie[i].owner, lie[i].epoch, lie[i].dormant);
+                CHECK(n && read_bytes(b, n, err, sizeof err) < 0 && strstr(err, lie[i].why), "lie %zu: %s", i, err);
+        }
+        make_state(&s, u, h);
+        char longname[80];
+        memset(longname, 'a', sizeof longname - 1);
+        longname[sizeof longname - 1] = '\0';
+        u[2].owner = "node-x";
+        n = bytes_of(&s, b, sizeof b);
+        n = remote_rewritten(b, n, sizeof b, longname, 7, 0);
+        CHECK(n && read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "its owner has a length of 80"), "%s", err);
         make_state(&s, u, h);
         u[0].pid = 1;
         n = bytes_of(&s, b, sizeof b);
