@@ -432,7 +432,8 @@ static void test_logs_done_reload(void)
         CAPTURE(out, show_reload(f, NULL, &r, true));
         CHECK_STR(out,
                   "{\"loaded\":[\"a\",\"b\"],\"stopped\":[],\"restarted\":[],\"unchanged\":[],"
-                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"],\"kept\":[],\"changed\":[]}\n",
+                  "\"errors\":[\"/x/bad.policy:3: unknown key \\\"Foo\\\"\"],\"kept\":[],\"changed\":[],"
+                  "\"failed\":[]}\n",
                   "reload JSON");
         free(out);
         /* A gadget kept on its previous policy: named on stdout, its
@@ -483,6 +484,24 @@ static void test_logs_done_reload(void)
                 CHECK(out && strstr(out, "\"kept\":[{\"name\":\"a\",\"path\":\"/x/a.policy\",\"errors\":"
                                          "[\"/x/a.policy:2: bad\",\"/x/a.policy:5: worse\"]}]"),
                       "reload JSON: kept with name, path, errors: %s", out);
+                free(out);
+                /* A restart whose new process did not start: named on
+                 * stdout, why on stderr (escaped), in JSON with its cause. */
+                Control__ReloadFailed fl = CONTROL__RELOAD_FAILED__INIT;
+                Control__ReloadFailed *flp = &fl;
+                fl.name = "e", fl.cause = "did not start (killed by signal SIGABRT)\x1b";
+                k.failed = &flp, k.n_failed = 1, k.kept = NULL, k.n_kept = 0;
+                ef = open_memstream(&err, &elen);
+                CAPTURE(out, show_reload(f, ef, &k, false));
+                fclose(ef);
+                CHECK_STR(out, "unchanged: b\nnot restarted: e\n", "reload: the failed restart named");
+                CHECK_STR(err, "e: its changed policy's new process did not start (killed by signal SIGABRT)\\x1b; it "
+                          "serves on with its previous process and policy\n", "reload: why, escaped, on stderr");
+                free(out);
+                free(err);
+                CAPTURE(out, show_reload(f, NULL, &k, true));
+                CHECK(out && strstr(out, "\"failed\":[{\"name\":\"e\",\"cause\":\"did not start (killed by signal "
+                                         "SIGABRT)\\u001B\"}]"), "reload JSON: failed with its cause: %s", out);
                 free(out);
         }
         char *two[] = { "/x/bad.policy:3: unknown key \"Foo\"\n/x/bad.policy:4: bad value \x1b" };
