@@ -489,14 +489,18 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
 
 /* Ends a pre-warmed sandbox that will not be used, with its run's
  * resources. */
-static void warm_drop(struct unit *u)
+static void warm_end(struct unit *u, const char *gone)
 {
-        if (u->run->child.go_fd < 0)
-                return;
         if (u->run->child.pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
         waitpid(u->run->child.pid, NULL, 0);
-        drop_worker(u, "its pre-warmed sandbox was dropped");
+        drop_worker(u, gone);
+}
+
+static void warm_drop(struct unit *u)
+{
+        if (u->run->child.go_fd >= 0)
+                warm_end(u, "its pre-warmed sandbox was dropped");
 }
 
 int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
@@ -557,7 +561,10 @@ void unit_start(struct unit *u)
          * away meanwhile, the start goes cold. */
         if (warm && spawn_go(&u->run->child, err, sizeof err) < 0) {
                 log_msg(L_WARN, u->policy->name, "pre-warmed sandbox lost (%s): starting cold", err);
-                warm_drop(u);
+                /* Why not warm_drop: spawn_go closed the go fd, and the
+                 * sandbox's uid, cgroup and pipes must go before the cold
+                 * start takes new ones (LeakSanitizer saw its cgroup lost). */
+                warm_end(u, "its pre-warmed sandbox was lost");
                 warm = false;
         }
         if ((e = unit_run_go(u->run, warm, err, sizeof err)) < 0)

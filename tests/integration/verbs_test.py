@@ -106,6 +106,35 @@ def kill_then_restart_applies(tmp):
 
 
 @test
+def lost_prewarmed_sandbox_starts_cold(tmp):
+    """While a crashed gadget's restart backs off, gadgetd builds its next
+    sandbox ahead (pre-warmed). If that sandbox dies before the restart's
+    go, the restart starts cold, saying so, and what the lost sandbox held
+    (its host uid, its cgroup, its process) is given back: the gadget runs
+    again in one sandbox, and (under the sanitizers) nothing leaks."""
+    with Daemon(tmp) as d:
+        load(d, "g", "Restart=always\n")
+        pid = ready(d, "g")
+        # Quick crashes until a restart backs off 800 ms (the fourth).
+        while "restarting in 800 ms" not in d.logtext():
+            d.ctl("call", "g", "crash")
+            wait_for(lambda: (d.state("g") == "ready" and info(d, "g")["pid"] != pid) or
+                     "restarting in 800 ms" in d.logtext(), what="g restarted after a crash")
+            pid = info(d, "g")["pid"]
+        # The crashed process is gone: the one sandbox is the pre-warmed one.
+        warm = wait_for(lambda: workers(d) or None, what="the pre-warmed sandbox")
+        check(d.state("g") == "starting", "g waits out its restart delay: %s" % d.state("g"))
+        os.kill(warm[0], 9)
+        wait_for(lambda: d.state("g") == "ready", what="g ready after the lost sandbox")
+        check("pre-warmed sandbox lost" in d.logtext(), "the cold start is logged: %s" % d.logtext()[-1500:])
+        new = info(d, "g")["pid"]
+        check(new != warm[0], "a new sandbox: %d" % new)
+        wait_for(lambda: workers(d) == [new], what="one sandbox, the new one: %r, %r" % (workers(d), new))
+        r = d.ctl("call", "g", "echo", "1")
+        check(r.returncode == 0 and r.stdout.strip() == "1", "a call after it: %r" % r)
+
+
+@test
 def unload_forgets_a_loaded_gadget(tmp):
     with Daemon(tmp) as d:
         other = os.path.join(tmp, "elsewhere")
