@@ -45,7 +45,9 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .name = u->policy->name,
                 .state = unit_state_name(u->state),
                 .cause = u->cause[0] ? u->cause : u->last_cause,
-                .pid = u->run->child.pid > 0 ? u->run->child.pid : 0,
+                /* A sandbox pre-warmed for the next start runs no
+                 * program yet: no pid to show (or for kill to signal). */
+                .pid = u->run->child.pid > 0 && u->run->child.go_fd < 0 ? u->run->child.pid : 0,
                 .uptime_ms = unit_uptime_ms(u),
                 .restarts = u->restarts,
                 .calls = u->calls,

@@ -96,7 +96,8 @@ def kill_then_restart_applies(tmp):
         for sig, name in (("usr1", "USR1"), ("SIGKILL", "KILL"), ("9", "KILL")):
             r = d.ctl("kill", "g", sig)
             check(r.returncode == 0 and "sent SIG%s to g (pid %d)" % (name, pid) in r.stdout, "kill %s: %r" % (sig, r))
-            wait_for(lambda: d.state("g") == "ready" and info(d, "g")["pid"] not in (0, pid),
+            # One status read: its state and pid of one moment.
+            wait_for(lambda: (lambda g: g["state"] == "ready" and g["pid"] not in (0, pid))(info(d, "g")),
                      what="g restarted after SIG%s" % name)
             new = info(d, "g")["pid"]
             # A sandbox being made for the next start may show for a moment.
