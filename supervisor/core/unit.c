@@ -88,7 +88,7 @@ void unit_free(struct unit *u)
         if (u->run->child.pid > 0) {
                 if (u->run->child.pidfd >= 0)
                         syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
-                waitpid(u->run->child.pid, NULL, 0);
+                unit_run_wait(u->run);
         }
         unit_events_going(u);
         unit_wake_done(u);
@@ -247,7 +247,10 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
                 log_msg(L_ERR, r->u->policy->name, "sandbox report refused: %s", msg);
                 unit_run_kill(r, "sandbox report refused");
         }
-        while (waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
+        /* One adopted through the fd store is systemd's to reap: it said
+         * how its program ended, or it was killed. */
+        pstatus = SIGKILL;
+        while (!r->child.foreign && waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
                 ;
         if (!r->have_program_status)
                 r->program_status = pstatus;
@@ -465,6 +468,7 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
         } else {
                 struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
                                          .helper = &u->core->helper, .prewarm = prewarm,
+                                         .handoff_ms = u->core->cfg.handoff_ms,
                                          .host_uid = r->uid, .stdout_fd = out_w,
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = r,
@@ -495,7 +499,7 @@ static void warm_drop(struct unit *u)
                 return;
         if (u->run->child.pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
-        waitpid(u->run->child.pid, NULL, 0);
+        unit_run_wait(u->run);
         drop_worker(u, "its pre-warmed sandbox was dropped");
 }
 
@@ -514,7 +518,7 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
                 snprintf(err, errlen, "out of memory");
                 unit_run_kill(r, NULL);
-                waitpid(r->child.pid, NULL, 0);
+                unit_run_wait(r);
                 return -ENOMEM;
         }
         r->child.rpc_fd = -1; /* the peer owns it */
@@ -586,7 +590,7 @@ void unit_adopt_failed(struct unit *u, const char *why)
                 if (u->run->child.pidfd < 0)
                         kill(u->run->child.pid, SIGKILL);
                 unit_kill(u, NULL);
-                waitpid(u->run->child.pid, NULL, 0);
+                unit_run_wait(u->run);
         }
         drop_worker(u, why);
         unit_set_state(u, UNIT_FAILED);

@@ -480,4 +480,5 @@ void spawn_child_close(struct spawn_child *c)
                 close(c->report_fd);
         wire_reader_free(&c->report);
         c->pidfd = c->rpc_fd = c->report_fd = -1;
+        c->foreign = false;
 }
