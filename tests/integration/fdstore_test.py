@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 
 from harness import GADGETD, Daemon, check, main, pid_alive, test, wait_for
@@ -180,4 +181,4 @@ def fdstore_without_manager_stops(tmp):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
