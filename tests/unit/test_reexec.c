@@ -27,7 +27,7 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
                                     .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
                                     .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
-                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[11], .uid = 1879048200u,
+                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[13], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
                                     .sig_texts = sigs };
         u[1] = (struct unit_saved){ .name = "beta", .path = "/srv/beta.policy", .state = UNIT_STOPPED,
@@ -96,7 +96,7 @@ static void test_round_trip(void)
                       r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].pid == 4242 &&
                       r.units[0].rpc_fd == fds[0] && r.units[0].err_fd == fds[3] && r.units[0].uid == 1879048200u &&
                       r.units[0].started_ms == 5000 && r.units[0].start_us == 1200 &&
-                      r.units[0].pidfd == fds[11] && reexec_fd_kept(&r, fds[11]),
+                      r.units[0].pidfd == fds[13] && reexec_fd_kept(&r, fds[13]),
               "the running gadget");
         CHECK(r.units[0].n_methods == 2 && strcmp(r.units[0].methods[1], "add") == 0 &&
                       strcmp(r.units[0].sig_texts[1], "(a: int, b: int) -> int") == 0 &&
