@@ -416,7 +416,7 @@ static const struct peer_handlers handlers = {
         .closed = on_closed,
 };
 
-static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
+static int make_cgroup(void *arg, struct cgroup **cg, char *err, size_t errlen)
 {
         struct unit_run *r = arg;
         int e = limiter_cgroup(&r->u->core->limiter, unit_run_policy(r), &r->limits, err, errlen);

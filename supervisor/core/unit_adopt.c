@@ -196,7 +196,7 @@ static int adopt_rest(struct core *c, struct unit *u, const struct unit_saved *s
         }
         u->run->uid = s->uid;
         u->run->have_uid = true;
-        if ((e = limiter_adopt(&c->limiter, u->policy, &u->run->limits, err, len)) < 0 ||
+        if ((e = limiter_adopt(&c->limiter, u->policy, &u->run->limits, s->pid, err, len)) < 0 ||
             (e = bindings_load(u->bind, err, len)) < 0)
                 return e;
         if (c->bindings.lease && c->adopt_lease_until <= monotime_ms()) {
@@ -211,9 +211,12 @@ static int adopt_rest(struct core *c, struct unit *u, const struct unit_saved *s
 
 const char *core_handoff_refused(const struct core *c)
 {
-        if (strcmp(c->limiter.mode, "rlimits") != 0)
-                return "the gadgets' cgroups are named after this gadgetd's pid, which the next one does not have: "
-                       "not handed on through the fd store yet (LimitsMode=rlimits only)";
+        /* Why: below gadgetd's cgroup, they would keep systemd from starting
+         * the next gadgetd there (cgroup_scope.h), and their directories
+         * are named after this gadgetd's pid. */
+        if (strcmp(c->limiter.mode, "rlimits") != 0 && !c->limiter.cg.scopes)
+                return "the gadgets' cgroups are below gadgetd's own (no scope of its own for each from systemd: "
+                       "see the limits lines at gadgetd's start)";
         return NULL;
 }
 

@@ -35,7 +35,7 @@ struct spawn_opts {
         /* Makes the gadget's cgroup (*cg NULL: none) while the worker builds
          * its sandbox; the worker joins it before its limits are set and
          * the program starts. NULL: no cgroup. 0 or -errno with err. */
-        int (*make_cgroup)(void *arg, const struct cgroup **cg, char *err, size_t errlen);
+        int (*make_cgroup)(void *arg, struct cgroup **cg, char *err, size_t errlen);
         void *make_cgroup_arg;
         uint64_t nproc;                  /* RLIMIT_NPROC, from limiter_start */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
