@@ -626,6 +626,8 @@ static void handoff_exit(struct daemon *d)
         int fd = -1, e = state_build(d, &s);
         if (e == 0 && (fd = reexec_state_write(&s)) < 0)
                 snprintf(why, sizeof why, "cannot write the state: %s", strerror(-fd));
+        /* The spare shell lives in gadgetd's cgroup: systemd kills it. */
+        core_reexec_drop_spare(d->core);
         if (fd >= 0 && fdstore_push(&s, fd, why, sizeof why) == 0) {
                 core_handoff_signal(d->core, false);
                 log_msg(L_INFO, NULL, "handed %zu gadgets to the next gadgetd through systemd's fd store; exiting "

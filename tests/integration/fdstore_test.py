@@ -14,6 +14,7 @@ import array
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -73,16 +74,24 @@ class Store:
         with self.cond:
             return dict(self.fds)
 
-    def close(self):
-        """A stop: systemd closes every fd of the store."""
+    def close(self, keep_sockets=False):
+        """A stop: systemd closes every fd of the store. keep_sockets: the
+        sockets stay open (returned), the gadget's link among them, so that
+        only its report pipe's closing can tell the sandbox to end."""
+        kept = []
         with self.cond:
             for fd in self.fds.values():
-                os.close(fd)
+                if keep_sockets and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    kept.append(fd)
+                else:
+                    os.close(fd)
             self.fds = {}
+        return kept
 
 
 def config(tmp, timeout="30s"):
-    """FdStore=yes; limits by rlimits: the fd store hands no cgroup on yet."""
+    """FdStore=yes; limits by rlimits: no systemd here to make the gadgets'
+    scopes (the guest's service check has them)."""
     path = os.path.join(tmp, "gadgetd.conf")
     with open(path, "w") as f:
         f.write("[Daemon]\nFdStore=yes\nFdStoreTimeout=%s\n" % timeout)
@@ -146,10 +155,15 @@ def fdstore_restart_keeps_gadgets(tmp):
             # The next gadgetd empties the store: no copy of its ends is left there.
             wait_for(store.empty, what="the store emptied: %r" % store.take())
         check("adopted" in d.logtext(), "the adoption's line")
-        # A stop: the handoff again, then systemd closes the store: the sandbox ends by itself.
+        # A stop: the handoff again, then systemd closes the store: the
+        # sandbox ends by itself, told by its report pipe alone (its link
+        # kept open here: the test gadget would end at its end of file).
         handoff(d, store)
-        store.close()
-        wait_for(lambda: not pid_alive(pid), what="the sandbox's end once the store closed")
+        kept = store.close(keep_sockets=True)
+        check(kept, "no socket among the store's fds")
+        wait_for(lambda: not pid_alive(pid), timeout=10, what="the sandbox's end once the store closed")
+        for fd in kept:
+            os.close(fd)
 
 
 @test
