@@ -1040,12 +1040,15 @@ int daemon_main(int argc, char **argv)
                 return 2;
         }
         /* Or what a previous gadgetd left in systemd's fd store. */
-        if (d.reexec_fd < 0 && (d.reexec_fd = fdstore_take()) >= 0)
+        char stored[160] = "";
+        if (d.reexec_fd < 0 && (d.reexec_fd = fdstore_take(stored, sizeof stored)) >= 0)
                 d.from_store = true;
         if (d.reexec_fd >= 0) {
                 d.reexeced = true;
                 adopt_read(d.reexec_fd, &d.adopt);
         }
+        if (stored[0])
+                log_msg(d.from_store ? L_INFO : L_ERR, NULL, "%s", stored);
         self_path(d.self_path, sizeof d.self_path);
         d.argv = calloc((size_t)argc + 1, sizeof *d.argv);
         if (d.argv)

@@ -11,7 +11,6 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#include "system/log.h"
 
 /* Most fds taken back (LISTEN_FDS), and the highest number one may have. */
 #define TAKE_MAX 65536
@@ -32,7 +31,10 @@ bool fdstore_available(void)
 static int push_one(int fd, const char *name)
 {
         char msg[96];
-        snprintf(msg, sizeof msg, "FDSTORE=1\nFDNAME=%s", name);
+        /* FDPOLL=0: systemd would drop a stored fd at its hangup (a control
+         * connection whose client left), and the state would then name an
+         * fd the next gadgetd lacks. */
+        snprintf(msg, sizeof msg, "FDSTORE=1\nFDPOLL=0\nFDNAME=%s", name);
         int e = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
         return e > 0 ? 0 : e == 0 ? -ENOTCONN : e;
 }
@@ -122,10 +124,11 @@ static int listen_env(char **names)
         return (int)n;
 }
 
-int fdstore_take(void)
+int fdstore_take(char *note, size_t len)
 {
         char *names, *save = NULL;
         int n = listen_env(&names);
+        note[0] = '\0';
         if (n < 0 || !names) {
                 free(names);
                 return -1;
@@ -179,8 +182,8 @@ int fdstore_take(void)
         else
                 unsetenv("LISTEN_FDS");
         if (n > sockets)
-                log_msg(state >= 0 ? L_INFO : L_ERR, NULL, "systemd's fd store held %d fds of a previous gadgetd%s",
-                        n - sockets, state >= 0 ? "" : " but no state: closed, its sandboxes end");
+                snprintf(note, len, "systemd's fd store held %d fds of a previous gadgetd%s", n - sockets,
+                         state >= 0 ? "" : " but no state: closed, its sandboxes end");
         free(high);
         free(target);
         free(name);

@@ -22,5 +22,8 @@ int fdstore_push(const struct reexec_state *s, int state_fd, char *err, size_t l
  * (the one place they are mapped: a name of another form, a number below 3
  * or named twice is closed), removes them from the store and leaves
  * LISTEN_FDS to the sockets only. The state's fd, or -1 (none: whatever
- * fds were stored are closed, so the sandboxes they kept end). */
-int fdstore_take(void);
+ * fds were stored are closed, so the sandboxes they kept end); note says
+ * what was found ("" if nothing), to log once the fds the state does not
+ * name are closed (no log line before: libsystemd's journal socket would
+ * be one of them). */
+int fdstore_take(char *note, size_t len);
