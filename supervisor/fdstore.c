@@ -167,8 +167,16 @@ int fdstore_take(char *note, size_t len)
         for (int i = sockets; high && i < n; i++) {
                 if (target[i] == -2 && state < 0)
                         state = high[i];
-                else if (target[i] >= 0 && high[i] >= 0 && dup2(high[i], target[i]) >= 0)
+                else if (target[i] >= 0 && high[i] >= 0 && dup2(high[i], target[i]) >= 0) {
                         close(high[i]);
+                        /* systemd passes them blocking (NonBlocking=no clears
+                         * O_NONBLOCK on the open file, which gadgetd shares
+                         * with no one): as they were, or a read of a link,
+                         * a pipe or a control connection would stall the loop. */
+                        int fl = fcntl(target[i], F_GETFL);
+                        if (fl >= 0)
+                                fcntl(target[i], F_SETFL, fl | O_NONBLOCK);
+                }
                 else if (high[i] >= 0)
                         close(high[i]);
                 /* Out of the store: the fds are this process's alone now. */

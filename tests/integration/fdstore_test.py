@@ -130,6 +130,8 @@ def start_from_store(d, store, env):
         high = [os.dup(fd) for fd in fds]  # above 3 + len(fds): the test holds more than that
         for i, fd in enumerate(high):
             os.dup2(fd, 3 + i, inheritable=True)
+            # As systemd (NonBlocking=no): the open file loses O_NONBLOCK.
+            os.set_blocking(3 + i, True)
     e = dict(env, LISTEN_FDS=str(len(fds)), LISTEN_FDNAMES=":".join(names))
     cmd = ["sh", "-c", 'LISTEN_PID=$$; export LISTEN_PID; exec "$@"', "sh", GADGETD, "--policy-dir", d.pol,
            "--state-dir", os.path.join(d.tmp, "state"), "--socket", d.sock, "--run-dir", os.path.join(d.tmp, "run"),
