@@ -452,8 +452,8 @@ out:
 }
 
 /* CGROUP_HOST_SCOPES (cgroup_scope.h): on a systemd host with a unified
- * hierarchy that offers gadgetd's cgroup controllers, each gadget gets a
- * delegated scope of its own; gadgetd stays where it is and hands nothing
+ * hierarchy, where gadgetd's own unit is delegated and its cgroup offers
+ * controllers, each gadget gets a delegated scope of its own; gadgetd stays where it is and hands nothing
  * down. Why this is safe: nothing is written here; each scope is made by
  * systemd and written below only (cgroup_scope.c). 1 when set up, 0 if
  * not (the usual layout is tried), -ENOMEM. */
@@ -462,8 +462,14 @@ static int setup_scopes(struct cgroup_host *h, const struct cg_tables *t)
         struct cg_mount m;
         char path[PATH_MAX], avail[256], *own = NULL, *mount = NULL;
         unsigned want = 0;
+        char why[256];
         if (!scope_systemd_running() || find_mount(t, NULL, &m) < 0 || strcmp(m.root, "/") != 0 ||
-            own_path(t, NULL, path, sizeof path) < 0 || own_dir(&m, path, &own) < 0)
+            own_path(t, NULL, path, sizeof path) < 0)
+                return 0;
+        /* Only where systemd answers on the bus (each gadget's start asks
+         * it for a scope) and delegated gadgetd's own unit. */
+        const char *unit = strrchr(path, '/');
+        if (scope_delegated(unit ? unit + 1 : path, why, sizeof why) != 1 || own_dir(&m, path, &own) < 0)
                 return 0;
         if (cgroup_read_file(own, "cgroup.controllers", avail, sizeof avail) < 0)
                 avail[0] = '\0';
