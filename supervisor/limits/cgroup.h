@@ -17,7 +17,11 @@
  * no one reads the usage of a one-shot run (with MemoryMax, cpu, cpuacct
  * and cpuset too: the view a runtime needs to see the limit).
  *
- * Instance directories of gadgetds that are gone are removed at start. */
+ * Instance directories of gadgetds that are gone are removed at start.
+ *
+ * With CGROUP_HOST_SCOPES (FdStore=yes under systemd, v2) there is no
+ * instance directory and gadgetd hands nothing down from OWN: each gadget
+ * gets .../gadgetd-NAME-PID.scope/gadget instead (cgroup_scope.h). */
 #pragma once
 
 #include <sched.h>
