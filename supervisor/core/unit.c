@@ -13,6 +13,7 @@
 
 #include "bindings/bindings.h"
 #include "core_int.h"
+#include "sandbox_abi.h"
 #include "contract.h"
 #include "system/log.h"
 #include "link/peer.h"
@@ -239,6 +240,13 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         if (e == SPAWN_REPORT_STATUS) {
                 r->program_status = status;
                 r->have_program_status = true;
+                /* FdStore= mode: its counters (an OOM kill) read while its
+                 * sandbox still holds its cgroup, which systemd removes with
+                 * its scope once empty; then the sandbox may end. */
+                if (r->u->core->cfg.handoff_ms && r->child.pidfd >= 0) {
+                        limiter_check(&r->limits, unit_run_policy(r), r->u->core->audit);
+                        syscall(SYS_pidfd_send_signal, r->child.pidfd, SANDBOX_SIG_ADOPTED, NULL, 0);
+                }
                 return;
         }
         if (e > 0 || e == -EAGAIN)

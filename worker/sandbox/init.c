@@ -142,9 +142,40 @@ static int wait_exec(int rd, const struct sandbox_config *cfg)
         return -1;
 }
 
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* FdStore= mode, the program's status reported: waits (END_ACK_MS at
+ * most) until gadgetd says it read the gadget's counters
+ * (SANDBOX_SIG_ADOPTED from outside) or its report pipe has no reader.
+ * Why: the gadget's cgroup is then in a scope of its own, which systemd
+ * removes as soon as it is empty, and with it the count of OOM kills
+ * that says why the program ended. */
+#define END_ACK_MS 1000
+static void wait_read(const struct sandbox_config *cfg, int sfd)
+{
+        uint64_t end = now_ms() + END_ACK_MS, now;
+        while (sfd >= 0 && (now = now_ms()) < end) {
+                struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = cfg->report_fd, .events = 0 } };
+                if (poll(p, 2, (int)(end - now)) <= 0)
+                        continue;
+                if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))
+                        return;
+                struct signalfd_siginfo si;
+                if ((p[0].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si &&
+                    si.ssi_signo == SANDBOX_SIG_ADOPTED && si.ssi_code == SI_USER && si.ssi_pid == 0)
+                        return;
+        }
+}
+
 /* Reaps what ended; for the program, reports its status and ends PID 1,
- * which ends every other process of the namespace. */
-static void reap(const struct sandbox_config *cfg, pid_t child)
+ * which ends every other process of the namespace (sfd: FdStore= mode's
+ * signalfd, -1 otherwise). */
+static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
 {
         int status;
         pid_t pid;
@@ -152,15 +183,9 @@ static void reap(const struct sandbox_config *cfg, pid_t child)
                 if (pid != child)
                         continue;
                 sandbox_report_status(cfg->report_fd, status);
+                wait_read(cfg, sfd);
                 _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
-}
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* FdStore= mode (no parent-death signal): the sandbox ends by itself when
@@ -184,7 +209,7 @@ static _Noreturn void handoff_loop(const struct sandbox_config *cfg, const sigse
                 if (n < 0)
                         continue;
                 if (n == 0 || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
-                        reap(cfg, child);
+                        reap(cfg, child, sfd);
                         kill(-1, SIGKILL);
                         _exit(125); /* no gadgetd: no sandbox lives on unwatched */
                 }
@@ -193,7 +218,7 @@ static _Noreturn void handoff_loop(const struct sandbox_config *cfg, const sigse
                         continue;
                 bool outside = si.ssi_code == SI_USER && si.ssi_pid == 0;
                 if (si.ssi_signo == SIGCHLD)
-                        reap(cfg, child);
+                        reap(cfg, child, sfd);
                 else if (si.ssi_signo == SANDBOX_SIG_HANDOFF)
                         deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
                 else if (si.ssi_signo == SANDBOX_SIG_ADOPTED)
@@ -257,6 +282,6 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                         kill(child, si.si_signo);
                         continue;
                 }
-                reap(cfg, child);
+                reap(cfg, child, -1);
         }
 }
