@@ -5,9 +5,10 @@ LISTEN_FDS and adopts them (same pids, kv state) and empties the store;
 a store closed (systemd's stop) ends every sandbox at once; a store that
 no gadgetd takes within FdStoreTimeout= ends them too. systemd's part is
 played by this test: a datagram socket as NOTIFY_SOCKET that keeps the
-fds of FDSTORE=1 messages by FDNAME and drops them on FDSTOREREMOVE=1,
-and the fds passed to the next gadgetd as systemd passes them (from fd 3,
-LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID). The real systemd's side is the
+fds of FDSTORE=1 messages by FDNAME and drops them on FDSTOREREMOVE=1
+(and, unless FDPOLL=0, once they hang up), and the fds passed to the next
+gadgetd as systemd passes them (from fd 3, LISTEN_FDS, LISTEN_FDNAMES,
+LISTEN_PID, blocking). The real systemd's side is the
 Debian 12 guest's (tests/vm). Usage: fdstore_test.py TEST. Environment:
 GADGETD, GADGETCTL, TESTGADGET."""
 import array
