@@ -44,6 +44,13 @@ enum sandbox_fd {
  * raises for a fault (SEGV, BUS, ILL, FPE, TRAP, SYS, ABRT), KILL, and
  * PIPE (gadgetd ignores it). The real-time signals SIGRTMIN..SIGRTMAX go
  * the same way. */
+/* gadgetd -> the sandbox's PID 1 in FdStore= mode (sandbox.proto
+ * handoff_ms), never forwarded to the program and taken only from outside
+ * the sandbox's PID namespace (si_pid 0, SI_USER): "gadgetd left, its next
+ * process must adopt you within the bound" and "adopted". */
+#define SANDBOX_SIG_HANDOFF SIGURG
+#define SANDBOX_SIG_ADOPTED SIGWINCH
+
 #define SANDBOX_FORWARDED_SIGNALS \
         SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, \
         SIGPWR, SIGXCPU, SIGXFSZ, SIGSTKFLT

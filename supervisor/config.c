@@ -37,7 +37,9 @@ static void usage(FILE *f)
                    "                    ControlMaxLoads, Store=sqlite|postgresql (where kv bindings live,\n"
                    "                    default sqlite), StoreConnection= (libpq connection string, with\n"
                    "                    Store=postgresql), Node= (this gadgetd's name in the store, default\n"
-                   "                    the host name)\n"
+                   "                    the host name), FdStore=yes (SIGTERM under systemd hands the\n"
+                   "                    gadgets to the next gadgetd through the fd store), FdStoreTimeout=\n"
+                   "                    (how long a sandbox waits for it, default 60s)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout;\n"
@@ -295,6 +297,11 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 return policy_parse_bool(value, &cfg->allow_degraded_limits) == 0;
         if (strcmp(key, "RequireTypes") == 0)
                 return policy_parse_bool(value, &cfg->require_types) == 0;
+        if (strcmp(key, "FdStore") == 0)
+                return policy_parse_bool(value, &cfg->fd_store) == 0;
+        if (strcmp(key, "FdStoreTimeout") == 0)
+                return policy_parse_duration(value, &cfg->fd_store_timeout_ms) == 0 && cfg->fd_store_timeout_ms > 0 &&
+                       cfg->fd_store_timeout_ms <= 3600000;
         if (strcmp(key, "HTTPRequestsMax") == 0)
                 return parse_count(value, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max) == 0;
         if (strcmp(key, "LogLinesPerSecond") == 0)

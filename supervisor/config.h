@@ -43,6 +43,11 @@ struct config {
         /* PeerRevoked=FILE: node names (one a line) refused on the link
          * however valid their certificates, read again when it changes. */
         char *peer_revoked;
+        /* FdStore=yes: at SIGTERM under systemd, hand the gadgets to the next
+         * gadgetd through the fd store (fdstore.h) instead of stopping them;
+         * FdStoreTimeout=: how long each sandbox waits for it (0: 60 s). */
+        bool fd_store;
+        uint64_t fd_store_timeout_ms;
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -35,6 +35,7 @@
 #include "contract.h"
 #include "adopt.h"
 #include "reexec.h"
+#include "fdstore.h"
 
 #define QUIT_TIMEOUT_MS 5000
 /* gadgetctl daemon-reexec: how long it waits for the gadgets' calls in
@@ -65,6 +66,8 @@ struct daemon {
         int reexec_fd;
         bool reexeced;
         bool adopted;              /* its state read: it runs what the previous image ran, as it was */
+        bool from_store;           /* that state came from systemd's fd store (fdstore.h) */
+        bool handoff;              /* SIGTERM with FdStore=yes: the quiet is for the fd store */
         struct reexec_state adopt;
 };
 
@@ -533,41 +536,60 @@ static void reexec_damage(int fd)
 /* Quiet: the state goes into a memfd, exactly its fds lose close-on-exec,
  * and the binary at gadgetd's path runs in this process. Returns only if
  * that failed. */
-static void reexec_exec(struct daemon *d)
+/* What the next image needs, in s (to free with state_free): 0 or -ENOMEM. */
+static int state_build(struct daemon *d, struct reexec_state *s)
 {
-        struct reexec_state s = { .gateway.fd = -1, .peer_fd = -1 };
-        char why[4400], fdarg[16];
-        size_t n = 0, argc = 0;
+        size_t n = 0;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 n++;
+        size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
+        *s = (struct reexec_state){ .gateway.fd = -1, .peer_fd = -1 };
+        if (!(s->units = calloc(n + 1, sizeof *s->units)) || !(s->clients = calloc(nc + 1, sizeof *s->clients))) {
+                free(s->units);
+                return -ENOMEM;
+        }
+        control_reexec_info(d->control, &s->listen_fd, &s->activated, &s->answer_fd, &s->answer_id);
+        /* Kept, not taken again: no other gadgetd gets in between. */
+        s->state_lock = d->state_lock;
+        s->socket_lock = d->socket_lock;
+        s->uid_lock = core_uid_lock_fd(d->core);
+        if (d->gateway)
+                gateway_reexec_handoff(d->gateway, &s->gateway);
+        s->lease_until_ms = core_reexec_lease_until(d->core);
+        s->peer_fd = d->forward ? forward_listen_fd(d->forward) : -1;
+        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
+                unit_save(u, &s->units[s->n++]);
+        s->n_clients = control_reexec_clients(d->control, s->clients, nc);
+        bool asked = false;
+        for (size_t i = 0; i < s->n_clients; i++)
+                asked = asked || s->clients[i].fd == s->answer_fd;
+        if (!asked)
+                s->answer_fd = -1; /* it left, or its input ended */
+        return 0;
+}
+
+static void state_free(struct reexec_state *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                free(s->units[i].log);
+        free(s->units);
+        free(s->clients);
+}
+
+static void reexec_exec(struct daemon *d)
+{
+        struct reexec_state s;
+        char why[4400], fdarg[16];
+        size_t argc = 0;
         while (d->argv[argc])
                 argc++;
         char **argv = calloc(argc + 3, sizeof *argv);
-        size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
-        if (!argv || !(s.units = calloc(n + 1, sizeof *s.units)) ||
-            !(s.clients = calloc(nc + 1, sizeof *s.clients))) {
+        if (!argv || state_build(d, &s) < 0) {
                 free(argv);
-                free(s.units);
                 reexec_fail(d, GADGET_EFAILED, "out of memory");
                 return;
         }
-        control_reexec_info(d->control, &s.listen_fd, &s.activated, &s.answer_fd, &s.answer_id);
-        /* Kept, not taken again: no other gadgetd gets in between. */
-        s.state_lock = d->state_lock;
-        s.socket_lock = d->socket_lock;
-        s.uid_lock = core_uid_lock_fd(d->core);
-        if (d->gateway)
-                gateway_reexec_handoff(d->gateway, &s.gateway);
-        s.lease_until_ms = core_reexec_lease_until(d->core);
-        s.peer_fd = d->forward ? forward_listen_fd(d->forward) : -1;
-        for (struct unit *u = core_first(d->core); u; u = unit_next(u))
-                unit_save(u, &s.units[s.n++]);
-        s.n_clients = control_reexec_clients(d->control, s.clients, nc);
-        bool asked = false;
-        for (size_t i = 0; i < s.n_clients; i++)
-                asked = asked || s.clients[i].fd == s.answer_fd;
-        if (!asked)
-                s.answer_fd = -1; /* it left, or its input ended */
+        size_t n = s.n;
         int fd = reexec_state_write(&s);
         if (fd < 0) {
                 snprintf(why, sizeof why, "cannot write the state for the new image: %s", strerror(-fd));
@@ -586,12 +608,39 @@ static void reexec_exec(struct daemon *d)
                 close(fd);
                 snprintf(why, sizeof why, "cannot execute %s: %s", d->self_path, strerror(e));
         }
-        for (size_t i = 0; i < s.n; i++)
-                free(s.units[i].log);
-        free(s.units);
-        free(s.clients);
+        state_free(&s);
         free(argv);
         reexec_fail(d, GADGET_EFAILED, why);
+}
+
+static void stop_all(struct daemon *d);
+
+/* SIGTERM with FdStore=yes, the gadgets quiet: the state and its fds go to
+ * systemd's fd store, each sandbox is told to wait for the next gadgetd
+ * (within FdStoreTimeout=), and gadgetd exits without stopping them, as
+ * an exec would (nothing is torn down). If that cannot be done, a stop. */
+static void handoff_exit(struct daemon *d)
+{
+        struct reexec_state s;
+        char why[600] = "out of memory";
+        int fd = -1, e = state_build(d, &s);
+        if (e == 0 && (fd = reexec_state_write(&s)) < 0)
+                snprintf(why, sizeof why, "cannot write the state: %s", strerror(-fd));
+        /* The spare shell lives in gadgetd's cgroup: systemd kills it. */
+        core_reexec_drop_spare(d->core);
+        if (fd >= 0 && fdstore_push(&s, fd, why, sizeof why) == 0) {
+                core_handoff_signal(d->core, false);
+                log_msg(L_INFO, NULL, "handed %zu gadgets to the next gadgetd through systemd's fd store; exiting "
+                        "without stopping them (a stop closes the store and they end)", s.n);
+                fflush(stderr);
+                _exit(0);
+        }
+        if (fd >= 0)
+                close(fd);
+        if (e == 0)
+                state_free(&s);
+        log_msg(L_WARN, NULL, "fd store: stopping every gadget instead: %s", why);
+        stop_all(d);
 }
 
 static void reexec_poll(evutil_socket_t fd, short what, void *arg)
@@ -610,6 +659,12 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
                 timer_arm_ms(d->ev_reexec, REEXEC_POLL_MS);
                 return;
         }
+        if (e < 0 && d->handoff) {
+                log_msg(L_WARN, NULL, "fd store: stopping every gadget instead: %s%s", why,
+                        e == -EBUSY ? " after 2 s" : "");
+                stop_all(d);
+                return;
+        }
         if (e < 0) {
                 snprintf(msg, sizeof msg, "%s%s", why, e == -EBUSY ? " after 2 s: try again" : "");
                 reexec_fail(d, e == -EBUSY ? GADGET_EBUSY : GADGET_EUNAVAILABLE, msg);
@@ -617,28 +672,27 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
         }
         /* At a frame boundary of every worker, none of them read further. */
         core_reexec_hold(d->core, true);
-        reexec_exec(d);
+        if (d->handoff)
+                handoff_exit(d);
+        else
+                reexec_exec(d);
 }
 
-/* gadgetctl daemon-reexec (struct control_env): new control requests
- * wait (in the socket and the kernel's backlog) while the calls in
- * flight end. */
-static void reexec_begin(void *arg)
+/* Why gadgetd cannot be handed on now, by an exec or the fd store (NULL:
+ * it can). */
+static const char *handon_refused(struct daemon *d)
 {
-        struct daemon *d = arg;
         const char *why = NULL;
         if (!LIST_EMPTY(&d->loader.jobs) || !STAILQ_EMPTY(&d->loader.waiting))
                 why = "policy files are being read for gadgetctl load or restart: try again";
-        else if (!d->self_path[0])
-                why = "gadgetd's own binary path is unknown";
-        if (why) {
-                control_reexec_failed(d->control, GADGET_EUNAVAILABLE, why);
-                return;
-        }
-        if (!d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d))) {
-                control_reexec_failed(d->control, GADGET_EFAILED, "out of memory");
-                return;
-        }
+        return why;
+}
+
+/* New control requests, gateway requests and node-link sessions wait (in
+ * the sockets and the kernel's backlog) while the calls in flight end;
+ * reexec_poll looks. */
+static void quiet_begin(struct daemon *d)
+{
         control_reexec_hold(d->control, true);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, true);
@@ -648,11 +702,72 @@ static void reexec_begin(void *arg)
         timer_arm_ms(d->ev_reexec, 0);
 }
 
+/* gadgetctl daemon-reexec (struct control_env). */
+static void reexec_begin(void *arg)
+{
+        struct daemon *d = arg;
+        const char *why = handon_refused(d);
+        if (!why && !d->self_path[0])
+                why = "gadgetd's own binary path is unknown";
+        if (why) {
+                control_reexec_failed(d->control, GADGET_EUNAVAILABLE, why);
+                return;
+        }
+        if (!d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d))) {
+                control_reexec_failed(d->control, GADGET_EFAILED, "out of memory");
+                return;
+        }
+        quiet_begin(d);
+}
+
 static void quit_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
         core_kill_all(d->core, "gadgetd is stopping");
         event_base_loopbreak(d->base);
+}
+
+static void stop_all(struct daemon *d)
+{
+        if (d->handoff) {
+                /* What the quiet held is read again: a stop serves them to its end. */
+                d->handoff = false;
+                core_reexec_hold(d->core, false);
+                control_reexec_hold(d->control, false);
+                if (d->gateway)
+                        gateway_reexec_hold(d->gateway, false);
+                if (d->forward)
+                        forward_reexec_hold(d->forward, false);
+        }
+        notify_stopping(d->notify);
+        log_msg(L_INFO, NULL, "stopping every gadget");
+        core_stop_all(d->core, "gadgetd is stopping");
+        d->ev_quit = evtimer_new(d->base, quit_timeout, d);
+        if (d->ev_quit)
+                timer_arm_ms(d->ev_quit, QUIT_TIMEOUT_MS);
+        maybe_quit(d);
+}
+
+/* SIGTERM with FdStore=yes: the handoff begins as a re-exec does (new
+ * requests wait, the calls in flight end within 2 s), or, if it cannot be
+ * had, the stop. */
+static void handoff_begin(struct daemon *d)
+{
+        const char *why = handon_refused(d);
+        if (!why)
+                why = core_handoff_refused(d->core);
+        if (!why && !fdstore_available())
+                why = "no service manager to hand the gadgets to (NOTIFY_SOCKET is not set)";
+        if (!why && !d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d)))
+                why = "out of memory";
+        if (why) {
+                log_msg(L_WARN, NULL, "fd store: stopping every gadget instead: %s", why);
+                stop_all(d);
+                return;
+        }
+        notify_stopping(d->notify);
+        d->handoff = true;
+        quiet_begin(d);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -664,15 +779,12 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
                 notify_ready(d->notify);
                 return;
         }
-        if (core_stopping(d->core))
+        if (core_stopping(d->core) || d->handoff)
                 return;
-        notify_stopping(d->notify);
-        log_msg(L_INFO, NULL, "stopping every gadget");
-        core_stop_all(d->core, "gadgetd is stopping");
-        d->ev_quit = evtimer_new(d->base, quit_timeout, d);
-        if (d->ev_quit)
-                timer_arm_ms(d->ev_quit, QUIT_TIMEOUT_MS);
-        maybe_quit(d);
+        if (sig == SIGTERM && d->cfg.fd_store)
+                handoff_begin(d);
+        else
+                stop_all(d);
 }
 
 static int make_dir(const char *path, mode_t mode)
@@ -731,6 +843,7 @@ static int open_core(struct daemon *d)
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
                 .node_forget_ms = c->node_forget_ms,
                 .uid_lock_kept = d->adopt.uid_lock >= 0, .uid_lock_fd = d->adopt.uid_lock,
+                .handoff_ms = !c->fd_store ? 0 : c->fd_store_timeout_ms ? (uint32_t)c->fd_store_timeout_ms : 60000,
         };
         int e = core_open(&cc, &hooks, &d->core);
         if (e < 0)
@@ -816,6 +929,9 @@ static int setup(struct daemon *d)
                 return e;
         if (d->reexeced)
                 d->adopted = adopt_units(d->core, &d->adopt, adopted, sizeof adopted);
+        /* Their wait for this gadgetd is over (fdstore.h). */
+        if (d->from_store)
+                core_handoff_signal(d->core, true);
         if ((e = open_forward(d)) < 0)
                 return e;
         d->ev_term = evsignal_new(d->base, SIGTERM, signal_cb, d);
@@ -905,10 +1021,16 @@ int daemon_main(int argc, char **argv)
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;
         }
+        /* Or what a previous gadgetd left in systemd's fd store. */
+        char stored[160] = "";
+        if (d.reexec_fd < 0 && (d.reexec_fd = fdstore_take(stored, sizeof stored)) >= 0)
+                d.from_store = true;
         if (d.reexec_fd >= 0) {
                 d.reexeced = true;
                 adopt_read(d.reexec_fd, &d.adopt);
         }
+        if (stored[0])
+                log_msg(d.from_store ? L_INFO : L_ERR, NULL, "%s", stored);
         self_path(d.self_path, sizeof d.self_path);
         d.argv = calloc((size_t)argc + 1, sizeof *d.argv);
         if (d.argv)

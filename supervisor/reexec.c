@@ -7,7 +7,7 @@
  *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
  *   u32 log lines, each a log str; if REMOTE: str its owner as last read
  *   ("" none), u64 that owner's epoch, u8 dormant; if READY: i32 pid, i32 rpc,
- *   report, out, err fds, u32 uid, i64 started-ms, u64 start-us,
+ *   report, out, err fds, i32 pidfd (-1: none), u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
  *   it and not handled; then i32 the gateway's listening fd (-1: none) and
@@ -34,8 +34,9 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 4u
-#define VERSION_NO_REMOTE 3u  /* read too: no REMOTE gadget in it */
+#define VERSION 5u
+#define VERSION_NO_PIDFD 4u   /* read too: no worker's pidfd in it */
+#define VERSION_NO_REMOTE 3u  /* read too: no REMOTE gadget and no pidfd in it */
 #define HEADER (8 + 4 + 4 + 8)
 #define MAX_BODY (256u << 20)
 #define MAX_STR 4097u        /* a path of 4096 bytes and its NUL */
@@ -117,8 +118,8 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         }
         if (u->state != UNIT_READY)
                 return;
-        const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
-        for (size_t i = 0; i < 5; i++)
+        const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
+        for (size_t i = 0; i < 6; i++)
                 put_u(b, (uint32_t)ints[i], 4);
         put_u(b, u->uid, 4);
         put_u(b, (uint64_t)u->started_ms, 8);
@@ -279,7 +280,7 @@ static void take_remote(struct cur *c, struct unit_saved *u)
 
 static void take_unit(struct cur *c, struct unit_saved *u)
 {
-        *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1 };
+        *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1 };
         u->name = take_str(c, "a gadget's name");
         if (!c->bad && !gadget_name_ok(u->name))
                 bad(c, "\"%.64s\" is not a gadget name", u->name);
@@ -328,6 +329,9 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         u->report_fd = take_fd(c, "its report pipe");
         u->out_fd = take_fd(c, "its stdout pipe");
         u->err_fd = take_fd(c, "its stderr pipe");
+        u->pidfd = c->version > VERSION_NO_PIDFD ? (int32_t)(uint32_t)take_u(c, 4, "its pidfd") : -1;
+        if (!c->bad && u->pidfd != -1 && (u->pidfd < 3 || fcntl(u->pidfd, F_GETFD) < 0))
+                bad(c, "its pidfd (%d) is not an fd this process holds", (int)u->pidfd);
         u->uid = (uint32_t)take_u(c, 4, "a uid");
         u->started_ms = (int64_t)take_u(c, 8, "a time");
         u->start_us = take_u(c, 8, "a time");
@@ -410,7 +414,7 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(6 + 4 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(6 + 5 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
@@ -421,9 +425,9 @@ static void check_fds(struct cur *c, const struct reexec_state *s)
                         bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
                 const struct unit_saved *u = &s->units[i];
-                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
-                for (size_t k = 0; k < 4 && u->state == UNIT_READY && !c->bad; k++)
-                        if (seen_fd(v, &n, fds[k]))
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
+                for (size_t k = 0; k < 5 && u->state == UNIT_READY && !c->bad; k++)
+                        if (fds[k] >= 0 && seen_fd(v, &n, fds[k]))
                                 bad(c, "fd %d is named twice", fds[k]);
                 for (size_t j = 0; j < i && !c->bad; j++)
                         if (strcmp(s->units[j].name, u->name) == 0)
@@ -453,7 +457,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
         for (size_t i = 0; i < 8; i++)
                 sum |= (uint64_t)h[16 + i] << (8 * i);
-        if (version != VERSION && version != VERSION_NO_REMOTE) {
+        if (version != VERSION && version != VERSION_NO_PIDFD && version != VERSION_NO_REMOTE) {
                 snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
                 return -EINVAL;
         }
@@ -541,8 +545,8 @@ void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
                 const struct unit_saved *u = &s->units[i];
                 if (u->state != UNIT_READY)
                         continue;
-                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd };
-                for (size_t k = 0; k < 4; k++)
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
+                for (size_t k = 0; k < 5; k++)
                         set_cloexec(fds[k], !inherit);
         }
 }
@@ -558,7 +562,8 @@ bool reexec_fd_kept(const struct reexec_state *s, int fd)
         for (size_t i = 0; i < s->n; i++) {
                 const struct unit_saved *u = &s->units[i];
                 if (u->state == UNIT_READY &&
-                    (fd == u->rpc_fd || fd == u->report_fd || fd == u->out_fd || fd == u->err_fd))
+                    (fd == u->rpc_fd || fd == u->report_fd || fd == u->out_fd || fd == u->err_fd ||
+                     fd == u->pidfd))
                         return true;
         }
         return false;

@@ -540,6 +540,15 @@ int control_open(const struct control_env *env, struct control **out)
         if (env->adopt) {
                 c->fd = env->adopt_fd;
                 c->activated = env->adopt_activated;
+                /* Non-blocking as it was, but for a socket unit's after a
+                 * restart through the fd store: systemd passes it blocking
+                 * (NonBlocking=no), and accept_cb's last accept would wait. */
+                int fl = fcntl(c->fd, F_GETFL);
+                if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                        e = -errno;
+                        free(c);
+                        return e;
+                }
                 log_msg(L_INFO, NULL, "control socket kept from the previous gadgetd image");
                 goto listening;
         }

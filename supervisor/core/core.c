@@ -94,7 +94,8 @@ static int open_parts(struct core *c)
                         e == -EPERM ? "not a regular file of gadgetd's own user" : strerror(-e));
                 return e;
         }
-        if ((e = limiter_open(&c->limiter, c->cfg.limits_want, c->cfg.allow_degraded_limits, one_gadget(c), err,
+        if ((e = limiter_open(&c->limiter, c->cfg.limits_want, c->cfg.allow_degraded_limits,
+                              one_gadget(c) ? CGROUP_HOST_ONE : c->cfg.handoff_ms ? CGROUP_HOST_SCOPES : 0, err,
                               sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "%s", err);
                 return e;

@@ -40,6 +40,7 @@ struct core_config {
         const char *node;           /* Node=: this gadgetd's name in the store */
         const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
         uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
+        uint32_t handoff_ms;        /* FdStore=yes: FdStoreTimeout=, each sandbox's bound without gadgetd (0: off) */
         bool uid_lock_kept;         /* a re-exec's: the uid pool's lock file is uid_lock_fd, kept open */
         int uid_lock_fd;
 };
@@ -78,8 +79,9 @@ struct unit_saved {
         int64_t owner_epoch;
         bool dormant;
         /* Running (READY) only: */
-        int32_t pid;                /* PID 1 of its sandbox, a child of gadgetd */
+        int32_t pid;                /* PID 1 of its sandbox, a child of gadgetd (but after a handoff through the fd store) */
         int rpc_fd, report_fd, out_fd, err_fd; /* gadgetd's ends, kept open across the exec */
+        int pidfd;                  /* its pidfd: how a gadgetd it is no child of knows it (fd store) */
         uint32_t uid;               /* its host uid */
         int64_t started_ms;         /* CLOCK_MONOTONIC, the run's start */
         uint64_t start_us;          /* from its start to its hello */
@@ -103,6 +105,11 @@ void core_reexec_drop_spare(struct core *c);
 /* u as a re-exec hands it on (s's strings are u's, valid while u is; free
  * s->log). */
 void unit_save(struct unit *u, struct unit_saved *s);
+/* FdStore= mode: tells every running sandbox that gadgetd leaves now
+ * (adopted true: that this gadgetd adopted it), through its pidfd. */
+void core_handoff_signal(struct core *c, bool adopted);
+/* Why the gadgets cannot go through the fd store now (NULL: they can). */
+const char *core_handoff_refused(const struct core *c);
 /* In the next image: the unit of policy p (taken over) as s describes it;
  * a running one takes its worker over (pidfd, uid, cgroup, fds, methods).
  * 0, or -errno with err: the worker could not be adopted, and was killed

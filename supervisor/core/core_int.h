@@ -178,6 +178,9 @@ void unit_run_drop(struct unit_run *r, const char *gone);
 void unit_run_kill(struct unit_run *r, const char *why);
 /* Kills r's worker, waits for it, and drops it. */
 void unit_run_reap(struct unit_run *r, const char *gone);
+/* Waits for its end (its pid stays its own until then), but for one
+ * adopted through the fd store, which is not gadgetd's child. */
+void unit_run_wait(struct unit_run *r);
 /* unit.c: r's worker is gone and its link read to the end: what follows
  * (for u->next_run and u->old_run, unit_switch.c's). */
 void unit_run_ended(struct unit_run *r);

@@ -13,6 +13,7 @@
 
 #include "bindings/bindings.h"
 #include "core_int.h"
+#include "sandbox_abi.h"
 #include "contract.h"
 #include "system/log.h"
 #include "link/peer.h"
@@ -88,7 +89,7 @@ void unit_free(struct unit *u)
         if (u->run->child.pid > 0) {
                 if (u->run->child.pidfd >= 0)
                         syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
-                waitpid(u->run->child.pid, NULL, 0);
+                unit_run_wait(u->run);
         }
         unit_events_going(u);
         unit_wake_done(u);
@@ -239,6 +240,13 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         if (e == SPAWN_REPORT_STATUS) {
                 r->program_status = status;
                 r->have_program_status = true;
+                /* FdStore= mode: its counters (an OOM kill) read while its
+                 * sandbox still holds its cgroup, which systemd removes with
+                 * its scope once empty; then the sandbox may end. */
+                if (r->u->core->cfg.handoff_ms && r->child.pidfd >= 0) {
+                        limiter_check(&r->limits, unit_run_policy(r), r->u->core->audit);
+                        syscall(SYS_pidfd_send_signal, r->child.pidfd, SANDBOX_SIG_ADOPTED, NULL, 0);
+                }
                 return;
         }
         if (e > 0 || e == -EAGAIN)
@@ -247,7 +255,10 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
                 log_msg(L_ERR, r->u->policy->name, "sandbox report refused: %s", msg);
                 unit_run_kill(r, "sandbox report refused");
         }
-        while (waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
+        /* One adopted through the fd store is systemd's to reap: it said
+         * how its program ended, or it was killed. */
+        pstatus = SIGKILL;
+        while (!r->child.foreign && waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
                 ;
         if (!r->have_program_status)
                 r->program_status = pstatus;
@@ -413,7 +424,7 @@ static const struct peer_handlers handlers = {
         .closed = on_closed,
 };
 
-static int make_cgroup(void *arg, const struct cgroup **cg, char *err, size_t errlen)
+static int make_cgroup(void *arg, struct cgroup **cg, char *err, size_t errlen)
 {
         struct unit_run *r = arg;
         int e = limiter_cgroup(&r->u->core->limiter, unit_run_policy(r), &r->limits, err, errlen);
@@ -465,6 +476,7 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
         } else {
                 struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
                                          .helper = &u->core->helper, .prewarm = prewarm,
+                                         .handoff_ms = u->core->cfg.handoff_ms,
                                          .host_uid = r->uid, .stdout_fd = out_w,
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = r,
@@ -493,7 +505,7 @@ static void warm_end(struct unit *u, const char *gone)
 {
         if (u->run->child.pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SIGKILL, NULL, 0);
-        waitpid(u->run->child.pid, NULL, 0);
+        unit_run_wait(u->run);
         drop_worker(u, gone);
 }
 
@@ -518,7 +530,7 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
                 snprintf(err, errlen, "out of memory");
                 unit_run_kill(r, NULL);
-                waitpid(r->child.pid, NULL, 0);
+                unit_run_wait(r);
                 return -ENOMEM;
         }
         r->child.rpc_fd = -1; /* the peer owns it */
@@ -593,7 +605,7 @@ void unit_adopt_failed(struct unit *u, const char *why)
                 if (u->run->child.pidfd < 0)
                         kill(u->run->child.pid, SIGKILL);
                 unit_kill(u, NULL);
-                waitpid(u->run->child.pid, NULL, 0);
+                unit_run_wait(u->run);
         }
         drop_worker(u, why);
         unit_set_state(u, UNIT_FAILED);

@@ -17,6 +17,7 @@
 #include "store/store.h"
 #include "system/monotime.h"
 #include "system/proc.h"
+#include "sandbox_abi.h"
 
 static void lease_marked(void *arg, const char *why)
 {
@@ -149,7 +150,7 @@ void unit_save(struct unit *u, struct unit_saved *s)
         *s = (struct unit_saved){ .name = u->policy->name, .path = u->policy->path, .policy_hash = u->policy_hash,
                                   .from_dir = u->from_dir, .state = (int)u->state, .cause = u->cause,
                                   .restarts = u->restarts, .calls = u->calls, .pid = -1, .rpc_fd = -1,
-                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .text = u->policy->text,
+                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1, .text = u->policy->text,
                                   .text_len = u->policy->text ? u->policy->text_len : 0 };
         const struct logbuf *log = unit_log(u);
         if ((s->log = calloc(log->count + 1, sizeof *s->log)))
@@ -167,6 +168,7 @@ void unit_save(struct unit *u, struct unit_saved *s)
         s->report_fd = u->run->child.report_fd;
         s->out_fd = u->run->out_fd;
         s->err_fd = u->run->err_fd;
+        s->pidfd = u->run->child.pidfd;
         s->uid = u->run->uid;
         s->started_ms = (int64_t)u->run->started.tv_sec * 1000 + u->run->started.tv_nsec / 1000000;
         s->start_us = u->run->start_us;
@@ -196,6 +198,64 @@ static void adopt_remote(struct unit *u, const struct unit_saved *s)
         if (u->state == UNIT_REMOTE && s->owner[0])
                 snprintf(u->cause, sizeof u->cause, "runs on node %s (epoch %" PRId64 ") as read before gadgetd's "
                          "re-exec; calls wait for the store to name it again", s->owner, s->owner_epoch);
+}
+
+/* The pid a pidfd refers to (its fdinfo's Pid:), or -1. */
+static pid_t pidfd_pid(int pidfd)
+{
+        char path[64], line[128];
+        pid_t pid = -1;
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+        FILE *f = fopen(path, "re");
+        while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, "Pid:", 4) == 0)
+                        pid = (pid_t)strtol(line + 4, NULL, 10);
+        if (f)
+                fclose(f);
+        return pid;
+}
+
+/* A running worker's uid, cgroups, bindings and link, taken over. */
+static int adopt_rest(struct core *c, struct unit *u, const struct unit_saved *s, char *err, size_t len)
+{
+        int e;
+        if ((e = uidpool_adopt(&c->uids, s->uid)) < 0) {
+                snprintf(err, len, "its host uid %u: %s", (unsigned)s->uid,
+                         e == -EBUSY ? "held by another gadget" : strerror(-e));
+                return e;
+        }
+        u->run->uid = s->uid;
+        u->run->have_uid = true;
+        if ((e = limiter_adopt(&c->limiter, u->policy, &u->run->limits, s->pid, err, len)) < 0 ||
+            (e = bindings_load(u->bind, err, len)) < 0)
+                return e;
+        if (c->bindings.lease && c->adopt_lease_until <= monotime_ms()) {
+                /* Why: past that time another node may hold its lease. */
+                snprintf(err, len, "its lease was not marked for this image, or the time to take it back is over");
+                return -ETIME;
+        }
+        if ((e = unit_adopt_worker(u, s, err, len)) >= 0 && c->bindings.lease)
+                unit_lease_adopted(u);
+        return e;
+}
+
+const char *core_handoff_refused(const struct core *c)
+{
+        /* Why: below gadgetd's cgroup, they would keep systemd from starting
+         * the next gadgetd there (cgroup_scope.h), and their directories
+         * are named after this gadgetd's pid. */
+        if (strcmp(c->limiter.mode, "rlimits") != 0 && !c->limiter.cg.scopes)
+                return "the gadgets' cgroups are below gadgetd's own (no scope of its own for each from systemd: "
+                       "see the limits lines at gadgetd's start)";
+        return NULL;
+}
+
+void core_handoff_signal(struct core *c, bool adopted)
+{
+        for (struct unit *u = c->units; u; u = u->next)
+                if (u->state == UNIT_READY && u->run->child.pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, u->run->child.pidfd,
+                                adopted ? SANDBOX_SIG_ADOPTED : SANDBOX_SIG_HANDOFF, NULL, 0);
 }
 
 int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, char *err, size_t len)
@@ -236,27 +296,29 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
                 fcntl(fds[i], F_SETFD, FD_CLOEXEC);
                 fcntl(fds[i], F_SETFL, O_NONBLOCK);
         }
-        /* A re-exec keeps gadgetd's pid, and its workers stay its children. */
-        if (!proc_is_child(s->pid)) {
-                /* Not ours to kill: a pid reused, or a state file that lies. */
-                u->run->child.pid = -1;
-                snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);
-                e = -ESRCH;
-        } else if ((u->run->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
-                e = -errno;
-                snprintf(err, len, "pidfd of its worker (pid %d): %s", (int)s->pid, strerror(-e));
-        } else if ((e = uidpool_adopt(&c->uids, s->uid)) < 0) {
-                snprintf(err, len, "its host uid %u: %s", (unsigned)s->uid,
-                         e == -EBUSY ? "held by another gadget" : strerror(-e));
-        } else if ((u->run->uid = s->uid, u->run->have_uid = true,
-                    e = limiter_adopt(&c->limiter, u->policy, &u->run->limits, err, len)) < 0) {
-        } else if ((e = bindings_load(u->bind, err, len)) < 0) {
-        } else if (c->bindings.lease && c->adopt_lease_until <= monotime_ms()) {
-                /* Why: past that time another node may hold its lease. */
-                snprintf(err, len, "its lease was not marked for this image, or the time to take it back is over");
-                e = -ETIME;
-        } else if ((e = unit_adopt_worker(u, s, err, len)) >= 0 && c->bindings.lease) {
-                unit_lease_adopted(u);
+        /* A re-exec keeps gadgetd's pid, and its workers stay its children;
+         * through the fd store they are systemd's, and the pidfd handed on
+         * is how this gadgetd knows the worker (never by a pid alone). */
+        bool child = proc_is_child(s->pid);
+        if (!child && s->pidfd >= 0 && pidfd_pid(s->pidfd) == s->pid) {
+                u->run->child.pidfd = s->pidfd;
+                u->run->child.foreign = true;
+                fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
+                e = adopt_rest(c, u, s, err, len);
+        } else {
+                if (s->pidfd >= 0)
+                        close(s->pidfd);
+                if (!child) {
+                        /* Not ours to kill: a pid reused, or a state file that lies. */
+                        u->run->child.pid = -1;
+                        snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);
+                        e = -ESRCH;
+                } else if ((u->run->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
+                        e = -errno;
+                        snprintf(err, len, "pidfd of its worker (pid %d): %s", (int)s->pid, strerror(-e));
+                } else {
+                        e = adopt_rest(c, u, s, err, len);
+                }
         }
         if (e < 0) {
                 char why[600];

@@ -149,13 +149,19 @@ void unit_run_kill(struct unit_run *r, const char *why)
         limiter_kill(&r->limits);
 }
 
+void unit_run_wait(struct unit_run *r)
+{
+        if (r->child.pid > 0 && !r->child.foreign)
+                waitpid(r->child.pid, NULL, 0);
+}
+
 void unit_run_reap(struct unit_run *r, const char *gone)
 {
         if (r->child.pid > 0) {
                 if (r->child.pidfd >= 0)
                         syscall(SYS_pidfd_send_signal, r->child.pidfd, SIGKILL, NULL, 0);
                 limiter_kill(&r->limits);
-                waitpid(r->child.pid, NULL, 0);
+                unit_run_wait(r);
         }
         unit_run_drop(r, gone);
 }

@@ -1,6 +1,7 @@
 /* cgroup: one cgroup per gadget — its limits, its statistics, kill and
  * removal. */
 #include "cgroup.h"
+#include "cgroup_scope.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,9 @@
 struct cgroup {
         const struct cgroup_host *host;
         char *dir[CGROUP_MAX_HIER];   /* OWN/gadgetd.PID/gadget-NAME per hierarchy */
+        /* CGROUP_HOST_SCOPES: made at cgroup_attach, when the worker's pid is known. */
+        char *name;
+        struct cgroup_limits limits;
 };
 
 /* The number after "KEY " on a line of text, 0 if there is none. */
@@ -79,6 +83,7 @@ static void cgroup_forget(struct cgroup *cg)
 {
         for (size_t i = 0; i < CGROUP_MAX_HIER; i++)
                 free(cg->dir[i]);
+        free(cg->name);
         free(cg);
 }
 
@@ -175,7 +180,8 @@ int cgroup_cpus_write(const char *dir, const cpu_set_t *cpus)
         return o ? cgroup_write_file(dir, "cpuset.cpus", list) : -EINVAL;
 }
 
-int cgroup_adopt(const struct cgroup_host *h, const char *name, struct cgroup **out, char *err, size_t errlen)
+int cgroup_adopt(const struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
+                 size_t errlen)
 {
         struct cgroup *cg = calloc(1, sizeof *cg);
         struct stat st;
@@ -184,6 +190,15 @@ int cgroup_adopt(const struct cgroup_host *h, const char *name, struct cgroup **
                 return -ENOMEM;
         }
         cg->host = h;
+        if (h->scopes) {
+                int e = cgroup_scope_find(h->hier[0].dir, name, pid, &cg->dir[0], err, errlen);
+                if (e < 0) {
+                        cgroup_forget(cg);
+                        return e;
+                }
+                *out = cg;
+                return 0;
+        }
         for (size_t i = 0; i < h->n_hier; i++) {
                 if (!h->hier[i].ctrls)
                         continue;
@@ -214,6 +229,16 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
                 return -ENOMEM;
         }
         cg->host = h;
+        if (h->scopes) {
+                cg->limits = *l;
+                if (!(cg->name = strdup(name))) {
+                        snprintf(err, errlen, "cgroup: out of memory");
+                        cgroup_forget(cg);
+                        return -ENOMEM;
+                }
+                *out = cg;
+                return 0;
+        }
         for (size_t i = 0; i < h->n_hier && e == 0; i++) {
                 /* No controller left: a cpuset whose CPUs could not be set. */
                 if (!h->hier[i].ctrls || (h->one && !(h->hier[i].ctrls & limited(l))))
@@ -257,9 +282,26 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
         return 0;
 }
 
-int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen)
+/* CGROUP_HOST_SCOPES: the gadget's scope, with pid in its cgroup and the limits. */
+static int attach_scope(struct cgroup *cg, pid_t pid, char *err, size_t errlen)
+{
+        const struct cgroup_host *h = cg->host;
+        char ctrls[64] = "";
+        static const char *const names[] = { [CGROUP_MEMORY] = "memory", [CGROUP_PIDS] = "pids",
+                                             [CGROUP_CPU] = "cpu" };
+        for (int c = CGROUP_MEMORY; c <= CGROUP_CPU; c++)
+                if (h->hier[0].ctrls & 1u << c)
+                        snprintf(ctrls + strlen(ctrls), sizeof ctrls - strlen(ctrls), "%s%s", ctrls[0] ? " " : "",
+                                 names[c]);
+        int e = cgroup_scope_make(h->hier[0].dir, cg->name, pid, ctrls, &cg->dir[0], err, errlen);
+        return e < 0 ? e : write_limits(cg, &cg->limits, err, errlen);
+}
+
+int cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen)
 {
         char text[24];
+        if (cg->host->scopes)
+                return cg->dir[0] ? -EALREADY : attach_scope(cg, pid, err, errlen);
         snprintf(text, sizeof text, "%d", (int)pid);
         for (size_t i = 0; i < cg->host->n_hier; i++) {
                 if (cg->host->hier[i].version != 2 || !cg->dir[i])
@@ -339,5 +381,6 @@ void cgroup_free(struct cgroup *cg)
                         remove_cgroup(cg->host->hier[i].version, cg->dir[i]);
                         free(cg->dir[i]);
                 }
+        free(cg->name);
         free(cg);
 }

@@ -17,7 +17,11 @@
  * no one reads the usage of a one-shot run (with MemoryMax, cpu, cpuacct
  * and cpuset too: the view a runtime needs to see the limit).
  *
- * Instance directories of gadgetds that are gone are removed at start. */
+ * Instance directories of gadgetds that are gone are removed at start.
+ *
+ * With CGROUP_HOST_SCOPES (FdStore=yes under systemd, v2) there is no
+ * instance directory and gadgetd hands nothing down from OWN: each gadget
+ * gets .../gadgetd-NAME-PID.scope/gadget instead (cgroup_scope.h). */
 #pragma once
 
 #include <sched.h>
@@ -51,6 +55,7 @@ struct cgroup_host {
         int ctrl_hier[CGROUP_N_CTRL]; /* index into hier, -1 if none serves it */
         bool swap_limit;              /* memory.swap.max / memory.memsw.* exist */
         bool one;                     /* CGROUP_HOST_ONE */
+        bool scopes;                  /* CGROUP_HOST_SCOPES: hier[0] is v2, its dir the mount point */
         char why_v2[1024];            /* why v2 serves nothing ("" if it does) */
         char scope[64];               /* the delegated scope gadgetd asked systemd for ("" if none) */
         char started_in[256];         /* then: the v2 cgroup gadgetd was started in */
@@ -67,6 +72,10 @@ struct cgroup_host {
  * (and, when no scope could be had, why and what to run instead).
  * 0, or -ENOMEM. */
 #define CGROUP_HOST_ONE 1u   /* one gadget only: see the layout above */
+/* Under systemd with cgroup v2: each gadget in a delegated scope of its
+ * own (cgroup_scope.h), none below gadgetd's cgroup, so that systemd can
+ * restart gadgetd.service while its gadgets live on (FdStore=yes). */
+#define CGROUP_HOST_SCOPES 2u
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags);
 /* Removes the instance directories that can be removed. */
 void cgroup_host_close(struct cgroup_host *h);
@@ -103,10 +112,11 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
 /* The cgroups cgroup_new made for gadget name, as a re-executed gadgetd
  * finds them (gadgetctl daemon-reexec): each must exist. 0, or -errno with
  * err naming the missing directory. */
-int cgroup_adopt(const struct cgroup_host *h, const char *name, struct cgroup **out, char *err, size_t errlen);
+int cgroup_adopt(const struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
+                 size_t errlen);
 /* Moves pid (and its later children) into the gadget's v2 cgroup. The
  * worker joins its v1 cgroups itself, through cgroup_join_fds. */
-int cgroup_attach(const struct cgroup *cg, pid_t pid, char *err, size_t errlen);
+int cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen);
 /* Opens the "tasks" file of each v1 hierarchy of the gadget's cgroup (up to
  * max, O_CLOEXEC) for the worker to join by writing "0" into each: a thread
  * that moves itself skips the global lock that writing a pid into

@@ -451,6 +451,41 @@ out:
         return e;
 }
 
+/* CGROUP_HOST_SCOPES (cgroup_scope.h): on a systemd host with a unified
+ * hierarchy, where gadgetd's own unit is delegated and its cgroup offers
+ * controllers, each gadget gets a delegated scope of its own; gadgetd stays where it is and hands nothing
+ * down. Why this is safe: nothing is written here; each scope is made by
+ * systemd and written below only (cgroup_scope.c). 1 when set up, 0 if
+ * not (the usual layout is tried), -ENOMEM. */
+static int setup_scopes(struct cgroup_host *h, const struct cg_tables *t)
+{
+        struct cg_mount m;
+        char path[PATH_MAX], avail[256], *own = NULL, *mount = NULL;
+        unsigned want = 0;
+        char why[256];
+        if (!scope_systemd_running() || find_mount(t, NULL, &m) < 0 || strcmp(m.root, "/") != 0 ||
+            own_path(t, NULL, path, sizeof path) < 0)
+                return 0;
+        /* Only where systemd answers on the bus (each gadget's start asks
+         * it for a scope) and delegated gadgetd's own unit. */
+        const char *unit = strrchr(path, '/');
+        if (scope_delegated(unit ? unit + 1 : path, why, sizeof why) != 1 || own_dir(&m, path, &own) < 0)
+                return 0;
+        if (cgroup_read_file(own, "cgroup.controllers", avail, sizeof avail) < 0)
+                avail[0] = '\0';
+        for (int c = CGROUP_MEMORY; c <= CGROUP_CPU; c++)
+                if (has_word(avail, ctrl_names[c], ' '))
+                        want |= 1u << c;
+        if (!want || !(mount = strdup(m.point))) {
+                free(own);
+                return want ? -ENOMEM : 0;
+        }
+        h->scopes = true;
+        h->swap_limit = (want & (1u << CGROUP_MEMORY)) && cgroup_file_exists(own, "memory.swap.max");
+        add_hier(h, 2, own, mount, want | (1u << CGROUP_CPUACCT));
+        return 1;
+}
+
 /* cgroup v1: one hierarchy per controller (or co-mounted ones, like
  * cpu,cpuacct). Why this is safe: only OWN/gadgetd.PID is created, below
  * gadgetd's own cgroup of that hierarchy. With CGROUP_HOST_ONE it is made
@@ -615,7 +650,8 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
         }
         if (e == 0 && (use == CGROUP_USE_ANY || use == CGROUP_USE_V2)) {
                 bool refused = false;
-                e = setup_v2(h, &t, &refused);
+                int scopes = (flags & CGROUP_HOST_SCOPES) ? setup_scopes(h, &t) : 0;
+                e = scopes < 0 ? scopes : scopes ? 0 : setup_v2(h, &t, &refused);
                 if (e == 0 && refused && (e = move_to_scope(h, &t)) == 0 && h->scope[0])
                         e = setup_v2(h, &t, &refused);
         } else
@@ -631,7 +667,7 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
          * gadgetd keeps the CPUs it was started with (taskset,
          * CPUAffinity=), which its gadgets inherit. Where the cpuset
          * excludes them, the cpuset's CPUs stay. */
-        if (pinned && e == 0)
+        if (pinned && e == 0 && !h->scopes)
                 pin_cpus_v2(h, &cpus);
         if (pinned)
                 sched_setaffinity(0, sizeof cpus, &cpus);

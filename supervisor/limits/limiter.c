@@ -43,7 +43,7 @@ static void describe_mode(struct limiter *l)
                 snprintf(l->mode + o, sizeof l->mode - o, ")");
 }
 
-int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, bool one_gadget, char *err,
+int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, unsigned flags, char *err,
                  size_t errlen)
 {
         static const enum cgroup_use use[] = {
@@ -51,7 +51,7 @@ int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded,
                 [LIMITER_CGROUP_V1] = CGROUP_USE_V1, [LIMITER_RLIMITS] = CGROUP_USE_NONE,
         };
         *l = (struct limiter){ .want = want, .allow_degraded = allow_degraded };
-        int e = cgroup_host_open(&l->cg, use[want], one_gadget ? CGROUP_HOST_ONE : 0);
+        int e = cgroup_host_open(&l->cg, use[want], flags);
         if (e < 0) {
                 snprintf(err, errlen, "cgroups: %s", strerror(-e));
                 return e;
@@ -83,6 +83,10 @@ void limiter_log(const struct limiter *l)
          * in for it (gadgetd run shows warnings only). */
         enum log_level lvl = mem && pids && cpu ? L_INFO : L_WARN;
         log_msg(lvl, NULL, "limits mode: %s%s", l->mode, l->allow_degraded ? ", degraded limits allowed" : "");
+        if (h->scopes)
+                log_msg(L_INFO, NULL, "limits: each gadget in a scope of its own that systemd delegates "
+                        "(gadgetd-NAME-PID.scope), outside gadgetd's cgroup %s: a restart of gadgetd.service "
+                        "leaves them (FdStore=yes)", h->hier[0].own);
         if (h->scope[0])
                 log_msg(L_INFO, NULL, "limits: gadgetd's cgroup %s is not delegated: gadgetd moved into %s, a "
                         "scope of its own that systemd delegates (Delegate=yes)", h->started_in, h->scope);
@@ -243,7 +247,8 @@ int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run
         return cgroup_new(&l->cg, name, &r->cgroup_limits, &r->cg, err, errlen);
 }
 
-int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen)
+int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, pid_t pid, char *err,
+                  size_t errlen)
 {
         int e = limiter_start(l, p, r, err, errlen);
         if (e < 0 || !l->cg.n_hier)
@@ -252,11 +257,11 @@ int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run 
          * a re-exec waits for the first's end, so one of them is there. */
         char name[80];
         snprintf(name, sizeof name, "%s.2", p->name);
-        if (cgroup_adopt(&l->cg, name, &r->cg, err, errlen) == 0) {
+        if (cgroup_adopt(&l->cg, name, pid, &r->cg, err, errlen) == 0) {
                 r->second = true;
                 return 0;
         }
-        return cgroup_adopt(&l->cg, p->name, &r->cg, err, errlen);
+        return cgroup_adopt(&l->cg, p->name, pid, &r->cg, err, errlen);
 }
 
 void limiter_record(struct audit *a, const char *gadget, const char *limit, const char *fmt, ...)

@@ -46,9 +46,9 @@ struct limiter_run {
 /* "auto", "cgroup-v2", "cgroup-v1", "rlimits". 0 or -EINVAL. */
 int limiter_parse_mode(const char *s, enum limiter_mode *out);
 /* Finds the mode: want restricts it (a cgroup version asked for that is
- * not available is an error in err). one_gadget: gadgetd run, which starts
- * one gadget once (CGROUP_HOST_ONE). 0 or -errno. */
-int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, bool one_gadget, char *err,
+ * not available is an error in err). flags: CGROUP_HOST_ONE (gadgetd run,
+ * which starts one gadget once), CGROUP_HOST_SCOPES (cgroup.h). 0 or -errno. */
+int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, unsigned flags, char *err,
                  size_t errlen);
 void limiter_close(struct limiter *l);
 /* Logs the mode, why a better one is not used, and each limit's mechanism. */
@@ -63,10 +63,12 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
 /* Makes the run's cgroup (if any controller is in use) with the planned
  * limits written. 0 or -errno with err. */
 int limiter_cgroup(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
-/* A re-executed gadgetd's run of p, whose worker is already running
- * (gadgetctl daemon-reexec): planned as limiter_start, with the cgroup
- * limiter_cgroup made then. 0 or -errno with err. */
-int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, char *err, size_t errlen);
+/* A re-executed gadgetd's run of p, whose worker (PID 1 of its sandbox:
+ * pid) is already running (gadgetctl daemon-reexec, the fd store): planned
+ * as limiter_start, with the cgroup limiter_cgroup made then. 0 or -errno
+ * with err. */
+int limiter_adopt(struct limiter *l, const struct policy *p, struct limiter_run *r, pid_t pid, char *err,
+                  size_t errlen);
 /* Reads the counters: each new limit hit is an audit record (a may be
  * NULL: the record is only logged). A continuing hit (a fork bomb held at
  * TasksMax, a spinner held at CPUQuota) is one record until it stops. */

@@ -327,7 +327,7 @@ static int send_cgroups(int sock, const int *fds, size_t n)
 static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const cpu_set_t *cpus, char *err,
                         size_t errlen)
 {
-        const struct cgroup *cg = NULL;
+        struct cgroup *cg = NULL;
         int fds[SANDBOX_CGROUP_FDS_MAX], e;
         size_t n = 0;
         if (o->make_cgroup && (e = o->make_cgroup(o->make_cgroup_arg, &cg, err, errlen)) < 0)
@@ -480,4 +480,5 @@ void spawn_child_close(struct spawn_child *c)
                 close(c->report_fd);
         wire_reader_free(&c->report);
         c->pidfd = c->rpc_fd = c->report_fd = -1;
+        c->foreign = false;
 }

@@ -35,12 +35,13 @@ struct spawn_opts {
         /* Makes the gadget's cgroup (*cg NULL: none) while the worker builds
          * its sandbox; the worker joins it before its limits are set and
          * the program starts. NULL: no cgroup. 0 or -errno with err. */
-        int (*make_cgroup)(void *arg, const struct cgroup **cg, char *err, size_t errlen);
+        int (*make_cgroup)(void *arg, struct cgroup **cg, char *err, size_t errlen);
         void *make_cgroup_arg;
         uint64_t nproc;                  /* RLIMIT_NPROC, from limiter_start */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
         const struct spawn_helper *helper; /* from spawn_helper_open */
         bool prewarm;                    /* build the sandbox, start the program at spawn_go */
+        uint32_t handoff_ms;             /* FdStore= mode: the sandbox's bound without gadgetd (0: none) */
         struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
         /* Called once the setup and the cgroups are sent, before the wait
          * for the program's exec: work gadgetd would otherwise wait
@@ -60,6 +61,7 @@ struct spawn_helper {
 struct spawn_child {
         pid_t pid;      /* PID 1 of the gadget's namespace, in gadgetd's view */
         int pidfd;      /* refers to pid without reuse races */
+        bool foreign;   /* adopted through the fd store: not gadgetd's child, never waited for */
         int rpc_fd;     /* gadgetd's end of the socketpair, non-blocking */
         int report_fd;  /* read end of the report pipe (wait status at the end), non-blocking */
         struct wire_reader report; /* a report read in part (never more than one) */

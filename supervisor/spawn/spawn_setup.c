@@ -124,6 +124,7 @@ int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *er
         s.filter_list = bpf_bytes(&o->filter->list);
         s.filter_args = bpf_bytes(&o->filter->args);
         s.prewarm = o->prewarm;
+        s.handoff_ms = o->handoff_ms;
         wire_writer_init(w, 0);
         if ((e = wire_writer_put(w, &s.base, WIRE_MAX_FRAME)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));

@@ -28,6 +28,7 @@
 static struct {
         int state;      /* 0 not tried, 1 loaded, -1 not loadable */
         int (*notify)(int, const char *);
+        int (*pid_notify_with_fds)(pid_t, int, const char *, const int *, unsigned);
         int (*watchdog_enabled)(int, uint64_t *);
         int (*listen_fds)(int);
         int (*is_socket_unix)(int, int, int, const char *, size_t);
@@ -54,6 +55,7 @@ static int load(void)
 {
         static const struct dl_sym syms[] = {
                 { (void **)&fn.notify, "sd_notify" },
+                { (void **)&fn.pid_notify_with_fds, "sd_pid_notify_with_fds" },
                 { (void **)&fn.watchdog_enabled, "sd_watchdog_enabled" },
                 { (void **)&fn.listen_fds, "sd_listen_fds" },
                 { (void **)&fn.is_socket_unix, "sd_is_socket_unix" },
@@ -85,6 +87,11 @@ static int load(void)
 HIDDEN int sd_notify(int unset_environment, const char *state)
 {
         return load() < 0 ? -ENOSYS : fn.notify(unset_environment, state);
+}
+
+HIDDEN int sd_pid_notify_with_fds(pid_t pid, int unset_environment, const char *state, const int *fds, unsigned n)
+{
+        return load() < 0 ? -ENOSYS : fn.pid_notify_with_fds(pid, unset_environment, state, fds, n);
 }
 
 HIDDEN int sd_watchdog_enabled(int unset_environment, uint64_t *usec)

@@ -27,16 +27,16 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
                                     .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
                                     .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
-                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .uid = 1879048200u,
+                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[13], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
                                     .sig_texts = sigs };
         u[1] = (struct unit_saved){ .name = "beta", .path = "/srv/beta.policy", .state = UNIT_STOPPED,
                                     .cause = "stopped by gadgetctl", .pid = -1, .rpc_fd = -1, .report_fd = -1,
-                                    .out_fd = -1, .err_fd = -1 };
+                                    .out_fd = -1, .err_fd = -1, .pidfd = -1 };
         u[2] = (struct unit_saved){ .name = "gamma", .path = "/srv/gamma.policy", .state = UNIT_REMOTE,
                                     .cause = "runs on node node-a (epoch 7)", .owner = "node-a", .owner_epoch = 7,
                                     .dormant = true, .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1,
-                                    .err_fd = -1 };
+                                    .err_fd = -1, .pidfd = -1 };
         h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
         *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
                                     .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
@@ -129,7 +129,8 @@ static void test_round_trip(void)
                       r.units[0].policy_hash == 0x1234 && r.units[0].from_dir && r.units[0].state == UNIT_READY &&
                       r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].pid == 4242 &&
                       r.units[0].rpc_fd == fds[0] && r.units[0].err_fd == fds[3] && r.units[0].uid == 1879048200u &&
-                      r.units[0].started_ms == 5000 && r.units[0].start_us == 1200,
+                      r.units[0].started_ms == 5000 && r.units[0].start_us == 1200 &&
+                      r.units[0].pidfd == fds[13] && reexec_fd_kept(&r, fds[13]),
               "the running gadget");
         CHECK(r.units[0].n_methods == 2 && strcmp(r.units[0].methods[1], "add") == 0 &&
                       strcmp(r.units[0].sig_texts[1], "(a: int, b: int) -> int") == 0 &&
@@ -191,16 +192,17 @@ static void test_damage_refused(void)
                 flip_ok += read_bytes(c, n, err, sizeof err) == 0 || !err[0];
         }
         CHECK(flip_ok == 0, "%zu of %zu changed bytes read, or refused without a reason", flip_ok, n);
-        b[8] = 3; /* the image before: the same record, never with a remote gadget */
-        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gamma has an unknown state 5"), "version 3: %s",
-              err);
+        b[8] = 3; /* the image before: never a remote gadget, no pidfds */
+        CHECK(read_bytes(b, n, err, sizeof err) < 0, "version 3 with a remote gadget and pidfds refused");
         b[8] = 1; /* another version: the one before the gateway's fields */
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 1"), "version: %s", err);
         make_state(&s, u, h);
-        s.n = 2; /* no remote gadget: version 3 reads as version 4 */
+        s.n = 0; /* no gadget: versions 3 and 4 (no pidfds) read as version 5 */
         n = bytes_of(&s, b, sizeof b);
         b[8] = 3;
-        CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 3 without a remote gadget: %s", err);
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 3 without gadgets: %s", err);
+        b[8] = 4;
+        CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 4 without gadgets: %s", err);
 }
 
 /* States that are whole (a right checksum) but lie. */
@@ -219,6 +221,14 @@ static void test_lies_refused(void)
         u[0].out_fd = u[0].rpc_fd;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "an fd twice: %s", err);
+        make_state(&s, u, h);
+        u[0].pidfd = u[0].report_fd; /* the fd store's mapping must not hand one fd on twice */
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "a pidfd twice: %s", err);
+        make_state(&s, u, h);
+        u[0].pidfd = 998; /* not open */
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "its pidfd (998)"), "%s", err);
         make_state(&s, u, h);
         u[1].name = "alpha";
         n = bytes_of(&s, b, sizeof b);

@@ -135,7 +135,7 @@ int main(void)
                 .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
                 .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
                 .filter = &filter, .ro_real = strv(s->ro_real, s->n_ro_real), .exec_real = s->exec_real,
-                .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .parent_pidfd = SANDBOX_FD_PARENT,
+                .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .handoff_ms = s->handoff_ms, .parent_pidfd = SANDBOX_FD_PARENT,
                 .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
                 .address_space = s->address_space,

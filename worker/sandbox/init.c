@@ -9,7 +9,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,6 +142,92 @@ static int wait_exec(int rd, const struct sandbox_config *cfg)
         return -1;
 }
 
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* FdStore= mode, the program's status reported: waits (END_ACK_MS at
+ * most) until gadgetd says it read the gadget's counters
+ * (SANDBOX_SIG_ADOPTED from outside) or its report pipe has no reader.
+ * Why: the gadget's cgroup is then in a scope of its own, which systemd
+ * removes as soon as it is empty, and with it the count of OOM kills
+ * that says why the program ended. */
+#define END_ACK_MS 1000
+static void wait_read(const struct sandbox_config *cfg, int sfd)
+{
+        uint64_t end = now_ms() + END_ACK_MS, now;
+        while (sfd >= 0 && (now = now_ms()) < end) {
+                struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = cfg->report_fd, .events = 0 } };
+                if (poll(p, 2, (int)(end - now)) <= 0)
+                        continue;
+                if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))
+                        return;
+                struct signalfd_siginfo si;
+                if ((p[0].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si &&
+                    si.ssi_signo == SANDBOX_SIG_ADOPTED && si.ssi_code == SI_USER && si.ssi_pid == 0)
+                        return;
+        }
+}
+
+/* Reaps what ended; for the program, reports its status and ends PID 1,
+ * which ends every other process of the namespace (sfd: FdStore= mode's
+ * signalfd, -1 otherwise). */
+static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
+{
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                if (pid != child)
+                        continue;
+                sandbox_report_status(cfg->report_fd, status);
+                wait_read(cfg, sfd);
+                _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        }
+}
+
+/* FdStore= mode (no parent-death signal): the sandbox ends by itself when
+ * no process holds its report pipe's read end any more (gadgetd crashed, or
+ * systemd closed its fd store at a stop: the write end polls POLLERR), and
+ * when gadgetd said it left (SANDBOX_SIG_HANDOFF) and no next gadgetd said
+ * it adopted it (SANDBOX_SIG_ADOPTED) within handoff_ms. Why only from
+ * outside: those two are taken only with si_pid 0 and SI_USER, which no
+ * process of the sandbox can send (the kernel refuses a forged SI_USER). */
+static _Noreturn void handoff_loop(const struct sandbox_config *cfg, const sigset_t *set, pid_t child)
+{
+        uint64_t deadline = 0;
+        int sfd = signalfd(-1, set, SFD_CLOEXEC);
+        if (sfd < 0)
+                _exit(125);
+        for (;;) {
+                struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = cfg->report_fd, .events = 0 } };
+                uint64_t now = now_ms();
+                int timeout = deadline == 0 ? -1 : deadline <= now ? 0 : (int)(deadline - now);
+                int n = poll(p, 2, timeout);
+                if (n < 0)
+                        continue;
+                if (n == 0 || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+                        reap(cfg, child, sfd);
+                        kill(-1, SIGKILL);
+                        _exit(125); /* no gadgetd: no sandbox lives on unwatched */
+                }
+                struct signalfd_siginfo si;
+                if (!(p[0].revents & POLLIN) || read(sfd, &si, sizeof si) != sizeof si)
+                        continue;
+                bool outside = si.ssi_code == SI_USER && si.ssi_pid == 0;
+                if (si.ssi_signo == SIGCHLD)
+                        reap(cfg, child, sfd);
+                else if (si.ssi_signo == SANDBOX_SIG_HANDOFF)
+                        deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
+                else if (si.ssi_signo == SANDBOX_SIG_ADOPTED)
+                        deadline = outside ? 0 : deadline;
+                else
+                        kill(child, (int)si.ssi_signo);
+        }
+}
+
 _Noreturn void init_run(const struct sandbox_config *cfg)
 {
         sigset_t set;
@@ -151,6 +240,10 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                 sigaddset(&set, forwarded[i]);
         for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
                 sigaddset(&set, sig);
+        if (cfg->handoff_ms) {
+                sigaddset(&set, SANDBOX_SIG_HANDOFF);
+                sigaddset(&set, SANDBOX_SIG_ADOPTED);
+        }
         if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
                 sandbox_report_failed(cfg->report_fd, "init", "setup failed");
                 _exit(125);
@@ -178,6 +271,8 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
         if (wait_exec(pipefd[0], cfg) == 0)
                 sandbox_report_ready(cfg->report_fd, false);
         close(pipefd[0]);
+        if (cfg->handoff_ms)
+                handoff_loop(cfg, &set, child);
 
         for (;;) {
                 siginfo_t si;
@@ -187,14 +282,6 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                         kill(child, si.si_signo);
                         continue;
                 }
-                int status;
-                pid_t pid;
-                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                        if (pid != child)
-                                continue;
-                        sandbox_report_status(cfg->report_fd, status);
-                        /* Ending PID 1 ends every other process of the namespace. */
-                        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-                }
+                reap(cfg, child, -1);
         }
 }

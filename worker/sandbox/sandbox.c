@@ -148,6 +148,10 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
          * seccomp filter refuses it. */
         if (setsid() < 0)
                 fail(cfg->report_fd, "session", errno);
+        /* FdStore= mode: the sandbox outlives gadgetd's exit, watched by
+         * init_run instead (its report pipe, the bound of the handoff). */
+        if (cfg->handoff_ms && prctl(PR_SET_PDEATHSIG, 0) < 0)
+                fail(cfg->report_fd, "parent-death signal", errno);
         e = filter_install(cfg->filter);
         if (e < 0)
                 fail(cfg->report_fd, "seccomp", -e);

@@ -32,6 +32,7 @@ struct sandbox_config {
         const char *exec_real;           /* Exec, resolved likewise */
         int setup_fd;                    /* the setup socket: SANDBOX_CGROUP_MSG comes here */
         bool prewarm;                    /* then a byte on it starts the program */
+        uint32_t handoff_ms;             /* FdStore= mode (sandbox.proto): no parent-death signal */
         int parent_pidfd;                /* gadgetd itself, to tell if it died */
         int report_fd;                   /* write end of the report pipe */
         int rpc_fd;                      /* the worker end of the socketpair */
