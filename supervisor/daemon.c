@@ -503,7 +503,8 @@ static void audit_added(void *arg, const char *gadget, const char *line)
 
 /* The re-exec did not happen: every input is read again, the requester
  * told why. */
-static void reexec_fail(struct daemon *d, int code, const char *why)
+/* What the quiet held (workers, control, gateway, node link) is read again. */
+static void quiet_end(struct daemon *d)
 {
         core_reexec_hold(d->core, false);
         control_reexec_hold(d->control, false);
@@ -511,6 +512,11 @@ static void reexec_fail(struct daemon *d, int code, const char *why)
                 gateway_reexec_hold(d->gateway, false);
         if (d->forward)
                 forward_reexec_hold(d->forward, false);
+}
+
+static void reexec_fail(struct daemon *d, int code, const char *why)
+{
+        quiet_end(d);
         log_msg(L_WARN, NULL, "re-exec refused, gadgetd serves on: %s", why);
         control_reexec_failed(d->control, code, why);
 }
@@ -732,12 +738,7 @@ static void stop_all(struct daemon *d)
         if (d->handoff) {
                 /* What the quiet held is read again: a stop serves them to its end. */
                 d->handoff = false;
-                core_reexec_hold(d->core, false);
-                control_reexec_hold(d->control, false);
-                if (d->gateway)
-                        gateway_reexec_hold(d->gateway, false);
-                if (d->forward)
-                        forward_reexec_hold(d->forward, false);
+                quiet_end(d);
         }
         notify_stopping(d->notify);
         log_msg(L_INFO, NULL, "stopping every gadget");
