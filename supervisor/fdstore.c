@@ -59,36 +59,21 @@ static void remove_one(const char *name)
 }
 #endif
 
-/* One fd of the state, named by its number. */
-static int push_fd(int fd, int *e)
+/* One fd of the state (ctx), named by its number; the socket unit's
+ * listener stays in systemd's hands. */
+static int push_fd(int fd, const void *ctx)
 {
+        const struct reexec_state *s = ctx;
         char name[32];
-        if (fd < 0 || *e < 0)
-                return *e;
+        if (s->activated && fd == s->listen_fd)
+                return 0;
         snprintf(name, sizeof name, FDSTORE_FD_PREFIX "%d", fd);
-        return *e = push_one(fd, name);
+        return push_one(fd, name);
 }
 
 int fdstore_push(const struct reexec_state *s, int state_fd, char *err, size_t len)
 {
-        int e = 0;
-        if (!s->activated)
-                push_fd(s->listen_fd, &e);
-        push_fd(s->state_lock, &e);
-        push_fd(s->socket_lock, &e);
-        push_fd(s->uid_lock, &e);
-        push_fd(s->gateway.fd, &e);
-        push_fd(s->peer_fd, &e);
-        for (size_t i = 0; i < s->n_clients; i++)
-                push_fd(s->clients[i].fd, &e);
-        for (size_t i = 0; i < s->n; i++) {
-                const struct unit_saved *u = &s->units[i];
-                if (u->state != UNIT_READY)
-                        continue;
-                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
-                for (size_t k = 0; k < 5; k++)
-                        push_fd(fds[k], &e);
-        }
+        int e = reexec_fds_each(s, push_fd, s);
         /* Last: a store without the state is closed by the next gadgetd. */
         if (e == 0)
                 e = push_one(state_fd, FDSTORE_STATE);

@@ -527,44 +527,49 @@ void reexec_state_free(struct reexec_state *s)
                                     .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 };
 }
 
-static void set_cloexec(int fd, bool on)
-{
-        int fl = fcntl(fd, F_GETFD);
-        if (fd >= 0 && fl >= 0)
-                fcntl(fd, F_SETFD, on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC);
-}
-
-void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
+int reexec_fds_each(const struct reexec_state *s, int (*fn)(int fd, const void *ctx), const void *ctx)
 {
         const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd };
-        for (size_t i = 0; i < 6; i++)
-                set_cloexec(top[i], !inherit);
-        for (size_t i = 0; i < s->n_clients; i++)
-                set_cloexec(s->clients[i].fd, !inherit);
-        for (size_t i = 0; i < s->n; i++) {
+        int r = 0;
+        for (size_t i = 0; i < 6 && !r; i++)
+                if (top[i] >= 0)
+                        r = fn(top[i], ctx);
+        for (size_t i = 0; i < s->n_clients && !r; i++)
+                if (s->clients[i].fd >= 0)
+                        r = fn(s->clients[i].fd, ctx);
+        for (size_t i = 0; i < s->n && !r; i++) {
                 const struct unit_saved *u = &s->units[i];
                 if (u->state != UNIT_READY)
                         continue;
                 const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
-                for (size_t k = 0; k < 5; k++)
-                        set_cloexec(fds[k], !inherit);
+                for (size_t k = 0; k < 5 && !r; k++)
+                        if (fds[k] >= 0)
+                                r = fn(fds[k], ctx);
         }
+        return r;
+}
+
+static int set_cloexec(int fd, const void *ctx)
+{
+        bool on = *(const bool *)ctx;
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0)
+                fcntl(fd, F_SETFD, on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC);
+        return 0;
+}
+
+void reexec_fds_inherit(const struct reexec_state *s, bool inherit)
+{
+        bool on = !inherit;
+        reexec_fds_each(s, set_cloexec, &on);
+}
+
+static int same_fd(int fd, const void *ctx)
+{
+        return fd == *(const int *)ctx;
 }
 
 bool reexec_fd_kept(const struct reexec_state *s, int fd)
 {
-        if (fd == s->listen_fd || fd == s->state_lock || fd == s->socket_lock || fd == s->uid_lock ||
-            (fd >= 0 && (fd == s->gateway.fd || fd == s->peer_fd)))
-                return true;
-        for (size_t i = 0; i < s->n_clients; i++)
-                if (fd == s->clients[i].fd)
-                        return true;
-        for (size_t i = 0; i < s->n; i++) {
-                const struct unit_saved *u = &s->units[i];
-                if (u->state == UNIT_READY &&
-                    (fd == u->rpc_fd || fd == u->report_fd || fd == u->out_fd || fd == u->err_fd ||
-                     fd == u->pidfd))
-                        return true;
-        }
-        return false;
+        return fd >= 0 && reexec_fds_each(s, same_fd, &fd) != 0;
 }
