@@ -61,6 +61,12 @@
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
 #define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
+/* A node that says goodbye (a re-exec) is connected to again at once; one
+ * that says it again before answering anything waits 50 ms, doubled per
+ * goodbye up to 1 s, so that a node that only says goodbye cannot make its
+ * callers reconnect in a loop. */
+#define NODELINK_GOODBYE_BACKOFF_MS 50
+#define NODELINK_GOODBYE_BACKOFF_MAX_MS 1000
 #define NODELINK_KEEPALIVE_S 5              /* TCP keepalive; a vanished peer ends a session in ~15 s */
 /* An accepted session with nothing in flight for this long (since its
  * handshake or its last answer) is closed; a node closes its own idle outgoing session sooner, so that

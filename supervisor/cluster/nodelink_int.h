@@ -107,6 +107,8 @@ struct out {
         bool heard;                 /* a frame came from the peer on this session */
         bool refused;               /* the peer's TLS refused the session before any frame: nothing ran */
         bool goodbye;               /* the peer said goodbye: nothing unanswered was read */
+        unsigned goodbyes;          /* goodbyes since the peer last answered (kept across sessions) */
+        bool backoff;               /* deadline times the wait before connecting after goodbyes */
 };
 
 struct nodelink_send {

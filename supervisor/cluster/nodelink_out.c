@@ -35,6 +35,8 @@
 
 /* --- outgoing sessions -------------------------------------------------- */
 
+static void out_dial(struct out *o);
+
 static void out_close(struct out *o)
 {
         if (o->conn)
@@ -55,7 +57,7 @@ static void out_close(struct out *o)
         o->why[0] = '\0';
         wire_writer_free(&o->staged);
         o->queued = 0;
-        o->heard = o->refused = o->goodbye = false;
+        o->heard = o->refused = o->goodbye = o->backoff = false;
         o->state = OUT_IDLE;
         ERR_clear_error();
 }
@@ -139,8 +141,11 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                  * that node's, and only those it did not answer. */
                 control__response__free_unpacked(resp, NULL);
                 o->goodbye = true;
+                if (o->goodbyes < 32)
+                        o->goodbyes++;
                 return -ECONNABORTED;
         }
+        o->goodbyes = 0;
         TAILQ_FOREACH(s, &o->sends, link) {
                 if (s->id != resp->id)
                         continue;
@@ -252,6 +257,11 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
 static void out_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct out *o = arg;
+        if (o->backoff) {
+                o->backoff = false;
+                out_dial(o);
+                return;
+        }
         if (o->state == OUT_READY) {
                 if (o->n_sends == 0) /* idle: closed and freed (no send to tell) */
                         nodelink_out_fail(o, "idle");
@@ -295,10 +305,9 @@ static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
 
 /* Starts connecting, without blocking. A failure found here is told from
  * the loop (done is never called inside nodelink_send). */
-static void out_connect(struct out *o)
+static void out_dial(struct out *o)
 {
         const struct timeval now = { 0, 0 };
-        o->state = OUT_CONNECTING;
         o->fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (o->fd < 0 || (connect(o->fd, (struct sockaddr *)&o->sa, (socklen_t)o->salen) < 0 && errno != EINPROGRESS)) {
                 snprintf(o->why, sizeof o->why, "cannot reach node %s at %s: %s", o->node, o->addr, strerror(errno));
@@ -312,6 +321,23 @@ static void out_connect(struct out *o)
         }
         event_add(o->connected, NULL);
         timer_arm_ms(o->deadline, NODELINK_CONNECT_MS);
+}
+
+/* Connects, at once or, after goodbyes, once their backoff has passed. */
+static void out_connect(struct out *o)
+{
+        o->state = OUT_CONNECTING;
+        if (o->goodbyes < 2) {
+                out_dial(o);
+                return;
+        }
+        /* Why this is safe: a node that says goodbye again before answering
+         * anything costs its callers one session per backoff, not a loop
+         * (NODELINK_GOODBYE_BACKOFF_MS). */
+        unsigned k = o->goodbyes - 2;
+        uint64_t ms = k > 10 ? NODELINK_GOODBYE_BACKOFF_MAX_MS : (uint64_t)NODELINK_GOODBYE_BACKOFF_MS << k;
+        o->backoff = true;
+        timer_arm_ms(o->deadline, ms < NODELINK_GOODBYE_BACKOFF_MAX_MS ? ms : NODELINK_GOODBYE_BACKOFF_MAX_MS);
 }
 
 static struct out *out_get(struct nodelink *nl, const char *node, const char *addr, const struct sockaddr_storage *sa,

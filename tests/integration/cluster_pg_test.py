@@ -496,6 +496,9 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
                   "each call answered once, a timeout: %r" % res)
             check(took < 2 + 1 + 2, "the calls ended %.1f s after they were made (CallTimeout=2s)" % took)
             check(fake.requests >= 6, "b sent the calls to the fake: %d" % fake.requests)
+            # At once, then 50, 100, 200, 400, 800 ms: 8 sessions in 2 s; a
+            # reconnect at each goodbye made 66.
+            check(fake.sessions <= 12, "b backed off: %d sessions in %.1f s" % (fake.sessions, took))
             check(b.proc.poll() is None and b.state("good") == "ready", "b is up")
             r = a.ctl("call", "counter", "get")
             check(r.returncode == 0 and r.stdout.strip() == "0", "a's count: %r" % r)
