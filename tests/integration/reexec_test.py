@@ -12,13 +12,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-import http.client
 
 import harness
 from protobytes import field, frame, varint
 from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
-from gateway_util import Gateway
+from gateway_util import Gateway, GatewayCaller
 
 REEXECS = 5
 
@@ -210,43 +208,6 @@ def reexec_hands_on_a_half_read_request(tmp):
         body = answer(s)
         check(body.startswith(b"\x08\x02") and b"\x32\x02\x18\x06" in body, "the call's answer: %r" % body)
         s.close()
-
-
-class GatewayCaller(threading.Thread):
-    """Calls gadget's echo through the gateway, each call on a new
-    connection (as a page's fetch may), one after the other, with its
-    sequence number; counts the answers, the refusals (any status but 200,
-    or another number) and the calls lost (the connection closed or reset
-    without an answer)."""
-
-    def __init__(self, g, gadget):
-        super().__init__(daemon=True)
-        self.g, self.gadget = g, gadget
-        self.stop = threading.Event()
-        self.ok = self.refused = self.lost = 0
-        self.errors = []
-
-    def run(self):
-        seq = 0
-        while not self.stop.is_set() and seq < 100000:
-            seq += 1
-            c = http.client.HTTPConnection("127.0.0.1", self.g.port, timeout=30)
-            try:
-                c.request("POST", "/api/gadgets/%s/call/echo" % self.gadget, body=json.dumps(seq),
-                          headers={"Host": "127.0.0.1:%d" % self.g.port, "Content-Type": "application/json",
-                                   "Authorization": "Bearer " + self.g.token})
-                r = c.getresponse()
-                body = r.read()
-                if r.status == 200 and json.loads(body) == seq:
-                    self.ok += 1
-                else:
-                    self.refused += 1
-                    self.errors.append((seq, r.status, body[:200]))
-            except (OSError, http.client.HTTPException) as e:
-                self.lost += 1
-                self.errors.append((seq, repr(e)))
-            finally:
-                c.close()
 
 
 @test
