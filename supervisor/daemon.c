@@ -757,8 +757,8 @@ static void handoff_begin(struct daemon *d)
         const char *why = handon_refused(d);
         if (!why)
                 why = core_handoff_refused(d->core);
-        if (!why && !fdstore_available())
-                why = "no service manager to hand the gadgets to (NOTIFY_SOCKET is not set)";
+        if (!why)
+                why = fdstore_refusal();
         if (!why && !d->ev_reexec && !(d->ev_reexec = evtimer_new(d->base, reexec_poll, d)))
                 why = "out of memory";
         if (why) {

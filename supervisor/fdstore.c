@@ -1,5 +1,6 @@
 /* fdstore: the handoff through systemd's fd store (fdstore.h). */
 #include "fdstore.h"
+#include "limits/scope.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,19 @@ bool fdstore_available(void)
         (void)s;
         return false;
 #endif
+}
+
+const char *fdstore_refusal(void)
+{
+        char job[32];
+        if (!fdstore_available())
+                return "no service manager to hand the gadgets to (NOTIFY_SOCKET is not set)";
+        /* systemd closes the store after a stop: the gadgets are told to
+         * stop (their shutdown message, SIGKILL after 3 s) rather than
+         * ended by the store's closing. A restart, or no answer, hands on. */
+        if (scope_own_job(job, sizeof job) == 1 && strcmp(job, "stop") == 0)
+                return "systemd is stopping gadgetd's unit (its job is a stop, not a restart)";
+        return NULL;
 }
 
 #ifdef HAVE_LIBSYSTEMD

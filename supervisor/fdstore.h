@@ -14,6 +14,10 @@
 
 /* Whether there is a service manager to push to (NOTIFY_SOCKET). */
 bool fdstore_available(void);
+/* Why a SIGTERM is not a handoff: no service manager, or systemd's job
+ * for gadgetd's unit is a stop (asked over D-Bus, a second at most; a
+ * restart or no answer hands on). NULL: hand on. */
+const char *fdstore_refusal(void);
 /* Pushes every fd s names (the activated control socket aside: systemd
  * holds it) and, last, state_fd to the store. 0, or -errno with err. */
 int fdstore_push(const struct reexec_state *s, int state_fd, char *err, size_t len);

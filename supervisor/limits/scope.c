@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 bool scope_systemd_running(void)
 {
@@ -22,6 +23,8 @@ bool scope_systemd_running(void)
 
 /* For the call and for the job after it: systemd answers in milliseconds. */
 #define SCOPE_TIMEOUT_USEC (10 * 1000000ull)
+/* Asked at SIGTERM, while calls wait: a second at most. */
+#define SCOPE_JOB_TIMEOUT_USEC (1000000ull)
 #define SYSTEMD "org.freedesktop.systemd1"
 #define SYSTEMD_PATH "/org/freedesktop/systemd1"
 #define MANAGER "org.freedesktop.systemd1.Manager"
@@ -152,10 +155,25 @@ out:
         return r < 0 ? r : 0;
 }
 
+/* Properties.Get(iface, prop) of the object at path, waiting usec at
+ * most: *reply is at the variant. */
+static int get_property(sd_bus *bus, const char *path, const char *iface, const char *prop, uint64_t usec,
+                        sd_bus_message **reply, sd_bus_error *error)
+{
+        sd_bus_message *m = NULL;
+        int r;
+        if ((r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, path, "org.freedesktop.DBus.Properties",
+                                                "Get")) >= 0 &&
+            (r = sd_bus_message_append(m, "ss", iface, prop)) >= 0)
+                r = sd_bus_call(bus, m, usec, error, reply);
+        sd_bus_message_unref(m);
+        return r;
+}
+
 /* Manager.GetUnit(unit), then Properties.Get(iface, "Delegate"). */
 static int get_delegate(sd_bus *bus, const char *unit, const char *iface, int *delegate, sd_bus_error *error)
 {
-        sd_bus_message *m = NULL, *reply = NULL;
+        sd_bus_message *m = NULL, *reply = NULL, *value = NULL;
         const char *path;
         int r;
         if ((r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, SYSTEMD_PATH, MANAGER, "GetUnit")) < 0 ||
@@ -163,19 +181,47 @@ static int get_delegate(sd_bus *bus, const char *unit, const char *iface, int *d
             (r = sd_bus_call(bus, m, SCOPE_TIMEOUT_USEC, error, &reply)) < 0 ||
             (r = sd_bus_message_read(reply, "o", &path)) < 0)
                 goto out;
-        sd_bus_message_unref(m);
-        m = NULL;
-        if ((r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, path, "org.freedesktop.DBus.Properties",
-                                                "Get")) < 0 ||
-            (r = sd_bus_message_append(m, "ss", iface, "Delegate")) < 0)
-                goto out;
-        sd_bus_message_unref(reply);
-        reply = NULL;
-        if ((r = sd_bus_call(bus, m, SCOPE_TIMEOUT_USEC, error, &reply)) >= 0)
-                r = sd_bus_message_read(reply, "v", "b", delegate);
+        if ((r = get_property(bus, path, iface, "Delegate", SCOPE_TIMEOUT_USEC, &value, error)) >= 0)
+                r = sd_bus_message_read(value, "v", "b", delegate);
 out:
         sd_bus_message_unref(m);
         sd_bus_message_unref(reply);
+        sd_bus_message_unref(value);
+        return r;
+}
+
+int scope_own_job(char *type, size_t len)
+{
+        sd_bus *bus = NULL;
+        sd_bus_message *m = NULL, *unit = NULL, *job = NULL, *jtype = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        const char *path, *job_path, *t;
+        uint32_t id = 0;
+        int r;
+        if ((r = sd_bus_open_system(&bus)) < 0 ||
+            (r = sd_bus_message_new_method_call(bus, &m, SYSTEMD, SYSTEMD_PATH, MANAGER, "GetUnitByPID")) < 0 ||
+            (r = sd_bus_message_append(m, "u", (uint32_t)getpid())) < 0 ||
+            (r = sd_bus_call(bus, m, SCOPE_JOB_TIMEOUT_USEC, &error, &unit)) < 0 ||
+            (r = sd_bus_message_read(unit, "o", &path)) < 0 ||
+            (r = get_property(bus, path, "org.freedesktop.systemd1.Unit", "Job", SCOPE_JOB_TIMEOUT_USEC, &job, &error)) < 0 ||
+            (r = sd_bus_message_read(job, "v", "(uo)", &id, &job_path)) < 0)
+                goto out;
+        r = 0;
+        if (id == 0)
+                goto out;
+        if ((r = get_property(bus, job_path, "org.freedesktop.systemd1.Job", "JobType", SCOPE_JOB_TIMEOUT_USEC, &jtype,
+                                 &error)) < 0 ||
+            (r = sd_bus_message_read(jtype, "v", "s", &t)) < 0)
+                goto out;
+        snprintf(type, len, "%s", t);
+        r = 1;
+out:
+        sd_bus_message_unref(m);
+        sd_bus_message_unref(unit);
+        sd_bus_message_unref(job);
+        sd_bus_message_unref(jtype);
+        sd_bus_error_free(&error);
+        sd_bus_flush_close_unref(bus);
         return r;
 }
 
@@ -207,6 +253,13 @@ out:
 }
 
 #else
+
+int scope_own_job(char *type, size_t len)
+{
+        (void)type;
+        (void)len;
+        return -ENOSYS;
+}
 
 int scope_delegated(const char *unit, char *err, size_t errlen)
 {

@@ -24,3 +24,8 @@ int scope_start(const char *name, const char *desc, const pid_t *pids, size_t n,
  * (Delegate=yes): 1 or 0, or -errno with err saying why it is not known
  * (libsystemd missing, no bus, no such unit). */
 int scope_delegated(const char *unit, char *err, size_t errlen);
+
+/* The type of the job systemd runs for the unit gadgetd is in ("stop",
+ * "restart", ...): 1 with type set, 0 if no job, or -errno (no systemd,
+ * no bus, libsystemd missing). */
+int scope_own_job(char *type, size_t len);
