@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 
 #include "gadget.pb-c.h"
+#include "traceparent.h"
 
 struct unit;
 struct peer_chain;
@@ -43,6 +44,11 @@ struct call_req {
          * peer node of a forwarded call ("node b"), whatever caller it
          * names; NULL: the caller. */
         const char *party;
+        /* The chain's trace: the parent of this call's span (a
+         * traceparent the caller gave, a binding call's span, another
+         * node's call), or NULL: a new trace starts here. */
+        const struct trace_ctx *trace;
+        const char *peer_node;  /* a call another node forwarded: that node's name, for its span */
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
         bool approved;  /* a person of this node approved it already (a binding asked) */
@@ -108,6 +114,11 @@ void calls_remote_unsent(struct call *c, const char *why);
  * before a re-exec): it waits as calls_remote_unsent's, and goes again at
  * once, in order, to the gadget's owner, even on the same lease. */
 void calls_remote_unread(struct call *c, const char *why);
+/* c's trace id (32 hex digits), for what is told of it (the audit, tail
+ * gadgets' events); "" when tracing is off (TraceKeep=0). */
+const char *call_trace_id(const struct call *c);
+/* c's span (the parent of the next hop's), or NULL when tracing is off. */
+const struct trace_ctx *call_trace(const struct call *c);
 /* Whether c is a wake (no method): its answer is "ready", not a result. */
 bool calls_is_wake(const struct call *c);
 

@@ -22,6 +22,7 @@ struct unit_hooks;
 struct policy;
 struct event_base;
 struct kvpg_audit;
+struct traces;
 
 /* What the entry point's options say of the core. */
 struct core_config {
@@ -35,6 +36,7 @@ struct core_config {
         uint64_t log_lines, log_bytes;  /* gadgetd's LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
         struct audit_config audit;
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
+        struct traces *traces;      /* where the spans of calls and binding calls go (the owner's), or NULL */
         const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
@@ -157,6 +159,8 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 
 struct event_base *core_base(const struct core *c);
 struct audit *core_audit(const struct core *c);
+/* The spans of its calls (core_config's traces), or NULL. */
+struct traces *core_traces(const struct core *c);
 /* With Store=postgresql, the audit's copy in the store (reads of every
  * node's records); NULL otherwise. */
 struct kvpg_audit *core_audit_store(const struct core *c);
