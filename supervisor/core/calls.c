@@ -754,6 +754,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return code;
         }
         call_own(c, q->owner);
+        if (q->trace_out)
+                *q->trace_out = c->pc.trace;
         return 0;
 }
 

@@ -18,6 +18,7 @@
 struct unit;
 struct peer_chain;
 struct call;
+struct Control__TraceTree;
 
 /* The outcome of a call: res NULL means it failed with code/message. tag
  * is the caller's, as given. */
@@ -49,6 +50,7 @@ struct call_req {
          * node's call), or NULL: a new trace starts here. */
         const struct trace_ctx *trace;
         const char *peer_node;  /* a call another node forwarded: that node's name, for its span */
+        struct trace_ctx *trace_out; /* or NULL: given the call's span once it started (zero: none) */
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
         bool approved;  /* a person of this node approved it already (a binding asked) */
@@ -98,6 +100,12 @@ struct core_remote {
          * once. 0, or a GADGET_E* code with msg (done never called). */
         int (*move)(void *arg, const char *node, const char *gadget, const char *to,
                     void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len);
+        /* Asks node for its spans of the trace trace_id (32 hex digits):
+         * done once with its answer, validated (NULL: code and msg). 0, or
+         * a GADGET_E* code with msg (done never called). */
+        int (*trace)(void *arg, const char *node, const char *trace_id,
+                     void (*done)(void *darg, const struct Control__TraceTree *t, int code, const char *msg),
+                     void *darg, char *msg, size_t len);
         void *arg;
 };
 /* The outcome of a forwarded call, as the owner answered (res NULL: code

@@ -36,6 +36,11 @@ void core_set_remote(struct core *c, const struct core_remote *r)
         c->remote = *r;
 }
 
+const struct core_remote *core_remote_of(const struct core *c)
+{
+        return &c->remote;
+}
+
 /* Whether the target's own Approve= lists method (struct bindings_env). */
 static bool approval_wanted(void *arg, const char *target, const char *method, uint64_t *timeout_ms)
 {

@@ -127,6 +127,8 @@ void core_adopt_lease_until(struct core *c, uint64_t until_ms);
 struct core_remote;
 /* Calls to gadgets other nodes run go through r (copied) from now on. */
 void core_set_remote(struct core *c, const struct core_remote *r);
+/* How calls reach other nodes now (.call NULL: they do not). */
+const struct core_remote *core_remote_of(const struct core *c);
 struct kvpg_node;
 /* Store=postgresql: the nodes that share the store, as last read (0 and
  * none without one); self: this node's name (NULL without a store);
