@@ -33,6 +33,7 @@ struct trace_export {
         size_t n_spans;
         struct span batch[EXPORT_BATCH];
         struct ratelog fail_log;
+        uint64_t dropped_told;       /* traces_dropped when last logged */
 };
 
 static void batch_free(struct trace_export *x)
@@ -210,6 +211,13 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 {
         struct trace_export *x = arg;
         send_next(x);
+        uint64_t dropped = traces_dropped(x->t);
+        if (dropped != x->dropped_told) {
+                ratelog_warn(&x->fail_log, monotime_ms(), NULL, "trace batches not taken by the collector",
+                             "TraceExport: %llu spans dropped since gadgetd started (the collector is slower "
+                             "than the calls, or refuses them)", (unsigned long long)dropped);
+                x->dropped_told = dropped;
+        }
         timer_arm_ms(x->tick, EXPORT_INTERVAL_MS);
 }
 

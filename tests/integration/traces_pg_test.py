@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Integration test of a trace across nodes: a real PostgreSQL server
+(pgserver.py), two gadgetd nodes with the peer link, each exporting to one
+real OTLP receiver (otlp.py). Usage: traces_pg_test.py TEST."""
+import json
+
+from harness import check, main, policy, test, wait_for
+from otlp import Receiver, chain, path
+from pgnodes import certs, nodes_seen, peer_node, start_all, stop_all
+from pgserver import PgServer
+
+
+@test
+def pg_traces_three_gadgets_two_nodes(tmp):
+    """x (node a) calls y (node b), which calls z (node a), each through a
+    gadget binding: the receiver gets one trace whose spans form one chain
+    from gadgetctl's call of x to z's call, each hop's parent the one
+    before, across both nodes (a forwarded call a span on each node, the
+    receiving one under the sending one); `gadgetctl trace` on either node
+    prints the same spans with the same links."""
+    with PgServer(tmp) as pg, Receiver() as rx:
+        cd = certs(tmp, "a", "b")
+        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        for d in ds:
+            with open(d.extra[1], "a") as f:
+                f.write("TraceExport=%s\n" % rx.url)
+            policy(d.pol, "x", "Nodes=a\n[Binding NEXT]\nType=gadget\nTarget=y\n")
+            policy(d.pol, "y", "Nodes=b\n[Binding NEXT]\nType=gadget\nTarget=z\n")
+            policy(d.pol, "z", "Nodes=a\n")
+        a, b = ds
+        try:
+            start_all(ds)
+            wait_for(lambda: a.state("x") == "ready" and b.state("y") == "ready" and a.state("z") == "ready",
+                     timeout=20, what="x and z on a, y on b")
+            nodes_seen(a, 2)
+            nodes_seen(b, 2)
+            inner = {"binding": "NEXT", "op": "call", "args": {"method": "echo", "args": "deep"}}
+            outer = {"binding": "NEXT", "op": "call", "args": {"method": "binding", "args": inner}}
+            r = a.ctl("call", "--trace", "x", "binding", json.dumps(outer))
+            check(r.returncode == 0 and r.stdout.strip() == '"deep"', "the chain: %r" % r)
+            tid = r.stderr.split()[1]
+            spans = rx.wait(tid, 7)
+            names = path(spans)
+            check(names == ["x binding", "x NEXT.call", "y binding", "y binding", "y NEXT.call", "z echo",
+                            "z echo"], "the chain's hops: %r" % names)
+            nodes = [s["attributes"]["gadgetd.node"] for s in spans]
+            by_id, root = chain(spans)
+            order = [root]
+            while len(order) < len(spans):
+                order.append(next(s for s in spans if s["parentSpanId"] == order[-1]["spanId"]))
+            check([s["attributes"]["gadgetd.node"] for s in order] == ["a", "a", "a", "b", "b", "b", "a"],
+                  "the nodes of the hops: %r" % nodes)
+            check([s["attributes"].get("gadgetd.peer_node") for s in order] ==
+                  [None, None, "b", "a", None, "a", "b"], "the peers: %r" % order)
+            want = {(s["spanId"], s["parentSpanId"]) for s in spans}
+            for d in ds:
+                r = d.ctl("--json", "trace", tid)
+                check(r.returncode == 0, "trace on %s: %r" % (d.tmp[-1], r.stderr))
+                got = json.loads(r.stdout)
+                check({(s["span_id"], s["parent_id"]) for s in got["spans"]} == want and not got["unreached"],
+                      "trace on node %s: %r" % (d.tmp[-1], got))
+            r = b.ctl("trace", tid)
+            check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("            call z echo (ok)"),
+                  "the tree on b: %r" % r.stdout)
+        finally:
+            stop_all(ds)
+
+
+if __name__ == "__main__":
+    main()
