@@ -3,6 +3,7 @@
 (pgserver.py), two gadgetd nodes with the peer link, each exporting to one
 real OTLP receiver (otlp.py). Usage: traces_pg_test.py TEST."""
 import json
+import sys
 
 from harness import check, main, policy, test, wait_for
 from otlp import Receiver, chain, path
@@ -67,4 +68,4 @@ def pg_traces_three_gadgets_two_nodes(tmp):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

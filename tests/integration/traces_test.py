@@ -7,6 +7,7 @@ import http.server
 import json
 import secrets
 import struct
+import sys
 import threading
 
 from attacks import answers, connect_unix, field, varint, CONTROL_PROTOCOL_VERSION
@@ -162,4 +163,4 @@ def traces_hostile_traceparent_ignored(tmp):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
