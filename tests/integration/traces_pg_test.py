@@ -3,11 +3,13 @@
 (pgserver.py), two gadgetd nodes with the peer link, each exporting to one
 real OTLP receiver (otlp.py). Usage: traces_pg_test.py TEST."""
 import json
+import secrets
 import sys
 
 from harness import check, main, policy, test, wait_for
 from otlp import Receiver, chain, path
 from pgnodes import certs, nodes_seen, peer_node, start_all, stop_all
+from peerclient import Peer, call
 from pgserver import PgServer
 
 
@@ -63,8 +65,36 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             r = b.ctl("trace", tid)
             check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("            call z echo (ok)"),
                   "the tree on b: %r" % r.stdout)
+            hostile_traceparents(a, cd, rx)
         finally:
             stop_all(ds)
+
+
+def hostile_traceparents(a, cd, rx):
+    """As node b, calls of z on a carrying traceparents: a valid one is
+    the parent of the call's span there (nothing more); one that breaks the
+    format is ignored, the call answered under a trace of its own."""
+    addr = [n["peer"] for n in json.loads(a.ctl("--json", "nodes").stdout)["nodes"] if n["name"] == "a"][0]
+    good = "00-%s-%s-01" % (secrets.token_hex(16), secrets.token_hex(8))
+    bad = [good[:3] + "0" * 32 + good[35:], good[:36] + "0" * 16 + good[52:], good.upper(), good + "-x" * 300,
+           "ff" + good[2:]]
+    p = Peer(addr, cd, "b", "a")
+    try:
+        for i, tp in enumerate([good] + bad):
+            p.send(call(i + 1, "z", "echo", traceparent=tp))
+            check(p.answer(timeout=20) == {"kind": "other"}, "a call with traceparent %r" % tp[:80])
+    finally:
+        p.close()
+    s = rx.wait(good[3:35], 1)[0]
+    check(s["parentSpanId"] == good[36:52] and s["attributes"].get("gadgetd.peer_node") == "b",
+          "the valid traceparent is the span's parent: %r" % s)
+
+    def roots():
+        with rx.lock:
+            return [x for x in rx.spans if x["name"] == "z echo" and x["parentSpanId"] == "" and
+                    x["attributes"].get("gadgetd.peer_node") == "b"]
+    wait_for(lambda: len(roots()) >= len(bad), what="the calls with hostile traceparents, each a trace of its own")
+    check(not {x["traceId"] for x in roots()} & {tp[3:35].lower() for tp in bad}, "a hostile trace id was taken")
 
 
 if __name__ == "__main__":
