@@ -31,6 +31,7 @@ struct trace_export {
         struct curl_slist *headers;
         uint8_t *body;
         size_t n_spans;
+        bool started;                /* easy is on the multi handle */
         struct span batch[EXPORT_BATCH];
         struct ratelog fail_log;
         uint64_t dropped_told;       /* traces_dropped when last logged */
@@ -46,6 +47,7 @@ static void batch_free(struct trace_export *x)
         x->headers = NULL;
         x->body = NULL;
         x->n_spans = 0;
+        x->started = false;
 }
 
 static Otlp__KeyValue *attr(Otlp__KeyValue *kv, Otlp__AnyValue *v, const char *key, const char *value)
@@ -143,8 +145,6 @@ out:
         return len;
 }
 
-static void send_next(struct trace_export *x);
-
 static void sent(void *arg, CURL *easy, CURLcode result)
 {
         struct trace_export *x = arg;
@@ -157,7 +157,9 @@ static void sent(void *arg, CURL *easy, CURLcode result)
                              result != CURLE_OK ? curl_easy_strerror(result) : "refused", status);
         }
         batch_free(x);
-        send_next(x);
+        /* The next batch from the tick, now: this one's slot is given
+         * back only once this returns. */
+        event_active(x->tick, EV_TIMEOUT, 0);
 }
 
 /* Sends the next batch if none is in flight and spans wait. */
@@ -204,7 +206,9 @@ static void send_next(struct trace_export *x)
                 http_slot_put(x->http, slot);
                 traces_count_dropped(x->t, n);
                 batch_free(x);
+                return;
         }
+        x->started = true;
 }
 
 static void tick(evutil_socket_t fd, short what, void *arg)
@@ -246,8 +250,10 @@ void trace_export_free(struct trace_export *x)
                 return;
         if (x->tick)
                 event_free(x->tick);
-        http_free(x->http);     /* ends a transfer in flight without its done */
+        if (x->easy && x->started)
+                http_abandon(x->http, x->easy);
         batch_free(x);
+        http_free(x->http);
         free(x->url);
         free(x);
 }

@@ -23,8 +23,8 @@ struct gather {
         const struct core *core;
         uint8_t id[TRACE_ID_LEN];
         char hex[2 * TRACE_ID_LEN + 1];
-        struct span *spans;          /* CONTROL_TRACE_SPANS_MAX */
-        size_t n;
+        struct span *spans;          /* grown as they come, to CONTROL_TRACE_SPANS_MAX */
+        size_t n, cap;
         char nodes[CONTROL_TRACE_NODES_MAX][64];  /* asked (this one first) */
         size_t n_nodes;
         char *unreached[CONTROL_TRACE_NODES_MAX];
@@ -40,10 +40,21 @@ static bool have_span(const struct gather *g, const uint8_t *span_id)
         return false;
 }
 
+/* Keeps s unless it is there already or the bound is reached (or memory
+ * is short: the tree is given with what it has). */
 static void add_span(struct gather *g, const struct span *s)
 {
-        if (g->n < CONTROL_TRACE_SPANS_MAX && !have_span(g, s->ctx.span_id))
-                g->spans[g->n++] = *s;
+        if (g->n == CONTROL_TRACE_SPANS_MAX || have_span(g, s->ctx.span_id))
+                return;
+        if (g->n == g->cap) {
+                size_t cap = g->cap ? 2 * g->cap : 16;
+                struct span *v = realloc(g->spans, cap * sizeof *v);
+                if (!v)
+                        return;
+                g->spans = v;
+                g->cap = cap;
+        }
+        g->spans[g->n++] = *s;
 }
 
 static void gather_free(struct gather *g)
@@ -164,7 +175,7 @@ void request_trace(struct client *cl, const Control__Request *q)
         const struct core *core = client_env(cl)->core;
         struct gather *g = calloc(1, sizeof *g);
         const struct span **local = calloc(CONTROL_TRACE_SPANS_MAX, sizeof *local);
-        if (!g || !local || !(g->spans = calloc(CONTROL_TRACE_SPANS_MAX, sizeof *g->spans))) {
+        if (!g || !local) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 goto fail;
         }
