@@ -5,14 +5,16 @@ gateway, test gadgets and gadgetctl, exporting to a real OTLP receiver
 Usage: traces_test.py TEST."""
 import http.server
 import json
+import os
 import secrets
 import struct
+import subprocess
 import sys
 import threading
 
 from attacks import answers, connect_unix, field, varint, CONTROL_PROTOCOL_VERSION
 from gateway_util import Gateway
-from harness import check, main, policy, test, wait_for
+from harness import GADGETD, Daemon, check, main, policy, test, wait_for
 from otlp import Receiver, chain, path
 
 CALL_BACK = {"binding": "NEXT", "op": "call", "args": {"method": "echo", "args": "hi"}}
@@ -160,6 +162,32 @@ def traces_hostile_traceparent_ignored(tmp):
                     return {s["traceId"] for s in rx.spans} - before
             wait_for(lambda: len(new()) >= 2, what="the two control calls' traces")
             check(not (new() & {tp[3:35].lower() for tp in bad}), "a hostile trace id was taken: %r" % new())
+
+
+@test
+def traces_off_and_bad_export(tmp):
+    """TraceKeep=0 turns tracing off: calls go on, no span is kept (trace
+    says so), no audit record names a trace. A TraceExport= that is not an
+    http(s) URL stops gadgetd at its start, naming the line."""
+    conf = os.path.join(tmp, "bad.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nTraceExport=ftp://127.0.0.1/v1/traces\n")
+    r = subprocess.run([GADGETD, "--config", conf, "--policy-dir", tmp], capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "bad.conf:2" in r.stderr, "a bad TraceExport=: %r" % r.stderr)
+    conf = os.path.join(tmp, "off.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nTraceKeep=0\n")
+    with Daemon(tmp, extra=["--config", conf]) as d:
+        policy(d.pol, "front", "[Binding NEXT]\nType=gadget\nTarget=back\n")
+        policy(d.pol, "back")
+        d.ctl("reload")
+        wait_for(lambda: d.state("front") == "ready" and d.state("back") == "ready", what="front and back")
+        r = d.ctl("call", "--trace", "front", "binding", json.dumps(CALL_BACK))
+        check(r.returncode == 0 and r.stdout.strip() == '"hi"', "a call with tracing off: %r" % r)
+        r = d.ctl("trace", r.stderr.split()[1])
+        check(r.returncode == 1 and "tracing is off" in r.stderr, "trace with tracing off: %r" % r)
+        r = d.ctl("audit", "front")
+        check('"binding":"NEXT"' in r.stdout and '"trace"' not in r.stdout, "the audit without a trace: %r" % r.stdout)
 
 
 if __name__ == "__main__":
