@@ -134,13 +134,21 @@ static void span_end(struct gadget_bindings *g, const struct binding_req *r, int
         if (!r->traced)
                 return;
         struct traces *t = g->env->traces;
-        struct span s = { .ctx = r->trace, .kind = SPAN_BINDING, .start_ns = r->start_ns, .duration_ns = us * 1000 };
-        memcpy(s.parent_id, r->parent_id, TRACE_SPAN_ID_LEN);
-        snprintf(s.gadget, sizeof s.gadget, "%s", g->policy->name);
-        snprintf(s.name, sizeof s.name, "%.47s.%.47s", r->binding, r->op);
-        snprintf(s.node, sizeof s.node, "%s", traces_node(t));
-        snprintf(s.outcome, sizeof s.outcome, "%s", code ? gadget_error_name(code) : "ok");
-        traces_add(t, &s);
+        struct span *s = traces_next(t);
+        size_t nb = strnlen(r->binding, 47), no = strnlen(r->op, 47);
+        s->ctx = r->trace;
+        memcpy(s->parent_id, r->parent_id, TRACE_SPAN_ID_LEN);
+        s->kind = SPAN_BINDING;
+        s->start_ns = r->start_ns;
+        s->duration_ns = us * 1000;
+        trace_copy(s->gadget, sizeof s->gadget, g->policy->name);
+        memcpy(s->name, r->binding, nb);
+        s->name[nb] = '.';
+        memcpy(s->name + nb + 1, r->op, no);
+        s->name[nb + 1 + no] = '\0';
+        trace_copy(s->node, sizeof s->node, traces_node(t));
+        s->peer[0] = '\0';
+        trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
 }
 
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,

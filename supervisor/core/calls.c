@@ -132,9 +132,9 @@ static void span_begin(struct call *c, const struct call_req *q)
         trace_begin(t, q->trace, &c->pc.trace);
         if (q->trace)
                 memcpy(c->parent_id, q->trace->span_id, TRACE_SPAN_ID_LEN);
-        trace_hex(c->pc.trace.trace_id, TRACE_ID_LEN, c->trace_hex);
-        snprintf(c->peer, sizeof c->peer, "%s", q->peer_node ? q->peer_node : "");
-        snprintf(c->span_name, sizeof c->span_name, "%s", q->method ? q->method : "");
+        if (q->peer_node)
+                trace_copy(c->peer, sizeof c->peer, q->peer_node);
+        trace_copy(c->span_name, sizeof c->span_name, q->method ? q->method : "");
         c->start_ns = trace_now_ns();
         c->start_us = monotime_us();
         c->traced = true;
@@ -146,19 +146,25 @@ static void span_end(struct call *c, int code)
         if (!c->traced)
                 return;
         struct traces *t = c->u->core->cfg.traces;
-        struct span s = { .ctx = c->pc.trace, .kind = SPAN_CALL, .start_ns = c->start_ns,
-                          .duration_ns = (monotime_us() - c->start_us) * 1000 };
-        memcpy(s.parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
-        snprintf(s.gadget, sizeof s.gadget, "%s", c->u->policy->name);
-        snprintf(s.name, sizeof s.name, "%s", c->span_name);
-        snprintf(s.node, sizeof s.node, "%s", traces_node(t));
-        snprintf(s.peer, sizeof s.peer, "%s", c->peer);
-        snprintf(s.outcome, sizeof s.outcome, "%s", code ? gadget_error_name(code) : "ok");
-        traces_add(t, &s);
+        struct span *s = traces_next(t);
+        s->ctx = c->pc.trace;
+        memcpy(s->parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
+        s->kind = SPAN_CALL;
+        s->start_ns = c->start_ns;
+        s->duration_ns = (monotime_us() - c->start_us) * 1000;
+        trace_copy(s->gadget, sizeof s->gadget, c->u->policy->name);
+        trace_copy(s->name, sizeof c->span_name, c->span_name);  /* the smaller: name holds it */
+        trace_copy(s->node, sizeof s->node, traces_node(t));
+        trace_copy(s->peer, sizeof s->peer, c->peer);
+        trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
 }
 
 const char *call_trace_id(const struct call *c)
 {
+        /* Written at the first asking: most calls are never asked. */
+        struct call *w = (struct call *)c;
+        if (c->traced && !c->trace_hex[0])
+                trace_hex(c->pc.trace.trace_id, TRACE_ID_LEN, w->trace_hex);
         return c->trace_hex;
 }
 
@@ -310,7 +316,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         c->has_chain = q->chain != NULL;
         c->fwd_epoch = u->owner_epoch;
         if (c->traced)
-                snprintf(c->peer, sizeof c->peer, "%s", u->owner);
+                trace_copy(c->peer, sizeof c->peer, u->owner);
         int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
         if (code)
                 return code;

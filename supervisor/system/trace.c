@@ -93,12 +93,11 @@ void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_
         fill(t, out->span_id, TRACE_SPAN_ID_LEN);
 }
 
-void traces_add(struct traces *t, const struct span *s)
+struct span *traces_next(struct traces *t)
 {
         if (!traces_on(t))
-                return;
-        t->ring[t->next % t->keep] = *s;
-        t->next++;
+                return NULL;
+        return &t->ring[t->next++ % t->keep];
 }
 
 size_t traces_find(const struct traces *t, const uint8_t id[TRACE_ID_LEN], const struct span **out, size_t max)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "traceparent.h"
 
@@ -44,8 +45,18 @@ const char *traces_node(const struct traces *t);
 /* A new span's context: under parent's trace and flags (NULL: a new
  * trace, sampled), with a new span id. */
 void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_ctx *out);
-/* Keeps s (copied), overwriting the oldest. */
-void traces_add(struct traces *t, const struct span *s);
+/* The next span's place in the ring (the oldest's, overwritten), which
+ * the caller fills whole at once (every field: it holds the old span's);
+ * NULL when tracing is off. */
+struct span *traces_next(struct traces *t);
+/* src into dst of size bytes, cut to fit: the spans' strings, on every
+ * call's path (snprintf's parsing costs more than the span). */
+static inline void trace_copy(char *dst, size_t size, const char *src)
+{
+        size_t n = strnlen(src, size - 1);
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+}
 /* The kept spans of trace id, oldest first: up to max pointers into the
  * ring (valid until the next traces_add). Their number. */
 size_t traces_find(const struct traces *t, const uint8_t id[TRACE_ID_LEN], const struct span **out, size_t max);
