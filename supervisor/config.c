@@ -42,7 +42,8 @@ static void usage(FILE *f)
                    "                    gadgets to the next gadgetd through the fd store), FdStoreTimeout=\n"
                    "                    (how long a sandbox waits for it, default 60s), TraceKeep=N (spans\n"
                    "                    kept for gadgetctl trace, default 4096, 0: no tracing),\n"
-                   "                    TraceExport=URL (an OTLP/HTTP collector's /v1/traces)\n"
+                   "                    TraceExport=URL (an OTLP/HTTP collector's /v1/traces),\n"
+                   "                    TraceSample=F (the share of new traces exported, default 1)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout;\n"
@@ -315,6 +316,12 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                 cfg->trace_keep = (unsigned)n;
                 return 1;
         }
+        if (strcmp(key, "TraceSample") == 0) {
+                char *end;
+                errno = 0;
+                cfg->trace_sample = strtod(value, &end);
+                return !errno && end != value && !*end && cfg->trace_sample >= 0 && cfg->trace_sample <= 1;
+        }
         if (strcmp(key, "TraceExport") == 0)
                 return (strncmp(value, "http://", 7) == 0 || strncmp(value, "https://", 8) == 0) &&
                        strlen(value) < 2048 && !strpbrk(value, " \t\r\n") && set_str(&cfg->trace_export, value) == 0;
@@ -413,6 +420,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 .control = { CONTROL_MAX_CONNECTIONS, CONTROL_MAX_PER_USER, CONTROL_QUEUE_BYTES },
                 .gateway = { GATEWAY_MAX_CONNECTIONS, GATEWAY_HEADER_TIMEOUT_MS },
                 .control_max_loads = LOADER_MAX_LOADS,
+                .trace_sample = 1,
         };
         const char *file = NULL;
         int opt, e = 0;

@@ -53,6 +53,7 @@ struct config {
          * /v1/traces, NULL: no export. */
         unsigned trace_keep;
         bool trace_keep_set;
+        double trace_sample;             /* TraceSample=: the share of new traces exported (default 1) */
         char *trace_export;
 };
 

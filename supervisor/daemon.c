@@ -839,7 +839,8 @@ static int open_core(struct daemon *d)
         const struct unit_hooks hooks = { .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
                                           .log_added = unit_log_added, .arg = d };
         const struct config *c = &d->cfg;
-        int e = traces_new(c->node, c->trace_keep_set ? c->trace_keep : TRACE_KEEP_DEFAULT, &d->traces);
+        int e = traces_new(c->node, c->trace_keep_set ? c->trace_keep : TRACE_KEEP_DEFAULT, c->trace_sample,
+                           &d->traces);
         if (e < 0)
                 return e;
         if (c->trace_export && traces_on(d->traces) &&

@@ -17,6 +17,7 @@ struct traces {
         bool exporting;
         uint64_t dropped;
         uint64_t rng;           /* splitmix64's state, seeded from getrandom */
+        uint64_t sample_below;  /* a new trace is sampled if a random number is below (UINT64_MAX: all) */
 };
 
 /* Ids need to be unique, not secret: a fast generator seeded once. */
@@ -28,7 +29,7 @@ static uint64_t rand64(struct traces *t)
         return z ^ (z >> 31);
 }
 
-int traces_new(const char *node, size_t keep, struct traces **out)
+int traces_new(const char *node, size_t keep, double sample, struct traces **out)
 {
         struct traces *t = calloc(1, sizeof *t);
         if (!t || (keep && !(t->ring = calloc(keep, sizeof *t->ring)))) {
@@ -37,6 +38,7 @@ int traces_new(const char *node, size_t keep, struct traces **out)
         }
         t->node = node ? node : "";
         t->keep = keep;
+        t->sample_below = sample >= 1 ? UINT64_MAX : sample <= 0 ? 0 : (uint64_t)(sample * 18446744073709551615.0);
         if (getrandom(&t->rng, sizeof t->rng, GRND_NONBLOCK) != sizeof t->rng) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -88,7 +90,7 @@ void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_
                 out->flags = parent->flags;
         } else {
                 fill(t, out->trace_id, TRACE_ID_LEN);
-                out->flags = TRACE_FLAG_SAMPLED;
+                out->flags = t->sample_below == UINT64_MAX || rand64(t) < t->sample_below ? TRACE_FLAG_SAMPLED : 0;
         }
         fill(t, out->span_id, TRACE_SPAN_ID_LEN);
 }
@@ -132,7 +134,8 @@ size_t traces_take(struct traces *t, struct span *out, size_t max)
         }
         size_t n = 0;
         for (; t->taken < t->next && n < max; t->taken++)
-                out[n++] = t->ring[t->taken % t->keep];
+                if (t->ring[t->taken % t->keep].ctx.flags & TRACE_FLAG_SAMPLED)
+                        out[n++] = t->ring[t->taken % t->keep];
         return n;
 }
 

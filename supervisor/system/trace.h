@@ -36,14 +36,15 @@ struct span {
 struct traces;
 
 /* A ring of keep spans (0: tracing off, every call below does nothing)
- * of node (borrowed). 0 or -ENOMEM. */
-int traces_new(const char *node, size_t keep, struct traces **out);
+ * of node (borrowed); sample: the share of new traces marked sampled, the
+ * only ones exported (TraceSample=, 0 to 1). 0 or -ENOMEM. */
+int traces_new(const char *node, size_t keep, double sample, struct traces **out);
 void traces_free(struct traces *t);
 /* Whether t records spans (not NULL, keep > 0). */
 bool traces_on(const struct traces *t);
 const char *traces_node(const struct traces *t);
 /* A new span's context: under parent's trace and flags (NULL: a new
- * trace, sampled), with a new span id. */
+ * trace, sampled as TraceSample= says), with a new span id. */
 void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_ctx *out);
 /* The next span's place in the ring (the oldest's, overwritten), which
  * the caller fills whole at once (every field: it holds the old span's);
@@ -60,8 +61,8 @@ static inline void trace_copy(char *dst, size_t size, const char *src)
 /* The kept spans of trace id, oldest first: up to max pointers into the
  * ring (valid until the next traces_add). Their number. */
 size_t traces_find(const struct traces *t, const uint8_t id[TRACE_ID_LEN], const struct span **out, size_t max);
-/* For the export: copies up to max spans not taken yet, oldest first, and
- * takes them. Spans overwritten before they were taken are counted in
+/* For the export: copies up to max sampled spans not taken yet, oldest
+ * first, and takes them (the others are passed over). Spans overwritten before they were taken are counted in
  * traces_dropped. Their number. */
 size_t traces_take(struct traces *t, struct span *out, size_t max);
 /* Spans the export lost (overwritten before taken, or a batch the

@@ -165,6 +165,31 @@ def traces_hostile_traceparent_ignored(tmp):
 
 
 @test
+def traces_sampled_export(tmp):
+    """TraceSample=0: a new trace is not sampled (its flags 00) and not
+    exported, though gadgetctl trace shows it; a chain whose traceparent
+    says sampled (01) is exported all the same, as W3C asks."""
+    with Receiver() as rx:
+        d = exporting(tmp, rx)
+        with open(d.config, "a") as f:
+            f.write("TraceSample=0\n")
+        with d:
+            d.wait_ready("front", "back")
+            status, hdrs, _ = d.request("POST", "/api/gadgets/front/call/binding", json.dumps(CALL_BACK))
+            tr = hdrs.get("traceresponse", "")
+            check(status == 200 and tr.endswith("-00"), "an unsampled trace: %d %r" % (status, tr))
+            r = d.ctl("--json", "trace", tr[3:35])
+            check(r.returncode == 0 and len(json.loads(r.stdout)["spans"]) == 3, "kept all the same: %r" % r)
+            parent = new_traceparent()
+            status, hdrs, _ = d.request("POST", "/api/gadgets/front/call/binding", json.dumps(CALL_BACK),
+                                        headers={"traceparent": parent})
+            check(status == 200 and hdrs.get("traceresponse", "").endswith("-01"), "sampled: %r" % hdrs)
+            rx.wait(parent[3:35], 3)
+            # The export keeps the ring's order: the first trace would be there by now.
+            check(not rx.of(tr[3:35]), "the unsampled trace was exported: %r" % rx.of(tr[3:35]))
+
+
+@test
 def traces_off_and_bad_export(tmp):
     """TraceKeep=0 turns tracing off: calls go on, no span is kept (trace
     says so), no audit record names a trace. A TraceExport= that is not an
