@@ -20,7 +20,8 @@ def pg_traces_three_gadgets_two_nodes(tmp):
     from gadgetctl's call of x to z's call, each hop's parent the one
     before, across both nodes (a forwarded call a span on each node, the
     receiving one under the sending one); `gadgetctl trace` on either node
-    prints the same spans with the same links."""
+    prints the same spans with the same links, and names a node that does
+    not answer."""
     with PgServer(tmp) as pg, Receiver() as rx:
         cd = certs(tmp, "a", "b")
         ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
@@ -66,6 +67,13 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("            call z echo (ok)"),
                   "the tree on b: %r" % r.stdout)
             hostile_traceparents(a, cd, rx)
+            # A node that does not answer is named; the tree comes without it.
+            b.stop()
+            r = a.ctl("--json", "trace", tid)
+            got = json.loads(r.stdout) if r.returncode == 0 else {}
+            check(got.get("unreached") == ["b"] and len(got["spans"]) == 4, "trace with b down: %r" % r)
+            r = a.ctl("trace", tid)
+            check(r.returncode == 0 and "not answered by node b" in r.stderr, "the text with b down: %r" % r)
         finally:
             stop_all(ds)
 

@@ -46,6 +46,31 @@ class HeaderEcho:
         self.httpd.shutdown()
 
 
+class Refusing:
+    """A loopback collector that answers every POST with 503."""
+
+    def __enter__(self):
+        posts = self.posts = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                posts.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+
+
 def exporting(tmp, rx, web_port=None):
     """A gateway node exporting to rx: "front" (bindings NEXT to "back",
     and WEB to a loopback server if web_port) and "back"."""
@@ -193,7 +218,9 @@ def traces_sampled_export(tmp):
 def traces_off_and_bad_export(tmp):
     """TraceKeep=0 turns tracing off: calls go on, no span is kept (trace
     says so), no audit record names a trace. A TraceExport= that is not an
-    http(s) URL stops gadgetd at its start, naming the line."""
+    http(s) URL stops gadgetd at its start, naming the line. A collector
+    that refuses the batches costs their spans (counted, logged), not the
+    calls."""
     conf = os.path.join(tmp, "bad.conf")
     with open(conf, "w") as f:
         f.write("[Daemon]\nTraceExport=ftp://127.0.0.1/v1/traces\n")
@@ -213,6 +240,19 @@ def traces_off_and_bad_export(tmp):
         check(r.returncode == 1 and "tracing is off" in r.stderr, "trace with tracing off: %r" % r)
         r = d.ctl("audit", "front")
         check('"binding":"NEXT"' in r.stdout and '"trace"' not in r.stdout, "the audit without a trace: %r" % r.stdout)
+    # A collector that refuses every batch: the spans are dropped, counted
+    # and logged, and calls go on.
+    with Refusing() as srv:
+        conf = os.path.join(tmp, "refused.conf")
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nTraceExport=http://127.0.0.1:%d/v1/traces\n" % srv.port)
+        with Daemon(os.path.join(tmp, "r"), extra=["--config", conf]) as d:
+            policy(d.pol, "back")
+            d.ctl("reload")
+            wait_for(lambda: d.state("back") == "ready", what="back")
+            check(d.ctl("call", "back", "echo").returncode == 0, "a call while the collector refuses")
+            wait_for(lambda: "spans dropped" in d.logtext(), what="the dropped spans in gadgetd's log")
+            check(srv.posts and d.ctl("call", "back", "echo").returncode == 0, "calls go on: %r" % srv.posts)
 
 
 if __name__ == "__main__":
