@@ -81,10 +81,9 @@ static int print_tree(FILE *f, const Control__TraceTree *t, size_t i, unsigned d
 
 int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json)
 {
-        if (t->n_unreached) {
-                fputs(json ? "" : "not answered by node ", err);
-                if (!json)
-                        show_put_joined(err, t->unreached, t->n_unreached);
+        if (t->n_unreached && !json) {  /* JSON: its "unreached" */
+                fputs("not answered by node ", err);
+                show_put_joined(err, t->unreached, t->n_unreached);
         }
         if (json)
                 return trace_json(f, t);

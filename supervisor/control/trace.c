@@ -111,7 +111,8 @@ static void unreached_add(struct gather *g, const char *node)
                 g->n_unreached++;
 }
 
-static void node_answered(void *arg, const Control__TraceTree *t, int code, const char *msg)
+/* A node's answer (validated by the link), or why there is none. */
+static void node_answered(void *arg, const Control__TraceTree *t, int code, const char *msg __attribute__((unused)))
 {
         struct ask *a = arg;
         struct gather *g = a->g;
@@ -122,10 +123,9 @@ static void node_answered(void *arg, const Control__TraceTree *t, int code, cons
                         trace_span_of(t->spans[k], g->id, &s);
                         add_span(g, &s);
                 }
-        } else if (!t && code != GADGET_ENOTFOUND) {
-                unreached_add(g, a->node);
+        } else if (t || code != GADGET_ENOTFOUND) {
+                unreached_add(g, a->node); /* no answer, an error, or the spans of another trace */
         }
-        (void)msg;
         free(a);
         ask_named(g, g->spans + before, g->n - before);
         if (--g->waiting == 0)
