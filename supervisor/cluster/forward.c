@@ -141,16 +141,22 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
 }
 
 /* One audit record per call another node forwards, naming that node
- * and what it says of the call's origin. */
-static void audit_in(struct forward *f, struct session *s, const Control__Call *call, int code, const char *msg)
+ * and what it says of the call's origin, and the call's trace (t: its
+ * span here, zero if none). */
+static void audit_in(struct forward *f, struct session *s, const Control__Call *call, int code, const char *msg,
+                     const struct trace_ctx *t)
 {
+        char trace[2 * TRACE_ID_LEN + 1];
+        bool traced = t && !trace_id_zero(t->trace_id, TRACE_ID_LEN);
+        if (traced)
+                trace_hex(t->trace_id, TRACE_ID_LEN, trace);
         char detail[700];
         snprintf(detail, sizeof detail, "forwarded by node %s for %.200s through %.200s%s%.200s", s->from,
                  call->caller[0] ? call->caller : "a caller", call->via[0] ? call->via : "another node",
                  code ? ": " : "", code ? msg : "");
         struct audit_record rec = { .gadget = call->name, .binding = "node", .op = call->method,
                                     .outcome = !code ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR,
-                                    .detail = detail };
+                                    .detail = detail, .trace = traced ? trace : NULL };
         audit_write(core_audit(f->core), &rec);
 }
 
@@ -166,7 +172,7 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
         if (call->admin) {
                 snprintf(msg, sizeof msg, "admin methods of %s are called on the node that runs it (%s): an admin "
                          "call never crosses the link", call->name, core_node(f->core));
-                audit_in(f, s, call, GADGET_EDENIED, msg);
+                audit_in(f, s, call, GADGET_EDENIED, msg, NULL);
                 send_error(s->in, q->id, GADGET_EDENIED, msg);
                 return;
         }
@@ -181,15 +187,16 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
          * flags); an invalid one is ignored, and the call goes on. */
         struct trace_ctx parent;
         bool traced = traceparent_parse(call->traceparent, strlen(call->traceparent), &parent) == 0;
+        struct trace_ctx span = { 0 };
         /* Why this is safe: call->approved is never read: a method in
          * Approve= waits here for a person of this node. */
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .chain = call->n_chain ? &chain : NULL, .done = in_call_done, .cbdata = s,
                                      .tag = q->id, .owner = &s->calls, .caller = caller, .party = party,
                                      .via = call->via[0] ? call->via : "another node",
-                                     .trace = traced ? &parent : NULL, .peer_node = s->from };
+                                     .trace = traced ? &parent : NULL, .peer_node = s->from, .trace_out = &span };
         int code = calls_start(u, &cq, msg, sizeof msg);
-        audit_in(f, s, call, code, msg);
+        audit_in(f, s, call, code, msg, code ? NULL : &span);
         if (code)
                 send_error(s->in, q->id, code, msg);
 }

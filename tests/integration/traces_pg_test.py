@@ -66,6 +66,12 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             r = b.ctl("trace", tid)
             check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("            call z echo (ok)"),
                   "the tree on b: %r" % r.stdout)
+            # The owner's audit of the forwarded call names its trace.
+            def forwarded_audited():
+                r = a.ctl("audit", "z")
+                return any(x.startswith("{") and json.loads(x).get("binding") == "node" and
+                           json.loads(x).get("trace") == tid for x in r.stdout.splitlines())
+            wait_for(forwarded_audited, what="a's audit record of z's forwarded call, with the trace id")
             hostile_traceparents(a, cd, rx)
             # A node that does not answer is named; the tree comes without it.
             b.stop()
