@@ -310,6 +310,18 @@ static const char *credential_header(const struct policy_binding *b)
         return b->credential ? b->credential_header : NULL;
 }
 
+/* One request header line more: 0, or -ENOMEM with why. */
+static int header_add(struct fetch *f, const char *line, char *why, size_t len)
+{
+        struct curl_slist *n = curl_slist_append(f->req_headers, line);
+        if (!n) {
+                snprintf(why, len, "out of memory");
+                return -ENOMEM;
+        }
+        f->req_headers = n;
+        return 0;
+}
+
 /* Request headers from the "headers" map; hop-by-hop ones are dropped and
  * names or values that could split a header line are refused. Why this is
  * safe: the header gadgetd fills with b's credential cannot be set by the
@@ -343,12 +355,8 @@ static int add_headers(struct fetch *f, const struct policy_binding *b, const Ga
                         continue; /* gadgetd's traceparent wins: see add_traceparent */
                 char line[8300];
                 snprintf(line, sizeof line, "%s: %s", k, v);
-                struct curl_slist *n = curl_slist_append(f->req_headers, line);
-                if (!n) {
-                        snprintf(why, len, "out of memory");
+                if (header_add(f, line, why, len) < 0)
                         return -ENOMEM;
-                }
-                f->req_headers = n;
         }
         return 0;
 }
@@ -363,13 +371,7 @@ static int add_traceparent(struct fetch *f, char *why, size_t len)
                 return 0;
         memcpy(line, "traceparent: ", 13);
         traceparent_format(&f->r->trace, line + 13);
-        struct curl_slist *n = curl_slist_append(f->req_headers, line);
-        if (!n) {
-                snprintf(why, len, "out of memory");
-                return -ENOMEM;
-        }
-        f->req_headers = n;
-        return 0;
+        return header_add(f, line, why, len);
 }
 
 /* Whether s holds a byte that has no place in a header value: CR, LF,

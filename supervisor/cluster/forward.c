@@ -537,6 +537,24 @@ static void out_cancel(void *arg, void *handle)
                 nodelink_cancel(handle);
 }
 
+/* Sends req to node, its answer to done(m): m, the caller's record of
+ * what waits for it (NULL: out of memory), is freed here if nothing was
+ * sent. 0, or a GADGET_E* code with msg. */
+static int out_ask(struct forward *f, const char *node, Control__Request *req, nodelink_done done, void *m, char *msg,
+                   size_t len)
+{
+        struct nodelink_send *h;
+        req->version = CONTROL_PROTOCOL_VERSION;
+        int code = GADGET_EINTERNAL;
+        if (!m)
+                snprintf(msg, len, "out of memory");
+        else
+                code = out_send(f, node, req, done, m, &h, msg, len);
+        if (code)
+                free(m);
+        return code;
+}
+
 struct move_out {
         void (*done)(void *arg, int code, const char *msg);
         void *arg;
@@ -559,25 +577,16 @@ static void out_move_done(void *arg, const Control__Response *r, int code, const
 static int out_move(void *arg, const char *node, const char *gadget, const char *to,
                     void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len)
 {
-        struct forward *f = arg;
         struct move_out *m = calloc(1, sizeof *m);
-        if (!m) {
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
-        }
-        *m = (struct move_out){ .done = done, .arg = darg };
+        if (m)
+                *m = (struct move_out){ .done = done, .arg = darg };
         Control__Move mv = CONTROL__MOVE__INIT;
         mv.name = (char *)gadget;
         mv.node = (char *)to;
         Control__Request req = CONTROL__REQUEST__INIT;
         req.req_case = CONTROL__REQUEST__REQ_MOVE;
         req.move = &mv;
-        req.version = CONTROL_PROTOCOL_VERSION;
-        struct nodelink_send *h;
-        int code = out_send(f, node, &req, out_move_done, m, &h, msg, len);
-        if (code)
-                free(m);
-        return code;
+        return out_ask(arg, node, &req, out_move_done, m, msg, len);
 }
 
 struct trace_out {
@@ -603,25 +612,16 @@ static int out_trace(void *arg, const char *node, const char *trace_id,
                      void (*done)(void *darg, const Control__TraceTree *t, int code, const char *msg), void *darg,
                      char *msg, size_t len)
 {
-        struct forward *f = arg;
         struct trace_out *t = calloc(1, sizeof *t);
-        if (!t) {
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
-        }
-        *t = (struct trace_out){ .done = done, .arg = darg };
+        if (t)
+                *t = (struct trace_out){ .done = done, .arg = darg };
         Control__Trace tr = CONTROL__TRACE__INIT;
         tr.trace_id = (char *)trace_id;
         tr.here = true;
         Control__Request req = CONTROL__REQUEST__INIT;
         req.req_case = CONTROL__REQUEST__REQ_TRACE;
         req.trace = &tr;
-        req.version = CONTROL_PROTOCOL_VERSION;
-        struct nodelink_send *h;
-        int code = out_send(f, node, &req, out_trace_done, t, &h, msg, len);
-        if (code)
-                free(t);
-        return code;
+        return out_ask(arg, node, &req, out_trace_done, t, msg, len);
 }
 
 int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,

@@ -20,44 +20,32 @@ from otlp import Receiver, chain, path
 CALL_BACK = {"binding": "NEXT", "op": "call", "args": {"method": "echo", "args": "hi"}}
 
 
-class HeaderEcho:
-    """A loopback HTTP server that records each request's traceparent."""
+class Loopback:
+    """A loopback HTTP server: a GET is answered 200 and its traceparent
+    header kept (.seen); a POST is answered post_status, its body kept
+    (.posts)."""
+
+    def __init__(self, post_status=200):
+        self.post_status = post_status
+        self.seen, self.posts = [], []
 
     def __enter__(self):
-        seen = self.seen = []
+        srv = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self, status, body):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self):
-                seen.append(self.headers.get("traceparent"))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                srv.seen.append(self.headers.get("traceparent"))
+                self.answer(200, b"ok")
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-
-
-class Refusing:
-    """A loopback collector that answers every POST with 503."""
-
-    def __enter__(self):
-        posts = self.posts = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
-                posts.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                self.send_response(503)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                srv.posts.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                self.answer(srv.post_status, b"")
 
             def log_message(self, *a):
                 pass
@@ -95,7 +83,7 @@ def traces_chain_exported_and_shown(tmp):
     the first; `gadgetctl trace` prints the same tree; the audit record of
     the binding call carries the trace id; an http binding's request
     carries the binding span as its traceparent."""
-    with Receiver() as rx, HeaderEcho() as web:
+    with Receiver() as rx, Loopback() as web:
         with exporting(tmp, rx, web.port) as d:
             d.wait_ready("front", "back")
             parent = new_traceparent()
@@ -242,7 +230,7 @@ def traces_off_and_bad_export(tmp):
         check('"binding":"NEXT"' in r.stdout and '"trace"' not in r.stdout, "the audit without a trace: %r" % r.stdout)
     # A collector that refuses every batch: the spans are dropped, counted
     # and logged, and calls go on.
-    with Refusing() as srv:
+    with Loopback(post_status=503) as srv:
         conf = os.path.join(tmp, "refused.conf")
         with open(conf, "w") as f:
             f.write("[Daemon]\nTraceExport=http://127.0.0.1:%d/v1/traces\n" % srv.port)
