@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "check.h"
 #include "client.h"
@@ -17,6 +18,7 @@
 #include "json.h"
 #include "policy.h"
 #include "show.h"
+#include "traceparent.h"
 #include "value.h"
 
 /* Lines `logs -f` starts with unless -n says otherwise, like tail -f. */
@@ -418,6 +420,54 @@ static int cmd_daemon_reexec(const struct ctl *ctl, const struct cmd_args *a)
         return empty_request(ctl, CONTROL__REQUEST__REQ_DAEMON_REEXEC, CONTROL__RESPONSE__RESP_DONE);
 }
 
+/* call's traceparent into tp: --traceparent's (checked as gadgetd reads
+ * it), or with --trace a new trace's, its id printed on stderr; "" for
+ * neither (gadgetd starts a trace of its own). 0, or -EINVAL (printed). */
+static int call_traceparent(const struct ctl *ctl, const struct cmd_args *a, char tp[TRACEPARENT_LEN + 1])
+{
+        struct trace_ctx t;
+        if (a->traceparent && traceparent_parse(a->traceparent, strlen(a->traceparent), &t) < 0) {
+                show_error(stderr, ctl->json, 0, "--traceparent \"%.80s\" is not a W3C traceparent "
+                           "(00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero)", a->traceparent);
+                return -EINVAL;
+        }
+        if (!a->traceparent && !a->trace)
+                return 0;
+        if (!a->traceparent) {
+                t.flags = TRACE_FLAG_SAMPLED;
+                do {
+                        if (getrandom(t.trace_id, sizeof t.trace_id, 0) != sizeof t.trace_id ||
+                            getrandom(t.span_id, sizeof t.span_id, 0) != sizeof t.span_id) {
+                                show_error(stderr, ctl->json, 0, "no random bytes for a trace id");
+                                return -EINVAL;
+                        }
+                } while (trace_id_zero(t.trace_id, TRACE_ID_LEN) || trace_id_zero(t.span_id, TRACE_SPAN_ID_LEN));
+        }
+        traceparent_format(&t, tp);
+        if (a->trace) {
+                char id[2 * TRACE_ID_LEN + 1];
+                trace_hex(t.trace_id, TRACE_ID_LEN, id);
+                fprintf(stderr, "trace %s\n", id);
+        }
+        return 0;
+}
+
+static int cmd_trace(const struct ctl *ctl, const struct cmd_args *a)
+{
+        uint8_t id[TRACE_ID_LEN];
+        const char *t = a->pos[0];
+        if (strlen(t) != 2 * TRACE_ID_LEN || trace_unhex(t, TRACE_ID_LEN, id) < 0 || trace_id_zero(id, TRACE_ID_LEN)) {
+                show_error(stderr, ctl->json, 0, "\"%.80s\" is not a trace id (32 lower-case hex digits)", t);
+                return CTL_EXIT_USAGE;
+        }
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Trace tr = CONTROL__TRACE__INIT;
+        tr.trace_id = (char *)t;
+        req.req_case = CONTROL__REQUEST__REQ_TRACE;
+        req.trace = &tr;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_TRACE);
+}
+
 static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
@@ -434,6 +484,12 @@ static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
                 show_error(stderr, ctl->json, 0, "bad JSON arguments: %s", err);
                 return CTL_EXIT_USAGE;
         }
+        char tp[TRACEPARENT_LEN + 1] = "";
+        if (call_traceparent(ctl, a, tp) < 0) {
+                value_free(call.args);
+                return CTL_EXIT_USAGE;
+        }
+        call.traceparent = tp;
         call.name = a->pos[0];
         call.method = a->pos[1];
         req.req_case = CONTROL__REQUEST__REQ_CALL;
@@ -602,10 +658,24 @@ const struct command cmd_commands[] = {
           "With --json: {\"name\", \"methods\"}, each method {\"name\", \"signature\", \"params\",\n"
           "\"result\"} with params and result as JSON Schema (2020-12) of the JSON that\n"
           "`gadgetctl call` and the gateway take and give, or {\"name\", \"untyped\": true}.\n" },
-        { "call", cmd_call, 2, 3, "+h", "NAME METHOD [JSON]",
+        { "call", cmd_call, 2, 3, "+hTP", "NAME METHOD [JSON]",
           "call a gadget's method and print its result as JSON",
           "JSON is the argument value (default null). Bytes are written {\"$bytes\": \"<base64>\"}.\n"
-          "The method's errors are printed on stderr (exit status 1; 3 for not found).\n" },
+          "The method's errors are printed on stderr (exit status 1; 3 for not found).\n"
+          "Options go before NAME:\n"
+          "      --trace     start the call's trace here and print its id on stderr\n"
+          "                  (\"trace ID\"), for gadgetctl trace ID\n"
+          "      --traceparent VALUE  the call's parent span, a W3C traceparent\n"
+          "                  (00-<32 hex>-<16 hex>-<2 hex>): the call joins that trace\n" },
+        { "trace", cmd_trace, 1, 1, "h", "ID",
+          "print the spans of one call chain as a tree, across the nodes",
+          "Each line one hop: a call of a gadget's method or a binding operation, its\n"
+          "outcome, its duration and the node it ran on, under the hop that caused it.\n"
+          "The node asked gives its own spans and asks each node they name (where a call\n"
+          "came from or went to) for theirs; one that does not answer is named on stderr.\n"
+          "gadgetd keeps the last TraceKeep= spans (gadgetd.conf; default 4096).\n"
+          "With --json: {\"trace_id\", \"spans\": [{\"span_id\", \"parent_id\", \"gadget\", \"name\",\n"
+          "\"kind\", \"node\", \"peer\", \"outcome\", \"start_us\", \"duration_us\"}], \"unreached\"}.\n" },
         { "logs", cmd_logs, 1, 1, "hn:f", "NAME [-n N] [-f]",
           "print the log lines gadgetd keeps for a gadget",
           "  -n, --lines N   only the last N lines (0: none, only new ones with -f; default all, 10 with -f)\n"

@@ -32,9 +32,11 @@ struct cmd_args {
         bool always;    /* approve --always */
         bool runtime;   /* load --runtime */
         bool no_block;  /* load, restart --no-block */
+        bool trace;     /* call --trace */
+        const char *traceparent; /* call --traceparent VALUE, or NULL */
 };
-/* getopt values of the long-only options (a command's opts name them 'R', 'B'). */
-enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK };
+/* getopt values of the long-only options (a command's opts name them 'R', 'B', 'T', 'P'). */
+enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help

@@ -112,6 +112,8 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                  * its getopt string. */
                 { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
                 { "no-block", no_argument, NULL, CMD_OPT_NO_BLOCK },
+                { "trace", no_argument, NULL, CMD_OPT_TRACE },
+                { "traceparent", required_argument, NULL, CMD_OPT_TRACEPARENT },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -124,7 +126,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (*s != 'R' && *s != 'B')
+                if (!strchr("RBTP", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
@@ -137,6 +139,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')))
                         return usage_error(ctl, c->name, "unknown option",
                                            o == CMD_OPT_RUNTIME ? "--runtime" : "--no-block");
+                if ((o == CMD_OPT_TRACE && !strchr(c->opts, 'T')) || (o == CMD_OPT_TRACEPARENT && !strchr(c->opts, 'P')))
+                        return usage_error(ctl, c->name, "unknown option",
+                                           o == CMD_OPT_TRACE ? "--trace" : "--traceparent");
                 switch (o) {
                 case 'h':
                         command_usage(c, stdout);
@@ -160,6 +165,12 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case CMD_OPT_NO_BLOCK:
                         a.no_block = true;
+                        break;
+                case CMD_OPT_TRACE:
+                        a.trace = true;
+                        break;
+                case CMD_OPT_TRACEPARENT:
+                        a.traceparent = optarg;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

@@ -35,6 +35,8 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
  * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
  * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
+/* gadgetctl trace: the spans as a tree (the nodes that did not answer on err). */
+int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json);
 /* Any answer by its kind on out (reload's policy errors and a note of log
  * lines on err); audit: LogLines are audit records. *failed is set when
  * the answer tells of a failure (policy errors of a reload). 0 or -errno

@@ -342,6 +342,8 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
                 return show_approvals(out, r->approvals, json);
         case CONTROL__RESPONSE__RESP_NODES:
                 return show_nodes(out, r->nodes, json);
+        case CONTROL__RESPONSE__RESP_TRACE:
+                return show_trace(out, err, r->trace, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
                 *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0 || r->reload->n_failed > 0;
                 return show_reload(out, err, r->reload, json);

@@ -1,6 +1,7 @@
 /* validate: checks of worker messages, one function per message kind;
  * then control requests and sandbox reports. */
 #include "validate.h"
+#include "traceparent.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -223,6 +224,16 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_APPROVALS:
         case CONTROL__REQUEST__REQ_DAEMON_REEXEC:
                 return 0;
+        case CONTROL__REQUEST__REQ_TRACE: {
+                uint8_t id[TRACE_ID_LEN];
+                const char *t = q->trace->trace_id;
+                if (strlen(t) != 2 * TRACE_ID_LEN || trace_unhex(t, TRACE_ID_LEN, id) < 0 ||
+                    trace_id_zero(id, TRACE_ID_LEN)) {
+                        snprintf(why, len, "a trace id is 32 lower-case hex digits, not all zero");
+                        return -EINVAL;
+                }
+                return 0;
+        }
         case CONTROL__REQUEST__REQ_DECIDE:
                 if (q->decide->always && !q->decide->approve) {
                         snprintf(why, len, "\"always\" goes with approve only");

@@ -33,6 +33,10 @@ int validate_control_request(const struct Control__Request *q, char *why, size_t
  * gadgetd keeps no more (KVPG_NODES_MAX, struct kvpg_node's peer). */
 #define VALIDATE_NODES_MAX 256
 #define VALIDATE_PEER_MAX 127
+/* The most spans a TraceTree may carry (and gadgetd gathers for one
+ * trace), and the most nodes it may name as unreached. */
+#define CONTROL_TRACE_SPANS_MAX 1024
+#define CONTROL_TRACE_NODES_MAX 16
 /* Returns 0 if a control response (gadgetd's to gadgetctl, a node's to
  * another) may be read, or -EPROTO with the reason in why (every text
  * present and UTF-8, a value within value.h's limits, a known kind). */

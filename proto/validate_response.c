@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "contract.h"
+#include "traceparent.h"
 #include "value.h"
 #include "control.pb-c.h"
 
@@ -145,6 +146,56 @@ static int check_nodes(const Control__NodeList *l, char *why, size_t whylen)
         return 0;
 }
 
+/* n hex digits exactly ("" too if empty_ok), none but lower-case hex. */
+static bool hex_ok(const char *s, size_t n, bool empty_ok)
+{
+        uint8_t b[TRACE_ID_LEN];
+        if (!s)
+                return false;
+        if (!s[0])
+                return empty_ok;
+        return strlen(s) == n && n / 2 <= sizeof b && trace_unhex(s, n / 2, b) == 0;
+}
+
+/* A short printable text: no control character (it is printed in a tree). */
+static bool label_ok(const char *s, size_t max)
+{
+        if (!str_ok(s) || strlen(s) > max)
+                return false;
+        for (const char *c = s; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                        return false;
+        return true;
+}
+
+/* A TraceTree: bounded, every span's ids hex, its names valid. Why: a
+ * node's answer is printed by gadgetctl and merged by another node. */
+static int check_trace(const Control__TraceTree *t, char *why, size_t whylen)
+{
+        if (!hex_ok(t->trace_id, 2 * TRACE_ID_LEN, false))
+                REFUSE("trace with an invalid id");
+        if (t->n_spans > CONTROL_TRACE_SPANS_MAX || t->n_unreached > CONTROL_TRACE_NODES_MAX)
+                REFUSE("trace of %zu spans and %zu unreached nodes, more than %d and %d", t->n_spans,
+                       t->n_unreached, CONTROL_TRACE_SPANS_MAX, CONTROL_TRACE_NODES_MAX);
+        for (size_t i = 0; i < t->n_unreached; i++)
+                if (!t->unreached[i] || !gadget_name_ok(t->unreached[i]))
+                        REFUSE("trace naming an invalid node");
+        for (size_t i = 0; i < t->n_spans; i++) {
+                const Control__Span *s = t->spans[i];
+                if (!s || !hex_ok(s->span_id, 2 * TRACE_SPAN_ID_LEN, false) ||
+                    !hex_ok(s->parent_id, 2 * TRACE_SPAN_ID_LEN, true))
+                        REFUSE("span %zu with an invalid id", i);
+                if (!s->gadget || !gadget_name_ok(s->gadget) || !label_ok(s->name, 95) || !label_ok(s->outcome, 15))
+                        REFUSE("span %zu with an invalid gadget, name or outcome", i);
+                if (!s->kind || (strcmp(s->kind, "call") != 0 && strcmp(s->kind, "binding") != 0))
+                        REFUSE("span %zu of an unknown kind", i);
+                if (!s->node || !s->peer || (s->node[0] && !gadget_name_ok(s->node)) ||
+                    (s->peer[0] && !gadget_name_ok(s->peer)))
+                        REFUSE("span %zu with an invalid node name", i);
+        }
+        return 0;
+}
+
 int validate_control_response(const Control__Response *r, char *why, size_t whylen)
 {
         char reason[160];
@@ -183,6 +234,8 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return 0;
         case CONTROL__RESPONSE__RESP_NODES:
                 return r->nodes ? check_nodes(r->nodes, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_TRACE:
+                return r->trace ? check_trace(r->trace, why, whylen) : -EPROTO;
         default:
                 REFUSE("answer of an unknown kind");
         }

@@ -19,6 +19,7 @@
 #include "system/loader.h"
 #include "policy.h"
 #include "spawn/uidpool.h"
+#include "system/trace.h"
 
 static void usage(FILE *f)
 {
@@ -39,7 +40,10 @@ static void usage(FILE *f)
                    "                    Store=postgresql), Node= (this gadgetd's name in the store, default\n"
                    "                    the host name), FdStore=yes (SIGTERM under systemd hands the\n"
                    "                    gadgets to the next gadgetd through the fd store), FdStoreTimeout=\n"
-                   "                    (how long a sandbox waits for it, default 60s)\n"
+                   "                    (how long a sandbox waits for it, default 60s), TraceKeep=N (spans\n"
+                   "                    kept for gadgetctl trace, default 4096, 0: no tracing),\n"
+                   "                    TraceExport=URL (an OTLP/HTTP collector's /v1/traces),\n"
+                   "                    TraceSample=F (the share of new traces exported, default 1)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout;\n"
@@ -304,6 +308,23 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                        cfg->fd_store_timeout_ms <= 3600000;
         if (strcmp(key, "HTTPRequestsMax") == 0)
                 return parse_count(value, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max) == 0;
+        if (strcmp(key, "TraceKeep") == 0) {
+                uint64_t n;
+                cfg->trace_keep_set = true;
+                if (policy_parse_count(value, &n) < 0 || n > TRACE_KEEP_MAX)
+                        return 0;
+                cfg->trace_keep = (unsigned)n;
+                return 1;
+        }
+        if (strcmp(key, "TraceSample") == 0) {
+                char *end;
+                errno = 0;
+                cfg->trace_sample = strtod(value, &end);
+                return !errno && end != value && !*end && cfg->trace_sample >= 0 && cfg->trace_sample <= 1;
+        }
+        if (strcmp(key, "TraceExport") == 0)
+                return (strncmp(value, "http://", 7) == 0 || strncmp(value, "https://", 8) == 0) &&
+                       strlen(value) < 2048 && !strpbrk(value, " \t\r\n") && set_str(&cfg->trace_export, value) == 0;
         if (strcmp(key, "LogLinesPerSecond") == 0)
                 return policy_parse_count(value, &cfg->log_lines) == 0 && cfg->log_lines > 0 &&
                        cfg->log_lines <= 1000000;
@@ -399,6 +420,7 @@ int config_parse_args(int argc, char **argv, struct config *cfg)
                 .control = { CONTROL_MAX_CONNECTIONS, CONTROL_MAX_PER_USER, CONTROL_QUEUE_BYTES },
                 .gateway = { GATEWAY_MAX_CONNECTIONS, GATEWAY_HEADER_TIMEOUT_MS },
                 .control_max_loads = LOADER_MAX_LOADS,
+                .trace_sample = 1,
         };
         const char *file = NULL;
         int opt, e = 0;
@@ -469,6 +491,7 @@ void config_free(struct config *cfg)
         free(cfg->store_connection);
         free(cfg->node);
         free(cfg->peer_listen);
+        free(cfg->trace_export);
         free(cfg->peer_cert);
         free(cfg->peer_key);
         free(cfg->peer_ca);

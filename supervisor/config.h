@@ -48,6 +48,13 @@ struct config {
          * FdStoreTimeout=: how long each sandbox waits for it (0: 60 s). */
         bool fd_store;
         uint64_t fd_store_timeout_ms;
+        /* TraceKeep=: spans kept for gadgetctl trace (trace_keep_set: given;
+         * 0 turns tracing off); TraceExport=URL: an OTLP/HTTP collector's
+         * /v1/traces, NULL: no export. */
+        unsigned trace_keep;
+        bool trace_keep_set;
+        double trace_sample;             /* TraceSample=: the share of new traces exported (default 1) */
+        char *trace_export;
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -35,6 +35,8 @@
 #include "contract.h"
 #include "adopt.h"
 #include "reexec.h"
+#include "system/trace.h"
+#include "trace_export.h"
 #include "fdstore.h"
 
 #define QUIT_TIMEOUT_MS 5000
@@ -54,6 +56,8 @@ struct daemon {
         struct loader loader;      /* policy files being read for load requests */
         struct gateway *gateway;   /* the browser gateway, if configured */
         struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
+        struct traces *traces;     /* the spans of calls (TraceKeep=) */
+        struct trace_export *trace_export; /* to a collector (TraceExport=), or NULL */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         struct notify *notify;     /* sd_notify, watchdog */
         /* gadgetctl daemon-reexec: the binary's path when gadgetd started
@@ -835,19 +839,27 @@ static int open_core(struct daemon *d)
         const struct unit_hooks hooks = { .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
                                           .log_added = unit_log_added, .arg = d };
         const struct config *c = &d->cfg;
+        int e = traces_new(c->node, c->trace_keep_set ? c->trace_keep : TRACE_KEEP_DEFAULT, c->trace_sample,
+                           &d->traces);
+        if (e < 0)
+                return e;
+        if (c->trace_export && traces_on(d->traces) &&
+            (e = trace_export_new(d->base, d->traces, c->trace_export, &d->trace_export)) < 0) {
+                log_msg(L_ERR, NULL, "TraceExport=: %s", strerror(-e));
+                return e;
+        }
         const struct core_config cc = {
                 .base = d->base, .state_dir = c->state_dir, .uid_base = c->uid_base, .uid_count = c->uid_count,
                 .limits_want = c->limits_mode, .allow_degraded_limits = c->allow_degraded_limits,
                 .require_types = c->require_types,
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
-                .http_requests_max = c->http_requests_max,
+                .http_requests_max = c->http_requests_max, .traces = d->traces,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
                 .node_forget_ms = c->node_forget_ms,
                 .uid_lock_kept = d->adopt.uid_lock >= 0, .uid_lock_fd = d->adopt.uid_lock,
                 .handoff_ms = !c->fd_store ? 0 : c->fd_store_timeout_ms ? (uint32_t)c->fd_store_timeout_ms : 60000,
         };
-        int e = core_open(&cc, &hooks, &d->core);
-        if (e < 0)
+        if ((e = core_open(&cc, &hooks, &d->core)) < 0)
                 return e;
         /* The alarms and Schedule= calls listen to the units. */
         if ((e = alarms_listen(d->core)) < 0)
@@ -966,6 +978,8 @@ static void teardown(struct daemon *d)
 {
         forward_free(d->forward);  /* calls to other nodes fail, theirs here lose their answer */
         core_close(d->core);       /* first: the units' pending calls are answered */
+        trace_export_free(d->trace_export);
+        traces_free(d->traces);
         gateway_free(d->gateway);
         control_free(d->control);
         loader_close(&d->loader);

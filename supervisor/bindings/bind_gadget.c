@@ -131,7 +131,8 @@ static void relay_call(struct binding_req *r, struct gadget_bindings *g, const c
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *cargs = value_map_get(args, "args");
         const struct bindings_call bc = { .target = target, .method = method, .args = cargs ? cargs : &null,
-                                          .chain = chain, .caller = g->policy->name, .via = via };
+                                          .chain = chain, .caller = g->policy->name, .via = via,
+                                          .trace = r->traced ? &r->trace : NULL };
         int code = env->call(env->call_arg, &bc, relay_done, rl, msg, sizeof msg);
         if (code == 0)
                 return;

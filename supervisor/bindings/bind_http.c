@@ -310,6 +310,18 @@ static const char *credential_header(const struct policy_binding *b)
         return b->credential ? b->credential_header : NULL;
 }
 
+/* One request header line more: 0, or -ENOMEM with why. */
+static int header_add(struct fetch *f, const char *line, char *why, size_t len)
+{
+        struct curl_slist *n = curl_slist_append(f->req_headers, line);
+        if (!n) {
+                snprintf(why, len, "out of memory");
+                return -ENOMEM;
+        }
+        f->req_headers = n;
+        return 0;
+}
+
 /* Request headers from the "headers" map; hop-by-hop ones are dropped and
  * names or values that could split a header line are refused. Why this is
  * safe: the header gadgetd fills with b's credential cannot be set by the
@@ -339,18 +351,27 @@ static int add_headers(struct fetch *f, const struct policy_binding *b, const Ga
                                  "cannot set it", (int)cred_len, cred, b->name);
                         return -EPERM;
                 }
-                if (is_hop_by_hop(k, strlen(k)))
-                        continue;
+                if (is_hop_by_hop(k, strlen(k)) || (f->r->traced && strcasecmp(k, "traceparent") == 0))
+                        continue; /* gadgetd's traceparent wins: see add_traceparent */
                 char line[8300];
                 snprintf(line, sizeof line, "%s: %s", k, v);
-                struct curl_slist *n = curl_slist_append(f->req_headers, line);
-                if (!n) {
-                        snprintf(why, len, "out of memory");
+                if (header_add(f, line, why, len) < 0)
                         return -ENOMEM;
-                }
-                f->req_headers = n;
         }
         return 0;
+}
+
+/* The request carries its binding call's span as its traceparent, so the
+ * service called continues the chain's trace (the W3C header, which a
+ * gadget's own is replaced by). */
+static int add_traceparent(struct fetch *f, char *why, size_t len)
+{
+        char line[32 + TRACEPARENT_LEN];
+        if (!f->r->traced)
+                return 0;
+        memcpy(line, "traceparent: ", 13);
+        traceparent_format(&f->r->trace, line + 13);
+        return header_add(f, line, why, len);
 }
 
 /* Whether s holds a byte that has no place in a header value: CR, LF,
@@ -551,6 +572,8 @@ static void request(struct binding_req *r, const struct policy_binding *b, const
         }
         url_free(&u);
         int rc = add_headers(f, b, value_map_get(args, "headers"), why, sizeof why);
+        if (rc == 0)
+                rc = add_traceparent(f, why, sizeof why);
         if (rc < 0) {
                 fetch_free(f);
                 bindings_reply(r, NULL, rc == -EPERM ? GADGET_EDENIED : GADGET_EINVAL, why, 0);

@@ -10,6 +10,7 @@
 
 #include "system/approvals.h"
 #include "system/audit.h"
+#include "system/trace.h"
 #include "contract.h"
 #include "system/log.h"
 #include "link/peer.h"
@@ -111,6 +112,45 @@ static bool over_budget(struct gadget_bindings *g, struct peer *peer, const Gadg
         return true;
 }
 
+/* r's span begins: a child of the call its gadget serves now (found from
+ * gadgetd's record of the calls in flight, nothing the gadget says), or of
+ * none (a gadget working on its own: an alarm's, a timer's). */
+static void span_begin(struct gadget_bindings *g, struct binding_req *r, struct peer *peer)
+{
+        struct traces *t = g->env->traces;
+        if (!traces_on(t))
+                return;
+        const struct trace_ctx *parent = peer_current_trace(peer);
+        trace_begin(t, parent, &r->trace);
+        if (parent)
+                memcpy(r->parent_id, parent->span_id, TRACE_SPAN_ID_LEN);
+        r->start_ns = trace_now_ns();
+        r->traced = true;
+}
+
+/* r's span ends with code (0: ok); us is its duration. */
+static void span_end(struct gadget_bindings *g, const struct binding_req *r, int code, uint64_t us)
+{
+        if (!r->traced)
+                return;
+        struct traces *t = g->env->traces;
+        struct span *s = traces_next(t);
+        size_t nb = strnlen(r->binding, 47), no = strnlen(r->op, 47);
+        s->ctx = r->trace;
+        memcpy(s->parent_id, r->parent_id, TRACE_SPAN_ID_LEN);
+        s->kind = SPAN_BINDING;
+        s->start_ns = r->start_ns;
+        s->duration_ns = us * 1000;
+        trace_copy(s->gadget, sizeof s->gadget, g->policy->name);
+        memcpy(s->name, r->binding, nb);
+        s->name[nb] = '.';
+        memcpy(s->name + nb + 1, r->op, no);
+        s->name[nb + 1 + no] = '\0';
+        trace_copy(s->node, sizeof s->node, traces_node(t));
+        s->peer[0] = '\0';
+        trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
+}
+
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out)
 {
@@ -127,11 +167,15 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                 const char *said = !sent ? why : value ? NULL : message;
                 if (r->audit_note)
                         snprintf(detail, sizeof detail, "%s%s%s", r->audit_note, said ? "; " : "", said ? said : "");
+                uint64_t us = monotime_since_us(&r->start);
+                span_end(g, r, sent ? (value ? 0 : code ? code : GADGET_EFAILED) : GADGET_EGONE, us);
+                char trace[2 * TRACE_ID_LEN + 1];
+                trace_hex(r->trace.trace_id, TRACE_ID_LEN, trace);
                 struct audit_record rec = {
                         .gadget = g->policy->name, .binding = r->binding, .op = r->op,
                         .outcome = sent ? outcome : AUDIT_ERROR,
-                        .bytes = r->bytes_in + bytes_out, .duration_us = monotime_since_us(&r->start),
-                        .detail = r->audit_note ? detail : said,
+                        .bytes = r->bytes_in + bytes_out, .duration_us = us,
+                        .detail = r->audit_note ? detail : said, .trace = r->traced ? trace : NULL,
                 };
                 audit_write(g->env->audit, &rec);
         }
@@ -179,6 +223,7 @@ void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget_
         snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
         snprintf(r->op, sizeof r->op, "%s", bc->op);
         r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;
+        span_begin(g, r, peer);
         LIST_INSERT_HEAD(&g->breqs, r, link);
         g->n_breqs++;
 

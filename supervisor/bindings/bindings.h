@@ -11,6 +11,7 @@
 
 #include "gadget.pb-c.h"
 #include "policy.h"
+#include "traceparent.h"
 
 struct peer;
 struct peer_chain;
@@ -23,6 +24,7 @@ struct event_base;
 struct audit;
 struct http;
 struct approvals;
+struct traces;
 
 /* A gadget binding's call of another gadget's method. */
 struct bindings_call {
@@ -31,6 +33,7 @@ struct bindings_call {
         const struct peer_chain *chain;
         const char *caller;          /* the calling gadget */
         const char *via;             /* "binding NAME" */
+        const struct trace_ctx *trace; /* the binding call's span: the call's parent, or NULL */
 };
 
 /* What binding calls may use of gadgetd, given by the unit's owner
@@ -41,6 +44,7 @@ struct bindings_env {
         const char *state_dir;      /* the gadgets' kv stores are below it */
         struct audit *audit;
         struct http *http;
+        struct traces *traces;      /* where binding calls' spans go, or NULL */
         /* Calls bc's method of the loaded gadget bc->target (gadget
          * bindings), by gadgetd's one door for calls (core/calls.h),
          * approved already (approval_wanted was asked first): 0 when the
@@ -115,6 +119,10 @@ struct binding_req {
         struct approval *approval;  /* while it waits for a person's approval */
         char *audit_note;           /* what the audit names besides the outcome (an http
                                      * request's credential file), or NULL; never a secret */
+        struct trace_ctx trace;     /* its span, a child of the call the gadget serves (traced) */
+        uint8_t parent_id[TRACE_SPAN_ID_LEN];
+        uint64_t start_ns;
+        bool traced;
         LIST_ENTRY(binding_req) link; /* in the unit's list of pending calls */
 };
 

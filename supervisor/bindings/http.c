@@ -284,6 +284,16 @@ void http_free(struct http *h)
         free(h);
 }
 
+void http_abandon(struct http *h, CURL *easy)
+{
+        struct http_slot *s = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
+        curl_multi_remove_handle(h->multi, easy);
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+        if (s)
+                http_slot_put(h, s);
+}
+
 int http_start(struct http *h, struct http_slot *s, CURL *easy, http_done_fn *done, void *arg)
 {
         s->done = done;

@@ -38,3 +38,7 @@ void http_slot_put(struct http *h, struct http_slot *s);
  * (also on failure) and the slot goes with it. 0, or -errno and the slot
  * is still the caller's. */
 int http_start(struct http *h, struct http_slot *s, CURL *easy, http_done_fn *done, void *arg);
+/* Ends a transfer started on easy without its done (its owner goes):
+ * easy is taken off the multi handle and its slot given back; the caller
+ * still cleans easy up. */
+void http_abandon(struct http *h, CURL *easy);

@@ -38,6 +38,8 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/ratelog.h"
+#include "system/trace.h"
+#include "system/trace_tree.h"
 #include "validate.h"
 
 /* One session from another node: its calls and moves in flight here. */
@@ -139,16 +141,22 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
 }
 
 /* One audit record per call another node forwards, naming that node
- * and what it says of the call's origin. */
-static void audit_in(struct forward *f, struct session *s, const Control__Call *call, int code, const char *msg)
+ * and what it says of the call's origin, and the call's trace (t: its
+ * span here, zero if none). */
+static void audit_in(struct forward *f, struct session *s, const Control__Call *call, int code, const char *msg,
+                     const struct trace_ctx *t)
 {
+        char trace[2 * TRACE_ID_LEN + 1];
+        bool traced = t && !trace_id_zero(t->trace_id, TRACE_ID_LEN);
+        if (traced)
+                trace_hex(t->trace_id, TRACE_ID_LEN, trace);
         char detail[700];
         snprintf(detail, sizeof detail, "forwarded by node %s for %.200s through %.200s%s%.200s", s->from,
                  call->caller[0] ? call->caller : "a caller", call->via[0] ? call->via : "another node",
                  code ? ": " : "", code ? msg : "");
         struct audit_record rec = { .gadget = call->name, .binding = "node", .op = call->method,
                                     .outcome = !code ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR,
-                                    .detail = detail };
+                                    .detail = detail, .trace = traced ? trace : NULL };
         audit_write(core_audit(f->core), &rec);
 }
 
@@ -164,7 +172,7 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
         if (call->admin) {
                 snprintf(msg, sizeof msg, "admin methods of %s are called on the node that runs it (%s): an admin "
                          "call never crosses the link", call->name, core_node(f->core));
-                audit_in(f, s, call, GADGET_EDENIED, msg);
+                audit_in(f, s, call, GADGET_EDENIED, msg, NULL);
                 send_error(s->in, q->id, GADGET_EDENIED, msg);
                 return;
         }
@@ -174,14 +182,21 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
         snprintf(caller, sizeof caller, "%s on node %s", call->caller[0] ? call->caller : "a caller", s->from);
         snprintf(party, sizeof party, "node %s", s->from);
         const struct peer_chain chain = { .names = call->chain, .n = call->n_chain, .depth = call->depth };
+        /* Why this is safe: the peer's traceparent is read strictly and
+         * used only as the parent of this call's span (its trace id, its
+         * flags); an invalid one is ignored, and the call goes on. */
+        struct trace_ctx parent;
+        bool traced = traceparent_parse(call->traceparent, strlen(call->traceparent), &parent) == 0;
+        struct trace_ctx span = { 0 };
         /* Why this is safe: call->approved is never read: a method in
          * Approve= waits here for a person of this node. */
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .chain = call->n_chain ? &chain : NULL, .done = in_call_done, .cbdata = s,
                                      .tag = q->id, .owner = &s->calls, .caller = caller, .party = party,
-                                     .via = call->via[0] ? call->via : "another node" };
+                                     .via = call->via[0] ? call->via : "another node",
+                                     .trace = traced ? &parent : NULL, .peer_node = s->from, .trace_out = &span };
         int code = calls_start(u, &cq, msg, sizeof msg);
-        audit_in(f, s, call, code, msg);
+        audit_in(f, s, call, code, msg, code ? NULL : &span);
         if (code)
                 send_error(s->in, q->id, code, msg);
 }
@@ -208,6 +223,27 @@ static void in_wake(struct forward *f, struct session *s, const Control__Request
                 send_done(s->in, q->id, "ready");
         else if (code)
                 send_error(s->in, q->id, code, msg);
+}
+
+/* Another node asks for this node's spans of a trace (gadgetctl trace
+ * there): this node's only, never gathered further. */
+static void in_trace(struct forward *f, struct session *s, const Control__Request *q)
+{
+        enum { MAX = CONTROL_TRACE_SPANS_MAX };
+        uint8_t id[TRACE_ID_LEN];
+        const struct span **spans = calloc(MAX, sizeof *spans);
+        struct trace_tree tt;
+        trace_unhex(q->trace->trace_id, TRACE_ID_LEN, id);
+        size_t n = spans ? traces_find(core_traces(f->core), id, spans, MAX) : 0;
+        if (!spans || trace_tree_fill(&tt, id, spans, n, NULL, 0) < 0) {
+                send_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
+                free(spans);
+                return;
+        }
+        struct answer a;
+        nodelink_answer(s->in, answer_of(&a, q->id, &tt.msg.base));
+        trace_tree_clear(&tt);
+        free(spans);
 }
 
 static void move_unlink(struct move_in *m)
@@ -271,6 +307,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_CALL, in_call },
         { CONTROL__REQUEST__REQ_MOVE, in_move },
         { CONTROL__REQUEST__REQ_WAKE, in_wake },
+        { CONTROL__REQUEST__REQ_TRACE, in_trace },
 };
 
 static void on_request(void *arg, struct nodelink_in *in, const char *from, const Control__Request *q)
@@ -294,7 +331,7 @@ static void on_request(void *arg, struct nodelink_in *in, const char *from, cons
                         handlers[i].handle(f, s, q);
                         return;
                 }
-        send_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes and moves");
+        send_error(in, q->id, GADGET_EINVAL, "a node may ask another only for calls, wakes, moves and spans");
 }
 
 /* PeerRevoked=: one node name a line ('#' starts a comment), read again
@@ -480,6 +517,11 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
                 call.n_chain = q->chain->n;
                 call.depth = q->chain->depth;
         }
+        char tp[TRACEPARENT_LEN + 1] = "";
+        const struct trace_ctx *t = call_trace(c);
+        if (t)
+                traceparent_format(t, tp);
+        call.traceparent = tp;
         call.caller = (char *)(q->caller ? q->caller : "");
         call.via = (char *)(q->via ? q->via : "");
         /* admin and approved never cross: the owner decides both (and
@@ -493,6 +535,24 @@ static void out_cancel(void *arg, void *handle)
 {
         if (handle)
                 nodelink_cancel(handle);
+}
+
+/* Sends req to node, its answer to done(m): m, the caller's record of
+ * what waits for it (NULL: out of memory), is freed here if nothing was
+ * sent. 0, or a GADGET_E* code with msg. */
+static int out_ask(struct forward *f, const char *node, Control__Request *req, nodelink_done done, void *m, char *msg,
+                   size_t len)
+{
+        struct nodelink_send *h;
+        req->version = CONTROL_PROTOCOL_VERSION;
+        int code = GADGET_EINTERNAL;
+        if (!m)
+                snprintf(msg, len, "out of memory");
+        else
+                code = out_send(f, node, req, done, m, &h, msg, len);
+        if (code)
+                free(m);
+        return code;
 }
 
 struct move_out {
@@ -517,25 +577,51 @@ static void out_move_done(void *arg, const Control__Response *r, int code, const
 static int out_move(void *arg, const char *node, const char *gadget, const char *to,
                     void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len)
 {
-        struct forward *f = arg;
         struct move_out *m = calloc(1, sizeof *m);
-        if (!m) {
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
-        }
-        *m = (struct move_out){ .done = done, .arg = darg };
+        if (m)
+                *m = (struct move_out){ .done = done, .arg = darg };
         Control__Move mv = CONTROL__MOVE__INIT;
         mv.name = (char *)gadget;
         mv.node = (char *)to;
         Control__Request req = CONTROL__REQUEST__INIT;
         req.req_case = CONTROL__REQUEST__REQ_MOVE;
         req.move = &mv;
-        req.version = CONTROL_PROTOCOL_VERSION;
-        struct nodelink_send *h;
-        int code = out_send(f, node, &req, out_move_done, m, &h, msg, len);
-        if (code)
-                free(m);
-        return code;
+        return out_ask(arg, node, &req, out_move_done, m, msg, len);
+}
+
+struct trace_out {
+        void (*done)(void *darg, const Control__TraceTree *t, int code, const char *msg);
+        void *arg;
+};
+
+static void out_trace_done(void *arg, const Control__Response *r, int code, const char *msg)
+{
+        struct trace_out *t = arg;
+        if (!r)
+                t->done(t->arg, NULL, code == NODELINK_UNREAD ? GADGET_EUNAVAILABLE : code, msg);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_TRACE)
+                t->done(t->arg, r->trace, 0, NULL);
+        else if (r->resp_case == CONTROL__RESPONSE__RESP_ERROR)
+                t->done(t->arg, NULL, r->error->code ? (int)r->error->code : GADGET_EFAILED, r->error->message);
+        else
+                t->done(t->arg, NULL, GADGET_EINTERNAL, "the other node answered with something else");
+        free(t);
+}
+
+static int out_trace(void *arg, const char *node, const char *trace_id,
+                     void (*done)(void *darg, const Control__TraceTree *t, int code, const char *msg), void *darg,
+                     char *msg, size_t len)
+{
+        struct trace_out *t = calloc(1, sizeof *t);
+        if (t)
+                *t = (struct trace_out){ .done = done, .arg = darg };
+        Control__Trace tr = CONTROL__TRACE__INIT;
+        tr.trace_id = (char *)trace_id;
+        tr.here = true;
+        Control__Request req = CONTROL__REQUEST__INIT;
+        req.req_case = CONTROL__REQUEST__REQ_TRACE;
+        req.trace = &tr;
+        return out_ask(arg, node, &req, out_trace_done, t, msg, len);
 }
 
 int forward_new(struct event_base *base, struct core *core, const struct nodelink_config *cfg,
@@ -567,7 +653,8 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
                 free(f);
                 return e;
         }
-        const struct core_remote r = { .call = out_call, .cancel = out_cancel, .move = out_move, .arg = f };
+        const struct core_remote r = { .call = out_call, .cancel = out_cancel, .move = out_move, .trace = out_trace,
+                                       .arg = f };
         core_set_remote(core, &r);
         *out = f;
         return 0;

@@ -72,3 +72,5 @@ void request_cat(struct client *cl, const Control__Request *req);
 /* gadgetctl nodes and nodes forget (nodes.c). */
 void request_nodes(struct client *cl, const Control__Request *req);
 void request_forget_node(struct client *cl, const Control__Request *req);
+/* gadgetctl trace (trace.c). */
+void request_trace(struct client *cl, const Control__Request *req);

@@ -524,9 +524,12 @@ static void on_call(struct client *cl, const Control__Request *q)
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         char caller[40];
         snprintf(caller, sizeof caller, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
+        /* gadgetctl call --traceparent: read strictly, ignored if invalid. */
+        struct trace_ctx parent;
+        bool traced = traceparent_parse(call->traceparent, strlen(call->traceparent), &parent) == 0;
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls,
-                                     .caller = caller, .via = "gadgetctl" };
+                                     .caller = caller, .via = "gadgetctl", .trace = traced ? &parent : NULL };
         char msg[400];
         int code = calls_start(u, &cq, msg, sizeof msg);
         if (code)
@@ -792,6 +795,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_NODES, request_nodes },
         { CONTROL__REQUEST__REQ_FORGET_NODE, request_forget_node },
         { CONTROL__REQUEST__REQ_DAEMON_REEXEC, on_daemon_reexec },
+        { CONTROL__REQUEST__REQ_TRACE, request_trace },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

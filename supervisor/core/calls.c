@@ -14,6 +14,7 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/ratelog.h"
+#include "system/trace.h"
 #include "types.h"
 #include "value.h"
 #include "wire.h"
@@ -64,6 +65,13 @@ struct call {
         uint64_t deadline_ms;
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
+        /* Its span (the trace's context in c->pc.trace): */
+        bool traced;
+        uint8_t parent_id[TRACE_SPAN_ID_LEN];
+        uint64_t start_ns, start_us;
+        char trace_hex[2 * TRACE_ID_LEN + 1];
+        char peer[64];               /* the node it came from, or was forwarded to */
+        char span_name[GADGET_NAME_MAX + 1];  /* its method */
 };
 
 static void owner_unlink(struct call *c)
@@ -115,9 +123,60 @@ static void call_free(struct call *c)
         free(c);
 }
 
+/* c's span begins: under q->trace, or a new trace. */
+static void span_begin(struct call *c, const struct call_req *q)
+{
+        struct traces *t = c->u->core->cfg.traces;
+        if (!traces_on(t) || c->wake)
+                return;
+        trace_begin(t, q->trace, &c->pc.trace);
+        if (q->trace)
+                memcpy(c->parent_id, q->trace->span_id, TRACE_SPAN_ID_LEN);
+        if (q->peer_node)
+                trace_copy(c->peer, sizeof c->peer, q->peer_node);
+        trace_copy(c->span_name, sizeof c->span_name, q->method ? q->method : "");
+        c->start_ns = trace_now_ns();
+        c->start_us = monotime_us();
+        c->traced = true;
+}
+
+/* c's span ends with code (0: ok). */
+static void span_end(struct call *c, int code)
+{
+        if (!c->traced)
+                return;
+        struct traces *t = c->u->core->cfg.traces;
+        struct span *s = traces_next(t);
+        s->ctx = c->pc.trace;
+        memcpy(s->parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
+        s->kind = SPAN_CALL;
+        s->start_ns = c->start_ns;
+        s->duration_ns = (monotime_us() - c->start_us) * 1000;
+        trace_copy(s->gadget, sizeof s->gadget, c->u->policy->name);
+        trace_copy(s->name, sizeof c->span_name, c->span_name);  /* the smaller: name holds it */
+        trace_copy(s->node, sizeof s->node, traces_node(t));
+        trace_copy(s->peer, sizeof s->peer, c->peer);
+        trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
+}
+
+const char *call_trace_id(const struct call *c)
+{
+        /* Written at the first asking: most calls are never asked. */
+        struct call *w = (struct call *)c;
+        if (c->traced && !c->trace_hex[0])
+                trace_hex(c->pc.trace.trace_id, TRACE_ID_LEN, w->trace_hex);
+        return c->trace_hex;
+}
+
+const struct trace_ctx *call_trace(const struct call *c)
+{
+        return c->traced ? &c->pc.trace : NULL;
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
+        span_end(c, code);
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -256,6 +315,8 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         }
         c->has_chain = q->chain != NULL;
         c->fwd_epoch = u->owner_epoch;
+        if (c->traced)
+                trace_copy(c->peer, sizeof c->peer, u->owner);
         int code = r->call(r->arg, c, u->owner, u->policy->name, q, &c->remote, msg, len);
         if (code)
                 return code;
@@ -679,6 +740,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
+        span_begin(c, q);
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
@@ -698,6 +760,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return code;
         }
         call_own(c, q->owner);
+        if (q->trace_out)
+                *q->trace_out = c->pc.trace;
         return 0;
 }
 

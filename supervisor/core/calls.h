@@ -13,10 +13,12 @@
 #include <sys/queue.h>
 
 #include "gadget.pb-c.h"
+#include "traceparent.h"
 
 struct unit;
 struct peer_chain;
 struct call;
+struct Control__TraceTree;
 
 /* The outcome of a call: res NULL means it failed with code/message. tag
  * is the caller's, as given. */
@@ -43,6 +45,12 @@ struct call_req {
          * peer node of a forwarded call ("node b"), whatever caller it
          * names; NULL: the caller. */
         const char *party;
+        /* The chain's trace: the parent of this call's span (a
+         * traceparent the caller gave, a binding call's span, another
+         * node's call), or NULL: a new trace starts here. */
+        const struct trace_ctx *trace;
+        const char *peer_node;  /* a call another node forwarded: that node's name, for its span */
+        struct trace_ctx *trace_out; /* or NULL: given the call's span once it started (zero: none) */
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
         bool approved;  /* a person of this node approved it already (a binding asked) */
@@ -92,6 +100,12 @@ struct core_remote {
          * once. 0, or a GADGET_E* code with msg (done never called). */
         int (*move)(void *arg, const char *node, const char *gadget, const char *to,
                     void (*done)(void *darg, int code, const char *msg), void *darg, char *msg, size_t len);
+        /* Asks node for its spans of the trace trace_id (32 hex digits):
+         * done once with its answer, validated (NULL: code and msg). 0, or
+         * a GADGET_E* code with msg (done never called). */
+        int (*trace)(void *arg, const char *node, const char *trace_id,
+                     void (*done)(void *darg, const struct Control__TraceTree *t, int code, const char *msg),
+                     void *darg, char *msg, size_t len);
         void *arg;
 };
 /* The outcome of a forwarded call, as the owner answered (res NULL: code
@@ -108,6 +122,11 @@ void calls_remote_unsent(struct call *c, const char *why);
  * before a re-exec): it waits as calls_remote_unsent's, and goes again at
  * once, in order, to the gadget's owner, even on the same lease. */
 void calls_remote_unread(struct call *c, const char *why);
+/* c's trace id (32 hex digits), for what is told of it (the audit, tail
+ * gadgets' events); "" when tracing is off (TraceKeep=0). */
+const char *call_trace_id(const struct call *c);
+/* c's span (the parent of the next hop's), or NULL when tracing is off. */
+const struct trace_ctx *call_trace(const struct call *c);
 /* Whether c is a wake (no method): its answer is "ready", not a result. */
 bool calls_is_wake(const struct call *c);
 

@@ -26,13 +26,19 @@ static int call_gadget(void *arg, const struct bindings_call *bc, call_fn done, 
                 return GADGET_EUNAVAILABLE;
         }
         const struct call_req q = { .method = bc->method, .args = bc->args, .chain = bc->chain, .done = done,
-                                    .cbdata = cbdata, .caller = bc->caller, .via = bc->via, .approved = true };
+                                    .cbdata = cbdata, .caller = bc->caller, .via = bc->via, .approved = true,
+                                    .trace = bc->trace };
         return calls_start(t, &q, msg, len);
 }
 
 void core_set_remote(struct core *c, const struct core_remote *r)
 {
         c->remote = *r;
+}
+
+const struct core_remote *core_remote_of(const struct core *c)
+{
+        return &c->remote;
 }
 
 /* Whether the target's own Approve= lists method (struct bindings_env). */
@@ -78,6 +84,7 @@ static int open_parts(struct core *c)
                               &store);
         if (e < 0)
                 return e;
+        c->bindings.traces = c->cfg.traces;
         c->bindings.call = call_gadget;
         c->bindings.approval_wanted = approval_wanted;
         c->bindings.call_arg = c;
@@ -231,6 +238,11 @@ struct approvals *core_approvals(const struct core *c)
 struct audit *core_audit(const struct core *c)
 {
         return c->audit;
+}
+
+struct traces *core_traces(const struct core *c)
+{
+        return c->cfg.traces;
 }
 
 struct kvpg_audit *core_audit_store(const struct core *c)

@@ -22,6 +22,7 @@ struct unit_hooks;
 struct policy;
 struct event_base;
 struct kvpg_audit;
+struct traces;
 
 /* What the entry point's options say of the core. */
 struct core_config {
@@ -35,6 +36,7 @@ struct core_config {
         uint64_t log_lines, log_bytes;  /* gadgetd's LogLinesPerSecond=, LogBytesPerSecond= (0: default) */
         struct audit_config audit;
         unsigned http_requests_max; /* HTTPRequestsMax=, 0: the default */
+        struct traces *traces;      /* where the spans of calls and binding calls go (the owner's), or NULL */
         const char *no_approver;    /* when no one can approve calls (gadgetd run): why each is denied */
         const char *store_connection; /* Store=postgresql: StoreConnection=; NULL: SQLite files */
         const char *node;           /* Node=: this gadgetd's name in the store */
@@ -125,6 +127,8 @@ void core_adopt_lease_until(struct core *c, uint64_t until_ms);
 struct core_remote;
 /* Calls to gadgets other nodes run go through r (copied) from now on. */
 void core_set_remote(struct core *c, const struct core_remote *r);
+/* How calls reach other nodes now (.call NULL: they do not). */
+const struct core_remote *core_remote_of(const struct core *c);
 struct kvpg_node;
 /* Store=postgresql: the nodes that share the store, as last read (0 and
  * none without one); self: this node's name (NULL without a store);
@@ -157,6 +161,8 @@ void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed
 
 struct event_base *core_base(const struct core *c);
 struct audit *core_audit(const struct core *c);
+/* The spans of its calls (core_config's traces), or NULL. */
+struct traces *core_traces(const struct core *c);
 /* With Store=postgresql, the audit's copy in the store (reads of every
  * node's records); NULL otherwise. */
 struct kvpg_audit *core_audit_store(const struct core *c);

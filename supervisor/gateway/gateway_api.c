@@ -29,6 +29,7 @@ struct gateway_call {
         char op[8 + GADGET_NAME_MAX];  /* "call METHOD" */
         struct timespec start;
         size_t bytes_in;
+        struct trace_ctx trace;      /* its span (zero: none) */
         LIST_ENTRY(gateway_call) link; /* in g->calls while it waits (le_prev NULL: not) */
 };
 
@@ -120,9 +121,13 @@ static void record(struct gateway *g, struct gateway_call *c, enum audit_outcome
 {
         if (!g)
                 return;
+        char trace[2 * TRACE_ID_LEN + 1];
+        bool traced = !trace_id_zero(c->trace.trace_id, TRACE_ID_LEN);
+        trace_hex(c->trace.trace_id, TRACE_ID_LEN, trace);
         struct audit_record rec = {
                 .gadget = c->gadget, .binding = "gateway", .op = c->op, .outcome = outcome,
                 .bytes = c->bytes_in + bytes_out, .duration_us = monotime_since_us(&c->start), .detail = detail,
+                .trace = traced ? trace : NULL,
         };
         audit_write(core_audit(g->core), &rec);
 }
@@ -245,11 +250,23 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 refuse(g, c, 400, "bad_json", msg);
                 return;
         }
+        /* Why this is safe: the traceparent header (any local user's with
+         * the token) is read strictly and only names the parent of the
+         * call's span; an invalid one is ignored. */
+        const char *tp = evhttp_find_header(evhttp_request_get_input_headers(req), "traceparent");
+        struct trace_ctx parent;
+        bool traced = tp && traceparent_parse(tp, strnlen(tp, TRACEPARENT_MAX + 1), &parent) == 0;
         const struct call_req q = { .method = method, .args = args, .done = call_done, .cbdata = c,
                                     .caller = "workshop", .via = admin ? "gateway (admin UI)" : "gateway",
-                                    .admin = admin };
+                                    .admin = admin, .trace = traced ? &parent : NULL, .trace_out = &c->trace };
         int code = calls_start(u, &q, msg, sizeof msg);
         value_free(args);
+        /* The call's own span, as W3C's traceresponse header names it. */
+        if (code == 0 && !trace_id_zero(c->trace.trace_id, TRACE_ID_LEN)) {
+                char line[TRACEPARENT_LEN + 1];
+                traceparent_format(&c->trace, line);
+                evhttp_add_header(evhttp_request_get_output_headers(req), "traceresponse", line);
+        }
         if (code == 0) {
                 LIST_INSERT_HEAD(&g->calls, c, link);
                 return;

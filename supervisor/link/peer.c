@@ -537,6 +537,12 @@ void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct pe
                 fn(arg, &c->chain);
 }
 
+const struct trace_ctx *peer_current_trace(const struct peer *p)
+{
+        const struct peer_call *c = TAILQ_FIRST(&p->calls);
+        return c && !trace_id_zero(c->trace.trace_id, TRACE_ID_LEN) ? &c->trace : NULL;
+}
+
 int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, int code,
                        const char *message)
 {

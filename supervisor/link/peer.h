@@ -11,6 +11,7 @@
 #include <event2/event.h>
 
 #include "gadget.pb-c.h"
+#include "traceparent.h"
 
 struct policy;
 struct type_sig;
@@ -83,6 +84,7 @@ void peer_chain_clear(struct peer_chain *chain);
 struct peer_call {
         uint64_t id;
         struct peer_chain chain;    /* where it came from (names copied, the peer's) */
+        struct trace_ctx trace;     /* its span (the caller's to set; zero: none) */
         void (*done)(struct peer_call *pc, const Gadget__CallResult *res, const char *gone);
         TAILQ_ENTRY(peer_call) link;    /* in the peer's calls in flight */
         struct peer *on;                /* the peer it is linked on; NULL when not (pc starts zeroed) */
@@ -96,6 +98,10 @@ int peer_call(struct peer *p, struct peer_call *pc, const char *method, const Ga
               const struct peer_chain *chain);
 /* Calls fn with the chain of every call in flight to the gadget. */
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg);
+/* The span of the call the gadget serves now: the oldest in flight
+ * (libgadget serves calls one at a time, in order), or NULL (none, or it
+ * has no span). Its binding calls are that span's children. */
+const struct trace_ctx *peer_current_trace(const struct peer *p);
 /* Unlinks a pending call (its timeout fired) without calling done; a late
  * result is dropped. */
 void peer_forget(struct peer *p, struct peer_call *pc);

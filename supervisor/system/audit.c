@@ -242,6 +242,8 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                 snprintf(detail, sizeof detail, "%s", r->detail);
                 json_object_set_new(o, "detail", json_string(detail));
         }
+        if (r->trace)
+                json_object_set_new(o, "trace", json_string(r->trace));
         char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!line)

@@ -21,6 +21,7 @@ struct audit_record {
         uint64_t bytes;        /* request + response payload */
         uint64_t duration_us;
         const char *detail;    /* error message or limit; never a secret */
+        const char *trace;     /* the call chain's trace id (32 hex digits), or NULL */
 };
 
 /* The daemon's [Audit] settings. */

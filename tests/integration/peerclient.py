@@ -30,10 +30,10 @@ def nested(depth):
 
 
 def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=False,
-         version=CONTROL_PROTOCOL_VERSION):
+         version=CONTROL_PROTOCOL_VERSION, traceparent=""):
     """A whole control.Request frame carrying a Call, with the record a
-    node would send (caller, via) and the claims it must not be trusted
-    for (admin, approved)."""
+    node would send (caller, via, traceparent) and the claims it must not
+    be trusted for (admin, approved)."""
     c = field(1, name.encode()) + field(2, method.encode()) + field(3, args)
     if caller:
         c += field(6, caller.encode())
@@ -43,6 +43,8 @@ def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=
         c += varint(8 << 3) + varint(1)
     if approved:
         c += varint(9 << 3) + varint(1)
+    if traceparent:
+        c += field(10, traceparent.encode())
     msg = varint(1 << 3) + varint(rid) + field(7, c)
     if version is not None:
         msg += varint(11 << 3) + varint(version)

@@ -188,6 +188,65 @@ static void test_response(void)
               "an answer of an unknown kind: %s", why);
 }
 
+/* gadgetctl trace's request (a trace id) and answer (a node's spans). */
+static void test_trace(void)
+{
+        Control__Trace t = CONTROL__TRACE__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_TRACE;
+        q.trace = &t;
+        t.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        CHECK(request(&q) == 0, "a trace id: %s", why);
+        const char *bad_ids[] = { "", "4bf92f3577b34da6a3ce929d0e0e473", "4BF92F3577B34DA6A3CE929D0E0E4736",
+                                  "00000000000000000000000000000000", "4bf92f3577b34da6a3ce929d0e0e4736a" };
+        for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+                t.trace_id = (char *)bad_ids[i];
+                CHECK(request(&q) < 0 && strstr(why, "trace id"), "trace id \"%s\" refused: %s", bad_ids[i], why);
+        }
+        Control__Span sp = CONTROL__SPAN__INIT, *spp = &sp;
+        sp.span_id = "00f067aa0ba902b7";
+        sp.parent_id = "";
+        sp.gadget = "counter";
+        sp.name = "NEXT.call";
+        sp.kind = "binding";
+        sp.node = "a";
+        sp.peer = "";
+        sp.outcome = "ok";
+        char *unreached[] = { "b" };
+        Control__TraceTree tt = CONTROL__TRACE_TREE__INIT;
+        tt.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        tt.spans = &spp;
+        tt.n_spans = 1;
+        tt.unreached = unreached;
+        tt.n_unreached = 1;
+        Control__Response r = CONTROL__RESPONSE__INIT;
+        r.resp_case = CONTROL__RESPONSE__RESP_TRACE;
+        r.trace = &tt;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a trace: %s", why);
+        struct { const char **field; const char *bad, *says; } cases[] = {
+                { (const char **)&tt.trace_id, "4bf9", "trace with an invalid id" },
+                { (const char **)&sp.span_id, "00F067AA0BA902B7", "invalid id" },
+                { (const char **)&sp.parent_id, "00f067aa0ba902b", "invalid id" },
+                { (const char **)&sp.gadget, "../x", "invalid gadget" },
+                { (const char **)&sp.name, "a\033[2Jb", "invalid gadget, name" },
+                { (const char **)&sp.outcome, "\xfe", "invalid gadget, name or outcome" },
+                { (const char **)&sp.kind, "other", "unknown kind" },
+                { (const char **)&sp.node, "A B", "invalid node name" },
+                { (const char **)&sp.peer, "-x", "invalid node name" },
+                { (const char **)&unreached[0], "a/b", "invalid node" },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+                const char *was = *cases[i].field;
+                *cases[i].field = cases[i].bad;
+                CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, cases[i].says),
+                      "a span with \"%s\" refused: %s", cases[i].bad, why);
+                *cases[i].field = was;
+        }
+        tt.n_spans = CONTROL_TRACE_SPANS_MAX + 1;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "more than"),
+              "more than %d spans refused: %s", CONTROL_TRACE_SPANS_MAX, why);
+}
+
 /* Every kind of Request (each field of its oneof, found in the descriptor,
  * so a kind added to control.proto is covered at once) has its case in the
  * validator: with its message at the defaults it is passed or refused for
@@ -316,5 +375,6 @@ int main(void)
         test_answers();
         test_answer_items();
         test_every_request_kind();
+        test_trace();
         return tap_done();
 }
