@@ -64,6 +64,10 @@ struct call {
         uint64_t deadline_ms;
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
+        /* What its listeners are told at its end (unit_events.h's called): */
+        char told_method[GADGET_NAME_MAX + 1]; /* "" : nothing is told (a wake, call_req.untailed) */
+        uint64_t begin_us;
+        bool elsewhere;             /* its outcome came from (or was lost on) another node, which tells its own */
 };
 
 static void owner_unlink(struct call *c)
@@ -115,9 +119,24 @@ static void call_free(struct call *c)
         free(c);
 }
 
+/* Tells the unit's listeners (a tail) that c ended with code. */
+static void call_told(const struct call *c, int code)
+{
+        if (!c->told_method[0] || c->elsewhere)
+                return;
+        const struct unit_call_event e = {
+                .method = c->told_method, .code = code, .duration_us = monotime_us() - c->begin_us,
+                /* TRACE: the call's W3C trace id goes here once calls carry
+                 * one (issue 33's traces); until then none. */
+                .trace = "",
+        };
+        unit_events_called(c->u, &e);
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
+        call_told(c, code);
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -199,6 +218,7 @@ void calls_unit_gone(struct unit *u)
 void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         c->remote = NULL;
+        c->elsewhere = true;
         call_end(c, res, code, message);
 }
 
@@ -218,6 +238,7 @@ static void remote_timeout(evutil_socket_t fd, short what, void *arg)
         snprintf(msg, sizeof msg, "no answer from node %.64s within CallTimeout (%llu ms)", c->u->owner,
                  (unsigned long long)c->u->policy->call_timeout_ms);
         r->cancel(r->arg, c->remote);
+        c->elsewhere = true;
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
 
@@ -678,7 +699,10 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
+                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
+                            .begin_us = monotime_us() };
+        if (!q->untailed)
+                snprintf(c->told_method, sizeof c->told_method, "%s", q->method);
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
