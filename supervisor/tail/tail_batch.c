@@ -47,13 +47,15 @@ static Gadget__Value *call_value(Gadget__Value *m, const struct tail_event *e)
 
 static Gadget__Value *exit_value(Gadget__Value *m, const struct tail_event *e)
 {
-        char sig[16];
         if (WIFEXITED(e->status))
                 value_map_set(m, "status", value_new_int(WEXITSTATUS(e->status)));
         else
                 value_map_set(m, "status", value_new_null());
-        if (WIFSIGNALED(e->status))
-                value_map_set(m, "signal", value_new_string(gadget_signal_name(WTERMSIG(e->status), sig, sizeof sig)));
+        const char *abbrev = WIFSIGNALED(e->status) ? sigabbrev_np(WTERMSIG(e->status)) : NULL;
+        if (abbrev)
+                value_map_set(m, "signal", value_new_string(abbrev));
+        else if (WIFSIGNALED(e->status))
+                value_map_set(m, "signal", value_new_int(WTERMSIG(e->status)));
         else
                 value_map_set(m, "signal", value_new_null());
         value_map_set(m, "cause", value_new_string(e->text));

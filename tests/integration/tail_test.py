@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Integration tests of tail bindings: a real gadgetd, a test gadget
+observed by others whose tail binding gets its calls, log lines and exits
+in batches (the test gadget's method "tail" writes each batch as a log
+line, "TAIL dropped=D e1 e2 ... n=N", each event "SEQ:GADGET:KIND:WHAT").
+Usage: tail_test.py TEST."""
+import json
+import os
+import re
+import sys
+
+from harness import check, Daemon, main, policy, test, wait_for
+from kvchecks import ready
+
+
+def tail_binding(of="obs", method="tail", extra=""):
+    return "[Binding T]\nType=tail\nOf=%s\nMethod=%s\n%s" % (of, method, extra)
+
+
+def batches(d, name):
+    """The batches the tail gadget name wrote: [(dropped, [(seq, gadget, kind, what)])]."""
+    out = []
+    for line in d.ctl("logs", name, "-n", "1000").stdout.splitlines():
+        m = re.search(r"TAIL dropped=(-?\d+)(.*) n=(\d+)$", line)
+        if not m:
+            continue
+        evs = [tuple(w.split(":", 3)) for w in m.group(2).split()]
+        check(len(evs) == int(m.group(3)), "a batch line whole: %r" % line)
+        out.append((int(m.group(1)), [(int(s), g, k, w) for s, g, k, w in evs]))
+    return out
+
+
+def events(d, name):
+    return [e for _, evs in batches(d, name) for e in evs]
+
+
+def call_ok(d, gadget, method, args=None):
+    r = d.ctl("call", gadget, method, json.dumps(args) if args is not None else "null", timeout=20)
+    check(r.returncode == 0, "call %s %s: %s" % (gadget, method, r.stderr))
+
+
+def tail_line(d, name):
+    """gadgetctl status' "Tail: Q events queued, D dropped" as (Q, D)."""
+    for line in d.status(name)["limits"]:
+        m = re.fullmatch(r"Tail: (\d+) events queued, (\d+) dropped", line)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    check(False, "no Tail line in the status of %s" % name)
+
+
+@test
+def tail_events_in_order(tmp):
+    """A call's method and outcome, a log line, an exit reach the tail
+    gadget in order (seq rising with no gap, lines in the order said),
+    none dropped."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "obs", "Restart=on-failure\n")
+        policy(d.pol, "mon", tail_binding())
+        ready(d, "obs", "mon")
+        for i in range(12):
+            call_ok(d, "obs", "say", {"text": "n=%d" % i})
+        r = d.ctl("call", "obs", "sleep", "{}")
+        check(r.returncode != 0, "sleep without ms fails")
+        d.ctl("call", "obs", "crash", "null")  # its end is an exit event
+        want_lines = ["n=%d" % i for i in range(12)]
+
+        def seen():
+            ev = events(d, "mon")
+            return (len([e for e in ev if e[2] == "call"]) >= 13 and any(e[2] == "exit" for e in ev) and
+                    [e[3] for e in ev if e[2] == "log" and e[3].startswith("n=")] == want_lines) and ev
+        ev = wait_for(seen, what="the tail's events")
+        seqs = [e[0] for e in ev]
+        check(seqs == list(range(1, len(seqs) + 1)), "seq rises by one: %r" % seqs)
+        check(all(e[1] == "obs" for e in ev), "every event is obs's")
+        calls = [e[3] for e in ev if e[2] == "call"]
+        check(calls[:12] == ["say/ok"] * 12, "the says, ok: %r" % calls)
+        check(calls[12] == "sleep/invalid", "the failed call's outcome: %r" % calls[12])
+        check([e[3] for e in ev if e[2] == "exit"][0] == "SEGV", "the exit's signal: %r" % ev)
+        check(all(b[0] == 0 for b in batches(d, "mon")), "nothing dropped")
+        check(tail_line(d, "mon") == (0, 0), "status: nothing queued or dropped")
+
+
+@test
+def tail_stuck_bounded(tmp):
+    """A tail gadget stuck in its method: the observed gadget's calls all
+    answer meanwhile; the tail's queue holds QueueMax= events, the rest are
+    dropped and counted (status), and the next batch tells how many, the
+    seq numbers leaving that gap."""
+    hold = os.path.join(tmp, "hold")
+    os.makedirs(hold)
+    flag = os.path.join(hold, "stuck")
+    open(flag, "w").close()
+    with Daemon(tmp) as d:
+        policy(d.pol, "obs")
+        policy(d.pol, "mon", "Arguments=hold %s\nReadOnlyPaths=%s\nCallTimeout=60s\n" % (flag, hold) +
+               tail_binding(extra="QueueMax=8\n"))
+        ready(d, "obs", "mon")
+        call_ok(d, "obs", "echo", 0)
+        wait_for(lambda: batches(d, "mon"), what="the first batch, then stuck")
+        # Why this proves "costs nothing": all these answer while the tail's
+        # one batch is blocked (it holds until the flag goes).
+        for i in range(40):
+            call_ok(d, "obs", "echo", i + 1)
+        check(len(batches(d, "mon")) == 1 and os.path.exists(flag), "the tail was stuck throughout")
+        queued, dropped = tail_line(d, "mon")
+        check(queued == 8 and dropped >= 32, "queue bounded at 8, the rest dropped: %r" % ((queued, dropped),))
+        os.unlink(flag)
+        wait_for(lambda: len(batches(d, "mon")) >= 2 and sum(len(b[1]) for b in batches(d, "mon")) >= 9 and
+                 tail_line(d, "mon")[0] == 0, what="the queue delivered")
+        bs = batches(d, "mon")
+        check(bs[1][0] == dropped, "the next batch tells the drops: %r, status %d" % (bs[1][0], dropped))
+        check(len(bs[1][1]) > 1, "several events in one batch: %r" % (bs[1],))
+        # The newest were dropped: the next event's seq skips them.
+        before = [e[0] for b in bs for e in b[1]]
+        check(before == list(range(1, 10)), "the first event, then the 8 queued: %r" % before)
+        call_ok(d, "obs", "echo", 100)
+        last = wait_for(lambda: len(events(d, "mon")) == 10 and events(d, "mon")[-1], what="the next event")
+        check(last[0] == 9 + dropped + 1, "the seq numbers skip the drops: %r after %d dropped" % (last, dropped))
+        check(tail_line(d, "mon")[1] == dropped, "status counts them since the load")
+
+
+@test
+def tail_hostile(tmp):
+    """Tails that crash on each batch, answer with junk, never answer, or
+    name no method they have: the observed gadget's calls all answer,
+    gadgetd stays up, the crashing tail's lost batches are counted."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "obs")
+        policy(d.pol, "crasher", "Restart=always\n" + tail_binding(method="crash"))
+        policy(d.pol, "junk", tail_binding(method="echo"))
+        policy(d.pol, "mute", "CallTimeout=60s\n" + tail_binding(method="hang"))
+        policy(d.pol, "nomethod", tail_binding(method="nosuch"))
+        ready(d, "obs", "crasher", "junk", "mute", "nomethod")
+        for i in range(30):
+            call_ok(d, "obs", "echo", i)
+        wait_for(lambda: tail_line(d, "crasher")[1] > 0, what="the crasher's lost batches counted")
+        wait_for(lambda: tail_line(d, "nomethod")[1] == 30, what="the batches to no method, dropped")
+        wait_for(lambda: tail_line(d, "junk") == (0, 0), what="junk answers: all delivered")
+        check("tail binding T: Method=nosuch is not a method the gadget declared" in d.logtext(),
+              "gadgetd says Method= is not declared")
+        check(d.state("obs") == "ready" and d.proc.poll() is None, "obs and gadgetd unharmed")
+        call_ok(d, "obs", "echo", 99)
+
+
+@test
+def tail_policy_errors(tmp):
+    """A bad Of= is refused with its file and line, by gadgetctl check and
+    by a load."""
+    with Daemon(tmp) as d:
+        path = policy(tmp, "bad", "[Binding T]\nType=tail\nMethod=tail\nOf=obs Bad_Name\n")
+        r = d.ctl("check", path)
+        check(r.returncode != 0 and "bad.policy:7: Of=\"obs Bad_Name\": \"Bad_Name\" is not a valid gadget name"
+              in r.stdout + r.stderr, "check: %r" % ((r.stdout, r.stderr),))
+        path = policy(tmp, "self", "[Binding T]\nType=tail\nMethod=tail\nOf=obs self\n")
+        r = d.ctl("load", path)
+        check(r.returncode != 0 and "self.policy:4: binding T: Of= names this gadget itself" in r.stdout + r.stderr,
+              "load: %r" % ((r.stdout, r.stderr),))
+        check("self" not in d.list(), "not loaded")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
