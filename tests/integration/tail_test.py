@@ -52,11 +52,13 @@ def tail_line(d, name):
 def tail_events_in_order(tmp):
     """A call's method and outcome, a log line, an exit reach the tail
     gadget in order (seq rising with no gap, lines in the order said),
-    none dropped."""
+    none dropped. A tail of the tail sees its log lines but none of its
+    batches as calls (a batch is no event)."""
     with Daemon(tmp) as d:
         policy(d.pol, "obs", "Restart=on-failure\n")
         policy(d.pol, "mon", tail_binding())
-        ready(d, "obs", "mon")
+        policy(d.pol, "meta", tail_binding(of="mon"))
+        ready(d, "obs", "mon", "meta")
         for i in range(12):
             call_ok(d, "obs", "say", {"text": "n=%d" % i})
         r = d.ctl("call", "obs", "sleep", "{}")
@@ -78,6 +80,9 @@ def tail_events_in_order(tmp):
         check([e[3] for e in ev if e[2] == "exit"][0] == "SEGV", "the exit's signal: %r" % ev)
         check(all(b[0] == 0 for b in batches(d, "mon")), "nothing dropped")
         check(tail_line(d, "mon") == (0, 0), "status: nothing queued or dropped")
+        n = len(batches(d, "mon"))
+        meta = wait_for(lambda: len(events(d, "meta")) >= n and events(d, "meta"), what="meta's events")
+        check(all(e[2] == "log" and e[1] == "mon" for e in meta), "mon's lines, none of its batches: %r" % meta)
 
 
 @test

@@ -375,11 +375,11 @@ static const char *hold_path;
 
 /* A tail binding's batch, as one line: "TAIL dropped=D n=N" then each
  * event " SEQ:GADGET:KIND:WHAT" (a call's method/outcome, a log line's
- * text, an exit's signal or status), then a wait while hold_path exists
+ * text with its blanks as _, an exit's signal), then a wait while hold_path exists
  * (at most a minute). */
 static gadget_value *tail(struct gadget_call *call, const gadget_value *args, void *data)
 {
-        int64_t dropped = -1, seq = 0, status = -1;
+        int64_t dropped = -1, seq = 0;
         const gadget_value *events = gadget_map_get(args, "events"), *e;
         gadget_as_int(gadget_map_get(args, "dropped"), &dropped);
         char line[16384];
@@ -390,12 +390,14 @@ static gadget_value *tail(struct gadget_call *call, const gadget_value *args, vo
                                                                       kind && !strcmp(kind, "log") ? "line" : "signal"));
                 const char *outcome = gadget_as_string(gadget_map_get(e, "outcome"));
                 gadget_as_int(gadget_map_get(e, "seq"), &seq);
-                if (!gadget_as_int(gadget_map_get(e, "status"), &status))
-                        status = -1;
+                size_t at = len;
                 if (len < sizeof line)
                         len += (size_t)snprintf(line + len, sizeof line - len, " %lld:%s:%s:%s%s%s",
                                                 (long long)seq, gadget_as_string(gadget_map_get(e, "gadget")),
                                                 kind, what ? what : "", outcome ? "/" : "", outcome ? outcome : "");
+                for (size_t k = at + 1; k < len && k < sizeof line; k++) /* one word per event */
+                        if (line[k] == ' ')
+                                line[k] = '_';
         }
         printf("%s n=%zu\n", line, n);
         fflush(stdout);
