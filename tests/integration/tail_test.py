@@ -7,9 +7,10 @@ Usage: tail_test.py TEST."""
 import json
 import os
 import re
+import shutil
 import sys
 
-from harness import check, Daemon, main, policy, test, wait_for
+from harness import EXAMPLES, check, Daemon, main, policy, test, wait_for
 from kvchecks import ready
 
 
@@ -145,6 +146,27 @@ def tail_hostile(tmp):
               "gadgetd says Method= is not declared")
         check(d.state("obs") == "ready" and d.proc.poll() is None, "obs and gadgetd unharmed")
         call_ok(d, "obs", "echo", 99)
+
+
+@test
+def tail_monitor_example(tmp):
+    """The monitor example keeps each observed gadget's calls and errors
+    per method in its kv store and answers them from rates()."""
+    with Daemon(tmp) as d:
+        shutil.copy(os.path.join(EXAMPLES, "monitor.policy"), d.pol)
+        policy(d.pol, "hello")  # the test gadget, under a name the monitor observes
+        ready(d, "monitor", "hello")
+        for i in range(3):
+            call_ok(d, "hello", "echo", i)
+        check(d.ctl("call", "hello", "sleep", "{}").returncode != 0, "a failing call")
+
+        def rows():
+            r = d.ctl("call", "monitor", "rates")
+            check(r.returncode == 0, "rates: %s" % r.stderr)
+            got = {(x["gadget"], x["method"]): (x["calls"], x["errors"]) for x in json.loads(r.stdout)["rows"]}
+            return got if got.get(("hello", "sleep")) == (1, 1) else None
+        got = wait_for(rows, what="the monitor's rates")
+        check(got == {("hello", "echo"): (3, 0), ("hello", "sleep"): (1, 1)}, "rates: %r" % got)
 
 
 @test
