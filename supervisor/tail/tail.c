@@ -68,7 +68,7 @@ static int feed_init(struct tail_feed *f, struct tail_unit *tu, const struct pol
         f->n_of = b->n_of;
         snprintf(f->caller, sizeof f->caller, "tail %s", b->name);
         if (!(f->binding = strdup(b->name)) || !(f->method = strdup(b->method)) || !(f->of = words_dup(b->of, b->n_of)) ||
-            !(f->kick = event_new(core_base(tu->t->core), -1, 0, tail_feed_send, f)))
+            !(f->kick = evtimer_new(core_base(tu->t->core), tail_feed_send, f)))
                 return -ENOMEM;
         LIST_INSERT_HEAD(&tu->t->feeds, f, link);
         return 0;

@@ -10,6 +10,7 @@
 #include "policy.h"
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/timer.h"
 #include "tail_int.h"
 #include "value.h"
 
@@ -17,7 +18,10 @@ void tail_feed_kick(struct tail_feed *f)
 {
         if (f->sending || (!f->queued && !f->dropped) || f->owner->going)
                 return;
-        event_active(f->kick, EV_TIMEOUT, 1);
+        if (f->queued >= TAIL_BATCH_MAX || f->queued >= f->queue_max)
+                event_active(f->kick, EV_TIMEOUT, 1);
+        else if (!evtimer_pending(f->kick, NULL))
+                timer_arm_ms(f->kick, TAIL_LINGER_MS);
 }
 
 /* Events lost with a batch that failed: counted as dropped, told in the

@@ -15,6 +15,9 @@
  * cut. A batch holds at most TAIL_BATCH_MAX events and about
  * TAIL_BATCH_BYTES of them, well within one frame. */
 #define TAIL_TEXT_MAX 4096
+/* How long the first event of a batch waits for others, unless a full
+ * batch is there sooner: a call per batch, not per event. */
+#define TAIL_LINGER_MS 50
 #define TAIL_BATCH_MAX 256
 #define TAIL_BATCH_BYTES (256u * 1024u)
 
@@ -53,7 +56,7 @@ struct tail_feed {
         uint64_t dropped_total;             /* since the gadget was loaded (gadgetctl status) */
         bool sending;                       /* a batch in flight */
         struct call_owner calls;
-        struct event *kick;                 /* a send, on a later turn of the loop */
+        struct event *kick;                 /* a send, after TAIL_LINGER_MS or on a later turn of the loop */
         struct ratelog warn;
         char caller[96];
         LIST_ENTRY(tail_feed) link;         /* in tails->feeds */
@@ -79,8 +82,9 @@ struct tails {
         LIST_HEAD(, tail_feed) feeds;
 };
 
-/* tail_batch.c: sends f's next batch on a later turn (if none is in
- * flight and there is something to tell). */
+/* tail_batch.c: sends f's next batch (if none is in flight and there is
+ * something to tell) on a later turn if a whole one waits, else once the
+ * first of it waited TAIL_LINGER_MS. */
 void tail_feed_kick(struct tail_feed *f);
 /* The send itself (f->kick's callback). */
 void tail_feed_send(evutil_socket_t fd, short what, void *arg);

@@ -84,6 +84,12 @@ def tail_events_in_order(tmp):
         n = len(batches(d, "mon"))
         meta = wait_for(lambda: len(events(d, "meta")) >= n and events(d, "meta"), what="meta's events")
         check(all(e[2] == "log" and e[1] == "mon" for e in meta), "mon's lines, none of its batches: %r" % meta)
+        # A reload that changes the tail binding: its feed is made anew.
+        policy(d.pol, "mon", tail_binding(extra="QueueMax=4\n"))
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("mon") == "ready", what="mon ready again")
+        call_ok(d, "obs", "say", {"text": "after"})
+        wait_for(lambda: any(e[3] == "after" for e in events(d, "mon")), what="an event after the reload")
 
 
 @test
