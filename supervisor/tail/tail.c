@@ -126,6 +126,14 @@ static bool watched(struct tail_unit *tu)
         return n > 0;
 }
 
+/* Copies src into dst (size bytes), cut to fit: a name, an id. */
+static void copy_cut(char *dst, size_t size, const char *src)
+{
+        size_t n = strnlen(src, size - 1);
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+}
+
 /* Cuts text to at most TAIL_TEXT_MAX bytes, on a character's start. */
 static size_t text_len(const char *text)
 {
@@ -167,7 +175,7 @@ static void record(struct tails *t, struct unit *u, struct tail_event *ev, const
         if (!tu || !watched(tu))
                 return;
         ev->time_ms = wall_ms();
-        snprintf(ev->gadget, sizeof ev->gadget, "%s", unit_name(u));
+        copy_cut(ev->gadget, sizeof ev->gadget, unit_name(u));
         for (size_t i = 0; i < tu->n_watchers; i++)
                 feed_push(tu->watchers[i], ev, text);
 }
@@ -175,8 +183,8 @@ static void record(struct tails *t, struct unit *u, struct tail_event *ev, const
 static void on_called(void *arg, struct unit *u, const struct unit_call_event *c)
 {
         struct tail_event ev = { .kind = TAIL_CALL, .code = c->code, .duration_us = c->duration_us };
-        snprintf(ev.method, sizeof ev.method, "%s", c->method);
-        snprintf(ev.trace, sizeof ev.trace, "%s", c->trace);
+        copy_cut(ev.method, sizeof ev.method, c->method);
+        copy_cut(ev.trace, sizeof ev.trace, c->trace);
         record(arg, u, &ev, NULL);
 }
 
