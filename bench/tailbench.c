@@ -6,7 +6,10 @@
  *   seq   one call at a time: each round trip (ns)
  *   pipe  DEPTH calls always in flight: calls per second of each block
  *
- *   tailbench SOCKET UNTAILED TAILED METHOD ROUNDS SEQ PIPE DEPTH */
+ * With a PREFIX, the samples' names start with it (a second run, the tail
+ * gadget stopped: its events recorded and dropped, none delivered).
+ *
+ *   tailbench SOCKET UNTAILED TAILED METHOD ROUNDS SEQ PIPE DEPTH [PREFIX] */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,12 +19,17 @@
 int main(int argc, char **argv)
 {
         struct ctl ctl;
-        struct samples us = { .name = "untailed_seq_ns" }, ts = { .name = "tailed_seq_ns" },
-                       up = { .name = "untailed_pipe_per_s" }, tp = { .name = "tailed_pipe_per_s" };
-        if (argc != 9) {
-                fprintf(stderr, "usage: tailbench SOCKET UNTAILED TAILED METHOD ROUNDS SEQ PIPE DEPTH\n");
+        static const char *const names[] = { "untailed_seq_ns", "tailed_seq_ns", "untailed_pipe_per_s",
+                                             "tailed_pipe_per_s" };
+        char named[4][80];
+        if (argc != 9 && argc != 10) {
+                fprintf(stderr, "usage: tailbench SOCKET UNTAILED TAILED METHOD ROUNDS SEQ PIPE DEPTH [PREFIX]\n");
                 return 2;
         }
+        for (int i = 0; i < 4; i++)
+                snprintf(named[i], sizeof named[i], "%s%s", argc == 10 ? argv[9] : "", names[i]);
+        struct samples us = { .name = named[0] }, ts = { .name = named[1] }, up = { .name = named[2] },
+                       tp = { .name = named[3] };
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const struct ctl_call plain = { argv[2], argv[4], &null }, tailed = { argv[3], argv[4], &null };

@@ -14,9 +14,21 @@
 #include "tail_int.h"
 #include "value.h"
 
+/* Whether f has something to send, and its gadget may take it now. Only
+ * a tail gadget of this node gets this node's events; one stopped or
+ * failed gets them once it is ready again (on_state kicks its feeds):
+ * meanwhile its queue fills, then drops. */
+static bool feed_ready(const struct tail_feed *f)
+{
+        const struct unit *u = f->owner->u;
+        if (f->sending || f->owner->going || (!f->queued && !f->dropped))
+                return false;
+        return unit_state_of(u) != UNIT_REMOTE && (unit_is_ready(u) || calls_wait_for_start(u));
+}
+
 void tail_feed_kick(struct tail_feed *f)
 {
-        if (f->sending || (!f->queued && !f->dropped) || f->owner->going)
+        if (!feed_ready(f))
                 return;
         if (f->queued >= TAIL_BATCH_MAX || f->queued >= f->queue_max)
                 event_active(f->kick, EV_TIMEOUT, 1);
@@ -135,12 +147,7 @@ void tail_feed_send(evutil_socket_t fd, short what, void *arg)
         struct unit *u = f->owner->u;
         (void)fd;
         (void)what;
-        if (f->sending || f->owner->going || (!f->queued && !f->dropped))
-                return;
-        /* Only a tail gadget of this node gets this node's events; one
-         * stopped or failed gets them once it is ready again (on_state):
-         * meanwhile its queue fills, then drops. */
-        if (unit_state_of(u) == UNIT_REMOTE || (!unit_is_ready(u) && !calls_wait_for_start(u)))
+        if (!feed_ready(f))
                 return;
         size_t n;
         char msg[400];
