@@ -297,6 +297,9 @@ static const struct policy_key policy_binding_keys[] = {
         { "Of", KIND_WORDS, 0, T_TAIL, B(of), B(n_of), policy_set_of, 0 },
         /* Why a bound: each waiting event is held in gadgetd's memory. */
         { "QueueMax", KIND_COUNT, 0, T_TAIL, B(queue_max), POLICY_TAIL_QUEUE_MAX, NULL, POLICY_TAIL_QUEUE },
+        /* Why a bound: gadgetd encodes every event it delivers, on its loop. */
+        { "EventsPerSecond", KIND_COUNT, 0, T_TAIL, B(events_per_s), POLICY_TAIL_EVENTS_PER_S_MAX, NULL,
+          POLICY_TAIL_EVENTS_PER_S },
         /* Why bounds: each alarm is a row of gadgetd's store and, when
          * due, a call gadgetd makes; the payload travels in that call. */
         { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL, POLICY_ALARMS_MAX },

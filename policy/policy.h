@@ -82,6 +82,9 @@ enum binding_type {
 #define POLICY_TAIL_QUEUE 1024
 #define POLICY_TAIL_QUEUE_MAX 65536
 #define POLICY_TAIL_OF_MAX 64
+/* A tail binding's EventsPerSecond= by default and at most. */
+#define POLICY_TAIL_EVENTS_PER_S 10000
+#define POLICY_TAIL_EVENTS_PER_S_MAX 1000000
 
 /* A secret file's size: the default cap and the largest MaxSize= (what
  * one reply frame carries with room to spare). */
@@ -156,6 +159,7 @@ struct policy_binding {
         char **of;               /* Of=: the gadgets whose events it gets */
         size_t n_of;
         uint64_t queue_max;      /* QueueMax=: events waiting, default POLICY_TAIL_QUEUE */
+        uint64_t events_per_s;   /* EventsPerSecond=: events delivered, default POLICY_TAIL_EVENTS_PER_S */
 };
 
 struct policy {

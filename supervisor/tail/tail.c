@@ -11,6 +11,7 @@
 
 #include "policy.h"
 #include "system/log.h"
+#include "system/monotime.h"
 #include "tail_int.h"
 
 static int64_t wall_ms(void)
@@ -65,6 +66,7 @@ static int feed_init(struct tail_feed *f, struct tail_unit *tu, const struct pol
         f->owner = tu;
         STAILQ_INIT(&f->queue);
         f->queue_max = b->queue_max;
+        rate_init(&f->rate, b->events_per_s, monotime_ms());
         f->n_of = b->n_of;
         snprintf(f->caller, sizeof f->caller, "tail %s", b->name);
         if (!(f->binding = strdup(b->name)) || !(f->method = strdup(b->method)) || !(f->of = words_dup(b->of, b->n_of)) ||

@@ -9,6 +9,7 @@
 
 #include "contract.h"
 #include "core/core.h"
+#include "system/rate.h"
 #include "system/ratelog.h"
 
 /* The longest text of one event (a log line, an exit's cause): longer is
@@ -55,6 +56,8 @@ struct tail_feed {
         uint64_t dropped;                   /* since the last batch sent: told in the next */
         uint64_t dropped_total;             /* since the gadget was loaded (gadgetctl status) */
         bool sending;                       /* a batch in flight */
+        struct rate rate;                   /* EventsPerSecond= */
+        uint64_t hold_until_ms;             /* past it: no batch before then (monotime_ms) */
         struct call_owner calls;
         struct event *kick;                 /* a send, after TAIL_LINGER_MS or on a later turn of the loop */
         struct ratelog warn;

@@ -132,6 +132,25 @@ def tail_stuck_bounded(tmp):
 
 
 @test
+def tail_events_per_second(tmp):
+    """EventsPerSecond= holds the next batch back once a batch used the
+    budget: the events meanwhile wait in the queue (status), then come."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "obs")
+        policy(d.pol, "mon", tail_binding(extra="EventsPerSecond=1\n"))
+        ready(d, "obs", "mon")
+        for i in range(4):  # a batch of 4 at 1 a second: the next waits about 3 s
+            call_ok(d, "obs", "echo", i)
+        wait_for(lambda: len(events(d, "mon")) == 4, what="the first batch")
+        for i in range(3):
+            call_ok(d, "obs", "echo", 10 + i)
+        check(tail_line(d, "mon") == (3, 0) and len(events(d, "mon")) == 4, "held back, queued: %r" %
+              (tail_line(d, "mon"),))
+        wait_for(lambda: len(events(d, "mon")) == 7, what="the held batch, later")
+        check(tail_line(d, "mon") == (0, 0), "none dropped")
+
+
+@test
 def tail_hostile(tmp):
     """Tails that crash on each batch, answer with junk, never answer, or
     name no method they have: the observed gadget's calls all answer,

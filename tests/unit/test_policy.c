@@ -1170,13 +1170,13 @@ static void test_tail(void)
         const struct policy_binding *b = p ? policy_binding_find(p, "T") : NULL;
         CHECK(b && b->type == BINDING_TAIL && b->n_of == 2 && strcmp(b->of[0], "a") == 0 &&
                       strcmp(b->of[1], "b-2") == 0 && !b->of[2] && strcmp(b->method, "events") == 0 &&
-                      b->queue_max == POLICY_TAIL_QUEUE,
-              "tail binding: Of=, Method=, default QueueMax=");
+                      b->queue_max == POLICY_TAIL_QUEUE && b->events_per_s == POLICY_TAIL_EVENTS_PER_S,
+              "tail binding: Of=, Method=, default QueueMax= and EventsPerSecond=");
         CHECK_STR(policy_binding_type_name(BINDING_TAIL), "tail", "type name");
         policy_free(p);
-        p = expect_ok(HEAD "[Binding T]\nType=tail\nOf=a\nMethod=m\nQueueMax=8\n", "QueueMax set");
+        p = expect_ok(HEAD "[Binding T]\nType=tail\nOf=a\nMethod=m\nQueueMax=8\nEventsPerSecond=5\n", "limits set");
         b = p ? policy_binding_find(p, "T") : NULL;
-        CHECK(b && b->queue_max == 8, "QueueMax=8");
+        CHECK(b && b->queue_max == 8 && b->events_per_s == 5, "QueueMax=8, EventsPerSecond=5");
         policy_free(p);
         expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\n", 4, "binding T of type tail has no Of=");
         expect_error(HEAD "[Binding T]\nType=tail\nOf=a\n", 4, "binding T of type tail has no Method=");
@@ -1186,6 +1186,9 @@ static void test_tail(void)
         expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a t\n", 4, "binding T: Of= names this gadget itself");
         expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nQueueMax=65537\n", 8, "must be at most 65536");
         expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nQueueMax=0\n", 8, "must be greater than 0");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nEventsPerSecond=1000001\n", 8,
+                     "must be at most 1000000");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nEventsPerSecond=0\n", 8, "must be greater than 0");
         expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nTarget=a\n", 8,
                      "key Target is not valid for a binding of type tail");
         expect_error(HEAD "[Binding K]\nType=kv\nOf=a\n", 6, "key Of is not valid for a binding of type kv");
@@ -1197,8 +1200,9 @@ static void test_tail(void)
         strcat(many, "\n");
         expect_error(many, 7, "Of= names 65 gadgets: at most 64");
         static const char *const want[] = { "[Binding T]\nType=tail\n", "Method=events\n", "Of=a b\n",
-                                            "QueueMax=9\n" };
-        check_format(HEAD "[Binding T]\nType=tail\nOf=a b\nMethod=events\nQueueMax=9\n", "a tail binding",
+                                            "QueueMax=9\n", "EventsPerSecond=7\n" };
+        check_format(HEAD "[Binding T]\nType=tail\nOf=a b\nMethod=events\nQueueMax=9\nEventsPerSecond=7\n",
+                     "a tail binding",
                      want, sizeof want / sizeof *want);
 }
 
