@@ -134,20 +134,21 @@ def tail_stuck_bounded(tmp):
 @test
 def tail_events_per_second(tmp):
     """EventsPerSecond= holds the next batch back once a batch used the
-    budget: the events meanwhile wait in the queue (status), then come."""
+    budget: the events meanwhile fill the queue, the rest are dropped, and
+    the held batch comes later, telling them. (Without the hold each full
+    queue would go at once, to a tail that answers at once: none dropped.)"""
     with Daemon(tmp) as d:
         policy(d.pol, "obs")
-        policy(d.pol, "mon", tail_binding(extra="EventsPerSecond=1\n"))
+        policy(d.pol, "mon", tail_binding(extra="EventsPerSecond=1\nQueueMax=4\n"))
         ready(d, "obs", "mon")
-        for i in range(4):  # a batch of 4 at 1 a second: the next waits about 3 s
+        for i in range(4):  # a whole batch, sent at once: the next waits about 3 s
             call_ok(d, "obs", "echo", i)
         wait_for(lambda: len(events(d, "mon")) == 4, what="the first batch")
-        for i in range(3):
+        for i in range(6):
             call_ok(d, "obs", "echo", 10 + i)
-        check(tail_line(d, "mon") == (3, 0) and len(events(d, "mon")) == 4, "held back, queued: %r" %
-              (tail_line(d, "mon"),))
-        wait_for(lambda: len(events(d, "mon")) == 7, what="the held batch, later")
-        check(tail_line(d, "mon") == (0, 0), "none dropped")
+        check(tail_line(d, "mon") == (4, 2), "held back: 4 queued, 2 dropped: %r" % (tail_line(d, "mon"),))
+        wait_for(lambda: len(events(d, "mon")) == 8, what="the held batch, later")
+        check(batches(d, "mon")[-1][0] == 2, "it tells the 2 dropped: %r" % (batches(d, "mon"),))
 
 
 @test
