@@ -1,10 +1,7 @@
 /* tail_batch: a tail binding's queue delivered to its gadget's Method=,
  * one batch at a time, through the one door for calls. */
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <event2/event.h>
 
 #include "policy.h"
@@ -12,7 +9,6 @@
 #include "system/monotime.h"
 #include "system/timer.h"
 #include "tail_int.h"
-#include "value.h"
 
 /* Whether f has something to send, and its gadget may take it now. Only
  * a tail gadget of this node gets this node's events; one stopped or
@@ -62,88 +58,25 @@ static void batch_lost(struct tail_feed *f, size_t n, const char *why)
                      "tail binding %s: a batch of %zu events to %s failed: %.300s", f->binding, n, f->method, why);
 }
 
-/* A call's outcome as the event says it: "ok", or its error's name. */
-static const char *outcome(int code)
+static void events_free(struct tail_event **ev, size_t n)
 {
-        return code ? gadget_error_name((unsigned)code) : "ok";
+        for (size_t i = 0; i < n; i++)
+                free(ev[i]);
 }
 
-static Gadget__Value *call_value(Gadget__Value *m, const struct tail_event *e)
+/* Takes the first events of f's queue into ev (*n of them), within
+ * TAIL_BATCH_MAX and TAIL_BATCH_BYTES. */
+static void batch_take(struct tail_feed *f, struct tail_event **ev, size_t *n)
 {
-        value_map_set(m, "method", value_new_string(e->method));
-        value_map_set(m, "outcome", value_new_string(outcome(e->code)));
-        value_map_set(m, "duration_us", value_new_int((int64_t)e->duration_us));
-        value_map_set(m, "trace", value_new_string(e->trace));
-        return m;
-}
-
-static Gadget__Value *exit_value(Gadget__Value *m, const struct tail_event *e)
-{
-        if (WIFEXITED(e->status))
-                value_map_set(m, "status", value_new_int(WEXITSTATUS(e->status)));
-        else
-                value_map_set(m, "status", value_new_null());
-        const char *abbrev = WIFSIGNALED(e->status) ? sigabbrev_np(WTERMSIG(e->status)) : NULL;
-        if (abbrev)
-                value_map_set(m, "signal", value_new_string(abbrev));
-        else if (WIFSIGNALED(e->status))
-                value_map_set(m, "signal", value_new_int(WTERMSIG(e->status)));
-        else
-                value_map_set(m, "signal", value_new_null());
-        value_map_set(m, "cause", value_new_string(e->text));
-        return m;
-}
-
-/* One event as the tail's method gets it. NULL if out of memory. */
-static Gadget__Value *event_value(const struct tail_event *e)
-{
-        static const char *const kinds[] = { [TAIL_CALL] = "call", [TAIL_LOG] = "log", [TAIL_EXIT] = "exit" };
-        Gadget__Value *m = value_new_map();
-        if (!m)
-                return NULL;
-        value_map_set(m, "gadget", value_new_string(e->gadget));
-        value_map_set(m, "kind", value_new_string(kinds[e->kind]));
-        value_map_set(m, "seq", value_new_int((int64_t)e->seq));
-        value_map_set(m, "time", value_new_int(e->time_ms));
-        if (e->kind == TAIL_CALL)
-                return call_value(m, e);
-        if (e->kind == TAIL_EXIT)
-                return exit_value(m, e);
-        value_map_set(m, "stream", value_new_string(e->stream));
-        value_map_set(m, "line", value_new_string(e->text));
-        return m;
-}
-
-/* {binding, dropped, events}: the first events of f's queue (taken out
- * of it; *n of them), within TAIL_BATCH_MAX and TAIL_BATCH_BYTES. NULL
- * if out of memory (the events taken are lost). */
-static Gadget__Value *batch_take(struct tail_feed *f, size_t *n)
-{
-        Gadget__Value *b = value_new_map(), *list = value_new_list();
         size_t bytes = 0;
-        bool ok = b && list;
         struct tail_event *e;
         *n = 0;
-        while (ok && *n < TAIL_BATCH_MAX && bytes < TAIL_BATCH_BYTES && (e = STAILQ_FIRST(&f->queue))) {
+        while (*n < TAIL_BATCH_MAX && bytes < TAIL_BATCH_BYTES && (e = STAILQ_FIRST(&f->queue))) {
                 STAILQ_REMOVE_HEAD(&f->queue, link);
                 f->queued--;
-                (*n)++;
                 bytes += sizeof *e + strlen(e->text);
-                Gadget__Value *v = event_value(e);
-                ok = v && value_list_append(list, v) == 0;
-                free(e);
+                ev[(*n)++] = e;
         }
-        if (ok)
-                ok = value_map_set(b, "binding", value_new_string(f->binding)) == 0 &&
-                     value_map_set(b, "dropped", value_new_int((int64_t)f->dropped)) == 0 &&
-                     value_map_set(b, "events", list) == 0;
-        else
-                value_free(list);
-        if (!ok) {
-                value_free(b);
-                return NULL;
-        }
-        return b;
 }
 
 /* The batch's outcome (tag: its number of events). The result itself is
@@ -166,10 +99,13 @@ void tail_feed_send(evutil_socket_t fd, short what, void *arg)
         uint64_t now = monotime_ms();
         if (!feed_ready(f) || feed_held(f, now))
                 return;
+        struct tail_event *ev[TAIL_BATCH_MAX];
         size_t n;
         char msg[400];
-        Gadget__Value *batch = batch_take(f, &n);
+        batch_take(f, ev, &n);
+        Gadget__Value *batch = tail_batch_value(f->binding, f->dropped, ev, n);
         if (!batch) {
+                events_free(ev, n);
                 batch_lost(f, n, "out of memory");
                 return;
         }
@@ -181,7 +117,8 @@ void tail_feed_send(evutil_socket_t fd, short what, void *arg)
         f->dropped = 0;
         f->sending = true;
         int code = calls_start(u, &q, msg, sizeof msg);
-        value_free(batch);
+        free(batch); /* the call sent or copied it */
+        events_free(ev, n);
         if (code) {
                 f->sending = false;
                 f->dropped = dropped; /* not told: told in the next batch */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <event2/util.h>
 
 #include "contract.h"
 #include "core/core.h"
@@ -84,6 +85,11 @@ struct tails {
         uint64_t gen;                       /* bumped whenever a feed comes or goes */
         LIST_HEAD(, tail_feed) feeds;
 };
+
+/* tail_value.c: the batch of events ev[0..n) as one value, in one
+ * allocation (free() frees it) whose strings point into the events and
+ * binding: they must outlive it. NULL if out of memory. */
+Gadget__Value *tail_batch_value(const char *binding, uint64_t dropped, struct tail_event *const *ev, size_t n);
 
 /* tail_batch.c: sends f's next batch (if none is in flight and there is
  * something to tell) on a later turn if a whole one waits, else once the
