@@ -11,7 +11,7 @@ import shutil
 import sys
 
 from harness import EXAMPLES, check, Daemon, main, policy, test, wait_for
-from kvchecks import ready
+from kvchecks import bcall, ready
 
 
 def tail_binding(of="obs", method="tail", extra=""):
@@ -170,6 +170,9 @@ def tail_hostile(tmp):
         wait_for(lambda: tail_line(d, "junk") == (0, 0), what="junk answers: all delivered")
         check("tail binding T: Method=nosuch is not a method the gadget declared" in d.logtext(),
               "gadgetd says Method= is not declared")
+        rc, out, err = bcall(d, "junk", "T", "get")
+        check(rc != 0 and "binding T is of type tail: it has no operations" in err,
+              "a tail binding has no operations: %r" % ((rc, out, err),))
         check(d.state("obs") == "ready" and d.proc.poll() is None, "obs and gadgetd unharmed")
         call_ok(d, "obs", "echo", 99)
 
