@@ -148,6 +148,23 @@ int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth,
         return 0;
 }
 
+int ctl_paired_blocks(struct ctl *c, const struct ctl_call *a, const struct ctl_call *b, const struct ctl_pairing *n,
+                      struct samples *const out[4])
+{
+        struct samples junk = { .name = "warmup" };
+        int fail = ctl_seq_block(c, a, 200, &junk) < 0 || ctl_seq_block(c, b, 200, &junk) < 0 ||
+                   ctl_pipe_block(c, a, n->pipe / 4 + 1, n->depth, &junk) < 0 ||
+                   ctl_pipe_block(c, b, n->pipe / 4 + 1, n->depth, &junk) < 0;
+        samples_free(&junk);
+        for (int i = 0; !fail && i < n->rounds; i++) {
+                const struct ctl_call *x = i % 2 ? b : a, *y = i % 2 ? a : b;
+                struct samples *xs = out[i % 2], *ys = out[1 - i % 2], *xp = out[2 + i % 2], *yp = out[3 - i % 2];
+                fail = ctl_seq_block(c, x, n->seq, xs) < 0 || ctl_seq_block(c, y, n->seq, ys) < 0 ||
+                       ctl_pipe_block(c, x, n->pipe, n->depth, xp) < 0 || ctl_pipe_block(c, y, n->pipe, n->depth, yp) < 0;
+        }
+        return fail ? -1 : 0;
+}
+
 int ctl_gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s)
 {
         Gadget__Value nv = GADGET__VALUE__INIT, args = GADGET__VALUE__INIT;

@@ -45,6 +45,16 @@ int ctl_seq_block(struct ctl *c, const struct ctl_call *call, int n, struct samp
 /* n calls, depth in flight: after each read, one new call per answer
  * taken, all written at once. Calls per second into s. 0 or -1. */
 int ctl_pipe_block(struct ctl *c, const struct ctl_call *call, int n, int depth, struct samples *s);
+/* Two kinds of call compared in the same run: a warm-up of each, then
+ * rounds of alternating blocks, each round in the other order so neither
+ * always runs first: seq calls one at a time (each round trip's ns into
+ * out[0] for a, out[1] for b), then pipe calls, depth in flight (calls
+ * per second into out[2], out[3]). 0 or -1. */
+struct ctl_pairing {
+        int rounds, seq, pipe, depth;
+};
+int ctl_paired_blocks(struct ctl *c, const struct ctl_call *a, const struct ctl_call *b, const struct ctl_pairing *n,
+                      struct samples *const out[4]);
 /* Calls GADGET.method {"n": n}, a benchmark gadget's loop of n operations
  * inside it, and adds the "ns" list of its answer to s. 0 or -1 (printed). */
 int ctl_gadget_loop(struct ctl *c, const char *gadget, const char *method, int n, struct samples *s);

@@ -37,38 +37,26 @@ int main(int argc, char **argv)
 {
         struct ctl ctl;
         struct samples us = { .name = "untyped_seq_ns" }, ts = { .name = "typed_seq_ns" },
-                       up = { .name = "untyped_pipe_per_s" }, tp = { .name = "typed_pipe_per_s" },
-                       junk = { .name = "warmup" };
+                       up = { .name = "untyped_pipe_per_s" }, tp = { .name = "typed_pipe_per_s" };
         if (argc != 7) {
                 fprintf(stderr, "usage: typebench SOCKET GADGET ROUNDS SEQ PIPE DEPTH\n");
                 return 2;
         }
         Gadget__Value *args = record();
         const struct ctl_call plain = { argv[2], "rec", args }, typed = { argv[2], "rec_typed", args };
-        int rounds = atoi(argv[3]), nseq = atoi(argv[4]), npipe = atoi(argv[5]), depth = atoi(argv[6]);
+        const struct ctl_pairing n = { atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]) };
         if (!args || ctl_open(&ctl, argv[1]) < 0) {
                 fprintf(stderr, "typebench: cannot start\n");
                 return 1;
         }
-        int fail = ctl_seq_block(&ctl, &plain, 200, &junk) < 0 || ctl_seq_block(&ctl, &typed, 200, &junk) < 0 ||
-                   ctl_pipe_block(&ctl, &plain, npipe / 4 + 1, depth, &junk) < 0 ||
-                   ctl_pipe_block(&ctl, &typed, npipe / 4 + 1, depth, &junk) < 0;
-        /* Alternating, each round in the other order, so neither kind
-         * always runs first. */
-        for (int i = 0; !fail && i < rounds; i++) {
-                const struct ctl_call *a = i % 2 ? &typed : &plain, *b = i % 2 ? &plain : &typed;
-                struct samples *as = i % 2 ? &ts : &us, *bs = i % 2 ? &us : &ts;
-                struct samples *ap = i % 2 ? &tp : &up, *bp = i % 2 ? &up : &tp;
-                fail = ctl_seq_block(&ctl, a, nseq, as) < 0 || ctl_seq_block(&ctl, b, nseq, bs) < 0 ||
-                       ctl_pipe_block(&ctl, a, npipe, depth, ap) < 0 || ctl_pipe_block(&ctl, b, npipe, depth, bp) < 0;
-        }
+        struct samples *const sets[] = { &us, &ts, &up, &tp };
+        int fail = ctl_paired_blocks(&ctl, &plain, &typed, &n, sets);
         ctl_close(&ctl);
         value_free(args);
         if (fail) {
                 fprintf(stderr, "typebench: a block failed\n");
                 return 1;
         }
-        struct samples *sets[] = { &us, &ts, &up, &tp };
         samples_print(sets, 4);
         return 0;
 }

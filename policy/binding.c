@@ -18,7 +18,8 @@
 #define T_TEXT   (1u << BINDING_TEXT)
 #define T_SECRET (1u << BINDING_SECRET)
 #define T_ALARM  (1u << BINDING_ALARM)
-#define T_ALL    (T_KV | T_GADGET | T_HTTP | T_TEXT | T_SECRET | T_ALARM)
+#define T_TAIL   (1u << BINDING_TAIL)
+#define T_ALL    (T_KV | T_GADGET | T_HTTP | T_TEXT | T_SECRET | T_ALARM | T_TAIL)
 
 static const char *const policy_type_names[] = {
         [BINDING_KV] = "kv",
@@ -27,6 +28,7 @@ static const char *const policy_type_names[] = {
         [BINDING_TEXT] = "text",
         [BINDING_SECRET] = "secret",
         [BINDING_ALARM] = "alarm",
+        [BINDING_TAIL] = "tail",
 };
 
 const char *policy_binding_type_name(enum binding_type t)
@@ -48,7 +50,39 @@ static int policy_set_target(struct policy_ctx *c, void *obj, const char *key, c
         return b->target ? 0 : -ENOMEM;
 }
 
-/* Method=: the gadget's own method that due alarms are delivered to. */
+/* Of=: the gadgets a tail binding observes, each named once. */
+static int policy_set_of(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy_binding *b = obj;
+        char **words = NULL;
+        size_t n = 0;
+        int e = policy_words(c, key, value, &words, &n);
+        if (e < 0)
+                return e;
+        for (size_t i = 0; i < n && e >= 0; i++) {
+                if (!gadget_name_ok(words[i])) {
+                        policy_err(c, "%s=%s: %s is not a valid gadget name", key, POLICY_Q(value), POLICY_Q(words[i]));
+                        e = -EINVAL;
+                } else if (policy_strv_has(words, i, words[i])) {
+                        policy_err(c, "%s=%s names %s twice", key, POLICY_Q(value), words[i]);
+                        e = -EINVAL;
+                }
+        }
+        if (e >= 0 && n > POLICY_TAIL_OF_MAX) {
+                policy_err(c, "%s= names %zu gadgets: at most %d", key, n, POLICY_TAIL_OF_MAX);
+                e = -EINVAL;
+        }
+        if (e < 0) {
+                policy_strv_free(words);
+                return e;
+        }
+        b->of = words;
+        b->n_of = n;
+        return 0;
+}
+
+/* Method=: the gadget's own method that due alarms (or a tail's batches)
+ * are delivered to. */
 static int policy_set_method(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy_binding *b = obj;
@@ -259,7 +293,13 @@ static const struct policy_key policy_binding_keys[] = {
         { "Approve", KIND_WORDS, 0, T_GADGET | T_HTTP, B(approve), B(n_approve), policy_set_approve, 0 },
         { "ApproveTimeout", KIND_DURATION, 0, T_GADGET | T_HTTP, B(approve_timeout_ms),
           POLICY_APPROVE_TIMEOUT_MAX_MS, NULL, POLICY_APPROVE_TIMEOUT_MS },
-        { "Method", KIND_TEXT, 0, T_ALARM, B(method), 0, policy_set_method, 0 },
+        { "Method", KIND_TEXT, 0, T_ALARM | T_TAIL, B(method), 0, policy_set_method, 0 },
+        { "Of", KIND_WORDS, 0, T_TAIL, B(of), B(n_of), policy_set_of, 0 },
+        /* Why a bound: each waiting event is held in gadgetd's memory. */
+        { "QueueMax", KIND_COUNT, 0, T_TAIL, B(queue_max), POLICY_TAIL_QUEUE_MAX, NULL, POLICY_TAIL_QUEUE },
+        /* Why a bound: gadgetd encodes every event it delivers, on its loop. */
+        { "EventsPerSecond", KIND_COUNT, 0, T_TAIL, B(events_per_s), POLICY_TAIL_EVENTS_PER_S_MAX, NULL,
+          POLICY_TAIL_EVENTS_PER_S },
         /* Why bounds: each alarm is a row of gadgetd's store and, when
          * due, a call gadgetd makes; the payload travels in that call. */
         { "MaxAlarms", KIND_COUNT, 0, T_ALARM, B(max_alarms), 1000000, NULL, POLICY_ALARMS_MAX },
@@ -331,6 +371,8 @@ static const struct {
         { BINDING_TEXT, "Value" },
         { BINDING_SECRET, "File" },
         { BINDING_ALARM, "Method" },
+        { BINDING_TAIL, "Of" },
+        { BINDING_TAIL, "Method" },
 };
 
 /* Whether the binding being read gave key at all, even with a bad value. */
@@ -358,7 +400,7 @@ static bool policy_binding_type(struct policy_ctx *c, struct policy_binding *b)
                 return true;
         }
         c->line = b->line;
-        policy_err(c, "binding %s has no Type= (kv, gadget, http, text, secret or alarm)", b->name);
+        policy_err(c, "binding %s has no Type= (kv, gadget, http, text, secret, alarm or tail)", b->name);
         return false;
 }
 
@@ -509,4 +551,5 @@ void policy_binding_clear(struct policy_binding *b)
         free(b->credential);
         free(b->credential_header);
         policy_strv_free(b->approve);
+        policy_strv_free(b->of);
 }

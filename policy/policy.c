@@ -226,6 +226,10 @@ static void policy_finish(struct policy_ctx *c)
                 if (p->bindings[i].target && strcmp(p->bindings[i].target, p->name) == 0)
                         policy_err(c, "binding %s: Target=%s is this gadget itself",
                                    p->bindings[i].name, p->name);
+                /* Why refused: its own batches would log lines it observes,
+                 * a loop that feeds itself. */
+                if (policy_listed(p->bindings[i].of, p->name))
+                        policy_err(c, "binding %s: Of= names this gadget itself (%s)", p->bindings[i].name, p->name);
         }
 }
 

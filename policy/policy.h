@@ -70,11 +70,21 @@ enum binding_type {
         BINDING_TEXT,
         BINDING_SECRET,
         BINDING_ALARM,
+        BINDING_TAIL,
 };
 
 /* An alarm binding's MaxAlarms= and MaxPayloadSize= by default. */
 #define POLICY_ALARMS_MAX 1000
 #define POLICY_ALARM_PAYLOAD (64u * 1024u)
+
+/* A tail binding's QueueMax= by default and at most, and how many
+ * gadgets its Of= may name. */
+#define POLICY_TAIL_QUEUE 1024
+#define POLICY_TAIL_QUEUE_MAX 65536
+#define POLICY_TAIL_OF_MAX 64
+/* A tail binding's EventsPerSecond= by default and at most. */
+#define POLICY_TAIL_EVENTS_PER_S 10000
+#define POLICY_TAIL_EVENTS_PER_S_MAX 1000000
 
 /* A secret file's size: the default cap and the largest MaxSize= (what
  * one reply frame carries with room to spare). */
@@ -145,6 +155,11 @@ struct policy_binding {
         char *method;            /* Method=: the gadget's method gadgetd calls with each due alarm */
         uint64_t max_alarms;     /* MaxAlarms=, default POLICY_ALARMS_MAX */
         uint64_t max_payload;    /* MaxPayloadSize=, default POLICY_ALARM_PAYLOAD */
+        /* tail (Method= too: the gadget's method gadgetd calls with each batch) */
+        char **of;               /* Of=: the gadgets whose events it gets */
+        size_t n_of;
+        uint64_t queue_max;      /* QueueMax=: events waiting, default POLICY_TAIL_QUEUE */
+        uint64_t events_per_s;   /* EventsPerSecond=: events delivered, default POLICY_TAIL_EVENTS_PER_S */
 };
 
 struct policy {

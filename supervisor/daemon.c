@@ -28,6 +28,7 @@
 #include "system/loads.h"
 #include "system/peercred.h"
 #include "alarms/alarms.h"
+#include "tail/tail.h"
 #include "core/core.h"
 #include "policy.h"
 #include "system/timer.h"
@@ -864,6 +865,10 @@ static int open_core(struct daemon *d)
         /* The alarms and Schedule= calls listen to the units. */
         if ((e = alarms_listen(d->core)) < 0)
                 log_msg(L_ERR, NULL, "alarms: %s", strerror(-e));
+        /* So do the tail bindings (gadgetd run has none to feed: Of= never
+         * names the gadget itself). */
+        else if ((e = tail_listen(d->core)) < 0)
+                log_msg(L_ERR, NULL, "tail: %s", strerror(-e));
         return e;
 }
 

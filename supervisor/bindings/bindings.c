@@ -237,8 +237,9 @@ void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget_
         if (!op) {
                 char names[128];
                 binding_op_names(b->type, names, sizeof names);
-                snprintf(msg, sizeof msg, "binding %s is of type %s: its operations are %s", b->name,
-                         policy_binding_type_name(b->type), names);
+                /* A tail binding has none: gadgetd calls the gadget. */
+                snprintf(msg, sizeof msg, "binding %s is of type %s: %s%s", b->name, policy_binding_type_name(b->type),
+                         names[0] ? "its operations are " : "it has no operations", names);
                 bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
                 return;
         }

@@ -432,6 +432,10 @@ static size_t limit_lines(const struct policy *p, const struct unit_info *in, ch
         snprintf(lines[n++], 64, "LogLinesPerSecond=%llu", (unsigned long long)in->log_lines_max);
         snprintf(lines[n++], 64, "LogBytesPerSecond=%llu", (unsigned long long)in->log_bytes_max);
         snprintf(lines[n++], 64, "Restart=%s", policy_restart_name(p->restart));
+        /* Its tail bindings' queues (QueueMax=): what waits, what was lost. */
+        if (in->tails)
+                snprintf(lines[n++], 64, "Tail: %llu events queued, %llu dropped", (unsigned long long)in->tail_queued,
+                         (unsigned long long)in->tail_dropped);
         return n;
 }
 
@@ -443,8 +447,8 @@ static void on_status(struct client *cl, const Control__Request *q)
                 return;
         const struct policy *p = unit_policy(u);
         const struct logbuf *log = unit_log(u);
-        char limits[12][64];
-        char *limit_ptrs[12];
+        char limits[13][64];
+        char *limit_ptrs[13];
         size_t n_limits = limit_lines(p, &in, limits);
         for (size_t i = 0; i < n_limits; i++)
                 limit_ptrs[i] = limits[i];

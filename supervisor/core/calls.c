@@ -68,10 +68,14 @@ struct call {
         /* Its span (the trace's context in c->pc.trace): */
         bool traced;
         uint8_t parent_id[TRACE_SPAN_ID_LEN];
-        uint64_t start_ns, start_us;
+        uint64_t start_ns;
         char trace_hex[2 * TRACE_ID_LEN + 1];
         char peer[64];               /* the node it came from, or was forwarded to */
-        char span_name[GADGET_NAME_MAX + 1];  /* its method */
+        /* What its listeners are told at its end (unit_events.h's called): */
+        char name[GADGET_NAME_MAX + 1]; /* its method, for its span and its listeners */
+        bool untold;                /* its listeners are not told (call_req.untailed) */
+        uint64_t begin_us;
+        bool elsewhere;             /* its outcome came from (or was lost on) another node, which tells its own */
 };
 
 static void owner_unlink(struct call *c)
@@ -134,9 +138,7 @@ static void span_begin(struct call *c, const struct call_req *q)
                 memcpy(c->parent_id, q->trace->span_id, TRACE_SPAN_ID_LEN);
         if (q->peer_node)
                 trace_copy(c->peer, sizeof c->peer, q->peer_node);
-        trace_copy(c->span_name, sizeof c->span_name, q->method ? q->method : "");
         c->start_ns = trace_now_ns();
-        c->start_us = monotime_us();
         c->traced = true;
 }
 
@@ -151,9 +153,9 @@ static void span_end(struct call *c, int code)
         memcpy(s->parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
         s->kind = SPAN_CALL;
         s->start_ns = c->start_ns;
-        s->duration_ns = (monotime_us() - c->start_us) * 1000;
+        s->duration_ns = (monotime_us() - c->begin_us) * 1000;
         trace_copy(s->gadget, sizeof s->gadget, c->u->policy->name);
-        trace_copy(s->name, sizeof c->span_name, c->span_name);  /* the smaller: name holds it */
+        trace_copy(s->name, sizeof c->name, c->name);  /* the smaller: name holds it */
         trace_copy(s->node, sizeof s->node, traces_node(t));
         trace_copy(s->peer, sizeof s->peer, c->peer);
         trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
@@ -173,10 +175,23 @@ const struct trace_ctx *call_trace(const struct call *c)
         return c->traced ? &c->pc.trace : NULL;
 }
 
+/* Tells the unit's listeners (a tail) that c ended with code. */
+static void call_told(const struct call *c, int code)
+{
+        if (c->untold || !c->name[0] || c->elsewhere)
+                return;
+        const struct unit_call_event e = {
+                .method = c->name, .code = code, .duration_us = monotime_us() - c->begin_us,
+                .trace = call_trace_id(c), /* "" when tracing is off */
+        };
+        unit_events_called(c->u, &e);
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         span_end(c, code);
+        call_told(c, code);
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -258,6 +273,7 @@ void calls_unit_gone(struct unit *u)
 void calls_remote_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         c->remote = NULL;
+        c->elsewhere = true;
         call_end(c, res, code, message);
 }
 
@@ -277,6 +293,7 @@ static void remote_timeout(evutil_socket_t fd, short what, void *arg)
         snprintf(msg, sizeof msg, "no answer from node %.64s within CallTimeout (%llu ms)", c->u->owner,
                  (unsigned long long)c->u->policy->call_timeout_ms);
         r->cancel(r->arg, c->remote);
+        c->elsewhere = true;
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
 
@@ -605,7 +622,7 @@ void calls_pending_forward(struct unit *u)
                 event_free(c->timer);
                 c->timer = NULL;
                 c->unsent = false;
-                const struct call_req q = { .method = c->method, .args = c->args,
+                const struct call_req q = { .method = c->name, .args = c->args,
                                             .chain = c->has_chain ? &c->chain : NULL, .caller = c->caller,
                                             .via = c->via, .tag = c->tag };
                 int code = c->done ? call_forward(c, &q, msg, sizeof msg) : GADGET_EGONE;
@@ -739,7 +756,14 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
+                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
+                            .begin_us = monotime_us() };
+        if (q->method) { /* on every call's path: a copy, not a printf */
+                size_t n = strnlen(q->method, sizeof c->name - 1);
+                memcpy(c->name, q->method, n);
+                c->name[n] = '\0';
+        }
+        c->untold = q->untailed;
         span_begin(c, q);
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);

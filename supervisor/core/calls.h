@@ -54,6 +54,7 @@ struct call_req {
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
         bool approved;  /* a person of this node approved it already (a binding asked) */
+        bool untailed;  /* its end is told to no listener (unit_events.h): a tail's own delivery */
         /* calls_wake only: wait for a start already asked (a load, a
          * restart) instead of starting an idle gadget. */
         bool until_ready;

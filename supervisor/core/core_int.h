@@ -217,6 +217,9 @@ void unit_events_lease(struct unit *u, bool held);
 void unit_events_policy(struct unit *u);
 void unit_events_going(struct unit *u);
 void unit_events_freed(struct unit *u);
+void unit_events_called(struct unit *u, const struct unit_call_event *e);
+void unit_events_logged(struct unit *u, const char *stream, const char *line);
+void unit_events_exited(struct unit *u, int status, const char *cause);
 void unit_events_info(const struct unit *u, struct unit_info *out);
 void core_events_closed(struct core *c);
 

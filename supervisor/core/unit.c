@@ -180,6 +180,7 @@ static void after_exit(struct unit *u, int status)
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
+        unit_events_exited(u, status, u->cause);
         log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);

@@ -137,6 +137,8 @@ struct unit_info {
         const char *start;          /* Start=: "always" or "on-demand" */
         uint64_t active_ago_ms;     /* since its last call or binding call; 0 if none yet */
         int64_t next_alarm_ms;      /* its next alarm or scheduled call, ms since the epoch; 0 if none known */
+        size_t tails;               /* its tail bindings: their events waiting, and dropped since it was loaded */
+        uint64_t tail_queued, tail_dropped;
         unsigned kept_errors;       /* its file's errors when a reload kept it on its policy; 0: none */
         const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
 };

@@ -90,6 +90,27 @@ void unit_events_freed(struct unit *u)
                         l->freed(l->arg, u);
 }
 
+void unit_events_called(struct unit *u, const struct unit_call_event *e)
+{
+        EACH(u->core, l)
+                if (l->called)
+                        l->called(l->arg, u, e);
+}
+
+void unit_events_logged(struct unit *u, const char *stream, const char *line)
+{
+        EACH(u->core, l)
+                if (l->logged)
+                        l->logged(l->arg, u, stream, line);
+}
+
+void unit_events_exited(struct unit *u, int status, const char *cause)
+{
+        EACH(u->core, l)
+                if (l->exited)
+                        l->exited(l->arg, u, status, cause);
+}
+
 void unit_events_info(const struct unit *u, struct unit_info *out)
 {
         EACH(u->core, l)

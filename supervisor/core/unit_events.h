@@ -11,6 +11,14 @@
 
 struct core;
 
+/* One call of a unit that ended, as a listener is told of it. */
+struct unit_call_event {
+        const char *method;
+        int code;                /* 0, or the GADGET_E* code it failed with */
+        uint64_t duration_us;    /* from calls_start to its end */
+        const char *trace;       /* its trace id, "" if none */
+};
+
 /* Listeners one core takes. */
 #define CORE_LISTENERS_MAX 4
 
@@ -29,6 +37,16 @@ struct unit_listener {
         /* u's bindings are freed (its store answered everything): the slot
          * is the listener's to free. */
         void (*freed)(void *arg, struct unit *u);
+        /* A call of u ended on this node (not a wake, nor one another
+         * node answered, nor one made with call_req.untailed). On the
+         * call's path: it must not wait, nor call u. */
+        void (*called)(void *arg, struct unit *u, const struct unit_call_event *e);
+        /* A line of u's log was kept (its log budget let it in): stream is
+         * "stdout", "stderr" or "log" (a log message over the RPC). */
+        void (*logged)(void *arg, struct unit *u, const char *stream, const char *line);
+        /* u's serving process ended: its wait status, and the cause as
+         * gadgetctl status says it. */
+        void (*exited)(void *arg, struct unit *u, int status, const char *cause);
         /* Adds what the listener knows of u to what gadgetctl status shows. */
         void (*info)(void *arg, const struct unit *u, struct unit_info *out);
         /* The core closes, its units freed: arg is the listener's to free. */

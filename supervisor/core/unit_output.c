@@ -19,6 +19,7 @@
 struct line_ctx {
         struct unit *u;
         enum log_level level;
+        const char *stream;      /* "stdout", "stderr" or "log", as its listeners are told */
         size_t added;
 };
 
@@ -29,6 +30,7 @@ static void line_cb(void *arg, const char *line, size_t len)
         if (!text)
                 return;
         log_msg(c->level, c->u->policy->name, "%s", text);
+        unit_events_logged(c->u, c->stream, text);
         c->added++;
 }
 
@@ -112,7 +114,7 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = r->u;
         bool is_out = fd == r->out_fd;
         struct logbuf_stream *s = &r->lines[is_out ? 0 : 1];
-        struct line_ctx c = { .u = u, .level = L_INFO };
+        struct line_ctx c = { .u = u, .level = L_INFO, .stream = is_out ? "stdout" : "stderr" };
         char buf[OUTPUT_SLICE];
 
         log_window(u);
@@ -141,7 +143,8 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
 void unit_output_log(struct unit *u, const Gadget__Log *l)
 {
         struct logbuf_stream s = { .len = 0 };
-        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO };
+        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO,
+                              .stream = "log" };
 
         log_window(u);
         size_t len = strlen(l->text);

@@ -370,6 +370,44 @@ static gadget_value *liar(struct gadget_call *call, const gadget_value *args, vo
         return r;
 }
 
+/* `hold PATH`: a tail batch waits while PATH exists (tail_test.py). */
+static const char *hold_path;
+
+/* A tail binding's batch, as one line: "TAIL dropped=D n=N" then each
+ * event " SEQ:GADGET:KIND:WHAT" (a call's method/outcome@TRACE, a log line's
+ * text with its blanks as _, an exit's signal), then a wait while hold_path exists
+ * (at most a minute). */
+static gadget_value *tail(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t dropped = -1, seq = 0;
+        const gadget_value *events = gadget_map_get(args, "events"), *e;
+        gadget_as_int(gadget_map_get(args, "dropped"), &dropped);
+        char line[16384];
+        size_t n = 0, len = (size_t)snprintf(line, sizeof line, "TAIL dropped=%lld", (long long)dropped);
+        for (size_t i = 0; (e = gadget_list_at(events, i)); i++, n++) {
+                const char *kind = gadget_as_string(gadget_map_get(e, "kind"));
+                const char *what = gadget_as_string(gadget_map_get(e, kind && !strcmp(kind, "call") ? "method" :
+                                                                      kind && !strcmp(kind, "log") ? "line" : "signal"));
+                const char *outcome = gadget_as_string(gadget_map_get(e, "outcome"));
+                const char *trace = gadget_as_string(gadget_map_get(e, "trace"));
+                gadget_as_int(gadget_map_get(e, "seq"), &seq);
+                size_t at = len;
+                if (len < sizeof line)
+                        len += (size_t)snprintf(line + len, sizeof line - len, " %lld:%s:%s:%s%s%s%s%s",
+                                                (long long)seq, gadget_as_string(gadget_map_get(e, "gadget")),
+                                                kind, what ? what : "", outcome ? "/" : "", outcome ? outcome : "",
+                                                trace && *trace ? "@" : "", trace && *trace ? trace : "");
+                for (size_t k = at + 1; k < len && k < sizeof line; k++) /* one word per event */
+                        if (line[k] == ' ')
+                                line[k] = '_';
+        }
+        printf("%s n=%zu\n", line, n);
+        fflush(stdout);
+        for (int i = 0; hold_path && i < 6000 && access(hold_path, F_OK) == 0; i++)
+                usleep(10000);
+        return gadget_null();
+}
+
 #define SHAPE "shape(name: string(1..20), id: int | string, times?: int(1..10), ratio?: double, " \
               "tags?: list<string>(..3), point?: {x: int, y: int, label?: string?}, blob?: bytes, " \
               "meta?: map<int>, extra?: any) -> {ok: bool}"
@@ -386,6 +424,8 @@ int main(int argc, char **argv)
                 sleep((unsigned)atoi(argv[2]));
                 return 0;
         }
+        if (argc > 2 && strcmp(argv[1], "hold") == 0)
+                hold_path = argv[2];
         if (argc > 2 && strcmp(argv[1], "slowstart") == 0) /* its start (until its hello) takes N ms */
                 usleep((useconds_t)atoi(argv[2]) * 1000);
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
@@ -408,6 +448,7 @@ int main(int argc, char **argv)
         gadget_method(g, "alarm_helpers", alarm_helpers, NULL);
         gadget_method(g, "alarm_flood", alarm_flood, NULL);
         gadget_method(g, "next", next, NULL);
+        gadget_method(g, "tail", tail, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);

@@ -1159,6 +1159,53 @@ static void test_alarm(void)
         expect_error(HEAD "[Binding W]\nType=alarms\n", 5, "is not one of kv, gadget, http, text, secret, alarm");
 }
 
+static void check_format(const char *policy_text, const char *what, const char *const *want, size_t n);
+
+/* Tail bindings: Of= and Method= required; Of= names valid gadgets, each
+ * once, never this gadget; QueueMax= default and bounds; tail keys only
+ * on tail bindings. Each error names its line. */
+static void test_tail(void)
+{
+        struct policy *p = expect_ok(HEAD "[Binding T]\nType=tail\nOf=a b-2\nMethod=events\n", "a tail binding");
+        const struct policy_binding *b = p ? policy_binding_find(p, "T") : NULL;
+        CHECK(b && b->type == BINDING_TAIL && b->n_of == 2 && strcmp(b->of[0], "a") == 0 &&
+                      strcmp(b->of[1], "b-2") == 0 && !b->of[2] && strcmp(b->method, "events") == 0 &&
+                      b->queue_max == POLICY_TAIL_QUEUE && b->events_per_s == POLICY_TAIL_EVENTS_PER_S,
+              "tail binding: Of=, Method=, default QueueMax= and EventsPerSecond=");
+        CHECK_STR(policy_binding_type_name(BINDING_TAIL), "tail", "type name");
+        policy_free(p);
+        p = expect_ok(HEAD "[Binding T]\nType=tail\nOf=a\nMethod=m\nQueueMax=8\nEventsPerSecond=5\n", "limits set");
+        b = p ? policy_binding_find(p, "T") : NULL;
+        CHECK(b && b->queue_max == 8 && b->events_per_s == 5, "QueueMax=8, EventsPerSecond=5");
+        policy_free(p);
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\n", 4, "binding T of type tail has no Of=");
+        expect_error(HEAD "[Binding T]\nType=tail\nOf=a\n", 4, "binding T of type tail has no Method=");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a Counter\n", 7,
+                     "Of=\"a Counter\": \"Counter\" is not a valid gadget name");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a b a\n", 7, "Of=\"a b a\" names a twice");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a t\n", 4, "binding T: Of= names this gadget itself");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nQueueMax=65537\n", 8, "must be at most 65536");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nQueueMax=0\n", 8, "must be greater than 0");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nEventsPerSecond=1000001\n", 8,
+                     "must be at most 1000000");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nEventsPerSecond=0\n", 8, "must be greater than 0");
+        expect_error(HEAD "[Binding T]\nType=tail\nMethod=m\nOf=a\nTarget=a\n", 8,
+                     "key Target is not valid for a binding of type tail");
+        expect_error(HEAD "[Binding K]\nType=kv\nOf=a\n", 6, "key Of is not valid for a binding of type kv");
+        char many[1024] = HEAD "[Binding T]\nType=tail\nMethod=m\nOf=";
+        static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+        for (int i = 0; i <= POLICY_TAIL_OF_MAX; i++) /* short names: a line has at most 198 bytes */
+                snprintf(many + strlen(many), sizeof many - strlen(many), i < 36 ? "%c " : "%c%c ",
+                         digits[i % 36], digits[i / 36]);
+        strcat(many, "\n");
+        expect_error(many, 7, "Of= names 65 gadgets: at most 64");
+        static const char *const want[] = { "[Binding T]\nType=tail\n", "Method=events\n", "Of=a b\n",
+                                            "QueueMax=9\n", "EventsPerSecond=7\n" };
+        check_format(HEAD "[Binding T]\nType=tail\nOf=a b\nMethod=events\nQueueMax=9\nEventsPerSecond=7\n",
+                     "a tail binding",
+                     want, sizeof want / sizeof *want);
+}
+
 /* Formats the policy text (what it is, for the messages) with
  * policy_format: each of want is in the result, which parses again to the
  * same text. */
@@ -1284,6 +1331,7 @@ int main(void)
         test_gatekeeper();
         test_schedule();
         test_alarm();
+        test_tail();
         test_format();
         test_format_bindings();
         test_changed();
