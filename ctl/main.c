@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "contract.h"
+#include "output.h"
 #include "show.h"
 
 #define DEFAULT_SOCKET "/run/gadgetd/control.sock"
@@ -108,10 +110,13 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
-                /* Long only: in a command's opts as 'R' and 'B', never in
-                 * its getopt string. */
+                { "output", required_argument, NULL, 'o' },
+                /* Long only: in a command's opts as 'R', 'B', 'S' and 'A',
+                 * never in its getopt string. */
                 { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
                 { "no-block", no_argument, NULL, CMD_OPT_NO_BLOCK },
+                { "since", required_argument, NULL, CMD_OPT_SINCE },
+                { "all", no_argument, NULL, CMD_OPT_ALL },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -124,19 +129,22 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (*s != 'R' && *s != 'B')
+                if (!strchr("RBSA", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
                 /* The long options are shared: refuse those this command lacks. */
-                if ((o == 'n' || o == 'f' || o == 'a') && !strchr(c->opts, o))
+                if ((o == 'n' || o == 'f' || o == 'a' || o == 'o') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
-                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : "--always");
-                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')))
+                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : o == 'a' ? "--always"
+                                                                                                : "--output");
+                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')) ||
+                    (o == CMD_OPT_SINCE && !strchr(c->opts, 'S')) || (o == CMD_OPT_ALL && !strchr(c->opts, 'A')))
                         return usage_error(ctl, c->name, "unknown option",
-                                           o == CMD_OPT_RUNTIME ? "--runtime" : "--no-block");
+                                           o == CMD_OPT_RUNTIME ? "--runtime" : o == CMD_OPT_NO_BLOCK ? "--no-block"
+                                           : o == CMD_OPT_SINCE ? "--since" : "--all");
                 switch (o) {
                 case 'h':
                         command_usage(c, stdout);
@@ -160,6 +168,23 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case CMD_OPT_NO_BLOCK:
                         a.no_block = true;
+                        break;
+                case 'o':
+                        if (strcmp(optarg, "cat") != 0 && strcmp(optarg, "short-precise") != 0)
+                                return usage_error(ctl, c->name, "-o takes short-precise or cat, not", optarg);
+                        a.cat = strcmp(optarg, "cat") == 0;
+                        break;
+                case CMD_OPT_SINCE: {
+                        struct timespec now;
+                        clock_gettime(CLOCK_REALTIME, &now);
+                        int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+                        if (output_parse_since(optarg, now_ms, &a.since_ms) < 0)
+                                return usage_error(ctl, c->name, "--since needs a duration ago (5min) or a time "
+                                                   "(YYYY-MM-DD HH:MM:SS), not", optarg);
+                        break;
+                }
+                case CMD_OPT_ALL:
+                        a.all = true;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

@@ -467,7 +467,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         }
         size_t n_lines = log->count < tail ? log->count : tail;
         for (size_t i = 0; i < n_lines; i++)
-                lines[i] = (char *)logbuf_line(log, n_lines, i);
+                lines[i] = (char *)logbuf_line(log, n_lines, i)->text;
         Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
         fill_info(&gi, &in);
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;

@@ -402,7 +402,7 @@ static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void 
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
 {
         struct unit_run *r = data;
-        unit_output_log(r->u, l);
+        unit_output_log(r, l);
 }
 
 static void on_closed(struct peer *p, const char *why, void *data)
@@ -525,6 +525,7 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         if (!warm && (e = run_spawn(r, false, err, errlen)) < 0)
                 return e;
         clock_gettime(CLOCK_MONOTONIC, &r->started);
+        r->number = ++u->runs;
         r->peer = peer_new(u->core->base, r->child.rpc_fd, p, &handlers, r);
         r->ev_report = event_new(u->core->base, r->child.report_fd, EV_READ | EV_PERSIST, report_cb, r);
         if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
@@ -618,6 +619,8 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
         u->want_running = true;
         u->restarts = s->restarts;
         u->calls = s->calls;
+        u->runs = s->runs;
+        u->run->number = s->runs;
         u->run->start_us = s->start_us;
         u->run->started = (struct timespec){ .tv_sec = s->started_ms / 1000, .tv_nsec = s->started_ms % 1000 * 1000000 };
         u->run->start_begin = u->run->started;

@@ -104,7 +104,7 @@ def output_streams_keep_their_own_lines(tmp):
         r = d.ctl("call", "mixer", "interleave")
         check(r.returncode == 0, "call: %r" % r.stderr)
         wait_for(lambda: "out-end" in d.ctl("logs", "mixer").stdout, what="the stdout line")
-        lines = d.ctl("logs", "mixer").stdout.splitlines()
+        lines = d.ctl("logs", "mixer", "-o", "cat").stdout.splitlines()
         for want in ("out-start out-end", "err-line", "log-line"):
             check(want in lines, "no whole line %r in %r" % (want, lines))
 
@@ -415,7 +415,7 @@ def long_lines_split(tmp):
         d.ctl("reload")
         wait_for(lambda: d.state("talker") == "ready", what="talker ready")
         d.ctl("call", "talker", "say", json.dumps({"text": "x" * 5000}))
-        lines = wait_for(lambda: [l for l in d.ctl("logs", "talker").stdout.splitlines() if l.startswith("x")],
+        lines = wait_for(lambda: [l for l in d.ctl("logs", "talker", "-o", "cat").stdout.splitlines() if l.startswith("x")],
                          what="the long line")
         check([len(l) for l in lines] == [2048, 2048, 904], "pieces: %r" % [len(l) for l in lines])
 
@@ -426,7 +426,7 @@ def logs_follow(tmp):
         policy(d.pol, "talker")
         d.ctl("reload")
         wait_for(lambda: d.state("talker") == "ready", what="talker ready")
-        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "talker", "-f"],
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "talker", "-f", "-o", "cat"],
                              stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
         d.ctl("call", "talker", "say", '{"text": "first"}')

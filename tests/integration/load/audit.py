@@ -215,14 +215,14 @@ def load_logs_beyond_a_frame(tmp):
         with Healthy(d, "good", "echo"):
             check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 2000}').returncode == 0, "spew failed")
             want = "\\x01" * 2000
-            wait_for(lambda: d.ctl("logs", "spewer", "-n", "1").stdout == want + "\n", what="the last line")
-            r = d.ctl("logs", "spewer")
+            wait_for(lambda: d.ctl("logs", "spewer", "-n", "1", "-o", "cat").stdout == want + "\n", what="the last line")
+            r = d.ctl("logs", "spewer", "-o", "cat")
             check(r.returncode == 0, "logs failed: %r" % r.stderr)
             lines = r.stdout.splitlines()
             check(len(lines) == 1000 and all(l == want for l in lines),
                   "logs answered %d lines (%d bytes)" % (len(lines), len(r.stdout)))
-            f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "spewer", "-f"], stdout=subprocess.PIPE,
-                                 text=True)
+            f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "spewer", "-f", "-o", "cat"],
+                                 stdout=subprocess.PIPE, text=True)
             try:
                 for _ in range(10):
                     check(f.stdout.readline() == want + "\n", "logs -f: not the last lines first")
@@ -271,7 +271,7 @@ def load_logs_overwritten_is_an_error(tmp):
         healthy_daemon(d)
         wait_for(lambda: d.state("spewer") == "ready", what="spewer ready")
         check(d.ctl("call", "spewer", "spew", '{"lines": 1000, "bytes": 2000}').returncode == 0, "spew failed")
-        wait_for(lambda: d.ctl("logs", "spewer", "-n", "1").stdout.startswith("\\x01"), what="the spewed lines")
+        wait_for(lambda: d.ctl("logs", "spewer", "-n", "1", "-o", "cat").stdout.startswith("\\x01"), what="the spewed lines")
         b = Bounds(d)
         with Healthy(d, "good", "echo"):
             f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "spewer"], stdout=subprocess.PIPE,

@@ -108,7 +108,7 @@ def bounded_flood(tmp, mode):
               (read, wall))
         counts = dropped_lines(text, "flood")
         check(counts and sum(counts) > LINES, "no \"N lines dropped\" line in gadgetd's log")
-        logs = d.ctl("logs", "flood").stdout
+        logs = d.ctl("logs", "flood", "-o", "cat").stdout
         check(re.search(r"^gadgetd: \d+ lines dropped", logs, re.M), "no drop line in the gadget's log")
         fds_back(d, fds0)
         check(not RSS_CHECKED or rss_kib(pid) <= rss0 + RSS_SLACK_KIB,
@@ -152,7 +152,7 @@ def load_output_one_read_of_many_lines(tmp):
         check(got == [str(i) for i in range(1, 2001)], "logged lines: %d, first %r, last %r" %
               (len(got), got[:3], got[-3:]))
         check(dropped_lines(text, "flood") == [3000], "drops: %r" % dropped_lines(text, "flood"))
-        logs = d.ctl("logs", "flood").stdout.splitlines()
+        logs = d.ctl("logs", "flood", "-o", "cat").stdout.splitlines()
         check(logs[-1].startswith("gadgetd: 3000 lines dropped") and logs[-2] == "2000",
               "the gadget's log ends %r" % logs[-2:])
 
