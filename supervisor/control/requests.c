@@ -526,7 +526,8 @@ static void on_call(struct client *cl, const Control__Request *q)
         snprintf(caller, sizeof caller, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls,
-                                     .caller = caller, .via = "gadgetctl" };
+                                     .caller = caller, .via = "gadgetctl", .audit_uid = true,
+                                     .uid = (uint32_t)cl->cred.uid };
         char msg[400];
         int code = calls_start(u, &cq, msg, sizeof msg);
         if (code)

@@ -64,6 +64,9 @@ struct call {
         uint64_t deadline_ms;
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
+        char *audit_by, *audit_op;  /* audited at its end (call_req's audit_uid), else NULL */
+        uint32_t audit_uid;
+        struct timespec audit_start;
 };
 
 static void owner_unlink(struct call *c)
@@ -107,6 +110,8 @@ static void call_free(struct call *c)
 {
         if (c->timer)
                 event_free(c->timer);
+        free(c->audit_by);
+        free(c->audit_op);
         free(c->method);
         free(c->caller);
         free(c->via);
@@ -115,9 +120,23 @@ static void call_free(struct call *c)
         free(c);
 }
 
+/* The audit record of a local user's call (call_req's audit_uid): its
+ * outcome, naming the caller's uid. */
+static void audit_local(struct unit *u, const char *by, const char *op, uint32_t uid, const struct timespec *start,
+                        int code, const char *message)
+{
+        struct audit_record rec = { .gadget = u->policy->name, .binding = by, .op = op,
+                                    .outcome = audit_outcome_of(code), .duration_us = monotime_since_us(start),
+                                    .detail = code ? message : NULL, .has_uid = true, .uid = uid };
+        audit_write(u->core->audit, &rec);
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
+        if (c->audit_op)
+                audit_local(c->u, c->audit_by, c->audit_op, c->audit_uid, &c->audit_start, res ? 0 : code,
+                            message ? message : "the call failed");
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -669,16 +688,29 @@ static void call_own(struct call *c, struct call_owner *o)
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         const struct type_sig *sig = NULL;
+        struct timespec start;
+        char op[GADGET_NAME_MAX + 8];
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        snprintf(op, sizeof op, "call %s", q->method);
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
-        if (code)
+        if (code) {
+                if (q->audit_uid)
+                        audit_local(u, q->via, op, q->uid, &start, code, msg);
                 return code;
+        }
         struct call *c = calloc(1, sizeof *c);
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
+                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
+                            .audit_uid = q->uid, .audit_start = start };
+        if (q->audit_uid && (!(c->audit_by = strdup(q->via)) || !(c->audit_op = strdup(op)))) {
+                call_free(c);
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
@@ -694,6 +726,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
+                if (c->audit_op)
+                        audit_local(u, c->audit_by, c->audit_op, c->audit_uid, &start, code, msg);
                 call_free(c);
                 return code;
         }

@@ -284,6 +284,26 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
  * u held of it released, and u failed with why. */
 void unit_adopt_failed(struct unit *u, const char *why);
 
+/* unit_lifecycle.c: a lifecycle event of u, told to gadgetd's log (the
+ * journal: its MESSAGE_ID and fields), the audit and u's log ring. */
+enum unit_lifecycle_event {
+        LC_STARTED, LC_READY, LC_EXITED, LC_RESTARTED, LC_PARKED, LC_IDLE, LC_WOKEN, LC_MOVED, LC_LEASE_LOST, LC_N
+};
+struct unit_lifecycle_info {
+        enum unit_lifecycle_event event;
+        enum log_level level;
+        uint32_t run;             /* the process it is about (0: none) */
+        pid_t pid;                /* its pid (0: none) */
+        bool has_status;          /* exited: its wait status */
+        int status;
+        int64_t delay_ms;         /* restarted after a delay: the delay (-1: none) */
+        const char *node;         /* moved: the node it goes to */
+        bool failed;              /* its audit outcome is error (an exit not clean, a park) */
+};
+/* The line's text is fmt's (gadgetd's own words). */
+void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);
 void unit_free(struct unit *u);

@@ -180,7 +180,11 @@ static void after_exit(struct unit *u, int status)
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
-        log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED,
+                                                        .level = clean || !u->want_running || one_life(u) ? L_INFO : L_WARN,
+                                                        .run = u->run->number, .pid = u->run->child.pid,
+                                                        .has_status = true, .status = status,
+                                                        .failed = !clean && u->want_running }, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 u->hooks->exited(u->hooks->arg, u);
@@ -214,10 +218,13 @@ static void after_exit(struct unit *u, int status)
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
                          u->backoff.quick, was);
-                log_msg(L_ERR, u->policy->name, "parked as failed: %s", u->cause);
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_PARKED, .level = L_ERR,
+                                                                .run = u->run->number, .failed = true },
+                               "parked as failed: %s", u->cause);
                 return;
         }
-        log_msg(L_INFO, u->policy->name, "restarting in %lld ms", (long long)delay);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = u->run->number,
+                                                        .delay_ms = delay }, "restarting in %lld ms", (long long)delay);
         unit_set_state(u, UNIT_STARTING);
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
@@ -288,7 +295,11 @@ static void other_ended(struct unit_run *r, const char *how)
                 snprintf(gone, sizeof gone, "gadget \"%s\" restarted while the call ran on its previous process "
                          "(%.200s%s)", u->policy->name, cause, r->stop_killed ? ": not answered within the stop's "
                          "grace" : "");
-                log_msg(L_INFO, u->policy->name, "its previous process (pid %d) ended: %s", (int)r->child.pid, cause);
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = L_INFO, .run = r->number,
+                                                                .pid = r->child.pid,
+                                                                .has_status = r->have_program_status,
+                                                                .status = r->program_status },
+                               "its previous process (pid %d) ended: %s", (int)r->child.pid, cause);
                 unit_run_drop(r, gone);
                 unit_switch_old_ended(u);
                 return;
@@ -385,7 +396,8 @@ static void on_hello(struct peer *p, void *data)
         /* The calls that waited go out first: the log line is written
          * while the gadget works on them. */
         calls_pending_flush(u);
-        log_msg(L_INFO, u->policy->name, "ready");
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_READY, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "ready");
         u->hooks->ready(u->hooks->arg, u);
 }
 
@@ -584,7 +596,9 @@ void unit_start(struct unit *u)
                 goto fail;
         unit_set_state(u, UNIT_STARTING);
         bindings_attach(u->bind, u->run->peer);
-        log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->run->child.pid);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_STARTED, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "started (pid %d)",
+                       (int)u->run->child.pid);
         return;
 fail:
         warm_drop(u);

@@ -4,7 +4,10 @@ the ms), stream (stdout, stderr, message), priority and run (which process
 of the gadget), in text and --json; a gadget that crashes and restarts
 shows runs 1, 2, 3; --since leaves out the lines before a time; logs -f
 without a name follows every gadget at once, each line naming its gadget.
-Usage: logs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
+And the audit records of operations: a gadget's lifecycle events with
+their fields, gadgetctl call naming the caller's uid, a kv miss as
+not_found. Usage: logs_test.py TEST. Environment: GADGETD, GADGETCTL,
+TESTGADGET."""
 import json
 import os
 import re
@@ -25,7 +28,8 @@ def entries(d, *args):
 
 
 def texts(d, *args):
-    return [e["line"] for e in entries(d, *args)]
+    """The gadget's own lines (not gadgetd's: its lifecycle)."""
+    return [e["line"] for e in entries(d, *args) if e["stream"] != "gadgetd"]
 
 
 def call(d, name, method, args=None):
@@ -159,6 +163,94 @@ def logs_follow_every_gadget(tmp):
         # --all without -f: every gadget's lines, each gadget's in turn.
         got = [(e["gadget"], e["line"]) for e in entries(d, "--all") if e["stream"] == "stdout"]
         check(("first", "old line") in got and ("third", "from third") in got, "--all: %r" % got)
+
+
+def audit(d, name):
+    r = d.ctl("--json", "audit", name)
+    check(r.returncode == 0, "audit %s: %r" % (name, r.stderr))
+    return [json.loads(l) for l in r.stdout.splitlines()]
+
+
+@test
+def audit_call_names_uid(tmp):
+    """gadgetctl call leaves an audit record of its outcome naming the
+    caller's uid: root's, and a control-group member's."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        d.add("talker")
+        wait_for(lambda: d.state("talker") == "ready", what="talker ready")
+        call(d, "talker", "echo", "from root")
+        r = d.ctl("call", "talker", "echo", '"from nobody"', user=(65534, 65534))
+        check(r.returncode == 0, "a member's call: %r" % r.stderr)
+        r = d.ctl("call", "talker", "nosuch", user=(65534, 65534))
+        check(r.returncode != 0, "a call of no method")
+        want = [("call echo", "ok", 0), ("call echo", "ok", 65534), ("call nosuch", "error", 65534)]
+        got = lambda: [(a["op"], a["outcome"], a.get("uid")) for a in audit(d, "talker") if a["binding"] == "gadgetctl"]
+        wait_for(lambda: got() == want, what="the calls' records: %r" % got())
+
+
+@test
+def audit_kv_miss_not_found(tmp):
+    """A kv get of a missing key is audited as not_found, not error."""
+    with Daemon(tmp) as d:
+        d.add("store", "[Binding DATA]\nType=kv\n")
+        wait_for(lambda: d.state("store") == "ready", what="store ready")
+        r = d.ctl("call", "store", "binding", json.dumps({"binding": "DATA", "op": "get", "args": {"key": "nope"}}))
+        check(r.returncode != 0, "a get of a missing key: %r" % r.stdout)
+        got = lambda: [(a["op"], a["outcome"]) for a in audit(d, "store") if a["binding"] == "DATA"]
+        wait_for(lambda: got() == [("get", "not_found")], what="the get's record: %r" % got())
+
+
+def lifecycle(d, name):
+    return [r for r in audit(d, name) if r["binding"] == "lifecycle"]
+
+
+@test
+def lifecycle_events_audited(tmp):
+    """A gadget's lifecycle — started, ready, exited (with its signal or
+    status), restarted — as audit records with their fields, and as lines
+    of its log (stream gadgetd) with their run."""
+    with Daemon(tmp) as d:
+        d.add("crasher", "Restart=always\n")
+        wait_for(lambda: d.state("crasher") == "ready", what="crasher ready")
+        pid1 = d.status("crasher")["pid"]
+        d.ctl("call", "crasher", "crash")
+        wait_for(lambda: d.status("crasher")["restarts"] == 1 and d.state("crasher") == "ready", what="run 2 ready")
+        pid2 = d.status("crasher")["pid"]
+        check(d.ctl("stop", "crasher").returncode == 0, "stop")
+        wait_for(lambda: d.state("crasher") == "stopped", what="crasher stopped")
+        want = ["started", "ready", "exited", "restarted", "started", "ready", "exited"]
+        got = lambda: [r["op"] for r in lifecycle(d, "crasher")]
+        wait_for(lambda: len(got()) >= len(want), what="the lifecycle records")
+        check(got() == want, "the lifecycle records: %r" % got())
+        recs = lifecycle(d, "crasher")
+        check([(r["run"], r.get("pid")) for r in recs[:2]] == [(1, pid1)] * 2 and
+              [(r["run"], r.get("pid")) for r in recs[4:6]] == [(2, pid2)] * 2, "runs and pids: %r" % recs)
+        crash, restart, stop = recs[2], recs[3], recs[6]
+        check(crash["run"] == 1 and crash["signal"] == "SIGSEGV" and crash["outcome"] == "error" and
+              "exit_status" not in crash, "the crash: %r" % crash)
+        check(isinstance(restart["delay_ms"], int) and restart["outcome"] == "ok", "the restart: %r" % restart)
+        check(stop["run"] == 2 and stop["exit_status"] == 0 and stop["outcome"] == "ok" and "signal" not in stop,
+              "the stop: %r" % stop)
+        # In its log too, each line with its run.
+        own = [(e["run"], e["line"]) for e in entries(d, "crasher") if e["stream"] == "gadgetd"]
+        check((1, "gadgetd: started (pid %d)" % pid1) in own and (2, "gadgetd: started (pid %d)" % pid2) in own and
+              any(run == 1 and "SIGSEGV" in line for run, line in own), "its log: %r" % own)
+
+
+@test
+def lifecycle_idle_and_woken(tmp):
+    """Start=on-demand with IdleStop=: idle at its load, woken by a call,
+    idle again once quiet."""
+    with Daemon(tmp) as d:
+        d.add("sleepy", "Start=on-demand\nIdleStop=300ms\n")
+        wait_for(lambda: d.state("sleepy") == "idle", what="sleepy idle")
+        call(d, "sleepy", "echo", 1)
+        want = ["idle", "woken", "started", "ready", "idle", "exited"]
+        got = lambda: [r["op"] for r in lifecycle(d, "sleepy")]
+        wait_for(lambda: len(got()) >= len(want), what="the lifecycle records")
+        check(got() == want, "the lifecycle records: %r" % got())
+        recs = lifecycle(d, "sleepy")
+        check(recs[4]["run"] == 1 and "IdleStop=300ms" in recs[4]["detail"], "the idle stop: %r" % recs[4])
 
 
 if __name__ == "__main__":
