@@ -651,9 +651,11 @@ const struct command cmd_commands[] = {
           "With --json: one {\"time\", \"time_ms\", \"gadget\", \"run\", \"stream\", \"priority\",\n"
           "\"line\"} object per line.\n" },
         { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
-          "print a gadget's audit records (its binding calls and limit hits)",
+          "print a gadget's audit records (its binding calls, calls, limit hits, lifecycle)",
           "Each record is a JSON object: time, gadget, binding, op, outcome (ok, denied,\n"
-          "error), bytes, duration_us and, for failures, detail.\n"
+          "error, not_found), bytes, duration_us and, for failures, detail; a gadgetctl\n"
+          "call's names the caller's uid, a lifecycle event's (binding \"lifecycle\") its\n"
+          "run, pid, exit_status or signal.\n"
           "  -n, --lines N   only the last N records (0: none, only new ones with -f; default all, 10 with -f)\n"
           "  -f, --follow    keep printing new records until interrupted\n" },
         { "selftest", cmd_selftest, 0, 1, "h", "[POLICY]",
