@@ -647,7 +647,7 @@ const struct command cmd_commands[] = {
           "      --since TIME  only lines from TIME on: a duration ago (5min, 30s, 2h) or\n"
           "                  YYYY-MM-DD HH:MM:SS (local; YYYY-MM-DDTHH:MM:SSZ: UTC)\n"
           "      --all       every gadget's lines, each gadget's in turn, then (with -f) as they come\n"
-          "  -o, --output cat  the text alone (short-precise: the default)\n"
+          "  -o, --output MODE  cat: the text alone (short-precise: the default)\n"
           "With --json: one {\"time\", \"time_ms\", \"gadget\", \"run\", \"stream\", \"priority\",\n"
           "\"line\"} object per line.\n" },
         { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
