@@ -164,6 +164,9 @@ static void stopped(struct unit *u)
                 u->restart_pending = false;
                 backoff_reset(&u->backoff);
                 u->restarts++;
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO,
+                                                                .run = u->run->number, .delay_ms = 0 },
+                               "restarting once stopped (%s)", u->cause);
                 unit_start(u);
         }
         c->hooks.stopped(c->hooks.arg, u);

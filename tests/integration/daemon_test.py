@@ -237,6 +237,13 @@ def crash_restart_backoff_then_failed(tmp):
                   "restart %d came after %.3f ms, promised at least %d" % (k + 1, gap_ms, want))
         check(re.findall(r"\[crasher\] restarting in (\d+) ms", log) == ["100", "200", "400", "800"],
               "delays logged: %r" % re.findall(r"\[crasher\] restarting in \d+ ms", log))
+        # In the audit: 5 ends by SIGABRT, 4 restarts with their delays, then parked.
+        recs = [json.loads(l) for l in d.ctl("--json", "audit", "crasher").stdout.splitlines()]
+        life = [(r["op"], r.get("signal") or r.get("delay_ms")) for r in recs if r["binding"] == "lifecycle"
+                and r["op"] in ("exited", "restarted", "parked")]
+        check(life == [("exited", "SIGABRT"), ("restarted", 100), ("exited", "SIGABRT"), ("restarted", 200),
+                       ("exited", "SIGABRT"), ("restarted", 400), ("exited", "SIGABRT"), ("restarted", 800),
+                       ("exited", "SIGABRT"), ("parked", None)], "lifecycle records: %r" % life)
         # gadgetctl restart starts the backoff over: from 100 ms, parked
         # again only at the 5th failure in a row of the new series.
         # The restart answers with the first crash of the new series.
