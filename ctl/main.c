@@ -140,7 +140,8 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         return usage_error(ctl, c->name, "unknown option",
                                            o == 'n' ? "--lines" : o == 'f' ? "--follow" : o == 'a' ? "--always"
                                                                                                 : "--output");
-                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')) ||
+                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) ||
+                    (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')) ||
                     (o == CMD_OPT_SINCE && !strchr(c->opts, 'S')) || (o == CMD_OPT_ALL && !strchr(c->opts, 'A')))
                         return usage_error(ctl, c->name, "unknown option",
                                            o == CMD_OPT_RUNTIME ? "--runtime" : o == CMD_OPT_NO_BLOCK ? "--no-block"

@@ -27,7 +27,7 @@ enum show_logs_as { SHOW_LOGS_SHORT, SHOW_LOGS_CAT, SHOW_LOGS_JSON };
  * show_log_entries), one per line, or one JSON object per line. */
 int show_logs(FILE *f, const Control__LogLines *l, bool json);
 /* Its entries alone: "Dec 06 05:03:50.123 NAME[RUN] STREAM.PRIORITY: TEXT"
- * (local time; "-" for a time and "?" for a run unknown), TEXT, or
+ * (local time; "-" for a time or run unknown, or a line before any run), TEXT, or
  * {"time", "time_ms", "gadget", "run", "stream", "priority", "line"}. */
 int show_log_entries(FILE *f, const Control__LogLines *l, enum show_logs_as as);
 /* Audit records: one per line, or with json each record's own object (a

@@ -20,7 +20,7 @@ static int entry_short(FILE *f, const Control__LogEntry *e)
         if (e->run)
                 snprintf(run, sizeof run, "%u", e->run);
         else
-                snprintf(run, sizeof run, "?");
+                snprintf(run, sizeof run, "-");
         fprintf(f, "%s ", output_log_time(e->time_ms, when, sizeof when));
         int r = show_put_escaped(f, e->gadget, 0);
         fprintf(f, "[%s] ", run);
@@ -36,7 +36,8 @@ static int entry_short(FILE *f, const Control__LogEntry *e)
 static json_t *entry_json(const Control__LogEntry *e)
 {
         char iso[OUTPUT_LOG_TIME_MAX];
-        return json_pack("{s:s, s:I, s:s, s:I, s:s, s:I, s:s}", "time", output_log_time_iso(e->time_ms, iso, sizeof iso),
+        return json_pack("{s:s, s:I, s:s, s:I, s:s, s:I, s:s}",
+                         "time", output_log_time_iso(e->time_ms, iso, sizeof iso),
                          "time_ms", (json_int_t)e->time_ms, "gadget", e->gadget, "run", (json_int_t)e->run,
                          "stream", e->stream, "priority", (json_int_t)e->priority, "line", e->text);
 }

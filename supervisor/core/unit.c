@@ -183,8 +183,8 @@ static void after_exit(struct unit *u, int status)
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
-        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED,
-                                                        .level = clean || !u->want_running || one_life(u) ? L_INFO : L_WARN,
+        bool quiet = clean || !u->want_running || one_life(u);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = quiet ? L_INFO : L_WARN,
                                                         .run = u->run->number, .pid = u->run->child.pid,
                                                         .has_status = true, .status = status,
                                                         .failed = !clean && u->want_running }, "%s", u->cause);

@@ -72,7 +72,9 @@ void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const 
                                     .outcome = in->failed ? AUDIT_ERROR : AUDIT_OK, .detail = text,
                                     .fields = f + 1, .n_fields = n - 1, .logged = true };
         audit_write(u->core->audit, &rec);
-        struct logbuf_meta m = { .time_ms = logbuf_now_ms(), .run = in->run, .source = LOGBUF_GADGETD,
+        /* In its log, an event of no process (idle, woken) goes with its last. */
+        struct logbuf_meta m = { .time_ms = logbuf_now_ms(), .run = in->run ? in->run : u->runs,
+                                 .source = LOGBUF_GADGETD,
                                  .prio = (unsigned)in->level };
         snprintf(tagged, sizeof tagged, "gadgetd: %s", text);
         if (logbuf_add(&u->log, &m, tagged, strlen(tagged)))

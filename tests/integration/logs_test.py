@@ -18,7 +18,7 @@ import time
 
 from harness import GADGETCTL, Daemon, check, main, test, wait_for
 
-SHORT = re.compile(r"^(\w{3} \d{2} \d{2}:\d{2}:\d{2}\.\d{3}) ([a-z0-9_-]+)\[(\d+|\?)\] ([a-z]+)\.([a-z]+): (.*)$")
+SHORT = re.compile(r"^(\w{3} \d{2} \d{2}:\d{2}:\d{2}\.\d{3}) ([a-z0-9_-]+)\[(\d+|-)\] ([a-z]+)\.([a-z]+): (.*)$")
 
 
 def entries(d, *args):

@@ -580,7 +580,7 @@ static void test_log_entries(void)
         b.text = "old", b.gadget = "notes", b.stream = "stdout", b.priority = 6;
         l.entries = v, l.n_entries = 2;
         CAPTURE(out, show_logs(f, &l, false));
-        CHECK_STR(out, "Dec 06 05:13:21.681 notes[2] stderr.err: hello\\x1b[2J\n- notes[?] stdout.info: old\n",
+        CHECK_STR(out, "Dec 06 05:13:21.681 notes[2] stderr.err: hello\\x1b[2J\n- notes[-] stdout.info: old\n",
                   "entries as short-precise, escaped; unknown time and run");
         free(out);
         CAPTURE(out, show_log_entries(f, &l, SHOW_LOGS_CAT));
