@@ -28,8 +28,8 @@ struct logs_gadget {
  * those before since_ms left out. */
 struct logs_source {
         struct core *core;
-        struct logs_gadget *g;
-        size_t n, at;
+        struct logs_gadget *g;    /* n_alloc of them (each filled once made, oldest loaded first) */
+        size_t n, n_alloc, at;
         int64_t since_ms;
         bool all;
 };
@@ -37,7 +37,7 @@ struct logs_source {
 static void logs_free(void *arg)
 {
         struct logs_source *s = arg;
-        for (size_t i = 0; i < s->n; i++)
+        for (size_t i = 0; i < s->n_alloc; i++)
                 free(s->g[i].name);
         free(s->g);
         free(s);
@@ -100,6 +100,7 @@ static int logs_gadgets(struct logs_source *s, const Control__Logs *q)
                 return -ENOENT;
         if (!(s->g = calloc(n + 1, sizeof *s->g)))
                 return -ENOMEM;
+        s->n_alloc = n;
         /* Oldest loaded first: the list is newest first, so from its end. */
         for (struct unit *u = core_first(s->core); u; u = unit_next(u)) {
                 if (!q->all && strcmp(unit_name(u), q->name) != 0)
