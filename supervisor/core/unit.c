@@ -173,7 +173,7 @@ static void stopped(struct unit *u)
 }
 
 /* Decides what follows an end: stopped, failed, parked or a restart. */
-static void after_exit(struct unit *u, int status)
+static void after_exit(struct unit *u, int status, pid_t pid)
 {
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !u->cause[0];
         uint64_t ran = unit_uptime_ms(u);
@@ -185,7 +185,7 @@ static void after_exit(struct unit *u, int status)
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         bool quiet = clean || !u->want_running || one_life(u);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = quiet ? L_INFO : L_WARN,
-                                                        .run = u->run->number, .pid = u->run->child.pid,
+                                                        .run = u->run->number, .pid = pid,
                                                         .has_status = true, .status = status,
                                                         .failed = !clean && u->want_running }, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
@@ -338,6 +338,7 @@ void unit_run_ended(struct unit_run *r)
                 snprintf(gone, sizeof gone, "the gadget ended (%.300s)", u->cause[0] ? u->cause : how);
         u->run->stop_killed = false;
         int status = u->run->program_status;
+        pid_t pid = u->run->child.pid;
         drop_worker(u, gone);
         /* A crash while a restart's new process starts beside it: an
          * ordinary crash of the serving process, and the new one serves
@@ -349,7 +350,7 @@ void unit_run_ended(struct unit_run *r)
         unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
-        after_exit(u, status);
+        after_exit(u, status, pid);
 }
 
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow

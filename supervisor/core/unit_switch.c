@@ -207,8 +207,11 @@ int unit_switch_promote(struct unit *u)
                 return -ENOENT;
         }
         bool said_hello = peer_state(r->peer) == PEER_READY;
-        log_msg(L_WARN, u->policy->name, "%s while its restart's new process (pid %d) started: that one serves%s",
-                u->cause, (int)r->child.pid, said_hello ? " now" : " once it said hello");
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = L_WARN, .run = dead->number,
+                                                        .has_status = dead->have_program_status,
+                                                        .status = dead->program_status, .failed = true },
+                       "%s while its restart's new process (pid %d) started: that one serves%s", u->cause,
+                       (int)r->child.pid, said_hello ? " now" : " once it said hello");
         take_place(u, u->old_run); /* an old one still draining drains on */
         unit_run_free(dead);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);

@@ -226,11 +226,11 @@ def lifecycle_events_audited(tmp):
         check([(r["run"], r.get("pid")) for r in recs[:2]] == [(1, pid1)] * 2 and
               [(r["run"], r.get("pid")) for r in recs[4:6]] == [(2, pid2)] * 2, "runs and pids: %r" % recs)
         crash, restart, stop = recs[2], recs[3], recs[6]
-        check(crash["run"] == 1 and crash["signal"] == "SIGSEGV" and crash["outcome"] == "error" and
-              "exit_status" not in crash, "the crash: %r" % crash)
+        check(crash["run"] == 1 and crash["pid"] == pid1 and crash["signal"] == "SIGSEGV" and
+              crash["outcome"] == "error" and "exit_status" not in crash, "the crash: %r" % crash)
         check(isinstance(restart["delay_ms"], int) and restart["outcome"] == "ok", "the restart: %r" % restart)
-        check(stop["run"] == 2 and stop["exit_status"] == 0 and stop["outcome"] == "ok" and "signal" not in stop,
-              "the stop: %r" % stop)
+        check(stop["run"] == 2 and stop["pid"] == pid2 and stop["exit_status"] == 0 and stop["outcome"] == "ok" and
+              "signal" not in stop, "the stop: %r" % stop)
         # In its log too, each line with its run.
         own = [(e["run"], e["line"]) for e in entries(d, "crasher") if e["stream"] == "gadgetd"]
         check((1, "gadgetd: started (pid %d)" % pid1) in own and (2, "gadgetd: started (pid %d)" % pid2) in own and
