@@ -499,7 +499,19 @@ static int cmd_call(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
-/* logs and audit: lines of a gadget, then (with -f) new ones as they come. */
+/* Prints a logs answer: its note on stderr, its entries as a asks. */
+static int print_logs(const struct ctl *ctl, const struct cmd_args *a, const Control__Response *r)
+{
+        if (!a->cat)
+                return print_answer(ctl, r, false);
+        if (r->logs->note && r->logs->note[0])
+                show_note(stderr, r->logs->note, ctl->json);
+        return printed(ctl, show_log_entries(stdout, r->logs, ctl->json ? SHOW_LOGS_JSON : SHOW_LOGS_CAT),
+                       CTL_EXIT_OK);
+}
+
+/* logs and audit: lines of a gadget (logs: or of every gadget), then
+ * (with -f) new ones as they come. */
 static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool audit)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
@@ -508,7 +520,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
         Control__Response *r = NULL;
         int st;
 
-        logs.name = a->pos[0];
+        logs.name = a->n_pos > 0 ? a->pos[0] : "";
         logs.lines = a->lines_set ? a->lines : a->follow ? FOLLOW_LINES : 0;
         logs.none = a->lines_set && a->lines == 0;
         logs.follow = a->follow;
@@ -518,6 +530,8 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
         } else {
                 req.req_case = CONTROL__REQUEST__REQ_LOGS;
                 req.logs = &logs;
+                logs.since_ms = a->since_ms;
+                logs.all = a->all;
         }
         st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_LOGS, &r);
         /* The answer comes in parts with `more` set on all but the last;
@@ -525,7 +539,7 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
          * the connection or the user interrupts. */
         while (st == CTL_EXIT_OK && r) {
                 bool more = r->logs->more;
-                st = print_answer(ctl, r, audit);
+                st = audit ? print_answer(ctl, r, true) : print_logs(ctl, a, r);
                 control__response__free_unpacked(r, NULL);
                 r = NULL;
                 if (st == CTL_EXIT_OK && (more || a->follow))
@@ -535,9 +549,25 @@ static int follow_lines(const struct ctl *ctl, const struct cmd_args *a, bool au
         return st;
 }
 
+/* logs NAME, or every gadget's: with --all, or -f without NAME. */
 static int cmd_logs(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return follow_lines(ctl, a, false);
+        struct cmd_args all = *a;
+        if (a->n_pos == 0 && !a->all && !a->follow) {
+                show_error(stderr, ctl->json, 0, "logs: name a gadget, or follow every gadget's log with -f or --all");
+                return CTL_EXIT_USAGE;
+        }
+        if (a->n_pos > 0 && a->all) {
+                show_error(stderr, ctl->json, 0, "logs: --all names no gadget");
+                return CTL_EXIT_USAGE;
+        }
+        if (a->n_pos > 0 && !gadget_name_ok(a->pos[0])) {
+                show_error(stderr, ctl->json, 0, "\"%s\" is not a gadget name (lower case letters, digits, - and _)",
+                           a->pos[0]);
+                return CTL_EXIT_USAGE;
+        }
+        all.all = a->n_pos == 0;
+        return follow_lines(ctl, &all, false);
 }
 
 static int cmd_audit(const struct ctl *ctl, const struct cmd_args *a)
@@ -676,15 +706,26 @@ const struct command cmd_commands[] = {
           "gadgetd keeps the last TraceKeep= spans (gadgetd.conf; default 4096).\n"
           "With --json: {\"trace_id\", \"spans\": [{\"span_id\", \"parent_id\", \"gadget\", \"name\",\n"
           "\"kind\", \"node\", \"peer\", \"outcome\", \"start_us\", \"duration_us\"}], \"unreached\"}.\n" },
-        { "logs", cmd_logs, 1, 1, "hn:f", "NAME [-n N] [-f]",
-          "print the log lines gadgetd keeps for a gadget",
+        { "logs", cmd_logs, 0, 1, "hn:fo:SA", "[NAME] [-n N] [-f] [--since TIME] [--all] [-o cat]",
+          "print the log lines gadgetd keeps for a gadget, or follow every gadget's",
+          "Each line: its time (local, to the ms), the gadget and its run (which process:\n"
+          "1 its first start, 2 the next ...), the stream (stdout, stderr, message: the SDK's\n"
+          "log, gadgetd: its notes) and the priority, then the text:\n"
+          "  Dec 06 05:03:50.123 notes[2] stderr.info: cannot open cache\n"
           "  -n, --lines N   only the last N lines (0: none, only new ones with -f; default all, 10 with -f)\n"
-          "  -f, --follow    keep printing new lines until interrupted\n"
-          "With --json: one {\"line\": \"...\"} object per line.\n" },
+          "  -f, --follow    keep printing new lines until interrupted; without NAME, of every gadget\n"
+          "      --since TIME  only lines from TIME on: a duration ago (5min, 30s, 2h) or\n"
+          "                  YYYY-MM-DD HH:MM:SS (local; YYYY-MM-DDTHH:MM:SSZ: UTC)\n"
+          "      --all       every gadget's lines, each gadget's in turn, then (with -f) as they come\n"
+          "  -o, --output MODE  cat: the text alone (short-precise: the default)\n"
+          "With --json: one {\"time\", \"time_ms\", \"gadget\", \"run\", \"stream\", \"priority\",\n"
+          "\"line\"} object per line.\n" },
         { "audit", cmd_audit, 1, 1, "hn:f", "NAME [-n N] [-f]",
-          "print a gadget's audit records (its binding calls and limit hits)",
+          "print a gadget's audit records (its binding calls, calls, limit hits, lifecycle)",
           "Each record is a JSON object: time, gadget, binding, op, outcome (ok, denied,\n"
-          "error), bytes, duration_us and, for failures, detail.\n"
+          "error, not_found), bytes, duration_us and, for failures, detail; a gadgetctl\n"
+          "call's names the caller's uid, a lifecycle event's (binding \"lifecycle\") its\n"
+          "run, pid, exit_status or signal.\n"
           "  -n, --lines N   only the last N records (0: none, only new ones with -f; default all, 10 with -f)\n"
           "  -f, --follow    keep printing new records until interrupted\n" },
         { "selftest", cmd_selftest, 0, 1, "h", "[POLICY]",

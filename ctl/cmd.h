@@ -29,14 +29,18 @@ struct cmd_args {
         uint32_t lines; /* logs -n */
         bool lines_set;
         bool follow;    /* logs -f */
+        int64_t since_ms; /* logs --since, ms since the epoch (0: none) */
+        bool all;       /* logs --all */
+        bool cat;       /* logs -o cat */
         bool always;    /* approve --always */
         bool runtime;   /* load --runtime */
         bool no_block;  /* load, restart --no-block */
         bool trace;     /* call --trace */
         const char *traceparent; /* call --traceparent VALUE, or NULL */
 };
-/* getopt values of the long-only options (a command's opts name them 'R', 'B', 'T', 'P'). */
-enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT };
+/* getopt values of the long-only options (a command's opts name them 'R',
+ * 'B', 'T', 'P', 'S', 'A'). */
+enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT, CMD_OPT_SINCE, CMD_OPT_ALL };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "contract.h"
+#include "output.h"
 #include "show.h"
 
 #define DEFAULT_SOCKET "/run/gadgetd/control.sock"
@@ -102,18 +104,32 @@ static int parse_lines(const char *s, uint32_t *out)
  * follow the command too (gadgetctl list --json), as scripts write it. */
 static int command_run(struct ctl *ctl, const struct command *c, int argc, char **argv)
 {
+        /* The long-only options, shared: the letter a command's opts name
+         * each by. */
+        static const struct {
+                int opt;
+                char letter;
+                const char *name;
+        } long_only[] = {
+                { CMD_OPT_RUNTIME, 'R', "--runtime" }, { CMD_OPT_NO_BLOCK, 'B', "--no-block" },
+                { CMD_OPT_TRACE, 'T', "--trace" },     { CMD_OPT_TRACEPARENT, 'P', "--traceparent" },
+                { CMD_OPT_SINCE, 'S', "--since" },     { CMD_OPT_ALL, 'A', "--all" },
+        };
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, 'j' },
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
-                /* Long only: in a command's opts as 'R' and 'B', never in
-                 * its getopt string. */
+                { "output", required_argument, NULL, 'o' },
+                /* Long only: in a command's opts by long_only's letters,
+                 * never in its getopt string. */
                 { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
                 { "no-block", no_argument, NULL, CMD_OPT_NO_BLOCK },
                 { "trace", no_argument, NULL, CMD_OPT_TRACE },
                 { "traceparent", required_argument, NULL, CMD_OPT_TRACEPARENT },
+                { "since", required_argument, NULL, CMD_OPT_SINCE },
+                { "all", no_argument, NULL, CMD_OPT_ALL },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -126,22 +142,20 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (!strchr("RBTP", *s))
+                if (!strchr("RBTPSA", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
                 /* The long options are shared: refuse those this command lacks. */
-                if ((o == 'n' || o == 'f' || o == 'a') && !strchr(c->opts, o))
+                if ((o == 'n' || o == 'f' || o == 'a' || o == 'o') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
-                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : "--always");
-                if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')))
-                        return usage_error(ctl, c->name, "unknown option",
-                                           o == CMD_OPT_RUNTIME ? "--runtime" : "--no-block");
-                if ((o == CMD_OPT_TRACE && !strchr(c->opts, 'T')) || (o == CMD_OPT_TRACEPARENT && !strchr(c->opts, 'P')))
-                        return usage_error(ctl, c->name, "unknown option",
-                                           o == CMD_OPT_TRACE ? "--trace" : "--traceparent");
+                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : o == 'a' ? "--always"
+                                                                                                : "--output");
+                for (size_t i = 0; i < sizeof long_only / sizeof long_only[0]; i++)
+                        if (o == long_only[i].opt && !strchr(c->opts, long_only[i].letter))
+                                return usage_error(ctl, c->name, "unknown option", long_only[i].name);
                 switch (o) {
                 case 'h':
                         command_usage(c, stdout);
@@ -171,6 +185,23 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case CMD_OPT_TRACEPARENT:
                         a.traceparent = optarg;
+                        break;
+                case 'o':
+                        if (strcmp(optarg, "cat") != 0 && strcmp(optarg, "short-precise") != 0)
+                                return usage_error(ctl, c->name, "-o takes short-precise or cat, not", optarg);
+                        a.cat = strcmp(optarg, "cat") == 0;
+                        break;
+                case CMD_OPT_SINCE: {
+                        struct timespec now;
+                        clock_gettime(CLOCK_REALTIME, &now);
+                        int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+                        if (output_parse_since(optarg, now_ms, &a.since_ms) < 0)
+                                return usage_error(ctl, c->name, "--since needs a duration ago (5min) or a time "
+                                                   "(YYYY-MM-DD HH:MM:SS), not", optarg);
+                        break;
+                }
+                case CMD_OPT_ALL:
+                        a.all = true;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

@@ -3,9 +3,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "policy.h"
 #include "value.h"
 
 struct output_table {
@@ -279,4 +282,89 @@ void output_table_free(struct output_table *t)
         free(t->cells);
         free(t->right);
         free(t);
+}
+
+const char *output_log_time(int64_t ms, char *buf, size_t len)
+{
+        struct tm tm;
+        time_t t = (time_t)(ms / 1000);
+        char day[24];
+        if (ms <= 0 || !localtime_r(&t, &tm) || strftime(day, sizeof day, "%b %d %H:%M:%S", &tm) == 0)
+                snprintf(buf, len, "-");
+        else
+                snprintf(buf, len, "%s.%03d", day, (int)(ms % 1000));
+        return buf;
+}
+
+const char *output_log_time_iso(int64_t ms, char *buf, size_t len)
+{
+        struct tm tm;
+        time_t t = (time_t)(ms / 1000);
+        char day[32];
+        if (ms <= 0 || !gmtime_r(&t, &tm) || strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+                snprintf(buf, len, "%s", "");
+        else
+                snprintf(buf, len, "%s.%03dZ", day, (int)(ms % 1000));
+        return buf;
+}
+
+/* "YYYY-MM-DD[( |T)HH:MM[:SS[.mmm]]][Z]" as ms since the epoch. */
+static int parse_date(const char *s, int64_t *out)
+{
+        struct tm tm = { 0 };
+        int ms = 0, n = 0;
+        char sep = 0;
+        if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 || n != 10)
+                return -EINVAL;
+        s += n;
+        if (*s == ' ' || *s == 'T') {
+                sep = *s++;
+                if (sscanf(s, "%2d:%2d%n", &tm.tm_hour, &tm.tm_min, &n) != 2 || n != 5)
+                        return -EINVAL;
+                s += n;
+                if (*s == ':') {
+                        if (sscanf(s, ":%2d%n", &tm.tm_sec, &n) != 1 || n != 3)
+                                return -EINVAL;
+                        s += n;
+                        if (*s == '.') {
+                                if (sscanf(s, ".%3d%n", &ms, &n) != 1 || n != 4)
+                                        return -EINVAL;
+                                s += n;
+                        }
+                }
+        }
+        bool utc = sep == 'T' && strcmp(s, "Z") == 0;
+        if ((*s && !utc) || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+            tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_year < 1970 || ms < 0)
+                return -EINVAL;
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        tm.tm_isdst = -1;
+        time_t t = utc ? timegm(&tm) : mktime(&tm);
+        if (t == (time_t)-1 || t < 0)
+                return -EINVAL;
+        *out = (int64_t)t * 1000 + ms;
+        return 0;
+}
+
+int output_parse_since(const char *s, int64_t now_ms, int64_t *out)
+{
+        char d[32];
+        size_t len = strlen(s);
+        uint64_t ago;
+        if (parse_date(s, out) == 0)
+                return 0;
+        /* A duration ago: "5min", "-5min", "5min ago". */
+        if (*s == '-')
+                s++, len--;
+        else if (len > 4 && strcmp(s + len - 4, " ago") == 0)
+                len -= 4;
+        if (len == 0 || len >= sizeof d)
+                return -EINVAL;
+        memcpy(d, s, len);
+        d[len] = '\0';
+        if (policy_parse_duration(d, &ago) < 0 || ago > (uint64_t)now_ms)
+                return -EINVAL;
+        *out = now_ms - (int64_t)ago;
+        return 0;
 }

@@ -22,6 +22,20 @@ const char *output_ago(uint64_t ms, char *buf, size_t len);
  * (unknown). Returns buf. */
 const char *output_cpu(uint64_t usec, char *buf, size_t len);
 
+/* Room for any output_log_time result. */
+#define OUTPUT_LOG_TIME_MAX 32
+/* A log line's time as journalctl's short-precise writes it, local time to
+ * the millisecond: "Dec 06 05:03:50.123"; "-" for 0 (unknown). Returns buf. */
+const char *output_log_time(int64_t ms, char *buf, size_t len);
+/* The same in UTC as ISO 8601 for JSON: "2026-12-06T05:03:50.123Z" ("" for 0). */
+const char *output_log_time_iso(int64_t ms, char *buf, size_t len);
+/* --since TIME, a wall-clock time in ms since the epoch: a duration ago
+ * ("5min", "30s", "2h", "250ms"; "5min ago" and "-5min" too), or a date and
+ * time "YYYY-MM-DD HH:MM[:SS[.mmm]]", local, or with a T between and a Z
+ * after, UTC ("2026-12-06T05:03:50Z"); a date alone is its midnight. now_ms
+ * is the wall clock now. 0, or -EINVAL. */
+int output_parse_since(const char *s, int64_t now_ms, int64_t *out);
+
 /* Flags of output_escape. */
 #define OUTPUT_KEEP_TAB 1u
 #define OUTPUT_KEEP_NEWLINE 2u

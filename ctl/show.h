@@ -19,8 +19,17 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json);
 int show_describe(FILE *f, const Control__GadgetStatus *s, bool json);
 /* A Done answer: its message (if any), or {"ok":true,"message":...}. */
 int show_done(FILE *f, const Control__Done *d, bool json);
-/* Log lines: one per line, or one {"line":...} object per line. */
+/* How log entries are printed: as journalctl's short-precise (time, gadget,
+ * run, stream and priority before the text), their text alone (cat), or
+ * one JSON object each. */
+enum show_logs_as { SHOW_LOGS_SHORT, SHOW_LOGS_CAT, SHOW_LOGS_JSON };
+/* A LogLines' lines (audit records' text) and entries (log lines, as
+ * show_log_entries), one per line, or one JSON object per line. */
 int show_logs(FILE *f, const Control__LogLines *l, bool json);
+/* Its entries alone: "Dec 06 05:03:50.123 NAME[RUN] STREAM.PRIORITY: TEXT"
+ * (local time; "-" for a time or run unknown, or a line before any run), TEXT, or
+ * {"time", "time_ms", "gadget", "run", "stream", "priority", "line"}. */
+int show_log_entries(FILE *f, const Control__LogLines *l, enum show_logs_as as);
 /* Audit records: one per line, or with json each record's own object (a
  * line that is no JSON object as {"line":...}). */
 int show_audit(FILE *f, const Control__LogLines *l, bool json);

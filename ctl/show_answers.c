@@ -29,21 +29,6 @@ int show_done(FILE *f, const Control__Done *d, bool json)
         return e < 0 ? e : ferror(f) ? -EIO : 0;
 }
 
-int show_logs(FILE *f, const Control__LogLines *l, bool json)
-{
-        int e = 0;
-
-        for (size_t i = 0; i < l->n_lines && e >= 0; i++) {
-                if (json) {
-                        e = show_json(f, json_pack("{s:s}", "line", l->lines[i]));
-                } else {
-                        e = show_put_escaped(f, l->lines[i], OUTPUT_KEEP_TAB);
-                        fputc('\n', f);
-                }
-        }
-        return e < 0 ? e : ferror(f) ? -EIO : 0;
-}
-
 int show_audit(FILE *f, const Control__LogLines *l, bool json)
 {
         int e = 0;

@@ -198,8 +198,29 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                         return -EINVAL;
                 }
                 break;
-        case CONTROL__REQUEST__REQ_LOGS: name = q->logs->name; break;
-        case CONTROL__REQUEST__REQ_AUDIT: name = q->audit->name; break;
+        case CONTROL__REQUEST__REQ_LOGS:
+                /* Every gadget: no name; one: its name. No time before the
+                 * epoch (a time of the year 9999 at most, as an alarm's). */
+                if (q->logs->since_ms < 0 || q->logs->since_ms > 253402300799999LL) {
+                        snprintf(why, len, "logs: since is out of range");
+                        return -EINVAL;
+                }
+                if (q->logs->all) {
+                        if (q->logs->name[0]) {
+                                snprintf(why, len, "logs of every gadget name none");
+                                return -EINVAL;
+                        }
+                        return 0;
+                }
+                name = q->logs->name;
+                break;
+        case CONTROL__REQUEST__REQ_AUDIT:
+                if (q->audit->since_ms || q->audit->all) {
+                        snprintf(why, len, "since and all go with logs only");
+                        return -EINVAL;
+                }
+                name = q->audit->name;
+                break;
         case CONTROL__REQUEST__REQ_CALL:
                 name = q->call->name;
                 if (!gadget_method_name_ok(q->call->method)) {

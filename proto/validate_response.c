@@ -52,6 +52,22 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
         return 0;
 }
 
+/* A LogLines' entries: text and names printable, numbers in range (the
+ * stream's name one gadgetctl knows, else it is printed as it came). */
+static int check_entries(const Control__LogLines *l, char *why, size_t whylen)
+{
+        for (size_t i = 0; i < l->n_entries; i++) {
+                const Control__LogEntry *e = l->entries[i];
+                if (!e || !str_ok(e->text) || !e->stream || !e->gadget)
+                        REFUSE("log entry with invalid text");
+                if (!gadget_name_ok(e->gadget) || strlen(e->stream) > 16 || !gadget_name_ok(e->stream))
+                        REFUSE("log entry with an invalid gadget or stream name");
+                if (e->priority > 7 || e->time_ms < 0)
+                        REFUSE("log entry with priority %u, time %lld", e->priority, (long long)e->time_ms);
+        }
+        return 0;
+}
+
 /* A GadgetList: every entry. */
 static int check_list(const Control__GadgetList *l, char *why, size_t whylen)
 {
@@ -222,7 +238,7 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
         case CONTROL__RESPONSE__RESP_LOGS:
                 if (!r->logs || !strv_ok(r->logs->lines, r->logs->n_lines) || !str_ok(r->logs->note))
                         REFUSE("log lines with invalid text");
-                return 0;
+                return check_entries(r->logs, why, whylen);
         case CONTROL__RESPONSE__RESP_RELOAD:
                 return r->reload ? check_reload(r->reload, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_APPROVALS:

@@ -4,8 +4,9 @@
  *   the body: i32 listen-fd, state-lock, socket-lock, uid-lock fds,
  *   u8 activated i32 answer-fd u64 answer-id
  *   u32 units, each: str name, str path, u64 hash, u8 from-dir, u8 state,
- *   str cause, u32 restarts, u64 calls, u32 length and the policy text,
- *   u32 log lines, each a log str; if REMOTE: str its owner as last read
+ *   str cause, u32 restarts, u64 calls, u32 runs, u32 length and the policy
+ *   text, u32 log lines, each a log str, i64 its time (ms since the epoch),
+ *   u32 its run, u8 its source, u8 its priority; if REMOTE: str its owner as last read
  *   ("" none), u64 that owner's epoch, u8 dormant; if READY: i32 pid, i32 rpc,
  *   report, out, err fds, i32 pidfd (-1: none), u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
@@ -16,8 +17,10 @@
  *   node link's listening fd (-1: none).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
- * bytes, NUL last and nowhere else. Version 3 (the image before) is read
- * too: the same record without REMOTE gadgets, which it never handed on. */
+ * bytes, NUL last and nowhere else. Versions 5, 4 and 3 (the images
+ * before) are read too: 5 without runs and with each log line a str alone
+ * (read as run 0, time 0: unknown), 4 also without a worker's pidfd, 3
+ * also without REMOTE gadgets, which it never handed on. */
 #include "reexec.h"
 
 #include <errno.h>
@@ -34,7 +37,8 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 5u
+#define VERSION 6u
+#define VERSION_NO_LOG_META 5u /* read too: no runs, log lines as text alone */
 #define VERSION_NO_PIDFD 4u   /* read too: no worker's pidfd in it */
 #define VERSION_NO_REMOTE 3u  /* read too: no REMOTE gadget and no pidfd in it */
 #define HEADER (8 + 4 + 4 + 8)
@@ -103,11 +107,18 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         put_str(b, u->cause);
         put_u(b, u->restarts, 4);
         put_u(b, u->calls, 8);
+        put_u(b, u->runs, 4);
         put_u(b, u->text_len, 4);
         put(b, u->text, u->text_len);
         put_u(b, u->n_log, 4);
-        for (size_t i = 0; i < u->n_log; i++)
-                put_str(b, u->log[i]);
+        for (size_t i = 0; i < u->n_log; i++) {
+                const struct logbuf_meta *m = &u->log[i].meta;
+                put_str(b, u->log[i].text);
+                put_u(b, (uint64_t)m->time_ms, 8);
+                put_u(b, m->run, 4);
+                put_u(b, m->source, 1);
+                put_u(b, m->prio, 1);
+        }
         if (u->state == UNIT_REMOTE) {
                 /* What the reader takes, or none: the next image reads the
                  * owner from the store again anyway. */
@@ -278,6 +289,24 @@ static void take_remote(struct cur *c, struct unit_saved *u)
         u->dormant = dormant;
 }
 
+/* A log line's time, run, source and priority (version 6): each in its
+ * range, its run one of the gadget's so far. */
+static void take_log_meta(struct cur *c, const struct unit_saved *u, struct logbuf_meta *m)
+{
+        uint64_t t = take_u(c, 8, "a log line's time"), run = take_u(c, 4, "a log line's run");
+        uint64_t source = take_u(c, 1, "a log line's source"), prio = take_u(c, 1, "a log line's priority");
+        if (c->bad)
+                return;
+        if (t > INT64_MAX || run > u->runs || source >= LOGBUF_N_SOURCES || prio > LOGBUF_PRIO_MAX) {
+                bad(c, "%s has a log line of time %llu, run %llu (of %u), source %llu, priority %llu", u->name,
+                    (unsigned long long)t, (unsigned long long)run, u->runs, (unsigned long long)source,
+                    (unsigned long long)prio);
+                return;
+        }
+        *m = (struct logbuf_meta){ .time_ms = (int64_t)t, .run = (uint32_t)run, .source = (enum logbuf_source)source,
+                                   .prio = (unsigned)prio };
+}
+
 static void take_unit(struct cur *c, struct unit_saved *u)
 {
         *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1 };
@@ -299,6 +328,9 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         u->cause = take_str(c, "a cause");
         u->restarts = (uint32_t)take_u(c, 4, "a count");
         u->calls = take_u(c, 8, "a count");
+        bool meta = c->version > VERSION_NO_LOG_META;
+        /* Before version 6: as many processes as restarts, and the one running. */
+        u->runs = meta ? (uint32_t)take_u(c, 4, "a count") : u->restarts + (state == UNIT_READY);
         uint64_t tl = take_u(c, 4, "a length");
         if (!c->bad && (tl > MAX_POLICY || tl > c->len - c->at))
                 bad(c, "%s's policy text of %llu bytes", u->name, (unsigned long long)tl);
@@ -310,12 +342,15 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         uint64_t nl = take_u(c, 4, "a count of log lines");
         if (!c->bad && nl > LOGBUF_LINES)
                 bad(c, "%s has %llu log lines", u->name, (unsigned long long)nl);
-        const char **log = c->bad ? NULL : calloc(nl + 1, sizeof *log);
+        struct unit_saved_line *log = c->bad ? NULL : calloc(nl + 1, sizeof *log);
         if (!c->bad && !log)
                 bad(c, "out of memory");
         u->log = log;
         for (size_t i = 0; i < nl && !c->bad; i++) {
-                log[i] = take_str_max(c, "a log line", MAX_LOG_LINE);
+                log[i] = (struct unit_saved_line){ .meta = { .source = LOGBUF_STDOUT, .prio = LOGBUF_PRIO_INFO } };
+                log[i].text = take_str_max(c, "a log line", MAX_LOG_LINE);
+                if (meta)
+                        take_log_meta(c, u, &log[i].meta);
                 u->n_log = i + 1;
         }
         if (remote)
@@ -457,7 +492,8 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
         for (size_t i = 0; i < 8; i++)
                 sum |= (uint64_t)h[16 + i] << (8 * i);
-        if (version != VERSION && version != VERSION_NO_PIDFD && version != VERSION_NO_REMOTE) {
+        if (version != VERSION && version != VERSION_NO_LOG_META && version != VERSION_NO_PIDFD &&
+            version != VERSION_NO_REMOTE) {
                 snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
                 return -EINVAL;
         }

@@ -163,7 +163,7 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                  * was handed to the gadget's connection; one that could not
                  * be is an error there and, where possible, for the gadget. */
                 bool sent = send_reply(g, r, value, code, message, why, sizeof why);
-                enum audit_outcome outcome = value ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : AUDIT_ERROR;
+                enum audit_outcome outcome = value ? AUDIT_OK : audit_outcome_of(code);
                 const char *said = !sent ? why : value ? NULL : message;
                 if (r->audit_note)
                         snprintf(detail, sizeof detail, "%s%s%s", r->audit_note, said ? "; " : "", said ? said : "");

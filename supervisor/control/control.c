@@ -638,8 +638,12 @@ void control_log_added(struct control *c, struct unit *u, size_t lines)
                 lines = log->count;
         struct client *cl;
         LIST_FOREACH(cl, &c->clients, link)
-                for (size_t i = 0; i < lines && cl->stream; i++)
-                        stream_push(cl->stream, STREAM_FOLLOW_LOGS, unit_name(u), logbuf_line(log, lines, i));
+                for (size_t i = 0; i < lines && cl->stream; i++) {
+                        const struct logbuf_entry *l = logbuf_line(log, lines, i);
+                        struct stream_entry e = { .gadget = unit_name(u), .text = l->text, .time_ms = l->time_ms,
+                                                  .run = l->run, .source = l->source, .prio = l->prio };
+                        stream_push_entry(cl->stream, &e);
+                }
 }
 
 void control_audit_added(struct control *c, const char *gadget, const char *line)

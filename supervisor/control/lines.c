@@ -15,42 +15,101 @@
 #include "policy.h"
 #include "stream.h"
 
-/* The log lines numbered [next, end) of gadget name (numbered from its
- * first line, logbuf.total), read from its ring as parts are made. */
-struct logs_source {
-        struct core *core;
+/* One gadget's part of a logs answer: its lines numbered [next, end)
+ * (numbered from its first line, logbuf.total), read from its ring as
+ * parts are made. end is fixed when the answer starts: later lines come
+ * live (with follow). */
+struct logs_gadget {
         char *name;
         unsigned long long next, end;
+};
+
+/* A logs answer: one gadget's lines, or (all) every gadget's in turn,
+ * those before since_ms left out. */
+struct logs_source {
+        struct core *core;
+        struct logs_gadget *g;    /* n_alloc of them (each filled once made, oldest loaded first) */
+        size_t n, n_alloc, at;
+        int64_t since_ms;
+        bool all;
 };
 
 static void logs_free(void *arg)
 {
         struct logs_source *s = arg;
-        free(s->name);
+        for (size_t i = 0; i < s->n_alloc; i++)
+                free(s->g[i].name);
+        free(s->g);
         free(s);
+}
+
+/* Where u's answer starts: its last `lines` lines (0: all) of those since
+ * since_ms, none with none. A walk of the ring, at most LOGBUF_LINES. */
+static void logs_range(const struct unit *u, const Control__Logs *q, struct logs_gadget *g)
+{
+        const struct logbuf *log = unit_log(u);
+        size_t want = q->none ? 0 : q->lines ? q->lines : log->count, taken = 0, i = log->count;
+        for (; i > 0 && taken < want; i--)
+                taken += logbuf_line(log, log->count, i - 1)->time_ms >= q->since_ms;
+        g->end = log->total;
+        g->next = log->total - (log->count - i);
 }
 
 static int logs_step(void *arg, struct stream *st, char *why, size_t len)
 {
         struct logs_source *s = arg;
-        struct unit *u = core_find(s->core, s->name);
-        const struct logbuf *log = u ? unit_log(u) : NULL;
-        if (!u || log->total < s->end) {
-                snprintf(why, len, "gadget \"%s\" was unloaded while its log was sent", s->name);
+        for (; s->at < s->n; s->at++) {
+                struct logs_gadget *g = &s->g[s->at];
+                struct unit *u = core_find(s->core, g->name);
+                const struct logbuf *log = u ? unit_log(u) : NULL;
+                if (!u || log->total < g->end) {
+                        if (s->all)
+                                continue; /* unloaded (and maybe loaded again) since: gone from the answer */
+                        snprintf(why, len, "gadget \"%s\" was unloaded while its log was sent", g->name);
+                        return -ENOENT;
+                }
+                unsigned long long oldest = log->total - log->count;
+                if (g->next < oldest) {
+                        /* Never a silent gap: the caller learns the answer is not whole. */
+                        snprintf(why, len, "%llu lines of the log of \"%s\" were replaced by newer ones before "
+                                 "they could be sent", oldest - g->next, g->name);
+                        return -ESTALE;
+                }
+                for (; g->next < g->end; g->next++) {
+                        const struct logbuf_entry *l = logbuf_line(log, (size_t)(log->total - g->next), 0);
+                        if (l->time_ms < s->since_ms)
+                                continue;
+                        struct stream_entry e = { .gadget = g->name, .text = l->text, .time_ms = l->time_ms,
+                                                  .run = l->run, .source = l->source, .prio = l->prio };
+                        int r = stream_add_entry(st, &e);
+                        if (r <= 0)
+                                return r < 0 ? r : 1;
+                }
+        }
+        return 0;
+}
+
+/* The gadgets of the answer: q's, or (all) every one loaded now, each with
+ * its range. 0, -ENOENT (no such gadget) or -ENOMEM. */
+static int logs_gadgets(struct logs_source *s, const Control__Logs *q)
+{
+        size_t n = 0;
+        for (struct unit *u = core_first(s->core); u; u = unit_next(u))
+                n += q->all || strcmp(unit_name(u), q->name) == 0;
+        if (n == 0 && !q->all)
                 return -ENOENT;
-        }
-        unsigned long long oldest = log->total - log->count;
-        if (s->next < oldest) {
-                /* Never a silent gap: the caller learns the answer is not whole. */
-                snprintf(why, len, "%llu lines of the log of \"%s\" were replaced by newer ones before they "
-                         "could be sent", oldest - s->next, s->name);
-                return -ESTALE;
-        }
-        for (; s->next < s->end; s->next++) {
-                const char *line = logbuf_line(log, (size_t)(log->total - s->next), 0);
-                int e = stream_add(st, line, strlen(line));
-                if (e <= 0)
-                        return e < 0 ? e : 1;
+        if (!(s->g = calloc(n + 1, sizeof *s->g)))
+                return -ENOMEM;
+        s->n_alloc = n;
+        /* Oldest loaded first: the list is newest first, so from its end. */
+        for (struct unit *u = core_first(s->core); u; u = unit_next(u)) {
+                if (!q->all && strcmp(unit_name(u), q->name) != 0)
+                        continue;
+                struct logs_gadget *g = &s->g[n - 1 - s->n];
+                if (!(g->name = strdup(unit_name(u))))
+                        return -ENOMEM;
+                logs_range(u, q, g);
+                s->n++;
         }
         return 0;
 }
@@ -58,25 +117,26 @@ static int logs_step(void *arg, struct stream *st, char *why, size_t len)
 void request_logs(struct client *cl, const Control__Request *q)
 {
         struct core *core = client_env(cl)->core;
-        struct unit *u = core_find(core, q->logs->name);
-        struct logs_source *s;
-        if (!u) {
-                client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->logs->name);
+        struct logs_source *s = calloc(1, sizeof *s);
+        int e = s ? 0 : -ENOMEM;
+        if (s) {
+                s->core = core;
+                s->since_ms = q->logs->since_ms;
+                s->all = q->logs->all;
+                e = logs_gadgets(s, q->logs);
+        }
+        if (e < 0) {
+                if (e == -ENOENT)
+                        client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->logs->name);
+                else
+                        client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                if (s)
+                        logs_free(s);
                 return;
         }
-        const struct logbuf *log = unit_log(u);
-        size_t n = q->logs->none ? 0 : q->logs->lines && q->logs->lines < log->count ? q->logs->lines
-                                                                                     : log->count;
-        if (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(unit_name(u)))) {
-                free(s);
-                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
-        s->core = core;
-        s->end = log->total;
-        s->next = s->end - n;
         struct stream_source src = { logs_step, logs_free, s };
-        int e = stream_start(cl, q->id, &src, q->logs->follow ? STREAM_FOLLOW_LOGS : STREAM_ONCE, s->name);
+        e = stream_start(cl, q->id, &src, q->logs->follow ? STREAM_FOLLOW_LOGS : STREAM_ONCE,
+                         q->logs->all ? NULL : q->logs->name);
         if (e < 0)
                 client_error(cl, q->id, e == -EBUSY ? GADGET_EBUSY : GADGET_EINTERNAL, "%s",
                              e == -EBUSY ? "another answer is being sent on this connection" : "out of memory");

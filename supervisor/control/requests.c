@@ -471,7 +471,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         }
         size_t n_lines = log->count < tail ? log->count : tail;
         for (size_t i = 0; i < n_lines; i++)
-                lines[i] = (char *)logbuf_line(log, n_lines, i);
+                lines[i] = (char *)logbuf_line(log, n_lines, i)->text;
         Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
         fill_info(&gi, &in);
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
@@ -533,7 +533,8 @@ static void on_call(struct client *cl, const Control__Request *q)
         bool traced = traceparent_parse(call->traceparent, strlen(call->traceparent), &parent) == 0;
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls,
-                                     .caller = caller, .via = "gadgetctl", .trace = traced ? &parent : NULL };
+                                     .caller = caller, .via = "gadgetctl", .trace = traced ? &parent : NULL,
+                                     .audit_uid = true, .uid = (uint32_t)cl->cred.uid };
         char msg[400];
         int code = calls_start(u, &cq, msg, sizeof msg);
         if (code)

@@ -13,9 +13,15 @@
 #include "contract.h"
 #include "system/log.h"
 #include "system/conn.h"
+#include "core/logbuf.h"
 
+/* A line waiting to be sent: an audit record (text), or a log line
+ * (entry set: gadget points into text's buffer, after the text). */
 struct live_line {
         STAILQ_ENTRY(live_line) link;
+        bool entry;
+        struct stream_entry e;
+        size_t size;                    /* counted in live_bytes */
         char text[];
 };
 
@@ -26,8 +32,10 @@ struct stream {
         struct stream_source src;       /* .step NULL once done */
         enum stream_follow follow;
         char *gadget;
-        char **lines;                   /* the part being made */
+        char **lines;                   /* the part being made: audit records */
         size_t n, cap, bytes;
+        Control__LogEntry **entries;    /* or log lines (each one block, freed with free) */
+        size_t n_entries, cap_entries;
         STAILQ_HEAD(, live_line) live;  /* oldest first */
         size_t live_bytes;
         char *note;                     /* for the next part */
@@ -37,7 +45,9 @@ static void part_clear(struct stream *st)
 {
         for (size_t i = 0; i < st->n; i++)
                 free(st->lines[i]);
-        st->n = st->bytes = 0;
+        for (size_t i = 0; i < st->n_entries; i++)
+                free(st->entries[i]);
+        st->n = st->n_entries = st->bytes = 0;
 }
 
 static void source_end(struct stream *st)
@@ -54,6 +64,7 @@ void stream_free(struct stream *st)
         source_end(st);
         part_clear(st);
         free(st->lines);
+        free(st->entries);
         struct live_line *l;
         while ((l = STAILQ_FIRST(&st->live))) {
                 STAILQ_REMOVE_HEAD(&st->live, link);
@@ -85,7 +96,7 @@ static void fail(struct stream *st, int code, const char *why)
 
 int stream_add(struct stream *st, const char *line, size_t len)
 {
-        if (st->n > 0 && st->bytes + len > STREAM_PART_MAX)
+        if ((st->n > 0 || st->n_entries > 0) && st->bytes + len > STREAM_PART_MAX)
                 return 0;
         if (st->n == st->cap) {
                 size_t cap = st->cap ? st->cap * 2 : 64;
@@ -103,17 +114,50 @@ int stream_add(struct stream *st, const char *line, size_t len)
         return 1;
 }
 
+int stream_add_entry(struct stream *st, const struct stream_entry *e)
+{
+        size_t tl = strlen(e->text), gl = strlen(e->gadget);
+        /* The entry's own framing: its numbers, tags and lengths. */
+        size_t cost = tl + gl + 40;
+        if ((st->n > 0 || st->n_entries > 0) && st->bytes + cost > STREAM_PART_MAX)
+                return 0;
+        if (st->n_entries == st->cap_entries) {
+                size_t cap = st->cap_entries ? st->cap_entries * 2 : 64;
+                Control__LogEntry **v = realloc(st->entries, cap * sizeof *v);
+                if (!v)
+                        return -ENOMEM;
+                st->entries = v;
+                st->cap_entries = cap;
+        }
+        Control__LogEntry *m = malloc(sizeof *m + tl + gl + 2);
+        if (!m)
+                return -ENOMEM;
+        control__log_entry__init(m);
+        char *text = (char *)(m + 1), *gadget = text + tl + 1;
+        memcpy(text, e->text, tl + 1);
+        memcpy(gadget, e->gadget, gl + 1);
+        const char *source = logbuf_source_name(e->source);
+        m->text = text;
+        m->gadget = gadget;
+        m->stream = (char *)(source ? source : "gadgetd");
+        m->time_ms = e->time_ms;
+        m->run = e->run;
+        m->priority = e->prio;
+        st->entries[st->n_entries++] = m;
+        st->bytes += cost;
+        return 1;
+}
+
 /* Live lines into the part, while it has room. */
 static int take_live(struct stream *st)
 {
         struct live_line *l;
         while ((l = STAILQ_FIRST(&st->live))) {
-                size_t len = strlen(l->text);
-                int e = stream_add(st, l->text, len);
+                int e = l->entry ? stream_add_entry(st, &l->e) : stream_add(st, l->text, strlen(l->text));
                 if (e <= 0)
                         return e;
                 STAILQ_REMOVE_HEAD(&st->live, link);
-                st->live_bytes -= len;
+                st->live_bytes -= l->size;
                 free(l);
         }
         return 1;
@@ -125,6 +169,8 @@ static int send_part(struct stream *st, bool more)
         Control__LogLines ll = CONTROL__LOG_LINES__INIT;
         ll.n_lines = st->n;
         ll.lines = st->lines;
+        ll.n_entries = st->n_entries;
+        ll.entries = st->entries;
         ll.more = more;
         if (st->note)
                 ll.note = st->note;
@@ -151,7 +197,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                              why[0] ? why : strerror(-e));
                         return;
                 }
-                if (e == STREAM_WAIT && st->n == 0)
+                if (e == STREAM_WAIT && st->n == 0 && st->n_entries == 0)
                         return; /* the source kicks when it has more */
                 if (e == 0)
                         source_end(st);
@@ -161,7 +207,7 @@ static void step_cb(evutil_socket_t fd, short what, void *arg)
                 return;
         }
         bool last = !st->src.step && st->follow == STREAM_ONCE;
-        if ((st->n > 0 || last) && (e = send_part(st, !last)) < 0) {
+        if ((st->n > 0 || st->n_entries > 0 || last) && (e = send_part(st, !last)) < 0) {
                 snprintf(why, sizeof why, "the answer could not be sent: %s", strerror(-e));
                 fail(st, GADGET_EINTERNAL, why);
                 return;
@@ -198,7 +244,7 @@ int stream_start(struct client *cl, uint64_t id, const struct stream_source *src
         st->id = id;
         st->follow = follow;
         STAILQ_INIT(&st->live);
-        if (!(st->gadget = strdup(gadget)) ||
+        if ((gadget && !(st->gadget = strdup(gadget))) ||
             !(st->ev = evtimer_new(client_env(cl)->base, step_cb, st)))
                 goto fail;
         cl->stream = st;
@@ -211,25 +257,51 @@ fail:
         return e;
 }
 
-void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line)
+/* Queues l (taken) on st's live lines, or ends st if it fell behind. */
+static void push_live(struct stream *st, struct live_line *l)
 {
-        if (!st || st->follow != kind || strcmp(st->gadget, gadget) != 0)
-                return;
-        size_t len = strlen(line);
         char why[160];
-        if (st->live_bytes + len > STREAM_LIVE_MAX) {
+        if (!l) {
+                fail(st, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        if (st->live_bytes + l->size > STREAM_LIVE_MAX) {
+                free(l);
                 snprintf(why, sizeof why, "this client fell behind: more than %u bytes of new lines waited to be "
                          "sent", STREAM_LIVE_MAX);
                 fail(st, GADGET_ELIMIT, why);
                 return;
         }
-        struct live_line *l = malloc(sizeof *l + len + 1);
-        if (!l) {
-                fail(st, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
-        memcpy(l->text, line, len + 1);
         STAILQ_INSERT_TAIL(&st->live, l, link);
-        st->live_bytes += len;
+        st->live_bytes += l->size;
         stream_kick(st);
+}
+
+void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line)
+{
+        if (!st || st->follow != kind || !st->gadget || strcmp(st->gadget, gadget) != 0)
+                return;
+        size_t len = strlen(line);
+        struct live_line *l = malloc(sizeof *l + len + 1);
+        if (l) {
+                *l = (struct live_line){ .size = len };
+                memcpy(l->text, line, len + 1);
+        }
+        push_live(st, l);
+}
+
+void stream_push_entry(struct stream *st, const struct stream_entry *e)
+{
+        if (!st || st->follow != STREAM_FOLLOW_LOGS || (st->gadget && strcmp(st->gadget, e->gadget) != 0))
+                return;
+        size_t tl = strlen(e->text), gl = strlen(e->gadget);
+        struct live_line *l = malloc(sizeof *l + tl + gl + 2);
+        if (l) {
+                *l = (struct live_line){ .entry = true, .e = *e, .size = tl + gl };
+                memcpy(l->text, e->text, tl + 1);
+                memcpy(l->text + tl + 1, e->gadget, gl + 1);
+                l->e.text = l->text;
+                l->e.gadget = l->text + tl + 1;
+        }
+        push_live(st, l);
 }

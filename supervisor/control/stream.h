@@ -33,17 +33,29 @@ struct stream_source {
 };
 
 /* Starts answering id on cl from src (owned from here on, freed even on
- * failure); with follow, then lines of gadget pushed by stream_push. 0, or
+ * failure); with follow, then lines of gadget (NULL: of every gadget)
+ * pushed by stream_push or stream_push_entry. 0, or
  * -EBUSY if cl already has a stream, -ENOMEM. */
 int stream_start(struct client *cl, uint64_t id, const struct stream_source *src, enum stream_follow follow,
                  const char *gadget);
 /* Adds one line (len bytes) to the part being made: 1 taken, 0 the part is
  * full (the source gives the line again at its next step), -ENOMEM. */
 int stream_add(struct stream *st, const char *line, size_t len);
+/* One line of a gadget's log as a logs answer sends it (a LogEntry). */
+struct stream_entry {
+        const char *gadget, *text;
+        int64_t time_ms;
+        uint32_t run;
+        unsigned source, prio;  /* enum logbuf_source, a syslog priority */
+};
+/* Adds one log line to the part being made, as stream_add. */
+int stream_add_entry(struct stream *st, const struct stream_entry *e);
 /* A note for the user, sent with the next part (the first note stays). */
 int stream_note(struct stream *st, const char *note);
-/* A new line of gadget's log or audit, for a stream following it. */
+/* A new line of gadget's audit, for a stream following it. */
 void stream_push(struct stream *st, enum stream_follow kind, const char *gadget, const char *line);
+/* A new line of a gadget's log, for a stream following it (or every gadget). */
+void stream_push_entry(struct stream *st, const struct stream_entry *e);
 /* The client's queue emptied: the next part may be made. */
 void stream_kick(struct stream *st);
 void stream_free(struct stream *st);

@@ -76,6 +76,9 @@ struct call {
         bool untold;                /* its listeners are not told (call_req.untailed) */
         uint64_t begin_us;
         bool elsewhere;             /* its outcome came from (or was lost on) another node, which tells its own */
+        /* A local user's call (call_req's audit_uid) is audited at its end: */
+        char *audit_by;             /* its via, or NULL: not audited */
+        uint32_t audit_uid;
 };
 
 static void owner_unlink(struct call *c)
@@ -119,6 +122,7 @@ static void call_free(struct call *c)
 {
         if (c->timer)
                 event_free(c->timer);
+        free(c->audit_by);
         free(c->method);
         free(c->caller);
         free(c->via);
@@ -187,11 +191,28 @@ static void call_told(const struct call *c, int code)
         unit_events_called(c->u, &e);
 }
 
+/* The audit record of a local user's call (call_req's audit_uid): its
+ * outcome, naming the caller's uid. */
+static void audit_local(struct unit *u, const char *by, const char *method, uint32_t uid, uint64_t begin_us,
+                        const char *trace, int code, const char *message)
+{
+        char op[GADGET_NAME_MAX + 8];
+        snprintf(op, sizeof op, "call %s", method);
+        struct audit_record rec = { .gadget = u->policy->name, .binding = by, .op = op,
+                                    .outcome = audit_outcome_of(code), .duration_us = monotime_us() - begin_us,
+                                    .detail = code ? message : NULL, .has_uid = true, .uid = uid,
+                                    .trace = trace && *trace ? trace : NULL };
+        audit_write(u->core->audit, &rec);
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         span_end(c, code);
         call_told(c, code);
+        if (c->audit_by)
+                audit_local(c->u, c->audit_by, c->name, c->audit_uid, c->begin_us, call_trace_id(c), res ? 0 : code,
+                            message ? message : "the call failed");
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -747,9 +768,13 @@ static void call_own(struct call *c, struct call_owner *o)
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         const struct type_sig *sig = NULL;
+        uint64_t begin_us = monotime_us();
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
-        if (code)
+        if (code) {
+                if (q->audit_uid)
+                        audit_local(u, q->via, q->method, q->uid, begin_us, NULL, code, msg);
                 return code;
+        }
         struct call *c = calloc(1, sizeof *c);
         if (!c) {
                 snprintf(msg, len, "out of memory");
@@ -757,7 +782,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
-                            .begin_us = monotime_us() };
+                            .begin_us = begin_us, .audit_uid = q->uid };
         if (q->method) { /* on every call's path: a copy, not a printf */
                 size_t n = strnlen(q->method, sizeof c->name - 1);
                 memcpy(c->name, q->method, n);
@@ -765,6 +790,11 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         c->untold = q->untailed;
         span_begin(c, q);
+        if (q->audit_uid && !(c->audit_by = strdup(q->via))) {
+                call_free(c);
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
@@ -780,6 +810,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
+                if (c->audit_by)
+                        audit_local(u, c->audit_by, c->name, c->audit_uid, c->begin_us, call_trace_id(c), code, msg);
                 call_free(c);
                 return code;
         }

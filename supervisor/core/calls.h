@@ -58,6 +58,11 @@ struct call_req {
         /* calls_wake only: wait for a start already asked (a load, a
          * restart) instead of starting an idle gadget. */
         bool until_ready;
+        /* A local user's call (gadgetctl call): its outcome is audited when
+         * it ends (or is refused), as binding `via`, op "call METHOD",
+         * naming this uid. */
+        bool audit_uid;
+        uint32_t uid;
 };
 
 /* Calls q->method of u. 0 when the call is on its way: done gets its

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "limits/limiter.h"
+#include "logbuf.h"
 #include "system/approvals.h"
 #include "system/audit.h"
 
@@ -61,6 +62,11 @@ struct unit *core_add(struct core *c, struct policy *p, const struct unit_origin
 /* A gadget as gadgetctl daemon-reexec hands it to gadgetd's next image
  * (unit_adopt.c; daemon.c's state file carries it). Strings and arrays are
  * borrowed: from the unit when saved, from the state file when adopted. */
+/* One line of a handed-on log ring: what it is, and its text (escaped). */
+struct unit_saved_line {
+        struct logbuf_meta meta;
+        const char *text;
+};
 struct unit_saved {
         const char *name, *path;    /* its policy's, and that file's path */
         uint64_t policy_hash;       /* of the file's bytes when it was loaded */
@@ -70,8 +76,9 @@ struct unit_saved {
         const char *text;           /* its policy file's bytes as loaded (the policy it runs), or NULL */
         size_t text_len;
         size_t n_log;               /* its log ring's lines, oldest first (saved: an array of unit_save's, */
-        const char **log;           /* freed with free()) */
+        struct unit_saved_line *log; /* freed with free()) */
         uint32_t restarts;
+        uint32_t runs;              /* processes started so far: the running one's number */
         uint64_t calls;
         /* Another node's (REMOTE) only: who runs it as last read ("" and 0:
          * none), and what this node wants of its lease: to run it (at its

@@ -97,6 +97,7 @@ struct unit_run {
         int out_fd, err_fd;       /* read ends of the program's stdout/stderr */
         struct logbuf_stream *lines; /* their unfinished lines (stdout, stderr), while it runs */
         struct timespec started;
+        uint32_t number;          /* which start of its unit this is: 1, 2 ... (u->runs then) */
         struct timespec start_begin; /* when this run's start began (load, restart) */
         uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
         int program_status;       /* from the sandbox's report */
@@ -123,6 +124,7 @@ struct unit {
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
         struct event *ev_logwin;  /* the budget's window ends: report drops, read again */
         unsigned restarts;        /* restarts so far */
+        uint32_t runs;            /* processes started so far (its log lines' run numbers) */
         struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
@@ -269,7 +271,7 @@ static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active
  * by *ev; 0 or -errno), a log message over the RPC, the log budget's
  * window (u->ev_logwin), and the drops not told yet (at its end). */
 int unit_output_pipe(struct unit_run *r, int *rd, int *wr, struct event **ev);
-void unit_output_log(struct unit *u, const Gadget__Log *l);
+void unit_output_log(struct unit_run *r, const Gadget__Log *l);
 void unit_output_window_cb(evutil_socket_t fd, short what, void *arg);
 void unit_output_end(struct unit *u);
 /* The read end rd of an output pipe kept across gadgetd's re-exec, watched
@@ -284,6 +286,26 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
 /* The worker u took could not be adopted: it is killed and reaped, what
  * u held of it released, and u failed with why. */
 void unit_adopt_failed(struct unit *u, const char *why);
+
+/* unit_lifecycle.c: a lifecycle event of u, told to gadgetd's log (the
+ * journal: its MESSAGE_ID and fields), the audit and u's log ring. */
+enum unit_lifecycle_event {
+        LC_STARTED, LC_READY, LC_EXITED, LC_RESTARTED, LC_PARKED, LC_IDLE, LC_WOKEN, LC_MOVED, LC_LEASE_LOST, LC_N
+};
+struct unit_lifecycle_info {
+        enum unit_lifecycle_event event;
+        enum log_level level;
+        uint32_t run;             /* the process it is about (0: none) */
+        pid_t pid;                /* its pid (0: none) */
+        bool has_status;          /* exited: its wait status */
+        int status;
+        int64_t delay_ms;         /* restarted after a delay: the delay (-1: none) */
+        const char *node;         /* moved: the node it goes to */
+        bool failed;              /* its audit outcome is error (an exit not clean, a park) */
+};
+/* The line's text is fmt's (gadgetd's own words). */
+void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "system/log.h"
 
@@ -21,8 +22,40 @@ void logbuf_free(struct logbuf *b)
         b->lines = NULL;
 }
 
+static const char *const source_names[LOGBUF_N_SOURCES] = {
+        [LOGBUF_STDOUT] = "stdout", [LOGBUF_STDERR] = "stderr", [LOGBUF_MESSAGE] = "message",
+        [LOGBUF_GADGETD] = "gadgetd",
+};
+
+const char *logbuf_source_name(unsigned source)
+{
+        return source < LOGBUF_N_SOURCES ? source_names[source] : NULL;
+}
+
+int64_t logbuf_now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* An entry of m and the len bytes of text (a NUL added), or NULL. */
+static struct logbuf_entry *entry_new(const struct logbuf_meta *m, const char *text, size_t len)
+{
+        struct logbuf_entry *e = malloc(sizeof *e + len + 1);
+        if (!e)
+                return NULL;
+        e->time_ms = m->time_ms;
+        e->run = m->run;
+        e->source = m->source < LOGBUF_N_SOURCES ? (uint8_t)m->source : LOGBUF_GADGETD;
+        e->prio = m->prio > LOGBUF_PRIO_MAX ? LOGBUF_PRIO_MAX : (uint8_t)m->prio;
+        memcpy(e->text, text, len);
+        e->text[len] = '\0';
+        return e;
+}
+
 /* Puts line (taken) in the ring, the oldest out if it is full. */
-static const char *put_line(struct logbuf *b, char *line)
+static const struct logbuf_entry *put_line(struct logbuf *b, struct logbuf_entry *line)
 {
         size_t slot = (b->head + b->count) % LOGBUF_LINES;
         if (b->count == LOGBUF_LINES) {
@@ -37,15 +70,16 @@ static const char *put_line(struct logbuf *b, char *line)
         return line;
 }
 
-const char *logbuf_add_kept(struct logbuf *b, const char *line)
+const struct logbuf_entry *logbuf_add_kept(struct logbuf *b, const struct logbuf_meta *m, const char *line)
 {
-        char *copy;
-        if ((!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines))) || !(copy = strdup(line)))
+        struct logbuf_entry *copy;
+        if ((!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines))) ||
+            !(copy = entry_new(m, line, strlen(line))))
                 return NULL;
         return put_line(b, copy);
 }
 
-const char *logbuf_add(struct logbuf *b, const char *s, size_t len)
+const struct logbuf_entry *logbuf_add(struct logbuf *b, const struct logbuf_meta *m, const char *s, size_t len)
 {
         char esc[LOGBUF_LINE_MAX * 4 + 3];
         if (len > LOGBUF_LINE_MAX)
@@ -55,7 +89,7 @@ const char *logbuf_add(struct logbuf *b, const char *s, size_t len)
         log_escape(s, len, esc, sizeof esc);
         /* log_escape quotes; the stored line is the text between quotes. */
         size_t n = strlen(esc);
-        char *line = strndup(esc + 1, n >= 2 ? n - 2 : 0);
+        struct logbuf_entry *line = entry_new(m, esc + 1, n >= 2 ? n - 2 : 0);
         if (!line)
                 return NULL;
         return put_line(b, line);
@@ -172,7 +206,7 @@ size_t logbuf_split_flush(struct logbuf_stream *s, struct logbuf_budget *g, logb
         return 1;
 }
 
-const char *logbuf_line(const struct logbuf *b, size_t n, size_t i)
+const struct logbuf_entry *logbuf_line(const struct logbuf *b, size_t n, size_t i)
 {
         if (n > b->count)
                 n = b->count;

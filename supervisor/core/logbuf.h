@@ -37,8 +37,35 @@ struct logbuf_budget {
         bool paused;                   /* read_max reached in this window */
 };
 
+/* Where a line came from: the program's stdout or stderr, a log message
+ * it sent over the RPC (libgadget's gadget_log), or gadgetd itself (its
+ * notes in the gadget's log: lines dropped over the budget). */
+enum logbuf_source { LOGBUF_STDOUT, LOGBUF_STDERR, LOGBUF_MESSAGE, LOGBUF_GADGETD, LOGBUF_N_SOURCES };
+
+/* Priorities, as syslog's (0 emerg ... 7 debug). */
+#define LOGBUF_PRIO_WARNING 4
+#define LOGBUF_PRIO_INFO 6
+#define LOGBUF_PRIO_MAX 7
+
+/* One kept line and what is known of it. */
+struct logbuf_entry {
+        int64_t time_ms;       /* wall clock (CLOCK_REALTIME) when gadgetd read it, ms since the epoch */
+        uint32_t run;          /* which process of the gadget wrote it: 1 its first start, 2 the next ... */
+        uint8_t source;        /* enum logbuf_source */
+        uint8_t prio;          /* 0 ... LOGBUF_PRIO_MAX */
+        char text[];           /* escaped (no control byte, valid UTF-8) */
+};
+
+/* What a line is, but its text (logbuf_add's). */
+struct logbuf_meta {
+        int64_t time_ms;
+        uint32_t run;
+        enum logbuf_source source;
+        unsigned prio;
+};
+
 struct logbuf {
-        char **lines;          /* ring of LOGBUF_LINES, each escaped text */
+        struct logbuf_entry **lines; /* ring of LOGBUF_LINES */
         size_t head, count;
         unsigned long long total; /* lines ever added (for followers) */
 };
@@ -58,15 +85,20 @@ size_t logbuf_split(struct logbuf_stream *s, struct logbuf_budget *g, const char
                     logbuf_line_fn *fn, void *arg);
 /* The same for a stream's unterminated last line (at end of file). */
 size_t logbuf_split_flush(struct logbuf_stream *s, struct logbuf_budget *g, logbuf_line_fn *fn, void *arg);
-/* Escapes one line (invalid UTF-8 and control bytes as \xNN) and stores it,
- * dropping the oldest when the ring is full. Returns the stored text, or
- * NULL when out of memory. */
-const char *logbuf_add(struct logbuf *b, const char *line, size_t len);
+/* Escapes one line (invalid UTF-8 and control bytes as \xNN) and stores it
+ * with m (its priority clamped to LOGBUF_PRIO_MAX), dropping the oldest
+ * when the ring is full. Returns the stored entry, or NULL when out of
+ * memory. */
+const struct logbuf_entry *logbuf_add(struct logbuf *b, const struct logbuf_meta *m, const char *line, size_t len);
 /* The i-th of the last n lines (0 = oldest of them), or NULL. */
-const char *logbuf_line(const struct logbuf *b, size_t n, size_t i);
+const struct logbuf_entry *logbuf_line(const struct logbuf *b, size_t n, size_t i);
 /* Adds a line as logbuf_line gave it (escaped already): the ring handed
  * on by gadgetd's re-exec. NULL when out of memory. */
-const char *logbuf_add_kept(struct logbuf *b, const char *line);
+const struct logbuf_entry *logbuf_add_kept(struct logbuf *b, const struct logbuf_meta *m, const char *line);
+/* A source's name ("stdout", "stderr", "message", "gadgetd"), NULL if none. */
+const char *logbuf_source_name(unsigned source);
+/* The wall clock now, ms since the epoch (a line's time_ms). */
+int64_t logbuf_now_ms(void);
 
 /* A budget of lines_max lines and bytes_max bytes per window (both > 0). */
 void logbuf_budget_init(struct logbuf_budget *g, uint64_t lines_max, uint64_t bytes_max);

@@ -164,13 +164,16 @@ static void stopped(struct unit *u)
                 u->restart_pending = false;
                 backoff_reset(&u->backoff);
                 u->restarts++;
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO,
+                                                                .run = u->run->number, .delay_ms = 0 },
+                               "restarting once stopped (%s)", u->cause);
                 unit_start(u);
         }
         c->hooks.stopped(c->hooks.arg, u);
 }
 
 /* Decides what follows an end: stopped, failed, parked or a restart. */
-static void after_exit(struct unit *u, int status)
+static void after_exit(struct unit *u, int status, pid_t pid)
 {
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !u->cause[0];
         uint64_t ran = unit_uptime_ms(u);
@@ -181,7 +184,11 @@ static void after_exit(struct unit *u, int status)
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         unit_events_exited(u, status, u->cause);
-        log_msg(clean || !u->want_running || one_life(u) ? L_INFO : L_WARN, u->policy->name, "%s", u->cause);
+        bool quiet = clean || !u->want_running || one_life(u);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = quiet ? L_INFO : L_WARN,
+                                                        .run = u->run->number, .pid = pid,
+                                                        .has_status = true, .status = status,
+                                                        .failed = !clean && u->want_running }, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 u->hooks->exited(u->hooks->arg, u);
@@ -215,10 +222,13 @@ static void after_exit(struct unit *u, int status)
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
                          u->backoff.quick, was);
-                log_msg(L_ERR, u->policy->name, "parked as failed: %s", u->cause);
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_PARKED, .level = L_ERR,
+                                                                .run = u->run->number, .failed = true },
+                               "parked as failed: %s", u->cause);
                 return;
         }
-        log_msg(L_INFO, u->policy->name, "restarting in %lld ms", (long long)delay);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = u->run->number,
+                                                        .delay_ms = delay }, "restarting in %lld ms", (long long)delay);
         unit_set_state(u, UNIT_STARTING);
         /* The loop's cached time may be from before the end: count from now,
          * so the promised delay is a lower bound. */
@@ -289,7 +299,11 @@ static void other_ended(struct unit_run *r, const char *how)
                 snprintf(gone, sizeof gone, "gadget \"%s\" restarted while the call ran on its previous process "
                          "(%.200s%s)", u->policy->name, cause, r->stop_killed ? ": not answered within the stop's "
                          "grace" : "");
-                log_msg(L_INFO, u->policy->name, "its previous process (pid %d) ended: %s", (int)r->child.pid, cause);
+                unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = L_INFO, .run = r->number,
+                                                                .pid = r->child.pid,
+                                                                .has_status = r->have_program_status,
+                                                                .status = r->program_status },
+                               "its previous process (pid %d) ended: %s", (int)r->child.pid, cause);
                 unit_run_drop(r, gone);
                 unit_switch_old_ended(u);
                 return;
@@ -325,6 +339,7 @@ void unit_run_ended(struct unit_run *r)
                 snprintf(gone, sizeof gone, "the gadget ended (%.300s)", u->cause[0] ? u->cause : how);
         u->run->stop_killed = false;
         int status = u->run->program_status;
+        pid_t pid = u->run->child.pid;
         drop_worker(u, gone);
         /* A crash while a restart's new process starts beside it: an
          * ordinary crash of the serving process, and the new one serves
@@ -336,7 +351,7 @@ void unit_run_ended(struct unit_run *r)
         unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
-        after_exit(u, status);
+        after_exit(u, status, pid);
 }
 
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow
@@ -386,7 +401,8 @@ static void on_hello(struct peer *p, void *data)
         /* The calls that waited go out first: the log line is written
          * while the gadget works on them. */
         calls_pending_flush(u);
-        log_msg(L_INFO, u->policy->name, "ready");
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_READY, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "ready");
         u->hooks->ready(u->hooks->arg, u);
 }
 
@@ -403,7 +419,7 @@ static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void 
 static void on_log(struct peer *p, const Gadget__Log *l, void *data)
 {
         struct unit_run *r = data;
-        unit_output_log(r->u, l);
+        unit_output_log(r, l);
 }
 
 static void on_closed(struct peer *p, const char *why, void *data)
@@ -526,6 +542,7 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         if (!warm && (e = run_spawn(r, false, err, errlen)) < 0)
                 return e;
         clock_gettime(CLOCK_MONOTONIC, &r->started);
+        r->number = ++u->runs;
         r->peer = peer_new(u->core->base, r->child.rpc_fd, p, &handlers, r);
         r->ev_report = event_new(u->core->base, r->child.report_fd, EV_READ | EV_PERSIST, report_cb, r);
         if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
@@ -584,7 +601,9 @@ void unit_start(struct unit *u)
                 goto fail;
         unit_set_state(u, UNIT_STARTING);
         bindings_attach(u->bind, u->run->peer);
-        log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->run->child.pid);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_STARTED, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "started (pid %d)",
+                       (int)u->run->child.pid);
         return;
 fail:
         warm_drop(u);
@@ -619,6 +638,8 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
         u->want_running = true;
         u->restarts = s->restarts;
         u->calls = s->calls;
+        u->runs = s->runs;
+        u->run->number = s->runs;
         u->run->start_us = s->start_us;
         u->run->started = (struct timespec){ .tv_sec = s->started_ms / 1000, .tv_nsec = s->started_ms % 1000 * 1000000 };
         u->run->start_begin = u->run->started;

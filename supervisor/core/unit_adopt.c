@@ -149,13 +149,17 @@ void unit_save(struct unit *u, struct unit_saved *s)
         char **methods = NULL, **sigs = NULL;
         *s = (struct unit_saved){ .name = u->policy->name, .path = u->policy->path, .policy_hash = u->policy_hash,
                                   .from_dir = u->from_dir, .state = (int)u->state, .cause = u->cause,
-                                  .restarts = u->restarts, .calls = u->calls, .pid = -1, .rpc_fd = -1,
+                                  .restarts = u->restarts, .runs = u->runs, .calls = u->calls, .pid = -1, .rpc_fd = -1,
                                   .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1, .text = u->policy->text,
                                   .text_len = u->policy->text ? u->policy->text_len : 0 };
         const struct logbuf *log = unit_log(u);
         if ((s->log = calloc(log->count + 1, sizeof *s->log)))
-                for (size_t i = 0; i < log->count; i++)
-                        s->log[s->n_log++] = logbuf_line(log, log->count, i);
+                for (size_t i = 0; i < log->count; i++) {
+                        const struct logbuf_entry *l = logbuf_line(log, log->count, i);
+                        s->log[s->n_log++] = (struct unit_saved_line){
+                                .meta = { .time_ms = l->time_ms, .run = l->run, .source = l->source, .prio = l->prio },
+                                .text = l->text };
+                }
         if (u->state == UNIT_REMOTE) {
                 s->owner = u->owner;
                 s->owner_epoch = u->owner[0] ? u->owner_epoch : 0;
@@ -269,8 +273,9 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         }
         u->restarts = s->restarts;
         u->calls = s->calls;
+        u->runs = s->runs;
         for (size_t i = 0; i < s->n_log; i++)
-                logbuf_add_kept(&u->log, s->log[i]);
+                logbuf_add_kept(&u->log, &s->log[i].meta, s->log[i].text);
         if (s->state == UNIT_IDLE) {
                 /* Idle as it was (IdleStop= too): its next call starts it. */
                 unit_idle_enter(u);

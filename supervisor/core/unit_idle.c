@@ -37,7 +37,8 @@ void unit_activate(struct unit *u)
         if (unit_lease_wait(u))
                 return;
         go_idle(u);
-        log_msg(L_INFO, u->policy->name, "idle: starts at its first call (Start=on-demand)");
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_IDLE, .level = L_INFO },
+                       "idle: starts at its first call (Start=on-demand)");
 }
 
 bool unit_wakeable(const struct unit *u)
@@ -73,6 +74,7 @@ static void wake_now(struct unit *u)
         u->dormant = false;
         u->waking = true;
         u->wake_counted = true;
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_WOKEN, .level = L_INFO }, "woken: starting");
         unit_start(u);
 }
 
@@ -178,7 +180,8 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
         }
         char why[96];
         snprintf(why, sizeof why, "idle: nothing to do for IdleStop=%llums", (unsigned long long)limit);
-        log_msg(L_INFO, u->policy->name, "%s: stopping it", why);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_IDLE, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "%s: stopping it", why);
         unit_stop(u, why);
         u->idling = true;
 }

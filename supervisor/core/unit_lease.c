@@ -182,11 +182,15 @@ static void on_lost(void *arg, const char *gadget, const char *why)
         u->leased = false;
         unit_events_lease(u, false);
         u->lease_adopting = false;
-        if (u->run->child.pid > 0) {
+        bool running = u->run->child.pid > 0;
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_LEASE_LOST, .level = running ? L_ERR : L_WARN,
+                                                        .run = running ? u->run->number : 0,
+                                                        .pid = running ? u->run->child.pid : 0 },
+                       "%s%s", why, running ? ": killing it" : "");
+        if (running) {
                 /* Why at once and without a grace period: another node may
                  * take the lease as soon as the session is gone, and two
                  * running copies must not both answer calls. */
-                log_msg(L_ERR, gadget, "%s: killing it", why);
                 unit_switch_drop(u, why);
                 if (u->old_run)
                         unit_run_kill(u->old_run, why);
@@ -283,7 +287,8 @@ static void move_marked(void *arg, const char *why)
         m->marked = true;
         char stop[120];
         snprintf(stop, sizeof stop, "moving to node %s", m->node);
-        log_msg(L_INFO, u->policy->name, "%s (gadgetctl move)", stop);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_MOVED, .level = L_INFO, .run = u->run->number,
+                                                        .node = m->node }, "%s (gadgetctl move)", stop);
         m->stopping = true;
         unit_stop(u, stop);
         if (u->move == m)

@@ -18,19 +18,25 @@
 /* A line of output the budget kept: to the ring and gadgetd's log. */
 struct line_ctx {
         struct unit *u;
-        enum log_level level;
-        const char *stream;      /* "stdout", "stderr" or "log", as its listeners are told */
+        struct logbuf_meta meta;  /* its time is taken per line */
         size_t added;
 };
+
+/* gadgetd's log level of a syslog priority. */
+static enum log_level level_of(unsigned prio)
+{
+        return prio <= 3 ? L_ERR : prio == 4 ? L_WARN : L_INFO;
+}
 
 static void line_cb(void *arg, const char *line, size_t len)
 {
         struct line_ctx *c = arg;
-        const char *text = logbuf_add(&c->u->log, line, len);
-        if (!text)
+        c->meta.time_ms = logbuf_now_ms();
+        const struct logbuf_entry *e = logbuf_add(&c->u->log, &c->meta, line, len);
+        if (!e)
                 return;
-        log_msg(c->level, c->u->policy->name, "%s", text);
-        unit_events_logged(c->u, c->stream, text);
+        log_msg(level_of(e->prio), c->u->policy->name, "%s", e->text);
+        unit_events_logged(c->u, logbuf_source_name(e->source), e->text);
         c->added++;
 }
 
@@ -67,7 +73,9 @@ static void say_dropped(struct unit *u, uint64_t dropped, uint64_t bytes, bool p
                  paused ? "; the rest of its output waited in the pipe" : "");
         log_msg(L_WARN, u->policy->name, "%s", line);
         snprintf(tagged, sizeof tagged, "gadgetd: %s", line);
-        if (ring && logbuf_add(&u->log, tagged, strlen(tagged)))
+        struct logbuf_meta m = { .time_ms = logbuf_now_ms(), .run = u->run->number, .source = LOGBUF_GADGETD,
+                                 .prio = LOGBUF_PRIO_WARNING };
+        if (ring && logbuf_add(&u->log, &m, tagged, strlen(tagged)))
                 u->hooks->log_added(u->hooks->arg, u, 1);
 }
 
@@ -114,7 +122,8 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = r->u;
         bool is_out = fd == r->out_fd;
         struct logbuf_stream *s = &r->lines[is_out ? 0 : 1];
-        struct line_ctx c = { .u = u, .level = L_INFO, .stream = is_out ? "stdout" : "stderr" };
+        struct line_ctx c = { .u = u, .meta = { .run = r->number, .source = is_out ? LOGBUF_STDOUT : LOGBUF_STDERR,
+                                                .prio = LOGBUF_PRIO_INFO } };
         char buf[OUTPUT_SLICE];
 
         log_window(u);
@@ -140,11 +149,11 @@ static void output_cb(evutil_socket_t fd, short what, void *arg)
 
 /* A log message over the RPC: its lines (a message is at least one) are
  * charged to the same budget as the output pipes. */
-void unit_output_log(struct unit *u, const Gadget__Log *l)
+void unit_output_log(struct unit_run *r, const Gadget__Log *l)
 {
+        struct unit *u = r->u;
         struct logbuf_stream s = { .len = 0 };
-        struct line_ctx c = { .u = u, .level = l->level <= 3 ? L_ERR : l->level == 4 ? L_WARN : L_INFO,
-                              .stream = "log" };
+        struct line_ctx c = { .u = u, .meta = { .run = r->number, .source = LOGBUF_MESSAGE, .prio = l->level } };
 
         log_window(u);
         size_t len = strlen(l->text);

@@ -86,8 +86,10 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
                 timer_arm_ms(r->ev_end, 0);
                 return;
         }
-        log_msg(L_INFO, u->policy->name, "%s: restarting without a gap: its new process (pid %d) starts beside "
-                "pid %d", why, (int)r->child.pid, (int)u->run->child.pid);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,
+                                                        .pid = r->child.pid, .delay_ms = -1 },
+                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", why,
+                       (int)r->child.pid, (int)u->run->child.pid);
 }
 
 /* The new policy, which the new process runs, becomes the gadget's: the
@@ -139,8 +141,10 @@ static void switch_now(struct unit *u)
         if (old->peer && peer_state(old->peer) == PEER_READY)
                 peer_shutdown(old->peer);
         timer_arm_ms(old->ev_end, UNIT_STOP_GRACE_MS);
-        log_msg(L_INFO, u->policy->name, "ready: its new process (pid %d) serves; the previous one (pid %d) "
-                "drains", (int)r->child.pid, (int)old->child.pid);
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_READY, .level = L_INFO, .run = r->number,
+                                                        .pid = r->child.pid },
+                       "ready: its new process (pid %d) serves; the previous one (pid %d) drains", (int)r->child.pid,
+                       (int)old->child.pid);
         unit_idle_arm(u);
         /* The restart's waits (gadgetctl restart) are answered. */
         calls_pending_flush(u);
@@ -203,8 +207,11 @@ int unit_switch_promote(struct unit *u)
                 return -ENOENT;
         }
         bool said_hello = peer_state(r->peer) == PEER_READY;
-        log_msg(L_WARN, u->policy->name, "%s while its restart's new process (pid %d) started: that one serves%s",
-                u->cause, (int)r->child.pid, said_hello ? " now" : " once it said hello");
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = L_WARN, .run = dead->number,
+                                                        .has_status = dead->have_program_status,
+                                                        .status = dead->program_status, .failed = true },
+                       "%s while its restart's new process (pid %d) started: that one serves%s", u->cause,
+                       (int)r->child.pid, said_hello ? " now" : " once it said hello");
         take_place(u, u->old_run); /* an old one still draining drains on */
         unit_run_free(dead);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);

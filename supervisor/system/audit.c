@@ -2,6 +2,7 @@
  * gadget's budget, rotated at a size; failures counted and reported. */
 #include "audit.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -16,6 +17,7 @@
 #include <event2/event.h>
 
 #include "audit_budget.h"
+#include "contract.h"
 #include "log.h"
 #include "policy.h"
 #include "monotime.h"
@@ -44,8 +46,14 @@ struct audit {
 
 const char *audit_outcome_name(enum audit_outcome o)
 {
-        static const char *const names[] = { "ok", "denied", "error" };
+        static const char *const names[AUDIT_N_OUTCOMES] = { "ok", "denied", "error", "not_found" };
         return names[o];
+}
+
+enum audit_outcome audit_outcome_of(int code)
+{
+        return !code ? AUDIT_OK : code == GADGET_EDENIED ? AUDIT_DENIED : code == GADGET_ENOTFOUND ? AUDIT_NOT_FOUND
+                                                                                                 : AUDIT_ERROR;
 }
 
 int audit_config_key(struct audit_config *cfg, const char *key, const char *value, char *why, size_t len)
@@ -90,16 +98,17 @@ bad:
 
 /* The record in gadgetd's log: "[GADGET] audit LINE" (line its JSON text),
  * and under journald the fields BINDING, OP, OUTCOME, BYTES, DURATION_US,
- * DETAIL (escaped: it may carry text a gadget chose, a key, a URL). */
+ * CALLER_UID (a local user's call), DETAIL (escaped: it may carry text a gadget chose, a key, a URL). */
 static void log_record(const struct audit_record *r, const char *line)
 {
-        char text[2048], detail[1024], bytes[24], dur[24];
+        char text[2048], detail[1024], bytes[24], dur[24], uid[16];
         snprintf(text, sizeof text, "audit %s", line);
+        snprintf(uid, sizeof uid, "%u", (unsigned)r->uid);
         snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)r->bytes);
         snprintf(dur, sizeof dur, "%llu", (unsigned long long)r->duration_us);
         const struct log_field f[] = {
                 { "BINDING", r->binding }, { "OP", r->op }, { "OUTCOME", audit_outcome_name(r->outcome) },
-                { "BYTES", bytes }, { "DURATION_US", dur },
+                { "BYTES", bytes }, { "DURATION_US", dur }, { "CALLER_UID", r->has_uid ? uid : NULL },
                 { "DETAIL", r->detail ? log_escape(r->detail, strlen(r->detail), detail, sizeof detail) : NULL },
         };
         log_fields(r->outcome == AUDIT_DENIED ? L_WARN : L_INFO, r->gadget, AUDIT_MESSAGE_ID, f,
@@ -223,6 +232,23 @@ static void now_rfc3339(char *buf, size_t len)
         snprintf(buf + n, len - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 }
 
+/* One more field of a record: NAME as name, a value of digits alone as a
+ * number (RUN=2: "run": 2). */
+static void add_field(json_t *o, const struct log_field *f)
+{
+        char key[32];
+        size_t i = 0, digits = strspn(f->value ? f->value : "", "0123456789");
+        if (!f->value)
+                return;
+        for (; f->name[i] && i + 1 < sizeof key; i++)
+                key[i] = (char)tolower((unsigned char)f->name[i]);
+        key[i] = '\0';
+        if (digits > 0 && digits < 19 && !f->value[digits])
+                json_object_set_new(o, key, json_integer((json_int_t)strtoll(f->value, NULL, 10)));
+        else
+                json_object_set_new(o, key, json_string(f->value));
+}
+
 /* Writes r (with "summarized": count if count > 0), whatever the budget. */
 static void put_record(struct audit *a, const struct audit_record *r, uint64_t count)
 {
@@ -236,6 +262,10 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                 return;
         if (a && a->node)
                 json_object_set_new(o, "node", json_string(a->node));
+        if (r->has_uid)
+                json_object_set_new(o, "uid", json_integer((json_int_t)r->uid));
+        for (size_t i = 0; i < r->n_fields; i++)
+                add_field(o, &r->fields[i]);
         if (count)
                 json_object_set_new(o, "summarized", json_integer((json_int_t)count));
         if (r->detail) {
@@ -248,7 +278,8 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
         json_decref(o);
         if (!line)
                 return;
-        log_record(r, line);
+        if (!r->logged)
+                log_record(r, line);
         if (!a) {
                 free(line);
                 return;

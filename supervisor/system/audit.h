@@ -9,9 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log.h"
+
 struct event_base;
 
-enum audit_outcome { AUDIT_OK, AUDIT_DENIED, AUDIT_ERROR };
+/* not_found: what was asked is not there (a kv get of a missing key), an
+ * answer rather than a failure. */
+enum audit_outcome { AUDIT_OK, AUDIT_DENIED, AUDIT_ERROR, AUDIT_NOT_FOUND, AUDIT_N_OUTCOMES };
 
 struct audit_record {
         const char *gadget;
@@ -22,6 +26,13 @@ struct audit_record {
         uint64_t duration_us;
         const char *detail;    /* error message or limit; never a secret */
         const char *trace;     /* the call chain's trace id (32 hex digits), or NULL */
+        bool has_uid;          /* a local user's call (gadgetctl call): uid is the caller's */
+        uint32_t uid;
+        /* More fields (a lifecycle event's: RUN, PID, EXIT_STATUS ...):
+         * in the JSON lower-cased, a value of digits alone as a number. */
+        const struct log_field *fields;
+        size_t n_fields;
+        bool logged;           /* its line in gadgetd's log was written already (the event's own) */
 };
 
 /* The daemon's [Audit] settings. */
@@ -70,6 +81,9 @@ uint32_t audit_keep(const struct audit *a);
  * (disk full, ...), and the last reason (0 if none). */
 uint64_t audit_unwritten(const struct audit *a, int *last_error);
 const char *audit_outcome_name(enum audit_outcome o);
+/* The outcome of an answer of GADGET_E* code (0: a value): ok, denied
+ * (GADGET_EDENIED), not_found (GADGET_ENOTFOUND) or error. */
+enum audit_outcome audit_outcome_of(int code);
 
 /* Reading the records of one gadget, in bounded slices (audit_read.c). */
 

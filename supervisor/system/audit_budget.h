@@ -14,7 +14,7 @@
 
 #define AUDIT_WINDOW_MS 1000
 #define AUDIT_SUMMARIES_MAX 16   /* distinct binding/op/outcome per gadget and second */
-#define AUDIT_SUMMARY_SLOTS (AUDIT_SUMMARIES_MAX + 3)
+#define AUDIT_SUMMARY_SLOTS (AUDIT_SUMMARIES_MAX + AUDIT_N_OUTCOMES)
 
 /* The records of one kind not written one by one in a window. */
 struct audit_summary {

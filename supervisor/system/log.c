@@ -96,7 +96,7 @@ void log_msg(enum log_level level, const char *gadget, const char *fmt, ...)
 static int journal_fields(enum log_level level, const char *gadget, const char *message_id,
                           const struct log_field *f, size_t n, const char *line)
 {
-        enum { FIXED = 4, MAX_FIELDS = 16 };
+        enum { FIXED = 5, MAX_FIELDS = 16 }; /* MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, GADGET, MESSAGE_ID */
         char msg[2400], prio[16], gad[300], *own[MAX_FIELDS] = { 0 };
         const char *fields[FIXED + MAX_FIELDS];
         size_t k = 0;

@@ -64,9 +64,10 @@ def kv_limits_and_errors(tmp):
 
 
 def audit_details(d, gadget):
-    """The detail of each audit record of gadget, oldest first."""
+    """The detail of each audit record of gadget's binding calls, oldest
+    first (not those of its lifecycle or of the gadgetctl calls)."""
     out = d.ctl("--json", "audit", gadget).stdout
-    return [json.loads(x).get("detail") for x in out.splitlines()]
+    return [r.get("detail") for r in map(json.loads, out.splitlines()) if r["binding"] not in ("lifecycle", "gadgetctl")]
 
 
 @test
@@ -755,7 +756,12 @@ def audit_follow(tmp):
                              text=True)
         time.sleep(0.3)
         bcall(d, "store", "DATA", "put", {"key": "k", "value": 1})
-        rec = json.loads(f.stdout.readline())
+        # After the last ones before it (its start: -f shows the last 10).
+        rec = {}
+        for _ in range(10):
+            rec = json.loads(f.stdout.readline())
+            if rec["binding"] != "lifecycle":
+                break
         f.kill()
         check(rec["gadget"] == "store" and rec["binding"] == "DATA" and rec["op"] == "put" and
               rec["outcome"] == "ok" and "duration_us" in rec and "bytes" in rec, "record: %r" % rec)
@@ -768,12 +774,14 @@ def audit_json_not_found_and_none(tmp):
         ready(d, "store")
         for i in range(3):
             bcall(d, "store", "DATA", "put", {"key": "k%d" % i, "value": i})
-        wait_for(lambda: len(d.ctl("audit", "store").stdout.splitlines()) == 3, what="3 records")
+        # The puts' records (beside its lifecycle's and each gadgetctl call's).
+        wait_for(lambda: d.ctl("audit", "store").stdout.count('"binding":"DATA"') == 3, what="3 records")
         # --json: each record is its own object, not a string inside one.
         r = d.ctl("--json", "audit", "store", "-n", "2")
         recs = [json.loads(x) for x in r.stdout.splitlines()]
-        check(r.returncode == 0 and len(recs) == 2 and all(x.get("gadget") == "store" and x.get("op") == "put"
-                                                           for x in recs), "--json audit: %r" % r.stdout)
+        check(r.returncode == 0 and len(recs) == 2 and all(x.get("gadget") == "store" for x in recs) and
+              recs[-1]["binding"] == "gadgetctl" and recs[-1]["op"] == "call binding" and
+              recs[-2]["binding"] == "DATA" and recs[-2]["op"] == "put", "--json audit: %r" % r.stdout)
         # A name with neither a gadget nor records is not found, as everywhere.
         r = d.ctl("audit", "nosuch")
         check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "audit nosuch: %d %r" % (r.returncode, r.stderr))

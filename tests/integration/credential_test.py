@@ -44,8 +44,10 @@ def start(d, body):
 
 
 def audit(d):
-    """The gadget's audit records, oldest first."""
-    return [json.loads(x) for x in d.ctl("--json", "audit", "web").stdout.splitlines()]
+    """The gadget's audit records of its binding calls, oldest first (not
+    those of its lifecycle or of the gadgetctl calls that drive it)."""
+    recs = [json.loads(x) for x in d.ctl("--json", "audit", "web").stdout.splitlines()]
+    return [r for r in recs if r["binding"] not in ("lifecycle", "gadgetctl")]
 
 
 def everything(d, tmp, answers):

@@ -104,7 +104,7 @@ def output_streams_keep_their_own_lines(tmp):
         r = d.ctl("call", "mixer", "interleave")
         check(r.returncode == 0, "call: %r" % r.stderr)
         wait_for(lambda: "out-end" in d.ctl("logs", "mixer").stdout, what="the stdout line")
-        lines = d.ctl("logs", "mixer").stdout.splitlines()
+        lines = d.ctl("logs", "mixer", "-o", "cat").stdout.splitlines()
         for want in ("out-start out-end", "err-line", "log-line"):
             check(want in lines, "no whole line %r in %r" % (want, lines))
 
@@ -237,6 +237,13 @@ def crash_restart_backoff_then_failed(tmp):
                   "restart %d came after %.3f ms, promised at least %d" % (k + 1, gap_ms, want))
         check(re.findall(r"\[crasher\] restarting in (\d+) ms", log) == ["100", "200", "400", "800"],
               "delays logged: %r" % re.findall(r"\[crasher\] restarting in \d+ ms", log))
+        # In the audit: 5 ends by SIGABRT, 4 restarts with their delays, then parked.
+        recs = [json.loads(l) for l in d.ctl("--json", "audit", "crasher").stdout.splitlines()]
+        life = [(r["op"], r.get("signal") or r.get("delay_ms")) for r in recs if r["binding"] == "lifecycle"
+                and r["op"] in ("exited", "restarted", "parked")]
+        check(life == [("exited", "SIGABRT"), ("restarted", 100), ("exited", "SIGABRT"), ("restarted", 200),
+                       ("exited", "SIGABRT"), ("restarted", 400), ("exited", "SIGABRT"), ("restarted", 800),
+                       ("exited", "SIGABRT"), ("parked", None)], "lifecycle records: %r" % life)
         # gadgetctl restart starts the backoff over: from 100 ms, parked
         # again only at the 5th failure in a row of the new series.
         # The restart answers with the first crash of the new series.
@@ -415,7 +422,7 @@ def long_lines_split(tmp):
         d.ctl("reload")
         wait_for(lambda: d.state("talker") == "ready", what="talker ready")
         d.ctl("call", "talker", "say", json.dumps({"text": "x" * 5000}))
-        lines = wait_for(lambda: [l for l in d.ctl("logs", "talker").stdout.splitlines() if l.startswith("x")],
+        lines = wait_for(lambda: [l for l in d.ctl("logs", "talker", "-o", "cat").stdout.splitlines() if l.startswith("x")],
                          what="the long line")
         check([len(l) for l in lines] == [2048, 2048, 904], "pieces: %r" % [len(l) for l in lines])
 
@@ -426,12 +433,13 @@ def logs_follow(tmp):
         policy(d.pol, "talker")
         d.ctl("reload")
         wait_for(lambda: d.state("talker") == "ready", what="talker ready")
-        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "talker", "-f"],
+        f = subprocess.Popen([GADGETCTL, "--socket", d.sock, "logs", "talker", "-f", "-o", "cat"],
                              stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
         d.ctl("call", "talker", "say", '{"text": "first"}')
         d.ctl("call", "talker", "say", '{"text": "second"}')
-        got = [f.stdout.readline().strip() for _ in range(2)]
+        # Its lifecycle lines (started, ready) come first, gadgetd's own.
+        got = [l for l in (f.stdout.readline().strip() for _ in range(4)) if not l.startswith("gadgetd: ")]
         f.kill()
         check(got == ["first", "second"], "followed: %r" % got)
 

@@ -169,6 +169,8 @@ def pg_lease_session_terminated_fences(tmp):
             print("owner stopped its gadget %.0f ms after its lease session ended" % (stopped * 1000))
             check(stopped < 0.5, "a stopped the counter after %.2f s" % stopped)
             check("lost its store lease" in a.logtext(), "a's log: %s" % a.logtext()[-2000:])
+            wait_for(lambda: any(r["op"] == "lease_lost" and r["outcome"] == "ok" and "killing it" in r["detail"]
+                                 for r in lifecycle_records(a, "counter")), what="a's lifecycle record of the loss")
             owner = owner_of([a, b], "counter", timeout=10)
             check(owner == "b", "taken over by %s" % owner)
             _, new = owner_row(pg, "counter")
@@ -562,6 +564,12 @@ def move(d, name, to):
     return r.stdout
 
 
+def lifecycle_records(d, name):
+    """The gadget's lifecycle audit records, as d answers `audit`."""
+    recs = [json.loads(l) for l in d.ctl("--json", "audit", name).stdout.splitlines()]
+    return [r for r in recs if r.get("binding") == "lifecycle"]
+
+
 def node_and_epoch(d, name):
     st = ctl_json(d, "status", name)
     return st.get("node"), st.get("epoch")
@@ -616,6 +624,8 @@ def pg_move_hands_over(tmp):
             row_node, epoch1 = owner_row(pg, "counter")
             check(row_node == "b" and epoch1 == node_and_epoch(b, "counter")[1], "owner row %r %r" % (row_node, epoch1))
             check("moving to node b" in a.logtext(), "a's log says why it stopped")
+            wait_for(lambda: any(r["op"] == "moved" and r.get("node") == "b" for r in lifecycle_records(a, "counter")),
+                     what="a's lifecycle record of the move")
             r = b.ctl("call", "counter", "get")
             check(r.returncode == 0 and r.stdout.strip() == "3", "the count through b: %r %r" % (r.stdout, r.stderr))
             r = b.ctl("call", "counter", "increment")

@@ -36,6 +36,15 @@ def echo(d, name, seq):
     check(r.returncode == 0 and json.loads(r.stdout) == seq, "echo %d of %s: %r" % (seq, name, r))
 
 
+def log_entry(d, name, text):
+    """The gadget's log line of that text as --json gives it, or None."""
+    for l in d.ctl("--json", "logs", name).stdout.splitlines():
+        e = json.loads(l)
+        if e["line"] == text:
+            return e
+    return None
+
+
 def listing(d):
     return {n: g["state"] for n, g in d.list().items()}
 
@@ -67,6 +76,7 @@ def reexec_keeps_gadgets(tmp):
         kv(d, "put", {"key": "counter", "value": 0})
         check(d.ctl("call", "plain", "say", json.dumps({"text": "said before the re-execs"})).returncode == 0, "say")
         wait_for(lambda: "said before the re-execs" in d.ctl("logs", "plain").stdout, what="plain's log line")
+        said = log_entry(d, "plain", "said before the re-execs")
         for i in range(1, REEXECS + 1):
             r = d.ctl("daemon-reexec")
             check(r.returncode == 0 and "2 of 2 running gadgets adopted" in r.stdout,
@@ -82,6 +92,12 @@ def reexec_keeps_gadgets(tmp):
         check(d.logtext().count("re-executing") == REEXECS, "gadgetd's log names each re-exec")
         # Each gadget's log ring is handed on: its line from before the re-execs is there.
         check("said before the re-execs" in d.ctl("logs", "plain").stdout, "plain's log lost its line")
+        # With its time, stream and run; the same process writes on as run 1.
+        check(log_entry(d, "plain", "said before the re-execs") == said, "the line handed on: %r, before %r" %
+              (log_entry(d, "plain", "said before the re-execs"), said))
+        check(d.ctl("call", "plain", "say", json.dumps({"text": "said after"})).returncode == 0, "say")
+        after = wait_for(lambda: log_entry(d, "plain", "said after"), what="plain's line after the re-execs")
+        check(after["run"] == said["run"] == 1 and after["time_ms"] >= said["time_ms"], "after: %r" % after)
         # Its locks held throughout: a second gadgetd on the same directories is refused.
         second = subprocess.run([harness.GADGETD, "--policy-dir", d.pol, "--state-dir", os.path.join(tmp, "state"),
                                  "--socket", d.sock, "--run-dir", os.path.join(tmp, "run")],

@@ -65,6 +65,18 @@ static gadget_value *say(struct gadget_call *call, const gadget_value *args, voi
         return gadget_null();
 }
 
+/* log {"text": "...", "level": N}: a log message of syslog priority N. */
+static gadget_value *log_msg(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *text = gadget_as_string(gadget_map_get(args, "text"));
+        int64_t level = 6;
+        gadget_as_int(gadget_map_get(args, "level"), &level);
+        if (!text || level < 0 || level > 7)
+                return gadget_fail(call, GADGET_EINVAL, "log needs {\"text\": \"...\", \"level\": 0..7}");
+        gadget_log(gadget_call_gadget(call), (int)level, "%s", text);
+        return gadget_null();
+}
+
 /* interleave: half a line on stdout, a line on stderr and a log message,
  * then the rest of the stdout line: each must stay whole in the log. */
 static gadget_value *interleave(struct gadget_call *call, const gadget_value *args, void *data)
@@ -434,6 +446,7 @@ int main(int argc, char **argv)
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
         gadget_method(g, "say", say, NULL);
+        gadget_method(g, "log", log_msg, NULL);
         gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
         gadget_method(g, "binding", binding, NULL);

@@ -20,7 +20,7 @@ EXPECTED = {
     "gadgetd": [
         "usr/sbin/gadgetd", "usr/bin/gadgetctl",
         "lib/systemd/system/gadgetd.service", "lib/systemd/system/gadgetd.socket",
-        "usr/lib/sysusers.d/gadgetd.conf", "usr/lib/tmpfiles.d/gadgetd.conf",
+        "usr/lib/sysusers.d/gadgetd.conf", "usr/lib/tmpfiles.d/gadgetd.conf", "usr/lib/systemd/catalog/gadgetd.catalog",
         "etc/gadgetd/gadgetd.conf", "etc/gadgetd/policy.d/",
         "usr/libexec/gadgets/hello", "usr/libexec/gadgets/wordcount", "usr/libexec/gadgets/counter",
         "usr/libexec/gadgetd/gadgetd-sandbox",

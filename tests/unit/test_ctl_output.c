@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tap.h"
 #include "output.h"
@@ -541,8 +542,62 @@ static void test_error(void)
         free(out);
 }
 
+/* --since's times, and a log line's time as text and ISO 8601 (TZ=UTC). */
+static void test_log_times(void)
+{
+        const int64_t now = 1796534001681; /* 2026-12-06T05:13:21.681Z */
+        int64_t t = -1;
+        char when[OUTPUT_LOG_TIME_MAX];
+
+        CHECK(output_parse_since("5min", now, &t) == 0 && t == now - 300000, "5min ago: %lld", (long long)t);
+        CHECK(output_parse_since("-30s", now, &t) == 0 && t == now - 30000, "-30s");
+        CHECK(output_parse_since("2h ago", now, &t) == 0 && t == now - 7200000, "2h ago");
+        CHECK(output_parse_since("2026-12-06T05:13:21Z", now, &t) == 0 && t == 1796534001000, "ISO UTC");
+        CHECK(output_parse_since("2026-12-06T05:13:21.5Z", now, &t) < 0, "milliseconds are three digits");
+        CHECK(output_parse_since("2026-12-06T05:13:21.681Z", now, &t) == 0 && t == now, "ISO with ms");
+        CHECK(output_parse_since("2026-12-06 05:13:21", now, &t) == 0 && t == 1796534001000, "local (TZ=UTC)");
+        CHECK(output_parse_since("2026-12-06 05:13", now, &t) == 0 && t == 1796533980000, "without seconds");
+        CHECK(output_parse_since("2026-12-06", now, &t) == 0 && t == 1796515200000, "a date: its midnight");
+        const char *bad[] = { "", "soon", "5 min", "2026-13-01", "2026-12-06 25:00", "2026-12-06X", "5min agoo",
+                              "-", "2026-12-06 05:13:21Z", "1969-12-31" };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+                CHECK(output_parse_since(bad[i], now, &t) < 0, "refused: \"%s\"", bad[i]);
+        CHECK_STR(output_log_time(now, when, sizeof when), "Dec 06 05:13:21.681", "short-precise time");
+        CHECK_STR(output_log_time(0, when, sizeof when), "-", "an unknown time");
+        CHECK_STR(output_log_time_iso(now, when, sizeof when), "2026-12-06T05:13:21.681Z", "ISO time");
+}
+
+/* Log entries as short-precise text, their text alone, and JSON. */
+static void test_log_entries(void)
+{
+        Control__LogEntry a = CONTROL__LOG_ENTRY__INIT, b = CONTROL__LOG_ENTRY__INIT;
+        Control__LogEntry *v[] = { &a, &b };
+        Control__LogLines l = CONTROL__LOG_LINES__INIT;
+        char *out = NULL;
+
+        a.text = "hello\x1b[2J", a.gadget = "notes", a.stream = "stderr", a.priority = 3, a.run = 2;
+        a.time_ms = 1796534001681;
+        b.text = "old", b.gadget = "notes", b.stream = "stdout", b.priority = 6;
+        l.entries = v, l.n_entries = 2;
+        CAPTURE(out, show_logs(f, &l, false));
+        CHECK_STR(out, "Dec 06 05:13:21.681 notes[2] stderr.err: hello\\x1b[2J\n- notes[-] stdout.info: old\n",
+                  "entries as short-precise, escaped; unknown time and run");
+        free(out);
+        CAPTURE(out, show_log_entries(f, &l, SHOW_LOGS_CAT));
+        CHECK_STR(out, "hello\\x1b[2J\nold\n", "entries' text alone");
+        free(out);
+        l.n_entries = 1;
+        CAPTURE(out, show_logs(f, &l, true));
+        CHECK_STR(out, "{\"time\":\"2026-12-06T05:13:21.681Z\",\"time_ms\":1796534001681,\"gadget\":\"notes\","
+                  "\"run\":2,\"stream\":\"stderr\",\"priority\":3,\"line\":\"hello\\u001B[2J\"}\n",
+                  "an entry as JSON");
+        free(out);
+}
+
 int main(void)
 {
+        setenv("TZ", "UTC", 1);
+        tzset();
         test_uptime();
         test_size();
         test_cpu();
@@ -555,6 +610,8 @@ int main(void)
         test_nodes();
         test_status_node();
         test_logs_done_reload();
+        test_log_times();
+        test_log_entries();
         test_error();
         return tap_done();
 }

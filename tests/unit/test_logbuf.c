@@ -96,13 +96,24 @@ static void test_many_lines_one_read(void)
         CHECK(n == 5000 && in_order, "5000 lines of one read, each once and in order (got %zu)", s.n);
 
         logbuf_init(&b);
-        for (size_t i = 0; i < s.n; i++)
-                logbuf_add(&b, s.lines[i], strlen(s.lines[i]));
+        for (size_t i = 0; i < s.n; i++) {
+                struct logbuf_meta m = { .time_ms = (int64_t)i, .run = 1 + (i >= 4500), .source = LOGBUF_STDERR,
+                                         .prio = 3 };
+                logbuf_add(&b, &m, s.lines[i], strlen(s.lines[i]));
+        }
         CHECK(b.count == LOGBUF_LINES && b.total == 5000, "the ring keeps the last %d", LOGBUF_LINES);
-        CHECK_STR(logbuf_line(&b, LOGBUF_LINES, 0), "4001", "oldest kept line");
-        CHECK_STR(logbuf_line(&b, 1, 0), "5000", "newest line");
+        CHECK_STR(logbuf_line(&b, LOGBUF_LINES, 0)->text, "4001", "oldest kept line");
+        const struct logbuf_entry *last = logbuf_line(&b, 1, 0);
+        CHECK_STR(last->text, "5000", "newest line");
+        CHECK(last->time_ms == 4999 && last->run == 2 && last->source == LOGBUF_STDERR && last->prio == 3,
+              "a line keeps its time, run, source and priority");
         CHECK(logbuf_line(&b, 5000, 1000) == NULL, "no line past the ring");
-        CHECK_STR(logbuf_add(&b, "a\x1b" "b", 3), "a\\x1bb", "a control byte is escaped");
+        struct logbuf_meta loud = { .source = LOGBUF_N_SOURCES + 1, .prio = 99 };
+        const struct logbuf_entry *esc = logbuf_add(&b, &loud, "a\x1b" "b", 3);
+        CHECK_STR(esc->text, "a\\x1bb", "a control byte is escaped");
+        CHECK(esc->prio == LOGBUF_PRIO_MAX && esc->source == LOGBUF_GADGETD, "a priority or source out of range is "
+              "clamped");
+        CHECK_STR(logbuf_source_name(LOGBUF_MESSAGE), "message", "a source's name");
         logbuf_free(&b);
         seen_clear(&s);
         free(data);

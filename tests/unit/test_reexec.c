@@ -22,10 +22,15 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
 {
         static char *methods[] = { "echo", "add" }, *sigs[] = { "", "(a: int, b: int) -> int" };
         static const uint8_t input[] = { 5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o' };
-        static const char *log[] = { "started (pid 4242)", "a \\x1b line" };
+        static struct unit_saved_line log[] = {
+                { .meta = { .time_ms = 1796000000123, .run = 2, .source = LOGBUF_STDOUT, .prio = 6 },
+                  .text = "started (pid 4242)" },
+                { .meta = { .time_ms = 1796000000456, .run = 3, .source = LOGBUF_MESSAGE, .prio = 3 },
+                  .text = "a \\x1b line" },
+        };
         u[0] = (struct unit_saved){ .name = "alpha", .path = "/etc/gadgetd/policy.d/alpha.policy",
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
-                                    .restarts = 2, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
+                                    .restarts = 2, .runs = 3, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
                                     .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
                                     .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[13], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
@@ -139,8 +144,12 @@ static void test_round_trip(void)
         CHECK(r.units[0].text_len == 21 && memcmp(r.units[0].text, "[Gadget]\nName=alpha\n", 21) == 0 &&
                       r.units[1].text_len == 0,
               "the policy text it runs");
-        CHECK(r.units[0].n_log == 2 && strcmp(r.units[0].log[1], "a \\x1b line") == 0 && r.units[1].n_log == 0,
+        CHECK(r.units[0].n_log == 2 && strcmp(r.units[0].log[1].text, "a \\x1b line") == 0 && r.units[1].n_log == 0,
               "its log lines");
+        const struct logbuf_meta *m0 = &r.units[0].log[0].meta, *m1 = &r.units[0].log[1].meta;
+        CHECK(r.units[0].runs == 3 && m0->time_ms == 1796000000123 && m0->run == 2 && m0->source == LOGBUF_STDOUT &&
+                      m0->prio == 6 && m1->run == 3 && m1->source == LOGBUF_MESSAGE && m1->prio == 3,
+              "its runs, and each log line's time, run, source and priority");
         CHECK(strcmp(r.units[1].name, "beta") == 0 && r.units[1].state == UNIT_STOPPED &&
                       strcmp(r.units[1].cause, "stopped by gadgetctl") == 0 && r.units[1].rpc_fd == -1,
               "the stopped gadget, its cause");
@@ -203,6 +212,57 @@ static void test_damage_refused(void)
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 3 without gadgets: %s", err);
         b[8] = 4;
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 4 without gadgets: %s", err);
+}
+
+/* The state's bytes p (n of them) as version 5 wrote them: alpha without
+ * its runs and its log lines without their time, run, source and
+ * priority (8 + 4 + 1 + 1 bytes each); its length and checksum made
+ * right. The new length. */
+static size_t as_version5(uint8_t *p, size_t n, const struct unit_saved *alpha)
+{
+        uint8_t *text = memmem(p, n, alpha->text, alpha->text_len);
+        size_t at = (size_t)(text - p) - 8, m = n; /* runs, then the text's length */
+        memmove(p + at, p + at + 4, m - at - 4);
+        m -= 4;
+        at = (size_t)(text - p) - 4 + alpha->text_len + 4; /* past the text and the count of lines */
+        for (size_t i = 0; i < alpha->n_log; i++) {
+                at += 4 + strlen(alpha->log[i].text) + 1;
+                memmove(p + at, p + at + 14, m - at - 14);
+                m -= 14;
+        }
+        p[8] = 5;
+        uint64_t body = m - 24, h = 14695981039346656037ull;
+        for (size_t i = 24; i < m; i++)
+                h = (h ^ p[i]) * 1099511628211ull;
+        for (size_t i = 0; i < 4; i++)
+                p[12 + i] = (uint8_t)(body >> (8 * i));
+        for (size_t i = 0; i < 8; i++)
+                p[16 + i] = (uint8_t)(h >> (8 * i));
+        return m;
+}
+
+/* A version 5 state (the image before) is read: its log lines with run 0
+ * and time 0 (unknown), its runs counted from its restarts. */
+static void test_version5(void)
+{
+        struct reexec_state s, r;
+        struct unit_saved u[3];
+        struct control_handoff h[1];
+        static uint8_t b[8192];
+        char err[512] = "";
+        make_state(&s, u, h);
+        s.n = 1; /* alpha alone */
+        size_t n = as_version5(b, bytes_of(&s, b, sizeof b), &u[0]);
+        int fd = memfd_of(b, n);
+        int e = reexec_state_read(fd, &r, err, sizeof err);
+        close(fd);
+        CHECK(e == 0, "version 5 read: %s", err);
+        CHECK(e == 0 && r.units[0].n_log == 2 && strcmp(r.units[0].log[1].text, "a \\x1b line") == 0 &&
+                      r.units[0].log[1].meta.run == 0 && r.units[0].log[1].meta.time_ms == 0 &&
+                      r.units[0].log[1].meta.source == LOGBUF_STDOUT && r.units[0].runs == 3 &&
+                      r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].n_methods == 2,
+              "version 5: its log lines without time or run, runs = restarts + the running one");
+        reexec_state_free(&r);
 }
 
 /* States that are whole (a right checksum) but lie. */
@@ -275,6 +335,16 @@ static void test_lies_refused(void)
         n = remote_rewritten(b, n, sizeof b, longname, 7, 0);
         CHECK(n && read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "its owner has a length of 80"), "%s", err);
         make_state(&s, u, h);
+        u[0].log[1].meta.run = 4; /* more than its runs */
+        n = bytes_of(&s, b, sizeof b);
+        u[0].log[1].meta.run = 3;
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "has a log line of time"), "%s", err);
+        make_state(&s, u, h);
+        u[0].log[0].meta.prio = 8;
+        n = bytes_of(&s, b, sizeof b);
+        u[0].log[0].meta.prio = 6;
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "priority 8"), "%s", err);
+        make_state(&s, u, h);
         u[0].pid = 1;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "has pid 1"), "%s", err);
@@ -330,6 +400,7 @@ int main(void)
                         return 1;
         test_round_trip();
         test_damage_refused();
+        test_version5();
         test_lies_refused();
         return tap_done();
 }

@@ -139,6 +139,32 @@ static void test_requests(void)
         call.method = "m";
         call.caller = "\xff";
         CHECK(request(&q) < 0 && strstr(why, "caller"), "a caller that is not UTF-8: %s", why);
+
+        /* logs: a gadget's, or every gadget's (no name); since within
+         * years 1970 to 9999; audit takes neither. */
+        Control__Logs logs = CONTROL__LOGS__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_LOGS;
+        q.logs = &logs;
+        logs.name = "g";
+        logs.since_ms = 1796534001681;
+        CHECK(request(&q) == 0, "logs g --since: %s", why);
+        logs.since_ms = -1;
+        CHECK(request(&q) < 0 && strstr(why, "since"), "a since before the epoch: %s", why);
+        logs.since_ms = 0;
+        logs.all = true;
+        CHECK(request(&q) < 0 && strstr(why, "every gadget"), "all with a name: %s", why);
+        logs.name = "";
+        CHECK(request(&q) == 0, "all without a name: %s", why);
+        logs.all = false;
+        CHECK(request(&q) < 0 && strstr(why, "invalid gadget name"), "no name without all: %s", why);
+        q.req_case = CONTROL__REQUEST__REQ_AUDIT;
+        q.audit = &logs;
+        logs.name = "g";
+        logs.all = true;
+        CHECK(request(&q) < 0 && strstr(why, "logs only"), "audit of every gadget: %s", why);
+        logs.all = false;
+        logs.since_ms = 5;
+        CHECK(request(&q) < 0 && strstr(why, "logs only"), "audit with since: %s", why);
 }
 
 static void test_response(void)
@@ -183,6 +209,27 @@ static void test_response(void)
         c.name = "";
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "changed gadget of an invalid name"),
               "a changed gadget without a name: %s", why);
+        /* Log entries: printable text, a gadget's and a stream's name,
+         * priority 0..7, no time before the epoch. */
+        Control__LogLines ll = CONTROL__LOG_LINES__INIT;
+        Control__LogEntry le = CONTROL__LOG_ENTRY__INIT;
+        Control__LogEntry *lep = &le;
+        le.text = "hi", le.gadget = "g", le.stream = "stdout", le.priority = 7, le.run = 1, le.time_ms = 1;
+        ll.entries = &lep, ll.n_entries = 1, ll.note = "";
+        r.resp_case = CONTROL__RESPONSE__RESP_LOGS;
+        r.logs = &ll;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a log entry: %s", why);
+        le.priority = 8;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "priority 8"), "priority 8: %s", why);
+        le.priority = 6;
+        le.stream = "std\x1bout";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "stream"), "a stream's name: %s", why);
+        le.stream = "stdout";
+        le.text = "\xfe";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "invalid text"), "text: %s", why);
+        le.text = "hi";
+        le.time_ms = -5;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "time -5"), "a time: %s", why);
         r.resp_case = 99;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown"),
               "an answer of an unknown kind: %s", why);
