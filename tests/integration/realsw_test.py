@@ -194,7 +194,8 @@ def daemon_gadget_sees_cgroups(tmp):
         policy(d.pol, "viewer", "SystemLibraries=yes\nMemoryMax=80M\n"
                "Arguments=-c 'echo view $(ls /sys/fs/cgroup); sleep 60'\n", exec_path="/bin/sh")
         d.ctl("reload")
-        line = wait_for(lambda: [l for l in d.ctl("logs", "viewer").stdout.splitlines() if "view" in l],
+        line = wait_for(lambda: [l for l in d.ctl("logs", "viewer", "-o", "cat").stdout.splitlines()
+                                     if l.startswith("view ")],
                         what="the gadget's listing")[0]
         names = set(line.split("view", 1)[1].split())
         if host_v1_memory():
