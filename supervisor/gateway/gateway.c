@@ -20,12 +20,49 @@
 
 #include "core/core.h"
 #include "system/log.h"
+#include "system/monotime.h"
 #include "system/secret_file.h"
 
 #define TOKEN_MIN 16
 #define TOKEN_MAX 4096
 #define HEADERS_MAX (16 * 1024)
 #define IO_TIMEOUT_S 60
+
+/* One line now, or counted into the window's summary line. */
+void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)
+{
+        static const char *const what[GW_REF_N] = {
+                [GW_REF_TOKEN] = "gateway requests refused without a valid token",
+                [GW_REF_FOREIGN] = "gateway requests refused from another origin or host",
+        };
+        va_list ap;
+        va_start(ap, fmt);
+        ratelog_vwarn(&g->rl[k], monotime_ms(), NULL, what[k], fmt, ap);
+        va_end(ap);
+}
+
+/* The connections' sweep: the windows of the refusals above that closed. */
+static void refusals_flush(void *arg)
+{
+        for (int k = 0; k < GW_REF_N; k++)
+                gateway_refusal(arg, (enum gateway_refusal)k, NULL);
+}
+
+void gateway_reexec_hold(struct gateway *g, bool hold)
+{
+        httpconn_hold(&g->conns, hold);
+}
+
+int gateway_reexec_quiet(const struct gateway *g, char *why, size_t len)
+{
+        return httpconn_quiet(&g->conns, why, len);
+}
+
+void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h)
+{
+        h->fd = g->fd;
+        memcpy(h->session, g->session, sizeof h->session);
+}
 
 int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
                          size_t whylen)
@@ -281,7 +318,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Set-Cookie", cookie);
         evhttp_add_header(h, "Location", "/");
-        gateway_conn_authed(g, req);
+        httpconn_authed(&g->conns, req);
         gateway_send(req, 303, NULL, NULL);
         return true;
 }
@@ -380,7 +417,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         const char *why = foreign(g, req);
         char esc[200];
 
-        gateway_conn_request(g, req);
+        httpconn_request(&g->conns, req);
         if (!path || path[0] != '/')
                 path = "/";
         if (why) {
@@ -401,7 +438,7 @@ static void on_request(struct evhttp_request *req, void *arg)
                                    "a valid token is needed: \"Authorization: Bearer TOKEN\", "
                                    "or open /?token=TOKEN in the browser");
         } else {
-                gateway_conn_authed(g, req);
+                httpconn_authed(&g->conns, req);
                 route(g, req, path);
         }
 }
@@ -498,7 +535,10 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
                 return -ENOMEM;
         }
         g->core = core;
-        g->lim = *lim;
+        g->conns = (struct httpconns){ .who = "gateway", .max_key = "MaxConnections", .timeout_key = "HeaderTimeout",
+                                       .max_connections = lim->max_connections,
+                                       .header_timeout_ms = lim->header_timeout_ms, .sweep = refusals_flush,
+                                       .arg = g };
         if (kept && (e = adopt_listener(h, listen_str, &fd)) < 0) {
                 close(h->fd);
                 goto fail;
@@ -534,7 +574,7 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
                 e = -ENOMEM;
                 goto fail;
         }
-        if ((e = gateway_conn_setup(g, bound)) < 0)
+        if ((e = httpconn_setup(&g->conns, core_base(core), g->http, bound)) < 0)
                 goto fail;
         log_msg(L_INFO, NULL, "gateway: listening on http://%s/%s", g->hosts[0],
                 kept ? " (its socket kept across gadgetd's re-exec)" : "");
@@ -552,10 +592,10 @@ void gateway_free(struct gateway *g)
         if (!g)
                 return;
         gateway_api_orphan(g);
-        g->lev = NULL; /* evhttp_free frees it before the connections */
+        g->conns.lev = NULL; /* evhttp_free frees it before the connections */
         if (g->http)
                 evhttp_free(g->http);
-        gateway_conn_free(g);
+        httpconn_free(&g->conns);
         if (g->token) {
                 explicit_bzero(g->token, g->token_len);
                 free(g->token);

@@ -1,7 +1,12 @@
 /* listener: pausing a listener that cannot accept. */
 #include "listener.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "log.h"
 #include "timer.h"
@@ -26,4 +31,28 @@ void listener_pause(struct evconnlistener *lev, struct event *resume, const char
                        : event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT, resume_cb, lev, &tv);
         if (e < 0)
                 evconnlistener_enable(lev);
+}
+
+void listener_name(struct evconnlistener *lev, char *buf, size_t len)
+{
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char addr[INET6_ADDRSTRLEN] = "?";
+        memset(&ss, 0, sizeof ss);
+        if (getsockname(evconnlistener_get_fd(lev), (struct sockaddr *)&ss, &sl) < 0)
+                ss.ss_family = AF_UNSPEC;
+        if (ss.ss_family == AF_INET) {
+                const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+                inet_ntop(AF_INET, &a->sin_addr, addr, sizeof addr);
+                snprintf(buf, len, "listener on %s:%u", addr, ntohs(a->sin_port));
+        } else if (ss.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+                inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof addr);
+                snprintf(buf, len, "listener on [%s]:%u", addr, ntohs(a->sin6_port));
+        } else if (ss.ss_family == AF_UNIX) {
+                const struct sockaddr_un *a = (const struct sockaddr_un *)&ss;
+                snprintf(buf, len, "listener on %.*s", (int)sizeof a->sun_path, a->sun_path);
+        } else {
+                snprintf(buf, len, "listener on fd %d", (int)evconnlistener_get_fd(lev));
+        }
 }

@@ -19,3 +19,7 @@ struct event *listener_resume_new(struct evconnlistener *lev);
  * the gateway's, whose callback argument is evhttp's), logging why once
  * per pause (who: "gateway", "the peer link"). */
 void listener_pause(struct evconnlistener *lev, struct event *resume, const char *who, unsigned ms);
+/* "listener on ADDRESS" (its bound address: IP:PORT, [IPv6]:PORT or a
+ * Unix socket's path), for the log lines of one whose owner is unknown
+ * (an evhttp server's). */
+void listener_name(struct evconnlistener *lev, char *buf, size_t len);

@@ -129,7 +129,7 @@ def load_gateway_at_the_fd_limit(tmp):
                 base = (cpu_s(pid) - cpu0) / (time.time() - t0)
                 cpu0, t0 = cpu_s(pid), time.time()
                 p = attack("gateway-hold", str(g.port), "2000", "5")
-                wait_for(lambda: log_lines(g, "gateway: cannot accept"), what="gadgetd at its fd limit")
+                wait_for(lambda: log_lines(g, "listener on 127.0.0.1:%d: cannot accept" % g.port), what="gadgetd at its fd limit")
                 # root's control connection waits in the listen queue meanwhile:
                 # the control listener pauses too, and answers once fds are free
                 ctl = subprocess.Popen([harness.GADGETCTL, "--socket", g.sock, "list"], stdout=subprocess.PIPE,
@@ -141,7 +141,7 @@ def load_gateway_at_the_fd_limit(tmp):
                 check(p.returncode == 0, "the attack failed: %r" % p.stderr.read())
                 check(cpu / wall - base < 1 / 3, "gadgetd used %.1f s of CPU in %.1f s (%.0f%% of a CPU for the "
                       "healthy calls alone)" % (cpu, wall, 100 * base))
-            pauses = log_lines(g, "gateway: cannot accept: Too many open files")
+            pauses = log_lines(g, "listener on 127.0.0.1:%d: cannot accept: Too many open files" % g.port)
             check(1 <= pauses <= wall / 0.5 + 2, "EMFILE lines: %d in %.1f s" % (pauses, wall))
             check("Error from accept" not in g.logtext(), "libevent logged accept errors")
             check(1 <= log_lines(g, "control socket: cannot accept: Too many open files") <= 2,
