@@ -21,6 +21,7 @@
 #include "cluster/nodelink.h"
 #include "control/control.h"
 #include "gateway/gateway.h"
+#include "metrics/metrics.h"
 #include "system/instance.h"
 #include "system/log.h"
 #include "system/notify.h"
@@ -53,6 +54,7 @@ struct daemon {
         struct control *control;
         struct loader loader;      /* policy files being read for load requests */
         struct gateway *gateway;   /* the browser gateway, if configured */
+        struct metrics *metrics;   /* the metrics endpoint, if configured (MetricsListen=) */
         struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
         struct event *ev_term, *ev_int, *ev_hup, *ev_quit;
         struct notify *notify;     /* sd_notify, watchdog */
@@ -70,6 +72,18 @@ struct daemon {
         bool handoff;              /* SIGTERM with FdStore=yes: the quiet is for the fd store */
         struct reexec_state adopt;
 };
+
+/* What the metrics endpoint tells of gadgetd's own clients. */
+static void metrics_self(void *arg, struct metrics_self *out)
+{
+        struct daemon *d = arg;
+        if (d->control)
+                control_stats(d->control, &out->control_connections,
+                              &out->refused[METRICS_BUDGET_CONTROL_CONNECTIONS], &out->refused[METRICS_BUDGET_CONTROL_SLOW]);
+        if (d->gateway)
+                gateway_stats(d->gateway, &out->gateway_connections, &out->refused[METRICS_BUDGET_GATEWAY_CONNECTIONS],
+                              &out->refused[METRICS_BUDGET_GATEWAY_DEADLINE]);
+}
 
 static void status_changed(struct daemon *d)
 {
@@ -958,6 +972,9 @@ static int setup(struct daemon *d)
             (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->adopt.gateway,
                          &d->gateway)) < 0)
                 return e;
+        const struct metrics_env menv = { .core = d->core, .self = metrics_self, .arg = d };
+        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file, &d->metrics)) < 0)
+                return e;
         audit_listen(core_audit(d->core), audit_added, d);
         return 0;
 }
@@ -966,6 +983,7 @@ static void teardown(struct daemon *d)
 {
         forward_free(d->forward);  /* calls to other nodes fail, theirs here lose their answer */
         core_close(d->core);       /* first: the units' pending calls are answered */
+        metrics_free(d->metrics);
         gateway_free(d->gateway);
         control_free(d->control);
         loader_close(&d->loader);

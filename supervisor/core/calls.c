@@ -64,6 +64,8 @@ struct call {
         uint64_t deadline_ms;
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
+        uint64_t begun_us;          /* monotime_us of calls_start, for its duration */
+        int stat_row;               /* its method's row in u->stats once sent (declared), else -1 */
 };
 
 static void owner_unlink(struct call *c)
@@ -123,6 +125,13 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         fwd_unlink(c);
         pend_unlink(c);
         unit_active(c->u, monotime_ms());
+        if (!c->wake) {
+                /* Never sent (it waited and timed out, or failed): its
+                 * method counts as an undeclared one. */
+                if (c->stat_row < 0)
+                        c->stat_row = unit_stats_row(&c->u->stats, NULL, false);
+                unit_stats_call(&c->u->stats, c->stat_row, res ? 0 : code, monotime_us() - c->begun_us);
+        }
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
         call_free(c);
@@ -386,6 +395,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         }
         timer_arm_ms(c->timer, timeout_ms);
         u->calls++;
+        c->stat_row = unit_stats_row(&u->stats, method, true); /* call_check found it declared */
         return 0;
 }
 
@@ -658,6 +668,24 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
         return 0;
 }
 
+size_t unit_approvals_waiting(const struct unit *u)
+{
+        size_t n = 0;
+        const struct call *c;
+        LIST_FOREACH(c, &u->waiting, wait_link)
+                n++;
+        return n;
+}
+
+/* A call refused before it was made, in u's counters (its method's row
+ * if the gadget declared it). */
+static void count_refusal(struct unit *u, const char *method, int code)
+{
+        const struct type_sig *sig;
+        bool declared = u->run->peer && method && peer_method(u->run->peer, method, &sig);
+        unit_stats_call(&u->stats, unit_stats_row(&u->stats, method, declared), code, 0);
+}
+
 /* Links c to its caller's record, which may leave before it ends. */
 static void call_own(struct call *c, struct call_owner *o)
 {
@@ -670,15 +698,18 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         const struct type_sig *sig = NULL;
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
-        if (code)
+        if (code) {
+                count_refusal(u, q->method, code);
                 return code;
+        }
         struct call *c = calloc(1, sizeof *c);
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
-                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner };
+                            .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
+                            .begun_us = monotime_us(), .stat_row = -1 };
         unit_active(u, monotime_ms());
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
@@ -695,6 +726,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
                 call_free(c);
+                count_refusal(u, q->method, code);
                 return code;
         }
         call_own(c, q->owner);

@@ -105,6 +105,7 @@ void unit_free(struct unit *u)
         if (u->ev_idle)
                 event_free(u->ev_idle);
         logbuf_free(&u->log);
+        unit_stats_clear(&u->stats);
         policy_free(u->policy);
         free(u->kept_errors);
         free(u);
@@ -164,6 +165,7 @@ static void stopped(struct unit *u)
                 u->restart_pending = false;
                 backoff_reset(&u->backoff);
                 u->restarts++;
+                u->stats.restarts[UNIT_RESTART_REQUEST]++;
                 unit_start(u);
         }
         c->hooks.stopped(c->hooks.arg, u);
@@ -582,6 +584,7 @@ void unit_start(struct unit *u)
         if ((e = unit_run_go(u->run, warm, err, sizeof err)) < 0)
                 goto fail;
         unit_set_state(u, UNIT_STARTING);
+        u->stats.starts++;
         bindings_attach(u->bind, u->run->peer);
         log_msg(L_INFO, u->policy->name, "started (pid %d)", (int)u->run->child.pid);
         return;
@@ -695,6 +698,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = arg;
         if (u->state == UNIT_STARTING && (u->run->child.pid <= 0 || u->run->child.go_fd >= 0)) {
                 u->restarts++;
+                u->stats.restarts[UNIT_RESTART_EXIT]++;
                 unit_start(u);       /* the backoff is over */
         }
 }

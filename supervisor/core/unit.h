@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "logbuf.h"
+#include "unit_stats.h"
 
 struct core;
 struct peer;
@@ -141,6 +142,9 @@ struct unit_info {
         const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
+/* Its metrics' counters (unit_stats.h), and the approvals its calls wait for. */
+const struct unit_stats *unit_stats(const struct unit *u);
+size_t unit_approvals_waiting(const struct unit *u);
 
 /* The outcome of a move: code 0 (msg says where it runs now) or a GADGET_E*
  * code and why. */

@@ -21,6 +21,8 @@ uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
 int unit_program_status(const struct unit *u) { return u->run->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
 struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
+const struct unit_stats *unit_stats(const struct unit *u) { return &u->stats; }
+
 bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
 
 static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);

@@ -21,10 +21,7 @@
 #include "core/core.h"
 #include "system/log.h"
 #include "system/monotime.h"
-#include "system/secret_file.h"
 
-#define TOKEN_MIN 16
-#define TOKEN_MAX 4096
 #define HEADERS_MAX (16 * 1024)
 #define IO_TIMEOUT_S 60
 
@@ -62,6 +59,13 @@ void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h)
 {
         h->fd = g->fd;
         memcpy(h->session, g->session, sizeof h->session);
+}
+
+void gateway_stats(const struct gateway *g, uint64_t *connections, uint64_t *full, uint64_t *deadline)
+{
+        *connections = g->conns.n_conns;
+        *full = g->conns.refused[HTTPCONN_FULL];
+        *deadline = g->conns.refused[HTTPCONN_DEADLINE];
 }
 
 int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
@@ -113,61 +117,6 @@ not_loopback:
                  "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
                  "other clients", s);
         return -EINVAL;
-}
-
-static bool token_char(char c)
-{
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-/* Reads the token: the file's content without trailing blanks. Why the
- * checks: read as every secret is (system/secret_file.h: no symlink
- * planted on the way, a regular file), not readable or writable by every
- * user, and characters that go unchanged into a header, a cookie and a
- * URL query. */
-static int read_token(const char *path, char **out, size_t *out_len)
-{
-        char *buf = NULL;
-        size_t n = 0;
-        int e = secret_file_read(path, TOKEN_MAX + 64, SECRET_NOT_WORLD, NULL, &buf, &n);
-
-        if (e == -EPERM) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s is readable or writable by every user "
-                        "(chmod 600 it)", path);
-                return e;
-        }
-        if (e < 0 && e != -EFBIG) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, secret_file_why(e));
-                return e;
-        }
-        size_t len = n;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-                len--;
-        bool ok = e == 0 && len >= TOKEN_MIN && len <= TOKEN_MAX;
-        for (size_t i = 0; ok && i < len; i++)
-                ok = token_char(buf[i]);
-        if (!ok) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s must hold one token of %d to %d characters "
-                        "A-Z a-z 0-9 - _ . ~ (for example: openssl rand -hex 32)", path, TOKEN_MIN,
-                        TOKEN_MAX);
-                secret_file_free(buf, n);
-                return -EINVAL;
-        }
-        buf[len] = '\0';
-        *out = buf;
-        *out_len = len;
-        return 0;
-}
-
-/* Compares a secret with a candidate in time that depends only on the
- * secret's length, so a client cannot find the token byte by byte. */
-static bool secret_equal(const char *secret, size_t slen, const char *cand, size_t clen)
-{
-        unsigned char diff = slen != clen;
-        for (size_t i = 0; i < slen; i++)
-                diff |= (unsigned char)secret[i] ^ (unsigned char)(i < clen ? cand[i] : 0);
-        return diff == 0;
 }
 
 static void hex(const unsigned char *in, size_t n, char *out)
@@ -282,10 +231,10 @@ static bool authorized(struct gateway *g, struct evhttp_request *req)
         size_t len;
         if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
                 v = auth + 7 + strspn(auth + 7, " ");
-                return secret_equal(g->token, g->token_len, v, strlen(v));
+                return httpconn_token_equal(g->token, g->token_len, v, strlen(v));
         }
         if (cookies && (v = cookie_value(cookies, &len)))
-                return secret_equal(g->session, strlen(g->session), v, len);
+                return httpconn_token_equal(g->session, strlen(g->session), v, len);
         return false;
 }
 
@@ -305,7 +254,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
                 evhttp_clear_headers(&q);
                 return false;
         }
-        ok = secret_equal(g->token, g->token_len, tok, strlen(tok));
+        ok = httpconn_token_equal(g->token, g->token_len, tok, strlen(tok));
         evhttp_clear_headers(&q);
         if (!ok) {
                 gateway_refusal(g, GW_REF_TOKEN, "gateway: refused a login with a wrong token");
@@ -543,7 +492,7 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
                 close(h->fd);
                 goto fail;
         }
-        if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
+        if ((e = httpconn_token_read(token_file, "gateway", "TokenFile", &g->token, &g->token_len)) < 0)
                 goto fail;
         if (kept)
                 memcpy(g->session, h->session, sizeof g->session);

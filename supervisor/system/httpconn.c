@@ -16,8 +16,11 @@
 #include "listener.h"
 #include "log.h"
 #include "monotime.h"
+#include "secret_file.h"
 #include "timer.h"
 
+#define TOKEN_MIN 16
+#define TOKEN_MAX 4096
 #define SWEEP_MS 250             /* how often deadlines and closed connections are looked at */
 #define BACKOFF_MS 500           /* listener paused after EMFILE and the like */
 
@@ -117,6 +120,8 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
                         h->conns[i] = h->conns[--h->n_conns];
                         break;
                 }
+        if (h->closed)
+                h->closed(h->arg, evcon);
         resume_if_room(h);
 }
 
@@ -326,4 +331,59 @@ int httpconn_quiet(const struct httpconns *h, char *why, size_t len)
                 }
         }
         return 0;
+}
+
+static bool token_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+/* Reads the token: the file's content without trailing blanks. Why the
+ * checks: read as every secret is (system/secret_file.h: no symlink
+ * planted on the way, a regular file), not readable or writable by every
+ * user, and characters that go unchanged into a header, a cookie and a
+ * URL query. */
+int httpconn_token_read(const char *path, const char *who, const char *key, char **out, size_t *out_len)
+{
+        char *buf = NULL;
+        size_t n = 0;
+        int e = secret_file_read(path, TOKEN_MAX + 64, SECRET_NOT_WORLD, NULL, &buf, &n);
+
+        if (e == -EPERM) {
+                log_msg(L_ERR, NULL, "%s: %s=%s is readable or writable by every user (chmod 600 it)", who, key,
+                        path);
+                return e;
+        }
+        if (e < 0 && e != -EFBIG) {
+                log_msg(L_ERR, NULL, "%s: %s=%s: %s", who, key, path, secret_file_why(e));
+                return e;
+        }
+        size_t len = n;
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+                len--;
+        bool ok = e == 0 && len >= TOKEN_MIN && len <= TOKEN_MAX;
+        for (size_t i = 0; ok && i < len; i++)
+                ok = token_char(buf[i]);
+        if (!ok) {
+                log_msg(L_ERR, NULL, "%s: %s=%s must hold one token of %d to %d characters "
+                        "A-Z a-z 0-9 - _ . ~ (for example: openssl rand -hex 32)", who, key, path, TOKEN_MIN,
+                        TOKEN_MAX);
+                secret_file_free(buf, n);
+                return -EINVAL;
+        }
+        buf[len] = '\0';
+        *out = buf;
+        *out_len = len;
+        return 0;
+}
+
+/* Compares a secret with a candidate in time that depends only on the
+ * secret's length, so a client cannot find the token byte by byte. */
+bool httpconn_token_equal(const char *secret, size_t slen, const char *cand, size_t clen)
+{
+        unsigned char diff = slen != clen;
+        for (size_t i = 0; i < slen; i++)
+                diff |= (unsigned char)secret[i] ^ (unsigned char)(i < clen ? cand[i] : 0);
+        return diff == 0;
 }

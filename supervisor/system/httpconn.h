@@ -46,6 +46,8 @@ struct httpconns {
         /* Called at each sweep (every 250 ms), for the owner's own
          * refusal windows; may be NULL. */
         void (*sweep)(void *arg);
+        /* Called when evhttp frees a connection (its requests with it); may be NULL. */
+        void (*closed)(void *arg, struct evhttp_connection *evcon);
         void *arg;
 
         struct evhttp *http;
@@ -75,3 +77,14 @@ void httpconn_hold(struct httpconns *h, bool hold);
  * connection accepted has not sent its first request. 0, or -EBUSY with
  * why ("WHO: ..."). */
 int httpconn_quiet(const struct httpconns *h, char *why, size_t len);
+
+/* Reads a bearer token from path: the file's content without trailing
+ * blanks, 16 to 4096 characters that go unchanged into a header, a cookie
+ * and a URL query. Why the checks: read as every secret is
+ * (system/secret_file.h: no symlink planted on the way, a regular file),
+ * not readable or writable by every user. Errors are logged, prefixed by
+ * who and naming the setting key. 0 or -errno; *out is the caller's (free after explicit_bzero). */
+int httpconn_token_read(const char *path, const char *who, const char *key, char **out, size_t *out_len);
+/* Compares a secret with a candidate in time that depends only on the
+ * secret's length, so a client cannot find the token byte by byte. */
+bool httpconn_token_equal(const char *secret, size_t slen, const char *cand, size_t clen);
