@@ -3,11 +3,9 @@
 Prometheus after real calls, a limit hit (CallTimeout) and a restart; its
 exposition accepted by promtool and checked line by line (histograms
 cumulative, labels bounded); the token; the config's refusals."""
-import http.client
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import subprocess
@@ -16,45 +14,8 @@ import urllib.parse
 import urllib.request
 
 import harness
-from harness import Daemon, check, free_port, need, test, wait_for
-
-
-class Metrics(Daemon):
-    """A Daemon serving /metrics on a free loopback port (or a Unix
-    socket: listen), with a bearer token."""
-
-    def __init__(self, tmp, listen=None):
-        self.token = secrets.token_hex(24)
-        self.token_file = os.path.join(tmp, "metrics.token")
-        with open(self.token_file, "w") as f:
-            f.write(self.token + "\n")
-        os.chmod(self.token_file, 0o600)
-        self.port = free_port()
-        self.listen = listen or "127.0.0.1:%d" % self.port
-        config = os.path.join(tmp, "gadgetd.conf")
-        with open(config, "w") as f:
-            f.write("[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n" % (self.listen, self.token_file))
-        super().__init__(tmp, ["--config", config])
-
-    def start(self):
-        super().start()
-        wait_for(lambda: "metrics: serving /metrics" in self.logtext(), what="the metrics endpoint")
-        return self
-
-    def get(self, path="/metrics", token=True, accept=None):
-        """(status, headers with lower-case names, body text)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        h = {}
-        if token:
-            h["Authorization"] = "Bearer " + (self.token if token is True else token)
-        if accept:
-            h["Accept"] = accept
-        try:
-            c.request("GET", path, headers=h)
-            r = c.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
-        finally:
-            c.close()
+from harness import check, free_port, need, test, wait_for
+from metrics_util import Metrics
 
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
