@@ -98,6 +98,20 @@ static int parse_lines(const char *s, uint32_t *out)
         return 0;
 }
 
+/* -d SECS: 0.1 .. 3600 seconds, in ms. */
+static int parse_delay(const char *s, uint64_t *out)
+{
+        char *end;
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || *end || !(v >= 0.1 && v <= 3600))
+                return -EINVAL;
+        *out = (uint64_t)(v * 1000 + 0.5);
+        return 0;
+}
+
 /* Parses one command's options and arguments, then runs it. --json may
  * follow the command too (gadgetctl list --json), as scripts write it. */
 static int command_run(struct ctl *ctl, const struct command *c, int argc, char **argv)
@@ -108,6 +122,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "lines", required_argument, NULL, 'n' },
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
+                { "delay", required_argument, NULL, 'd' },
                 /* Long only: in a command's opts as 'R' and 'B', never in
                  * its getopt string. */
                 { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
@@ -131,9 +146,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
                 /* The long options are shared: refuse those this command lacks. */
-                if ((o == 'n' || o == 'f' || o == 'a') && !strchr(c->opts, o))
+                if ((o == 'n' || o == 'f' || o == 'a' || o == 'd') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
-                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : "--always");
+                                           o == 'n' ? "--lines" : o == 'f' ? "--follow" : o == 'a' ? "--always" : "--delay");
                 if ((o == CMD_OPT_RUNTIME && !strchr(c->opts, 'R')) || (o == CMD_OPT_NO_BLOCK && !strchr(c->opts, 'B')))
                         return usage_error(ctl, c->name, "unknown option",
                                            o == CMD_OPT_RUNTIME ? "--runtime" : "--no-block");
@@ -151,6 +166,10 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case 'a':
                         a.always = true;
+                        break;
+                case 'd':
+                        if (parse_delay(optarg, &a.delay_ms) < 0)
+                                return usage_error(ctl, c->name, "-d needs seconds from 0.1 to 3600, not", optarg);
                         break;
                 case 'f':
                         a.follow = true;

@@ -35,6 +35,11 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
  * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
  * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
+/* gadgetctl top: GADGET, STATE, CPU%, MEMORY, TASKS, CALLS/S, ERRORS/S,
+ * the rates over the time between before and now ("-" without before, or
+ * across a restart), busiest first; with json, now's counters as they are
+ * ([{name, state, cpu_usec, memory_bytes, tasks, calls, errors}]). */
+int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *before, bool json);
 /* Any answer by its kind on out (reload's policy errors and a note of log
  * lines on err); audit: LogLines are audit records. *failed is set when
  * the answer tells of a failure (policy errors of a reload). 0 or -errno

@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 
 import harness
-from harness import check, free_port, need, test, wait_for
+from harness import Daemon, check, free_port, need, test, wait_for
 from metrics_util import Metrics
 
 
@@ -204,6 +204,38 @@ def metrics_token_and_config(tmp):
             data += b
         s.close()
         check(data.startswith(b"HTTP/1.1 200") and b"gadgetd_gadgets 0" in data, "over the Unix socket: %r" % data[:300])
+
+
+@test
+def top_counts_and_views(tmp):
+    """gadgetctl --json top: after 4 echo calls and 1 call of an undeclared
+    method, good's calls are 5 and its errors 1, its state ready, its
+    memory known; a member of the control group sees the same. top -n 2
+    -d 0.1 into a pipe prints two plain views (no terminal codes), a blank
+    line between, with rates."""
+    d = Daemon(tmp)
+    with d:
+        d.add("good")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        for _ in range(4):
+            check(call(d, "echo", "{}").returncode == 0, "echo")
+        check(call(d, "nosuch").returncode != 0, "nosuch answered")
+        r = d.ctl("--json", "top")
+        check(r.returncode == 0, "top --json: %r" % r.stderr)
+        g = {x["name"]: x for x in json.loads(r.stdout)}["good"]
+        check(g["calls"] == 5 and g["errors"] == 1 and g["state"] == "ready", "good in top: %r" % g)
+        check(g["memory_bytes"] > 0, "good's memory unknown: %r" % g)
+        r = d.ctl("top", "-n", "2", "-d", "0.1")
+        check(r.returncode == 0, "top -n 2: %r" % r.stderr)
+        views = r.stdout.split("\n\n")
+        check(len(views) == 2 and "\033" not in r.stdout, "two plain views: %r" % r.stdout)
+        for v in views:
+            lines = v.strip().splitlines()
+            check(lines[0].split()[:3] == ["GADGET", "STATE", "CPU%"] and lines[1].split()[:2] == ["good", "ready"],
+                  "a view: %r" % v)
+            check(re.match(r"^[0-9.]+$", lines[1].split()[2]) and lines[1].split()[5] == "0.0", "rates: %r" % v)
+        r = d.ctl("top", "-d", "0")
+        check(r.returncode == 2 and "-d needs seconds" in r.stderr, "-d 0: %r" % r.stderr)
 
 
 if __name__ == "__main__":
