@@ -19,27 +19,30 @@ BENCHMARKS.md.
 import http.client
 import json
 import os
-import socket
+import re
 import statistics
 import subprocess
 import threading
 import time
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def conf(ctx, tag):
-    port = free_port()
+    """A config file whose MetricsListen= picks a free port (gadgetd logs it)."""
     path = os.path.join(ctx.work, tag + ".conf")
     with open(path, "w") as f:
-        f.write("[Daemon]\nMetricsListen=127.0.0.1:%d\n" % port)
-    return path, port
+        f.write("[Daemon]\nMetricsListen=127.0.0.1:0\n")
+    return path
+
+
+def port_of(ctx, tag):
+    """The port gadgetd tag's log says its endpoint listens on."""
+    for _ in range(2000):
+        with open(os.path.join(ctx.work, tag + ".log")) as f:
+            m = re.search(r"metrics: serving /metrics, listener on 127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.005)
+    raise SystemExit("bench/run: gadgetd %s did not say where its metrics are" % tag)
 
 
 def scrape(port):
@@ -83,10 +86,11 @@ def run(ctx):
         os.chmod(path, 0o644)
     out = {"n": n, "scrape_ns": [], "turn_ns": [], "probes": [], "bytes": 0, "off_seq": [], "on_seq": [],
            "pair": []}
-    path, port = conf(ctx, "metrics")
+    path = conf(ctx, "metrics")
     ctx.commands.append("gadgetd --config %s --policy-dir bench-run/metrics-idle (%d Start=on-demand files); "
                         "GET /metrics, 5 times, with GET /probe in a loop beside it" % (path, n))
     with ctx.Daemon("metrics", ["--config", path], policy_dir=d_all) as d:
+        port = port_of(ctx, "metrics")
         while json.loads(d.ctl("--json", "status", "m%d" % (n - 1)) or "{}").get("state") != "idle":
             time.sleep(0.05)
         scrape(port)  # the first: every page gadgetd touches is in
@@ -103,11 +107,12 @@ def run(ctx):
             out["probes"].append(p.n)
             out["bytes"] = b
     pol = ctx.policy("mcallee", prog, "CallTimeout=30s\n")
-    path_on, port_on = conf(ctx, "metrics-on")
+    path_on = conf(ctx, "metrics-on")
     ctx.commands.append("two gadgetd, without and with MetricsListen= (scraped every 100 ms); callbench SOCKET "
                         "mcallee nop 1 SEQ 1000 64 against each in turn, 8 blocks each")
     with ctx.Daemon("calls-off", state="state-moff") as off, \
             ctx.Daemon("calls-on", ["--config", path_on], state="state-mon") as on:
+        port_on = port_of(ctx, "calls-on")
         for d in (off, on):
             d.ctl("load", pol)
             d.wait_state("mcallee", ("ready",))

@@ -19,6 +19,7 @@
 #include <event2/util.h>
 
 #include "system/httpconn.h"
+#include "system/listener.h"
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/timer.h"
@@ -372,7 +373,9 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         }
         m->lag_due_us = monotime_us() + LAG_PROBE_MS * 1000;
         timer_arm_ms(m->ev_lag, LAG_PROBE_MS);
-        log_msg(L_INFO, NULL, "metrics: serving /metrics on %s%s", listen_str, m->token ? " (with a token)" : "");
+        char where[160];
+        listener_name(m->conns.lev, where, sizeof where);
+        log_msg(L_INFO, NULL, "metrics: serving /metrics, %s%s", where, m->token ? " (with a token)" : "");
         *out = m;
         return 0;
 fail:

@@ -6,31 +6,11 @@ import http.client
 import os
 import stat
 import subprocess
-import sys
 import time
 
 import harness
-from gateway_util import Gateway
+from gateway_util import Gateway, attack, counts
 from harness import Healthy, check, cpu_s, fd_count, policy, rss_growth, rss_kib, test, wait_for
-
-ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
-
-
-
-
-STRANGER = (60100, 60100)  # any local user: not in the control group, no token
-
-
-
-def attack(*args):
-    cmd = ["setpriv", "--reuid=%d" % STRANGER[0], "--regid=%d" % STRANGER[1], "--clear-groups",
-           sys.executable, ATTACKS, *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def counts(line):
-    w = line.split()
-    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
 
 
 def gateway(tmp, settings, nofile=None):
@@ -53,8 +33,6 @@ def ready(g):
     check(g.ctl("reload").returncode == 0, "reload failed")
     wait_for(lambda: g.state("good") == "ready", what="good ready")
     wait_for(lambda: harness.spare(g), what="the spare sandbox shell")
-
-
 
 
 def log_lines(g, text):

@@ -4,34 +4,19 @@ without the token, junk, huge headers, and scrapers that never read their
 answers — while a healthy gadget is called and the token holder scrapes.
 The flood's attacks are attacks.py's (the gateway's: any evhttp server of
 gadgetd counts its connections in system/httpconn.c)."""
-import os
 import socket
-import subprocess
-import sys
 
 import harness
 from harness import Healthy, check, fd_count, policy, rss_growth, rss_kib, test, wait_for
+from gateway_util import attack, counts
 from metrics_util import Metrics
-
-ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
-STRANGER = (60100, 60100)  # any local user: not in the control group, no token
-
-
-def attack(*args):
-    cmd = ["setpriv", "--reuid=%d" % STRANGER[0], "--regid=%d" % STRANGER[1], "--clear-groups",
-           sys.executable, ATTACKS, *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def counts(line):
-    w = line.split()
-    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
 
 
 def ready(d):
     policy(d.pol, "good")
     check(d.ctl("reload").returncode == 0, "reload failed")
     wait_for(lambda: d.state("good") == "ready", what="good ready")
+    wait_for(lambda: harness.spare(d), what="the spare sandbox shell")  # its fds counted at rest
 
 
 def raw(port, data, read=True):
