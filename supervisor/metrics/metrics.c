@@ -153,8 +153,14 @@ static void conn_gone(void *arg, struct evhttp_connection *evcon)
         struct metrics_scrape *s, *next;
         for (s = LIST_FIRST(&m->scrapes); s; s = next) {
                 next = LIST_NEXT(s, link);
-                if (s->evcon == evcon)
-                        scrape_free(s);
+                if (s->evcon != evcon)
+                        continue;
+                /* Why: evhttp detaches a request it was answering when its
+                 * connection fails (EOF, timeout) and leaves it to be
+                 * ended; one still attached is freed with the connection. */
+                if (!evhttp_request_get_connection(s->req))
+                        evhttp_send_reply_end(s->req);
+                scrape_free(s);
         }
 }
 

@@ -13,7 +13,12 @@ from metrics_util import Metrics
 
 
 def ready(d):
+    """good, and 200 idle gadgets (Start=on-demand: no process each), so
+    that a scrape is several chunks and a reader that stops reading stops
+    it halfway."""
     policy(d.pol, "good")
+    for i in range(200):
+        policy(d.pol, "idle%d" % i, "Start=on-demand\n")
     check(d.ctl("reload").returncode == 0, "reload failed")
     wait_for(lambda: d.state("good") == "ready", what="good ready")
     wait_for(lambda: harness.spare(d), what="the spare sandbox shell")  # its fds counted at rest
@@ -50,8 +55,8 @@ def load_metrics_endpoint(tmp):
     token holder's scrapes are answered meanwhile (a tokenless connection
     holds at most half the seats). 500 requests without the token are each
     401; junk, a 64 KiB header and a body are refused with a 4xx or closed;
-    8 token holders that ask and never read their answers cost nothing
-    else. The healthy gadget is answered throughout; fds come back."""
+    8 token holders that ask for 50 scrapes each (of 201 gadgets) and stop
+    reading, then leave halfway, cost nothing else. The healthy gadget is answered throughout; fds come back."""
     d = Metrics(tmp)
     with d:
         ready(d)
@@ -80,9 +85,13 @@ def load_metrics_endpoint(tmp):
                 status = raw(d.port, data)
                 check(status == "closed" or 400 <= status < 500, "junk %r: %r" % (data[:20], status))
             auth = ("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % d.token).encode()
-            slow = [raw(d.port, auth * 50, read=False) for _ in range(8)]
-            for s in slow:
+            slow = []
+            for _ in range(8):
+                s = socket.socket()
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", d.port))
+                s.sendall(auth * 50)
+                slow.append(s)
             check(scrape_ok(d), "a scrape while 8 readers do not read")
             check(d.ctl("list").returncode == 0, "root's control")
             for s in slow:
