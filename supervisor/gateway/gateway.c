@@ -19,6 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "core/core.h"
+#include "system/listener.h"
 #include "system/log.h"
 #include "system/monotime.h"
 
@@ -71,52 +72,16 @@ void gateway_stats(const struct gateway *g, uint64_t *connections, uint64_t *ful
 int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
                          size_t whylen)
 {
-        char host[64];
-        const char *colon = strrchr(s, ':');
-        size_t hlen = colon ? (size_t)(colon - s) : 0;
-        char *end;
-        unsigned long port;
-
-        if (!colon || hlen == 0 || hlen >= sizeof host || !colon[1])
-                goto bad;
-        errno = 0;
-        port = strtoul(colon + 1, &end, 10);
-        if (errno || *end || port > 65535 || colon[1] < '0' || colon[1] > '9')
-                goto bad;
-        memcpy(host, s, hlen);
-        host[hlen] = '\0';
-        memset(sa, 0, sizeof *sa);
-        if (host[0] == '[' && host[hlen - 1] == ']') {
-                struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)sa;
-                host[hlen - 1] = '\0';
-                if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-                        goto bad;
-                a6->sin6_family = AF_INET6;
-                a6->sin6_port = htons((uint16_t)port);
-                *len = sizeof *a6;
+        int e = listener_parse_loopback(s, sa, len);
+        if (e == -EADDRNOTAVAIL)
                 /* Why loopback only: plain HTTP carries the token in clear. */
-                if (!IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr))
-                        goto not_loopback;
-                return 0;
-        }
-        struct sockaddr_in *a4 = (struct sockaddr_in *)sa;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-                goto bad;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        *len = sizeof *a4;
-        if ((ntohl(a4->sin_addr.s_addr) >> 24) != 127)
-                goto not_loopback;
-        return 0;
-bad:
-        snprintf(why, whylen, "Listen=\"%.64s\" is not ADDRESS:PORT with a numeric address "
-                 "(for example 127.0.0.1:8080 or [::1]:8080)", s);
-        return -EINVAL;
-not_loopback:
-        snprintf(why, whylen, "Listen=\"%.64s\": the gateway speaks plain HTTP and listens on "
-                 "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
-                 "other clients", s);
-        return -EINVAL;
+                snprintf(why, whylen, "Listen=\"%.64s\": the gateway speaks plain HTTP and listens on "
+                         "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
+                         "other clients", s);
+        else if (e < 0)
+                snprintf(why, whylen, "Listen=\"%.64s\" is not ADDRESS:PORT with a numeric address "
+                         "(for example 127.0.0.1:8080 or [::1]:8080)", s);
+        return e < 0 ? -EINVAL : 0;
 }
 
 static void hex(const unsigned char *in, size_t n, char *out)

@@ -2,10 +2,8 @@
  * scrape (metrics.h). */
 #include "metrics_int.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +14,6 @@
 #include <unistd.h>
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/util.h>
 
 #include "system/httpconn.h"
 #include "system/listener.h"
@@ -42,17 +39,10 @@ struct metrics {
         LIST_HEAD(, metrics_scrape) scrapes;
 };
 
-static bool is_loopback(const struct sockaddr_storage *sa)
-{
-        if (sa->ss_family == AF_INET6)
-                return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-}
-
 int metrics_parse_listen(const char *s, char *why, size_t whylen)
 {
         struct sockaddr_storage sa;
-        int len = sizeof sa;
+        socklen_t len;
         if (s[0] == '/') {
                 if (strlen(s) >= sizeof ((struct sockaddr_un *)0)->sun_path) {
                         snprintf(why, whylen, "MetricsListen=\"%.64s...\": a Unix socket's path is at most %zu bytes", s,
@@ -61,21 +51,15 @@ int metrics_parse_listen(const char *s, char *why, size_t whylen)
                 }
                 return 0;
         }
-        memset(&sa, 0, sizeof sa);
-        const char *colon = strrchr(s, ':');
-        if (strlen(s) > 64 || !colon || !colon[1] || (s[0] != '[' && strchr(s, ':') != colon) ||
-            evutil_parse_sockaddr_port(s, (struct sockaddr *)&sa, &len) < 0) {
-                snprintf(why, whylen, "MetricsListen=\"%.64s\" is not a numeric ADDRESS:PORT (127.0.0.1:9464, "
-                         "[::1]:9464) or a Unix socket's absolute path", s);
-                return -EINVAL;
-        }
-        /* Why loopback only: plain HTTP carries the token in clear. */
-        if (!is_loopback(&sa)) {
+        int e = listener_parse_loopback(s, &sa, &len);
+        if (e == -EADDRNOTAVAIL)
+                /* Why loopback only: plain HTTP carries the token in clear. */
                 snprintf(why, whylen, "MetricsListen=\"%.64s\": the metrics endpoint speaks plain HTTP and listens "
                          "on loopback addresses (127.0.0.0/8, [::1]) or a Unix socket only", s);
-                return -EINVAL;
-        }
-        return 0;
+        else if (e < 0)
+                snprintf(why, whylen, "MetricsListen=\"%.64s\" is not a numeric ADDRESS:PORT (127.0.0.1:9464, "
+                         "[::1]:9464) or a Unix socket's absolute path", s);
+        return e < 0 ? -EINVAL : 0;
 }
 
 /* The listening socket, close-on-exec from birth. A Unix socket's file is
@@ -97,11 +81,8 @@ static int listen_on(struct metrics *m, const char *s, int *out)
                         unlink(s);
                 if (!(m->unix_path = strdup(s)))
                         return -ENOMEM;
-        } else {
-                int l = sizeof sa;
-                if (evutil_parse_sockaddr_port(s, (struct sockaddr *)&sa, &l) < 0)
-                        return -EINVAL;
-                len = (socklen_t)l;
+        } else if (listener_parse_loopback(s, &sa, &len) < 0) {
+                return -EINVAL;
         }
         int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || (sa.ss_family != AF_UNIX && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) ||
@@ -138,8 +119,10 @@ static void scrape_free(struct metrics_scrape *s)
         for (size_t i = 0; i < s->n_names; i++)
                 free(s->names[i]);
         free(s->names);
-        for (size_t i = 0; i < s->n_rows; i++)
+        for (size_t i = 0; i < s->n_rows; i++) {
                 unit_stats_clear(&s->rows[i].stats);
+                free(s->rows[i].bstats);
+        }
         free(s->rows);
         if (s->ev_turn)
                 event_free(s->ev_turn);
@@ -202,8 +185,14 @@ static bool read_rows(struct metrics_scrape *s)
                 *r = (struct metrics_row){ .state = info.state, .memory_bytes = info.memory_bytes, .tasks = info.tasks,
                                            .cpu_usec = info.cpu_usec, .approvals = unit_approvals_waiting(u) };
                 snprintf(r->name, sizeof r->name, "%s", info.name);
-                if (unit_stats_copy(unit_stats(u), &r->stats) == 0)
-                        s->n_rows++;
+                const struct gadget_bindings *b = unit_bindings(u);
+                if (unit_stats_copy(unit_stats(u), &r->stats) < 0)
+                        continue;
+                if (b && b->n_stats && (r->bstats = malloc(b->n_stats * sizeof *r->bstats))) {
+                        memcpy(r->bstats, b->stats, b->n_stats * sizeof *r->bstats);
+                        r->n_bstats = b->n_stats;
+                }
+                s->n_rows++;
         }
         return s->next == s->n_names;
 }

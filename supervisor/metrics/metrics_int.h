@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 
+#include "bindings/bindings.h"
 #include "core/core.h"
 #include "metrics.h"
 
@@ -21,6 +22,8 @@ struct metrics_row {
         const char *state;           /* unit_state_name's, static */
         uint64_t memory_bytes, tasks, cpu_usec, approvals;
         struct unit_stats stats;     /* a deep copy */
+        struct binding_stat *bstats; /* a copy of its binding calls' counters */
+        size_t n_bstats;
 };
 
 /* The event loop's lag: how late the probe timer fires. */

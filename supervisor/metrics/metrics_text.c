@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/unit_stats.h"
+#include "system/audit.h"
 
 const double metrics_lag_bounds[METRICS_LAG_BUCKETS - 1] = { 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1 };
 
@@ -80,6 +81,25 @@ static void w_calls(struct metrics_scrape *s, const struct metrics_row *r, struc
                         label(out, m->name);
                         evbuffer_add_printf(out, "\",outcome=\"%s\"} %" PRIu64 "\n", unit_stats_outcome(o),
                                             m->outcomes[o]);
+                }
+        }
+}
+
+static void w_bindings(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->n_bstats; i++) {
+                const struct binding_stat *b = &r->bstats[i];
+                for (unsigned o = 0; o < BINDING_STATS_OUTCOMES; o++) {
+                        if (!b->outcomes[o])
+                                continue;
+                        evbuffer_add_printf(out, "gadgetd_gadget_binding_calls_total{gadget=\"");
+                        label(out, r->name);
+                        evbuffer_add_printf(out, "\",binding=\"");
+                        label(out, b->binding);
+                        evbuffer_add_printf(out, "\",op=\"");
+                        label(out, b->op);
+                        evbuffer_add_printf(out, "\",outcome=\"%s\"} %" PRIu64 "\n",
+                                            audit_outcome_name((enum audit_outcome)o), b->outcomes[o]);
                 }
         }
 }
@@ -189,6 +209,7 @@ static const struct family families[] = {
         { "gadgetd_gadget_restarts", COUNTER, "Restarts of the gadget by cause: exit (Restart=), request (restart, reload).", w_restarts, true },
         { "gadgetd_gadget_calls", COUNTER, "Calls of the gadget's methods by declared method (_other: any other) and outcome.", w_calls, true },
         { "gadgetd_gadget_call_duration_seconds", HISTOGRAM, "How long the gadget's calls took, from gadgetd's door to their answer.", w_duration, true },
+        { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, true },
         { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, true },
         { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, true },
         { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, true },

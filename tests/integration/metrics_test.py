@@ -21,7 +21,7 @@ from metrics_util import Metrics
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 # The labels each series may carry: bounded sets, never a caller's string.
-ALLOWED = {"gadget", "method", "outcome", "cause", "state", "le", "budget", "kind"}
+ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind"}
 
 
 def parse(text):
@@ -136,7 +136,9 @@ def metrics_scraped_by_prometheus(tmp):
 @test
 def metrics_exposition_checked(tmp):
     """promtool check metrics accepts the text exposition; each sample line
-    parses, carries only bounded labels, and every histogram is
+    parses, carries only bounded labels (a binding call of an undeclared
+    binding, or of an operation its type lacks, counts as _other), and
+    every histogram is
     cumulative; OpenMetrics when asked ends with # EOF, counters' families
     without _total."""
     promtool = shutil.which("promtool")
@@ -144,10 +146,15 @@ def metrics_exposition_checked(tmp):
         need("promtool", "the exposition is checked by promtool (Debian's prometheus package)")
     d = Metrics(tmp)
     with d:
-        d.add("good")
+        d.add("good", "\n[Binding KV]\nType=kv\n")
         wait_for(lambda: d.state("good") == "ready", what="good ready")
         check(call(d, "echo", "{}").returncode == 0, "echo")
         check(call(d, "nosuch").returncode != 0, "nosuch answered")
+        put = {"binding": "KV", "op": "put", "args": {"key": "k", "value": "v"}}
+        check(call(d, "binding", json.dumps(put)).returncode == 0, "a kv put")
+        for b, op in (("KV", "nosuch-op"), ("NOSUCH_BINDING", "put")):
+            bad = {"binding": b, "op": op, "args": None}
+            check(call(d, "binding", json.dumps(bad)).returncode != 0, "%s.%s answered" % (b, op))
         status, headers, text = d.get()
         check(status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4"), "GET: %d %r" % (
             status, headers))
@@ -157,6 +164,13 @@ def metrics_exposition_checked(tmp):
         check_histograms(series)
         check(value(series, "gadgetd_gadget_calls_total", gadget="good", method="echo", outcome="ok") == 1,
               "echo's count")
+        check(value(series, "gadgetd_gadget_binding_calls_total", gadget="good", binding="KV", op="put",
+                    outcome="ok") == 1, "the kv put's count")
+        # Neither the undeclared binding nor the type's missing operation becomes a label.
+        check(value(series, "gadgetd_gadget_binding_calls_total", gadget="good", binding="_other", op="_other",
+                    outcome="denied") == 1 and value(series, "gadgetd_gadget_binding_calls_total", gadget="good",
+                                                     binding="_other", op="_other", outcome="error") == 1,
+              "the bad binding calls under _other: %r" % [k for k in series if "binding" in k[0]])
         check(value(series, "gadgetd_open_fds") > 0 and value(series, "gadgetd_resident_memory_bytes") > 0,
               "gadgetd's own")
         status, headers, om = d.get(accept="application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
