@@ -15,6 +15,7 @@
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
 
+#include "system/audit.h"
 #include "system/httpconn.h"
 #include "system/listener.h"
 #include "system/log.h"
@@ -22,7 +23,7 @@
 #include "system/timer.h"
 
 #define ROWS_PER_TURN 256        /* gadgets read (their cgroup files) in one loop turn */
-#define LINES_PER_CHUNK 2048     /* lines written in one chunk */
+#define LINES_PER_CHUNK 512      /* gadgets (or lines of gadgetd's own) written in one chunk */
 #define LAG_PROBE_MS 100
 #define HEADERS_MAX 8192
 
@@ -169,6 +170,9 @@ static void read_self(struct metrics_scrape *s)
         s->self.refused[METRICS_BUDGET_METRICS_CONNECTIONS] = s->m->conns.refused[HTTPCONN_FULL];
         s->self.refused[METRICS_BUDGET_METRICS_DEADLINE] = s->m->conns.refused[HTTPCONN_DEADLINE];
         s->lag = s->m->lag;
+        s->audit_summarized = audit_summarized(core_audit(s->m->env.core));
+        int last_error;
+        s->audit_unwritten = audit_unwritten(core_audit(s->m->env.core), &last_error);
 }
 
 /* Reads up to ROWS_PER_TURN gadgets into rows: true when all are read. A
@@ -213,7 +217,14 @@ static void write_chunk(struct metrics_scrape *s)
                 scrape_free(s);
                 return;
         }
-        bool done = metrics_text_slice(s, b, LINES_PER_CHUNK);
+        /* Why the loop: a slice of gadgets without a series of a family
+         * (most have no calls yet) writes nothing, and an empty chunk is
+         * never written, so its callback would never come. Rows that
+         * write nothing cost next to nothing. */
+        bool done;
+        do
+                done = metrics_text_slice(s, b, LINES_PER_CHUNK);
+        while (!done && evbuffer_get_length(b) == 0);
         if (done) {
                 evhttp_send_reply_chunk(s->req, b);
                 evbuffer_free(b);

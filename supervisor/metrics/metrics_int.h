@@ -48,6 +48,7 @@ struct metrics_scrape {
         struct metrics_self self;
         struct metrics_lag lag;
         uint64_t fds, rss;
+        uint64_t audit_summarized, audit_unwritten;
         struct event *ev_turn;
         LIST_ENTRY(metrics_scrape) link;
 };

@@ -188,6 +188,14 @@ static void w_refusals(struct metrics_scrape *s, const struct metrics_row *r, st
                                     s->self.refused[i]);
 }
 
+static void w_audit(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_audit_records_dropped_total{why=\"summarized\"} %" PRIu64 "\n",
+                            s->audit_summarized);
+        evbuffer_add_printf(out, "gadgetd_audit_records_dropped_total{why=\"unwritten\"} %" PRIu64 "\n",
+                            s->audit_unwritten);
+}
+
 static void w_starts_flight(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         size_t n = 0;
@@ -220,6 +228,7 @@ static const struct family families[] = {
         { "gadgetd_open_fds", GAUGE, "gadgetd's open file descriptors.", w_fds, false },
         { "gadgetd_loop_lag_seconds", HISTOGRAM, "How late gadgetd's event loop ran a timer due every 100 ms (the length of the turns in its way).", w_lag, false },
         { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, false },
+        { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, false },
         { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, false },
         { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, false },
 };

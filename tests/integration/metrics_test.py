@@ -21,7 +21,7 @@ from metrics_util import Metrics
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 # The labels each series may carry: bounded sets, never a caller's string.
-ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind"}
+ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why"}
 
 
 def parse(text):
@@ -144,7 +144,7 @@ def metrics_exposition_checked(tmp):
     promtool = shutil.which("promtool")
     if not promtool:
         need("promtool", "the exposition is checked by promtool (Debian's prometheus package)")
-    d = Metrics(tmp)
+    d = Metrics(tmp, more="[Audit]\nRecordsPerSecond=2\n")
     with d:
         d.add("good", "\n[Binding KV]\nType=kv\n")
         wait_for(lambda: d.state("good") == "ready", what="good ready")
@@ -155,6 +155,8 @@ def metrics_exposition_checked(tmp):
         for b, op in (("KV", "nosuch-op"), ("NOSUCH_BINDING", "put")):
             bad = {"binding": b, "op": op, "args": None}
             check(call(d, "binding", json.dumps(bad)).returncode != 0, "%s.%s answered" % (b, op))
+        rep = {"binding": "KV", "op": "get", "args": {"key": "k"}, "n": 20}
+        check(call(d, "repeat", json.dumps(rep)).returncode == 0, "20 kv gets")
         status, headers, text = d.get()
         check(status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4"), "GET: %d %r" % (
             status, headers))
@@ -171,6 +173,9 @@ def metrics_exposition_checked(tmp):
                     outcome="denied") == 1 and value(series, "gadgetd_gadget_binding_calls_total", gadget="good",
                                                      binding="_other", op="_other", outcome="error") == 1,
               "the bad binding calls under _other: %r" % [k for k in series if "binding" in k[0]])
+        # 23 binding calls at RecordsPerSecond=2: most are summarized
+        check(value(series, "gadgetd_audit_records_dropped_total", why="summarized") >= 10,
+              "audit records summarized: %r" % value(series, "gadgetd_audit_records_dropped_total", why="summarized"))
         check(value(series, "gadgetd_open_fds") > 0 and value(series, "gadgetd_resident_memory_bytes") > 0,
               "gadgetd's own")
         status, headers, om = d.get(accept="application/openmetrics-text;version=1.0.0,text/plain;q=0.5")

@@ -10,9 +10,10 @@ from harness import Daemon, free_port, wait_for
 
 class Metrics(Daemon):
     """A Daemon serving /metrics on a free loopback port (or a Unix
-    socket: listen), with a bearer token."""
+    socket: listen), with a bearer token; more: the config file's other
+    sections."""
 
-    def __init__(self, tmp, listen=None):
+    def __init__(self, tmp, listen=None, more=""):
         self.token = secrets.token_hex(24)
         self.token_file = os.path.join(tmp, "metrics.token")
         with open(self.token_file, "w") as f:
@@ -22,7 +23,7 @@ class Metrics(Daemon):
         self.listen = listen or "127.0.0.1:%d" % self.port
         config = os.path.join(tmp, "gadgetd.conf")
         with open(config, "w") as f:
-            f.write("[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n" % (self.listen, self.token_file))
+            f.write("[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n%s" % (self.listen, self.token_file, more))
         super().__init__(tmp, ["--config", config])
 
     def start(self):

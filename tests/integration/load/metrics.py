@@ -13,14 +13,15 @@ from metrics_util import Metrics
 
 
 def ready(d):
-    """good, and 200 idle gadgets (Start=on-demand: no process each), so
-    that a scrape is several chunks and a reader that stops reading stops
-    it halfway."""
+    """good, and 600 idle gadgets (Start=on-demand: no process each), so
+    that a scrape is many chunks (a family most gadgets have no series of,
+    gadgetd_gadget_calls, among them) and a reader that stops reading
+    stops it halfway."""
     policy(d.pol, "good")
-    for i in range(200):
+    for i in range(600):
         policy(d.pol, "idle%d" % i, "Start=on-demand\n")
     check(d.ctl("reload").returncode == 0, "reload failed")
-    wait_for(lambda: d.state("good") == "ready", what="good ready")
+    wait_for(lambda: d.state("good") == "ready" and len(d.list()) == 601, what="good ready, all loaded")
     wait_for(lambda: harness.spare(d), what="the spare sandbox shell")  # its fds counted at rest
 
 
@@ -45,7 +46,9 @@ def scrape_ok(d):
         status, _, body = d.get()
     except OSError:  # cut, as the oldest connection without the token yet
         return False
-    return status == 200 and 'gadgetd_gadget_state{gadget="good",state="ready"} 1' in body
+    return (status == 200 and 'gadgetd_gadget_state{gadget="good",state="ready"} 1' in body and
+            "gadgetd_gadgets 601\n" in body and body.endswith('gadgetd_connections{kind="metrics"} %s\n'
+                                                               % body.rsplit(" ", 1)[-1].strip()))
 
 
 @test
@@ -55,8 +58,9 @@ def load_metrics_endpoint(tmp):
     token holder's scrapes are answered meanwhile (a tokenless connection
     holds at most half the seats). 500 requests without the token are each
     401; junk, a 64 KiB header and a body are refused with a 4xx or closed;
-    8 token holders that ask for 50 scrapes each (of 201 gadgets) and stop
-    reading, then leave halfway, cost nothing else. The healthy gadget is answered throughout; fds come back."""
+    8 token holders that ask for 50 scrapes each (of 601 gadgets) and
+    stop reading, then leave halfway, cost nothing else; each scrape is
+    whole (it ends with gadgetd's own series). The healthy gadget is answered throughout; fds come back."""
     d = Metrics(tmp)
     with d:
         ready(d)
