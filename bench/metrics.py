@@ -10,7 +10,7 @@ included). Five scrapes.
 
 Then a call with the endpoint on and scraped 10 times a second beside a
 call with no endpoint, two gadgetd side by side, in alternating blocks
-(off on off on ...) of callbench's sequential calls: the ratio of each
+(off on, on off, ...) of callbench's sequential calls: the ratio of each
 pair of adjacent blocks' medians. The counters themselves (core/unit_stats.c)
 are always kept: bench/ab of the tree before them against this one is
 their cost. Nothing here passes or fails: the goals are lines in
@@ -109,7 +109,7 @@ def run(ctx):
     pol = ctx.policy("mcallee", prog, "CallTimeout=30s\n")
     path_on = conf(ctx, "metrics-on")
     ctx.commands.append("two gadgetd, without and with MetricsListen= (scraped every 100 ms); callbench SOCKET "
-                        "mcallee nop 1 SEQ 1000 64 against each in turn, 8 blocks each")
+                        "mcallee nop 1 SEQ 1000 64 against each in turn, 10 blocks each, the order swapped every round")
     with ctx.Daemon("calls-off", state="state-moff") as off, \
             ctx.Daemon("calls-on", ["--config", path_on], state="state-mon") as on:
         port_on = port_of(ctx, "calls-on")
@@ -124,14 +124,15 @@ def run(ctx):
         t = threading.Thread(target=scraper, daemon=True)
         t.start()
         seq = "300" if ctx.quick else "3000"
-        for _ in range(3 if ctx.quick else 8):
-            blocks = []
-            for d, key in ((off, "off_seq"), (on, "on_seq")):
+        for k in range(4 if ctx.quick else 10):
+            blocks = {}
+            # off on, then on off: an order effect falls on both
+            for d, key in ((off, "off_seq"), (on, "on_seq"))[::1 if k % 2 == 0 else -1]:
                 cmd = [ctx.exe("bench/callbench"), d.sock, "mcallee", "nop", "1", seq, "1000", "64"]
                 r = json.loads(subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout)
                 out[key] += r["seq_ns"]
-                blocks.append(statistics.median(r["seq_ns"]))
-            out["pair"].append(blocks[1] / blocks[0])
+                blocks[key] = statistics.median(r["seq_ns"])
+            out["pair"].append(blocks["on_seq"] / blocks["off_seq"])
         stop.set()
         t.join()
     return out

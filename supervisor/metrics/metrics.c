@@ -22,8 +22,9 @@
 #include "system/monotime.h"
 #include "system/timer.h"
 
-#define ROWS_PER_TURN 256        /* gadgets read (their cgroup files) in one loop turn */
-#define LINES_PER_CHUNK 512      /* gadgets (or lines of gadgetd's own) written in one chunk */
+#define ROWS_PER_TURN 64         /* gadgets read (their cgroup files) in one loop turn */
+#define ROWS_PER_CHUNK 256       /* gadgets (or families of gadgetd's own) written in one chunk, */
+#define BYTES_PER_CHUNK 16384    /* and about so many bytes at most */
 #define LAG_PROBE_MS 100
 #define HEADERS_MAX 8192
 
@@ -208,7 +209,10 @@ static void written_cb(struct evhttp_connection *evcon, void *arg)
         write_chunk(arg);
 }
 
-/* One chunk of series; the next once it is written out (its callback). */
+/* One chunk of series; the next once it is written out (its callback),
+ * or, if this slice wrote nothing (gadgets without a series of a family:
+ * most have no calls yet), in the next loop turn: an empty chunk is never
+ * written, so its callback would never come. */
 static void write_chunk(struct metrics_scrape *s)
 {
         struct evbuffer *b = evbuffer_new();
@@ -217,14 +221,7 @@ static void write_chunk(struct metrics_scrape *s)
                 scrape_free(s);
                 return;
         }
-        /* Why the loop: a slice of gadgets without a series of a family
-         * (most have no calls yet) writes nothing, and an empty chunk is
-         * never written, so its callback would never come. Rows that
-         * write nothing cost next to nothing. */
-        bool done;
-        do
-                done = metrics_text_slice(s, b, LINES_PER_CHUNK);
-        while (!done && evbuffer_get_length(b) == 0);
+        bool done = metrics_text_slice(s, b, ROWS_PER_CHUNK, BYTES_PER_CHUNK);
         if (done) {
                 evhttp_send_reply_chunk(s->req, b);
                 evbuffer_free(b);
@@ -232,7 +229,12 @@ static void write_chunk(struct metrics_scrape *s)
                 scrape_free(s);
                 return;
         }
-        evhttp_send_reply_chunk_with_cb(s->req, b, written_cb, s);
+        if (evbuffer_get_length(b) == 0) {
+                s->writing = true;
+                event_active(s->ev_turn, EV_TIMEOUT, 0);
+        } else {
+                evhttp_send_reply_chunk_with_cb(s->req, b, written_cb, s);
+        }
         evbuffer_free(b);
 }
 
@@ -240,6 +242,10 @@ static void write_chunk(struct metrics_scrape *s)
 static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct metrics_scrape *s = arg;
+        if (s->writing) {
+                write_chunk(s);
+                return;
+        }
         if (!read_rows(s)) {
                 event_active(s->ev_turn, EV_TIMEOUT, 0);
                 return;

@@ -49,11 +49,13 @@ struct metrics_scrape {
         struct metrics_lag lag;
         uint64_t fds, rss;
         uint64_t audit_summarized, audit_unwritten;
-        struct event *ev_turn;
+        struct event *ev_turn;       /* the next turn of reading, or of writing */
+        bool writing;                /* the rows are read: ev_turn writes */
         LIST_ENTRY(metrics_scrape) link;
 };
 
-/* metrics_text.c: appends to out up to budget lines of s's series from
- * where it is; true when all is written. */
-bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t budget);
+/* metrics_text.c: appends to out s's series from where it is, the lines
+ * of at most rows gadgets (or families of gadgetd's own), stopping once
+ * out holds bytes or more; true when all is written. */
+bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t rows, size_t bytes);
 extern const double metrics_lag_bounds[METRICS_LAG_BUCKETS - 1];

@@ -242,20 +242,24 @@ static void header(const struct metrics_scrape *s, const struct family *f, struc
                             kinds[f->kind]);
 }
 
-bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t budget)
+bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t rows, size_t bytes)
 {
-        while (s->family < N_FAMILIES && budget) {
+        while (s->family < N_FAMILIES && rows && evbuffer_get_length(out) < bytes) {
                 const struct family *f = &families[s->family];
                 if (s->row == 0)
                         header(s, f, out);
                 if (!f->per_gadget) {
                         f->write(s, NULL, out);
-                        budget--;
+                        rows--;
                 } else {
-                        for (; s->row < s->n_rows && budget; s->row++, budget--)
+                        /* At least one row after where it was: a header is never
+                         * written twice. */
+                        size_t first = s->row;
+                        for (; s->row < s->n_rows && rows && (s->row == first || evbuffer_get_length(out) < bytes);
+                             s->row++, rows--)
                                 f->write(s, &s->rows[s->row], out);
                         if (s->row < s->n_rows)
-                                return false; /* budget > 0 wrote a row: the header is not written again */
+                                return false;
                 }
                 s->family++;
                 s->row = 0;
