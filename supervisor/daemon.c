@@ -524,6 +524,8 @@ static void quiet_end(struct daemon *d)
         control_reexec_hold(d->control, false);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, false);
+        if (d->metrics)
+                metrics_reexec_hold(d->metrics, false);
         if (d->forward)
                 forward_reexec_hold(d->forward, false);
 }
@@ -672,6 +674,8 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
                 e = control_reexec_quiet(d->control, why, sizeof why);
         if (e == 0 && d->gateway)
                 e = gateway_reexec_quiet(d->gateway, why, sizeof why);
+        if (e == 0 && d->metrics)
+                e = metrics_reexec_quiet(d->metrics, why, sizeof why);
         /* Last: its goodbyes promise that nothing more is read. */
         if (e == 0 && d->forward)
                 e = forward_reexec_quiet(d->forward, why, sizeof why);
@@ -716,6 +720,8 @@ static void quiet_begin(struct daemon *d)
         control_reexec_hold(d->control, true);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, true);
+        if (d->metrics)
+                metrics_reexec_hold(d->metrics, true);
         if (d->forward)
                 forward_reexec_hold(d->forward, true);
         d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;

@@ -395,6 +395,16 @@ fail:
         return e;
 }
 
+void metrics_reexec_hold(struct metrics *m, bool hold)
+{
+        httpconn_hold(&m->conns, hold);
+}
+
+int metrics_reexec_quiet(const struct metrics *m, char *why, size_t len)
+{
+        return httpconn_quiet(&m->conns, why, len);
+}
+
 size_t metrics_connections(const struct metrics *m)
 {
         return m->conns.n_conns;

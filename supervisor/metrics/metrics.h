@@ -8,6 +8,7 @@
  * (core/unit_stats.h, the daemon's parts); this only reads them. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,13 @@ int metrics_parse_listen(const char *s, char *why, size_t whylen);
 /* Listens on listen, with the token from token_file (NULL: none). Errors
  * are logged. 0 or -errno. */
 int metrics_open(const struct metrics_env *env, const char *listen, const char *token_file, struct metrics **out);
-/* Its connections, for its own series and gadgetctl status. */
+/* gadgetctl daemon-reexec: no new connection is accepted and every
+ * answer closes its connection (false undoes it); quiet once no scrape is
+ * under way or half read (0, or -EBUSY with why). The listening socket is
+ * not handed on: the next image listens again, and a scraper that came
+ * meanwhile tries again at its next interval. */
+void metrics_reexec_hold(struct metrics *m, bool hold);
+int metrics_reexec_quiet(const struct metrics *m, char *why, size_t len);
+/* Its connections, for its own series. */
 size_t metrics_connections(const struct metrics *m);
 void metrics_free(struct metrics *m);

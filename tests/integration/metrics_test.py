@@ -226,6 +226,25 @@ def metrics_token_and_config(tmp):
 
 
 @test
+def metrics_across_daemon_reexec(tmp):
+    """gadgetctl daemon-reexec with a scraper connected: the re-exec waits
+    for no scrape in flight, the next image listens again on the same
+    address, and its first scrape shows the adopted gadget ready (the
+    counters start again with the image)."""
+    d = Metrics(tmp)
+    with d:
+        d.add("good")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(d.get()[0] == 200, "a scrape before")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 0, "daemon-reexec: %r" % r)
+        wait_for(lambda: d.logtext().count("metrics: serving /metrics") == 2, what="the next image's endpoint")
+        status, _, body = d.get()
+        check(status == 200 and 'gadgetd_gadget_state{gadget="good",state="ready"} 1' in body, "after: %d %s" % (
+            status, body[:300]))
+
+
+@test
 def top_counts_and_views(tmp):
     """gadgetctl --json top: after 4 echo calls and 1 call of an undeclared
     method, good's calls are 5 and its errors 1, its state ready, its
