@@ -131,6 +131,8 @@ struct unit_info {
         uint64_t uptime_ms, restarts, calls, start_us;
         uint64_t in_flight;         /* calls taken, not answered yet: waiting for its start or sent to it */
         uint64_t memory_bytes, tasks, cpu_usec;
+        uint64_t memory_peak;       /* its cgroup's most since this run began, 0 if unknown */
+        uint64_t limit_hits[3];     /* since its load, by enum limiter_hit (MemoryMax, TasksMax, CPUQuota) */
         const char *limits_mode;
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */
         const char *node;           /* Store=postgresql: the node that runs it ("" none yet), else NULL */

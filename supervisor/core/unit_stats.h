@@ -34,6 +34,7 @@ struct unit_stats {
         uint64_t slower;                       /* and beyond the last bound */
         uint64_t duration_us;                  /* their sum */
         uint64_t log_dropped;                  /* output lines dropped over its log budget */
+        uint64_t limit_hits[3];                /* of its ended runs, by enum limiter_hit */
 };
 
 /* The buckets' upper bounds, in seconds and in microseconds. */

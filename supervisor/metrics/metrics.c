@@ -188,7 +188,9 @@ static bool read_rows(struct metrics_scrape *s)
                 struct metrics_row *r = &s->rows[s->n_rows];
                 unit_info(u, &info);
                 *r = (struct metrics_row){ .state = info.state, .memory_bytes = info.memory_bytes, .tasks = info.tasks,
-                                           .cpu_usec = info.cpu_usec, .approvals = unit_approvals_waiting(u) };
+                                           .cpu_usec = info.cpu_usec, .approvals = unit_approvals_waiting(u),
+                                           .memory_peak = info.memory_peak };
+                memcpy(r->limit_hits, info.limit_hits, sizeof r->limit_hits);
                 snprintf(r->name, sizeof r->name, "%s", info.name);
                 const struct gadget_bindings *b = unit_bindings(u);
                 if (unit_stats_copy(unit_stats(u), &r->stats) < 0)

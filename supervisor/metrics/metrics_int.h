@@ -21,6 +21,7 @@ struct metrics_row {
         char name[64];
         const char *state;           /* unit_state_name's, static */
         uint64_t memory_bytes, tasks, cpu_usec, approvals;
+        uint64_t memory_peak, limit_hits[3];
         struct unit_stats stats;     /* a deep copy */
         struct binding_stat *bstats; /* a copy of its binding calls' counters */
         size_t n_bstats;

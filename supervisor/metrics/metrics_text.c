@@ -123,6 +123,19 @@ static void w_memory(struct metrics_scrape *s, const struct metrics_row *r, stru
         gadget_line(out, "gadgetd_gadget_memory_bytes", r, NULL, NULL, r->memory_bytes);
 }
 
+static void w_peak(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_memory_peak_bytes", r, NULL, NULL, r->memory_peak);
+}
+
+static void w_hits(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        /* unit_info's order (enum limiter_hit) */
+        static const char *const limit[3] = { "MemoryMax", "TasksMax", "CPUQuota" };
+        for (int i = 0; i < 3; i++)
+                gadget_line(out, "gadgetd_gadget_limit_hits_total", r, "limit", limit[i], r->limit_hits[i]);
+}
+
 static void w_cpu(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         evbuffer_add_printf(out, "gadgetd_gadget_cpu_seconds_total{gadget=\"");
@@ -219,6 +232,8 @@ static const struct family families[] = {
         { "gadgetd_gadget_call_duration_seconds", HISTOGRAM, "How long the gadget's calls took, from gadgetd's door to their answer.", w_duration, true },
         { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, true },
         { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, true },
+        { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, true },
+        { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, true },
         { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, true },
         { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, true },
         { "gadgetd_gadget_log_lines_dropped", COUNTER, "Output lines dropped over the gadget's log budget.", w_logdrop, true },

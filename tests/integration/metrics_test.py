@@ -21,7 +21,7 @@ from metrics_util import Metrics
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 # The labels each series may carry: bounded sets, never a caller's string.
-ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why"}
+ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why", "limit"}
 
 
 def parse(text):
@@ -94,15 +94,19 @@ def query(api, q):
 @test
 def metrics_scraped_by_prometheus(tmp):
     """Prometheus scrapes gadgetd (OpenMetrics, with the token) and its API
-    returns what happened: 5 calls ok, 2 of an undeclared method counted
-    under _other, 1 over CallTimeout (outcome timeout), the restart that
-    followed, the call-duration histogram's count, the gadget's state."""
+    returns what happened: a fork refused at TasksMax (a limit hit), 5
+    calls ok, 2 of an undeclared method counted under _other, 1 over
+    CallTimeout (outcome timeout), the restart that followed, the
+    call-duration histogram's count, the gadget's state."""
     d = Metrics(tmp)
     with d:
-        d.add("good", "CallTimeout=1s\nRestart=always\n")
+        d.add("good", "CallTimeout=1s\nRestart=always\nTasksMax=3\n")
         wait_for(lambda: d.state("good") == "ready", what="good ready")
         p, api = prometheus(tmp, d)
         try:
+            # the limit hit: a fork refused at TasksMax=3 (the children
+            # before it spin until the restart below ends them)
+            check(call(d, "spin", '{"procs": 8}').returncode != 0, "8 children within TasksMax=3")
             for _ in range(5):
                 check(call(d, "echo", '{"x": 1}').returncode == 0, "echo")
             for _ in range(2):
@@ -119,14 +123,15 @@ def metrics_scraped_by_prometheus(tmp):
             got_q = [('gadgetd_gadget_calls_total{gadget="good",method="_other",outcome="no_method"}', 2),
                      ('gadgetd_gadget_calls_total{gadget="good",method="sleep",outcome="timeout"}', 1),
                      ('gadgetd_gadget_restarts_total{gadget="good",cause="exit"}', 1),
-                     ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 8),
+                     ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 9),
                      ('gadgetd_gadget_state{gadget="good",state="ready"}', 1),
-                     ('gadgetd_gadgets', 1)]
+                     ('gadgetd_gadgets', 1),
+                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1)]
             for q, want in got_q:
                 wait_for(lambda q=q, want=want: got(q, want), timeout=30, what="%s == %s" % (q, want))
             # the timed-out call took at least its CallTimeout: not in the 0.5 s bucket
             v = query(api, 'gadgetd_gadget_call_duration_seconds_bucket{gadget="good",le="0.5"}')
-            check(list(v.values()) == [7], "calls within 0.5 s: %r" % v)
+            check(list(v.values()) == [8], "calls within 0.5 s: %r" % v)
             check(list(query(api, 'up{job="gadgetd"}').values()) == [1.0], "the target is not up")
         finally:
             p.terminate()
