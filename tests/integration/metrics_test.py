@@ -256,7 +256,7 @@ def top_counts_and_views(tmp):
     memory known; a member of the control group sees the same. top -n 2
     -d 0.1 into a pipe prints two plain views (no terminal codes), a blank
     line between, with rates."""
-    d = Daemon(tmp)
+    d = Daemon(tmp, extra=["--group", "nogroup"])  # the control group: nogroup (65534)
     with d:
         d.add("good")
         wait_for(lambda: d.state("good") == "ready", what="good ready")
@@ -268,6 +268,11 @@ def top_counts_and_views(tmp):
         g = {x["name"]: x for x in json.loads(r.stdout)}["good"]
         check(g["calls"] == 5 and g["errors"] == 1 and g["state"] == "ready", "good in top: %r" % g)
         check(g["memory_bytes"] > 0, "good's memory unknown: %r" % g)
+        r = d.ctl("--json", "top", user=(65534, 65534))
+        check(r.returncode == 0 and {x["name"]: x for x in json.loads(r.stdout)}["good"]["calls"] == 5,
+              "a member's top: %r" % r)
+        r = d.ctl("--json", "top", user=(65534, 4242))
+        check(r.returncode != 0, "top for a user outside the control group: %r" % r)
         r = d.ctl("top", "-n", "2", "-d", "0.1")
         check(r.returncode == 0, "top -n 2: %r" % r.stderr)
         views = r.stdout.split("\n\n")
