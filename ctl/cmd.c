@@ -142,8 +142,8 @@ static int print_answer(const struct ctl *ctl, const Control__Response *r, bool 
 
 /* Sends req on a connection of its own and receives its one answer, as
  * exchange(): *r is the answer (the caller's) when the status is CTL_EXIT_OK. */
-static int ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want,
-               Control__Response **r)
+int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want,
+            Control__Response **r)
 {
         struct client c = { .fd = -1 };
         int st = exchange(ctl, &c, req, want, r);
@@ -156,7 +156,7 @@ static int ask(const struct ctl *ctl, Control__Request *req, Control__Response__
 static int request(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want)
 {
         Control__Response *r = NULL;
-        int st = ask(ctl, req, want, &r);
+        int st = cmd_ask(ctl, req, want, &r);
 
         if (st == CTL_EXIT_OK) {
                 st = print_answer(ctl, r, false);
@@ -303,7 +303,7 @@ static int status_of(const struct ctl *ctl, const char *name, Control__Response 
         Control__Name n = CONTROL__NAME__INIT;
 
         name_fill(name, CONTROL__REQUEST__REQ_STATUS, false, &req, &n);
-        return ask(ctl, &req, CONTROL__RESPONSE__RESP_STATUS, r);
+        return cmd_ask(ctl, &req, CONTROL__RESPONSE__RESP_STATUS, r);
 }
 
 /* Exit statuses of is-active and is-failed, as systemctl's. */
@@ -754,6 +754,13 @@ const struct command cmd_commands[] = {
         { "deny", cmd_deny, 1, 1, "h", "ID",
           "refuse a waiting call: its caller gets a \"denied\" error",
           "The decision is an audit record of the gadget that asked, naming your user.\n" },
+        { "top", cmd_top, 0, 0, "hn:d:", "[-n N] [-d SECS]",
+          "show gadgets by CPU, memory, calls and errors a second, refreshed in place",
+          "  -n, --lines N   N views, then end (default: until interrupted; 1 with --json)\n"
+          "  -d, --delay SECS  between views (default 1; 0.1 to 3600)\n"
+          "CPU% is of one CPU. On a terminal each view replaces the last; otherwise\n"
+          "views follow one another, a blank line between. With --json: one view of\n"
+          "the counters as they are (cpu_usec, memory_bytes, tasks, calls, errors).\n" },
         { "nodes", cmd_nodes, 0, 2, "h", "[forget NODE]",
           "list the gadgetd nodes that share the store, when each was last seen",
           "Each node writes to the store every second; one not seen for more than\n"

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control.pb-c.h"
+
 /* Exit statuses, documented in `gadgetctl --help`. */
 enum ctl_exit {
         CTL_EXIT_OK = 0,
@@ -37,6 +39,7 @@ struct cmd_args {
         bool no_block;  /* load, restart --no-block */
         bool trace;     /* call --trace */
         const char *traceparent; /* call --traceparent VALUE, or NULL */
+        uint64_t delay_ms; /* top -d (0: not given) */
 };
 /* getopt values of the long-only options (a command's opts name them 'R',
  * 'B', 'T', 'P', 'S', 'A'). */
@@ -59,6 +62,12 @@ struct command {
 /* Every command, in the order gadgetctl --help lists them (cmd.c). */
 extern const struct command cmd_commands[];
 extern const size_t cmd_n_commands;
+
+/* Sends req and receives its one answer of kind want into *r (the
+ * caller's: control__response__free_unpacked). The exit status. */
+int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want, Control__Response **r);
+/* top: repeated views of every gadget's counters (ctl/top.c). */
+int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
 
 /* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);

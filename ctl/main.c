@@ -100,6 +100,20 @@ static int parse_lines(const char *s, uint32_t *out)
         return 0;
 }
 
+/* -d SECS: 0.1 .. 3600 seconds, in ms. */
+static int parse_delay(const char *s, uint64_t *out)
+{
+        char *end;
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || *end || !(v >= 0.1 && v <= 3600))
+                return -EINVAL;
+        *out = (uint64_t)(v * 1000 + 0.5);
+        return 0;
+}
+
 /* Parses one command's options and arguments, then runs it. --json may
  * follow the command too (gadgetctl list --json), as scripts write it. */
 static int command_run(struct ctl *ctl, const struct command *c, int argc, char **argv)
@@ -122,6 +136,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "follow", no_argument, NULL, 'f' },
                 { "always", no_argument, NULL, 'a' },
                 { "output", required_argument, NULL, 'o' },
+                { "delay", required_argument, NULL, 'd' },
                 /* Long only: in a command's opts by long_only's letters,
                  * never in its getopt string. */
                 { "runtime", no_argument, NULL, CMD_OPT_RUNTIME },
@@ -149,10 +164,10 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optind = 0; /* glibc: start over on the command's own argv */
         while ((o = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
                 /* The long options are shared: refuse those this command lacks. */
-                if ((o == 'n' || o == 'f' || o == 'a' || o == 'o') && !strchr(c->opts, o))
+                if ((o == 'n' || o == 'f' || o == 'a' || o == 'o' || o == 'd') && !strchr(c->opts, o))
                         return usage_error(ctl, c->name, "unknown option",
                                            o == 'n' ? "--lines" : o == 'f' ? "--follow" : o == 'a' ? "--always"
-                                                                                                : "--output");
+                                           : o == 'o' ? "--output" : "--delay");
                 for (size_t i = 0; i < sizeof long_only / sizeof long_only[0]; i++)
                         if (o == long_only[i].opt && !strchr(c->opts, long_only[i].letter))
                                 return usage_error(ctl, c->name, "unknown option", long_only[i].name);
@@ -170,6 +185,10 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case 'a':
                         a.always = true;
+                        break;
+                case 'd':
+                        if (parse_delay(optarg, &a.delay_ms) < 0)
+                                return usage_error(ctl, c->name, "-d needs seconds from 0.1 to 3600, not", optarg);
                         break;
                 case 'f':
                         a.follow = true;

@@ -46,6 +46,11 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
 /* gadgetctl trace: the spans as a tree (the nodes that did not answer on err). */
 int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json);
+/* gadgetctl top: GADGET, STATE, CPU%, MEMORY, TASKS, CALLS/S, ERRORS/S,
+ * the rates over the time between before and now ("-" without before, or
+ * across a restart), busiest first; with json, now's counters as they are
+ * ([{name, state, cpu_usec, memory_bytes, tasks, calls, errors}]). */
+int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *before, bool json);
 /* Any answer by its kind on out (reload's policy errors and a note of log
  * lines on err); audit: LogLines are audit records. *failed is set when
  * the answer tells of a failure (policy errors of a reload). 0 or -errno

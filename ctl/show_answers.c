@@ -306,6 +306,98 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
         return e;
 }
 
+static int top_json(FILE *f, const Control__TopReport *t)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < t->n_gadgets; i++) {
+                const Control__TopGadget *g = t->gadgets[i];
+                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "name", g->name, "state",
+                                                       g->state, "cpu_usec", show_clamp(g->cpu_usec), "memory_bytes",
+                                                       show_clamp(g->memory_bytes), "tasks", show_clamp(g->tasks),
+                                                       "calls", show_clamp(g->calls), "errors",
+                                                       show_clamp(g->errors))) < 0) {
+                        json_decref(a);
+                        return -ENOMEM;
+                }
+        }
+        return show_json(f, a);
+}
+
+/* g's row in before, or NULL (new since). */
+static const Control__TopGadget *top_find(const Control__TopReport *before, const char *name)
+{
+        for (size_t i = 0; before && i < before->n_gadgets; i++)
+                if (strcmp(before->gadgets[i]->name, name) == 0)
+                        return before->gadgets[i];
+        return NULL;
+}
+
+/* A row's rates over the interval: CPU %, calls/s, errors/s (-1: unknown). */
+struct top_row {
+        const Control__TopGadget *g;
+        double cpu, calls, errors;
+};
+
+static int cmp_top_row(const void *a, const void *b)
+{
+        const struct top_row *x = a, *y = b;
+        if (x->cpu != y->cpu)
+                return x->cpu < y->cpu ? 1 : -1;
+        if (x->calls != y->calls)
+                return x->calls < y->calls ? 1 : -1;
+        return strcmp(x->g->name, y->g->name);
+}
+
+static void rate(char *buf, size_t len, double v)
+{
+        if (v < 0)
+                snprintf(buf, len, "-");
+        else
+                snprintf(buf, len, "%.1f", v);
+}
+
+int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *before, bool json)
+{
+        static const char *const headers[] = { "GADGET", "STATE", "CPU%", "MEMORY", "TASKS", "CALLS/S", "ERRORS/S" };
+        static const bool right[] = { false, false, true, true, true, true, true };
+        if (json)
+                return top_json(f, now);
+        double secs = before && now->at_ms > before->at_ms ? (double)(now->at_ms - before->at_ms) / 1000 : 0;
+        struct top_row *rows = calloc(now->n_gadgets + 1, sizeof *rows);
+        struct output_table *t = output_table_new(7, headers, right);
+        int e = rows && t ? 0 : -ENOMEM;
+        for (size_t i = 0; e == 0 && i < now->n_gadgets; i++) {
+                const Control__TopGadget *g = now->gadgets[i], *p = top_find(before, g->name);
+                rows[i] = (struct top_row){ .g = g, .cpu = -1, .calls = -1, .errors = -1 };
+                if (p && secs > 0) {
+                        /* A new run starts its CPU time at 0: no rate across it. */
+                        if (g->cpu_usec >= p->cpu_usec)
+                                rows[i].cpu = (double)(g->cpu_usec - p->cpu_usec) / 1e4 / secs;
+                        rows[i].calls = g->calls >= p->calls ? (double)(g->calls - p->calls) / secs : -1;
+                        rows[i].errors = g->errors >= p->errors ? (double)(g->errors - p->errors) / secs : -1;
+                }
+        }
+        if (e == 0)
+                qsort(rows, now->n_gadgets, sizeof *rows, cmp_top_row);
+        for (size_t i = 0; e == 0 && i < now->n_gadgets; i++) {
+                char cpu[24], mem[24], tasks[24], calls[24], errors[24];
+                rate(cpu, sizeof cpu, rows[i].cpu);
+                output_size(rows[i].g->memory_bytes, mem, sizeof mem);
+                snprintf(tasks, sizeof tasks, "%llu", (unsigned long long)rows[i].g->tasks);
+                rate(calls, sizeof calls, rows[i].calls);
+                rate(errors, sizeof errors, rows[i].errors);
+                const char *row[7] = { rows[i].g->name, rows[i].g->state, cpu, mem, tasks, calls, errors };
+                e = output_table_add(t, row);
+        }
+        if (e == 0 && now->n_gadgets == 0)
+                fputs("no gadgets loaded\n", f);
+        else if (e == 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        free(rows);
+        return e;
+}
+
 int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, bool audit, bool *failed)
 {
         switch (r->resp_case) {
@@ -329,6 +421,8 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
                 return show_nodes(out, r->nodes, json);
         case CONTROL__RESPONSE__RESP_TRACE:
                 return show_trace(out, err, r->trace, json);
+        case CONTROL__RESPONSE__RESP_TOP:
+                return show_top(out, r->top, NULL, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
                 *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0 || r->reload->n_failed > 0;
                 return show_reload(out, err, r->reload, json);

@@ -241,6 +241,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 break;
         case CONTROL__REQUEST__REQ_NODES:
         case CONTROL__REQUEST__REQ_LIST:
+        case CONTROL__REQUEST__REQ_TOP:
         case CONTROL__REQUEST__REQ_RELOAD:
         case CONTROL__REQUEST__REQ_APPROVALS:
         case CONTROL__REQUEST__REQ_DAEMON_REEXEC:

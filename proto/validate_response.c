@@ -212,6 +212,19 @@ static int check_trace(const Control__TraceTree *t, char *why, size_t whylen)
         return 0;
 }
 
+/* A TopReport: each gadget named as a gadget is, its state a short text. */
+static int check_top(const Control__TopReport *t, char *why, size_t whylen)
+{
+        for (size_t i = 0; i < t->n_gadgets; i++) {
+                const Control__TopGadget *g = t->gadgets[i];
+                if (!g || !g->name || !gadget_name_ok(g->name))
+                        REFUSE("top report with a gadget of an invalid name");
+                if (!str_ok(g->state) || strlen(g->state) > 16)
+                        REFUSE("top report with an invalid state of gadget %s", g->name);
+        }
+        return 0;
+}
+
 int validate_control_response(const Control__Response *r, char *why, size_t whylen)
 {
         char reason[160];
@@ -252,6 +265,8 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->nodes ? check_nodes(r->nodes, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_TRACE:
                 return r->trace ? check_trace(r->trace, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_TOP:
+                return r->top ? check_top(r->top, why, whylen) : -EPROTO;
         default:
                 REFUSE("answer of an unknown kind");
         }

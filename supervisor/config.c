@@ -13,6 +13,7 @@
 #include <event2/util.h>
 
 #include "gateway/gateway.h"
+#include "metrics/metrics.h"
 #include "bindings/http.h"
 #include "core/core.h"
 #include "contract.h"
@@ -43,7 +44,9 @@ static void usage(FILE *f)
                    "                    (how long a sandbox waits for it, default 60s), TraceKeep=N (spans\n"
                    "                    kept for gadgetctl trace, default 4096, 0: no tracing),\n"
                    "                    TraceExport=URL (an OTLP/HTTP collector's /v1/traces),\n"
-                   "                    TraceSample=F (the share of new traces exported, default 1)\n"
+                   "                    TraceSample=F (the share of new traces exported, default 1),\n"
+                   "                    MetricsListen=127.0.0.1:PORT or a socket's path (serves /metrics),\n"
+                   "                    MetricsToken= (a file with its bearer token)\n"
                    "                    (command-line options win); [Gateway] keys Listen=127.0.0.1:PORT,\n"
                    "                    TokenFile=PATH serve the browser gateway (off without them),\n"
                    "                    MaxConnections, HeaderTimeout;\n"
@@ -261,6 +264,26 @@ static int store_key(struct file_ctx *fc, const char *key, const char *value)
         return peer_key(fc, key, value);
 }
 
+/* [Daemon] MetricsListen=, MetricsToken=. 1 if good, 0 if bad, -1 if
+ * not such a key. */
+static int metrics_key(struct file_ctx *fc, const char *key, const char *value)
+{
+        char why[300];
+        if (strcmp(key, "MetricsListen") == 0) {
+                if (metrics_parse_listen(value, why, sizeof why) < 0)
+                        return file_bad(fc, why);
+                return set_str(&fc->cfg->metrics_listen, value) == 0;
+        }
+        if (strcmp(key, "MetricsToken") == 0) {
+                if (value[0] != '/') {
+                        snprintf(why, sizeof why, "MetricsToken=\"%.200s\" is not an absolute path", value);
+                        return file_bad(fc, why);
+                }
+                return set_str(&fc->cfg->metrics_token_file, value) == 0;
+        }
+        return -1;
+}
+
 /* inih handler: 1 to go on, 0 marks the line as an error. */
 static int file_key(void *arg, const char *section, const char *key, const char *value)
 {
@@ -280,6 +303,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
         if (strcmp(section, "Daemon") != 0)
                 return 0;
         if ((b = store_key(fc, key, value)) >= 0)
+                return b;
+        if ((b = metrics_key(fc, key, value)) >= 0)
                 return b;
         if (strcmp(key, "PolicyDirectory") == 0)
                 return set_str(&cfg->policy_dir, value) == 0;
@@ -345,6 +370,10 @@ static int read_file(const char *path, struct config *cfg)
         if (line != 0) {
                 fprintf(stderr, "gadgetd: %s:%d: %s\n", path, line,
                         fc.why[0] ? fc.why : "unknown section or key, or bad value");
+                return -EINVAL;
+        }
+        if (cfg->metrics_token_file && !cfg->metrics_listen) {
+                fprintf(stderr, "gadgetd: %s: [Daemon] MetricsToken= needs MetricsListen=\n", path);
                 return -EINVAL;
         }
         if (!cfg->gateway_listen != !cfg->gateway_token_file) {
@@ -488,6 +517,8 @@ void config_free(struct config *cfg)
         free(cfg->group);
         free(cfg->gateway_listen);
         free(cfg->gateway_token_file);
+        free(cfg->metrics_listen);
+        free(cfg->metrics_token_file);
         free(cfg->store_connection);
         free(cfg->node);
         free(cfg->peer_listen);

@@ -28,6 +28,8 @@ struct config {
         uint64_t log_bytes;              /* LogBytesPerSecond= of gadgets without one, 0: built-in */
         char *gateway_listen;            /* [Gateway] Listen=, NULL: no gateway */
         char *gateway_token_file;        /* [Gateway] TokenFile= */
+        char *metrics_listen;            /* [Daemon] MetricsListen=, NULL: no metrics endpoint */
+        char *metrics_token_file;        /* [Daemon] MetricsToken=, NULL: none */
         unsigned http_requests_max;      /* --http-requests-max, HTTPRequestsMax= (0: default) */
         struct audit_config audit;       /* [Audit] RecordsPerSecond=, MaxFileSize=, KeepFiles= */
         struct control_limits control;   /* [Daemon] ControlMaxConnections=, ... */

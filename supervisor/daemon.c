@@ -21,6 +21,7 @@
 #include "cluster/nodelink.h"
 #include "control/control.h"
 #include "gateway/gateway.h"
+#include "metrics/metrics.h"
 #include "system/instance.h"
 #include "system/log.h"
 #include "system/notify.h"
@@ -56,6 +57,7 @@ struct daemon {
         struct control *control;
         struct loader loader;      /* policy files being read for load requests */
         struct gateway *gateway;   /* the browser gateway, if configured */
+        struct metrics *metrics;   /* the metrics endpoint, if configured (MetricsListen=) */
         struct forward *forward;   /* the link to other nodes, if configured (PeerCertificate=) */
         struct traces *traces;     /* the spans of calls (TraceKeep=) */
         struct trace_export *trace_export; /* to a collector (TraceExport=), or NULL */
@@ -75,6 +77,18 @@ struct daemon {
         bool handoff;              /* SIGTERM with FdStore=yes: the quiet is for the fd store */
         struct reexec_state adopt;
 };
+
+/* What the metrics endpoint tells of gadgetd's own clients. */
+static void metrics_self(void *arg, struct metrics_self *out)
+{
+        struct daemon *d = arg;
+        if (d->control)
+                control_stats(d->control, &out->control_connections,
+                              &out->refused[METRICS_BUDGET_CONTROL_CONNECTIONS], &out->refused[METRICS_BUDGET_CONTROL_SLOW]);
+        if (d->gateway)
+                gateway_stats(d->gateway, &out->gateway_connections, &out->refused[METRICS_BUDGET_GATEWAY_CONNECTIONS],
+                              &out->refused[METRICS_BUDGET_GATEWAY_DEADLINE]);
+}
 
 static void status_changed(struct daemon *d)
 {
@@ -515,6 +529,8 @@ static void quiet_end(struct daemon *d)
         control_reexec_hold(d->control, false);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, false);
+        if (d->metrics)
+                metrics_reexec_hold(d->metrics, false);
         if (d->forward)
                 forward_reexec_hold(d->forward, false);
 }
@@ -663,6 +679,8 @@ static void reexec_poll(evutil_socket_t fd, short what, void *arg)
                 e = control_reexec_quiet(d->control, why, sizeof why);
         if (e == 0 && d->gateway)
                 e = gateway_reexec_quiet(d->gateway, why, sizeof why);
+        if (e == 0 && d->metrics)
+                e = metrics_reexec_quiet(d->metrics, why, sizeof why);
         /* Last: its goodbyes promise that nothing more is read. */
         if (e == 0 && d->forward)
                 e = forward_reexec_quiet(d->forward, why, sizeof why);
@@ -707,6 +725,8 @@ static void quiet_begin(struct daemon *d)
         control_reexec_hold(d->control, true);
         if (d->gateway)
                 gateway_reexec_hold(d->gateway, true);
+        if (d->metrics)
+                metrics_reexec_hold(d->metrics, true);
         if (d->forward)
                 forward_reexec_hold(d->forward, true);
         d->reexec_deadline_ms = monotime_ms() + REEXEC_WAIT_MS;
@@ -975,6 +995,9 @@ static int setup(struct daemon *d)
             (e = gateway_open(d->core, c->gateway_listen, c->gateway_token_file, &c->gateway, &d->adopt.gateway,
                          &d->gateway)) < 0)
                 return e;
+        const struct metrics_env menv = { .core = d->core, .self = metrics_self, .arg = d };
+        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file, &d->metrics)) < 0)
+                return e;
         audit_listen(core_audit(d->core), audit_added, d);
         return 0;
 }
@@ -985,6 +1008,7 @@ static void teardown(struct daemon *d)
         core_close(d->core);       /* first: the units' pending calls are answered */
         trace_export_free(d->trace_export);
         traces_free(d->traces);
+        metrics_free(d->metrics);
         gateway_free(d->gateway);
         control_free(d->control);
         loader_close(&d->loader);

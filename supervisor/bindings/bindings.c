@@ -151,6 +151,34 @@ static void span_end(struct gadget_bindings *g, const struct binding_req *r, int
         trace_copy(s->outcome, sizeof s->outcome, code ? gadget_error_name(code) : "ok");
 }
 
+/* Counts r's answer in g's rows (struct binding_stat). */
+static void count(struct gadget_bindings *g, const struct binding_req *r, enum audit_outcome o)
+{
+        const char *binding = r->declared ? r->binding : BINDING_STATS_OTHER;
+        const char *op = r->declared ? r->op : BINDING_STATS_OTHER;
+        struct binding_stat *st = NULL;
+        for (size_t i = 0; i < g->n_stats && !st; i++)
+                if (strcmp(g->stats[i].binding, binding) == 0 && strcmp(g->stats[i].op, op) == 0)
+                        st = &g->stats[i];
+        if (!st && r->declared && g->n_stats >= BINDING_STATS_MAX) {
+                struct binding_req other = { .declared = false };
+                count(g, &other, o);
+                return;
+        }
+        if (!st) {
+                struct binding_stat *n = realloc(g->stats, (g->n_stats + 1) * sizeof *n);
+                if (!n)
+                        return;
+                g->stats = n;
+                st = &g->stats[g->n_stats++];
+                *st = (struct binding_stat){ 0 };
+                snprintf(st->binding, sizeof st->binding, "%s", binding);
+                snprintf(st->op, sizeof st->op, "%s", op);
+        }
+        if ((unsigned)o < BINDING_STATS_OUTCOMES)
+                st->outcomes[o]++;
+}
+
 void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code, const char *message,
                     uint64_t bytes_out)
 {
@@ -178,6 +206,7 @@ void bindings_reply(struct binding_req *r, const Gadget__Value *value, int code,
                         .detail = r->audit_note ? detail : said, .trace = r->traced ? trace : NULL,
                 };
                 audit_write(g->env->audit, &rec);
+                count(g, r, rec.outcome);
         }
         free(r->audit_note);
         free(r);
@@ -243,6 +272,7 @@ void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget_
                 bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
                 return;
         }
+        r->declared = true; /* b is declared, op one of its type's */
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
         const Gadget__Value *args = bc->args ? bc->args : &null;
@@ -346,6 +376,7 @@ void bindings_free(struct gadget_bindings *g)
         bindings_orphan(g, NULL);
         states_free(g);
         kv_close(g->kv);
+        free(g->stats);
         free(g);
 }
 

@@ -89,6 +89,19 @@ size_t binding_op_signatures(enum binding_type type, const char **out, size_t ma
 
 /* The binding side of one gadget, for as long as it is loaded: its calls
  * in flight, what its bindings keep (its secrets), its kv store. */
+#define BINDING_STATS_OUTCOMES 4  /* room for every enum audit_outcome */
+#define BINDING_STATS_MAX 256      /* rows by name; the rest under BINDING_STATS_OTHER */
+#define BINDING_STATS_OTHER "_other" /* an undeclared binding, or an operation its type lacks */
+
+/* A gadget's binding operations by binding, operation and outcome (its
+ * metrics). Why bounded: a row is named only by a binding its policy
+ * declares and an operation of that binding's type; any other call
+ * counts under BINDING_STATS_OTHER for both. */
+struct binding_stat {
+        char binding[72], op[72];
+        uint64_t outcomes[BINDING_STATS_OUTCOMES]; /* by enum audit_outcome */
+};
+
 struct gadget_bindings {
         const struct bindings_env *env;
         const struct policy *policy;  /* its policy now (bindings_set_policy) */
@@ -104,6 +117,8 @@ struct gadget_bindings {
          * that the delivery of alarms (alarms/alarms.c) looks again. */
         void (*alarms_changed)(void *arg);
         void *alarms_arg;
+        struct binding_stat *stats;  /* its binding calls answered, counted */
+        size_t n_stats;
 };
 
 /* One binding call being carried out. Async operations keep it until they
@@ -117,6 +132,7 @@ struct binding_req {
         struct timespec start;
         uint64_t bytes_in;
         struct approval *approval;  /* while it waits for a person's approval */
+        bool declared;              /* a declared binding's own operation (counted by name) */
         char *audit_note;           /* what the audit names besides the outcome (an http
                                      * request's credential file), or NULL; never a secret */
         struct trace_ctx trace;     /* its span, a child of the call the gadget serves (traced) */

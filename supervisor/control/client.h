@@ -71,6 +71,8 @@ void control_reexec_ask(struct client *cl, uint64_t id);
 void request_cat(struct client *cl, const Control__Request *req);
 /* gadgetctl nodes and nodes forget (nodes.c). */
 void request_nodes(struct client *cl, const Control__Request *req);
+/* top.c: gadgetctl top, every gadget's counters (what list shows any member). */
+void request_top(struct client *cl, const Control__Request *req);
 void request_forget_node(struct client *cl, const Control__Request *req);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);

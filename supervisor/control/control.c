@@ -57,6 +57,7 @@ struct control {
         size_t n_root, n_users;    /* connections of root, of every other uid */
         struct control_limits lim;
         struct ratelog rl[REF_N];
+        uint64_t refused[REF_N];   /* every refusal of each kind, for the metrics */
         bool activated;            /* the socket was passed by systemd (gadgetd.socket) */
         struct user_budget budgets[BUDGET_USERS]; /* the users seen lately, but root */
         struct event *ev_budget;   /* releases the users held at their second's end */
@@ -82,9 +83,18 @@ static void refusal(struct control *c, enum control_refusal k, const char *fmt, 
 static void refusal(struct control *c, enum control_refusal k, const char *fmt, ...)
 {
         va_list ap;
+        if (fmt)
+                c->refused[k]++;
         va_start(ap, fmt);
         ratelog_vwarn(&c->rl[k], monotime_ms(), NULL, refusal_what[k], fmt, ap);
         va_end(ap);
+}
+
+void control_stats(const struct control *c, uint64_t *connections, uint64_t *refused, uint64_t *slow)
+{
+        *connections = c->n_root + c->n_users;
+        *refused = c->refused[REF_GROUP] + c->refused[REF_USER] + c->refused[REF_TOTAL];
+        *slow = c->refused[REF_SLOW];
 }
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)

@@ -96,6 +96,9 @@ struct control_env {
 /* Listens on env->socket_path (mode 0660, group env->group), clients held
  * to env->limits. env is copied. 0 or -errno. */
 int control_open(const struct control_env *env, struct control **out);
+/* Its connections open, those refused (outside the group, over a limit)
+ * and clients dropped for not reading their answers, since it opened. */
+void control_stats(const struct control *c, uint64_t *connections, uint64_t *refused, uint64_t *slow);
 void control_free(struct control *c);
 /* The re-exec asked for: the listening socket and whether systemd made it,
  * the requester's fd and request id (*answer_fd -1: it left). */

@@ -801,6 +801,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_FORGET_NODE, request_forget_node },
         { CONTROL__REQUEST__REQ_DAEMON_REEXEC, on_daemon_reexec },
         { CONTROL__REQUEST__REQ_TRACE, request_trace },
+        { CONTROL__REQUEST__REQ_TOP, request_top },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -79,6 +79,7 @@ struct call {
         /* A local user's call (call_req's audit_uid) is audited at its end: */
         char *audit_by;             /* its via, or NULL: not audited */
         uint32_t audit_uid;
+        int stat_row;               /* its method's row in u->stats once sent (declared), else -1 */
 };
 
 static void owner_unlink(struct call *c)
@@ -146,8 +147,8 @@ static void span_begin(struct call *c, const struct call_req *q)
         c->traced = true;
 }
 
-/* c's span ends with code (0: ok). */
-static void span_end(struct call *c, int code)
+/* c's span ends with code (0: ok), us after it began. */
+static void span_end(struct call *c, int code, uint64_t us)
 {
         if (!c->traced)
                 return;
@@ -157,7 +158,7 @@ static void span_end(struct call *c, int code)
         memcpy(s->parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
         s->kind = SPAN_CALL;
         s->start_ns = c->start_ns;
-        s->duration_ns = (monotime_us() - c->begin_us) * 1000;
+        s->duration_ns = us * 1000;
         trace_copy(s->gadget, sizeof s->gadget, c->u->policy->name);
         trace_copy(s->name, sizeof c->name, c->name);  /* the smaller: name holds it */
         trace_copy(s->node, sizeof s->node, traces_node(t));
@@ -179,13 +180,13 @@ const struct trace_ctx *call_trace(const struct call *c)
         return c->traced ? &c->pc.trace : NULL;
 }
 
-/* Tells the unit's listeners (a tail) that c ended with code. */
-static void call_told(const struct call *c, int code)
+/* Tells the unit's listeners (a tail) that c ended with code, us after it began. */
+static void call_told(const struct call *c, int code, uint64_t us)
 {
         if (c->untold || !c->name[0] || c->elsewhere)
                 return;
         const struct unit_call_event e = {
-                .method = c->name, .code = code, .duration_us = monotime_us() - c->begin_us,
+                .method = c->name, .code = code, .duration_us = us,
                 .trace = call_trace_id(c), /* "" when tracing is off */
         };
         unit_events_called(c->u, &e);
@@ -193,13 +194,13 @@ static void call_told(const struct call *c, int code)
 
 /* The audit record of a local user's call (call_req's audit_uid): its
  * outcome, naming the caller's uid. */
-static void audit_local(struct unit *u, const char *by, const char *method, uint32_t uid, uint64_t begin_us,
+static void audit_local(struct unit *u, const char *by, const char *method, uint32_t uid, uint64_t us,
                         const char *trace, int code, const char *message)
 {
         char op[GADGET_NAME_MAX + 8];
         snprintf(op, sizeof op, "call %s", method);
         struct audit_record rec = { .gadget = u->policy->name, .binding = by, .op = op,
-                                    .outcome = audit_outcome_of(code), .duration_us = monotime_us() - begin_us,
+                                    .outcome = audit_outcome_of(code), .duration_us = us,
                                     .detail = code ? message : NULL, .has_uid = true, .uid = uid,
                                     .trace = trace && *trace ? trace : NULL };
         audit_write(u->core->audit, &rec);
@@ -208,16 +209,24 @@ static void audit_local(struct unit *u, const char *by, const char *method, uint
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
-        span_end(c, code);
-        call_told(c, code);
+        uint64_t us = monotime_us() - c->begin_us;
+        span_end(c, code, us);
+        call_told(c, code, us);
         if (c->audit_by)
-                audit_local(c->u, c->audit_by, c->name, c->audit_uid, c->begin_us, call_trace_id(c), res ? 0 : code,
+                audit_local(c->u, c->audit_by, c->name, c->audit_uid, us, call_trace_id(c), res ? 0 : code,
                             message ? message : "the call failed");
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
         pend_unlink(c);
         unit_active(c->u, monotime_ms());
+        if (!c->wake) {
+                /* Never sent (it waited and timed out, or failed): its
+                 * method counts as an undeclared one. */
+                if (c->stat_row < 0)
+                        c->stat_row = unit_stats_row(&c->u->stats, NULL, false);
+                unit_stats_call(&c->u->stats, c->stat_row, res ? 0 : code, us);
+        }
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
         call_free(c);
@@ -485,6 +494,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         }
         timer_arm_ms(c->timer, timeout_ms);
         u->calls++;
+        c->stat_row = unit_stats_row(&u->stats, method, true); /* call_check found it declared */
         return 0;
 }
 
@@ -757,6 +767,24 @@ static int call_wait(struct call *c, const struct call_req *q, char *msg, size_t
         return 0;
 }
 
+size_t unit_approvals_waiting(const struct unit *u)
+{
+        size_t n = 0;
+        const struct call *c;
+        LIST_FOREACH(c, &u->waiting, wait_link)
+                n++;
+        return n;
+}
+
+/* A call refused before it was made, in u's counters (its method's row
+ * if the gadget declared it). */
+static void count_refusal(struct unit *u, const char *method, int code)
+{
+        const struct type_sig *sig;
+        bool declared = u->run->peer && method && peer_method(u->run->peer, method, &sig);
+        unit_stats_call(&u->stats, unit_stats_row(&u->stats, method, declared), code, 0);
+}
+
 /* Links c to its caller's record, which may leave before it ends. */
 static void call_own(struct call *c, struct call_owner *o)
 {
@@ -772,7 +800,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
         if (code) {
                 if (q->audit_uid)
-                        audit_local(u, q->via, q->method, q->uid, begin_us, NULL, code, msg);
+                        audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, NULL, code, msg);
+                count_refusal(u, q->method, code);
                 return code;
         }
         struct call *c = calloc(1, sizeof *c);
@@ -782,7 +811,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
-                            .begin_us = begin_us, .audit_uid = q->uid };
+                            .begin_us = begin_us, .audit_uid = q->uid, .stat_row = -1 };
         if (q->method) { /* on every call's path: a copy, not a printf */
                 size_t n = strnlen(q->method, sizeof c->name - 1);
                 memcpy(c->name, q->method, n);
@@ -811,8 +840,10 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
                 if (c->audit_by)
-                        audit_local(u, c->audit_by, c->name, c->audit_uid, c->begin_us, call_trace_id(c), code, msg);
+                        audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us,
+                                    call_trace_id(c), code, msg);
                 call_free(c);
+                count_refusal(u, q->method, code);
                 return code;
         }
         call_own(c, q->owner);

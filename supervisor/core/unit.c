@@ -105,6 +105,7 @@ void unit_free(struct unit *u)
         if (u->ev_idle)
                 event_free(u->ev_idle);
         logbuf_free(&u->log);
+        unit_stats_clear(&u->stats);
         policy_free(u->policy);
         free(u->kept_errors);
         free(u);
@@ -167,6 +168,7 @@ static void stopped(struct unit *u)
                 unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO,
                                                                 .run = u->run->number, .delay_ms = 0 },
                                "restarting once stopped (%s)", u->cause);
+                u->stats.restarts[UNIT_RESTART_REQUEST]++;
                 unit_start(u);
         }
         c->hooks.stopped(c->hooks.arg, u);
@@ -600,6 +602,7 @@ void unit_start(struct unit *u)
         if ((e = unit_run_go(u->run, warm, err, sizeof err)) < 0)
                 goto fail;
         unit_set_state(u, UNIT_STARTING);
+        u->stats.starts++;
         bindings_attach(u->bind, u->run->peer);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_STARTED, .level = L_INFO, .run = u->run->number,
                                                         .pid = u->run->child.pid }, "started (pid %d)",
@@ -717,6 +720,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = arg;
         if (u->state == UNIT_STARTING && (u->run->child.pid <= 0 || u->run->child.go_fd >= 0)) {
                 u->restarts++;
+                u->stats.restarts[UNIT_RESTART_EXIT]++;
                 unit_start(u);       /* the backoff is over */
         }
 }

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "logbuf.h"
+#include "unit_stats.h"
 
 struct core;
 struct peer;
@@ -130,6 +131,8 @@ struct unit_info {
         uint64_t uptime_ms, restarts, calls, start_us;
         uint64_t in_flight;         /* calls taken, not answered yet: waiting for its start or sent to it */
         uint64_t memory_bytes, tasks, cpu_usec;
+        uint64_t memory_peak;       /* its cgroup's most since this run began, 0 if unknown */
+        uint64_t limit_hits[3];     /* since its load, by enum limiter_hit (MemoryMax, TasksMax, CPUQuota) */
         const char *limits_mode;
         uint64_t log_lines_max, log_bytes_max;  /* the log budget in force */
         const char *node;           /* Store=postgresql: the node that runs it ("" none yet), else NULL */
@@ -143,6 +146,9 @@ struct unit_info {
         const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
+/* Its metrics' counters (unit_stats.h), and the approvals its calls wait for. */
+const struct unit_stats *unit_stats(const struct unit *u);
+size_t unit_approvals_waiting(const struct unit *u);
 
 /* The outcome of a move: code 0 (msg says where it runs now) or a GADGET_E*
  * code and why. */

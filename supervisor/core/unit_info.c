@@ -21,9 +21,16 @@ uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }
 int unit_program_status(const struct unit *u) { return u->run->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
 struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
+const struct unit_stats *unit_stats(const struct unit *u) { return &u->stats; }
+
+_Static_assert(LIMITER_HITS_N == sizeof ((struct unit_info *)0)->limit_hits / sizeof (uint64_t) &&
+               LIMITER_HITS_N == sizeof ((struct unit_stats *)0)->limit_hits / sizeof (uint64_t),
+               "a limit hit of each kind");
+
 bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
 
-static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
+static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec,
+                       uint64_t *memory_peak);
 static const char *unit_limits_mode(const struct unit *u);
 static uint64_t unit_memory_bytes(const struct unit *u);
 
@@ -62,7 +69,9 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .kept_lines = u->kept_errors ? u->kept_errors : "",
         };
         unit_events_info(u, out);
-        unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec);
+        unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec, &out->memory_peak);
+        for (int k = 0; k < LIMITER_HITS_N; k++)
+                out->limit_hits[k] = u->stats.limit_hits[k] + u->run->limits.hits[k];
         unit_lease_info(u, &out->node, &out->epoch);
 }
 
@@ -105,9 +114,10 @@ uint64_t unit_uptime_ms(const struct unit *u)
         return monotime_since_ms(&u->run->started);
 }
 
-static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec,
+                       uint64_t *memory_peak)
 {
-        limiter_usage(&u->run->limits, memory, tasks, cpu_usec);
+        limiter_usage(&u->run->limits, memory, tasks, cpu_usec, memory_peak);
         if (!*memory)
                 *memory = unit_memory_bytes(u);
 }

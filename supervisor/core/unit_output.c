@@ -87,6 +87,7 @@ static void log_window(struct unit *u)
         bool paused = u->log_budget.paused;
         if (!logbuf_budget_roll(&u->log_budget, monotime_ms(), &dropped, &bytes))
                 return;
+        u->stats.log_dropped += dropped;
         if (dropped)
                 say_dropped(u, dropped, bytes, paused, true);
         if (paused)

@@ -132,6 +132,11 @@ void unit_run_drop(struct unit_run *r, const char *gone)
         event_del(r->ev_start);
         event_del(r->ev_end);
         r->ending = false;
+        /* Its limit hits stay the unit's. */
+        for (int k = 0; k < LIMITER_HITS_N; k++) {
+                r->u->stats.limit_hits[k] += r->limits.hits[k];
+                r->limits.hits[k] = 0;
+        }
         limiter_end(&r->limits);
         if (r->have_uid) {
                 uidpool_release(&u->core->uids, r->uid);

@@ -124,6 +124,8 @@ static void take_place(struct unit *u, struct unit_run *old)
         r->bind = NULL;
         bindings_attach(u->bind, r->peer);
         u->restarts++;
+        u->stats.restarts[UNIT_RESTART_REQUEST]++;
+        u->stats.starts++;
         backoff_reset(&u->backoff);
         snprintf(u->last_cause, sizeof u->last_cause, "%s", u->switch_why);
 }

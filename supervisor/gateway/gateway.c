@@ -19,118 +19,69 @@
 #include <event2/keyvalq_struct.h>
 
 #include "core/core.h"
+#include "system/listener.h"
 #include "system/log.h"
-#include "system/secret_file.h"
+#include "system/monotime.h"
 
-#define TOKEN_MIN 16
-#define TOKEN_MAX 4096
 #define HEADERS_MAX (16 * 1024)
 #define IO_TIMEOUT_S 60
+
+/* One line now, or counted into the window's summary line. */
+void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)
+{
+        static const char *const what[GW_REF_N] = {
+                [GW_REF_TOKEN] = "gateway requests refused without a valid token",
+                [GW_REF_FOREIGN] = "gateway requests refused from another origin or host",
+        };
+        va_list ap;
+        va_start(ap, fmt);
+        ratelog_vwarn(&g->rl[k], monotime_ms(), NULL, what[k], fmt, ap);
+        va_end(ap);
+}
+
+/* The connections' sweep: the windows of the refusals above that closed. */
+static void refusals_flush(void *arg)
+{
+        for (int k = 0; k < GW_REF_N; k++)
+                gateway_refusal(arg, (enum gateway_refusal)k, NULL);
+}
+
+void gateway_reexec_hold(struct gateway *g, bool hold)
+{
+        httpconn_hold(&g->conns, hold);
+}
+
+int gateway_reexec_quiet(const struct gateway *g, char *why, size_t len)
+{
+        return httpconn_quiet(&g->conns, why, len);
+}
+
+void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h)
+{
+        h->fd = g->fd;
+        memcpy(h->session, g->session, sizeof h->session);
+}
+
+void gateway_stats(const struct gateway *g, uint64_t *connections, uint64_t *full, uint64_t *deadline)
+{
+        *connections = g->conns.n_conns;
+        *full = g->conns.refused[HTTPCONN_FULL];
+        *deadline = g->conns.refused[HTTPCONN_DEADLINE];
+}
 
 int gateway_parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len, char *why,
                          size_t whylen)
 {
-        char host[64];
-        const char *colon = strrchr(s, ':');
-        size_t hlen = colon ? (size_t)(colon - s) : 0;
-        char *end;
-        unsigned long port;
-
-        if (!colon || hlen == 0 || hlen >= sizeof host || !colon[1])
-                goto bad;
-        errno = 0;
-        port = strtoul(colon + 1, &end, 10);
-        if (errno || *end || port > 65535 || colon[1] < '0' || colon[1] > '9')
-                goto bad;
-        memcpy(host, s, hlen);
-        host[hlen] = '\0';
-        memset(sa, 0, sizeof *sa);
-        if (host[0] == '[' && host[hlen - 1] == ']') {
-                struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)sa;
-                host[hlen - 1] = '\0';
-                if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-                        goto bad;
-                a6->sin6_family = AF_INET6;
-                a6->sin6_port = htons((uint16_t)port);
-                *len = sizeof *a6;
+        int e = listener_parse_loopback(s, sa, len);
+        if (e == -EADDRNOTAVAIL)
                 /* Why loopback only: plain HTTP carries the token in clear. */
-                if (!IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr))
-                        goto not_loopback;
-                return 0;
-        }
-        struct sockaddr_in *a4 = (struct sockaddr_in *)sa;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-                goto bad;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        *len = sizeof *a4;
-        if ((ntohl(a4->sin_addr.s_addr) >> 24) != 127)
-                goto not_loopback;
-        return 0;
-bad:
-        snprintf(why, whylen, "Listen=\"%.64s\" is not ADDRESS:PORT with a numeric address "
-                 "(for example 127.0.0.1:8080 or [::1]:8080)", s);
-        return -EINVAL;
-not_loopback:
-        snprintf(why, whylen, "Listen=\"%.64s\": the gateway speaks plain HTTP and listens on "
-                 "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
-                 "other clients", s);
-        return -EINVAL;
-}
-
-static bool token_char(char c)
-{
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-/* Reads the token: the file's content without trailing blanks. Why the
- * checks: read as every secret is (system/secret_file.h: no symlink
- * planted on the way, a regular file), not readable or writable by every
- * user, and characters that go unchanged into a header, a cookie and a
- * URL query. */
-static int read_token(const char *path, char **out, size_t *out_len)
-{
-        char *buf = NULL;
-        size_t n = 0;
-        int e = secret_file_read(path, TOKEN_MAX + 64, SECRET_NOT_WORLD, NULL, &buf, &n);
-
-        if (e == -EPERM) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s is readable or writable by every user "
-                        "(chmod 600 it)", path);
-                return e;
-        }
-        if (e < 0 && e != -EFBIG) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s: %s", path, secret_file_why(e));
-                return e;
-        }
-        size_t len = n;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-                len--;
-        bool ok = e == 0 && len >= TOKEN_MIN && len <= TOKEN_MAX;
-        for (size_t i = 0; ok && i < len; i++)
-                ok = token_char(buf[i]);
-        if (!ok) {
-                log_msg(L_ERR, NULL, "gateway: TokenFile=%s must hold one token of %d to %d characters "
-                        "A-Z a-z 0-9 - _ . ~ (for example: openssl rand -hex 32)", path, TOKEN_MIN,
-                        TOKEN_MAX);
-                secret_file_free(buf, n);
-                return -EINVAL;
-        }
-        buf[len] = '\0';
-        *out = buf;
-        *out_len = len;
-        return 0;
-}
-
-/* Compares a secret with a candidate in time that depends only on the
- * secret's length, so a client cannot find the token byte by byte. */
-static bool secret_equal(const char *secret, size_t slen, const char *cand, size_t clen)
-{
-        unsigned char diff = slen != clen;
-        for (size_t i = 0; i < slen; i++)
-                diff |= (unsigned char)secret[i] ^ (unsigned char)(i < clen ? cand[i] : 0);
-        return diff == 0;
+                snprintf(why, whylen, "Listen=\"%.64s\": the gateway speaks plain HTTP and listens on "
+                         "loopback addresses only (127.0.0.0/8 or [::1]); put a TLS proxy in front for "
+                         "other clients", s);
+        else if (e < 0)
+                snprintf(why, whylen, "Listen=\"%.64s\" is not ADDRESS:PORT with a numeric address "
+                         "(for example 127.0.0.1:8080 or [::1]:8080)", s);
+        return e < 0 ? -EINVAL : 0;
 }
 
 static void hex(const unsigned char *in, size_t n, char *out)
@@ -245,10 +196,10 @@ static bool authorized(struct gateway *g, struct evhttp_request *req)
         size_t len;
         if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
                 v = auth + 7 + strspn(auth + 7, " ");
-                return secret_equal(g->token, g->token_len, v, strlen(v));
+                return httpconn_token_equal(g->token, g->token_len, v, strlen(v));
         }
         if (cookies && (v = cookie_value(cookies, &len)))
-                return secret_equal(g->session, strlen(g->session), v, len);
+                return httpconn_token_equal(g->session, strlen(g->session), v, len);
         return false;
 }
 
@@ -268,7 +219,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
                 evhttp_clear_headers(&q);
                 return false;
         }
-        ok = secret_equal(g->token, g->token_len, tok, strlen(tok));
+        ok = httpconn_token_equal(g->token, g->token_len, tok, strlen(tok));
         evhttp_clear_headers(&q);
         if (!ok) {
                 gateway_refusal(g, GW_REF_TOKEN, "gateway: refused a login with a wrong token");
@@ -281,7 +232,7 @@ static bool login(struct gateway *g, struct evhttp_request *req, const char *que
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Set-Cookie", cookie);
         evhttp_add_header(h, "Location", "/");
-        gateway_conn_authed(g, req);
+        httpconn_authed(&g->conns, req);
         gateway_send(req, 303, NULL, NULL);
         return true;
 }
@@ -380,7 +331,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         const char *why = foreign(g, req);
         char esc[200];
 
-        gateway_conn_request(g, req);
+        httpconn_request(&g->conns, req);
         if (!path || path[0] != '/')
                 path = "/";
         if (why) {
@@ -401,7 +352,7 @@ static void on_request(struct evhttp_request *req, void *arg)
                                    "a valid token is needed: \"Authorization: Bearer TOKEN\", "
                                    "or open /?token=TOKEN in the browser");
         } else {
-                gateway_conn_authed(g, req);
+                httpconn_authed(&g->conns, req);
                 route(g, req, path);
         }
 }
@@ -498,12 +449,15 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
                 return -ENOMEM;
         }
         g->core = core;
-        g->lim = *lim;
+        g->conns = (struct httpconns){ .who = "gateway", .max_key = "MaxConnections", .timeout_key = "HeaderTimeout",
+                                       .max_connections = lim->max_connections,
+                                       .header_timeout_ms = lim->header_timeout_ms, .sweep = refusals_flush,
+                                       .arg = g };
         if (kept && (e = adopt_listener(h, listen_str, &fd)) < 0) {
                 close(h->fd);
                 goto fail;
         }
-        if ((e = read_token(token_file, &g->token, &g->token_len)) < 0)
+        if ((e = httpconn_token_read(token_file, "gateway", "TokenFile", &g->token, &g->token_len)) < 0)
                 goto fail;
         if (kept)
                 memcpy(g->session, h->session, sizeof g->session);
@@ -534,7 +488,7 @@ int gateway_open(struct core *core, const char *listen_str, const char *token_fi
                 e = -ENOMEM;
                 goto fail;
         }
-        if ((e = gateway_conn_setup(g, bound)) < 0)
+        if ((e = httpconn_setup(&g->conns, core_base(core), g->http, bound)) < 0)
                 goto fail;
         log_msg(L_INFO, NULL, "gateway: listening on http://%s/%s", g->hosts[0],
                 kept ? " (its socket kept across gadgetd's re-exec)" : "");
@@ -552,10 +506,10 @@ void gateway_free(struct gateway *g)
         if (!g)
                 return;
         gateway_api_orphan(g);
-        g->lev = NULL; /* evhttp_free frees it before the connections */
+        g->conns.lev = NULL; /* evhttp_free frees it before the connections */
         if (g->http)
                 evhttp_free(g->http);
-        gateway_conn_free(g);
+        httpconn_free(&g->conns);
         if (g->token) {
                 explicit_bzero(g->token, g->token_len);
                 free(g->token);

@@ -62,5 +62,8 @@ void gateway_reexec_hold(struct gateway *g, bool hold);
 int gateway_reexec_quiet(const struct gateway *g, char *why, size_t len);
 /* What the next image needs, in h. */
 void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h);
+/* Its connections open, those refused over MaxConnections and closed at
+ * HeaderTimeout, since it opened. */
+void gateway_stats(const struct gateway *g, uint64_t *connections, uint64_t *full, uint64_t *deadline);
 /* Call after every unit is freed (their pending calls are answered then). */
 void gateway_free(struct gateway *g);

@@ -11,32 +11,16 @@
 #include <jansson.h>
 
 #include "gateway.h"
+#include "system/httpconn.h"
 #include "system/ratelog.h"
 
 #define GATEWAY_SESSION_BYTES 32
 #define GATEWAY_COOKIE "gadgetd_session"
 
 struct gateway_call;
-struct bufferevent;
-struct evconnlistener;
-
-/* One connection evhttp accepted (see gateway_conn.c). */
-struct gateway_conn {
-        struct bufferevent *bev;     /* evhttp's (ours referenced until evcon is known) */
-        struct evhttp_connection *evcon; /* NULL until the fresh event has seen it */
-        uint64_t since_ms;           /* accepted, or its last reply completed */
-        uint64_t accepted_ms;        /* accepted: one that never shows the token is closed
-                                      * HeaderTimeout after it, however many 401s it got */
-        bool authed;                 /* one of its requests carried a valid token */
-        unsigned busy;               /* requests read and not yet answered */
-        struct evhttp_request *req;  /* the one being answered (evhttp reads the next after), or NULL */
-        bool answered;               /* a request of it was answered */
-        bool refuse;                 /* over MaxConnections: closed at once */
-        bool cut;                    /* shut down, evhttp will free it */
-};
 
 /* What the gateway logs at most once per window, with a count. */
-enum gateway_refusal { GW_REF_TOKEN, GW_REF_FOREIGN, GW_REF_FULL, GW_REF_DEADLINE, GW_REF_N };
+enum gateway_refusal { GW_REF_TOKEN, GW_REF_FOREIGN, GW_REF_N };
 
 struct gateway {
         struct core *core;
@@ -48,25 +32,11 @@ struct gateway {
         char session[2 * GATEWAY_SESSION_BYTES + 1];
         char hosts[2][80];           /* Host header values accepted: "127.0.0.1:PORT", "localhost:PORT" */
         LIST_HEAD(, gateway_call) calls; /* API calls waiting for their gadget */
-        struct gateway_limits lim;
-        struct evconnlistener *lev;  /* evhttp's listener */
-        struct event *ev_sweep, *ev_fresh, *ev_room;
-        struct gateway_conn *conns;
-        size_t n_conns, cap_conns;
-        bool paused;                 /* listener off: MaxConnections open */
-        bool held;                   /* gadgetctl daemon-reexec: not accepting, every answer closes */
+        struct httpconns conns;      /* MaxConnections=, HeaderTimeout= */
         int fd;                      /* the listening socket */
         struct ratelog rl[GW_REF_N];
 };
 
-/* Counts evhttp's connections (bevcb), pauses the listener at
- * MaxConnections or on EMFILE, closes connections past HeaderTimeout. */
-int gateway_conn_setup(struct gateway *g, struct evhttp_bound_socket *bound);
-void gateway_conn_free(struct gateway *g);
-/* A request was read on its connection: it is busy until answered. */
-void gateway_conn_request(struct gateway *g, struct evhttp_request *req);
-/* req carried a valid token: its connection keeps its seat while in use. */
-void gateway_conn_authed(struct gateway *g, struct evhttp_request *req);
 /* Logs a refusal of kind k now, or counts it for one line per window;
  * fmt NULL only reports a closed window's count. */
 void gateway_refusal(struct gateway *g, enum gateway_refusal k, const char *fmt, ...)

@@ -348,9 +348,11 @@ void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st)
         *st = (struct cgroup_stats){ 0 };
         if (cgroup_host_version(h, CGROUP_MEMORY) == 2) {
                 st->memory_bytes = read_u64(mem, "memory.current");
+                st->memory_peak = read_u64(mem, "memory.peak"); /* Linux 5.19 and later */
                 st->oom_kills = read_keyed(mem, "memory.events", "oom_kill");
         } else if (mem) {
                 st->memory_bytes = read_u64(mem, "memory.usage_in_bytes");
+                st->memory_peak = read_u64(mem, "memory.max_usage_in_bytes");
                 st->oom_kills = read_keyed(mem, "memory.oom_control", "oom_kill");
         }
         st->tasks = read_u64(pids, "pids.current");

@@ -95,6 +95,7 @@ struct cgroup_limits {
  * whose controller is missing is 0. */
 struct cgroup_stats {
         uint64_t memory_bytes;
+        uint64_t memory_peak;   /* the most it used since its cgroup was made (0: unknown) */
         uint64_t tasks;
         uint64_t cpu_usec;
         uint64_t oom_kills;     /* processes the OOM killer ended at the memory limit */

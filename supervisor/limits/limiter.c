@@ -298,6 +298,7 @@ void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *
         uint64_t throttled = grew(st.throttled, &r->seen.throttled);
         if (oom) {
                 r->oom_kills += oom;
+                r->hits[LIMITER_HIT_MEMORY] += oom;
                 if (p->memory_max != POLICY_UNLIMITED)
                         limiter_record(a, p->name, "MemoryMax",
                                        "out of memory: %llu process(es) killed at MemoryMax=%s",
@@ -306,6 +307,8 @@ void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *
                         limiter_record(a, p->name, "MemoryMax", "out of memory: %llu process(es) killed (no "
                                        "MemoryMax: gadgetd's cgroup or the host ran out)", (unsigned long long)oom);
         }
+        r->hits[LIMITER_HIT_TASKS] += refused && !r->refusing;
+        r->hits[LIMITER_HIT_CPU] += throttled && !r->throttling && p->cpu_quota;
         if (refused && !r->refusing)
                 limiter_record(a, p->name, "TasksMax", "fork refused: the gadget is at its limit of %llu tasks",
                                (unsigned long long)(p->tasks_max == POLICY_UNLIMITED ? LIMITER_DEFAULT_TASKS
@@ -332,12 +335,14 @@ bool limiter_cause(const struct limiter_run *r, int status, const char *how, cha
         return false;
 }
 
-void limiter_usage(const struct limiter_run *r, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec)
+void limiter_usage(const struct limiter_run *r, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec,
+                   uint64_t *memory_peak)
 {
         struct cgroup_stats st = { 0 };
         if (r->cg)
                 cgroup_stats_read(r->cg, &st);
         *memory = st.memory_bytes;
+        *memory_peak = st.memory_peak;
         *tasks = st.tasks > 0 ? st.tasks - 1 : 0;
         *cpu_usec = st.cpu_usec;
 }

@@ -29,6 +29,11 @@ struct limiter {
 };
 
 /* The limits of one run of one gadget. */
+/* The limits whose hits are counted: a process killed at MemoryMax, a
+ * fork refused at TasksMax (an episode), throttling at CPUQuota (an
+ * episode). */
+enum limiter_hit { LIMITER_HIT_MEMORY, LIMITER_HIT_TASKS, LIMITER_HIT_CPU, LIMITER_HITS_N };
+
 struct limiter_run {
         struct cgroup *cg;         /* NULL when no cgroup controller is in use */
         struct cgroup_limits cgroup_limits; /* planned by limiter_start, for limiter_cgroup */
@@ -39,6 +44,7 @@ struct limiter_run {
         uint64_t oom_kills;        /* during this run */
         uint64_t pids_refused;
         bool refusing, throttling; /* a TasksMax or CPUQuota episode is under way */
+        uint64_t hits[LIMITER_HITS_N]; /* limit hits of this run, as audited (enum limiter_hit) */
         bool second;               /* its cgroup is gadget-NAME.2: a restart's new process runs beside
                                     * the old (gadget-NAME), or replaced it; set after limiter_start */
 };
@@ -78,7 +84,8 @@ void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *
  * true; false if no limit was involved. */
 bool limiter_cause(const struct limiter_run *r, int status, const char *how, char *out, size_t len);
 /* Usage now (0 where unknown). tasks does not count the sandbox's init. */
-void limiter_usage(const struct limiter_run *r, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec);
+void limiter_usage(const struct limiter_run *r, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec,
+                   uint64_t *memory_peak);
 /* Kills the run's whole cgroup where the kernel can (v2). */
 void limiter_kill(const struct limiter_run *r);
 /* Removes the run's cgroup once its processes are gone. */

@@ -145,6 +145,11 @@ uint32_t audit_keep(const struct audit *a)
         return a->cfg.keep;
 }
 
+uint64_t audit_summarized(const struct audit *a)
+{
+        return a ? a->budget.summarized : 0;
+}
+
 uint64_t audit_unwritten(const struct audit *a, int *last_error)
 {
         *last_error = a ? a->last_error : 0;

@@ -80,6 +80,9 @@ uint32_t audit_keep(const struct audit *a);
 /* Records that could not be written to the file since gadgetd started
  * (disk full, ...), and the last reason (0 if none). */
 uint64_t audit_unwritten(const struct audit *a, int *last_error);
+/* Records over a gadget's RecordsPerSecond= counted into a summary line
+ * instead of written one by one, since gadgetd started. */
+uint64_t audit_summarized(const struct audit *a);
 const char *audit_outcome_name(enum audit_outcome o);
 /* The outcome of an answer of GADGET_E* code (0: a value): ok, denied
  * (GADGET_EDENIED), not_found (GADGET_ENOTFOUND) or error. */

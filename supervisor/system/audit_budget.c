@@ -82,6 +82,7 @@ int audit_budget_take(struct audit_budget *b, const struct audit_record *r, uint
                 return 1;
         }
         struct audit_summary *s = summary_of(w, r);
+        b->summarized++;
         s->count++;
         s->bytes += r->bytes;
         s->duration_us += r->duration_us;

@@ -38,6 +38,7 @@ struct audit_window {
 struct audit_budget {
         uint32_t rate;           /* records per window per gadget; 0: no limit */
         LIST_HEAD(, audit_window) windows;  /* zeroed: empty */
+        uint64_t summarized;     /* records counted into a summary, since the start */
 };
 
 /* 1: write r; 0: counted into a summary; -ENOMEM (write it anyway). */

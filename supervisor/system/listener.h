@@ -7,6 +7,7 @@
  * (control/control.c). */
 #pragma once
 
+#include <sys/socket.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -19,3 +20,11 @@ struct event *listener_resume_new(struct evconnlistener *lev);
  * the gateway's, whose callback argument is evhttp's), logging why once
  * per pause (who: "gateway", "the peer link"). */
 void listener_pause(struct evconnlistener *lev, struct event *resume, const char *who, unsigned ms);
+/* "listener on ADDRESS" (its bound address: IP:PORT, [IPv6]:PORT or a
+ * Unix socket's path), for the log lines of one whose owner is unknown
+ * (an evhttp server's). */
+void listener_name(struct evconnlistener *lev, char *buf, size_t len);
+/* Parses "127.0.0.1:PORT" or "[::1]:PORT" (numeric; PORT 0 picks a free
+ * port) into sa: 0, -EINVAL if it is not ADDRESS:PORT, -EADDRNOTAVAIL if
+ * the address is not a loopback one (127.0.0.0/8, ::1). */
+int listener_parse_loopback(const char *s, struct sockaddr_storage *sa, socklen_t *len);

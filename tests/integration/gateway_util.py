@@ -6,8 +6,27 @@ import os
 import re
 import secrets
 import threading
+import subprocess
+import sys
 
 from harness import Daemon, check, wait_for
+
+ATTACKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attacks.py")
+STRANGER = (60100, 60100)  # any local user: not in the control group, no token
+
+
+def attack(*args):
+    """attacks.py ARGS as the stranger (for an HTTP server of gadgetd's:
+    the gateway, the metrics endpoint)."""
+    cmd = ["setpriv", "--reuid=%d" % STRANGER[0], "--regid=%d" % STRANGER[1], "--clear-groups",
+           sys.executable, ATTACKS, *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def counts(line):
+    """An attack's "KEY N KEY N ..." line as a dict."""
+    w = line.split()
+    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
 
 
 class Gateway(Daemon):

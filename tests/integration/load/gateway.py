@@ -6,31 +6,11 @@ import http.client
 import os
 import stat
 import subprocess
-import sys
 import time
 
 import harness
-from gateway_util import Gateway
+from gateway_util import Gateway, attack, counts
 from harness import Healthy, check, cpu_s, fd_count, policy, rss_growth, rss_kib, test, wait_for
-
-ATTACKS = os.path.join(os.path.dirname(os.path.abspath(harness.__file__)), "attacks.py")
-
-
-
-
-STRANGER = (60100, 60100)  # any local user: not in the control group, no token
-
-
-
-def attack(*args):
-    cmd = ["setpriv", "--reuid=%d" % STRANGER[0], "--regid=%d" % STRANGER[1], "--clear-groups",
-           sys.executable, ATTACKS, *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def counts(line):
-    w = line.split()
-    return {w[i]: int(w[i + 1]) for i in range(0, len(w) - 1, 2)}
 
 
 def gateway(tmp, settings, nofile=None):
@@ -53,8 +33,6 @@ def ready(g):
     check(g.ctl("reload").returncode == 0, "reload failed")
     wait_for(lambda: g.state("good") == "ready", what="good ready")
     wait_for(lambda: harness.spare(g), what="the spare sandbox shell")
-
-
 
 
 def log_lines(g, text):
@@ -129,7 +107,7 @@ def load_gateway_at_the_fd_limit(tmp):
                 base = (cpu_s(pid) - cpu0) / (time.time() - t0)
                 cpu0, t0 = cpu_s(pid), time.time()
                 p = attack("gateway-hold", str(g.port), "2000", "5")
-                wait_for(lambda: log_lines(g, "gateway: cannot accept"), what="gadgetd at its fd limit")
+                wait_for(lambda: log_lines(g, "listener on 127.0.0.1:%d: cannot accept" % g.port), what="gadgetd at its fd limit")
                 # root's control connection waits in the listen queue meanwhile:
                 # the control listener pauses too, and answers once fds are free
                 ctl = subprocess.Popen([harness.GADGETCTL, "--socket", g.sock, "list"], stdout=subprocess.PIPE,
@@ -141,7 +119,7 @@ def load_gateway_at_the_fd_limit(tmp):
                 check(p.returncode == 0, "the attack failed: %r" % p.stderr.read())
                 check(cpu / wall - base < 1 / 3, "gadgetd used %.1f s of CPU in %.1f s (%.0f%% of a CPU for the "
                       "healthy calls alone)" % (cpu, wall, 100 * base))
-            pauses = log_lines(g, "gateway: cannot accept: Too many open files")
+            pauses = log_lines(g, "listener on 127.0.0.1:%d: cannot accept: Too many open files" % g.port)
             check(1 <= pauses <= wall / 0.5 + 2, "EMFILE lines: %d in %.1f s" % (pauses, wall))
             check("Error from accept" not in g.logtext(), "libevent logged accept errors")
             check(1 <= log_lines(g, "control socket: cannot accept: Too many open files") <= 2,

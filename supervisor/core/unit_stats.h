@@ -1,0 +1,53 @@
+/* unit_stats: what a gadget's metrics count, kept where the events happen
+ * (its starts in unit.c, its calls in calls.c, its log drops in
+ * unit_output.c) and read by the metrics endpoint and gadgetctl top. Every
+ * label is bounded: a method is one the gadget declared (its hello), at
+ * most UNIT_STATS_METHODS of them, the rest and every undeclared name
+ * under one fixed label; an outcome is "ok" or an error code's name. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define UNIT_STATS_METHODS 64          /* methods counted by name; the rest under UNIT_STATS_OTHER */
+#define UNIT_STATS_OTHER "_other"      /* an undeclared method, or one past UNIT_STATS_METHODS */
+#define UNIT_STATS_OUTCOMES 13         /* "ok" and the GADGET_E* codes 1..12 */
+#define UNIT_STATS_BUCKETS 12          /* the call-duration histogram's finite buckets */
+
+/* Why a gadget's process started again. */
+enum unit_restart_cause { UNIT_RESTART_EXIT, UNIT_RESTART_REQUEST, UNIT_RESTART_N };
+
+/* The calls of one method, by outcome. */
+struct unit_stats_method {
+        char *name;
+        uint64_t outcomes[UNIT_STATS_OUTCOMES];
+};
+
+struct unit_stats {
+        uint64_t starts;                       /* its processes started (first starts and restarts) */
+        uint64_t restarts[UNIT_RESTART_N];
+        struct unit_stats_method *methods;     /* the last is UNIT_STATS_OTHER once used */
+        size_t n_methods;
+        uint64_t calls, errors;                /* every call ended, and those not "ok" */
+        uint64_t buckets[UNIT_STATS_BUCKETS];  /* calls that took at most unit_stats_bounds[i] s (not cumulative) */
+        uint64_t slower;                       /* and beyond the last bound */
+        uint64_t duration_us;                  /* their sum */
+        uint64_t log_dropped;                  /* output lines dropped over its log budget */
+        uint64_t limit_hits[3];                /* of its ended runs, by enum limiter_hit */
+};
+
+/* The buckets' upper bounds, in seconds and in microseconds. */
+extern const char *const unit_stats_bounds[UNIT_STATS_BUCKETS];
+/* An outcome's label: "ok" (0) or the code's name. */
+const char *unit_stats_outcome(unsigned i);
+/* The row of method's calls (declared: the gadget announced it; an
+ * undeclared one counts under UNIT_STATS_OTHER): its index, or -1 without
+ * memory. */
+int unit_stats_row(struct unit_stats *s, const char *method, bool declared);
+/* A call of row (-1: counted in no method's row) ended with code (0: a
+ * result) after us microseconds. */
+void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us);
+void unit_stats_clear(struct unit_stats *s);
+/* A deep copy of s into out (for a scrape in parts): 0 or -ENOMEM. */
+int unit_stats_copy(const struct unit_stats *s, struct unit_stats *out);

@@ -1,0 +1,62 @@
+/* metrics_int: private to the metrics endpoint's files — metrics.c (the
+ * listener, the token, requests, the scrape's turns) and metrics_text.c
+ * (the series, written in slices). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "bindings/bindings.h"
+#include "core/core.h"
+#include "metrics.h"
+
+#define METRICS_LAG_BUCKETS 8
+
+/* One gadget as a scrape saw it (copied: the unit may go meanwhile). */
+struct metrics_row {
+        char name[64];
+        const char *state;           /* unit_state_name's, static */
+        uint64_t memory_bytes, tasks, cpu_usec, approvals;
+        uint64_t memory_peak, limit_hits[3];
+        struct unit_stats stats;     /* a deep copy */
+        struct binding_stat *bstats; /* a copy of its binding calls' counters */
+        size_t n_bstats;
+};
+
+/* The event loop's lag: how late the probe timer fires. */
+struct metrics_lag {
+        uint64_t buckets[METRICS_LAG_BUCKETS]; /* not cumulative; the last is +Inf */
+        uint64_t count, sum_us;
+};
+
+/* One scrape under way: first the gadgets are read into rows (a slice per
+ * turn), then the series are written (a slice per chunk, the next once
+ * the last is written out). */
+struct metrics_scrape {
+        struct metrics *m;
+        struct evhttp_request *req;
+        struct evhttp_connection *evcon;
+        bool openmetrics;
+        char **names;                /* the gadgets when it began */
+        size_t n_names, next;        /* next name to read */
+        struct metrics_row *rows;
+        size_t n_rows;
+        size_t family, row;          /* where writing is */
+        struct metrics_self self;
+        struct metrics_lag lag;
+        uint64_t fds, rss;
+        uint64_t audit_summarized, audit_unwritten;
+        struct event *ev_turn;       /* the next turn of reading, or of writing */
+        bool writing;                /* the rows are read: ev_turn writes */
+        LIST_ENTRY(metrics_scrape) link;
+};
+
+/* metrics_text.c: appends to out s's series from where it is, the lines
+ * of at most rows gadgets (or families of gadgetd's own), stopping once
+ * out holds bytes or more; true when all is written. */
+bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t rows, size_t bytes);
+extern const double metrics_lag_bounds[METRICS_LAG_BUCKETS - 1];

@@ -1,0 +1,287 @@
+/* metrics_text: gadgetd's series in the Prometheus text format (and
+ * OpenMetrics: a counter's family named without _total, "# EOF" last),
+ * family by family, a bounded slice at a time. Every label value is a
+ * gadget's name, a declared method, a fixed word or an error code's name;
+ * all are escaped anyway. */
+#include "metrics_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/unit_stats.h"
+#include "system/audit.h"
+
+const double metrics_lag_bounds[METRICS_LAG_BUCKETS - 1] = { 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1 };
+
+enum kind { GAUGE, COUNTER, HISTOGRAM };
+
+struct family {
+        const char *name;            /* a counter's without _total */
+        enum kind kind;
+        const char *help;
+        /* A gadget's lines (row) or, row NULL, gadgetd's own. */
+        void (*write)(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out);
+        bool per_gadget;
+};
+
+/* A label value, escaped as the format asks (\\, \", \n). */
+static void label(struct evbuffer *out, const char *v)
+{
+        for (const char *p = v; *p; p++) {
+                if (*p == '\\' || *p == '"')
+                        evbuffer_add_printf(out, "\\%c", *p);
+                else if (*p == '\n')
+                        evbuffer_add(out, "\\n", 2);
+                else
+                        evbuffer_add(out, p, 1);
+        }
+}
+
+static void gadget_line(struct evbuffer *out, const char *name, const struct metrics_row *r, const char *more,
+                        const char *more_v, uint64_t v)
+{
+        evbuffer_add_printf(out, "%s{gadget=\"", name);
+        label(out, r->name);
+        if (more) {
+                evbuffer_add_printf(out, "\",%s=\"", more);
+                label(out, more_v);
+        }
+        evbuffer_add_printf(out, "\"} %" PRIu64 "\n", v);
+}
+
+static void w_state(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_state", r, "state", r->state, 1);
+}
+
+static void w_starts(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_starts_total", r, NULL, NULL, r->stats.starts);
+}
+
+static void w_restarts(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const cause[UNIT_RESTART_N] = { [UNIT_RESTART_EXIT] = "exit",
+                                                           [UNIT_RESTART_REQUEST] = "request" };
+        for (int i = 0; i < UNIT_RESTART_N; i++)
+                gadget_line(out, "gadgetd_gadget_restarts_total", r, "cause", cause[i], r->stats.restarts[i]);
+}
+
+static void w_calls(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->stats.n_methods; i++) {
+                const struct unit_stats_method *m = &r->stats.methods[i];
+                for (unsigned o = 0; o < UNIT_STATS_OUTCOMES; o++) {
+                        if (!m->outcomes[o])
+                                continue;
+                        evbuffer_add_printf(out, "gadgetd_gadget_calls_total{gadget=\"");
+                        label(out, r->name);
+                        evbuffer_add_printf(out, "\",method=\"");
+                        label(out, m->name);
+                        evbuffer_add_printf(out, "\",outcome=\"%s\"} %" PRIu64 "\n", unit_stats_outcome(o),
+                                            m->outcomes[o]);
+                }
+        }
+}
+
+static void w_bindings(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->n_bstats; i++) {
+                const struct binding_stat *b = &r->bstats[i];
+                for (unsigned o = 0; o < BINDING_STATS_OUTCOMES; o++) {
+                        if (!b->outcomes[o])
+                                continue;
+                        evbuffer_add_printf(out, "gadgetd_gadget_binding_calls_total{gadget=\"");
+                        label(out, r->name);
+                        evbuffer_add_printf(out, "\",binding=\"");
+                        label(out, b->binding);
+                        evbuffer_add_printf(out, "\",op=\"");
+                        label(out, b->op);
+                        evbuffer_add_printf(out, "\",outcome=\"%s\"} %" PRIu64 "\n",
+                                            audit_outcome_name((enum audit_outcome)o), b->outcomes[o]);
+                }
+        }
+}
+
+static void w_duration(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        uint64_t sum = 0;
+        for (size_t i = 0; i < UNIT_STATS_BUCKETS; i++) {
+                sum += r->stats.buckets[i];
+                gadget_line(out, "gadgetd_gadget_call_duration_seconds_bucket", r, "le", unit_stats_bounds[i], sum);
+        }
+        gadget_line(out, "gadgetd_gadget_call_duration_seconds_bucket", r, "le", "+Inf", sum + r->stats.slower);
+        evbuffer_add_printf(out, "gadgetd_gadget_call_duration_seconds_sum{gadget=\"");
+        label(out, r->name);
+        evbuffer_add_printf(out, "\"} %.6f\n", (double)r->stats.duration_us / 1e6);
+        gadget_line(out, "gadgetd_gadget_call_duration_seconds_count", r, NULL, NULL, r->stats.calls);
+}
+
+static void w_memory(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_memory_bytes", r, NULL, NULL, r->memory_bytes);
+}
+
+static void w_peak(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_memory_peak_bytes", r, NULL, NULL, r->memory_peak);
+}
+
+static void w_hits(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        /* unit_info's order (enum limiter_hit) */
+        static const char *const limit[3] = { "MemoryMax", "TasksMax", "CPUQuota" };
+        for (int i = 0; i < 3; i++)
+                gadget_line(out, "gadgetd_gadget_limit_hits_total", r, "limit", limit[i], r->limit_hits[i]);
+}
+
+static void w_cpu(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_gadget_cpu_seconds_total{gadget=\"");
+        label(out, r->name);
+        evbuffer_add_printf(out, "\"} %.6f\n", (double)r->cpu_usec / 1e6);
+}
+
+static void w_tasks(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_tasks", r, NULL, NULL, r->tasks);
+}
+
+static void w_logdrop(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_log_lines_dropped_total", r, NULL, NULL, r->stats.log_dropped);
+}
+
+static void w_approvals(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_approvals_waiting", r, NULL, NULL, r->approvals);
+}
+
+static void w_gadgets(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_gadgets %zu\n", s->n_rows);
+}
+
+static void w_rss(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_resident_memory_bytes %" PRIu64 "\n", s->rss);
+}
+
+static void w_fds(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_open_fds %" PRIu64 "\n", s->fds);
+}
+
+static void w_lag(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        uint64_t sum = 0;
+        for (size_t i = 0; i < METRICS_LAG_BUCKETS - 1; i++) {
+                sum += s->lag.buckets[i];
+                evbuffer_add_printf(out, "gadgetd_loop_lag_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+                                    metrics_lag_bounds[i], sum);
+        }
+        evbuffer_add_printf(out, "gadgetd_loop_lag_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", s->lag.count);
+        evbuffer_add_printf(out, "gadgetd_loop_lag_seconds_sum %.6f\n", (double)s->lag.sum_us / 1e6);
+        evbuffer_add_printf(out, "gadgetd_loop_lag_seconds_count %" PRIu64 "\n", s->lag.count);
+}
+
+static void w_refusals(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const budget[METRICS_BUDGET_N] = {
+                [METRICS_BUDGET_CONTROL_CONNECTIONS] = "control_connections",
+                [METRICS_BUDGET_CONTROL_SLOW] = "control_slow_reader",
+                [METRICS_BUDGET_GATEWAY_CONNECTIONS] = "gateway_connections",
+                [METRICS_BUDGET_GATEWAY_DEADLINE] = "gateway_header_timeout",
+                [METRICS_BUDGET_METRICS_CONNECTIONS] = "metrics_connections",
+                [METRICS_BUDGET_METRICS_DEADLINE] = "metrics_header_timeout",
+        };
+        for (int i = 0; i < METRICS_BUDGET_N; i++)
+                evbuffer_add_printf(out, "gadgetd_budget_refusals_total{budget=\"%s\"} %" PRIu64 "\n", budget[i],
+                                    s->self.refused[i]);
+}
+
+static void w_audit(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_audit_records_dropped_total{why=\"summarized\"} %" PRIu64 "\n",
+                            s->audit_summarized);
+        evbuffer_add_printf(out, "gadgetd_audit_records_dropped_total{why=\"unwritten\"} %" PRIu64 "\n",
+                            s->audit_unwritten);
+}
+
+static void w_starts_flight(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_rows; i++)
+                n += strcmp(s->rows[i].state, "starting") == 0;
+        evbuffer_add_printf(out, "gadgetd_starts_in_flight %zu\n", n);
+}
+
+static void w_conns(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_connections{kind=\"control\"} %" PRIu64 "\n", s->self.control_connections);
+        evbuffer_add_printf(out, "gadgetd_connections{kind=\"gateway\"} %" PRIu64 "\n", s->self.gateway_connections);
+        evbuffer_add_printf(out, "gadgetd_connections{kind=\"metrics\"} %zu\n", metrics_connections(s->m));
+}
+
+static const struct family families[] = {
+        { "gadgetd_gadget_state", GAUGE, "The gadget's state (one series, value 1, for the state it is in).", w_state, true },
+        { "gadgetd_gadget_starts", COUNTER, "Processes of the gadget started.", w_starts, true },
+        { "gadgetd_gadget_restarts", COUNTER, "Restarts of the gadget by cause: exit (Restart=), request (restart, reload).", w_restarts, true },
+        { "gadgetd_gadget_calls", COUNTER, "Calls of the gadget's methods by declared method (_other: any other) and outcome.", w_calls, true },
+        { "gadgetd_gadget_call_duration_seconds", HISTOGRAM, "How long the gadget's calls took, from gadgetd's door to their answer.", w_duration, true },
+        { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, true },
+        { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, true },
+        { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, true },
+        { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, true },
+        { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, true },
+        { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, true },
+        { "gadgetd_gadget_log_lines_dropped", COUNTER, "Output lines dropped over the gadget's log budget.", w_logdrop, true },
+        { "gadgetd_gadget_approvals_waiting", GAUGE, "Calls of the gadget waiting for a person's approval.", w_approvals, true },
+        { "gadgetd_gadgets", GAUGE, "Gadgets loaded.", w_gadgets, false },
+        { "gadgetd_resident_memory_bytes", GAUGE, "gadgetd's resident memory.", w_rss, false },
+        { "gadgetd_open_fds", GAUGE, "gadgetd's open file descriptors.", w_fds, false },
+        { "gadgetd_loop_lag_seconds", HISTOGRAM, "How late gadgetd's event loop ran a timer due every 100 ms (the length of the turns in its way).", w_lag, false },
+        { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, false },
+        { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, false },
+        { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, false },
+        { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, false },
+};
+#define N_FAMILIES (sizeof families / sizeof *families)
+
+static void header(const struct metrics_scrape *s, const struct family *f, struct evbuffer *out)
+{
+        static const char *const kinds[] = { [GAUGE] = "gauge", [COUNTER] = "counter", [HISTOGRAM] = "histogram" };
+        const char *suffix = f->kind == COUNTER && !s->openmetrics ? "_total" : "";
+        evbuffer_add_printf(out, "# HELP %s%s %s\n# TYPE %s%s %s\n", f->name, suffix, f->help, f->name, suffix,
+                            kinds[f->kind]);
+}
+
+bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t rows, size_t bytes)
+{
+        while (s->family < N_FAMILIES && rows && evbuffer_get_length(out) < bytes) {
+                const struct family *f = &families[s->family];
+                if (s->row == 0)
+                        header(s, f, out);
+                if (!f->per_gadget) {
+                        f->write(s, NULL, out);
+                        rows--;
+                } else {
+                        /* At least one row after where it was: a header is never
+                         * written twice. */
+                        size_t first = s->row;
+                        for (; s->row < s->n_rows && rows && (s->row == first || evbuffer_get_length(out) < bytes);
+                             s->row++, rows--)
+                                f->write(s, &s->rows[s->row], out);
+                        if (s->row < s->n_rows)
+                                return false;
+                }
+                s->family++;
+                s->row = 0;
+        }
+        if (s->family < N_FAMILIES)
+                return false;
+        if (s->openmetrics)
+                evbuffer_add_printf(out, "# EOF\n");
+        return true;
+}

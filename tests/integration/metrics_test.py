@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""gadgetd's metrics endpoint (MetricsListen=): scraped by a real
+Prometheus after real calls, a limit hit (CallTimeout) and a restart; its
+exposition accepted by promtool and checked line by line (histograms
+cumulative, labels bounded); the token; the config's refusals."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+
+import harness
+from harness import Daemon, check, free_port, need, test, wait_for
+from metrics_util import Metrics
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+# The labels each series may carry: bounded sets, never a caller's string.
+ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why", "limit"}
+
+
+def parse(text):
+    """{(name, frozenset(labels.items())): value}, checking every line."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        check(m, "not a sample line: %r" % line)
+        labels = dict(LABEL.findall(m.group(2) or ""))
+        check(set(labels) <= ALLOWED, "a label outside the bounded set: %r" % line)
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def value(series, name, **labels):
+    return series.get((name, frozenset(labels.items())))
+
+
+def check_histograms(series):
+    """Every histogram's buckets rise with le, +Inf equals _count."""
+    hists = {}
+    for (name, labels), v in series.items():
+        if name.endswith("_bucket"):
+            d = dict(labels)
+            le = d.pop("le")
+            hists.setdefault((name[:-7], frozenset(d.items())), []).append((float(le), v))
+    check(hists, "no histogram")
+    for (base, labels), buckets in hists.items():
+        buckets.sort()
+        counts = [v for _, v in buckets]
+        check(counts == sorted(counts), "%s%r: buckets not cumulative: %r" % (base, dict(labels), buckets))
+        check(buckets[-1][0] == float("inf") and buckets[-1][1] == series.get((base + "_count", labels)),
+              "%s%r: +Inf bucket is not the count" % (base, dict(labels)))
+
+
+def call(d, method, args="{}"):
+    return d.ctl("call", "good", method, args)
+
+
+def prometheus(tmp, d):
+    """A real Prometheus scraping d every second; its API's address."""
+    binary = shutil.which("prometheus")
+    if not binary:
+        need("prometheus", "the metrics test scrapes gadgetd with a real Prometheus (scripts/deps installs it)")
+    port = free_port()
+    cfg = os.path.join(tmp, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
+                "  - job_name: gadgetd\n    authorization:\n      credentials_file: %s\n"
+                "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % (d.token_file, d.port))
+    log = open(os.path.join(tmp, "prometheus.log"), "w")
+    p = subprocess.Popen([binary, "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(tmp, "tsdb"),
+                          "--web.listen-address=127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT)
+    return p, "http://127.0.0.1:%d" % port
+
+
+def query(api, q):
+    """The vector Prometheus returns for q now: {frozenset(labels): value}."""
+    try:
+        with urllib.request.urlopen(api + "/api/v1/query?" + urllib.parse.urlencode({"query": q}), timeout=5) as r:
+            body = json.load(r)
+    except OSError:
+        return {}
+    return {frozenset((k, v) for k, v in x["metric"].items() if k not in ("job", "instance")): float(x["value"][1])
+            for x in body["data"]["result"]}
+
+
+@test
+def metrics_scraped_by_prometheus(tmp):
+    """Prometheus scrapes gadgetd (OpenMetrics, with the token) and its API
+    returns what happened: a fork refused at TasksMax (a limit hit), 5
+    calls ok, 2 of an undeclared method counted under _other, 1 over
+    CallTimeout (outcome timeout), the restart that followed, the
+    call-duration histogram's count, the gadget's state."""
+    d = Metrics(tmp)
+    with d:
+        d.add("good", "CallTimeout=1s\nRestart=always\nTasksMax=3\n")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        p, api = prometheus(tmp, d)
+        try:
+            # the limit hit: a fork refused at TasksMax=3 (the children
+            # before it spin until the restart below ends them)
+            check(call(d, "spin", '{"procs": 8}').returncode != 0, "8 children within TasksMax=3")
+            for _ in range(5):
+                check(call(d, "echo", '{"x": 1}').returncode == 0, "echo")
+            for _ in range(2):
+                check(call(d, "nosuch").returncode != 0, "an undeclared method answered")
+            check(call(d, "sleep", '{"ms": 5000}').returncode != 0, "a call past CallTimeout answered")
+            wait_for(lambda: d.state("good") == "ready" and d.status("good").get("restarts", 0) >= 1,
+                     what="good restarted after its timeout")
+
+            def got(q, want):
+                v = query(api, q)
+                return v if list(v.values()) == [want] else None
+            wait_for(lambda: got('gadgetd_gadget_calls_total{gadget="good",method="echo",outcome="ok"}', 5),
+                     timeout=30, what="Prometheus to have the 5 echo calls")
+            got_q = [('gadgetd_gadget_calls_total{gadget="good",method="_other",outcome="no_method"}', 2),
+                     ('gadgetd_gadget_calls_total{gadget="good",method="sleep",outcome="timeout"}', 1),
+                     ('gadgetd_gadget_restarts_total{gadget="good",cause="exit"}', 1),
+                     ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 9),
+                     ('gadgetd_gadget_state{gadget="good",state="ready"}', 1),
+                     ('gadgetd_gadgets', 1),
+                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1)]
+            for q, want in got_q:
+                wait_for(lambda q=q, want=want: got(q, want), timeout=30, what="%s == %s" % (q, want))
+            # the timed-out call took at least its CallTimeout: not in the 0.5 s bucket
+            v = query(api, 'gadgetd_gadget_call_duration_seconds_bucket{gadget="good",le="0.5"}')
+            check(list(v.values()) == [8], "calls within 0.5 s: %r" % v)
+            check(list(query(api, 'up{job="gadgetd"}').values()) == [1.0], "the target is not up")
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
+
+
+@test
+def metrics_exposition_checked(tmp):
+    """promtool check metrics accepts the text exposition; each sample line
+    parses, carries only bounded labels (a binding call of an undeclared
+    binding, or of an operation its type lacks, counts as _other), and
+    every histogram is
+    cumulative; OpenMetrics when asked ends with # EOF, counters' families
+    without _total."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        need("promtool", "the exposition is checked by promtool (Debian's prometheus package)")
+    d = Metrics(tmp, more="[Audit]\nRecordsPerSecond=2\n")
+    with d:
+        d.add("good", "\n[Binding KV]\nType=kv\n")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(call(d, "echo", "{}").returncode == 0, "echo")
+        check(call(d, "nosuch").returncode != 0, "nosuch answered")
+        put = {"binding": "KV", "op": "put", "args": {"key": "k", "value": "v"}}
+        check(call(d, "binding", json.dumps(put)).returncode == 0, "a kv put")
+        for b, op in (("KV", "nosuch-op"), ("NOSUCH_BINDING", "put")):
+            bad = {"binding": b, "op": op, "args": None}
+            check(call(d, "binding", json.dumps(bad)).returncode != 0, "%s.%s answered" % (b, op))
+        rep = {"binding": "KV", "op": "get", "args": {"key": "k"}, "n": 20}
+        check(call(d, "repeat", json.dumps(rep)).returncode == 0, "20 kv gets")
+        status, headers, text = d.get()
+        check(status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4"), "GET: %d %r" % (
+            status, headers))
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        check(r.returncode == 0, "promtool: %s%s" % (r.stdout, r.stderr))
+        series = parse(text)
+        check_histograms(series)
+        check(value(series, "gadgetd_gadget_calls_total", gadget="good", method="echo", outcome="ok") == 1,
+              "echo's count")
+        check(value(series, "gadgetd_gadget_binding_calls_total", gadget="good", binding="KV", op="put",
+                    outcome="ok") == 1, "the kv put's count")
+        # Neither the undeclared binding nor the type's missing operation becomes a label.
+        check(value(series, "gadgetd_gadget_binding_calls_total", gadget="good", binding="_other", op="_other",
+                    outcome="denied") == 1 and value(series, "gadgetd_gadget_binding_calls_total", gadget="good",
+                                                     binding="_other", op="_other", outcome="error") == 1,
+              "the bad binding calls under _other: %r" % [k for k in series if "binding" in k[0]])
+        # 23 binding calls at RecordsPerSecond=2: most are summarized
+        check(value(series, "gadgetd_audit_records_dropped_total", why="summarized") >= 10,
+              "audit records summarized: %r" % value(series, "gadgetd_audit_records_dropped_total", why="summarized"))
+        check(value(series, "gadgetd_open_fds") > 0 and value(series, "gadgetd_resident_memory_bytes") > 0,
+              "gadgetd's own")
+        status, headers, om = d.get(accept="application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+        check(headers["content-type"].startswith("application/openmetrics-text"), "OpenMetrics: %r" % headers)
+        check(om.endswith("# EOF\n") and "# TYPE gadgetd_gadget_calls counter" in om, "OpenMetrics text")
+
+
+@test
+def metrics_token_and_config(tmp):
+    """Without the token (or with another) nothing but 401; a path other
+    than /metrics is 404; a non-loopback MetricsListen= and a relative
+    MetricsToken= are refused naming the file and line; a Unix socket
+    serves too."""
+    d = Metrics(tmp)
+    with d:
+        check(d.get(token=False)[0] == 401, "no token")
+        check(d.get(token="x" * 48)[0] == 401, "a wrong token")
+        status, _, body = d.get(token=False)
+        check("gadgetd_" not in body, "a series without the token")
+        check(d.get("/other")[0] == 404, "another path")
+    conf = os.path.join(tmp, "bad.conf")
+    for text, line, want in (("[Daemon]\nMetricsListen=0.0.0.0:9464\n", 2, "speaks plain HTTP"),
+                             ("[Daemon]\nMetricsListen=localhost:9464\n", 2, "is not a numeric ADDRESS:PORT"),
+                             ("[Daemon]\nMetricsListen=127.0.0.1:1\nMetricsToken=t\n", 3, "not an absolute path")):
+        with open(conf, "w") as f:
+            f.write(text)
+        r = subprocess.run([harness.GADGETD, "--config", conf, "--policy-dir", tmp, "--state-dir",
+                            os.path.join(tmp, "s"), "--socket", os.path.join(tmp, "r", "c.sock"), "--run-dir",
+                            os.path.join(tmp, "r")], capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "bad.conf:%d: " % line in r.stderr and want in r.stderr,
+              "%r: %r" % (text, r.stderr))
+    path = os.path.join(tmp, "m.sock")
+    os.makedirs(os.path.join(tmp, "u"))
+    u = Metrics(os.path.join(tmp, "u"), listen=path)
+    with u:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                   % u.token).encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        s.close()
+        check(data.startswith(b"HTTP/1.1 200") and b"gadgetd_gadgets 0" in data, "over the Unix socket: %r" % data[:300])
+
+
+@test
+def metrics_across_daemon_reexec(tmp):
+    """gadgetctl daemon-reexec with a scraper connected: the re-exec waits
+    for no scrape in flight, the next image listens again on the same
+    address, and its first scrape shows the adopted gadget ready (the
+    counters start again with the image)."""
+    d = Metrics(tmp)
+    with d:
+        d.add("good")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        check(d.get()[0] == 200, "a scrape before")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 0, "daemon-reexec: %r" % r)
+        wait_for(lambda: d.logtext().count("metrics: serving /metrics") == 2, what="the next image's endpoint")
+        status, _, body = d.get()
+        check(status == 200 and 'gadgetd_gadget_state{gadget="good",state="ready"} 1' in body, "after: %d %s" % (
+            status, body[:300]))
+
+
+@test
+def top_counts_and_views(tmp):
+    """gadgetctl --json top: after 4 echo calls and 1 call of an undeclared
+    method, good's calls are 5 and its errors 1, its state ready, its
+    memory known; a member of the control group sees the same. top -n 2
+    -d 0.1 into a pipe prints two plain views (no terminal codes), a blank
+    line between, with rates."""
+    d = Daemon(tmp, extra=["--group", "nogroup"])  # the control group: nogroup (65534)
+    with d:
+        d.add("good")
+        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        for _ in range(4):
+            check(call(d, "echo", "{}").returncode == 0, "echo")
+        check(call(d, "nosuch").returncode != 0, "nosuch answered")
+        r = d.ctl("--json", "top")
+        check(r.returncode == 0, "top --json: %r" % r.stderr)
+        g = {x["name"]: x for x in json.loads(r.stdout)}["good"]
+        check(g["calls"] == 5 and g["errors"] == 1 and g["state"] == "ready", "good in top: %r" % g)
+        check(g["memory_bytes"] > 0, "good's memory unknown: %r" % g)
+        r = d.ctl("--json", "top", user=(65534, 65534))
+        check(r.returncode == 0 and {x["name"]: x for x in json.loads(r.stdout)}["good"]["calls"] == 5,
+              "a member's top: %r" % r)
+        r = d.ctl("--json", "top", user=(65534, 4242))
+        check(r.returncode != 0, "top for a user outside the control group: %r" % r)
+        r = d.ctl("top", "-n", "2", "-d", "0.1")
+        check(r.returncode == 0, "top -n 2: %r" % r.stderr)
+        views = r.stdout.split("\n\n")
+        check(len(views) == 2 and "\033" not in r.stdout, "two plain views: %r" % r.stdout)
+        for v in views:
+            lines = v.strip().splitlines()
+            check(lines[0].split()[:3] == ["GADGET", "STATE", "CPU%"] and lines[1].split()[:2] == ["good", "ready"],
+                  "a view: %r" % v)
+            check(re.match(r"^[0-9.]+$", lines[1].split()[2]) and lines[1].split()[5] == "0.0", "rates: %r" % v)
+        r = d.ctl("top", "-d", "0")
+        check(r.returncode == 2 and "-d needs seconds" in r.stderr, "-d 0: %r" % r.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main())
