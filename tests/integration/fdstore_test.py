@@ -22,7 +22,7 @@ import sys
 import threading
 
 from harness import GADGETD, Daemon, check, main, pid_alive, test, wait_for
-from gateway_util import Gateway, GatewayCaller
+from gateway_util import Gateway, GatewayCallers
 
 FDSTATE = "gadgetd-state"
 
@@ -234,33 +234,16 @@ def fdstore_with_the_gateway(tmp):
         st, hd, _ = g.request("GET", "/?token=" + g.token, auth=False)
         check(st == 303, "login: %d" % st)
         cookie = hd["set-cookie"].split(";")[0]
-        callers = [GatewayCaller(g, "plain") for _ in range(2)]
-
-        def ok():
-            return sum(c.ok for c in callers)
-
-        def alive():
-            return all(c.is_alive() for c in callers)
-
-        for c in callers:
-            c.start()
-        try:
+        with GatewayCallers(g, "plain", 2) as callers:
             for i in range(2):
-                seen = ok()
-                wait_for(lambda: ok() >= seen + 50 or not alive(), what="50 calls before handoff %d" % i)
+                callers.more(50, "50 calls before handoff %d" % i)
                 handoff(g, store)
                 start_from_store(g, store, env)
                 wait_for(lambda: g.state("plain") == "ready", what="plain adopted: %s" % g.logtext()[-3000:])
-            seen = ok()
-            wait_for(lambda: ok() >= seen + 50 or not alive(), what="50 calls after the last handoff")
-        finally:
-            for c in callers:
-                c.stop.set()
-            for c in callers:
-                c.join(60)
-        refused, lost = sum(c.refused for c in callers), sum(c.lost for c in callers)
-        print("through the gateway, 2 handoffs: %d ok, %d refused, %d lost" % (ok(), refused, lost))
-        check(refused == 0 and lost == 0, "calls refused or lost: %r" % [c.errors[:3] for c in callers])
+            callers.more(50, "50 calls after the last handoff")
+        print("through the gateway, 2 handoffs: %d ok, %d refused, %d lost"
+              % (callers.ok(), callers.refused(), callers.lost()))
+        check(callers.refused() == 0 and callers.lost() == 0, "calls refused or lost: %r" % callers.errors())
         check(g.logtext().count("its socket kept across gadgetd's re-exec") == 2, "the gateway's socket not kept")
         st, _, body = g.request("GET", "/api/gadgets", auth=False, headers={"Cookie": cookie})
         check(st == 200, "the session cookie from before the handoffs: %d %r" % (st, body))

@@ -122,3 +122,40 @@ class GatewayCaller(threading.Thread):
                 self.errors.append((seq, repr(e)))
             finally:
                 c.close()
+
+
+class GatewayCallers:
+    """n GatewayCallers of gadget through g, started on entry, stopped and
+    joined on exit; more(k, what) waits for k more answers (or a caller's
+    end); refused() and lost() sum theirs."""
+
+    def __init__(self, g, gadget, n):
+        self.callers = [GatewayCaller(g, gadget) for _ in range(n)]
+
+    def __enter__(self):
+        for c in self.callers:
+            c.start()
+        return self
+
+    def __exit__(self, *exc):
+        for c in self.callers:
+            c.stop.set()
+        for c in self.callers:
+            c.join(60)
+
+    def ok(self):
+        return sum(c.ok for c in self.callers)
+
+    def refused(self):
+        return sum(c.refused for c in self.callers)
+
+    def lost(self):
+        return sum(c.lost for c in self.callers)
+
+    def errors(self):
+        return [c.errors[:3] for c in self.callers]
+
+    def more(self, k, what):
+        seen = self.ok()
+        wait_for(lambda: self.ok() >= seen + k or not all(c.is_alive() for c in self.callers), what=what)
+

@@ -16,7 +16,7 @@ import sys
 import harness
 from protobytes import field, frame, varint
 from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
-from gateway_util import Gateway, GatewayCaller
+from gateway_util import Gateway, GatewayCallers
 
 REEXECS = 5
 
@@ -239,35 +239,17 @@ def reexec_with_the_gateway(tmp):
         st, hd, _ = g.request("GET", "/?token=" + g.token, auth=False)
         check(st == 303, "login: %d" % st)
         cookie = hd["set-cookie"].split(";")[0]
-        callers = [GatewayCaller(g, "plain") for _ in range(4)]
-
-        def ok():
-            return sum(c.ok for c in callers)
-
-        def alive():
-            return all(c.is_alive() for c in callers)
-
-        for c in callers:
-            c.start()
-        try:
+        with GatewayCallers(g, "plain", 4) as callers:
             for i in range(1, REEXECS + 1):
-                seen = ok()
-                wait_for(lambda: ok() >= seen + 100 or not alive(),
-                         what="100 more calls through the gateway before re-exec %d" % i)
+                callers.more(100, "100 more calls through the gateway before re-exec %d" % i)
                 r = g.ctl("daemon-reexec")
                 check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
                       "daemon-reexec %d: %r %s" % (i, r, g.logtext()[-2000:]))
-            seen = ok()
-            wait_for(lambda: ok() >= seen + 100 or not alive(), what="100 more calls after the last")
-        finally:
-            for c in callers:
-                c.stop.set()
-            for c in callers:
-                c.join(60)
-        refused, lost = sum(c.refused for c in callers), sum(c.lost for c in callers)
-        print("through the gateway, %d re-execs: %d ok, %d refused, %d lost" % (REEXECS, ok(), refused, lost))
-        check(refused == 0 and lost == 0, "calls refused or lost: %r" % [c.errors[:3] for c in callers])
-        check(ok() >= 600, "too few calls: %d" % ok())
+            callers.more(100, "100 more calls after the last")
+        print("through the gateway, %d re-execs: %d ok, %d refused, %d lost"
+              % (REEXECS, callers.ok(), callers.refused(), callers.lost()))
+        check(callers.refused() == 0 and callers.lost() == 0, "calls refused or lost: %r" % callers.errors())
+        check(callers.ok() >= 600, "too few calls: %d" % callers.ok())
         check(g.logtext().count("its socket kept across gadgetd's re-exec") == REEXECS,
               "the gateway's socket not kept")
         st, _, body = g.request("GET", "/api/gadgets", auth=False, headers={"Cookie": cookie})
