@@ -12,7 +12,7 @@
 
 #define LEAF "gadget"
 
-static void unit_name(char *buf, size_t len, const char *name, pid_t pid)
+static void scope_unit_name(char *buf, size_t len, const char *name, pid_t pid)
 {
         snprintf(buf, len, "gadgetd-%s-%d.scope", name, (int)pid);
 }
@@ -57,7 +57,7 @@ int cgroup_scope_make(const char *mount, const char *name, pid_t pid, const char
 {
         char unit[128], desc[128], serr[512], *top = NULL, word[32], text[24];
         int e;
-        unit_name(unit, sizeof unit, name, pid);
+        scope_unit_name(unit, sizeof unit, name, pid);
         snprintf(desc, sizeof desc, "gadget %s (gadgetd)", name);
         if ((e = scope_start(unit, desc, &pid, 1, serr, sizeof serr)) < 0) {
                 snprintf(err, errlen, "cgroup v2: no scope %s from systemd: %s", unit, serr);
@@ -101,7 +101,7 @@ out:
 int cgroup_scope_find(const char *mount, const char *name, pid_t pid, char **dir, char *err, size_t errlen)
 {
         char unit[128], *top = NULL;
-        unit_name(unit, sizeof unit, name, pid);
+        scope_unit_name(unit, sizeof unit, name, pid);
         int e = scope_dir(mount, unit, pid, true, &top);
         if (e < 0) {
                 snprintf(err, errlen, "its worker (pid %d) is not in %s/" LEAF ": %s", (int)pid, unit, strerror(-e));
