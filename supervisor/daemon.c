@@ -88,6 +88,8 @@ static void metrics_self(void *arg, struct metrics_self *out)
         if (d->gateway)
                 gateway_stats(d->gateway, &out->gateway_connections, &out->refused[METRICS_BUDGET_GATEWAY_CONNECTIONS],
                               &out->refused[METRICS_BUDGET_GATEWAY_DEADLINE]);
+        if (d->traces)
+                out->spans_dropped = traces_dropped(d->traces);
 }
 
 static void status_changed(struct daemon *d)

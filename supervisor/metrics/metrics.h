@@ -33,6 +33,7 @@ enum metrics_budget {
 struct metrics_self {
         uint64_t control_connections, gateway_connections;
         uint64_t refused[METRICS_BUDGET_N];
+        uint64_t spans_dropped;     /* spans not exported (TraceExport=): overwritten first, or refused */
 };
 
 struct metrics_env {

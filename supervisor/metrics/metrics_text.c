@@ -209,6 +209,11 @@ static void w_audit(struct metrics_scrape *s, const struct metrics_row *r, struc
                             s->audit_unwritten);
 }
 
+static void w_spans(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_trace_spans_dropped_total %" PRIu64 "\n", s->self.spans_dropped);
+}
+
 static void w_starts_flight(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         size_t n = 0;
@@ -244,6 +249,7 @@ static const struct family families[] = {
         { "gadgetd_loop_lag_seconds", HISTOGRAM, "How late gadgetd's event loop ran a timer due every 100 ms (the length of the turns in its way).", w_lag, false },
         { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, false },
         { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, false },
+        { "gadgetd_trace_spans_dropped", COUNTER, "Spans not exported to TraceExport=: overwritten in the ring before they were sent, or refused by the collector.", w_spans, false },
         { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, false },
         { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, false },
 };

@@ -15,6 +15,7 @@ import threading
 from attacks import answers, connect_unix, field, varint, CONTROL_PROTOCOL_VERSION
 from gateway_util import Gateway
 from harness import GADGETD, Daemon, check, main, policy, test, wait_for
+from metrics_util import Metrics
 from otlp import Receiver, chain, path
 
 CALL_BACK = {"binding": "NEXT", "op": "call", "args": {"method": "echo", "args": "hi"}}
@@ -231,16 +232,18 @@ def traces_off_and_bad_export(tmp):
     # A collector that refuses every batch: the spans are dropped, counted
     # and logged, and calls go on.
     with Loopback(post_status=503) as srv:
-        conf = os.path.join(tmp, "refused.conf")
-        with open(conf, "w") as f:
-            f.write("[Daemon]\nTraceExport=http://127.0.0.1:%d/v1/traces\n" % srv.port)
-        with Daemon(os.path.join(tmp, "r"), extra=["--config", conf]) as d:
+        os.makedirs(os.path.join(tmp, "r"))
+        with Metrics(os.path.join(tmp, "r"), more="TraceExport=http://127.0.0.1:%d/v1/traces\n" % srv.port) as d:
             policy(d.pol, "back")
             d.ctl("reload")
             wait_for(lambda: d.state("back") == "ready", what="back")
             check(d.ctl("call", "back", "echo").returncode == 0, "a call while the collector refuses")
             wait_for(lambda: "spans dropped" in d.logtext(), what="the dropped spans in gadgetd's log")
             check(srv.posts and d.ctl("call", "back", "echo").returncode == 0, "calls go on: %r" % srv.posts)
+            # ... and served by the metrics endpoint.
+            _, _, text = d.get()
+            dropped = [int(l.split()[1]) for l in text.splitlines() if l.startswith("gadgetd_trace_spans_dropped_total ")]
+            check(dropped and dropped[0] > 0, "gadgetd_trace_spans_dropped_total: %r" % dropped)
 
 
 if __name__ == "__main__":
