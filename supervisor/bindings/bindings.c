@@ -134,9 +134,8 @@ static void span_end(struct gadget_bindings *g, const struct binding_req *r, int
         if (!r->traced)
                 return;
         struct traces *t = g->env->traces;
-        struct span *s = traces_next(t);
+        struct span *s = traces_next(t, &r->trace);
         size_t nb = strnlen(r->binding, 47), no = strnlen(r->op, 47);
-        s->ctx = r->trace;
         memcpy(s->parent_id, r->parent_id, TRACE_SPAN_ID_LEN);
         s->kind = SPAN_BINDING;
         s->start_ns = r->start_ns;

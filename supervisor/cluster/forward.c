@@ -75,6 +75,8 @@ struct forward {
         LIST_HEAD(, session) sessions;
         struct revoked revoked;
         struct ratelog refused_log;       /* nodes refused: logged once a window */
+        struct ratelog traces_log;        /* asks for spans refused: logged once a window */
+        uint64_t traces_refused;          /* asks for spans past NODELINK_TRACES_PER_S */
 };
 
 static struct session *session_of(struct forward *f, struct nodelink_in *in, const char *from)
@@ -225,16 +227,36 @@ static void in_wake(struct forward *f, struct session *s, const Control__Request
                 send_error(s->in, q->id, code, msg);
 }
 
+/* Values a span costs in an answer, as the node's budget counts them
+ * (its fields, ids and strings). */
+#define SPAN_VALUES 12
+
 /* Another node asks for this node's spans of a trace (gadgetctl trace
- * there): this node's only, never gathered further. */
+ * there): this node's only, never gathered further. Why this is safe: a
+ * node asks at most NODELINK_TRACES_PER_S times a second, each ask finds
+ * its spans through the index by trace id (never a walk of TraceKeep=
+ * spans), and the spans answered are charged to the node's values a
+ * second — a node asking in a loop waits, alone. */
 static void in_trace(struct forward *f, struct session *s, const Control__Request *q)
 {
         enum { MAX = CONTROL_TRACE_SPANS_MAX };
+        if (!nodelink_in_may_trace(s->in)) {
+                char msg[200];
+                f->traces_refused++;
+                ratelog_warn(&f->traces_log, monotime_ms(), NULL, "asks for traces refused as busy",
+                             "node %s asks for traces more than %d times a second: refused as busy", s->from,
+                             NODELINK_TRACES_PER_S);
+                snprintf(msg, sizeof msg, "node %s asks for traces more than %d times a second", s->from,
+                         NODELINK_TRACES_PER_S);
+                send_error(s->in, q->id, GADGET_EBUSY, msg);
+                return;
+        }
         uint8_t id[TRACE_ID_LEN];
         const struct span **spans = calloc(MAX, sizeof *spans);
         struct trace_tree tt;
         trace_unhex(q->trace->trace_id, TRACE_ID_LEN, id);
         size_t n = spans ? traces_find(core_traces(f->core), id, spans, MAX) : 0;
+        nodelink_in_charge(s->in, n * SPAN_VALUES);
         if (!spans || trace_tree_fill(&tt, id, spans, n, NULL, 0) < 0) {
                 send_error(s->in, q->id, GADGET_EINTERNAL, "out of memory");
                 free(spans);
@@ -244,6 +266,11 @@ static void in_trace(struct forward *f, struct session *s, const Control__Reques
         nodelink_answer(s->in, answer_of(&a, q->id, &tt.msg.base));
         trace_tree_clear(&tt);
         free(spans);
+}
+
+uint64_t forward_traces_refused(const struct forward *f)
+{
+        return f->traces_refused;
 }
 
 static void move_unlink(struct move_in *m)

@@ -24,5 +24,7 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
 void forward_reexec_hold(struct forward *f, bool hold);
 int forward_reexec_quiet(struct forward *f, char *why, size_t len);
 int forward_listen_fd(const struct forward *f);
+/* Asks for spans refused as busy (NODELINK_TRACES_PER_S), for the metrics. */
+uint64_t forward_traces_refused(const struct forward *f);
 /* Calls to other nodes fail from now on (those in flight: gone); frees. */
 void forward_free(struct forward *f);

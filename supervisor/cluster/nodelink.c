@@ -122,6 +122,7 @@ struct node_rate *nodelink_rate_get(struct nodelink *nl, const char *node)
         r->nl = nl;
         snprintf(r->node, sizeof r->node, "%s", node);
         rate_init(&r->rate, NODELINK_VALUES_PER_S, monotime_ms());
+        rate_init(&r->traces, NODELINK_TRACES_PER_S, monotime_ms());
         TAILQ_INSERT_TAIL(&nl->rates, r, link);
 found:
         r->refs++;

@@ -45,6 +45,11 @@
  * ways (as FrameValuesPerSecond='s default for a gadget): past it, none of
  * that node's sessions is read until the second's share has drained. */
 #define NODELINK_VALUES_PER_S 524288
+/* Asks for a trace's spans one node may make a second, over all its
+ * sessions (gadgetctl trace there: a person's command asks each node
+ * once): past it, an ask is answered busy. The spans an answer carries
+ * are charged to NODELINK_VALUES_PER_S as well. */
+#define NODELINK_TRACES_PER_S 8
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
 #define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake (and admission) */
 #define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
@@ -187,3 +192,10 @@ void nodelink_cancel(struct nodelink_send *s);
  * 0, -ENOBUFS when the peer does not read (NODELINK_MAX_OUTPUT unsent),
  * -EMSGSIZE, -ENOMEM, -ECONNRESET the session is ending. */
 int nodelink_answer(struct nodelink_in *in, const Control__Response *resp);
+/* Whether in's node may ask for one more trace this second
+ * (NODELINK_TRACES_PER_S); counted if so. */
+bool nodelink_in_may_trace(struct nodelink_in *in);
+/* Charges values more to in's node's second (what an answer costs beyond
+ * the request's frame): past NODELINK_VALUES_PER_S, none of its sessions
+ * is read until the second's share has drained. */
+void nodelink_in_charge(struct nodelink_in *in, size_t values);

@@ -371,3 +371,14 @@ int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
                 in_idle_arm(in); /* idle from its last answer */
         return e;
 }
+
+bool nodelink_in_may_trace(struct nodelink_in *in)
+{
+        return rate_try(&in->rate->traces, 1, monotime_ms());
+}
+
+void nodelink_in_charge(struct nodelink_in *in, size_t values)
+{
+        if (values)
+                nodelink_rate_count(in->rate, values);
+}

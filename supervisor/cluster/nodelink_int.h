@@ -30,6 +30,7 @@ struct node_rate {
         struct nodelink *nl;
         char node[NODE_MAX + 1];
         struct rate rate;
+        struct rate traces;         /* its asks for spans (NODELINK_TRACES_PER_S) */
         struct event *release;      /* the bucket has drained back: its sessions read again */
         unsigned refs;              /* sessions of this node */
         bool held;

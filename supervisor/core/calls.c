@@ -153,8 +153,7 @@ static void span_end(struct call *c, int code, uint64_t us)
         if (!c->traced)
                 return;
         struct traces *t = c->u->core->cfg.traces;
-        struct span *s = traces_next(t);
-        s->ctx = c->pc.trace;
+        struct span *s = traces_next(t, &c->pc.trace);
         memcpy(s->parent_id, c->parent_id, TRACE_SPAN_ID_LEN);
         s->kind = SPAN_CALL;
         s->start_ns = c->start_ns;
@@ -187,7 +186,7 @@ static void call_told(const struct call *c, int code, uint64_t us)
                 return;
         const struct unit_call_event e = {
                 .method = c->name, .code = code, .duration_us = us,
-                .trace = call_trace_id(c), /* "" when tracing is off */
+                .trace = call_trace(c),
         };
         unit_events_called(c->u, &e);
 }

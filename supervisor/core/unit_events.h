@@ -9,6 +9,8 @@
 
 #include "unit.h"
 
+struct trace_ctx;
+
 struct core;
 
 /* One call of a unit that ended, as a listener is told of it. */
@@ -16,7 +18,8 @@ struct unit_call_event {
         const char *method;
         int code;                /* 0, or the GADGET_E* code it failed with */
         uint64_t duration_us;    /* from calls_start to its end */
-        const char *trace;       /* its trace id, "" if none */
+        const struct trace_ctx *trace; /* its span's context, NULL if not traced (written as
+                                        * text by a listener that keeps it, never on every call) */
 };
 
 /* Listeners one core takes. */

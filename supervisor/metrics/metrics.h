@@ -26,6 +26,7 @@ enum metrics_budget {
         METRICS_BUDGET_GATEWAY_DEADLINE,     /* [Gateway] HeaderTimeout= */
         METRICS_BUDGET_METRICS_CONNECTIONS,  /* the endpoint's own seats */
         METRICS_BUDGET_METRICS_DEADLINE,
+        METRICS_BUDGET_NODE_TRACES,          /* another node's asks for spans (NODELINK_TRACES_PER_S) */
         METRICS_BUDGET_N
 };
 

@@ -195,6 +195,7 @@ static void w_refusals(struct metrics_scrape *s, const struct metrics_row *r, st
                 [METRICS_BUDGET_GATEWAY_DEADLINE] = "gateway_header_timeout",
                 [METRICS_BUDGET_METRICS_CONNECTIONS] = "metrics_connections",
                 [METRICS_BUDGET_METRICS_DEADLINE] = "metrics_header_timeout",
+                [METRICS_BUDGET_NODE_TRACES] = "node_traces",
         };
         for (int i = 0; i < METRICS_BUDGET_N; i++)
                 evbuffer_add_printf(out, "gadgetd_budget_refusals_total{budget=\"%s\"} %" PRIu64 "\n", budget[i],

@@ -18,6 +18,13 @@ struct traces {
         uint64_t dropped;
         uint64_t rng;           /* splitmix64's state, seeded from getrandom */
         uint64_t sample_below;  /* a new trace is sampled if a random number is below (UINT64_MAX: all) */
+        /* The index by trace id: chains of spans whose ids hash alike, newest
+         * first. head[h] is the newest such span's number + 1 (0: none),
+         * older[i % keep] the one before span i in its chain (+ 1). A number
+         * below the ring's oldest ends a chain: those spans are gone. */
+        uint64_t *head, *older;
+        uint64_t mask;          /* head's size - 1 (a power of two, >= keep) */
+        uint64_t key[2];        /* the hash's key, random: chosen ids do not collide on purpose */
 };
 
 /* Ids need to be unique, not secret: a fast generator seeded once. */
@@ -38,12 +45,22 @@ int traces_new(const char *node, size_t keep, double sample, struct traces **out
         }
         t->node = node ? node : "";
         t->keep = keep;
+        size_t buckets = 1;
+        while (buckets < keep)
+                buckets <<= 1;
+        if (keep && (!(t->head = calloc(buckets, sizeof *t->head)) || !(t->older = calloc(keep, sizeof *t->older)))) {
+                traces_free(t);
+                return -ENOMEM;
+        }
+        t->mask = buckets - 1;
         t->sample_below = sample >= 1 ? UINT64_MAX : sample <= 0 ? 0 : (uint64_t)(sample * 18446744073709551615.0);
         if (getrandom(&t->rng, sizeof t->rng, GRND_NONBLOCK) != sizeof t->rng) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 t->rng = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid();
         }
+        t->key[0] = rand64(t);
+        t->key[1] = rand64(t);
         *out = t;
         return 0;
 }
@@ -53,6 +70,8 @@ void traces_free(struct traces *t)
         if (!t)
                 return;
         free(t->ring);
+        free(t->head);
+        free(t->older);
         free(t);
 }
 
@@ -95,23 +114,46 @@ void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_
         fill(t, out->span_id, TRACE_SPAN_ID_LEN);
 }
 
-struct span *traces_next(struct traces *t)
+/* id's chain in the index: a keyed mix of its two halves. */
+static uint64_t bucket(const struct traces *t, const uint8_t id[TRACE_ID_LEN])
+{
+        uint64_t a, b;
+        memcpy(&a, id, 8);
+        memcpy(&b, id + 8, 8);
+        uint64_t h = (a ^ t->key[0]) * 0x9e3779b97f4a7c15ull;
+        h = (h ^ (h >> 29) ^ b ^ t->key[1]) * 0xbf58476d1ce4e5b9ull;
+        return (h ^ (h >> 32)) & t->mask;
+}
+
+struct span *traces_next(struct traces *t, const struct trace_ctx *ctx)
 {
         if (!traces_on(t))
                 return NULL;
-        return &t->ring[t->next++ % t->keep];
+        uint64_t i = t->next++;
+        struct span *s = &t->ring[i % t->keep];
+        s->ctx = *ctx;
+        uint64_t *h = &t->head[bucket(t, ctx->trace_id)];
+        t->older[i % t->keep] = *h;
+        *h = i + 1;
+        return s;
 }
 
 size_t traces_find(const struct traces *t, const uint8_t id[TRACE_ID_LEN], const struct span **out, size_t max)
 {
-        if (!traces_on(t))
+        if (!traces_on(t) || !max)
                 return 0;
         size_t n = 0;
         uint64_t first = t->next > t->keep ? t->next - t->keep : 0;
-        for (uint64_t i = first; i < t->next && n < max; i++) {
-                const struct span *s = &t->ring[i % t->keep];
+        /* Newest first along the chain, then turned to oldest first. */
+        for (uint64_t i = t->head[bucket(t, id)]; i > first && n < max; i = t->older[(i - 1) % t->keep]) {
+                const struct span *s = &t->ring[(i - 1) % t->keep];
                 if (memcmp(s->ctx.trace_id, id, TRACE_ID_LEN) == 0)
                         out[n++] = s;
+        }
+        for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+                const struct span *x = out[a];
+                out[a] = out[b - 1];
+                out[b - 1] = x;
         }
         return n;
 }

@@ -46,10 +46,11 @@ const char *traces_node(const struct traces *t);
 /* A new span's context: under parent's trace and flags (NULL: a new
  * trace, sampled as TraceSample= says), with a new span id. */
 void trace_begin(struct traces *t, const struct trace_ctx *parent, struct trace_ctx *out);
-/* The next span's place in the ring (the oldest's, overwritten), which
- * the caller fills whole at once (every field: it holds the old span's);
- * NULL when tracing is off. */
-struct span *traces_next(struct traces *t);
+/* The next span's place in the ring (the oldest's, overwritten), with
+ * its context ctx written and indexed by its trace id; the caller fills
+ * every other field at once (they hold the old span's). NULL when
+ * tracing is off. */
+struct span *traces_next(struct traces *t, const struct trace_ctx *ctx);
 /* src into dst of size bytes, cut to fit: the spans' strings, on every
  * call's path (snprintf's parsing costs more than the span). */
 static inline void trace_copy(char *dst, size_t size, const char *src)
@@ -58,8 +59,12 @@ static inline void trace_copy(char *dst, size_t size, const char *src)
         memcpy(dst, src, n);
         dst[n] = '\0';
 }
-/* The kept spans of trace id, oldest first: up to max pointers into the
- * ring (valid until the next traces_add). Their number. */
+/* The kept spans of trace id, oldest first: the newest max of them, as
+ * pointers into the ring (valid until the next traces_next). Their
+ * number. Found through an index by trace id (a keyed hash, so no caller
+ * choosing ids makes them collide): the work is the spans of that trace
+ * and a few others, never the whole ring — an asking node or user cannot
+ * make gadgetd read TraceKeep= spans per request. */
 size_t traces_find(const struct traces *t, const uint8_t id[TRACE_ID_LEN], const struct span **out, size_t max);
 /* For the export: copies up to max sampled spans not taken yet, oldest
  * first, and takes them (the others are passed over). Spans overwritten before they were taken are counted in

@@ -13,6 +13,7 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "tail_int.h"
+#include "traceparent.h"
 
 static int64_t wall_ms(void)
 {
@@ -184,10 +185,15 @@ static void record(struct tails *t, struct unit *u, struct tail_event *ev, const
 
 static void on_called(void *arg, struct unit *u, const struct unit_call_event *c)
 {
+        struct tails *t = arg;
+        struct tail_unit *tu = unit_slot(u, t->id);
+        if (!tu || !watched(tu))
+                return; /* the call's path: nothing copied or written for a gadget no tail observes */
         struct tail_event ev = { .kind = TAIL_CALL, .code = c->code, .duration_us = c->duration_us };
         copy_cut(ev.method, sizeof ev.method, c->method);
-        copy_cut(ev.trace, sizeof ev.trace, c->trace);
-        record(arg, u, &ev, NULL);
+        if (c->trace)
+                trace_hex(c->trace->trace_id, TRACE_ID_LEN, ev.trace);
+        record(t, u, &ev, NULL);
 }
 
 static void on_logged(void *arg, struct unit *u, const char *stream, const char *line)

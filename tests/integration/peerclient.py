@@ -51,6 +51,16 @@ def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=
     return struct.pack("<I", len(msg)) + msg
 
 
+def trace(rid, trace_id, version=CONTROL_PROTOCOL_VERSION):
+    """A whole control.Request frame asking for a node's spans of trace_id
+    (32 hex digits), as gadgetctl trace on another node does."""
+    t = field(1, trace_id.encode()) + varint(2 << 3) + varint(1)
+    msg = varint(1 << 3) + varint(rid) + field(27, t)
+    if version is not None:
+        msg += varint(11 << 3) + varint(version)
+    return struct.pack("<I", len(msg)) + msg
+
+
 class Peer:
     """One session to addr ("127.0.0.1:PORT") as the holder of certdir's
     NAME.crt and NAME.key, expecting the server to be node `server`."""

@@ -5,11 +5,12 @@ real OTLP receiver (otlp.py). Usage: traces_pg_test.py TEST."""
 import json
 import secrets
 import sys
+import time
 
-from harness import check, main, policy, test, wait_for
+from harness import Healthy, check, main, policy, test, wait_for
 from otlp import Receiver, chain, path
 from pgnodes import certs, nodes_seen, peer_node, start_all, stop_all
-from peerclient import Peer, call
+from peerclient import Peer, call, trace
 from pgserver import PgServer
 
 
@@ -73,6 +74,7 @@ def pg_traces_three_gadgets_two_nodes(tmp):
                            json.loads(x).get("trace") == tid for x in r.stdout.splitlines())
             wait_for(forwarded_audited, what="a's audit record of z's forwarded call, with the trace id")
             hostile_traceparents(a, cd, rx)
+            trace_flood(a, cd, tid)
             # A node that does not answer is named; the tree comes without it.
             b.stop()
             r = a.ctl("--json", "trace", tid)
@@ -82,6 +84,34 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             check(r.returncode == 0 and "not answered by node b" in r.stderr, "the text with b down: %r" % r)
         finally:
             stop_all(ds)
+
+
+def trace_flood(a, cd, tid):
+    """Hostile load, asks for spans: node b (its key leaked, or b
+    hostile) asks node a for a trace's spans 200 times at once over two
+    sessions. At most NODELINK_TRACES_PER_S (8) a second are answered —
+    with a's spans of the trace — and the others are refused as busy,
+    naming the bound, while a healthy caller on a is answered throughout;
+    the refusals are logged once, not 192 times."""
+    addr = [n["peer"] for n in json.loads(a.ctl("--json", "nodes").stdout)["nodes"] if n["name"] == "a"][0]
+    asks = 200
+    with Healthy(a, "z"):
+        peers = [Peer(addr, cd, "b", "a") for _ in range(2)]
+        t0 = time.monotonic()
+        for i in range(asks):
+            peers[i % 2].send(trace(i + 1, tid))
+        answers = [peers[i % 2].answer(timeout=30) for i in range(asks)]
+        took = time.monotonic() - t0
+        for p in peers:
+            p.close()
+    spans = [r for r in answers if r and r["kind"] == "other"]
+    busy = [r for r in answers if r and r["kind"] == "error" and r["code"] == 7]
+    check(len(spans) + len(busy) == asks, "every ask answered, with spans or busy: %r" % answers[:3])
+    check(busy and "asks for traces more than 8 times a second" in busy[0]["message"],
+          "the asks past the bound are refused as busy: %r" % busy[:1])
+    # The bucket holds one second's 8 and drains 8 a second.
+    check(len(spans) <= 8 * (took + 1) + 1, "%d asks answered in %.2f s" % (len(spans), took))
+    check(a.logtext().count("asks for traces more than 8 times a second") == 1, "the refusals logged once")
 
 
 def hostile_traceparents(a, cd, rx):
