@@ -106,10 +106,14 @@ CONTROL = [
     ["call", "counter", "increment"], ["logs", "hello", "-n", "5"], ["logs", "hello", "-f"],
     ["audit", "counter", "-n", "3"], ["approve", "1", "--always"], ["load", "--runtime", "--no-block", "POLICY"],
     ["restart", "--no-block", "hello"], ["start", "--no-block", "hello"], ["kill", "hello", "KILL"],
+    ["logs", "-f", "--all"], ["logs", "hello", "--since", "-5min"], ["logs", "hello", "--all", "-n", "20"],
+    ["call", "--trace", "hello", "greet", "{}"],
+    ["call", "--traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "hello", "greet", "{}"],
+    ["trace", "4bf92f3577b34da6a3ce929d0e0e4736"], ["--json", "top"],
 ]
 # A value for each argument a usage line names.
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
-                "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP"}
+                "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP", "forget": "forget"}
 # Commands gadgetctl carries out itself, sending no request.
 CONTROL_LOCAL = {"check", "selftest"}
 
