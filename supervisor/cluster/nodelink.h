@@ -51,7 +51,9 @@
  * are charged to NODELINK_VALUES_PER_S as well. */
 #define NODELINK_TRACES_PER_S 8
 #define NODELINK_MAX_IN_PER_NODE 4          /* authenticated sessions of one node (a node keeps one) */
+#ifndef NODELINK_HANDSHAKE_MS
 #define NODELINK_HANDSHAKE_MS 3000          /* an accepted session's TLS handshake (and admission) */
+#endif
 #define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
 #define NODELINK_ACCEPT_PAUSE_MS 1000       /* no accepting after an accept error (EMFILE, ...) */
 /* Sessions one source address may start a second (a TLS handshake costs
@@ -62,7 +64,9 @@
  * remembered (the one seen longest ago makes room). */
 #define NODELINK_HANDSHAKES_PER_S 16
 #define NODELINK_ADDRS_MAX 256
+#ifndef NODELINK_CONNECT_MS
 #define NODELINK_CONNECT_MS 3000            /* an outgoing connect plus handshake */
+#endif
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
 #define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
