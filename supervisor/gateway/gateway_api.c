@@ -76,14 +76,18 @@ static json_t *gadget_json(struct unit *u)
         /* A gadget a reload kept on its previous policy: its file and the
          * count of its errors, never their text (they may quote the file,
          * which the gateway's users need not read). */
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s}",
+        const struct unit_stats *s = unit_stats(u);
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s, s:I, s:I, "
+                         "s:I, s:I}",
                          "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
                          sigs, "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts, "gatekeeper",
                          p->gatekeeper, "admin_ui", p->admin_ui != NULL, "admin_methods", admin, "start", in.start,
                          "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms,
-                         "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "");
+                         "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
+                         "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us", (json_int_t)unit_stats_quantile_us(s, 0.99),
+                         "memory_bytes", (json_int_t)in.memory_bytes);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -106,7 +110,9 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
                 qsort(v, n, sizeof *v, cmp_name);
         for (i = 0; v && i < n; i++)
                 json_array_append_new(list, v[i]);
-        json_t *o = json_pack("{s:o}", "gadgets", list);
+        /* at_ms: when the counters were read (gadgetd's monotonic clock),
+         * for rates between two readings, as gadgetctl top makes them. */
+        json_t *o = json_pack("{s:o, s:I}", "gadgets", list, "at_ms", (json_int_t)monotime_ms());
         if (!v) {
                 json_decref(o);
                 o = NULL;

@@ -57,6 +57,10 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req);
  * (a gatekeeper's AdminMethods=, for its admin UI). */
 void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method,
                       bool admin);
+/* GET /api/gadgets/NAME/activity: its counters, call log and last log lines. */
+void gateway_api_activity(struct gateway *g, struct evhttp_request *req, const char *name);
+/* GET /api/traces/ID: the spans of trace ID kept on this node. */
+void gateway_api_trace(struct gateway *g, struct evhttp_request *req, const char *id);
 /* GET /api/approvals */
 void gateway_api_approvals(struct gateway *g, struct evhttp_request *req);
 /* POST /api/approvals/ID/approve (body {"always": true} or {}), .../deny */
