@@ -81,4 +81,4 @@ void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *
 
 /* The page's assets, embedded at build time from supervisor/gateway/. */
 extern const char gateway_asset_workshop_html[], gateway_asset_workshop_css[],
-        gateway_asset_workshop_js[], gateway_asset_stub_js[];
+        gateway_asset_workshop_js[], gateway_asset_activity_js[], gateway_asset_stub_js[];

@@ -7,7 +7,8 @@
  * (POST /api/gadgets/NAME/admin/METHOD), and nothing else. The page has no
  * window "message" listener at all: what a frame posts to the window is
  * never a call. No HTML is ever built from text: every name, state,
- * argument and message goes in through textContent. */
+ * argument and message goes in through textContent. Each gadget's numbers
+ * and its activity (events, call log, traces) are activity.js's. */
 "use strict";
 (function () {
         const MAX_JSON = Number(document.body.dataset.maxJson) || 1048576;
@@ -32,6 +33,7 @@
                          callsEl: $("admin-calls") },
         };
         let gadgets = [];
+        const activity = self.workshopActivity;
 
         function el(tag, cls, text) {
                 const e = document.createElement(tag);
@@ -114,6 +116,13 @@
                                      " \u00b7 last activity " + ago(g.active_ago_ms) +
                                      (g.start === "on-demand" ? " \u00b7 on demand" : "") + nextAlarm(g.next_alarm_ms) +
                                      (g.ui ? "" : " \u00b7 no UI")));
+                        li.append(el("div", "gadget-stats", activity.line(g)));
+                        if (activity.shownName() === g.name)
+                                li.classList.add("activity-open");
+                        li.append(button("activity", "Activity", () => {
+                                activity.open(g.name);
+                                refreshSoon();
+                        }));
                         if (g.ui)
                                 li.append(button("open", "Open UI", () => open(slots.ui, g.name)));
                         if (g.gatekeeper && g.admin_ui)
@@ -169,6 +178,7 @@
                         if (!list)
                                 throw new Error("HTTP 404");
                         gadgets = list.gadgets;
+                        activity.reading(gadgets, list.at_ms);
                         const waiting = await getJson("/api/approvals");
                         statusEl.textContent = "";
                         render();
@@ -372,6 +382,7 @@
         }
 
         $("admin-close").addEventListener("click", () => close(slots.admin));
+        activity.init({ el: el, button: button, getJson: getJson });
         refreshSoon();
         setInterval(refreshSoon, 5000);
 })();
