@@ -192,6 +192,12 @@ def activity_and_traces(g, err):
     # Its 3 calls above (a string, an int, a null), the 40 echoes and spew.
     check(a["calls"] == 44 and a["errors"] == 0 and a["p99_us"] > 0 and a["memory_bytes"] > 0, "numbers: %r" % {
         k: a[k] for k in ("calls", "errors", "p99_us", "memory_bytes")})
+    # A method it never declared is logged under the metrics' label, never
+    # by the name a caller chose.
+    err(404, "no_method", g.call("plain", "made_up_by_caller"))
+    _, a = get_json(g, "/api/gadgets/plain/activity")
+    check(a["call_log"][0]["method"] == "_other" and a["call_log"][0]["outcome"] == "no_method" and
+          "made_up_by_caller" not in json.dumps(a), "an undeclared method's line: %r" % a["call_log"][0])
     err(404, "not_found", get_json(g, "/api/gadgets/nope/activity"), 'no gadget named "nope"')
     err(404, "not_found", get_json(g, "/api/gadgets/..%2Fx/activity"))
 
