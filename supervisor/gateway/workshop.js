@@ -15,6 +15,7 @@
         const MAX_PENDING = 64;          /* calls in flight per frame */
         const MAX_LOG = 30;              /* lines kept in a frame's call log */
         const MAX_ARGS_SHOWN = 4000;     /* characters of an approval's arguments */
+        const MAX_LIST_PAGES = 64;       /* answers of GET /api/gadgets read per refresh (256 gadgets each) */
         /* The rule for method names, gadget_method_name_ok of
          * proto/contract.h (no "." or ".." path segments). */
         const METHOD_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
@@ -174,11 +175,18 @@
 
         async function refresh() {
                 try {
-                        const list = await getJson("/api/gadgets");
+                        /* The list comes in pages, each one turn of gadgetd's loop. */
+                        let list = await getJson("/api/gadgets"), all = [];
+                        for (let i = 0; list; i++) {
+                                activity.reading(list.gadgets, list.at_ms);
+                                all = all.concat(list.gadgets);
+                                if (!list.more || !all.length || i + 1 === MAX_LIST_PAGES)
+                                        break;
+                                list = await getJson("/api/gadgets?after=" + encodeURIComponent(all[all.length - 1].name));
+                        }
                         if (!list)
                                 throw new Error("HTTP 404");
-                        gadgets = list.gadgets;
-                        activity.reading(gadgets, list.at_ms);
+                        gadgets = all;
                         const waiting = await getJson("/api/approvals");
                         statusEl.textContent = "";
                         render();

@@ -215,6 +215,28 @@ def activity_and_traces(g, err):
 
 
 @test
+def list_in_pages(tmp):
+    """GET /api/gadgets answers at most 256 gadgets, by name; ?after=NAME
+    the next ones ("more" says whether there are), "total" all of them."""
+    with Gateway(tmp) as g:
+        for i in range(300):
+            policy(g.pol, "g%03d" % i, "Start=on-demand\n")
+        g.ctl("reload")
+        status, first = get_json(g, "/api/gadgets")
+        names = [x["name"] for x in first["gadgets"]]
+        check(status == 200 and first["total"] == 300 and first["more"] and names == ["g%03d" % i for i in range(256)],
+              "the first page: %d %r" % (status, {k: first[k] for k in ("total", "more")}))
+        status, rest = get_json(g, "/api/gadgets?after=g255")
+        check(status == 200 and not rest["more"] and [x["name"] for x in rest["gadgets"]] ==
+              ["g%03d" % i for i in range(256, 300)], "the next page: %d %r" % (status, rest.get("more")))
+        status, none = get_json(g, "/api/gadgets?after=zzz")
+        check(status == 200 and none["gadgets"] == [] and not none["more"], "after the last: %r" % none)
+        for bad in ("..", "a%2Fb", ""):
+            status, body = get_json(g, "/api/gadgets?after=" + bad)
+            check(status == 400 and body["error"]["code"] == "invalid", "after=%r: %d %r" % (bad, status, body))
+
+
+@test
 def body_limit(tmp):
     with Gateway(tmp) as g:
         policy(g.pol, "plain")
