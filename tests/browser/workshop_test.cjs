@@ -926,6 +926,11 @@ async function main() {
                 const runs = (await apiActivity("chain")).events.filter((e) => e.stream === "gadgetd").map((e) => e.run);
                 eq(Math.max(...runs), 1, "chain's run before its crash");
                 eq((await apiCall("chain", "crash")).status, 502, "the crashing call");
+                /* Its second run ready (as the API tells), then the pane read
+                 * again at once rather than at its next 2 s. */
+                await waitFor(async () => (await apiActivity("chain")).events.some((e) => e.run === 2 && e.text === "gadgetd: ready"),
+                              "chain's second run ready");
+                await press(page.locator('li[data-name="chain"] button.activity'));
                 await page.waitForFunction(() => [...document.querySelectorAll("#events li.stream-gadgetd")].some(
                         (li) => li.querySelector(".run").textContent === "run 2" && li.querySelector(".text").textContent === "gadgetd: ready"),
                                            null, POLL);
