@@ -311,11 +311,11 @@ static int top_json(FILE *f, const Control__TopReport *t)
         json_t *a = json_array();
         for (size_t i = 0; a && i < t->n_gadgets; i++) {
                 const Control__TopGadget *g = t->gadgets[i];
-                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name, "state",
-                                                       g->state, "cpu_usec", show_clamp(g->cpu_usec), "memory_bytes",
-                                                       show_clamp(g->memory_bytes), "tasks", show_clamp(g->tasks),
-                                                       "calls", show_clamp(g->calls), "errors",
-                                                       show_clamp(g->errors), "p99_us", show_clamp(g->p99_us))) < 0) {
+                json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name, "state", g->state,
+                                      "cpu_usec", show_clamp(g->cpu_usec), "memory_bytes", show_clamp(g->memory_bytes),
+                                      "tasks", show_clamp(g->tasks), "calls", show_clamp(g->calls), "errors",
+                                      show_clamp(g->errors), "p99_us", show_clamp(g->p99_us));
+                if (json_array_append_new(a, o) < 0) {
                         json_decref(a);
                         return -ENOMEM;
                 }

@@ -207,7 +207,6 @@ static void audit_local(struct unit *u, const char *by, const char *method, uint
         audit_write(u->core->audit, &rec);
 }
 
-/* Tells the caller (if it is still there) and frees the call. */
 /* Its line of u's call log (call_log.h), under its counters' label. */
 static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t end_ms, const uint8_t *trace)
 {
@@ -216,6 +215,7 @@ static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t en
         call_log_add(&u->recent, label, code, us, end_ms, trace);
 }
 
+/* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
         uint64_t us = monotime_us() - c->begin_us;

@@ -89,8 +89,8 @@ static json_t *gadget_json(struct unit *u)
                          p->gatekeeper, "admin_ui", p->admin_ui != NULL, "admin_methods", admin, "start", in.start,
                          "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms,
                          "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
-                         "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us", (json_int_t)unit_stats_quantile_us(s, 0.99),
-                         "memory_bytes", (json_int_t)in.memory_bytes);
+                         "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us",
+                         (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes);
 }
 
 static int cmp_name(const void *a, const void *b)
