@@ -69,7 +69,8 @@ self.workshopActivity = (function () {
                 const events = $("events");
                 events.replaceChildren();
                 for (const e of a.events) {
-                        const li = h.el("li", "event stream-" + String(e.stream));
+                        /* Warnings and worse (syslog's 0 to 4) stand out. */
+                        const li = h.el("li", "event stream-" + String(e.stream) + (Number(e.priority) <= 4 ? " warn" : ""));
                         li.append(h.el("span", "time", clock(e.time_ms)), h.el("span", "stream", String(e.stream)),
                                   h.el("span", "run", "run " + e.run), h.el("span", "text", String(e.text)));
                         events.append(li);

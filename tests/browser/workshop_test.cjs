@@ -937,6 +937,8 @@ async function main() {
                 const texts = await page.locator("#events li.stream-gadgetd .text").allTextContents();
                 assert(texts.some((t) => /^gadgetd: killed by signal SIGSEGV$/.test(t)) && texts.some((t) => /^gadgetd: restarting/.test(t)),
                        "its crash and restart among its events: " + JSON.stringify(texts));
+                eq(await page.locator("#events li.warn .text").allTextContents(), ["gadgetd: killed by signal SIGSEGV"],
+                   "the one warning among them");
         });
 
         await check("a screenshot of the workshop page is produced", async () => {
