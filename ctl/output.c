@@ -69,6 +69,15 @@ const char *output_cpu(uint64_t usec, char *buf, size_t len)
         return buf;
 }
 
+const char *output_duration_us(uint64_t us, char *buf, size_t len)
+{
+        if (us < 10000)
+                snprintf(buf, len, "%" PRIu64 " us", us);
+        else
+                snprintf(buf, len, "%" PRIu64 ".%" PRIu64 " ms", us / 1000, us % 1000 / 100);
+        return buf;
+}
+
 const char *output_size(uint64_t bytes, char *buf, size_t len)
 {
         static const char units[] = "KMGTPE";

@@ -21,6 +21,8 @@ const char *output_ago(uint64_t ms, char *buf, size_t len);
 /* CPU time: "0.05s", "12.34s", then as output_uptime ("5m12s"); "-" for 0
  * (unknown). Returns buf. */
 const char *output_cpu(uint64_t usec, char *buf, size_t len);
+/* A call's duration: "850 us" under 10 ms, then "12.3 ms". Returns buf. */
+const char *output_duration_us(uint64_t us, char *buf, size_t len);
 
 /* Room for any output_log_time result. */
 #define OUTPUT_LOG_TIME_MAX 32

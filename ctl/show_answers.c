@@ -311,11 +311,11 @@ static int top_json(FILE *f, const Control__TopReport *t)
         json_t *a = json_array();
         for (size_t i = 0; a && i < t->n_gadgets; i++) {
                 const Control__TopGadget *g = t->gadgets[i];
-                if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "name", g->name, "state",
-                                                       g->state, "cpu_usec", show_clamp(g->cpu_usec), "memory_bytes",
-                                                       show_clamp(g->memory_bytes), "tasks", show_clamp(g->tasks),
-                                                       "calls", show_clamp(g->calls), "errors",
-                                                       show_clamp(g->errors))) < 0) {
+                json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", g->name, "state", g->state,
+                                      "cpu_usec", show_clamp(g->cpu_usec), "memory_bytes", show_clamp(g->memory_bytes),
+                                      "tasks", show_clamp(g->tasks), "calls", show_clamp(g->calls), "errors",
+                                      show_clamp(g->errors), "p99_us", show_clamp(g->p99_us));
+                if (json_array_append_new(a, o) < 0) {
                         json_decref(a);
                         return -ENOMEM;
                 }
@@ -358,13 +358,14 @@ static void rate(char *buf, size_t len, double v)
 
 int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *before, bool json)
 {
-        static const char *const headers[] = { "GADGET", "STATE", "CPU%", "MEMORY", "TASKS", "CALLS/S", "ERRORS/S" };
-        static const bool right[] = { false, false, true, true, true, true, true };
+        static const char *const headers[] = { "GADGET", "STATE", "CPU%", "MEMORY", "TASKS", "CALLS/S", "ERRORS/S",
+                                               "P99" };
+        static const bool right[] = { false, false, true, true, true, true, true, true };
         if (json)
                 return top_json(f, now);
         double secs = before && now->at_ms > before->at_ms ? (double)(now->at_ms - before->at_ms) / 1000 : 0;
         struct top_row *rows = calloc(now->n_gadgets + 1, sizeof *rows);
-        struct output_table *t = output_table_new(7, headers, right);
+        struct output_table *t = output_table_new(8, headers, right);
         int e = rows && t ? 0 : -ENOMEM;
         for (size_t i = 0; e == 0 && i < now->n_gadgets; i++) {
                 const Control__TopGadget *g = now->gadgets[i], *p = top_find(before, g->name);
@@ -380,13 +381,17 @@ int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *b
         if (e == 0)
                 qsort(rows, now->n_gadgets, sizeof *rows, cmp_top_row);
         for (size_t i = 0; e == 0 && i < now->n_gadgets; i++) {
-                char cpu[24], mem[24], tasks[24], calls[24], errors[24];
+                char cpu[24], mem[24], tasks[24], calls[24], errors[24], p99[32];
                 rate(cpu, sizeof cpu, rows[i].cpu);
                 output_size(rows[i].g->memory_bytes, mem, sizeof mem);
                 snprintf(tasks, sizeof tasks, "%llu", (unsigned long long)rows[i].g->tasks);
                 rate(calls, sizeof calls, rows[i].calls);
                 rate(errors, sizeof errors, rows[i].errors);
-                const char *row[7] = { rows[i].g->name, rows[i].g->state, cpu, mem, tasks, calls, errors };
+                if (rows[i].g->p99_us)
+                        output_duration_us(rows[i].g->p99_us, p99, sizeof p99);
+                else
+                        snprintf(p99, sizeof p99, "-");
+                const char *row[8] = { rows[i].g->name, rows[i].g->state, cpu, mem, tasks, calls, errors, p99 };
                 e = output_table_add(t, row);
         }
         if (e == 0 && now->n_gadgets == 0)

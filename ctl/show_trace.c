@@ -41,12 +41,7 @@ static int trace_json(FILE *f, const Control__TraceTree *t)
 static int span_line(FILE *f, const Control__Span *s, unsigned depth)
 {
         char line[512], dur[32];
-        uint64_t us = s->duration_us;
-        if (us < 10000)
-                snprintf(dur, sizeof dur, "%llu us", (unsigned long long)us);
-        else
-                snprintf(dur, sizeof dur, "%llu.%llu ms", (unsigned long long)(us / 1000),
-                         (unsigned long long)(us % 1000 / 100));
+        output_duration_us(s->duration_us, dur, sizeof dur);
         snprintf(line, sizeof line, "%*s%s %s %s (%s) %s%s%s%s%s", (int)(2 * depth), "",
                  strcmp(s->kind, "call") == 0 ? "call" : "binding", s->gadget, s->name, s->outcome, dur,
                  s->node[0] ? " on node " : "", s->node, s->peer[0] ? " peer " : "", s->peer);

@@ -39,6 +39,7 @@ void request_top(struct client *cl, const Control__Request *q)
                 gs[n]->tasks = in[n].tasks;
                 gs[n]->calls = s->calls;
                 gs[n]->errors = s->errors;
+                gs[n]->p99_us = unit_stats_quantile_us(s, 0.99);
         }
         qsort(gs, n, sizeof *gs, cmp_top);
         Control__TopReport t = CONTROL__TOP_REPORT__INIT;

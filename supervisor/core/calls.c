@@ -8,6 +8,7 @@
 #include <event2/event.h>
 
 #include "contract.h"
+#include "call_log.h"
 #include "core_int.h"
 #include "limits/limiter.h"
 #include "system/audit.h"
@@ -205,6 +206,14 @@ static void audit_local(struct unit *u, const char *by, const char *method, uint
         audit_write(u->core->audit, &rec);
 }
 
+/* Its line of u's call log (call_log.h), under its counters' label. */
+static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t end_ms, const uint8_t *trace)
+{
+        const char *label = row >= 0 && (size_t)row < u->stats.n_methods ? u->stats.methods[row].name
+                                                                           : UNIT_STATS_OTHER;
+        call_log_add(&u->recent, label, code, us, end_ms, trace);
+}
+
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
@@ -225,6 +234,8 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
                 if (c->stat_row < 0)
                         c->stat_row = unit_stats_row(&c->u->stats, NULL, false);
                 unit_stats_call(&c->u->stats, c->stat_row, res ? 0 : code, us);
+                log_call(c->u, c->stat_row, res ? 0 : code, us, (c->begin_us + us) / 1000,
+                         c->traced ? c->pc.trace.trace_id : NULL);
         }
         if (c->done)
                 c->done(c->cbdata, c->tag, res, code, message);
@@ -781,7 +792,9 @@ static void count_refusal(struct unit *u, const char *method, int code)
 {
         const struct type_sig *sig;
         bool declared = u->run->peer && method && peer_method(u->run->peer, method, &sig);
-        unit_stats_call(&u->stats, unit_stats_row(&u->stats, method, declared), code, 0);
+        int row = unit_stats_row(&u->stats, method, declared);
+        unit_stats_call(&u->stats, row, code, 0);
+        log_call(u, row, code, 0, monotime_ms(), NULL);
 }
 
 /* Links c to its caller's record, which may leave before it ends. */

@@ -128,6 +128,7 @@ struct unit {
         struct backoff backoff;   /* failures in a row: restart delay, parking */
         uint64_t calls;
         struct unit_stats stats;  /* its metrics' counters (unit_stats.h) */
+        struct call_log *recent;  /* its last calls (call_log.h), NULL until its first */
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, what its bindings keep, kv store */
         void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */

@@ -106,6 +106,7 @@ void unit_free(struct unit *u)
                 event_free(u->ev_idle);
         logbuf_free(&u->log);
         unit_stats_clear(&u->stats);
+        free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
         free(u);

@@ -148,6 +148,9 @@ struct unit_info {
 void unit_info(const struct unit *u, struct unit_info *out);
 /* Its metrics' counters (unit_stats.h), and the approvals its calls wait for. */
 const struct unit_stats *unit_stats(const struct unit *u);
+/* Its last calls (call_log.h), NULL before its first. */
+struct call_log;
+const struct call_log *unit_recent_calls(const struct unit *u);
 size_t unit_approvals_waiting(const struct unit *u);
 
 /* The outcome of a move: code 0 (msg says where it runs now) or a GADGET_E*

@@ -22,6 +22,7 @@ int unit_program_status(const struct unit *u) { return u->run->program_status; }
 const struct logbuf *unit_log(const struct unit *u) { return &u->log; }
 struct gadget_bindings *unit_bindings(const struct unit *u) { return u->bind; }
 const struct unit_stats *unit_stats(const struct unit *u) { return &u->stats; }
+const struct call_log *unit_recent_calls(const struct unit *u) { return u->recent; }
 
 _Static_assert(LIMITER_HITS_N == sizeof ((struct unit_info *)0)->limit_hits / sizeof (uint64_t) &&
                LIMITER_HITS_N == sizeof ((struct unit_stats *)0)->limit_hits / sizeof (uint64_t),

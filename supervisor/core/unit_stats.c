@@ -59,6 +59,25 @@ void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us)
         s->slower++;
 }
 
+uint64_t unit_stats_quantile_us(const struct unit_stats *s, double q)
+{
+        uint64_t total = s->slower, below = 0;
+        for (size_t i = 0; i < UNIT_STATS_BUCKETS; i++)
+                total += s->buckets[i];
+        if (!total)
+                return 0;
+        double rank = q * (double)total;
+        for (size_t i = 0; i < UNIT_STATS_BUCKETS; i++) {
+                if (s->buckets[i] && (double)(below + s->buckets[i]) >= rank) {
+                        uint64_t lo = i ? bounds_us[i - 1] : 0;
+                        double share = (rank - (double)below) / (double)s->buckets[i];
+                        return lo + (uint64_t)((double)(bounds_us[i] - lo) * share + 0.5);
+                }
+                below += s->buckets[i];
+        }
+        return bounds_us[UNIT_STATS_BUCKETS - 1];
+}
+
 void unit_stats_clear(struct unit_stats *s)
 {
         for (size_t i = 0; i < s->n_methods; i++)

@@ -49,5 +49,10 @@ int unit_stats_row(struct unit_stats *s, const char *method, bool declared);
  * result) after us microseconds. */
 void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us);
 void unit_stats_clear(struct unit_stats *s);
+/* The q-quantile (0 < q <= 1) of its calls' durations in microseconds,
+ * as Prometheus's histogram_quantile reads the histogram: linear within
+ * the bucket it falls in, the last finite bound if beyond it; 0 without
+ * calls. gadgetctl top's and the workshop's p99. */
+uint64_t unit_stats_quantile_us(const struct unit_stats *s, double q);
 /* A deep copy of s into out (for a scrape in parts): 0 or -ENOMEM. */
 int unit_stats_copy(const struct unit_stats *s, struct unit_stats *out);

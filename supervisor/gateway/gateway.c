@@ -258,7 +258,9 @@ static size_t segments(const char *path, char *buf, size_t len, char **seg, size
 
 /* The routes: a path pattern ("*" matches one segment), the method, and
  * the handler, called with the matched segments. */
-enum route_kind { R_PAGE, R_LIST, R_CALL, R_UI, R_ADMIN_CALL, R_ADMIN_UI, R_APPROVALS, R_APPROVE, R_DENY };
+enum route_kind {
+        R_PAGE, R_LIST, R_CALL, R_UI, R_ADMIN_CALL, R_ADMIN_UI, R_APPROVALS, R_APPROVE, R_DENY, R_ACTIVITY, R_TRACE
+};
 static const struct {
         const char *pattern;
         enum evhttp_cmd_type cmd;
@@ -273,6 +275,8 @@ static const struct {
         { "api/approvals", EVHTTP_REQ_GET, R_APPROVALS },
         { "api/approvals/*/approve", EVHTTP_REQ_POST, R_APPROVE },
         { "api/approvals/*/deny", EVHTTP_REQ_POST, R_DENY },
+        { "api/gadgets/*/activity", EVHTTP_REQ_GET, R_ACTIVITY },
+        { "api/traces/*", EVHTTP_REQ_GET, R_TRACE },
 };
 
 /* Whether the path's segments (s, n) match pattern; wild gets the "*" ones. */
@@ -316,6 +320,8 @@ static void route(struct gateway *g, struct evhttp_request *req, const char *pat
                 case R_APPROVALS: gateway_api_approvals(g, req); break;
                 case R_APPROVE: gateway_api_decide(g, req, w[0], true); break;
                 case R_DENY: gateway_api_decide(g, req, w[0], false); break;
+                case R_ACTIVITY: gateway_api_activity(g, req, w[0]); break;
+                case R_TRACE: gateway_api_trace(g, req, w[0]); break;
                 }
                 return;
         }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/keyvalq_struct.h>
 
 #include "system/audit.h"
 #include "core/core.h"
@@ -21,6 +22,8 @@
 #include "validate.h"
 #include "value.h"
 #include "system/monotime.h"
+
+#define GATEWAY_LIST_MAX 256  /* gadgets in one answer of the list */
 
 struct gateway_call {
         struct gateway *g;           /* NULL once the gateway is gone */
@@ -76,41 +79,73 @@ static json_t *gadget_json(struct unit *u)
         /* A gadget a reload kept on its previous policy: its file and the
          * count of its errors, never their text (they may quote the file,
          * which the gateway's users need not read). */
-        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s}",
+        const struct unit_stats *s = unit_stats(u);
+        return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s, s:I, s:I, "
+                         "s:I, s:I}",
                          "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
                          sigs, "calls", (json_int_t)in.calls, "restarts", (json_int_t)in.restarts, "gatekeeper",
                          p->gatekeeper, "admin_ui", p->admin_ui != NULL, "admin_methods", admin, "start", in.start,
                          "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms,
-                         "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "");
+                         "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
+                         "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us",
+                         (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes);
 }
 
 static int cmp_name(const void *a, const void *b)
 {
-        return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
-                      json_string_value(json_object_get(*(json_t *const *)b, "name")));
+        return strcmp(unit_name(*(struct unit *const *)a), unit_name(*(struct unit *const *)b));
+}
+
+/* The ?after=NAME of a list's next page: 0 (none: *after NULL), or -1 if
+ * it is no gadget name. */
+static int list_after(struct evhttp_request *req, struct evkeyvalq *q, const char **after)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+        *after = NULL;
+        if (!query || evhttp_parse_query_str(query, q) < 0)
+                return 0;
+        *after = evhttp_find_header(q, "after");
+        return !*after || gadget_name_ok(*after) ? 0 : -1;
 }
 
 void gateway_api_list(struct gateway *g, struct evhttp_request *req)
 {
-        size_t n = 0, i = 0;
+        struct evkeyvalq q = { 0 };
+        const char *after;
+        size_t n = 0, first = 0;
+        if (list_after(req, &q, &after) < 0) {
+                evhttp_clear_headers(&q);
+                gateway_send_error(req, 400, "invalid", "after= takes a gadget's name");
+                return;
+        }
         for (struct unit *u = core_first(g->core); u; u = unit_next(u))
                 n++;
-        json_t **v = calloc(n + 1, sizeof *v), *list = json_array();
+        struct unit **v = calloc(n + 1, sizeof *v);
+        json_t *list = json_array();
+        n = 0;
         for (struct unit *u = core_first(g->core); v && u; u = unit_next(u))
-                if ((v[i] = gadget_json(u)))
-                        i++;
-        n = i;
+                v[n++] = u;
         if (v)
                 qsort(v, n, sizeof *v, cmp_name);
-        for (i = 0; v && i < n; i++)
-                json_array_append_new(list, v[i]);
-        json_t *o = json_pack("{s:o}", "gadgets", list);
+        while (v && after && first < n && strcmp(unit_name(v[first]), after) <= 0)
+                first++;
+        /* Why a page: the answer is made in one turn of the loop, whatever
+         * the number of gadgets; the page asks for the next. */
+        size_t end = n - first > GATEWAY_LIST_MAX ? first + GATEWAY_LIST_MAX : n;
+        for (size_t i = first; v && i < end; i++)
+                json_array_append_new(list, gadget_json(v[i]));
+        /* at_ms: when the counters were read (gadgetd's monotonic clock),
+         * for rates between two readings, as gadgetctl top makes them. */
+        json_t *o = json_pack("{s:o, s:I, s:b, s:I}", "gadgets", list, "total", (json_int_t)n, "more", end < n,
+                              "at_ms", (json_int_t)monotime_ms());
         if (!v) {
                 json_decref(o);
                 o = NULL;
         }
+        evhttp_clear_headers(&q);
         gateway_send_object(req, o);
         free(v);
 }

@@ -57,6 +57,10 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req);
  * (a gatekeeper's AdminMethods=, for its admin UI). */
 void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method,
                       bool admin);
+/* GET /api/gadgets/NAME/activity: its counters, call log and last log lines. */
+void gateway_api_activity(struct gateway *g, struct evhttp_request *req, const char *name);
+/* GET /api/traces/ID: the spans of trace ID kept on this node. */
+void gateway_api_trace(struct gateway *g, struct evhttp_request *req, const char *id);
 /* GET /api/approvals */
 void gateway_api_approvals(struct gateway *g, struct evhttp_request *req);
 /* POST /api/approvals/ID/approve (body {"always": true} or {}), .../deny */
@@ -77,4 +81,4 @@ void gateway_page_ui(struct gateway *g, struct evhttp_request *req, const char *
 
 /* The page's assets, embedded at build time from supervisor/gateway/. */
 extern const char gateway_asset_workshop_html[], gateway_asset_workshop_css[],
-        gateway_asset_workshop_js[], gateway_asset_stub_js[];
+        gateway_asset_workshop_js[], gateway_asset_activity_js[], gateway_asset_stub_js[];

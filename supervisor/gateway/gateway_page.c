@@ -66,6 +66,8 @@ void gateway_page_workshop(struct gateway *g, struct evhttp_request *req)
         evbuffer_add_printf(b, "</style>\n</head>\n<body data-max-json=\"%d\">\n", GATEWAY_MAX_BODY);
         evbuffer_add(b, gateway_asset_workshop_html, strlen(gateway_asset_workshop_html));
         evbuffer_add_printf(b, "<script nonce=\"%s\">\n", nonce);
+        evbuffer_add(b, gateway_asset_activity_js, strlen(gateway_asset_activity_js));
+        evbuffer_add_printf(b, "</script>\n<script nonce=\"%s\">\n", nonce);
         evbuffer_add(b, gateway_asset_workshop_js, strlen(gateway_asset_workshop_js));
         evbuffer_add_printf(b, "</script>\n</body>\n</html>\n");
         gateway_send(req, 200, "text/html; charset=utf-8", b);

@@ -7,13 +7,15 @@
  * (POST /api/gadgets/NAME/admin/METHOD), and nothing else. The page has no
  * window "message" listener at all: what a frame posts to the window is
  * never a call. No HTML is ever built from text: every name, state,
- * argument and message goes in through textContent. */
+ * argument and message goes in through textContent. Each gadget's numbers
+ * and its activity (events, call log, traces) are activity.js's. */
 "use strict";
 (function () {
         const MAX_JSON = Number(document.body.dataset.maxJson) || 1048576;
         const MAX_PENDING = 64;          /* calls in flight per frame */
         const MAX_LOG = 30;              /* lines kept in a frame's call log */
         const MAX_ARGS_SHOWN = 4000;     /* characters of an approval's arguments */
+        const MAX_LIST_PAGES = 64;       /* answers of GET /api/gadgets read per refresh (256 gadgets each) */
         /* The rule for method names, gadget_method_name_ok of
          * proto/contract.h (no "." or ".." path segments). */
         const METHOD_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
@@ -32,6 +34,7 @@
                          callsEl: $("admin-calls") },
         };
         let gadgets = [];
+        const activity = self.workshopActivity;
 
         function el(tag, cls, text) {
                 const e = document.createElement(tag);
@@ -114,6 +117,13 @@
                                      " \u00b7 last activity " + ago(g.active_ago_ms) +
                                      (g.start === "on-demand" ? " \u00b7 on demand" : "") + nextAlarm(g.next_alarm_ms) +
                                      (g.ui ? "" : " \u00b7 no UI")));
+                        li.append(el("div", "gadget-stats", activity.line(g)));
+                        if (activity.shownName() === g.name)
+                                li.classList.add("activity-open");
+                        li.append(button("activity", "Activity", () => {
+                                activity.open(g.name);
+                                refreshSoon();
+                        }));
                         if (g.ui)
                                 li.append(button("open", "Open UI", () => open(slots.ui, g.name)));
                         if (g.gatekeeper && g.admin_ui)
@@ -165,10 +175,18 @@
 
         async function refresh() {
                 try {
-                        const list = await getJson("/api/gadgets");
+                        /* The list comes in pages, each one turn of gadgetd's loop. */
+                        let list = await getJson("/api/gadgets"), all = [];
+                        for (let i = 0; list; i++) {
+                                activity.reading(list.gadgets, list.at_ms);
+                                all = all.concat(list.gadgets);
+                                if (!list.more || !all.length || i + 1 === MAX_LIST_PAGES)
+                                        break;
+                                list = await getJson("/api/gadgets?after=" + encodeURIComponent(all[all.length - 1].name));
+                        }
                         if (!list)
                                 throw new Error("HTTP 404");
-                        gadgets = list.gadgets;
+                        gadgets = all;
                         const waiting = await getJson("/api/approvals");
                         statusEl.textContent = "";
                         render();
@@ -372,6 +390,7 @@
         }
 
         $("admin-close").addEventListener("click", () => close(slots.admin));
+        activity.init({ el: el, button: button, getJson: getJson });
         refreshSoon();
         setInterval(refreshSoon, 5000);
 })();

@@ -101,6 +101,9 @@ def main():
             policy(g.pol, "keeper2", "Gatekeeper=yes\nRequireTypes=no\nAdminMethods=say\n")
             policy(g.pol, "asker", "UI=%s\n[Binding KEEP]\nType=gadget\nTarget=keeper\nMethods=echo\n"
                                    "Approve=echo\nApproveTimeout=30s\n" % hostile)
+            # A gadget that calls plain through a binding (a trace of three
+            # spans) and restarts when it crashes (its lifecycle events).
+            policy(g.pol, "chain", "Restart=on-failure\n[Binding NEXT]\nType=gadget\nTarget=plain\nMethods=echo\n")
             # The tickets example's gatekeeper, for its admin UI (its admin
             # methods use only its kv; the API's token file must exist).
             token = os.path.join(tmp, "tickets.token")
@@ -112,7 +115,7 @@ def main():
             with open(os.path.join(g.pol, "tickets.policy"), "w") as f:
                 f.write(text)
             g.ctl("reload")
-            g.wait_ready("notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker", "tickets", "kept")
+            g.wait_ready("notes", "plain", "typed", "hostile", "keeper", "keeper2", "asker", "tickets", "kept", "chain")
             policy(g.pol, "kept", "Bogus=1\n")
             g.ctl("reload")
             os.makedirs(os.path.dirname(os.environ["SCREENSHOT"]), exist_ok=True)

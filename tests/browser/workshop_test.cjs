@@ -873,6 +873,74 @@ async function main() {
                 await press(page.locator("#admin-close"));
         });
 
+        /* The numbers of GET /api/gadgets/NAME/activity, with the token. */
+        async function apiActivity(name) {
+                const r = await fetch(BASE + "/api/gadgets/" + name + "/activity", { headers: { "Authorization": "Bearer " + TOKEN } });
+                return r.json();
+        }
+
+        await check("a gadget's card and activity show the calls and errors the test made, its p99 and memory", async () => {
+                const before = await apiActivity("plain");
+                for (let i = 0; i < 3; i++)
+                        eq((await apiCall("plain", "echo", i)).status, 200, "echo");
+                eq((await apiCall("plain", "log", { level: 99 })).status, 400, "a call the gadget refuses");
+                eq((await apiCall("plain", "nosuch")).status, 404, "a call of a method it lacks");
+                await press(page.locator('li[data-name="plain"] button.activity'));
+                const want = (before.calls + 5) + " calls, " + (before.errors + 2) + " errors";
+                await page.waitForFunction((w) => document.getElementById("activity-numbers").textContent.startsWith(w), want, POLL);
+                eq(await page.locator("#activity-title").textContent(), "plain: activity", "the pane's title");
+                const numbers = await page.locator("#activity-numbers").textContent();
+                assert(/ p99 \d+(\.\d)? (us|ms) /.test(numbers) && /memory \d+(\.\d)? (KiB|MiB)/.test(numbers),
+                       "p99 and memory in the pane: " + numbers);
+                const log = await page.locator("#call-log li").allInnerTexts();
+                assert(/^no_method\s+_other/.test(log[0]) && /^invalid\s+log/.test(log[1]) && /^ok\s+echo/.test(log[2]),
+                       "the call log, newest first: " + JSON.stringify(log.slice(0, 3)));
+                const card = page.locator('li[data-name="plain"] .gadget-stats');
+                await page.waitForFunction(() => /p99 \d/.test(document.querySelector('li[data-name="plain"] .gadget-stats').textContent),
+                                           null, POLL);
+                assert(/calls\/s .* errors\/s .* p99 \d+(\.\d)? (us|ms) .* memory \d+(\.\d)? (KiB|MiB)$/.test(await card.textContent()),
+                       "the card's line: " + await card.textContent());
+        });
+
+        await check("a trace id in the call log shows the trace's tree, each span under its parent", async () => {
+                const r = await apiCall("chain", "binding", { binding: "NEXT", op: "call", args: { method: "echo", args: "via" } });
+                eq(r, { status: 200, body: "via" }, "chain's call of plain");
+                await press(page.locator('li[data-name="chain"] button.activity'));
+                const link = page.locator("#call-log li:first-child button.trace-link");
+                await link.waitFor();
+                const id = await link.getAttribute("data-trace");
+                assert(/^[0-9a-f]{32}$/.test(id), "trace id: " + id);
+                await press(link);
+                await page.waitForSelector("#trace li.span");
+                eq(await page.locator("#trace-title").textContent(), "Trace " + id, "the trace's title");
+                const what = (sel) => page.locator(sel).allTextContents();
+                eq(await what("#trace > ul > li > .span-what"), ["call chain binding"], "the root span");
+                eq(await what("#trace > ul > li > ul > li > .span-what"), ["binding chain NEXT.call"], "its binding call");
+                eq(await what("#trace > ul > li > ul > li > ul > li > .span-what"), ["call plain echo"], "the call it made");
+                eq(await page.locator("#trace li.span").count(), 3, "spans in all");
+        });
+
+        await check("a gadget's restart shows in its recent events", async () => {
+                await press(page.locator('li[data-name="chain"] button.activity'));
+                await page.waitForSelector("#call-log li");
+                const runs = (await apiActivity("chain")).events.filter((e) => e.stream === "gadgetd").map((e) => e.run);
+                eq(Math.max(...runs), 1, "chain's run before its crash");
+                eq((await apiCall("chain", "crash")).status, 502, "the crashing call");
+                /* Its second run ready (as the API tells), then the pane read
+                 * again at once rather than at its next 2 s. */
+                await waitFor(async () => (await apiActivity("chain")).events.some((e) => e.run === 2 && e.text === "gadgetd: ready"),
+                              "chain's second run ready");
+                await press(page.locator('li[data-name="chain"] button.activity'));
+                await page.waitForFunction(() => [...document.querySelectorAll("#events li.stream-gadgetd")].some(
+                        (li) => li.querySelector(".run").textContent === "run 2" && li.querySelector(".text").textContent === "gadgetd: ready"),
+                                           null, POLL);
+                const texts = await page.locator("#events li.stream-gadgetd .text").allTextContents();
+                assert(texts.some((t) => /^gadgetd: killed by signal SIGSEGV$/.test(t)) && texts.some((t) => /^gadgetd: restarting/.test(t)),
+                       "its crash and restart among its events: " + JSON.stringify(texts));
+                eq(await page.locator("#events li.warn .text").allTextContents(), ["gadgetd: killed by signal SIGSEGV"],
+                   "the one warning among them");
+        });
+
         await check("a screenshot of the workshop page is produced", async () => {
                 const c = await openUi(page, "counter");
                 await c.frame.waitForFunction(() => document.getElementById("count").textContent === "2", null, POLL);

@@ -33,7 +33,8 @@ def check_security_headers(h, what):
 def token_required(tmp):
     with Gateway(tmp) as g:
         examples(g, "counter")
-        for path in ("/", "/api/gadgets", "/gadgets/counter/ui", "/nowhere"):
+        for path in ("/", "/api/gadgets", "/gadgets/counter/ui", "/nowhere", "/api/gadgets/counter/activity",
+                     "/api/traces/" + "ab" * 16):
             status, h, body = g.request("GET", path, auth=False)
             check(status == 401, "GET %s without a token: %d" % (path, status))
             check(h.get("www-authenticate", "").startswith("Bearer"), "no WWW-Authenticate on %s" % path)
@@ -89,9 +90,10 @@ def foreign_requests_refused(tmp):
                            ("cross-site fetch", {"Sec-Fetch-Site": "cross-site"}),
                            ("same-site fetch", {"Sec-Fetch-Site": "same-site"}),
                            ("foreign Host (DNS rebinding)", {"Host": "evil.example:%d" % g.port})):
-            status, _, body = g.request("GET", "/api/gadgets", headers=hdrs)
-            check(status == 403 and json.loads(body)["error"]["code"] == "forbidden",
-                  "%s: %d %r" % (name, status, body))
+            for path in ("/api/gadgets", "/api/gadgets/counter/activity", "/api/traces/" + "ab" * 16):
+                status, _, body = g.request("GET", path, headers=hdrs)
+                check(status == 403 and json.loads(body)["error"]["code"] == "forbidden",
+                      "%s %s: %d %r" % (name, path, status, body))
         for ok in ({"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin"},
                    {"Host": "localhost:%d" % g.port, "Origin": "http://localhost:%d" % g.port},
                    {"Sec-Fetch-Site": "none"}):
@@ -134,6 +136,7 @@ def json_api(tmp):
         err(404, "no_method", g.call("counter", "b%2Fad"), "no such method")
         err(404, "not_found", g.call("notes", "get", {"title": "missing"}))
         err(400, "invalid", g.call("notes", "add", {"title": 1}), "add: args.title: expected string(1..200), got int")
+        activity_and_traces(g, err)
         err(504, "timeout", g.call("plain", "hang"), "CallTimeout")
         status, _, body = g.request("POST", "/api/gadgets/counter/call/get", b"null",
                                     headers={"Content-Type": "text/plain"})
@@ -150,6 +153,87 @@ def json_api(tmp):
         wait_for(lambda: g.gadgets()["counter"]["state"] == "stopped", what="counter stopped")
         err(503, "unavailable", g.call("counter", "get"), "not ready")
         check(g.gadgets()["counter"]["calls"] == 2, "calls counted: %r" % g.gadgets()["counter"])
+
+
+def get_json(g, path):
+    status, _, body = g.request("GET", path)
+    return status, json.loads(body)
+
+
+def activity_and_traces(g, err):
+    """The workshop's view of a gadget (json_api's daemon): its counters,
+    its call log (the last 32 calls, newest first, each with its trace id)
+    and its last log lines (50 at most, escaped); the spans of a trace
+    behind a call; every answer bounded, every id and name checked."""
+    counter = g.gadgets()["counter"]
+    # Its 2 increments and the call of a method it lacks (the other
+    # refusals above never reached it: a bad body, a method name no gadget
+    # could declare).
+    check(counter["calls_total"] == 3 and counter["errors"] == 1 and 0 < counter["p99_us"] <= 5000000 and
+          counter["memory_bytes"] > 0, "counter's numbers in the list: %r" % counter)
+    for i in range(40):
+        check(g.call("plain", "echo", i) == (200, i), "echo %d" % i)
+    status, h, _ = g.request("POST", "/api/gadgets/plain/call/spew", json.dumps({"lines": 60, "bytes": 3}))
+    check(status == 200 and h.get("traceresponse"), "spew: %d %r" % (status, h))
+    trace = h["traceresponse"].split("-")[1]
+
+    def settled():
+        status, a = get_json(g, "/api/gadgets/plain/activity")
+        check(status == 200, "activity: %d %r" % (status, a))
+        return a if len(a["events"]) == 50 and a["events"][-1]["text"] == "\\x01" * 3 else None
+    a = wait_for(settled, what="plain's 60 spewed lines among its events")
+    check(len(a["call_log"]) == 32, "the call log holds the last 32: %d" % len(a["call_log"]))
+    last = a["call_log"][0]
+    check(last["method"] == "spew" and last["outcome"] == "ok" and last["trace"] == trace and
+          last["duration_us"] > 0, "spew's line of the call log: %r" % last)
+    check([c["method"] for c in a["call_log"][1:]] == ["echo"] * 31, "echo's calls after it: %r" % a["call_log"][:3])
+    e = a["events"][-1]
+    check(e["stream"] == "stdout" and e["run"] == 1 and e["time_ms"] > 0, "an event: %r" % e)
+    # Its 3 calls above (a string, an int, a null), the 40 echoes and spew.
+    check(a["calls"] == 44 and a["errors"] == 0 and a["p99_us"] > 0 and a["memory_bytes"] > 0, "numbers: %r" % {
+        k: a[k] for k in ("calls", "errors", "p99_us", "memory_bytes")})
+    # A method it never declared is logged under the metrics' label, never
+    # by the name a caller chose.
+    err(404, "no_method", g.call("plain", "made_up_by_caller"))
+    _, a = get_json(g, "/api/gadgets/plain/activity")
+    check(a["call_log"][0]["method"] == "_other" and a["call_log"][0]["outcome"] == "no_method" and
+          "made_up_by_caller" not in json.dumps(a), "an undeclared method's line: %r" % a["call_log"][0])
+    err(404, "not_found", get_json(g, "/api/gadgets/nope/activity"), 'no gadget named "nope"')
+    err(404, "not_found", get_json(g, "/api/gadgets/..%2Fx/activity"))
+
+    status, t = get_json(g, "/api/traces/" + trace)
+    check(status == 200 and t["trace_id"] == trace, "the trace: %d %r" % (status, t))
+    spans = t["spans"]
+    check(len(spans) == 1 and spans[0]["gadget"] == "plain" and spans[0]["name"] == "spew" and
+          spans[0]["kind"] == "call" and spans[0]["outcome"] == "ok" and spans[0]["parent_id"] == "",
+          "spew's span: %r" % spans)
+    for bad in ("0" * 32, trace.upper(), trace[:-1], trace + "0", "x" * 32):
+        err(400, "invalid", get_json(g, "/api/traces/" + bad), "32 lower-case hex digits")
+    err(404, "not_found", get_json(g, "/api/traces/" + "ab" * 16), "no span of trace")
+    status, h, _ = g.request("POST", "/api/traces/" + trace, b"null")
+    check(status == 405 and h.get("allow") == "GET", "POST on a trace: %d" % status)
+
+
+@test
+def list_in_pages(tmp):
+    """GET /api/gadgets answers at most 256 gadgets, by name; ?after=NAME
+    the next ones ("more" says whether there are), "total" all of them."""
+    with Gateway(tmp) as g:
+        for i in range(300):
+            policy(g.pol, "g%03d" % i, "Start=on-demand\n")
+        g.ctl("reload")
+        status, first = get_json(g, "/api/gadgets")
+        names = [x["name"] for x in first["gadgets"]]
+        check(status == 200 and first["total"] == 300 and first["more"] and names == ["g%03d" % i for i in range(256)],
+              "the first page: %d %r" % (status, {k: first[k] for k in ("total", "more")}))
+        status, rest = get_json(g, "/api/gadgets?after=g255")
+        check(status == 200 and not rest["more"] and [x["name"] for x in rest["gadgets"]] ==
+              ["g%03d" % i for i in range(256, 300)], "the next page: %d %r" % (status, rest.get("more")))
+        status, none = get_json(g, "/api/gadgets?after=zzz")
+        check(status == 200 and none["gadgets"] == [] and not none["more"], "after the last: %r" % none)
+        for bad in ("..", "a%2Fb", ""):
+            status, body = get_json(g, "/api/gadgets?after=" + bad)
+            check(status == 400 and body["error"]["code"] == "invalid", "after=%r: %d %r" % (bad, status, body))
 
 
 @test

@@ -253,9 +253,9 @@ def metrics_across_daemon_reexec(tmp):
 def top_counts_and_views(tmp):
     """gadgetctl --json top: after 4 echo calls and 1 call of an undeclared
     method, good's calls are 5 and its errors 1, its state ready, its
-    memory known; a member of the control group sees the same. top -n 2
+    memory known, its p99 too; a member of the control group sees the same. top -n 2
     -d 0.1 into a pipe prints two plain views (no terminal codes), a blank
-    line between, with rates."""
+    line between, with rates and a P99 column."""
     d = Daemon(tmp, extra=["--group", "nogroup"])  # the control group: nogroup (65534)
     with d:
         d.add("good")
@@ -268,6 +268,7 @@ def top_counts_and_views(tmp):
         g = {x["name"]: x for x in json.loads(r.stdout)}["good"]
         check(g["calls"] == 5 and g["errors"] == 1 and g["state"] == "ready", "good in top: %r" % g)
         check(g["memory_bytes"] > 0, "good's memory unknown: %r" % g)
+        check(0 < g["p99_us"] <= 5000000, "good's p99 after 5 calls: %r" % g)
         r = d.ctl("--json", "top", user=(65534, 65534))
         check(r.returncode == 0 and {x["name"]: x for x in json.loads(r.stdout)}["good"]["calls"] == 5,
               "a member's top: %r" % r)
@@ -282,6 +283,7 @@ def top_counts_and_views(tmp):
             check(lines[0].split()[:3] == ["GADGET", "STATE", "CPU%"] and lines[1].split()[:2] == ["good", "ready"],
                   "a view: %r" % v)
             check(re.match(r"^[0-9.]+$", lines[1].split()[2]) and lines[1].split()[5] == "0.0", "rates: %r" % v)
+            check(lines[0].split()[-1] == "P99" and re.search(r" [0-9.]+ (us|ms)$", lines[1]), "P99: %r" % v)
         r = d.ctl("top", "-d", "0")
         check(r.returncode == 2 and "-d needs seconds" in r.stderr, "-d 0: %r" % r.stderr)
 
