@@ -4,7 +4,8 @@
  * memory on its card; for the gadget picked, its recent events (its last
  * log lines, lifecycle events among them) and its call log
  * (GET /api/gadgets/NAME/activity), refreshed while shown; a call's trace
- * id opens that trace's spans on this node as a tree (GET /api/traces/ID).
+ * id opens that trace's spans, from every node it passed through, as a tree
+ * (GET /api/traces/ID).
  * workshop.js calls it (self.workshopActivity). As there, no HTML is ever
  * built from text: everything goes in through textContent. */
 "use strict";
@@ -162,6 +163,9 @@ self.workshopActivity = (function () {
                                 return;
                         }
                         out.replaceChildren(tree(body.spans));
+                        if (body.unreached && body.unreached.length)
+                                out.append(h.el("p", "hint", "Not answered by node " + body.unreached.join(", ") +
+                                                ": the tree is shown without its spans."));
                 } catch (e) {
                         out.replaceChildren(h.el("p", "hint", "gadgetd does not answer (" + e.message + ")"));
                 }

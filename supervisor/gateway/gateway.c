@@ -512,6 +512,7 @@ void gateway_free(struct gateway *g)
         if (!g)
                 return;
         gateway_api_orphan(g);
+        gateway_activity_orphan(g);
         g->conns.lev = NULL; /* evhttp_free frees it before the connections */
         if (g->http)
                 evhttp_free(g->http);

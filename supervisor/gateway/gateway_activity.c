@@ -1,7 +1,7 @@
 /* gateway_activity: what the workshop shows of a gadget's work — its
  * recent events (the last lines of its log ring, lifecycle events among
  * them) and its call log (core/call_log.h), and the spans of one trace
- * kept on this node. Every answer is bounded: GATEWAY_EVENTS_MAX lines,
+ * across the nodes (core/trace_gather.h). Every answer is bounded: GATEWAY_EVENTS_MAX lines,
  * CALL_LOG_MAX calls, GATEWAY_TRACE_SPANS_MAX spans. Served to the
  * workshop page only: gateway.c's checks (the token or the session
  * cookie, no foreign Origin, which a UI's sandboxed frame always has)
@@ -14,6 +14,7 @@
 #include "contract.h"
 #include "core/call_log.h"
 #include "core/core.h"
+#include "core/trace_gather.h"
 #include "system/monotime.h"
 #include "system/trace.h"
 
@@ -91,6 +92,36 @@ static json_t *span_json(const struct span *s)
                          (json_int_t)(s->start_ns / 1000), "duration_us", (json_int_t)(s->duration_ns / 1000));
 }
 
+/* A trace the workshop asked for, while its spans are gathered. */
+struct gateway_trace {
+        struct gateway *g;           /* NULL once the gateway is gone */
+        struct evhttp_request *req;
+        LIST_ENTRY(gateway_trace) link; /* in g->traces while it is gathered */
+};
+
+static void gathered(void *arg, const struct trace_gathered *r)
+{
+        struct gateway_trace *t = arg;
+        struct gateway *g = t->g;
+        if (g)
+                LIST_REMOVE(t, link);
+        if (g && !r->n) {
+                gateway_send_error(t->req, 404, "not_found", "no span of trace %s is kept on %s%s", r->hex,
+                                   r->n_nodes > 1 ? "the nodes asked" : "this node",
+                                   r->n_unreached ? " (some did not answer)" : "");
+        } else if (g) {
+                json_t *a = json_array(), *u = json_array();
+                for (size_t i = 0; a && i < r->n; i++)
+                        json_array_append_new(a, span_json(r->spans[i]));
+                for (size_t i = 0; u && i < r->n_unreached; i++)
+                        json_array_append_new(u, json_string(r->unreached[i]));
+                gateway_send_object(t->req, json_pack("{s:s, s:s, s:o, s:o}", "trace_id", r->hex, "node",
+                                                      core_node(g->core) ? core_node(g->core) : "", "spans", a,
+                                                      "unreached", u));
+        }
+        free(t);
+}
+
 void gateway_api_trace(struct gateway *g, struct evhttp_request *req, const char *hex)
 {
         uint8_t id[TRACE_ID_LEN];
@@ -99,26 +130,31 @@ void gateway_api_trace(struct gateway *g, struct evhttp_request *req, const char
                 gateway_send_error(req, 400, "invalid", "a trace id is 32 lower-case hex digits, not all zero");
                 return;
         }
-        const struct traces *t = core_traces(g->core);
-        if (!traces_on(t)) {
+        if (!traces_on(core_traces(g->core))) {
                 gateway_send_error(req, 503, "unavailable", "tracing is off on this node (TraceKeep=0)");
                 return;
         }
-        const struct span **found = calloc(GATEWAY_TRACE_SPANS_MAX, sizeof *found);
-        if (!found) {
+        struct gateway_trace *t = calloc(1, sizeof *t);
+        if (!t) {
                 gateway_send_error(req, 500, "internal", "out of memory");
                 return;
         }
-        size_t n = traces_find(t, id, found, GATEWAY_TRACE_SPANS_MAX);
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < n; i++)
-                json_array_append_new(a, span_json(found[i]));
-        free(found);
-        if (!n) {
-                json_decref(a);
-                gateway_send_error(req, 404, "not_found", "no span of trace %s is kept on this node", hex);
-                return;
+        *t = (struct gateway_trace){ .g = g, .req = req };
+        LIST_INSERT_HEAD(&g->traces, t, link);
+        if (trace_gather(g->core, hex, false, GATEWAY_TRACE_SPANS_MAX, gathered, t) < 0) {
+                LIST_REMOVE(t, link);
+                free(t);
+                gateway_send_error(req, 500, "internal", "out of memory");
         }
-        gateway_send_object(req, json_pack("{s:s, s:s, s:o}", "trace_id", hex, "node",
-                                           core_node(g->core) ? core_node(g->core) : "", "spans", a));
+}
+
+void gateway_activity_orphan(struct gateway *g)
+{
+        /* Their answers still come to gathered, which then only frees
+         * them: the requests went with the HTTP server. */
+        struct gateway_trace *t;
+        while ((t = LIST_FIRST(&g->traces))) {
+                LIST_REMOVE(t, link);
+                t->g = NULL;
+        }
 }

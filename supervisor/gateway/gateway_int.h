@@ -18,6 +18,7 @@
 #define GATEWAY_COOKIE "gadgetd_session"
 
 struct gateway_call;
+struct gateway_trace;
 
 /* What the gateway logs at most once per window, with a count. */
 enum gateway_refusal { GW_REF_TOKEN, GW_REF_FOREIGN, GW_REF_N };
@@ -32,6 +33,7 @@ struct gateway {
         char session[2 * GATEWAY_SESSION_BYTES + 1];
         char hosts[2][80];           /* Host header values accepted: "127.0.0.1:PORT", "localhost:PORT" */
         LIST_HEAD(, gateway_call) calls; /* API calls waiting for their gadget */
+        LIST_HEAD(, gateway_trace) traces; /* traces being gathered from the nodes */
         struct httpconns conns;      /* MaxConnections=, HeaderTimeout= */
         int fd;                      /* the listening socket */
         struct ratelog rl[GW_REF_N];
@@ -59,8 +61,10 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                       bool admin);
 /* GET /api/gadgets/NAME/activity: its counters, call log and last log lines. */
 void gateway_api_activity(struct gateway *g, struct evhttp_request *req, const char *name);
-/* GET /api/traces/ID: the spans of trace ID kept on this node. */
+/* GET /api/traces/ID: the spans of trace ID, gathered across the nodes. */
 void gateway_api_trace(struct gateway *g, struct evhttp_request *req, const char *id);
+/* Detaches the traces still being gathered (gateway_free). */
+void gateway_activity_orphan(struct gateway *g);
 /* GET /api/approvals */
 void gateway_api_approvals(struct gateway *g, struct evhttp_request *req);
 /* POST /api/approvals/ID/approve (body {"always": true} or {}), .../deny */

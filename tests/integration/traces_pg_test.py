@@ -22,10 +22,11 @@ def pg_traces_three_gadgets_two_nodes(tmp):
     before, across both nodes (a forwarded call a span on each node, the
     receiving one under the sending one); `gadgetctl trace` on either node
     prints the same spans with the same links, and names a node that does
-    not answer."""
+    not answer; so does the workshop's trace view (the gateway's
+    /api/traces/ID on a)."""
     with PgServer(tmp) as pg, Receiver() as rx:
         cd = certs(tmp, "a", "b")
-        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        ds = [peer_node(tmp, pg, n, cd, gateway=n == "a") for n in "ab"]
         for d in ds:
             with open(d.extra[1], "a") as f:
                 f.write("TraceExport=%s\n" % rx.url)
@@ -67,6 +68,11 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             r = b.ctl("trace", tid)
             check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("            call z echo (ok)"),
                   "the tree on b: %r" % r.stdout)
+            # The workshop's trace link: the same spans, from both nodes.
+            st, _, body = a.request("GET", "/api/traces/" + tid)
+            got = json.loads(body) if st == 200 else {}
+            check({(x["span_id"], x["parent_id"]) for x in got.get("spans", [])} == want and
+                  got["unreached"] == [], "the gateway's trace on a: %d %r" % (st, body[:300]))
             # The owner's audit of the forwarded call names its trace.
             def forwarded_audited():
                 r = a.ctl("audit", "z")
@@ -82,6 +88,10 @@ def pg_traces_three_gadgets_two_nodes(tmp):
             check(got.get("unreached") == ["b"] and len(got["spans"]) == 4, "trace with b down: %r" % r)
             r = a.ctl("trace", tid)
             check(r.returncode == 0 and "not answered by node b" in r.stderr, "the text with b down: %r" % r)
+            st, _, body = a.request("GET", "/api/traces/" + tid)
+            got = json.loads(body) if st == 200 else {}
+            check(got.get("unreached") == ["b"] and len(got["spans"]) == 4, "the gateway's trace with b down: %d %r"
+                  % (st, body[:300]))
         finally:
             stop_all(ds)
 
