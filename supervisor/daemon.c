@@ -572,7 +572,7 @@ static int state_build(struct daemon *d, struct reexec_state *s)
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 n++;
         size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
-        *s = (struct reexec_state){ .gateway.fd = -1, .peer_fd = -1 };
+        *s = (struct reexec_state){ .gateway.fd = -1, .peer_fd = -1, .metrics_fd = -1 };
         if (!(s->units = calloc(n + 1, sizeof *s->units)) || !(s->clients = calloc(nc + 1, sizeof *s->clients))) {
                 free(s->units);
                 return -ENOMEM;
@@ -586,6 +586,7 @@ static int state_build(struct daemon *d, struct reexec_state *s)
                 gateway_reexec_handoff(d->gateway, &s->gateway);
         s->lease_until_ms = core_reexec_lease_until(d->core);
         s->peer_fd = d->forward ? forward_listen_fd(d->forward) : -1;
+        s->metrics_fd = d->metrics ? metrics_listen_fd(d->metrics) : -1;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s->units[s->n++]);
         s->n_clients = control_reexec_clients(d->control, s->clients, nc);
@@ -998,7 +999,12 @@ static int setup(struct daemon *d)
                          &d->gateway)) < 0)
                 return e;
         const struct metrics_env menv = { .core = d->core, .self = metrics_self, .arg = d };
-        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file, &d->metrics)) < 0)
+        if (d->adopt.metrics_fd >= 0 && !c->metrics_listen) {
+                close(d->adopt.metrics_fd); /* MetricsListen= is gone since the previous image */
+                d->adopt.metrics_fd = -1;
+        }
+        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file,
+                                                   d->adopt.metrics_fd, &d->metrics)) < 0)
                 return e;
         audit_listen(core_audit(d->core), audit_added, d);
         return 0;
@@ -1062,7 +1068,8 @@ int daemon_main(int argc, char **argv)
 {
         struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
                             .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                       .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 } };
+                                       .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1,
+                                       .metrics_fd = -1 } };
         if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;

@@ -210,7 +210,7 @@ static int listen_on(struct nodelink *nl, const char *addr, int adopt_fd, char *
                          "not resolved)", addr);
                 return -EINVAL;
         }
-        if (adopt_fd >= 0 && nodelink_listen_fd_ok(adopt_fd, sa.ss_family) < 0) {
+        if (adopt_fd >= 0 && listener_adopt(adopt_fd, sa.ss_family) < 0) {
                 snprintf(err, len, "PeerListen=%s: the listening socket handed on (fd %d) is not one of its family",
                          addr, adopt_fd);
                 return -EINVAL;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
 #include "system/audit.h"
 #include "system/httpconn.h"
@@ -64,10 +65,30 @@ int metrics_parse_listen(const char *s, char *why, size_t whylen)
         return e < 0 ? -EINVAL : 0;
 }
 
-/* The listening socket, close-on-exec from birth. A Unix socket's file is
- * made again (a stale one from a previous run removed), mode 0666 with a
- * token (the token guards it), else 0600 (root only). */
-static int listen_on(struct metrics *m, const char *s, int *out)
+/* The previous image's listening socket (gadgetctl daemon-reexec, the fd
+ * store), if it is one on s: its address stays bound, and a scraper that
+ * connects meanwhile waits in its backlog instead of being refused. A Unix
+ * socket's file is left as it is. */
+static int adopt_on(struct metrics *m, const char *s, const struct sockaddr_storage *sa, int fd, int *out)
+{
+        struct sockaddr_storage got;
+        socklen_t glen = sizeof got;
+        if (listener_adopt(fd, sa->ss_family) < 0 || getsockname(fd, (struct sockaddr *)&got, &glen) < 0 ||
+            (sa->ss_family == AF_UNIX && strncmp(((struct sockaddr_un *)&got)->sun_path, s,
+                                                 sizeof ((struct sockaddr_un *)0)->sun_path) != 0)) {
+                log_msg(L_ERR, NULL, "metrics: the listening socket handed on (fd %d) is not one on %s", fd, s);
+                close(fd);
+                return -EINVAL;
+        }
+        *out = fd;
+        return 0;
+}
+
+/* The listening socket, close-on-exec from birth, or the one handed on
+ * (adopt_fd >= 0). A Unix socket's file is made again (a stale one from a
+ * previous run removed), mode 0666 with a token (the token guards it),
+ * else 0600 (root only). */
+static int listen_on(struct metrics *m, const char *s, int adopt_fd, int *out)
 {
         struct sockaddr_storage sa;
         socklen_t len;
@@ -78,14 +99,21 @@ static int listen_on(struct metrics *m, const char *s, int *out)
                 un->sun_family = AF_UNIX;
                 snprintf(un->sun_path, sizeof un->sun_path, "%s", s);
                 len = sizeof *un;
-                struct stat st;
-                if (lstat(s, &st) == 0 && S_ISSOCK(st.st_mode))
-                        unlink(s);
-                if (!(m->unix_path = strdup(s)))
+                if (!(m->unix_path = strdup(s))) {
+                        if (adopt_fd >= 0)
+                                close(adopt_fd);
                         return -ENOMEM;
+                }
         } else if (listener_parse_loopback(s, &sa, &len) < 0) {
+                if (adopt_fd >= 0)
+                        close(adopt_fd);
                 return -EINVAL;
         }
+        if (adopt_fd >= 0)
+                return adopt_on(m, s, &sa, adopt_fd, out);
+        struct stat st;
+        if (m->unix_path && lstat(s, &st) == 0 && S_ISSOCK(st.st_mode))
+                unlink(s);
         int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || (sa.ss_family != AF_UNIX && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) ||
             bind(fd, (struct sockaddr *)&sa, len) < 0 ||
@@ -339,15 +367,20 @@ static void on_request(struct evhttp_request *req, void *arg)
         scrape_start(m, req);
 }
 
-int metrics_open(const struct metrics_env *env, const char *listen_str, const char *token_file, struct metrics **out)
+int metrics_open(const struct metrics_env *env, const char *listen_str, const char *token_file, int adopt_fd,
+                 struct metrics **out)
 {
         struct metrics *m = calloc(1, sizeof *m);
         struct evhttp_bound_socket *bound;
         struct event_base *base = core_base(env->core);
         int fd = -1, e;
+        bool kept = adopt_fd >= 0;
         char why[300];
-        if (!m)
+        if (!m) {
+                if (adopt_fd >= 0)
+                        close(adopt_fd);
                 return -ENOMEM;
+        }
         m->env = *env;
         LIST_INIT(&m->scrapes);
         if (metrics_parse_listen(listen_str, why, sizeof why) < 0) {
@@ -357,7 +390,9 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         }
         if (token_file && (e = httpconn_token_read(token_file, "metrics", "MetricsToken", &m->token, &m->token_len)) < 0)
                 goto fail;
-        if ((e = listen_on(m, listen_str, &fd)) < 0)
+        e = listen_on(m, listen_str, adopt_fd, &fd);
+        adopt_fd = -1; /* listen_on's now, closed on failure */
+        if (e < 0)
                 goto fail;
         if (!(m->http = evhttp_new(base))) {
                 close(fd);
@@ -389,10 +424,13 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         timer_arm_ms(m->ev_lag, LAG_PROBE_MS);
         char where[160];
         listener_name(m->conns.lev, where, sizeof where);
-        log_msg(L_INFO, NULL, "metrics: serving /metrics, %s%s", where, m->token ? " (with a token)" : "");
+        log_msg(L_INFO, NULL, "metrics: serving /metrics, %s%s%s", where, m->token ? " (with a token)" : "",
+                kept ? ", the socket kept across gadgetd's re-exec" : "");
         *out = m;
         return 0;
 fail:
+        if (adopt_fd >= 0)
+                close(adopt_fd);
         metrics_free(m);
         return e;
 }
@@ -405,6 +443,11 @@ void metrics_reexec_hold(struct metrics *m, bool hold)
 int metrics_reexec_quiet(const struct metrics *m, char *why, size_t len)
 {
         return httpconn_quiet(&m->conns, why, len);
+}
+
+int metrics_listen_fd(const struct metrics *m)
+{
+        return m->conns.lev ? evconnlistener_get_fd(m->conns.lev) : -1;
 }
 
 size_t metrics_connections(const struct metrics *m)

@@ -1,11 +1,91 @@
 """A gadgetd serving /metrics (MetricsListen=) on a free loopback port or
 a Unix socket, with a bearer token: for metrics_test.py and the
-hostile-load suite (load/metrics.py)."""
+hostile-load suite (load/metrics.py); the endpoint added to another
+test's daemon (metrics_listen), and a scraper that scrapes it in a loop
+(the re-exec and fd store tests)."""
 import http.client
 import os
 import secrets
+import threading
 
 from harness import Daemon, free_port, wait_for
+
+
+class Endpoint:
+    """MetricsListen= on a free loopback port with a token file in tmp:
+    its port, token and token_file; conf(), its [Daemon] lines."""
+
+    def __init__(self, tmp, listen=None):
+        self.token = secrets.token_hex(24)
+        self.token_file = os.path.join(tmp, "metrics.token")
+        with open(self.token_file, "w") as f:
+            f.write(self.token + "\n")
+        os.chmod(self.token_file, 0o600)
+        self.port = free_port()
+        self.listen = listen or "127.0.0.1:%d" % self.port
+
+    def conf(self):
+        return "[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n" % (self.listen, self.token_file)
+
+
+def metrics_listen(tmp, config):
+    """Turns the metrics endpoint on in the config file config (appended:
+    its [Daemon] section must be its last): the Endpoint."""
+    e = Endpoint(tmp)
+    with open(config, "a") as f:
+        f.write(e.conf())
+    return e
+
+
+class Scraper(threading.Thread):
+    """Scrapes an Endpoint's /metrics one after the other, each on a new
+    connection, as Prometheus does at its interval (here without one):
+    counts the scrapes answered 200 whose body holds want, the refused
+    ones (connection refused, another status, want missing) and the lost
+    (closed or reset without an answer). A context manager: started on
+    entry, stopped and joined on exit."""
+
+    def __init__(self, endpoint, want):
+        super().__init__(daemon=True)
+        self.e, self.want = endpoint, want
+        self.stop = threading.Event()
+        self.ok = self.refused = self.lost = 0
+        self.errors = []
+
+    def run(self):
+        n = 0
+        while not self.stop.is_set() and n < 100000:
+            n += 1
+            c = http.client.HTTPConnection("127.0.0.1", self.e.port, timeout=30)
+            try:
+                c.request("GET", "/metrics", headers={"Authorization": "Bearer " + self.e.token})
+                r = c.getresponse()
+                body = r.read().decode()
+                if r.status == 200 and self.want in body:
+                    self.ok += 1
+                else:
+                    self.refused += 1
+                    self.errors.append((n, r.status, body[:200]))
+            except ConnectionRefusedError as e:
+                self.refused += 1
+                self.errors.append((n, repr(e)))
+            except (OSError, http.client.HTTPException) as e:
+                self.lost += 1
+                self.errors.append((n, repr(e)))
+            finally:
+                c.close()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.join(60)
+
+    def more(self, k, what):
+        seen = self.ok
+        wait_for(lambda: self.ok >= seen + k or not self.is_alive(), what=what)
 
 
 class Metrics(Daemon):
@@ -14,16 +94,11 @@ class Metrics(Daemon):
     sections."""
 
     def __init__(self, tmp, listen=None, more=""):
-        self.token = secrets.token_hex(24)
-        self.token_file = os.path.join(tmp, "metrics.token")
-        with open(self.token_file, "w") as f:
-            f.write(self.token + "\n")
-        os.chmod(self.token_file, 0o600)
-        self.port = free_port()
-        self.listen = listen or "127.0.0.1:%d" % self.port
+        e = Endpoint(tmp, listen)
+        self.token, self.token_file, self.port, self.listen = e.token, e.token_file, e.port, e.listen
         config = os.path.join(tmp, "gadgetd.conf")
         with open(config, "w") as f:
-            f.write("[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n%s" % (self.listen, self.token_file, more))
+            f.write(e.conf() + more)
         super().__init__(tmp, ["--config", config])
 
     def start(self):
