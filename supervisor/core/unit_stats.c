@@ -59,6 +59,14 @@ void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us)
         s->slower++;
 }
 
+void unit_stats_phase(struct unit_stats *s, enum unit_phase p, uint64_t now_ms)
+{
+        if (s->phase_since_ms && now_ms > s->phase_since_ms)
+                s->phase_ms[s->phase] += now_ms - s->phase_since_ms;
+        s->phase = p;
+        s->phase_since_ms = now_ms;
+}
+
 void unit_stats_clear(struct unit_stats *s)
 {
         for (size_t i = 0; i < s->n_methods; i++)

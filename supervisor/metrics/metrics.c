@@ -152,6 +152,7 @@ static void scrape_free(struct metrics_scrape *s)
         for (size_t i = 0; i < s->n_rows; i++) {
                 unit_stats_clear(&s->rows[i].stats);
                 free(s->rows[i].bstats);
+                free(s->rows[i].tails);
         }
         free(s->rows);
         if (s->ev_turn)
@@ -223,9 +224,18 @@ static bool read_rows(struct metrics_scrape *s)
                 const struct gadget_bindings *b = unit_bindings(u);
                 if (unit_stats_copy(unit_stats(u), &r->stats) < 0)
                         continue;
+                unit_stats_phase(&r->stats, r->stats.phase, monotime_ms()); /* its time so far */
                 if (b && b->n_stats && (r->bstats = malloc(b->n_stats * sizeof *r->bstats))) {
                         memcpy(r->bstats, b->stats, b->n_stats * sizeof *r->bstats);
                         r->n_bstats = b->n_stats;
+                }
+                if (info.n_tail_drops && (r->tails = calloc(info.n_tail_drops, sizeof *r->tails))) {
+                        for (size_t i = 0; i < info.n_tail_drops; i++) {
+                                snprintf(r->tails[i].binding, sizeof r->tails[i].binding, "%s",
+                                         info.tail_drops[i].binding);
+                                r->tails[i].dropped = info.tail_drops[i].dropped;
+                        }
+                        r->n_tails = info.n_tail_drops;
                 }
                 s->n_rows++;
         }

@@ -11,10 +11,17 @@
 #include <event2/http.h>
 
 #include "bindings/bindings.h"
+#include "contract.h"
 #include "core/core.h"
 #include "metrics.h"
 
 #define METRICS_LAG_BUCKETS 8
+
+/* A tail binding's events dropped, copied. */
+struct metrics_tail {
+        char binding[GADGET_NAME_MAX + 1];
+        uint64_t dropped;
+};
 
 /* One gadget as a scrape saw it (copied: the unit may go meanwhile). */
 struct metrics_row {
@@ -25,6 +32,8 @@ struct metrics_row {
         struct unit_stats stats;     /* a deep copy */
         struct binding_stat *bstats; /* a copy of its binding calls' counters */
         size_t n_bstats;
+        struct metrics_tail *tails;  /* its tail bindings' drops (NULL: it has none) */
+        size_t n_tails;
 };
 
 /* The event loop's lag: how late the probe timer fires. */

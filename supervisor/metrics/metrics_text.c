@@ -153,6 +153,31 @@ static void w_logdrop(struct metrics_scrape *s, const struct metrics_row *r, str
         gadget_line(out, "gadgetd_gadget_log_lines_dropped_total", r, NULL, NULL, r->stats.log_dropped);
 }
 
+static void w_phase(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const phase[UNIT_PHASE_N] = { [UNIT_PHASE_IDLE] = "idle", [UNIT_PHASE_AWAKE] = "awake" };
+        for (int i = UNIT_PHASE_IDLE; i < UNIT_PHASE_N; i++) {
+                evbuffer_add_printf(out, "gadgetd_gadget_state_seconds_total{gadget=\"");
+                label(out, r->name);
+                evbuffer_add_printf(out, "\",state=\"%s\"} %.3f\n", phase[i], (double)r->stats.phase_ms[i] / 1e3);
+        }
+}
+
+static void w_audit_gadget(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_audit_records_dropped_total", r, "why", "summarized",
+                    r->stats.audit_dropped[AUDIT_DROP_SUMMARIZED]);
+        gadget_line(out, "gadgetd_gadget_audit_records_dropped_total", r, "why", "unwritten",
+                    r->stats.audit_dropped[AUDIT_DROP_UNWRITTEN]);
+}
+
+static void w_tail_drops(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->n_tails; i++)
+                gadget_line(out, "gadgetd_gadget_tail_events_dropped_total", r, "binding", r->tails[i].binding,
+                            r->tails[i].dropped);
+}
+
 static void w_approvals(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         gadget_line(out, "gadgetd_gadget_approvals_waiting", r, NULL, NULL, r->approvals);
@@ -242,6 +267,9 @@ static const struct family families[] = {
         { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, true },
         { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, true },
         { "gadgetd_gadget_log_lines_dropped", COUNTER, "Output lines dropped over the gadget's log budget.", w_logdrop, true },
+        { "gadgetd_gadget_state_seconds", COUNTER, "Seconds the gadget spent parked idle (state idle) and awake (a process of its own: starting, ready, stopping).", w_phase, true },
+        { "gadgetd_gadget_audit_records_dropped", COUNTER, "The gadget's audit records not written one by one: summarized over its RecordsPerSecond=, or refused by the file.", w_audit_gadget, true },
+        { "gadgetd_gadget_tail_events_dropped", COUNTER, "Events a tail binding of the gadget (a tail gadget) dropped: its queue full, or a batch that failed (told to it in its next batch).", w_tail_drops, true },
         { "gadgetd_gadget_approvals_waiting", GAUGE, "Calls of the gadget waiting for a person's approval.", w_approvals, true },
         { "gadgetd_gadgets", GAUGE, "Gadgets loaded.", w_gadgets, false },
         { "gadgetd_resident_memory_bytes", GAUGE, "gadgetd's resident memory.", w_rss, false },

@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 
 import harness
-from harness import Daemon, check, free_port, need, test, wait_for
+from harness import Daemon, check, free_port, need, policy, test, wait_for
 from metrics_util import Metrics
 
 
@@ -59,8 +59,17 @@ def check_histograms(series):
               "%s%r: +Inf bucket is not the count" % (base, dict(labels)))
 
 
-def call(d, method, args="{}"):
-    return d.ctl("call", "good", method, args)
+def call(d, method, args="{}", gadget="good"):
+    return d.ctl("call", gadget, method, args)
+
+
+def tail_dropped(d, name):
+    """gadgetctl status' "Tail: Q events queued, D dropped" as (Q, D)."""
+    for line in d.status(name)["limits"]:
+        m = re.fullmatch(r"Tail: (\d+) events queued, (\d+) dropped", line)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
 
 
 def prometheus(tmp, d):
@@ -97,13 +106,27 @@ def metrics_scraped_by_prometheus(tmp):
     returns what happened: a fork refused at TasksMax (a limit hit), 5
     calls ok, 2 of an undeclared method counted under _other, 1 over
     CallTimeout (outcome timeout), the restart that followed, the
-    call-duration histogram's count, the gadget's state."""
+    call-duration histogram's count, the gadget's state; a gadget woken by
+    a call and parked idle by IdleStop= has seconds awake and idle (the
+    always-ready one none idle); a tail binding whose every batch fails
+    (no such method) has its dropped events counted, as status counts
+    them."""
     d = Metrics(tmp)
     with d:
         d.add("good", "CallTimeout=1s\nRestart=always\nTasksMax=3\n")
-        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        policy(d.pol, "lazy", "Start=on-demand\nIdleStop=200ms\n")
+        d.add("tailer", "[Binding T]\nType=tail\nOf=lazy\nMethod=nosuch\n")
+        wait_for(lambda: d.state("good") == "ready" and d.state("lazy") == "idle", what="good ready, lazy idle")
         p, api = prometheus(tmp, d)
         try:
+            # lazy: woken by 3 calls, then parked idle 200 ms after them
+            for i in range(3):
+                check(call(d, "echo", str(i), gadget="lazy").returncode == 0, "lazy's echo")
+            wait_for(lambda: d.state("lazy") == "idle", what="lazy parked idle again")
+            # its events (the calls, its lines, its exit) all dropped: no method takes them
+            wait_for(lambda: tail_dropped(d, "tailer")[0] == 0 and tail_dropped(d, "tailer")[1] >= 3,
+                     what="the tail's batches, failed and dropped")
+            dropped = tail_dropped(d, "tailer")[1]
             # the limit hit: a fork refused at TasksMax=3 (the children
             # before it spin until the restart below ends them)
             check(call(d, "spin", '{"procs": 8}').returncode != 0, "8 children within TasksMax=3")
@@ -125,8 +148,13 @@ def metrics_scraped_by_prometheus(tmp):
                      ('gadgetd_gadget_restarts_total{gadget="good",cause="exit"}', 1),
                      ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 9),
                      ('gadgetd_gadget_state{gadget="good",state="ready"}', 1),
-                     ('gadgetd_gadgets', 1),
-                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1)]
+                     ('gadgetd_gadgets', 3),
+                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1),
+                     ('gadgetd_gadget_tail_events_dropped_total{gadget="tailer",binding="T"}', dropped),
+                     ('gadgetd_gadget_state_seconds_total{gadget="good",state="idle"}', 0),
+                     ('gadgetd_gadget_state_seconds_total{gadget="lazy",state="awake"} > bool 0', 1),
+                     ('gadgetd_gadget_state_seconds_total{gadget="lazy",state="idle"} > bool 0', 1),
+                     ('gadgetd_gadget_state_seconds_total{gadget="good",state="awake"} > bool 0', 1)]
             for q, want in got_q:
                 wait_for(lambda q=q, want=want: got(q, want), timeout=30, what="%s == %s" % (q, want))
             # the timed-out call took at least its CallTimeout: not in the 0.5 s bucket
@@ -144,7 +172,8 @@ def metrics_exposition_checked(tmp):
     parses, carries only bounded labels (a binding call of an undeclared
     binding, or of an operation its type lacks, counts as _other), and
     every histogram is
-    cumulative; OpenMetrics when asked ends with # EOF, counters' families
+    cumulative; the audit records summarized over RecordsPerSecond= are
+    counted per gadget too; OpenMetrics when asked ends with # EOF, counters' families
     without _total."""
     promtool = shutil.which("promtool")
     if not promtool:
@@ -179,8 +208,12 @@ def metrics_exposition_checked(tmp):
                                                      binding="_other", op="_other", outcome="error") == 1,
               "the bad binding calls under _other: %r" % [k for k in series if "binding" in k[0]])
         # 23 binding calls at RecordsPerSecond=2: most are summarized
-        check(value(series, "gadgetd_audit_records_dropped_total", why="summarized") >= 10,
-              "audit records summarized: %r" % value(series, "gadgetd_audit_records_dropped_total", why="summarized"))
+        summarized = value(series, "gadgetd_audit_records_dropped_total", why="summarized")
+        check(summarized >= 10, "audit records summarized: %r" % summarized)
+        # ... all of them good's, the one gadget
+        check(value(series, "gadgetd_gadget_audit_records_dropped_total", gadget="good", why="summarized") == summarized
+              and value(series, "gadgetd_gadget_audit_records_dropped_total", gadget="good", why="unwritten") == 0,
+              "good's audit records dropped: %r" % [(k, v) for k, v in series.items() if "audit" in k[0]])
         check(value(series, "gadgetd_open_fds") > 0 and value(series, "gadgetd_resident_memory_bytes") > 0,
               "gadgetd's own")
         status, headers, om = d.get(accept="application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
