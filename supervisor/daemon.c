@@ -90,6 +90,8 @@ static void metrics_self(void *arg, struct metrics_self *out)
                               &out->refused[METRICS_BUDGET_GATEWAY_DEADLINE]);
         if (d->traces)
                 out->spans_dropped = traces_dropped(d->traces);
+        if (d->forward)
+                forward_sessions(d->forward, &out->link_in, &out->link_out);
 }
 
 static void status_changed(struct daemon *d)

@@ -24,5 +24,8 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
 void forward_reexec_hold(struct forward *f, bool hold);
 int forward_reexec_quiet(struct forward *f, char *why, size_t len);
 int forward_listen_fd(const struct forward *f);
+/* The link's sessions past their handshake, from other nodes and to them
+ * (the metrics). */
+void forward_sessions(const struct forward *f, unsigned *in, unsigned *out);
 /* Calls to other nodes fail from now on (those in flight: gone); frees. */
 void forward_free(struct forward *f);

@@ -290,6 +290,15 @@ int nodelink_listen_port(const struct nodelink *nl)
         return nl->port;
 }
 
+void nodelink_sessions(const struct nodelink *nl, unsigned *in, unsigned *out)
+{
+        const struct out *o;
+        *in = nl->n_in;
+        *out = 0;
+        TAILQ_FOREACH(o, &nl->outs, link)
+                *out += o->state == OUT_READY;
+}
+
 void nodelink_free(struct nodelink *nl)
 {
         if (!nl)

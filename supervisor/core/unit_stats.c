@@ -43,9 +43,14 @@ int unit_stats_row(struct unit_stats *s, const char *method, bool declared)
         return (int)s->n_methods++;
 }
 
+unsigned unit_stats_outcome_of(int code)
+{
+        return code > 0 && code < UNIT_STATS_OUTCOMES ? (unsigned)code : code ? GADGET_EFAILED : 0;
+}
+
 void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us)
 {
-        unsigned o = code > 0 && code < UNIT_STATS_OUTCOMES ? (unsigned)code : code ? GADGET_EFAILED : 0;
+        unsigned o = unit_stats_outcome_of(code);
         if (row >= 0 && (size_t)row < s->n_methods)
                 s->methods[row].outcomes[o]++;
         s->calls++;

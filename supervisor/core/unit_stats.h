@@ -50,6 +50,9 @@ struct unit_stats {
 extern const char *const unit_stats_bounds[UNIT_STATS_BUCKETS];
 /* An outcome's label: "ok" (0) or the code's name. */
 const char *unit_stats_outcome(unsigned i);
+/* The outcome (an index below UNIT_STATS_OUTCOMES) of an answer with code
+ * (0: a result; an unknown code counts as GADGET_EFAILED). */
+unsigned unit_stats_outcome_of(int code);
 /* The row of method's calls (declared: the gadget announced it; an
  * undeclared one counts under UNIT_STATS_OTHER): its index, or -1 without
  * memory. */

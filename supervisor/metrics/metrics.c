@@ -178,6 +178,33 @@ static void conn_gone(void *arg, struct evhttp_connection *evcon)
         }
 }
 
+/* The cluster's numbers, if gadgetd shares a store: the nodes as last read
+ * (up: seen within KVPG_NODE_DOWN_MS), bounded; calls between nodes; the
+ * store's latency. */
+static void read_cluster(const struct core *core, struct metrics_cluster *c)
+{
+        const struct kvpg_node *nodes;
+        const char *self;
+        uint64_t since;
+        size_t n = core_nodes(core, &nodes, &self, &since);
+        const struct store_latency *l = core_store_latency(core);
+        if (!self || !l)
+                return;
+        c->on = true;
+        for (size_t i = 0; i < n; i++) {
+                bool up = nodes[i].age_ms + since <= KVPG_NODE_DOWN_MS;
+                /* Why bounded: a label value each, from rows other nodes write. */
+                if (c->n_nodes < METRICS_NODES_MAX && gadget_name_ok(nodes[i].name)) {
+                        snprintf(c->nodes[c->n_nodes].name, sizeof c->nodes[c->n_nodes].name, "%s", nodes[i].name);
+                        c->nodes[c->n_nodes++].up = up;
+                } else {
+                        c->other[up]++;
+                }
+        }
+        c->forwarded = *core_forwarded(core);
+        c->latency = *l;
+}
+
 /* gadgetd's own numbers: resident memory and open fds, read once a scrape. */
 static void read_self(struct metrics_scrape *s)
 {
@@ -203,6 +230,7 @@ static void read_self(struct metrics_scrape *s)
         s->audit_summarized = audit_summarized(core_audit(s->m->env.core));
         int last_error;
         s->audit_unwritten = audit_unwritten(core_audit(s->m->env.core), &last_error);
+        read_cluster(s->m->env.core, &s->cluster);
 }
 
 /* Reads up to ROWS_PER_TURN gadgets into rows: true when all are read. A
@@ -218,7 +246,7 @@ static bool read_rows(struct metrics_scrape *s)
                 unit_info(u, &info);
                 *r = (struct metrics_row){ .state = info.state, .memory_bytes = info.memory_bytes, .tasks = info.tasks,
                                            .cpu_usec = info.cpu_usec, .approvals = unit_approvals_waiting(u),
-                                           .memory_peak = info.memory_peak };
+                                           .memory_peak = info.memory_peak, .leased = unit_leased(u) };
                 memcpy(r->limit_hits, info.limit_hits, sizeof r->limit_hits);
                 snprintf(r->name, sizeof r->name, "%s", info.name);
                 const struct gadget_bindings *b = unit_bindings(u);

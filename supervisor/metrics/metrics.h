@@ -34,6 +34,7 @@ struct metrics_self {
         uint64_t control_connections, gateway_connections;
         uint64_t refused[METRICS_BUDGET_N];
         uint64_t spans_dropped;     /* spans not exported (TraceExport=): overwritten first, or refused */
+        unsigned link_in, link_out; /* node-link sessions past their handshake: from other nodes, to them */
 };
 
 struct metrics_env {

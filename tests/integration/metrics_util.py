@@ -5,10 +5,64 @@ test's daemon (metrics_listen), and a scraper that scrapes it in a loop
 (the re-exec and fd store tests)."""
 import http.client
 import os
+import re
 import secrets
+import shutil
+import subprocess
 import threading
 
-from harness import Daemon, free_port, wait_for
+from harness import Daemon, check, free_port, need, wait_for
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+# The labels each series may carry: bounded sets, never a caller's string.
+ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why", "limit",
+           "node", "direction"}
+
+
+def parse(text):
+    """{(name, frozenset(labels.items())): value}, checking every line."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        check(m, "not a sample line: %r" % line)
+        labels = dict(LABEL.findall(m.group(2) or ""))
+        check(set(labels) <= ALLOWED, "a label outside the bounded set: %r" % line)
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def value(series, name, **labels):
+    return series.get((name, frozenset(labels.items())))
+
+
+def check_histograms(series):
+    """Every histogram's buckets rise with le, +Inf equals _count."""
+    hists = {}
+    for (name, labels), v in series.items():
+        if name.endswith("_bucket"):
+            d = dict(labels)
+            le = d.pop("le")
+            hists.setdefault((name[:-7], frozenset(d.items())), []).append((float(le), v))
+    check(hists, "no histogram")
+    for (base, labels), buckets in hists.items():
+        buckets.sort()
+        counts = [v for _, v in buckets]
+        check(counts == sorted(counts), "%s%r: buckets not cumulative: %r" % (base, dict(labels), buckets))
+        check(buckets[-1][0] == float("inf") and buckets[-1][1] == series.get((base + "_count", labels)),
+              "%s%r: +Inf bucket is not the count" % (base, dict(labels)))
+
+
+def promtool_check(text):
+    """promtool check metrics accepts text (Debian's prometheus package)."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        need("promtool", "the exposition is checked by promtool (Debian's prometheus package)")
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    check(r.returncode == 0, "promtool: %s%s" % (r.stdout, r.stderr))
 
 
 class Endpoint:
@@ -26,6 +80,21 @@ class Endpoint:
 
     def conf(self):
         return "[Daemon]\nMetricsListen=%s\nMetricsToken=%s\n" % (self.listen, self.token_file)
+
+    def get(self, path="/metrics", token=True, accept=None):
+        """(status, headers with lower-case names, body text)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        h = {}
+        if token:
+            h["Authorization"] = "Bearer " + (self.token if token is True else token)
+        if accept:
+            h["Accept"] = accept
+        try:
+            c.request("GET", path, headers=h)
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+        finally:
+            c.close()
 
 
 def metrics_listen(tmp, config):
@@ -94,7 +163,7 @@ class Metrics(Daemon):
     sections."""
 
     def __init__(self, tmp, listen=None, more=""):
-        e = Endpoint(tmp, listen)
+        e = self.endpoint = Endpoint(tmp, listen)
         self.token, self.token_file, self.port, self.listen = e.token, e.token_file, e.port, e.listen
         config = os.path.join(tmp, "gadgetd.conf")
         with open(config, "w") as f:
@@ -108,15 +177,4 @@ class Metrics(Daemon):
 
     def get(self, path="/metrics", token=True, accept=None):
         """(status, headers with lower-case names, body text)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        h = {}
-        if token:
-            h["Authorization"] = "Bearer " + (self.token if token is True else token)
-        if accept:
-            h["Accept"] = accept
-        try:
-            c.request("GET", path, headers=h)
-            r = c.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
-        finally:
-            c.close()
+        return self.endpoint.get(path, token, accept)
