@@ -65,18 +65,36 @@ int metrics_parse_listen(const char *s, char *why, size_t whylen)
         return e < 0 ? -EINVAL : 0;
 }
 
+/* Whether got (a bound socket's address) is where want says to listen:
+ * the same path, or the same address and port (any port for port 0). */
+static bool same_place(const struct sockaddr_storage *want, const struct sockaddr_storage *got)
+{
+        if (want->ss_family == AF_UNIX)
+                return strncmp(((const struct sockaddr_un *)want)->sun_path, ((const struct sockaddr_un *)got)->sun_path,
+                               sizeof ((struct sockaddr_un *)0)->sun_path) == 0;
+        if (want->ss_family == AF_INET) {
+                const struct sockaddr_in *w = (const void *)want, *g = (const void *)got;
+                return w->sin_addr.s_addr == g->sin_addr.s_addr && (!w->sin_port || w->sin_port == g->sin_port);
+        }
+        const struct sockaddr_in6 *w = (const void *)want, *g = (const void *)got;
+        return memcmp(&w->sin6_addr, &g->sin6_addr, sizeof w->sin6_addr) == 0 &&
+               (!w->sin6_port || w->sin6_port == g->sin6_port);
+}
+
 /* The previous image's listening socket (gadgetctl daemon-reexec, the fd
- * store), if it is one on s: its address stays bound, and a scraper that
+ * store), if it is one on sa: its address stays bound, and a scraper that
  * connects meanwhile waits in its backlog instead of being refused. A Unix
- * socket's file is left as it is. */
-static int adopt_on(struct metrics *m, const char *s, const struct sockaddr_storage *sa, int fd, int *out)
+ * socket's file is left as it is. Another socket is closed (-EINVAL): the
+ * caller listens afresh. */
+static int adopt_on(const struct sockaddr_storage *sa, const char *s, int fd, int *out)
 {
         struct sockaddr_storage got;
         socklen_t glen = sizeof got;
+        memset(&got, 0, sizeof got);
         if (listener_adopt(fd, sa->ss_family) < 0 || getsockname(fd, (struct sockaddr *)&got, &glen) < 0 ||
-            (sa->ss_family == AF_UNIX && strncmp(((struct sockaddr_un *)&got)->sun_path, s,
-                                                 sizeof ((struct sockaddr_un *)0)->sun_path) != 0)) {
-                log_msg(L_ERR, NULL, "metrics: the listening socket handed on (fd %d) is not one on %s", fd, s);
+            !same_place(sa, &got)) {
+                log_msg(L_WARN, NULL, "metrics: the listening socket handed on (fd %d) is not one on %s: listening "
+                        "again", fd, s);
                 close(fd);
                 return -EINVAL;
         }
@@ -85,10 +103,10 @@ static int adopt_on(struct metrics *m, const char *s, const struct sockaddr_stor
 }
 
 /* The listening socket, close-on-exec from birth, or the one handed on
- * (adopt_fd >= 0). A Unix socket's file is made again (a stale one from a
- * previous run removed), mode 0666 with a token (the token guards it),
- * else 0600 (root only). */
-static int listen_on(struct metrics *m, const char *s, int adopt_fd, int *out)
+ * (adopt_fd >= 0) if it is one on s (*kept then). A Unix socket's file is
+ * made again (a stale one from a previous run removed), mode 0666 with a
+ * token (the token guards it), else 0600 (root only). */
+static int listen_on(struct metrics *m, const char *s, int adopt_fd, int *out, bool *kept)
 {
         struct sockaddr_storage sa;
         socklen_t len;
@@ -109,8 +127,10 @@ static int listen_on(struct metrics *m, const char *s, int adopt_fd, int *out)
                         close(adopt_fd);
                 return -EINVAL;
         }
-        if (adopt_fd >= 0)
-                return adopt_on(m, s, &sa, adopt_fd, out);
+        if (adopt_fd >= 0 && adopt_on(&sa, s, adopt_fd, out) == 0) {
+                *kept = true;
+                return 0;
+        }
         struct stat st;
         if (m->unix_path && lstat(s, &st) == 0 && S_ISSOCK(st.st_mode))
                 unlink(s);
@@ -412,7 +432,7 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         struct evhttp_bound_socket *bound;
         struct event_base *base = core_base(env->core);
         int fd = -1, e;
-        bool kept = adopt_fd >= 0;
+        bool kept = false;
         char why[300];
         if (!m) {
                 if (adopt_fd >= 0)
@@ -428,8 +448,8 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         }
         if (token_file && (e = httpconn_token_read(token_file, "metrics", "MetricsToken", &m->token, &m->token_len)) < 0)
                 goto fail;
-        e = listen_on(m, listen_str, adopt_fd, &fd);
-        adopt_fd = -1; /* listen_on's now, closed on failure */
+        e = listen_on(m, listen_str, adopt_fd, &fd, &kept);
+        adopt_fd = -1; /* listen_on's now, closed unless kept */
         if (e < 0)
                 goto fail;
         if (!(m->http = evhttp_new(base))) {

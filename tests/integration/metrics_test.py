@@ -182,7 +182,8 @@ def metrics_token_and_config(tmp):
     """Without the token (or with another) nothing but 401; a path other
     than /metrics is 404; a non-loopback MetricsListen= and a relative
     MetricsToken= are refused naming the file and line; a Unix socket
-    serves too, and is kept (the same socket) across daemon-reexec."""
+    serves too, and is kept (the same socket) across daemon-reexec, unless
+    MetricsListen= names another since."""
     d = Metrics(tmp)
     with d:
         check(d.get(token=False)[0] == 401, "no token")
@@ -205,7 +206,7 @@ def metrics_token_and_config(tmp):
     os.makedirs(os.path.join(tmp, "u"))
     u = Metrics(os.path.join(tmp, "u"), listen=path)
     with u:
-        def unix_scrape():
+        def unix_scrape(path=path):
             s = socket.socket(socket.AF_UNIX)
             s.connect(path)
             s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
@@ -227,6 +228,18 @@ def metrics_token_and_config(tmp):
         check(os.stat(path).st_ino == ino, "the Unix socket's file made again")
         data = unix_scrape()
         check(data.startswith(b"HTTP/1.1 200"), "over the Unix socket after the re-exec: %r" % data[:300])
+        # MetricsListen= changed meanwhile: the socket handed on is not one
+        # on it, so the next image listens afresh where it says
+        moved = os.path.join(tmp, "m2.sock")
+        conf = os.path.join(tmp, "u", "gadgetd.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace(path, moved))
+        r = u.ctl("daemon-reexec")
+        check(r.returncode == 0 and "is not one on %s: listening again" % moved in u.logtext(),
+              "a moved MetricsListen= after daemon-reexec: %r %s" % (r, u.logtext()[-1500:]))
+        check(unix_scrape(moved).startswith(b"HTTP/1.1 200"), "over the moved Unix socket")
 
 
 @test
