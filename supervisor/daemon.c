@@ -90,8 +90,10 @@ static void metrics_self(void *arg, struct metrics_self *out)
                               &out->refused[METRICS_BUDGET_GATEWAY_DEADLINE]);
         if (d->traces)
                 out->spans_dropped = traces_dropped(d->traces);
-        if (d->forward)
+        if (d->forward) {
                 out->refused[METRICS_BUDGET_NODE_TRACES] = forward_traces_refused(d->forward);
+                forward_sessions(d->forward, &out->link_in, &out->link_out);
+        }
 }
 
 static void status_changed(struct daemon *d)
@@ -574,7 +576,7 @@ static int state_build(struct daemon *d, struct reexec_state *s)
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 n++;
         size_t nc = control_reexec_clients(d->control, NULL, SIZE_MAX);
-        *s = (struct reexec_state){ .gateway.fd = -1, .peer_fd = -1 };
+        *s = (struct reexec_state){ .gateway.fd = -1, .peer_fd = -1, .metrics_fd = -1 };
         if (!(s->units = calloc(n + 1, sizeof *s->units)) || !(s->clients = calloc(nc + 1, sizeof *s->clients))) {
                 free(s->units);
                 return -ENOMEM;
@@ -588,6 +590,7 @@ static int state_build(struct daemon *d, struct reexec_state *s)
                 gateway_reexec_handoff(d->gateway, &s->gateway);
         s->lease_until_ms = core_reexec_lease_until(d->core);
         s->peer_fd = d->forward ? forward_listen_fd(d->forward) : -1;
+        s->metrics_fd = d->metrics ? metrics_listen_fd(d->metrics) : -1;
         for (struct unit *u = core_first(d->core); u; u = unit_next(u))
                 unit_save(u, &s->units[s->n++]);
         s->n_clients = control_reexec_clients(d->control, s->clients, nc);
@@ -1000,7 +1003,12 @@ static int setup(struct daemon *d)
                          &d->gateway)) < 0)
                 return e;
         const struct metrics_env menv = { .core = d->core, .self = metrics_self, .arg = d };
-        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file, &d->metrics)) < 0)
+        if (d->adopt.metrics_fd >= 0 && !c->metrics_listen) {
+                close(d->adopt.metrics_fd); /* MetricsListen= is gone since the previous image */
+                d->adopt.metrics_fd = -1;
+        }
+        if (c->metrics_listen && (e = metrics_open(&menv, c->metrics_listen, c->metrics_token_file,
+                                                   d->adopt.metrics_fd, &d->metrics)) < 0)
                 return e;
         audit_listen(core_audit(d->core), audit_added, d);
         return 0;
@@ -1064,7 +1072,8 @@ int daemon_main(int argc, char **argv)
 {
         struct daemon d = { .state_lock = -1, .socket_lock = -1, .reexec_fd = -1,
                             .adopt = { .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                       .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 } };
+                                       .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1,
+                                       .metrics_fd = -1 } };
         if ((d.reexec_fd = take_reexec_option(&argc, argv)) == -2) {
                 fprintf(stderr, "gadgetd: %s needs the number of an open fd above 2\n", REEXEC_OPTION);
                 return 2;

@@ -14,11 +14,13 @@
  *   it and not handled; then i32 the gateway's listening fd (-1: none) and
  *   str its session (empty with -1); u64 the time (CLOCK_MONOTONIC ms)
  *   by which the leases must be taken back (0: no shared store); i32 the
- *   node link's listening fd (-1: none).
+ *   node link's listening fd (-1: none); i32 the metrics endpoint's
+ *   listening fd (-1: none).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
- * bytes, NUL last and nowhere else. Versions 5, 4 and 3 (the images
- * before) are read too: 5 without runs and with each log line a str alone
+ * bytes, NUL last and nowhere else. Versions 6, 5, 4 and 3 (the images
+ * before) are read too: 6 without the metrics endpoint's socket (none
+ * handed on: the next image listens again), 5 also without runs and with each log line a str alone
  * (read as run 0, time 0: unknown), 4 also without a worker's pidfd, 3
  * also without REMOTE gadgets, which it never handed on. */
 #include "reexec.h"
@@ -37,7 +39,8 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 6u
+#define VERSION 7u
+#define VERSION_NO_METRICS 6u  /* read too: no metrics endpoint's socket in it */
 #define VERSION_NO_LOG_META 5u /* read too: no runs, log lines as text alone */
 #define VERSION_NO_PIDFD 4u   /* read too: no worker's pidfd in it */
 #define VERSION_NO_REMOTE 3u  /* read too: no REMOTE gadget and no pidfd in it */
@@ -170,6 +173,7 @@ int reexec_state_write(const struct reexec_state *s)
         put_str(&b, s->gateway.fd >= 0 ? s->gateway.session : "");
         put_u(&b, s->lease_until_ms, 8);
         put_u(&b, (uint32_t)s->peer_fd, 4);
+        put_u(&b, (uint32_t)s->metrics_fd, 4);
         if (b.failed || b.len - HEADER > MAX_BODY) {
                 free(b.p);
                 return b.failed ? -ENOMEM : -EFBIG;
@@ -449,13 +453,14 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(6 + 5 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(7 + 5 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
         }
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd };
-        for (size_t i = 0; v && i < 6 && !c->bad; i++)
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd,
+                            s->metrics_fd };
+        for (size_t i = 0; v && i < 7 && !c->bad; i++)
                 if (top[i] >= 0 && seen_fd(v, &n, top[i]))
                         bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
@@ -479,7 +484,8 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint8_t h[HEADER];
         struct stat st;
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1,
+                                    .metrics_fd = -1 };
         if (fstat(fd, &st) < 0) {
                 snprintf(err, len, "fd %d: %s", fd, strerror(errno));
                 return -EBADF;
@@ -492,8 +498,8 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
         for (size_t i = 0; i < 8; i++)
                 sum |= (uint64_t)h[16 + i] << (8 * i);
-        if (version != VERSION && version != VERSION_NO_LOG_META && version != VERSION_NO_PIDFD &&
-            version != VERSION_NO_REMOTE) {
+        if (version != VERSION && version != VERSION_NO_METRICS && version != VERSION_NO_LOG_META &&
+            version != VERSION_NO_PIDFD && version != VERSION_NO_REMOTE) {
                 snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
                 return -EINVAL;
         }
@@ -543,6 +549,10 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         s->peer_fd = (int32_t)(uint32_t)take_u(&c, 4, "the node link's socket");
         if (!c.bad && s->peer_fd != -1 && (s->peer_fd < 3 || fcntl(s->peer_fd, F_GETFD) < 0))
                 bad(&c, "the node link's socket (%d) is not an fd this process holds", s->peer_fd);
+        if (version > VERSION_NO_METRICS)
+                s->metrics_fd = (int32_t)(uint32_t)take_u(&c, 4, "the metrics endpoint's socket");
+        if (!c.bad && s->metrics_fd != -1 && (s->metrics_fd < 3 || fcntl(s->metrics_fd, F_GETFD) < 0))
+                bad(&c, "the metrics endpoint's socket (%d) is not an fd this process holds", s->metrics_fd);
         check_fds(&c, s);
         if (!c.bad && c.at != c.len)
                 bad(&c, "%zu bytes follow its end", c.len - c.at);
@@ -560,14 +570,16 @@ void reexec_state_free(struct reexec_state *s)
         free(s->clients);
         free(s->mem);
         *s = (struct reexec_state){ .listen_fd = -1, .state_lock = -1, .socket_lock = -1, .uid_lock = -1,
-                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1 };
+                                    .answer_fd = -1, .gateway.fd = -1, .peer_fd = -1,
+                                    .metrics_fd = -1 };
 }
 
 int reexec_fds_each(const struct reexec_state *s, int (*fn)(int fd, const void *ctx), const void *ctx)
 {
-        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd };
+        const int top[] = { s->listen_fd, s->state_lock, s->socket_lock, s->uid_lock, s->gateway.fd, s->peer_fd,
+                            s->metrics_fd };
         int r = 0;
-        for (size_t i = 0; i < 6 && !r; i++)
+        for (size_t i = 0; i < 7 && !r; i++)
                 if (top[i] >= 0)
                         r = fn(top[i], ctx);
         for (size_t i = 0; i < s->n_clients && !r; i++)

@@ -33,6 +33,7 @@ struct reexec_state {
         struct control_handoff *clients;
         struct gateway_handoff gateway; /* its listening socket (-1: no gateway) and session */
         int peer_fd;            /* the node link's listening socket (PeerListen=), -1: none */
+        int metrics_fd;         /* the metrics endpoint's listening socket (MetricsListen=), -1: none */
         uint64_t lease_until_ms; /* Store=postgresql: monotime_ms by which the leases must be back (0: none) */
         void *mem;              /* read: what units' strings point into */
         bool read;              /* read whole and checked (reexec_state_read) */
@@ -44,8 +45,8 @@ int reexec_state_write(const struct reexec_state *s);
  * (-errno) with err saying what is wrong with it. */
 int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len);
 void reexec_state_free(struct reexec_state *s);
-/* Calls fn(fd, ctx) for each fd s hands on (its listener, locks, gateway
- * and node-link listeners, control connections, and each ready gadget's
+/* Calls fn(fd, ctx) for each fd s hands on (its listener, locks, gateway,
+ * node-link and metrics listeners, control connections, and each ready gadget's
  * link, report, stdout, stderr pipes and pidfd), until fn returns nonzero;
  * returns that, or 0. */
 int reexec_fds_each(const struct reexec_state *s, int (*fn)(int fd, const void *ctx), const void *ctx);

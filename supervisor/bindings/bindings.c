@@ -405,13 +405,16 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
                         log_msg(L_ERR, NULL, "store: %s", err);
                 return e;
         }
-        if ((e = kvpg_new(env->base, store->connection, store->node, types, n, &pg, err, sizeof err)) < 0) {
+        if (!(env->store_latency = calloc(1, sizeof *env->store_latency)))
+                return -ENOMEM;
+        if ((e = kvpg_new(env->base, store->connection, store->node, types, n, env->store_latency, &pg, err,
+                          sizeof err)) < 0) {
                 log_msg(L_ERR, NULL, "store: PostgreSQL: %s", err);
                 return e;
         }
         env->kv_backend = kvpg_backend(pg);
         if ((e = kvpg_lease_new(env->base, store->connection, store->node, store->peer ? store->peer : "",
-                                &env->lease)) < 0) {
+                                env->store_latency, &env->lease)) < 0) {
                 log_msg(L_ERR, NULL, "store: PostgreSQL: %s", strerror(-e));
                 return e;
         }
@@ -419,7 +422,7 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
         if (store->node_forget_ms)
                 kvpg_lease_set_forget(env->lease, store->node_forget_ms);
         if ((e = kvpg_audit_new(env->base, store->connection, store->node, store->audit_keep_days,
-                                store->audit_max_bytes, &env->audit_store)) < 0) {
+                                store->audit_max_bytes, env->store_latency, &env->audit_store)) < 0) {
                 log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));
                 return e;
         }
@@ -456,6 +459,8 @@ void bindings_env_close(struct bindings_env *env)
         /* After audit_close (core.c): no line comes any more. */
         kvpg_audit_free(env->audit_store);
         env->audit_store = NULL;
+        free(env->store_latency); /* last: the connections above counted in it */
+        env->store_latency = NULL;
 }
 
 /* A binding call waiting for a person's approval: what it needs to go on. */

@@ -20,6 +20,7 @@ struct policy_binding;
 struct kv;
 struct kv_backend;
 struct kvpg_lease;
+struct store_latency;
 struct event_base;
 struct audit;
 struct http;
@@ -63,6 +64,7 @@ struct bindings_env {
                                         * (Store=postgresql) the shared store */
         struct kvpg_lease *lease;   /* Store=postgresql: which gadgets this node runs; NULL: all */
         struct kvpg_audit *audit_store; /* Store=postgresql: the audit's copy in the store; NULL: none */
+        struct store_latency *store_latency; /* Store=postgresql: its queries' durations; NULL: none */
 };
 
 /* Where kv bindings live: store_connection NULL for SQLite files in the

@@ -702,6 +702,11 @@ int forward_listen_fd(const struct forward *f)
         return nodelink_listen_fd(f->link);
 }
 
+void forward_sessions(const struct forward *f, unsigned *in, unsigned *out)
+{
+        nodelink_sessions(f->link, in, out);
+}
+
 void forward_free(struct forward *f)
 {
         if (!f)

@@ -26,5 +26,8 @@ int forward_reexec_quiet(struct forward *f, char *why, size_t len);
 int forward_listen_fd(const struct forward *f);
 /* Asks for spans refused as busy (NODELINK_TRACES_PER_S), for the metrics. */
 uint64_t forward_traces_refused(const struct forward *f);
+/* The link's sessions past their handshake, from other nodes and to them
+ * (the metrics). */
+void forward_sessions(const struct forward *f, unsigned *in, unsigned *out);
 /* Calls to other nodes fail from now on (those in flight: gone); frees. */
 void forward_free(struct forward *f);

@@ -211,7 +211,7 @@ static int listen_on(struct nodelink *nl, const char *addr, int adopt_fd, char *
                          "not resolved)", addr);
                 return -EINVAL;
         }
-        if (adopt_fd >= 0 && nodelink_listen_fd_ok(adopt_fd, sa.ss_family) < 0) {
+        if (adopt_fd >= 0 && listener_adopt(adopt_fd, sa.ss_family) < 0) {
                 snprintf(err, len, "PeerListen=%s: the listening socket handed on (fd %d) is not one of its family",
                          addr, adopt_fd);
                 return -EINVAL;
@@ -289,6 +289,15 @@ out:
 int nodelink_listen_port(const struct nodelink *nl)
 {
         return nl->port;
+}
+
+void nodelink_sessions(const struct nodelink *nl, unsigned *in, unsigned *out)
+{
+        const struct out *o;
+        *in = nl->n_in;
+        *out = 0;
+        TAILQ_FOREACH(o, &nl->outs, link)
+                *out += o->state == OUT_READY;
 }
 
 void nodelink_free(struct nodelink *nl)

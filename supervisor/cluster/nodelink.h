@@ -155,6 +155,9 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
 void nodelink_free(struct nodelink *nl);
 /* The port the listener is bound to (PeerListen= with port 0), 0 if none. */
 int nodelink_listen_port(const struct nodelink *nl);
+/* Its sessions now past their handshake: from other nodes (in), and to
+ * them (out). */
+void nodelink_sessions(const struct nodelink *nl, unsigned *in, unsigned *out);
 
 /* gadgetctl daemon-reexec (nodelink_reexec.c). hold: nothing more is
  * accepted (connects wait in the listener's backlog) and no session's

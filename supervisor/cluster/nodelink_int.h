@@ -142,10 +142,6 @@ const char *nodelink_tls_reason(struct bufferevent *bev, bool *eof);
 /* A TLS bufferevent over fd with TCP liveness set, or NULL. */
 struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server);
 
-/* Whether fd is a listening stream socket of family (a re-exec's, read
- * from its state as hostile): 0 or -EINVAL. */
-int nodelink_listen_fd_ok(int fd, int family);
-
 /* nodelink_in.c */
 void nodelink_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);
 void nodelink_on_accept_error(struct evconnlistener *l, void *arg);

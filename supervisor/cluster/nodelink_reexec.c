@@ -112,20 +112,3 @@ int nodelink_listen_fd(const struct nodelink *nl)
 {
         return nl->listener ? evconnlistener_get_fd(nl->listener) : -1;
 }
-
-int nodelink_listen_fd_ok(int fd, int family)
-{
-        struct sockaddr_storage got;
-        socklen_t glen = sizeof got;
-        int type = 0, acc = 0;
-        socklen_t tl = sizeof type, al = sizeof acc;
-        /* Why the check: the fd number comes from the re-exec's state,
-         * read as hostile. */
-        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 ||
-            type != SOCK_STREAM || !acc || getsockname(fd, (struct sockaddr *)&got, &glen) < 0 || got.ss_family != family)
-                return -EINVAL;
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-                return -EINVAL;
-        return 0;
-}

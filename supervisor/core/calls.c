@@ -77,6 +77,8 @@ struct call {
         bool untold;                /* its listeners are not told (call_req.untailed) */
         uint64_t begin_us;
         bool elsewhere;             /* its outcome came from (or was lost on) another node, which tells its own */
+        bool from_node;             /* it came from another node (call_req's peer_node) */
+        bool sent_out;              /* it was forwarded to another node (then maybe ended here) */
         /* A local user's call (call_req's audit_uid) is audited at its end: */
         char *audit_by;             /* its via, or NULL: not audited */
         uint32_t audit_uid;
@@ -228,6 +230,8 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         fwd_unlink(c);
         pend_unlink(c);
         unit_active(c->u, monotime_ms());
+        if (c->from_node || c->sent_out)
+                c->u->core->forwarded.calls[c->sent_out][unit_stats_outcome_of(res ? 0 : code)]++;
         if (!c->wake) {
                 /* Never sent (it waited and timed out, or failed): its
                  * method counts as an undeclared one. */
@@ -378,6 +382,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         if (code)
                 return code;
         timer_arm_ms(c->timer, ms);
+        c->sent_out = true;
         LIST_INSERT_HEAD(&u->forwarded, c, fwd_link);
         u->calls++;
         return 0;
@@ -787,14 +792,16 @@ size_t unit_approvals_waiting(const struct unit *u)
 }
 
 /* A call refused before it was made, in u's counters (its method's row
- * if the gadget declared it). */
-static void count_refusal(struct unit *u, const char *method, int code)
+ * if the gadget declared it), and the core's if it came from another node. */
+static void count_refusal(struct unit *u, const char *method, int code, bool from_node)
 {
         const struct type_sig *sig;
         bool declared = u->run->peer && method && peer_method(u->run->peer, method, &sig);
         int row = unit_stats_row(&u->stats, method, declared);
         unit_stats_call(&u->stats, row, code, 0);
         log_call(u, row, code, 0, monotime_ms(), NULL);
+        if (from_node)
+                u->core->forwarded.calls[0][unit_stats_outcome_of(code)]++;
 }
 
 /* Links c to its caller's record, which may leave before it ends. */
@@ -813,7 +820,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         if (code) {
                 if (q->audit_uid)
                         audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, NULL, code, msg);
-                count_refusal(u, q->method, code);
+                count_refusal(u, q->method, code, q->peer_node != NULL);
                 return code;
         }
         struct call *c = calloc(1, sizeof *c);
@@ -823,7 +830,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
-                            .begin_us = begin_us, .audit_uid = q->uid, .stat_row = -1 };
+                            .begin_us = begin_us, .audit_uid = q->uid, .stat_row = -1,
+                            .from_node = q->peer_node != NULL };
         if (q->method) { /* on every call's path: a copy, not a printf */
                 size_t n = strnlen(q->method, sizeof c->name - 1);
                 memcpy(c->name, q->method, n);
@@ -854,8 +862,13 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 if (c->audit_by)
                         audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us,
                                     call_trace_id(c), code, msg);
+                /* A forward that could not be sent (the link busy, down) is
+                 * a forwarded call too: its outcome is this refusal. */
+                bool forwarding = u->state == UNIT_REMOTE && u->owner[0] && !q->admin;
                 call_free(c);
-                count_refusal(u, q->method, code);
+                count_refusal(u, q->method, code, q->peer_node != NULL);
+                if (forwarding)
+                        u->core->forwarded.calls[1][unit_stats_outcome_of(code)]++;
                 return code;
         }
         call_own(c, q->owner);

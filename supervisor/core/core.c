@@ -58,6 +58,18 @@ static bool one_gadget(const struct core *c)
         return c->hooks.output_pipes != NULL;
 }
 
+_Static_assert(sizeof ((struct unit_stats *)0)->audit_dropped / sizeof (uint64_t) == AUDIT_N_DROPS,
+               "a gadget's audit drops by enum audit_drop");
+
+/* A record of gadget's not written one by one: counted in its metrics (a
+ * gadget unloaded meanwhile is left out). */
+static void audit_dropped(void *arg, const char *gadget, enum audit_drop why)
+{
+        struct unit *u = core_find(arg, gadget);
+        if (u)
+                u->stats.audit_dropped[why]++;
+}
+
 static int open_parts(struct core *c)
 {
         char err[512];
@@ -71,6 +83,7 @@ static int open_parts(struct core *c)
                 log_msg(L_ERR, NULL, "audit log in %s: %s", c->cfg.state_dir, strerror(-e));
                 return e;
         }
+        audit_on_drop(c->audit, audit_dropped, c);
         if ((e = approvals_new(c->base, c->audit, c->cfg.no_approver, &c->approvals)) < 0) {
                 log_msg(L_ERR, NULL, "approvals: %s", strerror(-e));
                 return e;

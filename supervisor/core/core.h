@@ -14,6 +14,7 @@
 
 #include "limits/limiter.h"
 #include "logbuf.h"
+#include "unit_stats.h"
 #include "system/approvals.h"
 #include "system/audit.h"
 
@@ -143,6 +144,17 @@ struct kvpg_node;
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
 /* This node's name (Node=), "" without a shared store. */
 const char *core_node(const struct core *c);
+/* Calls that crossed between nodes, by outcome (unit_stats_outcome_of's
+ * index): [0] from other nodes to the gadgets this node runs (refused at
+ * the door too), [1] forwarded to gadgets other nodes run (a forward that
+ * could not be sent too). */
+struct core_forwarded {
+        uint64_t calls[2][UNIT_STATS_OUTCOMES];
+};
+const struct core_forwarded *core_forwarded(const struct core *c);
+struct store_latency;
+/* The shared store's query durations by kind; NULL without one. */
+const struct store_latency *core_store_latency(const struct core *c);
 /* gadgetctl nodes forget: node leaves the store's list, if it is down
  * (not seen for CONTROL_NODE_DOWN_MS, as the store's clock says). 0 and
  * done(arg, code, msg) once (a live node: GADGET_EBUSY), or a GADGET_E*

@@ -32,6 +32,7 @@
 
 struct core {
         struct event_base *base;
+        struct core_forwarded forwarded; /* calls.c counts, the metrics read */
         struct core_config cfg;
         struct unit_hooks hooks;      /* the owner's */
         struct limiter limiter;

@@ -124,6 +124,14 @@ size_t unit_methods(const struct unit *u, char ***methods);
 size_t unit_signatures(const struct unit *u, char ***texts);
 
 /* What gadgetctl status and list show of a unit. */
+#define UNIT_INFO_TAILS 8  /* tail bindings told by name; from the 8th on, together as UNIT_STATS_OTHER */
+
+/* The events a tail binding of the gadget dropped since it was loaded. */
+struct unit_tail_drops {
+        const char *binding;        /* the listener's copy: valid until u's policy changes */
+        uint64_t dropped;
+};
+
 struct unit_info {
         const char *name, *state;
         const char *cause;          /* or why its last run ended */
@@ -142,6 +150,8 @@ struct unit_info {
         int64_t next_alarm_ms;      /* its next alarm or scheduled call, ms since the epoch; 0 if none known */
         size_t tails;               /* its tail bindings: their events waiting, and dropped since it was loaded */
         uint64_t tail_queued, tail_dropped;
+        struct unit_tail_drops tail_drops[UNIT_INFO_TAILS]; /* by binding, n_tail_drops of them (metrics) */
+        size_t n_tail_drops;
         unsigned kept_errors;       /* its file's errors when a reload kept it on its policy; 0: none */
         const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
 };

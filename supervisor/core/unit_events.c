@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "core_int.h"
+#include "system/monotime.h"
 
 /* Every listener of core c, in the order they came (n: the first n). */
 #define EACH_FIRST(c, l, n) for (const struct unit_listener *l = (c)->listeners; l < (c)->listeners + (n); l++)
@@ -28,10 +29,19 @@ void unit_set_slot(struct unit *u, int id, void *data)
         u->slots[id] = data;
 }
 
+/* The phase whose time a state counts in (unit_stats.h). */
+static enum unit_phase phase_of(enum unit_state s)
+{
+        return s == UNIT_IDLE ? UNIT_PHASE_IDLE
+               : s == UNIT_STARTING || s == UNIT_READY || s == UNIT_STOPPING ? UNIT_PHASE_AWAKE
+                                                                              : UNIT_PHASE_NONE;
+}
+
 void unit_set_state(struct unit *u, enum unit_state s)
 {
         enum unit_state was = u->state;
         u->state = s;
+        unit_stats_phase(&u->stats, phase_of(s), monotime_ms());
         EACH(u->core, l)
                 if (l->state)
                         l->state(l->arg, u, was);

@@ -390,6 +390,16 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
 }
 
+const struct core_forwarded *core_forwarded(const struct core *c)
+{
+        return &c->forwarded;
+}
+
+const struct store_latency *core_store_latency(const struct core *c)
+{
+        return c->bindings.store_latency;
+}
+
 int core_forget_node(struct core *c, const char *node, void (*done)(void *arg, int code, const char *msg), void *arg,
                      char *msg, size_t len)
 {

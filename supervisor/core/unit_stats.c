@@ -43,9 +43,14 @@ int unit_stats_row(struct unit_stats *s, const char *method, bool declared)
         return (int)s->n_methods++;
 }
 
+unsigned unit_stats_outcome_of(int code)
+{
+        return code > 0 && code < UNIT_STATS_OUTCOMES ? (unsigned)code : code ? GADGET_EFAILED : 0;
+}
+
 void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us)
 {
-        unsigned o = code > 0 && code < UNIT_STATS_OUTCOMES ? (unsigned)code : code ? GADGET_EFAILED : 0;
+        unsigned o = unit_stats_outcome_of(code);
         if (row >= 0 && (size_t)row < s->n_methods)
                 s->methods[row].outcomes[o]++;
         s->calls++;
@@ -76,6 +81,14 @@ uint64_t unit_stats_quantile_us(const struct unit_stats *s, double q)
                 below += s->buckets[i];
         }
         return bounds_us[UNIT_STATS_BUCKETS - 1];
+}
+
+void unit_stats_phase(struct unit_stats *s, enum unit_phase p, uint64_t now_ms)
+{
+        if (s->phase_since_ms && now_ms > s->phase_since_ms)
+                s->phase_ms[s->phase] += now_ms - s->phase_since_ms;
+        s->phase = p;
+        s->phase_since_ms = now_ms;
 }
 
 void unit_stats_clear(struct unit_stats *s)

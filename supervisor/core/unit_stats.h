@@ -15,6 +15,11 @@
 #define UNIT_STATS_OUTCOMES 13         /* "ok" and the GADGET_E* codes 1..12 */
 #define UNIT_STATS_BUCKETS 12          /* the call-duration histogram's finite buckets */
 
+/* Where a gadget's time goes: parked idle (state idle), or awake (a
+ * process of its own: starting, ready, stopping); the other states count
+ * in neither. */
+enum unit_phase { UNIT_PHASE_NONE, UNIT_PHASE_IDLE, UNIT_PHASE_AWAKE, UNIT_PHASE_N };
+
 /* Why a gadget's process started again. */
 enum unit_restart_cause { UNIT_RESTART_EXIT, UNIT_RESTART_REQUEST, UNIT_RESTART_N };
 
@@ -35,12 +40,19 @@ struct unit_stats {
         uint64_t duration_us;                  /* their sum */
         uint64_t log_dropped;                  /* output lines dropped over its log budget */
         uint64_t limit_hits[3];                /* of its ended runs, by enum limiter_hit */
+        uint64_t audit_dropped[2];             /* its audit records not written one by one, by enum audit_drop */
+        uint64_t phase_ms[UNIT_PHASE_N];       /* time spent in each phase, up to phase_since_ms */
+        uint64_t phase_since_ms;               /* monotime_ms when phase began */
+        enum unit_phase phase;
 };
 
 /* The buckets' upper bounds, in seconds and in microseconds. */
 extern const char *const unit_stats_bounds[UNIT_STATS_BUCKETS];
 /* An outcome's label: "ok" (0) or the code's name. */
 const char *unit_stats_outcome(unsigned i);
+/* The outcome (an index below UNIT_STATS_OUTCOMES) of an answer with code
+ * (0: a result; an unknown code counts as GADGET_EFAILED). */
+unsigned unit_stats_outcome_of(int code);
 /* The row of method's calls (declared: the gadget announced it; an
  * undeclared one counts under UNIT_STATS_OTHER): its index, or -1 without
  * memory. */
@@ -48,6 +60,9 @@ int unit_stats_row(struct unit_stats *s, const char *method, bool declared);
 /* A call of row (-1: counted in no method's row) ended with code (0: a
  * result) after us microseconds. */
 void unit_stats_call(struct unit_stats *s, int row, int code, uint64_t us);
+/* The gadget is in phase p from now_ms on (the time of the one before
+ * counted); with p its current phase, its time so far is counted. */
+void unit_stats_phase(struct unit_stats *s, enum unit_phase p, uint64_t now_ms);
 void unit_stats_clear(struct unit_stats *s);
 /* The q-quantile (0 < q <= 1) of its calls' durations in microseconds,
  * as Prometheus's histogram_quantile reads the histogram: linear within

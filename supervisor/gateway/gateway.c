@@ -421,23 +421,15 @@ _Static_assert(GATEWAY_SESSION_BYTES == 32, "gateway_session_ok counts 64 digits
  * check: the fd number comes from the handed-on state, read as hostile. */
 static int adopt_listener(const struct gateway_handoff *h, const char *listen_str, int *out)
 {
-        struct sockaddr_storage want, got;
-        socklen_t wlen, glen = sizeof got;
-        int type = 0, acc = 0;
-        socklen_t tl = sizeof type, al = sizeof acc;
+        struct sockaddr_storage want;
+        socklen_t wlen;
         char why[256];
         if (gateway_parse_listen(listen_str, &want, &wlen, why, sizeof why) < 0 ||
-            getsockopt(h->fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
-            getsockopt(h->fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || type != SOCK_STREAM || !acc ||
-            getsockname(h->fd, (struct sockaddr *)&got, &glen) < 0 || got.ss_family != want.ss_family ||
-            !gateway_session_ok(h->session)) {
+            listener_adopt(h->fd, want.ss_family) < 0 || !gateway_session_ok(h->session)) {
                 log_msg(L_ERR, NULL, "gateway: the listening socket handed on (fd %d) is not one on %s", h->fd,
                         listen_str);
                 return -EINVAL;
         }
-        int fl = fcntl(h->fd, F_GETFL);
-        if (fl < 0 || fcntl(h->fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(h->fd, F_SETFD, FD_CLOEXEC) < 0)
-                return -errno;
         *out = h->fd;
         return 0;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
 #include "system/audit.h"
 #include "system/httpconn.h"
@@ -64,10 +65,48 @@ int metrics_parse_listen(const char *s, char *why, size_t whylen)
         return e < 0 ? -EINVAL : 0;
 }
 
-/* The listening socket, close-on-exec from birth. A Unix socket's file is
+/* Whether got (a bound socket's address) is where want says to listen:
+ * the same path, or the same address and port (any port for port 0). */
+static bool same_place(const struct sockaddr_storage *want, const struct sockaddr_storage *got)
+{
+        if (want->ss_family == AF_UNIX)
+                return strncmp(((const struct sockaddr_un *)want)->sun_path, ((const struct sockaddr_un *)got)->sun_path,
+                               sizeof ((struct sockaddr_un *)0)->sun_path) == 0;
+        if (want->ss_family == AF_INET) {
+                const struct sockaddr_in *w = (const void *)want, *g = (const void *)got;
+                return w->sin_addr.s_addr == g->sin_addr.s_addr && (!w->sin_port || w->sin_port == g->sin_port);
+        }
+        const struct sockaddr_in6 *w = (const void *)want, *g = (const void *)got;
+        return memcmp(&w->sin6_addr, &g->sin6_addr, sizeof w->sin6_addr) == 0 &&
+               (!w->sin6_port || w->sin6_port == g->sin6_port);
+}
+
+/* The previous image's listening socket (gadgetctl daemon-reexec, the fd
+ * store), if it is one on sa: its address stays bound, and a scraper that
+ * connects meanwhile waits in its backlog instead of being refused. A Unix
+ * socket's file is left as it is. Another socket is closed (-EINVAL): the
+ * caller listens afresh. */
+static int adopt_on(const struct sockaddr_storage *sa, const char *s, int fd, int *out)
+{
+        struct sockaddr_storage got;
+        socklen_t glen = sizeof got;
+        memset(&got, 0, sizeof got);
+        if (listener_adopt(fd, sa->ss_family) < 0 || getsockname(fd, (struct sockaddr *)&got, &glen) < 0 ||
+            !same_place(sa, &got)) {
+                log_msg(L_WARN, NULL, "metrics: the listening socket handed on (fd %d) is not one on %s: listening "
+                        "again", fd, s);
+                close(fd);
+                return -EINVAL;
+        }
+        *out = fd;
+        return 0;
+}
+
+/* The listening socket, close-on-exec from birth, or the one handed on
+ * (adopt_fd >= 0) if it is one on s (*kept then). A Unix socket's file is
  * made again (a stale one from a previous run removed), mode 0666 with a
  * token (the token guards it), else 0600 (root only). */
-static int listen_on(struct metrics *m, const char *s, int *out)
+static int listen_on(struct metrics *m, const char *s, int adopt_fd, int *out, bool *kept)
 {
         struct sockaddr_storage sa;
         socklen_t len;
@@ -78,14 +117,23 @@ static int listen_on(struct metrics *m, const char *s, int *out)
                 un->sun_family = AF_UNIX;
                 snprintf(un->sun_path, sizeof un->sun_path, "%s", s);
                 len = sizeof *un;
-                struct stat st;
-                if (lstat(s, &st) == 0 && S_ISSOCK(st.st_mode))
-                        unlink(s);
-                if (!(m->unix_path = strdup(s)))
+                if (!(m->unix_path = strdup(s))) {
+                        if (adopt_fd >= 0)
+                                close(adopt_fd);
                         return -ENOMEM;
+                }
         } else if (listener_parse_loopback(s, &sa, &len) < 0) {
+                if (adopt_fd >= 0)
+                        close(adopt_fd);
                 return -EINVAL;
         }
+        if (adopt_fd >= 0 && adopt_on(&sa, s, adopt_fd, out) == 0) {
+                *kept = true;
+                return 0;
+        }
+        struct stat st;
+        if (m->unix_path && lstat(s, &st) == 0 && S_ISSOCK(st.st_mode))
+                unlink(s);
         int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || (sa.ss_family != AF_UNIX && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) ||
             bind(fd, (struct sockaddr *)&sa, len) < 0 ||
@@ -124,6 +172,7 @@ static void scrape_free(struct metrics_scrape *s)
         for (size_t i = 0; i < s->n_rows; i++) {
                 unit_stats_clear(&s->rows[i].stats);
                 free(s->rows[i].bstats);
+                free(s->rows[i].tails);
         }
         free(s->rows);
         if (s->ev_turn)
@@ -147,6 +196,33 @@ static void conn_gone(void *arg, struct evhttp_connection *evcon)
                         evhttp_send_reply_end(s->req);
                 scrape_free(s);
         }
+}
+
+/* The cluster's numbers, if gadgetd shares a store: the nodes as last read
+ * (up: seen within KVPG_NODE_DOWN_MS), bounded; calls between nodes; the
+ * store's latency. */
+static void read_cluster(const struct core *core, struct metrics_cluster *c)
+{
+        const struct kvpg_node *nodes;
+        const char *self;
+        uint64_t since;
+        size_t n = core_nodes(core, &nodes, &self, &since);
+        const struct store_latency *l = core_store_latency(core);
+        if (!self || !l)
+                return;
+        c->on = true;
+        for (size_t i = 0; i < n; i++) {
+                bool up = nodes[i].age_ms + since <= KVPG_NODE_DOWN_MS;
+                /* Why bounded: a label value each, from rows other nodes write. */
+                if (c->n_nodes < METRICS_NODES_MAX && gadget_name_ok(nodes[i].name)) {
+                        snprintf(c->nodes[c->n_nodes].name, sizeof c->nodes[c->n_nodes].name, "%s", nodes[i].name);
+                        c->nodes[c->n_nodes++].up = up;
+                } else {
+                        c->other[up]++;
+                }
+        }
+        c->forwarded = *core_forwarded(core);
+        c->latency = *l;
 }
 
 /* gadgetd's own numbers: resident memory and open fds, read once a scrape. */
@@ -174,6 +250,7 @@ static void read_self(struct metrics_scrape *s)
         s->audit_summarized = audit_summarized(core_audit(s->m->env.core));
         int last_error;
         s->audit_unwritten = audit_unwritten(core_audit(s->m->env.core), &last_error);
+        read_cluster(s->m->env.core, &s->cluster);
 }
 
 /* Reads up to ROWS_PER_TURN gadgets into rows: true when all are read. A
@@ -189,15 +266,24 @@ static bool read_rows(struct metrics_scrape *s)
                 unit_info(u, &info);
                 *r = (struct metrics_row){ .state = info.state, .memory_bytes = info.memory_bytes, .tasks = info.tasks,
                                            .cpu_usec = info.cpu_usec, .approvals = unit_approvals_waiting(u),
-                                           .memory_peak = info.memory_peak };
+                                           .memory_peak = info.memory_peak, .leased = unit_leased(u) };
                 memcpy(r->limit_hits, info.limit_hits, sizeof r->limit_hits);
                 snprintf(r->name, sizeof r->name, "%s", info.name);
                 const struct gadget_bindings *b = unit_bindings(u);
                 if (unit_stats_copy(unit_stats(u), &r->stats) < 0)
                         continue;
+                unit_stats_phase(&r->stats, r->stats.phase, monotime_ms()); /* its time so far */
                 if (b && b->n_stats && (r->bstats = malloc(b->n_stats * sizeof *r->bstats))) {
                         memcpy(r->bstats, b->stats, b->n_stats * sizeof *r->bstats);
                         r->n_bstats = b->n_stats;
+                }
+                if (info.n_tail_drops && (r->tails = calloc(info.n_tail_drops, sizeof *r->tails))) {
+                        for (size_t i = 0; i < info.n_tail_drops; i++) {
+                                snprintf(r->tails[i].binding, sizeof r->tails[i].binding, "%s",
+                                         info.tail_drops[i].binding);
+                                r->tails[i].dropped = info.tail_drops[i].dropped;
+                        }
+                        r->n_tails = info.n_tail_drops;
                 }
                 s->n_rows++;
         }
@@ -339,15 +425,20 @@ static void on_request(struct evhttp_request *req, void *arg)
         scrape_start(m, req);
 }
 
-int metrics_open(const struct metrics_env *env, const char *listen_str, const char *token_file, struct metrics **out)
+int metrics_open(const struct metrics_env *env, const char *listen_str, const char *token_file, int adopt_fd,
+                 struct metrics **out)
 {
         struct metrics *m = calloc(1, sizeof *m);
         struct evhttp_bound_socket *bound;
         struct event_base *base = core_base(env->core);
         int fd = -1, e;
+        bool kept = false;
         char why[300];
-        if (!m)
+        if (!m) {
+                if (adopt_fd >= 0)
+                        close(adopt_fd);
                 return -ENOMEM;
+        }
         m->env = *env;
         LIST_INIT(&m->scrapes);
         if (metrics_parse_listen(listen_str, why, sizeof why) < 0) {
@@ -357,7 +448,9 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         }
         if (token_file && (e = httpconn_token_read(token_file, "metrics", "MetricsToken", &m->token, &m->token_len)) < 0)
                 goto fail;
-        if ((e = listen_on(m, listen_str, &fd)) < 0)
+        e = listen_on(m, listen_str, adopt_fd, &fd, &kept);
+        adopt_fd = -1; /* listen_on's now, closed unless kept */
+        if (e < 0)
                 goto fail;
         if (!(m->http = evhttp_new(base))) {
                 close(fd);
@@ -389,10 +482,13 @@ int metrics_open(const struct metrics_env *env, const char *listen_str, const ch
         timer_arm_ms(m->ev_lag, LAG_PROBE_MS);
         char where[160];
         listener_name(m->conns.lev, where, sizeof where);
-        log_msg(L_INFO, NULL, "metrics: serving /metrics, %s%s", where, m->token ? " (with a token)" : "");
+        log_msg(L_INFO, NULL, "metrics: serving /metrics, %s%s%s", where, m->token ? " (with a token)" : "",
+                kept ? ", the socket kept across gadgetd's re-exec" : "");
         *out = m;
         return 0;
 fail:
+        if (adopt_fd >= 0)
+                close(adopt_fd);
         metrics_free(m);
         return e;
 }
@@ -405,6 +501,11 @@ void metrics_reexec_hold(struct metrics *m, bool hold)
 int metrics_reexec_quiet(const struct metrics *m, char *why, size_t len)
 {
         return httpconn_quiet(&m->conns, why, len);
+}
+
+int metrics_listen_fd(const struct metrics *m)
+{
+        return m->conns.lev ? evconnlistener_get_fd(m->conns.lev) : -1;
 }
 
 size_t metrics_connections(const struct metrics *m)

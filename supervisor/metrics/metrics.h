@@ -35,6 +35,7 @@ struct metrics_self {
         uint64_t control_connections, gateway_connections;
         uint64_t refused[METRICS_BUDGET_N];
         uint64_t spans_dropped;     /* spans not exported (TraceExport=): overwritten first, or refused */
+        unsigned link_in, link_out; /* node-link sessions past their handshake: from other nodes, to them */
 };
 
 struct metrics_env {
@@ -49,16 +50,21 @@ struct metrics_env {
  * "127.0.0.1:PORT" / "[::1]:PORT" (a loopback address: the endpoint
  * speaks plain HTTP). 0, or -EINVAL with the reason in why. */
 int metrics_parse_listen(const char *s, char *why, size_t whylen);
-/* Listens on listen, with the token from token_file (NULL: none). Errors
- * are logged. 0 or -errno. */
-int metrics_open(const struct metrics_env *env, const char *listen, const char *token_file, struct metrics **out);
-/* gadgetctl daemon-reexec: no new connection is accepted and every
- * answer closes its connection (false undoes it); quiet once no scrape is
- * under way or half read (0, or -EBUSY with why). The listening socket is
- * not handed on: the next image listens again, and a scraper that came
- * meanwhile tries again at its next interval. */
+/* Listens on listen, with the token from token_file (NULL: none), on
+ * adopt_fd if it is >= 0 (the previous image's socket, checked to be one
+ * on listen: taken over, closed on failure). Errors are logged. 0 or
+ * -errno. */
+int metrics_open(const struct metrics_env *env, const char *listen, const char *token_file, int adopt_fd,
+                 struct metrics **out);
+/* gadgetctl daemon-reexec: no new connection is accepted (they wait in
+ * the listener's backlog for the next image, which takes the listening
+ * socket over: metrics_listen_fd) and every answer closes its connection
+ * (false undoes it); quiet once no scrape is under way or half read (0,
+ * or -EBUSY with why). */
 void metrics_reexec_hold(struct metrics *m, bool hold);
 int metrics_reexec_quiet(const struct metrics *m, char *why, size_t len);
+/* The listening socket, handed on at a re-exec (-1: none). */
+int metrics_listen_fd(const struct metrics *m);
 /* Its connections, for its own series. */
 size_t metrics_connections(const struct metrics *m);
 void metrics_free(struct metrics *m);

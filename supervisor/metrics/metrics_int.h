@@ -11,10 +11,33 @@
 #include <event2/http.h>
 
 #include "bindings/bindings.h"
+#include "contract.h"
 #include "core/core.h"
 #include "metrics.h"
+#include "store/store.h"
 
 #define METRICS_LAG_BUCKETS 8
+/* Nodes of the shared store named in the series; the rest (and any whose
+ * name is not a valid node name: the store's rows are other nodes'
+ * words) together as METRICS_NODES_OTHER. */
+#define METRICS_NODES_MAX 64
+#define METRICS_NODES_OTHER "_other"
+
+/* The cluster as a scrape saw it (Store=postgresql). */
+struct metrics_cluster {
+        bool on;                     /* a shared store: the cluster's series are written */
+        struct { char name[GADGET_NAME_MAX + 1]; bool up; } nodes[METRICS_NODES_MAX];
+        size_t n_nodes;
+        uint64_t other[2];           /* the other nodes: down [0], up [1] */
+        struct core_forwarded forwarded;
+        struct store_latency latency;
+};
+
+/* A tail binding's events dropped, copied. */
+struct metrics_tail {
+        char binding[GADGET_NAME_MAX + 1];
+        uint64_t dropped;
+};
 
 /* One gadget as a scrape saw it (copied: the unit may go meanwhile). */
 struct metrics_row {
@@ -22,9 +45,12 @@ struct metrics_row {
         const char *state;           /* unit_state_name's, static */
         uint64_t memory_bytes, tasks, cpu_usec, approvals;
         uint64_t memory_peak, limit_hits[3];
+        bool leased;                 /* this node holds its lease (Store=postgresql) */
         struct unit_stats stats;     /* a deep copy */
         struct binding_stat *bstats; /* a copy of its binding calls' counters */
         size_t n_bstats;
+        struct metrics_tail *tails;  /* its tail bindings' drops (NULL: it has none) */
+        size_t n_tails;
 };
 
 /* The event loop's lag: how late the probe timer fires. */
@@ -50,6 +76,7 @@ struct metrics_scrape {
         struct metrics_lag lag;
         uint64_t fds, rss;
         uint64_t audit_summarized, audit_unwritten;
+        struct metrics_cluster cluster;
         struct event *ev_turn;       /* the next turn of reading, or of writing */
         bool writing;                /* the rows are read: ev_turn writes */
         LIST_ENTRY(metrics_scrape) link;

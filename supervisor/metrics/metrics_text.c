@@ -15,6 +15,9 @@
 const double metrics_lag_bounds[METRICS_LAG_BUCKETS - 1] = { 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1 };
 
 enum kind { GAUGE, COUNTER, HISTOGRAM };
+/* Whose lines a family holds: a gadget's each, gadgetd's own, or the
+ * cluster's (written only with a shared store, Store=postgresql). */
+enum scope { GADGET, SELF, CLUSTER };
 
 struct family {
         const char *name;            /* a counter's without _total */
@@ -22,7 +25,7 @@ struct family {
         const char *help;
         /* A gadget's lines (row) or, row NULL, gadgetd's own. */
         void (*write)(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out);
-        bool per_gadget;
+        enum scope scope;
 };
 
 /* A label value, escaped as the format asks (\\, \", \n). */
@@ -153,6 +156,31 @@ static void w_logdrop(struct metrics_scrape *s, const struct metrics_row *r, str
         gadget_line(out, "gadgetd_gadget_log_lines_dropped_total", r, NULL, NULL, r->stats.log_dropped);
 }
 
+static void w_phase(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const phase[UNIT_PHASE_N] = { [UNIT_PHASE_IDLE] = "idle", [UNIT_PHASE_AWAKE] = "awake" };
+        for (int i = UNIT_PHASE_IDLE; i < UNIT_PHASE_N; i++) {
+                evbuffer_add_printf(out, "gadgetd_gadget_state_seconds_total{gadget=\"");
+                label(out, r->name);
+                evbuffer_add_printf(out, "\",state=\"%s\"} %.3f\n", phase[i], (double)r->stats.phase_ms[i] / 1e3);
+        }
+}
+
+static void w_audit_gadget(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        gadget_line(out, "gadgetd_gadget_audit_records_dropped_total", r, "why", "summarized",
+                    r->stats.audit_dropped[AUDIT_DROP_SUMMARIZED]);
+        gadget_line(out, "gadgetd_gadget_audit_records_dropped_total", r, "why", "unwritten",
+                    r->stats.audit_dropped[AUDIT_DROP_UNWRITTEN]);
+}
+
+static void w_tail_drops(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->n_tails; i++)
+                gadget_line(out, "gadgetd_gadget_tail_events_dropped_total", r, "binding", r->tails[i].binding,
+                            r->tails[i].dropped);
+}
+
 static void w_approvals(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         gadget_line(out, "gadgetd_gadget_approvals_waiting", r, NULL, NULL, r->approvals);
@@ -230,29 +258,97 @@ static void w_conns(struct metrics_scrape *s, const struct metrics_row *r, struc
         evbuffer_add_printf(out, "gadgetd_connections{kind=\"metrics\"} %zu\n", metrics_connections(s->m));
 }
 
+static void w_leases(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_rows; i++)
+                n += s->rows[i].leased;
+        evbuffer_add_printf(out, "gadgetd_cluster_leases_held %zu\n", n);
+}
+
+static void w_nodes(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const state[2] = { "down", "up" };
+        const struct metrics_cluster *c = &s->cluster;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                evbuffer_add_printf(out, "gadgetd_cluster_nodes{node=\"");
+                label(out, c->nodes[i].name);
+                evbuffer_add_printf(out, "\",state=\"%s\"} 1\n", state[c->nodes[i].up]);
+        }
+        for (int up = 0; up < 2; up++)
+                if (c->other[up])
+                        evbuffer_add_printf(out, "gadgetd_cluster_nodes{node=\"%s\",state=\"%s\"} %" PRIu64 "\n",
+                                            METRICS_NODES_OTHER, state[up], c->other[up]);
+}
+
+static void w_link(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        evbuffer_add_printf(out, "gadgetd_cluster_link_sessions{direction=\"in\"} %u\n", s->self.link_in);
+        evbuffer_add_printf(out, "gadgetd_cluster_link_sessions{direction=\"out\"} %u\n", s->self.link_out);
+}
+
+static void w_forwarded(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        static const char *const direction[2] = { "in", "out" };
+        for (int d = 0; d < 2; d++)
+                for (unsigned o = 0; o < UNIT_STATS_OUTCOMES; o++)
+                        if (o == 0 || s->cluster.forwarded.calls[d][o])
+                                evbuffer_add_printf(out, "gadgetd_cluster_forwarded_calls_total{direction=\"%s\","
+                                                    "outcome=\"%s\"} %" PRIu64 "\n", direction[d],
+                                                    unit_stats_outcome(o), s->cluster.forwarded.calls[d][o]);
+}
+
+static void w_store(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        const struct store_latency *l = &s->cluster.latency;
+        for (int op = 0; op < STORE_OP_N; op++) {
+                const char *name = store_op_name((enum store_op)op);
+                uint64_t sum = 0;
+                for (size_t i = 0; i < STORE_LATENCY_BUCKETS; i++) {
+                        sum += l->buckets[op][i];
+                        evbuffer_add_printf(out, "gadgetd_store_latency_seconds_bucket{op=\"%s\",le=\"%s\"} %" PRIu64 "\n",
+                                            name, store_latency_bounds[i], sum);
+                }
+                evbuffer_add_printf(out, "gadgetd_store_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name,
+                                    sum + l->slower[op]);
+                evbuffer_add_printf(out, "gadgetd_store_latency_seconds_sum{op=\"%s\"} %.6f\n", name,
+                                    (double)l->sum_us[op] / 1e6);
+                evbuffer_add_printf(out, "gadgetd_store_latency_seconds_count{op=\"%s\"} %" PRIu64 "\n", name,
+                                    l->count[op]);
+        }
+}
+
 static const struct family families[] = {
-        { "gadgetd_gadget_state", GAUGE, "The gadget's state (one series, value 1, for the state it is in).", w_state, true },
-        { "gadgetd_gadget_starts", COUNTER, "Processes of the gadget started.", w_starts, true },
-        { "gadgetd_gadget_restarts", COUNTER, "Restarts of the gadget by cause: exit (Restart=), request (restart, reload).", w_restarts, true },
-        { "gadgetd_gadget_calls", COUNTER, "Calls of the gadget's methods by declared method (_other: any other) and outcome.", w_calls, true },
-        { "gadgetd_gadget_call_duration_seconds", HISTOGRAM, "How long the gadget's calls took, from gadgetd's door to their answer.", w_duration, true },
-        { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, true },
-        { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, true },
-        { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, true },
-        { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, true },
-        { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, true },
-        { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, true },
-        { "gadgetd_gadget_log_lines_dropped", COUNTER, "Output lines dropped over the gadget's log budget.", w_logdrop, true },
-        { "gadgetd_gadget_approvals_waiting", GAUGE, "Calls of the gadget waiting for a person's approval.", w_approvals, true },
-        { "gadgetd_gadgets", GAUGE, "Gadgets loaded.", w_gadgets, false },
-        { "gadgetd_resident_memory_bytes", GAUGE, "gadgetd's resident memory.", w_rss, false },
-        { "gadgetd_open_fds", GAUGE, "gadgetd's open file descriptors.", w_fds, false },
-        { "gadgetd_loop_lag_seconds", HISTOGRAM, "How late gadgetd's event loop ran a timer due every 100 ms (the length of the turns in its way).", w_lag, false },
-        { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, false },
-        { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, false },
-        { "gadgetd_trace_spans_dropped", COUNTER, "Spans not exported to TraceExport=: overwritten in the ring before they were sent, or refused by the collector.", w_spans, false },
-        { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, false },
-        { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, false },
+        { "gadgetd_gadget_state", GAUGE, "The gadget's state (one series, value 1, for the state it is in).", w_state, GADGET },
+        { "gadgetd_gadget_starts", COUNTER, "Processes of the gadget started.", w_starts, GADGET },
+        { "gadgetd_gadget_restarts", COUNTER, "Restarts of the gadget by cause: exit (Restart=), request (restart, reload).", w_restarts, GADGET },
+        { "gadgetd_gadget_calls", COUNTER, "Calls of the gadget's methods by declared method (_other: any other) and outcome.", w_calls, GADGET },
+        { "gadgetd_gadget_call_duration_seconds", HISTOGRAM, "How long the gadget's calls took, from gadgetd's door to their answer.", w_duration, GADGET },
+        { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, GADGET },
+        { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, GADGET },
+        { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, GADGET },
+        { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, GADGET },
+        { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, GADGET },
+        { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, GADGET },
+        { "gadgetd_gadget_log_lines_dropped", COUNTER, "Output lines dropped over the gadget's log budget.", w_logdrop, GADGET },
+        { "gadgetd_gadget_state_seconds", COUNTER, "Seconds the gadget spent parked idle (state idle) and awake (a process of its own: starting, ready, stopping).", w_phase, GADGET },
+        { "gadgetd_gadget_audit_records_dropped", COUNTER, "The gadget's audit records not written one by one: summarized over its RecordsPerSecond=, or refused by the file.", w_audit_gadget, GADGET },
+        { "gadgetd_gadget_tail_events_dropped", COUNTER, "Events a tail binding of the gadget (a tail gadget) dropped: its queue full, or a batch that failed (told to it in its next batch).", w_tail_drops, GADGET },
+        { "gadgetd_gadget_approvals_waiting", GAUGE, "Calls of the gadget waiting for a person's approval.", w_approvals, GADGET },
+        { "gadgetd_gadgets", GAUGE, "Gadgets loaded.", w_gadgets, SELF },
+        { "gadgetd_resident_memory_bytes", GAUGE, "gadgetd's resident memory.", w_rss, SELF },
+        { "gadgetd_open_fds", GAUGE, "gadgetd's open file descriptors.", w_fds, SELF },
+        { "gadgetd_loop_lag_seconds", HISTOGRAM, "How late gadgetd's event loop ran a timer due every 100 ms (the length of the turns in its way).", w_lag, SELF },
+        { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, SELF },
+        { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, SELF },
+        { "gadgetd_trace_spans_dropped", COUNTER, "Spans not exported to TraceExport=: overwritten in the ring before they were sent, or refused by the collector.", w_spans, SELF },
+        { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, SELF },
+        { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, SELF },
+        { "gadgetd_cluster_leases_held", GAUGE, "Leases this node holds: the gadgets it runs of the shared store.", w_leases, CLUSTER },
+        { "gadgetd_cluster_nodes", GAUGE, "The store's nodes as this node last read them, by state (up: seen within 10 s); the first 64 by name, the rest under _other.", w_nodes, CLUSTER },
+        { "gadgetd_cluster_link_sessions", GAUGE, "Node-link sessions past their handshake: from other nodes (in), to them (out).", w_link, CLUSTER },
+        { "gadgetd_cluster_forwarded_calls", COUNTER, "Calls between nodes by outcome: from other nodes to the gadgets here (in), forwarded to the nodes that run theirs (out).", w_forwarded, CLUSTER },
+        { "gadgetd_store_latency_seconds", HISTOGRAM, "How long the shared store took to answer a query, by kind: kv_get, kv_put, lease (the lease session's), other.", w_store, CLUSTER },
 };
 #define N_FAMILIES (sizeof families / sizeof *families)
 
@@ -268,9 +364,13 @@ bool metrics_text_slice(struct metrics_scrape *s, struct evbuffer *out, size_t r
 {
         while (s->family < N_FAMILIES && rows && evbuffer_get_length(out) < bytes) {
                 const struct family *f = &families[s->family];
+                if (f->scope == CLUSTER && !s->cluster.on) {
+                        s->family++; /* absent without a shared store */
+                        continue;
+                }
                 if (s->row == 0)
                         header(s, f, out);
-                if (!f->per_gadget) {
+                if (f->scope != GADGET) {
                         f->write(s, NULL, out);
                         rows--;
                 } else {

@@ -150,18 +150,27 @@ static void connect_start(struct kvpg *pg)
 }
 
 /* A query was handed to libpq (sent: its return): its results from now. */
-static void query_begin(struct kvpg *pg, int sent)
+static void query_begin(struct kvpg *pg, int sent, enum store_op op)
 {
         pg->err[0] = pg->sqlstate[0] = '\0';
         PQclear(pg->last);
         pg->last = NULL;
-        pgconn_sent(pg->pc, sent);
+        pgconn_sent(pg->pc, sent, op);
+}
+
+/* A job's kind, for the store's latency: a kv get or put, or another. */
+static enum store_op job_op(const struct kv_job *job)
+{
+        if (strcmp(job->type->name, "kv") != 0)
+                return STORE_OP_OTHER;
+        return strcmp(job->op->name, "get") == 0 ? STORE_OP_KV_GET
+               : strcmp(job->op->name, "put") == 0 ? STORE_OP_KV_PUT : STORE_OP_OTHER;
 }
 
 static void setup_send(struct kvpg *pg, const char *sql, enum step step)
 {
         pg->step = step;
-        query_begin(pg, PQsendQuery(pgconn_pq(pg->pc), sql));
+        query_begin(pg, PQsendQuery(pgconn_pq(pg->pc), sql), STORE_OP_OTHER);
 }
 
 /* The next migration, or this node's row once the schema is current. */
@@ -201,7 +210,7 @@ static void prepare_next(struct kvpg *pg)
         pg->step = STEP_PREPARE;
         const char *name, *sql;
         kvpg_job_query(pg->types, pg->n_types, (size_t)pg->prepared, &name, &sql);
-        query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), name, sql, 0, NULL));
+        query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), name, sql, 0, NULL), STORE_OP_OTHER);
 }
 
 /* A setup query ended (without error). */
@@ -317,7 +326,7 @@ static void send_next(struct kvpg *pg)
         /* The store of the job's gadget may close before the answer. */
         if (sent)
                 job->gadget = NULL;
-        query_begin(pg, sent);
+        query_begin(pg, sent, job_op(job));
 }
 
 /* The connection failed or was lost (closed already; why on one line):
@@ -372,7 +381,7 @@ static int conninfo_check(const char *conninfo, char *err, size_t errlen)
 }
 
 int kvpg_new(struct event_base *base, const char *conninfo, const char *node, const struct kv_type *const *types,
-             size_t n, struct kvpg **out, char *err, size_t errlen)
+             size_t n, struct store_latency *latency, struct kvpg **out, char *err, size_t errlen)
 {
         if (n < 1 || n > KV_TYPES_MAX) {
                 snprintf(err, errlen, "%zu types of binding on the store, not 1 to %d", n, KV_TYPES_MAX);
@@ -386,7 +395,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, co
         struct kvpg *pg = calloc(1, sizeof *pg);
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
                                   .arg = pg, .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
-                                  .query_timeout_ms = QUERY_TIMEOUT_S * 1000 };
+                                  .query_timeout_ms = QUERY_TIMEOUT_S * 1000, .latency = latency };
         if (!pg || !(pg->node = strdup(node)) ||
             !(pg->ev_timer = evtimer_new(base, on_timer, pg)) || pgconn_new(base, conninfo, &ops, &pg->pc) < 0) {
                 snprintf(err, errlen, "out of memory");

@@ -15,14 +15,16 @@ struct kvpg;
 struct kv_backend;
 struct kvpg_lease;
 struct kv_type;
+struct store_latency;
 
 /* Loads libpq and starts connecting to conninfo (a libpq connection string
  * or URI, e.g. "service=NAME") as node, for the n types of binding
- * (kv_job.h; ops.c's list, borrowed: static). Never blocks: the
+ * (kv_job.h; ops.c's list, borrowed: static), each query's duration
+ * counted in latency (borrowed; NULL: not counted). Never blocks: the
  * connection is made on base. 0, or -errno with err saying why (libpq
  * missing; a type's PostgreSQL half lacks one of its operations). */
 int kvpg_new(struct event_base *base, const char *conninfo, const char *node, const struct kv_type *const *types,
-             size_t n, struct kvpg **out, char *err, size_t errlen);
+             size_t n, struct store_latency *latency, struct kvpg **out, char *err, size_t errlen);
 /* The gadgets' stores on pg (kv_backend.h): kv_open's backend. Its
  * free (kv_backend_free) closes the connection; what is queued or running
  * is answered cancelled. */

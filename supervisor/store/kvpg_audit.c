@@ -182,7 +182,7 @@ static void query_begin(struct kvpg_audit *au, enum out out, int sent)
         au->err[0] = au->sqlstate[0] = '\0';
         PQclear(au->last);
         au->last = NULL;
-        pgconn_sent(au->pc, sent);
+        pgconn_sent(au->pc, sent, STORE_OP_OTHER);
 }
 
 /* The queued lines (up to a batch's bound) as one INSERT. */
@@ -527,12 +527,12 @@ uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored)
 }
 
 int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   uint64_t max_bytes, struct kvpg_audit **out)
+                   uint64_t max_bytes, struct store_latency *latency, struct kvpg_audit **out)
 {
         struct kvpg_audit *au = calloc(1, sizeof *au);
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
                                   .arg = au, .connect_timeout_ms = CONNECT_TIMEOUT_MS,
-                                  .query_timeout_ms = QUERY_TIMEOUT_MS };
+                                  .query_timeout_ms = QUERY_TIMEOUT_MS, .latency = latency };
         static const struct timeval prune_every = { PRUNE_EVERY_S, 0 }, report_every = { REPORT_EVERY_S, 0 };
         if (!au)
                 return -ENOMEM;

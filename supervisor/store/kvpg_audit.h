@@ -24,6 +24,7 @@
 #define KVPG_AUDIT_DEFAULT_KEEP_DAYS 90
 
 struct kvpg_audit;
+struct store_latency;
 
 /* A read of one gadget's lines, a page at a time, oldest first: the last
  * `last` of them (0: all) as they are when the read begins. */
@@ -41,9 +42,10 @@ struct kvpg_audit_read {
 
 /* Starts connecting to conninfo as node (libpq loaded already: kvpg_new
  * first); rows older than keep_days days are deleted hourly; this node's
- * rows hold at most max_bytes (0: no bound). 0 or -errno. */
+ * rows hold at most max_bytes (0: no bound); its queries' durations
+ * counted in latency (borrowed; NULL: not counted). 0 or -errno. */
 int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   uint64_t max_bytes, struct kvpg_audit **out);
+                   uint64_t max_bytes, struct store_latency *latency, struct kvpg_audit **out);
 /* This node's rows dropped from the store to keep its budget since
  * gadgetd started, and the bytes its rows hold now as last counted. */
 uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored);

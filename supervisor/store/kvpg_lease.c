@@ -109,7 +109,7 @@ static void query_begin(struct kvpg_lease *l, enum query kind, int sent)
         l->err[0] = l->sqlstate[0] = '\0';
         PQclear(l->last);
         l->last = NULL;
-        pgconn_sent(l->pc, sent);
+        pgconn_sent(l->pc, sent, STORE_OP_LEASE);
 }
 
 /* Connected: the session's settings first. */
@@ -684,12 +684,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, const char *peer,
-                   struct kvpg_lease **out)
+                   struct store_latency *latency, struct kvpg_lease **out)
 {
         struct kvpg_lease *l = calloc(1, sizeof *l);
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
                                   .arg = l, .connect_timeout_ms = CONNECT_TIMEOUT_MS,
-                                  .query_timeout_ms = KVPG_LEASE_TIMEOUT_MS, .notice_in_query = true };
+                                  .query_timeout_ms = KVPG_LEASE_TIMEOUT_MS, .notice_in_query = true,
+                                  .latency = latency };
         if (!l || !(l->node = strdup(node)) || !(l->peer = strdup(peer)) || !(l->ev_timer = evtimer_new(base, on_timer, l)) ||
             !(l->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, l)) ||
             pgconn_new(base, conninfo, &ops, &l->pc) < 0) {

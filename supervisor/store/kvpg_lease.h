@@ -35,6 +35,7 @@
 #define KVPG_LEASE_NEVER UINT32_MAX
 
 struct kvpg_lease;
+struct store_latency;
 
 /* A node that shares the store, as last read. */
 struct kvpg_node {
@@ -61,9 +62,10 @@ struct kvpg_lease_hooks {
 };
 
 /* Starts connecting to conninfo as node, reachable by other nodes at peer
- * ("" if not; libpq loaded: kvpg_new first). 0 or -ENOMEM. */
+ * ("" if not; libpq loaded: kvpg_new first), its queries' durations
+ * counted in latency (borrowed; NULL: not counted). 0 or -ENOMEM. */
 int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, const char *peer,
-                   struct kvpg_lease **out);
+                   struct store_latency *latency, struct kvpg_lease **out);
 /* NodeForget= (at least KVPG_NODE_DOWN_MS; default KVPG_NODE_FORGET_MS). */
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms);
 /* gadgetctl nodes forget: deletes node's row from the store if it was not

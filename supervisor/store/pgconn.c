@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "system/monotime.h"
 #include "system/timer.h"
 
 struct pgconn {
@@ -19,6 +20,8 @@ struct pgconn {
         PGconn *c;
         bool connecting;
         bool busy;                    /* a query is out: wait for its NULL result */
+        enum store_op op;             /* its kind, */
+        uint64_t sent_us;             /* and when it was sent */
         struct event *ev_io;          /* the socket: connecting, or reading */
         struct event *ev_write;       /* the socket, while libpq has output to flush */
         struct event *ev_timer;       /* connect or query timeout */
@@ -169,13 +172,15 @@ static void flush(struct pgconn *pc)
                 event_add(pc->ev_write, NULL);
 }
 
-int pgconn_sent(struct pgconn *pc, int sent)
+int pgconn_sent(struct pgconn *pc, int sent, enum store_op op)
 {
         if (!sent) {
                 pgconn_fail(pc, NULL);
                 return -EIO;
         }
         pc->busy = true;
+        pc->op = op;
+        pc->sent_us = monotime_us();
         timer_set(pc, pc->ops.query_timeout_ms);
         flush(pc);
         return pc->c ? 0 : -EIO;
@@ -207,6 +212,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
                 }
                 pc->busy = false;
                 evtimer_del(pc->ev_timer);
+                store_latency_add(pc->ops.latency, pc->op, monotime_us() - pc->sent_us);
                 pc->ops.end(pc->ops.arg);
         }
         if (pc->c && !pc->busy) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <event2/event.h>
 
+#include "store_latency.h"
 #include "system/pq_dl.h"
 
 struct pgconn;
@@ -31,6 +32,8 @@ struct pgconn_ops {
         /* A read that fails during a query: the server's last notice as the
          * reason if it sent one (else libpq's message). */
         bool notice_in_query;
+        /* Where each answered query's duration is counted (NULL: nowhere). */
+        struct store_latency *latency;
 };
 
 /* Holds ops; does not connect yet. 0 or -ENOMEM. */
@@ -44,10 +47,11 @@ void pgconn_connect(struct pgconn *pc);
 PGconn *pgconn_pq(const struct pgconn *pc);
 /* Whether a query is out. */
 bool pgconn_busy(const struct pgconn *pc);
-/* A query was handed to libpq (sent: PQsend*'s return): it must end within
- * the query timeout. Not sent: the connection is lost with libpq's reason.
- * 0, or -EIO once ops->lost was called. */
-int pgconn_sent(struct pgconn *pc, int sent);
+/* A query of kind op was handed to libpq (sent: PQsend*'s return): it must
+ * end within the query timeout (its duration then counted in
+ * ops->latency). Not sent: the connection is lost with libpq's reason. 0,
+ * or -EIO once ops->lost was called. */
+int pgconn_sent(struct pgconn *pc, int sent, enum store_op op);
 /* Closes the connection and tells ops->lost why (NULL: libpq's message). */
 void pgconn_fail(struct pgconn *pc, const char *why);
 /* libpq's messages end in a newline and indent their hints with tabs;

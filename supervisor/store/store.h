@@ -10,7 +10,8 @@
  *   - the lease API (kvpg_lease.h): which node runs a gadget, its epoch,
  *     the nodes (core/unit_lease.c, cluster/forward.c, gadgetctl nodes);
  *   - the audit-copy API (kvpg_audit.h): the audit's copy in the shared
- *     store and its reads (control/: gadgetctl audit of every node).
+ *     store and its reads (control/: gadgetctl audit of every node);
+ *   - its queries' durations by kind (store_latency.h), for the metrics.
  * bindings.c opens the backend (kvdb_queue.h, or kvpg.h for the shared
  * store) with the types of binding kept on it (ops.c's list of their
  * struct kv_type) and frees it (kv.h). The files behind these (kvdb and its types
@@ -23,3 +24,4 @@
 #include "kvpg.h"
 #include "kvpg_audit.h"
 #include "kvpg_lease.h"
+#include "store_latency.h"

@@ -42,7 +42,15 @@ struct audit {
         char *node;             /* with a shared store: this node, in every line */
         void (*store)(void *arg, const char *gadget, const char *line);
         void *store_arg;
+        void (*dropped)(void *arg, const char *gadget, enum audit_drop why);
+        void *dropped_arg;
 };
+
+static void dropped(struct audit *a, const char *gadget, enum audit_drop why)
+{
+        if (a->dropped && gadget)
+                a->dropped(a->dropped_arg, gadget, why);
+}
 
 const char *audit_outcome_name(enum audit_outcome o)
 {
@@ -297,6 +305,7 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                 a->unwritten++;
                 a->last_error = e;
                 audit_budget_failed(&a->budget, r->gadget, e, monotime_ms());
+                dropped(a, r->gadget, AUDIT_DROP_UNWRITTEN);
                 if (a->ev_tick && !evtimer_pending(a->ev_tick, NULL))
                         timer_arm_ms(a->ev_tick, AUDIT_FAILED_TICK_MS);
         }
@@ -352,6 +361,8 @@ void audit_write(struct audit *a, const struct audit_record *r)
                 timer_arm_ms(a->ev_tick, AUDIT_TICK_MS);
         if (take != 0)
                 put_record(a, r, 0);
+        else
+                dropped(a, r->gadget, AUDIT_DROP_SUMMARIZED);
 }
 
 void audit_close(struct audit *a)
@@ -373,6 +384,12 @@ void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, con
 {
         a->listener = fn;
         a->listener_arg = arg;
+}
+
+void audit_on_drop(struct audit *a, void (*fn)(void *arg, const char *gadget, enum audit_drop why), void *arg)
+{
+        a->dropped = fn;
+        a->dropped_arg = arg;
 }
 
 void audit_set_store(struct audit *a, const char *node, void (*fn)(void *arg, const char *gadget, const char *line),

@@ -69,6 +69,12 @@ void audit_close(struct audit *a);
  * `gadgetctl audit -f`. */
 void audit_write(struct audit *a, const struct audit_record *r);
 void audit_listen(struct audit *a, void (*fn)(void *arg, const char *gadget, const char *line), void *arg);
+/* Why a record of a gadget's was not written one by one. */
+enum audit_drop { AUDIT_DROP_SUMMARIZED, AUDIT_DROP_UNWRITTEN, AUDIT_N_DROPS };
+/* fn(arg, gadget, why) for each record of gadget's not written one by one:
+ * counted into its summary over RecordsPerSecond=, or refused by the file
+ * (the core counts them per gadget, for its metrics). */
+void audit_on_drop(struct audit *a, void (*fn)(void *arg, const char *gadget, enum audit_drop why), void *arg);
 /* With a shared store (Store=postgresql): every line then names node
  * ("node":"NODE", after the other fields) and is also given to fn, once
  * written to the file (or not: the store's copy does not depend on it). */

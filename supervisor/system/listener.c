@@ -1,8 +1,9 @@
-/* listener: pausing a listener that cannot accept. */
+/* listener: pausing a listener that cannot accept; taking one over. */
 #include "listener.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -101,4 +102,19 @@ bad:
         return -EINVAL;
 not_loopback:
         return -EADDRNOTAVAIL;
+}
+
+int listener_adopt(int fd, int family)
+{
+        struct sockaddr_storage got;
+        socklen_t glen = sizeof got;
+        int type = 0, acc = 0;
+        socklen_t tl = sizeof type, al = sizeof acc;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 ||
+            type != SOCK_STREAM || !acc || getsockname(fd, (struct sockaddr *)&got, &glen) < 0 || got.ss_family != family)
+                return -EINVAL;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return -EINVAL;
+        return 0;
 }

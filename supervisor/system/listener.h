@@ -28,3 +28,9 @@ void listener_name(struct evconnlistener *lev, char *buf, size_t len);
  * port) into sa: 0, -EINVAL if it is not ADDRESS:PORT, -EADDRNOTAVAIL if
  * the address is not a loopback one (127.0.0.0/8, ::1). */
 int listener_parse_loopback(const char *s, struct sockaddr_storage *sa, socklen_t *len);
+/* A listening socket handed on by gadgetd's previous image (re-exec, the
+ * fd store): fd must be a stream socket that listens, of family; it is
+ * made non-blocking and close-on-exec. 0, or -EINVAL if it is not one.
+ * Why the check: the fd's number comes from the handed-on state, read as
+ * hostile. */
+int listener_adopt(int fd, int family);

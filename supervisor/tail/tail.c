@@ -278,6 +278,12 @@ static void on_info(void *arg, const struct unit *u, struct unit_info *out)
         for (size_t i = 0; tu && i < tu->n_feeds; i++) {
                 out->tail_queued += tu->feeds[i].queued;
                 out->tail_dropped += tu->feeds[i].dropped_total;
+                /* Why bounded: a label value each; past the last slot, one more. */
+                bool own = i < UNIT_INFO_TAILS - 1 || tu->n_feeds <= UNIT_INFO_TAILS;
+                struct unit_tail_drops *d = &out->tail_drops[own ? i : UNIT_INFO_TAILS - 1];
+                d->binding = own ? tu->feeds[i].binding : UNIT_STATS_OTHER;
+                d->dropped += tu->feeds[i].dropped_total;
+                out->n_tail_drops = (size_t)(d - out->tail_drops) + 1;
         }
         out->tails = tu ? tu->n_feeds : 0;
 }

@@ -16,6 +16,7 @@ import time
 from attacks import field, varint
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, policy, test, wait_for, workers
 from kvchecks import bcall
+from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
 from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, nodes_seen, owner_of, peer_node, start_all,
                      stop_all)
 from pgserver import PgServer
@@ -24,10 +25,17 @@ from pgserver import PgServer
 def pg_cluster_counter_two_nodes(tmp):
     """The counter example, run by node a, counts 500 concurrent increments
     sent through two nodes (250 through a, 250 through b, which forwards
-    them over the link) exactly; b answers as if local."""
+    them over the link) exactly; b answers as if local. Each node's
+    metrics (accepted by promtool) tell the cluster: the calls b forwarded
+    and a took by outcome, a's one lease, both nodes up, the link's
+    sessions, the store's latency by kind; and the nodes' labels stay
+    bounded when the store lists 74 (rows any node may write, some names
+    no node could have)."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a", "a") as (a, b):
+        nodes = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        ends = [metrics_listen(d.tmp, d.extra[1]) for d in nodes]
+        with counter_cluster(nodes, "a", "a") as (a, b):
             nodes_seen(b, 2)
             r = b.ctl("call", "counter", "increment")
             check(r.returncode == 0 and r.stdout.strip() == "1", "a call through b: %r %r" % (r.stdout, r.stderr))
@@ -53,6 +61,67 @@ def pg_cluster_counter_two_nodes(tmp):
             check(r.returncode == 0 and "counter runs on node a: its policy was read on this node; its process "
                   "there is not restarted from here" in r.stdout, "restart through b: %r" % r)
             check(a.list()["counter"]["pid"] == pid and a.state("counter") == "ready", "a's counter untouched")
+            cluster_metrics(ends)
+            hostile_node_names(pg, ends[0])
+
+
+def cluster_metrics(ends):
+    """Nodes a and b's series after pg_cluster_counter_two_nodes' calls:
+    252 calls through b went to a (the first, 250 of the flood, a get), 1
+    of no such method; a holds the one lease; each sees both nodes up."""
+    series = {}
+    for n, e in zip("ab", ends):
+        status, _, text = e.get()
+        check(status == 200, "node %s's metrics: %d" % (n, status))
+        promtool_check(text)
+        series[n] = s = parse(text)
+        check_histograms(s)
+        for node in "ab":
+            check(value(s, "gadgetd_cluster_nodes", node=node, state="up") == 1,
+                  "node %s sees node %s up: %r" % (n, node, [k for k in s if k[0] == "gadgetd_cluster_nodes"]))
+        check(value(s, "gadgetd_store_latency_seconds_count", op="lease") > 0, "node %s's lease queries" % n)
+    a, b = series["a"], series["b"]
+    forwarded = "gadgetd_cluster_forwarded_calls_total"
+    got = {(n, d, o): value(series[n], forwarded, direction=d, outcome=o)
+           for n in "ab" for d in ("in", "out") for o in ("ok", "no_method")}
+    check(got == {("a", "in", "ok"): 252, ("a", "in", "no_method"): 1, ("a", "out", "ok"): 0,
+                  ("a", "out", "no_method"): None, ("b", "in", "ok"): 0, ("b", "in", "no_method"): None,
+                  ("b", "out", "ok"): 252, ("b", "out", "no_method"): 1}, "the calls between the nodes: %r" % got)
+    check(value(a, "gadgetd_cluster_leases_held") == 1 and value(b, "gadgetd_cluster_leases_held") == 0,
+          "the leases held: a %r, b %r" % (value(a, "gadgetd_cluster_leases_held"),
+                                           value(b, "gadgetd_cluster_leases_held")))
+    check(value(a, "gadgetd_cluster_link_sessions", direction="in") >= 1 and
+          value(b, "gadgetd_cluster_link_sessions", direction="out") >= 1, "the link's sessions b -> a")
+    # every increment is a kv get and a put on a, which runs the counter
+    check(value(a, "gadgetd_store_latency_seconds_count", op="kv_put") >= 501 and
+          value(a, "gadgetd_store_latency_seconds_count", op="kv_get") >= 501 and
+          value(b, "gadgetd_store_latency_seconds_count", op="kv_put") == 0, "the store's kv latencies")
+
+
+def hostile_node_names(pg, e):
+    """70 more node rows (down: seen an hour ago) and 2 whose names no node
+    could have (a quote, a newline): node a labels 64 nodes (a and b up
+    among them) and counts the other 10 as _other, down; no invalid name
+    is a label."""
+    pg.psql("INSERT INTO gadgetd_node (name, last_seen) SELECT 'n' || lpad(i::text, 3, '0'), "
+            "now() - interval '1 hour' FROM generate_series(0, 69) i; INSERT INTO gadgetd_node (name, last_seen) "
+            "VALUES ('BAD\"name', now() - interval '1 hour'), (E'z\\nq', now() - interval '1 hour')")
+    seen = {}
+
+    def labelled():
+        status, _, text = e.get()
+        seen["text"] = text
+        s = parse(text)
+        seen["nodes"] = {dict(k[1])["node"]: (dict(k[1])["state"], v) for k, v in s.items()
+                         if k[0] == "gadgetd_cluster_nodes"}
+        return "_other" in seen["nodes"]
+    wait_for(labelled, timeout=15, what="node a's next read of the nodes: %r" % seen.get("nodes"))
+    promtool_check(seen["text"])
+    nodes = seen["nodes"]
+    others = {k: v for k, v in nodes.items() if k != "_other"}
+    check(len(others) == 64 and nodes["a"] == ("up", 1) and nodes["b"] == ("up", 1) and
+          nodes["_other"] == ("down", 10) and not any("BAD" in k or "\\" in k for k in nodes),
+          "the nodes labelled: %r" % nodes)
 
 
 @test

@@ -23,6 +23,7 @@ import threading
 
 from harness import GADGETD, Daemon, check, main, pid_alive, test, wait_for
 from gateway_util import Gateway, GatewayCallers
+from metrics_util import Scraper, metrics_listen
 
 FDSTATE = "gadgetd-state"
 
@@ -217,15 +218,17 @@ def fdstore_without_manager_stops(tmp):
 
 @test
 def fdstore_with_the_gateway(tmp):
-    """The gateway across two handoffs through the fd store: its listening
-    socket is stored and taken back (the same port), 2 callers through it
-    see every call answered, none refused or lost, and a browser's session
-    cookie from before is still valid."""
+    """The gateway and the metrics endpoint across two handoffs through the
+    fd store: their listening sockets are stored and taken back (the same
+    ports), 2 callers through the gateway and a scraper of /metrics see
+    every call and scrape answered, none refused or lost, and a browser's
+    session cookie from before is still valid."""
     store = Store(tmp)
     env = dict(os.environ, NOTIFY_SOCKET=store.path)
     g = Gateway(tmp, extra=["--limits-mode", "rlimits"])
     with open(g.config, "a") as f:
         f.write("[Daemon]\nFdStore=yes\nFdStoreTimeout=30s\n")
+    m = metrics_listen(tmp, g.config)
     g.env = env
     with g:
         g.add("plain", "")
@@ -234,17 +237,21 @@ def fdstore_with_the_gateway(tmp):
         st, hd, _ = g.request("GET", "/?token=" + g.token, auth=False)
         check(st == 303, "login: %d" % st)
         cookie = hd["set-cookie"].split(";")[0]
-        with GatewayCallers(g, "plain", 2) as callers:
+        with GatewayCallers(g, "plain", 2) as callers, Scraper(m, "gadgetd_gadgets 1\n") as scraper:
             for i in range(2):
                 callers.more(50, "50 calls before handoff %d" % i)
+                scraper.more(2, "2 scrapes before handoff %d" % i)
                 handoff(g, store)
                 start_from_store(g, store, env)
                 wait_for(lambda: g.state("plain") == "ready", what="plain adopted: %s" % g.logtext()[-3000:])
             callers.more(50, "50 calls after the last handoff")
-        print("through the gateway, 2 handoffs: %d ok, %d refused, %d lost"
-              % (callers.ok(), callers.refused(), callers.lost()))
+            scraper.more(2, "2 scrapes after the last handoff")
+        print("through the gateway, 2 handoffs: %d ok, %d refused, %d lost; scrapes: %d ok, %d refused, %d lost"
+              % (callers.ok(), callers.refused(), callers.lost(), scraper.ok, scraper.refused, scraper.lost))
         check(callers.refused() == 0 and callers.lost() == 0, "calls refused or lost: %r" % callers.errors())
+        check(scraper.refused == 0 and scraper.lost == 0, "scrapes refused or lost: %r" % scraper.errors[:5])
         check(g.logtext().count("its socket kept across gadgetd's re-exec") == 2, "the gateway's socket not kept")
+        check(g.logtext().count("the socket kept across gadgetd's re-exec") == 2, "the metrics socket not kept")
         st, _, body = g.request("GET", "/api/gadgets", auth=False, headers={"Cookie": cookie})
         check(st == 200, "the session cookie from before the handoffs: %d %r" % (st, body))
         check(g.status("plain")["pid"] == pid, "the gadget's pid changed")

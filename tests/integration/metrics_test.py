@@ -14,53 +14,21 @@ import urllib.parse
 import urllib.request
 
 import harness
-from harness import Daemon, check, free_port, need, test, wait_for
-from metrics_util import Metrics
+from harness import Daemon, check, free_port, need, policy, test, wait_for
+from metrics_util import Metrics, check_histograms, parse, promtool_check, value
 
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
-# The labels each series may carry: bounded sets, never a caller's string.
-ALLOWED = {"gadget", "method", "binding", "op", "outcome", "cause", "state", "le", "budget", "kind", "why", "limit"}
+def call(d, method, args="{}", gadget="good"):
+    return d.ctl("call", gadget, method, args)
 
 
-def parse(text):
-    """{(name, frozenset(labels.items())): value}, checking every line."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        check(m, "not a sample line: %r" % line)
-        labels = dict(LABEL.findall(m.group(2) or ""))
-        check(set(labels) <= ALLOWED, "a label outside the bounded set: %r" % line)
-        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
-    return out
-
-
-def value(series, name, **labels):
-    return series.get((name, frozenset(labels.items())))
-
-
-def check_histograms(series):
-    """Every histogram's buckets rise with le, +Inf equals _count."""
-    hists = {}
-    for (name, labels), v in series.items():
-        if name.endswith("_bucket"):
-            d = dict(labels)
-            le = d.pop("le")
-            hists.setdefault((name[:-7], frozenset(d.items())), []).append((float(le), v))
-    check(hists, "no histogram")
-    for (base, labels), buckets in hists.items():
-        buckets.sort()
-        counts = [v for _, v in buckets]
-        check(counts == sorted(counts), "%s%r: buckets not cumulative: %r" % (base, dict(labels), buckets))
-        check(buckets[-1][0] == float("inf") and buckets[-1][1] == series.get((base + "_count", labels)),
-              "%s%r: +Inf bucket is not the count" % (base, dict(labels)))
-
-
-def call(d, method, args="{}"):
-    return d.ctl("call", "good", method, args)
+def tail_dropped(d, name):
+    """gadgetctl status' "Tail: Q events queued, D dropped" as (Q, D)."""
+    for line in d.status(name)["limits"]:
+        m = re.fullmatch(r"Tail: (\d+) events queued, (\d+) dropped", line)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
 
 
 def prometheus(tmp, d):
@@ -97,13 +65,27 @@ def metrics_scraped_by_prometheus(tmp):
     returns what happened: a fork refused at TasksMax (a limit hit), 5
     calls ok, 2 of an undeclared method counted under _other, 1 over
     CallTimeout (outcome timeout), the restart that followed, the
-    call-duration histogram's count, the gadget's state."""
+    call-duration histogram's count, the gadget's state; a gadget woken by
+    a call and parked idle by IdleStop= has seconds awake and idle (the
+    always-ready one none idle); a tail binding whose every batch fails
+    (no such method) has its dropped events counted, as status counts
+    them."""
     d = Metrics(tmp)
     with d:
         d.add("good", "CallTimeout=1s\nRestart=always\nTasksMax=3\n")
-        wait_for(lambda: d.state("good") == "ready", what="good ready")
+        policy(d.pol, "lazy", "Start=on-demand\nIdleStop=200ms\n")
+        d.add("tailer", "[Binding T]\nType=tail\nOf=lazy\nMethod=nosuch\n")
+        wait_for(lambda: d.state("good") == "ready" and d.state("lazy") == "idle", what="good ready, lazy idle")
         p, api = prometheus(tmp, d)
         try:
+            # lazy: woken by 3 calls, then parked idle 200 ms after them
+            for i in range(3):
+                check(call(d, "echo", str(i), gadget="lazy").returncode == 0, "lazy's echo")
+            wait_for(lambda: d.state("lazy") == "idle", what="lazy parked idle again")
+            # its events (the calls, its lines, its exit) all dropped: no method takes them
+            wait_for(lambda: tail_dropped(d, "tailer")[0] == 0 and tail_dropped(d, "tailer")[1] >= 3,
+                     what="the tail's batches, failed and dropped")
+            dropped = tail_dropped(d, "tailer")[1]
             # the limit hit: a fork refused at TasksMax=3 (the children
             # before it spin until the restart below ends them)
             check(call(d, "spin", '{"procs": 8}').returncode != 0, "8 children within TasksMax=3")
@@ -125,8 +107,13 @@ def metrics_scraped_by_prometheus(tmp):
                      ('gadgetd_gadget_restarts_total{gadget="good",cause="exit"}', 1),
                      ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 9),
                      ('gadgetd_gadget_state{gadget="good",state="ready"}', 1),
-                     ('gadgetd_gadgets', 1),
-                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1)]
+                     ('gadgetd_gadgets', 3),
+                     ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1),
+                     ('gadgetd_gadget_tail_events_dropped_total{gadget="tailer",binding="T"}', dropped),
+                     ('gadgetd_gadget_state_seconds_total{gadget="good",state="idle"}', 0),
+                     ('gadgetd_gadget_state_seconds_total{gadget="lazy",state="awake"} > bool 0', 1),
+                     ('gadgetd_gadget_state_seconds_total{gadget="lazy",state="idle"} > bool 0', 1),
+                     ('gadgetd_gadget_state_seconds_total{gadget="good",state="awake"} > bool 0', 1)]
             for q, want in got_q:
                 wait_for(lambda q=q, want=want: got(q, want), timeout=30, what="%s == %s" % (q, want))
             # the timed-out call took at least its CallTimeout: not in the 0.5 s bucket
@@ -144,11 +131,9 @@ def metrics_exposition_checked(tmp):
     parses, carries only bounded labels (a binding call of an undeclared
     binding, or of an operation its type lacks, counts as _other), and
     every histogram is
-    cumulative; OpenMetrics when asked ends with # EOF, counters' families
+    cumulative; the audit records summarized over RecordsPerSecond= are
+    counted per gadget too; OpenMetrics when asked ends with # EOF, counters' families
     without _total."""
-    promtool = shutil.which("promtool")
-    if not promtool:
-        need("promtool", "the exposition is checked by promtool (Debian's prometheus package)")
     d = Metrics(tmp, more="[Audit]\nRecordsPerSecond=2\n")
     with d:
         d.add("good", "\n[Binding KV]\nType=kv\n")
@@ -165,8 +150,8 @@ def metrics_exposition_checked(tmp):
         status, headers, text = d.get()
         check(status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4"), "GET: %d %r" % (
             status, headers))
-        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
-        check(r.returncode == 0, "promtool: %s%s" % (r.stdout, r.stderr))
+        promtool_check(text)
+        check("gadgetd_cluster_" not in text and "gadgetd_store_" not in text, "cluster series without a shared store")
         series = parse(text)
         check_histograms(series)
         check(value(series, "gadgetd_gadget_calls_total", gadget="good", method="echo", outcome="ok") == 1,
@@ -179,8 +164,12 @@ def metrics_exposition_checked(tmp):
                                                      binding="_other", op="_other", outcome="error") == 1,
               "the bad binding calls under _other: %r" % [k for k in series if "binding" in k[0]])
         # 23 binding calls at RecordsPerSecond=2: most are summarized
-        check(value(series, "gadgetd_audit_records_dropped_total", why="summarized") >= 10,
-              "audit records summarized: %r" % value(series, "gadgetd_audit_records_dropped_total", why="summarized"))
+        summarized = value(series, "gadgetd_audit_records_dropped_total", why="summarized")
+        check(summarized >= 10, "audit records summarized: %r" % summarized)
+        # ... all of them good's, the one gadget
+        check(value(series, "gadgetd_gadget_audit_records_dropped_total", gadget="good", why="summarized") == summarized
+              and value(series, "gadgetd_gadget_audit_records_dropped_total", gadget="good", why="unwritten") == 0,
+              "good's audit records dropped: %r" % [(k, v) for k, v in series.items() if "audit" in k[0]])
         check(value(series, "gadgetd_open_fds") > 0 and value(series, "gadgetd_resident_memory_bytes") > 0,
               "gadgetd's own")
         status, headers, om = d.get(accept="application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
@@ -193,7 +182,8 @@ def metrics_token_and_config(tmp):
     """Without the token (or with another) nothing but 401; a path other
     than /metrics is 404; a non-loopback MetricsListen= and a relative
     MetricsToken= are refused naming the file and line; a Unix socket
-    serves too."""
+    serves too, and is kept (the same socket) across daemon-reexec, unless
+    MetricsListen= names another since."""
     d = Metrics(tmp)
     with d:
         check(d.get(token=False)[0] == 401, "no token")
@@ -216,37 +206,40 @@ def metrics_token_and_config(tmp):
     os.makedirs(os.path.join(tmp, "u"))
     u = Metrics(os.path.join(tmp, "u"), listen=path)
     with u:
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(path)
-        s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
-                   % u.token).encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-        s.close()
+        def unix_scrape(path=path):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                       % u.token).encode())
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+            s.close()
+            return data
+        data = unix_scrape()
         check(data.startswith(b"HTTP/1.1 200") and b"gadgetd_gadgets 0" in data, "over the Unix socket: %r" % data[:300])
-
-
-@test
-def metrics_across_daemon_reexec(tmp):
-    """gadgetctl daemon-reexec with a scraper connected: the re-exec waits
-    for no scrape in flight, the next image listens again on the same
-    address, and its first scrape shows the adopted gadget ready (the
-    counters start again with the image)."""
-    d = Metrics(tmp)
-    with d:
-        d.add("good")
-        wait_for(lambda: d.state("good") == "ready", what="good ready")
-        check(d.get()[0] == 200, "a scrape before")
-        r = d.ctl("daemon-reexec")
-        check(r.returncode == 0, "daemon-reexec: %r" % r)
-        wait_for(lambda: d.logtext().count("metrics: serving /metrics") == 2, what="the next image's endpoint")
-        status, _, body = d.get()
-        check(status == 200 and 'gadgetd_gadget_state{gadget="good",state="ready"} 1' in body, "after: %d %s" % (
-            status, body[:300]))
+        ino = os.stat(path).st_ino
+        r = u.ctl("daemon-reexec")
+        check(r.returncode == 0 and "the socket kept across gadgetd's re-exec" in u.logtext(),
+              "the Unix socket kept across daemon-reexec: %r %s" % (r, u.logtext()[-1500:]))
+        check(os.stat(path).st_ino == ino, "the Unix socket's file made again")
+        data = unix_scrape()
+        check(data.startswith(b"HTTP/1.1 200"), "over the Unix socket after the re-exec: %r" % data[:300])
+        # MetricsListen= changed meanwhile: the socket handed on is not one
+        # on it, so the next image listens afresh where it says
+        moved = os.path.join(tmp, "m2.sock")
+        conf = os.path.join(tmp, "u", "gadgetd.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace(path, moved))
+        r = u.ctl("daemon-reexec")
+        check(r.returncode == 0 and "is not one on %s: listening again" % moved in u.logtext(),
+              "a moved MetricsListen= after daemon-reexec: %r %s" % (r, u.logtext()[-1500:]))
+        check(unix_scrape(moved).startswith(b"HTTP/1.1 200"), "over the moved Unix socket")
 
 
 @test

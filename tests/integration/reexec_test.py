@@ -17,6 +17,7 @@ import harness
 from protobytes import field, frame, varint
 from harness import GADGETD, Daemon, Healthy, check, main, pid_alive, test, wait_for, workers
 from gateway_util import Gateway, GatewayCallers
+from metrics_util import Scraper, metrics_listen
 
 REEXECS = 5
 
@@ -228,30 +229,41 @@ def reexec_hands_on_a_half_read_request(tmp):
 
 @test
 def reexec_with_the_gateway(tmp):
-    """gadgetd with its gateway, 4 callers through it throughout 5
-    re-execs: its port kept (the listening socket handed on), every call
-    answered, none refused or lost; a browser's session cookie still
-    valid; the gadget's pid unchanged."""
-    with Gateway(tmp) as g:
+    """gadgetd with its gateway and its metrics endpoint, 4 callers through
+    the gateway and a scraper of /metrics throughout 5 re-execs: both ports
+    kept (the listening sockets handed on), every call answered and every
+    scrape too (each showing the adopted gadget ready), none refused or
+    lost; a browser's session cookie still valid; the gadget's pid
+    unchanged."""
+    g = Gateway(tmp)
+    m = metrics_listen(tmp, g.config)
+    with g:
         g.add("plain", "")
         g.wait_ready("plain")
         pid = pid_of(g, "plain")
         st, hd, _ = g.request("GET", "/?token=" + g.token, auth=False)
         check(st == 303, "login: %d" % st)
         cookie = hd["set-cookie"].split(";")[0]
-        with GatewayCallers(g, "plain", 4) as callers:
+        ready = 'gadgetd_gadget_state{gadget="plain",state="ready"} 1'
+        with GatewayCallers(g, "plain", 4) as callers, Scraper(m, ready) as scraper:
             for i in range(1, REEXECS + 1):
                 callers.more(100, "100 more calls through the gateway before re-exec %d" % i)
+                scraper.more(2, "2 more scrapes before re-exec %d" % i)
                 r = g.ctl("daemon-reexec")
                 check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout,
                       "daemon-reexec %d: %r %s" % (i, r, g.logtext()[-2000:]))
             callers.more(100, "100 more calls after the last")
-        print("through the gateway, %d re-execs: %d ok, %d refused, %d lost"
-              % (REEXECS, callers.ok(), callers.refused(), callers.lost()))
+            scraper.more(2, "2 more scrapes after the last")
+        print("through the gateway, %d re-execs: %d ok, %d refused, %d lost; scrapes: %d ok, %d refused, %d lost"
+              % (REEXECS, callers.ok(), callers.refused(), callers.lost(), scraper.ok, scraper.refused,
+                 scraper.lost))
         check(callers.refused() == 0 and callers.lost() == 0, "calls refused or lost: %r" % callers.errors())
         check(callers.ok() >= 600, "too few calls: %d" % callers.ok())
+        check(scraper.refused == 0 and scraper.lost == 0, "scrapes refused or lost: %r" % scraper.errors[:5])
         check(g.logtext().count("its socket kept across gadgetd's re-exec") == REEXECS,
               "the gateway's socket not kept")
+        check(g.logtext().count("the socket kept across gadgetd's re-exec") == REEXECS,
+              "the metrics endpoint's socket not kept")
         st, _, body = g.request("GET", "/api/gadgets", auth=False, headers={"Cookie": cookie})
         check(st == 200, "the session cookie from before the re-execs: %d %r" % (st, body))
         check(pid_of(g, "plain") == pid, "the gadget's pid changed")

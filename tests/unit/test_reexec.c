@@ -14,7 +14,7 @@
 #include "system/monotime.h"
 #include "tap.h"
 
-static int fds[14];
+static int fds[16];
 
 /* A state of three gadgets (one running, one stopped, one another node
  * runs) and one control connection, on real fds (pipes). */
@@ -49,7 +49,8 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .gateway = { .fd = fds[11],
                                                  .session = "0123456789abcdef0123456789abcdef"
                                                             "0123456789abcdef0123456789abcdef" },
-                                    .lease_until_ms = monotime_ms() + 8000, .peer_fd = fds[12] };
+                                    .lease_until_ms = monotime_ms() + 8000, .peer_fd = fds[12],
+                                    .metrics_fd = fds[14] };
 }
 
 /* The state's bytes. */
@@ -83,6 +84,27 @@ static int read_bytes(const uint8_t *p, size_t n, char *err, size_t len)
         return e;
 }
 
+/* p's length and checksum made right for its m bytes: m. */
+static size_t fix_header(uint8_t *p, size_t m)
+{
+        uint64_t body = m - 24, h = 14695981039346656037ull;
+        for (size_t i = 24; i < m; i++)
+                h = (h ^ p[i]) * 1099511628211ull;
+        for (size_t i = 0; i < 4; i++)
+                p[12 + i] = (uint8_t)(body >> (8 * i));
+        for (size_t i = 0; i < 8; i++)
+                p[16 + i] = (uint8_t)(h >> (8 * i));
+        return m;
+}
+
+/* The state's bytes p (n of them) as version 6 wrote them: without the
+ * metrics endpoint's socket, its last field. The new length. */
+static size_t as_version6(uint8_t *p, size_t n)
+{
+        p[8] = 6;
+        return fix_header(p, n - 4);
+}
+
 /* The state's bytes p (n of them, room for max) with gamma's owner
  * "node-x" and what follows it (epoch, flag) replaced, its length and
  * checksum made right: the new length, or 0. */
@@ -103,14 +125,7 @@ static size_t remote_rewritten(uint8_t *p, size_t n, size_t max, const char *own
         size_t tail = n - rest_at, m = (size_t)(at - p) + 4 + ol + 9 + tail;
         memmove(at + 4 + ol + 9, p + rest_at, tail);
         memcpy(at, mid, 4 + ol + 9);
-        uint64_t body = m - 24, h = 14695981039346656037ull;
-        for (size_t i = 24; i < m; i++)
-                h = (h ^ p[i]) * 1099511628211ull;
-        for (size_t i = 0; i < 4; i++)
-                p[12 + i] = (uint8_t)(body >> (8 * i));
-        for (size_t i = 0; i < 8; i++)
-                p[16 + i] = (uint8_t)(h >> (8 * i));
-        return m;
+        return fix_header(p, m);
 }
 
 static void test_round_trip(void)
@@ -168,6 +183,7 @@ static void test_round_trip(void)
               "the gateway's socket, kept, and its session");
         CHECK(r.lease_until_ms == s.lease_until_ms, "the time to take the leases back by");
         CHECK(r.peer_fd == fds[12] && reexec_fd_kept(&r, fds[12]), "the node link's socket, kept");
+        CHECK(r.metrics_fd == fds[14] && reexec_fd_kept(&r, fds[14]), "the metrics endpoint's socket, kept");
         reexec_fds_inherit(&r, true);
         CHECK(!(fcntl(fds[11], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[0], F_GETFD) & FD_CLOEXEC) && !(fcntl(fds[5], F_GETFD) & FD_CLOEXEC) &&
                       (fcntl(fds[6], F_GETFD) & FD_CLOEXEC),
@@ -207,19 +223,20 @@ static void test_damage_refused(void)
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "version is 1"), "version: %s", err);
         make_state(&s, u, h);
         s.n = 0; /* no gadget: versions 3 and 4 (no pidfds) read as version 5 */
-        n = bytes_of(&s, b, sizeof b);
+        n = as_version6(b, bytes_of(&s, b, sizeof b));
         b[8] = 3;
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 3 without gadgets: %s", err);
         b[8] = 4;
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "version 4 without gadgets: %s", err);
 }
 
-/* The state's bytes p (n of them) as version 5 wrote them: alpha without
- * its runs and its log lines without their time, run, source and
- * priority (8 + 4 + 1 + 1 bytes each); its length and checksum made
- * right. The new length. */
+/* The state's bytes p (n of them) as version 5 wrote them: as version 6,
+ * and alpha without its runs and its log lines without their time, run,
+ * source and priority (8 + 4 + 1 + 1 bytes each); its length and checksum
+ * made right. The new length. */
 static size_t as_version5(uint8_t *p, size_t n, const struct unit_saved *alpha)
 {
+        n = as_version6(p, n);
         uint8_t *text = memmem(p, n, alpha->text, alpha->text_len);
         size_t at = (size_t)(text - p) - 8, m = n; /* runs, then the text's length */
         memmove(p + at, p + at + 4, m - at - 4);
@@ -231,14 +248,7 @@ static size_t as_version5(uint8_t *p, size_t n, const struct unit_saved *alpha)
                 m -= 14;
         }
         p[8] = 5;
-        uint64_t body = m - 24, h = 14695981039346656037ull;
-        for (size_t i = 24; i < m; i++)
-                h = (h ^ p[i]) * 1099511628211ull;
-        for (size_t i = 0; i < 4; i++)
-                p[12 + i] = (uint8_t)(body >> (8 * i));
-        for (size_t i = 0; i < 8; i++)
-                p[16 + i] = (uint8_t)(h >> (8 * i));
-        return m;
+        return fix_header(p, m);
 }
 
 /* A version 5 state (the image before) is read: its log lines with run 0
@@ -262,6 +272,26 @@ static void test_version5(void)
                       r.units[0].log[1].meta.source == LOGBUF_STDOUT && r.units[0].runs == 3 &&
                       r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].n_methods == 2,
               "version 5: its log lines without time or run, runs = restarts + the running one");
+        reexec_state_free(&r);
+}
+
+/* A version 6 state (the image before) is read: no metrics endpoint's
+ * socket (the next image listens again); the metrics socket it would name
+ * is one it does not hand on. */
+static void test_version6(void)
+{
+        struct reexec_state s, r;
+        struct unit_saved u[3];
+        struct control_handoff h[1];
+        static uint8_t b[8192];
+        char err[512] = "";
+        make_state(&s, u, h);
+        size_t n = as_version6(b, bytes_of(&s, b, sizeof b));
+        int fd = memfd_of(b, n);
+        int e = reexec_state_read(fd, &r, err, sizeof err);
+        close(fd);
+        CHECK(e == 0 && r.metrics_fd == -1 && r.peer_fd == fds[12] && r.n == 3 && !reexec_fd_kept(&r, fds[14]),
+              "version 6 read, without a metrics socket: %s", err);
         reexec_state_free(&r);
 }
 
@@ -371,6 +401,7 @@ static void test_lies_refused(void)
         make_state(&s, u, h);
         s.gateway.fd = -1; /* no gateway: the writer leaves its session out */
         s.peer_fd = -1;
+        s.metrics_fd = -1;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) == 0, "no gateway: %s", err);
         make_state(&s, u, h);
@@ -381,6 +412,14 @@ static void test_lies_refused(void)
         s.gateway.fd = 998;
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gateway's socket (998)"), "%s", err);
+        make_state(&s, u, h);
+        s.metrics_fd = 997;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "metrics endpoint's socket (997)"), "%s", err);
+        make_state(&s, u, h);
+        s.metrics_fd = fds[12];
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "the metrics fd: %s", err);
         make_state(&s, u, h);
         s.lease_until_ms = monotime_ms() + REEXEC_LEASE_AHEAD_MS + 5000;
         n = bytes_of(&s, b, sizeof b);
@@ -395,12 +434,13 @@ static void test_lies_refused(void)
 
 int main(void)
 {
-        for (size_t i = 0; i < 14; i += 2)
+        for (size_t i = 0; i < 16; i += 2)
                 if (pipe2(fds + i, O_CLOEXEC) < 0)
                         return 1;
         test_round_trip();
         test_damage_refused();
         test_version5();
+        test_version6();
         test_lies_refused();
         return tap_done();
 }
