@@ -142,6 +142,15 @@ static struct unit *runs_here(struct forward *f, struct session *s, uint64_t id,
         return NULL;
 }
 
+/* runs_here for a call: a refusal counted with the calls from other nodes. */
+static struct unit *call_runs_here(struct forward *f, struct session *s, uint64_t id, const char *name)
+{
+        struct unit *u = runs_here(f, s, id, name);
+        if (!u)
+                core_forwarded_refused(f->core, core_find(f->core, name) ? GADGET_EUNAVAILABLE : GADGET_ENOTFOUND);
+        return u;
+}
+
 /* One audit record per call another node forwards, naming that node
  * and what it says of the call's origin, and the call's trace (t: its
  * span here, zero if none). */
@@ -165,7 +174,7 @@ static void audit_in(struct forward *f, struct session *s, const Control__Call *
 static void in_call(struct forward *f, struct session *s, const Control__Request *q)
 {
         const Control__Call *call = q->call;
-        struct unit *u = runs_here(f, s, q->id, call->name);
+        struct unit *u = call_runs_here(f, s, q->id, call->name);
         char msg[400];
         if (!u)
                 return;
@@ -175,6 +184,7 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
                 snprintf(msg, sizeof msg, "admin methods of %s are called on the node that runs it (%s): an admin "
                          "call never crosses the link", call->name, core_node(f->core));
                 audit_in(f, s, call, GADGET_EDENIED, msg, NULL);
+                core_forwarded_refused(f->core, GADGET_EDENIED);
                 send_error(s->in, q->id, GADGET_EDENIED, msg);
                 return;
         }

@@ -152,6 +152,9 @@ struct core_forwarded {
         uint64_t calls[2][UNIT_STATS_OUTCOMES];
 };
 const struct core_forwarded *core_forwarded(const struct core *c);
+/* A call from another node refused before it reached a gadget's door (no
+ * such gadget here, an admin call): counted in [0] with code. */
+void core_forwarded_refused(struct core *c, int code);
 struct store_latency;
 /* The shared store's query durations by kind; NULL without one. */
 const struct store_latency *core_store_latency(const struct core *c);

@@ -395,6 +395,11 @@ const struct core_forwarded *core_forwarded(const struct core *c)
         return &c->forwarded;
 }
 
+void core_forwarded_refused(struct core *c, int code)
+{
+        c->forwarded.calls[0][unit_stats_outcome_of(code)]++;
+}
+
 const struct store_latency *core_store_latency(const struct core *c)
 {
         return c->bindings.store_latency;

@@ -61,8 +61,25 @@ def pg_cluster_counter_two_nodes(tmp):
             check(r.returncode == 0 and "counter runs on node a: its policy was read on this node; its process "
                   "there is not restarted from here" in r.stdout, "restart through b: %r" % r)
             check(a.list()["counter"]["pid"] == pid and a.state("counter") == "ready", "a's counter untouched")
+            refused_at_the_link(a, cd)
             cluster_metrics(ends)
             hostile_node_names(pg, ends[0])
+
+
+def refused_at_the_link(a, cd):
+    """Calls a refuses before any gadget's door, as node b would send
+    them: to a gadget a has not, and an admin call (counted as not_found
+    and denied calls in; cluster_metrics checks)."""
+    from peerclient import Peer, call
+    addr = [n["peer"] for n in json.loads(a.ctl("--json", "nodes").stdout)["nodes"] if n["name"] == "a"][0]
+    p = Peer(addr, cd, "b", "a")
+    try:
+        p.send(call(1, "nosuch", "get"))
+        p.send(call(2, "counter", "get", admin=True))
+        answers = [p.answer(), p.answer()]
+    finally:
+        p.close()
+    check([r and r["code"] for r in answers] == [10, 4], "the refusals at the link: %r" % answers)
 
 
 def cluster_metrics(ends):
@@ -84,6 +101,9 @@ def cluster_metrics(ends):
     forwarded = "gadgetd_cluster_forwarded_calls_total"
     got = {(n, d, o): value(series[n], forwarded, direction=d, outcome=o)
            for n in "ab" for d in ("in", "out") for o in ("ok", "no_method")}
+    refused = (value(a, forwarded, direction="in", outcome="not_found"),
+               value(a, forwarded, direction="in", outcome="denied"))
+    check(refused == (1, 1), "calls refused at the link (not_found, denied): %r" % (refused,))
     check(got == {("a", "in", "ok"): 252, ("a", "in", "no_method"): 1, ("a", "out", "ok"): 0,
                   ("a", "out", "no_method"): None, ("b", "in", "ok"): 0, ("b", "in", "no_method"): None,
                   ("b", "out", "ok"): 252, ("b", "out", "no_method"): 1}, "the calls between the nodes: %r" % got)
