@@ -190,13 +190,16 @@ def cgroup_dirs(pid):
 
 
 def wait_for(cond, timeout=20, what="condition"):
+    """cond's first true value, asked every 50 ms for timeout s; what
+    names it in the failure (a callable: its text then, with what was
+    seen last)."""
     end = time.time() + timeout
     while time.time() < end:
         v = cond()
         if v:
             return v
         time.sleep(0.05)
-    check(False, "timed out waiting for " + what)
+    check(False, "timed out waiting for " + (what() if callable(what) else what))
 
 
 

@@ -71,7 +71,7 @@ def owner_of(ds, name, timeout=20):
         found["s"] = s
         return len(ready) == 1 and all(st == "remote" and ("runs on node %s" % ready[0]) in cause
                                        for n, (st, cause) in s.items() if n != ready[0])
-    wait_for(one_ready, timeout=timeout, what="one node running %s: %r" % (name, found.get("s")))
+    wait_for(one_ready, timeout=timeout, what=lambda: "one node running %s: %r" % (name, found.get("s")))
     s = found["s"]
     check(sum(st == "ready" for st, _ in s.values()) == 1, "not one owner: %r" % s)
     return next(n for n, (st, _) in s.items() if st == "ready")
