@@ -124,7 +124,7 @@ static void span_begin(struct gadget_bindings *g, struct binding_req *r, struct 
         trace_begin(t, parent, &r->trace);
         if (parent)
                 memcpy(r->parent_id, parent->span_id, TRACE_SPAN_ID_LEN);
-        r->start_ns = trace_now_ns();
+        r->start_ns = traces_wall_ns(t, (uint64_t)r->start.tv_sec * 1000000000ull + (uint64_t)r->start.tv_nsec);
         r->traced = true;
 }
 

@@ -146,7 +146,7 @@ static void span_begin(struct call *c, const struct call_req *q)
                 memcpy(c->parent_id, q->trace->span_id, TRACE_SPAN_ID_LEN);
         if (q->peer_node)
                 trace_copy(c->peer, sizeof c->peer, q->peer_node);
-        c->start_ns = trace_now_ns();
+        c->start_ns = traces_wall_ns(t, c->begin_us * 1000);
         c->traced = true;
 }
 
@@ -219,7 +219,7 @@ static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t en
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
-        uint64_t us = monotime_us() - c->begin_us;
+        uint64_t now_us = monotime_us(), us = now_us - c->begin_us;
         span_end(c, code, us);
         call_told(c, code, us);
         if (c->audit_by)
@@ -229,7 +229,7 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         wait_unlink(c);
         fwd_unlink(c);
         pend_unlink(c);
-        unit_active(c->u, monotime_ms());
+        unit_active(c->u, now_us / 1000);  /* one clock reading a call's end */
         if (c->from_node || c->sent_out)
                 c->u->core->forwarded.calls[c->sent_out][unit_stats_outcome_of(res ? 0 : code)]++;
         if (!c->wake) {
@@ -844,7 +844,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        unit_active(u, monotime_ms());
+        unit_active(u, begin_us / 1000);
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
         if (u->state == UNIT_REMOTE && q->admin) {
                 snprintf(msg, len, "admin methods of %s are called on the node that runs it (%.64s): an admin call "

@@ -67,8 +67,9 @@ struct metrics_scrape {
         struct evhttp_request *req;
         struct evhttp_connection *evcon;
         bool openmetrics;
-        char **names;                /* the gadgets when it began */
-        size_t n_names, next;        /* next name to read */
+        char *names;                 /* the gadgets' names when it began, each ended by a NUL */
+        size_t n_names, next;        /* next name to read, */
+        size_t names_at;             /* which starts here */
         struct metrics_row *rows;
         size_t n_rows;
         size_t family, row;          /* where writing is */

@@ -28,29 +28,88 @@ struct family {
         enum scope scope;
 };
 
+/* A series' line built on the stack and added to the scrape's buffer
+ * whole (an evbuffer_add costs more than the bytes of a short piece): a
+ * scrape of 10,000 gadgets writes 17 MiB of such lines. */
+struct line {
+        struct evbuffer *out;
+        size_t n;
+        char b[256];
+};
+
+static void put(struct line *l, const char *s, size_t n)
+{
+        if (n > sizeof l->b - l->n) {
+                evbuffer_add(l->out, l->b, l->n);
+                l->n = 0;
+                if (n > sizeof l->b) {
+                        evbuffer_add(l->out, s, n);
+                        return;
+                }
+        }
+        memcpy(l->b + l->n, s, n);
+        l->n += n;
+}
+
+static void put_str(struct line *l, const char *s)
+{
+        put(l, s, strlen(s));
+}
+
+/* v in decimal, without printf's parsing. */
+static void put_u64(struct line *l, uint64_t v)
+{
+        char buf[20];
+        size_t i = sizeof buf;
+        do
+                buf[--i] = (char)('0' + v % 10);
+        while ((v /= 10));
+        put(l, buf + i, sizeof buf - i);
+}
+
 /* A label value, escaped as the format asks (\\, \", \n). */
+static void put_label(struct line *l, const char *v)
+{
+        for (;;) {
+                size_t n = strcspn(v, "\\\"\n");
+                put(l, v, n);
+                v += n;
+                if (!*v)
+                        return;
+                put(l, *v == '\n' ? "\\n" : *v == '\\' ? "\\\\" : "\\\"", 2);
+                v++;
+        }
+}
+
+static void line_end(struct line *l)
+{
+        evbuffer_add(l->out, l->b, l->n);
+}
+
 static void label(struct evbuffer *out, const char *v)
 {
-        for (const char *p = v; *p; p++) {
-                if (*p == '\\' || *p == '"')
-                        evbuffer_add_printf(out, "\\%c", *p);
-                else if (*p == '\n')
-                        evbuffer_add(out, "\\n", 2);
-                else
-                        evbuffer_add(out, p, 1);
-        }
+        struct line l = { .out = out };
+        put_label(&l, v);
+        line_end(&l);
 }
 
 static void gadget_line(struct evbuffer *out, const char *name, const struct metrics_row *r, const char *more,
                         const char *more_v, uint64_t v)
 {
-        evbuffer_add_printf(out, "%s{gadget=\"", name);
-        label(out, r->name);
+        struct line l = { .out = out };
+        put_str(&l, name);
+        put_str(&l, "{gadget=\"");
+        put_label(&l, r->name);
         if (more) {
-                evbuffer_add_printf(out, "\",%s=\"", more);
-                label(out, more_v);
+                put_str(&l, "\",");
+                put_str(&l, more);
+                put_str(&l, "=\"");
+                put_label(&l, more_v);
         }
-        evbuffer_add_printf(out, "\"} %" PRIu64 "\n", v);
+        put_str(&l, "\"} ");
+        put_u64(&l, v);
+        put(&l, "\n", 1);
+        line_end(&l);
 }
 
 static void w_state(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)

@@ -25,6 +25,8 @@ struct traces {
         uint64_t *head, *older;
         uint64_t mask;          /* head's size - 1 (a power of two, >= keep) */
         uint64_t key[2];        /* the hash's key, random: chosen ids do not collide on purpose */
+        uint64_t wall_off_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC (mod 2^64), */
+        uint64_t wall_at_ns;    /* read at this CLOCK_MONOTONIC time (0: never) */
 };
 
 /* Ids need to be unique, not secret: a fast generator seeded once. */
@@ -85,11 +87,23 @@ const char *traces_node(const struct traces *t)
         return t ? t->node : "";
 }
 
-uint64_t trace_now_ns(void)
+#define WALL_RESYNC_NS 1000000000ull
+
+static uint64_t ns_of(const struct timespec *ts)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+uint64_t traces_wall_ns(struct traces *t, uint64_t mono_ns)
+{
+        if (!t->wall_at_ns || mono_ns - t->wall_at_ns >= WALL_RESYNC_NS) {
+                struct timespec mono, wall;
+                clock_gettime(CLOCK_MONOTONIC, &mono);
+                clock_gettime(CLOCK_REALTIME, &wall);
+                t->wall_off_ns = ns_of(&wall) - ns_of(&mono);
+                t->wall_at_ns = ns_of(&mono);
+        }
+        return mono_ns + t->wall_off_ns;
 }
 
 static void fill(struct traces *t, uint8_t *b, size_t n)

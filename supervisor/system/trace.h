@@ -77,5 +77,8 @@ void traces_count_dropped(struct traces *t, uint64_t n);
 /* Turns taking on (the export exists): until then nothing counts as
  * dropped. */
 void traces_export_start(struct traces *t);
-/* The time now in ns since the epoch, for a span's start. */
-uint64_t trace_now_ns(void);
+/* The wall-clock time (ns since the epoch) of mono_ns, a CLOCK_MONOTONIC
+ * reading the caller took anyway: a span's start without a clock reading
+ * of its own on the call's path. The offset between the two clocks is
+ * read again once a second, so a step of the wall clock shows within one. */
+uint64_t traces_wall_ns(struct traces *t, uint64_t mono_ns);

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 from attacks import answers, connect_unix, field, varint, CONTROL_PROTOCOL_VERSION
 from gateway_util import Gateway
@@ -89,8 +90,10 @@ def traces_chain_exported_and_shown(tmp):
             d.wait_ready("front", "back")
             parent = new_traceparent()
             tid = parent[3:35]
+            before = time.time_ns()
             status, hdrs, body = d.request("POST", "/api/gadgets/front/call/binding", json.dumps(CALL_BACK),
                                            headers={"traceparent": parent})
+            after = time.time_ns()
             check(status == 200 and json.loads(body) == "hi", "the call: %d %r" % (status, body))
             spans = rx.wait(tid, 3)
             check(path(spans) == ["front binding", "front NEXT.call", "back echo"], "the chain: %r" % path(spans))
@@ -104,6 +107,17 @@ def traces_chain_exported_and_shown(tmp):
                       s["attributes"]["gadgetd.outcome"] == "ok" and
                       int(s["end"]) >= int(s["start"]) > 0, "span %s: %r" % (s["name"], s))
             check(spans[0]["resource"].get("service.name") == "gadgetd", "resource: %r" % spans[0]["resource"])
+            # Wall-clock times (a span's start comes from the monotonic
+            # reading its call took): within the request, each hop's
+            # start at or after its parent's (1 ms for the clocks' grain).
+            down, cur = [], root
+            while cur:
+                down.append(cur)
+                cur = next((s for s in spans if s["parentSpanId"] == cur["spanId"]), None)
+            starts = [int(s["start"]) for s in down]
+            check(all(before - 10**6 <= t and int(s["end"]) <= after + 10**6 for t, s in zip(starts, down)) and
+                  starts == sorted(starts), "span times %r (root first) outside the request's [%d, %d] or "
+                  "before their parents'" % ([(s["start"], s["end"]) for s in down], before, after))
 
             r = d.ctl("--json", "trace", tid)
             check(r.returncode == 0, "gadgetctl trace: %r" % r.stderr)
