@@ -72,7 +72,8 @@ static int by_start(const void *a, const void *b)
 static void gather_answer(struct gather *g)
 {
         const struct span **ptrs = calloc(g->n ? g->n : 1, sizeof *ptrs);
-        qsort(g->spans, g->n, sizeof *g->spans, by_start);
+        if (g->n)
+                qsort(g->spans, g->n, sizeof *g->spans, by_start);
         for (size_t i = 0; ptrs && i < g->n; i++)
                 ptrs[i] = &g->spans[i];
         const struct trace_gathered r = { .hex = g->hex, .id = g->id, .spans = ptrs, .n = ptrs ? g->n : 0,
