@@ -180,7 +180,9 @@ def stop_during_a_restart_calls_it_off(tmp):
     """`gadgetctl stop` while a restart's new process starts beside the old
     one: the stop wins (the new process is killed, the gadget ends stopped,
     not started again), the call in flight on the old process is still
-    answered, and the restart that waited is told why it did not happen."""
+    answered, and the restart that waited is told why it did not happen.
+    So does a stop during the stop of a restart of a gadget still
+    starting (which stops, then starts)."""
     with Daemon(tmp) as d:
         load(d, "slow", "Arguments=slowstart 1000\n")
         slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "slow", "sleep", '{"ms": 2000}'],
@@ -197,6 +199,21 @@ def stop_during_a_restart_calls_it_off(tmp):
         check(slow.returncode == 0 and out.strip() == '"slept"', "the call in flight: %r %r" % (out, err))
         wait_for(lambda: d.state("slow") in ("stopped", "ready", "failed"), what="the stop's end")
         check(d.state("slow") == "stopped", "the stop wins over the restart: %s" % d.state("slow"))
+        # A restart of a gadget still starting has no process to switch to:
+        # it stops first (a grace of 3 s, the start not answered), then
+        # starts. A stop during that stop calls the restart off too: once
+        # stopped it stays so (a restart would be starting at that moment).
+        policy(d.pol, "late", "Arguments=slowstart 5000\n")
+        check(d.ctl("reload").returncode == 0, "reload")
+        wait_for(lambda: d.state("late") == "starting", what="late starting")
+        restart = subprocess.Popen([GADGETCTL, "--socket", d.sock, "restart", "late"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.state("late") == "stopping", what="the restart's stop")
+        check(d.ctl("stop", "late").returncode == 0, "stop late")
+        err = restart.communicate(timeout=30)[1]
+        check(restart.returncode != 0 and "stopped by gadgetctl" in err, "the restart called off: %r" % err)
+        wait_for(lambda: d.state("late") != "stopping", timeout=30, what="the stop's end")
+        check(d.state("late") == "stopped", "the stop wins over the restart's start: %s" % d.state("late"))
 
 
 @test
