@@ -267,6 +267,11 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->trace ? check_trace(r->trace, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_TOP:
                 return r->top ? check_top(r->top, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_EXEC:
+                /* A shell's exit status: 0-255 (128+N for signal N). */
+                if (!r->exec || r->exec->status < 0 || r->exec->status > 255)
+                        REFUSE("exec's end with an invalid status");
+                return 0;
         default:
                 REFUSE("answer of an unknown kind");
         }

@@ -412,9 +412,45 @@ static void test_kill(void)
               "STOP, 19, \"\", TERMX and 15x are refused");
 }
 
+/* exec: a command of 1 to CONTROL_EXEC_ARGS_MAX words, each non-empty first,
+ * at most CONTROL_EXEC_ARG_MAX bytes, UTF-8. */
+static void test_exec(void)
+{
+        static char long_word[CONTROL_EXEC_ARG_MAX + 2];
+        static char *many[CONTROL_EXEC_ARGS_MAX + 1];
+        char *cmd[] = { "sh", "-c", "id" }, *empty[] = { "" }, *bad[] = { "sh", "\xff" }, *longv[] = { long_word };
+        Control__Exec x = CONTROL__EXEC__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_EXEC;
+        q.exec = &x;
+        x.name = "g";
+        x.argv = cmd, x.n_argv = 3;
+        CHECK(request(&q) == 0, "exec sh -c id: %s", why);
+        x.n_argv = 0;
+        CHECK(request(&q) < 0 && strstr(why, "command"), "exec without a command refused: %s", why);
+        x.argv = empty, x.n_argv = 1;
+        CHECK(request(&q) < 0, "exec of an empty word refused: %s", why);
+        x.argv = bad, x.n_argv = 2;
+        CHECK(request(&q) < 0 && strstr(why, "UTF-8"), "exec with a word not UTF-8 refused: %s", why);
+        memset(long_word, 'a', CONTROL_EXEC_ARG_MAX);
+        x.argv = longv, x.n_argv = 1;
+        CHECK(request(&q) == 0, "a word of CONTROL_EXEC_ARG_MAX bytes: %s", why);
+        long_word[CONTROL_EXEC_ARG_MAX] = 'a';
+        CHECK(request(&q) < 0, "a longer word refused: %s", why);
+        for (size_t i = 0; i <= CONTROL_EXEC_ARGS_MAX; i++)
+                many[i] = "x";
+        x.argv = many, x.n_argv = CONTROL_EXEC_ARGS_MAX;
+        CHECK(request(&q) == 0, "CONTROL_EXEC_ARGS_MAX words: %s", why);
+        x.n_argv++;
+        CHECK(request(&q) < 0, "more words refused: %s", why);
+        x.argv = cmd, x.n_argv = 3, x.name = "../x";
+        CHECK(request(&q) < 0 && strstr(why, "name"), "exec in an invalid gadget name refused: %s", why);
+}
+
 int main(void)
 {
         test_kill();
+        test_exec();
         test_hello();
         test_log_and_result();
         test_requests();
