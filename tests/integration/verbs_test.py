@@ -279,15 +279,19 @@ def proc_view(pid):
     return ns, open("/proc/%d/cgroup" % pid).read(), {k: v.split() for k, v in status.items()}
 
 
+def first_child(pid):
+    kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
+    return int(kids[0]) if kids else None
+
+
 def exec_command_pid(d, init):
-    """The host pid of the command an exec runs: the child of the probe,
-    gadgetd's child that is neither the gadget's init nor a spare shell."""
+    """The host pid of the command an exec runs: under the probe (gadgetd's
+    child that is neither the gadget's init nor a spare shell) and its
+    reaper."""
     for pid, idmap in children(d):
-        if pid == init or not idmap:
-            continue
-        kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
-        if kids:
-            return int(kids[0])
+        reaper = first_child(pid) if pid != init and idmap else None
+        if reaper:
+            return first_child(reaper)
     return None
 
 
@@ -323,6 +327,11 @@ def exec_runs_in_the_gadgets_world(tmp):
         check(p.returncode == 0 and out == "through the sandbox\n", "gadgetctl's stdio: %r" % ((p.returncode, out, err),))
         r = d.ctl("exec", "g", "--", "sh", "-c", "cat /proc/2/cmdline; hostname; exit 7")
         check(r.returncode == 7 and r.stdout == TESTGADGET + "\0g\n", "its world, its exit status: %r" % r)
+        # What the command leaves running ends with it: the gadget's tasks
+        # are its program's alone again.
+        r = d.ctl("exec", "g", "--", "sh", "-c", "sleep 600 & sleep 600 & exit 3")
+        check(r.returncode == 3, "exec of a command that leaves children: %r" % r)
+        wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec's leftovers gone: %r" % info(d, "g")["tasks"])
         r = d.ctl("exec", "g", "--", "nosuch")
         check(r.returncode == 1 and "exec nosuch: No such file or directory" in r.stderr, "no such command: %r" % r)
         r = d.ctl("exec", "g", "--", "id", user=(65534, 65534))
@@ -330,7 +339,7 @@ def exec_runs_in_the_gadgets_world(tmp):
         recs = lambda: [(a["op"], a["outcome"], a.get("uid")) for a in
                         (json.loads(l) for l in d.ctl("--json", "audit", "g").stdout.splitlines())
                         if a["binding"] == "exec"]
-        wait_for(lambda: recs().count(("start", "denied", 65534)) == 1 and recs().count(("end", "ok", 0)) == 2,
+        wait_for(lambda: recs().count(("start", "denied", 65534)) == 1 and recs().count(("end", "ok", 0)) == 3,
                  what="the execs' records: %r" % recs())
         # fds with another request, or too many with exec: refused, all closed.
         base = fd_count(d.proc.pid)
