@@ -753,6 +753,12 @@ int control_reexec_quiet(const struct control *c, char *why, size_t len)
                         snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
                         return -EBUSY;
                 }
+                /* Its probe is this image's child, its answer this
+                 * image's to give: the next one would know neither. */
+                if (cl->exec) {
+                        snprintf(why, len, "a gadgetctl exec (pid %d) runs", (int)cl->cred.pid);
+                        return -EBUSY;
+                }
                 if (conn_pending(cl->conn) && !cl->stream) {
                         snprintf(why, len, "answers to uid %u (pid %d) are still being sent", (unsigned)cl->cred.uid,
                                  (int)cl->cred.pid);

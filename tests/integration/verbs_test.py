@@ -323,6 +323,8 @@ def exec_runs_in_the_gadgets_world(tmp):
               "the program's ids, no groups: %r" % st)
         check(st["CapEff"] == st["CapPrm"] == st["CapBnd"] == ["0000000000000000"] and st["NoNewPrivs"] == ["1"]
               and st["Seccomp"] == ["2"] and st["NSpid"][-1] != "2", "no capability, nnp, seccomp: %r" % st)
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 1 and "a gadgetctl exec (pid %d) runs" % p.pid in r.stderr, "re-exec during an exec: %r" % r)
         out, err = p.communicate("through the sandbox\n", timeout=30)
         check(p.returncode == 0 and out == "through the sandbox\n", "gadgetctl's stdio: %r" % ((p.returncode, out, err),))
         r = d.ctl("exec", "g", "--", "sh", "-c", "cat /proc/2/cmdline; hostname; exit 7")
