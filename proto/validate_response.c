@@ -44,6 +44,8 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
                 REFUSE("gadget information with an invalid node name");
         if (g->epoch < 0)
                 REFUSE("gadget information with a negative lease epoch");
+        if (g->program_pid < 0)
+                REFUSE("gadget information with a negative program pid");
         if (!g->start || (g->start[0] && strcmp(g->start, "always") != 0 && strcmp(g->start, "on-demand") != 0))
                 REFUSE("gadget information with an unknown Start= mode");
         /* The largest time an alarm may be set to (year 9999). */

@@ -334,6 +334,14 @@ def exec_runs_in_the_gadgets_world(tmp):
         r = d.ctl("exec", "g", "--", "sh", "-c", "sleep 600 & sleep 600 & exit 3")
         check(r.returncode == 3, "exec of a command that leaves children: %r" % r)
         wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec's leftovers gone: %r" % info(d, "g")["tasks"])
+        # gadgetctl gone (killed), its command ends, and what it started.
+        p = subprocess.Popen([GADGETCTL, "--socket", d.sock, "exec", "g", "--", "sh", "-c", "sleep 600 & cat"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: info(d, "g")["tasks"] == 6, what="the exec's probe, reaper, sh, sleep and cat in g: %r"
+                 % info(d, "g")["tasks"])
+        p.kill()
+        p.wait()
+        wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec gone with gadgetctl: %r" % info(d, "g")["tasks"])
         r = d.ctl("exec", "g", "--", "nosuch")
         check(r.returncode == 1 and "exec nosuch: No such file or directory" in r.stderr, "no such command: %r" % r)
         r = d.ctl("exec", "g", "--", "id", user=(65534, 65534))
@@ -341,7 +349,8 @@ def exec_runs_in_the_gadgets_world(tmp):
         recs = lambda: [(a["op"], a["outcome"], a.get("uid")) for a in
                         (json.loads(l) for l in d.ctl("--json", "audit", "g").stdout.splitlines())
                         if a["binding"] == "exec"]
-        wait_for(lambda: recs().count(("start", "denied", 65534)) == 1 and recs().count(("end", "ok", 0)) == 3,
+        wait_for(lambda: recs().count(("start", "denied", 65534)) == 1 and recs().count(("end", "ok", 0)) == 3
+                 and recs().count(("end", "error", 0)) == 2,
                  what="the execs' records: %r" % recs())
         # fds with another request, or too many with exec: refused, all closed.
         base = fd_count(d.proc.pid)

@@ -230,6 +230,27 @@ static void test_response(void)
         le.text = "hi";
         le.time_ms = -5;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "time -5"), "a time: %s", why);
+        /* exec's end: a shell's exit status, 0 to 255. */
+        Control__ExecEnd x = CONTROL__EXEC_END__INIT;
+        r.resp_case = CONTROL__RESPONSE__RESP_EXEC;
+        r.exec = &x;
+        x.status = 255;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "exec's end, status 255: %s", why);
+        x.status = 256;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status 256 refused: %s", why);
+        x.status = -1;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status -1 refused: %s", why);
+        /* A program pid is a pid or 0. */
+        Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
+        Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
+        st.info = &gi;
+        gi.name = "g", gi.program_pid = 42;
+        r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
+        r.status = &st;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a status with a program pid: %s", why);
+        gi.program_pid = -2;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "program pid"),
+              "a negative program pid refused: %s", why);
         r.resp_case = 99;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown"),
               "an answer of an unknown kind: %s", why);
