@@ -76,9 +76,9 @@ static void exec_free(struct unit_exec *x)
 static void exec_report_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit_exec *x = arg;
-        char msg[2 * SANDBOX_REPORT_TEXT_MAX + 3] = "";
+        char why[2 * SANDBOX_REPORT_TEXT_MAX + 3] = "", msg[sizeof why + 32];
         int status = 0;
-        int r = spawn_read_report(&x->probe, &status, msg, sizeof msg);
+        int r = spawn_read_report(&x->probe, &status, why, sizeof why);
         if (r == -EAGAIN || r == SPAWN_REPORT_READY || r == SPAWN_REPORT_WARM)
                 return;
         int code = 0;
@@ -87,8 +87,10 @@ static void exec_report_cb(evutil_socket_t fd, short what, void *arg)
                 code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 snprintf(msg, sizeof msg, "ended with status %d", code);
         } else {
-                if (r != SPAWN_REPORT_FAILED)
-                        snprintf(msg, sizeof msg, r == -EPROTO ? "probe report refused" : "the probe ended");
+                if (r == -EPROTO)
+                        snprintf(msg, sizeof msg, "probe report refused: %s", why);
+                else
+                        snprintf(msg, sizeof msg, "%s", r == SPAWN_REPORT_FAILED ? why : "the probe ended");
                 failed = msg;
         }
         exec_audit(x, "end", !failed, msg);

@@ -112,8 +112,9 @@ static _Noreturn void reaper(const struct sandbox_config *cfg, int probe_pidfd)
         close(cfg->stdin_fd);
         close(cfg->stdout_fd);
         close(cfg->stderr_fd);
+        /* Only an end is the command's end (a stop is no end). */
         for (pid_t p; !ended && !left;) {
-                if ((p = waitpid(-1, &st, 0)) == cmd)
+                if ((p = waitpid(-1, &st, 0)) == cmd && (WIFEXITED(st) || WIFSIGNALED(st)))
                         status = st, ended = true;
                 else if (p < 0 && errno == ECHILD)
                         break;
@@ -122,7 +123,7 @@ static _Noreturn void reaper(const struct sandbox_config *cfg, int probe_pidfd)
          * more; its children come here and are killed the next turn. */
         for (pid_t p;;) {
                 kill_children();
-                if ((p = waitpid(-1, &st, 0)) == cmd && !ended)
+                if ((p = waitpid(-1, &st, 0)) == cmd && !ended && (WIFEXITED(st) || WIFSIGNALED(st)))
                         status = st, ended = true;
                 else if (p < 0 && errno == ECHILD)
                         break;
