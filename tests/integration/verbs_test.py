@@ -344,6 +344,13 @@ def exec_runs_in_the_gadgets_world(tmp):
         wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec gone with gadgetctl: %r" % info(d, "g")["tasks"])
         r = d.ctl("exec", "g", "--", "nosuch")
         check(r.returncode == 1 and "exec nosuch: No such file or directory" in r.stderr, "no such command: %r" % r)
+        # The exec counts against the gadget's limits: at TasksMax=2 (its
+        # init and program), nothing more starts.
+        load(d, "tight", "SystemLibraries=yes\nTasksMax=2\n")
+        ready(d, "tight")
+        r = d.ctl("exec", "tight", "--", "id")
+        check(r.returncode == 1 and "fork: Resource temporarily unavailable" in r.stderr and not r.stdout,
+              "exec in a gadget at its TasksMax: %r" % r)
         r = d.ctl("exec", "g", "--", "id", user=(65534, 65534))
         check(r.returncode == 4 and "root's only" in r.stderr and r.stdout == "", "a member is refused: %r" % r)
         recs = lambda: [(a["op"], a["outcome"], a.get("uid")) for a in
