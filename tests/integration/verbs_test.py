@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 import attacks
-from harness import GADGETCTL, TESTGADGET, Daemon, check, children, fd_count, main, policy, test, wait_for, workers
+from harness import (GADGETCTL, TESTGADGET, Daemon, check, children, fd_count, fd_links, main, policy, test, wait_for,
+                     workers)
 
 
 def load(d, name, body):
@@ -315,6 +316,11 @@ def exec_runs_in_the_gadgets_world(tmp):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         cmd = wait_for(lambda: exec_command_pid(d, init), what="the exec's command")
         wait_for(lambda: os.readlink("/proc/%d/exe" % cmd) == "/usr/bin/cat", what="the command exec'd")
+        # The probe and its reaper hold the command's stdio and their report
+        # pipe, nothing of gadgetd's.
+        probe = [pid for pid, idmap in children(d) if pid != init and idmap][0]
+        held = fd_links(probe) + fd_links(first_child(probe))
+        check(held and all(l.startswith("pipe:") for l in held), "the probe's fds: %r" % held)
         ns, cg, st = proc_view(cmd)
         pns, pcg, pst = proc_view(prog)
         check(ns == pns and ns != proc_view(os.getpid())[0], "the program's namespaces: %r, %r" % (ns, pns))

@@ -187,6 +187,7 @@ _Noreturn void enter_main(const struct sandbox_config *cfg, int init_pidfd)
                 sandbox_fail(cfg->report_fd, "fork", errno);
         if (child == 0)
                 reaper(cfg, self);
+        close(self);
         close(cfg->stdin_fd);
         close(cfg->stdout_fd);
         close(cfg->stderr_fd);

@@ -59,10 +59,10 @@ static struct sock_fprog prog(const ProtobufCBinaryData *b)
 }
 
 /* Puts the n fds that came with the setup at SANDBOX_FD_REPORT on, and
- * /dev/null at 0-2 unless devnull is -1 (a probe's: it has its own). Each
- * goes above every target first, so that none is overwritten before it
- * has moved. */
-static void place_fds(const int *fds, size_t n, int devnull)
+ * copies of std[0..2] (fds among those, by their new numbers) at 0-2:
+ * nothing of gadgetd's stays there. Each goes above every target first,
+ * so that none is overwritten before it has moved. */
+static void place_fds(const int *fds, size_t n, const int *std)
 {
         int high[SANDBOX_FDS_MAX];
         for (size_t i = 0; i < n; i++) {
@@ -73,17 +73,17 @@ static void place_fds(const int *fds, size_t n, int devnull)
         for (size_t i = 0; i < n; i++)
                 if (dup2(high[i], SANDBOX_FD_REPORT + (int)i) < 0)
                         _exit(125);
-        for (int k = 0; devnull >= 0 && k < 3; k++)
-                if (dup2(high[devnull - SANDBOX_FD_REPORT], k) < 0)
+        for (int k = 0; k < 3; k++)
+                if (dup2(high[std[k] - SANDBOX_FD_REPORT], k) < 0)
                         fail("setup fds", errno);
         for (size_t i = 0; i < n; i++)
                 close(high[i]);
 }
 
 /* Reads the setup and the want fds that come with its first bytes, and
- * puts those in place (devnull: as place_fds): NULL if gadgetd gave up on
+ * puts those in place (std: as place_fds): NULL if gadgetd gave up on
  * this start (end of file). */
-static Sandbox__Setup *read_setup(size_t want, int devnull)
+static Sandbox__Setup *read_setup(size_t want, const int *std)
 {
         static uint8_t buf[65536];
         int fds[SANDBOX_FDS_MAX];
@@ -95,7 +95,7 @@ static Sandbox__Setup *read_setup(size_t want, int devnull)
          * gadgetd says the setup ended without a report. */
         if (n < 0 || n_fds != want)
                 _exit(125);
-        place_fds(fds, n_fds, devnull);
+        place_fds(fds, n_fds, std);
         struct wire_reader rd;
         const uint8_t *data;
         size_t len;
@@ -115,7 +115,8 @@ static Sandbox__Setup *read_setup(size_t want, int devnull)
 /* gadgetd-sandbox --enter: gadgetctl exec's probe (enter.c). */
 static _Noreturn void enter(void)
 {
-        Sandbox__Setup *s = read_setup(SANDBOX_ENTER_FDS_SENT, -1);
+        static const int std[] = { SANDBOX_ENTER_STDIN, SANDBOX_ENTER_STDOUT, SANDBOX_ENTER_STDERR };
+        Sandbox__Setup *s = read_setup(SANDBOX_ENTER_FDS_SENT, std);
         if (!s)
                 _exit(125);
         if (s->n_argv < 2)
@@ -145,7 +146,8 @@ int main(int argc, char **argv)
         const char *early_step = NULL;
         struct mount_plan *plan = NULL;
         int early = sandbox_early(&plan, &early_step);
-        Sandbox__Setup *s = read_setup(SANDBOX_FDS_SENT, SANDBOX_FD_DEVNULL);
+        static const int std[] = { SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL };
+        Sandbox__Setup *s = read_setup(SANDBOX_FDS_SENT, std);
         if (!s)
                 _exit(125); /* gadgetd gave up on this start */
         if (early < 0)
