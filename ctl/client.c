@@ -56,7 +56,19 @@ int client_send(struct client *c, Control__Request *req)
          * gives -EPIPE here, not a SIGPIPE. */
         c->id = req->id = CLIENT_REQUEST_ID;
         req->version = CONTROL_PROTOCOL_VERSION;
-        return wire_send(c->fd, &req->base, 0);
+        if (!c->n_fds)
+                return wire_send(c->fd, &req->base, 0);
+        /* The fds go with the request's first bytes: gadgetd takes them as
+         * that request's. */
+        struct wire_writer w;
+        wire_writer_init(&w, 0);
+        int e = wire_writer_put(&w, &req->base, WIRE_MAX_FRAME);
+        if (e == 0)
+                e = wire_writer_flush_fds(&w, c->fd, c->fds, c->n_fds);
+        while (e == 1)
+                e = wire_writer_flush(&w, c->fd);
+        wire_writer_free(&w);
+        return e;
 }
 
 int client_recv(struct client *c, Control__Response **out, char *why, size_t whylen)

@@ -12,6 +12,8 @@ struct client {
         int fd;
         uint64_t id; /* id of the request sent */
         struct wire_reader reader;
+        const int *fds; /* passed with the request (SCM_RIGHTS): exec's stdin, stdout, stderr */
+        size_t n_fds;
 };
 
 /* Connects a stream socket (close-on-exec) to the Unix socket at path: the
@@ -20,7 +22,7 @@ struct client {
 int client_dial(const char *path);
 /* client_dial, and c ready to send one request. 0 or -errno. */
 int client_connect(struct client *c, const char *path);
-/* Sends req (its id is set here). 0 or -errno. */
+/* Sends req (its id is set here), with c->fds if any. 0 or -errno. */
 int client_send(struct client *c, Control__Request *req);
 /* Receives the next Response to the request sent, or one with id 0 (gadgetd
  * refusing the connection itself). Returns 1 with *out set (free with

@@ -295,6 +295,36 @@ static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
 }
 
+/* exec NAME -- COMMAND...: the command runs in the gadget's sandbox with
+ * gadgetctl's own stdin, stdout and stderr; its exit status is
+ * gadgetctl's. */
+static int cmd_exec(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Exec x = CONTROL__EXEC__INIT;
+        Control__Response *r = NULL;
+        static const int stdio[] = { 0, 1, 2 };
+        int first = a->n_pos > 1 && strcmp(a->pos[1], "--") == 0 ? 2 : 1;
+
+        if (first >= a->n_pos) {
+                show_error(stderr, ctl->json, 0, "exec needs a command: gadgetctl exec NAME -- COMMAND [ARG...]");
+                return CTL_EXIT_USAGE;
+        }
+        x.name = a->pos[0];
+        x.argv = a->pos + first;
+        x.n_argv = (size_t)(a->n_pos - first);
+        req.req_case = CONTROL__REQUEST__REQ_EXEC;
+        req.exec = &x;
+        struct client c = { .fd = -1, .fds = stdio, .n_fds = 3 };
+        int st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_EXEC, &r);
+        client_close(&c);
+        if (st == CTL_EXIT_OK) {
+                st = r->exec->status;
+                control__response__free_unpacked(r, NULL);
+        }
+        return st;
+}
+
 /* The status of gadget name: *r is the answer (the caller's) when the
  * exit status is CTL_EXIT_OK. */
 static int status_of(const struct ctl *ctl, const char *name, Control__Response **r)
@@ -645,6 +675,14 @@ const struct command cmd_commands[] = {
           "SIGNAL: TERM (the default), HUP, INT, QUIT, USR1, USR2, ALRM, VTALRM, PROF, IO,\n"
           "PWR, XCPU, XFSZ, STKFLT, RTMIN+N or KILL, with or without SIG, or its number.\n"
           "Its Restart= applies to the exit that follows, as to any other.\n" },
+        { "exec", cmd_exec, 2, -1, "+h", "NAME -- COMMAND [ARG...]",
+          "run a command inside a running gadget's sandbox, as the gadget",
+          "The command runs in the gadget's namespaces and root, with its uid, no\n"
+          "capability, its limits (in its cgroup) and its seccomp filter: it can do\n"
+          "nothing the gadget cannot. COMMAND is looked up on the gadget's PATH inside\n"
+          "its root, with gadgetctl's stdin, stdout and stderr. Root only; audited.\n"
+          "Exit status: the command's (128+N if signal N ended it); 1 if it could not\n"
+          "start (the error names the step), 3 if there is no gadget NAME, 4 if not root.\n" },
         { "is-active", cmd_is_active, 1, 1, "h", "NAME", "print a gadget's state; exit status 0 if ready",
           "Exit status 0 if ready, 3 in any other state (starting, idle, stopped...),\n"
           "4 if gadgetd knows no gadget NAME (as systemctl is-active).\n" },

@@ -92,6 +92,10 @@ static json_t *info_json(const Control__GadgetInfo *g)
                 json_decref(o);
                 return NULL;
         }
+        if (o && g->program_pid > 0 && json_object_set_new(o, "program_pid", json_integer(g->program_pid)) < 0) {
+                json_decref(o);
+                return NULL;
+        }
         if (o && g->next_alarm_ms && json_object_set_new(o, "next_alarm_ms", json_integer(g->next_alarm_ms)) < 0) {
                 json_decref(o);
                 return NULL;
@@ -421,7 +425,7 @@ static json_t *status_json(const Control__GadgetStatus *s)
 int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
 {
         const Control__GadgetInfo *g = s->info;
-        char pid[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[56];
+        char pid[16] = "", program[16] = "", up[OUTPUT_UNIT_MAX], mem[OUTPUT_UNIT_MAX], rs[16], calls[56];
         char tasks[24] = "", cpu[OUTPUT_UNIT_MAX];
         int e;
 
@@ -429,6 +433,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 return show_json(f, status_json(s));
         if (g->pid > 0)
                 snprintf(pid, sizeof(pid), "%d", (int)g->pid);
+        if (g->program_pid > 0)
+                snprintf(program, sizeof(program), "%d", (int)g->program_pid);
         if (g->tasks > 0)
                 snprintf(tasks, sizeof(tasks), "%llu", (unsigned long long)g->tasks);
         snprintf(rs, sizeof(rs), "%u", (unsigned)g->restarts);
@@ -457,6 +463,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_next_alarm(f, g->next_alarm_ms);
         if (e >= 0) {
                 put_field(f, "PID", pid);
+                if (g->program_pid > 0)
+                        put_field(f, "Program PID", program);
                 put_field(f, "Uptime", output_uptime(g->uptime_ms, up, sizeof(up)));
                 put_field(f, "Restarts", rs);
                 put_field(f, "Calls", calls);

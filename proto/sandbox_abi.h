@@ -30,6 +30,21 @@ enum sandbox_fd {
 };
 /* The fds that come with the setup. */
 #define SANDBOX_FDS_SENT (SANDBOX_FD_PARENT - SANDBOX_FD_REPORT + 1)
+/* gadgetctl exec's probe: gadgetd-sandbox started with SANDBOX_ENTER_ARG
+ * as its one argument, outside any new namespace, joins a running
+ * sandbox's (worker/sandbox/enter.c). Its setup is a Setup whose argv is
+ * the gadget's Exec then the command; its fds come with it in this order
+ * from SANDBOX_FD_REPORT on; then SANDBOX_CGROUP_MSG as for a worker. Its
+ * report pipe carries a failure, or the command's wait status. */
+#define SANDBOX_ENTER_ARG "--enter"
+enum sandbox_enter_fd {
+        SANDBOX_ENTER_REPORT = SANDBOX_FD_REPORT,
+        SANDBOX_ENTER_STDIN,     /* the operator's stdin, stdout, stderr */
+        SANDBOX_ENTER_STDOUT,
+        SANDBOX_ENTER_STDERR,
+        SANDBOX_ENTER_INIT,      /* pidfd of the sandbox's PID 1 */
+};
+#define SANDBOX_ENTER_FDS_SENT (SANDBOX_ENTER_INIT - SANDBOX_ENTER_REPORT + 1)
 /* After the setup, gadgetd makes the gadget's cgroups while the sandbox is
  * being built, puts the worker in its v2 cgroup, and then sends this one
  * byte with the "tasks" files of its v1 cgroups (SCM_RIGHTS, possibly

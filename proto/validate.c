@@ -155,6 +155,24 @@ static int check_call_origin(const Control__Call *c, char *why, size_t len)
         return 0;
 }
 
+/* gadgetctl exec's command. Why: its words go into the sandbox helper's
+ * setup and onto its exec; bounded, and text (UTF-8; no word holds a NUL,
+ * which protobuf-c's strings cannot anyway). */
+static int check_exec_argv(const Control__Exec *x, char *why, size_t len)
+{
+        if (x->n_argv == 0 || x->n_argv > CONTROL_EXEC_ARGS_MAX) {
+                snprintf(why, len, "exec needs a command of 1 to %d words", CONTROL_EXEC_ARGS_MAX);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < x->n_argv; i++)
+                if (strlen(x->argv[i]) > CONTROL_EXEC_ARG_MAX || !utf8(x->argv[i]) || (i == 0 && !x->argv[0][0])) {
+                        snprintf(why, len, "exec: word %zu of the command is empty, longer than %d bytes or not "
+                                 "UTF-8", i + 1, CONTROL_EXEC_ARG_MAX);
+                        return -EINVAL;
+                }
+        return 0;
+}
+
 int validate_control_request(const Control__Request *q, char *why, size_t len)
 {
         const char *name = NULL;
@@ -256,6 +274,11 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 }
                 return 0;
         }
+        case CONTROL__REQUEST__REQ_EXEC:
+                name = q->exec->name;
+                if (check_exec_argv(q->exec, why, len) < 0)
+                        return -EINVAL;
+                break;
         case CONTROL__REQUEST__REQ_DECIDE:
                 if (q->decide->always && !q->decide->approve) {
                         snprintf(why, len, "\"always\" goes with approve only");

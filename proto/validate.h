@@ -37,6 +37,12 @@ int validate_control_request(const struct Control__Request *q, char *why, size_t
  * trace), and the most nodes it may name as unreached. */
 #define CONTROL_TRACE_SPANS_MAX 1024
 #define CONTROL_TRACE_NODES_MAX 16
+/* gadgetctl exec's command: at most this many words of at most this many
+ * bytes each (the probe's argv, which gadgetd copies into its setup), and
+ * the fds that come with the request (stdin, stdout, stderr). */
+#define CONTROL_EXEC_ARGS_MAX 256
+#define CONTROL_EXEC_ARG_MAX 4096
+#define CONTROL_EXEC_FDS 3
 /* Returns 0 if a control response (gadgetd's to gadgetctl, a node's to
  * another) may be read, or -EPROTO with the reason in why (every text
  * present and UTF-8, a value within value.h's limits, a known kind). */

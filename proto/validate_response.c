@@ -44,6 +44,8 @@ static int check_info(const Control__GadgetInfo *g, char *why, size_t whylen)
                 REFUSE("gadget information with an invalid node name");
         if (g->epoch < 0)
                 REFUSE("gadget information with a negative lease epoch");
+        if (g->program_pid < 0)
+                REFUSE("gadget information with a negative program pid");
         if (!g->start || (g->start[0] && strcmp(g->start, "always") != 0 && strcmp(g->start, "on-demand") != 0))
                 REFUSE("gadget information with an unknown Start= mode");
         /* The largest time an alarm may be set to (year 9999). */
@@ -267,6 +269,11 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->trace ? check_trace(r->trace, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_TOP:
                 return r->top ? check_top(r->top, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_EXEC:
+                /* A shell's exit status: 0-255 (128+N for signal N). */
+                if (!r->exec || r->exec->status < 0 || r->exec->status > 255)
+                        REFUSE("exec's end with an invalid status");
+                return 0;
         default:
                 REFUSE("answer of an unknown kind");
         }

@@ -227,24 +227,13 @@ ssize_t wire_send_fds(int sock, const void *data, size_t len, const int *fds, si
         return w < 0 ? -errno : w;
 }
 
-ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n)
+/* The fds of a message received (at most max into fds, *n set): true if
+ * more came than that, none of which is left open. */
+static bool take_fds(struct msghdr *mh, int *fds, size_t max, size_t *n)
 {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * WIRE_FDS_MAX)];
-        } u;
-        struct iovec iov = { .iov_base = buf, .iov_len = len };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                             .msg_controllen = CMSG_SPACE(sizeof(int) * (max < WIRE_FDS_MAX ? max : WIRE_FDS_MAX)) };
-        ssize_t r;
+        bool extra = (mh->msg_flags & MSG_CTRUNC) != 0;
         *n = 0;
-        do
-                r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-        while (r < 0 && errno == EINTR);
-        if (r < 0)
-                return -errno;
-        bool extra = (mh.msg_flags & MSG_CTRUNC) != 0;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
                 if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                         continue;
                 size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -261,7 +250,49 @@ ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, siz
                 }
                 extra = true;
         }
-        return extra ? -EPROTO : r;
+        return extra;
+}
+
+/* One recvmsg of up to len bytes into buf, with room for max fds. */
+static ssize_t recv_with_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n, bool *extra)
+{
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * WIRE_FDS_MAX)];
+        } u;
+        struct iovec iov = { .iov_base = buf, .iov_len = len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * (max < WIRE_FDS_MAX ? max : WIRE_FDS_MAX)) };
+        ssize_t r;
+        *n = 0;
+        *extra = false;
+        do
+                r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        *extra = take_fds(&mh, fds, max < WIRE_FDS_MAX ? max : WIRE_FDS_MAX, n);
+        return r;
+}
+
+ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n)
+{
+        bool extra;
+        ssize_t r = recv_with_fds(sock, buf, len, fds, max, n, &extra);
+        return r >= 0 && extra ? -EPROTO : r;
+}
+
+ssize_t wire_reader_fill_fds(struct wire_reader *r, int fd, int *fds, size_t max, size_t *n, bool *extra)
+{
+        *n = 0;
+        *extra = false;
+        int e = reserve(&r->buf, &r->cap, &r->start, &r->end, reader_want(r));
+        if (e < 0)
+                return e;
+        ssize_t got = recv_with_fds(fd, r->buf + r->end, r->cap - r->end, fds, max, n, extra);
+        if (got > 0)
+                r->end += (size_t)got;
+        return got;
 }
 
 int wire_writer_flush_fds(struct wire_writer *w, int fd, const int *fds, size_t n)

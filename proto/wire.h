@@ -4,6 +4,7 @@
  * through this code only. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -67,6 +68,10 @@ ssize_t wire_send_fds(int sock, const void *data, size_t len, const int *fds, si
  * -errno; -EPROTO if more fds came than max (the extra ones are closed by
  * the kernel). */
 ssize_t wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n);
+/* wire_reader_fill on a Unix socket that may carry fds: those that came
+ * with the bytes (close-on-exec, at most max into fds, *n set; *extra if
+ * more came, none of which is left open). The bytes are kept either way. */
+ssize_t wire_reader_fill_fds(struct wire_reader *r, int fd, int *fds, size_t max, size_t *n, bool *extra);
 
 /* Blocking helpers: send one message / receive one frame on a blocking fd.
  * wire_recv returns 1 with a frame, 0 at a clean end of file, -errno

@@ -10,6 +10,7 @@
 #include "control.pb-c.h"
 #include "core/core.h"
 #include "system/peercred.h"
+#include "validate.h"
 
 struct control;
 struct control_env;
@@ -24,6 +25,9 @@ struct client {
         LIST_HEAD(, client_load) loads; /* its loads in flight */
         unsigned n_loads;           /* their number (at most CONTROL_WAITING_MAX) */
         struct stream *stream;      /* the long answer being sent (logs, audit), if any */
+        int fds[CONTROL_EXEC_FDS];  /* the fds of the request being handled (exec's) */
+        size_t n_fds;               /* a handler that keeps them sets 0 */
+        struct exec_probe *exec;    /* its exec running, if any */
         LIST_ENTRY(client) link;    /* in its control's clients */
 };
 
@@ -74,5 +78,10 @@ void request_nodes(struct client *cl, const Control__Request *req);
 /* top.c: gadgetctl top, every gadget's counters (what list shows any member). */
 void request_top(struct client *cl, const Control__Request *req);
 void request_forget_node(struct client *cl, const Control__Request *req);
+/* Closes the request's fds that no handler took. */
+void client_close_fds(struct client *cl);
+/* gadgetctl exec (exec.c): root's; the probe ends with its client. */
+void request_exec(struct client *cl, const Control__Request *req);
+void exec_client_gone(struct client *cl);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);

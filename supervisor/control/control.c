@@ -127,6 +127,7 @@ static void client_free(struct client *cl)
         /* Their answers will find no one (its waits for a start end now,
          * through their loads, which know it is gone). */
         calls_owner_gone(&cl->calls);
+        exec_client_gone(cl);
         conn_free(cl->conn);
         stream_free(cl->stream);
         free(cl);
@@ -329,6 +330,34 @@ static void budget_count(struct client *cl, size_t len)
         budget_release(c, now);
 }
 
+/* The fds sent with request q, into cl->fds: exactly CONTROL_EXEC_FDS
+ * with exec, none with any other request. Why this is safe: any other
+ * number is refused (the request does not run) and every fd closed; a
+ * handler takes only what it was given here. -EINVAL, the client told. */
+static int take_fds(struct client *cl, const Control__Request *q)
+{
+        bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC;
+        int n = conn_take_fds(cl->conn, cl->fds, CONTROL_EXEC_FDS);
+        if (n >= 0)
+                cl->n_fds = (size_t)n;
+        if (exec && n != CONTROL_EXEC_FDS) {
+                client_error(cl, q->id, GADGET_EINVAL, "exec needs exactly %d file descriptors with its request "
+                             "(stdin, stdout, stderr)", CONTROL_EXEC_FDS);
+                return -EINVAL;
+        }
+        if (!exec && n != 0) {
+                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec only");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void client_close_fds(struct client *cl)
+{
+        while (cl->n_fds > 0)
+                close(cl->fds[--cl->n_fds]);
+}
+
 /* One request: bytes that are not one end the connection (-EPROTO). */
 static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
@@ -357,9 +386,10 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                 cl->spoke = true;
                 if (validate_control_request(q, why, sizeof why) < 0)
                         client_error(cl, q->id, GADGET_EINVAL, "bad request: %s", why);
-                else
+                else if (take_fds(cl, q) == 0)
                         request_handle(cl, q);
         }
+        client_close_fds(cl);
         control__request__free_unpacked(q, NULL);
         return 0;
 }
@@ -448,6 +478,7 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         }
         cl->ctl = c;
         cl->cred = *pc;
+        conn_accept_fds(cl->conn, CONTROL_EXEC_FDS);
         LIST_INSERT_HEAD(&c->clients, cl, link);
         /* A user past its second's bytes is not read on a new connection
          * either. */
@@ -720,6 +751,12 @@ int control_reexec_quiet(const struct control *c, char *why, size_t len)
         LIST_FOREACH(cl, &c->clients, link) {
                 if (!LIST_EMPTY(&cl->loads)) {
                         snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
+                        return -EBUSY;
+                }
+                /* Its probe is this image's child, its answer this
+                 * image's to give: the next one would know neither. */
+                if (cl->exec) {
+                        snprintf(why, len, "a gadgetctl exec (pid %d) runs", (int)cl->cred.pid);
                         return -EBUSY;
                 }
                 if (conn_pending(cl->conn) && !cl->stream) {

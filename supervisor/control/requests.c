@@ -34,6 +34,7 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->state = (char *)in->state;
         gi->cause = (char *)in->cause;
         gi->pid = in->pid;
+        gi->program_pid = in->program_pid;
         gi->uptime_ms = in->uptime_ms;
         gi->restarts = in->restarts;
         gi->calls = in->calls;
@@ -802,6 +803,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_DAEMON_REEXEC, on_daemon_reexec },
         { CONTROL__REQUEST__REQ_TRACE, request_trace },
         { CONTROL__REQUEST__REQ_TOP, request_top },
+        { CONTROL__REQUEST__REQ_EXEC, request_exec },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

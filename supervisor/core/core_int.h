@@ -101,6 +101,8 @@ struct unit_run {
         uint32_t number;          /* which start of its unit this is: 1, 2 ... (u->runs then) */
         struct timespec start_begin; /* when this run's start began (load, restart) */
         uint64_t start_us;        /* from start_begin to the hello, 0 until it came */
+        pid_t program_pid;        /* the program's host pid, once looked up (unit_info.c) */
+        pid_t program_of;         /* the child.pid it was looked up for */
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
         bool ending;              /* its worker ended; its link is read to the end first (report_cb) */

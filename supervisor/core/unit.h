@@ -136,6 +136,7 @@ struct unit_info {
         const char *name, *state;
         const char *cause;          /* or why its last run ended */
         pid_t pid;                  /* 0 when not running */
+        pid_t program_pid;          /* the program's (PID 2 of the sandbox) host pid, 0 if none */
         uint64_t uptime_ms, restarts, calls, start_us;
         uint64_t in_flight;         /* calls taken, not answered yet: waiting for its start or sent to it */
         uint64_t memory_bytes, tasks, cpu_usec;

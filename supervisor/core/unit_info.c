@@ -9,6 +9,7 @@
 #include "policy.h"
 #include "store/store.h"
 #include "system/monotime.h"
+#include "system/proc.h"
 
 struct unit *unit_next(const struct unit *u) { return u->next; }
 const struct policy *unit_policy(const struct unit *u) { return u->policy; }
@@ -47,6 +48,17 @@ size_t unit_signatures(const struct unit *u, char ***texts)
         return u->run->peer ? peer_signatures(u->run->peer, texts) : 0;
 }
 
+/* The host pid of r's program, looked up once per process: PID 2 of its
+ * sandbox, among its PID 1's children. */
+static pid_t unit_program_pid(struct unit_run *r)
+{
+        if (r->program_of != r->child.pid || !r->program_pid) {
+                r->program_pid = proc_child_inner(r->child.pid, 2);
+                r->program_of = r->child.pid;
+        }
+        return r->program_pid;
+}
+
 void unit_info(const struct unit *u, struct unit_info *out)
 {
         *out = (struct unit_info){
@@ -69,6 +81,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .kept_errors = u->n_kept_errors,
                 .kept_lines = u->kept_errors ? u->kept_errors : "",
         };
+        out->program_pid = out->pid ? unit_program_pid(u->run) : 0;
         unit_events_info(u, out);
         unit_usage(u, &out->memory_bytes, &out->tasks, &out->cpu_usec, &out->memory_peak);
         for (int k = 0; k < LIMITER_HITS_N; k++)

@@ -23,6 +23,7 @@
 #include <linux/close_range.h>
 
 #include "buildtree.h"
+#include "spawn_int.h"
 #include "limits/cgroup.h"
 #include "sandbox_abi.h"
 #include "system/monotime.h"
@@ -156,6 +157,8 @@ struct tramp {
         int helper_fd;  /* gadgetd-sandbox (O_PATH) */
         int slot;       /* holds the child's end of the setup socket */
         int keep;       /* the fds below it are copied: both of the above */
+        const char *mode; /* the helper's one argument, or NULL */
+        bool keep_caps; /* the child is in a new user namespace */
         int err;        /* set by the child if it fails */
         const char *step;
 };
@@ -194,7 +197,7 @@ static int keep_caps(void)
 __attribute__((no_sanitize_address)) static int trampoline(void *arg)
 {
         struct tramp *t = arg;
-        char *argv[] = { (char *)SANDBOX_HELPER, NULL }, *envp[] = { NULL };
+        char *argv[] = { (char *)SANDBOX_HELPER, (char *)t->mode, NULL }, *envp[] = { NULL };
         int helper;
         t->step = "fd table";
         if (syscall(SYS_close_range, (unsigned)t->keep, ~0U, CLOSE_RANGE_UNSHARE) < 0)
@@ -204,7 +207,7 @@ __attribute__((no_sanitize_address)) static int trampoline(void *arg)
             (t->slot == SANDBOX_FD_SETUP ? fcntl(t->slot, F_SETFD, 0) : dup2(t->slot, SANDBOX_FD_SETUP)) < 0)
                 goto fail;
         t->step = "keep capabilities";
-        if (keep_caps() < 0)
+        if (t->keep_caps && keep_caps() < 0)
                 goto fail;
         t->step = "exec " SANDBOX_HELPER;
         execveat(helper, "", argv, envp, AT_EMPTY_PATH);
@@ -221,18 +224,14 @@ static int send_setup(int sock, struct wire_writer *msg, const int *fds, size_t 
         return e > 0 ? -EAGAIN : e;
 }
 
-int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char *err, size_t errlen)
+int spawn_helper_start(const struct spawn_helper *h, int flags, const char *mode, pid_t *pid, int *pidfd,
+                       int *setup_fd, char *err, size_t errlen)
 {
-        struct spawn_shell sh = SPAWN_SHELL_NONE;
         int setup[2] = { -1, -1 }, e = 0;
         void *stack = MAP_FAILED;
+        pid_t child = -1;
 
-        *out = SPAWN_SHELL_NONE;
-
-        /* Opened before the clone: it polls POLLPRI once the mount table
-         * changes after this point, of which the shell's copy knows nothing. */
-        if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0 ||
-            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup) < 0) {
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
@@ -244,31 +243,54 @@ int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char 
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
         }
-        struct tramp t = { .helper_fd = h->fd, .slot = h->slot,
+        struct tramp t = { .helper_fd = h->fd, .slot = h->slot, .mode = mode,
+                           .keep_caps = (flags & CLONE_NEWUSER) != 0,
                            .keep = (h->fd > h->slot ? h->fd : h->slot) + 1 };
         /* Returns once the child exec'd gadgetd-sandbox (or died). */
-        sh.pid = clone(trampoline, (char *)stack + CHILD_STACK,
-                       CLONE_VM | CLONE_VFORK | CLONE_FILES | NS_FLAGS | CLONE_PIDFD | SIGCHLD, &t, &sh.pidfd);
-        e = sh.pid < 0 ? -errno : 0;
+        child = clone(trampoline, (char *)stack + CHILD_STACK,
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | flags | CLONE_PIDFD | SIGCHLD, &t, pidfd);
+        e = child < 0 ? -errno : 0;
         /* The slot gets its placeholder back: gadgetd holds no end of the
          * child's setup socket but setup[1], closed below. */
         dup3(h->fd, h->slot, O_CLOEXEC);
         if (e < 0 || t.err) {
                 snprintf(err, errlen, "%s: %s", e < 0 ? "namespaces" : t.step, strerror(e < 0 ? -e : t.err));
                 e = e < 0 ? e : -t.err;
+                if (child > 0) {
+                        close(*pidfd);
+                        while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                }
                 goto out;
         }
-        sh.setup_fd = setup[0];
+        *pid = child;
+        *setup_fd = setup[0];
         setup[0] = -1;
-        *out = sh;
-        sh = SPAWN_SHELL_NONE;
 out:
-        spawn_shell_drop(&sh);
         for (int i = 0; i < 2; i++)
                 if (setup[i] >= 0)
                         close(setup[i]);
         if (stack != MAP_FAILED)
                 munmap(stack, CHILD_STACK);
+        return e;
+}
+
+int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char *err, size_t errlen)
+{
+        struct spawn_shell sh = SPAWN_SHELL_NONE;
+        int e = 0;
+
+        *out = SPAWN_SHELL_NONE;
+        /* Opened before the clone: it polls POLLPRI once the mount table
+         * changes after this point, of which the shell's copy knows nothing. */
+        if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0) {
+                e = -errno;
+                snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
+        } else if ((e = spawn_helper_start(h, NS_FLAGS, NULL, &sh.pid, &sh.pidfd, &sh.setup_fd, err, errlen)) == 0) {
+                *out = sh;
+                sh = SPAWN_SHELL_NONE;
+        }
+        spawn_shell_drop(&sh);
         return e;
 }
 
@@ -309,8 +331,7 @@ static void build_elsewhere(pid_t pid, const cpu_set_t *cpus)
         sched_setaffinity(pid, sizeof other, &other);
 }
 
-/* SANDBOX_CGROUP_MSG with the "tasks" files of the v1 cgroups to join. */
-static int send_cgroups(int sock, const int *fds, size_t n)
+int spawn_send_cgroups(int sock, const int *fds, size_t n)
 {
         char byte = SANDBOX_CGROUP_MSG;
         ssize_t w = wire_send_fds(sock, &byte, 1, fds, n);
@@ -338,7 +359,7 @@ static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const c
         if (cpus && sched_setaffinity(pid, sizeof *cpus, cpus) < 0 && errno != ESRCH) {
                 e = -errno;
                 snprintf(err, errlen, "CPU affinity: %s", strerror(errno));
-        } else if ((e = send_cgroups(sock, fds, n)) < 0) {
+        } else if ((e = spawn_send_cgroups(sock, fds, n)) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
         }
         while (n > 0)

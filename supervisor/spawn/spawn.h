@@ -43,6 +43,7 @@ struct spawn_opts {
         bool prewarm;                    /* build the sandbox, start the program at spawn_go */
         uint32_t handoff_ms;             /* FdStore= mode: the sandbox's bound without gadgetd (0: none) */
         struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
+        bool enter;                      /* a probe's setup (spawn_enter): no paths, args the command */
         /* Called once the setup and the cgroups are sent, before the wait
          * for the program's exec: work gadgetd would otherwise wait
          * through (NULL: none). */
@@ -90,6 +91,15 @@ int spawn_gadget(const struct spawn_opts *opts, struct spawn_child *child, char 
 /* Starts the program in a pre-warmed sandbox; 0 once it was exec'd, or
  * -errno with err (the caller ends the worker). */
 int spawn_go(struct spawn_child *child, char *err, size_t errlen);
+/* gadgetctl exec's probe (enter.c): gadgetd-sandbox --enter joins the
+ * running sandbox whose PID 1 is init_pidfd, as the gadget of opts
+ * (policy, filter, nproc, address_space, helper; args: the command), and
+ * runs the command there with stdio (3 fds: stdin, stdout, stderr); cg
+ * (NULL: none) is the gadget's cgroup, which it joins first. On success
+ * *probe is the helper (pid, pidfd, report_fd: a failure, or the
+ * command's wait status, through spawn_read_report); -errno with err. */
+int spawn_enter(const struct spawn_opts *opts, int init_pidfd, struct cgroup *cg, const int *stdio,
+                struct spawn_child *probe, char *err, size_t errlen);
 /* The setup message for gadgetd-sandbox as one frame in w (spawn_setup.c).
  * 0, or -errno with err. */
 int spawn_setup_pack(const struct spawn_opts *opts, struct wire_writer *w, char *err, size_t errlen);

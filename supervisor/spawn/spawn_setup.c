@@ -101,19 +101,20 @@ int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *er
         char exec_real[PATH_MAX], **ro_real = NULL;
         size_t n_argv = 0, n_envp = 0;
         char **argv = build_argv(p, o->args, &n_argv), **envp = build_envp(p, &n_envp);
-        int e = argv && envp ? resolve_paths(p, &ro_real, exec_real, err, errlen) : -ENOMEM;
+        /* A probe enters a sandbox already built: no path of the host. */
+        int e = !argv || !envp ? -ENOMEM : o->enter ? 0 : resolve_paths(p, &ro_real, exec_real, err, errlen);
         if (e == -ENOMEM)
                 snprintf(err, errlen, "out of memory");
         if (e < 0)
                 goto out;
         s.name = p->name;
         s.exec = p->exec;
-        s.exec_real = exec_real;
+        s.exec_real = o->enter ? "" : exec_real;
         s.n_argv = n_argv;
         s.argv = argv;
         s.n_envp = n_envp;
         s.envp = envp;
-        s.n_ro_paths = s.n_ro_real = p->n_ro_paths;
+        s.n_ro_paths = s.n_ro_real = o->enter ? 0 : p->n_ro_paths;
         s.ro_paths = p->ro_paths;
         s.ro_real = ro_real;
         s.system_libraries = p->system_libraries;

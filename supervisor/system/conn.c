@@ -59,6 +59,10 @@ struct conn {
         bool dropped;                 /* conn_drop: closed() is due from ev_write */
         bool told;                    /* closed() was called */
         int drop_why;                 /* conn_drop's why, for closed() */
+        size_t fds_max;               /* fds taken with the bytes (conn_accept_fds), 0: none */
+        int fds[CONN_FDS_MAX];        /* those received and not taken yet */
+        size_t n_fds;
+        bool fds_extra;               /* more came than fds_max: refused and closed */
 };
 
 static void read_cb(evutil_socket_t fd, short what, void *arg);
@@ -168,6 +172,7 @@ void conn_free(struct conn *c)
                 bufferevent_free(c->bev);
         if (c->fd >= 0)
                 close(c->fd);
+        conn_take_fds(c, NULL, 0);
         wire_reader_free(&c->rd);
         wire_writer_free(&c->wr);
         free(c);
@@ -410,9 +415,48 @@ void conn_hold(struct conn *c, bool hold)
 
 /* --- a plain fd ---------------------------------------------------------- */
 
+/* With fds accepted, those that come are kept until conn_take_fds, at
+ * most fds_max. Why this is safe: a peer sending more (at once or over
+ * several reads before its frame is handled) gets none kept open; they
+ * are closed here, and the frame they came with is told so. */
 static ssize_t fd_fill(struct conn *c)
 {
-        return wire_reader_fill(&c->rd, c->fd);
+        if (!c->fds_max)
+                return wire_reader_fill(&c->rd, c->fd);
+        int got[CONN_FDS_MAX];
+        size_t n = 0;
+        bool extra = false;
+        ssize_t r = wire_reader_fill_fds(&c->rd, c->fd, got, c->fds_max, &n, &extra);
+        for (size_t i = 0; i < n; i++) {
+                if (c->n_fds < c->fds_max)
+                        c->fds[c->n_fds++] = got[i];
+                else {
+                        close(got[i]);
+                        extra = true;
+                }
+        }
+        c->fds_extra |= extra;
+        return r;
+}
+
+void conn_accept_fds(struct conn *c, size_t max)
+{
+        c->fds_max = max < CONN_FDS_MAX ? max : CONN_FDS_MAX;
+}
+
+int conn_take_fds(struct conn *c, int *fds, size_t max)
+{
+        bool refuse = c->fds_extra || c->n_fds > max;
+        size_t n = c->n_fds;
+        for (size_t i = 0; i < n; i++) {
+                if (refuse)
+                        close(c->fds[i]);
+                else
+                        fds[i] = c->fds[i];
+        }
+        c->n_fds = 0;
+        c->fds_extra = false;
+        return refuse ? -E2BIG : (int)n;
 }
 
 static void fd_flush(struct conn *c)

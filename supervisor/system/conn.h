@@ -77,6 +77,16 @@ bool conn_input_ended(const struct conn *c);
 /* Bytes another process read from this connection and did not handle
  * (a re-exec's), handled first, as if read now. 0 or -errno. */
 int conn_preload(struct conn *c, const uint8_t *bytes, size_t len);
+/* Lets a plain fd's Unix socket carry fds (SCM_RIGHTS) with its bytes,
+ * at most max (up to CONN_FDS_MAX) kept until taken; without it, any that
+ * come are closed by the kernel. */
+#define CONN_FDS_MAX 4
+void conn_accept_fds(struct conn *c, size_t max);
+/* Takes the fds received since the last take (call it from frame(): the
+ * frame's own if its sender sent them with it): their number (up to max,
+ * into fds), or -E2BIG if more came than max or than accepted, every one
+ * of them closed. conn_free closes those never taken. */
+int conn_take_fds(struct conn *c, int *fds, size_t max);
 /* The plain fd (-1 on a bufferevent): a re-exec hands it on (daemon.c). */
 int conn_fd(const struct conn *c);
 /* Holds the input (hold true): nothing more is read or handled until it is

@@ -113,7 +113,8 @@ CONTROL = [
 ]
 # A value for each argument a usage line names.
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
-                "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP", "forget": "forget"}
+                "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP", "forget": "forget",
+                "--": "--", "COMMAND": "id", "ARG": "-u"}
 # Commands gadgetctl carries out itself, sending no request.
 CONTROL_LOCAL = {"check", "selftest"}
 

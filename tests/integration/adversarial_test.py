@@ -83,6 +83,26 @@ def escape_probe_nothing_escapes(tmp):
     check(listed <= set(v), "attempts missing: %r" % (listed - set(v)))
 
 
+@test
+def escape_probe_through_exec(tmp):
+    """gadgetctl exec gives nothing more than the gadget has: the escape
+    probe run through it in a running gadget (under the limits the probe
+    runs with as a gadget) makes every attempt and each is blocked; the
+    gadget serves on, and what the probe left (its fork bomb's children)
+    ends with it."""
+    with Daemon(tmp) as d:
+        d.add("g", "ReadOnlyPaths=%s\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n" % ESCAPE)
+        wait_for(lambda: d.state("g") == "ready", what="g ready")
+        r = d.ctl("exec", "g", "--", ESCAPE, "--host-name", socket.gethostname())
+        v = {l.split("\t")[0]: (l.split("\t") + ["", ""])[1:3] for l in r.stdout.splitlines()}
+        listed = {n for names in GROUPS.values() for n in names}
+        check(listed <= set(v), "attempts missing through exec: %r (%r)" % (listed - set(v), r.stderr[-500:]))
+        escaped = {k: d_ for k, (verdict, d_) in v.items() if verdict != "blocked"}
+        check(not escaped and r.returncode == 0, "escaped through exec: %r (exit %d)" % (escaped, r.returncode))
+        check(d.ctl("call", "g", "echo", "1").stdout.strip() == "1", "g serves on")
+        wait_for(lambda: d.status("g")["tasks"] == 1, what="nothing of the probe left in g: %r" % d.status("g"))
+
+
 # The verdict docs/security.md promises for each system call attempt in the
 # sandbox (section "The sandbox", item 6): EPERM from the seccomp filters,
 # ENOSYS for clone3, EACCES for sockets, SIGSYS for other ABIs.

@@ -4,12 +4,17 @@ of a stopped, failed, running or idle gadget, `unload` (and its refusal
 for a gadget of the policy directory), `kill NAME [SIGNAL]` and its
 Restart=, `is-active` and `is-failed` with their exit statuses. What runs
 is read from gadgetd's children in /proc as well as from its word.
-Usage: verbs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
+`exec` runs a command in a gadget's world and no further, `status` names
+the program's host pid. Usage: verbs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
 import json
 import os
+import socket
+import subprocess
 import sys
 
-from harness import Daemon, check, main, policy, test, wait_for, workers
+import attacks
+from harness import (GADGETCTL, TESTGADGET, Daemon, check, children, fd_count, fd_links, main, policy, test, wait_for,
+                     workers)
 
 
 def load(d, name, body):
@@ -262,6 +267,122 @@ def cat_as_written_and_in_effect(tmp):
         r = d.ctl("cat", "g", user=(65534, 65534))
         check(r.returncode != 0 and "root only" in r.stderr and "16M" not in r.stdout, "cat as a member: %r" % r)
         check(d.ctl("list", user=(65534, 65534)).returncode == 0, "the member may list")
+
+
+
+NS = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
+
+
+def proc_view(pid):
+    """What the host sees of pid: its namespaces, cgroups and status lines."""
+    ns = {n: os.readlink("/proc/%d/ns/%s" % (pid, n)) for n in NS}
+    status = dict(l.split(":", 1) for l in open("/proc/%d/status" % pid).read().splitlines() if ":" in l)
+    return ns, open("/proc/%d/cgroup" % pid).read(), {k: v.split() for k, v in status.items()}
+
+
+def first_child(pid):
+    kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
+    return int(kids[0]) if kids else None
+
+
+def exec_command_pid(d, init):
+    """The host pid of the command an exec runs: under the probe (gadgetd's
+    child that is neither the gadget's init nor a spare shell) and its
+    reaper."""
+    for pid, idmap in children(d):
+        reaper = first_child(pid) if pid != init and idmap else None
+        if reaper:
+            return first_child(reaper)
+    return None
+
+
+@test
+def exec_runs_in_the_gadgets_world(tmp):
+    """gadgetctl exec NAME -- COMMAND: seen from the host, the command has
+    the program's namespaces, cgroups, uid and gid, no groups and no
+    capability, no_new_privs and a seccomp filter, with gadgetctl's stdio
+    and its exit status; a control-group member is refused and audited, a
+    request with fds other than exec's refused and its fds closed, a
+    gadget with no process refused by name. status names the program's
+    host pid beside its init's."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        load(d, "g", "SystemLibraries=yes\nRestart=no\n")
+        init = ready(d, "g")
+        prog = info(d, "g")["program_pid"]
+        check(prog not in (0, init) and os.readlink("/proc/%d/exe" % prog) == os.path.realpath(TESTGADGET),
+              "status's program pid is the program: %r (init %d)" % (prog, init))
+        check("Program PID: %d" % prog in d.ctl("status", "g").stdout, "status shows it as text")
+        p = subprocess.Popen([GADGETCTL, "--socket", d.sock, "exec", "g", "--", "cat"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = wait_for(lambda: exec_command_pid(d, init), what="the exec's command")
+        wait_for(lambda: os.readlink("/proc/%d/exe" % cmd) == "/usr/bin/cat", what="the command exec'd")
+        # The probe and its reaper hold the command's stdio and their report
+        # pipe, nothing of gadgetd's.
+        probe = [pid for pid, idmap in children(d) if pid != init and idmap][0]
+        held = fd_links(probe) + fd_links(first_child(probe))
+        check(held and all(l.startswith("pipe:") for l in held), "the probe's fds: %r" % held)
+        ns, cg, st = proc_view(cmd)
+        pns, pcg, pst = proc_view(prog)
+        check(ns == pns and ns != proc_view(os.getpid())[0], "the program's namespaces: %r, %r" % (ns, pns))
+        check(cg == pcg, "the program's cgroups: %r, %r" % (cg, pcg))
+        check(st["Uid"] == pst["Uid"] and st["Gid"] == pst["Gid"] and st["Groups"] == [],
+              "the program's ids, no groups: %r" % st)
+        check(st["CapEff"] == st["CapPrm"] == st["CapBnd"] == ["0000000000000000"] and st["NoNewPrivs"] == ["1"]
+              and st["Seccomp"] == ["2"] and st["NSpid"][-1] != "2", "no capability, nnp, seccomp: %r" % st)
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 1 and "a gadgetctl exec (pid %d) runs" % p.pid in r.stderr, "re-exec during an exec: %r" % r)
+        out, err = p.communicate("through the sandbox\n", timeout=30)
+        check(p.returncode == 0 and out == "through the sandbox\n", "gadgetctl's stdio: %r" % ((p.returncode, out, err),))
+        r = d.ctl("exec", "g", "--", "sh", "-c", "cat /proc/2/cmdline; hostname; exit 7")
+        check(r.returncode == 7 and r.stdout == TESTGADGET + "\0g\n", "its world, its exit status: %r" % r)
+        # What the command leaves running ends with it: the gadget's tasks
+        # are its program's alone again.
+        r = d.ctl("exec", "g", "--", "sh", "-c", "sleep 600 & sleep 600 & exit 3")
+        check(r.returncode == 3, "exec of a command that leaves children: %r" % r)
+        wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec's leftovers gone: %r" % info(d, "g")["tasks"])
+        # gadgetctl gone (killed), its command ends, and what it started.
+        p = subprocess.Popen([GADGETCTL, "--socket", d.sock, "exec", "g", "--", "sh", "-c", "sleep 600 & cat"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: info(d, "g")["tasks"] == 6, what="the exec's probe, reaper, sh, sleep and cat in g: %r"
+                 % info(d, "g")["tasks"])
+        p.kill()
+        p.wait()
+        wait_for(lambda: info(d, "g")["tasks"] == 1, what="the exec gone with gadgetctl: %r" % info(d, "g")["tasks"])
+        r = d.ctl("exec", "g", "--", "nosuch")
+        check(r.returncode == 1 and "exec nosuch: No such file or directory" in r.stderr, "no such command: %r" % r)
+        # The exec counts against the gadget's limits: at TasksMax=2 (its
+        # init and program), nothing more starts.
+        load(d, "tight", "SystemLibraries=yes\nTasksMax=2\n")
+        ready(d, "tight")
+        r = d.ctl("exec", "tight", "--", "id")
+        check(r.returncode == 1 and "fork: Resource temporarily unavailable" in r.stderr and not r.stdout,
+              "exec in a gadget at its TasksMax: %r" % r)
+        r = d.ctl("exec", "g", "--", "id", user=(65534, 65534))
+        check(r.returncode == 4 and "root's only" in r.stderr and r.stdout == "", "a member is refused: %r" % r)
+        recs = lambda: [(a["op"], a["outcome"], a.get("uid")) for a in
+                        (json.loads(l) for l in d.ctl("--json", "audit", "g").stdout.splitlines())
+                        if a["binding"] == "exec"]
+        wait_for(lambda: recs().count(("start", "denied", 65534)) == 1 and recs().count(("end", "ok", 0)) == 3
+                 and recs().count(("end", "error", 0)) == 2,
+                 what="the execs' records: %r" % recs())
+        # fds with another request, or too many with exec: refused, all closed.
+        base = fd_count(d.proc.pid)
+        exec_req = attacks.varint(1 << 3) + attacks.varint(1) + attacks.field(
+            28, attacks.field(1, b"g") + attacks.field(2, b"id")) + attacks.varint(11 << 3) + attacks.varint(
+            attacks.CONTROL_PROTOCOL_VERSION)
+        for frame, fds, want in ((attacks.request(1, 5), [0, 1, 2], "go with exec only"),
+                                 (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1], "exactly 3"),
+                                 (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1, 2, 0, 1], "exactly 3")):
+            with attacks.connect_unix(d.sock) as s:
+                s.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, attacks.struct.pack("%di" % len(fds), *fds))])
+                a = attacks.answer(s)
+                check(a and a["kind"] == "error" and want in a["message"], "refused (%r): %r" % (want, a))
+        wait_for(lambda: fd_count(d.proc.pid) <= base, what="the fds closed: %d, were %d" % (fd_count(d.proc.pid), base))
+        check(d.ctl("stop", "g").returncode == 0, "stop")
+        wait_for(lambda: d.state("g") == "stopped", what="g stopped")
+        r = d.ctl("exec", "g", "--", "id")
+        check(r.returncode == 1 and "no process running" in r.stderr, "exec of a stopped gadget: %r" % r)
+        check(info(d, "g").get("program_pid", 0) == 0, "no program pid once stopped")
 
 
 if __name__ == "__main__":

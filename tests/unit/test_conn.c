@@ -4,7 +4,7 @@
  * the bound on unsent output, a drop from inside a callback, and the
  * drained callback; each over both transports, a plain fd and a
  * bufferevent (as the node link's TLS sessions use), and the sending
- * check that refuses a frame before it is queued. */
+ * check that refuses a frame before it is queued; fds passed with frames. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +328,86 @@ static void test_sending_check(struct event_base *base)
         close(sv[1]);
 }
 
+/* fds passed with frames (the control link's exec): each frame takes
+ * those that came with it; more than accepted are refused (-E2BIG) and
+ * closed, and a conn that does not accept fds keeps none. */
+struct fd_seen {
+        struct conn *c;
+        int taken[4];
+        int frames;
+};
+
+static int on_frame_fds(void *arg, const uint8_t *data, size_t len, size_t *cost)
+{
+        struct fd_seen *s = arg;
+        int fds[3];
+        int n = conn_take_fds(s->c, fds, 3);
+        for (int i = 0; i < n; i++)
+                close(fds[i]);
+        if (s->frames < 4)
+                s->taken[s->frames] = n;
+        s->frames++;
+        return 0;
+}
+
+static void on_closed_fds(void *arg, int why)
+{
+}
+
+static const struct conn_ops fd_ops = { .frame = on_frame_fds, .closed = on_closed_fds };
+
+static int open_fds(void)
+{
+        int n = 0;
+        char path[64];
+        for (int fd = 0; fd < 1024; fd++) {
+                snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+                n += access(path, F_OK) == 0;
+        }
+        return n;
+}
+
+/* One small frame with n copies of fd 0 attached. */
+static void put_frame_fds(int fd, size_t n)
+{
+        struct wire_writer w;
+        Gadget__Shutdown m = GADGET__SHUTDOWN__INIT;
+        int fds[4] = { 0, 0, 0, 0 };
+        wire_writer_init(&w, 0);
+        wire_writer_put(&w, &m.base, WIRE_MAX_FRAME);
+        CHECK(wire_writer_flush_fds(&w, fd, fds, n) == 0, "a frame with %zu fds written", n);
+        wire_writer_free(&w);
+}
+
+static void test_fds(struct event_base *base)
+{
+        int before = open_fds();
+        for (int accept = 0; accept < 2; accept++) {
+                struct fd_seen s = { 0 };
+                int sv[2];
+                CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0, "socketpair");
+                CHECK(conn_new(base, sv[0], 0, &fd_ops, &s, &s.c) == 0, "conn_new");
+                if (accept)
+                        conn_accept_fds(s.c, 3);
+                const size_t sent[] = { 3, 0, 4, 1 };
+                for (int i = 0; i < 4; i++) {
+                        put_frame_fds(sv[1], sent[i]);
+                        turns(base, 2);
+                }
+                CHECK(s.frames == 4, "four frames: %d", s.frames);
+                if (accept)
+                        CHECK(s.taken[0] == 3 && s.taken[1] == 0 && s.taken[2] == -E2BIG && s.taken[3] == 1,
+                              "each frame takes its own fds, 4 refused: %d %d %d %d", s.taken[0], s.taken[1],
+                              s.taken[2], s.taken[3]);
+                else
+                        CHECK(s.taken[0] == 0 && s.taken[2] == 0 && s.taken[3] == 0,
+                              "without conn_accept_fds none is kept");
+                conn_free(s.c);
+                close(sv[1]);
+        }
+        CHECK(open_fds() <= before, "no fd left open: %d, were %d", open_fds(), before);
+}
+
 int main(void)
 {
         struct event_base *base = event_base_new();
@@ -347,6 +427,7 @@ int main(void)
         }
         test_sending_check(base);
         test_read_before(base);
+        test_fds(base);
         event_free(ticks);
         event_base_free(base);
         return tap_done();

@@ -316,7 +316,7 @@ static void test_status(void)
         s.signatures = sigs, s.n_signatures = 2;
         s.bindings = bs, s.n_bindings = 3;
         s.log_tail = tail, s.n_log_tail = 2;
-        g.start = "on-demand", g.active_ago_ms = 12500, g.in_flight = 2;
+        g.start = "on-demand", g.active_ago_ms = 12500, g.in_flight = 2, g.program_pid = 100;
         CAPTURE(out, CHECK(show_status(f, &s, false) == 0, "status printed"));
         CHECK_STR(out,
                   "notes\n"
@@ -325,6 +325,7 @@ static void test_status(void)
                   "      Start: on-demand\n"
                   "Last active: 12 s ago\n"
                   "        PID: 99\n"
+                  "Program PID: 100\n"
                   "     Uptime: 2h03m\n"
                   "   Restarts: 1\n"
                   "      Calls: 3, 2 in flight\n"
@@ -350,7 +351,7 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,\"kept_errors\":0,"
+                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,\"kept_errors\":0,\"program_pid\":100,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","

@@ -230,6 +230,27 @@ static void test_response(void)
         le.text = "hi";
         le.time_ms = -5;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "time -5"), "a time: %s", why);
+        /* exec's end: a shell's exit status, 0 to 255. */
+        Control__ExecEnd x = CONTROL__EXEC_END__INIT;
+        r.resp_case = CONTROL__RESPONSE__RESP_EXEC;
+        r.exec = &x;
+        x.status = 255;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "exec's end, status 255: %s", why);
+        x.status = 256;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status 256 refused: %s", why);
+        x.status = -1;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status -1 refused: %s", why);
+        /* A program pid is a pid or 0. */
+        Control__GadgetInfo gi = CONTROL__GADGET_INFO__INIT;
+        Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
+        st.info = &gi;
+        gi.name = "g", gi.program_pid = 42;
+        r.resp_case = CONTROL__RESPONSE__RESP_STATUS;
+        r.status = &st;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a status with a program pid: %s", why);
+        gi.program_pid = -2;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "program pid"),
+              "a negative program pid refused: %s", why);
         r.resp_case = 99;
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown"),
               "an answer of an unknown kind: %s", why);
@@ -412,9 +433,45 @@ static void test_kill(void)
               "STOP, 19, \"\", TERMX and 15x are refused");
 }
 
+/* exec: a command of 1 to CONTROL_EXEC_ARGS_MAX words, each non-empty first,
+ * at most CONTROL_EXEC_ARG_MAX bytes, UTF-8. */
+static void test_exec(void)
+{
+        static char long_word[CONTROL_EXEC_ARG_MAX + 2];
+        static char *many[CONTROL_EXEC_ARGS_MAX + 1];
+        char *cmd[] = { "sh", "-c", "id" }, *empty[] = { "" }, *bad[] = { "sh", "\xff" }, *longv[] = { long_word };
+        Control__Exec x = CONTROL__EXEC__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        q.req_case = CONTROL__REQUEST__REQ_EXEC;
+        q.exec = &x;
+        x.name = "g";
+        x.argv = cmd, x.n_argv = 3;
+        CHECK(request(&q) == 0, "exec sh -c id: %s", why);
+        x.n_argv = 0;
+        CHECK(request(&q) < 0 && strstr(why, "command"), "exec without a command refused: %s", why);
+        x.argv = empty, x.n_argv = 1;
+        CHECK(request(&q) < 0, "exec of an empty word refused: %s", why);
+        x.argv = bad, x.n_argv = 2;
+        CHECK(request(&q) < 0 && strstr(why, "UTF-8"), "exec with a word not UTF-8 refused: %s", why);
+        memset(long_word, 'a', CONTROL_EXEC_ARG_MAX);
+        x.argv = longv, x.n_argv = 1;
+        CHECK(request(&q) == 0, "a word of CONTROL_EXEC_ARG_MAX bytes: %s", why);
+        long_word[CONTROL_EXEC_ARG_MAX] = 'a';
+        CHECK(request(&q) < 0, "a longer word refused: %s", why);
+        for (size_t i = 0; i <= CONTROL_EXEC_ARGS_MAX; i++)
+                many[i] = "x";
+        x.argv = many, x.n_argv = CONTROL_EXEC_ARGS_MAX;
+        CHECK(request(&q) == 0, "CONTROL_EXEC_ARGS_MAX words: %s", why);
+        x.n_argv++;
+        CHECK(request(&q) < 0, "more words refused: %s", why);
+        x.argv = cmd, x.n_argv = 3, x.name = "../x";
+        CHECK(request(&q) < 0 && strstr(why, "name"), "exec in an invalid gadget name refused: %s", why);
+}
+
 int main(void)
 {
         test_kill();
+        test_exec();
         test_hello();
         test_log_and_result();
         test_requests();

@@ -27,6 +27,8 @@
 /* Largest setup gadgetd sends: argv, environment and paths of one policy
  * and two seccomp programs. */
 #define SETUP_MAX (1u << 20)
+/* The most fds a setup brings (a worker's or a probe's). */
+#define SANDBOX_FDS_MAX (SANDBOX_FDS_SENT > SANDBOX_ENTER_FDS_SENT ? SANDBOX_FDS_SENT : SANDBOX_ENTER_FDS_SENT)
 
 static _Noreturn void fail(const char *step, int err)
 {
@@ -57,11 +59,12 @@ static struct sock_fprog prog(const ProtobufCBinaryData *b)
 }
 
 /* Puts the n fds that came with the setup at SANDBOX_FD_REPORT on, and
- * /dev/null at 0-2. Each goes above every target first, so that none is
- * overwritten before it has moved. */
-static void place_fds(const int *fds, size_t n)
+ * copies of std[0..2] (fds among those, by their new numbers) at 0-2:
+ * nothing of gadgetd's stays there. Each goes above every target first,
+ * so that none is overwritten before it has moved. */
+static void place_fds(const int *fds, size_t n, const int *std)
 {
-        int high[SANDBOX_FDS_SENT];
+        int high[SANDBOX_FDS_MAX];
         for (size_t i = 0; i < n; i++) {
                 if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
                         _exit(125);
@@ -71,27 +74,28 @@ static void place_fds(const int *fds, size_t n)
                 if (dup2(high[i], SANDBOX_FD_REPORT + (int)i) < 0)
                         _exit(125);
         for (int k = 0; k < 3; k++)
-                if (dup2(high[SANDBOX_FD_DEVNULL - SANDBOX_FD_REPORT], k) < 0)
+                if (dup2(high[std[k] - SANDBOX_FD_REPORT], k) < 0)
                         fail("setup fds", errno);
         for (size_t i = 0; i < n; i++)
                 close(high[i]);
 }
 
-/* Reads the setup and the fds that come with its first bytes, and puts
- * those in place: NULL if gadgetd gave up on this start (end of file). */
-static Sandbox__Setup *read_setup(void)
+/* Reads the setup and the want fds that come with its first bytes, and
+ * puts those in place (std: as place_fds): NULL if gadgetd gave up on
+ * this start (end of file). */
+static Sandbox__Setup *read_setup(size_t want, const int *std)
 {
         static uint8_t buf[65536];
-        int fds[SANDBOX_FDS_SENT];
+        int fds[SANDBOX_FDS_MAX];
         size_t n_fds = 0;
-        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, SANDBOX_FDS_SENT, &n_fds);
+        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, want, &n_fds);
         if (n == 0 || (n < 0 && n != -EPROTO))
                 return NULL;
         /* Without its fds the helper cannot even report: it just ends, and
          * gadgetd says the setup ended without a report. */
-        if (n < 0 || n_fds != SANDBOX_FDS_SENT)
+        if (n < 0 || n_fds != want)
                 _exit(125);
-        place_fds(fds, n_fds);
+        place_fds(fds, n_fds, std);
         struct wire_reader rd;
         const uint8_t *data;
         size_t len;
@@ -108,19 +112,42 @@ static Sandbox__Setup *read_setup(void)
         return s;
 }
 
-int main(void)
+/* gadgetd-sandbox --enter: gadgetctl exec's probe (enter.c). */
+static _Noreturn void enter(void)
+{
+        static const int std[] = { SANDBOX_ENTER_STDIN, SANDBOX_ENTER_STDOUT, SANDBOX_ENTER_STDERR };
+        Sandbox__Setup *s = read_setup(SANDBOX_ENTER_FDS_SENT, std);
+        if (!s)
+                _exit(125);
+        if (s->n_argv < 2)
+                fail("setup", EPROTO);
+        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
+        struct sandbox_config cfg = {
+                .name = s->name, .argv = strv(s->argv + 1, s->n_argv - 1), .envp = strv(s->envp, s->n_envp),
+                .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .filter = &filter,
+                .setup_fd = SANDBOX_FD_SETUP, .parent_pidfd = -1, .report_fd = SANDBOX_ENTER_REPORT,
+                .rpc_fd = -1, .stdout_fd = SANDBOX_ENTER_STDOUT, .stderr_fd = SANDBOX_ENTER_STDERR,
+                .stdin_fd = SANDBOX_ENTER_STDIN, .devnull_fd = -1, .nproc = s->nproc, .address_space = s->address_space,
+        };
+        enter_main(&cfg, SANDBOX_ENTER_INIT);
+}
+
+int main(int argc, char **argv)
 {
         /* Die with gadgetd. Not dumpable while privileged in the namespace:
          * nothing else can ptrace or read the memory of the setup process. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
                 _exit(125);
+        if (argc == 2 && strcmp(argv[1], SANDBOX_ENTER_ARG) == 0)
+                enter();
         /* What needs no setup is done while the shell waits for one: off
          * the start's path. Its failure is reported once the report fd has
          * come with the setup: the gadget does not start. */
         const char *early_step = NULL;
         struct mount_plan *plan = NULL;
         int early = sandbox_early(&plan, &early_step);
-        Sandbox__Setup *s = read_setup();
+        static const int std[] = { SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL };
+        Sandbox__Setup *s = read_setup(SANDBOX_FDS_SENT, std);
         if (!s)
                 _exit(125); /* gadgetd gave up on this start */
         if (early < 0)

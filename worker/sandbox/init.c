@@ -28,7 +28,7 @@ static const int forwarded[] = { SANDBOX_FORWARDED_SIGNALS };
  * as a fresh process would, whatever gadgetd (SIGPIPE ignored) or the
  * caller of gadgetd run ignored or blocked. exec resets only handled
  * signals; ignored ones and the mask survive it. */
-static int reset_signals(void)
+int init_reset_signals(void)
 {
         sigset_t none;
         struct sigaction dfl = { .sa_handler = SIG_DFL };
@@ -68,7 +68,7 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
             close_range((unsigned)rep + 1, ~0U, 0) < 0)
                 goto fail;
         step = "signals";
-        if (reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
+        if (init_reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
         step = "exec";
         execve(cfg->exec, cfg->argv, cfg->envp);

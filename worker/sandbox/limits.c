@@ -124,6 +124,11 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
                 if ((e = lower_limit(fixed[i].resource, fixed[i].value)) < 0)
                         return e;
         }
+        return 0;
+}
+
+int limits_userns_late(const char **step)
+{
         return userns_zero(userns_late, sizeof userns_late / sizeof *userns_late, step);
 }
 

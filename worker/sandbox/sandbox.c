@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 
-/* Sends "step: reason" to gadgetd and ends the child. */
-static _Noreturn void fail(int fd, const char *step, int err)
+_Noreturn void sandbox_fail(int fd, const char *step, int err)
 {
         sandbox_report_failed(fd, step, strerror(err));
         _exit(125);
@@ -28,7 +27,7 @@ static _Noreturn void fail(int fd, const char *step, int err)
 /* Switches to the gadget's inner uid/gid while keeping the capabilities of
  * the new user namespace for the rest of the setup. Why this is safe: the
  * securebits are locked first, so no later exec can regain privileges. */
-static int become_gadget_user(void)
+int sandbox_become_user(void)
 {
         int e = caps_lock_securebits();
         if (e < 0)
@@ -40,22 +39,13 @@ static int become_gadget_user(void)
         return 0;
 }
 
-/* Waits for SANDBOX_CGROUP_MSG (gadgetd makes the gadget's cgroups while
- * the sandbox is built, and has put this process in its v2 cgroup by the
- * time the message comes) and joins the v1 cgroups whose "tasks" files
- * come with it; then makes the cgroup namespace, rooted there, so the
- * gadget sees "/" and nothing of the host's cgroup paths, and mounts its
- * cgroups at /sys/fs/cgroup (worker/sandbox/cgroupfs.c). Before the
- * limits and the program: everything the program does counts against
- * them. Why this is safe: the fds were opened by gadgetd and name only
- * this gadget's cgroups; they are closed at once. */
-static int join_cgroups(const struct sandbox_config *cfg, const char **step)
+int sandbox_join_v1(int setup_fd, const char **step)
 {
         char byte = 0;
         int fds[SANDBOX_CGROUP_FDS_MAX], e = 0;
         size_t n = 0;
         *step = "cgroup v1: join";
-        ssize_t r = wire_recv_fds(cfg->setup_fd, &byte, 1, fds, SANDBOX_CGROUP_FDS_MAX, &n);
+        ssize_t r = wire_recv_fds(setup_fd, &byte, 1, fds, SANDBOX_CGROUP_FDS_MAX, &n);
         if (r == 0)
                 _exit(125); /* gadgetd gave up on this start */
         if (r < 0)
@@ -73,6 +63,21 @@ static int join_cgroups(const struct sandbox_config *cfg, const char **step)
         }
         if (e == 0 && keep && n > 0 && sched_setaffinity(0, sizeof cpus, &cpus) < 0)
                 e = -errno;
+        return e;
+}
+
+/* Waits for SANDBOX_CGROUP_MSG (gadgetd makes the gadget's cgroups while
+ * the sandbox is built, and has put this process in its v2 cgroup by the
+ * time the message comes) and joins the v1 cgroups whose "tasks" files
+ * come with it; then makes the cgroup namespace, rooted there, so the
+ * gadget sees "/" and nothing of the host's cgroup paths, and mounts its
+ * cgroups at /sys/fs/cgroup (worker/sandbox/cgroupfs.c). Before the
+ * limits and the program: everything the program does counts against
+ * them. Why this is safe: the fds were opened by gadgetd and name only
+ * this gadget's cgroups; they are closed at once. */
+static int join_cgroups(const struct sandbox_config *cfg, const char **step)
+{
+        int e = sandbox_join_v1(cfg->setup_fd, step);
         if (!cfg->prewarm)
                 close(cfg->setup_fd);
         if (e < 0)
@@ -116,44 +121,46 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
          * that may traverse them; see worker/sandbox/mounts.c. */
         e = mounts_prepare(cfg, plan, &step);
         if (e < 0)
-                fail(cfg->report_fd, step, -e);
-        e = become_gadget_user();
+                sandbox_fail(cfg->report_fd, step, -e);
+        e = sandbox_become_user();
         if (e < 0)
-                fail(cfg->report_fd, "user ids", -e);
+                sandbox_fail(cfg->report_fd, "user ids", -e);
         /* A change of credentials clears the parent-death signal: set it
          * again, then make sure gadgetd did not die in between. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-                fail(cfg->report_fd, "parent-death signal", errno);
+                sandbox_fail(cfg->report_fd, "parent-death signal", errno);
         if (poll(&(struct pollfd){ .fd = cfg->parent_pidfd, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
         close(cfg->parent_pidfd);
         e = mounts_build(plan, cfg, &step);
         if (e < 0)
-                fail(cfg->report_fd, step, -e);
+                sandbox_fail(cfg->report_fd, step, -e);
         mounts_plan_free(plan);
         if (sethostname(cfg->name, strlen(cfg->name)) < 0)
-                fail(cfg->report_fd, "hostname", errno);
+                sandbox_fail(cfg->report_fd, "hostname", errno);
         e = join_cgroups(cfg, &step);
         if (e < 0)
-                fail(cfg->report_fd, step, -e);
+                sandbox_fail(cfg->report_fd, step, -e);
         e = limits_apply(cfg, &step);
+        if (e == 0)
+                e = limits_userns_late(&step);
         if (e < 0)
-                fail(cfg->report_fd, step, -e);
+                sandbox_fail(cfg->report_fd, step, -e);
         e = caps_drop_all();
         if (e < 0)
-                fail(cfg->report_fd, "capabilities", -e);
+                sandbox_fail(cfg->report_fd, "capabilities", -e);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                fail(cfg->report_fd, "no_new_privs", errno);
+                sandbox_fail(cfg->report_fd, "no_new_privs", errno);
         /* No controlling terminal: TIOCSTI has no target even before the
          * seccomp filter refuses it. */
         if (setsid() < 0)
-                fail(cfg->report_fd, "session", errno);
+                sandbox_fail(cfg->report_fd, "session", errno);
         /* FdStore= mode: the sandbox outlives gadgetd's exit, watched by
          * init_run instead (its report pipe, the bound of the handoff). */
         if (cfg->handoff_ms && prctl(PR_SET_PDEATHSIG, 0) < 0)
-                fail(cfg->report_fd, "parent-death signal", errno);
+                sandbox_fail(cfg->report_fd, "parent-death signal", errno);
         e = filter_install(cfg->filter);
         if (e < 0)
-                fail(cfg->report_fd, "seccomp", -e);
+                sandbox_fail(cfg->report_fd, "seccomp", -e);
         init_run(cfg);
 }

@@ -38,6 +38,7 @@ struct sandbox_config {
         int rpc_fd;                      /* the worker end of the socketpair */
         int stdout_fd, stderr_fd;        /* where the program's output goes */
         int devnull_fd;
+        int stdin_fd;                    /* a probe's stdin (enter.c); a worker's is devnull_fd */
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
 };
@@ -82,6 +83,23 @@ int limits_userns_early(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
 /* In PID 2 right before exec: the limits of the program alone. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);
+/* The rest of limits_apply's, for the worker only: the user namespace's
+ * counters it no longer needs. */
+int limits_userns_late(const char **step);
+/* Sends "step: reason" to gadgetd on fd and ends the process (sandbox.c). */
+_Noreturn void sandbox_fail(int fd, const char *step, int err);
+/* Switches to the gadget's inner uid/gid, no groups changed, keeping the
+ * capabilities of the user namespace for the rest of the setup (sandbox.c). */
+int sandbox_become_user(void);
+/* Waits for SANDBOX_CGROUP_MSG on setup_fd and joins the v1 cgroups whose
+ * "tasks" files come with it (sandbox.c). */
+int sandbox_join_v1(int setup_fd, const char **step);
+/* Every signal's disposition back to the default, an empty mask (init.c). */
+int init_reset_signals(void);
+/* gadgetd-sandbox --enter: joins the running sandbox whose PID 1 is
+ * init_pidfd, becomes the gadget, runs cfg->argv there and reports its
+ * wait status (enter.c); never returns. */
+_Noreturn void enter_main(const struct sandbox_config *cfg, int init_pidfd);
 /* Runs the program as PID 2 and waits as PID 1; never returns. */
 _Noreturn void init_run(const struct sandbox_config *cfg);
 /* Reports to gadgetd on fd (report.c, sandbox.proto Report): a step that
