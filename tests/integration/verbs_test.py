@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import attacks
-from harness import (GADGETCTL, TESTGADGET, Daemon, check, children, fd_count, fd_links, main, policy, spare, test, wait_for,
-                     workers)
+from harness import (GADGETCTL, TESTGADGET, Daemon, check, children, fd_count, fd_links, main, policy, spare, test,
+                     wait_for, workers)
 
 
 def load(d, name, body):
@@ -380,7 +380,8 @@ def exec_runs_in_the_gadgets_world(tmp):
                 s.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, attacks.struct.pack("%di" % len(fds), *fds))])
                 a = attacks.answer(s)
                 check(a and a["kind"] == "error" and want in a["message"], "refused (%r): %r" % (want, a))
-        wait_for(lambda: fd_count(d.proc.pid) <= base, what=lambda: "the fds closed: %d, were %d" % (fd_count(d.proc.pid), base))
+        wait_for(lambda: fd_count(d.proc.pid) <= base,
+                 what=lambda: "the fds closed: %d, were %d" % (fd_count(d.proc.pid), base))
         check(d.ctl("stop", "g").returncode == 0, "stop")
         wait_for(lambda: d.state("g") == "stopped", what="g stopped")
         r = d.ctl("exec", "g", "--", "id")
