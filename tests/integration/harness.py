@@ -318,15 +318,20 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def fd_links(pid):
-    """What pid's fds point at (those closed while they are read left out)."""
-    out = []
+def fd_map(pid):
+    """{fd: what it points at} of pid (those closed while read left out)."""
+    out = {}
     for f in os.listdir("/proc/%d/fd" % pid):
         try:
-            out.append(os.readlink("/proc/%d/fd/%s" % (pid, f)))
+            out[int(f)] = os.readlink("/proc/%d/fd/%s" % (pid, f))
         except OSError:
             pass  # closed meanwhile
     return out
+
+
+def fd_links(pid):
+    """What pid's fds point at (those closed while they are read left out)."""
+    return list(fd_map(pid).values())
 
 
 def rss_kib(pid):
