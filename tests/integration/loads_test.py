@@ -42,12 +42,18 @@ def load_waits_until_ready(tmp):
 
 @test
 def load_no_block_answers_at_once(tmp):
+    """load --no-block answers while the gadget starts; a call meanwhile
+    waits for its start."""
     with Daemon(tmp) as d:
         pol = policy(extra_dir(tmp), "slow", "Arguments=slowstart 3000\n")
         r = d.ctl("load", "--no-block", pol)
         check(r.returncode == 0 and r.stdout.strip() == "loaded slow", "load --no-block: %r" % (r,))
         check(d.state("slow") == "starting", "state: %r" % d.state("slow"))
-        wait_for(lambda: d.state("slow") == "ready", what="slow ready")
+        # A call made during that start waits for the gadget's hello, then
+        # is answered (not refused as not ready).
+        r = d.ctl("call", "slow", "echo", '"hi"')
+        check(r.returncode == 0 and json.loads(r.stdout) == "hi", "a call during the start: %r" % (r,))
+        check(d.state("slow") == "ready", "slow ready: %r" % d.state("slow"))
 
 
 @test
