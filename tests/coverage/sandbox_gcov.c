@@ -7,7 +7,8 @@
  * At start, while the host's file system is still its root, it keeps a
  * directory fd of the build tree (close-on-exec, far above the fds the
  * sandbox places, and closed in the gadget's process before its exec) and
- * points libgcov there (GCOV_PREFIX=/proc/self/fd/N). Every _exit() of
+ * points libgcov there (GCOV_PREFIX=/proc/self/fd/N; at _exit, the fd as
+ * the working directory). Every _exit() of
  * gadgetd-sandbox writes the counts first (-Wl,--wrap=_exit); the dump
  * that libgcov makes before an exec is skipped (-Wl,--wrap=__gcov_execve),
  * because the gadget's process no longer holds the fd. The .gcda files
@@ -52,8 +53,14 @@ __attribute__((constructor)) static void sandbox_gcov_init(void)
 
 void __wrap__exit(int status)
 {
-        if (fcntl(SANDBOX_GCOV_FD, F_GETFD) >= 0)
+        /* The counts go under the build tree's fd as the working directory:
+         * /proc/self/fd/N does not resolve in a process that joined the
+         * gadget's namespaces from outside (gadgetctl exec's probe: it has
+         * no pid in the gadget's /proc), a directory fd does. */
+        if (fcntl(SANDBOX_GCOV_FD, F_GETFD) >= 0 && fchdir(SANDBOX_GCOV_FD) == 0) {
+                setenv("GCOV_PREFIX", ".", 1);
                 __gcov_dump();
+        }
         __real__exit(status);
 }
 
