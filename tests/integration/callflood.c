@@ -107,7 +107,8 @@ static void put_call(struct wire_writer *w, uint64_t id, char **argv, Gadget__Va
 }
 
 /* Waits up to ms for the next answer and counts it: 1 if one came, 0 if
- * none did in time (or the connection ended). */
+ * none did in time, -1 if the connection ended (gadgetd gone: no answer
+ * will come, and waiting on would spin). */
 static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *codes)
 {
         const uint8_t *data;
@@ -121,9 +122,11 @@ static int count_answer(struct wire_reader *r, int fd, int ms, int *ok, int *cod
                 if (pr <= 0)
                         return 0;
                 rr = wire_recv(r, fd, &data, &len);
+                if (rr == 0)
+                        return -1; /* readable, and no frame: the end */
         }
         if (rr < 0)
-                return 0;
+                return -1;
         Control__Response *resp = control__response__unpack(NULL, len, data);
         if (!resp)
                 exit(1);
@@ -187,7 +190,7 @@ static int flood(int fd, char **argv, int n, Gadget__Value *args)
         seen = calloc((size_t)n + 1, 1);
         seen_n = (uint64_t)n;
         for (int got = 0; got < n; got++)
-                if (!count_answer(&r, fd, ms, &ok, codes))
+                if (count_answer(&r, fd, ms, &ok, codes) <= 0)
                         break;
         print_counts(n, ok, codes);
         if (mismatched)
@@ -222,7 +225,7 @@ static int steady(int fd, char **argv, Gadget__Value *args)
                 int got = 0;
                 for (uint64_t end = t0 + 30000000u; !got && now_us() < end;)
                         got = count_answer(&r, fd, 100, &ok, codes);
-                if (!got)
+                if (got <= 0)
                         break;
                 if (n == cap && !(lat = realloc(lat, (cap *= 2) * sizeof *lat)))
                         break;
