@@ -1,7 +1,8 @@
-/* filterdump: writes gadgetd's two compiled seccomp programs (the very
- * ones gadgetd installs, filter_compiled) as raw BPF, for bwrap --add-seccomp-fd:
- * DIR/list.bpf (the allowlist) and DIR/args.bpf (argument checks), which
- * the kernel applies in that order, as in a gadget's sandbox. */
+/* filterdump: writes gadgetd's compiled seccomp programs (the very ones
+ * gadgetd installs, filter_compiled) as raw BPF, for bwrap --add-seccomp-fd:
+ * DIR/init.bpf (the sandbox init's) and DIR/direct.bpf (the program's,
+ * with its errnos in it: bwrap has no listener), which the kernel applies
+ * in that order, as in a gadget's sandbox. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,12 +33,12 @@ int main(int argc, char **argv)
                 return 2;
         }
         filter_compiled(&f);
-        int e = dump(argv[1], "list.bpf", &f.list);
+        int e = dump(argv[1], "init.bpf", &f.init);
         if (e >= 0)
-                e = dump(argv[1], "args.bpf", &f.args);
+                e = dump(argv[1], "direct.bpf", &f.direct);
         if (e < 0)
                 fprintf(stderr, "filterdump: %s\n", strerror(-e));
         else
-                printf("list %u args %u instructions\n", f.list.len, f.args.len);
+                printf("init %u direct %u instructions\n", f.init.len, f.direct.len);
         return e < 0;
 }

@@ -89,3 +89,7 @@ enum sandbox_enter_fd {
  * gadgetd refuses longer ones. */
 #define SANDBOX_REPORT_TEXT_MAX 512u
 #define SANDBOX_REPORT_MAX 2048u
+/* A Denials report: at most this many calls, each path at most this long
+ * (whole UTF-8 characters, no control bytes): 16 * (96 + 40) fits a report. */
+#define SANDBOX_DENIALS_MAX 12u
+#define SANDBOX_DENIAL_PATH_MAX 96u

@@ -319,6 +319,38 @@ static bool wait_status_ok(uint32_t s)
         return s <= 0xff && (s & 0x7f) < NSIG;
 }
 
+/* A Denials report: bounded in calls and path length, each call an
+ * (nr, errno) pair once, a count of at least 1, times in order, a path
+ * of printable UTF-8. Only counts and times are the sandbox's word: the
+ * call's name comes from gadgetd's own table (filter_call_name). */
+static bool denials_ok(const Sandbox__Denials *d, char *why, size_t len)
+{
+        if (!d || d->n_calls == 0 || d->n_calls > SANDBOX_DENIALS_MAX) {
+                snprintf(why, len, "denials: 1 to %u calls", SANDBOX_DENIALS_MAX);
+                return false;
+        }
+        for (size_t i = 0; i < d->n_calls; i++) {
+                const Sandbox__Denial *c = d->calls[i];
+                size_t n = strlen(c->path);
+                bool printable = true;
+                for (size_t j = 0; j < n; j++)
+                        printable &= (unsigned char)c->path[j] >= 0x20 && c->path[j] != 0x7f;
+                if (c->nr >= 1024 || c->error > 4095 || c->count == 0 || c->first_ms > c->last_ms ||
+                    n > SANDBOX_DENIAL_PATH_MAX || !printable || !value_utf8_valid(c->path, n)) {
+                        snprintf(why, len, "denials: call %zu out of bounds (nr < 1024, errno <= 4095, count >= 1, "
+                                           "first <= last, a printable path of at most %u bytes)", i,
+                                 SANDBOX_DENIAL_PATH_MAX);
+                        return false;
+                }
+                for (size_t j = 0; j < i; j++)
+                        if (d->calls[j]->nr == c->nr && d->calls[j]->error == c->error) {
+                                snprintf(why, len, "denials: call %u with errno %u twice", c->nr, c->error);
+                                return false;
+                        }
+        }
+        return true;
+}
+
 /* Why this is safe: the report comes from the sandbox's PID 1, which runs
  * inside the sandbox; nothing of it is used before these checks. */
 int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
@@ -337,6 +369,8 @@ int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
                 if (!wait_status_ok(r->wait_status))
                         REFUSE("wait status %#x is not one of a process that ended", r->wait_status);
                 return 0;
+        case SANDBOX__REPORT__KIND_DENIALS:
+                return denials_ok(r->denials, why, len) ? 0 : -EPROTO;
         default:
                 REFUSE("unknown report kind %d", (int)r->kind_case);
         }

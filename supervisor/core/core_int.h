@@ -145,6 +145,7 @@ struct unit {
         char *kept_errors;        /* its file's errors ("FILE:LINE: ..." lines) at the last reload that
                                    * kept it on its policy, or NULL (unit_keep_policy) */
         unsigned n_kept_errors;
+        struct denials *denials;  /* its refused system calls, NULL until the first (unit_denials.c) */
         bool leased;              /* Store=postgresql: this node holds its lease */
         bool lease_adopting;      /* adopted after gadgetd's re-exec, its lease not back yet:
                                    * its worker held, calls wait (unit_lease.c) */
@@ -311,6 +312,11 @@ struct unit_lifecycle_info {
 /* The line's text is fmt's (gadgetd's own words). */
 void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* unit_denials.c: a Denials report of one of u's runs (r): summed in
+ * u->denials, an audit record per call, one note in u's log. */
+struct spawn_denials;
+void unit_denied(struct unit_run *r, const struct spawn_denials *den);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -109,6 +109,7 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
+        free(u->denials);
         free(u);
 }
 
@@ -250,7 +251,12 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         struct unit_run *r = arg;
         int status = 0, pstatus = 0;
         char msg[256];
-        int e = spawn_read_report(&r->child, &status, msg, sizeof msg);
+        struct spawn_denials den;
+        int e = spawn_read_report(&r->child, &status, &den, msg, sizeof msg);
+        if (e == SPAWN_REPORT_DENIALS) {
+                unit_denied(r, &den);
+                return;
+        }
         if (e == SPAWN_REPORT_STATUS) {
                 r->program_status = status;
                 r->have_program_status = true;

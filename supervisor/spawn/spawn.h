@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "filter.h"
+#include "sandbox_abi.h"
 #include "wire.h"
 
 struct cgroup;
@@ -109,10 +110,22 @@ enum spawn_report {
         SPAWN_REPORT_WARM,       /* pre-warmed: built, waiting for spawn_go */
         SPAWN_REPORT_READY,      /* the program was exec'd */
         SPAWN_REPORT_STATUS,     /* the program ended: its wait status */
+        SPAWN_REPORT_DENIALS,    /* calls its filter refused (struct spawn_denials) */
+};
+/* A Denials report, checked: each (nr, error) once, path printable. */
+struct spawn_denial {
+        uint32_t nr, error;         /* error 0: a kill for a call of a foreign ABI */
+        uint64_t count, first_ms, last_ms;
+        char path[SANDBOX_DENIAL_PATH_MAX + 1];
+};
+struct spawn_denials {
+        size_t n;
+        struct spawn_denial calls[SANDBOX_DENIALS_MAX];
 };
 /* Reads the child's next report, checked (proto/validate.c): returns its
  * kind (a failure's "step: reason" in msg, a wait status in *status if
- * status is not NULL), 0 at end of file, -EAGAIN until a whole report has
- * come, -EPROTO with the reason in msg for one refused, or -errno. */
-int spawn_read_report(struct spawn_child *child, int *status, char *msg, size_t msglen);
+ * status is not NULL, denials in *den if den is not NULL), 0 at end of
+ * file, -EAGAIN until a whole report has come, -EPROTO with the reason in
+ * msg for one refused, or -errno. */
+int spawn_read_report(struct spawn_child *child, int *status, struct spawn_denials *den, char *msg, size_t msglen);
 void spawn_child_close(struct spawn_child *child);

@@ -13,7 +13,7 @@
 #include "validate.h"
 
 /* What a checked report says, in the caller's terms. */
-static int report_kind(const Sandbox__Report *r, int *status, char *msg, size_t msglen)
+static int report_kind(const Sandbox__Report *r, int *status, struct spawn_denials *den, char *msg, size_t msglen)
 {
         switch (r->kind_case) {
         case SANDBOX__REPORT__KIND_FAILED:
@@ -27,13 +27,24 @@ static int report_kind(const Sandbox__Report *r, int *status, char *msg, size_t 
                 if (status)
                         *status = (int)r->wait_status;
                 return SPAWN_REPORT_STATUS;
+        case SANDBOX__REPORT__KIND_DENIALS:
+                for (size_t i = 0; den && i < r->denials->n_calls; i++) {
+                        const Sandbox__Denial *d = r->denials->calls[i];
+                        struct spawn_denial *o = &den->calls[i];
+                        *o = (struct spawn_denial){ .nr = d->nr, .error = d->error, .count = d->count,
+                                                    .first_ms = d->first_ms, .last_ms = d->last_ms };
+                        snprintf(o->path, sizeof o->path, "%s", d->path);
+                        den->n = i + 1;
+                }
+                return SPAWN_REPORT_DENIALS;
         default: /* refused by validate_sandbox_report */
                 return -EPROTO;
         }
 }
 
 /* Unpacks and checks one report frame. */
-static int report_decode(const uint8_t *data, size_t len, int *status, char *msg, size_t msglen)
+static int report_decode(const uint8_t *data, size_t len, int *status, struct spawn_denials *den, char *msg,
+                         size_t msglen)
 {
         char why[200];
         Sandbox__Report *r = sandbox__report__unpack(NULL, len, data);
@@ -45,12 +56,12 @@ static int report_decode(const uint8_t *data, size_t len, int *status, char *msg
         if (e < 0)
                 snprintf(msg, msglen, "%s", why);
         else
-                e = report_kind(r, status, msg, msglen);
+                e = report_kind(r, status, den, msg, msglen);
         sandbox__report__free_unpacked(r, NULL);
         return e;
 }
 
-int spawn_read_report(struct spawn_child *c, int *status, char *msg, size_t msglen)
+int spawn_read_report(struct spawn_child *c, int *status, struct spawn_denials *den, char *msg, size_t msglen)
 {
         const uint8_t *data;
         size_t len;
@@ -66,7 +77,7 @@ int spawn_read_report(struct spawn_child *c, int *status, char *msg, size_t msgl
                 snprintf(msg, msglen, "the report pipe ended inside a report");
         if (e <= 0)
                 return e == -EMSGSIZE ? -EPROTO : e;
-        e = report_decode(data, len, status, msg, msglen);
+        e = report_decode(data, len, status, den, msg, msglen);
         /* Nothing is buffered past the report: keep no buffer between
          * reports (a thousand gadgets would keep one each). */
         wire_reader_free(&c->report);

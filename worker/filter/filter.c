@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -85,10 +86,26 @@ static const char *const refused[] = {
         "memfd_secret", "listmount", "statmount", "mq_open", "mq_unlink",
 };
 
-/* Adds one rule per name, skipping names this libseccomp does not know. */
-static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n)
+/* What the sandbox's init may do beyond its program: follow the program
+ * as its tracer (crash reports). Only the init's own filter allows them;
+ * the program's, installed on top, refuses them again. */
+static const char *const init_only[] = { "ptrace", "process_vm_readv" };
+
+static bool is_init_only(const char *name)
+{
+        for (size_t i = 0; i < sizeof init_only / sizeof *init_only; i++)
+                if (strcmp(name, init_only[i]) == 0)
+                        return true;
+        return false;
+}
+
+/* Adds one rule per name, skipping names this libseccomp does not know
+ * (and, with skip_init_only, the init's own calls). */
+static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n, bool skip_init_only)
 {
         for (size_t i = 0; i < n; i++) {
+                if (skip_init_only && is_init_only(names[i]))
+                        continue;
                 int nr = seccomp_syscall_resolve_name(names[i]);
                 if (nr == __NR_SCMP_ERROR)
                         continue;
@@ -183,7 +200,9 @@ static int export_prog(scmp_filter_ctx ctx, struct sock_fprog *prog)
 /* Compiles one filter: a default action, then the rules add() adds. A
  * syscall from another ABI (i386 int $0x80, x32) kills the whole process:
  * the rules speak only for the native ABI. */
-static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, struct sock_fprog *prog)
+enum list_kind { NOT_LIST, LIST_PROGRAM, LIST_INIT };
+
+static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), enum list_kind list, struct sock_fprog *prog)
 {
         scmp_filter_ctx ctx = seccomp_init(def);
         int e;
@@ -203,22 +222,71 @@ static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, struc
                 goto out;
         if ((e = add(ctx)) < 0)
                 goto out;
-        if (list &&
-            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed)) < 0 ||
-             (e = add_rules(ctx, SCMP_ACT_ERRNO(EPERM), refused, sizeof refused / sizeof *refused)) < 0))
+        if (list != NOT_LIST &&
+            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed, false)) < 0 ||
+             (e = add_rules(ctx, SCMP_ACT_ERRNO(EPERM), refused, sizeof refused / sizeof *refused,
+                            list == LIST_INIT)) < 0))
                 goto out;
+        for (size_t i = 0; list == LIST_INIT && i < sizeof init_only / sizeof *init_only; i++)
+                if ((e = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(init_only[i]), 0)) < 0)
+                        goto out;
         e = export_prog(ctx, prog);
 out:
         seccomp_release(ctx);
         return e;
 }
 
+/* One program out of the two (the kernel would run both for every call):
+ * args first, each of its "allow" verdicts a jump to the start of list,
+ * which then decides. Every refusal becomes SECCOMP_RET_USER_NOTIF if
+ * notify is set: the kernel asks the listener (the sandbox's init), which
+ * answers with the errno the same program without notify gives
+ * (filter_verdict on `direct`). Kills (a foreign ABI) stay kills. */
+static int compose(const struct sock_fprog *args, const struct sock_fprog *list, bool notify, struct sock_fprog *out)
+{
+        size_t n = (size_t)args->len + list->len;
+        if (n > BPF_MAXINSNS)
+                return -E2BIG;
+        struct sock_filter *p = malloc(n * sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        memcpy(p, args->filter, args->len * sizeof *p);
+        memcpy(p + args->len, list->filter, list->len * sizeof *p);
+        for (size_t i = 0; i < n; i++) {
+                if (p[i].code == (BPF_RET | BPF_A)) {
+                        free(p);
+                        return -EINVAL; /* libseccomp returns constants only */
+                }
+                if (p[i].code != (BPF_RET | BPF_K))
+                        continue;
+                uint32_t action = p[i].k & SECCOMP_RET_ACTION_FULL;
+                if (i < args->len && action == SECCOMP_RET_ALLOW)
+                        p[i] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, (uint32_t)(args->len - i - 1));
+                else if (notify && action == SECCOMP_RET_ERRNO)
+                        p[i] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+        }
+        *out = (struct sock_fprog){ .len = (unsigned short)n, .filter = p };
+        return 0;
+}
+
 int filter_build(struct gadget_filter *f)
 {
+        struct sock_fprog list = { 0 }, list_init = { 0 }, args = { 0 };
         *f = (struct gadget_filter){ 0 };
-        int e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, true, &f->list);
+        int e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, LIST_PROGRAM, &list);
         if (e >= 0)
-                e = build_one(SCMP_ACT_ALLOW, add_arg_rules, false, &f->args);
+                e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, LIST_INIT, &list_init);
+        if (e >= 0)
+                e = build_one(SCMP_ACT_ALLOW, add_arg_rules, NOT_LIST, &args);
+        if (e >= 0)
+                e = compose(&args, &list, true, &f->program);
+        if (e >= 0)
+                e = compose(&args, &list, false, &f->direct);
+        if (e >= 0)
+                e = compose(&args, &list_init, true, &f->init);
+        free(list.filter);
+        free(list_init.filter);
+        free(args.filter);
         if (e < 0)
                 filter_free(f);
         return e;
@@ -228,7 +296,8 @@ void filter_free(struct gadget_filter *f)
 {
         if (!f)
                 return;
-        free(f->list.filter);
-        free(f->args.filter);
+        free(f->program.filter);
+        free(f->direct.filter);
+        free(f->init.filter);
         *f = (struct gadget_filter){ 0 };
 }

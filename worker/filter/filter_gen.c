@@ -1,11 +1,14 @@
-/* filter_gen: runs at build time. Compiles the two seccomp programs with
- * libseccomp (filter.c) and writes them as C source (filter_bpf.c), so
+/* filter_gen: runs at build time. Compiles the seccomp programs with
+ * libseccomp (filter.c) and writes them as C source (filter_bpf.c), with
+ * the names of this architecture's system calls, so
  * gadgetd carries them ready-made: it compiles nothing at run time and
  * needs no libseccomp, and every worker installs exactly these programs.
  *
  *   filter_gen OUTPUT.c */
 #include <errno.h>
+#include <seccomp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "filter.h"
@@ -39,13 +42,32 @@ int main(int argc, char **argv)
         }
         fprintf(f, "/* Generated at build time by worker/filter/filter_gen.c from worker/filter/filter.c:\n"
                    " * the seccomp programs of every gadget, compiled by libseccomp. */\n"
-                   "#include \"filter.h\"\n\n");
-        emit(f, "list", &g.list);
-        emit(f, "args", &g.args);
+                   "#include \"filter.h\"\n\n#include <stddef.h>\n\n");
+        emit(f, "program", &g.program);
+        emit(f, "direct", &g.direct);
+        emit(f, "init", &g.init);
         fprintf(f, "void filter_compiled(struct gadget_filter *f)\n{\n"
-                   "        f->list = (struct sock_fprog){ .len = %u, .filter = list };\n"
-                   "        f->args = (struct sock_fprog){ .len = %u, .filter = args };\n}\n",
-                g.list.len, g.args.len);
+                   "        f->program = (struct sock_fprog){ .len = %u, .filter = program };\n"
+                   "        f->direct = (struct sock_fprog){ .len = %u, .filter = direct };\n"
+                   "        f->init = (struct sock_fprog){ .len = %u, .filter = init };\n}\n\n",
+                g.program.len, g.direct.len, g.init.len);
+        /* The names libseccomp knows for this architecture, by number. */
+        int top = -1;
+        for (int nr = 0; nr < FILTER_CALLS_MAX; nr++) {
+                char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+                if (name)
+                        top = nr;
+                free(name);
+        }
+        fprintf(f, "static const char *const names[%d] = {\n", top + 1);
+        for (int nr = 0; nr <= top; nr++) {
+                char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+                if (name)
+                        fprintf(f, "        [%d] = \"%s\",\n", nr, name);
+                free(name);
+        }
+        fprintf(f, "};\n\nconst char *filter_call_name(int nr)\n{\n"
+                   "        return nr >= 0 && nr < %d ? names[nr] : NULL;\n}\n", top + 1);
         filter_free(&g);
         if (fclose(f) != 0) {
                 fprintf(stderr, "filter_gen: %s: %s\n", argv[1], strerror(errno));

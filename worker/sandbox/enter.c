@@ -179,7 +179,7 @@ _Noreturn void enter_main(const struct sandbox_config *cfg, int init_pidfd)
                 sandbox_fail(cfg->report_fd, "pidfd", errno);
         /* The same filter as the gadget's program, on the probe and so on
          * everything it starts. */
-        if ((e = filter_install(cfg->filter)) < 0)
+        if ((e = filter_install(&cfg->filter->direct, false)) < 0)
                 sandbox_fail(cfg->report_fd, "seccomp", -e);
         /* Its child is the first of the exec in the gadget's PID namespace. */
         pid_t child = fork();

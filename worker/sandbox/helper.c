@@ -121,7 +121,8 @@ static _Noreturn void enter(void)
                 _exit(125);
         if (s->n_argv < 2)
                 fail("setup", EPROTO);
-        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
+        struct gadget_filter filter = { .program = prog(&s->filter), .direct = prog(&s->filter_direct),
+                                        .init = prog(&s->filter_init) };
         struct sandbox_config cfg = {
                 .name = s->name, .argv = strv(s->argv + 1, s->n_argv - 1), .envp = strv(s->envp, s->n_envp),
                 .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .filter = &filter,
@@ -156,7 +157,8 @@ int main(int argc, char **argv)
          * before the parent-death signal was set. */
         if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
-        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
+        struct gadget_filter filter = { .program = prog(&s->filter), .direct = prog(&s->filter_direct),
+                                        .init = prog(&s->filter_init) };
         struct sandbox_config cfg = {
                 .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
                 .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "policy.h"
+#include "wire.h"
 
 /* The stack PID 2 runs on until its exec: exec_program's buffers and the
  * calls it makes. */
@@ -45,9 +46,25 @@ int init_reset_signals(void)
         return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
 }
 
+/* In PID 2, just before the exec: installs the program's filter and
+ * hands its listener to PID 1 over sk. Why last: from here on a refused
+ * call waits for PID 1, which waits for this exec (vfork), so nothing
+ * after it may be refused (execve is not). */
+static int install_filter(const struct sandbox_config *cfg, int sk)
+{
+        int l = filter_install(&cfg->filter->program, true);
+        if (l < 0)
+                return l;
+        char byte = 0;
+        ssize_t n = wire_send_fds(sk, &byte, 1, &l, 1);
+        close(l);
+        close(sk);
+        return n == 1 ? 0 : n < 0 ? (int)n : -EIO;
+}
+
 /* In PID 2: only fds 0 (/dev/null), 1, 2 and the RPC fd survive, then the
  * program is exec'd. An exec failure is written to err_fd. */
-static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
+static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, int notify_sk)
 {
         int e;
         const char *step = "fds";
@@ -58,18 +75,27 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
         int err = fcntl(cfg->stderr_fd, F_DUPFD, 10);
         int nul = fcntl(cfg->devnull_fd, F_DUPFD, 10);
         int rep = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
-        if (rpc < 0 || out < 0 || err < 0 || nul < 0 || rep < 0 ||
+        int sk = fcntl(notify_sk, F_DUPFD_CLOEXEC, 10);
+        if (rpc < 0 || out < 0 || err < 0 || nul < 0 || rep < 0 || sk < 0 ||
             dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
             dup2(rpc, SANDBOX_RPC_FD) < 0)
                 goto fail;
         /* Why this is safe: every fd but 0-3 is closed, whatever gadgetd
-         * may have leaked; the report fd closes itself at exec. */
-        if (close_range(SANDBOX_RPC_FD + 1, (unsigned)rep - 1, 0) < 0 ||
-            close_range((unsigned)rep + 1, ~0U, 0) < 0)
+         * may have leaked; the report fd closes itself at exec, the
+         * listener's socket before it. */
+        int lo = rep < sk ? rep : sk, hi = rep < sk ? sk : rep;
+        if (close_range(SANDBOX_RPC_FD + 1, (unsigned)lo - 1, 0) < 0 ||
+            (hi > lo + 1 && close_range((unsigned)lo + 1, (unsigned)hi - 1, 0) < 0) ||
+            close_range((unsigned)hi + 1, ~0U, 0) < 0)
                 goto fail;
         step = "signals";
         if (init_reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
+        step = "seccomp";
+        if ((e = install_filter(cfg, sk)) < 0) {
+                errno = -e;
+                goto fail;
+        }
         step = "exec";
         execve(cfg->exec, cfg->argv, cfg->envp);
 fail:
@@ -95,6 +121,7 @@ fail:
 struct program_start {
         const struct sandbox_config *cfg;
         int pipe_rd, pipe_wr;
+        int notify_sk;                   /* PID 2's end of the listener's socket */
 };
 
 /* PID 2 on its own stack, in PID 1's memory until it execs. */
@@ -103,7 +130,7 @@ static int program_child(void *arg)
         const struct program_start *ps = arg;
         close(ps->pipe_rd);
         close(ps->cfg->report_fd);
-        exec_program(ps->cfg, ps->pipe_wr);
+        exec_program(ps->cfg, ps->pipe_wr, ps->notify_sk);
 }
 
 /* Starts PID 2 as vfork does: it shares PID 1's memory, so nothing of it
@@ -112,9 +139,9 @@ static int program_child(void *arg)
  * own fd table, signal handlers and limits, as after fork; only its stack
  * and the variables it writes (errno) are PID 1's memory, and PID 1 runs
  * again only once PID 2 is the program, in memory of its own. */
-static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2])
+static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int notify_sk)
 {
-        struct program_start ps = { .cfg = cfg, .pipe_rd = pipefd[0], .pipe_wr = pipefd[1] };
+        struct program_start ps = { .cfg = cfg, .pipe_rd = pipefd[0], .pipe_wr = pipefd[1], .notify_sk = notify_sk };
         void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
         if (stack == MAP_FAILED)
@@ -172,9 +199,9 @@ static void wait_read(const struct sandbox_config *cfg, int sfd)
         }
 }
 
-/* Reaps what ended; for the program, reports its status and ends PID 1,
- * which ends every other process of the namespace (sfd: FdStore= mode's
- * signalfd, -1 otherwise). */
+/* Reaps what ended; for the program, reports what its filter refused and
+ * its status and ends PID 1, which ends every other process of the
+ * namespace (sfd: FdStore= mode's signalfd, -1 otherwise). */
 static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
 {
         int status;
@@ -182,56 +209,88 @@ static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
                 if (pid != child)
                         continue;
+                /* SIGSYS is how the filter kills a call of a foreign ABI
+                 * (the program's own raise(SIGSYS) counts too: it harms
+                 * only its own record). */
+                if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
+                        denials_killed();
+                denials_flush(cfg->report_fd);
                 sandbox_report_status(cfg->report_fd, status);
                 wait_read(cfg, sfd);
                 _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
 }
 
-/* FdStore= mode (no parent-death signal): the sandbox ends by itself when
- * no process holds its report pipe's read end any more (gadgetd crashed, or
- * systemd closed its fd store at a stop: the write end polls POLLERR), and
- * when gadgetd said it left (SANDBOX_SIG_HANDOFF) and no next gadgetd said
- * it adopted it (SANDBOX_SIG_ADOPTED) within handoff_ms. Why only from
- * outside: those two are taken only with si_pid 0 and SI_USER, which no
- * process of the sandbox can send (the kernel refuses a forged SI_USER). */
-static _Noreturn void handoff_loop(const struct sandbox_config *cfg, const sigset_t *set, pid_t child)
+/* PID 1's loop: its signals (SIGCHLD: reap; the forwarded ones: on to the
+ * program), the program's refused calls (listener, denials.c) and, in
+ * FdStore= mode (no parent-death signal), the end of the sandbox: when no
+ * process holds its report pipe's read end any more (gadgetd crashed, or
+ * systemd closed its fd store at a stop: the write end polls POLLERR),
+ * and when gadgetd said it left (SANDBOX_SIG_HANDOFF) and no next gadgetd
+ * said it adopted it (SANDBOX_SIG_ADOPTED) within handoff_ms. Why only
+ * from outside: those two are taken only with si_pid 0 and SI_USER, which
+ * no process of the sandbox can send (the kernel refuses a forged SI_USER). */
+static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t *set, pid_t child, int listener)
 {
         uint64_t deadline = 0;
         int sfd = signalfd(-1, set, SFD_CLOEXEC);
         if (sfd < 0)
                 _exit(125);
         for (;;) {
-                struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = cfg->report_fd, .events = 0 } };
+                struct pollfd p[3] = { { .fd = sfd, .events = POLLIN },
+                                       { .fd = cfg->handoff_ms ? cfg->report_fd : -1, .events = 0 },
+                                       { .fd = listener, .events = POLLIN } };
                 uint64_t now = now_ms();
                 int timeout = deadline == 0 ? -1 : deadline <= now ? 0 : (int)(deadline - now);
-                int n = poll(p, 2, timeout);
-                if (n < 0)
+                int due = denials_due_ms();
+                if (due >= 0 && (timeout < 0 || due < timeout))
+                        timeout = due;
+                if (poll(p, 3, timeout) < 0)
                         continue;
-                if (n == 0 || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+                if (denials_due_ms() == 0)
+                        denials_flush(cfg->report_fd);
+                if ((deadline && now_ms() >= deadline) || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
                         reap(cfg, child, sfd);
                         kill(-1, SIGKILL);
                         _exit(125); /* no gadgetd: no sandbox lives on unwatched */
+                }
+                /* POLLHUP: no process runs under the filter any more. */
+                if ((p[2].revents & POLLIN) && denials_handle(listener, &cfg->filter->direct) < 0)
+                        p[2].revents |= POLLERR;
+                if (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                        close(listener);
+                        listener = -1;
                 }
                 struct signalfd_siginfo si;
                 if (!(p[0].revents & POLLIN) || read(sfd, &si, sizeof si) != sizeof si)
                         continue;
                 bool outside = si.ssi_code == SI_USER && si.ssi_pid == 0;
                 if (si.ssi_signo == SIGCHLD)
-                        reap(cfg, child, sfd);
-                else if (si.ssi_signo == SANDBOX_SIG_HANDOFF)
+                        reap(cfg, child, cfg->handoff_ms ? sfd : -1);
+                else if (cfg->handoff_ms && si.ssi_signo == SANDBOX_SIG_HANDOFF)
                         deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
-                else if (si.ssi_signo == SANDBOX_SIG_ADOPTED)
+                else if (cfg->handoff_ms && si.ssi_signo == SANDBOX_SIG_ADOPTED)
                         deadline = outside ? 0 : deadline;
                 else
                         kill(child, (int)si.ssi_signo);
         }
 }
 
-_Noreturn void init_run(const struct sandbox_config *cfg)
+/* The program's listener, which PID 2 sent before its exec (install_filter). */
+static int take_listener(int sk)
+{
+        char byte;
+        int fd = -1;
+        size_t n = 0;
+        ssize_t r = wire_recv_fds(sk, &byte, 1, &fd, 1, &n);
+        close(sk);
+        return r == 1 && n == 1 ? fd : -1;
+}
+
+_Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2])
 {
         sigset_t set;
-        int pipefd[2];
+        int pipefd[2], listener;
         pid_t child;
 
         sigemptyset(&set);
@@ -261,27 +320,27 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                         _exit(125);
                 close(cfg->setup_fd);
         }
-        child = start_program(cfg, pipefd);
+        child = start_program(cfg, pipefd, notify_sk[1]);
         if (child < 0) {
                 sandbox_report_failed(cfg->report_fd, "init", "fork failed");
                 _exit(125);
         }
         close(pipefd[1]);
         close(cfg->rpc_fd);
-        if (wait_exec(pipefd[0], cfg) == 0)
-                sandbox_report_ready(cfg->report_fd, false);
-        close(pipefd[0]);
-        if (cfg->handoff_ms)
-                handoff_loop(cfg, &set, child);
-
-        for (;;) {
-                siginfo_t si;
-                if (sigwaitinfo(&set, &si) < 0)
-                        continue;
-                if (si.si_signo != SIGCHLD) {
-                        kill(child, si.si_signo);
-                        continue;
+        close(notify_sk[1]);
+        listener = -1;
+        if (wait_exec(pipefd[0], cfg) == 0) {
+                /* Fail closed: a program whose refusals no one answers
+                 * does not run. */
+                if ((listener = take_listener(notify_sk[0])) < 0) {
+                        kill(child, SIGKILL);
+                        sandbox_report_failed(cfg->report_fd, "seccomp", "the filter's listener did not come");
+                        _exit(125);
                 }
-                reap(cfg, child, -1);
+                sandbox_report_ready(cfg->report_fd, false);
+        } else {
+                close(notify_sk[0]);
         }
+        close(pipefd[0]);
+        init_loop(cfg, &set, child, listener);
 }

@@ -159,8 +159,13 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
          * init_run instead (its report pipe, the bound of the handoff). */
         if (cfg->handoff_ms && prctl(PR_SET_PDEATHSIG, 0) < 0)
                 sandbox_fail(cfg->report_fd, "parent-death signal", errno);
-        e = filter_install(cfg->filter);
+        /* The socket PID 2 sends its filter's listener on: made before
+         * the init's own filter, which refuses sockets. */
+        int notify_sk[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, notify_sk) < 0)
+                sandbox_fail(cfg->report_fd, "seccomp: listener socket", errno);
+        e = filter_install(&cfg->filter->init, false);
         if (e < 0)
                 sandbox_fail(cfg->report_fd, "seccomp", -e);
-        init_run(cfg);
+        init_run(cfg, notify_sk);
 }

@@ -101,10 +101,21 @@ int init_reset_signals(void);
  * wait status (enter.c); never returns. */
 _Noreturn void enter_main(const struct sandbox_config *cfg, int init_pidfd);
 /* Runs the program as PID 2 and waits as PID 1; never returns. */
-_Noreturn void init_run(const struct sandbox_config *cfg);
+_Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]);
 /* Reports to gadgetd on fd (report.c, sandbox.proto Report): a step that
  * failed and why; the sandbox built (warm, pre-warmed) or the program
  * exec'd; the program's wait status. */
+/* The listener of the program's filter (denials.c). denials_handle
+ * answers one held call (from listener) with the errno direct gives and
+ * counts it: 0 or -errno if the listener failed. denials_killed counts
+ * the program's kill for a call of a foreign ABI. denials_due_ms: ms until
+ * what was counted should be reported (0: now), -1 if nothing was;
+ * denials_flush reports it on report_fd (one Denials report per
+ * SANDBOX_DENIALS_MAX calls) and starts counting anew. */
+int denials_handle(int listener, const struct sock_fprog *direct);
+void denials_killed(void);
+int denials_due_ms(void);
+void denials_flush(int report_fd);
 void sandbox_report_failed(int fd, const char *step, const char *reason);
 void sandbox_report_ready(int fd, bool warm);
 void sandbox_report_status(int fd, int status);
