@@ -395,6 +395,18 @@ static int cmd_describe(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
+static int cmd_denials(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Response *r = NULL;
+        int st = status_of(ctl, a->pos[0], &r);
+
+        if (st == CTL_EXIT_OK) {
+                st = printed(ctl, show_denials(stdout, r->status, ctl->json), CTL_EXIT_OK);
+                control__response__free_unpacked(r, NULL);
+        }
+        return st;
+}
+
 static int cmd_list(const struct ctl *ctl, const struct cmd_args *a)
 {
         return empty_request(ctl, CONTROL__REQUEST__REQ_LIST, CONTROL__RESPONSE__RESP_LIST);
@@ -720,6 +732,14 @@ const struct command cmd_commands[] = {
           "every key with the value in force, defaults included, sizes and times as\n"
           "written in a policy (16M, 30s). Root only.\n"
           "With --json: one {\"line\": \"...\"} object per line.\n" },
+        { "denials", cmd_denials, 1, 1, "h", "NAME",
+          "list the system calls a gadget's filter refused, by call and answer",
+          "Each line: the call, the errno the program got (\"killed\" for a call of a\n"
+          "foreign ABI, which ends the program), how often, the first and the last time\n"
+          "(UTC) and, for a call that names a path (mount, chroot ...), the last path.\n"
+          "Counted since the gadget was loaded, over all its runs; most refused first.\n"
+          "With --json: {\"name\", \"total\", \"untracked\", \"denials\": [{\"call\", \"nr\",\n"
+          "\"answer\", \"count\", \"first_ms\", \"last_ms\", \"path\"}]}.\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"

@@ -88,7 +88,8 @@ static json_t *info_json(const Control__GadgetInfo *g)
         if (o && (json_object_set_new(o, "start", json_string(g->start[0] ? g->start : "always")) < 0 ||
                   json_object_set_new(o, "active_ago_ms", json_integer(show_clamp(g->active_ago_ms))) < 0 ||
                   json_object_set_new(o, "in_flight", json_integer(show_clamp(g->in_flight))) < 0 ||
-                  json_object_set_new(o, "kept_errors", json_integer((json_int_t)g->kept_errors)) < 0)) {
+                  json_object_set_new(o, "kept_errors", json_integer((json_int_t)g->kept_errors)) < 0 ||
+                  json_object_set_new(o, "denials", json_integer(show_clamp(g->denials))) < 0)) {
                 json_decref(o);
                 return NULL;
         }
@@ -379,6 +380,26 @@ static int put_next_alarm(FILE *f, int64_t at_ms)
         return put_field(f, "Next alarm", v);
 }
 
+/* "Denied: 1234 system calls, 3 kinds, most often socket (EACCES) x1200:
+ * gadgetctl denials NAME". */
+static void put_denied(FILE *f, const Control__GadgetStatus *s)
+{
+        char v[400];
+        size_t top = 0;
+        for (size_t i = 1; i < s->n_denials; i++)
+                if (s->denials[i]->count > s->denials[top]->count)
+                        top = i;
+        int n = snprintf(v, sizeof(v), "%llu system call%s", (unsigned long long)s->info->denials,
+                         s->info->denials == 1 ? "" : "s");
+        if (s->n_denials > 0 && n > 0 && (size_t)n < sizeof(v))
+                n += snprintf(v + n, sizeof(v) - (size_t)n, ", %zu kind%s, most often %s (%s) x%llu", s->n_denials,
+                              s->n_denials == 1 ? "" : "s", s->denials[top]->call, s->denials[top]->answer,
+                              (unsigned long long)s->denials[top]->count);
+        if (n > 0 && (size_t)n < sizeof(v))
+                snprintf(v + n, sizeof(v) - (size_t)n, ": gadgetctl denials %s", s->info->name);
+        put_field(f, "Denied", v);
+}
+
 /* `status --json`: info_json plus the rest of GadgetStatus. */
 static json_t *status_json(const Control__GadgetStatus *s)
 {
@@ -414,7 +435,8 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0 ||
             json_object_set_new(o, "audit_unsent", json_integer((json_int_t)s->audit_unsent)) < 0 ||
             json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0 ||
-            json_object_set_new(o, "kept_error_lines", show_json_strv(s->kept_errors, s->n_kept_errors)) < 0) {
+            json_object_set_new(o, "kept_error_lines", show_json_strv(s->kept_errors, s->n_kept_errors)) < 0 ||
+            json_object_set_new(o, "denial_kinds", json_integer((json_int_t)s->n_denials)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -471,6 +493,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 put_field(f, "Memory", output_size(g->memory_bytes, mem, sizeof(mem)));
                 put_field(f, "Tasks", tasks);
                 put_field(f, "CPU", output_cpu(g->cpu_usec, cpu, sizeof(cpu)));
+                if (g->denials)
+                        put_denied(f, s);
                 e = put_field(f, "Limits mode", s->limits_mode);
         }
         if (e >= 0)

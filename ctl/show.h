@@ -17,6 +17,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json);
 /* A gadget's methods: one signature per line ("NAME (untyped)" for one
  * without), or with json {"name", "methods": [JSON Schema of each]}. */
 int show_describe(FILE *f, const Control__GadgetStatus *s, bool json);
+/* `gadgetctl denials`: the status's refused system calls (denials.c). */
+int show_denials(FILE *f, const Control__GadgetStatus *s, bool json);
 /* A Done answer: its message (if any), or {"ok":true,"message":...}. */
 int show_done(FILE *f, const Control__Done *d, bool json);
 /* How log entries are printed: as journalctl's short-precise (time, gadget,

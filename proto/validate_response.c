@@ -97,6 +97,12 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
                 if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
                     !str_ok(s->bindings[i]->credential) || !strv_ok(s->bindings[i]->ops, s->bindings[i]->n_ops))
                         REFUSE("status with an invalid binding");
+        for (size_t i = 0; i < s->n_denials; i++) {
+                const Control__Denial *d = s->denials[i];
+                if (!d || !str_ok(d->call) || !str_ok(d->answer) || !str_ok(d->path) || d->first_ms < 0 ||
+                    d->last_ms < d->first_ms || strlen(d->call) > 64 || strlen(d->answer) > 32 || strlen(d->path) > 256)
+                        REFUSE("status with an invalid denial");
+        }
         return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "control.h"
 #include "bindings/bindings.h"
 #include "core/core.h"
+#include "core/denials.h"
 #include "answer.h"
 #include "contract.h"
 #include "policy.h"
@@ -49,6 +50,7 @@ static void fill_info(Control__GadgetInfo *gi, const struct unit_info *in)
         gi->active_ago_ms = in->active_ago_ms;
         gi->next_alarm_ms = in->next_alarm_ms;
         gi->kept_errors = in->kept_errors;
+        gi->denials = in->denials ? in->denials->total : 0;
 }
 
 /* text's lines as an array, in one allocation (free the array only);
@@ -494,6 +496,22 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
         st.kept_errors = split_lines(in.kept_lines, &st.n_kept_errors);
+        Control__Denial den[DENIALS_KEPT], *denp[DENIALS_KEPT];
+        for (size_t i = 0; in.denials && i < in.denials->n; i++) {
+                const struct denial *d = &in.denials->d[i];
+                control__denial__init(&den[i]);
+                den[i].call = (char *)denial_call(d);
+                den[i].answer = (char *)denial_answer(d);
+                den[i].count = d->count;
+                den[i].first_ms = (int64_t)d->first_ms;
+                den[i].last_ms = (int64_t)d->last_ms;
+                den[i].path = (char *)d->path;
+                den[i].nr = d->nr;
+                denp[i] = &den[i];
+        }
+        st.n_denials = in.denials ? in.denials->n : 0;
+        st.denials = denp;
+        st.denials_untracked = in.denials ? in.denials->untracked : 0;
         client_answer(cl, q->id, &st.base);
         free(st.kept_errors);
 out:

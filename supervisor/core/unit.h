@@ -155,6 +155,7 @@ struct unit_info {
         size_t n_tail_drops;
         unsigned kept_errors;       /* its file's errors when a reload kept it on its policy; 0: none */
         const char *kept_lines;     /* those errors, "FILE:LINE: ..." lines ("" if none) */
+        const struct denials *denials; /* its refused system calls (core/denials.h), NULL if none yet */
 };
 void unit_info(const struct unit *u, struct unit_info *out);
 /* Its metrics' counters (unit_stats.h), and the approvals its calls wait for. */

@@ -80,6 +80,7 @@ void unit_info(const struct unit *u, struct unit_info *out)
                 .active_ago_ms = u->last_active_ms ? monotime_ms() - u->last_active_ms : 0,
                 .kept_errors = u->n_kept_errors,
                 .kept_lines = u->kept_errors ? u->kept_errors : "",
+                .denials = u->denials,
         };
         out->program_pid = out->pid ? unit_program_pid(u->run) : 0;
         unit_events_info(u, out);

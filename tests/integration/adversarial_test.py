@@ -270,6 +270,61 @@ def escape_verdicts_are_the_promised_errnos(tmp):
     check(not wrong, "verdicts other than the README's: %r" % wrong)
 
 
+# The calls testgadget's deny method makes, and the errno the filter has
+# always answered each with (docs/security.md, "The sandbox").
+DENIED = {"socket": "EACCES", "ptrace": "EPERM", "mount": "EPERM", "chroot": "EPERM", "io_setup": "ENOSYS",
+          "clone_newuser": "EPERM"}
+
+
+def denials(d, name):
+    r = d.ctl("--json", "denials", name)
+    check(r.returncode == 0, "denials %s: %r" % (name, r))
+    return json.loads(r.stdout)
+
+
+@test
+def denials_named_with_their_errnos(tmp):
+    """Each system call the filter refuses is named per gadget, with the
+    errno the program got (the one it always got: the call still fails
+    there and then), how often, first and last, a path call's path; in
+    `denials`, status, the audit and the gadget's log. A call of a foreign
+    ABI still kills the program, and is named as a kill."""
+    with Daemon(tmp) as d:
+        d.add("g", "Restart=no\n")
+        wait_for(lambda: d.state("g") == "ready", what="g ready")
+        t0 = time.time() * 1000
+        for call, errno in DENIED.items():
+            r = d.ctl("call", "g", "deny", json.dumps({"call": call, "n": 3}))
+            check(r.returncode == 0 and json.loads(r.stdout) == {"errno": errno, "times": 3},
+                  "%s in the sandbox: %r" % (call, r))
+        wait_for(lambda: denials(d, "g")["total"] == 3 * len(DENIED), what="every refusal counted: %r" % denials(d, "g"))
+        got = {x["call"]: x for x in denials(d, "g")["denials"]}
+        check(sorted(got) == sorted(n if n != "clone_newuser" else "clone" for n in DENIED), "calls named: %r" % got)
+        for call, errno in DENIED.items():
+            x = got["clone" if call == "clone_newuser" else call]
+            check(x["answer"] == errno and x["count"] == 3 and t0 - 1000 <= x["first_ms"] <= x["last_ms"] <= time.time() * 1000,
+                  "%s: %r" % (call, x))
+        check(got["mount"]["path"] == "/srv/outside" and got["chroot"]["path"] == "/" and got["socket"]["path"] == "",
+              "paths: %r" % got)
+        text = d.ctl("denials", "g").stdout
+        check(re.search(r"^socket +EACCES +3 ", text, re.M), "denials as text: %r" % text)
+        status = d.ctl("status", "g").stdout
+        check("Denied: 18 system calls, 6 kinds" in status and "refused system calls: " in status,
+              "status: %r" % status)
+        recs = [json.loads(l) for l in d.ctl("audit", "g").stdout.splitlines()]
+        sec = [r for r in recs if r["binding"] == "seccomp"]
+        check(sum(int(r["count"]) for r in sec) == 18 and all(r["outcome"] == "denied" for r in sec) and
+              any(r["op"] == "mount" and r["path"] == "/srv/outside" and r["errno"] == "EPERM" for r in sec),
+              "audit records: %r" % sec)
+        # A call of another ABI: the program is killed, as ever, and named.
+        d.ctl("call", "g", "sigsys")
+        wait_for(lambda: d.state("g") == "failed", what="g killed")
+        wait_for(lambda: denials(d, "g")["total"] == 19, what="the kill counted")
+        kill = [x for x in denials(d, "g")["denials"] if x["answer"] == "killed"]
+        check(len(kill) == 1 and kill[0]["call"] == "a call of a foreign ABI" and kill[0]["count"] == 1,
+              "the kill: %r" % kill)
+
+
 @test
 def escape_attempts_succeed_unconfined(tmp):
     # Each system call attempt is one that gets through without the

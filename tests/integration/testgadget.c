@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/aio_abi.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +58,52 @@ static gadget_value *sigsys(struct gadget_call *call, const gadget_value *args, 
         /* An x32 getpid: another ABI, killed by the filter on every x86-64
          * kernel (int $0x80 faults before it where the i386 entry is off). */
         return gadget_int(syscall(0x40000000L | 39));
+}
+
+/* A call the filter refuses, args {call, n (times, default 1), ms (or
+ * for this long)}: {errno, times}, the errno of the last attempt. */
+static gadget_value *deny(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *what = gadget_as_string(gadget_map_get(args, "call"));
+        int64_t n = 1, ms = 0;
+        (void)gadget_as_int(gadget_map_get(args, "n"), &n);
+        (void)gadget_as_int(gadget_map_get(args, "ms"), &ms);
+        struct timespec t0, t;
+        int64_t times = 0;
+        int e = 0;
+        if (!what)
+                return gadget_fail(call, GADGET_EINVAL, "call: a string");
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int64_t i = 0; ms > 0 || i < (n > 0 ? n : 1); i++) {
+                long r;
+                if (strcmp(what, "socket") == 0)
+                        r = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+                else if (strcmp(what, "ptrace") == 0)
+                        r = syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0);
+                else if (strcmp(what, "mount") == 0)
+                        r = syscall(SYS_mount, "none", "/srv/outside", "tmpfs", 0, NULL);
+                else if (strcmp(what, "chroot") == 0)
+                        r = syscall(SYS_chroot, "/");
+                else if (strcmp(what, "io_setup") == 0) /* in no list: ENOSYS */
+                        r = syscall(SYS_io_setup, 1, &(aio_context_t){ 0 });
+                else if (strcmp(what, "clone_newuser") == 0) /* refused by its flags */
+                        r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+                else
+                        return gadget_fail(call, GADGET_EINVAL, "unknown call");
+                if (r == 0)
+                        _exit(0); /* a child of clone, were it let through */
+                e = r < 0 ? errno : 0;
+                times++;
+                if (ms > 0 && times % 1024 == 0) {
+                        clock_gettime(CLOCK_MONOTONIC, &t);
+                        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
+                                break;
+                }
+        }
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "errno", gadget_string(e ? strerrorname_np(e) : "none"));
+        gadget_map_set(r, "times", gadget_int(times));
+        return r;
 }
 
 static gadget_value *say(struct gadget_call *call, const gadget_value *args, void *data)
@@ -449,6 +500,7 @@ int main(int argc, char **argv)
         gadget_method(g, "log", log_msg, NULL);
         gadget_method(g, "interleave", interleave, NULL);
         gadget_method(g, "sigsys", sigsys, NULL);
+        gadget_method(g, "deny", deny, NULL);
         gadget_method(g, "binding", binding, NULL);
         gadget_method(g, "repeat", repeat, NULL);
         gadget_method(g, "spew", spew, NULL);

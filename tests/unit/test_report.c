@@ -198,9 +198,88 @@ static void test_framing(void)
         child_close(&c);
 }
 
+/* n Denials, the i-th (nr 41 + i, errno 13) with count, times and path. */
+static int send_denials(int fd, size_t n, uint64_t count, uint64_t first, uint64_t last, const char *path)
+{
+        Sandbox__Denial d[SANDBOX_DENIALS_MAX + 1], *dp[SANDBOX_DENIALS_MAX + 1];
+        Sandbox__Denials list = SANDBOX__DENIALS__INIT;
+        Sandbox__Report r = SANDBOX__REPORT__INIT;
+        for (size_t i = 0; i < n; i++) {
+                sandbox__denial__init(&d[i]);
+                d[i].nr = 41 + (uint32_t)i;
+                d[i].error = 13;
+                d[i].count = count;
+                d[i].first_ms = first;
+                d[i].last_ms = last;
+                d[i].path = (char *)path;
+                dp[i] = &d[i];
+        }
+        list.n_calls = n;
+        list.calls = dp;
+        r.kind_case = SANDBOX__REPORT__KIND_DENIALS;
+        r.denials = &list;
+        return wire_send_atomic(fd, &r.base);
+}
+
+/* The refused calls a sandbox counted: the most it sends, with the longest
+ * paths, pass and are read back; a count of 0, times out of order, a path
+ * too long or with a control byte, too many calls, a pair twice, a call
+ * number out of range: refused. */
+static void test_denials(void)
+{
+        static char longest[SANDBOX_DENIAL_PATH_MAX + 2];
+        struct spawn_child c;
+        struct spawn_denials den;
+        char msg[300];
+        int wr;
+        memset(longest, 'p', SANDBOX_DENIAL_PATH_MAX);
+        CHECK(child_new(&c, &wr) == 0, "pipe");
+        CHECK(send_denials(wr, SANDBOX_DENIALS_MAX, UINT64_MAX, 1, UINT64_MAX, longest) == 0,
+              "the largest Denials report fits one atomic write");
+        CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == SPAWN_REPORT_DENIALS &&
+                      den.n == SANDBOX_DENIALS_MAX && den.calls[3].nr == 44 && den.calls[3].error == 13 &&
+                      den.calls[3].count == UINT64_MAX && strcmp(den.calls[3].path, longest) == 0,
+              "read back: %s", msg);
+        longest[SANDBOX_DENIAL_PATH_MAX] = 'p';
+        static const struct { size_t n; uint64_t count, first, last; const char *path; const char *what; } bad[] = {
+                { 1, 0, 1, 1, "", "count 0" },
+                { 1, 1, 2, 1, "", "first after last" },
+                { 1, 1, 1, 1, "/a\nb", "a control byte" },
+                { 0, 1, 1, 1, "", "no call" },
+                { SANDBOX_DENIALS_MAX + 1, 1, 1, 1, "", "too many calls" },
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                CHECK(send_denials(wr, bad[i].n, bad[i].count, bad[i].first, bad[i].last, bad[i].path) == 0,
+                      "%s sent", bad[i].what);
+                CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == -EPROTO && strstr(msg, "denials"),
+                      "%s refused: %s", bad[i].what, msg);
+        }
+        CHECK(send_denials(wr, 1, 1, 1, 1, longest) == 0, "a path one byte too long sent");
+        CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == -EPROTO, "a path one byte too long refused");
+        /* A pair twice and a number past the table, by hand. */
+        Sandbox__Denial d = SANDBOX__DENIAL__INIT, *two[] = { &d, &d };
+        Sandbox__Denials list = SANDBOX__DENIALS__INIT;
+        Sandbox__Report r = SANDBOX__REPORT__INIT;
+        d.count = 1;
+        list.n_calls = 2;
+        list.calls = two;
+        r.kind_case = SANDBOX__REPORT__KIND_DENIALS;
+        r.denials = &list;
+        CHECK(wire_send_atomic(wr, &r.base) == 0, "a pair twice sent");
+        CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == -EPROTO && strstr(msg, "twice"),
+              "a pair twice refused: %s", msg);
+        d.nr = 1024;
+        list.n_calls = 1;
+        CHECK(wire_send_atomic(wr, &r.base) == 0, "call 1024 sent");
+        CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == -EPROTO, "call 1024 refused: %s", msg);
+        close(wr);
+        child_close(&c);
+}
+
 int main(void)
 {
         test_round_trip();
+        test_denials();
         test_texts_bounded();
         test_kinds_refused();
         test_framing();
