@@ -16,6 +16,7 @@
 
 #include "system/audit.h"
 #include "core/core.h"
+#include "core/denials.h"
 #include "contract.h"
 #include "json.h"
 #include "policy.h"
@@ -81,7 +82,7 @@ static json_t *gadget_json(struct unit *u)
          * which the gateway's users need not read). */
         const struct unit_stats *s = unit_stats(u);
         return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s, s:I, s:I, "
-                         "s:I, s:I}",
+                         "s:I, s:I, s:I}",
                          "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
@@ -90,7 +91,8 @@ static json_t *gadget_json(struct unit *u)
                          "active_ago_ms", (json_int_t)in.active_ago_ms, "next_alarm_ms", (json_int_t)in.next_alarm_ms,
                          "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
                          "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us",
-                         (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes);
+                         (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes,
+                         "denials", (json_int_t)(in.denials ? in.denials->total : 0));
 }
 
 static int cmp_name(const void *a, const void *b)

@@ -118,6 +118,9 @@
                                      (g.start === "on-demand" ? " \u00b7 on demand" : "") + nextAlarm(g.next_alarm_ms) +
                                      (g.ui ? "" : " \u00b7 no UI")));
                         li.append(el("div", "gadget-stats", activity.line(g)));
+                        if (g.denials)
+                                li.append(el("div", "gadget-meta denied", g.denials + (g.denials === 1 ? " system call" : " system calls") +
+                                             " refused by its filter (gadgetctl denials " + g.name + " names them)"));
                         if (activity.shownName() === g.name)
                                 li.classList.add("activity-open");
                         li.append(button("activity", "Activity", () => {

@@ -22,6 +22,7 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/timer.h"
+#include "core/denials.h"
 
 #define ROWS_PER_TURN 64         /* gadgets read (their cgroup files) in one loop turn */
 #define ROWS_PER_CHUNK 256       /* gadgets (or families of gadgetd's own) written in one chunk, */
@@ -171,6 +172,7 @@ static void scrape_free(struct metrics_scrape *s)
                 unit_stats_clear(&s->rows[i].stats);
                 free(s->rows[i].bstats);
                 free(s->rows[i].tails);
+                free(s->rows[i].denials);
         }
         free(s->rows);
         if (s->ev_turn)
@@ -284,6 +286,14 @@ static bool read_rows(struct metrics_scrape *s)
                                 r->tails[i].dropped = info.tail_drops[i].dropped;
                         }
                         r->n_tails = info.n_tail_drops;
+                }
+                if (info.denials && info.denials->n &&
+                    (r->denials = calloc(info.denials->n, sizeof *r->denials))) {
+                        for (size_t i = 0; i < info.denials->n; i++)
+                                r->denials[i] = (struct metrics_denial){ denial_call(&info.denials->d[i]),
+                                                                         denial_answer(&info.denials->d[i]),
+                                                                         info.denials->d[i].count };
+                        r->n_denials = info.denials->n;
                 }
                 s->n_rows++;
         }

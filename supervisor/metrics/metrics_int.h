@@ -40,6 +40,12 @@ struct metrics_tail {
 };
 
 /* One gadget as a scrape saw it (copied: the unit may go meanwhile). */
+/* A refused system call of a gadget: names from gadgetd's static tables. */
+struct metrics_denial {
+        const char *call, *answer;
+        uint64_t count;
+};
+
 struct metrics_row {
         char name[64];
         const char *state;           /* unit_state_name's, static */
@@ -51,6 +57,8 @@ struct metrics_row {
         size_t n_bstats;
         struct metrics_tail *tails;  /* its tail bindings' drops (NULL: it has none) */
         size_t n_tails;
+        struct metrics_denial *denials; /* its refused system calls (NULL: none yet) */
+        size_t n_denials;
 };
 
 /* The event loop's lag: how late the probe timer fires. */

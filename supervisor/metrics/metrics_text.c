@@ -198,6 +198,23 @@ static void w_hits(struct metrics_scrape *s, const struct metrics_row *r, struct
                 gadget_line(out, "gadgetd_gadget_limit_hits_total", r, "limit", limit[i], r->limit_hits[i]);
 }
 
+static void w_denials(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        for (size_t i = 0; i < r->n_denials; i++) {
+                struct line l = { .out = out };
+                put_str(&l, "gadgetd_gadget_denials_total{gadget=\"");
+                put_label(&l, r->name);
+                put_str(&l, "\",call=\"");
+                put_label(&l, r->denials[i].call);
+                put_str(&l, "\",answer=\"");
+                put_label(&l, r->denials[i].answer);
+                put_str(&l, "\"} ");
+                put_u64(&l, r->denials[i].count);
+                put(&l, "\n", 1);
+                line_end(&l);
+        }
+}
+
 static void w_cpu(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         evbuffer_add_printf(out, "gadgetd_gadget_cpu_seconds_total{gadget=\"");
@@ -386,6 +403,7 @@ static const struct family families[] = {
         { "gadgetd_gadget_binding_calls", COUNTER, "Binding calls of the gadget by declared binding, operation (_other: any other) and outcome.", w_bindings, GADGET },
         { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, GADGET },
         { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, GADGET },
+        { "gadgetd_gadget_denials", COUNTER, "System calls of the gadget its seccomp filter refused, by call and the errno answered (\"killed\": a call of a foreign ABI), since it was loaded.", w_denials, GADGET },
         { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, GADGET },
         { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, GADGET },
         { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, GADGET },

@@ -902,6 +902,16 @@ async function main() {
                        "the card's line: " + await card.textContent());
         });
 
+        await check("a gadget's card counts the system calls its filter refused, and its activity names them", async () => {
+                eq(await apiCall("plain", "deny", { call: "mount", n: 2 }), { status: 200, body: { errno: "EPERM", times: 2 } },
+                   "two refused mounts");
+                await page.waitForFunction(() => /^2 system calls refused/.test((document.querySelector('li[data-name="plain"] .denied') || {}).textContent || ""),
+                                           null, POLL);
+                await press(page.locator('li[data-name="plain"] button.activity'));
+                await page.waitForFunction(() => /refused system calls: mount EPERM x[12] \/srv\/outside/.test(document.getElementById("events").textContent),
+                                           null, POLL);
+        });
+
         await check("a trace id in the call log shows the trace's tree, each span under its parent", async () => {
                 const r = await apiCall("chain", "binding", { binding: "NEXT", op: "call", args: { method: "echo", args: "via" } });
                 eq(r, { status: 200, body: "via" }, "chain's call of plain");

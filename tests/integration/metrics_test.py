@@ -93,6 +93,7 @@ def metrics_scraped_by_prometheus(tmp):
                 check(call(d, "echo", '{"x": 1}').returncode == 0, "echo")
             for _ in range(2):
                 check(call(d, "nosuch").returncode != 0, "an undeclared method answered")
+            check(call(d, "deny", '{"call": "socket", "n": 2}').returncode == 0, "2 refused sockets")
             check(call(d, "sleep", '{"ms": 5000}').returncode != 0, "a call past CallTimeout answered")
             wait_for(lambda: d.state("good") == "ready" and d.status("good").get("restarts", 0) >= 1,
                      what="good restarted after its timeout")
@@ -105,10 +106,11 @@ def metrics_scraped_by_prometheus(tmp):
             got_q = [('gadgetd_gadget_calls_total{gadget="good",method="_other",outcome="no_method"}', 2),
                      ('gadgetd_gadget_calls_total{gadget="good",method="sleep",outcome="timeout"}', 1),
                      ('gadgetd_gadget_restarts_total{gadget="good",cause="exit"}', 1),
-                     ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 9),
+                     ('gadgetd_gadget_call_duration_seconds_count{gadget="good"}', 10),
                      ('gadgetd_gadget_state{gadget="good",state="ready"}', 1),
                      ('gadgetd_gadgets', 3),
                      ('gadgetd_gadget_limit_hits_total{gadget="good",limit="TasksMax"}', 1),
+                     ('gadgetd_gadget_denials_total{gadget="good",call="socket",answer="EACCES"}', 2),
                      ('gadgetd_gadget_tail_events_dropped_total{gadget="tailer",binding="T"}', dropped),
                      ('gadgetd_gadget_state_seconds_total{gadget="good",state="idle"}', 0),
                      ('gadgetd_gadget_state_seconds_total{gadget="lazy",state="awake"} > bool 0', 1),
@@ -118,7 +120,7 @@ def metrics_scraped_by_prometheus(tmp):
                 wait_for(lambda q=q, want=want: got(q, want), timeout=30, what="%s == %s" % (q, want))
             # the timed-out call took at least its CallTimeout: not in the 0.5 s bucket
             v = query(api, 'gadgetd_gadget_call_duration_seconds_bucket{gadget="good",le="0.5"}')
-            check(list(v.values()) == [8], "calls within 0.5 s: %r" % v)
+            check(list(v.values()) == [9], "calls within 0.5 s: %r" % v)
             check(list(query(api, 'up{job="gadgetd"}').values()) == [1.0], "the target is not up")
         finally:
             p.terminate()
