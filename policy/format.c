@@ -104,6 +104,7 @@ static void gadget_keys(FILE *f, const struct policy *p)
         }
         words(f, "ReadOnlyPaths", p->ro_paths, p->n_ro_paths);
         fprintf(f, "SystemLibraries=%s\n", p->system_libraries ? "yes" : "no");
+        fprintf(f, "RecordDenials=%s\n", p->record_denials ? "yes" : "no");
         fprintf(f, "TmpSize=%s\n", size_text(p->tmp_size, b, sizeof b));
         fprintf(f, "MemoryMax=%s\n", size_text(p->memory_max, b, sizeof b));
         fprintf(f, "TasksMax=%s\n", count_text(p->tasks_max, b, sizeof b));

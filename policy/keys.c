@@ -604,6 +604,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Environment", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_environment, 0 },
         { "ReadOnlyPaths", KIND_CUSTOM, KEY_REPEAT, 0, 0, 0, policy_set_ro_paths, 0 },
         { "SystemLibraries", KIND_BOOL, 0, 0, G(system_libraries), 0, NULL, 0 },
+        { "RecordDenials", KIND_BOOL, 0, 0, G(record_denials), 0, NULL, 0 },
         { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback, 0 },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL, 16 << 20 },

@@ -243,6 +243,7 @@ static struct policy *policy_new(const char *path)
          * MemoryMax= (a key of its own setter) has its default here. */
         *p = (struct policy){ .memory_max = POLICY_UNLIMITED, .restart = POLICY_RESTART_NO };
         policy_gadget_defaults(p);
+        p->record_denials = true;
         p->path = strdup(path);
         if (!p->path) {
                 free(p);

@@ -173,6 +173,9 @@ struct policy {
         char **ro_paths;         /* ReadOnlyPaths=, absolute, existing */
         size_t n_ro_paths;
         bool system_libraries;   /* SystemLibraries=, default no */
+        bool record_denials;     /* RecordDenials=, default yes: the filter's refusals are recorded
+                                  * (worker/sandbox/denials.c); no: answered by the kernel alone, and
+                                  * the program may have a seccomp listener of its own */
         uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
         uint64_t memory_max;     /* MemoryMax=, bytes, default POLICY_UNLIMITED */
         uint64_t tasks_max;      /* TasksMax=, default POLICY_UNLIMITED */

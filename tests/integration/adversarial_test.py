@@ -13,7 +13,7 @@ import threading
 import time
 
 import attacks  # noqa: E402  (tests/integration: the hostile clients)
-from harness import GADGETCTL, GADGETD, Daemon, check, gadgetd_run, main, policy, skip, spare, test, wait_for
+from harness import GADGETCTL, GADGETD, Daemon, check, fd_map, gadgetd_run, main, policy, skip, spare, test, wait_for
 
 ESCAPE = os.environ.get("ESCAPE", "")
 HOSTILE = os.environ.get("HOSTILE", "")
@@ -316,10 +316,20 @@ def denials_named_with_their_errnos(tmp):
         check(sum(int(r["count"]) for r in sec) == 18 and all(r["outcome"] == "denied" for r in sec) and
               any(r["op"] == "mount" and r["path"] == "/srv/outside" and r["errno"] == "EPERM" for r in sec),
               "audit records: %r" % sec)
+        # The listener is the init's alone; RecordDenials=no: none, the same
+        # answers from the kernel, nothing counted.
+        check(any("seccomp notify" in l for l in fd_map(d.status("g")["pid"]).values()), "g's init holds its listener")
+        d.add("quiet", "RecordDenials=no\n")
+        wait_for(lambda: d.state("quiet") == "ready", what="quiet ready")
+        check(not any("seccomp" in l for l in fd_map(d.status("quiet")["pid"]).values()), "no listener in quiet's init")
+        for call, errno in DENIED.items():
+            r = d.ctl("call", "quiet", "deny", json.dumps({"call": call}))
+            check(r.returncode == 0 and json.loads(r.stdout)["errno"] == errno, "%s, RecordDenials=no: %r" % (call, r))
         # A call of another ABI: the program is killed, as ever, and named.
         d.ctl("call", "g", "sigsys")
         wait_for(lambda: d.state("g") == "failed", what="g killed")
         wait_for(lambda: denials(d, "g")["total"] == 19, what="the kill counted")
+        check(denials(d, "quiet")["total"] == 0, "nothing counted for quiet: %r" % denials(d, "quiet"))
         kill = [x for x in denials(d, "g")["denials"] if x["answer"] == "killed"]
         check(len(kill) == 1 and kill[0]["call"] == "a call of a foreign ABI" and kill[0]["count"] == 1,
               "the kill: %r" % kill)

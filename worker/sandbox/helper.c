@@ -161,7 +161,7 @@ int main(int argc, char **argv)
                                         .init = prog(&s->filter_init) };
         struct sandbox_config cfg = {
                 .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
-                .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,
+                .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries, .no_listener = s->no_listener,
                 .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),
                 .filter = &filter, .ro_real = strv(s->ro_real, s->n_ro_real), .exec_real = s->exec_real,
                 .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .handoff_ms = s->handoff_ms, .parent_pidfd = SANDBOX_FD_PARENT,

@@ -52,6 +52,10 @@ int init_reset_signals(void)
  * after it may be refused (execve is not). */
 static int install_filter(const struct sandbox_config *cfg, int sk)
 {
+        if (cfg->no_listener) {
+                close(sk);
+                return filter_install(&cfg->filter->direct, false);
+        }
         int l = filter_install(&cfg->filter->program, true);
         if (l < 0)
                 return l;
@@ -332,7 +336,9 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
         if (wait_exec(pipefd[0], cfg) == 0) {
                 /* Fail closed: a program whose refusals no one answers
                  * does not run. */
-                if ((listener = take_listener(notify_sk[0])) < 0) {
+                if (cfg->no_listener)
+                        close(notify_sk[0]);
+                else if ((listener = take_listener(notify_sk[0])) < 0) {
                         kill(child, SIGKILL);
                         sandbox_report_failed(cfg->report_fd, "seccomp", "the filter's listener did not come");
                         _exit(125);

@@ -23,6 +23,7 @@ struct sandbox_config {
         char *const *ro_paths;           /* ReadOnlyPaths= as written */
         size_t n_ro_paths;
         bool system_libraries;           /* SystemLibraries=yes */
+        bool no_listener;                /* RecordDenials=no: the program under filter->direct */
         uint64_t tmp_size;               /* TmpSize= */
         uint64_t limit_nofile;           /* LimitNOFILE= */
         char *const *argv;               /* argv for the program, argv[0] first */
