@@ -319,6 +319,15 @@ static bool wait_status_ok(uint32_t s)
         return s <= 0xff && (s & 0x7f) < NSIG;
 }
 
+/* No control byte (a path shown on a terminal and written into a policy). */
+static bool printable(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        return false;
+        return true;
+}
+
 /* A Denials report: bounded in calls and path length, each call an
  * (nr, errno) pair once, a count of at least 1, times in order, a path
  * of printable UTF-8. Only counts and times are the sandbox's word: the
@@ -332,11 +341,8 @@ static bool denials_ok(const Sandbox__Denials *d, char *why, size_t len)
         for (size_t i = 0; i < d->n_calls; i++) {
                 const Sandbox__Denial *c = d->calls[i];
                 size_t n = strlen(c->path);
-                bool printable = true;
-                for (size_t j = 0; j < n; j++)
-                        printable &= (unsigned char)c->path[j] >= 0x20 && c->path[j] != 0x7f;
                 if (c->nr >= 1024 || c->error > 4095 || c->count == 0 || c->first_ms > c->last_ms ||
-                    n > SANDBOX_DENIAL_PATH_MAX || !printable || !value_utf8_valid(c->path, n)) {
+                    n > SANDBOX_DENIAL_PATH_MAX || !printable(c->path) || !value_utf8_valid(c->path, n)) {
                         snprintf(why, len, "denials: call %zu out of bounds (nr < 1024, errno <= 4095, count >= 1, "
                                            "first <= last, a printable path of at most %u bytes)", i,
                                  SANDBOX_DENIAL_PATH_MAX);
@@ -371,6 +377,13 @@ int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
                 return 0;
         case SANDBOX__REPORT__KIND_DENIALS:
                 return denials_ok(r->denials, why, len) ? 0 : -EPROTO;
+        case SANDBOX__REPORT__KIND_LEARNED:
+                if (!r->learned || r->learned->path[0] != '/' || !report_text_ok(r->learned->path, false) ||
+                    !report_text_ok(r->learned->interpreter_of, true) || !printable(r->learned->path) ||
+                    !printable(r->learned->interpreter_of) || r->learned->nr >= 1024)
+                        REFUSE("learned: a path that is not absolute, printable UTF-8 of at most %u bytes",
+                               SANDBOX_REPORT_TEXT_MAX);
+                return 0;
         default:
                 REFUSE("unknown report kind %d", (int)r->kind_case);
         }

@@ -14,8 +14,11 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "learn.h"
 #include "alarms/alarms.h"
 #include "core/core.h"
+#include "core/denials.h"
+#include "spawn/spawn.h"
 #include "contract.h"
 #include "json.h"
 #include "system/instance.h"
@@ -37,6 +40,7 @@ struct run_ctx {
         bool answered;
         bool ended;                  /* the gadget ended: stop once its output is relayed */
         struct relay *out, *err;     /* the program's stdout and stderr, relayed */
+        const char *learn;           /* --learn FILE: the policy to write, or NULL */
         struct event *ev_drain;      /* the limit on waiting for their end */
 };
 
@@ -193,9 +197,12 @@ static void usage(FILE *f)
 {
         fprintf(f, "usage: gadgetd run [--state-dir DIR] [--run-dir DIR] [--uid-base N] [--uid-count N]\n"
                    "                   [--limits-mode MODE] [--allow-degraded-limits]\n"
-                   "                   POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
+                   "                   [--learn FILE] POLICY [--call METHOD [JSON]] [-- ARGS...]\n"
                    "Runs the gadget of POLICY in its sandbox in the foreground, its bindings served.\n"
                    "  --call METHOD [JSON]  call METHOD once with JSON arguments, print the result, stop\n"
+                   "  --learn FILE          note what the program looks for and cannot find or do, and\n"
+                   "                        write to FILE the policy it would need, a comment on each\n"
+                   "                        line added saying why (the seccomp filter stays as it is)\n"
                    "  --state-dir DIR       kv stores and the audit log (default %s)\n"
                    "  --run-dir DIR         runtime directory (default %s)\n"
                    "  --uid-base N          first host uid for gadgets (default %u)\n"
@@ -249,6 +256,39 @@ static int run_gadget(struct run_ctx *c, struct policy *p, char **args)
         return c->exit < 0 ? RUN_EXIT_START : c->exit;
 }
 
+/* --learn FILE: the policy the run found its program needs (learn.c). A
+ * program whose interpreter was missing did not run: its Exec='s
+ * interpreter, as this host names it, is what it looked for. */
+static int write_learned(struct run_ctx *c, const char *path)
+{
+        struct unit *u = core_first(c->core);
+        if (!u)
+                return -ENOENT;
+        const struct policy *p = unit_policy(u);
+        const struct learned *l = unit_learned_paths(u);
+        struct unit_info in;
+        unit_info(u, &in);
+        struct learned more = { 0 };
+        struct spawn_learned *v = NULL;
+        char interp[SANDBOX_REPORT_TEXT_MAX + 1], err[600];
+        if (strstr(unit_cause(u), "its interpreter") && policy_interpreter(p->exec, interp, sizeof interp) > 0 &&
+            (v = calloc(l->n + 1, sizeof *v))) {
+                memcpy(v, l->v, l->n * sizeof *v);
+                v[l->n] = (struct spawn_learned){ .nr = (uint32_t)SYS_execve };
+                snprintf(v[l->n].path, sizeof v[l->n].path, "%s", interp);
+                snprintf(v[l->n].interpreter_of, sizeof v[l->n].interpreter_of, "%s", p->exec);
+                more = (struct learned){ l->n + 1, v };
+                l = &more;
+        }
+        int e = learn_write(c->learn, path, p, l, in.denials, err, sizeof err);
+        free(v);
+        if (e < 0)
+                fprintf(stderr, "gadgetd run: --learn %s\n", err);
+        else
+                fprintf(stderr, "gadgetd run: what it needs is in %s\n", c->learn);
+        return e;
+}
+
 /* Parses METHOD [JSON] of --call. */
 static int parse_call(struct run_ctx *c, const char *json)
 {
@@ -275,6 +315,7 @@ int run_main(int argc, char **argv)
                 { "uid-count", required_argument, NULL, 'U' },
                 { "limits-mode", required_argument, NULL, 'l' },
                 { "allow-degraded-limits", no_argument, NULL, 'D' },
+                { "learn", required_argument, NULL, 'L' },
                 { 0 },
         };
         struct run_ctx c = { 0 };
@@ -308,6 +349,7 @@ int run_main(int argc, char **argv)
                                 return RUN_EXIT_USAGE;
                         break;
                 case 'D': cc.allow_degraded_limits = true; break;
+                case 'L': c.learn = optarg; cc.learn = true; break;
                 default: usage(stderr); return RUN_EXIT_USAGE;
                 }
         }
@@ -356,6 +398,8 @@ int run_main(int argc, char **argv)
                 goto out;
         }
         ret = run_gadget(&c, p, args);
+        if (c.learn && write_learned(&c, path) < 0 && ret == 0)
+                ret = RUN_EXIT_START;
 out:
         core_close(c.core);
         relay_free(c.out);

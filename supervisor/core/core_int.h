@@ -6,6 +6,7 @@
 #include "bindings/bindings.h"
 #include "calls.h"
 #include "core.h"
+#include "denials.h"
 #include "filter.h"
 #include "spawn/spare.h"
 #include "spawn/spawn.h"
@@ -146,6 +147,7 @@ struct unit {
                                    * kept it on its policy, or NULL (unit_keep_policy) */
         unsigned n_kept_errors;
         struct denials *denials;  /* its refused system calls, NULL until the first (unit_denials.c) */
+        struct learned learned;   /* gadgetd run --learn: what its program could not find */
         bool leased;              /* Store=postgresql: this node holds its lease */
         bool lease_adopting;      /* adopted after gadgetd's re-exec, its lease not back yet:
                                    * its worker held, calls wait (unit_lease.c) */
@@ -317,6 +319,10 @@ void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const 
  * u->denials, an audit record per call, one note in u's log. */
 struct spawn_denials;
 void unit_denied(struct unit_run *r, const struct spawn_denials *den);
+/* A learning run's report of a path r's program could not find: kept in
+ * u->learned (LEARNED_MAX at most). */
+struct spawn_learned;
+void unit_learned(struct unit_run *r, const struct spawn_learned *l);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

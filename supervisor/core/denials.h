@@ -29,6 +29,14 @@ struct denials {
         struct denial d[DENIALS_KEPT];
 };
 
+/* A learning run's paths the program could not find (gadgetd run
+ * --learn), in the order they were first seen; at most LEARNED_MAX. */
+#define LEARNED_MAX 1024
+struct learned {
+        size_t n;
+        struct spawn_learned *v;
+};
+
 /* Adds one reported call to t. */
 void denials_add(struct denials *t, const struct spawn_denial *in);
 /* The call's name ("socket"; "a call of a foreign ABI" for a kill) and

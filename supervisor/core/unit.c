@@ -110,6 +110,7 @@ void unit_free(struct unit *u)
         policy_free(u->policy);
         free(u->kept_errors);
         free(u->denials);
+        free(u->learned.v);
         free(u);
 }
 
@@ -251,10 +252,14 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         struct unit_run *r = arg;
         int status = 0, pstatus = 0;
         char msg[256];
-        struct spawn_denials den;
-        int e = spawn_read_report(&r->child, &status, &den, msg, sizeof msg);
+        struct spawn_report_out out;
+        int e = spawn_read_report(&r->child, &status, &out, msg, sizeof msg);
         if (e == SPAWN_REPORT_DENIALS) {
-                unit_denied(r, &den);
+                unit_denied(r, &out.denials);
+                return;
+        }
+        if (e == SPAWN_REPORT_LEARNED) {
+                unit_learned(r, &out.learned);
                 return;
         }
         if (e == SPAWN_REPORT_STATUS) {
@@ -502,7 +507,7 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
         } else {
                 struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
                                          .helper = &u->core->helper, .prewarm = prewarm,
-                                         .handoff_ms = u->core->cfg.handoff_ms,
+                                         .handoff_ms = u->core->cfg.handoff_ms, .learn = u->core->cfg.learn,
                                          .host_uid = r->uid, .stdout_fd = out_w,
                                          .stderr_fd = err_w, .make_cgroup = make_cgroup,
                                          .make_cgroup_arg = r,

@@ -160,6 +160,8 @@ struct unit_info {
 void unit_info(const struct unit *u, struct unit_info *out);
 /* Its metrics' counters (unit_stats.h), and the approvals its calls wait for. */
 const struct unit_stats *unit_stats(const struct unit *u);
+/* gadgetd run --learn: the paths its program could not find (core/denials.h). */
+const struct learned *unit_learned_paths(const struct unit *u);
 /* Its last calls (call_log.h), NULL before its first. */
 struct call_log;
 const struct call_log *unit_recent_calls(const struct unit *u);

@@ -60,3 +60,16 @@ void unit_denied(struct unit_run *r, const struct spawn_denials *den)
         if (logbuf_add(&u->log, &m, tagged, strlen(tagged)))
                 u->hooks->log_added(u->hooks->arg, u, 1);
 }
+
+void unit_learned(struct unit_run *r, const struct spawn_learned *l)
+{
+        struct learned *t = &r->u->learned;
+        if (t->n == LEARNED_MAX || (!t->v && !(t->v = calloc(LEARNED_MAX, sizeof *t->v))))
+                return;
+        t->v[t->n++] = *l;
+}
+
+const struct learned *unit_learned_paths(const struct unit *u)
+{
+        return &u->learned;
+}

@@ -31,6 +31,7 @@ struct spawn_opts {
         const struct policy *policy;
         char *const *args;               /* replace the policy's Arguments if not NULL */
         const struct gadget_filter *filter; /* compiled when gadgetd was built */
+        bool learn;                         /* gadgetd run --learn (worker/sandbox/learn.c) */
         uid_t host_uid;                  /* the gadget's host uid and gid */
         int stdout_fd, stderr_fd;        /* where the program's output goes */
         /* Makes the gadget's cgroup (*cg NULL: none) while the worker builds
@@ -110,7 +111,8 @@ enum spawn_report {
         SPAWN_REPORT_WARM,       /* pre-warmed: built, waiting for spawn_go */
         SPAWN_REPORT_READY,      /* the program was exec'd */
         SPAWN_REPORT_STATUS,     /* the program ended: its wait status */
-        SPAWN_REPORT_DENIALS,    /* calls its filter refused (struct spawn_denials) */
+        SPAWN_REPORT_DENIALS,    /* calls its filter refused (out->denials) */
+        SPAWN_REPORT_LEARNED,    /* a learning run: a path it could not find (out->learned) */
 };
 /* A Denials report, checked: each (nr, error) once, path printable. */
 struct spawn_denial {
@@ -122,10 +124,22 @@ struct spawn_denials {
         size_t n;
         struct spawn_denial calls[SANDBOX_DENIALS_MAX];
 };
+/* A Learned report, checked: printable texts. */
+struct spawn_learned {
+        uint32_t nr;                                        /* the call that looked */
+        char path[SANDBOX_REPORT_TEXT_MAX + 1];
+        char interpreter_of[SANDBOX_REPORT_TEXT_MAX + 1];   /* "" or the program whose interpreter path is */
+};
+/* What the reports with more than a kind carry. */
+struct spawn_report_out {
+        struct spawn_denials denials;
+        struct spawn_learned learned;
+};
 /* Reads the child's next report, checked (proto/validate.c): returns its
  * kind (a failure's "step: reason" in msg, a wait status in *status if
- * status is not NULL, denials in *den if den is not NULL), 0 at end of
- * file, -EAGAIN until a whole report has come, -EPROTO with the reason in
- * msg for one refused, or -errno. */
-int spawn_read_report(struct spawn_child *child, int *status, struct spawn_denials *den, char *msg, size_t msglen);
+ * status is not NULL, denials and learned paths in *out if out is not
+ * NULL), 0 at end of file, -EAGAIN until a whole report has come, -EPROTO
+ * with the reason in msg for one refused, or -errno. */
+int spawn_read_report(struct spawn_child *child, int *status, struct spawn_report_out *out, char *msg,
+                      size_t msglen);
 void spawn_child_close(struct spawn_child *child);

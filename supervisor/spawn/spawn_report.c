@@ -13,7 +13,7 @@
 #include "validate.h"
 
 /* What a checked report says, in the caller's terms. */
-static int report_kind(const Sandbox__Report *r, int *status, struct spawn_denials *den, char *msg, size_t msglen)
+static int report_kind(const Sandbox__Report *r, int *status, struct spawn_report_out *out, char *msg, size_t msglen)
 {
         switch (r->kind_case) {
         case SANDBOX__REPORT__KIND_FAILED:
@@ -28,22 +28,30 @@ static int report_kind(const Sandbox__Report *r, int *status, struct spawn_denia
                         *status = (int)r->wait_status;
                 return SPAWN_REPORT_STATUS;
         case SANDBOX__REPORT__KIND_DENIALS:
-                for (size_t i = 0; den && i < r->denials->n_calls; i++) {
+                for (size_t i = 0; out && i < r->denials->n_calls; i++) {
                         const Sandbox__Denial *d = r->denials->calls[i];
-                        struct spawn_denial *o = &den->calls[i];
+                        struct spawn_denial *o = &out->denials.calls[i];
                         *o = (struct spawn_denial){ .nr = d->nr, .error = d->error, .count = d->count,
                                                     .first_ms = d->first_ms, .last_ms = d->last_ms };
                         snprintf(o->path, sizeof o->path, "%s", d->path);
-                        den->n = i + 1;
+                        out->denials.n = i + 1;
                 }
                 return SPAWN_REPORT_DENIALS;
+        case SANDBOX__REPORT__KIND_LEARNED:
+                if (out) {
+                        out->learned.nr = r->learned->nr;
+                        snprintf(out->learned.path, sizeof out->learned.path, "%s", r->learned->path);
+                        snprintf(out->learned.interpreter_of, sizeof out->learned.interpreter_of, "%s",
+                                 r->learned->interpreter_of);
+                }
+                return SPAWN_REPORT_LEARNED;
         default: /* refused by validate_sandbox_report */
                 return -EPROTO;
         }
 }
 
 /* Unpacks and checks one report frame. */
-static int report_decode(const uint8_t *data, size_t len, int *status, struct spawn_denials *den, char *msg,
+static int report_decode(const uint8_t *data, size_t len, int *status, struct spawn_report_out *out, char *msg,
                          size_t msglen)
 {
         char why[200];
@@ -56,12 +64,12 @@ static int report_decode(const uint8_t *data, size_t len, int *status, struct sp
         if (e < 0)
                 snprintf(msg, msglen, "%s", why);
         else
-                e = report_kind(r, status, den, msg, msglen);
+                e = report_kind(r, status, out, msg, msglen);
         sandbox__report__free_unpacked(r, NULL);
         return e;
 }
 
-int spawn_read_report(struct spawn_child *c, int *status, struct spawn_denials *den, char *msg, size_t msglen)
+int spawn_read_report(struct spawn_child *c, int *status, struct spawn_report_out *out, char *msg, size_t msglen)
 {
         const uint8_t *data;
         size_t len;
@@ -77,7 +85,7 @@ int spawn_read_report(struct spawn_child *c, int *status, struct spawn_denials *
                 snprintf(msg, msglen, "the report pipe ended inside a report");
         if (e <= 0)
                 return e == -EMSGSIZE ? -EPROTO : e;
-        e = report_decode(data, len, status, den, msg, msglen);
+        e = report_decode(data, len, status, out, msg, msglen);
         /* Nothing is buffered past the report: keep no buffer between
          * reports (a thousand gadgets would keep one each). */
         wire_reader_free(&c->report);

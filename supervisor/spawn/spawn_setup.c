@@ -118,7 +118,11 @@ int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *er
         s.ro_paths = p->ro_paths;
         s.ro_real = ro_real;
         s.system_libraries = p->system_libraries;
-        s.no_listener = !p->record_denials;
+        s.no_listener = !p->record_denials && !o->learn;
+        if (o->learn) {
+                s.learn = true;
+                s.filter_learn = bpf_bytes(&o->filter->learn);
+        }
         s.tmp_size = p->tmp_size;
         s.limit_nofile = p->limit_nofile;
         s.nproc = o->nproc;

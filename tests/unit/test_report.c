@@ -229,7 +229,7 @@ static void test_denials(void)
 {
         static char longest[SANDBOX_DENIAL_PATH_MAX + 2];
         struct spawn_child c;
-        struct spawn_denials den;
+        struct spawn_report_out den;
         char msg[300];
         int wr;
         memset(longest, 'p', SANDBOX_DENIAL_PATH_MAX);
@@ -237,8 +237,9 @@ static void test_denials(void)
         CHECK(send_denials(wr, SANDBOX_DENIALS_MAX, UINT64_MAX, 1, UINT64_MAX, longest) == 0,
               "the largest Denials report fits one atomic write");
         CHECK(spawn_read_report(&c, NULL, &den, msg, sizeof msg) == SPAWN_REPORT_DENIALS &&
-                      den.n == SANDBOX_DENIALS_MAX && den.calls[3].nr == 44 && den.calls[3].error == 13 &&
-                      den.calls[3].count == UINT64_MAX && strcmp(den.calls[3].path, longest) == 0,
+                      den.denials.n == SANDBOX_DENIALS_MAX && den.denials.calls[3].nr == 44 &&
+                      den.denials.calls[3].error == 13 && den.denials.calls[3].count == UINT64_MAX &&
+                      strcmp(den.denials.calls[3].path, longest) == 0,
               "read back: %s", msg);
         longest[SANDBOX_DENIAL_PATH_MAX] = 'p';
         static const struct { size_t n; uint64_t count, first, last; const char *path; const char *what; } bad[] = {

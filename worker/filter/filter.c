@@ -91,17 +91,33 @@ static const char *const refused[] = {
  * the program's, installed on top, refuses them again. */
 static const char *const init_only[] = { "ptrace", "process_vm_readv" };
 
-static bool is_init_only(const char *name)
+/* The calls that look a path up, held for the init in a learning run
+ * (gadgetd run --learn): it notes a path the program could not find, and
+ * lets the call go on as the filter allows it (FILTER_LEARN_ARGS says
+ * which argument is the path, worker/sandbox/learn.c). */
+static const char *const learn_calls[] = {
+        "open", "openat", "openat2", "creat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat",
+        "faccessat2", "readlink", "readlinkat", "execve", "execveat", "chdir",
+};
+
+static bool is_in(const char *name, const char *const *names, size_t n)
 {
-        for (size_t i = 0; i < sizeof init_only / sizeof *init_only; i++)
-                if (strcmp(name, init_only[i]) == 0)
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(name, names[i]) == 0)
                         return true;
         return false;
 }
 
+static bool is_init_only(const char *name)
+{
+        return is_in(name, init_only, sizeof init_only / sizeof *init_only);
+}
+
 /* Adds one rule per name, skipping names this libseccomp does not know
- * (and, with skip_init_only, the init's own calls). */
-static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n, bool skip_init_only)
+ * (and, with skip_init_only, the init's own calls); with learn, the
+ * lookups of learn_calls are held for the init instead. */
+static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n, bool skip_init_only,
+                     bool learn)
 {
         for (size_t i = 0; i < n; i++) {
                 if (skip_init_only && is_init_only(names[i]))
@@ -109,7 +125,8 @@ static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *na
                 int nr = seccomp_syscall_resolve_name(names[i]);
                 if (nr == __NR_SCMP_ERROR)
                         continue;
-                int e = seccomp_rule_add(ctx, action, nr, 0);
+                bool held = learn && is_in(names[i], learn_calls, sizeof learn_calls / sizeof *learn_calls);
+                int e = seccomp_rule_add(ctx, held ? SCMP_ACT_NOTIFY : action, nr, 0);
                 if (e < 0)
                         return e;
         }
@@ -200,7 +217,7 @@ static int export_prog(scmp_filter_ctx ctx, struct sock_fprog *prog)
 /* Compiles one filter: a default action, then the rules add() adds. A
  * syscall from another ABI (i386 int $0x80, x32) kills the whole process:
  * the rules speak only for the native ABI. */
-enum list_kind { NOT_LIST, LIST_PROGRAM, LIST_INIT };
+enum list_kind { NOT_LIST, LIST_PROGRAM, LIST_INIT, LIST_LEARN };
 
 static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), enum list_kind list, struct sock_fprog *prog)
 {
@@ -223,9 +240,10 @@ static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), enum list_kind l
         if ((e = add(ctx)) < 0)
                 goto out;
         if (list != NOT_LIST &&
-            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed, false)) < 0 ||
+            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed, false,
+                            list == LIST_LEARN)) < 0 ||
              (e = add_rules(ctx, SCMP_ACT_ERRNO(EPERM), refused, sizeof refused / sizeof *refused,
-                            list == LIST_INIT)) < 0))
+                            list == LIST_INIT, false)) < 0))
                 goto out;
         for (size_t i = 0; list == LIST_INIT && i < sizeof init_only / sizeof *init_only; i++)
                 if ((e = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(init_only[i]), 0)) < 0)
@@ -271,11 +289,13 @@ static int compose(const struct sock_fprog *args, const struct sock_fprog *list,
 
 int filter_build(struct gadget_filter *f)
 {
-        struct sock_fprog list = { 0 }, list_init = { 0 }, args = { 0 };
+        struct sock_fprog list = { 0 }, list_init = { 0 }, list_learn = { 0 }, args = { 0 };
         *f = (struct gadget_filter){ 0 };
         int e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, LIST_PROGRAM, &list);
         if (e >= 0)
                 e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, LIST_INIT, &list_init);
+        if (e >= 0)
+                e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, LIST_LEARN, &list_learn);
         if (e >= 0)
                 e = build_one(SCMP_ACT_ALLOW, add_arg_rules, NOT_LIST, &args);
         if (e >= 0)
@@ -284,7 +304,10 @@ int filter_build(struct gadget_filter *f)
                 e = compose(&args, &list, false, &f->direct);
         if (e >= 0)
                 e = compose(&args, &list_init, true, &f->init);
+        if (e >= 0)
+                e = compose(&args, &list_learn, true, &f->learn);
         free(list.filter);
+        free(list_learn.filter);
         free(list_init.filter);
         free(args.filter);
         if (e < 0)
@@ -299,5 +322,6 @@ void filter_free(struct gadget_filter *f)
         free(f->program.filter);
         free(f->direct.filter);
         free(f->init.filter);
+        free(f->learn.filter);
         *f = (struct gadget_filter){ 0 };
 }

@@ -22,11 +22,16 @@
  *   refusals notify too, so that on the program the program's listener
  *   gets them (the kernel keeps the newest filter's of equal verdicts); the
  *   init itself has no listener, so its own refused calls fail (ENOSYS).
- * A call of another ABI kills the process in all three. */
+ * - learn: the program's for a learning run (gadgetd run --learn): the
+ *   calls that look a path up are held for the init too, which notes a
+ *   path the program could not find and lets the call go on exactly as
+ *   `direct` allows it.
+ * A call of another ABI kills the process in all of them. */
 struct gadget_filter {
         struct sock_fprog program;
         struct sock_fprog direct;
         struct sock_fprog init;
+        struct sock_fprog learn;
 };
 
 /* Compiles both (malloc'd; free with filter_free). Returns 0 or -errno.

@@ -46,11 +46,13 @@ int main(int argc, char **argv)
         emit(f, "program", &g.program);
         emit(f, "direct", &g.direct);
         emit(f, "init", &g.init);
+        emit(f, "learn", &g.learn);
         fprintf(f, "void filter_compiled(struct gadget_filter *f)\n{\n"
                    "        f->program = (struct sock_fprog){ .len = %u, .filter = program };\n"
                    "        f->direct = (struct sock_fprog){ .len = %u, .filter = direct };\n"
-                   "        f->init = (struct sock_fprog){ .len = %u, .filter = init };\n}\n\n",
-                g.program.len, g.direct.len, g.init.len);
+                   "        f->init = (struct sock_fprog){ .len = %u, .filter = init };\n"
+                   "        f->learn = (struct sock_fprog){ .len = %u, .filter = learn };\n}\n\n",
+                g.program.len, g.direct.len, g.init.len, g.learn.len);
         /* The names libseccomp knows for this architecture, by number. */
         int top = -1;
         for (int nr = 0; nr < FILTER_CALLS_MAX; nr++) {

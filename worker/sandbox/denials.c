@@ -118,7 +118,7 @@ static struct slot *count(uint32_t nr, uint32_t error)
         return s;
 }
 
-int denials_handle(int listener, const struct sock_fprog *direct)
+int denials_handle(int listener, const struct sock_fprog *direct, int report_fd)
 {
         struct seccomp_notif n;
         struct seccomp_notif_resp resp;
@@ -126,6 +126,10 @@ int denials_handle(int listener, const struct sock_fprog *direct)
         if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
                 return errno == EINTR || errno == ENOENT ? 0 : -errno;
         uint32_t v = filter_verdict(direct, &n.data);
+        /* Only a learning run's filter holds a call its direct variant
+         * allows: a lookup, which goes on as it would. */
+        if ((v & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ALLOW)
+                return learn_lookup(listener, &n, report_fd);
         uint32_t error = (v & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO ? v & SECCOMP_RET_DATA : EPERM;
         if (error == 0)
                 error = EPERM; /* a refusal is never a success */

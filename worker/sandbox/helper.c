@@ -159,7 +159,10 @@ int main(int argc, char **argv)
                 _exit(125);
         struct gadget_filter filter = { .program = prog(&s->filter), .direct = prog(&s->filter_direct),
                                         .init = prog(&s->filter_init) };
+        if (s->learn)
+                filter.learn = prog(&s->filter_learn);
         struct sandbox_config cfg = {
+                .learn = s->learn,
                 .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
                 .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries, .no_listener = s->no_listener,
                 .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .argv = strv(s->argv, s->n_argv), .envp = strv(s->envp, s->n_envp),

@@ -56,7 +56,7 @@ static int install_filter(const struct sandbox_config *cfg, int sk)
                 close(sk);
                 return filter_install(&cfg->filter->direct, false);
         }
-        int l = filter_install(&cfg->filter->program, true);
+        int l = filter_install(cfg->learn ? &cfg->filter->learn : &cfg->filter->program, true);
         if (l < 0)
                 return l;
         char byte = 0;
@@ -150,16 +150,31 @@ static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int 
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
         if (stack == MAP_FAILED)
                 return -1;
-        pid_t child = clone(program_child, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &ps);
+        /* A learning run's filter holds the exec itself for PID 1 (learn.c),
+         * which must then run beside PID 2: a copy of its memory instead. */
+        int flags = cfg->learn ? SIGCHLD : CLONE_VM | CLONE_VFORK | SIGCHLD;
+        pid_t child = clone(program_child, (char *)stack + CHILD_STACK, flags, &ps);
         munmap(stack, CHILD_STACK);
         return child;
 }
 
-/* Waits until exec succeeded (the pipe closes) or failed (a report comes). */
-static int wait_exec(int rd, const struct sandbox_config *cfg)
+/* Waits until exec succeeded (the pipe closes) or failed (a report
+ * comes), answering meanwhile what the program's filter holds (listener,
+ * -1 for none: only a learning run's holds the exec and what a failed one
+ * looks at). */
+static int wait_exec(int rd, const struct sandbox_config *cfg, int listener)
 {
         uint8_t buf[SANDBOX_REPORT_MAX + 4];
         ssize_t n;
+        struct pollfd p[2] = { { .fd = rd, .events = POLLIN }, { .fd = listener, .events = POLLIN } };
+        while (listener >= 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+                if (poll(p, 2, -1) < 0)
+                        continue;
+                if ((p[1].revents & POLLIN) && denials_handle(listener, &cfg->filter->direct, cfg->report_fd) < 0)
+                        break;
+                if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))
+                        p[1].fd = -1;
+        }
         do
                 n = read(rd, buf, sizeof buf);
         while (n < 0 && errno == EINTR);
@@ -259,7 +274,7 @@ static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t
                         _exit(125); /* no gadgetd: no sandbox lives on unwatched */
                 }
                 /* POLLHUP: no process runs under the filter any more. */
-                if ((p[2].revents & POLLIN) && denials_handle(listener, &cfg->filter->direct) < 0)
+                if ((p[2].revents & POLLIN) && denials_handle(listener, &cfg->filter->direct, cfg->report_fd) < 0)
                         p[2].revents |= POLLERR;
                 if (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
                         close(listener);
@@ -333,18 +348,23 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
         close(cfg->rpc_fd);
         close(notify_sk[1]);
         listener = -1;
-        if (wait_exec(pipefd[0], cfg) == 0) {
+        /* A learning run's listener first: its filter holds the exec. */
+        if (cfg->learn)
+                listener = take_listener(notify_sk[0]);
+        if (wait_exec(pipefd[0], cfg, listener) == 0) {
                 /* Fail closed: a program whose refusals no one answers
                  * does not run. */
                 if (cfg->no_listener)
                         close(notify_sk[0]);
-                else if ((listener = take_listener(notify_sk[0])) < 0) {
+                else if (listener < 0 && (listener = take_listener(notify_sk[0])) < 0) {
                         kill(child, SIGKILL);
                         sandbox_report_failed(cfg->report_fd, "seccomp", "the filter's listener did not come");
                         _exit(125);
                 }
                 sandbox_report_ready(cfg->report_fd, false);
-        } else {
+                if (cfg->learn)
+                        learn_started(cfg->report_fd);
+        } else if (!cfg->learn) {
                 close(notify_sk[0]);
         }
         close(pipefd[0]);

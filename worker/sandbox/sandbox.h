@@ -24,6 +24,7 @@ struct sandbox_config {
         size_t n_ro_paths;
         bool system_libraries;           /* SystemLibraries=yes */
         bool no_listener;                /* RecordDenials=no: the program under filter->direct */
+        bool learn;                      /* gadgetd run --learn: the program under filter->learn */
         uint64_t tmp_size;               /* TmpSize= */
         uint64_t limit_nofile;           /* LimitNOFILE= */
         char *const *argv;               /* argv for the program, argv[0] first */
@@ -113,7 +114,14 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
  * what was counted should be reported (0: now), -1 if nothing was;
  * denials_flush reports it on report_fd (one Denials report per
  * SANDBOX_DENIALS_MAX calls) and starts counting anew. */
-int denials_handle(int listener, const struct sock_fprog *direct);
+int denials_handle(int listener, const struct sock_fprog *direct, int report_fd);
+/* A learning run's held lookup (learn.c): what of its path is missing
+ * reported on report_fd (once a run), then the call goes on. 0 or -errno. */
+struct seccomp_notif;
+int learn_lookup(int listener, const struct seccomp_notif *n, int report_fd);
+/* The start was reported: what a learning run saw before it is sent now,
+ * the rest as it comes (gadgetd reads a start's reports first). */
+void learn_started(int report_fd);
 void denials_killed(void);
 int denials_due_ms(void);
 void denials_flush(int report_fd);
