@@ -72,7 +72,7 @@ struct line {
 };
 
 struct plan {
-        const char *system_why;      /* SystemLibraries=yes wanted: the first path that wants it */
+        char system_why[1200];       /* SystemLibraries=yes wanted: the first path that wants it ("" none) */
         size_t n_system;             /* how many */
         struct line *lines;
         size_t n;
@@ -128,8 +128,8 @@ static int classify(const struct policy *p, const struct learned *l, size_t i, s
                 return add(pl, NULL, fmt("it looked for %s, in a tree the sandbox has of its own: no key adds a "
                                          "host file there", how));
         if (under(x->path, system_dirs, sizeof system_dirs / sizeof *system_dirs)) {
-                if (!pl->system_why)
-                        pl->system_why = x->path;
+                if (!pl->system_why[0])
+                        snprintf(pl->system_why, sizeof pl->system_why, "%s", how);
                 pl->n_system++;
                 return 0;
         }
@@ -209,7 +209,7 @@ static void write_policy(FILE *f, const char *text, const struct policy *p, cons
                         done = true;
                         fputc('\n', f);
                 }
-                if (sys && pl->system_why && !p->system_libraries) {
+                if (sys && pl->system_why[0] && !p->system_libraries) {
                         fprintf(f, "# it looked for %s%s%s: the system's libraries and commands\n",
                                 pl->system_why, pl->n_system > 1 ? " and more under" : "",
                                 pl->n_system > 1 ? " /usr, /bin, /lib ..." : "");

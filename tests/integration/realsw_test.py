@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from harness import GADGETD, Daemon, check, gadgetd_run, main, need, policy, skip, test, wait_for
 
@@ -159,6 +160,71 @@ def jvm_sees_memory_max(tmp):
     m = re.search(r"\bMaxHeapSize\s*=\s*(\d+)", r.stdout)
     check(r.returncode == 0 and m, "java: %r" % r.stderr[-2000:])
     check(0 < int(m.group(1)) <= 256 << 20, "MaxHeapSize %s under MemoryMax=256M" % m.group(1))
+
+
+def learn_until_it_runs(tmp, name, exec_path, args, body=""):
+    """gadgetd run --learn from a bare policy, each run on the policy the
+    last one wrote, until the program ends well (at most 3 runs); then the
+    last policy without --learn. Returns (the runs, the policies' texts,
+    the last plain run)."""
+    pol = policy(tmp, name, body, exec_path=exec_path)
+    runs, texts = [], []
+    for i in range(3):
+        out = os.path.join(tmp, "%s.learned%d.policy" % (name, i + 1))
+        r = subprocess.run(gadgetd_run(tmp, "--learn", out) + [pol, "--", *args], capture_output=True, text=True,
+                           timeout=120)
+        check(os.path.exists(out) and "what it needs is in %s" % out in r.stderr, "run %d wrote no policy: %r"
+              % (i + 1, r.stderr[-2000:]))
+        runs.append(r)
+        texts.append(open(out).read())
+        pol = out
+        if r.returncode == 0:
+            break
+    text = texts[-1]
+    plain = subprocess.run(gadgetd_run(tmp) + [pol, "--", *args], capture_output=True, text=True, timeout=120)
+    check(plain.returncode == 0, "%s under its learned policy: %r\n%s" % (name, plain.stderr[-2000:], text))
+    # Every key the learning added has its reason above it; the filter
+    # has no key, and none was made up.
+    lines = text.splitlines()
+    for t in texts:
+        lines = t.splitlines()
+        for i, l in enumerate(lines):
+            if l.startswith("ReadOnlyPaths=") and " " not in l and "ReadOnlyPaths=" not in body:
+                check(lines[i - 1].startswith("# it looked for "), "no reason above %r: %r" % (l, lines[i - 1]))
+    return runs, "".join(texts), plain
+
+
+@test
+def learn_writes_policies_real_programs_run_under(tmp):
+    """gadgetd run --learn on real programs from a policy that names only
+    the program: a dynamically linked tool (its loader: SystemLibraries=yes),
+    a Python script (and the script: ReadOnlyPaths=, a socket it tried
+    named as refused), a JVM (its configuration in /etc/java-*); each runs
+    under the policy the learning wrote, within three learning runs."""
+    runs, text, plain = learn_until_it_runs(tmp, "lister", "/usr/bin/ls", ["-d", "/usr"])
+    check(runs[0].returncode != 0 and "# it looked for /lib64/ld-linux-x86-64.so.2, the interpreter of /usr/bin/ls"
+          in text and "\nSystemLibraries=yes\n" in text and plain.stdout == "/usr\n", "ls: %r" % text)
+    # The script outside /tmp, which the sandbox has of its own.
+    work = tempfile.mkdtemp(dir="/var/tmp", prefix="gadgetd-learn-")
+    try:
+        os.chmod(work, 0o755)
+        script = os.path.join(work, "hello.py")
+        with open(script, "w") as f:
+            f.write("import socket\ntry:\n    socket.socket()\nexcept OSError as e:\n    print('socket:', e.errno)\n"
+                    "print('hello from python')\n")
+        os.chmod(script, 0o644)
+        runs, text, plain = learn_until_it_runs(tmp, "py", "/usr/bin/python3", [script])
+        check("\nReadOnlyPaths=%s\n" % script in text and "# refused: socket (EACCES)" in text and
+              plain.stdout == "socket: 13\nhello from python\n", "python: %r %r" % (plain.stdout, text))
+    finally:
+        shutil.rmtree(work)
+    java = shutil.which("java")
+    if not java:
+        need("OpenJDK", "no java here (scripts/deps installs openjdk-17-jre-headless)")
+    runs, text, plain = learn_until_it_runs(tmp, "jvm", os.path.realpath(java), ["-Xmx64m", "-version"],
+                                            "MemoryMax=512M\nTasksMax=256\n")
+    check(re.search(r"\nReadOnlyPaths=/etc/java-\d+-openjdk", text) and "openjdk" in plain.stderr.lower(),
+          "jvm: %r %r" % (plain.stderr[-500:], text))
 
 
 @test

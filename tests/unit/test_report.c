@@ -277,8 +277,46 @@ static void test_denials(void)
         child_close(&c);
 }
 
+/* A learning run's path: absolute and printable, or refused. */
+static void test_learned(void)
+{
+        struct spawn_child c;
+        struct spawn_report_out out;
+        char msg[300];
+        int wr;
+        static const struct { const char *path, *of; bool ok; } cases[] = {
+                { "/etc/java-17-openjdk/jvm.cfg", "", true },
+                { "/lib64/ld-linux-x86-64.so.2", "/usr/bin/ls", true },
+                { "etc/relative", "", false },
+                { "/a\033[2Jb", "", false },
+                { "/ok", "/of\nline", false },
+                { "", "", false },
+        };
+        CHECK(child_new(&c, &wr) == 0, "pipe");
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+                Sandbox__Learned l = SANDBOX__LEARNED__INIT;
+                Sandbox__Report r = SANDBOX__REPORT__INIT;
+                l.path = (char *)cases[i].path;
+                l.interpreter_of = (char *)cases[i].of;
+                l.nr = 2;
+                r.kind_case = SANDBOX__REPORT__KIND_LEARNED;
+                r.learned = &l;
+                CHECK(wire_send_atomic(wr, &r.base) == 0, "learned %zu sent", i);
+                int k = spawn_read_report(&c, NULL, &out, msg, sizeof msg);
+                if (cases[i].ok)
+                        CHECK(k == SPAWN_REPORT_LEARNED && strcmp(out.learned.path, cases[i].path) == 0 &&
+                                      strcmp(out.learned.interpreter_of, cases[i].of) == 0 && out.learned.nr == 2,
+                              "learned %zu read back", i);
+                else
+                        CHECK(k == -EPROTO && strstr(msg, "learned"), "learned %zu refused: %s", i, msg);
+        }
+        close(wr);
+        child_close(&c);
+}
+
 int main(void)
 {
+        test_learned();
         test_round_trip();
         test_denials();
         test_texts_bounded();
