@@ -779,8 +779,8 @@ const struct command cmd_commands[] = {
           "                  (\"trace ID\"), for gadgetctl trace ID\n"
           "      --traceparent VALUE  the call's parent span, a W3C traceparent\n"
           "                  (00-<32 hex>-<16 hex>-<2 hex>): the call joins that trace\n" },
-        { "trace", cmd_trace, 1, 1, "hn:F", "ID | NAME [-n N] [--frames]",
-          "print one call chain's spans as a tree, or follow a gadget's frames live",
+        { "trace", cmd_trace, 1, 1, "hn:F", "NAME | ID [-n N] [--frames]",
+          "follow a gadget's frames live, or print one call chain's spans as a tree",
           "trace ID (32 lower-case hex digits): each line one hop of that trace: a call\n"
           "of a gadget's method or a binding operation, its outcome, its duration and the\n"
           "node it ran on, under the hop that caused it. The node asked gives its own\n"
