@@ -292,6 +292,10 @@ static void on_framed(void *arg, struct unit *u, const struct unit_frame_event *
                 decode_out(&base, e->s);
         if (private)
                 base.withheld = true;
+        /* An error's message gadgetd wrote is not checked as the gadget's
+         * frames are: a preview gadgetctl would refuse is not sent. */
+        if (!value_utf8_valid(base.preview, strlen(base.preview)))
+                snprintf(base.preview, sizeof base.preview, "(not UTF-8)");
         struct frame_follower *f;
         LIST_FOREACH(f, &fs->followers, link) {
                 if (f->u != u)
