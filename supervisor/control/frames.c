@@ -28,6 +28,9 @@
 /* The calls and binding calls in flight whose frames one follower saw:
  * their answers' durations, and whether a binding answer may be shown. */
 #define FRAMES_PAIRS 64
+/* How long the first frame of a part waits for others (a person reads
+ * them: 20 ms is no delay to her). */
+#define FRAMES_LINGER_MS 20
 
 enum frame_kind { F_HELLO, F_WELCOME, F_CALL, F_RESULT, F_BINDING_CALL, F_BINDING_RESULT, F_LOG, F_SHUTDOWN };
 
@@ -90,11 +93,20 @@ static void follower_free(struct frame_follower *f)
         free(f);
 }
 
+/* f's next part, due in ms. */
+static void kick_in(struct frame_follower *f, long ms)
+{
+        const struct timeval tv = { 0, ms * 1000 };
+        if (f && !evtimer_pending(f->ev, NULL))
+                evtimer_add(f->ev, &tv);
+}
+
+/* Why a part waits FRAMES_LINGER_MS after the frame that made it due:
+ * the frames of that time go in one part, one write, instead of a part
+ * per frame on the loop that serves the gadget's calls. */
 static void kick(struct frame_follower *f)
 {
-        static const struct timeval now = { 0, 0 };
-        if (f && !evtimer_pending(f->ev, NULL))
-                evtimer_add(f->ev, &now);
+        kick_in(f, FRAMES_LINGER_MS);
 }
 
 void frames_kick(struct frame_follower *f)
@@ -418,5 +430,5 @@ void request_frames(struct client *cl, const Control__Request *q)
         fs->n++;
         unit_frames_watch(u, true);
         cl->frames = f;
-        kick(f); /* the first part, empty: the client knows it follows */
+        kick_in(f, 0); /* the first part, empty: the client knows it follows */
 }
