@@ -484,10 +484,27 @@ def trace_name_is_roots_only(tmp):
         check(r.returncode == 4 and "root only" in r.stderr and r.stdout == "", "a member is refused: %r" % r)
         r = d.ctl("trace", "nosuch")
         check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "an unknown gadget: %r" % r)
-        # Followers are bounded per gadget: the one past them is refused, named.
+        # Followers are bounded per gadget and in all: the one past them is
+        # refused, the bound named.
         fs = [Follower(d, "trace", "g") for _ in range(4)]
         r = d.ctl("trace", "g")
         check(r.returncode == 1 and "4 followers of its frames already" in r.stderr, "a fifth follower: %r" % r)
+        for name in ("h", "i", "j", "k"):
+            policy(d.pol, name)
+        check(d.ctl("reload").returncode == 0, "reload")
+        fs += [Follower(d, "trace", name) for name in ("h", "i", "j") for _ in range(4)]
+        r = d.ctl("trace", "k")
+        check(r.returncode == 1 and "16 followers of frames already" in r.stderr, "a 17th follower: %r" % r)
+        fs.pop().end()
+
+        def admitted():
+            f = Follower(d, "trace", "k")
+            if f.proc.poll() is None:
+                fs.append(f)
+                return True
+            f.end()
+            return False
+        wait_for(admitted, what="a follower taken once one left")
         for f in fs:
             f.end()
 
