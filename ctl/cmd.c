@@ -494,12 +494,56 @@ static int call_traceparent(const struct ctl *ctl, const struct cmd_args *a, cha
         return 0;
 }
 
+/* trace NAME: the gadget's frames, part after part, until interrupted,
+ * gadgetd closes, or -n N frames were printed. */
+static int follow_frames(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Frames fr = CONTROL__FRAMES__INIT;
+        struct client c = { .fd = -1 };
+        Control__Response *r = NULL;
+        size_t left = a->lines_set && a->lines ? a->lines : SIZE_MAX;
+
+        if (!gadget_name_ok(a->pos[0])) {
+                show_error(stderr, ctl->json, 0, "\"%.80s\" is neither a trace id (32 lower-case hex digits) nor a "
+                           "gadget name (lower case letters, digits, - and _)", a->pos[0]);
+                return CTL_EXIT_USAGE;
+        }
+        fr.name = a->pos[0];
+        req.req_case = CONTROL__REQUEST__REQ_FRAMES;
+        req.frames = &fr;
+        int st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_FRAMES, &r);
+        while (st == CTL_EXIT_OK && r) {
+                const Control__FrameBatch *b = r->frames;
+                bool more = b->more;
+                /* The note (the first part's "following", the last's why)
+                 * on stderr: stdout holds frames only. */
+                if (b->note[0])
+                        show_note(stderr, b->note, ctl->json);
+                fflush(stderr);
+                st = printed(ctl, show_frames(stdout, b, a->pos[0], left, ctl->json), CTL_EXIT_OK);
+                left -= b->n_frames < left ? b->n_frames : left;
+                control__response__free_unpacked(r, NULL);
+                r = NULL;
+                if (st == CTL_EXIT_OK && more && left)
+                        st = receive(ctl, &c, false, CONTROL__RESPONSE__RESP_FRAMES, true, &r);
+        }
+        client_close(&c);
+        return st;
+}
+
+/* trace ID: one trace's spans; trace NAME (or --frames NAME): a gadget's
+ * frames. An argument of exactly 32 lower-case hex digits, not all zero,
+ * is a trace id unless --frames says otherwise. */
 static int cmd_trace(const struct ctl *ctl, const struct cmd_args *a)
 {
         uint8_t id[TRACE_ID_LEN];
         const char *t = a->pos[0];
-        if (strlen(t) != 2 * TRACE_ID_LEN || trace_unhex(t, TRACE_ID_LEN, id) < 0 || trace_id_zero(id, TRACE_ID_LEN)) {
-                show_error(stderr, ctl->json, 0, "\"%.80s\" is not a trace id (32 lower-case hex digits)", t);
+        if (a->frames || strlen(t) != 2 * TRACE_ID_LEN || trace_unhex(t, TRACE_ID_LEN, id) < 0 ||
+            trace_id_zero(id, TRACE_ID_LEN))
+                return follow_frames(ctl, a);
+        if (a->lines_set) {
+                show_error(stderr, ctl->json, 0, "trace ID takes no -n: it prints one trace");
                 return CTL_EXIT_USAGE;
         }
         Control__Request req = CONTROL__REQUEST__INIT;
@@ -755,15 +799,30 @@ const struct command cmd_commands[] = {
           "                  (\"trace ID\"), for gadgetctl trace ID\n"
           "      --traceparent VALUE  the call's parent span, a W3C traceparent\n"
           "                  (00-<32 hex>-<16 hex>-<2 hex>): the call joins that trace\n" },
-        { "trace", cmd_trace, 1, 1, "h", "ID",
-          "print the spans of one call chain as a tree, across the nodes",
-          "Each line one hop: a call of a gadget's method or a binding operation, its\n"
-          "outcome, its duration and the node it ran on, under the hop that caused it.\n"
-          "The node asked gives its own spans and asks each node they name (where a call\n"
-          "came from or went to) for theirs; one that does not answer is named on stderr.\n"
-          "gadgetd keeps the last TraceKeep= spans (gadgetd.conf; default 4096).\n"
+        { "trace", cmd_trace, 1, 1, "hn:F", "NAME | ID [-n N] [--frames]",
+          "follow a gadget's frames live, or print one call chain's spans as a tree",
+          "trace ID (32 lower-case hex digits): each line one hop of that trace: a call\n"
+          "of a gadget's method or a binding operation, its outcome, its duration and the\n"
+          "node it ran on, under the hop that caused it. The node asked gives its own\n"
+          "spans and asks each node they name (where a call came from or went to) for\n"
+          "theirs; one that does not answer is named on stderr. gadgetd keeps the last\n"
+          "TraceKeep= spans (gadgetd.conf; default 4096).\n"
           "With --json: {\"trace_id\", \"spans\": [{\"span_id\", \"parent_id\", \"gadget\", \"name\",\n"
-          "\"kind\", \"node\", \"peer\", \"outcome\", \"start_us\", \"duration_us\"}], \"unreached\"}.\n" },
+          "\"kind\", \"node\", \"peer\", \"outcome\", \"start_us\", \"duration_us\"}], \"unreached\"}.\n"
+          "trace NAME: the frames on gadget NAME's channel as they pass, until interrupted:\n"
+          "calls to it (->) and its results (<-), its binding calls (<-) and their\n"
+          "answers (->), its log messages, each with its time, process, id, size and, for\n"
+          "an answer, the time since its call. Values are cut to a short preview, bytes\n"
+          "shown as their size; a secret binding's values are never shown (nor an answer\n"
+          "whose call was not seen). A reader that falls behind loses frames, and is\n"
+          "told how many (\"-- N frames dropped\"). Root only; at most 4 followers of a\n"
+          "gadget, 16 in all.\n"
+          "  -n, --lines N   stop after N frames\n"
+          "      --frames    NAME is a gadget's name even if it is 32 hex digits (a\n"
+          "                  gadget may be named so; without --frames that is a trace id)\n"
+          "With --json: one {\"time\", \"time_ms\", \"gadget\", \"run\", \"dir\" (in: from the\n"
+          "gadget), \"kind\", \"id\", \"name\", \"bytes\", \"outcome\", \"duration_us\",\n"
+          "\"preview\", \"withheld\"} object per frame, {\"dropped\": N} for frames lost.\n" },
         { "logs", cmd_logs, 0, 1, "hn:fo:SA", "[NAME] [-n N] [-f] [--since TIME] [--all] [-o cat]",
           "print the log lines gadgetd keeps for a gadget, or follow every gadget's",
           "Each line: its time (local, to the ms), the gadget and its run (which process:\n"

@@ -40,10 +40,12 @@ struct cmd_args {
         bool trace;     /* call --trace */
         const char *traceparent; /* call --traceparent VALUE, or NULL */
         uint64_t delay_ms; /* top -d (0: not given) */
+        bool frames;    /* trace --frames: NAME is a gadget's, even of 32 hex digits */
 };
 /* getopt values of the long-only options (a command's opts name them 'R',
- * 'B', 'T', 'P', 'S', 'A'). */
-enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT, CMD_OPT_SINCE, CMD_OPT_ALL };
+ * 'B', 'T', 'P', 'S', 'A', 'F'). */
+enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT, CMD_OPT_SINCE, CMD_OPT_ALL,
+       CMD_OPT_FRAMES };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help

@@ -128,6 +128,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { CMD_OPT_RUNTIME, 'R', "--runtime" }, { CMD_OPT_NO_BLOCK, 'B', "--no-block" },
                 { CMD_OPT_TRACE, 'T', "--trace" },     { CMD_OPT_TRACEPARENT, 'P', "--traceparent" },
                 { CMD_OPT_SINCE, 'S', "--since" },     { CMD_OPT_ALL, 'A', "--all" },
+                { CMD_OPT_FRAMES, 'F', "--frames" },
         };
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -145,6 +146,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "traceparent", required_argument, NULL, CMD_OPT_TRACEPARENT },
                 { "since", required_argument, NULL, CMD_OPT_SINCE },
                 { "all", no_argument, NULL, CMD_OPT_ALL },
+                { "frames", no_argument, NULL, CMD_OPT_FRAMES },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -157,7 +159,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (!strchr("RBTPSA", *s))
+                if (!strchr("RBTPSAF", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
@@ -221,6 +223,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 }
                 case CMD_OPT_ALL:
                         a.all = true;
+                        break;
+                case CMD_OPT_FRAMES:
+                        a.frames = true;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

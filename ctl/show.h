@@ -48,6 +48,10 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
 /* gadgetctl trace: the spans as a tree (the nodes that did not answer on err). */
 int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json);
+/* gadgetctl trace NAME: a part's first max frames of gadget, one a line
+ * (or a JSON object each), after a line saying how many were dropped
+ * before them, if any. 0 or -errno. */
+int show_frames(FILE *f, const Control__FrameBatch *b, const char *gadget, size_t max, bool json);
 /* gadgetctl top: GADGET, STATE, CPU%, MEMORY, TASKS, CALLS/S, ERRORS/S,
  * the rates over the time between before and now ("-" without before, or
  * across a restart), busiest first; with json, now's counters as they are

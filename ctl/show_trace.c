@@ -96,3 +96,58 @@ int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json)
         free(done);
         return e < 0 ? e : ferror(f) ? -EIO : 0;
 }
+
+/* One frame as JSON: what gadgetd sent, dir "in" (from the gadget) or "out". */
+static json_t *frame_json(const Control__Frame *m, const char *gadget)
+{
+        char iso[OUTPUT_LOG_TIME_MAX];
+        return json_pack("{s:s, s:I, s:s, s:I, s:s, s:s, s:I, s:s, s:I, s:s, s:I, s:o, s:b}", "time",
+                         output_log_time_iso(m->time_ms, iso, sizeof iso), "time_ms", (json_int_t)m->time_ms,
+                         "gadget", gadget, "run", (json_int_t)m->run, "dir", m->in ? "in" : "out", "kind", m->kind,
+                         "id", show_clamp(m->id), "name", m->name, "bytes", show_clamp(m->bytes), "outcome",
+                         m->outcome, "duration_us", show_clamp(m->duration_us), "preview",
+                         show_json_string(m->preview), "withheld", m->withheld);
+}
+
+/* One frame as a line: time, gadget[run], direction (-> to the gadget, <-
+ * from it), kind, #id, name, outcome, size, duration, then the preview. */
+static int frame_line(FILE *f, const Control__Frame *m, const char *gadget)
+{
+        char when[OUTPUT_LOG_TIME_MAX];
+        fprintf(f, "%s %s[%u] %s %s", output_log_time(m->time_ms, when, sizeof when), gadget, m->run,
+                m->in ? "<-" : "->", m->kind);
+        if (m->id)
+                fprintf(f, " #%llu", (unsigned long long)m->id);
+        int r = 0;
+        if (m->name[0]) {
+                fputc(' ', f);
+                r = show_put_escaped(f, m->name, 0);
+        }
+        if (m->outcome[0] && r >= 0) {
+                fputc(' ', f);
+                r = show_put_escaped(f, m->outcome, 0);
+        }
+        fprintf(f, " %lluB", (unsigned long long)m->bytes);
+        if (m->duration_us)
+                fprintf(f, " %.3fms", (double)m->duration_us / 1000.0);
+        if (m->withheld)
+                fputs(" (values withheld)", f);
+        else if (m->preview[0] && r >= 0) {
+                fputc(' ', f);
+                r = show_put_escaped(f, m->preview, 0);
+        }
+        fputc('\n', f);
+        return r;
+}
+
+int show_frames(FILE *f, const Control__FrameBatch *b, const char *gadget, size_t max, bool json)
+{
+        int e = 0;
+        if (b->dropped)
+                e = json ? show_json(f, json_pack("{s:I}", "dropped", show_clamp(b->dropped)))
+                         : fprintf(f, "-- %llu frames dropped: this reader fell behind\n",
+                                   (unsigned long long)b->dropped) < 0 ? -EIO : 0;
+        for (size_t i = 0; i < b->n_frames && i < max && e >= 0; i++)
+                e = json ? show_json(f, frame_json(b->frames[i], gadget)) : frame_line(f, b->frames[i], gadget);
+        return e < 0 ? e : ferror(f) ? -EIO : 0;
+}

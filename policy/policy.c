@@ -502,3 +502,9 @@ const struct policy_binding *policy_binding_find(const struct policy *p, const c
         }
         return NULL;
 }
+
+bool policy_binding_private(const struct policy *p, const char *name)
+{
+        const struct policy_binding *b = policy_binding_find(p, name);
+        return !b || b->type == BINDING_SECRET;
+}

@@ -270,6 +270,13 @@ static inline bool policy_admin_method(const struct policy *p, const char *metho
         return policy_listed(p->admin_methods, method);
 }
 const char *policy_binding_type_name(enum binding_type t);
+/* Whether the values of a binding call to binding name of p (its
+ * arguments and its answer) may never be shown to anyone: a secret
+ * binding's (its answer is the secret), and a binding p does not declare
+ * (its type unknown: fail closed). The one rule every view of binding
+ * values follows (gadgetctl trace NAME); the audit and tail bindings
+ * show none at all. */
+bool policy_binding_private(const struct policy *p, const char *name);
 /* p as key=value lines ([Gadget], then each [Binding NAME]): every key
  * with the value in force, defaults included, sizes and times as an
  * operator writes them (16M, 30s). *out is malloc'd. 0 or -errno. */

@@ -274,6 +274,9 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
                 }
                 return 0;
         }
+        case CONTROL__REQUEST__REQ_FRAMES:
+                name = q->frames->name;
+                break;
         case CONTROL__REQUEST__REQ_EXEC:
                 name = q->exec->name;
                 if (check_exec_argv(q->exec, why, len) < 0)

@@ -43,6 +43,14 @@ int validate_control_request(const struct Control__Request *q, char *why, size_t
 #define CONTROL_EXEC_ARGS_MAX 256
 #define CONTROL_EXEC_ARG_MAX 4096
 #define CONTROL_EXEC_FDS 3
+/* gadgetctl trace NAME: the frames one follower may have waiting (past
+ * them, new ones are dropped and counted, and a FrameBatch carries at
+ * most this many), the bytes of a frame's preview (a value's text, a log
+ * line), the followers of one gadget and of all gadgets together. */
+#define CONTROL_FRAMES_QUEUE 256
+#define CONTROL_FRAME_PREVIEW 120
+#define CONTROL_FRAMES_PER_GADGET 4
+#define CONTROL_FRAMES_FOLLOWERS 16
 /* Returns 0 if a control response (gadgetd's to gadgetctl, a node's to
  * another) may be read, or -EPROTO with the reason in why (every text
  * present and UTF-8, a value within value.h's limits, a known kind). */

@@ -220,6 +220,29 @@ static int check_trace(const Control__TraceTree *t, char *why, size_t whylen)
         return 0;
 }
 
+/* A FrameBatch: at most CONTROL_FRAMES_QUEUE frames, each of a known
+ * kind, its texts UTF-8 and bounded (a preview cut by gadgetd, with room
+ * for the mark of the cut). */
+static int check_frames(const Control__FrameBatch *b, char *why, size_t whylen)
+{
+        static const char *const kinds[] = { "hello", "welcome", "call", "result", "binding_call",
+                                             "binding_result", "log", "shutdown" };
+        if (b->n_frames > CONTROL_FRAMES_QUEUE || !str_ok(b->note))
+                REFUSE("frames: more than %d, or an invalid note", CONTROL_FRAMES_QUEUE);
+        for (size_t i = 0; i < b->n_frames; i++) {
+                const Control__Frame *f = b->frames[i];
+                bool known = false;
+                for (size_t k = 0; f && f->kind && k < sizeof kinds / sizeof *kinds; k++)
+                        known |= strcmp(f->kind, kinds[k]) == 0;
+                if (!known)
+                        REFUSE("frame %zu of an unknown kind", i);
+                if (!label_ok(f->name, 2 * GADGET_NAME_MAX + 1) || !label_ok(f->outcome, 15) ||
+                    !str_ok(f->preview) || strlen(f->preview) > CONTROL_FRAME_PREVIEW + 8)
+                        REFUSE("frame %zu with an invalid name, outcome or preview", i);
+        }
+        return 0;
+}
+
 /* A TopReport: each gadget named as a gadget is, its state a short text. */
 static int check_top(const Control__TopReport *t, char *why, size_t whylen)
 {
@@ -275,6 +298,8 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->trace ? check_trace(r->trace, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_TOP:
                 return r->top ? check_top(r->top, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_FRAMES:
+                return r->frames ? check_frames(r->frames, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_EXEC:
                 /* A shell's exit status: 0-255 (128+N for signal N). */
                 if (!r->exec || r->exec->status < 0 || r->exec->status > 255)

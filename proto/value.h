@@ -54,3 +54,10 @@ Gadget__Value *value_dup(const Gadget__Value *v);
  * with value_free); NULL if it does not decode or out of memory. */
 Gadget__Value *value_unpack(const uint8_t *data, size_t len);
 void value_free(Gadget__Value *v);
+/* value_preview.c: v as one line of JSON-like text into out (len bytes,
+ * NUL included), bytes shown as their size ("<N bytes>"), control bytes
+ * escaped; cut, with an ellipsis, at len - 4 bytes. v must have passed
+ * value_check (its depth bounds the walk). The length written. */
+size_t value_preview(const Gadget__Value *v, char *out, size_t len);
+/* A UTF-8 text as one line (control bytes as spaces), cut the same way. */
+size_t value_preview_text(const char *s, char *out, size_t len);

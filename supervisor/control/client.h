@@ -28,6 +28,7 @@ struct client {
         int fds[CONTROL_EXEC_FDS];  /* the fds of the request being handled (exec's) */
         size_t n_fds;               /* a handler that keeps them sets 0 */
         struct exec_probe *exec;    /* its exec running, if any */
+        struct frame_follower *frames; /* the gadget's frames it follows (frames.c), if any */
         LIST_ENTRY(client) link;    /* in its control's clients */
 };
 
@@ -85,3 +86,7 @@ void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
+/* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */
+void request_frames(struct client *cl, const Control__Request *req);
+/* The control's followers of frames (NULL: none kept). */
+struct frames *client_frames(const struct client *cl);

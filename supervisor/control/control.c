@@ -20,6 +20,7 @@
 #include "contract.h"
 #include "system/log.h"
 #include "system/notify.h"
+#include "frames.h"
 #include "stream.h"
 #include "policy.h"
 #include "system/ratelog.h"
@@ -51,6 +52,7 @@ struct user_budget {
 
 struct control {
         struct control_env env;
+        struct frames *frames;     /* gadgetctl trace NAME's followers (frames.c) */
         int fd;
         struct event *ev_accept, *ev_resume, *ev_flush;
         LIST_HEAD(, client) clients;
@@ -109,6 +111,11 @@ const struct control_env *client_env(const struct client *cl)
         return &cl->ctl->env;
 }
 
+struct frames *client_frames(const struct client *cl)
+{
+        return cl->ctl->frames;
+}
+
 static void client_free(struct client *cl)
 {
         struct control *c = cl->ctl;
@@ -128,6 +135,7 @@ static void client_free(struct client *cl)
          * through their loads, which know it is gone). */
         calls_owner_gone(&cl->calls);
         exec_client_gone(cl);
+        frames_client_gone(cl);
         conn_free(cl->conn);
         stream_free(cl->stream);
         free(cl);
@@ -138,6 +146,7 @@ static void on_drained(void *arg)
 {
         struct client *cl = arg;
         stream_kick(cl->stream);
+        frames_kick(cl->frames);
 }
 
 /* The connection ended (end of file, bytes that are not requests, or
@@ -648,6 +657,9 @@ listening:
                 errno = ENOMEM;
                 goto fail;
         }
+        /* Last: a listener cannot be taken back from the core. */
+        if ((e = frames_open(env->core, &c->frames)) < 0)
+                log_msg(L_WARN, NULL, "gadgetctl trace NAME is off: %s", strerror(-e));
         *out = c;
         return 0;
 fail:
@@ -666,6 +678,7 @@ void control_free(struct control *c)
         while (!LIST_EMPTY(&c->clients))
                 client_free(LIST_FIRST(&c->clients));
         control_events_free(c);
+        frames_free(c->frames);
         close(c->fd);
         if (!c->activated)
                 unlink(c->env.socket_path);
@@ -759,7 +772,7 @@ int control_reexec_quiet(const struct control *c, char *why, size_t len)
                         snprintf(why, len, "a gadgetctl exec (pid %d) runs", (int)cl->cred.pid);
                         return -EBUSY;
                 }
-                if (conn_pending(cl->conn) && !cl->stream) {
+                if (conn_pending(cl->conn) && !cl->stream && !cl->frames) {
                         snprintf(why, len, "answers to uid %u (pid %d) are still being sent", (unsigned)cl->cred.uid,
                                  (int)cl->cred.pid);
                         return -EBUSY;
@@ -773,7 +786,7 @@ size_t control_reexec_clients(const struct control *c, struct control_handoff *o
         size_t n = 0;
         const struct client *cl;
         LIST_FOREACH(cl, &c->clients, link) {
-                if (n == max || cl->stream || cl->refused || conn_input_ended(cl->conn) || conn_fd(cl->conn) < 0)
+                if (n == max || cl->stream || cl->frames || cl->refused || conn_input_ended(cl->conn) || conn_fd(cl->conn) < 0)
                         continue;
                 if (out) {
                         out[n] = (struct control_handoff){ .fd = conn_fd(cl->conn), .spoke = cl->spoke };

@@ -822,6 +822,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_TRACE, request_trace },
         { CONTROL__REQUEST__REQ_TOP, request_top },
         { CONTROL__REQUEST__REQ_EXEC, request_exec },
+        { CONTROL__REQUEST__REQ_FRAMES, request_frames },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -136,6 +136,7 @@ struct unit {
         struct ratelog broken_log;  /* results that broke their signature, logged once per window */
         struct gadget_bindings *bind; /* its binding calls, what its bindings keep, kv store */
         void *slots[CORE_LISTENERS_MAX]; /* what each listener keeps of it (unit_set_slot) */
+        unsigned frame_watchers;  /* gadgetctl trace NAME followers (unit_frames_watch) */
         LIST_HEAD(, call) waiting;   /* calls to it waiting for approval (calls.c) */
         LIST_HEAD(, call) forwarded; /* calls to it forwarded to the node that runs it */
         char *const *args;          /* replace the policy's Arguments (gadgetd run) */
@@ -229,6 +230,7 @@ void unit_events_going(struct unit *u);
 void unit_events_freed(struct unit *u);
 void unit_events_called(struct unit *u, const struct unit_call_event *e);
 void unit_events_logged(struct unit *u, const char *stream, const char *line);
+void unit_events_framed(struct unit *u, const struct unit_frame_event *e);
 void unit_events_exited(struct unit *u, int status, const char *cause);
 void unit_events_info(const struct unit *u, struct unit_info *out);
 void core_events_closed(struct core *c);

@@ -436,6 +436,15 @@ static void on_log(struct peer *p, const Gadget__Log *l, void *data)
         unit_output_log(r, l);
 }
 
+/* A frame on one of its processes' links, while watched. */
+static void on_frame(struct peer *p, bool in, const Gadget__WorkerMsg *w, const Gadget__SupervisorMsg *s,
+                     size_t bytes, void *data)
+{
+        struct unit_run *r = data;
+        const struct unit_frame_event e = { .in = in, .w = w, .s = s, .bytes = bytes, .run = r->number };
+        unit_events_framed(r->u, &e);
+}
+
 static void on_closed(struct peer *p, const char *why, void *data)
 {
         struct unit_run *r = data;
@@ -452,6 +461,7 @@ static const struct peer_handlers handlers = {
         .hello = on_hello,
         .binding_call = on_binding_call,
         .log = on_log,
+        .frame = on_frame,
         .closed = on_closed,
 };
 
@@ -558,6 +568,8 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         clock_gettime(CLOCK_MONOTONIC, &r->started);
         r->number = ++u->runs;
         r->peer = peer_new(u->core->base, r->child.rpc_fd, p, &handlers, r);
+        if (r->peer)
+                peer_watch(r->peer, u->frame_watchers > 0);
         r->ev_report = event_new(u->core->base, r->child.report_fd, EV_READ | EV_PERSIST, report_cb, r);
         if (!r->peer || !r->ev_report || event_add(r->ev_report, NULL) < 0) {
                 snprintf(err, errlen, "out of memory");

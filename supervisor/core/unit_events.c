@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "core_int.h"
+#include "link/peer.h"
 #include "system/monotime.h"
 
 /* Every listener of core c, in the order they came (n: the first n). */
@@ -27,6 +28,25 @@ void *unit_slot(const struct unit *u, int id)
 void unit_set_slot(struct unit *u, int id, void *data)
 {
         u->slots[id] = data;
+}
+
+void unit_frames_watch(struct unit *u, bool on)
+{
+        if (on)
+                u->frame_watchers++;
+        else if (u->frame_watchers)
+                u->frame_watchers--;
+        struct unit_run *runs[] = { u->run, u->next_run, u->old_run };
+        for (size_t i = 0; i < sizeof runs / sizeof *runs; i++)
+                if (runs[i] && runs[i]->peer)
+                        peer_watch(runs[i]->peer, u->frame_watchers > 0);
+}
+
+void unit_events_framed(struct unit *u, const struct unit_frame_event *e)
+{
+        EACH(u->core, l)
+                if (l->framed)
+                        l->framed(l->arg, u, e);
 }
 
 /* The phase whose time a state counts in (unit_stats.h). */

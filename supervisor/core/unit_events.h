@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "gadget.pb-c.h"
 #include "unit.h"
 
 struct trace_ctx;
@@ -20,6 +21,19 @@ struct unit_call_event {
         uint64_t duration_us;    /* from calls_start to its end */
         const struct trace_ctx *trace; /* its span's context, NULL if not traced (written as
                                         * text by a listener that keeps it, never on every call) */
+};
+
+/* One frame on a unit's channel (its worker link), as a listener is
+ * told of it while the unit's frames are watched (unit_frames_watch):
+ * in, one the gadget sent (w, validated), else one gadgetd sent it (s);
+ * bytes, its encoded size; run, which process of the unit. Nothing of w
+ * or s outlives the call. */
+struct unit_frame_event {
+        bool in;
+        const Gadget__WorkerMsg *w;
+        const Gadget__SupervisorMsg *s;
+        size_t bytes;
+        uint32_t run;
 };
 
 /* Listeners one core takes. */
@@ -47,6 +61,9 @@ struct unit_listener {
         /* A line of u's log was kept (its log budget let it in): stream is
          * "stdout", "stderr" or "log" (a log message over the RPC). */
         void (*logged)(void *arg, struct unit *u, const char *stream, const char *line);
+        /* A frame on u's channel, while a listener watches them
+         * (unit_frames_watch). On the frame's path: it must not wait. */
+        void (*framed)(void *arg, struct unit *u, const struct unit_frame_event *e);
         /* u's serving process ended: its wait status, and the cause as
          * gadgetctl status says it. */
         void (*exited)(void *arg, struct unit *u, int status, const char *cause);
@@ -58,8 +75,13 @@ struct unit_listener {
 };
 
 /* Adds l (copied), before the first core_add: its id (its slot in every
- * unit) >= 0, or -ENOSPC. */
+ * unit) >= 0, or -ENOSPC. A listener with no created (that keeps no
+ * slot: the control socket's) may come later. */
 int core_listen(struct core *c, const struct unit_listener *l);
 /* What listener id keeps of u (NULL: nothing yet). */
 void *unit_slot(const struct unit *u, int id);
 void unit_set_slot(struct unit *u, int id, void *data);
+/* One more (on) or one fewer watcher of u's frames: while there is one,
+ * each frame of each of its processes is told to the listeners' framed;
+ * with none, a frame costs one test of a flag (link/peer.h). */
+void unit_frames_watch(struct unit *u, bool on);

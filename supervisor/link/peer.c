@@ -33,6 +33,7 @@ struct peer {
         struct event *ev_rate;
         struct rate rate;
         bool held_output, held_rate, rate_logged;
+        bool watched;                 /* each frame told to h->frame (peer_watch) */
         struct timespec progress;     /* the last result, or the first call sent when idle */
         uint64_t next_id;
         TAILQ_HEAD(, peer_call) calls; /* in flight, oldest first */
@@ -276,7 +277,10 @@ static void close_peer(struct peer *p, const char *why)
 
 static int send_msg(struct peer *p, const Gadget__SupervisorMsg *m)
 {
-        return conn_send(p->conn, &m->base);
+        int e = conn_send(p->conn, &m->base);
+        if (e == 0 && p->watched)
+                p->h->frame(p, false, NULL, m, protobuf_c_message_get_packed_size(&m->base), p->data);
+        return e;
 }
 
 /* A signature's canonical text ("" for none), malloc'd. */
@@ -404,6 +408,9 @@ static int handle_frame(struct peer *p, const uint8_t *data, size_t n, size_t *v
                          p->state == PEER_AWAIT_HELLO ? "before hello" : "after hello");
                 goto out;
         }
+        /* Told before its handler: a binding call before its answer. */
+        if (p->watched)
+                p->h->frame(p, true, m, NULL, n, p->data);
         e = row->handle(p, m, why, len);
 out:
         /* Nothing of m outlives its handler: every part is copied. */
@@ -468,6 +475,11 @@ void peer_set_policy(struct peer *p, const struct policy *policy)
 {
         p->policy = policy;
         set_budget(p);
+}
+
+void peer_watch(struct peer *p, bool on)
+{
+        p->watched = on && p->h->frame;
 }
 
 void peer_hold(struct peer *p, bool hold)

@@ -28,6 +28,12 @@ struct peer_handlers {
         /* A validated binding call; answer it with peer_binding_reply. */
         void (*binding_call)(struct peer *p, const Gadget__BindingCall *bc, void *data);
         void (*log)(struct peer *p, const Gadget__Log *l, void *data);
+        /* A frame on the link, while it is watched (peer_watch): in, one
+         * of the worker's (w: validated, before its handler), else one
+         * gadgetd sent (s); bytes, its encoded size. Nothing of w or s
+         * outlives the call. On every frame's path: it must not wait. */
+        void (*frame)(struct peer *p, bool in, const Gadget__WorkerMsg *w, const Gadget__SupervisorMsg *s,
+                      size_t bytes, void *data);
         /* The connection ended: why is NULL at a clean end of file, else the
          * protocol violation (already logged). Nothing is read after this. */
         void (*closed)(struct peer *p, const char *why, void *data);
@@ -113,6 +119,9 @@ int peer_shutdown(struct peer *p);
  * handled until it is released, so its writes wait; the budget of its log
  * holds it this way. Released, the frames already read come first. */
 void peer_hold(struct peer *p, bool hold);
+/* Whether each frame is told to handlers->frame (gadgetctl trace NAME).
+ * Unwatched, a frame costs one test of a flag. */
+void peer_watch(struct peer *p, bool on);
 /* The gadget's policy was replaced (a reload) while this worker still
  * runs: its messages are judged by policy from now on. */
 void peer_set_policy(struct peer *p, const struct policy *policy);

@@ -109,7 +109,8 @@ CONTROL = [
     ["logs", "-f", "--all"], ["logs", "hello", "--since", "-5min"], ["logs", "hello", "--all", "-n", "20"],
     ["call", "--trace", "hello", "greet", "{}"],
     ["call", "--traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "hello", "greet", "{}"],
-    ["trace", "4bf92f3577b34da6a3ce929d0e0e4736"], ["--json", "top"],
+    ["trace", "4bf92f3577b34da6a3ce929d0e0e4736"], ["--json", "top"], ["trace", "-n", "3", "hello"],
+    ["trace", "--frames", "4bf92f3577b34da6a3ce929d0e0e4736"],
 ]
 # A value for each argument a usage line names.
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
@@ -130,6 +131,10 @@ def control_commands(gadgetctl):
             continue
         usage = subprocess.run([gadgetctl, name, "--help"], capture_output=True, text=True).stdout
         words = re.sub(r"\[-[^]]*\]", "", usage.split("\n", 1)[0].split("] " + name, 1)[1]).split()
+        # "NAME | ID": alternatives, the first one's seed (CONTROL has others).
+        while "|" in words:
+            i = words.index("|")
+            del words[i:i + 2]
         lines.append([name] + [CONTROL_ARGS[w.strip("[]").rstrip(".")] for w in words])
     return lines
 

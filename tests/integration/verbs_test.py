@@ -5,12 +5,17 @@ for a gadget of the policy directory), `kill NAME [SIGNAL]` and its
 Restart=, `is-active` and `is-failed` with their exit statuses. What runs
 is read from gadgetd's children in /proc as well as from its word.
 `exec` runs a command in a gadget's world and no further, `status` names
-the program's host pid. Usage: verbs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
+the program's host pid. `trace NAME` follows a gadget's frames (root
+only, secrets withheld, a stopped reader costing the gadget nothing), and
+`trace ID` is still a trace's spans. Usage: verbs_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import attacks
 from harness import (GADGETCTL, GADGETD, TESTGADGET, Daemon, check, children, fd_count, fd_map, main, policy,
@@ -391,6 +396,172 @@ def exec_runs_in_the_gadgets_world(tmp):
         r = d.ctl("exec", "g", "--", "id")
         check(r.returncode == 1 and "no process running" in r.stderr, "exec of a stopped gadget: %r" % r)
         check(info(d, "g").get("program_pid", 0) == 0, "no program pid once stopped")
+
+
+class Follower:
+    """gadgetctl ARGS... (trace NAME) running, its stdout and stderr lines
+    gathered as they come; ready once gadgetd's first part said it
+    follows."""
+
+    def __init__(self, d, *args):
+        self.proc = subprocess.Popen([GADGETCTL, "--socket", d.sock, *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.out, self.err = [], []
+        self.threads = [threading.Thread(target=self._read, args=(f, l), daemon=True)
+                        for f, l in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for t in self.threads:
+            t.start()
+        wait_for(lambda: any("following" in l for l in self.err) or self.proc.poll() is not None,
+                 what=lambda: "the follower to start: %r" % self.err)
+
+    @staticmethod
+    def _read(f, lines):
+        for line in f:
+            lines.append(line)
+
+    def frames(self):
+        return [json.loads(l) for l in list(self.out)]
+
+    def end(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+        self.proc.wait(timeout=10)
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def secret_file(tmp):
+    path = os.path.join(tmp, "token")
+    with open(path, "w") as f:
+        f.write("s3cr3t-VALUE-42\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+@test
+def trace_name_shows_a_calls_frames(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "[Binding NOTE]\nType=text\nValue=hello there\n"
+                     "[Binding TOKEN]\nType=secret\nFile=%s\n" % secret_file(tmp))
+        ready(d, "g")
+        f = Follower(d, "--json", "trace", "-n", "8", "g")
+        r = d.ctl("call", "g", "binding", '{"binding": "NOTE", "op": "get"}')
+        check(r.returncode == 0 and r.stdout.strip() == '"hello there"', "the text binding: %r" % r)
+        # The secret is used, never returned: only its frames could show it.
+        r = d.ctl("call", "g", "repeat", '{"binding": "TOKEN", "op": "get", "n": 1}')
+        check(r.returncode == 0, "the secret binding: %r" % r)
+        f.proc.wait(timeout=20)
+        f.end()
+        fr = f.frames()
+        seen = [(x["dir"], x["kind"], x["name"], x["outcome"]) for x in fr]
+        check(seen == [("out", "call", "binding", ""), ("in", "binding_call", "NOTE.get", ""),
+                       ("out", "binding_result", "", "ok"), ("in", "result", "", "ok"),
+                       ("out", "call", "repeat", ""), ("in", "binding_call", "TOKEN.get", ""),
+                       ("out", "binding_result", "", "ok"), ("in", "result", "", "ok")],
+              "the frames in order: %r" % seen)
+        call, bcall, banswer, result = fr[:4]
+        check(call["id"] == result["id"] and bcall["id"] == banswer["id"], "answers match calls: %r" % fr[:4])
+        check(call["preview"] == '{"binding":"NOTE","op":"get"}' and banswer["preview"] == '"hello there"'
+              and result["preview"] == '"hello there"', "previews: %r" % fr[:4])
+        # SupervisorMsg{binding_result{id 1, value{string "hello there"}}}:
+        # 2 + (2 + (2 + 11)) bytes encoded.
+        check(banswer["bytes"] == 19 and result["bytes"] > 11 and call["bytes"] > len("binding"),
+              "sizes: %r" % fr[:4])
+        check(result["duration_us"] >= banswer["duration_us"] > 0, "durations: %r" % fr[:4])
+        check(fr[5]["withheld"] and fr[6]["withheld"] and fr[5]["preview"] == fr[6]["preview"] == "",
+              "the secret binding's values withheld: %r" % fr[4:])
+        check("s3cr3t" not in "".join(f.out + f.err), "the secret in the frames: %r" % f.out)
+        check(f.proc.returncode == 0, "trace -n 8 ends by itself: %r" % f.err)
+
+
+@test
+def trace_name_is_roots_only(tmp):
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        load(d, "g", "")
+        ready(d, "g")
+        r = d.ctl("trace", "g", user=(65534, 65534))
+        check(r.returncode == 4 and "root only" in r.stderr and r.stdout == "", "a member is refused: %r" % r)
+        r = d.ctl("trace", "nosuch")
+        check(r.returncode == 3 and 'no gadget named "nosuch"' in r.stderr, "an unknown gadget: %r" % r)
+        # Followers are bounded per gadget and in all: the one past them is
+        # refused, the bound named.
+        fs = [Follower(d, "trace", "g") for _ in range(4)]
+        r = d.ctl("trace", "g")
+        check(r.returncode == 1 and "4 followers of its frames already" in r.stderr, "a fifth follower: %r" % r)
+        for name in ("h", "i", "j", "k"):
+            policy(d.pol, name)
+        check(d.ctl("reload").returncode == 0, "reload")
+        fs += [Follower(d, "trace", name) for name in ("h", "i", "j") for _ in range(4)]
+        r = d.ctl("trace", "k")
+        check(r.returncode == 1 and "16 followers of frames already" in r.stderr, "a 17th follower: %r" % r)
+        fs.pop().end()
+
+        def admitted():
+            f = Follower(d, "trace", "k")
+            if f.proc.poll() is None:
+                fs.append(f)
+                return True
+            f.end()
+            return False
+        wait_for(admitted, what="a follower taken once one left")
+        for f in fs:
+            f.end()
+
+
+@test
+def trace_stopped_follower_costs_the_gadget_nothing(tmp):
+    with Daemon(tmp) as d:
+        load(d, "g", "[Binding NOTE]\nType=text\nValue=hello there\n")
+        ready(d, "g")
+        many = '{"binding": "NOTE", "op": "get", "n": 20000}'
+
+        def timed():
+            t0 = time.monotonic()
+            r = d.ctl("call", "g", "repeat", many)
+            check(r.returncode == 0, "repeat: %r" % r)
+            return time.monotonic() - t0
+        alone = min(timed() for _ in range(2))
+        f = Follower(d, "--json", "trace", "g")
+        f.proc.send_signal(signal.SIGSTOP)
+        # 40,000 frames: far past its queue and its socket's buffer.
+        stopped = min(timed() for _ in range(2))
+        check(stopped < 3 * alone + 1, "a stopped follower slowed the calls: %.2fs, %.2fs alone" % (stopped, alone))
+        f.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: any(x.get("dropped", 0) > 0 for x in f.frames()),
+                 what=lambda: "the follower told of the frames dropped: %r" % f.out[-3:])
+        # Its queue was sent: it follows on (a call before that may find
+        # the queue still full, its frames dropped in turn).
+        r = d.ctl("call", "g", "echo", '"after"')
+        check(r.returncode == 0, "a call after: %r" % r)
+        wait_for(lambda: any(x.get("preview") == '"after"' for x in f.frames()),
+                 what=lambda: "the follower's new frames: %r" % f.out[-3:])
+        f.end()
+
+
+@test
+def trace_id_is_still_a_traces_spans(tmp):
+    hexname = "0123456789abcdef0123456789abcdef"
+    with Daemon(tmp) as d:
+        load(d, "g", "")
+        load(d, hexname, "")
+        ready(d, "g")
+        ready(d, hexname)
+        r = d.ctl("call", "--trace", "g", "echo", '"hi"')
+        check(r.returncode == 0 and r.stderr.startswith("trace "), "a traced call: %r" % r)
+        tid = r.stderr.split()[1]
+        r = wait_for(lambda: (lambda x: x if x.returncode == 0 else None)(d.ctl("--json", "trace", tid)),
+                     what="the trace's spans")
+        spans = json.loads(r.stdout)["spans"]
+        check(any(s["gadget"] == "g" and s["name"] == "echo" for s in spans), "the call's span: %r" % spans)
+        # A gadget named by 32 hex digits: a trace id unless --frames says otherwise.
+        r = d.ctl("trace", hexname)
+        check(r.returncode == 3 and "no span of trace %s" % hexname in r.stderr, "32 hex digits: %r" % r)
+        f = Follower(d, "--json", "trace", "--frames", "-n", "2", hexname)
+        check(d.ctl("call", hexname, "echo", '"x"').returncode == 0, "a call")
+        f.proc.wait(timeout=20)
+        f.end()
+        check([x["kind"] for x in f.frames()] == ["call", "result"], "its frames: %r" % f.out)
 
 
 if __name__ == "__main__":

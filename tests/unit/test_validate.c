@@ -238,6 +238,29 @@ static void test_response(void)
         CHECK(validate_control_response(&r, why, sizeof why) == 0, "exec's end, status 255: %s", why);
         x.status = 256;
         CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status 256 refused: %s", why);
+        /* trace NAME's frames: a known kind, short labels, a bounded preview. */
+        Control__FrameBatch fb = CONTROL__FRAME_BATCH__INIT;
+        Control__Frame fr = CONTROL__FRAME__INIT;
+        Control__Frame *frp = &fr;
+        fr.kind = "binding_call", fr.name = "NOTE.get", fr.outcome = "", fr.preview = "[\"k\"]";
+        fb.frames = &frp, fb.n_frames = 1, fb.note = "";
+        r.resp_case = CONTROL__RESPONSE__RESP_FRAMES;
+        r.frames = &fb;
+        CHECK(validate_control_response(&r, why, sizeof why) == 0, "a frame: %s", why);
+        fr.kind = "ptrace";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown kind"), "a kind: %s", why);
+        fr.kind = "log";
+        fr.name = "in\x1bfo";
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "invalid name"), "a name: %s", why);
+        fr.name = "info";
+        char big[CONTROL_FRAME_PREVIEW + 10];
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        fr.preview = big;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0, "a preview past its bound: %s", why);
+        fr.preview = "";
+        fb.n_frames = CONTROL_FRAMES_QUEUE + 1;
+        CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "more than"), "too many: %s", why);
         x.status = -1;
         CHECK(validate_control_response(&r, why, sizeof why) < 0, "exec's end, status -1 refused: %s", why);
         /* A program pid is a pid or 0. */

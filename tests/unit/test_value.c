@@ -616,6 +616,36 @@ static void test_packed_cost(void)
         free(buf);
 }
 
+/* value_preview: a value as a person reads it, cut at a fixed size
+ * (gadgetctl trace NAME): bytes as their size, control bytes escaped, a
+ * cut never inside a UTF-8 character, a huge value a bounded walk. */
+static void test_preview(void)
+{
+        char out[24];
+        Gadget__Value *m = value_new_map();
+        value_map_set(m, "k", value_new_string("a\"b\n"));
+        value_map_set(m, "b", value_new_bytes("secretbytes", 11));
+        CHECK(value_preview(m, out, sizeof out) == strlen(out), "the length written");
+        CHECK_STR(out, "{\"k\":\"a\\\"b\\u000a\",\"b\xe2\x80\xa6", "escaped, cut at 20 bytes");
+        value_free(m);
+        char wide[64];
+        Gadget__Value *b = value_new_bytes("secretbytes", 11);
+        value_preview(b, wide, sizeof wide);
+        CHECK_STR(wide, "<11 bytes>", "bytes as their size, never their content");
+        value_free(b);
+        /* "é" is 2 bytes: a cut at an odd offset keeps whole characters. */
+        Gadget__Value *u = value_new_string("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+        value_preview(u, out, sizeof out);
+        CHECK(value_utf8_valid(out, strlen(out)) && strlen(out) <= sizeof out - 1, "cut on a character: %s", out);
+        value_free(u);
+        Gadget__Value *l = list_of(VALUE_MAX_ITEMS);
+        value_preview(l, out, sizeof out);
+        CHECK(strlen(out) <= sizeof out - 1 && strncmp(out, "[null,null,", 11) == 0, "a long list cut: %s", out);
+        value_free(l);
+        value_preview_text("line\tone\nline two", wide, sizeof wide);
+        CHECK_STR(wide, "line one line two", "a text on one line");
+}
+
 int main(void)
 {
         test_builders();
@@ -630,5 +660,6 @@ int main(void)
         test_protobuf();
         test_packed_check();
         test_packed_cost();
+        test_preview();
         return tap_done();
 }
