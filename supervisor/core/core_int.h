@@ -148,6 +148,8 @@ struct unit {
                                    * kept it on its policy, or NULL (unit_keep_policy) */
         unsigned n_kept_errors;
         struct denials *denials;  /* its refused system calls, NULL until the first (unit_denials.c) */
+        struct denials *denial_window; /* those of this second, for the audit and the log */
+        struct event *ev_denials; /* the end of that second */
         struct learned learned;   /* gadgetd run --learn: what its program could not find */
         bool leased;              /* Store=postgresql: this node holds its lease */
         bool lease_adopting;      /* adopted after gadgetd's re-exec, its lease not back yet:
@@ -321,6 +323,8 @@ void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const 
  * u->denials, an audit record per call, one note in u's log. */
 struct spawn_denials;
 void unit_denied(struct unit_run *r, const struct spawn_denials *den);
+/* Writes what unit_denied holds for the second under way (unit_free). */
+void unit_denials_flush(struct unit *u);
 /* A learning run's report of a path r's program could not find: kept in
  * u->learned (LEARNED_MAX at most). */
 struct spawn_learned;

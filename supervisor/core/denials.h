@@ -16,6 +16,8 @@ struct spawn_denial;
 /* Distinct (call, errno) pairs kept per gadget; refusals of others are
  * counted in total and untracked only. */
 #define DENIALS_KEPT 64
+/* The audit's and the log's summary of refusals: one a window. */
+#define DENIALS_WINDOW_MS 1000
 
 struct denial {
         uint32_t nr, error;          /* error 0: a kill for a call of a foreign ABI */

@@ -109,7 +109,11 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
+        unit_denials_flush(u);
+        if (u->ev_denials)
+                event_free(u->ev_denials);
         free(u->denials);
+        free(u->denial_window);
         free(u->learned.v);
         free(u);
 }

@@ -308,12 +308,17 @@ def denials_named_with_their_errnos(tmp):
               "paths: %r" % got)
         text = d.ctl("denials", "g").stdout
         check(re.search(r"^socket +EACCES +3 ", text, re.M), "denials as text: %r" % text)
-        status = d.ctl("status", "g").stdout
-        check("Denied: 18 system calls, 6 kinds" in status and "refused system calls: " in status,
-              "status: %r" % status)
-        recs = [json.loads(l) for l in d.ctl("audit", "g").stdout.splitlines()]
-        sec = [r for r in recs if r["binding"] == "seccomp"]
-        check(sum(int(r["count"]) for r in sec) == 18 and all(r["outcome"] == "denied" for r in sec) and
+        # The audit and the log sum each second's refusals (at its end).
+        status = wait_for(lambda: (lambda s: s if "refused system calls: " in s else None)(d.ctl("status", "g").stdout),
+                          what="the log's note")
+        check("Denied: 18 system calls, 6 kinds" in status, "status: %r" % status)
+
+        def seccomp_records():
+            recs = [json.loads(l) for l in d.ctl("audit", "g").stdout.splitlines()]
+            sec = [r for r in recs if r["binding"] == "seccomp"]
+            return sec if sum(int(r["count"]) for r in sec) == 18 else None
+        sec = wait_for(seccomp_records, what="18 refusals in the audit")
+        check(all(r["outcome"] == "denied" for r in sec) and
               any(r["op"] == "mount" and r["path"] == "/srv/outside" and r["errno"] == "EPERM" for r in sec),
               "audit records: %r" % sec)
         # The listener is the init's alone; RecordDenials=no: none, the same

@@ -11,13 +11,14 @@
  * shell takes before its setup comes), mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
  * options), mount-proc (flags MS_NOSUID|MS_NODEV|MS_NOEXEC without
  * options), capabilities (prctl(PR_CAPBSET_DROP)), no-new-privs
- * (prctl(PR_SET_NO_NEW_PRIVS)), seccomp (prctl(PR_SET_SECCOMP)). */
+ * (prctl(PR_SET_NO_NEW_PRIVS)), seccomp (seccomp(SECCOMP_SET_MODE_FILTER)). */
 #include <errno.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <linux/seccomp.h>
 #include <unistd.h>
 
 static int add_rules(scmp_filter_ctx ctx, const char *mode)
@@ -39,8 +40,8 @@ static int add_rules(scmp_filter_ctx ctx, const char *mode)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
                                         SCMP_A0(SCMP_CMP_EQ, PR_SET_NO_NEW_PRIVS));
         if (strcmp(mode, "seccomp") == 0)
-                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
-                                        SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
+                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 1,
+                                        SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
         return -EINVAL;
 }
 

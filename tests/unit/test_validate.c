@@ -250,7 +250,7 @@ static void test_response(void)
         fr.kind = "ptrace";
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "unknown kind"), "a kind: %s", why);
         fr.kind = "log";
-        fr.name = "in\x1bfo";
+        fr.name = "in\x1b" "fo";
         CHECK(validate_control_response(&r, why, sizeof why) < 0 && strstr(why, "invalid name"), "a name: %s", why);
         fr.name = "info";
         char big[CONTROL_FRAME_PREVIEW + 10];

@@ -3,10 +3,10 @@
  * the kernel and handed here; the init answers it with the errno the
  * filter's `direct` variant gives (so the program sees what it always
  * saw, at the same point), counts it by call and errno, reads a path
- * call's path, and reports what it counted to gadgetd at most once a
- * second (report.c). Why the work lands on the gadget alone: the init is
+ * call's path, and reports what it counted to gadgetd at most every
+ * 100 ms (report.c). Why the work lands on the gadget alone: the init is
  * the gadget's own process, in its cgroup, so a program that spams
- * refused calls spends its own CPU, and gadgetd reads one report a second.
+ * refused calls spends its own CPU, and gadgetd reads ten reports a second.
  * Why this cannot let a call through: the answer is always an error; the
  * init never tells the kernel to go on with a call (no
  * SECCOMP_USER_NOTIF_FLAG_CONTINUE), and with the init gone the kernel
@@ -30,7 +30,7 @@
  * counts go to the last slot's pair only if it matches, else they are
  * dropped (a program refused 64 different calls within a second). */
 #define SLOTS 64
-#define FLUSH_MS 1000
+#define FLUSH_MS 100
 
 _Static_assert(SANDBOX_DENIALS_MAX * (SANDBOX_DENIAL_PATH_MAX + 40) <= SANDBOX_REPORT_MAX,
                "a Denials report must fit a report");
