@@ -92,6 +92,7 @@ void unit_free(struct unit *u)
                 unit_run_wait(u->run);
         }
         unit_events_going(u);
+        unit_denials_flush(u);
         unit_wake_done(u);
         drop_worker(u, "gadgetd is stopping");
         calls_unit_gone(u);
@@ -109,7 +110,6 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
-        unit_denials_flush(u);
         if (u->ev_denials)
                 event_free(u->ev_denials);
         free(u->denials);

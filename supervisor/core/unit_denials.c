@@ -20,7 +20,7 @@
 #include "system/timer.h"
 
 /* The second's refusals: an audit record per call, one note in the log. */
-static void write_window(struct unit *u)
+static void write_window(struct unit *u, bool note_it)
 {
         struct denials *w = u->denial_window;
         char note[600], count[24], first[24], last[24], detail[300];
@@ -50,6 +50,9 @@ static void write_window(struct unit *u)
         }
         if (w->untracked && at < sizeof note)
                 snprintf(note + at, sizeof note - at, ", %llu more", (unsigned long long)w->untracked);
+        *w = (struct denials){ 0 };
+        if (!note_it)
+                return;
         char tagged[sizeof note + 64];
         snprintf(tagged, sizeof tagged, "gadgetd: refused system calls: %s (gadgetctl denials %s)", note,
                  u->policy->name);
@@ -57,20 +60,19 @@ static void write_window(struct unit *u)
                                  .prio = (unsigned)L_WARN };
         if (logbuf_add(&u->log, &m, tagged, strlen(tagged)))
                 u->hooks->log_added(u->hooks->arg, u, 1);
-        *w = (struct denials){ 0 };
 }
 
 static void window_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct unit *u = arg;
         if (u->denial_window->n || u->denial_window->untracked)
-                write_window(u);
+                write_window(u, true);
 }
 
 void unit_denials_flush(struct unit *u)
 {
         if (u->denial_window && (u->denial_window->n || u->denial_window->untracked))
-                write_window(u);
+                write_window(u, false); /* the unit goes: its log with it */
 }
 
 void unit_denied(struct unit_run *r, const struct spawn_denials *den)
