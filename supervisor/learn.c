@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 
 #include "core/denials.h"
-#include "filter.h"
 #include "policy.h"
 #include "spawn/spawn.h"
 
@@ -118,7 +117,7 @@ static bool listed(const struct policy *p, const struct plan *pl, const char *ke
 static int classify(const struct policy *p, const struct learned *l, size_t i, struct plan *pl)
 {
         const struct spawn_learned *x = &l->v[i];
-        const char *call = filter_call_name((int)x->nr);
+        const char *call = denials_call_name(x->nr);
         char how[1200], dir[4096], other[4096];
         if (x->interpreter_of[0])
                 snprintf(how, sizeof how, "%s, the interpreter of %s", x->path, x->interpreter_of);

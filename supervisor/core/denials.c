@@ -37,6 +37,11 @@ const char *denial_call(const struct denial *d)
         return name ? name : "an unknown call";
 }
 
+const char *denials_call_name(uint32_t nr)
+{
+        return filter_call_name((int)nr);
+}
+
 const char *denial_answer(const struct denial *d)
 {
         const char *name = d->error ? strerrorname_np((int)d->error) : "killed";

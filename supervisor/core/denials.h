@@ -44,4 +44,6 @@ void denials_add(struct denials *t, const struct spawn_denial *in);
 /* The call's name ("socket"; "a call of a foreign ABI" for a kill) and
  * the answer's ("EACCES"; "killed"). */
 const char *denial_call(const struct denial *d);
+/* System call nr's name (x86-64), NULL if unknown. */
+const char *denials_call_name(uint32_t nr);
 const char *denial_answer(const struct denial *d);
