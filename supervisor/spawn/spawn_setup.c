@@ -124,6 +124,7 @@ int spawn_setup_pack(const struct spawn_opts *o, struct wire_writer *w, char *er
         s.address_space = o->address_space;
         s.filter_list = bpf_bytes(&o->filter->list);
         s.filter_args = bpf_bytes(&o->filter->args);
+        s.filter_init = bpf_bytes(&o->filter->init);
         s.prewarm = o->prewarm;
         s.handoff_ms = o->handoff_ms;
         wire_writer_init(w, 0);

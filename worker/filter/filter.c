@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -85,12 +86,13 @@ static const char *const refused[] = {
         "memfd_secret", "listmount", "statmount", "mq_open", "mq_unlink",
 };
 
-/* Adds one rule per name, skipping names this libseccomp does not know. */
-static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n)
+/* Adds one rule per name, skipping names this libseccomp does not know
+ * (and skip, when not NULL). */
+static int add_rules(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n, const char *skip)
 {
         for (size_t i = 0; i < n; i++) {
                 int nr = seccomp_syscall_resolve_name(names[i]);
-                if (nr == __NR_SCMP_ERROR)
+                if (nr == __NR_SCMP_ERROR || (skip && strcmp(names[i], skip) == 0))
                         continue;
                 int e = seccomp_rule_add(ctx, action, nr, 0);
                 if (e < 0)
@@ -183,7 +185,8 @@ static int export_prog(scmp_filter_ctx ctx, struct sock_fprog *prog)
 /* Compiles one filter: a default action, then the rules add() adds. A
  * syscall from another ABI (i386 int $0x80, x32) kills the whole process:
  * the rules speak only for the native ABI. */
-static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, struct sock_fprog *prog)
+static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, const char *allow,
+                     struct sock_fprog *prog)
 {
         scmp_filter_ctx ctx = seccomp_init(def);
         int e;
@@ -204,8 +207,10 @@ static int build_one(uint32_t def, int (*add)(scmp_filter_ctx), bool list, struc
         if ((e = add(ctx)) < 0)
                 goto out;
         if (list &&
-            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed)) < 0 ||
-             (e = add_rules(ctx, SCMP_ACT_ERRNO(EPERM), refused, sizeof refused / sizeof *refused)) < 0))
+            ((e = add_rules(ctx, SCMP_ACT_ALLOW, allowed, sizeof allowed / sizeof *allowed, NULL)) < 0 ||
+             (e = add_rules(ctx, SCMP_ACT_ERRNO(EPERM), refused, sizeof refused / sizeof *refused, allow)) < 0))
+                goto out;
+        if (allow && (e = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(allow), 0)) < 0)
                 goto out;
         e = export_prog(ctx, prog);
 out:
@@ -216,9 +221,16 @@ out:
 int filter_build(struct gadget_filter *f)
 {
         *f = (struct gadget_filter){ 0 };
-        int e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, true, &f->list);
+        int e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, true, NULL, &f->list);
         if (e >= 0)
-                e = build_one(SCMP_ACT_ALLOW, add_arg_rules, false, &f->args);
+                e = build_one(SCMP_ACT_ALLOW, add_arg_rules, false, NULL, &f->args);
+        /* The sandbox's init traces the program to explain its crashes
+         * (worker/sandbox/crash.c): the allowlist and ptrace, nothing
+         * more. Why this is safe: the init holds no capability and runs
+         * as the gadget's uid in its namespaces, so ptrace reaches only
+         * the gadget's own processes, which it could reach anyway. */
+        if (e >= 0)
+                e = build_one(SCMP_ACT_ERRNO(ENOSYS), add_list_special, true, "ptrace", &f->init);
         if (e < 0)
                 filter_free(f);
         return e;
@@ -230,5 +242,6 @@ void filter_free(struct gadget_filter *f)
                 return;
         free(f->list.filter);
         free(f->args.filter);
+        free(f->init.filter);
         *f = (struct gadget_filter){ 0 };
 }

@@ -42,10 +42,12 @@ int main(int argc, char **argv)
                    "#include \"filter.h\"\n\n");
         emit(f, "list", &g.list);
         emit(f, "args", &g.args);
+        emit(f, "init", &g.init);
         fprintf(f, "void filter_compiled(struct gadget_filter *f)\n{\n"
                    "        f->list = (struct sock_fprog){ .len = %u, .filter = list };\n"
-                   "        f->args = (struct sock_fprog){ .len = %u, .filter = args };\n}\n",
-                g.list.len, g.args.len);
+                   "        f->args = (struct sock_fprog){ .len = %u, .filter = args };\n"
+                   "        f->init = (struct sock_fprog){ .len = %u, .filter = init };\n}\n",
+                g.list.len, g.args.len, g.init.len);
         filter_free(&g);
         if (fclose(f) != 0) {
                 fprintf(stderr, "filter_gen: %s: %s\n", argv[1], strerror(errno));

@@ -16,3 +16,16 @@ int filter_install(const struct gadget_filter *f)
                 return -errno;
         return 0;
 }
+
+int filter_install_init(const struct gadget_filter *f)
+{
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->init, 0, 0) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->args, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+int filter_install_program(const struct gadget_filter *f)
+{
+        return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->list, 0, 0) < 0 ? -errno : 0;
+}

@@ -156,7 +156,8 @@ int main(int argc, char **argv)
          * before the parent-death signal was set. */
         if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
-        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args) };
+        struct gadget_filter filter = { .list = prog(&s->filter_list), .args = prog(&s->filter_args),
+                                        .init = prog(&s->filter_init) };
         struct sandbox_config cfg = {
                 .name = s->name, .exec = s->exec, .ro_paths = strv(s->ro_paths, s->n_ro_paths),
                 .n_ro_paths = s->n_ro_paths, .system_libraries = s->system_libraries,

@@ -70,6 +70,13 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
         step = "signals";
         if (init_reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
+        /* The gadget's filter, on top of the init's (which allows ptrace):
+         * the strictest verdict of the two holds from the exec on. */
+        step = "seccomp";
+        if ((e = filter_install_program(cfg->filter)) < 0) {
+                errno = -e;
+                goto fail;
+        }
         step = "exec";
         execve(cfg->exec, cfg->argv, cfg->envp);
 fail:

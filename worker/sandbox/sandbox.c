@@ -159,7 +159,9 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
          * init_run instead (its report pipe, the bound of the handoff). */
         if (cfg->handoff_ms && prctl(PR_SET_PDEATHSIG, 0) < 0)
                 sandbox_fail(cfg->report_fd, "parent-death signal", errno);
-        e = filter_install(cfg->filter);
+        /* The init's variant of the filter (it may trace the program);
+         * the program adds the gadget's own right before its exec. */
+        e = filter_install_init(cfg->filter);
         if (e < 0)
                 sandbox_fail(cfg->report_fd, "seccomp", -e);
         init_run(cfg);
