@@ -89,3 +89,9 @@ enum sandbox_enter_fd {
  * gadgetd refuses longer ones. */
 #define SANDBOX_REPORT_TEXT_MAX 512u
 #define SANDBOX_REPORT_MAX 2048u
+/* A crash report's backtrace (sandbox.proto Crash): at most this many
+ * frames of at most this many bytes each, so that it fits one report. */
+#define SANDBOX_CRASH_FRAMES_MAX 16u
+#define SANDBOX_CRASH_FRAME_MAX 96u
+/* The signals a crash is made of, with their default disposition. */
+#define SANDBOX_CRASH_SIGNALS SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGTRAP

@@ -319,6 +319,39 @@ static bool wait_status_ok(uint32_t s)
         return s <= 0xff && (s & 0x7f) < NSIG;
 }
 
+/* A frame of a crash's backtrace: printable ASCII only (the sandbox
+ * writes '?' for anything else), at most SANDBOX_CRASH_FRAME_MAX bytes:
+ * it goes into the audit, the journal and gadgetctl's output. */
+static bool frame_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > SANDBOX_CRASH_FRAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+static int check_crash(const Sandbox__Crash *c, char *why, size_t len)
+{
+        static const int crash_signals[] = { SANDBOX_CRASH_SIGNALS };
+        bool known = false;
+        for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+                known |= c->signal == (uint32_t)crash_signals[i];
+        if (!known)
+                REFUSE("crash: signal %u is not one a crash is made of", c->signal);
+        if (c->thread == 0 || c->thread > (1u << 22))
+                REFUSE("crash: thread %u", c->thread);
+        if (c->n_frames > SANDBOX_CRASH_FRAMES_MAX)
+                REFUSE("crash: %zu frames, at most %u", c->n_frames, SANDBOX_CRASH_FRAMES_MAX);
+        for (size_t i = 0; i < c->n_frames; i++)
+                if (!frame_ok(c->frames[i]))
+                        REFUSE("crash: frame %zu empty, longer than %u bytes or not printable ASCII", i,
+                               SANDBOX_CRASH_FRAME_MAX);
+        return 0;
+}
+
 /* Why this is safe: the report comes from the sandbox's PID 1, which runs
  * inside the sandbox; nothing of it is used before these checks. */
 int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
@@ -337,6 +370,10 @@ int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
                 if (!wait_status_ok(r->wait_status))
                         REFUSE("wait status %#x is not one of a process that ended", r->wait_status);
                 return 0;
+        case SANDBOX__REPORT__KIND_CRASH:
+                if (!r->crash)
+                        REFUSE("crash: empty");
+                return check_crash(r->crash, why, len);
         default:
                 REFUSE("unknown report kind %d", (int)r->kind_case);
         }

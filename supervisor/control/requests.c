@@ -15,6 +15,7 @@
 #include "answer.h"
 #include "contract.h"
 #include "policy.h"
+#include "sandbox_abi.h"
 
 /* The gadget name of request id, its info in *in if in is not NULL; NULL
  * (and the client told) if there is none. */
@@ -494,6 +495,12 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
         st.kept_errors = split_lines(in.kept_lines, &st.n_kept_errors);
+        char *frames[SANDBOX_CRASH_FRAMES_MAX];
+        const char *crash = unit_last_crash(u, frames, &st.n_crash_backtrace);
+        if (crash) {
+                st.crash_cause = (char *)crash;
+                st.crash_backtrace = frames;
+        }
         client_answer(cl, q->id, &st.base);
         free(st.kept_errors);
 out:

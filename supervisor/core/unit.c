@@ -109,6 +109,7 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
+        free(u->last_crash);
         free(u);
 }
 
@@ -176,13 +177,15 @@ static void stopped(struct unit *u)
 }
 
 /* Decides what follows an end: stopped, failed, parked or a restart. */
-static void after_exit(struct unit *u, int status, pid_t pid)
+static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn_crash *crash)
 {
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !u->cause[0];
         uint64_t ran = unit_uptime_ms(u);
         char what[200];
 
         describe_status(status, what, sizeof what);
+        if (crash)
+                snprintf(what, sizeof what, "%s", crash->cause);
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
@@ -190,7 +193,7 @@ static void after_exit(struct unit *u, int status, pid_t pid)
         bool quiet = clean || !u->want_running || one_life(u);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = quiet ? L_INFO : L_WARN,
                                                         .run = u->run->number, .pid = pid,
-                                                        .has_status = true, .status = status,
+                                                        .has_status = true, .status = status, .crash = crash,
                                                         .failed = !clean && u->want_running }, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
@@ -250,7 +253,15 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         struct unit_run *r = arg;
         int status = 0, pstatus = 0;
         char msg[256];
-        int e = spawn_read_report(&r->child, &status, msg, sizeof msg);
+        struct spawn_crash crash;
+        int e = spawn_read_report(&r->child, &status, &crash, msg, sizeof msg);
+        if (e == SPAWN_REPORT_CRASH) { /* its wait status follows */
+                if (!r->crash)
+                        r->crash = malloc(sizeof *r->crash);
+                if (r->crash)
+                        *r->crash = crash;
+                return;
+        }
         if (e == SPAWN_REPORT_STATUS) {
                 r->program_status = status;
                 r->have_program_status = true;
@@ -322,9 +333,24 @@ void unit_run_ended(struct unit_run *r)
         char how[200], gone[400];
         r->ending = false;
         describe_status(r->program_status, how, sizeof how);
+        /* A crash the sandbox saw, if the program died of it: its cause
+         * names the signal's code, the address and the function. */
+        struct spawn_crash *crash = r->crash;
+        r->crash = NULL;
+        if (crash && !(WIFSIGNALED(r->program_status) && WTERMSIG(r->program_status) == crash->signal)) {
+                free(crash);
+                crash = NULL;
+        }
+        if (crash)
+                snprintf(how, sizeof how, "%s", crash->cause);
         if (r != u->run) {
+                free(crash);
                 other_ended(r, how);
                 return;
+        }
+        if (crash) {
+                free(u->last_crash);
+                u->last_crash = crash;
         }
         /* The last limit hits, and whether a limit ended it. */
         limiter_check(&u->run->limits, u->policy, u->core->audit);
@@ -354,7 +380,7 @@ void unit_run_ended(struct unit_run *r)
         unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
-        after_exit(u, status, pid);
+        after_exit(u, status, pid, crash);
 }
 
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow

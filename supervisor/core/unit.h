@@ -122,6 +122,11 @@ bool unit_runs_here(const struct unit *u);
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */
 size_t unit_signatures(const struct unit *u, char ***texts);
+/* Its last crash since gadgetd started: its cause, and its backtrace's
+ * frames in frames (room for SANDBOX_CRASH_FRAMES_MAX, sandbox_abi.h),
+ * their number in *n; NULL if it never crashed. Valid until it crashes
+ * again or is unloaded. */
+const char *unit_last_crash(const struct unit *u, char **frames, size_t *n);
 
 /* What gadgetctl status and list show of a unit. */
 #define UNIT_INFO_TAILS 8  /* tail bindings told by name; from the 8th on, together as UNIT_STATS_OTHER */

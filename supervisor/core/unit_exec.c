@@ -78,7 +78,7 @@ static void exec_report_cb(evutil_socket_t fd, short what, void *arg)
         struct unit_exec *x = arg;
         char why[2 * SANDBOX_REPORT_TEXT_MAX + 3] = "", msg[sizeof why + 32];
         int status = 0;
-        int r = spawn_read_report(&x->probe, &status, why, sizeof why);
+        int r = spawn_read_report(&x->probe, &status, NULL, why, sizeof why);
         if (r == -EAGAIN || r == SPAWN_REPORT_READY || r == SPAWN_REPORT_WARM)
                 return;
         int code = 0;

@@ -96,6 +96,7 @@ void unit_run_free(struct unit_run *r)
                         event_free(evs[i]);
         bindings_free(r->bind);
         policy_free(r->policy);
+        free(r->crash);
         free(r);
 }
 

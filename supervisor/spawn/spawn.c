@@ -83,7 +83,7 @@ static int await_report(struct spawn_child *c, int want, int timeout_ms, char *e
                         snprintf(err, errlen, "sandbox setup timed out");
                         return -ETIMEDOUT;
                 }
-                r = spawn_read_report(c, NULL, msg, sizeof msg);
+                r = spawn_read_report(c, NULL, NULL, msg, sizeof msg);
         } while (r == -EAGAIN);
         if (r == SPAWN_REPORT_FAILED)
                 snprintf(err, errlen, "%s", msg);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "filter.h"
+#include "sandbox_abi.h"
 #include "wire.h"
 
 struct cgroup;
@@ -109,10 +110,19 @@ enum spawn_report {
         SPAWN_REPORT_WARM,       /* pre-warmed: built, waiting for spawn_go */
         SPAWN_REPORT_READY,      /* the program was exec'd */
         SPAWN_REPORT_STATUS,     /* the program ended: its wait status */
+        SPAWN_REPORT_CRASH,      /* the program is dying of a crash (before its status) */
+};
+/* A crash as the sandbox reported it, checked (sandbox.proto Crash). */
+struct spawn_crash {
+        int signal;
+        char cause[200];         /* "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f" */
+        size_t n_frames;
+        char frames[SANDBOX_CRASH_FRAMES_MAX][SANDBOX_CRASH_FRAME_MAX + 1];
 };
 /* Reads the child's next report, checked (proto/validate.c): returns its
  * kind (a failure's "step: reason" in msg, a wait status in *status if
- * status is not NULL), 0 at end of file, -EAGAIN until a whole report has
- * come, -EPROTO with the reason in msg for one refused, or -errno. */
-int spawn_read_report(struct spawn_child *child, int *status, char *msg, size_t msglen);
+ * status is not NULL, a crash in *crash if crash is not NULL), 0 at end of
+ * file, -EAGAIN until a whole report has come, -EPROTO with the reason in
+ * msg for one refused, or -errno. */
+int spawn_read_report(struct spawn_child *child, int *status, struct spawn_crash *crash, char *msg, size_t msglen);
 void spawn_child_close(struct spawn_child *child);

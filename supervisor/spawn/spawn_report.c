@@ -5,6 +5,7 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,8 +13,57 @@
 #include "sandbox_abi.h"
 #include "validate.h"
 
+/* The name of a crash's si_code, as <signal.h> spells it. */
+static const char *code_name(int sig, int code)
+{
+        static const char *const segv[] = { "SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR" };
+        static const char *const bus[] = { "BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR",
+                                           "BUS_MCEERR_AO" };
+        static const char *const ill[] = { "ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP",
+                                           "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK" };
+        static const char *const fpe[] = { "FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF",
+                                           "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB" };
+        static const char *const trap[] = { "TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT" };
+#define CODE(table) (code >= 1 && (size_t)code <= sizeof table / sizeof *table ? table[code - 1] : NULL)
+        const char *n = sig == SIGSEGV ? CODE(segv) : sig == SIGBUS ? CODE(bus) : sig == SIGILL ? CODE(ill) :
+                        sig == SIGFPE ? CODE(fpe) : sig == SIGTRAP ? CODE(trap) :
+                        sig == SIGSYS && code == 1 ? "SYS_SECCOMP" : NULL;
+#undef CODE
+        if (n)
+                return n;
+        switch (code) {
+        case SI_USER: return "SI_USER";
+        case SI_KERNEL: return "SI_KERNEL";
+        case SI_QUEUE: return "SI_QUEUE";
+        case SI_TIMER: return "SI_TIMER";
+        case SI_TKILL: return "SI_TKILL";
+        default: return NULL;
+        }
+}
+
+/* "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f": the signal, its code, the
+ * fault address when the kernel gave one, the top frame's function. */
+static void crash_fill(const Sandbox__Crash *c, struct spawn_crash *out)
+{
+        const char *sig = sigabbrev_np((int)c->signal), *code = code_name((int)c->signal, c->code);
+        char codebuf[24], at[40] = "", in[SANDBOX_CRASH_FRAME_MAX + 8] = "";
+        if (!code) {
+                snprintf(codebuf, sizeof codebuf, "code %d", c->code);
+                code = codebuf;
+        }
+        if (c->code > 0 && c->signal != SIGABRT && c->signal != SIGSYS)
+                snprintf(at, sizeof at, " at 0x%llx", (unsigned long long)c->address);
+        if (c->n_frames > 0 && strncmp(c->frames[0], "0x", 2) != 0)
+                snprintf(in, sizeof in, " in %.*s", (int)strcspn(c->frames[0], "+ "), c->frames[0]);
+        snprintf(out->cause, sizeof out->cause, "killed by SIG%s (%s%s)%s", sig ? sig : "?", code, at, in);
+        out->signal = (int)c->signal;
+        out->n_frames = c->n_frames;
+        for (size_t i = 0; i < c->n_frames; i++)
+                snprintf(out->frames[i], sizeof out->frames[i], "%s", c->frames[i]);
+}
+
 /* What a checked report says, in the caller's terms. */
-static int report_kind(const Sandbox__Report *r, int *status, char *msg, size_t msglen)
+static int report_kind(const Sandbox__Report *r, int *status, struct spawn_crash *crash, char *msg, size_t msglen)
 {
         switch (r->kind_case) {
         case SANDBOX__REPORT__KIND_FAILED:
@@ -27,13 +77,18 @@ static int report_kind(const Sandbox__Report *r, int *status, char *msg, size_t 
                 if (status)
                         *status = (int)r->wait_status;
                 return SPAWN_REPORT_STATUS;
+        case SANDBOX__REPORT__KIND_CRASH:
+                if (crash)
+                        crash_fill(r->crash, crash);
+                return SPAWN_REPORT_CRASH;
         default: /* refused by validate_sandbox_report */
                 return -EPROTO;
         }
 }
 
 /* Unpacks and checks one report frame. */
-static int report_decode(const uint8_t *data, size_t len, int *status, char *msg, size_t msglen)
+static int report_decode(const uint8_t *data, size_t len, int *status, struct spawn_crash *crash, char *msg,
+                         size_t msglen)
 {
         char why[200];
         Sandbox__Report *r = sandbox__report__unpack(NULL, len, data);
@@ -45,12 +100,12 @@ static int report_decode(const uint8_t *data, size_t len, int *status, char *msg
         if (e < 0)
                 snprintf(msg, msglen, "%s", why);
         else
-                e = report_kind(r, status, msg, msglen);
+                e = report_kind(r, status, crash, msg, msglen);
         sandbox__report__free_unpacked(r, NULL);
         return e;
 }
 
-int spawn_read_report(struct spawn_child *c, int *status, char *msg, size_t msglen)
+int spawn_read_report(struct spawn_child *c, int *status, struct spawn_crash *crash, char *msg, size_t msglen)
 {
         const uint8_t *data;
         size_t len;
@@ -66,7 +121,7 @@ int spawn_read_report(struct spawn_child *c, int *status, char *msg, size_t msgl
                 snprintf(msg, msglen, "the report pipe ended inside a report");
         if (e <= 0)
                 return e == -EMSGSIZE ? -EPROTO : e;
-        e = report_decode(data, len, status, msg, msglen);
+        e = report_decode(data, len, status, crash, msg, msglen);
         /* Nothing is buffered past the report: keep no buffer between
          * reports (a thousand gadgets would keep one each). */
         wire_reader_free(&c->report);

@@ -72,7 +72,7 @@ static void test_round_trip(void)
         char msg[1100];
         int wr, status = -1;
         CHECK(child_new(&c, &wr) == 0, "pipe");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EAGAIN, "nothing yet: -EAGAIN");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EAGAIN, "nothing yet: -EAGAIN");
         Sandbox__Report warm = SANDBOX__REPORT__INIT;
         warm.kind_case = SANDBOX__REPORT__KIND_WARM;
         warm.warm = true;
@@ -82,20 +82,20 @@ static void test_round_trip(void)
         CHECK(send_status(wr, 0) == 0, "status 0 sent");
         CHECK(send_status(wr, SIGKILL) == 0, "status SIGKILL sent");
         CHECK(send_status(wr, 3 << 8) == 0, "status exit 3 sent");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_WARM, "warm");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_READY, "ready");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_FAILED, "failed");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_WARM, "warm");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_READY, "ready");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_FAILED, "failed");
         CHECK_STR(msg, "bind /srv/data: Permission denied", "the user reads \"step: reason\"");
         /* A oneof member is sent even when it is 0: exit status 0 is a report. */
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_STATUS && status == 0,
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_STATUS && status == 0,
               "status 0 (%#x)", status);
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_STATUS && WIFSIGNALED(status) &&
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_STATUS && WIFSIGNALED(status) &&
                       WTERMSIG(status) == SIGKILL, "status: killed by SIGKILL (%#x)", status);
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == SPAWN_REPORT_STATUS && WIFEXITED(status) &&
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == SPAWN_REPORT_STATUS && WIFEXITED(status) &&
                       WEXITSTATUS(status) == 3, "status: exited 3 (%#x)", status);
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EAGAIN, "all read: -EAGAIN");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EAGAIN, "all read: -EAGAIN");
         close(wr);
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == 0, "end of file: 0");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == 0, "end of file: 0");
         child_close(&c);
 }
 
@@ -110,18 +110,18 @@ static void test_texts_bounded(void)
         memset(longest, 'a', SANDBOX_REPORT_TEXT_MAX);
         CHECK(child_new(&c, &wr) == 0, "pipe");
         CHECK(send_failed(wr, longest, longest) == 0, "the longest failure fits one atomic write");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == SPAWN_REPORT_FAILED &&
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == SPAWN_REPORT_FAILED &&
                       strlen(msg) == 2 * SANDBOX_REPORT_TEXT_MAX + 2, "the longest texts pass");
         longest[SANDBOX_REPORT_TEXT_MAX] = 'a';
         CHECK(send_failed(wr, longest, "x") == 0, "step one byte too long sent");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "longer than 512"),
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "longer than 512"),
               "step one byte too long refused: %s", msg);
         CHECK(send_failed(wr, "x", longest) == 0, "reason one byte too long sent");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO, "reason one byte too long refused");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO, "reason one byte too long refused");
         CHECK(send_failed(wr, "bind /srv/\xff", "x") == 0, "step not UTF-8 sent");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO, "step not UTF-8 refused: %s", msg);
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO, "step not UTF-8 refused: %s", msg);
         CHECK(send_failed(wr, "", "x") == 0, "empty step sent");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO, "empty step refused");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO, "empty step refused");
         close(wr);
         child_close(&c);
 }
@@ -137,16 +137,16 @@ static void test_kinds_refused(void)
         int wr, status = 7;
         CHECK(child_new(&c, &wr) == 0, "pipe");
         CHECK(write(wr, unknown, sizeof unknown) == sizeof unknown, "unknown kind written");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EPROTO, "unknown kind refused");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EPROTO, "unknown kind refused");
         CHECK_STR(msg, "unknown report kind 0", "the reason names it");
         CHECK(write(wr, empty, sizeof empty) == sizeof empty, "empty report written");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EPROTO, "a report of no kind refused");
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EPROTO, "a report of no kind refused");
         CHECK(write(wr, "\4\0\0\0\xff\xff\xff\xff", 8) == 8, "garbage written");
-        CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EPROTO, "garbage refused: %s", msg);
+        CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EPROTO, "garbage refused: %s", msg);
         static const uint32_t bad[] = { 0x7f, 0x137f, 0x10000, 0x17f, 0xff00 | 9, 65 };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
                 CHECK(send_status(wr, bad[i]) == 0, "status %#x sent", bad[i]);
-                CHECK(spawn_read_report(&c, &status, msg, sizeof msg) == -EPROTO && strstr(msg, "wait status"),
+                CHECK(spawn_read_report(&c, &status, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "wait status"),
                       "status %#x refused: %s", bad[i], msg);
         }
         CHECK(status == 7, "status untouched by refused reports");
@@ -165,7 +165,7 @@ static void test_framing(void)
         int wr;
         CHECK(child_new(&c, &wr) == 0, "pipe");
         CHECK(write(wr, "\x01\x08\0\0", 4) == 4, "header of 2049 bytes written");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "more than 2048"),
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "more than 2048"),
               "oversized frame refused: %s", msg);
         close(wr);
         child_close(&c);
@@ -177,14 +177,14 @@ static void test_framing(void)
         size_t n = protobuf_c_message_pack(&r.base, big + 4);
         big[0] = (uint8_t)n;
         CHECK(write(wr, big, 3) == 3, "part of a header");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EAGAIN, "part of a report: -EAGAIN");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EAGAIN, "part of a report: -EAGAIN");
         CHECK(write(wr, big + 3, 2) == 2, "more of it");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EAGAIN, "still part: -EAGAIN");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EAGAIN, "still part: -EAGAIN");
         CHECK(write(wr, big + 5, 4 + n - 5) == (ssize_t)(4 + n - 5), "the rest");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == SPAWN_REPORT_READY, "whole: ready");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == SPAWN_REPORT_READY, "whole: ready");
         CHECK(write(wr, big, 5) == 5, "a report cut short");
         close(wr);
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "ended inside"),
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EPROTO && strstr(msg, "ended inside"),
               "cut by end of file: refused (%s)", msg);
         child_close(&c);
 
@@ -193,13 +193,71 @@ static void test_framing(void)
         big[sizeof big - 1] = '\0';
         CHECK(child_new(&c, &wr) == 0, "pipe");
         CHECK(send_failed(wr, (char *)big, "x") == -EMSGSIZE, "wire_send_atomic: -EMSGSIZE above PIPE_BUF");
-        CHECK(spawn_read_report(&c, NULL, msg, sizeof msg) == -EAGAIN, "and nothing was written");
+        CHECK(spawn_read_report(&c, NULL, NULL, msg, sizeof msg) == -EAGAIN, "and nothing was written");
+        close(wr);
+        child_close(&c);
+}
+
+static int send_crash(int fd, uint32_t sig, int32_t code, uint64_t addr, char **frames, size_t n)
+{
+        Sandbox__Crash c = SANDBOX__CRASH__INIT;
+        Sandbox__Report r = SANDBOX__REPORT__INIT;
+        c.signal = sig;
+        c.code = code;
+        c.address = addr;
+        c.thread = 2;
+        c.frames = frames;
+        c.n_frames = n;
+        r.kind_case = SANDBOX__REPORT__KIND_CRASH;
+        r.crash = &c;
+        return wire_send_atomic(fd, &r.base);
+}
+
+/* A crash becomes its cause (signal, code, address, top function) and its
+ * frames; the most frames of the longest text fit one report; more
+ * frames, a longer or unprintable one, or a signal that is no crash's are
+ * refused. */
+static void test_crash(void)
+{
+        static char longest[SANDBOX_CRASH_FRAME_MAX + 2];
+        char *frames[SANDBOX_CRASH_FRAMES_MAX + 1];
+        struct spawn_child c;
+        struct spawn_crash crash;
+        char msg[1100];
+        int wr;
+        CHECK(child_new(&c, &wr) == 0, "pipe");
+        char *two[] = { "crash_null+0x8 (testgadget) testgadget.c:54", "main+0x10 (testgadget)" };
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, two, 2) == 0, "crash sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == SPAWN_REPORT_CRASH, "crash read");
+        CHECK_STR(crash.cause, "killed by SIGSEGV (SEGV_MAPERR at 0x0) in crash_null", "its cause");
+        CHECK(crash.n_frames == 2 && strcmp(crash.frames[1], two[1]) == 0, "its frames");
+        CHECK(send_crash(wr, SIGABRT, -6, 0, NULL, 0) == 0, "abort sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == SPAWN_REPORT_CRASH, "abort read");
+        CHECK_STR(crash.cause, "killed by SIGABRT (SI_TKILL)", "no address, no function without frames");
+        memset(longest, 'f', SANDBOX_CRASH_FRAME_MAX);
+        for (size_t i = 0; i <= SANDBOX_CRASH_FRAMES_MAX; i++)
+                frames[i] = longest;
+        CHECK(send_crash(wr, SIGBUS, 2, 0x1000, frames, SANDBOX_CRASH_FRAMES_MAX) == 0,
+              "the most frames of the longest text fit one atomic write");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == SPAWN_REPORT_CRASH &&
+                      crash.n_frames == SANDBOX_CRASH_FRAMES_MAX, "and pass: %s", msg);
+        CHECK(send_crash(wr, SIGBUS, 2, 0x1000, frames, SANDBOX_CRASH_FRAMES_MAX + 1) == 0, "one frame more sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == -EPROTO, "one frame more refused");
+        longest[SANDBOX_CRASH_FRAME_MAX] = 'f';
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, frames, 1) == 0, "a frame one byte too long sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
+        char *bad[] = { "f\n(fake) record" };
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, bad, 1) == 0, "a frame with a newline sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
+        CHECK(send_crash(wr, SIGKILL, 0, 0, NULL, 0) == 0, "a crash of SIGKILL sent");
+        CHECK(spawn_read_report(&c, NULL, &crash, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
         close(wr);
         child_close(&c);
 }
 
 int main(void)
 {
+        test_crash();
         test_round_trip();
         test_texts_bounded();
         test_kinds_refused();

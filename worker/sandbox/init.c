@@ -11,11 +11,13 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "policy.h"
 
 /* The stack PID 2 runs on until its exec: exec_program's buffers and the
@@ -47,7 +49,7 @@ int init_reset_signals(void)
 
 /* In PID 2: only fds 0 (/dev/null), 1, 2 and the RPC fd survive, then the
  * program is exec'd. An exec failure is written to err_fd. */
-static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
+static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, bool *traced)
 {
         int e;
         const char *step = "fds";
@@ -70,6 +72,10 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd)
         step = "signals";
         if (init_reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
+        /* PID 1 traces the program from its first instruction on, to
+         * explain its crashes (crash.c). traced is in PID 1's memory
+         * (CLONE_VM): it reads it once this process exec'd. */
+        *traced = ptrace(PTRACE_TRACEME, 0, 0, 0) == 0;
         /* The gadget's filter, on top of the init's (which allows ptrace):
          * the strictest verdict of the two holds from the exec on. */
         step = "seccomp";
@@ -102,15 +108,16 @@ fail:
 struct program_start {
         const struct sandbox_config *cfg;
         int pipe_rd, pipe_wr;
+        bool traced;    /* written by PID 2: it asked to be traced */
 };
 
 /* PID 2 on its own stack, in PID 1's memory until it execs. */
 static int program_child(void *arg)
 {
-        const struct program_start *ps = arg;
+        struct program_start *ps = arg;
         close(ps->pipe_rd);
         close(ps->cfg->report_fd);
-        exec_program(ps->cfg, ps->pipe_wr);
+        exec_program(ps->cfg, ps->pipe_wr, &ps->traced);
 }
 
 /* Starts PID 2 as vfork does: it shares PID 1's memory, so nothing of it
@@ -119,7 +126,7 @@ static int program_child(void *arg)
  * own fd table, signal handlers and limits, as after fork; only its stack
  * and the variables it writes (errno) are PID 1's memory, and PID 1 runs
  * again only once PID 2 is the program, in memory of its own. */
-static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2])
+static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], bool *traced)
 {
         struct program_start ps = { .cfg = cfg, .pipe_rd = pipefd[0], .pipe_wr = pipefd[1] };
         void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -128,6 +135,7 @@ static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2])
                 return -1;
         pid_t child = clone(program_child, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &ps);
         munmap(stack, CHILD_STACK);
+        *traced = child > 0 && ps.traced;
         return child;
 }
 
@@ -182,17 +190,22 @@ static void wait_read(const struct sandbox_config *cfg, int sfd)
 /* Reaps what ended; for the program, reports its status and ends PID 1,
  * which ends every other process of the namespace (sfd: FdStore= mode's
  * signalfd, -1 otherwise). */
+static _Noreturn void program_ended(const struct sandbox_config *cfg, int status, int sfd)
+{
+        crash_report_if(cfg->report_fd, status);
+        sandbox_report_status(cfg->report_fd, status);
+        wait_read(cfg, sfd);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
 {
         int status;
         pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                if (pid != child)
-                        continue;
-                sandbox_report_status(cfg->report_fd, status);
-                wait_read(cfg, sfd);
-                _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        }
+        /* __WALL: the program's threads too, which the init traces. */
+        while ((pid = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
+                if (!crash_stopped(cfg, pid, status) && pid == child)
+                        program_ended(cfg, status, sfd);
 }
 
 /* FdStore= mode (no parent-death signal): the sandbox ends by itself when
@@ -268,15 +281,23 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                         _exit(125);
                 close(cfg->setup_fd);
         }
-        child = start_program(cfg, pipefd);
+        bool traced;
+        child = start_program(cfg, pipefd, &traced);
         if (child < 0) {
                 sandbox_report_failed(cfg->report_fd, "init", "fork failed");
                 _exit(125);
         }
         close(pipefd[1]);
         close(cfg->rpc_fd);
-        if (wait_exec(pipefd[0], cfg) == 0)
+        if (wait_exec(pipefd[0], cfg) == 0) {
+                /* Its tracer from its first instruction on, to explain
+                 * its crashes; it may have been killed before that. */
+                int status;
+                bool ended = traced && crash_trace(child, &status);
                 sandbox_report_ready(cfg->report_fd, false);
+                if (ended)
+                        program_ended(cfg, status, -1);
+        }
         close(pipefd[0]);
         if (cfg->handoff_ms)
                 handoff_loop(cfg, &set, child);

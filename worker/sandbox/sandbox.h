@@ -108,3 +108,6 @@ _Noreturn void init_run(const struct sandbox_config *cfg);
 void sandbox_report_failed(int fd, const char *step, const char *reason);
 void sandbox_report_ready(int fd, bool warm);
 void sandbox_report_status(int fd, int status);
+/* The program is dying of a crash (crash.h), before its wait status. */
+struct crash_info;
+void sandbox_report_crash(int fd, const struct crash_info *c);
