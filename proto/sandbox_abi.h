@@ -65,6 +65,10 @@ enum sandbox_enter_fd {
  * process must adopt you within the bound" and "adopted". */
 #define SANDBOX_SIG_HANDOFF SIGURG
 #define SANDBOX_SIG_ADOPTED SIGWINCH
+/* gadgetd -> the sandbox's PID 1 (gadgetctl debug), taken only from
+ * outside likewise and never forwarded: "stop tracing the program" (its
+ * crashes are no longer explained), so that a debugger may attach. */
+#define SANDBOX_SIG_DETACH SIGTTIN
 
 #define SANDBOX_FORWARDED_SIGNALS \
         SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, \

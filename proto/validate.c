@@ -198,6 +198,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
         case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; no_block = q->unload->no_block; break;
         case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
+        case CONTROL__REQUEST__REQ_DEBUG: name = q->debug->name; no_block = q->debug->no_block; break;
         case CONTROL__REQUEST__REQ_FORGET_NODE:
                 if (!gadget_name_ok(q->forget_node->name) || q->forget_node->no_block) {
                         snprintf(why, len, q->forget_node->no_block ? "no_block goes with restart, start and load "

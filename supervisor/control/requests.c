@@ -381,6 +381,32 @@ static void on_kill(struct client *cl, const Control__Request *q)
         client_done(cl, q->id, "sent SIG%s to %s (pid %d)", sig, in.name, (int)in.pid);
 }
 
+/* gadgetctl debug: the sandbox's init, the program's tracer (it explains
+ * its crashes), lets go of it, so that the operator's strace -p or gdb -p
+ * may attach (one tracer per process). Root only, as the debugger is. */
+static void on_debug(struct client *cl, const Control__Request *q)
+{
+        struct unit_info in;
+        if (cl->cred.uid != 0) {
+                client_error(cl, q->id, GADGET_EDENIED, "gadgetctl debug lets a debugger attach to a gadget: "
+                             "root only");
+                return;
+        }
+        struct unit *u = find(cl, q->id, q->debug->name, &in);
+        if (!u)
+                return;
+        if (in.pid <= 0 || in.program_pid <= 0 || unit_debug(u) < 0) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" has no process on this node (%s)",
+                             in.name, in.state);
+                return;
+        }
+        log_msg(L_WARN, in.name, "no longer traced by its sandbox, for a debugger (gadgetctl debug, uid %u): "
+                "its crashes are not explained until it starts again", (unsigned)cl->cred.uid);
+        client_done(cl, q->id, "%s: its program (pid %d) may be traced now: strace -p %d, gdb -p %d; its "
+                    "crashes are not explained until it starts again", in.name, (int)in.program_pid,
+                    (int)in.program_pid, (int)in.program_pid);
+}
+
 static int cmp_info(const void *a, const void *b)
 {
         return strcmp((*(Control__GadgetInfo *const *)a)->name, (*(Control__GadgetInfo *const *)b)->name);
@@ -796,6 +822,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_UNLOAD, on_unload },
         { CONTROL__REQUEST__REQ_KILL, on_kill },
         { CONTROL__REQUEST__REQ_CAT, request_cat },
+        { CONTROL__REQUEST__REQ_DEBUG, on_debug },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },

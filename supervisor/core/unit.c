@@ -819,6 +819,13 @@ void unit_keep_policy(struct unit *u, const char *errors, unsigned n)
         u->n_kept_errors = u->kept_errors ? n : 0;
 }
 
+int unit_debug(struct unit *u)
+{
+        if (u->run->child.pidfd < 0)
+                return -ESRCH;
+        return syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SANDBOX_SIG_DETACH, NULL, 0) < 0 ? -errno : 0;
+}
+
 void unit_signal(struct unit *u, int sig)
 {
         if (u->run->child.pidfd >= 0)

@@ -98,6 +98,9 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
 void unit_keep_policy(struct unit *u, const char *errors, unsigned n);
 /* Sends sig to the sandbox's PID 1, which passes it on to the program. */
 void unit_signal(struct unit *u, int sig);
+/* Asks the sandbox's PID 1 to stop tracing the program for the rest of
+ * this run (gadgetctl debug): 0, or -errno (no process). */
+int unit_debug(struct unit *u);
 
 /* What is known of a unit (unit_info.c). */
 struct unit *unit_next(const struct unit *u);

@@ -6,8 +6,11 @@ record and `gadgetctl status`. Usage: crash_test.py TEST.
 Environment: GADGETD, GADGETCTL, TESTGADGET."""
 import json
 import os
+import shutil
+import subprocess
+import sys
 
-from harness import Daemon, check, main, test, wait_for
+from harness import Daemon, check, main, need, test, wait_for
 
 ONCE = "Restart=no\n"
 
@@ -95,5 +98,33 @@ def handled_segv_is_no_crash(tmp):
         check("in crash_null_here" in d.status("jvmish")["crash_cause"], "then its crash is")
 
 
+def tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+
+
+@test
+def debug_lets_a_debugger_attach(tmp):
+    if not shutil.which("gdb"):
+        need("gdb", "it attaches to the program after gadgetctl debug")
+    with Daemon(tmp) as d:
+        d.add("dbg", ONCE)
+        wait_for(lambda: d.state("dbg") == "ready", what="dbg ready")
+        pid = d.status("dbg")["program_pid"]
+        check(pid > 0 and tracer(pid) != 0, "the program is traced by its sandbox (pid %d)" % pid)
+        r = d.ctl("debug", "dbg")
+        check(r.returncode == 0 and "gdb -p %d" % pid in r.stdout, "debug: %r" % (r,))
+        wait_for(lambda: tracer(pid) == 0, what="the sandbox to let go of the program")
+        r = subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex", "bt"], capture_output=True, text=True,
+                           timeout=60)
+        check("gadget_serve" in r.stdout, "gdb attached and shows its stack: %r" % r.stdout[-1500:])
+        r = d.ctl("call", "dbg", "echo", '"x"')
+        check(r.returncode == 0 and r.stdout.strip() == '"x"', "it serves on after gdb left: %r" % (r,))
+        d.ctl("call", "dbg", "crash_null")
+        wait_for(lambda: d.state("dbg") == "failed", what="dbg failed")
+        check(d.status("dbg")["crash_cause"] == "", "no crash explained once let go")
+        check(d.status("dbg")["cause"] == "killed by signal SIGSEGV", "its plain cause: %r" % d.status("dbg"))
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,6 +12,7 @@
 #include "sandbox.h"
 #include "crash.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -28,8 +29,10 @@ static const int crash_signals[] = { SANDBOX_CRASH_SIGNALS };
 /* The crash seen, until the program's end is reported. */
 static struct crash_info seen;
 static bool have_seen;
-/* Off once the operator asked to trace the program themselves. */
+/* The program, while the init traces it. */
 static pid_t traced;
+/* gadgetctl debug: every thread is let go at its next stop. */
+static bool detaching;
 
 #define SEIZE_OPTIONS (PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL)
 
@@ -114,11 +117,36 @@ static void capture(const struct sandbox_config *cfg, pid_t tid)
         close(core);
 }
 
+void crash_detach(void)
+{
+        char path[64];
+        if (!traced || detaching)
+                return;
+        detaching = true;
+        /* Each thread stops (PTRACE_INTERRUPT) and is let go there
+         * (crash_stopped); a thread made meanwhile is let go at its first
+         * stop. */
+        snprintf(path, sizeof path, "/proc/%d/task", (int)traced);
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (atoi(de->d_name) > 0)
+                        (void)ptrace(PTRACE_INTERRUPT, atoi(de->d_name), 0, 0);
+        if (d)
+                closedir(d);
+}
+
 bool crash_stopped(const struct sandbox_config *cfg, pid_t pid, int status)
 {
         if (!WIFSTOPPED(status))
                 return false;
         int sig = WSTOPSIG(status), event = status >> 16;
+        if (detaching) {
+                /* A signal it was stopped for goes on with it; a group
+                 * stop stays one. */
+                (void)ptrace(PTRACE_DETACH, pid, 0, event == 0 ? sig : 0);
+                return true;
+        }
         if (event == PTRACE_EVENT_STOP) {
                 /* A new thread's first stop (SIGTRAP) goes on; a group
                  * stop (SIGSTOP, SIGTSTP...) stays a stop until SIGCONT. */

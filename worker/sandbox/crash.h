@@ -36,6 +36,8 @@ bool crash_trace(pid_t program, int *status);
 /* A wait status of a traced thread: true if it was a stop (handled: the
  * thread resumed, with its signal), false for an end. */
 bool crash_stopped(const struct sandbox_config *cfg, pid_t pid, int status);
+/* gadgetctl debug: lets go of the program for the rest of this run. */
+void crash_detach(void);
 /* Reports the crash seen to gadgetd on fd if the program died of it
  * (status: its wait status); before the wait status itself. */
 void crash_report_if(int fd, int status);

@@ -243,6 +243,10 @@ static _Noreturn void handoff_loop(const struct sandbox_config *cfg, const sigse
                         deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
                 else if (si.ssi_signo == SANDBOX_SIG_ADOPTED)
                         deadline = outside ? 0 : deadline;
+                else if (si.ssi_signo == SANDBOX_SIG_DETACH) {
+                        if (outside)
+                                crash_detach();
+                }
                 else
                         kill(child, (int)si.ssi_signo);
         }
@@ -260,6 +264,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                 sigaddset(&set, forwarded[i]);
         for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
                 sigaddset(&set, sig);
+        sigaddset(&set, SANDBOX_SIG_DETACH);
         if (cfg->handoff_ms) {
                 sigaddset(&set, SANDBOX_SIG_HANDOFF);
                 sigaddset(&set, SANDBOX_SIG_ADOPTED);
@@ -306,6 +311,12 @@ _Noreturn void init_run(const struct sandbox_config *cfg)
                 siginfo_t si;
                 if (sigwaitinfo(&set, &si) < 0)
                         continue;
+                /* gadgetctl debug, from outside only (as in handoff_loop). */
+                if (si.si_signo == SANDBOX_SIG_DETACH) {
+                        if (si.si_code == SI_USER && si.si_pid == 0)
+                                crash_detach();
+                        continue;
+                }
                 if (si.si_signo != SIGCHLD) {
                         kill(child, si.si_signo);
                         continue;
