@@ -187,6 +187,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->cat = n;
         else if (kind == CONTROL__REQUEST__REQ_DEBUG)
                 req->debug = n;
+        else if (kind == CONTROL__REQUEST__REQ_CORES)
+                req->cores = n;
         else
                 req->status = n;
 }
@@ -377,6 +379,11 @@ static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS, false);
+}
+
+static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
@@ -729,6 +736,12 @@ const struct command cmd_commands[] = {
           "every key with the value in force, defaults included, sizes and times as\n"
           "written in a policy (16M, 30s). Root only.\n"
           "With --json: one {\"line\": \"...\"} object per line.\n" },
+        { "cores", cmd_cores, 1, 1, "h", "NAME", "list the cores kept of a gadget's crashes",
+          "With CoreDump=SIZE in its policy, gadgetd keeps a core file of each crash of\n"
+          "the gadget (at most SIZE bytes; the last 3), under its state directory:\n"
+          "gdb PROGRAM CORE reads one. One line each, oldest first: when it was kept, the\n"
+          "run that crashed, the signal, the size and the file. Root only.\n"
+          "With --json: an array of {\"time_ms\", \"run\", \"signal\", \"size\", \"path\"}.\n" },
         { "debug", cmd_debug, 1, 1, "h", "NAME", "let a debugger attach to a gadget's program",
           "The sandbox's init traces the program to explain its crashes (the cause and\n"
           "backtrace of status), and a process has one tracer only: debug makes it let\n"

@@ -27,8 +27,9 @@ enum sandbox_fd {
         SANDBOX_FD_STDERR = 7,
         SANDBOX_FD_DEVNULL = 8,
         SANDBOX_FD_PARENT = 9,   /* pidfd of gadgetd, to tell if it died */
+        SANDBOX_FD_CORE = 10,    /* CoreDump= only: a memfd gadgetd sealed at that size, for a crash's core */
 };
-/* The fds that come with the setup. */
+/* The fds that come with the setup (one more with CoreDump=: SANDBOX_FD_CORE). */
 #define SANDBOX_FDS_SENT (SANDBOX_FD_PARENT - SANDBOX_FD_REPORT + 1)
 /* gadgetctl exec's probe: gadgetd-sandbox started with SANDBOX_ENTER_ARG
  * as its one argument, outside any new namespace, joins a running
@@ -97,5 +98,7 @@ enum sandbox_enter_fd {
  * frames of at most this many bytes each, so that it fits one report. */
 #define SANDBOX_CRASH_FRAMES_MAX 16u
 #define SANDBOX_CRASH_FRAME_MAX 96u
+/* The largest core a crash reports (CoreDump='s bound). */
+#define SANDBOX_CORE_MAX (256ull << 20)
 /* The signals a crash is made of, with their default disposition. */
 #define SANDBOX_CRASH_SIGNALS SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGTRAP

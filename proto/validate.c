@@ -199,6 +199,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; no_block = q->unload->no_block; break;
         case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
         case CONTROL__REQUEST__REQ_DEBUG: name = q->debug->name; no_block = q->debug->no_block; break;
+        case CONTROL__REQUEST__REQ_CORES: name = q->cores->name; no_block = q->cores->no_block; break;
         case CONTROL__REQUEST__REQ_FORGET_NODE:
                 if (!gadget_name_ok(q->forget_node->name) || q->forget_node->no_block) {
                         snprintf(why, len, q->forget_node->no_block ? "no_block goes with restart, start and load "
@@ -344,6 +345,8 @@ static int check_crash(const Sandbox__Crash *c, char *why, size_t len)
                 REFUSE("crash: signal %u is not one a crash is made of", c->signal);
         if (c->thread == 0 || c->thread > (1u << 22))
                 REFUSE("crash: thread %u", c->thread);
+        if (c->core_size > SANDBOX_CORE_MAX)
+                REFUSE("crash: a core of %llu bytes", (unsigned long long)c->core_size);
         if (c->n_frames > SANDBOX_CRASH_FRAMES_MAX)
                 REFUSE("crash: %zu frames, at most %u", c->n_frames, SANDBOX_CRASH_FRAMES_MAX);
         for (size_t i = 0; i < c->n_frames; i++)

@@ -407,6 +407,45 @@ static void on_debug(struct client *cl, const Control__Request *q)
                     (int)in.program_pid, (int)in.program_pid);
 }
 
+/* gadgetctl cores: the cores kept of its crashes (CoreDump=). Root only:
+ * a core holds the gadget's memory, its secrets with it. */
+static void on_cores(struct client *cl, const Control__Request *q)
+{
+        if (cl->cred.uid != 0) {
+                client_error(cl, q->id, GADGET_EDENIED, "gadgetctl cores lists cores, which hold a gadget's "
+                             "memory: root only");
+                return;
+        }
+        struct unit *u = core_find(client_env(cl)->core, q->cores->name);
+        if (!u) {
+                client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->cores->name);
+                return;
+        }
+        struct unit_core_file *f;
+        size_t n = unit_cores(u, &f);
+        Control__CoreFile *files = calloc(n ? n : 1, sizeof *files), **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+        if (!files || !ptrs) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+        } else {
+                for (size_t i = 0; i < n; i++) {
+                        control__core_file__init(&files[i]);
+                        files[i].time_ms = f[i].time_ms;
+                        files[i].run = f[i].run;
+                        files[i].signal = f[i].signal;
+                        files[i].size = f[i].size;
+                        files[i].path = f[i].path;
+                        ptrs[i] = &files[i];
+                }
+                Control__CoreList cl_ = CONTROL__CORE_LIST__INIT;
+                cl_.n_cores = n;
+                cl_.cores = ptrs;
+                client_answer(cl, q->id, &cl_.base);
+        }
+        free(files);
+        free(ptrs);
+        free(f);
+}
+
 static int cmp_info(const void *a, const void *b)
 {
         return strcmp((*(Control__GadgetInfo *const *)a)->name, (*(Control__GadgetInfo *const *)b)->name);
@@ -823,6 +862,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_KILL, on_kill },
         { CONTROL__REQUEST__REQ_CAT, request_cat },
         { CONTROL__REQUEST__REQ_DEBUG, on_debug },
+        { CONTROL__REQUEST__REQ_CORES, on_cores },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },

@@ -109,6 +109,7 @@ struct unit_run {
         bool stop_killed;         /* its stop's grace ran out with calls in flight */
         char cause[256];          /* u->next_run's and u->old_run's: why it was killed */
         struct spawn_crash *crash; /* the crash the sandbox reported, until its end (NULL: none) */
+        int core_fd;              /* CoreDump=: the sealed memfd its sandbox writes a crash's core into, else -1 */
 };
 
 /* One loaded gadget (unit.h). */
@@ -314,6 +315,13 @@ struct unit_lifecycle_info {
 /* The line's text is fmt's (gadgetd's own words). */
 void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* CoreDump= (unit_core.c): a run's memfd for its core, sealed at the
+ * policy's size (-1: none, or it could not be made); a crash's core
+ * copied from it (size bytes, as the sandbox reported) into the state
+ * directory, the oldest beyond UNIT_CORES_KEPT removed. */
+int unit_core_fd(const struct policy *p);
+void unit_core_save(struct unit *u, int fd, uint64_t size, uint32_t run, int sig);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -343,6 +343,8 @@ void unit_run_ended(struct unit_run *r)
         }
         if (crash)
                 snprintf(how, sizeof how, "%s", crash->cause);
+        if (crash && crash->core_size)
+                unit_core_save(u, r->core_fd, crash->core_size, r->number, crash->signal);
         if (r != u->run) {
                 free(crash);
                 other_ended(r, how);
@@ -520,7 +522,12 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                     (e = unit_output_pipe(r, &r->err_fd, &err_w, &r->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
+                /* CoreDump=: a fresh memfd each run, for its crash's core. */
+                if (r->core_fd >= 0)
+                        close(r->core_fd);
+                r->core_fd = unit_core_fd(p);
                 struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
+                                         .core_fd = r->core_fd,
                                          .helper = &u->core->helper, .prewarm = prewarm,
                                          .handoff_ms = u->core->cfg.handoff_ms,
                                          .host_uid = r->uid, .stdout_fd = out_w,

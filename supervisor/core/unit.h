@@ -125,6 +125,17 @@ bool unit_runs_here(const struct unit *u);
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */
 size_t unit_signatures(const struct unit *u, char ***texts);
+/* CoreDump=: the cores kept of its crashes (STATE_DIR/cores/NAME), the
+ * last UNIT_CORES_KEPT, oldest first; *files malloc'd (free), their number. */
+#define UNIT_CORES_KEPT 3
+struct unit_core_file {
+        int64_t time_ms;        /* when it was kept, ms since the epoch */
+        uint32_t run;           /* which run of the gadget crashed */
+        char signal[16];        /* "SEGV" */
+        uint64_t size;          /* bytes */
+        char path[700];
+};
+size_t unit_cores(const struct unit *u, struct unit_core_file **files);
 /* Its last crash since gadgetd started: its cause, and its backtrace's
  * frames in frames (room for SANDBOX_CRASH_FRAMES_MAX, sandbox_abi.h),
  * their number in *n; NULL if it never crashed. Valid until it crashes

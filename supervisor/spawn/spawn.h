@@ -45,6 +45,8 @@ struct spawn_opts {
         uint32_t handoff_ms;             /* FdStore= mode: the sandbox's bound without gadgetd (0: none) */
         struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
         bool enter;                      /* a probe's setup (spawn_enter): no paths, args the command */
+        int core_fd;                     /* CoreDump=: the memfd for a crash's core (SANDBOX_FD_CORE), else -1;
+                                          * 0 (a zeroed struct) also means none */
         /* Called once the setup and the cgroups are sent, before the wait
          * for the program's exec: work gadgetd would otherwise wait
          * through (NULL: none). */
@@ -116,6 +118,7 @@ enum spawn_report {
 struct spawn_crash {
         int signal;
         char cause[200];         /* "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f" */
+        uint64_t core_size;      /* CoreDump=: the core's bytes in the run's memfd (0: none) */
         size_t n_frames;
         char frames[SANDBOX_CRASH_FRAMES_MAX][SANDBOX_CRASH_FRAME_MAX + 1];
 };

@@ -57,6 +57,7 @@ static void crash_fill(const Sandbox__Crash *c, struct spawn_crash *out)
                 snprintf(in, sizeof in, " in %.*s", (int)strcspn(c->frames[0], "+ "), c->frames[0]);
         snprintf(out->cause, sizeof out->cause, "killed by SIG%s (%s%s)%s", sig ? sig : "?", code, at, in);
         out->signal = (int)c->signal;
+        out->core_size = c->core_size;
         out->n_frames = c->n_frames;
         for (size_t i = 0; i < c->n_frames; i++)
                 snprintf(out->frames[i], sizeof out->frames[i], "%s", c->frames[i]);

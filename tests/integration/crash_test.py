@@ -6,19 +6,23 @@ record and `gadgetctl status`. Usage: crash_test.py TEST.
 Environment: GADGETD, GADGETCTL, TESTGADGET."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 
-from harness import Daemon, check, main, need, test, wait_for
+from harness import TESTGADGET, Daemon, check, main, need, test, wait_for
 
 ONCE = "Restart=no\n"
 
 
-def crashed(d, name, method):
-    """Calls method of a new gadget name (which crashes it) and returns
-    its status once it failed."""
-    d.add(name, ONCE)
+def crashed(d, name, method, body=ONCE, load=True):
+    """Calls method of gadget name (which crashes it), a new one of policy
+    body if load, else started again; returns its status once it failed."""
+    if load:
+        d.add(name, body)
+    else:
+        check(d.ctl("start", name).returncode == 0, "start " + name)
     wait_for(lambda: d.state(name) == "ready", what=name + " ready")
     r = d.ctl("call", name, method)
     check(r.returncode != 0, "%s answered: %r" % (method, r.stdout))
@@ -96,6 +100,70 @@ def handled_segv_is_no_crash(tmp):
         r = d.ctl("call", "jvmish", "crash_null")
         wait_for(lambda: d.state("jvmish") == "failed", what="jvmish failed")
         check("in crash_null_here" in d.status("jvmish")["crash_cause"], "then its crash is")
+
+
+def core_files(root):
+    """Every file under root that is an ELF core (e_type ET_CORE)."""
+    out = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            try:
+                with open(p, "rb") as fh:
+                    head = fh.read(18)
+            except OSError:
+                continue
+            if head[:4] == b"\x7fELF" and head[16:18] == b"\x04\x00":
+                out.append(p)
+    return out
+
+
+def cores(d, name):
+    r = d.ctl("--json", "cores", name)
+    check(r.returncode == 0, "cores %s: %r" % (name, r))
+    return json.loads(r.stdout)
+
+
+@test
+def core_kept_and_read_by_gdb(tmp):
+    if not shutil.which("gdb"):
+        need("gdb", "it reads the core gadgetd kept")
+    with Daemon(tmp) as d:
+        crashed(d, "dump", "crash_null", ONCE + "CoreDump=1M\n")
+        c = cores(d, "dump")
+        check(len(c) == 1 and c[0]["signal"] == "SEGV" and c[0]["run"] == 1 and 0 < c[0]["size"] <= 1 << 20,
+              "one core of the crash: %r" % c)
+        check(os.path.getsize(c[0]["path"]) == c[0]["size"] and c[0]["path"].startswith(os.path.join(tmp, "state")),
+              "in gadgetd's state directory: %r" % c)
+        check(c[0]["path"] in d.ctl("cores", "dump").stdout, "listed")
+        r = subprocess.run(["gdb", "-batch", "-ex", "bt", TESTGADGET, c[0]["path"]], capture_output=True, text=True,
+                           timeout=60)
+        check(re.search(r"#0 .*crash_null_here", r.stdout) and "crash_null" in r.stdout,
+              "gdb shows the same top frame: %s" % r.stdout[-2000:])
+        r = d.ctl("cores", "dump", user=(65534, 65534))
+        check(r.returncode != 0, "root only: %r" % (r,))
+
+
+@test
+def cores_bounded_in_count_and_size(tmp):
+    with Daemon(tmp) as d:
+        for i in range(4):
+            crashed(d, "many", "crash_null", ONCE + "CoreDump=64K\n", load=(i == 0))
+        c = cores(d, "many")
+        check([x["run"] for x in c] == [2, 3, 4], "the last 3 kept: %r" % c)
+        check(all(0 < x["size"] <= 65536 and os.path.getsize(x["path"]) == x["size"] for x in c),
+              "each at most CoreDump=: %r" % c)
+        check(len(core_files(os.path.join(tmp, "state"))) == 3, "no other core left: %r" % core_files(tmp))
+
+
+@test
+def no_core_without_coredump(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "nodump", "crash_null")
+        check("in crash_null_here" in st["crash_cause"], "its crash is explained: %r" % st["crash_cause"])
+        check(cores(d, "nodump") == [], "no core listed")
+        check(core_files(tmp) == [] and not os.path.exists(os.path.join(tmp, "state", "cores")),
+              "no core anywhere: %r" % core_files(tmp))
 
 
 def tracer(pid):

@@ -359,7 +359,8 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[]}\n",
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[],"
+                  "\"crash_cause\":\"\",\"crash_backtrace\":[]}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 

@@ -334,7 +334,7 @@ static void copy_memory(int mem, int fd, uint64_t addr, uint64_t len, uint64_t o
         }
 }
 
-int core_write(int fd, pid_t pid, pid_t tid, const siginfo_t *si, uint64_t max)
+int core_write(int fd, pid_t pid, pid_t tid, const siginfo_t *si, uint64_t max, bool sized, uint64_t *size)
 {
         char path[64];
         size_t len = 0, n = 0, nseg = 0, nt = 0;
@@ -385,7 +385,8 @@ int core_write(int fd, pid_t pid, pid_t tid, const siginfo_t *si, uint64_t max)
                                           .p_vaddr = segs[i].vaddr, .p_filesz = segs[i].filesz,
                                           .p_memsz = segs[i].memsz, .p_align = PAGE };
         e = -EIO;
-        if (ftruncate(fd, (off_t)off) < 0 || pwrite(fd, &eh, sizeof eh, 0) != sizeof eh ||
+        *size = off;
+        if ((!sized && ftruncate(fd, (off_t)off) < 0) || pwrite(fd, &eh, sizeof eh, 0) != sizeof eh ||
             pwrite(fd, ph, (nseg + 1) * sizeof *ph, sizeof eh) != (ssize_t)((nseg + 1) * sizeof *ph) ||
             pwrite(fd, ns.buf, ns.len, (off_t)ph[0].p_offset) != (ssize_t)ns.len) {
                 free(ph);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,12 +111,28 @@ static void capture(const struct sandbox_config *cfg, pid_t tid)
                                si.si_signo == SIGFPE || si.si_signo == SIGTRAP))
                 seen.address = (uint64_t)(uintptr_t)si.si_addr;
         have_seen = true;
-        int core = memfd_create("gadget-core", MFD_CLOEXEC);
-        if (core < 0)
+        /* CoreDump=: into the memfd gadgetd sealed at its size, which
+         * bounds it; else a memfd of the init's own, for the backtrace. */
+        int core = -1, seals = cfg->core_fd >= 0 ? fcntl(cfg->core_fd, F_GET_SEALS) : -1;
+        uint64_t max = CRASH_CORE_MAX, size = 0;
+        struct stat st;
+        if (seals >= 0 && (seals & F_SEAL_GROW) && fstat(cfg->core_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size > 0) {
+                core = cfg->core_fd;
+                max = (uint64_t)st.st_size;
+        }
+        /* The init's file size limit (TmpSize=) bounds every write. */
+        struct rlimit fs;
+        if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && fs.rlim_cur < max)
+                max = fs.rlim_cur;
+        if (core < 0 && (core = memfd_create("gadget-core", MFD_CLOEXEC)) < 0)
                 return;
-        if (core_write(core, traced, tid, &si, CRASH_CORE_MAX) == 0)
+        if (core_write(core, traced, tid, &si, max, core == cfg->core_fd, &size) == 0) {
                 crash_symbolise(cfg, core, tid, &seen);
-        close(core);
+                seen.core_size = core == cfg->core_fd ? size : 0;
+        }
+        if (core != cfg->core_fd)
+                close(core);
 }
 
 void crash_detach(void)

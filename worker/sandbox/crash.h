@@ -17,6 +17,7 @@ struct crash_info {
         int signal, code;
         uint64_t address;
         pid_t thread;
+        uint64_t core_size;     /* CoreDump=: the core's bytes in cfg->core_fd */
         size_t n_frames;
         char frames[SANDBOX_CRASH_FRAMES_MAX][SANDBOX_CRASH_FRAME_MAX + 1];
 };
@@ -43,9 +44,10 @@ void crash_detach(void);
 void crash_report_if(int fd, int status);
 
 /* Writes an ELF core of process pid, whose thread tid is in a
- * signal-delivery stop for si, to fd: at most max bytes (core.c). 0 or
- * -errno. */
-int core_write(int fd, pid_t pid, pid_t tid, const siginfo_t *si, uint64_t max);
+ * signal-delivery stop for si, to fd from its start: at most max bytes,
+ * their number in *size (core.c). sized: fd has its size already (a
+ * sealed memfd), else it is set. 0 or -errno. */
+int core_write(int fd, pid_t pid, pid_t tid, const siginfo_t *si, uint64_t max, bool sized, uint64_t *size);
 /* Fills c's frames with the backtrace of thread tid in the core on
  * core_fd, in a child under the gadget's filter (symbolise.c). */
 void crash_symbolise(const struct sandbox_config *cfg, int core_fd, pid_t tid, struct crash_info *c);

@@ -78,6 +78,7 @@ void sandbox_report_crash(int fd, const struct crash_info *c)
         cr.code = c->code;
         cr.address = c->address;
         cr.thread = (uint32_t)c->thread;
+        cr.core_size = c->core_size;
         for (size_t i = 0; i < c->n_frames; i++)
                 frames[i] = (char *)c->frames[i];
         cr.n_frames = c->n_frames;

@@ -41,6 +41,7 @@ struct sandbox_config {
         int stdin_fd;                    /* a probe's stdin (enter.c); a worker's is devnull_fd */
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
+        int core_fd;                     /* CoreDump=: where a crash's core goes (sealed memfd), else -1 */
 };
 
 /* The steps that need neither the setup nor the id maps, run while the
