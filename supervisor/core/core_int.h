@@ -321,7 +321,7 @@ void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const 
  * copied from it (size bytes, as the sandbox reported) into the state
  * directory, the oldest beyond UNIT_CORES_KEPT removed. */
 int unit_core_fd(const struct policy *p);
-void unit_core_save(struct unit *u, int fd, uint64_t size, uint32_t run, int sig);
+void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int sig);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

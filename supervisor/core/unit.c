@@ -344,7 +344,7 @@ void unit_run_ended(struct unit_run *r)
         if (crash)
                 snprintf(how, sizeof how, "%s", crash->cause);
         if (crash && crash->core_size)
-                unit_core_save(u, r->core_fd, crash->core_size, r->number, crash->signal);
+                unit_core_save(u, r, crash->core_size, crash->signal);
         if (r != u->run) {
                 free(crash);
                 other_ended(r, how);

@@ -96,8 +96,51 @@ static void names_free(char **v, size_t n)
         free(v);
 }
 
-void unit_core_save(struct unit *u, int fd, uint64_t size, uint32_t run, int sig)
+/* Whether the host's core handler is systemd-coredump (core_pattern
+ * pipes to it). */
+static bool host_coredump(void)
 {
+        char pattern[256] = "";
+        int fd = open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        ssize_t n = read(fd, pattern, sizeof pattern - 1);
+        close(fd);
+        pattern[n > 0 ? n : 0] = '\0';
+        return pattern[0] == '|' && strstr(pattern, "systemd-coredump");
+}
+
+/* Where systemd-coredump is the host's core handler, the core shows in
+ * coredumpctl too: a journal entry with its MESSAGE_ID and the
+ * COREDUMP_* fields coredumpctl reads, the gadget's name as the command,
+ * COREDUMP_FILENAME the core gadgetd kept. */
+static void coredumpctl_entry(const struct unit *u, const struct unit_run *r, const char *path, int sig,
+                              const struct timespec *at)
+{
+        char pid[16], uid[16], signo[16], signame[24], usec[32], line[200];
+        const char *s = sigabbrev_np(sig);
+        if (!host_coredump())
+                return;
+        snprintf(pid, sizeof pid, "%d", (int)r->program_pid);
+        snprintf(uid, sizeof uid, "%u", (unsigned)r->uid);
+        snprintf(signo, sizeof signo, "%d", sig);
+        snprintf(signame, sizeof signame, "SIG%s", s ? s : "UNKNOWN");
+        snprintf(usec, sizeof usec, "%lld", (long long)at->tv_sec * 1000000 + at->tv_nsec / 1000);
+        const struct log_field f[] = {
+                { "COREDUMP_PID", pid }, { "COREDUMP_UID", uid }, { "COREDUMP_GID", uid },
+                { "COREDUMP_SIGNAL", signo }, { "COREDUMP_SIGNAL_NAME", signame }, { "COREDUMP_TIMESTAMP", usec },
+                { "COREDUMP_COMM", u->policy->name }, { "COREDUMP_EXE", u->policy->exec },
+                { "COREDUMP_FILENAME", path },
+        };
+        snprintf(line, sizeof line, "Process %s (%s) of user %s dumped core.", pid, u->policy->name, uid);
+        log_fields(L_WARN, u->policy->name, "MESSAGE_ID=fc2e22bc6ee647b6b90729ab34a250b1", f, sizeof f / sizeof *f,
+                   line);
+}
+
+void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int sig)
+{
+        int fd = r->core_fd;
+        uint32_t run = r->number;
         char dir[512], path[700], tmp[720];
         struct stat st;
         if (fd < 0 || size == 0 || fstat(fd, &st) < 0)
@@ -125,10 +168,10 @@ void unit_core_save(struct unit *u, int fd, uint64_t size, uint32_t run, int sig
         uint64_t done = 0;
         while (done < size) {
                 size_t want = size - done > sizeof buf ? sizeof buf : (size_t)(size - done);
-                ssize_t r = pread(fd, buf, want, (off_t)done);
-                if (r <= 0 || write(out, buf, (size_t)r) != r)
+                ssize_t got = pread(fd, buf, want, (off_t)done);
+                if (got <= 0 || write(out, buf, (size_t)got) != got)
                         break;
-                done += (uint64_t)r;
+                done += (uint64_t)got;
         }
         if (close(out) < 0 || done != size || rename(tmp, path) < 0) {
                 log_msg(L_WARN, u->policy->name, "core not kept: %s", path);
@@ -136,6 +179,7 @@ void unit_core_save(struct unit *u, int fd, uint64_t size, uint32_t run, int sig
                 return;
         }
         log_msg(L_INFO, u->policy->name, "core of its crash kept: %s (%llu bytes)", path, (unsigned long long)size);
+        coredumpctl_entry(u, r, path, sig, &now);
         /* The last UNIT_CORES_KEPT only: the oldest go. */
         char **names;
         size_t n = core_names(dir, &names);
