@@ -129,17 +129,20 @@ def core_kept_and_read_by_gdb(tmp):
     if not shutil.which("gdb"):
         need("gdb", "it reads the core gadgetd kept")
     with Daemon(tmp) as d:
-        crashed(d, "dump", "crash_null", ONCE + "CoreDump=1M\n")
+        crashed(d, "dump", "crash_thread", ONCE + "CoreDump=1M\n")
         c = cores(d, "dump")
         check(len(c) == 1 and c[0]["signal"] == "SEGV" and c[0]["run"] == 1 and 0 < c[0]["size"] <= 1 << 20,
               "one core of the crash: %r" % c)
         check(os.path.getsize(c[0]["path"]) == c[0]["size"] and c[0]["path"].startswith(os.path.join(tmp, "state")),
               "in gadgetd's state directory: %r" % c)
         check(c[0]["path"] in d.ctl("cores", "dump").stdout, "listed")
-        r = subprocess.run(["gdb", "-batch", "-ex", "bt", TESTGADGET, c[0]["path"]], capture_output=True, text=True,
-                           timeout=60)
-        check(re.search(r"#0 .*crash_null_here", r.stdout) and "crash_null" in r.stdout,
-              "gdb shows the same top frame: %s" % r.stdout[-2000:])
+        r = subprocess.run(["gdb", "-batch", "-ex", "bt", "-ex", "info threads", TESTGADGET, c[0]["path"]],
+                           capture_output=True, text=True, timeout=60)
+        check(re.search(r"#0 .*crash_null_here", r.stdout) and "crash_thread_here" in r.stdout,
+              "gdb shows the same top frame, in the crashing thread: %s" % r.stdout[-2000:])
+        threads = re.findall(r"^\*? +\d+ +Thread.*$", r.stdout, re.M)
+        check(len(threads) == 2 and not any("<unavailable>" in t for t in threads),
+              "both threads in it, with their registers: %s" % r.stdout[-2000:])
         r = d.ctl("cores", "dump", user=(65534, 65534))
         check(r.returncode != 0, "root only: %r" % (r,))
 

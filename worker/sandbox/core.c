@@ -23,6 +23,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096u
@@ -107,30 +108,45 @@ static size_t parse_maps(char *text, struct map *maps, size_t max)
         return n;
 }
 
-/* The other threads stopped (PTRACE_INTERRUPT) for their registers. */
+/* The other threads stopped (PTRACE_INTERRUPT) for their registers,
+ * within CORE_STOP_MS: one that does not stop by then (it sleeps
+ * uninterruptibly: a vfork's parent, say) is left out of the core, and
+ * its stop, when it comes, is resumed as any (crash.c). Why bounded: the
+ * program chooses what its threads do, and must not hang its init. */
+#define CORE_STOP_MS 200
 static size_t stop_threads(pid_t pid, pid_t tid, struct thread *t, size_t max)
 {
         char path[64];
-        size_t n = 1;
+        pid_t pending[CORE_THREADS_MAX];
+        size_t n = 1, np = 0;
         t[0] = (struct thread){ .tid = tid, .resume_sig = -1 };
         snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
         DIR *d = opendir(path);
         struct dirent *de;
-        while (d && n < max && (de = readdir(d))) {
+        while (d && np + 1 < max && (de = readdir(d))) {
                 pid_t other = atoi(de->d_name);
-                if (other <= 0 || other == tid || ptrace(PTRACE_INTERRUPT, other, 0, 0) < 0)
-                        continue;
-                int st;
-                /* Its next stop: the interrupt's, or a signal's, which
-                 * it gets again when it resumes. */
-                if (waitpid(other, &st, __WALL) != other || !WIFSTOPPED(st))
-                        continue;
-                int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
-                t[n] = (struct thread){ .tid = other, .resume_sig = sig };
-                n++;
+                if (other > 0 && other != tid && ptrace(PTRACE_INTERRUPT, other, 0, 0) == 0)
+                        pending[np++] = other;
         }
         if (d)
                 closedir(d);
+        for (int ms = 0; np > 0 && ms <= CORE_STOP_MS; ms++) {
+                for (size_t i = 0; i < np;) {
+                        int st;
+                        pid_t w = waitpid(pending[i], &st, WNOHANG | __WALL);
+                        if (w == 0) {
+                                i++;
+                                continue;
+                        }
+                        /* Its next stop: the interrupt's, or a signal's,
+                         * which it gets again when it resumes. */
+                        if (w == pending[i] && WIFSTOPPED(st))
+                                t[n++] = (struct thread){ .tid = w, .resume_sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0 };
+                        pending[i] = pending[--np];
+                }
+                if (np > 0)
+                        nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+        }
         for (size_t i = 0; i < n; i++) {
                 if (ptrace(PTRACE_GETREGS, t[i].tid, 0, &t[i].regs) < 0)
                         memset(&t[i].regs, 0, sizeof t[i].regs);
