@@ -73,6 +73,14 @@ static _Noreturn void child(const struct sandbox_config *cfg, int core_fd, pid_t
                 .find_debuginfo = dwfl_standard_find_debuginfo,
         };
         const char *step;
+        /* Only the core and the pipe stay open: nothing of the init's (its
+         * report pipe to gadgetd) is within reach of what parses hostile
+         * bytes. */
+        int lo = core_fd < out_fd ? core_fd : out_fd, hi = core_fd < out_fd ? out_fd : core_fd;
+        if ((lo > 0 && close_range(0, (unsigned)lo - 1, 0) < 0) ||
+            (hi > lo + 1 && close_range((unsigned)lo + 1, (unsigned)hi - 1, 0) < 0) ||
+            close_range((unsigned)hi + 1, ~0U, 0) < 0)
+                _exit(1);
         /* The gadget's own filter and limits before any hostile byte is
          * parsed; a CPU bound as well as the init's time bound. */
         struct rlimit cpu = { 2, 2 };
