@@ -1,5 +1,6 @@
 /* crash: the sandbox's init as the program's tracer, to explain a crash.
- * The init seizes the program once it exec'd and follows its threads;
+ * The init traces the program from its first instruction (crash_trace)
+ * and follows its threads (not the processes it forks);
  * every stop is resumed at once with its own signal, except a fault
  * signal with its default disposition (the program dies of it): then the
  * init writes a bounded ELF core of the program (core.c) to a memfd,
