@@ -7,9 +7,12 @@
  *   call {"n": N}             N calls of "nop" through the PEER binding
  *   exit                      ends the program at once with status 1 (a
  *                             crash, for restarts)
+ *   signals {"n": N}          N signals to itself (SIGUSR1, handled), each
+ *                             timed: what the sandbox's tracing costs one
  * The loops answer {"ns": [each operation's duration in ns]}, timed inside
  * the sandbox, so the caller's own round trip is not part of them. */
 #include <gadget.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -98,6 +101,35 @@ static gadget_value *peer_call(struct gadget_call *call, const gadget_value *arg
         return loop(call, args, OP_CALL);
 }
 
+static volatile sig_atomic_t signals_seen;
+
+static void on_usr1(int sig)
+{
+        signals_seen++;
+}
+
+static gadget_value *signals(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        static int64_t ns[MAX_OPS];
+        int64_t n = 0;
+        if (!gadget_as_int(gadget_map_get(args, "n"), &n) || n < 1 || n > MAX_OPS)
+                return gadget_fail(call, GADGET_EINVAL, "signals needs {\"n\": 1..%d}", MAX_OPS);
+        struct sigaction sa = { .sa_handler = on_usr1 };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR1, &sa, NULL);
+        for (int64_t i = 0; i < n; i++) {
+                int64_t t0 = now_ns();
+                kill(getpid(), SIGUSR1);
+                ns[i] = now_ns() - t0;
+        }
+        gadget_value *list = gadget_list();
+        for (int64_t i = 0; i < n; i++)
+                gadget_list_append(list, gadget_int(ns[i]));
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "ns", list);
+        return r;
+}
+
 static gadget_value *exit_now(struct gadget_call *call, const gadget_value *args, void *data)
 {
         _exit(1);
@@ -114,6 +146,7 @@ int main(void)
         gadget_method(g, "kv_get", kv_get, NULL);
         gadget_method(g, "call", peer_call, NULL);
         gadget_method(g, "exit", exit_now, NULL);
+        gadget_method(g, "signals", signals, NULL);
         /* typebench: the same method, untyped and typed (a 5-field record). */
         gadget_method(g, "rec", nop, NULL);
         gadget_method_typed(g, "rec_typed(a: int, b: string, c: double, d: bool, e: list<int>) -> null", nop, NULL);

@@ -185,6 +185,10 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->unload = n;
         else if (kind == CONTROL__REQUEST__REQ_CAT)
                 req->cat = n;
+        else if (kind == CONTROL__REQUEST__REQ_DEBUG)
+                req->debug = n;
+        else if (kind == CONTROL__REQUEST__REQ_CORES)
+                req->cores = n;
         else
                 req->status = n;
 }
@@ -375,6 +379,16 @@ static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS, false);
+}
+
+static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
+}
+
+static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_DEBUG, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
@@ -767,7 +781,9 @@ const struct command cmd_commands[] = {
           "With --json: one object with the fields of `list --json` and policy_path,\n"
           "limits_mode, limits, bindings ([{name, type, ops, credential}]: ops are the\n"
           "operations' signatures, credential an http binding's Credential= file, if it\n"
-          "has one), methods, signatures (per method, \"\" if untyped) and log_tail.\n"
+          "has one), methods, signatures (per method, \"\" if untyped), log_tail, and\n"
+          "crash_cause and crash_backtrace (its last crash: \"killed by SIGSEGV\n"
+          "(SEGV_MAPERR at 0x0) in f\" and its frames, innermost first; \"\" and [] if none).\n"
           "With a shared store, a Node line names the node that runs it and its lease's\n"
           "epoch (\"none yet\" if no node does).\n" },
         { "cat", cmd_cat, 1, 1, "h", "NAME", "print a gadget's policy as written and as in effect",
@@ -784,6 +800,17 @@ const struct command cmd_commands[] = {
           "Counted since the gadget was loaded, over all its runs; most refused first.\n"
           "With --json: {\"name\", \"total\", \"untracked\", \"denials\": [{\"call\", \"nr\",\n"
           "\"answer\", \"count\", \"first_ms\", \"last_ms\", \"path\"}]}.\n" },
+        { "cores", cmd_cores, 1, 1, "h", "NAME", "list the cores kept of a gadget's crashes",
+          "With CoreDump=SIZE in its policy, gadgetd keeps a core file of each crash of\n"
+          "the gadget (at most SIZE bytes; the last 3), under its state directory:\n"
+          "gdb PROGRAM CORE reads one. One line each, oldest first: when it was kept, the\n"
+          "run that crashed, the signal, the size and the file. Root only.\n"
+          "With --json: an array of {\"time_ms\", \"run\", \"signal\", \"size\", \"path\"}.\n" },
+        { "debug", cmd_debug, 1, 1, "h", "NAME", "let a debugger attach to a gadget's program",
+          "The sandbox's init traces the program to explain its crashes (the cause and\n"
+          "backtrace of status), and a process has one tracer only: debug makes it let\n"
+          "go for the rest of this run, and prints the program's host pid, for strace -p\n"
+          "or gdb -p. Its crashes are not explained until it starts again. Root only.\n" },
         { "describe", cmd_describe, 1, 1, "h", "NAME",
           "show a gadget's methods with their signatures",
           "One signature per line, \"NAME (untyped)\" for a method declared without one.\n"

@@ -46,6 +46,7 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
  * CONTROL_NODE_DOWN_MS as down; the node answering marked "(this node)"),
  * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
+int show_cores(FILE *f, const Control__CoreList *l, bool json);
 /* gadgetctl trace: the spans as a tree (the nodes that did not answer on err). */
 int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json);
 /* gadgetctl trace NAME: a part's first max frames of gadget, one a line

@@ -306,6 +306,50 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
         return e;
 }
 
+/* gadgetctl cores: TIME RUN SIGNAL SIZE PATH, oldest first. */
+int show_cores(FILE *f, const Control__CoreList *l, bool json)
+{
+        static const char *const headers[] = { "TIME", "RUN", "SIGNAL", "SIZE", "PATH" };
+        int e = 0;
+        if (json) {
+                json_t *a = json_array();
+                for (size_t i = 0; a && i < l->n_cores; i++) {
+                        const Control__CoreFile *c = l->cores[i];
+                        json_t *o = json_pack("{s:I, s:I, s:s, s:I, s:s}", "time_ms", (json_int_t)c->time_ms,
+                                              "run", (json_int_t)c->run, "signal", c->signal, "size",
+                                              show_clamp(c->size), "path", c->path);
+                        if (json_array_append_new(a, o) < 0) {
+                                json_decref(a);
+                                a = NULL;
+                        }
+                }
+                return show_json(f, a);
+        }
+        if (l->n_cores == 0) {
+                fputs("no cores kept (CoreDump= in its policy keeps them)\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        struct output_table *t = output_table_new(5, headers, NULL);
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_cores && e >= 0; i++) {
+                const Control__CoreFile *c = l->cores[i];
+                char when[40] = "?", run[16], sig[24], size[OUTPUT_UNIT_MAX];
+                time_t s = (time_t)(c->time_ms / 1000);
+                struct tm tm;
+                if (localtime_r(&s, &tm))
+                        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+                snprintf(run, sizeof run, "%u", (unsigned)c->run);
+                snprintf(sig, sizeof sig, "SIG%s", c->signal);
+                const char *row[5] = { when, run, sig, output_size(c->size, size, sizeof size), c->path };
+                e = output_table_add(t, row);
+        }
+        if (e >= 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        return e;
+}
+
 static int top_json(FILE *f, const Control__TopReport *t)
 {
         json_t *a = json_array();
@@ -428,6 +472,8 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
                 return show_trace(out, err, r->trace, json);
         case CONTROL__RESPONSE__RESP_TOP:
                 return show_top(out, r->top, NULL, json);
+        case CONTROL__RESPONSE__RESP_CORES:
+                return show_cores(out, r->cores, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
                 *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0 || r->reload->n_failed > 0;
                 return show_reload(out, err, r->reload, json);

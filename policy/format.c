@@ -106,6 +106,10 @@ static void gadget_keys(FILE *f, const struct policy *p)
         fprintf(f, "SystemLibraries=%s\n", p->system_libraries ? "yes" : "no");
         fprintf(f, "RecordDenials=%s\n", p->record_denials ? "yes" : "no");
         fprintf(f, "TmpSize=%s\n", size_text(p->tmp_size, b, sizeof b));
+        if (p->core_dump)
+                fprintf(f, "CoreDump=%s\n", size_text(p->core_dump, b, sizeof b));
+        else
+                fputs("# CoreDump= not set: no core is kept\n", f);
         fprintf(f, "MemoryMax=%s\n", size_text(p->memory_max, b, sizeof b));
         fprintf(f, "TasksMax=%s\n", count_text(p->tasks_max, b, sizeof b));
         if (p->cpu_quota)

@@ -608,6 +608,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback, 0 },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL, 16 << 20 },
+        { "CoreDump", KIND_SIZE, 0, 0, G(core_dump), POLICY_CORE_DUMP_MAX, NULL, 0 },
         { "MemoryMax", KIND_CUSTOM, 0, 0, 0, 0, policy_set_memory_max, 0 },
         { "TasksMax", KIND_COUNT, KEY_INFINITY, 0, G(tasks_max), 0, NULL, POLICY_UNLIMITED },
         { "CPUQuota", KIND_CUSTOM, 0, 0, 0, 0, policy_set_cpu_quota, 0 },

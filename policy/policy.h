@@ -32,6 +32,7 @@
 #define POLICY_FRAME_VALUES_PER_S (4 * POLICY_FRAME_VALUES) /* FrameValuesPerSecond= */
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
+#define POLICY_CORE_DUMP_MAX (256ull << 20) /* CoreDump=, SANDBOX_CORE_MAX */
 #define POLICY_CALLS_QUEUED 1024        /* CallsQueuedMax= */
 #define POLICY_CALLS_QUEUED_LIMIT 65536
 #define POLICY_MAX_FILE (1024 * 1024) /* largest policy file */
@@ -177,6 +178,7 @@ struct policy {
                                   * (worker/sandbox/denials.c); no: answered by the kernel alone, and
                                   * the program may have a seccomp listener of its own */
         uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
+        uint64_t core_dump;      /* CoreDump=, bytes of each crash's core kept, 0 = none (the default) */
         uint64_t memory_max;     /* MemoryMax=, bytes, default POLICY_UNLIMITED */
         uint64_t tasks_max;      /* TasksMax=, default POLICY_UNLIMITED */
         uint32_t cpu_quota;      /* CPUQuota=, percent of one CPU, 0 = none */

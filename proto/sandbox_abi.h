@@ -27,8 +27,9 @@ enum sandbox_fd {
         SANDBOX_FD_STDERR = 7,
         SANDBOX_FD_DEVNULL = 8,
         SANDBOX_FD_PARENT = 9,   /* pidfd of gadgetd, to tell if it died */
+        SANDBOX_FD_CORE = 10,    /* CoreDump= only: a memfd gadgetd sealed at that size, for a crash's core */
 };
-/* The fds that come with the setup. */
+/* The fds that come with the setup (one more with CoreDump=: SANDBOX_FD_CORE). */
 #define SANDBOX_FDS_SENT (SANDBOX_FD_PARENT - SANDBOX_FD_REPORT + 1)
 /* gadgetctl exec's probe: gadgetd-sandbox started with SANDBOX_ENTER_ARG
  * as its one argument, outside any new namespace, joins a running
@@ -65,6 +66,10 @@ enum sandbox_enter_fd {
  * process must adopt you within the bound" and "adopted". */
 #define SANDBOX_SIG_HANDOFF SIGURG
 #define SANDBOX_SIG_ADOPTED SIGWINCH
+/* gadgetd -> the sandbox's PID 1 (gadgetctl debug), taken only from
+ * outside likewise and never forwarded: "stop tracing the program" (its
+ * crashes are no longer explained), so that a debugger may attach. */
+#define SANDBOX_SIG_DETACH SIGTTIN
 
 #define SANDBOX_FORWARDED_SIGNALS \
         SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, \
@@ -93,3 +98,11 @@ enum sandbox_enter_fd {
  * (whole UTF-8 characters, no control bytes): 16 * (96 + 40) fits a report. */
 #define SANDBOX_DENIALS_MAX 12u
 #define SANDBOX_DENIAL_PATH_MAX 96u
+/* A crash report's backtrace (sandbox.proto Crash): at most this many
+ * frames of at most this many bytes each, so that it fits one report. */
+#define SANDBOX_CRASH_FRAMES_MAX 16u
+#define SANDBOX_CRASH_FRAME_MAX 96u
+/* The largest core a crash reports (CoreDump='s bound). */
+#define SANDBOX_CORE_MAX (256ull << 20)
+/* The signals a crash is made of, with their default disposition. */
+#define SANDBOX_CRASH_SIGNALS SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGTRAP

@@ -198,6 +198,8 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_START: name = q->start->name; break;
         case CONTROL__REQUEST__REQ_UNLOAD: name = q->unload->name; no_block = q->unload->no_block; break;
         case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
+        case CONTROL__REQUEST__REQ_DEBUG: name = q->debug->name; no_block = q->debug->no_block; break;
+        case CONTROL__REQUEST__REQ_CORES: name = q->cores->name; no_block = q->cores->no_block; break;
         case CONTROL__REQUEST__REQ_FORGET_NODE:
                 if (!gadget_name_ok(q->forget_node->name) || q->forget_node->no_block) {
                         snprintf(why, len, q->forget_node->no_block ? "no_block goes with restart, start and load "
@@ -360,6 +362,41 @@ static bool denials_ok(const Sandbox__Denials *d, char *why, size_t len)
         return true;
 }
 
+/* A frame of a crash's backtrace: printable ASCII only (the sandbox
+ * writes '?' for anything else), at most SANDBOX_CRASH_FRAME_MAX bytes:
+ * it goes into the audit, the journal and gadgetctl's output. */
+static bool frame_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > SANDBOX_CRASH_FRAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+static int check_crash(const Sandbox__Crash *c, char *why, size_t len)
+{
+        static const int crash_signals[] = { SANDBOX_CRASH_SIGNALS };
+        bool known = false;
+        for (size_t i = 0; i < sizeof crash_signals / sizeof *crash_signals; i++)
+                known |= c->signal == (uint32_t)crash_signals[i];
+        if (!known)
+                REFUSE("crash: signal %u is not one a crash is made of", c->signal);
+        if (c->thread == 0 || c->thread > (1u << 22))
+                REFUSE("crash: thread %u", c->thread);
+        if (c->core_size > SANDBOX_CORE_MAX)
+                REFUSE("crash: a core of %llu bytes", (unsigned long long)c->core_size);
+        if (c->n_frames > SANDBOX_CRASH_FRAMES_MAX)
+                REFUSE("crash: %zu frames, at most %u", c->n_frames, SANDBOX_CRASH_FRAMES_MAX);
+        for (size_t i = 0; i < c->n_frames; i++)
+                if (!frame_ok(c->frames[i]))
+                        REFUSE("crash: frame %zu empty, longer than %u bytes or not printable ASCII", i,
+                               SANDBOX_CRASH_FRAME_MAX);
+        return 0;
+}
+
 /* Why this is safe: the report comes from the sandbox's PID 1, which runs
  * inside the sandbox; nothing of it is used before these checks. */
 int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
@@ -387,6 +424,10 @@ int validate_sandbox_report(const Sandbox__Report *r, char *why, size_t len)
                         REFUSE("learned: a path that is not absolute, printable UTF-8 of at most %u bytes",
                                SANDBOX_REPORT_TEXT_MAX);
                 return 0;
+        case SANDBOX__REPORT__KIND_CRASH:
+                if (!r->crash)
+                        REFUSE("crash: empty");
+                return check_crash(r->crash, why, len);
         default:
                 REFUSE("unknown report kind %d", (int)r->kind_case);
         }

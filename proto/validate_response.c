@@ -91,7 +91,8 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
         if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
             !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods ||
-            !strv_ok(s->kept_errors, s->n_kept_errors))
+            !strv_ok(s->kept_errors, s->n_kept_errors) || !str_ok(s->crash_cause) ||
+            !strv_ok(s->crash_backtrace, s->n_crash_backtrace))
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
                 if (!s->bindings[i] || !str_ok(s->bindings[i]->name) || !str_ok(s->bindings[i]->type) ||
@@ -300,6 +301,14 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                 return r->top ? check_top(r->top, why, whylen) : -EPROTO;
         case CONTROL__RESPONSE__RESP_FRAMES:
                 return r->frames ? check_frames(r->frames, why, whylen) : -EPROTO;
+        case CONTROL__RESPONSE__RESP_CORES:
+                if (!r->cores)
+                        REFUSE("core list missing");
+                for (size_t i = 0; i < r->cores->n_cores; i++)
+                        if (!r->cores->cores[i] || !str_ok(r->cores->cores[i]->signal) ||
+                            !str_ok(r->cores->cores[i]->path))
+                                REFUSE("core list with invalid text");
+                return 0;
         case CONTROL__RESPONSE__RESP_EXEC:
                 /* A shell's exit status: 0-255 (128+N for signal N). */
                 if (!r->exec || r->exec->status < 0 || r->exec->status > 255)

@@ -16,6 +16,7 @@
 #include "answer.h"
 #include "contract.h"
 #include "policy.h"
+#include "sandbox_abi.h"
 
 /* The gadget name of request id, its info in *in if in is not NULL; NULL
  * (and the client told) if there is none. */
@@ -382,6 +383,71 @@ static void on_kill(struct client *cl, const Control__Request *q)
         client_done(cl, q->id, "sent SIG%s to %s (pid %d)", sig, in.name, (int)in.pid);
 }
 
+/* gadgetctl debug: the sandbox's init, the program's tracer (it explains
+ * its crashes), lets go of it, so that the operator's strace -p or gdb -p
+ * may attach (one tracer per process). Root only, as the debugger is. */
+static void on_debug(struct client *cl, const Control__Request *q)
+{
+        struct unit_info in;
+        if (cl->cred.uid != 0) {
+                client_error(cl, q->id, GADGET_EDENIED, "gadgetctl debug lets a debugger attach to a gadget: "
+                             "root only");
+                return;
+        }
+        struct unit *u = find(cl, q->id, q->debug->name, &in);
+        if (!u)
+                return;
+        if (in.pid <= 0 || in.program_pid <= 0 || unit_debug(u) < 0) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadget \"%s\" has no process on this node (%s)",
+                             in.name, in.state);
+                return;
+        }
+        log_msg(L_WARN, in.name, "no longer traced by its sandbox, for a debugger (gadgetctl debug, uid %u): "
+                "its crashes are not explained until it starts again", (unsigned)cl->cred.uid);
+        client_done(cl, q->id, "%s: its program (pid %d) may be traced now: strace -p %d, gdb -p %d; its "
+                    "crashes are not explained until it starts again", in.name, (int)in.program_pid,
+                    (int)in.program_pid, (int)in.program_pid);
+}
+
+/* gadgetctl cores: the cores kept of its crashes (CoreDump=). Root only:
+ * a core holds the gadget's memory, its secrets with it. */
+static void on_cores(struct client *cl, const Control__Request *q)
+{
+        if (cl->cred.uid != 0) {
+                client_error(cl, q->id, GADGET_EDENIED, "gadgetctl cores lists cores, which hold a gadget's "
+                             "memory: root only");
+                return;
+        }
+        struct unit *u = core_find(client_env(cl)->core, q->cores->name);
+        if (!u) {
+                client_error(cl, q->id, GADGET_ENOTFOUND, "no gadget named \"%s\"", q->cores->name);
+                return;
+        }
+        struct unit_core_file *f;
+        size_t n = unit_cores(u, &f);
+        Control__CoreFile *files = calloc(n ? n : 1, sizeof *files), **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+        if (!files || !ptrs) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+        } else {
+                for (size_t i = 0; i < n; i++) {
+                        control__core_file__init(&files[i]);
+                        files[i].time_ms = f[i].time_ms;
+                        files[i].run = f[i].run;
+                        files[i].signal = f[i].signal;
+                        files[i].size = f[i].size;
+                        files[i].path = f[i].path;
+                        ptrs[i] = &files[i];
+                }
+                Control__CoreList cl_ = CONTROL__CORE_LIST__INIT;
+                cl_.n_cores = n;
+                cl_.cores = ptrs;
+                client_answer(cl, q->id, &cl_.base);
+        }
+        free(files);
+        free(ptrs);
+        free(f);
+}
+
 static int cmp_info(const void *a, const void *b)
 {
         return strcmp((*(Control__GadgetInfo *const *)a)->name, (*(Control__GadgetInfo *const *)b)->name);
@@ -512,6 +578,12 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.n_denials = in.denials ? in.denials->n : 0;
         st.denials = denp;
         st.denials_untracked = in.denials ? in.denials->untracked : 0;
+        char *frames[SANDBOX_CRASH_FRAMES_MAX];
+        const char *crash = unit_last_crash(u, frames, &st.n_crash_backtrace);
+        if (crash) {
+                st.crash_cause = (char *)crash;
+                st.crash_backtrace = frames;
+        }
         client_answer(cl, q->id, &st.base);
         free(st.kept_errors);
 out:
@@ -807,6 +879,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_UNLOAD, on_unload },
         { CONTROL__REQUEST__REQ_KILL, on_kill },
         { CONTROL__REQUEST__REQ_CAT, request_cat },
+        { CONTROL__REQUEST__REQ_DEBUG, on_debug },
+        { CONTROL__REQUEST__REQ_CORES, on_cores },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },
         { CONTROL__REQUEST__REQ_CALL, on_call },

@@ -109,6 +109,8 @@ struct unit_run {
         bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
         bool stop_killed;         /* its stop's grace ran out with calls in flight */
         char cause[256];          /* u->next_run's and u->old_run's: why it was killed */
+        struct spawn_crash *crash; /* the crash the sandbox reported, until its end (NULL: none) */
+        int core_fd;              /* CoreDump=: the sealed memfd its sandbox writes a crash's core into, else -1 */
 };
 
 /* One loaded gadget (unit.h). */
@@ -119,6 +121,7 @@ struct unit {
         enum unit_state state;
         char cause[256];          /* why it last stopped or failed */
         char last_cause[256];     /* kept while it runs again: why its last run ended */
+        struct spawn_crash *last_crash; /* its last crash: cause and backtrace (NULL: none yet) */
         struct unit_run *run;     /* its process (never NULL; its child's pid -1 when none runs) */
         struct unit_run *next_run; /* a restart's new process, starting beside run (unit_switch.c) */
         struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
@@ -314,6 +317,7 @@ struct unit_lifecycle_info {
         int64_t delay_ms;         /* restarted after a delay: the delay (-1: none) */
         const char *node;         /* moved: the node it goes to */
         bool failed;              /* its audit outcome is error (an exit not clean, a park) */
+        const struct spawn_crash *crash; /* exited of a crash: its backtrace (BACKTRACE) */
 };
 /* The line's text is fmt's (gadgetd's own words). */
 void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
@@ -329,6 +333,12 @@ void unit_denials_flush(struct unit *u);
  * u->learned (LEARNED_MAX at most). */
 struct spawn_learned;
 void unit_learned(struct unit_run *r, const struct spawn_learned *l);
+/* CoreDump= (unit_core.c): a run's memfd for its core, sealed at the
+ * policy's size (-1: none, or it could not be made); a crash's core
+ * copied from it (size bytes, as the sandbox reported) into the state
+ * directory, the oldest beyond UNIT_CORES_KEPT removed. */
+int unit_core_fd(const struct policy *p);
+void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int sig);
 
 /* Made and freed by the registry (core_add, core_unload, core_close). */
 struct unit *unit_new(struct core *c, struct policy *policy);

@@ -115,6 +115,7 @@ void unit_free(struct unit *u)
         free(u->denials);
         free(u->denial_window);
         free(u->learned.v);
+        free(u->last_crash);
         free(u);
 }
 
@@ -182,13 +183,15 @@ static void stopped(struct unit *u)
 }
 
 /* Decides what follows an end: stopped, failed, parked or a restart. */
-static void after_exit(struct unit *u, int status, pid_t pid)
+static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn_crash *crash)
 {
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !u->cause[0];
         uint64_t ran = unit_uptime_ms(u);
         char what[200];
 
         describe_status(status, what, sizeof what);
+        if (crash)
+                snprintf(what, sizeof what, "%s", crash->cause);
         if (!u->cause[0])
                 snprintf(u->cause, sizeof u->cause, "%s", what);
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
@@ -196,7 +199,7 @@ static void after_exit(struct unit *u, int status, pid_t pid)
         bool quiet = clean || !u->want_running || one_life(u);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_EXITED, .level = quiet ? L_INFO : L_WARN,
                                                         .run = u->run->number, .pid = pid,
-                                                        .has_status = true, .status = status,
+                                                        .has_status = true, .status = status, .crash = crash,
                                                         .failed = !clean && u->want_running }, "%s", u->cause);
         if (one_life(u)) { /* gadgetd run: no restarts */
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
@@ -264,6 +267,13 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         }
         if (e == SPAWN_REPORT_LEARNED) {
                 unit_learned(r, &out.learned);
+                return;
+        }
+        if (e == SPAWN_REPORT_CRASH) { /* its wait status follows */
+                if (!r->crash)
+                        r->crash = malloc(sizeof *r->crash);
+                if (r->crash)
+                        *r->crash = out.crash;
                 return;
         }
         if (e == SPAWN_REPORT_STATUS) {
@@ -337,9 +347,26 @@ void unit_run_ended(struct unit_run *r)
         char how[200], gone[400];
         r->ending = false;
         describe_status(r->program_status, how, sizeof how);
+        /* A crash the sandbox saw, if the program died of it: its cause
+         * names the signal's code, the address and the function. */
+        struct spawn_crash *crash = r->crash;
+        r->crash = NULL;
+        if (crash && !(WIFSIGNALED(r->program_status) && WTERMSIG(r->program_status) == crash->signal)) {
+                free(crash);
+                crash = NULL;
+        }
+        if (crash)
+                snprintf(how, sizeof how, "%s", crash->cause);
+        if (crash && crash->core_size)
+                unit_core_save(u, r, crash->core_size, crash->signal);
         if (r != u->run) {
+                free(crash);
                 other_ended(r, how);
                 return;
+        }
+        if (crash) {
+                free(u->last_crash);
+                u->last_crash = crash;
         }
         /* The last limit hits, and whether a limit ended it. */
         limiter_check(&u->run->limits, u->policy, u->core->audit);
@@ -369,7 +396,7 @@ void unit_run_ended(struct unit_run *r)
         unit_wake_done(u);
         if (u->state == UNIT_STARTING)
                 calls_pending_fail(u, u->cause[0] ? u->cause : how);
-        after_exit(u, status, pid);
+        after_exit(u, status, pid, crash);
 }
 
 /* RequireTypes=: the policy's, else yes for a gatekeeper (whose narrow
@@ -519,7 +546,12 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                     (e = unit_output_pipe(r, &r->err_fd, &err_w, &r->ev_err)) < 0)) {
                 snprintf(err, errlen, "output pipes: %s", strerror(-e));
         } else {
+                /* CoreDump=: a fresh memfd each run, for its crash's core. */
+                if (r->core_fd >= 0)
+                        close(r->core_fd);
+                r->core_fd = unit_core_fd(p);
                 struct spawn_opts so = { .policy = p, .args = u->args, .filter = &u->core->filter,
+                                         .core_fd = r->core_fd,
                                          .helper = &u->core->helper, .prewarm = prewarm,
                                          .handoff_ms = u->core->cfg.handoff_ms, .learn = u->core->cfg.learn,
                                          .host_uid = r->uid, .stdout_fd = out_w,
@@ -818,6 +850,13 @@ void unit_keep_policy(struct unit *u, const char *errors, unsigned n)
         free(u->kept_errors);
         u->kept_errors = errors && n ? strdup(errors) : NULL;
         u->n_kept_errors = u->kept_errors ? n : 0;
+}
+
+int unit_debug(struct unit *u)
+{
+        if (u->run->child.pidfd < 0)
+                return -ESRCH;
+        return syscall(SYS_pidfd_send_signal, u->run->child.pidfd, SANDBOX_SIG_DETACH, NULL, 0) < 0 ? -errno : 0;
 }
 
 void unit_signal(struct unit *u, int sig)

@@ -98,6 +98,9 @@ void unit_replace_policy(struct unit *u, struct policy *p, const struct unit_ori
 void unit_keep_policy(struct unit *u, const char *errors, unsigned n);
 /* Sends sig to the sandbox's PID 1, which passes it on to the program. */
 void unit_signal(struct unit *u, int sig);
+/* Asks the sandbox's PID 1 to stop tracing the program for the rest of
+ * this run (gadgetctl debug): 0, or -errno (no process). */
+int unit_debug(struct unit *u);
 
 /* What is known of a unit (unit_info.c). */
 struct unit *unit_next(const struct unit *u);
@@ -122,6 +125,22 @@ bool unit_runs_here(const struct unit *u);
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */
 size_t unit_signatures(const struct unit *u, char ***texts);
+/* CoreDump=: the cores kept of its crashes (STATE_DIR/cores/NAME), the
+ * last UNIT_CORES_KEPT, oldest first; *files malloc'd (free), their number. */
+#define UNIT_CORES_KEPT 3
+struct unit_core_file {
+        int64_t time_ms;        /* when it was kept, ms since the epoch */
+        uint32_t run;           /* which run of the gadget crashed */
+        char signal[16];        /* "SEGV" */
+        uint64_t size;          /* bytes */
+        char path[700];
+};
+size_t unit_cores(const struct unit *u, struct unit_core_file **files);
+/* Its last crash since gadgetd started: its cause, and its backtrace's
+ * frames in frames (room for SANDBOX_CRASH_FRAMES_MAX, sandbox_abi.h),
+ * their number in *n; NULL if it never crashed. Valid until it crashes
+ * again or is unloaded. */
+const char *unit_last_crash(const struct unit *u, char **frames, size_t *n);
 
 /* What gadgetctl status and list show of a unit. */
 #define UNIT_INFO_TAILS 8  /* tail bindings told by name; from the 8th on, together as UNIT_STATS_OTHER */

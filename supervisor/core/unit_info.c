@@ -42,6 +42,17 @@ size_t unit_methods(const struct unit *u, char ***methods)
         return u->run->peer ? peer_methods(u->run->peer, methods) : 0;
 }
 
+const char *unit_last_crash(const struct unit *u, char **frames, size_t *n)
+{
+        *n = 0;
+        if (!u->last_crash)
+                return NULL;
+        for (size_t i = 0; i < u->last_crash->n_frames; i++)
+                frames[i] = (char *)u->last_crash->frames[i];
+        *n = u->last_crash->n_frames;
+        return u->last_crash->cause;
+}
+
 size_t unit_signatures(const struct unit *u, char ***texts)
 {
         *texts = NULL;

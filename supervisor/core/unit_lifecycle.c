@@ -33,8 +33,9 @@ static const struct {
 
 void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const char *fmt, ...)
 {
-        enum { MAX_FIELDS = 8 };
+        enum { MAX_FIELDS = 9 };
         char text[400], run[16], pid[16], status[16], delay[24], tagged[420];
+        char trace[SANDBOX_CRASH_FRAMES_MAX * (SANDBOX_CRASH_FRAME_MAX + 3) + 1];
         struct log_field f[MAX_FIELDS];
         size_t n = 0;
         va_list ap;
@@ -64,6 +65,17 @@ void unit_lifecycle(struct unit *u, const struct unit_lifecycle_info *in, const 
         }
         if (in->node)
                 f[n++] = (struct log_field){ "NODE", in->node };
+        /* A crash's backtrace, innermost first, " | " between frames. Why
+         * it is safe in a record: the frames were checked printable ASCII
+         * of bounded length (proto/validate.c). */
+        if (in->crash && in->crash->n_frames) {
+                size_t k = 0;
+                trace[0] = '\0';
+                for (size_t i = 0; i < in->crash->n_frames; i++)
+                        k += (size_t)snprintf(trace + k, sizeof trace - k, "%s%s", i ? " | " : "",
+                                              in->crash->frames[i]);
+                f[n++] = (struct log_field){ "BACKTRACE", trace };
+        }
         log_fields(in->level, u->policy->name, events[in->event].message_id, f, n, text);
         /* Why the fields' values are safe in a record: numbers, a signal's
          * name, a node's name (checked as gadget names are); the text is

@@ -73,7 +73,7 @@ struct unit_run *unit_run_new(struct unit *u)
                 return NULL;
         r->u = u;
         r->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
-        r->out_fd = r->err_fd = -1;
+        r->out_fd = r->err_fd = r->core_fd = -1;
         limiter_run_init(&r->limits);
         r->ev_limits = event_new(base, -1, EV_PERSIST, limits_cb, r);
         r->ev_runtime = evtimer_new(base, runtime_cb, r);
@@ -96,6 +96,9 @@ void unit_run_free(struct unit_run *r)
                         event_free(evs[i]);
         bindings_free(r->bind);
         policy_free(r->policy);
+        free(r->crash);
+        if (r->core_fd >= 0)
+                close(r->core_fd);
         free(r);
 }
 

@@ -414,8 +414,8 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         bool have_cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
         if (have_cpus)
                 build_elsewhere(c.pid, &cpus);
-        int fds[SANDBOX_FDS_SENT] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self };
-        if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FDS_SENT)) < 0) {
+        int fds[SANDBOX_FDS_SENT + 1] = { rep[1], sv[1], o->stdout_fd, o->stderr_fd, devnull, self, o->core_fd };
+        if ((e = send_setup(setup[0], &msg, fds, SANDBOX_FDS_SENT + (o->core_fd > 0))) < 0) {
                 snprintf(err, errlen, "sandbox setup: %s", strerror(-e));
                 goto out;
         }

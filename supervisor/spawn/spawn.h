@@ -46,6 +46,8 @@ struct spawn_opts {
         uint32_t handoff_ms;             /* FdStore= mode: the sandbox's bound without gadgetd (0: none) */
         struct spawn_shell *shell;       /* a shell to use (taken over), or NULL: one is made */
         bool enter;                      /* a probe's setup (spawn_enter): no paths, args the command */
+        int core_fd;                     /* CoreDump=: the memfd for a crash's core (SANDBOX_FD_CORE), else -1;
+                                          * 0 (a zeroed struct) also means none */
         /* Called once the setup and the cgroups are sent, before the wait
          * for the program's exec: work gadgetd would otherwise wait
          * through (NULL: none). */
@@ -113,6 +115,7 @@ enum spawn_report {
         SPAWN_REPORT_STATUS,     /* the program ended: its wait status */
         SPAWN_REPORT_DENIALS,    /* calls its filter refused (out->denials) */
         SPAWN_REPORT_LEARNED,    /* a learning run: a path it could not find (out->learned) */
+        SPAWN_REPORT_CRASH,      /* the program is dying of a crash, before its status (out->crash) */
 };
 /* A Denials report, checked: each (nr, error) once, path printable. */
 struct spawn_denial {
@@ -130,15 +133,24 @@ struct spawn_learned {
         char path[SANDBOX_REPORT_TEXT_MAX + 1];
         char interpreter_of[SANDBOX_REPORT_TEXT_MAX + 1];   /* "" or the program whose interpreter path is */
 };
+/* A crash as the sandbox reported it, checked (sandbox.proto Crash). */
+struct spawn_crash {
+        int signal;
+        char cause[200];         /* "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f" */
+        uint64_t core_size;      /* CoreDump=: the core's bytes in the run's memfd (0: none) */
+        size_t n_frames;
+        char frames[SANDBOX_CRASH_FRAMES_MAX][SANDBOX_CRASH_FRAME_MAX + 1];
+};
 /* What the reports with more than a kind carry. */
 struct spawn_report_out {
         struct spawn_denials denials;
         struct spawn_learned learned;
+        struct spawn_crash crash;
 };
 /* Reads the child's next report, checked (proto/validate.c): returns its
  * kind (a failure's "step: reason" in msg, a wait status in *status if
- * status is not NULL, denials and learned paths in *out if out is not
- * NULL), 0 at end of file, -EAGAIN until a whole report has come, -EPROTO
+ * status is not NULL, denials, learned paths and a crash in *out if out
+ * is not NULL), 0 at end of file, -EAGAIN until a whole report has come, -EPROTO
  * with the reason in msg for one refused, or -errno. */
 int spawn_read_report(struct spawn_child *child, int *status, struct spawn_report_out *out, char *msg,
                       size_t msglen);

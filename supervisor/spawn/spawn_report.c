@@ -5,12 +5,63 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sandbox.pb-c.h"
 #include "sandbox_abi.h"
 #include "validate.h"
+
+/* The name of a crash's si_code, as <signal.h> spells it. */
+static const char *code_name(int sig, int code)
+{
+        static const char *const segv[] = { "SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR" };
+        static const char *const bus[] = { "BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR",
+                                           "BUS_MCEERR_AO" };
+        static const char *const ill[] = { "ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP",
+                                           "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK" };
+        static const char *const fpe[] = { "FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF",
+                                           "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB" };
+        static const char *const trap[] = { "TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT" };
+#define CODE(table) (code >= 1 && (size_t)code <= sizeof table / sizeof *table ? table[code - 1] : NULL)
+        const char *n = sig == SIGSEGV ? CODE(segv) : sig == SIGBUS ? CODE(bus) : sig == SIGILL ? CODE(ill) :
+                        sig == SIGFPE ? CODE(fpe) : sig == SIGTRAP ? CODE(trap) :
+                        sig == SIGSYS && code == 1 ? "SYS_SECCOMP" : NULL;
+#undef CODE
+        if (n)
+                return n;
+        switch (code) {
+        case SI_USER: return "SI_USER";
+        case SI_KERNEL: return "SI_KERNEL";
+        case SI_QUEUE: return "SI_QUEUE";
+        case SI_TIMER: return "SI_TIMER";
+        case SI_TKILL: return "SI_TKILL";
+        default: return NULL;
+        }
+}
+
+/* "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f": the signal, its code, the
+ * fault address when the kernel gave one, the top frame's function. */
+static void crash_fill(const Sandbox__Crash *c, struct spawn_crash *out)
+{
+        const char *sig = sigabbrev_np((int)c->signal), *code = code_name((int)c->signal, c->code);
+        char codebuf[24], at[40] = "", in[SANDBOX_CRASH_FRAME_MAX + 8] = "";
+        if (!code) {
+                snprintf(codebuf, sizeof codebuf, "code %d", c->code);
+                code = codebuf;
+        }
+        if (c->code > 0 && c->signal != SIGABRT && c->signal != SIGSYS)
+                snprintf(at, sizeof at, " at 0x%llx", (unsigned long long)c->address);
+        if (c->n_frames > 0 && strncmp(c->frames[0], "0x", 2) != 0)
+                snprintf(in, sizeof in, " in %.*s", (int)strcspn(c->frames[0], "+ "), c->frames[0]);
+        snprintf(out->cause, sizeof out->cause, "killed by SIG%s (%s%s)%s", sig ? sig : "?", code, at, in);
+        out->signal = (int)c->signal;
+        out->core_size = c->core_size;
+        out->n_frames = c->n_frames;
+        for (size_t i = 0; i < c->n_frames; i++)
+                snprintf(out->frames[i], sizeof out->frames[i], "%s", c->frames[i]);
+}
 
 /* What a checked report says, in the caller's terms. */
 static int report_kind(const Sandbox__Report *r, int *status, struct spawn_report_out *out, char *msg, size_t msglen)
@@ -45,6 +96,10 @@ static int report_kind(const Sandbox__Report *r, int *status, struct spawn_repor
                                  r->learned->interpreter_of);
                 }
                 return SPAWN_REPORT_LEARNED;
+        case SANDBOX__REPORT__KIND_CRASH:
+                if (out)
+                        crash_fill(r->crash, &out->crash);
+                return SPAWN_REPORT_CRASH;
         default: /* refused by validate_sandbox_report */
                 return -EPROTO;
         }

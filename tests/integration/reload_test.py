@@ -114,7 +114,7 @@ def reload_waits_for_its_restarts_and_names_the_failed(tmp):
         r = d.ctl("reload")
         check(r.returncode == 1 and "restarted: good (CallTimeout, Arguments)\n" in r.stdout and
               "not restarted: bad\n" in r.stdout, "reload: %r" % r)
-        check(re.search(r"^bad: its changed policy's new process .*did not start \(killed by signal SIGABRT.*; it "
+        check(re.search(r"^bad: its changed policy's new process .*did not start \(killed by SIGABRT.*; it "
                         r"serves on with its previous process and policy$", r.stderr, re.M), "why: %r" % r.stderr)
         g = d.list()
         check(g["good"]["state"] == "ready" and g["good"]["pid"] != pids["good"], "good on its new process: %r"

@@ -3,6 +3,8 @@
  * Started with "crash" as its argument it aborts at once (a crash loop). */
 #include <errno.h>
 #include <gadget.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,6 +52,81 @@ static gadget_value *crash(struct gadget_call *call, const gadget_value *args, v
 {
         raise(SIGSEGV);
         return NULL;
+}
+
+/* Crashes of each kind (crash_test.py): each in a function of its own
+ * name, which the cause and the backtrace must show. */
+static volatile int *volatile null_pointer;
+
+__attribute__((noinline)) static void crash_null_here(void)
+{
+        *null_pointer = 1;
+}
+
+static gadget_value *crash_null(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        crash_null_here();
+        return NULL;
+}
+
+__attribute__((noinline)) static void crash_abort_here(void)
+{
+        abort();
+}
+
+static gadget_value *crash_abort(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        crash_abort_here();
+        return NULL;
+}
+
+__attribute__((noinline)) static int crash_stack_here(volatile int depth)
+{
+        volatile char pad[4096];
+        if (depth < 0) /* never: only so the recursion has an end */
+                return 0;
+        pad[0] = (char)depth;
+        return crash_stack_here(depth + 1) + pad[0];
+}
+
+static gadget_value *crash_stack(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        return gadget_int(crash_stack_here(0));
+}
+
+static void *crash_thread_here(void *arg)
+{
+        crash_null_here();
+        return arg;
+}
+
+static gadget_value *crash_thread(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        pthread_t t;
+        if (pthread_create(&t, NULL, crash_thread_here, NULL) != 0)
+                return gadget_fail(call, GADGET_EINVAL, "no thread");
+        pthread_join(t, NULL);
+        return NULL;
+}
+
+/* A program that handles its own faults (as a JVM does) is not crashing. */
+static sigjmp_buf survive_at;
+
+static void survive(int sig)
+{
+        siglongjmp(survive_at, sig);
+}
+
+static gadget_value *segv_handled(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct sigaction sa = { .sa_handler = survive }, old;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &old);
+        int sig = sigsetjmp(survive_at, 1);
+        if (sig == 0)
+                crash_null_here();
+        sigaction(SIGSEGV, &old, NULL);
+        return gadget_int(sig);
 }
 
 /* An i386 system call: the seccomp filter kills the gadget (SIGSYS). */
@@ -496,6 +573,11 @@ int main(int argc, char **argv)
         gadget_method(g, "sleep", sleep_ms, NULL);
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
+        gadget_method(g, "crash_null", crash_null, NULL);
+        gadget_method(g, "crash_abort", crash_abort, NULL);
+        gadget_method(g, "crash_stack", crash_stack, NULL);
+        gadget_method(g, "crash_thread", crash_thread, NULL);
+        gadget_method(g, "segv_handled", segv_handled, NULL);
         gadget_method(g, "say", say, NULL);
         gadget_method(g, "log", log_msg, NULL);
         gadget_method(g, "interleave", interleave, NULL);

@@ -270,7 +270,7 @@ def failed_new_process_leaves_the_old_serving(tmp):
         # A policy change whose program aborts before its hello, then a
         # broken upgrade: a file that is no program renamed over Exec=.
         for body, what, why in (("Arguments=crash\n", " on its changed policy",
-                                 "did not start (killed by signal SIGABRT"), (None, "", "did not start")):
+                                 "did not start (killed by SIGABRT (SI_TKILL) in "), (None, "", "did not start")):
             if body is None:
                 policy(d.pol, "t", "", exec_path=prog)
                 d.ctl("restart", "t")  # back on the policy that runs, with the good file

@@ -291,6 +291,33 @@ static void test_status_node(void)
         free(out);
 }
 
+/* A crash: its cause and backtrace under the rest, escaped as any text. */
+static void test_status_crash(void)
+{
+        Control__GadgetInfo g = info("notes", "failed", "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f", 0, 0, 0, 0,
+                                     0, 0, 0);
+        char *frames[] = { "f+0x8 (notes) notes.c:12", "main+0x10 (notes) \x1b[2J" };
+        Control__GadgetStatus s = CONTROL__GADGET_STATUS__INIT;
+        char *out = NULL;
+        s.info = &g;
+        s.policy_path = "/p";
+        s.limits_mode = "";
+        s.crash_cause = "killed by SIGSEGV (SEGV_MAPERR at 0x0) in f";
+        s.crash_backtrace = frames, s.n_crash_backtrace = 2;
+        CAPTURE(out, show_status(f, &s, false));
+        CHECK(out && strstr(out, " Last crash: killed by SIGSEGV (SEGV_MAPERR at 0x0) in f\n"
+                                 "  Backtrace: f+0x8 (notes) notes.c:12\n"
+                                 "             main+0x10 (notes) \\x1b[2J\n\n"
+                                 "Last log lines:\n"),
+              "status: last crash and backtrace: %s", out ? out : "");
+        free(out);
+        CAPTURE(out, show_status(f, &s, true));
+        CHECK(out && strstr(out, "\"crash_cause\":\"killed by SIGSEGV (SEGV_MAPERR at 0x0) in f\","
+                                 "\"crash_backtrace\":[\"f+0x8 (notes) notes.c:12\","),
+              "status JSON: crash_cause, crash_backtrace");
+        free(out);
+}
+
 static void test_status(void)
 {
         Control__GadgetInfo g = info("notes", "ready", "killed by signal SIGSEGV", 99, 7380000, 1, 3,
@@ -359,7 +386,8 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[]}\n",
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[],"
+                  "\"crash_cause\":\"\",\"crash_backtrace\":[]}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 
@@ -607,6 +635,7 @@ int main(void)
         test_table();
         test_list();
         test_status();
+        test_status_crash();
         test_list_nodes();
         test_nodes();
         test_status_node();

@@ -314,9 +314,67 @@ static void test_learned(void)
         child_close(&c);
 }
 
+static int send_crash(int fd, uint32_t sig, int32_t code, uint64_t addr, char **frames, size_t n)
+{
+        Sandbox__Crash c = SANDBOX__CRASH__INIT;
+        Sandbox__Report r = SANDBOX__REPORT__INIT;
+        c.signal = sig;
+        c.code = code;
+        c.address = addr;
+        c.thread = 2;
+        c.frames = frames;
+        c.n_frames = n;
+        r.kind_case = SANDBOX__REPORT__KIND_CRASH;
+        r.crash = &c;
+        return wire_send_atomic(fd, &r.base);
+}
+
+/* A crash becomes its cause (signal, code, address, top function) and its
+ * frames; the most frames of the longest text fit one report; more
+ * frames, a longer or unprintable one, or a signal that is no crash's are
+ * refused. */
+static void test_crash(void)
+{
+        static char longest[SANDBOX_CRASH_FRAME_MAX + 2];
+        char *frames[SANDBOX_CRASH_FRAMES_MAX + 1];
+        struct spawn_child c;
+        struct spawn_report_out out;
+        char msg[1100];
+        int wr;
+        CHECK(child_new(&c, &wr) == 0, "pipe");
+        char *two[] = { "crash_null+0x8 (testgadget) testgadget.c:54", "main+0x10 (testgadget)" };
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, two, 2) == 0, "crash sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == SPAWN_REPORT_CRASH, "crash read");
+        CHECK_STR(out.crash.cause, "killed by SIGSEGV (SEGV_MAPERR at 0x0) in crash_null", "its cause");
+        CHECK(out.crash.n_frames == 2 && strcmp(out.crash.frames[1], two[1]) == 0, "its frames");
+        CHECK(send_crash(wr, SIGABRT, -6, 0, NULL, 0) == 0, "abort sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == SPAWN_REPORT_CRASH, "abort read");
+        CHECK_STR(out.crash.cause, "killed by SIGABRT (SI_TKILL)", "no address, no function without frames");
+        memset(longest, 'f', SANDBOX_CRASH_FRAME_MAX);
+        for (size_t i = 0; i <= SANDBOX_CRASH_FRAMES_MAX; i++)
+                frames[i] = longest;
+        CHECK(send_crash(wr, SIGBUS, 2, 0x1000, frames, SANDBOX_CRASH_FRAMES_MAX) == 0,
+              "the most frames of the longest text fit one atomic write");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == SPAWN_REPORT_CRASH &&
+                      out.crash.n_frames == SANDBOX_CRASH_FRAMES_MAX, "and pass: %s", msg);
+        CHECK(send_crash(wr, SIGBUS, 2, 0x1000, frames, SANDBOX_CRASH_FRAMES_MAX + 1) == 0, "one frame more sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == -EPROTO, "one frame more refused");
+        longest[SANDBOX_CRASH_FRAME_MAX] = 'f';
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, frames, 1) == 0, "a frame one byte too long sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
+        char *bad[] = { "f\n(fake) record" };
+        CHECK(send_crash(wr, SIGSEGV, 1, 0, bad, 1) == 0, "a frame with a newline sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
+        CHECK(send_crash(wr, SIGKILL, 0, 0, NULL, 0) == 0, "a crash of SIGKILL sent");
+        CHECK(spawn_read_report(&c, NULL, &out, msg, sizeof msg) == -EPROTO, "refused: %s", msg);
+        close(wr);
+        child_close(&c);
+}
+
 int main(void)
 {
         test_learned();
+        test_crash();
         test_round_trip();
         test_denials();
         test_texts_bounded();

@@ -28,7 +28,7 @@
  * and two seccomp programs. */
 #define SETUP_MAX (1u << 20)
 /* The most fds a setup brings (a worker's or a probe's). */
-#define SANDBOX_FDS_MAX (SANDBOX_FDS_SENT > SANDBOX_ENTER_FDS_SENT ? SANDBOX_FDS_SENT : SANDBOX_ENTER_FDS_SENT)
+#define SANDBOX_FDS_MAX (SANDBOX_FDS_SENT + 1 > SANDBOX_ENTER_FDS_SENT ? SANDBOX_FDS_SENT + 1 : SANDBOX_ENTER_FDS_SENT)
 
 static _Noreturn void fail(const char *step, int err)
 {
@@ -83,18 +83,19 @@ static void place_fds(const int *fds, size_t n, const int *std)
 /* Reads the setup and the want fds that come with its first bytes, and
  * puts those in place (std: as place_fds): NULL if gadgetd gave up on
  * this start (end of file). */
-static Sandbox__Setup *read_setup(size_t want, const int *std)
+static Sandbox__Setup *read_setup(size_t want, size_t optional, const int *std, size_t *got)
 {
         static uint8_t buf[65536];
         int fds[SANDBOX_FDS_MAX];
         size_t n_fds = 0;
-        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, want, &n_fds);
+        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, want + optional, &n_fds);
         if (n == 0 || (n < 0 && n != -EPROTO))
                 return NULL;
         /* Without its fds the helper cannot even report: it just ends, and
          * gadgetd says the setup ended without a report. */
-        if (n < 0 || n_fds != want)
+        if (n < 0 || n_fds < want)
                 _exit(125);
+        *got = n_fds;
         place_fds(fds, n_fds, std);
         struct wire_reader rd;
         const uint8_t *data;
@@ -116,7 +117,8 @@ static Sandbox__Setup *read_setup(size_t want, const int *std)
 static _Noreturn void enter(void)
 {
         static const int std[] = { SANDBOX_ENTER_STDIN, SANDBOX_ENTER_STDOUT, SANDBOX_ENTER_STDERR };
-        Sandbox__Setup *s = read_setup(SANDBOX_ENTER_FDS_SENT, std);
+        size_t got;
+        Sandbox__Setup *s = read_setup(SANDBOX_ENTER_FDS_SENT, 0, std, &got);
         if (!s)
                 _exit(125);
         if (s->n_argv < 2)
@@ -128,7 +130,7 @@ static _Noreturn void enter(void)
                 .tmp_size = s->tmp_size, .limit_nofile = s->limit_nofile, .filter = &filter,
                 .setup_fd = SANDBOX_FD_SETUP, .parent_pidfd = -1, .report_fd = SANDBOX_ENTER_REPORT,
                 .rpc_fd = -1, .stdout_fd = SANDBOX_ENTER_STDOUT, .stderr_fd = SANDBOX_ENTER_STDERR,
-                .stdin_fd = SANDBOX_ENTER_STDIN, .devnull_fd = -1, .nproc = s->nproc, .address_space = s->address_space,
+                .stdin_fd = SANDBOX_ENTER_STDIN, .devnull_fd = -1, .core_fd = -1, .nproc = s->nproc, .address_space = s->address_space,
         };
         enter_main(&cfg, SANDBOX_ENTER_INIT);
 }
@@ -148,7 +150,9 @@ int main(int argc, char **argv)
         struct mount_plan *plan = NULL;
         int early = sandbox_early(&plan, &early_step);
         static const int std[] = { SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL };
-        Sandbox__Setup *s = read_setup(SANDBOX_FDS_SENT, std);
+        /* CoreDump=: one fd more, the core's (SANDBOX_FD_CORE). */
+        size_t got;
+        Sandbox__Setup *s = read_setup(SANDBOX_FDS_SENT, 1, std, &got);
         if (!s)
                 _exit(125); /* gadgetd gave up on this start */
         if (early < 0)
@@ -170,7 +174,7 @@ int main(int argc, char **argv)
                 .setup_fd = SANDBOX_FD_SETUP, .prewarm = s->prewarm, .handoff_ms = s->handoff_ms, .parent_pidfd = SANDBOX_FD_PARENT,
                 .report_fd = SANDBOX_FD_REPORT, .rpc_fd = SANDBOX_FD_RPC, .stdout_fd = SANDBOX_FD_STDOUT,
                 .stderr_fd = SANDBOX_FD_STDERR, .devnull_fd = SANDBOX_FD_DEVNULL, .nproc = s->nproc,
-                .address_space = s->address_space,
+                .address_space = s->address_space, .core_fd = got > SANDBOX_FDS_SENT ? SANDBOX_FD_CORE : -1,
         };
         sandbox_main(&cfg, plan);
 }

@@ -11,11 +11,13 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "policy.h"
 #include "wire.h"
 
@@ -68,7 +70,7 @@ static int install_filter(const struct sandbox_config *cfg, int sk)
 
 /* In PID 2: only fds 0 (/dev/null), 1, 2 and the RPC fd survive, then the
  * program is exec'd. An exec failure is written to err_fd. */
-static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, int notify_sk)
+static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd, int notify_sk, bool *traced)
 {
         int e;
         const char *step = "fds";
@@ -95,6 +97,11 @@ static _Noreturn void exec_program(const struct sandbox_config *cfg, int err_fd,
         step = "signals";
         if (init_reset_signals() < 0 || limits_apply_program(cfg, &step) < 0)
                 goto fail;
+        /* PID 1 traces the program from its first instruction on, to
+         * explain its crashes (crash.c). traced is in PID 1's memory
+         * (CLONE_VM): it reads it once this process exec'd. Not in a
+         * learning run, whose PID 2 has a memory of its own. */
+        *traced = !cfg->learn && ptrace(PTRACE_TRACEME, 0, 0, 0) == 0;
         step = "seccomp";
         if ((e = install_filter(cfg, sk)) < 0) {
                 errno = -e;
@@ -126,15 +133,16 @@ struct program_start {
         const struct sandbox_config *cfg;
         int pipe_rd, pipe_wr;
         int notify_sk;                   /* PID 2's end of the listener's socket */
+        bool traced;                     /* written by PID 2: it asked to be traced */
 };
 
 /* PID 2 on its own stack, in PID 1's memory until it execs. */
 static int program_child(void *arg)
 {
-        const struct program_start *ps = arg;
+        struct program_start *ps = arg;
         close(ps->pipe_rd);
         close(ps->cfg->report_fd);
-        exec_program(ps->cfg, ps->pipe_wr, ps->notify_sk);
+        exec_program(ps->cfg, ps->pipe_wr, ps->notify_sk, &ps->traced);
 }
 
 /* Starts PID 2 as vfork does: it shares PID 1's memory, so nothing of it
@@ -143,7 +151,7 @@ static int program_child(void *arg)
  * own fd table, signal handlers and limits, as after fork; only its stack
  * and the variables it writes (errno) are PID 1's memory, and PID 1 runs
  * again only once PID 2 is the program, in memory of its own. */
-static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int notify_sk)
+static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int notify_sk, bool *traced)
 {
         struct program_start ps = { .cfg = cfg, .pipe_rd = pipefd[0], .pipe_wr = pipefd[1], .notify_sk = notify_sk };
         void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -155,6 +163,8 @@ static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int 
         int flags = cfg->learn ? SIGCHLD : CLONE_VM | CLONE_VFORK | SIGCHLD;
         pid_t child = clone(program_child, (char *)stack + CHILD_STACK, flags, &ps);
         munmap(stack, CHILD_STACK);
+        *traced = child > 0 && ps.traced;
+        *traced = child > 0 && ps.traced;
         return child;
 }
 
@@ -218,26 +228,33 @@ static void wait_read(const struct sandbox_config *cfg, int sfd)
         }
 }
 
-/* Reaps what ended; for the program, reports what its filter refused and
- * its status and ends PID 1, which ends every other process of the
- * namespace (sfd: FdStore= mode's signalfd, -1 otherwise). */
+/* The program ended: reports its crash if it was one, what its filter
+ * refused, its status, and ends PID 1, which ends every other process of
+ * the namespace (sfd: FdStore= mode's signalfd, -1 otherwise). */
+static _Noreturn void program_ended(const struct sandbox_config *cfg, int status, int sfd)
+{
+        crash_report_if(cfg->report_fd, status);
+        /* SIGSYS is how the filter kills a call of a foreign ABI (the
+         * program's own raise(SIGSYS) counts too: it harms only its own
+         * record). */
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
+                denials_killed();
+        denials_flush(cfg->report_fd);
+        sandbox_report_status(cfg->report_fd, status);
+        wait_read(cfg, sfd);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+/* Reaps what ended, and the stops of the program's threads, which the
+ * init traces (crash.c). */
 static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
 {
         int status;
         pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                if (pid != child)
-                        continue;
-                /* SIGSYS is how the filter kills a call of a foreign ABI
-                 * (the program's own raise(SIGSYS) counts too: it harms
-                 * only its own record). */
-                if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
-                        denials_killed();
-                denials_flush(cfg->report_fd);
-                sandbox_report_status(cfg->report_fd, status);
-                wait_read(cfg, sfd);
-                _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        }
+        /* __WALL: the program's threads too. */
+        while ((pid = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
+                if (!crash_stopped(cfg, pid, status) && pid == child)
+                        program_ended(cfg, status, sfd);
 }
 
 /* PID 1's loop: its signals (SIGCHLD: reap; the forwarded ones: on to the
@@ -290,6 +307,10 @@ static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t
                         deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
                 else if (cfg->handoff_ms && si.ssi_signo == SANDBOX_SIG_ADOPTED)
                         deadline = outside ? 0 : deadline;
+                else if (si.ssi_signo == SANDBOX_SIG_DETACH) {
+                        if (outside) /* gadgetctl debug */
+                                crash_detach();
+                }
                 else
                         kill(child, (int)si.ssi_signo);
         }
@@ -318,6 +339,7 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
                 sigaddset(&set, forwarded[i]);
         for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
                 sigaddset(&set, sig);
+        sigaddset(&set, SANDBOX_SIG_DETACH);
         if (cfg->handoff_ms) {
                 sigaddset(&set, SANDBOX_SIG_HANDOFF);
                 sigaddset(&set, SANDBOX_SIG_ADOPTED);
@@ -339,7 +361,8 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
                         _exit(125);
                 close(cfg->setup_fd);
         }
-        child = start_program(cfg, pipefd, notify_sk[1]);
+        bool traced;
+        child = start_program(cfg, pipefd, notify_sk[1], &traced);
         if (child < 0) {
                 sandbox_report_failed(cfg->report_fd, "init", "fork failed");
                 _exit(125);
@@ -361,9 +384,15 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
                         sandbox_report_failed(cfg->report_fd, "seccomp", "the filter's listener did not come");
                         _exit(125);
                 }
+                /* Its tracer from its first instruction on, to explain its
+                 * crashes; it may have been killed before that. */
+                int status;
+                bool ended = traced && crash_trace(child, &status);
                 sandbox_report_ready(cfg->report_fd, false);
                 if (cfg->learn)
                         learn_started(cfg->report_fd);
+                if (ended)
+                        program_ended(cfg, status, -1);
         } else if (!cfg->learn) {
                 close(notify_sk[0]);
         }

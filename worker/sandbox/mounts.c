@@ -168,7 +168,7 @@ int mounts_early(struct mount_plan **out, const char **step)
         /* Above the numbers the setup's fds are put at (helper.c), which
          * would otherwise replace these. */
         for (size_t i = 0; e == 0 && i < plan->n; i++) {
-                int fd = fcntl(plan->items[i].tree_fd, F_DUPFD_CLOEXEC, SANDBOX_FD_PARENT + 1);
+                int fd = fcntl(plan->items[i].tree_fd, F_DUPFD_CLOEXEC, SANDBOX_FD_CORE + 1);
                 if (fd < 0) {
                         e = -errno;
                         break;

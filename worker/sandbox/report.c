@@ -1,6 +1,7 @@
 /* report: what gadgetd-sandbox tells gadgetd on the report pipe
  * (sandbox.proto Report, one wire frame each, sandbox_abi.h). */
 #include "sandbox.h"
+#include "crash.h"
 
 #include <limits.h>
 #include <string.h>
@@ -63,5 +64,26 @@ void sandbox_report_status(int fd, int status)
         Sandbox__Report rep = SANDBOX__REPORT__INIT;
         rep.kind_case = SANDBOX__REPORT__KIND_WAIT_STATUS;
         rep.wait_status = (uint32_t)status;
+        send_report(fd, &rep);
+}
+
+void sandbox_report_crash(int fd, const struct crash_info *c)
+{
+        char *frames[SANDBOX_CRASH_FRAMES_MAX];
+        Sandbox__Crash cr = SANDBOX__CRASH__INIT;
+        Sandbox__Report rep = SANDBOX__REPORT__INIT;
+        _Static_assert(SANDBOX_CRASH_FRAMES_MAX * (SANDBOX_CRASH_FRAME_MAX + 2) + 64 <= SANDBOX_REPORT_MAX,
+                       "a crash's backtrace must fit a report");
+        cr.signal = (uint32_t)c->signal;
+        cr.code = c->code;
+        cr.address = c->address;
+        cr.thread = (uint32_t)c->thread;
+        cr.core_size = c->core_size;
+        for (size_t i = 0; i < c->n_frames; i++)
+                frames[i] = (char *)c->frames[i];
+        cr.n_frames = c->n_frames;
+        cr.frames = frames;
+        rep.kind_case = SANDBOX__REPORT__KIND_CRASH;
+        rep.crash = &cr;
         send_report(fd, &rep);
 }

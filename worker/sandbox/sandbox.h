@@ -43,6 +43,7 @@ struct sandbox_config {
         int stdin_fd;                    /* a probe's stdin (enter.c); a worker's is devnull_fd */
         uint64_t nproc;                  /* RLIMIT_NPROC, planned by gadgetd */
         uint64_t address_space;          /* RLIMIT_AS, UINT64_MAX for none */
+        int core_fd;                     /* CoreDump=: where a crash's core goes (sealed memfd), else -1 */
 };
 
 /* The steps that need neither the setup nor the id maps, run while the
@@ -128,3 +129,6 @@ void denials_flush(int report_fd);
 void sandbox_report_failed(int fd, const char *step, const char *reason);
 void sandbox_report_ready(int fd, bool warm);
 void sandbox_report_status(int fd, int status);
+/* The program is dying of a crash (crash.h), before its wait status. */
+struct crash_info;
+void sandbox_report_crash(int fd, const struct crash_info *c);

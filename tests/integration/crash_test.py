@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Crashes explained: the sandbox's init, the program's tracer, reports
+the signal, its code, the fault address and a symbolised backtrace of the
+crashing thread; gadgetd puts them in the cause, the lifecycle audit
+record and `gadgetctl status`. Usage: crash_test.py TEST.
+Environment: GADGETD, GADGETCTL, TESTGADGET."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from harness import TESTGADGET, Daemon, check, main, need, test, wait_for
+
+ONCE = "Restart=no\n"
+
+
+def crashed(d, name, method, body=ONCE, load=True):
+    """Calls method of gadget name (which crashes it), a new one of policy
+    body if load, else started again; returns its status once it failed."""
+    if load:
+        d.add(name, body)
+    else:
+        check(d.ctl("start", name).returncode == 0, "start " + name)
+    wait_for(lambda: d.state(name) == "ready", what=name + " ready")
+    r = d.ctl("call", name, method)
+    check(r.returncode != 0, "%s answered: %r" % (method, r.stdout))
+    wait_for(lambda: d.state(name) == "failed", what=name + " failed")
+    return d.status(name)
+
+
+def audit_exited(d, name):
+    """The lifecycle audit record of name's end."""
+    path = os.path.join(d.tmp, "state", "audit.log")
+    for line in open(path):
+        rec = json.loads(line)
+        if rec.get("gadget") == name and rec.get("binding") == "lifecycle" and rec.get("op") == "exited":
+            return rec
+    return None
+
+
+@test
+def crash_null_explained(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "nul", "crash_null")
+        cause = st["crash_cause"]
+        check(cause.startswith("killed by SIGSEGV (SEGV_MAPERR at 0x0) in crash_null_here"), "cause: %r" % cause)
+        check(st["cause"] == cause, "the gadget's cause is the crash's: %r" % st["cause"])
+        bt = st["crash_backtrace"]
+        check(bt and bt[0].startswith("crash_null_here+"), "top frame: %r" % bt)
+        check(any(f.startswith("crash_null+") for f in bt), "its caller in the backtrace: %r" % bt)
+        check(any("testgadget.c:" in f for f in bt), "with file and line: %r" % bt)
+        r = d.ctl("status", "nul")
+        check("Last crash:" in r.stdout and "crash_null_here+" in r.stdout, "status shows it: %s" % r.stdout)
+
+
+@test
+def crash_abort_explained(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "abo", "crash_abort")
+        check(st["crash_cause"].startswith("killed by SIGABRT (SI_TKILL)"), "cause: %r" % st["crash_cause"])
+        check(any(f.startswith("crash_abort_here+") for f in st["crash_backtrace"]),
+              "backtrace: %r" % st["crash_backtrace"])
+
+
+@test
+def crash_stack_overflow_explained(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "deep", "crash_stack")
+        check(st["crash_cause"].startswith("killed by SIGSEGV (SEGV_") and "in crash_stack_here" in st["crash_cause"],
+              "cause: %r" % st["crash_cause"])
+        bt = st["crash_backtrace"]
+        check(len(bt) == 16 and all(f.startswith("crash_stack_here+") for f in bt[1:]),
+              "a bounded backtrace of the recursion: %r" % bt)
+
+
+@test
+def crash_in_a_thread_explained(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "thr", "crash_thread")
+        check("in crash_null_here" in st["crash_cause"], "cause: %r" % st["crash_cause"])
+        bt = st["crash_backtrace"]
+        check(any(f.startswith("crash_thread_here+") for f in bt), "the thread's own frames: %r" % bt)
+        check(not any(f.startswith("main+") for f in bt), "not the main thread's: %r" % bt)
+        rec = audit_exited(d, "thr")
+        check(rec is not None and "crash_thread_here+" in json.dumps(rec), "the audit record has it: %r" % rec)
+
+
+@test
+def handled_segv_is_no_crash(tmp):
+    with Daemon(tmp) as d:
+        d.add("jvmish", ONCE)
+        wait_for(lambda: d.state("jvmish") == "ready", what="jvmish ready")
+        r = d.ctl("call", "jvmish", "segv_handled")
+        check(r.returncode == 0 and r.stdout.strip() == "11", "it survived its own SIGSEGV: %r" % (r,))
+        st = d.status("jvmish")
+        check(st["crash_cause"] == "" and st["crash_backtrace"] == [], "no crash recorded: %r" % st)
+        # A signal it does not handle still ends it as before, explained.
+        r = d.ctl("call", "jvmish", "crash_null")
+        wait_for(lambda: d.state("jvmish") == "failed", what="jvmish failed")
+        check("in crash_null_here" in d.status("jvmish")["crash_cause"], "then its crash is")
+
+
+def core_files(root):
+    """Every file under root that is an ELF core (e_type ET_CORE)."""
+    out = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            try:
+                with open(p, "rb") as fh:
+                    head = fh.read(18)
+            except OSError:
+                continue
+            if head[:4] == b"\x7fELF" and head[16:18] == b"\x04\x00":
+                out.append(p)
+    return out
+
+
+def cores(d, name):
+    r = d.ctl("--json", "cores", name)
+    check(r.returncode == 0, "cores %s: %r" % (name, r))
+    return json.loads(r.stdout)
+
+
+@test
+def core_kept_and_read_by_gdb(tmp):
+    if not shutil.which("gdb"):
+        need("gdb", "it reads the core gadgetd kept")
+    with Daemon(tmp) as d:
+        crashed(d, "dump", "crash_thread", ONCE + "CoreDump=1M\n")
+        c = cores(d, "dump")
+        check(len(c) == 1 and c[0]["signal"] == "SEGV" and c[0]["run"] == 1 and 0 < c[0]["size"] <= 1 << 20,
+              "one core of the crash: %r" % c)
+        check(os.path.getsize(c[0]["path"]) == c[0]["size"] and c[0]["path"].startswith(os.path.join(tmp, "state")),
+              "in gadgetd's state directory: %r" % c)
+        check(c[0]["path"] in d.ctl("cores", "dump").stdout, "listed")
+        r = subprocess.run(["gdb", "-batch", "-ex", "bt", "-ex", "info threads", TESTGADGET, c[0]["path"]],
+                           capture_output=True, text=True, timeout=60)
+        check(re.search(r"#0 .*crash_null_here", r.stdout) and "crash_thread_here" in r.stdout,
+              "gdb shows the same top frame, in the crashing thread: %s" % r.stdout[-2000:])
+        threads = re.findall(r"^\*? +\d+ +Thread.*$", r.stdout, re.M)
+        check(len(threads) == 2 and not any("<unavailable>" in t for t in threads),
+              "both threads in it, with their registers: %s" % r.stdout[-2000:])
+        r = d.ctl("cores", "dump", user=(65534, 65534))
+        check(r.returncode != 0, "root only: %r" % (r,))
+
+
+@test
+def cores_bounded_in_count_and_size(tmp):
+    with Daemon(tmp) as d:
+        for i in range(4):
+            crashed(d, "many", "crash_null", ONCE + "CoreDump=64K\n", load=(i == 0))
+        c = cores(d, "many")
+        check([x["run"] for x in c] == [2, 3, 4], "the last 3 kept: %r" % c)
+        check(all(0 < x["size"] <= 65536 and os.path.getsize(x["path"]) == x["size"] for x in c),
+              "each at most CoreDump=: %r" % c)
+        check(len(core_files(os.path.join(tmp, "state"))) == 3, "no other core left: %r" % core_files(tmp))
+
+
+@test
+def no_core_without_coredump(tmp):
+    with Daemon(tmp) as d:
+        st = crashed(d, "nodump", "crash_null")
+        check("in crash_null_here" in st["crash_cause"], "its crash is explained: %r" % st["crash_cause"])
+        check(cores(d, "nodump") == [], "no core listed")
+        check(core_files(tmp) == [] and not os.path.exists(os.path.join(tmp, "state", "cores")),
+              "no core anywhere: %r" % core_files(tmp))
+
+
+def tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+
+
+@test
+def debug_lets_a_debugger_attach(tmp):
+    if not shutil.which("gdb"):
+        need("gdb", "it attaches to the program after gadgetctl debug")
+    with Daemon(tmp) as d:
+        d.add("dbg", ONCE)
+        wait_for(lambda: d.state("dbg") == "ready", what="dbg ready")
+        pid = d.status("dbg")["program_pid"]
+        check(pid > 0 and tracer(pid) != 0, "the program is traced by its sandbox (pid %d)" % pid)
+        r = d.ctl("debug", "dbg")
+        check(r.returncode == 0 and "gdb -p %d" % pid in r.stdout, "debug: %r" % (r,))
+        wait_for(lambda: tracer(pid) == 0, what="the sandbox to let go of the program")
+        r = subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex", "bt"], capture_output=True, text=True,
+                           timeout=60)
+        check("gadget_serve" in r.stdout, "gdb attached and shows its stack: %r" % r.stdout[-1500:])
+        r = d.ctl("call", "dbg", "echo", '"x"')
+        check(r.returncode == 0 and r.stdout.strip() == '"x"', "it serves on after gdb left: %r" % (r,))
+        d.ctl("call", "dbg", "crash_null")
+        wait_for(lambda: d.state("dbg") == "failed", what="dbg failed")
+        check(d.status("dbg")["crash_cause"] == "", "no crash explained once let go")
+        check(d.status("dbg")["cause"] == "killed by signal SIGSEGV", "its plain cause: %r" % d.status("dbg"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
