@@ -158,10 +158,10 @@ static void test_list(void)
         CHECK_STR(out,
                   "[{\"name\":\"hello\",\"state\":\"ready\",\"cause\":\"\",\"pid\":4242,"
                   "\"uptime_ms\":312000,\"restarts\":0,\"calls\":17,\"memory_bytes\":12897485,"
-                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0},"
+                  "\"tasks\":3,\"cpu_usec\":1234567,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"denials\":0},"
                   "{\"name\":\"wordcount\",\"state\":\"failed\",\"cause\":\"exited with status 1\","
                   "\"pid\":0,\"uptime_ms\":0,\"restarts\":5,\"calls\":0,\"memory_bytes\":0,"
-                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0}]\n",
+                  "\"tasks\":0,\"cpu_usec\":0,\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"denials\":0}]\n",
                   "list JSON: an array of GadgetInfo objects");
         free(out);
         /* A gadget kept on its previous policy: a POLICY column, and a note. */
@@ -172,7 +172,7 @@ static void test_list(void)
               "list: POLICY column while one is kept: %s", out);
         free(out);
         CAPTURE(out, show_list(f, &l, true));
-        CHECK(out && strstr(out, "\"kept_errors\":2}]"), "list JSON: kept_errors: %s", out);
+        CHECK(out && strstr(out, "\"kept_errors\":2,\"denials\":0}]"), "list JSON: kept_errors: %s", out);
         free(out);
         gs[1]->kept_errors = 0;
         l.n_gadgets = 0;
@@ -208,11 +208,11 @@ static void test_list_nodes(void)
                   "list: NODE column with the owner, - for none yet");
         free(out);
         CAPTURE(out, show_list(f, &l, true));
-        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"node\":\"a\",\"epoch\":1}") &&
-                      strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"node\":\"node-b\",\"epoch\":3}") &&
+        CHECK(out && strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"denials\":0,\"node\":\"a\",\"epoch\":1}") &&
+                      strstr(out, "\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"denials\":0,\"node\":\"node-b\",\"epoch\":3}") &&
                       strstr(out, "\"cause\":\"waits for its lease in the store\",\"pid\":0,\"uptime_ms\":0,"
                                   "\"restarts\":0,\"calls\":0,\"memory_bytes\":0,\"tasks\":0,\"cpu_usec\":0,"
-                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0}]"),
+                                  "\"start_us\":0,\"start\":\"always\",\"active_ago_ms\":0,\"in_flight\":0,\"kept_errors\":0,\"denials\":0}]"),
               "list JSON: node and epoch where a node runs it, neither where none does");
         free(out);
         /* Only the one waiting for its lease: still clustered. */
@@ -378,7 +378,7 @@ static void test_status(void)
         CHECK_STR(out,
                   "{\"name\":\"notes\",\"state\":\"ready\",\"cause\":\"killed by signal SIGSEGV\","
                   "\"pid\":99,\"uptime_ms\":7380000,\"restarts\":1,\"calls\":3,\"memory_bytes\":2048,"
-                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,\"kept_errors\":0,\"program_pid\":100,"
+                  "\"tasks\":16,\"cpu_usec\":61500000,\"start_us\":0,\"start\":\"on-demand\",\"active_ago_ms\":12500,\"in_flight\":2,\"kept_errors\":0,\"denials\":0,\"program_pid\":100,"
                   "\"policy_path\":\"/etc/gadgetd/policy.d/notes.policy\",\"limits_mode\":\"cgroup v1\","
                   "\"limits\":[\"MemoryMax=64M\",\"TasksMax=16\"],"
                   "\"bindings\":[{\"name\":\"NOTES\",\"type\":\"kv\",\"ops\":[\"get(key: string | bytes) -> any\","
@@ -386,7 +386,7 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[],"
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[],\"denial_kinds\":0,"
                   "\"crash_cause\":\"\",\"crash_backtrace\":[]}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
