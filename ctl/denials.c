@@ -50,7 +50,8 @@ int show_denials(FILE *f, const Control__GadgetStatus *s, bool json)
         int e = 0;
         if (!d)
                 return -ENOMEM;
-        memcpy(d, s->denials, s->n_denials * sizeof *d);
+        if (s->n_denials)
+                memcpy(d, s->denials, s->n_denials * sizeof *d);
         qsort(d, s->n_denials, sizeof *d, by_count);
         if (json) {
                 e = show_json(f, denials_json(s, d));

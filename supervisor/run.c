@@ -273,7 +273,8 @@ static int write_learned(struct run_ctx *c, const char *path)
         char interp[SANDBOX_REPORT_TEXT_MAX + 1], err[600];
         if (strstr(unit_cause(u), "its interpreter") && policy_interpreter(p->exec, interp, sizeof interp) > 0 &&
             (v = calloc(l->n + 1, sizeof *v))) {
-                memcpy(v, l->v, l->n * sizeof *v);
+                if (l->n)
+                        memcpy(v, l->v, l->n * sizeof *v);
                 v[l->n] = (struct spawn_learned){ .nr = (uint32_t)SYS_execve };
                 snprintf(v[l->n].path, sizeof v[l->n].path, "%s", interp);
                 snprintf(v[l->n].interpreter_of, sizeof v[l->n].interpreter_of, "%s", p->exec);
