@@ -41,7 +41,9 @@ static void usage(FILE *f)
                    "                    Store=postgresql), Node= (this gadgetd's name in the store, default\n"
                    "                    the host name), FdStore=yes (SIGTERM under systemd hands the\n"
                    "                    gadgets to the next gadgetd through the fd store), FdStoreTimeout=\n"
-                   "                    (how long a sandbox waits for it, default 60s), TraceKeep=N (spans\n"
+                   "                    (how long a sandbox waits for it, default 60s), QuickFailure= (a\n"
+                   "                    failure this soon after a gadget's start is quick: the 5th quick\n"
+                   "                    one in a row parks it, default 10s), TraceKeep=N (spans\n"
                    "                    kept for gadgetctl trace, default 4096, 0: no tracing),\n"
                    "                    TraceExport=URL (an OTLP/HTTP collector's /v1/traces),\n"
                    "                    TraceSample=F (the share of new traces exported, default 1),\n"
@@ -331,6 +333,11 @@ static int file_key(void *arg, const char *section, const char *key, const char 
         if (strcmp(key, "FdStoreTimeout") == 0)
                 return policy_parse_duration(value, &cfg->fd_store_timeout_ms) == 0 && cfg->fd_store_timeout_ms > 0 &&
                        cfg->fd_store_timeout_ms <= 3600000;
+        /* At least 1 s: a gadget that dies at once is quick whatever the
+         * setting, so a gadget that keeps crashing is still parked. */
+        if (strcmp(key, "QuickFailure") == 0)
+                return policy_parse_duration(value, &cfg->quick_failure_ms) == 0 && cfg->quick_failure_ms >= 1000 &&
+                       cfg->quick_failure_ms <= 3600000;
         if (strcmp(key, "HTTPRequestsMax") == 0)
                 return parse_count(value, HTTP_MAX_TOTAL_LIMIT, &cfg->http_requests_max) == 0;
         if (strcmp(key, "TraceKeep") == 0) {

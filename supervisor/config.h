@@ -39,6 +39,7 @@ struct config {
         char *store_connection;          /* StoreConnection=: a libpq connection string; may hold a password */
         char *node;                      /* Node=, default the host name's first label */
         uint64_t node_forget_ms;         /* NodeForget=: a node unseen this long leaves the store (0: a day) */
+        uint64_t quick_failure_ms;       /* QuickFailure=: a failure this soon after its start is quick (0: 10 s) */
         /* The link to other nodes (cluster/nodelink.h): PeerListen=HOST:PORT,
          * and PEM files PeerCertificate=, PeerKey=, PeerCA=; NULL: none. */
         char *peer_listen, *peer_cert, *peer_key, *peer_ca;

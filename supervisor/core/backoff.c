@@ -1,11 +1,11 @@
 /* backoff: the restart delays and parking of a gadget that keeps failing. */
 #include "backoff.h"
 
-int64_t backoff_failed(struct backoff *b, uint64_t ran_ms)
+int64_t backoff_failed(struct backoff *b, uint64_t ran_ms, uint64_t quick_ms)
 {
         if (ran_ms >= BACKOFF_RESET_MS)
                 b->failures = 0;
-        b->quick = ran_ms < BACKOFF_QUICK_MS ? b->quick + 1 : 0;
+        b->quick = ran_ms < (quick_ms ? quick_ms : BACKOFF_QUICK_MS) ? b->quick + 1 : 0;
         if (b->quick >= BACKOFF_QUICK_MAX)
                 return -1;
         return backoff_delay_ms(b->failures++);

@@ -46,6 +46,7 @@ struct core_config {
         uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
         uint32_t handoff_ms;        /* FdStore=yes: FdStoreTimeout=, each sandbox's bound without gadgetd (0: off) */
         bool learn;                 /* gadgetd run --learn: programs run under the filter's learn variant */
+        uint64_t quick_failure_ms;  /* QuickFailure=: a failure this soon after its start is quick (0: 10 s) */
         bool uid_lock_kept;         /* a re-exec's: the uid pool's lock file is uid_lock_fd, kept open */
         int uid_lock_fd;
 };

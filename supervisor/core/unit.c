@@ -227,7 +227,7 @@ static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
                 return;
         }
-        int64_t delay = backoff_failed(&u->backoff, ran);
+        int64_t delay = backoff_failed(&u->backoff, ran, u->core->cfg.quick_failure_ms);
         if (delay < 0) {
                 unit_set_state(u, UNIT_FAILED);
                 char was[sizeof u->cause];

@@ -144,7 +144,10 @@ def reload_added_removed_changed(tmp):
 def restart_backoff_grows_past_quick_failures(tmp):
     """Failures after a long run are not quick, yet the delay still doubles
     with each failure in a row: 2 slow lives then quick ones wait 100, 200,
-    400, 800, 1600 and 3200 ms, and the 5th quick failure parks."""
+    400, 800, 1600 and 3200 ms, and the 5th quick failure parks. A failure
+    is quick within QuickFailure=2s here (default 10 s), so a slow life
+    lasts 2.5 s, not 10.5: the bound is the configured one, as a slow life
+    of 2.5 s under the default would be quick and park the gadget early."""
     shared = os.path.join(tmp, "shared")
     os.makedirs(shared)
     os.chmod(tmp, 0o755)
@@ -156,8 +159,11 @@ def restart_backoff_grows_past_quick_failures(tmp):
             f.write(m)
         os.chmod(mode + ".new", 0o644)
         os.rename(mode + ".new", mode)
-    set_mode("slow")
-    with Daemon(tmp) as d:
+    set_mode("slow 2500")
+    conf = os.path.join(tmp, "gadgetd.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nQuickFailure=2s\n")
+    with Daemon(tmp, extra=("--config", conf)) as d:
         policy(d.pol, "slowpoke", "Restart=always\nStartTimeout=60s\nReadOnlyPaths=%s\nArguments=lives %s\n"
                % (shared, mode))
         d.ctl("reload")

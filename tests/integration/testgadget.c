@@ -446,8 +446,9 @@ static void say_time(const char *what)
         fprintf(stderr, "%s at %lld.%09ld\n", what, (long long)t.tv_sec, t.tv_nsec);
 }
 
-/* `lives FILE`: a life that never says hello and fails as FILE says: "slow"
- * after 10.5 s (past the 10 s of a quick failure), otherwise at once. */
+/* `lives FILE`: a life that never says hello and fails as FILE says: "slow
+ * MS" after MS ms ("slow" alone: 10.5 s, past the default 10 s of a quick
+ * failure), otherwise at once. */
 static int lives(const char *path)
 {
         char mode[16] = "";
@@ -459,7 +460,10 @@ static int lives(const char *path)
         }
         say_time("life");
         if (strncmp(mode, "slow", 4) == 0) {
-                struct timespec ts = { .tv_sec = 10, .tv_nsec = 500000000 };
+                long ms = mode[4] == ' ' ? strtol(mode + 5, NULL, 10) : 0;
+                if (ms <= 0)
+                        ms = 10500;
+                struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 };
                 nanosleep(&ts, NULL);
         }
         say_time("ending");

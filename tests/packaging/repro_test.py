@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The packages are reproducible: built a second time from the same
 sources in another directory (a longer path, another name; with
-DEB_BUILD_OPTIONS=nocheck, which changes what runs, not what is built),
-every .deb is byte for byte the one built first (pkgtest.build_debs). A
-path of the build tree compiled into a program, or a time stamp, makes
-them differ; the test names the package and its files that differ."""
+DEB_BUILD_OPTIONS=nocheck, which runs no test and builds none of the tests
+and benchmarks, -Dtests=false in debian/rules: that changes what is built
+besides the packages, never what is in them), every .deb is byte for byte
+the one built first (pkgtest.build_debs). A path of the build tree
+compiled into a program, a time stamp, or a packaged file that nocheck
+changes makes them differ; the test names the package and its files that
+differ."""
 import glob
 import hashlib
 import os
