@@ -56,7 +56,8 @@ def syscalls(group, seen=None):
 
 def check_filter(service):
     """No system call of the gadgets' allowlist (worker/filter/filter.c) is in the
-    unit's deny list: a gadget would get EPERM for it under systemd."""
+    unit's deny list: a gadget would get EPERM for it under systemd; nor of
+    the calls the sandbox's init makes beyond it (init_only: ptrace)."""
     denied = set()
     for line in open(service):
         if line.startswith("SystemCallFilter=~"):
@@ -69,6 +70,11 @@ def check_filter(service):
     check(len(allowed) > 50, "could not read the gadgets' allowlist from worker/filter/filter.c")
     both = sorted(allowed & denied)
     check(not both, "the unit denies system calls gadgets are allowed: " + ", ".join(both))
+    # ... nor of what the sandbox's init needs beyond them (it traces its
+    # program to explain its crashes).
+    start = src.index("init_only[] = {")
+    init = set(re.findall(r'"([a-z0-9_]+)"', src[start:src.index("};", start)]))
+    check(init and not (init & denied), "the unit denies the sandbox init's own calls: %s" % sorted(init & denied))
 
 
 def main():
