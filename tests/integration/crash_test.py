@@ -161,7 +161,16 @@ def cores_bounded_in_count_and_size(tmp):
 
 @test
 def no_core_without_coredump(tmp):
+    """Without CoreDump= no core exists anywhere: not gadgetd's, and not the
+    kernel's (the program's RLIMIT_CORE is 1, which the kernel takes as no
+    core at all, for a pipe handler such as systemd-coredump too, and the
+    program cannot change it)."""
     with Daemon(tmp) as d:
+        d.add("limits", ONCE)
+        wait_for(lambda: d.state("limits") == "ready", what="limits ready")
+        pid = d.status("limits")["program_pid"]
+        core = [l.split()[4:6] for l in open("/proc/%d/limits" % pid) if l.startswith("Max core file size")]
+        check(core == [["1", "1"]], "the program's RLIMIT_CORE: %r" % core)
         st = crashed(d, "nodump", "crash_null")
         check("in crash_null_here" in st["crash_cause"], "its crash is explained: %r" % st["crash_cause"])
         check(cores(d, "nodump") == [], "no core listed")

@@ -163,6 +163,8 @@ static gadget_value *deny(struct gadget_call *call, const gadget_value *args, vo
                         r = syscall(SYS_chroot, "/");
                 else if (strcmp(what, "io_setup") == 0) /* in no list: ENOSYS */
                         r = syscall(SYS_io_setup, 1, &(aio_context_t){ 0 });
+                else if (strcmp(what, "core_limit") == 0) /* RLIMIT_CORE stays the sandbox's */
+                        r = syscall(SYS_prlimit64, 0, RLIMIT_CORE, &(struct rlimit){ 0, 0 }, NULL);
                 else if (strcmp(what, "clone_newuser") == 0) /* refused by its flags */
                         r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
                 else

@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <linux/seccomp.h>
@@ -161,6 +162,14 @@ static int add_list_special(scmp_filter_ctx ctx)
 static int add_arg_rules(scmp_filter_ctx ctx)
 {
         int e;
+        /* RLIMIT_CORE stays what the sandbox set (1: no core of the kernel's,
+         * worker/sandbox/limits.c): a gadget that lowered it to 0 would have
+         * its crashes piped to the host's core handler. Reading it is fine. */
+        if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setrlimit), 1,
+                                  SCMP_A0(SCMP_CMP_EQ, RLIMIT_CORE))) < 0 ||
+            (e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prlimit64), 2,
+                                  SCMP_A1(SCMP_CMP_EQ, RLIMIT_CORE), SCMP_A2(SCMP_CMP_NE, 0))) < 0)
+                return e;
         for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags; i++)
                 if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                           SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]))) < 0)

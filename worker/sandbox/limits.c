@@ -107,8 +107,13 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
         };
         int e;
 
+        /* 1, not 0: the kernel writes no core file under a page, and it
+         * takes RLIMIT_CORE 1 as "no core for a pipe handler" either (its
+         * guard against a crashing handler), where 0 still pipes every
+         * crash to systemd-coredump. A gadget's cores are CoreDump='s only:
+         * the filter keeps the program from changing it (filter.c). */
         *step = "limit core dumps";
-        if ((e = set_limit(RLIMIT_CORE, 0)) < 0)
+        if ((e = set_limit(RLIMIT_CORE, 1)) < 0)
                 return e;
         *step = "limit open files";
         if ((e = set_limit(RLIMIT_NOFILE, (rlim_t)cfg->limit_nofile)) < 0)
