@@ -309,7 +309,7 @@ def rlimit_defaults(tmp):
 
     nproc = 1024 + (2 if "pids" in mounts()[0] or "pids" in v2_controllers() else 1)
     want = {
-        "CORE": "0 0", "NOFILE": "1024 1024", "AS": "infinity infinity",
+        "CORE": "1 1", "NOFILE": "1024 1024", "AS": "infinity infinity",
         "FSIZE": "%d %d" % ((1 << 20) + 4096, (1 << 20) + 4096),
         "MEMLOCK": "%d %d" % ((capped(resource.RLIMIT_MEMLOCK, 65536),) * 2),
         "MSGQUEUE": "0 0",
