@@ -45,13 +45,6 @@ static struct slot slots[SLOTS];
 static size_t n_slots;
 static uint64_t last_flush_ms;
 
-static uint64_t mono_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t wall_ms(void)
 {
         struct timespec ts;
@@ -79,21 +72,26 @@ static int path_arg(int nr)
  * text is only shown, never used to decide: the call is refused whatever
  * it names; and it is kept only if the notification is still valid after
  * the read (the pid still the caller's). */
-static void read_path(int listener, const struct seccomp_notif *n, uint64_t addr, char *buf, size_t size)
+ssize_t sandbox_read_mem(pid_t pid, uint64_t addr, char *buf, size_t size)
 {
         char file[40];
-        buf[0] = '\0';
-        snprintf(file, sizeof file, "/proc/%u/mem", n->pid);
+        snprintf(file, sizeof file, "/proc/%d/mem", (int)pid);
         int fd = open(file, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return;
+                return -1;
         ssize_t r = pread(fd, buf, size - 1, (off_t)addr);
         close(fd);
+        buf[r > 0 ? r : 0] = '\0';
+        return r;
+}
+
+static void read_path(int listener, const struct seccomp_notif *n, uint64_t addr, char *buf, size_t size)
+{
+        ssize_t r = sandbox_read_mem((pid_t)n->pid, addr, buf, size);
         if (r <= 0 || ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &n->id) < 0) {
                 buf[0] = '\0';
                 return;
         }
-        buf[r] = '\0';
         for (char *c = buf; *c; c++)
                 if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
                         *c = '?';
@@ -155,12 +153,26 @@ int denials_due_ms(void)
 {
         if (n_slots == 0)
                 return -1;
-        uint64_t now = mono_ms(), due = last_flush_ms + FLUSH_MS;
+        uint64_t now = init_now_ms(), due = last_flush_ms + FLUSH_MS;
         return now >= due ? 0 : (int)(due - now);
 }
 
-void denials_flush(int report_fd)
+/* Room for bytes more in the report pipe: a periodic flush never blocks
+ * the init behind a reader that does not read (gadgetd between two
+ * images, FdStore= mode); its counts wait for the next turn. */
+static bool room(int fd, size_t bytes)
 {
+        int queued = 0, cap = fcntl(fd, F_GETPIPE_SZ);
+        return cap <= 0 || ioctl(fd, FIONREAD, &queued) < 0 || (size_t)cap - (size_t)queued >= bytes;
+}
+
+void denials_flush(int report_fd, bool wait)
+{
+        size_t reports = (n_slots + SANDBOX_DENIALS_MAX - 1) / SANDBOX_DENIALS_MAX;
+        if (!wait && !room(report_fd, reports * (SANDBOX_REPORT_MAX + 4))) {
+                last_flush_ms = init_now_ms();
+                return;
+        }
         Sandbox__Denial d[SANDBOX_DENIALS_MAX], *dp[SANDBOX_DENIALS_MAX];
         for (size_t at = 0; at < n_slots; at += SANDBOX_DENIALS_MAX) {
                 Sandbox__Denials list = SANDBOX__DENIALS__INIT;
@@ -184,5 +196,5 @@ void denials_flush(int report_fd)
                 (void)wire_send_atomic(report_fd, &rep.base);
         }
         n_slots = 0;
-        last_flush_ms = mono_ms();
+        last_flush_ms = init_now_ms();
 }

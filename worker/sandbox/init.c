@@ -198,7 +198,7 @@ static int wait_exec(int rd, const struct sandbox_config *cfg, int listener)
         return -1;
 }
 
-static uint64_t now_ms(void)
+uint64_t init_now_ms(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -214,8 +214,8 @@ static uint64_t now_ms(void)
 #define END_ACK_MS 1000
 static void wait_read(const struct sandbox_config *cfg, int sfd)
 {
-        uint64_t end = now_ms() + END_ACK_MS, now;
-        while (sfd >= 0 && (now = now_ms()) < end) {
+        uint64_t end = init_now_ms() + END_ACK_MS, now;
+        while (sfd >= 0 && (now = init_now_ms()) < end) {
                 struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = cfg->report_fd, .events = 0 } };
                 if (poll(p, 2, (int)(end - now)) <= 0)
                         continue;
@@ -239,7 +239,7 @@ static _Noreturn void program_ended(const struct sandbox_config *cfg, int status
          * record). */
         if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
                 denials_killed();
-        denials_flush(cfg->report_fd);
+        denials_flush(cfg->report_fd, true);
         sandbox_report_status(cfg->report_fd, status);
         wait_read(cfg, sfd);
         _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -276,7 +276,7 @@ static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t
                 struct pollfd p[3] = { { .fd = sfd, .events = POLLIN },
                                        { .fd = cfg->handoff_ms ? cfg->report_fd : -1, .events = 0 },
                                        { .fd = listener, .events = POLLIN } };
-                uint64_t now = now_ms();
+                uint64_t now = init_now_ms();
                 int timeout = deadline == 0 ? -1 : deadline <= now ? 0 : (int)(deadline - now);
                 int due = denials_due_ms();
                 if (due >= 0 && (timeout < 0 || due < timeout))
@@ -284,8 +284,8 @@ static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t
                 if (poll(p, 3, timeout) < 0)
                         continue;
                 if (denials_due_ms() == 0)
-                        denials_flush(cfg->report_fd);
-                if ((deadline && now_ms() >= deadline) || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+                        denials_flush(cfg->report_fd, false);
+                if ((deadline && init_now_ms() >= deadline) || (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
                         reap(cfg, child, sfd);
                         kill(-1, SIGKILL);
                         _exit(125); /* no gadgetd: no sandbox lives on unwatched */
@@ -304,7 +304,7 @@ static _Noreturn void init_loop(const struct sandbox_config *cfg, const sigset_t
                 if (si.ssi_signo == SIGCHLD)
                         reap(cfg, child, cfg->handoff_ms ? sfd : -1);
                 else if (cfg->handoff_ms && si.ssi_signo == SANDBOX_SIG_HANDOFF)
-                        deadline = outside && !deadline ? now_ms() + cfg->handoff_ms : deadline;
+                        deadline = outside && !deadline ? init_now_ms() + cfg->handoff_ms : deadline;
                 else if (cfg->handoff_ms && si.ssi_signo == SANDBOX_SIG_ADOPTED)
                         deadline = outside ? 0 : deadline;
                 else if (si.ssi_signo == SANDBOX_SIG_DETACH) {

@@ -65,16 +65,9 @@ static bool lookup_args(int nr, int *path, int *dirfd, int *flags)
  * (size bytes at most); 0, or -1 if it cannot be read whole. */
 static int read_string(pid_t pid, uint64_t addr, char *buf, size_t size)
 {
-        char file[40];
-        snprintf(file, sizeof file, "/proc/%d/mem", (int)pid);
-        int fd = open(file, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        ssize_t r = pread(fd, buf, size - 1, (off_t)addr);
-        close(fd);
+        ssize_t r = sandbox_read_mem(pid, addr, buf, size);
         if (r <= 0)
                 return -1;
-        buf[r] = '\0';
         return strlen(buf) < (size_t)r || r < (ssize_t)size - 1 ? 0 : -1;
 }
 

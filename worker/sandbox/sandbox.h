@@ -114,7 +114,8 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
  * the program's kill for a call of a foreign ABI. denials_due_ms: ms until
  * what was counted should be reported (0: now), -1 if nothing was;
  * denials_flush reports it on report_fd (one Denials report per
- * SANDBOX_DENIALS_MAX calls) and starts counting anew. */
+ * SANDBOX_DENIALS_MAX calls) and starts counting anew; unless wait, only
+ * if the pipe has room for it (else it keeps counting). */
 int denials_handle(int listener, const struct sock_fprog *direct, int report_fd);
 /* A learning run's held lookup (learn.c): what of its path is missing
  * reported on report_fd (once a run), then the call goes on. 0 or -errno. */
@@ -125,7 +126,12 @@ int learn_lookup(int listener, const struct seccomp_notif *n, int report_fd);
 void learn_started(int report_fd);
 void denials_killed(void);
 int denials_due_ms(void);
-void denials_flush(int report_fd);
+void denials_flush(int report_fd, bool wait);
+/* Reads at most size - 1 bytes of process pid's memory at addr into buf,
+ * NUL-ended; the bytes read, or -1 (denials.c). */
+ssize_t sandbox_read_mem(pid_t pid, uint64_t addr, char *buf, size_t size);
+/* CLOCK_MONOTONIC in ms (init.c). */
+uint64_t init_now_ms(void);
 void sandbox_report_failed(int fd, const char *step, const char *reason);
 void sandbox_report_ready(int fd, bool warm);
 void sandbox_report_status(int fd, int status);
