@@ -110,6 +110,7 @@ static void gadget_keys(FILE *f, const struct policy *p)
                 fprintf(f, "CoreDump=%s\n", size_text(p->core_dump, b, sizeof b));
         else
                 fputs("# CoreDump= not set: no core is kept\n", f);
+        fprintf(f, "StateMax=%s\n", size_text(p->state_max, b, sizeof b));
         fprintf(f, "MemoryMax=%s\n", size_text(p->memory_max, b, sizeof b));
         fprintf(f, "TasksMax=%s\n", count_text(p->tasks_max, b, sizeof b));
         if (p->cpu_quota)

@@ -609,6 +609,8 @@ static const struct policy_key policy_gadget_keys[] = {
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL, 16 << 20 },
         { "CoreDump", KIND_SIZE, 0, 0, G(core_dump), POLICY_CORE_DUMP_MAX, NULL, 0 },
+        /* The state quota: cores are kept within it, beside the kv store. */
+        { "StateMax", KIND_SIZE, KEY_INFINITY, 0, G(state_max), 0, NULL, POLICY_STATE_MAX },
         { "MemoryMax", KIND_CUSTOM, 0, 0, 0, 0, policy_set_memory_max, 0 },
         { "TasksMax", KIND_COUNT, KEY_INFINITY, 0, G(tasks_max), 0, NULL, POLICY_UNLIMITED },
         { "CPUQuota", KIND_CUSTOM, 0, 0, 0, 0, policy_set_cpu_quota, 0 },
@@ -711,6 +713,11 @@ void policy_gadget_end(struct policy_ctx *c)
                 c->line = policy_gadget_line_of(c, "Approve");
                 policy_err(c, "Approve=: %s is an admin method, which only the admin UI calls (no approval "
                            "is asked there)", p->approve[i]);
+        }
+        if (p->core_dump && p->state_max != POLICY_UNLIMITED && p->core_dump > p->state_max) {
+                c->line = policy_gadget_line_of(c, "CoreDump");
+                policy_err(c, "CoreDump= is more than StateMax=, the gadget's state quota, which every core it "
+                           "keeps counts against: raise StateMax= or lower CoreDump=");
         }
         policy_schedules_check(c);
 }

@@ -33,6 +33,7 @@
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
 #define POLICY_CORE_DUMP_MAX (256ull << 20) /* CoreDump=, SANDBOX_CORE_MAX */
+#define POLICY_STATE_MAX (1ull << 30)      /* StateMax='s default */
 #define POLICY_CALLS_QUEUED 1024        /* CallsQueuedMax= */
 #define POLICY_CALLS_QUEUED_LIMIT 65536
 #define POLICY_MAX_FILE (1024 * 1024) /* largest policy file */
@@ -179,6 +180,8 @@ struct policy {
                                   * the program may have a seccomp listener of its own */
         uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
         uint64_t core_dump;      /* CoreDump=, bytes of each crash's core kept, 0 = none (the default) */
+        uint64_t state_max;      /* StateMax=, bytes of the gadget's state on this host (its kv store's
+                                  * files and its kept cores), POLICY_STATE_MAX by default */
         uint64_t memory_max;     /* MemoryMax=, bytes, default POLICY_UNLIMITED */
         uint64_t tasks_max;      /* TasksMax=, default POLICY_UNLIMITED */
         uint32_t cpu_quota;      /* CPUQuota=, percent of one CPU, 0 = none */

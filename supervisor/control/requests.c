@@ -481,7 +481,7 @@ out:
         free(infos);
 }
 
-/* "MemoryMax=64M" style lines for the limits of a gadget (at most 12). */
+/* "MemoryMax=64M" style lines for the limits of a gadget (at most 13). */
 static size_t limit_lines(const struct policy *p, const struct unit_info *in, char lines[][64])
 {
         size_t n = 0;
@@ -497,6 +497,11 @@ static size_t limit_lines(const struct policy *p, const struct unit_info *in, ch
         if (p->runtime_max_ms)
                 snprintf(lines[n++], 64, "RuntimeMax=%llums", (unsigned long long)p->runtime_max_ms);
         snprintf(lines[n++], 64, "StartTimeout=%llums", (unsigned long long)p->start_timeout_ms);
+        if (p->core_dump && p->state_max != POLICY_UNLIMITED)
+                snprintf(lines[n++], 64, "CoreDump=%llu StateMax=%llu", (unsigned long long)p->core_dump,
+                         (unsigned long long)p->state_max);
+        else if (p->core_dump)
+                snprintf(lines[n++], 64, "CoreDump=%llu", (unsigned long long)p->core_dump);
         /* The budget in force: the policy's, else gadgetd's default. */
         snprintf(lines[n++], 64, "LogLinesPerSecond=%llu", (unsigned long long)in->log_lines_max);
         snprintf(lines[n++], 64, "LogBytesPerSecond=%llu", (unsigned long long)in->log_bytes_max);
@@ -516,8 +521,8 @@ static void on_status(struct client *cl, const Control__Request *q)
                 return;
         const struct policy *p = unit_policy(u);
         const struct logbuf *log = unit_log(u);
-        char limits[13][64];
-        char *limit_ptrs[13];
+        char limits[14][64];
+        char *limit_ptrs[14];
         size_t n_limits = limit_lines(p, &in, limits);
         for (size_t i = 0; i < n_limits; i++)
                 limit_ptrs[i] = limits[i];

@@ -336,7 +336,8 @@ void unit_learned(struct unit_run *r, const struct spawn_learned *l);
 /* CoreDump= (unit_core.c): a run's memfd for its core, sealed at the
  * policy's size (-1: none, or it could not be made); a crash's core
  * copied from it (size bytes, as the sandbox reported) into the state
- * directory, the oldest beyond UNIT_CORES_KEPT removed. */
+ * directory, the oldest beyond UNIT_CORES_KEPT or the state quota
+ * (StateMax=, beside the kv store) removed first. */
 int unit_core_fd(const struct policy *p);
 void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int sig);
 

@@ -3,7 +3,10 @@
  * seals its size, and hands it to the sandbox (SANDBOX_FD_CORE); the
  * sandbox's init writes a crash's core into it (worker/sandbox/core.c)
  * and reports its length; gadgetd copies that many bytes, at most SIZE,
- * into STATE_DIR/cores/NAME/ and keeps the last UNIT_CORES_KEPT there.
+ * into STATE_DIR/cores/NAME/ and keeps the last UNIT_CORES_KEPT there,
+ * within the gadget's state quota (StateMax=, with its kv store's files:
+ * the oldest cores go to make room, and a core that does not fit beside
+ * the kv store is not kept).
  * Why this is safe: the sandbox writes only into a memfd gadgetd made and
  * sealed (it cannot grow it, nor name any file); the file is gadgetd's own,
  * in a directory of root's only, named by gadgetd; reading a memfd never
@@ -23,6 +26,7 @@
 
 #include "core_int.h"
 #include "policy.h"
+#include "store/kvdb.h"
 #include "system/log.h"
 
 int unit_core_fd(const struct policy *p)
@@ -137,6 +141,43 @@ static void coredumpctl_entry(const struct unit *u, const struct unit_run *r, co
                    line);
 }
 
+/* What the gadget's state quota (StateMax=) leaves for its cores beside
+ * its kv store's files now (UINT64_MAX: no quota). */
+static uint64_t cores_budget(const struct unit *u)
+{
+        const struct policy *p = u->policy;
+        if (p->state_max == POLICY_UNLIMITED)
+                return UINT64_MAX;
+        uint64_t kv = kvdb_disk_bytes(u->core->cfg.state_dir, p->name);
+        return kv < p->state_max ? p->state_max - kv : 0;
+}
+
+/* Makes room in dir for a core of size (0: none is added): the oldest
+ * cores go until, with the new one, at most UNIT_CORES_KEPT are left and
+ * they fit in budget.
+ * Why before writing: the state never goes over its quota, not even for a
+ * moment. */
+static void cores_make_room(const char *dir, uint64_t size, uint64_t budget)
+{
+        char path[700];
+        char **names;
+        size_t n = core_names(dir, &names);
+        uint64_t *bytes = n ? calloc(n, sizeof *bytes) : NULL, sum = 0;
+        for (size_t i = 0; bytes && i < n; i++) {
+                struct stat st;
+                snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+                bytes[i] = lstat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+                sum += bytes[i];
+        }
+        for (size_t i = 0; i < n && (n - i + (size > 0) > UNIT_CORES_KEPT || !bytes || sum + size > budget); i++) {
+                snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+                if (unlink(path) == 0 && bytes)
+                        sum -= bytes[i];
+        }
+        free(bytes);
+        names_free(names, n);
+}
+
 void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int sig)
 {
         int fd = r->core_fd;
@@ -148,11 +189,24 @@ void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int
         /* The sandbox's word for its length, bounded by the memfd's. */
         if (size > (uint64_t)st.st_size)
                 size = (uint64_t)st.st_size;
+        uint64_t budget = cores_budget(u);
         int e = cores_dir(u, dir, sizeof dir);
         if (e < 0) {
                 log_msg(L_WARN, u->policy->name, "core not kept: %s: %s", dir, strerror(-e));
                 return;
         }
+        if (size > budget) {
+                /* The gadget's data comes first: a core never takes room its
+                 * kv store holds, and older cores go as the store grows. */
+                cores_make_room(dir, 0, budget);
+                log_msg(L_WARN, u->policy->name,
+                        "core not kept: its %llu bytes do not fit in StateMax=%llu beside the gadget's kv store "
+                        "(%llu bytes left for cores)",
+                        (unsigned long long)size, (unsigned long long)u->policy->state_max,
+                        (unsigned long long)budget);
+                return;
+        }
+        cores_make_room(dir, size, budget);
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         const char *s = sigabbrev_np(sig);
@@ -180,14 +234,6 @@ void unit_core_save(struct unit *u, const struct unit_run *r, uint64_t size, int
         }
         log_msg(L_INFO, u->policy->name, "core of its crash kept: %s (%llu bytes)", path, (unsigned long long)size);
         coredumpctl_entry(u, r, path, sig, &now);
-        /* The last UNIT_CORES_KEPT only: the oldest go. */
-        char **names;
-        size_t n = core_names(dir, &names);
-        for (size_t i = 0; i + UNIT_CORES_KEPT < n; i++) {
-                snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-                unlink(path);
-        }
-        names_free(names, n);
 }
 
 size_t unit_cores(const struct unit *u, struct unit_core_file **out)

@@ -158,6 +158,20 @@ out:
         return e;
 }
 
+uint64_t kvdb_disk_bytes(const char *state_dir, const char *gadget)
+{
+        static const char *const ext[] = { "sqlite", "sqlite-wal" };
+        char path[4200];
+        uint64_t n = 0;
+        for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+                struct stat st;
+                snprintf(path, sizeof path, "%s/kv/%s.%s", state_dir, gadget, ext[i]);
+                if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+                        n += (uint64_t)st.st_size;
+        }
+        return n;
+}
+
 void kvdb_close(struct kvdb *db)
 {
         if (!db)

@@ -27,6 +27,10 @@ int kvdb_open(const char *state_dir, const char *gadget, const struct kv_type *c
  * its SQLite half carrying out each of its operations. If not, why. */
 bool kvdb_types_ok(const struct kv_type *const *types, size_t n, char *why, size_t len);
 void kvdb_close(struct kvdb *db);
+/* The bytes gadget's store takes in state_dir now (its database and its
+ * write-ahead log; not the reserve, which is gadgetd's), 0 if it has none:
+ * what its state quota (StateMax=) counts of it. */
+uint64_t kvdb_disk_bytes(const char *state_dir, const char *gadget);
 /* Carries out job (its op, arguments and results: kv_job.h) on db, by
  * the SQLite half of its type (-EINVAL if db was not opened with it): 0
  * or -errno. */

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from harness import TESTGADGET, Daemon, check, main, need, test, wait_for
+from kvchecks import bcall
 
 ONCE = "Restart=no\n"
 
@@ -157,6 +158,33 @@ def cores_bounded_in_count_and_size(tmp):
         check(all(0 < x["size"] <= 65536 and os.path.getsize(x["path"]) == x["size"] for x in c),
               "each at most CoreDump=: %r" % c)
         check(len(core_files(os.path.join(tmp, "state"))) == 3, "no other core left: %r" % core_files(tmp))
+
+
+@test
+def cores_within_the_state_quota(tmp):
+    """StateMax=, the gadget's state quota, counts its kv store's files and
+    its cores: the oldest cores go to stay within it, and a core that does
+    not fit beside the kv store is not kept (the store's data stays)."""
+    body = ONCE + "CoreDump=64K\nStateMax=100K\n[Binding DATA]\nType=kv\n"
+    with Daemon(tmp) as d:
+        for i in range(2):
+            crashed(d, "quota", "crash_null", body, load=(i == 0))
+        c = cores(d, "quota")
+        check([x["run"] for x in c] == [2] and c[0]["size"] > 50 << 10, "one core of 64K fits in 100K: %r" % c)
+        check("CoreDump=65536 StateMax=102400" in d.ctl("status", "quota").stdout, "status shows the quota")
+        check(d.ctl("start", "quota").returncode == 0, "start quota")
+        wait_for(lambda: d.state("quota") == "ready", what="quota ready")
+        rc, _, err = bcall(d, "quota", "DATA", "put", {"key": "k", "value": "v" * (60 << 10)})
+        check(rc == 0, "a put the kv binding allows: %s" % err)
+        r = d.ctl("call", "quota", "crash_null")
+        wait_for(lambda: d.state("quota") == "failed", what="quota failed")
+        check(cores(d, "quota") == [], "no core kept beside 60K of kv data, and the old one gone: %r"
+              % cores(d, "quota"))
+        check("core not kept: its 65536 bytes do not fit in StateMax=102400" in d.logtext(), "said why")
+        check(d.ctl("start", "quota").returncode == 0, "start quota")
+        wait_for(lambda: d.state("quota") == "ready", what="quota ready")
+        rc, out, _ = bcall(d, "quota", "DATA", "get", {"key": "k"})
+        check(rc == 0 and len(json.loads(out)) == 60 << 10, "the kv data stays")
 
 
 @test

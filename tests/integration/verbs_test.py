@@ -246,7 +246,7 @@ def cat_as_written_and_in_effect(tmp):
         check(r.stdout.startswith("# %s, as gadgetd read it" % path), "names the file: %r" % r.stdout[:200])
         check(written in r.stdout, "the file as written, comments included: %r" % r.stdout)
         now = effect(r.stdout)
-        for line in ("MemoryMax=16M", "CallTimeout=30s", "TmpSize=16M", "StartTimeout=10s", "TasksMax=infinity",
+        for line in ("MemoryMax=16M", "CallTimeout=30s", "TmpSize=16M", "StateMax=1G", "StartTimeout=10s", "TasksMax=infinity",
                      "Restart=on-failure", 'Arguments=a "b c"', 'Environment="Y=two words"', "[Binding NOTES]",
                      "MaxValueSize=64K", "MaxBytes=16M", "ApproveTimeout=5min"):
             check(line in now.splitlines(), "%s in effect: %s" % (line, now))

@@ -164,6 +164,19 @@ static void test_budgets(void)
         expect_error(HEAD "CallsQueuedMax=65537\n", 4, "must be at most 65536");
         /* A kv value travels in one frame: no policy may promise more. */
         expect_error(HEAD "[Binding K]\nType=kv\nMaxValueSize=4M\n", 6, "must be at most");
+        /* The state quota: every core kept counts against it. */
+        p = expect_ok(HEAD "CoreDump=64K\n", "StateMax default");
+        if (p) {
+                CHECK(p->state_max == 1ull << 30, "StateMax defaults to 1G");
+                policy_free(p);
+        }
+        p = expect_ok(HEAD "CoreDump=64K\nStateMax=infinity\n", "StateMax=infinity");
+        if (p) {
+                CHECK(p->state_max == POLICY_UNLIMITED, "StateMax=infinity");
+                policy_free(p);
+        }
+        expect_error(HEAD "StateMax=1M\nCoreDump=2M\n", 5, "CoreDump= is more than StateMax=");
+        expect_error(HEAD "StateMax=0\n", 4, "must be greater than 0");
 }
 
 static void test_size(void)
