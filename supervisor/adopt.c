@@ -124,8 +124,8 @@ static int policy_for(const struct unit_saved *s, struct policy **p, bool *chang
 
 static void close_fds(const struct unit_saved *s)
 {
-        const int fds[] = { s->rpc_fd, s->report_fd, s->out_fd, s->err_fd, s->pidfd };
-        for (size_t k = 0; k < 5; k++)
+        const int fds[] = { s->rpc_fd, s->report_fd, s->out_fd, s->err_fd, s->pidfd, s->core_fd };
+        for (size_t k = 0; k < 6; k++)
                 if (fds[k] >= 0)
                         close(fds[k]);
 }

@@ -8,7 +8,8 @@
  *   text, u32 log lines, each a log str, i64 its time (ms since the epoch),
  *   u32 its run, u8 its source, u8 its priority; if REMOTE: str its owner as last read
  *   ("" none), u64 that owner's epoch, u8 dormant; if READY: i32 pid, i32 rpc,
- *   report, out, err fds, i32 pidfd (-1: none), u32 uid, i64 started-ms, u64 start-us,
+ *   report, out, err fds, i32 pidfd (-1: none), i32 its core's memfd (-1: none),
+ *   u32 uid, i64 started-ms, u64 start-us,
  *   u32 methods, each str method, str signature; then u32 control
  *   connections, each: i32 fd, u8 spoke, u32 length and the bytes read of
  *   it and not handled; then i32 the gateway's listening fd (-1: none) and
@@ -18,8 +19,9 @@
  *   listening fd (-1: none).
  *
  * Integers little-endian; a str is u32 length (its NUL included) and its
- * bytes, NUL last and nowhere else. Versions 6, 5, 4 and 3 (the images
- * before) are read too: 6 without the metrics endpoint's socket (none
+ * bytes, NUL last and nowhere else. Versions 7, 6, 5, 4 and 3 (the images
+ * before) are read too: 7 without a run's core memfd (a run it handed on
+ * kept no core of its crash), 6 also without the metrics endpoint's socket (none
  * handed on: the next image listens again), 5 also without runs and with each log line a str alone
  * (read as run 0, time 0: unknown), 4 also without a worker's pidfd, 3
  * also without REMOTE gadgets, which it never handed on. */
@@ -39,7 +41,8 @@
 #include "system/monotime.h"
 
 #define MAGIC "GDREEXEC"
-#define VERSION 7u
+#define VERSION 8u
+#define VERSION_NO_CORE 7u     /* read too: no run's core memfd in it */
 #define VERSION_NO_METRICS 6u  /* read too: no metrics endpoint's socket in it */
 #define VERSION_NO_LOG_META 5u /* read too: no runs, log lines as text alone */
 #define VERSION_NO_PIDFD 4u   /* read too: no worker's pidfd in it */
@@ -132,8 +135,8 @@ static void put_unit(struct buf *b, const struct unit_saved *u)
         }
         if (u->state != UNIT_READY)
                 return;
-        const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
-        for (size_t i = 0; i < 6; i++)
+        const int32_t ints[] = { u->pid, u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd, u->core_fd };
+        for (size_t i = 0; i < 7; i++)
                 put_u(b, (uint32_t)ints[i], 4);
         put_u(b, u->uid, 4);
         put_u(b, (uint64_t)u->started_ms, 8);
@@ -313,7 +316,8 @@ static void take_log_meta(struct cur *c, const struct unit_saved *u, struct logb
 
 static void take_unit(struct cur *c, struct unit_saved *u)
 {
-        *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1 };
+        *u = (struct unit_saved){ .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1,
+                                  .core_fd = -1 };
         u->name = take_str(c, "a gadget's name");
         if (!c->bad && !gadget_name_ok(u->name))
                 bad(c, "\"%.64s\" is not a gadget name", u->name);
@@ -371,6 +375,9 @@ static void take_unit(struct cur *c, struct unit_saved *u)
         u->pidfd = c->version > VERSION_NO_PIDFD ? (int32_t)(uint32_t)take_u(c, 4, "its pidfd") : -1;
         if (!c->bad && u->pidfd != -1 && (u->pidfd < 3 || fcntl(u->pidfd, F_GETFD) < 0))
                 bad(c, "its pidfd (%d) is not an fd this process holds", (int)u->pidfd);
+        u->core_fd = c->version > VERSION_NO_CORE ? (int32_t)(uint32_t)take_u(c, 4, "its core's memfd") : -1;
+        if (!c->bad && u->core_fd != -1 && (u->core_fd < 3 || fcntl(u->core_fd, F_GETFD) < 0))
+                bad(c, "its core's memfd (%d) is not an fd this process holds", (int)u->core_fd);
         u->uid = (uint32_t)take_u(c, 4, "a uid");
         u->started_ms = (int64_t)take_u(c, 8, "a time");
         u->start_us = take_u(c, 8, "a time");
@@ -453,7 +460,7 @@ static bool seen_fd(int *v, size_t *n, int fd)
 static void check_fds(struct cur *c, const struct reexec_state *s)
 {
         size_t n = 0;
-        int *v = c->bad ? NULL : calloc(7 + 5 * s->n + s->n_clients, sizeof *v);
+        int *v = c->bad ? NULL : calloc(7 + 6 * s->n + s->n_clients, sizeof *v);
         if (!c->bad && !v) {
                 bad(c, "out of memory");
                 return;
@@ -465,8 +472,8 @@ static void check_fds(struct cur *c, const struct reexec_state *s)
                         bad(c, "fd %d is named twice", top[i]);
         for (size_t i = 0; i < s->n && !c->bad; i++) {
                 const struct unit_saved *u = &s->units[i];
-                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
-                for (size_t k = 0; k < 5 && u->state == UNIT_READY && !c->bad; k++)
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd, u->core_fd };
+                for (size_t k = 0; k < 6 && u->state == UNIT_READY && !c->bad; k++)
                         if (fds[k] >= 0 && seen_fd(v, &n, fds[k]))
                                 bad(c, "fd %d is named twice", fds[k]);
                 for (size_t j = 0; j < i && !c->bad; j++)
@@ -498,7 +505,8 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len)
         uint64_t body = (uint64_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24), sum = 0;
         for (size_t i = 0; i < 8; i++)
                 sum |= (uint64_t)h[16 + i] << (8 * i);
-        if (version != VERSION && version != VERSION_NO_METRICS && version != VERSION_NO_LOG_META &&
+        if (version != VERSION && version != VERSION_NO_CORE && version != VERSION_NO_METRICS &&
+            version != VERSION_NO_LOG_META &&
             version != VERSION_NO_PIDFD && version != VERSION_NO_REMOTE) {
                 snprintf(err, len, "its version is %u, this gadgetd reads version %u", version, VERSION);
                 return -EINVAL;
@@ -589,8 +597,8 @@ int reexec_fds_each(const struct reexec_state *s, int (*fn)(int fd, const void *
                 const struct unit_saved *u = &s->units[i];
                 if (u->state != UNIT_READY)
                         continue;
-                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd };
-                for (size_t k = 0; k < 5 && !r; k++)
+                const int fds[] = { u->rpc_fd, u->report_fd, u->out_fd, u->err_fd, u->pidfd, u->core_fd };
+                for (size_t k = 0; k < 6 && !r; k++)
                         if (fds[k] >= 0)
                                 r = fn(fds[k], ctx);
         }

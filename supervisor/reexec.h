@@ -47,7 +47,7 @@ int reexec_state_read(int fd, struct reexec_state *s, char *err, size_t len);
 void reexec_state_free(struct reexec_state *s);
 /* Calls fn(fd, ctx) for each fd s hands on (its listener, locks, gateway,
  * node-link and metrics listeners, control connections, and each ready gadget's
- * link, report, stdout, stderr pipes and pidfd), until fn returns nonzero;
+ * link, report, stdout, stderr pipes, pidfd and core memfd), until fn returns nonzero;
  * returns that, or 0. */
 int reexec_fds_each(const struct reexec_state *s, int (*fn)(int fd, const void *ctx), const void *ctx);
 /* Clears FD_CLOEXEC on exactly the fds s hands on (inherit true), or sets

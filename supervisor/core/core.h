@@ -94,6 +94,7 @@ struct unit_saved {
         int32_t pid;                /* PID 1 of its sandbox, a child of gadgetd (but after a handoff through the fd store) */
         int rpc_fd, report_fd, out_fd, err_fd; /* gadgetd's ends, kept open across the exec */
         int pidfd;                  /* its pidfd: how a gadgetd it is no child of knows it (fd store) */
+        int core_fd;                /* CoreDump='s memfd of the run (-1: none), its next crash's core */
         uint32_t uid;               /* its host uid */
         int64_t started_ms;         /* CLOCK_MONOTONIC, the run's start */
         uint64_t start_us;          /* from its start to its hello */

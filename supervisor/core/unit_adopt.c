@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -144,13 +145,26 @@ void core_reexec_drop_spare(struct core *c)
         spare_drop(&c->spare);
 }
 
+/* Whether fd, handed on as a run's core memfd, is one unit_core_fd made
+ * for p: sealed against growing and shrinking, at most CoreDump= long.
+ * Why check: the state is read as hostile input, and a file of any other
+ * kind would have the next crash's copy read from it. */
+static bool core_memfd_ok(int fd, const struct policy *p)
+{
+        struct stat st;
+        int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
+        return seals >= 0 && (seals & (F_SEAL_GROW | F_SEAL_SHRINK)) == (F_SEAL_GROW | F_SEAL_SHRINK) &&
+               fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && p->core_dump && (uint64_t)st.st_size <= p->core_dump;
+}
+
 void unit_save(struct unit *u, struct unit_saved *s)
 {
         char **methods = NULL, **sigs = NULL;
         *s = (struct unit_saved){ .name = u->policy->name, .path = u->policy->path, .policy_hash = u->policy_hash,
                                   .from_dir = u->from_dir, .state = (int)u->state, .cause = u->cause,
                                   .restarts = u->restarts, .runs = u->runs, .calls = u->calls, .pid = -1, .rpc_fd = -1,
-                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1, .text = u->policy->text,
+                                  .report_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1, .core_fd = -1,
+                                  .text = u->policy->text,
                                   .text_len = u->policy->text ? u->policy->text_len : 0 };
         const struct logbuf *log = unit_log(u);
         if ((s->log = calloc(log->count + 1, sizeof *s->log)))
@@ -173,6 +187,7 @@ void unit_save(struct unit *u, struct unit_saved *s)
         s->out_fd = u->run->out_fd;
         s->err_fd = u->run->err_fd;
         s->pidfd = u->run->child.pidfd;
+        s->core_fd = u->run->core_fd;
         s->uid = u->run->uid;
         s->started_ms = (int64_t)u->run->started.tv_sec * 1000 + u->run->started.tv_nsec / 1000000;
         s->start_us = u->run->start_us;
@@ -294,8 +309,16 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         u->run->child.pid = s->pid;
         u->run->child.rpc_fd = s->rpc_fd;
         u->run->child.report_fd = s->report_fd;
+        /* As spawn's: a report of the adopted run (its end, its crash, its
+         * denials) is read within the same bound, not refused as too long. */
+        wire_reader_init(&u->run->child.report, SANDBOX_REPORT_MAX);
         u->run->out_fd = s->out_fd;
         u->run->err_fd = s->err_fd;
+        u->run->core_fd = core_memfd_ok(s->core_fd, u->policy) ? s->core_fd : -1;
+        if (s->core_fd >= 0 && u->run->core_fd < 0)
+                close(s->core_fd);
+        else if (s->core_fd >= 0)
+                fcntl(s->core_fd, F_SETFD, FD_CLOEXEC);
         int fds[] = { s->rpc_fd, s->report_fd };
         for (size_t i = 0; i < 2; i++) {
                 fcntl(fds[i], F_SETFD, FD_CLOEXEC);

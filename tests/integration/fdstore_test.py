@@ -189,6 +189,25 @@ def fdstore_restart_keeps_gadgets(tmp):
 
 
 @test
+def fdstore_keeps_a_runs_core(tmp):
+    """CoreDump=: a run handed on through the fd store keeps its core
+    memfd, so its crash under the next gadgetd is kept."""
+    store = Store(tmp)
+    env = dict(os.environ, NOTIFY_SOCKET=store.path)
+    with Daemon(tmp, extra=config(tmp), env=env) as d:
+        d.add("dump", "Restart=no\nCoreDump=64K\n")
+        wait_for(lambda: d.state("dump") == "ready", what="dump ready")
+        handoff(d, store)
+        start_from_store(d, store, env)
+        wait_for(lambda: d.state("dump") == "ready", what="dump adopted: %s" % d.logtext()[-3000:])
+        d.ctl("call", "dump", "crash_null")
+        wait_for(lambda: d.state("dump") == "failed", what="dump failed")
+        c = json.loads(d.ctl("--json", "cores", "dump").stdout)
+        check(len(c) == 1 and c[0]["run"] == 1 and 0 < c[0]["size"] <= 65536, "its core kept: %r %s"
+              % (c, d.logtext()[-1500:]))
+
+
+@test
 def fdstore_nobody_comes_back(tmp):
     """The store kept but no gadgetd takes it: the sandbox ends within FdStoreTimeout=."""
     store = Store(tmp)

@@ -142,6 +142,24 @@ def reexec_keeps_the_policy_in_effect(tmp):
 
 
 @test
+def reexec_keeps_a_runs_core(tmp):
+    """CoreDump=: a run handed on by the re-exec keeps its core memfd, so
+    its crash after the re-exec is kept as one before it would be."""
+    with Daemon(tmp) as d:
+        d.add("dump", "Restart=no\nCoreDump=64K\n")
+        wait_for(lambda: d.state("dump") == "ready", what="dump ready")
+        r = d.ctl("daemon-reexec")
+        check(r.returncode == 0 and "1 of 1 running gadgets adopted" in r.stdout, "daemon-reexec: %r" % r)
+        d.ctl("call", "dump", "crash_null")
+        wait_for(lambda: d.state("dump") == "failed", what="dump failed")
+        c = json.loads(d.ctl("--json", "cores", "dump").stdout)
+        check(len(c) == 1 and c[0]["run"] == 1 and 0 < c[0]["size"] <= 65536, "its core kept: %r %s"
+              % (c, d.logtext()[-1500:]))
+        cause = d.status("dump")["crash_cause"]
+        check("in crash_null_here" in cause, "its crash explained as before the re-exec: %r" % cause)
+
+
+@test
 def reexec_steady_caller_sees_nothing(tmp):
     """A caller on one control connection, one call after the other,
     through 5 re-execs: every call answered once, in turn, none refused;

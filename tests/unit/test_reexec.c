@@ -32,16 +32,17 @@ static void make_state(struct reexec_state *s, struct unit_saved *u, struct cont
                                     .policy_hash = 0x1234, .from_dir = true, .state = UNIT_READY, .cause = "",
                                     .restarts = 2, .runs = 3, .calls = 99, .text = "[Gadget]\nName=alpha\n", .text_len = 21,
                                     .n_log = 2, .log = log, .pid = 4242, .rpc_fd = fds[0],
-                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[13], .uid = 1879048200u,
+                                    .report_fd = fds[1], .out_fd = fds[2], .err_fd = fds[3], .pidfd = fds[13],
+                                    .core_fd = fds[15], .uid = 1879048200u,
                                     .started_ms = 5000, .start_us = 1200, .n_methods = 2, .methods = methods,
                                     .sig_texts = sigs };
         u[1] = (struct unit_saved){ .name = "beta", .path = "/srv/beta.policy", .state = UNIT_STOPPED,
                                     .cause = "stopped by gadgetctl", .pid = -1, .rpc_fd = -1, .report_fd = -1,
-                                    .out_fd = -1, .err_fd = -1, .pidfd = -1 };
+                                    .out_fd = -1, .err_fd = -1, .pidfd = -1, .core_fd = -1 };
         u[2] = (struct unit_saved){ .name = "gamma", .path = "/srv/gamma.policy", .state = UNIT_REMOTE,
                                     .cause = "runs on node node-a (epoch 7)", .owner = "node-a", .owner_epoch = 7,
                                     .dormant = true, .pid = -1, .rpc_fd = -1, .report_fd = -1, .out_fd = -1,
-                                    .err_fd = -1, .pidfd = -1 };
+                                    .err_fd = -1, .pidfd = -1, .core_fd = -1 };
         h[0] = (struct control_handoff){ .fd = fds[5], .spoke = true, .input = input, .input_len = sizeof input };
         *s = (struct reexec_state){ .listen_fd = fds[4], .state_lock = fds[8], .socket_lock = fds[9],
                                     .uid_lock = fds[10], .activated = false, .answer_fd = fds[5], .answer_id = 7,
@@ -97,12 +98,49 @@ static size_t fix_header(uint8_t *p, size_t m)
         return m;
 }
 
-/* The state's bytes p (n of them) as version 6 wrote them: without the
- * metrics endpoint's socket, its last field. The new length. */
+/* The state's bytes p (n of them) as version 7 wrote them: without alpha's
+ * core memfd (the 4 bytes before its uid; no other gadget runs, and
+ * without alpha nothing is cut). The new length. */
+static size_t as_version7(uint8_t *p, size_t n)
+{
+        static const uint8_t uid[] = { 0x08, 0x00, 0x00, 0x70 }; /* 1879048200 */
+        uint8_t *at = memmem(p, n, uid, sizeof uid);
+        p[8] = 7;
+        if (!at)
+                return fix_header(p, n);
+        memmove(at - 4, at, n - (size_t)(at - p));
+        return fix_header(p, n - 4);
+}
+
+/* The state's bytes p (n of them) as version 6 wrote them: as version 7,
+ * and without the metrics endpoint's socket, its last field. The new
+ * length. */
 static size_t as_version6(uint8_t *p, size_t n)
 {
+        n = as_version7(p, n);
         p[8] = 6;
         return fix_header(p, n - 4);
+}
+
+/* A version 7 state (the image before) is read: no run's core memfd (the
+ * run keeps no core of its next crash), and the fd it would name is not
+ * handed on. */
+static void test_version7(void)
+{
+        struct reexec_state s, r;
+        struct unit_saved u[3];
+        struct control_handoff h[1];
+        static uint8_t b[8192];
+        char err[512] = "";
+        make_state(&s, u, h);
+        size_t n = as_version7(b, bytes_of(&s, b, sizeof b));
+        int fd = memfd_of(b, n);
+        int e = reexec_state_read(fd, &r, err, sizeof err);
+        close(fd);
+        CHECK(e == 0 && r.units[0].core_fd == -1 && r.units[0].uid == 1879048200u && r.units[0].start_us == 1200 &&
+                      !reexec_fd_kept(&r, fds[15]) && r.metrics_fd == fds[14],
+              "version 7 read, without a core memfd: %s", err);
+        reexec_state_free(&r);
 }
 
 /* The state's bytes p (n of them, room for max) with gamma's owner
@@ -150,7 +188,8 @@ static void test_round_trip(void)
                       r.units[0].restarts == 2 && r.units[0].calls == 99 && r.units[0].pid == 4242 &&
                       r.units[0].rpc_fd == fds[0] && r.units[0].err_fd == fds[3] && r.units[0].uid == 1879048200u &&
                       r.units[0].started_ms == 5000 && r.units[0].start_us == 1200 &&
-                      r.units[0].pidfd == fds[13] && reexec_fd_kept(&r, fds[13]),
+                      r.units[0].pidfd == fds[13] && reexec_fd_kept(&r, fds[13]) &&
+                      r.units[0].core_fd == fds[15] && reexec_fd_kept(&r, fds[15]),
               "the running gadget");
         CHECK(r.units[0].n_methods == 2 && strcmp(r.units[0].methods[1], "add") == 0 &&
                       strcmp(r.units[0].sig_texts[1], "(a: int, b: int) -> int") == 0 &&
@@ -320,6 +359,14 @@ static void test_lies_refused(void)
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "its pidfd (998)"), "%s", err);
         make_state(&s, u, h);
+        u[0].core_fd = 997; /* not open */
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "its core's memfd (997)"), "%s", err);
+        make_state(&s, u, h);
+        u[0].core_fd = u[0].out_fd;
+        n = bytes_of(&s, b, sizeof b);
+        CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "is named twice"), "a core memfd twice: %s", err);
+        make_state(&s, u, h);
         u[1].name = "alpha";
         n = bytes_of(&s, b, sizeof b);
         CHECK(read_bytes(b, n, err, sizeof err) < 0 && strstr(err, "gadget alpha is named twice"), "%s", err);
@@ -441,6 +488,7 @@ int main(void)
         test_damage_refused();
         test_version5();
         test_version6();
+        test_version7();
         test_lies_refused();
         return tap_done();
 }
