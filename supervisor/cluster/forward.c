@@ -206,7 +206,8 @@ static void in_call(struct forward *f, struct session *s, const Control__Request
                                      .chain = call->n_chain ? &chain : NULL, .done = in_call_done, .cbdata = s,
                                      .tag = q->id, .owner = &s->calls, .caller = caller, .party = party,
                                      .via = call->via[0] ? call->via : "another node",
-                                     .trace = traced ? &parent : NULL, .peer_node = s->from, .trace_out = &span };
+                                     .trace = traced ? &parent : NULL, .peer_node = s->from, .trace_out = &span,
+                                     .left_ms = call->timeout_ms };
         int code = calls_start(u, &cq, msg, sizeof msg);
         audit_in(f, s, call, code, msg, code ? NULL : &span);
         if (code)
@@ -561,6 +562,7 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
         call.traceparent = tp;
         call.caller = (char *)(q->caller ? q->caller : "");
         call.via = (char *)(q->via ? q->via : "");
+        call.timeout_ms = q->left_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)q->left_ms;
         /* admin and approved never cross: the owner decides both (and
          * calls_start refuses an admin call to a gadget of another node). */
         req.req_case = CONTROL__REQUEST__REQ_CALL;
@@ -568,9 +570,11 @@ static int out_call(void *arg, struct call *c, const char *node, const char *gad
         return out_send(f, node, &req, out_call_done, c, (struct nodelink_send **)handle, msg, len);
 }
 
-static void out_cancel(void *arg, void *handle)
+static void out_cancel(void *arg, void *handle, bool timed_out)
 {
-        if (handle)
+        if (handle && timed_out)
+                nodelink_abandon(handle);
+        else if (handle)
                 nodelink_cancel(handle);
 }
 

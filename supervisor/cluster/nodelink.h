@@ -195,6 +195,15 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
 /* Forgets a send: done is never called for it; its response, if one comes,
  * is ignored. Only before done was called. */
 void nodelink_cancel(struct nodelink_send *s);
+/* As nodelink_cancel, for a send whose caller gave up waiting (its
+ * timeout). If its session heard nothing from the node since the send was
+ * made, the link to that node looks cut: the session ends at once and
+ * abortively (RST), which discards what the kernel still holds of it, so
+ * that no request queued in it reaches the node later, after the cut
+ * heals, and runs when its caller was long told it failed. Its other
+ * sends end as at any session's end (not a byte left: GADGET_EUNAVAILABLE,
+ * sent again by the caller; else GADGET_EGONE, "may have run"). */
+void nodelink_abandon(struct nodelink_send *s);
 /* Queues the answer to a request of session in (resp->id the request's).
  * 0, -ENOBUFS when the peer does not read (NODELINK_MAX_OUTPUT unsent),
  * -EMSGSIZE, -ENOMEM, -ECONNRESET the session is ending. */

@@ -106,6 +106,7 @@ struct out {
         unsigned n_sends;
         uint64_t queued;            /* bytes given to the session (its conn, or staged) since it opened */
         bool heard;                 /* a frame came from the peer on this session */
+        uint64_t heard_ms;          /* when the last one came (monotime_ms; 0: none yet) */
         bool refused;               /* the peer's TLS refused the session before any frame: nothing ran */
         bool goodbye;               /* the peer said goodbye: nothing unanswered was read */
         unsigned goodbyes;          /* goodbyes since the peer last answered (kept across sessions) */
@@ -118,6 +119,7 @@ struct nodelink_send {
         struct send_list *list;     /* the list it is on: its session's, or a failed one's */
         uint64_t id;
         uint64_t start;             /* where its frame starts in its session's bytes (out->queued) */
+        uint64_t sent_ms;           /* when it was given to the session (monotime_ms) */
         nodelink_done done;
         void *arg;
 };

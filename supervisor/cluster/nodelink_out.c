@@ -58,6 +58,7 @@ static void out_close(struct out *o)
         wire_writer_free(&o->staged);
         o->queued = 0;
         o->heard = o->refused = o->goodbye = o->backoff = false;
+        o->heard_ms = 0;
         o->state = OUT_IDLE;
         ERR_clear_error();
 }
@@ -124,6 +125,7 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
          * answer validator before anyone reads it. */
         bool ok = nodelink_frame_ok(&control__response__descriptor, data, len, &values);
         o->heard = true;
+        o->heard_ms = monotime_ms();
         *cost += values;
         nodelink_rate_count(o->rate, values);
         if (!ok)
@@ -412,8 +414,8 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
                 goto out;
         if (o->state == OUT_READY)
                 o->queued += conn_pending(o->conn) - before;
-        *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .start = start, .done = done,
-                                     .arg = arg };
+        *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .start = start,
+                                     .sent_ms = monotime_ms(), .done = done, .arg = arg };
         TAILQ_INSERT_TAIL(&o->sends, s, link);
         o->n_sends++;
         if (o->state == OUT_IDLE)
@@ -437,4 +439,23 @@ void nodelink_cancel(struct nodelink_send *s)
                 out_idle_arm(s->out);
         }
         free(s);
+}
+
+void nodelink_abandon(struct nodelink_send *s)
+{
+        struct out *o = s ? s->out : NULL;
+        bool silent = o && o->state == OUT_READY && o->heard_ms < s->sent_ms;
+        nodelink_cancel(s);
+        if (!silent)
+                return;
+        /* Why abortive: a close would let the kernel go on sending what it
+         * holds (retransmitting through the cut until it heals); SO_LINGER 0
+         * discards it and resets the connection. What the node already read
+         * may have run, and its sends say so. */
+        int fd = o->bev ? bufferevent_getfd(o->bev) : -1;
+        struct linger now = { .l_onoff = 1, .l_linger = 0 };
+        if (fd >= 0)
+                (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+        nodelink_out_fail(o, "no answer in time and nothing heard from node %s since: the link looks cut, and "
+                          "its session was reset", o->node);
 }

@@ -612,9 +612,10 @@ static void on_call(struct client *cl, const Control__Request *q)
 {
         const Control__Call *call = q->call;
         /* Only the link between nodes tells where a call comes from. */
-        if (call->n_chain || call->depth || call->caller[0] || call->via[0] || call->admin || call->approved) {
-                client_error(cl, q->id, GADGET_EINVAL, "chain, depth, caller, via, admin and approved are for "
-                             "the link between nodes, not the control socket");
+        if (call->n_chain || call->depth || call->caller[0] || call->via[0] || call->admin || call->approved ||
+            call->timeout_ms) {
+                client_error(cl, q->id, GADGET_EINVAL, "chain, depth, caller, via, admin, approved and timeout_ms are "
+                             "for the link between nodes, not the control socket");
                 return;
         }
         struct unit *u = find(cl, q->id, call->name, NULL);

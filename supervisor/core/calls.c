@@ -64,6 +64,7 @@ struct call {
         bool wake;                  /* gadgetctl wake: no method, answered once the gadget is ready */
         uint64_t ready_ms;          /* a wait for a start under way (load, restart): its bound, else 0 */
         uint64_t deadline_ms;
+        uint64_t left_ms;           /* another node's call: what was left of its caller's wait (0: none) */
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
         /* Its span (the trace's context in c->pc.trace): */
@@ -309,7 +310,7 @@ void calls_unit_gone(struct unit *u)
                 call_end(c, NULL, GADGET_EGONE, msg);
         while ((c = LIST_FIRST(&u->forwarded))) {
                 const struct core_remote *r = &u->core->remote;
-                r->cancel(r->arg, c->remote);
+                r->cancel(r->arg, c->remote, false);
                 call_end(c, NULL, GADGET_EGONE, msg);
         }
 }
@@ -326,17 +327,26 @@ bool calls_is_wake(const struct call *c)
         return c->wake;
 }
 
+/* The bound of c's wait here: CallTimeout, or less if its caller (on
+ * another node) has less left. */
+static uint64_t call_limit_ms(const struct call *c)
+{
+        uint64_t ms = c->u->policy->call_timeout_ms;
+        return c->left_ms && c->left_ms < ms ? c->left_ms : ms;
+}
+
 /* A forwarded call unanswered for its CallTimeout (plus ApproveTimeout if
  * its method waits for approval there) fails here; the owner ends its own
- * part, and a late answer is dropped. */
+ * part, and a late answer is dropped. It was sent, so it may have run
+ * there: the caller is told so (docs/cluster.md's consistency model). */
 static void remote_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct call *c = arg;
         const struct core_remote *r = &c->u->core->remote;
-        char msg[160];
-        snprintf(msg, sizeof msg, "no answer from node %.64s within CallTimeout (%llu ms)", c->u->owner,
-                 (unsigned long long)c->u->policy->call_timeout_ms);
-        r->cancel(r->arg, c->remote);
+        char msg[200];
+        snprintf(msg, sizeof msg, "no answer from node %.64s within CallTimeout (%llu ms); it may have run there",
+                 c->u->owner, (unsigned long long)c->u->policy->call_timeout_ms);
+        r->cancel(r->arg, c->remote, true);
         c->elsewhere = true;
         call_end(c, NULL, GADGET_ETIMEOUT, msg);
 }
@@ -365,8 +375,15 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
                 ms += u->policy->approve_timeout_ms;
         uint64_t now = monotime_ms();
         if (!c->deadline_ms)
-                c->deadline_ms = now + ms; /* sent again: what is left of it */
-        ms = c->deadline_ms > now ? c->deadline_ms - now : 1;
+                c->deadline_ms = now + (c->left_ms && c->left_ms < ms ? c->left_ms : ms);
+        ms = c->deadline_ms > now ? c->deadline_ms - now : 1; /* sent again: what is left of it */
+        /* The caller's deadline travels with the call: the owner's wait is
+         * what is left of it, less the slack its answer needs to come
+         * back, so that a call sent again late never runs there for a
+         * whole CallTimeout after its caller gave up. */
+        struct call_req fq = *q;
+        fq.left_ms = ms > CALL_REMOTE_SLACK_MS ? ms - CALL_REMOTE_SLACK_MS : 1;
+        q = &fq;
         if ((q->method && !c->method && !(c->method = strdup(q->method))) ||
             (q->args && !c->args && !(c->args = value_dup(q->args))) ||
             (q->chain && !c->has_chain && peer_chain_copy(&c->chain, q->chain) < 0) || call_keep(c, q, msg, len) < 0 ||
@@ -398,8 +415,12 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         struct call *c = arg;
         struct unit *u = c->u;
         uint64_t limit = u->policy->call_timeout_ms;
-        char msg[128];
-        snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
+        char msg[160];
+        if (call_limit_ms(c) < limit)
+                snprintf(msg, sizeof msg, "no answer within what was left of its caller's wait (%llu ms)",
+                         (unsigned long long)call_limit_ms(c));
+        else
+                snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
         /* Why this is safe: a gadget that answers nothing is still ended
          * after CallTimeout, since its clock starts with the first call it
          * got while it had none; only results move it on. */
@@ -590,7 +611,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        uint64_t ms = c->ready_ms ? c->ready_ms : u->policy->call_timeout_ms;
+        uint64_t ms = c->ready_ms ? c->ready_ms : call_limit_ms(c);
         c->deadline_ms = monotime_ms() + ms;
         timer_arm_ms(c->timer, ms);
         pend_add(c, bytes);
@@ -683,7 +704,7 @@ static int call_go(struct call *c, const char *method, const Gadget__Value *args
 {
         struct unit *u = c->u;
         if (unit_is_ready(u))
-                return call_send(c, method, args, chain, u->policy->call_timeout_ms, msg, len);
+                return call_send(c, method, args, chain, call_limit_ms(c), msg, len);
         return call_pend(c, method, args, chain, msg, len);
 }
 
@@ -831,7 +852,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         *c = (struct call){ .pc = { .done = call_result }, .u = u, .done = q->done, .cbdata = q->cbdata,
                             .tag = q->tag, .sig = sig, .admin = q->admin, .party = q->owner,
                             .begin_us = begin_us, .audit_uid = q->uid, .stat_row = -1,
-                            .from_node = q->peer_node != NULL };
+                            .from_node = q->peer_node != NULL, .left_ms = q->left_ms };
         if (q->method) { /* on every call's path: a copy, not a printf */
                 size_t n = strnlen(q->method, sizeof c->name - 1);
                 memcpy(c->name, q->method, n);

@@ -50,6 +50,9 @@ struct call_req {
          * node's call), or NULL: a new trace starts here. */
         const struct trace_ctx *trace;
         const char *peer_node;  /* a call another node forwarded: that node's name, for its span */
+        /* What is left of its caller's wait, in ms (0: none): its wait here
+         * (CallTimeout) is at most that. Another node's call says it. */
+        uint64_t left_ms;
         struct trace_ctx *trace_out; /* or NULL: given the call's span once it started (zero: none) */
         bool admin;     /* from the gatekeeper's admin UI: its AdminMethods= only; never for
                          * a gadget of another node (refused: GADGET_EDENIED) */
@@ -101,7 +104,9 @@ struct core_remote {
          * cancel(arg, *handle) came first. 0, or a GADGET_E* code with msg. */
         int (*call)(void *arg, struct call *c, const char *node, const char *gadget, const struct call_req *q,
                     void **handle, char *msg, size_t len);
-        void (*cancel)(void *arg, void *handle);
+        /* timed_out: its caller's wait ran out (nodelink_abandon), else it
+         * is only forgotten (an unload). */
+        void (*cancel)(void *arg, void *handle, bool timed_out);
         /* Asks node to move gadget, which it runs, to node `to`; done
          * once. 0, or a GADGET_E* code with msg (done never called). */
         int (*move)(void *arg, const char *node, const char *gadget, const char *to,

@@ -799,5 +799,27 @@ def gadgetctl_refuses_hostile_cluster_answers(tmp):
               "%s answered with %r: %d %r %r" % (cmd, resp, r.returncode, r.stdout, r.stderr))
 
 
+
+@test
+def control_socket_refuses_the_links_fields(tmp):
+    """What only the link between nodes may say of a call (where it comes
+    from, a person's approval, what is left of its caller's wait) is
+    refused on the control socket, named, and the call does not run."""
+    from peerclient import call
+    with Daemon(tmp) as d:
+        d.add("g", "")
+        wait_for(lambda: d.state("g") == "ready", what="g ready")
+        s = attacks.connect_unix(d.sock)
+        try:
+            for i, kw in enumerate(({"timeout_ms": 300}, {"caller": "mallory"}, {"approved": True}), 1):
+                s.sendall(call(i, "g", "echo", **kw))
+                a = attacks.answer(s)
+                check(a and a["kind"] == "error" and a["code"] == 1 and "not the control socket" in a["message"],
+                      "%r refused: %r" % (kw, a))
+        finally:
+            s.close()
+        check(d.list()["g"]["calls"] == 0, "no call ran: %r" % d.list()["g"])
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,8 +4,11 @@ link): a real PostgreSQL server (pgserver.py) and two or three gadgetd
 "nodes" on this machine, each with its own directories, Node=, a peer link
 on its own loopback port and a certificate made by scripts/node-certs.
 Usage: cluster_pg_test.py TEST."""
+import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -14,7 +17,7 @@ import threading
 import time
 
 from attacks import field, varint
-from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, policy, test, wait_for, workers
+from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
 from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, nodes_seen, owner_of, peer_node, start_all,
@@ -142,6 +145,76 @@ def hostile_node_names(pg, e):
     check(len(others) == 64 and nodes["a"] == ("up", 1) and nodes["b"] == ("up", 1) and
           nodes["_other"] == ("down", 10) and not any("BAD" in k or "\\" in k for k in nodes),
           "the nodes labelled: %r" % nodes)
+
+
+def peer_port(d):
+    """The port of d's PeerListen=."""
+    with open(d.extra[1]) as f:
+        return int(re.search(r"^PeerListen=127\.0\.0\.1:(\d+)$", f.read(), re.M).group(1))
+
+
+@contextlib.contextmanager
+def cut_to(port):
+    """What is sent to port on this host is dropped (nftables) until the
+    block ends: the link from the other nodes to that node cut one way."""
+    table = "gadgetd_cut_%d" % port
+    rules = ("table inet %s {\n chain out {\n  type filter hook output priority 0;\n"
+             "  tcp dport %d drop\n }\n}\n" % (table, port))
+    subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", table], check=True)
+
+
+def caller_deadline_travels(a, cd):
+    """A call another node forwards says what is left of its caller's
+    wait; the owner waits for the gadget no longer than that (not its whole
+    CallTimeout of 30 s), and says so."""
+    from peerclient import Peer, call, int_map
+    p = Peer("127.0.0.1:%d" % peer_port(a), cd, "b", "a")
+    try:
+        wait_for(lambda: a.state("sleeper") == "ready", what="sleeper ready on a")
+        p.send(call(1, "sleeper", "sleep", args=int_map("ms", 3000), timeout_ms=300))
+        r = p.answer(timeout=15)
+    finally:
+        p.close()
+    check(r and r["code"] == 6 and "what was left of its caller's wait (300 ms)" in r["message"],
+          "the owner's wait bounded by the caller's: %r" % r)
+
+
+@test
+def pg_cluster_cut_call_may_have_run_and_never_runs_late(tmp):
+    """A call forwarded while the link to its owner is cut fails after
+    CallTimeout saying it may have run there; its request, held in the
+    link's session while cut, never reaches the owner after the cut heals
+    (the session is reset, its unsent bytes discarded): the next call is
+    the only one that runs."""
+    if not shutil.which("nft"):
+        need("nftables", "the cut is made with nft (scripts/deps installs nftables)")
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        a, b = counter_on_a(tmp, pg, cd, call_timeout="2s")
+        ds = [a, b]
+        for d in ds:
+            policy(d.pol, "sleeper", "Nodes=a\nCallTimeout=30s\n")
+        try:
+            start_all(ds)
+            check(owner_of(ds, "counter") == "a", "a runs the counter (Nodes=a)")
+            nodes_seen(b, 2)
+            caller_deadline_travels(a, cd)
+            r = b.ctl("call", "counter", "increment")
+            check(r.returncode == 0, "through b: %r" % r)
+            v0 = int(r.stdout)
+            with cut_to(peer_port(a)):
+                r = b.ctl("call", "counter", "increment")
+                check(r.returncode != 0 and "may have run" in r.stderr, "told it may have run: %r" % r)
+                check(int(a.ctl("call", "counter", "get").stdout) == v0, "it did not run during the cut")
+            r = b.ctl("call", "counter", "increment")
+            check(r.returncode == 0 and int(r.stdout) == v0 + 1,
+                  "after the heal, only the new call ran (the cut one never ran late): %r" % r)
+        finally:
+            stop_all(ds)
 
 
 @test

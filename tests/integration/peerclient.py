@@ -17,6 +17,11 @@ def string_value(s):
     return field(5, s.encode())
 
 
+def int_map(key, n):
+    """{key: n} (n >= 0)."""
+    return field(8, field(1, field(1, key.encode()) + field(2, varint(3 << 3) + varint(2 * n))))
+
+
 def list_value(items):
     return field(7, b"".join(field(1, i) for i in items))
 
@@ -30,10 +35,11 @@ def nested(depth):
 
 
 def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=False,
-         version=CONTROL_PROTOCOL_VERSION, traceparent=""):
+         version=CONTROL_PROTOCOL_VERSION, traceparent="", timeout_ms=0):
     """A whole control.Request frame carrying a Call, with the record a
-    node would send (caller, via, traceparent) and the claims it must not
-    be trusted for (admin, approved)."""
+    node would send (caller, via, traceparent, what is left of its
+    caller's wait) and the claims it must not be trusted for (admin,
+    approved)."""
     c = field(1, name.encode()) + field(2, method.encode()) + field(3, args)
     if caller:
         c += field(6, caller.encode())
@@ -45,6 +51,8 @@ def call(rid, name, method, args=NULL, caller="", via="", admin=False, approved=
         c += varint(9 << 3) + varint(1)
     if traceparent:
         c += field(10, traceparent.encode())
+    if timeout_ms:
+        c += varint(11 << 3) + varint(timeout_ms)
     msg = varint(1 << 3) + varint(rid) + field(7, c)
     if version is not None:
         msg += varint(11 << 3) + varint(version)
