@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from harness import CALLFLOOD, EXAMPLES, check, policy, wait_for
+from harness import CALLFLOOD, EXAMPLES, GADGETCTL, check, policy, wait_for
 
 
 def bcall(d, gadget, binding, op, args=None):
@@ -145,6 +145,19 @@ def kv_cas_batch_checks(d):
     check(r.returncode == 0 and json.loads(r.stdout) == {
         "first": True, "second": False, "current": 1,
         "batch": {"applied": True, "results": [True, False, False]}}, "libgadget: %r %r" % (r.stdout, r.stderr))
+    # docs/writing-gadgets.md's increment: a retried request counts once,
+    # answering what it answered; concurrent requests each count.
+    def once(rid):
+        r = d.ctl("call", "cas", "increment_once", json.dumps({"binding": "DATA", "id": rid}))
+        check(r.returncode == 0, "increment_once: %r" % r.stderr)
+        return json.loads(r.stdout)
+    check([once("r1"), once("r1"), once("r2"), once("r1")] == [1, 1, 2, 1], "retries counted once")
+    procs = [subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "cas", "increment_once",
+                               json.dumps({"binding": "DATA", "id": "c%d" % (i % 4)})], stdout=subprocess.PIPE,
+                              text=True) for i in range(8)]
+    answers = sorted(int(p.communicate(timeout=60)[0]) for p in procs)
+    check(len(set(answers)) == 4 and min(answers) == 3 and max(answers) == 6 and get("count") == 6,
+          "4 ids sent twice each at once: answers %r, count %r" % (answers, get("count")))
     # Hostile arguments: each refused before the store, saying what.
     bad = [
         ("cas", {"value": 1}, "key"),
