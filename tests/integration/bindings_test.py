@@ -62,6 +62,9 @@ def kv_cas_and_batch(tmp):
     with Daemon(tmp) as d:
         kv_cas_batch_checks(d)
         kv_batch_quota_checks(d)
+        details = audit_details(d, "cas")
+        check("not applied: ops[3]'s cas did not match" in details and
+              "not written: the stored value differs" in details, "audit details: %r" % details)
         db = sqlite3.connect(os.path.join(tmp, "state", "kv", "small.sqlite"))
         usage = db.execute("SELECT u.keys = count(*), u.bytes = sum(length(k.key) + length(k.value)) FROM usage u"
                            " JOIN kv k ON k.binding = u.binding GROUP BY u.binding").fetchall()
