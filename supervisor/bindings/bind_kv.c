@@ -22,14 +22,14 @@ static const struct kv_op store_ops[] = {
         { "get", false }, { "put", true }, { "delete", true }, { "list", false }, { "cas", true }, { "batch", true },
 };
 const struct kv_type bind_kv_store = { .name = "kv", .ops = store_ops, .n_ops = sizeof store_ops / sizeof *store_ops,
-                                         .db = &kvdb_kv_type, .pg = &kvpg_kv_type };
+                                       .db = &kvdb_kv_type, .pg = &kvpg_kv_type };
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 #define KEY "string | bytes"
 
-int bind_kv_key(const Gadget__Value *args, const char *field, bool optional, const void **key,
-                   size_t *len, char *why, size_t whylen)
+int bind_kv_key(const Gadget__Value *args, const char *field, bool optional, const void **key, size_t *len,
+                char *why, size_t whylen)
 {
         const Gadget__Value *k = value_map_get(args, field);
         if (!k && optional) {
@@ -231,7 +231,8 @@ static int check_key(const Gadget__Value *args, char *why, size_t len)
 {
         const void *key;
         size_t klen;
-        return bind_kv_check_map(args, why, len) < 0 ? -EINVAL : bind_kv_key(args, "key", false, &key, &klen, why, len);
+        return bind_kv_check_map(args, why, len) < 0 ? -EINVAL
+                                                      : bind_kv_key(args, "key", false, &key, &klen, why, len);
 }
 
 static int check_put(const Gadget__Value *args, char *why, size_t len)
