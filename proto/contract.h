@@ -72,6 +72,8 @@ int gadget_identifier_ok(const char *s);
 #define GADGET_OP_KV_PUT "put"
 #define GADGET_OP_KV_DELETE "delete"
 #define GADGET_OP_KV_LIST "list"
+#define GADGET_OP_KV_CAS "cas"
+#define GADGET_OP_KV_BATCH "batch"
 #define GADGET_OP_GADGET_CALL "call"
 #define GADGET_OP_HTTP_REQUEST "request"
 #define GADGET_OP_VALUE_GET "get"   /* text and secret bindings */

@@ -1,6 +1,6 @@
-/* bind_kv: the operations of a kv binding — get, put, delete, list — with
- * their argument checks, queued to the gadget's store (kv.c) and answered
- * when the store's thread is done. */
+/* bind_kv: the operations of a kv binding — get, put, delete, list; cas
+ * and batch in bind_kv_batch.c — with their argument checks, queued to the
+ * gadget's store (kv.c) and answered when the store's thread is done. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,18 +19,17 @@
  * halves: kvdb_kv.c (SQLite), kvpg_job.c (PostgreSQL). */
 KV_TYPE_HALVES(kv);
 static const struct kv_op store_ops[] = {
-        { "get", false }, { "put", true }, { "delete", true }, { "list", false },
+        { "get", false }, { "put", true }, { "delete", true }, { "list", false }, { "cas", true }, { "batch", true },
 };
-static const struct kv_type kv_store = { .name = "kv", .ops = store_ops, .n_ops = sizeof store_ops / sizeof *store_ops,
-                                         .db = &kvdb_kv_type, .pg = &kvpg_kv_type };
+const struct kv_type bind_kv_store = { .name = "kv", .ops = store_ops, .n_ops = sizeof store_ops / sizeof *store_ops,
+                                       .db = &kvdb_kv_type, .pg = &kvpg_kv_type };
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 #define KEY "string | bytes"
 
-/* A key is a non-empty string or bytes of at most KV_MAX_KEY bytes. */
-static int get_key(const Gadget__Value *args, const char *field, bool optional, const void **key,
-                   size_t *len, char *why, size_t whylen)
+int bind_kv_key(const Gadget__Value *args, const char *field, bool optional, const void **key, size_t *len,
+                char *why, size_t whylen)
 {
         const Gadget__Value *k = value_map_get(args, field);
         if (!k && optional) {
@@ -112,15 +111,20 @@ static const char *limit_text(uint64_t v, char *buf, size_t len)
         return buf;
 }
 
+void bind_kv_over_quota(struct binding_req *r, const struct kv_job *job, const char *what)
+{
+        char msg[256], keys[24], bytes[24];
+        snprintf(msg, sizeof msg, "quota of binding %s exceeded%s (MaxKeys=%s, MaxBytes=%s)", job->binding, what,
+                 limit_text(job->quota.max_keys, keys, sizeof keys),
+                 limit_text(job->quota.max_bytes, bytes, sizeof bytes));
+        bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
+}
+
 static void put_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
-        char msg[192], keys[24], bytes[24];
         if (job->err == -EDQUOT) {
-                snprintf(msg, sizeof msg, "quota of binding %s exceeded (MaxKeys=%s, MaxBytes=%s)", job->binding,
-                         limit_text(job->quota.max_keys, keys, sizeof keys),
-                         limit_text(job->quota.max_bytes, bytes, sizeof bytes));
-                bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
+                bind_kv_over_quota(r, job, "");
                 return;
         }
         if (job->err < 0) {
@@ -215,7 +219,7 @@ static bool put_value(struct binding_req *r, const struct policy_binding *b, con
 }
 
 /* The checks of ops.c's table: the shape of each operation's arguments. */
-static int check_map(const Gadget__Value *args, char *why, size_t len)
+int bind_kv_check_map(const Gadget__Value *args, char *why, size_t len)
 {
         if (args->kind_case == GADGET__VALUE__KIND_MAP_VALUE)
                 return 0;
@@ -227,7 +231,8 @@ static int check_key(const Gadget__Value *args, char *why, size_t len)
 {
         const void *key;
         size_t klen;
-        return check_map(args, why, len) < 0 ? -EINVAL : get_key(args, "key", false, &key, &klen, why, len);
+        return bind_kv_check_map(args, why, len) < 0 ? -EINVAL
+                                                      : bind_kv_key(args, "key", false, &key, &klen, why, len);
 }
 
 static int check_put(const Gadget__Value *args, char *why, size_t len)
@@ -246,8 +251,8 @@ static int check_list(const Gadget__Value *args, char *why, size_t len)
         const void *key;
         size_t klen;
         const Gadget__Value *lim = value_map_get(args, "limit");
-        if (check_map(args, why, len) < 0 || get_key(args, "prefix", true, &key, &klen, why, len) < 0 ||
-            get_key(args, "cursor", true, &key, &klen, why, len) < 0)
+        if (bind_kv_check_map(args, why, len) < 0 || bind_kv_key(args, "prefix", true, &key, &klen, why, len) < 0 ||
+            bind_kv_key(args, "cursor", true, &key, &klen, why, len) < 0)
                 return -EINVAL;
         if (lim && (lim->kind_case != GADGET__VALUE__KIND_INT_VALUE || lim->int_value < 1 ||
                     lim->int_value > LIST_MAX)) {
@@ -263,8 +268,8 @@ static void list_args(const Gadget__Value *args, struct kv_job *job)
         char why[128];
         const void *prefix, *after;
         const Gadget__Value *lim = value_map_get(args, "limit");
-        get_key(args, "prefix", true, &prefix, &job->klen, why, sizeof why);
-        get_key(args, "cursor", true, &after, &job->alen, why, sizeof why);
+        bind_kv_key(args, "prefix", true, &prefix, &job->klen, why, sizeof why);
+        bind_kv_key(args, "cursor", true, &after, &job->alen, why, sizeof why);
         memcpy(job->key, prefix, job->klen);
         memcpy(job->after, after, job->alen);
         job->limit = lim ? (unsigned)lim->int_value : LIST_DEFAULT;
@@ -277,7 +282,7 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
 {
         char why[128];
         const void *key;
-        struct kv_job *job = kv_job_new(&kv_store, op, b->name, done, r);
+        struct kv_job *job = kv_job_new(&bind_kv_store, op, b->name, done, r);
         if (!job) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);
                 return NULL;
@@ -286,7 +291,7 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
                 list_args(args, job);
                 return job;
         }
-        get_key(args, "key", false, &key, &job->klen, why, sizeof why);
+        bind_kv_key(args, "key", false, &key, &job->klen, why, sizeof why);
         memcpy(job->key, key, job->klen);
         if (kv_job_is(job, "put") && !put_value(r, b, value_map_get(args, "value"), job)) {
                 kv_job_free(job);
@@ -366,8 +371,13 @@ static struct binding_op ops[] = {
         BINDING_OP("delete(key: " KEY ") -> bool", check_key, delete),
         BINDING_OP("list(prefix?: " KEY ", cursor?: " KEY ", limit?: int(1..1000)) -> "
                    "{keys: list<" KEY ">, cursor: (" KEY ")?}", check_list, list),
+        BINDING_OP("cas(key: " KEY ", expect?: any, value?: any) -> {written: bool, current?: any}",
+                   bind_kv_check_cas, bind_kv_cas),
+        BINDING_OP("batch(ops: list<{op: string, key: " KEY ", expect?: any, value?: any}>(1..64)) -> "
+                   "{applied: bool, results?: list<bool>, failed?: int, current?: any}",
+                   bind_kv_check_batch, bind_kv_batch),
 };
 
 const struct binding_type_ops bind_kv_type = {
-        .type = BINDING_KV, .ops = ops, .n_ops = sizeof ops / sizeof *ops, .store = &kv_store,
+        .type = BINDING_KV, .ops = ops, .n_ops = sizeof ops / sizeof *ops, .store = &bind_kv_store,
 };

@@ -14,3 +14,22 @@ typedef struct kv_job *bind_kv_make_fn(struct binding_req *r, const struct polic
  * if refused); done answers r when the store is done. */
 void bind_kv_start(struct binding_req *r, const struct policy_binding *b, const char *op, kv_done_fn *done,
                    const Gadget__Value *args, bind_kv_make_fn *make);
+
+/* The kv binding's operations on the store (bind_kv.c). */
+extern const struct kv_type bind_kv_store;
+
+/* Key field of args: a string or bytes of 1 to KV_MAX_KEY bytes (empty
+ * or absent if optional: "", 0). 0, or -EINVAL with why. */
+int bind_kv_key(const Gadget__Value *args, const char *field, bool optional, const void **key, size_t *len,
+                char *why, size_t whylen);
+/* 0 if args is a map, else -EINVAL with why. */
+int bind_kv_check_map(const Gadget__Value *args, char *why, size_t len);
+/* Answers a write refused by the binding's MaxKeys=/MaxBytes=; what
+ * (after "exceeded") says more, "" for nothing. */
+void bind_kv_over_quota(struct binding_req *r, const struct kv_job *job, const char *what);
+
+/* cas and batch (bind_kv_batch.c): their checks and handlers. */
+int bind_kv_check_cas(const Gadget__Value *args, char *why, size_t len);
+int bind_kv_check_batch(const Gadget__Value *args, char *why, size_t len);
+void bind_kv_cas(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);
+void bind_kv_batch(struct binding_req *r, const struct policy_binding *b, const Gadget__Value *args);

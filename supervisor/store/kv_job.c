@@ -41,6 +41,7 @@ struct kv_job *kv_job_new(const struct kv_type *type, const char *op, const char
         snprintf(job->binding, sizeof job->binding, "%s", binding);
         job->done = done;
         job->arg = arg;
+        job->failed = -1;
         return job;
 }
 
@@ -64,6 +65,78 @@ struct kv_job kv_job_stand_in(const struct kv_job *running)
                             .arg = running->arg, .user_done = running->user_done, .err = -ECANCELED };
         snprintf(s.binding, sizeof s.binding, "%s", running->binding);
         return s;
+}
+
+/* n bytes of v, most significant first. */
+static void put_be(uint8_t *p, uint64_t v, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++)
+                p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}
+
+static uint64_t get_be(const uint8_t *p, unsigned n)
+{
+        uint64_t v = 0;
+        for (unsigned i = 0; i < n; i++)
+                v = v << 8 | p[i];
+        return v;
+}
+
+int kv_job_add_op(struct kv_job *job, const struct kv_batch_op *op)
+{
+        size_t need = 11 + op->klen + op->elen + op->vlen;
+        if (op->klen > KV_MAX_KEY || op->elen > UINT32_MAX || op->vlen > UINT32_MAX)
+                return -EINVAL;
+        uint8_t *b = realloc(job->val, job->vlen + need);
+        if (!b)
+                return -ENOMEM;
+        uint8_t *p = b + job->vlen;
+        p[0] = (uint8_t)((op->cas ? 1 : 0) | (op->expect ? 2 : 0) | (op->value ? 4 : 0));
+        put_be(p + 1, op->klen, 2);
+        memcpy(p + 3, op->key, op->klen);
+        p += 3 + op->klen;
+        put_be(p, op->elen, 4);
+        if (op->elen)
+                memcpy(p + 4, op->expect, op->elen);
+        p += 4 + op->elen;
+        put_be(p, op->vlen, 4);
+        if (op->vlen)
+                memcpy(p + 4, op->value, op->vlen);
+        job->val = b;
+        job->vlen += need;
+        return 0;
+}
+
+int kv_job_next_op(const struct kv_job *job, size_t *pos, struct kv_batch_op *op)
+{
+        const uint8_t *b = job->val;
+        size_t end = job->vlen, p = *pos;
+        if (p >= end)
+                return 0;
+        /* Why each length is checked against what is left: a reader
+         * never goes past the job's bytes, whatever they hold. */
+        if (end - p < 3)
+                return -EIO;
+        unsigned flags = b[p];
+        size_t klen = (size_t)get_be(b + p + 1, 2);
+        p += 3;
+        if (flags > 7 || klen > KV_MAX_KEY || end - p < klen + 4)
+                return -EIO;
+        const uint8_t *key = b + p;
+        p += klen;
+        size_t elen = (size_t)get_be(b + p, 4);
+        if (end - p - 4 < elen || end - p - 4 - elen < 4)
+                return -EIO;
+        const uint8_t *expect = b + p + 4;
+        p += 4 + elen;
+        size_t vlen = (size_t)get_be(b + p, 4);
+        if (end - p - 4 < vlen)
+                return -EIO;
+        *op = (struct kv_batch_op){ .cas = flags & 1, .key = key, .klen = klen,
+                                    .expect = flags & 2 ? expect : NULL, .elen = elen,
+                                    .value = flags & 4 ? b + p + 4 : NULL, .vlen = vlen };
+        *pos = p + 4 + vlen;
+        return 1;
 }
 
 void kv_job_add_key(void *arg, const void *key, size_t klen)

@@ -47,6 +47,25 @@ struct kv_op {
         bool writes;
 };
 
+/* A batch's operations at most (kv's cas and batch): its results' bits
+ * fit one 64-bit word, and its statement stays small. */
+#define KV_BATCH_MAX 64
+
+/* One operation of a batch (kv's cas is a batch of one): unconditional
+ * (a put: value, a delete: no value) or conditional (cas: applied only if
+ * the key's stored value is expect byte for byte, or, without expect, if
+ * the key does not exist; then it writes value, or deletes the key
+ * without one). Values are packed Values, as stored. */
+struct kv_batch_op {
+        bool cas;
+        const void *key;
+        size_t klen;
+        const void *expect;   /* NULL: the key must not exist (cas) */
+        size_t elen;
+        const void *value;    /* NULL: delete the key */
+        size_t vlen;
+};
+
 struct kvdb_type;
 struct kvpg_type;
 
@@ -112,12 +131,18 @@ struct kv_job {
         int64_t at, due;              /* set: at; next fills both; settle: the delivered one's */
         unsigned attempts;            /* next */
         int64_t retry_due;            /* settle: -1 deletes, else the next try's time */
-        struct kvdb_quota quota;      /* put */
-        void *val;                    /* put: the value (owned); get: the value found */
+        struct kvdb_quota quota;      /* put, cas, batch */
+        /* put: the value (owned); get: the value found; cas, batch: the
+         * operations (kv_job_add_op), then, if a cas did not match, its
+         * key's stored value (existed: whether there is one). */
+        void *val;
         size_t vlen;
         int err;                      /* 0 or -errno */
         bool open_failed;             /* err is the database's open failing */
-        bool existed;                 /* delete */
+        bool existed;                 /* delete; cas, batch: see val */
+        int failed;                   /* cas, batch: the operation not applied (its cas did not match,
+                                       * or its put passed the quota), -1: all were */
+        uint64_t existed_ops;         /* cas, batch, all applied: bit i, whether op i's key existed */
         bool more;                    /* list: keys remain after these */
         uint8_t *keys;                /* list: n_keys of (2-byte length, bytes) */
         size_t keys_len, n_keys;
@@ -153,6 +178,17 @@ void kv_job_free(struct kv_job *job);
  * a copy of its type, op, binding, caller and store, with err -ECANCELED. The
  * backend sets the job's own done to NULL, so that it answers no one. */
 struct kv_job kv_job_stand_in(const struct kv_job *running);
+/* Appends op to a cas or batch job's operations (job->val): 0, or
+ * -ENOMEM (the job unchanged). */
+int kv_job_add_op(struct kv_job *job, const struct kv_batch_op *op);
+/* Walks a cas or batch job's operations: 1 with the next (pointing into
+ * job->val), 0 at the end, -EIO if they are not well formed. Their form
+ * (each backend reads it: the PostgreSQL function gadgetd_kv_batch too):
+ * flags (1 byte: 1 cas, 2 expect, 4 value), the key's length (2 bytes,
+ * big-endian), the key, the expect's length (4), expect, the value's
+ * length (4), the value. */
+int kv_job_next_op(const struct kv_job *job, size_t *pos, struct kv_batch_op *op);
+
 /* Appends one listed key to a list job's keys (sets job->err to -ENOMEM
  * if it cannot); a callback of kvdb_list. */
 void kv_job_add_key(void *job, const void *key, size_t klen);

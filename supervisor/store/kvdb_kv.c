@@ -1,7 +1,8 @@
 /* kvdb_kv: the kv bindings' keys and values in the gadget's SQLite
  * database (tables kv and usage), on the kv thread: durable puts within
  * the binding's quota, deletes that commit on a full disk (kvdb.c's
- * reserve), bounded lists. */
+ * reserve), bounded lists, and cas and batches: operations applied in
+ * one transaction, all or none. */
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -242,10 +243,151 @@ int kvdb_list(struct kvdb *db, const char *binding, const void *prefix, size_t p
         return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
 }
 
+/* Carries out one operation of a batch inside its transaction, keys and
+ * bytes being the binding's usage so far: 1 if a cas did not match (its
+ * key's stored value left in job->val, existed saying whether there is
+ * one), 0 done (*existed: whether the key was there), or -errno (-EDQUOT:
+ * a write past the quota). */
+static int batch_op(struct kvdb *db, struct kv_job *job, const struct kv_batch_op *op, int64_t *keys,
+                    int64_t *bytes, bool *existed)
+{
+        sqlite3_stmt *get = ST(db, ST_GET);
+        int64_t old = -1;
+        int r, e = 0;
+        bind_key(get, job->binding, op->key, op->klen);
+        r = sqlite3_step(get);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) {
+                e = kvdb_sql_err(r);
+                goto out;
+        }
+        const void *cur = r == SQLITE_ROW ? sqlite3_column_blob(get, 0) : NULL;
+        size_t clen = r == SQLITE_ROW ? (size_t)sqlite3_column_bytes(get, 0) : 0;
+        *existed = r == SQLITE_ROW;
+        if (*existed)
+                old = (int64_t)(op->klen + clen);
+        /* A cas matches the stored bytes exactly, or no key for no expect. */
+        if (op->cas && (*existed != (op->expect != NULL) ||
+                        (*existed && (clen != op->elen || (clen && memcmp(cur, op->expect, clen) != 0))))) {
+                void *copy = malloc(clen ? clen : 1);
+                if (!copy) {
+                        e = -ENOMEM;
+                        goto out;
+                }
+                if (clen)
+                        memcpy(copy, cur, clen);
+                free(job->val);
+                job->val = copy;
+                job->vlen = clen;
+                job->existed = *existed;
+                e = 1;
+                goto out;
+        }
+        sqlite3_reset(get);
+        if (!op->value) {
+                if (!*existed)
+                        goto out;
+                bind_key(ST(db, ST_DEL), job->binding, op->key, op->klen);
+                r = sqlite3_step(ST(db, ST_DEL));
+                while (r == SQLITE_ROW)
+                        r = sqlite3_step(ST(db, ST_DEL));
+                sqlite3_reset(ST(db, ST_DEL));
+                e = r == SQLITE_DONE ? 0 : kvdb_sql_err(r);
+                (*keys)--;
+                *bytes -= old;
+                goto out;
+        }
+        /* Each write is checked as a put alone would be, counting the
+         * batch's earlier operations. */
+        if (old < 0)
+                (*keys)++;
+        *bytes += (int64_t)(op->klen + op->vlen) - (old < 0 ? 0 : old);
+        if ((uint64_t)*keys > job->quota.max_keys || (uint64_t)*bytes > job->quota.max_bytes) {
+                e = -EDQUOT;
+                goto out;
+        }
+        bind_key(ST(db, ST_PUT), job->binding, op->key, op->klen);
+        sqlite3_bind_blob(ST(db, ST_PUT), 3, op->vlen ? op->value : "", (int)op->vlen, SQLITE_STATIC);
+        e = step_done(ST(db, ST_PUT));
+out:
+        sqlite3_reset(get);
+        return e;
+}
+
+/* A batch's transaction: every operation applied and committed, or none
+ * (a cas that did not match, a write past the quota, an error: rolled
+ * back, job->failed naming the operation). */
+static int batch_txn(struct kvdb *db, struct kv_job *job)
+{
+        struct kv_batch_op op;
+        int64_t keys, bytes;
+        size_t pos = 0;
+        int e, i = 0, more;
+        bool existed;
+
+        job->failed = -1;
+        job->existed_ops = 0;
+        if ((e = kvdb_exec(db, "BEGIN IMMEDIATE")) < 0)
+                return e;
+        if ((e = usage_get(db, job->binding, &keys, &bytes)) < 0)
+                goto out;
+        while ((more = kv_job_next_op(job, &pos, &op)) > 0) {
+                if (i >= KV_BATCH_MAX) {
+                        e = -E2BIG;
+                        goto out;
+                }
+                if ((e = batch_op(db, job, &op, &keys, &bytes, &existed)) != 0) {
+                        job->failed = i;
+                        goto out;
+                }
+                job->existed_ops |= (uint64_t)existed << i++;
+        }
+        if ((e = more) < 0 || (e = usage_set(db, job->binding, keys, bytes)) < 0)
+                goto out;
+        e = kvdb_exec(db, "COMMIT");
+out:
+        if (e != 0)
+                kvdb_exec(db, "ROLLBACK");
+        if (e < 0 && e != -EDQUOT)
+                job->failed = -1;
+        return e > 0 ? 0 : e;
+}
+
+/* Whether a batch only deletes (then it may take the deletes' reserve). */
+static bool batch_only_deletes(const struct kv_job *job)
+{
+        struct kv_batch_op op;
+        size_t pos = 0;
+        int more;
+        while ((more = kv_job_next_op(job, &pos, &op)) > 0)
+                if (op.value)
+                        return false;
+        return more == 0;
+}
+
+/* A cas or a batch, durably committed (or nothing written) before it
+ * returns: on a full disk one that only deletes commits as a delete does,
+ * any other fails as a put does. */
+static int kvdb_batch(struct kvdb *db, struct kv_job *job)
+{
+        bool deletes = batch_only_deletes(job);
+        if (!deletes && !db->reserved && kvdb_reserve_fill(db) < 0)
+                return -ENOSPC;
+        int e = batch_txn(db, job);
+        if (e == -ENOSPC && deletes && db->reserve_fd >= 0) {
+                kvdb_reserve_release(db);
+                kvdb_exec(db, "PRAGMA wal_checkpoint(PASSIVE)");
+                e = batch_txn(db, job);
+        }
+        if (e == 0 && deletes && !db->reserved)
+                kvdb_reserve_fill(db);
+        return e;
+}
+
 /* The operations it carries out, by their names (bind_kv.c's kv_type). */
-enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_COUNT };
+enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_CAS, OP_BATCH, OP_COUNT };
 static const char *const ops[OP_COUNT] = {
         [OP_GET] = "get", [OP_PUT] = "put", [OP_DELETE] = "delete", [OP_LIST] = "list",
+        [OP_CAS] = "cas", [OP_BATCH] = "batch",
 };
 
 /* Carries out a kv job (on the thread). */
@@ -258,6 +400,8 @@ static int run(struct kvdb *db, struct kv_job *job, int op)
         case OP_LIST:
                 return kvdb_list(db, job->binding, job->key, job->klen, job->after, job->alen, job->limit,
                                  kv_job_add_key, job, &job->more);
+        case OP_CAS:
+        case OP_BATCH: return kvdb_batch(db, job);
         default: return -EINVAL;
         }
 }

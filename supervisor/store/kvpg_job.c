@@ -114,25 +114,27 @@ void kvpg_job_result(struct kv_job *job, const PGresult *res)
 
 /* The kv operations. */
 
-enum { Q_GET, Q_PUT, Q_DELETE, Q_LIST_GE, Q_LIST_GT, Q_COUNT };
+enum { Q_GET, Q_PUT, Q_DELETE, Q_LIST_GE, Q_LIST_GT, Q_BATCH, Q_COUNT };
 
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "
 
 /* Parameters: $1 gadget, $2 binding (text); $3 key or list start (bytea);
  * put: $4 value, $5 max keys, $6 max bytes, $7 node, $8 the writer's epoch;
  * delete: $4 the writer's epoch; list: $4 the end of the prefix's range
- * (bytea), $5 limit + 1. */
+ * (bytea), $5 limit + 1; cas, batch: $3 the operations (kv_job_add_op's
+ * bytes), $4 max keys, $5 max bytes, $6 node, $7 the writer's epoch. */
 static const char *const queries[Q_COUNT] = {
         [Q_GET] = "SELECT v.value " FROM_NS "AND v.key = $3",
         [Q_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7, $8)",
         [Q_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3, $4)",
         [Q_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
         [Q_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
+        [Q_BATCH] = "SELECT failed, why, existed, cur FROM gadgetd_kv_batch($1, $2, $3, $4, $5, $6, $7)",
 };
 
 static const char *const names[Q_COUNT] = {
         [Q_GET] = "gadgetd_get", [Q_PUT] = "gadgetd_put", [Q_DELETE] = "gadgetd_delete",
-        [Q_LIST_GE] = "gadgetd_list_ge", [Q_LIST_GT] = "gadgetd_list_gt",
+        [Q_LIST_GE] = "gadgetd_list_ge", [Q_LIST_GT] = "gadgetd_list_gt", [Q_BATCH] = "gadgetd_batch",
 };
 
 /* A list's parameters after $1 gadget, $2 binding: from the prefix or
@@ -161,9 +163,10 @@ static int list_params(struct kvpg_params *p, const struct kv_job *job)
 }
 
 /* The operations it carries out, by their names (bind_kv.c's kv_type). */
-enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_COUNT };
+enum { OP_GET, OP_PUT, OP_DELETE, OP_LIST, OP_CAS, OP_BATCH, OP_COUNT };
 static const char *const ops[OP_COUNT] = {
         [OP_GET] = "get", [OP_PUT] = "put", [OP_DELETE] = "delete", [OP_LIST] = "list",
+        [OP_CAS] = "cas", [OP_BATCH] = "batch",
 };
 
 static int kv_params(struct kvpg_params *p, const struct kv_job *job, int op, const char *node)
@@ -186,6 +189,16 @@ static int kv_params(struct kvpg_params *p, const struct kv_job *job, int op, co
                 kvpg_param_text(p, node);
                 kvpg_param_bin(p, p->ep, 8);
                 return Q_PUT;
+        case OP_CAS:
+        case OP_BATCH:
+                kvpg_quota_param(job->quota.max_keys, p->texts[0]);
+                kvpg_quota_param(job->quota.max_bytes, p->texts[1]);
+                kvpg_param_bin(p, job->val ? job->val : "", job->vlen);
+                kvpg_param_bin(p, p->texts[0], 8);
+                kvpg_param_bin(p, p->texts[1], 8);
+                kvpg_param_text(p, node);
+                kvpg_param_bin(p, p->ep, 8);
+                return Q_BATCH;
         default: return list_params(p, job);
         }
 }
@@ -213,6 +226,35 @@ static int list_result(struct kv_job *job, const PGresult *res)
         return job->err;
 }
 
+/* gadgetd_kv_batch's one row (failed, why, existed, cur), kvdb_kv.c's
+ * outcome: a cas that did not match leaves its key's stored value in
+ * job->val; a write past the quota is -EDQUOT; either names its op. */
+static int batch_result(struct kv_job *job, const PGresult *res)
+{
+        if (PQntuples(res) != 1 || PQnfields(res) != 4 || PQgetlength(res, 0, 0) != 4 ||
+            PQgetlength(res, 0, 1) != 4 || PQgetlength(res, 0, 2) != 8)
+                return -EIO;
+        int64_t failed = kvpg_be(PQgetvalue(res, 0, 0), 4), why = kvpg_be(PQgetvalue(res, 0, 1), 4);
+        if (failed < -1 || failed >= KV_BATCH_MAX || why < 0 || why > 2 || (failed < 0) != (why == 0))
+                return -EIO;
+        job->failed = (int)failed;
+        job->existed_ops = why == 0 ? (uint64_t)kvpg_be(PQgetvalue(res, 0, 2), 8) : 0;
+        if (why == 2)
+                return -EDQUOT;
+        if (why == 1) {
+                size_t n = PQgetisnull(res, 0, 3) ? 0 : (size_t)PQgetlength(res, 0, 3);
+                void *copy = malloc(n ? n : 1);
+                if (!copy)
+                        return -ENOMEM;
+                memcpy(copy, PQgetvalue(res, 0, 3), n);
+                free(job->val);
+                job->val = copy;
+                job->vlen = n;
+                job->existed = !PQgetisnull(res, 0, 3);
+        }
+        return 0;
+}
+
 static int kv_result(struct kv_job *job, const PGresult *res, int op)
 {
         int64_t v = 0;
@@ -227,6 +269,8 @@ static int kv_result(struct kv_job *job, const PGresult *res, int op)
                 if ((e = kvpg_scalar(res, &v)) == 0)
                         job->existed = v != 0;
                 return e;
+        case OP_CAS:
+        case OP_BATCH: return batch_result(job, res);
         default: return list_result(job, res);
         }
 }

@@ -131,7 +131,21 @@
  *       back the owner rows of the takes before it but keep their locks
  *       (session locks ignore a rollback), and those gadgets would stay
  *       locked by a session that does not know it holds them. A node of
- *       an earlier version reads NULL as not free. */
+ *       an earlier version reads NULL as not free.
+ *
+ * Version 8, kv's cas and batches (bind_kv_batch.c):
+ *
+ *   gadgetd_kv_batch(gadget, binding, ops, max_keys, max_bytes, node,
+ *                    epoch) → (failed int, why int, existed bigint, cur bytea)
+ *       ops: the operations as kv_job.h packs them (flags, key, expect,
+ *       value), carried out in order in one transaction, fenced first as
+ *       a put is. All applied: failed -1, why 0, existed bit i whether
+ *       op i's key was there. Else nothing is written (the operations run
+ *       in a block whose exception rolls them back) and failed names the
+ *       operation: why 1, its cas did not match (cur: its key's stored
+ *       value, NULL if none); why 2, its write passed MaxKeys=/MaxBytes=
+ *       (each write checked as a put alone, counting the earlier ones).
+ *       Self-contained: it only adds. */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -391,6 +405,72 @@ static const char migration_lease_full[] =
         "  END LOOP;\n"
         "END $f$;";
 
+/* Version 8: a batch of kv operations in one transaction (see the top).
+ * Why a malformed ops string cannot write: a length past the end makes
+ * substring short and the check after each field raises, rolling back. */
+static const char migration_kv_batch[] =
+        "CREATE FUNCTION gadgetd_kv_batch(p_gadget text, p_binding text, p_ops bytea, p_max_keys bigint,"
+        " p_max_bytes bigint, p_node text, p_epoch bigint,"
+        " OUT failed integer, OUT why integer, OUT existed bigint, OUT cur bytea) LANGUAGE plpgsql AS $f$\n"
+        "DECLARE n gadgetd_kv_ns%ROWTYPE; pos integer := 0; i integer := 0; flags integer; len integer;\n"
+        "  k bytea; e bytea; v bytea; old bytea; nk bigint; nb bigint; total integer := length(p_ops);\n"
+        "BEGIN\n"
+        "  failed := -1; why := 0; existed := 0;\n"
+        "  PERFORM gadgetd_fence(p_gadget, p_epoch);\n"
+        "  SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  IF NOT FOUND THEN\n"
+        "    INSERT INTO gadgetd_kv_ns (gadget, binding, created_by) VALUES (p_gadget, p_binding, p_node)\n"
+        "      ON CONFLICT (gadget, binding) DO NOTHING;\n"
+        "    SELECT * INTO n FROM gadgetd_kv_ns WHERE gadget = p_gadget AND binding = p_binding FOR UPDATE;\n"
+        "  END IF;\n"
+        "  nk := n.keys; nb := n.bytes;\n"
+        "  BEGIN\n"
+        "    WHILE pos < total LOOP\n"
+        "      IF i >= 64 OR total - pos < 11 THEN RAISE EXCEPTION 'malformed kv batch'; END IF;\n"
+        "      flags := get_byte(p_ops, pos);\n"
+        "      len := get_byte(p_ops, pos + 1) * 256 + get_byte(p_ops, pos + 2);\n"
+        "      IF len < 1 OR total - pos - 11 < len THEN RAISE EXCEPTION 'malformed kv batch'; END IF;\n"
+        "      k := substring(p_ops FROM pos + 4 FOR len); pos := pos + 3 + len;\n"
+        "      len := (get_byte(p_ops, pos) << 24) | (get_byte(p_ops, pos + 1) << 16)\n"
+        "        | (get_byte(p_ops, pos + 2) << 8) | get_byte(p_ops, pos + 3);\n"
+        "      IF len < 0 OR total - pos - 8 < len THEN RAISE EXCEPTION 'malformed kv batch'; END IF;\n"
+        "      e := substring(p_ops FROM pos + 5 FOR len); pos := pos + 4 + len;\n"
+        "      len := (get_byte(p_ops, pos) << 24) | (get_byte(p_ops, pos + 1) << 16)\n"
+        "        | (get_byte(p_ops, pos + 2) << 8) | get_byte(p_ops, pos + 3);\n"
+        "      IF len < 0 OR total - pos - 4 < len THEN RAISE EXCEPTION 'malformed kv batch'; END IF;\n"
+        "      v := substring(p_ops FROM pos + 5 FOR len); pos := pos + 4 + len;\n"
+        "      IF flags & 2 = 0 THEN e := NULL; END IF;\n"
+        "      IF flags & 4 = 0 THEN v := NULL; END IF;\n"
+        "      old := NULL;\n"
+        "      SELECT value INTO old FROM gadgetd_kv WHERE ns = n.id AND key = k;\n"
+        "      IF flags & 1 = 1 AND old IS DISTINCT FROM e THEN\n"
+        "        failed := i; why := 1; cur := old;\n"
+        "        RAISE EXCEPTION USING ERRCODE = 'GDB01';\n"
+        "      END IF;\n"
+        "      IF old IS NOT NULL THEN existed := existed | (1::bigint << i); END IF;\n"
+        "      IF v IS NULL THEN\n"
+        "        IF old IS NOT NULL THEN\n"
+        "          DELETE FROM gadgetd_kv WHERE ns = n.id AND key = k;\n"
+        "          nk := nk - 1; nb := nb - length(k) - length(old);\n"
+        "        END IF;\n"
+        "      ELSE\n"
+        "        IF old IS NULL THEN nk := nk + 1; ELSE nb := nb - length(k) - length(old); END IF;\n"
+        "        nb := nb + length(k) + length(v);\n"
+        "        IF nk > p_max_keys OR nb > p_max_bytes THEN\n"
+        "          failed := i; why := 2;\n"
+        "          RAISE EXCEPTION USING ERRCODE = 'GDB01';\n"
+        "        END IF;\n"
+        "        INSERT INTO gadgetd_kv (ns, key, value) VALUES (n.id, k, v)\n"
+        "          ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value;\n"
+        "      END IF;\n"
+        "      i := i + 1;\n"
+        "    END LOOP;\n"
+        "    UPDATE gadgetd_kv_ns SET keys = nk, bytes = nb WHERE id = n.id;\n"
+        "  EXCEPTION WHEN SQLSTATE 'GDB01' THEN\n"
+        "    existed := 0;\n"
+        "  END;\n"
+        "END $f$;";
+
 /* Self-contained (it only adds): its place in the list is KVPG_SCHEMA_AUDIT. */
 static const char migration_audit[] =
         "CREATE TABLE gadgetd_audit ("
@@ -454,7 +534,7 @@ static const char migration_5[] =
  * a new entry at the end (a new type's tables: its own migration). */
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
-        migration_lease_full,
+        migration_lease_full, migration_kv_batch,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 

@@ -77,7 +77,12 @@ CAPTURES = [
         ("sleep", '{"ms": 1}'), ("nosuch", "null"),
         # Typed methods: their hello is version 2, with signatures.
         ("shape", '{"name": "ada", "id": 7, "tags": ["a"], "point": {"x": 1, "y": 2, "label": null}}'),
-        ("shape", '{"name": 5, "id": 1}'), ("seen", "null"), ("liar", '{"kind": "extra"}')]),
+        ("shape", '{"name": 5, "id": 1}'), ("seen", "null"), ("liar", '{"kind": "extra"}'),
+        # kv's cas and batch: nested values, their ops' maps.
+        ("binding", '{"binding": "STORE", "op": "cas", "args": {"key": "k", "expect": [1, {"x": "y"}], '
+                    '"value": {"$bytes": "AAE="}}}'),
+        ("binding", '{"binding": "STORE", "op": "batch", "args": {"ops": [{"op": "put", "key": "a", "value": 1}, '
+                    '{"op": "cas", "key": "k", "expect": null, "value": [true]}, {"op": "delete", "key": "b"}]}}')]),
 ]
 
 

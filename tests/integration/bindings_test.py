@@ -17,8 +17,8 @@ import time
 
 from harness import (EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, need, policy, test,
                      wait_for)
-from kvchecks import (bcall, counter_thousand_concurrent_checks, kv_limits_checks, kv_namespaces_checks,
-                      kv_operations_checks, ready)
+from kvchecks import (bcall, counter_thousand_concurrent_checks, kv_batch_quota_checks, kv_cas_batch_checks,
+                      kv_limits_checks, kv_namespaces_checks, kv_operations_checks, ready)
 
 
 # --- kv ---------------------------------------------------------------------
@@ -55,6 +55,20 @@ def binding_answer_wakes_gadget_once(tmp):
 def kv_namespaces_per_binding(tmp):
     with Daemon(tmp) as d:
         kv_namespaces_checks(d)
+
+
+@test
+def kv_cas_and_batch(tmp):
+    with Daemon(tmp) as d:
+        kv_cas_batch_checks(d)
+        kv_batch_quota_checks(d)
+        details = audit_details(d, "cas")
+        check("not applied: ops[3]'s cas did not match" in details and
+              "not written: the stored value differs" in details, "audit details: %r" % details)
+        db = sqlite3.connect(os.path.join(tmp, "state", "kv", "small.sqlite"))
+        usage = db.execute("SELECT u.keys = count(*), u.bytes = sum(length(k.key) + length(k.value)) FROM usage u"
+                           " JOIN kv k ON k.binding = u.binding GROUP BY u.binding").fetchall()
+        check(usage == [(1, 1)], "usage row and keys disagree: %r" % usage)
 
 
 @test

@@ -70,6 +70,73 @@ def pg_kv_limits(tmp):
         check(usage == "t", "usage row and keys disagree: %r" % usage)
 
 
+@test
+def pg_kv_cas_and_batch(tmp):
+    """cas and batch as on SQLite: all or nothing, the failed cas named,
+    quotas per write mid-batch; the usage rows match the keys after."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        kvchecks.kv_cas_batch_checks(d)
+        kvchecks.kv_batch_quota_checks(d)
+        usage = pg.psql("SELECT n.gadget, n.keys = count(v.key) AND n.bytes = coalesce(sum(length(v.key) +"
+                        " length(v.value)), 0) FROM gadgetd_kv_ns n LEFT JOIN gadgetd_kv v ON v.ns = n.id"
+                        " GROUP BY n.id ORDER BY n.gadget")
+        check(usage == "cas|t\nsmall|t", "usage rows and keys disagree: %r" % usage)
+
+
+def batch_ops(*ops):
+    """gadgetd_kv_batch's ops argument as kv_job_add_op packs it, each op
+    (key, expect, value, cas): as a bytea literal."""
+    out = b""
+    for key, expect, value, cas in ops:
+        out += bytes([(1 if cas else 0) | (2 if expect is not None else 0) | (4 if value is not None else 0)])
+        out += len(key).to_bytes(2, "big") + key
+        for v in (expect, value):
+            out += len(v or b"").to_bytes(4, "big") + (v or b"")
+    return "'\\x%s'::bytea" % out.hex()
+
+
+@test
+def pg_batch_function_fences(tmp):
+    """gadgetd_kv_batch as the store runs it: a writer whose epoch is not
+    the owner row's is refused with GDF01 and writes nothing (a cas and a
+    batch alike); a cas that does not match rolls back the ops before it;
+    malformed ops (a length past the end) fail the statement, writing
+    nothing."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        wait_for(lambda: connected(d), what="the schema migrated")
+        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('probe', 'node1', 5)")
+        big = 9223372036854775807
+
+        def batch(ops, epoch, max_keys=big):
+            return sql_try(pg, "SELECT failed || ' ' || why || ' ' || existed || ' ' || coalesce(encode(cur, 'hex'),"
+                               " '-') FROM gadgetd_kv_batch('probe', 'A', %s, %d, %d, 'node1', %d)"
+                           % (ops, max_keys, big, epoch))
+
+        def keys():
+            return pg.psql("SELECT coalesce(string_agg(encode(v.key, 'escape') || '=' || encode(v.value, 'escape'),"
+                           " ',' ORDER BY v.key), '') FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns"
+                           " WHERE n.gadget = 'probe'")
+
+        put_a = batch_ops((b"a", None, b"1", False))
+        check(batch(put_a, 4)[2] == "GDF01", "old epoch, a put in a batch")
+        check(batch(batch_ops((b"a", None, b"1", True)), 4)[2] == "GDF01", "old epoch, a cas")
+        check(keys() == "", "a fenced batch wrote: %r" % keys())
+        check(batch(put_a, 5) == (True, "-1 0 0 -", None), "owner's epoch: %r" % (batch(put_a, 5),))
+        got = batch(batch_ops((b"b", None, b"2", False), (b"a", b"9", b"3", True)), 5)
+        check(got == (True, "1 1 0 31", None), "a stale cas after a put: %r" % (got,))
+        check(keys() == "a=1", "a batch not applied wrote: %r" % keys())
+        got = batch(batch_ops((b"b", None, b"2", False), (b"c", None, b"3", False)), 5, max_keys=2)
+        check(got == (True, "1 2 0 -", None), "over MaxKeys= mid-batch: %r" % (got,))
+        check(keys() == "a=1", "a batch over the quota wrote: %r" % keys())
+        got = batch(batch_ops((b"a", b"1", None, True), (b"b", None, b"2", False)), 5)
+        check(got == (True, "-1 0 1 -", None), "a cas delete and a put: %r" % (got,))
+        check(keys() == "b=2", "after: %r" % keys())
+        bad = put_a[:-len("'::bytea")] + "ff'::bytea"
+        check(batch("'\\x0400'::bytea || " + bad, 5)[0] is False, "malformed ops refused")
+        check(batch("'\\x00000100'::bytea", 5)[0] is False, "a length past the end refused")
+        check(keys() == "b=2", "malformed ops wrote: %r" % keys())
+
+
 def sql_try(pg, sql):
     """Runs sql as the store's user: (ok, output, SQLSTATE of its error or None)."""
     r = pg._as_user(os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v",

@@ -312,6 +312,64 @@ static gadget_value *alarm_helpers(struct gadget_call *call, const gadget_value 
         return r;
 }
 
+/* {"binding": B}: libgadget's kv cas and batch in turn (kvchecks.py): a
+ * cas of "h" from nothing to 1, one expecting 5 (not written: 1 is
+ * there), then a batch: a cas of "h" from 1 to 2, a put of "h2", a
+ * delete of "h3"; returns what each said. */
+static gadget_value *kv_helpers(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        gadget_value *cur = NULL, *res = NULL, *ops = NULL;
+        bool first = false, second = true;
+        if (!b || gadget_kv_cas(g, b, "h", NULL, gadget_int(1), &first, NULL) < 0 ||
+            gadget_kv_cas(g, b, "h", gadget_int(5), gadget_int(2), &second, &cur) < 0)
+                return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(g));
+        if (!(ops = gadget_list()) || gadget_kv_batch_add(ops, "cas", "h", gadget_int(1), gadget_int(2)) < 0 ||
+            gadget_kv_batch_add(ops, "put", "h2", NULL, gadget_string("x")) < 0 ||
+            gadget_kv_batch_add(ops, "delete", "h3", NULL, NULL) < 0) {
+                gadget_value_free(ops);
+                gadget_value_free(cur);
+                return gadget_fail(call, GADGET_EINTERNAL, "out of memory");
+        }
+        if (gadget_kv_batch(g, b, ops, &res) < 0) {
+                gadget_value_free(cur);
+                return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(g));
+        }
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "first", gadget_bool(first));
+        gadget_map_set(r, "second", gadget_bool(second));
+        gadget_map_set(r, "current", cur ? cur : gadget_null());
+        gadget_map_set(r, "batch", res);
+        return r;
+}
+
+/* {"binding": B, "id": ID}: docs/writing-gadgets.md's increment, which
+ * adds 1 to "count" once per request id however often it is called. */
+static gadget_value *increment_once(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        char done[80];
+        snprintf(done, sizeof done, "done/%s", gadget_as_string(gadget_map_get(args, "id")));
+        for (;;) {
+                gadget_value *n = NULL, *r = NULL, *ops = gadget_list();
+                int64_t v = 0, failed = -1;
+                if (gadget_kv_get(g, b, "count", &n) == 0)
+                        gadget_as_int(n, &v);
+                gadget_kv_batch_add(ops, "cas", "count", n, gadget_int(v + 1));
+                gadget_kv_batch_add(ops, "cas", done, NULL, gadget_int(v + 1));
+                if (gadget_kv_batch(g, b, ops, &r) < 0)
+                        return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(g));
+                gadget_as_int(gadget_map_get(r, "failed"), &failed);
+                gadget_value *answer = failed == 1 ? gadget_copy(gadget_map_get(r, "current"))
+                                     : failed < 0 ? gadget_int(v + 1) : NULL;
+                gadget_value_free(r);
+                if (answer)
+                        return answer;
+        }
+}
+
 /* {"binding": B, "n": N}: sets N alarms due now whose delivery always
  * fails (payload {"fail": 1000}), through libgadget (alarms_test.py). */
 static gadget_value *alarm_flood(struct gadget_call *call, const gadget_value *args, void *data)
@@ -600,6 +658,8 @@ int main(int argc, char **argv)
         gadget_method(g, "tick", tick, NULL);
         gadget_method(g, "alarm_helpers", alarm_helpers, NULL);
         gadget_method(g, "alarm_flood", alarm_flood, NULL);
+        gadget_method(g, "kv_helpers", kv_helpers, NULL);
+        gadget_method(g, "increment_once", increment_once, NULL);
         gadget_method(g, "next", next, NULL);
         gadget_method(g, "tail", tail, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {

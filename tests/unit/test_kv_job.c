@@ -2,7 +2,11 @@
  * look-up packs in a job read back as they went in, the alarm rows stop at
  * their byte bound, a stand-in answers for a running job, a job is one of
  * its type's operations (which says whether it writes: a lost connection
- * leaves only those unknown), and a type's half is checked against them. */
+ * leaves only those unknown), and a type's half is checked against them;
+ * a batch's operations read back as they went in, and bytes that are not
+ * a well-formed batch (cut short, lengths past the end) are refused
+ * without reading past them. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,9 +107,62 @@ static void test_ops(void)
         CHECK_STR(why, "the PostgreSQL half of the t type has no operation \"put\"", "says which");
 }
 
+static void test_batch_ops(void)
+{
+        struct kv_job *job = kv_job_new(&type, "put", "b", NULL, NULL);
+        static uint8_t big[KV_MAX_KEY];
+        memset(big, 0xcd, sizeof big);
+        struct kv_batch_op in[] = {
+                { .cas = false, .key = "a", .klen = 1, .value = "v1", .vlen = 2 },
+                { .cas = false, .key = big, .klen = sizeof big },
+                { .cas = true, .key = "c", .klen = 1, .expect = "old", .elen = 3 },
+                { .cas = true, .key = "d", .klen = 1, .value = "", .vlen = 0 },
+        }, out;
+        CHECK(job->failed == -1, "a new job names no failed operation");
+        for (size_t i = 0; i < 4; i++)
+                CHECK(kv_job_add_op(job, &in[i]) == 0, "op %zu added", i);
+        size_t pos = 0, n = 0;
+        int r;
+        while ((r = kv_job_next_op(job, &pos, &out)) > 0) {
+                const struct kv_batch_op *o = &in[n++];
+                CHECK(out.cas == o->cas && out.klen == o->klen && memcmp(out.key, o->key, o->klen) == 0 &&
+                      !out.expect == !o->expect && out.elen == o->elen &&
+                      (!o->elen || memcmp(out.expect, o->expect, o->elen) == 0) && !out.value == !o->value &&
+                      out.vlen == o->vlen && (!o->vlen || memcmp(out.value, o->value, o->vlen) == 0),
+                      "op %zu read back as it went in", n - 1);
+        }
+        CHECK(r == 0 && n == 4, "4 ops, then the end (%d, %zu)", r, n);
+        /* Each cut of the bytes short of an op's end is refused. */
+        size_t whole = job->vlen, refused = 0, cuts = 0;
+        for (size_t cut = 1; cut < whole; cut++) {
+                job->vlen = cut;
+                pos = 0;
+                while ((r = kv_job_next_op(job, &pos, &out)) > 0)
+                        ;
+                cuts++;
+                refused += r < 0 || pos == cut;
+        }
+        CHECK(refused == cuts, "every cut is refused or ends on an op's end (%zu of %zu)", refused, cuts);
+        job->vlen = whole;
+        uint8_t *b = job->val;
+        b[1] = 0xff; /* the first key's length past the end */
+        pos = 0;
+        CHECK(kv_job_next_op(job, &pos, &out) == -EIO, "a key length past the end refused");
+        b[1] = 0;
+        b[0] = 0x80;
+        pos = 0;
+        CHECK(kv_job_next_op(job, &pos, &out) == -EIO, "unknown flags refused");
+        b[0] = 4;
+        b[4] = 0xff; /* the first expect's length: 4 GiB */
+        pos = 0;
+        CHECK(kv_job_next_op(job, &pos, &out) == -EIO, "an expect length past the end refused");
+        kv_job_free(job);
+}
+
 int main(void)
 {
         test_keys();
+        test_batch_ops();
         test_alarms();
         test_stand_in();
         test_ops();

@@ -1,7 +1,8 @@
 /* Unit tests of supervisor/store/kvdb.c and its types, kvdb_kv.c: the key
  * range a list reads (the pure successor of a prefix, and lists at its
  * edges: 0xff bytes, cursors before, inside and after the prefix), and
- * quotas; kvdb_alarm.c: the alarms' jobs as the kv thread runs them; on a
+ * quotas, batches (all or nothing: a cas that does not match and a write
+ * past the quota mid-batch leave everything as it was); kvdb_alarm.c: the alarms' jobs as the kv thread runs them; on a
  * database in a temporary directory. */
 #include <errno.h>
 #include <stdio.h>
@@ -17,12 +18,13 @@
  * halves only. */
 KV_TYPE_HALVES(kv);
 KV_TYPE_HALVES(alarm);
-static const struct kv_op kv_ops[] = { { "get", false }, { "put", true }, { "delete", true }, { "list", false } };
+static const struct kv_op kv_ops[] = { { "get", false }, { "put", true },  { "delete", true },
+                                       { "list", false }, { "cas", true }, { "batch", true } };
 static const struct kv_op alarm_ops[] = {
         { "alarm set", true }, { "alarm cancel", true }, { "alarm list", false }, { "alarm look-up", false },
         { "alarm delivery's record", true },
 };
-static const struct kv_type kv_store = { .name = "kv", .ops = kv_ops, .n_ops = 4, .db = &kvdb_kv_type };
+static const struct kv_type kv_store = { .name = "kv", .ops = kv_ops, .n_ops = 6, .db = &kvdb_kv_type };
 static const struct kv_type alarm_store = { .name = "alarm", .ops = alarm_ops, .n_ops = 5, .db = &kvdb_alarm_type };
 static const struct kv_type *const types[] = { &kv_store, &alarm_store };
 
@@ -99,6 +101,79 @@ static void quota_cases(struct kvdb *db)
         CHECK(kvdb_put(db, "Q", "k3", 2, "5", 1, &q) == -EDQUOT, "a third key over MaxKeys");
         CHECK(kvdb_delete(db, "Q", "k1", 2, &existed) == 0 && existed, "delete frees quota");
         CHECK(kvdb_put(db, "Q", "k3", 2, "5", 1, &q) == 0, "then a put fits");
+}
+
+/* A batch job on binding R of quota q, its ops added from (key, cas,
+ * expect, value) strings (NULL: none). */
+static struct kv_job *batch_job(const struct kvdb_quota *q, const char *const (*ops)[4], size_t n)
+{
+        struct kv_job *job = kv_job_new(&kv_store, "batch", "R", NULL, NULL);
+        for (size_t i = 0; job && i < n; i++) {
+                struct kv_batch_op o = { .key = ops[i][0], .klen = strlen(ops[i][0]), .cas = ops[i][1] != NULL,
+                                         .expect = ops[i][2], .elen = ops[i][2] ? strlen(ops[i][2]) : 0,
+                                         .value = ops[i][3], .vlen = ops[i][3] ? strlen(ops[i][3]) : 0 };
+                kv_job_add_op(job, &o);
+        }
+        job->quota = *q;
+        return job;
+}
+
+/* The value of key in binding R, or "-" if none, into buf. */
+static const char *value_of(struct kvdb *db, const char *key, char *buf)
+{
+        void *v = NULL;
+        size_t n = 0;
+        strcpy(buf, "-");
+        if (kvdb_get(db, "R", key, strlen(key), &v, &n) == 0 && n < 16) {
+                memcpy(buf, v, n);
+                buf[n] = '\0';
+        }
+        free(v);
+        return buf;
+}
+
+static void batch_cases(struct kvdb *db)
+{
+        struct kvdb_quota q = { 3, 100 };
+        char a[16], b[16], c[16];
+        const char *const first[][4] = { { "a", NULL, NULL, "1" }, { "b", NULL, NULL, "2" } };
+        struct kv_job *job = batch_job(&q, first, 2);
+        CHECK(kvdb_run(db, job) == 0 && job->failed == -1 && job->existed_ops == 0, "two puts applied");
+        kv_job_free(job);
+        /* A put, then a cas that does not match: nothing written. */
+        const char *const stale[][4] = { { "a", NULL, NULL, "9" }, { "c", NULL, NULL, "3" },
+                                         { "b", "cas", "1", "x" } };
+        job = batch_job(&q, stale, 3);
+        CHECK(kvdb_run(db, job) == 0 && job->failed == 2 && job->existed && job->vlen == 1 &&
+              memcmp(job->val, "2", 1) == 0, "a stale cas fails the batch, naming it and what is stored");
+        kv_job_free(job);
+        CHECK(strcmp(value_of(db, "a", a), "1") == 0 && strcmp(value_of(db, "c", c), "-") == 0,
+              "nothing of it written (a=%s c=%s)", a, c);
+        /* A cas of a key that does not exist, expecting one. */
+        const char *const missing[][4] = { { "z", "cas", "1", "x" } };
+        job = batch_job(&q, missing, 1);
+        CHECK(kvdb_run(db, job) == 0 && job->failed == 0 && !job->existed, "a cas of a missing key");
+        kv_job_free(job);
+        /* Past MaxKeys= mid-batch: nothing written, the op named. */
+        const char *const over[][4] = { { "c", NULL, NULL, "3" }, { "d", NULL, NULL, "4" } };
+        job = batch_job(&q, over, 2);
+        CHECK(kvdb_run(db, job) == -EDQUOT && job->failed == 1, "a fourth key mid-batch is over MaxKeys");
+        kv_job_free(job);
+        CHECK(strcmp(value_of(db, "c", c), "-") == 0, "the third key stayed unwritten (c=%s)", c);
+        /* A delete makes room; cas with and without a value. */
+        const char *const room[][4] = { { "a", NULL, NULL, NULL }, { "c", NULL, NULL, "3" },
+                                        { "d", "cas", NULL, "4" }, { "b", "cas", "2", NULL } };
+        job = batch_job(&q, room, 4);
+        CHECK(kvdb_run(db, job) == 0 && job->failed == -1 && job->existed_ops == 0x9,
+              "applied, saying which keys existed (%#llx)", (unsigned long long)job->existed_ops);
+        kv_job_free(job);
+        CHECK(strcmp(value_of(db, "a", a), "-") == 0 && strcmp(value_of(db, "b", b), "-") == 0 &&
+              strcmp(value_of(db, "c", c), "3") == 0, "a and b deleted, c written (%s %s %s)", a, b, c);
+        bool existed;
+        CHECK(kvdb_delete(db, "R", "c", 1, &existed) == 0 && kvdb_delete(db, "R", "d", 1, &existed) == 0,
+              "cleanup");
+        struct kvdb_quota one = { 1, 12 };
+        CHECK(kvdb_put(db, "R", "k1", 2, "abcdefghij", 10, &one) == 0, "the usage the batches left is right");
 }
 
 struct alarms_seen {
@@ -266,6 +341,7 @@ int main(void)
         if (db) {
                 list_cases(db);
                 quota_cases(db);
+                batch_cases(db);
                 alarm_cases(db);
                 struct kv_job *job = kv_job_new(&lacking, "alarm snooze", "W", NULL, NULL);
                 CHECK(run(db, job) == -EINVAL, "a job of an operation its half lacks is refused");

@@ -81,6 +81,28 @@ int gadget_kv_delete(struct gadget *g, const char *binding, const char *key, boo
  * (NULL for all), after cursor (NULL to begin), at most limit (0 = 100). */
 int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, int limit, const char *cursor,
                    gadget_value **result);
+/* kv: compare-and-set. Writes value (owned; NULL: deletes the key) only
+ * if the key's stored value equals expect (owned; NULL: only if the key
+ * does not exist), byte for byte as stored (a value read by get and
+ * passed back unchanged is equal). *written says whether it was; if not,
+ * *current (if not NULL) is the stored value (the caller frees it), NULL
+ * if the key does not exist. Retrying a cas whose answer was lost is
+ * safe: a second one finds the value it wrote and is not written. */
+int gadget_kv_cas(struct gadget *g, const char *binding, const char *key, gadget_value *expect,
+                  gadget_value *value, bool *written, gadget_value **current);
+/* kv: adds one operation to ops (a list, gadget_list()) for gadget_kv_batch:
+ * op "put" (value), "delete" (neither) or "cas" (expect and value as
+ * gadget_kv_cas's, NULL for none); expect and value are owned. 0 or
+ * -GADGET_E*. */
+int gadget_kv_batch_add(gadget_value *ops, const char *op, const char *key, gadget_value *expect,
+                        gadget_value *value);
+/* kv: carries out ops (owned; 1 to 64 operations) in one transaction,
+ * all or none. 0 with *result (if not NULL; the caller frees it):
+ * {"applied": true, "results": [whether each op's key existed]}, or, when a
+ * cas did not match, {"applied": false, "failed": I, "current": V} (no
+ * "current" if op I's key does not exist) and nothing was written. A write
+ * past MaxKeys=/MaxBytes= fails the whole batch (-GADGET_ELIMIT). */
+int gadget_kv_batch(struct gadget *g, const char *binding, gadget_value *ops, gadget_value **result);
 /* alarm: sets an alarm at at_ms (ms since the epoch), or, when at_ms is
  * negative, delay_ms from now, with payload (owned; NULL: null) and id
  * (NULL: gadgetd makes one); setting an id again replaces that alarm. The

@@ -67,6 +67,54 @@ int gadget_kv_list(struct gadget *g, const char *binding, const char *prefix, in
         return a ? gadget_binding_call(g, binding, GADGET_OP_KV_LIST, a, result) : -GADGET_EINTERNAL;
 }
 
+/* a (taken over) with field set to v (taken over) unless v is NULL; NULL
+ * (both freed) if out of memory. */
+static gadget_value *with(gadget_value *a, const char *field, gadget_value *v)
+{
+        if (!v)
+                return a;
+        if (!a) {
+                gadget_value_free(v);
+                return NULL;
+        }
+        if (gadget_map_set(a, field, v) < 0) { /* it freed v */
+                gadget_value_free(a);
+                return NULL;
+        }
+        return a;
+}
+
+int gadget_kv_cas(struct gadget *g, const char *binding, const char *key, gadget_value *expect,
+                  gadget_value *value, bool *written, gadget_value **current)
+{
+        gadget_value *r = NULL;
+        gadget_value *a = with(with(args_map("key", key, NULL, NULL), "expect", expect), "value", value);
+        int e = a ? gadget_binding_call(g, binding, GADGET_OP_KV_CAS, a, &r) : -GADGET_EINTERNAL;
+        bool w = false;
+        if (e == 0 && !gadget_as_bool(gadget_map_get(r, "written"), &w))
+                e = -GADGET_EPROTO;
+        const gadget_value *cur = e == 0 && !w ? gadget_map_get(r, "current") : NULL;
+        if (e == 0 && current && !(*current = cur ? gadget_copy(cur) : NULL) && cur)
+                e = -GADGET_EINTERNAL;
+        if (e == 0 && written)
+                *written = w;
+        gadget_value_free(r);
+        return e;
+}
+
+int gadget_kv_batch_add(gadget_value *ops, const char *op, const char *key, gadget_value *expect,
+                        gadget_value *value)
+{
+        gadget_value *a = with(with(args_map("op", op, "key", key), "expect", expect), "value", value);
+        return a ? gadget_list_append(ops, a) : -GADGET_EINTERNAL; /* a taken whatever happens */
+}
+
+int gadget_kv_batch(struct gadget *g, const char *binding, gadget_value *ops, gadget_value **result)
+{
+        gadget_value *a = with(gadget_map(), "ops", ops);
+        return a ? gadget_binding_call(g, binding, GADGET_OP_KV_BATCH, a, result) : -GADGET_EINTERNAL;
+}
+
 int gadget_alarm_set(struct gadget *g, const char *binding, int64_t at_ms, int64_t delay_ms, gadget_value *payload,
                      const char *id, char **id_out)
 {
