@@ -4,8 +4,9 @@ file, at a heading that makes that anchor, as GitHub makes them); every
 guide in docs/ is linked from README.md; README.md has at most
 README_MAX_LINES lines; and every configuration key the docs write as a
 key, `Key=` in backticks (or `[Section] Key=`), is one a man page source
-under packaging/man/ documents (the man pages are the keys' reference).
-Each failure names the file and line. Reads the source tree only:
+under packaging/man/ documents (the man pages are the keys' reference);
+and proto/gadget.proto's ErrorCode says each code's text as proto/contract.c's
+table does. Each failure names the file and line. Reads the source tree only:
 SOURCE_ROOT, else the tree this file is in."""
 import glob
 import os
@@ -149,8 +150,26 @@ def check_keys(path, man, bad):
     return n_keys
 
 
+def check_error_texts(bad):
+    """gadget.proto's ErrorCode comments are contract.c's texts."""
+    with open(os.path.join(TOP, "proto", "contract.c"), encoding="utf-8") as f:
+        table = {n.upper(): t for n, t in re.findall(r'\[GADGET_E[A-Z]+\] = \{ "([a-z_]+)", "([^"]+)" \}', f.read())}
+    path = os.path.join(TOP, "proto", "gadget.proto")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    proto = {m.group(1): (m.group(2), line_of(text, m.start())) for m in
+             re.finditer(r"^  ([A-Z_]+) = [1-9][0-9]*; +// (.*)$", text, re.M)}
+    if len(proto) != len(table):
+        bad.append("proto/gadget.proto:1: ErrorCode has %d codes, contract.c %d" % (len(proto), len(table)))
+    for name, (comment, line) in proto.items():
+        want = table.get(name)
+        if comment != want:
+            bad.append("proto/gadget.proto:%d: %s says %r, contract.c %r" % (line, name, comment, want))
+
+
 def main():
     bad = []
+    check_error_texts(bad)
     files = doc_files()
     man = man_text()
     linked_from = {}

@@ -9,7 +9,7 @@ static gadget_value *greet(struct gadget_call *call, const gadget_value *args, v
 
 int main(void)
 {
-        struct gadget *g = gadget_new("hello");
+        struct gadget *g = gadget_new(NULL); /* the policy's Name=: one program, any deployment */
         gadget_method_typed(g, "greet(name: string(..100)) -> string", greet, NULL);
         int e = gadget_serve(g);
         gadget_free(g);

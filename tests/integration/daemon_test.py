@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from harness import (CALLFLOOD, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy,
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy,
                      spare, test, wait_for, workers)
 
 PROBE = os.environ.get("PROBE", "")
@@ -664,6 +664,21 @@ def bad_policy_reported_good_ones_start(tmp):
         r = d.ctl("load", os.path.join(policy_dir, "bad.policy"))
         check(r.returncode == 1 and "bad.policy:4:" in r.stderr, "load of bad: %r" % r.stderr)
 
+
+
+@test
+def one_program_under_two_policies(tmp):
+    """gadget_new(NULL): the hello example takes the name gadgetd gives it
+    (GADGET_NAME), so one program serves under two policies' names."""
+    hello = os.path.join(EXAMPLES, "hello")
+    with Daemon(tmp) as d:
+        policy(d.pol, "hello", "", exec_path=hello)
+        policy(d.pol, "greeter", "", exec_path=hello)
+        check(d.ctl("reload").returncode == 0, "reload")
+        for name in ("hello", "greeter"):
+            wait_for(lambda n=name: d.state(n) == "ready", what=name + " ready: %r" % d.list())
+            r = d.ctl("call", name, "greet", '{"name": "%s"}' % name)
+            check(r.returncode == 0 and json.loads(r.stdout) == "Hello, %s!" % name, "%s: %r" % (name, r))
 
 if __name__ == "__main__":
     sys.exit(main())

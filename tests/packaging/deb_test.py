@@ -33,7 +33,8 @@ EXPECTED = {
     "libgadget-dev": [
         "usr/include/gadget/gadget.h", "usr/include/gadget/contract.h", "usr/lib/%s/libgadget.so" % MA,
         "usr/lib/%s/libgadget-static.a" % MA, "usr/lib/%s/libgadget.a" % MA, "usr/lib/%s/pkgconfig/libgadget.pc" % MA,
-        "usr/share/man/man3/libgadget.3.gz",
+        "usr/share/man/man3/libgadget.3.gz", "usr/share/gadget/proto/gadget.proto",
+        "usr/share/gadget/proto/control.proto", "usr/share/gadget/proto/README.md",
     ],
 }
 # Files that belong to one package only.

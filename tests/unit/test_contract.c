@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "contract.h"
+#include "gadget.pb-c.h"
 #include "tap.h"
 
 int main(void)
@@ -27,5 +28,17 @@ int main(void)
         CHECK_STR(gadget_error_name(999), "failed", "an unknown code reads as failed");
         for (unsigned c = GADGET_EINVAL; c <= GADGET_EINTERNAL; c++)
                 CHECK(*gadget_error_name(c) && *gadget_error_text(c), "code %u has a name and a text", c);
+        /* gadget.proto's ErrorCode is the same table: each code's name there
+         * is its name here in upper case, and it has no other value. */
+        const ProtobufCEnumDescriptor *e = &gadget__error_code__descriptor;
+        CHECK(e->n_values == GADGET_EINTERNAL + 1, "ErrorCode has %u values", e->n_values);
+        for (unsigned c = GADGET_EINVAL; c <= GADGET_EINTERNAL; c++) {
+                const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(e, (int)c);
+                char lower[32] = "";
+                for (size_t i = 0; v && v->name[i] && i < sizeof lower - 1; i++)
+                        lower[i] = (char)(v->name[i] >= 'A' && v->name[i] <= 'Z' ? v->name[i] + 32 : v->name[i]);
+                CHECK(v && strcmp(lower, gadget_error_name(c)) == 0, "ErrorCode %u is %s in gadget.proto: %s", c,
+                      gadget_error_name(c), v ? v->name : "(none)");
+        }
         return tap_done();
 }

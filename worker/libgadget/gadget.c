@@ -67,7 +67,9 @@ struct gadget *gadget_new(const char *name)
         struct gadget *g = calloc(1, sizeof *g);
         if (!g)
                 return NULL;
-        g->name = strdup(name ? name : "");
+        /* gadgetd sets GADGET_NAME to the policy's Name=, always. */
+        const char *given = getenv("GADGET_NAME");
+        g->name = strdup(name ? name : given ? given : "");
         if (!g->name) {
                 free(g);
                 return NULL;

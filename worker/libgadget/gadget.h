@@ -30,7 +30,9 @@ typedef gadget_value *(*gadget_method_fn)(struct gadget_call *call, const gadget
                                           void *data);
 
 /* --- the gadget ------------------------------------------------------- */
-/* name must be the Name= of the gadget's policy. NULL on allocation failure. */
+/* name must be the Name= of the gadget's policy; NULL takes the name gadgetd
+ * gives the program (GADGET_NAME in its environment), so that one program
+ * serves under several policies. NULL on allocation failure. */
 struct gadget *gadget_new(const char *name);
 void gadget_free(struct gadget *g);
 /* Registers a method by its signature, in the type language of gadgetd's
