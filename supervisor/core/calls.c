@@ -814,6 +814,8 @@ static void call_own(struct call *c, struct call_owner *o)
 
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
+        /* A call runs here only under a lease that is still this node's. */
+        core_lease_check(u->core);
         const struct type_sig *sig = NULL;
         uint64_t begin_us = monotime_us();
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
@@ -879,6 +881,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
+        core_lease_check(u->core);
         /* A restart without a gap under way: a wait until ready (its
          * gadgetctl restart) waits for its switch, or its failure. */
         bool switching = q->until_ready && u->next_run;
