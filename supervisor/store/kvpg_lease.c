@@ -177,6 +177,12 @@ static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
                 return;
         }
+        /* This node's own, not held here: of an incarnation it no longer
+         * has (it lost its lease, restarted), which expires at the store
+         * by itself; no other node runs it meanwhile, and this one takes
+         * it once it joined again. */
+        if (!free && strcmp(node, l->node) == 0)
+                free = true;
         w->free_seen = free ? w->free_seen + 1 : 0;
         /* A free lease has no owner, whatever the row says of the last. */
         if (free) {
