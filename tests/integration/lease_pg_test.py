@@ -691,6 +691,120 @@ def pg_gadgetctl_nodes_down(tmp):
                   "nodes on a, the store gone for 3 s: %r" % ns)
 
 
+def lease_lost_records(d, name):
+    return [r for r in lifecycle_records(d, name) if r["op"] == "lease_lost"]
+
+
+def row_holder(pg, sql):
+    """A psql session of the test's that ran sql (in a transaction left
+    open, holding its locks) and answered its first line; close with
+    COMMIT (holder.stdin) and kill."""
+    env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+    holder = subprocess.Popen(
+        ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+         os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-q"], cwd=pg.dir, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder.stdin.write("BEGIN; %s;\n" % sql)
+    holder.stdin.flush()
+    return holder, holder.stdout.readline().strip()
+
+
+@test
+def pg_lease_renewal_stalled_stops_serving(tmp):
+    """No two owners by construction: the owner's renewals stall (the test
+    holds its node row locked, so each waits; the session itself stays up
+    and answers nothing late for 2 s): it stops serving its gadget (lost
+    its store lease: no renewal acknowledged) by its own clock BEFORE its
+    lease expires at the server (the lifecycle record's time is before the
+    row's lease_until, the server's clock: the same clock here), without
+    waiting for the session's deadline. Once the lock goes, it joins
+    again and runs the counter with its count."""
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        counter_policy(d, nodes="a")
+        holder = None
+        with d:
+            wait_for(lambda: d.state("counter") == "ready", what="a runs the counter")
+            for _ in range(3):
+                check(d.ctl("call", "counter", "increment").returncode == 0, "increment")
+            holder, until = row_holder(pg, "SELECT to_char(lease_until AT TIME ZONE 'UTC',"
+                                           " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM gadgetd_node WHERE name = 'a'"
+                                           " FOR UPDATE")
+            try:
+                t0 = time.monotonic()
+                wait_for(lambda: lease_lost_records(d, "counter"), timeout=10, what="a to lose the counter's lease")
+                took = time.monotonic() - t0
+                rec = lease_lost_records(d, "counter")[0]
+                print("the renewals held: a stopped serving %.0f ms later, at %s; its lease ran until %s at the "
+                      "server" % (took * 1000, rec["time"], until))
+                check("no renewal of this node's lease was acknowledged" in rec["detail"], "why: %r" % rec)
+                check(rec["time"] < until, "a served until %s, past its lease's end at the server (%s)"
+                      % (rec["time"], until))
+                check(d.state("counter") != "ready", "a still runs the counter: %r" % d.list()["counter"])
+            finally:
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.flush()
+                holder.stdin.close()
+                holder.wait(timeout=30)
+            wait_for(lambda: d.state("counter") == "ready", timeout=10, what="a to run the counter again")
+            check(d.ctl("call", "counter", "get").stdout.strip() == "3", "count")
+
+
+@test
+def pg_lease_paused_owner_replaced(tmp):
+    """The owner is paused (SIGSTOP: its kernel keeps its sessions to the
+    store alive), so its lease is not renewed: the other node takes the
+    counter within the 2 s goal and serves the count. A call sent to the
+    paused node waits through the pause; resumed (SIGCONT), that node
+    serves nothing: the call is refused (no peer link here: it names the
+    new owner or says the gadget is not ready), never run there (its count
+    of calls unchanged, no fenced write), and its status says it lost its
+    lease. The count is the acknowledged increments."""
+    with PgServer(tmp) as pg:
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        for d in (a, b):
+            counter_policy(d)
+        try:
+            a.start()
+            wait_for(lambda: a.state("counter") == "ready", what="a runs the counter")
+            b.start()
+            check(owner_of([a, b], "counter") == "a", "a owns the counter")
+            for _ in range(3):
+                check(a.ctl("call", "counter", "increment").returncode == 0, "increment")
+            calls = a.status("counter")["calls"]
+            a.proc.send_signal(signal.SIGSTOP)
+            call = None
+            try:
+                t0 = time.monotonic()
+                wait_for(lambda: b.state("counter") == "ready", timeout=10, what="b to take over from paused a")
+                took = time.monotonic() - t0
+                print("the owner paused: the other node runs the counter %.0f ms later" % (took * 1000))
+                check(took < 2.0, "takeover after %.2f s" % took)
+                check(b.ctl("call", "counter", "increment").stdout.strip() == "4", "increment on b")
+                call = subprocess.Popen([GADGETCTL, "--socket", a.sock, "call", "counter", "increment"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+                def blocked_reading():
+                    with open("/proc/%d/syscall" % call.pid) as f:
+                        return f.read().split()[0] in ("0", "7", "232", "271", "281")  # read, poll, epoll, ppoll
+                wait_for(blocked_reading, what="the call to paused a sent, its answer awaited")
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            out, err = call.communicate(timeout=30)
+            print("the call sent to a while paused: %d %r" % (call.returncode, err.strip()))
+            check(call.returncode != 0 and "fenced" not in err and ("runs on node b" in err or "not ready" in err
+                  or "lost its" in err or "stopping" in err), "the call through resumed a: %d %r %r"
+                  % (call.returncode, out, err))
+            wait_for(lambda: lease_lost_records(a, "counter"), what="a's record of the lost lease")
+            check(a.status("counter")["calls"] == calls, "a ran calls after its lease was gone: %d, was %d"
+                  % (a.status("counter")["calls"], calls))
+            wait_for(lambda: a.state("counter") == "remote" and "runs on node b" in a.list()["counter"]["cause"],
+                     timeout=10, what="a to say b runs the counter: %r" % a.list()["counter"])
+            check(b.ctl("call", "counter", "get").stdout.strip() == "4", "count on b")
+        finally:
+            stop_all([a, b])
+
+
 def small_lock_table(tmp):
     """A server whose lock table has 100 nominal slots (10 x 10), and
     room for about 600 locks in all (the spare shared memory)."""
