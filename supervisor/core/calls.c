@@ -461,10 +461,12 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                         snprintf(msg, len, "gadget %s does not run on this node (%.200s)", name, u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        if (u->state == UNIT_READY && !unit_runs_here(u)) {
+        if ((u->state == UNIT_READY && !unit_runs_here(u)) || unit_lease_expired(u)) {
                 /* Its store lease is gone (its process killed, not reaped
-                 * yet, still "ready"): nothing more reaches it here, not
-                 * even a call that would find it dead. */
+                 * yet, still "ready"), or this node's may have expired
+                 * (ended at the loop's next turn): nothing more reaches it
+                 * here, not even a call that would find it dead, and no
+                 * start for one. */
                 snprintf(msg, len, "gadget \"%s\" lost its lease in the store (call again: it runs on another node "
                          "then)", name);
                 return GADGET_EUNAVAILABLE;
@@ -822,8 +824,6 @@ static void call_own(struct call *c, struct call_owner *o)
 
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
-        /* A call runs here only under a lease that is still this node's. */
-        core_lease_check(u->core);
         const struct type_sig *sig = NULL;
         uint64_t begin_us = monotime_us();
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
@@ -889,7 +889,6 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
-        core_lease_check(u->core);
         /* A restart without a gap under way: a wait until ready (its
          * gadgetctl restart) waits for its switch, or its failure. */
         bool switching = q->until_ready && u->next_run;

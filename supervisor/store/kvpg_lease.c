@@ -177,15 +177,13 @@ static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
                 return;
         }
-        /* This node's own, not held here: of an incarnation it no longer
-         * has (it lost its lease, restarted), which expires at the store
-         * by itself; no other node runs it meanwhile, and this one takes
-         * it once it joined again. */
-        if (!free && strcmp(node, l->node) == 0)
-                free = true;
         w->free_seen = free ? w->free_seen + 1 : 0;
-        /* A free lease has no owner, whatever the row says of the last. */
-        if (free) {
+        /* A free lease has no owner, whatever the row says of the last;
+         * nor has this node's own, not held here: of an incarnation it no
+         * longer has (it lost its lease, restarted), which expires at the
+         * store by itself (no other node runs it meanwhile; counted free
+         * only then, so that the others' turns come first). */
+        if (free || strcmp(node, l->node) == 0) {
                 node = "";
                 epoch = 0;
                 w->owner_inc = 0;
@@ -222,8 +220,8 @@ static void takes_result(struct kvpg_lease *l)
         /* The schema may not be migrated yet (the kv connection does it):
          * tried again at the next poll. */
         int n = !l->err[0] && r && PQnfields(r) == 6 ? PQntuples(r) : 0;
-        bool current = l->sent_inc && l->sent_inc == l->incarnation && kvpg_lease_check(l);
         l->in_results = true;
+        bool current = l->sent_inc && l->sent_inc == l->incarnation && kvpg_lease_valid(l);
         for (int i = 0; i < n; i++) {
                 const char *gadget = PQgetvalue(r, i, 0);
                 bool got = PQgetvalue(r, i, 1)[0] == 't';
@@ -525,7 +523,7 @@ static bool send_takes(struct kvpg_lease *l)
         kvpg_array_reset(&l->names);
         kvpg_array_reset(&l->takes);
         unsigned humble = monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0;
-        bool leased = l->incarnation && kvpg_lease_check(l);
+        bool leased = kvpg_lease_valid(l);
         while (l->cursor && l->n_sent < KVPG_LEASE_BATCH) {
                 struct kvpg_want *w = l->cursor;
                 if (w->held || !needs_look(l, w)) {
@@ -646,9 +644,26 @@ static void leases_end(struct kvpg_lease *l, const char *why)
 /* No renewal acknowledged in time: this node's lease may have expired. */
 static void on_expire(evutil_socket_t fd, short what, void *arg)
 {
+        struct kvpg_lease *l = arg;
         (void)fd;
         (void)what;
-        kvpg_lease_check(arg);
+        /* A timer may fire a little early (whole milliseconds): again then. */
+        if (kvpg_lease_check(l)) {
+                uint64_t now = monotime_ms();
+                timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now + 1 : 1);
+        }
+}
+
+bool kvpg_lease_valid(struct kvpg_lease *l)
+{
+        if (!l->incarnation)
+                return false;
+        if (monotime_ms() < l->valid_until)
+                return true;
+        /* Ended from the loop, at once: not from inside the caller (a kv
+         * write, a gadget's call), whose gadget the end kills. */
+        event_active(l->ev_expire, EV_TIMEOUT, 0);
+        return false;
 }
 
 bool kvpg_lease_check(struct kvpg_lease *l)
@@ -823,7 +838,7 @@ void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
 
 int64_t kvpg_lease_epoch(struct kvpg_lease *l, const char *gadget)
 {
-        if (!kvpg_lease_check(l))
+        if (!kvpg_lease_valid(l))
                 return 0;
         const struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         return w && w->held ? w->epoch : 0;

@@ -115,10 +115,13 @@ void kvpg_lease_release(struct kvpg_lease *l, const char *gadget);
 /* The epoch of the lease held on gadget, 0 if none is (nor any, once
  * the node's lease may have expired: kvpg_lease_check). */
 int64_t kvpg_lease_epoch(struct kvpg_lease *l, const char *gadget);
-/* At a use of a lease (a call, a status): if this node's lease may have
- * expired by its clock (KVPG_LEASE_VALID_MS since the last acknowledged
- * renewal was sent), every lease ends now (hooks->lost), before the use.
- * Whether the node's lease is valid. */
+/* Whether this node's lease is valid by its clock (less than
+ * KVPG_LEASE_VALID_MS since the last acknowledged renewal was sent): at
+ * every use of a lease (a call, a kv write). If not, every lease ends at
+ * the loop's next turn (hooks->lost), not inside the caller. */
+bool kvpg_lease_valid(struct kvpg_lease *l);
+/* The same, but every lease ends now, before it returns (hooks->lost):
+ * only where no gadget's request is being handled (a control request). */
 bool kvpg_lease_check(struct kvpg_lease *l);
 /* The nodes that share the store, sorted by name, as read at the last
  * beat (ages then); this node is among them once its first beat is in. */

@@ -8,8 +8,10 @@ transaction; each backend adds its counts at most once a second, hence
 a window of several), and each gadgetd's and the server's CPU time;
 then node a is killed (SIGKILL) and the time until b holds every lease
 is measured. Used by lease_pg_test.py; run as a program for the
-benchmark's larger N: leaseload.py N [SECONDS] (GADGETD, GADGETCTL,
-TESTGADGET as for the tests)."""
+benchmark's larger N: leaseload.py N [SECONDS] [--json] (GADGETD,
+GADGETCTL, TESTGADGET as for the tests; --json: the numbers as one JSON
+object, for bench/run)."""
+import json
 import os
 import signal
 import sys
@@ -85,6 +87,7 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
             out["states"] = [d.list() for d in ds]
             # The takeover: a killed, b takes every lease a held.
             a, b = ds
+            out["held_a"] = held(pg, "a")
             t0 = time.monotonic()
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait()
@@ -103,13 +106,18 @@ def report(r):
     def secs(s):
         return "%.2f s" % s if s is not None else "not within the timeout"
     return ("%d on-demand gadgets on 2 nodes: every one owned after %s; %.0f statements/s at the server;"
-            " gadgetd CPU %s; server CPU %.1f%%; one node killed, the other holds every lease after %s"
+            " gadgetd CPU %s; server CPU %.1f%%; one node killed (it held %d), the other holds every lease after %s"
             % (r["n"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
-               r["server_cpu_pct"], secs(r["takeover_s"])))
+               r["server_cpu_pct"], r["held_a"], secs(r["takeover_s"])))
 
 
 if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a != "--json"]
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
-        res = measure(tmp, int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 5.0)
-        print(report(res))
+        res = measure(tmp, int(args[0]), float(args[1]) if len(args) > 1 else 5.0)
+        if "--json" in sys.argv:
+            res.pop("states", None)
+            print(json.dumps(res))
+        else:
+            print(report(res))
