@@ -6,8 +6,8 @@ the time until every gadget has an owner (a live lease in the store), then over 
 the nodes (pg_stat_database's xact_commit: one per statement outside a
 transaction; each backend adds its counts at most once a second, hence
 a window of several), and each gadgetd's and the server's CPU time;
-then node a is killed (SIGKILL) and the time until b holds every lease
-is measured. Used by lease_pg_test.py; run as a program for the
+then the node holding more leases is killed (SIGKILL) and the time until
+the other holds every lease is measured. Used by lease_pg_test.py; run as a program for the
 benchmark's larger N: leaseload.py N [SECONDS] [--json] (GADGETD,
 GADGETCTL, TESTGADGET as for the tests; --json: the numbers as one JSON
 object, for bench/run)."""
@@ -85,15 +85,18 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
             # What each node says of each gadget: idle where held, remote
             # (naming the owner) on the other.
             out["states"] = [d.list() for d in ds]
-            # The takeover: a killed, b takes every lease a held.
+            # The takeover: the node holding more leases killed, the other
+            # takes every lease it held.
             a, b = ds
-            out["held_a"] = held(pg, "a")
+            if held(pg, "b") > held(pg, "a"):
+                a, b = b, a
+            out["held_a"] = held(pg, os.path.basename(a.tmp))
             t0 = time.monotonic()
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait()
             out["takeover_s"] = None
             while time.monotonic() - t0 < own_timeout:
-                if held(pg, "b") >= n:
+                if held(pg, os.path.basename(b.tmp)) >= n:
                     out["takeover_s"] = time.monotonic() - t0
                     break
                 time.sleep(0.05)
