@@ -189,8 +189,10 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                        "%s%s", why, running ? ": killing it" : "");
         if (running) {
                 /* Why at once and without a grace period: another node may
-                 * take the lease as soon as the session is gone, and two
-                 * running copies must not both answer calls. */
+                 * take the lease once this node's expires at the store
+                 * (KVPG_LEASE_MARGIN_MS after its own deadline, or at once
+                 * if the store ended it), and two running copies must not
+                 * both answer calls. */
                 unit_switch_drop(u, why);
                 if (u->old_run)
                         unit_run_kill(u->old_run, why);

@@ -83,7 +83,7 @@ struct kvpg_lease {
         struct kvpg_wants wants;
         struct kvpg_want *cursor; /* the next want this round looks at */
         size_t moves;             /* wants with a move to send */
-        struct unlock *unlocks, **unlocks_tail; /* locks to give back, in order */
+        struct unlock *unlocks, **unlocks_tail; /* leases to give back, in order */
         struct kvpg_lease_hooks hooks;
         bool down_logged;
         size_t n_held;            /* leases this node holds */
@@ -131,13 +131,13 @@ static void on_connected(void *arg)
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
-/* A lock to give back at the round's start (gadget: taken). */
+/* A lease to give back in the round (gadget: taken). */
 static void unlock_add(struct kvpg_lease *l, char *gadget)
 {
         struct unlock *u = calloc(1, sizeof *u);
         if (!u) {
-                /* Kept until the session ends: only a lease no one here
-                 * wants, which another node then takes later. */
+                /* Kept until this node's lease ends: only a lease no one
+                 * here wants, which another node then takes later. */
                 free(gadget);
                 return;
         }
@@ -367,7 +367,7 @@ static void forget_result(struct kvpg_lease *l)
         }
         if (strcmp(PQgetvalue(l->last, 0, 0), "1") == 0) {
                 log_msg(L_INFO, NULL, "store: node %s forgotten (gadgetctl nodes forget)", l->forget);
-                /* Off this node's list now, not at the next beat. */
+                /* Off this node's list now, not at the next renewal. */
                 for (size_t i = 0; i < l->n_nodes; i++)
                         if (strcmp(l->nodes[i].name, l->forget) == 0) {
                                 memmove(&l->nodes[i], &l->nodes[i + 1], (l->n_nodes - i - 1) * sizeof *l->nodes);
@@ -387,7 +387,7 @@ static void forget_result(struct kvpg_lease *l)
 }
 
 /* Sends the forget asked for, if one waits; whether it did. Why the
- * store's clock decides: this node's last read may be a beat old. */
+ * store's clock decides: this node's last read may be a round old. */
 static bool send_forget(struct kvpg_lease *l)
 {
         if (!l->forget_done || l->forget_sent)
@@ -451,7 +451,7 @@ static void on_result(void *arg, PGresult *r)
         PQclear(r);
 }
 
-/* Gives back the queued locks, up to KVPG_LEASE_BATCH in one statement. */
+/* Gives back the queued leases, up to KVPG_LEASE_BATCH in one statement. */
 static void send_unlocks(struct kvpg_lease *l)
 {
         kvpg_array_reset(&l->names);
@@ -820,7 +820,7 @@ void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
         move_fail(l, w, "it was given back before the move was made");
         if (l->asking == w)
                 l->asking = NULL;
-        /* In the take statement out: a lock it gets is given back
+        /* In the take statement out: a lease it gets is given back
          * (takes_result finds no want for it). */
         if (w->sent >= 0)
                 l->sent[w->sent] = NULL;
