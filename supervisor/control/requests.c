@@ -907,6 +907,9 @@ static const struct {
 
 void request_handle(struct client *cl, const Control__Request *q)
 {
+        /* What the node says or does about its gadgets, never from a store
+         * lease that may have expired (core_lease_check). */
+        core_lease_check(client_env(cl)->core);
         for (size_t i = 0; i < sizeof handlers / sizeof *handlers; i++)
                 if (handlers[i].kind == q->req_case) {
                         handlers[i].handle(cl, q);

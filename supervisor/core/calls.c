@@ -482,6 +482,16 @@ static int call_check(struct unit *u, const char *method, const Gadget__Value *a
                         snprintf(msg, len, "gadget %s does not run on this node (%.200s)", name, u->cause);
                 return GADGET_EUNAVAILABLE;
         }
+        if ((u->state == UNIT_READY && !unit_runs_here(u)) || unit_lease_expired(u)) {
+                /* Its store lease is gone (its process killed, not reaped
+                 * yet, still "ready"), or this node's may have expired
+                 * (ended at the loop's next turn): nothing more reaches it
+                 * here, not even a call that would find it dead, and no
+                 * start for one. */
+                snprintf(msg, len, "gadget \"%s\" lost its lease in the store (call again: it runs on another node "
+                         "then)", name);
+                return GADGET_EUNAVAILABLE;
+        }
         if (u->state != UNIT_READY || !u->run->peer) {
                 /* Why this is safe: a call that waits is bounded as an idle
                  * gadget's first calls are (CallsQueuedMax=, the pending

@@ -147,6 +147,9 @@ struct kvpg_node;
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
 /* This node's name (Node=), "" without a shared store. */
 const char *core_node(const struct core *c);
+/* Before a use of the gadgets' store leases (a call, a request): every
+ * lease ends now if this node's own may have expired (kvpg_lease_check). */
+void core_lease_check(struct core *c);
 /* Calls that crossed between nodes, by outcome (unit_stats_outcome_of's
  * index): [0] from other nodes to the gadgets this node runs (refused at
  * the door too), [1] forwarded to gadgets other nodes run (a forward that

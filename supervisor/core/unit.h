@@ -121,6 +121,10 @@ const struct logbuf *unit_log(const struct unit *u);
 struct gadget_bindings *unit_bindings(const struct unit *u);
 /* Whether this node may run u now: no shared store, or it holds u's lease. */
 bool unit_runs_here(const struct unit *u);
+/* It holds its lease, but this node's own may have expired (a pause, a
+ * stalled store): it serves nothing now, and loses the lease at the
+ * loop's next turn (kvpg_lease_valid). */
+bool unit_lease_expired(const struct unit *u);
 /* The methods its worker announced; their number (0 when not running). */
 size_t unit_methods(const struct unit *u, char ***methods);
 /* Their signatures, in the same order ("" for an untyped one). */

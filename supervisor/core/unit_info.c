@@ -31,6 +31,11 @@ _Static_assert(LIMITER_HITS_N == sizeof ((struct unit_info *)0)->limit_hits / si
 
 bool unit_runs_here(const struct unit *u) { return !u->core->bindings.lease || u->leased; }
 
+bool unit_lease_expired(const struct unit *u)
+{
+        return u->core->bindings.lease && u->leased && !kvpg_lease_valid(u->core->bindings.lease);
+}
+
 static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, uint64_t *cpu_usec,
                        uint64_t *memory_peak);
 static const char *unit_limits_mode(const struct unit *u);

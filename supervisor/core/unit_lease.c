@@ -189,8 +189,10 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                        "%s%s", why, running ? ": killing it" : "");
         if (running) {
                 /* Why at once and without a grace period: another node may
-                 * take the lease as soon as the session is gone, and two
-                 * running copies must not both answer calls. */
+                 * take the lease once this node's expires at the store
+                 * (KVPG_LEASE_MARGIN_MS after its own deadline, or at once
+                 * if the store ended it), and two running copies must not
+                 * both answer calls. */
                 unit_switch_drop(u, why);
                 if (u->old_run)
                         unit_run_kill(u->old_run, why);
@@ -202,17 +204,6 @@ static void on_lost(void *arg, const char *gadget, const char *why)
 }
 
 static void move_end(struct unit *u, int code, const char *msg);
-
-static void on_full(void *arg, const char *gadget, const char *node, const char *why)
-{
-        struct unit *u = core_find(arg, gadget);
-        if (!u || u->state != UNIT_REMOTE)
-                return;
-        if (node[0])
-                snprintf(u->cause, sizeof u->cause, "runs on node %s as the store last recorded (%s)", node, why);
-        else
-                snprintf(u->cause, sizeof u->cause, "waits for its lease in the store: %s", why);
-}
 
 static void on_owner(void *arg, const char *gadget, const char *node, int64_t epoch)
 {
@@ -245,12 +236,22 @@ static void on_owner(void *arg, const char *gadget, const char *node, int64_t ep
                 snprintf(u->cause, sizeof u->cause, "waits for its lease in the store");
 }
 
+void core_lease_check(struct core *c)
+{
+        /* Why at every use and not only by the lease's timer: a node
+         * resumed after a pause (SIGSTOP, a VM's migration) runs whatever
+         * its loop has ready in any order, and must serve nothing of a
+         * lease that may have expired before it notices. */
+        if (c->bindings.lease)
+                kvpg_lease_check(c->bindings.lease);
+}
+
 void core_lease_hooks(struct core *c)
 {
         if (!c->bindings.lease)
                 return;
         const struct kvpg_lease_hooks hooks = { .granted = on_granted, .lost = on_lost, .owner = on_owner,
-                                                .full = on_full, .arg = c };
+                                                .arg = c };
         kvpg_lease_set_hooks(c->bindings.lease, &hooks);
 }
 

@@ -2,17 +2,20 @@
  *
  * States: DOWN (waiting to connect again, with backoff), CONNECTING
  * (PQconnectPoll on the socket's readiness), READY (one query at a time).
- * Each poll is a round: first the locks given back (one statement for up
- * to KVPG_LEASE_BATCH), then the gadgets wanted and not held, walked in
- * the order wanted from a cursor, KVPG_LEASE_BATCH to a statement of
- * gadgetd_lease_take_many, then one beat (every KVPG_LEASE_BEAT_MS: this
- * node's row, and the nodes read back) or else one ping if no take went
- * out. A move asked for goes first after the locks. The wants are found
- * by name through a hash table (kvpg_wants.c): every kv write asks for
- * its gadget's epoch, each row of a take's answer for its want. Nothing
+ * Each poll is a round: first the renewal of this node's lease (a join
+ * while it has none: gadgetd_lease_renew, which also reads every node),
+ * then the leases given back (one statement for up to KVPG_LEASE_BATCH),
+ * a move asked for, then the gadgets wanted and not held that need a look
+ * (never looked at, free, or owned by a node that died or gave leases back
+ * since), walked in the order wanted from a cursor, KVPG_LEASE_BATCH to a
+ * statement of gadgetd_lease_take_nodes. The wants are found by name
+ * through a hash table (kvpg_wants.c): every kv write asks for its
+ * gadget's epoch, each row of a take's answer for its want. Nothing
  * waits: a query unanswered within KVPG_LEASE_TIMEOUT_MS counts as the
- * session lost, which ends every lease at once (hooks->lost) before the
- * next attempt. */
+ * session lost; the session's end, a renewal refused, or no renewal
+ * acknowledged within KVPG_LEASE_VALID_MS of its sending ends every lease
+ * at once (hooks->lost), and the node joins again with a new incarnation
+ * once its last lease has expired at the store. */
 #include "kvpg_lease.h"
 
 #include <errno.h>
@@ -38,16 +41,9 @@
 /* After losing its session, a node lets healthy ones go first: for this
  * long it waits HUMBLE_POLLS more polls before taking a free lease. */
 #define HUMBLE_MS 3000
-/* At most one "lock table full" line this often. */
-#define FULL_LOG_MS 60000
-/* A node's lease count is taken as held for this long after its beat: a
- * few beats (a node that died gave its locks back at once, so this only
- * holds its gadgets' takeover back when the share is nearly used). */
-#define LIVE_NODE_MS 3000
 #define HUMBLE_POLLS 4
-/* KVPG_MOVE_MS and KVPG_NODES_MAX as SQL text. */
+/* KVPG_MOVE_MS as SQL text. */
 #define KVPG_MOVE_INTERVAL "10 seconds"
-#define KVPG_NODES_MAX_TEXT "256"
 
 enum state { L_DOWN, L_CONNECTING, L_SETUP, L_READY };
 
@@ -56,17 +52,27 @@ struct unlock {
         struct unlock *next;
 };
 
-enum query { Q_OTHER, Q_TAKE, Q_MOVE, Q_BEAT, Q_FORGET };
+enum query { Q_OTHER, Q_TAKE, Q_MOVE, Q_RENEW, Q_FORGET };
 
 struct kvpg_lease {
         char *node, *peer;
         struct pgconn *pc;        /* the session, its timeouts */
         enum state state;
         struct event *ev_timer, *ev_tick;   /* the backoff; the polls */
+        struct event *ev_expire;  /* at valid_until: every lease ends */
         unsigned backoff_ms;
-        bool pinged;              /* this round's ping or beat is out */
-        bool round_took;          /* this round sent takes: no ping needed */
+        bool tick;                /* a round is due: its renewal first */
         bool in_results;          /* a take's rows are being read: no query now */
+        /* This node's lease: its incarnation at the store (0: none, it
+         * joins at the next round), and until when (monotime_ms) it may
+         * serve: KVPG_LEASE_VALID_MS after sending the last renewal the
+         * store acknowledged. */
+        int64_t incarnation;
+        uint64_t valid_until;
+        uint64_t renew_sent_at;   /* the renewal in flight: when it was sent */
+        int64_t renew_inc;        /* ... and the incarnation it named */
+        int64_t sent_inc;         /* the take statement's incarnation */
+        bool join_logged;         /* "waits for its last lease to expire" said */
         enum query query;         /* what the query in flight is */
         struct kvpg_want *asking; /* the move query's gadget (NULL: released meanwhile) */
         struct kvpg_want **sent;  /* the take statement's gadgets, by slot (NULL: released) */
@@ -77,16 +83,12 @@ struct kvpg_lease {
         struct kvpg_wants wants;
         struct kvpg_want *cursor; /* the next want this round looks at */
         size_t moves;             /* wants with a move to send */
-        struct unlock *unlocks, **unlocks_tail; /* locks to give back, in order */
+        struct unlock *unlocks, **unlocks_tail; /* leases to give back, in order */
         struct kvpg_lease_hooks hooks;
         bool down_logged;
-        uint64_t full_logged_at;  /* monotime_ms: the last "lock table full" line */
-        uint64_t lock_slots;      /* the server's lock table, nominal (0: not known) */
-        size_t n_locks;           /* lease locks this session holds */
-        char share_why[200];      /* why a take was held back (lock_share) */
-        uint64_t humble_until;    /* monotime_ms: lost its session lately */
-        uint64_t beat_at;         /* monotime_ms: the next beat is due */
-        struct kvpg_node *nodes;  /* as read at the last beat, by name */
+        size_t n_held;            /* leases this node holds */
+        uint64_t humble_until;    /* monotime_ms: lost its lease lately */
+        struct kvpg_node *nodes;  /* as read at the last renewal, by name */
         uint64_t nodes_read_at;   /* monotime_ms: when */
         size_t n_nodes;
         uint64_t forget_ms;       /* NodeForget= */
@@ -101,6 +103,7 @@ struct kvpg_lease {
 };
 
 static void round_next(struct kvpg_lease *l);
+static void leases_end(struct kvpg_lease *l, const char *why);
 
 /* A query was handed to libpq (sent: its return): its results from now. */
 static void query_begin(struct kvpg_lease *l, enum query kind, int sent)
@@ -123,21 +126,18 @@ static void on_connected(void *arg)
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
          * pass the fence again. */
-        char sql[400];
-        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease';"
-                 " SELECT current_setting('max_locks_per_transaction')::bigint *"
-                 " (current_setting('max_connections')::bigint + current_setting('max_prepared_transactions')::bigint)",
-                 l->node);
+        char sql[200];
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'", l->node);
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
-/* A lock to give back at the round's start (gadget: taken). */
+/* A lease to give back in the round (gadget: taken). */
 static void unlock_add(struct kvpg_lease *l, char *gadget)
 {
         struct unlock *u = calloc(1, sizeof *u);
         if (!u) {
-                /* Kept until the session ends: only a lease no one here
-                 * wants, which another node then takes later. */
+                /* Kept until this node's lease ends: only a lease no one
+                 * here wants, which another node then takes later. */
                 free(gadget);
                 return;
         }
@@ -157,53 +157,44 @@ static void unlocks_clear(struct kvpg_lease *l)
         l->unlocks_tail = &l->unlocks;
 }
 
-/* One take's row for w: (got, free, owner, owner_epoch); full: its lock
- * could not be tried, PostgreSQL's lock table being full (free unknown).
- * Whether the row leaves w waiting for a reason the owner is told
- * (hooks->full): the table full, or a free lease this node's share kept
- * it from taking. */
-static bool take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, bool full, const char *node,
-                     int64_t epoch)
+/* One take's row for w: (got, free, owner, its epoch, its incarnation);
+ * changes: the owner node's as read before the look. */
+static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, const char *node, int64_t epoch,
+                     int64_t inc)
 {
+        w->looked = true;
+        w->owner_inc = inc;
+        const struct kvpg_node *n = node[0] ? kvpg_lease_node(l, node) : NULL;
+        w->owner_changes = n ? n->changes : -1;
         if (got) {
-                l->n_locks++;
+                l->n_held++;
                 w->held = true;
                 w->epoch = epoch;
                 w->free_seen = 0;
                 w->told = false;
-                w->full = false;
                 log_msg(L_INFO, w->gadget, "took its lease in the store (epoch %" PRId64 ")", epoch);
                 if (l->hooks.granted)
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
-                return false;
+                return;
         }
-        /* Full: not known whether free, so no poll in a row is counted or
-         * broken; the owner is the row's, as last recorded. */
-        if (!full)
-                w->free_seen = free ? w->free_seen + 1 : 0;
-        /* A free lease has no owner, whatever the row says of the last. */
-        if (free) {
+        w->free_seen = free ? w->free_seen + 1 : 0;
+        /* A free lease has no owner, whatever the row says of the last;
+         * nor has this node's own, not held here: of an incarnation it no
+         * longer has (it lost its lease, restarted), which expires at the
+         * store by itself (no other node runs it meanwhile; counted free
+         * only then, so that the others' turns come first). */
+        if (free || strcmp(node, l->node) == 0) {
                 node = "";
                 epoch = 0;
+                w->owner_inc = 0;
         }
-        const char *why = full ? "PostgreSQL's lock table is full (raise max_locks_per_transaction)"
-                        : free && w->capped ? l->share_why : NULL;
-        /* Told again when the reason's text changes too (the other nodes'
-         * leases it counts), not only its owner: a cause is never stale. */
-        size_t why_hash = why ? strhash(why) : 0;
-        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told || w->full != (why != NULL) ||
-            w->why_hash != why_hash) {
+        if (strcmp(w->owner, node) != 0 || w->owner_epoch != epoch || !w->told) {
                 snprintf(w->owner, sizeof w->owner, "%s", node);
                 w->owner_epoch = epoch;
                 w->told = true;
-                w->full = why != NULL;
-                w->why_hash = why_hash;
                 if (l->hooks.owner)
                         l->hooks.owner(l->hooks.arg, w->gadget, node, epoch);
-                if (why && l->hooks.full)
-                        l->hooks.full(l->hooks.arg, w->gadget, node, why);
         }
-        return why != NULL;
 }
 
 /* The take statement's gadgets are out of it (answered, or the session
@@ -216,48 +207,38 @@ static void sent_clear(struct kvpg_lease *l)
         l->n_sent = 0;
 }
 
-/* The take statement's rows: (gadget, got, free, owner, owner_epoch), in
- * text, one per gadget it reached (the rest wait for the next round). A
- * lock got for a gadget released meanwhile is given back. The hooks may
- * want or release gadgets: each row finds its want by name. */
+/* The take statement's rows: (gadget, got, free, owner, owner_epoch,
+ * owner_inc), in text, one per gadget it reached (the rest wait for the
+ * next round). A lease got for a gadget released meanwhile is given back;
+ * one got under an incarnation this node no longer has is not held (the
+ * store names a dead lease: any node may take it). The hooks may want or
+ * release gadgets: each row finds its want by name. */
 static void takes_result(struct kvpg_lease *l)
 {
         PGresult *r = l->last;
         l->last = NULL;
         /* The schema may not be migrated yet (the kv connection does it):
          * tried again at the next poll. */
-        int n = !l->err[0] && r && PQnfields(r) == 5 ? PQntuples(r) : 0, n_full = 0, n_waiting = 0;
+        int n = !l->err[0] && r && PQnfields(r) == 6 ? PQntuples(r) : 0;
         l->in_results = true;
-        /* The table too full for the statement itself (before any lock
-         * was taken: see kvpg_sql.c, version 7): every gadget of it says
-         * so. */
-        if (strcmp(l->sqlstate, "53200") == 0)
-                for (size_t i = 0; i < l->n_sent; i++) {
-                        struct kvpg_want *w = l->sent[i];
-                        if (!w)
-                                continue;
-                        l->sent[i] = NULL;
-                        w->sent = -1;
-                        n_full++;
-                        char owner[sizeof w->owner];
-                        snprintf(owner, sizeof owner, "%s", w->owner);
-                        n_waiting += take_row(l, w, false, false, true, owner, w->owner_epoch);
-                }
+        bool current = l->sent_inc && l->sent_inc == l->incarnation && kvpg_lease_valid(l);
         for (int i = 0; i < n; i++) {
                 const char *gadget = PQgetvalue(r, i, 0);
                 bool got = PQgetvalue(r, i, 1)[0] == 't';
-                bool full = PQgetisnull(r, i, 2);
-                bool free = !full && PQgetvalue(r, i, 2)[0] == 't';
+                bool free = PQgetvalue(r, i, 2)[0] == 't';
                 const char *node = PQgetisnull(r, i, 3) ? "" : PQgetvalue(r, i, 3);
                 int64_t epoch = PQgetisnull(r, i, 4) ? 0 : strtoll(PQgetvalue(r, i, 4), NULL, 10);
+                int64_t inc = PQgetisnull(r, i, 5) ? 0 : strtoll(PQgetvalue(r, i, 5), NULL, 10);
                 struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
-                n_full += full;
+                if (got && !current) {
+                        got = false;
+                        free = true;
+                }
                 if (w && w->sent >= 0) {
                         l->sent[w->sent] = NULL;
                         w->sent = -1;
-                        n_waiting += take_row(l, w, got, free, full, node, epoch);
+                        take_row(l, w, got, free, node, epoch, inc);
                 } else if (got) {
-                        l->n_locks++;
                         char *g = strdup(gadget);
                         if (g)
                                 unlock_add(l, g);
@@ -266,18 +247,6 @@ static void takes_result(struct kvpg_lease *l)
         l->in_results = false;
         sent_clear(l);
         PQclear(r);
-        uint64_t now = monotime_ms();
-        if (n_waiting && (!l->full_logged_at || now - l->full_logged_at >= FULL_LOG_MS)) {
-                l->full_logged_at = now;
-                if (n_full)
-                        log_msg(L_WARN, NULL, "store: PostgreSQL's lock table is full: %d gadget%s of this round "
-                                "cannot take or check their lease (each lease held is one entry of it, as is every "
-                                "other lock of every session; raise max_locks_per_transaction, see README \"Running "
-                                "on several hosts\")", n_full, n_full == 1 ? "" : "s");
-                else
-                        log_msg(L_WARN, NULL, "store: %d free lease%s of this round left untaken: %s; see README "
-                                "\"Running on several hosts\"", n_waiting, n_waiting == 1 ? "" : "s", l->share_why);
-        }
 }
 
 /* Clears w's move to send (sent, or ended). */
@@ -315,17 +284,20 @@ static void move_fail(struct kvpg_lease *l, struct kvpg_want *w, const char *why
                 done(w->move_arg, why);
 }
 
-/* A beat's rows: (name, peer, age in ms) of every node, by name. */
-static void beat_result(struct kvpg_lease *l)
+/* A renewal's rows: (name, peer, age in ms, leases, incarnation, live,
+ * changes) of every node, by name; this node's incarnation is its lease's
+ * (0: not renewed, or not joined yet). */
+static void renew_result(struct kvpg_lease *l)
 {
-        if (l->err[0] || !l->last || PQnfields(l->last) != 4)
-                return; /* the schema may not be migrated yet: at the next beat */
+        if (l->err[0] || !l->last || PQnfields(l->last) != 7)
+                return; /* the schema may not be migrated yet: at the next round */
         size_t n = (size_t)PQntuples(l->last);
         if (n > KVPG_NODES_MAX)
                 n = KVPG_NODES_MAX;
         struct kvpg_node *nodes = n ? calloc(n, sizeof *nodes) : NULL;
         if (n && !nodes)
                 return;
+        int64_t mine = 0;
         for (size_t i = 0; i < n; i++) {
                 snprintf(nodes[i].name, sizeof nodes[i].name, "%s", PQgetvalue(l->last, (int)i, 0));
                 snprintf(nodes[i].peer, sizeof nodes[i].peer, "%s", PQgetvalue(l->last, (int)i, 1));
@@ -333,11 +305,43 @@ static void beat_result(struct kvpg_lease *l)
                 nodes[i].age_ms = age > 0 ? (uint64_t)age : 0;
                 long long leases = strtoll(PQgetvalue(l->last, (int)i, 3), NULL, 10);
                 nodes[i].leases = leases > 0 ? (uint64_t)leases : 0;
+                nodes[i].incarnation = strtoll(PQgetvalue(l->last, (int)i, 4), NULL, 10);
+                nodes[i].live = PQgetvalue(l->last, (int)i, 5)[0] == 't';
+                nodes[i].changes = strtoll(PQgetvalue(l->last, (int)i, 6), NULL, 10);
+                if (strcmp(nodes[i].name, l->node) == 0) {
+                        mine = nodes[i].incarnation;
+                        nodes[i].leases = l->n_held;
+                }
         }
         free(l->nodes);
         l->nodes = nodes;
         l->nodes_read_at = monotime_ms();
         l->n_nodes = n;
+        /* An answer to a renewal of a lease this node no longer counts on
+         * (it ended meanwhile) changes nothing: it joins again. */
+        if (l->renew_inc != l->incarnation)
+                return;
+        if (!l->incarnation && mine) {
+                l->incarnation = mine;
+                l->join_logged = false;
+                log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %d ms, renewed every "
+                        "%d ms)", mine, KVPG_LEASE_TTL_MS, KVPG_LEASE_POLL_MS);
+        } else if (!l->incarnation) {
+                if (!l->join_logged)
+                        log_msg(L_INFO, NULL, "store: this node waits for its last lease in the store to expire "
+                                "(at most %d ms) before it takes one again", KVPG_LEASE_TTL_MS);
+                l->join_logged = true;
+                return;
+        } else if (mine != l->incarnation) {
+                leases_end(l, "lost its store lease: the store ended this node's lease (it expired, and another node "
+                              "may have taken its gadgets)");
+                return;
+        }
+        /* Why from the sending: the store's now() for this renewal came
+         * after it, so its lease_until is later than this in real time. */
+        l->valid_until = l->renew_sent_at + KVPG_LEASE_VALID_MS;
+        uint64_t now = monotime_ms();
+        timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now : 0);
 }
 
 /* The forget's end, told once. */
@@ -363,7 +367,7 @@ static void forget_result(struct kvpg_lease *l)
         }
         if (strcmp(PQgetvalue(l->last, 0, 0), "1") == 0) {
                 log_msg(L_INFO, NULL, "store: node %s forgotten (gadgetctl nodes forget)", l->forget);
-                /* Off this node's list now, not at the next beat. */
+                /* Off this node's list now, not at the next renewal. */
                 for (size_t i = 0; i < l->n_nodes; i++)
                         if (strcmp(l->nodes[i].name, l->forget) == 0) {
                                 memmove(&l->nodes[i], &l->nodes[i + 1], (l->n_nodes - i - 1) * sizeof *l->nodes);
@@ -383,7 +387,7 @@ static void forget_result(struct kvpg_lease *l)
 }
 
 /* Sends the forget asked for, if one waits; whether it did. Why the
- * store's clock decides: this node's last read may be a beat old. */
+ * store's clock decides: this node's last read may be a round old. */
 static bool send_forget(struct kvpg_lease *l)
 {
         if (!l->forget_done || l->forget_sent)
@@ -411,7 +415,7 @@ static void on_end(void *arg)
                 }
                 l->state = L_READY;
                 l->backoff_ms = 0;
-                l->lock_slots = l->last && PQntuples(l->last) == 1 ? strtoull(PQgetvalue(l->last, 0, 0), NULL, 10) : 0;
+                l->tick = true; /* the renewal (a join) first */
                 l->down_logged = false;
                 round_next(l);
                 return;
@@ -422,8 +426,8 @@ static void on_end(void *arg)
                 takes_result(l);
         else if (w && l->query == Q_MOVE)
                 move_result(l, w);
-        else if (l->query == Q_BEAT)
-                beat_result(l);
+        else if (l->query == Q_RENEW)
+                renew_result(l);
         else if (l->query == Q_FORGET)
                 forget_result(l);
         round_next(l);
@@ -447,7 +451,7 @@ static void on_result(void *arg, PGresult *r)
         PQclear(r);
 }
 
-/* Gives back the queued locks, up to KVPG_LEASE_BATCH in one statement. */
+/* Gives back the queued leases, up to KVPG_LEASE_BATCH in one statement. */
 static void send_unlocks(struct kvpg_lease *l)
 {
         kvpg_array_reset(&l->names);
@@ -466,11 +470,11 @@ static void send_unlocks(struct kvpg_lease *l)
                 unlocks_clear(l);
                 return;
         }
-        l->n_locks -= l->names.n < l->n_locks ? l->names.n : l->n_locks;
-        const char *v[1] = { l->names.text };
+        char inc[24];
+        snprintf(inc, sizeof inc, "%" PRId64, l->incarnation);
+        const char *v[3] = { l->names.text, l->node, inc };
         query_begin(l, Q_OTHER, PQsendQueryParams(pgconn_pq(l->pc),
-                    "SELECT count(pg_advisory_unlock(" KVPG_LEASE_SPACE ", hashtext(g))) FROM unnest($1::text[]) AS g",
-                    1, NULL, v, NULL, NULL, 0));
+                    "SELECT gadgetd_lease_release($1::text[], $2, $3)", 3, NULL, v, NULL, NULL, 0));
 }
 
 /* Sends the first move asked for of a held gadget; whether it did. */
@@ -493,32 +497,25 @@ static bool send_move(struct kvpg_lease *l)
         return false;
 }
 
-/* How many lease locks this node may hold: the nodes hold at most half
- * of the server's lock table's slots in leases between them (the other
- * half is left to every other lock of the server, among them each writing
- * transaction's own), so this node's share is that half less what the
- * other nodes held at their last beats, those of the last LIVE_NODE_MS
- * (SIZE_MAX: the slots not known). Two nodes taking at once may pass the
- * half by one round's takes, never the table's slots. share_why says so,
- * for a take it holds back. */
-static size_t lock_share(struct kvpg_lease *l)
+/* Whether w, wanted and not held, needs a look this round: never looked
+ * at, free, or its owner's node is not read as live with the same
+ * incarnation and changes as at the last look. Why this is enough: a
+ * live lease of another node ends only when that node's lease does (its
+ * incarnation changes, or it is read as expired) or it gives it back
+ * (its changes grow), and the renewal reads every node each round. */
+static bool needs_look(const struct kvpg_lease *l, const struct kvpg_want *w)
 {
-        if (!l->lock_slots)
-                return SIZE_MAX;
-        uint64_t since = monotime_ms() - l->nodes_read_at, others = 0, half = l->lock_slots / 2;
-        for (size_t i = 0; i < l->n_nodes; i++)
-                if (strcmp(l->nodes[i].name, l->node) != 0 && l->nodes[i].age_ms + since < LIVE_NODE_MS)
-                        others += l->nodes[i].leases;
-        snprintf(l->share_why, sizeof l->share_why, "the nodes hold at most %" PRIu64 " leases, half of "
-                 "PostgreSQL's %" PRIu64 " lock slots, %" PRIu64 " of them on other nodes; raise "
-                 "max_locks_per_transaction", half, l->lock_slots, others);
-        return others < half ? (size_t)(half - others) : 0;
+        if (!w->looked || !w->owner[0] || !w->owner_inc)
+                return true;
+        const struct kvpg_node *n = kvpg_lease_node(l, w->owner);
+        return !n || !n->live || n->incarnation != w->owner_inc || n->changes != w->owner_changes;
 }
 
-/* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held, from
- * the cursor, in one statement; whether it did. Each says whether to take
- * a free lock: rank 0 at once, rank r after seeing it free 2 r polls in a
- * row, HUMBLE_POLLS more for a while after this node lost its session. */
+/* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held that
+ * need a look, from the cursor, in one statement; whether it did. Each
+ * says whether to take a free lease: rank 0 at once, rank r after seeing
+ * it free 2 r polls in a row, HUMBLE_POLLS more for a while after this
+ * node lost its lease; none without a lease of this node's. */
 static bool send_takes(struct kvpg_lease *l)
 {
         if (!l->sent && !(l->sent = calloc(KVPG_LEASE_BATCH, sizeof *l->sent)))
@@ -526,18 +523,16 @@ static bool send_takes(struct kvpg_lease *l)
         kvpg_array_reset(&l->names);
         kvpg_array_reset(&l->takes);
         unsigned humble = monotime_ms() < l->humble_until ? HUMBLE_POLLS : 0;
-        size_t share = lock_share(l), takes = 0;
+        bool leased = kvpg_lease_valid(l);
         while (l->cursor && l->n_sent < KVPG_LEASE_BATCH) {
                 struct kvpg_want *w = l->cursor;
-                if (w->held) {
+                if (w->held || !needs_look(l, w)) {
+                        if (!w->held)
+                                w->free_seen = 0;
                         l->cursor = w->next;
                         continue;
                 }
-                bool take = w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
-                /* Held back, it is only looked at (and told why if free). */
-                w->capped = take && l->n_locks + takes >= share;
-                take = take && !w->capped;
-                takes += take;
+                bool take = leased && w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
                 if (kvpg_array_add(&l->names, w->gadget) < 0 || kvpg_array_add(&l->takes, take ? "t" : "f") < 0)
                         break; /* out of memory: these at the next poll */
                 l->cursor = w->next;
@@ -551,86 +546,137 @@ static bool send_takes(struct kvpg_lease *l)
         }
         if (!l->n_sent)
                 return false;
-        l->round_took = true;
-        const char *v[3] = { l->names.text, l->takes.text, l->node };
+        char inc[24];
+        snprintf(inc, sizeof inc, "%" PRId64, l->incarnation);
+        l->sent_inc = l->incarnation;
+        const char *v[4] = { l->names.text, l->takes.text, l->node, inc };
         query_begin(l, Q_TAKE, PQsendQueryParams(pgconn_pq(l->pc),
-                    "SELECT * FROM gadgetd_lease_take_many($1::text[], $2::boolean[], $3)", 3, NULL, v, NULL, NULL, 0));
+                    "SELECT * FROM gadgetd_lease_take_nodes($1::text[], $2::boolean[], $3, $4)", 4, NULL, v, NULL,
+                    NULL, 0));
         return true;
 }
 
-/* This node's row written, and every node's read back (beat_result). */
-static void send_beat(struct kvpg_lease *l)
+/* This node's lease renewed (or, without one, joined), and every node's
+ * row read back (renew_result): the round's first statement. A node
+ * unseen for NodeForget= leaves: its row is deleted (the owner rows keep
+ * their epochs for fencing, the audit its records). */
+static void send_renew(struct kvpg_lease *l)
 {
-        l->pinged = true;
-        l->beat_at = monotime_ms() + KVPG_LEASE_BEAT_MS;
-        /* This node's own age is 0: its row was just written (the CTE's
-         * select does not see the update). A node unseen for NodeForget=
-         * leaves: its row is deleted, and not read (nor seen by this
-         * statement's select). Only its row: the owner rows keep their
-         * epochs (fencing), the audit its records. */
-        char leases[24], forget[24];
-        snprintf(leases, sizeof leases, "%zu", l->n_locks);
+        char inc[24], leases[24], ttl[24], forget[24];
+        snprintf(inc, sizeof inc, "%" PRId64, l->incarnation);
+        snprintf(leases, sizeof leases, "%zu", l->n_held);
+        snprintf(ttl, sizeof ttl, "%d", KVPG_LEASE_TTL_MS);
         snprintf(forget, sizeof forget, "%llu", (unsigned long long)(l->forget_ms ? l->forget_ms : KVPG_NODE_FORGET_MS));
-        const char *v[4] = { l->node, l->peer, leases, forget };
-        query_begin(l, Q_BEAT, PQsendQueryParams(pgconn_pq(l->pc),
-                    "WITH beat AS (INSERT INTO gadgetd_node (name, peer, leases) VALUES ($1, $2, $3)"
-                    " ON CONFLICT (name) DO UPDATE SET last_seen = now(), peer = excluded.peer,"
-                    " leases = excluded.leases RETURNING name),"
-                    " gone AS (DELETE FROM gadgetd_node WHERE name <> $1 AND"
-                    " last_seen < now() - $4::bigint * interval '1 millisecond')"
-                    " SELECT n.name, CASE WHEN n.name = $1 THEN $2 ELSE n.peer END,"
-                    " CASE WHEN n.name = $1 THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END,"
-                    " CASE WHEN n.name = $1 THEN $3::bigint ELSE n.leases END"
-                    " FROM gadgetd_node n WHERE n.name = $1 OR n.last_seen >= now() - $4::bigint * interval '1 millisecond'"
-                    " UNION SELECT $1, $2, 0, $3::bigint ORDER BY 1 LIMIT " KVPG_NODES_MAX_TEXT,
-                    4, NULL, v, NULL, NULL, 0));
+        const char *v[6] = { l->node, l->peer, inc, leases, ttl, forget };
+        l->renew_inc = l->incarnation;
+        l->renew_sent_at = monotime_ms();
+        query_begin(l, Q_RENEW, PQsendQueryParams(pgconn_pq(l->pc),
+                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint)",
+                    6, NULL, v, NULL, NULL, 0));
 }
 
-/* Sends the round's next query: locks given back, a move, takes, then
- * one beat or else one ping unless takes went out. The first round of a
- * process beats before its takes: the nodes it reads share the lock
- * table with it (lock_share). */
+/* Sends the round's next query: the renewal first, then leases given
+ * back, a move, a forget, takes. */
 static void round_next(struct kvpg_lease *l)
 {
         if (l->state != L_READY || pgconn_busy(l->pc) || l->in_results)
                 return;
-        if (l->unlocks) {
-                send_unlocks(l);
+        if (l->tick) {
+                l->tick = false;
+                l->cursor = l->wants.first;
+                send_renew(l);
                 return;
+        }
+        if (l->unlocks) {
+                /* Without a lease of this node's they are dead already. */
+                if (l->incarnation) {
+                        send_unlocks(l);
+                        return;
+                }
+                unlocks_clear(l);
         }
         if (l->moves && send_move(l))
                 return;
         if (send_forget(l))
                 return;
-        if (!l->nodes_read_at && !l->pinged) {
-                send_beat(l);
-                return;
-        }
-        if (send_takes(l))
-                return;
-        if (l->pinged)
-                return;
-        if (monotime_ms() < l->beat_at) {
-                l->pinged = true;
-                /* The takes' answers said the session is alive. */
-                if (!l->round_took)
-                        query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), "SELECT 1"));
-                return;
-        }
-        send_beat(l);
+        send_takes(l);
 }
 
-/* Every poll period: a new round over every want. */
+/* Every poll period: a new round over every want, its renewal first
+ * (after the query in flight, if one is). */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
         struct kvpg_lease *l = arg;
         (void)fd;
         (void)what;
-        if (l->state != L_READY || pgconn_busy(l->pc))
-                return;
-        l->cursor = l->wants.first;
-        l->pinged = l->round_took = false;
+        l->tick = true;
         round_next(l);
+}
+
+/* Every lease ends now (why): this node's own is no longer counted on,
+ * and it joins again at the next round with a new incarnation, which the
+ * store gives only once the last one expired there. */
+static void leases_end(struct kvpg_lease *l, const char *why)
+{
+        bool had = l->incarnation != 0;
+        l->incarnation = 0;
+        l->valid_until = 0;
+        event_del(l->ev_expire);
+        if (had)
+                l->humble_until = monotime_ms() + HUMBLE_MS;
+        if (had && l->n_held)
+                log_msg(L_WARN, NULL, "store: %s", why);
+        /* Given back with the lease. */
+        unlocks_clear(l);
+        l->n_held = 0;
+        for (struct kvpg_want *w = l->wants.first, *next; w; w = next) {
+                next = w->next;
+                move_fail(l, w, why);
+                if (!w->held)
+                        continue;
+                w->held = false;
+                w->epoch = 0;
+                if (l->hooks.lost)
+                        l->hooks.lost(l->hooks.arg, w->gadget, why);
+        }
+}
+
+/* No renewal acknowledged in time: this node's lease may have expired. */
+static void on_expire(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_lease *l = arg;
+        (void)fd;
+        (void)what;
+        /* A timer may fire a little early (whole milliseconds): again then. */
+        if (kvpg_lease_check(l)) {
+                uint64_t now = monotime_ms();
+                timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now + 1 : 1);
+        }
+}
+
+bool kvpg_lease_valid(struct kvpg_lease *l)
+{
+        if (!l->incarnation)
+                return false;
+        if (monotime_ms() < l->valid_until)
+                return true;
+        /* Ended from the loop, at once: not from inside the caller (a kv
+         * write, a gadget's call), whose gadget the end kills. */
+        event_active(l->ev_expire, EV_TIMEOUT, 0);
+        return false;
+}
+
+bool kvpg_lease_check(struct kvpg_lease *l)
+{
+        if (!l->incarnation)
+                return false;
+        if (monotime_ms() < l->valid_until)
+                return true;
+        char why[200];
+        snprintf(why, sizeof why, "lost its store lease: no renewal of this node's lease was acknowledged within %d ms "
+                 "(it may have expired at the store)", KVPG_LEASE_VALID_MS);
+        leases_end(l, why);
+        return false;
 }
 
 /* The session is gone (closed already; why on one line): every lease
@@ -638,8 +684,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void on_lost(void *arg, const char *reason)
 {
         struct kvpg_lease *l = arg;
-        if (l->state == L_READY)
-                l->humble_until = monotime_ms() + HUMBLE_MS;
         if (l->state == L_READY || l->state == L_SETUP || !l->down_logged)
                 log_msg(L_WARN, NULL, "store: the lease session to PostgreSQL ended: %s; reconnecting", reason);
         l->down_logged = true;
@@ -654,21 +698,12 @@ static void on_lost(void *arg, const char *reason)
                          reason);
                 forget_end(l, GADGET_EUNAVAILABLE, why);
         }
-        /* The server gave back every lock with the session. */
-        unlocks_clear(l);
-        l->n_locks = 0;
+        /* Why every lease ends now though the store keeps this node's
+         * for the TTL: no renewal can be acknowledged without the session
+         * (a new one joins again once it expired). */
         char lost_why[260];
         snprintf(lost_why, sizeof lost_why, "lost its store lease: %s", reason);
-        for (struct kvpg_want *w = l->wants.first, *next; w; w = next) {
-                next = w->next;
-                move_fail(l, w, lost_why);
-                if (!w->held)
-                        continue;
-                w->held = false;
-                w->epoch = 0;
-                if (l->hooks.lost)
-                        l->hooks.lost(l->hooks.arg, w->gadget, lost_why);
-        }
+        leases_end(l, lost_why);
         l->backoff_ms = retry_next_ms(l->backoff_ms, RECONNECT_MAX_MS);
         timer_arm_ms(l->ev_timer, l->backoff_ms);
 }
@@ -693,6 +728,7 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
                                   .latency = latency };
         if (!l || !(l->node = strdup(node)) || !(l->peer = strdup(peer)) || !(l->ev_timer = evtimer_new(base, on_timer, l)) ||
             !(l->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, l)) ||
+            !(l->ev_expire = evtimer_new(base, on_expire, l)) ||
             pgconn_new(base, conninfo, &ops, &l->pc) < 0) {
                 kvpg_lease_free(l);
                 return -ENOMEM;
@@ -714,6 +750,8 @@ void kvpg_lease_free(struct kvpg_lease *l)
                 event_free(l->ev_timer);
         if (l->ev_tick)
                 event_free(l->ev_tick);
+        if (l->ev_expire)
+                event_free(l->ev_expire);
         PQclear(l->last);
         kvpg_wants_clear(&l->wants);
         unlocks_clear(l);
@@ -782,11 +820,14 @@ void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
         move_fail(l, w, "it was given back before the move was made");
         if (l->asking == w)
                 l->asking = NULL;
-        /* In the take statement out: a lock it gets is given back
+        /* In the take statement out: a lease it gets is given back
          * (takes_result finds no want for it). */
         if (w->sent >= 0)
                 l->sent[w->sent] = NULL;
-        if (w->held && l->state == L_READY) {
+        if (w->held) {
+                l->n_held -= l->n_held > 0;
+        }
+        if (w->held && l->state == L_READY && l->incarnation) {
                 unlock_add(l, w->gadget);
                 w->gadget = NULL;
                 log_msg(L_INFO, gadget, "gives back its lease in the store");
@@ -795,8 +836,10 @@ void kvpg_lease_release(struct kvpg_lease *l, const char *gadget)
         round_next(l);
 }
 
-int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget)
+int64_t kvpg_lease_epoch(struct kvpg_lease *l, const char *gadget)
 {
+        if (!kvpg_lease_valid(l))
+                return 0;
         const struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         return w && w->held ? w->epoch : 0;
 }

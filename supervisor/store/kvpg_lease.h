@@ -1,25 +1,46 @@
 /* kvpg_lease: which node runs each gadget (Store=postgresql). A second
- * PostgreSQL connection, non-blocking on the loop as kvpg's, holds one
- * session advisory lock per gadget this node owns; taking one bumps the
- * gadget's epoch in gadgetd_owner (kvpg_sql.c), which every kv write of
- * this node carries and the store checks (fencing). Every poll period the
- * gadgets wanted and not held are tried, up to KVPG_LEASE_BATCH of them in
- * one statement (gadgetd_lease_take_many), so that a round costs a few
- * statements however many gadgets are declared; when none is to be tried
- * the session is pinged, so a lost store is noticed within
- * KVPG_LEASE_POLL_MS + KVPG_LEASE_TIMEOUT_MS. The session's end (lost,
- * ended by the server, this gadgetd dying) is every lease's end. */
+ * PostgreSQL connection, non-blocking on the loop as kvpg's, keeps this
+ * node's own lease: one row of gadgetd_node whose lease_until (the
+ * server's clock) it renews every round in ONE statement; a gadget's
+ * owner row names the node and its incarnation, and is live while that
+ * node's lease is (kvpg_sql.c, version 8). Taking a gadget bumps its epoch
+ * in gadgetd_owner, which every kv write of this node carries and the
+ * store checks with the node's lease (fencing). A round costs O(nodes):
+ * the renewal, which reads every node back; a wanted gadget not held is
+ * looked at again only when its owner's node changed (died, gave leases
+ * back), up to KVPG_LEASE_BATCH in one statement.
+ *
+ * Never two owners at once, by construction: the store lets another node
+ * take this node's gadgets only once lease_until has passed by the
+ * server's clock, set to now() + KVPG_LEASE_TTL_MS by a renewal whose
+ * now() is after this node sent it; this node stops serving (hooks->lost
+ * for every gadget) at KVPG_LEASE_VALID_MS after sending the last renewal
+ * the store acknowledged, by its own monotonic clock, and checks that at
+ * every use too (kvpg_lease_check, kvpg_lease_epoch), not only by a timer,
+ * so that a node resumed after a pause serves nothing before it notices.
+ * The assumption: the two clocks' rates differ by less than
+ * KVPG_LEASE_MARGIN_MS over a TTL (bounded drift, ~8%); they need not be
+ * synchronised. The server's clock must not be stepped (slewed is fine). */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <event2/event.h>
 
 #include "contract.h"
 
+/* A round: the renewal, every KVPG_LEASE_POLL_MS; it also says the node
+ * is alive (gadgetd_node.last_seen) and reads the other nodes; a node
+ * unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_POLL_MS 250
-/* How often the node says it is alive (gadgetd_node.last_seen) and reads
- * the other nodes; a node unseen for KVPG_NODE_DOWN_MS counts as down. */
-#define KVPG_LEASE_BEAT_MS 1000
+/* A renewal's lease at the server: lease_until = now() + TTL. */
+#define KVPG_LEASE_TTL_MS 1000
+/* What this node takes off the TTL for the clocks' drift. */
+#define KVPG_LEASE_MARGIN_MS 80
+/* How long after sending a renewal the store acknowledged the node
+ * serves its gadgets: a takeover after a node dies comes within
+ * KVPG_LEASE_TTL_MS + a round (+ 2 rounds per Nodes= rank). */
+#define KVPG_LEASE_VALID_MS (KVPG_LEASE_TTL_MS - KVPG_LEASE_MARGIN_MS)
 #define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
 /* A node unseen for this long leaves the store's list of nodes (its row
  * is deleted at the next beat of any node): NodeForget= of gadgetd.conf,
@@ -43,21 +64,19 @@ struct kvpg_node {
         char peer[128];          /* its PeerListen=, "" if none */
         uint64_t age_ms;         /* since it was last seen, when read */
         uint64_t leases;         /* how many leases it held then (its beat) */
+        int64_t incarnation;     /* of its lease (this node: 0 while it waits to join) */
+        int64_t changes;         /* its releases so far */
+        bool live;               /* its lease unexpired, when read */
 };
 
 /* What the owner of the units is told, always on the loop. */
 struct kvpg_lease_hooks {
         /* This node now owns gadget, at epoch. */
         void (*granted)(void *arg, const char *gadget, int64_t epoch);
-        /* It owns it no more: its session is gone (why). */
+        /* It owns it no more: its node lease ended or may have (why). */
         void (*lost)(void *arg, const char *gadget, const char *why);
         /* Another node owns it (node "" and epoch 0: no one yet). */
         void (*owner)(void *arg, const char *gadget, const char *node, int64_t epoch);
-        /* Then, if it cannot be taken for a reason of the store (why):
-         * PostgreSQL's lock table is full, or the lease is free but this
-         * node holds its share of that table; node is the owner as last
-         * recorded ("" if none). */
-        void (*full)(void *arg, const char *gadget, const char *node, const char *why);
         void *arg;
 };
 
@@ -77,7 +96,7 @@ void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms);
  * (the store is out of reach now). */
 int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void *arg, int code, const char *msg),
                       void *arg);
-/* Ends the session, and with it every lease. */
+/* Ends the session; the node's lease expires at the store after the TTL. */
 void kvpg_lease_free(struct kvpg_lease *l);
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks);
 /* fn(arg) each time the lease session connects (kvpg_set_lease's: the
@@ -87,14 +106,23 @@ void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg), void *ar
 /* This node wants to run gadget: rank 0 takes a free lease at once, rank r
  * after seeing it free at 2 r polls in a row (Nodes= order), so that a
  * node earlier in the list that is up takes it first; for 3 s after losing
- * its session, 4 polls more, so that a node whose store link is healthy
+ * its own lease, 4 polls more, so that a node whose store link is healthy
  * takes it first. Again: the
  * rank changes. 0 or -ENOMEM. */
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank);
 /* It wants it no more: a held lease is given back. */
 void kvpg_lease_release(struct kvpg_lease *l, const char *gadget);
-/* The epoch of the lease held on gadget, 0 if none is. */
-int64_t kvpg_lease_epoch(const struct kvpg_lease *l, const char *gadget);
+/* The epoch of the lease held on gadget, 0 if none is (nor any, once
+ * the node's lease may have expired: kvpg_lease_check). */
+int64_t kvpg_lease_epoch(struct kvpg_lease *l, const char *gadget);
+/* Whether this node's lease is valid by its clock (less than
+ * KVPG_LEASE_VALID_MS since the last acknowledged renewal was sent): at
+ * every use of a lease (a call, a kv write). If not, every lease ends at
+ * the loop's next turn (hooks->lost), not inside the caller. */
+bool kvpg_lease_valid(struct kvpg_lease *l);
+/* The same, but every lease ends now, before it returns (hooks->lost):
+ * only where no gadget's request is being handled (a control request). */
+bool kvpg_lease_check(struct kvpg_lease *l);
 /* The nodes that share the store, sorted by name, as read at the last
  * beat (ages then); this node is among them once its first beat is in. */
 size_t kvpg_lease_nodes(const struct kvpg_lease *l, const struct kvpg_node **nodes);

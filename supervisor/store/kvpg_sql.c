@@ -133,7 +133,48 @@
  *       locked by a session that does not know it holds them. A node of
  *       an earlier version reads NULL as not free.
  *
- * Version 8, kv's cas and batches (bind_kv_batch.c):
+ * Versions 8 to 10, leases that cost O(nodes) (kvpg_lease.c; three
+ * migrations only for the length of their texts, made together):
+ *
+ *   gadgetd_node.incarnation bigint, lease_until timestamptz,
+ *   changes bigint
+ *       the node's own lease: live while lease_until (the server's clock)
+ *       has not passed. A node joins (gadgetd_lease_renew with incarnation
+ *       0) only once its row's lease_until has passed: the incarnation is
+ *       bumped and the lease runs for the TTL; then every round it renews
+ *       it in ONE statement (lease_until = now() + TTL, only while its
+ *       incarnation is unchanged and the lease unexpired). changes counts
+ *       the node's releases, so that the others look again at the gadgets
+ *       they saw it own only when it changed (a round costs O(nodes)).
+ *   gadgetd_owner.node_inc bigint
+ *       the owner's incarnation when it took the gadget (0: given back).
+ *       A gadget's lease is live while node_inc is its node's incarnation
+ *       and that node's lease is live: no lock of the server's per gadget,
+ *       and none per node either.
+ *   gadgetd_lease_take_nodes(gadgets, take, node, incarnation)
+ *       → rows (gadget, got, free, owner, owner_epoch, owner_inc): looks
+ *       in one set query; a take locks the owner row (waiting for writes
+ *       in flight at most KVPG_LEASE_LOCK_WAIT_NODES), and takes it only
+ *       if it was given back, is this node's, or its node's lease has
+ *       expired (now() past lease_until), bumping that node's incarnation
+ *       under its row's lock. Why the bump: a renewal of the dead node
+ *       racing the take then fails on its incarnation (or, if it commits
+ *       first, the take sees the lease live): a node that renewed never
+ *       owns a gadget another took meanwhile.
+ *   gadgetd_lease_release(gadgets, node, incarnation): node_inc 0 and the
+ *       node's changes bumped.
+ *   gadgetd_fence, replaced: a write is refused (GDF01) unless its epoch
+ *       is the row's AND the row's node lease is live by the server's
+ *       clock (clock_timestamp(), at the check). Why this still fences: a
+ *       takeover locks the owner row (FOR UPDATE) after every write in
+ *       flight holding it FOR SHARE, so each write commits before the new
+ *       owner starts or is refused.
+ *   gadgetd_lease_take and gadgetd_lease_take_many (advisory locks) are
+ *       replaced by ones that refuse (SQLSTATE GDU08): a node of an
+ *       earlier version takes no lease on this schema (upgrade every node
+ *       together; its writes are fenced, having no node lease).
+ *
+ * Version 11, kv's cas and batches (bind_kv_batch.c):
  *
  *   gadgetd_kv_batch(gadget, binding, ops, max_keys, max_bytes, node,
  *                    epoch) → (failed int, why int, existed bigint, cur bytea)
@@ -160,6 +201,12 @@
 /* How long a statement of gadgetd_lease_take_many starts takes: with one
  * more lock wait, well within KVPG_LEASE_TIMEOUT_MS (2 s). */
 #define KVPG_LEASE_BATCH_BUDGET "1000ms"
+
+/* Version 8's: a take waits this long for a write in flight, and its
+ * statement starts takes for at most this long, so that the round's next
+ * renewal is sent well within the node's lease (KVPG_LEASE_VALID_MS). */
+#define KVPG_LEASE_LOCK_WAIT_NODES "200ms"
+#define KVPG_LEASE_BUDGET_NODES "200ms"
 
 /* Any constant held by every gadgetd of this program: "gadgetd" in hex. */
 #define KVPG_LOCK "6761646765746400"
@@ -405,7 +452,126 @@ static const char migration_lease_full[] =
         "  END LOOP;\n"
         "END $f$;";
 
-/* Version 8: a batch of kv operations in one transaction (see the top).
+/* Version 8: node leases (see the top). Why #variable_conflict
+ * use_column: the results' columns share the tables' names. */
+#define OWNER_FREE "o.gadget IS NULL OR o.node_inc = 0 OR n.name IS NULL OR n.incarnation <> o.node_inc" \
+        " OR n.lease_until <= now()"
+static const char migration_node_leases[] =
+        "ALTER TABLE gadgetd_node ADD COLUMN incarnation bigint NOT NULL DEFAULT 0,"
+        " ADD COLUMN lease_until timestamptz NOT NULL DEFAULT '-infinity',"
+        " ADD COLUMN changes bigint NOT NULL DEFAULT 0;"
+        "ALTER TABLE gadgetd_owner ADD COLUMN node_inc bigint NOT NULL DEFAULT 0;"
+        "CREATE OR REPLACE FUNCTION gadgetd_lease_take(p_gadget text, p_node text, p_take boolean,"
+        " OUT got boolean, OUT free boolean, OUT owner text, OUT owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  RAISE EXCEPTION 'the store has node leases (schema 8): upgrade gadgetd on node %', p_node"
+        " USING ERRCODE = 'GDU08';\n"
+        "END $f$;"
+        "CREATE OR REPLACE FUNCTION gadgetd_lease_take_many(p_gadgets text[], p_take boolean[], p_node text)"
+        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  RAISE EXCEPTION 'the store has node leases (schema 8): upgrade gadgetd on node %', p_node"
+        " USING ERRCODE = 'GDU08';\n"
+        "END $f$;";
+/* Versions 9 and 10: the rest of it (a string literal each, of a length
+ * every compiler takes). */
+static const char migration_node_renew[] =
+        "CREATE OR REPLACE FUNCTION gadgetd_fence(p_gadget text, p_epoch bigint) RETURNS void LANGUAGE plpgsql AS $f$\n"
+        "DECLARE o gadgetd_owner%ROWTYPE;\n"
+        "BEGIN\n"
+        "  SELECT * INTO o FROM gadgetd_owner WHERE gadget = p_gadget FOR SHARE;\n"
+        "  IF o.epoch IS DISTINCT FROM p_epoch OR o.node_inc = 0 OR NOT EXISTS (SELECT 1 FROM gadgetd_node n\n"
+        "      WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until > clock_timestamp()) THEN\n"
+        "    RAISE EXCEPTION 'fenced: this node no longer owns gadget %', p_gadget USING ERRCODE = 'GDF01';\n"
+        "  END IF;\n"
+        "END $f$;"
+        /* The node's one statement per round: join (p_inc 0) or renew,
+         * forget the nodes unseen for p_forget_ms, read every node. */
+        "CREATE FUNCTION gadgetd_lease_renew(p_node text, p_peer text, p_inc bigint, p_leases bigint,"
+        " p_ttl_ms bigint, p_forget_ms bigint)"
+        " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
+        " changes bigint) LANGUAGE plpgsql AS $f$\n"
+        "#variable_conflict use_column\n"
+        "DECLARE inc bigint;\n"
+        "BEGIN\n"
+        "  IF p_inc > 0 THEN\n"
+        "    UPDATE gadgetd_node n SET lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(),\n"
+        "        peer = p_peer, leases = p_leases\n"
+        "      WHERE n.name = p_node AND n.incarnation = p_inc AND n.lease_until > now() RETURNING n.incarnation INTO inc;\n"
+        "  ELSE\n"
+        "    INSERT INTO gadgetd_node (name, peer) VALUES (p_node, p_peer) ON CONFLICT (name) DO NOTHING;\n"
+        "    UPDATE gadgetd_node n SET incarnation = n.incarnation + 1,\n"
+        "        lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(), peer = p_peer, leases = 0\n"
+        "      WHERE n.name = p_node AND n.lease_until <= now() RETURNING n.incarnation INTO inc;\n"
+        "  END IF;\n"
+        "  IF inc IS NULL THEN\n"
+        "    UPDATE gadgetd_node n SET last_seen = now(), peer = p_peer WHERE n.name = p_node;\n"
+        "  END IF;\n"
+        "  DELETE FROM gadgetd_node n WHERE n.name <> p_node AND n.last_seen < now() - p_forget_ms * interval '1 millisecond';\n"
+        "  RETURN QUERY SELECT n.name, n.peer,\n"
+        "      CASE WHEN n.name = p_node THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END,\n"
+        "      n.leases, CASE WHEN n.name = p_node THEN coalesce(inc, 0) ELSE n.incarnation END,\n"
+        "      n.lease_until > now(), n.changes\n"
+        "    FROM (SELECT * FROM gadgetd_node x ORDER BY x.name <> p_node, x.name LIMIT 256) AS n ORDER BY n.name;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_lease_release(p_gadgets text[], p_node text, p_inc bigint) RETURNS bigint"
+        " LANGUAGE plpgsql AS $f$\n"
+        "DECLARE k bigint;\n"
+        "BEGIN\n"
+        "  UPDATE gadgetd_owner SET node_inc = 0 WHERE gadget = ANY (p_gadgets) AND node = p_node AND node_inc = p_inc;\n"
+        "  GET DIAGNOSTICS k = ROW_COUNT;\n"
+        "  UPDATE gadgetd_node SET changes = changes + 1 WHERE name = p_node;\n"
+        "  RETURN k;\n"
+        "END $f$;";
+static const char migration_node_takes[] =
+        "CREATE FUNCTION gadgetd_lease_take_nodes(p_gadgets text[], p_take boolean[], p_node text, p_inc bigint)"
+        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint, owner_inc bigint)"
+        " LANGUAGE plpgsql AS $f$\n"
+        "#variable_conflict use_column\n"
+        "DECLARE r record; o gadgetd_owner%ROWTYPE; live boolean;\n"
+        "BEGIN\n"
+        "  live := EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = p_node AND n.incarnation = p_inc\n"
+        "      AND n.lease_until > now());\n"
+        /* The looks (and every take of a node without a live lease). */
+        "  RETURN QUERY SELECT u.g, false, " OWNER_FREE ", o.node, o.epoch, o.node_inc\n"
+        "    FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n"
+        "    LEFT JOIN gadgetd_owner o ON o.gadget = u.g LEFT JOIN gadgetd_node n ON n.name = o.node\n"
+        "    WHERE NOT u.t OR NOT live ORDER BY u.i;\n"
+        "  IF NOT live THEN RETURN; END IF;\n"
+        "  PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT_NODES "', true);\n"
+        "  FOR r IN SELECT u.g FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i) WHERE u.t ORDER BY u.i LOOP\n"
+        "    EXIT WHEN clock_timestamp() - statement_timestamp() > interval '" KVPG_LEASE_BUDGET_NODES "';\n"
+        "    gadget := r.g; got := false; free := false; owner := NULL; owner_epoch := NULL; owner_inc := NULL;\n"
+        "    BEGIN\n"
+        "      SELECT * INTO o FROM gadgetd_owner x WHERE x.gadget = r.g FOR UPDATE;\n"
+        "      IF FOUND THEN\n"
+        "        owner := o.node; owner_epoch := o.epoch; owner_inc := o.node_inc;\n"
+        "        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n"
+        "        IF NOT free THEN\n"
+        "          UPDATE gadgetd_node n SET incarnation = n.incarnation + 1\n"
+        "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until <= now();\n"
+        "          free := FOUND OR NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n"
+        "              AND n.incarnation = o.node_inc);\n"
+        "        END IF;\n"
+        "        IF free AND (o.move_until IS NULL OR o.move_until <= now() OR o.move_to = p_node) THEN\n"
+        "          UPDATE gadgetd_owner x SET node = p_node, node_inc = p_inc, epoch = x.epoch + 1, since = now(),\n"
+        "              move_to = NULL, move_until = NULL\n"
+        "            WHERE x.gadget = r.g RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n"
+        "          got := true;\n"
+        "        END IF;\n"
+        "      ELSE\n"
+        "        INSERT INTO gadgetd_owner AS x (gadget, node, epoch, node_inc) VALUES (r.g, p_node, 1, p_inc)\n"
+        "          ON CONFLICT (gadget) DO NOTHING RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n"
+        "        got := FOUND; free := FOUND;\n"
+        "      END IF;\n"
+        "    EXCEPTION WHEN lock_not_available THEN\n"
+        "      got := false; free := true;\n"
+        "    END;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
+/* Version 11: a batch of kv operations in one transaction (see the top).
  * Why a malformed ops string cannot write: a length past the end makes
  * substring short and the check after each field raises, rolling back. */
 static const char migration_kv_batch[] =
@@ -534,7 +700,8 @@ static const char migration_5[] =
  * a new entry at the end (a new type's tables: its own migration). */
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
-        migration_lease_full, migration_kv_batch,
+        migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
+        migration_kv_batch,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 

@@ -15,6 +15,9 @@
 /* The one that made it say a full lock table (free NULL) instead of
  * failing. */
 #define KVPG_SCHEMA_LEASE_FULL 7
+/* The one that made the node leases (gadgetd_lease_renew,
+ * gadgetd_lease_take_nodes): no lock of the server's per gadget. */
+#define KVPG_SCHEMA_NODE_LEASES 10
 
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */

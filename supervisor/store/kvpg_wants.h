@@ -15,13 +15,13 @@ struct kvpg_want {
         unsigned free_seen;       /* polls in a row that saw its lock free */
         bool held;
         bool told;                /* hooks->owner was told of owner */
-        bool full;                /* ... and hooks->full: waiting for a reason */
-        size_t why_hash;          /* ... that reason's text as told (strhash), so a new one is told */
-        bool capped;              /* in the statement out as a look: this node's share held */
+        bool looked;              /* owner, owner_inc and owner_changes were read */
         long sent;                /* its slot in the statement out, -1 if not in it */
         int64_t epoch;            /* held: ours */
-        char owner[64];           /* not held: who has it, as last read */
+        char owner[64];           /* not held: who has it, as last read ("": free) */
         int64_t owner_epoch;
+        int64_t owner_inc;        /* the incarnation of its owner's lease */
+        int64_t owner_changes;    /* its owner's changes as read before that look */
         /* A move asked for (kvpg_lease_move): to, and whom to tell. */
         char move_to[64];
         void (*move_done)(void *arg, const char *why);

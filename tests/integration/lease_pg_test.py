@@ -14,10 +14,8 @@ import time
 
 import leaseload
 from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_for, workers
-from pgnodes import counter_cluster, by_name, counter_policy, node, owner_of, start_all, states, stop_all
+from pgnodes import counter_cluster, by_name, counter_policy, live_leases, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
-
-LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
 
 
 def owner_row(pg, gadget):
@@ -140,9 +138,11 @@ def pg_lease_takeover_after_sigkill(tmp):
 
 
 def lease_pid(pg, gadget):
-    """The server process holding gadget's lease lock."""
-    return pg.psql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %d AND objid ="
-                   " hashtext('%s')::oid AND granted" % (LEASE_SPACE, gadget))
+    """The server process of the lease session of the node whose live
+    lease holds gadget ("" if none does)."""
+    return pg.psql("SELECT a.pid FROM gadgetd_owner o JOIN gadgetd_node n ON n.name = o.node AND n.incarnation ="
+                   " o.node_inc AND n.lease_until > now() JOIN pg_stat_activity a ON a.application_name ="
+                   " 'gadgetd ' || o.node || ' lease' WHERE o.gadget = '%s' AND o.node_inc <> 0" % gadget)
 
 
 @test
@@ -394,10 +394,10 @@ def pg_lease_takeover_waits_for_write_in_flight(tmp):
 def pg_lease_takes_answered_in_time(tmp):
     """Six gadgets of a, each with a write in flight (the test holds their
     owner rows FOR SHARE, as a put does) when a's lease session ends: b's
-    one statement for all six takes would wait 500 ms for each, 3 s, past
-    the session's 2 s deadline; it stops taking after 1 s instead, so b's
-    lease session is never called lost, and once the writes end every
-    gadget runs on one node."""
+    one statement for all six takes would wait 200 ms for each, 1.2 s, past
+    its own lease's renewal; it stops taking after 200 ms instead, so b's
+    lease session is never called lost nor its lease, and once the writes
+    end every gadget runs on one node."""
     names = ["g%d" % i for i in range(6)]
     with PgServer(tmp) as pg:
         ds = [node(tmp, pg, n) for n in "ab"]
@@ -420,8 +420,8 @@ def pg_lease_takes_answered_in_time(tmp):
             check(holder.stdout.readline().strip() == "6", "the test's locks")
             check(pg.terminate_backends(exact="gadgetd a lease") == 1, "terminate a's lease session")
             time.sleep(4)
-            check("lease session to PostgreSQL ended" not in b.logtext(), "b's lease session was lost: %s"
-                  % b.logtext()[-2000:])
+            check("lease session to PostgreSQL ended" not in b.logtext() and "lost its store lease" not in
+                  b.logtext(), "b's lease session was lost: %s" % b.logtext()[-2000:])
             check(all(b.state(n) == "remote" for n in names), "b took a lease over a write in flight")
             holder.stdin.write("COMMIT;\n")
             holder.stdin.flush()
@@ -691,6 +691,120 @@ def pg_gadgetctl_nodes_down(tmp):
                   "nodes on a, the store gone for 3 s: %r" % ns)
 
 
+def lease_lost_records(d, name):
+    return [r for r in lifecycle_records(d, name) if r["op"] == "lease_lost"]
+
+
+def row_holder(pg, sql):
+    """A psql session of the test's that ran sql (in a transaction left
+    open, holding its locks) and answered its first line; close with
+    COMMIT (holder.stdin) and kill."""
+    env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+    holder = subprocess.Popen(
+        ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+         os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-q"], cwd=pg.dir, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder.stdin.write("BEGIN; %s;\n" % sql)
+    holder.stdin.flush()
+    return holder, holder.stdout.readline().strip()
+
+
+@test
+def pg_lease_renewal_stalled_stops_serving(tmp):
+    """No two owners by construction: the owner's renewals stall (the test
+    holds its node row locked, so each waits; the session itself stays up
+    and answers nothing late for 2 s): it stops serving its gadget (lost
+    its store lease: no renewal acknowledged) by its own clock BEFORE its
+    lease expires at the server (the lifecycle record's time is before the
+    row's lease_until, the server's clock: the same clock here), without
+    waiting for the session's deadline. Once the lock goes, it joins
+    again and runs the counter with its count."""
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        counter_policy(d, nodes="a")
+        holder = None
+        with d:
+            wait_for(lambda: d.state("counter") == "ready", what="a runs the counter")
+            for _ in range(3):
+                check(d.ctl("call", "counter", "increment").returncode == 0, "increment")
+            holder, until = row_holder(pg, "SELECT to_char(lease_until AT TIME ZONE 'UTC',"
+                                           " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM gadgetd_node WHERE name = 'a'"
+                                           " FOR UPDATE")
+            try:
+                t0 = time.monotonic()
+                wait_for(lambda: lease_lost_records(d, "counter"), timeout=10, what="a to lose the counter's lease")
+                took = time.monotonic() - t0
+                rec = lease_lost_records(d, "counter")[0]
+                print("the renewals held: a stopped serving %.0f ms later, at %s; its lease ran until %s at the "
+                      "server" % (took * 1000, rec["time"], until))
+                check("no renewal of this node's lease was acknowledged" in rec["detail"], "why: %r" % rec)
+                check(rec["time"] < until, "a served until %s, past its lease's end at the server (%s)"
+                      % (rec["time"], until))
+                check(d.state("counter") != "ready", "a still runs the counter: %r" % d.list()["counter"])
+            finally:
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.flush()
+                holder.stdin.close()
+                holder.wait(timeout=30)
+            wait_for(lambda: d.state("counter") == "ready", timeout=10, what="a to run the counter again")
+            check(d.ctl("call", "counter", "get").stdout.strip() == "3", "count")
+
+
+@test
+def pg_lease_paused_owner_replaced(tmp):
+    """The owner is paused (SIGSTOP: its kernel keeps its sessions to the
+    store alive), so its lease is not renewed: the other node takes the
+    counter within the 2 s goal and serves the count. A call sent to the
+    paused node waits through the pause; resumed (SIGCONT), that node
+    serves nothing: the call is refused (no peer link here: it names the
+    new owner or says the gadget is not ready), never run there (its count
+    of calls unchanged, no fenced write), and its status says it lost its
+    lease. The count is the acknowledged increments."""
+    with PgServer(tmp) as pg:
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        for d in (a, b):
+            counter_policy(d)
+        try:
+            a.start()
+            wait_for(lambda: a.state("counter") == "ready", what="a runs the counter")
+            b.start()
+            check(owner_of([a, b], "counter") == "a", "a owns the counter")
+            for _ in range(3):
+                check(a.ctl("call", "counter", "increment").returncode == 0, "increment")
+            calls = a.status("counter")["calls"]
+            a.proc.send_signal(signal.SIGSTOP)
+            call = None
+            try:
+                t0 = time.monotonic()
+                wait_for(lambda: b.state("counter") == "ready", timeout=10, what="b to take over from paused a")
+                took = time.monotonic() - t0
+                print("the owner paused: the other node runs the counter %.0f ms later" % (took * 1000))
+                check(took < 2.0, "takeover after %.2f s" % took)
+                check(b.ctl("call", "counter", "increment").stdout.strip() == "4", "increment on b")
+                call = subprocess.Popen([GADGETCTL, "--socket", a.sock, "call", "counter", "increment"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+                def blocked_reading():
+                    with open("/proc/%d/syscall" % call.pid) as f:
+                        return f.read().split()[0] in ("0", "7", "232", "271", "281")  # read, poll, epoll, ppoll
+                wait_for(blocked_reading, what="the call to paused a sent, its answer awaited")
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            out, err = call.communicate(timeout=30)
+            print("the call sent to a while paused: %d %r" % (call.returncode, err.strip()))
+            check(call.returncode != 0 and "fenced" not in err and ("runs on node b" in err or "not ready" in err
+                  or "lost its" in err or "does not run on this node" in err), "the call through resumed a: %d %r %r"
+                  % (call.returncode, out, err))
+            wait_for(lambda: lease_lost_records(a, "counter"), what="a's record of the lost lease")
+            check(a.status("counter")["calls"] == calls, "a ran calls after its lease was gone: %d, was %d"
+                  % (a.status("counter")["calls"], calls))
+            wait_for(lambda: a.state("counter") == "remote" and "runs on node b" in a.list()["counter"]["cause"],
+                     timeout=10, what="a to say b runs the counter: %r" % a.list()["counter"])
+            check(b.ctl("call", "counter", "get").stdout.strip() == "4", "count on b")
+        finally:
+            stop_all([a, b])
+
+
 def small_lock_table(tmp):
     """A server whose lock table has 100 nominal slots (10 x 10), and
     room for about 600 locks in all (the spare shared memory)."""
@@ -701,11 +815,6 @@ def small_lock_table(tmp):
     return pg
 
 
-def held_by_lease(pg):
-    return int(pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %d AND granted"
-                       % LEASE_SPACE))
-
-
 def count_states(d):
     out = {}
     for g in d.list().values():
@@ -713,99 +822,51 @@ def count_states(d):
     return out
 
 
+def server_locks(pg):
+    """The locks the server holds now, by kind, but this query's own."""
+    out = pg.psql("SELECT locktype || ' ' || count(*) FROM pg_locks WHERE pid <> pg_backend_pid() GROUP BY locktype")
+    return {ln.split()[0]: int(ln.split()[1]) for ln in out.splitlines() if ln.strip()}
+
+
 @test
-def pg_lease_share_of_lock_table(tmp):
-    """The nodes hold at most half of the server's lock table's slots in
-    leases between them: with 100 slots and one node, 50 of 80 declared
-    on-demand gadgets are held and the other 30 say why they wait, naming
-    the setting to raise, and the log says so once. A second node with the
-    same policies takes none of the 30 (a's 50 count against its share),
-    and once a is killed, b holds 50 within a few beats. Then with 40 of
-    the policies removed, the other 40 are all held: the leases given back
-    were counted back. The server never runs out of lock space."""
+def pg_lease_no_lock_per_gadget(tmp):
+    """Leases cost the server's lock table nothing per gadget: on a server
+    whose lock table has 100 slots (room for about 600 locks), two nodes
+    with the same 800 on-demand gadgets hold every lease between them
+    (each idle on one node, remote naming it on the other), the server
+    holds O(nodes) locks meanwhile (no advisory lock at all, a handful of
+    others), and once a is killed b holds all 800 within the goal's
+    2 s after a's lease expires."""
+    n = 800
     with small_lock_table(tmp) as pg:
-        d, b = node(tmp, pg, "a"), node(tmp, pg, "b")
-        for i in range(80):
-            policy(d.pol, "g%02d" % i, "Start=on-demand\n")
-            policy(b.pol, "g%02d" % i, "Start=on-demand\n")
-        with d:
-            wait_for(lambda: count_states(d).get("idle") == 50 and held_by_lease(pg) == 50,
-                     what="50 leases held: %r" % count_states(d))
-            time.sleep(1)  # a few more rounds: still 50
-            check(held_by_lease(pg) == 50, "held: %d" % held_by_lease(pg))
-            waiting = [g for g in d.list().values() if g["state"] == "remote"]
-            check(len(waiting) == 30, "waiting: %d" % len(waiting))
-            for g in waiting:
-                check("waits for its lease in the store: the nodes hold at most 50 leases, half of PostgreSQL's 100"
-                      " lock slots, 0 of them on other nodes; raise max_locks_per_transaction" in
-                      (g.get("cause") or ""), "cause: %r" % g)
-            lines = [ln for ln in d.logtext().splitlines() if "free leases of this round left untaken" in ln]
-            check(len(lines) == 1, "warning lines: %r" % lines)
-            with b:
-                def sees():
-                    return any("50 of them on other nodes" in (g.get("cause") or "") for g in b.list().values())
-                end = time.monotonic() + 20
-                while not sees() and time.monotonic() < end:
-                    time.sleep(0.05)
-                check(sees(), "b to see a's 50 leases: b's (state, cause) %r" %
-                      sorted(set((g.get("state"), g.get("cause")) for g in b.list().values())))
-                time.sleep(1)
-                seen = {n["name"]: n["leases"] for n in json.loads(b.ctl("--json", "nodes").stdout)["nodes"]}
-                check(seen == {"a": 50, "b": 0}, "gadgetctl nodes on b: %r" % seen)
-                check(held_by_lease(pg) == 50 and count_states(b).get("idle") is None,
-                      "b took a lease past the half: %d held, b %r" % (held_by_lease(pg), count_states(b)))
-                d.proc.send_signal(signal.SIGKILL)
-                d.proc.wait()
-                t0 = time.monotonic()
-                wait_for(lambda: count_states(b).get("idle") == 50, timeout=15,
-                         what="b to hold 50: %r" % count_states(b))
-                print("b held 50 leases %.2f s after a was killed" % (time.monotonic() - t0))
-                for i in range(40):
-                    os.unlink(os.path.join(b.pol, "g%02d.policy" % i))
-                b.ctl("reload")
-                wait_for(lambda: count_states(b) == {"idle": 40} and held_by_lease(pg) == 40,
-                         what="the 40 left held: %r, %d" % (count_states(b), held_by_lease(pg)))
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        for d in (a, b):
+            for i in range(n):
+                policy(d.pol, "g%03d" % i, "Start=on-demand\n")
+        try:
+            start_all([a, b])
+            wait_for(lambda: live_leases(pg) == n, timeout=30, what="every lease held: %d" % live_leases(pg))
+            wait_for(lambda: count_states(a).get("idle", 0) + count_states(b).get("idle", 0) == n, timeout=10,
+                     what="each gadget idle on its owner: a %r, b %r" % (count_states(a), count_states(b)))
+            # A few rounds of both nodes: never a lock per gadget.
+            most = {}
+            for _ in range(10):
+                for kind, k in server_locks(pg).items():
+                    most[kind] = max(most.get(kind, 0), k)
+                time.sleep(0.1)
+            print("%d leases on 2 nodes; the server's locks at most: %r" % (n, most))
+            check(most.get("advisory", 0) == 0 and sum(most.values()) <= 40, "locks: %r" % most)
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            t0 = time.monotonic()
+            wait_for(lambda: live_leases(pg, "b") == n, timeout=10, what="b to hold every lease: %d"
+                     % live_leases(pg, "b"))
+            took = time.monotonic() - t0
+            print("b held all %d leases %.2f s after a was killed" % (n, took))
+            check(took < 2, "b took a's leases after %.2f s" % took)
+        finally:
+            stop_all([a, b])
         check("out of shared memory" not in open(pg.logfile).read(), "the server ran out of lock space")
-
-
-@test
-def pg_lease_lock_table_full(tmp):
-    """Another session of the server fills its lock table: the node's
-    gadgets say the table is full (naming the setting), the log says so,
-    and nothing is left half-taken: once that session ends, every one is
-    held, and removed, every lock is given back."""
-    with small_lock_table(tmp) as pg:
-        d = node(tmp, pg, "a")
-        with d:
-            wait_for(lambda: "connected to PostgreSQL" in d.logtext(), what="the store connected")
-            filler = subprocess.Popen(
-                ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
-                 os.path.join(pg.bin, "psql"), "-X", "-q", "-A", "-t", "-h", pg.dir, "-U", "gadgetd", "postgres"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            try:
-                filler.stdin.write("DO $$ DECLARE i int := 0; BEGIN LOOP BEGIN PERFORM pg_advisory_lock(1, i);"
-                                   " EXCEPTION WHEN out_of_memory THEN EXIT; END; i := i + 1; END LOOP; END $$;\n"
-                                   "SELECT 'filled';\n")
-                filler.stdin.flush()
-                check(filler.stdout.readline().strip() == "filled", "the filler did not fill the table")
-                for i in range(20):
-                    policy(d.pol, "g%02d" % i, "Start=on-demand\n")
-                d.ctl("reload")
-                full = "waits for its lease in the store: PostgreSQL's lock table is full (raise " \
-                       "max_locks_per_transaction)"
-                wait_for(lambda: len(d.list()) == 20 and all(full in (g.get("cause") or "")
-                                                             for g in d.list().values()),
-                         what="every gadget waiting for a full table: %r" % list(d.list().values())[:2])
-                check("store: PostgreSQL's lock table is full" in d.logtext(), "no warning in the log")
-            finally:
-                filler.stdin.close()
-                filler.wait(timeout=30)
-            wait_for(lambda: count_states(d) == {"idle": 20} and held_by_lease(pg) == 20,
-                     what="all 20 held once the table has room: %r" % count_states(d))
-            for i in range(20):
-                os.unlink(os.path.join(d.pol, "g%02d.policy" % i))
-            d.ctl("reload")
-            wait_for(lambda: held_by_lease(pg) == 0, what="every lease given back: %d held" % held_by_lease(pg))
 
 
 @test
@@ -814,9 +875,10 @@ def pg_lease_many_gadgets_few_queries(tmp):
     one has an owner within 10 s (each idle on one node, remote naming it
     on the other), and then the nodes' lease sessions ask the store a
     bounded number of times per second however many gadgets they watch
-    (one statement per round for up to 1,000 of them; before, one per
-    gadget per round: about 8,000 statements/s here); a killed, b holds
-    all 2,000 leases within 2 s."""
+    (a settled round is one renewal per node; before the node leases, 14-17
+    statements/s here, and one per gadget per round before that: about
+    8,000); the node holding more killed, the other holds all 2,000 leases
+    within 2 s."""
     r = leaseload.measure(tmp, 2000, seconds=5)
     print(leaseload.report(r))
     check(r["owned_s"] is not None and r["owned_s"] < 10, "not every gadget owned within 10 s: %d held"
@@ -829,7 +891,7 @@ def pg_lease_many_gadgets_few_queries(tmp):
         (st_idle, owner, _), (st_remote, _, rem) = pair
         check(st_idle == "idle" and st_remote == "remote" and ("runs on node %s" % owner) in (rem.get("cause") or ""),
               "%s: on a %r, on b %r" % (name, sa, sb))
-    check(r["qps"] < 100, "%.0f statements/s at the server for 2,000 gadgets" % r["qps"])
+    check(r["qps"] < 12, "%.0f statements/s at the server for 2,000 gadgets" % r["qps"])
     # The issue's goal for one gadget's takeover holds for the thousand.
     check(r["takeover_s"] is not None and r["takeover_s"] < 2, "b took a's leases after %r s" % r["takeover_s"])
 

@@ -2,15 +2,16 @@
 (Store=postgresql): two gadgetd nodes share one PostgreSQL server
 (pgserver.py), each with the same N Start=on-demand policies, so that each
 node holds about half of the leases and watches the other half. Measured:
-the time until every gadget has an owner (its lease lock held in the
-server), then over a window the statements per second the server ran for
+the time until every gadget has an owner (a live lease in the store), then over a window the statements per second the server ran for
 the nodes (pg_stat_database's xact_commit: one per statement outside a
 transaction; each backend adds its counts at most once a second, hence
 a window of several), and each gadgetd's and the server's CPU time;
-then node a is killed (SIGKILL) and the time until b holds every lease
-is measured. Used by lease_pg_test.py; run as a program for the
-benchmark's larger N: leaseload.py N [SECONDS] (GADGETD, GADGETCTL,
-TESTGADGET as for the tests)."""
+then the node holding more leases is killed (SIGKILL) and the time until
+the other holds every lease is measured. Used by lease_pg_test.py; run as a program for the
+benchmark's larger N: leaseload.py N [SECONDS] [--json] (GADGETD,
+GADGETCTL, TESTGADGET as for the tests; --json: the numbers as one JSON
+object, for bench/run)."""
+import json
 import os
 import signal
 import sys
@@ -18,19 +19,20 @@ import tempfile
 import time
 
 from harness import cpu_s, policy
-from pgnodes import node, start_all, stop_all
+from pgnodes import live_leases, node, start_all, stop_all
 from pgserver import PgServer
 
-LEASE_SPACE = 1734435943  # kvpg_sql.h KVPG_LEASE_SPACE
+
+def held(pg, name=None):
+    """How many gadget leases are live in the store now (node name's, if
+    given)."""
+    return live_leases(pg, name)
 
 
-def held(pg, node=None):
-    """How many gadget leases are held in the server now (by node's lease
-    session, if given)."""
-    by = (" AND pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'gadgetd %s lease')" % node
-          if node else "")
-    return int(pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %d"
-                       " AND objsubid = 2 AND granted%s" % (LEASE_SPACE, by)))
+def locks(pg):
+    """How many locks the server holds now, every kind (the nodes' leases
+    take none of its lock table)."""
+    return int(pg.psql("SELECT count(*) FROM pg_locks WHERE pid <> pg_backend_pid()"))
 
 
 def commits(pg):
@@ -52,12 +54,6 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
     (owned_s is None if not every gadget had an owner in own_timeout)."""
     out = {"n": n}
     pg = PgServer(tmp)
-    pg._make()
-    # Each held lease is a session lock in the server's shared lock table
-    # (max_locks_per_transaction x max_connections slots: 2,560 here by
-    # default): the nodes' 2 n leases need room (docs/cluster.md says so too).
-    with open(os.path.join(pg.data, "postgresql.conf"), "a") as f:
-        f.write("max_locks_per_transaction = %d\n" % max(64, n // 10))
     with pg:
         ds = [node(tmp, pg, name) for name in "ab"]
         for d in ds:
@@ -85,17 +81,22 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
             out["gadgetd_cpu_pct"] = [100 * (b - a) / dt for a, b in zip(g0, g1)]
             out["server_cpu_pct"] = 100 * (s1 - s0) / dt
             out["held"] = held(pg)
+            out["locks"] = locks(pg)
             # What each node says of each gadget: idle where held, remote
             # (naming the owner) on the other.
             out["states"] = [d.list() for d in ds]
-            # The takeover: a killed, b takes every lease a held.
+            # The takeover: the node holding more leases killed, the other
+            # takes every lease it held.
             a, b = ds
+            if held(pg, "b") > held(pg, "a"):
+                a, b = b, a
+            out["held_a"] = held(pg, os.path.basename(a.tmp))
             t0 = time.monotonic()
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait()
             out["takeover_s"] = None
             while time.monotonic() - t0 < own_timeout:
-                if held(pg, "b") >= n:
+                if held(pg, os.path.basename(b.tmp)) >= n:
                     out["takeover_s"] = time.monotonic() - t0
                     break
                 time.sleep(0.05)
@@ -108,13 +109,18 @@ def report(r):
     def secs(s):
         return "%.2f s" % s if s is not None else "not within the timeout"
     return ("%d on-demand gadgets on 2 nodes: every one owned after %s; %.0f statements/s at the server;"
-            " gadgetd CPU %s; server CPU %.1f%%; one node killed, the other holds every lease after %s"
+            " gadgetd CPU %s; server CPU %.1f%%; one node killed (it held %d), the other holds every lease after %s"
             % (r["n"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
-               r["server_cpu_pct"], secs(r["takeover_s"])))
+               r["server_cpu_pct"], r["held_a"], secs(r["takeover_s"])))
 
 
 if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a != "--json"]
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
-        res = measure(tmp, int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 5.0)
-        print(report(res))
+        res = measure(tmp, int(args[0]), float(args[1]) if len(args) > 1 else 5.0)
+        if "--json" in sys.argv:
+            res.pop("states", None)
+            print(json.dumps(res))
+        else:
+            print(report(res))

@@ -22,6 +22,18 @@ def node(tmp, pg, name):
     return Daemon(base, extra=["--config", conf])
 
 
+def live_leases(pg, name=None, gadget=None):
+    """How many gadget leases are live in the store now (node name's, or
+    gadget's, if given): owner rows naming their node's incarnation while
+    that node's own lease is unexpired (kvpg_sql.c, version 8)."""
+    where = "".join(" AND o.%s = '%s'" % kv for kv in (("node", name), ("gadget", gadget)) if kv[1])
+    if pg.psql("SELECT to_regclass('gadgetd_owner') IS NULL OR NOT EXISTS (SELECT 1 FROM information_schema.columns"
+               " WHERE table_name = 'gadgetd_owner' AND column_name = 'node_inc')") == "t":
+        return 0  # not migrated yet
+    return int(pg.psql("SELECT count(*) FROM gadgetd_owner o JOIN gadgetd_node n ON n.name = o.node AND"
+                       " n.incarnation = o.node_inc AND n.lease_until > now() WHERE o.node_inc <> 0" + where))
+
+
 def counter_policy(d, nodes=None, call_timeout="30s", extra=""):
     """The counter example's policy in d's policy directory (Nodes= if
     given, and the [Gadget] keys in extra)."""

@@ -152,10 +152,15 @@ def pg_write_functions_fence_and_quota(tmp):
     nothing, on a binding's first write (no namespace yet) as on later
     ones, and so is one with no owner row; a put over MaxKeys= or
     MaxBytes= answers 1 and writes nothing; the usage row always matches
-    the keys."""
+    the keys. The owner's epoch is refused too once its node's lease has
+    expired by the server's clock (nobody took the gadget over), or the
+    node gave the gadget back, or its lease is of another incarnation."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
         wait_for(lambda: connected(d), what="the schema migrated")
-        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('probe', 'node1', 5)")
+        # A node whose lease runs for an hour, owning probe at epoch 5.
+        pg.psql("INSERT INTO gadgetd_node (name, incarnation, lease_until) VALUES ('probe-node', 3,"
+                " now() + interval '1 hour')")
+        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', 'probe-node', 5, 3)")
         big = 9223372036854775807
 
         def put(binding, key, value, epoch, gadget="probe", max_keys=big, max_bytes=big):
@@ -188,6 +193,17 @@ def pg_write_functions_fence_and_quota(tmp):
         check(namespaces() == "A=0/0", "usage after the delete: %r" % namespaces())
         check(pg.psql("SELECT count(*) FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns"
                       " WHERE n.gadget IN ('probe', 'nobody')") == "0", "keys left")
+        # The fence's second half: the owner node's lease, at the server.
+        pg.psql("UPDATE gadgetd_node SET lease_until = now() - interval '1 ms' WHERE name = 'probe-node'")
+        check(put("A", "k", "v", 5)[2] == "GDF01", "owner's epoch, its node's lease expired")
+        check(delete("A", "k", 5)[2] == "GDF01", "delete, owner's epoch, its node's lease expired")
+        pg.psql("UPDATE gadgetd_node SET lease_until = now() + interval '1 hour', incarnation = 4"
+                " WHERE name = 'probe-node'")
+        check(put("A", "k", "v", 5)[2] == "GDF01", "owner's epoch, its node's lease of another incarnation")
+        pg.psql("UPDATE gadgetd_node SET incarnation = 3 WHERE name = 'probe-node'")
+        check(put("A", "k", "v", 5) == (True, "0", None), "owner's epoch, its node's lease live again")
+        pg.psql("SELECT gadgetd_lease_release('{probe}', 'probe-node', 3)")
+        check(put("A", "k", "v", 5)[2] == "GDF01", "owner's epoch, the gadget given back")
 
 
 @test
@@ -374,9 +390,9 @@ def pg_session_terminated(tmp):
 def pg_server_hangs(tmp):
     """The server stops answering (every PostgreSQL process stopped with
     SIGSTOP) during a put: gadgetd's loop goes on serving other gadgets at
-    once; the lease session's ping is unanswered within 2 s, so the
-    gadgets are stopped (a node that cannot reach the store may have lost
-    its leases), the put's caller told so within about 3 s; once the
+    once; no renewal of the node's lease is acknowledged, so the gadgets
+    are stopped within its 920 ms (a node that cannot reach the store may
+    have lost its leases), the put's caller told so within about 3 s; once the
     server runs again gadgetd reconnects and starts them by itself."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
         policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
@@ -399,7 +415,8 @@ def pg_server_hangs(tmp):
             took = time.monotonic() - t0
             check("r" in res, "the put was not answered within %.0f s" % took)
             rc, _, err = res["r"]
-            check(rc == 1 and "lost its store lease" in err and "no answer from the server within 2 s" in err,
+            check(rc == 1 and "lost its store lease" in err and "no renewal of this node's lease was acknowledged"
+                  in err,
                   "the put to a hung server: %d %r" % (rc, err))
             check(took < 4, "answered after %.1f s" % took)
             wait_for(lambda: d.state("other") == "remote", timeout=5, what="the other gadget stopped")
@@ -474,7 +491,7 @@ def pg_gadgetd_race_to_migrate(tmp):
             check("cannot connect" not in logs, "a gadgetd failed to set up the store: %s" % logs[-3000:])
             check(logs.count("schema version %d" % SCHEMA_VERSION) == 3, "versions: %s" % logs[-3000:])
             for v in range(1, SCHEMA_VERSION + 1):
-                check(logs.count("migrated the PostgreSQL schema to version %d" % v) == 1, "migrations: %s"
+                check(logs.count("migrated the PostgreSQL schema to version %d\n" % v) == 1, "migrations: %s"
                       % logs[-3000:])
             for i, d in enumerate(ds):
                 g = "g" + d.tmp[-1]

@@ -48,6 +48,35 @@ static void test_migrations(void)
         CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_LEASE_FULL), "EXCEPTION WHEN out_of_memory") != NULL,
               "migration %d says a full lock table", KVPG_SCHEMA_LEASE_FULL);
         CHECK(strstr(kvpg_sql_migrate_begin, "pg_advisory_xact_lock") != NULL, "migrations take the lock");
+        /* The node leases: made by the version the lease session waits
+         * for, and no session lock of the server's per gadget from then. */
+        CHECK(version >= KVPG_SCHEMA_NODE_LEASES, "the node leases are made (%d)", version);
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_NODE_LEASES), "CREATE FUNCTION gadgetd_lease_take_nodes") != NULL,
+              "migration %d makes gadgetd_lease_take_nodes", KVPG_SCHEMA_NODE_LEASES);
+        const char *renew = NULL, *fence = NULL;
+        for (int v = KVPG_SCHEMA_LEASE_FULL + 1; v <= version; v++) {
+                const char *m = kvpg_sql_migration(v);
+                CHECK(strstr(m, "pg_advisory_lock") == NULL && strstr(m, "pg_try_advisory_lock") == NULL,
+                      "migration %d takes no session lock", v);
+                if (strstr(m, "CREATE FUNCTION gadgetd_lease_renew"))
+                        renew = m;
+                if (strstr(m, "CREATE OR REPLACE FUNCTION gadgetd_fence"))
+                        fence = m;
+        }
+        /* A renewal renews only the incarnation it names, unexpired; a
+         * join only once the last lease expired. */
+        CHECK(renew && strstr(renew, "WHERE n.name = p_node AND n.incarnation = p_inc AND n.lease_until > now()"),
+              "a renewal is of the node's incarnation, unexpired");
+        CHECK(renew && strstr(renew, "WHERE n.name = p_node AND n.lease_until <= now()"),
+              "a join waits for the last lease to expire");
+        /* The fence: the epoch and the owner node's lease, by the server's
+         * clock at the check. */
+        CHECK(fence && strstr(fence, "n.incarnation = o.node_inc AND n.lease_until > clock_timestamp()"),
+              "the fence checks the owner node's lease");
+        /* A take ends an expired node's incarnation only. */
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_NODE_LEASES), "SET incarnation = n.incarnation + 1\n"
+                     "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until <= now()"),
+              "a take bumps only an expired node's incarnation");
 }
 
 /* A gadget's name is an element of a text[] literal whatever it spells:
