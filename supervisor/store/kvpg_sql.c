@@ -571,6 +571,8 @@ static const char migration_node_takes[] =
         "    END;\n"
         "    RETURN NEXT;\n"
         "  END LOOP;\n"
+        "END $f$;";
+
 /* Version 11: a batch of kv operations in one transaction (see the top).
  * Why a malformed ops string cannot write: a length past the end makes
  * substring short and the check after each field raises, rolling back. */
