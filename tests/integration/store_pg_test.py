@@ -104,12 +104,15 @@ def pg_batch_function_fences(tmp):
     nothing."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
         wait_for(lambda: connected(d), what="the schema migrated")
-        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('probe', 'node1', 5)")
+        # A node whose lease runs for an hour (the node leases' fence), owning probe at epoch 5.
+        pg.psql("INSERT INTO gadgetd_node (name, incarnation, lease_until) VALUES ('probe-node', 3,"
+                " now() + interval '1 hour')")
+        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', 'probe-node', 5, 3)")
         big = 9223372036854775807
 
         def batch(ops, epoch, max_keys=big):
             return sql_try(pg, "SELECT failed || ' ' || why || ' ' || existed || ' ' || coalesce(encode(cur, 'hex'),"
-                               " '-') FROM gadgetd_kv_batch('probe', 'A', %s, %d, %d, 'node1', %d)"
+                               " '-') FROM gadgetd_kv_batch('probe', 'A', %s, %d, %d, 'probe-node', %d)"
                            % (ops, max_keys, big, epoch))
 
         def keys():
