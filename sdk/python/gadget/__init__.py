@@ -457,6 +457,9 @@ class Gadget:
         for cls in reversed(type(self).__mro__):
             for attr, fn in vars(cls).items():
                 if callable(fn) and hasattr(fn, "_gadget_signature"):
+                    if hasattr(Gadget, attr):
+                        raise ValueError("method %s hides Gadget.%s: name the Python function otherwise "
+                                         "(the signature names the method)" % (attr, attr))
                     sig = fn._gadget_signature
                     mname = re.split(r"[(\s]", sig.strip(), maxsplit=1)[0] if sig else attr
                     if not _METHOD_NAME.match(mname):

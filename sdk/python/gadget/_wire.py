@@ -64,10 +64,8 @@ _FALSE = _key(2, 0) + b"\x00"
 def encode_value(v, depth=1, path="value"):
     """A Python value as a packed gadget.Value: None, bool, int (64-bit),
     float, str, bytes (bytearray, memoryview), list (tuple), dict (str
-    keys). Anything else, or nesting deeper than gadgetd takes, raises
-    EncodeError."""
-    if depth > MAX_DEPTH:
-        raise EncodeError("%s: nested deeper than %d" % (path, MAX_DEPTH))
+    keys). Anything else, or lists and maps nested deeper than gadgetd
+    takes (depth counts them: the outermost is 1), raises EncodeError."""
     if v is None:
         return _NULL
     if v is True:
@@ -85,6 +83,8 @@ def encode_value(v, depth=1, path="value"):
         return _ld(5, v.encode("utf-8"))
     if t in (bytes, bytearray, memoryview):
         return _ld(6, bytes(v))
+    if t in (list, tuple, dict) and depth > MAX_DEPTH:
+        raise EncodeError("%s: lists and maps nested deeper than %d" % (path, MAX_DEPTH))
     if t in (list, tuple):
         items = b"".join(_ld(1, encode_value(x, depth + 1, "%s[%d]" % (path, i))) for i, x in enumerate(v))
         return _ld(7, items)
