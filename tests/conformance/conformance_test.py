@@ -15,7 +15,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import (GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, wait_for)  # noqa: E402
+from harness import (EXAMPLES, GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, test, wait_for)  # noqa: E402
 import attacks  # noqa: E402  (the control protocol's frames by hand)
 
 SDK_DIR = os.path.join(HERE, "..", "..", "sdk", "python")
@@ -349,6 +349,24 @@ def protocol_violation(tmp, sdk):
         check(c.ok("conf-peer", "greet", {"name": "other"}) == "hello, other", "another gadget unharmed")
         wait_for(lambda: d.state("conf") == "ready", what="conf restarted")
         check(c.ok("conf", "greet", {"name": "again"}) == "hello, again", "served after its restart")
+
+
+@test
+def python_counter_example(tmp):
+    """examples/python/counter.py under its policy as built, with the
+    default filter and limits: through gadgetd run, then the daemon."""
+    pol = os.path.join(EXAMPLES, "counter-py.policy")
+    for want in (1, 2):
+        r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "increment"], capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
+    with Daemon(tmp) as d:
+        r = d.ctl("load", pol)
+        check(r.returncode == 0, "load: %r %s" % (r.stderr, d.logtext()[-1500:]))
+        c = Control(d)
+        check(c.ok("counter-py", "increment") == 3 and c.ok("counter-py", "get") == 3, "the daemon's counter")
+        st = d.status("counter-py")
+        check(st["denials"] == 0, "its filter refused calls: %r" % st)
 
 
 for _sdk in ("c", "python"):
