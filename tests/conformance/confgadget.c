@@ -27,6 +27,11 @@ static gadget_value *echo(struct gadget_call *call, const gadget_value *args, vo
         return gadget_copy(gadget_map_get(args, "v"));
 }
 
+static gadget_value *nop(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        return gadget_null();
+}
+
 static gadget_value *greet(struct gadget_call *call, const gadget_value *args, void *data)
 {
         int64_t times = 1;
@@ -255,6 +260,7 @@ static const struct {
         gadget_method_fn fn;
 } methods[] = {
         { "echo(v: any) -> any", echo },
+        { "nop()", nop },
         { "greet(name: string(..100), times?: int(1..10)) -> string", greet },
         { "fail(code: int, message: string)", fail },
         { "crash()", crash },

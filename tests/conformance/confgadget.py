@@ -10,6 +10,10 @@ class Conf(Gadget):
     def echo(self, v):
         return v
 
+    @method("nop()")
+    def nop(self):
+        return None
+
     @method("greet(name: string(..100), times?: int(1..10)) -> string")
     def greet(self, name, times=1):
         return " ".join(["hello, " + name] * times)

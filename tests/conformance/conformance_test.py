@@ -27,6 +27,7 @@ CONFGADGET = os.environ.get("CONFGADGET", "")
 # Every method and its signature, in the order each twin declares them.
 SIGNATURES = [
     "echo(v: any) -> any",
+    "nop()",
     "greet(name: string(..100), times?: int(1..10)) -> string",
     "fail(code: int, message: string)",
     "crash()",

@@ -334,10 +334,18 @@ class _Conn:
         fut = self.loop.create_future()
         self.pending[self.next_id] = fut
         try:
-            self.send(_wire.binding_call(self.next_id, binding, op, _wire.encode_value(args)), now=True)
-        except _wire.EncodeError as e:
+            msg = _wire.binding_call(self.next_id, binding, op, _wire.encode_value(args, path="args"))
+        except (_wire.EncodeError, UnicodeError) as e:
             del self.pending[self.next_id]
             fut.set_exception(GadgetError(ErrorCode.INVALID, "%s.%s: %s" % (binding, op, e)))
+            return fut
+        if len(msg) + _wire.HEADER > self.max_frame:
+            # gadgetd would end the gadget for it (a protocol violation).
+            del self.pending[self.next_id]
+            fut.set_exception(GadgetError(ErrorCode.LIMIT, "%s.%s: %d bytes of arguments, over the frame limit"
+                                          % (binding, op, len(msg))))
+            return fut
+        self.send(msg, now=True)
         return fut
 
 
@@ -494,7 +502,9 @@ class Gadget:
 
     def log(self, text, level=6):
         """A log line for gadgetd (syslog priority 0..7), sent at once."""
-        self._conn_or_fail().send(_wire.log(max(0, min(7, int(level))), str(text)), now=True)
+        # At most 4095 bytes, cut at a character, as libgadget's gadget_log.
+        b = str(text).encode("utf-8", "replace")[:4095].decode("utf-8", "ignore")
+        self._conn_or_fail().send(_wire.log(max(0, min(7, int(level))), b), now=True)
 
     def _conn_or_fail(self):
         if self._conn is None:
@@ -542,7 +552,7 @@ class Gadget:
         if exc is None:
             try:
                 packed = _wire.encode_value(result, path="result")
-            except _wire.EncodeError as e:
+            except (_wire.EncodeError, UnicodeError) as e:
                 code, message = ErrorCode.FAILED, "%s: %s" % (name, e)
             else:
                 if len(packed) + 32 > conn.max_frame:
@@ -555,6 +565,9 @@ class Gadget:
         else:
             traceback.print_exception(exc, file=sys.stderr)
             code, message = ErrorCode.FAILED, 'method "%s" failed: %s: %s' % (name, type(exc).__name__, exc)
+        if packed is None:
+            # At most 511 bytes, cut at a character, as libgadget's messages.
+            message = message.encode("utf-8", "replace")[:511].decode("utf-8", "ignore")
         conn.send(_wire.call_result(id_, packed, int(code), message))
         conn.maybe_done()
 

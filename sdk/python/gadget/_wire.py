@@ -49,7 +49,9 @@ def _ld(field, payload):
 
 
 def _str(field, s):
-    return _ld(field, s.encode("utf-8")) if s else b""
+    """A string field of the protocol's own (names, messages): valid
+    UTF-8 whatever Python string it was (lone surrogates replaced)."""
+    return _ld(field, s.encode("utf-8", "replace")) if s else b""
 
 
 def _uint(field, n):
