@@ -77,12 +77,13 @@ class Conf(Gadget):
         await self.kv("DATA").put("rung", {"id": id, "payload": payload, "attempt": attempt})
 
     @method("rung() -> any")
-    async def rung(self):
-        return await self.kv("DATA").get("rung", default=None)
+    def rung(self):
+        return self.kv("DATA").get("rung", default=None).result()
 
     @method("texts() -> {text: string, secret: string}")
-    async def texts(self):
-        return {"text": await self.text("GREETING"), "secret": await self.secret("TOKEN")}
+    def texts(self):
+        # A plain method: it waits for its binding calls (the sync API).
+        return {"text": self.text("GREETING").result(), "secret": self.secret("TOKEN").result()}
 
     @method("log(text: string, level: int(0..7))")
     def log_(self, text, level):

@@ -81,7 +81,7 @@ class Control:
         self.buf = bytearray()
         self.rid = 0
 
-    def call(self, name, method, args=None):
+    def call(self, name, method, args=None, timeout=30):
         """(value, None) or (None, (code, message))."""
         self.rid += 1
         body = (attacks.field(1, name.encode()) + attacks.field(2, method.encode()) +
@@ -89,7 +89,7 @@ class Control:
         msg = attacks.varint(1 << 3) + attacks.varint(self.rid) + attacks.field(7, body)
         msg += attacks.varint(11 << 3) + attacks.varint(attacks.CONTROL_PROTOCOL_VERSION)
         self.s.sendall(_wire.frame(msg))
-        self.s.settimeout(30)
+        self.s.settimeout(timeout)
         while True:
             if len(self.buf) >= 4:
                 n = int.from_bytes(self.buf[:4], "little")
@@ -329,6 +329,43 @@ def shutdown_drains(tmp, sdk):
             log = d.logtext()
             check("SIGKILL" not in log and "killed" not in log, "killed, not drained: %s" % log[-1500:])
             del c
+    finally:
+        srv.release.set()
+        srv.shutdown()
+
+
+@case
+def served_while_waiting(tmp, sdk):
+    """Calls that come while a method waits for a binding call are served:
+    at once by an async Python method's gadget (calls and binding calls
+    share the connection, matched by id), after it by a C one (libgadget
+    queues them), answered either way."""
+    srv = HeldServer()
+    try:
+        with Daemon(tmp) as d:
+            write_policy(d, sdk, bindings=bindings(tmp, srv.port))
+            ready(d, "conf")
+            slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "conf", "slow",
+                                     json.dumps({"url": "http://127.0.0.1:%d/api/hold" % srv.port})],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            check(srv.arrived.wait(20), "the held request never came")
+            if sdk == "python":
+                try:
+                    got = Control(d).call("conf", "greet", {"name": "meanwhile"}, timeout=10)
+                except TimeoutError:
+                    got = "no answer in 10 s"
+                check(got == ("hello, meanwhile", None), "a call meanwhile: %r" % (got,))
+                check(not srv.release.is_set() and slow.poll() is None, "the held call ended first")
+                srv.release.set()
+            else:
+                greet = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "conf", "greet",
+                                          '{"name": "meanwhile"}'], stdout=subprocess.PIPE, text=True)
+                wait_for(lambda: d.status("conf")["in_flight"] == 2, what="both calls in flight")
+                srv.release.set()
+                out, _ = greet.communicate(timeout=30)
+                check(json.loads(out) == "hello, meanwhile", "the call meanwhile: %r" % out)
+            out, err = slow.communicate(timeout=30)
+            check(slow.returncode == 0 and json.loads(out) == "held", "the held call: %r %r" % (out, err))
     finally:
         srv.release.set()
         srv.shutdown()
