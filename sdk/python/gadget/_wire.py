@@ -30,7 +30,12 @@ class EncodeError(Exception):
 
 # --- encoding ----------------------------------------------------------------
 
+_SMALL = [bytes((i,)) for i in range(128)]  # one-byte varints, made once
+
+
 def _varint(n):
+    if n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -151,12 +156,20 @@ def fields(b, i, end):
     """(field, wire type, value) of a message's bytes b[i:end]: an int for
     varints and fixed, (start, end) for length-delimited."""
     while i < end:
-        k, i = _read_varint(b, i, end)
+        k = b[i]  # one-byte varints (most keys and lengths) read inline
+        if k < 0x80:
+            i += 1
+        else:
+            k, i = _read_varint(b, i, end)
         f, wt = k >> 3, k & 7
         if wt == 0:
             v, i = _read_varint(b, i, end)
         elif wt == 2:
-            n, i = _read_varint(b, i, end)
+            n = b[i] if i < end else 0x80
+            if n < 0x80:
+                i += 1
+            else:
+                n, i = _read_varint(b, i, end)
             if i + n > end:
                 raise DecodeError("field runs past its message")
             v = (i, i + n)
