@@ -5,8 +5,9 @@ gadgetd, measured for
   call   one call at a time of its nop() method: the round trip through
          gadgetd (bench/callbench's seq, p50 and p99, ns), and pipelined
          calls per second (64 in flight)
-  start  a cold start: load to ready, the gadget's own start_us (hello
-         included), the median of 10 restarts
+  start  a cold start: the gadget's own start_us (hello included) after
+         a stop, the median of 10; and the same for 10 restarts without
+         a gap (the new process beside the old one, which drains)
   idle   memory of the idle gadget (its cgroup's, status memory_bytes)
 Nothing here passes or fails: the numbers go to BENCHMARKS.md.
   GADGETD=... GADGETCTL=... CONFGADGET=... CALLBENCH=... bench/sdkbench.py [ROUNDS SEQ PIPE]"""
@@ -44,12 +45,19 @@ def main():
             out[sdk] = {"call_p50_us": round(ns[len(ns) // 2] / 1000, 1),
                         "call_p99_us": round(ns[len(ns) * 99 // 100] / 1000, 1),
                         "pipelined_calls_per_s": round(statistics.median(raw["pipe_per_s"]))}
-            starts = []
+            starts, restarts = [], []
             for _ in range(10):
-                d.ctl("restart", name)
+                d.ctl("stop", name)
+                wait_for(lambda: d.state(name) == "stopped")
+                d.ctl("start", name)
                 wait_for(lambda: d.state(name) == "ready")
                 starts.append(d.status(name)["start_us"])
+            for _ in range(10):
+                d.ctl("restart", name)  # without a gap: the new process starts beside the old
+                wait_for(lambda: d.state(name) == "ready")
+                restarts.append(d.status(name)["start_us"])
             out[sdk]["start_us_median"] = statistics.median(starts)
+            out[sdk]["restart_start_us_median"] = statistics.median(restarts)
             out[sdk]["idle_memory_bytes"] = d.status(name)["memory_bytes"]
     print(json.dumps(out, indent=1))
 
