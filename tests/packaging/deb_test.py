@@ -1,4 +1,4 @@
-"""`dpkg-buildpackage -us -uc -b` builds the three packages from the
+"""`dpkg-buildpackage -us -uc -b` builds the four packages from the
 `git archive` tarball of the sources (group-writable files, as a packager
 gets them), running the unit tests as a packager's build does (pkgtest.py);
 each holds what an operator or a gadget author needs, the maintainer
@@ -36,9 +36,12 @@ EXPECTED = {
         "usr/share/man/man3/libgadget.3.gz", "usr/share/gadget/proto/gadget.proto",
         "usr/share/gadget/proto/control.proto", "usr/share/gadget/proto/README.md",
     ],
+    "python3-gadget": ["usr/lib/python3/dist-packages/gadget/__init__.py",
+                       "usr/lib/python3/dist-packages/gadget/_wire.py"],
 }
 # Files that belong to one package only.
-NOT_IN = {"gadgetd": ["usr/include/", "libgadget.so"], "libgadget0": ["usr/sbin/", "usr/include/"]}
+NOT_IN = {"gadgetd": ["usr/include/", "libgadget.so", "dist-packages"], "libgadget0": ["usr/sbin/", "usr/include/"],
+          "python3-gadget": ["usr/sbin/", "usr/include/", ".so"]}
 
 
 def contents(deb):
