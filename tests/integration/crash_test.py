@@ -180,7 +180,9 @@ def cores_within_the_state_quota(tmp):
         wait_for(lambda: d.state("quota") == "failed", what="quota failed")
         check(cores(d, "quota") == [], "no core kept beside 60K of kv data, and the old one gone: %r"
               % cores(d, "quota"))
-        check("core not kept: its 65536 bytes do not fit in StateMax=102400" in d.logtext(), "said why")
+        wait_for(lambda: re.search(r"core not kept: its \d+ bytes do not fit in StateMax=102400 beside the gadget's "
+                                   r"kv store \(\d+ bytes left for cores\)", d.logtext()),
+                 what=lambda: "the log to say why: %s" % d.logtext()[-1500:])
         check(d.ctl("start", "quota").returncode == 0, "start quota")
         wait_for(lambda: d.state("quota") == "ready", what="quota ready")
         rc, out, _ = bcall(d, "quota", "DATA", "get", {"key": "k"})

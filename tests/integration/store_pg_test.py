@@ -356,7 +356,8 @@ def pg_restarted_under_load(tmp):
         # once and start again once this node holds their leases again.
         # A put the gadget asked for under the lease it lost, sent once this
         # node holds the lease again (a new epoch): refused by the store.
-        clear = ("store unavailable:", "lost its store lease", "does not run on this node (waits for its lease",
+        clear = ("store unavailable:", "lost its store lease", "lost its lease in the store",
+                 "does not run on this node (waits for its lease",
                  "is not ready (starting)", "fenced: this node no longer owns gadget")
         unclear = [e for e in errs if not any(c in e for c in clear)]
         check(not unclear, "unclear errors: %r" % unclear[:5])
