@@ -120,17 +120,20 @@ void bind_kv_over_quota(struct binding_req *r, const struct kv_job *job, const c
         bindings_reply(r, NULL, GADGET_ELIMIT, msg, 0);
 }
 
+bool bind_kv_write_failed(struct binding_req *r, const struct kv_job *job, const char *what)
+{
+        if (job->err == -EDQUOT)
+                bind_kv_over_quota(r, job, what);
+        else if (job->err < 0)
+                bind_kv_failed(r, job);
+        return job->err < 0;
+}
+
 static void put_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
-        if (job->err == -EDQUOT) {
-                bind_kv_over_quota(r, job, "");
+        if (bind_kv_write_failed(r, job, ""))
                 return;
-        }
-        if (job->err < 0) {
-                bind_kv_failed(r, job);
-                return;
-        }
         Gadget__Value *null = value_new_null();
         bindings_reply(r, null, 0, NULL, 0);
         value_free(null);

@@ -27,6 +27,9 @@ int bind_kv_check_map(const Gadget__Value *args, char *why, size_t len);
 /* Answers a write refused by the binding's MaxKeys=/MaxBytes=; what
  * (after "exceeded") says more, "" for nothing. */
 void bind_kv_over_quota(struct binding_req *r, const struct kv_job *job, const char *what);
+/* A write's end when it did not commit: answered (over the quota, with
+ * what as bind_kv_over_quota's, or failed) and true; else false. */
+bool bind_kv_write_failed(struct binding_req *r, const struct kv_job *job, const char *what);
 
 /* cas and batch (bind_kv_batch.c): their checks and handlers. */
 int bind_kv_check_cas(const Gadget__Value *args, char *why, size_t len);

@@ -204,14 +204,8 @@ static void answer_mismatch(struct binding_req *r, const struct kv_job *job, Gad
 static void cas_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
-        if (job->err == -EDQUOT) {
-                bind_kv_over_quota(r, job, "");
+        if (bind_kv_write_failed(r, job, ""))
                 return;
-        }
-        if (job->err < 0) {
-                bind_kv_failed(r, job);
-                return;
-        }
         Gadget__Value *res = value_new_map();
         if (!res || value_map_set(res, "written", value_new_bool(job->failed < 0)) < 0) {
                 value_free(res);
@@ -251,15 +245,9 @@ static void batch_done(struct kv_job *job)
 {
         struct binding_req *r = job->arg;
         char what[64];
-        if (job->err == -EDQUOT) {
-                snprintf(what, sizeof what, " by ops[%d], so nothing was written", job->failed);
-                bind_kv_over_quota(r, job, what);
+        snprintf(what, sizeof what, " by ops[%d], so nothing was written", job->failed);
+        if (bind_kv_write_failed(r, job, what))
                 return;
-        }
-        if (job->err < 0) {
-                bind_kv_failed(r, job);
-                return;
-        }
         Gadget__Value *res = job->failed < 0 ? applied(job) : value_new_map();
         if (!res) {
                 bindings_reply(r, NULL, GADGET_EINTERNAL, "out of memory", 0);

@@ -95,6 +95,14 @@ def batch_ops(*ops):
     return "'\\x%s'::bytea" % out.hex()
 
 
+def live_owner(pg):
+    """probe-node, whose node lease runs for an hour (incarnation 3), owns
+    gadget probe at epoch 5: the write functions' fence passes for it."""
+    pg.psql("INSERT INTO gadgetd_node (name, incarnation, lease_until) VALUES ('probe-node', 3,"
+            " now() + interval '1 hour')")
+    pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', 'probe-node', 5, 3)")
+
+
 @test
 def pg_batch_function_fences(tmp):
     """gadgetd_kv_batch as the store runs it: a writer whose epoch is not
@@ -104,10 +112,7 @@ def pg_batch_function_fences(tmp):
     nothing."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
         wait_for(lambda: connected(d), what="the schema migrated")
-        # A node whose lease runs for an hour (the node leases' fence), owning probe at epoch 5.
-        pg.psql("INSERT INTO gadgetd_node (name, incarnation, lease_until) VALUES ('probe-node', 3,"
-                " now() + interval '1 hour')")
-        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', 'probe-node', 5, 3)")
+        live_owner(pg)
         big = 9223372036854775807
 
         def batch(ops, epoch, max_keys=big):
@@ -160,10 +165,7 @@ def pg_write_functions_fence_and_quota(tmp):
     node gave the gadget back, or its lease is of another incarnation."""
     with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
         wait_for(lambda: connected(d), what="the schema migrated")
-        # A node whose lease runs for an hour, owning probe at epoch 5.
-        pg.psql("INSERT INTO gadgetd_node (name, incarnation, lease_until) VALUES ('probe-node', 3,"
-                " now() + interval '1 hour')")
-        pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', 'probe-node', 5, 3)")
+        live_owner(pg)
         big = 9223372036854775807
 
         def put(binding, key, value, epoch, gadget="probe", max_keys=big, max_bytes=big):
