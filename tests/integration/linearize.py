@@ -132,7 +132,9 @@ def _fmt(op):
 def check(model, ops, budget=2000000, init=None):
     """Decides whether ops (one key's) are linearizable for model (whose
     initial state is init, or the model's own)."""
-    ops = list(ops)
+    # An unanswered read has no effect and no answer to check: it can
+    # always be placed, so it is left out.
+    ops = [op for op in ops if not (op.ret is None and op.kind == "read")]
     state = model.init if init is None else init
     if not ops:
         return Verdict(True, 0)
@@ -156,8 +158,23 @@ def check(model, ops, budget=2000000, init=None):
             calls[i].match = e
         prev.next, e.prev = e, prev
         prev = e
+    # Open operations alike (the same kind and argument) are
+    # interchangeable once called, as none has an answer to meet: any
+    # order placing one of them could place the earliest called instead.
+    # So only the earliest unplaced one of each class is tried, and the
+    # memo counts how many of each class are placed rather than which —
+    # without that, k open increments make 2^k states (each caller that
+    # timed out would double the search).
+    klass, rank, counts = {}, {}, {}
+    for t, kind, i in events:
+        op = ops[i]
+        if kind == 0 and op.ret is None:
+            c = klass.setdefault((op.kind, repr(op.arg)), len(klass))
+            rank[i] = (c, counts.get(c, 0))
+            counts[c] = counts.get(c, 0) + 1
+    placed = [0] * len(klass)
     closed_left = sum(1 for op in ops if op.ret is not None)
-    linearized = 0
+    linearized = 0  # the closed operations placed
     cache = set()
     stack = []
     steps = 0
@@ -175,21 +192,31 @@ def check(model, ops, budget=2000000, init=None):
             # reached while closed_left, but stays safe.
             break
         if e.is_call:
+            is_open = e.op.ret is None
+            if is_open and placed[rank[e.i][0]] != rank[e.i][1]:
+                e = e.next  # an earlier one of its class is still unplaced
+                continue
             new = model.step(state, e.op)
             if new is not NO:
-                bits = linearized | (1 << e.i)
-                key = (bits, new)
+                if is_open:
+                    placed[rank[e.i][0]] += 1
+                    bits = linearized
+                else:
+                    bits = linearized | (1 << e.i)
+                key = (bits, new, tuple(placed))
                 if key not in cache:
                     cache.add(key)
                     stack.append((e, state))
                     state, linearized = new, bits
-                    if e.op.ret is not None:
+                    if not is_open:
                         closed_left -= 1
                     _lift(e)
                     if len(stack) > len(best):
                         best = [s[0].op for s in stack]
                     e = head.next
                     continue
+                if is_open:
+                    placed[rank[e.i][0]] -= 1
             e = e.next
         else:
             # An operation completed that no order placed before its
@@ -204,8 +231,10 @@ def check(model, ops, budget=2000000, init=None):
                                (_fmt(culprit), " ; ".join(_fmt(o) for o in best[-8:]) or "(none)"),
                                best, culprit)
             top, state = stack.pop()
-            linearized &= ~(1 << top.i)
-            if top.op.ret is not None:
+            if top.op.ret is None:
+                placed[rank[top.i][0]] -= 1
+            else:
+                linearized &= ~(1 << top.i)
                 closed_left += 1
             _unlift(top)
             e = top.next

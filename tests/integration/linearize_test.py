@@ -147,6 +147,38 @@ def long_history_decided():
     print("3000 counter operations, 6 clients: %r in %.2f s" % (v, time.monotonic() - t0))
 
 
+@test
+def many_open_increments_decided():
+    """60 increments whose callers timed out among 200 answered ones: both
+    a good and a bad ending are decided (not given up on) in few steps."""
+    ops, t = [], 0.0
+    for i in range(260):
+        if i % 13 in (3, 7, 11) and sum(1 for o in ops if o.ret is None) < 60:
+            ops.append(Op(t, None, "incr", None, None))
+        else:
+            ops.append(Op(t, t + 0.5, "incr", None, None))
+        t += 1
+    opens = sum(1 for o in ops if o.ret is None)
+    # The answers of an atomic counter where the first 10 open ones
+    # counted (at their call) and the others never did.
+    count, fixed, counted = 0, [], 0
+    for o in ops:
+        if o.ret is None:
+            if counted < 10:
+                count += 1
+                counted += 1
+            fixed.append(o)
+        else:
+            count += 1
+            fixed.append(o._replace(out=count))
+    good = fixed + [Op(t + 1, t + 2, "read", None, count)]
+    v = check(COUNTER, good, budget=200000)
+    assert v.ok is True, "%d open: %r" % (opens, v)
+    bad = fixed + [Op(t + 1, t + 2, "read", None, count - 11)]
+    v = check(COUNTER, bad, budget=200000)
+    assert v.ok is False, "%d open, a final count below the acknowledged: %r" % (opens, v)
+
+
 def main():
     names = sys.argv[1:] or list(TESTS)
     if names == ["--list"]:
