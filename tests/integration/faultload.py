@@ -296,6 +296,14 @@ class Cluster:
                                                   ).replace("\n", " "))
         return "; ".join(out)
 
+    def owner_rows(self):
+        """{gadget: (node, epoch)} of the store's owner rows."""
+        out = {}
+        for line in self.pg.psql("SELECT gadget, node, epoch FROM gadgetd_owner").splitlines():
+            g, n, e = line.split("|")
+            out[g] = (n, int(e))
+        return out
+
     def owner(self, gadget):
         """The node the store names as gadget's owner."""
         row = self.pg.psql("SELECT node FROM gadgetd_owner WHERE gadget = '%s'" % gadget)
@@ -616,6 +624,7 @@ def run_schedule(cluster, rng, schedule, say=print, strict=False):
             continue
         g = rng.choice(sorted(GADGETS))
         node = cluster.owner(g) or rng.choice(cluster.nodes)
+        before = cluster.owner_rows()
         hold = PAUSE_S if kind == "pause" else rng.uniform(1.0, 2.5)
         t0 = time.monotonic()
         what = faults.inject(kind, node, rng)
@@ -634,8 +643,13 @@ def run_schedule(cluster, rng, schedule, say=print, strict=False):
         ops = [o for o in cluster.ops if t0 <= o["t0"] < t2 and o["client"] not in ("ctl", "final")]
         ok = sum(1 for o in ops if o["status"] == "ok")
         rec = {"kind": kind, "what": what, "gadget_owner": (g, node), "t0": t0, "t1": t1, "t2": t2,
-               "recovery": back, "ops": len(ops), "ok": ok,
+               "recovery": back, "ops": len(ops), "ok": ok, "owners_before": before,
                "owners_after": {x: cluster.owner(x) for x in GADGETS}}
+        if kind == "pause":
+            # Past its lease, a paused owner's gadgets should have moved
+            # (a new epoch on another node) by the time it resumes.
+            rows = cluster.owner_rows()
+            rec["kept"] = [x for x, (n, e) in before.items() if n == node and rows.get(x) == (n, e)]
         done.append(rec)
         say("fault %-13s %-24s held %.1f s, all answering %.2f s after the heal; %d/%d calls answered ok; "
             "owners now %s" % (kind, what, t1 - t0, back, ok, len(ops),
