@@ -25,7 +25,7 @@ import threading
 import time
 
 from faultnet import Fabric
-from harness import check, policy, wait_for
+from harness import policy, wait_for
 from linearize import COUNTER, Register, Op, check as linearizable
 from pgnodes import certs, peer_node, start_all, stop_all
 from pgserver import PgServer
@@ -446,9 +446,9 @@ def double_runs(records):
     """Two processes of one gadget (on two nodes, or one node's old and
     new) that ran calls at the same time: each process's runs span [first
     start, last end]; two spans that overlap mean two owners at once.
-    [(gadget, (node, inst, span), (node, inst, span), how long, wrote)]:
-    wrote says whether both had a kv write accepted within the overlap
-    (what fencing forbids)."""
+    [(gadget, (node, inst, span), (node, inst, span), how long, wrote,
+    the runs within the overlap)]: wrote says whether both had a kv write
+    accepted within the overlap (what fencing forbids)."""
     spans = {}
     for r in records:
         key = (r["gadget"], r["node"], r["inst"])
@@ -467,8 +467,9 @@ def double_runs(records):
                 def wrote(s):
                     return any(r["kind"] in ("write", "incr") and r["err"] == 0 and lo <= r["t1"] and r["t0"] <= hi
                                for r in s[2])
+                within = sorted((r for r in sa[2] + sb[2] if lo <= r["t1"] and r["t0"] <= hi), key=lambda r: r["t0"])
                 out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo,
-                            wrote(sa) and wrote(sb)))
+                            wrote(sa) and wrote(sb), within))
     return out
 
 
@@ -550,8 +551,8 @@ class Faults:
         self.paused = None
 
     def kinds(self):
-        return ["partition", "oneway", "store-cut", "store-oneway", "nodes-cut", "callers-cut", "pause", "kill",
-                "store-restart", "netem"]
+        return ["partition", "oneway", "store-cut", "store-oneway", "lease-flow", "nodes-cut", "callers-cut",
+                "pause", "kill", "store-restart", "netem"]
 
     def missing(self, kind):
         if kind == "netem":
@@ -575,6 +576,18 @@ class Faults:
         if kind == "store-oneway":  # what the store sends the node is lost
             fab.drop("store", node)
             return "store -/-> %s" % node
+        if kind == "lease-flow":
+            # Only the node's lease session loses what the store sends
+            # (one TCP flow: a middlebox's dropped state, say): its kv
+            # session still works, so an owner that does not notice the
+            # loss in time can still write — fencing's case.
+            port = c.pg.psql("SELECT client_port FROM pg_stat_activity WHERE application_name = 'gadgetd %s lease'"
+                             % node)
+            if not port.strip().isdigit():
+                return "no lease session of %s to cut (%r)" % (node, port)
+            fab.nft(node, "add rule inet fault input ip saddr %s tcp sport 5432 tcp dport %s drop\n"
+                    % (fab.sides["store"].ip, port.strip()))
+            return "store -/-> %s's lease session (port %s)" % (node, port.strip())
         if kind == "nodes-cut":
             fab.isolate(node, others)
             return "%s | %s" % (node, " ".join(others))
