@@ -641,7 +641,7 @@ def run_schedule(cluster, rng, schedule, say=print, strict=False):
         hold = PAUSE_S if kind == "pause" else rng.uniform(1.0, 2.5)
         t0 = time.monotonic()
         what = faults.inject(kind, node, rng)
-        say("fault %-13s %s ..." % (kind, what))
+        say("fault %-13s %s at %.3f ..." % (kind, what, t0))
         # The fault's length is the schedule itself, not a wait for a
         # condition: what the system does meanwhile is what is measured.
         time.sleep(hold)
@@ -664,7 +664,7 @@ def run_schedule(cluster, rng, schedule, say=print, strict=False):
             rows = cluster.owner_rows()
             rec["kept"] = [x for x, (n, e) in before.items() if n == node and rows.get(x) == (n, e)]
         done.append(rec)
-        say("fault %-13s %-24s held %.1f s, all answering %.2f s after the heal; %d/%d calls answered ok; "
-            "owners now %s" % (kind, what, t1 - t0, back, ok, len(ops),
+        say("fault %-13s %-24s %.3f-%.3f (%.1f s), all answering %.2f s after the heal; %d/%d calls answered "
+            "ok; owners now %s" % (kind, what, t0, t1, t1 - t0, back, ok, len(ops),
                                " ".join("%s=%s" % kv for kv in sorted(rec["owners_after"].items()))))
     return done
