@@ -480,6 +480,16 @@ def failed_but_ran(ops, records):
     return [(o, ran[o["id"]]) for o in ops if o["status"] == "fail" and o["id"] in ran]
 
 
+def ran_after_answer(ops, records):
+    """Calls that ran only after their caller had its answer (an error: a
+    timeout, the connection lost): the call waited somewhere (a link's
+    queue, a paused node) and ran late, without its caller's deadline."""
+    ran = {}
+    for r in records:
+        ran.setdefault(r["id"], r)
+    return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
+
+
 def audit_missing(cluster, ops, faults=(), timeout=15):
     """The audit of the acknowledged calls (each call's trace id is in its
     records), once the store's copy has caught up (it is sent in batches,
@@ -546,9 +556,10 @@ class Faults:
     schedule, the owner of a gadget most of the time) and says what it did;
     heal() takes it away. Kinds the host cannot make say why in missing()."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, pause_s=PAUSE_S):
         self.c, self.fab = cluster, cluster.fab
         self.paused = None
+        self.pause_s = pause_s
 
     def kinds(self):
         return ["partition", "oneway", "store-cut", "store-oneway", "lease-flow", "nodes-cut", "callers-cut",
@@ -621,13 +632,13 @@ class Faults:
             self.c.ds[node].start()
 
 
-def run_schedule(cluster, rng, schedule, say=print, strict=False):
+def run_schedule(cluster, rng, schedule, say=print, faults=None):
     """Runs schedule ([kind]) against cluster while a workload runs: each
     fault on the owner of a gadget chosen at random (or a random node),
-    held for a random 1-2.5 s (PAUSE_S for a pause), then healed, then the
+    held for a random 1-2.5 s (a pause: faults.pause_s), then healed, then the
     wait until every gadget answers through every node again (its
     takeover/recovery time). Returns the faults' records."""
-    faults = Faults(cluster)
+    faults = faults or Faults(cluster)
     done = []
     for kind in schedule:
         why = faults.missing(kind)
@@ -638,7 +649,7 @@ def run_schedule(cluster, rng, schedule, say=print, strict=False):
         g = rng.choice(sorted(GADGETS))
         node = cluster.owner(g) or rng.choice(cluster.nodes)
         before = cluster.owner_rows()
-        hold = PAUSE_S if kind == "pause" else rng.uniform(1.0, 2.5)
+        hold = faults.pause_s if kind == "pause" else rng.uniform(1.0, 2.5)
         t0 = time.monotonic()
         what = faults.inject(kind, node, rng)
         say("fault %-13s %s at %.3f ..." % (kind, what, t0))

@@ -15,11 +15,13 @@ each, open-ended operations for the answers a caller never got); every
 acknowledged write is in the store at the end (the counts, the
 registers, the same through both nodes); no two processes of a gadget
 had kv writes accepted at the same time (fencing); the store's audit copy
-has a record of every acknowledged call (beyond those a node counted as
-not copied). Reported, and checked only with GADGETD_FAULT_STRICT=1 (they
-fail against today's leases: issue 35): no two processes of a gadget ran
-calls at the same time at all (two owners at once), and no call whose
-caller was told it did not run ran. Usage: faults_pg_test.py TEST."""
+has a record of every acknowledged call (or a node's audit.log, where it
+counted records as not copied or was killed with them queued). Reported,
+and checked only with GADGETD_FAULT_STRICT=1 (they fail against today's
+leases: issue 35): no two processes of a gadget ran calls at the same
+time at all (two owners at once); no call whose caller was told it did
+not run ran; no call ran after its caller had been answered with an
+error; a paused owner's leases moved. Usage: faults_pg_test.py TEST."""
 import os
 import random
 import time
@@ -53,6 +55,16 @@ def verdicts(cluster, ops, say, faults=()):
         line = ("told it did not run, but ran: %s %s %s/%s through %s, answered %r at +%.3f s; ran on %s at "
                 "+%.3f s" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"], o["t1"] - o["t0"],
                              r["node"], r["t0"] - o["t0"]))
+        say(line)
+        strict_bad.append(line)
+    late = fl.ran_after_answer(ops, records)
+    for o, r in late[:5]:
+        say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
+            "after that answer" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"][:80],
+                                   o["t1"] - o["t0"], r["node"], r["t0"] - o["t1"]))
+    if late:
+        line = "%d calls ran after their callers had been answered with an error (the longest %.3f s after)" % (
+            len(late), max(r["t0"] - o["t1"] for o, r in late))
         say(line)
         strict_bad.append(line)
     a = fl.audit_missing(cluster, ops, faults)
@@ -99,7 +111,7 @@ def pg_faults_schedule(tmp):
         rng.shuffle(schedule)
         w = fl.Workload(c, rng)
         try:
-            done = fl.run_schedule(c, rng, schedule, say=lambda s: print(s, flush=True))
+            done = fl.run_schedule(c, rng, schedule, say=lambda s: print(s, flush=True), faults=faults)
         finally:
             w.stop()
         c.healthy(timeout=60)
