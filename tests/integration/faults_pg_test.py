@@ -57,6 +57,12 @@ def verdicts(cluster, ops, say, faults=()):
                              r["node"], r["t0"] - o["t0"]))
         say(line)
         strict_bad.append(line)
+    for d in faults:
+        if d.get("kept"):
+            line = ("a paused owner never replaced: %s kept %s, same epoch, through a %.1f s pause (the lease is "
+                    "2 s)" % (d["what"], " ".join(d["kept"]), d["t1"] - d["t0"]))
+            say(line)
+            strict_bad.append(line)
     late = fl.ran_after_answer(ops, records)
     for o, r in late[:5]:
         say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
@@ -118,12 +124,7 @@ def pg_faults_schedule(tmp):
         ops = list(c.ops)
         summary(ops, print)
         bad, strict_bad, _ = verdicts(c, ops, lambda s: print(s, flush=True), done)
-        for d in done:
-            if d.get("kept"):
-                line = ("a paused owner never replaced: %s (%s) kept %s, same epoch, through a %.1f s pause "
-                        "(the lease is 2 s)" % (d["what"], d["kind"], " ".join(d["kept"]), d["t1"] - d["t0"]))
-                print(line)
-                strict_bad.append(line)
+
         made = [d for d in done if "skipped" not in d]
         print("%d faults in %.0f s (%d skipped), recovery after the heal: longest %.2f s"
               % (len(made), time.monotonic() - t_start, len(done) - len(made),
