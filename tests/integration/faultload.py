@@ -384,12 +384,13 @@ def histories(ops):
     return out
 
 
-def check_linearizable(ops, budget=3000000):
-    """[(gadget, key, verdict, n ops, n open)]."""
+def check_linearizable(ops, budget=10000000):
+    """[(gadget, key, verdict, n ops, n open, seconds the check took)]."""
     out = []
     for (g, k), h in sorted(histories(ops).items()):
+        t0 = time.monotonic()
         v = linearizable(KEYS[k], h, budget=budget)
-        out.append((g, k, v, len(h), sum(1 for o in h if o.ret is None)))
+        out.append((g, k, v, len(h), sum(1 for o in h if o.ret is None), time.monotonic() - t0))
     return out
 
 

@@ -37,8 +37,9 @@ def verdicts(cluster, ops, say, faults=()):
     # histories too, so a lost write is also a linearizability violation.
     lost = fl.acked_in_store(cluster, ops)
     ops = list(cluster.ops)
-    for g, k, v, n, n_open in fl.check_linearizable(ops):
-        say("history %s/%s (%s): %d operations, %d open: %r" % (g, k, fl.KEYS[k].name, n, n_open, v))
+    for g, k, v, n, n_open, took in fl.check_linearizable(ops):
+        say("history %s/%s (%s): %d operations, %d open: %r, checked in %.2f s" % (g, k, fl.KEYS[k].name, n,
+                                                                                 n_open, v, took))
         if v.ok is not True:
             bad.append("%s/%s: %r" % (g, k, v))
     for p in lost:
