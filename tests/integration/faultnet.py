@@ -64,6 +64,10 @@ class Fabric:
         self._ip("link", "set", "fbr", "up")
         self._netem = None
         self._netem_on = set()
+        r = subprocess.run(["nft", "-f", "-"], input="add table inet probe\ndelete table inet probe\n", text=True,
+                           capture_output=True)
+        if r.returncode != 0:  # a host property: the kernel's (no nf_tables)
+            skip("nftables rules cannot be made here (the kernel has no nf_tables?): %s" % r.stderr.strip())
 
     def _ip(self, *args, side=None):
         cmd = ["ip", *args] if side is None else [*self.wrap(side), "ip", *args]
