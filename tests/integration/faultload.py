@@ -7,12 +7,12 @@ node and process instance of each run in the node's log); the faults; and
 the checks of the histories (linearize.py, and the records).
 
 What an answer means to the history: an answer is an operation done
-("ok"); a refusal that says it did not run — the connection refused or
-never made, an HTTP error whose code says the call was not taken
-(NOT_RUN) — leaves it out ("fail"); anything else (no answer in time, the
-connection lost after the request was sent, a timeout or "may have run"
-from gadgetd) is open-ended ("info"): it may have taken effect, at any
-time after its call, or never."""
+("ok"); a refusal that says it did not run — the connection never made,
+one of gadgetd's own refusals (NOT_RUN's codes with NOT_RUN_MSG's text),
+the relay's "gateway is down" — leaves it out ("fail"); anything else (no
+answer in time, the connection lost after the request was sent, a
+timeout, "may have run", a method's own error) is open-ended ("info"): it
+may have taken effect, at any time after its call, or never."""
 import http.client
 import json
 import os
@@ -51,8 +51,8 @@ NOT_RUN_MSG = r"(gadget \S+ (runs on|does not run|is not|waits)|relay:|no such|n
 # Restart=on-failure as the counter example has: a node resumed after a
 # pause past CallTimeout= finds its calls timed out and kills the gadget
 # as hung ("failed: timeout"); with Restart=no it would stay failed on a
-# node that keeps its lease, unavailable everywhere (issue 35's harness
-# found that: seed 218160574).
+# node that keeps its lease, unavailable everywhere (this harness found
+# that with Restart=no: seed 218160574, its first pause).
 POLICY = """Nodes=%s
 Restart=on-failure
 CallTimeout=%ds
