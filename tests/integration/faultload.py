@@ -491,6 +491,15 @@ def ran_after_answer(ops, records):
     return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
 
 
+def wrote_but_errored(ops, records):
+    """Calls whose caller got an error that does not say "may have run"
+    (a timeout, a lost connection, a refusal) while the gadget ran them
+    and their kv write was accepted: the caller cannot tell them from
+    calls that did nothing."""
+    wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
+    return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]]
+
+
 def audit_missing(cluster, ops, faults=(), timeout=15):
     """The audit of the acknowledged calls (each call's trace id is in its
     records), once the store's copy has caught up (it is sent in batches,

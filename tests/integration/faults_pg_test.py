@@ -21,9 +21,11 @@ and checked only with GADGETD_FAULT_STRICT=1 (they fail against today's
 leases: issue 35): no two processes of a gadget ran calls at the same
 time at all (two owners at once); no call whose caller was told it did
 not run ran; no call ran after its caller had been answered with an
-error; a paused owner's leases moved. Usage: faults_pg_test.py TEST."""
+error; no call answered with an error that does not say "may have run"
+had its write accepted; a paused owner's leases moved. Usage: faults_pg_test.py TEST."""
 import os
 import random
+import re
 import time
 
 import faultload as fl
@@ -76,6 +78,16 @@ def verdicts(cluster, ops, say, faults=()):
     if late:
         line = "%d calls ran after their callers had been answered with an error (the longest %.3f s after)" % (
             len(late), max(r["t0"] - o["t1"] for o, r in late))
+        say(line)
+        strict_bad.append(line)
+    silent = fl.wrote_but_errored(ops, records)
+    if silent:
+        kinds = {}
+        for o in silent:
+            k = re.sub(r"\d+", "N", o["err"])[:70]
+            kinds[k] = kinds.get(k, 0) + 1
+        line = ("%d calls answered with an error not saying \"may have run\" had their write accepted: %s"
+                % (len(silent), "; ".join("%d × %s" % (n, k) for k, n in sorted(kinds.items(), key=lambda x: -x[1]))))
         say(line)
         strict_bad.append(line)
     a = fl.audit_missing(cluster, ops, faults)
