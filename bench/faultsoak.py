@@ -40,7 +40,7 @@ def main(argv):
                       EXAMPLES=os.path.join(build, "examples"))
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
     import faultload as fl  # noqa: E402 (needs the environment above)
-    import faults_pg_test as ft  # noqa: E402
+    import faultchecks as fc  # noqa: E402
     from harness import guard_host_dirs  # noqa: E402
 
     guard_host_dirs()
@@ -68,8 +68,8 @@ def main(argv):
             w.stop()
         c.healthy(timeout=60)
         ops = list(c.ops)
-        ft.summary(ops, print)
-        bad, strict_bad, _ = ft.verdicts(c, ops, lambda s: print(s, flush=True), done)
+        fc.summary(ops, print)
+        bad, strict_bad, _ = fc.verdicts(c, ops, lambda s: print(s, flush=True), done)
         print("\nper fault kind: count, calls answered ok while it lasted, all answering after the heal "
               "(median, max), takeover (median, max, how many moved)")
         for k in kinds:

@@ -3,8 +3,8 @@ for the long soak): PostgreSQL, each node and the clients in network
 namespaces of their own (faultnet.py); a workload of clients calling,
 through every node's gateway, per gadget, increments of a counter and
 reads and writes of kv registers (testgadget's fop, which records the
-node and process instance of each run in the node's log); the faults; and
-the checks of the histories (linearize.py, and the records).
+node and process instance of each run in the node's log); and the
+faults. The checks of what it recorded are faultchecks.py's.
 
 What an answer means to the history: an answer is an operation done
 ("ok"); a refusal that says it did not run — the connection never made,
@@ -15,7 +15,6 @@ timeout, "may have run", a method's own error) is open-ended ("info"): it
 may have taken effect, at any time after its call, or never."""
 import http.client
 import json
-import os
 import random
 import re
 import selectors
@@ -26,7 +25,7 @@ import time
 
 from faultnet import Fabric
 from harness import policy, wait_for
-from linearize import COUNTER, Register, Op, check as linearizable
+from linearize import COUNTER, Register
 from pgnodes import certs, peer_node, start_all, stop_all
 from pgserver import PgServer
 
@@ -367,193 +366,6 @@ class Workload:
         self.stopping.set()
         for t in self.threads:
             t.join(timeout=HTTP_TIMEOUT + 10)
-
-
-# -- the checks --------------------------------------------------------
-
-def histories(ops):
-    """{(gadget, key): [Op]} of the operations: answered ones closed,
-    open-ended ones open, those that did not run left out."""
-    out = {}
-    for o in ops:
-        if o["status"] == "fail":
-            continue
-        ret = o["t1"] if o["status"] == "ok" else None
-        out.setdefault((o["gadget"], o["key"]), []).append(
-            Op(o["t0"], ret, o["kind"], o["arg"], o["out"] if ret is not None else None, o["client"]))
-    return out
-
-
-def check_linearizable(ops, budget=10000000):
-    """[(gadget, key, verdict, n ops, n open, seconds the check took)]."""
-    out = []
-    for (g, k), h in sorted(histories(ops).items()):
-        t0 = time.monotonic()
-        v = linearizable(KEYS[k], h, budget=budget)
-        out.append((g, k, v, len(h), sum(1 for o in h if o.ret is None), time.monotonic() - t0))
-    return out
-
-
-def acked_in_store(cluster, ops):
-    """Every acknowledged write is in the store at the end: read through
-    each node once all is healed (ctl_call), each key's final value must
-    count every acknowledged increment (and no more than those plus the
-    open ones), and be a register value no acknowledged write certainly
-    overwrote. The problems found, as text."""
-    bad = []
-    for g in GADGETS:
-        for k in KEYS:
-            finals = set()
-            for n in cluster.nodes:
-                o = cluster.ctl_call(n, g, {"op": "read", "key": k}, client="final")
-                if o["status"] != "ok":
-                    bad.append("%s/%s: the final read through %s failed: %s" % (g, k, n, o["err"]))
-                else:
-                    finals.add(o["out"])
-            if len(finals) > 1:
-                bad.append("%s/%s: the nodes read different final values %r" % (g, k, sorted(finals)))
-            if not finals:
-                continue
-            final = finals.pop()
-            mine = [o for o in ops if o["gadget"] == g and o["key"] == k and o["client"] != "final"]
-            if k == "n":
-                acked = sum(1 for o in mine if o["kind"] == "incr" and o["status"] == "ok")
-                maybe = sum(1 for o in mine if o["kind"] == "incr" and o["status"] == "info")
-                if not acked <= final <= acked + maybe:
-                    bad.append("%s/%s: count %d in the store, %d increments acknowledged, %d open"
-                               % (g, k, final, acked, maybe))
-                continue
-            writes = [o for o in mine if o["kind"] == "write" and o["status"] in ("ok", "info")]
-            acked = [o for o in writes if o["status"] == "ok"]
-            if final == 0:
-                if acked:
-                    bad.append("%s/%s: nothing in the store after %d acknowledged writes" % (g, k, len(acked)))
-                continue
-            w = [o for o in writes if o["arg"] == final]
-            if not w:
-                bad.append("%s/%s: the store holds %r, which no write wrote" % (g, k, final))
-                continue
-            w = w[0]
-            end = w["t1"] if w["status"] == "ok" else float("inf")
-            later = [o for o in acked if o["t0"] > end]
-            if later:
-                bad.append("%s/%s: the store holds %r, written by %s, which the acknowledged write of %r by %s "
-                           "(called %.3f s after) overwrote: that write is lost"
-                           % (g, k, final, w["id"], later[-1]["arg"], later[-1]["id"], later[-1]["t0"] - end))
-    return bad
-
-
-def double_runs(records):
-    """Two processes of one gadget (on two nodes, or one node's old and
-    new) that ran calls at the same time: each process's runs span [first
-    start, last end]; two spans that overlap mean two owners at once.
-    [(gadget, (node, inst, span), (node, inst, span), how long, wrote,
-    the runs within the overlap)]: wrote says whether both had a kv write
-    accepted within the overlap (what fencing forbids)."""
-    spans = {}
-    for r in records:
-        key = (r["gadget"], r["node"], r["inst"])
-        s = spans.setdefault(key, [r["t0"], r["t1"], [], []])
-        s[0], s[1] = min(s[0], r["t0"]), max(s[1], r["t1"])
-        s[2].append(r)
-    out = []
-    keys = sorted(spans)
-    for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            if a[0] != b[0]:
-                continue
-            sa, sb = spans[a], spans[b]
-            lo, hi = max(sa[0], sb[0]), min(sa[1], sb[1])
-            if lo < hi:
-                def wrote(s):
-                    return any(r["kind"] in ("write", "incr") and r["err"] == 0 and lo <= r["t1"] and r["t0"] <= hi
-                               for r in s[2])
-                within = sorted((r for r in sa[2] + sb[2] if lo <= r["t1"] and r["t0"] <= hi), key=lambda r: r["t0"])
-                out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo,
-                            wrote(sa) and wrote(sb), within))
-    return out
-
-
-def failed_but_ran(ops, records):
-    """Operations their callers were told did not run ("fail") that a
-    node's records show run."""
-    ran = {r["id"]: r for r in records}
-    return [(o, ran[o["id"]]) for o in ops if o["status"] == "fail" and o["id"] in ran]
-
-
-def ran_after_answer(ops, records):
-    """Calls that ran only after their caller had its answer (an error: a
-    timeout, the connection lost): the call waited somewhere (a link's
-    queue, a paused node) and ran late, without its caller's deadline."""
-    ran = {}
-    for r in records:
-        ran.setdefault(r["id"], r)
-    return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
-
-
-def wrote_but_errored(ops, records):
-    """Calls whose caller got an error that does not say "may have run"
-    (a timeout, a lost connection, a refusal) while the gadget ran them
-    and their kv write was accepted: the caller cannot tell them from
-    calls that did nothing."""
-    wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
-    return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]]
-
-
-def audit_missing(cluster, ops, faults=(), timeout=15):
-    """The audit of the acknowledged calls (each call's trace id is in its
-    records), once the store's copy has caught up (it is sent in batches,
-    after the answers): {"missing": calls with a record in no node's
-    audit.log and not in the store, "not_copied": calls in a file but not
-    in the store, "unsent": the records the nodes say they could not
-    copy, "killed": calls through a node killed later (its queued
-    records are in its file only: docs/cluster.md), "checked": how many}.
-    The copy is whole when not_copied <= unsent + killed."""
-    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
-    acked = [o for o in ops if o["status"] == "ok"]
-    got = {}
-
-    def caught_up():
-        lines = cluster.pg.psql("SELECT line FROM gadgetd_audit WHERE gadget IN (%s) AND line LIKE "
-                                "'%%\"op\":\"call fop\"%%' AND line LIKE '%%\"outcome\":\"ok\"%%'"
-                                % ", ".join("'%s'" % g for g in GADGETS))
-        seen = set(re.findall(r'"trace":"(fa17[0-9a-f]{28})"', lines))
-        unsent = 0
-        for d in cluster.ds.values():
-            if d.proc and d.proc.poll() is None:
-                r = d.ctl("--json", "status", sorted(GADGETS)[0])
-                if r.returncode == 0:
-                    unsent += json.loads(r.stdout).get("audit_unsent", 0) or 0
-        got["store"] = [o for o in acked if Cluster.trace(o["id"]) not in seen]
-        got["unsent"] = unsent
-        return len(got["store"]) <= unsent
-    try:
-        wait_for(caught_up, timeout=timeout, what="the audit copy")
-    except Exception:  # what is still missing then is the answer
-        pass
-    files = ""
-    for d in cluster.ds.values():
-        try:
-            with open(os.path.join(d.tmp, "state", "audit.log")) as f:
-                files += f.read()
-        except OSError:
-            pass
-    in_files = set(re.findall(r'"trace":"(fa17[0-9a-f]{28})"', files))
-    out = {"missing": [o["id"] for o in got["store"] if Cluster.trace(o["id"]) not in in_files],
-           "not_copied": [o["id"] for o in got["store"] if Cluster.trace(o["id"]) in in_files],
-           "killed": [o["id"] for o in got["store"] if any(o["via"] == n and o["t1"] <= t for t, n in kills)],
-           "unsent": got["unsent"], "checked": len(acked)}
-    return out
-
-
-def errors(ops, n=8):
-    """The commonest (status, error) of the operations that failed."""
-    count = {}
-    for o in ops:
-        if o["status"] != "ok":
-            k = (o["status"], re.sub(r"\d+", "N", o["err"])[:110])
-            count[k] = count.get(k, 0) + 1
-    return sorted(count.items(), key=lambda kv: -kv[1])[:n]
 
 
 # -- the faults ----------------------------------------------------------

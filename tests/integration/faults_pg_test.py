@@ -25,94 +25,11 @@ error; no call answered with an error that does not say "may have run"
 had its write accepted; a paused owner's leases moved. Usage: faults_pg_test.py TEST."""
 import os
 import random
-import re
 import time
 
 import faultload as fl
+from faultchecks import summary, verdicts
 from harness import check, main, test
-
-
-def verdicts(cluster, ops, say, faults=()):
-    """Every check; the failures (CI's), and the strict ones apart."""
-    bad, strict_bad = [], []
-    # The final reads (through each node, all healed) first: they end the
-    # histories too, so a lost write is also a linearizability violation.
-    lost = fl.acked_in_store(cluster, ops)
-    ops = list(cluster.ops)
-    for g, k, v, n, n_open, took in fl.check_linearizable(ops):
-        say("history %s/%s (%s): %d operations, %d open: %r, checked in %.2f s" % (g, k, fl.KEYS[k].name, n,
-                                                                                 n_open, v, took))
-        if v.ok is not True:
-            bad.append("%s/%s: %r" % (g, k, v))
-    for p in lost:
-        say("LOST: " + p)
-        bad.append(p)
-    records = cluster.records()
-    runs = fl.double_runs(records)
-    for g, a, b, overlap, wrote, within in runs:
-        line = ("two owners at once: %s ran on node %s (process %s, %.3f-%.3f) and on node %s (process %s, "
-                "%.3f-%.3f), overlapping %.0f ms%s" % (g, a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3],
-                                                      overlap * 1000, "; BOTH WROTE" if wrote else ""))
-        say(line)
-        for r in within[:3] + (within[-3:] if len(within) > 6 else within[3:]):
-            say("    %s on %s (%s): %s %s %s -> %d, kv error %d, %.3f-%.3f" % (
-                g, r["node"], r["inst"][:6], r["id"], r["kind"], r["key"], r["v"], r["err"], r["t0"], r["t1"]))
-        (bad if wrote else strict_bad).append(line)
-    for o, r in fl.failed_but_ran(ops, records):
-        line = ("told it did not run, but ran: %s %s %s/%s through %s, answered %r at +%.3f s; ran on %s at "
-                "+%.3f s" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"], o["t1"] - o["t0"],
-                             r["node"], r["t0"] - o["t0"]))
-        say(line)
-        strict_bad.append(line)
-    for d in faults:
-        if d.get("kept"):
-            line = ("a paused owner never replaced: %s kept %s, same epoch, through a %.1f s pause (the lease is "
-                    "2 s)" % (d["what"], " ".join(d["kept"]), d["t1"] - d["t0"]))
-            say(line)
-            strict_bad.append(line)
-    late = fl.ran_after_answer(ops, records)
-    for o, r in late[:5]:
-        say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
-            "after that answer" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"][:80],
-                                   o["t1"] - o["t0"], r["node"], r["t0"] - o["t1"]))
-    if late:
-        line = "%d calls ran after their callers had been answered with an error (the longest %.3f s after)" % (
-            len(late), max(r["t0"] - o["t1"] for o, r in late))
-        say(line)
-        strict_bad.append(line)
-    silent = fl.wrote_but_errored(ops, records)
-    if silent:
-        kinds = {}
-        for o in silent:
-            k = re.sub(r"\d+", "N", o["err"])[:70]
-            kinds[k] = kinds.get(k, 0) + 1
-        line = ("%d calls answered with an error not saying \"may have run\" had their write accepted: %s"
-                % (len(silent), "; ".join("%d × %s" % (n, k) for k, n in sorted(kinds.items(), key=lambda x: -x[1]))))
-        say(line)
-        strict_bad.append(line)
-    a = fl.audit_missing(cluster, ops, faults)
-    say("audit: %d acknowledged calls; in no node's audit.log nor the store: %d; in a file but not the store's "
-        "copy: %d (records the nodes counted as not copied: %d; calls through a node killed later: %d)"
-        % (a["checked"], len(a["missing"]), len(a["not_copied"]), a["unsent"], len(a["killed"])))
-    if a["missing"]:
-        bad.append("audit: %d acknowledged calls in no audit at all: %s" % (len(a["missing"]),
-                                                                          " ".join(a["missing"][:10])))
-    if len(a["not_copied"]) > a["unsent"] + len(a["killed"]):
-        bad.append("audit copy: %d acknowledged calls not in the store, %d counted as not copied, %d through a "
-                   "node killed later: %s" % (len(a["not_copied"]), a["unsent"], len(a["killed"]),
-                                             " ".join(a["not_copied"][:10])))
-    return bad, strict_bad, records
-
-
-def summary(ops, say):
-    by = {}
-    for o in ops:
-        by.setdefault(o["status"], 0)
-        by[o["status"]] += 1
-    say("operations: %d (%s); the commonest errors:" % (len(ops), ", ".join("%s %d" % kv
-                                                                            for kv in sorted(by.items()))))
-    for (status, err), n in fl.errors(ops):
-        say("  %5d %-4s %s" % (n, status, err))
 
 
 @test
