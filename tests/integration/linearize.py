@@ -178,14 +178,20 @@ def check(model, ops, budget=2000000, init=None):
     cache = set()
     stack = []
     steps = 0
-    best = []  # the longest linearized prefix seen, for the report
+    best, best_len = [], 0  # the end of the longest order found, for the report
     stuck, stuck_at = None, -1
+    # Each point of the search tries the answered operations first and
+    # the open ones only when none of those fits (phase 0, then 1): an
+    # open one is needed only where an answer shows its effect, so a long
+    # history with many callers that timed out is not searched through
+    # every place each open one could take.
+    phase = 0
     e = head.next
     while closed_left:
         steps += 1
         if steps > budget:
             return Verdict(None, steps, "gave up after %d steps (%d of %d operations placed)" %
-                           (budget, len(best), len(ops)))
+                           (budget, best_len, len(ops)))
         if e is None:
             # Only open operations' returns (at infinity) are left after
             # a prefix whose closed ones are all placed: that cannot be
@@ -193,8 +199,8 @@ def check(model, ops, budget=2000000, init=None):
             break
         if e.is_call:
             is_open = e.op.ret is None
-            if is_open and placed[rank[e.i][0]] != rank[e.i][1]:
-                e = e.next  # an earlier one of its class is still unplaced
+            if is_open != (phase == 1) or (is_open and placed[rank[e.i][0]] != rank[e.i][1]):
+                e = e.next  # not this phase's, or an earlier one of its class is still unplaced
                 continue
             new = model.step(state, e.op)
             if new is not NO:
@@ -206,31 +212,33 @@ def check(model, ops, budget=2000000, init=None):
                 key = (bits, new, tuple(placed))
                 if key not in cache:
                     cache.add(key)
-                    stack.append((e, state))
+                    stack.append((e, state, phase))
                     state, linearized = new, bits
                     if not is_open:
                         closed_left -= 1
                     _lift(e)
-                    if len(stack) > len(best):
-                        best = [s[0].op for s in stack]
-                    e = head.next
+                    if len(stack) > best_len:
+                        best_len, best = len(stack), [x[0].op for x in stack[-8:]]
+                    e, phase = head.next, 0
                     continue
                 if is_open:
                     placed[rank[e.i][0]] -= 1
             e = e.next
+        elif phase == 0:
+            e, phase = head.next, 1  # no answered one fits here: the open ones
         else:
             # An operation completed that no order placed before its
             # completion: undo the last choice and try the next. The one
             # met after the longest order is the one reported.
-            if len(stack) >= len(best) and (stuck is None or len(stack) >= stuck_at):
+            if len(stack) >= best_len and (stuck is None or len(stack) >= stuck_at):
                 stuck, stuck_at = e.op, len(stack)
-                best = [s[0].op for s in stack]
+                best_len, best = len(stack), [x[0].op for x in stack[-8:]]
             if not stack:
                 culprit = stuck or e.op
-                return Verdict(False, steps, "no order places %s; the longest order found: %s" %
-                               (_fmt(culprit), " ; ".join(_fmt(o) for o in best[-8:]) or "(none)"),
+                return Verdict(False, steps, "no order places %s; the longest order found ends: %s" %
+                               (_fmt(culprit), " ; ".join(_fmt(o) for o in best) or "(none)"),
                                best, culprit)
-            top, state = stack.pop()
+            top, state, phase = stack.pop()
             if top.op.ret is None:
                 placed[rank[top.i][0]] -= 1
             else:
