@@ -31,9 +31,10 @@ def counts(line):
 
 class Gateway(Daemon):
     """A Daemon whose config file turns the gateway on (Listen=127.0.0.1:0:
-    gadgetd picks the port and logs it)."""
+    gadgetd picks the port and logs it; or listen, another ADDRESS:PORT,
+    e.g. in a network namespace of the fault tests)."""
 
-    def __init__(self, tmp, extra=()):
+    def __init__(self, tmp, extra=(), listen="127.0.0.1:0"):
         self.token = secrets.token_hex(32)
         self.token_file = os.path.join(tmp, "gateway.token")
         with open(self.token_file, "w") as f:
@@ -41,21 +42,23 @@ class Gateway(Daemon):
         os.chmod(self.token_file, 0o600)
         self.config = os.path.join(tmp, "gadgetd.conf")
         with open(self.config, "w") as f:
-            f.write("[Gateway]\nListen=127.0.0.1:0\nTokenFile=%s\n" % self.token_file)
+            f.write("[Gateway]\nListen=%s\nTokenFile=%s\n" % (listen, self.token_file))
+        self.host = listen.rsplit(":", 1)[0]
         super().__init__(tmp, ["--config", self.config, *extra])
         self.port = None
 
     def start(self):
         super().start()
-        m = wait_for(lambda: re.search(r"gateway: listening on http://127\.0\.0\.1:(\d+)/", self.logtext()),
+        m = wait_for(lambda: re.search(r"gateway: listening on http://%s:(\d+)/" % re.escape(self.host),
+                                       self.logtext()),
                      what="the gateway's address in gadgetd's log")
         self.port = int(m.group(1))
-        self.base = "http://127.0.0.1:%d" % self.port
+        self.base = "http://%s:%d" % (self.host, self.port)
         return self
 
     def request(self, method, path, body=None, headers=None, auth=True):
         """Returns (status, headers dict with lower-case names, body bytes)."""
-        h = {"Host": "127.0.0.1:%d" % self.port}
+        h = {"Host": "%s:%d" % (self.host, self.port)}
         if auth:
             h["Authorization"] = "Bearer " + self.token
         if body is not None and not isinstance(body, bytes):
@@ -63,7 +66,7 @@ class Gateway(Daemon):
             h["Content-Type"] = "application/json"
         h.update(headers or {})
         h = {k: v for k, v in h.items() if v is not None}
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
             c.request(method, path, body=body, headers=h)
             r = c.getresponse()

@@ -120,11 +120,15 @@ def certs(tmp, *names, ca="ca"):
 
 def peer_node(tmp, pg, name, certdir, listen=True, cert_name=None, gateway=False):
     """A node with the peer link: PeerListen= on a free loopback port
-    (unless listen is false) and name's certificate (or cert_name's)."""
+    (unless listen is false; a string: that ADDRESS:PORT) and name's
+    certificate (or cert_name's). gateway: its gateway on (a string: on
+    that ADDRESS:PORT)."""
     c = cert_name or name
     conf = ("PeerCertificate=%s\nPeerKey=%s\nPeerCA=%s\n" %
             (os.path.join(certdir, c + ".crt"), os.path.join(certdir, c + ".key"), os.path.join(certdir, "ca.crt")))
-    if listen:
+    if isinstance(listen, str):
+        conf += "PeerListen=%s\n" % listen
+    elif listen:
         conf += "PeerListen=127.0.0.1:%d\n" % free_port()
     if not gateway:
         d = node(tmp, pg, name)
@@ -134,7 +138,7 @@ def peer_node(tmp, pg, name, certdir, listen=True, cert_name=None, gateway=False
     base = os.path.join(tmp, name)
     os.makedirs(base, exist_ok=True)
     os.chmod(base, 0o755)
-    d = Gateway(base)
+    d = Gateway(base, **({"listen": gateway} if isinstance(gateway, str) else {}))
     with open(d.config, "a") as f:
         f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, name, conf))
     return d

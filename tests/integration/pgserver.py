@@ -34,7 +34,15 @@ class PgServer:
     """start() makes the cluster (once) and starts the server; stop() ends
     it (fast, then killed); also restart, psql, terminate_backends."""
 
-    def __init__(self, tmp, name="pg"):
+    def __init__(self, tmp, name="pg", wrap=(), listen=None, settings=""):
+        """wrap: the command line the server runs under (the fault tests'
+        network namespace); listen: an address it listens on over TCP too
+        (trusting its /24), which conninfo then names instead of the
+        socket's directory (psql here still uses the socket); settings:
+        lines for postgresql.conf."""
+        self.wrap = list(wrap)
+        self.listen = listen
+        self.settings = settings
         self.bin = pg_bin()
         if not self.bin or not shutil.which("setpriv"):
             need("postgresql", "the PostgreSQL store tests start their own server (initdb, pg_ctl)")
@@ -43,13 +51,16 @@ class PgServer:
         self.logfile = os.path.join(self.dir, "server.log")
         self.pw = pwd.getpwnam(USER)
         self.conninfo = "host=%s dbname=postgres user=gadgetd" % self.dir
+        if listen:
+            self.conninfo = "host=%s port=5432 dbname=postgres user=gadgetd connect_timeout=2" % listen
         self.made = False
 
     def _as_user(self, *cmd, check=True, capture=False, timeout=120, cwd=None):
         env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
         env.pop("PGPASSWORD", None)
         return subprocess.run(
-            ["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups", *cmd],
+            [*self.wrap, "setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
+             *cmd],
             check=check, cwd=cwd or self.dir, env=env, timeout=timeout, text=True,
             stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture else subprocess.DEVNULL)
@@ -95,6 +106,12 @@ class PgServer:
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\n"
                     "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % self.dir)
+            if self.listen:
+                f.write("listen_addresses = '%s'\n" % self.listen)
+            f.write(self.settings)
+        if self.listen:
+            with open(os.path.join(self.data, "pg_hba.conf"), "a") as f:
+                f.write("host all all %s.0/24 trust\n" % self.listen.rsplit(".", 1)[0])
         self.made = True
 
     def pg_ctl(self, *args, check=True, timeout=120):

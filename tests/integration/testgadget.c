@@ -616,6 +616,71 @@ static gadget_value *tail(struct gadget_call *call, const gadget_value *args, vo
               "tags?: list<string>(..3), point?: {x: int, y: int, label?: string?}, blob?: bytes, " \
               "meta?: map<int>, extra?: any) -> {ok: bool}"
 
+/* fop {"op": "incr"|"read"|"write", "key": K, "value": N, "id": ID}: one
+ * operation of the fault tests' workload (faults_pg_test.py) on the kv
+ * binding KV: read K, write N to K, or increment K (a read and a write,
+ * as the counter example does). Each run prints one line, "FREC NODE
+ * INSTANCE ID OP KEY VALUE T0 T1 ERR" (CLOCK_MONOTONIC ns, the host's:
+ * the sandbox has no time namespace; NODE from the policy's FAULT_NODE;
+ * INSTANCE this process's random name: one per start, so one per lease
+ * held), whatever the outcome, so a call that ran is found even when its
+ * caller was told it failed, and two nodes that ran the gadget at once
+ * are seen from the overlap of their lines. Answers {v, node, inst}. */
+static char fop_inst[17];
+
+static int64_t mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static gadget_value *fop(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *op = gadget_as_string(gadget_map_get(args, "op"));
+        const char *key = gadget_as_string(gadget_map_get(args, "key"));
+        const char *id = gadget_as_string(gadget_map_get(args, "id"));
+        const char *node = getenv("FAULT_NODE");
+        int64_t v = 0, t0 = mono_ns();
+        if (!op || !key || !id || strpbrk(id, " \n") || strpbrk(key, " \n"))
+                return gadget_fail(call, GADGET_EINVAL, "fop needs {op, key, id}");
+        if (!fop_inst[0]) {
+                unsigned long long r = 0;
+                if (getentropy(&r, sizeof r) < 0)
+                        r = (unsigned long long)t0 ^ (unsigned long long)getpid();
+                snprintf(fop_inst, sizeof fop_inst, "%016llx", r);
+        }
+        int e = 0;
+        if (strcmp(op, "write") == 0) {
+                if (!gadget_as_int(gadget_map_get(args, "value"), &v))
+                        return gadget_fail(call, GADGET_EINVAL, "write needs a value");
+                e = gadget_kv_put(g, "KV", key, gadget_int(v));
+        } else if (strcmp(op, "read") == 0 || strcmp(op, "incr") == 0) {
+                gadget_value *cur = NULL;
+                e = gadget_kv_get(g, "KV", key, &cur);
+                if (e == 0)
+                        gadget_as_int(cur, &v);
+                else if (e == -GADGET_ENOTFOUND)
+                        e = 0;
+                gadget_value_free(cur);
+                if (e == 0 && strcmp(op, "incr") == 0)
+                        e = gadget_kv_put(g, "KV", key, gadget_int(++v));
+        } else {
+                return gadget_fail(call, GADGET_EINVAL, "fop: unknown op");
+        }
+        printf("FREC %s %s %s %s %s %lld %lld %lld %d\n", node ? node : "-", fop_inst, id, op, key, (long long)v,
+               (long long)t0, (long long)mono_ns(), e);
+        fflush(stdout);
+        if (e < 0)
+                return gadget_fail(call, -e, "%s", gadget_last_error(g));
+        gadget_value *r = gadget_map();
+        gadget_map_set(r, "v", gadget_int(v));
+        gadget_map_set(r, "node", gadget_string(node ? node : "-"));
+        gadget_map_set(r, "inst", gadget_string(fop_inst));
+        return r;
+}
+
 int main(int argc, char **argv)
 {
         if (argc > 1 && strcmp(argv[1], "crash") == 0) {
@@ -662,6 +727,7 @@ int main(int argc, char **argv)
         gadget_method(g, "increment_once", increment_once, NULL);
         gadget_method(g, "next", next, NULL);
         gadget_method(g, "tail", tail, NULL);
+        gadget_method(g, "fop", fop, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);

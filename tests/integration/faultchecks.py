@@ -1,0 +1,284 @@
+"""The checks of the fault tests' histories (faults_pg_test.py,
+bench/faultsoak.py): the operations a Cluster recorded (faultload.py),
+the records its gadgets logged, the store. verdicts() runs them all:
+the failures that fail CI, and the strict ones (two owners at once,
+calls told "not run" that ran, calls run after their answer, writes of
+calls answered with an error, a paused owner kept) apart."""
+import json
+import os
+import re
+import time
+
+from faultload import GADGETS, KEYS, Cluster
+from harness import wait_for
+from linearize import Op, check as linearizable
+
+trace = Cluster.trace
+
+
+def histories(ops):
+    """{(gadget, key): [Op]} of the operations: answered ones closed,
+    open-ended ones open, those that did not run left out."""
+    out = {}
+    for o in ops:
+        if o["status"] == "fail":
+            continue
+        ret = o["t1"] if o["status"] == "ok" else None
+        out.setdefault((o["gadget"], o["key"]), []).append(
+            Op(o["t0"], ret, o["kind"], o["arg"], o["out"] if ret is not None else None, o["client"]))
+    return out
+
+
+def check_linearizable(ops, budget=10000000):
+    """[(gadget, key, verdict, n ops, n open, seconds the check took)]."""
+    out = []
+    for (g, k), h in sorted(histories(ops).items()):
+        t0 = time.monotonic()
+        v = linearizable(KEYS[k], h, budget=budget)
+        out.append((g, k, v, len(h), sum(1 for o in h if o.ret is None), time.monotonic() - t0))
+    return out
+
+
+def acked_in_store(cluster, ops):
+    """Every acknowledged write is in the store at the end: read through
+    each node once all is healed (ctl_call), each key's final value must
+    count every acknowledged increment (and no more than those plus the
+    open ones), and be a register value no acknowledged write certainly
+    overwrote. The problems found, as text."""
+    bad = []
+    for g in GADGETS:
+        for k in KEYS:
+            finals = set()
+            for n in cluster.nodes:
+                o = cluster.ctl_call(n, g, {"op": "read", "key": k}, client="final")
+                if o["status"] != "ok":
+                    bad.append("%s/%s: the final read through %s failed: %s" % (g, k, n, o["err"]))
+                else:
+                    finals.add(o["out"])
+            if len(finals) > 1:
+                bad.append("%s/%s: the nodes read different final values %r" % (g, k, sorted(finals)))
+            if not finals:
+                continue
+            final = finals.pop()
+            mine = [o for o in ops if o["gadget"] == g and o["key"] == k and o["client"] != "final"]
+            if k == "n":
+                acked = sum(1 for o in mine if o["kind"] == "incr" and o["status"] == "ok")
+                maybe = sum(1 for o in mine if o["kind"] == "incr" and o["status"] == "info")
+                if not acked <= final <= acked + maybe:
+                    bad.append("%s/%s: count %d in the store, %d increments acknowledged, %d open"
+                               % (g, k, final, acked, maybe))
+                continue
+            writes = [o for o in mine if o["kind"] == "write" and o["status"] in ("ok", "info")]
+            acked = [o for o in writes if o["status"] == "ok"]
+            if final == 0:
+                if acked:
+                    bad.append("%s/%s: nothing in the store after %d acknowledged writes" % (g, k, len(acked)))
+                continue
+            w = [o for o in writes if o["arg"] == final]
+            if not w:
+                bad.append("%s/%s: the store holds %r, which no write wrote" % (g, k, final))
+                continue
+            w = w[0]
+            end = w["t1"] if w["status"] == "ok" else float("inf")
+            later = [o for o in acked if o["t0"] > end]
+            if later:
+                bad.append("%s/%s: the store holds %r, written by %s, which the acknowledged write of %r by %s "
+                           "(called %.3f s after) overwrote: that write is lost"
+                           % (g, k, final, w["id"], later[-1]["arg"], later[-1]["id"], later[-1]["t0"] - end))
+    return bad
+
+
+def double_runs(records):
+    """Two processes of one gadget (on two nodes, or one node's old and
+    new) that ran calls at the same time: each process's runs span [first
+    start, last end]; two spans that overlap mean two owners at once.
+    [(gadget, (node, inst, span), (node, inst, span), how long, wrote,
+    the runs within the overlap)]: wrote says whether both had a kv write
+    accepted within the overlap (what fencing forbids)."""
+    spans = {}
+    for r in records:
+        key = (r["gadget"], r["node"], r["inst"])
+        s = spans.setdefault(key, [r["t0"], r["t1"], [], []])
+        s[0], s[1] = min(s[0], r["t0"]), max(s[1], r["t1"])
+        s[2].append(r)
+    out = []
+    keys = sorted(spans)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[0] != b[0]:
+                continue
+            sa, sb = spans[a], spans[b]
+            lo, hi = max(sa[0], sb[0]), min(sa[1], sb[1])
+            if lo < hi:
+                def wrote(s):
+                    return any(r["kind"] in ("write", "incr") and r["err"] == 0 and lo <= r["t1"] and r["t0"] <= hi
+                               for r in s[2])
+                within = sorted((r for r in sa[2] + sb[2] if lo <= r["t1"] and r["t0"] <= hi), key=lambda r: r["t0"])
+                out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo,
+                            wrote(sa) and wrote(sb), within))
+    return out
+
+
+def failed_but_ran(ops, records):
+    """Operations their callers were told did not run ("fail") that a
+    node's records show run."""
+    ran = {r["id"]: r for r in records}
+    return [(o, ran[o["id"]]) for o in ops if o["status"] == "fail" and o["id"] in ran]
+
+
+def ran_after_answer(ops, records):
+    """Calls that ran only after their caller had its answer (an error: a
+    timeout, the connection lost): the call waited somewhere (a link's
+    queue, a paused node) and ran late, without its caller's deadline."""
+    ran = {}
+    for r in records:
+        ran.setdefault(r["id"], r)
+    return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
+
+
+def wrote_but_errored(ops, records):
+    """Calls whose caller got an error that does not say "may have run"
+    (a timeout, a lost connection, a refusal) while the gadget ran them
+    and their kv write was accepted: the caller cannot tell them from
+    calls that did nothing."""
+    wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
+    return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]]
+
+
+def audit_missing(cluster, ops, faults=(), timeout=15):
+    """The audit of the acknowledged calls (each call's trace id is in its
+    records), once the store's copy has caught up (it is sent in batches,
+    after the answers): {"missing": calls with a record in no node's
+    audit.log and not in the store, "not_copied": calls in a file but not
+    in the store, "unsent": the records the nodes say they could not
+    copy, "killed": calls through a node killed later (its queued
+    records are in its file only: docs/cluster.md), "checked": how many}.
+    The copy is whole when not_copied <= unsent + killed."""
+    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
+    acked = [o for o in ops if o["status"] == "ok"]
+    got = {}
+
+    def caught_up():
+        lines = cluster.pg.psql("SELECT line FROM gadgetd_audit WHERE gadget IN (%s) AND line LIKE "
+                                "'%%\"op\":\"call fop\"%%' AND line LIKE '%%\"outcome\":\"ok\"%%'"
+                                % ", ".join("'%s'" % g for g in GADGETS))
+        seen = set(re.findall(r'"trace":"(fa17[0-9a-f]{28})"', lines))
+        unsent = 0
+        for d in cluster.ds.values():
+            if d.proc and d.proc.poll() is None:
+                r = d.ctl("--json", "status", sorted(GADGETS)[0])
+                if r.returncode == 0:
+                    unsent += json.loads(r.stdout).get("audit_unsent", 0) or 0
+        got["store"] = [o for o in acked if trace(o["id"]) not in seen]
+        got["unsent"] = unsent
+        return len(got["store"]) <= unsent
+    try:
+        wait_for(caught_up, timeout=timeout, what="the audit copy")
+    except Exception:  # what is still missing then is the answer
+        pass
+    files = ""
+    for d in cluster.ds.values():
+        try:
+            with open(os.path.join(d.tmp, "state", "audit.log")) as f:
+                files += f.read()
+        except OSError:
+            pass
+    in_files = set(re.findall(r'"trace":"(fa17[0-9a-f]{28})"', files))
+    out = {"missing": [o["id"] for o in got["store"] if trace(o["id"]) not in in_files],
+           "not_copied": [o["id"] for o in got["store"] if trace(o["id"]) in in_files],
+           "killed": [o["id"] for o in got["store"] if any(o["via"] == n and o["t1"] <= t for t, n in kills)],
+           "unsent": got["unsent"], "checked": len(acked)}
+    return out
+
+
+def errors(ops, n=8):
+    """The commonest (status, error) of the operations that failed."""
+    count = {}
+    for o in ops:
+        if o["status"] != "ok":
+            k = (o["status"], re.sub(r"\d+", "N", o["err"])[:110])
+            count[k] = count.get(k, 0) + 1
+    return sorted(count.items(), key=lambda kv: -kv[1])[:n]
+
+
+def verdicts(cluster, ops, say, faults=()):
+    """Every check; the failures (CI's), and the strict ones apart."""
+    bad, strict_bad = [], []
+    # The final reads (through each node, all healed) first: they end the
+    # histories too, so a lost write is also a linearizability violation.
+    lost = acked_in_store(cluster, ops)
+    ops = list(cluster.ops)
+    for g, k, v, n, n_open, took in check_linearizable(ops):
+        say("history %s/%s (%s): %d operations, %d open: %r, checked in %.2f s" % (g, k, KEYS[k].name, n,
+                                                                                 n_open, v, took))
+        if v.ok is not True:
+            bad.append("%s/%s: %r" % (g, k, v))
+    for p in lost:
+        say("LOST: " + p)
+        bad.append(p)
+    records = cluster.records()
+    runs = double_runs(records)
+    for g, a, b, overlap, wrote, within in runs:
+        line = ("two owners at once: %s ran on node %s (process %s, %.3f-%.3f) and on node %s (process %s, "
+                "%.3f-%.3f), overlapping %.0f ms%s" % (g, a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3],
+                                                      overlap * 1000, "; BOTH WROTE" if wrote else ""))
+        say(line)
+        for r in within[:3] + (within[-3:] if len(within) > 6 else within[3:]):
+            say("    %s on %s (%s): %s %s %s -> %d, kv error %d, %.3f-%.3f" % (
+                g, r["node"], r["inst"][:6], r["id"], r["kind"], r["key"], r["v"], r["err"], r["t0"], r["t1"]))
+        (bad if wrote else strict_bad).append(line)
+    for o, r in failed_but_ran(ops, records):
+        line = ("told it did not run, but ran: %s %s %s/%s through %s, answered %r at +%.3f s; ran on %s at "
+                "+%.3f s" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"], o["t1"] - o["t0"],
+                             r["node"], r["t0"] - o["t0"]))
+        say(line)
+        strict_bad.append(line)
+    for d in faults:
+        if d.get("kept"):
+            line = ("a paused owner never replaced: %s kept %s, same epoch, through a %.1f s pause (the lease is "
+                    "2 s)" % (d["what"], " ".join(d["kept"]), d["t1"] - d["t0"]))
+            say(line)
+            strict_bad.append(line)
+    late = ran_after_answer(ops, records)
+    for o, r in late[:5]:
+        say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
+            "after that answer" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"][:80],
+                                   o["t1"] - o["t0"], r["node"], r["t0"] - o["t1"]))
+    if late:
+        line = "%d calls ran after their callers had been answered with an error (the longest %.3f s after)" % (
+            len(late), max(r["t0"] - o["t1"] for o, r in late))
+        say(line)
+        strict_bad.append(line)
+    silent = wrote_but_errored(ops, records)
+    if silent:
+        kinds = {}
+        for o in silent:
+            k = re.sub(r"\d+", "N", o["err"])[:70]
+            kinds[k] = kinds.get(k, 0) + 1
+        line = ("%d calls answered with an error not saying \"may have run\" had their write accepted: %s"
+                % (len(silent), "; ".join("%d × %s" % (n, k) for k, n in sorted(kinds.items(), key=lambda x: -x[1]))))
+        say(line)
+        strict_bad.append(line)
+    a = audit_missing(cluster, ops, faults)
+    say("audit: %d acknowledged calls; in no node's audit.log nor the store: %d; in a file but not the store's "
+        "copy: %d (records the nodes counted as not copied: %d; calls through a node killed later: %d)"
+        % (a["checked"], len(a["missing"]), len(a["not_copied"]), a["unsent"], len(a["killed"])))
+    if a["missing"]:
+        bad.append("audit: %d acknowledged calls in no audit at all: %s" % (len(a["missing"]),
+                                                                          " ".join(a["missing"][:10])))
+    if len(a["not_copied"]) > a["unsent"] + len(a["killed"]):
+        bad.append("audit copy: %d acknowledged calls not in the store, %d counted as not copied, %d through a "
+                   "node killed later: %s" % (len(a["not_copied"]), a["unsent"], len(a["killed"]),
+                                             " ".join(a["not_copied"][:10])))
+    return bad, strict_bad, records
+
+
+def summary(ops, say):
+    by = {}
+    for o in ops:
+        by.setdefault(o["status"], 0)
+        by[o["status"]] += 1
+    say("operations: %d (%s); the commonest errors:" % (len(ops), ", ".join("%s %d" % kv
+                                                                            for kv in sorted(by.items()))))
+    for (status, err), n in errors(ops):
+        say("  %5d %-4s %s" % (n, status, err))
