@@ -416,11 +416,14 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         struct unit *u = c->u;
         uint64_t limit = u->policy->call_timeout_ms;
         char msg[160];
+        /* The gadget had the call: it may have run, and the caller is told
+         * so (docs/cluster.md, what a caller may see). */
         if (call_limit_ms(c) < limit)
-                snprintf(msg, sizeof msg, "no answer within what was left of its caller's wait (%llu ms)",
-                         (unsigned long long)call_limit_ms(c));
+                snprintf(msg, sizeof msg, "no answer within what was left of its caller's wait (%llu ms); it may "
+                         "have run", (unsigned long long)call_limit_ms(c));
         else
-                snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms)", (unsigned long long)limit);
+                snprintf(msg, sizeof msg, "no answer within CallTimeout (%llu ms); it may have run",
+                         (unsigned long long)limit);
         /* Why this is safe: a gadget that answers nothing is still ended
          * after CallTimeout, since its clock starts with the first call it
          * got while it had none; only results move it on. */

@@ -530,7 +530,10 @@ def main():
     except Failure as e:
         failed = e
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.environ.get("GADGETD_TEST_KEEP"):
+            print("kept: %s (GADGETD_TEST_KEEP)" % tmp, flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         sys.stderr.flush()
         os.dup2(real_stderr, 2)
         copier.join(timeout=2)  # a process left running may hold the pipe open
