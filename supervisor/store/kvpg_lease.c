@@ -170,6 +170,11 @@ static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
                 l->n_held++;
                 w->held = true;
                 w->epoch = epoch;
+                /* The owner it knows is this node now, of this incarnation:
+                 * never another node's name beside this node's incarnation
+                 * (a look would be skipped as if that node still owned it). */
+                snprintf(w->owner, sizeof w->owner, "%s", l->node);
+                w->owner_epoch = epoch;
                 w->free_seen = 0;
                 w->told = false;
                 log_msg(L_INFO, w->gadget, "took its lease in the store (epoch %" PRId64 ")", epoch);
@@ -632,6 +637,10 @@ static void leases_end(struct kvpg_lease *l, const char *why)
         for (struct kvpg_want *w = l->wants.first, *next; w; w = next) {
                 next = w->next;
                 move_fail(l, w, why);
+                /* Looked at again, each told its owner anew: what this node
+                 * knew of the others' leases dates from before the end. */
+                w->looked = false;
+                w->told = false;
                 if (!w->held)
                         continue;
                 w->held = false;
