@@ -180,25 +180,21 @@ static int kv_params(struct kvpg_params *p, const struct kv_job *job, int op, co
                 kvpg_param_bin(p, p->ep, 8);
                 return Q_DELETE;
         case OP_PUT:
-                kvpg_quota_param(job->quota.max_keys, p->texts[0]);
-                kvpg_quota_param(job->quota.max_bytes, p->texts[1]);
-                kvpg_param_bin(p, job->key, job->klen);
-                kvpg_param_bin(p, job->val ? job->val : "", job->vlen);
-                kvpg_param_bin(p, p->texts[0], 8);
-                kvpg_param_bin(p, p->texts[1], 8);
-                kvpg_param_text(p, node);
-                kvpg_param_bin(p, p->ep, 8);
-                return Q_PUT;
         case OP_CAS:
         case OP_BATCH:
+                /* A put's key, then what a write carries: the value (a
+                 * batch's: its packed operations), the quota, the node and
+                 * the epoch. */
                 kvpg_quota_param(job->quota.max_keys, p->texts[0]);
                 kvpg_quota_param(job->quota.max_bytes, p->texts[1]);
+                if (op == OP_PUT)
+                        kvpg_param_bin(p, job->key, job->klen);
                 kvpg_param_bin(p, job->val ? job->val : "", job->vlen);
                 kvpg_param_bin(p, p->texts[0], 8);
                 kvpg_param_bin(p, p->texts[1], 8);
                 kvpg_param_text(p, node);
                 kvpg_param_bin(p, p->ep, 8);
-                return Q_BATCH;
+                return op == OP_PUT ? Q_PUT : Q_BATCH;
         default: return list_params(p, job);
         }
 }

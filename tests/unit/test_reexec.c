@@ -75,13 +75,20 @@ static int memfd_of(const uint8_t *p, size_t n)
 }
 
 /* Reads n bytes of p as a state: 0 or -errno, err set. */
+/* p's n bytes read as a state into r (to free): 0 or -errno with err. */
+static int read_into(const uint8_t *p, size_t n, struct reexec_state *r, char *err, size_t len)
+{
+        int fd = memfd_of(p, n);
+        int e = reexec_state_read(fd, r, err, len);
+        close(fd);
+        return e;
+}
+
 static int read_bytes(const uint8_t *p, size_t n, char *err, size_t len)
 {
         struct reexec_state r;
-        int fd = memfd_of(p, n);
-        int e = reexec_state_read(fd, &r, err, len);
+        int e = read_into(p, n, &r, err, len);
         reexec_state_free(&r);
-        close(fd);
         return e;
 }
 
@@ -134,9 +141,7 @@ static void test_version7(void)
         char err[512] = "";
         make_state(&s, u, h);
         size_t n = as_version7(b, bytes_of(&s, b, sizeof b));
-        int fd = memfd_of(b, n);
-        int e = reexec_state_read(fd, &r, err, sizeof err);
-        close(fd);
+        int e = read_into(b, n, &r, err, sizeof err);
         CHECK(e == 0 && r.units[0].core_fd == -1 && r.units[0].uid == 1879048200u && r.units[0].start_us == 1200 &&
                       !reexec_fd_kept(&r, fds[15]) && r.metrics_fd == fds[14],
               "version 7 read, without a core memfd: %s", err);
@@ -302,9 +307,7 @@ static void test_version5(void)
         make_state(&s, u, h);
         s.n = 1; /* alpha alone */
         size_t n = as_version5(b, bytes_of(&s, b, sizeof b), &u[0]);
-        int fd = memfd_of(b, n);
-        int e = reexec_state_read(fd, &r, err, sizeof err);
-        close(fd);
+        int e = read_into(b, n, &r, err, sizeof err);
         CHECK(e == 0, "version 5 read: %s", err);
         CHECK(e == 0 && r.units[0].n_log == 2 && strcmp(r.units[0].log[1].text, "a \\x1b line") == 0 &&
                       r.units[0].log[1].meta.run == 0 && r.units[0].log[1].meta.time_ms == 0 &&
@@ -326,9 +329,7 @@ static void test_version6(void)
         char err[512] = "";
         make_state(&s, u, h);
         size_t n = as_version6(b, bytes_of(&s, b, sizeof b));
-        int fd = memfd_of(b, n);
-        int e = reexec_state_read(fd, &r, err, sizeof err);
-        close(fd);
+        int e = read_into(b, n, &r, err, sizeof err);
         CHECK(e == 0 && r.metrics_fd == -1 && r.peer_fd == fds[12] && r.n == 3 && !reexec_fd_kept(&r, fds[14]),
               "version 6 read, without a metrics socket: %s", err);
         reexec_state_free(&r);
