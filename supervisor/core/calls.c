@@ -28,6 +28,9 @@
 /* A forwarded call's own deadline is the owner's plus this: the owner's
  * timeout answer (or its link's failure) comes first. */
 #define CALL_REMOTE_SLACK_MS 1000
+/* A forwarded call sent again goes only with at least this much of its
+ * caller's wait left for the owner (else it is answered, not sent). */
+#define CALL_REMOTE_MIN_MS 100
 /* The arguments that calls waiting for a gadget's start may hold, all
  * together: what the worker link lets wait unsent for a running one. */
 #define CALLS_PENDING_BYTES_MAX (4u * WIRE_MAX_FRAME)
@@ -374,9 +377,19 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         if (q->method && policy_listed(u->policy->approve, q->method))
                 ms += u->policy->approve_timeout_ms;
         uint64_t now = monotime_ms();
-        if (!c->deadline_ms)
+        bool again = c->deadline_ms != 0;
+        if (!again)
                 c->deadline_ms = now + (c->left_ms && c->left_ms < ms ? c->left_ms : ms);
         ms = c->deadline_ms > now ? c->deadline_ms - now : 1; /* sent again: what is left of it */
+        /* Sent again with too little left for the owner to run it in: not
+         * sent at all, so that it cannot start there as its caller's wait
+         * ends (and run just after the caller was answered). */
+        if (again && ms < CALL_REMOTE_SLACK_MS + CALL_REMOTE_MIN_MS) {
+                snprintf(msg, len, "no answer within CallTimeout (%llu ms): too little of it was left to send the call "
+                         "to node %.64s, which did not run it", (unsigned long long)u->policy->call_timeout_ms,
+                         u->owner);
+                return GADGET_ETIMEOUT;
+        }
         /* The caller's deadline travels with the call: the owner's wait is
          * what is left of it, less the slack its answer needs to come
          * back, so that a call sent again late never runs there for a
