@@ -108,6 +108,8 @@ struct unit_run {
         bool have_program_status;
         bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
         bool stop_killed;         /* its stop's grace ran out with calls in flight */
+        bool spawn_deferred;      /* u->next_run not started yet: the last switch's old process
+                                   * still drains, and holds the cgroup name it would take */
         char cause[256];          /* u->next_run's and u->old_run's: why it was killed */
         struct spawn_crash *crash; /* the crash the sandbox reported, until its end (NULL: none) */
         int core_fd;              /* CoreDump=: the sealed memfd its sandbox writes a crash's core into, else -1 */

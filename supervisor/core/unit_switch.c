@@ -48,9 +48,28 @@ static int next_spawn(struct unit *u, char *err, size_t len)
         return unit_run_go(r, false, err, len);
 }
 
+/* Starts u->next_run, or fails it from the loop, as a start that fails
+ * later is: the restart's answer waits for it (calls_wake). */
+static void next_start(struct unit *u)
+{
+        struct unit_run *r = u->next_run;
+        char err[600];
+        r->spawn_deferred = false;
+        if (next_spawn(u, err, sizeof err) < 0) {
+                snprintf(r->cause, sizeof r->cause, "cannot start: %.200s", err);
+                unit_run_drop(r, r->cause);
+                r->ending = true;
+                timer_arm_ms(r->ev_end, 0);
+                return;
+        }
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,
+                                                        .pid = r->child.pid, .delay_ms = -1 },
+                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", u->switch_why,
+                       (int)r->child.pid, (int)u->run->child.pid);
+}
+
 void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origin *o, const char *why)
 {
-        char err[600];
         uint64_t hash = o ? o->hash : 0;
         bool from_dir = o && o->from_dir;
         /* A restart while the last one's new process starts: that one is
@@ -77,19 +96,16 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
         r->from_dir = from_dir;
         snprintf(u->switch_why, sizeof u->switch_why, "%s", why);
         u->next_run = r;
-        if (next_spawn(u, err, sizeof err) < 0) {
-                /* Told from the loop, as a start that fails later is: the
-                 * restart's answer waits for it (calls_wake). */
-                snprintf(r->cause, sizeof r->cause, "cannot start: %.200s", err);
-                unit_run_drop(r, r->cause);
-                r->ending = true;
-                timer_arm_ms(r->ev_end, 0);
+        /* Two runs at most beside each other: the last switch's old process
+         * (whose cgroup name, the other of two, the new one would take) ends
+         * first, within its stop's grace (unit_switch_old_ended). */
+        if (u->old_run) {
+                r->spawn_deferred = true;
+                log_msg(L_INFO, u->policy->name, "%s: its new process starts once the previous one (pid %d) "
+                        "ended", why, (int)u->old_run->child.pid);
                 return;
         }
-        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,
-                                                        .pid = r->child.pid, .delay_ms = -1 },
-                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", why,
-                       (int)r->child.pid, (int)u->run->child.pid);
+        next_start(u);
 }
 
 /* The new policy, which the new process runs, becomes the gadget's: the
@@ -185,6 +201,10 @@ void unit_switch_old_ended(struct unit *u)
 {
         unit_run_free(u->old_run);
         u->old_run = NULL;
+        if (u->next_run && u->next_run->spawn_deferred) {
+                next_start(u);
+                return;
+        }
         if (u->next_run && u->next_run->peer && peer_state(u->next_run->peer) == PEER_READY && !u->next_run->cause[0])
                 switch_now(u);
 }

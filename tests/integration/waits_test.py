@@ -259,6 +259,33 @@ def restart_starts_the_new_process_beside_the_old(tmp):
 
 
 @test
+def restart_while_the_last_one_drains(tmp):
+    """A restart while the last restart's old process still drains a call:
+    the new process starts once that one ended (two runs at most beside
+    each other: before, the third took the draining one's cgroup name and
+    the restart failed, or on cgroup v2 killed the drain). The slow call is
+    answered by the old process, both restarts answer ready, and a call
+    after them is answered by the newest process."""
+    with Daemon(tmp) as d:
+        load(d, "t")
+        slow = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "t", "sleep", '{"ms": 1500}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: d.list()["t"].get("in_flight", 0) >= 1, what="the slow call sent")
+        first = d.ctl("restart", "t")
+        check(first.returncode == 0 and first.stdout.strip() == "restarted t: ready", "first restart: %r" % (first,))
+        check(slow.poll() is None, "the slow call is still in the old process")
+        second = d.ctl("restart", "t")
+        check(second.returncode == 0 and second.stdout.strip() == "restarted t: ready",
+              "the second restart, while the first one's old process drained: %r" % (second,))
+        out, err = slow.communicate(timeout=30)
+        check(slow.returncode == 0, "the drained call answered: %r %r" % (out, err))
+        check("its new process starts once the previous one" in d.logtext(), "the wait is said")
+        r = d.ctl("call", "t", "echo", "1")
+        check(r.returncode == 0 and r.stdout.strip() == "1", "a call after both: %r" % (r,))
+        check(d.list()["t"]["restarts"] == 2, "two restarts counted")
+
+
+@test
 def failed_new_process_leaves_the_old_serving(tmp):
     """A restart whose new process does not start — a changed policy whose
     program aborts before its hello, then an Exec= that is missing — leaves
