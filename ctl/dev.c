@@ -57,6 +57,7 @@ struct dev {
 /* What changed since the last look. */
 struct dev_changes {
         bool policy, program, ui, manifest;
+        bool manifest_read;          /* the first round: the manifest was just read */
         char names[DEV_NAMES][NAME_MAX + 1]; /* other names of DIR that changed */
         int n_names;                 /* > DEV_NAMES: more than were kept */
 };
@@ -484,7 +485,7 @@ static void on_changes(struct dev *d, struct dev_changes *ch)
                 return;
         }
         bool redeploy = false, built = true;
-        if ((source_changed(d, ch) || ch->manifest) && d->build) {
+        if ((source_changed(d, ch) || ch->manifest || ch->manifest_read) && d->build) {
                 built = build(d);
                 /* What the build wrote is its own doing: of it, only the
                  * program counts, looked at below. */
@@ -494,7 +495,12 @@ static void on_changes(struct dev *d, struct dev_changes *ch)
                 ch->policy |= during.policy;
                 ch->ui |= during.ui;
         }
-        if (ch->policy) {
+        /* Until the policy was read once (its Exec= may be the build's
+         * to make), every change is a reason to read it, once a build
+         * made the program. */
+        if (!d->name && !built)
+                return;
+        if (ch->policy || !d->name) {
                 if (read_policy(d) < 0) {
                         say("%s has errors%s", d->policy, d->loaded ? ": the running version serves on" : "");
                         return;
@@ -524,7 +530,7 @@ int cmd_dev(const struct ctl *ctl, const struct cmd_args *a)
                 show_error(stderr, ctl->json, 0, "%s: %s", a->pos[0], strerror(errno));
                 return CTL_EXIT_USAGE;
         }
-        if (read_manifest(&d) < 0 || read_policy(&d) < 0)
+        if (read_manifest(&d) < 0)
                 goto out;
         /* SIGINT, SIGTERM and SIGHUP are held back except while waiting
          * for a change: a load or restart asked is answered and shown
@@ -544,13 +550,13 @@ int cmd_dev(const struct ctl *ctl, const struct cmd_args *a)
                 goto out;
         }
         watch_folder_of(&d, d.dir, true);
-        watch_folder_of(&d, d.exec, false);
-        if (d.ui)
-                watch_folder_of(&d, d.ui, false);
         say("watching %s (policy %s%s%s)", d.dir, d.policy, d.build ? ", build: " : "", d.build ? d.build : "");
-        if (!d.build || build(&d))
-                deploy(&d);
+        /* The first round is a change of everything: built, the policy
+         * read (its Exec= may be the build's), loaded. */
         struct dev_changes ch;
+        memset(&ch, 0, sizeof ch);
+        ch.manifest_read = true;
+        on_changes(&d, &ch);
         while (wait_changes(&d, &open_mask, &ch))
                 on_changes(&d, &ch);
         say("ending");

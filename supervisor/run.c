@@ -593,7 +593,7 @@ int test_main(int argc, char **argv)
         /* A state directory of this run's own: the kv store starts empty
          * and nothing of it outlives the test. */
         const char *tmp = getenv("TMPDIR");
-        snprintf(state, sizeof state, "%s/gadgetd-test-XXXXXX", tmp && *tmp == '/' && strlen(tmp) < 32 ? tmp : "/tmp");
+        snprintf(state, sizeof state, "%s/gadgetd-test-state-XXXXXX", tmp && *tmp == '/' && strlen(tmp) < 32 ? tmp : "/tmp");
         if (!mkdtemp(state)) {
                 fprintf(stderr, "gadgetd test: cannot make a state directory in %s: %s\n", state, strerror(errno));
                 state[0] = '\0';
