@@ -7,7 +7,8 @@ output and the old version serves on; a policy error is printed with its
 FILE:LINE and the old version serves on; the workshop link is printed;
 Ctrl-C ends it and unloads the gadget it loaded. `gadgetd test FILE`: a
 passing file, a failing one naming the failing call's line, and a fake
-http answer in place of the request. Usage: dev_test.py TEST.
+http answer in place of the request, and the Python notes example's
+own test file. Usage: dev_test.py TEST.
 Environment: GADGETD, GADGETCTL, CALLFLOOD, EXAMPLES, LIBGADGET_CFLAGS,
 LIBGADGET_A."""
 import os
@@ -129,7 +130,8 @@ def dev_loop(tmp):
             dev.wait(timeout=30)
             out.join(timeout=10)
         check(dev.returncode == 0, "dev ended with %r: %s" % (dev.returncode, out.text()))
-        check("devg" not in d.list(), "the gadget dev loaded is unloaded at its end")
+        check("unloading devg" in out.text(), "dev unloads the gadget it loaded: " + out.text())
+        wait_for(lambda: "devg" not in d.list(), what="the gadget dev loaded unloaded")
 
 
 def gadgetd_test(tmp, name, text):
@@ -168,6 +170,12 @@ def test_files(tmp):
              % os.path.join(EXAMPLES, "fetch.policy"))
     r = gadgetd_test(tmp, "fetch.test", fetch)
     check(r.returncode == 0, "fake http answers: %r %r" % (r.stdout, r.stderr))
+
+    # The Python notes example (examples/python/notes.py) by its own test
+    # file: its methods on a fresh store.
+    r = subprocess.run([GADGETD, "test", os.path.join(EXAMPLES, "notes-py.test")], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0 and "10 calls, 0 failed" in r.stdout, "the Python notes: %r %r" % (r.stdout, r.stderr))
 
     r = gadgetd_test(tmp, "typo.test", "policy %s\nfake NOPE request null\ncall get\nexpect 0\n" % counter)
     check(r.returncode == 2 and "typo.test:2: no binding NOPE" in r.stderr, "a fake of no binding: %r" % r.stderr)
