@@ -484,8 +484,12 @@ static void on_changes(struct dev *d, struct dev_changes *ch)
                 say("%s has errors: it is read again when it changes", DEV_MANIFEST);
                 return;
         }
-        bool redeploy = false, built = true;
-        if ((source_changed(d, ch) || ch->manifest || ch->manifest_read) && d->build) {
+        bool redeploy = false, built = true, source = source_changed(d, ch);
+        /* Without a build, a source is read by the program itself (a
+         * script, a file its policy names): a changed one restarts it. */
+        if (source && !d->build && d->loaded)
+                redeploy = true;
+        if ((source || ch->manifest || ch->manifest_read) && d->build) {
                 built = build(d);
                 /* What the build wrote is its own doing: of it, only the
                  * program counts, looked at below. */
