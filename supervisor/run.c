@@ -376,17 +376,61 @@ static int parse_call(struct run_ctx *c, const char *json)
         return 0;
 }
 
+/* The options gadgetd run and gadgetd test share: the sandbox's host uids
+ * and limits. */
+#define SANDBOX_OPTS                                                    \
+        { "uid-base", required_argument, NULL, 'u' },                   \
+        { "uid-count", required_argument, NULL, 'U' },                  \
+        { "limits-mode", required_argument, NULL, 'l' },                \
+        { "allow-degraded-limits", no_argument, NULL, 'D' }
+
+/* One of SANDBOX_OPTS, opt, taken into cc: 1; 0 if opt is none of them;
+ * -1 for a bad value (said why). */
+static int sandbox_opt(const char *cmd, int opt, struct core_config *cc)
+{
+        switch (opt) {
+        case 'u': return config_opt_uid_base(cmd, optarg, &cc->uid_base) < 0 ? -1 : 1;
+        case 'U': return config_opt_uid_count(cmd, optarg, &cc->uid_count) < 0 ? -1 : 1;
+        case 'l': return config_opt_limits_mode(cmd, optarg, &cc->limits_want) < 0 ? -1 : 1;
+        case 'D': cc->allow_degraded_limits = true; return 1;
+        default: return 0;
+        }
+}
+
+/* Whether cc's host uids are a range the pool can hold (else said why). */
+static bool uid_range_ok(const char *cmd, const struct core_config *cc)
+{
+        if (uidpool_check_range(cc->uid_base, cc->uid_count) == 0)
+                return true;
+        fprintf(stderr, "%s: --uid-base %u --uid-count %u: not a range of host uids above 0 "
+                "(at most %u of them, ending below 4294967294)\n", cmd, (unsigned)cc->uid_base, cc->uid_count,
+                UIDPOOL_MAX_COUNT);
+        return false;
+}
+
+/* What a run or test opened, closed. */
+static void run_close(struct run_ctx *c, int state_lock)
+{
+        core_close(c->core);
+        relay_free(c->out);
+        relay_free(c->err);
+        if (c->ev_drain)
+                event_free(c->ev_drain);
+        if (c->base)
+                event_base_free(c->base);
+        value_free(c->args);
+        if (state_lock >= 0)
+                close(state_lock);
+}
+
 int run_main(int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },
-                { "uid-base", required_argument, NULL, 'u' },
-                { "uid-count", required_argument, NULL, 'U' },
-                { "limits-mode", required_argument, NULL, 'l' },
-                { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { "learn", required_argument, NULL, 'L' },
+                SANDBOX_OPTS,
                 { 0 },
         };
         struct run_ctx c = { 0 };
@@ -407,33 +451,23 @@ int run_main(int argc, char **argv)
                 case 'h': usage(stdout); return 0;
                 case 's': cc.state_dir = optarg; break;
                 case 'r': break; /* nothing of gadgetd run lives there now */
-                case 'u':
-                        if (config_opt_uid_base("gadgetd run", optarg, &cc.uid_base) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'U':
-                        if (config_opt_uid_count("gadgetd run", optarg, &cc.uid_count) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'l':
-                        if (config_opt_limits_mode("gadgetd run", optarg, &cc.limits_want) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'D': cc.allow_degraded_limits = true; break;
                 case 'L': c.learn = optarg; cc.learn = true; break;
-                default: usage(stderr); return RUN_EXIT_USAGE;
+                default: {
+                        int k = sandbox_opt("gadgetd run", opt, &cc);
+                        if (k > 0)
+                                break;
+                        if (k == 0)
+                                usage(stderr);
+                        return RUN_EXIT_USAGE;
+                }
                 }
         }
         if (optind >= argc) {
                 usage(stderr);
                 return RUN_EXIT_USAGE;
         }
-        if (uidpool_check_range(cc.uid_base, cc.uid_count) < 0) {
-                fprintf(stderr, "gadgetd run: --uid-base %u --uid-count %u: not a range of host uids above 0 "
-                        "(at most %u of them, ending below 4294967294)\n", (unsigned)cc.uid_base, cc.uid_count,
-                        UIDPOOL_MAX_COUNT);
+        if (!uid_range_ok("gadgetd run", &cc))
                 return RUN_EXIT_USAGE;
-        }
         const char *path = argv[optind++];
         for (; optind < argc; optind++) {
                 if (strcmp(argv[optind], "--") == 0) {
@@ -472,16 +506,7 @@ int run_main(int argc, char **argv)
         if (c.learn && write_learned(&c, path) < 0 && ret == 0)
                 ret = RUN_EXIT_START;
 out:
-        core_close(c.core);
-        relay_free(c.out);
-        relay_free(c.err);
-        if (c.ev_drain)
-                event_free(c.ev_drain);
-        if (c.base)
-                event_base_free(c.base);
-        value_free(c.args);
-        if (state_lock >= 0)
-                close(state_lock);
+        run_close(&c, state_lock);
         return ret;
 }
 
@@ -529,10 +554,7 @@ int test_main(int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },
-                { "uid-base", required_argument, NULL, 'u' },
-                { "uid-count", required_argument, NULL, 'U' },
-                { "limits-mode", required_argument, NULL, 'l' },
-                { "allow-degraded-limits", no_argument, NULL, 'D' },
+                SANDBOX_OPTS,
                 { 0 },
         };
         struct run_ctx c = { 0 };
@@ -548,26 +570,22 @@ int test_main(int argc, char **argv)
         while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
                 switch (opt) {
                 case 'h': test_usage(stdout); return 0;
-                case 'u':
-                        if (config_opt_uid_base("gadgetd test", optarg, &cc.uid_base) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'U':
-                        if (config_opt_uid_count("gadgetd test", optarg, &cc.uid_count) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'l':
-                        if (config_opt_limits_mode("gadgetd test", optarg, &cc.limits_want) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'D': cc.allow_degraded_limits = true; break;
-                default: test_usage(stderr); return RUN_EXIT_USAGE;
+                default: {
+                        int k = sandbox_opt("gadgetd test", opt, &cc);
+                        if (k > 0)
+                                break;
+                        if (k == 0)
+                                test_usage(stderr);
+                        return RUN_EXIT_USAGE;
+                }
                 }
         }
         if (optind + 1 != argc) {
                 test_usage(stderr);
                 return RUN_EXIT_USAGE;
         }
+        if (!uid_range_ok("gadgetd test", &cc))
+                return RUN_EXIT_USAGE;
         c.file = argv[optind];
         if (casefile_read(c.file, &cf, err, sizeof err) < 0) {
                 fprintf(stderr, "gadgetd test: %s\n", err);
@@ -612,15 +630,7 @@ int test_main(int argc, char **argv)
         if (ret == 0 && c.failed)
                 ret = 1;
 out:
-        core_close(c.core);
-        relay_free(c.out);
-        relay_free(c.err);
-        if (c.ev_drain)
-                event_free(c.ev_drain);
-        if (c.base)
-                event_base_free(c.base);
-        if (state_lock >= 0)
-                close(state_lock);
+        run_close(&c, state_lock);
         if (state[0])
                 nftw(state, remove_one, 16, FTW_DEPTH | FTW_PHYS);
         casefile_free(&cf);
