@@ -49,6 +49,7 @@ struct dev {
         struct stat prog;            /* the program as last started (st_ino 0: never) */
         bool loaded;                 /* gadgetd has it (loaded or restarted here) */
         bool loaded_here;            /* gadgetd did not know it before: unloaded at the end */
+        bool failed;                 /* it cannot go on (said why): exit status 1 */
         int ifd;
         int wd[DEV_WATCHES];         /* DIR's, the program's and the UI's folders */
         char wdir[DEV_WATCHES][PATH_MAX];
@@ -395,6 +396,32 @@ static bool program_changed(const struct dev *d)
 
 /* Whether gadgetd has a gadget of this name now. -1: it cannot say (said
  * why). */
+static int known(const struct dev *d);
+
+/* Whether the gadget gadgetd has of this name was loaded from another
+ * file than DIR's policy (said so): then restarting it would not read
+ * DIR's policy, and loading DIR's is refused. */
+static bool loaded_elsewhere(const struct dev *d)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Name n = CONTROL__NAME__INIT;
+        Control__Response *r = NULL;
+        n.name = d->name;
+        req.req_case = CONTROL__REQUEST__REQ_STATUS;
+        req.status = &n;
+        if (cmd_ask(d->ctl, &req, CONTROL__RESPONSE__RESP_STATUS, &r) != CTL_EXIT_OK)
+                return false;
+        char *ours = realpath(d->policy, NULL);
+        bool other = ours && strcmp(ours, r->status->policy_path) != 0;
+        if (other)
+                show_error(stderr, d->ctl->json, 0, "gadget %s is loaded from %s, not from %s: unload it (or "
+                           "remove it from the policy directory), or name that file in %s (Policy=)", d->name,
+                           r->status->policy_path, ours, DEV_MANIFEST);
+        free(ours);
+        control__response__free_unpacked(r, NULL);
+        return other;
+}
+
 static int known(const struct dev *d)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
@@ -447,6 +474,11 @@ static void deploy(struct dev *d)
                 int k = known(d);
                 if (k < 0)
                         return;
+                if (k && loaded_elsewhere(d)) {
+                        dev_stop = 1;
+                        d->failed = true;
+                        return;
+                }
                 d->loaded_here = !k;
                 /* --runtime: a dev session's gadget is not loaded again
                  * at gadgetd's next start. */
@@ -561,11 +593,11 @@ int cmd_dev(const struct ctl *ctl, const struct cmd_args *a)
         memset(&ch, 0, sizeof ch);
         ch.manifest_read = true;
         on_changes(&d, &ch);
-        while (wait_changes(&d, &open_mask, &ch))
+        while (!d.failed && wait_changes(&d, &open_mask, &ch))
                 on_changes(&d, &ch);
         say("ending");
         finish(&d);
-        st = CTL_EXIT_OK;
+        st = d.failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 out:
         if (d.ifd >= 0)
                 close(d.ifd);
