@@ -105,7 +105,9 @@ def dev_loop(tmp):
             write(os.path.join(src, "g.c"), SOURCE % 2)
             wait_for(lambda: version() == 2, what=lambda: "version 2: " + out.text())
 
-            # A broken build: the compiler's output, and version 2 serves on.
+            # A broken build: the compiler's output, and version 2 serves on,
+            # not restarted.
+            restarts = d.status("devg")["restarts"]
             failed = out.count("build failed")
             write(os.path.join(src, "g.c"), SOURCE.replace("gadget_int(%d)", "gadget_int(3) oops"))
             wait_for(lambda: out.count("build failed") > failed, what=lambda: "the failed build: " + out.text())
@@ -116,6 +118,7 @@ def dev_loop(tmp):
             write(pol, policy_text + "Bogus=1\n")
             wait_for(lambda: out.count("%s:4: " % pol), what=lambda: "the policy's error: " + out.text())
             check(version() == 2, "version 2 serves on after a policy error")
+            check(d.status("devg")["restarts"] == restarts, "restarted after a failed build or a policy error")
 
             # Both fixed: version 3, on the changed policy.
             write(pol, policy_text + "CallTimeout=7s\n")
