@@ -118,7 +118,7 @@ def dev_loop(tmp):
             write(pol, policy_text + "Bogus=1\n")
             wait_for(lambda: out.count("%s:4: " % pol), what=lambda: "the policy's error: " + out.text())
             check(version() == 2, "version 2 serves on after a policy error")
-            check(d.status("devg")["restarts"] == restarts, "restarted after a failed build or a policy error")
+            check(d.status("devg")["restarts"] == restarts, "no restart after a failed build or a policy error")
 
             # Both fixed: version 3, on the changed policy.
             write(pol, policy_text + "CallTimeout=7s\n")
