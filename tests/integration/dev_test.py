@@ -19,7 +19,7 @@ import sys
 import threading
 
 from gateway_util import Gateway
-from harness import GADGETCTL, GADGETD, EXAMPLES, Paced, check, main, need, test, wait_for
+from harness import GADGETCTL, GADGETD, EXAMPLES, Paced, check, main, need, sanitizer_check, test, wait_for
 
 SOURCE = """#include <gadget.h>
 static gadget_value *version(struct gadget_call *call, const gadget_value *args, void *data)
@@ -132,6 +132,8 @@ def dev_loop(tmp):
                 dev.send_signal(signal.SIGINT)
             dev.wait(timeout=30)
             out.join(timeout=10)
+        # Its output is read here, not by the harness: looked at here.
+        sanitizer_check(out.text(), "gadgetctl dev")
         check(dev.returncode == 0, "dev ended with %r: %s" % (dev.returncode, out.text()))
         check("unloading devg" in out.text(), "dev unloads the gadget it loaded: " + out.text())
         wait_for(lambda: "devg" not in d.list(), what="the gadget dev loaded unloaded")
