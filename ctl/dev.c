@@ -35,7 +35,7 @@
 /* Changes closer than this to one another are one change (an editor's
  * save is several events; a build writes several files). */
 #define DEV_SETTLE_MS 100
-#define DEV_WATCHES 3
+#define DEV_WATCHES 4
 /* Names of DIR that changed, looked at once the changes settled; past
  * this many, DIR's sources changed whatever they were. */
 #define DEV_NAMES 16
@@ -51,7 +51,7 @@ struct dev {
         bool loaded_here;            /* gadgetd did not know it before: unloaded at the end */
         bool failed;                 /* it cannot go on (said why): exit status 1 */
         int ifd;
-        int wd[DEV_WATCHES];         /* DIR's, the program's and the UI's folders */
+        int wd[DEV_WATCHES];         /* DIR's, the policy's, the program's and the UI's folders */
         char wdir[DEV_WATCHES][PATH_MAX];
 };
 
@@ -213,6 +213,7 @@ static void watch_folder_of(struct dev *d, const char *path, bool is_dir)
                         return;
                 }
         }
+        fprintf(stderr, "gadgetctl dev: %s is not watched: %d folders are already\n", folder, DEV_WATCHES);
 }
 
 /* A name in DIR that is no source of the build: hidden files, editors'
@@ -516,6 +517,11 @@ static void on_changes(struct dev *d, struct dev_changes *ch)
                 say("%s has errors: it is read again when it changes", DEV_MANIFEST);
                 return;
         }
+        if (ch->manifest) {
+                /* Policy= may name another file now. */
+                watch_folder_of(d, d->policy, false);
+                ch->policy = true;
+        }
         bool redeploy = false, built = true, source = source_changed(d, ch);
         /* Without a build, a source is read by the program itself (a
          * script, a file its policy names): a changed one restarts it. */
@@ -586,6 +592,7 @@ int cmd_dev(const struct ctl *ctl, const struct cmd_args *a)
                 goto out;
         }
         watch_folder_of(&d, d.dir, true);
+        watch_folder_of(&d, d.policy, false);
         say("watching %s (policy %s%s%s)", d.dir, d.policy, d.build ? ", build: " : "", d.build ? d.build : "");
         /* The first round is a change of everything: built, the policy
          * read (its Exec= may be the build's), loaded. */
