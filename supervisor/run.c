@@ -58,8 +58,8 @@ struct run_ctx {
 static void case_next(struct run_ctx *c, struct unit *u);
 static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message);
 
-/* gadgetd test: a call's answer against the one its lines want. */
-static void case_done(struct run_ctx *c, struct unit *u, const Gadget__Value *res, int code, const char *message)
+/* gadgetd test: a call's answer against the one its lines want, shown. */
+static void case_report(struct run_ctx *c, const Gadget__Value *res, int code, const char *message)
 {
         const struct case_call *k = &c->cf->calls[c->next++];
         char *got = res ? json_from_value(res) : NULL;
@@ -80,6 +80,11 @@ static void case_done(struct run_ctx *c, struct unit *u, const Gadget__Value *re
         }
         fflush(stdout);
         free(got);
+}
+
+static void case_done(struct run_ctx *c, struct unit *u, const Gadget__Value *res, int code, const char *message)
+{
+        case_report(c, res, code, message);
         case_next(c, u);
 }
 
@@ -87,15 +92,16 @@ static void case_done(struct run_ctx *c, struct unit *u, const Gadget__Value *re
 static void case_next(struct run_ctx *c, struct unit *u)
 {
         char msg[400];
-        for (; c->next < c->cf->n_calls; c->next++) {
+        while (c->next < c->cf->n_calls) {
                 const struct case_call *k = &c->cf->calls[c->next];
                 const struct call_req q = { .method = k->method, .args = k->args, .done = call_done, .cbdata = c };
                 int code = calls_start(u, &q, msg, sizeof msg);
                 if (code == 0)
                         return;
-                /* Refused before it reached the gadget: its answer all the same. */
-                case_done(c, u, NULL, code, msg);
-                return;
+                /* Refused before it reached the gadget: its answer all the
+                 * same (reported here, not by recursion: a file of refused
+                 * calls is a loop, not a deep stack). */
+                case_report(c, NULL, code, msg);
         }
         c->answered = true;
         c->exit = c->failed ? 1 : 0;
