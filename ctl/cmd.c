@@ -195,8 +195,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
 
 /* stop, start, restart, wake, unload, cat, status: a request naming one
  * gadget, its answer of kind want printed. The exit status. */
-static int name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
-                        Control__Response__RespCase want, bool no_block)
+int cmd_name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
+                     Control__Response__RespCase want, bool no_block)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Name n = CONTROL__NAME__INIT;
@@ -226,24 +226,24 @@ static int empty_request(const struct ctl *ctl, Control__Request__ReqCase kind,
         return request(ctl, &req, want);
 }
 
-static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
+int cmd_load_file(const struct ctl *ctl, const char *file, bool runtime, bool no_block)
 {
         Control__Request req = CONTROL__REQUEST__INIT;
         Control__Load load = CONTROL__LOAD__INIT;
         char *path;
-        int st = check_policy(ctl, a->pos[0]);
+        int st = check_policy(ctl, file);
 
         if (st != CTL_EXIT_OK)
                 return st;
         /* gadgetd runs elsewhere: it gets the file by absolute path. */
-        path = realpath(a->pos[0], NULL);
+        path = realpath(file, NULL);
         if (!path) {
-                show_error(stderr, ctl->json, 0, "%s: %s", a->pos[0], strerror(errno));
+                show_error(stderr, ctl->json, 0, "%s: %s", file, strerror(errno));
                 return CTL_EXIT_FAILED;
         }
         load.path = path;
-        load.runtime = a->runtime;
-        load.no_block = a->no_block;
+        load.runtime = runtime;
+        load.no_block = no_block;
         req.req_case = CONTROL__REQUEST__REQ_LOAD;
         req.load = &load;
         st = request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
@@ -251,33 +251,38 @@ static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
+static int cmd_load(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return cmd_load_file(ctl, a->pos[0], a->runtime, a->no_block);
+}
+
 static int cmd_stop(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STOP, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 /* restart and start are answered once the gadget is ready (or with why
  * it did not start) unless --no-block. */
 static int cmd_restart(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART, CONTROL__RESPONSE__RESP_DONE,
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_RESTART, CONTROL__RESPONSE__RESP_DONE,
                             a->no_block);
 }
 
 static int cmd_wake(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_WAKE, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_start(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_START, CONTROL__RESPONSE__RESP_DONE,
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_START, CONTROL__RESPONSE__RESP_DONE,
                             a->no_block);
 }
 
 static int cmd_unload(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_UNLOAD, CONTROL__RESPONSE__RESP_DONE, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_UNLOAD, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_kill(const struct ctl *ctl, const struct cmd_args *a)
@@ -378,22 +383,22 @@ static int cmd_is_failed(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CAT, CONTROL__RESPONSE__RESP_LOGS, false);
 }
 
 static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_DEBUG, CONTROL__RESPONSE__RESP_DONE, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_DEBUG, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_status(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS, CONTROL__RESPONSE__RESP_STATUS,
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_STATUS, CONTROL__RESPONSE__RESP_STATUS,
                             false);
 }
 
@@ -879,6 +884,22 @@ const struct command cmd_commands[] = {
           "with its verdict. Exit status 1 if anything escaped. No daemon is needed.\n"
           "GADGETD and GADGETD_ESCAPE_PROBE override the paths of gadgetd and the probe.\n"
           "With --json: [{\"attempt\", \"verdict\", \"detail\"}].\n" },
+        { "dev", cmd_dev, 1, 1, "h", "DIR",
+          "build, load and restart a gadget as its files in DIR change, until interrupted",
+          "DIR/gadget.dev names the policy and the build command (both optional):\n"
+          "  Policy=FILE      the gadget's policy, relative to DIR (default: DIR's one *.policy)\n"
+          "  Build=COMMAND    run by sh in DIR when a file of DIR changes (default: none)\n"
+          "It builds, then loads the policy (as load --runtime), prints the gadget's page\n"
+          "on gadgetd's gateway (if it has one) and watches DIR and the folders of the\n"
+          "policy's Exec= and UI= (inotify). A changed source is built (without Build=,\n"
+          "a script its program reads: the gadget restarts); a new program, or a changed\n"
+          "policy, restarts the gadget without a gap: the old process serves until the\n"
+          "new one is ready, so no call is refused. A failed build prints its output, a\n"
+          "policy with errors its FILE:LINE errors, and the running version serves on.\n"
+          "A changed UI is served at its page's next load. Hidden files, names ending\n"
+          "in ~, .swp, .tmp or .o are no sources. Build= runs with your rights.\n"
+          "Interrupted (Ctrl-C), it unloads the gadget if it loaded it; a gadget gadgetd\n"
+          "had before stays loaded, on its last version.\n" },
         { "check", check_run, 1, -1, "h", "FILE...",
           "validate policy files here, without gadgetd",
           "Prints \"FILE: ok\" or every FILE:LINE error; exit status 1 if any file is invalid.\n"

@@ -68,6 +68,16 @@ extern const size_t cmd_n_commands;
 /* Sends req and receives its one answer of kind want into *r (the
  * caller's: control__response__free_unpacked). The exit status. */
 int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want, Control__Response **r);
+/* load FILE: validated here (its FILE:LINE errors printed), then loaded;
+ * the answer printed. The exit status. */
+int cmd_load_file(const struct ctl *ctl, const char *file, bool runtime, bool no_block);
+/* A request of kind naming gadget name (stop, restart, unload ...), its
+ * answer of kind want printed. The exit status. */
+int cmd_name_request(const struct ctl *ctl, const char *name, Control__Request__ReqCase kind,
+                     Control__Response__RespCase want, bool no_block);
+/* dev DIR: the edit-build-run loop of one gadget (ctl/dev.c). */
+int cmd_dev(const struct ctl *ctl, const struct cmd_args *a);
+
 /* top: repeated views of every gadget's counters (ctl/top.c). */
 int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
 

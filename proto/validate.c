@@ -200,6 +200,7 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_CAT: name = q->cat->name; no_block = q->cat->no_block; break;
         case CONTROL__REQUEST__REQ_DEBUG: name = q->debug->name; no_block = q->debug->no_block; break;
         case CONTROL__REQUEST__REQ_CORES: name = q->cores->name; no_block = q->cores->no_block; break;
+        case CONTROL__REQUEST__REQ_WORKSHOP: name = q->workshop->name; no_block = q->workshop->no_block; break;
         case CONTROL__REQUEST__REQ_FORGET_NODE:
                 if (!gadget_name_ok(q->forget_node->name) || q->forget_node->no_block) {
                         snprintf(why, len, q->forget_node->no_block ? "no_block goes with restart, start and load "

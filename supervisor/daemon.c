@@ -923,12 +923,19 @@ static int open_forward(struct daemon *d)
         return e;
 }
 
+static const char *gateway_addr(void *arg)
+{
+        struct daemon *d = arg;
+        return d->gateway ? gateway_address(d->gateway) : NULL;
+}
+
 static int open_control(struct daemon *d)
 {
         const struct control_env env = {
                 .base = d->base, .core = d->core, .socket_path = d->cfg.socket_path, .group = d->cfg.group,
                 .group_gid = d->group_gid, .limits = d->cfg.control, .load = load, .restart = restart,
-                .forget = forget, .reload = reload, .reexec = reexec_begin, .arg = d,
+                .forget = forget, .reload = reload, .reexec = reexec_begin,
+                .gateway_address = gateway_addr, .arg = d,
                 .adopt = d->reexeced && d->adopt.listen_fd >= 0, .adopt_fd = d->adopt.listen_fd,
                 .adopt_activated = d->adopt.activated,
         };

@@ -1,5 +1,6 @@
 /* gadgetd: the privileged supervisor. Subcommands: run (one gadget in the
- * foreground), check (validate policy files). */
+ * foreground), test (a gadget's calls from a file, answers compared), check
+ * (validate policy files). */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,9 +39,10 @@ static void usage(FILE *f)
         fprintf(f, "usage: gadgetd [OPTIONS]                          the daemon (gadgetd --help)\n"
                    "       gadgetd COMMAND ...\n"
                    "  run POLICY [--call METHOD [JSON]] [-- ARGS...]   run one gadget in its sandbox\n"
+                   "  test FILE                                       a gadget's calls from FILE, answers compared\n"
                    "  check FILE...                                   validate policy files\n"
                    "  --version                                       print the version\n"
-                   "See gadgetd run --help.\n");
+                   "See gadgetd run --help, gadgetd test --help.\n");
 }
 
 int main(int argc, char **argv)
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[1], "run") == 0)
                 return run_main(argc - 1, argv + 1);
+        if (strcmp(argv[1], "test") == 0)
+                return test_main(argc - 1, argv + 1);
         if (strcmp(argv[1], "check") == 0)
                 return check_main(argc - 1, argv + 1);
         fprintf(stderr, "gadgetd: unknown command \"%s\"\n", argv[1]);

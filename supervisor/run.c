@@ -3,6 +3,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 
+#include "casefile.h"
 #include "config.h"
 #include "learn.h"
 #include "alarms/alarms.h"
@@ -42,6 +44,10 @@ struct run_ctx {
         struct relay *out, *err;     /* the program's stdout and stderr, relayed */
         const char *learn;           /* --learn FILE: the policy to write, or NULL */
         struct event *ev_drain;      /* the limit on waiting for their end */
+        struct casefile *cf;         /* gadgetd test: the file's calls, or NULL */
+        const char *file;            /* its path, for the report */
+        size_t next;                 /* the next of its calls */
+        unsigned failed;             /* of its calls, those answered otherwise than expected */
 };
 
 /* How long gadgetd run waits, after the gadget ended, for the last of its
@@ -49,10 +55,68 @@ struct run_ctx {
  * that holds the pipe somewhere else could keep it open). */
 #define RUN_DRAIN_MS 2000
 
+static void case_next(struct run_ctx *c, struct unit *u);
+static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message);
+
+/* gadgetd test: a call's answer against the one its lines want, shown. */
+static void case_report(struct run_ctx *c, const Gadget__Value *res, int code, const char *message)
+{
+        const struct case_call *k = &c->cf->calls[c->next++];
+        char *got = res ? json_from_value(res) : NULL;
+        bool ok = k->expect ? res && casefile_equal(k->expect, res) : !res && code == k->code;
+        if (!ok) {
+                c->failed++;
+                printf("FAIL %s:%u: call %s: ", c->file, k->line, k->method);
+                if (k->expect)
+                        printf("expected %s, ", k->expect_json);
+                else
+                        printf("expected error %s (%d), ", gadget_error_name((unsigned)k->code), k->code);
+                if (res)
+                        printf("got %s\n", got ? got : "a value");
+                else
+                        printf("got error %s (%d): %s\n", gadget_error_name((unsigned)code), code, message);
+        } else {
+                printf("ok   %s:%u: call %s\n", c->file, k->line, k->method);
+        }
+        fflush(stdout);
+        free(got);
+}
+
+static void case_done(struct run_ctx *c, struct unit *u, const Gadget__Value *res, int code, const char *message)
+{
+        case_report(c, res, code, message);
+        case_next(c, u);
+}
+
+/* Starts the file's next call, or ends the run once all are answered. */
+static void case_next(struct run_ctx *c, struct unit *u)
+{
+        char msg[400];
+        while (c->next < c->cf->n_calls) {
+                const struct case_call *k = &c->cf->calls[c->next];
+                const struct call_req q = { .method = k->method, .args = k->args, .done = call_done, .cbdata = c };
+                int code = calls_start(u, &q, msg, sizeof msg);
+                if (code == 0)
+                        return;
+                /* Refused before it reached the gadget: its answer all the
+                 * same (reported here, not by recursion: a file of refused
+                 * calls is a loop, not a deep stack). */
+                case_report(c, NULL, code, msg);
+        }
+        c->answered = true;
+        c->exit = c->failed ? 1 : 0;
+        if (unit_is_ready(u))
+                unit_stop(u, "the test file's calls are answered");
+}
+
 static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
 {
         struct run_ctx *c = arg;
         struct unit *u = core_first(c->core);
+        if (c->cf) {
+                case_done(c, u, res, code, message);
+                return;
+        }
         c->answered = true;
         if (res) {
                 char *json = json_from_value(res);
@@ -72,6 +136,12 @@ static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int cod
 static void unit_ready(void *arg, struct unit *u)
 {
         struct run_ctx *c = arg;
+        if (c->cf) {
+                /* A restart's (Restart=) ready: the calls go on where they were. */
+                if (c->next == 0)
+                        case_next(c, u);
+                return;
+        }
         if (!c->method)
                 return;
         char msg[400];
@@ -125,6 +195,12 @@ static void unit_exited(void *arg, struct unit *u)
         if (strncmp(cause, "cannot start: ", 14) == 0) {
                 fprintf(stderr, "gadgetd: cannot start \"%s\": %s\n", name, cause + 14);
                 c->exit = RUN_EXIT_START;
+        } else if (c->cf) {
+                if (!c->answered) {
+                        printf("FAIL %s: gadget \"%s\" ended before its calls were answered (%zu of %zu): %s\n",
+                               c->file, name, c->next, c->cf->n_calls, cause);
+                        c->exit = 1;
+                }
         } else if (c->method) {
                 if (!c->answered) {
                         fprintf(stderr, "gadgetd: gadget \"%s\" ended before answering: %s\n", name, cause);
@@ -306,17 +382,61 @@ static int parse_call(struct run_ctx *c, const char *json)
         return 0;
 }
 
+/* The options gadgetd run and gadgetd test share: the sandbox's host uids
+ * and limits. */
+#define SANDBOX_OPTS                                                    \
+        { "uid-base", required_argument, NULL, 'u' },                   \
+        { "uid-count", required_argument, NULL, 'U' },                  \
+        { "limits-mode", required_argument, NULL, 'l' },                \
+        { "allow-degraded-limits", no_argument, NULL, 'D' }
+
+/* One of SANDBOX_OPTS, opt, taken into cc: 1; 0 if opt is none of them;
+ * -1 for a bad value (said why). */
+static int sandbox_opt(const char *cmd, int opt, struct core_config *cc)
+{
+        switch (opt) {
+        case 'u': return config_opt_uid_base(cmd, optarg, &cc->uid_base) < 0 ? -1 : 1;
+        case 'U': return config_opt_uid_count(cmd, optarg, &cc->uid_count) < 0 ? -1 : 1;
+        case 'l': return config_opt_limits_mode(cmd, optarg, &cc->limits_want) < 0 ? -1 : 1;
+        case 'D': cc->allow_degraded_limits = true; return 1;
+        default: return 0;
+        }
+}
+
+/* Whether cc's host uids are a range the pool can hold (else said why). */
+static bool uid_range_ok(const char *cmd, const struct core_config *cc)
+{
+        if (uidpool_check_range(cc->uid_base, cc->uid_count) == 0)
+                return true;
+        fprintf(stderr, "%s: --uid-base %u --uid-count %u: not a range of host uids above 0 "
+                "(at most %u of them, ending below 4294967294)\n", cmd, (unsigned)cc->uid_base, cc->uid_count,
+                UIDPOOL_MAX_COUNT);
+        return false;
+}
+
+/* What a run or test opened, closed. */
+static void run_close(struct run_ctx *c, int state_lock)
+{
+        core_close(c->core);
+        relay_free(c->out);
+        relay_free(c->err);
+        if (c->ev_drain)
+                event_free(c->ev_drain);
+        if (c->base)
+                event_base_free(c->base);
+        value_free(c->args);
+        if (state_lock >= 0)
+                close(state_lock);
+}
+
 int run_main(int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },
-                { "uid-base", required_argument, NULL, 'u' },
-                { "uid-count", required_argument, NULL, 'U' },
-                { "limits-mode", required_argument, NULL, 'l' },
-                { "allow-degraded-limits", no_argument, NULL, 'D' },
                 { "learn", required_argument, NULL, 'L' },
+                SANDBOX_OPTS,
                 { 0 },
         };
         struct run_ctx c = { 0 };
@@ -337,33 +457,23 @@ int run_main(int argc, char **argv)
                 case 'h': usage(stdout); return 0;
                 case 's': cc.state_dir = optarg; break;
                 case 'r': break; /* nothing of gadgetd run lives there now */
-                case 'u':
-                        if (config_opt_uid_base("gadgetd run", optarg, &cc.uid_base) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'U':
-                        if (config_opt_uid_count("gadgetd run", optarg, &cc.uid_count) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'l':
-                        if (config_opt_limits_mode("gadgetd run", optarg, &cc.limits_want) < 0)
-                                return RUN_EXIT_USAGE;
-                        break;
-                case 'D': cc.allow_degraded_limits = true; break;
                 case 'L': c.learn = optarg; cc.learn = true; break;
-                default: usage(stderr); return RUN_EXIT_USAGE;
+                default: {
+                        int k = sandbox_opt("gadgetd run", opt, &cc);
+                        if (k > 0)
+                                break;
+                        if (k == 0)
+                                usage(stderr);
+                        return RUN_EXIT_USAGE;
+                }
                 }
         }
         if (optind >= argc) {
                 usage(stderr);
                 return RUN_EXIT_USAGE;
         }
-        if (uidpool_check_range(cc.uid_base, cc.uid_count) < 0) {
-                fprintf(stderr, "gadgetd run: --uid-base %u --uid-count %u: not a range of host uids above 0 "
-                        "(at most %u of them, ending below 4294967294)\n", (unsigned)cc.uid_base, cc.uid_count,
-                        UIDPOOL_MAX_COUNT);
+        if (!uid_range_ok("gadgetd run", &cc))
                 return RUN_EXIT_USAGE;
-        }
         const char *path = argv[optind++];
         for (; optind < argc; optind++) {
                 if (strcmp(argv[optind], "--") == 0) {
@@ -402,15 +512,135 @@ int run_main(int argc, char **argv)
         if (c.learn && write_learned(&c, path) < 0 && ret == 0)
                 ret = RUN_EXIT_START;
 out:
-        core_close(c.core);
-        relay_free(c.out);
-        relay_free(c.err);
-        if (c.ev_drain)
-                event_free(c.ev_drain);
-        if (c.base)
-                event_base_free(c.base);
-        value_free(c.args);
-        if (state_lock >= 0)
-                close(state_lock);
+        run_close(&c, state_lock);
+        return ret;
+}
+
+/* gadgetd test's fake binding answers: the file's, in turn. */
+static bool fake_answer(void *arg, const char *binding, const char *op, const Gadget__Value **res, int *code,
+                        char *msg, size_t len)
+{
+        struct run_ctx *c = arg;
+        const struct case_fake *f = casefile_fake(c->cf, binding, op);
+        if (!f)
+                return false;
+        *res = f->value;
+        *code = f->code;
+        snprintf(msg, len, "%s", f->message ? f->message : "");
+        return true;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void test_usage(FILE *f)
+{
+        fprintf(f, "usage: gadgetd test [--uid-base N] [--uid-count N] [--limits-mode MODE]\n"
+                   "                    [--allow-degraded-limits] FILE\n"
+                   "Runs the gadget of FILE's policy in its sandbox, as gadgetd run does, on a state\n"
+                   "directory of its own that is removed at the end (an empty kv store), makes FILE's\n"
+                   "calls one after another and compares each answer with the one FILE wants.\n"
+                   "FILE's lines (# comments):\n"
+                   "  policy FILE            the gadget's policy, relative to FILE's folder\n"
+                   "  call METHOD [JSON]     a call; JSON its arguments (default null)\n"
+                   "  expect JSON            the call's result (maps in any order)\n"
+                   "  error CODE             the call fails with CODE: a name (not_found) or number\n"
+                   "  fake BINDING OP JSON   the gadget's calls of BINDING's OP are answered JSON,\n"
+                   "  fake BINDING OP error CODE [MESSAGE]   or fail, and are not made (wherever\n"
+                   "                         the line stands); several fakes of one OP answer in\n"
+                   "                         turn, the last one from then on\n"
+                   "Bindings without a fake are real (http requests are made; gadget bindings\n"
+                   "fail unavailable: only this gadget runs).\n"
+                   "Prints \"ok FILE:LINE\" or \"FAIL FILE:LINE: ...\" per call.\n"
+                   "Exit status: 0 if every answer was the one wanted, 1 if not, 2 for a bad\n"
+                   "command line, FILE or policy, 125 if the sandbox could not be set up.\n");
+}
+
+int test_main(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                SANDBOX_OPTS,
+                { 0 },
+        };
+        struct run_ctx c = { 0 };
+        struct casefile cf;
+        struct core_config cc = { .audit = AUDIT_DEFAULT_CONFIG, .uid_base = UIDPOOL_DEFAULT_BASE,
+                                  .uid_count = UIDPOOL_DEFAULT_COUNT, .fake = fake_answer, .fake_arg = &c,
+                                  .no_approver = "gadgetd test has no one to approve calls (Approve=): denied" };
+        struct policy_errors errs = { 0 };
+        struct policy *p = NULL;
+        char err[600], state[64] = "";
+        int opt, ret = RUN_EXIT_USAGE, state_lock = -1;
+
+        while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (opt) {
+                case 'h': test_usage(stdout); return 0;
+                default: {
+                        int k = sandbox_opt("gadgetd test", opt, &cc);
+                        if (k > 0)
+                                break;
+                        if (k == 0)
+                                test_usage(stderr);
+                        return RUN_EXIT_USAGE;
+                }
+                }
+        }
+        if (optind + 1 != argc) {
+                test_usage(stderr);
+                return RUN_EXIT_USAGE;
+        }
+        if (!uid_range_ok("gadgetd test", &cc))
+                return RUN_EXIT_USAGE;
+        c.file = argv[optind];
+        if (casefile_read(c.file, &cf, err, sizeof err) < 0) {
+                fprintf(stderr, "gadgetd test: %s\n", err);
+                return RUN_EXIT_USAGE;
+        }
+        c.cf = &cf;
+        if (policy_load(cf.policy, &p, &errs) < 0) {
+                for (size_t i = 0; i < errs.n; i++)
+                        fprintf(stderr, "%s\n", errs.msgs[i]);
+                policy_errors_clear(&errs);
+                goto out;
+        }
+        /* A fake of a binding the policy lacks would never answer: a typo. */
+        for (size_t i = 0; i < cf.n_fakes; i++)
+                if (!policy_binding_find(p, cf.fakes[i].binding)) {
+                        fprintf(stderr, "gadgetd test: %s:%u: no binding %s in %s\n", c.file, cf.fakes[i].line,
+                                cf.fakes[i].binding, cf.policy);
+                        policy_free(p);
+                        goto out;
+                }
+        log_set_level(L_WARN);
+        ret = RUN_EXIT_START;
+        /* A state directory of this run's own: the kv store starts empty
+         * and nothing of it outlives the test. */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(state, sizeof state, "%s/gadgetd-test-state-XXXXXX", tmp && *tmp == '/' && strlen(tmp) < 32 ? tmp : "/tmp");
+        if (!mkdtemp(state)) {
+                fprintf(stderr, "gadgetd test: cannot make a state directory in %s: %s\n", state, strerror(errno));
+                state[0] = '\0';
+                policy_free(p);
+                goto out;
+        }
+        cc.state_dir = state;
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+            open_core(&c, &cc) < 0) {
+                policy_free(p);
+                goto out;
+        }
+        ret = run_gadget(&c, p, NULL);
+        if (ret == 0 || ret == 1)
+                printf("%s: %zu calls, %u failed\n", c.file, cf.n_calls, c.failed);
+        if (ret == 0 && c.failed)
+                ret = 1;
+out:
+        run_close(&c, state_lock);
+        if (state[0])
+                nftw(state, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        casefile_free(&cf);
         return ret;
 }

@@ -3,7 +3,7 @@ of `gadgetctl --help` against what _gadgetctl completes after
 "gadgetctl ", by bash itself, with the built gadgetctl first on PATH (the
 completion reads gadgetctl's help); and what each command takes, read from
 its own --help: "--always" after "gadgetctl approve 1 --", "--runtime"
-after "gadgetctl load FILE --", the gadgets
+after "gadgetctl load FILE --", the folders after "gadgetctl dev ", the gadgets
 after "gadgetctl COMMAND " for every command whose usage starts with NAME
 (the gadget list stubbed: no gadgetd runs here). GADGETCTL and
 SOURCE_ROOT from meson."""
@@ -11,19 +11,20 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 GADGETCTL = os.environ["GADGETCTL"]
 COMPLETION = os.path.join(os.environ["SOURCE_ROOT"], "packaging", "bash-completion", "gadgetctl")
 
 
-def complete(*words):
+def complete(*words, cwd=None):
     line = " ".join(("gadgetctl",) + words)
     script = ('source "$1"; _gadgetctl_gadgets() { echo stub-gadget; }; '
               'COMP_WORDS=(%s); COMP_CWORD=%d; _gadgetctl; printf "%%s\\n" "${COMPREPLY[@]}"'
               % (" ".join("'%s'" % w for w in ("gadgetctl",) + words), len(words)))
     r = subprocess.run(["/bin/bash", "-c", script, "bash", COMPLETION], capture_output=True, text=True,
                        env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(GADGETCTL)),
-                                GADGETD_SOCKET="/nonexistent/control.sock"))
+                                GADGETD_SOCKET="/nonexistent/control.sock"), cwd=cwd)
     return set(filter(None, r.stdout.split("\n"))), line
 
 
@@ -55,6 +56,19 @@ def main():
     if not {"--runtime", "--no-block"} <= got:
         print("FAIL: %r completes %s, without --runtime and --no-block" % (line, sorted(got)))
         bad = 1
+    # A DIR (gadgetctl dev): folders, not files.
+    with tempfile.TemporaryDirectory() as tmp:
+        os.mkdir(os.path.join(tmp, "gadget"))
+        open(os.path.join(tmp, "notes.txt"), "w").close()
+        dirs = [c for c in sorted(commands) if re.search(r"\] %s DIR\b" % c, usage(c))]
+        for c in dirs:
+            got, line = complete(c, "", cwd=tmp)
+            if got != {"gadget"}:
+                print("FAIL: %r completes %s, not the folders" % (line, sorted(got)))
+                bad = 1
+        if not dirs:
+            print("FAIL: no command takes a DIR by its usage line (gadgetctl dev DIR)")
+            bad = 1
     named = [c for c in sorted(commands) if re.search(r"\] %s NAME\b" % c, usage(c))]
     for c in named:
         got, line = complete(c, "")

@@ -285,6 +285,12 @@ void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget_
                 bindings_reply(r, NULL, GADGET_EINVAL, msg, 0);
                 return;
         }
+        const Gadget__Value *canned = NULL;
+        int code = 0;
+        if (g->env->fake && g->env->fake(g->env->fake_arg, b->name, op->name, &canned, &code, msg, sizeof msg)) {
+                bindings_reply(r, canned, canned ? 0 : code, msg, canned ? gadget__value__get_packed_size(canned) : 0);
+                return;
+        }
         op->handle(r, b, args);
 }
 

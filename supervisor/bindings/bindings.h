@@ -65,6 +65,13 @@ struct bindings_env {
         struct kvpg_lease *lease;   /* Store=postgresql: which gadgets this node runs; NULL: all */
         struct kvpg_audit *audit_store; /* Store=postgresql: the audit's copy in the store; NULL: none */
         struct store_latency *store_latency; /* Store=postgresql: its queries' durations; NULL: none */
+        /* gadgetd test's canned answers (a test file's "fake" lines), or
+         * NULL. Asked for each call of a declared binding's operation
+         * whose arguments passed the checks: true if it answers in place
+         * of the binding (*res: the hook's, or NULL with code and msg). */
+        bool (*fake)(void *arg, const char *binding, const char *op, const Gadget__Value **res, int *code,
+                     char *msg, size_t len);
+        void *fake_arg;
 };
 
 /* Where kv bindings live: store_connection NULL for SQLite files in the

@@ -85,6 +85,8 @@ struct control_env {
          * re-exec; its requester is answered by control_reexec_failed, or
          * by the new image (control_reexec_answer). NULL: not offered. */
         void (*reexec)(void *arg);
+        /* The gateway's address ("127.0.0.1:PORT"), or NULL: no gateway. */
+        const char *(*gateway_address)(void *arg);
         void *arg;
         /* A re-exec'd gadgetd's listening socket, kept from the old image
          * (adopt true; adopt_activated: systemd made it). */

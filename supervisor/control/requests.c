@@ -409,6 +409,25 @@ static void on_debug(struct client *cl, const Control__Request *q)
                     (int)in.program_pid, (int)in.program_pid);
 }
 
+/* The gadget's page on the gateway: its UI's, or the workshop's. The
+ * address only: the gateway's token is never in an answer. */
+static void on_workshop(struct client *cl, const Control__Request *q)
+{
+        const struct control_env *env = client_env(cl);
+        struct unit *u = find(cl, q->id, q->workshop->name, NULL);
+        if (!u)
+                return;
+        const char *addr = env->gateway_address ? env->gateway_address(env->arg) : NULL;
+        if (!addr) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "gadgetd has no gateway ([Gateway] in its config file)");
+                return;
+        }
+        if (unit_policy(u)->ui)
+                client_done(cl, q->id, "http://%s/gadgets/%s/ui", addr, unit_name(u));
+        else
+                client_done(cl, q->id, "http://%s/", addr);
+}
+
 /* gadgetctl cores: the cores kept of its crashes (CoreDump=). Root only:
  * a core holds the gadget's memory, its secrets with it. */
 static void on_cores(struct client *cl, const Control__Request *q)
@@ -886,6 +905,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_KILL, on_kill },
         { CONTROL__REQUEST__REQ_CAT, request_cat },
         { CONTROL__REQUEST__REQ_DEBUG, on_debug },
+        { CONTROL__REQUEST__REQ_WORKSHOP, on_workshop },
         { CONTROL__REQUEST__REQ_CORES, on_cores },
         { CONTROL__REQUEST__REQ_LIST, on_list },
         { CONTROL__REQUEST__REQ_STATUS, on_status },

@@ -103,6 +103,8 @@ static int open_parts(struct core *c)
         c->bindings.call_arg = c;
         core_lease_hooks(c);
         c->bindings.approvals = c->approvals;
+        c->bindings.fake = c->cfg.fake;
+        c->bindings.fake_arg = c->cfg.fake_arg;
         filter_compiled(&c->filter);
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */

@@ -49,6 +49,10 @@ struct core_config {
         uint64_t quick_failure_ms;  /* QuickFailure=: a failure this soon after its start is quick (0: 10 s) */
         bool uid_lock_kept;         /* a re-exec's: the uid pool's lock file is uid_lock_fd, kept open */
         int uid_lock_fd;
+        /* gadgetd test: canned answers of binding calls (bindings_env's fake). */
+        bool (*fake)(void *arg, const char *binding, const char *op, const Gadget__Value **res, int *code,
+                     char *msg, size_t len);
+        void *fake_arg;
 };
 
 /* Opens what the units need; hooks (copied) are how every unit reports

@@ -499,6 +499,11 @@ fail:
         return e;
 }
 
+const char *gateway_address(const struct gateway *g)
+{
+        return g->hosts[0];
+}
+
 void gateway_free(struct gateway *g)
 {
         if (!g)

@@ -65,5 +65,8 @@ void gateway_reexec_handoff(const struct gateway *g, struct gateway_handoff *h);
 /* Its connections open, those refused over MaxConnections and closed at
  * HeaderTimeout, since it opened. */
 void gateway_stats(const struct gateway *g, uint64_t *connections, uint64_t *full, uint64_t *deadline);
+/* Where it listens, "127.0.0.1:PORT" or "[::1]:PORT" (the port it got
+ * for Listen=...:0), for links to its pages. */
+const char *gateway_address(const struct gateway *g);
 /* Call after every unit is freed (their pending calls are answered then). */
 void gateway_free(struct gateway *g);

@@ -121,8 +121,10 @@ CONTROL = [
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
                 "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP", "forget": "forget",
                 "--": "--", "COMMAND": "id", "ARG": "-u"}
-# Commands gadgetctl carries out itself, sending no request.
-CONTROL_LOCAL = {"check", "selftest"}
+# Commands gadgetctl carries out itself, sending no request; and dev,
+# which runs until interrupted (its requests are list, load, restart,
+# unload and workshop: Name and Load messages as the others send).
+CONTROL_LOCAL = {"check", "selftest", "dev"}
 
 
 def control_commands(gadgetctl):

@@ -103,6 +103,16 @@ static void test_requests(void)
         q.req_case = CONTROL__REQUEST__REQ_STOP;
         q.stop = &n;
         CHECK(request(&q) < 0 && strstr(why, "no_block"), "stop with no_block: %s", why);
+        /* workshop (gadgetctl dev's link): a gadget's name, no no_block. */
+        q.req_case = CONTROL__REQUEST__REQ_WORKSHOP;
+        q.workshop = &n;
+        CHECK(request(&q) < 0 && strstr(why, "no_block"), "workshop with no_block: %s", why);
+        n.no_block = false;
+        CHECK(request(&q) == 0, "workshop g: %s", why);
+        n.name = "../g";
+        CHECK(request(&q) < 0, "workshop of no gadget name: %s", why);
+        n.name = "g";
+        n.no_block = true;
         /* nodes forget: a node's name (the rule of gadget names), no no_block. */
         q.req_case = CONTROL__REQUEST__REQ_FORGET_NODE;
         q.forget_node = &n;
