@@ -27,6 +27,7 @@
 #include "system/notify.h"
 #include "system/loader.h"
 #include "system/loads.h"
+#include "system/releases.h"
 #include "system/peercred.h"
 #include "alarms/alarms.h"
 #include "tail/tail.h"
@@ -931,6 +932,10 @@ static int open_control(struct daemon *d)
                 .forget = forget, .reload = reload, .reexec = reexec_begin, .arg = d,
                 .adopt = d->reexeced && d->adopt.listen_fd >= 0, .adopt_fd = d->adopt.listen_fd,
                 .adopt_activated = d->adopt.activated,
+                .releases = { .state_dir = d->cfg.state_dir,
+                              .trusted = (const uint8_t (*)[32])d->cfg.trusted_keys,
+                              .n_trusted = d->cfg.n_trusted_keys, .allow_unsigned = d->cfg.allow_unsigned,
+                              .keep = d->cfg.versions_kept ? d->cfg.versions_kept : RELEASES_KEEP },
         };
         int e = control_open(&env, &d->control);
         if (e < 0)

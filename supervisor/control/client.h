@@ -84,6 +84,12 @@ void client_close_fds(struct client *cl);
 /* gadgetctl exec (exec.c): root's; the probe ends with its client. */
 void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
+/* gadgetctl install and versions (install.c). */
+void request_install(struct client *cl, const Control__Request *req);
+void request_versions(struct client *cl, const Control__Request *req);
+/* One install at a time in all (control.c): true if cl's may begin now. */
+bool control_install_begin(struct client *cl);
+void control_install_end(struct control *c);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

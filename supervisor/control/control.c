@@ -66,6 +66,7 @@ struct control {
         struct client *reexec;     /* who asked for the re-exec under way, if still connected */
         uint64_t reexec_id;
         bool reexec_asked;
+        bool installing;           /* a gadgetctl install runs (install.c) */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -340,12 +341,13 @@ static void budget_count(struct client *cl, size_t len)
 }
 
 /* The fds sent with request q, into cl->fds: exactly CONTROL_EXEC_FDS
- * with exec, none with any other request. Why this is safe: any other
- * number is refused (the request does not run) and every fd closed; a
- * handler takes only what it was given here. -EINVAL, the client told. */
+ * with exec, one with install (the bundle), none with any other request.
+ * Why this is safe: any other number is refused (the request does not
+ * run) and every fd closed; a handler takes only what it was given here.
+ * -EINVAL, the client told. */
 static int take_fds(struct client *cl, const Control__Request *q)
 {
-        bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC;
+        bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC, install = q->req_case == CONTROL__REQUEST__REQ_INSTALL;
         int n = conn_take_fds(cl->conn, cl->fds, CONTROL_EXEC_FDS);
         if (n >= 0)
                 cl->n_fds = (size_t)n;
@@ -354,8 +356,13 @@ static int take_fds(struct client *cl, const Control__Request *q)
                              "(stdin, stdout, stderr)", CONTROL_EXEC_FDS);
                 return -EINVAL;
         }
-        if (!exec && n != 0) {
-                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec only");
+        if (install && n != 1) {
+                client_error(cl, q->id, GADGET_EINVAL, "install needs exactly 1 file descriptor with its request "
+                             "(the bundle, opened by the client)");
+                return -EINVAL;
+        }
+        if (!exec && !install && n != 0) {
+                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec and install only");
                 return -EINVAL;
         }
         return 0;
@@ -705,6 +712,20 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
         struct client *cl;
         LIST_FOREACH(cl, &c->clients, link)
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
+}
+
+/* Why one at a time: an install holds a thread, a bundle's bytes (up to
+ * BUNDLE_SIZE_MAX) and the store's staging directory. */
+bool control_install_begin(struct client *cl)
+{
+        if (cl->ctl->installing)
+                return false;
+        return cl->ctl->installing = true;
+}
+
+void control_install_end(struct control *c)
+{
+        c->installing = false;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */

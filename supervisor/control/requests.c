@@ -7,6 +7,7 @@
 
 #include "system/audit.h"
 #include "system/log.h"
+#include "system/releases.h"
 #include "store/store.h"
 #include "client.h"
 #include "control.h"
@@ -551,6 +552,13 @@ static void on_status(struct client *cl, const Control__Request *q)
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
         st.info = &gi;
         st.policy_path = p->path;
+        char version[80] = "", store[4200];
+        const char *sd = client_env(cl)->releases.state_dir;
+        /* Installed from a bundle: its policy is the store's (install.c). */
+        if (sd && snprintf(store, sizeof store, "%s/%s/%s/policy", sd, RELEASES_DIR, in.name) > 0 &&
+            strcmp(store, p->path) == 0)
+                releases_current(sd, in.name, version, sizeof version);
+        st.version = version;
         st.n_bindings = p->n_bindings;
         st.bindings = b;
         st.n_limits = n_limits;
@@ -903,6 +911,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_TOP, request_top },
         { CONTROL__REQUEST__REQ_EXEC, request_exec },
         { CONTROL__REQUEST__REQ_FRAMES, request_frames },
+        { CONTROL__REQUEST__REQ_INSTALL, request_install },
+        { CONTROL__REQUEST__REQ_VERSIONS, request_versions },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -1,0 +1,458 @@
+/* releases: the versioned store of installed bundles (releases.h). */
+#include "releases.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bundle.h"
+
+#define POLICY_TEXT_MAX (64u << 10)
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        (void)st;
+        (void)ftw;
+        return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Removes the tree at path (gadgetd's own store: never follows a link). */
+static void rm_tree(const char *path)
+{
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+        const uint8_t *b = p;
+        while (n > 0) {
+                ssize_t w = write(fd, b, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return w < 0 ? -errno : -EIO;
+                b += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+/* A new file name in dirfd with exactly mode, holding data. Why this is
+ * safe: O_EXCL and O_NOFOLLOW create a file anew, never through a link
+ * or into one found there; fchmod sets the mode whatever the umask. */
+static int file_new(int dirfd, const char *name, mode_t mode, const void *data, size_t len)
+{
+        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600), e;
+        if (fd < 0)
+                return -errno;
+        e = write_all(fd, data, len);
+        if (e == 0 && fchmod(fd, mode) < 0)
+                e = -errno;
+        if (close(fd) < 0 && e == 0)
+                e = -errno;
+        return e;
+}
+
+/* The directory name in dirfd, made (0755) if missing: an fd, or -errno. */
+static int dir_open(int dirfd, const char *name)
+{
+        if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fchmod(fd, 0755) < 0) {
+                int e = -errno;
+                close(fd);
+                return e;
+        }
+        return fd;
+}
+
+/* One member under files (an fd): its directories, then the file. */
+static int member_put(int files, const struct bundle_member *m)
+{
+        char path[BUNDLE_PATH_MAX + 1], *s = path, *slash;
+        int dir = dup(files), e = 0;
+        if (dir < 0)
+                return -errno;
+        snprintf(path, sizeof path, "%s", m->path);
+        while ((slash = strchr(s, '/'))) {
+                *slash = '\0';
+                int sub = dir_open(dir, s);
+                close(dir);
+                if (sub < 0)
+                        return sub;
+                dir = sub;
+                s = slash + 1;
+        }
+        e = file_new(dir, s, m->exec ? 0755 : 0644, m->data, (size_t)m->size);
+        close(dir);
+        return e;
+}
+
+/* Whether path is one of b's members. */
+static bool is_member(const struct bundle *b, const char *path)
+{
+        for (size_t i = 0; i < b->n; i++)
+                if (strcmp(b->m[i].path, path) == 0)
+                        return true;
+        return false;
+}
+
+static char *trim(char *s)
+{
+        while (*s == ' ' || *s == '\t')
+                s++;
+        size_t n = strlen(s);
+        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+                s[--n] = '\0';
+        return s;
+}
+
+/* One template line into out (a FILE in memory): in [Gadget], the paths
+ * of Exec=, UI= and AdminUI= must name members, and become files/PATH;
+ * Name= must be the manifest's. */
+static int policy_line(const struct bundle *b, const char *files, char *line, bool *gadget, FILE *out, unsigned no,
+                       char *why, size_t wlen)
+{
+        char copy[1024], *t;
+        if (strlen(line) >= sizeof copy) {
+                snprintf(why, wlen, "policy line %u: longer than %zu bytes", no, sizeof copy - 1);
+                return -EINVAL;
+        }
+        /* Why: a line that begins with a blank continues the one before
+         * in the policy's INI reader; it could add to a path checked here. */
+        if ((line[0] == ' ' || line[0] == '\t') && trim(strcpy(copy, line))[0]) {
+                snprintf(why, wlen, "policy line %u: begins with a blank", no);
+                return -EINVAL;
+        }
+        t = trim(strcpy(copy, line));
+        if (t[0] == '[')
+                *gadget = strcmp(t, "[Gadget]") == 0;
+        char *eq = strchr(t, '=');
+        if (*gadget && eq && t[0] != '#' && t[0] != ';') {
+                *eq = '\0';
+                char *key = trim(t), *v = trim(eq + 1);
+                bool path = strcmp(key, "Exec") == 0 || strcmp(key, "UI") == 0 || strcmp(key, "AdminUI") == 0;
+                if (strcmp(key, "Name") == 0 && strcmp(v, b->name) != 0) {
+                        snprintf(why, wlen, "policy line %u: Name= is not the manifest's %s", no, b->name);
+                        return -EINVAL;
+                }
+                if (path) {
+                        char pw[200];
+                        if (!bundle_path_ok(v, pw, sizeof pw) || !is_member(b, v)) {
+                                snprintf(why, wlen, "policy line %u: %s= must name a file of the bundle, relative to "
+                                         "its top", no, key);
+                                return -EINVAL;
+                        }
+                        fprintf(out, "%s=%s/%s\n", key, files, v);
+                        return 0;
+                }
+        }
+        fprintf(out, "%s\n", line);
+        return 0;
+}
+
+int releases_policy_text(const struct bundle *b, const char *files, char **out, char *why, size_t wlen)
+{
+        const struct bundle_member *m = b->policy;
+        char *text = NULL, *res = NULL;
+        size_t rlen = 0;
+        bool gadget = false;
+        unsigned no = 0;
+        int e = -EINVAL;
+        if (m->size > POLICY_TEXT_MAX || memchr(m->data, '\0', (size_t)m->size)) {
+                snprintf(why, wlen, "policy: larger than %u bytes or holds a NUL byte", POLICY_TEXT_MAX);
+                return -EINVAL;
+        }
+        FILE *f = open_memstream(&res, &rlen);
+        if (!f || !(text = strndup((const char *)m->data, (size_t)m->size))) {
+                e = -ENOMEM;
+                goto out;
+        }
+        for (char *s = text, *next; s && *s; s = next) {
+                next = strchr(s, '\n');
+                if (next)
+                        *next++ = '\0';
+                if ((e = policy_line(b, files, s, &gadget, f, ++no, why, wlen)) < 0)
+                        goto out;
+        }
+        e = 0;
+out:
+        free(text);
+        if (f && fclose(f) != 0 && e == 0)
+                e = -ENOMEM;
+        if (e == 0)
+                *out = res;
+        else
+                free(res);
+        return e;
+}
+
+static int release_text(const struct bundle *b, const char *signer, uid_t uid, char *out, size_t len)
+{
+        return snprintf(out, len, "Version=%s\nSigner=%s\nInstalled=%" PRId64 "\nUid=%u\nSDK=%s\n", b->version,
+                        signer, now_ms(), (unsigned)uid, b->sdk);
+}
+
+/* Everything of the version into staging (an fd): files/, policy, release. */
+static int stage(int staging, const char *final, const struct bundle *b, const char *signer, uid_t uid, char *why,
+                 size_t wlen)
+{
+        char files[4300], rel[512], *policy = NULL;
+        int fd = dir_open(staging, "files"), e = 0;
+        if (fd < 0) {
+                snprintf(why, wlen, "cannot make its directory: %s", strerror(-fd));
+                return fd;
+        }
+        for (size_t i = 0; i < b->n && e == 0; i++)
+                if ((e = member_put(fd, &b->m[i])) < 0)
+                        snprintf(why, wlen, "cannot write member \"%.64s\": %s", b->m[i].path, strerror(-e));
+        close(fd);
+        if (e < 0)
+                return e;
+        snprintf(files, sizeof files, "%s/files", final);
+        if ((e = releases_policy_text(b, files, &policy, why, wlen)) < 0)
+                return e;
+        e = file_new(staging, "policy", 0644, policy, strlen(policy));
+        free(policy);
+        int n = release_text(b, signer, uid, rel, sizeof rel);
+        if (e == 0)
+                e = file_new(staging, "release", 0644, rel, (size_t)n);
+        if (e < 0)
+                snprintf(why, wlen, "cannot write its policy: %s", strerror(-e));
+        return e;
+}
+
+int releases_unpack(const char *state_dir, const struct bundle *b, const char *signer, uid_t uid, char *path,
+                    size_t plen, char *why, size_t wlen)
+{
+        char dir[4096], staging[4200], final[4200];
+        int top = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rel = -1, name = -1, st = -1, e;
+        if (top < 0) {
+                snprintf(why, wlen, "cannot open the state directory: %s", strerror(errno));
+                return -errno;
+        }
+        if ((rel = dir_open(top, RELEASES_DIR)) < 0 || (name = dir_open(rel, b->name)) < 0) {
+                e = rel < 0 ? rel : name;
+                snprintf(why, wlen, "cannot make the store's directory: %s", strerror(-e));
+                goto out;
+        }
+        snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, b->name);
+        snprintf(final, sizeof final, "%s/%s", dir, b->version);
+        snprintf(staging, sizeof staging, "%s/.staging-%s", dir, b->version);
+        if (faccessat(name, b->version, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                snprintf(why, wlen, "%s %s is installed already", b->name, b->version);
+                e = -EEXIST;
+                goto out;
+        }
+        rm_tree(staging);  /* a crash's leftover: installs run one at a time */
+        if ((st = dir_open(name, staging + strlen(dir) + 1)) < 0) {
+                e = st;
+                snprintf(why, wlen, "cannot make its directory: %s", strerror(-e));
+                goto out;
+        }
+        e = stage(st, final, b, signer, uid, why, wlen);
+        if (e == 0 && (fsync(st) < 0 || renameat(name, staging + strlen(dir) + 1, name, b->version) < 0)) {
+                e = -errno;
+                snprintf(why, wlen, "cannot move it into place: %s", strerror(-e));
+        }
+        if (e == 0)
+                snprintf(path, plen, "%s/policy", final);
+out:
+        if (e < 0 && e != -EEXIST && name >= 0) {
+                rm_tree(staging);
+                unlinkat(rel, b->name, AT_REMOVEDIR); /* only if empty: its other versions stay */
+        }
+        if (st >= 0)
+                close(st);
+        if (name >= 0)
+                close(name);
+        if (rel >= 0)
+                close(rel);
+        close(top);
+        return e;
+}
+
+/* Replaces dir/name by a file holding data (written beside, synced, renamed). */
+static int file_replace(const char *dir, const char *name, const void *data, size_t len)
+{
+        char tmp[4300], dst[4300];
+        snprintf(tmp, sizeof tmp, "%s/.%s.new", dir, name);
+        snprintf(dst, sizeof dst, "%s/%s", dir, name);
+        unlink(tmp);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644), e;
+        if (fd < 0)
+                return -errno;
+        e = write_all(fd, data, len);
+        if (e == 0 && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+                e = -errno;
+        close(fd);
+        if (e == 0 && rename(tmp, dst) < 0)
+                e = -errno;
+        if (e < 0)
+                unlink(tmp);
+        return e;
+}
+
+/* At most max bytes of path into buf (NUL-terminated): the length or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t max)
+{
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n, got = 0;
+        if (fd < 0)
+                return -errno;
+        while ((size_t)got < max - 1 && (n = read(fd, buf + got, max - 1 - (size_t)got)) > 0)
+                got += n;
+        close(fd);
+        buf[got] = '\0';
+        return got;
+}
+
+int releases_commit(const char *state_dir, const char *name, const char *version, char *path, size_t plen)
+{
+        char dir[4096], src[4300];
+        char *text = malloc(POLICY_TEXT_MAX + 4096);
+        int e;
+        if (!text)
+                return -ENOMEM;
+        snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, name);
+        snprintf(src, sizeof src, "%s/%s/policy", dir, version);
+        ssize_t n = read_small(src, text, POLICY_TEXT_MAX + 4096);
+        e = n < 0 ? (int)n : file_replace(dir, "policy", text, (size_t)n);
+        free(text);
+        if (e == 0)
+                e = file_replace(dir, "current", version, strlen(version));
+        if (e == 0)
+                snprintf(path, plen, "%s/policy", dir);
+        return e;
+}
+
+void releases_undo(const char *state_dir, const char *name, const char *version, const char *prev, bool committed)
+{
+        char dir[4096], p[4300];
+        snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, name);
+        if (!committed || (prev && prev[0] && releases_commit(state_dir, name, prev, p, sizeof p) == 0)) {
+                /* as it was before */
+        } else {
+                snprintf(p, sizeof p, "%s/policy", dir);
+                unlink(p);
+                snprintf(p, sizeof p, "%s/current", dir);
+                unlink(p);
+        }
+        snprintf(p, sizeof p, "%s/%s", dir, version);
+        rm_tree(p);
+        rmdir(dir);
+}
+
+void releases_current(const char *state_dir, const char *name, char *out, size_t len)
+{
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s/%s/current", state_dir, RELEASES_DIR, name);
+        if (read_small(p, out, len) < 0 || !bundle_version_ok(out))
+                out[0] = '\0';
+}
+
+/* The release file of dir/version into r. */
+static int info_read(const char *dir, const char *version, struct release_info *r)
+{
+        char p[4400], text[1024];
+        snprintf(p, sizeof p, "%s/%s/release", dir, version);
+        if (read_small(p, text, sizeof text) < 0)
+                return -ENOENT;
+        *r = (struct release_info){ 0 };
+        snprintf(r->version, sizeof r->version, "%.64s", version);
+        for (char *s = text, *next; s && *s; s = next) {
+                next = strchr(s, '\n');
+                if (next)
+                        *next++ = '\0';
+                unsigned u;
+                long long ms;
+                if (sscanf(s, "Installed=%lld", &ms) == 1)
+                        r->installed_ms = ms;
+                else if (sscanf(s, "Uid=%u", &u) == 1)
+                        r->uid = u;
+                else if (strncmp(s, "Signer=", 7) == 0)
+                        snprintf(r->signer, sizeof r->signer, "%s", s + 7);
+                else if (strncmp(s, "SDK=", 4) == 0)
+                        snprintf(r->sdk, sizeof r->sdk, "%s", s + 4);
+        }
+        return 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+        const struct release_info *x = a, *y = b;
+        return x->installed_ms < y->installed_ms ? 1 : x->installed_ms > y->installed_ms ? -1 : 0;
+}
+
+int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n)
+{
+        char dir[4096], cur[BUNDLE_VERSION_MAX + 2];
+        struct release_info *v = NULL;
+        size_t k = 0, cap = 0;
+        struct dirent *de;
+        snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, name);
+        *out = NULL;
+        *n = 0;
+        DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        releases_current(state_dir, name, cur, sizeof cur);
+        while ((de = readdir(d))) {
+                struct release_info r;
+                if (!bundle_version_ok(de->d_name) || info_read(dir, de->d_name, &r) < 0)
+                        continue;
+                r.current = strcmp(cur, de->d_name) == 0;
+                if (k == cap) {
+                        struct release_info *nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+                        if (!nv) {
+                                free(v);
+                                closedir(d);
+                                return -ENOMEM;
+                        }
+                        v = nv;
+                }
+                v[k++] = r;
+        }
+        closedir(d);
+        if (k)
+                qsort(v, k, sizeof *v, newest_first);
+        *out = v;
+        *n = k;
+        return 0;
+}
+
+size_t releases_prune(const char *state_dir, const char *name, unsigned keep)
+{
+        struct release_info *v;
+        size_t n, removed = 0;
+        char p[4300];
+        if (releases_list(state_dir, name, &v, &n) < 0)
+                return 0;
+        for (size_t i = n; i-- > 0 && n - removed > keep;) {
+                if (v[i].current)
+                        continue;
+                snprintf(p, sizeof p, "%s/%s/%s/%s", state_dir, RELEASES_DIR, name, v[i].version);
+                rm_tree(p);
+                removed++;
+        }
+        free(v);
+        return removed;
+}

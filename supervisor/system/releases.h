@@ -1,0 +1,58 @@
+/* releases: gadgetd's store of installed bundles (docs/releases.md), in
+ * its state directory:
+ *   releases/NAME/VERSION/files/...  the bundle's members, modes set here
+ *   releases/NAME/VERSION/policy     its policy template, Exec=, UI= and
+ *                                    AdminUI= made absolute into files/
+ *   releases/NAME/VERSION/release    who installed it, when, signed by whom
+ *   releases/NAME/policy             the policy gadgetd loads: a copy of
+ *                                    the current version's
+ *   releases/NAME/current            the current version's name
+ * Blocking file I/O: the unpacking runs in install's thread; the small
+ * files (commit, list) on the loop. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct bundle;
+
+#define RELEASES_DIR "releases"      /* in the state directory */
+#define RELEASES_KEEP 10             /* VersionsKept= */
+
+/* One installed version, as its release file says. */
+struct release_info {
+        char version[65];
+        char signer[65];             /* the signing key, 64 hex digits; "" if unsigned */
+        int64_t installed_ms;        /* wall clock, ms since the epoch */
+        uid_t uid;                   /* who installed it */
+        char sdk[65];
+        bool current;
+};
+
+/* Unpacks b (checked by bundle_parse; its signer's key as hex, "" if
+ * none) into releases/NAME/VERSION of state_dir: every file created anew
+ * (O_EXCL, O_NOFOLLOW) with the mode gadgetd sets, the policy made from
+ * the template. -EEXIST if that version is installed already; on any
+ * failure nothing of it is left. The version's policy path into path.
+ * 0 or -errno with why. */
+int releases_unpack(const char *state_dir, const struct bundle *b, const char *signer, uid_t uid, char *path,
+                    size_t plen, char *why, size_t wlen);
+/* Makes version the current one of name: its policy copied to
+ * releases/NAME/policy (that path into path), current written. 0 or -errno. */
+int releases_commit(const char *state_dir, const char *name, const char *version, char *path, size_t plen);
+/* Removes version's directory (and NAME's, if then empty); committed:
+ * after releases_commit of it, which is undone back to prev ("" or NULL:
+ * none current before). */
+void releases_undo(const char *state_dir, const char *name, const char *version, const char *prev, bool committed);
+/* The current version of name into out ("" if none). */
+void releases_current(const char *state_dir, const char *name, char *out, size_t len);
+/* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
+int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
+/* Removes the oldest versions of name beyond keep, never the current one.
+ * The number removed. */
+size_t releases_prune(const char *state_dir, const char *name, unsigned keep);
+/* The policy text of b's template with its paths under files (an absolute
+ * directory): malloc'd into *out. 0 or -EINVAL with why. Pure. */
+int releases_policy_text(const struct bundle *b, const char *files, char **out, char *why, size_t wlen);
