@@ -772,10 +772,11 @@ const struct command cmd_commands[] = {
           "private key in PEM (gadgetctl keygen, or openssl genpkey -algorithm ed25519).\n"
           "No gadgetd is needed.\n"
           "      --key KEY   the signing key\n"
-          "  -o FILE         the bundle written\n" },
+          "  -o, --output FILE  the bundle written\n" },
         { "keygen", cmd_keygen, 0, 0, "ho:", "-o KEY", "make an Ed25519 key for signing bundles",
           "Writes the private key (PEM, mode 0600; never over an existing file) and\n"
-          "prints its public key, for TrustedKeys= in gadgetd.conf. No gadgetd is needed.\n" },
+          "prints its public key, for TrustedKeys= in gadgetd.conf. No gadgetd is needed.\n"
+          "  -o, --output KEY  the private key's file\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
         { "start", cmd_start, 1, 1, "hB", "NAME [--no-block]", "start a stopped or failed gadget",
           "Answers once the gadget is ready, or with why it did not start (exit\n"
