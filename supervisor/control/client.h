@@ -87,9 +87,10 @@ void exec_client_gone(struct client *cl);
 /* gadgetctl install and versions (install.c). */
 void request_install(struct client *cl, const Control__Request *req);
 void request_versions(struct client *cl, const Control__Request *req);
-/* One install at a time in all (control.c): true if cl's may begin now. */
-bool control_install_begin(struct client *cl);
-void control_install_end(struct control *c);
+/* One install at a time of root, one of the others (control.c): the
+ * slot cl's takes (0: busy), given back by control_install_end. */
+unsigned control_install_begin(struct client *cl);
+void control_install_end(struct control *c, unsigned slot);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

@@ -66,7 +66,7 @@ struct control {
         struct client *reexec;     /* who asked for the re-exec under way, if still connected */
         uint64_t reexec_id;
         bool reexec_asked;
-        bool installing;           /* a gadgetctl install runs (install.c) */
+        unsigned installing;       /* gadgetctl installs running (install.c): root's, others' (bits 1, 2) */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -714,18 +714,22 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
 }
 
-/* Why one at a time: an install holds a thread, a bundle's bytes (up to
- * BUNDLE_SIZE_MAX) and the store's staging directory. */
-bool control_install_begin(struct client *cl)
+/* Why one at a time: an install holds a thread and a bundle's bytes (up
+ * to BUNDLE_SIZE_MAX). Root's apart from the group's: a member whose
+ * bundle never ends reading (a file on a stalled filesystem) holds only
+ * the members' install, never root's. The bit taken, or 0 (busy). */
+unsigned control_install_begin(struct client *cl)
 {
-        if (cl->ctl->installing)
-                return false;
-        return cl->ctl->installing = true;
+        unsigned bit = cl->cred.uid == 0 ? 1 : 2;
+        if (cl->ctl->installing & bit)
+                return 0;
+        cl->ctl->installing |= bit;
+        return bit;
 }
 
-void control_install_end(struct control *c)
+void control_install_end(struct control *c, unsigned bit)
 {
-        c->installing = false;
+        c->installing &= ~bit;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */
@@ -782,6 +786,11 @@ void control_reexec_failed(struct control *c, int code, const char *msg)
 int control_reexec_quiet(const struct control *c, char *why, size_t len)
 {
         const struct client *cl;
+        /* Its thread and answer are this image's. */
+        if (c->installing) {
+                snprintf(why, len, "a gadgetctl install is in flight");
+                return -EBUSY;
+        }
         LIST_FOREACH(cl, &c->clients, link) {
                 if (!LIST_EMPTY(&cl->loads)) {
                         snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);

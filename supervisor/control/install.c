@@ -27,6 +27,7 @@
 
 struct install_job {
         struct control *ctl;
+        unsigned slot;              /* control_install_begin's */
         const struct control_env *env;
         struct client_load *ans;
         struct peercred cred;       /* who asked (recorded with the version) */
@@ -178,7 +179,7 @@ static void job_free(struct install_job *j)
                 close(j->pipe[1]);
         if (j->fd >= 0)
                 close(j->fd);
-        control_install_end(j->ctl);
+        control_install_end(j->ctl, j->slot);
         free(j);
 }
 
@@ -255,6 +256,7 @@ void request_install(struct client *cl, const Control__Request *q)
 {
         struct install_job *j;
         struct stat st;
+        unsigned slot;
         int e;
         /* Why fstat first: a FIFO, socket or device passed as the bundle
          * could block the reading thread forever or never end. */
@@ -271,16 +273,16 @@ void request_install(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
-        if (!control_install_begin(cl)) {
+        if (!(slot = control_install_begin(cl))) {
                 client_error(cl, q->id, GADGET_EBUSY, "another install is under way; try again when it ends");
                 return;
         }
         if (!(j = calloc(1, sizeof *j))) {
-                control_install_end(cl->ctl);
+                control_install_end(cl->ctl, slot);
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        *j = (struct install_job){ .ctl = cl->ctl, .env = client_env(cl), .cred = cl->cred, .fd = cl->fds[0],
+        *j = (struct install_job){ .ctl = cl->ctl, .slot = slot, .env = client_env(cl), .cred = cl->cred, .fd = cl->fds[0],
                                    .size = (size_t)st.st_size, .pipe = { -1, -1 } };
         cl->n_fds = 0; /* taken */
         if (!(j->ans = client_load_begin(cl, q->id))) {

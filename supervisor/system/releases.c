@@ -243,7 +243,9 @@ static int stage(int staging, const char *final, const struct bundle *b, const c
 int releases_unpack(const char *state_dir, const struct bundle *b, const char *signer, uid_t uid, char *path,
                     size_t plen, char *why, size_t wlen)
 {
-        char dir[4096], staging[4200], final[4200];
+        char dir[4096], staging[4300], final[4200];
+        const char *sname;
+        bool staged = false;
         int top = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rel = -1, name = -1, st = -1, e;
         if (top < 0) {
                 snprintf(why, wlen, "cannot open the state directory: %s", strerror(errno));
@@ -256,30 +258,45 @@ int releases_unpack(const char *state_dir, const struct bundle *b, const char *s
         }
         snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, b->name);
         snprintf(final, sizeof final, "%s/%s", dir, b->version);
-        snprintf(staging, sizeof staging, "%s/.staging-%s", dir, b->version);
+        /* A name of its own: two installs (root's and a member's) may run
+         * at once; a dot keeps it out of the versions listed. */
+        snprintf(staging, sizeof staging, "%s/.staging-%s-XXXXXX", dir, b->version);
+        sname = staging + strlen(dir) + 1;
         if (faccessat(name, b->version, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
                 snprintf(why, wlen, "%s %s is installed already", b->name, b->version);
                 e = -EEXIST;
                 goto out;
         }
-        rm_tree(staging);  /* a crash's leftover: installs run one at a time */
-        if ((st = dir_open(name, staging + strlen(dir) + 1)) < 0) {
-                e = st;
+        if (!mkdtemp(staging)) {
+                e = -errno;
+                snprintf(why, wlen, "cannot make its directory: %s", strerror(-e));
+                goto out;
+        }
+        staged = true;
+        if ((st = openat(name, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 || fchmod(st, 0755) < 0) {
+                e = -errno;
                 snprintf(why, wlen, "cannot make its directory: %s", strerror(-e));
                 goto out;
         }
         e = stage(st, final, b, signer, uid, why, wlen);
-        if (e == 0 && (fsync(st) < 0 || renameat(name, staging + strlen(dir) + 1, name, b->version) < 0)) {
+        /* Why RENAME_NOREPLACE: the version's directory is never
+         * replaced, even by an install of the same version at once. */
+        if (e == 0 && (fsync(st) < 0 || renameat2(name, sname, name, b->version, RENAME_NOREPLACE) < 0)) {
                 e = -errno;
-                snprintf(why, wlen, "cannot move it into place: %s", strerror(-e));
+                if (e == -EEXIST)
+                        snprintf(why, wlen, "%s %s is installed already", b->name, b->version);
+                else
+                        snprintf(why, wlen, "cannot move it into place: %s", strerror(-e));
         }
-        if (e == 0)
+        if (e == 0) {
                 snprintf(path, plen, "%s/policy", final);
-out:
-        if (e < 0 && e != -EEXIST && name >= 0) {
-                rm_tree(staging);
-                unlinkat(rel, b->name, AT_REMOVEDIR); /* only if empty: its other versions stay */
+                staged = false;
         }
+out:
+        if (staged)
+                rm_tree(staging);
+        if (e < 0 && rel >= 0)
+                unlinkat(rel, b->name, AT_REMOVEDIR); /* only if empty: its other versions stay */
         if (st >= 0)
                 close(st);
         if (name >= 0)
