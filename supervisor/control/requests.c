@@ -552,12 +552,11 @@ static void on_status(struct client *cl, const Control__Request *q)
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
         st.info = &gi;
         st.policy_path = p->path;
-        char version[80] = "", store[4200];
+        char version[80] = "";
         const char *sd = client_env(cl)->releases.state_dir;
-        /* Installed from a bundle: its policy is the store's (install.c). */
-        if (sd && snprintf(store, sizeof store, "%s/%s/%s/policy", sd, RELEASES_DIR, in.name) > 0 &&
-            strcmp(store, p->path) == 0)
-                releases_current(sd, in.name, version, sizeof version);
+        /* Installed from a bundle: the version its policy runs. */
+        if (sd)
+                releases_version_of(sd, in.name, p->path, p->exec, version, sizeof version);
         st.version = version;
         st.n_bindings = p->n_bindings;
         st.bindings = b;

@@ -413,6 +413,24 @@ static int info_read(const char *dir, const char *version, struct release_info *
         return 0;
 }
 
+void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,
+                         char *out, size_t len)
+{
+        char top[4200], pol[4300];
+        int n = snprintf(top, sizeof top, "%s/%s/%s/", state_dir, RELEASES_DIR, name);
+        snprintf(pol, sizeof pol, "%spolicy", top);
+        out[0] = '\0';
+        if (n <= 0 || (size_t)n >= sizeof top || !policy_path || !exec || strcmp(policy_path, pol) != 0 ||
+            strncmp(exec, top, (size_t)n) != 0)
+                return;
+        const char *v = exec + n, *slash = strchr(v, '/');
+        if (slash && (size_t)(slash - v) < len && strncmp(slash, "/files/", 7) == 0) {
+                snprintf(out, len, "%.*s", (int)(slash - v), v);
+                if (!bundle_version_ok(out))
+                        out[0] = '\0';
+        }
+}
+
 static int newest_first(const void *a, const void *b)
 {
         const struct release_info *x = a, *y = b;

@@ -48,6 +48,11 @@ int releases_commit(const char *state_dir, const char *name, const char *version
 void releases_undo(const char *state_dir, const char *name, const char *version, const char *prev, bool committed);
 /* The current version of name into out ("" if none). */
 void releases_current(const char *state_dir, const char *name, char *out, size_t len);
+/* The version a policy runs, if it is the store's (loaded from
+ * releases/NAME/policy, its Exec= in releases/NAME/VERSION/files/): into
+ * out, else "". Pure: from the paths alone. */
+void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,
+                         char *out, size_t len);
 /* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
 int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
 /* Removes the oldest versions of name beyond keep, never the current one.

@@ -5,16 +5,19 @@ runs it; a bundle with a changed byte, of an unknown key, unsigned, or
 with a member that escapes (../, an absolute path), a symlink, a device
 or an oversized member is refused with its reason and leaves nothing in
 the store; versions lists what is installed, the last VersionsKept= only;
-a new version of a running gadget takes over without a refused call.
+a new version of a running gadget takes over without a refused call;
+status and the workshop's list show the version.
 Usage: releases_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
 import json
 import os
+import re
 import shutil
 import struct
 import sys
 
-from harness import TESTGADGET, Daemon, Healthy, check, main, test
+from gateway_util import Gateway
+from harness import TESTGADGET, Healthy, check, main, test
 
 
 def bundle_dir(tmp, version, name="rel"):
@@ -50,16 +53,14 @@ def store_listing(tmp):
 
 @test
 def install_verify_versions(tmp):
-    d = Daemon(tmp)
+    d = Gateway(tmp)
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
     pub = r.stdout.split()[-1]
     r = d.ctl("keygen", "-o", os.path.join(tmp, "other.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
-    conf = os.path.join(tmp, "gadgetd.conf")
-    with open(conf, "w") as f:
+    with open(d.config, "a") as f:
         f.write("[Releases]\nTrustedKeys=%s\nVersionsKept=2\n" % pub)
-    d.extra = ["--config", conf]
 
     def make(version, key="key.pem"):
         out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
@@ -127,6 +128,11 @@ def install_verify_versions(tmp):
         check(v[0]["current"] and not v[1]["current"] and v[0]["signer"] == pub and v[0]["uid"] == 0,
               "versions: %r" % v)
         check(d.status("rel").get("version") == "3.0", "status after 3.0: %r" % d.status("rel").get("version"))
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Version: 3\.0$", r.stdout, re.M), "status: %r" % r.stdout)
+        status, _, body = d.request("GET", "/api/gadgets")
+        shown = {g["name"]: g.get("version") for g in json.loads(body)["gadgets"]} if status == 200 else status
+        check(shown == {"rel": "3.0"}, "the workshop's list: %r" % shown)
         r = d.ctl("call", "rel", "echo", "1")
         check(r.returncode == 0, "call on 3.0: %r" % r.stderr)
 
