@@ -1,6 +1,6 @@
-/* bundle: gadgetctl keygen, bundle and versions (docs/releases.md). keygen
- * and bundle need no gadgetd: they make a signing key and a signed bundle
- * from a directory, with the caller's own rights. */
+/* bundle: gadgetctl keygen and bundle (docs/releases.md). They need no
+ * gadgetd: they make a signing key and a signed bundle from a directory,
+ * with the caller's own rights. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -204,43 +203,4 @@ out:
         free(w.m);
         EVP_PKEY_free(k);
         return st;
-}
-
-/* versions NAME: the store's versions of the gadget, newest first. */
-int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
-{
-        Control__Request req = CONTROL__REQUEST__INIT;
-        Control__Name n = CONTROL__NAME__INIT;
-        Control__Response *r = NULL;
-        n.name = a->pos[0];
-        req.req_case = CONTROL__REQUEST__REQ_VERSIONS;
-        req.versions = &n;
-        int st = cmd_ask(ctl, &req, CONTROL__RESPONSE__RESP_VERSIONS, &r);
-        if (st != CTL_EXIT_OK)
-                return st;
-        const Control__VersionList *l = r->versions;
-        if (ctl->json)
-                printf("[");
-        else if (l->n_versions == 0)
-                printf("no version of %s is installed\n", a->pos[0]);
-        else
-                printf("%-20s %-8s %-20s %-6s %s\n", "VERSION", "CURRENT", "INSTALLED (UTC)", "UID", "SIGNER");
-        for (size_t i = 0; i < l->n_versions; i++) {
-                const Control__VersionInfo *v = l->versions[i];
-                char when[32];
-                time_t t = (time_t)(v->installed_ms / 1000);
-                struct tm tm;
-                strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
-                if (ctl->json)
-                        printf("%s{\"version\": \"%s\", \"current\": %s, \"installed_ms\": %lld, \"uid\": %u, "
-                               "\"signer\": \"%s\", \"sdk\": \"%s\"}", i ? ", " : "", v->version,
-                               v->current ? "true" : "false", (long long)v->installed_ms, v->uid, v->signer, v->sdk);
-                else
-                        printf("%-20s %-8s %-20s %-6u %.16s\n", v->version, v->current ? "yes" : "", when, v->uid,
-                               v->signer[0] ? v->signer : "(unsigned)");
-        }
-        if (ctl->json)
-                printf("]\n");
-        control__response__free_unpacked(r, NULL);
-        return fflush(stdout) == EOF ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 }

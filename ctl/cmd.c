@@ -191,6 +191,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->debug = n;
         else if (kind == CONTROL__REQUEST__REQ_CORES)
                 req->cores = n;
+        else if (kind == CONTROL__REQUEST__REQ_VERSIONS)
+                req->versions = n;
         else
                 req->status = n;
 }
@@ -411,6 +413,11 @@ static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 {
         return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
+}
+
+static int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)

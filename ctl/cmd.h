@@ -73,10 +73,9 @@ int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__Res
 /* top: repeated views of every gadget's counters (ctl/top.c). */
 int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
 
-/* keygen, bundle (no daemon needed) and versions (ctl/bundle.c). */
+/* keygen and bundle: no daemon needed (ctl/bundle.c). */
 int cmd_keygen(const struct ctl *ctl, const struct cmd_args *a);
 int cmd_bundle(const struct ctl *ctl, const struct cmd_args *a);
-int cmd_versions(const struct ctl *ctl, const struct cmd_args *a);
 
 /* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);
