@@ -20,14 +20,14 @@ from gateway_util import Gateway
 from harness import TESTGADGET, Healthy, check, main, test
 
 
-def bundle_dir(tmp, version, name="rel"):
+def bundle_dir(tmp, version, name="rel", keys=""):
     """A bundle's directory: manifest, policy template, the program."""
-    d = os.path.join(tmp, "src-" + version)
+    d = os.path.join(tmp, "src-%s-%s" % (name, version))
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     with open(os.path.join(d, "manifest"), "w") as f:
         f.write("Name=%s\nVersion=%s\nProtocol=2\nSDK=test\n" % (name, version))
     with open(os.path.join(d, "policy"), "w") as f:
-        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n" % name)
+        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n%s" % (name, keys))
     shutil.copy(TESTGADGET, os.path.join(d, "bin", "testgadget"))
     os.chmod(os.path.join(d, "bin", "testgadget"), 0o755)
     return d
@@ -62,9 +62,9 @@ def install_verify_versions(tmp):
     with open(d.config, "a") as f:
         f.write("[Releases]\nTrustedKeys=%s\nVersionsKept=2\n" % pub)
 
-    def make(version, key="key.pem"):
-        out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
-        r = d.ctl("bundle", bundle_dir(tmp, version), "--key", os.path.join(tmp, key), "-o", out)
+    def make(version, key="key.pem", name="rel", keys=""):
+        out = os.path.join(tmp, "%s-%s-%s.bundle" % (name, version, key))
+        r = d.ctl("bundle", bundle_dir(tmp, version, name, keys), "--key", os.path.join(tmp, key), "-o", out)
         check(r.returncode == 0, "bundle: %r" % r.stderr)
         return out
 
@@ -82,6 +82,10 @@ def install_verify_versions(tmp):
         return path
 
     with d:
+        # A trusted bundle whose policy has errors: unpacked, its policy
+        # read, refused; nothing of it stays.
+        refused(make("1.0", name="broken", keys="MemoryMax=lots\n"), "MemoryMax=")
+        check(not os.path.exists(os.path.join(tmp, "state", "releases", "broken")), "the refused gadget's directory")
         # A trusted key's bundle installs and runs.
         b1 = make("1.0")
         r = d.ctl("install", b1)
@@ -135,6 +139,24 @@ def install_verify_versions(tmp):
         check(shown == {"rel": "3.0"}, "the workshop's list: %r" % shown)
         r = d.ctl("call", "rel", "echo", "1")
         check(r.returncode == 0, "call on 3.0: %r" % r.stderr)
+
+        # The next gadgetd loads the installed version again; with
+        # AllowUnsigned=yes root may install an unsigned bundle.
+        d.stop()
+        with open(d.config, "a") as f:
+            f.write("AllowUnsigned=yes\n")
+        d.start()
+        r = d.ctl("call", "rel", "echo", "2")
+        check(r.returncode == 0 and d.status("rel").get("version") == "3.0", "3.0 after a restart: %r" % r.stderr)
+        prog = open(TESTGADGET, "rb").read()
+        unsigned = hostile("unsigned-4", [("F", 0o644, "manifest", b"Name=rel\nVersion=4.0\nProtocol=2\n"),
+                                          ("F", 0o644, "policy", b"[Gadget]\nName=rel\nExec=bin/t\n"),
+                                          ("F", 0o755, "bin/t", prog)])
+        r = d.ctl("install", unsigned)
+        check(r.returncode == 0 and "unsigned" in r.stdout, "unsigned with AllowUnsigned=yes: %r %r" %
+              (r.stdout, r.stderr))
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([(x["version"], x["signer"]) for x in v] == [("4.0", ""), ("3.0", pub)], "versions: %r" % v)
 
 
 if __name__ == "__main__":
