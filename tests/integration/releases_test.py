@@ -9,6 +9,7 @@ a new version of a running gadget takes over without a refused call;
 status and the workshop's list show the version.
 Usage: releases_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
+import grp
 import json
 import os
 import re
@@ -53,7 +54,8 @@ def store_listing(tmp):
 
 @test
 def install_verify_versions(tmp):
-    d = Gateway(tmp)
+    d = Gateway(tmp, extra=["--group", "nogroup"])
+    member = (65534, grp.getgrnam("nogroup").gr_gid)
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
     pub = r.stdout.split()[-1]
@@ -157,6 +159,17 @@ def install_verify_versions(tmp):
               (r.stdout, r.stderr))
         v = json.loads(d.ctl("--json", "versions", "rel").stdout)
         check([(x["version"], x["signer"]) for x in v] == [("4.0", ""), ("3.0", pub)], "versions: %r" % v)
+
+        # A member of the control group: a trusted bundle, yes; an unsigned
+        # one, never (its policy would be loaded with gadgetd's rights).
+        r = d.ctl("install", hostile("unsigned-5", [("F", 0o644, "manifest", b"Name=rel\nVersion=5\nProtocol=2\n"),
+                                                    ("F", 0o644, "policy", b"[Gadget]\nName=rel\nExec=bin/t\n"),
+                                                    ("F", 0o755, "bin/t", prog)]), user=member)
+        check(r.returncode != 0 and "root alone" in r.stderr, "a member's unsigned bundle: %r" % r.stderr)
+        r = d.ctl("install", make("6.0"), user=member)
+        check(r.returncode == 0, "a member's trusted bundle: %r" % r.stderr)
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check(v[0]["version"] == "6.0" and v[0]["uid"] == 65534 and v[0]["current"], "by the member: %r" % v[0])
 
 
 if __name__ == "__main__":
