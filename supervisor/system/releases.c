@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,17 +23,33 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Removes name in at and, for a directory, everything under it. Why
+ * this is safe: unlinkat never follows a link, and a directory is opened
+ * with O_NOFOLLOW, so nothing outside the store is removed; the store's
+ * depth is bounded (BUNDLE_DEPTH_MAX and a few of its own). */
+static void rm_at(int at, const char *name, unsigned depth)
 {
-        (void)st;
-        (void)ftw;
-        return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+        if (unlinkat(at, name, 0) == 0 || errno == ENOENT || depth > BUNDLE_DEPTH_MAX + 4)
+                return;
+        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        rm_at(dirfd(d), de->d_name, depth + 1);
+        closedir(d);
+        unlinkat(at, name, AT_REMOVEDIR);
 }
 
 /* Removes the tree at path (gadgetd's own store: never follows a link). */
 static void rm_tree(const char *path)
 {
-        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        rm_at(AT_FDCWD, path, 0);
 }
 
 static int write_all(int fd, const void *p, size_t n)
