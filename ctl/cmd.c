@@ -764,8 +764,9 @@ const struct command cmd_commands[] = {
           "(unsigned or unknown-key bundles are refused, unless AllowUnsigned=yes and\n"
           "root asks), unpacks it into its own store (STATE_DIR/releases/NAME/VERSION),\n"
           "checks its policy and loads it; a running gadget of that name restarts on the\n"
-          "new version without a gap. A refused bundle leaves nothing behind; the error\n"
-          "says why. The file is opened here and passed to gadgetd (docs/releases.md).\n" },
+          "new version without a gap; the answer comes once it is ready. A refused\n"
+          "bundle leaves nothing behind; the error says why. The file is opened here\n"
+          "and passed to gadgetd (docs/releases.md).\n" },
         { "versions", cmd_versions, 1, 1, "h", "NAME", "list the installed versions of a gadget",
           "Newest install first: the version, whether it is current, when and by whom\n"
           "it was installed (UTC, uid) and its signer's key id. gadgetd keeps the last\n"

@@ -84,6 +84,9 @@ void client_close_fds(struct client *cl);
 /* gadgetctl exec (exec.c): root's; the probe ends with its client. */
 void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
+/* A load done (name, msg as control_load_done's) for the answer ans
+ * (taken): answered once the gadget is ready, or with why it is not. */
+void request_load_answer(struct client_load *ans, const char *name, const char *msg);
 /* gadgetctl install and versions (install.c). */
 void request_install(struct client *cl, const Control__Request *req);
 void request_versions(struct client *cl, const Control__Request *req);

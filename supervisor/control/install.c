@@ -185,7 +185,10 @@ static void job_free(struct install_job *j)
 
 static void job_answer(struct install_job *j, int code, const char *msg)
 {
-        client_load_answer(j->ans, code, msg);
+        if (code == 0)
+                request_load_answer(j->ans, j->name, msg); /* once it is ready, as a load's */
+        else
+                client_load_answer(j->ans, code, msg);
         job_free(j);
 }
 
@@ -205,8 +208,12 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         size_t pruned = releases_prune(r->state_dir, j->name, r->keep);
         log_msg(L_INFO, j->name, "installed version \"%s\" (%s%.16s) for uid %u; %zu old versions removed",
                 j->version, j->signer[0] ? "signed by key " : "unsigned", j->signer, (unsigned)j->cred.uid, pruned);
-        snprintf(out, sizeof out, "installed %s %s (%s%.16s): %s", j->name, j->version,
-                 j->signer[0] ? "signed by key " : "unsigned", j->signer, msg);
+        /* "restarting NAME on its changed policy" (a running gadget):
+         * the answer comes once the new process serves. */
+        bool restart = strncmp(msg, "restarting ", 11) == 0;
+        snprintf(out, sizeof out, "installed %s %s (%s%.16s); %s%s", j->name, j->version,
+                 j->signer[0] ? "signed by key " : "unsigned", j->signer, restart ? "restarted " : "",
+                 restart ? msg + 11 : msg);
         job_answer(j, 0, out);
 }
 

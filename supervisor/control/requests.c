@@ -202,6 +202,17 @@ static void later_done(void *arg, int e, const char *name, const char *msg)
                 client_done(cl, id, "%s", text);
 }
 
+void request_load_answer(struct client_load *ans, const char *name, const char *msg)
+{
+        struct later *w = calloc(1, sizeof *w);
+        if (!w) {
+                client_load_answer(ans, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        w->ans = ans;
+        later_done(w, 0, name, msg);
+}
+
 /* The reading of a file could not begin (e < 0), or its answer could
  * not wait (errno e > 0, client_load_new). */
 static void later_refused(struct client *cl, uint64_t id, int e)
