@@ -32,7 +32,7 @@ struct install_job {
         struct client_load *ans;
         struct peercred cred;       /* who asked (recorded with the version) */
         int fd;                     /* the bundle */
-        size_t size;                /* its size when the request came */
+        size_t size;                /* its size when the thread looked */
         int pipe[2];
         struct event *ev;
         pthread_t thread;
@@ -90,9 +90,24 @@ static int signature_check(struct install_job *j, struct bundle *b)
 }
 
 /* The whole file, size bytes as fstat said: a file that grows or shrinks
- * while read is refused (its signature would not be of what was read). */
+ * while read is refused (its signature would not be of what was read).
+ * Why fstat here, in the thread, and a regular file only: a FIFO, socket
+ * or device passed as the bundle could block a reader forever, and so
+ * could a file on a stalled filesystem (FUSE) even for fstat: only this
+ * thread waits, never the loop. */
 static int read_bundle(struct install_job *j, uint8_t **out)
 {
+        struct stat st;
+        if (fstat(j->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                snprintf(j->msg, sizeof j->msg, "the bundle must be a regular file");
+                return GADGET_EINVAL;
+        }
+        if (st.st_size > (off_t)BUNDLE_SIZE_MAX) {
+                snprintf(j->msg, sizeof j->msg, "the bundle has %lld bytes, more than a bundle may hold (%u)",
+                         (long long)st.st_size, BUNDLE_SIZE_MAX);
+                return GADGET_ELIMIT;
+        }
+        j->size = (size_t)st.st_size;
         uint8_t *buf = malloc(j->size + 1);
         size_t got = 0;
         if (!buf) {
@@ -262,20 +277,8 @@ static int job_start(struct install_job *j)
 void request_install(struct client *cl, const Control__Request *q)
 {
         struct install_job *j;
-        struct stat st;
         unsigned slot;
         int e;
-        /* Why fstat first: a FIFO, socket or device passed as the bundle
-         * could block the reading thread forever or never end. */
-        if (fstat(cl->fds[0], &st) < 0 || !S_ISREG(st.st_mode)) {
-                client_error(cl, q->id, GADGET_EINVAL, "the bundle must be a regular file");
-                return;
-        }
-        if (st.st_size > (off_t)BUNDLE_SIZE_MAX) {
-                client_error(cl, q->id, GADGET_ELIMIT, "the bundle has %lld bytes, more than a bundle may hold (%u)",
-                             (long long)st.st_size, BUNDLE_SIZE_MAX);
-                return;
-        }
         if (!client_env(cl)->releases.state_dir) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
@@ -289,8 +292,8 @@ void request_install(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        *j = (struct install_job){ .ctl = cl->ctl, .slot = slot, .env = client_env(cl), .cred = cl->cred, .fd = cl->fds[0],
-                                   .size = (size_t)st.st_size, .pipe = { -1, -1 } };
+        *j = (struct install_job){ .ctl = cl->ctl, .slot = slot, .env = client_env(cl), .cred = cl->cred,
+                                   .fd = cl->fds[0], .pipe = { -1, -1 } };
         cl->n_fds = 0; /* taken */
         if (!(j->ans = client_load_begin(cl, q->id))) {
                 job_free(j);

@@ -117,6 +117,11 @@ def install_verify_versions(tmp):
         refused(hostile("setuid", [manifest, pol, ("F", 0o4755, "bin/x", b"")]), "is setuid")
         refused(hostile("oversized", [manifest, pol, ("F", 0o755, "bin/x", b"", 33 << 20)]),
                 "more than a member may hold")
+        # Not a file gadgetd could read to its end: a FIFO (no writer), a device.
+        fifo = os.path.join(tmp, "fifo.bundle")
+        os.mkfifo(fifo)
+        refused(fifo, "must be a regular file")
+        refused("/dev/zero", "must be a regular file")
 
         # A second and a third version: the running gadget moves to each
         # without a refused call; two versions are kept.
