@@ -136,18 +136,28 @@ static int read_bundle(struct install_job *j, uint8_t **out)
         return 0;
 }
 
-/* The policy gadgetd will load, read as gadgetd's own (the signer's). */
+/* The policy gadgetd will load (path: VERSION/policy), read as gadgetd's
+ * own (the signer's). Why the paths are checked again on what was
+ * parsed: whatever the template's text, the program and UIs that run or
+ * are served are the version's own files, never a path outside it. */
 static int policy_check(struct install_job *j, const char *path)
 {
         struct policy *p = NULL;
         uint64_t hash;
-        char msg[3072];
+        char msg[3072], files[4400];
+        int code = 0;
         if (loader_read(path, NULL, false, &p, &hash, msg, sizeof msg) < 0) {
                 snprintf(j->msg, sizeof j->msg, "the bundle's policy has errors:\n%s", msg);
                 return GADGET_EINVAL;
         }
+        snprintf(files, sizeof files, "%.*s/files", (int)(strrchr(path, '/') - path), path);
+        if (!releases_path_within(p->exec, files) || (p->ui && !releases_path_within(p->ui, files)) ||
+            (p->admin_ui && !releases_path_within(p->admin_ui, files))) {
+                snprintf(j->msg, sizeof j->msg, "the bundle's policy names a program or UI outside the bundle");
+                code = GADGET_EINVAL;
+        }
         policy_free(p);
-        return 0;
+        return code;
 }
 
 static void *install_thread(void *arg)

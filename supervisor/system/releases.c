@@ -142,28 +142,48 @@ static char *trim(char *s)
 
 /* One template line into out (a FILE in memory): in [Gadget], the paths
  * of Exec=, UI= and AdminUI= must name members, and become files/PATH;
- * Name= must be the manifest's. */
+ * Name= must be the manifest's. The line is read as the policy's reader
+ * reads it (policy/policy.c): a byte-order mark on the first line, a
+ * comment after a blank, blanks at the end and around '=' dropped, a
+ * section header the whole line. Why this is safe beyond that: install
+ * also checks the parsed policy's paths lie in the version's files/. */
 static int policy_line(const struct bundle *b, const char *files, char *line, bool *gadget, FILE *out, unsigned no,
                        char *why, size_t wlen)
 {
-        char copy[1024], *t;
+        char copy[1024], *t = copy;
+        size_t n;
         if (strlen(line) >= sizeof copy) {
                 snprintf(why, wlen, "policy line %u: longer than %zu bytes", no, sizeof copy - 1);
                 return -EINVAL;
         }
-        /* Why: a line that begins with a blank continues the one before
-         * in the policy's INI reader; it could add to a path checked here. */
-        if ((line[0] == ' ' || line[0] == '\t') && trim(strcpy(copy, line))[0]) {
+        strcpy(copy, line);
+        if (no == 1 && memcmp(t, "\xef\xbb\xbf", 3) == 0)
+                t += 3;
+        /* Why: a line that begins with a blank is refused by the policy's
+         * reader unless a comment; here too, whatever it holds. */
+        if ((t[0] == ' ' || t[0] == '\t') && trim(t)[0] && trim(t)[0] != '#' && trim(t)[0] != ';') {
                 snprintf(why, wlen, "policy line %u: begins with a blank", no);
                 return -EINVAL;
         }
-        t = trim(strcpy(copy, line));
+        if (t[0] == '#' || t[0] == ';' || t[0] == ' ' || t[0] == '\t') {
+                fprintf(out, "%s\n", line);
+                return 0;
+        }
+        for (n = 0; t[n]; n++)
+                if ((t[n] == ' ' || t[n] == '\t') && (t[n + 1] == '#' || t[n + 1] == ';')) {
+                        t[n] = '\0';
+                        break;
+                }
+        t = trim(t);
         if (t[0] == '[')
                 *gadget = strcmp(t, "[Gadget]") == 0;
-        char *eq = strchr(t, '=');
-        if (*gadget && eq && t[0] != '#' && t[0] != ';') {
-                *eq = '\0';
-                char *key = trim(t), *v = trim(eq + 1);
+        n = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+        char *key = t, *eq = t + n;
+        while (*eq == ' ' || *eq == '\t')
+                eq++;
+        if (*gadget && n > 0 && *eq == '=') {
+                key[n] = '\0';
+                char *v = trim(eq + 1);
                 bool path = strcmp(key, "Exec") == 0 || strcmp(key, "UI") == 0 || strcmp(key, "AdminUI") == 0;
                 if (strcmp(key, "Name") == 0 && strcmp(v, b->name) != 0) {
                         snprintf(why, wlen, "policy line %u: Name= is not the manifest's %s", no, b->name);
@@ -426,6 +446,29 @@ static int info_read(const char *dir, const char *version, struct release_info *
                         snprintf(r->sdk, sizeof r->sdk, "%s", s + 4);
         }
         return 0;
+}
+
+bool releases_path_within(const char *path, const char *dir)
+{
+        char norm[4400];
+        size_t o = 0;
+        for (const char *p = dir; *p;) {
+                while (*p == '/')
+                        p++;
+                size_t len = strcspn(p, "/");
+                if (len == 2 && p[0] == '.' && p[1] == '.')
+                        return false; /* not normalized alike: fail closed */
+                if (len && !(len == 1 && p[0] == '.')) {
+                        if (o + len + 2 >= sizeof norm)
+                                return false;
+                        norm[o++] = '/';
+                        memcpy(norm + o, p, len);
+                        o += len;
+                }
+                p += len;
+        }
+        norm[o] = '\0';
+        return path && o > 0 && strncmp(path, norm, o) == 0 && path[o] == '/';
 }
 
 void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,

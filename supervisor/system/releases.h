@@ -53,6 +53,9 @@ void releases_current(const char *state_dir, const char *name, char *out, size_t
  * out, else "". Pure: from the paths alone. */
 void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,
                          char *out, size_t len);
+/* Whether path (as the policy reader normalizes one: no "//", "." or
+ * "..") lies under dir, once dir is normalized alike. Pure. */
+bool releases_path_within(const char *path, const char *dir);
 /* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
 int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
 /* Removes the oldest versions of name beyond keep, never the current one.

@@ -226,6 +226,27 @@ static void test_policy_template(void)
         CHECK(template("[Binding X]\nExec=/bin/sh\n[Gadget]\nName=rel\nExec=bin/x\n", &out) == 0,
               "Exec= outside [Gadget] left to the policy's own checks");
         free(out);
+        out = NULL;
+        /* Read as the policy's reader reads a line: a header with a
+         * comment after it is [Gadget]; blanks around '='; a comment
+         * after a value; a byte-order mark. */
+        CHECK(template("[Gadget] ; the gadget\nName=rel\nExec=/bin/sh\n", &out) < 0, "[Gadget] with a comment: %s", why);
+        CHECK(template("[Gadget]\nName=rel\nExec =  /bin/sh\n", &out) < 0, "blanks around '=': %s", why);
+        CHECK(template("[Gadget]\nName=rel\nExec=/bin/sh #x\n", &out) < 0, "a comment after the value: %s", why);
+        CHECK(template("\xef\xbb\xbf[Gadget]\nName=rel\nExec=/bin/sh\n", &out) < 0, "a byte-order mark: %s", why);
+        CHECK(template("[Gadget]\nName=rel\n  ; a comment\nExec=bin/x ; the program\n", &out) == 0 &&
+                      strstr(out, "Exec=/s/releases/rel/1.0/files/bin/x\n"),
+              "an indented comment kept, a value's comment dropped");
+        free(out);
+}
+
+static void test_path_within(void)
+{
+        CHECK(releases_path_within("/s/r/n/1/files/bin/x", "/s//r/./n/1/files/"), "a path under the files dir");
+        CHECK(!releases_path_within("/s/r/n/1/filesx/bin/x", "/s/r/n/1/files"), "a sibling's prefix is not under it");
+        CHECK(!releases_path_within("/etc/x", "/s/r/n/1/files") && !releases_path_within(NULL, "/s"),
+              "elsewhere, or none");
+        CHECK(!releases_path_within("/s/b/x", "/s/a/../b"), "a dir with \"..\" fails closed");
 }
 
 int main(void)
@@ -235,5 +256,6 @@ int main(void)
         test_manifest();
         test_signature();
         test_policy_template();
+        test_path_within();
         return tap_done();
 }
