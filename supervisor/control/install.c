@@ -21,6 +21,7 @@
 #include "contract.h"
 #include "control.h"
 #include "policy.h"
+#include "system/audit.h"
 #include "system/loader.h"
 #include "system/log.h"
 #include "system/releases.h"
@@ -72,10 +73,10 @@ static int signature_check(struct install_job *j, struct bundle *b)
                          "it was signed, or not signed by key %.16s)", id);
                 return GADGET_EDENIED;
         }
-        if (b->is_signed && trusted(r, b->key)) {
+        if (b->is_signed)
                 snprintf(j->signer, sizeof j->signer, "%s", id);
+        if (b->is_signed && trusted(r, b->key))
                 return 0;
-        }
         if (!r->allow_unsigned || j->cred.uid != 0) {
                 if (b->is_signed)
                         snprintf(j->msg, sizeof j->msg, "the bundle is signed by key %.16s..., which is not in "
@@ -208,8 +209,25 @@ static void job_free(struct install_job *j)
         free(j);
 }
 
+/* The install's audit record, once its bundle named the gadget: who, which
+ * version, signed by whom, and whether it was installed (the reason of a
+ * refusal is the answer's; it may quote the policy, so not here). */
+static void job_audit(const struct install_job *j, int code)
+{
+        char detail[200];
+        if (!j->name[0])
+                return;
+        snprintf(detail, sizeof detail, "version %s, %s%.16s%s", j->version, j->signer[0] ? "signed by key " : "unsigned",
+                 j->signer, code ? ": refused" : "");
+        struct audit_record rec = { .gadget = j->name, .binding = "install", .op = "install",
+                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
+                                    .uid = (uint32_t)j->cred.uid };
+        audit_write(core_audit(j->env->core), &rec);
+}
+
 static void job_answer(struct install_job *j, int code, const char *msg)
 {
+        job_audit(j, code);
         if (code == 0)
                 request_load_answer(j->ans, j->name, msg); /* once it is ready, as a load's */
         else

@@ -175,6 +175,10 @@ def install_verify_versions(tmp):
         check(r.returncode == 0, "a member's trusted bundle: %r" % r.stderr)
         v = json.loads(d.ctl("--json", "versions", "rel").stdout)
         check(v[0]["version"] == "6.0" and v[0]["uid"] == 65534 and v[0]["current"], "by the member: %r" % v[0])
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        installs = [(a["outcome"], a.get("uid")) for a in audit if a.get("binding") == "install"]
+        check(("ok", 65534) in installs and ("denied", 65534) in installs and ("ok", 0) in installs,
+              "install's audit records: %r" % installs)
 
 
 if __name__ == "__main__":
