@@ -49,7 +49,7 @@ int cmd_keygen(const struct ctl *ctl, const struct cmd_args *a)
         f = NULL;
         bundle_key_hex(pub, hex);
         if (ctl->json)
-                printf("{\"key\": \"%s\", \"public\": \"%s\"}\n", a->output, hex);
+                show_json(stdout, json_pack("{s:o, s:s}", "key", show_json_string(a->output), "public", hex));
         else
                 printf("wrote %s (keep it secret)\npublic key, for TrustedKeys= in gadgetd.conf:\n%s\n", a->output,
                        hex);
@@ -186,8 +186,8 @@ int cmd_bundle(const struct ctl *ctl, const struct cmd_args *a)
         char hex[2 * BUNDLE_KEY_LEN + 1];
         bundle_key_hex(trailer + 8, hex);
         if (ctl->json)
-                printf("{\"bundle\": \"%s\", \"name\": \"%s\", \"version\": \"%s\", \"files\": %zu, \"signer\": \"%s\"}\n",
-                       a->output, b.name, b.version, w.n, hex);
+                show_json(stdout, json_pack("{s:o, s:s, s:s, s:I, s:s}", "bundle", show_json_string(a->output), "name",
+                                            b.name, "version", b.version, "files", (json_int_t)w.n, "signer", hex));
         else
                 printf("wrote %s: %s %s, %zu files, signed by key %.16s\n", a->output, b.name, b.version, w.n, hex);
         st = CTL_EXIT_OK;

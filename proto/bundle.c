@@ -137,8 +137,8 @@ static int manifest_parse(const struct bundle_member *m, struct bundle *b, char 
                 } else if (strcmp(s, "Version") == 0 && !version && bundle_version_ok(v)) {
                         snprintf(b->version, sizeof b->version, "%s", v);
                         version = true;
-                } else if (strcmp(s, "Protocol") == 0 && !protocol && strlen(v) == 1 && v[0] >= '0' + GADGET_PROTOCOL_MIN &&
-                           v[0] <= '0' + GADGET_PROTOCOL_VERSION) {
+                } else if (strcmp(s, "Protocol") == 0 && !protocol && strlen(v) == 1 &&
+                           v[0] >= '0' + GADGET_PROTOCOL_MIN && v[0] <= '0' + GADGET_PROTOCOL_VERSION) {
                         b->protocol = (unsigned)(v[0] - '0');
                         protocol = true;
                 } else if (strcmp(s, "SDK") == 0 && !b->sdk[0] && bundle_version_ok(v)) {

@@ -74,7 +74,11 @@ void bundle_key_hex(const uint8_t key[BUNDLE_KEY_LEN], char out[2 * BUNDLE_KEY_L
 
 static int hexval(char c)
 {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 int bundle_key_unhex(const char *hex, uint8_t key[BUNDLE_KEY_LEN])

@@ -84,7 +84,8 @@ static int signature_check(struct install_job *j, struct bundle *b)
                 else
                         snprintf(j->msg, sizeof j->msg, "the bundle is unsigned (gadgetctl bundle --key KEY signs it)");
                 if (r->allow_unsigned)
-                        strncat(j->msg, "; AllowUnsigned=yes lets root alone install it", sizeof j->msg - strlen(j->msg) - 1);
+                        strncat(j->msg, "; AllowUnsigned=yes lets root alone install it",
+                                sizeof j->msg - strlen(j->msg) - 1);
                 return GADGET_EDENIED;
         }
         return 0;
@@ -217,8 +218,8 @@ static void job_audit(const struct install_job *j, int code)
         char detail[200];
         if (!j->name[0])
                 return;
-        snprintf(detail, sizeof detail, "version %s, %s%.16s%s", j->version, j->signer[0] ? "signed by key " : "unsigned",
-                 j->signer, code ? ": refused" : "");
+        snprintf(detail, sizeof detail, "version %s, %s%.16s%s", j->version,
+                 j->signer[0] ? "signed by key " : "unsigned", j->signer, code ? ": refused" : "");
         struct audit_record rec = { .gadget = j->name, .binding = "install", .op = "install",
                                     .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
                                     .uid = (uint32_t)j->cred.uid };
