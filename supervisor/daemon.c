@@ -464,6 +464,10 @@ static void load_recorded(struct daemon *d)
         struct loads_entry *v;
         size_t n, bad;
         char msg[8192];
+        size_t swept = releases_sweep(d->cfg.state_dir);
+        if (swept)
+                log_msg(L_INFO, NULL, "%s/%s: removed %zu leftovers of installs cut short", d->cfg.state_dir,
+                        RELEASES_DIR, swept);
         int e = loads_read(d->cfg.state_dir, &v, &n, &bad);
         if (e < 0) {
                 log_msg(L_ERR, NULL, "cannot read the recorded loads %s/%s: %s", d->cfg.state_dir, LOADS_FILE,

@@ -532,6 +532,53 @@ int releases_list(const char *state_dir, const char *name, struct release_info *
         return 0;
 }
 
+/* One gadget's directory (an fd): its leftovers removed. */
+static size_t sweep_one(int dir)
+{
+        DIR *d = fdopendir(dir);
+        struct dirent *de;
+        size_t n = 0;
+        if (!d) {
+                close(dir);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (strncmp(de->d_name, ".staging-", 9) == 0 ||
+                    (de->d_name[0] == '.' && len > 4 && strcmp(de->d_name + len - 4, ".new") == 0)) {
+                        rm_at(dirfd(d), de->d_name, 0);
+                        n++;
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+size_t releases_sweep(const char *state_dir)
+{
+        char top[4200];
+        size_t n = 0;
+        struct dirent *de;
+        snprintf(top, sizeof top, "%s/%s", state_dir, RELEASES_DIR);
+        int fd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                int one = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (one >= 0)
+                        n += sweep_one(one);
+                unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR); /* only if empty */
+        }
+        closedir(d);
+        return n;
+}
+
 size_t releases_prune(const char *state_dir, const char *name, unsigned keep)
 {
         struct release_info *v;

@@ -58,6 +58,10 @@ void releases_version_of(const char *state_dir, const char *name, const char *po
 bool releases_path_within(const char *path, const char *dir);
 /* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
 int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
+/* At gadgetd's start (no install runs): removes what an install cut short
+ * left (".staging-*" directories, ".*.new" files) and empty gadget
+ * directories. The number of entries removed. */
+size_t releases_sweep(const char *state_dir);
 /* Removes the oldest versions of name beyond keep, never the current one.
  * The number removed. */
 size_t releases_prune(const char *state_dir, const char *name, unsigned keep);

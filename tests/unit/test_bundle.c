@@ -3,9 +3,14 @@
  * kinds, modes, the manifest) and of the policy template's rewrite
  * (supervisor/system/releases.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -240,6 +245,43 @@ static void test_policy_template(void)
         free(out);
 }
 
+/* What an install cut short leaves, swept at the next start; the
+ * versions stay. */
+static void test_sweep(void)
+{
+        char top[] = "/tmp/test-bundle-XXXXXX", p[256];
+        struct stat st;
+        if (!mkdtemp(top))
+                abort();
+        static const char *const dirs[] = { "releases", "releases/x", "releases/x/1", "releases/x/.staging-2-ab",
+                                            "releases/x/.staging-2-ab/files", "releases/empty" };
+        for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+                snprintf(p, sizeof p, "%s/%s", top, dirs[i]);
+                mkdir(p, 0755);
+        }
+        static const char *const files[] = { "releases/x/1/policy", "releases/x/.staging-2-ab/files/a",
+                                             "releases/x/.policy.new", "releases/x/current" };
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+                snprintf(p, sizeof p, "%s/%s", top, files[i]);
+                close(open(p, O_WRONLY | O_CREAT, 0644));
+        }
+        CHECK(releases_sweep(top) == 2, "the staging directory and the .new file swept");
+        snprintf(p, sizeof p, "%s/releases/x/.staging-2-ab", top);
+        CHECK(lstat(p, &st) < 0, "no staging directory left");
+        snprintf(p, sizeof p, "%s/releases/empty", top);
+        CHECK(lstat(p, &st) < 0, "an empty gadget directory removed");
+        snprintf(p, sizeof p, "%s/releases/x/1/policy", top);
+        bool kept = lstat(p, &st) == 0;
+        snprintf(p, sizeof p, "%s/releases/x/current", top);
+        CHECK(kept && lstat(p, &st) == 0, "the versions and current kept");
+        static const char *const rm[] = { "releases/x/1/policy", "releases/x/current", "releases/x/1", "releases/x",
+                                          "releases", "" };
+        for (size_t i = 0; i < sizeof rm / sizeof *rm; i++) {
+                snprintf(p, sizeof p, "%s/%s", top, rm[i]);
+                remove(p);
+        }
+}
+
 static void test_path_within(void)
 {
         CHECK(releases_path_within("/s/r/n/1/files/bin/x", "/s//r/./n/1/files/"), "a path under the files dir");
@@ -257,5 +299,6 @@ int main(void)
         test_signature();
         test_policy_template();
         test_path_within();
+        test_sweep();
         return tap_done();
 }
