@@ -91,9 +91,13 @@ void request_load_answer(struct client_load *ans, const char *name, const char *
 void request_install(struct client *cl, const Control__Request *req);
 void request_versions(struct client *cl, const Control__Request *req);
 /* One install at a time of root, one of the others (control.c): the
- * slot cl's takes (0: busy), given back by control_install_end. */
-unsigned control_install_begin(struct client *cl);
+ * slot cl's job j takes (0: busy), given back by control_install_end. */
+struct install_job;
+unsigned control_install_begin(struct client *cl, struct install_job *j);
 void control_install_end(struct control *c, unsigned slot);
+/* At control_free: an install whose thread still runs is left to it; its
+ * answer and loop event go (install.c). */
+void install_abandon(struct install_job *j);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

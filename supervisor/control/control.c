@@ -67,6 +67,7 @@ struct control {
         uint64_t reexec_id;
         bool reexec_asked;
         unsigned installing;       /* gadgetctl installs running (install.c): root's, others' (bits 1, 2) */
+        struct install_job *installs[2]; /* those two, once started */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -684,6 +685,9 @@ void control_free(struct control *c)
                 return;
         while (!LIST_EMPTY(&c->clients))
                 client_free(LIST_FIRST(&c->clients));
+        for (int i = 0; i < 2; i++)
+                if (c->installs[i])
+                        install_abandon(c->installs[i]);
         control_events_free(c);
         frames_free(c->frames);
         close(c->fd);
@@ -718,18 +722,20 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
  * to BUNDLE_SIZE_MAX). Root's apart from the group's: a member whose
  * bundle never ends reading (a file on a stalled filesystem) holds only
  * the members' install, never root's. The bit taken, or 0 (busy). */
-unsigned control_install_begin(struct client *cl)
+unsigned control_install_begin(struct client *cl, struct install_job *j)
 {
         unsigned bit = cl->cred.uid == 0 ? 1 : 2;
         if (cl->ctl->installing & bit)
                 return 0;
         cl->ctl->installing |= bit;
+        cl->ctl->installs[bit - 1] = j;
         return bit;
 }
 
 void control_install_end(struct control *c, unsigned bit)
 {
         c->installing &= ~bit;
+        c->installs[bit - 1] = NULL;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */

@@ -29,7 +29,12 @@
 struct install_job {
         struct control *ctl;
         unsigned slot;              /* control_install_begin's */
-        const struct control_env *env;
+        const struct control_env *env; /* the loop's only: the thread uses rel */
+        /* What the thread reads of the settings, its own copy (its
+         * thread may outlive the control at gadgetd's end). */
+        struct control_releases rel;
+        char *state_dir;
+        uint8_t (*keys)[BUNDLE_KEY_LEN];
         struct client_load *ans;
         struct peercred cred;       /* who asked (recorded with the version) */
         int fd;                     /* the bundle */
@@ -37,6 +42,8 @@ struct install_job {
         int pipe[2];
         struct event *ev;
         pthread_t thread;
+        bool running;               /* the thread runs (not joined yet) */
+        bool abandoned;             /* the control went while its load was in flight */
         /* Written by the thread before its byte, read by the loop after. */
         int code;                   /* 0 or a GADGET_E* */
         char msg[4096];
@@ -59,7 +66,7 @@ static bool trusted(const struct control_releases *r, const uint8_t key[BUNDLE_K
  * gadgetd's rights, which only a trusted signer (or root) may vouch for. */
 static int signature_check(struct install_job *j, struct bundle *b)
 {
-        const struct control_releases *r = &j->env->releases;
+        const struct control_releases *r = &j->rel;
         int e = bundle_verify(b);
         char id[2 * BUNDLE_KEY_LEN + 1];
         if (b->is_signed)
@@ -165,7 +172,7 @@ static int policy_check(struct install_job *j, const char *path)
 static void *install_thread(void *arg)
 {
         struct install_job *j = arg;
-        const struct control_releases *r = &j->env->releases;
+        const struct control_releases *r = &j->rel;
         struct bundle b;
         uint8_t *buf = NULL;
         char path[4400];
@@ -198,6 +205,8 @@ out:
 
 static void job_free(struct install_job *j)
 {
+        free(j->state_dir);
+        free(j->keys);
         if (j->ev)
                 event_free(j->ev);
         if (j->pipe[0] >= 0)
@@ -206,7 +215,8 @@ static void job_free(struct install_job *j)
                 close(j->pipe[1]);
         if (j->fd >= 0)
                 close(j->fd);
-        control_install_end(j->ctl, j->slot);
+        if (j->slot)
+                control_install_end(j->ctl, j->slot);
         free(j);
 }
 
@@ -240,9 +250,14 @@ static void job_answer(struct install_job *j, int code, const char *msg)
 static void install_loaded(void *arg, int err, const char *name, const char *msg)
 {
         struct install_job *j = arg;
-        const struct control_releases *r = &j->env->releases;
+        const struct control_releases *r = &j->rel;
         char out[8192];
         (void)name;
+        if (j->abandoned) { /* gadgetd is ending: no control, no client left */
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
         if (err < 0) {
                 releases_undo(r->state_dir, j->name, j->version, j->prev, true);
                 snprintf(out, sizeof out, "%s %s was not installed: its load failed: %s", j->name, j->version, msg);
@@ -264,13 +279,14 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
 static void install_read(evutil_socket_t fd, short what, void *arg)
 {
         struct install_job *j = arg;
-        const struct control_releases *r = &j->env->releases;
+        const struct control_releases *r = &j->rel;
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
         char path[4400];
         int e;
         (void)fd;
         (void)what;
         pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        j->running = false;
         if (j->code) {
                 job_answer(j, j->code, j->msg);
                 return;
@@ -300,29 +316,64 @@ static int job_start(struct install_job *j)
         pthread_sigmask(SIG_SETMASK, &all, &old);
         e = -pthread_create(&j->thread, NULL, install_thread, j);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
+        j->running = e == 0;
         return e;
+}
+
+void install_abandon(struct install_job *j)
+{
+        j->slot = 0; /* the control is going */
+        if (!j->running) { /* its load is in flight: install_loaded ends it */
+                j->abandoned = true;
+                return;
+        }
+        /* The thread ends on its own; its byte goes unread, and the job
+         * stays with it (gadgetd is ending). */
+        event_free(j->ev);
+        j->ev = NULL;
+        pthread_detach(j->thread);
+}
+
+/* A job for cl's request, its settings copied. NULL: out of memory. */
+static struct install_job *job_new(struct client *cl)
+{
+        const struct control_releases *r = &client_env(cl)->releases;
+        struct install_job *j = calloc(1, sizeof *j);
+        if (!j)
+                return NULL;
+        *j = (struct install_job){ .ctl = cl->ctl, .env = client_env(cl), .rel = *r, .cred = cl->cred, .fd = -1,
+                                   .pipe = { -1, -1 } };
+        j->state_dir = strdup(r->state_dir);
+        j->keys = malloc((r->n_trusted ? r->n_trusted : 1) * sizeof *j->keys);
+        if (!j->state_dir || !j->keys) {
+                job_free(j);
+                return NULL;
+        }
+        if (r->n_trusted)
+                memcpy(j->keys, r->trusted, r->n_trusted * sizeof *j->keys);
+        j->rel.state_dir = j->state_dir;
+        j->rel.trusted = (const uint8_t (*)[BUNDLE_KEY_LEN])j->keys;
+        return j;
 }
 
 void request_install(struct client *cl, const Control__Request *q)
 {
         struct install_job *j;
-        unsigned slot;
         int e;
         if (!client_env(cl)->releases.state_dir) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
-        if (!(slot = control_install_begin(cl))) {
-                client_error(cl, q->id, GADGET_EBUSY, "another install is under way; try again when it ends");
-                return;
-        }
-        if (!(j = calloc(1, sizeof *j))) {
-                control_install_end(cl->ctl, slot);
+        if (!(j = job_new(cl))) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;
         }
-        *j = (struct install_job){ .ctl = cl->ctl, .slot = slot, .env = client_env(cl), .cred = cl->cred,
-                                   .fd = cl->fds[0], .pipe = { -1, -1 } };
+        if (!(j->slot = control_install_begin(cl, j))) {
+                job_free(j);
+                client_error(cl, q->id, GADGET_EBUSY, "another install is under way; try again when it ends");
+                return;
+        }
+        j->fd = cl->fds[0];
         cl->n_fds = 0; /* taken */
         if (!(j->ans = client_load_begin(cl, q->id))) {
                 job_free(j);
