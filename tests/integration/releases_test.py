@@ -15,10 +15,11 @@ import os
 import re
 import shutil
 import struct
+import subprocess
 import sys
 
 from gateway_util import Gateway
-from harness import TESTGADGET, Healthy, check, main, test
+from harness import GADGETD, TESTGADGET, Healthy, check, main, test
 
 
 def bundle_dir(tmp, version, name="rel", keys=""):
@@ -54,6 +55,14 @@ def store_listing(tmp):
 
 @test
 def install_verify_versions(tmp):
+    # [Releases] read strictly: a key that is not one, a count of 0.
+    bad = os.path.join(tmp, "bad.conf")
+    for text, want in (("TrustedKeys=abcd\n", "is not an Ed25519 public key"), ("VersionsKept=0\n", ":2: ")):
+        with open(bad, "w") as f:
+            f.write("[Releases]\n" + text)
+        r = subprocess.run([GADGETD, "--config", bad, "--state-dir", os.path.join(tmp, "nostate")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and want in r.stderr, "%r: %r" % (text, r.stderr))
     d = Gateway(tmp, extra=["--group", "nogroup"])
     member = (65534, grp.getgrnam("nogroup").gr_gid)
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
