@@ -283,8 +283,9 @@ int releases_unpack(const char *state_dir, const struct bundle *b, const char *s
         bool staged = false;
         int top = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rel = -1, name = -1, st = -1, e;
         if (top < 0) {
-                snprintf(why, wlen, "cannot open the state directory: %s", strerror(errno));
-                return -errno;
+                e = -errno;
+                snprintf(why, wlen, "cannot open the state directory: %s", strerror(-e));
+                return e;
         }
         if ((rel = dir_open(top, RELEASES_DIR)) < 0 || (name = dir_open(rel, b->name)) < 0) {
                 e = rel < 0 ? rel : name;
@@ -314,9 +315,11 @@ int releases_unpack(const char *state_dir, const struct bundle *b, const char *s
                 goto out;
         }
         e = stage(st, final, b, signer, uid, why, wlen);
-        /* Why RENAME_NOREPLACE: the version's directory is never
-         * replaced, even by an install of the same version at once. */
-        if (e == 0 && (fsync(st) < 0 || renameat2(name, sname, name, b->version, RENAME_NOREPLACE) < 0)) {
+        /* Why syncfs before the rename: a version in place is whole, its
+         * files on disk, even after a crash (one call for all of them; in
+         * install's thread). Why RENAME_NOREPLACE: the version's directory
+         * is never replaced, even by an install of the same version at once. */
+        if (e == 0 && (syncfs(st) < 0 || renameat2(name, sname, name, b->version, RENAME_NOREPLACE) < 0)) {
                 e = -errno;
                 if (e == -EEXIST)
                         snprintf(why, wlen, "%s %s is installed already", b->name, b->version);
