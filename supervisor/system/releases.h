@@ -20,6 +20,7 @@ struct bundle;
 
 #define RELEASES_DIR "releases"      /* in the state directory */
 #define RELEASES_KEEP 10             /* VersionsKept= */
+#define RELEASES_POLICY_MAX (64u << 10) /* bytes of a bundle's policy template */
 
 /* One installed version, as its release file says. */
 struct release_info {
@@ -48,14 +49,6 @@ int releases_commit(const char *state_dir, const char *name, const char *version
 void releases_undo(const char *state_dir, const char *name, const char *version, const char *prev, bool committed);
 /* The current version of name into out ("" if none). */
 void releases_current(const char *state_dir, const char *name, char *out, size_t len);
-/* The version a policy runs, if it is the store's (loaded from
- * releases/NAME/policy, its Exec= in releases/NAME/VERSION/files/): into
- * out, else "". Pure: from the paths alone. */
-void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,
-                         char *out, size_t len);
-/* Whether path (as the policy reader normalizes one: no "//", "." or
- * "..") lies under dir, once dir is normalized alike. Pure. */
-bool releases_path_within(const char *path, const char *dir);
 /* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
 int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
 /* At gadgetd's start (no install runs): removes what an install cut short
@@ -65,6 +58,15 @@ size_t releases_sweep(const char *state_dir);
 /* Removes the oldest versions of name beyond keep, never the current one.
  * The number removed. */
 size_t releases_prune(const char *state_dir, const char *name, unsigned keep);
+/* releases_policy.c: */
 /* The policy text of b's template with its paths under files (an absolute
  * directory): malloc'd into *out. 0 or -EINVAL with why. Pure. */
 int releases_policy_text(const struct bundle *b, const char *files, char **out, char *why, size_t wlen);
+/* The version a policy runs, if it is the store's (loaded from
+ * releases/NAME/policy, its Exec= in releases/NAME/VERSION/files/): into
+ * out, else "". Pure: from the paths alone. */
+void releases_version_of(const char *state_dir, const char *name, const char *policy_path, const char *exec,
+                         char *out, size_t len);
+/* Whether path (as the policy reader normalizes one: no "//", "." or
+ * "..") lies under dir, once dir is normalized alike. Pure. */
+bool releases_path_within(const char *path, const char *dir);
