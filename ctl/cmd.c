@@ -4,6 +4,8 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -189,6 +191,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->debug = n;
         else if (kind == CONTROL__REQUEST__REQ_CORES)
                 req->cores = n;
+        else if (kind == CONTROL__REQUEST__REQ_VERSIONS)
+                req->versions = n;
         else
                 req->status = n;
 }
@@ -334,6 +338,31 @@ static int cmd_exec(const struct ctl *ctl, const struct cmd_args *a)
         return st;
 }
 
+/* install BUNDLE: the file is opened here, with the caller's rights, and
+ * passed to gadgetd as an fd (gadgetd opens no path for the caller). */
+static int cmd_install(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Install x = CONTROL__INSTALL__INIT;
+        int fd = open(a->pos[0], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                show_error(stderr, ctl->json, 0, "%s: %s", a->pos[0], strerror(errno));
+                return CTL_EXIT_FAILED;
+        }
+        req.req_case = CONTROL__REQUEST__REQ_INSTALL;
+        req.install = &x;
+        struct client c = { .fd = -1, .fds = &fd, .n_fds = 1 };
+        Control__Response *r = NULL;
+        int st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_DONE, &r);
+        client_close(&c);
+        close(fd);
+        if (st == CTL_EXIT_OK) {
+                st = print_answer(ctl, r, false);
+                control__response__free_unpacked(r, NULL);
+        }
+        return st;
+}
+
 /* The status of gadget name: *r is the answer (the caller's) when the
  * exit status is CTL_EXIT_OK. */
 static int status_of(const struct ctl *ctl, const char *name, Control__Response **r)
@@ -389,6 +418,11 @@ static int cmd_cat(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 {
         return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_CORES, CONTROL__RESPONSE__RESP_CORES, false);
+}
+
+static int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
@@ -730,6 +764,32 @@ const struct command cmd_commands[] = {
           "path and loads it again at its next start, after the policy directory.\n"
           "      --runtime   load it only until gadgetd restarts (drops its record)\n"
           "      --no-block  answer once it is loaded, not once it is ready\n" },
+        { "install", cmd_install, 1, 1, "h", "BUNDLE", "install a signed gadget bundle and run it",
+          "gadgetd checks the bundle's signature against TrustedKeys= of gadgetd.conf\n"
+          "(unsigned or unknown-key bundles are refused, unless AllowUnsigned=yes and\n"
+          "root asks), unpacks it into its own store (STATE_DIR/releases/NAME/VERSION),\n"
+          "checks its policy and loads it; a running gadget of that name restarts on the\n"
+          "new version without a gap; the answer comes once it is ready. A refused\n"
+          "bundle leaves nothing behind; the error says why. The file is opened here\n"
+          "and passed to gadgetd (docs/releases.md).\n" },
+        { "versions", cmd_versions, 1, 1, "h", "NAME", "list the installed versions of a gadget",
+          "Newest install first: the version, whether it is current, when and by whom\n"
+          "it was installed (UTC, uid) and its signer's key id. gadgetd keeps the last\n"
+          "VersionsKept= (default 10) of each gadget.\n"
+          "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
+          "\"signer\", \"sdk\"}.\n" },
+        { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
+          "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
+          "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"
+          "files (regular files only; the executable bit is kept). KEY is an Ed25519\n"
+          "private key in PEM (gadgetctl keygen, or openssl genpkey -algorithm ed25519).\n"
+          "No gadgetd is needed.\n"
+          "      --key KEY   the signing key\n"
+          "  -o, --output FILE  the bundle written\n" },
+        { "keygen", cmd_keygen, 0, 0, "ho:", "-o KEY", "make an Ed25519 key for signing bundles",
+          "Writes the private key (PEM, mode 0600; never over an existing file) and\n"
+          "prints its public key, for TrustedKeys= in gadgetd.conf. No gadgetd is needed.\n"
+          "  -o, --output KEY  the private key's file\n" },
         { "stop", cmd_stop, 1, 1, "h", "NAME", "stop a gadget", "" },
         { "start", cmd_start, 1, 1, "hB", "NAME [--no-block]", "start a stopped or failed gadget",
           "Answers once the gadget is ready, or with why it did not start (exit\n"

@@ -41,11 +41,13 @@ struct cmd_args {
         const char *traceparent; /* call --traceparent VALUE, or NULL */
         uint64_t delay_ms; /* top -d (0: not given) */
         bool frames;    /* trace --frames: NAME is a gadget's, even of 32 hex digits */
+        const char *key;    /* bundle --key KEY */
+        const char *output; /* bundle, keygen -o FILE */
 };
 /* getopt values of the long-only options (a command's opts name them 'R',
  * 'B', 'T', 'P', 'S', 'A', 'F'). */
 enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT, CMD_OPT_SINCE, CMD_OPT_ALL,
-       CMD_OPT_FRAMES };
+       CMD_OPT_FRAMES, CMD_OPT_KEY };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help
@@ -80,6 +82,10 @@ int cmd_dev(const struct ctl *ctl, const struct cmd_args *a);
 
 /* top: repeated views of every gadget's counters (ctl/top.c). */
 int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
+
+/* keygen and bundle: no daemon needed (ctl/bundle.c). */
+int cmd_keygen(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_bundle(const struct ctl *ctl, const struct cmd_args *a);
 
 /* selftest: runs the escape probe; no daemon needed (ctl/selftest.c). */
 int cmd_selftest(const struct ctl *ctl, const struct cmd_args *a);

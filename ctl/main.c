@@ -128,7 +128,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { CMD_OPT_RUNTIME, 'R', "--runtime" }, { CMD_OPT_NO_BLOCK, 'B', "--no-block" },
                 { CMD_OPT_TRACE, 'T', "--trace" },     { CMD_OPT_TRACEPARENT, 'P', "--traceparent" },
                 { CMD_OPT_SINCE, 'S', "--since" },     { CMD_OPT_ALL, 'A', "--all" },
-                { CMD_OPT_FRAMES, 'F', "--frames" },
+                { CMD_OPT_FRAMES, 'F', "--frames" },   { CMD_OPT_KEY, 'K', "--key" },
         };
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -147,6 +147,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "since", required_argument, NULL, CMD_OPT_SINCE },
                 { "all", no_argument, NULL, CMD_OPT_ALL },
                 { "frames", no_argument, NULL, CMD_OPT_FRAMES },
+                { "key", required_argument, NULL, CMD_OPT_KEY },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -159,7 +160,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (!strchr("RBTPSAF", *s))
+                if (!strchr("RBTPSAFK", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
@@ -208,6 +209,11 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         a.traceparent = optarg;
                         break;
                 case 'o':
+                        /* bundle and keygen: the file written; logs: a format. */
+                        if (strcmp(c->name, "logs") != 0) {
+                                a.output = optarg;
+                                break;
+                        }
                         if (strcmp(optarg, "cat") != 0 && strcmp(optarg, "short-precise") != 0)
                                 return usage_error(ctl, c->name, "-o takes short-precise or cat, not", optarg);
                         a.cat = strcmp(optarg, "cat") == 0;
@@ -226,6 +232,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case CMD_OPT_FRAMES:
                         a.frames = true;
+                        break;
+                case CMD_OPT_KEY:
+                        a.key = optarg;
                         break;
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",

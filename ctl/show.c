@@ -438,7 +438,8 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "kept_error_lines", show_json_strv(s->kept_errors, s->n_kept_errors)) < 0 ||
             json_object_set_new(o, "denial_kinds", json_integer((json_int_t)s->n_denials)) < 0 ||
             json_object_set_new(o, "crash_cause", json_string(s->crash_cause)) < 0 ||
-            json_object_set_new(o, "crash_backtrace", show_json_strv(s->crash_backtrace, s->n_crash_backtrace)) < 0) {
+            json_object_set_new(o, "crash_backtrace", show_json_strv(s->crash_backtrace, s->n_crash_backtrace)) < 0 ||
+            json_object_set_new(o, "version", json_string(s->version)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -517,6 +518,8 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                          (unsigned long long)s->audit_unsent, s->audit_unsent_error);
                 e = put_field(f, "Audit store", unsent);
         }
+        if (e >= 0 && s->version[0])
+                e = put_field(f, "Version", s->version);
         /* Its last crash: the cause, then the backtrace innermost first. */
         if (e >= 0 && s->crash_cause[0]) {
                 e = put_field(f, "Last crash", s->crash_cause);

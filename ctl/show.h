@@ -47,6 +47,7 @@ int show_approvals(FILE *f, const Control__ApprovalList *l, bool json);
  * or {"nodes": [{"name", "peer", "last_seen_ms", "self", "up"}]}. */
 int show_nodes(FILE *f, const Control__NodeList *l, bool json);
 int show_cores(FILE *f, const Control__CoreList *l, bool json);
+int show_versions(FILE *f, const Control__VersionList *l, bool json);
 /* gadgetctl trace: the spans as a tree (the nodes that did not answer on err). */
 int show_trace(FILE *f, FILE *err, const Control__TraceTree *t, bool json);
 /* gadgetctl trace NAME: a part's first max frames of gadget, one a line

@@ -307,6 +307,51 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
 }
 
 /* gadgetctl cores: TIME RUN SIGNAL SIZE PATH, oldest first. */
+/* gadgetctl versions: the store's versions of a gadget, newest install
+ * first (times in UTC, as the store records them). */
+int show_versions(FILE *f, const Control__VersionList *l, bool json)
+{
+        static const char *const headers[] = { "VERSION", "CURRENT", "INSTALLED (UTC)", "UID", "SIGNER" };
+        int e = 0;
+        if (json) {
+                json_t *a = json_array();
+                for (size_t i = 0; a && i < l->n_versions; i++) {
+                        const Control__VersionInfo *v = l->versions[i];
+                        json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:s, s:s}", "version", v->version, "current",
+                                              v->current, "installed_ms", (json_int_t)v->installed_ms, "uid",
+                                              (json_int_t)v->uid, "signer", v->signer, "sdk", v->sdk);
+                        if (json_array_append_new(a, o) < 0) {
+                                json_decref(a);
+                                a = NULL;
+                        }
+                }
+                return show_json(f, a);
+        }
+        if (l->n_versions == 0) {
+                fputs("no version installed (gadgetctl install BUNDLE installs one)\n", f);
+                return ferror(f) ? -EIO : 0;
+        }
+        struct output_table *t = output_table_new(5, headers, NULL);
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_versions && e >= 0; i++) {
+                const Control__VersionInfo *v = l->versions[i];
+                char when[40] = "?", uid[16], signer[20];
+                time_t s = (time_t)(v->installed_ms / 1000);
+                struct tm tm;
+                if (gmtime_r(&s, &tm))
+                        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+                snprintf(uid, sizeof uid, "%u", (unsigned)v->uid);
+                snprintf(signer, sizeof signer, "%.16s", v->signer[0] ? v->signer : "(unsigned)");
+                const char *row[5] = { v->version, v->current ? "yes" : "", when, uid, signer };
+                e = output_table_add(t, row);
+        }
+        if (e >= 0)
+                e = output_table_print(t, f);
+        output_table_free(t);
+        return e;
+}
+
 int show_cores(FILE *f, const Control__CoreList *l, bool json)
 {
         static const char *const headers[] = { "TIME", "RUN", "SIGNAL", "SIZE", "PATH" };
@@ -474,6 +519,8 @@ int show_answer(FILE *out, FILE *err, const Control__Response *r, bool json, boo
                 return show_top(out, r->top, NULL, json);
         case CONTROL__RESPONSE__RESP_CORES:
                 return show_cores(out, r->cores, json);
+        case CONTROL__RESPONSE__RESP_VERSIONS:
+                return show_versions(out, r->versions, json);
         case CONTROL__RESPONSE__RESP_RELOAD:
                 *failed = r->reload->n_errors > 0 || r->reload->n_kept > 0 || r->reload->n_failed > 0;
                 return show_reload(out, err, r->reload, json);

@@ -201,6 +201,9 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_DEBUG: name = q->debug->name; no_block = q->debug->no_block; break;
         case CONTROL__REQUEST__REQ_CORES: name = q->cores->name; no_block = q->cores->no_block; break;
         case CONTROL__REQUEST__REQ_WORKSHOP: name = q->workshop->name; no_block = q->workshop->no_block; break;
+        case CONTROL__REQUEST__REQ_VERSIONS: name = q->versions->name; no_block = q->versions->no_block; break;
+        case CONTROL__REQUEST__REQ_INSTALL:
+                return 0; /* its fd is the input: read by install.c within BUNDLE_SIZE_MAX, parsed by bundle.c */
         case CONTROL__REQUEST__REQ_FORGET_NODE:
                 if (!gadget_name_ok(q->forget_node->name) || q->forget_node->no_block) {
                         snprintf(why, len, q->forget_node->no_block ? "no_block goes with restart, start and load "

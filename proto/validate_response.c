@@ -91,7 +91,7 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
         if (!str_ok(s->policy_path) || !str_ok(s->limits_mode) || !str_ok(s->audit_error) || !str_ok(s->audit_unsent_error) || !strv_ok(s->limits, s->n_limits) ||
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
             !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods ||
-            !strv_ok(s->kept_errors, s->n_kept_errors) || !str_ok(s->crash_cause) ||
+            !strv_ok(s->kept_errors, s->n_kept_errors) || !str_ok(s->crash_cause) || !str_ok(s->version) ||
             !strv_ok(s->crash_backtrace, s->n_crash_backtrace))
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)
@@ -308,6 +308,15 @@ int validate_control_response(const Control__Response *r, char *why, size_t whyl
                         if (!r->cores->cores[i] || !str_ok(r->cores->cores[i]->signal) ||
                             !str_ok(r->cores->cores[i]->path))
                                 REFUSE("core list with invalid text");
+                return 0;
+        case CONTROL__RESPONSE__RESP_VERSIONS:
+                if (!r->versions)
+                        REFUSE("version list missing");
+                for (size_t i = 0; i < r->versions->n_versions; i++)
+                        if (!r->versions->versions[i] || !label_ok(r->versions->versions[i]->version, 64) ||
+                            !label_ok(r->versions->versions[i]->signer, 64) ||
+                            !label_ok(r->versions->versions[i]->sdk, 64))
+                                REFUSE("version list with invalid text");
                 return 0;
         case CONTROL__RESPONSE__RESP_EXEC:
                 /* A shell's exit status: 0-255 (128+N for signal N). */

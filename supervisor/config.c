@@ -18,6 +18,8 @@
 #include "core/core.h"
 #include "contract.h"
 #include "system/loader.h"
+#include "system/releases.h"
+#include "bundle.h"
 #include "policy.h"
 #include "spawn/uidpool.h"
 #include "system/trace.h"
@@ -55,7 +57,10 @@ static void usage(FILE *f)
                    "                    [Audit] keys RecordsPerSecond=N (per gadget, default %u; the rest\n"
                    "                    summarized), MaxFileSize=SIZE (audit.log rotated beyond it, default\n"
                    "                    %lluM), KeepFiles=N (rotated files kept, default %u),\n"
-                   "                    StoreKeepDays=N (Store=postgresql: rows kept, default 90)\n"
+                   "                    StoreKeepDays=N (Store=postgresql: rows kept, default 90);\n"
+                   "                    [Releases] keys TrustedKeys= (Ed25519 public keys whose bundles\n"
+                   "                    gadgetctl install takes), AllowUnsigned=yes (root may install\n"
+                   "                    unsigned ones too), VersionsKept=N (per gadget, default %u)\n"
                    "  --policy-dir DIR  default %s\n"
                    "  --state-dir DIR   default %s\n"
                    "  --socket PATH     default %s\n"
@@ -72,7 +77,7 @@ static void usage(FILE *f)
                    "                    a request is answered busy (default %u, at most %u)\n"
                    "Other modes: gadgetd run POLICY ..., gadgetd check FILE... (gadgetd run --help)\n",
                 LOGBUF_DEFAULT_LINES, LOGBUF_DEFAULT_BYTES / 1024, AUDIT_DEFAULT_RATE,
-                AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP, CONFIG_POLICY_DIR, CONFIG_STATE_DIR,
+                AUDIT_DEFAULT_MAX_SIZE >> 20, AUDIT_DEFAULT_KEEP, RELEASES_KEEP, CONFIG_POLICY_DIR, CONFIG_STATE_DIR,
                 CONFIG_SOCKET, CONFIG_RUN_DIR, CONFIG_GROUP, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT,
                 UIDPOOL_LOCK_FILE, HTTP_MAX_TOTAL_DEFAULT, HTTP_MAX_TOTAL_LIMIT);
 }
@@ -286,6 +291,39 @@ static int metrics_key(struct file_ctx *fc, const char *key, const char *value)
         return -1;
 }
 
+/* [Releases]: whose bundles gadgetctl install takes, and how many
+ * versions of each gadget the store keeps. TrustedKeys= may repeat; each
+ * holds keys separated by blanks. 1 if good, 0 if bad. */
+static int releases_key(struct file_ctx *fc, const char *key, const char *value)
+{
+        struct config *cfg = fc->cfg;
+        char why[300];
+        if (strcmp(key, "TrustedKeys") == 0) {
+                char *copy = strdup(value), *save = NULL;
+                int ok = copy != NULL;
+                for (char *w = copy ? strtok_r(copy, " \t", &save) : NULL; w && ok; w = strtok_r(NULL, " \t", &save)) {
+                        uint8_t (*v)[32] = realloc(cfg->trusted_keys, (cfg->n_trusted_keys + 1) * sizeof *v);
+                        if (!v || bundle_key_unhex(w, v[cfg->n_trusted_keys]) < 0) {
+                                if (v)
+                                        cfg->trusted_keys = v;
+                                snprintf(why, sizeof why, "TrustedKeys=: \"%.80s\" is not an Ed25519 public key "
+                                         "(64 hex digits, as gadgetctl keygen prints)", w);
+                                ok = file_bad(fc, why);
+                                break;
+                        }
+                        cfg->trusted_keys = v;
+                        cfg->n_trusted_keys++;
+                }
+                free(copy);
+                return ok;
+        }
+        if (strcmp(key, "AllowUnsigned") == 0)
+                return policy_parse_bool(value, &cfg->allow_unsigned) == 0;
+        if (strcmp(key, "VersionsKept") == 0)
+                return parse_count(value, 1000, &cfg->versions_kept) == 0;
+        return 0;
+}
+
 /* inih handler: 1 to go on, 0 marks the line as an error. */
 static int file_key(void *arg, const char *section, const char *key, const char *value)
 {
@@ -302,6 +340,8 @@ static int file_key(void *arg, const char *section, const char *key, const char 
                         return file_bad(fc, why);
                 return 1;
         }
+        if (strcmp(section, "Releases") == 0)
+                return releases_key(fc, key, value);
         if (strcmp(section, "Daemon") != 0)
                 return 0;
         if ((b = store_key(fc, key, value)) >= 0)
@@ -534,5 +574,6 @@ void config_free(struct config *cfg)
         free(cfg->peer_key);
         free(cfg->peer_ca);
         free(cfg->peer_revoked);
+        free(cfg->trusted_keys);
         *cfg = (struct config){ 0 };
 }

@@ -58,6 +58,13 @@ struct config {
         bool trace_keep_set;
         double trace_sample;             /* TraceSample=: the share of new traces exported (default 1) */
         char *trace_export;
+        /* [Releases] (gadgetctl install, docs/releases.md): TrustedKeys= (Ed25519
+         * public keys, 64 hex digits each), AllowUnsigned=, VersionsKept= (0:
+         * RELEASES_KEEP). */
+        uint8_t (*trusted_keys)[32];
+        size_t n_trusted_keys;
+        bool allow_unsigned;
+        unsigned versions_kept;
 };
 
 /* Fills cfg from argv (options override the file). Returns 0, 1 after

@@ -27,6 +27,7 @@
 #include "system/notify.h"
 #include "system/loader.h"
 #include "system/loads.h"
+#include "system/releases.h"
 #include "system/peercred.h"
 #include "alarms/alarms.h"
 #include "tail/tail.h"
@@ -463,6 +464,10 @@ static void load_recorded(struct daemon *d)
         struct loads_entry *v;
         size_t n, bad;
         char msg[8192];
+        size_t swept = releases_sweep(d->cfg.state_dir);
+        if (swept)
+                log_msg(L_INFO, NULL, "%s/%s: removed %zu leftovers of installs cut short", d->cfg.state_dir,
+                        RELEASES_DIR, swept);
         int e = loads_read(d->cfg.state_dir, &v, &n, &bad);
         if (e < 0) {
                 log_msg(L_ERR, NULL, "cannot read the recorded loads %s/%s: %s", d->cfg.state_dir, LOADS_FILE,
@@ -938,6 +943,10 @@ static int open_control(struct daemon *d)
                 .gateway_address = gateway_addr, .arg = d,
                 .adopt = d->reexeced && d->adopt.listen_fd >= 0, .adopt_fd = d->adopt.listen_fd,
                 .adopt_activated = d->adopt.activated,
+                .releases = { .state_dir = d->cfg.state_dir,
+                              .trusted = (const uint8_t (*)[32])d->cfg.trusted_keys,
+                              .n_trusted = d->cfg.n_trusted_keys, .allow_unsigned = d->cfg.allow_unsigned,
+                              .keep = d->cfg.versions_kept ? d->cfg.versions_kept : RELEASES_KEEP },
         };
         int e = control_open(&env, &d->control);
         if (e < 0)

@@ -84,6 +84,20 @@ void client_close_fds(struct client *cl);
 /* gadgetctl exec (exec.c): root's; the probe ends with its client. */
 void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
+/* A load done (name, msg as control_load_done's) for the answer ans
+ * (taken): answered once the gadget is ready, or with why it is not. */
+void request_load_answer(struct client_load *ans, const char *name, const char *msg);
+/* gadgetctl install and versions (install.c). */
+void request_install(struct client *cl, const Control__Request *req);
+void request_versions(struct client *cl, const Control__Request *req);
+/* One install at a time of root, one of the others (control.c): the
+ * slot cl's job j takes (0: busy), given back by control_install_end. */
+struct install_job;
+unsigned control_install_begin(struct client *cl, struct install_job *j);
+void control_install_end(struct control *c, unsigned slot);
+/* At control_free: an install whose thread still runs is left to it; its
+ * answer and loop event go (install.c). */
+void install_abandon(struct install_job *j);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

@@ -66,6 +66,8 @@ struct control {
         struct client *reexec;     /* who asked for the re-exec under way, if still connected */
         uint64_t reexec_id;
         bool reexec_asked;
+        unsigned installing;       /* gadgetctl installs running (install.c): root's, others' (bits 1, 2) */
+        struct install_job *installs[2]; /* those two, once started */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -340,12 +342,13 @@ static void budget_count(struct client *cl, size_t len)
 }
 
 /* The fds sent with request q, into cl->fds: exactly CONTROL_EXEC_FDS
- * with exec, none with any other request. Why this is safe: any other
- * number is refused (the request does not run) and every fd closed; a
- * handler takes only what it was given here. -EINVAL, the client told. */
+ * with exec, one with install (the bundle), none with any other request.
+ * Why this is safe: any other number is refused (the request does not
+ * run) and every fd closed; a handler takes only what it was given here.
+ * -EINVAL, the client told. */
 static int take_fds(struct client *cl, const Control__Request *q)
 {
-        bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC;
+        bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC, install = q->req_case == CONTROL__REQUEST__REQ_INSTALL;
         int n = conn_take_fds(cl->conn, cl->fds, CONTROL_EXEC_FDS);
         if (n >= 0)
                 cl->n_fds = (size_t)n;
@@ -354,8 +357,13 @@ static int take_fds(struct client *cl, const Control__Request *q)
                              "(stdin, stdout, stderr)", CONTROL_EXEC_FDS);
                 return -EINVAL;
         }
-        if (!exec && n != 0) {
-                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec only");
+        if (install && n != 1) {
+                client_error(cl, q->id, GADGET_EINVAL, "install needs exactly 1 file descriptor with its request "
+                             "(the bundle, opened by the client)");
+                return -EINVAL;
+        }
+        if (!exec && !install && n != 0) {
+                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec and install only");
                 return -EINVAL;
         }
         return 0;
@@ -677,6 +685,9 @@ void control_free(struct control *c)
                 return;
         while (!LIST_EMPTY(&c->clients))
                 client_free(LIST_FIRST(&c->clients));
+        for (int i = 0; i < 2; i++)
+                if (c->installs[i])
+                        install_abandon(c->installs[i]);
         control_events_free(c);
         frames_free(c->frames);
         close(c->fd);
@@ -705,6 +716,26 @@ void control_audit_added(struct control *c, const char *gadget, const char *line
         struct client *cl;
         LIST_FOREACH(cl, &c->clients, link)
                 stream_push(cl->stream, STREAM_FOLLOW_AUDIT, gadget, line);
+}
+
+/* Why one at a time: an install holds a thread and a bundle's bytes (up
+ * to BUNDLE_SIZE_MAX). Root's apart from the group's: a member whose
+ * bundle never ends reading (a file on a stalled filesystem) holds only
+ * the members' install, never root's. The bit taken, or 0 (busy). */
+unsigned control_install_begin(struct client *cl, struct install_job *j)
+{
+        unsigned bit = cl->cred.uid == 0 ? 1 : 2;
+        if (cl->ctl->installing & bit)
+                return 0;
+        cl->ctl->installing |= bit;
+        cl->ctl->installs[bit - 1] = j;
+        return bit;
+}
+
+void control_install_end(struct control *c, unsigned bit)
+{
+        c->installing &= ~bit;
+        c->installs[bit - 1] = NULL;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */
@@ -761,6 +792,11 @@ void control_reexec_failed(struct control *c, int code, const char *msg)
 int control_reexec_quiet(const struct control *c, char *why, size_t len)
 {
         const struct client *cl;
+        /* Its thread and answer are this image's. */
+        if (c->installing) {
+                snprintf(why, len, "a gadgetctl install is in flight");
+                return -EBUSY;
+        }
         LIST_FOREACH(cl, &c->clients, link) {
                 if (!LIST_EMPTY(&cl->loads)) {
                         snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);

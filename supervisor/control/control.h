@@ -53,6 +53,16 @@ typedef void control_reload_note(void *arg, enum control_reload_what what, const
  * -errno with every error in msg ("FILE:LINE: ..." lines). */
 typedef void control_load_done(void *arg, int err, const char *name, const char *msg);
 
+/* gadgetctl install (install.c): where the store is and whose bundles
+ * gadgetd takes (gadgetd.conf's [Releases]). */
+struct control_releases {
+        const char *state_dir;
+        const uint8_t (*trusted)[32];  /* TrustedKeys=: Ed25519 public keys */
+        size_t n_trusted;
+        bool allow_unsigned;       /* AllowUnsigned=: root may install unsigned or unknown-key bundles */
+        unsigned keep;             /* VersionsKept= */
+};
+
 /* What the control socket serves, and the owner's two requests on the
  * policy files (the daemon's: control/ calls nothing above it). */
 struct control_env {
@@ -88,6 +98,7 @@ struct control_env {
         /* The gateway's address ("127.0.0.1:PORT"), or NULL: no gateway. */
         const char *(*gateway_address)(void *arg);
         void *arg;
+        struct control_releases releases;
         /* A re-exec'd gadgetd's listening socket, kept from the old image
          * (adopt true; adopt_activated: systemd made it). */
         bool adopt;

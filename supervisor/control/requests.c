@@ -7,6 +7,7 @@
 
 #include "system/audit.h"
 #include "system/log.h"
+#include "system/releases.h"
 #include "store/store.h"
 #include "client.h"
 #include "control.h"
@@ -199,6 +200,17 @@ static void later_done(void *arg, int e, const char *name, const char *msg)
                 client_error(cl, id, e == -EEXIST ? GADGET_EFAILED : GADGET_EINVAL, "%s", text);
         else
                 client_done(cl, id, "%s", text);
+}
+
+void request_load_answer(struct client_load *ans, const char *name, const char *msg)
+{
+        struct later *w = calloc(1, sizeof *w);
+        if (!w) {
+                client_load_answer(ans, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        w->ans = ans;
+        later_done(w, 0, name, msg);
 }
 
 /* The reading of a file could not begin (e < 0), or its answer could
@@ -570,6 +582,12 @@ static void on_status(struct client *cl, const Control__Request *q)
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
         st.info = &gi;
         st.policy_path = p->path;
+        char version[80] = "";
+        const char *sd = client_env(cl)->releases.state_dir;
+        /* Installed from a bundle: the version its policy runs. */
+        if (sd)
+                releases_version_of(sd, in.name, p->path, p->exec, version, sizeof version);
+        st.version = version;
         st.n_bindings = p->n_bindings;
         st.bindings = b;
         st.n_limits = n_limits;
@@ -923,6 +941,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_TOP, request_top },
         { CONTROL__REQUEST__REQ_EXEC, request_exec },
         { CONTROL__REQUEST__REQ_FRAMES, request_frames },
+        { CONTROL__REQUEST__REQ_INSTALL, request_install },
+        { CONTROL__REQUEST__REQ_VERSIONS, request_versions },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -245,6 +245,11 @@ struct event_base *core_base(const struct core *c)
         return c->base;
 }
 
+const char *core_state_dir(const struct core *c)
+{
+        return c->cfg.state_dir;
+}
+
 struct approvals *core_approvals(const struct core *c)
 {
         return c->approvals;

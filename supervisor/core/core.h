@@ -192,6 +192,8 @@ size_t core_running(const struct core *c);
 void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed);
 
 struct event_base *core_base(const struct core *c);
+/* core_config's state_dir. */
+const char *core_state_dir(const struct core *c);
 struct audit *core_audit(const struct core *c);
 /* The spans of its calls (core_config's traces), or NULL. */
 struct traces *core_traces(const struct core *c);

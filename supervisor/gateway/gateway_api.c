@@ -23,6 +23,7 @@
 #include "validate.h"
 #include "value.h"
 #include "system/monotime.h"
+#include "system/releases.h"
 
 #define GATEWAY_LIST_MAX 256  /* gadgets in one answer of the list */
 
@@ -61,7 +62,7 @@ void gateway_send_object(struct evhttp_request *req, json_t *o)
         json_decref(o);
 }
 
-static json_t *gadget_json(struct unit *u)
+static json_t *gadget_json(const struct gateway *g, struct unit *u)
 {
         json_t *methods = json_array();
         json_t *sigs = json_array();
@@ -81,8 +82,12 @@ static json_t *gadget_json(struct unit *u)
          * count of its errors, never their text (they may quote the file,
          * which the gateway's users need not read). */
         const struct unit_stats *s = unit_stats(u);
+        /* Installed from a bundle: its version (system/releases.c), from
+         * the policy's paths, no file read. */
+        char version[80];
+        releases_version_of(core_state_dir(g->core), in.name, p->path, p->exec, version, sizeof version);
         return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s, s:I, s:I, "
-                         "s:I, s:I, s:I}",
+                         "s:I, s:I, s:I, s:s}",
                          "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
@@ -92,7 +97,7 @@ static json_t *gadget_json(struct unit *u)
                          "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
                          "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us",
                          (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes,
-                         "denials", (json_int_t)(in.denials ? in.denials->total : 0));
+                         "denials", (json_int_t)(in.denials ? in.denials->total : 0), "version", version);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -138,7 +143,7 @@ void gateway_api_list(struct gateway *g, struct evhttp_request *req)
          * the number of gadgets; the page asks for the next. */
         size_t end = n - first > GATEWAY_LIST_MAX ? first + GATEWAY_LIST_MAX : n;
         for (size_t i = first; v && i < end; i++)
-                json_array_append_new(list, gadget_json(v[i]));
+                json_array_append_new(list, gadget_json(g, v[i]));
         /* at_ms: when the counters were read (gadgetd's monotonic clock),
          * for rates between two readings, as gadgetctl top makes them. */
         json_t *o = json_pack("{s:o, s:I, s:b, s:I}", "gadgets", list, "total", (json_int_t)n, "more", end < n,

@@ -93,6 +93,9 @@
                                 li.classList.add("admin-open");
                         const head = el("div", "gadget-head");
                         head.append(el("span", "gadget-name", g.name), el("span", "state state-" + g.state, g.state));
+                        /* Installed from a bundle: the version it runs. */
+                        if (g.version)
+                                head.append(el("span", "gadget-version", "v" + g.version));
                         li.append(head);
                         if (g.kept_errors)
                                 li.append(el("div", "gadget-meta kept", "kept on its previous policy: " + g.kept_file +

@@ -120,11 +120,11 @@ CONTROL = [
 # A value for each argument a usage line names.
 CONTROL_ARGS = {"NAME": "hello", "METHOD": "greet", "JSON": '{"name": "Ada"}', "FILE": "POLICY",
                 "POLICY": "POLICY", "NODE": "node-b", "ID": "1", "SIGNAL": "HUP", "forget": "forget",
-                "--": "--", "COMMAND": "id", "ARG": "-u"}
+                "--": "--", "COMMAND": "id", "ARG": "-u", "BUNDLE": "POLICY"}
 # Commands gadgetctl carries out itself, sending no request; and dev,
 # which runs until interrupted (its requests are list, load, restart,
 # unload and workshop: Name and Load messages as the others send).
-CONTROL_LOCAL = {"check", "selftest", "dev"}
+CONTROL_LOCAL = {"check", "selftest", "dev", "bundle", "keygen"}
 
 
 def control_commands(gadgetctl):
@@ -234,7 +234,7 @@ def main():
     capture_control(build)
     policies(build, recorded)
     reports()
-    for t in ("worker", "control", "policy", "json", "report"):
+    for t in ("worker", "control", "policy", "json", "report", "bundle"):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
 
 

@@ -1,0 +1,422 @@
+/* install: gadgetctl install BUNDLE and gadgetctl versions NAME
+ * (docs/releases.md). The bundle comes as an fd the client opened with
+ * its own rights (never a path gadgetd would open for it); a thread reads
+ * it within BUNDLE_SIZE_MAX, parses it (proto/bundle.c), checks its
+ * signature against TrustedKeys=, unpacks it into the store
+ * (system/releases.c) and checks its policy; the loop then makes it the
+ * current version and loads it as `gadgetctl load` would. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <event2/event.h>
+
+#include "bundle.h"
+#include "client.h"
+#include "contract.h"
+#include "control.h"
+#include "policy.h"
+#include "system/audit.h"
+#include "system/loader.h"
+#include "system/log.h"
+#include "system/releases.h"
+
+struct install_job {
+        struct control *ctl;
+        unsigned slot;              /* control_install_begin's */
+        const struct control_env *env; /* the loop's only: the thread uses rel */
+        /* What the thread reads of the settings, its own copy (its
+         * thread may outlive the control at gadgetd's end). */
+        struct control_releases rel;
+        char *state_dir;
+        uint8_t (*keys)[BUNDLE_KEY_LEN];
+        struct client_load *ans;
+        struct peercred cred;       /* who asked (recorded with the version) */
+        int fd;                     /* the bundle */
+        size_t size;                /* its size when the thread looked */
+        int pipe[2];
+        struct event *ev;
+        pthread_t thread;
+        bool running;               /* the thread runs (not joined yet) */
+        bool abandoned;             /* the control went while its load was in flight */
+        /* Written by the thread before its byte, read by the loop after. */
+        int code;                   /* 0 or a GADGET_E* */
+        char msg[4096];
+        char name[64], version[BUNDLE_VERSION_MAX + 1], signer[2 * BUNDLE_KEY_LEN + 1];
+        char prev[BUNDLE_VERSION_MAX + 2]; /* the current version before (the loop's) */
+};
+
+static bool trusted(const struct control_releases *r, const uint8_t key[BUNDLE_KEY_LEN])
+{
+        for (size_t i = 0; i < r->n_trusted; i++)
+                if (memcmp(r->trusted[i], key, BUNDLE_KEY_LEN) == 0)
+                        return true;
+        return false;
+}
+
+/* Why this is safe: a bundle whose signature does not match its content
+ * is refused whatever the settings (it was changed on its way); one
+ * unsigned or signed by a key not in TrustedKeys= is taken only with
+ * AllowUnsigned=yes and only from root: its policy is loaded with
+ * gadgetd's rights, which only a trusted signer (or root) may vouch for. */
+static int signature_check(struct install_job *j, struct bundle *b)
+{
+        const struct control_releases *r = &j->rel;
+        int e = bundle_verify(b);
+        char id[2 * BUNDLE_KEY_LEN + 1];
+        if (b->is_signed)
+                bundle_key_hex(b->key, id);
+        if (e == -EIO) {
+                snprintf(j->msg, sizeof j->msg, "cannot check the bundle's signature (libcrypto failed)");
+                return GADGET_EINTERNAL;
+        }
+        if (b->is_signed && e < 0) {
+                snprintf(j->msg, sizeof j->msg, "the bundle's signature does not match its content (changed after "
+                         "it was signed, or not signed by key %.16s)", id);
+                return GADGET_EDENIED;
+        }
+        if (b->is_signed)
+                snprintf(j->signer, sizeof j->signer, "%s", id);
+        if (b->is_signed && trusted(r, b->key))
+                return 0;
+        if (!r->allow_unsigned || j->cred.uid != 0) {
+                if (b->is_signed)
+                        snprintf(j->msg, sizeof j->msg, "the bundle is signed by key %.16s..., which is not in "
+                                 "TrustedKeys= of gadgetd.conf", id);
+                else
+                        snprintf(j->msg, sizeof j->msg, "the bundle is unsigned (gadgetctl bundle --key KEY signs it)");
+                if (r->allow_unsigned)
+                        strncat(j->msg, "; AllowUnsigned=yes lets root alone install it",
+                                sizeof j->msg - strlen(j->msg) - 1);
+                return GADGET_EDENIED;
+        }
+        return 0;
+}
+
+/* The whole file, size bytes as fstat said: a file that grows or shrinks
+ * while read is refused (its signature would not be of what was read).
+ * Why fstat here, in the thread, and a regular file only: a FIFO, socket
+ * or device passed as the bundle could block a reader forever, and so
+ * could a file on a stalled filesystem (FUSE) even for fstat: only this
+ * thread waits, never the loop. */
+static int read_bundle(struct install_job *j, uint8_t **out)
+{
+        struct stat st;
+        if (fstat(j->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                snprintf(j->msg, sizeof j->msg, "the bundle must be a regular file");
+                return GADGET_EINVAL;
+        }
+        if (st.st_size > (off_t)BUNDLE_SIZE_MAX) {
+                snprintf(j->msg, sizeof j->msg, "the bundle has %lld bytes, more than a bundle may hold (%u)",
+                         (long long)st.st_size, BUNDLE_SIZE_MAX);
+                return GADGET_ELIMIT;
+        }
+        j->size = (size_t)st.st_size;
+        uint8_t *buf = malloc(j->size + 1);
+        size_t got = 0;
+        if (!buf) {
+                snprintf(j->msg, sizeof j->msg, "out of memory for a bundle of %zu bytes", j->size);
+                return GADGET_EINTERNAL;
+        }
+        while (got < j->size + 1) {
+                ssize_t n = pread(j->fd, buf + got, j->size + 1 - got, (off_t)got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        snprintf(j->msg, sizeof j->msg, "cannot read the bundle: %s", strerror(errno));
+                        free(buf);
+                        return GADGET_EINVAL;
+                }
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        if (got != j->size) {
+                snprintf(j->msg, sizeof j->msg, "the bundle changed size while it was read");
+                free(buf);
+                return GADGET_EINVAL;
+        }
+        *out = buf;
+        return 0;
+}
+
+/* The policy gadgetd will load (path: VERSION/policy), read as gadgetd's
+ * own (the signer's). Why the paths are checked again on what was
+ * parsed: whatever the template's text, the program and UIs that run or
+ * are served are the version's own files, never a path outside it. */
+static int policy_check(struct install_job *j, const char *path)
+{
+        struct policy *p = NULL;
+        uint64_t hash;
+        char msg[3072], files[4400];
+        int code = 0;
+        if (loader_read(path, NULL, false, &p, &hash, msg, sizeof msg) < 0) {
+                snprintf(j->msg, sizeof j->msg, "the bundle's policy has errors:\n%s", msg);
+                return GADGET_EINVAL;
+        }
+        snprintf(files, sizeof files, "%.*s/files", (int)(strrchr(path, '/') - path), path);
+        if (!releases_path_within(p->exec, files) || (p->ui && !releases_path_within(p->ui, files)) ||
+            (p->admin_ui && !releases_path_within(p->admin_ui, files))) {
+                snprintf(j->msg, sizeof j->msg, "the bundle's policy names a program or UI outside the bundle");
+                code = GADGET_EINVAL;
+        }
+        policy_free(p);
+        return code;
+}
+
+static void *install_thread(void *arg)
+{
+        struct install_job *j = arg;
+        const struct control_releases *r = &j->rel;
+        struct bundle b;
+        uint8_t *buf = NULL;
+        char path[4400];
+        int e;
+        if ((j->code = read_bundle(j, &buf)) != 0)
+                goto out;
+        if ((e = bundle_parse(buf, j->size, &b, j->msg, sizeof j->msg)) < 0) {
+                j->code = e == -E2BIG ? GADGET_ELIMIT : e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
+                goto out;
+        }
+        snprintf(j->name, sizeof j->name, "%s", b.name);
+        snprintf(j->version, sizeof j->version, "%s", b.version);
+        if ((j->code = signature_check(j, &b)) == 0) {
+                e = releases_unpack(r->state_dir, &b, j->signer, j->cred.uid, path, sizeof path, j->msg,
+                                    sizeof j->msg);
+                j->code = e == 0 ? 0 : e == -EEXIST ? GADGET_EFAILED : e == -EINVAL ? GADGET_EINVAL : GADGET_EFAILED;
+                /* Nothing of it runs before its policy is checked; a
+                 * refused one leaves nothing behind. */
+                if (e == 0 && (j->code = policy_check(j, path)) != 0)
+                        releases_undo(r->state_dir, b.name, b.version, NULL, false);
+        }
+        bundle_clear(&b);
+out:
+        free(buf);
+        /* The pipe holds this one byte: the write cannot block. */
+        if (write(j->pipe[1], "", 1) < 0)
+                abort();
+        return NULL;
+}
+
+static void job_free(struct install_job *j)
+{
+        free(j->state_dir);
+        free(j->keys);
+        if (j->ev)
+                event_free(j->ev);
+        if (j->pipe[0] >= 0)
+                close(j->pipe[0]);
+        if (j->pipe[1] >= 0)
+                close(j->pipe[1]);
+        if (j->fd >= 0)
+                close(j->fd);
+        if (j->slot)
+                control_install_end(j->ctl, j->slot);
+        free(j);
+}
+
+/* The install's audit record, once its bundle named the gadget: who, which
+ * version, signed by whom, and whether it was installed (the reason of a
+ * refusal is the answer's; it may quote the policy, so not here). */
+static void job_audit(const struct install_job *j, int code)
+{
+        char detail[200];
+        if (!j->name[0])
+                return;
+        snprintf(detail, sizeof detail, "version %s, %s%.16s%s", j->version,
+                 j->signer[0] ? "signed by key " : "unsigned", j->signer, code ? ": refused" : "");
+        struct audit_record rec = { .gadget = j->name, .binding = "install", .op = "install",
+                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
+                                    .uid = (uint32_t)j->cred.uid };
+        audit_write(core_audit(j->env->core), &rec);
+}
+
+static void job_answer(struct install_job *j, int code, const char *msg)
+{
+        job_audit(j, code);
+        if (code == 0)
+                request_load_answer(j->ans, j->name, msg); /* once it is ready, as a load's */
+        else
+                client_load_answer(j->ans, code, msg);
+        job_free(j);
+}
+
+/* The load of the new current policy ended (the daemon's load). */
+static void install_loaded(void *arg, int err, const char *name, const char *msg)
+{
+        struct install_job *j = arg;
+        const struct control_releases *r = &j->rel;
+        char out[8192];
+        (void)name;
+        if (j->abandoned) { /* gadgetd is ending: no control, no client left */
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (err < 0) {
+                releases_undo(r->state_dir, j->name, j->version, j->prev, true);
+                snprintf(out, sizeof out, "%s %s was not installed: its load failed: %s", j->name, j->version, msg);
+                job_answer(j, GADGET_EFAILED, out);
+                return;
+        }
+        size_t pruned = releases_prune(r->state_dir, j->name, r->keep);
+        log_msg(L_INFO, j->name, "installed version \"%s\" (%s%.16s) for uid %u; %zu old versions removed",
+                j->version, j->signer[0] ? "signed by key " : "unsigned", j->signer, (unsigned)j->cred.uid, pruned);
+        /* "restarting NAME on its changed policy" (a running gadget):
+         * the answer comes once the new process serves. */
+        bool restart = strncmp(msg, "restarting ", 11) == 0;
+        snprintf(out, sizeof out, "installed %s %s (%s%.16s); %s%s", j->name, j->version,
+                 j->signer[0] ? "signed by key " : "unsigned", j->signer, restart ? "restarted " : "",
+                 restart ? msg + 11 : msg);
+        job_answer(j, 0, out);
+}
+
+static void install_read(evutil_socket_t fd, short what, void *arg)
+{
+        struct install_job *j = arg;
+        const struct control_releases *r = &j->rel;
+        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
+        char path[4400];
+        int e;
+        (void)fd;
+        (void)what;
+        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        j->running = false;
+        if (j->code) {
+                job_answer(j, j->code, j->msg);
+                return;
+        }
+        releases_current(r->state_dir, j->name, j->prev, sizeof j->prev);
+        if ((e = releases_commit(r->state_dir, j->name, j->version, path, sizeof path)) == 0)
+                e = j->env->load(j->env->arg, path, false, &root, install_loaded, j);
+        if (e < 0) {
+                releases_undo(r->state_dir, j->name, j->version, j->prev, true);
+                snprintf(j->msg, sizeof j->msg, "%s %s was not installed: %s", j->name, j->version,
+                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
+                job_answer(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
+        }
+}
+
+/* Starts j's thread. 0 or -errno. */
+static int job_start(struct install_job *j)
+{
+        sigset_t all, old;
+        int e;
+        if (pipe2(j->pipe, O_CLOEXEC) < 0)
+                return -errno;
+        if (!(j->ev = event_new(j->env->base, j->pipe[0], EV_READ, install_read, j)) || event_add(j->ev, NULL) < 0)
+                return -ENOMEM;
+        /* The thread takes no signals: they stay with the loop's thread. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = -pthread_create(&j->thread, NULL, install_thread, j);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        j->running = e == 0;
+        return e;
+}
+
+void install_abandon(struct install_job *j)
+{
+        j->slot = 0; /* the control is going */
+        if (!j->running) { /* its load is in flight: install_loaded ends it */
+                j->abandoned = true;
+                return;
+        }
+        /* The thread ends on its own; its byte goes unread, and the job
+         * stays with it (gadgetd is ending). */
+        event_free(j->ev);
+        j->ev = NULL;
+        pthread_detach(j->thread);
+}
+
+/* A job for cl's request, its settings copied. NULL: out of memory. */
+static struct install_job *job_new(struct client *cl)
+{
+        const struct control_releases *r = &client_env(cl)->releases;
+        struct install_job *j = calloc(1, sizeof *j);
+        if (!j)
+                return NULL;
+        *j = (struct install_job){ .ctl = cl->ctl, .env = client_env(cl), .rel = *r, .cred = cl->cred, .fd = -1,
+                                   .pipe = { -1, -1 } };
+        j->state_dir = strdup(r->state_dir);
+        j->keys = malloc((r->n_trusted ? r->n_trusted : 1) * sizeof *j->keys);
+        if (!j->state_dir || !j->keys) {
+                job_free(j);
+                return NULL;
+        }
+        if (r->n_trusted)
+                memcpy(j->keys, r->trusted, r->n_trusted * sizeof *j->keys);
+        j->rel.state_dir = j->state_dir;
+        j->rel.trusted = (const uint8_t (*)[BUNDLE_KEY_LEN])j->keys;
+        return j;
+}
+
+void request_install(struct client *cl, const Control__Request *q)
+{
+        struct install_job *j;
+        int e;
+        if (!client_env(cl)->releases.state_dir) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
+                return;
+        }
+        if (!(j = job_new(cl))) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        if (!(j->slot = control_install_begin(cl, j))) {
+                job_free(j);
+                client_error(cl, q->id, GADGET_EBUSY, "another install is under way; try again when it ends");
+                return;
+        }
+        j->fd = cl->fds[0];
+        cl->n_fds = 0; /* taken */
+        if (!(j->ans = client_load_begin(cl, q->id))) {
+                job_free(j);
+                return;
+        }
+        if ((e = job_start(j)) < 0) {
+                snprintf(j->msg, sizeof j->msg, "cannot start reading the bundle: %s", strerror(-e));
+                job_answer(j, GADGET_EINTERNAL, j->msg);
+        }
+}
+
+void request_versions(struct client *cl, const Control__Request *q)
+{
+        const struct control_env *env = client_env(cl);
+        struct release_info *v = NULL;
+        size_t n = 0;
+        int e = env->releases.state_dir ? releases_list(env->releases.state_dir, q->versions->name, &v, &n) : 0;
+        if (e < 0) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "cannot read the store: %s", strerror(-e));
+                return;
+        }
+        Control__VersionInfo *info = calloc(n ? n : 1, sizeof *info);
+        Control__VersionInfo **pv = calloc(n ? n : 1, sizeof *pv);
+        Control__VersionList list = CONTROL__VERSION_LIST__INIT;
+        if (!info || !pv) {
+                client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+                control__version_info__init(&info[i]);
+                info[i].version = v[i].version;
+                info[i].signer = v[i].signer;
+                info[i].installed_ms = v[i].installed_ms;
+                info[i].uid = (uint32_t)v[i].uid;
+                info[i].sdk = v[i].sdk;
+                info[i].current = v[i].current;
+                pv[i] = &info[i];
+        }
+        list.versions = pv;
+        list.n_versions = n;
+        client_answer(cl, q->id, &list.base);
+out:
+        free(pv);
+        free(info);
+        free(v);
+}

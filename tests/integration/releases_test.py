@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Signed gadget bundles (docs/releases.md), from outside: gadgetctl keygen
+and bundle make one, gadgetctl install puts it into gadgetd's store and
+runs it; a bundle with a changed byte, of an unknown key, unsigned, or
+with a member that escapes (../, an absolute path), a symlink, a device
+or an oversized member is refused with its reason and leaves nothing in
+the store; versions lists what is installed, the last VersionsKept= only;
+a new version of a running gadget takes over without a refused call;
+status and the workshop's list show the version.
+Usage: releases_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
+CALLFLOOD."""
+import grp
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+from gateway_util import Gateway
+from harness import GADGETD, TESTGADGET, Healthy, check, main, test
+
+
+def bundle_dir(tmp, version, name="rel", keys=""):
+    """A bundle's directory: manifest, policy template, the program."""
+    d = os.path.join(tmp, "src-%s-%s" % (name, version))
+    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
+    with open(os.path.join(d, "manifest"), "w") as f:
+        f.write("Name=%s\nVersion=%s\nProtocol=2\nSDK=test\n" % (name, version))
+    with open(os.path.join(d, "policy"), "w") as f:
+        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n%s" % (name, keys))
+    shutil.copy(TESTGADGET, os.path.join(d, "bin", "testgadget"))
+    os.chmod(os.path.join(d, "bin", "testgadget"), 0o755)
+    return d
+
+
+def raw_bundle(members):
+    """A bundle of (kind, mode, path, data) records, unsigned: the format
+    written by hand, so that records gadgetctl bundle never makes can be."""
+    out = b"GDBUNDL1"
+    for kind, mode, path, data, *size in members:
+        p = path.encode()
+        out += struct.pack(">BHHQ", ord(kind), mode, len(p), size[0] if size else len(data)) + p + data
+    return out + struct.pack(">BHHQ", ord("E"), 0, 0, 0)
+
+
+def store_listing(tmp):
+    top = os.path.join(tmp, "state", "releases")
+    found = []
+    for root, dirs, files in os.walk(top):
+        found += [os.path.relpath(os.path.join(root, x), top) for x in dirs + files]
+    return sorted(found)
+
+
+@test
+def install_verify_versions(tmp):
+    # [Releases] read strictly: a key that is not one, a count of 0.
+    bad = os.path.join(tmp, "bad.conf")
+    for text, want in (("TrustedKeys=abcd\n", "is not an Ed25519 public key"), ("VersionsKept=0\n", ":2: ")):
+        with open(bad, "w") as f:
+            f.write("[Releases]\n" + text)
+        r = subprocess.run([GADGETD, "--config", bad, "--state-dir", os.path.join(tmp, "nostate")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and want in r.stderr, "%r: %r" % (text, r.stderr))
+    d = Gateway(tmp, extra=["--group", "nogroup"])
+    member = (65534, grp.getgrnam("nogroup").gr_gid)
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    pub = r.stdout.split()[-1]
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "other.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with open(d.config, "a") as f:
+        f.write("[Releases]\nTrustedKeys=%s\nVersionsKept=2\n" % pub)
+
+    def make(version, key="key.pem", name="rel", keys=""):
+        out = os.path.join(tmp, "%s-%s-%s.bundle" % (name, version, key))
+        r = d.ctl("bundle", bundle_dir(tmp, version, name, keys), "--key", os.path.join(tmp, key), "-o", out)
+        check(r.returncode == 0, "bundle: %r" % r.stderr)
+        return out
+
+    def refused(path, reason):
+        before = store_listing(tmp)
+        r = d.ctl("install", path)
+        check(r.returncode != 0 and reason in r.stderr, "install %s: want %r, got %r %r" %
+              (os.path.basename(path), reason, r.stdout, r.stderr))
+        check(store_listing(tmp) == before, "a refused bundle left %r" % (set(store_listing(tmp)) - set(before)))
+
+    def hostile(name, members):
+        path = os.path.join(tmp, name + ".bundle")
+        with open(path, "wb") as f:
+            f.write(raw_bundle(members))
+        return path
+
+    with d:
+        # A trusted bundle whose policy has errors: unpacked, its policy
+        # read, refused; nothing of it stays.
+        refused(make("1.0", name="broken", keys="MemoryMax=lots\n"), "MemoryMax=")
+        check(not os.path.exists(os.path.join(tmp, "state", "releases", "broken")), "the refused gadget's directory")
+        # A trusted key's bundle installs and runs.
+        b1 = make("1.0")
+        r = d.ctl("install", b1)
+        check(r.returncode == 0 and "installed rel 1.0" in r.stdout, "install: %r %r" % (r.stdout, r.stderr))
+        r = d.ctl("call", "rel", "echo", '"hi"')
+        check(r.returncode == 0 and r.stdout.strip() == '"hi"', "call: %r %r" % (r.stdout, r.stderr))
+        st = d.status("rel")
+        check(st.get("version") == "1.0", "status version: %r" % st.get("version"))
+        exe = os.path.join(tmp, "state", "releases", "rel", "1.0", "files", "bin", "testgadget")
+        check(os.stat(exe).st_mode & 0o7777 == 0o755, "program mode %o" % os.stat(exe).st_mode)
+
+        # Refusals, each with its reason, nothing left behind.
+        data = bytearray(open(make("1.1"), "rb").read())
+        data[200] ^= 1
+        changed = os.path.join(tmp, "changed.bundle")
+        open(changed, "wb").write(bytes(data))
+        refused(changed, "does not match its content")
+        refused(make("1.2", key="other.pem"), "not in TrustedKeys=")
+        manifest = ("F", 0o644, "manifest", b"Name=rel\nVersion=9\nProtocol=2\n")
+        pol = ("F", 0o644, "policy", b"[Gadget]\nName=rel\nExec=bin/x\n")
+        prog = ("F", 0o755, "bin/x", b"#!/bin/sh\n")
+        refused(hostile("unsigned", [manifest, pol, prog]), "unsigned")
+        refused(hostile("dotdot", [manifest, pol, ("F", 0o755, "bin/../../x", b"")]), '".." in its path')
+        refused(hostile("absolute", [manifest, pol, ("F", 0o755, "/etc/x", b"")]), "an absolute path")
+        refused(hostile("symlink", [manifest, pol, ("L", 0o777, "bin/x", b"/etc/shadow")]), "a symbolic link")
+        refused(hostile("device", [manifest, pol, ("C", 0o644, "bin/x", b"")]), "a character device")
+        refused(hostile("setuid", [manifest, pol, ("F", 0o4755, "bin/x", b"")]), "is setuid")
+        refused(hostile("oversized", [manifest, pol, ("F", 0o755, "bin/x", b"", 33 << 20)]),
+                "more than a member may hold")
+        # Not a file gadgetd could read to its end: a FIFO (no writer), a device.
+        fifo = os.path.join(tmp, "fifo.bundle")
+        os.mkfifo(fifo)
+        refused(fifo, "must be a regular file")
+        refused("/dev/zero", "must be a regular file")
+
+        # A second and a third version: the running gadget moves to each
+        # without a refused call; two versions are kept.
+        with Healthy(d, "rel"):
+            r = d.ctl("install", make("2.0"))
+            check(r.returncode == 0, "install 2.0: %r" % r.stderr)
+        r = d.ctl("install", make("3.0"))
+        check(r.returncode == 0, "install 3.0: %r" % r.stderr)
+        r = d.ctl("install", make("3.0"))
+        check(r.returncode != 0 and "installed already" in r.stderr, "3.0 again: %r" % r.stderr)
+        r = d.ctl("--json", "versions", "rel")
+        check(r.returncode == 0, "versions: %r" % r.stderr)
+        v = json.loads(r.stdout)
+        check([x["version"] for x in v] == ["3.0", "2.0"], "versions kept: %r" % v)
+        check(v[0]["current"] and not v[1]["current"] and v[0]["signer"] == pub and v[0]["uid"] == 0,
+              "versions: %r" % v)
+        check(d.status("rel").get("version") == "3.0", "status after 3.0: %r" % d.status("rel").get("version"))
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Version: 3\.0$", r.stdout, re.M), "status: %r" % r.stdout)
+        status, _, body = d.request("GET", "/api/gadgets")
+        shown = {g["name"]: g.get("version") for g in json.loads(body)["gadgets"]} if status == 200 else status
+        check(shown == {"rel": "3.0"}, "the workshop's list: %r" % shown)
+        r = d.ctl("call", "rel", "echo", "1")
+        check(r.returncode == 0, "call on 3.0: %r" % r.stderr)
+
+        # The next gadgetd loads the installed version again; with
+        # AllowUnsigned=yes root may install an unsigned bundle.
+        d.stop()
+        with open(d.config, "a") as f:
+            f.write("AllowUnsigned=yes\n")
+        d.start()
+        r = d.ctl("call", "rel", "echo", "2")
+        check(r.returncode == 0 and d.status("rel").get("version") == "3.0", "3.0 after a restart: %r" % r.stderr)
+        prog = open(TESTGADGET, "rb").read()
+        unsigned = hostile("unsigned-4", [("F", 0o644, "manifest", b"Name=rel\nVersion=4.0\nProtocol=2\n"),
+                                          ("F", 0o644, "policy", b"[Gadget]\nName=rel\nExec=bin/t\n"),
+                                          ("F", 0o755, "bin/t", prog)])
+        r = d.ctl("install", unsigned)
+        check(r.returncode == 0 and "unsigned" in r.stdout, "unsigned with AllowUnsigned=yes: %r %r" %
+              (r.stdout, r.stderr))
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([(x["version"], x["signer"]) for x in v] == [("4.0", ""), ("3.0", pub)], "versions: %r" % v)
+
+        # A member of the control group: a trusted bundle, yes; an unsigned
+        # one, never (its policy would be loaded with gadgetd's rights).
+        r = d.ctl("install", hostile("unsigned-5", [("F", 0o644, "manifest", b"Name=rel\nVersion=5\nProtocol=2\n"),
+                                                    ("F", 0o644, "policy", b"[Gadget]\nName=rel\nExec=bin/t\n"),
+                                                    ("F", 0o755, "bin/t", prog)]), user=member)
+        check(r.returncode != 0 and "root alone" in r.stderr, "a member's unsigned bundle: %r" % r.stderr)
+        r = d.ctl("install", make("6.0"), user=member)
+        check(r.returncode == 0, "a member's trusted bundle: %r" % r.stderr)
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check(v[0]["version"] == "6.0" and v[0]["uid"] == 65534 and v[0]["current"], "by the member: %r" % v[0])
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        installs = [(a["outcome"], a.get("uid")) for a in audit if a.get("binding") == "install"]
+        check(("ok", 65534) in installs and ("denied", 65534) in installs and ("ok", 0) in installs,
+              "install's audit records: %r" % installs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
