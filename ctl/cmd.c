@@ -422,7 +422,7 @@ static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
