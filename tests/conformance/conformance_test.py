@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The conformance suite: the same cases against the same gadget written
 with each SDK (confgadget.c on libgadget, confgadget.py on the Python
-SDK), through a real gadgetd. A new SDK is done when its twin of the
-gadget passes every case. Usage: conformance_test.py SDK_CASE (--list
-names them: c_hello_and_signatures, python_hello_and_signatures, ...)."""
+SDK, confgadget.js on the JavaScript SDK), through a real gadgetd. A new
+SDK is done when its twin of the gadget passes every case. Usage:
+conformance_test.py SDK_CASE (--list names them: c_hello_and_signatures,
+python_hello_and_signatures, js_hello_and_signatures, ...)."""
 import http.server
 import json
 import os
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -15,7 +17,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import (EXAMPLES, GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, test, wait_for)  # noqa: E402
+from harness import (EXAMPLES, GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, need, test, wait_for)  # noqa: E402
 import attacks  # noqa: E402  (the control protocol's frames by hand)
 
 SDK_DIR = os.path.join(HERE, "..", "..", "sdk", "python")
@@ -23,6 +25,9 @@ sys.path.insert(0, SDK_DIR)
 from gadget import _wire  # noqa: E402  (values for the control socket's calls)
 
 CONFGADGET = os.environ.get("CONFGADGET", "")
+# The build tree's NODE_PATH: @gadgetd/gadget in it is a link to sdk/js.
+JS_NODE_PATH = os.environ.get("JS_NODE_PATH", "")
+JS_SDK_DIR = os.path.join(HERE, "..", "..", "sdk", "js")
 
 # Every method and its signature, in the order each twin declares them.
 SIGNATURES = [
@@ -44,11 +49,24 @@ SIGNATURES = [
 ]
 
 
+def node():
+    """The host's Node.js (its real path: a policy's Exec= is no link)."""
+    path = shutil.which("node") or shutil.which("nodejs")
+    if not path:
+        need("Node.js", "no node here (scripts/deps installs nodejs)")
+    return os.path.realpath(path)
+
+
 def program(sdk):
     """The [Gadget] keys that run the conformance gadget of sdk: what a
-    Python gadget needs is docs/writing-gadgets.md's "Gadgets in Python"."""
+    Python or Node gadget needs is docs/writing-gadgets.md's "Gadgets in
+    Python" and "Gadgets in JavaScript"."""
     if sdk == "c":
         return "Exec=%s\n" % CONFGADGET
+    if sdk == "js":
+        return ("Exec=%s\nArguments=%s\nSystemLibraries=yes\nReadOnlyPaths=%s %s %s\nEnvironment=NODE_PATH=%s\n"
+                % (node(), os.path.join(HERE, "confgadget.js"), JS_NODE_PATH, os.path.realpath(JS_SDK_DIR), HERE,
+                   JS_NODE_PATH))
     sdk_dir = os.path.realpath(SDK_DIR)
     return ("Exec=%s\nArguments=-B %s\nSystemLibraries=yes\nReadOnlyPaths=%s %s\n"
             "Environment=PYTHONPATH=%s\n" % (os.path.realpath(sys.executable), os.path.join(HERE, "confgadget.py"),
@@ -337,7 +355,7 @@ def shutdown_drains(tmp, sdk):
 @case
 def served_while_waiting(tmp, sdk):
     """Calls that come while a method waits for a binding call are served:
-    at once by an async Python method's gadget (calls and binding calls
+    at once by an async Python or JavaScript method's gadget (calls and binding calls
     share the connection, matched by id), after it by a C one (libgadget
     queues them), answered either way."""
     srv = HeldServer()
@@ -349,7 +367,7 @@ def served_while_waiting(tmp, sdk):
                                      json.dumps({"url": "http://127.0.0.1:%d/api/hold" % srv.port})],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             check(srv.arrived.wait(20), "the held request never came")
-            if sdk == "python":
+            if sdk in ("python", "js"):
                 try:
                     got = Control(d).call("conf", "greet", {"name": "meanwhile"}, timeout=10)
                 except TimeoutError:
@@ -407,7 +425,7 @@ def python_counter_example(tmp):
         check(st["denials"] == 0, "its filter refused calls: %r" % st)
 
 
-for _sdk in ("c", "python"):
+for _sdk in ("c", "python", "js"):
     for _name, _fn in CASES.items():
         TESTS["%s_%s" % (_sdk, _name)] = (lambda fn, sdk: lambda tmp: fn(tmp, sdk))(_fn, _sdk)
 
