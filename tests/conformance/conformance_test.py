@@ -8,6 +8,7 @@ python_hello_and_signatures, js_hello_and_signatures, ...)."""
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import socketserver
@@ -25,6 +26,7 @@ sys.path.insert(0, SDK_DIR)
 from gadget import _wire  # noqa: E402  (values for the control socket's calls)
 
 CONFGADGET = os.environ.get("CONFGADGET", "")
+ESCAPE = os.environ.get("ESCAPE", "")  # the escape probe (selftest/escape.c)
 # The build tree's NODE_PATH: @gadgetd/gadget in it is a link to sdk/js.
 JS_NODE_PATH = os.environ.get("JS_NODE_PATH", "")
 JS_SDK_DIR = os.path.join(HERE, "..", "..", "sdk", "js")
@@ -423,6 +425,50 @@ def python_counter_example(tmp):
         check(c.ok("counter-py", "increment") == 3 and c.ok("counter-py", "get") == 3, "the daemon's counter")
         st = d.status("counter-py")
         check(st["denials"] == 0, "its filter refused calls: %r" % st)
+
+
+@test
+def js_counter_example(tmp):
+    """examples/js/counter.js under its policy as built, with the default
+    filter and limits: through gadgetd run, then the daemon. Its filter
+    refused nothing but clone3 (ENOSYS by design: glibc then starts
+    Node's threads with clone, whose flags the filter checks)."""
+    pol = os.path.join(EXAMPLES, "counter-js.policy")
+    for want in (1, 2):
+        r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "increment"], capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
+    with Daemon(tmp) as d:
+        r = d.ctl("load", pol)
+        check(r.returncode == 0, "load: %r %s" % (r.stderr, d.logtext()[-1500:]))
+        c = Control(d)
+        check(c.ok("counter-js", "increment") == 3 and c.ok("counter-js", "get") == 3, "the daemon's counter")
+        refused = re.findall(r'"gadget":"counter-js","binding":"seccomp","op":"([a-z0-9_]+)"', d.logtext())
+        check(set(refused) <= {"clone3"}, "its filter refused more than clone3: %r" % refused)
+
+
+def escape_verdicts(tmp, pol=None):
+    """{attempt: verdict} of the escape probe (gadgetctl selftest) under
+    pol with the probe as its program, or under the default policy."""
+    env = dict(os.environ, GADGETD_ESCAPE_PROBE=ESCAPE)
+    r = subprocess.run([GADGETCTL, "--json", "selftest"] + ([pol] if pol else []), capture_output=True, text=True,
+                       env=env, timeout=120)
+    check(r.returncode == 0, "selftest %s: %d %r" % (pol or "", r.returncode, r.stderr[-1500:]))
+    return {row["attempt"]: row["verdict"] for row in json.loads(r.stdout)}
+
+
+@test
+def js_sandbox_no_wider(tmp):
+    """The escape probe under what a Node gadget's policy has beyond a C
+    gadget's (SystemLibraries=yes, the program and the SDK read-only,
+    NODE_PATH), with the escape probe's limits: every attempt made under
+    the default policy is made and blocked alike."""
+    pol = write_policy(tmp, "js", "node-escape", extra="MemoryMax=64M\nTasksMax=32\nTmpSize=16M\n")
+    plain, node_ = escape_verdicts(tmp), escape_verdicts(tmp, pol)
+    check(len(plain) > 80 and set(plain.values()) == {"blocked"}, "the default policy's verdicts: %r" % plain)
+    check(node_ == plain, "under a Node gadget's keys: %r" % {k: (plain.get(k), node_.get(k))
+                                                              for k in set(plain) | set(node_)
+                                                              if plain.get(k) != node_.get(k)})
 
 
 for _sdk in ("c", "python", "js"):
