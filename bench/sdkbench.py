@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/sdkbench.py: each SDK's gadget beside the C one (issue 37's
-bench): the conformance gadget of each SDK (tests/conformance) under one
-gadgetd, measured for
+bench): the conformance gadget of each SDK (tests/conformance: C,
+Python, JavaScript) under one gadgetd, measured for
   call   one call at a time of its nop() method: the round trip through
          gadgetd (bench/callbench's seq, p50 and p99, ns), and pipelined
          calls per second (64 in flight)
@@ -10,7 +10,8 @@ gadgetd, measured for
          a gap (the new process beside the old one, which drains)
   idle   memory of the idle gadget (its cgroup's, status memory_bytes)
 Nothing here passes or fails: the numbers go to BENCHMARKS.md.
-  GADGETD=... GADGETCTL=... CONFGADGET=... CALLBENCH=... bench/sdkbench.py [ROUNDS SEQ PIPE]"""
+  GADGETD=... GADGETCTL=... CONFGADGET=... CALLBENCH=... JS_NODE_PATH=BUILD/sdk/js/node_modules \
+  bench/sdkbench.py [ROUNDS SEQ PIPE]"""
 import json
 import os
 import statistics
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from harness import Daemon, wait_for  # noqa: E402
 from conformance_test import ready, write_policy  # noqa: E402
 
-SDKS = ("c", "python")
+SDKS = ("c", "python", "js")
 
 
 def main():
