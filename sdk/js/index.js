@@ -70,9 +70,8 @@ class GadgetError extends Error {
 // A UTF-8 string cut to at most max bytes, at a character.
 function cut(s, max) {
   s = String(s);
-  if (s.toWellFormed) s = s.toWellFormed();   // lone surrogates as U+FFFD: valid UTF-8
-  const b = Buffer.from(s, 'utf8');
-  if (b.length <= max) return s;
+  const b = Buffer.from(s, 'utf8');   // lone surrogates as U+FFFD: valid UTF-8
+  if (b.length <= max) return b.utf8Slice(0, b.length);
   let n = max;
   while (n > 0 && (b[n] & 0xC0) === 0x80) n--;
   return b.utf8Slice(0, n);

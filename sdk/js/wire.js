@@ -64,6 +64,14 @@ function entriesOf(v) {
   return all.some((e) => e[1] === undefined) ? all.filter((e) => e[1] !== undefined) : all;
 }
 
+// Whether s is valid UTF-16 (no lone surrogate), so valid UTF-8 once
+// encoded: String.prototype.isWellFormed where Node has it (20), else a
+// regular expression (with /u, a pair is one code point, never a match).
+const LONE_SURROGATE = /\p{Surrogate}/u;
+function wellFormedString(s) {
+  return s.isWellFormed ? s.isWellFormed() : !LONE_SURROGATE.test(s);
+}
+
 function isPlain(v) {
   const p = Object.getPrototypeOf(v);
   return p === Object.prototype || p === null;
@@ -81,7 +89,7 @@ function sizes(v, lens, depth, path) {
       if (v < INT64_MIN || v > INT64_MAX) throw new EncodeError(`${path}: ${v} is beyond a 64-bit int`);
       return 1 + varintSize(zigzag(v));
     case 'string': {
-      if (v.isWellFormed && !v.isWellFormed()) throw new EncodeError(`${path}: a string with a lone surrogate`);
+      if (!wellFormedString(v)) throw new EncodeError(`${path}: a string with a lone surrogate`);
       const n = Buffer.byteLength(v, 'utf8');
       lens.push(n);
       return 1 + varintSize(n) + n;
@@ -207,16 +215,17 @@ function encodeValue(v, path = 'value') {
 // --- the messages gadgets send ------------------------------------------------
 
 // A message of fields, each [field, kind, x]: 'v' varint (omitted when 0),
-// 's' string (omitted when empty), 'b' bytes, 'm' a nested message (an
-// array of such fields).
+// 's' string (omitted when empty), 'S' a repeated string's item (always
+// there: an untyped method's empty signature keeps its place), 'b' bytes,
+// 'm' a nested message (an array of such fields).
 function msgSize(fields) {
   let n = 0;
   for (const f of fields) {
     const [, kind, x] = f;
     if (kind === 'v') {
       if (x) n += 1 + varintSize(x);
-    } else if (kind === 's') {
-      if (x) { f[3] = Buffer.byteLength(x, 'utf8'); n += 1 + varintSize(f[3]) + f[3]; }
+    } else if (kind === 's' || kind === 'S') {
+      if (x || kind === 'S') { f[3] = Buffer.byteLength(x, 'utf8'); n += 1 + varintSize(f[3]) + f[3]; }
     } else if (kind === 'b') {
       n += 1 + varintSize(x.length) + x.length;
     } else {
@@ -231,8 +240,8 @@ function msgPut(o, fields) {
   for (const [field, kind, x, n] of fields) {
     if (kind === 'v') {
       if (x) { o.byte(field << 3); o.varint(x); }
-    } else if (kind === 's') {
-      if (x) o.str(field, x, n);
+    } else if (kind === 's' || kind === 'S') {
+      if (x || kind === 'S') o.str(field, x, n);
     } else if (kind === 'b') {
       o.bytes(field, x);
     } else {
@@ -251,13 +260,14 @@ function frame(fields) {
   return o.b;
 }
 
+// A name or message as valid UTF-8 whatever string it was (lone surrogates as U+FFFD).
 function wellFormed(s) {
-  return s.isWellFormed ? s.toWellFormed() : s;
+  return wellFormedString(s) ? s : s.replace(/\p{Surrogate}/gu, '\uFFFD');
 }
 
 function hello(name, version, methods, signatures) {
   return frame([[1, 'm', [[1, 's', wellFormed(name)], [2, 'v', version],
-    ...methods.map((m) => [3, 's', m]), ...signatures.map((s) => [4, 's', s || ''])]]]);
+    ...methods.map((m) => [3, 'S', m]), ...signatures.map((s) => [4, 'S', wellFormed(s || '')])]]]);
 }
 
 function callResult(id, valueBytes, code, message) {

@@ -61,6 +61,12 @@ const protoKey = b('\x42\x11\x0a\x0f\x0a\x09__proto__\x12\x02\x18\x02');
 const o = wire.decodeValue(protoKey, 0, protoKey.length);
 if (Object.getPrototypeOf(o) !== Object.prototype || !Object.prototype.hasOwnProperty.call(o, '__proto__') ||
     o.__proto__ !== 1) failed.push('a "__proto__" key set the prototype');   // eslint-disable-line no-proto
+// A hello with an untyped method first: its empty signature keeps its
+// place among the repeated signatures (the bytes the Python SDK sends).
+const hello = wire.hello('n', 2, ['a', 'b'], [null, 'b() -> int']);
+if (!hello.equals(Buffer.from('1b0000000a190a016e10021a01611a01622200220a622829202d3e20696e74', 'hex'))) {
+  failed.push(`hello: ${hello.toString('hex')}`);
+}
 let deep = 'x';
 for (let i = 0; i < wire.MAX_DEPTH; i++) deep = [deep];
 const packed = wire.encodeValue(deep);
