@@ -84,7 +84,9 @@ class Conn {
     this.g = gadget;
     this.fd = fd;
     this.maxFrame = wire.MAX_FRAME;
-    this.inbuf = null;            // bytes read, not yet a whole frame
+    this.inbuf = null;            // reads not yet a whole frame (a list), their length,
+    this.inlen = 0;               // and the length that makes one
+    this.want = 0;
     this.nextId = 0;
     this.pending = new Map();     // binding call id -> {resolve, reject}
     this.serving = 0;             // calls started, not yet answered
@@ -107,7 +109,15 @@ class Conn {
   }
 
   onData(b) {
-    let buf = this.inbuf ? Buffer.concat([this.inbuf, b]) : b;
+    // A large frame comes in many reads: they are joined once it is whole.
+    if (this.inbuf) {
+      this.inbuf.push(b);
+      this.inlen += b.length;
+      if (this.inlen < this.want) return;
+      b = Buffer.concat(this.inbuf, this.inlen);
+      this.inbuf = null;
+    }
+    const buf = b;
     let i = 0;
     while (buf.length - i >= wire.HEADER) {
       const n = buf.readUInt32LE(i);
@@ -121,7 +131,12 @@ class Conn {
       this.handle(f);
       if (this.ended) return;
     }
-    this.inbuf = i < buf.length ? Buffer.from(buf.subarray(i)) : null;
+    if (i < buf.length) {
+      const rest = Buffer.from(buf.subarray(i));   // a copy: buf may be a pooled read buffer
+      this.inbuf = [rest];
+      this.inlen = rest.length;
+      this.want = rest.length >= wire.HEADER ? wire.HEADER + rest.readUInt32LE(0) : wire.HEADER;
+    }
   }
 
   handle(f) {
