@@ -15,7 +15,7 @@ from harness import check, gadgetd_run, main, need, test  # noqa: E402
 
 SRC = os.environ.get("SOURCE_ROOT", "")
 TARBALL = os.environ.get("NPM_TARBALL", "")
-FILES = ["README.md", "index.js", "package.json", "wire.js"]
+FILES = ["README.md", "index.d.ts", "index.js", "package.json", "wire.js"]
 
 
 @test
