@@ -432,14 +432,20 @@ def python_counter_example(tmp):
 @test
 def js_examples(tmp):
     """examples/js/counter.js and notes.js under their policies as built,
-    with the default filter and limits: through gadgetd run, then the
-    daemon. Their filter refused nothing but clone3 (ENOSYS by design:
+    with the default filter and limits (and the counter under the escape
+    probe's too): through gadgetd run, then the daemon. Their filter refused nothing but clone3 (ENOSYS by design:
     glibc then starts Node's threads with clone, whose flags the filter
     checks)."""
     node()  # the build made the policies only where it found node
     pol = os.path.join(EXAMPLES, "counter-js.policy")
-    for want in (1, 2):
-        r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "increment"], capture_output=True, text=True,
+    # The second run under the limits the escape probe runs with
+    # (gadgetctl selftest's default policy).
+    limited = os.path.join(tmp, "counter-js.policy")
+    with open(pol) as f, open(limited, "w") as out:
+        out.write(f.read().replace("\n[Binding", "\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n\n[Binding", 1))
+    os.chmod(limited, 0o644)
+    for want, p in ((1, pol), (2, limited)):
+        r = subprocess.run(gadgetd_run(tmp) + [p, "--call", "increment"], capture_output=True, text=True,
                            timeout=60)
         check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
     with Daemon(tmp) as d:
