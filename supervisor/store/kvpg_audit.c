@@ -341,11 +341,13 @@ static void setup_failed(struct kvpg_audit *au)
 }
 
 /* A batch ended: committed (its lines go), refused (dropped, counted), or
- * not done in time (the server's statement_timeout, a lock): kept, and
- * sent again after a reconnect's backoff. */
+ * not done in time (the server's statement_timeout, a lock) or refused by
+ * a server that takes no writes (a standby, 25006): kept, and sent again
+ * after a reconnect's backoff (to the server that takes them). */
 static void batch_done(struct kvpg_audit *au)
 {
-        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0) {
+        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0 ||
+            strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
                 char why[260];
                 snprintf(why, sizeof why, "a batch was not written in time: %s", au->err);
                 au->batch = 0;

@@ -425,6 +425,16 @@ static void on_end(void *arg)
                 round_next(l);
                 return;
         }
+        /* A server that takes no writes (a standby: SQLSTATE 25006) can
+         * renew nothing: the session goes at once, and the next attempt
+         * looks for one that does (another host, or this one promoted),
+         * rather than staying on it until the lease runs out. */
+        if (strcmp(l->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
+                char why[260];
+                snprintf(why, sizeof why, "the server takes no writes (a standby?): %s", l->err);
+                pgconn_fail(l->pc, why);
+                return;
+        }
         struct kvpg_want *w = l->asking;
         l->asking = NULL;
         if (l->query == Q_TAKE)

@@ -16,6 +16,7 @@
 struct pgconn {
         struct event_base *base;
         char *conninfo;
+        bool own_attrs;               /* conninfo names target_session_attrs */
         struct pgconn_ops ops;
         PGconn *c;
         bool connecting;
@@ -106,7 +107,11 @@ void pgconn_connect(struct pgconn *pc)
 {
         pc->connecting = true;
         pc->notice[0] = '\0';
-        pc->c = PQconnectStart(pc->conninfo);
+        /* Why the conninfo goes as dbname: libpq expands it as a whole
+         * (keywords or URI), then the keyword after it applies. */
+        static const char *const keys[] = { "dbname", "target_session_attrs", NULL };
+        const char *const values[] = { pc->conninfo, "read-write", NULL };
+        pc->c = pc->own_attrs ? PQconnectStart(pc->conninfo) : PQconnectStartParams(keys, values, 1);
         if (!pc->c) {
                 pgconn_fail(pc, "out of memory");
                 return;
@@ -244,6 +249,11 @@ int pgconn_new(struct event_base *base, const char *conninfo, const struct pgcon
         }
         pc->base = base;
         pc->ops = *ops;
+        PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+        for (PQconninfoOption *o = opts; o && o->keyword; o++)
+                if (strcmp(o->keyword, "target_session_attrs") == 0 && o->val && o->val[0])
+                        pc->own_attrs = true;
+        PQconninfoFree(opts);
         *out = pc;
         return 0;
 }

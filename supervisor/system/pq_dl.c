@@ -17,6 +17,7 @@
 static struct {
         void *lib;
         PGconn *(*connect_start)(const char *);
+        PGconn *(*connect_start_params)(const char *const *, const char *const *, int);
         PostgresPollingStatusType (*connect_poll)(PGconn *);
         ConnStatusType (*status)(const PGconn *);
         int (*socket)(const PGconn *);
@@ -51,6 +52,7 @@ int pq_dl_load(char *err, size_t errlen)
 {
         static const struct dl_sym syms[] = {
                 { (void **)&fn.connect_start, "PQconnectStart" },
+                { (void **)&fn.connect_start_params, "PQconnectStartParams" },
                 { (void **)&fn.connect_poll, "PQconnectPoll" },
                 { (void **)&fn.status, "PQstatus" },
                 { (void **)&fn.socket, "PQsocket" },
@@ -89,6 +91,10 @@ int pq_dl_load(char *err, size_t errlen)
 }
 
 HIDDEN PGconn *PQconnectStart(const char *conninfo) { return fn.connect_start(conninfo); }
+HIDDEN PGconn *PQconnectStartParams(const char *const *keys, const char *const *values, int expand)
+{
+        return fn.connect_start_params(keys, values, expand);
+}
 HIDDEN PostgresPollingStatusType PQconnectPoll(PGconn *c) { return fn.connect_poll(c); }
 HIDDEN ConnStatusType PQstatus(const PGconn *c) { return fn.status(c); }
 HIDDEN int PQsocket(const PGconn *c) { return fn.socket(c); }

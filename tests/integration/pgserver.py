@@ -8,7 +8,9 @@ reported committed survives its crash. PgServer.conninfo is what gadgetd's
 StoreConnection= gets. The cluster is a copy of a template made by initdb
 once per build tree and PostgreSQL version (BUILD/pg-template-N, made
 under a lock: tests run in parallel), not an initdb per test. Missing PostgreSQL is a part scripts/deps installs:
-need() skips the test on a developer's machine and fails it under CI."""
+need() skips the test on a developer's machine and fails it under CI.
+PgStandby is a streaming standby of a running PgServer (pg_basebackup),
+for the store's failover test."""
 import fcntl
 import glob
 import contextlib
@@ -189,6 +191,18 @@ class PgServer:
                     pass
         return [pm] + kids
 
+    def child(self, kind):
+        """The pid of the server's process whose title names kind
+        ("walsender": the one streaming to a standby), or None."""
+        for pid in self.pids()[1:]:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if kind.encode() in f.read():
+                        return pid
+            except OSError:
+                pass
+        return None
+
     def signal_all(self, sig):
         """Sends sig to the postmaster and its children (SIGSTOP: a server
         that hangs)."""
@@ -210,3 +224,41 @@ class PgServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class PgStandby(PgServer):
+    """A hot standby of primary (a started PgServer): a base backup of it
+    (pg_basebackup, WAL streamed) whose server streams from it as
+    application_name name, its own socket in its directory. Its
+    synchronous_standby_names is empty: promoted, it has no standby of its
+    own to wait for. promote() makes it the primary; walreceiver() is the
+    pid that receives the primary's WAL (SIGSTOP: a standby that lags)."""
+
+    def __init__(self, tmp, primary, name="standby"):
+        super().__init__(tmp, name=name)
+        self.primary = primary
+        self.name = name
+
+    def _make(self):
+        os.makedirs(self.dir, exist_ok=True)
+        os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
+        os.chmod(self.dir, 0o755)
+        self._as_user(os.path.join(self.bin, "pg_basebackup"), "-D", self.data, "-h", self.primary.dir,
+                      "-U", "gadgetd", "-X", "stream", "-c", "fast", "--no-sync")
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("\nunix_socket_directories = '%s'\nsynchronous_standby_names = ''\nhot_standby = on\n"
+                    "wal_retrieve_retry_interval = '100ms'\n"
+                    "primary_conninfo = 'host=%s user=gadgetd application_name=%s'\n"
+                    % (self.dir, self.primary.dir, self.name))
+        open(os.path.join(self.data, "standby.signal"), "w").close()
+        os.chown(os.path.join(self.data, "standby.signal"), self.pw.pw_uid, self.pw.pw_gid)
+        self.made = True
+
+    def streaming(self):
+        """The primary's word on this standby: "sync", "async" (or "potential"), "" while it does not stream."""
+        return self.primary.psql("SELECT sync_state FROM pg_stat_replication WHERE application_name = '%s'"
+                                 " AND state = 'streaming'" % self.name)
+
+    def promote(self):
+        self.pg_ctl("-w", "-t", "60", "promote")
+
