@@ -580,10 +580,26 @@ struct kv_backend *kvpg_backend(struct kvpg *pg)
 
 /* The lease session connected: the server is reachable again, so a kv
  * connection waiting out its backoff tries now (after gadgetd's re-exec
- * or an outage both come back together, not the kv one seconds later). */
-static void lease_connected(void *arg)
+ * or an outage both come back together, not the kv one seconds later).
+ * And it is server: a kv connection to another one is to a server that
+ * was the store before a failover (the lease session, whose queries time
+ * out in 2 s, found the new one first), which may not answer for its 10 s
+ * query timeout (a host gone silent): it goes now, its write in flight
+ * answered "outcome unknown" (the old server may have committed it). */
+static void lease_connected(void *arg, const char *server)
 {
         struct kvpg *pg = arg;
+        if (pg->state == PG_READY || pg->state == PG_SETUP) {
+                char mine[300];
+                pgconn_server(pg->pc, mine, sizeof mine);
+                if (server[0] && mine[0] && strcmp(server, mine) != 0) {
+                        char why[700];
+                        snprintf(why, sizeof why, "the lease session found the store at %s, not at %s (a failover)",
+                                 server, mine);
+                        pgconn_fail(pg->pc, why);
+                }
+                return;
+        }
         if (pg->state != PG_DOWN || !evtimer_pending(pg->ev_timer, NULL))
                 return;
         event_del(pg->ev_timer);

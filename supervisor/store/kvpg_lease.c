@@ -98,7 +98,7 @@ struct kvpg_lease {
         void (*forget_done)(void *arg, int code, const char *msg);
         void *forget_arg;
         /* Told each time the session connects (kvpg_lease_on_connect). */
-        void (*connected)(void *arg);
+        void (*connected)(void *arg, const char *server);
         void *connected_arg;
 };
 
@@ -120,8 +120,11 @@ static void on_connected(void *arg)
 {
         struct kvpg_lease *l = arg;
         l->state = L_SETUP;
-        if (l->connected)
-                l->connected(l->connected_arg);
+        if (l->connected) {
+                char server[300];
+                pgconn_server(l->pc, server, sizeof server);
+                l->connected(l->connected_arg, server);
+        }
         /* The node is a checked name (config.c): safe to quote as it is.
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
@@ -900,7 +903,7 @@ int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
         return 0;
 }
 
-void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg), void *arg)
+void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg)
 {
         l->connected = fn;
         l->connected_arg = arg;

@@ -275,6 +275,13 @@ PGconn *pgconn_pq(const struct pgconn *pc)
         return pc->c;
 }
 
+void pgconn_server(const struct pgconn *pc, char *dst, size_t len)
+{
+        const char *host = pc->c && !pc->connecting ? PQhost(pc->c) : NULL;
+        const char *port = host ? PQport(pc->c) : NULL;
+        snprintf(dst, len, "%s%s%s", host ? host : "", host ? ":" : "", host && port ? port : "");
+}
+
 bool pgconn_busy(const struct pgconn *pc)
 {
         return pc->busy;

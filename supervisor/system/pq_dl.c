@@ -22,6 +22,8 @@ static struct {
         ConnStatusType (*status)(const PGconn *);
         int (*socket)(const PGconn *);
         char *(*error_message)(const PGconn *);
+        char *(*host)(const PGconn *);
+        char *(*port)(const PGconn *);
         void (*finish)(PGconn *);
         int (*set_nonblocking)(PGconn *, int);
         int (*send_query)(PGconn *, const char *);
@@ -57,6 +59,8 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.status, "PQstatus" },
                 { (void **)&fn.socket, "PQsocket" },
                 { (void **)&fn.error_message, "PQerrorMessage" },
+                { (void **)&fn.host, "PQhost" },
+                { (void **)&fn.port, "PQport" },
                 { (void **)&fn.finish, "PQfinish" },
                 { (void **)&fn.set_nonblocking, "PQsetnonblocking" },
                 { (void **)&fn.send_query, "PQsendQuery" },
@@ -99,6 +103,8 @@ HIDDEN PostgresPollingStatusType PQconnectPoll(PGconn *c) { return fn.connect_po
 HIDDEN ConnStatusType PQstatus(const PGconn *c) { return fn.status(c); }
 HIDDEN int PQsocket(const PGconn *c) { return fn.socket(c); }
 HIDDEN char *PQerrorMessage(const PGconn *c) { return fn.error_message(c); }
+HIDDEN char *PQhost(const PGconn *c) { return fn.host(c); }
+HIDDEN char *PQport(const PGconn *c) { return fn.port(c); }
 /* NULL is a no-op, as in libpq, without looking at the table. */
 HIDDEN void PQfinish(PGconn *c)
 {
