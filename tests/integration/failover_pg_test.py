@@ -89,8 +89,9 @@ class Caller:
 def pg_store_failover_to_a_standby(tmp):
     """The store itself fails over: a primary with a streaming standby
     (synchronous: synchronous_standby_names names it), StoreConnection=
-    naming both (the standby first: gadgetd must skip a server that takes
-    no writes), nodes a and b running tg (Nodes=a b), a steady caller of
+    naming both (on a the standby first: gadgetd must skip a server that
+    takes no writes; on b the primary first: once it is gone silent, b
+    must not wait on it forever), nodes a and b running tg (Nodes=a b), a steady caller of
     its counter increment through each node. The primary's WAL sender is
     stopped until the primary has a commit the standby lacks (a commit
     waiting for it, or, were it asynchronous, acknowledged writes), then
@@ -118,9 +119,11 @@ def pg_store_failover_to_a_standby(tmp):
         standby = PgStandby(tmp, pg).start()
         wait_for(lambda: standby.streaming() == ("sync" if sync else "async"), timeout=30,
                  what="the standby streaming (%s)" % ("sync" if sync else "async"))
-        pg.conninfo = "host=%s,%s dbname=postgres user=gadgetd" % (standby.dir, pg.dir)
         cd = certs(tmp, "a", "b")
-        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        ds = []
+        for n, hosts in (("a", (standby.dir, pg.dir)), ("b", (pg.dir, standby.dir))):
+            pg.conninfo = "host=%s,%s dbname=postgres user=gadgetd" % hosts
+            ds.append(peer_node(tmp, pg, n, cd))
         for d in ds:
             policy(d.pol, "tg", POLICY % ("a b", 3, d.tmp[-1]))
         ops, lock = [], threading.Lock()
@@ -157,6 +160,12 @@ def pg_store_failover_to_a_standby(tmp):
                     return {o["client"] for o in ops if o["status"] == "ok" and o["t0"] > t_promoted} == {"a", "b"}
             wait_for(resumed, timeout=30, what="calls through both nodes after the promotion")
             t_back = time.monotonic()
+            # Each node's lease session on the new primary: joined again.
+            rejoined = {}
+            for d in ds:
+                wait_for(lambda: d.logtext().count("this node's lease taken") >= 2, timeout=20,
+                         what="%s joining the new primary" % d.tmp[-1])
+                rejoined[d.tmp[-1]] = time.monotonic() - t_kill
             if silent:
                 pg.signal_all(signal.SIGKILL)
             n = acked()
@@ -183,10 +192,16 @@ def pg_store_failover_to_a_standby(tmp):
                      t_promoted - t_kill, first, t_back - t_kill))
             for o in maybe:
                 print("  may have run: %s %.3f..%.3f %s" % (o["id"], o["t0"] - t_kill, o["t1"] - t_kill, o["err"]))
+            for d in ds:
+                store = [ln for ln in d.logtext().splitlines() if "store:" in ln or "audit:" in ln]
+                print("%s's store lines:\n  %s" % (d.tmp[-1], "\n  ".join(store[-12:])))
             check(ok <= final <= ok + len(maybe),
                   "count %d after %d acknowledged increments (%d may have run): acknowledged writes lost"
                   % (final, ok, len(maybe)))
+            print("nodes joined the new primary (seen) %s" % ", ".join("%s %.2f s" % kv for kv in sorted(rejoined.items())))
             check(t_back - t_kill < 6, "calls answered again %.1f s after the primary's loss" % (t_back - t_kill))
+            check(max(rejoined.values()) < 8, "a node's lease back only %.1f s after the primary's loss"
+                  % max(rejoined.values()))
             for g, k, v, n_ops, n_open, secs in check_linearizable(ops):
                 print("linearizable %s/%s: %s (%d operations, %d open, %.2f s)" % (g, k, v, n_ops, n_open, secs))
                 check(v.ok is True, "%s/%s: not linearizable: %s" % (g, k, v))
