@@ -55,6 +55,7 @@ struct kvpg {
         char where[256];              /* conninfo without passwords, for logs */
         bool hosts;                   /* conninfo names several hosts */
         bool async_warned;            /* "commits without a synchronous standby" logged */
+        char warning[200];            /* ... and its text for gadgetctl nodes ("" if none) */
         struct pgconn *pc;            /* the connection, its timeouts */
         enum state state;
         enum step step;
@@ -235,12 +236,18 @@ static void replication_check(struct kvpg *pg)
         const char *sync = PQgetvalue(pg->last, 0, 0);
         long standbys = strtol(PQgetvalue(pg->last, 0, 1), NULL, 10);
         bool async = !sync[0] && (pg->hosts || standbys > 0);
+        pg->warning[0] = '\0';
+        if (async)
+                snprintf(pg->warning, sizeof pg->warning, "the store commits without a synchronous standby "
+                         "(synchronous_standby_names is empty) while %s: a failover to a standby may lose the last "
+                         "writes and leases it acknowledged",
+                         pg->hosts ? "StoreConnection= names several hosts" : "standbys stream from it");
         if (async && !pg->async_warned)
-                log_msg(L_WARN, NULL, "store: PostgreSQL (%s) commits without a synchronous standby "
-                        "(synchronous_standby_names is empty) while %s: a failover to a standby may lose the "
-                        "last writes and leases it acknowledged; set synchronous_standby_names on the primary",
-                        pg->where, pg->hosts ? "StoreConnection= names several hosts" : "standbys stream from it");
+                log_msg(L_WARN, NULL, "store: PostgreSQL (%s): %s; set synchronous_standby_names on the primary",
+                        pg->where, pg->warning);
         pg->async_warned = async;
+        if (pg->lease)
+                kvpg_lease_set_warning(pg->lease, pg->warning);
 }
 
 /* A setup query ended (without error). */

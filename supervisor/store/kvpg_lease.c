@@ -100,6 +100,7 @@ struct kvpg_lease {
         /* Told each time the session connects (kvpg_lease_on_connect). */
         void (*connected)(void *arg, const char *server);
         void *connected_arg;
+        char warning[200];        /* kvpg_lease_set_warning's */
 };
 
 static void round_next(struct kvpg_lease *l);
@@ -901,6 +902,16 @@ int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
         w->move_arg = arg;
         round_next(l);
         return 0;
+}
+
+void kvpg_lease_set_warning(struct kvpg_lease *l, const char *warning)
+{
+        snprintf(l->warning, sizeof l->warning, "%s", warning);
+}
+
+const char *kvpg_lease_warning(const struct kvpg_lease *l)
+{
+        return l->warning;
 }
 
 void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg)

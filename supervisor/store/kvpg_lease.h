@@ -104,6 +104,11 @@ void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *h
  * connection need not wait out its backoff; and it is that server, so a
  * kv connection to another one, after a failover, goes). */
 void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg);
+/* What the kv session found wrong with the store's replication at its
+ * last connect (kvpg.c; "" if nothing), kept here for gadgetctl nodes
+ * beside the nodes the lease session reads. */
+void kvpg_lease_set_warning(struct kvpg_lease *l, const char *warning);
+const char *kvpg_lease_warning(const struct kvpg_lease *l);
 /* This node wants to run gadget: rank 0 takes a free lease at once, rank r
  * after seeing it free at 2 r polls in a row (Nodes= order), so that a
  * node earlier in the list that is up takes it first; for 3 s after losing

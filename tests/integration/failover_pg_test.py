@@ -104,9 +104,9 @@ def pg_store_failover_to_a_standby(tmp):
     the ones that may have run), the counter's history is linearizable
     (linearize.py), no two processes of tg ran calls at overlapping times
     (faultchecks.double_runs, from tg's records); no node warns of an
-    asynchronous store while the standby is synchronous, and both do
-    after the failover (the promoted server has no standby, and
-    StoreConnection= names two hosts). GADGETD_STANDBY_ASYNC=1 runs it
+    asynchronous store while the standby is synchronous (log, `gadgetctl
+    nodes`), and both do after the failover (the promoted server has no
+    standby, and StoreConnection= names two hosts). GADGETD_STANDBY_ASYNC=1 runs it
     with the standby asynchronous: acknowledged increments are lost and
     the test fails (as it must)."""
     from faultchecks import check_linearizable, double_runs
@@ -134,6 +134,14 @@ def pg_store_failover_to_a_standby(tmp):
             a, b = ds
             nodes_seen(b, 2)
             warning = "commits without a synchronous standby"
+
+            def store_warning(d):
+                r = d.ctl("--json", "nodes")
+                check(r.returncode == 0, "nodes: %r" % r.stderr)
+                return json.loads(r.stdout).get("store_warning", "")
+            for d in ds:
+                w = store_warning(d)
+                check((warning in w) != sync, "%s's store warning before the failover: %r" % (d.tmp[-1], w))
             callers = [Caller(d, d.tmp[-1], ops, lock) for d in ds]
 
             def acked():
@@ -225,6 +233,8 @@ def pg_store_failover_to_a_standby(tmp):
                           % (d.tmp[-1], log[:at][-1500:]))
                     wait_for(lambda: warning in d.logtext()[at:], timeout=10,
                              what="%s warning of the promoted server's lack of a standby" % d.tmp[-1])
+                    wait_for(lambda: warning in store_warning(d), timeout=10,
+                             what="%s's gadgetctl nodes warning of it" % d.tmp[-1])
         finally:
             for c in callers:
                 c.stop()
