@@ -42,7 +42,7 @@ def pg_faults_schedule(tmp):
           flush=True)
     rng = random.Random(seed)
     t_start = time.monotonic()
-    c = fl.Cluster(tmp)
+    c = fl.Cluster(tmp, standby=True)
     try:
         c.healthy(timeout=30)
         faults = fl.Faults(c)

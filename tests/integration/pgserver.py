@@ -36,15 +36,16 @@ class PgServer:
     """start() makes the cluster (once) and starts the server; stop() ends
     it (fast, then killed); also restart, psql, terminate_backends."""
 
-    def __init__(self, tmp, name="pg", wrap=(), listen=None, settings=""):
+    def __init__(self, tmp, name="pg", wrap=(), listen=None, settings="", port=5432):
         """wrap: the command line the server runs under (the fault tests'
         network namespace); listen: an address it listens on over TCP too
         (trusting its /24), which conninfo then names instead of the
         socket's directory (psql here still uses the socket); settings:
-        lines for postgresql.conf."""
+        lines for postgresql.conf; port: its port (and its socket's)."""
         self.wrap = list(wrap)
         self.listen = listen
         self.settings = settings
+        self.port = port
         self.bin = pg_bin()
         if not self.bin or not shutil.which("setpriv"):
             need("postgresql", "the PostgreSQL store tests start their own server (initdb, pg_ctl)")
@@ -52,13 +53,14 @@ class PgServer:
         self.data = os.path.join(self.dir, "data")
         self.logfile = os.path.join(self.dir, "server.log")
         self.pw = pwd.getpwnam(USER)
-        self.conninfo = "host=%s dbname=postgres user=gadgetd" % self.dir
+        self.conninfo = "host=%s port=%d dbname=postgres user=gadgetd" % (self.dir, port)
         if listen:
-            self.conninfo = "host=%s port=5432 dbname=postgres user=gadgetd connect_timeout=2" % listen
+            self.conninfo = "host=%s port=%d dbname=postgres user=gadgetd connect_timeout=2" % (listen, port)
         self.made = False
 
     def _as_user(self, *cmd, check=True, capture=False, timeout=120, cwd=None):
-        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGPORT=str(self.port), PGUSER="gadgetd",
+                   PGDATABASE="postgres")
         env.pop("PGPASSWORD", None)
         return subprocess.run(
             [*self.wrap, "setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
@@ -106,8 +108,8 @@ class PgServer:
         else:
             self._initdb(self.dir, self.data)
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\n"
-                    "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % self.dir)
+            f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\nport = %d\n"
+                    "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % (self.dir, self.port))
             if self.listen:
                 f.write("listen_addresses = '%s'\n" % self.listen)
             f.write(self.settings)
@@ -153,7 +155,8 @@ class PgServer:
     def locked(self, table):
         """Holds an ACCESS EXCLUSIVE lock on table while the block runs (a
         psql session that took it, and commits when the block ends)."""
-        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGPORT=str(self.port), PGUSER="gadgetd",
+                   PGDATABASE="postgres")
         p = subprocess.Popen(["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
                               os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.dir, env=env, text=True)
@@ -234,22 +237,25 @@ class PgStandby(PgServer):
     own to wait for. promote() makes it the primary; walreceiver() is the
     pid that receives the primary's WAL (SIGSTOP: a standby that lags)."""
 
-    def __init__(self, tmp, primary, name="standby"):
-        super().__init__(tmp, name=name)
+    def __init__(self, tmp, primary, name="standby", app="standby", **server):
+        """name: its directory below tmp; app: its application_name (what
+        the primary's synchronous_standby_names names); server: PgServer's
+        wrap, listen, port."""
+        super().__init__(tmp, name=name, **server)
         self.primary = primary
-        self.name = name
+        self.name = app
 
     def _make(self):
         os.makedirs(self.dir, exist_ok=True)
         os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
         os.chmod(self.dir, 0o755)
         self._as_user(os.path.join(self.bin, "pg_basebackup"), "-D", self.data, "-h", self.primary.dir,
-                      "-U", "gadgetd", "-X", "stream", "-c", "fast", "--no-sync")
+                      "-p", str(self.primary.port), "-U", "gadgetd", "-X", "stream", "-c", "fast", "--no-sync")
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("\nunix_socket_directories = '%s'\nsynchronous_standby_names = ''\nhot_standby = on\n"
+            f.write("\nunix_socket_directories = '%s'\nport = %d\nsynchronous_standby_names = ''\nhot_standby = on\n"
                     "wal_retrieve_retry_interval = '100ms'\n"
-                    "primary_conninfo = 'host=%s user=gadgetd application_name=%s'\n"
-                    % (self.dir, self.primary.dir, self.name))
+                    "primary_conninfo = 'host=%s port=%d user=gadgetd application_name=%s'\n"
+                    % (self.dir, self.port, self.primary.dir, self.primary.port, self.name))
         open(os.path.join(self.data, "standby.signal"), "w").close()
         os.chown(os.path.join(self.data, "standby.signal"), self.pw.pw_uid, self.pw.pw_gid)
         self.made = True
