@@ -99,7 +99,9 @@ def pg_store_failover_to_a_standby(tmp):
     its sessions open and unanswered, as a machine that lost power or its
     network; killed once calls are back) and the standby promoted
     (GADGETD_STANDBY_FAULT=kill: SIGKILLed at once, the sessions reset).
-    Checked: calls resume through both nodes within 6 s of the loss; every
+    Checked: calls resume through both nodes within 6 s of the loss (and
+    each node's lease is back on the promoted server within 8 s; silent,
+    the owner stopped at its lease's 920 ms deadline); every
     acknowledged increment is in the final count (no more than those and
     the ones that may have run), the counter's history is linearizable
     (linearize.py), no two processes of tg ran calls at overlapping times
@@ -224,6 +226,11 @@ def pg_store_failover_to_a_standby(tmp):
                                         "err": int(err)})
             two = double_runs(records)
             check(not two, "two owners at once: %r" % [(x[0], x[1], x[2], x[3]) for x in two])
+            if silent:
+                # The owner stopped by its own deadline, its lease session
+                # still open on the silent primary (its 2 s timeout later).
+                check("no renewal of this node's lease was acknowledged within 920 ms" in a.logtext(),
+                      "a stopped serving at its lease's deadline")
             if sync:
                 for d in ds:
                     log = d.logtext()
