@@ -292,7 +292,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct pgconn *pc = arg;
-        char why[80];
+        char why[120];
         (void)fd;
         (void)what;
         if (pc->connecting && pc->keys) {
