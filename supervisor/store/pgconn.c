@@ -14,7 +14,9 @@
  * mode never when one does not answer (a host gone silent: its
  * connect_timeout is its blocking calls'): an attempt with several hosts
  * has HOST_TIMEOUT_MS, and the next one starts at the host after the
- * first, so a dead host first in the list does not hide the others. */
+ * first, so a dead host first in the list does not hide the others; and
+ * after a server refused a write as read-only (SQLSTATE 25006: a standby
+ * taken under target_session_attrs=any) the next starts after it. */
 #include "pgconn.h"
 
 #include <errno.h>
@@ -34,6 +36,7 @@ struct pgconn {
          * target_session_attrs), to start at host first of n_hosts. */
         char **keys, **vals;
         size_t n_hosts, first;
+        bool read_only;               /* this connection's server refused a write (25006) */
         struct pgconn_ops ops;
         PGconn *c;
         bool connecting;
@@ -91,8 +94,33 @@ static void close_conn(struct pgconn *pc)
         pc->busy = pc->connecting = false;
 }
 
+/* The next attempt starts at the host after the one connected to, if the
+ * list holds it (libpq names it as the list does). */
+static void next_host(struct pgconn *pc)
+{
+        const char *h = pc->c ? PQhost(pc->c) : NULL;
+        size_t hl = h ? strlen(h) : 0;
+        for (size_t i = 0; h && pc->keys && pc->keys[i]; i++) {
+                if (strcmp(pc->keys[i], "host") != 0 && strcmp(pc->keys[i], "hostaddr") != 0)
+                        continue;
+                size_t j = 0;
+                for (const char *e = pc->vals[i]; e; j++) {
+                        const char *comma = strchr(e, ',');
+                        size_t el = comma ? (size_t)(comma - e) : strlen(e);
+                        if (el == hl && strncmp(e, h, hl) == 0) {
+                                pc->first = (j + 1) % pc->n_hosts;
+                                return;
+                        }
+                        e = comma ? comma + 1 : NULL;
+                }
+        }
+}
+
 void pgconn_fail(struct pgconn *pc, const char *why)
 {
+        if (pc->read_only)
+                next_host(pc);
+        pc->read_only = false;
         /* Copied before the connection, which may hold why, is freed. */
         pgconn_one_line(pc->reason, sizeof pc->reason, why ? why : pc->c ? PQerrorMessage(pc->c) : NULL);
         close_conn(pc);
@@ -274,6 +302,9 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
         while (pc->c && pc->busy && !PQisBusy(pc->c)) {
                 PGresult *r = PQgetResult(pc->c);
                 if (r) {
+                        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                        if (state && strcmp(state, "25006") == 0)
+                                pc->read_only = true;
                         pc->ops.result(pc->ops.arg, r);
                         continue;
                 }

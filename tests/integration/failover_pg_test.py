@@ -91,7 +91,9 @@ def pg_store_failover_to_a_standby(tmp):
     (synchronous: synchronous_standby_names names it), StoreConnection=
     naming both (on a the standby first: gadgetd must skip a server that
     takes no writes; on b the primary first: once it is gone silent, b
-    must not wait on it forever), nodes a and b running tg (Nodes=a b), a steady caller of
+    must not wait on it forever; node c, with target_session_attrs=any
+    and the standby first, must pass it by its refusal of writes), nodes
+    a and b running tg (Nodes=a b), a steady caller of
     its counter increment through each node. The primary's WAL sender is
     stopped until the primary has a commit the standby lacks (a commit
     waiting for it, or, were it asynchronous, acknowledged writes), then
@@ -128,13 +130,23 @@ def pg_store_failover_to_a_standby(tmp):
             ds.append(peer_node(tmp, pg, n, cd))
         for d in ds:
             policy(d.pol, "tg", POLICY % ("a b", 3, d.tmp[-1]))
+        # c takes any server (target_session_attrs=any), the standby first:
+        # refused a write there (25006), it must try the next host.
+        pg.conninfo = "host=%s,%s dbname=postgres user=gadgetd target_session_attrs=any" % (standby.dir, pg.dir)
+        c = node(tmp, pg, "c")
         ops, lock = [], threading.Lock()
         callers = []
         try:
-            start_all(ds)
+            start_all(ds + [c])
             check(owner_of(ds, "tg") == "a", "a runs tg")
             a, b = ds
             nodes_seen(b, 2)
+            wait_for(lambda: "store: connected to PostgreSQL" in c.logtext() and
+                     "this node's lease taken" in c.logtext(), timeout=15,
+                     what="c past the standby (25006) to the primary")
+            check("read-only transaction" in c.logtext(), "c was refused by the standby: %s" % c.logtext()[-2000:])
+            check("read-only transaction" not in a.logtext(), "a (target_session_attrs=read-write by default) "
+                  "skipped the standby: %s" % a.logtext()[-2000:])
             warning = "commits without a synchronous standby"
 
             def store_warning(d):
@@ -180,8 +192,8 @@ def pg_store_failover_to_a_standby(tmp):
                 pg.signal_all(signal.SIGKILL)
             n = acked()
             wait_for(lambda: acked() >= n + 10, timeout=20, what="calls after the failover")
-            for c in callers:
-                c.stop()
+            for cl in callers:
+                cl.stop()
             callers = []
             ops = list(ops)
             finals = set()
@@ -243,9 +255,9 @@ def pg_store_failover_to_a_standby(tmp):
                     wait_for(lambda: warning in store_warning(d), timeout=10,
                              what="%s's gadgetctl nodes warning of it" % d.tmp[-1])
         finally:
-            for c in callers:
-                c.stop()
-            stop_all(ds)
+            for cl in callers:
+                cl.stop()
+            stop_all(ds + [c])
     finally:
         if standby:
             standby.stop()
