@@ -220,7 +220,8 @@ def pg_store_failover_to_a_standby(tmp):
             check(ok <= final <= ok + len(maybe),
                   "count %d after %d acknowledged increments (%d may have run): acknowledged writes lost"
                   % (final, ok, len(maybe)))
-            print("nodes joined the new primary (seen) %s" % ", ".join("%s %.2f s" % kv for kv in sorted(rejoined.items())))
+            print("nodes joined the new primary (seen) %s"
+                  % ", ".join("%s %.2f s" % kv for kv in sorted(rejoined.items())))
             check(t_back - t_kill < 6, "calls answered again %.1f s after the primary's loss" % (t_back - t_kill))
             check(max(rejoined.values()) < 8, "a node's lease back only %.1f s after the primary's loss"
                   % max(rejoined.values()))

@@ -273,8 +273,8 @@ static void test_nodes(void)
         free(out);
         CAPTURE(out, show_nodes(f, &l, true));
         CHECK_STR(out,
-                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true,\"leases\":12}],"
-                  "\"store_warning\":\"the store commits without a synchronous standby\"}\n",
+                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true,"
+                  "\"leases\":12}],\"store_warning\":\"the store commits without a synchronous standby\"}\n",
                   "nodes JSON: store_warning when there is one");
         free(out);
 }
