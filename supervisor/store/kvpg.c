@@ -32,6 +32,7 @@
 
 #include "kv_backend.h"
 #include "kv_job.h"
+#include "kvpg_audit.h"
 #include "kvpg_job.h"
 #include "kvpg_lanes.h"
 #include "kvpg_lease.h"
@@ -72,6 +73,7 @@ struct kvpg {
         bool down_logged;             /* this failure to connect is logged */
         char reason[200];             /* why the store is down */
         struct kvpg_lease *lease;     /* the epochs of writes; NULL: unfenced */
+        struct kvpg_audit *audit;     /* told the lease session's server too; NULL: none */
 };
 
 /* A gadget's store on the connection: its lane (kvpg_lanes.c) is keyed
@@ -596,6 +598,8 @@ struct kv_backend *kvpg_backend(struct kvpg *pg)
 static void lease_connected(void *arg, const char *server)
 {
         struct kvpg *pg = arg;
+        if (pg->audit)
+                kvpg_audit_follow(pg->audit, server);
         if (pg->state == PG_READY || pg->state == PG_SETUP) {
                 char mine[300];
                 pgconn_server(pg->pc, mine, sizeof mine);
@@ -611,6 +615,11 @@ static void lease_connected(void *arg, const char *server)
                 return;
         event_del(pg->ev_timer);
         connect_start(pg);
+}
+
+void kvpg_set_audit(struct kvpg *pg, struct kvpg_audit *au)
+{
+        pg->audit = au;
 }
 
 void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease)

@@ -559,6 +559,20 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         return 0;
 }
 
+void kvpg_audit_follow(struct kvpg_audit *au, const char *server)
+{
+        char mine[300];
+        if (au->state != AU_READY && au->state != AU_SETUP)
+                return;
+        pgconn_server(au->pc, mine, sizeof mine);
+        if (server[0] && mine[0] && strcmp(server, mine) != 0) {
+                char why[700];
+                snprintf(why, sizeof why, "the lease session found the store at %s, not at %s (a failover)", server,
+                         mine);
+                pgconn_fail(au->pc, why);
+        }
+}
+
 void kvpg_audit_free(struct kvpg_audit *au)
 {
         if (!au)

@@ -103,7 +103,8 @@ def pg_store_failover_to_a_standby(tmp):
     (GADGETD_STANDBY_FAULT=kill: SIGKILLed at once, the sessions reset).
     Checked: calls resume through both nodes within 6 s of the loss (and
     each node's lease is back on the promoted server within 8 s; silent,
-    the owner stopped at its lease's 920 ms deadline); every
+    the owner stopped at its lease's 920 ms deadline, and its audit copy
+    moved within 8 s); every
     acknowledged increment is in the final count (no more than those and
     the ones that may have run), the counter's history is linearizable
     (linearize.py), no two processes of tg ran calls at overlapping times
@@ -174,6 +175,7 @@ def pg_store_failover_to_a_standby(tmp):
             if not silent:
                 pg.signal_all(signal.SIGKILL)
             t_kill = time.monotonic()
+            a_before = len(a.logtext())
             standby.promote()
             t_promoted = time.monotonic()
 
@@ -189,6 +191,11 @@ def pg_store_failover_to_a_standby(tmp):
                          what="%s joining the new primary" % d.tmp[-1])
                 rejoined[d.tmp[-1]] = time.monotonic() - t_kill
             if silent:
+                # a's audit copy follows its lease session to the new
+                # primary, not the silent one's 10 s query timeout later.
+                wait_for(lambda: "audit: copying records to the store again" in a.logtext()[a_before:],
+                         timeout=max(0.1, 8 - (time.monotonic() - t_kill)),
+                         what="a's audit copy on the new primary within 8 s")
                 pg.signal_all(signal.SIGKILL)
             n = acked()
             wait_for(lambda: acked() >= n + 10, timeout=20, what="calls after the failover")
