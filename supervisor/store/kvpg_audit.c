@@ -349,7 +349,9 @@ static void batch_done(struct kvpg_audit *au)
         if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0 ||
             strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
                 char why[260];
-                snprintf(why, sizeof why, "a batch was not written in time: %s", au->err);
+                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
+                snprintf(why, sizeof why, "a batch was %s: %s",
+                         ro ? "refused by a server that takes no writes (a standby?)" : "not written in time", au->err);
                 au->batch = 0;
                 pgconn_fail(au->pc, why);
                 return;
