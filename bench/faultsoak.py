@@ -48,7 +48,7 @@ def main(argv):
     os.chmod(tmp, 0o755)
     print("soak: %.0f min, seed %d" % (minutes, seed), flush=True)
     rng = random.Random(seed)
-    c = fl.Cluster(tmp)
+    c = fl.Cluster(tmp, standby=True)
     try:
         c.healthy(timeout=30)
         faults = fl.Faults(c, pause_s=8.0)  # as issue 35's: 4 leases long, past a call's deadline

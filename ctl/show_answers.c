@@ -264,7 +264,13 @@ static int nodes_json(FILE *f, const Control__NodeList *l)
                         a = NULL;
                 }
         }
-        return show_json(f, a ? json_pack("{s:o}", "nodes", a) : NULL);
+        json_t *o = a ? json_pack("{s:o}", "nodes", a) : NULL;
+        if (o && l->store_warning && l->store_warning[0] &&
+            json_object_set_new(o, "store_warning", json_string(l->store_warning)) < 0) {
+                json_decref(o);
+                o = NULL;
+        }
+        return show_json(f, o);
 }
 
 /* LAST SEEN of one node: "now (this node)", "3 s ago", "down, last seen
@@ -303,6 +309,8 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
         if (e >= 0)
                 e = output_table_print(t, f);
         output_table_free(t);
+        if (e >= 0 && l->store_warning && l->store_warning[0] && fprintf(f, "warning: %s\n", l->store_warning) < 0)
+                e = -EIO;
         return e;
 }
 

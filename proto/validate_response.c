@@ -168,6 +168,8 @@ static int check_nodes(const Control__NodeList *l, char *why, size_t whylen)
         }
         if (selves > 1)
                 REFUSE("list of nodes with %zu marked as the one answering", selves);
+        if (!str_ok(l->store_warning) || strlen(l->store_warning) > VALIDATE_PEER_MAX * 4)
+                REFUSE("list of nodes with an invalid store warning");
         return 0;
 }
 

@@ -434,6 +434,9 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
         }
         /* Every audit line, also in the store, naming this node. */
         audit_set_store(audit, store->node, kvpg_audit_add, env->audit_store);
+        /* Why safe: bindings_env_close frees the kv backend (pg) before
+         * the audit's copy. */
+        kvpg_set_audit(pg, env->audit_store);
         return 0;
 }
 

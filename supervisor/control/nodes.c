@@ -38,6 +38,7 @@ void request_nodes(struct client *cl, const Control__Request *q)
         Control__NodeList nl = CONTROL__NODE_LIST__INIT;
         nl.n_nodes = n;
         nl.nodes = infos;
+        nl.store_warning = (char *)core_store_warning(client_env(cl)->core);
         client_answer(cl, q->id, &nl.base);
         free(infos);
 }

@@ -149,6 +149,9 @@ struct kvpg_node;
  * none without one); self: this node's name (NULL without a store);
  * since_ms: how long ago they were read (to add to their ages). */
 size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const char **self, uint64_t *since_ms);
+/* Why the shared store may lose acknowledged writes at a failover ("" if
+ * nothing is known against it, or no shared store). */
+const char *core_store_warning(const struct core *c);
 /* This node's name (Node=), "" without a shared store. */
 const char *core_node(const struct core *c);
 /* Before a use of the gadgets' store leases (a call, a request): every

@@ -391,6 +391,11 @@ size_t core_nodes(const struct core *c, const struct kvpg_node **nodes, const ch
         return c->bindings.lease ? kvpg_lease_nodes(c->bindings.lease, nodes) : 0;
 }
 
+const char *core_store_warning(const struct core *c)
+{
+        return c->bindings.lease ? kvpg_lease_warning(c->bindings.lease) : "";
+}
+
 const struct core_forwarded *core_forwarded(const struct core *c)
 {
         return &c->forwarded;

@@ -12,7 +12,16 @@
  * statement followed by Sync, so the server commits it before it reports
  * ready; a job is answered only once PQgetResult returns NULL, which is
  * after that report. A write whose connection is lost before is answered
- * "outcome unknown", never ok. */
+ * "outcome unknown", never ok.
+ *
+ * With a standby: a commit the server reported is on the standby too only
+ * if the server replicates synchronously (synchronous_standby_names);
+ * SETUP reads that setting and warns when the store looks replicated
+ * without it (several hosts, or standbys streaming), since a failover
+ * may then lose the last acknowledged writes. A server that refuses
+ * writes (SQLSTATE 25006: a standby) is unavailable: the job is answered
+ * so (nothing was written) and the session goes, so the next attempt
+ * looks for a server that takes writes. */
 #include "kvpg.h"
 
 #include <errno.h>
@@ -23,6 +32,7 @@
 
 #include "kv_backend.h"
 #include "kv_job.h"
+#include "kvpg_audit.h"
 #include "kvpg_job.h"
 #include "kvpg_lanes.h"
 #include "kvpg_lease.h"
@@ -37,13 +47,16 @@
 #define RECONNECT_MAX_MS 5000
 
 enum state { PG_DOWN, PG_CONNECTING, PG_SETUP, PG_READY };
-enum step { STEP_SESSION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
+enum step { STEP_SESSION, STEP_REPLICATION, STEP_MIGRATE_READ, STEP_MIGRATE_APPLY, STEP_NODE, STEP_PREPARE };
 
 struct kvpg {
         struct kv_backend be;         /* first: what the gadgets' stores open on */
         struct event_base *base;
         char *node;
         char where[256];              /* conninfo without passwords, for logs */
+        bool hosts;                   /* conninfo names several hosts */
+        bool async_warned;            /* "commits without a synchronous standby" logged */
+        char warning[200];            /* ... and its text for gadgetctl nodes ("" if none) */
         struct pgconn *pc;            /* the connection, its timeouts */
         enum state state;
         enum step step;
@@ -60,6 +73,7 @@ struct kvpg {
         bool down_logged;             /* this failure to connect is logged */
         char reason[200];             /* why the store is down */
         struct kvpg_lease *lease;     /* the epochs of writes; NULL: unfenced */
+        struct kvpg_audit *audit;     /* told the lease session's server too; NULL: none */
 };
 
 /* A gadget's store on the connection: its lane (kvpg_lanes.c) is keyed
@@ -213,11 +227,40 @@ static void prepare_next(struct kvpg *pg)
         query_begin(pg, PQsendPrepare(pgconn_pq(pg->pc), name, sql, 0, NULL), STORE_OP_OTHER);
 }
 
+/* The server's replication as read at connect: synchronous_standby_names
+ * and the standbys streaming from it. Warned once while it lasts: without
+ * a synchronous standby, what this node was told committed may be missing
+ * on a standby promoted after the server's loss. */
+static void replication_check(struct kvpg *pg)
+{
+        if (!pg->last || PQntuples(pg->last) != 1 || PQnfields(pg->last) != 2)
+                return;
+        const char *sync = PQgetvalue(pg->last, 0, 0);
+        long standbys = strtol(PQgetvalue(pg->last, 0, 1), NULL, 10);
+        bool async = !sync[0] && (pg->hosts || standbys > 0);
+        pg->warning[0] = '\0';
+        if (async)
+                snprintf(pg->warning, sizeof pg->warning, "the store commits without a synchronous standby "
+                         "(synchronous_standby_names is empty) while %s: a failover to a standby may lose the last "
+                         "writes and leases it acknowledged",
+                         pg->hosts ? "StoreConnection= names several hosts" : "standbys stream from it");
+        if (async && !pg->async_warned)
+                log_msg(L_WARN, NULL, "store: PostgreSQL (%s): %s; set synchronous_standby_names on the primary",
+                        pg->where, pg->warning);
+        pg->async_warned = async;
+        if (pg->lease)
+                kvpg_lease_set_warning(pg->lease, pg->warning);
+}
+
 /* A setup query ended (without error). */
 static void setup_next(struct kvpg *pg)
 {
         switch (pg->step) {
-        case STEP_SESSION: setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ); break;
+        case STEP_SESSION: setup_send(pg, kvpg_sql_replication, STEP_REPLICATION); break;
+        case STEP_REPLICATION:
+                replication_check(pg);
+                setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ);
+                break;
         case STEP_MIGRATE_READ:
                 if (!pg->last || PQntuples(pg->last) != 1) {
                         pgconn_fail(pg->pc, "gadgetd_schema does not hold one row");
@@ -253,14 +296,14 @@ static void setup_next(struct kvpg *pg)
  * another storage error with the server's message. */
 static void job_error(struct kvpg *pg, struct kv_job *job)
 {
-        char why[256];
+        char why[320];
         if (strcmp(pg->sqlstate, KVPG_SQLSTATE_FENCED) == 0) {
                 snprintf(why, sizeof why, "%s", pg->err);
                 answer(job, KV_EUNAVAILABLE, why);
         } else if (strcmp(pg->sqlstate, "53100") == 0) {
                 answer(job, -ENOSPC, NULL);
-        } else if (strcmp(pg->sqlstate, "25006") == 0) {
-                snprintf(why, sizeof why, "store unavailable: %s", pg->err);
+        } else if (strcmp(pg->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
+                snprintf(why, sizeof why, "store unavailable: the server takes no writes (a standby?): %s", pg->err);
                 answer(job, KV_EUNAVAILABLE, why);
         } else {
                 snprintf(why, sizeof why, "storage error: %s", pg->err);
@@ -285,6 +328,7 @@ static void on_end(void *arg)
         }
         struct kv_job *job = pg->running;
         pg->running = NULL;
+        bool read_only = strcmp(pg->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
         if (job && pg->err[0])
                 job_error(pg, job);
         else if (job && !pg->last)
@@ -292,6 +336,12 @@ static void on_end(void *arg)
         else if (job) {
                 kvpg_job_result(job, pg->last);
                 answer(job, job->err, NULL);
+        }
+        /* A standby (or a server set read-only): the queued jobs are not
+         * sent to it; the next attempt looks for one that takes writes. */
+        if (read_only) {
+                pgconn_fail(pg->pc, "the server takes no writes (a standby?)");
+                return;
         }
         send_next(pg);
 }
@@ -380,6 +430,24 @@ static int conninfo_check(const char *conninfo, char *err, size_t errlen)
         return -EINVAL;
 }
 
+/* How many hosts conninfo names (host=a,b: libpq tries each in turn). */
+static size_t conninfo_hosts(const char *conninfo)
+{
+        size_t n = 1;
+        PQconninfoOption *o = PQconninfoParse(conninfo, NULL);
+        for (PQconninfoOption *p = o; p && p->keyword; p++) {
+                if ((strcmp(p->keyword, "host") != 0 && strcmp(p->keyword, "hostaddr") != 0) || !p->val)
+                        continue;
+                size_t k = 1;
+                for (const char *c = p->val; *c; c++)
+                        k += *c == ',';
+                if (k > n)
+                        n = k;
+        }
+        PQconninfoFree(o);
+        return n;
+}
+
 int kvpg_new(struct event_base *base, const char *conninfo, const char *node, const struct kv_type *const *types,
              size_t n, struct store_latency *latency, struct kvpg **out, char *err, size_t errlen)
 {
@@ -408,6 +476,7 @@ int kvpg_new(struct event_base *base, const char *conninfo, const char *node, co
         pg->n_types = n;
         kvpg_lanes_init(&pg->queued);
         kvpg_redact(conninfo, pg->where, sizeof pg->where);
+        pg->hosts = conninfo_hosts(conninfo) > 1;
         connect_start(pg);
         *out = pg;
         return 0;
@@ -520,14 +589,37 @@ struct kv_backend *kvpg_backend(struct kvpg *pg)
 
 /* The lease session connected: the server is reachable again, so a kv
  * connection waiting out its backoff tries now (after gadgetd's re-exec
- * or an outage both come back together, not the kv one seconds later). */
-static void lease_connected(void *arg)
+ * or an outage both come back together, not the kv one seconds later).
+ * And it is server: a kv connection to another one is to a server that
+ * was the store before a failover (the lease session, whose queries time
+ * out in 2 s, found the new one first), which may not answer for its 10 s
+ * query timeout (a host gone silent): it goes now, its write in flight
+ * answered "outcome unknown" (the old server may have committed it). */
+static void lease_connected(void *arg, const char *server)
 {
         struct kvpg *pg = arg;
+        if (pg->audit)
+                kvpg_audit_follow(pg->audit, server);
+        if (pg->state == PG_READY || pg->state == PG_SETUP) {
+                char mine[300];
+                pgconn_server(pg->pc, mine, sizeof mine);
+                if (server[0] && mine[0] && strcmp(server, mine) != 0) {
+                        char why[700];
+                        snprintf(why, sizeof why, "the lease session found the store at %s, not at %s (a failover)",
+                                 server, mine);
+                        pgconn_fail(pg->pc, why);
+                }
+                return;
+        }
         if (pg->state != PG_DOWN || !evtimer_pending(pg->ev_timer, NULL))
                 return;
         event_del(pg->ev_timer);
         connect_start(pg);
+}
+
+void kvpg_set_audit(struct kvpg *pg, struct kvpg_audit *au)
+{
+        pg->audit = au;
 }
 
 void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease)

@@ -14,6 +14,7 @@
 struct kvpg;
 struct kv_backend;
 struct kvpg_lease;
+struct kvpg_audit;
 struct kv_type;
 struct store_latency;
 
@@ -33,3 +34,7 @@ struct kv_backend *kvpg_backend(struct kvpg *pg);
  * a write of a gadget whose lease this node does not hold is refused
  * ("fenced: …") without being sent. */
 void kvpg_set_lease(struct kvpg *pg, struct kvpg_lease *lease);
+/* The audit's copy follows the store to another server with the kv
+ * session (after a failover: kvpg_audit_follow). au must outlive pg (the
+ * bindings free pg first). */
+void kvpg_set_audit(struct kvpg *pg, struct kvpg_audit *au);

@@ -341,13 +341,17 @@ static void setup_failed(struct kvpg_audit *au)
 }
 
 /* A batch ended: committed (its lines go), refused (dropped, counted), or
- * not done in time (the server's statement_timeout, a lock): kept, and
- * sent again after a reconnect's backoff. */
+ * not done in time (the server's statement_timeout, a lock) or refused by
+ * a server that takes no writes (a standby, 25006): kept, and sent again
+ * after a reconnect's backoff (to the server that takes them). */
 static void batch_done(struct kvpg_audit *au)
 {
-        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0) {
+        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0 ||
+            strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
                 char why[260];
-                snprintf(why, sizeof why, "a batch was not written in time: %s", au->err);
+                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
+                snprintf(why, sizeof why, "a batch was %s: %s",
+                         ro ? "refused by a server that takes no writes (a standby?)" : "not written in time", au->err);
                 au->batch = 0;
                 pgconn_fail(au->pc, why);
                 return;
@@ -555,6 +559,20 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         pgconn_connect(au->pc);
         *out = au;
         return 0;
+}
+
+void kvpg_audit_follow(struct kvpg_audit *au, const char *server)
+{
+        char mine[300];
+        if (au->state != AU_READY && au->state != AU_SETUP)
+                return;
+        pgconn_server(au->pc, mine, sizeof mine);
+        if (server[0] && mine[0] && strcmp(server, mine) != 0) {
+                char why[700];
+                snprintf(why, sizeof why, "the lease session found the store at %s, not at %s (a failover)", server,
+                         mine);
+                pgconn_fail(au->pc, why);
+        }
 }
 
 void kvpg_audit_free(struct kvpg_audit *au)

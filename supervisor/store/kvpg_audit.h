@@ -52,6 +52,10 @@ uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored);
 /* Closes the connection; lines not sent yet are only in audit.log; reads
  * waiting are answered cancelled. */
 void kvpg_audit_free(struct kvpg_audit *au);
+/* The store is at server ("HOST:PORT", the lease session's): a session to
+ * another one (the old primary after a failover, maybe silent) ends now,
+ * its batch kept and sent again, rather than after the query timeout. */
+void kvpg_audit_follow(struct kvpg_audit *au, const char *server);
 /* Lines queued or being sent (gadgetd's re-exec waits for none). */
 size_t kvpg_audit_queued(const struct kvpg_audit *au);
 /* Queues gadget's line (JSON, no newline) for the store. Never waits:

@@ -98,8 +98,9 @@ struct kvpg_lease {
         void (*forget_done)(void *arg, int code, const char *msg);
         void *forget_arg;
         /* Told each time the session connects (kvpg_lease_on_connect). */
-        void (*connected)(void *arg);
+        void (*connected)(void *arg, const char *server);
         void *connected_arg;
+        char warning[200];        /* kvpg_lease_set_warning's */
 };
 
 static void round_next(struct kvpg_lease *l);
@@ -120,8 +121,11 @@ static void on_connected(void *arg)
 {
         struct kvpg_lease *l = arg;
         l->state = L_SETUP;
-        if (l->connected)
-                l->connected(l->connected_arg);
+        if (l->connected) {
+                char server[300];
+                pgconn_server(l->pc, server, sizeof server);
+                l->connected(l->connected_arg, server);
+        }
         /* The node is a checked name (config.c): safe to quote as it is.
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
@@ -423,6 +427,16 @@ static void on_end(void *arg)
                 l->tick = true; /* the renewal (a join) first */
                 l->down_logged = false;
                 round_next(l);
+                return;
+        }
+        /* A server that takes no writes (a standby: SQLSTATE 25006) can
+         * renew nothing: the session goes at once, and the next attempt
+         * looks for one that does (another host, or this one promoted),
+         * rather than staying on it until the lease runs out. */
+        if (strcmp(l->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
+                char why[260];
+                snprintf(why, sizeof why, "the server takes no writes (a standby?): %s", l->err);
+                pgconn_fail(l->pc, why);
                 return;
         }
         struct kvpg_want *w = l->asking;
@@ -890,7 +904,17 @@ int kvpg_lease_move(struct kvpg_lease *l, const char *gadget, const char *node,
         return 0;
 }
 
-void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg), void *arg)
+void kvpg_lease_set_warning(struct kvpg_lease *l, const char *warning)
+{
+        snprintf(l->warning, sizeof l->warning, "%s", warning);
+}
+
+const char *kvpg_lease_warning(const struct kvpg_lease *l)
+{
+        return l->warning;
+}
+
+void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg)
 {
         l->connected = fn;
         l->connected_arg = arg;

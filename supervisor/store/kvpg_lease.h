@@ -99,10 +99,16 @@ int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void 
 /* Ends the session; the node's lease expires at the store after the TTL. */
 void kvpg_lease_free(struct kvpg_lease *l);
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks);
-/* fn(arg) each time the lease session connects (kvpg_set_lease's: the
- * store is reachable again, so the kv connection need not wait out its
- * backoff). */
-void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg), void *arg);
+/* fn(arg, server) each time the lease session connects, server its
+ * "HOST:PORT" (kvpg_set_lease's: the store is reachable again, so the kv
+ * connection need not wait out its backoff; and it is that server, so a
+ * kv connection to another one, after a failover, goes). */
+void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg);
+/* What the kv session found wrong with the store's replication at its
+ * last connect (kvpg.c; "" if nothing), kept here for gadgetctl nodes
+ * beside the nodes the lease session reads. */
+void kvpg_lease_set_warning(struct kvpg_lease *l, const char *warning);
+const char *kvpg_lease_warning(const struct kvpg_lease *l);
 /* This node wants to run gadget: rank 0 takes a free lease at once, rank r
  * after seeing it free at 2 r polls in a row (Nodes= order), so that a
  * node earlier in the list that is up takes it first; for 3 s after losing

@@ -211,6 +211,9 @@
 /* Any constant held by every gadgetd of this program: "gadgetd" in hex. */
 #define KVPG_LOCK "6761646765746400"
 
+const char kvpg_sql_replication[] =
+        "SELECT current_setting('synchronous_standby_names'), (SELECT count(*) FROM pg_stat_replication)";
+
 const char kvpg_sql_migrate_begin[] =
         "BEGIN;"
         "SELECT pg_advisory_xact_lock(x'" KVPG_LOCK "'::bigint);"

@@ -27,7 +27,15 @@
 #define KVPG_LEASE_BATCH 1000
 /* The SQLSTATE of a write refused because its epoch is not the owner's. */
 #define KVPG_SQLSTATE_FENCED "GDF01"
+/* The SQLSTATE of a write on a server that takes none (a standby, a
+ * read-only default): nothing was written, and the session goes (another
+ * host of the conninfo, or this one promoted, at the next attempt). */
+#define KVPG_SQLSTATE_READ_ONLY "25006"
 
+/* The server's replication, read at connect: synchronous_standby_names
+ * and how many standbys stream from it (one row, two columns; the rows
+ * of pg_stat_replication are every user's to count). */
+extern const char kvpg_sql_replication[];
 /* Opens the migration transaction: takes the advisory lock every gadgetd
  * migrating this store takes, makes the version table if there is none,
  * and reads the version (the last result's one row). */

@@ -3,7 +3,20 @@
  * Nothing here waits: every libpq call is made non-blocking (no PQexec),
  * the socket's readiness drives PQconnectPoll, PQflush and
  * PQconsumeInput, and a connect or a query that takes too long counts as
- * a lost connection. */
+ * a lost connection.
+ *
+ * Which server: libpq's. A conninfo may name several hosts (host=a,b),
+ * which libpq tries in turn; unless it says otherwise
+ * (target_session_attrs=), only a server that accepts writes is taken,
+ * so a standby is skipped, and after a failover the next attempt finds
+ * the promoted one (docs/cluster.md, "A store standby and failover").
+ * libpq moves to the next host when one refuses, but in its non-blocking
+ * mode never when one does not answer (a host gone silent: its
+ * connect_timeout is its blocking calls'): an attempt with several hosts
+ * has HOST_TIMEOUT_MS, and the next one starts at the host after the
+ * first, so a dead host first in the list does not hide the others; and
+ * after a server refused a write as read-only (SQLSTATE 25006: a standby
+ * taken under target_session_attrs=any) the next starts after it. */
 #include "pgconn.h"
 
 #include <errno.h>
@@ -13,9 +26,17 @@
 #include "system/monotime.h"
 #include "system/timer.h"
 
+#define HOST_TIMEOUT_MS 2000
+
 struct pgconn {
         struct event_base *base;
         char *conninfo;
+        bool own_attrs;               /* conninfo names target_session_attrs */
+        /* Several hosts: the conninfo's options (NULL-terminated, with
+         * target_session_attrs), to start at host first of n_hosts. */
+        char **keys, **vals;
+        size_t n_hosts, first;
+        bool read_only;               /* this connection's server refused a write (25006) */
         struct pgconn_ops ops;
         PGconn *c;
         bool connecting;
@@ -73,8 +94,33 @@ static void close_conn(struct pgconn *pc)
         pc->busy = pc->connecting = false;
 }
 
+/* The next attempt starts at the host after the one connected to, if the
+ * list holds it (libpq names it as the list does). */
+static void next_host(struct pgconn *pc)
+{
+        const char *h = pc->c ? PQhost(pc->c) : NULL;
+        size_t hl = h ? strlen(h) : 0;
+        for (size_t i = 0; h && pc->keys && pc->keys[i]; i++) {
+                if (strcmp(pc->keys[i], "host") != 0 && strcmp(pc->keys[i], "hostaddr") != 0)
+                        continue;
+                size_t j = 0;
+                for (const char *e = pc->vals[i]; e; j++) {
+                        const char *comma = strchr(e, ',');
+                        size_t el = comma ? (size_t)(comma - e) : strlen(e);
+                        if (el == hl && strncmp(e, h, hl) == 0) {
+                                pc->first = (j + 1) % pc->n_hosts;
+                                return;
+                        }
+                        e = comma ? comma + 1 : NULL;
+                }
+        }
+}
+
 void pgconn_fail(struct pgconn *pc, const char *why)
 {
+        if (pc->read_only)
+                next_host(pc);
+        pc->read_only = false;
         /* Copied before the connection, which may hold why, is freed. */
         pgconn_one_line(pc->reason, sizeof pc->reason, why ? why : pc->c ? PQerrorMessage(pc->c) : NULL);
         close_conn(pc);
@@ -102,11 +148,59 @@ static const char *why_closed(struct pgconn *pc)
 static void on_connect_io(evutil_socket_t fd, short what, void *arg);
 static void on_io(evutil_socket_t fd, short what, void *arg);
 
+/* list ("a,b,c", n elements) from its element k on ("b,c,a"); NULL if
+ * it has not n elements (a single port for every host) or no memory. */
+static char *rotated(const char *list, size_t k, size_t n)
+{
+        size_t len = strlen(list), count = 1, at = 0;
+        for (size_t i = 0; i < len; i++)
+                if (list[i] == ',' && ++count == k + 1)
+                        at = i + 1;
+        char *out = count == n && k ? malloc(len + 2) : NULL;
+        if (!out)
+                return NULL;
+        /* The tail from element k, a comma, the head before it. */
+        snprintf(out, len + 2, "%s,%.*s", list + at, (int)(at - 1), list);
+        return out;
+}
+
+/* An attempt from host pc->first on: the options with their host,
+ * hostaddr and port lists rotated. */
+static PGconn *start_rotated(struct pgconn *pc)
+{
+        size_t n = 0;
+        while (pc->keys[n])
+                n++;
+        char **vals = calloc(n + 1, sizeof *vals), **mine = calloc(n + 1, sizeof *mine);
+        PGconn *c = NULL;
+        if (vals && mine) {
+                for (size_t i = 0; i < n; i++) {
+                        const char *k = pc->keys[i];
+                        bool list = !strcmp(k, "host") || !strcmp(k, "hostaddr") || !strcmp(k, "port");
+                        mine[i] = list ? rotated(pc->vals[i], pc->first, pc->n_hosts) : NULL;
+                        vals[i] = mine[i] ? mine[i] : pc->vals[i];
+                }
+                c = PQconnectStartParams((const char *const *)pc->keys, (const char *const *)vals, 0);
+                for (size_t i = 0; i < n; i++)
+                        free(mine[i]);
+        }
+        free(vals);
+        free(mine);
+        return c;
+}
+
 void pgconn_connect(struct pgconn *pc)
 {
         pc->connecting = true;
         pc->notice[0] = '\0';
-        pc->c = PQconnectStart(pc->conninfo);
+        /* Why the conninfo goes as dbname: libpq expands it as a whole
+         * (keywords or URI), then the keyword after it applies. */
+        static const char *const keys[] = { "dbname", "target_session_attrs", NULL };
+        const char *const values[] = { pc->conninfo, "read-write", NULL };
+        if (pc->keys && pc->first)
+                pc->c = start_rotated(pc);
+        else
+                pc->c = pc->own_attrs ? PQconnectStart(pc->conninfo) : PQconnectStartParams(keys, values, 1);
         if (!pc->c) {
                 pgconn_fail(pc, "out of memory");
                 return;
@@ -116,7 +210,8 @@ void pgconn_connect(struct pgconn *pc)
                 return;
         }
         PQsetNoticeProcessor(pc->c, on_notice, pc);
-        timer_set(pc, pc->ops.connect_timeout_ms);
+        timer_set(pc, pc->keys && pc->ops.connect_timeout_ms > HOST_TIMEOUT_MS ? HOST_TIMEOUT_MS
+                                                                             : pc->ops.connect_timeout_ms);
         /* libpq's rule: poll first when the socket is writable. */
         on_connect_io(-1, EV_WRITE, pc);
 }
@@ -207,6 +302,9 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
         while (pc->c && pc->busy && !PQisBusy(pc->c)) {
                 PGresult *r = PQgetResult(pc->c);
                 if (r) {
+                        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                        if (state && strcmp(state, "25006") == 0)
+                                pc->read_only = true;
                         pc->ops.result(pc->ops.arg, r);
                         continue;
                 }
@@ -225,14 +323,79 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct pgconn *pc = arg;
-        char why[80];
+        char why[120];
         (void)fd;
         (void)what;
-        if (pc->connecting)
+        if (pc->connecting && pc->keys) {
+                snprintf(why, sizeof why, "no connection within %u s (host %zu of %zu first; the next from the one "
+                         "after it)", HOST_TIMEOUT_MS / 1000, pc->first + 1, pc->n_hosts);
+                pc->first = (pc->first + 1) % pc->n_hosts;
+        } else if (pc->connecting)
                 snprintf(why, sizeof why, "no connection within %u s", pc->ops.connect_timeout_ms / 1000);
         else
                 snprintf(why, sizeof why, "no answer from the server within %u s", pc->ops.query_timeout_ms / 1000);
         pgconn_fail(pc, why);
+}
+
+static void options_free(struct pgconn *pc)
+{
+        for (size_t i = 0; pc->keys && pc->vals && (pc->keys[i] || pc->vals[i]); i++) {
+                free(pc->keys[i]);
+                free(pc->vals[i]);
+        }
+        free(pc->keys);
+        free(pc->vals);
+        pc->keys = pc->vals = NULL;
+}
+
+/* Whether conninfo names target_session_attrs, how many hosts, and, with
+ * several, its options for rotated attempts. 0 or -ENOMEM. */
+static int options_load(struct pgconn *pc, const char *conninfo)
+{
+        PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+        size_t n = 0;
+        pc->n_hosts = 1;
+        for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+                if (!o->val)
+                        continue;
+                n++;
+                if (strcmp(o->keyword, "target_session_attrs") == 0 && o->val[0])
+                        pc->own_attrs = true;
+                if (strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0) {
+                        size_t k = 1;
+                        for (const char *c = o->val; *c; c++)
+                                k += *c == ',';
+                        if (k > pc->n_hosts)
+                                pc->n_hosts = k;
+                }
+        }
+        int e = 0;
+        if (pc->n_hosts > 1) {
+                /* Zeroed: a NULL key ends the list wherever a copy failed. */
+                pc->keys = calloc(n + 2, sizeof *pc->keys);
+                pc->vals = calloc(n + 2, sizeof *pc->vals);
+                size_t i = 0;
+                for (PQconninfoOption *o = opts; pc->keys && pc->vals && o && o->keyword; o++) {
+                        if (!o->val)
+                                continue;
+                        pc->keys[i] = strdup(o->keyword);
+                        pc->vals[i] = strdup(o->val);
+                        if (!pc->keys[i] || !pc->vals[i])
+                                break;
+                        i++;
+                }
+                if (i == n && !pc->own_attrs) {
+                        pc->keys[i] = strdup("target_session_attrs");
+                        pc->vals[i] = strdup("read-write");
+                        i += pc->keys[i] && pc->vals[i];
+                }
+                if (i != n + !pc->own_attrs) {
+                        options_free(pc);
+                        e = -ENOMEM;
+                }
+        }
+        PQconninfoFree(opts);
+        return e;
 }
 
 int pgconn_new(struct event_base *base, const char *conninfo, const struct pgconn_ops *ops, struct pgconn **out)
@@ -244,6 +407,10 @@ int pgconn_new(struct event_base *base, const char *conninfo, const struct pgcon
         }
         pc->base = base;
         pc->ops = *ops;
+        if (options_load(pc, conninfo) < 0) {
+                pgconn_free(pc);
+                return -ENOMEM;
+        }
         *out = pc;
         return 0;
 }
@@ -256,6 +423,7 @@ void pgconn_free(struct pgconn *pc)
         if (pc->ev_timer)
                 event_free(pc->ev_timer);
         PQfinish(pc->c);
+        options_free(pc);
         free(pc->conninfo);
         free(pc);
 }
@@ -263,6 +431,13 @@ void pgconn_free(struct pgconn *pc)
 PGconn *pgconn_pq(const struct pgconn *pc)
 {
         return pc->c;
+}
+
+void pgconn_server(const struct pgconn *pc, char *dst, size_t len)
+{
+        const char *host = pc->c && !pc->connecting ? PQhost(pc->c) : NULL;
+        const char *port = host ? PQport(pc->c) : NULL;
+        snprintf(dst, len, "%s%s%s", host ? host : "", host ? ":" : "", host && port ? port : "");
 }
 
 bool pgconn_busy(const struct pgconn *pc)

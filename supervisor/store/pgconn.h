@@ -45,6 +45,9 @@ void pgconn_free(struct pgconn *pc);
 void pgconn_connect(struct pgconn *pc);
 /* libpq's connection, to send on; NULL while there is none. */
 PGconn *pgconn_pq(const struct pgconn *pc);
+/* The server connected to, "HOST:PORT" as libpq names it (a host of
+ * the conninfo's list), in dst; "" while not connected. */
+void pgconn_server(const struct pgconn *pc, char *dst, size_t len);
 /* Whether a query is out. */
 bool pgconn_busy(const struct pgconn *pc);
 /* A query of kind op was handed to libpq (sent: PQsend*'s return): it must

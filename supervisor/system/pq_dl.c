@@ -17,10 +17,13 @@
 static struct {
         void *lib;
         PGconn *(*connect_start)(const char *);
+        PGconn *(*connect_start_params)(const char *const *, const char *const *, int);
         PostgresPollingStatusType (*connect_poll)(PGconn *);
         ConnStatusType (*status)(const PGconn *);
         int (*socket)(const PGconn *);
         char *(*error_message)(const PGconn *);
+        char *(*host)(const PGconn *);
+        char *(*port)(const PGconn *);
         void (*finish)(PGconn *);
         int (*set_nonblocking)(PGconn *, int);
         int (*send_query)(PGconn *, const char *);
@@ -51,10 +54,13 @@ int pq_dl_load(char *err, size_t errlen)
 {
         static const struct dl_sym syms[] = {
                 { (void **)&fn.connect_start, "PQconnectStart" },
+                { (void **)&fn.connect_start_params, "PQconnectStartParams" },
                 { (void **)&fn.connect_poll, "PQconnectPoll" },
                 { (void **)&fn.status, "PQstatus" },
                 { (void **)&fn.socket, "PQsocket" },
                 { (void **)&fn.error_message, "PQerrorMessage" },
+                { (void **)&fn.host, "PQhost" },
+                { (void **)&fn.port, "PQport" },
                 { (void **)&fn.finish, "PQfinish" },
                 { (void **)&fn.set_nonblocking, "PQsetnonblocking" },
                 { (void **)&fn.send_query, "PQsendQuery" },
@@ -89,10 +95,16 @@ int pq_dl_load(char *err, size_t errlen)
 }
 
 HIDDEN PGconn *PQconnectStart(const char *conninfo) { return fn.connect_start(conninfo); }
+HIDDEN PGconn *PQconnectStartParams(const char *const *keys, const char *const *values, int expand)
+{
+        return fn.connect_start_params(keys, values, expand);
+}
 HIDDEN PostgresPollingStatusType PQconnectPoll(PGconn *c) { return fn.connect_poll(c); }
 HIDDEN ConnStatusType PQstatus(const PGconn *c) { return fn.status(c); }
 HIDDEN int PQsocket(const PGconn *c) { return fn.socket(c); }
 HIDDEN char *PQerrorMessage(const PGconn *c) { return fn.error_message(c); }
+HIDDEN char *PQhost(const PGconn *c) { return fn.host(c); }
+HIDDEN char *PQport(const PGconn *c) { return fn.port(c); }
 /* NULL is a no-op, as in libpq, without looking at the table. */
 HIDDEN void PQfinish(PGconn *c)
 {

@@ -8,14 +8,17 @@ are answered "it may have run", never sent again. And dead nodes leave
 Usage: failover_pg_test.py TEST."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
 from pgnodes import (by_name, certs, counter_cluster, counter_on_a, node, nodes_seen, owner_of, peer_node,
                      start_all, stop_all)
-from pgserver import PgServer
+from pgserver import PgServer, PgStandby
 
 GONE, BUSY = 11, 7  # proto/contract.h: GADGET_EGONE, GADGET_EBUSY
 
@@ -43,6 +46,230 @@ def count_of(d):
     r = d.ctl("call", "counter", "get", timeout=40)
     check(r.returncode == 0, "get through %s: %r" % (d.tmp[-1], r.stderr))
     return int(r.stdout.strip())
+
+
+class Caller:
+    """One call at a time of tg's fop increment through node d's control
+    socket (gadgetctl), each with an id of its own, until stop(): every
+    call's record (as faultload.py's: t0, t1 monotonic; status "ok" with
+    the count it answered, "fail" for gadgetd's refusals that say nothing
+    ran, "info" for any other error: it may have run)."""
+
+    def __init__(self, d, name, ops, lock):
+        self.d, self.name, self.ops, self.lock = d, name, ops, lock
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        i = 0
+        while not self.stopping.is_set():
+            i += 1
+            op = {"id": "%s%d" % (self.name, i), "client": self.name, "gadget": "tg", "key": "n", "kind": "incr",
+                  "arg": None, "out": None, "t0": time.monotonic()}
+            r = self.d.ctl("call", "tg", "fop", json.dumps({"op": "incr", "key": "n", "id": op["id"]}), timeout=60)
+            op["t1"] = time.monotonic()
+            if r.returncode == 0:
+                op.update(status="ok", out=json.loads(r.stdout)["v"])
+            else:
+                op["err"] = r.stderr.strip()
+                op["status"] = "fail" if re.search(r"runs on node|does not run|no node|waits for its lease|busy",
+                                                   op["err"]) and "may have run" not in op["err"] else "info"
+            with self.lock:
+                self.ops.append(op)
+            if op["status"] != "ok":
+                self.stopping.wait(0.02)  # pacing, not a wait for anything: refusals come at once
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(120)
+
+
+@test
+def pg_store_failover_to_a_standby(tmp):
+    """The store itself fails over: a primary with a streaming standby
+    (synchronous: synchronous_standby_names names it), StoreConnection=
+    naming both (on a the standby first: gadgetd must skip a server that
+    takes no writes; on b the primary first: once it is gone silent, b
+    must not wait on it forever; node c, with target_session_attrs=any
+    and the standby first, must pass it by its refusal of writes), nodes
+    a and b running tg (Nodes=a b), a steady caller of
+    its counter increment through each node. The primary's WAL sender is
+    stopped until the primary has a commit the standby lacks (a commit
+    waiting for it, or, were it asynchronous, acknowledged writes), then
+    every process of the primary is stopped (SIGSTOP: a host gone silent,
+    its sessions open and unanswered, as a machine that lost power or its
+    network; killed once calls are back) and the standby promoted
+    (GADGETD_STANDBY_FAULT=kill: SIGKILLed at once, the sessions reset).
+    Checked: calls resume through both nodes within 6 s of the loss (and
+    each node's lease is back on the promoted server within 8 s; silent,
+    the owner stopped at its lease's 920 ms deadline, and its audit copy
+    moved within 8 s); every
+    acknowledged increment is in the final count (no more than those and
+    the ones that may have run), the counter's history is linearizable
+    (linearize.py), no two processes of tg ran calls at overlapping times
+    (faultchecks.double_runs, from tg's records); no node warns of an
+    asynchronous store while the standby is synchronous (log, `gadgetctl
+    nodes`), and both do after the failover (the promoted server has no
+    standby, and StoreConnection= names two hosts). GADGETD_STANDBY_ASYNC=1 runs it
+    with the standby asynchronous: acknowledged increments are lost and
+    the test fails (as it must)."""
+    from faultchecks import check_linearizable, double_runs
+    from faultload import FREC, POLICY
+    sync = os.environ.get("GADGETD_STANDBY_ASYNC") != "1"
+    silent = os.environ.get("GADGETD_STANDBY_FAULT", "freeze") == "freeze"
+    pg = PgServer(tmp, settings="synchronous_standby_names = 'standby'\n" if sync else "").start()
+    standby = None
+    try:
+        standby = PgStandby(tmp, pg).start()
+        wait_for(lambda: standby.streaming() == ("sync" if sync else "async"), timeout=30,
+                 what="the standby streaming (%s)" % ("sync" if sync else "async"))
+        cd = certs(tmp, "a", "b")
+        ds = []
+        for n, hosts in (("a", (standby.dir, pg.dir)), ("b", (pg.dir, standby.dir))):
+            pg.conninfo = "host=%s,%s dbname=postgres user=gadgetd" % hosts
+            ds.append(peer_node(tmp, pg, n, cd))
+        for d in ds:
+            policy(d.pol, "tg", POLICY % ("a b", 3, d.tmp[-1]))
+        # c takes any server (target_session_attrs=any), the standby first:
+        # refused a write there (25006), it must try the next host.
+        pg.conninfo = "host=%s,%s dbname=postgres user=gadgetd target_session_attrs=any" % (standby.dir, pg.dir)
+        c = node(tmp, pg, "c")
+        ops, lock = [], threading.Lock()
+        callers = []
+        try:
+            start_all(ds + [c])
+            check(owner_of(ds, "tg") == "a", "a runs tg")
+            a, b = ds
+            nodes_seen(b, 2)
+            wait_for(lambda: "store: connected to PostgreSQL" in c.logtext() and
+                     "this node's lease taken" in c.logtext(), timeout=15,
+                     what="c past the standby (25006) to the primary")
+            check("read-only transaction" in c.logtext(), "c was refused by the standby: %s" % c.logtext()[-2000:])
+            check("read-only transaction" not in a.logtext(), "a (target_session_attrs=read-write by default) "
+                  "skipped the standby: %s" % a.logtext()[-2000:])
+            warning = "commits without a synchronous standby"
+
+            def store_warning(d):
+                r = d.ctl("--json", "nodes")
+                check(r.returncode == 0, "nodes: %r" % r.stderr)
+                return json.loads(r.stdout).get("store_warning", "")
+            for d in ds:
+                w = store_warning(d)
+                check((warning in w) != sync, "%s's store warning before the failover: %r" % (d.tmp[-1], w))
+            callers = [Caller(d, d.tmp[-1], ops, lock) for d in ds]
+
+            def acked():
+                with lock:
+                    return sum(1 for o in ops if o["status"] == "ok")
+            wait_for(lambda: acked() >= 20, timeout=30, what="increments before the failover")
+            ws = pg.child("walsender")
+            check(ws, "the primary's WAL sender")
+            os.kill(ws, signal.SIGSTOP)  # the standby lags: nothing more is sent to it
+            ahead = acked()
+            # The primary now has a commit the standby lacks: a synchronous
+            # one waits for it; asynchronous ones are acknowledged.
+            wait_for(lambda: int(pg.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")) > 0
+                     or acked() >= ahead + 3, timeout=20, what="a commit the standby lacks")
+            pg.signal_all(signal.SIGSTOP)
+            if not silent:
+                pg.signal_all(signal.SIGKILL)
+            t_kill = time.monotonic()
+            a_before = len(a.logtext())
+            standby.promote()
+            t_promoted = time.monotonic()
+
+            def resumed():
+                with lock:
+                    return {o["client"] for o in ops if o["status"] == "ok" and o["t0"] > t_promoted} == {"a", "b"}
+            wait_for(resumed, timeout=30, what="calls through both nodes after the promotion")
+            t_back = time.monotonic()
+            # Each node's lease session on the new primary: joined again.
+            rejoined = {}
+            for d in ds:
+                wait_for(lambda: d.logtext().count("this node's lease taken") >= 2, timeout=20,
+                         what="%s joining the new primary" % d.tmp[-1])
+                rejoined[d.tmp[-1]] = time.monotonic() - t_kill
+            if silent:
+                # a's audit copy follows its lease session to the new
+                # primary, not the silent one's 10 s query timeout later.
+                wait_for(lambda: "audit: copying records to the store again" in a.logtext()[a_before:],
+                         timeout=max(0.1, 8 - (time.monotonic() - t_kill)),
+                         what="a's audit copy on the new primary within 8 s")
+                pg.signal_all(signal.SIGKILL)
+            n = acked()
+            wait_for(lambda: acked() >= n + 10, timeout=20, what="calls after the failover")
+            for cl in callers:
+                cl.stop()
+            callers = []
+            ops = list(ops)
+            finals = set()
+            for d in ds:
+                r = d.ctl("call", "tg", "fop", json.dumps({"op": "read", "key": "n", "id": "final"}), timeout=40)
+                check(r.returncode == 0, "the final read through %s: %r" % (d.tmp[-1], r.stderr))
+                finals.add(json.loads(r.stdout)["v"])
+            check(len(finals) == 1, "the nodes read different counts: %r" % finals)
+            final = finals.pop()
+            ok = sum(1 for o in ops if o["status"] == "ok")
+            maybe = [o for o in ops if o["status"] == "info"]
+            after = [o for o in ops if o["status"] == "ok" and o["t0"] > t_kill]
+            first = min(o["t1"] for o in after) - t_kill
+            print("store failover (%s standby): %d increments acknowledged, %d may have run, %d not run; count %d; "
+                  "primary %s, promoted %.2f s after, calls answered again %.2f s after it (through both %.2f s)"
+                  % ("synchronous" if sync else "asynchronous", ok, len(maybe),
+                     sum(1 for o in ops if o["status"] == "fail"), final, "stopped" if silent else "killed",
+                     t_promoted - t_kill, first, t_back - t_kill))
+            for o in maybe:
+                print("  may have run: %s %.3f..%.3f %s" % (o["id"], o["t0"] - t_kill, o["t1"] - t_kill, o["err"]))
+            for d in ds:
+                store = [ln for ln in d.logtext().splitlines() if "store:" in ln or "audit:" in ln]
+                print("%s's store lines:\n  %s" % (d.tmp[-1], "\n  ".join(store[-12:])))
+            check(ok <= final <= ok + len(maybe),
+                  "count %d after %d acknowledged increments (%d may have run): acknowledged writes lost"
+                  % (final, ok, len(maybe)))
+            print("nodes joined the new primary (seen) %s"
+                  % ", ".join("%s %.2f s" % kv for kv in sorted(rejoined.items())))
+            check(t_back - t_kill < 6, "calls answered again %.1f s after the primary's loss" % (t_back - t_kill))
+            check(max(rejoined.values()) < 8, "a node's lease back only %.1f s after the primary's loss"
+                  % max(rejoined.values()))
+            for g, k, v, n_ops, n_open, secs in check_linearizable(ops):
+                print("linearizable %s/%s: %s (%d operations, %d open, %.2f s)" % (g, k, v, n_ops, n_open, secs))
+                check(v.ok is True, "%s/%s: not linearizable: %s" % (g, k, v))
+            records = []
+            for d in ds:
+                for line in d.logtext().splitlines():
+                    m = FREC.search(line)
+                    if m:
+                        g, node_, inst, oid, kind, key, v, t0, t1, err = m.groups()
+                        records.append({"gadget": g, "node": node_, "inst": inst, "id": oid, "kind": kind,
+                                        "key": key, "v": int(v), "t0": int(t0) / 1e9, "t1": int(t1) / 1e9,
+                                        "err": int(err)})
+            two = double_runs(records)
+            check(not two, "two owners at once: %r" % [(x[0], x[1], x[2], x[3]) for x in two])
+            if silent:
+                # The owner stopped by its own deadline, its lease session
+                # still open on the silent primary (its 2 s timeout later).
+                check("no renewal of this node's lease was acknowledged within 920 ms" in a.logtext(),
+                      "a stopped serving at its lease's deadline")
+            if sync:
+                for d in ds:
+                    log = d.logtext()
+                    at = log.find("store: lost the connection to PostgreSQL")
+                    check(at > 0, "%s lost its store connection" % d.tmp[-1])
+                    check(warning not in log[:at], "%s warned of an asynchronous store before the failover: %s"
+                          % (d.tmp[-1], log[:at][-1500:]))
+                    wait_for(lambda: warning in d.logtext()[at:], timeout=10,
+                             what="%s warning of the promoted server's lack of a standby" % d.tmp[-1])
+                    wait_for(lambda: warning in store_warning(d), timeout=10,
+                             what="%s's gadgetctl nodes warning of it" % d.tmp[-1])
+        finally:
+            for cl in callers:
+                cl.stop()
+            stop_all(ds + [c])
+    finally:
+        if standby:
+            standby.stop()
+        pg.stop()
 
 
 @test

@@ -27,7 +27,7 @@ from faultnet import Fabric
 from harness import policy, wait_for
 from linearize import COUNTER, Register
 from pgnodes import certs, peer_node, start_all, stop_all
-from pgserver import PgServer
+from pgserver import PgServer, PgStandby
 
 NODES = ("a", "b")
 GADGETS = {"fa": "a b", "fb": "b a"}  # each gadget's Nodes=: one prefers a, the other b
@@ -141,17 +141,26 @@ class Cluster:
     """The store, the nodes and the clients' side, started; close() ends
     them all (the namespaces go with the test process)."""
 
-    def __init__(self, tmp, nodes=NODES):
+    def __init__(self, tmp, nodes=NODES, standby=False):
+        """standby: the store has a synchronous hot standby in its side
+        (another port), which the store-failover fault promotes, and
+        StoreConnection= names both."""
         self.fab = Fabric()
         self.nodes = list(nodes)
+        self.tmp = tmp
+        self.standby, self.retired = None, []
         try:
             self.fab.side("store")
             for n in nodes:
                 self.fab.side(n)
             self.fab.side("clients")
             self.pg = PgServer(tmp, wrap=self.fab.wrap("store"), listen=self.fab.sides["store"].ip,
-                               settings=QUICK_TAKEOVER)
+                               settings=QUICK_TAKEOVER + (STANDBY_SYNC if standby else ""))
             self.pg.start()
+            if standby:
+                self.standby = new_standby(self, STORE_PORTS[1], 1)
+                self.pg.conninfo = ("host={0},{0} port={1},{2} dbname=postgres user=gadgetd connect_timeout=2"
+                                    .format(self.fab.sides["store"].ip, *STORE_PORTS))
             cd = certs(tmp, *nodes)
             self.ds, self.relays = {}, []
             for n in nodes:
@@ -190,8 +199,9 @@ class Cluster:
             if d.proc and d.proc.poll() is None:
                 d.proc.send_signal(signal.SIGCONT)
         stop_all(list(ds.values()))
-        if getattr(self, "pg", None):
-            self.pg.stop()
+        for pg in [getattr(self, "pg", None), getattr(self, "standby", None)] + getattr(self, "retired", []):
+            if pg:
+                pg.stop()
         self.fab.close()
 
     # -- calls ---------------------------------------------------------
@@ -371,6 +381,42 @@ class Workload:
 # -- the faults ----------------------------------------------------------
 
 PAUSE_S = 3.5  # a SIGSTOP past the lease (a node that does not answer its lease ping for 2 s loses it)
+# The store's standby (Cluster(standby=True)): the primary waits for it at
+# every commit; the two servers' ports, in the store's side.
+STANDBY_SYNC = "synchronous_standby_names = 'standby'\n"
+STORE_PORTS = (5432, 5433)
+
+
+def new_standby(cluster, port, n):
+    """A synchronous standby of cluster.pg (the n-th made), streaming."""
+    sb = PgStandby(cluster.tmp, cluster.pg, name="standby%d" % n, wrap=cluster.fab.wrap("store"),
+                   listen=cluster.fab.sides["store"].ip, port=port).start()
+    wait_for(lambda: sb.streaming() in ("sync", "async"), timeout=30, what="the store's standby streaming")
+    return sb
+
+
+def store_failover(cluster):
+    """The store-failover fault: the primary goes silent (SIGSTOP: its
+    sessions open and unanswered, as a host that lost power) and the
+    standby is promoted; the store is the promoted server from now on."""
+    old = cluster.pg
+    old.signal_all(signal.SIGSTOP)
+    cluster.standby.promote()
+    cluster.pg, cluster.standby = cluster.standby, None
+    cluster.retired.append(old)
+    return "primary (port %d) stopped, the standby (port %d) promoted" % (old.port, cluster.pg.port)
+
+
+def store_failover_heal(cluster):
+    """After a store-failover: the old primary killed, and a new
+    synchronous standby of the promoted server on its port (made while
+    calls go on: a base backup, then the primary waits for it again)."""
+    old = cluster.retired[-1]
+    old.signal_all(signal.SIGKILL)
+    cluster.standby = new_standby(cluster, old.port, len(cluster.retired) + 1)
+    cluster.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+    cluster.pg.psql("SELECT pg_reload_conf()")
+    wait_for(lambda: cluster.standby.streaming() == "sync", timeout=30, what="the new standby synchronous")
 
 
 class Faults:
@@ -385,11 +431,13 @@ class Faults:
 
     def kinds(self):
         return ["partition", "oneway", "store-cut", "store-oneway", "lease-flow", "nodes-cut", "callers-cut",
-                "pause", "kill", "store-restart", "netem"]
+                "pause", "kill", "store-restart", "netem", "store-failover"]
 
     def missing(self, kind):
         if kind == "netem":
             return self.fab.netem_missing()
+        if kind == "store-failover" and not self.c.standby:
+            return "the store has no standby (Cluster(standby=True))"
         return None
 
     def inject(self, kind, node, rng):
@@ -418,8 +466,8 @@ class Faults:
                              % node)
             if not port.strip().isdigit():
                 return "no lease session of %s to cut (%r)" % (node, port)
-            fab.nft(node, "add rule inet fault input ip saddr %s tcp sport 5432 tcp dport %s drop\n"
-                    % (fab.sides["store"].ip, port.strip()))
+            fab.nft(node, "add rule inet fault input ip saddr %s tcp sport %d tcp dport %s drop\n"
+                    % (fab.sides["store"].ip, c.pg.port, port.strip()))
             return "store -/-> %s's lease session (port %s)" % (node, port.strip())
         if kind == "nodes-cut":
             fab.isolate(node, others)
@@ -443,6 +491,8 @@ class Faults:
         if kind == "netem":
             fab.netem(node, "loss", "20%", "delay", "30ms", "10ms")
             return "netem loss 20%% delay 30 ms on %s" % node
+        if kind == "store-failover":
+            return store_failover(c)
         raise ValueError(kind)
 
     def heal(self, kind, node):
@@ -452,6 +502,8 @@ class Faults:
             self.paused = None
         if kind == "kill":
             self.c.ds[node].start()
+        if kind == "store-failover":
+            store_failover_heal(self.c)
 
 
 def run_schedule(cluster, rng, schedule, say=print, faults=None):

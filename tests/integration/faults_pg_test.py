@@ -5,8 +5,8 @@ namespace of its own; while clients call two gadgets through both nodes
 (counter increments, register reads and writes), a random schedule cuts
 links (full and one-way, between any two sides; a node from the store
 only, from the other node only, from its callers only), pauses a node past
-its lease (SIGSTOP, SIGCONT), kills and restarts one, restarts the store;
-each kind twice (packet loss and delay with `tc netem` too, where the
+its lease (SIGSTOP, SIGCONT), kills and restarts one, restarts the store,
+fails the store over to its synchronous standby; each kind twice (packet loss and delay with `tc netem` too, where the
 kernel has it). The seed is printed; GADGETD_FAULT_SEED=N replays it
 (GADGETD_FAULT_KINDS="kind ..." runs only those kinds, twice each).
 
@@ -42,7 +42,7 @@ def pg_faults_schedule(tmp):
           flush=True)
     rng = random.Random(seed)
     t_start = time.monotonic()
-    c = fl.Cluster(tmp)
+    c = fl.Cluster(tmp, standby=True)
     try:
         c.healthy(timeout=30)
         faults = fl.Faults(c)

@@ -8,7 +8,9 @@ reported committed survives its crash. PgServer.conninfo is what gadgetd's
 StoreConnection= gets. The cluster is a copy of a template made by initdb
 once per build tree and PostgreSQL version (BUILD/pg-template-N, made
 under a lock: tests run in parallel), not an initdb per test. Missing PostgreSQL is a part scripts/deps installs:
-need() skips the test on a developer's machine and fails it under CI."""
+need() skips the test on a developer's machine and fails it under CI.
+PgStandby is a streaming standby of a running PgServer (pg_basebackup),
+for the store's failover test."""
 import fcntl
 import glob
 import contextlib
@@ -34,15 +36,16 @@ class PgServer:
     """start() makes the cluster (once) and starts the server; stop() ends
     it (fast, then killed); also restart, psql, terminate_backends."""
 
-    def __init__(self, tmp, name="pg", wrap=(), listen=None, settings=""):
+    def __init__(self, tmp, name="pg", wrap=(), listen=None, settings="", port=5432):
         """wrap: the command line the server runs under (the fault tests'
         network namespace); listen: an address it listens on over TCP too
         (trusting its /24), which conninfo then names instead of the
         socket's directory (psql here still uses the socket); settings:
-        lines for postgresql.conf."""
+        lines for postgresql.conf; port: its port (and its socket's)."""
         self.wrap = list(wrap)
         self.listen = listen
         self.settings = settings
+        self.port = port
         self.bin = pg_bin()
         if not self.bin or not shutil.which("setpriv"):
             need("postgresql", "the PostgreSQL store tests start their own server (initdb, pg_ctl)")
@@ -50,13 +53,14 @@ class PgServer:
         self.data = os.path.join(self.dir, "data")
         self.logfile = os.path.join(self.dir, "server.log")
         self.pw = pwd.getpwnam(USER)
-        self.conninfo = "host=%s dbname=postgres user=gadgetd" % self.dir
+        self.conninfo = "host=%s port=%d dbname=postgres user=gadgetd" % (self.dir, port)
         if listen:
-            self.conninfo = "host=%s port=5432 dbname=postgres user=gadgetd connect_timeout=2" % listen
+            self.conninfo = "host=%s port=%d dbname=postgres user=gadgetd connect_timeout=2" % (listen, port)
         self.made = False
 
     def _as_user(self, *cmd, check=True, capture=False, timeout=120, cwd=None):
-        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGPORT=str(self.port), PGUSER="gadgetd",
+                   PGDATABASE="postgres")
         env.pop("PGPASSWORD", None)
         return subprocess.run(
             [*self.wrap, "setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
@@ -104,8 +108,8 @@ class PgServer:
         else:
             self._initdb(self.dir, self.data)
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\n"
-                    "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % self.dir)
+            f.write("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = on\nport = %d\n"
+                    "synchronous_commit = on\nshared_buffers = 16MB\nmax_connections = 40\n" % (self.dir, self.port))
             if self.listen:
                 f.write("listen_addresses = '%s'\n" % self.listen)
             f.write(self.settings)
@@ -151,7 +155,8 @@ class PgServer:
     def locked(self, table):
         """Holds an ACCESS EXCLUSIVE lock on table while the block runs (a
         psql session that took it, and commits when the block ends)."""
-        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGUSER="gadgetd", PGDATABASE="postgres")
+        env = dict(os.environ, LC_ALL="C", PGHOST=self.dir, PGPORT=str(self.port), PGUSER="gadgetd",
+                   PGDATABASE="postgres")
         p = subprocess.Popen(["setpriv", "--reuid=%d" % self.pw.pw_uid, "--regid=%d" % self.pw.pw_gid, "--clear-groups",
                               os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.dir, env=env, text=True)
@@ -189,6 +194,18 @@ class PgServer:
                     pass
         return [pm] + kids
 
+    def child(self, kind):
+        """The pid of the server's process whose title names kind
+        ("walsender": the one streaming to a standby), or None."""
+        for pid in self.pids()[1:]:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if kind.encode() in f.read():
+                        return pid
+            except OSError:
+                pass
+        return None
+
     def signal_all(self, sig):
         """Sends sig to the postmaster and its children (SIGSTOP: a server
         that hangs)."""
@@ -210,3 +227,44 @@ class PgServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class PgStandby(PgServer):
+    """A hot standby of primary (a started PgServer): a base backup of it
+    (pg_basebackup, WAL streamed) whose server streams from it as
+    application_name name, its own socket in its directory. Its
+    synchronous_standby_names is empty: promoted, it has no standby of its
+    own to wait for. promote() makes it the primary; walreceiver() is the
+    pid that receives the primary's WAL (SIGSTOP: a standby that lags)."""
+
+    def __init__(self, tmp, primary, name="standby", app="standby", **server):
+        """name: its directory below tmp; app: its application_name (what
+        the primary's synchronous_standby_names names); server: PgServer's
+        wrap, listen, port."""
+        super().__init__(tmp, name=name, **server)
+        self.primary = primary
+        self.name = app
+
+    def _make(self):
+        os.makedirs(self.dir, exist_ok=True)
+        os.chown(self.dir, self.pw.pw_uid, self.pw.pw_gid)
+        os.chmod(self.dir, 0o755)
+        self._as_user(os.path.join(self.bin, "pg_basebackup"), "-D", self.data, "-h", self.primary.dir,
+                      "-p", str(self.primary.port), "-U", "gadgetd", "-X", "stream", "-c", "fast", "--no-sync")
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("\nunix_socket_directories = '%s'\nport = %d\nsynchronous_standby_names = ''\nhot_standby = on\n"
+                    "wal_retrieve_retry_interval = '100ms'\n"
+                    "primary_conninfo = 'host=%s port=%d user=gadgetd application_name=%s'\n"
+                    % (self.dir, self.port, self.primary.dir, self.primary.port, self.name))
+        open(os.path.join(self.data, "standby.signal"), "w").close()
+        os.chown(os.path.join(self.data, "standby.signal"), self.pw.pw_uid, self.pw.pw_gid)
+        self.made = True
+
+    def streaming(self):
+        """The primary's word on this standby: "sync", "async" (or "potential"), "" while it does not stream."""
+        return self.primary.psql("SELECT sync_state FROM pg_stat_replication WHERE application_name = '%s'"
+                                 " AND state = 'streaming'" % self.name)
+
+    def promote(self):
+        self.pg_ctl("-w", "-t", "60", "promote")
+

@@ -262,6 +262,21 @@ static void test_nodes(void)
         CAPTURE(out, show_nodes(f, &l, true));
         CHECK_STR(out, "{\"nodes\":[]}\n", "no nodes yet, JSON");
         free(out);
+        l.n_nodes = 1;
+        l.store_warning = "the store commits without a synchronous standby";
+        CAPTURE(out, show_nodes(f, &l, false));
+        CHECK_STR(out,
+                  "NAME  PEER  LEASES  LAST SEEN\n"
+                  "a     -     12      now (this node)\n"
+                  "warning: the store commits without a synchronous standby\n",
+                  "nodes table: the store's warning after it");
+        free(out);
+        CAPTURE(out, show_nodes(f, &l, true));
+        CHECK_STR(out,
+                  "{\"nodes\":[{\"name\":\"a\",\"peer\":\"\",\"last_seen_ms\":0,\"self\":true,\"up\":true,"
+                  "\"leases\":12}],\"store_warning\":\"the store commits without a synchronous standby\"}\n",
+                  "nodes JSON: store_warning when there is one");
+        free(out);
 }
 
 /* `status` of a gadget on a shared store: the Node line after State. */
