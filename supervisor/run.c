@@ -298,7 +298,8 @@ static void usage(FILE *f)
 static int open_core(struct run_ctx *c, const struct core_config *cc)
 {
         const struct unit_hooks hooks = { .ready = unit_ready, .exited = unit_exited, .stopped = unit_stopped,
-                                          .log_added = unit_log_added, .output_pipes = output_pipes, .arg = c };
+                                          .log_added = unit_log_added, .output_pipes = output_pipes,
+                                          .await_hello = c->method || c->cf, .arg = c };
         int e = core_open(cc, &hooks, &c->core);
         if (e < 0)
                 return e;

@@ -617,8 +617,9 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         timer_arm_ms(r->ev_limits, LIMITS_CHECK_MS);
         if (p->runtime_max_ms)
                 timer_arm_ms(r->ev_runtime, p->runtime_max_ms);
-        /* gadgetd run runs any program, gadget or not: no hello is awaited. */
-        if (!one_life(u))
+        /* gadgetd run runs any program, gadget or not: no hello is awaited,
+         * unless it is to be called. */
+        if (!one_life(u) || u->hooks->await_hello)
                 timer_arm_ms(r->ev_start, p->start_timeout_ms);
         return 0;
 }

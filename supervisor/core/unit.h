@@ -43,6 +43,9 @@ struct unit_hooks {
          * awaited, no pre-warmed sandbox. NULL: the unit reads the output
          * itself, line by line. 0 or -errno. */
         int (*output_pipes)(void *arg, int *out_w, int *err_w);
+        /* With output_pipes: its hello is awaited all the same, within
+         * StartTimeout= (gadgetd run --call, gadgetd test: a call needs it). */
+        bool await_hello;
         void *arg;
 };
 

@@ -363,6 +363,21 @@ def call_dynamic_example(tmp):
 
 
 @test
+def call_waits_for_a_hello_within_start_timeout(tmp):
+    """--call needs the program's hello: one that never says it (a plain
+    program) is ended at StartTimeout=, not waited on until it exits."""
+    pol = os.path.join(tmp, "mute.policy")
+    with open(pol, "w") as f:
+        f.write("[Gadget]\nName=mute\nExec=/bin/sleep\nArguments=60\nSystemLibraries=yes\nStartTimeout=500ms\n")
+    try:
+        r = gadgetd_run_in(tmp, pol, "--call", "greet", "{}", timeout=20)
+    except subprocess.TimeoutExpired:
+        check(False, "gadgetd run --call waited for a program that never says hello")
+    check(r.returncode == 1 and "no hello within StartTimeout=500ms" in r.stderr,
+          "status %d err %r" % (r.returncode, r.stderr))
+
+
+@test
 def call_unknown_method(tmp):
     r = gadgetd_run_in(tmp, os.path.join(EXAMPLES, "hello.policy"), "--call", "nope", "{}")
     check(r.returncode == 1 and r.stdout == "", "status %d out %r" % (r.returncode, r.stdout))
