@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/timeline.py: where a `gadgetd run` start goes, step by step.
 
-    bench/timeline.py [-n RUNS] [--bwrap] [--raw] -- COMMAND...
+    bench/timeline.py [-n RUNS] [--bwrap] [--raw] [--vs 'OTHER COMMAND'] -- COMMAND...
 
 Runs COMMAND (a `gadgetd run POLICY`, or with --bwrap a bwrap command
 line) RUNS times (default 30, after one unrecorded run) under `perf record`
@@ -13,6 +13,11 @@ each run is cut into steps at marker events (the table below); the output
 is each step's median and p90 over the runs, and the median of the whole
 (from the exec of the first process to the exit of the last).
 
+With --vs, OTHER (a second `gadgetd run` line, split as a shell splits
+words: another build, say) runs in turn with COMMAND, run for run, and the
+table has its column beside: a load that comes and goes on the host then
+falls on both alike.
+
 A step ends where the next one's marker is first seen; a marker that is not
 seen (a step the run skipped) leaves its step out of that run. The steps
 are those of the code today: a change of the start's order needs a change
@@ -20,6 +25,7 @@ of MARKS. As root (perf reads the tracepoints). Not part of the test suite.
 """
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -138,9 +144,14 @@ def record(cmd, data):
                           capture_output=True, text=True).stdout
 
 
+def stats(runs, name):
+    v = sorted(r[name] for r in runs if name in r)
+    return (statistics.median(v), v[int(0.9 * (len(v) - 1))], len(v)) if v else None
+
+
 def main():
     args = sys.argv[1:]
-    n, marks, raw = 30, GADGETD_MARKS, False
+    n, marks, raw, other = 30, GADGETD_MARKS, False, None
     while args and args[0] != "--":
         a = args.pop(0)
         if a == "-n":
@@ -149,27 +160,35 @@ def main():
             marks = BWRAP_MARKS
         elif a == "--raw":
             raw = True
+        elif a == "--vs":
+            other = shlex.split(args.pop(0))
         else:
             sys.exit(__doc__)
     if not args or not shutil.which("perf"):
         sys.exit(__doc__)
-    cmd = args[1:]
-    runs = []
+    cmds = [args[1:]] + ([other] if other else [])
+    runs = [[] for _ in cmds]
     with tempfile.TemporaryDirectory() as d:
         data = os.path.join(d, "perf.data")
-        record(cmd, data)
+        for cmd in cmds:
+            record(cmd, data)
         for _ in range(n):
-            text = record(cmd, data)
-            if raw:
-                print(text)
-            runs.append(steps(parse(text), marks))
+            for cmd, into in zip(cmds, runs):
+                text = record(cmd, data)
+                if raw:
+                    print(text)
+                into.append(steps(parse(text), marks))
     names = [m[0] for m in marks] + [END]
-    print("| step | median µs | p90 µs | runs |")
-    print("|---|---:|---:|---:|")
+    if not other:
+        print("| step | median µs | p90 µs | runs |")
+        print("|---|---:|---:|---:|")
+    else:
+        print("| step | median µs | p90 µs | runs | --vs: median µs | p90 µs | runs |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        v = sorted(r[name] for r in runs if name in r)
-        if v:
-            print("| %s | %.0f | %.0f | %d |" % (name, statistics.median(v), v[int(0.9 * (len(v) - 1))], len(v)))
+        cols = [stats(r, name) for r in runs]
+        if any(cols):
+            print("| %s | %s |" % (name, " | ".join("%.0f | %.0f | %d" % c if c else "– | – | 0" for c in cols)))
 
 
 if __name__ == "__main__":
