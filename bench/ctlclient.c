@@ -61,6 +61,10 @@ int64_t ctl_put_load(struct ctl *c, const char *policy_path)
 {
         Control__Load load = CONTROL__LOAD__INIT;
         load.path = (char *)policy_path;
+        /* Answered once loaded, not once ready: a connection may await
+         * only a few ready-answers at once, and the caller asks for each
+         * gadget's state itself. */
+        load.no_block = true;
         return put(c, CONTROL__REQUEST__REQ_LOAD, &load);
 }
 

@@ -38,6 +38,7 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/ratelog.h"
+#include "system/ssl_dl.h"
 #include "system/trace.h"
 #include "system/trace_tree.h"
 #include "validate.h"
@@ -688,7 +689,10 @@ int forward_new(struct event_base *base, struct core *core, const struct nodelin
         }
         revoked_refresh(f);
         const struct nodelink_server_ops ops = { .request = on_request, .gone = on_gone, .admit = admit, .arg = f };
-        int e = nodelink_new(base, cfg, &ops, &f->link, err, len);
+        /* TLS is loaded only by a node that has a peer link. */
+        int e = ssl_dl_load(err, len);
+        if (e == 0)
+                e = nodelink_new(base, cfg, &ops, &f->link, err, len);
         if (e < 0) {
                 free(f->revoked.path);
                 free(f);

@@ -25,6 +25,7 @@
 #include "system/loader.h"
 #include "system/log.h"
 #include "system/releases.h"
+#include "system/ssl_dl.h"
 
 struct install_job {
         struct control *ctl;
@@ -362,6 +363,13 @@ void request_install(struct client *cl, const Control__Request *q)
         int e;
         if (!client_env(cl)->releases.state_dir) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
+                return;
+        }
+        /* libcrypto, for the bundle's digest and signature: loaded here, on
+         * the loop, before any thread can call it (system/ssl_dl.c). */
+        char why[200];
+        if (ssl_dl_load(why, sizeof why) < 0) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "cannot verify bundles: %s", why);
                 return;
         }
         if (!(j = job_new(cl))) {

@@ -47,6 +47,7 @@ struct core {
         struct unit *units;           /* every loaded gadget */
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
+        size_t n_ready, n_failed;     /* the units in either state (core_count, counted as they change) */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         struct unit_listener listeners[CORE_LISTENERS_MAX]; /* the parts above that listen (unit_events.h) */
         size_t n_listeners;
@@ -178,6 +179,7 @@ struct unit {
         struct event *ev_idle;    /* IdleStop= (made at its first ready) */
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next, **pprev; /* core's list */
+        bool indexed;               /* in that list, its state counted (core_index to core_unlink) */
         struct unit *name_next;     /* core's by_name chain */
 };
 
@@ -229,6 +231,8 @@ int unit_switch_promote(struct unit *u);
 
 /* unit_events.c: the one writer of u->state; the listeners are told. */
 void unit_set_state(struct unit *u, enum unit_state s);
+/* Counts a unit in state s into its core's n_ready or n_failed (d: 1 or -1). */
+void core_count_state(struct core *c, enum unit_state s, int d);
 /* The events the core tells its listeners (struct unit_listener). */
 int unit_events_created(struct unit *u);
 void unit_events_lease(struct unit *u, bool held);

@@ -39,6 +39,8 @@ int core_index(struct core *c, struct unit *u)
         u->name_next = *slot;
         *slot = u;
         c->n_units++;
+        u->indexed = true;
+        core_count_state(c, u->state, 1);
         u->next = c->units;
         if (u->next)
                 u->next->pprev = &u->next;
@@ -73,4 +75,7 @@ void core_unlink(struct core *c, struct unit *u)
                         break;
                 }
         c->n_units--;
+        if (u->indexed)
+                core_count_state(c, u->state, -1);
+        u->indexed = false;
 }

@@ -61,6 +61,10 @@ void unit_set_state(struct unit *u, enum unit_state s)
 {
         enum unit_state was = u->state;
         u->state = s;
+        if (u->indexed) {
+                core_count_state(u->core, was, -1);
+                core_count_state(u->core, s, 1);
+        }
         unit_stats_phase(&u->stats, phase_of(s), monotime_ms());
         EACH(u->core, l)
                 if (l->state)

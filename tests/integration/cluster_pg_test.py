@@ -345,8 +345,8 @@ def pg_cluster_refuses_bad_certificates(tmp):
     take part: a node whose certificate comes from another CA cannot call
     (the error says the owner's node refused it) and reaches nothing; a
     gadgetd whose certificate names another node, whose key is not its
-    certificate's, or that asks for the link without the files, does not
-    start."""
+    certificate's, that asks for the link without the files, or that
+    cannot load TLS (loaded for the peer link only), does not start."""
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b", "e")
         other = certs(tmp, "c", ca="other-ca")
@@ -363,7 +363,7 @@ def pg_cluster_refuses_bad_certificates(tmp):
                   c.list()["counter"]["cause"], "c says why: %r" % c.list()["counter"])
             check(a.ctl("call", "counter", "get").stdout.strip() == "0", "nothing reached the counter")
 
-        def refused(name, extra, want):
+        def refused(name, extra, want, env=None):
             conf = os.path.join(tmp, name + ".conf")
             with open(conf, "w") as f:
                 f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\nPeerListen=127.0.0.1:%d\n%s"
@@ -371,7 +371,7 @@ def pg_cluster_refuses_bad_certificates(tmp):
             base = os.path.join(tmp, name)
             r = subprocess.run([GADGETD, "--config", conf, "--state-dir", base + "-state", "--run-dir", base + "-run",
                                 "--socket", base + ".sock", "--policy-dir", base + "-pol"],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=30, env=env)
             check(r.returncode != 0 and want in r.stderr, "%s: %d %r" % (name, r.returncode, r.stderr[-2000:]))
         os.makedirs(os.path.join(tmp, "d-pol"), exist_ok=True)
         os.makedirs(os.path.join(tmp, "e-pol"), exist_ok=True)
@@ -396,6 +396,17 @@ def pg_cluster_refuses_bad_certificates(tmp):
         os.chown(os.path.join(cg, "g.key"), 0, 0)
         os.makedirs(os.path.join(tmp, "h-pol"), exist_ok=True)
         refused("h", files % (cg, "g", cg, "g", cg), "names node g, not h")
+        # TLS is loaded only for the peer link (gadgetd run and a node
+        # without one never load it): a node that cannot load it says so
+        # and does not start. An unloadable copy first on the library path
+        # fails the same dlopen as a missing one.
+        libdir = os.path.join(tmp, "lib")
+        os.makedirs(libdir)
+        open(os.path.join(libdir, "libevent_openssl-2.1.so.7"), "w").close()
+        os.makedirs(os.path.join(tmp, "j-pol"), exist_ok=True)
+        cj = certs(tmp, "j", ca="j-ca")
+        refused("j", files % (cj, "j", cj, "j", cj), "cannot load libevent_openssl-2.1.so.7",
+                env=dict(os.environ, LD_LIBRARY_PATH=libdir))
 
 
 @test

@@ -8,10 +8,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 
-from harness import TESTGADGET, Daemon, check, main, need, test, wait_for
+from harness import TESTGADGET, Daemon, check, main, need, test, unload, wait_for
 from kvchecks import bcall
 
 ONCE = "Restart=no\n"
@@ -234,6 +235,50 @@ def debug_lets_a_debugger_attach(tmp):
         wait_for(lambda: d.state("dbg") == "failed", what="dbg failed")
         check(d.status("dbg")["crash_cause"] == "", "no crash explained once let go")
         check(d.status("dbg")["cause"] == "killed by signal SIGSEGV", "its plain cause: %r" % d.status("dbg"))
+
+
+@test
+def status_counts_ready_and_failed(tmp):
+    """The daemon's STATUS= (sd_notify; systemctl status shows it) counts
+    the gadgets, the ready and the failed ones: a crash takes one from
+    ready to failed, a start back, an unload of a failed one away
+    (counted as they change, not by walking every gadget at each change)."""
+    path = os.path.join(tmp, "notify.sock")
+    sk = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sk.bind(path)
+    sk.setblocking(False)
+    seen = []
+
+    def status():
+        while True:
+            try:
+                msg = sk.recv(4096).decode()
+            except BlockingIOError:
+                break
+            seen.extend(line[7:] for line in msg.split("\n") if line.startswith("STATUS="))
+        return seen[-1] if seen else None
+
+    def says(want):
+        wait_for(lambda: status() == want, what="STATUS=%s (last: %r)" % (want, status()))
+
+    with Daemon(tmp, env=dict(os.environ, NOTIFY_SOCKET=path)) as d:
+        d.add("one", ONCE)
+        d.add("two", ONCE)
+        says("2 gadgets: 2 ready, 0 failed")
+        r = d.ctl("call", "two", "crash_null")
+        check(r.returncode != 0, "crash_null answered: %r" % r.stdout)
+        wait_for(lambda: d.state("two") == "failed", what="two failed")
+        # STATUS= is written at a gadget's exit, before it is marked
+        # failed: the next change (a reload here) brings the count.
+        check(d.ctl("reload").returncode == 0, "reload")
+        says("2 gadgets: 1 ready, 1 failed")
+        check(d.ctl("start", "two").returncode == 0, "start two")
+        says("2 gadgets: 2 ready, 0 failed")
+        check(d.ctl("call", "two", "crash_null").returncode != 0, "crash_null answered")
+        wait_for(lambda: d.state("two") == "failed", what="two failed again")
+        unload(d, "two")  # unloaded while failed
+        says("1 gadget: 1 ready, 0 failed")
+    sk.close()
 
 
 if __name__ == "__main__":

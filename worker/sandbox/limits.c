@@ -47,48 +47,47 @@ static uint64_t file_size_max(uint64_t tmp_size)
  * also counts against root's own per-user limits in the host — 128 inotify
  * instances by default, shared with systemd and gadgetd. A gadget has no
  * use for them (seccomp refuses fanotify and new namespaces anyway); a
- * file this kernel lacks is skipped. All but two are set before the setup
- * comes (limits_userns_early); the mount namespaces' and the cgroup
- * namespaces' once the worker is done with them (limits_apply): each
- * detached mount tree it clones (open_tree) counts as a mount namespace on
- * newer kernels, and it makes its own cgroup namespace. */
-static const char *const userns_early[] = {
+ * file this kernel lacks is skipped. Set once the worker is done with
+ * mount and cgroup namespaces (each detached mount tree it clones with
+ * open_tree counts as a mount namespace on newer kernels, and it makes its
+ * own cgroup namespace), after pivot_root: through the sandbox's own
+ * /proc, never the host's. In one procfs instance every user namespace's
+ * copy of these files is a dentry of the same name under the same parent,
+ * told apart by the sysctl set it shows, so a lookup walks those of every
+ * user namespace that instance looked up and that still lives: written
+ * through the host's /proc (as most were while the shell waited for its
+ * setup), the 1,000th start walked 1,000 of them for each file
+ * (bench/notes.md, issue 36). */
+static const char *const userns_counters[] = {
         "max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
         "max_fanotify_marks", "max_user_namespaces", "max_pid_namespaces",
         "max_net_namespaces", "max_ipc_namespaces", "max_uts_namespaces",
-        "max_time_namespaces",
+        "max_time_namespaces", "max_mnt_namespaces", "max_cgroup_namespaces",
 };
-static const char *const userns_late[] = { "max_mnt_namespaces", "max_cgroup_namespaces" };
 
+/* The directory once, then each file in it by name. */
 static int userns_zero(const char *const *names, size_t n, const char **step)
 {
         static char buf[80];
-        for (size_t i = 0; i < n; i++) {
-                char path[64];
-                snprintf(path, sizeof path, "/proc/sys/user/%s", names[i]);
+        *step = "limit user namespace counters: /proc/sys/user";
+        int dir = open("/proc/sys/user", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return errno == ENOENT ? 0 : -errno;
+        int e = 0;
+        for (size_t i = 0; i < n && e == 0; i++) {
                 snprintf(buf, sizeof buf, "limit user.%s", names[i]);
                 *step = buf;
-                int fd = open(path, O_WRONLY | O_CLOEXEC);
-                if (fd < 0 && errno == ENOENT)
+                int fd = openat(dir, names[i], O_WRONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        e = errno == ENOENT ? 0 : -errno;
                         continue;
-                if (fd < 0)
-                        return -errno;
+                }
                 ssize_t w = write(fd, "0", 1);
-                int e = w == 1 ? 0 : w < 0 ? -errno : -EIO;
+                e = w == 1 ? 0 : w < 0 ? -errno : -EIO;
                 close(fd);
-                if (e < 0)
-                        return e;
         }
-        return 0;
-}
-
-/* Why this may run before gadgetd wrote the id maps: these files belong
- * to the worker's own user namespace, in which it holds CAP_SYS_RESOURCE
- * whatever its ids are; none of these counters is needed by the setup
- * that follows. */
-int limits_userns_early(const char **step)
-{
-        return userns_zero(userns_early, sizeof userns_early / sizeof *userns_early, step);
+        close(dir);
+        return e;
 }
 
 /* Core dumps off, LimitNOFILE, the file-size limit, and the per-uid
@@ -132,9 +131,11 @@ int limits_apply(const struct sandbox_config *cfg, const char **step)
         return 0;
 }
 
-int limits_userns_late(const char **step)
+/* Why the worker may still write these: they belong to its own user
+ * namespace, in which it holds CAP_SYS_RESOURCE until caps_drop_all. */
+int limits_userns(const char **step)
 {
-        return userns_zero(userns_late, sizeof userns_late / sizeof *userns_late, step);
+        return userns_zero(userns_counters, sizeof userns_counters / sizeof *userns_counters, step);
 }
 
 /* The degraded MemoryMax bounds each process of the program, not the

@@ -107,9 +107,7 @@ int sandbox_early(struct mount_plan **plan, const char **step)
         if (e < 0)
                 return e;
         *step = "capabilities";
-        if ((e = caps_drop_bounding()) < 0)
-                return e;
-        return limits_userns_early(step);
+        return caps_drop_bounding();
 }
 
 _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan *plan)
@@ -143,7 +141,7 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
                 sandbox_fail(cfg->report_fd, step, -e);
         e = limits_apply(cfg, &step);
         if (e == 0)
-                e = limits_userns_late(&step);
+                e = limits_userns(&step);
         if (e < 0)
                 sandbox_fail(cfg->report_fd, step, -e);
         e = caps_drop_all();

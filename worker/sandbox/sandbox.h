@@ -82,13 +82,12 @@ int cgroupfs_mount(const struct cgroupfs_view *v, const char **step);
 int caps_lock_securebits(void);
 int caps_drop_bounding(void);
 int caps_drop_all(void);
-int limits_userns_early(const char **step);
 int limits_apply(const struct sandbox_config *cfg, const char **step);
 /* In PID 2 right before exec: the limits of the program alone. */
 int limits_apply_program(const struct sandbox_config *cfg, const char **step);
-/* The rest of limits_apply's, for the worker only: the user namespace's
- * counters it no longer needs. */
-int limits_userns_late(const char **step);
+/* For the worker only, once it is in its own /proc: the user namespace's
+ * counters, all 0 (limits.c says why). */
+int limits_userns(const char **step);
 /* Sends "step: reason" to gadgetd on fd and ends the process (sandbox.c). */
 _Noreturn void sandbox_fail(int fd, const char *step, int err);
 /* Switches to the gadget's inner uid/gid, no groups changed, keeping the
