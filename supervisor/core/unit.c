@@ -225,6 +225,8 @@ static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn
         enum policy_restart r = u->policy->restart;
         if (!(r == POLICY_RESTART_ALWAYS || (r == POLICY_RESTART_ON_FAILURE && !clean))) {
                 unit_set_state(u, clean ? UNIT_STOPPED : UNIT_FAILED);
+                /* Calls that came while it was on its way out (unit_is_ready). */
+                calls_pending_fail(u, u->cause);
                 return;
         }
         int64_t delay = backoff_failed(&u->backoff, ran, u->core->cfg.quick_failure_ms);
@@ -234,6 +236,7 @@ static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn
                 memcpy(was, u->cause, sizeof was);
                 snprintf(u->cause, sizeof u->cause, "keeps crashing (%u times in a row): %.200s",
                          u->backoff.quick, was);
+                calls_pending_fail(u, u->cause);
                 unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_PARKED, .level = L_ERR,
                                                                 .run = u->run->number, .failed = true },
                                "parked as failed: %s", u->cause);

@@ -15,7 +15,13 @@ struct unit *unit_next(const struct unit *u) { return u->next; }
 const struct policy *unit_policy(const struct unit *u) { return u->policy; }
 const char *unit_name(const struct unit *u) { return u->policy->name; }
 enum unit_state unit_state_of(const struct unit *u) { return u->state; }
-bool unit_is_ready(const struct unit *u) { return u->state == UNIT_READY && u->run->peer; }
+/* Ready, and its channel open: one its gadget hung up (EOF, a protocol
+ * violation) is on its way out though its process has not ended yet, so
+ * calls wait for what comes next (a restart, or its end) as for a start. */
+bool unit_is_ready(const struct unit *u)
+{
+        return u->state == UNIT_READY && u->run->peer && peer_state(u->run->peer) == PEER_READY;
+}
 const char *unit_cause(const struct unit *u) { return u->cause; }
 bool unit_from_dir(const struct unit *u) { return u->from_dir; }
 uint64_t unit_policy_hash(const struct unit *u) { return u->policy_hash; }

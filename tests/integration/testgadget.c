@@ -54,6 +54,22 @@ static gadget_value *crash(struct gadget_call *call, const gadget_value *args, v
         return NULL;
 }
 
+/* Hangs up: its channel closed (gadgetd reads its end), the process
+ * lingers {"ms": N} before it exits 1: a gadget on its way out while
+ * gadgetd still counts it ready (waits_test.py). */
+static gadget_value *hangup(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        int64_t ms = 0;
+        const char *fd = getenv("GADGET_FD");
+        gadget_as_int(gadget_map_get(args, "ms"), &ms);
+        close(fd ? atoi(fd) : 3);
+        fprintf(stderr, "hung up\n");
+        fflush(stderr);
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        nanosleep(&ts, NULL);
+        _exit(1);
+}
+
 /* Crashes of each kind (crash_test.py): each in a function of its own
  * name, which the cause and the backtrace must show. */
 static volatile int *volatile null_pointer;
@@ -702,6 +718,7 @@ int main(int argc, char **argv)
         gadget_method(g, "sleep", sleep_ms, NULL);
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
+        gadget_method(g, "hangup", hangup, NULL);
         gadget_method(g, "crash_null", crash_null, NULL);
         gadget_method(g, "crash_abort", crash_abort, NULL);
         gadget_method(g, "crash_stack", crash_stack, NULL);

@@ -286,6 +286,27 @@ def restart_while_the_last_one_drains(tmp):
 
 
 @test
+def calls_wait_while_a_hung_up_gadget_ends(tmp):
+    """A gadget that hung up its channel but whose process has not ended
+    yet (Restart=on-failure): gadgetd no longer sends it calls, and those
+    that come meanwhile wait for its restart and are answered by the new
+    process, not refused with the closed channel's error."""
+    with Daemon(tmp) as d:
+        load(d, "t", "Restart=on-failure\n")
+        old = d.list()["t"]["pid"]
+        hup = subprocess.Popen([GADGETCTL, "--socket", d.sock, "call", "t", "hangup", '{"ms": 1000}'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "hung up" in d.logtext(), what="the gadget's channel closed")
+        answers = [d.ctl("call", "t", "echo", str(i)) for i in range(3)]
+        check(all(a.returncode == 0 and a.stdout.strip() == str(i) for i, a in enumerate(answers)),
+              "calls while it ended: %r" % [(a.returncode, a.stdout, a.stderr) for a in answers])
+        g = d.list()["t"]
+        check(g["pid"] != old and g["restarts"] == 1, "answered by its restart: %r" % g)
+        out, err = hup.communicate(timeout=30)
+        check(hup.returncode != 0 and "the gadget ended" in err, "the hangup call: %r %r" % (out, err))
+
+
+@test
 def failed_new_process_leaves_the_old_serving(tmp):
     """A restart whose new process does not start — a changed policy whose
     program aborts before its hello, then an Exec= that is missing — leaves
