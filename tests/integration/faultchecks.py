@@ -229,6 +229,8 @@ def audit_missing(cluster, ops, faults=(), timeout=25):
            # Called before the kill: an answer sent just before it may
            # reach its caller (through the relay) just after.
            "killed": [o["id"] for o in got["store"] if any(o["via"] == n and o["t0"] <= t for t, n in kills)],
+           "killed_answered_after": [o["id"] for o in got["store"]
+                                     if any(o["via"] == n and o["t0"] <= t < o["t1"] for t, n in kills)],
            "unsent": got["unsent"], "checked": len(acked), "nodes": got["why"]}
     # What is known of each call not copied: where its record is, and the
     # faults within 15 s before its answer (for a finding to be explained).
@@ -322,8 +324,9 @@ def verdicts(cluster, ops, say, faults=()):
         bad.append(line)
     a = audit_missing(cluster, ops, faults)
     say("audit: %d acknowledged calls; in no node's audit.log nor the store: %d; in a file but not the store's "
-        "copy: %d (records the nodes counted as not copied: %d; calls through a node killed later: %d)"
-        % (a["checked"], len(a["missing"]), len(a["not_copied"]), a["unsent"], len(a["killed"])))
+        "copy: %d (records the nodes counted as not copied: %d; calls through a node killed later: %d, of "
+        "them answered just after the kill: %d)" % (a["checked"], len(a["missing"]), len(a["not_copied"]),
+                                                    a["unsent"], len(a["killed"]), len(a["killed_answered_after"])))
     if a["missing"]:
         bad.append("audit: %d acknowledged calls in no audit at all: %s" % (len(a["missing"]),
                                                                           " ".join(a["missing"][:10])))
