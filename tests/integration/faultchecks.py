@@ -134,13 +134,19 @@ def ran_after_answer(ops, records):
     return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
 
 
-def wrote_but_errored(ops, records):
+def wrote_but_errored(ops, records, faults=()):
     """Calls whose caller got an error that does not say "may have run"
     (a timeout, a lost connection, a refusal) while the gadget ran them
     and their kv write was accepted: the caller cannot tell them from
-    calls that did nothing."""
+    calls that did nothing. Not one whose connection was lost because its
+    node was killed while it was out (SIGKILL: no node can answer then)."""
     wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
-    return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]]
+    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
+
+    def killed(o):
+        return o.get("code") == "transport" and any(o["via"] == n and o["t0"] <= t <= o["t1"] for t, n in kills)
+    return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]
+            and not killed(o)]
 
 
 def alarms_fired(cluster, ops, timeout=20):
@@ -188,6 +194,11 @@ def audit_missing(cluster, ops, faults=(), timeout=25):
     acked = [o for o in ops if o["status"] == "ok"]
     got = {}
 
+    def killed(o):
+        # Called before the kill: an answer sent just before it may reach
+        # its caller (through the relay) just after.
+        return any(o["via"] == n and o["t0"] <= t for t, n in kills)
+
     def caught_up():
         lines = cluster.pg.psql("SELECT line FROM gadgetd_audit WHERE gadget IN (%s) AND line LIKE "
                                 "'%%\"op\":\"call fop\"%%' AND line LIKE '%%\"outcome\":\"ok\"%%'"
@@ -205,7 +216,8 @@ def audit_missing(cluster, ops, faults=(), timeout=25):
                 got["why"][n] = "%d unsent: %s" % (st.get("audit_unsent", 0) or 0, st.get("audit_unsent_error", ""))
         got["store"] = [o for o in acked if trace(o["id"]) not in seen]
         got["unsent"] = unsent
-        return len(got["store"]) <= unsent
+        # (Those through a node killed later never come: not waited for.)
+        return len([o for o in got["store"] if not killed(o)]) <= unsent
     try:
         wait_for(caught_up, timeout=timeout, what="the audit copy")
     except Exception:  # what is still missing then is the answer
@@ -226,9 +238,7 @@ def audit_missing(cluster, ops, faults=(), timeout=25):
     in_files = set(re.findall(r'"trace":"(fa17[0-9a-f]{28})"', files))
     out = {"missing": [o["id"] for o in got["store"] if trace(o["id"]) not in in_files],
            "not_copied": [o["id"] for o in got["store"] if trace(o["id"]) in in_files],
-           # Called before the kill: an answer sent just before it may
-           # reach its caller (through the relay) just after.
-           "killed": [o["id"] for o in got["store"] if any(o["via"] == n and o["t0"] <= t for t, n in kills)],
+           "killed": [o["id"] for o in got["store"] if killed(o)],
            "killed_answered_after": [o["id"] for o in got["store"]
                                      if any(o["via"] == n and o["t0"] <= t < o["t1"] for t, n in kills)],
            "unsent": got["unsent"], "checked": len(acked), "nodes": got["why"]}
@@ -312,9 +322,12 @@ def verdicts(cluster, ops, say, faults=()):
             len(late), max(r["t0"] - o["t1"] for o, r in late))
         say(line)
         bad.append(line)
-    silent = wrote_but_errored(ops, records)
+    silent = wrote_but_errored(ops, records, faults)
     if silent:
         kinds = {}
+        for o in silent[:5]:
+            say("    %s %s %s/%s through %s, %.3f-%.3f: %s" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"],
+                                                        o["t0"], o["t1"], o["err"][:100]))
         for o in silent:
             k = re.sub(r"\d+", "N", o["err"])[:70]
             kinds[k] = kinds.get(k, 0) + 1
