@@ -343,15 +343,17 @@ static void setup_failed(struct kvpg_audit *au)
 /* Whether a batch that failed with sqlstate failed for a while only, the
  * lines themselves fine: not done in time (the server's statement_timeout,
  * a lock), its session ended by the server (a shutdown or restart, a
- * terminated backend: 57P01-57P03, the connection's class 08, seen here
- * before libpq sees the socket close), a serialization failure or
- * deadlock (class 40), the server short of resources (class 53). Why
- * sending such a batch again is safe: each of these errors aborted its
- * transaction, so none of it committed. */
+ * terminated backend: 57P01-57P03, the connection's class 08 but a
+ * protocol violation, which is the batch's own; seen here before libpq
+ * sees the socket close), a serialization failure or deadlock (class 40),
+ * the server short of resources (class 53). Why sending such a batch
+ * again is safe: each of these errors aborted its transaction, so none of
+ * it committed (40003, completion unknown, may have: a duplicate at
+ * worst, as for a lost answer). */
 static bool batch_may_retry(const char *sqlstate)
 {
         return strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0 ||
-               strncmp(sqlstate, "57P0", 4) == 0 || strncmp(sqlstate, "08", 2) == 0 ||
+               strncmp(sqlstate, "57P0", 4) == 0 || (strncmp(sqlstate, "08", 2) == 0 && strcmp(sqlstate, "08P01")) ||
                strncmp(sqlstate, "40", 2) == 0 || strncmp(sqlstate, "53", 2) == 0;
 }
 
