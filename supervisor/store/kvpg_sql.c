@@ -197,9 +197,14 @@
  *       migrated a store under older nodes took and started their gadgets
  *       while they still ran them (two processes at once, the older one's
  *       writes fenced). The older node keeps the gadget until its session
- *       ends (it stops or is upgraded); its kv writes are still refused
- *       (no node lease): a cluster across schema 8 is not upgraded
- *       rolling (docs/operating.md). */
+ *       ends (it stops or is upgraded).
+ *   gadgetd_fence, replaced: also takes a write of the row's epoch when
+ *       the row was given back by a node that never had a node lease and
+ *       that node's lease session ("gadgetd NODE lease") holds the
+ *       gadget's advisory lock: an older node's writes to the gadgets it
+ *       still holds. So during a rolling upgrade from schema 7 the older
+ *       nodes keep serving what they hold; they take no new lease (GDU08)
+ *       (docs/operating.md). */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -610,7 +615,37 @@ static const char migration_older_held[] =
                 "            AND n.incarnation > 0) THEN\n"
                 "          free := pg_try_advisory_xact_lock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
                 "        END IF;\n"
-                "        IF NOT free AND o.node_inc <> 0 THEN\n");
+                "        IF NOT free AND o.node_inc <> 0 THEN\n")
+        ";"
+        /* The fence, replaced: the older owner's writes are taken while
+         * its lease session holds the gadget's lock. Why this still
+         * fences: that lock is the older node's lease (schema 7's own
+         * fencing held the same way), the row is held FOR SHARE through
+         * the write, and a take (FOR UPDATE) tries the lock only after
+         * the write commits. The lock table is read only for such rows. */
+        "CREATE OR REPLACE FUNCTION gadgetd_fence(p_gadget text, p_epoch bigint) RETURNS void LANGUAGE plpgsql AS $f$\n"
+        "DECLARE o gadgetd_owner%ROWTYPE;\n"
+        "BEGIN\n"
+        "  SELECT * INTO o FROM gadgetd_owner WHERE gadget = p_gadget FOR SHARE;\n"
+        "  IF o.epoch IS NOT DISTINCT FROM p_epoch THEN\n"
+        "    IF o.node_inc <> 0 THEN\n"
+        "      IF EXISTS (SELECT 1 FROM gadgetd_node n\n"
+        "          WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until > clock_timestamp()) THEN\n"
+        "        RETURN;\n"
+        "      END IF;\n"
+        "    ELSIF NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node AND n.incarnation > 0) THEN\n"
+        "      IF EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid\n"
+        "          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2\n"
+        "          AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())\n"
+        "          AND l.classid = " KVPG_LEASE_SPACE "::bigint::oid\n"
+        "          AND l.objid = (hashtext(p_gadget)::bigint & 4294967295)::oid\n"
+        "          AND a.application_name = 'gadgetd ' || o.node || ' lease') THEN\n"
+        "        RETURN;\n"
+        "      END IF;\n"
+        "    END IF;\n"
+        "  END IF;\n"
+        "  RAISE EXCEPTION 'fenced: this node no longer owns gadget %', p_gadget USING ERRCODE = 'GDF01';\n"
+        "END $f$;";
 
 /* Version 11: a batch of kv operations in one transaction (see the top).
  * Why a malformed ops string cannot write: a length past the end makes

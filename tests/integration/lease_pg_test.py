@@ -925,6 +925,13 @@ class OlderNode:
         self.proc.wait(timeout=30)
 
 
+def fenced(pg, sql):
+    """Whether sql failed with the fence's refusal (GDF01)."""
+    r = pg._as_user(os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
+                    "-c", sql, check=False, capture=True)
+    return r.returncode != 0 and "GDF01" in r.stderr
+
+
 @test
 def pg_lease_older_node_keeps_its_gadget(tmp):
     """A store migrated while a node of schema 7 or earlier runs: a gadget
@@ -932,14 +939,14 @@ def pg_lease_older_node_keeps_its_gadget(tmp):
     lease session holding the gadget's advisory lock) is not taken by a
     node of this version — which took and started it within 1.3 s before
     version 12 (seen with a schema-7 build: two processes at once) — for
-    as long as that session lasts (four of b's rounds, taking in each);
-    once it ends, b takes the gadget and runs it."""
+    as long as that session lasts (four of b's rounds, taking in each),
+    and the older node's writes are taken meanwhile (its epoch only); once
+    the session ends they are fenced, and b takes the gadget and runs it."""
     with PgServer(tmp) as pg:
         b = node(tmp, pg, "b")
         try:
             b.start()
-            wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_node WHERE name = 'b' AND incarnation > 0") == "1",
-                     what="b's node lease (the store migrated)")
+            wait_for(lambda: "this node's lease taken" in b.logtext(), what="b's node lease (the store migrated)")
             older = OlderNode(pg, "a", ["counter"])
             counter_policy(b, nodes="b")
             check(b.ctl("reload").returncode == 0, "reload")
@@ -954,7 +961,13 @@ def pg_lease_older_node_keeps_its_gadget(tmp):
                 return len(seen) >= 5
             wait_for(rounds, timeout=15, what="four of b's rounds")
             check(b.state("counter") != "ready", "b runs the counter: %s" % b.state("counter"))
+            # Its writes are taken while its session holds the lock (its
+            # epoch only), refused once the session is gone.
+            fence = "SELECT gadgetd_fence('counter', %d)"  # psql fails if it refuses
+            check(pg.psql(fence % 1) == "", "the older owner's write taken")
+            check(fenced(pg, fence % 2), "a write of another epoch taken")
             older.end()
+            check(fenced(pg, fence % 1), "the older owner's write taken after its session ended")
             wait_for(lambda: pg.psql(owner) == "b@2", timeout=10, what="b to take the counter: %s" % pg.psql(owner))
             wait_for(lambda: b.state("counter") in ("ready", "idle"), what="the counter on b")
         finally:
