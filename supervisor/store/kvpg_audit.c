@@ -340,18 +340,37 @@ static void setup_failed(struct kvpg_audit *au)
         pgconn_fail(au->pc, au->err);
 }
 
-/* A batch ended: committed (its lines go), refused (dropped, counted), or
- * not done in time (the server's statement_timeout, a lock) or refused by
- * a server that takes no writes (a standby, 25006): kept, and sent again
- * after a reconnect's backoff (to the server that takes them). */
+/* Whether a batch that failed with sqlstate failed for a while only, the
+ * lines themselves fine: not done in time (the server's statement_timeout,
+ * a lock), refused by a server that takes no writes (a standby, 25006:
+ * sent again to the one that takes them), its session ended by the server (a shutdown or restart, a
+ * terminated backend: 57P01-57P03, the connection's class 08 but a
+ * protocol violation, which is the batch's own; seen here before libpq
+ * sees the socket close), a serialization failure or deadlock (class 40),
+ * the server short of resources (class 53). Why sending such a batch
+ * again is safe: each of these errors aborted its transaction, so none of
+ * it committed (40003, completion unknown, may have: a duplicate at
+ * worst, as for a lost answer). */
+static bool batch_may_retry(const char *sqlstate)
+{
+        return strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0 ||
+               strcmp(sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0 ||
+               strncmp(sqlstate, "57P0", 4) == 0 || (strncmp(sqlstate, "08", 2) == 0 && strcmp(sqlstate, "08P01")) ||
+               strncmp(sqlstate, "40", 2) == 0 || strncmp(sqlstate, "53", 2) == 0;
+}
+
+/* A batch ended: committed (its lines go), refused for what it holds
+ * (dropped, counted), or failed for a while (batch_may_retry): kept, and
+ * sent again after a reconnect's backoff. Before, a batch whose session
+ * the server ended (a store restarted) was dropped: its records were in
+ * the nodes' audit.log only. */
 static void batch_done(struct kvpg_audit *au)
 {
-        if (strcmp(au->sqlstate, "57014") == 0 || strcmp(au->sqlstate, "55P03") == 0 ||
-            strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0) {
+        if (batch_may_retry(au->sqlstate)) {
                 char why[260];
                 bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
-                snprintf(why, sizeof why, "a batch was %s: %s",
-                         ro ? "refused by a server that takes no writes (a standby?)" : "not written in time", au->err);
+                snprintf(why, sizeof why, "a batch was not written%s: %s",
+                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
                 au->batch = 0;
                 pgconn_fail(au->pc, why);
                 return;

@@ -186,7 +186,25 @@
  *       operation: why 1, its cas did not match (cur: its key's stored
  *       value, NULL if none); why 2, its write passed MaxKeys=/MaxBytes=
  *       (each write checked as a put alone, counting the earlier ones).
- *       Self-contained: it only adds. */
+ *       Self-contained: it only adds.
+ *
+ * Version 12, an older node's gadgets left to it:
+ *
+ *   gadgetd_lease_take_nodes, replaced: a take of a row given back
+ *       (node_inc 0) whose gadget's advisory lock (KVPG_LEASE_SPACE,
+ *       hashtext) another session holds leaves it: a node of schema 7 or
+ *       earlier still runs it. Without this, a node of this version that
+ *       migrated a store under older nodes took and started their gadgets
+ *       while they still ran them (two processes at once, the older one's
+ *       writes fenced). The older node keeps the gadget until its session
+ *       ends (it stops or is upgraded).
+ *   gadgetd_fence, replaced: also takes a write of the row's epoch when
+ *       the row was given back by a node that never had a node lease and
+ *       that node's lease session ("gadgetd NODE lease") holds the
+ *       gadget's advisory lock: an older node's writes to the gadgets it
+ *       still holds. So during a rolling upgrade from schema 7 the older
+ *       nodes keep serving what they hold; they take no new lease (GDU08)
+ *       (docs/operating.md). */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -528,52 +546,108 @@ static const char migration_node_renew[] =
         "  UPDATE gadgetd_node SET changes = changes + 1 WHERE name = p_node;\n"
         "  RETURN k;\n"
         "END $f$;";
+/* gadgetd_lease_take_nodes (after CREATE or CREATE OR REPLACE): a take's
+ * test of whether the row is free, and the bump of a dead node, is FREE. */
+#define NODE_TAKES(FREE) \
+        "FUNCTION gadgetd_lease_take_nodes(p_gadgets text[], p_take boolean[], p_node text, p_inc bigint)" \
+        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint, owner_inc bigint)" \
+        " LANGUAGE plpgsql AS $f$\n" \
+        "#variable_conflict use_column\n" \
+        "DECLARE r record; o gadgetd_owner%ROWTYPE; live boolean;\n" \
+        "BEGIN\n" \
+        "  live := EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = p_node AND n.incarnation = p_inc\n" \
+        "      AND n.lease_until > now());\n" \
+        /* The looks (and every take of a node without a live lease). */ \
+        "  RETURN QUERY SELECT u.g, false, " OWNER_FREE ", o.node, o.epoch, o.node_inc\n" \
+        "    FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n" \
+        "    LEFT JOIN gadgetd_owner o ON o.gadget = u.g LEFT JOIN gadgetd_node n ON n.name = o.node\n" \
+        "    WHERE NOT u.t OR NOT live ORDER BY u.i;\n" \
+        "  IF NOT live THEN RETURN; END IF;\n" \
+        "  PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT_NODES "', true);\n" \
+        "  FOR r IN SELECT u.g FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i) WHERE u.t ORDER BY u.i LOOP\n" \
+        "    EXIT WHEN clock_timestamp() - statement_timestamp() > interval '" KVPG_LEASE_BUDGET_NODES "';\n" \
+        "    gadget := r.g; got := false; free := false; owner := NULL; owner_epoch := NULL; owner_inc := NULL;\n" \
+        "    BEGIN\n" \
+        "      SELECT * INTO o FROM gadgetd_owner x WHERE x.gadget = r.g FOR UPDATE;\n" \
+        "      IF FOUND THEN\n" \
+        "        owner := o.node; owner_epoch := o.epoch; owner_inc := o.node_inc;\n" \
+        FREE \
+        "          UPDATE gadgetd_node n SET incarnation = n.incarnation + 1\n" \
+        "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until <= now();\n" \
+        "          free := FOUND OR NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n" \
+        "              AND n.incarnation = o.node_inc);\n" \
+        "        END IF;\n" \
+        "        IF free AND (o.move_until IS NULL OR o.move_until <= now() OR o.move_to = p_node) THEN\n" \
+        "          UPDATE gadgetd_owner x SET node = p_node, node_inc = p_inc, epoch = x.epoch + 1, since = now(),\n" \
+        "              move_to = NULL, move_until = NULL\n" \
+        "            WHERE x.gadget = r.g RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n" \
+        "          got := true;\n" \
+        "        END IF;\n" \
+        "      ELSE\n" \
+        "        INSERT INTO gadgetd_owner AS x (gadget, node, epoch, node_inc) VALUES (r.g, p_node, 1, p_inc)\n" \
+        "          ON CONFLICT (gadget) DO NOTHING RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n" \
+        "        got := FOUND; free := FOUND;\n" \
+        "      END IF;\n" \
+        "    EXCEPTION WHEN lock_not_available THEN\n" \
+        "      got := false; free := true;\n" \
+        "    END;\n" \
+        "    RETURN NEXT;\n" \
+        "  END LOOP;\n" \
+        "END $f$;"
 static const char migration_node_takes[] =
-        "CREATE FUNCTION gadgetd_lease_take_nodes(p_gadgets text[], p_take boolean[], p_node text, p_inc bigint)"
-        " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint, owner_inc bigint)"
-        " LANGUAGE plpgsql AS $f$\n"
-        "#variable_conflict use_column\n"
-        "DECLARE r record; o gadgetd_owner%ROWTYPE; live boolean;\n"
+        "CREATE " NODE_TAKES("        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n"
+                             "        IF NOT free THEN\n");
+
+/* Version 12: a take leaves alone a gadget an older node (schema 7 or
+ * earlier) still holds: its owner row, migrated, says node_inc 0 (given
+ * back), but that node's lease session still holds the gadget's advisory
+ * lock and its process runs the gadget. Why a try of the lock tells: only
+ * schema 7's takes took these locks (from 8 on its functions refuse), and
+ * a session's lock lasts as long as the session; the try is a
+ * transaction's lock, let go at the statement's commit (one per take: the
+ * lock table needs no slot per gadget). Why the row is then not a dead
+ * node's to bump: the older node has no node lease (its row's incarnation
+ * 0 and lease_until -infinity would read as expired). Only a row given
+ * back by a node that never had a node lease (incarnation 0, or no row)
+ * is tried: among nodes of this version no lock is ever taken, and while
+ * older nodes run, one per take of their gadgets. */
+static const char migration_older_held[] =
+        "CREATE OR REPLACE " NODE_TAKES(
+                "        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n"
+                "        IF free AND o.node_inc = 0 AND NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n"
+                "            AND n.incarnation > 0) THEN\n"
+                "          free := pg_try_advisory_xact_lock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
+                "        END IF;\n"
+                "        IF NOT free AND o.node_inc <> 0 THEN\n")
+        ";"
+        /* The fence, replaced: the older owner's writes are taken while
+         * its lease session holds the gadget's lock. Why this still
+         * fences: that lock is the older node's lease (schema 7's own
+         * fencing held the same way), the row is held FOR SHARE through
+         * the write, and a take (FOR UPDATE) tries the lock only after
+         * the write commits. The lock table is read only for such rows. */
+        "CREATE OR REPLACE FUNCTION gadgetd_fence(p_gadget text, p_epoch bigint) RETURNS void LANGUAGE plpgsql AS $f$\n"
+        "DECLARE o gadgetd_owner%ROWTYPE;\n"
         "BEGIN\n"
-        "  live := EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = p_node AND n.incarnation = p_inc\n"
-        "      AND n.lease_until > now());\n"
-        /* The looks (and every take of a node without a live lease). */
-        "  RETURN QUERY SELECT u.g, false, " OWNER_FREE ", o.node, o.epoch, o.node_inc\n"
-        "    FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n"
-        "    LEFT JOIN gadgetd_owner o ON o.gadget = u.g LEFT JOIN gadgetd_node n ON n.name = o.node\n"
-        "    WHERE NOT u.t OR NOT live ORDER BY u.i;\n"
-        "  IF NOT live THEN RETURN; END IF;\n"
-        "  PERFORM set_config('lock_timeout', '" KVPG_LEASE_LOCK_WAIT_NODES "', true);\n"
-        "  FOR r IN SELECT u.g FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i) WHERE u.t ORDER BY u.i LOOP\n"
-        "    EXIT WHEN clock_timestamp() - statement_timestamp() > interval '" KVPG_LEASE_BUDGET_NODES "';\n"
-        "    gadget := r.g; got := false; free := false; owner := NULL; owner_epoch := NULL; owner_inc := NULL;\n"
-        "    BEGIN\n"
-        "      SELECT * INTO o FROM gadgetd_owner x WHERE x.gadget = r.g FOR UPDATE;\n"
-        "      IF FOUND THEN\n"
-        "        owner := o.node; owner_epoch := o.epoch; owner_inc := o.node_inc;\n"
-        "        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n"
-        "        IF NOT free THEN\n"
-        "          UPDATE gadgetd_node n SET incarnation = n.incarnation + 1\n"
-        "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until <= now();\n"
-        "          free := FOUND OR NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n"
-        "              AND n.incarnation = o.node_inc);\n"
-        "        END IF;\n"
-        "        IF free AND (o.move_until IS NULL OR o.move_until <= now() OR o.move_to = p_node) THEN\n"
-        "          UPDATE gadgetd_owner x SET node = p_node, node_inc = p_inc, epoch = x.epoch + 1, since = now(),\n"
-        "              move_to = NULL, move_until = NULL\n"
-        "            WHERE x.gadget = r.g RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n"
-        "          got := true;\n"
-        "        END IF;\n"
-        "      ELSE\n"
-        "        INSERT INTO gadgetd_owner AS x (gadget, node, epoch, node_inc) VALUES (r.g, p_node, 1, p_inc)\n"
-        "          ON CONFLICT (gadget) DO NOTHING RETURNING x.node, x.epoch, x.node_inc INTO owner, owner_epoch, owner_inc;\n"
-        "        got := FOUND; free := FOUND;\n"
+        "  SELECT * INTO o FROM gadgetd_owner WHERE gadget = p_gadget FOR SHARE;\n"
+        "  IF o.epoch IS NOT DISTINCT FROM p_epoch THEN\n"
+        "    IF o.node_inc <> 0 THEN\n"
+        "      IF EXISTS (SELECT 1 FROM gadgetd_node n\n"
+        "          WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until > clock_timestamp()) THEN\n"
+        "        RETURN;\n"
         "      END IF;\n"
-        "    EXCEPTION WHEN lock_not_available THEN\n"
-        "      got := false; free := true;\n"
-        "    END;\n"
-        "    RETURN NEXT;\n"
-        "  END LOOP;\n"
+        "    ELSIF NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node AND n.incarnation > 0) THEN\n"
+        "      IF EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid\n"
+        "          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2\n"
+        "          AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())\n"
+        "          AND l.classid = " KVPG_LEASE_SPACE "::bigint::oid\n"
+        "          AND l.objid = (hashtext(p_gadget)::bigint & 4294967295)::oid\n"
+        "          AND a.application_name = 'gadgetd ' || o.node || ' lease') THEN\n"
+        "        RETURN;\n"
+        "      END IF;\n"
+        "    END IF;\n"
+        "  END IF;\n"
+        "  RAISE EXCEPTION 'fenced: this node no longer owns gadget %', p_gadget USING ERRCODE = 'GDF01';\n"
         "END $f$;";
 
 /* Version 11: a batch of kv operations in one transaction (see the top).
@@ -706,7 +780,7 @@ static const char migration_5[] =
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
         migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
-        migration_kv_batch,
+        migration_kv_batch, migration_older_held,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 

@@ -326,5 +326,45 @@ def pg_audit_store_bounded(tmp):
         finally:
             d.__exit__(None, None, None)
 
+
+@test
+def pg_audit_batch_ended_by_the_server_sent_again(tmp):
+    """A batch whose session the server ends before it commits (a store's
+    restart or a terminated backend: "terminating connection", 57P01;
+    here the batch waits on a lock when its backend is terminated) is sent
+    again once the store takes it: the record reaches the store's copy
+    and nothing is counted unsent. (Before, such a batch was dropped and
+    counted: its records were in the node's audit.log only — the fault
+    schedule's store restarts.)"""
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
+        try:
+            d.start()
+            policy(d.pol, "good")
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: d.state("good") == "ready", what="good ready")
+            wait_for(lambda: pg.psql("SELECT count(*) " + session) == "1", what="a's audit session")
+            with pg.locked("gadgetd_audit"):
+                check(d.ctl("call", "good", "echo", '"x"').returncode == 0, "the call")
+                line = file_lines(d, "good")[-1]
+                check('"op":"call echo"' in line, "the call's record in audit.log: %r" % line)
+                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
+                         what="the batch waiting on the lock")
+                pid = pg.psql("SELECT pid " + session)
+                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
+                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
+                         what="the batch's backend gone")
+            copied = "SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % line
+            wait_for(lambda: pg.psql(copied) != "0" or status(d, "good")["audit_unsent"] > 0, timeout=20,
+                     what="the record copied or counted")
+            unsent = status(d, "good")
+            check(unsent["audit_unsent"] == 0, "counted as not copied: %d (%s)" % (unsent["audit_unsent"],
+                                                                                 unsent["audit_unsent_error"]))
+            check(pg.psql(copied) == "1", "the record in the store once: %s" % pg.psql(copied))
+        finally:
+            d.__exit__(None, None, None)
+
+
 if __name__ == "__main__":
     sys.exit(main())

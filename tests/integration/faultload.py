@@ -1,9 +1,10 @@
 """The cluster under faults (faults_pg_test.py in CI, bench/faultsoak.py
 for the long soak): PostgreSQL, each node and the clients in network
 namespaces of their own (faultnet.py); a workload of clients calling,
-through every node's gateway, per gadget, increments of a counter and
-reads and writes of kv registers (testgadget's fop, which records the
-node and process instance of each run in the node's log); and the
+through every node's gateway, per gadget, increments of a counter,
+reads and writes of kv registers and alarms due soon (testgadget's fop,
+which records the node and process instance of each run, and of each
+alarm's firing, in the node's log); and the
 faults. The checks of what it recorded are faultchecks.py's.
 
 What an answer means to the history: an answer is an operation done
@@ -63,6 +64,10 @@ CallsQueuedMax=64
 [Binding KV]
 Type=kv
 MaxKeys=10
+
+[Binding WAKE]
+Type=alarm
+Method=fwake
 """
 FREC = re.compile(r"\[(\w+)\] FREC (\S+) (\S+) (\S+) (\w+) (\w+) (-?\d+) (\d+) (\d+) (-?\d+)$")
 
@@ -363,6 +368,8 @@ class Workload:
                 args = {"op": "incr", "key": "n"}
             elif x < 0.5:
                 args = {"op": "read", "key": "n"}
+            elif x < 0.53:  # an alarm due soon: it fires at least once, on one node at a time
+                args = {"op": "alarm", "key": "w", "value": rng.randrange(100, 1500)}
             elif x < 0.75:
                 with self.vlock:
                     v = next(self.values)

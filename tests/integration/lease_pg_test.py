@@ -17,6 +17,8 @@ from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_
 from pgnodes import counter_cluster, by_name, counter_policy, live_leases, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
 
+LEASE_SPACE = "1734435943"  # kvpg_sql.h's KVPG_LEASE_SPACE: schema 7's lease locks
+
 
 def owner_row(pg, gadget):
     out = pg.psql("SELECT node || ' ' || epoch FROM gadgetd_owner WHERE gadget = '%s'" % gadget)
@@ -894,6 +896,82 @@ def pg_lease_many_gadgets_few_queries(tmp):
     check(r["qps"] < 12, "%.0f statements/s at the server for 2,000 gadgets" % r["qps"])
     # The issue's goal for one gadget's takeover holds for the thousand.
     check(r["takeover_s"] is not None and r["takeover_s"] < 2, "b took a's leases after %r s" % r["takeover_s"])
+
+
+class OlderNode:
+    """A node of schema 7 or earlier as the store sees it, made by hand:
+    its lease session (application name "gadgetd NAME lease") holding the
+    advisory lock of each gadget it runs, their owner rows as migration 8
+    left them (node_inc 0). end() ends the session (the node stopped or
+    was upgraded)."""
+
+    def __init__(self, pg, name, gadgets):
+        env = dict(os.environ, LC_ALL="C", PGHOST=pg.dir, PGUSER="gadgetd", PGDATABASE="postgres",
+                   PGAPPNAME="gadgetd %s lease" % name)
+        self.proc = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % pg.pw.pw_uid, "--regid=%d" % pg.pw.pw_gid, "--clear-groups",
+             os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, cwd=pg.dir, text=True)
+        for g in gadgets:
+            self.proc.stdin.write("SELECT pg_advisory_lock(%s, hashtext('%s'));\n" % (LEASE_SPACE, g))
+            pg.psql("INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('%s', '%s', 1)" % (g, name))
+        self.proc.stdin.write("SELECT 'locked';\n")
+        self.proc.stdin.flush()
+        while self.proc.stdout.readline().strip() != "locked":
+            pass
+
+    def end(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def fenced(pg, sql):
+    """Whether sql failed with the fence's refusal (GDF01)."""
+    r = pg._as_user(os.path.join(pg.bin, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
+                    "-c", sql, check=False, capture=True)
+    return r.returncode != 0 and "GDF01" in r.stderr
+
+
+@test
+def pg_lease_older_node_keeps_its_gadget(tmp):
+    """A store migrated while a node of schema 7 or earlier runs: a gadget
+    that node still holds (its owner row given back by migration 8, its
+    lease session holding the gadget's advisory lock) is not taken by a
+    node of this version — which took and started it within 1.3 s before
+    version 12 (seen with a schema-7 build: two processes at once) — for
+    as long as that session lasts (four of b's rounds, taking in each),
+    and the older node's writes are taken meanwhile (its epoch only); once
+    the session ends they are fenced, and b takes the gadget and runs it."""
+    with PgServer(tmp) as pg:
+        b = node(tmp, pg, "b")
+        try:
+            b.start()
+            wait_for(lambda: "this node's lease taken" in b.logtext(), what="b's node lease (the store migrated)")
+            older = OlderNode(pg, "a", ["counter"])
+            counter_policy(b, nodes="b")
+            check(b.ctl("reload").returncode == 0, "reload")
+            owner = "SELECT node || '@' || epoch FROM gadgetd_owner WHERE gadget = 'counter'"
+            renewed = "SELECT lease_until FROM gadgetd_node WHERE name = 'b'"
+            # b wants the counter (Nodes=b) and asks to take it each round.
+            seen = set()
+
+            def rounds():
+                check(pg.psql(owner) == "a@1", "b took the older node's gadget: %s" % pg.psql(owner))
+                seen.add(pg.psql(renewed))
+                return len(seen) >= 5
+            wait_for(rounds, timeout=15, what="four of b's rounds")
+            check(b.state("counter") != "ready", "b runs the counter: %s" % b.state("counter"))
+            # Its writes are taken while its session holds the lock (its
+            # epoch only), refused once the session is gone.
+            fence = "SELECT gadgetd_fence('counter', %d)"  # psql fails if it refuses
+            check(pg.psql(fence % 1) == "", "the older owner's write taken")
+            check(fenced(pg, fence % 2), "a write of another epoch taken")
+            older.end()
+            check(fenced(pg, fence % 1), "the older owner's write taken after its session ended")
+            wait_for(lambda: pg.psql(owner) == "b@2", timeout=10, what="b to take the counter: %s" % pg.psql(owner))
+            wait_for(lambda: b.state("counter") in ("ready", "idle"), what="the counter on b")
+        finally:
+            b.__exit__(None, None, None)
 
 
 if __name__ == "__main__":

@@ -632,10 +632,11 @@ static gadget_value *tail(struct gadget_call *call, const gadget_value *args, vo
               "tags?: list<string>(..3), point?: {x: int, y: int, label?: string?}, blob?: bytes, " \
               "meta?: map<int>, extra?: any) -> {ok: bool}"
 
-/* fop {"op": "incr"|"read"|"write", "key": K, "value": N, "id": ID}: one
- * operation of the fault tests' workload (faults_pg_test.py) on the kv
+/* fop {"op": "incr"|"read"|"write"|"alarm", "key": K, "value": N, "id": ID}:
+ * one operation of the fault tests' workload (faults_pg_test.py) on the kv
  * binding KV: read K, write N to K, or increment K (a read and a write,
- * as the counter example does). Each run prints one line, "FREC NODE
+ * as the counter example does); or set an alarm on WAKE due N ms from now
+ * (its firings: fwake). Each run prints one line, "FREC NODE
  * INSTANCE ID OP KEY VALUE T0 T1 ERR" (CLOCK_MONOTONIC ns, the host's:
  * the sandbox has no time namespace; NODE from the policy's FAULT_NODE;
  * INSTANCE this process's random name: one per start, so one per lease
@@ -651,6 +652,45 @@ static int64_t mono_ns(void)
         return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int64_t real_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fop_name_instance(int64_t t0)
+{
+        if (!fop_inst[0]) {
+                unsigned long long r = 0;
+                if (getentropy(&r, sizeof r) < 0)
+                        r = (unsigned long long)t0 ^ (unsigned long long)getpid();
+                snprintf(fop_inst, sizeof fop_inst, "%016llx", r);
+        }
+}
+
+/* The alarm binding WAKE's Method= in the fault tests: each firing of an
+ * alarm fop set prints "FREC NODE INSTANCE ID fire BINDING NOW_MS T0 T1
+ * 0" (NOW_MS this host's real-time clock, to compare with the due time;
+ * T0 and T1 as fop's): a firing on two nodes at once is two instances'
+ * runs overlapping, as for calls. */
+static gadget_value *fwake(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        const char *id = gadget_as_string(gadget_map_get(args, "id"));
+        const char *b = gadget_as_string(gadget_map_get(args, "binding"));
+        const char *node = getenv("FAULT_NODE");
+        int64_t t0 = mono_ns();
+        (void)call;
+        (void)data;
+        fop_name_instance(t0);
+        if (!id || !b || strpbrk(id, " \n") || strpbrk(b, " \n"))
+                return gadget_null();
+        printf("FREC %s %s %s fire %s %lld %lld %lld 0\n", node ? node : "-", fop_inst, id, b,
+               (long long)real_ms(), (long long)t0, (long long)mono_ns());
+        fflush(stdout);
+        return gadget_null();
+}
+
 static gadget_value *fop(struct gadget_call *call, const gadget_value *args, void *data)
 {
         struct gadget *g = gadget_call_gadget(call);
@@ -661,12 +701,7 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
         int64_t v = 0, t0 = mono_ns();
         if (!op || !key || !id || strpbrk(id, " \n") || strpbrk(key, " \n"))
                 return gadget_fail(call, GADGET_EINVAL, "fop needs {op, key, id}");
-        if (!fop_inst[0]) {
-                unsigned long long r = 0;
-                if (getentropy(&r, sizeof r) < 0)
-                        r = (unsigned long long)t0 ^ (unsigned long long)getpid();
-                snprintf(fop_inst, sizeof fop_inst, "%016llx", r);
-        }
+        fop_name_instance(t0);
         int e = 0;
         if (strcmp(op, "write") == 0) {
                 if (!gadget_as_int(gadget_map_get(args, "value"), &v))
@@ -682,6 +717,16 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
                 gadget_value_free(cur);
                 if (e == 0 && strcmp(op, "incr") == 0)
                         e = gadget_kv_put(g, "KV", key, gadget_int(++v));
+        } else if (strcmp(op, "alarm") == 0) {
+                /* Due value ms from now (this host's clock, gadgetd's):
+                 * id "w" + ID, fired to fwake; v is when it is due. */
+                char aid[80];
+                int64_t in = 0;
+                if (!gadget_as_int(gadget_map_get(args, "value"), &in))
+                        return gadget_fail(call, GADGET_EINVAL, "alarm needs a value (ms)");
+                v = real_ms() + in;
+                snprintf(aid, sizeof aid, "w%s", id);
+                e = gadget_alarm_set(g, "WAKE", v, 0, NULL, aid, NULL);
         } else {
                 return gadget_fail(call, GADGET_EINVAL, "fop: unknown op");
         }
@@ -745,6 +790,7 @@ int main(int argc, char **argv)
         gadget_method(g, "next", next, NULL);
         gadget_method(g, "tail", tail, NULL);
         gadget_method(g, "fop", fop, NULL);
+        gadget_method(g, "fwake", fwake, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);
