@@ -84,6 +84,9 @@ void client_close_fds(struct client *cl);
 /* gadgetctl exec (exec.c): root's; the probe ends with its client. */
 void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
+/* gadgetctl backup and restore (backup.c): root's, with the file's fd. */
+void request_backup(struct client *cl, const Control__Request *req);
+void request_restore(struct client *cl, const Control__Request *req);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

@@ -340,12 +340,14 @@ static void budget_count(struct client *cl, size_t len)
 }
 
 /* The fds sent with request q, into cl->fds: exactly CONTROL_EXEC_FDS
- * with exec, none with any other request. Why this is safe: any other
+ * with exec, CONTROL_SNAPSHOT_FDS with backup and restore, none with any
+ * other request. Why this is safe: any other
  * number is refused (the request does not run) and every fd closed; a
  * handler takes only what it was given here. -EINVAL, the client told. */
 static int take_fds(struct client *cl, const Control__Request *q)
 {
         bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC;
+        bool file = q->req_case == CONTROL__REQUEST__REQ_BACKUP || q->req_case == CONTROL__REQUEST__REQ_RESTORE;
         int n = conn_take_fds(cl->conn, cl->fds, CONTROL_EXEC_FDS);
         if (n >= 0)
                 cl->n_fds = (size_t)n;
@@ -354,8 +356,13 @@ static int take_fds(struct client *cl, const Control__Request *q)
                              "(stdin, stdout, stderr)", CONTROL_EXEC_FDS);
                 return -EINVAL;
         }
-        if (!exec && n != 0) {
-                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec only");
+        if (file && n != CONTROL_SNAPSHOT_FDS) {
+                client_error(cl, q->id, GADGET_EINVAL, "backup and restore need exactly %d file descriptor with "
+                             "the request (the file)", CONTROL_SNAPSHOT_FDS);
+                return -EINVAL;
+        }
+        if (!exec && !file && n != 0) {
+                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec, backup and restore only");
                 return -EINVAL;
         }
         return 0;

@@ -903,6 +903,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_TOP, request_top },
         { CONTROL__REQUEST__REQ_EXEC, request_exec },
         { CONTROL__REQUEST__REQ_FRAMES, request_frames },
+        { CONTROL__REQUEST__REQ_BACKUP, request_backup },
+        { CONTROL__REQUEST__REQ_RESTORE, request_restore },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -1,0 +1,84 @@
+/* bind_snapshot: a gadget's backup and restore (gadgetctl backup,
+ * restore) as its binding side knows it: where its store is, which of
+ * its bindings keep state there, and their bounds, handed to
+ * store/snapshot.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bindings.h"
+#include "contract.h"
+#include "ops.h"
+#include "policy.h"
+#include "store/snapshot.h"
+#include "store/store.h"
+
+/* The policy's kv and alarm bindings with their bounds; their number. */
+static size_t state_bindings(const struct policy *p, struct snapshot_binding *out)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_bindings; i++) {
+                const struct policy_binding *b = &p->bindings[i];
+                if (b->type != BINDING_KV && b->type != BINDING_ALARM)
+                        continue;
+                struct snapshot_binding *sb = &out[n++];
+                snprintf(sb->name, sizeof sb->name, "%s", b->name);
+                if (b->type == BINDING_KV) {
+                        sb->kind = BACKUP_KV;
+                        sb->max_keys = b->max_keys;
+                        sb->max_bytes = b->max_bytes;
+                        sb->max_value = b->max_value_size;
+                } else {
+                        sb->kind = BACKUP_ALARM;
+                        sb->max_keys = b->max_alarms;
+                        sb->max_bytes = UINT64_MAX;
+                        sb->max_value = b->max_payload;
+                }
+        }
+        return n;
+}
+
+int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,
+                      void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
+                      void *arg, char *why, size_t len)
+{
+        const struct bindings_env *env = g->env;
+        const struct policy *p = g->policy;
+        static const struct kv_type *types[KV_TYPES_MAX];
+        struct snapshot_binding *sb = calloc(p->n_bindings + 1, sizeof *sb);
+        struct snapshot *s;
+        if (!sb) {
+                close(fd);
+                snprintf(why, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        struct snapshot_job job = {
+                .restore = restore, .fd = fd, .gadget = p->name, .state_dir = env->state_dir, .types = types,
+                .n_types = binding_store_types(types, KV_TYPES_MAX), .conninfo = env->store_connection,
+                .node = env->node, .bindings = sb, .n_bindings = state_bindings(p, sb), .state_max = p->state_max,
+        };
+        if (restore && env->store_connection) {
+                /* Fenced like any write: only the lease's holder writes. */
+                job.epoch = env->lease ? kvpg_lease_epoch(env->lease, p->name) : 0;
+                if (!job.epoch) {
+                        free(sb);
+                        snprintf(why, len, "this node does not hold %s's lease: restore it on the node that runs "
+                                 "it (gadgetctl status %s)", p->name, p->name);
+                        close(fd);
+                        return GADGET_EUNAVAILABLE;
+                }
+        }
+        int e = snapshot_start(env->base, &job, done, arg, &s);
+        free(sb);
+        if (e == -EBADF) {
+                snprintf(why, len, "the file must be a regular file");
+                return GADGET_EINVAL;
+        }
+        if (e < 0) {
+                snprintf(why, len, "could not start: %s", strerror(-e));
+                return GADGET_EINTERNAL;
+        }
+        return 0;
+}
