@@ -68,6 +68,15 @@ extern const size_t cmd_n_commands;
 /* Sends req and receives its one answer of kind want into *r (the
  * caller's: control__response__free_unpacked). The exit status. */
 int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want, Control__Response **r);
+/* cmd_ask, with n_fds fds passed with req (SCM_RIGHTS). */
+int cmd_ask_fds(const struct ctl *ctl, Control__Request *req, const int *fds, size_t n_fds,
+                Control__Response__RespCase want, Control__Response **r);
+/* Prints an answer as gadgetctl prints any (--json too); the exit status. */
+int cmd_print_answer(const struct ctl *ctl, const Control__Response *r);
+/* backup, restore, export (ctl/backup.c). */
+int cmd_backup(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_restore(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_export(const struct ctl *ctl, const struct cmd_args *a);
 /* top: repeated views of every gadget's counters (ctl/top.c). */
 int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
 

@@ -309,8 +309,9 @@ static int header(struct backup_reader *r, struct backup_info *info, char *why, 
         }
         if (e < 0)
                 return e;
-        if (!have_format || !gadget_name_ok(info->gadget)) {
-                snprintf(why, len, "the header lacks its format or a valid gadget name");
+        if (!have_format || !gadget_name_ok(info->gadget) ||
+            (info->source[0] && !gadget_identifier_ok(info->source))) {
+                snprintf(why, len, "the header lacks its format or a valid gadget name, or names a bad source");
                 return -EBADMSG;
         }
         return 0;

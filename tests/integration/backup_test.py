@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Integration tests of gadgetctl backup, restore and export on the SQLite
+store: a real gadgetd and the test gadget writing while backups are taken.
+The PostgreSQL half is backup_pg_test.py. Usage: backup_test.py TEST."""
+import hashlib
+import json
+import os
+import sqlite3
+import struct
+import subprocess
+import threading
+
+from harness import Daemon, GADGETCTL, check, main, policy, test, wait_for
+from kvchecks import bcall, ready
+
+POLICY = ("[Binding LOG]\nType=kv\nMaxKeys=100000\n"
+          "[Binding SMALL]\nType=kv\nMaxKeys=2\n"
+          "[Binding ALARMS]\nType=alarm\nMethod=alarm\nMaxAlarms=100000\n")
+
+
+def logged(d, name):
+    """How many kv rows the gadget's SQLite database holds now."""
+    path = os.path.join(d.tmp, "state", "kv", name + ".sqlite")
+    if not os.path.exists(path):
+        return 0
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=5)
+    try:
+        return db.execute("SELECT count(*) FROM kv").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def export(d, name):
+    r = d.ctl("export", name, "--json")
+    check(r.returncode == 0, "export %s: %s" % (name, r.stderr))
+    return json.loads(r.stdout)
+
+
+def state_of(exported):
+    """The exported state without what names its file (time, source, sum)."""
+    return {"kv": exported["kv"], "alarms": exported["alarms"]}
+
+
+def check_instant(exported, what):
+    """The state the test gadget's writes (testgadget.c's writes) leave at
+    any one instant: log/1..K, counter K or K-1, alarms a1..M with M the
+    counter or one less. A backup read at two instants breaks it."""
+    logs = sorted(int(e["key"][4:]) for e in exported["kv"] if e["key"].startswith("log/"))
+    counter = [e["value"] for e in exported["kv"] if e["key"] == "counter"]
+    alarms = sorted(int(e["id"][1:]) for e in exported["alarms"])
+    k = len(logs)
+    check(logs == list(range(1, k + 1)), "%s: the log is not a prefix of the writes: %r" % (what, logs[-5:]))
+    c = counter[0] if counter else 0
+    check(c in (k, k - 1), "%s: counter %d beside %d log entries" % (what, c, k))
+    m = len(alarms)
+    check(alarms == list(range(1, m + 1)) and m in (c, c - 1),
+          "%s: alarms 1..%d beside counter %d (a state that was never real)" % (what, m, c))
+    check(exported["keys"] == len(exported["kv"]) and exported["alarm_count"] == m, "%s: counts" % what)
+    return k
+
+
+def record(kind, binding, key, value, at=0, due=0, attempts=0):
+    b, k = binding.encode(), key.encode()
+    out = bytes([ord(kind), len(b)]) + b + struct.pack(">H", len(k)) + k
+    if kind == "A":
+        out += struct.pack(">qqI", at, due, attempts)
+    return out + struct.pack(">I", len(value)) + value
+
+
+def backup_file(gadget, records, n_kv, n_alarms):
+    """A file in proto/backup.h's format, its checksum right (a hostile
+    writer can compute it as well as gadgetd)."""
+    body = ("GADGETD-BACKUP\nformat: 1\ngadget: %s\ntaken: 0\nsource: sqlite\n\n" % gadget).encode()
+    body += b"".join(records) + b"E" + struct.pack(">QQ", n_kv, n_alarms)
+    return body + hashlib.sha256(body).digest()
+
+
+# A packed gadget.Value: int_value (field 3, zigzag varint) of a small number.
+def int_value(n):
+    return bytes([0x18, 2 * n])
+
+
+def restore_refused(d, name, data, why, tmp, before):
+    path = os.path.join(tmp, "hostile-%d.gbk" % abs(hash(why)))
+    with open(path, "wb") as f:
+        f.write(data)
+    r = d.ctl("restore", name, path)
+    check(r.returncode == 1 and why in r.stderr, "restore of a bad file (%s): %r %r" % (why, r.returncode, r.stderr))
+    check(state_of(export(d, name)) == before, "a refused restore (%s) changed the state" % why)
+
+
+@test
+def backup_during_writes(tmp):
+    """Backups taken while the gadget writes each restore to a state that
+    was real at one instant; restore is refused while the gadget runs;
+    damaged, truncated and hostile files are refused with the reason and
+    change nothing; export prints the state as JSON."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "store", POLICY)
+        ready(d, "store")
+        done = {}
+
+        def write():
+            r = d.ctl("call", "store", "writes", json.dumps({"kv": "LOG", "alarms": "ALARMS", "ms": 2500}))
+            done["r"] = r
+        t = threading.Thread(target=write)
+        t.start()
+        files = []
+        for i in range(3):
+            # The gadget serves one call at a time: its progress is read
+            # from its database, not asked of it.
+            at = logged(d, "store")
+            wait_for(lambda: logged(d, "store") > at + 20, what="writes before backup %d" % i)
+            path = os.path.join(tmp, "b%d.gbk" % i)
+            r = d.ctl("backup", "store", path)
+            check(r.returncode == 0 and "sha256" in r.stdout, "backup %d: %r %r" % (i, r.stdout, r.stderr))
+            check(oct(os.stat(path).st_mode & 0o777) == "0o600" and not os.path.exists(path + ".partial"),
+                  "backup file mode, or a partial file left")
+            files.append(path)
+        r = d.ctl("backup", "store", files[0])
+        check(r.returncode == 1 and "exists" in r.stderr, "a backup over an existing file: %r" % r.stderr)
+        r = d.ctl("restore", "store", files[0])
+        check(r.returncode == 1 and "restore only a stopped or idle gadget" in r.stderr,
+              "restore while running: %r %r" % (r.returncode, r.stderr))
+        t.join(timeout=60)
+        check(done["r"].returncode == 0, "writes: %r" % done["r"].stderr)
+        written = int(done["r"].stdout)
+        check(d.ctl("stop", "store").returncode == 0, "stop")
+        wait_for(lambda: d.state("store") == "stopped", what="store stopped")
+        final = export(d, "store")
+        check(check_instant(final, "the final state") == written, "the final state is not every write")
+        seen = []
+        for path in files:
+            r = d.ctl("restore", "store", path)
+            check(r.returncode == 0 and "restored store" in r.stdout, "restore: %r %r" % (r.stdout, r.stderr))
+            seen.append(check_instant(export(d, "store"), path))
+        print("writes", written, "backups", seen)
+        check(seen == sorted(seen) and seen[0] >= 1 and seen[-1] <= written, "backups out of time: %r" % seen)
+        before = state_of(export(d, "store"))
+        with open(files[0], "rb") as f:
+            good = f.read()
+        restore_refused(d, "store", good[:-1] + bytes([good[-1] ^ 1]), "checksum does not match", tmp, before)
+        restore_refused(d, "store", good[:len(good) - 40], "ends early", tmp, before)
+        restore_refused(d, "store", b"not a backup", "not a gadgetd backup", tmp, before)
+        v = int_value(1)
+        restore_refused(d, "store", backup_file("store", [record("K", "OTHER", "k", v)], 1, 0),
+                        "which store's policy does not declare", tmp, before)
+        restore_refused(d, "store", backup_file("store", [record("K", "LOG", "b", v), record("K", "LOG", "a", v)],
+                                                2, 0), "out of order or repeated", tmp, before)
+        restore_refused(d, "store", backup_file("store", [record("K", "LOG", "a", v)], 5, 0),
+                        "its end counts", tmp, before)
+        restore_refused(d, "store", backup_file("store", [record("K", "LOG", "a", b"\x0a\xff")], 1, 0),
+                        "not a valid value", tmp, before)
+        restore_refused(d, "store", backup_file("store", [record("K", "SMALL", k, v) for k in "abc"], 3, 0),
+                        "binding SMALL: more than its MaxKeys= (2)", tmp, before)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
