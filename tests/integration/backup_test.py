@@ -2,20 +2,39 @@
 """Integration tests of gadgetctl backup, restore and export on the SQLite
 store: a real gadgetd and the test gadget writing while backups are taken.
 The PostgreSQL half is backup_pg_test.py. Usage: backup_test.py TEST."""
-import hashlib
 import json
 import os
 import sqlite3
-import struct
-import subprocess
 import threading
 
-from harness import Daemon, GADGETCTL, check, main, policy, test, wait_for
-from kvchecks import bcall, ready
+from harness import Daemon, check, main, policy, test, wait_for
+from backups import PAD_KEYS, backup_file, check_instant, export, int_value, record, state_of
+from kvchecks import ready
 
 POLICY = ("[Binding LOG]\nType=kv\nMaxKeys=100000\n"
+          "[Binding PAD]\nType=kv\nMaxKeys=100000\n"
           "[Binding SMALL]\nType=kv\nMaxKeys=2\n"
           "[Binding ALARMS]\nType=alarm\nMethod=alarm\nMaxAlarms=100000\n")
+
+
+def pad(tmp, name):
+    """The gadget's database made before gadgetd starts, its binding PAD
+    holding PAD_KEYS keys (kvdb_kv.c's and kvdb_alarm.c's tables): read
+    between the log and the alarms, they make a backup long enough that
+    one not read in one transaction sees writes land in between."""
+    kv = os.path.join(tmp, "state", "kv")
+    os.makedirs(kv, mode=0o700)
+    db = sqlite3.connect(os.path.join(kv, name + ".sqlite"))
+    db.executescript(
+        "PRAGMA journal_mode=WAL;"
+        "CREATE TABLE kv (binding TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL,"
+        " PRIMARY KEY (binding, key)) WITHOUT ROWID;"
+        "CREATE TABLE usage (binding TEXT PRIMARY KEY, keys INTEGER NOT NULL, bytes INTEGER NOT NULL);")
+    rows = [("PAD", b"pad/%06d" % i, int_value(1)) for i in range(PAD_KEYS)]
+    db.executemany("INSERT INTO kv VALUES (?, ?, ?)", rows)
+    db.execute("INSERT INTO usage VALUES ('PAD', ?, ?)", (PAD_KEYS, sum(len(r[1]) + len(r[2]) for r in rows)))
+    db.commit()
+    db.close()
 
 
 def logged(d, name):
@@ -30,56 +49,6 @@ def logged(d, name):
         return 0
     finally:
         db.close()
-
-
-def export(d, name):
-    r = d.ctl("export", name, "--json")
-    check(r.returncode == 0, "export %s: %s" % (name, r.stderr))
-    return json.loads(r.stdout)
-
-
-def state_of(exported):
-    """The exported state without what names its file (time, source, sum)."""
-    return {"kv": exported["kv"], "alarms": exported["alarms"]}
-
-
-def check_instant(exported, what):
-    """The state the test gadget's writes (testgadget.c's writes) leave at
-    any one instant: log/1..K, counter K or K-1, alarms a1..M with M the
-    counter or one less. A backup read at two instants breaks it."""
-    logs = sorted(int(e["key"][4:]) for e in exported["kv"] if e["key"].startswith("log/"))
-    counter = [e["value"] for e in exported["kv"] if e["key"] == "counter"]
-    alarms = sorted(int(e["id"][1:]) for e in exported["alarms"])
-    k = len(logs)
-    check(logs == list(range(1, k + 1)), "%s: the log is not a prefix of the writes: %r" % (what, logs[-5:]))
-    c = counter[0] if counter else 0
-    check(c in (k, k - 1), "%s: counter %d beside %d log entries" % (what, c, k))
-    m = len(alarms)
-    check(alarms == list(range(1, m + 1)) and m in (c, c - 1),
-          "%s: alarms 1..%d beside counter %d (a state that was never real)" % (what, m, c))
-    check(exported["keys"] == len(exported["kv"]) and exported["alarm_count"] == m, "%s: counts" % what)
-    return k
-
-
-def record(kind, binding, key, value, at=0, due=0, attempts=0):
-    b, k = binding.encode(), key.encode()
-    out = bytes([ord(kind), len(b)]) + b + struct.pack(">H", len(k)) + k
-    if kind == "A":
-        out += struct.pack(">qqI", at, due, attempts)
-    return out + struct.pack(">I", len(value)) + value
-
-
-def backup_file(gadget, records, n_kv, n_alarms):
-    """A file in proto/backup.h's format, its checksum right (a hostile
-    writer can compute it as well as gadgetd)."""
-    body = ("GADGETD-BACKUP\nformat: 1\ngadget: %s\ntaken: 0\nsource: sqlite\n\n" % gadget).encode()
-    body += b"".join(records) + b"E" + struct.pack(">QQ", n_kv, n_alarms)
-    return body + hashlib.sha256(body).digest()
-
-
-# A packed gadget.Value: int_value (field 3, zigzag varint) of a small number.
-def int_value(n):
-    return bytes([0x18, 2 * n])
 
 
 def restore_refused(d, name, data, why, tmp, before):
@@ -97,6 +66,7 @@ def backup_during_writes(tmp):
     was real at one instant; restore is refused while the gadget runs;
     damaged, truncated and hostile files are refused with the reason and
     change nothing; export prints the state as JSON."""
+    pad(tmp, "store")
     with Daemon(tmp) as d:
         policy(d.pol, "store", POLICY)
         ready(d, "store")

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Integration tests of gadgetctl backup and restore across the stores: a
+backup taken on SQLite restores on PostgreSQL (Store=postgresql) and one
+taken there restores on SQLite, the state the same. Usage:
+backup_pg_test.py TEST."""
+import json
+import os
+
+from harness import Daemon, check, main, policy, test, wait_for
+from backups import check_instant, export, state_of
+from pgnodes import node
+from pgserver import PgServer
+
+POLICY = ("Start=on-demand\n[Binding LOG]\nType=kv\n"
+          "[Binding ALARMS]\nType=alarm\nMethod=alarm\n")
+
+
+@test
+def backup_across_stores(tmp):
+    with PgServer(tmp) as pg, Daemon(os.path.join(tmp, "sqlite")) as lite, node(tmp, pg, "node1") as d:
+        policy(lite.pol, "store", POLICY)
+        policy(d.pol, "store", POLICY)
+        lite.ctl("reload")
+        r = lite.ctl("call", "store", "writes", json.dumps({"kv": "LOG", "alarms": "ALARMS", "ms": 300}))
+        check(r.returncode == 0, "writes: %r" % r.stderr)
+        one = os.path.join(tmp, "sqlite.gbk")
+        check(lite.ctl("backup", "store", one).returncode == 0, "backup on SQLite")
+        want = state_of(export(lite, "store"))
+        check(check_instant(export(lite, "store"), "SQLite") == int(r.stdout), "SQLite's state")
+        # The PostgreSQL node holds the idle gadget's lease (Start=on-demand).
+        d.ctl("reload")
+        wait_for(lambda: d.state("store") == "idle", what="store idle on PostgreSQL")
+        r = d.ctl("restore", "store", one)
+        check(r.returncode == 0 and "restored store" in r.stdout, "restore on PostgreSQL: %r %r" % (r.stdout, r.stderr))
+        check(state_of(export(d, "store")) == want, "PostgreSQL's state is not the backup's")
+        check(pg.psql("SELECT keys FROM gadgetd_kv_ns WHERE gadget = 'store' AND binding = 'LOG'")
+              == str(len(want["kv"])), "the namespace's usage after the restore")
+        two = os.path.join(tmp, "pg.gbk")
+        r = d.ctl("backup", "store", two)
+        check(r.returncode == 0, "backup on PostgreSQL: %r" % r.stderr)
+        check(lite.ctl("stop", "store").returncode == 0, "stop")
+        wait_for(lambda: lite.state("store") in ("stopped", "idle"), what="store stopped on SQLite")
+        check(lite.ctl("restore", "store", os.path.join(tmp, "empty.gbk")).returncode == 1, "a missing file")
+        r = lite.ctl("restore", "store", two)
+        check(r.returncode == 0, "restore on SQLite of PostgreSQL's backup: %r" % r.stderr)
+        check(state_of(export(lite, "store")) == want, "the state back on SQLite differs")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
