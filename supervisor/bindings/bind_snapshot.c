@@ -3,6 +3,7 @@
  * its bindings keep state there, and their bounds, handed to
  * store/snapshot.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,4 +82,46 @@ int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,
                 return GADGET_EINTERNAL;
         }
         return 0;
+}
+
+/* A backup into a file of gadgetd's own: removed if it fails. */
+struct backup_file {
+        void (*done)(void *arg, int err, const char *why, const struct backup_info *info);
+        void *arg;
+        char path[];
+};
+
+static void backup_file_done(void *arg, int err, const char *why, const struct backup_info *info)
+{
+        struct backup_file *b = arg;
+        if (err < 0)
+                unlink(b->path);
+        b->done(b->arg, err, why, info);
+        free(b);
+}
+
+int bindings_backup_file(struct gadget_bindings *g, const char *path,
+                         void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
+                         void *arg, char *why, size_t len)
+{
+        struct backup_file *b = malloc(sizeof *b + strlen(path) + 1);
+        if (!b) {
+                snprintf(why, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+                snprintf(why, len, "%s: %s", path, strerror(errno));
+                free(b);
+                return GADGET_EINVAL;
+        }
+        b->done = done;
+        b->arg = arg;
+        strcpy(b->path, path);
+        int code = bindings_snapshot(g, false, fd, backup_file_done, b, why, len);
+        if (code) {
+                unlink(path);
+                free(b);
+        }
+        return code;
 }

@@ -187,6 +187,15 @@ int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,
                       void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
                       void *arg, char *why, size_t len);
 
+/* A backup of the gadget's store into the new file path (mode 0600; an
+ * existing one is refused: EINVAL), as bindings_snapshot: for gadgetd's
+ * own callers, such as a deploy keeping the state of the version it
+ * replaces. done gets -errno if the backup failed (the file is then
+ * removed). 0, or a GADGET_E* code with why. */
+int bindings_backup_file(struct gadget_bindings *g, const char *path,
+                         void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
+                         void *arg, char *why, size_t len);
+
 /* The gadget's store, prepared at its first use (the database itself is
  * opened by the store's thread); NULL if out of memory. */
 struct kv *bindings_kv(struct gadget_bindings *g);
