@@ -382,7 +382,10 @@ def exec_runs_in_the_gadgets_world(tmp):
         exec_req = attacks.varint(1 << 3) + attacks.varint(1) + attacks.field(
             28, attacks.field(1, b"g") + attacks.field(2, b"id")) + attacks.varint(11 << 3) + attacks.varint(
             attacks.CONTROL_PROTOCOL_VERSION)
-        for frame, fds, want in ((attacks.request(1, 5), [0, 1, 2], "go with exec only"),
+        backup_req = attacks.varint(1 << 3) + attacks.varint(1) + attacks.field(46, attacks.field(1, b"g")) + \
+            attacks.varint(11 << 3) + attacks.varint(attacks.CONTROL_PROTOCOL_VERSION)
+        for frame, fds, want in ((attacks.request(1, 5), [0, 1, 2], "go with exec, backup and restore only"),
+                                 (attacks.struct.pack("<I", len(backup_req)) + backup_req, [0, 1], "exactly 1"),
                                  (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1], "exactly 3"),
                                  (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1, 2, 0, 1], "exactly 3")):
             with attacks.connect_unix(d.sock) as s:
