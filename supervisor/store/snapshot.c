@@ -25,7 +25,7 @@ struct snapshot {
         int err;
         int efd;
         struct event *ev;
-        snapshot_done_fn *done;     /* NULL once abandoned (the loop's) */
+        snapshot_done_fn *done;
         void *arg;
 };
 
@@ -135,8 +135,7 @@ static void on_end(evutil_socket_t fd, short what, void *arg)
         struct snapshot *s = arg;
         (void)fd;
         (void)what;
-        if (s->done)
-                s->done(s->arg, s->err, s->err < 0 ? s->run.why : NULL, &s->run.info);
+        s->done(s->arg, s->err, s->err < 0 ? s->run.why : NULL, &s->run.info);
         snapshot_free(s);
 }
 
@@ -212,12 +211,6 @@ int snapshot_start(struct event_base *base, const struct snapshot_job *job, snap
 fail:
         snapshot_free(s);
         return e;
-}
-
-void snapshot_abandon(struct snapshot *s)
-{
-        if (s)
-                s->done = NULL;
 }
 
 /* The binding rec fills, by its name and kind, -1 if the policy has none. */

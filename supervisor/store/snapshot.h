@@ -53,12 +53,10 @@ struct snapshot_job {
 typedef void snapshot_done_fn(void *arg, int err, const char *why, const struct backup_info *info);
 
 /* Starts job (copied; job->fd taken even on failure): done is called
- * once, later, on base. 0, or -errno (nothing started, done not called). */
+ * once, later, on base, and the snapshot freed; it runs to its end
+ * whoever waits for it. 0, or -errno (nothing started, done not called). */
 int snapshot_start(struct event_base *base, const struct snapshot_job *job, snapshot_done_fn *done, void *arg,
                    struct snapshot **out);
-/* Its caller leaves: done is not called; the snapshot runs to its end
- * (a restore commits or not as it would have) and is freed then. */
-void snapshot_abandon(struct snapshot *s);
 
 /* The backends' halves (snapshot_db.c, snapshot_pg.c), on the thread. */
 struct snapshot_run {

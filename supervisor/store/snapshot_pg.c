@@ -15,6 +15,7 @@
 
 /* Rows a backup reads per query (keyset pages of one snapshot). */
 #define PAGE 1000
+#define PAGE_TEXT "1000"
 #define CONNECT_MS 10000
 
 static void pg_why(struct snapshot_run *run, const char *what, const char *msg)
@@ -87,11 +88,11 @@ static int dump(struct snapshot_run *run, PGconn *c, enum backup_kind kind, stru
         static const char kv_sql[] =
                 "SELECT n.binding, k.key, k.value FROM gadgetd_kv k JOIN gadgetd_kv_ns n ON n.id = k.ns"
                 " WHERE n.gadget = $1 AND (n.binding COLLATE \"C\", k.key) > ($2, $3)"
-                " ORDER BY n.binding COLLATE \"C\", k.key LIMIT " "1000";
+                " ORDER BY n.binding COLLATE \"C\", k.key LIMIT " PAGE_TEXT;
         static const char alarm_sql[] =
                 "SELECT binding, convert_to(id, 'UTF8'), payload, at, due, attempts::bigint FROM gadgetd_alarm"
                 " WHERE gadget = $1 AND (binding COLLATE \"C\", convert_to(id, 'UTF8')) > ($2, $3)"
-                " ORDER BY binding COLLATE \"C\", convert_to(id, 'UTF8') LIMIT " "1000";
+                " ORDER BY binding COLLATE \"C\", convert_to(id, 'UTF8') LIMIT " PAGE_TEXT;
         char binding[BACKUP_BINDING_MAX + 1] = "";
         uint8_t key[BACKUP_KEY_MAX];
         int klen = 0;
