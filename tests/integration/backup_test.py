@@ -2,13 +2,14 @@
 """Integration tests of gadgetctl backup, restore and export on the SQLite
 store: a real gadgetd and the test gadget writing while backups are taken.
 The PostgreSQL half is backup_pg_test.py. Usage: backup_test.py TEST."""
+import hashlib
 import json
 import os
 import sqlite3
 import threading
 
 from harness import Daemon, check, main, policy, test, wait_for
-from backups import PAD_KEYS, backup_file, check_instant, export, int_value, record, state_of
+from backups import PAD_KEYS, backup_file, check_instant, export, int_value, read_file, record
 from kvchecks import ready
 
 POLICY = ("[Binding LOG]\nType=kv\nMaxKeys=100000\n"
@@ -51,13 +52,27 @@ def logged(d, name):
         db.close()
 
 
+def stored(d, name):
+    """A digest of the gadget's kv rows and alarms as its database holds them."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.tmp, "state", "kv", name + ".sqlite"), uri=True)
+    try:
+        h = hashlib.sha256()
+        for row in db.execute("SELECT binding, key, value FROM kv ORDER BY binding, key"):
+            h.update(repr(row).encode())
+        for row in db.execute("SELECT * FROM alarm ORDER BY binding, id"):
+            h.update(repr(row).encode())
+        return h.hexdigest()
+    finally:
+        db.close()
+
+
 def restore_refused(d, name, data, why, tmp, before):
     path = os.path.join(tmp, "hostile-%d.gbk" % abs(hash(why)))
     with open(path, "wb") as f:
         f.write(data)
     r = d.ctl("restore", name, path)
     check(r.returncode == 1 and why in r.stderr, "restore of a bad file (%s): %r %r" % (why, r.returncode, r.stderr))
-    check(state_of(export(d, name)) == before, "a refused restore (%s) changed the state" % why)
+    check(stored(d, name) == before, "a refused restore (%s) changed the state" % why)
 
 
 @test
@@ -67,13 +82,13 @@ def backup_during_writes(tmp):
     damaged, truncated and hostile files are refused with the reason and
     change nothing; export prints the state as JSON."""
     pad(tmp, "store")
-    with Daemon(tmp) as d:
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
         policy(d.pol, "store", POLICY)
         ready(d, "store")
         done = {}
 
         def write():
-            r = d.ctl("call", "store", "writes", json.dumps({"kv": "LOG", "alarms": "ALARMS", "ms": 2500}))
+            r = d.ctl("call", "store", "writes", json.dumps({"kv": "LOG", "alarms": "ALARMS", "ms": 2000}))
             done["r"] = r
         t = threading.Thread(target=write)
         t.start()
@@ -89,6 +104,14 @@ def backup_during_writes(tmp):
             check(oct(os.stat(path).st_mode & 0o777) == "0o600" and not os.path.exists(path + ".partial"),
                   "backup file mode, or a partial file left")
             files.append(path)
+        # A member of the control group is not root: a backup reads all of
+        # the gadget's data.
+        shared = os.path.join(tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        r = d.ctl("backup", "store", os.path.join(shared, "m.gbk"), user=(65534, 65534))
+        check(r.returncode == 4 and "backup is root's only" in r.stderr and not os.listdir(shared),
+              "a member's backup: %r" % r)
         r = d.ctl("backup", "store", files[0])
         check(r.returncode == 1 and "exists" in r.stderr, "a backup over an existing file: %r" % r.stderr)
         r = d.ctl("restore", "store", files[0])
@@ -99,22 +122,21 @@ def backup_during_writes(tmp):
         written = int(done["r"].stdout)
         check(d.ctl("stop", "store").returncode == 0, "stop")
         wait_for(lambda: d.state("store") == "stopped", what="store stopped")
-        final = export(d, "store")
-        check(check_instant(final, "the final state") == written, "the final state is not every write")
-        seen = []
-        for path in files:
-            r = d.ctl("restore", "store", path)
-            check(r.returncode == 0 and "restored store" in r.stdout, "restore: %r %r" % (r.stdout, r.stderr))
-            seen.append(check_instant(export(d, "store"), path))
+        check(check_instant(export(d, "store"), "the final state") == written, "the final state is not every write")
+        # Each backup holds a state that was real at one instant, the later
+        # ones later states; the last, restored, is the gadget's state again.
+        seen = [check_instant(read_file(path), path) for path in files]
         print("writes", written, "backups", seen)
         check(seen == sorted(seen) and seen[0] >= 1 and seen[-1] <= written, "backups out of time: %r" % seen)
-        before = state_of(export(d, "store"))
-        with open(files[0], "rb") as f:
-            good = f.read()
+        r = d.ctl("restore", "store", files[-1])
+        check(r.returncode == 0 and "restored store" in r.stdout, "restore: %r %r" % (r.stdout, r.stderr))
+        check(check_instant(export(d, "store"), "restored") == seen[-1], "the restored state is not the backup's")
+        before = stored(d, "store")
+        v = int_value(1)
+        good = backup_file("store", [record("K", "LOG", "a", v), record("K", "LOG", "b", v)], 2, 0)
         restore_refused(d, "store", good[:-1] + bytes([good[-1] ^ 1]), "checksum does not match", tmp, before)
         restore_refused(d, "store", good[:len(good) - 40], "ends early", tmp, before)
         restore_refused(d, "store", b"not a backup", "not a gadgetd backup", tmp, before)
-        v = int_value(1)
         restore_refused(d, "store", backup_file("store", [record("K", "OTHER", "k", v)], 1, 0),
                         "which store's policy does not declare", tmp, before)
         restore_refused(d, "store", backup_file("store", [record("K", "LOG", "b", v), record("K", "LOG", "a", v)],

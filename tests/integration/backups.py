@@ -62,3 +62,45 @@ def backup_file(gadget, records, n_kv, n_alarms):
 # A packed gadget.Value: int_value (field 3, zigzag varint) of a small number.
 def int_value(n):
     return bytes([0x18, 2 * n])
+
+
+def zigzag_int(b):
+    """The number of a packed gadget.Value holding int_value, else None."""
+    if not b or b[0] != 0x18:
+        return None
+    n, shift = 0, 0
+    for c in b[1:]:
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            break
+    return (n >> 1) ^ -(n & 1)
+
+
+def read_file(path):
+    """A backup file's records, as export prints them (values that are
+    ints as ints, others None), its checksum checked: the file itself,
+    without gadgetd."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(hashlib.sha256(data[:-32]).digest() == data[-32:], "%s: checksum" % path)
+    pos = data.index(b"\n\n") + 2
+    out = {"kv": [], "alarms": []}
+    while data[pos:pos + 1] != b"E":
+        kind, bl = data[pos:pos + 1], data[pos + 1]
+        binding = data[pos + 2:pos + 2 + bl].decode()
+        pos += 2 + bl
+        kl = struct.unpack(">H", data[pos:pos + 2])[0]
+        key = data[pos + 2:pos + 2 + kl].decode()
+        pos += 2 + kl
+        if kind == b"A":
+            pos += 20
+        vl = struct.unpack(">I", data[pos:pos + 4])[0]
+        value = zigzag_int(data[pos + 4:pos + 4 + vl])
+        pos += 4 + vl
+        if kind == b"K":
+            out["kv"].append({"binding": binding, "key": key, "value": value})
+        else:
+            out["alarms"].append({"binding": binding, "id": key, "payload": value})
+    out["keys"], out["alarm_count"] = struct.unpack(">QQ", data[pos + 1:pos + 17])
+    return out
