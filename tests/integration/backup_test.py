@@ -84,7 +84,12 @@ def backup_during_writes(tmp):
     pad(tmp, "store")
     with Daemon(tmp, extra=["--group", "nogroup"]) as d:
         policy(d.pol, "store", POLICY)
-        ready(d, "store")
+        policy(d.pol, "empty", "[Binding LOG]\nType=kv\n")
+        ready(d, "store", "empty")
+        # A gadget that never stored anything: an empty backup, no database made.
+        e = export(d, "empty")
+        check(e["kv"] == [] and e["alarms"] == [] and e["keys"] == 0 and
+              not os.path.exists(os.path.join(d.tmp, "state", "kv", "empty.sqlite")), "an empty store: %r" % e)
         done = {}
 
         def write():
