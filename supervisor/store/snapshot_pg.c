@@ -153,10 +153,90 @@ static void be_put(char *p, uint64_t v)
                 p[i] = (char)(uint8_t)v;
 }
 
-static int insert(struct snapshot_run *run, PGconn *c, const struct backup_record *rec)
+/* A restore's kv keys sent BATCH_ROWS at a time (at most BATCH_BYTES of
+ * them, a value larger alone): one statement per batch, not per key. */
+#define BATCH_ROWS 200
+#define BATCH_BYTES (4u << 20)
+
+struct batch {
+        char binding[BACKUP_BINDING_MAX + 1];
+        int n;
+        size_t off[BATCH_ROWS][2], len[BATCH_ROWS][2]; /* each key's and value's place in buf */
+        uint8_t *buf;
+        size_t used, cap;
+};
+
+/* Sends the batch's keys: one INSERT of n rows of binary parameters. */
+static int batch_flush(struct snapshot_run *run, PGconn *c, struct batch *b)
+{
+        const char *v[2 + 2 * BATCH_ROWS];
+        int len[2 + 2 * BATCH_ROWS], fmt[2 + 2 * BATCH_ROWS];
+        /* Each row's text, "($NNN::bytea, $NNN::bytea), ", fits 40 bytes. */
+        char sql[200 + 40 * BATCH_ROWS];
+        size_t at;
+        if (b->n == 0)
+                return 0;
+        v[0] = run->job->gadget;
+        v[1] = b->binding;
+        len[0] = len[1] = fmt[0] = fmt[1] = 0;
+        at = (size_t)snprintf(sql, sizeof sql, "INSERT INTO gadgetd_kv (ns, key, value) SELECT n.id, u.k, u.v FROM"
+                              " gadgetd_kv_ns n, (VALUES ");
+        for (int i = 0; i < b->n; i++) {
+                for (int j = 0; j < 2; j++) {
+                        v[2 + 2 * i + j] = (const char *)b->buf + b->off[i][j];
+                        len[2 + 2 * i + j] = (int)b->len[i][j];
+                        fmt[2 + 2 * i + j] = 1;
+                }
+                at += (size_t)snprintf(sql + at, sizeof sql - at, "%s($%d::bytea, $%d::bytea)", i ? ", " : "",
+                                       3 + 2 * i, 4 + 2 * i);
+        }
+        snprintf(sql + at, sizeof sql - at, ") AS u (k, v) WHERE n.gadget = $1 AND n.binding = $2");
+        PGresult *r = q(run, c, sql, 2 + 2 * b->n, v, len, fmt, 0);
+        PQclear(r);
+        b->n = 0;
+        b->used = 0;
+        return r ? 0 : -EIO;
+}
+
+static int batch_add(struct snapshot_run *run, PGconn *c, struct batch *b, const struct backup_record *rec)
+{
+        int e;
+        if ((b->n && (strcmp(b->binding, rec->binding) != 0 || b->n == BATCH_ROWS ||
+                      b->used + rec->klen + rec->vlen > BATCH_BYTES)) && (e = batch_flush(run, c, b)) < 0)
+                return e;
+        /* Why bounded: a batch holds at most BATCH_BYTES, or one record
+         * (a key of 512 bytes and a value of BACKUP_VALUE_MAX). */
+        if (b->used + rec->klen + rec->vlen > b->cap) {
+                size_t cap = b->used + rec->klen + rec->vlen;
+                uint8_t *p = realloc(b->buf, cap < BATCH_BYTES ? BATCH_BYTES : cap);
+                if (!p)
+                        return -ENOMEM;
+                b->buf = p;
+                b->cap = cap < BATCH_BYTES ? BATCH_BYTES : cap;
+        }
+        snprintf(b->binding, sizeof b->binding, "%s", rec->binding);
+        memcpy(b->buf + b->used, rec->key, rec->klen);
+        b->off[b->n][0] = b->used;
+        b->len[b->n][0] = rec->klen;
+        b->used += rec->klen;
+        if (rec->vlen)
+                memcpy(b->buf + b->used, rec->value, rec->vlen);
+        b->off[b->n][1] = b->used;
+        b->len[b->n][1] = rec->vlen;
+        b->used += rec->vlen;
+        b->n++;
+        return 0;
+}
+
+static int insert(struct snapshot_run *run, PGconn *c, struct batch *b, const struct backup_record *rec)
 {
         int e = snapshot_check(run, rec);
         if (e < 0)
+                return e;
+        if (rec->kind == BACKUP_KV)
+                return batch_add(run, c, b, rec);
+        /* The kv keys come first: the last of them go before any alarm. */
+        if ((e = batch_flush(run, c, b)) < 0)
                 return e;
         char at[8], due[8], att[8];
         be_put(at, (uint64_t)rec->at);
@@ -165,19 +245,10 @@ static int insert(struct snapshot_run *run, PGconn *c, const struct backup_recor
         char id[BACKUP_KEY_MAX + 1];
         memcpy(id, rec->key, rec->klen);
         id[rec->klen] = '\0';
-        PGresult *r;
-        if (rec->kind == BACKUP_KV) {
-                const char *v[4] = { run->job->gadget, rec->binding, (const char *)rec->key,
-                                     (const char *)rec->value };
-                int len[4] = { 0, 0, (int)rec->klen, (int)rec->vlen }, fmt[4] = { 0, 0, 1, 1 };
-                r = q(run, c, "INSERT INTO gadgetd_kv (ns, key, value) SELECT id, $3, $4 FROM gadgetd_kv_ns"
-                      " WHERE gadget = $1 AND binding = $2", 4, v, len, fmt, 0);
-        } else {
-                const char *v[7] = { run->job->gadget, rec->binding, id, at, due, att, (const char *)rec->value };
-                int len[7] = { 0, 0, 0, 8, 8, 8, (int)rec->vlen }, fmt[7] = { 0, 0, 0, 1, 1, 1, 1 };
-                r = q(run, c, "INSERT INTO gadgetd_alarm (gadget, binding, id, at, due, attempts, payload)"
-                      " VALUES ($1, $2, $3, $4::bigint, $5::bigint, $6::bigint::int, $7)", 7, v, len, fmt, 0);
-        }
+        const char *v[7] = { run->job->gadget, rec->binding, id, at, due, att, (const char *)rec->value };
+        int len[7] = { 0, 0, 0, 8, 8, 8, (int)rec->vlen }, fmt[7] = { 0, 0, 0, 1, 1, 1, 1 };
+        PGresult *r = q(run, c, "INSERT INTO gadgetd_alarm (gadget, binding, id, at, due, attempts, payload)"
+                        " VALUES ($1, $2, $3, $4::bigint, $5::bigint, $6::bigint::int, $7)", 7, v, len, fmt, 0);
         PQclear(r);
         return r ? 0 : -EIO;
 }
@@ -228,8 +299,16 @@ int snapshot_pg_restore(struct snapshot_run *run, struct backup_reader *r)
                 e = -EIO;
         if (e == 0)
                 e = namespaces(run, c);
+        struct batch *b = calloc(1, sizeof *b);
+        if (e == 0 && !b)
+                e = -ENOMEM;
         while (e == 0 && (e = backup_read(r, &rec, &run->info, run->why, sizeof run->why)) == 1)
-                e = insert(run, c, &rec);
+                e = insert(run, c, b, &rec);
+        if (e == 0)
+                e = batch_flush(run, c, b);
+        if (b)
+                free(b->buf);
+        free(b);
         if (e == 0 && (res = q(run, c, "UPDATE gadgetd_kv_ns n SET keys = coalesce(s.k, 0), bytes = coalesce(s.b, 0)"
                                " FROM gadgetd_kv_ns m LEFT JOIN (SELECT ns, count(*) AS k,"
                                " sum(length(key) + length(value)) AS b FROM gadgetd_kv GROUP BY ns) s ON s.ns = m.id"

@@ -7,7 +7,7 @@ import json
 import os
 
 from harness import Daemon, check, main, policy, test, wait_for
-from backups import check_instant, export, state_of
+from backups import backup_file, check_instant, export, int_value, record, state_of
 from pgnodes import node
 from pgserver import PgServer
 
@@ -38,6 +38,18 @@ def backup_across_stores(tmp):
         two = os.path.join(tmp, "pg.gbk")
         r = d.ctl("backup", "store", two)
         check(r.returncode == 0, "backup on PostgreSQL: %r" % r.stderr)
+        # More keys than one statement of the restore sends (its batches).
+        many = os.path.join(tmp, "many.gbk")
+        with open(many, "wb") as f:
+            f.write(backup_file("store", [record("K", "LOG", "m/%04d" % i, int_value(i % 60)) for i in range(450)]
+                                + [record("A", "ALARMS", "x", int_value(1), 1, 2, 3)], 450, 1))
+        r = d.ctl("restore", "store", many)
+        check(r.returncode == 0 and "450 keys, 1 alarms" in r.stdout, "restore of 450 keys: %r %r" % (r.stdout, r.stderr))
+        e = export(d, "store")
+        check([k["key"] for k in e["kv"]] == ["m/%04d" % i for i in range(450)] and
+              [k["value"] for k in e["kv"]] == [i % 60 for i in range(450)] and
+              e["alarms"] == [{"binding": "ALARMS", "id": "x", "at_ms": 1, "due_ms": 2, "attempts": 3, "payload": 1}],
+              "450 keys and an alarm restored: %r" % e["alarms"])
         check(lite.ctl("stop", "store").returncode == 0, "stop")
         wait_for(lambda: lite.state("store") in ("stopped", "idle"), what="store stopped on SQLite")
         check(lite.ctl("restore", "store", os.path.join(tmp, "empty.gbk")).returncode == 1, "a missing file")
