@@ -11,6 +11,9 @@ from backups import backup_file, check_instant, export, int_value, record, state
 from pgnodes import node
 from pgserver import PgServer
 
+# An alarm's time far ahead (2100): not delivered during the test.
+FAR = 4102444800000
+
 POLICY = ("Start=on-demand\n[Binding LOG]\nType=kv\n"
           "[Binding ALARMS]\nType=alarm\nMethod=alarm\n")
 
@@ -42,13 +45,13 @@ def backup_across_stores(tmp):
         many = os.path.join(tmp, "many.gbk")
         with open(many, "wb") as f:
             f.write(backup_file("store", [record("K", "LOG", "m/%04d" % i, int_value(i % 60)) for i in range(450)]
-                                + [record("A", "ALARMS", "x", int_value(1), 1, 2, 3)], 450, 1))
+                                + [record("A", "ALARMS", "x", int_value(1), FAR, FAR + 1, 3)], 450, 1))
         r = d.ctl("restore", "store", many)
         check(r.returncode == 0 and "450 keys, 1 alarms" in r.stdout, "restore of 450 keys: %r %r" % (r.stdout, r.stderr))
         e = export(d, "store")
         check([k["key"] for k in e["kv"]] == ["m/%04d" % i for i in range(450)] and
               [k["value"] for k in e["kv"]] == [i % 60 for i in range(450)] and
-              e["alarms"] == [{"binding": "ALARMS", "id": "x", "at_ms": 1, "due_ms": 2, "attempts": 3, "payload": 1}],
+              e["alarms"] == [{"binding": "ALARMS", "id": "x", "at_ms": FAR, "due_ms": FAR + 1, "attempts": 3, "payload": 1}],
               "450 keys and an alarm restored: %r" % e["alarms"])
         check(lite.ctl("stop", "store").returncode == 0, "stop")
         wait_for(lambda: lite.state("store") in ("stopped", "idle"), what="store stopped on SQLite")
