@@ -60,17 +60,11 @@ int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,
                 .n_types = binding_store_types(types, KV_TYPES_MAX), .conninfo = env->store_connection,
                 .node = env->node, .bindings = sb, .n_bindings = state_bindings(p, sb), .state_max = p->state_max,
         };
-        if (restore && env->store_connection) {
-                /* Fenced like any write: only the lease's holder writes. */
-                job.epoch = env->lease ? kvpg_lease_epoch(env->lease, p->name) : 0;
-                if (!job.epoch) {
-                        free(sb);
-                        snprintf(why, len, "this node does not hold %s's lease: restore it on the node that runs "
-                                 "it (gadgetctl status %s)", p->name, p->name);
-                        close(fd);
-                        return GADGET_EUNAVAILABLE;
-                }
-        }
+        /* Fenced like any write: by this node's lease if it holds one
+         * (an idle gadget), else only while no node holds one
+         * (snapshot_pg.c). */
+        if (restore && env->store_connection && env->lease)
+                job.epoch = kvpg_lease_epoch(env->lease, p->name);
         int e = snapshot_start(env->base, &job, done, arg, &s);
         free(sb);
         if (e == -EBADF) {

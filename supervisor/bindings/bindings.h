@@ -180,7 +180,8 @@ struct snapshot;
  * policy's kv and alarm bindings and their bounds (a restore is refused
  * past them): 0 with done called later on the loop, or a GADGET_E* code
  * with why (nothing started). A restore on a shared store is fenced by
- * this node's lease of the gadget: EUNAVAILABLE if it holds none. Why the
+ * this node's lease of the gadget if it holds one, else it is refused
+ * (EUNAVAILABLE, from done) while another node holds one. Why the
  * caller checks the gadget's state and not this: a restore while it runs
  * is the caller's policy (control/backup.c). */
 int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,

@@ -44,7 +44,7 @@ static void snapshot_done(void *arg, int err, const char *why, const struct back
         if (err < 0) {
                 code = err == -EINVAL || err == -EBADMSG || err == -ENODATA || err == -ENOTSUP || err == -EDQUOT
                                ? GADGET_EINVAL
-                               : GADGET_EFAILED;
+                               : err == -EAGAIN ? GADGET_EUNAVAILABLE : GADGET_EFAILED;
                 snprintf(msg, sizeof msg, "%s %s refused: %s%s", w->restore ? "restore of" : "backup of", w->gadget,
                          why ? why : "failed", w->restore ? " (nothing was changed)" : "");
         } else {

@@ -271,6 +271,36 @@ static int namespaces(struct snapshot_run *run, PGconn *c)
         return 0;
 }
 
+/* A restore by a node that holds no lease of the gadget (it is stopped
+ * here): only while no node holds one live, as the store says, and its
+ * owner row held FOR SHARE until the commit (made, given back, if there
+ * is none), so that a node that takes the lease meanwhile waits for the
+ * restore (its take gives up after its lock wait, and tries again at its
+ * next round) and starts the gadget on the restored state. 0, or -EAGAIN
+ * with why: a node runs it. */
+static int unowned(struct snapshot_run *run, PGconn *c)
+{
+        const char *g[1] = { run->job->gadget };
+        PGresult *r = q(run, c, "INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ($1, '', 0, 0)"
+                        " ON CONFLICT (gadget) DO NOTHING", 1, g, NULL, NULL, 0);
+        PQclear(r);
+        if (!r)
+                return -EIO;
+        r = q(run, c, "SELECT o.node, o.node_inc = 0 OR n.name IS NULL OR n.incarnation <> o.node_inc"
+              " OR n.lease_until <= clock_timestamp() FROM gadgetd_owner o LEFT JOIN gadgetd_node n"
+              " ON n.name = o.node WHERE o.gadget = $1 FOR SHARE OF o", 1, g, NULL, NULL, 0);
+        if (!r)
+                return -EIO;
+        int e = 0;
+        if (PQntuples(r) != 1 || strcmp(PQgetvalue(r, 0, 1), "t") != 0) {
+                snprintf(run->why, sizeof run->why, "node %s runs %s (it holds its lease): restore it there, "
+                         "stopped or idle", PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "?", run->job->gadget);
+                e = -EAGAIN;
+        }
+        PQclear(r);
+        return e;
+}
+
 int snapshot_pg_restore(struct snapshot_run *run, struct backup_reader *r)
 {
         PGconn *c = connect_to(run);
@@ -282,12 +312,17 @@ int snapshot_pg_restore(struct snapshot_run *run, struct backup_reader *r)
         const char *g[1] = { run->job->gadget };
         struct backup_record rec;
         int e = exec(run, c, "BEGIN");
-        /* Fenced as every write: the owner row held FOR SHARE until the
-         * commit, so a takeover waits for it, or it is refused. */
-        PGresult *res = e == 0 ? q(run, c, "SELECT gadgetd_fence($1, $2::bigint)", 2, fence, NULL, NULL, 0) : NULL;
-        PQclear(res);
-        if (e == 0 && !res)
-                e = -EIO;
+        PGresult *res = NULL;
+        if (e == 0 && run->job->epoch) {
+                /* Fenced as every write: the owner row held FOR SHARE
+                 * until the commit, so a takeover waits for it, or it is
+                 * refused. */
+                if (!(res = q(run, c, "SELECT gadgetd_fence($1, $2::bigint)", 2, fence, NULL, NULL, 0)))
+                        e = -EIO;
+                PQclear(res);
+        } else if (e == 0) {
+                e = unowned(run, c);
+        }
         if (e == 0 && (res = q(run, c, "DELETE FROM gadgetd_kv WHERE ns IN (SELECT id FROM gadgetd_kv_ns"
                                " WHERE gadget = $1)", 1, g, NULL, NULL, 0)))
                 PQclear(res);

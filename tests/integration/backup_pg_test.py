@@ -53,6 +53,20 @@ def backup_across_stores(tmp):
               [k["value"] for k in e["kv"]] == [i % 60 for i in range(450)] and
               e["alarms"] == [{"binding": "ALARMS", "id": "x", "at_ms": FAR, "due_ms": FAR + 1, "attempts": 3, "payload": 1}],
               "450 keys and an alarm restored: %r" % e["alarms"])
+        # Stopped here, the gadget's lease is given back: a restore holds
+        # its owner row while no node holds a live lease, and is refused
+        # while one does (the store's row made to say node1's live lease).
+        check(d.ctl("stop", "store").returncode == 0, "stop on PostgreSQL")
+        wait_for(lambda: d.state("store") == "stopped", what="store stopped on PostgreSQL")
+        r = d.ctl("restore", "store", two)
+        check(r.returncode == 0, "restore of a stopped gadget on PostgreSQL: %r" % r.stderr)
+        pg.psql("UPDATE gadgetd_owner SET node = 'node1', node_inc = (SELECT incarnation FROM gadgetd_node"
+                " WHERE name = 'node1') WHERE gadget = 'store'")
+        r = d.ctl("restore", "store", many)
+        check(r.returncode == 1 and "node node1 runs store (it holds its lease)" in r.stderr,
+              "a restore while a node holds the lease: %r" % r.stderr)
+        pg.psql("UPDATE gadgetd_owner SET node_inc = 0 WHERE gadget = 'store'")
+        check(state_of(export(d, "store")) == want, "the refused restore changed the state")
         check(lite.ctl("stop", "store").returncode == 0, "stop")
         wait_for(lambda: lite.state("store") in ("stopped", "idle"), what="store stopped on SQLite")
         check(lite.ctl("restore", "store", os.path.join(tmp, "empty.gbk")).returncode == 1, "a missing file")
