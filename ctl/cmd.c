@@ -829,7 +829,7 @@ const struct command cmd_commands[] = {
           "(format, checksum, values, the policy's bindings, MaxKeys=, MaxBytes=,\n"
           "MaxValueSize=, MaxAlarms=, MaxPayloadSize=, StateMax=) inside one transaction\n"
           "that commits only if all of it passes; a refusal names the reason. On a\n"
-          "shared store, run it on the node that holds the gadget's lease. Root only;\n"
+          "shared store it is refused while another node runs the gadget. Root only;\n"
           "audited.\n" },
         { "export", cmd_export, 1, 1, "h", "NAME", "print a gadget's kv state and alarms as JSON",
           "A backup (as gadgetctl backup takes it) printed as one JSON object, for\n"
