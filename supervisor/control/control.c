@@ -770,7 +770,8 @@ int control_reexec_quiet(const struct control *c, char *why, size_t len)
         const struct client *cl;
         LIST_FOREACH(cl, &c->clients, link) {
                 if (!LIST_EMPTY(&cl->loads)) {
-                        snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
+                        snprintf(why, len, "a load, move, backup or restore of uid %u is in flight",
+                                 (unsigned)cl->cred.uid);
                         return -EBUSY;
                 }
                 /* Its probe is this image's child, its answer this
