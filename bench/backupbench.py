@@ -31,8 +31,8 @@ def arg(name, default):
 
 
 MIB = int(arg("--mib", "256"))
-BUILD = arg("--build", os.path.join(ROOT, "build-bench") if os.path.isdir(os.path.join(ROOT, "build-bench"))
-            else os.path.join(ROOT, "build"))
+BUILD = os.path.abspath(arg("--build", os.path.join(ROOT, "build-bench")
+                            if os.path.isdir(os.path.join(ROOT, "build-bench")) else os.path.join(ROOT, "build")))
 GADGETD = os.path.join(BUILD, "supervisor", "gadgetd")
 GADGETCTL = os.path.join(BUILD, "ctl", "gadgetctl")
 TESTGADGET = os.path.join(BUILD, "tests", "integration", "testgadget")
@@ -110,13 +110,16 @@ def main():
         f.write("[Gadget]\nName=store\nExec=%s\nStateMax=100G\n[Binding BIG]\nType=kv\nMaxKeys=100000000\n"
                 "MaxBytes=100G\n[Binding LOG]\nType=kv\n" % TESTGADGET)
     sock = os.path.join(tmp, "run", "control.sock")
+    log = open(os.path.join(tmp, "gadgetd.log"), "w+")
     d = subprocess.Popen([GADGETD, "--policy-dir", pol, "--state-dir", state, "--socket", sock, "--run-dir",
-                          os.path.join(tmp, "run")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          os.path.join(tmp, "run")], stdout=log, stderr=subprocess.STDOUT)
     try:
-        for _ in range(600):
-            if os.path.exists(sock) and "ready" in ctl(sock, "list").stdout:
-                break
-            time.sleep(0.1)
+        deadline = time.monotonic() + 300
+        while not (os.path.exists(sock) and "ready" in ctl(sock, "list").stdout):
+            if time.monotonic() > deadline or d.poll() is not None:
+                log.seek(0)
+                raise SystemExit("the gadget did not start:\n" + log.read()[-3000:])
+            time.sleep(0.2)
         steady, during = [], []
         stop = threading.Event()
         th = threading.Thread(target=puts, args=(sock, stop, steady))
