@@ -147,11 +147,22 @@ static int print_answer(const struct ctl *ctl, const Control__Response *r, bool 
 int cmd_ask(const struct ctl *ctl, Control__Request *req, Control__Response__RespCase want,
             Control__Response **r)
 {
-        struct client c = { .fd = -1 };
+        return cmd_ask_fds(ctl, req, NULL, 0, want, r);
+}
+
+int cmd_ask_fds(const struct ctl *ctl, Control__Request *req, const int *fds, size_t n_fds,
+                Control__Response__RespCase want, Control__Response **r)
+{
+        struct client c = { .fd = -1, .fds = fds, .n_fds = n_fds };
         int st = exchange(ctl, &c, req, want, r);
 
         client_close(&c);
         return st;
+}
+
+int cmd_print_answer(const struct ctl *ctl, const Control__Response *r)
+{
+        return print_answer(ctl, r, false);
 }
 
 /* Sends req and prints its one answer of kind want. The exit status. */
@@ -871,6 +882,27 @@ const struct command cmd_commands[] = {
           "gdb PROGRAM CORE reads one. One line each, oldest first: when it was kept, the\n"
           "run that crashed, the signal, the size and the file. Root only.\n"
           "With --json: an array of {\"time_ms\", \"run\", \"signal\", \"size\", \"path\"}.\n" },
+        { "backup", cmd_backup, 2, 2, "h", "NAME FILE", "write a gadget's kv state and alarms to a new file",
+          "A snapshot of one instant (one read transaction), taken while the gadget runs\n"
+          "and writes, on either store (SQLite or PostgreSQL). gadgetctl creates FILE\n"
+          "(mode 0600; an existing FILE is refused) and gadgetd writes it: a versioned,\n"
+          "checksummed file that restore reads on either store. The answer names the\n"
+          "keys, alarms and SHA-256 written. Root only; audited.\n" },
+        { "restore", cmd_restore, 2, 2, "h", "NAME FILE", "replace a stopped gadget's kv state and alarms with a backup's",
+          "The gadget must be stopped, failed or idle (else refused: exit status 1,\n"
+          "nothing changed). All or nothing: the file is checked record by record\n"
+          "(format, checksum, values, the policy's bindings, MaxKeys=, MaxBytes=,\n"
+          "MaxValueSize=, MaxAlarms=, MaxPayloadSize=, StateMax=) inside one transaction\n"
+          "that commits only if all of it passes; a refusal names the reason. On a\n"
+          "shared store it is refused while another node runs the gadget. Root only;\n"
+          "audited.\n" },
+        { "export", cmd_export, 1, 1, "h", "NAME", "print a gadget's kv state and alarms as JSON",
+          "A backup (as gadgetctl backup takes it) printed as one JSON object, for\n"
+          "people and migrations: {\"gadget\", \"format\", \"source\", \"taken_ms\",\n"
+          "\"kv\": [{\"binding\", \"key\", \"value\"}], \"alarms\": [{\"binding\", \"id\",\n"
+          "\"at_ms\", \"due_ms\", \"attempts\", \"payload\"}], \"keys\", \"alarm_count\",\n"
+          "\"sha256\"}; keys and values as gadgetctl call writes values (bytes as\n"
+          "{\"$bytes\": \"<base64>\"}). Written a record at a time. Root only.\n" },
         { "debug", cmd_debug, 1, 1, "h", "NAME", "let a debugger attach to a gadget's program",
           "The sandbox's init traces the program to explain its crashes (the cause and\n"
           "backtrace of status), and a process has one tracer only: debug makes it let\n"

@@ -80,6 +80,15 @@ int cmd_name_request(const struct ctl *ctl, const char *name, Control__Request__
 /* dev DIR: the edit-build-run loop of one gadget (ctl/dev.c). */
 int cmd_dev(const struct ctl *ctl, const struct cmd_args *a);
 
+/* cmd_ask, with n_fds fds passed with req (SCM_RIGHTS). */
+int cmd_ask_fds(const struct ctl *ctl, Control__Request *req, const int *fds, size_t n_fds,
+                Control__Response__RespCase want, Control__Response **r);
+/* Prints an answer as gadgetctl prints any (--json too); the exit status. */
+int cmd_print_answer(const struct ctl *ctl, const Control__Response *r);
+/* backup, restore, export (ctl/backup.c). */
+int cmd_backup(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_restore(const struct ctl *ctl, const struct cmd_args *a);
+int cmd_export(const struct ctl *ctl, const struct cmd_args *a);
 /* top: repeated views of every gadget's counters (ctl/top.c). */
 int cmd_top(const struct ctl *ctl, const struct cmd_args *a);
 

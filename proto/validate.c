@@ -283,6 +283,8 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_FRAMES:
                 name = q->frames->name;
                 break;
+        case CONTROL__REQUEST__REQ_BACKUP: name = q->backup->name; break;
+        case CONTROL__REQUEST__REQ_RESTORE: name = q->restore->name; break;
         case CONTROL__REQUEST__REQ_EXEC:
                 name = q->exec->name;
                 if (check_exec_argv(q->exec, why, len) < 0)

@@ -43,6 +43,9 @@ int validate_control_request(const struct Control__Request *q, char *why, size_t
 #define CONTROL_EXEC_ARGS_MAX 256
 #define CONTROL_EXEC_ARG_MAX 4096
 #define CONTROL_EXEC_FDS 3
+/* gadgetctl backup and restore: the one fd that comes with the request
+ * (the file; gadgetd checks it is a regular file). */
+#define CONTROL_SNAPSHOT_FDS 1
 /* gadgetctl trace NAME: the frames one follower may have waiting (past
  * them, new ones are dropped and counted, and a FrameBatch carries at
  * most this many), the bytes of a frame's preview (a value's text, a log

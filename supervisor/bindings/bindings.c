@@ -444,7 +444,9 @@ int bindings_env_open(struct bindings_env *env, struct event_base *base, const c
                       struct audit *audit, unsigned http_requests_max, const struct bindings_store *store)
 {
         char err[300];
-        *env = (struct bindings_env){ .base = base, .state_dir = state_dir, .audit = audit };
+        *env = (struct bindings_env){ .base = base, .state_dir = state_dir, .audit = audit,
+                                      .store_connection = store ? store->connection : NULL,
+                                      .node = store ? store->node : NULL };
         int e = binding_ops_open(err, sizeof err);
         if (e < 0) {
                 log_msg(L_ERR, NULL, "%s", err);

@@ -26,6 +26,7 @@ struct audit;
 struct http;
 struct approvals;
 struct traces;
+struct backup_info;
 
 /* A gadget binding's call of another gadget's method. */
 struct bindings_call {
@@ -72,6 +73,9 @@ struct bindings_env {
         bool (*fake)(void *arg, const char *binding, const char *op, const Gadget__Value **res, int *code,
                      char *msg, size_t len);
         void *fake_arg;
+        const char *store_connection; /* Store=postgresql: StoreConnection= (a backup's own
+                                       * connection); NULL: SQLite files */
+        const char *node;           /* Store=postgresql: Node= */
 };
 
 /* Where kv bindings live: store_connection NULL for SQLite files in the
@@ -176,6 +180,29 @@ int bindings_load(struct gadget_bindings *g, char *why, size_t len);
 /* a and b trade what their bindings keep (bindings_load): a new process's,
  * loaded beside the running one, becomes the gadget's at its switch. */
 void bindings_swap_states(struct gadget_bindings *a, struct gadget_bindings *b);
+
+struct snapshot;
+/* gadgetctl backup (restore false) or restore of the gadget's whole store
+ * to or from fd (taken: a regular file), by store/snapshot.h, with the
+ * policy's kv and alarm bindings and their bounds (a restore is refused
+ * past them): 0 with done called later on the loop, or a GADGET_E* code
+ * with why (nothing started). A restore on a shared store is fenced by
+ * this node's lease of the gadget if it holds one, else it is refused
+ * (EUNAVAILABLE, from done) while another node holds one. Why the
+ * caller checks the gadget's state and not this: a restore while it runs
+ * is the caller's policy (control/backup.c). */
+int bindings_snapshot(struct gadget_bindings *g, bool restore, int fd,
+                      void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
+                      void *arg, char *why, size_t len);
+
+/* A backup of the gadget's store into the new file path (mode 0600; an
+ * existing one is refused: EINVAL), as bindings_snapshot: for gadgetd's
+ * own callers, such as a deploy keeping the state of the version it
+ * replaces. done gets -errno if the backup failed (the file is then
+ * removed). 0, or a GADGET_E* code with why. */
+int bindings_backup_file(struct gadget_bindings *g, const char *path,
+                         void (*done)(void *arg, int err, const char *why, const struct backup_info *info),
+                         void *arg, char *why, size_t len);
 
 /* The gadget's store, prepared at its first use (the database itself is
  * opened by the store's thread); NULL if out of memory. */

@@ -98,6 +98,9 @@ void control_install_end(struct control *c, unsigned slot);
 /* At control_free: an install whose thread still runs is left to it; its
  * answer and loop event go (install.c). */
 void install_abandon(struct install_job *j);
+/* gadgetctl backup and restore (backup.c): root's, with the file's fd. */
+void request_backup(struct client *cl, const Control__Request *req);
+void request_restore(struct client *cl, const Control__Request *req);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

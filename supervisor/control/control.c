@@ -342,13 +342,14 @@ static void budget_count(struct client *cl, size_t len)
 }
 
 /* The fds sent with request q, into cl->fds: exactly CONTROL_EXEC_FDS
- * with exec, one with install (the bundle), none with any other request.
- * Why this is safe: any other number is refused (the request does not
- * run) and every fd closed; a handler takes only what it was given here.
- * -EINVAL, the client told. */
+ * with exec, one with install (the bundle), CONTROL_SNAPSHOT_FDS with
+ * backup and restore, none with any other request. Why this is safe: any
+ * other number is refused (the request does not run) and every fd closed;
+ * a handler takes only what it was given here. -EINVAL, the client told. */
 static int take_fds(struct client *cl, const Control__Request *q)
 {
         bool exec = q->req_case == CONTROL__REQUEST__REQ_EXEC, install = q->req_case == CONTROL__REQUEST__REQ_INSTALL;
+        bool file = q->req_case == CONTROL__REQUEST__REQ_BACKUP || q->req_case == CONTROL__REQUEST__REQ_RESTORE;
         int n = conn_take_fds(cl->conn, cl->fds, CONTROL_EXEC_FDS);
         if (n >= 0)
                 cl->n_fds = (size_t)n;
@@ -362,8 +363,13 @@ static int take_fds(struct client *cl, const Control__Request *q)
                              "(the bundle, opened by the client)");
                 return -EINVAL;
         }
-        if (!exec && !install && n != 0) {
-                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec and install only");
+        if (file && n != CONTROL_SNAPSHOT_FDS) {
+                client_error(cl, q->id, GADGET_EINVAL, "backup and restore need exactly %d file descriptor with "
+                             "the request (the file)", CONTROL_SNAPSHOT_FDS);
+                return -EINVAL;
+        }
+        if (!exec && !install && !file && n != 0) {
+                client_error(cl, q->id, GADGET_EINVAL, "file descriptors go with exec, install, backup and restore only");
                 return -EINVAL;
         }
         return 0;
@@ -799,7 +805,8 @@ int control_reexec_quiet(const struct control *c, char *why, size_t len)
         }
         LIST_FOREACH(cl, &c->clients, link) {
                 if (!LIST_EMPTY(&cl->loads)) {
-                        snprintf(why, len, "a load or move of uid %u is in flight", (unsigned)cl->cred.uid);
+                        snprintf(why, len, "a load, move, backup or restore of uid %u is in flight",
+                                 (unsigned)cl->cred.uid);
                         return -EBUSY;
                 }
                 /* Its probe is this image's child, its answer this

@@ -943,6 +943,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_FRAMES, request_frames },
         { CONTROL__REQUEST__REQ_INSTALL, request_install },
         { CONTROL__REQUEST__REQ_VERSIONS, request_versions },
+        { CONTROL__REQUEST__REQ_BACKUP, request_backup },
+        { CONTROL__REQUEST__REQ_RESTORE, request_restore },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -1,13 +1,14 @@
 /* ssl_dl: libssl, libcrypto and libevent_openssl, loaded when gadgetd
  * first needs them (the peer link of a cluster node, a bundle's signature
- * at gadgetctl install) instead of at every start. Their loading and relocation took about 1 ms of each `gadgetd
+ * at gadgetctl install, a backup's checksum) instead of at every start. Their loading and relocation took about 1 ms of each `gadgetd
  * run`, which never uses TLS (bench/notes.md, issue 36).
  *
  * The functions below carry the libraries' own names and forward to the
  * loaded ones; they are hidden, so nothing but gadgetd's own code binds to
- * them. Only the peer link and a bundle's digest and signature
- * (proto/bundle_sign.c) call them, and only after ssl_dl_load succeeded
- * (cluster/forward.c, control/install.c); before that each returns as the library
+ * them. Only the peer link, a bundle's digest and signature
+ * (proto/bundle_sign.c) and a backup's checksum (proto/backup.c) call
+ * them, and only after ssl_dl_load succeeded (cluster/forward.c,
+ * control/install.c, store/snapshot.c); before that each returns as the library
  * does when out of memory (0 or NULL), never calling through an empty
  * slot. The table is this process's one copy of the entry points, as the
  * dynamic linker's would be: it never changes after loading. */
@@ -43,12 +44,15 @@
         F(const char *, ERR_reason_error_string, (unsigned long e), (e)) \
         F(int, EVP_Digest, (const void *d, size_t n, unsigned char *md, unsigned int *len, const EVP_MD *t, \
                             ENGINE *e), (d, n, md, len, t, e)) \
+        F(int, EVP_DigestFinal_ex, (EVP_MD_CTX *c, unsigned char *md, unsigned int *n), (c, md, n)) \
+        F(int, EVP_DigestInit_ex, (EVP_MD_CTX *c, const EVP_MD *t, ENGINE *e), (c, t, e)) \
         F(int, EVP_DigestSign, (EVP_MD_CTX *c, unsigned char *sig, size_t *n, const unsigned char *m, size_t mn), \
           (c, sig, n, m, mn)) \
         F(int, EVP_DigestSignInit, (EVP_MD_CTX *c, EVP_PKEY_CTX **pc, const EVP_MD *t, ENGINE *e, EVP_PKEY *k), \
           (c, pc, t, e, k)) \
         F(int, EVP_DigestVerify, (EVP_MD_CTX *c, const unsigned char *sig, size_t n, const unsigned char *m, \
                                   size_t mn), (c, sig, n, m, mn)) \
+        F(int, EVP_DigestUpdate, (EVP_MD_CTX *c, const void *d, size_t n), (c, d, n)) \
         F(int, EVP_DigestVerifyInit, (EVP_MD_CTX *c, EVP_PKEY_CTX **pc, const EVP_MD *t, ENGINE *e, EVP_PKEY *k), \
           (c, pc, t, e, k)) \
         V(EVP_MD_CTX_free, (EVP_MD_CTX *c), (c)) \

@@ -645,6 +645,39 @@ static gadget_value *tail(struct gadget_call *call, const gadget_value *args, vo
  * are seen from the overlap of their lines. Answers {v, node, inst}. */
 static char fop_inst[17];
 
+/* {"kv": B, "alarms": A, "ms": T}: for T ms, write after write, each
+ * acknowledged before the next: log/I = I in B, then counter = I in B,
+ * then alarm aI in A (in a day). At any instant the store holds log/1..K,
+ * counter K or K-1, alarms a1..M with M counter or counter-1
+ * (backup_test.py checks a restored state against it). Returns K. */
+static gadget_value *writes(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        struct gadget *g = gadget_call_gadget(call);
+        const char *b = gadget_as_string(gadget_map_get(args, "kv"));
+        const char *a = gadget_as_string(gadget_map_get(args, "alarms"));
+        int64_t ms = 0, i = 0;
+        struct timespec t0, now;
+        gadget_as_int(gadget_map_get(args, "ms"), &ms);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
+                        break;
+                char key[40];
+                i++;
+                snprintf(key, sizeof key, "log/%08lld", (long long)i);
+                int e = b && a ? gadget_kv_put(g, b, key, gadget_int(i)) : -GADGET_EINVAL;
+                if (e == 0)
+                        e = gadget_kv_put(g, b, "counter", gadget_int(i));
+                snprintf(key, sizeof key, "a%08lld", (long long)i);
+                if (e == 0)
+                        e = gadget_alarm_set(g, a, -1, 86400 * 1000, gadget_int(i), key, NULL);
+                if (e < 0)
+                        return gadget_fail(call, GADGET_EFAILED, "write %lld: %s", (long long)i, gadget_last_error(g));
+        }
+        return gadget_int(i);
+}
+
 static int64_t mono_ns(void)
 {
         struct timespec ts;
@@ -791,6 +824,7 @@ int main(int argc, char **argv)
         gadget_method(g, "tail", tail, NULL);
         gadget_method(g, "fop", fop, NULL);
         gadget_method(g, "fwake", fwake, NULL);
+        gadget_method(g, "writes", writes, NULL);
         if (!getenv("TESTGADGET_UNTYPED")) {
                 gadget_method_typed(g, SHAPE, shape, NULL);
                 gadget_method_typed(g, "seen() -> int", seen, NULL);

@@ -384,7 +384,10 @@ def exec_runs_in_the_gadgets_world(tmp):
             attacks.CONTROL_PROTOCOL_VERSION)
         install_req = attacks.varint(1 << 3) + attacks.varint(1) + attacks.field(40, b"") + attacks.varint(
             11 << 3) + attacks.varint(attacks.CONTROL_PROTOCOL_VERSION)
-        for frame, fds, want in ((attacks.request(1, 5), [0, 1, 2], "go with exec and install only"),
+        backup_req = attacks.varint(1 << 3) + attacks.varint(1) + attacks.field(46, attacks.field(1, b"g")) + \
+            attacks.varint(11 << 3) + attacks.varint(attacks.CONTROL_PROTOCOL_VERSION)
+        for frame, fds, want in ((attacks.request(1, 5), [0, 1, 2], "go with exec, install, backup and restore only"),
+                                 (attacks.struct.pack("<I", len(backup_req)) + backup_req, [0, 1], "exactly 1"),
                                  (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1], "exactly 3"),
                                  (attacks.struct.pack("<I", len(exec_req)) + exec_req, [0, 1, 2, 0, 1], "exactly 3"),
                                  (attacks.struct.pack("<I", len(install_req)) + install_req, [0, 1], "exactly 1")):
