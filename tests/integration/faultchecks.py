@@ -124,14 +124,26 @@ def failed_but_ran(ops, records):
     return [(o, ran[o["id"]]) for o in ops if o["status"] == "fail" and o["id"] in ran]
 
 
-def ran_after_answer(ops, records):
+def killed_in_flight(faults):
+    """Whether a call lost its connection because the node it went
+    through was SIGKILLed while it was out: no node can answer then, nor
+    stop what it had sent on (the call may have run, and run later)."""
+    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
+    return lambda o: o.get("code") == "transport" and any(o["via"] == n and o["t0"] <= t <= o["t1"]
+                                                         for t, n in kills)
+
+
+def ran_after_answer(ops, records, faults=()):
     """Calls that ran only after their caller had its answer (an error: a
     timeout, the connection lost): the call waited somewhere (a link's
-    queue, a paused node) and ran late, without its caller's deadline."""
+    queue, a paused node) and ran late, without its caller's deadline. Not
+    one whose node was killed while it was out (killed_in_flight)."""
     ran = {}
     for r in records:
         ran.setdefault(r["id"], r)
-    return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]]
+    killed = killed_in_flight(faults)
+    return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]
+            and not killed(o)]
 
 
 def wrote_but_errored(ops, records, faults=()):
@@ -139,12 +151,9 @@ def wrote_but_errored(ops, records, faults=()):
     (a timeout, a lost connection, a refusal) while the gadget ran them
     and their kv write was accepted: the caller cannot tell them from
     calls that did nothing. Not one whose connection was lost because its
-    node was killed while it was out (SIGKILL: no node can answer then)."""
+    node was killed while it was out (killed_in_flight)."""
     wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
-    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
-
-    def killed(o):
-        return o.get("code") == "transport" and any(o["via"] == n and o["t0"] <= t <= o["t1"] for t, n in kills)
+    killed = killed_in_flight(faults)
     return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]
             and not killed(o)]
 
@@ -312,7 +321,7 @@ def verdicts(cluster, ops, say, faults=()):
                     "1 s)" % (d["what"], " ".join(d["kept"]), d["t1"] - d["t0"]))
             say(line)
             bad.append(line)
-    late = ran_after_answer(ops, records)
+    late = ran_after_answer(ops, records, faults)
     for o, r in late[:5]:
         say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
             "after that answer" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"][:80],
