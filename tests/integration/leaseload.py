@@ -1,14 +1,14 @@
 """What a node's lease session costs with many declared gadgets
-(Store=postgresql): two gadgetd nodes share one PostgreSQL server
-(pgserver.py), each with the same N Start=on-demand policies, so that each
-node holds about half of the leases and watches the other half. Measured:
+(Store=postgresql): two gadgetd nodes (or --nodes K) share one PostgreSQL
+server (pgserver.py), each with the same N Start=on-demand policies, so
+that each node holds its share of the leases and watches the rest. Measured:
 the time until every gadget has an owner (a live lease in the store), then over a window the statements per second the server ran for
 the nodes (pg_stat_database's xact_commit: one per statement outside a
 transaction; each backend adds its counts at most once a second, hence
 a window of several), and each gadgetd's and the server's CPU time;
-then the node holding more leases is killed (SIGKILL) and the time until
-the other holds every lease is measured. Used by lease_pg_test.py; run as a program for the
-benchmark's larger N: leaseload.py N [SECONDS] [--json] (GADGETD,
+then the node holding the most leases is killed (SIGKILL) and the time
+until the others hold every lease is measured. Used by lease_pg_test.py; run as a program for the
+benchmark's larger N: leaseload.py N [SECONDS] [--nodes K] [--json] (GADGETD,
 GADGETCTL, TESTGADGET as for the tests; --json: the numbers as one JSON
 object, for bench/run)."""
 import json
@@ -49,13 +49,13 @@ def server_cpu_s(pg):
     return total
 
 
-def measure(tmp, n, seconds=5.0, own_timeout=120.0):
-    """Runs the two nodes with n gadgets each; a dict of what was seen
+def measure(tmp, n, seconds=5.0, own_timeout=120.0, nodes=2):
+    """Runs the nodes with n gadgets each; a dict of what was seen
     (owned_s is None if not every gadget had an owner in own_timeout)."""
-    out = {"n": n}
+    out = {"n": n, "nodes": nodes}
     pg = PgServer(tmp)
     with pg:
-        ds = [node(tmp, pg, name) for name in "ab"]
+        ds = [node(tmp, pg, name) for name in "abcdefgh"[:nodes]]
         for d in ds:
             for i in range(n):
                 policy(d.pol, "g%05d" % i, "Start=on-demand\n")
@@ -87,16 +87,15 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
             out["states"] = [d.list() for d in ds]
             # The takeover: the node holding more leases killed, the other
             # takes every lease it held.
-            a, b = ds
-            if held(pg, "b") > held(pg, "a"):
-                a, b = b, a
+            a = max(ds, key=lambda d: held(pg, os.path.basename(d.tmp)))
+            rest = [d for d in ds if d is not a]
             out["held_a"] = held(pg, os.path.basename(a.tmp))
             t0 = time.monotonic()
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait()
             out["takeover_s"] = None
             while time.monotonic() - t0 < own_timeout:
-                if held(pg, os.path.basename(b.tmp)) >= n:
+                if sum(held(pg, os.path.basename(d.tmp)) for d in rest) >= n:
                     out["takeover_s"] = time.monotonic() - t0
                     break
                 time.sleep(0.05)
@@ -108,17 +107,22 @@ def measure(tmp, n, seconds=5.0, own_timeout=120.0):
 def report(r):
     def secs(s):
         return "%.2f s" % s if s is not None else "not within the timeout"
-    return ("%d on-demand gadgets on 2 nodes: every one owned after %s; %.0f statements/s at the server;"
-            " gadgetd CPU %s; server CPU %.1f%%; one node killed (it held %d), the other holds every lease after %s"
-            % (r["n"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
+    return ("%d on-demand gadgets on %d nodes: every one owned after %s; %.0f statements/s at the server;"
+            " gadgetd CPU %s; server CPU %.1f%%; one node killed (it held %d), the others hold every lease after %s"
+            % (r["n"], r["nodes"], secs(r["owned_s"]), r["qps"], " / ".join("%.1f%%" % c for c in r["gadgetd_cpu_pct"]),
                r["server_cpu_pct"], r["held_a"], secs(r["takeover_s"])))
 
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--json"]
+    k = 2
+    if "--nodes" in args:
+        i = args.index("--nodes")
+        k = int(args[i + 1])
+        del args[i:i + 2]
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
-        res = measure(tmp, int(args[0]), float(args[1]) if len(args) > 1 else 5.0)
+        res = measure(tmp, int(args[0]), float(args[1]) if len(args) > 1 else 5.0, nodes=k)
         if "--json" in sys.argv:
             res.pop("states", None)
             print(json.dumps(res))
