@@ -193,6 +193,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->cores = n;
         else if (kind == CONTROL__REQUEST__REQ_VERSIONS)
                 req->versions = n;
+        else if (kind == CONTROL__REQUEST__REQ_ROLLBACK)
+                req->rollback = n;
         else
                 req->status = n;
 }
@@ -423,6 +425,25 @@ static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
 {
         return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
+}
+
+/* deploy NAME VERSION: the answer comes once the version serves, or says
+ * why it did not start (then it was rolled back). */
+static int cmd_deploy(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Deploy d = CONTROL__DEPLOY__INIT;
+
+        d.name = a->pos[0];
+        d.version = a->pos[1];
+        req.req_case = CONTROL__REQUEST__REQ_DEPLOY;
+        req.deploy = &d;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_rollback(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_ROLLBACK, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
@@ -778,6 +799,16 @@ const struct command cmd_commands[] = {
           "VersionsKept= (default 10) of each gadget.\n"
           "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
           "\"signer\", \"sdk\"}.\n" },
+        { "deploy", cmd_deploy, 2, 2, "h", "NAME VERSION", "make an installed version of a gadget current",
+          "Its policy becomes the gadget's, and a running gadget restarts on it without\n"
+          "a gap: its new process starts beside the old one, which drains its calls.\n"
+          "The answer comes once the new process serves. A version that does not\n"
+          "start is rolled back to the version before at once, and the error says why\n"
+          "(exit status 1); the old process serves meanwhile (docs/releases.md).\n" },
+        { "rollback", cmd_rollback, 1, 1, "h", "NAME", "go back to a gadget's version before",
+          "Deploys the version that was current before the last install, deploy or\n"
+          "rollback (gadgetctl versions shows it as previous), without a gap, as\n"
+          "deploy does. Twice in a row comes back to where it was.\n" },
         { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
           "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
           "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"
