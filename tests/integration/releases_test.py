@@ -6,7 +6,9 @@ with a member that escapes (../, an absolute path), a symlink, a device
 or an oversized member is refused with its reason and leaves nothing in
 the store; versions lists what is installed, the last VersionsKept= only;
 a new version of a running gadget takes over without a refused call;
-status and the workshop's list show the version.
+status and the workshop's list show the version; deploy and rollback
+switch between versions without a refused call, and a version whose
+start fails is rolled back.
 Usage: releases_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
 import grp
@@ -188,6 +190,80 @@ def install_verify_versions(tmp):
         installs = [(a["outcome"], a.get("uid")) for a in audit if a.get("binding") == "install"]
         check(("ok", 65534) in installs and ("denied", 65534) in installs and ("ok", 0) in installs,
               "install's audit records: %r" % installs)
+
+
+@test
+def deploy_rollback(tmp):
+    """deploy and rollback switch between installed versions without a
+    refused call; a version that crashes at its start (by install or by
+    deploy) is rolled back at once, with the reason in the answer, the
+    log, status and the audit."""
+    d = Gateway(tmp)
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with open(d.config, "a") as f:
+        # Every record kept: the steady caller's calls would spend the
+        # audit's budget of the second the deploys' records come in.
+        f.write("[Releases]\nTrustedKeys=%s\n[Audit]\nRecordsPerSecond=infinity\n" % r.stdout.split()[-1])
+
+    def make(version, keys=""):
+        out = os.path.join(tmp, "rel-%s.bundle" % version)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys), "--key", os.path.join(tmp, "key.pem"), "-o", out)
+        check(r.returncode == 0, "bundle: %r" % r.stderr)
+        return out
+
+    def versions():
+        st = d.status("rel")
+        return st.get("version"), st.get("previous_version")
+
+    with d:
+        for v in ("1.0", "2.0"):
+            r = d.ctl("install", make(v))
+            check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s: %r %r" %
+                  (v, r.stdout, r.stderr))
+        check(versions() == ("2.0", "1.0"), "after two installs: %r" % (versions(),))
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Previous version: 1\.0$", r.stdout, re.M), "status: %r" % r.stdout)
+        crash = make("3.0", keys="Arguments=crash\n")
+        with Healthy(d, "rel"):
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and "rolled back rel 1.0 (was 2.0): ready" in r.stdout,
+                  "rollback: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("1.0", "2.0"), "after the rollback: %r" % (versions(),))
+            r = d.ctl("deploy", "rel", "2.0")
+            check(r.returncode == 0 and "deployed rel 2.0 (was 1.0): ready" in r.stdout,
+                  "deploy: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("2.0", "1.0"), "after the deploy: %r" % (versions(),))
+            # A version that crashes at its start: installed, not current.
+            r = d.ctl("install", crash)
+            check(r.returncode != 0 and "version 3.0 of rel did not start" in r.stderr and
+                  "rolled back to 2.0" in r.stderr, "the crashing install: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("2.0", "1.0"), "after the crashing install: %r" % (versions(),))
+            r = d.ctl("deploy", "rel", "3.0")
+            check(r.returncode != 0 and "rolled back to 2.0" in r.stderr, "the crashing deploy: %r" % r.stderr)
+            check(versions() == ("2.0", "1.0"), "after the crashing deploy: %r" % (versions(),))
+            r = d.ctl("call", "rel", "echo", "7")
+            check(r.returncode == 0 and r.stdout.strip() == "7", "2.0 serves on: %r" % r.stderr)
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([(x["version"], x["current"]) for x in v] == [("3.0", False), ("2.0", True), ("1.0", False)],
+              "versions: %r" % v)
+        # Refusals: a version not installed, a name that is no version.
+        r = d.ctl("deploy", "rel", "9.9")
+        check(r.returncode != 0 and 'no installed version "9.9"' in r.stderr, "deploy 9.9: %r" % r.stderr)
+        r = d.ctl("deploy", "rel", "../1.0")
+        check(r.returncode != 0 and "deploy needs a version" in r.stderr, "deploy ../1.0: %r" % r.stderr)
+        r = d.ctl("rollback", "nosuch")
+        check(r.returncode != 0 and "no version before" in r.stderr, "rollback nosuch: %r" % r.stderr)
+        logs = d.logtext()
+        check('version "3.0" rolled back automatically to "2.0"' in logs, "the log: %r" % logs[-2000:])
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        ops = [(a["op"], a["outcome"], a.get("detail")) for a in audit if a.get("binding") == "deploy"]
+        check(ops == [("rollback", "ok", "version 1.0 (was 2.0)"), ("deploy", "ok", "version 2.0 (was 1.0)"),
+                      ("deploy", "error", "version 3.0 (was 2.0): rolled back")], "deploy's audit records: %r" % ops)
+        check("restart failed" in d.status("rel").get("cause", ""), "status: %r" % d.status("rel"))
+        # rollback goes back to the version before whatever happened since.
+        r = d.ctl("rollback", "rel")
+        check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
 
 
 if __name__ == "__main__":
