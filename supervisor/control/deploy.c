@@ -122,6 +122,14 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 job_end(j, 0, out);
                 return;
         }
+        /* Unloaded meanwhile, or gadgetd is ending (core_close answers
+         * the waits before the control goes): no failure of the version,
+         * nothing to roll back, nothing loaded again. */
+        if (code == GADGET_EGONE) {
+                snprintf(out, sizeof out, "the deploy of %s %s was called off: %.600s", j->name, j->version, message);
+                job_end(j, code, out);
+                return;
+        }
         if (j->prev[0])
                 snprintf(out, sizeof out, "version %s of %s did not start: %.600s; rolled back to %s", j->version,
                          j->name, message, j->prev);
