@@ -436,6 +436,9 @@ static int cmd_deploy(const struct ctl *ctl, const struct cmd_args *a)
 
         d.name = a->pos[0];
         d.version = a->pos[1];
+        d.percent = a->percent;
+        d.max_error_percent = a->max_errors;
+        d.min_calls = a->min_calls;
         req.req_case = CONTROL__REQUEST__REQ_DEPLOY;
         req.deploy = &d;
         return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
@@ -799,16 +802,26 @@ const struct command cmd_commands[] = {
           "VersionsKept= (default 10) of each gadget.\n"
           "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
           "\"signer\", \"sdk\"}.\n" },
-        { "deploy", cmd_deploy, 2, 2, "h", "NAME VERSION", "make an installed version of a gadget current",
+        { "deploy", cmd_deploy, 2, 2, "hCEM", "NAME VERSION [--percent P]",
+          "make an installed version of a gadget current, or roll it out",
           "Its policy becomes the gadget's, and a running gadget restarts on it without\n"
           "a gap: its new process starts beside the old one, which drains its calls.\n"
           "The answer comes once the new process serves. A version that does not\n"
           "start is rolled back to the version before at once, and the error says why\n"
-          "(exit status 1); the old process serves meanwhile (docs/releases.md).\n" },
+          "(exit status 1); the old process serves meanwhile (docs/releases.md).\n"
+          "With --percent below 100, a staged rollout: the new process serves that\n"
+          "share of the call trees beside the old one (one tree never mixes versions);\n"
+          "deploy it again with another --percent to change the share, without one\n"
+          "(or --percent 100) to complete it. Rolled back automatically when more than\n"
+          "--max-errors percent of at least --min-calls of its calls fail.\n"
+          "      --percent P     the share of the call trees, 1 to 100 (default 100)\n"
+          "      --max-errors PCT  the rollout's error bound, 0 to 100 (default 5)\n"
+          "      --min-calls N   calls of the new version before the bound counts (default 100)\n" },
         { "rollback", cmd_rollback, 1, 1, "h", "NAME", "go back to a gadget's version before",
-          "Deploys the version that was current before the last install, deploy or\n"
-          "rollback (gadgetctl versions shows it as previous), without a gap, as\n"
-          "deploy does. Twice in a row comes back to where it was.\n" },
+          "A rollout running: its new version gets no more calls and drains, at once.\n"
+          "Else deploys the version that was current before the last install, deploy\n"
+          "or rollback (status shows it as Previous version), without a gap, as deploy\n"
+          "does. Twice in a row comes back to where it was.\n" },
         { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
           "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
           "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"

@@ -220,9 +220,10 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_DEPLOY:
                 /* Why: the version names a directory of the store
                  * (bundle_version_ok's rule): no "/", no "..", no dot first. */
-                if (!version_name_ok(q->deploy->version) || q->deploy->percent > 100) {
+                if (!version_name_ok(q->deploy->version) || q->deploy->percent > 100 ||
+                    q->deploy->max_error_percent > 100 || q->deploy->min_calls > 1000000000) {
                         snprintf(why, len, "deploy needs a version (1 to 64 of A-Z a-z 0-9 . _ + -, not starting "
-                                 "with . or -) and a percent of at most 100");
+                                 "with . or -), percents of at most 100 and at most 10^9 calls");
                         return -EINVAL;
                 }
                 name = q->deploy->name;

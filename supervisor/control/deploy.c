@@ -25,6 +25,18 @@
 #include "system/log.h"
 #include "system/releases.h"
 
+/* A staged rollout, the control's side: what its end (rollout_ended,
+ * the core's callback) does to the store. Lives from its arming until
+ * that callback, or until the core dropped it unarmed (ro_drop). */
+struct rollout_rec {
+        struct core *core;
+        char *state_dir;
+        char name[64], version[80], prev[80];
+        uid_t uid;
+        bool by_request;            /* sent back by gadgetctl, not by its bound or an end */
+        struct deploy_job *waiting; /* the deploy that began it, until answered */
+};
+
 struct deploy_job {
         LIST_ENTRY(deploy_job) link; /* in its control's deploys, while it has one */
         struct control *ctl;        /* NULL once the control went (gadgetd is ending) */
@@ -37,10 +49,86 @@ struct deploy_job {
         char *text;                 /* an install's: what it did; NULL: a deploy's or rollback's */
         char name[64], version[80], prev[80];
         char previous[80];          /* the store's previous before, put back by a rollback of j */
+        unsigned percent;           /* 1 to 99: a staged rollout; else at once */
+        struct rollout_rec *ro;     /* its rollout's record, until that rollout ended */
+        bool ro_completed;          /* it ended before the answer: completed, or not */
 };
+
+static void rec_free(struct rollout_rec *rr)
+{
+        free(rr->state_dir);
+        free(rr);
+}
+
+static void rollout_audit(const struct rollout_rec *rr, int code, const char *detail)
+{
+        struct audit_record rec = { .gadget = rr->name, .binding = "deploy", .op = "rollout",
+                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
+                                    .uid = (uint32_t)rr->uid };
+        audit_write(core_audit(rr->core), &rec);
+}
+
+/* The core's word that a rollout that served ended. Completed: the new
+ * version is the store's current one from now on (its policy copied, as
+ * a deploy's), the old one its previous. Not: the store names the old
+ * version already (ready_done put it back once the rollout began), so
+ * nothing changes there; the operator is told why. */
+static void rollout_ended(void *arg, struct unit *u, bool completed, const char *why)
+{
+        struct rollout_rec *rr = arg;
+        char path[4400], detail[300];
+        (void)u;
+        if (rr->waiting) {
+                rr->waiting->ro = NULL;
+                rr->waiting->ro_completed = completed;
+        }
+        if (completed) {
+                if (releases_commit(rr->state_dir, rr->name, rr->version, path, sizeof path) == 0 && rr->prev[0])
+                        releases_set_previous(rr->state_dir, rr->name, rr->prev);
+                log_msg(L_INFO, rr->name, "its rollout of version \"%s\" completed (%s): it serves every call",
+                        rr->version, why);
+                snprintf(detail, sizeof detail, "version %s (was %s): completed", rr->version, rr->prev);
+                rollout_audit(rr, 0, detail);
+        } else {
+                log_msg(rr->by_request ? L_INFO : L_ERR, rr->name, "its rollout of version \"%s\" went back%s: %s",
+                        rr->version, rr->by_request ? "" : " automatically", why);
+                snprintf(detail, sizeof detail, "version %s (was %s): rolled back: %.200s", rr->version, rr->prev,
+                         why);
+                rollout_audit(rr, rr->by_request ? 0 : GADGET_EFAILED, detail);
+        }
+        rec_free(rr);
+}
+
+/* j's rollout record, once j no longer waits: the core's (it calls
+ * rollout_ended at the end) if its rollout serves, else dropped (an armed
+ * rollout that did not begin is disarmed first: the core keeps no arg). */
+static void ro_release(struct deploy_job *j, struct unit *u)
+{
+        struct rollout_rec *rr = j->ro;
+        struct unit_rollout_info in = { 0 };
+        if (!rr)
+                return;
+        j->ro = NULL;
+        rr->waiting = NULL;
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.arg == rr && in.running)
+                return;
+        if (in.arg == rr)
+                unit_rollout_disarm(u);
+        rec_free(rr);
+}
+
+static void ro_release(struct deploy_job *j, struct unit *u);
 
 static void job_free(struct deploy_job *j)
 {
+        /* Without its control gadgetd is ending, its core closed already
+         * (no rollout armed left there): the record is only freed. */
+        if (j->ro && j->ctl)
+                ro_release(j, core_find(j->core, j->name));
+        else if (j->ro)
+                rec_free(j->ro);
         if (j->ctl)
                 LIST_REMOVE(j, link);
         free(j->text);
@@ -96,6 +184,47 @@ static void revert(struct deploy_job *j, const char *why)
                 free(arg);
 }
 
+/* A staged deploy's new process said hello: whether it serves its
+ * share (then j is answered and freed), or the deploy is one at once
+ * (the gadget was not running here, or its old process ended meanwhile:
+ * the new one took over). */
+static bool staged_ready(struct deploy_job *j)
+{
+        struct unit *u = core_find(j->core, j->name);
+        struct unit_rollout_info in = { 0 };
+        char path[4400], out[600];
+        if (u)
+                unit_rollout_info(u, &in);
+        if (!j->ro && !j->ro_completed) {
+                /* It went back before this answer: the store as before. */
+                if (j->prev[0])
+                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+                releases_set_previous(j->state_dir, j->name, j->previous);
+                snprintf(out, sizeof out, "the rollout of %s %s went back as it began: %.300s", j->name, j->version,
+                         in.last_back ? in.last_back : "");
+                job_end(j, GADGET_EFAILED, out);
+                return true;
+        }
+        if (!j->ro || !(in.running && in.arg == j->ro)) {
+                ro_release(j, u); /* the version serves every call */
+                return false;
+        }
+        /* While it runs, the store names the version that serves every
+         * call but the share: a gadgetd that starts again meanwhile runs
+         * that one (the rollout is this gadgetd's), and a rollout that
+         * goes back leaves the store as it was. */
+        if (j->prev[0])
+                releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+        releases_set_previous(j->state_dir, j->name, j->previous);
+        ro_release(j, u);
+        log_msg(L_INFO, j->name, "rolling out version \"%s\" (was \"%s\") to %u%% of the call trees for uid %u",
+                j->version, j->prev, j->percent, (unsigned)j->uid);
+        snprintf(out, sizeof out, "rolling out %s %s to %u%% of the call trees (was %s): its new process serves "
+                 "beside the old one", j->name, j->version, j->percent, j->prev[0] ? j->prev : "none");
+        job_end(j, 0, out);
+        return true;
+}
+
 /* The new version's process said hello, or why it did not. */
 static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
 {
@@ -107,6 +236,8 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 job_free(j);
                 return;
         }
+        if (res && j->percent && staged_ready(j))
+                return;
         if (res) {
                 if (j->prev[0] && strcmp(j->prev, j->version) != 0)
                         releases_set_previous(j->state_dir, j->name, j->prev);
@@ -129,6 +260,16 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 snprintf(out, sizeof out, "the deploy of %s %s was called off: %.600s", j->name, j->version, message);
                 job_end(j, code, out);
                 return;
+        }
+        /* A rollout that began meanwhile goes back with the deploy. */
+        if (j->ro) {
+                struct unit *u = core_find(j->core, j->name);
+                struct unit_rollout_info in = { 0 };
+                if (u)
+                        unit_rollout_info(u, &in);
+                if (in.running && in.arg == j->ro)
+                        unit_rollout_back(u, message);
+                ro_release(j, u);
         }
         if (j->prev[0])
                 snprintf(out, sizeof out, "version %s of %s did not start: %.600s; rolled back to %s", j->version,
@@ -184,7 +325,37 @@ static void wait_ready(struct deploy_job *j)
 }
 
 /* Deploys version of name for cl's request id (rollback: the one before). */
-static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback)
+/* Arms j's staged rollout (j->percent) on its gadget, which must run
+ * here, ready, with no restart under way. 0, or a GADGET_E* code with
+ * msg. */
+static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bound, char *msg, size_t len)
+{
+        struct unit *u = core_find(j->core, j->name);
+        struct rollout_rec *rr = calloc(1, sizeof *rr);
+        if (!rr || !(rr->state_dir = strdup(j->state_dir))) {
+                free(rr);
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        rr->core = j->core;
+        rr->uid = j->uid;
+        rr->waiting = j;
+        snprintf(rr->name, sizeof rr->name, "%s", j->name);
+        snprintf(rr->version, sizeof rr->version, "%s", j->version);
+        snprintf(rr->prev, sizeof rr->prev, "%s", j->prev);
+        int e = u ? unit_rollout_arm(u, j->percent, bound, j->version, rollout_ended, rr) : -ENOENT;
+        if (e < 0) {
+                rec_free(rr);
+                snprintf(msg, len, "a staged rollout needs %s loaded, ready and running here, with no restart under "
+                         "way (deploy at once without --percent)", j->name);
+                return e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
+        }
+        j->ro = rr;
+        return 0;
+}
+
+static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
+                   unsigned percent, const struct unit_rollout_bound *bound)
 {
         const struct control_env *env = client_env(cl);
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
@@ -197,7 +368,7 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
                 return;
         }
         *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = cl->cred.uid,
-                                  .rollback = rollback };
+                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0 };
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->version, sizeof j->version, "%s", version);
         if (!LIST_EMPTY(control_deploys(cl->ctl))) {
@@ -211,6 +382,13 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
         releases_current(j->state_dir, name, j->prev, sizeof j->prev);
         releases_previous(j->state_dir, name, j->previous, sizeof j->previous);
         if (!(j->ans = client_load_begin(cl, id))) {
+                job_free(j);
+                return;
+        }
+        char msg[300];
+        if (j->percent && (e = staged_arm(j, bound, msg, sizeof msg)) != 0) {
+                client_load_answer(j->ans, e, msg);
+                j->ans = NULL;
                 job_free(j);
                 return;
         }
@@ -234,17 +412,35 @@ void request_deploy(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
-        if (d->percent != 0 && d->percent != 100) {
-                client_error(cl, q->id, GADGET_EINVAL, "a staged rollout (--percent below 100) is not supported by "
-                             "this gadgetd: deploy makes the version current at once");
-                return;
-        }
         if (!releases_has(sd, d->name, d->version)) {
                 client_error(cl, q->id, GADGET_ENOTFOUND, "%s has no installed version \"%s\" (gadgetctl versions "
                              "%s lists them)", d->name, d->version, d->name);
                 return;
         }
-        deploy(cl, q->id, d->name, d->version, false);
+        /* A rollout of it runs: its share changed, or it completes. */
+        struct unit *u = core_find(client_env(cl)->core, d->name);
+        struct unit_rollout_info in = { 0 };
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.running && strcmp(in.version, d->version) != 0) {
+                client_error(cl, q->id, GADGET_EBUSY, "a rollout of %s %s runs: complete it (gadgetctl deploy %s %s) "
+                             "or end it (gadgetctl rollback %s) first", d->name, in.version, d->name, in.version,
+                             d->name);
+                return;
+        }
+        if (in.running) {
+                unsigned p = d->percent ? d->percent : 100;
+                unit_rollout_set(u, p); /* 100: rollout_ended commits it */
+                if (p == 100)
+                        client_done(cl, q->id, "deployed %s %s: its rollout completed, every call goes to it; the "
+                                    "previous version's process drains", d->name, d->version);
+                else
+                        client_done(cl, q->id, "rolling out %s %s to %u%% of the call trees", d->name, d->version, p);
+                return;
+        }
+        struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
+                                        .min_calls = d->min_calls ? d->min_calls : 100 };
+        deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
 }
 
 void request_rollback(struct client *cl, const Control__Request *q)
@@ -255,13 +451,28 @@ void request_rollback(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
+        /* A rollout runs: its new version gets no more calls, at once. */
+        struct unit *u = core_find(client_env(cl)->core, name);
+        struct unit_rollout_info in = { 0 };
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.running) {
+                char why[80], version[80];
+                snprintf(version, sizeof version, "%s", in.version);
+                snprintf(why, sizeof why, "gadgetctl rollback by uid %u", (unsigned)cl->cred.uid);
+                ((struct rollout_rec *)in.arg)->by_request = true;
+                unit_rollout_back(u, why);
+                client_done(cl, q->id, "rolled back %s: version %s gets no more calls and drains; the current "
+                            "version serves every call", name, version);
+                return;
+        }
         releases_previous(sd, name, prev, sizeof prev);
         if (!prev[0] || !releases_has(sd, name, prev)) {
                 client_error(cl, q->id, GADGET_ENOTFOUND, prev[0] ? "%s: the version before, \"%s\", is no longer "
                              "in the store" : "%s has no version before the current one", name, prev);
                 return;
         }
-        deploy(cl, q->id, name, prev, true);
+        deploy(cl, q->id, name, prev, true, 0, NULL);
 }
 
 void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,

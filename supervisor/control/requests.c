@@ -581,6 +581,11 @@ static void on_status(struct client *cl, const Control__Request *q)
                 releases_previous(sd, in.name, previous, sizeof previous);
         st.version = version;
         st.previous_version = previous;
+        struct unit_rollout_info ro;
+        unit_rollout_info(u, &ro);
+        st.rollout_version = ro.running ? (char *)ro.version : "";
+        st.rollout_percent = ro.running ? ro.percent : 0;
+        st.rollout_back = (char *)ro.last_back;
         st.n_bindings = p->n_bindings;
         st.bindings = b;
         st.n_limits = n_limits;

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from gateway_util import Gateway
-from harness import GADGETD, TESTGADGET, Healthy, check, main, test
+from harness import CALLFLOOD, GADGETD, TESTGADGET, Healthy, check, main, policy, test
 
 
 def bundle_dir(tmp, version, name="rel", keys=""):
@@ -264,6 +264,108 @@ def deploy_rollback(tmp):
         # rollback goes back to the version before whatever happened since.
         r = d.ctl("rollback", "rel")
         check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
+
+
+def tally(d, n, gadget, method):
+    """n calls of gadget.method (64 in flight): their string results counted."""
+    r = subprocess.run([CALLFLOOD, "--tally", str(n), d.sock, gadget, method], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, "callflood --tally: %r" % r.stderr)
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if parts[0] == "value":
+            out[parts[1]] = int(parts[2])
+        elif parts[0] in ("ok", "other", "unanswered"):
+            out[parts[0]] = int(parts[1])
+        elif parts[0] == "error":
+            out["error " + parts[1]] = int(parts[2])
+    return out
+
+
+@test
+def staged_rollout(tmp):
+    """deploy --percent: the new version serves that share of the call
+    trees beside the old one (within 2 points over 10,000 calls), one tree
+    never mixes versions (a gadget calling the rolled-out one twice per
+    call), the share changes, the rollout completes and goes back, all
+    without a refused call; a version past its error bound is rolled back
+    automatically, and status, the log and the audit say why."""
+    d = Gateway(tmp)
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with open(d.config, "a") as f:
+        f.write("[Releases]\nTrustedKeys=%s\n[Audit]\nRecordsPerSecond=infinity\n" % r.stdout.split()[-1])
+
+    def make(version, args):
+        out = os.path.join(tmp, "rel-%s.bundle" % version)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys="Arguments=%s\n" % args), "--key",
+                  os.path.join(tmp, "key.pem"), "-o", out)
+        check(r.returncode == 0, "bundle: %r" % r.stderr)
+        return out
+
+    def split(n, percent):
+        t = tally(d, n, "rel", "tag")
+        check(t.get("ok") == n and t.get("1.0", 0) + t.get("2.0", 0) == n, "tally at %d%%: %r" % (percent, t))
+        share = 100.0 * t.get("2.0", 0) / n
+        check(abs(share - percent) <= 2, "at %d%%, 2.0 answered %.2f%% of %d calls" % (percent, share, n))
+
+    def status():
+        st = d.status("rel")
+        return st.get("version"), st.get("rollout_version"), st.get("rollout_percent")
+
+    with d:
+        for v, args in (("3.0", "tag 3.0 fail"), ("2.0", "tag 2.0"), ("1.0", "tag 1.0")):
+            r = d.ctl("install", make(v, args))
+            check(r.returncode == 0, "install %s: %r" % (v, r.stderr))
+        front = policy(tmp, "front", "Arguments=tag front\n[Binding B]\nType=gadget\nTarget=rel\nMethods=tag\n")
+        r = d.ctl("load", front)
+        check(r.returncode == 0, "load front: %r" % r.stderr)
+        with Healthy(d, "rel"):
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "10")
+            check(r.returncode == 0 and "rolling out rel 2.0 to 10% of the call trees (was 1.0)" in r.stdout,
+                  "deploy --percent 10: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("1.0", "2.0", 10), "status at 10%%: %r" % (status(),))
+            st, _, body = d.request("GET", "/api/gadgets")
+            g = [x for x in json.loads(body)["gadgets"] if x["name"] == "rel"][0] if st == 200 else {}
+            check((g.get("rollout_version"), g.get("rollout_percent")) == ("2.0", 10), "the workshop: %r" % g)
+            split(10000, 10)
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0 and "to 50%" in r.stdout, "--percent 50: %r %r" % (r.stdout, r.stderr))
+            split(10000, 50)
+            # One tree: front calls rel twice while serving one call.
+            t = tally(d, 2000, "front", "tagchain")
+            check(t.get("ok") == 2000 and set(t) - {"ok", "other", "unanswered"} == {"1.0/1.0", "2.0/2.0"},
+                  "call trees: %r" % t)
+            r = d.ctl("deploy", "rel", "2.0")
+            check(r.returncode == 0 and "its rollout completed" in r.stdout, "complete: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("2.0", "", 0), "completed: %r" % (status(),))
+            check(tally(d, 200, "rel", "tag").get("2.0") == 200, "2.0 serves every call")
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and status() == ("1.0", "", 0), "rollback: %r %r" % (r.stderr, status()))
+            # A rollout sent back by the operator.
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0, "--percent 50 again: %r" % r.stderr)
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and "version 2.0 gets no more calls" in r.stdout, "rollback: %r" % r.stdout)
+            check(status() == ("1.0", "", 0), "rolled back: %r" % (status(),))
+            check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call")
+        # Past its error bound (its echo fails): back by itself.
+        r = d.ctl("deploy", "rel", "3.0", "--percent", "50", "--min-calls", "20", "--max-errors", "10")
+        check(r.returncode == 0 and "rolling out rel 3.0" in r.stdout, "deploy 3.0: %r %r" % (r.stdout, r.stderr))
+        for _ in range(50):
+            tally(d, 100, "rel", "echo")
+            if not d.status("rel").get("rollout_version"):
+                break
+        st = d.status("rel")
+        check(st.get("version") == "1.0" and not st.get("rollout_version") and
+              "error rate passed the bound" in st.get("rollout_back", ""), "after its bound: %r" % st)
+        check('its rollout of version "3.0" went back automatically' in d.logtext(), "the log")
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        ro = [(a["outcome"], a.get("detail", "")) for a in audit if a.get("op") == "rollout"]
+        check(ro and ro[-1][0] == "error" and "3.0" in ro[-1][1], "the rollout's audit: %r" % ro[-3:])
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([x["version"] for x in v if x["current"]] == ["1.0"], "versions: %r" % v)
 
 
 if __name__ == "__main__":
