@@ -947,8 +947,9 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         /* A restart without a gap under way: a wait until ready (its
-         * gadgetctl restart) waits for its switch, or its failure. */
-        bool switching = q->until_ready && u->next_run;
+         * gadgetctl restart) waits for its switch, or its failure. A
+         * rollout's new process serves already: nothing to wait for. */
+        bool switching = q->until_ready && u->next_run && !unit_rollout_running(u);
         if (unit_is_ready(u) && !switching)
                 return 1;
         if (q->until_ready && !switching && !start_under_way(u)) {
