@@ -7,8 +7,10 @@ install` of such a bundle to a running gadget (read, signature check,
 unpacking, policy check, load, the new process's hello: the command's
 whole time), and `gadgetctl deploy` of an installed version (copy, load,
 hello). The calls: `callflood --paced` at 300 calls/s through the control
-socket, steady (no event), then through alternating deploys and
-rollbacks (each waits for 10 calls answered after it). Nothing here
+socket, steady (no event), during a staged rollout at 50% (`gadgetctl
+deploy r 1 --percent 50`: two processes serve, each its share of the call
+trees), then through alternating deploys and rollbacks (each waits for
+10 calls answered after it). Nothing here
 passes or fails: the goal is a line in BENCHMARKS.md.
 """
 import json
@@ -66,8 +68,8 @@ def run(ctx):
     key = os.path.join(top, "key.pem")
     conf = os.path.join(top, "gadgetd.conf")
     ctx.commands.append("gadgetctl install r-N.bundle  # %d times, each a signed 10 MiB bundle of the running gadget; "
-                        "then callflood --paced %d 100000 SOCK r echo, steady, then through %d gadgetctl deploy r 1 / "
-                        "gadgetctl rollback r" % (INSTALLS, RATE, SWITCHES))
+                        "then callflood --paced %d 100000 SOCK r echo, steady, during gadgetctl deploy r 1 --percent "
+                        "50, then through %d gadgetctl deploy r 1 / gadgetctl rollback r" % (INSTALLS, RATE, SWITCHES))
     out = {"install_us": [], "deploy_us": []}
     pub = subprocess.run([ctx.exe("ctl/gadgetctl"), "keygen", "-o", key], capture_output=True, text=True,
                          check=True).stdout.split()[-1]
@@ -83,6 +85,12 @@ def run(ctx):
                               "echo"], stdout=subprocess.PIPE, text=True)
         flowing(d, 150 if ctx.quick else 1500)
         out["steady"] = finish(p)
+        d.ctl("deploy", "r", "1", "--percent", "50")
+        p = subprocess.Popen([ctx.exe("tests/integration/callflood"), "--paced", str(RATE), "100000", d.sock, "r",
+                              "echo"], stdout=subprocess.PIPE, text=True)
+        flowing(d, 150 if ctx.quick else 1500)
+        out["rollout"] = finish(p)
+        d.ctl("rollback", "r")
         p = subprocess.Popen([ctx.exe("tests/integration/callflood"), "--paced", str(RATE), "100000", d.sock, "r",
                               "echo"], stdout=subprocess.PIPE, text=True)
         flowing(d, 10)
@@ -107,12 +115,17 @@ def rows(v, us):
     out.append(["", "`gadgetctl deploy` / `rollback` of an installed version (to its new hello), median of %d" %
                 len(v["deploy_us"]), us(med(v["deploy_us"]) * 1e3), "", "max %s" % us(max(v["deploy_us"]) * 1e3)])
     steady_p99 = v["steady"]["p99_us"] * 1e3
-    for key, what in (("steady", "steady, no event"), ("switches", "through %d deploys and rollbacks" % SWITCHES)):
+    for key, what in (("steady", "steady, no event"), ("rollout", "during a staged rollout at 50%"),
+                      ("switches", "through %d deploys and rollbacks" % SWITCHES)):
         r = v[key]
         lost = r["sent"] - r["ok"]
         out.append(["", "paced caller, %d calls/s, %s: %d calls, %d not answered ok" % (RATE, what, r["sent"], lost),
                     us(r["p50_us"] * 1e3), us(r["p99_us"] * 1e3),
                     "%.2f× steady p99, longest gap %s" % (r["p99_us"] * 1e3 / steady_p99, us(r["gap_us"] * 1e3))])
+    r = v["rollout"]
+    goals.append((r["sent"] == r["ok"] and r["p99_us"] * 1e3 <= 2 * steady_p99,
+                  "during a staged rollout at 50%%: 0 refused, p99 ≤ 2× the steady p99: %d not ok, %.2f×" %
+                  (r["sent"] - r["ok"], r["p99_us"] * 1e3 / steady_p99)))
     r = v["switches"]
     goals.append((r["sent"] == r["ok"] and r["twice"] == 0,
                   "through %d deploys and rollbacks: 0 refused, lost or twice: %d not ok, %d twice" %
