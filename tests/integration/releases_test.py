@@ -289,8 +289,9 @@ def staged_rollout(tmp):
     trees beside the old one (within 2 points over 10,000 calls), one tree
     never mixes versions (a gadget calling the rolled-out one twice per
     call), the share changes, the rollout completes and goes back, all
-    without a refused call; a version past its error bound is rolled back
-    automatically, and status, the log and the audit say why."""
+    without a refused call; a version that crashes at its start, or passes
+    its error bound, is rolled back automatically, and status, the log and
+    the audit say why."""
     d = Gateway(tmp)
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
@@ -350,6 +351,14 @@ def staged_rollout(tmp):
             check(r.returncode == 0 and "version 2.0 gets no more calls" in r.stdout, "rollback: %r" % r.stdout)
             check(status() == ("1.0", "", 0), "rolled back: %r" % (status(),))
             check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call")
+        # A version that crashes at its start: the staged deploy fails,
+        # and nothing of it serves.
+        r = d.ctl("install", make("4.0", "crash"))
+        check(r.returncode != 0 and "rolled back to 1.0" in r.stderr, "install 4.0: %r" % r.stderr)
+        r = d.ctl("deploy", "rel", "4.0", "--percent", "10")
+        check(r.returncode != 0 and "version 4.0 of rel did not start" in r.stderr and "rolled back to 1.0" in r.stderr,
+              "deploy 4.0 --percent 10: %r %r" % (r.stdout, r.stderr))
+        check(status() == ("1.0", "", 0), "after the crashing rollout: %r" % (status(),))
         # Past its error bound (its echo fails): back by itself.
         r = d.ctl("deploy", "rel", "3.0", "--percent", "50", "--min-calls", "20", "--max-errors", "10")
         check(r.returncode == 0 and "rolling out rel 3.0" in r.stdout, "deploy 3.0: %r %r" % (r.stdout, r.stderr))
