@@ -9,7 +9,11 @@
  * answer, the log and an audit record. An install's answer waits the
  * same way (deploy_after_install). One at a time in gadgetd (a deploy
  * while another or an install's waits is answered busy): each reads and
- * writes the store's current and previous versions of its gadget. */
+ * writes the store's current and previous versions of its gadget.
+ * A staged deploy (a percent below 100) arms a rollout on the unit first
+ * (core/unit_rollout.c): its new process then serves that share beside
+ * the old one, the store naming the old version meanwhile; the core tells
+ * its end (rollout_ended), which the store, the log and the audit record. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +31,7 @@
 
 /* A staged rollout, the control's side: what its end (rollout_ended,
  * the core's callback) does to the store. Lives from its arming until
- * that callback, or until the core dropped it unarmed (ro_drop). */
+ * that callback, or until the core dropped it unarmed (ro_release). */
 struct rollout_rec {
         struct core *core;
         char *state_dir;
