@@ -351,6 +351,16 @@ def staged_rollout(tmp):
             check(r.returncode == 0 and "version 2.0 gets no more calls" in r.stdout, "rollback: %r" % r.stdout)
             check(status() == ("1.0", "", 0), "rolled back: %r" % (status(),))
             check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call")
+            # A restart during a rollout: the rollout goes back (its new
+            # process drains), then the restart's process starts.
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0, "--percent 50 once more: %r" % r.stderr)
+            r = d.ctl("restart", "rel")
+            check(r.returncode == 0, "restart during a rollout: %r %r" % (r.stdout, r.stderr))
+            st = d.status("rel")
+            check((st.get("version"), st.get("rollout_version")) == ("1.0", "") and
+                  "restart" in st.get("rollout_back", ""), "after the restart: %r" % st)
+            check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call after the restart")
         # A version that crashes at its start: the staged deploy fails,
         # and nothing of it serves.
         r = d.ctl("install", make("4.0", "crash"))
