@@ -350,8 +350,8 @@ static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bou
         int e = u ? unit_rollout_arm(u, j->percent, bound, j->version, rollout_ended, rr) : -ENOENT;
         if (e < 0) {
                 rec_free(rr);
-                snprintf(msg, len, "a staged rollout needs %s loaded, ready and running here, with no restart under "
-                         "way (deploy at once without --percent)", j->name);
+                snprintf(msg, len, "a staged rollout needs %s loaded, ready and running here, with no rollout or "
+                         "restart's new process starting (deploy at once without --percent)", j->name);
                 return e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
         }
         j->ro = rr;

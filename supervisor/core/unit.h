@@ -122,8 +122,9 @@ struct unit_rollout_bound {
 typedef void (*unit_rollout_fn)(void *arg, struct unit *u, bool completed, const char *why);
 /* The next switch of u (its policy replaced next, as a load does) is a
  * rollout at percent (1 to 99) under bound, labelled version (for
- * status). 0, or -EBUSY (a rollout, a restart under way, or u not ready
- * here: unit_switch_can). A switch that fails before its hello ends it
+ * status). 0, or -EBUSY (a rollout, a restart's new process starting, or
+ * u not ready here: unit_switch_can; a restart's old process draining
+ * only delays its start). A switch that fails before its hello ends it
  * without fn; unit_rollout_disarm drops one that did not begin. */
 int unit_rollout_arm(struct unit *u, unsigned percent, const struct unit_rollout_bound *bound, const char *version,
                      unit_rollout_fn fn, void *arg);

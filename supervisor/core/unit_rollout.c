@@ -21,7 +21,11 @@
 int unit_rollout_arm(struct unit *u, unsigned percent, const struct unit_rollout_bound *bound, const char *version,
                      unit_rollout_fn fn, void *arg)
 {
-        if (u->ro || u->next_run || u->old_run || !unit_switch_can(u) || percent < 1 || percent > 99)
+        /* An old process that drains (the last restart's) may be there:
+         * the switch's new process then starts once it ended, as any
+         * restart's does (unit_switch_begin), and serves its share from
+         * its hello on (unit_switch_old_ended). */
+        if (u->ro || u->next_run || !unit_switch_can(u) || percent < 1 || percent > 99)
                 return -EBUSY;
         struct unit_rollout *ro = calloc(1, sizeof *ro);
         if (!ro)

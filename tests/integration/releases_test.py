@@ -361,6 +361,21 @@ def staged_rollout(tmp):
             check((st.get("version"), st.get("rollout_version")) == ("1.0", "") and
                   "restart" in st.get("rollout_back", ""), "after the restart: %r" % st)
             check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call after the restart")
+            # A rollout while a restart's old process drains a slow call:
+            # it waits for that end (two processes at most), then serves.
+            slow = subprocess.Popen([os.environ["GADGETCTL"], "--socket", d.sock, "call", "rel", "sleep",
+                                     '{"ms": 400}'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            while d.status("rel").get("in_flight", 0) < 1:
+                pass
+            r = d.ctl("restart", "rel")
+            check(r.returncode == 0, "restart: %r" % r.stderr)
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            out, err = slow.communicate(timeout=30)
+            check(slow.returncode == 0 and out.strip() == '"slept"', "the drained call: %r %r" % (out, err))
+            check(r.returncode == 0 and "to 50%" in r.stdout, "a rollout after a drain: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("1.0", "2.0", 50), "rolling out after the drain: %r" % (status(),))
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and status() == ("1.0", "", 0), "rollback: %r %r" % (r.stderr, status()))
         # A version that crashes at its start: the staged deploy fails,
         # and nothing of it serves.
         r = d.ctl("install", make("4.0", "crash"))
