@@ -204,6 +204,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->cores = n;
         else if (kind == CONTROL__REQUEST__REQ_VERSIONS)
                 req->versions = n;
+        else if (kind == CONTROL__REQUEST__REQ_ROLLBACK)
+                req->rollback = n;
         else
                 req->status = n;
 }
@@ -434,6 +436,28 @@ static int cmd_cores(const struct ctl *ctl, const struct cmd_args *a)
 static int cmd_versions(const struct ctl *ctl, const struct cmd_args *a)
 {
         return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_VERSIONS, CONTROL__RESPONSE__RESP_VERSIONS, false);
+}
+
+/* deploy NAME VERSION: the answer comes once the version serves, or says
+ * why it did not start (then it was rolled back). */
+static int cmd_deploy(const struct ctl *ctl, const struct cmd_args *a)
+{
+        Control__Request req = CONTROL__REQUEST__INIT;
+        Control__Deploy d = CONTROL__DEPLOY__INIT;
+
+        d.name = a->pos[0];
+        d.version = a->pos[1];
+        d.percent = a->percent;
+        d.max_error_percent = a->max_errors;
+        d.min_calls = a->min_calls;
+        req.req_case = CONTROL__REQUEST__REQ_DEPLOY;
+        req.deploy = &d;
+        return request(ctl, &req, CONTROL__RESPONSE__RESP_DONE);
+}
+
+static int cmd_rollback(const struct ctl *ctl, const struct cmd_args *a)
+{
+        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_ROLLBACK, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
@@ -789,6 +813,26 @@ const struct command cmd_commands[] = {
           "VersionsKept= (default 10) of each gadget.\n"
           "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
           "\"signer\", \"sdk\"}.\n" },
+        { "deploy", cmd_deploy, 2, 2, "hCEM", "NAME VERSION [--percent P]",
+          "make an installed version of a gadget current, or roll it out",
+          "Its policy becomes the gadget's, and a running gadget restarts on it without\n"
+          "a gap: its new process starts beside the old one, which drains its calls.\n"
+          "The answer comes once the new process serves. A version that does not\n"
+          "start is rolled back to the version before at once, and the error says why\n"
+          "(exit status 1); the old process serves meanwhile (docs/releases.md).\n"
+          "With --percent below 100, a staged rollout: the new process serves that\n"
+          "share of the call trees beside the old one (one tree never mixes versions);\n"
+          "deploy it again with another --percent to change the share, without one\n"
+          "(or --percent 100) to complete it. Rolled back automatically when more than\n"
+          "--max-errors percent of at least --min-calls of its calls fail.\n"
+          "      --percent P     the share of the call trees, 1 to 100 (default 100)\n"
+          "      --max-errors PCT  the rollout's error bound, 0 to 100 (default 5)\n"
+          "      --min-calls N   calls of the new version before the bound counts (default 100)\n" },
+        { "rollback", cmd_rollback, 1, 1, "h", "NAME", "go back to a gadget's version before",
+          "A rollout running: its new version gets no more calls and drains, at once.\n"
+          "Else deploys the version that was current before the last install, deploy\n"
+          "or rollback (status shows it as Previous version), without a gap, as deploy\n"
+          "does. Twice in a row comes back to where it was.\n" },
         { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
           "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
           "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"

@@ -129,6 +129,8 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { CMD_OPT_TRACE, 'T', "--trace" },     { CMD_OPT_TRACEPARENT, 'P', "--traceparent" },
                 { CMD_OPT_SINCE, 'S', "--since" },     { CMD_OPT_ALL, 'A', "--all" },
                 { CMD_OPT_FRAMES, 'F', "--frames" },   { CMD_OPT_KEY, 'K', "--key" },
+                { CMD_OPT_PERCENT, 'C', "--percent" }, { CMD_OPT_MAX_ERRORS, 'E', "--max-errors" },
+                { CMD_OPT_MIN_CALLS, 'M', "--min-calls" },
         };
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -148,6 +150,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "all", no_argument, NULL, CMD_OPT_ALL },
                 { "frames", no_argument, NULL, CMD_OPT_FRAMES },
                 { "key", required_argument, NULL, CMD_OPT_KEY },
+                { "percent", required_argument, NULL, CMD_OPT_PERCENT },
+                { "max-errors", required_argument, NULL, CMD_OPT_MAX_ERRORS },
+                { "min-calls", required_argument, NULL, CMD_OPT_MIN_CALLS },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -160,7 +165,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (!strchr("RBTPSAFK", *s))
+                if (!strchr("RBTPSAFKCEM", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
@@ -236,6 +241,26 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 case CMD_OPT_KEY:
                         a.key = optarg;
                         break;
+                case CMD_OPT_PERCENT:
+                case CMD_OPT_MAX_ERRORS:
+                case CMD_OPT_MIN_CALLS: {
+                        char *end;
+                        errno = 0;
+                        unsigned long long v = strtoull(optarg, &end, 10);
+                        unsigned long long max = o == CMD_OPT_MIN_CALLS ? 1000000000ull : 100;
+                        if (!optarg[0] || *end || errno || optarg[0] == '-' || v < (o == CMD_OPT_MAX_ERRORS ? 0 : 1) ||
+                            v > max)
+                                return usage_error(ctl, c->name, o == CMD_OPT_PERCENT ? "--percent takes 1 to 100, not"
+                                                   : o == CMD_OPT_MAX_ERRORS ? "--max-errors takes 0 to 100, not"
+                                                   : "--min-calls takes 1 to 1000000000, not", optarg);
+                        if (o == CMD_OPT_PERCENT)
+                                a.percent = (uint32_t)v;
+                        else if (o == CMD_OPT_MAX_ERRORS)
+                                a.max_errors = (uint32_t)v;
+                        else
+                                a.min_calls = v;
+                        break;
+                }
                 case ':':
                         return usage_error(ctl, c->name, "missing value of option",
                                            bad_option(argv, opt, sizeof(opt)));

@@ -439,7 +439,11 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "denial_kinds", json_integer((json_int_t)s->n_denials)) < 0 ||
             json_object_set_new(o, "crash_cause", json_string(s->crash_cause)) < 0 ||
             json_object_set_new(o, "crash_backtrace", show_json_strv(s->crash_backtrace, s->n_crash_backtrace)) < 0 ||
-            json_object_set_new(o, "version", json_string(s->version)) < 0) {
+            json_object_set_new(o, "version", json_string(s->version)) < 0 ||
+            json_object_set_new(o, "previous_version", json_string(s->previous_version)) < 0 ||
+            json_object_set_new(o, "rollout_version", json_string(s->rollout_version)) < 0 ||
+            json_object_set_new(o, "rollout_percent", json_integer(s->rollout_percent)) < 0 ||
+            json_object_set_new(o, "rollout_back", json_string(s->rollout_back)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -520,6 +524,16 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         }
         if (e >= 0 && s->version[0])
                 e = put_field(f, "Version", s->version);
+        if (e >= 0 && s->previous_version[0])
+                e = put_field(f, "Previous version", s->previous_version);
+        if (e >= 0 && s->rollout_version[0]) {
+                char ro[160];
+                snprintf(ro, sizeof ro, "version %s serves %u%% of the call trees", s->rollout_version,
+                         (unsigned)s->rollout_percent);
+                e = put_field(f, "Rollout", ro);
+        }
+        if (e >= 0 && s->rollout_back[0])
+                e = put_field(f, "Last rollback", s->rollout_back);
         /* Its last crash: the cause, then the backtrace innermost first. */
         if (e >= 0 && s->crash_cause[0]) {
                 e = put_field(f, "Last crash", s->crash_cause);

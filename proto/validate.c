@@ -137,6 +137,20 @@ static bool utf8(const char *s)
 
 /* A forwarded call's record of its origin: names, bounded. Whether it may
  * carry one at all is the receiver's to say (only the link between nodes). */
+/* A version's name as bundle_version_ok (bundle.c) takes it, which the
+ * handler checks again: this library links no bundle code. */
+static bool version_name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > 64 || s[0] == '.' || s[0] == '-')
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                      strchr("._+-", *s)))
+                        return false;
+        return true;
+}
+
 static int check_call_origin(const Control__Call *c, char *why, size_t len)
 {
         if (c->n_chain > CONTROL_CHAIN_MAX || c->depth > CONTROL_CHAIN_MAX) {
@@ -202,6 +216,18 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_CORES: name = q->cores->name; no_block = q->cores->no_block; break;
         case CONTROL__REQUEST__REQ_WORKSHOP: name = q->workshop->name; no_block = q->workshop->no_block; break;
         case CONTROL__REQUEST__REQ_VERSIONS: name = q->versions->name; no_block = q->versions->no_block; break;
+        case CONTROL__REQUEST__REQ_ROLLBACK: name = q->rollback->name; no_block = q->rollback->no_block; break;
+        case CONTROL__REQUEST__REQ_DEPLOY:
+                /* Why: the version names a directory of the store
+                 * (bundle_version_ok's rule): no "/", no "..", no dot first. */
+                if (!version_name_ok(q->deploy->version) || q->deploy->percent > 100 ||
+                    q->deploy->max_error_percent > 100 || q->deploy->min_calls > 1000000000) {
+                        snprintf(why, len, "deploy needs a version (1 to 64 of A-Z a-z 0-9 . _ + -, not starting "
+                                 "with . or -), percents of at most 100 and at most 10^9 calls");
+                        return -EINVAL;
+                }
+                name = q->deploy->name;
+                break;
         case CONTROL__REQUEST__REQ_INSTALL:
                 return 0; /* its fd is the input: read by install.c within BUNDLE_SIZE_MAX, parsed by bundle.c */
         case CONTROL__REQUEST__REQ_FORGET_NODE:

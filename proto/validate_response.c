@@ -92,6 +92,8 @@ static int check_status(const Control__GadgetStatus *s, char *why, size_t whylen
             !strv_ok(s->methods, s->n_methods) || !strv_ok(s->log_tail, s->n_log_tail) ||
             !strv_ok(s->signatures, s->n_signatures) || s->n_signatures > s->n_methods ||
             !strv_ok(s->kept_errors, s->n_kept_errors) || !str_ok(s->crash_cause) || !str_ok(s->version) ||
+            !str_ok(s->previous_version) || !str_ok(s->rollout_version) || !str_ok(s->rollout_back) ||
+            s->rollout_percent > 100 ||
             !strv_ok(s->crash_backtrace, s->n_crash_backtrace))
                 REFUSE("status with invalid text");
         for (size_t i = 0; i < s->n_bindings; i++)

@@ -5,7 +5,8 @@ completion reads gadgetctl's help); and what each command takes, read from
 its own --help: "--always" after "gadgetctl approve 1 --", "--runtime"
 after "gadgetctl load FILE --", the folders after "gadgetctl dev ", the gadgets
 after "gadgetctl COMMAND " for every command whose usage starts with NAME
-(the gadget list stubbed: no gadgetd runs here). GADGETCTL and
+(the gadget list stubbed: no gadgetd runs here); the versions after
+"gadgetctl deploy NAME " (stubbed too). GADGETCTL and
 SOURCE_ROOT from meson."""
 import os
 import re
@@ -75,6 +76,31 @@ def main():
         if got != {"stub-gadget"}:
             print("FAIL: %r completes %s, not the gadgets" % (line, sorted(got)))
             bad = 1
+    # Long options with a value ("      --percent P"): offered, and their
+    # value is not taken for an argument.
+    got, line = complete("deploy", "stub-gadget", "--")
+    if not {"--percent", "--max-errors", "--min-calls"} <= got:
+        print("FAIL: %r completes %s, without deploy's long options" % (line, sorted(got)))
+        bad = 1
+    script = ('source "$1"; _gadgetctl_gadgets() { echo stub-gadget; }; '
+              '_gadgetctl_versions() { echo 1.0; }; '
+              'COMP_WORDS=(gadgetctl deploy stub-gadget --percent ""); COMP_CWORD=4; _gadgetctl; '
+              'printf "%s\\n" "${COMPREPLY[@]}"')
+    r = subprocess.run(["/bin/bash", "-c", script, "bash", COMPLETION], capture_output=True, text=True,
+                       env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(GADGETCTL))))
+    if set(filter(None, r.stdout.split("\n"))):
+        print("FAIL: 'gadgetctl deploy stub-gadget --percent ' completes %r, a version for a percent" % r.stdout)
+        bad = 1
+    # A VERSION (gadgetctl deploy NAME VERSION): the gadget's versions.
+    script = ('source "$1"; _gadgetctl_gadgets() { echo stub-gadget; }; '
+              '_gadgetctl_versions() { [ "${*: -1}" = stub-gadget ] && echo 1.0 && echo 2.0; }; '
+              'COMP_WORDS=(gadgetctl deploy stub-gadget ""); COMP_CWORD=3; _gadgetctl; '
+              'printf "%s\\n" "${COMPREPLY[@]}"')
+    r = subprocess.run(["/bin/bash", "-c", script, "bash", COMPLETION], capture_output=True, text=True,
+                       env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(GADGETCTL))))
+    if set(filter(None, r.stdout.split("\n"))) != {"1.0", "2.0"}:
+        print("FAIL: 'gadgetctl deploy stub-gadget ' completes %r, not its versions" % r.stdout)
+        bad = 1
     if len(named) < 8:
         print("FAIL: only %s take a NAME first, by their usage lines" % named)
         bad = 1

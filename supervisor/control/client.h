@@ -84,9 +84,6 @@ void client_close_fds(struct client *cl);
 /* gadgetctl exec (exec.c): root's; the probe ends with its client. */
 void request_exec(struct client *cl, const Control__Request *req);
 void exec_client_gone(struct client *cl);
-/* A load done (name, msg as control_load_done's) for the answer ans
- * (taken): answered once the gadget is ready, or with why it is not. */
-void request_load_answer(struct client_load *ans, const char *name, const char *msg);
 /* gadgetctl install and versions (install.c). */
 void request_install(struct client *cl, const Control__Request *req);
 void request_versions(struct client *cl, const Control__Request *req);
@@ -101,6 +98,22 @@ void install_abandon(struct install_job *j);
 /* gadgetctl backup and restore (backup.c): root's, with the file's fd. */
 void request_backup(struct client *cl, const Control__Request *req);
 void request_restore(struct client *cl, const Control__Request *req);
+/* gadgetctl deploy and rollback (deploy.c): the changes of version whose
+ * start is awaited, in their control (control_deploys). */
+struct deploy_job;
+LIST_HEAD(deploy_list, deploy_job);
+struct deploy_list *control_deploys(struct control *c);
+void request_deploy(struct client *cl, const Control__Request *req);
+void request_rollback(struct client *cl, const Control__Request *req);
+/* An install whose load was done (install.c): its answer (text: what it
+ * did, ": ready" added) waits for the new version's start as a deploy's;
+ * a start that fails is rolled back to prev (the store's previous put
+ * back to previous), the version kept installed. */
+void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,
+                          const char *name, const char *version, const char *prev, const char *previous,
+                          const char *text);
+/* At control_free: the deploys in flight answer and end on their own. */
+void deploy_abandon_all(struct deploy_list *l);
 /* gadgetctl trace (trace.c). */
 void request_trace(struct client *cl, const Control__Request *req);
 /* gadgetctl trace NAME (frames.c): root's; followed until the client leaves. */

@@ -68,6 +68,7 @@ struct control {
         bool reexec_asked;
         unsigned installing;       /* gadgetctl installs running (install.c): root's, others' (bits 1, 2) */
         struct install_job *installs[2]; /* those two, once started */
+        struct deploy_list deploys; /* deploys, rollbacks and installs waiting for their start (deploy.c) */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -694,6 +695,7 @@ void control_free(struct control *c)
         for (int i = 0; i < 2; i++)
                 if (c->installs[i])
                         install_abandon(c->installs[i]);
+        deploy_abandon_all(&c->deploys);
         control_events_free(c);
         frames_free(c->frames);
         close(c->fd);
@@ -742,6 +744,11 @@ void control_install_end(struct control *c, unsigned bit)
 {
         c->installing &= ~bit;
         c->installs[bit - 1] = NULL;
+}
+
+struct deploy_list *control_deploys(struct control *c)
+{
+        return &c->deploys;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */

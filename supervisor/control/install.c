@@ -240,10 +240,7 @@ static void job_audit(const struct install_job *j, int code)
 static void job_answer(struct install_job *j, int code, const char *msg)
 {
         job_audit(j, code);
-        if (code == 0)
-                request_load_answer(j->ans, j->name, msg); /* once it is ready, as a load's */
-        else
-                client_load_answer(j->ans, code, msg);
+        client_load_answer(j->ans, code, msg);
         job_free(j);
 }
 
@@ -265,6 +262,12 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
                 job_answer(j, GADGET_EFAILED, out);
                 return;
         }
+        /* gadgetctl rollback goes back to the version before; set now so
+         * that the pruning keeps it (a failed start puts it back). */
+        char was_previous[80];
+        releases_previous(r->state_dir, j->name, was_previous, sizeof was_previous);
+        if (j->prev[0])
+                releases_set_previous(r->state_dir, j->name, j->prev);
         size_t pruned = releases_prune(r->state_dir, j->name, r->keep);
         log_msg(L_INFO, j->name, "installed version \"%s\" (%s%.16s) for uid %u; %zu old versions removed",
                 j->version, j->signer[0] ? "signed by key " : "unsigned", j->signer, (unsigned)j->cred.uid, pruned);
@@ -274,7 +277,11 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         snprintf(out, sizeof out, "installed %s %s (%s%.16s); %s%s", j->name, j->version,
                  j->signer[0] ? "signed by key " : "unsigned", j->signer, restart ? "restarted " : "",
                  restart ? msg + 11 : msg);
-        job_answer(j, 0, out);
+        /* The answer waits for the new version's start; one that fails
+         * it is rolled back to the version before (deploy.c). */
+        job_audit(j, 0);
+        deploy_after_install(j->ans, j->ctl, j->env, j->cred.uid, j->name, j->version, j->prev, was_previous, out);
+        job_free(j);
 }
 
 static void install_read(evutil_socket_t fd, short what, void *arg)

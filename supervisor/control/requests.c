@@ -202,17 +202,6 @@ static void later_done(void *arg, int e, const char *name, const char *msg)
                 client_done(cl, id, "%s", text);
 }
 
-void request_load_answer(struct client_load *ans, const char *name, const char *msg)
-{
-        struct later *w = calloc(1, sizeof *w);
-        if (!w) {
-                client_load_answer(ans, GADGET_EINTERNAL, "out of memory");
-                return;
-        }
-        w->ans = ans;
-        later_done(w, 0, name, msg);
-}
-
 /* The reading of a file could not begin (e < 0), or its answer could
  * not wait (errno e > 0, client_load_new). */
 static void later_refused(struct client *cl, uint64_t id, int e)
@@ -582,12 +571,21 @@ static void on_status(struct client *cl, const Control__Request *q)
         Control__GadgetStatus st = CONTROL__GADGET_STATUS__INIT;
         st.info = &gi;
         st.policy_path = p->path;
-        char version[80] = "";
+        char version[80] = "", previous[80] = "";
         const char *sd = client_env(cl)->releases.state_dir;
-        /* Installed from a bundle: the version its policy runs. */
+        /* Installed from a bundle: the version its policy runs, and the
+         * one gadgetctl rollback goes back to. */
         if (sd)
                 releases_version_of(sd, in.name, p->path, p->exec, version, sizeof version);
+        if (version[0])
+                releases_previous(sd, in.name, previous, sizeof previous);
         st.version = version;
+        st.previous_version = previous;
+        struct unit_rollout_info ro;
+        unit_rollout_info(u, &ro);
+        st.rollout_version = ro.running ? (char *)ro.version : "";
+        st.rollout_percent = ro.running ? ro.percent : 0;
+        st.rollout_back = (char *)ro.last_back;
         st.n_bindings = p->n_bindings;
         st.bindings = b;
         st.n_limits = n_limits;
@@ -945,6 +943,8 @@ static const struct {
         { CONTROL__REQUEST__REQ_VERSIONS, request_versions },
         { CONTROL__REQUEST__REQ_BACKUP, request_backup },
         { CONTROL__REQUEST__REQ_RESTORE, request_restore },
+        { CONTROL__REQUEST__REQ_DEPLOY, request_deploy },
+        { CONTROL__REQUEST__REQ_ROLLBACK, request_rollback },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -236,6 +236,8 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         unit_active(c->u, now_us / 1000);  /* one clock reading a call's end */
         if (c->from_node || c->sent_out)
                 c->u->core->forwarded.calls[c->sent_out][unit_stats_outcome_of(res ? 0 : code)]++;
+        if (c->run)
+                unit_rollout_answered(c->u, c->run, res ? 0 : code);
         if (!c->wake) {
                 /* Never sent (it waited and timed out, or failed): its
                  * method counts as an undeclared one. */
@@ -442,7 +444,8 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
          * got while it had none; only results move it on. */
         /* Its process: the one that serves, or the old one a restart
          * drains (which still has it: its end would have ended c). */
-        struct unit_run *r = c->run == u->run || c->run == u->old_run ? c->run : u->run;
+        struct unit_run *r = c->run == u->run || c->run == u->old_run || (c->run && c->run == u->next_run) ? c->run
+                                                                                                       : u->run;
         uint64_t stalled = r->peer ? peer_stalled_ms(r->peer) : limit;
         if (r->peer)
                 peer_forget(r->peer, &c->pc);
@@ -539,9 +542,26 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
 {
         struct unit *u = c->u;
         const char *name = u->policy->name;
+        /* A staged rollout: the call tree's share decides the process. */
+        struct unit_run *r = unit_rollout_route(u, c->traced ? &c->pc.trace : NULL);
+        if (r != u->run && method) {
+                /* Checked again against the new version's own methods. */
+                const struct type_sig *sig = NULL;
+                char why[400];
+                if (!peer_method(r->peer, method, &sig)) {
+                        snprintf(msg, len, "gadget \"%s\" has no method \"%.64s\" in the version its rollout "
+                                 "gave this call", name, method);
+                        return GADGET_ENOMETHOD;
+                }
+                if (sig && types_check_args(sig, args, why, sizeof why) < 0) {
+                        snprintf(msg, len, "%.64s: %s", method, why);
+                        return GADGET_EINVAL;
+                }
+                c->sig = sig;
+        }
         c->timer = evtimer_new(u->core->base, call_timeout, c);
-        c->run = u->run;
-        int e = c->timer ? peer_call(u->run->peer, &c->pc, method, args, chain) : -ENOMEM;
+        c->run = r;
+        int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain) : -ENOMEM;
         if (e < 0) {
                 if (e == -ENOBUFS) {
                         snprintf(msg, len, "gadget \"%s\" is busy: too many calls queued", name);
@@ -927,8 +947,9 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         /* A restart without a gap under way: a wait until ready (its
-         * gadgetctl restart) waits for its switch, or its failure. */
-        bool switching = q->until_ready && u->next_run;
+         * gadgetctl restart) waits for its switch, or its failure. A
+         * rollout's new process serves already: nothing to wait for. */
+        bool switching = q->until_ready && u->next_run && !unit_rollout_running(u);
         if (unit_is_ready(u) && !switching)
                 return 1;
         if (q->until_ready && !switching && !start_under_way(u)) {

@@ -116,6 +116,20 @@ struct unit_run {
         int core_fd;              /* CoreDump=: the sealed memfd its sandbox writes a crash's core into, else -1 */
 };
 
+/* A staged rollout of a unit (unit.h, unit_rollout.c). */
+struct unit_rollout {
+        bool running;             /* u->next_run said hello and serves its share */
+        unsigned percent;
+        struct unit_rollout_bound bound;
+        uint64_t calls, errors;   /* answered by u->next_run since the percent was set */
+        uint64_t seq;             /* calls of no trace (traces off): split in turn */
+        char version[80];
+        unit_rollout_fn fn;
+        void *arg;
+        struct event *ev_back;    /* its bound was passed: rolled back from the loop, not inside a call's end */
+        char back_why[200];
+};
+
 /* One loaded gadget (unit.h). */
 struct unit {
         struct core *core;
@@ -129,6 +143,8 @@ struct unit {
         struct unit_run *next_run; /* a restart's new process, starting beside run (unit_switch.c) */
         struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
         char switch_why[256];     /* next's restart's cause */
+        struct unit_rollout *ro;  /* a staged rollout armed or running (unit_rollout.c), or NULL */
+        char ro_last_back[200];   /* why the last rollout was rolled back */
         struct event *ev_timer;   /* a restart's delay (Restart=, backoff) */
         struct logbuf log;
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
@@ -228,6 +244,27 @@ void unit_switch_drop(struct unit *u, const char *why);
 /* u->run ended during a switch: u->next_run becomes its process (0), or
  * -ENOENT when there was none to take over. */
 int unit_switch_promote(struct unit *u);
+
+/* unit_switch.c: new calls go to u->next_run from now on; the old one
+ * drains (the end of a switch, or a rollout completed). */
+void unit_switch_now(struct unit *u);
+
+/* unit_rollout.c: the switch's new process said hello: whether it
+ * serves a rollout's share now (then the switch waits). */
+bool unit_rollout_hello(struct unit *u);
+/* The run a call of trace t goes to: u->next_run while a rollout runs
+ * and t's hash falls in its share, else u->run. */
+struct unit_run *unit_rollout_route(struct unit *u, const struct trace_ctx *t);
+/* A call r answered with code (0: a value): counted against the bound. */
+void unit_rollout_answered(struct unit *u, const struct unit_run *r, int code);
+/* The switch ended or was called off with u->ro armed or running:
+ * completed (u->next_run took over) or not, with why. */
+void unit_rollout_over(struct unit *u, bool completed, const char *why);
+/* A rollout runs: u->next_run serves its share. */
+static inline bool unit_rollout_running(const struct unit *u)
+{
+        return u->ro && u->ro->running;
+}
 
 /* unit_events.c: the one writer of u->state; the listeners are told. */
 void unit_set_state(struct unit *u, enum unit_state s);

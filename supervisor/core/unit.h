@@ -105,6 +105,51 @@ void unit_signal(struct unit *u, int sig);
  * this run (gadgetctl debug): 0, or -errno (no process). */
 int unit_debug(struct unit *u);
 
+/* A staged rollout (unit_rollout.c, docs/releases.md): a restart without
+ * a gap whose new process, once it said hello, serves a share of the
+ * call trees beside the old one instead of taking over, each process on
+ * its own policy. Which one a call goes to: the hash of its trace id
+ * below the percent, the new one; every call of one tree (a gadget's
+ * calls while serving one, through its bindings) carries the trace id of
+ * its root, so one tree never mixes versions. The bound on the new
+ * process's errors: over min_calls calls answered by it since the
+ * percent was set, more than max_error_pct percent of them errors. */
+struct unit_rollout_bound {
+        unsigned max_error_pct;     /* 0 to 100 */
+        uint64_t min_calls;         /* at least 1 */
+};
+/* The end of a rollout that served (its hello came): completed (the new
+ * process serves every call), or not (the old one serves on: rolled back
+ * by request, by its bound, the new process's end, a restart, a stop, the
+ * unit's unload), with why. Called once, then forgotten. */
+typedef void (*unit_rollout_fn)(void *arg, struct unit *u, bool completed, const char *why);
+/* The next switch of u (its policy replaced next, as a load does) is a
+ * rollout at percent (1 to 99) under bound, labelled version (for
+ * status). 0, or -EBUSY (a rollout, a restart's new process starting, or
+ * u not ready here: unit_switch_can; a restart's old process draining
+ * only delays its start). A switch that fails before its hello ends it
+ * without fn; unit_rollout_disarm drops one that did not begin. */
+int unit_rollout_arm(struct unit *u, unsigned percent, const struct unit_rollout_bound *bound, const char *version,
+                     unit_rollout_fn fn, void *arg);
+void unit_rollout_disarm(struct unit *u);
+/* A running rollout's percent changed (1 to 99: its counts start over;
+ * 100: completed, the old process drains as a restart's does). 0 or
+ * -ENOENT (none runs). */
+int unit_rollout_set(struct unit *u, unsigned percent);
+/* Back at once: the new process gets no more calls and drains those it
+ * has. 0 or -ENOENT. */
+int unit_rollout_back(struct unit *u, const char *why);
+struct unit_rollout_info {
+        bool armed;                 /* the next switch is a rollout */
+        bool running;               /* its new process serves its share */
+        unsigned percent;
+        const char *version;        /* its label */
+        uint64_t calls, errors;     /* answered by the new process since the percent was set */
+        const char *last_back;      /* why the last rollout was rolled back ("" if none) */
+        void *arg;                  /* its fn's arg (NULL: none armed) */
+};
+void unit_rollout_info(const struct unit *u, struct unit_rollout_info *out);
+
 /* What is known of a unit (unit_info.c). */
 struct unit *unit_next(const struct unit *u);
 const struct policy *unit_policy(const struct unit *u);

@@ -70,6 +70,10 @@ static void next_start(struct unit *u)
 
 void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origin *o, const char *why)
 {
+        /* A rollout's new process drains as an old one (it may have
+         * calls): this restart's starts once it ended, on its own. */
+        if (unit_rollout_running(u))
+                unit_rollout_back(u, why);
         uint64_t hash = o ? o->hash : 0;
         bool from_dir = o && o->from_dir;
         /* A restart while the last one's new process starts: that one is
@@ -149,7 +153,7 @@ static void take_place(struct unit *u, struct unit_run *old)
 /* The switch: new calls go to the new process from now on; the old one
  * gets no new call, answers those it has, then is shut down (a graceful
  * stop: the shutdown message follows its calls, SIGKILL after the grace). */
-static void switch_now(struct unit *u)
+void unit_switch_now(struct unit *u)
 {
         struct unit_run *old = u->run, *r = u->next_run;
         take_place(u, old);
@@ -180,12 +184,16 @@ void unit_switch_hello(struct unit_run *r)
                         "previous one (pid %d) ended", (int)r->child.pid, (int)u->old_run->child.pid);
                 return;
         }
-        switch_now(u);
+        if (unit_rollout_hello(u))
+                return;
+        unit_switch_now(u);
 }
 
 void unit_switch_failed(struct unit *u, const char *why)
 {
         bool changed = u->next_run && u->next_run->policy;
+        if (u->ro)
+                unit_rollout_over(u, false, why);
         if (u->next_run) {
                 unit_run_free(u->next_run); /* dropped by the caller */
                 u->next_run = NULL;
@@ -205,12 +213,15 @@ void unit_switch_old_ended(struct unit *u)
                 next_start(u);
                 return;
         }
-        if (u->next_run && u->next_run->peer && peer_state(u->next_run->peer) == PEER_READY && !u->next_run->cause[0])
-                switch_now(u);
+        if (u->next_run && u->next_run->peer && peer_state(u->next_run->peer) == PEER_READY && !u->next_run->cause[0] &&
+            !unit_rollout_hello(u))
+                unit_switch_now(u);
 }
 
 void unit_switch_drop(struct unit *u, const char *why)
 {
+        if (u->ro)
+                unit_rollout_over(u, false, why);
         if (!u->next_run)
                 return;
         char gone[300];
@@ -236,6 +247,10 @@ int unit_switch_promote(struct unit *u)
                        (int)r->child.pid, said_hello ? " now" : " once it said hello");
         take_place(u, u->old_run); /* an old one still draining drains on */
         unit_run_free(dead);
+        /* A rollout's new process serves every call now. */
+        if (u->ro)
+                unit_rollout_over(u, unit_rollout_running(u), "its previous process ended: the new one serves "
+                                  "every call");
         memcpy(u->last_cause, u->cause, sizeof u->last_cause);
         u->cause[0] = '\0';
         if (!said_hello) {

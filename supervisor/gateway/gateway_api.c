@@ -86,8 +86,11 @@ static json_t *gadget_json(const struct gateway *g, struct unit *u)
          * the policy's paths, no file read. */
         char version[80];
         releases_version_of(core_state_dir(g->core), in.name, p->path, p->exec, version, sizeof version);
+        /* A staged rollout running here: its version and share. */
+        struct unit_rollout_info ro;
+        unit_rollout_info(u, &ro);
         return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I, s:I, s:I, s:s, s:I, s:I, "
-                         "s:I, s:I, s:I, s:s}",
+                         "s:I, s:I, s:I, s:s, s:s, s:I}",
                          "name", in.name,
                          "state",
                          in.state, "cause", unit_cause(u), "ui", p->ui != NULL, "methods", methods, "signatures",
@@ -97,7 +100,9 @@ static json_t *gadget_json(const struct gateway *g, struct unit *u)
                          "kept_errors", (json_int_t)in.kept_errors, "kept_file", in.kept_errors ? p->path : "",
                          "calls_total", (json_int_t)s->calls, "errors", (json_int_t)s->errors, "p99_us",
                          (json_int_t)unit_stats_quantile_us(s, 0.99), "memory_bytes", (json_int_t)in.memory_bytes,
-                         "denials", (json_int_t)(in.denials ? in.denials->total : 0), "version", version);
+                         "denials", (json_int_t)(in.denials ? in.denials->total : 0), "version", version,
+                         "rollout_version", ro.running ? ro.version : "", "rollout_percent",
+                         (json_int_t)(ro.running ? ro.percent : 0));
 }
 
 static int cmp_name(const void *a, const void *b)

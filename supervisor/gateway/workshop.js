@@ -96,6 +96,10 @@
                         /* Installed from a bundle: the version it runs. */
                         if (g.version)
                                 head.append(el("span", "gadget-version", "v" + g.version));
+                        /* A staged rollout: its version and share. */
+                        if (g.rollout_version)
+                                head.append(el("span", "gadget-version", "rolling out v" + g.rollout_version + ": " +
+                                               g.rollout_percent + "%"));
                         li.append(head);
                         if (g.kept_errors)
                                 li.append(el("div", "gadget-meta kept", "kept on its previous policy: " + g.kept_file +

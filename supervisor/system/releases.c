@@ -295,12 +295,45 @@ void releases_undo(const char *state_dir, const char *name, const char *version,
         rmdir(dir);
 }
 
-void releases_current(const char *state_dir, const char *name, char *out, size_t len)
+/* NAME/file of the store (current, previous): a version's name, or "". */
+static void version_file(const char *state_dir, const char *name, const char *file, char *out, size_t len)
 {
         char p[4300];
-        snprintf(p, sizeof p, "%s/%s/%s/current", state_dir, RELEASES_DIR, name);
+        snprintf(p, sizeof p, "%s/%s/%s/%s", state_dir, RELEASES_DIR, name, file);
         if (read_small(p, out, len) < 0 || !bundle_version_ok(out))
                 out[0] = '\0';
+}
+
+void releases_current(const char *state_dir, const char *name, char *out, size_t len)
+{
+        version_file(state_dir, name, "current", out, len);
+}
+
+void releases_previous(const char *state_dir, const char *name, char *out, size_t len)
+{
+        version_file(state_dir, name, "previous", out, len);
+}
+
+int releases_set_previous(const char *state_dir, const char *name, const char *version)
+{
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s/%s", state_dir, RELEASES_DIR, name);
+        if (!version || !version[0]) {
+                char p[4200];
+                snprintf(p, sizeof p, "%s/previous", dir);
+                return unlink(p) < 0 && errno != ENOENT ? -errno : 0;
+        }
+        return file_replace(dir, "previous", version, strlen(version));
+}
+
+bool releases_has(const char *state_dir, const char *name, const char *version)
+{
+        char p[4400];
+        struct stat st;
+        if (!bundle_version_ok(version))
+                return false;
+        snprintf(p, sizeof p, "%s/%s/%s/%s/policy", state_dir, RELEASES_DIR, name, version);
+        return lstat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* The release file of dir/version into r. */
@@ -424,11 +457,13 @@ size_t releases_prune(const char *state_dir, const char *name, unsigned keep)
 {
         struct release_info *v;
         size_t n, removed = 0;
-        char p[4300];
+        char p[4300], prev[80];
         if (releases_list(state_dir, name, &v, &n) < 0)
                 return 0;
+        /* The version rollback goes back to stays, as the current one. */
+        releases_previous(state_dir, name, prev, sizeof prev);
         for (size_t i = n; i-- > 0 && n - removed > keep;) {
-                if (v[i].current)
+                if (v[i].current || strcmp(v[i].version, prev) == 0)
                         continue;
                 snprintf(p, sizeof p, "%s/%s/%s/%s", state_dir, RELEASES_DIR, name, v[i].version);
                 rm_tree(p);

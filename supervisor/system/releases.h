@@ -7,6 +7,7 @@
  *   releases/NAME/policy             the policy gadgetd loads: a copy of
  *                                    the current version's
  *   releases/NAME/current            the current version's name
+ *   releases/NAME/previous           the one before (rollback's)
  * Blocking file I/O: the unpacking runs in install's thread; the small
  * files (commit, list) on the loop. */
 #pragma once
@@ -49,13 +50,21 @@ int releases_commit(const char *state_dir, const char *name, const char *version
 void releases_undo(const char *state_dir, const char *name, const char *version, const char *prev, bool committed);
 /* The current version of name into out ("" if none). */
 void releases_current(const char *state_dir, const char *name, char *out, size_t len);
+/* The version before the current one (releases/NAME/previous, the one
+ * rollback goes back to) into out ("" if none). */
+void releases_previous(const char *state_dir, const char *name, char *out, size_t len);
+/* Records version ("" or NULL: none) as the one before. 0 or -errno. */
+int releases_set_previous(const char *state_dir, const char *name, const char *version);
+/* Whether version of name is installed (its policy is there). */
+bool releases_has(const char *state_dir, const char *name, const char *version);
 /* The installed versions of name, newest install first. 0 (none: n 0) or -errno. */
 int releases_list(const char *state_dir, const char *name, struct release_info **out, size_t *n);
 /* At gadgetd's start (no install runs): removes what an install cut short
  * left (".staging-*" directories, ".*.new" files) and empty gadget
  * directories. The number of entries removed. */
 size_t releases_sweep(const char *state_dir);
-/* Removes the oldest versions of name beyond keep, never the current one.
+/* Removes the oldest versions of name beyond keep, never the current or
+ * the previous one.
  * The number removed. */
 size_t releases_prune(const char *state_dir, const char *name, unsigned keep);
 /* releases_policy.c: */

@@ -20,7 +20,11 @@
  *       "wrong N" (results other than their id), the latencies and
  *       "gap_us" (the longest time without an answer while calls were
  *       out); the first error's message goes to stderr. The steady caller
- *       of the restart and reload tests. */
+ *       of the restart and reload tests.
+ *   callflood --tally N SOCKET GADGET METHOD
+ *       N calls, 64 in flight at most, and their string results counted
+ *       ("value TEXT N" lines, at most 16 texts, beside "ok" and "error"):
+ *       which version of a rollout answered (releases_test.py). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -359,8 +363,78 @@ static int paced_run(int fd, char **argv, double rate, size_t max)
         return 0;
 }
 
+/* --tally: n calls, 64 in flight, their string results counted. */
+#define TALLY_TEXTS 16
+static int tally(int fd, char **argv, int n)
+{
+        struct wire_writer w;
+        wire_writer_init(&w, 0);
+        struct wire_reader r;
+        wire_reader_init(&r, WIRE_MAX_FRAME);
+        Gadget__Value *args = value_new_null();
+        char *texts[TALLY_TEXTS];
+        int counts[TALLY_TEXTS] = { 0 }, n_texts = 0, ok = 0, codes[32] = { 0 }, sent = 0, got = 0, other = 0;
+        while (got < n && args) {
+                while (sent < n && sent - got < 64)
+                        put_call(&w, (uint64_t)++sent, argv, args);
+                if (wire_writer_flush(&w, fd) != 0)
+                        break;
+                const uint8_t *data;
+                size_t len;
+                int rr = wire_reader_next(&r, &data, &len);
+                if (rr == 0)
+                        rr = wire_recv(&r, fd, &data, &len);
+                if (rr <= 0)
+                        break;
+                Control__Response *resp = control__response__unpack(NULL, len, data);
+                if (!resp)
+                        exit(1);
+                got++;
+                if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT &&
+                    resp->result->kind_case == GADGET__VALUE__KIND_STRING_VALUE) {
+                        ok++;
+                        int i = 0;
+                        while (i < n_texts && strcmp(texts[i], resp->result->string_value) != 0)
+                                i++;
+                        if (i == n_texts && n_texts < TALLY_TEXTS && (texts[i] = strdup(resp->result->string_value)))
+                                n_texts++;
+                        if (i < n_texts)
+                                counts[i]++;
+                        else
+                                other++;
+                } else if (resp->resp_case == CONTROL__RESPONSE__RESP_RESULT) {
+                        ok++;
+                        other++;
+                } else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR) {
+                        codes[resp->error->code < 32 ? resp->error->code : 31]++;
+                }
+                control__response__free_unpacked(resp, NULL);
+        }
+        print_counts(sent, ok, codes);
+        for (int i = 0; i < n_texts; i++) {
+                printf("value %s %d\n", texts[i], counts[i]);
+                free(texts[i]);
+        }
+        printf("other %d\n", other);
+        value_free(args);
+        wire_reader_free(&r);
+        wire_writer_free(&w);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc == 6 && strcmp(argv[1], "--tally") == 0) {
+                int n = atoi(argv[2]);
+                if (n <= 0) {
+                        fprintf(stderr, "callflood: --tally needs a positive N\n");
+                        return 2;
+                }
+                int fd = connect_to(argv[3]);
+                int rc = tally(fd, argv + 4, n);
+                close(fd);
+                return rc;
+        }
         if (argc == 7 && strcmp(argv[1], "--paced") == 0) {
                 double rate = atof(argv[2]);
                 long max = atol(argv[3]);

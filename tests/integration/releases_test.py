@@ -6,7 +6,9 @@ with a member that escapes (../, an absolute path), a symlink, a device
 or an oversized member is refused with its reason and leaves nothing in
 the store; versions lists what is installed, the last VersionsKept= only;
 a new version of a running gadget takes over without a refused call;
-status and the workshop's list show the version.
+status and the workshop's list show the version; deploy and rollback
+switch between versions without a refused call, and a version whose
+start fails is rolled back.
 Usage: releases_test.py TEST. Environment: GADGETD, GADGETCTL, TESTGADGET,
 CALLFLOOD."""
 import grp
@@ -19,7 +21,7 @@ import subprocess
 import sys
 
 from gateway_util import Gateway
-from harness import GADGETD, TESTGADGET, Healthy, check, main, test
+from harness import CALLFLOOD, GADGETD, TESTGADGET, Healthy, check, main, policy, test
 
 
 def bundle_dir(tmp, version, name="rel", keys=""):
@@ -188,6 +190,216 @@ def install_verify_versions(tmp):
         installs = [(a["outcome"], a.get("uid")) for a in audit if a.get("binding") == "install"]
         check(("ok", 65534) in installs and ("denied", 65534) in installs and ("ok", 0) in installs,
               "install's audit records: %r" % installs)
+
+
+@test
+def deploy_rollback(tmp):
+    """deploy and rollback switch between installed versions without a
+    refused call; a version that crashes at its start (by install or by
+    deploy) is rolled back at once, with the reason in the answer, the
+    log, status and the audit."""
+    d = Gateway(tmp)
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with open(d.config, "a") as f:
+        # Every record kept: the steady caller's calls would spend the
+        # audit's budget of the second the deploys' records come in.
+        f.write("[Releases]\nTrustedKeys=%s\n[Audit]\nRecordsPerSecond=infinity\n" % r.stdout.split()[-1])
+
+    def make(version, keys=""):
+        out = os.path.join(tmp, "rel-%s.bundle" % version)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys), "--key", os.path.join(tmp, "key.pem"), "-o", out)
+        check(r.returncode == 0, "bundle: %r" % r.stderr)
+        return out
+
+    def versions():
+        st = d.status("rel")
+        return st.get("version"), st.get("previous_version")
+
+    with d:
+        for v in ("1.0", "2.0"):
+            r = d.ctl("install", make(v))
+            check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s: %r %r" %
+                  (v, r.stdout, r.stderr))
+        check(versions() == ("2.0", "1.0"), "after two installs: %r" % (versions(),))
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Previous version: 1\.0$", r.stdout, re.M), "status: %r" % r.stdout)
+        crash = make("3.0", keys="Arguments=crash\n")
+        with Healthy(d, "rel"):
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and "rolled back rel 1.0 (was 2.0): ready" in r.stdout,
+                  "rollback: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("1.0", "2.0"), "after the rollback: %r" % (versions(),))
+            r = d.ctl("deploy", "rel", "2.0")
+            check(r.returncode == 0 and "deployed rel 2.0 (was 1.0): ready" in r.stdout,
+                  "deploy: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("2.0", "1.0"), "after the deploy: %r" % (versions(),))
+            # A version that crashes at its start: installed, not current.
+            r = d.ctl("install", crash)
+            check(r.returncode != 0 and "version 3.0 of rel did not start" in r.stderr and
+                  "rolled back to 2.0" in r.stderr, "the crashing install: %r %r" % (r.stdout, r.stderr))
+            check(versions() == ("2.0", "1.0"), "after the crashing install: %r" % (versions(),))
+            r = d.ctl("deploy", "rel", "3.0")
+            check(r.returncode != 0 and "rolled back to 2.0" in r.stderr, "the crashing deploy: %r" % r.stderr)
+            check(versions() == ("2.0", "1.0"), "after the crashing deploy: %r" % (versions(),))
+            r = d.ctl("call", "rel", "echo", "7")
+            check(r.returncode == 0 and r.stdout.strip() == "7", "2.0 serves on: %r" % r.stderr)
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([(x["version"], x["current"]) for x in v] == [("3.0", False), ("2.0", True), ("1.0", False)],
+              "versions: %r" % v)
+        # Refusals: a version not installed, a name that is no version.
+        r = d.ctl("deploy", "rel", "9.9")
+        check(r.returncode != 0 and 'no installed version "9.9"' in r.stderr, "deploy 9.9: %r" % r.stderr)
+        r = d.ctl("deploy", "rel", "../1.0")
+        check(r.returncode != 0 and "deploy needs a version" in r.stderr, "deploy ../1.0: %r" % r.stderr)
+        r = d.ctl("rollback", "nosuch")
+        check(r.returncode != 0 and "no version before" in r.stderr, "rollback nosuch: %r" % r.stderr)
+        logs = d.logtext()
+        check('version "3.0" rolled back automatically to "2.0"' in logs, "the log: %r" % logs[-2000:])
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        ops = [(a["op"], a["outcome"], a.get("detail")) for a in audit if a.get("binding") == "deploy"]
+        check(ops == [("rollback", "ok", "version 1.0 (was 2.0)"), ("deploy", "ok", "version 2.0 (was 1.0)"),
+                      ("deploy", "error", "version 3.0 (was 2.0): rolled back")], "deploy's audit records: %r" % ops)
+        check("restart failed" in d.status("rel").get("cause", ""), "status: %r" % d.status("rel"))
+        # rollback goes back to the version before whatever happened since.
+        r = d.ctl("rollback", "rel")
+        check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
+
+
+def tally(d, n, gadget, method):
+    """n calls of gadget.method (64 in flight): their string results counted."""
+    r = subprocess.run([CALLFLOOD, "--tally", str(n), d.sock, gadget, method], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, "callflood --tally: %r" % r.stderr)
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if parts[0] == "value":
+            out[parts[1]] = int(parts[2])
+        elif parts[0] in ("ok", "other", "unanswered"):
+            out[parts[0]] = int(parts[1])
+        elif parts[0] == "error":
+            out["error " + parts[1]] = int(parts[2])
+    return out
+
+
+@test
+def staged_rollout(tmp):
+    """deploy --percent: the new version serves that share of the call
+    trees beside the old one (within 2 points over 10,000 calls), one tree
+    never mixes versions (a gadget calling the rolled-out one twice per
+    call), the share changes, the rollout completes and goes back, all
+    without a refused call; a version that crashes at its start, or passes
+    its error bound, is rolled back automatically, and status, the log and
+    the audit say why."""
+    d = Gateway(tmp)
+    r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with open(d.config, "a") as f:
+        f.write("[Releases]\nTrustedKeys=%s\n[Audit]\nRecordsPerSecond=infinity\n" % r.stdout.split()[-1])
+
+    def make(version, args):
+        out = os.path.join(tmp, "rel-%s.bundle" % version)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys="Arguments=%s\n" % args), "--key",
+                  os.path.join(tmp, "key.pem"), "-o", out)
+        check(r.returncode == 0, "bundle: %r" % r.stderr)
+        return out
+
+    def split(n, percent):
+        t = tally(d, n, "rel", "tag")
+        check(t.get("ok") == n and t.get("1.0", 0) + t.get("2.0", 0) == n, "tally at %d%%: %r" % (percent, t))
+        share = 100.0 * t.get("2.0", 0) / n
+        check(abs(share - percent) <= 2, "at %d%%, 2.0 answered %.2f%% of %d calls" % (percent, share, n))
+
+    def status():
+        st = d.status("rel")
+        return st.get("version"), st.get("rollout_version"), st.get("rollout_percent")
+
+    with d:
+        for v, args in (("3.0", "tag 3.0 fail"), ("2.0", "tag 2.0"), ("1.0", "tag 1.0")):
+            r = d.ctl("install", make(v, args))
+            check(r.returncode == 0, "install %s: %r" % (v, r.stderr))
+        front = policy(tmp, "front", "Arguments=tag front\n[Binding B]\nType=gadget\nTarget=rel\nMethods=tag\n")
+        r = d.ctl("load", front)
+        check(r.returncode == 0, "load front: %r" % r.stderr)
+        with Healthy(d, "rel"):
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "10")
+            check(r.returncode == 0 and "rolling out rel 2.0 to 10% of the call trees (was 1.0)" in r.stdout,
+                  "deploy --percent 10: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("1.0", "2.0", 10), "status at 10%%: %r" % (status(),))
+            st, _, body = d.request("GET", "/api/gadgets")
+            g = [x for x in json.loads(body)["gadgets"] if x["name"] == "rel"][0] if st == 200 else {}
+            check((g.get("rollout_version"), g.get("rollout_percent")) == ("2.0", 10), "the workshop: %r" % g)
+            split(10000, 10)
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0 and "to 50%" in r.stdout, "--percent 50: %r %r" % (r.stdout, r.stderr))
+            split(10000, 50)
+            # One tree: front calls rel twice while serving one call.
+            t = tally(d, 2000, "front", "tagchain")
+            check(t.get("ok") == 2000 and set(t) - {"ok", "other", "unanswered"} == {"1.0/1.0", "2.0/2.0"},
+                  "call trees: %r" % t)
+            r = d.ctl("deploy", "rel", "2.0")
+            check(r.returncode == 0 and "its rollout completed" in r.stdout, "complete: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("2.0", "", 0), "completed: %r" % (status(),))
+            check(tally(d, 200, "rel", "tag").get("2.0") == 200, "2.0 serves every call")
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and status() == ("1.0", "", 0), "rollback: %r %r" % (r.stderr, status()))
+            # A rollout sent back by the operator.
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0, "--percent 50 again: %r" % r.stderr)
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and "version 2.0 gets no more calls" in r.stdout, "rollback: %r" % r.stdout)
+            check(status() == ("1.0", "", 0), "rolled back: %r" % (status(),))
+            check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call")
+            # A restart during a rollout: the rollout goes back (its new
+            # process drains), then the restart's process starts.
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            check(r.returncode == 0, "--percent 50 once more: %r" % r.stderr)
+            r = d.ctl("restart", "rel")
+            check(r.returncode == 0, "restart during a rollout: %r %r" % (r.stdout, r.stderr))
+            st = d.status("rel")
+            check((st.get("version"), st.get("rollout_version")) == ("1.0", "") and
+                  "restart" in st.get("rollout_back", ""), "after the restart: %r" % st)
+            check(tally(d, 200, "rel", "tag").get("1.0") == 200, "1.0 serves every call after the restart")
+            # A rollout while a restart's old process drains a slow call:
+            # it waits for that end (two processes at most), then serves.
+            slow = subprocess.Popen([os.environ["GADGETCTL"], "--socket", d.sock, "call", "rel", "sleep",
+                                     '{"ms": 400}'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            while d.status("rel").get("in_flight", 0) < 1:
+                pass
+            r = d.ctl("restart", "rel")
+            check(r.returncode == 0, "restart: %r" % r.stderr)
+            r = d.ctl("deploy", "rel", "2.0", "--percent", "50")
+            out, err = slow.communicate(timeout=30)
+            check(slow.returncode == 0 and out.strip() == '"slept"', "the drained call: %r %r" % (out, err))
+            check(r.returncode == 0 and "to 50%" in r.stdout, "a rollout after a drain: %r %r" % (r.stdout, r.stderr))
+            check(status() == ("1.0", "2.0", 50), "rolling out after the drain: %r" % (status(),))
+            r = d.ctl("rollback", "rel")
+            check(r.returncode == 0 and status() == ("1.0", "", 0), "rollback: %r %r" % (r.stderr, status()))
+        # A version that crashes at its start: the staged deploy fails,
+        # and nothing of it serves.
+        r = d.ctl("install", make("4.0", "crash"))
+        check(r.returncode != 0 and "rolled back to 1.0" in r.stderr, "install 4.0: %r" % r.stderr)
+        r = d.ctl("deploy", "rel", "4.0", "--percent", "10")
+        check(r.returncode != 0 and "version 4.0 of rel did not start" in r.stderr and "rolled back to 1.0" in r.stderr,
+              "deploy 4.0 --percent 10: %r %r" % (r.stdout, r.stderr))
+        check(status() == ("1.0", "", 0), "after the crashing rollout: %r" % (status(),))
+        # Past its error bound (its echo fails): back by itself.
+        r = d.ctl("deploy", "rel", "3.0", "--percent", "50", "--min-calls", "20", "--max-errors", "10")
+        check(r.returncode == 0 and "rolling out rel 3.0" in r.stdout, "deploy 3.0: %r %r" % (r.stdout, r.stderr))
+        for _ in range(50):
+            tally(d, 100, "rel", "echo")
+            if not d.status("rel").get("rollout_version"):
+                break
+        st = d.status("rel")
+        check(st.get("version") == "1.0" and not st.get("rollout_version") and
+              "error rate passed the bound" in st.get("rollout_back", ""), "after its bound: %r" % st)
+        check('its rollout of version "3.0" went back automatically' in d.logtext(), "the log")
+        audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+        ro = [(a["outcome"], a.get("detail", "")) for a in audit if a.get("op") == "rollout"]
+        check(ro and ro[-1][0] == "error" and "3.0" in ro[-1][1], "the rollout's audit: %r" % ro[-3:])
+        v = json.loads(d.ctl("--json", "versions", "rel").stdout)
+        check([x["version"] for x in v if x["current"]] == ["1.0"], "versions: %r" % v)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,49 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Started with "tag T": the tag its method tag answers (the version of a
+ * rollout, releases_test.py); "tag T fail": its echo fails. */
+static const char *tag_text = "";
+static bool echo_fails;
+
 static gadget_value *echo(struct gadget_call *call, const gadget_value *args, void *data)
 {
         /* Rebuild the argument: values passed in belong to libgadget. */
         const char *s = gadget_as_string(args);
         int64_t i;
+        if (echo_fails)
+                return gadget_fail(call, GADGET_EFAILED, "failing as asked (tag %s)", tag_text);
         if (s)
                 return gadget_string(s);
         if (gadget_as_int(args, &i))
                 return gadget_int(i);
         return gadget_null();
+}
+
+static gadget_value *tag(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        return gadget_string(tag_text);
+}
+
+/* Its binding B's tag twice, within the call it serves: "T1/T2" (one call
+ * tree: a rollout of B must answer both from one version). */
+static gadget_value *tagchain(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        gadget_value *r[2] = { NULL, NULL };
+        for (int i = 0; i < 2; i++) {
+                gadget_value *a = gadget_map();
+                if (a)
+                        gadget_map_set(a, "method", gadget_string("tag"));
+                if (gadget_binding_call(gadget_call_gadget(call), "B", "call", a, &r[i]) < 0) {
+                        gadget_value_free(r[0]);
+                        return gadget_fail(call, GADGET_EFAILED, "%s", gadget_last_error(gadget_call_gadget(call)));
+                }
+        }
+        const char *a = gadget_as_string(r[0]), *b = gadget_as_string(r[1]);
+        gadget_value *out = gadget_stringf("%s/%s", a ? a : "?", b ? b : "?");
+        gadget_value_free(r[0]);
+        gadget_value_free(r[1]);
+        return out;
 }
 
 static gadget_value *sleep_ms(struct gadget_call *call, const gadget_value *args, void *data)
@@ -789,10 +822,16 @@ int main(int argc, char **argv)
         }
         if (argc > 2 && strcmp(argv[1], "hold") == 0)
                 hold_path = argv[2];
+        if (argc > 2 && strcmp(argv[1], "tag") == 0) {
+                tag_text = argv[2];
+                echo_fails = argc > 3 && strcmp(argv[3], "fail") == 0;
+        }
         if (argc > 2 && strcmp(argv[1], "slowstart") == 0) /* its start (until its hello) takes N ms */
                 usleep((useconds_t)atoi(argv[2]) * 1000);
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
+        gadget_method(g, "tag", tag, NULL);
+        gadget_method(g, "tagchain", tagchain, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);

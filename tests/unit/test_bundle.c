@@ -282,6 +282,53 @@ static void test_sweep(void)
         }
 }
 
+/* What rollback goes back to: recorded, read, kept by the pruning. */
+static void test_previous(void)
+{
+        char top[] = "/tmp/test-bundle-XXXXXX", p[256], v[80];
+        if (!mkdtemp(top))
+                abort();
+        snprintf(p, sizeof p, "%s/releases", top);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/releases/x", top);
+        mkdir(p, 0755);
+        for (int i = 1; i <= 3; i++) {
+                snprintf(p, sizeof p, "%s/releases/x/%d", top, i);
+                mkdir(p, 0755);
+                snprintf(p, sizeof p, "%s/releases/x/%d/policy", top, i);
+                close(open(p, O_WRONLY | O_CREAT, 0644));
+                snprintf(p, sizeof p, "%s/releases/x/%d/release", top, i);
+                FILE *f = fopen(p, "w");
+                fprintf(f, "Version=%d\nInstalled=%d\n", i, 1000 * i);
+                fclose(f);
+        }
+        snprintf(p, sizeof p, "%s/releases/x/current", top);
+        FILE *f = fopen(p, "w");
+        fputs("3", f);
+        fclose(f);
+        releases_previous(top, "x", v, sizeof v);
+        CHECK(v[0] == '\0', "no previous yet: \"%s\"", v);
+        CHECK(releases_set_previous(top, "x", "1") == 0, "previous recorded");
+        releases_previous(top, "x", v, sizeof v);
+        CHECK(strcmp(v, "1") == 0, "previous read: \"%s\"", v);
+        CHECK(releases_has(top, "x", "2") && !releases_has(top, "x", "4") && !releases_has(top, "x", "../x/1") &&
+                      !releases_has(top, "x", ".staging-1"),
+              "installed versions, and names that are none");
+        CHECK(releases_prune(top, "x", 1) == 1, "one version pruned");
+        CHECK(releases_has(top, "x", "1") && releases_has(top, "x", "3") && !releases_has(top, "x", "2"),
+              "the current and the previous versions kept, the other pruned");
+        CHECK(releases_set_previous(top, "x", "") == 0, "previous forgotten");
+        releases_previous(top, "x", v, sizeof v);
+        CHECK(v[0] == '\0', "no previous: \"%s\"", v);
+        static const char *const rm[] = { "releases/x/1/policy", "releases/x/1/release", "releases/x/3/policy",
+                                          "releases/x/3/release", "releases/x/current", "releases/x/1",
+                                          "releases/x/3", "releases/x", "releases", "" };
+        for (size_t i = 0; i < sizeof rm / sizeof *rm; i++) {
+                snprintf(p, sizeof p, "%s/%s", top, rm[i]);
+                remove(p);
+        }
+}
+
 static void test_path_within(void)
 {
         CHECK(releases_path_within("/s/r/n/1/files/bin/x", "/s//r/./n/1/files/"), "a path under the files dir");
@@ -298,6 +345,7 @@ int main(void)
         test_manifest();
         test_signature();
         test_policy_template();
+        test_previous();
         test_path_within();
         test_sweep();
         return tap_done();

@@ -1,0 +1,515 @@
+/* deploy: gadgetctl deploy NAME VERSION and gadgetctl rollback NAME
+ * (docs/releases.md). Every installed version stays whole in the store
+ * and the loaded policy is a copy of one version's, so a deploy is a copy
+ * (releases_commit) and a load: a running gadget restarts on it without a
+ * gap (core/unit_switch.c), its old process draining its calls. The
+ * answer waits for the new process's hello; a version whose start fails
+ * is rolled back at once (the version before copied back and loaded: the
+ * old process serves on meanwhile), and the operator is told why in the
+ * answer, the log and an audit record. An install's answer waits the
+ * same way (deploy_after_install). One at a time in gadgetd (a deploy
+ * while another or an install's waits is answered busy): each reads and
+ * writes the store's current and previous versions of its gadget.
+ * A staged deploy (a percent below 100) arms a rollout on the unit first
+ * (core/unit_rollout.c): its new process then serves that share beside
+ * the old one, the store naming the old version meanwhile; the core tells
+ * its end (rollout_ended), which the store, the log and the audit record. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "contract.h"
+#include "control.h"
+#include "core/calls.h"
+#include "core/core.h"
+#include "system/audit.h"
+#include "system/log.h"
+#include "system/releases.h"
+
+/* A staged rollout, the control's side: what its end (rollout_ended,
+ * the core's callback) does to the store. Lives from its arming until
+ * that callback, or until the core dropped it unarmed (ro_release). */
+struct rollout_rec {
+        struct core *core;
+        char *state_dir;
+        char name[64], version[80], prev[80];
+        uid_t uid;
+        bool by_request;            /* sent back by gadgetctl, not by its bound or an end */
+        struct deploy_job *waiting; /* the deploy that began it, until answered */
+};
+
+struct deploy_job {
+        LIST_ENTRY(deploy_job) link; /* in its control's deploys, while it has one */
+        struct control *ctl;        /* NULL once the control went (gadgetd is ending) */
+        struct core *core;
+        const struct control_env *env;
+        struct client_load *ans;
+        char *state_dir;
+        uid_t uid;                  /* who asked (audited) */
+        bool rollback;
+        char *text;                 /* an install's: what it did; NULL: a deploy's or rollback's */
+        char name[64], version[80], prev[80];
+        char previous[80];          /* the store's previous before, put back by a rollback of j */
+        unsigned percent;           /* 1 to 99: a staged rollout; else at once */
+        struct rollout_rec *ro;     /* its rollout's record, until that rollout ended */
+        bool ro_completed;          /* it ended before the answer: completed, or not */
+};
+
+static void rec_free(struct rollout_rec *rr)
+{
+        free(rr->state_dir);
+        free(rr);
+}
+
+static void rollout_audit(const struct rollout_rec *rr, int code, const char *detail)
+{
+        struct audit_record rec = { .gadget = rr->name, .binding = "deploy", .op = "rollout",
+                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
+                                    .uid = (uint32_t)rr->uid };
+        audit_write(core_audit(rr->core), &rec);
+}
+
+/* The core's word that a rollout that served ended. Completed: the new
+ * version is the store's current one from now on (its policy copied, as
+ * a deploy's), the old one its previous. Not: the store names the old
+ * version already (ready_done put it back once the rollout began), so
+ * nothing changes there; the operator is told why. */
+static void rollout_ended(void *arg, struct unit *u, bool completed, const char *why)
+{
+        struct rollout_rec *rr = arg;
+        char path[4400], detail[300];
+        (void)u;
+        if (rr->waiting) {
+                rr->waiting->ro = NULL;
+                rr->waiting->ro_completed = completed;
+        }
+        if (completed) {
+                if (releases_commit(rr->state_dir, rr->name, rr->version, path, sizeof path) == 0 && rr->prev[0])
+                        releases_set_previous(rr->state_dir, rr->name, rr->prev);
+                log_msg(L_INFO, rr->name, "its rollout of version \"%s\" completed (%s): it serves every call",
+                        rr->version, why);
+                snprintf(detail, sizeof detail, "version %s (was %s): completed", rr->version, rr->prev);
+                rollout_audit(rr, 0, detail);
+        } else {
+                log_msg(rr->by_request ? L_INFO : L_ERR, rr->name, "its rollout of version \"%s\" went back%s: %s",
+                        rr->version, rr->by_request ? "" : " automatically", why);
+                snprintf(detail, sizeof detail, "version %s (was %s): rolled back: %.200s", rr->version, rr->prev,
+                         why);
+                rollout_audit(rr, rr->by_request ? 0 : GADGET_EFAILED, detail);
+        }
+        rec_free(rr);
+}
+
+/* j's rollout record, once j no longer waits: the core's (it calls
+ * rollout_ended at the end) if its rollout serves, else dropped (an armed
+ * rollout that did not begin is disarmed first: the core keeps no arg). */
+static void ro_release(struct deploy_job *j, struct unit *u)
+{
+        struct rollout_rec *rr = j->ro;
+        struct unit_rollout_info in = { 0 };
+        if (!rr)
+                return;
+        j->ro = NULL;
+        rr->waiting = NULL;
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.arg == rr && in.running)
+                return;
+        if (in.arg == rr)
+                unit_rollout_disarm(u);
+        rec_free(rr);
+}
+
+static void ro_release(struct deploy_job *j, struct unit *u);
+
+static void job_free(struct deploy_job *j)
+{
+        /* Without its control gadgetd is ending, its core closed already
+         * (no rollout armed left there): the record is only freed. */
+        if (j->ro && j->ctl)
+                ro_release(j, core_find(j->core, j->name));
+        else if (j->ro)
+                rec_free(j->ro);
+        if (j->ctl)
+                LIST_REMOVE(j, link);
+        free(j->text);
+        free(j->state_dir);
+        free(j);
+}
+
+static void job_audit(const struct deploy_job *j, int code, const char *detail)
+{
+        struct audit_record rec = { .gadget = j->name, .binding = "deploy", .op = j->rollback ? "rollback" : "deploy",
+                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
+                                    .uid = (uint32_t)j->uid };
+        audit_write(core_audit(j->core), &rec);
+}
+
+/* The answer, the audit record, and j freed. */
+static void job_end(struct deploy_job *j, int code, const char *msg)
+{
+        char detail[200];
+        snprintf(detail, sizeof detail, "version %s (was %s)%s", j->version, j->prev[0] ? j->prev : "none",
+                 code ? ": rolled back" : "");
+        if (!j->text) /* an install is audited as one (install.c) */
+                job_audit(j, code, detail);
+        client_load_answer(j->ans, code, msg);
+        job_free(j);
+}
+
+/* The reload of the version before, after a failed deploy: only logged
+ * (the deploy's answer said why already). */
+static void revert_loaded(void *arg, int err, const char *name, const char *msg)
+{
+        char *gadget = arg;
+        (void)name;
+        if (err < 0)
+                log_msg(L_ERR, gadget, "its rollback's load failed: %s", msg);
+        free(gadget);
+}
+
+/* Back to j->prev: its policy copied back and loaded. Why a load and not
+ * only the copy: a gadget that was not running took the new policy with
+ * its failed start; one that was keeps its old process and policy (the
+ * switch failed), and loading the same file again changes nothing. */
+static void revert(struct deploy_job *j, const char *why)
+{
+        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
+        char path[4400];
+        char *arg = strdup(j->name);
+        log_msg(L_ERR, j->name, "version \"%s\" rolled back automatically to \"%s\": %s", j->version,
+                j->prev[0] ? j->prev : "none", why);
+        releases_set_previous(j->state_dir, j->name, j->previous);
+        if (!j->prev[0] || releases_commit(j->state_dir, j->name, j->prev, path, sizeof path) < 0 || !arg ||
+            !j->ctl || j->env->load(j->env->arg, path, false, &root, revert_loaded, arg) < 0)
+                free(arg);
+}
+
+/* A staged deploy's new process said hello: whether it serves its
+ * share (then j is answered and freed), or the deploy is one at once
+ * (the gadget was not running here, or its old process ended meanwhile:
+ * the new one took over). */
+static bool staged_ready(struct deploy_job *j)
+{
+        struct unit *u = core_find(j->core, j->name);
+        struct unit_rollout_info in = { 0 };
+        char path[4400], out[600];
+        if (u)
+                unit_rollout_info(u, &in);
+        if (!j->ro && !j->ro_completed) {
+                /* It went back before this answer: the store as before. */
+                if (j->prev[0])
+                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+                releases_set_previous(j->state_dir, j->name, j->previous);
+                snprintf(out, sizeof out, "the rollout of %s %s went back as it began: %.300s", j->name, j->version,
+                         in.last_back ? in.last_back : "");
+                job_end(j, GADGET_EFAILED, out);
+                return true;
+        }
+        if (!j->ro || !(in.running && in.arg == j->ro)) {
+                ro_release(j, u); /* the version serves every call */
+                return false;
+        }
+        /* While it runs, the store names the version that serves every
+         * call but the share: a gadgetd that starts again meanwhile runs
+         * that one (the rollout is this gadgetd's), and a rollout that
+         * goes back leaves the store as it was. */
+        if (j->prev[0])
+                releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+        releases_set_previous(j->state_dir, j->name, j->previous);
+        ro_release(j, u);
+        log_msg(L_INFO, j->name, "rolling out version \"%s\" (was \"%s\") to %u%% of the call trees for uid %u",
+                j->version, j->prev, j->percent, (unsigned)j->uid);
+        snprintf(out, sizeof out, "rolling out %s %s to %u%% of the call trees (was %s): its new process serves "
+                 "beside the old one", j->name, j->version, j->percent, j->prev[0] ? j->prev : "none");
+        job_end(j, 0, out);
+        return true;
+}
+
+/* The new version's process said hello, or why it did not. */
+static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
+{
+        struct deploy_job *j = arg;
+        char out[1200];
+        (void)tag;
+        if (!j->ctl) { /* gadgetd is ending: the store names the new version, loaded at its next start */
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (res && j->percent && staged_ready(j))
+                return;
+        if (res) {
+                if (j->prev[0] && strcmp(j->prev, j->version) != 0)
+                        releases_set_previous(j->state_dir, j->name, j->prev);
+                if (j->text) {
+                        snprintf(out, sizeof out, "%.1100s: ready", j->text);
+                        job_end(j, 0, out);
+                        return;
+                }
+                log_msg(L_INFO, j->name, "%s version \"%s\" (was \"%s\") for uid %u", j->rollback ? "rolled back to" :
+                        "deployed", j->version, j->prev, (unsigned)j->uid);
+                snprintf(out, sizeof out, "%s %s %s (was %s): ready", j->rollback ? "rolled back" : "deployed",
+                         j->name, j->version, j->prev[0] ? j->prev : "none");
+                job_end(j, 0, out);
+                return;
+        }
+        /* Unloaded meanwhile, or gadgetd is ending (core_close answers
+         * the waits before the control goes): no failure of the version,
+         * nothing to roll back, nothing loaded again. */
+        if (code == GADGET_EGONE) {
+                snprintf(out, sizeof out, "the deploy of %s %s was called off: %.600s", j->name, j->version, message);
+                job_end(j, code, out);
+                return;
+        }
+        /* A rollout that began meanwhile goes back with the deploy. */
+        if (j->ro) {
+                struct unit *u = core_find(j->core, j->name);
+                struct unit_rollout_info in = { 0 };
+                if (u)
+                        unit_rollout_info(u, &in);
+                if (in.running && in.arg == j->ro)
+                        unit_rollout_back(u, message);
+                ro_release(j, u);
+        }
+        if (j->prev[0])
+                snprintf(out, sizeof out, "version %s of %s did not start: %.600s; rolled back to %s", j->version,
+                         j->name, message, j->prev);
+        else
+                snprintf(out, sizeof out, "version %s of %s did not start: %.600s (no version before to roll "
+                         "back to)", j->version, j->name, message);
+        revert(j, message);
+        job_end(j, code ? code : GADGET_EFAILED, out);
+}
+
+static void wait_ready(struct deploy_job *j);
+
+/* The load of the version's policy ended (the daemon's load). */
+static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
+{
+        struct deploy_job *j = arg;
+        char out[8192];
+        (void)name;
+        if (!j->ctl) {
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (err < 0) {
+                char path[4400];
+                if (j->prev[0])
+                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+                snprintf(out, sizeof out, "%s %s was not deployed: its load failed: %s", j->name, j->version, msg);
+                job_end(j, GADGET_EFAILED, out);
+                return;
+        }
+        wait_ready(j);
+}
+
+/* Waits for j's gadget's start, or its restart's switch, whoever the
+ * client is: no owner, so that a client that leaves does not end the
+ * wait (a failed start is rolled back all the same). */
+static void wait_ready(struct deploy_job *j)
+{
+        struct unit *u = core_find(j->core, j->name);
+        const struct call_req cq = { .done = ready_done, .cbdata = j, .until_ready = true };
+        char why[400];
+        int code = u ? calls_wake(u, &cq, why, sizeof why) : 1;
+        if (code == 0)
+                return;
+        if (code == 1 || (u && unit_state_of(u) == UNIT_IDLE)) {
+                static const Gadget__Value none = GADGET__VALUE__INIT;
+                ready_done(j, 0, &none, 0, NULL);
+                return;
+        }
+        ready_done(j, 0, NULL, code, why);
+}
+
+/* Deploys version of name for cl's request id (rollback: the one before). */
+/* Arms j's staged rollout (j->percent) on its gadget, which must run
+ * here, ready, with no restart under way. 0, or a GADGET_E* code with
+ * msg. */
+static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bound, char *msg, size_t len)
+{
+        struct unit *u = core_find(j->core, j->name);
+        struct rollout_rec *rr = calloc(1, sizeof *rr);
+        if (!rr || !(rr->state_dir = strdup(j->state_dir))) {
+                free(rr);
+                snprintf(msg, len, "out of memory");
+                return GADGET_EINTERNAL;
+        }
+        rr->core = j->core;
+        rr->uid = j->uid;
+        rr->waiting = j;
+        snprintf(rr->name, sizeof rr->name, "%s", j->name);
+        snprintf(rr->version, sizeof rr->version, "%s", j->version);
+        snprintf(rr->prev, sizeof rr->prev, "%s", j->prev);
+        int e = u ? unit_rollout_arm(u, j->percent, bound, j->version, rollout_ended, rr) : -ENOENT;
+        if (e < 0) {
+                rec_free(rr);
+                snprintf(msg, len, "a staged rollout needs %s loaded, ready and running here, with no rollout or "
+                         "restart's new process starting (deploy at once without --percent)", j->name);
+                return e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
+        }
+        j->ro = rr;
+        return 0;
+}
+
+static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
+                   unsigned percent, const struct unit_rollout_bound *bound)
+{
+        const struct control_env *env = client_env(cl);
+        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
+        char path[4400];
+        int e;
+        struct deploy_job *j = calloc(1, sizeof *j);
+        if (!j || !(j->state_dir = strdup(env->releases.state_dir))) {
+                free(j);
+                client_error(cl, id, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = cl->cred.uid,
+                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0 };
+        snprintf(j->name, sizeof j->name, "%s", name);
+        snprintf(j->version, sizeof j->version, "%s", version);
+        if (!LIST_EMPTY(control_deploys(cl->ctl))) {
+                client_error(cl, id, GADGET_EBUSY, "another deploy, rollback or install is under way; try again "
+                             "when it ends");
+                job_free(j);
+                return;
+        }
+        j->ctl = cl->ctl;
+        LIST_INSERT_HEAD(control_deploys(j->ctl), j, link);
+        releases_current(j->state_dir, name, j->prev, sizeof j->prev);
+        releases_previous(j->state_dir, name, j->previous, sizeof j->previous);
+        if (!(j->ans = client_load_begin(cl, id))) {
+                job_free(j);
+                return;
+        }
+        char msg[300];
+        if (j->percent && (e = staged_arm(j, bound, msg, sizeof msg)) != 0) {
+                client_load_answer(j->ans, e, msg);
+                j->ans = NULL;
+                job_free(j);
+                return;
+        }
+        if ((e = releases_commit(j->state_dir, name, version, path, sizeof path)) == 0)
+                e = env->load(env->arg, path, false, &root, deploy_loaded, j);
+        if (e < 0) {
+                if (j->prev[0])
+                        releases_commit(j->state_dir, name, j->prev, path, sizeof path);
+                char out[400];
+                snprintf(out, sizeof out, "%s %s was not deployed: %s", name, version,
+                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
+                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
+        }
+}
+
+void request_deploy(struct client *cl, const Control__Request *q)
+{
+        const Control__Deploy *d = q->deploy;
+        const char *sd = client_env(cl)->releases.state_dir;
+        if (!sd) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
+                return;
+        }
+        if (!releases_has(sd, d->name, d->version)) {
+                client_error(cl, q->id, GADGET_ENOTFOUND, "%s has no installed version \"%s\" (gadgetctl versions "
+                             "%s lists them)", d->name, d->version, d->name);
+                return;
+        }
+        /* A rollout of it runs: its share changed, or it completes. */
+        struct unit *u = core_find(client_env(cl)->core, d->name);
+        struct unit_rollout_info in = { 0 };
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.running && strcmp(in.version, d->version) != 0) {
+                client_error(cl, q->id, GADGET_EBUSY, "a rollout of %s %s runs: complete it (gadgetctl deploy %s %s) "
+                             "or end it (gadgetctl rollback %s) first", d->name, in.version, d->name, in.version,
+                             d->name);
+                return;
+        }
+        if (in.running) {
+                unsigned p = d->percent ? d->percent : 100;
+                unit_rollout_set(u, p); /* 100: rollout_ended commits it */
+                if (p == 100)
+                        client_done(cl, q->id, "deployed %s %s: its rollout completed, every call goes to it; the "
+                                    "previous version's process drains", d->name, d->version);
+                else
+                        client_done(cl, q->id, "rolling out %s %s to %u%% of the call trees", d->name, d->version, p);
+                return;
+        }
+        struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
+                                        .min_calls = d->min_calls ? d->min_calls : 100 };
+        deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
+}
+
+void request_rollback(struct client *cl, const Control__Request *q)
+{
+        const char *sd = client_env(cl)->releases.state_dir, *name = q->rollback->name;
+        char prev[80];
+        if (!sd) {
+                client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
+                return;
+        }
+        /* A rollout runs: its new version gets no more calls, at once. */
+        struct unit *u = core_find(client_env(cl)->core, name);
+        struct unit_rollout_info in = { 0 };
+        if (u)
+                unit_rollout_info(u, &in);
+        if (in.running) {
+                char why[80], version[80];
+                snprintf(version, sizeof version, "%s", in.version);
+                snprintf(why, sizeof why, "gadgetctl rollback by uid %u", (unsigned)cl->cred.uid);
+                ((struct rollout_rec *)in.arg)->by_request = true;
+                unit_rollout_back(u, why);
+                client_done(cl, q->id, "rolled back %s: version %s gets no more calls and drains; the current "
+                            "version serves every call", name, version);
+                return;
+        }
+        releases_previous(sd, name, prev, sizeof prev);
+        if (!prev[0] || !releases_has(sd, name, prev)) {
+                client_error(cl, q->id, GADGET_ENOTFOUND, prev[0] ? "%s: the version before, \"%s\", is no longer "
+                             "in the store" : "%s has no version before the current one", name, prev);
+                return;
+        }
+        deploy(cl, q->id, name, prev, true, 0, NULL);
+}
+
+void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,
+                          const char *name, const char *version, const char *prev, const char *previous,
+                          const char *text)
+{
+        struct deploy_job *j = calloc(1, sizeof *j);
+        if (!j || !(j->state_dir = strdup(env->releases.state_dir)) || !(j->text = strdup(text))) {
+                if (j)
+                        free(j->state_dir);
+                free(j);
+                client_load_answer(ans, GADGET_EINTERNAL, "out of memory");
+                return;
+        }
+        j->ctl = ctl;
+        j->core = env->core;
+        j->env = env;
+        j->ans = ans;
+        j->uid = uid;
+        snprintf(j->name, sizeof j->name, "%s", name);
+        snprintf(j->version, sizeof j->version, "%s", version);
+        snprintf(j->prev, sizeof j->prev, "%s", prev);
+        snprintf(j->previous, sizeof j->previous, "%s", previous);
+        LIST_INSERT_HEAD(control_deploys(ctl), j, link);
+        wait_ready(j);
+}
+
+void deploy_abandon_all(struct deploy_list *l)
+{
+        /* Their load or wait in flight ends each (ctl NULL). */
+        while (!LIST_EMPTY(l)) {
+                struct deploy_job *j = LIST_FIRST(l);
+                LIST_REMOVE(j, link);
+                j->ctl = NULL;
+        }
+}
