@@ -411,20 +411,33 @@ def protocol_violation(tmp, sdk):
         check(c.ok("conf", "greet", {"name": "again"}) == "hello, again", "served after its restart")
 
 
+def counter_runs(tmp, policies):
+    """The counter example through gadgetd run under each policy in turn:
+    its increments count on (one state directory)."""
+    for want, p in enumerate(policies, 1):
+        r = subprocess.run(gadgetd_run(tmp) + [p, "--call", "increment"], capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
+
+
+def counter_in_daemon(d, pol, name):
+    """The counter example loaded into the daemon d, on the state the
+    runs before left (two increments): the third, then get. Its Control."""
+    r = d.ctl("load", pol)
+    check(r.returncode == 0, "load: %r %s" % (r.stderr, d.logtext()[-1500:]))
+    c = Control(d)
+    check(c.ok(name, "increment") == 3 and c.ok(name, "get") == 3, "the daemon's counter")
+    return c
+
+
 @test
 def python_counter_example(tmp):
     """examples/python/counter.py under its policy as built, with the
     default filter and limits: through gadgetd run, then the daemon."""
     pol = os.path.join(EXAMPLES, "counter-py.policy")
-    for want in (1, 2):
-        r = subprocess.run(gadgetd_run(tmp) + [pol, "--call", "increment"], capture_output=True, text=True,
-                           timeout=60)
-        check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
+    counter_runs(tmp, (pol, pol))
     with Daemon(tmp) as d:
-        r = d.ctl("load", pol)
-        check(r.returncode == 0, "load: %r %s" % (r.stderr, d.logtext()[-1500:]))
-        c = Control(d)
-        check(c.ok("counter-py", "increment") == 3 and c.ok("counter-py", "get") == 3, "the daemon's counter")
+        counter_in_daemon(d, pol, "counter-py")
         st = d.status("counter-py")
         check(st["denials"] == 0, "its filter refused calls: %r" % st)
 
@@ -444,15 +457,9 @@ def js_examples(tmp):
     with open(pol) as f, open(limited, "w") as out:
         out.write(f.read().replace("\n[Binding", "\nMemoryMax=64M\nTasksMax=32\nTmpSize=16M\n\n[Binding", 1))
     os.chmod(limited, 0o644)
-    for want, p in ((1, pol), (2, limited)):
-        r = subprocess.run(gadgetd_run(tmp) + [p, "--call", "increment"], capture_output=True, text=True,
-                           timeout=60)
-        check(r.returncode == 0 and json.loads(r.stdout) == want, "gadgetd run --call increment: %r" % (r,))
+    counter_runs(tmp, (pol, limited))
     with Daemon(tmp) as d:
-        r = d.ctl("load", pol)
-        check(r.returncode == 0, "load: %r %s" % (r.stderr, d.logtext()[-1500:]))
-        c = Control(d)
-        check(c.ok("counter-js", "increment") == 3 and c.ok("counter-js", "get") == 3, "the daemon's counter")
+        c = counter_in_daemon(d, pol, "counter-js")
         r = d.ctl("load", os.path.join(EXAMPLES, "notes-js.policy"))
         check(r.returncode == 0, "load notes-js: %r %s" % (r.stderr, d.logtext()[-1500:]))
         for title in ("b/2", "a/1", "b/1"):
