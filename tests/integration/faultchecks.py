@@ -124,38 +124,37 @@ def failed_but_ran(ops, records):
     return [(o, ran[o["id"]]) for o in ops if o["status"] == "fail" and o["id"] in ran]
 
 
-def killed_in_flight(faults):
-    """Whether a call lost its connection because the node it went
-    through was SIGKILLed while it was out: no node can answer then, nor
-    stop what it had sent on (the call may have run, and run later)."""
-    kills = [(f["t0"], f["gadget_owner"][1]) for f in faults if f.get("kind") == "kill"]
-    return lambda o: o.get("code") == "transport" and any(o["via"] == n and o["t0"] <= t <= o["t1"]
-                                                         for t, n in kills)
+def unanswered(o):
+    """Whether a call got no answer from gadgetd at all: its connection
+    lost or the client's own timeout (a node SIGKILLed under it, a node
+    paused past the client's patience). Such a call may have run and may
+    still run: no node told its caller anything, nor can a node stop what
+    it already sent on, nor know that a caller gave up. The checks of what
+    callers were told leave these out; what gadgetd answers (its own
+    timeouts say "may have run", its refusals "not run") they judge."""
+    return o.get("code") == "transport"
 
 
-def ran_after_answer(ops, records, faults=()):
-    """Calls that ran only after their caller had its answer (an error: a
-    timeout, the connection lost): the call waited somewhere (a link's
+def ran_after_answer(ops, records):
+    """Calls that ran only after gadgetd had answered their caller with an
+    error (a timeout, a refusal): the call waited somewhere (a link's
     queue, a paused node) and ran late, without its caller's deadline. Not
-    one whose node was killed while it was out (killed_in_flight)."""
+    one that got no answer (unanswered)."""
     ran = {}
     for r in records:
         ran.setdefault(r["id"], r)
-    killed = killed_in_flight(faults)
     return [(o, ran[o["id"]]) for o in ops if o["status"] != "ok" and o["id"] in ran and ran[o["id"]]["t0"] > o["t1"]
-            and not killed(o)]
+            and not unanswered(o)]
 
 
-def wrote_but_errored(ops, records, faults=()):
+def wrote_but_errored(ops, records):
     """Calls whose caller got an error that does not say "may have run"
     (a timeout, a lost connection, a refusal) while the gadget ran them
     and their kv write was accepted: the caller cannot tell them from
-    calls that did nothing. Not one whose connection was lost because its
-    node was killed while it was out (killed_in_flight)."""
+    calls that did nothing. Not one that got no answer (unanswered)."""
     wrote = {r["id"] for r in records if r["kind"] in ("write", "incr") and r["err"] == 0}
-    killed = killed_in_flight(faults)
     return [o for o in ops if o["status"] != "ok" and o["id"] in wrote and "may have run" not in o["err"]
-            and not killed(o)]
+            and not unanswered(o)]
 
 
 def alarms_fired(cluster, ops, timeout=20):
@@ -321,7 +320,7 @@ def verdicts(cluster, ops, say, faults=()):
                     "1 s)" % (d["what"], " ".join(d["kept"]), d["t1"] - d["t0"]))
             say(line)
             bad.append(line)
-    late = ran_after_answer(ops, records, faults)
+    late = ran_after_answer(ops, records)
     for o, r in late[:5]:
         say("ran after its caller's answer: %s %s %s/%s through %s, answered %r after %.3f s; ran on %s %.3f s "
             "after that answer" % (o["id"], o["kind"], o["gadget"], o["key"], o["via"], o["err"][:80],
@@ -331,7 +330,7 @@ def verdicts(cluster, ops, say, faults=()):
             len(late), max(r["t0"] - o["t1"] for o, r in late))
         say(line)
         bad.append(line)
-    silent = wrote_but_errored(ops, records, faults)
+    silent = wrote_but_errored(ops, records)
     if silent:
         kinds = {}
         for o in silent[:5]:
