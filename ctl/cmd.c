@@ -341,9 +341,7 @@ static int cmd_exec(const struct ctl *ctl, const struct cmd_args *a)
         x.n_argv = (size_t)(a->n_pos - first);
         req.req_case = CONTROL__REQUEST__REQ_EXEC;
         req.exec = &x;
-        struct client c = { .fd = -1, .fds = stdio, .n_fds = 3 };
-        int st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_EXEC, &r);
-        client_close(&c);
+        int st = cmd_ask_fds(ctl, &req, stdio, 3, CONTROL__RESPONSE__RESP_EXEC, &r);
         if (st == CTL_EXIT_OK) {
                 st = r->exec->status;
                 control__response__free_unpacked(r, NULL);
@@ -364,10 +362,8 @@ static int cmd_install(const struct ctl *ctl, const struct cmd_args *a)
         }
         req.req_case = CONTROL__REQUEST__REQ_INSTALL;
         req.install = &x;
-        struct client c = { .fd = -1, .fds = &fd, .n_fds = 1 };
         Control__Response *r = NULL;
-        int st = exchange(ctl, &c, &req, CONTROL__RESPONSE__RESP_DONE, &r);
-        client_close(&c);
+        int st = cmd_ask_fds(ctl, &req, &fd, 1, CONTROL__RESPONSE__RESP_DONE, &r);
         close(fd);
         if (st == CTL_EXIT_OK) {
                 st = print_answer(ctl, r, false);
