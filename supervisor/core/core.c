@@ -171,6 +171,8 @@ void core_close(struct core *c)
         core_events_closed(c);
         if (c->ev_wakes)
                 event_free(c->ev_wakes);
+        if (c->ev_starts)
+                event_free(c->ev_starts);
         audit_close(c->audit);
         bindings_env_close(&c->bindings);
         uidpool_close(&c->uids);

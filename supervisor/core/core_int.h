@@ -57,6 +57,13 @@ struct core {
         struct unit *waking[CORE_WAKES_MAX]; /* the starts in flight (NULL: a free slot) */
         struct unit *wake_head, **wake_tail;
         struct event *ev_wakes;
+        /* unit_starts.c: sandboxes building at once (started with
+         * spawn_launch, their start's report not come yet; at most
+         * builds_max), the units whose start waits for room (oldest first)
+         * and the event that starts them. */
+        unsigned builds, builds_max;
+        struct unit *start_head, **start_tail;
+        struct event *ev_starts;
         bool stopping;
         /* gadgetctl daemon-reexec on a shared store (unit_adopt.c): the
          * leases marked for the next image (marks asked, not answered; the
@@ -108,6 +115,8 @@ struct unit_run {
         int program_status;       /* from the sandbox's report */
         bool have_program_status;
         bool ending;              /* its worker ended; its link is read to the end first (report_cb) */
+        bool building;            /* its sandbox builds (child.start_want): one of core's builds */
+        bool hello_early;         /* its hello came before its sandbox's start report: handled then */
         bool stop_killed;         /* its stop's grace ran out with calls in flight */
         bool spawn_deferred;      /* u->next_run not started yet: the last switch's old process
                                    * still drains, and holds the cgroup name it would take */
@@ -188,6 +197,8 @@ struct unit {
         const void *wake_party;   /* the caller whose call woke it (its control connection, its
                                    * node's session; NULL: gadgets, the gateway, alarms) */
         struct unit *wake_next;
+        bool start_queued;        /* its start waits for room among core's builds (unit_starts.c) */
+        struct unit *start_next;
         bool idling;              /* its stop is an idle stop: it ends idle */
         TAILQ_HEAD(, call) pending;      /* calls waiting for its hello, in order (unit_new inits it) */
         size_t n_pending, pending_bytes; /* their number, their arguments' packed bytes */
@@ -225,6 +236,21 @@ void unit_run_ended(struct unit_run *r);
  * holds what was taken: the caller drops it). */
 int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen);
 
+/* unit.c: r's sandbox did not start (err: why; its start's report said
+ * so, or did not come in time): the start fails as one that failed at
+ * once, or, if r is being stopped, its end follows as any end's. */
+void unit_run_start_failed(struct unit_run *r, const char *err);
+
+/* unit_starts.c: the bound on sandboxes building at once. Whether a
+ * start may launch now; u's start queued until one may (unit_start again
+ * then), or taken out of the queue; r's build counted, or ended (it
+ * started, failed or was dropped: the next queued start goes). */
+bool unit_starts_room(struct core *c);
+void unit_starts_queue(struct unit *u);
+void unit_starts_unqueue(struct unit *u);
+void unit_starts_begin(struct unit_run *r);
+void unit_starts_end(struct unit_run *r);
+
 /* unit_switch.c: a restart without a gap. Whether u's restart can start
  * its new process beside the one that serves (it is ready here); then
  * begins it on policy p (taken over, with its origin o), or u's own
@@ -236,6 +262,9 @@ void unit_switch_hello(struct unit_run *r);
 /* u->next_run ended (or could not start) before its switch: u serves on with
  * its process and policy, and the restart's waits are told why. */
 void unit_switch_failed(struct unit *u, const char *why);
+/* u->next_run's start failed (err: why): it is released, and the switch
+ * fails from the loop as one whose process ended. */
+void unit_switch_start_failed(struct unit *u, const char *err);
 /* u->old_run ended: released; a new process waiting for it switches now. */
 void unit_switch_old_ended(struct unit *u);
 /* A switch under way is called off (a stop, its lease lost, u freed):

@@ -33,6 +33,7 @@ static bool one_life(const struct unit *u)
 
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
+static void start_report(struct unit_run *r);
 
 /* The policy's value, else gadgetd's, else the built-in default. */
 static uint64_t setting(uint64_t policy, uint64_t daemon, uint64_t builtin)
@@ -81,6 +82,7 @@ void unit_free(struct unit *u)
         if (!u)
                 return;
         unit_switch_drop(u, "gadgetd is stopping");
+        unit_starts_unqueue(u);
         if (u->old_run) {
                 unit_run_reap(u->old_run, "gadgetd is stopping");
                 unit_run_free(u->old_run);
@@ -263,6 +265,10 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         int status = 0, pstatus = 0;
         char msg[256];
         struct spawn_report_out out;
+        if (r->child.start_want) { /* its sandbox builds */
+                start_report(r);
+                return;
+        }
         int e = spawn_read_report(&r->child, &status, &out, msg, sizeof msg);
         if (e == SPAWN_REPORT_DENIALS) {
                 unit_denied(r, &out.denials);
@@ -417,6 +423,12 @@ static void on_hello(struct peer *p, void *data)
 {
         struct unit_run *r = data;
         struct unit *u = r->u;
+        /* The program ran before init reported its exec: the hello is
+         * taken once the report was (start_report), which ends the start. */
+        if (r->child.start_want) {
+                r->hello_early = true;
+                return;
+        }
         size_t untyped = peer_untyped(p);
         /* Why: a gadget killed (RuntimeMax=, a limit) or stopped while it
          * started may still say hello before it dies; it must not become
@@ -513,6 +525,82 @@ static void refill_spare(void *arg)
         spare_refill(arg);
 }
 
+/* StartTimeout: from the program's exec, as the hello's bound (gadgetd
+ * run's program need not say hello unless it is called). */
+static void arm_hello(struct unit_run *r)
+{
+        if (!one_life(r->u) || r->u->hooks->await_hello)
+                timer_arm_ms(r->ev_start, unit_run_policy(r)->start_timeout_ms);
+}
+
+/* r's program was exec'd: its uptime, RuntimeMax= and StartTimeout
+ * count from now. */
+static void run_exec(struct unit_run *r)
+{
+        const struct policy *p = unit_run_policy(r);
+        clock_gettime(CLOCK_MONOTONIC, &r->started);
+        if (p->runtime_max_ms)
+                timer_arm_ms(r->ev_runtime, p->runtime_max_ms);
+        arm_hello(r);
+}
+
+/* u's program was exec'd in its sandbox. */
+static void run_started(struct unit *u)
+{
+        u->stats.starts++;
+        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_STARTED, .level = L_INFO, .run = u->run->number,
+                                                        .pid = u->run->child.pid }, "started (pid %d)",
+                       (int)u->run->child.pid);
+}
+
+/* Its sandbox's start report came (or part of it): the start goes on as
+ * after spawn_gadget, or fails as if spawn_gadget had. */
+static void start_report(struct unit_run *r)
+{
+        struct unit *u = r->u;
+        char err[600];
+        int e = spawn_started(&r->child, err, sizeof err);
+        if (e == -EAGAIN)
+                return;
+        if (e < 0) {
+                unit_run_start_failed(r, err);
+                return;
+        }
+        unit_starts_end(r);
+        event_del(r->ev_start);
+        run_exec(r);
+        if (r == u->run && u->state == UNIT_STARTING)
+                run_started(u);
+        if (r->hello_early) {
+                r->hello_early = false;
+                if (r->peer)
+                        on_hello(r->peer, r);
+        }
+}
+
+static void start_failed(struct unit *u, const char *err);
+
+void unit_run_start_failed(struct unit_run *r, const char *err)
+{
+        struct unit *u = r->u;
+        unit_starts_end(r);
+        /* Its child must not outlive its start, as spawn_gadget's. */
+        unit_run_kill(r, NULL);
+        if (r == u->next_run && !r->cause[0]) {
+                unit_run_wait(r);
+                unit_switch_start_failed(u, err);
+                return;
+        }
+        if (r == u->run && u->state == UNIT_STARTING && u->want_running && !u->cause[0]) {
+                unit_run_wait(r);
+                start_failed(u, err);
+                return;
+        }
+        /* Stopped, or killed with a cause (a limit), while it built: its
+         * end follows as any end's (report_cb reads its end of file). */
+        r->child.start_want = 0;
+}
+
 /* Takes r's resources (host uid, cgroup, output pipes) and spawns its
  * worker; pre-warmed, it waits in its finished sandbox for spawn_go.
  * 0, or -errno with err (the caller drops what was taken). */
@@ -567,7 +655,12 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
                         spare_take(&u->core->spare, &shell);
-                e = spawn_gadget(&so, &r->child, err, errlen);
+                /* The daemon's start goes on from the loop while its sandbox
+                 * builds (start_report); gadgetd run has nothing else to do
+                 * meanwhile, and a pre-warmed sandbox is for a restart's
+                 * delay, which it waits out. */
+                e = prewarm || one_life(u) ? spawn_gadget(&so, &r->child, err, errlen)
+                                           : spawn_launch(&so, &r->child, err, errlen);
                 if (!prewarm)
                         spare_done(&u->core->spare);
                 spawn_shell_drop(&shell); /* not taken if the start failed before it */
@@ -604,7 +697,9 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         r->start_us = 0;
         if (!warm && (e = run_spawn(r, false, err, errlen)) < 0)
                 return e;
-        clock_gettime(CLOCK_MONOTONIC, &r->started);
+        if (r->child.start_want)
+                unit_starts_begin(r);
+        clock_gettime(CLOCK_MONOTONIC, &r->started); /* again at its exec (run_exec) */
         r->number = ++u->runs;
         r->peer = peer_new(u->core->base, r->child.rpc_fd, p, &handlers, r);
         if (r->peer)
@@ -618,12 +713,12 @@ int unit_run_go(struct unit_run *r, bool warm, char *err, size_t errlen)
         }
         r->child.rpc_fd = -1; /* the peer owns it */
         timer_arm_ms(r->ev_limits, LIMITS_CHECK_MS);
-        if (p->runtime_max_ms)
-                timer_arm_ms(r->ev_runtime, p->runtime_max_ms);
-        /* gadgetd run runs any program, gadget or not: no hello is awaited,
-         * unless it is to be called. */
-        if (!one_life(u) || u->hooks->await_hello)
-                timer_arm_ms(r->ev_start, p->start_timeout_ms);
+        /* Its sandbox builds: bounded as spawn_gadget's wait; the program's
+         * clocks start at its exec (start_report). */
+        if (r->child.start_want)
+                timer_arm_ms(r->ev_start, SPAWN_START_TIMEOUT_MS);
+        else
+                run_exec(r);
         return 0;
 }
 
@@ -649,8 +744,14 @@ void unit_start(struct unit *u)
         if (unit_lease_wait(u))
                 return;
         bool warm = u->run->child.go_fd >= 0;
-        if (u->run->child.pid > 0 && !warm)
+        if ((u->run->child.pid > 0 && !warm) || u->start_queued)
                 return;
+        /* Too many sandboxes build already: it starts when one is done. */
+        if (!warm && !one_life(u) && !unit_starts_room(u->core)) {
+                unit_starts_queue(u);
+                unit_set_state(u, UNIT_STARTING);
+                return;
+        }
         if ((e = bindings_load(u->bind, err, sizeof err)) < 0)
                 goto fail;
         /* A sandbox pre-warmed for this start only needs its go; if it went
@@ -666,13 +767,18 @@ void unit_start(struct unit *u)
         if ((e = unit_run_go(u->run, warm, err, sizeof err)) < 0)
                 goto fail;
         unit_set_state(u, UNIT_STARTING);
-        u->stats.starts++;
         bindings_attach(u->bind, u->run->peer);
-        unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_STARTED, .level = L_INFO, .run = u->run->number,
-                                                        .pid = u->run->child.pid }, "started (pid %d)",
-                       (int)u->run->child.pid);
+        if (!u->run->child.start_want) /* else once its sandbox says so */
+                run_started(u);
         return;
 fail:
+        start_failed(u, err);
+}
+
+/* u's start failed (err: why): its worker is released, it is failed, and
+ * the calls that waited are told. */
+static void start_failed(struct unit *u, const char *err)
+{
         warm_drop(u);
         drop_worker(u, "the gadget could not start");
         unit_set_state(u, UNIT_FAILED);
@@ -747,6 +853,7 @@ static void stop_for(struct unit *u, const char *why, bool restart)
         /* A restart without a gap under way is called off: this stop
          * (or restart) is the one that happens. */
         unit_switch_drop(u, why);
+        unit_starts_unqueue(u);
         u->restart_pending = restart;
         u->want_running = false;
         u->idling = false; /* an idle stop says so after this */
@@ -769,6 +876,9 @@ static void stop_for(struct unit *u, const char *why, bool restart)
         }
         snprintf(u->cause, sizeof u->cause, "%s", why);
         unit_set_state(u, UNIT_STOPPING);
+        /* Its sandbox still builds: nothing to drain (start_report). */
+        if (u->run->child.start_want)
+                unit_run_kill(u->run, NULL);
         if (u->run->peer && peer_state(u->run->peer) == PEER_READY)
                 peer_shutdown(u->run->peer);
         timer_arm_ms(u->run->ev_end, UNIT_STOP_GRACE_MS);

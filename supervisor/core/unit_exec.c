@@ -106,7 +106,7 @@ int unit_exec_start(struct unit *u, char *const *argv, const int *stdio, uint32_
         struct unit_run *r = u->run;
         /* A pre-warmed sandbox runs no program yet; a remote gadget runs
          * elsewhere. */
-        if (!unit_runs_here(u) || r->child.pid <= 0 || r->child.go_fd >= 0 || r->ending) {
+        if (!unit_runs_here(u) || r->child.pid <= 0 || r->child.go_fd >= 0 || r->child.start_want || r->ending) {
                 snprintf(msg, len, "%s has no process running on this node", u->policy->name);
                 return GADGET_EUNAVAILABLE;
         }
@@ -115,7 +115,7 @@ int unit_exec_start(struct unit *u, char *const *argv, const int *stdio, uint32_
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
-        x->probe = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        x->probe = SPAWN_CHILD_NONE;
         x->audit = u->core->audit;
         x->uid = uid;
         x->done = done;

@@ -35,7 +35,8 @@ static void runtime_cb(evutil_socket_t fd, short what, void *arg)
         unit_run_kill(r, "runtime limit");
 }
 
-/* StartTimeout: no hello in time. It fails with that cause: the unit's
+/* While its sandbox builds, the bound on that (SPAWN_START_TIMEOUT_MS);
+ * then StartTimeout: no hello in time. It fails with that cause: the unit's
  * own run as Restart= says, a restart's new process leaves the old one
  * serving (unit_switch.c). */
 static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -44,6 +45,12 @@ static void start_timeout_cb(evutil_socket_t fd, short what, void *arg)
         struct unit *u = r->u;
         const struct policy *p = unit_run_policy(r);
         char cause[128];
+        /* Its sandbox not built in time: the start fails as spawn_gadget's
+         * would. */
+        if (r->child.pid > 0 && r->child.start_want) {
+                unit_run_start_failed(r, "sandbox setup timed out");
+                return;
+        }
         if (r->child.pid <= 0 || (r == u->run && u->state != UNIT_STARTING))
                 return;
         snprintf(cause, sizeof cause, "start timeout: no hello within StartTimeout=%llums",
@@ -72,7 +79,7 @@ struct unit_run *unit_run_new(struct unit *u)
         if (!r)
                 return NULL;
         r->u = u;
-        r->child = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        r->child = SPAWN_CHILD_NONE;
         r->out_fd = r->err_fd = r->core_fd = -1;
         limiter_run_init(&r->limits);
         r->ev_limits = event_new(base, -1, EV_PERSIST, limits_cb, r);
@@ -128,6 +135,8 @@ void unit_run_drop(struct unit_run *r, const char *gone)
          * (a declared, idle one costs little). */
         free(r->lines);
         r->lines = NULL;
+        unit_starts_end(r);
+        r->hello_early = false;
         spawn_child_close(&r->child);
         r->child.pid = -1;
         event_del(r->ev_limits);

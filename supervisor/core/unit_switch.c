@@ -48,6 +48,15 @@ static int next_spawn(struct unit *u, char *err, size_t len)
         return unit_run_go(r, false, err, len);
 }
 
+void unit_switch_start_failed(struct unit *u, const char *err)
+{
+        struct unit_run *r = u->next_run;
+        snprintf(r->cause, sizeof r->cause, "cannot start: %.200s", err);
+        unit_run_drop(r, r->cause);
+        r->ending = true;
+        timer_arm_ms(r->ev_end, 0);
+}
+
 /* Starts u->next_run, or fails it from the loop, as a start that fails
  * later is: the restart's answer waits for it (calls_wake). */
 static void next_start(struct unit *u)
@@ -56,10 +65,7 @@ static void next_start(struct unit *u)
         char err[600];
         r->spawn_deferred = false;
         if (next_spawn(u, err, sizeof err) < 0) {
-                snprintf(r->cause, sizeof r->cause, "cannot start: %.200s", err);
-                unit_run_drop(r, r->cause);
-                r->ending = true;
-                timer_arm_ms(r->ev_end, 0);
+                unit_switch_start_failed(u, err);
                 return;
         }
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,

@@ -34,7 +34,7 @@ static int give_cgroups(struct cgroup *cg, pid_t pid, int sock, char *err, size_
 int spawn_enter(const struct spawn_opts *o, int init_pidfd, struct cgroup *cg, const int *stdio,
                 struct spawn_child *out, char *err, size_t errlen)
 {
-        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        struct spawn_child c = SPAWN_CHILD_NONE;
         struct spawn_opts so = *o;
         struct wire_writer msg = { 0 };
         int rep[2] = { -1, -1 }, setup = -1, e;
@@ -64,7 +64,7 @@ int spawn_enter(const struct spawn_opts *o, int init_pidfd, struct cgroup *cg, c
         if ((e = give_cgroups(cg, c.pid, setup, err, errlen)) < 0)
                 goto out;
         *out = c;
-        c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        c = SPAWN_CHILD_NONE;
 out:
         if (c.pid > 0) {
                 /* Never a probe half set up. */

@@ -1,5 +1,6 @@
 /* spawn: clone() with vfork semantics into gadgetd-sandbox, id maps, the
- * setup and the start handshake with the child. */
+ * setup (spawn_launch), and the start handshake with the child: waited for
+ * here (spawn_gadget), or read from the caller's loop (spawn_started). */
 #include "spawn.h"
 
 #include <errno.h>
@@ -29,7 +30,6 @@
 #include "system/monotime.h"
 
 #define CHILD_STACK (64u * 1024u) /* the trampoline's: it only moves fds and execs */
-#define START_TIMEOUT_MS 10000
 
 #define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | \
                   CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
@@ -66,25 +66,15 @@ static int write_id_maps(pid_t pid, uid_t host)
  * reported why. */
 #define REPORT_AFTER_EPIPE_MS 1000
 
-/* Waits up to timeout_ms for the helper's next report: 0 if it is want; a
- * failure's "step: reason" is in err either way. */
-static int await_report(struct spawn_child *c, int want, int timeout_ms, char *err, size_t errlen)
+/* Reads the helper's next report for a start: 0 if it is want, -EAGAIN
+ * until one came whole, else -errno; a failure's "step: reason" is in err
+ * either way. */
+static int read_start(struct spawn_child *c, int want, char *err, size_t errlen)
 {
-        uint64_t end = monotime_ms() + (uint64_t)timeout_ms;
         char msg[2 * SANDBOX_REPORT_TEXT_MAX + 3] = "";
-        int r;
-        /* A report is written whole in one write, so it is read at the
-         * first wake-up; one that came in part waits for its rest within
-         * the same time. */
-        do {
-                uint64_t now = monotime_ms();
-                struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
-                if (now >= end || poll(&pfd, 1, (int)(end - now)) == 0) {
-                        snprintf(err, errlen, "sandbox setup timed out");
-                        return -ETIMEDOUT;
-                }
-                r = spawn_read_report(c, NULL, NULL, msg, sizeof msg);
-        } while (r == -EAGAIN);
+        int r = spawn_read_report(c, NULL, NULL, msg, sizeof msg);
+        if (r == -EAGAIN)
+                return r;
         if (r == SPAWN_REPORT_FAILED)
                 snprintf(err, errlen, "%s", msg);
         if (r == want)
@@ -99,11 +89,24 @@ static int await_report(struct spawn_child *c, int want, int timeout_ms, char *e
         return r < 0 ? r : -ECHILD;
 }
 
-/* Waits for the child's next report: want (READY, or WARM for a pre-warmed
- * sandbox), or FAILED with the reason. */
-static int await_start(struct spawn_child *c, int want, char *err, size_t errlen)
+/* Waits up to timeout_ms for the helper's next report (read_start). */
+static int await_report(struct spawn_child *c, int want, int timeout_ms, char *err, size_t errlen)
 {
-        return await_report(c, want, START_TIMEOUT_MS, err, errlen);
+        uint64_t end = monotime_ms() + (uint64_t)timeout_ms;
+        int r;
+        /* A report is written whole in one write, so it is read at the
+         * first wake-up; one that came in part waits for its rest within
+         * the same time. */
+        do {
+                uint64_t now = monotime_ms();
+                struct pollfd pfd = { .fd = c->report_fd, .events = POLLIN };
+                if (now >= end || poll(&pfd, 1, (int)(end - now)) == 0) {
+                        snprintf(err, errlen, "sandbox setup timed out");
+                        return -ETIMEDOUT;
+                }
+                r = read_start(c, want, err, errlen);
+        } while (r == -EAGAIN);
+        return r;
 }
 
 int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen)
@@ -367,9 +370,9 @@ static int give_cgroups(const struct spawn_opts *o, pid_t pid, int sock, const c
         return e;
 }
 
-int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
+int spawn_launch(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
 {
-        struct spawn_child c = { .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        struct spawn_child c = SPAWN_CHILD_NONE;
         struct spawn_shell sh = SPAWN_SHELL_NONE;
         int sv[2] = { -1, -1 }, setup[2] = { -1, -1 }, rep[2] = { -1, -1 };
         int devnull = -1, self = -1, e;
@@ -436,28 +439,23 @@ int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err,
         }
         if (o->waiting)
                 o->waiting(o->waiting_arg);
-        e = await_start(&c, o->prewarm ? SPAWN_REPORT_WARM : SPAWN_REPORT_READY, err, errlen);
-        if (e < 0)
-                goto out;
+        /* Non-blocking before the program runs: the caller may watch it
+         * while the sandbox builds. */
         if (fcntl(c.rpc_fd, F_SETFL, O_NONBLOCK) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "rpc socket: %s", strerror(errno));
                 goto out;
         }
-        if (o->prewarm) {
-                c.go_fd = setup[0];
-                setup[0] = -1;
-        }
+        /* The setup socket is kept until the start's report: a
+         * pre-warmed sandbox's go comes through it. */
+        c.start_fd = setup[0];
+        setup[0] = -1;
+        c.start_want = o->prewarm ? SPAWN_REPORT_WARM : SPAWN_REPORT_READY;
         *out = c;
-        c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, .go_fd = -1 };
+        c = SPAWN_CHILD_NONE;
         e = 0;
 out:
-        if (c.pid > 0) {
-                /* The start failed: the child must not outlive it. */
-                kill(c.pid, SIGKILL);
-                waitpid(c.pid, NULL, 0);
-        }
-        spawn_child_close(&c);
+        spawn_abort(&c); /* a failed start's child must not outlive it */
         for (int i = 0; i < 2; i++) {
                 if (sv[i] >= 0) close(sv[i]);
                 if (setup[i] >= 0) close(setup[i]);
@@ -469,6 +467,52 @@ out:
                 close(self);
         wire_writer_free(&msg);
         return e;
+}
+
+/* The start's report came: a pre-warmed sandbox keeps its setup socket
+ * for the go, another's is closed. */
+static void start_done(struct spawn_child *c)
+{
+        if (c->start_want == SPAWN_REPORT_WARM)
+                c->go_fd = c->start_fd;
+        else
+                close(c->start_fd);
+        c->start_fd = -1;
+        c->start_want = 0;
+}
+
+int spawn_started(struct spawn_child *c, char *err, size_t errlen)
+{
+        if (c->start_want == 0)
+                return 0;
+        int e = read_start(c, c->start_want, err, errlen);
+        if (e == 0)
+                start_done(c);
+        return e;
+}
+
+void spawn_abort(struct spawn_child *c)
+{
+        if (c->pid > 0) {
+                kill(c->pid, SIGKILL);
+                while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        spawn_child_close(c);
+        c->pid = -1;
+}
+
+int spawn_gadget(const struct spawn_opts *o, struct spawn_child *out, char *err, size_t errlen)
+{
+        int e = spawn_launch(o, out, err, errlen);
+        if (e < 0)
+                return e;
+        if ((e = await_report(out, out->start_want, SPAWN_START_TIMEOUT_MS, err, errlen)) < 0) {
+                spawn_abort(out);
+                return e;
+        }
+        start_done(out);
+        return 0;
 }
 
 int spawn_go(struct spawn_child *c, char *err, size_t errlen)
@@ -485,14 +529,17 @@ int spawn_go(struct spawn_child *c, char *err, size_t errlen)
                 snprintf(err, errlen, "start signal: %s", strerror(-e));
                 return e;
         }
-        return await_start(c, SPAWN_REPORT_READY, err, errlen);
+        return await_report(c, SPAWN_REPORT_READY, SPAWN_START_TIMEOUT_MS, err, errlen);
 }
 
 void spawn_child_close(struct spawn_child *c)
 {
         if (c->go_fd >= 0)
                 close(c->go_fd);
-        c->go_fd = -1;
+        if (c->start_fd >= 0)
+                close(c->start_fd);
+        c->go_fd = c->start_fd = -1;
+        c->start_want = 0;
         if (c->pidfd >= 0)
                 close(c->pidfd);
         if (c->rpc_fd >= 0)

@@ -71,7 +71,12 @@ struct spawn_child {
         int report_fd;  /* read end of the report pipe (wait status at the end), non-blocking */
         struct wire_reader report; /* a report read in part (never more than one) */
         int go_fd;      /* pre-warmed: spawn_go starts the program; else -1 */
+        int start_fd;   /* launched, not started yet: gadgetd's end of the setup socket, kept
+                         * until the start's report (spawn_started); else -1 */
+        int start_want; /* the report the start waits for (READY, WARM); 0 once it came */
 };
+#define SPAWN_CHILD_NONE ((struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = -1, \
+                                                .go_fd = -1, .start_fd = -1 })
 
 /* Opens gadgetd-sandbox (O_PATH): the build tree's when gadgetd runs from
  * its build tree, else the installed one. Fails closed unless it is a
@@ -90,8 +95,26 @@ bool spawn_shell_fresh(const struct spawn_shell *shell);
 void spawn_shell_drop(struct spawn_shell *shell);
 /* Starts the gadget. Returns 0 once the program was exec'd inside its
  * sandbox (pre-warmed: once the sandbox is built), or -errno with err
- * saying which step failed and why (the child is gone by then). */
+ * saying which step failed and why (the child is gone by then). It waits
+ * (up to SPAWN_START_TIMEOUT_MS) while the sandbox builds: for a caller
+ * with nothing else to do (gadgetd run); the daemon launches instead. */
 int spawn_gadget(const struct spawn_opts *opts, struct spawn_child *child, char *err, size_t errlen);
+/* The first half of spawn_gadget: the shell taken or made, its id maps,
+ * the setup and the cgroups sent; returns 0 without waiting for the
+ * sandbox, which builds meanwhile (child->start_want says which report
+ * ends the start; child->rpc_fd is non-blocking already), or -errno with
+ * err (the child is gone by then). Its report fd then tells when to call
+ * spawn_started; the caller bounds the wait (SPAWN_START_TIMEOUT_MS) and
+ * ends a start that failed or took too long with spawn_abort. */
+int spawn_launch(const struct spawn_opts *opts, struct spawn_child *child, char *err, size_t errlen);
+/* Reads a launched child's start report: 0 once it came (the child is
+ * started as spawn_gadget's), -EAGAIN until it has come whole, or -errno
+ * with err saying why the start failed (the caller ends it). */
+int spawn_started(struct spawn_child *child, char *err, size_t errlen);
+/* Ends a child whose start failed: killed, waited for, its fds closed. */
+void spawn_abort(struct spawn_child *child);
+/* How long a sandbox may take to build (and a pre-warmed one to exec). */
+#define SPAWN_START_TIMEOUT_MS 10000
 /* Starts the program in a pre-warmed sandbox; 0 once it was exec'd, or
  * -errno with err (the caller ends the worker). */
 int spawn_go(struct spawn_child *child, char *err, size_t errlen);

@@ -328,6 +328,66 @@ def spare_shell_made_during_a_burst(tmp):
               "%r" % seen)
 
 
+def idmapped(pid):
+    """Whether pid's id maps are written: a gadget's start took it (gone: not)."""
+    try:
+        with open("/proc/%d/uid_map" % pid) as f:
+            return f.read().strip() != ""
+    except OSError:
+        return False
+
+
+def stopped(pid):
+    """Whether pid is stopped (SIGSTOP), as /proc says (gone: not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+@test
+def a_slow_sandbox_holds_up_no_call(tmp):
+    """While a sandbox builds, the loop serves calls: gadgetd launches a
+    start and reads its sandbox's report from the loop. The slow build is
+    the spare shell stopped (SIGSTOP) before the start takes it: its id
+    maps are written, its setup sent, and it builds nothing until let go.
+    Meanwhile calls to a ready gadget are answered, and the slow gadget is
+    "starting"; let go, it becomes ready. (Before, gadgetd waited in poll
+    for the report, up to 10 s, answering nothing.)"""
+    with Daemon(tmp) as d:
+        policy(d.pol, "quick")
+        d.ctl("reload")
+        wait_for(lambda: d.state("quick") == "ready", what="quick ready")
+        # A few tries: a spare is (rightly) dropped instead of used when the
+        # host's mount table changed since it was made.
+        for attempt in range(5):
+            shell = wait_for(lambda: spare(d), what="a spare shell")
+            os.kill(shell, signal.SIGSTOP)
+            name = "slow%d" % attempt
+            policy(d.pol, name)
+            loading = subprocess.Popen([GADGETCTL, "--socket", d.sock, "reload"], stdout=subprocess.DEVNULL)
+            taken = lambda: idmapped(shell)
+            # Asked of /proc, not of gadgetd: a gadgetd that waits for the
+            # sandbox answers nothing meanwhile.
+            wait_for(lambda: taken() or not os.path.exists("/proc/%d" % shell), what="%s's start launched" % name)
+            if taken():
+                break
+            loading.wait(timeout=60)
+        check(taken(), "no start took the stopped spare")
+        for i in range(5):
+            r = d.ctl("call", "quick", "echo", '"%d"' % i)
+            check(r.returncode == 0 and r.stdout.strip() == '"%d"' % i, "call %d while %s builds: %r" % (i, name, r))
+        check(stopped(shell) and d.state(name) == "starting",
+              "the calls were not answered while %s's sandbox was held (%s)" % (name, d.state(name)))
+        os.kill(shell, signal.SIGCONT)
+        wait_for(lambda: d.state(name) == "ready", what="%s ready once let go" % name)
+        check(d.list()[name]["pid"] == shell, "%s does not run in the shell that was held" % name)
+        r = d.ctl("call", name, "echo", '"late"')
+        check(r.returncode == 0 and r.stdout.strip() == '"late"', "call of %s: %r" % (name, r))
+        check(loading.wait(timeout=60) == 0, "reload failed")
+
+
 @test
 def spare_shell_dropped_after_mount_change(tmp):
     """A spare shell's mount namespace is a copy of the host's from when it

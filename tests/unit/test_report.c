@@ -25,7 +25,8 @@ static int child_new(struct spawn_child *c, int *wr)
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0 || fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
                 return -1;
-        *c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = p[0], .go_fd = -1 };
+        *c = (struct spawn_child){ .pid = -1, .pidfd = -1, .rpc_fd = -1, .report_fd = p[0], .go_fd = -1,
+                                    .start_fd = -1 };
         wire_reader_init(&c->report, SANDBOX_REPORT_MAX);
         *wr = p[1];
         return 0;
