@@ -77,6 +77,10 @@ struct daemon {
         bool from_store;           /* that state came from systemd's fd store (fdstore.h) */
         bool handoff;              /* SIGTERM with FdStore=yes: the quiet is for the fd store */
         struct reexec_state adopt;
+        /* Loads answered once their records are written (load_persist):
+         * those of one turn of the loop together, oldest first. */
+        struct load_record *records, **records_tail;
+        struct event *ev_records;
 };
 
 /* What the metrics endpoint tells of gadgetd's own clients. */
@@ -188,30 +192,95 @@ struct load_req {
         void *arg;
 };
 
-/* A load's record in the state directory (system/loads.h): made, or
- * dropped for a load --runtime of the name. What became of it goes at the
- * end of the answer, failures too: a load is never forgotten silently. */
-static void load_persist(struct load_req *r, const char *name, const char *path, char *out, size_t len)
+/* A load's record in the state directory (system/loads.h) to be made, or
+ * dropped for a load --runtime of the name, with the answer that waits for
+ * it. */
+struct load_record {
+        struct load_req *r;
+        char *name, *path;
+        char out[8192];
+        struct load_record *next;
+};
+
+/* What became of each record goes at the end of its load's answer,
+ * failures too: a load is never forgotten silently. */
+static void records_write(struct daemon *d)
 {
-        struct unit *u = core_find(r->d->core, name);
-        size_t n = strlen(out);
-        int e;
-        if (!u || unit_from_dir(u))  /* the policy directory's: loaded at each start anyway */
-                return;
-        if (r->runtime)
-                e = loads_forget(r->d->cfg.state_dir, name);
-        else
-                e = loads_record(r->d->cfg.state_dir, name, path, r->uid, r->gid);
-        if (e < 0) {
-                log_msg(L_ERR, name, "cannot %s its load in %s/%s: %s", r->runtime ? "drop" : "record",
-                        r->d->cfg.state_dir, LOADS_FILE, strerror(-e));
-                snprintf(out + n, len - n, r->runtime ? " (until gadgetd restarts; but its earlier record could not be "
-                                                        "dropped: %s)"
-                                                      : " (until gadgetd restarts only: it could not be recorded: %s)",
-                         strerror(-e));
-        } else if (r->runtime) {
-                snprintf(out + n, len - n, " (until gadgetd restarts: --runtime)");
+        struct load_record *head = d->records;
+        size_t n = 0, i = 0;
+        d->records = NULL;
+        d->records_tail = &d->records;
+        for (struct load_record *w = head; w; w = w->next)
+                n++;
+        struct loads_change *c = calloc(n ? n : 1, sizeof *c);
+        for (struct load_record *w = head; c && w; w = w->next, i++)
+                c[i] = (struct loads_change){ .name = w->name, .path = w->r->runtime ? NULL : w->path,
+                                              .uid = w->r->uid, .gid = w->r->gid };
+        if (c)
+                loads_apply(d->cfg.state_dir, c, n);
+        i = 0;
+        for (struct load_record *w = head, *next; w; w = next, i++) {
+                struct load_req *r = w->r;
+                size_t len = strlen(w->out);
+                int e = c ? c[i].result : -ENOMEM;
+                next = w->next;
+                if (e < 0) {
+                        log_msg(L_ERR, w->name, "cannot %s its load in %s/%s: %s", r->runtime ? "drop" : "record",
+                                d->cfg.state_dir, LOADS_FILE, strerror(-e));
+                        snprintf(w->out + len, sizeof w->out - len,
+                                 r->runtime ? " (until gadgetd restarts; but its earlier record could not be "
+                                              "dropped: %s)"
+                                            : " (until gadgetd restarts only: it could not be recorded: %s)",
+                                 strerror(-e));
+                } else if (r->runtime) {
+                        snprintf(w->out + len, sizeof w->out - len, " (until gadgetd restarts: --runtime)");
+                }
+                r->done(r->arg, 0, w->name, w->out);
+                free(w->name);
+                free(w->path);
+                free(w);
+                free(r);
         }
+        free(c);
+}
+
+static void records_cb(evutil_socket_t fd, short what, void *arg)
+{
+        records_write(arg);
+}
+
+/* Queues the record of a load that installed name from path, and its
+ * answer out: 1, or 0 if none is to be made (the policy directory's
+ * gadgets are loaded at each start anyway), or -ENOMEM. Written at the end of this
+ * turn of the loop, with the other loads of the turn: a burst of 1,000
+ * loads writes and syncs the list a few times, not 1,000 (each write is
+ * the whole list, so one each was quadratic). */
+static int load_persist(struct load_req *r, const char *name, const char *path, const char *out)
+{
+        struct daemon *d = r->d;
+        struct unit *u = core_find(d->core, name);
+        if (!u || unit_from_dir(u))
+                return 0;
+        if (!d->ev_records)
+                d->ev_records = evtimer_new(d->base, records_cb, d);
+        struct load_record *w = calloc(1, sizeof *w);
+        if (w && (w->name = strdup(name)) && (w->path = strdup(path))) {
+                w->r = r;
+                snprintf(w->out, sizeof w->out, "%s", out);
+                if (!d->records_tail)
+                        d->records_tail = &d->records;
+                *d->records_tail = w;
+                d->records_tail = &w->next;
+                if (d->ev_records)
+                        timer_arm_ms(d->ev_records, 0);
+                else
+                        records_write(d);
+                return 1;
+        }
+        if (w)
+                free(w->name);
+        free(w);
+        return -ENOMEM;
 }
 
 static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const char *msg)
@@ -229,8 +298,17 @@ static void load_read(void *arg, int err, struct policy *p, uint64_t hash, const
         }
         if (err >= 0)
                 err = install(r->d, p, hash, false, &what, &name, NULL, 0, out, sizeof out);
-        if (err >= 0 && name)
-                load_persist(r, name, path, out, sizeof out);
+        int queued = err >= 0 && name ? load_persist(r, name, path, out) : 0;
+        if (queued > 0) { /* answered once written */
+                free(path);
+                free(name);
+                return;
+        }
+        if (queued < 0) {
+                size_t n = strlen(out);
+                snprintf(out + n, sizeof out - n, " (until gadgetd restarts only: it could not be recorded: %s)",
+                         strerror(-queued));
+        }
         r->done(r->arg, err, name, err < 0 && !p ? msg : out);
         free(path);
         free(name);
@@ -303,6 +381,9 @@ static void restart_read(void *arg, int err, struct policy *p, uint64_t hash, co
 static int forget(void *arg, const char *name)
 {
         struct daemon *d = arg;
+        /* After the loads before it, whose records may still wait. */
+        if (d->records)
+                records_write(d);
         return loads_forget(d->cfg.state_dir, name);
 }
 
@@ -620,6 +701,9 @@ static void reexec_exec(struct daemon *d)
         struct reexec_state s;
         char why[4400], fdarg[16];
         size_t argc = 0;
+        /* Loads installed and waiting for their records: written, answered. */
+        if (d->records)
+                records_write(d);
         while (d->argv[argc])
                 argc++;
         char **argv = calloc(argc + 3, sizeof *argv);
@@ -1032,6 +1116,11 @@ static int setup(struct daemon *d)
 
 static void teardown(struct daemon *d)
 {
+        /* Loads installed and waiting for their records: written, answered. */
+        if (d->records)
+                records_write(d);
+        if (d->ev_records)
+                event_free(d->ev_records);
         forward_free(d->forward);  /* calls to other nodes fail, theirs here lose their answer */
         core_close(d->core);       /* first: the units' pending calls are answered */
         trace_export_free(d->trace_export);

@@ -105,10 +105,9 @@ int loads_read(const char *state_dir, struct loads_entry **out, size_t *n, size_
         return 0;
 }
 
-/* Writes v (without name if skip, with name's new record if add) to a
- * temporary file, syncs it, renames it over the list, syncs the folder. */
-static int write_list(const char *state_dir, const struct loads_entry *v, size_t n, const char *skip,
-                      const struct loads_entry *add)
+/* Writes v to a temporary file, syncs it, renames it over the list,
+ * syncs the folder. */
+static int write_list(const char *state_dir, const struct loads_entry *v, size_t n)
 {
         char path[4096], tmp[4096];
         int e;
@@ -124,20 +123,8 @@ static int write_list(const char *state_dir, const struct loads_entry *v, size_t
                 close(fd);
                 goto out;
         }
-        bool added = false;
-        for (size_t i = 0; i < n; i++) {
-                const struct loads_entry *r = &v[i];
-                if (skip && strcmp(r->name, skip) == 0) {
-                        if (!add || added)
-                                continue;
-                        r = add;    /* replaced where it was */
-                        added = true;
-                }
-                fprintf(f, "%s %lu %lu %s\n", r->name, (unsigned long)r->uid, (unsigned long)r->gid, r->path);
-        }
-        if (add && !added)
-                fprintf(f, "%s %lu %lu %s\n", add->name, (unsigned long)add->uid, (unsigned long)add->gid,
-                        add->path);
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s %lu %lu %s\n", v[i].name, (unsigned long)v[i].uid, (unsigned long)v[i].gid, v[i].path);
         if (fflush(f) == EOF || fsync(fileno(f)) < 0)
                 e = -errno;
         if (fclose(f) == EOF && !e)
@@ -157,40 +144,89 @@ out:
         return e;
 }
 
-int loads_record(const char *state_dir, const char *name, const char *path, uid_t uid, gid_t gid)
+/* The index of name's record in v, or n. */
+static size_t find(const struct loads_entry *v, size_t n, const char *name)
 {
-        struct loads_entry *v;
+        size_t i = 0;
+        while (i < n && strcmp(v[i].name, name) != 0)
+                i++;
+        return i;
+}
+
+/* Applies c to the list v (of *n records, room for *n + 1): true if it
+ * changed, with c->result -ENOMEM if it could not be applied. */
+static bool apply(struct loads_entry *v, size_t *n, struct loads_change *c)
+{
+        size_t i = find(v, *n, c->name);
+        if (!c->path) { /* forget */
+                if (i == *n)
+                        return false;
+                free(v[i].name);
+                free(v[i].path);
+                memmove(&v[i], &v[i + 1], (*n - i - 1) * sizeof *v);
+                (*n)--;
+                return true;
+        }
+        if (i < *n && v[i].uid == c->uid && v[i].gid == c->gid && strcmp(v[i].path, c->path) == 0)
+                return false; /* the same record again */
+        char *name = strdup(c->name), *path = strdup(c->path);
+        if (!name || !path) {
+                free(name);
+                free(path);
+                c->result = -ENOMEM;
+                return false;
+        }
+        if (i < *n) { /* replaced where it was */
+                free(v[i].name);
+                free(v[i].path);
+        } else {
+                (*n)++;
+        }
+        v[i] = (struct loads_entry){ .name = name, .uid = c->uid, .gid = c->gid, .path = path };
+        return true;
+}
+
+int loads_apply(const char *state_dir, struct loads_change *c, size_t nc)
+{
+        struct loads_entry *v, *grown;
         size_t n, bad;
-        if (strchr(path, '\n') || path[0] != '/')
-                return -EINVAL;
+        bool changed = false;
         int e = loads_read(state_dir, &v, &n, &bad);
         if (e < 0)
                 return e;
-        /* The same record again (a load of an unchanged file, which may
-         * come as often as the caller likes) writes and syncs nothing. */
-        bool same = false;
-        for (size_t i = 0; i < n; i++)
-                same = same || (strcmp(v[i].name, name) == 0 && v[i].uid == uid && v[i].gid == gid &&
-                                strcmp(v[i].path, path) == 0);
-        const struct loads_entry add = { .name = (char *)name, .uid = uid, .gid = gid, .path = (char *)path };
-        if (!same)
-                e = write_list(state_dir, v, n, name, &add);
+        if (!(grown = realloc(v, (n + nc + 1) * sizeof *v))) {
+                loads_free(v, n);
+                return -ENOMEM;
+        }
+        v = grown;
+        for (size_t k = 0; k < nc; k++) {
+                c[k].result = 0;
+                if (c[k].path && (strchr(c[k].path, '\n') || c[k].path[0] != '/'))
+                        c[k].result = -EINVAL;
+                else
+                        changed = apply(v, &n, &c[k]) || changed;
+        }
+        /* One write and sync for them all: each change's result is its own
+         * refusal, else the write's. */
+        if (changed)
+                e = write_list(state_dir, v, n);
+        for (size_t k = 0; k < nc; k++)
+                if (c[k].result == 0)
+                        c[k].result = e;
         loads_free(v, n);
         return e;
 }
 
+int loads_record(const char *state_dir, const char *name, const char *path, uid_t uid, gid_t gid)
+{
+        struct loads_change c = { .name = name, .path = path, .uid = uid, .gid = gid };
+        int e = loads_apply(state_dir, &c, 1);
+        return e < 0 ? e : c.result;
+}
+
 int loads_forget(const char *state_dir, const char *name)
 {
-        struct loads_entry *v;
-        size_t n, bad;
-        int e = loads_read(state_dir, &v, &n, &bad);
-        if (e < 0)
-                return e;
-        bool had = false;
-        for (size_t i = 0; i < n; i++)
-                had = had || strcmp(v[i].name, name) == 0;
-        if (had)
-                e = write_list(state_dir, v, n, name, NULL);
-        loads_free(v, n);
-        return e;
+        struct loads_change c = { .name = name };
+        int e = loads_apply(state_dir, &c, 1);
+        return e < 0 ? e : c.result;
 }

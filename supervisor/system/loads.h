@@ -1,8 +1,9 @@
 /* loads: the policy files gadgetctl load added (not --runtime), kept in
  * gadgetd's state directory so that its next start loads them again. One
  * record per gadget name: "NAME UID GID PATH", one a line; a later load of
- * the name replaces its record. Blocking file I/O of a few hundred bytes,
- * on the loop (as the audit file's). */
+ * the name replaces its record. Blocking file I/O on the loop (as the
+ * audit file's): ~60 bytes a gadget, written whole with two syncs, so the
+ * daemon writes the loads of one turn of its loop at once (loads_apply). */
 #pragma once
 
 #include <stddef.h>
@@ -19,6 +20,20 @@ struct loads_entry {
         char *path;
 };
 
+/* One change of the list: name's record made or replaced (path: its
+ * file, loaded by uid:gid), or forgotten (path NULL). */
+struct loads_change {
+        const char *name;
+        const char *path;
+        uid_t uid;
+        gid_t gid;
+        int result;     /* loads_apply's: 0, or -errno (-EINVAL: a path that is no absolute one-line path) */
+};
+/* Applies n changes in order, with one read of the list and at most one
+ * write and sync (a burst of loads pays one, not one each); the list is
+ * written as loads_record says. 0 or -errno (then every change's result
+ * says so too). */
+int loads_apply(const char *state_dir, struct loads_change *c, size_t n);
 /* Records that name was loaded from path by uid:gid, replacing any record
  * of name. Written whole to a temporary file, synced and renamed over the
  * old one: a crash leaves the old list or the new one; the same record

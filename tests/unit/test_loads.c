@@ -2,6 +2,7 @@
  * a record per name, replaced in place by a later load of the name,
  * forgotten on request, lines that are not records skipped, and no
  * temporary file left behind. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,36 @@ static void test_same_record_writes_nothing(void)
         CHECK(loads_forget(dir, "s") == 0, "forget s");
 }
 
+/* A burst of loads applied at once (the daemon's records of one turn of
+ * its loop): in order, each with its own result, one write for them all. */
+static void test_apply_in_order(void)
+{
+        struct loads_entry *v;
+        size_t n, bad;
+        struct loads_change c[] = {
+                { .name = "x", .path = "/p/x.policy" },
+                { .name = "y", .path = "/p/y.policy", .uid = 3, .gid = 4 },
+                { .name = "x" },                                /* forgotten again */
+                { .name = "z", .path = "relative" },            /* refused, alone */
+                { .name = "y", .path = "/q/y.policy", .uid = 3, .gid = 4 },
+                { .name = "w", .path = "/p/w.policy" },
+        };
+        CHECK(loads_apply(dir, c, 6) == 0, "six changes applied");
+        CHECK(c[0].result == 0 && c[1].result == 0 && c[2].result == 0 && c[3].result == -EINVAL &&
+              c[4].result == 0 && c[5].result == 0, "each change's result, the bad path's its own");
+        CHECK(loads_read(dir, &v, &n, &bad) == 0 && n == 3, "b (recorded before), y, w: %zu", n);
+        CHECK(n == 3 && strcmp(v[1].name, "y") == 0 && strcmp(v[1].path, "/q/y.policy") == 0 &&
+              strcmp(v[2].name, "w") == 0, "y replaced in place, then w; x forgotten, z never recorded");
+        loads_free(v, n);
+        ino_t ino = list_ino();
+        struct loads_change same[] = { { .name = "y", .path = "/q/y.policy", .uid = 3, .gid = 4 },
+                                       { .name = "gone" } };
+        CHECK(loads_apply(dir, same, 2) == 0 && list_ino() == ino, "nothing changed: nothing written");
+        struct loads_change end[] = { { .name = "y" }, { .name = "w" } };
+        CHECK(loads_apply(dir, end, 2) == 0 && loads_read(dir, &v, &n, &bad) == 0 && n == 1, "both forgotten");
+        loads_free(v, n);
+}
+
 static void test_bad_lines(void)
 {
         struct loads_entry *v;
@@ -87,6 +118,7 @@ int main(void)
                 return 1;
         test_record_replace_forget();
         test_same_record_writes_nothing();
+        test_apply_in_order();
         test_bad_lines();
         char path[128];
         snprintf(path, sizeof path, "%s/%s", dir, LOADS_FILE);
