@@ -386,6 +386,20 @@ def a_slow_sandbox_holds_up_no_call(tmp):
         r = d.ctl("call", name, "echo", '"late"')
         check(r.returncode == 0 and r.stdout.strip() == '"late"', "call of %s: %r" % (name, r))
         check(loading.wait(timeout=60) == 0, "reload failed")
+        # Stopped while its sandbox is held: ended at once (it served
+        # nothing), its start's resources released, nothing left running.
+        shell = wait_for(lambda: spare(d), what="another spare shell")
+        os.kill(shell, signal.SIGSTOP)
+        policy(d.pol, "held")
+        loading = subprocess.Popen([GADGETCTL, "--socket", d.sock, "reload"], stdout=subprocess.DEVNULL)
+        wait_for(lambda: idmapped(shell) or not os.path.exists("/proc/%d" % shell), what="held's start launched")
+        if idmapped(shell):  # else the spare was dropped (a mount meanwhile) and held started as usual
+            check(d.ctl("stop", "held").returncode == 0, "stop of held")
+            wait_for(lambda: d.state("held") == "stopped" and not os.path.exists("/proc/%d" % shell),
+                     what="held stopped, its sandbox gone")
+            check(sorted(workers(d)) == sorted([d.list()["quick"]["pid"], d.list()[name]["pid"]]),
+                  "workers left: %r" % workers(d))
+        loading.wait(timeout=60)
 
 
 @test
