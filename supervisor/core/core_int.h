@@ -243,10 +243,10 @@ void unit_run_start_failed(struct unit_run *r, const char *err);
 
 /* unit_starts.c: the bound on sandboxes building at once. Whether a
  * start may launch now; u's start queued until one may (unit_start again
- * then), or taken out of the queue; r's build counted, or ended (it
+ * then; false: it could not be, out of memory), or taken out of the queue; r's build counted, or ended (it
  * started, failed or was dropped: the next queued start goes). */
 bool unit_starts_room(struct core *c);
-void unit_starts_queue(struct unit *u);
+bool unit_starts_queue(struct unit *u);
 void unit_starts_unqueue(struct unit *u);
 void unit_starts_begin(struct unit_run *r);
 void unit_starts_end(struct unit_run *r);

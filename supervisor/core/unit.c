@@ -747,8 +747,7 @@ void unit_start(struct unit *u)
         if ((u->run->child.pid > 0 && !warm) || u->start_queued)
                 return;
         /* Too many sandboxes build already: it starts when one is done. */
-        if (!warm && !one_life(u) && !unit_starts_room(u->core)) {
-                unit_starts_queue(u);
+        if (!warm && !one_life(u) && !unit_starts_room(u->core) && unit_starts_queue(u)) {
                 unit_set_state(u, UNIT_STARTING);
                 return;
         }

@@ -43,21 +43,20 @@ static void starts_cb(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-void unit_starts_queue(struct unit *u)
+bool unit_starts_queue(struct unit *u)
 {
         struct core *c = u->core;
         if (u->start_queued)
-                return;
-        if (!c->ev_starts && !(c->ev_starts = evtimer_new(c->base, starts_cb, c))) {
-                unit_start(u); /* out of memory: unbounded rather than never */
-                return;
-        }
+                return true;
+        if (!c->ev_starts && !(c->ev_starts = evtimer_new(c->base, starts_cb, c)))
+                return false; /* out of memory: it starts now rather than never */
         if (!c->start_tail)
                 c->start_tail = &c->start_head;
         u->start_queued = true;
         u->start_next = NULL;
         *c->start_tail = u;
         c->start_tail = &u->start_next;
+        return true;
 }
 
 void unit_starts_unqueue(struct unit *u)
