@@ -389,8 +389,9 @@ class Workload:
 
 # Loss and delay (faultnet.py: nftables and faultdelay): each packet's
 # chance of loss; the delay each way, plus up to a quarter more (jitter).
-# 600 ms: with the other way's, past the store's 1 s TCP user timeout for
-# a retransmitted segment (QUICK_TAKEOVER), half a lease.
+# 50 ms a slow link; 600 ms (+150) on a node's link to the store can keep
+# its lease session unacknowledged past the server's 1 s TCP user timeout
+# (QUICK_TAKEOVER): the lease then moves, as it does under heavy loss.
 LOSS_PCT = (10, 30, 50)
 DELAY_MS = (50, 200, 600)
 PAUSE_S = 3.5  # a SIGSTOP past the lease (a node that does not answer its lease ping for 2 s loses it)
