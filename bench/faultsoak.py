@@ -37,6 +37,7 @@ def main(argv):
     os.environ.update(GADGETD=os.path.join(build, "supervisor", "gadgetd"),
                       GADGETCTL=os.path.join(build, "ctl", "gadgetctl"),
                       TESTGADGET=os.path.join(build, "tests", "integration", "testgadget"),
+                      FAULTDELAY=os.path.join(build, "tests", "integration", "faultdelay"),
                       EXAMPLES=os.path.join(build, "examples"))
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
     import faultload as fl  # noqa: E402 (needs the environment above)

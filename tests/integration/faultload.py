@@ -387,6 +387,13 @@ class Workload:
 
 # -- the faults ----------------------------------------------------------
 
+# Loss and delay (faultnet.py: nftables and faultdelay): each packet's
+# chance of loss; the delay each way, plus up to a quarter more (jitter).
+# 50 ms a slow link; 600 ms (+150) on a node's link to the store can keep
+# its lease session unacknowledged past the server's 1 s TCP user timeout
+# (QUICK_TAKEOVER): the lease then moves, as it does under heavy loss.
+LOSS_PCT = (10, 30, 50)
+DELAY_MS = (50, 200, 600)
 PAUSE_S = 3.5  # a SIGSTOP past the lease (a node that does not answer its lease ping for 2 s loses it)
 # The store's standby (Cluster(standby=True)): the primary waits for it at
 # every commit; the two servers' ports, in the store's side.
@@ -438,11 +445,9 @@ class Faults:
 
     def kinds(self):
         return ["partition", "oneway", "store-cut", "store-oneway", "lease-flow", "nodes-cut", "callers-cut",
-                "pause", "kill", "store-restart", "netem", "store-failover"]
+                "pause", "kill", "store-restart", "loss", "delay", "store-failover"]
 
     def missing(self, kind):
-        if kind == "netem":
-            return self.fab.netem_missing()
         if kind == "store-failover" and not self.c.standby:
             return "the store has no standby (Cluster(standby=True))"
         return None
@@ -495,9 +500,18 @@ class Faults:
         if kind == "store-restart":
             c.pg.restart()
             return "store restarted"
-        if kind == "netem":
-            fab.netem(node, "loss", "20%", "delay", "30ms", "10ms")
-            return "netem loss 20%% delay 30 ms on %s" % node
+        if kind in ("loss", "delay"):  # any two sides, both ways or one
+            x, y = rng.sample(sorted(fab.sides), 2)
+            ways = [(x, y), (y, x)] if rng.random() < 0.5 else [(x, y)]
+            if kind == "loss":
+                pct = rng.choice(LOSS_PCT)
+                for s, d in ways:
+                    fab.loss(s, d, pct)
+                return "%s %s %s lose %d%%" % (x, "<->" if len(ways) == 2 else "->", y, pct)
+            ms = rng.choice(DELAY_MS)
+            for s, d in ways:
+                fab.delay(s, d, ms, ms // 4)
+            return "%s %s %s delayed %d+%d ms" % (x, "<->" if len(ways) == 2 else "->", y, ms, ms // 4)
         if kind == "store-failover":
             return store_failover(c)
         raise ValueError(kind)

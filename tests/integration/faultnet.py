@@ -9,12 +9,19 @@ test, PR_SET_PDEATHSIG), and no traffic ever leaves this machine.
 Faults are nftables rules in the receiving side's own table (`inet
 fault`, its input hook): drop(src, dst) drops what src sends to dst (a
 one-way cut: dst still reaches src), partition(a, b) both ways, heal()
-takes every rule away. netem(side, ...) adds loss or delay on a side's
-link where the kernel has `tc netem` (netem_missing() says why not).
+takes every rule away. Packet loss and delay are made without netem
+(this kernel has none): loss(src, dst, P) drops P% of what src sends to
+dst at random (`numgen random mod 100 < P drop`, each packet its own
+draw); delay(src, dst, D, J) holds each such packet D ms plus up to J ms
+(faultdelay.c: an NFQUEUE rule and a program that issues each packet's
+verdict when it is due), at most CAP packets at once (more are dropped,
+as a full link's). heal() ends those too.
 Programs run in a side with its wrap(): `nsenter --net=...`; a thread
 enters a side with enter() (setns: network namespaces are per thread)."""
 import ctypes
 import os
+import socket
+import time
 import shutil
 import signal
 import subprocess
@@ -25,6 +32,8 @@ from harness import check, need, skip, wait_for
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 NET = "198.18.35."
+SO_RCVBUFFORCE = 33
+DELAY_CAP = 2000  # packets a delayed link holds at once (faultdelay's queue length)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -62,8 +71,8 @@ class Fabric:
         self._ip("link", "set", "lo", "up")
         self._ip("link", "add", "fbr", "type", "bridge")
         self._ip("link", "set", "fbr", "up")
-        self._netem = None
-        self._netem_on = set()
+        self._delays = []  # faultdelay processes, until heal()
+        self._queues = 0  # the netfilter queue numbers given out
         r = subprocess.run(["nft", "-f", "-"], input="add table inet probe\ndelete table inet probe\n", text=True,
                            capture_output=True)
         if r.returncode != 0:  # a host property: the kernel's (no nf_tables)
@@ -112,33 +121,32 @@ class Fabric:
             self.partition(name, o)
 
     def heal(self):
+        for p in self._delays:  # each takes its rule away and lets what it holds through
+            p.terminate()
+        for p in self._delays:
+            p.wait(timeout=10)
+            check(p.returncode == 0, "faultdelay ended with %r" % p.returncode)
+        self._delays.clear()
         for name in self.sides:
             self.nft(name, "flush chain inet fault input\n")
-            if name in self._netem_on:
-                subprocess.run([*self.wrap(name), "tc", "qdisc", "del", "dev", "eth0", "root"], check=True)
-        self._netem_on.clear()
 
-    def netem_missing(self):
-        """Why `tc netem` cannot be used here, or None (tried once, on a
-        side's link, and taken away again)."""
-        if self._netem is None:
-            name = next(iter(self.sides))
-            r = subprocess.run([*self.wrap(name), "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay",
-                                "1ms"], capture_output=True, text=True)
-            if r.returncode == 0:
-                subprocess.run([*self.wrap(name), "tc", "qdisc", "del", "dev", "eth0", "root"], check=True)
-                self._netem = ""
-            else:
-                self._netem = "this kernel has no netem queueing discipline (tc: %s)" % \
-                    (r.stderr.strip().splitlines() or ["?"])[-1]
-        return self._netem or None
+    def loss(self, src, dst, pct):
+        """About pct% of what src sends to dst is lost, until heal()."""
+        self.nft(dst, "add rule inet fault input ip saddr %s numgen random mod 100 < %d drop\n"
+                 % (self.sides[src].ip, pct))
 
-    def netem(self, name, *args):
-        """tc netem ARGS on side name's link (e.g. "loss", "30%", "delay",
-        "50ms"), until heal()."""
-        subprocess.run([*self.wrap(name), "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *args],
-                       check=True)
-        self._netem_on.add(name)
+    def delay(self, src, dst, ms, jitter=0, cap=DELAY_CAP):
+        """What src sends to dst arrives ms (+ 0..jitter) ms late, until
+        heal(): faultdelay in dst's side, ready when this returns."""
+        prog = os.environ.get("FAULTDELAY")
+        if not prog:
+            need("FAULTDELAY", "the delay fault holds packets with tests/integration/faultdelay (meson builds it)")
+        self._queues += 1
+        p = subprocess.Popen([*self.wrap(dst), prog, str(self._queues), self.sides[src].ip, str(ms), str(jitter),
+                              str(cap)], stdout=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+        line = p.stdout.readline()  # "ready", or nothing if it failed (its stderr says why)
+        self._delays.append(p)
+        check(line.strip() == "ready", "faultdelay %s -> %s did not start (exit %r)" % (src, dst, p.poll()))
 
     def enter(self, name):
         """Moves the calling thread into side name (its sockets made
@@ -151,7 +159,71 @@ class Fabric:
             os.close(fd)
 
     def close(self):
+        for p in self._delays:
+            p.kill()
+            p.wait()
         for s in self.sides.values():
             if s.holder.poll() is None:
                 s.holder.kill()
                 s.holder.wait()
+
+
+def socket_in(fab, name, *args):
+    """A socket of side name's network (made by a thread that enters it)."""
+    out = []
+
+    def make():
+        fab.enter(name)
+        out.append(socket.socket(*args))
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+    return out[0]
+
+
+def check_loss_delay(fab, src, dst, pct=30, ms=150, n=400):
+    """Loss and delay seen from outside, on the link from side src to dst
+    (which nothing else uses): of n datagrams about pct% are lost; a TCP
+    connection's handshake (its SYN held) takes at least ms. Returns the
+    share lost and the connections' times (s)."""
+    port = 7999
+    rx = socket_in(fab, dst, socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket_in(fab, src, socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind((fab.sides[dst].ip, port))
+    rx.settimeout(10)
+    rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 4 << 20)  # all n held until read
+    tx.sendto(b"first", (fab.sides[dst].ip, port))  # the neighbour resolved before the count
+    check(rx.recv(64) == b"first", "the datagram before the loss")
+    fab.loss(src, dst, pct)
+    for i in range(n):
+        tx.sendto(b"%d" % i, (fab.sides[dst].ip, port))
+    fab.heal()
+    tx.sendto(b"end", (fab.sides[dst].ip, port))  # after the heal: it arrives, after the others (one path)
+    got = 0
+    while rx.recv(64) != b"end":
+        got += 1
+    rx.close()
+    tx.close()
+    lost = 1 - got / n
+    check(abs(lost - pct / 100) < 0.12, "loss %d%% on %s -> %s: %d of %d datagrams lost" % (pct, src, dst, n - got, n))
+
+    ls = socket_in(fab, dst, socket.AF_INET, socket.SOCK_STREAM)
+    ls.bind((fab.sides[dst].ip, port))
+    ls.listen(8)
+    fab.delay(src, dst, ms)
+    times = []
+    try:
+        for _ in range(3):
+            c = socket_in(fab, src, socket.AF_INET, socket.SOCK_STREAM)
+            c.settimeout(10)
+            t0 = time.monotonic()
+            c.connect((fab.sides[dst].ip, port))
+            times.append(time.monotonic() - t0)
+            c.close()
+            ls.accept()[0].close()
+    finally:
+        fab.heal()
+        ls.close()
+    check(min(times) >= ms / 1000 and max(times) < ms / 1000 + 1,
+          "delay %d ms on %s -> %s: handshakes took %s s" % (ms, src, dst, " ".join("%.3f" % t for t in times)))
+    return lost, times

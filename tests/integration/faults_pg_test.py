@@ -6,9 +6,10 @@ namespace of its own; while clients call two gadgets through both nodes
 links (full and one-way, between any two sides; a node from the store
 only, from the other node only, from its callers only), pauses a node past
 its lease (SIGSTOP, SIGCONT), kills and restarts one, restarts the store,
-fails the store over to its synchronous standby; each kind twice (packet loss and delay with `tc netem` too, where the
-kernel has it). The seed is printed; GADGETD_FAULT_SEED=N replays it
-(GADGETD_FAULT_KINDS="kind ..." runs only those kinds, twice each).
+fails the store over to its synchronous standby, loses or delays packets
+on a link (between any two sides, one way or both); each kind twice. The
+seed is printed; GADGETD_FAULT_SEED=N replays it (GADGETD_FAULT_KINDS="kind
+..." runs only those kinds, twice each).
 
 Checked, in CI: each key's history is linearizable (the checker decides
 each, open-ended operations for the answers a caller never got); every
@@ -29,6 +30,7 @@ import time
 
 import faultload as fl
 from faultchecks import summary, verdicts
+from faultnet import check_loss_delay
 from harness import check, main, test
 
 
@@ -43,6 +45,11 @@ def pg_faults_schedule(tmp):
     c = fl.Cluster(tmp, standby=True)
     try:
         c.healthy(timeout=30)
+        # The loss and delay faults seen from outside first, on a link
+        # nothing uses (the clients never talk to the store).
+        lost, times = check_loss_delay(c.fab, "clients", "store")
+        print("loss 30%%: %.0f%% of datagrams lost; delay 150 ms: handshakes %s s"
+              % (100 * lost, " ".join("%.3f" % t for t in times)), flush=True)
         faults = fl.Faults(c)
         only = os.environ.get("GADGETD_FAULT_KINDS", "").split()
         schedule = [k for k in (only or faults.kinds()) for _ in range(2)]
