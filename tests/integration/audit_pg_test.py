@@ -19,12 +19,19 @@ HOSTILE_PATH = os.environ.get("HOSTILE", "")
 
 
 def file_lines(d, gadget):
-    """gadget's records in d's audit.log, as text, oldest first."""
+    """gadget's records in d's audit.log, as text, oldest first (a line
+    that is no JSON, as a torn one, is none)."""
     path = os.path.join(d.tmp, "state", "audit.log")
     if not os.path.exists(path):
         return []
+
+    def gadget_of(line):
+        try:
+            return json.loads(line)["gadget"]
+        except ValueError:
+            return None
     with open(path) as f:
-        return [line.rstrip("\n") for line in f if json.loads(line)["gadget"] == gadget]
+        return [line.rstrip("\n") for line in f if gadget_of(line) == gadget]
 
 
 def store_lines(pg, gadget, node_name):
@@ -362,6 +369,61 @@ def pg_audit_batch_ended_by_the_server_sent_again(tmp):
             check(unsent["audit_unsent"] == 0, "counted as not copied: %d (%s)" % (unsent["audit_unsent"],
                                                                                  unsent["audit_unsent_error"]))
             check(pg.psql(copied) == "1", "the record in the store once: %s" % pg.psql(copied))
+        finally:
+            d.__exit__(None, None, None)
+
+
+@test
+def pg_audit_caught_up_after_sigkill(tmp):
+    """Records a node wrote to its audit.log but had not copied when it was
+    SIGKILLed reach the store's copy once it starts again, each exactly
+    once: it asks the store for its highest sequence and sends what
+    audit.log holds past it. Here none of them was copied before the kill
+    (their batch waited on a lock and its backend was terminated, the
+    reconnect's setup then waiting on the lock too), and a torn last line
+    (a write cut short) is skipped, never sent; the restarted node's own
+    records go on past the file's last sequence."""
+    with PgServer(tmp) as pg:
+        d = node(tmp, pg, "a")
+        session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
+        try:
+            d.start()
+            policy(d.pol, "good")
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: d.state("good") == "ready", what="good ready")
+            check(d.ctl("call", "good", "echo", '"before"').returncode == 0, "the first call")
+            wait_for(lambda: store_lines(pg, "good", "a") == file_lines(d, "good"), what="the first call copied")
+            with pg.locked("gadgetd_audit"):
+                for i in range(5):
+                    check(d.ctl("call", "good", "echo", '"k%d"' % i).returncode == 0, "call %d" % i)
+                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
+                         what="the batch waiting on the lock")
+                pid = pg.psql("SELECT pid " + session)
+                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
+                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
+                         what="the batch's backend gone")
+                d.proc.send_signal(signal.SIGKILL)
+                d.proc.wait()
+            acked = [l for l in file_lines(d, "good") if '"op":"call echo"' in l]
+            check(len(acked) == 6, "every call's record in audit.log: %r" % acked)
+            copied = "SELECT count(*) FROM gadgetd_audit WHERE node = 'a' AND line = $$%s$$"
+            check([pg.psql(copied % l) for l in acked] == ["1"] + ["0"] * 5,
+                  "only the first call in the store before the restart")
+            with open(os.path.join(d.tmp, "state", "audit.log"), "a") as f:
+                f.write('{"time":"2026-12-06T20:00:00.000Z","gadget":"good","node":"a","seq":')
+            d.start()
+            wait_for(lambda: [pg.psql(copied % l) for l in acked] == ["1"] * 6, timeout=20,
+                     what="every acknowledged call in the store's copy once")
+            check(pg.psql("SELECT count(*) - count(DISTINCT seq) FROM gadgetd_audit WHERE node = 'a'") == "0",
+                  "a sequence twice in the store")
+            check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line NOT LIKE '%}'") == "0",
+                  "the torn line sent: %s" % pg.psql("SELECT line FROM gadgetd_audit WHERE line NOT LIKE '%}'"))
+            wait_for(lambda: d.state("good") == "ready", what="good ready again")
+            check(d.ctl("call", "good", "echo", '"after"').returncode == 0, "the call after the restart")
+            last = [json.loads(l)["seq"] for l in acked]
+            after = json.loads(file_lines(d, "good")[-1])["seq"]
+            check(last == sorted(last) and after > last[-1], "sequences %r, then %r" % (last, after))
+            wait_for(lambda: "; 1 lines of it skipped" in d.logtext(), what="the torn line counted")
         finally:
             d.__exit__(None, None, None)
 
