@@ -380,8 +380,8 @@ def pg_audit_caught_up_after_sigkill(tmp):
     once: it asks the store for its highest sequence and sends what
     audit.log holds past it. Here none of them was copied before the kill
     (their batch waited on a lock and its backend was terminated, the
-    reconnect's setup then waiting on the lock too), and a torn last line
-    (a write cut short) is skipped, never sent; the restarted node's own
+    reconnect's setup then waiting on the lock too); a record there twice
+    lands once, and a torn last line (a write cut short) is skipped, never sent; the restarted node's own
     records go on past the file's last sequence."""
     with PgServer(tmp) as pg:
         d = node(tmp, pg, "a")
@@ -409,7 +409,10 @@ def pg_audit_caught_up_after_sigkill(tmp):
             copied = "SELECT count(*) FROM gadgetd_audit WHERE node = 'a' AND line = $$%s$$"
             check([pg.psql(copied % l) for l in acked] == ["1"] + ["0"] * 5,
                   "only the first call in the store before the restart")
+            # A record twice in the file (one sent twice lands once: the
+            # store's key is node and sequence), then a torn last line.
             with open(os.path.join(d.tmp, "state", "audit.log"), "a") as f:
+                f.write(acked[-1] + "\n")
                 f.write('{"time":"2026-12-06T20:00:00.000Z","gadget":"good","node":"a","seq":')
             d.start()
             wait_for(lambda: [pg.psql(copied % l) for l in acked] == ["1"] * 6, timeout=20,
