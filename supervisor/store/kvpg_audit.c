@@ -220,6 +220,12 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
                 timer_arm_ms(au->ev_gather, BATCH_GATHER_MS);
 }
 
+uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped)
+{
+        *skipped = au ? au->skipped_all + au->cskipped : 0;
+        return au ? au->caught_all : 0;
+}
+
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)
 {
         *why = au && au->dropped ? au->why : "";

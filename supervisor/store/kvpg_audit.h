@@ -64,6 +64,9 @@ size_t kvpg_audit_queued(const struct kvpg_audit *au);
  * beyond the queue's bound the line is dropped and counted. For
  * audit_set_store. */
 void kvpg_audit_add(void *au, const char *gadget, const char *line);
+/* Lines copied from audit.log by catch-ups since gadgetd started, and
+ * (skipped) lines of it skipped, never sent (0 for au NULL). */
+uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped);
 /* Lines not copied to the store since gadgetd started, and why the last
  * one was not ("" if none). */
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why);

@@ -427,6 +427,10 @@ def pg_audit_caught_up_after_sigkill(tmp):
             after = json.loads(file_lines(d, "good")[-1])["seq"]
             check(last == sorted(last) and after > last[-1], "sequences %r, then %r" % (last, after))
             wait_for(lambda: "; 1 lines of it skipped" in d.logtext(), what="the torn line counted")
+            st = status(d, "good")
+            check(st["audit_caught_up"] >= 5 and st["audit_log_skipped"] == 1 and st["audit_unsent"] == 0,
+                  "status: caught up %d, skipped %d, unsent %d" % (st["audit_caught_up"], st["audit_log_skipped"],
+                                                                 st["audit_unsent"]))
         finally:
             d.__exit__(None, None, None)
 
