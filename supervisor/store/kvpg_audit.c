@@ -107,7 +107,8 @@ struct kvpg_audit {
         bool high_due;                  /* at connect: H is asked before any batch */
         uint64_t gap;                   /* the first line dropped since the last catch-up (0: none) */
         struct audit_reader *catch;     /* the files being read, or NULL */
-        uint64_t after, upto;           /* it sends the sequences in (after, upto) */
+        uint64_t after;                 /* it sends the sequences past after */
+        uint64_t qfrom, qto;            /* but those in [qfrom, qto): the queue's */
         struct event *ev_catch;         /* its next slice, on a later turn */
         char *cbuf;                     /* its batch being filled: lines, each ended by a newline */
         size_t clen, clines;
@@ -363,7 +364,7 @@ static bool too_old(struct kvpg_audit *au, const char *when)
 }
 
 /* audit_emit_fn: one line of audit.log. Sent if it is this node's record
- * of a sequence in (after, upto): a JSON object naming this node with
+ * of a sequence past after, not the queue's: a JSON object naming this node with
  * that "seq" and a "gadget" and "time" of text (the INSERT reads them;
  * garbage would make it refuse the whole batch). */
 static int catch_line(void *arg, const char *line, size_t len)
@@ -375,7 +376,7 @@ static int catch_line(void *arg, const char *line, size_t len)
                         au->cskipped++; /* torn, or not a record at all */
                 return 1;
         }
-        if (seq <= au->after || seq >= au->upto)
+        if (seq <= au->after || (seq >= au->qfrom && seq < au->qto))
                 return 1;
         if (au->clines && (au->clines >= BATCH_LINES || au->clen + len + 1 > BATCH_BYTES)) {
                 au->cfull = true;
@@ -432,9 +433,10 @@ static void on_catch(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-/* A catch-up of the sequences in (after, upto) begins: the files as they
- * are now (later lines are in the queue). */
-static void catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t upto)
+/* A catch-up of the sequences past after but [qfrom, qto) begins: the
+ * files as they are now (later lines are in the queue; one written
+ * meanwhile may be sent both ways: it lands once). */
+static void catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t qfrom, uint64_t qto)
 {
         catch_stop(au);
         if (!au->dir)
@@ -446,23 +448,27 @@ static void catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t upto)
                 return;
         }
         au->after = after;
-        au->upto = upto;
+        au->qfrom = qfrom;
+        au->qto = qto;
         event_active(au->ev_catch, 0, 0);
 }
 
 /* The store's highest sequence of this node is known: what audit.log holds
- * past it and before the queue (past the first line dropped, if any, and
- * then up to the files' end) is caught up. */
+ * past it (or past the first line dropped, if lower) is caught up, but
+ * the queue's lines from its head up to the first dropped one (the queue
+ * sends them; lines it took after a drop may go both ways: once in the
+ * store). */
 static void high_known(struct kvpg_audit *au)
 {
         uint64_t high = au->last && PQntuples(au->last) == 1 ? strtoull(PQgetvalue(au->last, 0, 0), NULL, 10) : 0;
-        uint64_t after = high, upto = au->head && au->head->seq ? au->head->seq : UINT64_MAX;
+        uint64_t after = high, qfrom = au->head && au->head->seq ? au->head->seq : UINT64_MAX;
+        uint64_t qto = UINT64_MAX;
         if (au->gap) {
                 after = au->gap - 1 < high ? au->gap - 1 : high;
-                upto = UINT64_MAX;
+                qto = au->gap;
                 au->gap = 0;
         }
-        catch_begin(au, after, upto);
+        catch_begin(au, after, qfrom, qto);
 }
 
 static void send_high(struct kvpg_audit *au)
@@ -498,7 +504,7 @@ static void send_next(struct kvpg_audit *au)
         } else if (au->gap && !au->catch) {
                 uint64_t after = au->gap - 1;
                 au->gap = 0;
-                catch_begin(au, after, UINT64_MAX);
+                catch_begin(au, after, 0, 0);
         } else if (au->prune_due) {
                 send_prune(au);
         }
