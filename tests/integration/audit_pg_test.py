@@ -427,6 +427,14 @@ def pg_audit_caught_up_after_sigkill(tmp):
                   "a sequence twice in the store")
             check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line NOT LIKE '%}'") == "0",
                   "the torn line sent: %s" % pg.psql("SELECT line FROM gadgetd_audit WHERE line NOT LIKE '%}'"))
+            # A node of schema 12 sends rows without seq: they still insert,
+            # the same line twice too (NULLs never conflict).
+            old = ("INSERT INTO gadgetd_audit (gadget, node, at, line) SELECT l::json->>'gadget', 'old',"
+                   " (l::json->>'time')::timestamptz, l FROM unnest(ARRAY[$$%s$$]) AS t(l)" % acked[0])
+            pg.psql(old)
+            pg.psql(old)
+            check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'old' AND seq IS NULL") == "2",
+                  "a schema-12 node's rows")
             wait_for(lambda: d.state("good") == "ready", what="good ready again")
             check(d.ctl("call", "good", "echo", '"after"').returncode == 0, "the call after the restart")
             last = [json.loads(l)["seq"] for l in acked]
