@@ -108,8 +108,8 @@ uint64_t audit_seq_of(const char *p, size_t len);
 /* The highest sequence among the last whole lines of DIR/audit.log and
  * its KEEP rotated files (each file's last AUDIT_SLICE bytes), 0 if none. */
 uint64_t audit_last_seq(const char *dir, uint32_t keep);
-/* A reader of gadget's last n records (gadget NULL: every line, n 0) (every kept one if n is 0), oldest
- * first, over DIR/audit.log and its KEEP rotated files as they are now: records
+/* A reader of gadget's last n records (every kept one if n is 0; every
+ * line of the files if gadget is NULL, with n 0), oldest first, over DIR/audit.log and its KEEP rotated files as they are now: records
  * written later are not part of it. 0 or -errno. */
 int audit_reader_new(const char *dir, uint32_t keep, const char *gadget, size_t n,
                      struct audit_reader **out);
