@@ -510,30 +510,45 @@ static void send_next(struct kvpg_audit *au)
         }
 }
 
+/* A batch (what, of n lines: the queue's or the catch-up's) ended: failed
+ * for a while (batch_may_retry): the connection goes and it is sent again
+ * after the reconnect, -1; refused for what it holds: dropped, counted,
+ * 0; or committed: the rows it inserted (a line there already inserts
+ * none: the key is node and seq), the budget's count kept. */
+static int64_t batch_ended(struct kvpg_audit *au, size_t n, const char *what)
+{
+        char why[260];
+        if (batch_may_retry(au->sqlstate)) {
+                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
+                snprintf(why, sizeof why, "%s was not written%s: %s", what,
+                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
+                pgconn_fail(au->pc, why);
+                return -1;
+        }
+        if (au->err[0]) {
+                snprintf(why, sizeof why, "the store refused %s: %s", what, au->err);
+                drop(au, n, why);
+                return 0;
+        }
+        if (!au->last || PQntuples(au->last) != 1 || PQnfields(au->last) != 4)
+                return 0;
+        uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
+        uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
+        uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
+        au->stored = au->stored + in > out ? au->stored + in - out : 0;
+        au->trimmed += rows;
+        return (int64_t)strtoull(PQgetvalue(au->last, 0, 3), NULL, 10);
+}
+
 /* The catch-up's batch ended: like a batch of the queue's; then the
  * next slice of the files. */
 static void catch_done(struct kvpg_audit *au)
 {
-        if (batch_may_retry(au->sqlstate)) {
-                char why[260];
-                snprintf(why, sizeof why, "a batch from audit.log was not written: %s", au->err);
-                pgconn_fail(au->pc, why); /* the next connect begins the catch-up again */
-                return;
-        }
-        if (au->err[0]) {
-                char why[260];
-                snprintf(why, sizeof why, "the store refused a batch from audit.log: %s", au->err);
-                drop(au, au->clines, why);
-        } else if (au->last && PQntuples(au->last) == 1 && PQnfields(au->last) == 4) {
-                uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
-                uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
-                uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
-                uint64_t n = strtoull(PQgetvalue(au->last, 0, 3), NULL, 10);
-                au->stored = au->stored + in > out ? au->stored + in - out : 0;
-                au->trimmed += rows;
-                au->caught += n;
-                au->caught_all += n;
-        }
+        int64_t n = batch_ended(au, au->clines, "a batch from audit.log");
+        if (n < 0)
+                return; /* the next connect begins the catch-up again */
+        au->caught += (uint64_t)n;
+        au->caught_all += (uint64_t)n;
         au->clen = au->clines = 0;
         au->cfull = false;
         if (au->catch)
@@ -633,29 +648,10 @@ static bool batch_may_retry(const char *sqlstate)
  * the nodes' audit.log only. */
 static void batch_done(struct kvpg_audit *au)
 {
-        if (batch_may_retry(au->sqlstate)) {
-                char why[260];
-                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
-                snprintf(why, sizeof why, "a batch was not written%s: %s",
-                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
-                au->batch = 0;
-                pgconn_fail(au->pc, why);
-                return;
-        }
-        if (au->err[0]) {
-                char why[260];
-                snprintf(why, sizeof why, "the store refused a batch: %s", au->err);
-                drop(au, au->batch, why);
-        }
-        if (!au->err[0] && au->last && PQntuples(au->last) == 1 && PQnfields(au->last) == 4) {
-                uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
-                uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
-                uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
-                au->stored = au->stored + in > out ? au->stored + in - out : 0;
-                au->trimmed += rows;
-        }
-        unqueue(au, au->batch);
+        size_t n = au->batch;
         au->batch = 0;
+        if (batch_ended(au, n, "a batch") >= 0)
+                unqueue(au, n);
 }
 
 static void on_end(void *arg)
