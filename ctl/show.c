@@ -435,6 +435,8 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "audit_error", json_string(s->audit_error)) < 0 ||
             json_object_set_new(o, "audit_unsent", json_integer((json_int_t)s->audit_unsent)) < 0 ||
             json_object_set_new(o, "audit_unsent_error", json_string(s->audit_unsent_error)) < 0 ||
+            json_object_set_new(o, "audit_caught_up", json_integer((json_int_t)s->audit_caught_up)) < 0 ||
+            json_object_set_new(o, "audit_log_skipped", json_integer((json_int_t)s->audit_log_skipped)) < 0 ||
             json_object_set_new(o, "kept_error_lines", show_json_strv(s->kept_errors, s->n_kept_errors)) < 0 ||
             json_object_set_new(o, "denial_kinds", json_integer((json_int_t)s->n_denials)) < 0 ||
             json_object_set_new(o, "crash_cause", json_string(s->crash_cause)) < 0 ||
@@ -521,6 +523,13 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 snprintf(unsent, sizeof(unsent), "%llu records not copied to the store since gadgetd started (%s)",
                          (unsigned long long)s->audit_unsent, s->audit_unsent_error);
                 e = put_field(f, "Audit store", unsent);
+        }
+        if (e >= 0 && s->audit_log_skipped > 0) {
+                char skipped[160];
+                snprintf(skipped, sizeof(skipped), "%llu lines of audit.log skipped by its catch-up, never sent "
+                         "(damaged, another node's, or older than StoreKeepDays=)",
+                         (unsigned long long)s->audit_log_skipped);
+                e = put_field(f, "Audit store", skipped);
         }
         if (e >= 0 && s->version[0])
                 e = put_field(f, "Version", s->version);

@@ -601,6 +601,7 @@ static void on_status(struct client *cl, const Control__Request *q)
         const char *unsent_why;
         st.audit_unsent = kvpg_audit_dropped(core_audit_store(client_env(cl)->core), &unsent_why);
         st.audit_unsent_error = (char *)unsent_why;
+        st.audit_caught_up = kvpg_audit_caught_up(core_audit_store(client_env(cl)->core), &st.audit_log_skipped);
         st.kept_errors = split_lines(in.kept_lines, &st.n_kept_errors);
         Control__Denial den[DENIALS_KEPT], *denp[DENIALS_KEPT];
         for (size_t i = 0; in.denials && i < in.denials->n; i++) {

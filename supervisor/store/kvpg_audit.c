@@ -16,10 +16,26 @@
  * its own kv puts' commits queued behind.
  *
  * A batch stays at the head of the queue until its commit is reported; a
- * batch whose connection is lost is sent again after the reconnect, so a
- * batch lost while it was being committed may be in the store twice (the
- * other way, losing it, is not better for an audit). A batch the server
- * refuses for another reason is dropped and counted. */
+ * batch whose connection is lost is sent again after the reconnect. Each
+ * line carries its node's sequence ("seq", audit.c) and the store keeps
+ * one row per node and sequence (schema 13: ON CONFLICT DO NOTHING), so
+ * a batch that committed before its answer was lost lands once. A batch
+ * the server refuses for another reason is dropped and counted.
+ *
+ * The catch-up: what audit.log holds and the queue does not (the records
+ * of the last moments before a SIGKILL, lines dropped from a full queue,
+ * lines of a queue lost with the process) is sent from the files. At each
+ * connect, before any batch of this session, the store is asked this
+ * node's highest sequence (H); then the files are read forwards, one
+ * slice (AUDIT_SLICE) a loop turn, as they were when the catch-up began,
+ * and each record past H and before the queue's first line goes in
+ * batches of the same bounds, every other query the connection's while
+ * the queue has lines too. H is read first because a batch of the queue
+ * committed before it would raise it past the records still missing.
+ * After lines were dropped from a full queue, another catch-up runs once
+ * the queue is empty, from the first line dropped. What does not parse
+ * (a torn line), names another node, or is older than StoreKeepDays= is
+ * skipped and counted, never sent. */
 #include "kvpg_audit.h"
 
 #include <errno.h>
@@ -27,8 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <time.h>
+
 #include "kvpg_sql.h"
 #include "pgconn.h"
+#include "system/audit.h"
 #include "system/log.h"
 #include "system/retry.h"
 #include "system/timer.h"
@@ -47,10 +67,11 @@
 #define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
 
 enum state { AU_DOWN, AU_CONNECTING, AU_SETUP, AU_READY };
-enum out { OUT_NONE, OUT_SETUP, OUT_BATCH, OUT_RANGE, OUT_PAGE, OUT_PRUNE };
+enum out { OUT_NONE, OUT_SETUP, OUT_BATCH, OUT_RANGE, OUT_PAGE, OUT_PRUNE, OUT_HIGH, OUT_CATCH };
 
 struct line {
         struct line *next;
+        uint64_t seq;                   /* its sequence (0: none) */
         size_t len;
         char text[];
 };
@@ -80,6 +101,21 @@ struct kvpg_audit {
         bool down_logged;
         bool schema_wait;               /* down because the schema is not migrated yet */
         char reason[200];               /* why the store is unreachable */
+        /* The catch-up from audit.log (see the top). */
+        char *dir;                      /* audit.log's, and KeepFiles= */
+        uint32_t keep;
+        bool high_due;                  /* at connect: H is asked before any batch */
+        uint64_t gap;                   /* the first line dropped since the last catch-up (0: none) */
+        struct audit_reader *catch;     /* the files being read, or NULL */
+        uint64_t after;                 /* it sends the sequences past after */
+        uint64_t qfrom, qto;            /* but those in [qfrom, qto): the queue's */
+        struct event *ev_catch;         /* its next slice, on a later turn */
+        char *cbuf;                     /* its batch being filled: lines, each ended by a newline */
+        size_t clen, clines;
+        bool cfull;                     /* the batch is full, or the files read: it goes */
+        bool ctoggle;                   /* the last batch sent was the catch-up's */
+        uint64_t caught, cskipped;      /* lines this catch-up copied, and skipped */
+        uint64_t caught_all, skipped_all; /* since gadgetd started */
 };
 
 /* The batch, and the node's oldest rows past its budget: $3 bytes of them
@@ -87,16 +123,20 @@ struct kvpg_audit {
  * same statement. Answers the bytes written, and the rows and bytes
  * deleted. */
 static const char sql_batch[] =
-        "WITH ins AS (INSERT INTO gadgetd_audit (gadget, node, at, line)"
-        " SELECT l::json->>'gadget', $2, (l::json->>'time')::timestamptz, l"
+        "WITH ins AS (INSERT INTO gadgetd_audit (gadget, node, at, line, seq)"
+        " SELECT l::json->>'gadget', $2, (l::json->>'time')::timestamptz, l, (l::json->>'seq')::bigint"
         " FROM unnest(string_to_array($1, E'\\n')) WITH ORDINALITY AS t(l, i) ORDER BY i"
+        " ON CONFLICT (node, seq) DO NOTHING"
         " RETURNING octet_length(line) AS n),"
         " old AS (SELECT id, n, sum(n) OVER (ORDER BY id) AS run FROM"
         " (SELECT id, octet_length(line) AS n FROM gadgetd_audit WHERE $3::bigint > 0 AND node = $2"
         " ORDER BY id LIMIT " TRIM_ROWS ") o),"
         " del AS (DELETE FROM gadgetd_audit WHERE $3::bigint > 0 AND id IN (SELECT id FROM old WHERE run - n < $3::bigint)"
         " RETURNING octet_length(line) AS n)"
-        " SELECT (SELECT coalesce(sum(n), 0) FROM ins), (SELECT count(*) FROM del), (SELECT coalesce(sum(n), 0) FROM del)";
+        " SELECT (SELECT coalesce(sum(n), 0) FROM ins), (SELECT count(*) FROM del), (SELECT coalesce(sum(n), 0) FROM del),"
+        " (SELECT count(*) FROM ins)";
+/* This node's highest sequence in the store (the index's last entry). */
+static const char sql_high[] = "SELECT coalesce(max(seq), 0) FROM gadgetd_audit WHERE node = $1";
 static const char sql_range[] =
         "SELECT coalesce(min(id) - 1, 0), coalesce(max(id), 0) FROM"
         " (SELECT id FROM gadgetd_audit WHERE gadget = $1 ORDER BY id DESC LIMIT $2::bigint) t";
@@ -110,12 +150,21 @@ static const char sql_prune[] =
         " SELECT count(*), coalesce(sum(mine), 0) FROM d";
 
 static void send_next(struct kvpg_audit *au);
+static bool batch_may_retry(const char *sqlstate);
 
 /* Counts one line not copied, and why. */
 static void drop(struct kvpg_audit *au, uint64_t n, const char *why)
 {
         au->dropped += n;
         snprintf(au->why, sizeof au->why, "%s", why);
+}
+
+/* A line of sequence seq left out of the queue: in audit.log, the next
+ * catch-up copies it from there. */
+static void gap_at(struct kvpg_audit *au, uint64_t seq)
+{
+        if (seq && (!au->gap || seq < au->gap))
+                au->gap = seq;
 }
 
 /* Frees the first n queued lines. */
@@ -146,14 +195,17 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
                          KVPG_AUDIT_QUEUE_LINES, KVPG_AUDIT_QUEUE_BYTES,
                          au->state == AU_READY ? "the store is slow" : au->reason);
                 drop(au, 1, why);
+                gap_at(au, audit_seq_of(line, len));
                 return;
         }
         struct line *l = malloc(sizeof *l + len + 1);
         if (!l) {
                 drop(au, 1, "out of memory");
+                gap_at(au, audit_seq_of(line, len));
                 return;
         }
         l->next = NULL;
+        l->seq = audit_seq_of(line, len);
         l->len = len;
         memcpy(l->text, line, len + 1);
         *au->tail = l;
@@ -167,6 +219,12 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
                 send_next(au);
         else if (!evtimer_pending(au->ev_gather, NULL))
                 timer_arm_ms(au->ev_gather, BATCH_GATHER_MS);
+}
+
+uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped)
+{
+        *skipped = au ? au->skipped_all + au->cskipped : 0;
+        return au ? au->caught_all : 0;
 }
 
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)
@@ -183,6 +241,21 @@ static void query_begin(struct kvpg_audit *au, enum out out, int sent)
         PQclear(au->last);
         au->last = NULL;
         pgconn_sent(au->pc, sent, STORE_OP_OTHER);
+}
+
+/* Lines (bytes with their NUL: newline-separated) as one INSERT. */
+static void send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes)
+{
+        /* Why this is safe: a batch holds at most the budget (or one
+         * line), so the node's older rows hold at least the excess and the
+         * DELETE's oldest rows cover it: after each batch the node's rows
+         * hold at most the budget, or one record. */
+        char excess[24];
+        uint64_t after = au->stored + bytes;
+        snprintf(excess, sizeof excess, "%llu",
+                 (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
+        const char *params[3] = { text, au->node, excess };
+        query_begin(au, out, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
 }
 
 /* The queued lines (up to a batch's bound) as one INSERT. */
@@ -218,17 +291,8 @@ static void send_batch(struct kvpg_audit *au)
                 p += l->len;
                 *p++ = i + 1 < n ? '\n' : '\0';
         }
-        /* Why this is safe: a batch holds at most the budget (or one
-         * line), so the node's older rows hold at least the excess and the
-         * DELETE's oldest rows cover it: after each batch the node's rows
-         * hold at most the budget, or one record. */
-        char excess[24];
-        uint64_t after = au->stored + bytes;
-        snprintf(excess, sizeof excess, "%llu",
-                 (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
-        const char *params[3] = { text, au->node, excess };
         au->batch = n;
-        query_begin(au, OUT_BATCH, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
+        send_text(au, OUT_BATCH, text, bytes);
         free(text);
 }
 
@@ -263,19 +327,234 @@ static void send_prune(struct kvpg_audit *au)
         query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
 }
 
-/* The next query, if the connection is idle: a read whose earlier lines
- * are done, else a batch; the prune when neither waits. */
+/* The catch-up's batch being filled is emptied; with drop, its lines
+ * are also given up (the reader stops). */
+static void catch_stop(struct kvpg_audit *au)
+{
+        audit_reader_free(au->catch);
+        au->catch = NULL;
+        au->clen = au->clines = 0;
+        au->cfull = false;
+}
+
+/* A catch-up ended: said once if it copied or skipped anything. */
+static void catch_ended(struct kvpg_audit *au)
+{
+        if (au->cskipped)
+                log_msg(L_WARN, NULL, "audit: %llu records copied to the store from audit.log (not sent before: "
+                        "a restart, a lost connection or a full queue); %llu lines of it skipped (damaged, not "
+                        "this node's, or older than StoreKeepDays=)", (unsigned long long)au->caught,
+                        (unsigned long long)au->cskipped);
+        else if (au->caught)
+                log_msg(L_INFO, NULL, "audit: %llu records copied to the store from audit.log (not sent before: "
+                        "a restart, a lost connection or a full queue)", (unsigned long long)au->caught);
+        au->skipped_all += au->cskipped;
+        au->caught = au->cskipped = 0;
+}
+
+/* Whether a line's time is older than the store keeps (the prune would
+ * delete it: not sent, or every connect would send it again). */
+static bool too_old(struct kvpg_audit *au, const char *when)
+{
+        struct tm tm = { 0 };
+        const char *rest = strptime(when, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (!rest)
+                return true;
+        return timegm(&tm) < time(NULL) - (time_t)au->keep_days * 86400;
+}
+
+/* audit_emit_fn: one line of audit.log. Sent if it is this node's record
+ * of a sequence past after, not the queue's: a JSON object naming this node with
+ * that "seq" and a "gadget" and "time" of text (the INSERT reads them;
+ * garbage would make it refuse the whole batch). */
+static int catch_line(void *arg, const char *line, size_t len)
+{
+        struct kvpg_audit *au = arg;
+        uint64_t seq = audit_seq_of(line, len);
+        if (!seq) {
+                if (len == 0 || line[len - 1] != '}')
+                        au->cskipped++; /* torn, or not a record at all */
+                return 1;
+        }
+        if (seq <= au->after || (seq >= au->qfrom && seq < au->qto))
+                return 1;
+        if (au->clines && (au->clines >= BATCH_LINES || au->clen + len + 1 > BATCH_BYTES)) {
+                au->cfull = true;
+                return 0; /* given again at the next step, after this batch */
+        }
+        json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+        const char *node = json_string_value(json_object_get(o, "node"));
+        const char *when = json_string_value(json_object_get(o, "time"));
+        json_t *s = json_object_get(o, "seq");
+        bool ok = o && json_is_object(o) && node && strcmp(node, au->node) == 0 && when &&
+                  json_is_string(json_object_get(o, "gadget")) && json_is_integer(s) &&
+                  (uint64_t)json_integer_value(s) == seq && !memchr(line, '\n', len);
+        bool old = ok && too_old(au, when);
+        json_decref(o);
+        if (!ok || old) {
+                au->cskipped++;
+                return 1;
+        }
+        char *buf = au->cbuf ? au->cbuf : malloc(BATCH_BYTES + 1);
+        if (!buf)
+                return -ENOMEM;
+        au->cbuf = buf;
+        memcpy(buf + au->clen, line, len);
+        au->clen += len;
+        buf[au->clen++] = '\n';
+        au->clines++;
+        return 1;
+}
+
+/* One slice of the catch-up's files, on its own loop turn. */
+static void on_catch(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_audit *au = arg;
+        (void)fd;
+        (void)what;
+        if (!au->catch || au->cfull)
+                return;
+        int e = audit_reader_step(au->catch, catch_line, au);
+        if (e < 0)
+                log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
+                        strerror(-e));
+        if (e <= 0) {
+                audit_reader_free(au->catch);
+                au->catch = NULL;
+        }
+        if (au->clines && (au->cfull || !au->catch)) {
+                au->cfull = true;
+                send_next(au);
+        } else if (au->catch) {
+                event_active(au->ev_catch, 0, 0);
+        } else {
+                catch_ended(au);
+                send_next(au);
+        }
+}
+
+/* A catch-up of the sequences past after but [qfrom, qto) begins: the
+ * files as they are now (later lines are in the queue; one written
+ * meanwhile may be sent both ways: it lands once). */
+static void catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t qfrom, uint64_t qto)
+{
+        catch_stop(au);
+        if (!au->dir)
+                return;
+        int e = audit_reader_new(au->dir, au->keep, NULL, 0, &au->catch);
+        if (e < 0) {
+                log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
+                        strerror(-e));
+                return;
+        }
+        au->after = after;
+        au->qfrom = qfrom;
+        au->qto = qto;
+        event_active(au->ev_catch, 0, 0);
+}
+
+/* The store's highest sequence of this node is known: what audit.log holds
+ * past it (or past the first line dropped, if lower) is caught up, but
+ * the queue's lines from its head up to the first dropped one (the queue
+ * sends them; lines it took after a drop may go both ways: once in the
+ * store). */
+static void high_known(struct kvpg_audit *au)
+{
+        uint64_t high = au->last && PQntuples(au->last) == 1 ? strtoull(PQgetvalue(au->last, 0, 0), NULL, 10) : 0;
+        uint64_t after = high, qfrom = au->head && au->head->seq ? au->head->seq : UINT64_MAX;
+        uint64_t qto = UINT64_MAX;
+        if (au->gap) {
+                after = au->gap - 1 < high ? au->gap - 1 : high;
+                qto = au->gap;
+                au->gap = 0;
+        }
+        catch_begin(au, after, qfrom, qto);
+}
+
+static void send_high(struct kvpg_audit *au)
+{
+        const char *params[1] = { au->node };
+        au->high_due = false;
+        query_begin(au, OUT_HIGH, PQsendQueryParams(pgconn_pq(au->pc), sql_high, 1, NULL, params, NULL, NULL, 0));
+}
+
+/* The next query, if the connection is idle: at connect, the store's
+ * highest sequence first; a read whose earlier lines are done, else a
+ * batch (the queue's and the catch-up's in turn); the prune when none
+ * waits. Lines dropped while connected: a catch-up from the first of
+ * them once the queue is empty. */
 static void send_next(struct kvpg_audit *au)
 {
         if (au->state != AU_READY || pgconn_busy(au->pc))
                 return;
-        if (au->reads && au->reads->seq <= au->done) {
+        if (au->high_due) {
+                send_high(au);
+        } else if (au->reads && au->reads->seq <= au->done) {
                 send_read(au);
-        } else if (au->head) {
+        } else if (au->cfull && (!au->head || !au->ctoggle)) {
+                au->ctoggle = true;
+                au->cbuf[au->clen - 1] = '\0';
+                send_text(au, OUT_CATCH, au->cbuf, au->clen);
+        } else if (au->head && (!au->catch || au->cfull)) {
+                /* (While the catch-up reads, the queue waits: a slice a
+                 * turn; its records then precede the queue's in the
+                 * store, as in the files.) */
+                au->ctoggle = false;
                 send_batch(au);
+        } else if (au->gap && !au->catch) {
+                uint64_t after = au->gap - 1;
+                au->gap = 0;
+                catch_begin(au, after, 0, 0);
         } else if (au->prune_due) {
                 send_prune(au);
         }
+}
+
+/* A batch (what, of n lines: the queue's or the catch-up's) ended: failed
+ * for a while (batch_may_retry): the connection goes and it is sent again
+ * after the reconnect, -1; refused for what it holds: dropped, counted,
+ * 0; or committed: the rows it inserted (a line there already inserts
+ * none: the key is node and seq), the budget's count kept. */
+static int64_t batch_ended(struct kvpg_audit *au, size_t n, const char *what)
+{
+        char why[260];
+        if (batch_may_retry(au->sqlstate)) {
+                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
+                snprintf(why, sizeof why, "%s was not written%s: %s", what,
+                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
+                pgconn_fail(au->pc, why);
+                return -1;
+        }
+        if (au->err[0]) {
+                snprintf(why, sizeof why, "the store refused %s: %s", what, au->err);
+                drop(au, n, why);
+                return 0;
+        }
+        if (!au->last || PQntuples(au->last) != 1 || PQnfields(au->last) != 4)
+                return 0;
+        uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
+        uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
+        uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
+        au->stored = au->stored + in > out ? au->stored + in - out : 0;
+        au->trimmed += rows;
+        return (int64_t)strtoull(PQgetvalue(au->last, 0, 3), NULL, 10);
+}
+
+/* The catch-up's batch ended: like a batch of the queue's; then the
+ * next slice of the files. */
+static void catch_done(struct kvpg_audit *au)
+{
+        int64_t n = batch_ended(au, au->clines, "a batch from audit.log");
+        if (n < 0)
+                return; /* the next connect begins the catch-up again */
+        au->caught += (uint64_t)n;
+        au->caught_all += (uint64_t)n;
+        au->clen = au->clines = 0;
+        au->cfull = false;
+        if (au->catch)
+                event_active(au->ev_catch, 0, 0);
+        else
+                catch_ended(au);
 }
 
 /* Answers the read being made (its page or an error), unless it left. */
@@ -312,12 +591,14 @@ static void range_known(struct kvpg_audit *au)
 static void setup_done(struct kvpg_audit *au)
 {
         int version = au->last && PQntuples(au->last) == 1 ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
-        if (version >= KVPG_SCHEMA_AUDIT)
+        if (version >= KVPG_SCHEMA_AUDIT_SEQ)
                 au->stored = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
         char why[200];
-        if (version < KVPG_SCHEMA_AUDIT) {
+        /* Its batches name the column seq and its conflict key: the
+         * schema that made them first. */
+        if (version < KVPG_SCHEMA_AUDIT_SEQ) {
                 snprintf(why, sizeof why, "the store's schema is version %d, not yet %d (the kv connection "
-                         "migrates it)", version, KVPG_SCHEMA_AUDIT);
+                         "migrates it)", version, KVPG_SCHEMA_AUDIT_SEQ);
                 au->schema_wait = true;
                 pgconn_fail(au->pc, why);
                 return;
@@ -325,6 +606,7 @@ static void setup_done(struct kvpg_audit *au)
         au->state = AU_READY;
         au->backoff_ms = 0;
         au->prune_due = true; /* at each connect, then hourly */
+        au->high_due = true;  /* the catch-up, before any batch */
         if (au->down_logged)
                 log_msg(L_INFO, NULL, "audit: copying records to the store%s (%s)", au->schema_wait ? "" : " again",
                         au->where);
@@ -366,29 +648,10 @@ static bool batch_may_retry(const char *sqlstate)
  * the nodes' audit.log only. */
 static void batch_done(struct kvpg_audit *au)
 {
-        if (batch_may_retry(au->sqlstate)) {
-                char why[260];
-                bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
-                snprintf(why, sizeof why, "a batch was not written%s: %s",
-                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
-                au->batch = 0;
-                pgconn_fail(au->pc, why);
-                return;
-        }
-        if (au->err[0]) {
-                char why[260];
-                snprintf(why, sizeof why, "the store refused a batch: %s", au->err);
-                drop(au, au->batch, why);
-        }
-        if (!au->err[0] && au->last && PQntuples(au->last) == 1 && PQnfields(au->last) == 3) {
-                uint64_t in = strtoull(PQgetvalue(au->last, 0, 0), NULL, 10);
-                uint64_t rows = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
-                uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
-                au->stored = au->stored + in > out ? au->stored + in - out : 0;
-                au->trimmed += rows;
-        }
-        unqueue(au, au->batch);
+        size_t n = au->batch;
         au->batch = 0;
+        if (batch_ended(au, n, "a batch") >= 0)
+                unqueue(au, n);
 }
 
 static void on_end(void *arg)
@@ -407,6 +670,15 @@ static void on_end(void *arg)
                         setup_done(au);
         } else if (out == OUT_BATCH) {
                 batch_done(au);
+        } else if (out == OUT_CATCH) {
+                catch_done(au);
+        } else if (out == OUT_HIGH && au->err[0]) {
+                char why[260];
+                snprintf(why, sizeof why, "cannot read this node's last record in the store: %s", au->err);
+                pgconn_fail(au->pc, why);
+                return;
+        } else if (out == OUT_HIGH) {
+                high_known(au);
         } else if ((out == OUT_RANGE || out == OUT_PAGE) && au->err[0]) {
                 read_answer(au, NULL, -EIO, au->err);
         } else if (out == OUT_RANGE) {
@@ -490,6 +762,8 @@ static void on_lost(void *arg, const char *why)
         au->state = AU_DOWN;
         au->out = OUT_NONE;
         au->batch = 0;
+        catch_stop(au); /* begun again at the next connect, from the store's highest */
+        au->high_due = false;
         PQclear(au->last);
         au->last = NULL;
         fail_reads(au, au->reason);
@@ -549,8 +823,9 @@ uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored)
         return au->trimmed;
 }
 
-int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   uint64_t max_bytes, struct store_latency *latency, struct kvpg_audit **out)
+int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, const char *dir,
+                   uint32_t keep, unsigned keep_days, uint64_t max_bytes, struct store_latency *latency,
+                   struct kvpg_audit **out)
 {
         struct kvpg_audit *au = calloc(1, sizeof *au);
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
@@ -563,7 +838,10 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         au->reads_tail = &au->reads;
         au->keep_days = keep_days ? keep_days : KVPG_AUDIT_DEFAULT_KEEP_DAYS;
         au->max_bytes = max_bytes;
-        if (!(au->node = strdup(node)) || !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
+        au->keep = keep;
+        if (!(au->node = strdup(node)) || (dir && !(au->dir = strdup(dir))) ||
+            !(au->ev_catch = event_new(base, -1, 0, on_catch, au)) ||
+            !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
             !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
             !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||
             !(au->ev_gather = evtimer_new(base, on_gather, au)) ||
@@ -610,6 +888,11 @@ void kvpg_audit_free(struct kvpg_audit *au)
                 event_free(au->ev_report);
         if (au->ev_gather)
                 event_free(au->ev_gather);
+        catch_stop(au);
+        if (au->ev_catch)
+                event_free(au->ev_catch);
+        free(au->cbuf);
+        free(au->dir);
         free(au->node);
         free(au);
 }

@@ -41,11 +41,13 @@ struct kvpg_audit_read {
 };
 
 /* Starts connecting to conninfo as node (libpq loaded already: kvpg_new
- * first); rows older than keep_days days are deleted hourly; this node's
+ * first); at each connect it catches the store's copy up from dir's
+ * audit.log and its keep rotated files (dir NULL: no catch-up); rows older than keep_days days are deleted hourly; this node's
  * rows hold at most max_bytes (0: no bound); its queries' durations
  * counted in latency (borrowed; NULL: not counted). 0 or -errno. */
-int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, unsigned keep_days,
-                   uint64_t max_bytes, struct store_latency *latency, struct kvpg_audit **out);
+int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *node, const char *dir,
+                   uint32_t keep, unsigned keep_days, uint64_t max_bytes, struct store_latency *latency,
+                   struct kvpg_audit **out);
 /* This node's rows dropped from the store to keep its budget since
  * gadgetd started, and the bytes its rows hold now as last counted. */
 uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored);
@@ -62,6 +64,9 @@ size_t kvpg_audit_queued(const struct kvpg_audit *au);
  * beyond the queue's bound the line is dropped and counted. For
  * audit_set_store. */
 void kvpg_audit_add(void *au, const char *gadget, const char *line);
+/* Lines copied from audit.log by catch-ups since gadgetd started, and
+ * (skipped) lines of it skipped, never sent (0 for au NULL). */
+uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped);
 /* Lines not copied to the store since gadgetd started, and why the last
  * one was not ("" if none). */
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why);

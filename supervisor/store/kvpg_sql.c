@@ -204,7 +204,18 @@
  *       gadget's advisory lock: an older node's writes to the gadgets it
  *       still holds. So during a rolling upgrade from schema 7 the older
  *       nodes keep serving what they hold; they take no new lease (GDU08)
- *       (docs/operating.md). */
+ *       (docs/operating.md).
+ *
+ * Version 13, the audit copy keyed by node and sequence (kvpg_audit.c):
+ *
+ *   gadgetd_audit.seq bigint (NULL allowed), and a unique index on
+ *       (node, seq): each node numbers its records ("seq" in audit.log,
+ *       kept across restarts) and sends them with ON CONFLICT DO NOTHING,
+ *       so a batch sent twice (its answer lost after it committed, or a
+ *       catch-up from audit.log overlapping the queue) lands once, and a
+ *       node asks max(seq) of its rows to know where its copy stops. A
+ *       node of schema 12 inserts rows without seq: NULLs never conflict,
+ *       so they still insert, as before. */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -774,13 +785,20 @@ static const char migration_5[] =
         "  RETURN FOUND;\n"
         "END $f$;";
 
+/* Version 13 (see the top). The index is built in the migration's
+ * transaction: the table is locked while it is, so audit copies wait
+ * (their queues hold the lines meanwhile); kv and leases do not. */
+static const char migration_audit_seq[] =
+        "ALTER TABLE gadgetd_audit ADD COLUMN seq bigint;"
+        "CREATE UNIQUE INDEX gadgetd_audit_node_seq ON gadgetd_audit (node, seq);";
+
 /* The migrations in order: entry i takes the schema from version i to
  * i + 1, and their count is the version this gadgetd makes. A new one is
  * a new entry at the end (a new type's tables: its own migration). */
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
         migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
-        migration_kv_batch, migration_older_held,
+        migration_kv_batch, migration_older_held, migration_audit_seq,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 

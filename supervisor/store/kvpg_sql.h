@@ -8,6 +8,8 @@
 
 /* The migration that made gadgetd_audit (kvpg_audit.c waits for it). */
 #define KVPG_SCHEMA_AUDIT 4
+/* The one that keyed it by (node, seq): kvpg_audit.c waits for that one. */
+#define KVPG_SCHEMA_AUDIT_SEQ 13
 /* The one that made gadgetd_lease_take_many (kvpg_lease.c uses it once
  * the kv connection migrated the store; until then its rounds fail and
  * are tried again). */

@@ -40,6 +40,7 @@ struct audit {
         void (*listener)(void *arg, const char *gadget, const char *line);
         void *listener_arg;
         char *node;             /* with a shared store: this node, in every line */
+        uint64_t seq;           /* with it: the last record's sequence */
         void (*store)(void *arg, const char *gadget, const char *line);
         void *store_arg;
         void (*dropped)(void *arg, const char *gadget, enum audit_drop why);
@@ -177,10 +178,19 @@ static int open_file(struct audit *a)
                 return e;
         if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* Read too: its last byte (below). */
+        a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (a->fd < 0)
                 return -errno;
         a->size = fstat(a->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+        /* A last line without its newline (a write cut short by a
+         * SIGKILL or a full disk, not taken back) is ended first: the
+         * next record must start a line of its own, or it would be lost
+         * with the torn one to whatever reads the file. */
+        char last;
+        if (a->size > 0 && pread(a->fd, &last, 1, (off_t)a->size - 1) == 1 && last != '\n' &&
+            write(a->fd, "\n", 1) == 1)
+                a->size++;
         return 0;
 }
 
@@ -256,6 +266,8 @@ static void add_field(json_t *o, const struct log_field *f)
         for (; f->name[i] && i + 1 < sizeof key; i++)
                 key[i] = (char)tolower((unsigned char)f->name[i]);
         key[i] = '\0';
+        if (strcmp(key, "seq") == 0)
+                return; /* the record's own (audit_seq_of reads the first) */
         if (digits > 0 && digits < 19 && !f->value[digits])
                 json_object_set_new(o, key, json_integer((json_int_t)strtoll(f->value, NULL, 10)));
         else
@@ -273,8 +285,10 @@ static void put_record(struct audit *a, const struct audit_record *r, uint64_t c
                               "bytes", (json_int_t)r->bytes, "duration_us", (json_int_t)r->duration_us);
         if (!o)
                 return;
-        if (a && a->node)
+        if (a && a->node) {
                 json_object_set_new(o, "node", json_string(a->node));
+                json_object_set_new(o, "seq", json_integer((json_int_t)++a->seq));
+        }
         if (r->has_uid)
                 json_object_set_new(o, "uid", json_integer((json_int_t)r->uid));
         for (size_t i = 0; i < r->n_fields; i++)
@@ -397,6 +411,24 @@ void audit_set_store(struct audit *a, const char *node, void (*fn)(void *arg, co
 {
         free(a->node);
         a->node = node ? strdup(node) : NULL; /* without it, lines only lack the node */
+        /* The sequence goes on from the last record in the files, so a
+         * restarted node never numbers a record as an earlier one (the
+         * store keeps one row per node and sequence: a reused number
+         * would be dropped there); and from the clock's microseconds
+         * at least, so that a state directory emptied or lost does not
+         * start it again from 1 either. */
+        struct timeval tv;
+        gettimeofday(&tv, NULL);
+        uint64_t last = audit_last_seq(a->dir, a->cfg.keep);
+        uint64_t now = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+        a->seq = last > now ? last : now;
+        /* An audit.log there already is opened now, so that a torn last
+         * line is ended before the store's catch-up reads it (a line
+         * without its newline is taken for a write in progress). */
+        char path[4096];
+        struct stat st;
+        if (audit_file_path(a->dir, 0, path, sizeof path) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+                open_file(a);
         a->store = fn;
         a->store_arg = arg;
 }

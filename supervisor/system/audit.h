@@ -76,7 +76,10 @@ enum audit_drop { AUDIT_DROP_SUMMARIZED, AUDIT_DROP_UNWRITTEN, AUDIT_N_DROPS };
  * (the core counts them per gadget, for its metrics). */
 void audit_on_drop(struct audit *a, void (*fn)(void *arg, const char *gadget, enum audit_drop why), void *arg);
 /* With a shared store (Store=postgresql): every line then names node
- * ("node":"NODE", after the other fields) and is also given to fn, once
+ * ("node":"NODE", after the other fields) and carries its sequence
+ * ("seq":N right after it: this node's records numbered, rising across
+ * restarts: the first is past the last one in audit.log and past the
+ * clock's microseconds at the call), and is also given to fn, once
  * written to the file (or not: the store's copy does not depend on it). */
 void audit_set_store(struct audit *a, const char *node, void (*fn)(void *arg, const char *gadget, const char *line),
                      void *arg);
@@ -99,8 +102,14 @@ enum audit_outcome audit_outcome_of(int code);
 /* True if the record line at p (len bytes, or up to its newline) is one of
  * gadget's. Only the line's start is read. */
 bool audit_line_of(const char *p, size_t len, const char *gadget);
-/* A reader of gadget's last n records (every kept one if n is 0), oldest
- * first, over DIR/audit.log and its KEEP rotated files as they are now: records
+/* The sequence of the record line at p (len bytes, or up to its newline):
+ * its "seq", or 0 if it has none. */
+uint64_t audit_seq_of(const char *p, size_t len);
+/* The highest sequence among the last whole lines of DIR/audit.log and
+ * its KEEP rotated files (each file's last AUDIT_SLICE bytes), 0 if none. */
+uint64_t audit_last_seq(const char *dir, uint32_t keep);
+/* A reader of gadget's last n records (every kept one if n is 0; every
+ * line of the files if gadget is NULL, with n 0), oldest first, over DIR/audit.log and its KEEP rotated files as they are now: records
  * written later are not part of it. 0 or -errno. */
 int audit_reader_new(const char *dir, uint32_t keep, const char *gadget, size_t n,
                      struct audit_reader **out);

@@ -50,6 +50,69 @@ bool audit_line_of(const char *p, size_t len, const char *gadget)
         return memcmp(q, gadget, g) == 0 && q[g] == '"' && q[g + 1] == ',';
 }
 
+/* Why the first ,"seq": is the sequence: audit.c writes it right after
+ * "node", before any field a record chooses (which never names "seq"),
+ * and in JSON text a quote inside a string is escaped, so that text
+ * cannot appear in an earlier value. */
+uint64_t audit_seq_of(const char *p, size_t len)
+{
+        static const char key[] = ",\"seq\":";
+        const char *nl = memchr(p, '\n', len);
+        if (nl)
+                len = (size_t)(nl - p);
+        const char *k = memmem(p, len, key, sizeof key - 1);
+        if (!k)
+                return 0;
+        uint64_t v = 0;
+        size_t digits = 0;
+        for (const char *d = k + sizeof key - 1; d < p + len && *d >= '0' && *d <= '9'; d++, digits++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                        return 0; /* not a number gadgetd wrote */
+                v = v * 10 + (uint64_t)(*d - '0');
+        }
+        return digits ? v : 0;
+}
+
+uint64_t audit_last_seq(const char *dir, uint32_t keep)
+{
+        char path[4096];
+        uint64_t best = 0;
+        char *buf = malloc(AUDIT_SLICE);
+        if (!buf)
+                return 0;
+        if (keep > AUDIT_KEEP_MAX)
+                keep = AUDIT_KEEP_MAX;
+        for (uint32_t k = 0; k <= keep; k++) {
+                struct stat st;
+                if (audit_file_path(dir, k, path, sizeof path) < 0)
+                        break;
+                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+                if (fd < 0)
+                        continue;
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                        close(fd);
+                        continue;
+                }
+                off_t from = st.st_size > (off_t)AUDIT_SLICE ? st.st_size - (off_t)AUDIT_SLICE : 0;
+                ssize_t got = pread(fd, buf, (size_t)(st.st_size - from), from);
+                close(fd);
+                /* Whole lines only (a torn last one is no record); the
+                 * first may be cut at the slice's start: skipped. */
+                for (ssize_t i = 0, start = from ? -1 : 0; i < got; i++) {
+                        if (buf[i] != '\n')
+                                continue;
+                        if (start >= 0) {
+                                uint64_t seq = audit_seq_of(buf + start, (size_t)(i - start));
+                                if (seq > best)
+                                        best = seq;
+                        }
+                        start = i + 1;
+                }
+        }
+        free(buf);
+        return best;
+}
+
 int audit_file_path(const char *dir, uint32_t k, char *buf, size_t len)
 {
         int n = k ? snprintf(buf, len, "%s/audit.log.%u", dir, k) : snprintf(buf, len, "%s/audit.log", dir);
@@ -62,7 +125,7 @@ int audit_reader_new(const char *dir, uint32_t keep, const char *gadget, size_t 
         struct audit_reader *r = calloc(1, sizeof *r);
         char path[4096];
         int e = -ENOMEM;
-        if (!r || !(r->gadget = strdup(gadget)) || !(r->buf = malloc(AUDIT_SLICE + PREFIX_MAX)))
+        if (!r || (gadget && !(r->gadget = strdup(gadget))) || !(r->buf = malloc(AUDIT_SLICE + PREFIX_MAX)))
                 goto fail;
         if (keep > AUDIT_KEEP_MAX)
                 keep = AUDIT_KEEP_MAX;
@@ -170,7 +233,7 @@ static int step_forward(struct audit_reader *r, audit_emit_fn *emit, void *arg)
                 if (!nl)
                         break;
                 size_t len = (size_t)(nl - (r->buf + off));
-                if (!r->skipping && audit_line_of(r->buf + off, len, r->gadget)) {
+                if (!r->skipping && (!r->gadget || audit_line_of(r->buf + off, len, r->gadget))) {
                         int e = emit(arg, r->buf + off, len);
                         if (e < 0)
                                 return e;

@@ -22,8 +22,9 @@ call answered with an error that does not say "may have run" had its
 write accepted; a paused owner's leases moved; every acknowledged alarm
 fired, none before it was due, none on two nodes at once (its firing is
 a run of its process); the store's audit copy has a record of every
-acknowledged call, or a node counted it as not copied or was killed
-with it queued (docs/cluster.md). Usage: faults_pg_test.py TEST."""
+acknowledged call, without exceptions (a node killed with records not
+copied sends them from its audit.log when it starts again:
+docs/cluster.md). Usage: faults_pg_test.py TEST."""
 import os
 import random
 import time

@@ -1,7 +1,8 @@
 /* Unit tests of supervisor/system/audit_read.c and audit_budget.c: which lines are
  * a gadget's, the last n records found backwards across rotated files and
  * slices, a receiver with no room, lines that are not gadgetd's; records
- * per second with the excess summarized by kind, failures counted. */
+ * per second with the excess summarized by kind, failures counted; the
+ * sequence of a line and the files' last one. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,39 @@ static void test_reader(void)
         CHECK(read_all("a", 3, &g, 0) > 0 && g.n == 0, "no file: no record");
 }
 
+/* The sequence of a line: its first ,"seq": (a quote inside a value is
+ * escaped, so a value cannot fake it); the highest of the files' whole
+ * last lines (a torn one is no record). */
+#define SEQ_OF(text) audit_seq_of(text, strlen(text))
+static void test_seq(void)
+{
+        static const char line[] = "{\"time\":\"t\",\"gadget\":\"a\",\"node\":\"n\",\"seq\":1796587063740132,"
+                                   "\"detail\":\"x\\\",\\\"seq\\\":9\"}";
+        CHECK(audit_seq_of(line, sizeof line - 1) == 1796587063740132ull, "the seq after node");
+        CHECK(SEQ_OF("{\"detail\":\"x\\\",\\\"seq\\\":9\"}") == 0, "not in a value");
+        CHECK(SEQ_OF("{\"node\":\"n\",\"seq\":}") == 0, "no digits: none");
+        CHECK(SEQ_OF("{\"node\":\"n\",\"seq\":99999999999999999999999}") == 0, "too big: none");
+        CHECK(SEQ_OF("{\"node\":\"n\"}\n,\"seq\":5") == 0, "the line ends at its newline");
+        FILE *f = open_file(1);
+        for (int i = 1; i <= 50; i++)
+                fprintf(f, "{\"time\":\"t\",\"gadget\":\"a\",\"node\":\"n\",\"seq\":%d}\n", i);
+        fclose(f);
+        f = open_file(0);
+        for (int i = 30; i <= 40; i++)
+                fprintf(f, "{\"time\":\"t\",\"gadget\":\"a\",\"node\":\"n\",\"seq\":%d}\n", i);
+        fputs("{\"time\":\"t\",\"gadget\":\"a\",\"node\":\"n\",\"seq\":99", f);
+        fclose(f);
+        CHECK(audit_last_seq(dir, 0) == 40, "audit.log's last whole line: %llu",
+              (unsigned long long)audit_last_seq(dir, 0));
+        CHECK(audit_last_seq(dir, 3) == 50, "the highest of the files: %llu", (unsigned long long)audit_last_seq(dir, 3));
+        char path[256];
+        for (uint32_t k = 0; k < 2; k++) {
+                audit_file_path(dir, k, path, sizeof path);
+                unlink(path);
+        }
+        CHECK(audit_last_seq(dir, 3) == 0, "no file: 0");
+}
+
 static struct audit_record rec(const char *gadget, const char *binding, const char *op, enum audit_outcome o)
 {
         return (struct audit_record){ .gadget = gadget, .binding = binding, .op = op, .outcome = o, .bytes = 2,
@@ -228,6 +262,7 @@ int main(void)
         }
         test_line_of();
         test_reader();
+        test_seq();
         test_budget();
         rmdir(dir);
         return tap_done();

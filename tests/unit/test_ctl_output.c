@@ -401,7 +401,7 @@ static void test_status(void)
                   "{\"name\":\"API\",\"type\":\"http\",\"ops\":[],\"credential\":\"/etc/gadgetd/credentials/api.token\"}],"
                   "\"methods\":[\"get\",\"put\"],\"signatures\":[\"get(title: string) -> string\",\"\"],"
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
-                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"kept_error_lines\":[],\"denial_kinds\":0,"
+                  "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"audit_caught_up\":0,\"audit_log_skipped\":0,\"kept_error_lines\":[],\"denial_kinds\":0,"
                   "\"crash_cause\":\"\",\"crash_backtrace\":[],\"version\":\"\",\"previous_version\":\"\","
                   "\"rollout_version\":\"\",\"rollout_percent\":0,\"rollout_back\":\"\"}\n",
                   "status JSON: GadgetInfo fields and the rest");
@@ -414,6 +414,7 @@ static void test_status(void)
         s.audit_error = "No space left on device";
         s.audit_unsent = 7;
         s.audit_unsent_error = "the queue to the store is full";
+        s.audit_log_skipped = 2;
         CAPTURE(out, show_status(f, &s, false));
         CHECK(out && strstr(out, "      State: failed (exited with status 3)\n") &&
                       strstr(out, "        PID: -\n") && strstr(out, "Limits mode: -\n") &&
@@ -422,8 +423,9 @@ static void test_status(void)
                       strstr(out, "  Audit log: 3 records not written since gadgetd started "
                                   "(No space left on device)\n") &&
                       strstr(out, "Audit store: 7 records not copied to the store since gadgetd started "
-                                  "(the queue to the store is full)\n"),
-              "stopped gadget: cause, - for what is missing, audit records not written or not copied");
+                                  "(the queue to the store is full)\n") &&
+                      strstr(out, "Audit store: 2 lines of audit.log skipped by its catch-up, never sent "),
+              "stopped gadget: cause, - for what is missing, audit records not written, not copied or skipped");
         free(out);
 }
 

@@ -43,6 +43,8 @@ static void test_migrations(void)
          * what they use. */
         CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_AUDIT), "CREATE TABLE gadgetd_audit") != NULL,
               "migration %d makes gadgetd_audit", KVPG_SCHEMA_AUDIT);
+        CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_AUDIT_SEQ), "UNIQUE INDEX gadgetd_audit_node_seq") != NULL,
+              "migration %d keys gadgetd_audit by node and seq", KVPG_SCHEMA_AUDIT_SEQ);
         CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_LEASE_BATCH), "CREATE FUNCTION gadgetd_lease_take_many") != NULL,
               "migration %d makes gadgetd_lease_take_many", KVPG_SCHEMA_LEASE_BATCH);
         CHECK(strstr(kvpg_sql_migration(KVPG_SCHEMA_LEASE_FULL), "EXCEPTION WHEN out_of_memory") != NULL,
