@@ -84,7 +84,7 @@ struct call {
         bool from_node;             /* it came from another node (call_req's peer_node) */
         bool sent_out;              /* it was forwarded to another node (then maybe ended here) */
         /* A local user's call (call_req's audit_uid) is audited at its end: */
-        char *audit_by;             /* its via, or NULL: not audited */
+        char audit_by[32];          /* its via (cut to fit), or "": not audited; a copy, not a malloc, on the call's path */
         uint32_t audit_uid;
         int stat_row;               /* its method's row in u->stats once sent (declared), else -1 */
 };
@@ -130,7 +130,6 @@ static void call_free(struct call *c)
 {
         if (c->timer)
                 event_free(c->timer);
-        free(c->audit_by);
         free(c->method);
         free(c->caller);
         free(c->via);
@@ -199,16 +198,19 @@ static void call_told(const struct call *c, int code, uint64_t us)
 }
 
 /* The audit record of a local user's call (call_req's audit_uid): its
- * outcome, naming the caller's uid. */
+ * outcome, naming the caller's uid; now_ms: the clock as the call ended,
+ * or 0 (read by audit_write). */
 static void audit_local(struct unit *u, const char *by, const char *method, uint32_t uid, uint64_t us,
-                        const char *trace, int code, const char *message)
+                        uint64_t now_ms, const char *trace, int code, const char *message)
 {
-        char op[GADGET_NAME_MAX + 8];
-        snprintf(op, sizeof op, "call %s", method);
+        char op[GADGET_NAME_MAX + 8] = "call ";  /* a copy, not a printf: on every audited call's path */
+        size_t n = strnlen(method, GADGET_NAME_MAX);
+        memcpy(op + 5, method, n);
+        op[5 + n] = '\0';
         struct audit_record rec = { .gadget = u->policy->name, .binding = by, .op = op,
                                     .outcome = audit_outcome_of(code), .duration_us = us,
                                     .detail = code ? message : NULL, .has_uid = true, .uid = uid,
-                                    .trace = trace && *trace ? trace : NULL };
+                                    .trace = trace && *trace ? trace : NULL, .now_ms = now_ms };
         audit_write(u->core->audit, &rec);
 }
 
@@ -226,9 +228,9 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         uint64_t now_us = monotime_us(), us = now_us - c->begin_us;
         span_end(c, code, us);
         call_told(c, code, us);
-        if (c->audit_by)
-                audit_local(c->u, c->audit_by, c->name, c->audit_uid, us, call_trace_id(c), res ? 0 : code,
-                            message ? message : "the call failed");
+        if (c->audit_by[0])
+                audit_local(c->u, c->audit_by, c->name, c->audit_uid, us, now_us / 1000, call_trace_id(c),
+                            res ? 0 : code, message ? message : "the call failed");
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -886,7 +888,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
         if (code) {
                 if (q->audit_uid)
-                        audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, NULL, code, msg);
+                        audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, 0, NULL, code, msg);
                 count_refusal(u, q->method, code, q->peer_node != NULL);
                 return code;
         }
@@ -906,10 +908,11 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         c->untold = q->untailed;
         span_begin(c, q);
-        if (q->audit_uid && !(c->audit_by = strdup(q->via))) {
-                call_free(c);
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
+        if (q->audit_uid) {
+                const char *via = q->via && *q->via ? q->via : "gadgetd";
+                size_t n = strnlen(via, sizeof c->audit_by - 1);
+                memcpy(c->audit_by, via, n);
+                c->audit_by[n] = '\0';
         }
         unit_active(u, begin_us / 1000);
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
@@ -926,8 +929,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
-                if (c->audit_by)
-                        audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us,
+                if (c->audit_by[0])
+                        audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us, 0,
                                     call_trace_id(c), code, msg);
                 /* A forward that could not be sent (the link busy, down) is
                  * a forwarded call too: its outcome is this refusal. */
