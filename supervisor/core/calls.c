@@ -87,7 +87,38 @@ struct call {
         char audit_by[32];          /* its via (cut to fit), or "": not audited; a copy, not a malloc, on the call's path */
         uint32_t audit_uid;
         int stat_row;               /* its method's row in u->stats once sent (declared), else -1 */
+        /* Room for its timer (event_get_struct_event_size() bytes): timer
+         * points here once set, so a call costs no malloc for it. */
+        _Alignas(16) unsigned char timer_room[];
 };
+
+/* A call with room for its timer, zeroed. */
+static struct call *call_alloc(void)
+{
+        return calloc(1, sizeof(struct call) + event_get_struct_event_size());
+}
+
+/* c's timer, set to run cb (not armed): in the call's own room. NULL on
+ * failure. Why this is safe: a timer set before is taken off the loop
+ * first, and the room is freed with the call, after timer_drop. */
+static struct event *timer_set(struct call *c, event_callback_fn cb)
+{
+        struct event *ev = (struct event *)c->timer_room;
+        if (c->timer)
+                event_del(c->timer);
+        c->timer = NULL;
+        if (event_assign(ev, c->u->core->base, -1, 0, cb, c) < 0)
+                return NULL;
+        return c->timer = ev;
+}
+
+/* c's timer taken off the loop, if set. */
+static void timer_drop(struct call *c)
+{
+        if (c->timer)
+                event_del(c->timer);
+        c->timer = NULL;
+}
 
 static void owner_unlink(struct call *c)
 {
@@ -128,8 +159,7 @@ static void pend_unlink(struct call *c)
 /* Frees a call that is linked nowhere. */
 static void call_free(struct call *c)
 {
-        if (c->timer)
-                event_free(c->timer);
+        timer_drop(c);
         free(c->method);
         free(c->caller);
         free(c->via);
@@ -404,7 +434,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         if ((q->method && !c->method && !(c->method = strdup(q->method))) ||
             (q->args && !c->args && !(c->args = value_dup(q->args))) ||
             (q->chain && !c->has_chain && peer_chain_copy(&c->chain, q->chain) < 0) || call_keep(c, q, msg, len) < 0 ||
-            (!c->timer && !(c->timer = evtimer_new(u->core->base, remote_timeout, c)))) {
+            (!c->timer && !timer_set(c, remote_timeout))) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
@@ -561,7 +591,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
                 }
                 c->sig = sig;
         }
-        c->timer = evtimer_new(u->core->base, call_timeout, c);
+        timer_set(c, call_timeout);
         c->run = r;
         int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain) : -ENOMEM;
         if (e < 0) {
@@ -655,7 +685,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                 return code;
         c->has_chain = chain != NULL;
         if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
-            (chain && peer_chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+            (chain && peer_chain_copy(&c->chain, chain) < 0) || !timer_set(c, pending_timeout)) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
@@ -695,14 +725,13 @@ static bool remote_unsent(struct call *c, const char *why)
         size_t bytes;
         c->remote = NULL;
         fwd_unlink(c);
-        event_free(c->timer);
-        c->timer = NULL;
+        timer_drop(c);
         /* Why this is safe to send again: not a byte of it reached the
          * node, so it cannot have run there. It waits, bounded as calls
          * waiting for a start are, for the lease to move (on_owner, or
          * this node's start of it), then goes there, in order. */
         int code = c->done ? pend_room(c, c->args, "a node to run it", &bytes, msg, sizeof msg) : GADGET_EGONE;
-        if (!code && !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+        if (!code && !timer_set(c, pending_timeout)) {
                 snprintf(msg, sizeof msg, "out of memory");
                 code = GADGET_EINTERNAL;
         }
@@ -734,8 +763,7 @@ void calls_pending_forward(struct unit *u)
                         continue;
                 char msg[600];
                 pend_unlink(c);
-                event_free(c->timer);
-                c->timer = NULL;
+                timer_drop(c);
                 c->unsent = false;
                 const struct call_req q = { .method = c->name, .args = c->args,
                                             .chain = c->has_chain ? &c->chain : NULL, .caller = c->caller,
@@ -763,8 +791,7 @@ void calls_pending_flush(struct unit *u)
         while ((c = TAILQ_FIRST(&u->pending))) {
                 char msg[600];
                 pend_unlink(c);
-                event_free(c->timer);
-                c->timer = NULL;
+                timer_drop(c);
                 if (!c->done) {
                         call_end(c, NULL, GADGET_EGONE, "the caller is gone");
                         continue;
@@ -892,7 +919,7 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
                 count_refusal(u, q->method, code, q->peer_node != NULL);
                 return code;
         }
-        struct call *c = calloc(1, sizeof *c);
+        struct call *c = call_alloc();
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
@@ -968,7 +995,7 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        struct call *c = calloc(1, sizeof *c);
+        struct call *c = call_alloc();
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
