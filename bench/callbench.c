@@ -11,13 +11,19 @@
  *   pipe      DEPTH calls always in flight, answers read and new calls
  *             written in batches: calls per second of each block
  *   rawpipe   the same with 32-byte messages to the echo process
+ *   relaypipe the same through a relay process that waits in poll and
+ *             passes whatever each read brings on in one write, with
+ *             messages of a call's size (its request frame): the floor
+ *             for pipelined calls, which cross two hops and an event loop
  *
  *   callbench SOCKET GADGET METHOD ROUNDS SEQ PIPE DEPTH
  *
  * A call is two hops (client → gadgetd → gadget and back), a ping-pong one. */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "contract.h"
 #include "ctlclient.h"
 
 #define MSG 32
@@ -36,6 +43,8 @@ struct run {
         int echo_fd;
         int xcpu_fd;            /* echo pinned to CPU 1, -1 with one CPU */
         int relay_fd;
+        int prelay_fd;          /* the polling relay's, for relaypipe */
+        size_t call_size;       /* bytes of one call's request frame */
         Gadget__Value null;
 };
 
@@ -68,6 +77,26 @@ static _Noreturn void relay_loop(int in, int out)
                 n = read(out, buf, sizeof buf);
                 if (n <= 0 || write(in, buf, (size_t)n) != n)
                         _exit(0);
+        }
+}
+
+/* The pipelined relay: whatever either side sends goes on to the other
+ * as it comes, each read's bytes in one write (the sockets are far from
+ * full at 64 messages in flight, so a blocking write does not wait). */
+static _Noreturn void poll_relay_loop(int in, int out)
+{
+        char buf[65536];
+        struct pollfd p[2] = { { .fd = in, .events = POLLIN }, { .fd = out, .events = POLLIN } };
+        for (;;) {
+                if (poll(p, 2, -1) < 0)
+                        _exit(1);
+                for (int i = 0; i < 2; i++) {
+                        if (!p[i].revents)
+                                continue;
+                        ssize_t n = read(p[i].fd, buf, sizeof buf);
+                        if (n <= 0 || write(p[1 - i].fd, buf, (size_t)n) != n)
+                                _exit(0);
+                }
         }
 }
 
@@ -107,7 +136,7 @@ static int start_echo(pid_t *pid, int cpu)
 }
 
 /* Starts relay → echo; returns our end of the relay's socket. */
-static int start_relay(pid_t *relay, pid_t *echo)
+static int start_relay(pid_t *relay, pid_t *echo, bool polling)
 {
         int sv[2];
         int e = start_echo(echo, -1);
@@ -115,6 +144,8 @@ static int start_relay(pid_t *relay, pid_t *echo)
                 return -1;
         if ((*relay = fork()) == 0) {
                 close_others(sv[1], e);
+                if (polling)
+                        poll_relay_loop(sv[1], e);
                 relay_loop(sv[1], e);
         }
         close(e);
@@ -155,27 +186,28 @@ static int xcpu_block(int fd, int n, struct samples *s)
         return e;
 }
 
-/* The same pattern on the raw socketpair: messages per second. */
-static int rawpipe_block(struct run *r, int n, int depth, struct samples *s)
+/* The same pattern on a raw socket, messages of size bytes (at most
+ * 256): messages per second. */
+static int rawpipe_block(int fd, size_t size, int n, int depth, struct samples *s)
 {
-        static char buf[MSG * 4096];
+        static char buf[256 * 4096];
         int sent = 0, done = 0;
         size_t partial = 0;
         int64_t t0 = bench_now_ns();
         int first = depth < n ? depth : n;
-        if (write(r->echo_fd, buf, (size_t)first * MSG) != (ssize_t)first * MSG)
+        if (write(fd, buf, (size_t)first * size) != (ssize_t)(first * size))
                 return -1;
         sent = first;
         while (done < n) {
-                ssize_t k = read(r->echo_fd, buf, sizeof buf);
+                ssize_t k = read(fd, buf, sizeof buf);
                 if (k <= 0)
                         return -1;
                 partial += (size_t)k;
-                int batch = (int)(partial / MSG);
-                partial %= MSG;
+                int batch = (int)(partial / size);
+                partial %= size;
                 done += batch;
                 int more = batch < n - sent ? batch : n - sent;
-                if (more > 0 && write(r->echo_fd, buf, (size_t)more * MSG) != (ssize_t)more * MSG)
+                if (more > 0 && write(fd, buf, (size_t)more * size) != (ssize_t)(more * size))
                         return -1;
                 sent += more;
         }
@@ -187,8 +219,9 @@ int main(int argc, char **argv)
 {
         struct run r = { .null = GADGET__VALUE__INIT };
         struct samples seq = { .name = "seq_ns" }, pp = { .name = "pingpong_ns" }, xcpu = { .name = "xcpu_ns" },
-                       relay = { .name = "relay_ns" }, pipe = { .name = "pipe_per_s" }, raw = { .name = "rawpipe_per_s" };
-        pid_t echo, xcpu_echo = -1, relay_pid, relay_echo;
+                       relay = { .name = "relay_ns" }, pipe = { .name = "pipe_per_s" }, raw = { .name = "rawpipe_per_s" },
+                       rpipe = { .name = "relaypipe_per_s" };
+        pid_t echo, xcpu_echo = -1, relay_pid, relay_echo, prelay_pid, prelay_echo;
         if (argc != 8) {
                 fprintf(stderr, "usage: callbench SOCKET GADGET METHOD ROUNDS SEQ PIPE DEPTH\n");
                 return 2;
@@ -201,7 +234,22 @@ int main(int argc, char **argv)
                 fprintf(stderr, "callbench: %s: %s\n", argv[1], strerror(-e));
                 return 1;
         }
-        if ((r.echo_fd = start_echo(&echo, -1)) < 0 || (r.relay_fd = start_relay(&relay_pid, &relay_echo)) < 0)
+        if ((r.echo_fd = start_echo(&echo, -1)) < 0 || (r.relay_fd = start_relay(&relay_pid, &relay_echo, false)) < 0 ||
+            (r.prelay_fd = start_relay(&prelay_pid, &prelay_echo, true)) < 0)
+                return 1;
+        /* A call's request frame as the blocks send it (ids of three bytes,
+         * as most of a run's are). */
+        Control__Call cc = CONTROL__CALL__INIT;
+        Control__Request q = CONTROL__REQUEST__INIT;
+        cc.name = argv[2];
+        cc.method = argv[3];
+        cc.args = &r.null;
+        q.req_case = CONTROL__REQUEST__REQ_CALL;
+        q.call = &cc;
+        q.id = 100000;
+        q.version = CONTROL_PROTOCOL_VERSION;
+        r.call_size = WIRE_HEADER_SIZE + protobuf_c_message_get_packed_size(&q.base);
+        if (r.call_size > 256)
                 return 1;
         r.xcpu_fd = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? start_echo(&xcpu_echo, 1) : -1;
         /* One warm-up round of each, not kept. */
@@ -209,14 +257,17 @@ int main(int argc, char **argv)
         int fail = ctl_seq_block(&r.ctl, &r.call, 100, &junk) < 0 || pingpong_block(r.echo_fd, 100, &junk) < 0 ||
                    pingpong_block(r.relay_fd, 100, &junk) < 0 || xcpu_block(r.xcpu_fd, 100, &junk) < 0 ||
                    ctl_pipe_block(&r.ctl, &r.call, npipe / 4 + 1, depth, &junk) < 0 ||
-                   rawpipe_block(&r, npipe / 4 + 1, depth, &junk) < 0;
+                   rawpipe_block(r.echo_fd, MSG, npipe / 4 + 1, depth, &junk) < 0 ||
+                   rawpipe_block(r.prelay_fd, r.call_size, npipe / 4 + 1, depth, &junk) < 0;
         for (int i = 0; !fail && i < rounds; i++)
                 fail = ctl_seq_block(&r.ctl, &r.call, nseq, &seq) < 0 || pingpong_block(r.echo_fd, nseq, &pp) < 0 ||
                        pingpong_block(r.relay_fd, nseq, &relay) < 0 || xcpu_block(r.xcpu_fd, nseq, &xcpu) < 0 ||
                        ctl_pipe_block(&r.ctl, &r.call, npipe, depth, &pipe) < 0 ||
-                       rawpipe_block(&r, npipe, depth, &raw) < 0;
+                       rawpipe_block(r.echo_fd, MSG, npipe, depth, &raw) < 0 ||
+                       rawpipe_block(r.prelay_fd, r.call_size, npipe, depth, &rpipe) < 0;
         close(r.echo_fd);
         close(r.relay_fd);
+        close(r.prelay_fd);
         if (r.xcpu_fd >= 0) {
                 close(r.xcpu_fd);
                 waitpid(xcpu_echo, NULL, 0);
@@ -224,12 +275,14 @@ int main(int argc, char **argv)
         waitpid(echo, NULL, 0);
         waitpid(relay_pid, NULL, 0);
         waitpid(relay_echo, NULL, 0);
+        waitpid(prelay_pid, NULL, 0);
+        waitpid(prelay_echo, NULL, 0);
         ctl_close(&r.ctl);
         if (fail) {
                 fprintf(stderr, "callbench: a block failed\n");
                 return 1;
         }
-        struct samples *sets[] = { &seq, &pp, &xcpu, &relay, &pipe, &raw };
-        samples_print(sets, 6);
+        struct samples *sets[] = { &seq, &pp, &xcpu, &relay, &pipe, &raw, &rpipe };
+        samples_print(sets, 7);
         return 0;
 }

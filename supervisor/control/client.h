@@ -19,6 +19,7 @@ struct client {
         struct control *ctl;
         struct conn *conn;          /* the socket, its frames and queue of answers */
         struct peercred cred;       /* who connected (kernel's record) */
+        char caller[40];            /* its calls' caller: "gadgetctl (uid N)", written once */
         bool spoke;                 /* its first request came, of our protocol version */
         bool refused;               /* of another version: the rest is not read */
         struct call_owner calls;    /* its gadget calls in flight (core/calls.h) */

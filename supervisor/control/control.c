@@ -18,6 +18,7 @@
 #include "client.h"
 #include "control.pb-c.h"
 #include "contract.h"
+#include "system/arena.h"
 #include "system/log.h"
 #include "system/notify.h"
 #include "frames.h"
@@ -382,6 +383,17 @@ void client_close_fds(struct client *cl)
                 close(cl->fds[--cl->n_fds]);
 }
 
+/* What control calls are unpacked into (clients are driven by the loop alone). */
+static struct arena call_arena;
+
+static void free_request(Control__Request *q, ProtobufCAllocator *alloc)
+{
+        if (alloc)
+                arena_reset(&call_arena);
+        else
+                control__request__free_unpacked(q, NULL);
+}
+
 /* One request: bytes that are not one end the connection (-EPROTO). */
 static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
@@ -393,11 +405,27 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
         if (value_packed_cost(&control__request__descriptor, data, len, CONTROL_FRAME_VALUES_MAX, cost, why,
                               sizeof why) < 0)
                 return -EPROTO; /* not speaking the protocol, or more than a request may hold */
-        Control__Request *q = control__request__unpack(NULL, len, data);
-        if (!q)
+        /* A call, the one request on a hot path, is unpacked into the
+         * arena (no malloc and free per part); any other is unpacked again
+         * with malloc, as its handler may keep parts of it (a load's later
+         * answer). Why this is safe for a call: nothing of it outlives
+         * on_call (its method, arguments and caller are copied or packed
+         * on at once; under AddressSanitizer a part kept would be caught). */
+        if (!call_arena.pb.alloc)
+                arena_init(&call_arena);
+        Control__Request *q = control__request__unpack(&call_arena.pb, len, data);
+        ProtobufCAllocator *alloc = &call_arena.pb;
+        if (q && q->req_case != CONTROL__REQUEST__REQ_CALL) {
+                arena_reset(&call_arena);
+                q = control__request__unpack(NULL, len, data);
+                alloc = NULL;
+        }
+        if (!q) {
+                arena_reset(&call_arena);
                 return -EPROTO;
+        }
         if (cl->refused) {
-                control__request__free_unpacked(q, NULL);
+                free_request(q, alloc);
                 return 0;
         }
         if (!cl->spoke && q->version != CONTROL_PROTOCOL_VERSION) {
@@ -414,7 +442,7 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                         request_handle(cl, q);
         }
         client_close_fds(cl);
-        control__request__free_unpacked(q, NULL);
+        free_request(q, alloc);
         return 0;
 }
 
@@ -502,6 +530,7 @@ static void add_client(struct control *c, int fd, const struct peercred *pc)
         }
         cl->ctl = c;
         cl->cred = *pc;
+        snprintf(cl->caller, sizeof cl->caller, "gadgetctl (uid %u)", (unsigned)pc->uid);
         conn_accept_fds(cl->conn, CONTROL_EXEC_FDS);
         LIST_INSERT_HEAD(&c->clients, cl, link);
         /* A user past its second's bytes is not read on a new connection

@@ -659,14 +659,12 @@ static void on_call(struct client *cl, const Control__Request *q)
                 return;
         Gadget__Value null = GADGET__VALUE__INIT;
         null.kind_case = GADGET__VALUE__KIND_NULL_VALUE;
-        char caller[40];
-        snprintf(caller, sizeof caller, "gadgetctl (uid %u)", (unsigned)cl->cred.uid);
         /* gadgetctl call --traceparent: read strictly, ignored if invalid. */
         struct trace_ctx parent;
         bool traced = traceparent_parse(call->traceparent, strlen(call->traceparent), &parent) == 0;
         const struct call_req cq = { .method = call->method, .args = call->args ? call->args : &null,
                                      .done = call_done, .cbdata = cl, .tag = q->id, .owner = &cl->calls,
-                                     .caller = caller, .via = "gadgetctl", .trace = traced ? &parent : NULL,
+                                     .caller = cl->caller, .via = "gadgetctl", .trace = traced ? &parent : NULL,
                                      .audit_uid = true, .uid = (uint32_t)cl->cred.uid };
         char msg[400];
         int code = calls_start(u, &cq, msg, sizeof msg);

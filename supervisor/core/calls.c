@@ -84,10 +84,41 @@ struct call {
         bool from_node;             /* it came from another node (call_req's peer_node) */
         bool sent_out;              /* it was forwarded to another node (then maybe ended here) */
         /* A local user's call (call_req's audit_uid) is audited at its end: */
-        char *audit_by;             /* its via, or NULL: not audited */
+        char audit_by[32];          /* its via (cut to fit), or "": not audited; a copy, not a malloc, on the call's path */
         uint32_t audit_uid;
         int stat_row;               /* its method's row in u->stats once sent (declared), else -1 */
+        /* Room for its timer (event_get_struct_event_size() bytes): timer
+         * points here once set, so a call costs no malloc for it. */
+        _Alignas(16) unsigned char timer_room[];
 };
+
+/* A call with room for its timer, zeroed. */
+static struct call *call_alloc(void)
+{
+        return calloc(1, sizeof(struct call) + event_get_struct_event_size());
+}
+
+/* c's timer, set to run cb (not armed): in the call's own room. NULL on
+ * failure. Why this is safe: a timer set before is taken off the loop
+ * first, and the room is freed with the call, after timer_drop. */
+static struct event *timer_set(struct call *c, event_callback_fn cb)
+{
+        struct event *ev = (struct event *)c->timer_room;
+        if (c->timer)
+                event_del(c->timer);
+        c->timer = NULL;
+        if (event_assign(ev, c->u->core->base, -1, 0, cb, c) < 0)
+                return NULL;
+        return c->timer = ev;
+}
+
+/* c's timer taken off the loop, if set. */
+static void timer_drop(struct call *c)
+{
+        if (c->timer)
+                event_del(c->timer);
+        c->timer = NULL;
+}
 
 static void owner_unlink(struct call *c)
 {
@@ -128,9 +159,7 @@ static void pend_unlink(struct call *c)
 /* Frees a call that is linked nowhere. */
 static void call_free(struct call *c)
 {
-        if (c->timer)
-                event_free(c->timer);
-        free(c->audit_by);
+        timer_drop(c);
         free(c->method);
         free(c->caller);
         free(c->via);
@@ -199,16 +228,19 @@ static void call_told(const struct call *c, int code, uint64_t us)
 }
 
 /* The audit record of a local user's call (call_req's audit_uid): its
- * outcome, naming the caller's uid. */
+ * outcome, naming the caller's uid; now_ms: the clock as the call ended,
+ * or 0 (read by audit_write). */
 static void audit_local(struct unit *u, const char *by, const char *method, uint32_t uid, uint64_t us,
-                        const char *trace, int code, const char *message)
+                        uint64_t now_ms, const char *trace, int code, const char *message)
 {
-        char op[GADGET_NAME_MAX + 8];
-        snprintf(op, sizeof op, "call %s", method);
+        char op[GADGET_NAME_MAX + 8] = "call ";  /* a copy, not a printf: on every audited call's path */
+        size_t n = strnlen(method, GADGET_NAME_MAX);
+        memcpy(op + 5, method, n);
+        op[5 + n] = '\0';
         struct audit_record rec = { .gadget = u->policy->name, .binding = by, .op = op,
                                     .outcome = audit_outcome_of(code), .duration_us = us,
                                     .detail = code ? message : NULL, .has_uid = true, .uid = uid,
-                                    .trace = trace && *trace ? trace : NULL };
+                                    .trace = trace && *trace ? trace : NULL, .now_ms = now_ms };
         audit_write(u->core->audit, &rec);
 }
 
@@ -226,9 +258,9 @@ static void call_end(struct call *c, const Gadget__Value *res, int code, const c
         uint64_t now_us = monotime_us(), us = now_us - c->begin_us;
         span_end(c, code, us);
         call_told(c, code, us);
-        if (c->audit_by)
-                audit_local(c->u, c->audit_by, c->name, c->audit_uid, us, call_trace_id(c), res ? 0 : code,
-                            message ? message : "the call failed");
+        if (c->audit_by[0])
+                audit_local(c->u, c->audit_by, c->name, c->audit_uid, us, now_us / 1000, call_trace_id(c),
+                            res ? 0 : code, message ? message : "the call failed");
         owner_unlink(c);
         wait_unlink(c);
         fwd_unlink(c);
@@ -402,7 +434,7 @@ static int call_forward(struct call *c, const struct call_req *q, char *msg, siz
         if ((q->method && !c->method && !(c->method = strdup(q->method))) ||
             (q->args && !c->args && !(c->args = value_dup(q->args))) ||
             (q->chain && !c->has_chain && peer_chain_copy(&c->chain, q->chain) < 0) || call_keep(c, q, msg, len) < 0 ||
-            (!c->timer && !(c->timer = evtimer_new(u->core->base, remote_timeout, c)))) {
+            (!c->timer && !timer_set(c, remote_timeout))) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
@@ -559,7 +591,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
                 }
                 c->sig = sig;
         }
-        c->timer = evtimer_new(u->core->base, call_timeout, c);
+        timer_set(c, call_timeout);
         c->run = r;
         int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain) : -ENOMEM;
         if (e < 0) {
@@ -653,7 +685,7 @@ static int call_pend(struct call *c, const char *method, const Gadget__Value *ar
                 return code;
         c->has_chain = chain != NULL;
         if ((method && !c->method && !(c->method = strdup(method))) || (args && !c->args && !(c->args = value_dup(args))) ||
-            (chain && peer_chain_copy(&c->chain, chain) < 0) || !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+            (chain && peer_chain_copy(&c->chain, chain) < 0) || !timer_set(c, pending_timeout)) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
         }
@@ -693,14 +725,13 @@ static bool remote_unsent(struct call *c, const char *why)
         size_t bytes;
         c->remote = NULL;
         fwd_unlink(c);
-        event_free(c->timer);
-        c->timer = NULL;
+        timer_drop(c);
         /* Why this is safe to send again: not a byte of it reached the
          * node, so it cannot have run there. It waits, bounded as calls
          * waiting for a start are, for the lease to move (on_owner, or
          * this node's start of it), then goes there, in order. */
         int code = c->done ? pend_room(c, c->args, "a node to run it", &bytes, msg, sizeof msg) : GADGET_EGONE;
-        if (!code && !(c->timer = evtimer_new(u->core->base, pending_timeout, c))) {
+        if (!code && !timer_set(c, pending_timeout)) {
                 snprintf(msg, sizeof msg, "out of memory");
                 code = GADGET_EINTERNAL;
         }
@@ -732,8 +763,7 @@ void calls_pending_forward(struct unit *u)
                         continue;
                 char msg[600];
                 pend_unlink(c);
-                event_free(c->timer);
-                c->timer = NULL;
+                timer_drop(c);
                 c->unsent = false;
                 const struct call_req q = { .method = c->name, .args = c->args,
                                             .chain = c->has_chain ? &c->chain : NULL, .caller = c->caller,
@@ -761,8 +791,7 @@ void calls_pending_flush(struct unit *u)
         while ((c = TAILQ_FIRST(&u->pending))) {
                 char msg[600];
                 pend_unlink(c);
-                event_free(c->timer);
-                c->timer = NULL;
+                timer_drop(c);
                 if (!c->done) {
                         call_end(c, NULL, GADGET_EGONE, "the caller is gone");
                         continue;
@@ -886,11 +915,11 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
         if (code) {
                 if (q->audit_uid)
-                        audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, NULL, code, msg);
+                        audit_local(u, q->via, q->method, q->uid, monotime_us() - begin_us, 0, NULL, code, msg);
                 count_refusal(u, q->method, code, q->peer_node != NULL);
                 return code;
         }
-        struct call *c = calloc(1, sizeof *c);
+        struct call *c = call_alloc();
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;
@@ -906,10 +935,11 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         }
         c->untold = q->untailed;
         span_begin(c, q);
-        if (q->audit_uid && !(c->audit_by = strdup(q->via))) {
-                call_free(c);
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
+        if (q->audit_uid) {
+                const char *via = q->via && *q->via ? q->via : "gadgetd";
+                size_t n = strnlen(via, sizeof c->audit_by - 1);
+                memcpy(c->audit_by, via, n);
+                c->audit_by[n] = '\0';
         }
         unit_active(u, begin_us / 1000);
         bool ask = !q->admin && !q->approved && policy_listed(u->policy->approve, q->method);
@@ -926,8 +956,8 @@ int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
         else
                 code = ask ? call_wait(c, q, msg, len) : call_go(c, q->method, q->args, q->chain, msg, len);
         if (code) {
-                if (c->audit_by)
-                        audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us,
+                if (c->audit_by[0])
+                        audit_local(u, c->audit_by, c->name, c->audit_uid, monotime_us() - c->begin_us, 0,
                                     call_trace_id(c), code, msg);
                 /* A forward that could not be sent (the link busy, down) is
                  * a forwarded call too: its outcome is this refusal. */
@@ -965,7 +995,7 @@ int calls_wake(struct unit *u, const struct call_req *q, char *msg, size_t len)
                          u->cause[0] ? ": " : "", u->cause);
                 return GADGET_EUNAVAILABLE;
         }
-        struct call *c = calloc(1, sizeof *c);
+        struct call *c = call_alloc();
         if (!c) {
                 snprintf(msg, len, "out of memory");
                 return GADGET_EINTERNAL;

@@ -35,6 +35,7 @@ struct peer {
         bool held_output, held_rate, rate_logged;
         bool watched;                 /* each frame told to h->frame (peer_watch) */
         struct timespec progress;     /* the last result, or the first call sent when idle */
+        struct timespec frame_at;     /* when the frame being handled was taken (one reading a frame) */
         uint64_t next_id;
         TAILQ_HEAD(, peer_call) calls; /* in flight, oldest first */
         size_t n_pending;
@@ -88,7 +89,7 @@ static void rate_cb(evutil_socket_t fd, short what, void *arg)
  * decoded are at most the budget a second (and one budget at once). */
 static void rate_count(struct peer *p, size_t values)
 {
-        uint64_t now = monotime_ms();
+        uint64_t now = (uint64_t)p->frame_at.tv_sec * 1000u + (uint64_t)p->frame_at.tv_nsec / 1000000u;
         p->rate.per_s = p->policy->frame_values_per_s; /* as the policy says now */
         uint64_t wait_ms = rate_add(&p->rate, values ? values : 1, now);
         if (!wait_ms || p->held_rate)
@@ -336,7 +337,7 @@ static int on_result(struct peer *p, const Gadget__WorkerMsg *m, char *why, size
         const Gadget__CallResult *r = m->result;
         /* Any result is progress, even one for a call already timed out. */
         if (r->id != 0 && r->id <= p->next_id)
-                clock_gettime(CLOCK_MONOTONIC, &p->progress);
+                p->progress = p->frame_at;
         struct peer_call *c;
         TAILQ_FOREACH(c, &p->calls, link) {
                 if (c->id != r->id)
@@ -424,6 +425,7 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *values)
         struct peer *p = arg;
         char why[256] = "";
         size_t before = *values;
+        clock_gettime(CLOCK_MONOTONIC, &p->frame_at);
         int e = handle_frame(p, data, len, values, why, sizeof why);
         if (e < 0)
                 close_peer(p, why[0] ? why : "out of memory");

@@ -198,10 +198,17 @@ static int queue_submit(struct kv_queue *q, struct kv_job *job)
         struct kvdb_queue *kq = (struct kvdb_queue *)q;
         job->next = NULL;
         pthread_mutex_lock(&kq->mu);
+        /* The thread waits only with nothing to do and nothing running;
+         * otherwise it looks at todo again, under mu, before it waits. */
+        bool idle = !kq->todo && !kq->running;
         *kq->todo_tail = job;
         kq->todo_tail = &job->next;
-        pthread_cond_signal(&kq->cv);
         pthread_mutex_unlock(&kq->mu);
+        /* Woken after the unlock, so that it does not wake only to wait
+         * for mu (three futex calls and a switch more per job). Why kq is
+         * still there: only the loop, which is here, closes it. */
+        if (idle)
+                pthread_cond_signal(&kq->cv);
         return 0;
 }
 

@@ -370,7 +370,7 @@ void audit_write(struct audit *a, const struct audit_record *r)
                 put_record(NULL, r, 0); /* gadgetd's log only */
                 return;
         }
-        int take = audit_budget_take(&a->budget, r, monotime_ms());
+        int take = audit_budget_take(&a->budget, r, r->now_ms ? r->now_ms : monotime_ms());
         if (a->ev_tick && !LIST_EMPTY(&a->budget.windows) && !evtimer_pending(a->ev_tick, NULL))
                 timer_arm_ms(a->ev_tick, AUDIT_TICK_MS);
         if (take != 0)

@@ -33,6 +33,7 @@ struct audit_record {
         const struct log_field *fields;
         size_t n_fields;
         bool logged;           /* its line in gadgetd's log was written already (the event's own) */
+        uint64_t now_ms;       /* monotime_ms() as the caller read it (a call's end), or 0: read here */
 };
 
 /* The daemon's [Audit] settings. */
