@@ -638,6 +638,13 @@ static void req_written(void *arg, int err, const char *why)
                 unit_rollout_info(u, &in);
         switch (q->what) {
         case R_DEPLOY:
+                /* A rollout runs where the gadget runs: another node's
+                 * (its owner) begins it from the row. */
+                if (q->percent && !(u && unit_state_of(u) == UNIT_READY)) {
+                        snprintf(out, sizeof out, "rolling out %s %s to %u%% of the call trees: in the store, for the "
+                                 "node that runs it", q->name, q->version, q->percent);
+                        break;
+                }
                 /* Here as before: the answer waits for the start where it
                  * runs; on another node's gadget, for the load here. */
                 if (deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback, q->percent,

@@ -587,7 +587,8 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.rollout_percent = ro.running ? ro.percent : 0;
         st.rollout_back = (char *)ro.last_back;
         /* In a cluster the store's row: the same on every node (a
-         * rollout runs on its owner; the others show it from there). */
+         * rollout runs on its owner; the others show it from there), and
+         * why its last change went back, whichever node decided it. */
         struct deploy_store_info ds;
         deploy_store_status(cl->ctl, in.name, &ds);
         st.release_generation = ds.gen;
@@ -597,7 +598,7 @@ static void on_status(struct client *cl, const Control__Request *q)
                 st.rollout_version = (char *)ds.rollout;
                 st.rollout_percent = ds.percent;
         }
-        if (!ro.last_back[0] && ds.why && ds.why[0])
+        if (ds.gen)
                 st.rollout_back = (char *)ds.why;
         st.n_bindings = p->n_bindings;
         st.bindings = b;

@@ -757,6 +757,34 @@ def pg_cluster_versions_in_the_store(tmp):
             gen = a.status("rel")["release_generation"]
             wait_for(lambda: b.status("rel").get("release_generation") == gen, timeout=15,
                      what="b at a's generation %d" % gen)
+            # A staged rollout asked of b runs on a (its owner); both show
+            # it; a rollback through b ends it on a.
+            r = b.ctl("deploy", "rel", "1.0", "--percent", "50")
+            check(r.returncode == 0 and "rolling out rel 1.0 to 50%" in r.stdout, "rollout on b: %r %r" %
+                  (r.stdout, r.stderr))
+            for d in (a, b):
+                wait_for(lambda: (d.status("rel").get("rollout_version"), d.status("rel").get("rollout_percent")) ==
+                         ("1.0", 50), timeout=15, what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
+            check(len(set(x["pid"] for x in [a.list()["rel"]])) == 1, "a runs rel")
+            r = b.ctl("rollback", "rel")
+            check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
+                  "%r %r" % (r.stdout, r.stderr))
+            wait_for(lambda: not a.status("rel").get("rollout_version") and "on node b" in
+                     a.status("rel").get("rollout_back", ""), timeout=15,
+                     what=lambda: "a's rollout went back: %r" % a.status("rel"))
+            # A version that crashes at its start, installed through b: a
+            # rolls it back, and writes so; both agree on 2.0.
+            out = os.path.join(tmp, "rel-3.0.bundle")
+            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", "3.0", "Nodes=a\nArguments=crash\n"), "--key",
+                      os.path.join(tmp, "trusted.pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            r = b.ctl("install", out)
+            check(r.returncode == 0, "install 3.0 on b: %r %r" % (r.stdout, r.stderr))
+            agree("2.0", "1.0")
+            for d in (a, b):
+                why = d.status("rel").get("rollout_back", "")
+                check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
+            check(a.state("rel") == "ready", "a serves 2.0")
             # A hostile node: a bundle of a key neither node trusts, and a
             # row making it current, written straight into the store.
             src = gadget_bundle_dir(tmp, "rel", "6.6", "Nodes=a\n")
