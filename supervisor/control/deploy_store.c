@@ -647,12 +647,20 @@ static void req_written(void *arg, int err, const char *why)
                 }
                 /* Here as before: the answer waits for the start where it
                  * runs; on another node's gadget, for the load here. */
-                if (deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback, q->percent,
-                                 &q->bound) == 0) {
+                int e = deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback, q->percent,
+                                     &q->bound);
+                if (e == 0) {
                         free(q);
                         return;
                 }
-                snprintf(out, sizeof out, "%s %s is in the store; its node runs it", q->name, q->version);
+                /* Another deploy began here meanwhile (one applied from
+                 * the store): this row is applied here after it. */
+                struct deploy_store *ds = control_deploy_store(q->ctl);
+                struct ds_gadget *g = ds ? gadget_of(ds, q->name, false) : NULL;
+                if (g)
+                        g->pending = true;
+                snprintf(out, sizeof out, "%s %s is the store's; this node applies it once the deploy under way here "
+                         "ended (%s)", q->name, q->version, strerror(-e));
                 break;
         case R_SHARE:
                 if (in.running)
