@@ -181,7 +181,7 @@ static void take_bundle(struct deploy_store *ds, PGconn *c, const struct kvpg_re
  * since the last seen. -1: the connection is to be made again. */
 static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, int64_t *state_seq, bool *ready)
 {
-        char why[300];
+        char why[300] = "";
         if (!*ready) {
                 int v = kvpg_releases_schema(c, why, sizeof why);
                 if (v < 0)
@@ -198,11 +198,17 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
         pthread_mutex_unlock(&ds->mu);
         if (has) {
                 struct ds_msg *m = calloc(1, sizeof *m);
+                int64_t g = kvpg_releases_set(c, &w, gen, why, sizeof why);
                 if (m) {
                         m->kind = M_WRITTEN;
-                        m->gen = kvpg_releases_set(c, &w, gen, m->why, sizeof m->why);
+                        m->gen = g;
+                        snprintf(m->why, sizeof m->why, "%s", why);
                         post(ds, m);
                 }
+                /* A failed write (a server that went read-only, a lost
+                 * session): the connection is made again. */
+                if (g < 0)
+                        return -1;
         }
         struct kvpg_release_row rows[BUNDLES_PER_ROUND];
         size_t n = 0;
@@ -246,7 +252,7 @@ static void *ds_thread(void *arg)
                 if (stop)
                         break;
                 if (!c)
-                        c = kvpg_releases_connect(ds->conninfo, CONNECT_MS, why, sizeof why);
+                        c = kvpg_releases_connect(ds->conninfo, ds->node, CONNECT_MS, why, sizeof why);
                 if (c && round_once(ds, c, &bundle_seq, &state_seq, &ready) < 0) {
                         PQfinish(c);
                         c = NULL;
@@ -591,7 +597,7 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
         snprintf(row.version, sizeof row.version, "%s", version);
         snprintf(row.signer, sizeof row.signer, "%s", signer);
         snprintf(row.node, sizeof row.node, "%s", rel->node ? rel->node : "");
-        PGconn *c = kvpg_releases_connect(rel->conninfo, CONNECT_MS, why, sizeof why);
+        PGconn *c = kvpg_releases_connect(rel->conninfo, rel->node ? rel->node : "", CONNECT_MS, why, sizeof why);
         int v = c ? kvpg_releases_schema(c, why, sizeof why) : -1;
         int e = 0;
         if (c && v >= KVPG_SCHEMA_RELEASES)

@@ -20,9 +20,16 @@ static void pg_why(char *why, size_t len, const char *what, const char *msg)
         snprintf(why, len, "%s: %s", what, line);
 }
 
-PGconn *kvpg_releases_connect(const char *conninfo, unsigned ms, char *why, size_t len)
+PGconn *kvpg_releases_connect(const char *conninfo, const char *node, unsigned ms, char *why, size_t len)
 {
-        PGconn *c = PQconnectStart(conninfo);
+        /* A server that takes writes, as the kv session's (pgconn.c),
+         * unless the conninfo says otherwise; named in pg_stat_activity. */
+        char app[96];
+        snprintf(app, sizeof app, "gadgetd %.63s releases", node);
+        const char *const keys[] = { "dbname", "application_name", "target_session_attrs", NULL };
+        const char *const vals[] = { conninfo, app, "read-write", NULL };
+        PGconn *c = strstr(conninfo, "target_session_attrs") ? PQconnectStart(conninfo)
+                                                            : PQconnectStartParams(keys, vals, 1);
         PostgresPollingStatusType st = PGRES_POLLING_WRITING;
         while (c && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
                 struct pollfd p = { .fd = PQsocket(c), .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT };

@@ -26,8 +26,9 @@ struct kvpg_release_state {
         char why[200];
 };
 
-/* Connects to conninfo within ms (NULL: why). */
-PGconn *kvpg_releases_connect(const char *conninfo, unsigned ms, char *why, size_t len);
+/* Connects to conninfo (a server that takes writes unless it names
+ * target_session_attrs) within ms, as node (NULL: why). */
+PGconn *kvpg_releases_connect(const char *conninfo, const char *node, unsigned ms, char *why, size_t len);
 /* The store's schema version (-1: why). */
 int kvpg_releases_schema(PGconn *c, char *why, size_t len);
 /* Adds a bundle (the bytes as received): 0, -EEXIST if that version is

@@ -785,6 +785,12 @@ def pg_cluster_versions_in_the_store(tmp):
                 why = d.status("rel").get("rollout_back", "")
                 check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
             check(a.state("rel") == "ready", "a serves 2.0")
+            # The row's compare-and-set: a writer that read an older
+            # generation changes nothing (two operators cannot interleave).
+            gen = int(pg.psql("SELECT gen FROM gadgetd_release_state WHERE gadget = 'rel'"))
+            old = pg.psql("SELECT gadgetd_release_set('rel', %d, '1.0', '2.0', '', 0, 5, 100, '', 'late')" % (gen - 1))
+            row = pg.psql("SELECT current || ' ' || gen FROM gadgetd_release_state WHERE gadget = 'rel'")
+            check(old == "0" and row == "2.0 %d" % gen, "a stale generation's write: %r, the row %r" % (old, row))
             # A hostile node: a bundle of a key neither node trusts, and a
             # row making it current, written straight into the store.
             src = gadget_bundle_dir(tmp, "rel", "6.6", "Nodes=a\n")
