@@ -1,8 +1,9 @@
 /* deploy_store: in a cluster (Store=postgresql, schema 15), the versions
  * and rollouts are the store's (docs/releases.md "In a cluster"). One
- * thread per gadgetd, with a connection of its own, polls the store
- * every ROUND_MS (two small statements: bounded cost whatever the number
- * of gadgets) and runs this node's writes, one at a time:
+ * thread per gadgetd, with a connection of its own, LISTENs for the
+ * store's notification of a change and looks at once, and every ROUND_MS
+ * besides (two small statements: bounded cost whatever the number of
+ * gadgets), and runs this node's writes, one at a time:
  *
  * - a bundle another node installed is read (at most BUNDLE_SIZE_MAX,
  *   checked by the server before it is sent), its signature checked
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,11 +43,13 @@
 #include "store/kvpg_releases.h"
 #include "store/kvpg_sql.h"
 #include "system/log.h"
+#include "system/timer.h"
 #include "system/releases.h"
 #include "system/ssl_dl.h"
 
-#define ROUND_MS 250
+#define ROUND_MS 1000
 #define CONNECT_MS 3000
+#define RETRY_MS 50
 #define BUNDLES_PER_ROUND 4
 #define STATES_PER_ROUND 64
 #define REFUSALS 16
@@ -63,7 +67,8 @@ struct ds_msg {
 struct ds_gadget {
         struct kvpg_release_state st;   /* gen 0: none yet */
         int64_t applied;                /* the gen applied here */
-        bool pending;                   /* st not applied yet (busy, or its bundle not here yet) */
+        bool pending;                   /* st not applied yet: its bundle not here yet (tried each round) */
+        bool busy;                      /* st not applied yet: a deploy ran here (tried when it ends) */
         bool settle;                    /* deployed here: its previous version set from st once it ended */
         char refused[300];              /* why this node refused a bundle of it ("" none) */
         struct ds_gadget *next;
@@ -72,7 +77,7 @@ struct ds_gadget {
 struct deploy_store {
         /* The thread's and the loop's, under mu. */
         pthread_mutex_t mu;
-        pthread_cond_t cv;
+        int wake_fd;                    /* the loop wakes the thread (eventfd) */
         bool stop;                      /* the loop went: the thread frees what is left */
         struct ds_msg *first, *last;
         bool has_write;                 /* w is the thread's to send */
@@ -87,6 +92,7 @@ struct deploy_store {
         struct control *ctl;
         const struct control_env *env;
         struct event *ev;
+        struct event *ev_retry;         /* retry's timer */
         bool ready;                     /* the store's schema has the tables */
         bool writing;                   /* a write is out: its done below */
         void (*done)(void *arg, int err, const char *why);
@@ -124,12 +130,13 @@ static void ds_free_shared(struct deploy_store *ds)
                 free(m);
         }
         close(ds->efd);
+        if (ds->wake_fd >= 0)
+                close(ds->wake_fd);
         free(ds->conninfo);
         free(ds->node);
         free(ds->state_dir);
         free(ds->keys);
         pthread_mutex_destroy(&ds->mu);
-        pthread_cond_destroy(&ds->cv);
         free(ds);
 }
 
@@ -238,6 +245,33 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
         return 0;
 }
 
+/* Wakes the thread (a write to send, or its stop): an eventfd's
+ * counter, the write cannot block. */
+static void wake(struct deploy_store *ds)
+{
+        uint64_t one = 1;
+        if (write(ds->wake_fd, &one, sizeof one) < 0)
+                (void)0;
+}
+
+/* Until the next round: a notification of the store (a change), a wake
+ * from the loop, or ROUND_MS (a row written by other means notifies no
+ * one; a lost connection is tried again then). */
+static void wait_round(struct deploy_store *ds, PGconn *c)
+{
+        if (c && kvpg_releases_notified(c))
+                return; /* one came during the round */
+        struct pollfd p[2] = { { .fd = ds->wake_fd, .events = POLLIN }, { .fd = c ? PQsocket(c) : -1,
+                                                                          .events = POLLIN } };
+        if (poll(p, 2, ROUND_MS) > 0 && (p[0].revents & POLLIN)) {
+                uint64_t n;
+                if (read(ds->wake_fd, &n, sizeof n) < 0)
+                        (void)0;
+        }
+        if (c)
+                kvpg_releases_notified(c);
+}
+
 static void *ds_thread(void *arg)
 {
         struct deploy_store *ds = arg;
@@ -251,22 +285,16 @@ static void *ds_thread(void *arg)
                 pthread_mutex_unlock(&ds->mu);
                 if (stop)
                         break;
-                if (!c)
-                        c = kvpg_releases_connect(ds->conninfo, ds->node, CONNECT_MS, why, sizeof why);
+                if (!c && (c = kvpg_releases_connect(ds->conninfo, ds->node, CONNECT_MS, why, sizeof why)) &&
+                    kvpg_releases_listen(c, why, sizeof why) < 0) {
+                        PQfinish(c);
+                        c = NULL;
+                }
                 if (c && round_once(ds, c, &bundle_seq, &state_seq, &ready) < 0) {
                         PQfinish(c);
                         c = NULL;
                 }
-                /* Until the next round, or a write to send. */
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += (long)ROUND_MS * 1000000;
-                until.tv_sec += until.tv_nsec / 1000000000;
-                until.tv_nsec %= 1000000000;
-                pthread_mutex_lock(&ds->mu);
-                if (!ds->stop && !ds->has_write)
-                        pthread_cond_timedwait(&ds->cv, &ds->mu, &until);
-                pthread_mutex_unlock(&ds->mu);
+                wait_round(ds, c);
         }
         if (c)
                 PQfinish(c);
@@ -296,7 +324,7 @@ static void apply(struct deploy_store *ds, struct ds_gadget *g)
         const struct kvpg_release_state *st = &g->st;
         const char *sd = ds->rel.state_dir;
         char cur[80];
-        g->pending = false;
+        g->pending = g->busy = false;
         if (!gadget_name_ok(st->gadget) || !bundle_version_ok(st->current) ||
             (st->rollout[0] && !bundle_version_ok(st->rollout))) {
                 log_msg(L_ERR, NULL, "the store's release row of \"%.63s\" names no version: ignored", st->gadget);
@@ -316,6 +344,7 @@ static void apply(struct deploy_store *ds, struct ds_gadget *g)
                         unit_rollout_set(u, 100); /* completed: rollout_ended makes it current here */
                 } else {
                         deploy_rollout_back(u, st->why[0] ? st->why : "ended through another node");
+                        g->busy = rolling; /* another version's rollout: begun after this one */
                 }
                 g->applied = st->gen;
                 return;
@@ -344,7 +373,7 @@ static void apply(struct deploy_store *ds, struct ds_gadget *g)
         const struct unit_rollout_bound b = { .max_error_pct = st->max_errors, .min_calls = st->min_calls };
         int e = deploy_start(ds->ctl, ds->env, 0, NULL, st->gadget, want, false, rolling ? st->percent : 0, &b);
         if (e == -EBUSY) {
-                g->pending = true;
+                g->busy = true;
                 return;
         }
         log_msg(L_INFO, st->gadget, "the store's version %s (generation %" PRId64 ", by node %s)%s", want, st->gen,
@@ -378,6 +407,8 @@ static void refusal(struct deploy_store *ds, const struct ds_msg *m)
                 snprintf(g->refused, sizeof g->refused, "version %.79s: %.200s", m->version, m->why);
 }
 
+static void retry_soon(struct deploy_store *ds);
+
 static void written(struct deploy_store *ds, const struct ds_msg *m)
 {
         void (*done)(void *, int, const char *) = ds->done;
@@ -396,6 +427,31 @@ static void written(struct deploy_store *ds, const struct ds_msg *m)
                 done(arg, m->gen > 0 ? 0 : m->gen == 0 ? -EAGAIN : -EIO,
                      m->gen > 0 ? "" : m->gen == 0 ? "the store's release state of the gadget changed meanwhile "
                      "(a deploy, rollback or install through another node): try again" : m->why);
+}
+
+/* What waited for a deploy here to end, tried again once it did (on
+ * the loop alone: no statement). */
+static void retry(evutil_socket_t fd, short what, void *arg)
+{
+        struct deploy_store *ds = arg;
+        (void)fd;
+        (void)what;
+        for (struct ds_gadget *g = ds->gadgets; g && LIST_EMPTY(control_deploys(ds->ctl)); g = g->next) {
+                if (g->busy)
+                        apply(ds, g);
+                else if (g->settle)
+                        settle(ds, g);
+        }
+        retry_soon(ds);
+}
+
+static void retry_soon(struct deploy_store *ds)
+{
+        for (struct ds_gadget *g = ds->gadgets; g; g = g->next)
+                if (g->busy || g->settle) {
+                        timer_arm_ms(ds->ev_retry, RETRY_MS);
+                        return;
+                }
 }
 
 static void on_msgs(evutil_socket_t fd, short what, void *arg)
@@ -437,20 +493,16 @@ static void on_msgs(evutil_socket_t fd, short what, void *arg)
                         break;
                 case M_ROUND:
                         ds->ready = true;
-                        /* Rows that waited (a deploy here, a bundle) are tried again. */
-                        for (g = ds->gadgets; g; g = g->next) {
-                                if (!LIST_EMPTY(control_deploys(ds->ctl)))
-                                        break;
+                        /* Rows whose bundle had not come are tried again. */
+                        for (g = ds->gadgets; g && LIST_EMPTY(control_deploys(ds->ctl)); g = g->next)
                                 if (g->pending)
                                         apply(ds, g);
-                                else if (g->settle)
-                                        settle(ds, g);
-                        }
                         break;
                 }
                 free(m);
                 m = next;
         }
+        retry_soon(ds);
 }
 
 int deploy_store_new(struct control *ctl, const struct control_env *env, struct deploy_store **out)
@@ -468,18 +520,21 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         if (!ds)
                 return -ENOMEM;
         ds->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ds->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         ds->conninfo = strdup(r->conninfo);
         ds->node = strdup(r->node ? r->node : "");
         ds->state_dir = strdup(r->state_dir);
         ds->keys = malloc((r->n_trusted ? r->n_trusted : 1) * sizeof *ds->keys);
         pthread_mutex_init(&ds->mu, NULL);
-        pthread_cond_init(&ds->cv, NULL);
         ds->ctl = ctl;
         ds->env = env;
-        if (ds->efd < 0 || !ds->conninfo || !ds->node || !ds->state_dir || !ds->keys ||
-            !(ds->ev = event_new(env->base, ds->efd, EV_READ | EV_PERSIST, on_msgs, ds)) || event_add(ds->ev, NULL) < 0) {
+        if (ds->efd < 0 || ds->wake_fd < 0 || !ds->conninfo || !ds->node || !ds->state_dir || !ds->keys ||
+            !(ds->ev = event_new(env->base, ds->efd, EV_READ | EV_PERSIST, on_msgs, ds)) || event_add(ds->ev, NULL) < 0 ||
+            !(ds->ev_retry = evtimer_new(env->base, retry, ds))) {
                 if (ds->ev)
                         event_free(ds->ev);
+                if (ds->ev_retry)
+                        event_free(ds->ev_retry);
                 ds_free_shared(ds);
                 return -ENOMEM;
         }
@@ -499,6 +554,7 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (e < 0) {
                 event_free(ds->ev);
+                event_free(ds->ev_retry);
                 ds_free_shared(ds);
                 return e;
         }
@@ -518,6 +574,7 @@ void deploy_store_free(struct deploy_store *ds)
         if (ds->done)
                 ds->done(ds->done_arg, -ECANCELED, "gadgetd is stopping");
         event_free(ds->ev);
+        event_free(ds->ev_retry);
         while (ds->gadgets) {
                 struct ds_gadget *g = ds->gadgets;
                 ds->gadgets = g->next;
@@ -525,8 +582,8 @@ void deploy_store_free(struct deploy_store *ds)
         }
         pthread_mutex_lock(&ds->mu);
         ds->stop = true;
-        pthread_cond_signal(&ds->cv);
         pthread_mutex_unlock(&ds->mu);
+        wake(ds);
 }
 
 bool deploy_store_active(struct control *ctl)
@@ -555,8 +612,8 @@ static int write_row(struct deploy_store *ds, const struct kvpg_release_state *s
         ds->w = ds->wrote;
         ds->w_gen = g->st.gen;
         ds->has_write = true;
-        pthread_cond_signal(&ds->cv);
         pthread_mutex_unlock(&ds->mu);
+        wake(ds);
         return 0;
 }
 
@@ -664,7 +721,8 @@ static void req_written(void *arg, int err, const char *why)
                 struct deploy_store *ds = control_deploy_store(q->ctl);
                 struct ds_gadget *g = ds ? gadget_of(ds, q->name, false) : NULL;
                 if (g)
-                        g->pending = true;
+                        g->busy = true;
+                retry_soon(ds);
                 snprintf(out, sizeof out, "%s %s is the store's; this node applies it once the deploy under way here "
                          "ended (%s)", q->name, q->version, strerror(-e));
                 break;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvpg_sql.h"
 #include "pgconn.h"
 
 static void pg_why(char *why, size_t len, const char *what, const char *msg)
@@ -67,6 +68,25 @@ static PGresult *q(PGconn *c, const char *sql, int n, const char *const *v, cons
                 return NULL;
         }
         return r;
+}
+
+int kvpg_releases_listen(PGconn *c, char *why, size_t len)
+{
+        PGresult *r = q(c, "LISTEN " KVPG_RELEASE_CHANNEL, 0, NULL, NULL, NULL, 0, why, len);
+        PQclear(r);
+        return r ? 0 : -EIO;
+}
+
+bool kvpg_releases_notified(PGconn *c)
+{
+        bool any = false;
+        PGnotify *n;
+        PQconsumeInput(c);
+        while ((n = PQnotifies(c))) {
+                any = true;
+                PQfreemem(n);
+        }
+        return any;
 }
 
 int kvpg_releases_schema(PGconn *c, char *why, size_t len)

@@ -5,6 +5,7 @@
  * opened it. Each returns 0 or -errno with why (one line). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,10 @@ struct kvpg_release_state {
 /* Connects to conninfo (a server that takes writes unless it names
  * target_session_attrs) within ms, as node (NULL: why). */
 PGconn *kvpg_releases_connect(const char *conninfo, const char *node, unsigned ms, char *why, size_t len);
+/* LISTENs to KVPG_RELEASE_CHANNEL: 0 or -EIO. */
+int kvpg_releases_listen(PGconn *c, char *why, size_t len);
+/* Drops the notifications libpq holds: whether there was one. */
+bool kvpg_releases_notified(PGconn *c);
 /* The store's schema version (-1: why). */
 int kvpg_releases_schema(PGconn *c, char *why, size_t len);
 /* Adds a bundle (the bytes as received): 0, -EEXIST if that version is

@@ -24,6 +24,8 @@
 #define KVPG_SCHEMA_RELEASES 15
 /* The transaction lock every write of them takes ("rels" in hex). */
 #define KVPG_RELEASE_LOCK "1919249523"
+/* What they notify at their commit (the nodes LISTEN). */
+#define KVPG_RELEASE_CHANNEL "gadgetd_releases"
 
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */
