@@ -529,7 +529,8 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         ds->ctl = ctl;
         ds->env = env;
         if (ds->efd < 0 || ds->wake_fd < 0 || !ds->conninfo || !ds->node || !ds->state_dir || !ds->keys ||
-            !(ds->ev = event_new(env->base, ds->efd, EV_READ | EV_PERSIST, on_msgs, ds)) || event_add(ds->ev, NULL) < 0 ||
+            !(ds->ev = event_new(env->base, ds->efd, EV_READ | EV_PERSIST, on_msgs, ds)) ||
+            event_add(ds->ev, NULL) < 0 ||
             !(ds->ev_retry = evtimer_new(env->base, retry, ds))) {
                 if (ds->ev)
                         event_free(ds->ev);

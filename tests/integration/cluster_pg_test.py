@@ -20,8 +20,8 @@ from attacks import field, varint
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
-from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, gadget_bundle_dir, node, nodes_seen, owner_of, peer_node,
-                     start_all, stop_all)
+from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, gadget_bundle_dir, node, nodes_seen,
+                     owner_of, peer_node, start_all, stop_all)
 from pgserver import PgServer
 
 @test
@@ -690,7 +690,11 @@ def pg_cluster_versions_in_the_store(tmp):
     node b lists it (it read the bundle from the store, checked its
     signature itself and unpacked it); deployed through b, the gadget a
     runs (Nodes=a) restarts on that version; rolled back through a, both
-    nodes say the same. A bundle signed by a key neither trusts, put
+    nodes say the same; a staged rollout asked of b runs on a, both show
+    it, and a rollback through b ends it; a version that crashes at its
+    start, installed through b, is rolled back by a and written so (both
+    say why); a write of an older generation changes nothing. A bundle
+    signed by a key neither trusts, put
     straight into the store's table with a row making it current (a
     hostile node), is refused by both, and nothing of it runs or stays on
     disk."""
@@ -707,8 +711,8 @@ def pg_cluster_versions_in_the_store(tmp):
 
         def make(version, key="trusted"):
             out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
-            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", version, "Nodes=a\n"), "--key", os.path.join(tmp, key + ".pem"),
-                      "-o", out)
+            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", version, "Nodes=a\n"), "--key",
+                      os.path.join(tmp, key + ".pem"), "-o", out)
             check(r.returncode == 0, "bundle: %r" % r.stderr)
             return out
 
@@ -764,8 +768,9 @@ def pg_cluster_versions_in_the_store(tmp):
                   (r.stdout, r.stderr))
             for d in (a, b):
                 wait_for(lambda: (d.status("rel").get("rollout_version"), d.status("rel").get("rollout_percent")) ==
-                         ("1.0", 50), timeout=15, what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
-            check(len(set(x["pid"] for x in [a.list()["rel"]])) == 1, "a runs rel")
+                         ("1.0", 50), timeout=15,
+                         what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
+            check(b.state("rel") == "remote", "b runs nothing of rel: %r" % b.state("rel"))
             r = b.ctl("rollback", "rel")
             check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
                   "%r %r" % (r.stdout, r.stderr))
@@ -793,6 +798,7 @@ def pg_cluster_versions_in_the_store(tmp):
             check(old == "0" and row == "2.0 %d" % gen, "a stale generation's write: %r, the row %r" % (old, row))
             # A hostile node: a bundle of a key neither node trusts, and a
             # row making it current, written straight into the store.
+            pid = a.list()["rel"]["pid"]
             src = gadget_bundle_dir(tmp, "rel", "6.6", "Nodes=a\n")
             with open(os.path.join(src, "bin", "testgadget"), "w") as f:
                 f.write("#!/bin/sh\nexit 0\n")  # small enough for one psql argument
@@ -817,7 +823,8 @@ def pg_cluster_versions_in_the_store(tmp):
                       "nothing of 6.6 on %s's disk" % d.tmp[-1])
                 check('refused version "6.6" of "rel" from the store' in d.logtext(), "%s's log" % d.tmp[-1])
                 check(d.status("rel").get("version") == "2.0", "%s still at 2.0" % d.tmp[-1])
-            check(a.state("rel") == "ready", "a serves 2.0: %r" % a.state("rel"))
+            check(a.state("rel") == "ready" and a.list()["rel"]["pid"] == pid, "a serves 2.0 in the same process: "
+                  "%r" % a.list()["rel"])
             check("Refused here: version 6.6" in b.ctl("status", "rel").stdout, "b's status says why")
         finally:
             stop_all([a, b])
