@@ -573,7 +573,7 @@ void deploy_store_free(struct deploy_store *ds)
         /* Kept named after its free here: the thread frees it once it
          * sees stop, which may be after gadgetd's exit (a leak checker
          * then still sees it held). Never used through this name. */
-        static struct deploy_store *stopping;
+        static struct deploy_store *volatile stopping;
         stopping = ds;
         (void)stopping;
         if (live == ds)
