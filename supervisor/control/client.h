@@ -149,7 +149,8 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
 int install_from_store(const struct control_releases *rel, const uint8_t *buf, size_t len, uid_t uid, char *name,
                        char *version, char *signer, char *msg, size_t msglen);
 /* An automatic rollback here (version went back to to, or its rollout
- * ended: to NULL), written for every node. */
+ * ended: to NULL), written for every node (ctl unused: the control's
+ * store while it lives; a rollout may end after the control went). */
 void deploy_store_went_back(struct control *ctl, const char *name, const char *version, const char *to,
                             const char *previous, const char *why);
 struct deploy_store_info {

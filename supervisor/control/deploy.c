@@ -34,7 +34,6 @@
  * that callback, or until the core dropped it unarmed (ro_release). */
 struct rollout_rec {
         struct core *core;
-        struct control *ctl;        /* only passed on (deploy_store_went_back keeps its own) */
         char *state_dir;
         char name[64], version[80], prev[80];
         uid_t uid;
@@ -101,7 +100,7 @@ static void rollout_ended(void *arg, struct unit *u, bool completed, const char 
                          why);
                 rollout_audit(rr, rr->by_request ? 0 : GADGET_EFAILED, detail);
                 if (!rr->by_request) /* the owner's verdict, for every node */
-                        deploy_store_went_back(rr->ctl, rr->name, rr->version, NULL, NULL, why);
+                        deploy_store_went_back(NULL, rr->name, rr->version, NULL, NULL, why);
         }
         rec_free(rr);
 }
@@ -345,7 +344,6 @@ static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bou
                 return GADGET_EINTERNAL;
         }
         rr->core = j->core;
-        rr->ctl = j->ctl;
         rr->uid = j->uid;
         rr->waiting = j;
         snprintf(rr->name, sizeof rr->name, "%s", j->name);
