@@ -806,9 +806,11 @@ const struct command cmd_commands[] = {
         { "versions", cmd_versions, 1, 1, "h", "NAME", "list the installed versions of a gadget",
           "Newest install first: the version, whether it is current, when and by whom\n"
           "it was installed (UTC, uid) and its signer's key id. gadgetd keeps the last\n"
-          "VersionsKept= (default 10) of each gadget.\n"
+          "VersionsKept= (default 10) of each gadget. With Store=postgresql the\n"
+          "versions are the store's: a bundle installed through any node is listed on\n"
+          "each once that node checked and unpacked it, or as refused, with why.\n"
           "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
-          "\"signer\", \"sdk\"}.\n" },
+          "\"signer\", \"sdk\", \"node\", \"refused\"}.\n" },
         { "deploy", cmd_deploy, 2, 2, "hCEM", "NAME VERSION [--percent P]",
           "make an installed version of a gadget current, or roll it out",
           "Its policy becomes the gadget's, and a running gadget restarts on it without\n"
@@ -816,6 +818,8 @@ const struct command cmd_commands[] = {
           "The answer comes once the new process serves. A version that does not\n"
           "start is rolled back to the version before at once, and the error says why\n"
           "(exit status 1); the old process serves meanwhile (docs/releases.md).\n"
+          "With Store=postgresql it is written to the store first, and every node\n"
+          "follows; the node that runs the gadget runs the version or the rollout.\n"
           "With --percent below 100, a staged rollout: the new process serves that\n"
           "share of the call trees beside the old one (one tree never mixes versions);\n"
           "deploy it again with another --percent to change the share, without one\n"

@@ -445,7 +445,10 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "previous_version", json_string(s->previous_version)) < 0 ||
             json_object_set_new(o, "rollout_version", json_string(s->rollout_version)) < 0 ||
             json_object_set_new(o, "rollout_percent", json_integer(s->rollout_percent)) < 0 ||
-            json_object_set_new(o, "rollout_back", json_string(s->rollout_back)) < 0) {
+            json_object_set_new(o, "rollout_back", json_string(s->rollout_back)) < 0 ||
+            json_object_set_new(o, "release_generation", json_integer((json_int_t)s->release_generation)) < 0 ||
+            json_object_set_new(o, "release_node", json_string(s->release_node)) < 0 ||
+            json_object_set_new(o, "release_refused", json_string(s->release_refused)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -543,6 +546,14 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
         }
         if (e >= 0 && s->rollout_back[0])
                 e = put_field(f, "Last rollback", s->rollout_back);
+        if (e >= 0 && s->release_generation) {
+                char gen[120];
+                snprintf(gen, sizeof gen, "generation %llu, by node %s", (unsigned long long)s->release_generation,
+                         s->release_node);
+                e = put_field(f, "Release in store", gen);
+        }
+        if (e >= 0 && s->release_refused[0])
+                e = put_field(f, "Refused here", s->release_refused);
         /* Its last crash: the cause, then the backtrace innermost first. */
         if (e >= 0 && s->crash_cause[0]) {
                 e = put_field(f, "Last crash", s->crash_cause);

@@ -325,9 +325,10 @@ int show_versions(FILE *f, const Control__VersionList *l, bool json)
                 json_t *a = json_array();
                 for (size_t i = 0; a && i < l->n_versions; i++) {
                         const Control__VersionInfo *v = l->versions[i];
-                        json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:s, s:s}", "version", v->version, "current",
-                                              v->current, "installed_ms", (json_int_t)v->installed_ms, "uid",
-                                              (json_int_t)v->uid, "signer", v->signer, "sdk", v->sdk);
+                        json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:s, s:s, s:s, s:s}", "version", v->version,
+                                              "current", v->current, "installed_ms", (json_int_t)v->installed_ms,
+                                              "uid", (json_int_t)v->uid, "signer", v->signer, "sdk", v->sdk, "node",
+                                              v->node, "refused", v->refused);
                         if (json_array_append_new(a, o) < 0) {
                                 json_decref(a);
                                 a = NULL;
@@ -352,11 +353,22 @@ int show_versions(FILE *f, const Control__VersionList *l, bool json)
                 snprintf(uid, sizeof uid, "%u", (unsigned)v->uid);
                 snprintf(signer, sizeof signer, "%.16s", v->signer[0] ? v->signer : "(unsigned)");
                 const char *row[5] = { v->version, v->current ? "yes" : "", when, uid, signer };
+                if (v->refused[0]) { /* from the store, refused here: nothing of it installed */
+                        row[1] = "refused";
+                        row[2] = "-";
+                        row[3] = "-";
+                        row[4] = "-";
+                }
                 e = output_table_add(t, row);
         }
         if (e >= 0)
                 e = output_table_print(t, f);
         output_table_free(t);
+        for (size_t i = 0; i < l->n_versions && e >= 0; i++)
+                if (l->versions[i]->refused[0] && fprintf(f, "%s refused here (from node %s): %s\n",
+                                                          l->versions[i]->version, l->versions[i]->node,
+                                                          l->versions[i]->refused) < 0)
+                        e = -EIO;
         return e;
 }
 

@@ -1030,7 +1030,9 @@ static int open_control(struct daemon *d)
                 .releases = { .state_dir = d->cfg.state_dir,
                               .trusted = (const uint8_t (*)[32])d->cfg.trusted_keys,
                               .n_trusted = d->cfg.n_trusted_keys, .allow_unsigned = d->cfg.allow_unsigned,
-                              .keep = d->cfg.versions_kept ? d->cfg.versions_kept : RELEASES_KEEP },
+                              .keep = d->cfg.versions_kept ? d->cfg.versions_kept : RELEASES_KEEP,
+                              .conninfo = d->cfg.store_postgresql ? d->cfg.store_connection : NULL,
+                              .node = d->cfg.node },
         };
         int e = control_open(&env, &d->control);
         if (e < 0)

@@ -113,6 +113,57 @@ void request_rollback(struct client *cl, const Control__Request *req);
 void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,
                           const char *name, const char *version, const char *prev, const char *previous,
                           const char *text);
+/* Deploys version of name (ans answered at the end; NULL: no one waits):
+ * 0, -EBUSY if another deploy, rollback or install runs (ans untouched),
+ * -ENOMEM. */
+struct unit_rollout_bound;
+struct unit;
+int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
+                 const char *name, const char *version, bool rollback, unsigned percent,
+                 const struct unit_rollout_bound *bound);
+/* A running rollout of u sent back as gadgetctl rollback does. */
+void deploy_rollout_back(struct unit *u, const char *why);
+
+/* The versions and rollouts in a cluster's store (deploy_store.c). */
+struct deploy_store;
+struct control_releases;
+struct deploy_store *control_deploy_store(struct control *c);
+/* Starts it when env's releases name a store (else *out NULL). 0 or -errno. */
+int deploy_store_new(struct control *ctl, const struct control_env *env, struct deploy_store **out);
+void deploy_store_free(struct deploy_store *ds);
+/* Whether the store holds the versions (its schema has the tables). */
+bool deploy_store_active(struct control *ctl);
+/* A deploy or rollback through the store: its row, then applied here. */
+void deploy_store_request(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
+                          unsigned percent, const struct unit_rollout_bound *bound);
+/* An install's row (version current): done(arg, 0 | -errno, why) later. 0 or -errno. */
+int deploy_store_install(struct control *ctl, const char *name, const char *version,
+                         void (*done)(void *, int, const char *), void *arg);
+/* An install's bundle into the store (on its thread): 0 (*published:
+ * whether the store holds the versions) or a GADGET_E* with msg. */
+int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf, size_t len, const char *name,
+                         const char *version, const char *signer, uid_t uid, char *msg, size_t msglen,
+                         bool *published);
+/* A bundle from the store, checked and unpacked as an install's (on a
+ * thread): 0 or a GADGET_E* with msg; the bundle's own name, version and
+ * signer's key in name[64], version, signer. */
+int install_from_store(const struct control_releases *rel, const uint8_t *buf, size_t len, uid_t uid, char *name,
+                       char *version, char *signer, char *msg, size_t msglen);
+/* An automatic rollback here (version went back to to, or its rollout
+ * ended: to NULL), written for every node (ctl unused: the control's
+ * store while it lives; a rollout may end after the control went). */
+void deploy_store_went_back(struct control *ctl, const char *name, const char *version, const char *to,
+                            const char *previous, const char *why);
+struct deploy_store_info {
+        uint64_t gen;
+        const char *node, *refused, *rollout, *why;
+        unsigned percent;
+};
+void deploy_store_status(struct control *ctl, const char *name, struct deploy_store_info *out);
+/* The refusals of name's bundles seen here (the last few), at most max. */
+size_t deploy_store_refused(struct control *ctl, const char *name, const char **version, const char **node,
+                            const char **why, size_t max);
+
 /* At control_free: the deploys in flight answer and end on their own. */
 void deploy_abandon_all(struct deploy_list *l);
 /* gadgetctl trace (trace.c). */

@@ -70,6 +70,7 @@ struct control {
         unsigned installing;       /* gadgetctl installs running (install.c): root's, others' (bits 1, 2) */
         struct install_job *installs[2]; /* those two, once started */
         struct deploy_list deploys; /* deploys, rollbacks and installs waiting for their start (deploy.c) */
+        struct deploy_store *store; /* the versions and rollouts in the store (deploy_store.c), or NULL */
 };
 
 static const char *const refusal_what[REF_N] = {
@@ -257,6 +258,8 @@ struct client_load *client_load_begin(struct client *cl, uint64_t id)
 void client_load_answer(void *arg, int code, const char *msg)
 {
         struct client_load *c = arg;
+        if (!c) /* no one waits (a change applied from the store) */
+                return;
         uint64_t id = c->id;
         struct client *cl = client_load_end(c);
         if (!cl)
@@ -704,6 +707,8 @@ listening:
         /* Last: a listener cannot be taken back from the core. */
         if ((e = frames_open(env->core, &c->frames)) < 0)
                 log_msg(L_WARN, NULL, "gadgetctl trace NAME is off: %s", strerror(-e));
+        if (deploy_store_new(c, &c->env, &c->store) < 0)
+                log_msg(L_ERR, NULL, "the store's releases: out of memory; each node keeps its own versions");
         *out = c;
         return 0;
 fail:
@@ -725,6 +730,7 @@ void control_free(struct control *c)
                 if (c->installs[i])
                         install_abandon(c->installs[i]);
         deploy_abandon_all(&c->deploys);
+        deploy_store_free(c->store);
         control_events_free(c);
         frames_free(c->frames);
         close(c->fd);
@@ -778,6 +784,11 @@ void control_install_end(struct control *c, unsigned bit)
 struct deploy_list *control_deploys(struct control *c)
 {
         return &c->deploys;
+}
+
+struct deploy_store *control_deploy_store(struct control *c)
+{
+        return c->store;
 }
 
 /* gadgetctl daemon-reexec (requests.c's handler): root only, one at a time. */

@@ -61,6 +61,10 @@ struct control_releases {
         size_t n_trusted;
         bool allow_unsigned;       /* AllowUnsigned=: root may install unsigned or unknown-key bundles */
         unsigned keep;             /* VersionsKept= */
+        /* Store=postgresql: StoreConnection= and Node= (deploy_store.c:
+         * the versions and rollouts are the store's); NULL: this node's own. */
+        const char *conninfo;
+        const char *node;
 };
 
 /* What the control socket serves, and the owner's two requests on the

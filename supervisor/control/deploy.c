@@ -99,6 +99,8 @@ static void rollout_ended(void *arg, struct unit *u, bool completed, const char 
                 snprintf(detail, sizeof detail, "version %s (was %s): rolled back: %.200s", rr->version, rr->prev,
                          why);
                 rollout_audit(rr, rr->by_request ? 0 : GADGET_EFAILED, detail);
+                if (!rr->by_request) /* the owner's verdict, for every node */
+                        deploy_store_went_back(NULL, rr->name, rr->version, NULL, NULL, why);
         }
         rec_free(rr);
 }
@@ -183,6 +185,7 @@ static void revert(struct deploy_job *j, const char *why)
         log_msg(L_ERR, j->name, "version \"%s\" rolled back automatically to \"%s\": %s", j->version,
                 j->prev[0] ? j->prev : "none", why);
         releases_set_previous(j->state_dir, j->name, j->previous);
+        deploy_store_went_back(j->ctl, j->name, j->version, j->prev, j->previous, why);
         if (!j->prev[0] || releases_commit(j->state_dir, j->name, j->prev, path, sizeof path) < 0 || !arg ||
             !j->ctl || j->env->load(j->env->arg, path, false, &root, revert_loaded, arg) < 0)
                 free(arg);
@@ -328,7 +331,6 @@ static void wait_ready(struct deploy_job *j)
         ready_done(j, 0, NULL, code, why);
 }
 
-/* Deploys version of name for cl's request id (rollback: the one before). */
 /* Arms j's staged rollout (j->percent) on its gadget, which must run
  * here, ready, with no restart under way. 0, or a GADGET_E* code with
  * msg. */
@@ -358,43 +360,35 @@ static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bou
         return 0;
 }
 
-static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
-                   unsigned percent, const struct unit_rollout_bound *bound)
+int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
+                 const char *name, const char *version, bool rollback, unsigned percent,
+                 const struct unit_rollout_bound *bound)
 {
-        const struct control_env *env = client_env(cl);
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
         char path[4400];
         int e;
+        if (!LIST_EMPTY(control_deploys(ctl)))
+                return -EBUSY;
         struct deploy_job *j = calloc(1, sizeof *j);
         if (!j || !(j->state_dir = strdup(env->releases.state_dir))) {
                 free(j);
-                client_error(cl, id, GADGET_EINTERNAL, "out of memory");
-                return;
+                return -ENOMEM;
         }
-        *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = cl->cred.uid,
-                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0 };
+        *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = uid,
+                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0,
+                                  .ans = ans };
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->version, sizeof j->version, "%s", version);
-        if (!LIST_EMPTY(control_deploys(cl->ctl))) {
-                client_error(cl, id, GADGET_EBUSY, "another deploy, rollback or install is under way; try again "
-                             "when it ends");
-                job_free(j);
-                return;
-        }
-        j->ctl = cl->ctl;
+        j->ctl = ctl;
         LIST_INSERT_HEAD(control_deploys(j->ctl), j, link);
         releases_current(j->state_dir, name, j->prev, sizeof j->prev);
         releases_previous(j->state_dir, name, j->previous, sizeof j->previous);
-        if (!(j->ans = client_load_begin(cl, id))) {
-                job_free(j);
-                return;
-        }
         char msg[300];
         if (j->percent && (e = staged_arm(j, bound, msg, sizeof msg)) != 0) {
                 client_load_answer(j->ans, e, msg);
                 j->ans = NULL;
                 job_free(j);
-                return;
+                return 0;
         }
         if ((e = releases_commit(j->state_dir, name, version, path, sizeof path)) == 0)
                 e = env->load(env->arg, path, false, &root, deploy_loaded, j);
@@ -406,6 +400,39 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
                          e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
                 job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
         }
+        return 0;
+}
+
+/* Deploys version of name for cl's request id (rollback: the one before). */
+static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
+                   unsigned percent, const struct unit_rollout_bound *bound)
+{
+        struct client_load *ans;
+        if (!LIST_EMPTY(control_deploys(cl->ctl))) {
+                client_error(cl, id, GADGET_EBUSY, "another deploy, rollback or install is under way; try again "
+                             "when it ends");
+                return;
+        }
+        /* In a cluster the store's row first (deploy_store.c). */
+        if (deploy_store_active(cl->ctl)) {
+                deploy_store_request(cl, id, name, version, rollback, percent, bound);
+                return;
+        }
+        if (!(ans = client_load_begin(cl, id)))
+                return;
+        int e = deploy_start(cl->ctl, client_env(cl), cl->cred.uid, ans, name, version, rollback, percent, bound);
+        if (e < 0)
+                client_load_answer(ans, GADGET_EINTERNAL, strerror(-e));
+}
+
+void deploy_rollout_back(struct unit *u, const char *why)
+{
+        struct unit_rollout_info in = { 0 };
+        unit_rollout_info(u, &in);
+        if (!in.running)
+                return;
+        ((struct rollout_rec *)in.arg)->by_request = true;
+        unit_rollout_back(u, why);
 }
 
 void request_deploy(struct client *cl, const Control__Request *q)
@@ -419,6 +446,12 @@ void request_deploy(struct client *cl, const Control__Request *q)
         if (!releases_has(sd, d->name, d->version)) {
                 client_error(cl, q->id, GADGET_ENOTFOUND, "%s has no installed version \"%s\" (gadgetctl versions "
                              "%s lists them)", d->name, d->version, d->name);
+                return;
+        }
+        struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
+                                        .min_calls = d->min_calls ? d->min_calls : 100 };
+        if (deploy_store_active(cl->ctl)) {
+                deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
                 return;
         }
         /* A rollout of it runs: its share changed, or it completes. */
@@ -442,8 +475,6 @@ void request_deploy(struct client *cl, const Control__Request *q)
                         client_done(cl, q->id, "rolling out %s %s to %u%% of the call trees", d->name, d->version, p);
                 return;
         }
-        struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
-                                        .min_calls = d->min_calls ? d->min_calls : 100 };
         deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
 }
 
@@ -453,6 +484,10 @@ void request_rollback(struct client *cl, const Control__Request *q)
         char prev[80];
         if (!sd) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
+                return;
+        }
+        if (deploy_store_active(cl->ctl)) {
+                deploy(cl, q->id, name, "", true, 0, NULL);
                 return;
         }
         /* A rollout runs: its new version gets no more calls, at once. */

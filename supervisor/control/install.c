@@ -34,7 +34,7 @@ struct install_job {
         /* What the thread reads of the settings, its own copy (its
          * thread may outlive the control at gadgetd's end). */
         struct control_releases rel;
-        char *state_dir;
+        char *state_dir, *conninfo, *node;
         uint8_t (*keys)[BUNDLE_KEY_LEN];
         struct client_load *ans;
         struct peercred cred;       /* who asked (recorded with the version) */
@@ -45,6 +45,7 @@ struct install_job {
         pthread_t thread;
         bool running;               /* the thread runs (not joined yet) */
         bool abandoned;             /* the control went while its load was in flight */
+        bool published;             /* its bundle is in the cluster's store (the thread's, then the loop's) */
         /* Written by the thread before its byte, read by the loop after. */
         int code;                   /* 0 or a GADGET_E* */
         char msg[4096];
@@ -170,33 +171,49 @@ static int policy_check(struct install_job *j, const char *path)
         return code;
 }
 
+/* buf (j->size bytes): parsed, its signature checked, unpacked and its
+ * policy checked, as docs/releases.md's steps 1 to 4; j->code and j->msg
+ * say how it went (a refusal leaves nothing on disk). b is parsed in
+ * place (its members point into buf). */
+static void install_bundle(struct install_job *j, const uint8_t *buf, struct bundle *b, bool *parsed)
+{
+        const struct control_releases *r = &j->rel;
+        char path[4400];
+        int e;
+        if ((e = bundle_parse(buf, j->size, b, j->msg, sizeof j->msg)) < 0) {
+                j->code = e == -E2BIG ? GADGET_ELIMIT : e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
+                return;
+        }
+        *parsed = true;
+        snprintf(j->name, sizeof j->name, "%s", b->name);
+        snprintf(j->version, sizeof j->version, "%s", b->version);
+        if ((j->code = signature_check(j, b)) != 0)
+                return;
+        e = releases_unpack(r->state_dir, b, j->signer, j->cred.uid, path, sizeof path, j->msg, sizeof j->msg);
+        j->code = e == 0 ? 0 : e == -EEXIST ? GADGET_EFAILED : e == -EINVAL ? GADGET_EINVAL : GADGET_EFAILED;
+        /* Nothing of it runs before its policy is checked; a refused one
+         * leaves nothing behind. */
+        if (e == 0 && (j->code = policy_check(j, path)) != 0)
+                releases_undo(r->state_dir, b->name, b->version, NULL, false);
+}
+
 static void *install_thread(void *arg)
 {
         struct install_job *j = arg;
-        const struct control_releases *r = &j->rel;
         struct bundle b;
+        bool parsed = false;
         uint8_t *buf = NULL;
-        char path[4400];
-        int e;
-        if ((j->code = read_bundle(j, &buf)) != 0)
-                goto out;
-        if ((e = bundle_parse(buf, j->size, &b, j->msg, sizeof j->msg)) < 0) {
-                j->code = e == -E2BIG ? GADGET_ELIMIT : e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
-                goto out;
-        }
-        snprintf(j->name, sizeof j->name, "%s", b.name);
-        snprintf(j->version, sizeof j->version, "%s", b.version);
-        if ((j->code = signature_check(j, &b)) == 0) {
-                e = releases_unpack(r->state_dir, &b, j->signer, j->cred.uid, path, sizeof path, j->msg,
-                                    sizeof j->msg);
-                j->code = e == 0 ? 0 : e == -EEXIST ? GADGET_EFAILED : e == -EINVAL ? GADGET_EINVAL : GADGET_EFAILED;
-                /* Nothing of it runs before its policy is checked; a
-                 * refused one leaves nothing behind. */
-                if (e == 0 && (j->code = policy_check(j, path)) != 0)
-                        releases_undo(r->state_dir, b.name, b.version, NULL, false);
-        }
-        bundle_clear(&b);
-out:
+        if ((j->code = read_bundle(j, &buf)) == 0)
+                install_bundle(j, buf, &b, &parsed);
+        /* In a cluster the store holds it, for every other node to check
+         * and unpack (deploy_store.c); a store that cannot take it
+         * refuses the install here as well. */
+        if (j->code == 0 && j->rel.conninfo &&
+            (j->code = deploy_store_publish(&j->rel, buf, j->size, j->name, j->version, j->signer, j->cred.uid,
+                                            j->msg, sizeof j->msg, &j->published)) != 0)
+                releases_undo(j->rel.state_dir, j->name, j->version, NULL, false);
+        if (parsed)
+                bundle_clear(&b);
         free(buf);
         /* The pipe holds this one byte: the write cannot block. */
         if (write(j->pipe[1], "", 1) < 0)
@@ -204,9 +221,30 @@ out:
         return NULL;
 }
 
+int install_from_store(const struct control_releases *rel, const uint8_t *buf, size_t len, uid_t uid, char *name,
+                       char *version, char *signer, char *msg, size_t msglen)
+{
+        /* AllowUnsigned= never: it is for what root hands this node, and
+         * another node is no one this node trusts (its uid is shown only). */
+        struct install_job j = { .rel = *rel, .cred = { .uid = uid }, .size = len };
+        struct bundle b;
+        bool parsed = false;
+        j.rel.allow_unsigned = false;
+        install_bundle(&j, buf, &b, &parsed);
+        if (parsed)
+                bundle_clear(&b);
+        snprintf(name, 64, "%s", j.name);
+        snprintf(version, BUNDLE_VERSION_MAX + 1, "%s", j.version);
+        snprintf(signer, 2 * BUNDLE_KEY_LEN + 1, "%s", j.signer);
+        snprintf(msg, msglen, "%s", j.msg);
+        return j.code;
+}
+
 static void job_free(struct install_job *j)
 {
         free(j->state_dir);
+        free(j->conninfo);
+        free(j->node);
         free(j->keys);
         if (j->ev)
                 event_free(j->ev);
@@ -284,12 +322,13 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         job_free(j);
 }
 
+static void install_commit(struct install_job *j);
+static void install_stored(void *arg, int err, const char *why);
+
 static void install_read(evutil_socket_t fd, short what, void *arg)
 {
         struct install_job *j = arg;
         const struct control_releases *r = &j->rel;
-        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
-        char path[4400];
         int e;
         (void)fd;
         (void)what;
@@ -300,6 +339,23 @@ static void install_read(evutil_socket_t fd, short what, void *arg)
                 return;
         }
         releases_current(r->state_dir, j->name, j->prev, sizeof j->prev);
+        /* In a cluster the store says first which version is current
+         * (a compare-and-set: an install or deploy of another node
+         * meanwhile refuses this one); every node then makes it so. */
+        if (j->published && control_deploy_store(j->ctl)) {
+                if ((e = deploy_store_install(j->ctl, j->name, j->version, install_stored, j)) < 0)
+                        install_stored(j, e, "out of memory");
+                return;
+        }
+        install_commit(j);
+}
+
+static void install_commit(struct install_job *j)
+{
+        const struct control_releases *r = &j->rel;
+        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
+        char path[4400];
+        int e;
         if ((e = releases_commit(r->state_dir, j->name, j->version, path, sizeof path)) == 0)
                 e = j->env->load(j->env->arg, path, false, &root, install_loaded, j);
         if (e < 0) {
@@ -308,6 +364,26 @@ static void install_read(evutil_socket_t fd, short what, void *arg)
                          e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
                 job_answer(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
         }
+}
+
+/* The store's word on the install's state row (deploy_store_install). */
+static void install_stored(void *arg, int err, const char *why)
+{
+        struct install_job *j = arg;
+        if (j->abandoned || !j->slot) {
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (err < 0) {
+                /* The bundle stays in the store and here, installed but
+                 * not current, as on every other node. */
+                snprintf(j->msg, sizeof j->msg, "%s %s was installed but is not current: %s", j->name, j->version,
+                         why);
+                job_answer(j, err == -EAGAIN ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
+                return;
+        }
+        install_commit(j);
 }
 
 /* Starts j's thread. 0 or -errno. */
@@ -360,6 +436,11 @@ static struct install_job *job_new(struct client *cl)
         if (r->n_trusted)
                 memcpy(j->keys, r->trusted, r->n_trusted * sizeof *j->keys);
         j->rel.state_dir = j->state_dir;
+        if (r->conninfo && (!(j->rel.conninfo = j->conninfo = strdup(r->conninfo)) ||
+                            !(j->rel.node = j->node = strdup(r->node ? r->node : "")))) {
+                job_free(j);
+                return NULL;
+        }
         j->rel.trusted = (const uint8_t (*)[BUNDLE_KEY_LEN])j->keys;
         return j;
 }
@@ -410,8 +491,12 @@ void request_versions(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EINTERNAL, "cannot read the store: %s", strerror(-e));
                 return;
         }
-        Control__VersionInfo *info = calloc(n ? n : 1, sizeof *info);
-        Control__VersionInfo **pv = calloc(n ? n : 1, sizeof *pv);
+        /* In a cluster, the store's bundles this node refused, listed with
+         * why (nothing of them is here). */
+        const char *rv[16], *rn[16], *rw[16];
+        size_t nr = deploy_store_refused(cl->ctl, q->versions->name, rv, rn, rw, 16);
+        Control__VersionInfo *info = calloc(n + nr ? n + nr : 1, sizeof *info);
+        Control__VersionInfo **pv = calloc(n + nr ? n + nr : 1, sizeof *pv);
         Control__VersionList list = CONTROL__VERSION_LIST__INIT;
         if (!info || !pv) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
@@ -427,8 +512,15 @@ void request_versions(struct client *cl, const Control__Request *q)
                 info[i].current = v[i].current;
                 pv[i] = &info[i];
         }
+        for (size_t i = 0; i < nr; i++) {
+                control__version_info__init(&info[n + i]);
+                info[n + i].version = (char *)rv[i];
+                info[n + i].node = (char *)rn[i];
+                info[n + i].refused = (char *)rw[i];
+                pv[n + i] = &info[n + i];
+        }
         list.versions = pv;
-        list.n_versions = n;
+        list.n_versions = n + nr;
         client_answer(cl, q->id, &list.base);
 out:
         free(pv);

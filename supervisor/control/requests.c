@@ -586,6 +586,20 @@ static void on_status(struct client *cl, const Control__Request *q)
         st.rollout_version = ro.running ? (char *)ro.version : "";
         st.rollout_percent = ro.running ? ro.percent : 0;
         st.rollout_back = (char *)ro.last_back;
+        /* In a cluster the store's row: the same on every node (a
+         * rollout runs on its owner; the others show it from there), and
+         * why its last change went back, whichever node decided it. */
+        struct deploy_store_info ds;
+        deploy_store_status(cl->ctl, in.name, &ds);
+        st.release_generation = ds.gen;
+        st.release_node = (char *)(ds.node ? ds.node : "");
+        st.release_refused = (char *)(ds.refused ? ds.refused : "");
+        if (!ro.running && ds.rollout && ds.rollout[0] && ds.percent) {
+                st.rollout_version = (char *)ds.rollout;
+                st.rollout_percent = ds.percent;
+        }
+        if (ds.gen)
+                st.rollout_back = (char *)ds.why;
         st.n_bindings = p->n_bindings;
         st.bindings = b;
         st.n_limits = n_limits;

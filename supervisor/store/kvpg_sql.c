@@ -791,6 +791,90 @@ static const char migration_5[] =
 static const char migration_audit_seq[] =
         "ALTER TABLE gadgetd_audit ADD COLUMN seq bigint;"
         "CREATE UNIQUE INDEX gadgetd_audit_node_seq ON gadgetd_audit (node, seq);";
+/* Version 14: kept for work merged beside this one; changes nothing. */
+static const char migration_reserved[] = "SELECT 1";
+
+/* Version 15: the gadgets' releases in the store (control/deploy_store.c,
+ * docs/releases.md "In a cluster"). Self-contained: it only adds, and a
+ * node of schema 12 never reads these tables (it keeps its own store of
+ * versions, as before).
+ *
+ *   gadgetd_release (gadget, version PK, seq, bundle bytea, signer,
+ *                    installed_ms, uid, node)
+ *       each bundle installed on any node, the bytes as that node
+ *       received them (at most BUNDLE_SIZE_MAX): every other node reads
+ *       it, checks its signature against its own TrustedKeys= and
+ *       unpacks it into its own store; what another node says of it
+ *       (signer, uid) is only shown, never trusted.
+ *   gadgetd_release_state (gadget PK, gen, seq, current, previous,
+ *                          rollout, percent, max_errors, min_calls, why,
+ *                          node, at)
+ *       each gadget's current version and running rollout; gen counts
+ *       its changes, each made by gadgetd_release_set only if gen is
+ *       still the writer's (a compare-and-set: two operators on two
+ *       nodes cannot interleave); why says why the last automatic
+ *       rollback went back.
+ *   seq (gadgetd_release_seq): every insert and change takes the next
+ *       one under the transaction lock KVPG_RELEASE_LOCK, so rows commit
+ *       in the order of their seq and a node that polls "seq > the last
+ *       it saw" misses none. */
+static const char migration_releases[] =
+        "CREATE SEQUENCE gadgetd_release_seq;"
+        "CREATE TABLE gadgetd_release ("
+        " gadget text NOT NULL,"
+        " version text NOT NULL,"
+        " seq bigint NOT NULL DEFAULT nextval('gadgetd_release_seq') UNIQUE,"
+        " bundle bytea NOT NULL,"
+        " signer text NOT NULL,"
+        " installed_ms bigint NOT NULL,"
+        " uid bigint NOT NULL,"
+        " node text NOT NULL,"
+        " PRIMARY KEY (gadget, version));"
+        "CREATE TABLE gadgetd_release_state ("
+        " gadget text PRIMARY KEY,"
+        " gen bigint NOT NULL,"
+        " seq bigint NOT NULL UNIQUE,"
+        " current text NOT NULL,"
+        " previous text NOT NULL,"
+        " rollout text NOT NULL,"
+        " percent integer NOT NULL,"
+        " max_errors integer NOT NULL,"
+        " min_calls bigint NOT NULL,"
+        " why text NOT NULL,"
+        " node text NOT NULL,"
+        " at timestamptz NOT NULL DEFAULT now());"
+        "CREATE FUNCTION gadgetd_release_add(p_gadget text, p_version text, p_bundle bytea, p_signer text,"
+        " p_ms bigint, p_uid bigint, p_node text) RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+        "BEGIN\n"
+        "  PERFORM pg_advisory_xact_lock(" KVPG_RELEASE_LOCK ");\n"
+        "  INSERT INTO gadgetd_release (gadget, version, bundle, signer, installed_ms, uid, node)\n"
+        "    VALUES (p_gadget, p_version, p_bundle, p_signer, p_ms, p_uid, p_node) ON CONFLICT DO NOTHING;\n"
+        "  IF NOT FOUND THEN RETURN false; END IF;\n"
+        "  PERFORM pg_notify('" KVPG_RELEASE_CHANNEL "', '');\n"
+        "  RETURN true;\n"
+        "END $f$;"
+        "CREATE FUNCTION gadgetd_release_set(p_gadget text, p_gen bigint, p_current text, p_previous text,"
+        " p_rollout text, p_percent integer, p_max_errors integer, p_min_calls bigint, p_why text, p_node text)"
+        " RETURNS bigint LANGUAGE plpgsql AS $f$\n"
+        "DECLARE g bigint;\n"
+        "BEGIN\n"
+        "  PERFORM pg_advisory_xact_lock(" KVPG_RELEASE_LOCK ");\n"
+        "  IF p_gen = 0 THEN\n"
+        "    INSERT INTO gadgetd_release_state (gadget, gen, seq, current, previous, rollout, percent, max_errors,\n"
+        "        min_calls, why, node)\n"
+        "      VALUES (p_gadget, 1, nextval('gadgetd_release_seq'), p_current, p_previous, p_rollout, p_percent,\n"
+        "        p_max_errors, p_min_calls, p_why, p_node) ON CONFLICT DO NOTHING;\n"
+        "    IF NOT FOUND THEN RETURN 0; END IF;\n"
+        "    PERFORM pg_notify('" KVPG_RELEASE_CHANNEL "', '');\n"
+        "    RETURN 1;\n"
+        "  END IF;\n"
+        "  UPDATE gadgetd_release_state SET gen = gen + 1, seq = nextval('gadgetd_release_seq'),\n"
+        "      current = p_current, previous = p_previous, rollout = p_rollout, percent = p_percent,\n"
+        "      max_errors = p_max_errors, min_calls = p_min_calls, why = p_why, node = p_node, at = now()\n"
+        "    WHERE gadget = p_gadget AND gen = p_gen RETURNING gen INTO g;\n"
+        "  IF g IS NOT NULL THEN PERFORM pg_notify('" KVPG_RELEASE_CHANNEL "', ''); END IF;\n"
+        "  RETURN coalesce(g, 0);\n"
+        "END $f$;";
 
 /* The migrations in order: entry i takes the schema from version i to
  * i + 1, and their count is the version this gadgetd makes. A new one is
@@ -798,7 +882,7 @@ static const char migration_audit_seq[] =
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
         migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
-        migration_kv_batch, migration_older_held, migration_audit_seq,
+        migration_kv_batch, migration_older_held, migration_audit_seq, migration_reserved, migration_releases,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 

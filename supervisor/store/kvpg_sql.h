@@ -21,6 +21,14 @@
  * gadgetd_lease_take_nodes): no lock of the server's per gadget. */
 #define KVPG_SCHEMA_NODE_LEASES 10
 
+/* The one that made the releases' tables (control/deploy_store.c waits
+ * for it: until then each node keeps its own store of versions). */
+#define KVPG_SCHEMA_RELEASES 15
+/* The transaction lock every write of them takes ("rels" in hex). */
+#define KVPG_RELEASE_LOCK "1919249523"
+/* What they notify at their commit (the nodes LISTEN). */
+#define KVPG_RELEASE_CHANNEL "gadgetd_releases"
+
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */
 #define KVPG_LEASE_SPACE "1734435943"

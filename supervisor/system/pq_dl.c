@@ -48,6 +48,7 @@ static struct {
         PQconninfoOption *(*conninfo_parse)(const char *, char **);
         void (*conninfo_free)(PQconninfoOption *);
         void (*freemem)(void *);
+        PGnotify *(*notifies)(PGconn *);
 } fn;
 
 int pq_dl_load(char *err, size_t errlen)
@@ -84,6 +85,7 @@ int pq_dl_load(char *err, size_t errlen)
                 { (void **)&fn.conninfo_parse, "PQconninfoParse" },
                 { (void **)&fn.conninfo_free, "PQconninfoFree" },
                 { (void **)&fn.freemem, "PQfreemem" },
+                { (void **)&fn.notifies, "PQnotifies" },
         };
         if (fn.lib)
                 return 0;
@@ -141,6 +143,7 @@ HIDDEN int PQflush(PGconn *c) { return fn.flush(c); }
 HIDDEN PQconninfoOption *PQconninfoParse(const char *s, char **err) { return fn.conninfo_parse(s, err); }
 HIDDEN void PQconninfoFree(PQconninfoOption *o) { fn.conninfo_free(o); }
 HIDDEN void PQfreemem(void *p) { fn.freemem(p); }
+HIDDEN PGnotify *PQnotifies(PGconn *c) { return fn.notifies(c); }
 
 HIDDEN int PQsendPrepare(PGconn *c, const char *name, const char *q, int n, const Oid *types)
 {

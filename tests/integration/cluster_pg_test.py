@@ -20,8 +20,8 @@ from attacks import field, varint
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
-from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, nodes_seen, owner_of, peer_node, start_all,
-                     stop_all)
+from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, gadget_bundle_dir, node, nodes_seen,
+                     owner_of, peer_node, start_all, stop_all)
 from pgserver import PgServer
 
 @test
@@ -680,6 +680,153 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
             check(r.returncode == 0 and r.stdout.strip() == "0", "a's count: %r" % r)
         finally:
             fake.close()
+            stop_all([a, b])
+
+
+@test
+def pg_cluster_versions_in_the_store(tmp):
+    """With Store=postgresql the versions and each gadget's current one are
+    the store's (docs/releases.md "In a cluster"): installed on node a,
+    node b lists it (it read the bundle from the store, checked its
+    signature itself and unpacked it); deployed through b, the gadget a
+    runs (Nodes=a) restarts on that version; rolled back through a, both
+    nodes say the same; a staged rollout asked of b runs on a, both show
+    it, and a rollback through b ends it; a version that crashes at its
+    start, installed through b, is rolled back by a and written so (both
+    say why); a write of an older generation changes nothing. A bundle
+    signed by a key neither trusts, put
+    straight into the store's table with a row making it current (a
+    hostile node), is refused by both, and nothing of it runs or stays on
+    disk."""
+    keys = {}
+    with PgServer(tmp) as pg:
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        for k in ("trusted", "other"):
+            r = a.ctl("keygen", "-o", os.path.join(tmp, k + ".pem"))
+            check(r.returncode == 0, "keygen: %r" % r.stderr)
+            keys[k] = r.stdout.split()[-1]
+        for d in (a, b):
+            with open(d.extra[1], "a") as f:
+                f.write("[Releases]\nTrustedKeys=%s\n" % keys["trusted"])
+
+        def make(version, key="trusted"):
+            out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
+            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", version, "Nodes=a\n"), "--key",
+                      os.path.join(tmp, key + ".pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            return out
+
+        def versions(d):
+            r = d.ctl("--json", "versions", "rel")
+            return [(v["version"], v["current"], v["refused"] != "") for v in json.loads(r.stdout or "[]")]
+
+        def agree(current, previous):
+            def both():
+                return all(d.status("rel").get("version") == current and
+                           d.status("rel").get("previous_version") == previous for d in (a, b))
+            wait_for(both, timeout=15, what=lambda: "both nodes at %s (previous %s): %r" % (
+                current, previous, [(d.status("rel").get("version"), d.status("rel").get("previous_version"))
+                                    for d in (a, b)]))
+
+        try:
+            start_all([a, b])
+            wait_for(lambda: pg.psql("SELECT to_regclass('gadgetd_release_state') IS NOT NULL") == "t", timeout=15,
+                     what="the store migrated")
+            for v in ("1.0", "2.0"):
+                r = a.ctl("install", make(v))
+                check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s on a: %r %r" %
+                      (v, r.stdout, r.stderr))
+            wait_for(lambda: versions(b) == [("2.0", True, False), ("1.0", False, False)], timeout=15,
+                     what=lambda: "b lists a's versions: %r" % versions(b))
+            agree("2.0", "1.0")
+            wait_for(lambda: (a.state("rel"), b.state("rel")) == ("ready", "remote"), timeout=15,
+                     what="a runs rel (Nodes=a), b says remote")
+            pid = a.list()["rel"]["pid"]
+            # Deployed through b: a runs 1.0 (a new process), b agrees.
+            r = b.ctl("deploy", "rel", "1.0")
+            check(r.returncode == 0, "deploy on b: %r %r" % (r.stdout, r.stderr))
+            agree("1.0", "2.0")
+            wait_for(lambda: a.list()["rel"].get("pid") not in (None, pid) and a.state("rel") == "ready",
+                     timeout=15, what="a runs 1.0 in a new process")
+            r = a.ctl("call", "rel", "echo", "7")
+            check(r.returncode == 0 and r.stdout.strip() == "7", "1.0 serves on a: %r" % r.stderr)
+            st = b.status("rel")
+            check(st.get("release_generation", 0) >= 3 and st.get("release_node") == "b", "b's status: %r" %
+                  {k: st.get(k) for k in ("release_generation", "release_node")})
+            # Rolled back through a: both at 2.0 again.
+            r = a.ctl("rollback", "rel")
+            check(r.returncode == 0 and "rolled back rel 2.0 (was 1.0): ready" in r.stdout,
+                  "rollback on a: %r %r" % (r.stdout, r.stderr))
+            agree("2.0", "1.0")
+            gen = a.status("rel")["release_generation"]
+            wait_for(lambda: b.status("rel").get("release_generation") == gen, timeout=15,
+                     what="b at a's generation %d" % gen)
+            # A staged rollout asked of b runs on a (its owner); both show
+            # it; a rollback through b ends it on a.
+            r = b.ctl("deploy", "rel", "1.0", "--percent", "50")
+            check(r.returncode == 0 and "rolling out rel 1.0 to 50%" in r.stdout, "rollout on b: %r %r" %
+                  (r.stdout, r.stderr))
+            for d in (a, b):
+                wait_for(lambda: (d.status("rel").get("rollout_version"), d.status("rel").get("rollout_percent")) ==
+                         ("1.0", 50), timeout=15,
+                         what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
+            check(b.state("rel") == "remote", "b runs nothing of rel: %r" % b.state("rel"))
+            r = b.ctl("rollback", "rel")
+            check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
+                  "%r %r" % (r.stdout, r.stderr))
+            wait_for(lambda: not a.status("rel").get("rollout_version") and "on node b" in
+                     a.status("rel").get("rollout_back", ""), timeout=15,
+                     what=lambda: "a's rollout went back: %r" % a.status("rel"))
+            # A version that crashes at its start, installed through b: a
+            # rolls it back, and writes so; both agree on 2.0.
+            out = os.path.join(tmp, "rel-3.0.bundle")
+            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", "3.0", "Nodes=a\nArguments=crash\n"), "--key",
+                      os.path.join(tmp, "trusted.pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            r = b.ctl("install", out)
+            check(r.returncode == 0, "install 3.0 on b: %r %r" % (r.stdout, r.stderr))
+            agree("2.0", "1.0")
+            for d in (a, b):
+                why = d.status("rel").get("rollout_back", "")
+                check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
+            check(a.state("rel") == "ready", "a serves 2.0")
+            # The row's compare-and-set: a writer that read an older
+            # generation changes nothing (two operators cannot interleave).
+            gen = int(pg.psql("SELECT gen FROM gadgetd_release_state WHERE gadget = 'rel'"))
+            old = pg.psql("SELECT gadgetd_release_set('rel', %d, '1.0', '2.0', '', 0, 5, 100, '', 'late')" % (gen - 1))
+            row = pg.psql("SELECT current || ' ' || gen FROM gadgetd_release_state WHERE gadget = 'rel'")
+            check(old == "0" and row == "2.0 %d" % gen, "a stale generation's write: %r, the row %r" % (old, row))
+            # A hostile node: a bundle of a key neither node trusts, and a
+            # row making it current, written straight into the store.
+            pid = a.list()["rel"]["pid"]
+            src = gadget_bundle_dir(tmp, "rel", "6.6", "Nodes=a\n")
+            with open(os.path.join(src, "bin", "testgadget"), "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")  # small enough for one psql argument
+            out = os.path.join(tmp, "rel-6.6.bundle")
+            r = a.ctl("bundle", src, "--key", os.path.join(tmp, "other.pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            with open(out, "rb") as f:
+                hexed = f.read().hex()
+            pg.psql("INSERT INTO gadgetd_release (gadget, version, bundle, signer, installed_ms, uid, node) VALUES"
+                    " ('rel', '6.6', decode('%s', 'hex'), '%s', 0, 0, 'evil');"
+                    "SELECT gadgetd_release_set('rel', (SELECT gen FROM gadgetd_release_state WHERE gadget = 'rel'),"
+                    " '6.6', '2.0', '', 0, 5, 100, '', 'evil');" % (hexed, keys["other"]))
+            for d in (a, b):
+                wait_for(lambda: ("6.6", False, True) in versions(d), timeout=15,
+                         what=lambda: "%s refuses 6.6: %r" % (d.tmp[-1], versions(d)))
+                r = d.ctl("versions", "rel")
+                check("6.6 refused here (from node evil)" in r.stdout and "not in TrustedKeys=" in r.stdout,
+                      "versions: %r" % r.stdout)
+                check(not os.path.exists(os.path.join(d.tmp, "state", "releases", "rel", "6.6")) and
+                      not any(x.startswith(".staging") for x in os.listdir(os.path.join(d.tmp, "state", "releases",
+                                                                                          "rel"))),
+                      "nothing of 6.6 on %s's disk" % d.tmp[-1])
+                check('refused version "6.6" of "rel" from the store' in d.logtext(), "%s's log" % d.tmp[-1])
+                check(d.status("rel").get("version") == "2.0", "%s still at 2.0" % d.tmp[-1])
+            check(a.state("rel") == "ready" and a.list()["rel"]["pid"] == pid, "a serves 2.0 in the same process: "
+                  "%r" % a.list()["rel"])
+            check("Refused here: version 6.6" in b.ctl("status", "rel").stdout, "b's status says why")
+        finally:
             stop_all([a, b])
 
 
