@@ -92,6 +92,7 @@ struct kvpg_lease {
         uint64_t nodes_read_at;   /* monotime_ms: when */
         size_t n_nodes;
         uint64_t forget_ms;       /* NodeForget= */
+        unsigned ttl_ms, valid_ms; /* LeaseTTL=, and this node's part of it (kvpg_lease_set_ttl) */
         /* gadgetctl nodes forget: one at a time. */
         char forget[64];
         bool forget_sent;
@@ -130,8 +131,23 @@ static void on_connected(void *arg)
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
          * pass the fence again. */
-        char sql[200];
-        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'", l->node);
+        /* Why the TCP settings: the store counts this node dead the
+         * moment this session's backend ends (schema 14), which is safe
+         * only if this node then knows it too: it closed the session
+         * itself (then ended every lease, on_lost), or died. The server
+         * must not end it over a silent network first (a partition: its
+         * word would not come through), so neither its keepalives nor its
+         * unacknowledged answers end the session within twice the TTL,
+         * whatever the host's defaults; by then this node stopped serving
+         * by its own clock (KVPG_LEASE_VALID_MS). Nor may it end an idle
+         * session (idle_session_timeout). On a Unix socket they are
+         * accepted and mean nothing (no network between). */
+        char sql[400];
+        unsigned keep_s = 2 * l->ttl_ms / 1000 + 10;
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease';"
+                 " SET idle_session_timeout = 0; SET tcp_user_timeout = %u; SET tcp_keepalives_idle = %u;"
+                 " SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3",
+                 l->node, 2 * l->ttl_ms + 1000, keep_s);
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
@@ -333,12 +349,12 @@ static void renew_result(struct kvpg_lease *l)
         if (!l->incarnation && mine) {
                 l->incarnation = mine;
                 l->join_logged = false;
-                log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %d ms, renewed every "
-                        "%d ms)", mine, KVPG_LEASE_TTL_MS, KVPG_LEASE_POLL_MS);
+                log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %u ms, renewed every "
+                        "%d ms)", mine, l->ttl_ms, KVPG_LEASE_POLL_MS);
         } else if (!l->incarnation) {
                 if (!l->join_logged)
                         log_msg(L_INFO, NULL, "store: this node waits for its last lease in the store to expire "
-                                "(at most %d ms) before it takes one again", KVPG_LEASE_TTL_MS);
+                                "(at most %u ms) before it takes one again", l->ttl_ms);
                 l->join_logged = true;
                 return;
         } else if (mine != l->incarnation) {
@@ -348,7 +364,7 @@ static void renew_result(struct kvpg_lease *l)
         }
         /* Why from the sending: the store's now() for this renewal came
          * after it, so its lease_until is later than this in real time. */
-        l->valid_until = l->renew_sent_at + KVPG_LEASE_VALID_MS;
+        l->valid_until = l->renew_sent_at + l->valid_ms;
         uint64_t now = monotime_ms();
         timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now : 0);
 }
@@ -584,13 +600,15 @@ static void send_renew(struct kvpg_lease *l)
         char inc[24], leases[24], ttl[24], forget[24];
         snprintf(inc, sizeof inc, "%" PRId64, l->incarnation);
         snprintf(leases, sizeof leases, "%zu", l->n_held);
-        snprintf(ttl, sizeof ttl, "%d", KVPG_LEASE_TTL_MS);
+        snprintf(ttl, sizeof ttl, "%u", l->ttl_ms);
         snprintf(forget, sizeof forget, "%llu", (unsigned long long)(l->forget_ms ? l->forget_ms : KVPG_NODE_FORGET_MS));
         const char *v[6] = { l->node, l->peer, inc, leases, ttl, forget };
         l->renew_inc = l->incarnation;
         l->renew_sent_at = monotime_ms();
+        /* true: the store may end this node's lease when this session
+         * ends (on_connected says why that is safe). */
         query_begin(l, Q_RENEW, PQsendQueryParams(pgconn_pq(l->pc),
-                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint)",
+                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, true)",
                     6, NULL, v, NULL, NULL, 0));
 }
 
@@ -696,8 +714,8 @@ bool kvpg_lease_check(struct kvpg_lease *l)
         if (monotime_ms() < l->valid_until)
                 return true;
         char why[200];
-        snprintf(why, sizeof why, "lost its store lease: no renewal of this node's lease was acknowledged within %d ms "
-                 "(it may have expired at the store)", KVPG_LEASE_VALID_MS);
+        snprintf(why, sizeof why, "lost its store lease: no renewal of this node's lease was acknowledged within %u ms "
+                 "(it may have expired at the store)", l->valid_ms);
         leases_end(l, why);
         return false;
 }
@@ -757,6 +775,7 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
                 return -ENOMEM;
         }
         timer_arm_ms(l->ev_tick, KVPG_LEASE_POLL_MS);
+        kvpg_lease_set_ttl(l, KVPG_LEASE_TTL_MS);
         l->unlocks_tail = &l->unlocks;
         l->state = L_CONNECTING;
         pgconn_connect(l->pc);
@@ -790,6 +809,18 @@ void kvpg_lease_free(struct kvpg_lease *l)
 void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *hooks)
 {
         l->hooks = *hooks;
+}
+
+void kvpg_lease_set_ttl(struct kvpg_lease *l, unsigned ms)
+{
+        if (ms < KVPG_LEASE_TTL_MS)
+                ms = KVPG_LEASE_TTL_MS;
+        if (ms > KVPG_LEASE_TTL_MAX_MS)
+                ms = KVPG_LEASE_TTL_MAX_MS;
+        l->ttl_ms = ms;
+        /* The drift margin scales with the TTL: the clocks' rates may
+         * differ by ~8% (KVPG_LEASE_MARGIN_MS of the default). */
+        l->valid_ms = ms - (unsigned)((uint64_t)ms * KVPG_LEASE_MARGIN_MS / KVPG_LEASE_TTL_MS);
 }
 
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms)
