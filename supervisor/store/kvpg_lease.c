@@ -546,6 +546,24 @@ static bool needs_look(const struct kvpg_lease *l, const struct kvpg_want *w)
         return !n || !n->live || n->incarnation != w->owner_inc || n->changes != w->owner_changes;
 }
 
+/* How many polls w waits seeing its lease free before taking it: 2 per
+ * rank, none if every node ahead of this one had a lease and has it no
+ * more (it died: its session ended, or its lease expired), so that a node
+ * of rank 1 takes over from a dead node of rank 0 at its first look. A
+ * node listed without ever having had a lease (incarnation 0: it is
+ * starting, its kv session wrote its row first) is waited for. */
+static unsigned rank_polls(const struct kvpg_lease *l, const struct kvpg_want *w)
+{
+        if (!w->ahead)
+                return 2 * w->rank;
+        for (unsigned i = 0; i < w->rank; i++) {
+                const struct kvpg_node *n = kvpg_lease_node(l, w->ahead[i]);
+                if (!n || n->live || n->incarnation <= 0)
+                        return 2 * w->rank;
+        }
+        return 0;
+}
+
 /* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held that
  * need a look, from the cursor, in one statement; whether it did. Each
  * says whether to take a free lease: rank 0 at once, rank r after seeing
@@ -567,7 +585,7 @@ static bool send_takes(struct kvpg_lease *l)
                         l->cursor = w->next;
                         continue;
                 }
-                bool take = leased && w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
+                bool take = leased && w->rank != KVPG_LEASE_NEVER && w->free_seen >= rank_polls(l, w) + humble;
                 if (kvpg_array_add(&l->names, w->gadget) < 0 || kvpg_array_add(&l->takes, take ? "t" : "f") < 0)
                         break; /* out of memory: these at the next poll */
                 l->cursor = w->next;
@@ -847,14 +865,37 @@ int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void 
 
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank)
 {
+        return kvpg_lease_want_after(l, gadget, NULL, rank);
+}
+
+int kvpg_lease_want_after(struct kvpg_lease *l, const char *gadget, char *const *ahead, unsigned rank)
+{
+        char **names = NULL;
+        if (ahead && rank && rank != KVPG_LEASE_NEVER) {
+                if (!(names = calloc(rank, sizeof *names)))
+                        return -ENOMEM;
+                for (unsigned i = 0; i < rank; i++)
+                        if (!(names[i] = strdup(ahead[i]))) {
+                                while (i-- > 0)
+                                        free(names[i]);
+                                free(names);
+                                return -ENOMEM;
+                        }
+        }
         struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         if (w) {
+                kvpg_want_ahead_free(w);
                 w->rank = rank;
+                w->ahead = names;
                 return 0;
         }
-        if (!(w = kvpg_wants_add(&l->wants, gadget)))
+        if (!(w = kvpg_wants_add(&l->wants, gadget))) {
+                struct kvpg_want tmp = { .rank = rank, .ahead = names };
+                kvpg_want_ahead_free(&tmp);
                 return -ENOMEM;
+        }
         w->rank = rank;
+        w->ahead = names;
         /* A free lease is taken now rather than at the next poll: last in
          * the order, the round reaches it, or a new round starts at it. */
         if (!l->cursor)

@@ -138,6 +138,12 @@ const char *kvpg_lease_warning(const struct kvpg_lease *l);
  * takes it first. Again: the
  * rank changes. 0 or -ENOMEM. */
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank);
+/* The same at rank r, ahead the r nodes before this one in Nodes=: a free
+ * lease is taken at once (not after 2 r polls) when every one of them had
+ * a lease and is read as not live at this round's renewal (dead, or hung
+ * past its TTL): none of them could take it. A node not listed, or never
+ * joined (starting), may come: it is waited for. ahead is copied. */
+int kvpg_lease_want_after(struct kvpg_lease *l, const char *gadget, char *const *ahead, unsigned rank);
 /* It wants it no more: a held lease is given back. */
 void kvpg_lease_release(struct kvpg_lease *l, const char *gadget);
 /* The epoch of the lease held on gadget, 0 if none is (nor any, once

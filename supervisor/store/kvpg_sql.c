@@ -204,7 +204,24 @@
  *       gadget's advisory lock: an older node's writes to the gadgets it
  *       still holds. So during a rolling upgrade from schema 7 the older
  *       nodes keep serving what they hold; they take no new lease (GDU08)
- *       (docs/operating.md). */
+ *       (docs/operating.md).
+ *
+ * Version 13: reserved for parallel work (renumbered at merge).
+ *
+ * Version 14, a dead node's leases end with its session (kvpg_lease.h):
+ *
+ *   gadgetd_node.lease_pid integer, lease_started, lease_server timestamptz
+ *       the lease session of the node's last renewal: its backend's pid
+ *       and start, and the server's own start; pid 0: none said.
+ *   gadgetd_session_gone(pid, started, server) → whether this very
+ *       server runs no backend of that pid and start.
+ *   gadgetd_lease_renew(…, p_session boolean): records the session when
+ *       p_session (a node of this version); reads a node whose session
+ *       is gone as not live. Version 8's (six arguments) stays for nodes
+ *       of schema 12 and records none (their leases last their TTL).
+ *   gadgetd_lease_take_nodes, replaced: a node whose session is gone is
+ *       dead as one whose lease expired (its incarnation bumped under its
+ *       row's lock: the fence refuses its writes from then). */
 #include "kvpg_sql.h"
 
 #include <errno.h>
