@@ -698,7 +698,11 @@ static const char migration_session_gone[] =
         /* The renewal with p_session: whether this session's end may end
          * the node's lease (a node of this version, which stops serving
          * the moment its session ends and asked the server not to end it
-         * over the network before its lease's end: kvpg_lease.c). */
+         * over the network before its lease's end: kvpg_lease.c). A join
+         * too comes once the last lease expired or its session is gone:
+         * a node restarted after a crash joins at once, not after its TTL
+         * (why safe: as for a take, the process that held that session
+         * is dead or ended every lease when it ended). */
         "CREATE FUNCTION gadgetd_lease_renew(p_node text, p_peer text, p_inc bigint, p_leases bigint,"
         " p_ttl_ms bigint, p_forget_ms bigint, p_session boolean)"
         " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
@@ -719,7 +723,8 @@ static const char migration_session_gone[] =
         "    UPDATE gadgetd_node n SET incarnation = n.incarnation + 1,\n"
         "        lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(), peer = p_peer, leases = 0,\n"
         "        lease_pid = v_pid, lease_started = v_started, lease_server = v_server\n"
-        "      WHERE n.name = p_node AND n.lease_until <= now() RETURNING n.incarnation INTO inc;\n"
+        "      WHERE n.name = p_node AND (n.lease_until <= now() OR " SESSION_GONE("n") ")\n"
+        "      RETURNING n.incarnation INTO inc;\n"
         "  END IF;\n"
         "  IF inc IS NULL THEN\n"
         "    UPDATE gadgetd_node n SET last_seen = now(), peer = p_peer WHERE n.name = p_node;\n"
