@@ -278,6 +278,16 @@ static int store_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return 1;
         }
+        if (strcmp(key, "LeasePoll") == 0) {
+                /* At most a quarter of LeaseTTL= (the store module keeps it
+                 * so, whatever the order of the keys). */
+                if (policy_parse_duration(value, &fc->cfg->lease_poll_ms) < 0 || fc->cfg->lease_poll_ms < 50 ||
+                    fc->cfg->lease_poll_ms > 150000) {
+                        snprintf(why, sizeof why, "LeasePoll=\"%.64s\" is not a time from 50ms to 150s", value);
+                        return file_bad(fc, why);
+                }
+                return 1;
+        }
         return peer_key(fc, key, value);
 }
 

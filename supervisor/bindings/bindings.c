@@ -429,6 +429,8 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
                 kvpg_lease_set_forget(env->lease, store->node_forget_ms);
         if (store->lease_ttl_ms)
                 kvpg_lease_set_ttl(env->lease, (unsigned)store->lease_ttl_ms);
+        if (store->lease_poll_ms)
+                kvpg_lease_set_poll(env->lease, (unsigned)store->lease_poll_ms);
         if ((e = kvpg_audit_new(env->base, store->connection, store->node, store->audit_keep_days,
                                 store->audit_max_bytes, env->store_latency, &env->audit_store)) < 0) {
                 log_msg(L_ERR, NULL, "audit: PostgreSQL: %s", strerror(-e));

@@ -73,6 +73,7 @@ struct kvpg_lease {
         int64_t renew_inc;        /* ... and the incarnation it named */
         int64_t sent_inc;         /* the take statement's incarnation */
         bool join_logged;         /* "waits for its last lease to expire" said */
+        bool joined;              /* this process joined once (a later join is not fresh) */
         enum query query;         /* what the query in flight is */
         struct kvpg_want *asking; /* the move query's gadget (NULL: released meanwhile) */
         struct kvpg_want **sent;  /* the take statement's gadgets, by slot (NULL: released) */
@@ -93,6 +94,7 @@ struct kvpg_lease {
         size_t n_nodes;
         uint64_t forget_ms;       /* NodeForget= */
         unsigned ttl_ms, valid_ms; /* LeaseTTL=, and this node's part of it (kvpg_lease_set_ttl) */
+        unsigned poll_ms;         /* LeasePoll=: a round every poll_ms */
         /* gadgetctl nodes forget: one at a time. */
         char forget[64];
         bool forget_sent;
@@ -202,7 +204,12 @@ static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
                 return;
         }
-        w->free_seen = free ? w->free_seen + 1 : 0;
+        /* Seen free only by a node that could have taken it (it had a
+         * lease of its own at the look): a node waiting to join again
+         * counts nothing, so that once it joins it still lets the others
+         * go first (its rank's and HUMBLE_POLLS's polls), as when the
+         * store read a dead node only at its lease's end. */
+        w->free_seen = free && l->sent_inc ? w->free_seen + 1 : 0;
         /* A free lease has no owner, whatever the row says of the last;
          * nor has this node's own, not held here: of an incarnation it no
          * longer has (it lost its lease, restarted), which expires at the
@@ -348,9 +355,10 @@ static void renew_result(struct kvpg_lease *l)
                 return;
         if (!l->incarnation && mine) {
                 l->incarnation = mine;
+                l->joined = true;
                 l->join_logged = false;
                 log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %u ms, renewed every "
-                        "%d ms)", mine, l->ttl_ms, KVPG_LEASE_POLL_MS);
+                        "%u ms)", mine, l->ttl_ms, l->poll_ms);
         } else if (!l->incarnation) {
                 if (!l->join_logged)
                         log_msg(L_INFO, NULL, "store: this node waits for its last lease in the store to expire "
@@ -620,14 +628,16 @@ static void send_renew(struct kvpg_lease *l)
         snprintf(leases, sizeof leases, "%zu", l->n_held);
         snprintf(ttl, sizeof ttl, "%u", l->ttl_ms);
         snprintf(forget, sizeof forget, "%llu", (unsigned long long)(l->forget_ms ? l->forget_ms : KVPG_NODE_FORGET_MS));
-        const char *v[6] = { l->node, l->peer, inc, leases, ttl, forget };
+        /* Fresh: this process never joined, so the session that held its
+         * node's last lease, if gone, was a dead process's. */
+        const char *v[7] = { l->node, l->peer, inc, leases, ttl, forget, l->joined ? "f" : "t" };
         l->renew_inc = l->incarnation;
         l->renew_sent_at = monotime_ms();
         /* true: the store may end this node's lease when this session
          * ends (on_connected says why that is safe). */
         query_begin(l, Q_RENEW, PQsendQueryParams(pgconn_pq(l->pc),
-                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, true)",
-                    6, NULL, v, NULL, NULL, 0));
+                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, true, $7)",
+                    7, NULL, v, NULL, NULL, 0));
 }
 
 /* Sends the round's next query: the renewal first, then leases given
@@ -792,7 +802,8 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
                 kvpg_lease_free(l);
                 return -ENOMEM;
         }
-        timer_arm_ms(l->ev_tick, KVPG_LEASE_POLL_MS);
+        l->poll_ms = KVPG_LEASE_POLL_MS;
+        timer_arm_ms(l->ev_tick, l->poll_ms);
         kvpg_lease_set_ttl(l, KVPG_LEASE_TTL_MS);
         l->unlocks_tail = &l->unlocks;
         l->state = L_CONNECTING;
@@ -839,6 +850,19 @@ void kvpg_lease_set_ttl(struct kvpg_lease *l, unsigned ms)
         /* The drift margin scales with the TTL: the clocks' rates may
          * differ by ~8% (KVPG_LEASE_MARGIN_MS of the default). */
         l->valid_ms = ms - (unsigned)((uint64_t)ms * KVPG_LEASE_MARGIN_MS / KVPG_LEASE_TTL_MS);
+}
+
+void kvpg_lease_set_poll(struct kvpg_lease *l, unsigned ms)
+{
+        /* Why at most a quarter of the TTL: a lease is renewed several
+         * times within its node's part of it, a slow answer or two
+         * included. */
+        if (ms < KVPG_LEASE_POLL_MIN_MS)
+                ms = KVPG_LEASE_POLL_MIN_MS;
+        if (ms > l->ttl_ms / 4)
+                ms = l->ttl_ms / 4;
+        l->poll_ms = ms;
+        timer_arm_ms(l->ev_tick, ms);
 }
 
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms)

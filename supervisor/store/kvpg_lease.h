@@ -47,6 +47,8 @@
  * is alive (gadgetd_node.last_seen) and reads the other nodes; a node
  * unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_POLL_MS 250
+/* LeasePoll='s floor: each round is a statement at the server per node. */
+#define KVPG_LEASE_POLL_MIN_MS 50
 /* A renewal's lease at the server: lease_until = now() + TTL. The default
  * of LeaseTTL= and its floor: the takes' lock wait and budget (200 ms
  * each, kvpg_sql.c) must fit in a round well within the lease. */
@@ -107,6 +109,9 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
 /* LeaseTTL= (KVPG_LEASE_TTL_MS to KVPG_LEASE_TTL_MAX_MS; default the
  * first): before the session connects. */
 void kvpg_lease_set_ttl(struct kvpg_lease *l, unsigned ms);
+/* LeasePoll= (KVPG_LEASE_POLL_MIN_MS to a quarter of the TTL; default
+ * KVPG_LEASE_POLL_MS): after kvpg_lease_set_ttl. */
+void kvpg_lease_set_poll(struct kvpg_lease *l, unsigned ms);
 /* NodeForget= (at least KVPG_NODE_DOWN_MS; default KVPG_NODE_FORGET_MS). */
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms);
 /* gadgetctl nodes forget: deletes node's row from the store if it was not

@@ -215,8 +215,10 @@
  *       and start, and the server's own start; pid 0: none said.
  *   gadgetd_session_gone(pid, started, server) → whether this very
  *       server runs no backend of that pid and start.
- *   gadgetd_lease_renew(…, p_session boolean): records the session when
- *       p_session (a node of this version); reads a node whose session
+ *   gadgetd_lease_renew(…, p_session, p_fresh boolean): records the
+ *       session when p_session (a node of this version), lets a new
+ *       process (p_fresh) join once its last session is gone; reads a
+ *       node whose session
  *       is gone as not live. Version 8's (six arguments) stays for nodes
  *       of schema 12 and records none (their leases last their TTL).
  *   gadgetd_lease_take_nodes, replaced: a node whose session is gone is
@@ -698,13 +700,16 @@ static const char migration_session_gone[] =
         /* The renewal with p_session: whether this session's end may end
          * the node's lease (a node of this version, which stops serving
          * the moment its session ends and asked the server not to end it
-         * over the network before its lease's end: kvpg_lease.c). A join
-         * too comes once the last lease expired or its session is gone:
-         * a node restarted after a crash joins at once, not after its TTL
-         * (why safe: as for a take, the process that held that session
-         * is dead or ended every lease when it ended). */
+         * over the network before its lease's end: kvpg_lease.c). With
+         * p_fresh (the first join of a process) a join comes once the
+         * last lease expired or its session is gone: a node restarted
+         * after a crash joins at once, not after its TTL (why safe: as
+         * for a take, the process that held that session is dead or ended
+         * every lease when it ended). Why only a new process: one that
+         * lost its session and lives waits out its lease as before, so
+         * that a healthy node takes what it held first. */
         "CREATE FUNCTION gadgetd_lease_renew(p_node text, p_peer text, p_inc bigint, p_leases bigint,"
-        " p_ttl_ms bigint, p_forget_ms bigint, p_session boolean)"
+        " p_ttl_ms bigint, p_forget_ms bigint, p_session boolean, p_fresh boolean)"
         " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
         " changes bigint) LANGUAGE plpgsql AS $f$\n"
         "#variable_conflict use_column\n"
@@ -723,7 +728,7 @@ static const char migration_session_gone[] =
         "    UPDATE gadgetd_node n SET incarnation = n.incarnation + 1,\n"
         "        lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(), peer = p_peer, leases = 0,\n"
         "        lease_pid = v_pid, lease_started = v_started, lease_server = v_server\n"
-        "      WHERE n.name = p_node AND (n.lease_until <= now() OR " SESSION_GONE("n") ")\n"
+        "      WHERE n.name = p_node AND (n.lease_until <= now() OR (p_fresh AND " SESSION_GONE("n") "))\n"
         "      RETURNING n.incarnation INTO inc;\n"
         "  END IF;\n"
         "  IF inc IS NULL THEN\n"
@@ -743,7 +748,7 @@ static const char migration_session_gone[] =
         " p_ttl_ms bigint, p_forget_ms bigint)"
         " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
         " changes bigint) LANGUAGE sql AS $f$\n"
-        "  SELECT * FROM gadgetd_lease_renew(p_node, p_peer, p_inc, p_leases, p_ttl_ms, p_forget_ms, false)\n"
+        "  SELECT * FROM gadgetd_lease_renew(p_node, p_peer, p_inc, p_leases, p_ttl_ms, p_forget_ms, false, false)\n"
         "$f$;";
 /* The takes: a node whose session is gone is dead as one whose lease
  * expired (its incarnation bumped under its row's lock, which fences its
