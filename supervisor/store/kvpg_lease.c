@@ -15,7 +15,10 @@
  * session lost; the session's end, a renewal refused, or no renewal
  * acknowledged within KVPG_LEASE_VALID_MS of its sending ends every lease
  * at once (hooks->lost), and the node joins again with a new incarnation
- * once its last lease has expired at the store. */
+ * once its last lease has expired at the store (a new process: or once the
+ * session that held it is gone). Each renewal tells the store to record
+ * this session (schema 14): when it ends, the others read this node as
+ * dead at their next round (kvpg_lease.h says why that is safe). */
 #include "kvpg_lease.h"
 
 #include <errno.h>
