@@ -268,6 +268,26 @@ static int store_key(struct file_ctx *fc, const char *key, const char *value)
                 }
                 return 1;
         }
+        if (strcmp(key, "LeaseTTL") == 0) {
+                /* Why a floor: a round's takes wait up to 200 ms for
+                 * writes in flight (kvpg_sql.c), well within the lease. */
+                if (policy_parse_duration(value, &fc->cfg->lease_ttl_ms) < 0 || fc->cfg->lease_ttl_ms < 1000 ||
+                    fc->cfg->lease_ttl_ms > 600000) {
+                        snprintf(why, sizeof why, "LeaseTTL=\"%.64s\" is not a time from 1s to 10min", value);
+                        return file_bad(fc, why);
+                }
+                return 1;
+        }
+        if (strcmp(key, "LeasePoll") == 0) {
+                /* At most a quarter of LeaseTTL= (the store module keeps it
+                 * so, whatever the order of the keys). */
+                if (policy_parse_duration(value, &fc->cfg->lease_poll_ms) < 0 || fc->cfg->lease_poll_ms < 50 ||
+                    fc->cfg->lease_poll_ms > 150000) {
+                        snprintf(why, sizeof why, "LeasePoll=\"%.64s\" is not a time from 50ms to 150s", value);
+                        return file_bad(fc, why);
+                }
+                return 1;
+        }
         return peer_key(fc, key, value);
 }
 

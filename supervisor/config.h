@@ -39,6 +39,8 @@ struct config {
         char *store_connection;          /* StoreConnection=: a libpq connection string; may hold a password */
         char *node;                      /* Node=, default the host name's first label */
         uint64_t node_forget_ms;         /* NodeForget=: a node unseen this long leaves the store (0: a day) */
+        uint64_t lease_ttl_ms;           /* LeaseTTL=: a hung node's leases last this long at the store (0: 1 s) */
+        uint64_t lease_poll_ms;          /* LeasePoll=: a lease round this often (0: 250 ms) */
         uint64_t quick_failure_ms;       /* QuickFailure=: a failure this soon after its start is quick (0: 10 s) */
         /* The link to other nodes (cluster/nodelink.h): PeerListen=HOST:PORT,
          * and PEM files PeerCertificate=, PeerKey=, PeerCA=; NULL: none. */

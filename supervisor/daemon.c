@@ -972,7 +972,8 @@ static int open_core(struct daemon *d)
                 .log_lines = c->log_lines, .log_bytes = c->log_bytes, .audit = c->audit,
                 .http_requests_max = c->http_requests_max, .traces = d->traces,
                 .store_connection = c->store_postgresql ? c->store_connection : NULL, .node = c->node, .peer_listen = c->peer_listen,
-                .node_forget_ms = c->node_forget_ms, .quick_failure_ms = c->quick_failure_ms,
+                .node_forget_ms = c->node_forget_ms, .lease_ttl_ms = c->lease_ttl_ms,
+                .lease_poll_ms = c->lease_poll_ms, .quick_failure_ms = c->quick_failure_ms,
                 .uid_lock_kept = d->adopt.uid_lock >= 0, .uid_lock_fd = d->adopt.uid_lock,
                 .handoff_ms = !c->fd_store ? 0 : c->fd_store_timeout_ms ? (uint32_t)c->fd_store_timeout_ms : 60000,
         };

@@ -427,6 +427,10 @@ static int store_open(struct bindings_env *env, const char *state_dir, struct au
         kvpg_set_lease(pg, env->lease);
         if (store->node_forget_ms)
                 kvpg_lease_set_forget(env->lease, store->node_forget_ms);
+        if (store->lease_ttl_ms)
+                kvpg_lease_set_ttl(env->lease, (unsigned)store->lease_ttl_ms);
+        if (store->lease_poll_ms)
+                kvpg_lease_set_poll(env->lease, (unsigned)store->lease_poll_ms);
         if ((e = kvpg_audit_new(env->base, store->connection, store->node, audit ? audit_dir(audit) : NULL,
                                 audit ? audit_keep(audit) : 0, store->audit_keep_days,
                                 store->audit_max_bytes, env->store_latency, &env->audit_store)) < 0) {

@@ -87,6 +87,8 @@ struct bindings_store {
         unsigned audit_keep_days;   /* rows of gadgetd_audit kept (0: the default) */
         uint64_t audit_max_bytes;   /* this node's rows of gadgetd_audit: at most these bytes (0: no bound) */
         uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
+        uint64_t lease_ttl_ms;      /* LeaseTTL= (0: the default) */
+        uint64_t lease_poll_ms;     /* LeasePoll= (0: the default) */
 };
 
 /* Fills env for base, state_dir and audit, with a new HTTP client of at

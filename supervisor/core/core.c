@@ -92,7 +92,8 @@ static int open_parts(struct core *c)
         uint64_t keep = c->cfg.audit.keep ? c->cfg.audit.keep : 1;
         const struct bindings_store store = { c->cfg.store_connection, c->cfg.node, c->cfg.peer_listen,
                                               c->cfg.audit.store_keep_days, c->cfg.audit.max_size * keep,
-                                              c->cfg.node_forget_ms };
+                                              c->cfg.node_forget_ms, c->cfg.lease_ttl_ms,
+                                              c->cfg.lease_poll_ms };
         e = bindings_env_open(&c->bindings, c->base, c->cfg.state_dir, c->audit, c->cfg.http_requests_max,
                               &store);
         if (e < 0)

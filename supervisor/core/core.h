@@ -44,6 +44,8 @@ struct core_config {
         const char *node;           /* Node=: this gadgetd's name in the store */
         const char *peer_listen;    /* PeerListen=: where other nodes reach this one, or NULL */
         uint64_t node_forget_ms;    /* NodeForget= (0: the default) */
+        uint64_t lease_ttl_ms;      /* LeaseTTL= (0: the default) */
+        uint64_t lease_poll_ms;     /* LeasePoll= (0: the default) */
         uint32_t handoff_ms;        /* FdStore=yes: FdStoreTimeout=, each sandbox's bound without gadgetd (0: off) */
         bool learn;                 /* gadgetd run --learn: programs run under the filter's learn variant */
         uint64_t quick_failure_ms;  /* QuickFailure=: a failure this soon after its start is quick (0: 10 s) */

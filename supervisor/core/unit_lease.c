@@ -75,7 +75,8 @@ bool unit_lease_wait(struct unit *u)
          * its lease is only looked at (who holds it), never taken. */
         if (rank < 0 && !u->owner[0])
                 snprintf(u->cause, sizeof u->cause, "not allowed on node %s (Nodes=)", u->core->cfg.node);
-        if (kvpg_lease_want(l, u->policy->name, rank < 0 ? KVPG_LEASE_NEVER : (unsigned)rank) < 0) {
+        if (kvpg_lease_want_after(l, u->policy->name, u->policy->nodes,
+                                  rank < 0 ? KVPG_LEASE_NEVER : (unsigned)rank) < 0) {
                 snprintf(u->cause, sizeof u->cause, "waits for its lease in the store: out of memory");
                 return true;
         }
@@ -113,7 +114,8 @@ static void adopt_end(struct unit *u, const char *why)
         /* Taken back at rank 0 (the mark kept the others off); its own
          * rank again from now. */
         if (rank_of(u) > 0)
-                kvpg_lease_want(u->core->bindings.lease, u->policy->name, (unsigned)rank_of(u));
+                kvpg_lease_want_after(u->core->bindings.lease, u->policy->name, u->policy->nodes,
+                                      (unsigned)rank_of(u));
         log_msg(L_INFO, u->policy->name, "its lease taken back after gadgetd's re-exec (pid %d)", (int)u->run->child.pid);
 }
 
@@ -191,7 +193,8 @@ static void on_lost(void *arg, const char *gadget, const char *why)
                 /* Why at once and without a grace period: another node may
                  * take the lease once this node's expires at the store
                  * (KVPG_LEASE_MARGIN_MS after its own deadline, or at once
-                 * if the store ended it), and two running copies must not
+                 * if the store ended it, or once this node's lease session
+                 * ended: its next round), and two running copies must not
                  * both answer calls. */
                 unit_switch_drop(u, why);
                 if (u->old_run)

@@ -15,7 +15,10 @@
  * session lost; the session's end, a renewal refused, or no renewal
  * acknowledged within KVPG_LEASE_VALID_MS of its sending ends every lease
  * at once (hooks->lost), and the node joins again with a new incarnation
- * once its last lease has expired at the store. */
+ * once its last lease has expired at the store (a new process: or once the
+ * session that held it is gone). Each renewal tells the store to record
+ * this session (schema 14): when it ends, the others read this node as
+ * dead at their next round (kvpg_lease.h says why that is safe). */
 #include "kvpg_lease.h"
 
 #include <errno.h>
@@ -73,6 +76,7 @@ struct kvpg_lease {
         int64_t renew_inc;        /* ... and the incarnation it named */
         int64_t sent_inc;         /* the take statement's incarnation */
         bool join_logged;         /* "waits for its last lease to expire" said */
+        bool joined;              /* this process joined once (a later join is not fresh) */
         enum query query;         /* what the query in flight is */
         struct kvpg_want *asking; /* the move query's gadget (NULL: released meanwhile) */
         struct kvpg_want **sent;  /* the take statement's gadgets, by slot (NULL: released) */
@@ -92,6 +96,8 @@ struct kvpg_lease {
         uint64_t nodes_read_at;   /* monotime_ms: when */
         size_t n_nodes;
         uint64_t forget_ms;       /* NodeForget= */
+        unsigned ttl_ms, valid_ms; /* LeaseTTL=, and this node's part of it (kvpg_lease_set_ttl) */
+        unsigned poll_ms;         /* LeasePoll=: a round every poll_ms */
         /* gadgetctl nodes forget: one at a time. */
         char forget[64];
         bool forget_sent;
@@ -130,8 +136,23 @@ static void on_connected(void *arg)
          * Why synchronous commits here too: an epoch bump the server lost
          * in a crash would let writes stamped with the epoch before it
          * pass the fence again. */
-        char sql[200];
-        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease'", l->node);
+        /* Why the TCP settings: the store counts this node dead the
+         * moment this session's backend ends (schema 14), which is safe
+         * only if this node then knows it too: it closed the session
+         * itself (then ended every lease, on_lost), or died. The server
+         * must not end it over a silent network first (a partition: its
+         * word would not come through), so neither its keepalives nor its
+         * unacknowledged answers end the session within twice the TTL,
+         * whatever the host's defaults; by then this node stopped serving
+         * by its own clock (KVPG_LEASE_VALID_MS). Nor may it end an idle
+         * session (idle_session_timeout). On a Unix socket they are
+         * accepted and mean nothing (no network between). */
+        char sql[400];
+        unsigned keep_s = 2 * l->ttl_ms / 1000 + 10;
+        snprintf(sql, sizeof sql, "SET synchronous_commit = on; SET application_name = 'gadgetd %s lease';"
+                 " SET idle_session_timeout = 0; SET tcp_user_timeout = %u; SET tcp_keepalives_idle = %u;"
+                 " SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3",
+                 l->node, 2 * l->ttl_ms + 1000, keep_s);
         query_begin(l, Q_OTHER, PQsendQuery(pgconn_pq(l->pc), sql));
 }
 
@@ -186,7 +207,12 @@ static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool f
                         l->hooks.granted(l->hooks.arg, w->gadget, epoch);
                 return;
         }
-        w->free_seen = free ? w->free_seen + 1 : 0;
+        /* Seen free only by a node that could have taken it (it had a
+         * lease of its own at the look): a node waiting to join again
+         * counts nothing, so that once it joins it still lets the others
+         * go first (its rank's and HUMBLE_POLLS's polls), as when the
+         * store read a dead node only at its lease's end. */
+        w->free_seen = free && l->sent_inc ? w->free_seen + 1 : 0;
         /* A free lease has no owner, whatever the row says of the last;
          * nor has this node's own, not held here: of an incarnation it no
          * longer has (it lost its lease, restarted), which expires at the
@@ -332,13 +358,14 @@ static void renew_result(struct kvpg_lease *l)
                 return;
         if (!l->incarnation && mine) {
                 l->incarnation = mine;
+                l->joined = true;
                 l->join_logged = false;
-                log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %d ms, renewed every "
-                        "%d ms)", mine, KVPG_LEASE_TTL_MS, KVPG_LEASE_POLL_MS);
+                log_msg(L_INFO, NULL, "store: this node's lease taken (incarnation %" PRId64 ", %u ms, renewed every "
+                        "%u ms)", mine, l->ttl_ms, l->poll_ms);
         } else if (!l->incarnation) {
                 if (!l->join_logged)
                         log_msg(L_INFO, NULL, "store: this node waits for its last lease in the store to expire "
-                                "(at most %d ms) before it takes one again", KVPG_LEASE_TTL_MS);
+                                "(at most %u ms) before it takes one again", l->ttl_ms);
                 l->join_logged = true;
                 return;
         } else if (mine != l->incarnation) {
@@ -348,7 +375,7 @@ static void renew_result(struct kvpg_lease *l)
         }
         /* Why from the sending: the store's now() for this renewal came
          * after it, so its lease_until is later than this in real time. */
-        l->valid_until = l->renew_sent_at + KVPG_LEASE_VALID_MS;
+        l->valid_until = l->renew_sent_at + l->valid_ms;
         uint64_t now = monotime_ms();
         timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now : 0);
 }
@@ -530,6 +557,24 @@ static bool needs_look(const struct kvpg_lease *l, const struct kvpg_want *w)
         return !n || !n->live || n->incarnation != w->owner_inc || n->changes != w->owner_changes;
 }
 
+/* How many polls w waits seeing its lease free before taking it: 2 per
+ * rank, none if every node ahead of this one had a lease and has it no
+ * more (it died: its session ended, or its lease expired), so that a node
+ * of rank 1 takes over from a dead node of rank 0 at its first look. A
+ * node listed without ever having had a lease (incarnation 0: it is
+ * starting, its kv session wrote its row first) is waited for. */
+static unsigned rank_polls(const struct kvpg_lease *l, const struct kvpg_want *w)
+{
+        if (!w->ahead)
+                return 2 * w->rank;
+        for (unsigned i = 0; i < w->rank; i++) {
+                const struct kvpg_node *n = kvpg_lease_node(l, w->ahead[i]);
+                if (!n || n->live || n->incarnation <= 0)
+                        return 2 * w->rank;
+        }
+        return 0;
+}
+
 /* Sends the round's next KVPG_LEASE_BATCH wanted gadgets not held that
  * need a look, from the cursor, in one statement; whether it did. Each
  * says whether to take a free lease: rank 0 at once, rank r after seeing
@@ -551,7 +596,7 @@ static bool send_takes(struct kvpg_lease *l)
                         l->cursor = w->next;
                         continue;
                 }
-                bool take = leased && w->rank != KVPG_LEASE_NEVER && w->free_seen >= 2 * w->rank + humble;
+                bool take = leased && w->rank != KVPG_LEASE_NEVER && w->free_seen >= rank_polls(l, w) + humble;
                 if (kvpg_array_add(&l->names, w->gadget) < 0 || kvpg_array_add(&l->takes, take ? "t" : "f") < 0)
                         break; /* out of memory: these at the next poll */
                 l->cursor = w->next;
@@ -584,14 +629,18 @@ static void send_renew(struct kvpg_lease *l)
         char inc[24], leases[24], ttl[24], forget[24];
         snprintf(inc, sizeof inc, "%" PRId64, l->incarnation);
         snprintf(leases, sizeof leases, "%zu", l->n_held);
-        snprintf(ttl, sizeof ttl, "%d", KVPG_LEASE_TTL_MS);
+        snprintf(ttl, sizeof ttl, "%u", l->ttl_ms);
         snprintf(forget, sizeof forget, "%llu", (unsigned long long)(l->forget_ms ? l->forget_ms : KVPG_NODE_FORGET_MS));
-        const char *v[6] = { l->node, l->peer, inc, leases, ttl, forget };
+        /* Fresh: this process never joined, so the session that held its
+         * node's last lease, if gone, was a dead process's. */
+        const char *v[7] = { l->node, l->peer, inc, leases, ttl, forget, l->joined ? "f" : "t" };
         l->renew_inc = l->incarnation;
         l->renew_sent_at = monotime_ms();
+        /* true: the store may end this node's lease when this session
+         * ends (on_connected says why that is safe). */
         query_begin(l, Q_RENEW, PQsendQueryParams(pgconn_pq(l->pc),
-                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint)",
-                    6, NULL, v, NULL, NULL, 0));
+                    "SELECT * FROM gadgetd_lease_renew($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, true, $7)",
+                    7, NULL, v, NULL, NULL, 0));
 }
 
 /* Sends the round's next query: the renewal first, then leases given
@@ -696,8 +745,8 @@ bool kvpg_lease_check(struct kvpg_lease *l)
         if (monotime_ms() < l->valid_until)
                 return true;
         char why[200];
-        snprintf(why, sizeof why, "lost its store lease: no renewal of this node's lease was acknowledged within %d ms "
-                 "(it may have expired at the store)", KVPG_LEASE_VALID_MS);
+        snprintf(why, sizeof why, "lost its store lease: no renewal of this node's lease was acknowledged within %u ms "
+                 "(it may have expired at the store)", l->valid_ms);
         leases_end(l, why);
         return false;
 }
@@ -756,7 +805,9 @@ int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *no
                 kvpg_lease_free(l);
                 return -ENOMEM;
         }
-        timer_arm_ms(l->ev_tick, KVPG_LEASE_POLL_MS);
+        l->poll_ms = KVPG_LEASE_POLL_MS;
+        timer_arm_ms(l->ev_tick, l->poll_ms);
+        kvpg_lease_set_ttl(l, KVPG_LEASE_TTL_MS);
         l->unlocks_tail = &l->unlocks;
         l->state = L_CONNECTING;
         pgconn_connect(l->pc);
@@ -792,6 +843,31 @@ void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *h
         l->hooks = *hooks;
 }
 
+void kvpg_lease_set_ttl(struct kvpg_lease *l, unsigned ms)
+{
+        if (ms < KVPG_LEASE_TTL_MS)
+                ms = KVPG_LEASE_TTL_MS;
+        if (ms > KVPG_LEASE_TTL_MAX_MS)
+                ms = KVPG_LEASE_TTL_MAX_MS;
+        l->ttl_ms = ms;
+        /* The drift margin scales with the TTL: the clocks' rates may
+         * differ by ~8% (KVPG_LEASE_MARGIN_MS of the default). */
+        l->valid_ms = ms - (unsigned)((uint64_t)ms * KVPG_LEASE_MARGIN_MS / KVPG_LEASE_TTL_MS);
+}
+
+void kvpg_lease_set_poll(struct kvpg_lease *l, unsigned ms)
+{
+        /* Why at most a quarter of the TTL: a lease is renewed several
+         * times within its node's part of it, a slow answer or two
+         * included. */
+        if (ms < KVPG_LEASE_POLL_MIN_MS)
+                ms = KVPG_LEASE_POLL_MIN_MS;
+        if (ms > l->ttl_ms / 4)
+                ms = l->ttl_ms / 4;
+        l->poll_ms = ms;
+        timer_arm_ms(l->ev_tick, ms);
+}
+
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms)
 {
         l->forget_ms = ms < KVPG_NODE_DOWN_MS ? KVPG_NODE_DOWN_MS : ms;
@@ -816,14 +892,37 @@ int kvpg_lease_forget(struct kvpg_lease *l, const char *node, void (*done)(void 
 
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank)
 {
+        return kvpg_lease_want_after(l, gadget, NULL, rank);
+}
+
+int kvpg_lease_want_after(struct kvpg_lease *l, const char *gadget, char *const *ahead, unsigned rank)
+{
+        char **names = NULL;
+        if (ahead && rank && rank != KVPG_LEASE_NEVER) {
+                if (!(names = calloc(rank, sizeof *names)))
+                        return -ENOMEM;
+                for (unsigned i = 0; i < rank; i++)
+                        if (!(names[i] = strdup(ahead[i]))) {
+                                while (i-- > 0)
+                                        free(names[i]);
+                                free(names);
+                                return -ENOMEM;
+                        }
+        }
         struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
         if (w) {
+                kvpg_want_ahead_free(w);
                 w->rank = rank;
+                w->ahead = names;
                 return 0;
         }
-        if (!(w = kvpg_wants_add(&l->wants, gadget)))
+        if (!(w = kvpg_wants_add(&l->wants, gadget))) {
+                struct kvpg_want tmp = { .rank = rank, .ahead = names };
+                kvpg_want_ahead_free(&tmp);
                 return -ENOMEM;
+        }
         w->rank = rank;
+        w->ahead = names;
         /* A free lease is taken now rather than at the next poll: last in
          * the order, the round reaches it, or a new round starts at it. */
         if (!l->cursor)

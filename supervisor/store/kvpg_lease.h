@@ -20,7 +20,21 @@
  * so that a node resumed after a pause serves nothing before it notices.
  * The assumption: the two clocks' rates differ by less than
  * KVPG_LEASE_MARGIN_MS over a TTL (bounded drift, ~8%); they need not be
- * synchronised. The server's clock must not be stepped (slewed is fine). */
+ * synchronised. The server's clock must not be stepped (slewed is fine).
+ *
+ * A dead node's lease ends sooner than its TTL when its lease session
+ * ends (schema 14): a killed process's socket is closed by its kernel, the
+ * server's backend ends at once, and the store then reads the node as
+ * dead (gadgetd_session_gone): the others take its gadgets at their next
+ * round, not after the TTL. Why that is still never two owners: this
+ * node's own session ends only when it dies, when it closed the session
+ * itself (it ended every lease first in the same turn of the loop:
+ * on_lost), or when the server ended it, which the session is set up
+ * never to do over a silent network within twice the TTL (on_connected);
+ * a server that ended it otherwise says so (a restart, an administrator's
+ * termination) and this node ends every lease on reading it. The TTL is
+ * left for what the store cannot see: a node paused, or cut off by the
+ * network (LeaseTTL= of gadgetd.conf). */
 #pragma once
 
 #include <stdbool.h>
@@ -33,13 +47,20 @@
  * is alive (gadgetd_node.last_seen) and reads the other nodes; a node
  * unseen for KVPG_NODE_DOWN_MS counts as down. */
 #define KVPG_LEASE_POLL_MS 250
-/* A renewal's lease at the server: lease_until = now() + TTL. */
+/* LeasePoll='s floor: each round is a statement at the server per node. */
+#define KVPG_LEASE_POLL_MIN_MS 50
+/* A renewal's lease at the server: lease_until = now() + TTL. The default
+ * of LeaseTTL= and its floor: the takes' lock wait and budget (200 ms
+ * each, kvpg_sql.c) must fit in a round well within the lease. */
 #define KVPG_LEASE_TTL_MS 1000
-/* What this node takes off the TTL for the clocks' drift. */
+#define KVPG_LEASE_TTL_MAX_MS 600000
+/* What this node takes off the default TTL for the clocks' drift (the
+ * same share of a longer one). */
 #define KVPG_LEASE_MARGIN_MS 80
 /* How long after sending a renewal the store acknowledged the node
- * serves its gadgets: a takeover after a node dies comes within
- * KVPG_LEASE_TTL_MS + a round (+ 2 rounds per Nodes= rank). */
+ * serves its gadgets (the default TTL's): a takeover after a node hangs
+ * comes within the TTL + a round (+ 2 rounds per Nodes= rank); after it
+ * dies, within a round. */
 #define KVPG_LEASE_VALID_MS (KVPG_LEASE_TTL_MS - KVPG_LEASE_MARGIN_MS)
 #define KVPG_NODE_DOWN_MS CONTROL_NODE_DOWN_MS
 /* A node unseen for this long leaves the store's list of nodes (its row
@@ -85,6 +106,12 @@ struct kvpg_lease_hooks {
  * counted in latency (borrowed; NULL: not counted). 0 or -ENOMEM. */
 int kvpg_lease_new(struct event_base *base, const char *conninfo, const char *node, const char *peer,
                    struct store_latency *latency, struct kvpg_lease **out);
+/* LeaseTTL= (KVPG_LEASE_TTL_MS to KVPG_LEASE_TTL_MAX_MS; default the
+ * first): before the session connects. */
+void kvpg_lease_set_ttl(struct kvpg_lease *l, unsigned ms);
+/* LeasePoll= (KVPG_LEASE_POLL_MIN_MS to a quarter of the TTL; default
+ * KVPG_LEASE_POLL_MS): after kvpg_lease_set_ttl. */
+void kvpg_lease_set_poll(struct kvpg_lease *l, unsigned ms);
 /* NodeForget= (at least KVPG_NODE_DOWN_MS; default KVPG_NODE_FORGET_MS). */
 void kvpg_lease_set_forget(struct kvpg_lease *l, uint64_t ms);
 /* gadgetctl nodes forget: deletes node's row from the store if it was not
@@ -116,6 +143,12 @@ const char *kvpg_lease_warning(const struct kvpg_lease *l);
  * takes it first. Again: the
  * rank changes. 0 or -ENOMEM. */
 int kvpg_lease_want(struct kvpg_lease *l, const char *gadget, unsigned rank);
+/* The same at rank r, ahead the r nodes before this one in Nodes=: a free
+ * lease is taken at once (not after 2 r polls) when every one of them had
+ * a lease and is read as not live at this round's renewal (dead, or hung
+ * past its TTL): none of them could take it. A node not listed, or never
+ * joined (starting), may come: it is waited for. ahead is copied. */
+int kvpg_lease_want_after(struct kvpg_lease *l, const char *gadget, char *const *ahead, unsigned rank);
 /* It wants it no more: a held lease is given back. */
 void kvpg_lease_release(struct kvpg_lease *l, const char *gadget);
 /* The epoch of the lease held on gadget, 0 if none is (nor any, once

@@ -216,6 +216,23 @@
  *       node asks max(seq) of its rows to know where its copy stops. A
  *       node of schema 12 inserts rows without seq: NULLs never conflict,
  *       so they still insert, as before. */
+ *
+ * Version 14, a dead node's leases end with its session (kvpg_lease.h):
+ *
+ *   gadgetd_node.lease_pid integer, lease_started, lease_server timestamptz
+ *       the lease session of the node's last renewal: its backend's pid
+ *       and start, and the server's own start; pid 0: none said.
+ *   gadgetd_session_gone(pid, started, server) → whether this very
+ *       server runs no backend of that pid and start.
+ *   gadgetd_lease_renew(…, p_session, p_fresh boolean): records the
+ *       session when p_session (a node of this version), lets a new
+ *       process (p_fresh) join once its last session is gone; reads a
+ *       node whose session
+ *       is gone as not live. Version 8's (six arguments) stays for nodes
+ *       of schema 12 and records none (their leases last their TTL).
+ *   gadgetd_lease_take_nodes, replaced: a node whose session is gone is
+ *       dead as one whose lease expired (its incarnation bumped under its
+ *       row's lock: the fence refuses its writes from then). */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -559,7 +576,10 @@ static const char migration_node_renew[] =
         "END $f$;";
 /* gadgetd_lease_take_nodes (after CREATE or CREATE OR REPLACE): a take's
  * test of whether the row is free, and the bump of a dead node, is FREE. */
-#define NODE_TAKES(FREE) \
+#define NODE_TAKES(FREE) NODE_TAKES_AS(FREE, OWNER_FREE, "n.lease_until <= now()")
+/* The same, a dead node's test (LOOK_FREE for the looks, EXPIRED for the
+ * bump) given too. */
+#define NODE_TAKES_AS(FREE, LOOK_FREE, EXPIRED) \
         "FUNCTION gadgetd_lease_take_nodes(p_gadgets text[], p_take boolean[], p_node text, p_inc bigint)" \
         " RETURNS TABLE (gadget text, got boolean, free boolean, owner text, owner_epoch bigint, owner_inc bigint)" \
         " LANGUAGE plpgsql AS $f$\n" \
@@ -569,7 +589,7 @@ static const char migration_node_renew[] =
         "  live := EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = p_node AND n.incarnation = p_inc\n" \
         "      AND n.lease_until > now());\n" \
         /* The looks (and every take of a node without a live lease). */ \
-        "  RETURN QUERY SELECT u.g, false, " OWNER_FREE ", o.node, o.epoch, o.node_inc\n" \
+        "  RETURN QUERY SELECT u.g, false, " LOOK_FREE ", o.node, o.epoch, o.node_inc\n" \
         "    FROM unnest(p_gadgets, p_take) WITH ORDINALITY AS u (g, t, i)\n" \
         "    LEFT JOIN gadgetd_owner o ON o.gadget = u.g LEFT JOIN gadgetd_node n ON n.name = o.node\n" \
         "    WHERE NOT u.t OR NOT live ORDER BY u.i;\n" \
@@ -584,7 +604,7 @@ static const char migration_node_renew[] =
         "        owner := o.node; owner_epoch := o.epoch; owner_inc := o.node_inc;\n" \
         FREE \
         "          UPDATE gadgetd_node n SET incarnation = n.incarnation + 1\n" \
-        "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND n.lease_until <= now();\n" \
+        "            WHERE n.name = o.node AND n.incarnation = o.node_inc AND " EXPIRED ";\n" \
         "          free := FOUND OR NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n" \
         "              AND n.incarnation = o.node_inc);\n" \
         "        END IF;\n" \
@@ -622,14 +642,15 @@ static const char migration_node_takes[] =
  * back by a node that never had a node lease (incarnation 0, or no row)
  * is tried: among nodes of this version no lock is ever taken, and while
  * older nodes run, one per take of their gadgets. */
+#define OLDER_HELD_FREE \
+        "        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n" \
+        "        IF free AND o.node_inc = 0 AND NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n" \
+        "            AND n.incarnation > 0) THEN\n" \
+        "          free := pg_try_advisory_xact_lock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n" \
+        "        END IF;\n" \
+        "        IF NOT free AND o.node_inc <> 0 THEN\n"
 static const char migration_older_held[] =
-        "CREATE OR REPLACE " NODE_TAKES(
-                "        free := o.node_inc = 0 OR (o.node = p_node AND o.node_inc = p_inc);\n"
-                "        IF free AND o.node_inc = 0 AND NOT EXISTS (SELECT 1 FROM gadgetd_node n WHERE n.name = o.node\n"
-                "            AND n.incarnation > 0) THEN\n"
-                "          free := pg_try_advisory_xact_lock(" KVPG_LEASE_SPACE ", hashtext(r.g));\n"
-                "        END IF;\n"
-                "        IF NOT free AND o.node_inc <> 0 THEN\n")
+        "CREATE OR REPLACE " NODE_TAKES(OLDER_HELD_FREE)
         ";"
         /* The fence, replaced: the older owner's writes are taken while
          * its lease session holds the gadget's lock. Why this still
@@ -660,6 +681,90 @@ static const char migration_older_held[] =
         "  END IF;\n"
         "  RAISE EXCEPTION 'fenced: this node no longer owns gadget %', p_gadget USING ERRCODE = 'GDF01';\n"
         "END $f$;";
+
+/* Version 14: a node whose lease session ended is dead at once (see the
+ * top). A session is named by its backend's pid, start and the server's
+ * own start (pg_postmaster_start_time): gone only when this very server
+ * runs no backend of that pid and start. Why the server's start: a
+ * promoted standby (or a restarted server) knows none of the old server's
+ * backends, and would read every node as dead while each still serves
+ * until its lease's end. Why a backend of the pid whose start is hidden
+ * (another role's, without pg_read_all_stats) counts as the session: a
+ * reused pid then only means waiting for the TTL, never a node read as
+ * dead while it lives. */
+#define SESSION_GONE(n) "gadgetd_session_gone(" n ".lease_pid, " n ".lease_started, " n ".lease_server)"
+static const char migration_session_gone[] =
+        "ALTER TABLE gadgetd_node ADD COLUMN lease_pid integer NOT NULL DEFAULT 0,"
+        " ADD COLUMN lease_started timestamptz, ADD COLUMN lease_server timestamptz;"
+        "CREATE FUNCTION gadgetd_session_gone(p_pid integer, p_started timestamptz, p_server timestamptz)"
+        " RETURNS boolean LANGUAGE sql STABLE AS $f$\n"
+        "  SELECT p_pid <> 0 AND p_started IS NOT NULL AND p_server IS NOT DISTINCT FROM pg_postmaster_start_time()\n"
+        "    AND NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(p_pid) a\n"
+        "      WHERE a.pid = p_pid AND (a.backend_start IS NULL OR a.backend_start = p_started))\n"
+        "$f$;"
+        /* The renewal with p_session: whether this session's end may end
+         * the node's lease (a node of this version, which stops serving
+         * the moment its session ends and asked the server not to end it
+         * over the network before its lease's end: kvpg_lease.c). With
+         * p_fresh (the first join of a process) a join comes once the
+         * last lease expired or its session is gone: a node restarted
+         * after a crash joins at once, not after its TTL (why safe: as
+         * for a take, the process that held that session is dead or ended
+         * every lease when it ended). Why only a new process: one that
+         * lost its session and lives waits out its lease as before, so
+         * that a healthy node takes what it held first. */
+        "CREATE FUNCTION gadgetd_lease_renew(p_node text, p_peer text, p_inc bigint, p_leases bigint,"
+        " p_ttl_ms bigint, p_forget_ms bigint, p_session boolean, p_fresh boolean)"
+        " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
+        " changes bigint) LANGUAGE plpgsql AS $f$\n"
+        "#variable_conflict use_column\n"
+        "DECLARE inc bigint; v_pid integer := 0; v_started timestamptz; v_server timestamptz;\n"
+        "BEGIN\n"
+        "  IF p_session THEN\n"
+        "    v_pid := pg_backend_pid(); v_server := pg_postmaster_start_time();\n"
+        "    SELECT a.backend_start INTO v_started FROM pg_stat_get_activity(v_pid) a WHERE a.pid = v_pid;\n"
+        "  END IF;\n"
+        "  IF p_inc > 0 THEN\n"
+        "    UPDATE gadgetd_node n SET lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(),\n"
+        "        peer = p_peer, leases = p_leases, lease_pid = v_pid, lease_started = v_started, lease_server = v_server\n"
+        "      WHERE n.name = p_node AND n.incarnation = p_inc AND n.lease_until > now() RETURNING n.incarnation INTO inc;\n"
+        "  ELSE\n"
+        "    INSERT INTO gadgetd_node (name, peer) VALUES (p_node, p_peer) ON CONFLICT (name) DO NOTHING;\n"
+        "    UPDATE gadgetd_node n SET incarnation = n.incarnation + 1,\n"
+        "        lease_until = now() + p_ttl_ms * interval '1 millisecond', last_seen = now(), peer = p_peer, leases = 0,\n"
+        "        lease_pid = v_pid, lease_started = v_started, lease_server = v_server\n"
+        "      WHERE n.name = p_node AND (n.lease_until <= now() OR (p_fresh AND " SESSION_GONE("n") "))\n"
+        "      RETURNING n.incarnation INTO inc;\n"
+        "  END IF;\n"
+        "  IF inc IS NULL THEN\n"
+        "    UPDATE gadgetd_node n SET last_seen = now(), peer = p_peer WHERE n.name = p_node;\n"
+        "  END IF;\n"
+        "  DELETE FROM gadgetd_node n WHERE n.name <> p_node\n"
+        "    AND n.last_seen < now() - p_forget_ms * interval '1 millisecond';\n"
+        "  RETURN QUERY SELECT n.name, n.peer,\n"
+        "      CASE WHEN n.name = p_node THEN 0 ELSE (extract(epoch FROM now() - n.last_seen) * 1000)::bigint END,\n"
+        "      n.leases, CASE WHEN n.name = p_node THEN coalesce(inc, 0) ELSE n.incarnation END,\n"
+        "      n.lease_until > now() AND (n.name = p_node OR NOT " SESSION_GONE("n") "), n.changes\n"
+        "    FROM (SELECT * FROM gadgetd_node x ORDER BY x.name <> p_node, x.name LIMIT 256) AS n ORDER BY n.name;\n"
+        "END $f$;"
+        /* Schema 12's renewal, kept for its nodes during a rolling
+         * upgrade: their sessions never end their leases early (pid 0). */
+        "CREATE OR REPLACE FUNCTION gadgetd_lease_renew(p_node text, p_peer text, p_inc bigint, p_leases bigint,"
+        " p_ttl_ms bigint, p_forget_ms bigint)"
+        " RETURNS TABLE (name text, peer text, age_ms bigint, leases bigint, incarnation bigint, live boolean,"
+        " changes bigint) LANGUAGE sql AS $f$\n"
+        "  SELECT * FROM gadgetd_lease_renew(p_node, p_peer, p_inc, p_leases, p_ttl_ms, p_forget_ms, false, false)\n"
+        "$f$;";
+/* The takes: a node whose session is gone is dead as one whose lease
+ * expired (its incarnation bumped under its row's lock, which fences its
+ * writes from then on). */
+static const char migration_session_takes[] =
+        "CREATE OR REPLACE " NODE_TAKES_AS(OLDER_HELD_FREE, OWNER_FREE " OR " SESSION_GONE("n"),
+                                           "(n.lease_until <= now() OR " SESSION_GONE("n") ")")
+        ";";
+/* Version 14 whole: the two above, joined at the first use (one literal
+ * would pass the length every compiler takes). */
+static char migration_14[sizeof migration_session_gone + sizeof migration_session_takes - 1];
 
 /* Version 11: a batch of kv operations in one transaction (see the top).
  * Why a malformed ops string cannot write: a length past the end makes
@@ -791,8 +896,6 @@ static const char migration_5[] =
 static const char migration_audit_seq[] =
         "ALTER TABLE gadgetd_audit ADD COLUMN seq bigint;"
         "CREATE UNIQUE INDEX gadgetd_audit_node_seq ON gadgetd_audit (node, seq);";
-/* Version 14: kept for work merged beside this one; changes nothing. */
-static const char migration_reserved[] = "SELECT 1";
 
 /* Version 15: the gadgets' releases in the store (control/deploy_store.c,
  * docs/releases.md "In a cluster"). Self-contained: it only adds, and a
@@ -882,7 +985,7 @@ static const char migration_releases[] =
 static const char *const migrations[] = {
         migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
         migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
-        migration_kv_batch, migration_older_held, migration_audit_seq, migration_reserved, migration_releases,
+        migration_kv_batch, migration_older_held, migration_audit_seq, migration_14, migration_releases,
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 
@@ -893,6 +996,11 @@ int kvpg_sql_version(void)
 
 const char *kvpg_sql_migration(int version)
 {
+        if (!migration_14[0]) {
+                memcpy(migration_14, migration_session_gone, sizeof migration_session_gone - 1);
+                memcpy(migration_14 + sizeof migration_session_gone - 1, migration_session_takes,
+                       sizeof migration_session_takes);
+        }
         return version >= 1 && version <= N_MIGRATIONS ? migrations[version - 1] : NULL;
 }
 

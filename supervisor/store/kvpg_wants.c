@@ -81,11 +81,21 @@ void kvpg_wants_remove(struct kvpg_wants *t, struct kvpg_want *w)
         t->n--;
 }
 
+void kvpg_want_ahead_free(struct kvpg_want *w)
+{
+        if (w->ahead)
+                for (unsigned i = 0; i < w->rank; i++)
+                        free(w->ahead[i]);
+        free(w->ahead);
+        w->ahead = NULL;
+}
+
 void kvpg_want_free(struct kvpg_want *w)
 {
         if (!w)
                 return;
         free(w->gadget);
+        kvpg_want_ahead_free(w);
         free(w);
 }
 

@@ -12,6 +12,7 @@
 struct kvpg_want {
         char *gadget;
         unsigned rank;
+        char **ahead;             /* the rank nodes before this one in Nodes=, or NULL (unknown) */
         unsigned free_seen;       /* polls in a row that saw its lock free */
         bool held;
         bool told;                /* hooks->owner was told of owner */
@@ -43,5 +44,7 @@ struct kvpg_want *kvpg_wants_add(struct kvpg_wants *t, const char *gadget);
 /* Takes w out of t (not freed). */
 void kvpg_wants_remove(struct kvpg_wants *t, struct kvpg_want *w);
 void kvpg_want_free(struct kvpg_want *w);
+/* Frees w's ahead (its rank names), leaving it NULL. */
+void kvpg_want_ahead_free(struct kvpg_want *w);
 /* Frees every want and the table. */
 void kvpg_wants_clear(struct kvpg_wants *t);

@@ -95,9 +95,13 @@ def pg_lease_takeover_after_sigkill(tmp):
     """The owner's gadgetd is killed (SIGKILL) while its counter is being
     incremented: another node takes the lease and serves the counter within
     2 s, with every acknowledged increment (the count is the acknowledged
-    ones, or at most those plus the one whose answer was lost)."""
+    ones, or at most those plus the one whose answer was lost). Taken when
+    the dead node's session ended, not when its lease ran out: with
+    LeaseTTL=1min the counter is served while the store still holds the
+    killed node's lease unexpired (its lease_until still ahead of the
+    server's clock), a condition on the order, not on a time."""
     with PgServer(tmp) as pg:
-        ds = [node(tmp, pg, n) for n in "ab"]
+        ds = [node(tmp, pg, n, "LeaseTTL=1min\n") for n in "ab"]
         for d in ds:
             counter_policy(d)
         try:
@@ -124,6 +128,8 @@ def pg_lease_takeover_after_sigkill(tmp):
             wait_for(served, timeout=20, what="the other node serving the counter")
             took = time.monotonic() - t0
             print("takeover after SIGKILL of the owner: %.0f ms" % (took * 1000))
+            check(pg.psql("SELECT lease_until > now() FROM gadgetd_node WHERE name = '%s'" % owner) == "t",
+                  "the killed node's lease had expired before the takeover: it waited out the TTL")
             count = int(got["r"].stdout.strip())
             acked, unknown = res["acked"], res["unknown"]
             check(acked <= count <= acked + unknown, "count %d after %d acknowledged increments (%d unknown)"
@@ -135,6 +141,15 @@ def pg_lease_takeover_after_sigkill(tmp):
             check(took < 2.0, "takeover took %.2f s" % took)
             r = other.ctl("call", "counter", "increment")
             check(r.stdout.strip() == str(count + 1), "increment after the takeover: %r" % r.stdout)
+            # Restarted, the killed node joins again at once (its old
+            # session is gone), not at its old lease's end a minute later.
+            if os.path.exists(o.sock):
+                os.unlink(o.sock)  # left by the SIGKILL
+            o.start()
+            wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_node n JOIN pg_stat_activity a ON a.pid ="
+                                     " n.lease_pid AND a.application_name = 'gadgetd ' || n.name || ' lease'"
+                                     " WHERE n.name = '%s' AND n.lease_until > now()" % owner) == "1",
+                     timeout=20, what="the restarted node to join again before its old lease's end")
         finally:
             stop_all(ds)
 

@@ -12,14 +12,15 @@ from gateway_util import Gateway
 from harness import EXAMPLES, TESTGADGET, Daemon, check, free_port, policy, wait_for
 
 
-def node(tmp, pg, name):
-    """A gadgetd named name (Node=), its directories below tmp/name."""
+def node(tmp, pg, name, conf_extra=""):
+    """A gadgetd named name (Node=), its directories below tmp/name
+    (conf_extra: more lines of its [Daemon])."""
     base = os.path.join(tmp, name)
     os.makedirs(base, exist_ok=True)
     os.chmod(base, 0o755)
     conf = os.path.join(base, "gadgetd.conf")
     with open(conf, "w") as f:
-        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n" % (pg.conninfo, name))
+        f.write("[Daemon]\nStore=postgresql\nStoreConnection=%s\nNode=%s\n%s" % (pg.conninfo, name, conf_extra))
     return Daemon(base, extra=["--config", conf])
 
 

@@ -541,8 +541,9 @@ def pg_libpq_missing(tmp):
 
 @test
 def pg_store_config_errors(tmp):
-    """Store=postgresql without StoreConnection=, a bad Store=, Node= or
-    NodeForget= (under the 10 s after which a node counts as down):
+    """Store=postgresql without StoreConnection=, a bad Store=, Node=,
+    NodeForget= (under the 10 s after which a node counts as down) or
+    LeaseTTL= (outside 1 s to 10 min) or LeasePoll= (under 50 ms):
     gadgetd refuses to start, naming the problem (never the connection
     string)."""
     from harness import GADGETD
@@ -552,7 +553,10 @@ def pg_store_config_errors(tmp):
              ("Store=postgresql\nStoreConnection=host=/x\nNode=Bad.Name\n", "Node=\"Bad.Name\" is not a name"),
              ("[Audit]\nStoreKeepDays=0\n", '[Audit] StoreKeepDays="0": want a number of days from 1 to 36500'),
              ("NodeForget=5s\n", 'NodeForget="5s" is not a time of at least 10s'),
-             ("NodeForget=soon\n", 'NodeForget="soon" is not a time'))
+             ("NodeForget=soon\n", 'NodeForget="soon" is not a time'),
+             ("LeaseTTL=500ms\n", 'LeaseTTL="500ms" is not a time from 1s to 10min'),
+             ("LeaseTTL=1h\n", 'LeaseTTL="1h" is not a time from 1s to 10min'),
+             ("LeasePoll=10ms\n", 'LeasePoll="10ms" is not a time from 50ms to 150s'))
     for i, (body, want) in enumerate(cases):
         conf = os.path.join(tmp, "c%d.conf" % i)
         with open(conf, "w") as f:
