@@ -215,7 +215,7 @@
  *       catch-up from audit.log overlapping the queue) lands once, and a
  *       node asks max(seq) of its rows to know where its copy stops. A
  *       node of schema 12 inserts rows without seq: NULLs never conflict,
- *       so they still insert, as before. */
+ *       so they still insert, as before.
  *
  * Version 14, a dead node's leases end with its session (kvpg_lease.h):
  *
