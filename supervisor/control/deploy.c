@@ -25,6 +25,7 @@
 #include "control.h"
 #include "core/calls.h"
 #include "core/core.h"
+#include "deploy_state.h"
 #include "system/audit.h"
 #include "system/log.h"
 #include "system/releases.h"
@@ -50,10 +51,13 @@ struct deploy_job {
         char *state_dir;
         uid_t uid;                  /* who asked (audited) */
         bool rollback;
+        bool with_state;            /* a rollback restoring the state kept with its version (deploy_state.c) */
         char *text;                 /* an install's: what it did; NULL: a deploy's or rollback's */
         char name[64], version[80], prev[80];
         char previous[80];          /* the store's previous before, put back by a rollback of j */
+        char said[400];             /* what its state's step did (deploy_state.c), "" if nothing */
         unsigned percent;           /* 1 to 99: a staged rollout; else at once */
+        struct unit_rollout_bound bound; /* its error bound */
         struct rollout_rec *ro;     /* its rollout's record, until that rollout ended */
         bool ro_completed;          /* it ended before the answer: completed, or not */
 };
@@ -152,8 +156,8 @@ static void job_audit(const struct deploy_job *j, int code, const char *detail)
 static void job_end(struct deploy_job *j, int code, const char *msg)
 {
         char detail[200];
-        snprintf(detail, sizeof detail, "version %s (was %s)%s", j->version, j->prev[0] ? j->prev : "none",
-                 code ? ": rolled back" : "");
+        snprintf(detail, sizeof detail, "version %s (was %s)%s%s", j->version, j->prev[0] ? j->prev : "none",
+                 j->with_state ? ", its state restored" : "", code ? ": rolled back" : "");
         if (!j->text) /* an install is audited as one (install.c) */
                 job_audit(j, code, detail);
         client_load_answer(j->ans, code, msg);
@@ -252,8 +256,8 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 }
                 log_msg(L_INFO, j->name, "%s version \"%s\" (was \"%s\") for uid %u", j->rollback ? "rolled back to" :
                         "deployed", j->version, j->prev, (unsigned)j->uid);
-                snprintf(out, sizeof out, "%s %s %s (was %s): ready", j->rollback ? "rolled back" : "deployed",
-                         j->name, j->version, j->prev[0] ? j->prev : "none");
+                snprintf(out, sizeof out, "%s %s %s (was %s): ready%s%.400s", j->rollback ? "rolled back" : "deployed",
+                         j->name, j->version, j->prev[0] ? j->prev : "none", j->said[0] ? "; " : "", j->said);
                 job_end(j, 0, out);
                 return;
         }
@@ -298,6 +302,8 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
                 job_free(j);
                 return;
         }
+        if (j->with_state) /* its state restored: its calls start it now */
+                deploy_state_release(j->core, j->name);
         if (err < 0) {
                 char path[4400];
                 if (j->prev[0])
@@ -315,7 +321,10 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
 static void wait_ready(struct deploy_job *j)
 {
         struct unit *u = core_find(j->core, j->name);
-        const struct call_req cq = { .done = ready_done, .cbdata = j, .until_ready = true };
+        /* A rollback with its state: its hold's end started it as an idle
+         * gadget woken (deploy_state_release): that start is waited for. */
+        bool woken = j->with_state && u && unit_state_of(u) == UNIT_STARTING;
+        const struct call_req cq = { .done = ready_done, .cbdata = j, .until_ready = !woken };
         char why[400];
         int code = u ? calls_wake(u, &cq, why, sizeof why) : 1;
         if (code == 0)
@@ -358,12 +367,59 @@ static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bou
         return 0;
 }
 
+/* The version's policy made current and loaded (j's state kept first). */
+static void deploy_go(struct deploy_job *j)
+{
+        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
+        char path[4400], msg[300];
+        int e;
+        if (j->percent && (e = staged_arm(j, &j->bound, msg, sizeof msg)) != 0) {
+                client_load_answer(j->ans, e, msg);
+                j->ans = NULL;
+                job_free(j);
+                return;
+        }
+        if ((e = releases_commit(j->state_dir, j->name, j->version, path, sizeof path)) == 0)
+                e = j->env->load(j->env->arg, path, false, &root, deploy_loaded, j);
+        if (e < 0) {
+                if (j->with_state)
+                        deploy_state_release(j->core, j->name);
+                if (j->prev[0])
+                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+                char out[400];
+                snprintf(out, sizeof out, "%s %s was not deployed: %s", j->name, j->version,
+                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
+                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
+        }
+}
+
+/* The state's step ended (deploy_state.c): on, or refused with nothing
+ * changed. */
+static void state_done(void *arg, int code, const char *msg)
+{
+        struct deploy_job *j = arg;
+        char detail[500];
+        if (!j->ctl) {
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (code == 0) {
+                snprintf(j->said, sizeof j->said, "%s", msg);
+                deploy_go(j);
+                return;
+        }
+        snprintf(detail, sizeof detail, "version %s (was %s): refused: %.200s", j->version, j->prev[0] ? j->prev :
+                 "none", msg);
+        job_audit(j, code, detail);
+        client_load_answer(j->ans, code, msg);
+        job_free(j);
+}
+
 static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
-                   unsigned percent, const struct unit_rollout_bound *bound)
+                   bool with_state, unsigned percent, const struct unit_rollout_bound *bound)
 {
         const struct control_env *env = client_env(cl);
-        struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
-        char path[4400];
         int e;
         struct deploy_job *j = calloc(1, sizeof *j);
         if (!j || !(j->state_dir = strdup(env->releases.state_dir))) {
@@ -372,7 +428,10 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
                 return;
         }
         *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = cl->cred.uid,
-                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0 };
+                                  .rollback = rollback, .with_state = with_state,
+                                  .percent = percent > 0 && percent < 100 ? percent : 0 };
+        if (bound)
+                j->bound = *bound;
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->version, sizeof j->version, "%s", version);
         if (!LIST_EMPTY(control_deploys(cl->ctl))) {
@@ -389,23 +448,17 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
                 job_free(j);
                 return;
         }
-        char msg[300];
-        if (j->percent && (e = staged_arm(j, bound, msg, sizeof msg)) != 0) {
-                client_load_answer(j->ans, e, msg);
-                j->ans = NULL;
-                job_free(j);
-                return;
-        }
-        if ((e = releases_commit(j->state_dir, name, version, path, sizeof path)) == 0)
-                e = env->load(env->arg, path, false, &root, deploy_loaded, j);
-        if (e < 0) {
-                if (j->prev[0])
-                        releases_commit(j->state_dir, name, j->prev, path, sizeof path);
-                char out[400];
-                snprintf(out, sizeof out, "%s %s was not deployed: %s", name, version,
-                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
-                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
-        }
+        /* First the state of the version it leaves, kept with that
+         * version; the deploy waits for it, and is refused if it fails.
+         * Not before a plain rollback: the way back stays as it was, and
+         * is never refused for a backup. */
+        char msg[700];
+        e = rollback && !with_state ? 1 : deploy_state_begin(j->core, j->state_dir, name, j->prev, version, with_state,
+                                                             state_done, j, msg, sizeof msg);
+        if (e == 1)
+                deploy_go(j);
+        else if (e)
+                state_done(j, e, msg);
 }
 
 void request_deploy(struct client *cl, const Control__Request *q)
@@ -444,17 +497,21 @@ void request_deploy(struct client *cl, const Control__Request *q)
         }
         struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
                                         .min_calls = d->min_calls ? d->min_calls : 100 };
-        deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
+        deploy(cl, q->id, d->name, d->version, false, false, d->percent, &b);
 }
 
 void request_rollback(struct client *cl, const Control__Request *q)
 {
-        const char *sd = client_env(cl)->releases.state_dir, *name = q->rollback->name;
+        bool with_state = q->req_case == CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE;
+        const char *sd = client_env(cl)->releases.state_dir;
+        const char *name = with_state ? q->rollback_with_state->name : q->rollback->name;
         char prev[80];
         if (!sd) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
+        if (with_state && !deploy_state_ok(cl, q->id, sd, name))
+                return;
         /* A rollout runs: its new version gets no more calls, at once. */
         struct unit *u = core_find(client_env(cl)->core, name);
         struct unit_rollout_info in = { 0 };
@@ -476,7 +533,7 @@ void request_rollback(struct client *cl, const Control__Request *q)
                              "in the store" : "%s has no version before the current one", name, prev);
                 return;
         }
-        deploy(cl, q->id, name, prev, true, 0, NULL);
+        deploy(cl, q->id, name, prev, true, with_state, 0, NULL);
 }
 
 void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,

@@ -20,6 +20,7 @@
 #include "client.h"
 #include "contract.h"
 #include "control.h"
+#include "deploy_state.h"
 #include "policy.h"
 #include "system/audit.h"
 #include "system/loader.h"
@@ -425,6 +426,12 @@ void request_versions(struct client *cl, const Control__Request *q)
                 info[i].uid = (uint32_t)v[i].uid;
                 info[i].sdk = v[i].sdk;
                 info[i].current = v[i].current;
+                unsigned long long bytes;
+                long long ms;
+                if (deploy_state_kept(env->releases.state_dir, q->versions->name, v[i].version, &bytes, &ms)) {
+                        info[i].state_ms = ms;
+                        info[i].state_bytes = bytes;
+                }
                 pv[i] = &info[i];
         }
         list.versions = pv;

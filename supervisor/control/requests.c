@@ -945,6 +945,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_RESTORE, request_restore },
         { CONTROL__REQUEST__REQ_DEPLOY, request_deploy },
         { CONTROL__REQUEST__REQ_ROLLBACK, request_rollback },
+        { CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE, request_rollback },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

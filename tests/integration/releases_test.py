@@ -192,12 +192,20 @@ def install_verify_versions(tmp):
               "install's audit records: %r" % installs)
 
 
+# The kv binding of deploy_rollback's versions: the state a deploy keeps.
+KV = "[Binding KV]\nType=kv\n"
+
+
 @test
 def deploy_rollback(tmp):
     """deploy and rollback switch between installed versions without a
     refused call; a version that crashes at its start (by install or by
     deploy) is rolled back at once, with the reason in the answer, the
-    log, status and the audit."""
+    log, status and the audit. Every deploy keeps the gadget's state with
+    the version it leaves (0600, root's; versions shows it); rollback
+    --with-state puts it back with the version before, a steady caller
+    waiting through it without a refused call; a plain rollback keeps the
+    data as it is."""
     d = Gateway(tmp)
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
@@ -208,7 +216,7 @@ def deploy_rollback(tmp):
 
     def make(version, keys=""):
         out = os.path.join(tmp, "rel-%s.bundle" % version)
-        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys), "--key", os.path.join(tmp, "key.pem"), "-o", out)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys + KV), "--key", os.path.join(tmp, "key.pem"), "-o", out)
         check(r.returncode == 0, "bundle: %r" % r.stderr)
         return out
 
@@ -217,11 +225,17 @@ def deploy_rollback(tmp):
         return st.get("version"), st.get("previous_version")
 
     with d:
+        # 2.0 takes a second to end once asked to stop: the steady caller's
+        # calls come during rollback --with-state's stop of it, and wait.
         for v in ("1.0", "2.0"):
-            r = d.ctl("install", make(v))
+            r = d.ctl("install", make(v, keys="Arguments=slowstop 1\n" if v == "2.0" else ""))
             check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s: %r %r" %
                   (v, r.stdout, r.stderr))
         check(versions() == ("2.0", "1.0"), "after two installs: %r" % (versions(),))
+        # No state kept with 1.0 (no deploy left it): refused, nothing changed.
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode != 0 and "no state is kept with rel 1.0" in r.stderr and versions() == ("2.0", "1.0"),
+              "rollback --with-state with none kept: %r %r" % (r.stderr, versions()))
         r = d.ctl("status", "rel")
         check(re.search(r"^ *Previous version: 1\.0$", r.stdout, re.M), "status: %r" % r.stdout)
         crash = make("3.0", keys="Arguments=crash\n")
@@ -264,6 +278,56 @@ def deploy_rollback(tmp):
         # rollback goes back to the version before whatever happened since.
         r = d.ctl("rollback", "rel")
         check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
+        deploy_state(d, tmp, versions)
+
+
+def deploy_state(d, tmp, versions):
+    """deploy_rollback's state: 1.0 current, 2.0 before it."""
+    def fop(op, value=0):
+        r = d.ctl("call", "rel", "fop", json.dumps({"op": op, "key": "count", "id": "t", "value": value}))
+        check(r.returncode == 0, "fop %s: %r" % (op, r.stderr))
+        return json.loads(r.stdout)["v"]
+
+    def kept():
+        return {x["version"]: (x["state_ms"], x["state_bytes"])
+                for x in json.loads(d.ctl("--json", "versions", "rel").stdout)}
+
+    for _ in range(5):
+        fop("incr")
+    check(fop("read") == 5, "the counter under 1.0")
+    with Healthy(d, "rel") as steady:
+        r = d.ctl("deploy", "rel", "2.0")
+        check(r.returncode == 0, "deploy 2.0: %r" % r.stderr)
+        # 2.0 changes the data.
+        fop("write", 1000)
+        check(fop("read") == 1000, "2.0's data")
+        path = os.path.join(tmp, "state", "releases", "rel", "1.0", "state.backup")
+        st = os.stat(path)
+        check(st.st_mode & 0o7777 == 0o600 and st.st_uid == 0, "the kept state's mode: %o" % st.st_mode)
+        k = kept()
+        check(k["1.0"][0] > 0 and k["1.0"][1] == st.st_size, "versions: the state kept with 1.0: %r" % k)
+        r = d.ctl("versions", "rel")
+        check(re.search(r"^1\.0 .* %d bytes$" % st.st_size, r.stdout, re.M), "versions: %r" % r.stdout)
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode == 0 and "restored the state kept with 1.0" in r.stdout and
+              "rolled back rel 1.0 (was 2.0): ready" in r.stdout, "rollback --with-state: %r %r" % (r.stdout, r.stderr))
+        check(versions() == ("1.0", "2.0"), "after rollback --with-state: %r" % (versions(),))
+        check(fop("read") == 5, "1.0's data as it was at the deploy")
+        # 2.0's state was kept as the rollback left it: twice in a row
+        # comes back to it. A plain rollback keeps the data as it is.
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode == 0 and versions() == ("2.0", "1.0"), "rollback --with-state to 2.0: %r" % r.stderr)
+        check(fop("read") == 1000, "2.0's data back")
+        r = d.ctl("rollback", "rel")
+        check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r" % r.stderr)
+        check(fop("read") == 1000, "a plain rollback changed the data")
+    # A call came during a stop and waited through it (2.0's second).
+    check(steady.result["max_us"] > 500000, "no call waited through the hold: %r" % steady.result)
+    audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+    ops = [(a["op"], a.get("detail")) for a in audit if a.get("binding") == "deploy"][-3:]
+    check(ops == [("rollback", "version 1.0 (was 2.0), its state restored"),
+                  ("rollback", "version 2.0 (was 1.0), its state restored"), ("rollback", "version 1.0 (was 2.0)")],
+          "the audit of the rollbacks: %r" % ops)
 
 
 def tally(d, n, gadget, method):
