@@ -155,7 +155,7 @@ static void job_audit(const struct deploy_job *j, int code, const char *detail)
 /* The answer, the audit record, and j freed. */
 static void job_end(struct deploy_job *j, int code, const char *msg)
 {
-        char detail[200];
+        char detail[300];
         snprintf(detail, sizeof detail, "version %s (was %s)%s%s", j->version, j->prev[0] ? j->prev : "none",
                  j->with_state ? ", its state restored" : "", code ? ": rolled back" : "");
         if (!j->text) /* an install is audited as one (install.c) */
@@ -453,9 +453,10 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
          * Not before a plain rollback: the way back stays as it was, and
          * is never refused for a backup. */
         char msg[700];
-        e = rollback && !with_state ? 1 : deploy_state_begin(j->core, j->state_dir, name, j->prev, version, with_state,
-                                                             state_done, j, msg, sizeof msg);
-        if (e == 1)
+        e = rollback && !with_state ? DEPLOY_STATE_NONE
+                                    : deploy_state_begin(j->core, j->state_dir, name, j->prev, version, with_state,
+                                                         state_done, j, msg, sizeof msg);
+        if (e == DEPLOY_STATE_NONE)
                 deploy_go(j);
         else if (e)
                 state_done(j, e, msg);

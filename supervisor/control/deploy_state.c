@@ -137,8 +137,13 @@ static int backup_go(struct state_job *j, struct unit *u, char *why, size_t len)
 {
         /* A leftover of a backup cut short (gadgetd's end) goes first:
          * deploys run one at a time, so nobody else writes it. */
+        char e[500];
         unlink(j->tmp);
-        return bindings_backup_file(unit_bindings(u), j->tmp, backed_up, j, why, len);
+        int code = bindings_backup_file(unit_bindings(u), j->tmp, backed_up, j, e, sizeof e);
+        if (code)
+                snprintf(why, len, "the backup of %s's state before the %s failed: %s (nothing was changed)", j->name,
+                         j->with_state ? "rollback" : "deploy", e);
+        return code;
 }
 
 static void hold_done(void *arg, struct unit *u, int err)
@@ -167,7 +172,7 @@ int deploy_state_begin(struct core *core, const char *state_dir, const char *nam
                                  "cannot be restored", name);
                         return GADGET_EINVAL;
                 }
-                return 1;
+                return DEPLOY_STATE_NONE;
         }
         struct state_job *j = calloc(1, sizeof *j);
         if (!j) {

@@ -18,6 +18,7 @@ struct client;
 struct core;
 
 #define DEPLOY_STATE_FILE "state.backup"    /* in releases/NAME/VERSION/ */
+#define DEPLOY_STATE_NONE (-1)              /* deploy_state_begin: nothing to keep */
 
 /* The end of the state's step: code 0 (the deploy goes on; msg says what
  * was kept), or a GADGET_E* code with msg (the deploy is refused: nothing
@@ -26,9 +27,9 @@ typedef void (*deploy_state_fn)(void *arg, int code, const char *msg);
 
 /* The state's step before name's deploy from version from (the store's
  * current, "" if none) to version to; with_state: a rollback that
- * restores to's kept state. 0: done is called later; 1: nothing to keep
- * (no version left, or no such gadget loaded): go on now, done never
- * called; else a GADGET_E* code with msg (done never called). */
+ * restores to's kept state. 0: done is called later; DEPLOY_STATE_NONE:
+ * nothing to keep (no version left, or no such gadget loaded): go on now,
+ * done never called; else a GADGET_E* code with msg (done never called). */
 int deploy_state_begin(struct core *core, const char *state_dir, const char *name, const char *from, const char *to,
                        bool with_state, deploy_state_fn done, void *arg, char *msg, size_t len);
 /* gadgetctl rollback NAME --with-state may go on: root asks, no rollout

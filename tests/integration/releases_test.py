@@ -295,6 +295,14 @@ def deploy_state(d, tmp, versions):
     for _ in range(5):
         fop("incr")
     check(fop("read") == 5, "the counter under 1.0")
+    # A backup that fails refuses the deploy, nothing changed (its file's
+    # place taken by a directory).
+    blocker = os.path.join(tmp, "state", "releases", "rel", "1.0", ".state.backup.new")
+    os.mkdir(blocker)
+    r = d.ctl("deploy", "rel", "2.0")
+    check(r.returncode != 0 and "before the deploy failed" in r.stderr and versions() == ("1.0", "2.0"),
+          "a deploy whose backup failed: %r %r %r" % (r.stdout, r.stderr, versions()))
+    os.rmdir(blocker)
     with Healthy(d, "rel") as steady:
         r = d.ctl("deploy", "rel", "2.0")
         check(r.returncode == 0, "deploy 2.0: %r" % r.stderr)
@@ -308,6 +316,12 @@ def deploy_state(d, tmp, versions):
         check(k["1.0"][0] > 0 and k["1.0"][1] == st.st_size, "versions: the state kept with 1.0: %r" % k)
         r = d.ctl("versions", "rel")
         check(re.search(r"^1\.0 .* %d bytes$" % st.st_size, r.stdout, re.M), "versions: %r" % r.stdout)
+        status = d.status("rel")
+        check(status.get("previous_state_ms", 0) > 0 and status.get("previous_state_bytes") == st.st_size,
+              "status: the state kept with the previous version: %r" % status)
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Previous state: kept .* %d bytes \(rollback --with-state\)$" % st.st_size, r.stdout, re.M),
+              "status: %r" % r.stdout)
         r = d.ctl("rollback", "rel", "--with-state")
         check(r.returncode == 0 and "restored the state kept with 1.0" in r.stdout and
               "rolled back rel 1.0 (was 2.0): ready" in r.stdout, "rollback --with-state: %r %r" % (r.stdout, r.stderr))
