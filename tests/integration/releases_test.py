@@ -15,26 +15,13 @@ import grp
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
 
+from bundles import KV, bundle_dir
 from gateway_util import Gateway
 from harness import CALLFLOOD, GADGETD, TESTGADGET, Healthy, check, main, policy, test
-
-
-def bundle_dir(tmp, version, name="rel", keys=""):
-    """A bundle's directory: manifest, policy template, the program."""
-    d = os.path.join(tmp, "src-%s-%s" % (name, version))
-    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
-    with open(os.path.join(d, "manifest"), "w") as f:
-        f.write("Name=%s\nVersion=%s\nProtocol=2\nSDK=test\n" % (name, version))
-    with open(os.path.join(d, "policy"), "w") as f:
-        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n%s" % (name, keys))
-    shutil.copy(TESTGADGET, os.path.join(d, "bin", "testgadget"))
-    os.chmod(os.path.join(d, "bin", "testgadget"), 0o755)
-    return d
 
 
 def raw_bundle(members):
@@ -190,10 +177,6 @@ def install_verify_versions(tmp):
         installs = [(a["outcome"], a.get("uid")) for a in audit if a.get("binding") == "install"]
         check(("ok", 65534) in installs and ("denied", 65534) in installs and ("ok", 0) in installs,
               "install's audit records: %r" % installs)
-
-
-# The kv binding of deploy_rollback's versions: the state a deploy keeps.
-KV = "[Binding KV]\nType=kv\n"
 
 
 @test
