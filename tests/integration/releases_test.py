@@ -189,7 +189,7 @@ def deploy_rollback(tmp):
     --with-state puts it back with the version before, a steady caller
     waiting through it without a refused call; a plain rollback keeps the
     data as it is."""
-    d = Gateway(tmp)
+    d = Gateway(tmp, extra=["--group", "nogroup"])
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
     with open(d.config, "a") as f:
@@ -305,6 +305,10 @@ def deploy_state(d, tmp, versions):
         r = d.ctl("status", "rel")
         check(re.search(r"^ *Previous state: kept .* %d bytes \(rollback --with-state\)$" % st.st_size, r.stdout, re.M),
               "status: %r" % r.stdout)
+        # Root's only, as restore: a member of the control group is refused.
+        r = d.ctl("rollback", "rel", "--with-state", user=(65534, grp.getgrnam("nogroup").gr_gid))
+        check(r.returncode != 0 and "root's only" in r.stderr and versions() == ("2.0", "1.0"),
+              "a member's rollback --with-state: %r" % r.stderr)
         r = d.ctl("rollback", "rel", "--with-state")
         check(r.returncode == 0 and "restored the state kept with 1.0" in r.stdout and
               "rolled back rel 1.0 (was 2.0): ready" in r.stdout, "rollback --with-state: %r %r" % (r.stdout, r.stderr))
