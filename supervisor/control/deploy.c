@@ -10,6 +10,10 @@
  * same way (deploy_after_install). One at a time in gadgetd (a deploy
  * while another or an install's waits is answered busy): each reads and
  * writes the store's current and previous versions of its gadget.
+ * Before its copy, a deploy keeps the gadget's state with the version it
+ * leaves, and a rollback --with-state restores the one kept with the
+ * version it goes to (deploy_state.c); either waits for that, and is
+ * refused, nothing changed, if it fails.
  * A staged deploy (a percent below 100) arms a rollout on the unit first
  * (core/unit_rollout.c): its new process then serves that share beside
  * the old one, the store naming the old version meanwhile; the core tells
