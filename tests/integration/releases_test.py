@@ -322,12 +322,24 @@ def deploy_state(d, tmp, versions):
         r = d.ctl("rollback", "rel")
         check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r" % r.stderr)
         check(fop("read") == 1000, "a plain rollback changed the data")
+        # A kept state that does not restore (a changed byte): refused,
+        # nothing changed, and the gadget serves again at once.
+        kept2 = os.path.join(tmp, "state", "releases", "rel", "2.0", "state.backup")
+        data = bytearray(open(kept2, "rb").read())
+        data[-1] ^= 1
+        open(kept2, "wb").write(bytes(data))
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode != 0 and "was not restored" in r.stderr and "nothing was changed" in r.stderr and
+              versions() == ("1.0", "2.0"), "a kept state that does not restore: %r %r" % (r.stderr, versions()))
+        check(fop("read") == 1000, "the refused restore changed the data")
     # A call came during a stop and waited through it (2.0's second).
     check(steady.result["max_us"] > 500000, "no call waited through the hold: %r" % steady.result)
     audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
-    ops = [(a["op"], a.get("detail")) for a in audit if a.get("binding") == "deploy"][-3:]
-    check(ops == [("rollback", "version 1.0 (was 2.0), its state restored"),
-                  ("rollback", "version 2.0 (was 1.0), its state restored"), ("rollback", "version 1.0 (was 2.0)")],
+    ops = [(a["op"], a["outcome"], a.get("detail")) for a in audit if a.get("binding") == "deploy"][-4:]
+    check(ops[:3] == [("rollback", "ok", "version 1.0 (was 2.0), its state restored"),
+                      ("rollback", "ok", "version 2.0 (was 1.0), its state restored"),
+                      ("rollback", "ok", "version 1.0 (was 2.0)")] and ops[3][1] == "error" and
+          ops[3][2].startswith("version 2.0 (was 1.0): refused: the state kept with rel 2.0 was not restored"),
           "the audit of the rollbacks: %r" % ops)
 
 
