@@ -74,6 +74,12 @@ static void restored(void *arg, int err, const char *why, const struct backup_in
         snprintf(msg, sizeof msg, "%s; restored the state kept with %s (%" PRIu64 " keys, %" PRIu64 " alarms)", j->said,
                  j->to, info->n_kv, info->n_alarms);
         log_msg(L_INFO, j->name, "%s", msg);
+        /* The alarms changed under the delivery: it looks again (as after
+         * gadgetctl restore, backup.c). */
+        struct unit *u = core_find(j->core, j->name);
+        struct gadget_bindings *g = u ? unit_bindings(u) : NULL;
+        if (g && g->alarms_changed)
+                g->alarms_changed(g->alarms_arg);
         finish(j, 0, msg);
 }
 
