@@ -33,7 +33,7 @@ struct state_job {
         bool held;                  /* with_state: the gadget is held (unit_hold) */
         deploy_state_fn done;
         void *arg;
-        char tmp[4400], kept[4400]; /* the backup being written, and its place */
+        char tmp[4400], kept[4400]; /* the backup being written (releases/NAME/.state-*.new), and its place */
         char restore[4400];         /* with_state: the backup restored */
         char said[300];             /* what the backup kept */
 };
@@ -141,10 +141,7 @@ static void backed_up(void *arg, int err, const char *why, const struct backup_i
  * GADGET_E* code with why. */
 static int backup_go(struct state_job *j, struct unit *u, char *why, size_t len)
 {
-        /* A leftover of a backup cut short (gadgetd's end) goes first:
-         * deploys run one at a time, so nobody else writes it. */
         char e[500];
-        unlink(j->tmp);
         int code = bindings_backup_file(unit_bindings(u), j->tmp, backed_up, j, e, sizeof e);
         if (code)
                 snprintf(why, len, "the backup of %s's state before the %s failed: %s (nothing was changed)", j->name,
@@ -189,7 +186,12 @@ int deploy_state_begin(struct core *core, const char *state_dir, const char *nam
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->from, sizeof j->from, "%s", from);
         snprintf(j->to, sizeof j->to, "%s", to);
-        snprintf(j->tmp, sizeof j->tmp, "%s/%s/%s/%s/." DEPLOY_STATE_FILE ".new", state_dir, RELEASES_DIR, name, from);
+        /* Written beside the versions, under a name of its own (an install
+         * and a deploy may keep the same version's state at once; the last
+         * rename wins, each file whole), ".*.new": what gadgetd's end
+         * leaves of one is removed at its next start (releases_sweep). */
+        static unsigned long seq;
+        snprintf(j->tmp, sizeof j->tmp, "%s/%s/%s/.state-%s-%lu.new", state_dir, RELEASES_DIR, name, from, ++seq);
         snprintf(j->kept, sizeof j->kept, "%s/%s/%s/%s/" DEPLOY_STATE_FILE, state_dir, RELEASES_DIR, name, from);
         snprintf(j->restore, sizeof j->restore, "%s/%s/%s/%s/" DEPLOY_STATE_FILE, state_dir, RELEASES_DIR, name, to);
         int code, e;

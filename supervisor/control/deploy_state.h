@@ -1,8 +1,9 @@
 /* deploy_state: the gadget's state around a change of version
  * (docs/releases.md, "State kept with each version"). Before every
- * deploy (at once, or a staged rollout's start) its kv keys and alarms
- * are backed up, in gadgetctl backup's format, beside the version the
- * deploy leaves: releases/NAME/VERSION/state.backup. gadgetctl rollback
+ * deploy (at once, or a staged rollout's start), and an install's new
+ * current version, its kv keys and alarms are backed up, in gadgetctl
+ * backup's format, into the version left:
+ * releases/NAME/VERSION/state.backup. gadgetctl rollback
  * --with-state holds the gadget idle (core's unit_hold: calls wait),
  * backs up the state of the version it leaves the same way, and restores
  * the one kept with the version it goes back to; the deploy then loads

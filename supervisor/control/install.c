@@ -285,13 +285,49 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         job_free(j);
 }
 
-static void install_read(evutil_socket_t fd, short what, void *arg)
+/* Its version made current and loaded. */
+static void install_go(struct install_job *j)
 {
-        struct install_job *j = arg;
         const struct control_releases *r = &j->rel;
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
         char path[4400];
         int e;
+        if ((e = releases_commit(r->state_dir, j->name, j->version, path, sizeof path)) == 0)
+                e = j->env->load(j->env->arg, path, false, &root, install_loaded, j);
+        if (e < 0) {
+                releases_undo(r->state_dir, j->name, j->version, j->prev, true);
+                snprintf(j->msg, sizeof j->msg, "%s %s was not installed: %s", j->name, j->version,
+                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
+                job_answer(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
+        }
+}
+
+/* The state of the version it replaces kept with that version, as a
+ * deploy keeps it (deploy_state.c), or the install refused: nothing of it
+ * left, nothing changed. */
+static void install_state_done(void *arg, int code, const char *msg)
+{
+        struct install_job *j = arg;
+        if (j->abandoned) { /* gadgetd is ending: no control, no client left */
+                releases_undo(j->rel.state_dir, j->name, j->version, j->prev, false);
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (code) {
+                releases_undo(j->rel.state_dir, j->name, j->version, j->prev, false);
+                snprintf(j->msg, sizeof j->msg, "%s %s was not installed: %.3000s", j->name, j->version, msg);
+                job_answer(j, code, j->msg);
+                return;
+        }
+        install_go(j);
+}
+
+static void install_read(evutil_socket_t fd, short what, void *arg)
+{
+        struct install_job *j = arg;
+        const struct control_releases *r = &j->rel;
+        char msg[700];
         (void)fd;
         (void)what;
         pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
@@ -301,14 +337,14 @@ static void install_read(evutil_socket_t fd, short what, void *arg)
                 return;
         }
         releases_current(r->state_dir, j->name, j->prev, sizeof j->prev);
-        if ((e = releases_commit(r->state_dir, j->name, j->version, path, sizeof path)) == 0)
-                e = j->env->load(j->env->arg, path, false, &root, install_loaded, j);
-        if (e < 0) {
-                releases_undo(r->state_dir, j->name, j->version, j->prev, true);
-                snprintf(j->msg, sizeof j->msg, "%s %s was not installed: %s", j->name, j->version,
-                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
-                job_answer(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
-        }
+        /* First the state of the version it replaces, kept with it; the
+         * install waits for it, and is refused if it fails. */
+        int e = deploy_state_begin(j->env->core, r->state_dir, j->name, j->prev, j->version, false,
+                                   install_state_done, j, msg, sizeof msg);
+        if (e == DEPLOY_STATE_NONE)
+                install_go(j);
+        else if (e)
+                install_state_done(j, e, msg);
 }
 
 /* Starts j's thread. 0 or -errno. */

@@ -215,10 +215,9 @@ def deploy_rollback(tmp):
             check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s: %r %r" %
                   (v, r.stdout, r.stderr))
         check(versions() == ("2.0", "1.0"), "after two installs: %r" % (versions(),))
-        # No state kept with 1.0 (no deploy left it): refused, nothing changed.
-        r = d.ctl("rollback", "rel", "--with-state")
-        check(r.returncode != 0 and "no state is kept with rel 1.0" in r.stderr and versions() == ("2.0", "1.0"),
-              "rollback --with-state with none kept: %r %r" % (r.stderr, versions()))
+        # The install of 2.0 kept 1.0's state with it.
+        v = {x["version"]: x["state_ms"] for x in json.loads(d.ctl("--json", "versions", "rel").stdout)}
+        check(v["1.0"] > 0 and v["2.0"] == 0, "the states kept by the installs: %r" % v)
         r = d.ctl("status", "rel")
         check(re.search(r"^ *Previous version: 1\.0$", r.stdout, re.M), "status: %r" % r.stdout)
         crash = make("3.0", keys="Arguments=crash\n")
@@ -227,6 +226,11 @@ def deploy_rollback(tmp):
             check(r.returncode == 0 and "rolled back rel 1.0 (was 2.0): ready" in r.stdout,
                   "rollback: %r %r" % (r.stdout, r.stderr))
             check(versions() == ("1.0", "2.0"), "after the rollback: %r" % (versions(),))
+            # No state kept with 2.0 (a plain rollback left it): refused,
+            # nothing changed.
+            r = d.ctl("rollback", "rel", "--with-state")
+            check(r.returncode != 0 and "no state is kept with rel 2.0" in r.stderr and versions() == ("1.0", "2.0"),
+                  "rollback --with-state with none kept: %r %r" % (r.stderr, versions()))
             r = d.ctl("deploy", "rel", "2.0")
             check(r.returncode == 0 and "deployed rel 2.0 (was 1.0): ready" in r.stdout,
                   "deploy: %r %r" % (r.stdout, r.stderr))
@@ -261,10 +265,10 @@ def deploy_rollback(tmp):
         # rollback goes back to the version before whatever happened since.
         r = d.ctl("rollback", "rel")
         check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
-        deploy_state(d, tmp, versions)
+        deploy_state(d, tmp, versions, make)
 
 
-def deploy_state(d, tmp, versions):
+def deploy_state(d, tmp, versions, make):
     """deploy_rollback's state: 1.0 current, 2.0 before it."""
     def fop(op, value=0):
         r = d.ctl("call", "rel", "fop", json.dumps({"op": op, "key": "count", "id": "t", "value": value}))
@@ -279,20 +283,29 @@ def deploy_state(d, tmp, versions):
         fop("incr")
     check(fop("read") == 5, "the counter under 1.0")
     # A backup that fails refuses the deploy, nothing changed (its file's
-    # place taken by a directory).
-    blocker = os.path.join(tmp, "state", "releases", "rel", "1.0", ".state.backup.new")
-    os.mkdir(blocker)
+    # place taken by a directory); the one kept before stays.
+    path = os.path.join(tmp, "state", "releases", "rel", "1.0", "state.backup")
+    os.rename(path, path + ".saved")
+    os.mkdir(path)
     r = d.ctl("deploy", "rel", "2.0")
     check(r.returncode != 0 and "before the deploy failed" in r.stderr and versions() == ("1.0", "2.0"),
           "a deploy whose backup failed: %r %r %r" % (r.stdout, r.stderr, versions()))
-    os.rmdir(blocker)
+    # An install that would make a version current the same: refused,
+    # nothing of it left.
+    r = d.ctl("install", make("4.0"))
+    check(r.returncode != 0 and "4.0 was not installed" in r.stderr and "before the deploy failed" in r.stderr and
+          not os.path.exists(os.path.join(tmp, "state", "releases", "rel", "4.0")) and versions() == ("1.0", "2.0"),
+          "an install whose backup failed: %r %r" % (r.stderr, versions()))
+    check(not [x for x in os.listdir(os.path.dirname(os.path.dirname(path))) if x.endswith(".new")],
+          "the failed backup's file left behind")
+    os.rmdir(path)
+    os.rename(path + ".saved", path)
     with Healthy(d, "rel") as steady:
         r = d.ctl("deploy", "rel", "2.0")
         check(r.returncode == 0, "deploy 2.0: %r" % r.stderr)
         # 2.0 changes the data.
         fop("write", 1000)
         check(fop("read") == 1000, "2.0's data")
-        path = os.path.join(tmp, "state", "releases", "rel", "1.0", "state.backup")
         st = os.stat(path)
         check(st.st_mode & 0o7777 == 0o600 and st.st_uid == 0, "the kept state's mode: %o" % st.st_mode)
         k = kept()
