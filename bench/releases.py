@@ -10,7 +10,10 @@ hello). The calls: `callflood --paced` at 300 calls/s through the control
 socket, steady (no event), during a staged rollout at 50% (`gadgetctl
 deploy r 1 --percent 50`: two processes serve, each its share of the call
 trees), then through alternating deploys and rollbacks (each waits for
-10 calls answered after it). Nothing here
+10 calls answered after it), then through rollbacks with their state
+(`gadgetctl rollback r --with-state`: the gadget held idle, its state
+kept, the version before's restored, that one started; its calls wait).
+Nothing here
 passes or fails: the goal is a line in BENCHMARKS.md.
 """
 import json
@@ -24,6 +27,7 @@ from hostile import finish
 RATE = 300
 INSTALLS = 5
 SWITCHES = 20
+STATEFUL = 10
 BLOB = 10 << 20
 
 
@@ -45,7 +49,7 @@ def bundle(ctx, d, key, version):
     with open(os.path.join(src, "manifest"), "w") as f:
         f.write("Name=r\nVersion=%s\nProtocol=2\n" % version)
     with open(os.path.join(src, "policy"), "w") as f:
-        f.write("[Gadget]\nName=r\nExec=bin/testgadget\nCallTimeout=30s\n")
+        f.write("[Gadget]\nName=r\nExec=bin/testgadget\nCallTimeout=30s\n[Binding KV]\nType=kv\n")
     shutil.copy(ctx.exe("tests/integration/testgadget"), os.path.join(src, "bin", "testgadget"))
     os.chmod(os.path.join(src, "bin", "testgadget"), 0o755)
     with open(os.path.join(src, "blob"), "wb") as f:  # the bundle 10 MiB in all
@@ -69,8 +73,9 @@ def run(ctx):
     conf = os.path.join(top, "gadgetd.conf")
     ctx.commands.append("gadgetctl install r-N.bundle  # %d times, each a signed 10 MiB bundle of the running gadget; "
                         "then callflood --paced %d 100000 SOCK r echo, steady, during gadgetctl deploy r 1 --percent "
-                        "50, then through %d gadgetctl deploy r 1 / gadgetctl rollback r" % (INSTALLS, RATE, SWITCHES))
-    out = {"install_us": [], "deploy_us": []}
+                        "50, then through %d gadgetctl deploy r 1 / gadgetctl rollback r, then through %d gadgetctl rollback "
+                        "r --with-state" % (INSTALLS, RATE, SWITCHES, STATEFUL))
+    out = {"install_us": [], "deploy_us": [], "with_state_us": []}
     pub = subprocess.run([ctx.exe("ctl/gadgetctl"), "keygen", "-o", key], capture_output=True, text=True,
                          check=True).stdout.split()[-1]
     with open(conf, "w") as f:
@@ -101,6 +106,17 @@ def run(ctx):
                 out["deploy_us"].append(timed(d, "rollback", "r"))
             flowing(d, 10)
         out["switches"] = finish(p)
+        # A state kept with each of the two versions, then back and forth
+        # with it.
+        d.ctl("deploy", "r", "1")
+        d.ctl("rollback", "r", "--with-state")
+        p = subprocess.Popen([ctx.exe("tests/integration/callflood"), "--paced", str(RATE), "100000", d.sock, "r",
+                              "echo"], stdout=subprocess.PIPE, text=True)
+        flowing(d, 10)
+        for i in range(STATEFUL):
+            out["with_state_us"].append(timed(d, "rollback", "r", "--with-state"))
+            flowing(d, 10)
+        out["with_state"] = finish(p)
     return out
 
 
@@ -114,9 +130,16 @@ def rows(v, us):
                 "max %s" % us(max(v["install_us"]) * 1e3)])
     out.append(["", "`gadgetctl deploy` / `rollback` of an installed version (to its new hello), median of %d" %
                 len(v["deploy_us"]), us(med(v["deploy_us"]) * 1e3), "", "max %s" % us(max(v["deploy_us"]) * 1e3)])
+    if v.get("with_state_us"):
+        out.append(["", "`gadgetctl rollback --with-state` (stop, keep, restore, start: to its new hello), median "
+                    "of %d" % len(v["with_state_us"]), us(med(v["with_state_us"]) * 1e3), "",
+                    "max %s" % us(max(v["with_state_us"]) * 1e3)])
     steady_p99 = v["steady"]["p99_us"] * 1e3
     for key, what in (("steady", "steady, no event"), ("rollout", "during a staged rollout at 50%"),
-                      ("switches", "through %d deploys and rollbacks" % SWITCHES)):
+                      ("switches", "through %d deploys and rollbacks" % SWITCHES),
+                      ("with_state", "through %d rollbacks with their state" % STATEFUL)):
+        if key not in v:
+            continue
         r = v[key]
         lost = r["sent"] - r["ok"]
         out.append(["", "paced caller, %d calls/s, %s: %d calls, %d not answered ok" % (RATE, what, r["sent"], lost),
@@ -130,4 +153,9 @@ def rows(v, us):
     goals.append((r["sent"] == r["ok"] and r["twice"] == 0,
                   "through %d deploys and rollbacks: 0 refused, lost or twice: %d not ok, %d twice" %
                   (SWITCHES, r["sent"] - r["ok"], r["twice"])))
+    r = v.get("with_state")
+    if r:
+        goals.append((r["sent"] == r["ok"] and r["twice"] == 0,
+                      "through %d rollbacks with their state: 0 refused, lost or twice: %d not ok, %d twice" %
+                      (STATEFUL, r["sent"] - r["ok"], r["twice"])))
     return out, goals

@@ -206,6 +206,8 @@ static void name_fill(const char *name, Control__Request__ReqCase kind, bool no_
                 req->versions = n;
         else if (kind == CONTROL__REQUEST__REQ_ROLLBACK)
                 req->rollback = n;
+        else if (kind == CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE)
+                req->rollback_with_state = n;
         else
                 req->status = n;
 }
@@ -453,7 +455,8 @@ static int cmd_deploy(const struct ctl *ctl, const struct cmd_args *a)
 
 static int cmd_rollback(const struct ctl *ctl, const struct cmd_args *a)
 {
-        return cmd_name_request(ctl, a->pos[0], CONTROL__REQUEST__REQ_ROLLBACK, CONTROL__RESPONSE__RESP_DONE, false);
+        return cmd_name_request(ctl, a->pos[0], a->with_state ? CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE
+                                : CONTROL__REQUEST__REQ_ROLLBACK, CONTROL__RESPONSE__RESP_DONE, false);
 }
 
 static int cmd_debug(const struct ctl *ctl, const struct cmd_args *a)
@@ -806,11 +809,14 @@ const struct command cmd_commands[] = {
         { "versions", cmd_versions, 1, 1, "h", "NAME", "list the installed versions of a gadget",
           "Newest install first: the version, whether it is current, when and by whom\n"
           "it was installed (UTC, uid) and its signer's key id. gadgetd keeps the last\n"
-          "VersionsKept= (default 10) of each gadget. With Store=postgresql the\n"
+          "VersionsKept= (default 10) of each gadget. STATE KEPT: the gadget's state\n"
+          "a deploy kept with the version as it left it (when, its size), which\n"
+          "rollback --with-state restores; empty if none. With Store=postgresql the\n"
           "versions are the store's: a bundle installed through any node is listed on\n"
           "each once that node checked and unpacked it, or as refused, with why.\n"
           "With --json: an array of {\"version\", \"current\", \"installed_ms\", \"uid\",\n"
-          "\"signer\", \"sdk\", \"node\", \"refused\"}.\n" },
+          "\"signer\", \"sdk\", \"node\", \"refused\", \"state_ms\", \"state_bytes\"}\n"
+          "(state_ms 0: none kept).\n" },
         { "deploy", cmd_deploy, 2, 2, "hCEM", "NAME VERSION [--percent P]",
           "make an installed version of a gadget current, or roll it out",
           "Its policy becomes the gadget's, and a running gadget restarts on it without\n"
@@ -828,11 +834,21 @@ const struct command cmd_commands[] = {
           "      --percent P     the share of the call trees, 1 to 100 (default 100)\n"
           "      --max-errors PCT  the rollout's error bound, 0 to 100 (default 5)\n"
           "      --min-calls N   calls of the new version before the bound counts (default 100)\n" },
-        { "rollback", cmd_rollback, 1, 1, "h", "NAME", "go back to a gadget's version before",
+        { "rollback", cmd_rollback, 1, 1, "hW", "NAME [--with-state]", "go back to a gadget's version before",
           "A rollout running: its new version gets no more calls and drains, at once.\n"
           "Else deploys the version that was current before the last install, deploy\n"
           "or rollback (status shows it as Previous version), without a gap, as deploy\n"
-          "does. Twice in a row comes back to where it was.\n" },
+          "does. Twice in a row comes back to where it was. The gadget's data stays as\n"
+          "it is, unless --with-state.\n"
+          "Every deploy (and install of a new current version) first keeps the gadget's\n"
+          "state (its kv keys and alarms, as backup writes them) with the version it\n"
+          "leaves; versions shows which keep one.\n"
+          "      --with-state  root only: also put back the state kept with the version\n"
+          "                    before, as it was when a deploy left it. The gadget is\n"
+          "                    stopped after its calls (calls that come meanwhile wait),\n"
+          "                    the state it leaves kept with its version, the other\n"
+          "                    restored, and the version before started for the calls.\n"
+          "                    Refused, nothing changed, if no state is kept with it.\n" },
         { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
           "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
           "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"

@@ -46,11 +46,13 @@ struct cmd_args {
         uint32_t percent;   /* deploy --percent P (0: not given) */
         uint32_t max_errors; /* deploy --max-errors PCT (0: not given) */
         uint64_t min_calls; /* deploy --min-calls N (0: not given) */
+        bool with_state;    /* rollback --with-state */
 };
 /* getopt values of the long-only options (a command's opts name them 'R',
- * 'B', 'T', 'P', 'S', 'A', 'F', 'K', 'C', 'E', 'M'). */
+ * 'B', 'T', 'P', 'S', 'A', 'F', 'K', 'C', 'E', 'M', 'W'). */
 enum { CMD_OPT_RUNTIME = 0x100, CMD_OPT_NO_BLOCK, CMD_OPT_TRACE, CMD_OPT_TRACEPARENT, CMD_OPT_SINCE, CMD_OPT_ALL,
-       CMD_OPT_FRAMES, CMD_OPT_KEY, CMD_OPT_PERCENT, CMD_OPT_MAX_ERRORS, CMD_OPT_MIN_CALLS };
+       CMD_OPT_FRAMES, CMD_OPT_KEY, CMD_OPT_PERCENT, CMD_OPT_MAX_ERRORS, CMD_OPT_MIN_CALLS,
+       CMD_OPT_WITH_STATE };
 
 /* One command: its handler, how many positional arguments it takes, its
  * getopt option string and its help. gadgetctl --help and COMMAND --help

@@ -130,7 +130,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { CMD_OPT_SINCE, 'S', "--since" },     { CMD_OPT_ALL, 'A', "--all" },
                 { CMD_OPT_FRAMES, 'F', "--frames" },   { CMD_OPT_KEY, 'K', "--key" },
                 { CMD_OPT_PERCENT, 'C', "--percent" }, { CMD_OPT_MAX_ERRORS, 'E', "--max-errors" },
-                { CMD_OPT_MIN_CALLS, 'M', "--min-calls" },
+                { CMD_OPT_MIN_CALLS, 'M', "--min-calls" }, { CMD_OPT_WITH_STATE, 'W', "--with-state" },
         };
         static const struct option longopts[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -153,6 +153,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                 { "percent", required_argument, NULL, CMD_OPT_PERCENT },
                 { "max-errors", required_argument, NULL, CMD_OPT_MAX_ERRORS },
                 { "min-calls", required_argument, NULL, CMD_OPT_MIN_CALLS },
+                { "with-state", no_argument, NULL, CMD_OPT_WITH_STATE },
                 { NULL, 0, NULL, 0 },
         };
         struct cmd_args a = { 0 };
@@ -165,7 +166,7 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
         optstring[k++] = ':';
         optstring[k++] = 'j';
         for (const char *s = c->opts + (c->opts[0] == '+'); *s && k + 1 < sizeof(optstring); s++)
-                if (!strchr("RBTPSAFKCEM", *s))
+                if (!strchr("RBTPSAFKCEMW", *s))
                         optstring[k++] = *s;
         optstring[k] = '\0';
         opterr = 0;
@@ -240,6 +241,9 @@ static int command_run(struct ctl *ctl, const struct command *c, int argc, char 
                         break;
                 case CMD_OPT_KEY:
                         a.key = optarg;
+                        break;
+                case CMD_OPT_WITH_STATE:
+                        a.with_state = true;
                         break;
                 case CMD_OPT_PERCENT:
                 case CMD_OPT_MAX_ERRORS:

@@ -448,7 +448,9 @@ static json_t *status_json(const Control__GadgetStatus *s)
             json_object_set_new(o, "rollout_back", json_string(s->rollout_back)) < 0 ||
             json_object_set_new(o, "release_generation", json_integer((json_int_t)s->release_generation)) < 0 ||
             json_object_set_new(o, "release_node", json_string(s->release_node)) < 0 ||
-            json_object_set_new(o, "release_refused", json_string(s->release_refused)) < 0) {
+            json_object_set_new(o, "release_refused", json_string(s->release_refused)) < 0 ||
+            json_object_set_new(o, "previous_state_ms", json_integer((json_int_t)s->previous_state_ms)) < 0 ||
+            json_object_set_new(o, "previous_state_bytes", json_integer((json_int_t)s->previous_state_bytes)) < 0) {
                 /* json_object_set_new takes b over even when it fails. */
                 json_decref(o);
                 return NULL;
@@ -538,6 +540,17 @@ int show_status(FILE *f, const Control__GadgetStatus *s, bool json)
                 e = put_field(f, "Version", s->version);
         if (e >= 0 && s->previous_version[0])
                 e = put_field(f, "Previous version", s->previous_version);
+        if (e >= 0 && s->previous_state_ms) {
+                /* What rollback --with-state would put back. */
+                char kept[120], at[40] = "?";
+                time_t t = (time_t)(s->previous_state_ms / 1000);
+                struct tm tm;
+                if (gmtime_r(&t, &tm))
+                        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S UTC", &tm);
+                snprintf(kept, sizeof kept, "kept %s, %llu bytes (rollback --with-state)", at,
+                         (unsigned long long)s->previous_state_bytes);
+                e = put_field(f, "Previous state", kept);
+        }
         if (e >= 0 && s->rollout_version[0]) {
                 char ro[160];
                 snprintf(ro, sizeof ro, "version %s serves %u%% of the call trees", s->rollout_version,

@@ -319,16 +319,19 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
  * first (times in UTC, as the store records them). */
 int show_versions(FILE *f, const Control__VersionList *l, bool json)
 {
-        static const char *const headers[] = { "VERSION", "CURRENT", "INSTALLED (UTC)", "UID", "SIGNER" };
+        static const char *const headers[] = { "VERSION", "CURRENT", "INSTALLED (UTC)", "UID", "SIGNER",
+                                               "STATE KEPT (UTC)" };
         int e = 0;
         if (json) {
                 json_t *a = json_array();
                 for (size_t i = 0; a && i < l->n_versions; i++) {
                         const Control__VersionInfo *v = l->versions[i];
-                        json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:s, s:s, s:s, s:s}", "version", v->version,
-                                              "current", v->current, "installed_ms", (json_int_t)v->installed_ms,
-                                              "uid", (json_int_t)v->uid, "signer", v->signer, "sdk", v->sdk, "node",
-                                              v->node, "refused", v->refused);
+                        json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:s, s:s, s:s, s:s, s:I, s:I}", "version",
+                                              v->version, "current", v->current, "installed_ms",
+                                              (json_int_t)v->installed_ms, "uid", (json_int_t)v->uid, "signer",
+                                              v->signer, "sdk", v->sdk, "node", v->node, "refused", v->refused,
+                                              "state_ms", (json_int_t)v->state_ms, "state_bytes",
+                                              (json_int_t)v->state_bytes);
                         if (json_array_append_new(a, o) < 0) {
                                 json_decref(a);
                                 a = NULL;
@@ -340,7 +343,7 @@ int show_versions(FILE *f, const Control__VersionList *l, bool json)
                 fputs("no version installed (gadgetctl install BUNDLE installs one)\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        struct output_table *t = output_table_new(5, headers, NULL);
+        struct output_table *t = output_table_new(6, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_versions && e >= 0; i++) {
@@ -352,12 +355,21 @@ int show_versions(FILE *f, const Control__VersionList *l, bool json)
                         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
                 snprintf(uid, sizeof uid, "%u", (unsigned)v->uid);
                 snprintf(signer, sizeof signer, "%.16s", v->signer[0] ? v->signer : "(unsigned)");
-                const char *row[5] = { v->version, v->current ? "yes" : "", when, uid, signer };
+                /* The state a deploy kept with it: rollback --with-state's. */
+                char state[80] = "";
+                s = (time_t)(v->state_ms / 1000);
+                if (v->state_ms && gmtime_r(&s, &tm)) {
+                        char at[40];
+                        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S", &tm);
+                        snprintf(state, sizeof state, "%s, %llu bytes", at, (unsigned long long)v->state_bytes);
+                }
+                const char *row[6] = { v->version, v->current ? "yes" : "", when, uid, signer, state };
                 if (v->refused[0]) { /* from the store, refused here: nothing of it installed */
                         row[1] = "refused";
                         row[2] = "-";
                         row[3] = "-";
                         row[4] = "-";
+                        row[5] = "-";
                 }
                 e = output_table_add(t, row);
         }
@@ -394,7 +406,7 @@ int show_cores(FILE *f, const Control__CoreList *l, bool json)
                 fputs("no cores kept (CoreDump= in its policy keeps them)\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        struct output_table *t = output_table_new(5, headers, NULL);
+        struct output_table *t = output_table_new(6, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_cores && e >= 0; i++) {

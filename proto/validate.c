@@ -217,6 +217,10 @@ int validate_control_request(const Control__Request *q, char *why, size_t len)
         case CONTROL__REQUEST__REQ_WORKSHOP: name = q->workshop->name; no_block = q->workshop->no_block; break;
         case CONTROL__REQUEST__REQ_VERSIONS: name = q->versions->name; no_block = q->versions->no_block; break;
         case CONTROL__REQUEST__REQ_ROLLBACK: name = q->rollback->name; no_block = q->rollback->no_block; break;
+        case CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE:
+                name = q->rollback_with_state->name;
+                no_block = q->rollback_with_state->no_block;
+                break;
         case CONTROL__REQUEST__REQ_DEPLOY:
                 /* Why: the version names a directory of the store
                  * (bundle_version_ok's rule): no "/", no "..", no dot first. */

@@ -6,7 +6,7 @@ its own --help: "--always" after "gadgetctl approve 1 --", "--runtime"
 after "gadgetctl load FILE --", the folders after "gadgetctl dev ", the gadgets
 after "gadgetctl COMMAND " for every command whose usage starts with NAME
 (the gadget list stubbed: no gadgetd runs here); the versions after
-"gadgetctl deploy NAME " (stubbed too). GADGETCTL and
+"gadgetctl deploy NAME " (stubbed too); rollback's --with-state. GADGETCTL and
 SOURCE_ROOT from meson."""
 import os
 import re
@@ -81,6 +81,10 @@ def main():
     got, line = complete("deploy", "stub-gadget", "--")
     if not {"--percent", "--max-errors", "--min-calls"} <= got:
         print("FAIL: %r completes %s, without deploy's long options" % (line, sorted(got)))
+        bad = 1
+    got, line = complete("rollback", "stub-gadget", "--")
+    if "--with-state" not in got:
+        print("FAIL: %r completes %s, without rollback's --with-state" % (line, sorted(got)))
         bad = 1
     script = ('source "$1"; _gadgetctl_gadgets() { echo stub-gadget; }; '
               '_gadgetctl_versions() { echo 1.0; }; '

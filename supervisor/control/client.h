@@ -119,7 +119,7 @@ void deploy_after_install(struct client_load *ans, struct control *ctl, const st
 struct unit_rollout_bound;
 struct unit;
 int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
-                 const char *name, const char *version, bool rollback, unsigned percent,
+                 const char *name, const char *version, bool rollback, bool with_state, unsigned percent,
                  const struct unit_rollout_bound *bound);
 /* A running rollout of u sent back as gadgetctl rollback does. */
 void deploy_rollout_back(struct unit *u, const char *why);
@@ -135,7 +135,7 @@ void deploy_store_free(struct deploy_store *ds);
 bool deploy_store_active(struct control *ctl);
 /* A deploy or rollback through the store: its row, then applied here. */
 void deploy_store_request(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
-                          unsigned percent, const struct unit_rollout_bound *bound);
+                          bool with_state, unsigned percent, const struct unit_rollout_bound *bound);
 /* An install's row (version current): done(arg, 0 | -errno, why) later. 0 or -errno. */
 int deploy_store_install(struct control *ctl, const char *name, const char *version,
                          void (*done)(void *, int, const char *), void *arg);

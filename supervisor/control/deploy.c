@@ -10,6 +10,10 @@
  * same way (deploy_after_install). One at a time in gadgetd (a deploy
  * while another or an install's waits is answered busy): each reads and
  * writes the store's current and previous versions of its gadget.
+ * Before its copy, a deploy keeps the gadget's state with the version it
+ * leaves, and a rollback --with-state restores the one kept with the
+ * version it goes to (deploy_state.c); either waits for that, and is
+ * refused, nothing changed, if it fails.
  * A staged deploy (a percent below 100) arms a rollout on the unit first
  * (core/unit_rollout.c): its new process then serves that share beside
  * the old one, the store naming the old version meanwhile; the core tells
@@ -25,6 +29,7 @@
 #include "control.h"
 #include "core/calls.h"
 #include "core/core.h"
+#include "deploy_state.h"
 #include "system/audit.h"
 #include "system/log.h"
 #include "system/releases.h"
@@ -50,10 +55,13 @@ struct deploy_job {
         char *state_dir;
         uid_t uid;                  /* who asked (audited) */
         bool rollback;
+        bool with_state;            /* a rollback restoring the state kept with its version (deploy_state.c) */
         char *text;                 /* an install's: what it did; NULL: a deploy's or rollback's */
         char name[64], version[80], prev[80];
         char previous[80];          /* the store's previous before, put back by a rollback of j */
+        char said[400];             /* what its state's step did (deploy_state.c), "" if nothing */
         unsigned percent;           /* 1 to 99: a staged rollout; else at once */
+        struct unit_rollout_bound bound; /* its error bound */
         struct rollout_rec *ro;     /* its rollout's record, until that rollout ended */
         bool ro_completed;          /* it ended before the answer: completed, or not */
 };
@@ -153,9 +161,9 @@ static void job_audit(const struct deploy_job *j, int code, const char *detail)
 /* The answer, the audit record, and j freed. */
 static void job_end(struct deploy_job *j, int code, const char *msg)
 {
-        char detail[200];
-        snprintf(detail, sizeof detail, "version %s (was %s)%s", j->version, j->prev[0] ? j->prev : "none",
-                 code ? ": rolled back" : "");
+        char detail[300];
+        snprintf(detail, sizeof detail, "version %s (was %s)%s%s", j->version, j->prev[0] ? j->prev : "none",
+                 j->with_state ? ", its state restored" : "", code ? ": rolled back" : "");
         if (!j->text) /* an install is audited as one (install.c) */
                 job_audit(j, code, detail);
         client_load_answer(j->ans, code, msg);
@@ -255,8 +263,8 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 }
                 log_msg(L_INFO, j->name, "%s version \"%s\" (was \"%s\") for uid %u", j->rollback ? "rolled back to" :
                         "deployed", j->version, j->prev, (unsigned)j->uid);
-                snprintf(out, sizeof out, "%s %s %s (was %s): ready", j->rollback ? "rolled back" : "deployed",
-                         j->name, j->version, j->prev[0] ? j->prev : "none");
+                snprintf(out, sizeof out, "%s %s %s (was %s): ready%s%.400s", j->rollback ? "rolled back" : "deployed",
+                         j->name, j->version, j->prev[0] ? j->prev : "none", j->said[0] ? "; " : "", j->said);
                 job_end(j, 0, out);
                 return;
         }
@@ -301,6 +309,8 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
                 job_free(j);
                 return;
         }
+        if (j->with_state) /* its state restored: its calls start it now */
+                deploy_state_release(j->core, j->name);
         if (err < 0) {
                 char path[4400];
                 if (j->prev[0])
@@ -318,7 +328,10 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
 static void wait_ready(struct deploy_job *j)
 {
         struct unit *u = core_find(j->core, j->name);
-        const struct call_req cq = { .done = ready_done, .cbdata = j, .until_ready = true };
+        /* A rollback with its state: its hold's end started it as an idle
+         * gadget woken (deploy_state_release): that start is waited for. */
+        bool woken = j->with_state && u && unit_state_of(u) == UNIT_STARTING;
+        const struct call_req cq = { .done = ready_done, .cbdata = j, .until_ready = !woken };
         char why[400];
         int code = u ? calls_wake(u, &cq, why, sizeof why) : 1;
         if (code == 0)
@@ -360,12 +373,59 @@ static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bou
         return 0;
 }
 
-int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
-                 const char *name, const char *version, bool rollback, unsigned percent,
-                 const struct unit_rollout_bound *bound)
+/* The version's policy made current and loaded (j's state kept first). */
+static void deploy_go(struct deploy_job *j)
 {
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
-        char path[4400];
+        char path[4400], msg[300];
+        int e;
+        if (j->percent && (e = staged_arm(j, &j->bound, msg, sizeof msg)) != 0) {
+                client_load_answer(j->ans, e, msg);
+                j->ans = NULL;
+                job_free(j);
+                return;
+        }
+        if ((e = releases_commit(j->state_dir, j->name, j->version, path, sizeof path)) == 0)
+                e = j->env->load(j->env->arg, path, false, &root, deploy_loaded, j);
+        if (e < 0) {
+                if (j->with_state)
+                        deploy_state_release(j->core, j->name);
+                if (j->prev[0])
+                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
+                char out[400];
+                snprintf(out, sizeof out, "%s %s was not deployed: %s", j->name, j->version,
+                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
+                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
+        }
+}
+
+/* The state's step ended (deploy_state.c): on, or refused with nothing
+ * changed. */
+static void state_done(void *arg, int code, const char *msg)
+{
+        struct deploy_job *j = arg;
+        char detail[500];
+        if (!j->ctl) {
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
+                return;
+        }
+        if (code == 0) {
+                snprintf(j->said, sizeof j->said, "%s", msg);
+                deploy_go(j);
+                return;
+        }
+        snprintf(detail, sizeof detail, "version %s (was %s): refused: %.200s", j->version, j->prev[0] ? j->prev :
+                 "none", msg);
+        job_audit(j, code, detail);
+        client_load_answer(j->ans, code, msg);
+        job_free(j);
+}
+
+int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
+                 const char *name, const char *version, bool rollback, bool with_state, unsigned percent,
+                 const struct unit_rollout_bound *bound)
+{
         int e;
         if (!LIST_EMPTY(control_deploys(ctl)))
                 return -EBUSY;
@@ -375,37 +435,34 @@ int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, 
                 return -ENOMEM;
         }
         *j = (struct deploy_job){ .core = env->core, .env = env, .state_dir = j->state_dir, .uid = uid,
-                                  .rollback = rollback, .percent = percent > 0 && percent < 100 ? percent : 0,
-                                  .ans = ans };
+                                  .rollback = rollback, .with_state = with_state,
+                                  .percent = percent > 0 && percent < 100 ? percent : 0, .ans = ans };
+        if (bound)
+                j->bound = *bound;
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->version, sizeof j->version, "%s", version);
         j->ctl = ctl;
         LIST_INSERT_HEAD(control_deploys(j->ctl), j, link);
         releases_current(j->state_dir, name, j->prev, sizeof j->prev);
         releases_previous(j->state_dir, name, j->previous, sizeof j->previous);
-        char msg[300];
-        if (j->percent && (e = staged_arm(j, bound, msg, sizeof msg)) != 0) {
-                client_load_answer(j->ans, e, msg);
-                j->ans = NULL;
-                job_free(j);
-                return 0;
-        }
-        if ((e = releases_commit(j->state_dir, name, version, path, sizeof path)) == 0)
-                e = env->load(env->arg, path, false, &root, deploy_loaded, j);
-        if (e < 0) {
-                if (j->prev[0])
-                        releases_commit(j->state_dir, name, j->prev, path, sizeof path);
-                char out[400];
-                snprintf(out, sizeof out, "%s %s was not deployed: %s", name, version,
-                         e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
-                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
-        }
+        /* First the state of the version it leaves, kept with that
+         * version; the deploy waits for it, and is refused if it fails.
+         * Not before a plain rollback: the way back stays as it was, and
+         * is never refused for a backup. */
+        char msg[700];
+        e = rollback && !with_state ? DEPLOY_STATE_NONE
+                                    : deploy_state_begin(j->core, j->state_dir, name, j->prev, version, with_state,
+                                                         state_done, j, msg, sizeof msg);
+        if (e == DEPLOY_STATE_NONE)
+                deploy_go(j);
+        else if (e)
+                state_done(j, e, msg);
         return 0;
 }
 
 /* Deploys version of name for cl's request id (rollback: the one before). */
 static void deploy(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
-                   unsigned percent, const struct unit_rollout_bound *bound)
+                   bool with_state, unsigned percent, const struct unit_rollout_bound *bound)
 {
         struct client_load *ans;
         if (!LIST_EMPTY(control_deploys(cl->ctl))) {
@@ -415,12 +472,13 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
         }
         /* In a cluster the store's row first (deploy_store.c). */
         if (deploy_store_active(cl->ctl)) {
-                deploy_store_request(cl, id, name, version, rollback, percent, bound);
+                deploy_store_request(cl, id, name, version, rollback, with_state, percent, bound);
                 return;
         }
         if (!(ans = client_load_begin(cl, id)))
                 return;
-        int e = deploy_start(cl->ctl, client_env(cl), cl->cred.uid, ans, name, version, rollback, percent, bound);
+        int e = deploy_start(cl->ctl, client_env(cl), cl->cred.uid, ans, name, version, rollback, with_state, percent,
+                             bound);
         if (e < 0)
                 client_load_answer(ans, GADGET_EINTERNAL, strerror(-e));
 }
@@ -451,7 +509,7 @@ void request_deploy(struct client *cl, const Control__Request *q)
         struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
                                         .min_calls = d->min_calls ? d->min_calls : 100 };
         if (deploy_store_active(cl->ctl)) {
-                deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
+                deploy(cl, q->id, d->name, d->version, false, false, d->percent, &b);
                 return;
         }
         /* A rollout of it runs: its share changed, or it completes. */
@@ -475,19 +533,23 @@ void request_deploy(struct client *cl, const Control__Request *q)
                         client_done(cl, q->id, "rolling out %s %s to %u%% of the call trees", d->name, d->version, p);
                 return;
         }
-        deploy(cl, q->id, d->name, d->version, false, d->percent, &b);
+        deploy(cl, q->id, d->name, d->version, false, false, d->percent, &b);
 }
 
 void request_rollback(struct client *cl, const Control__Request *q)
 {
-        const char *sd = client_env(cl)->releases.state_dir, *name = q->rollback->name;
+        bool with_state = q->req_case == CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE;
+        const char *sd = client_env(cl)->releases.state_dir;
+        const char *name = with_state ? q->rollback_with_state->name : q->rollback->name;
         char prev[80];
         if (!sd) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "this gadgetd installs no bundles");
                 return;
         }
+        if (with_state && !deploy_state_ok(cl, q->id, sd, name))
+                return;
         if (deploy_store_active(cl->ctl)) {
-                deploy(cl, q->id, name, "", true, 0, NULL);
+                deploy(cl, q->id, name, "", true, with_state, 0, NULL);
                 return;
         }
         /* A rollout runs: its new version gets no more calls, at once. */
@@ -511,7 +573,7 @@ void request_rollback(struct client *cl, const Control__Request *q)
                              "in the store" : "%s has no version before the current one", name, prev);
                 return;
         }
-        deploy(cl, q->id, name, prev, true, 0, NULL);
+        deploy(cl, q->id, name, prev, true, with_state, 0, NULL);
 }
 
 void deploy_after_install(struct client_load *ans, struct control *ctl, const struct control_env *env, uid_t uid,

@@ -115,7 +115,7 @@ static void apply(struct deploy_store *ds, struct ds_gadget *g)
                 return;
         }
         const struct unit_rollout_bound b = { .max_error_pct = st->max_errors, .min_calls = st->min_calls };
-        int e = deploy_start(ds->ctl, ds->env, 0, NULL, st->gadget, want, false, rolling ? st->percent : 0, &b);
+        int e = deploy_start(ds->ctl, ds->env, 0, NULL, st->gadget, want, false, false, rolling ? st->percent : 0, &b);
         if (e == -EBUSY) {
                 g->busy = true;
                 return;
@@ -403,7 +403,7 @@ struct ds_req {
         struct client_load *ans;
         uid_t uid;
         char name[64], version[80];
-        bool rollback;
+        bool rollback, with_state;
         unsigned percent;
         struct unit_rollout_bound bound;
         enum { R_DEPLOY, R_SHARE, R_COMPLETE, R_BACK } what;
@@ -434,8 +434,8 @@ static void req_written(void *arg, int err, const char *why)
                 }
                 /* Here as before: the answer waits for the start where it
                  * runs; on another node's gadget, for the load here. */
-                int e = deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback, q->percent,
-                                     &q->bound);
+                int e = deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback,
+                                     q->with_state, q->percent, &q->bound);
                 if (e == 0) {
                         free(q);
                         return;
@@ -474,7 +474,7 @@ static void req_written(void *arg, int err, const char *why)
 }
 
 void deploy_store_request(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
-                          unsigned percent, const struct unit_rollout_bound *bound)
+                          bool with_state, unsigned percent, const struct unit_rollout_bound *bound)
 {
         struct deploy_store *ds = control_deploy_store(cl->ctl);
         struct kvpg_release_state st = row_now(ds, name);
@@ -484,7 +484,7 @@ void deploy_store_request(struct client *cl, uint64_t id, const char *name, cons
                 return;
         }
         *q = (struct ds_req){ .ctl = cl->ctl, .env = client_env(cl), .uid = cl->cred.uid, .rollback = rollback,
-                              .percent = percent > 0 && percent < 100 ? percent : 0, .what = R_DEPLOY };
+                              .with_state = with_state, .percent = percent > 0 && percent < 100 ? percent : 0, .what = R_DEPLOY };
         if (bound)
                 q->bound = *bound;
         snprintf(q->name, sizeof q->name, "%s", name);

@@ -20,6 +20,7 @@
 #include "client.h"
 #include "contract.h"
 #include "control.h"
+#include "deploy_state.h"
 #include "policy.h"
 #include "system/audit.h"
 #include "system/loader.h"
@@ -325,20 +326,25 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
 static void install_commit(struct install_job *j);
 static void install_stored(void *arg, int err, const char *why);
 
-static void install_read(evutil_socket_t fd, short what, void *arg)
+/* The state of the version it replaces kept with that version, as a
+ * deploy keeps it (deploy_state.c), or the install refused: nothing of it
+ * left, nothing changed. */
+static void install_state_done(void *arg, int code, const char *msg)
 {
         struct install_job *j = arg;
-        const struct control_releases *r = &j->rel;
         int e;
-        (void)fd;
-        (void)what;
-        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
-        j->running = false;
-        if (j->code) {
-                job_answer(j, j->code, j->msg);
+        if (j->abandoned) { /* gadgetd is ending: no control, no client left */
+                releases_undo(j->rel.state_dir, j->name, j->version, j->prev, false);
+                client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
+                job_free(j);
                 return;
         }
-        releases_current(r->state_dir, j->name, j->prev, sizeof j->prev);
+        if (code) {
+                releases_undo(j->rel.state_dir, j->name, j->version, j->prev, false);
+                snprintf(j->msg, sizeof j->msg, "%s %s was not installed: %.3000s", j->name, j->version, msg);
+                job_answer(j, code, j->msg);
+                return;
+        }
         /* In a cluster the store says first which version is current
          * (a compare-and-set: an install or deploy of another node
          * meanwhile refuses this one); every node then makes it so. */
@@ -350,6 +356,31 @@ static void install_read(evutil_socket_t fd, short what, void *arg)
         install_commit(j);
 }
 
+static void install_read(evutil_socket_t fd, short what, void *arg)
+{
+        struct install_job *j = arg;
+        const struct control_releases *r = &j->rel;
+        char msg[700];
+        (void)fd;
+        (void)what;
+        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        j->running = false;
+        if (j->code) {
+                job_answer(j, j->code, j->msg);
+                return;
+        }
+        releases_current(r->state_dir, j->name, j->prev, sizeof j->prev);
+        /* First the state of the version it replaces, kept with it; the
+         * install waits for it, and is refused if it fails. */
+        int e = deploy_state_begin(j->env->core, r->state_dir, j->name, j->prev, j->version, false,
+                                   install_state_done, j, msg, sizeof msg);
+        if (e == DEPLOY_STATE_NONE)
+                install_state_done(j, 0, "");
+        else if (e)
+                install_state_done(j, e, msg);
+}
+
+/* Its version made current and loaded. */
 static void install_commit(struct install_job *j)
 {
         const struct control_releases *r = &j->rel;
@@ -510,6 +541,12 @@ void request_versions(struct client *cl, const Control__Request *q)
                 info[i].uid = (uint32_t)v[i].uid;
                 info[i].sdk = v[i].sdk;
                 info[i].current = v[i].current;
+                unsigned long long bytes;
+                long long ms;
+                if (deploy_state_kept(env->releases.state_dir, q->versions->name, v[i].version, &bytes, &ms)) {
+                        info[i].state_ms = ms;
+                        info[i].state_bytes = bytes;
+                }
                 pv[i] = &info[i];
         }
         for (size_t i = 0; i < nr; i++) {

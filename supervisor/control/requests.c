@@ -11,6 +11,7 @@
 #include "store/store.h"
 #include "client.h"
 #include "control.h"
+#include "deploy_state.h"
 #include "bindings/bindings.h"
 #include "core/core.h"
 #include "core/denials.h"
@@ -581,6 +582,12 @@ static void on_status(struct client *cl, const Control__Request *q)
                 releases_previous(sd, in.name, previous, sizeof previous);
         st.version = version;
         st.previous_version = previous;
+        unsigned long long kept_bytes;
+        long long kept_ms;
+        if (previous[0] && deploy_state_kept(sd, in.name, previous, &kept_bytes, &kept_ms)) {
+                st.previous_state_ms = kept_ms;
+                st.previous_state_bytes = kept_bytes;
+        }
         struct unit_rollout_info ro;
         unit_rollout_info(u, &ro);
         st.rollout_version = ro.running ? (char *)ro.version : "";
@@ -958,6 +965,7 @@ static const struct {
         { CONTROL__REQUEST__REQ_RESTORE, request_restore },
         { CONTROL__REQUEST__REQ_DEPLOY, request_deploy },
         { CONTROL__REQUEST__REQ_ROLLBACK, request_rollback },
+        { CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE, request_rollback },
 };
 
 void request_handle(struct client *cl, const Control__Request *q)

@@ -200,6 +200,7 @@ struct unit {
         bool start_queued;        /* its start waits for room among core's builds (unit_starts.c) */
         struct unit *start_next;
         bool idling;              /* its stop is an idle stop: it ends idle */
+        struct unit_hold *hold;   /* held idle for a change of its state (unit_hold.c), or NULL */
         TAILQ_HEAD(, call) pending;      /* calls waiting for its hello, in order (unit_new inits it) */
         size_t n_pending, pending_bytes; /* their number, their arguments' packed bytes */
         uint64_t last_active_ms;  /* monotime of its last call or binding call (0: none) */
@@ -353,6 +354,12 @@ void unit_idle_arm(struct unit *u);
 void unit_idle_enter(struct unit *u);
 void unit_idle_stopped(struct unit *u);
 static inline void unit_active(struct unit *u, uint64_t now_ms) { u->last_active_ms = now_ms; }
+/* unit_hold.c: u may have become quiet (idle, no process left): a hold
+ * waiting for that is told, from the loop. */
+void unit_hold_check(struct unit *u);
+/* A hold is called off (another stop, u freed): its fn told err if it
+ * was not told yet; u is no longer held. */
+void unit_hold_ended(struct unit *u, int err);
 
 /* unit_output.c: a pipe of the program's output (its read end rd, watched
  * by *ev; 0 or -errno), a log message over the RPC, the log budget's

@@ -81,6 +81,7 @@ void unit_free(struct unit *u)
 {
         if (!u)
                 return;
+        unit_hold_ended(u, -ESHUTDOWN);
         unit_switch_drop(u, "gadgetd is stopping");
         unit_starts_unqueue(u);
         if (u->old_run) {
@@ -849,6 +850,9 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
 static void stop_for(struct unit *u, const char *why, bool restart)
 {
         unit_lease_stop(u);
+        /* A hold is called off: this stop (or restart) is the one that
+         * happens (unit_hold sets its own after its stop). */
+        unit_hold_ended(u, -ECANCELED);
         /* A restart without a gap under way is called off: this stop
          * (or restart) is the one that happens. */
         unit_switch_drop(u, why);

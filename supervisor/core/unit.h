@@ -150,6 +150,24 @@ struct unit_rollout_info {
 };
 void unit_rollout_info(const struct unit *u, struct unit_rollout_info *out);
 
+/* A hold (unit_hold.c): u stopped as an idle stop is (its process
+ * finishes its calls; calls that come meanwhile wait, as for an idle
+ * gadget's start) and then held idle, with no process of it left (nor a
+ * restart's old one draining), its calls waiting without starting it,
+ * until unit_release. For a change of its state that needs it stopped
+ * (gadgetctl rollback --with-state's restore). fn is called once, from
+ * the loop: err 0 once held, or -ECANCELED (another stop or restart came
+ * first), -ESHUTDOWN (u is being freed): no hold then. A stop, restart or
+ * unload of a held unit ends its hold too (unit_held false). 0, or
+ * -EBUSY (u neither ready nor idle here, a restart's new process or a
+ * rollout under way, or held already), -ENOMEM. */
+typedef void (*unit_hold_fn)(void *arg, struct unit *u, int err);
+int unit_hold(struct unit *u, unit_hold_fn fn, void *arg, const char *why);
+bool unit_held(const struct unit *u);
+/* The hold ends: u's waiting calls start it, and a Start=always gadget
+ * starts, as an idle gadget woken does. */
+void unit_release(struct unit *u);
+
 /* What is known of a unit (unit_info.c). */
 struct unit *unit_next(const struct unit *u);
 const struct policy *unit_policy(const struct unit *u);

@@ -138,6 +138,8 @@ int unit_wake(struct unit *u, const void *party)
                 return 0; /* it starts again once stopped (calls wait, or a wake was asked) */
         if (u->state != UNIT_IDLE)
                 return -EINVAL;
+        if (u->hold)
+                return 0; /* held (unit_hold.c): its calls wait for unit_release */
         if (u->wake_queued)
                 return 0;
         if (!c->ev_wakes)
@@ -206,6 +208,10 @@ void unit_idle_enter(struct unit *u)
 
 void unit_idle_stopped(struct unit *u)
 {
+        if (u->hold) {
+                unit_hold_check(u);
+                return;
+        }
         if (u->state == UNIT_IDLE && !TAILQ_EMPTY(&u->pending))
                 unit_wake(u, u->wake_party); /* as the call that woke it last */
 }

@@ -215,6 +215,7 @@ void unit_switch_old_ended(struct unit *u)
 {
         unit_run_free(u->old_run);
         u->old_run = NULL;
+        unit_hold_check(u); /* a hold waited for it to end */
         if (u->next_run && u->next_run->spawn_deferred) {
                 next_start(u);
                 return;

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Integration tests of gadgetctl backup and restore across the stores: a
 backup taken on SQLite restores on PostgreSQL (Store=postgresql) and one
-taken there restores on SQLite, the state the same. Usage:
+taken there restores on SQLite, the state the same; on PostgreSQL, the
+state a deploy keeps with the version it leaves and rollback
+--with-state's restore of it (fenced by the node's lease). Usage:
 backup_pg_test.py TEST."""
 import json
 import os
+import subprocess
 
-from harness import Daemon, check, main, policy, test, wait_for
+from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_for
+from bundles import KV, bundle_dir
 from backups import backup_file, check_instant, export, int_value, record, state_of
 from pgnodes import node
 from pgserver import PgServer
@@ -73,6 +77,47 @@ def backup_across_stores(tmp):
         r = lite.ctl("restore", "store", two)
         check(r.returncode == 0, "restore on SQLite of PostgreSQL's backup: %r" % r.stderr)
         check(state_of(export(lite, "store")) == want, "the state back on SQLite differs")
+
+
+@test
+def deploy_with_state_on_postgresql(tmp):
+    """A deploy keeps the state of the version it leaves, read from the
+    store; rollback --with-state restores it into the store under the
+    node's lease, a steady caller waiting through it."""
+    key = os.path.join(tmp, "key.pem")
+    r = subprocess.run([GADGETCTL, "keygen", "-o", key], capture_output=True, text=True)
+    check(r.returncode == 0, "keygen: %r" % r.stderr)
+    with PgServer(tmp) as pg:
+        nd = node(tmp, pg, "node1")
+        with open(os.path.join(tmp, "node1", "gadgetd.conf"), "a") as f:
+            f.write("[Releases]\nTrustedKeys=%s\n" % r.stdout.split()[-1])
+        with nd as d:
+            def fop(op, value=0):
+                r = d.ctl("call", "rel", "fop", json.dumps({"op": op, "key": "count", "id": "t", "value": value}))
+                check(r.returncode == 0, "fop %s: %r" % (op, r.stderr))
+                return json.loads(r.stdout)["v"]
+
+            for v in ("1.0", "2.0"):
+                out = os.path.join(tmp, "rel-%s.bundle" % v)
+                r = d.ctl("bundle", bundle_dir(tmp, v, keys=KV), "--key", key, "-o", out)
+                check(r.returncode == 0, "bundle: %r" % r.stderr)
+                r = d.ctl("install", out)
+                check(r.returncode == 0, "install %s: %r" % (v, r.stderr))
+            check(d.ctl("rollback", "rel").returncode == 0, "rollback to 1.0")
+            wait_for(lambda: d.state("rel") == "ready", what="rel ready on PostgreSQL")
+            for _ in range(3):
+                fop("incr")
+            with Healthy(d, "rel"):
+                r = d.ctl("deploy", "rel", "2.0")
+                check(r.returncode == 0 and "kept the state of 1.0 (1 keys, 0 alarms)" in r.stdout,
+                      "deploy 2.0: %r %r" % (r.stdout, r.stderr))
+                fop("write", 1000)
+                r = d.ctl("rollback", "rel", "--with-state")
+                check(r.returncode == 0 and "restored the state kept with 1.0" in r.stdout,
+                      "rollback --with-state: %r %r" % (r.stdout, r.stderr))
+                check(fop("read") == 3, "1.0's state in the store")
+            check(pg.psql("SELECT keys FROM gadgetd_kv_ns WHERE gadget = 'rel' AND binding = 'KV'") == "1",
+                  "the namespace's usage after the restore")
 
 
 if __name__ == "__main__":

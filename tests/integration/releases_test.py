@@ -15,26 +15,13 @@ import grp
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
 
+from bundles import KV, bundle_dir
 from gateway_util import Gateway
 from harness import CALLFLOOD, GADGETD, TESTGADGET, Healthy, check, main, policy, test
-
-
-def bundle_dir(tmp, version, name="rel", keys=""):
-    """A bundle's directory: manifest, policy template, the program."""
-    d = os.path.join(tmp, "src-%s-%s" % (name, version))
-    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
-    with open(os.path.join(d, "manifest"), "w") as f:
-        f.write("Name=%s\nVersion=%s\nProtocol=2\nSDK=test\n" % (name, version))
-    with open(os.path.join(d, "policy"), "w") as f:
-        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n%s" % (name, keys))
-    shutil.copy(TESTGADGET, os.path.join(d, "bin", "testgadget"))
-    os.chmod(os.path.join(d, "bin", "testgadget"), 0o755)
-    return d
 
 
 def raw_bundle(members):
@@ -197,8 +184,12 @@ def deploy_rollback(tmp):
     """deploy and rollback switch between installed versions without a
     refused call; a version that crashes at its start (by install or by
     deploy) is rolled back at once, with the reason in the answer, the
-    log, status and the audit."""
-    d = Gateway(tmp)
+    log, status and the audit. Every deploy keeps the gadget's state with
+    the version it leaves (0600, root's; versions shows it); rollback
+    --with-state puts it back with the version before, a steady caller
+    waiting through it without a refused call; a plain rollback keeps the
+    data as it is."""
+    d = Gateway(tmp, extra=["--group", "nogroup"])
     r = d.ctl("keygen", "-o", os.path.join(tmp, "key.pem"))
     check(r.returncode == 0, "keygen: %r" % r.stderr)
     with open(d.config, "a") as f:
@@ -208,7 +199,7 @@ def deploy_rollback(tmp):
 
     def make(version, keys=""):
         out = os.path.join(tmp, "rel-%s.bundle" % version)
-        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys), "--key", os.path.join(tmp, "key.pem"), "-o", out)
+        r = d.ctl("bundle", bundle_dir(tmp, version, keys=keys + KV), "--key", os.path.join(tmp, "key.pem"), "-o", out)
         check(r.returncode == 0, "bundle: %r" % r.stderr)
         return out
 
@@ -217,11 +208,16 @@ def deploy_rollback(tmp):
         return st.get("version"), st.get("previous_version")
 
     with d:
+        # 2.0 takes a second to end once asked to stop: the steady caller's
+        # calls come during rollback --with-state's stop of it, and wait.
         for v in ("1.0", "2.0"):
-            r = d.ctl("install", make(v))
+            r = d.ctl("install", make(v, keys="Arguments=slowstop 1\n" if v == "2.0" else ""))
             check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s: %r %r" %
                   (v, r.stdout, r.stderr))
         check(versions() == ("2.0", "1.0"), "after two installs: %r" % (versions(),))
+        # The install of 2.0 kept 1.0's state with it.
+        v = {x["version"]: x["state_ms"] for x in json.loads(d.ctl("--json", "versions", "rel").stdout)}
+        check(v["1.0"] > 0 and v["2.0"] == 0, "the states kept by the installs: %r" % v)
         r = d.ctl("status", "rel")
         check(re.search(r"^ *Previous version: 1\.0$", r.stdout, re.M), "status: %r" % r.stdout)
         crash = make("3.0", keys="Arguments=crash\n")
@@ -230,6 +226,11 @@ def deploy_rollback(tmp):
             check(r.returncode == 0 and "rolled back rel 1.0 (was 2.0): ready" in r.stdout,
                   "rollback: %r %r" % (r.stdout, r.stderr))
             check(versions() == ("1.0", "2.0"), "after the rollback: %r" % (versions(),))
+            # No state kept with 2.0 (a plain rollback left it): refused,
+            # nothing changed.
+            r = d.ctl("rollback", "rel", "--with-state")
+            check(r.returncode != 0 and "no state is kept with rel 2.0" in r.stderr and versions() == ("1.0", "2.0"),
+                  "rollback --with-state with none kept: %r %r" % (r.stderr, versions()))
             r = d.ctl("deploy", "rel", "2.0")
             check(r.returncode == 0 and "deployed rel 2.0 (was 1.0): ready" in r.stdout,
                   "deploy: %r %r" % (r.stdout, r.stderr))
@@ -264,6 +265,95 @@ def deploy_rollback(tmp):
         # rollback goes back to the version before whatever happened since.
         r = d.ctl("rollback", "rel")
         check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r %r" % (r.stderr, versions()))
+        deploy_state(d, tmp, versions, make)
+
+
+def deploy_state(d, tmp, versions, make):
+    """deploy_rollback's state: 1.0 current, 2.0 before it."""
+    def fop(op, value=0):
+        r = d.ctl("call", "rel", "fop", json.dumps({"op": op, "key": "count", "id": "t", "value": value}))
+        check(r.returncode == 0, "fop %s: %r" % (op, r.stderr))
+        return json.loads(r.stdout)["v"]
+
+    def kept():
+        return {x["version"]: (x["state_ms"], x["state_bytes"])
+                for x in json.loads(d.ctl("--json", "versions", "rel").stdout)}
+
+    for _ in range(5):
+        fop("incr")
+    check(fop("read") == 5, "the counter under 1.0")
+    # A backup that fails refuses the deploy, nothing changed (its file's
+    # place taken by a directory); the one kept before stays.
+    path = os.path.join(tmp, "state", "releases", "rel", "1.0", "state.backup")
+    os.rename(path, path + ".saved")
+    os.mkdir(path)
+    r = d.ctl("deploy", "rel", "2.0")
+    check(r.returncode != 0 and "before the deploy failed" in r.stderr and versions() == ("1.0", "2.0"),
+          "a deploy whose backup failed: %r %r %r" % (r.stdout, r.stderr, versions()))
+    # An install that would make a version current the same: refused,
+    # nothing of it left.
+    r = d.ctl("install", make("4.0"))
+    check(r.returncode != 0 and "4.0 was not installed" in r.stderr and "before the deploy failed" in r.stderr and
+          not os.path.exists(os.path.join(tmp, "state", "releases", "rel", "4.0")) and versions() == ("1.0", "2.0"),
+          "an install whose backup failed: %r %r" % (r.stderr, versions()))
+    check(not [x for x in os.listdir(os.path.dirname(os.path.dirname(path))) if x.endswith(".new")],
+          "the failed backup's file left behind")
+    os.rmdir(path)
+    os.rename(path + ".saved", path)
+    with Healthy(d, "rel") as steady:
+        r = d.ctl("deploy", "rel", "2.0")
+        check(r.returncode == 0, "deploy 2.0: %r" % r.stderr)
+        # 2.0 changes the data.
+        fop("write", 1000)
+        check(fop("read") == 1000, "2.0's data")
+        st = os.stat(path)
+        check(st.st_mode & 0o7777 == 0o600 and st.st_uid == 0, "the kept state's mode: %o" % st.st_mode)
+        k = kept()
+        check(k["1.0"][0] > 0 and k["1.0"][1] == st.st_size, "versions: the state kept with 1.0: %r" % k)
+        r = d.ctl("versions", "rel")
+        check(re.search(r"^1\.0 .* %d bytes$" % st.st_size, r.stdout, re.M), "versions: %r" % r.stdout)
+        status = d.status("rel")
+        check(status.get("previous_state_ms", 0) > 0 and status.get("previous_state_bytes") == st.st_size,
+              "status: the state kept with the previous version: %r" % status)
+        r = d.ctl("status", "rel")
+        check(re.search(r"^ *Previous state: kept .* %d bytes \(rollback --with-state\)$" % st.st_size, r.stdout, re.M),
+              "status: %r" % r.stdout)
+        # Root's only, as restore: a member of the control group is refused.
+        r = d.ctl("rollback", "rel", "--with-state", user=(65534, grp.getgrnam("nogroup").gr_gid))
+        check(r.returncode != 0 and "root's only" in r.stderr and versions() == ("2.0", "1.0"),
+              "a member's rollback --with-state: %r" % r.stderr)
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode == 0 and "restored the state kept with 1.0" in r.stdout and
+              "rolled back rel 1.0 (was 2.0): ready" in r.stdout, "rollback --with-state: %r %r" % (r.stdout, r.stderr))
+        check(versions() == ("1.0", "2.0"), "after rollback --with-state: %r" % (versions(),))
+        check(fop("read") == 5, "1.0's data as it was at the deploy")
+        # 2.0's state was kept as the rollback left it: twice in a row
+        # comes back to it. A plain rollback keeps the data as it is.
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode == 0 and versions() == ("2.0", "1.0"), "rollback --with-state to 2.0: %r" % r.stderr)
+        check(fop("read") == 1000, "2.0's data back")
+        r = d.ctl("rollback", "rel")
+        check(r.returncode == 0 and versions() == ("1.0", "2.0"), "rollback: %r" % r.stderr)
+        check(fop("read") == 1000, "a plain rollback changed the data")
+        # A kept state that does not restore (a changed byte): refused,
+        # nothing changed, and the gadget serves again at once.
+        kept2 = os.path.join(tmp, "state", "releases", "rel", "2.0", "state.backup")
+        data = bytearray(open(kept2, "rb").read())
+        data[-1] ^= 1
+        open(kept2, "wb").write(bytes(data))
+        r = d.ctl("rollback", "rel", "--with-state")
+        check(r.returncode != 0 and "was not restored" in r.stderr and "nothing was changed" in r.stderr and
+              versions() == ("1.0", "2.0"), "a kept state that does not restore: %r %r" % (r.stderr, versions()))
+        check(fop("read") == 1000, "the refused restore changed the data")
+    # A call came during a stop and waited through it (2.0's second).
+    check(steady.result["max_us"] > 500000, "no call waited through the hold: %r" % steady.result)
+    audit = [json.loads(x) for x in d.ctl("audit", "rel").stdout.splitlines()]
+    ops = [(a["op"], a["outcome"], a.get("detail")) for a in audit if a.get("binding") == "deploy"][-4:]
+    check(ops[:3] == [("rollback", "ok", "version 1.0 (was 2.0), its state restored"),
+                      ("rollback", "ok", "version 2.0 (was 1.0), its state restored"),
+                      ("rollback", "ok", "version 1.0 (was 2.0)")] and ops[3][1] == "error" and
+          ops[3][2].startswith("version 2.0 (was 1.0): refused: the state kept with rel 2.0 was not restored"),
+          "the audit of the rollbacks: %r" % ops)
 
 
 def tally(d, n, gadget, method):

@@ -403,7 +403,7 @@ static void test_status(void)
                   "\"log_tail\":[\"started\",\"bad \\u001B]0;owned\\u0007 title\\tend\"],"
                   "\"audit_unwritten\":0,\"audit_error\":\"\",\"audit_unsent\":0,\"audit_unsent_error\":\"\",\"audit_caught_up\":0,\"audit_log_skipped\":0,\"kept_error_lines\":[],\"denial_kinds\":0,"
                   "\"crash_cause\":\"\",\"crash_backtrace\":[],\"version\":\"\",\"previous_version\":\"\","
-                  "\"rollout_version\":\"\",\"rollout_percent\":0,\"rollout_back\":\"\",\"release_generation\":0,\"release_node\":\"\",\"release_refused\":\"\"}\n",
+                  "\"rollout_version\":\"\",\"rollout_percent\":0,\"rollout_back\":\"\",\"release_generation\":0,\"release_node\":\"\",\"release_refused\":\"\",\"previous_state_ms\":0,\"previous_state_bytes\":0}\n",
                   "status JSON: GadgetInfo fields and the rest");
         free(out);
 

@@ -113,6 +113,16 @@ static void test_requests(void)
         CHECK(request(&q) < 0, "workshop of no gadget name: %s", why);
         n.name = "g";
         n.no_block = true;
+        /* rollback --with-state: a gadget's name, no no_block. */
+        q.req_case = CONTROL__REQUEST__REQ_ROLLBACK_WITH_STATE;
+        q.rollback_with_state = &n;
+        CHECK(request(&q) < 0 && strstr(why, "no_block"), "rollback --with-state with no_block: %s", why);
+        n.no_block = false;
+        CHECK(request(&q) == 0, "rollback --with-state g: %s", why);
+        n.name = "../g";
+        CHECK(request(&q) < 0, "rollback --with-state of no gadget name: %s", why);
+        n.name = "g";
+        n.no_block = true;
         /* nodes forget: a node's name (the rule of gadget names), no no_block. */
         q.req_case = CONTROL__REQUEST__REQ_FORGET_NODE;
         q.forget_node = &n;
