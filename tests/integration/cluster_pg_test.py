@@ -17,10 +17,11 @@ import threading
 import time
 
 from attacks import field, varint
+from bundles import bundle_dir
 from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
-from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, gadget_bundle_dir, node, nodes_seen,
+from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, node, nodes_seen,
                      owner_of, peer_node, start_all, stop_all)
 from pgserver import PgServer
 
@@ -711,7 +712,7 @@ def pg_cluster_versions_in_the_store(tmp):
 
         def make(version, key="trusted"):
             out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
-            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", version, "Nodes=a\n"), "--key",
+            r = a.ctl("bundle", bundle_dir(tmp, version, "rel", "Nodes=a\n"), "--key",
                       os.path.join(tmp, key + ".pem"), "-o", out)
             check(r.returncode == 0, "bundle: %r" % r.stderr)
             return out
@@ -780,7 +781,7 @@ def pg_cluster_versions_in_the_store(tmp):
             # A version that crashes at its start, installed through b: a
             # rolls it back, and writes so; both agree on 2.0.
             out = os.path.join(tmp, "rel-3.0.bundle")
-            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", "3.0", "Nodes=a\nArguments=crash\n"), "--key",
+            r = a.ctl("bundle", bundle_dir(tmp, "3.0", "rel", "Nodes=a\nArguments=crash\n"), "--key",
                       os.path.join(tmp, "trusted.pem"), "-o", out)
             check(r.returncode == 0, "bundle: %r" % r.stderr)
             r = b.ctl("install", out)
@@ -799,7 +800,7 @@ def pg_cluster_versions_in_the_store(tmp):
             # A hostile node: a bundle of a key neither node trusts, and a
             # row making it current, written straight into the store.
             pid = a.list()["rel"]["pid"]
-            src = gadget_bundle_dir(tmp, "rel", "6.6", "Nodes=a\n")
+            src = bundle_dir(tmp, "6.6", "rel", "Nodes=a\n")
             with open(os.path.join(src, "bin", "testgadget"), "w") as f:
                 f.write("#!/bin/sh\nexit 0\n")  # small enough for one psql argument
             out = os.path.join(tmp, "rel-6.6.bundle")

@@ -4,12 +4,11 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 
 from gateway_util import Gateway
-from harness import EXAMPLES, TESTGADGET, Daemon, check, free_port, policy, wait_for
+from harness import EXAMPLES, Daemon, check, free_port, policy, wait_for
 
 
 def node(tmp, pg, name, conf_extra=""):
@@ -163,18 +162,3 @@ def nodes_seen(d, n):
         r = d.ctl("--json", "nodes")
         return r.returncode == 0 and sum(1 for x in json.loads(r.stdout)["nodes"] if x.get("peer")) >= n
     wait_for(seen, timeout=15, what="%d nodes with peer links in the store" % n)
-
-
-def gadget_bundle_dir(tmp, name, version, keys=""):
-    """A bundle's directory (docs/releases.md) of the test gadget: its
-    manifest, a policy template with the [Gadget] keys in keys, the
-    program."""
-    d = os.path.join(tmp, "src-%s-%s" % (name, version))
-    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
-    with open(os.path.join(d, "manifest"), "w") as f:
-        f.write("Name=%s\nVersion=%s\nProtocol=2\n" % (name, version))
-    with open(os.path.join(d, "policy"), "w") as f:
-        f.write("[Gadget]\nName=%s\nExec=bin/testgadget\n%s" % (name, keys))
-    shutil.copy(TESTGADGET, os.path.join(d, "bin", "testgadget"))
-    os.chmod(os.path.join(d, "bin", "testgadget"), 0o755)
-    return d
