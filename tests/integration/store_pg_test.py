@@ -521,7 +521,8 @@ def pg_store_newer_schema(tmp):
     the node connects without migrating it, says once beside which schema
     it runs, serves kv, takes leases, copies its audit and installs a
     release into the store; once compatible is above ours it is refused
-    (kv, audit, releases), the log naming both numbers and what to do."""
+    (kv, lease, audit, releases: no lease taken), the log naming both
+    numbers and what to do."""
     from pgnodes import gadget_bundle_dir
     newer = SCHEMA_VERSION + 1
     with PgServer(tmp) as pg:
@@ -541,6 +542,8 @@ def pg_store_newer_schema(tmp):
         policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
         with d:
             ready(d, "store")
+            check("lease session to PostgreSQL ended" not in d.logtext(), "the lease session on a new store: %s"
+                  % d.logtext()[-3000:])
         check(pg.psql("SELECT version || ':' || compatible FROM gadgetd_schema") == "%d:12" % SCHEMA_VERSION,
               "a store this gadgetd migrated: %r" % pg.psql("SELECT * FROM gadgetd_schema"))
         pg.psql("UPDATE gadgetd_schema SET version = %d, compatible = %d" % (newer, SCHEMA_VERSION))
@@ -562,18 +565,25 @@ def pg_store_newer_schema(tmp):
             log = d.logtext()
             check(log.count("store: the PostgreSQL schema is version %d, newer than this gadgetd's (%d)"
                             % (newer, SCHEMA_VERSION)) == 1, "the newer schema said once: %s" % log[-3000:])
-            check("cannot connect" not in log and "cannot copy" not in log,
+            check("cannot connect" not in log and "cannot copy" not in log and "lease session to PostgreSQL ended"
+                  not in log,
                   "a connection refused the newer store: %s" % log[-3000:])
         check(pg.psql("SELECT version || ':' || compatible FROM gadgetd_schema") == "%d:%d" % (newer, SCHEMA_VERSION),
               "the newer store migrated: %r" % pg.psql("SELECT * FROM gadgetd_schema"))
         pg.psql("UPDATE gadgetd_schema SET compatible = %d" % newer)
+        pg.psql("DELETE FROM gadgetd_owner")
         with pg_daemon(tmp, pg, extra_conf=conf) as d:
             want = ("the store's schema is version %d, which only nodes of schema %d or later may use; this "
                     "gadgetd's is %d: upgrade it to one of schema %d or later" % (newer, newer, SCHEMA_VERSION, newer))
             wait_for(lambda: "): %s; retrying" % want in d.logtext(), what="the refusal logged")
             wait_for(lambda: "audit: cannot copy records to the store (%s): %s" % (pg.conninfo, want) in d.logtext(),
                      what="the audit copy's refusal logged")
+            wait_for(lambda: "store: the lease session to PostgreSQL ended: %s; reconnecting" % want in d.logtext(),
+                     what="the lease session's refusal logged")
             check(not connected(d), "connected to a store it may not use")
+            check(pg.psql("SELECT count(*) FROM gadgetd_owner") == "0",
+                  "a lease taken: %r" % pg.psql("SELECT * FROM gadgetd_owner"))
+            check(d.logtext().count("lease session to PostgreSQL ended") == 1, "the refusal logged again and again")
             r = d.ctl("install", bundle("2.0"))
             check(r.returncode != 0 and "the store did not take it: %s" % want in r.stderr,
                   "install on a store past this node: %r %r" % (r.stdout, r.stderr))
