@@ -243,7 +243,9 @@
  *       of schema 16 or later whose schema is older than version but not
  *       older than compatible uses the store as its own version, without
  *       migrating it (a rolling upgrade: an older node that reconnects
- *       keeps serving); one older than compatible is refused. Nodes of
+ *       keeps serving); one older than compatible is refused, by each of
+ *       its connections (kv, lease, audit, releases) as it connects,
+ *       so that it takes no lease it could not serve. Nodes of
  *       schema 12 to 15 do not read it (they refuse any newer store), and
  *       they read gadgetd_schema only by its column version, which this
  *       leaves as it was: it only adds. */
@@ -1010,10 +1012,10 @@ static const char migration_compatible[] = "ALTER TABLE gadgetd_schema ADD COLUM
  * reads or calls, or whose fencing an older node's code would not obey,
  * raises it to its own version. Decide it for every new migration: a
  * floor too low lets an older node break the store. One that raises it
- * must also make the functions an older node's lease session calls
- * refuse it (as version 10 did, GDU08): that session reads no version,
- * so only the store can keep such a node from taking leases it could
- * not serve (its kv connection is refused). Those up to 12 were
+ * must also make the functions older nodes call refuse them (as version
+ * 10 did, GDU08): a node checks the version only when each of its
+ * connections is made, so one connected before the migration goes on
+ * calling them until it reconnects. Those up to 12 were
  * released before any node could run beside a newer store: their floor
  * is their own version. */
 static const struct {
