@@ -105,8 +105,10 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
         char why[300] = "";
         if (!*ready) {
                 int v = kvpg_releases_schema(c, why, sizeof why);
-                if (v < 0)
+                if (v == -1)
                         return -1;
+                /* Not made yet, or a store a newer node migrated past this
+                 * node's schema (-2): looked at again next round. */
                 if (v < KVPG_SCHEMA_RELEASES)
                         return 0;
                 *ready = true;
@@ -237,7 +239,7 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
                 return 0; /* a store of schema 12: this node's own versions, as before */
         if (!c || v < 0 || e < 0) {
                 snprintf(msg, msglen, "%s %s was not installed: the store did not take it%s: %s", name, version,
-                         c && v < 0 ? " (its schema is being made: try again)" : "", why);
+                         c && v == -1 ? " (its schema is being made: try again)" : "", why);
                 return e == -EEXIST ? GADGET_EFAILED : GADGET_EUNAVAILABLE;
         }
         *published = true;

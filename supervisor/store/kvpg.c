@@ -65,6 +65,8 @@ struct kvpg {
         PGresult *last;               /* the query's last tuples result */
         char err[200], sqlstate[6];   /* its first error */
         int version;                  /* the schema's, as read in SETUP */
+        int compatible;               /* ... and the oldest whose nodes may use it */
+        int beside_logged;            /* the newer schema whose use was logged (0: none) */
         int prepared;                 /* queries prepared on this connection */
         const struct kv_type *types[KV_TYPES_MAX]; /* kvpg_new's: their queries are prepared */
         size_t n_types;
@@ -190,15 +192,27 @@ static void setup_send(struct kvpg *pg, const char *sql, enum step step)
 /* The next migration, or this node's row once the schema is current. */
 static void setup_migrate(struct kvpg *pg)
 {
-        char why[200];
+        char why[300];
         int ours = kvpg_sql_version();
-        if (pg->version > ours) {
-                snprintf(why, sizeof why, "the store's schema is version %d, newer than this gadgetd's (%d)",
-                         pg->version, ours);
+        /* A store a newer node migrated: used as this node's version if
+         * every migration past ours left it usable by ours (its floor),
+         * never migrated (there is nothing to run) nor migrated back.
+         * Why this is safe: each of those migrations only added what this
+         * node's queries neither read nor call, and the functions it calls
+         * are still there with the fencing it expects (the floor's
+         * promise, kvpg_sql.c). */
+        int compat = kvpg_sql_schema_check(pg->version, pg->compatible, why, sizeof why);
+        if (compat < 0) {
                 pgconn_fail(pg->pc, why);
                 return;
         }
-        if (pg->version == ours) {
+        if (compat > 0 && pg->beside_logged != pg->version) {
+                log_msg(L_INFO, NULL, "store: the PostgreSQL schema is version %d, newer than this gadgetd's (%d), "
+                        "which it may use (nodes of schema %d or later may): this node runs beside it as "
+                        "version %d until it is upgraded", pg->version, ours, pg->compatible, ours);
+                pg->beside_logged = pg->version;
+        }
+        if (pg->version >= ours) {
                 char sql[400];
                 snprintf(sql, sizeof sql, "COMMIT; INSERT INTO gadgetd_node (name) VALUES ('%s')"
                          " ON CONFLICT (name) DO UPDATE SET last_seen = now()", pg->node);
@@ -212,7 +226,12 @@ static void setup_migrate(struct kvpg *pg)
                 pgconn_fail(pg->pc, "out of memory");
                 return;
         }
-        snprintf(sql, len, "%s;UPDATE gadgetd_schema SET version = %d; COMMIT", m, pg->version + 1);
+        int next = pg->version + 1;
+        if (next >= KVPG_SCHEMA_COMPATIBLE)
+                snprintf(sql, len, "%s;UPDATE gadgetd_schema SET version = %d, compatible = %d; COMMIT", m, next,
+                         kvpg_sql_compatible(next));
+        else
+                snprintf(sql, len, "%s;UPDATE gadgetd_schema SET version = %d; COMMIT", m, next);
         setup_send(pg, sql, STEP_MIGRATE_APPLY);
         free(sql);
 }
@@ -262,11 +281,12 @@ static void setup_next(struct kvpg *pg)
                 setup_send(pg, kvpg_sql_migrate_begin, STEP_MIGRATE_READ);
                 break;
         case STEP_MIGRATE_READ:
-                if (!pg->last || PQntuples(pg->last) != 1) {
+                if (!pg->last || PQntuples(pg->last) != 1 || PQnfields(pg->last) != 2) {
                         pgconn_fail(pg->pc, "gadgetd_schema does not hold one row");
                         return;
                 }
                 pg->version = atoi(PQgetvalue(pg->last, 0, 0));
+                pg->compatible = atoi(PQgetvalue(pg->last, 0, 1));
                 setup_migrate(pg);
                 break;
         case STEP_MIGRATE_APPLY:
@@ -286,7 +306,7 @@ static void setup_next(struct kvpg *pg)
                 pg->backoff_ms = 0;
                 pg->down_logged = false;
                 log_msg(L_INFO, NULL, "store: connected to PostgreSQL (%s) as node %s, schema version %d",
-                        pg->where, pg->node, pg->version);
+                        pg->where, pg->node, pg->version < kvpg_sql_version() ? pg->version : kvpg_sql_version());
                 send_next(pg);
                 break;
         }

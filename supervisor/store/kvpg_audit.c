@@ -590,10 +590,19 @@ static void range_known(struct kvpg_audit *au)
 /* The setup query ended: the schema must have gadgetd_audit. */
 static void setup_done(struct kvpg_audit *au)
 {
-        int version = au->last && PQntuples(au->last) == 1 ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
+        bool row = au->last && PQntuples(au->last) == 1 && PQnfields(au->last) == 3;
+        int version = row ? atoi(PQgetvalue(au->last, 0, 0)) : 0;
+        int compatible = row ? atoi(PQgetvalue(au->last, 0, 1)) : 0;
         if (version >= KVPG_SCHEMA_AUDIT_SEQ)
-                au->stored = strtoull(PQgetvalue(au->last, 0, 1), NULL, 10);
-        char why[200];
+                au->stored = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
+        char why[300];
+        /* A store a newer node migrated: its batches are this node's
+         * version's (the columns it names are still there, the floor's
+         * promise: kvpg_sql.c), unless the store is past that floor. */
+        if (kvpg_sql_schema_check(version, compatible, why, sizeof why) < 0) {
+                pgconn_fail(au->pc, why);
+                return;
+        }
         /* Its batches name the column seq and its conflict key: the
          * schema that made them first. */
         if (version < KVPG_SCHEMA_AUDIT_SEQ) {
@@ -719,7 +728,7 @@ static void on_result(void *arg, PGresult *r)
 static void on_connected(void *arg)
 {
         struct kvpg_audit *au = arg;
-        char sql[256];
+        char sql[512];
         au->state = AU_SETUP;
         /* The node is a checked name (config.c): safe to quote as it is. */
         /* statement_timeout below the query timeout: a statement given up
@@ -728,9 +737,9 @@ static void on_connected(void *arg)
         /* The bytes this node's rows hold are counted once here (a scan of
          * its rows), then kept by each batch and prune. */
         snprintf(sql, sizeof sql, "SET client_min_messages = warning; SET application_name = 'gadgetd %s audit';"
-                 " SET statement_timeout = '%ums'; SELECT version, (SELECT coalesce(sum(octet_length(line)), 0)"
-                 " FROM gadgetd_audit WHERE node = '%s') FROM gadgetd_schema", au->node, STATEMENT_TIMEOUT_MS,
-                 au->node);
+                 " SET statement_timeout = '%ums'; SELECT *, (SELECT coalesce(sum(octet_length(line)), 0)"
+                 " FROM gadgetd_audit WHERE node = '%s') FROM (" KVPG_SQL_SCHEMA ") v", au->node,
+                 STATEMENT_TIMEOUT_MS, au->node);
         query_begin(au, OUT_SETUP, PQsendQuery(pgconn_pq(au->pc), sql));
 }
 

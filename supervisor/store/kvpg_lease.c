@@ -55,7 +55,7 @@ struct unlock {
         struct unlock *next;
 };
 
-enum query { Q_OTHER, Q_TAKE, Q_MOVE, Q_RENEW, Q_FORGET };
+enum query { Q_OTHER, Q_SCHEMA, Q_TAKE, Q_MOVE, Q_RENEW, Q_FORGET };
 
 struct kvpg_lease {
         char *node, *peer;
@@ -445,8 +445,29 @@ static void on_end(void *arg)
 {
         struct kvpg_lease *l = arg;
         if (l->state == L_SETUP) {
+                if (l->query == Q_SCHEMA && strcmp(l->sqlstate, "42P01") == 0)
+                        l->err[0] = '\0'; /* no schema yet: the kv connection makes it */
                 if (l->err[0]) {
                         pgconn_fail(l->pc, l->err);
+                        return;
+                }
+                /* The session's settings, then the store's schema, in a
+                 * query of its own: an error (no schema yet) would roll
+                 * back the settings sent with it. */
+                if (l->query == Q_OTHER) {
+                        query_begin(l, Q_SCHEMA, PQsendQuery(pgconn_pq(l->pc), KVPG_SQL_SCHEMA));
+                        return;
+                }
+                /* A store a newer node migrated past this node's schema:
+                 * no lease taken, so no gadget runs here that its kv
+                 * connection (refused too) could not serve. Logged once,
+                 * as a failed connect is; tried again with backoff. */
+                char why[300];
+                bool row = l->last && PQntuples(l->last) == 1 && PQnfields(l->last) == 2;
+                if (row && kvpg_sql_schema_check(atoi(PQgetvalue(l->last, 0, 0)), atoi(PQgetvalue(l->last, 0, 1)),
+                                                 why, sizeof why) < 0) {
+                        l->state = L_CONNECTING;
+                        pgconn_fail(l->pc, why);
                         return;
                 }
                 l->state = L_READY;

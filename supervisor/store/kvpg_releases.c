@@ -91,9 +91,16 @@ bool kvpg_releases_notified(PGconn *c)
 
 int kvpg_releases_schema(PGconn *c, char *why, size_t len)
 {
-        PGresult *r = q(c, "SELECT version FROM gadgetd_schema", 0, NULL, NULL, NULL, 0, why, len);
-        int v = r && PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) : -1;
+        PGresult *r = q(c, KVPG_SQL_SCHEMA, 0, NULL, NULL, NULL, 0, why, len);
+        bool row = r && PQntuples(r) == 1 && PQnfields(r) == 2;
+        int v = row ? atoi(PQgetvalue(r, 0, 0)) : -1;
+        int compatible = row ? atoi(PQgetvalue(r, 0, 1)) : 0;
         PQclear(r);
+        /* A store a newer node migrated: its releases' tables are read and
+         * written as this node's version's unless it is past that floor
+         * (kvpg_sql.c). */
+        if (row && kvpg_sql_schema_check(v, compatible, why, len) < 0)
+                return -2;
         return v;
 }
 

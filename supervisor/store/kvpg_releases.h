@@ -34,7 +34,8 @@ PGconn *kvpg_releases_connect(const char *conninfo, const char *node, unsigned m
 int kvpg_releases_listen(PGconn *c, char *why, size_t len);
 /* Drops the notifications libpq holds: whether there was one. */
 bool kvpg_releases_notified(PGconn *c);
-/* The store's schema version (-1: why). */
+/* The store's schema version (-1: why; -2: why, a store a newer node
+ * migrated that this one may not use, kvpg_sql_schema_check). */
 int kvpg_releases_schema(PGconn *c, char *why, size_t len);
 /* Adds a bundle (the bytes as received): 0, -EEXIST if that version is
  * in the store already, -EIO. */

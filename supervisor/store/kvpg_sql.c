@@ -232,7 +232,23 @@
  *       of schema 12 and records none (their leases last their TTL).
  *   gadgetd_lease_take_nodes, replaced: a node whose session is gone is
  *       dead as one whose lease expired (its incarnation bumped under its
- *       row's lock: the fence refuses its writes from then). */
+ *       row's lock: the fence refuses its writes from then).
+ *
+ * Version 16, a store newer than a node (kvpg.c setup_migrate):
+ *
+ *   gadgetd_schema.compatible integer (NULL: as version)
+ *       the oldest schema whose nodes may still use the store: the
+ *       greatest floor of the migrations applied (each migration's floor
+ *       is written beside it in the list at the end of this file). A node
+ *       of schema 16 or later whose schema is older than version but not
+ *       older than compatible uses the store as its own version, without
+ *       migrating it (a rolling upgrade: an older node that reconnects
+ *       keeps serving); one older than compatible is refused, by each of
+ *       its connections (kv, lease, audit, releases) as it connects,
+ *       so that it takes no lease it could not serve. Nodes of
+ *       schema 12 to 15 do not read it (they refuse any newer store), and
+ *       they read gadgetd_schema only by its column version, which this
+ *       leaves as it was: it only adds. */
 #include "kvpg_sql.h"
 
 #include <errno.h>
@@ -266,7 +282,7 @@ const char kvpg_sql_migrate_begin[] =
         "CREATE TABLE IF NOT EXISTS gadgetd_schema ("
         " one boolean PRIMARY KEY DEFAULT true CHECK (one), version integer NOT NULL);"
         "INSERT INTO gadgetd_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM gadgetd_schema);"
-        "SELECT version FROM gadgetd_schema;";
+        KVPG_SQL_SCHEMA ";";
 
 /* Text two migrations share, once each. A released migration's text must
  * never change (a store migrated by it is never migrated again): these
@@ -979,13 +995,39 @@ static const char migration_releases[] =
         "  RETURN coalesce(g, 0);\n"
         "END $f$;";
 
+/* Version 16 (see the top): nullable, so a row nobody set reads as its
+ * version (no older node may use it). Its own floor is 12: it only adds. */
+static const char migration_compatible[] = "ALTER TABLE gadgetd_schema ADD COLUMN compatible integer;";
+
 /* The migrations in order: entry i takes the schema from version i to
  * i + 1, and their count is the version this gadgetd makes. A new one is
- * a new entry at the end (a new type's tables: its own migration). */
-static const char *const migrations[] = {
-        migration_1, migration_2, migration_3, migration_audit, migration_5, migration_lease_batch,
-        migration_lease_full, migration_node_leases, migration_node_renew, migration_node_takes,
-        migration_kv_batch, migration_older_held, migration_audit_seq, migration_14, migration_releases,
+ * a new entry at the end (a new type's tables: its own migration).
+ *
+ * Beside each, its floor: the oldest schema whose nodes still work on a
+ * store it migrated (during a rolling upgrade an older node that
+ * reconnects uses the store as its own version if it is at least every
+ * migration's floor). A migration that only adds (tables, columns that
+ * may be NULL or have a default, functions beside the older ones) keeps
+ * the floor before it; one that changes or drops what an older node
+ * reads or calls, or whose fencing an older node's code would not obey,
+ * raises it to its own version. Decide it for every new migration: a
+ * floor too low lets an older node break the store. One that raises it
+ * must also make the functions older nodes call refuse them (as version
+ * 10 did, GDU08): a node checks the version only when each of its
+ * connections is made, so one connected before the migration goes on
+ * calling them until it reconnects. Those up to 12 were
+ * released before any node could run beside a newer store: their floor
+ * is their own version. */
+static const struct {
+        const char *sql;
+        int floor;
+} migrations[] = {
+        { migration_1, 1 },             { migration_2, 2 },          { migration_3, 3 },
+        { migration_audit, 4 },         { migration_5, 5 },          { migration_lease_batch, 6 },
+        { migration_lease_full, 7 },    { migration_node_leases, 8 }, { migration_node_renew, 9 },
+        { migration_node_takes, 10 },   { migration_kv_batch, 11 },  { migration_older_held, 12 },
+        { migration_audit_seq, 12 },    { migration_14, 12 },        { migration_releases, 12 },
+        { migration_compatible, 12 },
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof *migrations))
 
@@ -1001,7 +1043,29 @@ const char *kvpg_sql_migration(int version)
                 memcpy(migration_14 + sizeof migration_session_gone - 1, migration_session_takes,
                        sizeof migration_session_takes);
         }
-        return version >= 1 && version <= N_MIGRATIONS ? migrations[version - 1] : NULL;
+        return version >= 1 && version <= N_MIGRATIONS ? migrations[version - 1].sql : NULL;
+}
+
+int kvpg_sql_compatible(int version)
+{
+        int floor = 0;
+        for (int v = 1; v <= version && v <= N_MIGRATIONS; v++)
+                if (migrations[v - 1].floor > floor)
+                        floor = migrations[v - 1].floor;
+        return floor;
+}
+
+int kvpg_sql_schema_check(int version, int compatible, char *why, size_t len)
+{
+        int ours = N_MIGRATIONS;
+        if (version <= ours)
+                return 0;
+        if (compatible <= ours)
+                return 1;
+        snprintf(why, len, "the store's schema is version %d, which only nodes of schema %d or later may use; "
+                 "this gadgetd's is %d: upgrade it to one of schema %d or later", version, compatible, ours,
+                 compatible);
+        return -1;
 }
 
 int kvpg_array_add(struct kvpg_array *a, const char *elem)

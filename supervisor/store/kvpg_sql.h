@@ -29,6 +29,15 @@
 /* What they notify at their commit (the nodes LISTEN). */
 #define KVPG_RELEASE_CHANNEL "gadgetd_releases"
 
+/* The one that made gadgetd_schema.compatible: from it on, each
+ * migration's update of the version sets compatible too. */
+#define KVPG_SCHEMA_COMPATIBLE 16
+/* Reads the store's schema: one row, (version, compatible), compatible
+ * as version where there is no such column yet (a store before 16:
+ * to_jsonb names the columns the row has, so the query runs on either). */
+#define KVPG_SQL_SCHEMA \
+        "SELECT version, coalesce((to_jsonb(s) ->> 'compatible')::integer, version) FROM gadgetd_schema s"
+
 /* The first key of every gadget's lease lock (the second is hashtext of
  * its name): "gadg" in hex, apart from the migration lock's key. */
 #define KVPG_LEASE_SPACE "1734435943"
@@ -56,6 +65,14 @@ int kvpg_sql_version(void);
 /* The statements that take the schema from version - 1 to version (1 to
  * kvpg_sql_version()), run inside that transaction. NULL otherwise. */
 const char *kvpg_sql_migration(int version);
+/* The compatible a store this gadgetd migrated to version holds: the
+ * greatest floor of migrations 1 to version (kvpg_sql.c's list). */
+int kvpg_sql_compatible(int version);
+/* Whether this gadgetd may use a store of version and compatible (as
+ * KVPG_SQL_SCHEMA reads them): 0, it is not newer (migrated up to ours
+ * if older); 1, newer but compatible with ours (used as ours, never
+ * migrated); -1, newer and not (why: both numbers and what to do). */
+int kvpg_sql_schema_check(int version, int compatible, char *why, size_t len);
 
 /* An array literal ({"a","b"}) being built for a text[] or boolean[]
  * parameter; text is a whole literal after each add (none before one). */

@@ -515,6 +515,82 @@ def pg_gadgetd_race_to_migrate(tmp):
 
 
 @test
+def pg_store_newer_schema(tmp):
+    """A store a newer node migrated (its version above this gadgetd's, set
+    by SQL after a first start): while its compatible is not above ours,
+    the node connects without migrating it, says once beside which schema
+    it runs, serves kv, takes leases, copies its audit and installs a
+    release into the store; once compatible is above ours it is refused
+    (kv, lease, audit, releases: no lease taken), the log naming both
+    numbers and what to do."""
+    from pgnodes import gadget_bundle_dir
+    newer = SCHEMA_VERSION + 1
+    with PgServer(tmp) as pg:
+        d = pg_daemon(tmp, pg)
+        r = d.ctl("keygen", "-o", os.path.join(tmp, "k.pem"))
+        check(r.returncode == 0, "keygen: %r" % r.stderr)
+        conf = "[Releases]\nTrustedKeys=%s\n" % r.stdout.split()[-1]
+
+        def bundle(version):
+            out = os.path.join(tmp, "rel-%s.bundle" % version)
+            r = d.ctl("bundle", gadget_bundle_dir(tmp, "rel", version), "--key", os.path.join(tmp, "k.pem"),
+                      "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            return out
+
+        d = pg_daemon(tmp, pg, extra_conf=conf)
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        with d:
+            ready(d, "store")
+            check("lease session to PostgreSQL ended" not in d.logtext(), "the lease session on a new store: %s"
+                  % d.logtext()[-3000:])
+        check(pg.psql("SELECT version || ':' || compatible FROM gadgetd_schema") == "%d:12" % SCHEMA_VERSION,
+              "a store this gadgetd migrated: %r" % pg.psql("SELECT * FROM gadgetd_schema"))
+        pg.psql("UPDATE gadgetd_schema SET version = %d, compatible = %d" % (newer, SCHEMA_VERSION))
+        pg.psql("DELETE FROM gadgetd_owner")
+        audited = int(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'node1'"))
+        with pg_daemon(tmp, pg, extra_conf=conf) as d:
+            wait_for(lambda: connected(d), what="gadgetd to connect to the newer store")
+            ready(d, "store")
+            check(bcall(d, "store", "DATA", "put", {"key": "k", "value": 7})[0] == 0, "put on the newer store")
+            rc, out, err = bcall(d, "store", "DATA", "get", {"key": "k"})
+            check(rc == 0 and json.loads(out) == 7, "get on the newer store: %d %r %r" % (rc, out, err))
+            check(pg.psql("SELECT node FROM gadgetd_owner WHERE gadget = 'store' AND node_inc > 0") == "node1",
+                  "the lease: %r" % pg.psql("SELECT * FROM gadgetd_owner"))
+            wait_for(lambda: int(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'node1'")) > audited,
+                     what="the audit copy on the newer store")
+            r = d.ctl("install", bundle("1.0"))
+            check(r.returncode == 0, "install on the newer store: %r %r" % (r.stdout, r.stderr))
+            check(pg.psql("SELECT string_agg(version, ',') FROM gadgetd_release") == "1.0", "the release stored")
+            log = d.logtext()
+            check(log.count("store: the PostgreSQL schema is version %d, newer than this gadgetd's (%d)"
+                            % (newer, SCHEMA_VERSION)) == 1, "the newer schema said once: %s" % log[-3000:])
+            check("cannot connect" not in log and "cannot copy" not in log and "lease session to PostgreSQL ended"
+                  not in log,
+                  "a connection refused the newer store: %s" % log[-3000:])
+        check(pg.psql("SELECT version || ':' || compatible FROM gadgetd_schema") == "%d:%d" % (newer, SCHEMA_VERSION),
+              "the newer store migrated: %r" % pg.psql("SELECT * FROM gadgetd_schema"))
+        pg.psql("UPDATE gadgetd_schema SET compatible = %d" % newer)
+        pg.psql("DELETE FROM gadgetd_owner")
+        with pg_daemon(tmp, pg, extra_conf=conf) as d:
+            want = ("the store's schema is version %d, which only nodes of schema %d or later may use; this "
+                    "gadgetd's is %d: upgrade it to one of schema %d or later" % (newer, newer, SCHEMA_VERSION, newer))
+            wait_for(lambda: "): %s; retrying" % want in d.logtext(), what="the refusal logged")
+            wait_for(lambda: "audit: cannot copy records to the store (%s): %s" % (pg.conninfo, want) in d.logtext(),
+                     what="the audit copy's refusal logged")
+            wait_for(lambda: "store: the lease session to PostgreSQL ended: %s; reconnecting" % want in d.logtext(),
+                     what="the lease session's refusal logged")
+            check(not connected(d), "connected to a store it may not use")
+            check(pg.psql("SELECT count(*) FROM gadgetd_owner") == "0",
+                  "a lease taken: %r" % pg.psql("SELECT * FROM gadgetd_owner"))
+            check(d.logtext().count("lease session to PostgreSQL ended") == 1, "the refusal logged again and again")
+            r = d.ctl("install", bundle("2.0"))
+            check(r.returncode != 0 and "the store did not take it: %s" % want in r.stderr,
+                  "install on a store past this node: %r %r" % (r.stdout, r.stderr))
+        check(pg.psql("SELECT string_agg(version, ',') FROM gadgetd_release") == "1.0", "2.0 stored")
+
+
+@test
 def pg_libpq_missing(tmp):
     """libpq cannot be loaded (an unloadable libpq.so.5 first on gadgetd's
     library path): a gadgetd on SQLite starts and serves kv as ever (it

@@ -83,6 +83,27 @@ static void test_migrations(void)
 
 /* A gadget's name is an element of a text[] literal whatever it spells:
  * "null" stays the name, quotes and backslashes are escaped. */
+/* A newer store: used as ours while its compatible is not above ours,
+ * refused (both numbers named) once it is; the floors of 13 to 16 are 12. */
+static void test_compatible(void)
+{
+        int ours = kvpg_sql_version();
+        char why[300] = "";
+        CHECK(ours >= KVPG_SCHEMA_COMPATIBLE, "the version (%d) makes compatible", ours);
+        CHECK(kvpg_sql_compatible(KVPG_SCHEMA_COMPATIBLE) == 12, "compatible at %d: %d", KVPG_SCHEMA_COMPATIBLE,
+              kvpg_sql_compatible(KVPG_SCHEMA_COMPATIBLE));
+        CHECK(kvpg_sql_compatible(ours) <= ours, "a store of ours is ours to use");
+        CHECK(kvpg_sql_schema_check(ours - 1, ours - 1, why, sizeof why) == 0, "an older store is migrated");
+        CHECK(kvpg_sql_schema_check(ours, ours, why, sizeof why) == 0, "ours");
+        CHECK(kvpg_sql_schema_check(ours + 3, ours, why, sizeof why) == 1, "newer, compatible with ours");
+        CHECK(kvpg_sql_schema_check(ours + 1, 12, why, sizeof why) == 1, "newer, compatible with 12");
+        CHECK(kvpg_sql_schema_check(ours + 1, ours + 1, why, sizeof why) == -1, "newer, past ours");
+        char want[300];
+        snprintf(want, sizeof want, "version %d, which only nodes of schema %d or later may use; this gadgetd's is %d",
+                 ours + 1, ours + 1, ours);
+        CHECK(strstr(why, want) != NULL, "the refusal: \"%s\"", why);
+}
+
 static void test_array(void)
 {
         struct kvpg_array a = { 0 };
@@ -107,6 +128,7 @@ int main(void)
 {
         test_redact();
         test_migrations();
+        test_compatible();
         test_array();
         return tap_done();
 }
