@@ -15,7 +15,7 @@ int spare_fill(struct spare *s)
                 return 0;
         /* Nothing is lost if this fails: the next start makes its own
          * shell, and says why if it cannot. */
-        int e = spawn_shell_new(s->helper, &s->shell, err, sizeof err);
+        int e = spawn_shell_new(s->helper, false, &s->shell, err, sizeof err);
         if (e < 0)
                 log_msg(L_DEBUG, NULL, "spare sandbox shell: %s", err);
         return e < 0 ? e : 0;
