@@ -653,19 +653,16 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                                          .shell = &shell,
                                          .waiting = prewarm ? NULL : refill_spare,
                                          .waiting_arg = &u->core->spare };
-                /* A pre-warmed start is not in a hurry: the spare is for one
-                 * that is. The spare has a network namespace of its own: a
-                 * start in the shared one leaves it to the next. */
-                bool spare = !prewarm && p->netns == POLICY_NETNS_PRIVATE;
-                if (spare)
-                        spare_take(&u->core->spare, &shell);
+                /* A pre-warmed start is not in a hurry: the spare is for one that is. */
+                if (!prewarm)
+                        spare_take(&u->core->spare, p->netns == POLICY_NETNS_SHARED, &shell);
                 /* The daemon's start goes on from the loop while its sandbox
                  * builds (start_report); gadgetd run has nothing else to do
                  * meanwhile, and a pre-warmed sandbox is for a restart's
                  * delay, which it waits out. */
                 e = prewarm || one_life(u) ? spawn_gadget(&so, &r->child, err, errlen)
                                            : spawn_launch(&so, &r->child, err, errlen);
-                if (spare)
+                if (!prewarm)
                         spare_done(&u->core->spare);
                 spawn_shell_drop(&shell); /* not taken if the start failed before it */
         }

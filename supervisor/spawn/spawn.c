@@ -286,6 +286,7 @@ int spawn_shell_new(const struct spawn_helper *h, bool shared_net, struct spawn_
         int e = 0;
 
         *out = SPAWN_SHELL_NONE;
+        sh.shared_net = shared_net;
         /* Opened before the clone: it polls POLLPRI once the mount table
          * changes after this point, of which the shell's copy knows nothing. */
         if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0) {
@@ -402,10 +403,10 @@ int spawn_launch(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
         }
-        /* A shell made beforehand (each has a network namespace of its
-         * own), else one now. */
+        /* A shell made beforehand in the network namespace the policy
+         * asks for, else one now. */
         bool shared_net = !o->enter && o->policy->netns == POLICY_NETNS_SHARED;
-        if (o->shell && o->shell->pid > 0 && !shared_net) {
+        if (o->shell && o->shell->pid > 0 && o->shell->shared_net == shared_net) {
                 sh = *o->shell;
                 *o->shell = SPAWN_SHELL_NONE;
         } else if ((e = spawn_shell_new(o->helper, shared_net, &sh, err, errlen)) < 0) {

@@ -24,6 +24,7 @@ struct spawn_shell {
         int pidfd;
         int setup_fd;   /* gadgetd's end of the setup socket */
         int mounts_fd;  /* gadgetd's mountinfo when the shell was made (see spawn_shell_fresh) */
+        bool shared_net; /* in the shared network namespace (NetworkNamespace=shared), not one of its own */
 };
 #define SPAWN_SHELL_NONE ((struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 })
 
