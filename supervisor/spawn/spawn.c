@@ -292,9 +292,7 @@ int spawn_shell_new(const struct spawn_helper *h, bool shared_net, struct spawn_
         if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
-        } else if (shared_net && (e = spawn_netns_enter_shared(err, errlen)) < 0) {
-                ;
-        } else {
+        } else if (!shared_net || (e = spawn_netns_enter_shared(err, errlen)) == 0) {
                 /* Shared: cloned in the shared network namespace, which it
                  * then is in without a new one of its own (netns.c). */
                 e = spawn_helper_start(h, shared_net ? NS_FLAGS & ~CLONE_NEWNET : NS_FLAGS, NULL, &sh.pid,
