@@ -11,7 +11,7 @@ is the part's cost. The namespaces are made inside a new user namespace,
 as gadgetd makes them (net, mount, PID, IPC, UTS and cgroup namespaces
 each counted beyond the user namespace alone). The mount parts mount what
 each sandbox mounts (tmpfs root, /tmp, /dev/shm, /proc; on cgroup v1 a
-tmpfs for /sys/fs/cgroup): each is a superblock, and each superblock
+tmpfs for /sys/fs/cgroup): each is a superblock (one tmpfs alone is a row too), and each superblock
 registers shrinkers, whose slots every memory cgroup made after it holds
 (memory cgroup v1, made after the N holders of the mounts part and before
 they end, shows that: its row is measured twice).
@@ -44,12 +44,12 @@ def settle():
     time.sleep(0.5)
 
 
-def holders(cmd, n):
+def holders(cmd, n, first=""):
     """n processes of cmd, each ready once it wrote a byte to its pipe."""
     procs = []
     for _ in range(n):
         r, w = os.pipe()
-        p = subprocess.Popen(cmd + ["sh", "-c", "echo >&%d; exec %s 100000" % (w, SLEEP)], pass_fds=(w,),
+        p = subprocess.Popen(cmd + ["sh", "-c", first + "echo >&%d; exec %s 100000" % (w, SLEEP)], pass_fds=(w,),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(w)
         os.read(r, 1)
@@ -65,10 +65,11 @@ def end(procs):
         p.wait()
 
 
-def measure(cmd, n):
+def measure(cmd, n, first=""):
+    """first: shell commands the holder runs before it is ready."""
     settle()
     before = kernel_kib()
-    procs = holders(cmd, n)
+    procs = holders(cmd, n, first)
     settle()
     after = kernel_kib()
     end(procs)
@@ -88,6 +89,11 @@ def main():
         v = measure([UNSHARE, "-U", "--map-root-user", *flag.split()], n)
         # --fork leaves unshare waiting beside the holder: one process more.
         rows.append((name, v - user - (plain if "--fork" in flag else 0)))
+    # One tmpfs more in a mount namespace (a superblock and its mount):
+    # what a sandbox saves per tmpfs it does not mount.
+    mntns = [UNSHARE, "-U", "--map-root-user", "-m"]
+    rows.append(("one tmpfs (a superblock and its mount), beyond its mount namespace",
+                 measure(mntns, n, "mount -t tmpfs t /mnt && ") - measure(mntns, n)))
     # Four tmpfs superblocks and a procfs, as a sandbox mounts (its root,
     # /tmp, /dev/shm, /proc; the cgroup tmpfs of v1 is a fifth).
     mounts = ("mount -t tmpfs a /mnt && mkdir -p /mnt/t /mnt/s /mnt/p && mount -t tmpfs b /mnt/t && "

@@ -105,6 +105,7 @@ static void gadget_keys(FILE *f, const struct policy *p)
         words(f, "ReadOnlyPaths", p->ro_paths, p->n_ro_paths);
         fprintf(f, "SystemLibraries=%s\n", p->system_libraries ? "yes" : "no");
         fprintf(f, "RecordDenials=%s\n", p->record_denials ? "yes" : "no");
+        fprintf(f, "NetworkNamespace=%s\n", policy_netns_name(p->netns));
         fprintf(f, "TmpSize=%s\n", size_text(p->tmp_size, b, sizeof b));
         if (p->core_dump)
                 fprintf(f, "CoreDump=%s\n", size_text(p->core_dump, b, sizeof b));

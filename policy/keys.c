@@ -22,6 +22,11 @@ static const char *const policy_start_names[] = {
         [POLICY_START_ON_DEMAND] = "on-demand",
 };
 
+static const char *const policy_netns_names[] = {
+        [POLICY_NETNS_PRIVATE] = "private",
+        [POLICY_NETNS_SHARED] = "shared",
+};
+
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 const char *policy_restart_name(enum policy_restart r)
@@ -32,6 +37,11 @@ const char *policy_restart_name(enum policy_restart r)
 const char *policy_start_name(enum policy_start s)
 {
         return (size_t)s < N_OF(policy_start_names) ? policy_start_names[s] : "unknown";
+}
+
+const char *policy_netns_name(enum policy_netns n)
+{
+        return (size_t)n < N_OF(policy_netns_names) ? policy_netns_names[n] : "unknown";
 }
 
 int policy_enum(struct policy_ctx *c, const char *key, const char *value, const char *const *names,
@@ -493,6 +503,12 @@ static int policy_set_start(struct policy_ctx *c, void *obj, const char *key, co
         return policy_set_enum(c, key, value, policy_start_names, N_OF(policy_start_names), (int *)&p->start);
 }
 
+static int policy_set_netns(struct policy_ctx *c, void *obj, const char *key, const char *value)
+{
+        struct policy *p = obj;
+        return policy_set_enum(c, key, value, policy_netns_names, N_OF(policy_netns_names), (int *)&p->netns);
+}
+
 static int policy_set_require_types(struct policy_ctx *c, void *obj, const char *key, const char *value)
 {
         struct policy *p = obj;
@@ -606,6 +622,7 @@ static const struct policy_key policy_gadget_keys[] = {
         { "SystemLibraries", KIND_BOOL, 0, 0, G(system_libraries), 0, NULL, 0 },
         { "RecordDenials", KIND_BOOL, 0, 0, G(record_denials), 0, NULL, 0 },
         { "Loopback", KIND_CUSTOM, 0, 0, 0, 0, policy_set_loopback, 0 },
+        { "NetworkNamespace", KIND_CUSTOM, 0, 0, 0, 0, policy_set_netns, 0 },
         /* Why neither 0 nor infinity: /tmp is a tmpfs, where size=0 means no limit. */
         { "TmpSize", KIND_SIZE, 0, 0, G(tmp_size), 0, NULL, 16 << 20 },
         { "CoreDump", KIND_SIZE, 0, 0, G(core_dump), POLICY_CORE_DUMP_MAX, NULL, 0 },

@@ -48,6 +48,14 @@
 
 /* RequireTypes=: must every method of the gadget declare a signature? */
 /* Start=: when a loaded gadget starts. */
+/* NetworkNamespace=: a network namespace of the gadget's own, or the one
+ * empty namespace gadgetd makes once and shares (supervisor/spawn/netns.c;
+ * docs/security.md says what that shares and why it is safe). */
+enum policy_netns {
+        POLICY_NETNS_PRIVATE, /* the default */
+        POLICY_NETNS_SHARED,
+};
+
 enum policy_start {
         POLICY_START_ALWAYS,    /* at once, and whenever it is loaded or restarted */
         POLICY_START_ON_DEMAND, /* at its first call (or gadgetctl wake) */
@@ -178,6 +186,7 @@ struct policy {
         bool record_denials;     /* RecordDenials=, default yes: the filter's refusals are recorded
                                   * (worker/sandbox/denials.c); no: answered by the kernel alone, and
                                   * the program may have a seccomp listener of its own */
+        enum policy_netns netns; /* NetworkNamespace=, default private */
         uint64_t tmp_size;       /* TmpSize=, bytes, default 16M */
         uint64_t core_dump;      /* CoreDump=, bytes of each crash's core kept, 0 = none (the default) */
         uint64_t state_max;      /* StateMax=, bytes of the gadget's state on this host (its kv store's
@@ -288,6 +297,7 @@ bool policy_binding_private(const struct policy *p, const char *name);
 int policy_format(const struct policy *p, char **out);
 const char *policy_restart_name(enum policy_restart r);
 const char *policy_start_name(enum policy_start s);
+const char *policy_netns_name(enum policy_netns n);
 
 /* Value parsers shared with other config files. Return 0 or -EINVAL. */
 int policy_parse_size(const char *s, uint64_t *out);     /* 512, 64K, 16M, 1G, infinity */

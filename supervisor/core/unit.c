@@ -655,7 +655,7 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                                          .waiting_arg = &u->core->spare };
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
-                        spare_take(&u->core->spare, &shell);
+                        spare_take(&u->core->spare, p->netns == POLICY_NETNS_SHARED, &shell);
                 /* The daemon's start goes on from the loop while its sandbox
                  * builds (start_report); gadgetd run has nothing else to do
                  * meanwhile, and a pre-warmed sandbox is for a restart's

@@ -15,7 +15,7 @@ int spare_fill(struct spare *s)
                 return 0;
         /* Nothing is lost if this fails: the next start makes its own
          * shell, and says why if it cannot. */
-        int e = spawn_shell_new(s->helper, &s->shell, err, sizeof err);
+        int e = spawn_shell_new(s->helper, s->shared_net, &s->shell, err, sizeof err);
         if (e < 0)
                 log_msg(L_DEBUG, NULL, "spare sandbox shell: %s", err);
         return e < 0 ? e : 0;
@@ -71,12 +71,15 @@ void spare_close(struct spare *s)
         s->ev = NULL;
 }
 
-void spare_take(struct spare *s, struct spawn_shell *out)
+void spare_take(struct spare *s, bool shared_net, struct spawn_shell *out)
 {
         s->burst = s->last_done_us && monotime_us() - s->last_done_us < SPARE_DELAY_MS * 1000;
         *out = SPAWN_SHELL_NONE;
-        if (s->shell.pid > 0 && !spawn_shell_fresh(&s->shell))
+        /* One of the other kind is dropped: the next is made for the
+         * kind of the starts now asking. */
+        if (s->shell.pid > 0 && (!spawn_shell_fresh(&s->shell) || s->shell.shared_net != shared_net))
                 drop(s);
+        s->shared_net = shared_net;
         if (s->shell.pid > 0) {
                 *out = s->shell;
                 s->shell = SPAWN_SHELL_NONE;

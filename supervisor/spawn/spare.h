@@ -25,6 +25,7 @@ struct spare {
         struct event *ev;        /* makes the shell, SPARE_DELAY_MS after the last start; NULL in gadgetd run */
         uint64_t last_done_us;   /* monotime_us when the last start was done, 0 before any */
         bool burst;              /* the last take came less than SPARE_DELAY_MS after the start before was done */
+        bool shared_net;         /* the kind of the next shell: that of the last start (spawn_shell_new) */
 };
 
 /* Starts keeping a spare: with a base, the next is made SPARE_DELAY_MS
@@ -39,9 +40,11 @@ void spare_drop(struct spare *s);
 /* During a burst of starts, the daemon's spare, made now if there is
  * none (a start waits for its sandbox meanwhile); else nothing. */
 void spare_refill(struct spare *s);
-/* Hands over the spare if there is a fresh one (else out is
- * SPAWN_SHELL_NONE) to a start; spare_done when that start is done. */
-void spare_take(struct spare *s, struct spawn_shell *out);
+/* Hands over the spare if there is a fresh one in the network namespace
+ * the start asks for (shared_net: NetworkNamespace=shared), else out is
+ * SPAWN_SHELL_NONE; spare_done when that start is done. The next spare is
+ * made for the kind of this start. */
+void spare_take(struct spare *s, bool shared_net, struct spawn_shell *out);
 /* The start that took is done (or failed): the next spare is made after
  * SPARE_DELAY_MS of quiet from now. */
 void spare_done(struct spare *s);

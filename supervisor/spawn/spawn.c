@@ -26,6 +26,7 @@
 #include "buildtree.h"
 #include "spawn_int.h"
 #include "limits/cgroup.h"
+#include "policy.h"
 #include "sandbox_abi.h"
 #include "system/monotime.h"
 
@@ -278,20 +279,30 @@ out:
         return e;
 }
 
-int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *out, char *err, size_t errlen)
+int spawn_shell_new(const struct spawn_helper *h, bool shared_net, struct spawn_shell *out, char *err,
+                    size_t errlen)
 {
         struct spawn_shell sh = SPAWN_SHELL_NONE;
         int e = 0;
 
         *out = SPAWN_SHELL_NONE;
+        sh.shared_net = shared_net;
         /* Opened before the clone: it polls POLLPRI once the mount table
          * changes after this point, of which the shell's copy knows nothing. */
         if ((sh.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0) {
                 e = -errno;
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
-        } else if ((e = spawn_helper_start(h, NS_FLAGS, NULL, &sh.pid, &sh.pidfd, &sh.setup_fd, err, errlen)) == 0) {
-                *out = sh;
-                sh = SPAWN_SHELL_NONE;
+        } else if (!shared_net || (e = spawn_netns_enter_shared(err, errlen)) == 0) {
+                /* Shared: cloned in the shared network namespace, which it
+                 * then is in without a new one of its own (netns.c). */
+                e = spawn_helper_start(h, shared_net ? NS_FLAGS & ~CLONE_NEWNET : NS_FLAGS, NULL, &sh.pid,
+                                       &sh.pidfd, &sh.setup_fd, err, errlen);
+                if (shared_net)
+                        spawn_netns_leave();
+                if (e == 0) {
+                        *out = sh;
+                        sh = SPAWN_SHELL_NONE;
+                }
         }
         spawn_shell_drop(&sh);
         return e;
@@ -390,11 +401,13 @@ int spawn_launch(const struct spawn_opts *o, struct spawn_child *out, char *err,
                 snprintf(err, errlen, "cannot create channels: %s", strerror(errno));
                 goto out;
         }
-        /* A shell made beforehand, else one now. */
-        if (o->shell && o->shell->pid > 0) {
+        /* A shell made beforehand in the network namespace the policy
+         * asks for, else one now. */
+        bool shared_net = !o->enter && o->policy->netns == POLICY_NETNS_SHARED;
+        if (o->shell && o->shell->pid > 0 && o->shell->shared_net == shared_net) {
                 sh = *o->shell;
                 *o->shell = SPAWN_SHELL_NONE;
-        } else if ((e = spawn_shell_new(o->helper, &sh, err, errlen)) < 0) {
+        } else if ((e = spawn_shell_new(o->helper, shared_net, &sh, err, errlen)) < 0) {
                 goto out;
         }
         c.pid = sh.pid;

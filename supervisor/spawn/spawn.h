@@ -24,6 +24,7 @@ struct spawn_shell {
         int pidfd;
         int setup_fd;   /* gadgetd's end of the setup socket */
         int mounts_fd;  /* gadgetd's mountinfo when the shell was made (see spawn_shell_fresh) */
+        bool shared_net; /* in the shared network namespace (NetworkNamespace=shared), not one of its own */
 };
 #define SPAWN_SHELL_NONE ((struct spawn_shell){ .pid = -1, .pidfd = -1, .setup_fd = -1, .mounts_fd = -1 })
 
@@ -84,8 +85,11 @@ struct spawn_child {
  * fds it takes should be low numbers. 0 or -errno + err. */
 int spawn_helper_open(struct spawn_helper *h, char *err, size_t errlen);
 void spawn_helper_close(struct spawn_helper *h);
-/* Makes a shell. 0, or -errno with err and *shell SPAWN_SHELL_NONE. */
-int spawn_shell_new(const struct spawn_helper *h, struct spawn_shell *shell, char *err, size_t errlen);
+/* Makes a shell: in a network namespace of its own, or (shared_net) in the
+ * one gadgetd shares between the gadgets with NetworkNamespace=shared
+ * (netns.c). 0, or -errno with err and *shell SPAWN_SHELL_NONE. */
+int spawn_shell_new(const struct spawn_helper *h, bool shared_net, struct spawn_shell *shell, char *err,
+                    size_t errlen);
 /* True if the shell can still be used: its process is alive, and
  * gadgetd's mount table has not changed since it was made (the shell's
  * mount namespace is a copy of it then, in which it finds the paths a

@@ -754,5 +754,37 @@ def one_program_under_two_policies(tmp):
             r = d.ctl("call", name, "greet", '{"name": "%s"}' % name)
             check(r.returncode == 0 and json.loads(r.stdout) == "Hello, %s!" % name, "%s: %r" % (name, r))
 
+@test
+def network_namespace_shared(tmp):
+    """NetworkNamespace=shared: the gadgets with it are in one network
+    namespace (gadgetd's, made once: neither the host's nor a private
+    one), each other gadget in one of its own; a command run in a shared
+    gadget through gadgetctl exec joins it, and can create no socket
+    there. A bad value is refused with FILE:LINE."""
+    with Daemon(tmp) as d:
+        for name in ("s1", "s2"):
+            d.add(name, "NetworkNamespace=shared\nReadOnlyPaths=%s\n" % PROBE)
+        for name in ("p1", "p2"):
+            d.add(name)
+        wait_for(lambda: all(d.state(n) == "ready" for n in ("s1", "s2", "p1", "p2")), what="all ready")
+        net = {n: os.readlink("/proc/%d/ns/net" % g["pid"]) for n, g in d.list().items()}
+        host = os.readlink("/proc/self/ns/net")
+        check(net["s1"] == net["s2"], "shared gadgets in two network namespaces: %r" % net)
+        check(len({host, net["s1"], net["p1"], net["p2"]}) == 4, "a namespace shared that must not be: %r" % net)
+        out = {}
+        for what in ("ns", "sockets"):
+            r = d.ctl("exec", "s1", "--", PROBE, what)
+            check(r.returncode == 0, "exec in s1: %r" % r)
+            out.update(l.split(": ", 1) for l in r.stdout.splitlines())
+        check(out.get("ns net") == net["s1"], "exec in s1 not in its network namespace: %r" % out)
+        for fam in ("AF_INET", "AF_UNIX", "AF_NETLINK"):
+            check(out.get("socket " + fam) == "EACCES", "socket(%s) in s1: %r" % (fam, out.get("socket " + fam)))
+        check(out.get("socketpair") == "EACCES", "socketpair in s1: %r" % out.get("socketpair"))
+    bad = policy(tmp, "bad", "NetworkNamespace=host\n")
+    r = subprocess.run([GADGETD, "check", bad], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and (bad + ':4: NetworkNamespace="host" is not one of private, shared') in r.stdout,
+          "bad NetworkNamespace=: %r" % r)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -488,6 +488,9 @@ static void test_full(void)
         CHECK(b && b->max_size == 4096, "secret MaxSize");
         CHECK(policy_binding_find(p, "notes") == NULL, "binding names are case-sensitive");
         policy_free(p);
+        p = expect_ok(HEAD "NetworkNamespace=shared\n", "NetworkNamespace=shared");
+        CHECK(p && p->netns == POLICY_NETNS_SHARED, "NetworkNamespace=shared");
+        policy_free(p);
 }
 
 static void test_defaults(void)
@@ -505,6 +508,7 @@ static void test_defaults(void)
               "no arguments, environment or paths");
         CHECK(!p->system_libraries, "booleans default to no");
         CHECK(p->tmp_size == 16 << 20, "TmpSize defaults to 16M");
+        CHECK(p->netns == POLICY_NETNS_PRIVATE, "NetworkNamespace defaults to private");
         CHECK(p->memory_max == POLICY_UNLIMITED && p->tasks_max == POLICY_UNLIMITED,
               "MemoryMax and TasksMax default to infinity");
         CHECK(p->cpu_quota == 0 && p->runtime_max_ms == 0, "no CPU quota, no RuntimeMax");

@@ -2,8 +2,9 @@
  * container runtimes show them, so that language runtimes (a JVM's heap,
  * Node's constrainedMemory(), Go's GOMEMLIMIT helpers, .NET) size
  * themselves by the gadget's limits instead of the host's memory. v2: the
- * unified hierarchy at /sys/fs/cgroup. v1: a small read-only tmpfs there
- * with one directory per hierarchy the gadget is in (named by its
+ * unified hierarchy at /sys/fs/cgroup. v1: one directory there, on the
+ * root tmpfs (read-only once the sandbox is built, mounts_seal), per
+ * hierarchy the gadget is in (named by its
  * controllers, "cpu,cpuacct", with a link per controller when several
  * share one), and the unified hierarchy at unified/ if gadgetd put the
  * gadget in a v2 cgroup too. */
@@ -15,9 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-#include <linux/mount.h>
 
 #define ROOT "/sys/fs/cgroup"
 
@@ -111,9 +110,10 @@ int cgroupfs_mount(const struct cgroupfs_view *v, const char **step)
                         return -errno;
                 return 0;
         }
-        snprintf(step_buf, sizeof step_buf, "cgroup mount %s (tmpfs)", ROOT);
-        if (mount("tmpfs", ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
-                return -errno;
+        /* Their mount points are made on the root tmpfs, still writable
+         * here: a tmpfs of their own was one more superblock per gadget,
+         * and a superblock's shrinker slot is paid by every memory cgroup
+         * made after it (bench/notes.md). */
         for (size_t i = 0; i <= v->n_v1; i++) {
                 const char *ctrls = i < v->n_v1 ? v->v1[i] : "unified";
                 if (i == v->n_v1 && !v->v2)
@@ -129,9 +129,5 @@ int cgroupfs_mount(const struct cgroupfs_view *v, const char **step)
                 if (e < 0)
                         return e;
         }
-        snprintf(step_buf, sizeof step_buf, "cgroup mount %s read-only", ROOT);
-        struct mount_attr ma = { .attr_set = MOUNT_ATTR_RDONLY };
-        if (syscall(SYS_mount_setattr, AT_FDCWD, ROOT, 0, &ma, sizeof ma) < 0)
-                return -errno;
         return 0;
 }

@@ -344,6 +344,14 @@ int mounts_build(const struct mount_plan *cplan, const struct sandbox_config *cf
         if (chdir(BASE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
             umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
                 return -errno;
+        return 0;
+}
+
+/* After cgroupfs_mount, which makes its v1 mount points on the root
+ * tmpfs itself (one superblock less than a tmpfs of their own), and
+ * before anything of the gadget's runs. */
+int mounts_seal(const char **step)
+{
         *step = "make root read-only";
         struct mount_attr ma = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
         if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ma, sizeof ma) < 0)
