@@ -892,9 +892,10 @@ def pg_lease_many_gadgets_few_queries(tmp):
     one has an owner within 10 s (each idle on one node, remote naming it
     on the other), and then the nodes' lease sessions ask the store a
     bounded number of times per second however many gadgets they watch
-    (a settled round is one renewal per node; before the node leases, 14-17
-    statements/s here, and one per gadget per round before that: about
-    8,000); the node holding more killed, the other holds all 2,000 leases
+    (a settled round is one renewal per node, 8/s for the two; the
+    releases' thread of each node reads the store once a second, 2 to 4/s;
+    before the node leases, 14-17 statements/s for the leases alone, and
+    one per gadget per round before that: about 8,000); the node holding more killed, the other holds all 2,000 leases
     within 2 s."""
     r = leaseload.measure(tmp, 2000, seconds=5)
     print(leaseload.report(r))
@@ -908,7 +909,7 @@ def pg_lease_many_gadgets_few_queries(tmp):
         (st_idle, owner, _), (st_remote, _, rem) = pair
         check(st_idle == "idle" and st_remote == "remote" and ("runs on node %s" % owner) in (rem.get("cause") or ""),
               "%s: on a %r, on b %r" % (name, sa, sb))
-    check(r["qps"] < 12, "%.0f statements/s at the server for 2,000 gadgets" % r["qps"])
+    check(r["qps"] < 16, "%.0f statements/s at the server for 2,000 gadgets" % r["qps"])
     # The issue's goal for one gadget's takeover holds for the thousand.
     check(r["takeover_s"] is not None and r["takeover_s"] < 2, "b took a's leases after %r s" % r["takeover_s"])
 
