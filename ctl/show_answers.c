@@ -295,7 +295,7 @@ int show_nodes(FILE *f, const Control__NodeList *l, bool json)
                 fputs("no nodes seen in the store yet\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        t = output_table_new(4, headers, NULL);
+        t = output_table_new(sizeof headers / sizeof *headers, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_nodes && e >= 0; i++) {
@@ -343,7 +343,7 @@ int show_versions(FILE *f, const Control__VersionList *l, bool json)
                 fputs("no version installed (gadgetctl install BUNDLE installs one)\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        struct output_table *t = output_table_new(6, headers, NULL);
+        struct output_table *t = output_table_new(sizeof headers / sizeof *headers, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_versions && e >= 0; i++) {
@@ -406,7 +406,7 @@ int show_cores(FILE *f, const Control__CoreList *l, bool json)
                 fputs("no cores kept (CoreDump= in its policy keeps them)\n", f);
                 return ferror(f) ? -EIO : 0;
         }
-        struct output_table *t = output_table_new(6, headers, NULL);
+        struct output_table *t = output_table_new(sizeof headers / sizeof *headers, headers, NULL);
         if (!t)
                 return -ENOMEM;
         for (size_t i = 0; i < l->n_cores && e >= 0; i++) {
@@ -486,7 +486,7 @@ int show_top(FILE *f, const Control__TopReport *now, const Control__TopReport *b
                 return top_json(f, now);
         double secs = before && now->at_ms > before->at_ms ? (double)(now->at_ms - before->at_ms) / 1000 : 0;
         struct top_row *rows = calloc(now->n_gadgets + 1, sizeof *rows);
-        struct output_table *t = output_table_new(8, headers, right);
+        struct output_table *t = output_table_new(sizeof headers / sizeof *headers, headers, right);
         int e = rows && t ? 0 : -ENOMEM;
         for (size_t i = 0; e == 0 && i < now->n_gadgets; i++) {
                 const Control__TopGadget *g = now->gadgets[i], *p = top_find(before, g->name);
