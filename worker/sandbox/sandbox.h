@@ -48,7 +48,7 @@ struct sandbox_config {
 
 /* The steps that need neither the setup nor the id maps, run while the
  * shell waits for its setup (a spare shell before any start asks for it):
- * the mount tree made private, the device nodes cloned (a mount plan
+ * the network namespace made, the mount tree made private, the device nodes cloned (a mount plan
  * begun), the bounding set emptied, the user namespace's counters. 0 or -errno
  * with step, reported once the setup brought the report fd. */
 struct mount_plan;
