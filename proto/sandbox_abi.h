@@ -38,6 +38,11 @@ enum sandbox_fd {
  * from SANDBOX_FD_REPORT on; then SANDBOX_CGROUP_MSG as for a worker. Its
  * report pipe carries a failure, or the command's wait status. */
 #define SANDBOX_ENTER_ARG "--enter"
+/* A worker's shell started with SANDBOX_SHARED_NET_ARG as its one
+ * argument was cloned in the network namespace the gadgets of
+ * NetworkNamespace=shared share, and stays in it; without it, the shell
+ * makes a network namespace of its own (worker/sandbox/sandbox.c). */
+#define SANDBOX_SHARED_NET_ARG "--shared-net"
 enum sandbox_enter_fd {
         SANDBOX_ENTER_REPORT = SANDBOX_FD_REPORT,
         SANDBOX_ENTER_STDIN,     /* the operator's stdin, stdout, stderr */

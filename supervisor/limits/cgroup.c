@@ -252,18 +252,21 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
                         e = -ENOMEM;
                         break;
                 }
+                bool cloned = h->hier[i].cpus_cloned;
                 if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) == 0 && h->hier[i].version == 1 &&
-                    (h->hier[i].ctrls & 1u << CGROUP_CPUSET) &&
+                    (h->hier[i].ctrls & 1u << CGROUP_CPUSET) && !cloned &&
                     (e = cgroup_cpuset_inherit(h->one ? h->hier[i].own : h->hier[i].dir, cg->dir[i])) < 0) {
                         snprintf(err, errlen, "cgroup v1: cannot give %s the CPUs of its parent: %s", cg->dir[i],
                                  strerror(-e));
                         break; /* cgroup_free removes it */
                 }
                 /* Of those, gadgetd's own (pin_cpus_v2 in cgroup_host.c says
-                 * why); where they cannot be set, the parent's stay. */
+                 * why); where they cannot be set, the parent's stay. A
+                 * cpuset the kernel made with the parent's (clone_cpus_v1
+                 * in cgroup_host.c) has them unless gadgetd's changed. */
                 cpu_set_t mine;
                 if (e == 0 && h->hier[i].version == 1 && (h->hier[i].ctrls & 1u << CGROUP_CPUSET) &&
-                    sched_getaffinity(0, sizeof mine, &mine) == 0)
+                    sched_getaffinity(0, sizeof mine, &mine) == 0 && !(cloned && CPU_EQUAL(&mine, &h->hier[i].cpus)))
                         cgroup_cpus_write(cg->dir[i], &mine);
                 if (e < 0) {
                         snprintf(err, errlen, "cgroup v%d: cannot create %s: %s", h->hier[i].version,

@@ -47,6 +47,8 @@ struct cgroup_hier {
         char *own;         /* OWN, gadgetd's cgroup in this hierarchy */
         char *dir;         /* OWN/gadgetd.PID */
         unsigned ctrls;    /* 1u << enum cgroup_ctrl for each served here */
+        bool cpus_cloned;  /* v1 cpuset: each gadget's gets dir's CPUs and memory nodes at its mkdir */
+        cpu_set_t cpus;    /* then: dir's CPUs (gadgetd's at open) */
 };
 
 struct cgroup_host {

@@ -632,6 +632,26 @@ static void pin_cpus_v2(const struct cgroup_host *h, const cpu_set_t *cpus)
         }
 }
 
+/* Where gadgetd has a v1 cpuset, each gadget's is made with the CPUs and
+ * memory nodes of OWN/gadgetd.PID by the kernel at its mkdir
+ * (cgroup.clone_children), those CPUs gadgetd's own: a gadget's cpuset
+ * then needs no writes. Each write of a cpuset's CPUs or nodes checks
+ * every sibling (the kernel's validate_change): three writes per gadget,
+ * each walking all the gadgets (measured: 1.3% of a 1,000 gadgets' start's
+ * samples, most of them that walk). Where this cannot be set up, each
+ * gadget's cpuset is written as before (cgroup_new). */
+static void clone_cpus_v1(struct cgroup_host *h, const cpu_set_t *cpus)
+{
+        int set = h->ctrl_hier[CGROUP_CPUSET];
+        if (set < 0 || h->one || h->hier[set].version != 1 || !cpus)
+                return;
+        struct cgroup_hier *x = &h->hier[set];
+        if (cgroup_cpus_write(x->dir, cpus) == 0 && cgroup_write_file(x->dir, "cgroup.clone_children", "1") == 0) {
+                x->cpus_cloned = true;
+                x->cpus = *cpus;
+        }
+}
+
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
 {
         struct cg_tables t = { 0 };
@@ -669,6 +689,8 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
          * excludes them, the cpuset's CPUs stay. */
         if (pinned && e == 0 && !h->scopes)
                 pin_cpus_v2(h, &cpus);
+        if (pinned && e == 0)
+                clone_cpus_v1(h, &cpus);
         if (pinned)
                 sched_setaffinity(0, sizeof cpus, &cpus);
         if (e < 0)

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, pid_alive, policy,
-                     spare, test, wait_for, workers)
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, mounts, pid_alive,
+                     policy, skip, spare, test, wait_for, workers)
 
 PROBE = os.environ.get("PROBE", "")
 # libevent's timers may end a few ms early as the program's wall clock sees
@@ -426,6 +426,30 @@ def spare_shell_dropped_after_mount_change(tmp):
             check(d.list()["late"]["pid"] != shell, "the stale spare was used")
     finally:
         subprocess.run(["umount", "-R", base])
+
+
+@test
+def daemon_gadget_cpuset_is_gadgetds(tmp):
+    """Under the daemon with a v1 cpuset, each gadget's cpuset is made by
+    the kernel with the CPUs of gadgetd's instance cgroup (gadgetd's at its
+    start, cgroup.clone_children) instead of written per gadget: a gadget
+    gets gadgetd's CPUs and cannot widen past them, also after gadgetd's
+    own affinity changed (taskset -p) since it started."""
+    mine = sorted(os.sched_getaffinity(0))
+    v1, _ = mounts()
+    if len(mine) < 2 or "cpuset" not in v1:
+        skip("needs two CPUs and a v1 cpuset hierarchy")
+    last = str(mine[-1])
+    with Daemon(tmp) as d:
+        for name, want in (("wide", [str(c) for c in mine]), ("narrow", [last])):
+            if name == "narrow":
+                subprocess.run(["taskset", "-p", "-c", last, str(d.proc.pid)], check=True, capture_output=True)
+            policy(d.pol, name, "MemoryMax=64M\nArguments=cpus-widen\n", exec_path=PROBE)
+            d.ctl("reload")
+            wait_for(lambda: "cpus:" in d.ctl("logs", name).stdout, what="%s's report" % name)
+            wait_for(lambda: d.state(name) not in ("starting", "ready"), what="%s's end" % name)
+            got = re.findall(r"cpus: (\d+)", d.ctl("logs", name).stdout)
+            check(got == want, "%s: cpus %r, gadgetd's %r" % (name, got, want))
 
 
 @test

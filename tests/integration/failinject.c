@@ -7,12 +7,14 @@
  *
  *   failinject MODE PROGRAM [ARGS...]
  *
- * MODE: mount-private (the mount tree made private, a step the sandbox
- * shell takes before its setup comes), mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
+ * MODE: unshare-net (the network namespace made, unshare(CLONE_NEWNET)) and
+ * mount-private (the mount tree made private): steps the sandbox
+ * shell takes before its setup comes; mount-root-tmpfs (the first tmpfs, flags MS_NOSUID|MS_NODEV with
  * options), mount-proc (flags MS_NOSUID|MS_NODEV|MS_NOEXEC without
  * options), capabilities (prctl(PR_CAPBSET_DROP)), no-new-privs
  * (prctl(PR_SET_NO_NEW_PRIVS)), seccomp (seccomp(SECCOMP_SET_MODE_FILTER)). */
 #include <errno.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +25,9 @@
 
 static int add_rules(scmp_filter_ctx ctx, const char *mode)
 {
+        if (strcmp(mode, "unshare-net") == 0)
+                return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+                                        SCMP_A0(SCMP_CMP_EQ, CLONE_NEWNET));
         if (strcmp(mode, "mount-private") == 0)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 1,
                                         SCMP_A3(SCMP_CMP_EQ, MS_REC | MS_PRIVATE));

@@ -39,9 +39,11 @@ def check_not_started(tmp, mode, step):
 
 @test
 def setup_fails_before_setup(tmp):
-    """A step the sandbox shell takes while it waits for its setup (the
-    mount tree made private) fails: that is reported as the start's error
-    once the setup came, and the gadget does not start."""
+    """A step the sandbox shell takes while it waits for its setup (its
+    network namespace made, the mount tree made private) fails: that is
+    reported as the start's error once the setup came, and the gadget does
+    not start (without a network namespace it would share the host's)."""
+    check_not_started(tmp, "unshare-net", "network namespace")
     check_not_started(tmp, "mount-private", "make mounts private")
 
 

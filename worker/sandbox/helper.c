@@ -148,7 +148,8 @@ int main(int argc, char **argv)
          * come with the setup: the gadget does not start. */
         const char *early_step = NULL;
         struct mount_plan *plan = NULL;
-        int early = sandbox_early(&plan, &early_step);
+        bool own_net = !(argc == 2 && strcmp(argv[1], SANDBOX_SHARED_NET_ARG) == 0);
+        int early = sandbox_early(own_net, &plan, &early_step);
         static const int std[] = { SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL, SANDBOX_FD_DEVNULL };
         /* CoreDump=: one fd more, the core's (SANDBOX_FD_CORE). */
         size_t got;

@@ -48,11 +48,13 @@ struct sandbox_config {
 
 /* The steps that need neither the setup nor the id maps, run while the
  * shell waits for its setup (a spare shell before any start asks for it):
- * the mount tree made private, the device nodes cloned (a mount plan
- * begun), the bounding set emptied, the user namespace's counters. 0 or -errno
- * with step, reported once the setup brought the report fd. */
+ * the network namespace made (unless own_net is false: the shell was
+ * cloned in the shared one), the mount tree made private, the device
+ * nodes cloned (a mount plan begun), the bounding set emptied, the user
+ * namespace's counters. 0 or -errno with step, reported once the setup
+ * brought the report fd. */
 struct mount_plan;
-int sandbox_early(struct mount_plan **plan, const char **step);
+int sandbox_early(bool own_net, struct mount_plan **plan, const char **step);
 /* Enters the sandbox (gadgetd has written the id maps by now) with the
  * plan sandbox_early began, and runs init; never returns. */
 _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan *plan);
