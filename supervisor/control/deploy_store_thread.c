@@ -19,6 +19,7 @@
 #include "contract.h"
 #include "deploy_store_int.h"
 #include "store/kvpg_sql.h"
+#include "system/log.h"
 #include "system/releases.h"
 
 void ds_post(struct deploy_store *ds, struct ds_msg *m)
@@ -99,16 +100,28 @@ static void take_bundle(struct deploy_store *ds, PGconn *c, const struct kvpg_re
 }
 
 /* One round: this node's write if one waits, the bundles and states
- * since the last seen. -1: the connection is to be made again. */
-static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, int64_t *state_seq, bool *ready)
+ * since the last seen. -1: the connection is to be made again; 1: a
+ * batch was full (more wait: the next round comes at once, CATCHUP a
+ * second at most). */
+static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, int64_t *state_seq, bool *ready,
+                      bool *old)
 {
         char why[300] = "";
         if (!*ready) {
                 int v = kvpg_releases_schema(c, why, sizeof why);
                 if (v < 0)
                         return -1;
-                if (v < KVPG_SCHEMA_RELEASES)
+                if (v < KVPG_SCHEMA_RELEASES) {
+                        *old = true;
+                        /* Each node's own versions, as before: the
+                         * loop's deploys stay local meanwhile. */
+                        struct ds_msg *m = calloc(1, sizeof *m);
+                        if (m) {
+                                m->kind = M_OLD;
+                                ds_post(ds, m);
+                        }
                         return 0;
+                }
                 *ready = true;
         }
         pthread_mutex_lock(&ds->mu);
@@ -139,9 +152,11 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
                 take_bundle(ds, c, &rows[i]);
                 *bundle_seq = rows[i].seq;
         }
+        bool full = n == BUNDLES_PER_ROUND;
         static __thread struct kvpg_release_state st[STATES_PER_ROUND];
         if (kvpg_releases_states(c, *state_seq, st, STATES_PER_ROUND, &n, why, sizeof why) < 0)
                 return -1;
+        full = full || n == STATES_PER_ROUND;
         for (size_t i = 0; i < n; i++) {
                 struct ds_msg *m = calloc(1, sizeof *m);
                 *state_seq = st[i].seq;
@@ -156,7 +171,7 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
                 m->kind = M_ROUND;
                 ds_post(ds, m);
         }
-        return 0;
+        return full ? 1 : 0;
 }
 
 /* Wakes the thread (a write to send, or its stop): an eventfd's
@@ -171,13 +186,13 @@ void ds_wake(struct deploy_store *ds)
 /* Until the next round: a notification of the store (a change), a wake
  * from the loop, or ROUND_MS (a row written by other means notifies no
  * one; a lost connection is tried again then). */
-static void wait_round(struct deploy_store *ds, PGconn *c)
+static void wait_round(struct deploy_store *ds, PGconn *c, int ms)
 {
         if (c && kvpg_releases_notified(c))
                 return; /* one came during the round */
         struct pollfd p[2] = { { .fd = ds->wake_fd, .events = POLLIN }, { .fd = c ? PQsocket(c) : -1,
                                                                           .events = POLLIN } };
-        if (poll(p, 2, ROUND_MS) > 0 && (p[0].revents & POLLIN)) {
+        if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) {
                 uint64_t n;
                 if (read(ds->wake_fd, &n, sizeof n) < 0)
                         (void)0;
@@ -191,8 +206,10 @@ void *ds_thread(void *arg)
         struct deploy_store *ds = arg;
         PGconn *c = NULL;
         int64_t bundle_seq = 0, state_seq = 0;
-        bool ready = false;
+        bool ready = false, old = false;
         char why[300];
+        time_t second = 0;
+        unsigned quick = 0;
         for (;;) {
                 pthread_mutex_lock(&ds->mu);
                 bool stop = ds->stop;
@@ -204,11 +221,24 @@ void *ds_thread(void *arg)
                         PQfinish(c);
                         c = NULL;
                 }
-                if (c && round_once(ds, c, &bundle_seq, &state_seq, &ready) < 0) {
+                int r = c ? round_once(ds, c, &bundle_seq, &state_seq, &ready, &old) : 0;
+                if (r < 0) {
                         PQfinish(c);
                         c = NULL;
                 }
-                wait_round(ds, c);
+                /* Rows behind (a node that starts late, or a hostile one
+                 * that wrote many): read at once, at most CATCHUP rounds
+                 * (CATCHUP * STATES_PER_ROUND rows) a second, so a flood
+                 * costs bounded CPU and delays the rows after it only. */
+                time_t now = time(NULL);
+                if (now != second)
+                        second = now, quick = 0;
+                if (r > 0 && quick++ < CATCHUP)
+                        continue;
+                /* Until the store answered once (its rows, or a schema
+                 * before 15), the loop refuses deploys: looked at again
+                 * soon (a connection, two statements, START_MS apart). */
+                wait_round(ds, c, ready || old ? ROUND_MS : START_MS);
         }
         if (c)
                 PQfinish(c);
@@ -231,6 +261,18 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
         int e = 0;
         if (c && v >= KVPG_SCHEMA_RELEASES)
                 e = kvpg_releases_add(c, &row, buf, len, why, sizeof why);
+        /* The store keeps VersionsKept= of each gadget as a node does,
+         * pruned by the node that installs (its failure changes nothing
+         * of the install: the next one prunes again). */
+        if (c && v >= KVPG_SCHEMA_RELEASES && e == 0 && rel->keep) {
+                char pwhy[300];
+                int64_t n = kvpg_releases_prune(c, name, rel->keep, pwhy, sizeof pwhy);
+                if (n > 0)
+                        log_msg(L_INFO, name, "pruned %" PRId64 " versions from the store (VersionsKept=%u)", n,
+                                rel->keep);
+                else if (n < 0)
+                        log_msg(L_ERR, name, "its versions in the store were not pruned: %s", pwhy);
+        }
         if (c)
                 PQfinish(c);
         if (c && v >= 0 && v < KVPG_SCHEMA_RELEASES)

@@ -491,6 +491,13 @@ void request_install(struct client *cl, const Control__Request *q)
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "cannot verify bundles: %s", why);
                 return;
         }
+        /* In a cluster whose store is not read yet, the install would
+         * not know the row it changes: refused, never made here alone. */
+        if (deploy_store_gate(cl->ctl) < 0) {
+                client_error(cl, q->id, GADGET_EBUSY, "the cluster's release state is not read from the store yet "
+                             "(gadgetd started a moment ago, or cannot reach the store): try again");
+                return;
+        }
         if (!(j = job_new(cl))) {
                 client_error(cl, q->id, GADGET_EINTERNAL, "out of memory");
                 return;

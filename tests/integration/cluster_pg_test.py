@@ -683,6 +683,32 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
             stop_all([a, b])
 
 
+def gadget_procs(d):
+    """How many processes of the test gadget run below d's gadgetd."""
+    kids, n = {}, 0
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(p))
+        except (OSError, ValueError, IndexError):
+            pass
+    todo = [d.proc.pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            todo.append(k)
+            try:
+                with open("/proc/%d/cmdline" % k, "rb") as f:
+                    n += b"testgadget" in f.read().split(b"\0")[0]
+            except OSError:
+                pass
+    return n
+
+
+def vm_rss(d):
+    with open("/proc/%d/status" % d.proc.pid) as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
+
+
 @test
 def pg_cluster_versions_in_the_store(tmp):
     """With Store=postgresql the versions and each gadget's current one are
@@ -707,7 +733,7 @@ def pg_cluster_versions_in_the_store(tmp):
             keys[k] = r.stdout.split()[-1]
         for d in (a, b):
             with open(d.extra[1], "a") as f:
-                f.write("[Releases]\nTrustedKeys=%s\n" % keys["trusted"])
+                f.write("[Releases]\nTrustedKeys=%s\n%s" % (keys["trusted"], "VersionsKept=1\n" if d is b else ""))
 
         def make(version, key="trusted"):
             out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
@@ -732,6 +758,9 @@ def pg_cluster_versions_in_the_store(tmp):
             start_all([a, b])
             wait_for(lambda: pg.psql("SELECT to_regclass('gadgetd_release_state') IS NOT NULL") == "t", timeout=15,
                      what="the store migrated")
+            for d in (a, b):
+                wait_for(lambda: "the releases in the store are read" in d.logtext(), timeout=15,
+                         what="%s read the store" % d.tmp[-1])
             for v in ("1.0", "2.0"):
                 r = a.ctl("install", make(v))
                 check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s on a: %r %r" %
@@ -758,6 +787,11 @@ def pg_cluster_versions_in_the_store(tmp):
             check(r.returncode == 0 and "rolled back rel 2.0 (was 1.0): ready" in r.stdout,
                   "rollback on a: %r %r" % (r.stdout, r.stderr))
             agree("2.0", "1.0")
+            # Its state is restored under its lease: asked of b, which does
+            # not run it, refused with the node that does.
+            r = b.ctl("rollback", "rel", "--with-state")
+            check(r.returncode != 0 and "ask node a, which runs it" in r.stderr, "rollback --with-state on b: %r %r"
+                  % (r.stdout, r.stderr))
             gen = a.status("rel")["release_generation"]
             wait_for(lambda: b.status("rel").get("release_generation") == gen, timeout=15,
                      what="b at a's generation %d" % gen)
@@ -771,6 +805,20 @@ def pg_cluster_versions_in_the_store(tmp):
                          ("1.0", 50), timeout=15,
                          what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
             check(b.state("rel") == "remote", "b runs nothing of rel: %r" % b.state("rel"))
+            # a restarts (its owner again, as a new owner is): while its
+            # thread cannot read the rows (locked), a deploy, rollback or
+            # install there is refused "try again", never made there alone;
+            # then it begins the row's rollout itself.
+            a.stop()
+            with pg.locked("gadgetd_release_state"):
+                a.start()
+                for args in (("deploy", "rel", "2.0"), ("rollback", "rel"),
+                             ("install", os.path.join(tmp, "rel-1.0-trusted.bundle"))):
+                    r = a.ctl(*args)
+                    check(r.returncode != 0 and "not read from the store yet" in r.stderr and "try again" in r.stderr,
+                          "%s on a before it read the store: %r %r" % (args[0], r.stdout, r.stderr))
+            wait_for(lambda: "nothing runs: beginning it" in a.logtext() and gadget_procs(a) == 2, timeout=15,
+                     what=lambda: "a, its owner again, runs the rollout: %d processes" % gadget_procs(a))
             r = b.ctl("rollback", "rel")
             check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
                   "%r %r" % (r.stdout, r.stderr))
@@ -790,6 +838,17 @@ def pg_cluster_versions_in_the_store(tmp):
                 why = d.status("rel").get("rollout_back", "")
                 check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
             check(a.state("rel") == "ready", "a serves 2.0")
+            # b keeps VersionsKept=1: installing a 4.0 (crashing too) through
+            # b prunes the store's 3.0, never the row's current or previous.
+            out = os.path.join(tmp, "rel-4.0.bundle")
+            r = a.ctl("bundle", gadget_bundle_dir(tmp, "rel", "4.0", "Nodes=a\nArguments=crash\n"), "--key",
+                      os.path.join(tmp, "trusted.pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            r = b.ctl("install", out)
+            check(r.returncode == 0, "install 4.0 on b: %r %r" % (r.stdout, r.stderr))
+            agree("2.0", "1.0")
+            kept = pg.psql("SELECT string_agg(version, ' ' ORDER BY seq) FROM gadgetd_release WHERE gadget = 'rel'")
+            check(kept == "1.0 2.0 4.0", "the store's bundles after b's install: %r" % kept)
             # The row's compare-and-set: a writer that read an older
             # generation changes nothing (two operators cannot interleave).
             gen = int(pg.psql("SELECT gen FROM gadgetd_release_state WHERE gadget = 'rel'"))
@@ -826,6 +885,17 @@ def pg_cluster_versions_in_the_store(tmp):
             check(a.state("rel") == "ready" and a.list()["rel"]["pid"] == pid, "a serves 2.0 in the same process: "
                   "%r" % a.list()["rel"])
             check("Refused here: version 6.6" in b.ctl("status", "rel").stdout, "b's status says why")
+            # A hostile node writes 100,000 rows of gadgets no node has: a
+            # keeps a bounded few, counts the rest, and answers meanwhile.
+            rss = vm_rss(a)
+            pg.psql("INSERT INTO gadgetd_release_state (gadget, gen, seq, current, previous, rollout, percent,"
+                    " max_errors, min_calls, why, node) SELECT 'junk' || i, 1, nextval('gadgetd_release_seq'), '1.0',"
+                    " '', '', 0, 5, 100, repeat('x', 190), 'evil' FROM generate_series(1, 100000) i;"
+                    "SELECT pg_notify('gadgetd_releases', '')")
+            wait_for(lambda: "ignored 4096 release rows" in a.logtext(), timeout=15, what="a ignores the rows")
+            r = a.ctl("call", "rel", "echo", "8")
+            check(r.returncode == 0 and r.stdout.strip() == "8", "a answers: %r" % r.stderr)
+            check(vm_rss(a) - rss < 16 << 20, "a's memory: %d bytes more" % (vm_rss(a) - rss))
         finally:
             stop_all([a, b])
 
