@@ -225,9 +225,10 @@ bool deploy_state_ok(struct client *cl, uint64_t id, const char *state_dir, cons
                 return false;
         }
         /* In a cluster the state is restored under the gadget's lease,
-         * from what its owner kept: only the node that runs it can. Asked
-         * of another, refused with that node's name (nothing changed). */
-        if (u && control_deploy_store(cl->ctl) && !unit_leased(u)) {
+         * from what its owner kept: only the node that runs it (or may
+         * start it: idle here) can. Asked of another, refused with that
+         * node's name (nothing changed). */
+        if (u && control_deploy_store(cl->ctl) && unit_state_of(u) == UNIT_REMOTE) {
                 const char *owner = unit_owner(u);
                 if (owner[0])
                         client_error(cl, id, GADGET_EUNAVAILABLE, "rollback --with-state of %s restores its state "

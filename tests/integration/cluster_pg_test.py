@@ -810,13 +810,18 @@ def pg_cluster_versions_in_the_store(tmp):
             # install there is refused "try again", never made there alone;
             # then it begins the row's rollout itself.
             a.stop()
-            with pg.locked("gadgetd_release_state"):
-                a.start()
-                for args in (("deploy", "rel", "2.0"), ("rollback", "rel"),
-                             ("install", os.path.join(tmp, "rel-1.0-trusted.bundle"))):
-                    r = a.ctl(*args)
-                    check(r.returncode != 0 and "not read from the store yet" in r.stderr and "try again" in r.stderr,
-                          "%s on a before it read the store: %r %r" % (args[0], r.stdout, r.stderr))
+            read = a.logtext().count("the releases in the store are read")
+            with pg.locked("gadgetd_owner"):  # a takes its lease only after it read the row
+                with pg.locked("gadgetd_release_state"):
+                    a.start()
+                    for args in (("deploy", "rel", "2.0"), ("rollback", "rel"),
+                                 ("install", os.path.join(tmp, "rel-1.0-trusted.bundle"))):
+                        r = a.ctl(*args)
+                        check(r.returncode != 0 and "not read from the store yet" in r.stderr and
+                              "try again" in r.stderr, "%s on a before it read the store: %r %r" %
+                              (args[0], r.stdout, r.stderr))
+                wait_for(lambda: a.logtext().count("the releases in the store are read") > read, timeout=15,
+                         what="a read the store")
             wait_for(lambda: "nothing runs: beginning it" in a.logtext() and gadget_procs(a) == 2, timeout=15,
                      what=lambda: "a, its owner again, runs the rollout: %d processes" % gadget_procs(a))
             r = b.ctl("rollback", "rel")
