@@ -183,7 +183,10 @@ static void own_rollouts(struct deploy_store *ds)
                 unit_rollout_info(u, &in);
                 if (in.running)
                         g->armed = st->gen;
-                if (g->armed == st->gen || g->pending || g->busy || !LIST_EMPTY(control_deploys(ds->ctl)))
+                /* A write of this node waits: the row may be about to
+                 * change (an automatic rollback queued behind it). */
+                if (g->armed == st->gen || g->pending || g->busy || ds->writes ||
+                    !LIST_EMPTY(control_deploys(ds->ctl)))
                         continue;
                 log_msg(L_INFO, st->gadget, "runs here, and the store names a rollout of version %s (%u%%, generation "
                         "%" PRId64 ") nothing runs: beginning it", st->rollout, st->percent, st->gen);

@@ -17,7 +17,8 @@ import threading
 import time
 
 from attacks import field, varint
-from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
+from harness import (CALLFLOOD, GADGETCTL, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test,
+                     wait_for, workers)
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
 from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, gadget_bundle_dir, node, nodes_seen,
@@ -683,9 +684,9 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
             stop_all([a, b])
 
 
-def gadget_procs(d):
-    """How many processes of the test gadget run below d's gadgetd."""
-    kids, n = {}, 0
+def gadget_pids(d):
+    """The processes of the test gadget below d's gadgetd."""
+    kids, n = {}, []
     for p in os.listdir("/proc"):
         try:
             with open("/proc/%s/stat" % p) as f:
@@ -698,7 +699,8 @@ def gadget_procs(d):
             todo.append(k)
             try:
                 with open("/proc/%d/cmdline" % k, "rb") as f:
-                    n += b"testgadget" in f.read().split(b"\0")[0]
+                    if b"testgadget" in f.read().split(b"\0")[0]:
+                        n.append(k)
             except OSError:
                 pass
     return n
@@ -822,8 +824,29 @@ def pg_cluster_versions_in_the_store(tmp):
                               (args[0], r.stdout, r.stderr))
                 wait_for(lambda: a.logtext().count("the releases in the store are read") > read, timeout=15,
                          what="a read the store")
-            wait_for(lambda: "nothing runs: beginning it" in a.logtext() and gadget_procs(a) == 2, timeout=15,
-                     what=lambda: "a, its owner again, runs the rollout: %d processes" % gadget_procs(a))
+            wait_for(lambda: "nothing runs: beginning it" in a.logtext() and len(gadget_pids(a)) == 2, timeout=15,
+                     what=lambda: "a, its owner again, runs the rollout: %r" % gadget_pids(a))
+            # The rollout's process dies while a's own write of a new share
+            # waits (the table locked): its automatic rollback is queued
+            # behind that write and written after it, never dropped.
+            with pg.locked("gadgetd_release_state"):
+                share = subprocess.Popen([GADGETCTL, "--socket", a.sock, "deploy", "rel", "1.0", "--percent", "60"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gadgetd a"
+                                         " releases' AND wait_event_type = 'Lock'") == "1", timeout=15,
+                         what="a's write waits for the lock")
+                os.kill(next(p for p in gadget_pids(a) if p != a.list()["rel"]["pid"]), signal.SIGKILL)
+                wait_for(lambda: 'its rollout of version "1.0" went back automatically' in a.logtext(), timeout=15,
+                         what="a's rollout went back")
+            out, err = share.communicate(timeout=30)
+            check(share.returncode == 0 and "to 60%" in out, "the share's write: %r %r" % (out, err))
+            for d in (a, b):
+                wait_for(lambda: not d.status("rel").get("rollout_version") and "went back automatically on node a"
+                         in d.status("rel").get("rollout_back", ""), timeout=15,
+                         what=lambda: "%s: the rollback written after the share: %r" % (d.tmp[-1], d.status("rel")))
+            r = b.ctl("deploy", "rel", "1.0", "--percent", "50")
+            check(r.returncode == 0, "the rollout again on b: %r %r" % (r.stdout, r.stderr))
+            wait_for(lambda: len(gadget_pids(a)) == 2, timeout=15, what="a runs the rollout again")
             r = b.ctl("rollback", "rel")
             check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
                   "%r %r" % (r.stdout, r.stderr))
