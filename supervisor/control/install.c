@@ -350,7 +350,8 @@ static void install_state_done(void *arg, int code, const char *msg)
          * meanwhile refuses this one); every node then makes it so. */
         if (j->published && control_deploy_store(j->ctl)) {
                 if ((e = deploy_store_install(j->ctl, j->name, j->version, install_stored, j)) < 0)
-                        install_stored(j, e, "out of memory");
+                        install_stored(j, e, e == -EBUSY ? "too many deploys, rollbacks and installs of this "
+                                       "node wait for the store; try again when they ended" : "out of memory");
                 return;
         }
         install_commit(j);
@@ -411,7 +412,7 @@ static void install_stored(void *arg, int err, const char *why)
                  * not current, as on every other node. */
                 snprintf(j->msg, sizeof j->msg, "%s %s was installed but is not current: %s", j->name, j->version,
                          why);
-                job_answer(j, err == -EAGAIN ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
+                job_answer(j, err == -EAGAIN || err == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
                 return;
         }
         install_commit(j);
