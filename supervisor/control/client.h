@@ -149,7 +149,7 @@ int deploy_store_install(struct control *ctl, const char *name, const char *vers
  * whether the store holds the versions) or a GADGET_E* with msg. */
 int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf, size_t len, const char *name,
                          const char *version, const char *signer, uid_t uid, char *msg, size_t msglen,
-                         bool *published);
+                         bool *published, int64_t *pruned);
 /* A bundle from the store, checked and unpacked as an install's (on a
  * thread): 0 or a GADGET_E* with msg; the bundle's own name, version and
  * signer's key in name[64], version, signer. */

@@ -19,7 +19,6 @@
 #include "contract.h"
 #include "deploy_store_int.h"
 #include "store/kvpg_sql.h"
-#include "system/log.h"
 #include "system/releases.h"
 
 void ds_post(struct deploy_store *ds, struct ds_msg *m)
@@ -248,7 +247,7 @@ void *ds_thread(void *arg)
 
 int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf, size_t len, const char *name,
                          const char *version, const char *signer, uid_t uid, char *msg, size_t msglen,
-                         bool *published)
+                         bool *published, int64_t *pruned)
 {
         struct kvpg_release_row row = { .installed_ms = (int64_t)time(NULL) * 1000, .uid = uid };
         char why[400];
@@ -263,15 +262,13 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
                 e = kvpg_releases_add(c, &row, buf, len, why, sizeof why);
         /* The store keeps VersionsKept= of each gadget as a node does,
          * pruned by the node that installs (its failure changes nothing
-         * of the install: the next one prunes again). */
+         * of the install: the next one prunes again). On this thread:
+         * the loop logs it. */
+        *pruned = 0;
         if (c && v >= KVPG_SCHEMA_RELEASES && e == 0 && rel->keep) {
                 char pwhy[300];
                 int64_t n = kvpg_releases_prune(c, name, rel->keep, pwhy, sizeof pwhy);
-                if (n > 0)
-                        log_msg(L_INFO, name, "pruned %" PRId64 " versions from the store (VersionsKept=%u)", n,
-                                rel->keep);
-                else if (n < 0)
-                        log_msg(L_ERR, name, "its versions in the store were not pruned: %s", pwhy);
+                *pruned = n < 0 ? -1 : n; /* logged by the loop (install_loaded) */
         }
         if (c)
                 PQfinish(c);

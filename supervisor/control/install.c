@@ -7,6 +7,7 @@
  * current version and loads it as `gadgetctl load` would. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ struct install_job {
         bool running;               /* the thread runs (not joined yet) */
         bool abandoned;             /* the control went while its load was in flight */
         bool published;             /* its bundle is in the cluster's store (the thread's, then the loop's) */
+        int64_t store_pruned;       /* the store's versions it pruned (-1: the prune failed), as published */
         /* Written by the thread before its byte, read by the loop after. */
         int code;                   /* 0 or a GADGET_E* */
         char msg[4096];
@@ -211,7 +213,7 @@ static void *install_thread(void *arg)
          * refuses the install here as well. */
         if (j->code == 0 && j->rel.conninfo &&
             (j->code = deploy_store_publish(&j->rel, buf, j->size, j->name, j->version, j->signer, j->cred.uid,
-                                            j->msg, sizeof j->msg, &j->published)) != 0)
+                                            j->msg, sizeof j->msg, &j->published, &j->store_pruned)) != 0)
                 releases_undo(j->rel.state_dir, j->name, j->version, NULL, false);
         if (parsed)
                 bundle_clear(&b);
@@ -310,6 +312,10 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         size_t pruned = releases_prune(r->state_dir, j->name, r->keep);
         log_msg(L_INFO, j->name, "installed version \"%s\" (%s%.16s) for uid %u; %zu old versions removed",
                 j->version, j->signer[0] ? "signed by key " : "unsigned", j->signer, (unsigned)j->cred.uid, pruned);
+        if (j->store_pruned)
+                log_msg(j->store_pruned < 0 ? L_ERR : L_INFO, j->name, j->store_pruned < 0 ? "its versions in the "
+                        "store were not pruned (tried again at the next install)" : "%" PRId64 " old versions "
+                        "removed from the store (VersionsKept=%u)", j->store_pruned, r->keep);
         /* "restarting NAME on its changed policy" (a running gadget):
          * the answer comes once the new process serves. */
         bool restart = strncmp(msg, "restarting ", 11) == 0;
