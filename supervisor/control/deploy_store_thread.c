@@ -237,6 +237,7 @@ void *ds_thread(void *arg)
                 /* Until the store answered once (its rows, or a schema
                  * before 15), the loop refuses deploys: looked at again
                  * soon (a connection, two statements, START_MS apart). */
+                bundle_thread_idle();
                 wait_round(ds, c, ready || old ? ROUND_MS : START_MS);
         }
         if (c)
