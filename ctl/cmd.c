@@ -848,7 +848,9 @@ const struct command cmd_commands[] = {
           "                    stopped after its calls (calls that come meanwhile wait),\n"
           "                    the state it leaves kept with its version, the other\n"
           "                    restored, and the version before started for the calls.\n"
-          "                    Refused, nothing changed, if no state is kept with it.\n" },
+          "                    Refused, nothing changed, if no state is kept with it.\n"
+          "                    With Store=postgresql only on the node that runs the\n"
+          "                    gadget (it holds the lease); elsewhere refused, naming it.\n" },
         { "bundle", cmd_bundle, 1, 1, "hK:o:", "DIR --key KEY -o FILE", "make a signed gadget bundle of a directory",
           "DIR holds a manifest (Name=, Version=, Protocol=, SDK=), a policy template\n"
           "whose Exec=, UI= and AdminUI= name files of DIR relative to it, and those\n"

@@ -76,6 +76,10 @@ int bundle_verify(struct bundle *b);
 /* Signs digest with the Ed25519 private key pkey (an EVP_PKEY *): the
  * trailer's bytes into trailer. 0 or -EINVAL (not an Ed25519 key), -EIO. */
 int bundle_sign(void *pkey, const uint8_t digest[BUNDLE_DIGEST_LEN], uint8_t trailer[BUNDLE_TRAILER_LEN]);
+/* Frees the calling thread's OpenSSL state (its error queue): a thread
+ * that verified bundles and lives on (deploy_store's) calls it before it
+ * waits, so none is left held at the process's exit. */
+void bundle_thread_idle(void);
 /* A key as 64 lower-case hex digits (and NUL), and its id: the first 16. */
 void bundle_key_hex(const uint8_t key[BUNDLE_KEY_LEN], char out[2 * BUNDLE_KEY_LEN + 1]);
 int bundle_key_unhex(const char *hex, uint8_t key[BUNDLE_KEY_LEN]);

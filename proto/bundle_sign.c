@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #define SIGNED_CONTEXT "gadgetd bundle signature v1"   /* and its NUL */
@@ -92,4 +93,9 @@ int bundle_key_unhex(const char *hex, uint8_t key[BUNDLE_KEY_LEN])
                 key[i] = (uint8_t)(h << 4 | l);
         }
         return 0;
+}
+
+void bundle_thread_idle(void)
+{
+        OPENSSL_thread_stop();
 }

@@ -133,6 +133,12 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
 void deploy_store_free(struct deploy_store *ds);
 /* Whether the store holds the versions (its schema has the tables). */
 bool deploy_store_active(struct control *ctl);
+/* 1: a deploy, rollback or install goes through the store; 0: this
+ * node's own (no store, or one of a schema before 15); -EAGAIN: the store
+ * is configured but not read yet (the first round after the start, or
+ * its thread cannot reach it): refused, "try again", never applied here
+ * alone. */
+int deploy_store_gate(struct control *ctl);
 /* A deploy or rollback through the store: its row, then applied here. */
 void deploy_store_request(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
                           bool with_state, unsigned percent, const struct unit_rollout_bound *bound);
@@ -143,7 +149,7 @@ int deploy_store_install(struct control *ctl, const char *name, const char *vers
  * whether the store holds the versions) or a GADGET_E* with msg. */
 int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf, size_t len, const char *name,
                          const char *version, const char *signer, uid_t uid, char *msg, size_t msglen,
-                         bool *published);
+                         bool *published, int64_t *pruned);
 /* A bundle from the store, checked and unpacked as an install's (on a
  * thread): 0 or a GADGET_E* with msg; the bundle's own name, version and
  * signer's key in name[64], version, signer. */

@@ -493,6 +493,18 @@ void deploy_rollout_back(struct unit *u, const char *why)
         unit_rollout_back(u, why);
 }
 
+/* The store's word on where a deploy or rollback goes (deploy_store_gate):
+ * one that cannot yet be the store's is refused, never applied here
+ * alone (the other nodes would not know it). */
+static int store_gate(struct client *cl, uint64_t id)
+{
+        int g = deploy_store_gate(cl->ctl);
+        if (g < 0)
+                client_error(cl, id, GADGET_EBUSY, "the cluster's release state is not read from the store yet "
+                             "(gadgetd started a moment ago, or cannot reach the store): try again");
+        return g;
+}
+
 void request_deploy(struct client *cl, const Control__Request *q)
 {
         const Control__Deploy *d = q->deploy;
@@ -508,7 +520,10 @@ void request_deploy(struct client *cl, const Control__Request *q)
         }
         struct unit_rollout_bound b = { .max_error_pct = d->max_error_percent ? d->max_error_percent : 5,
                                         .min_calls = d->min_calls ? d->min_calls : 100 };
-        if (deploy_store_active(cl->ctl)) {
+        int gate = store_gate(cl, q->id);
+        if (gate < 0)
+                return;
+        if (gate > 0) {
                 deploy(cl, q->id, d->name, d->version, false, false, d->percent, &b);
                 return;
         }
@@ -548,7 +563,10 @@ void request_rollback(struct client *cl, const Control__Request *q)
         }
         if (with_state && !deploy_state_ok(cl, q->id, sd, name))
                 return;
-        if (deploy_store_active(cl->ctl)) {
+        int gate = store_gate(cl, q->id);
+        if (gate < 0)
+                return;
+        if (gate > 0) {
                 deploy(cl, q->id, name, "", true, with_state, 0, NULL);
                 return;
         }

@@ -224,6 +224,22 @@ bool deploy_state_ok(struct client *cl, uint64_t id, const char *state_dir, cons
                              "as restore does)", name);
                 return false;
         }
+        /* In a cluster the state is restored under the gadget's lease,
+         * from what its owner kept: only the node that runs it (or may
+         * start it: idle here) can. Asked of another, refused with that
+         * node's name (nothing changed). */
+        if (u && control_deploy_store(cl->ctl) && unit_state_of(u) == UNIT_REMOTE) {
+                const char *owner = unit_owner(u);
+                if (owner[0])
+                        client_error(cl, id, GADGET_EUNAVAILABLE, "rollback --with-state of %s restores its state "
+                                     "under its lease, on the node that runs it: ask node %s, which runs it "
+                                     "(nothing was changed)", name, owner);
+                else
+                        client_error(cl, id, GADGET_EUNAVAILABLE, "rollback --with-state of %s restores its state "
+                                     "under its lease, on the node that runs it, and no node runs it now: ask the "
+                                     "node it runs on once started (nothing was changed)", name);
+                return false;
+        }
         if (u)
                 unit_rollout_info(u, &in);
         if (in.running) {

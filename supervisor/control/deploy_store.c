@@ -46,15 +46,44 @@
 static struct deploy_store *live;
 
 
+/* Whether this node has a policy or a release of name (a row of another
+ * gadget is another node's word: bounded below). */
+static bool known_here(struct deploy_store *ds, const char *name)
+{
+        char cur[80];
+        if (core_find(ds->env->core, name))
+                return true;
+        releases_current(ds->rel.state_dir, name, cur, sizeof cur);
+        return cur[0] != '\0';
+}
+
+/* name's entry (add: made if there is none). Entries of gadgets this node
+ * neither has a policy nor a release of (a row before its bundle came,
+ * or a hostile node's rows) are at most UNKNOWN_MAX: beyond, NULL, the
+ * row ignored, counted and logged (at powers of two), so a node writing
+ * any number of rows costs this node bounded memory. */
 static struct ds_gadget *gadget_of(struct deploy_store *ds, const char *name, bool add)
 {
         for (struct ds_gadget *g = ds->gadgets; g; g = g->next)
                 if (strcmp(g->st.gadget, name) == 0)
                         return g;
-        struct ds_gadget *g = add ? calloc(1, sizeof *g) : NULL;
+        if (!add)
+                return NULL;
+        bool known = known_here(ds, name);
+        if (!known && ds->n_unknown >= UNKNOWN_MAX) {
+                uint64_t n = ++ds->rows_ignored;
+                if ((n & (n - 1)) == 0)
+                        log_msg(L_ERR, NULL, "ignored %" PRIu64 " release rows of the store for gadgets this node "
+                                "has no policy for (at most %d such gadgets are kept; the last: \"%.63s\")", n,
+                                UNKNOWN_MAX, name);
+                return NULL;
+        }
+        struct ds_gadget *g = calloc(1, sizeof *g);
         if (!g)
                 return NULL;
         snprintf(g->st.gadget, sizeof g->st.gadget, "%s", name);
+        g->known = known;
+        ds->n_unknown += !known;
         g->next = ds->gadgets;
         ds->gadgets = g;
         return g;
@@ -120,10 +149,50 @@ static void apply(struct deploy_store *ds, struct ds_gadget *g)
                 g->busy = true;
                 return;
         }
-        log_msg(L_INFO, st->gadget, "the store's version %s (generation %" PRId64 ", by node %s)%s", want, st->gen,
-                st->node, e < 0 ? ": not applied here" : " applied here");
+        log_msg(L_INFO, st->gadget, "the store's %s %s (generation %" PRId64 ", by node %s)%s",
+                rolling ? "rollout of version" : "version", want, st->gen, st->node,
+                e < 0 ? ": not applied here" : rolling ? " begun here, which runs it" : " applied here");
         g->applied = st->gen;
         g->settle = !rolling;
+        if (rolling)
+                g->armed = st->gen;
+        if (rolling && e < 0) {
+                /* The row names a rollout nothing runs: written back. */
+                char why[120];
+                snprintf(why, sizeof why, "its rollout could not begin here: %s", strerror(-e));
+                deploy_store_went_back(ds->ctl, st->gadget, st->rollout, NULL, NULL, why);
+        }
+}
+
+/* The row's rollout runs where the gadget runs: a node that became its
+ * owner (took its lease, as at a restart or the owner's death) while the
+ * row names a rollout begins it itself, once its current version is
+ * ready here (apply; a start that fails writes the row back), so the
+ * row and what runs agree. Once per gen and ownership: a rollout that
+ * ended here (went back, its row being written) is not begun again. */
+static void own_rollouts(struct deploy_store *ds)
+{
+        for (struct ds_gadget *g = ds->gadgets; g; g = g->next) {
+                const struct kvpg_release_state *st = &g->st;
+                struct unit *u = g->known ? core_find(ds->env->core, st->gadget) : NULL;
+                struct unit_rollout_info in = { 0 };
+                if (!st->rollout[0] || st->percent < 1 || st->percent > 99 || !u || unit_state_of(u) != UNIT_READY) {
+                        g->armed = 0; /* not its owner (or no rollout): begun again once it is */
+                        continue;
+                }
+                unit_rollout_info(u, &in);
+                if (in.running)
+                        g->armed = st->gen;
+                /* A write of this node waits: the row may be about to
+                 * change (an automatic rollback queued behind it). */
+                if (g->armed == st->gen || g->pending || g->busy || ds->writes ||
+                    !LIST_EMPTY(control_deploys(ds->ctl)))
+                        continue;
+                log_msg(L_INFO, st->gadget, "runs here, and the store names a rollout of version %s (%u%%, generation "
+                        "%" PRId64 ") nothing runs: beginning it", st->rollout, st->percent, st->gen);
+                g->applied = 0;
+                apply(ds, g);
+        }
 }
 
 /* A deploy from the store ended here: the version before is the row's
@@ -152,25 +221,66 @@ static void refusal(struct deploy_store *ds, const struct ds_msg *m)
 }
 
 static void retry_soon(struct deploy_store *ds);
+static bool back_row(struct deploy_store *ds, const struct ds_write *w, struct kvpg_release_state *st);
+
+/* Hands the first of this node's writes to the thread, if none is out.
+ * An automatic rollback's row is made now, from the row as it stands
+ * after the writes before it (nothing to write: done at once). */
+static struct ds_write *pop_first(struct deploy_store *ds)
+{
+        struct ds_write *w = ds->writes;
+        ds->writes = w->next;
+        if (!ds->writes)
+                ds->writes_last = NULL;
+        ds->n_writes--;
+        return w;
+}
+
+static void send_first(struct deploy_store *ds)
+{
+        while (!ds->writing && ds->writes) {
+                struct ds_write *w = ds->writes;
+                struct ds_gadget *g = gadget_of(ds, w->st.gadget, true);
+                if (w->back && g && back_row(ds, w, &w->st))
+                        w->gen = g->st.gen;
+                else if (w->back || !g) {
+                        pop_first(ds);
+                        if (w->done)
+                                w->done(w->arg, g ? 0 : -ENOMEM, g ? "" : "out of memory");
+                        free(w);
+                        continue;
+                }
+                snprintf(w->st.node, sizeof w->st.node, "%s", ds->node);
+                ds->writing = true;
+                pthread_mutex_lock(&ds->mu);
+                ds->w = w->st;
+                ds->w_gen = w->gen;
+                ds->has_write = true;
+                pthread_mutex_unlock(&ds->mu);
+                ds_wake(ds);
+        }
+}
 
 static void written(struct deploy_store *ds, const struct ds_msg *m)
 {
-        void (*done)(void *, int, const char *) = ds->done;
-        void *arg = ds->done_arg;
+        if (!ds->writing || !ds->writes)
+                return;
+        struct ds_write *w = pop_first(ds);
         ds->writing = false;
-        ds->done = NULL;
         if (m->gen > 0) {
-                struct ds_gadget *g = gadget_of(ds, ds->wrote.gadget, true);
+                struct ds_gadget *g = gadget_of(ds, w->st.gadget, true);
                 if (g) {
-                        g->st = ds->wrote;
+                        g->st = w->st;
                         g->st.gen = g->applied = m->gen;
                         g->pending = false;
                 }
         }
-        if (done)
-                done(arg, m->gen > 0 ? 0 : m->gen == 0 ? -EAGAIN : -EIO,
-                     m->gen > 0 ? "" : m->gen == 0 ? "the store's release state of the gadget changed meanwhile "
-                     "(a deploy, rollback or install through another node): try again" : m->why);
+        if (w->done)
+                w->done(w->arg, m->gen > 0 ? 0 : m->gen == 0 ? -EAGAIN : -EIO,
+                        m->gen > 0 ? "" : m->gen == 0 ? "the store's release state of the gadget changed meanwhile "
+                        "(a deploy, rollback or install through another node): try again" : m->why);
+        free(w);
+        send_first(ds);
 }
 
 /* What waited for a deploy here to end, tried again once it did (on
@@ -198,6 +308,16 @@ static void retry_soon(struct deploy_store *ds)
                 }
 }
 
+/* The store's rows read a first time: the node's deploys, rollbacks and
+ * installs go through it from now on (refused "try again" until then). */
+static void became_ready(struct deploy_store *ds)
+{
+        if (!ds->ready)
+                log_msg(L_INFO, NULL, "the releases in the store are read: deploys, rollbacks and installs go "
+                        "through it");
+        ds->ready = true;
+}
+
 static void on_msgs(evutil_socket_t fd, short what, void *arg)
 {
         struct deploy_store *ds = arg;
@@ -214,7 +334,7 @@ static void on_msgs(evutil_socket_t fd, short what, void *arg)
                 struct ds_gadget *g;
                 switch (m->kind) {
                 case M_STATE:
-                        ds->ready = true;
+                        became_ready(ds);
                         if (!gadget_name_ok(m->st.gadget) || !(g = gadget_of(ds, m->st.gadget, true)))
                                 break;
                         if (m->st.gen <= g->applied)
@@ -236,11 +356,23 @@ static void on_msgs(evutil_socket_t fd, short what, void *arg)
                         written(ds, m);
                         break;
                 case M_ROUND:
-                        ds->ready = true;
+                        became_ready(ds);
+                        ds->old = false;
+                        /* Gadgets that came here since (their bundle, a
+                         * policy) are no longer counted as unknown. */
+                        for (g = ds->gadgets; g; g = g->next)
+                                if (!g->known && known_here(ds, g->st.gadget)) {
+                                        g->known = true;
+                                        ds->n_unknown--;
+                                }
                         /* Rows whose bundle had not come are tried again. */
                         for (g = ds->gadgets; g && LIST_EMPTY(control_deploys(ds->ctl)); g = g->next)
                                 if (g->pending)
                                         apply(ds, g);
+                        own_rollouts(ds);
+                        break;
+                case M_OLD:
+                        ds->old = !ds->ready;
                         break;
                 }
                 free(m);
@@ -322,8 +454,13 @@ void deploy_store_free(struct deploy_store *ds)
         (void)stopping;
         if (live == ds)
                 live = NULL;
-        if (ds->done)
-                ds->done(ds->done_arg, -ECANCELED, "gadgetd is stopping");
+        while (ds->writes) {
+                struct ds_write *w = ds->writes;
+                ds->writes = w->next;
+                if (w->done)
+                        w->done(w->arg, -ECANCELED, "gadgetd is stopping");
+                free(w);
+        }
         event_free(ds->ev);
         event_free(ds->ev_retry);
         while (ds->gadgets) {
@@ -337,35 +474,55 @@ void deploy_store_free(struct deploy_store *ds)
         ds_wake(ds);
 }
 
-bool deploy_store_active(struct control *ctl)
+int deploy_store_gate(struct control *ctl)
 {
         struct deploy_store *ds = control_deploy_store(ctl);
-        return ds && ds->ready;
+        if (!ds || (!ds->ready && ds->old))
+                return 0;
+        return ds->ready ? 1 : -EAGAIN;
 }
 
-/* Sends st as the gadget's next row (a compare-and-set on the gen this
- * node last read): done(arg, 0 | -EAGAIN another came first | -errno,
- * why) later, on the loop. One at a time: -EBUSY. */
+bool deploy_store_active(struct control *ctl)
+{
+        return deploy_store_gate(ctl) > 0;
+}
+
+/* Queues st as the gadget's next row (a compare-and-set on the gen this
+ * node last read, now): done(arg, 0 | -EAGAIN another came first |
+ * -errno, why) later, on the loop. The thread sends them one at a time,
+ * in order; at most WRITES_MAX wait (beyond: -EBUSY, counted). */
+static int queue_write(struct deploy_store *ds, const struct kvpg_release_state *st, const struct ds_write *back,
+                       void (*done)(void *, int, const char *), void *arg)
+{
+        struct ds_gadget *g = gadget_of(ds, st->gadget, true);
+        struct ds_write *w;
+        if (ds->n_writes >= WRITES_MAX) {
+                ds->writes_refused++;
+                return -EBUSY;
+        }
+        if (!g || !(w = calloc(1, sizeof *w)))
+                return -ENOMEM;
+        if (back)
+                *w = *back;
+        w->st = *st;
+        w->gen = g->st.gen;
+        w->done = done;
+        w->arg = arg;
+        w->next = NULL;
+        if (ds->writes_last)
+                ds->writes_last->next = w;
+        else
+                ds->writes = w;
+        ds->writes_last = w;
+        ds->n_writes++;
+        send_first(ds);
+        return 0;
+}
+
 static int write_row(struct deploy_store *ds, const struct kvpg_release_state *st,
                      void (*done)(void *, int, const char *), void *arg)
 {
-        if (ds->writing)
-                return -EBUSY;
-        struct ds_gadget *g = gadget_of(ds, st->gadget, true);
-        if (!g)
-                return -ENOMEM;
-        ds->writing = true;
-        ds->done = done;
-        ds->done_arg = arg;
-        ds->wrote = *st;
-        snprintf(ds->wrote.node, sizeof ds->wrote.node, "%s", ds->node);
-        pthread_mutex_lock(&ds->mu);
-        ds->w = ds->wrote;
-        ds->w_gen = g->st.gen;
-        ds->has_write = true;
-        pthread_mutex_unlock(&ds->mu);
-        ds_wake(ds);
-        return 0;
+        return queue_write(ds, st, NULL, done, arg);
 }
 
 /* The row as it stands (this node's own files where the store has none
@@ -436,14 +593,16 @@ static void req_written(void *arg, int err, const char *why)
                  * runs; on another node's gadget, for the load here. */
                 int e = deploy_start(q->ctl, q->env, q->uid, q->ans, q->name, q->version, q->rollback,
                                      q->with_state, q->percent, &q->bound);
+                struct deploy_store *ds = control_deploy_store(q->ctl);
+                struct ds_gadget *g = ds ? gadget_of(ds, q->name, false) : NULL;
                 if (e == 0) {
+                        if (g && q->percent)
+                                g->armed = g->st.gen; /* begun here, its owner */
                         free(q);
                         return;
                 }
                 /* Another deploy began here meanwhile (one applied from
                  * the store): this row is applied here after it. */
-                struct deploy_store *ds = control_deploy_store(q->ctl);
-                struct ds_gadget *g = ds ? gadget_of(ds, q->name, false) : NULL;
                 if (g)
                         g->busy = true;
                 retry_soon(ds);
@@ -539,8 +698,8 @@ void deploy_store_request(struct client *cl, uint64_t id, const char *name, cons
         }
         int e = write_row(ds, &st, req_written, q);
         if (e < 0) {
-                client_load_answer(q->ans, GADGET_EBUSY, "another deploy, rollback or install is under way; try "
-                                   "again when it ends");
+                client_load_answer(q->ans, GADGET_EBUSY, "too many deploys, rollbacks and installs of this node "
+                                   "wait for the store; try again when they ended");
                 free(q);
         }
 }
@@ -554,30 +713,59 @@ static void note_written(void *arg, int err, const char *why)
         free(name);
 }
 
+/* The row an automatic rollback w writes, from the row as it stands:
+ * false if it says something else already (nothing to write). */
+static bool back_row(struct deploy_store *ds, const struct ds_write *w, struct kvpg_release_state *out)
+{
+        struct kvpg_release_state st = row_now(ds, w->st.gadget);
+        if (st.rollout[0] && strcmp(st.rollout, w->version) == 0) {
+                st.rollout[0] = '\0'; /* a rollout that went back by itself */
+                st.percent = 0;
+        } else if (!w->to[0] && strcmp(st.current, w->version) == 0) {
+                return false; /* the row's own version: no rollout */
+        } else if (w->to[0] && strcmp(st.current, w->version) == 0) {
+                snprintf(st.current, sizeof st.current, "%s", w->to);
+                snprintf(st.previous, sizeof st.previous, "%s", w->previous);
+        } else {
+                return false; /* the row says something else already */
+        }
+        snprintf(st.why, sizeof st.why, "version %.40s went back automatically on node %.40s: %.60s", w->version,
+                 ds->node, w->why);
+        *out = st;
+        return true;
+}
+
 void deploy_store_went_back(struct control *ctl, const char *name, const char *version, const char *to,
                             const char *previous, const char *why)
 {
         struct deploy_store *ds = live;
+        struct ds_write b = { 0 };
         (void)ctl;
         if (!ds || !ds->ready)
                 return;
-        struct kvpg_release_state st = row_now(ds, name);
-        if (st.rollout[0] && strcmp(st.rollout, version) == 0) {
-                st.rollout[0] = '\0'; /* a rollout that went back by itself */
-                st.percent = 0;
-        } else if (!to && strcmp(st.current, version) == 0) {
-                return; /* the row's own version: no rollout */
-        } else if (to && strcmp(st.current, version) == 0) {
-                snprintf(st.current, sizeof st.current, "%s", to);
-                snprintf(st.previous, sizeof st.previous, "%s", previous ? previous : "");
-        } else {
-                return; /* the row says something else already */
-        }
-        snprintf(st.why, sizeof st.why, "version %.40s went back automatically on node %.40s: %.60s", version,
-                 ds->node, why);
+        /* The owner's verdict only: a rollout that ends as gadgetd stops,
+         * or as this node lost the lease, goes on at the next owner
+         * (own_rollouts there), so the row keeps it. */
+        struct unit *u = core_find(ds->env->core, name);
+        if (core_stopping(ds->env->core) || !u || !unit_leased(u))
+                return;
+        snprintf(b.st.gadget, sizeof b.st.gadget, "%s", name);
+        snprintf(b.version, sizeof b.version, "%s", version);
+        snprintf(b.to, sizeof b.to, "%s", to ? to : "");
+        snprintf(b.previous, sizeof b.previous, "%s", previous ? previous : "");
+        snprintf(b.why, sizeof b.why, "%s", why);
+        b.back = true;
+        struct kvpg_release_state st;
+        if (!back_row(ds, &b, &st))
+                return;
+        /* Queued behind this node's writes under way: its row is made
+         * again when sent (send_first). */
         char *arg = strdup(name);
-        if (!arg || write_row(ds, &st, note_written, arg) < 0) {
-                log_msg(L_ERR, name, "its automatic rollback was not written to the store (a write was under way)");
+        int e = arg ? queue_write(ds, &st, &b, note_written, arg) : -ENOMEM;
+        if (e < 0) {
+                log_msg(L_ERR, name, "its automatic rollback was not written to the store: %s (%" PRIu64 " writes "
+                        "refused so)", e == -EBUSY ? "too many writes of this node wait" : strerror(-e),
+                        ds->writes_refused);
                 free(arg);
         }
 }

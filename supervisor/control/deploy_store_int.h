@@ -15,13 +15,17 @@
 #define ROUND_MS 1000
 #define CONNECT_MS 3000
 #define RETRY_MS 50
+#define START_MS 200                    /* between rounds until the store answered once */
 #define BUNDLES_PER_ROUND 4
 #define STATES_PER_ROUND 64
+#define CATCHUP 32                      /* full rounds a second at most, at once */
 #define REFUSALS 16
+#define WRITES_MAX 32                   /* this node's writes waiting (beyond: refused, counted) */
+#define UNKNOWN_MAX 64                  /* rows of gadgets this node has no policy for (beyond: ignored, counted) */
 
 /* The thread's word to the loop. */
 struct ds_msg {
-        enum { M_STATE, M_INSTALLED, M_REFUSED, M_WRITTEN, M_ROUND } kind;
+        enum { M_STATE, M_INSTALLED, M_REFUSED, M_WRITTEN, M_ROUND, M_OLD } kind; /* M_OLD: the schema is below 15 */
         struct kvpg_release_state st;   /* M_STATE */
         char gadget[64], version[80], node[64], why[600]; /* M_INSTALLED, M_REFUSED */
         int64_t gen;                    /* M_WRITTEN: the new gen, 0: another came first, <0: failed */
@@ -35,6 +39,8 @@ struct ds_gadget {
         bool pending;                   /* st not applied yet: its bundle not here yet (tried each round) */
         bool busy;                      /* st not applied yet: a deploy ran here (tried when it ends) */
         bool settle;                    /* deployed here: its previous version set from st once it ended */
+        bool known;                     /* this node has a policy or a release of it */
+        int64_t armed;                  /* the gen whose rollout this node began as its owner (0: none) */
         char refused[300];              /* why this node refused a bundle of it ("" none) */
         struct ds_gadget *next;
 };
@@ -59,10 +65,21 @@ struct deploy_store {
         struct event *ev;
         struct event *ev_retry;         /* retry's timer */
         bool ready;                     /* the store's schema has the tables */
-        bool writing;                   /* a write is out: its done below */
-        void (*done)(void *arg, int err, const char *why);
-        void *done_arg;
-        struct kvpg_release_state wrote;
+        bool old;                       /* the store's schema is below 15: each node's own versions */
+        struct ds_write {               /* this node's writes, in order: the first is out (writing) */
+                struct kvpg_release_state st;
+                int64_t gen;            /* the gen st was made from */
+                bool back;              /* an automatic rollback: st made again when sent */
+                char version[80], to[80], previous[80], why[120];
+                void (*done)(void *arg, int err, const char *why);
+                void *arg;
+                struct ds_write *next;
+        } *writes, *writes_last;
+        size_t n_writes;
+        bool writing;                   /* the first of writes is out: its M_WRITTEN comes */
+        uint64_t writes_refused;        /* writes refused: WRITES_MAX waited */
+        size_t n_unknown;               /* gadgets entries not known here */
+        uint64_t rows_ignored;          /* rows of unknown gadgets beyond UNKNOWN_MAX */
         struct ds_gadget *gadgets;
         struct refusal { char gadget[64], version[80], node[64], why[300]; } refused[REFUSALS];
         size_t n_refused;

@@ -99,18 +99,33 @@ static void take_bundle(struct deploy_store *ds, PGconn *c, const struct kvpg_re
 }
 
 /* One round: this node's write if one waits, the bundles and states
- * since the last seen. -1: the connection is to be made again. */
-static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, int64_t *state_seq, bool *ready)
+ * since the last seen. -1: the connection is to be made again; 1: a
+ * batch was full (more wait: the next round comes at once, CATCHUP a
+ * second at most). */
+static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, int64_t *state_seq, bool *ready,
+                      bool *old)
 {
         char why[300] = "";
         if (!*ready) {
                 int v = kvpg_releases_schema(c, why, sizeof why);
                 if (v == -1)
                         return -1;
-                /* Not made yet, or a store a newer node migrated past this
-                 * node's schema (-2): looked at again next round. */
-                if (v < KVPG_SCHEMA_RELEASES)
+                /* A store a newer node migrated past this node's schema
+                 * (-2): looked at again next round, this node's deploys
+                 * refused meanwhile (deploy_store_gate: not read yet). */
+                if (v == -2)
                         return 0;
+                if (v < KVPG_SCHEMA_RELEASES) {
+                        *old = true;
+                        /* Each node's own versions, as before: the
+                         * loop's deploys stay local meanwhile. */
+                        struct ds_msg *m = calloc(1, sizeof *m);
+                        if (m) {
+                                m->kind = M_OLD;
+                                ds_post(ds, m);
+                        }
+                        return 0;
+                }
                 *ready = true;
         }
         pthread_mutex_lock(&ds->mu);
@@ -141,9 +156,11 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
                 take_bundle(ds, c, &rows[i]);
                 *bundle_seq = rows[i].seq;
         }
+        bool full = n == BUNDLES_PER_ROUND;
         static __thread struct kvpg_release_state st[STATES_PER_ROUND];
         if (kvpg_releases_states(c, *state_seq, st, STATES_PER_ROUND, &n, why, sizeof why) < 0)
                 return -1;
+        full = full || n == STATES_PER_ROUND;
         for (size_t i = 0; i < n; i++) {
                 struct ds_msg *m = calloc(1, sizeof *m);
                 *state_seq = st[i].seq;
@@ -158,7 +175,7 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
                 m->kind = M_ROUND;
                 ds_post(ds, m);
         }
-        return 0;
+        return full ? 1 : 0;
 }
 
 /* Wakes the thread (a write to send, or its stop): an eventfd's
@@ -173,13 +190,13 @@ void ds_wake(struct deploy_store *ds)
 /* Until the next round: a notification of the store (a change), a wake
  * from the loop, or ROUND_MS (a row written by other means notifies no
  * one; a lost connection is tried again then). */
-static void wait_round(struct deploy_store *ds, PGconn *c)
+static void wait_round(struct deploy_store *ds, PGconn *c, int ms)
 {
         if (c && kvpg_releases_notified(c))
                 return; /* one came during the round */
         struct pollfd p[2] = { { .fd = ds->wake_fd, .events = POLLIN }, { .fd = c ? PQsocket(c) : -1,
                                                                           .events = POLLIN } };
-        if (poll(p, 2, ROUND_MS) > 0 && (p[0].revents & POLLIN)) {
+        if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) {
                 uint64_t n;
                 if (read(ds->wake_fd, &n, sizeof n) < 0)
                         (void)0;
@@ -193,8 +210,10 @@ void *ds_thread(void *arg)
         struct deploy_store *ds = arg;
         PGconn *c = NULL;
         int64_t bundle_seq = 0, state_seq = 0;
-        bool ready = false;
+        bool ready = false, old = false;
         char why[300];
+        time_t second = 0;
+        unsigned quick = 0;
         for (;;) {
                 pthread_mutex_lock(&ds->mu);
                 bool stop = ds->stop;
@@ -206,11 +225,25 @@ void *ds_thread(void *arg)
                         PQfinish(c);
                         c = NULL;
                 }
-                if (c && round_once(ds, c, &bundle_seq, &state_seq, &ready) < 0) {
+                int r = c ? round_once(ds, c, &bundle_seq, &state_seq, &ready, &old) : 0;
+                if (r < 0) {
                         PQfinish(c);
                         c = NULL;
                 }
-                wait_round(ds, c);
+                /* Rows behind (a node that starts late, or a hostile one
+                 * that wrote many): read at once, at most CATCHUP rounds
+                 * (CATCHUP * STATES_PER_ROUND rows) a second, so a flood
+                 * costs bounded CPU and delays the rows after it only. */
+                time_t now = time(NULL);
+                if (now != second)
+                        second = now, quick = 0;
+                if (r > 0 && quick++ < CATCHUP)
+                        continue;
+                /* Until the store answered once (its rows, or a schema
+                 * before 15), the loop refuses deploys: looked at again
+                 * soon (a connection, two statements, START_MS apart). */
+                bundle_thread_idle();
+                wait_round(ds, c, ready || old ? ROUND_MS : START_MS);
         }
         if (c)
                 PQfinish(c);
@@ -220,7 +253,7 @@ void *ds_thread(void *arg)
 
 int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf, size_t len, const char *name,
                          const char *version, const char *signer, uid_t uid, char *msg, size_t msglen,
-                         bool *published)
+                         bool *published, int64_t *pruned)
 {
         struct kvpg_release_row row = { .installed_ms = (int64_t)time(NULL) * 1000, .uid = uid };
         char why[400];
@@ -233,6 +266,16 @@ int deploy_store_publish(const struct control_releases *rel, const uint8_t *buf,
         int e = 0;
         if (c && v >= KVPG_SCHEMA_RELEASES)
                 e = kvpg_releases_add(c, &row, buf, len, why, sizeof why);
+        /* The store keeps VersionsKept= of each gadget as a node does,
+         * pruned by the node that installs (its failure changes nothing
+         * of the install: the next one prunes again). On this thread:
+         * the loop logs it. */
+        *pruned = 0;
+        if (c && v >= KVPG_SCHEMA_RELEASES && e == 0 && rel->keep) {
+                char pwhy[300];
+                int64_t n = kvpg_releases_prune(c, name, rel->keep, pwhy, sizeof pwhy);
+                *pruned = n < 0 ? -1 : n; /* logged by the loop (install_loaded) */
+        }
         if (c)
                 PQfinish(c);
         if (c && v >= 0 && v < KVPG_SCHEMA_RELEASES)

@@ -7,6 +7,7 @@
  * current version and loads it as `gadgetctl load` would. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ struct install_job {
         bool running;               /* the thread runs (not joined yet) */
         bool abandoned;             /* the control went while its load was in flight */
         bool published;             /* its bundle is in the cluster's store (the thread's, then the loop's) */
+        int64_t store_pruned;       /* the store's versions it pruned (-1: the prune failed), as published */
         /* Written by the thread before its byte, read by the loop after. */
         int code;                   /* 0 or a GADGET_E* */
         char msg[4096];
@@ -211,7 +213,7 @@ static void *install_thread(void *arg)
          * refuses the install here as well. */
         if (j->code == 0 && j->rel.conninfo &&
             (j->code = deploy_store_publish(&j->rel, buf, j->size, j->name, j->version, j->signer, j->cred.uid,
-                                            j->msg, sizeof j->msg, &j->published)) != 0)
+                                            j->msg, sizeof j->msg, &j->published, &j->store_pruned)) != 0)
                 releases_undo(j->rel.state_dir, j->name, j->version, NULL, false);
         if (parsed)
                 bundle_clear(&b);
@@ -310,6 +312,10 @@ static void install_loaded(void *arg, int err, const char *name, const char *msg
         size_t pruned = releases_prune(r->state_dir, j->name, r->keep);
         log_msg(L_INFO, j->name, "installed version \"%s\" (%s%.16s) for uid %u; %zu old versions removed",
                 j->version, j->signer[0] ? "signed by key " : "unsigned", j->signer, (unsigned)j->cred.uid, pruned);
+        if (j->store_pruned)
+                log_msg(j->store_pruned < 0 ? L_ERR : L_INFO, j->name, j->store_pruned < 0 ? "its versions in the "
+                        "store were not pruned (tried again at the next install)" : "%" PRId64 " old versions "
+                        "removed from the store (VersionsKept=%u)", j->store_pruned, r->keep);
         /* "restarting NAME on its changed policy" (a running gadget):
          * the answer comes once the new process serves. */
         bool restart = strncmp(msg, "restarting ", 11) == 0;
@@ -350,7 +356,8 @@ static void install_state_done(void *arg, int code, const char *msg)
          * meanwhile refuses this one); every node then makes it so. */
         if (j->published && control_deploy_store(j->ctl)) {
                 if ((e = deploy_store_install(j->ctl, j->name, j->version, install_stored, j)) < 0)
-                        install_stored(j, e, "out of memory");
+                        install_stored(j, e, e == -EBUSY ? "too many deploys, rollbacks and installs of this "
+                                       "node wait for the store; try again when they ended" : "out of memory");
                 return;
         }
         install_commit(j);
@@ -411,7 +418,7 @@ static void install_stored(void *arg, int err, const char *why)
                  * not current, as on every other node. */
                 snprintf(j->msg, sizeof j->msg, "%s %s was installed but is not current: %s", j->name, j->version,
                          why);
-                job_answer(j, err == -EAGAIN ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
+                job_answer(j, err == -EAGAIN || err == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, j->msg);
                 return;
         }
         install_commit(j);
@@ -489,6 +496,13 @@ void request_install(struct client *cl, const Control__Request *q)
         char why[200];
         if (ssl_dl_load(why, sizeof why) < 0) {
                 client_error(cl, q->id, GADGET_EUNAVAILABLE, "cannot verify bundles: %s", why);
+                return;
+        }
+        /* In a cluster whose store is not read yet, the install would
+         * not know the row it changes: refused, never made here alone. */
+        if (deploy_store_gate(cl->ctl) < 0) {
+                client_error(cl, q->id, GADGET_EBUSY, "the cluster's release state is not read from the store yet "
+                             "(gadgetd started a moment ago, or cannot reach the store): try again");
                 return;
         }
         if (!(j = job_new(cl))) {

@@ -139,6 +139,26 @@ int64_t kvpg_releases_set(PGconn *c, const struct kvpg_release_state *st, int64_
         return out;
 }
 
+int64_t kvpg_releases_prune(PGconn *c, const char *gadget, unsigned keep, char *why, size_t len)
+{
+        char k[12];
+        snprintf(k, sizeof k, "%u", keep);
+        const char *v[2] = { gadget, k };
+        /* The newest keep by seq stay, and whatever the gadget's row
+         * names (current, previous, a rollout's), whoever wrote it. */
+        PGresult *r = q(c, "WITH d AS (DELETE FROM gadgetd_release WHERE gadget = $1"
+                        " AND seq NOT IN (SELECT seq FROM gadgetd_release WHERE gadget = $1 ORDER BY seq DESC LIMIT $2)"
+                        " AND version NOT IN (SELECT x FROM gadgetd_release_state s,"
+                        " LATERAL (VALUES (s.current), (s.previous), (s.rollout)) AS n(x) WHERE s.gadget = $1)"
+                        " RETURNING 1) SELECT count(*) FROM d",
+                        2, v, NULL, NULL, 0, why, len);
+        if (!r)
+                return -EIO;
+        int64_t n = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -EIO;
+        PQclear(r);
+        return n;
+}
+
 static void copy(char *dst, size_t len, const PGresult *r, int row, int col)
 {
         snprintf(dst, len, "%s", PQgetvalue(r, row, col));

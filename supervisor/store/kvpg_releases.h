@@ -44,6 +44,9 @@ int kvpg_releases_add(PGconn *c, const struct kvpg_release_row *row, const uint8
 /* Writes st if the gadget's gen is still gen (0: no row yet): the new
  * gen, 0 if another writer came first, -EIO. */
 int64_t kvpg_releases_set(PGconn *c, const struct kvpg_release_state *st, int64_t gen, char *why, size_t len);
+/* Deletes gadget's bundles beyond the newest keep, never one its state
+ * row names (current, previous, rollout): how many, or -EIO. */
+int64_t kvpg_releases_prune(PGconn *c, const char *gadget, unsigned keep, char *why, size_t len);
 /* Up to max rows of bundles with seq > after, in seq order, in *n. */
 int kvpg_releases_new(PGconn *c, int64_t after, struct kvpg_release_row *rows, size_t max, size_t *n, char *why,
                       size_t len);

@@ -41,6 +41,7 @@
         F(int, BIO_free, (BIO *a), (a)) \
         F(BIO *, BIO_new_mem_buf, (const void *buf, int len), (buf, len)) \
         V(ERR_clear_error, (void), ()) \
+        V(OPENSSL_thread_stop, (void), ()) \
         F(const char *, ERR_reason_error_string, (unsigned long e), (e)) \
         F(int, EVP_Digest, (const void *d, size_t n, unsigned char *md, unsigned int *len, const EVP_MD *t, \
                             ENGINE *e), (d, n, md, len, t, e)) \

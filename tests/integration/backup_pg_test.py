@@ -97,6 +97,8 @@ def deploy_with_state_on_postgresql(tmp):
                 check(r.returncode == 0, "fop %s: %r" % (op, r.stderr))
                 return json.loads(r.stdout)["v"]
 
+            # Refused "try again" until the node read the store's releases.
+            wait_for(lambda: "the releases in the store are read" in d.logtext(), what="node1 read the store")
             for v in ("1.0", "2.0"):
                 out = os.path.join(tmp, "rel-%s.bundle" % v)
                 r = d.ctl("bundle", bundle_dir(tmp, v, keys=KV), "--key", key, "-o", out)

@@ -18,7 +18,8 @@ import time
 
 from attacks import field, varint
 from bundles import bundle_dir
-from harness import CALLFLOOD, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test, wait_for, workers
+from harness import (CALLFLOOD, GADGETCTL, GADGETD, Healthy, Paced, check, free_port, main, need, policy, test,
+                     wait_for, workers)
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
 from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, node, nodes_seen,
@@ -684,6 +685,33 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
             stop_all([a, b])
 
 
+def gadget_pids(d):
+    """The processes of the test gadget below d's gadgetd."""
+    kids, n = {}, []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(p))
+        except (OSError, ValueError, IndexError):
+            pass
+    todo = [d.proc.pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            todo.append(k)
+            try:
+                with open("/proc/%d/cmdline" % k, "rb") as f:
+                    if b"testgadget" in f.read().split(b"\0")[0]:
+                        n.append(k)
+            except OSError:
+                pass
+    return n
+
+
+def vm_rss(d):
+    with open("/proc/%d/status" % d.proc.pid) as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
+
+
 @test
 def pg_cluster_versions_in_the_store(tmp):
     """With Store=postgresql the versions and each gadget's current one are
@@ -708,7 +736,7 @@ def pg_cluster_versions_in_the_store(tmp):
             keys[k] = r.stdout.split()[-1]
         for d in (a, b):
             with open(d.extra[1], "a") as f:
-                f.write("[Releases]\nTrustedKeys=%s\n" % keys["trusted"])
+                f.write("[Releases]\nTrustedKeys=%s\n%s" % (keys["trusted"], "VersionsKept=1\n" if d is b else ""))
 
         def make(version, key="trusted"):
             out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
@@ -733,6 +761,9 @@ def pg_cluster_versions_in_the_store(tmp):
             start_all([a, b])
             wait_for(lambda: pg.psql("SELECT to_regclass('gadgetd_release_state') IS NOT NULL") == "t", timeout=15,
                      what="the store migrated")
+            for d in (a, b):
+                wait_for(lambda: "the releases in the store are read" in d.logtext(), timeout=15,
+                         what="%s read the store" % d.tmp[-1])
             for v in ("1.0", "2.0"):
                 r = a.ctl("install", make(v))
                 check(r.returncode == 0 and r.stdout.strip().endswith(": ready"), "install %s on a: %r %r" %
@@ -759,6 +790,11 @@ def pg_cluster_versions_in_the_store(tmp):
             check(r.returncode == 0 and "rolled back rel 2.0 (was 1.0): ready" in r.stdout,
                   "rollback on a: %r %r" % (r.stdout, r.stderr))
             agree("2.0", "1.0")
+            # Its state is restored under its lease: asked of b, which does
+            # not run it, refused with the node that does.
+            r = b.ctl("rollback", "rel", "--with-state")
+            check(r.returncode != 0 and "ask node a, which runs it" in r.stderr, "rollback --with-state on b: %r %r"
+                  % (r.stdout, r.stderr))
             gen = a.status("rel")["release_generation"]
             wait_for(lambda: b.status("rel").get("release_generation") == gen, timeout=15,
                      what="b at a's generation %d" % gen)
@@ -772,6 +808,46 @@ def pg_cluster_versions_in_the_store(tmp):
                          ("1.0", 50), timeout=15,
                          what=lambda: "%s shows the rollout: %r" % (d.tmp[-1], d.status("rel")))
             check(b.state("rel") == "remote", "b runs nothing of rel: %r" % b.state("rel"))
+            # a restarts (its owner again, as a new owner is): while its
+            # thread cannot read the rows (locked), a deploy, rollback or
+            # install there is refused "try again", never made there alone;
+            # then it begins the row's rollout itself.
+            a.stop()
+            read = a.logtext().count("the releases in the store are read")
+            with pg.locked("gadgetd_owner"):  # a takes its lease only after it read the row
+                with pg.locked("gadgetd_release_state"):
+                    a.start()
+                    for args in (("deploy", "rel", "2.0"), ("rollback", "rel"),
+                                 ("install", os.path.join(tmp, "rel-1.0-trusted.bundle"))):
+                        r = a.ctl(*args)
+                        check(r.returncode != 0 and "not read from the store yet" in r.stderr and
+                              "try again" in r.stderr, "%s on a before it read the store: %r %r" %
+                              (args[0], r.stdout, r.stderr))
+                wait_for(lambda: a.logtext().count("the releases in the store are read") > read, timeout=15,
+                         what="a read the store")
+            wait_for(lambda: "nothing runs: beginning it" in a.logtext() and len(gadget_pids(a)) == 2, timeout=15,
+                     what=lambda: "a, its owner again, runs the rollout: %r" % gadget_pids(a))
+            # The rollout's process dies while a's own write of a new share
+            # waits (the table locked): its automatic rollback is queued
+            # behind that write and written after it, never dropped.
+            with pg.locked("gadgetd_release_state"):
+                share = subprocess.Popen([GADGETCTL, "--socket", a.sock, "deploy", "rel", "1.0", "--percent", "60"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gadgetd a"
+                                         " releases' AND wait_event_type = 'Lock'") == "1", timeout=15,
+                         what="a's write waits for the lock")
+                os.kill(next(p for p in gadget_pids(a) if p != a.list()["rel"]["pid"]), signal.SIGKILL)
+                wait_for(lambda: 'its rollout of version "1.0" went back automatically' in a.logtext(), timeout=15,
+                         what="a's rollout went back")
+            out, err = share.communicate(timeout=30)
+            check(share.returncode == 0 and "to 60%" in out, "the share's write: %r %r" % (out, err))
+            for d in (a, b):
+                wait_for(lambda: not d.status("rel").get("rollout_version") and "went back automatically on node a"
+                         in d.status("rel").get("rollout_back", ""), timeout=15,
+                         what=lambda: "%s: the rollback written after the share: %r" % (d.tmp[-1], d.status("rel")))
+            r = b.ctl("deploy", "rel", "1.0", "--percent", "50")
+            check(r.returncode == 0, "the rollout again on b: %r %r" % (r.stdout, r.stderr))
+            wait_for(lambda: len(gadget_pids(a)) == 2, timeout=15, what="a runs the rollout again")
             r = b.ctl("rollback", "rel")
             check(r.returncode == 0 and "version 1.0 gets no more calls" in r.stdout, "rollback of the rollout on b: "
                   "%r %r" % (r.stdout, r.stderr))
@@ -791,6 +867,17 @@ def pg_cluster_versions_in_the_store(tmp):
                 why = d.status("rel").get("rollout_back", "")
                 check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
             check(a.state("rel") == "ready", "a serves 2.0")
+            # b keeps VersionsKept=1: installing a 4.0 (crashing too) through
+            # b prunes the store's 3.0, never the row's current or previous.
+            out = os.path.join(tmp, "rel-4.0.bundle")
+            r = a.ctl("bundle", bundle_dir(tmp, "4.0", "rel", "Nodes=a\nArguments=crash\n"), "--key",
+                      os.path.join(tmp, "trusted.pem"), "-o", out)
+            check(r.returncode == 0, "bundle: %r" % r.stderr)
+            r = b.ctl("install", out)
+            check(r.returncode == 0, "install 4.0 on b: %r %r" % (r.stdout, r.stderr))
+            agree("2.0", "1.0")
+            kept = pg.psql("SELECT string_agg(version, ' ' ORDER BY seq) FROM gadgetd_release WHERE gadget = 'rel'")
+            check(kept == "1.0 2.0 4.0", "the store's bundles after b's install: %r" % kept)
             # The row's compare-and-set: a writer that read an older
             # generation changes nothing (two operators cannot interleave).
             gen = int(pg.psql("SELECT gen FROM gadgetd_release_state WHERE gadget = 'rel'"))
@@ -827,6 +914,17 @@ def pg_cluster_versions_in_the_store(tmp):
             check(a.state("rel") == "ready" and a.list()["rel"]["pid"] == pid, "a serves 2.0 in the same process: "
                   "%r" % a.list()["rel"])
             check("Refused here: version 6.6" in b.ctl("status", "rel").stdout, "b's status says why")
+            # A hostile node writes 100,000 rows of gadgets no node has: a
+            # keeps a bounded few, counts the rest, and answers meanwhile.
+            rss = vm_rss(a)
+            pg.psql("INSERT INTO gadgetd_release_state (gadget, gen, seq, current, previous, rollout, percent,"
+                    " max_errors, min_calls, why, node) SELECT 'junk' || i, 1, nextval('gadgetd_release_seq'), '1.0',"
+                    " '', '', 0, 5, 100, repeat('x', 190), 'evil' FROM generate_series(1, 100000) i;"
+                    "SELECT pg_notify('gadgetd_releases', '')")
+            wait_for(lambda: "ignored 4096 release rows" in a.logtext(), timeout=15, what="a ignores the rows")
+            r = a.ctl("call", "rel", "echo", "8")
+            check(r.returncode == 0 and r.stdout.strip() == "8", "a answers: %r" % r.stderr)
+            check(vm_rss(a) - rss < 16 << 20, "a's memory: %d bytes more" % (vm_rss(a) - rss))
         finally:
             stop_all([a, b])
 
