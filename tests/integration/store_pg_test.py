@@ -523,7 +523,7 @@ def pg_store_newer_schema(tmp):
     release into the store; once compatible is above ours it is refused
     (kv, lease, audit, releases: no lease taken), the log naming both
     numbers and what to do."""
-    from pgnodes import gadget_bundle_dir
+    from bundles import bundle_dir
     newer = SCHEMA_VERSION + 1
     with PgServer(tmp) as pg:
         d = pg_daemon(tmp, pg)
@@ -533,7 +533,7 @@ def pg_store_newer_schema(tmp):
 
         def bundle(version):
             out = os.path.join(tmp, "rel-%s.bundle" % version)
-            r = d.ctl("bundle", gadget_bundle_dir(tmp, "rel", version), "--key", os.path.join(tmp, "k.pem"),
+            r = d.ctl("bundle", bundle_dir(tmp, version, "rel"), "--key", os.path.join(tmp, "k.pem"),
                       "-o", out)
             check(r.returncode == 0, "bundle: %r" % r.stderr)
             return out
