@@ -136,9 +136,9 @@ bool deploy_store_active(struct control *ctl);
 /* 1: a deploy, rollback or install goes through the store; 0: this
  * node's own (no store, or one of a schema before 15); -EAGAIN: the store
  * is configured but not read yet (the first round after the start, or
- * its thread cannot reach it): refused, "try again", never applied here
- * alone. */
-int deploy_store_gate(struct control *ctl);
+ * its thread cannot reach it, or its schema is past what this node may
+ * use): refused with why, never applied here alone. */
+int deploy_store_gate(struct control *ctl, char *why, size_t len);
 /* A deploy or rollback through the store: its row, then applied here. */
 void deploy_store_request(struct client *cl, uint64_t id, const char *name, const char *version, bool rollback,
                           bool with_state, unsigned percent, const struct unit_rollout_bound *bound);

@@ -88,7 +88,7 @@ static void rollout_audit(const struct rollout_rec *rr, int code, const char *de
 static void rollout_ended(void *arg, struct unit *u, bool completed, const char *why)
 {
         struct rollout_rec *rr = arg;
-        char path[4400], detail[300];
+        char path[4400], detail[480];
         (void)u;
         if (rr->waiting) {
                 rr->waiting->ro = NULL;
@@ -498,10 +498,10 @@ void deploy_rollout_back(struct unit *u, const char *why)
  * alone (the other nodes would not know it). */
 static int store_gate(struct client *cl, uint64_t id)
 {
-        int g = deploy_store_gate(cl->ctl);
+        char why[400];
+        int g = deploy_store_gate(cl->ctl, why, sizeof why);
         if (g < 0)
-                client_error(cl, id, GADGET_EBUSY, "the cluster's release state is not read from the store yet "
-                             "(gadgetd started a moment ago, or cannot reach the store): try again");
+                client_error(cl, id, GADGET_EBUSY, "%s", why);
         return g;
 }
 

@@ -373,6 +373,10 @@ static void on_msgs(evutil_socket_t fd, short what, void *arg)
                         break;
                 case M_OLD:
                         ds->old = !ds->ready;
+                        ds->unusable[0] = '\0';
+                        break;
+                case M_UNUSABLE:
+                        snprintf(ds->unusable, sizeof ds->unusable, "%.299s", m->why);
                         break;
                 }
                 free(m);
@@ -474,17 +478,25 @@ void deploy_store_free(struct deploy_store *ds)
         ds_wake(ds);
 }
 
-int deploy_store_gate(struct control *ctl)
+int deploy_store_gate(struct control *ctl, char *why, size_t len)
 {
         struct deploy_store *ds = control_deploy_store(ctl);
         if (!ds || (!ds->ready && ds->old))
                 return 0;
-        return ds->ready ? 1 : -EAGAIN;
+        if (ds->ready)
+                return 1;
+        if (ds->unusable[0])
+                snprintf(why, len, "this node may not use the cluster's store: %s", ds->unusable);
+        else
+                snprintf(why, len, "the cluster's release state is not read from the store yet (gadgetd started a "
+                         "moment ago, or cannot reach the store): try again");
+        return -EAGAIN;
 }
 
 bool deploy_store_active(struct control *ctl)
 {
-        return deploy_store_gate(ctl) > 0;
+        char why[400];
+        return deploy_store_gate(ctl, why, sizeof why) > 0;
 }
 
 /* Queues st as the gadget's next row (a compare-and-set on the gen this

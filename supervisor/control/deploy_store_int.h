@@ -25,7 +25,8 @@
 
 /* The thread's word to the loop. */
 struct ds_msg {
-        enum { M_STATE, M_INSTALLED, M_REFUSED, M_WRITTEN, M_ROUND, M_OLD } kind; /* M_OLD: the schema is below 15 */
+        enum { M_STATE, M_INSTALLED, M_REFUSED, M_WRITTEN, M_ROUND, M_OLD, M_UNUSABLE } kind; /* M_OLD: the schema is
+                                        * below 15; M_UNUSABLE: past this node's (why) */
         struct kvpg_release_state st;   /* M_STATE */
         char gadget[64], version[80], node[64], why[600]; /* M_INSTALLED, M_REFUSED */
         int64_t gen;                    /* M_WRITTEN: the new gen, 0: another came first, <0: failed */
@@ -66,6 +67,7 @@ struct deploy_store {
         struct event *ev_retry;         /* retry's timer */
         bool ready;                     /* the store's schema has the tables */
         bool old;                       /* the store's schema is below 15: each node's own versions */
+        char unusable[300];             /* why this node may not use the store's schema ("": it may) */
         struct ds_write {               /* this node's writes, in order: the first is out (writing) */
                 struct kvpg_release_state st;
                 int64_t gen;            /* the gen st was made from */

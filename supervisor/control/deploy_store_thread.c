@@ -113,8 +113,15 @@ static int round_once(struct deploy_store *ds, PGconn *c, int64_t *bundle_seq, i
                 /* A store a newer node migrated past this node's schema
                  * (-2): looked at again next round, this node's deploys
                  * refused meanwhile (deploy_store_gate: not read yet). */
-                if (v == -2)
+                if (v == -2) {
+                        struct ds_msg *m = calloc(1, sizeof *m);
+                        if (m) {
+                                m->kind = M_UNUSABLE;
+                                snprintf(m->why, sizeof m->why, "%s", why);
+                                ds_post(ds, m);
+                        }
                         return 0;
+                }
                 if (v < KVPG_SCHEMA_RELEASES) {
                         *old = true;
                         /* Each node's own versions, as before: the

@@ -500,9 +500,9 @@ void request_install(struct client *cl, const Control__Request *q)
         }
         /* In a cluster whose store is not read yet, the install would
          * not know the row it changes: refused, never made here alone. */
-        if (deploy_store_gate(cl->ctl) < 0) {
-                client_error(cl, q->id, GADGET_EBUSY, "the cluster's release state is not read from the store yet "
-                             "(gadgetd started a moment ago, or cannot reach the store): try again");
+        char gate[400];
+        if (deploy_store_gate(cl->ctl, gate, sizeof gate) < 0) {
+                client_error(cl, q->id, GADGET_EBUSY, "%s", gate);
                 return;
         }
         if (!(j = job_new(cl))) {
