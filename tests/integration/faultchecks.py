@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from faultload import GADGETS, KEYS, Cluster
+from faultload import GADGETS, KEYS, Cluster, key_model
 from harness import wait_for
 from linearize import Op, check as linearizable
 
@@ -19,7 +19,7 @@ def histories(ops):
     open-ended ones open, those that did not run left out."""
     out = {}
     for o in ops:
-        if o["status"] == "fail" or o["key"] not in KEYS:  # an alarm's: alarms_fired()
+        if o["status"] == "fail" or key_model(o["key"]) is None:  # an alarm's: alarms_fired()
             continue
         ret = o["t1"] if o["status"] == "ok" else None
         out.setdefault((o["gadget"], o["key"]), []).append(
@@ -32,7 +32,7 @@ def check_linearizable(ops, budget=10000000):
     out = []
     for (g, k), h in sorted(histories(ops).items()):
         t0 = time.monotonic()
-        v = linearizable(KEYS[k], h, budget=budget)
+        v = linearizable(key_model(k), h, budget=budget)
         out.append((g, k, v, len(h), sum(1 for o in h if o.ret is None), time.monotonic() - t0))
     return out
 
@@ -44,8 +44,9 @@ def acked_in_store(cluster, ops):
     open ones), and be a register value no acknowledged write certainly
     overwrote. The problems found, as text."""
     bad = []
+    keys = sorted(set(KEYS) | {o["key"] for o in ops if key_model(o["key"])})
     for g in GADGETS:
-        for k in KEYS:
+        for k in keys:
             finals = set()
             for n in cluster.nodes:
                 o = cluster.ctl_call(n, g, {"op": "read", "key": k}, client="final")
@@ -282,7 +283,7 @@ def verdicts(cluster, ops, say, faults=()):
     lost = acked_in_store(cluster, ops)
     ops = list(cluster.ops)
     for g, k, v, n, n_open, took in check_linearizable(ops):
-        say("history %s/%s (%s): %d operations, %d open: %r, checked in %.2f s" % (g, k, KEYS[k].name, n,
+        say("history %s/%s (%s): %d operations, %d open: %r, checked in %.2f s" % (g, k, key_model(k).name, n,
                                                                                  n_open, v, took))
         if v.ok is not True:
             bad.append("%s/%s: %r" % (g, k, v))
