@@ -59,6 +59,7 @@ def main(argv):
                 print("fault %s skipped: %s" % (k, faults.missing(k)))
         # Registers afresh every 2 minutes: a 30-minute register history
         # (5,000 operations, 70-90 open) was undecided after 10 M steps.
+        # Two keys an epoch: 30 in 30 minutes, within the gadgets' MaxKeys=.
         w = fl.Workload(c, rng, rate=8, epoch_s=120)
         done = []
         end = time.monotonic() + minutes * 60

@@ -72,7 +72,7 @@ CallsQueuedMax=64
 
 [Binding KV]
 Type=kv
-MaxKeys=10
+MaxKeys=100
 
 [Binding WAKE]
 Type=alarm
