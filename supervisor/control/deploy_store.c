@@ -318,72 +318,73 @@ static void became_ready(struct deploy_store *ds)
         ds->ready = true;
 }
 
-static void on_msgs(evutil_socket_t fd, short what, void *arg)
+/* The thread's word, on the loop (its mailbox's drain). */
+static void on_msg(void *arg, struct mailbox_item *item)
 {
         struct deploy_store *ds = arg;
-        uint64_t n;
-        (void)what;
-        if (read(fd, &n, sizeof n) < 0)
-                (void)0;
-        pthread_mutex_lock(&ds->mu);
-        struct ds_msg *m = ds->first;
-        ds->first = ds->last = NULL;
-        pthread_mutex_unlock(&ds->mu);
-        while (m) {
-                struct ds_msg *next = m->next;
-                struct ds_gadget *g;
-                switch (m->kind) {
-                case M_STATE:
-                        became_ready(ds);
-                        if (!gadget_name_ok(m->st.gadget) || !(g = gadget_of(ds, m->st.gadget, true)))
-                                break;
-                        if (m->st.gen <= g->applied)
-                                break; /* this node's own write, applied already */
-                        char refused[300];
-                        snprintf(refused, sizeof refused, "%s", g->refused);
-                        g->st = m->st;
-                        snprintf(g->refused, sizeof g->refused, "%s", refused);
-                        apply(ds, g);
+        struct ds_msg *m = mailbox_entry(item, struct ds_msg, link);
+        struct ds_gadget *g;
+        switch (m->kind) {
+        case M_STATE:
+                became_ready(ds);
+                if (!gadget_name_ok(m->st.gadget) || !(g = gadget_of(ds, m->st.gadget, true)))
                         break;
-                case M_INSTALLED:
-                        log_msg(L_INFO, m->gadget, "installed version \"%s\" from the store (put there by node %s; "
-                                "%s, checked here)", m->version, m->node, m->why);
-                        break;
-                case M_REFUSED:
-                        refusal(ds, m);
-                        break;
-                case M_WRITTEN:
-                        written(ds, m);
-                        break;
-                case M_ROUND:
-                        became_ready(ds);
-                        ds->old = false;
-                        /* Gadgets that came here since (their bundle, a
-                         * policy) are no longer counted as unknown. */
-                        for (g = ds->gadgets; g; g = g->next)
-                                if (!g->known && known_here(ds, g->st.gadget)) {
-                                        g->known = true;
-                                        ds->n_unknown--;
-                                }
-                        /* Rows whose bundle had not come are tried again. */
-                        for (g = ds->gadgets; g && LIST_EMPTY(control_deploys(ds->ctl)); g = g->next)
-                                if (g->pending)
-                                        apply(ds, g);
-                        own_rollouts(ds);
-                        break;
-                case M_OLD:
-                        ds->old = !ds->ready;
-                        ds->unusable[0] = '\0';
-                        break;
-                case M_UNUSABLE:
-                        snprintf(ds->unusable, sizeof ds->unusable, "%.299s", m->why);
-                        break;
-                }
-                free(m);
-                m = next;
+                if (m->st.gen <= g->applied)
+                        break; /* this node's own write, applied already */
+                char refused[300];
+                snprintf(refused, sizeof refused, "%s", g->refused);
+                g->st = m->st;
+                snprintf(g->refused, sizeof g->refused, "%s", refused);
+                apply(ds, g);
+                break;
+        case M_INSTALLED:
+                log_msg(L_INFO, m->gadget, "installed version \"%s\" from the store (put there by node %s; "
+                        "%s, checked here)", m->version, m->node, m->why);
+                break;
+        case M_REFUSED:
+                refusal(ds, m);
+                break;
+        case M_WRITTEN:
+                written(ds, m);
+                break;
+        case M_ROUND:
+                became_ready(ds);
+                ds->old = false;
+                /* Gadgets that came here since (their bundle, a
+                 * policy) are no longer counted as unknown. */
+                for (g = ds->gadgets; g; g = g->next)
+                        if (!g->known && known_here(ds, g->st.gadget)) {
+                                g->known = true;
+                                ds->n_unknown--;
+                        }
+                /* Rows whose bundle had not come are tried again. */
+                for (g = ds->gadgets; g && LIST_EMPTY(control_deploys(ds->ctl)); g = g->next)
+                        if (g->pending)
+                                apply(ds, g);
+                own_rollouts(ds);
+                break;
+        case M_OLD:
+                ds->old = !ds->ready;
+                ds->unusable[0] = '\0';
+                break;
+        case M_UNUSABLE:
+                snprintf(ds->unusable, sizeof ds->unusable, "%.299s", m->why);
+                break;
         }
-        retry_soon(ds);
+        free(m);
 }
+
+static void on_msgs_end(void *arg)
+{
+        retry_soon(arg);
+}
+
+static void msg_drop(struct mailbox_item *item)
+{
+        free(mailbox_entry(item, struct ds_msg, link));
+}
+
+static const struct mailbox_owner ds_box = { .take = on_msg, .end = on_msgs_end, .drop = msg_drop };
 
 int deploy_store_new(struct control *ctl, const struct control_env *env, struct deploy_store **out)
 {
@@ -399,7 +400,6 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         struct deploy_store *ds = calloc(1, sizeof *ds);
         if (!ds)
                 return -ENOMEM;
-        ds->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         ds->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         ds->conninfo = strdup(r->conninfo);
         ds->node = strdup(r->node ? r->node : "");
@@ -408,12 +408,8 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         pthread_mutex_init(&ds->mu, NULL);
         ds->ctl = ctl;
         ds->env = env;
-        if (ds->efd < 0 || ds->wake_fd < 0 || !ds->conninfo || !ds->node || !ds->state_dir || !ds->keys ||
-            !(ds->ev = event_new(env->base, ds->efd, EV_READ | EV_PERSIST, on_msgs, ds)) ||
-            event_add(ds->ev, NULL) < 0 ||
-            !(ds->ev_retry = evtimer_new(env->base, retry, ds))) {
-                if (ds->ev)
-                        event_free(ds->ev);
+        if (ds->wake_fd < 0 || !ds->conninfo || !ds->node || !ds->state_dir || !ds->keys ||
+            mailbox_new(env->base, &ds_box, ds, &ds->mb) < 0 || !(ds->ev_retry = evtimer_new(env->base, retry, ds))) {
                 if (ds->ev_retry)
                         event_free(ds->ev_retry);
                 ds_free_shared(ds);
@@ -434,7 +430,6 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         int e = -pthread_create(&t, NULL, ds_thread, ds);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (e < 0) {
-                event_free(ds->ev);
                 event_free(ds->ev_retry);
                 ds_free_shared(ds);
                 return e;
@@ -465,7 +460,9 @@ void deploy_store_free(struct deploy_store *ds)
                         w->done(w->arg, -ECANCELED, "gadgetd is stopping");
                 free(w);
         }
-        event_free(ds->ev);
+        /* The thread's words from now on are dropped (freed) as it posts
+         * them: nothing of the loop's is left to take them. */
+        mailbox_close(ds->mb);
         event_free(ds->ev_retry);
         while (ds->gadgets) {
                 struct ds_gadget *g = ds->gadgets;

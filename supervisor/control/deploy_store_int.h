@@ -11,6 +11,7 @@
 #include "bundle.h"
 #include "control.h"
 #include "store/kvpg_releases.h"
+#include "system/mailbox.h"
 
 #define ROUND_MS 1000
 #define CONNECT_MS 3000
@@ -30,7 +31,7 @@ struct ds_msg {
         struct kvpg_release_state st;   /* M_STATE */
         char gadget[64], version[80], node[64], why[600]; /* M_INSTALLED, M_REFUSED */
         int64_t gen;                    /* M_WRITTEN: the new gen, 0: another came first, <0: failed */
-        struct ds_msg *next;
+        struct mailbox_item link;
 };
 
 /* One gadget's row, as this node last read or wrote it. */
@@ -51,7 +52,6 @@ struct deploy_store {
         pthread_mutex_t mu;
         int wake_fd;                    /* the loop wakes the thread (eventfd) */
         bool stop;                      /* the loop went: the thread frees what is left */
-        struct ds_msg *first, *last;
         bool has_write;                 /* w is the thread's to send */
         struct kvpg_release_state w;
         int64_t w_gen;
@@ -59,11 +59,13 @@ struct deploy_store {
         struct control_releases rel;
         char *conninfo, *node, *state_dir;
         uint8_t (*keys)[BUNDLE_KEY_LEN];
-        int efd;
+        /* The thread's word to the loop: posted by the thread, drained
+         * by the loop until deploy_store_free closes it (later posts
+         * dropped), freed by the thread (ds_free_shared). */
+        struct mailbox *mb;
         /* The loop's. */
         struct control *ctl;
         const struct control_env *env;
-        struct event *ev;
         struct event *ev_retry;         /* retry's timer */
         bool ready;                     /* the store's schema has the tables */
         bool old;                       /* the store's schema is below 15: each node's own versions */
@@ -87,7 +89,7 @@ struct deploy_store {
         size_t n_refused;
 };
 
-/* Hands m to the loop (its eventfd). */
+/* Hands m to the loop (its mailbox; freed there if the loop went). */
 void ds_post(struct deploy_store *ds, struct ds_msg *m);
 /* Wakes the thread (a write to send, or its stop). */
 void ds_wake(struct deploy_store *ds);

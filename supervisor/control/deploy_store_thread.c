@@ -23,27 +23,15 @@
 
 void ds_post(struct deploy_store *ds, struct ds_msg *m)
 {
-        uint64_t one = 1;
-        pthread_mutex_lock(&ds->mu);
-        if (ds->last)
-                ds->last->next = m;
-        else
-                ds->first = m;
-        ds->last = m;
-        pthread_mutex_unlock(&ds->mu);
-        /* An eventfd's counter: the write cannot block. */
-        if (write(ds->efd, &one, sizeof one) < 0)
-                (void)0;
+        mailbox_post(ds->mb, &m->link);
 }
 
 void ds_free_shared(struct deploy_store *ds)
 {
-        while (ds->first) {
-                struct ds_msg *m = ds->first;
-                ds->first = m->next;
-                free(m);
-        }
-        close(ds->efd);
+        /* The thread's call comes after the loop closed the box
+         * (deploy_store_free, before stop); the loop's, if the thread
+         * never started. */
+        mailbox_free(ds->mb);
         if (ds->wake_fd >= 0)
                 close(ds->wake_fd);
         free(ds->conninfo);

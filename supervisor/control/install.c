@@ -6,7 +6,6 @@
  * (system/releases.c) and checks its policy; the loop then makes it the
  * current version and loads it as `gadgetctl load` would. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +25,7 @@
 #include "system/audit.h"
 #include "system/loader.h"
 #include "system/log.h"
+#include "system/mailbox.h"
 #include "system/releases.h"
 #include "system/ssl_dl.h"
 
@@ -42,14 +42,14 @@ struct install_job {
         struct peercred cred;       /* who asked (recorded with the version) */
         int fd;                     /* the bundle */
         size_t size;                /* its size when the thread looked */
-        int pipe[2];
-        struct event *ev;
+        struct mailbox *mb;         /* the thread's end, to the loop */
+        struct mailbox_item end;
         pthread_t thread;
         bool running;               /* the thread runs (not joined yet) */
         bool abandoned;             /* the control went while its load was in flight */
         bool published;             /* its bundle is in the cluster's store (the thread's, then the loop's) */
         int64_t store_pruned;       /* the store's versions it pruned (-1: the prune failed), as published */
-        /* Written by the thread before its byte, read by the loop after. */
+        /* Written by the thread before its post, read by the loop after. */
         int code;                   /* 0 or a GADGET_E* */
         char msg[4096];
         char name[64], version[BUNDLE_VERSION_MAX + 1], signer[2 * BUNDLE_KEY_LEN + 1];
@@ -218,9 +218,9 @@ static void *install_thread(void *arg)
         if (parsed)
                 bundle_clear(&b);
         free(buf);
-        /* The pipe holds this one byte: the write cannot block. */
-        if (write(j->pipe[1], "", 1) < 0)
-                abort();
+        /* Never blocks; refused (dropped: nothing) only once the control
+         * went (install_abandon): the job is then this thread's. */
+        mailbox_post(j->mb, &j->end);
         return NULL;
 }
 
@@ -249,12 +249,7 @@ static void job_free(struct install_job *j)
         free(j->conninfo);
         free(j->node);
         free(j->keys);
-        if (j->ev)
-                event_free(j->ev);
-        if (j->pipe[0] >= 0)
-                close(j->pipe[0]);
-        if (j->pipe[1] >= 0)
-                close(j->pipe[1]);
+        mailbox_free(j->mb);
         if (j->fd >= 0)
                 close(j->fd);
         if (j->slot)
@@ -363,14 +358,13 @@ static void install_state_done(void *arg, int code, const char *msg)
         install_commit(j);
 }
 
-static void install_read(evutil_socket_t fd, short what, void *arg)
+static void install_read(void *arg, struct mailbox_item *item)
 {
         struct install_job *j = arg;
         const struct control_releases *r = &j->rel;
         char msg[700];
-        (void)fd;
-        (void)what;
-        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        (void)item;
+        pthread_join(j->thread, NULL); /* it has posted its end: it is returning */
         j->running = false;
         if (j->code) {
                 job_answer(j, j->code, j->msg);
@@ -424,15 +418,15 @@ static void install_stored(void *arg, int err, const char *why)
         install_commit(j);
 }
 
+static const struct mailbox_owner install_box = { .take = install_read };
+
 /* Starts j's thread. 0 or -errno. */
 static int job_start(struct install_job *j)
 {
         sigset_t all, old;
         int e;
-        if (pipe2(j->pipe, O_CLOEXEC) < 0)
-                return -errno;
-        if (!(j->ev = event_new(j->env->base, j->pipe[0], EV_READ, install_read, j)) || event_add(j->ev, NULL) < 0)
-                return -ENOMEM;
+        if ((e = mailbox_new(j->env->base, &install_box, j, &j->mb)) < 0)
+                return e;
         /* The thread takes no signals: they stay with the loop's thread. */
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -449,10 +443,10 @@ void install_abandon(struct install_job *j)
                 j->abandoned = true;
                 return;
         }
-        /* The thread ends on its own; its byte goes unread, and the job
-         * stays with it (gadgetd is ending). */
-        event_free(j->ev);
-        j->ev = NULL;
+        /* The thread ends on its own; its post is refused (or dropped,
+         * if it came already: the box's drop is none), and the job stays
+         * with it (gadgetd is ending). */
+        mailbox_close(j->mb);
         pthread_detach(j->thread);
 }
 
@@ -463,8 +457,7 @@ static struct install_job *job_new(struct client *cl)
         struct install_job *j = calloc(1, sizeof *j);
         if (!j)
                 return NULL;
-        *j = (struct install_job){ .ctl = cl->ctl, .env = client_env(cl), .rel = *r, .cred = cl->cred, .fd = -1,
-                                   .pipe = { -1, -1 } };
+        *j = (struct install_job){ .ctl = cl->ctl, .env = client_env(cl), .rel = *r, .cred = cl->cred, .fd = -1 };
         j->state_dir = strdup(r->state_dir);
         j->keys = malloc((r->n_trusted ? r->n_trusted : 1) * sizeof *j->keys);
         if (!j->state_dir || !j->keys) {

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "system/mailbox.h"
+
 /* A key's bytes at most (kv's keys, alarms' ids). */
 #define KV_MAX_KEY 512
 
@@ -150,6 +152,7 @@ struct kv_job {
         kv_done_fn *done;
         void *arg;
         struct kv_job *next;          /* the backend's queue */
+        struct mailbox_item finished; /* SQLite: handed back to the loop (kvdb_queue.c) */
         /* Filled by kv_submit. */
         struct kv *kv;                /* the store it was queued to */
         const char *gadget;           /* the store's gadget (PostgreSQL: until the query is sent) */

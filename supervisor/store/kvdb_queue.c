@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "kv_backend.h"
 #include "kv_job.h"
 #include "kvdb.h"
+#include "system/mailbox.h"
 
 #define KV_STACK (512u * 1024u)
 
@@ -32,16 +32,15 @@ struct kvdb_queue {
         pthread_mutex_t mu;
         pthread_cond_t cv;
         struct kv_job *todo, **todo_tail;   /* queued, not started */
-        struct kv_job *done, **done_tail;   /* finished, for the loop */
         struct kv_job *running;
         bool closing;
         /* The thread's own. */
         char *state_dir, *gadget;
         const struct kv_type *types[KV_TYPES_MAX]; /* the backend's, copied: the thread may outlive it */
         size_t n_types;
-        /* The loop's own. */
-        int efd;
-        struct event *ev;
+        /* The loop's own: finished jobs, posted by the thread under mu
+         * until closing. */
+        struct mailbox *mb;
 };
 
 /* Carries out one job on the database (on the thread). */
@@ -52,21 +51,15 @@ static void run_job(struct kvdb *db, struct kv_job *job)
                 job->err = e;
 }
 
-/* Hands a finished job to the loop (mu held). Why this write cannot reach
- * another file: efd is closed only after closing is set under mu. */
+/* Hands a finished job to the loop (mu held). Why mb is still there: the
+ * loop frees it only after it set closing under mu. */
 static void finish(struct kvdb_queue *kq, struct kv_job *job)
 {
         if (kq->closing || !job->done) {
                 kv_job_free(job);
                 return;
         }
-        job->next = NULL;
-        *kq->done_tail = job;
-        kq->done_tail = &job->next;
-        uint64_t one = 1;
-        if (write(kq->efd, &one, sizeof one) < 0) {
-                /* The counter cannot overflow at one per job: nothing to do. */
-        }
+        mailbox_post(kq->mb, &job->finished);
 }
 
 static void queue_free(struct kvdb_queue *kq)
@@ -112,26 +105,21 @@ static void *thread_main(void *arg)
         return NULL;
 }
 
-/* The eventfd: finished jobs are answered on the loop. */
-static void on_done(evutil_socket_t fd, short what, void *arg)
+/* A finished job, answered on the loop (its mailbox's drain). */
+static void on_done(void *arg, struct mailbox_item *item)
 {
-        struct kvdb_queue *kq = arg;
-        uint64_t n;
-        (void)what;
-        if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
-                return;
-        pthread_mutex_lock(&kq->mu);
-        struct kv_job *list = kq->done;
-        kq->done = NULL;
-        kq->done_tail = &kq->done;
-        pthread_mutex_unlock(&kq->mu);
-        while (list) {
-                struct kv_job *job = list;
-                list = job->next;
-                job->done(job);
-                kv_job_free(job);
-        }
+        struct kv_job *job = mailbox_entry(item, struct kv_job, finished);
+        (void)arg;
+        job->done(job);
+        kv_job_free(job);
 }
+
+static void job_drop(struct mailbox_item *item)
+{
+        kv_job_free(mailbox_entry(item, struct kv_job, finished));
+}
+
+static const struct mailbox_owner kvdb_box = { .take = on_done, .drop = job_drop };
 
 /* Starts the thread with every signal blocked: signals are the loop's. */
 static int start_thread(struct kvdb_queue *kq)
@@ -165,30 +153,19 @@ static int queue_open(struct kv_backend *be, const struct kv *kv, const char *ga
         if (!kq)
                 return -ENOMEM;
         kq->q.ops = &kvdb_ops;
-        kq->efd = -1;
         pthread_mutex_init(&kq->mu, NULL);
         pthread_cond_init(&kq->cv, NULL);
         kq->todo_tail = &kq->todo;
-        kq->done_tail = &kq->done;
         memcpy(kq->types, b->types, sizeof kq->types);
         kq->n_types = b->n_types;
         if (!(kq->state_dir = strdup(b->state_dir)) || !(kq->gadget = strdup(gadget)))
                 goto fail;
-        if ((kq->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-                e = -errno;
-                goto fail;
-        }
-        if (!(kq->ev = event_new(b->base, kq->efd, EV_READ | EV_PERSIST, on_done, kq)) || event_add(kq->ev, NULL) < 0)
-                goto fail;
-        if ((e = start_thread(kq)) < 0)
+        if ((e = mailbox_new(b->base, &kvdb_box, kq, &kq->mb)) < 0 || (e = start_thread(kq)) < 0)
                 goto fail;
         *out = &kq->q;
         return 0;
 fail:
-        if (kq->ev)
-                event_free(kq->ev);
-        if (kq->efd >= 0)
-                close(kq->efd);
+        mailbox_free(kq->mb);
         queue_free(kq);
         return e;
 }
@@ -212,14 +189,13 @@ static int queue_submit(struct kv_queue *q, struct kv_job *job)
         return 0;
 }
 
-/* Answers each job of list with its outcome (finished: true) or cancelled. */
-static void answer_all(struct kv_job *list, bool finished)
+/* Answers each job of list as cancelled. */
+static void cancel_all(struct kv_job *list)
 {
         while (list) {
                 struct kv_job *job = list;
                 list = job->next;
-                if (!finished)
-                        job->err = -ECANCELED;
+                job->err = -ECANCELED;
                 job->done(job);
                 kv_job_free(job);
         }
@@ -230,14 +206,12 @@ static void queue_close(struct kv_queue *q)
         struct kvdb_queue *kq = (struct kvdb_queue *)q;
         /* Everything the loop needs is taken out under mu: once it is
          * unlocked the thread may free the queue at any moment. */
-        struct event *ev = kq->ev;
-        int efd = kq->efd;
+        struct mailbox *mb = kq->mb;
         pthread_mutex_lock(&kq->mu);
         kq->closing = true;
-        struct kv_job *todo = kq->todo, *done = kq->done;
-        kq->todo = kq->done = NULL;
+        struct kv_job *todo = kq->todo;
+        kq->todo = NULL;
         kq->todo_tail = &kq->todo;
-        kq->done_tail = &kq->done;
         /* The running job stays the thread's; its caller is answered now
          * with a stand-in, and the thread drops the job when it ends. */
         struct kv_job stand_in = { .done = NULL };
@@ -248,10 +222,11 @@ static void queue_close(struct kv_queue *q)
         pthread_cond_signal(&kq->cv);
         pthread_mutex_unlock(&kq->mu);
 
-        event_free(ev);
-        close(efd);
-        answer_all(done, true);
-        answer_all(todo, false);
+        /* The thread posts no more (closing, under mu): the jobs it
+         * finished are answered with their outcome, the rest cancelled. */
+        mailbox_drain(mb);
+        mailbox_free(mb);
+        cancel_all(todo);
         if (stand_in.done)
                 stand_in.done(&stand_in);
 }

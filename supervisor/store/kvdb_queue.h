@@ -1,7 +1,7 @@
 /* kvdb_queue: the SQLite backend of the gadgets' stores (kv_backend.h):
  * each gadget's database, STATE_DIR/kv/GADGET.sqlite (kvdb.c), on a thread
  * of its own that opens it at its first job, runs the jobs in order, and
- * hands each back to the loop through an eventfd. */
+ * hands each back to the loop through a mailbox (system/mailbox.h). */
 #pragma once
 
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* snapshot: a backup or a restore on a thread of its own, its end handed
- * to the loop through an eventfd (snapshot.h). */
+ * to the loop through a mailbox (snapshot.h). */
 #include "snapshot.h"
 
 #include <errno.h>
@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "system/mailbox.h"
 #include "system/ssl_dl.h"
 
 #define SNAPSHOT_STACK (512u * 1024u)
@@ -25,18 +25,15 @@ struct snapshot {
         struct snapshot_binding *bindings;
         struct snapshot_run run;
         int err;
-        int efd;
-        struct event *ev;
+        struct mailbox *mb;         /* the thread's end, to the loop */
+        struct mailbox_item end;
         snapshot_done_fn *done;
         void *arg;
 };
 
 static void snapshot_free(struct snapshot *s)
 {
-        if (s->ev)
-                event_free(s->ev);
-        if (s->efd >= 0)
-                close(s->efd);
+        mailbox_free(s->mb);
         if (s->job.fd >= 0)
                 close(s->job.fd);
         free(s->gadget);
@@ -124,22 +121,22 @@ static void *thread_main(void *arg)
 {
         struct snapshot *s = arg;
         s->err = s->job.restore ? run_restore(s) : run_backup(s);
-        uint64_t one = 1;
-        if (write(s->efd, &one, sizeof one) < 0) {
-                /* An eventfd's first write cannot fail: nothing to do. */
-        }
+        /* The box is open until the loop takes this: the post cannot be
+         * refused, and the thread touches s no more after it. */
+        mailbox_post(s->mb, &s->end);
         return NULL;
 }
 
 /* The thread ended (it touches s no more): its outcome to the caller. */
-static void on_end(evutil_socket_t fd, short what, void *arg)
+static void on_end(void *arg, struct mailbox_item *item)
 {
         struct snapshot *s = arg;
-        (void)fd;
-        (void)what;
+        (void)item;
         s->done(s->arg, s->err, s->err < 0 ? s->run.why : NULL, &s->run.info);
         snapshot_free(s);
 }
+
+static const struct mailbox_owner snapshot_box = { .take = on_end };
 
 static int copy(struct snapshot *s, const struct snapshot_job *job)
 {
@@ -175,7 +172,6 @@ int snapshot_start(struct event_base *base, const struct snapshot_job *job, snap
                 close(job->fd);
                 return -ENOMEM;
         }
-        s->efd = -1;
         s->done = done;
         s->arg = arg;
         /* libcrypto, for the file's SHA-256: loaded here, on the loop,
@@ -194,14 +190,8 @@ int snapshot_start(struct event_base *base, const struct snapshot_job *job, snap
                 e = -EBADF;
                 goto fail;
         }
-        if ((s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-                e = -errno;
+        if ((e = mailbox_new(base, &snapshot_box, s, &s->mb)) < 0)
                 goto fail;
-        }
-        if (!(s->ev = event_new(base, s->efd, EV_READ, on_end, s)) || event_add(s->ev, NULL) < 0) {
-                e = -ENOMEM;
-                goto fail;
-        }
         if ((e = pthread_attr_init(&attr)) != 0) {
                 e = -e;
                 goto fail;

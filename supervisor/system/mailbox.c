@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <event2/event.h>
 
 STAILQ_HEAD(mailbox_list, mailbox_item);
 

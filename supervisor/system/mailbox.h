@@ -7,12 +7,17 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/queue.h>
-#include <event2/event.h>
+
+struct event_base;
 
 struct mailbox_item {
         STAILQ_ENTRY(mailbox_item) link;
 };
+
+/* The owner's item of type that holds item as its member. */
+#define mailbox_entry(item, type, member) ((type *)(void *)((char *)(item) - offsetof(type, member)))
 
 /* The owner's: take has each item posted, on the loop, in the order of
  * the posts (a thread's items in the order it posted them); end, if set,

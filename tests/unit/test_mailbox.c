@@ -5,7 +5,6 @@
  * every item taken or dropped); a box freed or drained from its own
  * take. */
 #include <pthread.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +36,7 @@ static _Atomic unsigned dropped_any;
 
 static struct item *item_of(struct mailbox_item *i)
 {
-        return (struct item *)((char *)i - offsetof(struct item, link));
+        return mailbox_entry(i, struct item, link);
 }
 
 static void take(void *arg, struct mailbox_item *i)
