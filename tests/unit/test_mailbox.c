@@ -96,6 +96,16 @@ static struct owner *owner_new(struct event_base *base)
         return o;
 }
 
+/* A new box with n items of thread 0 pending (seq 0 to n-1), no drop yet. */
+static struct owner *owner_with(struct event_base *base, unsigned n)
+{
+        struct owner *o = owner_new(base);
+        dropped_any = 0;
+        for (unsigned i = 0; i < n; i++)
+                mailbox_post(o->mb, &item_new(0, i)->link);
+        return o;
+}
+
 struct poster {
         struct mailbox *mb;
         unsigned thread, n, refused;
@@ -147,10 +157,8 @@ static unsigned long long writes_now(void)
 
 static void test_one_wake(struct event_base *base)
 {
-        struct owner *o = owner_new(base);
         unsigned long long before = writes_now();
-        for (unsigned i = 0; i < 100; i++)
-                mailbox_post(o->mb, &item_new(0, i)->link);
+        struct owner *o = owner_with(base, 100);
         unsigned long long wrote = writes_now() - before;
         CHECK(wrote == 1, "100 posts to an empty box woke the loop once (%llu writes)", wrote);
         event_base_loop(base, EVLOOP_NONBLOCK);
@@ -168,10 +176,7 @@ static void test_one_wake(struct event_base *base)
 
 static void test_free_pending(struct event_base *base)
 {
-        struct owner *o = owner_new(base);
-        dropped_any = 0;
-        for (unsigned i = 0; i < 5; i++)
-                mailbox_post(o->mb, &item_new(0, i)->link);
+        struct owner *o = owner_with(base, 5);
         mailbox_close(o->mb);
         CHECK(dropped_any == 5 && o->taken == 0, "a close dropped the 5 pending (%u), took none", dropped_any);
         CHECK(!mailbox_post(o->mb, &item_new(0, 5)->link) && dropped_any == 6,
@@ -181,10 +186,7 @@ static void test_free_pending(struct event_base *base)
         mailbox_free(o->mb);
         free(o);
 
-        o = owner_new(base);
-        dropped_any = 0;
-        for (unsigned i = 0; i < 3; i++)
-                mailbox_post(o->mb, &item_new(0, i)->link);
+        o = owner_with(base, 3);
         mailbox_free(o->mb);
         CHECK(dropped_any == 3, "a free dropped the 3 pending (%u)", dropped_any);
         free(o);
@@ -192,20 +194,14 @@ static void test_free_pending(struct event_base *base)
 
 static void test_free_in_take(struct event_base *base)
 {
-        struct owner *o = owner_new(base);
-        dropped_any = 0;
-        for (unsigned i = 0; i < 3; i++)
-                mailbox_post(o->mb, &item_new(0, i)->link);
+        struct owner *o = owner_with(base, 3);
         o->free_in_take = true;
         event_base_loop(base, EVLOOP_NONBLOCK);
         CHECK(o->taken == 1 && dropped_any == 2 && o->drains == 0,
               "a box freed by its take: the rest dropped, no end (%u taken, %u dropped)", o->taken, dropped_any);
         free(o);
 
-        o = owner_new(base);
-        dropped_any = 0;
-        for (unsigned i = 0; i < 3; i++)
-                mailbox_post(o->mb, &item_new(0, i)->link);
+        o = owner_with(base, 3);
         o->drain_in_take = true;
         event_base_loop(base, EVLOOP_NONBLOCK);
         CHECK(o->taken == 3 && dropped_any == 0 && o->order[0] == 0 && o->order[1] == 1 && o->order[2] == 2,
