@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <event2/event.h>
 
+#include "mailbox.h"
 #include "policy.h"
 
 struct loader_job {
@@ -21,12 +21,12 @@ struct loader_job {
         char *path;
         struct peercred cred;
         bool as_user;            /* cred is the requester's (else gadgetd's own rights) */
-        int pipe[2];             /* the thread writes a byte when it is done */
-        struct event *ev;
+        struct mailbox *mb;      /* the thread posts end when it is done */
+        struct mailbox_item end;
         pthread_t thread;
         loader_done_fn *done;
         void *arg;
-        /* Written by the thread before its byte, read by the loop after. */
+        /* Written by the thread before its post, read by the loop after. */
         int err;
         struct policy *p;
         uint64_t hash;
@@ -81,18 +81,15 @@ static void *job_thread(void *arg)
 {
         struct loader_job *j = arg;
         j->err = loader_read(j->path, j->as_user ? &j->cred : NULL, false, &j->p, &j->hash, j->msg, sizeof j->msg);
-        /* The pipe holds this one byte: the write cannot block. */
-        if (write(j->pipe[1], "", 1) < 0)
-                abort();
+        /* Never blocks, never refused: the box stays open while the
+         * thread runs. */
+        mailbox_post(j->mb, &j->end);
         return NULL;
 }
 
 static void job_free(struct loader_job *j)
 {
-        if (j->ev)
-                event_free(j->ev);
-        close(j->pipe[0]);
-        close(j->pipe[1]);
+        mailbox_free(j->mb);
         free(j->path);
         free(j);
 }
@@ -122,16 +119,19 @@ static void start_waiting(struct loader *l)
         }
 }
 
-static void job_done_cb(evutil_socket_t fd, short what, void *arg)
+static void job_done_cb(void *arg, struct mailbox_item *item)
 {
         struct loader_job *j = arg;
         struct loader *l = j->l;
-        pthread_join(j->thread, NULL); /* it has written its byte: it is returning */
+        (void)item;
+        pthread_join(j->thread, NULL); /* it has posted its end: it is returning */
         LIST_REMOVE(j, run);
         j->done(j->arg, j->err, j->p, j->hash, j->msg);
         job_free(j);
         start_waiting(l);
 }
+
+static const struct mailbox_owner loader_box = { .take = job_done_cb };
 
 /* Why a budget: a job whose open() never returns holds its thread for
  * good. One such job per user, and LOADER budget for all users but root,
@@ -173,12 +173,10 @@ int loader_start(struct loader *l, const char *path, const struct peercred *cred
                 return -EBUSY;
         if (!(j = calloc(1, sizeof *j)))
                 return -ENOMEM;
-        *j = (struct loader_job){ .l = l, .done = done, .arg = arg, .as_user = cred != NULL,
-                                  .pipe = { -1, -1 } };
+        *j = (struct loader_job){ .l = l, .done = done, .arg = arg, .as_user = cred != NULL };
         if (cred)
                 j->cred = *cred;
-        if (!(j->path = strdup(path)) || pipe2(j->pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
-            !(j->ev = event_new(l->base, j->pipe[0], EV_READ, job_done_cb, j)) || event_add(j->ev, NULL) < 0) {
+        if (!(j->path = strdup(path)) || mailbox_new(l->base, &loader_box, j, &j->mb) < 0) {
                 e = -ENOMEM;
                 goto fail;
         }
