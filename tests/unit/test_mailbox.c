@@ -141,14 +141,15 @@ static void test_threads_in_order(struct event_base *base)
         free(o);
 }
 
-/* The process's write calls so far (/proc/self/io's syscw). */
-static unsigned long long writes_now(void)
+/* The process's write calls so far (/proc/self/io's syscw); -1 where the
+ * kernel does not count them. */
+static long long writes_now(void)
 {
         FILE *f = fopen("/proc/self/io", "r");
         char line[128];
-        unsigned long long n = 0;
+        long long n = -1;
         while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "syscw: %llu", &n) == 1)
+                if (sscanf(line, "syscw: %lld", &n) == 1)
                         break;
         if (f)
                 fclose(f);
@@ -157,10 +158,13 @@ static unsigned long long writes_now(void)
 
 static void test_one_wake(struct event_base *base)
 {
-        unsigned long long before = writes_now();
+        long long before = writes_now();
         struct owner *o = owner_with(base, 100);
-        unsigned long long wrote = writes_now() - before;
-        CHECK(wrote == 1, "100 posts to an empty box woke the loop once (%llu writes)", wrote);
+        long long wrote = writes_now() - before;
+        if (before < 0)
+                CHECK(true, "# SKIP the kernel counts no write calls (/proc/self/io)");
+        else
+                CHECK(wrote == 1, "100 posts to an empty box woke the loop once (%lld writes)", wrote);
         event_base_loop(base, EVLOOP_NONBLOCK);
         CHECK(o->taken == 100 && o->drains == 1, "one drain took the 100 (%u taken, %u drains)", o->taken,
               o->drains);
