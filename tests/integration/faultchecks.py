@@ -109,6 +109,12 @@ def effects(records):
     return out
 
 
+# The records' kinds whose effect is a kv write, which the store fences:
+# accepted only while its process's lease (epoch) is the gadget's current
+# one (docs/cluster.md, "Ownership and fencing").
+FENCED = ("write", "incr")
+
+
 def double_runs(records):
     """Two processes of one gadget (on two nodes, or one node's old and
     new) that were owners at once: their EFFECTS interleave. Each
@@ -120,24 +126,46 @@ def double_runs(records):
     old epoch; an http request, a call or an alarm has no fence but the
     node's own lease). Not the methods' spans: a process paused after its
     last write ends its method after the pause but does nothing more
-    (span_overlaps tells those). [(gadget, (node, inst, first, last),
-    (node, inst, first, last), how long the spans overlap, the effects
-    within the overlap)]."""
+    (span_overlaps tells those).
+
+    What the fence adds: the older process (the one whose first method
+    started first: the newer one's lease was taken after the older one's)
+    had a kv write take effect only before the newer one's lease was
+    taken, so before the newer one's first method started: its window
+    ends there (a node paused between the write's commit and its answer:
+    the gadget waits for the paused gadgetd, and its window would span
+    the pause). A kv write of the older process sent after the newer one
+    started that may have taken effect is two owners at once, whatever
+    the windows say (the fence failed).
+
+    [(gadget, (node, inst, first, last), (node, inst, first, last), how
+    long the spans overlap, the effects within the overlap)]."""
     eff = effects(records)
+    started = {}
+    for r in records:
+        k = (r["gadget"], r["node"], r["inst"])
+        started[k] = min(started.get(k, r["t0"]), r["t0"])
     out = []
     keys = sorted(eff)
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             if a[0] != b[0]:
                 continue
-            ea, eb = eff[a], eff[b]
-            sa = (min(x[0] for x in ea), max(x[1] for x in ea))
-            sb = (min(x[0] for x in eb), max(x[1] for x in eb))
-            if sa[1] <= sb[0] or sb[1] <= sa[0]:
+            old, new = (a, b) if started[a] <= started[b] else (b, a)
+            fenced_late = [x for x in eff[old] if x[2]["kind"] in FENCED and x[0] >= started[new]]
+            eo = [(x[0], min(x[1], started[new]) if x[2]["kind"] in FENCED and x not in fenced_late else x[1], x[2])
+                  for x in eff[old]]
+            en = eff[new]
+            so = (min(x[0] for x in eo), max(x[1] for x in eo))
+            sn = (min(x[0] for x in en), max(x[1] for x in en))
+            if not fenced_late and (so[1] <= sn[0] or sn[1] <= so[0]):
                 continue
-            lo, hi = max(sa[0], sb[0]), min(sa[1], sb[1])
-            within = sorted((x[2] for x in ea + eb if x[0] <= hi and lo <= x[1]), key=lambda r: r["effect"][0])
-            out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo, within))
+            lo, hi = max(so[0], sn[0]), min(so[1], sn[1])
+            within = sorted((x[2] for x in eo + en if x[0] <= hi and lo <= x[1]), key=lambda r: r["effect"][0])
+            for x in fenced_late:
+                if x[2] not in within:
+                    within.append(x[2])
+            out.append((a[0], (old[1], old[2], so[0], so[1]), (new[1], new[2], sn[0], sn[1]), hi - lo, within))
     return out
 
 

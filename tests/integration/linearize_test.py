@@ -234,22 +234,31 @@ def two_owners_by_effects():
     got = owners(late, 1, "the old process wrote after the new one's first write", spans=1)
     if [(r["node"], r["effect"][0]) for r in got[0][4]] != [("a", 104.201), ("b", 108.045)]:
         raise AssertionError("the effects within the overlap: %r" % got[0][4])
-    # Two windows overlapping in time, each process's only effect.
-    owners([rec("a", "A", "write", 1.0, 1.3, (1.1, 1.3)), rec("b", "B", "write", 1.2, 1.5, (1.25, 1.4))], 1,
+    # As the soak paused it: gadgetd SIGSTOPped after the write committed,
+    # before its answer reached the gadget, whose window then spans the
+    # pause. The fence: a's lease was taken after b's write committed, so
+    # before a's first method began. Not two owners.
+    spanning = [rec("b", "B", "incr", 100.000, 100.004, (100.002, 100.004)),
+                rec("b", "B", "incr", 100.010, 108.030, (100.012, 108.029)),
+                rec("a", "A", "incr", 104.200, 104.203, (104.201, 104.203))]
+    owners(spanning, 0, "a kv write's window spanning the pause (the fence bounds it)", spans=1)
+    # An alarm set has no such bound here: spanning the other's effect, it
+    # is two owners as far as times can tell.
+    alarm = [dict(r, kind="alarm") if r["t1"] > 108 else r for r in spanning]
+    owners(alarm, 1, "an alarm set's window spanning the other's write")
+    # Two unfenced windows overlapping in time, each process's only effect.
+    owners([rec("a", "A", "alarm", 1.0, 1.3, (1.1, 1.3)), rec("b", "B", "alarm", 1.2, 1.5, (1.25, 1.4))], 1,
            "overlapping effect windows")
-    # A window spanning a pause (the answer came after it) overlaps the
-    # other's effect: two owners, as far as times can tell.
-    owners([rec("b", "B", "incr", 1.0, 9.0, (1.01, 9.0)), rec("a", "A", "incr", 4.0, 4.1, (4.05, 4.1))], 1,
-           "a write's window spanning the other's effect")
     # A write refused (fenced: "not run") is no effect; one that may have
     # run (a timeout, 6) is one.
     fenced = soak + [rec("b", "B", "incr", 108.040, 108.050, (108.045, 108.049), err=-5)]
     owners(fenced, 0, "the old process's write refused after the pause")
     maybe = soak + [rec("b", "B", "incr", 108.040, 108.050, (108.045, 108.049), err=-6)]
     owners(maybe, 1, "the old process's write that may have run after the pause")
-    # An alarm firing is an effect: firings on two nodes at once.
-    owners([rec("a", "A", "fire", 2.0, 2.001, (2.0, 2.001)), rec("b", "B", "incr", 1.5, 2.5, (1.9, 2.4))], 1,
-           "a firing inside the other's write's window")
+    # An alarm firing is an effect: the old process's after the new one's
+    # first write.
+    owners([rec("b", "B", "incr", 1.5, 2.5, (1.9, 2.4)), rec("b", "B", "fire", 2.2, 2.201, (2.2, 2.201)),
+            rec("a", "A", "incr", 2.0, 2.1, (2.05, 2.1))], 1, "the old process's firing after the new one's write")
     # Handed over cleanly, with reads (no effect) overlapping: none.
     owners([rec("a", "A", "incr", 1.0, 1.1, (1.05, 1.1)), rec("a", "A", "read", 1.2, 3.0),
             rec("b", "B", "incr", 2.0, 2.1, (2.05, 2.1)), rec("b", "B", "incr", 3.5, 3.6, (3.55, 3.6))], 0,
