@@ -879,8 +879,8 @@ def proc_syscall(pid):
 
 
 # What each of the gadgets asks when a is paused: one binding call each
-# (the first refusal ends the lease, and with it the worker, so one
-# gadget cannot show a second).
+# (the lease's end kills the worker, so one gadget could not show a
+# second).
 RESUMED_CALLS = {"rk": ("KV", "put", {"key": "k", "value": 1}),
                  "rh": ("WEB", "request", {"url": "http://127.0.0.1:%d/x"}),
                  "rg": ("T", "call", {"method": "echo", "args": "from-a"}),
@@ -898,7 +898,10 @@ def pg_lease_resumed_owner_refuses_bindings(tmp):
     (blocked, waiting for paused a), then SIGCONT: a refuses each, "lost
     its lease ... not run", audited as such, before anything of it is
     done: the http server sees no request, the other gadget no call, the
-    store no kv key and no alarm; a kills the workers (its lease lost)."""
+    store no kv key and no alarm; a kills the workers (its lease lost).
+    Without the check (core/unit.c's on_binding_call) the lease ended
+    first and killed the workers, and the http request went out all the
+    same, after b had taken its gadget."""
     hits = Hits()
     with PgServer(tmp) as pg:
         a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
