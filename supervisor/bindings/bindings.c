@@ -236,6 +236,12 @@ void bindings_orphan(struct gadget_bindings *g, const struct peer *peer)
 
 void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc)
 {
+        bindings_handle_or_refuse(g, peer, bc, NULL);
+}
+
+void bindings_handle_or_refuse(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc,
+                               const char *refused)
+{
         const struct policy_binding *b = policy_binding_find(g->policy, bc->binding);
         if (over_budget(g, peer, bc, b))
                 return;
@@ -256,6 +262,12 @@ void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget_
         g->n_breqs++;
 
         char msg[256];
+        if (refused) {
+                /* Answered, audited and counted as any refusal, before
+                 * anything of its binding's type is looked at or done. */
+                bindings_reply(r, NULL, GADGET_EUNAVAILABLE, refused, 0);
+                return;
+        }
         if (!b) {
                 snprintf(msg, sizeof msg, "no binding named %s in the policy", bc->binding);
                 bindings_reply(r, NULL, GADGET_EDENIED, msg, 0);

@@ -168,6 +168,10 @@ void bindings_attach(struct gadget_bindings *g, struct peer *peer);
 /* Entry point from a worker's peer: the answer goes back to that peer (two
  * workers of a gadget may run at once while a restart drains the old). */
 void bindings_handle(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc);
+/* The same, but refused (unavailable: not run, with the message refused)
+ * when refused is not NULL: nothing of it is done. */
+void bindings_handle_or_refuse(struct gadget_bindings *g, struct peer *peer, const Gadget__BindingCall *bc,
+                               const char *refused);
 /* Its binding calls in flight. */
 size_t bindings_busy(const struct gadget_bindings *g);
 /* Answers (value, or code and message), audits, frees r. */

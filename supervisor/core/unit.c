@@ -468,12 +468,32 @@ static void on_hello(struct peer *p, void *data)
 }
 
 /* A binding call of any of its processes (the old one draining too):
- * answered on the link it came from. */
+ * answered on the link it came from. Store=postgresql: only while this
+ * node holds the gadget's lease and its own lease is valid by its clock
+ * (kvpg_lease_valid, read now: a pause counts), else refused, not run
+ * (fail closed). Why at each call and not only by the lease's end: a
+ * node resumed after a pause finds what its gadget asked meanwhile in
+ * the worker's socket, and another node runs the gadget by then. Its
+ * lease may end first in that turn of the loop (on_lost kills the worker,
+ * whose socket is still read until it is reaped: lease_pg_test.py saw
+ * the http request go out), or the request may be read first; the kv
+ * store's fence stops a write either way, nothing else would stop an
+ * http request, a call to another gadget or an alarm set. A refusal
+ * leaves the lease's end to the loop's next turn (kvpg_lease_valid),
+ * which kills the worker as for any lost lease. */
 static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void *data)
 {
         struct unit_run *r = data;
-        unit_active(r->u, monotime_ms());
-        bindings_handle(r->u->bind, p, bc);
+        struct unit *u = r->u;
+        unit_active(u, monotime_ms());
+        if (u->core->bindings.lease && (!u->leased || unit_lease_expired(u))) {
+                char why[200];
+                snprintf(why, sizeof why, "gadget \"%.64s\" lost its lease in the store (node %.64s): the binding "
+                         "call was not run", u->policy->name, u->core->cfg.node);
+                bindings_handle_or_refuse(u->bind, p, bc, why);
+                return;
+        }
+        bindings_handle(u->bind, p, bc);
 }
 
 /* A log message over the RPC (unit_output.c). */

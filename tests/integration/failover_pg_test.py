@@ -107,15 +107,16 @@ def pg_store_failover_to_a_standby(tmp):
     moved within 8 s); every
     acknowledged increment is in the final count (no more than those and
     the ones that may have run), the counter's history is linearizable
-    (linearize.py), no two processes of tg ran calls at overlapping times
-    (faultchecks.double_runs, from tg's records); no node warns of an
+    (linearize.py), no two processes of tg had effects (kv writes) at
+    interleaving times (faultchecks.double_runs, from tg's records); no
+    node warns of an
     asynchronous store while the standby is synchronous (log, `gadgetctl
     nodes`), and both do after the failover (the promoted server has no
     standby, and StoreConnection= names two hosts). GADGETD_STANDBY_ASYNC=1 runs it
     with the standby asynchronous: acknowledged increments are lost and
     the test fails (as it must)."""
     from faultchecks import check_linearizable, double_runs
-    from faultload import FREC, POLICY
+    from faultload import POLICY, frec_records
     sync = os.environ.get("GADGETD_STANDBY_ASYNC") != "1"
     silent = os.environ.get("GADGETD_STANDBY_FAULT", "freeze") == "freeze"
     pg = PgServer(tmp, settings="synchronous_standby_names = 'standby'\n" if sync else "").start()
@@ -235,15 +236,7 @@ def pg_store_failover_to_a_standby(tmp):
             for g, k, v, n_ops, n_open, secs in check_linearizable(ops):
                 print("linearizable %s/%s: %s (%d operations, %d open, %.2f s)" % (g, k, v, n_ops, n_open, secs))
                 check(v.ok is True, "%s/%s: not linearizable: %s" % (g, k, v))
-            records = []
-            for d in ds:
-                for line in d.logtext().splitlines():
-                    m = FREC.search(line)
-                    if m:
-                        g, node_, inst, oid, kind, key, v, t0, t1, err = m.groups()
-                        records.append({"gadget": g, "node": node_, "inst": inst, "id": oid, "kind": kind,
-                                        "key": key, "v": int(v), "t0": int(t0) / 1e9, "t1": int(t1) / 1e9,
-                                        "err": int(err)})
+            records = [r for d in ds for r in frec_records(d.logtext())]
             two = double_runs(records)
             check(not two, "two owners at once: %r" % [(x[0], x[1], x[2], x[3]) for x in two])
             if silent:

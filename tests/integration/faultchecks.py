@@ -87,17 +87,98 @@ def acked_in_store(cluster, ops):
     return bad
 
 
+# The kv errors of a write that may have taken effect all the same (a
+# timeout, the store gone during it: contract.h's 6 and 11, negated as the
+# gadget's records hold them). Any other error says the write was not
+# done (a fenced write among them).
+MAYBE_WROTE = (-6, -11)
+
+
+def effects(records):
+    """{(gadget, node, inst): [(e0, e1, record)]}: each process's effects,
+    sorted, a window each within which the effect took place (the test
+    gadget's: a kv write from just before it was sent to just after its
+    answer; an alarm set; a firing). A write refused is none; one whose
+    error says it may have run is one."""
+    out = {}
+    for r in records:
+        if r.get("effect") and (r["err"] == 0 or r["err"] in MAYBE_WROTE):
+            out.setdefault((r["gadget"], r["node"], r["inst"]), []).append((r["effect"][0], r["effect"][1], r))
+    for v in out.values():
+        v.sort(key=lambda x: x[0])
+    return out
+
+
+# The records' kinds whose effect is a kv write, which the store fences:
+# accepted only while its process's lease (epoch) is the gadget's current
+# one (docs/cluster.md, "Ownership and fencing").
+FENCED = ("write", "incr")
+
+
 def double_runs(records):
     """Two processes of one gadget (on two nodes, or one node's old and
-    new) that ran calls at the same time: each process's runs span [first
-    start, last end]; two spans that overlap mean two owners at once.
-    [(gadget, (node, inst, span), (node, inst, span), how long, wrote,
-    the runs within the overlap)]: wrote says whether both had a kv write
-    accepted within the overlap (what fencing forbids)."""
+    new) that were owners at once: their EFFECTS interleave. Each
+    process's effects span [first effect's window start, last one's end];
+    two processes are one after the other when every effect of one ends
+    before the first of the other begins. Otherwise an effect of one
+    landed between two of the other's, or their windows overlap in time:
+    what one owner at a time forbids (fencing refuses the kv writes of an
+    old epoch; an http request, a call or an alarm has no fence but the
+    node's own lease). Not the methods' spans: a process paused after its
+    last write ends its method after the pause but does nothing more
+    (span_overlaps tells those).
+
+    What the fence adds: the older process (the one whose first method
+    started first: the newer one's lease was taken after the older one's)
+    had a kv write take effect only before the newer one's lease was
+    taken, so before the newer one's first method started: its window
+    ends there (a node paused between the write's commit and its answer:
+    the gadget waits for the paused gadgetd, and its window would span
+    the pause). A kv write of the older process sent after the newer one
+    started that may have taken effect is two owners at once, whatever
+    the windows say (the fence failed).
+
+    [(gadget, (node, inst, first, last), (node, inst, first, last), how
+    long the spans overlap, the effects within the overlap)]."""
+    eff = effects(records)
+    started = {}
+    for r in records:
+        k = (r["gadget"], r["node"], r["inst"])
+        started[k] = min(started.get(k, r["t0"]), r["t0"])
+    out = []
+    keys = sorted(eff)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[0] != b[0]:
+                continue
+            old, new = (a, b) if started[a] <= started[b] else (b, a)
+            fenced_late = [x for x in eff[old] if x[2]["kind"] in FENCED and x[0] >= started[new]]
+            eo = [(x[0], min(x[1], started[new]) if x[2]["kind"] in FENCED and x not in fenced_late else x[1], x[2])
+                  for x in eff[old]]
+            en = eff[new]
+            so = (min(x[0] for x in eo), max(x[1] for x in eo))
+            sn = (min(x[0] for x in en), max(x[1] for x in en))
+            if not fenced_late and (so[1] <= sn[0] or sn[1] <= so[0]):
+                continue
+            lo, hi = max(so[0], sn[0]), min(so[1], sn[1])
+            within = sorted((x[2] for x in eo + en if x[0] <= hi and lo <= x[1]), key=lambda r: r["effect"][0])
+            for x in fenced_late:
+                if x[2] not in within:
+                    within.append(x[2])
+            out.append((a[0], (old[1], old[2], so[0], so[1]), (new[1], new[2], sn[0], sn[1]), hi - lo, within))
+    return out
+
+
+def span_overlaps(records):
+    """For information, not a failure: two processes of one gadget whose
+    runs' spans ([first method start, last method end]) overlap, with or
+    without effects in the overlap (double_runs judges those). [(gadget,
+    (node, inst, span), (node, inst, span), how long, the runs within the
+    overlap)]."""
     spans = {}
     for r in records:
         key = (r["gadget"], r["node"], r["inst"])
-        s = spans.setdefault(key, [r["t0"], r["t1"], [], []])
+        s = spans.setdefault(key, [r["t0"], r["t1"], []])
         s[0], s[1] = min(s[0], r["t0"]), max(s[1], r["t1"])
         s[2].append(r)
     out = []
@@ -109,12 +190,8 @@ def double_runs(records):
             sa, sb = spans[a], spans[b]
             lo, hi = max(sa[0], sb[0]), min(sa[1], sb[1])
             if lo < hi:
-                def wrote(s):
-                    return any(r["kind"] in ("write", "incr") and r["err"] == 0 and lo <= r["t1"] and r["t0"] <= hi
-                               for r in s[2])
                 within = sorted((r for r in sa[2] + sb[2] if lo <= r["t1"] and r["t0"] <= hi), key=lambda r: r["t0"])
-                out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo,
-                            wrote(sa) and wrote(sb), within))
+                out.append((a[0], (a[1], a[2], sa[0], sa[1]), (b[1], b[2], sb[0], sb[1]), hi - lo, within))
     return out
 
 
@@ -299,15 +376,24 @@ def verdicts(cluster, ops, say, faults=()):
         say(line)
     bad += alarm_bad
     records = cluster.records()  # with the last firings
-    runs = double_runs(records)
-    for g, a, b, overlap, wrote, within in runs:
-        line = ("two owners at once: %s ran on node %s (process %s, %.3f-%.3f) and on node %s (process %s, "
-                "%.3f-%.3f), overlapping %.0f ms%s" % (g, a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3],
-                                                      overlap * 1000, "; BOTH WROTE" if wrote else ""))
+    def runs_said(r):
+        e = r.get("effect")
+        return "    %s on %s (%s): %s %s %s -> %d, kv error %d, method %.3f-%.3f, effect %s" % (
+            r["gadget"], r["node"], r["inst"][:6], r["id"], r["kind"], r["key"], r["v"], r["err"], r["t0"], r["t1"],
+            "%.3f-%.3f" % e if e else "none")
+    for g, a, b, overlap, within in span_overlaps(records):
+        say("(information) the methods' spans of two processes overlap: %s on node %s (process %s, %.3f-%.3f) and "
+            "on node %s (process %s, %.3f-%.3f), %.0f ms; two owners only if their effects interleave (below)"
+            % (g, a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], overlap * 1000))
+        for r in within[:3] + (within[-3:] if len(within) > 6 else within[3:]):
+            say(runs_said(r))
+    for g, a, b, overlap, within in double_runs(records):
+        line = ("two owners at once: the effects of %s on node %s (process %s, %.3f-%.3f) and on node %s "
+                "(process %s, %.3f-%.3f) interleave, overlapping %.0f ms" % (g, a[0], a[1], a[2], a[3], b[0], b[1],
+                                                                           b[2], b[3], overlap * 1000))
         say(line)
         for r in within[:3] + (within[-3:] if len(within) > 6 else within[3:]):
-            say("    %s on %s (%s): %s %s %s -> %d, kv error %d, %.3f-%.3f" % (
-                g, r["node"], r["inst"][:6], r["id"], r["kind"], r["key"], r["v"], r["err"], r["t0"], r["t1"]))
+            say(runs_said(r))
         bad.append(line)
     for o, r in failed_but_ran(ops, records):
         line = ("told it did not run, but ran: %s %s %s/%s through %s, answered %r at +%.3f s; ran on %s at "

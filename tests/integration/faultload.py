@@ -78,7 +78,23 @@ MaxKeys=100
 Type=alarm
 Method=fwake
 """
-FREC = re.compile(r"\[(\w+)\] FREC (\S+) (\S+) (\S+) (\w+) (\w+) (-?\d+) (\d+) (\d+) (-?\d+)$")
+FREC = re.compile(r"\[(\w+)\] FREC (\S+) (\S+) (\S+) (\w+) (\w+) (-?\d+) (\d+) (\d+) (-?\d+) (\d+) (\d+)$")
+
+
+def frec_records(logtext):
+    """The fop records (FREC lines, testgadget.c) of a node's log: dicts of
+    gadget, node, inst, id, kind, key, v, t0, t1 (s, monotonic), err, and
+    effect: (e0, e1), the window its write took effect in, or None (a
+    read)."""
+    out = []
+    for line in logtext.splitlines():
+        m = FREC.search(line)
+        if m:
+            g, node, inst, oid, kind, key, v, t0, t1, err, e0, e1 = m.groups()
+            out.append({"gadget": g, "node": node, "inst": inst, "id": oid, "kind": kind, "key": key,
+                        "v": int(v), "t0": int(t0) / 1e9, "t1": int(t1) / 1e9, "err": int(err),
+                        "effect": (int(e0) / 1e9, int(e1) / 1e9) if int(e1) else None})
+    return out
 
 
 class Relay:
@@ -335,17 +351,8 @@ class Cluster:
     # -- the records ---------------------------------------------------
 
     def records(self):
-        """Every fop run the nodes' logs recorded: dicts of gadget, node,
-        inst, id, kind, key, v, t0, t1 (s, monotonic), err."""
-        out = []
-        for n, d in self.ds.items():
-            for line in d.logtext().splitlines():
-                m = FREC.search(line)
-                if m:
-                    g, node, inst, oid, kind, key, v, t0, t1, err = m.groups()
-                    out.append({"gadget": g, "node": node, "inst": inst, "id": oid, "kind": kind, "key": key,
-                                "v": int(v), "t0": int(t0) / 1e9, "t1": int(t1) / 1e9, "err": int(err)})
-        return out
+        """Every fop run the nodes' logs recorded (frec_records)."""
+        return [r for d in self.ds.values() for r in frec_records(d.logtext())]
 
 
 class Workload:

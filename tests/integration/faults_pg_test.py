@@ -15,13 +15,14 @@ Checked, in CI: each key's history is linearizable (the checker decides
 each, open-ended operations for the answers a caller never got); every
 acknowledged write is in the store at the end (the counts, the
 registers, the same through both nodes); no two processes of a gadget
-ran calls at the same time at all (two owners at once), let alone had kv
-writes accepted (fencing); no call whose caller was told it did not run
+had effects at interleaving times (two owners at once: each kv write's,
+alarm set's or firing's window, faultchecks.double_runs; the methods'
+spans overlapping are said, not failed); no call whose caller was told it did not run
 ran; no call ran after its caller had been answered with an error; no
 call answered with an error that does not say "may have run" had its
 write accepted; a paused owner's leases moved; every acknowledged alarm
 fired, none before it was due, none on two nodes at once (its firing is
-a run of its process); the store's audit copy has a record of every
+an effect of its process); the store's audit copy has a record of every
 acknowledged call, without exceptions (a node killed with records not
 copied sends them from its audit.log when it starts again:
 docs/cluster.md). Usage: faults_pg_test.py TEST."""

@@ -822,6 +822,158 @@ def pg_lease_paused_owner_replaced(tmp):
             stop_all([a, b])
 
 
+class Hits:
+    """A local HTTP server that counts the requests it is sent."""
+
+    def __init__(self):
+        import http.server
+        outer = self
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *a):
+                pass
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def proc_tree(pid):
+    """pid and its descendants."""
+    out = [pid]
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                for c in f.read().split():
+                    out += proc_tree(int(c))
+    except OSError:
+        pass
+    return out
+
+
+def proc_comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def proc_syscall(pid):
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            return f.read().split()[0]
+    except OSError:
+        return None
+
+
+# What each of the gadgets asks when a is paused: one binding call each
+# (the lease's end kills the worker, so one gadget could not show a
+# second).
+RESUMED_CALLS = {"rk": ("KV", "put", {"key": "k", "value": 1}),
+                 "rh": ("WEB", "request", {"url": "http://127.0.0.1:%d/x"}),
+                 "rg": ("T", "call", {"method": "echo", "args": "from-a"}),
+                 "ra": ("WAKE", "set", {"delay": 0, "id": "x"})}
+
+
+@test
+def pg_lease_resumed_owner_refuses_bindings(tmp):
+    """A node resumed after a pause past its lease refuses every binding
+    call its gadgets made meanwhile, not only the kv writes the store's
+    fence refuses: a owns four gadgets, each asked (before the pause) to
+    make one binding call 1.5 s later (kv, http to an allow-listed local
+    server, a call to another gadget, an alarm set); a's gadgetd is
+    SIGSTOPped, b takes the gadgets over, each gadget on a makes its call
+    (blocked, waiting for paused a), then SIGCONT: a refuses each, "lost
+    its lease ... not run", audited as such, before anything of it is
+    done: the http server sees no request, the other gadget no call, the
+    store no kv key and no alarm; a kills the workers (its lease lost).
+    Without the check (core/unit.c's on_binding_call) the lease ended
+    first and killed the workers, and the http request went out all the
+    same, after b had taken its gadget."""
+    hits = Hits()
+    with PgServer(tmp) as pg:
+        a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
+        body = ("Nodes=a b\nLogLinesPerSecond=100000\n[Binding KV]\nType=kv\n[Binding WEB]\nType=http\n"
+                "Allow=http://127.0.0.1:%d/\n[Binding T]\nType=gadget\nTarget=rt\n[Binding WAKE]\nType=alarm\n"
+                "Method=alarm\n" % hits.port)
+        for d in (a, b):
+            for g in RESUMED_CALLS:
+                policy(d.pol, g, body)
+            policy(d.pol, "rt", "Nodes=a b\n")
+        calls = {}
+        try:
+            a.start()
+            wait_for(lambda: all(a.state(g) == "ready" for g in list(RESUMED_CALLS) + ["rt"]),
+                     what=lambda: "a runs the gadgets: %r %s" % (a.list(), a.logtext()[-3000:]))
+            b.start()
+            for g in RESUMED_CALLS:
+                check(owner_of([a, b], g) == "a", "a owns %s" % g)
+            pids = {g: a.status(g)["pid"] for g in RESUMED_CALLS}
+            for g, (binding, op, args) in RESUMED_CALLS.items():
+                args = json.loads(json.dumps(args).replace("%d", str(hits.port)))
+                calls[g] = subprocess.Popen(
+                    [GADGETCTL, "--socket", a.sock, "call", g, "binding",
+                     json.dumps({"binding": binding, "op": op, "args": args, "after_ms": 1500})],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_for(lambda: a.logtext().count("] BINDING ") == len(RESUMED_CALLS),
+                     what="each gadget on a to have its call")
+            a.proc.send_signal(signal.SIGSTOP)
+            try:
+                for g in RESUMED_CALLS:
+                    wait_for(lambda g=g: owner_row(pg, g)[0] == "b", timeout=10, what="b to take %s" % g)
+
+                def asked(pid):
+                    # The test gadget (in its sandbox, under its pid 1) out
+                    # of its sleep (clock_nanosleep), waiting for a's
+                    # answer to its binding call.
+                    return [p for p in proc_tree(pid) if proc_comm(p) == "testgadget" and
+                            proc_syscall(p) in ("0", "7", "232", "271", "281")]
+                for g, pid in pids.items():
+                    wait_for(lambda pid=pid: asked(pid), what="%s on paused a to make its binding call" % g)
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            for g, c in calls.items():
+                out, err = c.communicate(timeout=30)
+                print("%s's call through resumed a: %d %r" % (g, c.returncode, (out + err).strip()[:200]))
+                check(c.returncode != 0, "%s's binding call through resumed a succeeded: %r" % (g, out))
+            for g in RESUMED_CALLS:
+                wait_for(lambda g=g: lease_lost_records(a, g), what="a's record of %s's lost lease" % g)
+            check(hits.requests == [], "the http server was sent %r" % hits.requests)
+            check(a.status("rt")["calls"] + (b.status("rt")["calls"] if b.state("rt") == "ready" else 0) == 0,
+                  "the other gadget was called")
+            check(pg.psql("SELECT count(*) FROM gadgetd_alarm WHERE gadget = 'ra'") == "0", "ra's alarm set")
+            check(pg.psql("SELECT count(*) FROM gadgetd_kv_ns n JOIN gadgetd_kv k ON k.ns = n.id "
+                          "WHERE n.gadget = 'rk'") == "0", "rk's key written")
+            check("ALARM id=x" not in a.logtext() + b.logtext(), "the alarm fired")
+            with open(os.path.join(a.tmp, "state", "audit.log")) as f:
+                audit = [json.loads(line) for line in f if '"binding"' in line]
+            # Each refused by a itself, before anything of it was done.
+            not_refused = []
+            for g, (binding, op, _) in RESUMED_CALLS.items():
+                recs = [r for r in audit if r.get("gadget") == g and r.get("binding") == binding]
+                if not recs or not all("lost its lease in the store" in r.get("detail", "") and
+                                       "not run" in r["detail"] for r in recs):
+                    not_refused.append("%s's %s.%s on a: %r" % (g, binding, op, recs))
+            check(not not_refused, "binding calls not refused: %s" % "; ".join(not_refused))
+        finally:
+            for c in calls.values():
+                if c.poll() is None:
+                    c.kill()
+            stop_all([a, b])
+            hits.close()
+
 def small_lock_table(tmp):
     """A server whose lock table has 100 nominal slots (10 x 10), and
     room for about 600 locks in all (the spare shared memory)."""

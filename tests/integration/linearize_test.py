@@ -199,6 +199,75 @@ def soak_sized_history_decided():
     assert time.monotonic() - t0 < 30
 
 
+def rec(node, inst, kind, t0, t1, effect=None, err=0, gadget="fb"):
+    """A test gadget's record (faultload.frec_records' shape)."""
+    return {"gadget": gadget, "node": node, "inst": inst, "id": "%s%.3f" % (node, t0), "kind": kind, "key": "n",
+            "v": 0, "t0": t0, "t1": t1, "err": err, "effect": effect}
+
+
+def owners(records, n, what, spans=None):
+    from faultchecks import double_runs, span_overlaps
+    got = double_runs(records)
+    if len(got) != n:
+        raise AssertionError("%s: %d pairs of processes with interleaving effects, expected %d: %r"
+                             % (what, len(got), n, got))
+    if spans is not None and len(span_overlaps(records)) != spans:
+        raise AssertionError("%s: %d span overlaps, expected %d" % (what, len(span_overlaps(records)), spans))
+    return got
+
+
+@test
+def two_owners_by_effects():
+    """faultchecks.double_runs judges the effects' windows, not the
+    methods' spans."""
+    # The second soak's case: b paused 14 ms into an increment whose write
+    # had been acknowledged; its method ends after the 8 s pause, its
+    # span overlapping a's run, but no effect of b after a's first one.
+    soak = [rec("b", "B", "incr", 100.000, 100.004, (100.002, 100.004)),
+            rec("b", "B", "incr", 100.010, 108.030, (100.012, 100.018)),
+            rec("a", "A", "incr", 104.200, 104.203, (104.201, 104.203)),
+            rec("a", "A", "read", 104.300, 104.301),
+            rec("a", "A", "incr", 108.100, 108.104, (108.102, 108.104))]
+    owners(soak, 0, "a write committed before a long pause, the method ended after it", spans=1)
+    # A real one: an effect of the old process after the new one's first.
+    late = soak + [rec("b", "B", "incr", 108.040, 108.050, (108.045, 108.049))]
+    got = owners(late, 1, "the old process wrote after the new one's first write", spans=1)
+    if [(r["node"], r["effect"][0]) for r in got[0][4]] != [("a", 104.201), ("b", 108.045)]:
+        raise AssertionError("the effects within the overlap: %r" % got[0][4])
+    # As the soak paused it: gadgetd SIGSTOPped after the write committed,
+    # before its answer reached the gadget, whose window then spans the
+    # pause. The fence: a's lease was taken after b's write committed, so
+    # before a's first method began. Not two owners.
+    spanning = [rec("b", "B", "incr", 100.000, 100.004, (100.002, 100.004)),
+                rec("b", "B", "incr", 100.010, 108.030, (100.012, 108.029)),
+                rec("a", "A", "incr", 104.200, 104.203, (104.201, 104.203))]
+    owners(spanning, 0, "a kv write's window spanning the pause (the fence bounds it)", spans=1)
+    # An alarm set has no such bound here: spanning the other's effect, it
+    # is two owners as far as times can tell.
+    alarm = [dict(r, kind="alarm") if r["t1"] > 108 else r for r in spanning]
+    owners(alarm, 1, "an alarm set's window spanning the other's write")
+    # Two unfenced windows overlapping in time, each process's only effect.
+    owners([rec("a", "A", "alarm", 1.0, 1.3, (1.1, 1.3)), rec("b", "B", "alarm", 1.2, 1.5, (1.25, 1.4))], 1,
+           "overlapping effect windows")
+    # A write refused (fenced: "not run") is no effect; one that may have
+    # run (a timeout, 6) is one.
+    fenced = soak + [rec("b", "B", "incr", 108.040, 108.050, (108.045, 108.049), err=-5)]
+    owners(fenced, 0, "the old process's write refused after the pause")
+    maybe = soak + [rec("b", "B", "incr", 108.040, 108.050, (108.045, 108.049), err=-6)]
+    owners(maybe, 1, "the old process's write that may have run after the pause")
+    # An alarm firing is an effect: the old process's after the new one's
+    # first write.
+    owners([rec("b", "B", "incr", 1.5, 2.5, (1.9, 2.4)), rec("b", "B", "fire", 2.2, 2.201, (2.2, 2.201)),
+            rec("a", "A", "incr", 2.0, 2.1, (2.05, 2.1))], 1, "the old process's firing after the new one's write")
+    # Handed over cleanly, with reads (no effect) overlapping: none.
+    owners([rec("a", "A", "incr", 1.0, 1.1, (1.05, 1.1)), rec("a", "A", "read", 1.2, 3.0),
+            rec("b", "B", "incr", 2.0, 2.1, (2.05, 2.1)), rec("b", "B", "incr", 3.5, 3.6, (3.55, 3.6))], 0,
+           "a read of the old process overlapping the new one's writes", spans=1)
+    # Other gadgets, or one process alone, are never two owners.
+    owners([rec("a", "A", "incr", 1.0, 2.0, (1.1, 1.9)), rec("b", "B", "incr", 1.0, 2.0, (1.1, 1.9), gadget="fa"),
+            rec("a", "A", "incr", 1.5, 1.6, (1.55, 1.58))], 0, "two gadgets")
+
+
 def main():
     names = sys.argv[1:] or list(TESTS)
     if names == ["--list"]:

@@ -293,13 +293,22 @@ static gadget_value *spew(struct gadget_call *call, const gadget_value *args, vo
         return gadget_null();
 }
 
+/* {"binding": B, "op": O, "args": A, "after_ms"?: T}: the binding call,
+ * made T ms after the method's start, which it says first ("BINDING B.O
+ * in T ms"): a node is paused meanwhile (lease_pg_test.py). */
 static gadget_value *binding(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *name = gadget_as_string(gadget_map_get(args, "binding"));
         const char *op = gadget_as_string(gadget_map_get(args, "op"));
         gadget_value *result = NULL;
+        int64_t after = 0;
         if (!name || !op)
                 return gadget_fail(call, GADGET_EINVAL, "binding needs {\"binding\": B, \"op\": O, \"args\": A}");
+        if (gadget_as_int(gadget_map_get(args, "after_ms"), &after) && after > 0 && after <= 60000) {
+                printf("BINDING %s.%s in %lld ms\n", name, op, (long long)after); /* the test pauses the node then */
+                fflush(stdout);
+                usleep((useconds_t)after * 1000);
+        }
         const gadget_value *bargs = gadget_map_get(args, "args");
         int e = gadget_binding_call(gadget_call_gadget(call), name, op, bargs ? gadget_copy(bargs) : NULL,
                                     &result);
@@ -670,12 +679,17 @@ static gadget_value *tail(struct gadget_call *call, const gadget_value *args, vo
  * binding KV: read K, write N to K, or increment K (a read and a write,
  * as the counter example does); or set an alarm on WAKE due N ms from now
  * (its firings: fwake). Each run prints one line, "FREC NODE
- * INSTANCE ID OP KEY VALUE T0 T1 ERR" (CLOCK_MONOTONIC ns, the host's:
- * the sandbox has no time namespace; NODE from the policy's FAULT_NODE;
- * INSTANCE this process's random name: one per start, so one per lease
- * held), whatever the outcome, so a call that ran is found even when its
- * caller was told it failed, and two nodes that ran the gadget at once
- * are seen from the overlap of their lines. Answers {v, node, inst}. */
+ * INSTANCE ID OP KEY VALUE T0 T1 ERR E0 E1" (CLOCK_MONOTONIC ns, the
+ * host's: the sandbox has no time namespace; NODE from the policy's
+ * FAULT_NODE; INSTANCE this process's random name: one per start, so one
+ * per lease held), whatever the outcome, so a call that ran is found even
+ * when its caller was told it failed. E0..E1 is the window of its effect:
+ * just before its write (the kv put, the alarm set) was sent and just
+ * after its answer came (the write took effect somewhere inside it; 0 0
+ * for a read, which has none). Two nodes that ran the gadget at once are
+ * seen from their effects' windows interleaving (faultchecks.double_runs),
+ * not from their methods' spans: a process paused after its write ends
+ * its method late but does nothing more. Answers {v, node, inst}. */
 static char fop_inst[17];
 
 /* {"kv": B, "alarms": A, "ms": T}: for T ms, write after write, each
@@ -737,9 +751,9 @@ static void fop_name_instance(int64_t t0)
 
 /* The alarm binding WAKE's Method= in the fault tests: each firing of an
  * alarm fop set prints "FREC NODE INSTANCE ID fire BINDING NOW_MS T0 T1
- * 0" (NOW_MS this host's real-time clock, to compare with the due time;
- * T0 and T1 as fop's): a firing on two nodes at once is two instances'
- * runs overlapping, as for calls. */
+ * 0 T0 T1" (NOW_MS this host's real-time clock, to compare with the due
+ * time; T0 and T1 as fop's; the firing is itself the effect): a firing on
+ * two nodes at once is two instances' effects overlapping, as for calls. */
 static gadget_value *fwake(struct gadget_call *call, const gadget_value *args, void *data)
 {
         const char *id = gadget_as_string(gadget_map_get(args, "id"));
@@ -751,8 +765,9 @@ static gadget_value *fwake(struct gadget_call *call, const gadget_value *args, v
         fop_name_instance(t0);
         if (!id || !b || strpbrk(id, " \n") || strpbrk(b, " \n"))
                 return gadget_null();
-        printf("FREC %s %s %s fire %s %lld %lld %lld 0\n", node ? node : "-", fop_inst, id, b,
-               (long long)real_ms(), (long long)t0, (long long)mono_ns());
+        int64_t t1 = mono_ns();
+        printf("FREC %s %s %s fire %s %lld %lld %lld 0 %lld %lld\n", node ? node : "-", fop_inst, id, b,
+               (long long)real_ms(), (long long)t0, (long long)t1, (long long)t0, (long long)t1);
         fflush(stdout);
         return gadget_null();
 }
@@ -764,7 +779,7 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
         const char *key = gadget_as_string(gadget_map_get(args, "key"));
         const char *id = gadget_as_string(gadget_map_get(args, "id"));
         const char *node = getenv("FAULT_NODE");
-        int64_t v = 0, t0 = mono_ns();
+        int64_t v = 0, t0 = mono_ns(), e0 = 0, e1 = 0;
         if (!op || !key || !id || strpbrk(id, " \n") || strpbrk(key, " \n"))
                 return gadget_fail(call, GADGET_EINVAL, "fop needs {op, key, id}");
         fop_name_instance(t0);
@@ -772,7 +787,9 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
         if (strcmp(op, "write") == 0) {
                 if (!gadget_as_int(gadget_map_get(args, "value"), &v))
                         return gadget_fail(call, GADGET_EINVAL, "write needs a value");
+                e0 = mono_ns();
                 e = gadget_kv_put(g, "KV", key, gadget_int(v));
+                e1 = mono_ns();
         } else if (strcmp(op, "read") == 0 || strcmp(op, "incr") == 0) {
                 gadget_value *cur = NULL;
                 e = gadget_kv_get(g, "KV", key, &cur);
@@ -781,8 +798,11 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
                 else if (e == -GADGET_ENOTFOUND)
                         e = 0;
                 gadget_value_free(cur);
-                if (e == 0 && strcmp(op, "incr") == 0)
+                if (e == 0 && strcmp(op, "incr") == 0) {
+                        e0 = mono_ns();
                         e = gadget_kv_put(g, "KV", key, gadget_int(++v));
+                        e1 = mono_ns();
+                }
         } else if (strcmp(op, "alarm") == 0) {
                 /* Due value ms from now (this host's clock, gadgetd's):
                  * id "w" + ID, fired to fwake; v is when it is due. */
@@ -792,12 +812,14 @@ static gadget_value *fop(struct gadget_call *call, const gadget_value *args, voi
                         return gadget_fail(call, GADGET_EINVAL, "alarm needs a value (ms)");
                 v = real_ms() + in;
                 snprintf(aid, sizeof aid, "w%s", id);
+                e0 = mono_ns();
                 e = gadget_alarm_set(g, "WAKE", v, 0, NULL, aid, NULL);
+                e1 = mono_ns();
         } else {
                 return gadget_fail(call, GADGET_EINVAL, "fop: unknown op");
         }
-        printf("FREC %s %s %s %s %s %lld %lld %lld %d\n", node ? node : "-", fop_inst, id, op, key, (long long)v,
-               (long long)t0, (long long)mono_ns(), e);
+        printf("FREC %s %s %s %s %s %lld %lld %lld %d %lld %lld\n", node ? node : "-", fop_inst, id, op, key,
+               (long long)v, (long long)t0, (long long)mono_ns(), e, (long long)e0, (long long)e1);
         fflush(stdout);
         if (e < 0)
                 return gadget_fail(call, -e, "%s", gadget_last_error(g));
