@@ -67,12 +67,29 @@ static const char sql_batch[] =
         " RETURNING octet_length(line) AS n)"
         " SELECT (SELECT coalesce(sum(n), 0) FROM ins), (SELECT count(*) FROM del), (SELECT coalesce(sum(n), 0) FROM del),"
         " (SELECT count(*) FROM ins)";
+/* A read's order: the records' own time, then (within a millisecond)
+ * their node's sequence, then id. Not id alone: a record caught up from
+ * audit.log (after a SIGKILL, or dropped from a full queue) is inserted
+ * after records written later, and would be listed after them. No index
+ * has this order (a new one would be a schema): a page is the gadget's
+ * rows (index on gadget, id) past the key, sorted for its first 256, or
+ * the rows past the key's time (index on at), whichever the planner finds
+ * cheaper. A key's time goes as text, in UTC to the microsecond: exact. */
+#define AT_TEXT "to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+/* The highest id of the gadget's rows (the read sees none written after
+ * it begins), and the key of the row before its last $2 (NULL: from the
+ * first: $2 NULL, or no more rows than that). */
 static const char sql_range[] =
-        "SELECT coalesce(min(id) - 1, 0), coalesce(max(id), 0) FROM"
-        " (SELECT id FROM gadgetd_audit WHERE gadget = $1 ORDER BY id DESC LIMIT $2::bigint) t";
+        "SELECT u.upto, f.k_at, f.k_seq, f.id FROM"
+        " (SELECT coalesce(max(id), 0) AS upto FROM gadgetd_audit WHERE gadget = $1) u LEFT JOIN LATERAL"
+        " (SELECT " AT_TEXT " AS k_at, coalesce(seq, 0) AS k_seq, id FROM gadgetd_audit"
+        " WHERE gadget = $1 AND id <= u.upto AND $2::bigint > 0"
+        " ORDER BY at DESC, coalesce(seq, 0) DESC, id DESC OFFSET $2::bigint LIMIT 1) f ON true";
 static const char sql_page[] =
-        "SELECT id, line FROM gadgetd_audit WHERE gadget = $1 AND id > $2::bigint AND id <= $3::bigint"
-        " ORDER BY id LIMIT 256";
+        "SELECT id, line, " AT_TEXT ", coalesce(seq, 0) FROM gadgetd_audit WHERE gadget = $1 AND id <= $2::bigint"
+        " AND ($3::timestamptz IS NULL OR (at >= $3::timestamptz"
+        " AND (at, coalesce(seq, 0), id) > ($3::timestamptz, $4::bigint, $5::bigint)))"
+        " ORDER BY at, coalesce(seq, 0), id LIMIT 256";
 static const char sql_prune[] =
         "WITH d AS (DELETE FROM gadgetd_audit WHERE id IN (SELECT id FROM gadgetd_audit"
         " WHERE at < now() - $1::integer * interval '1 day' LIMIT " PRUNE_ROWS ")"
@@ -88,11 +105,15 @@ static void drop(struct kvpg_audit *au, uint64_t n, const char *why)
         snprintf(au->why, sizeof au->why, "%s", why);
 }
 
-/* A line of sequence seq left out of the queue: in audit.log, the next
- * catch-up copies it from there. */
+/* A line of sequence seq left out of the queue (counted dropped): in
+ * audit.log, the next catch-up copies it from there (and then it no longer
+ * counts as unsent). */
 static void gap_at(struct kvpg_audit *au, uint64_t seq)
 {
-        if (seq && (!au->gap || seq < au->gap))
+        if (!seq)
+                return; /* no sequence: no catch-up finds it */
+        au->gap_drops++;
+        if (!au->gap || seq < au->gap)
                 au->gap = seq;
 }
 
@@ -152,8 +173,9 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
 
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)
 {
-        *why = au && au->dropped ? au->why : "";
-        return au ? au->dropped : 0;
+        uint64_t n = au && au->dropped > au->recovered ? au->dropped - au->recovered : 0;
+        *why = n ? au->why : "";
+        return n;
 }
 
 /* A query was handed to libpq (sent: its return). */
@@ -223,7 +245,7 @@ static void send_batch(struct kvpg_audit *au)
 static void send_read(struct kvpg_audit *au)
 {
         struct kvpg_audit_read *rd = au->reads;
-        char last[24], after[24], upto[24];
+        char last[24], upto[24], seq[24], id[24];
         au->reads = rd->next;
         if (!au->reads)
                 au->reads_tail = &au->reads;
@@ -235,10 +257,12 @@ static void send_read(struct kvpg_audit *au)
                             PQsendQueryParams(pgconn_pq(au->pc), sql_range, 2, NULL, params, NULL, NULL, 0));
                 return;
         }
-        snprintf(after, sizeof after, "%lld", rd->after);
         snprintf(upto, sizeof upto, "%lld", rd->upto);
-        const char *params[3] = { rd->gadget, after, upto };
-        kvpg_audit_query_begin(au, OUT_PAGE, PQsendQueryParams(pgconn_pq(au->pc), sql_page, 3, NULL, params, NULL, NULL, 0));
+        snprintf(seq, sizeof seq, "%lld", rd->key_seq);
+        snprintf(id, sizeof id, "%lld", rd->key_id);
+        const char *params[5] = { rd->gadget, upto, rd->from ? rd->at : NULL, seq, id };
+        kvpg_audit_query_begin(au, OUT_PAGE,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_page, 5, NULL, params, NULL, NULL, 0));
 }
 
 static void send_prune(struct kvpg_audit *au)
@@ -324,18 +348,30 @@ static void read_answer(struct kvpg_audit *au, PGresult *res, int err, const cha
                 PQclear(res);
 }
 
+/* rd goes on past the key in res's row (its time, seq and id in columns
+ * at, at + 1 and id), if there is one; else from the first row. */
+static void key_keep(struct kvpg_audit_read *rd, const PGresult *res, int row, int at, int id)
+{
+        rd->from = !PQgetisnull(res, row, at);
+        if (!rd->from)
+                return;
+        snprintf(rd->at, sizeof rd->at, "%s", PQgetvalue(res, row, at));
+        rd->key_seq = atoll(PQgetvalue(res, row, at + 1));
+        rd->key_id = atoll(PQgetvalue(res, row, id));
+}
+
 /* The range of a read is known: its first page is asked at once. */
 static void range_known(struct kvpg_audit *au)
 {
         struct kvpg_audit_read *rd = au->reading;
         if (!rd)
                 return;
-        if (!au->last || PQntuples(au->last) != 1) {
+        if (!au->last || PQntuples(au->last) != 1 || PQnfields(au->last) != 4) {
                 read_answer(au, NULL, -EIO, "the store answered no range");
                 return;
         }
-        rd->after = atoll(PQgetvalue(au->last, 0, 0));
-        rd->upto = atoll(PQgetvalue(au->last, 0, 1));
+        rd->upto = atoll(PQgetvalue(au->last, 0, 0));
+        key_keep(rd, au->last, 0, 1, 3);
         au->reading = NULL;
         rd->next = au->reads;
         au->reads = rd;
@@ -451,6 +487,9 @@ static void on_end(void *arg)
         } else if (out == OUT_PAGE) {
                 PGresult *res = au->last;
                 au->last = NULL;
+                /* The next page goes on past this one's last row. */
+                if (au->reading && res && PQntuples(res) > 0 && PQnfields(res) == 4)
+                        key_keep(au->reading, res, PQntuples(res) - 1, 2, 0);
                 read_answer(au, res, 0, NULL);
         } else if (out == OUT_PRUNE && !au->err[0]) {
                 /* A full prune may have left more: the next one now. */
@@ -527,7 +566,7 @@ static void on_lost(void *arg, const char *why)
         au->state = AU_DOWN;
         au->out = OUT_NONE;
         au->batch = 0;
-        kvpg_audit_catch_stop(au); /* begun again at the next connect, from the store's highest */
+        kvpg_audit_catch_lost(au); /* begun again at the next connect, from the store's highest */
         au->high_due = false;
         PQclear(au->last);
         au->last = NULL;

@@ -46,6 +46,16 @@ void kvpg_audit_catch_stop(struct kvpg_audit *au)
         au->cfull = false;
 }
 
+void kvpg_audit_catch_lost(struct kvpg_audit *au)
+{
+        /* The lines dropped that it was to copy: the next one (from the
+         * store's highest then, which may be past them) begins at the
+         * first of them at most. */
+        if ((au->catch || au->clines) && au->cdrops && (!au->gap || au->after + 1 < au->gap))
+                au->gap = au->after + 1;
+        kvpg_audit_catch_stop(au);
+}
+
 /* A catch-up ended: said once if it copied or skipped anything. */
 static void catch_ended(struct kvpg_audit *au)
 {
@@ -59,6 +69,12 @@ static void catch_ended(struct kvpg_audit *au)
                         "a restart, a lost connection or a full queue)", (unsigned long long)au->caught);
         au->skipped_all += au->cskipped;
         au->caught = au->cskipped = 0;
+        /* Read to the end: every line dropped before it began (past
+         * after, their sequences) is in the store now, or was refused by
+         * it (counted again then). */
+        if (!au->cfailed)
+                au->recovered += au->cdrops;
+        au->cdrops = 0;
 }
 
 /* Whether a line's time is older than the store keeps (the prune would
@@ -124,9 +140,11 @@ void kvpg_audit_catch_step(evutil_socket_t fd, short what, void *arg)
         if (!au->catch || au->cfull)
                 return;
         int e = audit_reader_step(au->catch, catch_line, au);
-        if (e < 0)
+        if (e < 0) {
                 log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
                         strerror(-e));
+                au->cfailed = true;
+        }
         if (e <= 0) {
                 audit_reader_free(au->catch);
                 au->catch = NULL;
@@ -148,14 +166,17 @@ void kvpg_audit_catch_step(evutil_socket_t fd, short what, void *arg)
 void kvpg_audit_catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t qfrom, uint64_t qto)
 {
         kvpg_audit_catch_stop(au);
-        if (!au->dir)
-                return;
-        int e = audit_reader_new(au->dir, au->keep, NULL, 0, &au->catch);
+        int e = au->dir ? audit_reader_new(au->dir, au->keep, NULL, 0, &au->catch) : -ENOENT;
         if (e < 0) {
-                log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
-                        strerror(-e));
+                if (au->dir)
+                        log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s",
+                                au->dir, strerror(-e));
+                au->cdrops = au->gap_drops = 0; /* never copied: they stay counted */
                 return;
         }
+        au->cdrops += au->gap_drops;
+        au->gap_drops = 0;
+        au->cfailed = false;
         au->after = after;
         au->qfrom = qfrom;
         au->qto = qto;

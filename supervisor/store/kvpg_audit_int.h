@@ -58,6 +58,7 @@ struct kvpg_audit {
         uint32_t keep;
         bool high_due;                  /* at connect: H is asked before any batch */
         uint64_t gap;                   /* the first line dropped since the last catch-up (0: none) */
+        uint64_t gap_drops;             /* the lines dropped since: the next catch-up copies them */
         struct audit_reader *catch;     /* the files being read, or NULL */
         uint64_t after;                 /* it sends the sequences past after */
         uint64_t qfrom, qto;            /* but those in [qfrom, qto): the queue's */
@@ -68,6 +69,10 @@ struct kvpg_audit {
         bool ctoggle;                   /* the last batch sent was the catch-up's */
         uint64_t caught, cskipped;      /* lines this catch-up copied, and skipped */
         uint64_t caught_all, skipped_all; /* since gadgetd started */
+        uint64_t cdrops;                /* the dropped lines this catch-up copies (gap_drops when it began) */
+        bool cfailed;                   /* it could not read the files to their end */
+        uint64_t recovered;             /* dropped lines that catch-ups copied since (dropped less these:
+                                         * the lines not in the store) */
 };
 
 /* kvpg_audit.c's. */
@@ -88,6 +93,9 @@ void kvpg_audit_catch_step(evutil_socket_t fd, short what, void *arg);
 void kvpg_audit_catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t qfrom, uint64_t qto);
 /* The catch-up's files and batch being filled are given up. */
 void kvpg_audit_catch_stop(struct kvpg_audit *au);
+/* The connection was lost: a catch-up under way stops, to begin again at
+ * the next connect, from where this one began at most. */
+void kvpg_audit_catch_lost(struct kvpg_audit *au);
 /* At connect: asks the store this node's highest sequence. */
 void kvpg_audit_catch_send_high(struct kvpg_audit *au);
 /* Its answer (au->last) is in: the catch-up begins. */

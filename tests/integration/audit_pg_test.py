@@ -194,15 +194,18 @@ def pg_audit_store_slow_or_down(tmp):
                      what="every record in the store")
             by_seq = pg.psql("SELECT line FROM gadgetd_audit WHERE gadget = 'attacker' ORDER BY seq").splitlines()
             check(by_seq == file_lines(d, "attacker"), "the store's lines by seq are not the file's")
+            # Those copied no longer count as not copied.
+            wait_for(lambda: status(d, "good")["audit_unsent"] == 0, timeout=10,
+                     what="audit_unsent back to 0 once the dropped records were caught up")
             caught = status(d, "good")["audit_caught_up"]
             print("caught up from audit.log: %d records" % caught)
             # (At least those dropped: a line the queue took after a drop
             # may be sent both ways, and lands once.)
             check(caught >= dropped, "caught up %d, dropped %d" % (caught, dropped))
             got, _ = audit(d, "attacker", "-n", "3")
-            # The store's last three (in its order: the file's last were
-            # dropped from the queue, then caught up last).
-            check(got == store_lines(pg, "attacker", "a")[-3:], "audit -n 3 from the store: %r" % got)
+            # The file's last three (the store lists the records in their
+            # own order, though these were dropped and caught up last).
+            check(got == file_lines(d, "attacker")[-3:], "audit -n 3 from the store: %r" % got)
             # The server stops: gadgetd answers at once, audit from the file.
             pg.stop()
             t0 = time.monotonic()
@@ -420,9 +423,26 @@ def pg_audit_caught_up_after_sigkill(tmp):
             with open(os.path.join(d.tmp, "state", "audit.log"), "a") as f:
                 f.write(acked[-1] + "\n")
                 f.write('{"time":"2026-12-06T20:00:00.000Z","gadget":"good","node":"a","seq":')
+            # Another node's record, written after them, reaches the store
+            # before they are caught up (a lower id).
+            now = time.time()
+            later = ('{"time":"%s.%03dZ","gadget":"good","binding":"echo","op":"call echo","outcome":"ok",'
+                     '"node":"b","seq":1}' % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)),
+                                             int(now * 1000) % 1000))
+            check(later > acked[-1][:len('{"time":"2026-12-06T20:00:00.000Z"')], "the clock went back")
+            pg.psql("INSERT INTO gadgetd_audit (gadget, node, at, line, seq) VALUES ('good', 'b', '%s', $$%s$$, 1)"
+                    % (json.loads(later)["time"], later))
             d.start()
             wait_for(lambda: [pg.psql(copied % l) for l in acked] == ["1"] * 6, timeout=20,
                      what="every acknowledged call in the store's copy once")
+            # `gadgetctl audit` lists them in the order they were written
+            # (their own time), not the order they reached the store.
+            got, _ = audit(d, "good")
+            check(got.index(later) > got.index(acked[-1]), "caught up listed after a later record: %r" % got)
+            times = [json.loads(l)["time"] for l in got]
+            check(times == sorted(times), "audit not in time order: %r" % times)
+            last3, _ = audit(d, "good", "-n", "3")
+            check(last3 == got[-3:], "audit -n 3: %r, not the last three of %r" % (last3, got))
             check(pg.psql("SELECT count(*) - count(DISTINCT seq) FROM gadgetd_audit WHERE node = 'a'") == "0",
                   "a sequence twice in the store")
             check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line NOT LIKE '%}'") == "0",
