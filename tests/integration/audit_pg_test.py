@@ -344,14 +344,35 @@ def pg_audit_store_bounded(tmp):
 
 
 @test
-def pg_audit_batch_ended_by_the_server_sent_again(tmp):
+def batch_terminated(pg, session):
+    """The audit session's batch waits on the table's lock (pg.locked);
+    its backend is terminated ("terminating connection", 57P01, as at a
+    store's restart)."""
+    wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
+             what="the batch waiting on the lock")
+    pid = pg.psql("SELECT pid " + session)
+    check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
+    wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
+             what="the batch's backend gone")
+
+
+@test
+def pg_audit_caught_up_after_sigkill(tmp):
     """A batch whose session the server ends before it commits (a store's
-    restart or a terminated backend: "terminating connection", 57P01;
-    here the batch waits on a lock when its backend is terminated) is sent
-    again once the store takes it: the record reaches the store's copy
-    and nothing is counted unsent. (Before, such a batch was dropped and
-    counted: its records were in the node's audit.log only — the fault
-    schedule's store restarts.)"""
+    restart or a terminated backend: 57P01; here the batch waits on a lock
+    when its backend is terminated) is sent again once the store takes it:
+    the record reaches the store's copy and nothing is counted unsent.
+    (Before, such a batch was dropped and counted: its records were in the
+    node's audit.log only — the fault schedule's store restarts.)
+    Then records a node wrote to its audit.log but had not copied when it
+    was SIGKILLed reach the store's copy once it starts again, each exactly
+    once: it asks the store for its highest sequence and sends what
+    audit.log holds past it. Here none of them was copied before the kill
+    (their batch waited on a lock and its backend was terminated, the
+    reconnect's setup then waiting on the lock too); a record there twice
+    lands once, and a torn last line (a write cut short) is skipped, never sent; the restarted node's own
+    records go on past the file's last sequence. (One test: the two share
+    a store and a node's start.)"""
     with PgServer(tmp) as pg:
         d = node(tmp, pg, "a")
         session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
@@ -362,15 +383,10 @@ def pg_audit_batch_ended_by_the_server_sent_again(tmp):
             wait_for(lambda: d.state("good") == "ready", what="good ready")
             wait_for(lambda: pg.psql("SELECT count(*) " + session) == "1", what="a's audit session")
             with pg.locked("gadgetd_audit"):
-                check(d.ctl("call", "good", "echo", '"x"').returncode == 0, "the call")
+                check(d.ctl("call", "good", "echo", '"before"').returncode == 0, "the first call")
                 line = file_lines(d, "good")[-1]
                 check('"op":"call echo"' in line, "the call's record in audit.log: %r" % line)
-                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
-                         what="the batch waiting on the lock")
-                pid = pg.psql("SELECT pid " + session)
-                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
-                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
-                         what="the batch's backend gone")
+                batch_terminated(pg, session)
             copied = "SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % line
             wait_for(lambda: pg.psql(copied) != "0" or status(d, "good")["audit_unsent"] > 0, timeout=20,
                      what="the record copied or counted")
@@ -378,39 +394,11 @@ def pg_audit_batch_ended_by_the_server_sent_again(tmp):
             check(unsent["audit_unsent"] == 0, "counted as not copied: %d (%s)" % (unsent["audit_unsent"],
                                                                                  unsent["audit_unsent_error"]))
             check(pg.psql(copied) == "1", "the record in the store once: %s" % pg.psql(copied))
-        finally:
-            d.__exit__(None, None, None)
-
-
-@test
-def pg_audit_caught_up_after_sigkill(tmp):
-    """Records a node wrote to its audit.log but had not copied when it was
-    SIGKILLed reach the store's copy once it starts again, each exactly
-    once: it asks the store for its highest sequence and sends what
-    audit.log holds past it. Here none of them was copied before the kill
-    (their batch waited on a lock and its backend was terminated, the
-    reconnect's setup then waiting on the lock too); a record there twice
-    lands once, and a torn last line (a write cut short) is skipped, never sent; the restarted node's own
-    records go on past the file's last sequence."""
-    with PgServer(tmp) as pg:
-        d = node(tmp, pg, "a")
-        session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
-        try:
-            d.start()
-            policy(d.pol, "good")
-            check(d.ctl("reload").returncode == 0, "reload")
-            wait_for(lambda: d.state("good") == "ready", what="good ready")
-            check(d.ctl("call", "good", "echo", '"before"').returncode == 0, "the first call")
             wait_for(lambda: store_lines(pg, "good", "a") == file_lines(d, "good"), what="the first call copied")
             with pg.locked("gadgetd_audit"):
                 for i in range(5):
                     check(d.ctl("call", "good", "echo", '"k%d"' % i).returncode == 0, "call %d" % i)
-                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
-                         what="the batch waiting on the lock")
-                pid = pg.psql("SELECT pid " + session)
-                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
-                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
-                         what="the batch's backend gone")
+                batch_terminated(pg, session)
                 d.proc.send_signal(signal.SIGKILL)
                 d.proc.wait()
             acked = [l for l in file_lines(d, "good") if '"op":"call echo"' in l]
