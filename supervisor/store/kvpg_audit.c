@@ -200,7 +200,8 @@ void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text,
         snprintf(excess, sizeof excess, "%llu",
                  (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
         const char *params[3] = { text, au->node, excess };
-        kvpg_audit_query_begin(au, out, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
+        kvpg_audit_query_begin(au, out,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
 }
 
 /* The queued lines (up to a batch's bound) as one INSERT. */
@@ -271,7 +272,8 @@ static void send_prune(struct kvpg_audit *au)
         snprintf(days, sizeof days, "%u", au->keep_days);
         const char *params[2] = { days, au->node };
         au->prune_due = false;
-        kvpg_audit_query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
+        kvpg_audit_query_begin(au, OUT_PRUNE,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
 }
 
 

@@ -205,7 +205,8 @@ void kvpg_audit_catch_send_high(struct kvpg_audit *au)
 {
         const char *params[1] = { au->node };
         au->high_due = false;
-        kvpg_audit_query_begin(au, OUT_HIGH, PQsendQueryParams(pgconn_pq(au->pc), sql_high, 1, NULL, params, NULL, NULL, 0));
+        kvpg_audit_query_begin(au, OUT_HIGH,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_high, 1, NULL, params, NULL, NULL, 0));
 }
 /* The catch-up's batch ended: like a batch of the queue's; then the
  * next slice of the files. */
