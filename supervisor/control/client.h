@@ -121,7 +121,7 @@ struct unit;
 int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
                  const char *name, const char *version, bool rollback, bool with_state, unsigned percent,
                  const struct unit_rollout_bound *bound);
-/* A running rollout of u sent back as gadgetctl rollback does. */
+/* A running rollout of u sent back as gadgetctl rollback does (deploy_rollout.c). */
 void deploy_rollout_back(struct unit *u, const char *why);
 
 /* The versions and rollouts in a cluster's store (deploy_store.c). */

@@ -14,10 +14,9 @@
  * leaves, and a rollback --with-state restores the one kept with the
  * version it goes to (deploy_state.c); either waits for that, and is
  * refused, nothing changed, if it fails.
- * A staged deploy (a percent below 100) arms a rollout on the unit first
- * (core/unit_rollout.c): its new process then serves that share beside
- * the old one, the store naming the old version meanwhile; the core tells
- * its end (rollout_ended), which the store, the log and the audit record. */
+ * A staged deploy (a percent below 100): deploy_rollout.c. */
+#include "deploy_int.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,115 +33,14 @@
 #include "system/log.h"
 #include "system/releases.h"
 
-/* A staged rollout, the control's side: what its end (rollout_ended,
- * the core's callback) does to the store. Lives from its arming until
- * that callback, or until the core dropped it unarmed (ro_release). */
-struct rollout_rec {
-        struct core *core;
-        char *state_dir;
-        char name[64], version[80], prev[80];
-        uid_t uid;
-        bool by_request;            /* sent back by gadgetctl, not by its bound or an end */
-        struct deploy_job *waiting; /* the deploy that began it, until answered */
-};
-
-struct deploy_job {
-        LIST_ENTRY(deploy_job) link; /* in its control's deploys, while it has one */
-        struct control *ctl;        /* NULL once the control went (gadgetd is ending) */
-        struct core *core;
-        const struct control_env *env;
-        struct client_load *ans;
-        char *state_dir;
-        uid_t uid;                  /* who asked (audited) */
-        bool rollback;
-        bool with_state;            /* a rollback restoring the state kept with its version (deploy_state.c) */
-        char *text;                 /* an install's: what it did; NULL: a deploy's or rollback's */
-        char name[64], version[80], prev[80];
-        char previous[80];          /* the store's previous before, put back by a rollback of j */
-        char said[400];             /* what its state's step did (deploy_state.c), "" if nothing */
-        unsigned percent;           /* 1 to 99: a staged rollout; else at once */
-        struct unit_rollout_bound bound; /* its error bound */
-        struct rollout_rec *ro;     /* its rollout's record, until that rollout ended */
-        bool ro_completed;          /* it ended before the answer: completed, or not */
-};
-
-static void rec_free(struct rollout_rec *rr)
-{
-        free(rr->state_dir);
-        free(rr);
-}
-
-static void rollout_audit(const struct rollout_rec *rr, int code, const char *detail)
-{
-        struct audit_record rec = { .gadget = rr->name, .binding = "deploy", .op = "rollout",
-                                    .outcome = audit_outcome_of(code), .detail = detail, .has_uid = true,
-                                    .uid = (uint32_t)rr->uid };
-        audit_write(core_audit(rr->core), &rec);
-}
-
-/* The core's word that a rollout that served ended. Completed: the new
- * version is the store's current one from now on (its policy copied, as
- * a deploy's), the old one its previous. Not: the store names the old
- * version already (ready_done put it back once the rollout began), so
- * nothing changes there; the operator is told why. */
-static void rollout_ended(void *arg, struct unit *u, bool completed, const char *why)
-{
-        struct rollout_rec *rr = arg;
-        char path[4400], detail[480];
-        (void)u;
-        if (rr->waiting) {
-                rr->waiting->ro = NULL;
-                rr->waiting->ro_completed = completed;
-        }
-        if (completed) {
-                if (releases_commit(rr->state_dir, rr->name, rr->version, path, sizeof path) == 0 && rr->prev[0])
-                        releases_set_previous(rr->state_dir, rr->name, rr->prev);
-                log_msg(L_INFO, rr->name, "its rollout of version \"%s\" completed (%s): it serves every call",
-                        rr->version, why);
-                snprintf(detail, sizeof detail, "version %s (was %s): completed", rr->version, rr->prev);
-                rollout_audit(rr, 0, detail);
-        } else {
-                log_msg(rr->by_request ? L_INFO : L_ERR, rr->name, "its rollout of version \"%s\" went back%s: %s",
-                        rr->version, rr->by_request ? "" : " automatically", why);
-                snprintf(detail, sizeof detail, "version %s (was %s): rolled back: %.200s", rr->version, rr->prev,
-                         why);
-                rollout_audit(rr, rr->by_request ? 0 : GADGET_EFAILED, detail);
-                if (!rr->by_request) /* the owner's verdict, for every node */
-                        deploy_store_went_back(NULL, rr->name, rr->version, NULL, NULL, why);
-        }
-        rec_free(rr);
-}
-
-/* j's rollout record, once j no longer waits: the core's (it calls
- * rollout_ended at the end) if its rollout serves, else dropped (an armed
- * rollout that did not begin is disarmed first: the core keeps no arg). */
-static void ro_release(struct deploy_job *j, struct unit *u)
-{
-        struct rollout_rec *rr = j->ro;
-        struct unit_rollout_info in = { 0 };
-        if (!rr)
-                return;
-        j->ro = NULL;
-        rr->waiting = NULL;
-        if (u)
-                unit_rollout_info(u, &in);
-        if (in.arg == rr && in.running)
-                return;
-        if (in.arg == rr)
-                unit_rollout_disarm(u);
-        rec_free(rr);
-}
-
-static void ro_release(struct deploy_job *j, struct unit *u);
-
-static void job_free(struct deploy_job *j)
+void deploy_job_free(struct deploy_job *j)
 {
         /* Without its control gadgetd is ending, its core closed already
          * (no rollout armed left there): the record is only freed. */
         if (j->ro && j->ctl)
-                ro_release(j, core_find(j->core, j->name));
+                deploy_rollout_release(j, core_find(j->core, j->name));
         else if (j->ro)
-                rec_free(j->ro);
+                deploy_rollout_free(j->ro);
         if (j->ctl)
                 LIST_REMOVE(j, link);
         free(j->text);
@@ -159,7 +57,7 @@ static void job_audit(const struct deploy_job *j, int code, const char *detail)
 }
 
 /* The answer, the audit record, and j freed. */
-static void job_end(struct deploy_job *j, int code, const char *msg)
+void deploy_job_end(struct deploy_job *j, int code, const char *msg)
 {
         char detail[300];
         snprintf(detail, sizeof detail, "version %s (was %s)%s%s", j->version, j->prev[0] ? j->prev : "none",
@@ -167,7 +65,7 @@ static void job_end(struct deploy_job *j, int code, const char *msg)
         if (!j->text) /* an install is audited as one (install.c) */
                 job_audit(j, code, detail);
         client_load_answer(j->ans, code, msg);
-        job_free(j);
+        deploy_job_free(j);
 }
 
 /* The reload of the version before, after a failed deploy: only logged
@@ -199,46 +97,6 @@ static void revert(struct deploy_job *j, const char *why)
                 free(arg);
 }
 
-/* A staged deploy's new process said hello: whether it serves its
- * share (then j is answered and freed), or the deploy is one at once
- * (the gadget was not running here, or its old process ended meanwhile:
- * the new one took over). */
-static bool staged_ready(struct deploy_job *j)
-{
-        struct unit *u = core_find(j->core, j->name);
-        struct unit_rollout_info in = { 0 };
-        char path[4400], out[600];
-        if (u)
-                unit_rollout_info(u, &in);
-        if (!j->ro && !j->ro_completed) {
-                /* It went back before this answer: the store as before. */
-                if (j->prev[0])
-                        releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
-                releases_set_previous(j->state_dir, j->name, j->previous);
-                snprintf(out, sizeof out, "the rollout of %s %s went back as it began: %.300s", j->name, j->version,
-                         in.last_back ? in.last_back : "");
-                job_end(j, GADGET_EFAILED, out);
-                return true;
-        }
-        if (!j->ro || !(in.running && in.arg == j->ro)) {
-                ro_release(j, u); /* the version serves every call */
-                return false;
-        }
-        /* While it runs, the store names the version that serves every
-         * call but the share: a gadgetd that starts again meanwhile runs
-         * that one (the rollout is this gadgetd's), and a rollout that
-         * goes back leaves the store as it was. */
-        if (j->prev[0])
-                releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
-        releases_set_previous(j->state_dir, j->name, j->previous);
-        ro_release(j, u);
-        log_msg(L_INFO, j->name, "rolling out version \"%s\" (was \"%s\") to %u%% of the call trees for uid %u",
-                j->version, j->prev, j->percent, (unsigned)j->uid);
-        snprintf(out, sizeof out, "rolling out %s %s to %u%% of the call trees (was %s): its new process serves "
-                 "beside the old one", j->name, j->version, j->percent, j->prev[0] ? j->prev : "none");
-        job_end(j, 0, out);
-        return true;
-}
 
 /* The new version's process said hello, or why it did not. */
 static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int code, const char *message)
@@ -248,24 +106,24 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
         (void)tag;
         if (!j->ctl) { /* gadgetd is ending: the store names the new version, loaded at its next start */
                 client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
-                job_free(j);
+                deploy_job_free(j);
                 return;
         }
-        if (res && j->percent && staged_ready(j))
+        if (res && j->percent && deploy_rollout_ready(j))
                 return;
         if (res) {
                 if (j->prev[0] && strcmp(j->prev, j->version) != 0)
                         releases_set_previous(j->state_dir, j->name, j->prev);
                 if (j->text) {
                         snprintf(out, sizeof out, "%.1100s: ready", j->text);
-                        job_end(j, 0, out);
+                        deploy_job_end(j, 0, out);
                         return;
                 }
                 log_msg(L_INFO, j->name, "%s version \"%s\" (was \"%s\") for uid %u", j->rollback ? "rolled back to" :
                         "deployed", j->version, j->prev, (unsigned)j->uid);
                 snprintf(out, sizeof out, "%s %s %s (was %s): ready%s%.400s", j->rollback ? "rolled back" : "deployed",
                          j->name, j->version, j->prev[0] ? j->prev : "none", j->said[0] ? "; " : "", j->said);
-                job_end(j, 0, out);
+                deploy_job_end(j, 0, out);
                 return;
         }
         /* Unloaded meanwhile, or gadgetd is ending (core_close answers
@@ -273,19 +131,10 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
          * nothing to roll back, nothing loaded again. */
         if (code == GADGET_EGONE) {
                 snprintf(out, sizeof out, "the deploy of %s %s was called off: %.600s", j->name, j->version, message);
-                job_end(j, code, out);
+                deploy_job_end(j, code, out);
                 return;
         }
-        /* A rollout that began meanwhile goes back with the deploy. */
-        if (j->ro) {
-                struct unit *u = core_find(j->core, j->name);
-                struct unit_rollout_info in = { 0 };
-                if (u)
-                        unit_rollout_info(u, &in);
-                if (in.running && in.arg == j->ro)
-                        unit_rollout_back(u, message);
-                ro_release(j, u);
-        }
+        deploy_rollout_abort(j, message); /* a rollout that began meanwhile goes back with the deploy */
         if (j->prev[0])
                 snprintf(out, sizeof out, "version %s of %s did not start: %.600s; rolled back to %s", j->version,
                          j->name, message, j->prev);
@@ -293,7 +142,7 @@ static void ready_done(void *arg, uint64_t tag, const Gadget__Value *res, int co
                 snprintf(out, sizeof out, "version %s of %s did not start: %.600s (no version before to roll "
                          "back to)", j->version, j->name, message);
         revert(j, message);
-        job_end(j, code ? code : GADGET_EFAILED, out);
+        deploy_job_end(j, code ? code : GADGET_EFAILED, out);
 }
 
 static void wait_ready(struct deploy_job *j);
@@ -306,7 +155,7 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
         (void)name;
         if (!j->ctl) {
                 client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
-                job_free(j);
+                deploy_job_free(j);
                 return;
         }
         if (j->with_state) /* its state restored: its calls start it now */
@@ -316,7 +165,7 @@ static void deploy_loaded(void *arg, int err, const char *name, const char *msg)
                 if (j->prev[0])
                         releases_commit(j->state_dir, j->name, j->prev, path, sizeof path);
                 snprintf(out, sizeof out, "%s %s was not deployed: its load failed: %s", j->name, j->version, msg);
-                job_end(j, GADGET_EFAILED, out);
+                deploy_job_end(j, GADGET_EFAILED, out);
                 return;
         }
         wait_ready(j);
@@ -344,34 +193,6 @@ static void wait_ready(struct deploy_job *j)
         ready_done(j, 0, NULL, code, why);
 }
 
-/* Arms j's staged rollout (j->percent) on its gadget, which must run
- * here, ready, with no restart under way. 0, or a GADGET_E* code with
- * msg. */
-static int staged_arm(struct deploy_job *j, const struct unit_rollout_bound *bound, char *msg, size_t len)
-{
-        struct unit *u = core_find(j->core, j->name);
-        struct rollout_rec *rr = calloc(1, sizeof *rr);
-        if (!rr || !(rr->state_dir = strdup(j->state_dir))) {
-                free(rr);
-                snprintf(msg, len, "out of memory");
-                return GADGET_EINTERNAL;
-        }
-        rr->core = j->core;
-        rr->uid = j->uid;
-        rr->waiting = j;
-        snprintf(rr->name, sizeof rr->name, "%s", j->name);
-        snprintf(rr->version, sizeof rr->version, "%s", j->version);
-        snprintf(rr->prev, sizeof rr->prev, "%s", j->prev);
-        int e = u ? unit_rollout_arm(u, j->percent, bound, j->version, rollout_ended, rr) : -ENOENT;
-        if (e < 0) {
-                rec_free(rr);
-                snprintf(msg, len, "a staged rollout needs %s loaded, ready and running here, with no rollout or "
-                         "restart's new process starting (deploy at once without --percent)", j->name);
-                return e == -ENOMEM ? GADGET_EINTERNAL : GADGET_EINVAL;
-        }
-        j->ro = rr;
-        return 0;
-}
 
 /* The version's policy made current and loaded (j's state kept first). */
 static void deploy_go(struct deploy_job *j)
@@ -379,10 +200,10 @@ static void deploy_go(struct deploy_job *j)
         struct peercred root = { .pid = getpid(), .uid = 0, .gid = 0 };
         char path[4400], msg[300];
         int e;
-        if (j->percent && (e = staged_arm(j, &j->bound, msg, sizeof msg)) != 0) {
+        if (j->percent && (e = deploy_rollout_arm(j, &j->bound, msg, sizeof msg)) != 0) {
                 client_load_answer(j->ans, e, msg);
                 j->ans = NULL;
-                job_free(j);
+                deploy_job_free(j);
                 return;
         }
         if ((e = releases_commit(j->state_dir, j->name, j->version, path, sizeof path)) == 0)
@@ -395,7 +216,7 @@ static void deploy_go(struct deploy_job *j)
                 char out[400];
                 snprintf(out, sizeof out, "%s %s was not deployed: %s", j->name, j->version,
                          e == -EBUSY ? "gadgetd is busy loading policies; try again" : strerror(-e));
-                job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
+                deploy_job_end(j, e == -EBUSY ? GADGET_EBUSY : GADGET_EFAILED, out);
         }
 }
 
@@ -407,7 +228,7 @@ static void state_done(void *arg, int code, const char *msg)
         char detail[500];
         if (!j->ctl) {
                 client_load_answer(j->ans, GADGET_EUNAVAILABLE, "gadgetd is stopping");
-                job_free(j);
+                deploy_job_free(j);
                 return;
         }
         if (code == 0) {
@@ -419,7 +240,7 @@ static void state_done(void *arg, int code, const char *msg)
                  "none", msg);
         job_audit(j, code, detail);
         client_load_answer(j->ans, code, msg);
-        job_free(j);
+        deploy_job_free(j);
 }
 
 int deploy_start(struct control *ctl, const struct control_env *env, uid_t uid, struct client_load *ans,
@@ -483,15 +304,6 @@ static void deploy(struct client *cl, uint64_t id, const char *name, const char 
                 client_load_answer(ans, GADGET_EINTERNAL, strerror(-e));
 }
 
-void deploy_rollout_back(struct unit *u, const char *why)
-{
-        struct unit_rollout_info in = { 0 };
-        unit_rollout_info(u, &in);
-        if (!in.running)
-                return;
-        ((struct rollout_rec *)in.arg)->by_request = true;
-        unit_rollout_back(u, why);
-}
 
 /* The store's word on where a deploy or rollback goes (deploy_store_gate):
  * one that cannot yet be the store's is refused, never applied here
@@ -528,26 +340,8 @@ void request_deploy(struct client *cl, const Control__Request *q)
                 return;
         }
         /* A rollout of it runs: its share changed, or it completes. */
-        struct unit *u = core_find(client_env(cl)->core, d->name);
-        struct unit_rollout_info in = { 0 };
-        if (u)
-                unit_rollout_info(u, &in);
-        if (in.running && strcmp(in.version, d->version) != 0) {
-                client_error(cl, q->id, GADGET_EBUSY, "a rollout of %s %s runs: complete it (gadgetctl deploy %s %s) "
-                             "or end it (gadgetctl rollback %s) first", d->name, in.version, d->name, in.version,
-                             d->name);
+        if (deploy_rollout_change(cl, q->id, d->name, d->version, d->percent))
                 return;
-        }
-        if (in.running) {
-                unsigned p = d->percent ? d->percent : 100;
-                unit_rollout_set(u, p); /* 100: rollout_ended commits it */
-                if (p == 100)
-                        client_done(cl, q->id, "deployed %s %s: its rollout completed, every call goes to it; the "
-                                    "previous version's process drains", d->name, d->version);
-                else
-                        client_done(cl, q->id, "rolling out %s %s to %u%% of the call trees", d->name, d->version, p);
-                return;
-        }
         deploy(cl, q->id, d->name, d->version, false, false, d->percent, &b);
 }
 
@@ -571,20 +365,8 @@ void request_rollback(struct client *cl, const Control__Request *q)
                 return;
         }
         /* A rollout runs: its new version gets no more calls, at once. */
-        struct unit *u = core_find(client_env(cl)->core, name);
-        struct unit_rollout_info in = { 0 };
-        if (u)
-                unit_rollout_info(u, &in);
-        if (in.running) {
-                char why[80], version[80];
-                snprintf(version, sizeof version, "%s", in.version);
-                snprintf(why, sizeof why, "gadgetctl rollback by uid %u", (unsigned)cl->cred.uid);
-                ((struct rollout_rec *)in.arg)->by_request = true;
-                unit_rollout_back(u, why);
-                client_done(cl, q->id, "rolled back %s: version %s gets no more calls and drains; the current "
-                            "version serves every call", name, version);
+        if (deploy_rollout_stop(cl, q->id, name))
                 return;
-        }
         releases_previous(sd, name, prev, sizeof prev);
         if (!prev[0] || !releases_has(sd, name, prev)) {
                 client_error(cl, q->id, GADGET_ENOTFOUND, prev[0] ? "%s: the version before, \"%s\", is no longer "

@@ -221,8 +221,6 @@ static int store_step(struct audit_source *s, char *why, size_t len)
                                 return e < 0 ? e : 1;
                 }
                 bool last = rows < KVPG_AUDIT_PAGE;
-                if (rows > 0)
-                        s->rd.after = atoll(PQgetvalue(s->page, rows - 1, 0));
                 PQclear(s->page);
                 s->page = NULL;
                 if (last) {

@@ -48,6 +48,7 @@ struct core {
         struct unit **by_name;        /* the same by name: chains of a hash table */
         size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
         size_t n_ready, n_failed;     /* the units in either state (core_count, counted as they change) */
+        size_t n_running;             /* the units whose run has a process (core_running, counted so too) */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
         struct unit_listener listeners[CORE_LISTENERS_MAX]; /* the parts above that listen (unit_events.h) */
         size_t n_listeners;
@@ -208,6 +209,7 @@ struct unit {
         uint64_t policy_hash;     /* of the policy file's bytes, for reload */
         struct unit *next, **pprev; /* core's list */
         bool indexed;               /* in that list, its state counted (core_index to core_unlink) */
+        bool counted_running;       /* counted in the core's n_running (core_count_running) */
         struct unit *name_next;     /* core's by_name chain */
 };
 
@@ -300,6 +302,10 @@ static inline bool unit_rollout_running(const struct unit *u)
 void unit_set_state(struct unit *u, enum unit_state s);
 /* Counts a unit in state s into its core's n_ready or n_failed (d: 1 or -1). */
 void core_count_state(struct core *c, enum unit_state s, int d);
+/* Counts u into its core's n_running while it is in the core (indexed)
+ * and its run has a process, out when not: called after each change of
+ * u->run, of its pid and of indexed. */
+void core_count_running(struct unit *u);
 /* The events the core tells its listeners (struct unit_listener). */
 int unit_events_created(struct unit *u);
 void unit_events_lease(struct unit *u, bool held);

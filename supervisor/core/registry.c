@@ -41,6 +41,7 @@ int core_index(struct core *c, struct unit *u)
         c->n_units++;
         u->indexed = true;
         core_count_state(c, u->state, 1);
+        core_count_running(u);
         u->next = c->units;
         if (u->next)
                 u->next->pprev = &u->next;
@@ -78,4 +79,5 @@ void core_unlink(struct core *c, struct unit *u)
         if (u->indexed)
                 core_count_state(c, u->state, -1);
         u->indexed = false;
+        core_count_running(u);
 }

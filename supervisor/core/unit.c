@@ -690,6 +690,7 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                 close(out_w);
         if (err_w >= 0)
                 close(err_w);
+        core_count_running(u); /* a process now, if it spawned (r may be the next run: then no change) */
         return e;
 }
 

@@ -307,6 +307,7 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
         }
         /* From here its fds are u's: a failure closes them with the rest. */
         u->run->child.pid = s->pid;
+        core_count_running(u);
         u->run->child.rpc_fd = s->rpc_fd;
         u->run->child.report_fd = s->report_fd;
         /* As spawn's: a report of the adopted run (its end, its crash, its
@@ -339,6 +340,7 @@ int core_adopt(struct core *c, struct policy *p, const struct unit_saved *s, cha
                 if (!child) {
                         /* Not ours to kill: a pid reused, or a state file that lies. */
                         u->run->child.pid = -1;
+                        core_count_running(u);
                         snprintf(err, len, "its worker (pid %d) is not a child of this gadgetd", (int)s->pid);
                         e = -ESRCH;
                 } else if ((u->run->child.pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {

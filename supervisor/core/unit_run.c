@@ -139,6 +139,7 @@ void unit_run_drop(struct unit_run *r, const char *gone)
         r->hello_early = false;
         spawn_child_close(&r->child);
         r->child.pid = -1;
+        core_count_running(r->u);
         event_del(r->ev_limits);
         event_del(r->ev_runtime);
         event_del(r->ev_start);

@@ -143,6 +143,7 @@ static void take_place(struct unit *u, struct unit_run *old)
         u->next_run = NULL;
         u->run = r;
         u->old_run = old;
+        core_count_running(u);
         if (r->policy)
                 policy_take(u, r);
         bindings_swap_states(u->bind, r->bind);

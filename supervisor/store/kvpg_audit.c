@@ -22,29 +22,15 @@
  * a batch that committed before its answer was lost lands once. A batch
  * the server refuses for another reason is dropped and counted.
  *
- * The catch-up: what audit.log holds and the queue does not (the records
- * of the last moments before a SIGKILL, lines dropped from a full queue,
- * lines of a queue lost with the process) is sent from the files. At each
- * connect, before any batch of this session, the store is asked this
- * node's highest sequence (H); then the files are read forwards, one
- * slice (AUDIT_SLICE) a loop turn, as they were when the catch-up began,
- * and each record past H and before the queue's first line goes in
- * batches of the same bounds, every other query the connection's while
- * the queue has lines too. H is read first because a batch of the queue
- * committed before it would raise it past the records still missing.
- * After lines were dropped from a full queue, another catch-up runs once
- * the queue is empty, from the first line dropped. What does not parse
- * (a torn line), names another node, or is older than StoreKeepDays= is
- * skipped and counted, never sent. */
-#include "kvpg_audit.h"
+ * The catch-up from audit.log at each connect (records the queue never
+ * had or lost): kvpg_audit_catch.c. */
+#include "kvpg_audit_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-#include <time.h>
 
 #include "kvpg_sql.h"
 #include "pgconn.h"
@@ -57,66 +43,12 @@
 #define QUERY_TIMEOUT_MS 10000
 #define STATEMENT_TIMEOUT_MS 8000
 #define RECONNECT_MAX_MS 5000
-#define BATCH_LINES 512
-#define BATCH_BYTES (1u << 20)
 #define BATCH_GATHER_MS 20
 #define PRUNE_EVERY_S 3600
 #define PRUNE_ROWS "10000"            /* rows one prune deletes at most */
 #define TRIM_ROWS "4096"              /* oldest rows one batch may delete to keep the budget (they hold
                                        * more than a batch's BATCH_BYTES unless under 256 bytes each) */
 #define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
-
-enum state { AU_DOWN, AU_CONNECTING, AU_SETUP, AU_READY };
-enum out { OUT_NONE, OUT_SETUP, OUT_BATCH, OUT_RANGE, OUT_PAGE, OUT_PRUNE, OUT_HIGH, OUT_CATCH };
-
-struct line {
-        struct line *next;
-        uint64_t seq;                   /* its sequence (0: none) */
-        size_t len;
-        char text[];
-};
-
-struct kvpg_audit {
-        char *node;
-        char where[256];                /* conninfo without passwords, for logs */
-        struct pgconn *pc;
-        enum state state;
-        enum out out;                   /* the query out */
-        struct event *ev_retry, *ev_prune, *ev_report;
-        struct event *ev_gather;        /* the first line queued waits for others */
-        unsigned backoff_ms, keep_days;
-        struct line *head, **tail;      /* the lines to send, oldest first */
-        size_t lines, bytes;            /* queued, sent ones included */
-        size_t batch;                   /* lines at the head sent in the batch out */
-        struct kvpg_audit_read *reads, **reads_tail, *reading;
-        uint64_t added, done;           /* lines queued, and done with, since the start */
-        bool prune_due, prune_more;
-        PGresult *last;                 /* the query's last rows */
-        char err[200], sqlstate[6];     /* its first error */
-        uint64_t dropped, reported;
-        uint64_t max_bytes;             /* this node's rows: at most this many bytes (0: no bound) */
-        uint64_t stored;                /* the bytes they hold, counted at setup, then kept */
-        uint64_t trimmed, trim_reported; /* rows dropped to keep max_bytes */
-        char why[320];                  /* why the last line was dropped */
-        bool down_logged;
-        bool schema_wait;               /* down because the schema is not migrated yet */
-        char reason[200];               /* why the store is unreachable */
-        /* The catch-up from audit.log (see the top). */
-        char *dir;                      /* audit.log's, and KeepFiles= */
-        uint32_t keep;
-        bool high_due;                  /* at connect: H is asked before any batch */
-        uint64_t gap;                   /* the first line dropped since the last catch-up (0: none) */
-        struct audit_reader *catch;     /* the files being read, or NULL */
-        uint64_t after;                 /* it sends the sequences past after */
-        uint64_t qfrom, qto;            /* but those in [qfrom, qto): the queue's */
-        struct event *ev_catch;         /* its next slice, on a later turn */
-        char *cbuf;                     /* its batch being filled: lines, each ended by a newline */
-        size_t clen, clines;
-        bool cfull;                     /* the batch is full, or the files read: it goes */
-        bool ctoggle;                   /* the last batch sent was the catch-up's */
-        uint64_t caught, cskipped;      /* lines this catch-up copied, and skipped */
-        uint64_t caught_all, skipped_all; /* since gadgetd started */
-};
 
 /* The batch, and the node's oldest rows past its budget: $3 bytes of them
  * (0: none, and then the scan of the oldest is not even made) go in the
@@ -135,21 +67,35 @@ static const char sql_batch[] =
         " RETURNING octet_length(line) AS n)"
         " SELECT (SELECT coalesce(sum(n), 0) FROM ins), (SELECT count(*) FROM del), (SELECT coalesce(sum(n), 0) FROM del),"
         " (SELECT count(*) FROM ins)";
-/* This node's highest sequence in the store (the index's last entry). */
-static const char sql_high[] = "SELECT coalesce(max(seq), 0) FROM gadgetd_audit WHERE node = $1";
+/* A read's order: the records' own time, then (within a millisecond)
+ * their node's sequence, then id. Not id alone: a record caught up from
+ * audit.log (after a SIGKILL, or dropped from a full queue) is inserted
+ * after records written later, and would be listed after them. No index
+ * has this order (a new one would be a schema): a page is the gadget's
+ * rows (index on gadget, id) past the key, sorted for its first 256, or
+ * the rows past the key's time (index on at), whichever the planner finds
+ * cheaper. A key's time goes as text, in UTC to the microsecond: exact. */
+#define AT_TEXT "to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+/* The highest id of the gadget's rows (the read sees none written after
+ * it begins), and the key of the row before its last $2 (NULL: from the
+ * first: $2 NULL, or no more rows than that). */
 static const char sql_range[] =
-        "SELECT coalesce(min(id) - 1, 0), coalesce(max(id), 0) FROM"
-        " (SELECT id FROM gadgetd_audit WHERE gadget = $1 ORDER BY id DESC LIMIT $2::bigint) t";
+        "SELECT u.upto, f.k_at, f.k_seq, f.id FROM"
+        " (SELECT coalesce(max(id), 0) AS upto FROM gadgetd_audit WHERE gadget = $1) u LEFT JOIN LATERAL"
+        " (SELECT " AT_TEXT " AS k_at, coalesce(seq, 0) AS k_seq, id FROM gadgetd_audit"
+        " WHERE gadget = $1 AND id <= u.upto AND $2::bigint > 0"
+        " ORDER BY at DESC, coalesce(seq, 0) DESC, id DESC OFFSET $2::bigint LIMIT 1) f ON true";
 static const char sql_page[] =
-        "SELECT id, line FROM gadgetd_audit WHERE gadget = $1 AND id > $2::bigint AND id <= $3::bigint"
-        " ORDER BY id LIMIT 256";
+        "SELECT id, line, " AT_TEXT ", coalesce(seq, 0) FROM gadgetd_audit WHERE gadget = $1 AND id <= $2::bigint"
+        " AND ($3::timestamptz IS NULL OR (at >= $3::timestamptz"
+        " AND (at, coalesce(seq, 0), id) > ($3::timestamptz, $4::bigint, $5::bigint)))"
+        " ORDER BY at, coalesce(seq, 0), id LIMIT 256";
 static const char sql_prune[] =
         "WITH d AS (DELETE FROM gadgetd_audit WHERE id IN (SELECT id FROM gadgetd_audit"
         " WHERE at < now() - $1::integer * interval '1 day' LIMIT " PRUNE_ROWS ")"
         " RETURNING CASE WHEN node = $2 THEN octet_length(line) ELSE 0 END AS mine)"
         " SELECT count(*), coalesce(sum(mine), 0) FROM d";
 
-static void send_next(struct kvpg_audit *au);
 static bool batch_may_retry(const char *sqlstate);
 
 /* Counts one line not copied, and why. */
@@ -159,11 +105,15 @@ static void drop(struct kvpg_audit *au, uint64_t n, const char *why)
         snprintf(au->why, sizeof au->why, "%s", why);
 }
 
-/* A line of sequence seq left out of the queue: in audit.log, the next
- * catch-up copies it from there. */
+/* A line of sequence seq left out of the queue (counted dropped): in
+ * audit.log, the next catch-up copies it from there (and then it no longer
+ * counts as unsent). */
 static void gap_at(struct kvpg_audit *au, uint64_t seq)
 {
-        if (seq && (!au->gap || seq < au->gap))
+        if (!seq)
+                return; /* no sequence: no catch-up finds it */
+        au->gap_drops++;
+        if (!au->gap || seq < au->gap)
                 au->gap = seq;
 }
 
@@ -216,25 +166,20 @@ void kvpg_audit_add(void *arg, const char *gadget, const char *line)
         /* A full batch goes now; a smaller one once the first line waited
          * BATCH_GATHER_MS (or a read asks for it). */
         if (au->lines >= BATCH_LINES || au->bytes >= BATCH_BYTES)
-                send_next(au);
+                kvpg_audit_send_next(au);
         else if (!evtimer_pending(au->ev_gather, NULL))
                 timer_arm_ms(au->ev_gather, BATCH_GATHER_MS);
 }
 
-uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped)
-{
-        *skipped = au ? au->skipped_all + au->cskipped : 0;
-        return au ? au->caught_all : 0;
-}
-
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why)
 {
-        *why = au && au->dropped ? au->why : "";
-        return au ? au->dropped : 0;
+        uint64_t n = au && au->dropped > au->recovered ? au->dropped - au->recovered : 0;
+        *why = n ? au->why : "";
+        return n;
 }
 
 /* A query was handed to libpq (sent: its return). */
-static void query_begin(struct kvpg_audit *au, enum out out, int sent)
+void kvpg_audit_query_begin(struct kvpg_audit *au, enum out out, int sent)
 {
         au->out = out;
         au->err[0] = au->sqlstate[0] = '\0';
@@ -244,7 +189,7 @@ static void query_begin(struct kvpg_audit *au, enum out out, int sent)
 }
 
 /* Lines (bytes with their NUL: newline-separated) as one INSERT. */
-static void send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes)
+void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes)
 {
         /* Why this is safe: a batch holds at most the budget (or one
          * line), so the node's older rows hold at least the excess and the
@@ -255,7 +200,8 @@ static void send_text(struct kvpg_audit *au, enum out out, const char *text, siz
         snprintf(excess, sizeof excess, "%llu",
                  (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
         const char *params[3] = { text, au->node, excess };
-        query_begin(au, out, PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
+        kvpg_audit_query_begin(au, out,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
 }
 
 /* The queued lines (up to a batch's bound) as one INSERT. */
@@ -292,7 +238,7 @@ static void send_batch(struct kvpg_audit *au)
                 *p++ = i + 1 < n ? '\n' : '\0';
         }
         au->batch = n;
-        send_text(au, OUT_BATCH, text, bytes);
+        kvpg_audit_send_text(au, OUT_BATCH, text, bytes);
         free(text);
 }
 
@@ -300,7 +246,7 @@ static void send_batch(struct kvpg_audit *au)
 static void send_read(struct kvpg_audit *au)
 {
         struct kvpg_audit_read *rd = au->reads;
-        char last[24], after[24], upto[24];
+        char last[24], upto[24], seq[24], id[24];
         au->reads = rd->next;
         if (!au->reads)
                 au->reads_tail = &au->reads;
@@ -308,14 +254,16 @@ static void send_read(struct kvpg_audit *au)
         if (rd->upto < 0) {
                 snprintf(last, sizeof last, "%zu", rd->last);
                 const char *params[2] = { rd->gadget, rd->last ? last : NULL };
-                query_begin(au, OUT_RANGE,
+                kvpg_audit_query_begin(au, OUT_RANGE,
                             PQsendQueryParams(pgconn_pq(au->pc), sql_range, 2, NULL, params, NULL, NULL, 0));
                 return;
         }
-        snprintf(after, sizeof after, "%lld", rd->after);
         snprintf(upto, sizeof upto, "%lld", rd->upto);
-        const char *params[3] = { rd->gadget, after, upto };
-        query_begin(au, OUT_PAGE, PQsendQueryParams(pgconn_pq(au->pc), sql_page, 3, NULL, params, NULL, NULL, 0));
+        snprintf(seq, sizeof seq, "%lld", rd->key_seq);
+        snprintf(id, sizeof id, "%lld", rd->key_id);
+        const char *params[5] = { rd->gadget, upto, rd->from ? rd->at : NULL, seq, id };
+        kvpg_audit_query_begin(au, OUT_PAGE,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_page, 5, NULL, params, NULL, NULL, 0));
 }
 
 static void send_prune(struct kvpg_audit *au)
@@ -324,177 +272,28 @@ static void send_prune(struct kvpg_audit *au)
         snprintf(days, sizeof days, "%u", au->keep_days);
         const char *params[2] = { days, au->node };
         au->prune_due = false;
-        query_begin(au, OUT_PRUNE, PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
+        kvpg_audit_query_begin(au, OUT_PRUNE,
+                               PQsendQueryParams(pgconn_pq(au->pc), sql_prune, 2, NULL, params, NULL, NULL, 0));
 }
 
-/* The catch-up's batch being filled is emptied; with drop, its lines
- * are also given up (the reader stops). */
-static void catch_stop(struct kvpg_audit *au)
-{
-        audit_reader_free(au->catch);
-        au->catch = NULL;
-        au->clen = au->clines = 0;
-        au->cfull = false;
-}
-
-/* A catch-up ended: said once if it copied or skipped anything. */
-static void catch_ended(struct kvpg_audit *au)
-{
-        if (au->cskipped)
-                log_msg(L_WARN, NULL, "audit: %llu records copied to the store from audit.log (not sent before: "
-                        "a restart, a lost connection or a full queue); %llu lines of it skipped (damaged, not "
-                        "this node's, or older than StoreKeepDays=)", (unsigned long long)au->caught,
-                        (unsigned long long)au->cskipped);
-        else if (au->caught)
-                log_msg(L_INFO, NULL, "audit: %llu records copied to the store from audit.log (not sent before: "
-                        "a restart, a lost connection or a full queue)", (unsigned long long)au->caught);
-        au->skipped_all += au->cskipped;
-        au->caught = au->cskipped = 0;
-}
-
-/* Whether a line's time is older than the store keeps (the prune would
- * delete it: not sent, or every connect would send it again). */
-static bool too_old(struct kvpg_audit *au, const char *when)
-{
-        struct tm tm = { 0 };
-        const char *rest = strptime(when, "%Y-%m-%dT%H:%M:%S", &tm);
-        if (!rest)
-                return true;
-        return timegm(&tm) < time(NULL) - (time_t)au->keep_days * 86400;
-}
-
-/* audit_emit_fn: one line of audit.log. Sent if it is this node's record
- * of a sequence past after, not the queue's: a JSON object naming this node with
- * that "seq" and a "gadget" and "time" of text (the INSERT reads them;
- * garbage would make it refuse the whole batch). */
-static int catch_line(void *arg, const char *line, size_t len)
-{
-        struct kvpg_audit *au = arg;
-        uint64_t seq = audit_seq_of(line, len);
-        if (!seq) {
-                if (len == 0 || line[len - 1] != '}')
-                        au->cskipped++; /* torn, or not a record at all */
-                return 1;
-        }
-        if (seq <= au->after || (seq >= au->qfrom && seq < au->qto))
-                return 1;
-        if (au->clines && (au->clines >= BATCH_LINES || au->clen + len + 1 > BATCH_BYTES)) {
-                au->cfull = true;
-                return 0; /* given again at the next step, after this batch */
-        }
-        json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
-        const char *node = json_string_value(json_object_get(o, "node"));
-        const char *when = json_string_value(json_object_get(o, "time"));
-        json_t *s = json_object_get(o, "seq");
-        bool ok = o && json_is_object(o) && node && strcmp(node, au->node) == 0 && when &&
-                  json_is_string(json_object_get(o, "gadget")) && json_is_integer(s) &&
-                  (uint64_t)json_integer_value(s) == seq && !memchr(line, '\n', len);
-        bool old = ok && too_old(au, when);
-        json_decref(o);
-        if (!ok || old) {
-                au->cskipped++;
-                return 1;
-        }
-        char *buf = au->cbuf ? au->cbuf : malloc(BATCH_BYTES + 1);
-        if (!buf)
-                return -ENOMEM;
-        au->cbuf = buf;
-        memcpy(buf + au->clen, line, len);
-        au->clen += len;
-        buf[au->clen++] = '\n';
-        au->clines++;
-        return 1;
-}
-
-/* One slice of the catch-up's files, on its own loop turn. */
-static void on_catch(evutil_socket_t fd, short what, void *arg)
-{
-        struct kvpg_audit *au = arg;
-        (void)fd;
-        (void)what;
-        if (!au->catch || au->cfull)
-                return;
-        int e = audit_reader_step(au->catch, catch_line, au);
-        if (e < 0)
-                log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
-                        strerror(-e));
-        if (e <= 0) {
-                audit_reader_free(au->catch);
-                au->catch = NULL;
-        }
-        if (au->clines && (au->cfull || !au->catch)) {
-                au->cfull = true;
-                send_next(au);
-        } else if (au->catch) {
-                event_active(au->ev_catch, 0, 0);
-        } else {
-                catch_ended(au);
-                send_next(au);
-        }
-}
-
-/* A catch-up of the sequences past after but [qfrom, qto) begins: the
- * files as they are now (later lines are in the queue; one written
- * meanwhile may be sent both ways: it lands once). */
-static void catch_begin(struct kvpg_audit *au, uint64_t after, uint64_t qfrom, uint64_t qto)
-{
-        catch_stop(au);
-        if (!au->dir)
-                return;
-        int e = audit_reader_new(au->dir, au->keep, NULL, 0, &au->catch);
-        if (e < 0) {
-                log_msg(L_WARN, NULL, "audit: cannot read %s/audit.log to copy it to the store: %s", au->dir,
-                        strerror(-e));
-                return;
-        }
-        au->after = after;
-        au->qfrom = qfrom;
-        au->qto = qto;
-        event_active(au->ev_catch, 0, 0);
-}
-
-/* The store's highest sequence of this node is known: what audit.log holds
- * past it (or past the first line dropped, if lower) is caught up, but
- * the queue's lines from its head up to the first dropped one (the queue
- * sends them; lines it took after a drop may go both ways: once in the
- * store). */
-static void high_known(struct kvpg_audit *au)
-{
-        uint64_t high = au->last && PQntuples(au->last) == 1 ? strtoull(PQgetvalue(au->last, 0, 0), NULL, 10) : 0;
-        uint64_t after = high, qfrom = au->head && au->head->seq ? au->head->seq : UINT64_MAX;
-        uint64_t qto = UINT64_MAX;
-        if (au->gap) {
-                after = au->gap - 1 < high ? au->gap - 1 : high;
-                qto = au->gap;
-                au->gap = 0;
-        }
-        catch_begin(au, after, qfrom, qto);
-}
-
-static void send_high(struct kvpg_audit *au)
-{
-        const char *params[1] = { au->node };
-        au->high_due = false;
-        query_begin(au, OUT_HIGH, PQsendQueryParams(pgconn_pq(au->pc), sql_high, 1, NULL, params, NULL, NULL, 0));
-}
 
 /* The next query, if the connection is idle: at connect, the store's
  * highest sequence first; a read whose earlier lines are done, else a
  * batch (the queue's and the catch-up's in turn); the prune when none
  * waits. Lines dropped while connected: a catch-up from the first of
  * them once the queue is empty. */
-static void send_next(struct kvpg_audit *au)
+void kvpg_audit_send_next(struct kvpg_audit *au)
 {
         if (au->state != AU_READY || pgconn_busy(au->pc))
                 return;
         if (au->high_due) {
-                send_high(au);
+                kvpg_audit_catch_send_high(au);
         } else if (au->reads && au->reads->seq <= au->done) {
                 send_read(au);
         } else if (au->cfull && (!au->head || !au->ctoggle)) {
                 au->ctoggle = true;
                 au->cbuf[au->clen - 1] = '\0';
-                send_text(au, OUT_CATCH, au->cbuf, au->clen);
+                kvpg_audit_send_text(au, OUT_CATCH, au->cbuf, au->clen);
         } else if (au->head && (!au->catch || au->cfull)) {
                 /* (While the catch-up reads, the queue waits: a slice a
                  * turn; its records then precede the queue's in the
@@ -504,7 +303,7 @@ static void send_next(struct kvpg_audit *au)
         } else if (au->gap && !au->catch) {
                 uint64_t after = au->gap - 1;
                 au->gap = 0;
-                catch_begin(au, after, 0, 0);
+                kvpg_audit_catch_begin(au, after, 0, 0);
         } else if (au->prune_due) {
                 send_prune(au);
         }
@@ -515,7 +314,7 @@ static void send_next(struct kvpg_audit *au)
  * after the reconnect, -1; refused for what it holds: dropped, counted,
  * 0; or committed: the rows it inserted (a line there already inserts
  * none: the key is node and seq), the budget's count kept. */
-static int64_t batch_ended(struct kvpg_audit *au, size_t n, const char *what)
+int64_t kvpg_audit_batch_ended(struct kvpg_audit *au, size_t n, const char *what)
 {
         char why[260];
         if (batch_may_retry(au->sqlstate)) {
@@ -540,23 +339,6 @@ static int64_t batch_ended(struct kvpg_audit *au, size_t n, const char *what)
         return (int64_t)strtoull(PQgetvalue(au->last, 0, 3), NULL, 10);
 }
 
-/* The catch-up's batch ended: like a batch of the queue's; then the
- * next slice of the files. */
-static void catch_done(struct kvpg_audit *au)
-{
-        int64_t n = batch_ended(au, au->clines, "a batch from audit.log");
-        if (n < 0)
-                return; /* the next connect begins the catch-up again */
-        au->caught += (uint64_t)n;
-        au->caught_all += (uint64_t)n;
-        au->clen = au->clines = 0;
-        au->cfull = false;
-        if (au->catch)
-                event_active(au->ev_catch, 0, 0);
-        else
-                catch_ended(au);
-}
-
 /* Answers the read being made (its page or an error), unless it left. */
 static void read_answer(struct kvpg_audit *au, PGresult *res, int err, const char *why)
 {
@@ -568,18 +350,30 @@ static void read_answer(struct kvpg_audit *au, PGresult *res, int err, const cha
                 PQclear(res);
 }
 
+/* rd goes on past the key in res's row (its time, seq and id in columns
+ * at, at + 1 and id), if there is one; else from the first row. */
+static void key_keep(struct kvpg_audit_read *rd, const PGresult *res, int row, int at, int id)
+{
+        rd->from = !PQgetisnull(res, row, at);
+        if (!rd->from)
+                return;
+        snprintf(rd->at, sizeof rd->at, "%s", PQgetvalue(res, row, at));
+        rd->key_seq = atoll(PQgetvalue(res, row, at + 1));
+        rd->key_id = atoll(PQgetvalue(res, row, id));
+}
+
 /* The range of a read is known: its first page is asked at once. */
 static void range_known(struct kvpg_audit *au)
 {
         struct kvpg_audit_read *rd = au->reading;
         if (!rd)
                 return;
-        if (!au->last || PQntuples(au->last) != 1) {
+        if (!au->last || PQntuples(au->last) != 1 || PQnfields(au->last) != 4) {
                 read_answer(au, NULL, -EIO, "the store answered no range");
                 return;
         }
-        rd->after = atoll(PQgetvalue(au->last, 0, 0));
-        rd->upto = atoll(PQgetvalue(au->last, 0, 1));
+        rd->upto = atoll(PQgetvalue(au->last, 0, 0));
+        key_keep(rd, au->last, 0, 1, 3);
         au->reading = NULL;
         rd->next = au->reads;
         au->reads = rd;
@@ -659,7 +453,7 @@ static void batch_done(struct kvpg_audit *au)
 {
         size_t n = au->batch;
         au->batch = 0;
-        if (batch_ended(au, n, "a batch") >= 0)
+        if (kvpg_audit_batch_ended(au, n, "a batch") >= 0)
                 unqueue(au, n);
 }
 
@@ -680,14 +474,14 @@ static void on_end(void *arg)
         } else if (out == OUT_BATCH) {
                 batch_done(au);
         } else if (out == OUT_CATCH) {
-                catch_done(au);
+                kvpg_audit_catch_done(au);
         } else if (out == OUT_HIGH && au->err[0]) {
                 char why[260];
                 snprintf(why, sizeof why, "cannot read this node's last record in the store: %s", au->err);
                 pgconn_fail(au->pc, why);
                 return;
         } else if (out == OUT_HIGH) {
-                high_known(au);
+                kvpg_audit_catch_high_known(au);
         } else if ((out == OUT_RANGE || out == OUT_PAGE) && au->err[0]) {
                 read_answer(au, NULL, -EIO, au->err);
         } else if (out == OUT_RANGE) {
@@ -695,6 +489,9 @@ static void on_end(void *arg)
         } else if (out == OUT_PAGE) {
                 PGresult *res = au->last;
                 au->last = NULL;
+                /* The next page goes on past this one's last row. */
+                if (au->reading && res && PQntuples(res) > 0 && PQnfields(res) == 4)
+                        key_keep(au->reading, res, PQntuples(res) - 1, 2, 0);
                 read_answer(au, res, 0, NULL);
         } else if (out == OUT_PRUNE && !au->err[0]) {
                 /* A full prune may have left more: the next one now. */
@@ -703,7 +500,7 @@ static void on_end(void *arg)
                 uint64_t mine = au->last && PQntuples(au->last) == 1 ? strtoull(PQgetvalue(au->last, 0, 1), NULL, 10) : 0;
                 au->stored = au->stored > mine ? au->stored - mine : 0;
         }
-        send_next(au);
+        kvpg_audit_send_next(au);
 }
 
 /* Keeps the last result (rows, or a DELETE's count) and the first error. */
@@ -740,7 +537,7 @@ static void on_connected(void *arg)
                  " SET statement_timeout = '%ums'; SELECT *, (SELECT coalesce(sum(octet_length(line)), 0)"
                  " FROM gadgetd_audit WHERE node = '%s') FROM (" KVPG_SQL_SCHEMA ") v", au->node,
                  STATEMENT_TIMEOUT_MS, au->node);
-        query_begin(au, OUT_SETUP, PQsendQuery(pgconn_pq(au->pc), sql));
+        kvpg_audit_query_begin(au, OUT_SETUP, PQsendQuery(pgconn_pq(au->pc), sql));
 }
 
 /* Every read waiting is answered: the caller falls back to audit.log. */
@@ -771,7 +568,7 @@ static void on_lost(void *arg, const char *why)
         au->state = AU_DOWN;
         au->out = OUT_NONE;
         au->batch = 0;
-        catch_stop(au); /* begun again at the next connect, from the store's highest */
+        kvpg_audit_catch_lost(au); /* begun again at the next connect, from the store's highest */
         au->high_due = false;
         PQclear(au->last);
         au->last = NULL;
@@ -795,14 +592,14 @@ static void on_prune(evutil_socket_t fd, short what, void *arg)
         (void)fd;
         (void)what;
         au->prune_due = true;
-        send_next(au);
+        kvpg_audit_send_next(au);
 }
 
 static void on_gather(evutil_socket_t fd, short what, void *arg)
 {
         (void)fd;
         (void)what;
-        send_next(arg);
+        kvpg_audit_send_next(arg);
 }
 
 /* Dropped lines are said in gadgetd's log once per window, with a count. */
@@ -849,7 +646,7 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         au->max_bytes = max_bytes;
         au->keep = keep;
         if (!(au->node = strdup(node)) || (dir && !(au->dir = strdup(dir))) ||
-            !(au->ev_catch = event_new(base, -1, 0, on_catch, au)) ||
+            !(au->ev_catch = event_new(base, -1, 0, kvpg_audit_catch_step, au)) ||
             !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
             !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
             !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||
@@ -897,7 +694,7 @@ void kvpg_audit_free(struct kvpg_audit *au)
                 event_free(au->ev_report);
         if (au->ev_gather)
                 event_free(au->ev_gather);
-        catch_stop(au);
+        kvpg_audit_catch_stop(au);
         if (au->ev_catch)
                 event_free(au->ev_catch);
         free(au->cbuf);
@@ -920,7 +717,7 @@ int kvpg_audit_read_next(struct kvpg_audit *au, struct kvpg_audit_read *rd, char
         rd->seq = rd->upto < 0 ? au->added : 0;
         *au->reads_tail = rd;
         au->reads_tail = &rd->next;
-        send_next(au);
+        kvpg_audit_send_next(au);
         return 0;
 }
 

@@ -26,14 +26,20 @@
 struct kvpg_audit;
 struct store_latency;
 
-/* A read of one gadget's lines, a page at a time, oldest first: the last
- * `last` of them (0: all) as they are when the read begins. */
+/* A read of one gadget's lines, a page at a time, in the records' order
+ * (their own time, then sequence: see kvpg_audit.c): the last `last` of
+ * them (0: all) as they are when the read begins. */
 struct kvpg_audit_read {
         char gadget[72];                /* a checked name: at most GADGET_NAME_MAX bytes */
         size_t last;
-        long long after, upto;          /* the ids still to read: (after, upto]; upto -1 unknown yet */
+        long long upto;                 /* the rows it reads: id at most upto (-1: unknown yet) */
+        /* Past the row (at, seq, id) of key (the last one given), or from
+         * the first if !from; kept by kvpg_audit. */
+        bool from;
+        char at[40];
+        long long key_seq, key_id;
         /* Called once per page asked (kvpg_audit_read_next): rows (id,
-         * line) in res, or err < 0 with why. The callee PQclears res. */
+         * line, ...) in res, or err < 0 with why. The callee PQclears res. */
         void (*done)(struct kvpg_audit_read *rd, PGresult *res, int err, const char *why);
         void *arg;
         struct kvpg_audit_read *next;   /* the queue of reads */
@@ -67,8 +73,9 @@ void kvpg_audit_add(void *au, const char *gadget, const char *line);
 /* Lines copied from audit.log by catch-ups since gadgetd started, and
  * (skipped) lines of it skipped, never sent (0 for au NULL). */
 uint64_t kvpg_audit_caught_up(const struct kvpg_audit *au, uint64_t *skipped);
-/* Lines not copied to the store since gadgetd started, and why the last
- * one was not ("" if none). */
+/* Lines not copied to the store since gadgetd started, less the dropped
+ * ones a catch-up copied from audit.log since (read to its end), and why
+ * the last one was not ("" if none). */
 uint64_t kvpg_audit_dropped(const struct kvpg_audit *au, const char **why);
 /* Asks rd's next page: 0, after which rd->done is called once on the
  * loop; or -EAGAIN with why when the store is unreachable now. */

@@ -70,7 +70,7 @@
  *       (the JSON text as it is, "node" in it), sent in batches; at is
  *       the record's own "time". Read by `gadgetctl audit` in id order
  *       (each node's lines in their order; nodes interleaved by the order
- *       their batches committed). Rows older than [Audit] StoreKeepDays=
+ *       their batches committed); since, in at and seq order (kvpg_audit.c). Rows older than [Audit] StoreKeepDays=
  *       are deleted by each node, hourly. Self-contained: it only adds.
  *
  * Version 5, alarm bindings (bind_alarm.c, alarms/alarms.c):

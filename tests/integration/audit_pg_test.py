@@ -194,15 +194,18 @@ def pg_audit_store_slow_or_down(tmp):
                      what="every record in the store")
             by_seq = pg.psql("SELECT line FROM gadgetd_audit WHERE gadget = 'attacker' ORDER BY seq").splitlines()
             check(by_seq == file_lines(d, "attacker"), "the store's lines by seq are not the file's")
+            # Those copied no longer count as not copied.
+            wait_for(lambda: status(d, "good")["audit_unsent"] == 0, timeout=10,
+                     what="audit_unsent back to 0 once the dropped records were caught up")
             caught = status(d, "good")["audit_caught_up"]
             print("caught up from audit.log: %d records" % caught)
             # (At least those dropped: a line the queue took after a drop
             # may be sent both ways, and lands once.)
             check(caught >= dropped, "caught up %d, dropped %d" % (caught, dropped))
             got, _ = audit(d, "attacker", "-n", "3")
-            # The store's last three (in its order: the file's last were
-            # dropped from the queue, then caught up last).
-            check(got == store_lines(pg, "attacker", "a")[-3:], "audit -n 3 from the store: %r" % got)
+            # The file's last three (the store lists the records in their
+            # own order, though these were dropped and caught up last).
+            check(got == file_lines(d, "attacker")[-3:], "audit -n 3 from the store: %r" % got)
             # The server stops: gadgetd answers at once, audit from the file.
             pg.stop()
             t0 = time.monotonic()
@@ -341,14 +344,35 @@ def pg_audit_store_bounded(tmp):
 
 
 @test
-def pg_audit_batch_ended_by_the_server_sent_again(tmp):
+def batch_terminated(pg, session):
+    """The audit session's batch waits on the table's lock (pg.locked);
+    its backend is terminated ("terminating connection", 57P01, as at a
+    store's restart)."""
+    wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
+             what="the batch waiting on the lock")
+    pid = pg.psql("SELECT pid " + session)
+    check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
+    wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
+             what="the batch's backend gone")
+
+
+@test
+def pg_audit_caught_up_after_sigkill(tmp):
     """A batch whose session the server ends before it commits (a store's
-    restart or a terminated backend: "terminating connection", 57P01;
-    here the batch waits on a lock when its backend is terminated) is sent
-    again once the store takes it: the record reaches the store's copy
-    and nothing is counted unsent. (Before, such a batch was dropped and
-    counted: its records were in the node's audit.log only — the fault
-    schedule's store restarts.)"""
+    restart or a terminated backend: 57P01; here the batch waits on a lock
+    when its backend is terminated) is sent again once the store takes it:
+    the record reaches the store's copy and nothing is counted unsent.
+    (Before, such a batch was dropped and counted: its records were in the
+    node's audit.log only — the fault schedule's store restarts.)
+    Then records a node wrote to its audit.log but had not copied when it
+    was SIGKILLed reach the store's copy once it starts again, each exactly
+    once: it asks the store for its highest sequence and sends what
+    audit.log holds past it. Here none of them was copied before the kill
+    (their batch waited on a lock and its backend was terminated, the
+    reconnect's setup then waiting on the lock too); a record there twice
+    lands once, and a torn last line (a write cut short) is skipped, never sent; the restarted node's own
+    records go on past the file's last sequence. (One test: the two share
+    a store and a node's start.)"""
     with PgServer(tmp) as pg:
         d = node(tmp, pg, "a")
         session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
@@ -359,15 +383,10 @@ def pg_audit_batch_ended_by_the_server_sent_again(tmp):
             wait_for(lambda: d.state("good") == "ready", what="good ready")
             wait_for(lambda: pg.psql("SELECT count(*) " + session) == "1", what="a's audit session")
             with pg.locked("gadgetd_audit"):
-                check(d.ctl("call", "good", "echo", '"x"').returncode == 0, "the call")
+                check(d.ctl("call", "good", "echo", '"before"').returncode == 0, "the first call")
                 line = file_lines(d, "good")[-1]
                 check('"op":"call echo"' in line, "the call's record in audit.log: %r" % line)
-                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
-                         what="the batch waiting on the lock")
-                pid = pg.psql("SELECT pid " + session)
-                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
-                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
-                         what="the batch's backend gone")
+                batch_terminated(pg, session)
             copied = "SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % line
             wait_for(lambda: pg.psql(copied) != "0" or status(d, "good")["audit_unsent"] > 0, timeout=20,
                      what="the record copied or counted")
@@ -375,39 +394,11 @@ def pg_audit_batch_ended_by_the_server_sent_again(tmp):
             check(unsent["audit_unsent"] == 0, "counted as not copied: %d (%s)" % (unsent["audit_unsent"],
                                                                                  unsent["audit_unsent_error"]))
             check(pg.psql(copied) == "1", "the record in the store once: %s" % pg.psql(copied))
-        finally:
-            d.__exit__(None, None, None)
-
-
-@test
-def pg_audit_caught_up_after_sigkill(tmp):
-    """Records a node wrote to its audit.log but had not copied when it was
-    SIGKILLed reach the store's copy once it starts again, each exactly
-    once: it asks the store for its highest sequence and sends what
-    audit.log holds past it. Here none of them was copied before the kill
-    (their batch waited on a lock and its backend was terminated, the
-    reconnect's setup then waiting on the lock too); a record there twice
-    lands once, and a torn last line (a write cut short) is skipped, never sent; the restarted node's own
-    records go on past the file's last sequence."""
-    with PgServer(tmp) as pg:
-        d = node(tmp, pg, "a")
-        session = "FROM pg_stat_activity WHERE application_name = 'gadgetd a audit'"
-        try:
-            d.start()
-            policy(d.pol, "good")
-            check(d.ctl("reload").returncode == 0, "reload")
-            wait_for(lambda: d.state("good") == "ready", what="good ready")
-            check(d.ctl("call", "good", "echo", '"before"').returncode == 0, "the first call")
             wait_for(lambda: store_lines(pg, "good", "a") == file_lines(d, "good"), what="the first call copied")
             with pg.locked("gadgetd_audit"):
                 for i in range(5):
                     check(d.ctl("call", "good", "echo", '"k%d"' % i).returncode == 0, "call %d" % i)
-                wait_for(lambda: pg.psql("SELECT count(*) %s AND wait_event_type = 'Lock'" % session) == "1",
-                         what="the batch waiting on the lock")
-                pid = pg.psql("SELECT pid " + session)
-                check(pg.psql("SELECT pg_terminate_backend(%s)" % pid) == "t", "terminated")
-                wait_for(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s" % pid) == "0",
-                         what="the batch's backend gone")
+                batch_terminated(pg, session)
                 d.proc.send_signal(signal.SIGKILL)
                 d.proc.wait()
             acked = [l for l in file_lines(d, "good") if '"op":"call echo"' in l]
@@ -420,6 +411,15 @@ def pg_audit_caught_up_after_sigkill(tmp):
             with open(os.path.join(d.tmp, "state", "audit.log"), "a") as f:
                 f.write(acked[-1] + "\n")
                 f.write('{"time":"2026-12-06T20:00:00.000Z","gadget":"good","node":"a","seq":')
+            # Another node's record, written after them, reaches the store
+            # before they are caught up (a lower id).
+            now = time.time()
+            later = ('{"time":"%s.%03dZ","gadget":"good","binding":"echo","op":"call echo","outcome":"ok",'
+                     '"node":"b","seq":1}' % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)),
+                                             int(now * 1000) % 1000))
+            check(later > acked[-1][:len('{"time":"2026-12-06T20:00:00.000Z"')], "the clock went back")
+            pg.psql("INSERT INTO gadgetd_audit (gadget, node, at, line, seq) VALUES ('good', 'b', '%s', $$%s$$, 1)"
+                    % (json.loads(later)["time"], later))
             d.start()
             wait_for(lambda: [pg.psql(copied % l) for l in acked] == ["1"] * 6, timeout=20,
                      what="every acknowledged call in the store's copy once")
@@ -440,6 +440,15 @@ def pg_audit_caught_up_after_sigkill(tmp):
             last = [json.loads(l)["seq"] for l in acked]
             after = json.loads(file_lines(d, "good")[-1])["seq"]
             check(last == sorted(last) and after > last[-1], "sequences %r, then %r" % (last, after))
+            # `gadgetctl audit` lists them in the order they were written
+            # (their own time), not the order they reached the store; the
+            # schema-12 node's rows (no seq) among them.
+            got, _ = audit(d, "good")
+            check(got.index(later) > got.index(acked[-1]), "caught up listed after a later record: %r" % got)
+            times = [json.loads(l)["time"] for l in got]
+            check(times == sorted(times) and got.count(acked[0]) == 3, "audit not in time order: %r" % got)
+            last3, _ = audit(d, "good", "-n", "3")
+            check(last3 == got[-3:], "audit -n 3: %r, not the last three of %r" % (last3, got))
             wait_for(lambda: "; 1 lines of it skipped" in d.logtext(), what="the torn line counted")
             st = status(d, "good")
             check(st["audit_caught_up"] >= 5 and st["audit_log_skipped"] == 1 and st["audit_unsent"] == 0,

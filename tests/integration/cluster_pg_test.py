@@ -738,9 +738,9 @@ def pg_cluster_versions_in_the_store(tmp):
             with open(d.extra[1], "a") as f:
                 f.write("[Releases]\nTrustedKeys=%s\n%s" % (keys["trusted"], "VersionsKept=1\n" if d is b else ""))
 
-        def make(version, key="trusted"):
+        def make(version, key="trusted", extra=""):
             out = os.path.join(tmp, "rel-%s-%s.bundle" % (version, key))
-            r = a.ctl("bundle", bundle_dir(tmp, version, "rel", "Nodes=a\n"), "--key",
+            r = a.ctl("bundle", bundle_dir(tmp, version, "rel", "Nodes=a\n" + extra), "--key",
                       os.path.join(tmp, key + ".pem"), "-o", out)
             check(r.returncode == 0, "bundle: %r" % r.stderr)
             return out
@@ -854,28 +854,20 @@ def pg_cluster_versions_in_the_store(tmp):
             wait_for(lambda: not a.status("rel").get("rollout_version") and "on node b" in
                      a.status("rel").get("rollout_back", ""), timeout=15,
                      what=lambda: "a's rollout went back: %r" % a.status("rel"))
-            # A version that crashes at its start, installed through b: a
-            # rolls it back, and writes so; both agree on 2.0.
-            out = os.path.join(tmp, "rel-3.0.bundle")
-            r = a.ctl("bundle", bundle_dir(tmp, "3.0", "rel", "Nodes=a\nArguments=crash\n"), "--key",
-                      os.path.join(tmp, "trusted.pem"), "-o", out)
-            check(r.returncode == 0, "bundle: %r" % r.stderr)
-            r = b.ctl("install", out)
-            check(r.returncode == 0, "install 3.0 on b: %r %r" % (r.stdout, r.stderr))
-            agree("2.0", "1.0")
+            def install_crashing(version):
+                """A version that crashes at its start, installed through b:
+                a rolls it back, and writes so; both agree on 2.0."""
+                r = b.ctl("install", make(version, extra="Arguments=crash\n"))
+                check(r.returncode == 0, "install %s on b: %r %r" % (version, r.stdout, r.stderr))
+                agree("2.0", "1.0")
+            install_crashing("3.0")
             for d in (a, b):
                 why = d.status("rel").get("rollout_back", "")
                 check("version 3.0 went back automatically on node a" in why, "%s says why: %r" % (d.tmp[-1], why))
             check(a.state("rel") == "ready", "a serves 2.0")
             # b keeps VersionsKept=1: installing a 4.0 (crashing too) through
             # b prunes the store's 3.0, never the row's current or previous.
-            out = os.path.join(tmp, "rel-4.0.bundle")
-            r = a.ctl("bundle", bundle_dir(tmp, "4.0", "rel", "Nodes=a\nArguments=crash\n"), "--key",
-                      os.path.join(tmp, "trusted.pem"), "-o", out)
-            check(r.returncode == 0, "bundle: %r" % r.stderr)
-            r = b.ctl("install", out)
-            check(r.returncode == 0, "install 4.0 on b: %r %r" % (r.stdout, r.stderr))
-            agree("2.0", "1.0")
+            install_crashing("4.0")
             kept = pg.psql("SELECT string_agg(version, ' ' ORDER BY seq) FROM gadgetd_release WHERE gadget = 'rel'")
             check(kept == "1.0 2.0 4.0", "the store's bundles after b's install: %r" % kept)
             # The row's compare-and-set: a writer that read an older
