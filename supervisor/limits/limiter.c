@@ -71,6 +71,11 @@ void limiter_close(struct limiter *l)
         cgroup_host_close(&l->cg);
 }
 
+void limiter_tidy(struct limiter *l)
+{
+        cgroup_host_tidy(&l->cg);
+}
+
 #define REFUSED "a policy setting it does not start (degraded limits are not allowed)"
 
 void limiter_log(const struct limiter *l)

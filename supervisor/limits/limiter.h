@@ -57,6 +57,8 @@ int limiter_parse_mode(const char *s, enum limiter_mode *out);
 int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, unsigned flags, char *err,
                  size_t errlen);
 void limiter_close(struct limiter *l);
+/* gadgetd run's tidying of what gadgetds gone left (cgroup_host_tidy). */
+void limiter_tidy(struct limiter *l);
 /* Logs the mode, why a better one is not used, and each limit's mechanism. */
 void limiter_log(const struct limiter *l);
 
