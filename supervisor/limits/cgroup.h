@@ -80,6 +80,13 @@ struct cgroup_host {
  * restart gadgetd.service while its gadgets live on (FdStore=yes). */
 #define CGROUP_HOST_SCOPES 2u
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags);
+/* Whether cgroup v2 may serve memory, pids or cpu here: false only when
+ * /proc/cgroups says each of them is bound to a v1 hierarchy or disabled
+ * (a controller is in one hierarchy at most), so that cgroup_host_open
+ * moves no process (the v2 delegation) whatever the layout. */
+bool cgroup_v2_may_serve(void);
+/* The same of text, a /proc/cgroups table (cgroup_procs.c). */
+bool cgroup_v2_may_serve_in(const char *text);
 /* Removes the instance directories that can be removed (and the stale
  * ones cgroup_host_tidy has not yet removed). */
 void cgroup_host_close(struct cgroup_host *h);
