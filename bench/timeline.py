@@ -52,10 +52,10 @@ EVENTS = ",".join([
 GADGETD_MARKS = [
     ("gadgetd: exec, dynamic linking, policy read", "G", r"sched_process_exec"),
     ("gadgetd: state lock, core, helper, uid lock", "G", r"sys_enter_mkdir"),
-    ("gadgetd: cgroup mode, stale scans, mount table", "G", r"sys_enter_readlink"),
-    ("clone: new namespaces (user, net, mount, PID, IPC, UTS, cgroup)", "G", r"sys_enter_clone:"),
+    ("gadgetd: helper, bindings, fds, limiter (v1: after the clone)", "G", r"sys_enter_readlink"),
+    ("clone: new namespaces (user, mount, PID, IPC, UTS, cgroup)", "G", r"sys_enter_clone:"),
     ("trampoline: keep capabilities, exec of gadgetd-sandbox", "H", r"sys_exit_clone: 0x0"),
-    ("helper: start, bounding set, device nodes cloned", "H", r"sched_process_exec"),
+    ("helper: start, bounding set, network namespace, device nodes", "H", r"sched_process_exec"),
     ("helper: waits for the setup (id maps, setup frame)", "H", r"sys_enter_recvmsg"),
     ("helper: program's mount source, uid switch, tmpfs root, mounts", "H", r"sys_exit_recvmsg"),
     ("helper: pivot_root, detach of the old root", "H", r"sys_enter_pivot_root"),

@@ -110,6 +110,20 @@ static int open_parts(struct core *c)
         /* Workers never see gadgetd's fds (see spawn.c), but nothing else
          * gadgetd might start should either. */
         fds_cloexec_all();
+        /* gadgetd run's one start: its shell gets ready while gadgetd
+         * takes its uid pool and limits (the shell's making is most of the
+         * start's critical path: its network namespace, the helper's own
+         * start). Under cgroup v2 only after the limiter (below): that may
+         * move gadgetd into a child of its cgroup to enable controllers
+         * there, which a process of ours still in that cgroup makes fail
+         * (EBUSY). */
+        bool shell_first = one_gadget(c) && !limiter_may_move(c->cfg.limits_want);
+        if (spare_open(&c->spare, one_gadget(c) ? NULL : c->base, &c->helper) < 0) {
+                log_msg(L_ERR, NULL, "spare sandbox: out of memory");
+                return -ENOMEM;
+        }
+        if (shell_first)
+                spare_fill(&c->spare);
         unsigned count = c->cfg.uid_count ? c->cfg.uid_count : UIDPOOL_DEFAULT_COUNT;
         if ((e = c->cfg.uid_lock_kept ? uidpool_open_kept(&c->uids, c->cfg.uid_lock_fd, c->cfg.uid_base, count)
                                       : uidpool_open(&c->uids, UIDPOOL_LOCK_FILE, c->cfg.uid_base, count)) < 0) {
@@ -124,15 +138,7 @@ static int open_parts(struct core *c)
                 return e;
         }
         limiter_log(&c->limiter);
-        /* gadgetd run's one start: its shell gets ready meanwhile. Only now:
-         * under cgroup v2 the limiter has just moved gadgetd into a child of
-         * its cgroup to enable controllers there, which a process of ours
-         * still in that cgroup would make fail (EBUSY). */
-        if (spare_open(&c->spare, one_gadget(c) ? NULL : c->base, &c->helper) < 0) {
-                log_msg(L_ERR, NULL, "spare sandbox: out of memory");
-                return -ENOMEM;
-        }
-        if (one_gadget(c))
+        if (one_gadget(c) && !shell_first)
                 spare_fill(&c->spare);
         return 0;
 }

@@ -541,9 +541,14 @@ static int make_cgroup(void *arg, struct cgroup **cg, char *err, size_t errlen)
 }
 
 /* While a start waits for its sandbox: the next start's shell. */
-static void refill_spare(void *arg)
+/* While a start's sandbox builds (struct spawn_opts' waiting): the
+ * daemon's spare shell refilled in a burst; gadgetd run's stale cgroups
+ * of gadgetds gone removed (limiter_tidy), off its start's path. */
+static void start_waiting(void *arg)
 {
-        spare_refill(arg);
+        struct core *c = arg;
+        spare_refill(&c->spare);
+        limiter_tidy(&c->limiter);
 }
 
 /* StartTimeout: from the program's exec, as the hello's bound (gadgetd
@@ -671,8 +676,8 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
                                          .make_cgroup_arg = r,
                                          .nproc = r->limits.nproc, .address_space = r->limits.address_space,
                                          .shell = &shell,
-                                         .waiting = prewarm ? NULL : refill_spare,
-                                         .waiting_arg = &u->core->spare };
+                                         .waiting = prewarm ? NULL : start_waiting,
+                                         .waiting_arg = u->core };
                 /* A pre-warmed start is not in a hurry: the spare is for one that is. */
                 if (!prewarm)
                         spare_take(&u->core->spare, p->netns == POLICY_NETNS_SHARED, &shell);

@@ -48,6 +48,7 @@ struct cgroup_hier {
         char *dir;         /* OWN/gadgetd.PID */
         unsigned ctrls;    /* 1u << enum cgroup_ctrl for each served here */
         bool cpus_cloned;  /* v1 cpuset: each gadget's gets dir's CPUs and memory nodes at its mkdir */
+        bool tidy;         /* OWN's stale instance directories are still to be removed (cgroup_host_tidy) */
         cpu_set_t cpus;    /* then: dir's CPUs (gadgetd's at open) */
 };
 
@@ -79,8 +80,21 @@ struct cgroup_host {
  * restart gadgetd.service while its gadgets live on (FdStore=yes). */
 #define CGROUP_HOST_SCOPES 2u
 int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags);
-/* Removes the instance directories that can be removed. */
+/* Whether cgroup v2 may serve memory, pids or cpu here: false only when
+ * /proc/cgroups says each of them is bound to a v1 hierarchy or disabled
+ * (a controller is in one hierarchy at most), so that cgroup_host_open
+ * moves no process (the v2 delegation) whatever the layout. */
+bool cgroup_v2_may_serve(void);
+/* The same of text, a /proc/cgroups table (cgroup_procs.c). */
+bool cgroup_v2_may_serve_in(const char *text);
+/* Removes the instance directories that can be removed (and the stale
+ * ones cgroup_host_tidy has not yet removed). */
 void cgroup_host_close(struct cgroup_host *h);
+/* CGROUP_HOST_ONE: the stale instance directories of gadgetds that are
+ * gone (OWN/gadgetd.PID) are removed here, not at the open, so that a
+ * one-shot run does it while its sandbox builds, off its start's path.
+ * Does nothing the second time, nor without CGROUP_HOST_ONE. */
+void cgroup_host_tidy(struct cgroup_host *h);
 /* The version (1 or 2) serving c, 0 if none. */
 int cgroup_host_version(const struct cgroup_host *h, enum cgroup_ctrl c);
 /* The instance directory of the hierarchy serving c, NULL if none. */

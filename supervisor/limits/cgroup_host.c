@@ -276,7 +276,7 @@ static void remove_stale(const char *own)
 static void add_hier(struct cgroup_host *h, int version, char *own, char *dir, unsigned ctrls)
 {
         struct cgroup_hier *x = &h->hier[h->n_hier];
-        *x = (struct cgroup_hier){ .version = version, .own = own, .dir = dir, .ctrls = ctrls };
+        *x = (struct cgroup_hier){ .version = version, .own = own, .dir = dir, .ctrls = ctrls, .tidy = h->one };
         for (int c = 0; c < CGROUP_N_CTRL; c++)
                 if (ctrls & (1u << c))
                         h->ctrl_hier[c] = (int)h->n_hier;
@@ -406,7 +406,8 @@ static int setup_v2(struct cgroup_host *h, const struct cg_tables *t, bool *refu
                 *refused = true;
                 goto out;
         }
-        remove_stale(own);
+        if (!h->one)
+                remove_stale(own);
         if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%s", own, pid) < 0 ||
             asprintf(&sup, "%s/" SUPERVISOR, dir) < 0) {
                 e = -ENOMEM;
@@ -514,7 +515,8 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
                         free(own);
                         continue;
                 }
-                remove_stale(own);
+                if (!h->one)
+                        remove_stale(own);
                 if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, (int)getpid()) < 0) {
                         free(own);
                         return -ENOMEM;
@@ -698,8 +700,35 @@ int cgroup_host_open(struct cgroup_host *h, enum cgroup_use use, unsigned flags)
         return e;
 }
 
+bool cgroup_v2_may_serve(void)
+{
+        char text[4096];
+        FILE *f = fopen("/proc/cgroups", "re");
+        if (!f)
+                return true;
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        bool full = n == sizeof text - 1 && fgetc(f) != EOF;
+        fclose(f);
+        text[n] = '\0';
+        return full || cgroup_v2_may_serve_in(text); /* a table cut short: say it may */
+}
+
+void cgroup_host_tidy(struct cgroup_host *h)
+{
+        /* Why later is safe: only directories of gadgetds that are gone
+         * are removed (remove_stale), never this one's, and a stale one
+         * harms nothing meanwhile but its memory; a run that ends before
+         * its start's wait does it at its close. */
+        for (size_t i = 0; i < h->n_hier; i++)
+                if (h->hier[i].tidy) {
+                        h->hier[i].tidy = false;
+                        remove_stale(h->hier[i].own);
+                }
+}
+
 void cgroup_host_close(struct cgroup_host *h)
 {
+        cgroup_host_tidy(h);
         for (size_t i = 0; i < h->n_hier; i++) {
                 /* In v2 gadgetd itself stays in DIR/supervisor until it exits;
                  * the next gadgetd removes the directory. */

@@ -71,6 +71,16 @@ void limiter_close(struct limiter *l)
         cgroup_host_close(&l->cg);
 }
 
+bool limiter_may_move(enum limiter_mode want)
+{
+        return want == LIMITER_CGROUP_V2 || (want == LIMITER_AUTO && cgroup_v2_may_serve());
+}
+
+void limiter_tidy(struct limiter *l)
+{
+        cgroup_host_tidy(&l->cg);
+}
+
 #define REFUSED "a policy setting it does not start (degraded limits are not allowed)"
 
 void limiter_log(const struct limiter *l)

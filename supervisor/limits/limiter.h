@@ -57,6 +57,13 @@ int limiter_parse_mode(const char *s, enum limiter_mode *out);
 int limiter_open(struct limiter *l, enum limiter_mode want, bool allow_degraded, unsigned flags, char *err,
                  size_t errlen);
 void limiter_close(struct limiter *l);
+/* Whether limiter_open in mode want may move gadgetd and its children
+ * into another cgroup (the v2 delegation): false in rlimits and cgroup-v1
+ * mode, and in auto mode where v2 serves no controller of ours
+ * (cgroup_v2_may_serve). */
+bool limiter_may_move(enum limiter_mode want);
+/* gadgetd run's tidying of what gadgetds gone left (cgroup_host_tidy). */
+void limiter_tidy(struct limiter *l);
 /* Logs the mode, why a better one is not used, and each limit's mechanism. */
 void limiter_log(const struct limiter *l);
 

@@ -219,14 +219,32 @@ def memory_max_too_small_refused_by_check(tmp):
 def memory_max_in_gadgetd_run(tmp):
     """gadgetd run gives its one gadget a cgroup only where a limit needs
     one, directly as OWN/gadgetd.PID: the limit holds, the cause is told,
-    and no directory is left in any hierarchy."""
+    and no directory is left in any hierarchy; the directory a gadgetd
+    that is gone left there is removed (while the sandbox builds)."""
     v1, v2 = mounts()
     if "memory" not in v1 and "memory" not in v2_controllers() and systemd_v2_why_not():
         skip("no cgroup memory controller here")
     pol = policy(tmp, "hog", "MemoryMax=32M\n")
     run = gadgetd_run(tmp) + [pol]
-    r = subprocess.run(run + ["--call", "alloc", '{"mb": 16}'], capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0 and r.stdout.strip() == "16", "16M below the limit: %r %r" % (r.stdout, r.stderr))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = []
+    for c, d in cgroup_dirs(os.getpid()).items():
+        if c in ("memory", "pids", "cpu", "cpuacct", "cpuset") or c == "v2" and not v1:
+            try:
+                os.mkdir(os.path.join(d, "gadgetd.%d" % gone.pid))
+                stale.append(os.path.join(d, "gadgetd.%d" % gone.pid))
+            except OSError:
+                pass
+    try:
+        r = subprocess.run(run + ["--call", "alloc", '{"mb": 16}'], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and r.stdout.strip() == "16", "16M below the limit: %r %r" % (r.stdout, r.stderr))
+        left = [c for c in stale if os.path.exists(c)]
+        check(not left, "a gone gadgetd's cgroups left: %r" % left)
+    finally:
+        for c in stale:
+            if os.path.exists(c):
+                os.rmdir(c)
     p = subprocess.Popen(run + ["--call", "alloc", '{"mb": 128}'], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     _, err = p.communicate(timeout=60)
