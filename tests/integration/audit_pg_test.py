@@ -343,7 +343,6 @@ def pg_audit_store_bounded(tmp):
             d.__exit__(None, None, None)
 
 
-@test
 def batch_terminated(pg, session):
     """The audit session's batch waits on the table's lock (pg.locked);
     its backend is terminated ("terminating connection", 57P01, as at a
