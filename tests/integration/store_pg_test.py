@@ -412,6 +412,7 @@ def pg_server_hangs(tmp):
                                                                   {"key": "k", "value": 2})))
             t0 = time.monotonic()
             t.start()
+            wait_for(lambda: d.list()["store"]["in_flight"] == 1, timeout=10, what="the put in flight")
             # Each call to the other gadget answered at once: by it, or,
             # once the node's lease has run out (920 ms: a loaded host may
             # get there within these calls), refused for that lease.
