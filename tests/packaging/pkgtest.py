@@ -237,7 +237,14 @@ def build_debs():
         for d in old[:-3]:
             if os.path.getmtime(d) < time.time() - 3600:
                 shutil.rmtree(d, ignore_errors=True)
-        tmp = tempfile.mkdtemp(prefix="gadgetd-deb-")
+        # A fixed path, held by the lock: the compiler cache (ccache, which
+        # meson uses where it is installed) then finds each object an
+        # earlier build of other sources compiled from the same file with
+        # the same command line, which names this path (dpkg's
+        # -ffile-prefix-map); a fresh temporary path compiled everything.
+        tmp = os.path.join(base, "build")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
         try:
             tree = os.path.join(tmp, "gadgetd")
             p = package_build(commit, files if not commit else None, tree, check=True)

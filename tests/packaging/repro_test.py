@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pkgtest import build_debs, check, package_build, run, source_commit, source_files  # noqa: E402
+from pkgtest import build_debs, check, debs_cache, locked, package_build, run, source_commit, source_files  # noqa: E402
 
 
 def members(deb):
@@ -36,7 +36,13 @@ def members(deb):
 def main():
     _, first, _ = build_debs()
     commit = source_commit()
-    tmp = tempfile.mkdtemp(prefix="gadgetd-deb-again-")
+    # A fixed path (as build_debs' own, for the compiler cache: the same
+    # command lines as the last run's second build), held by a lock.
+    base = debs_cache()
+    lock = locked(os.path.join(base, "again.lock"))
+    tmp = os.path.join(base, "again")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
     try:
         tree = os.path.join(tmp, "a", "longer", "path", "gadgetd-again")
         os.makedirs(os.path.dirname(tree))
@@ -55,6 +61,7 @@ def main():
                                                                      ", ".join(differ[:10]) or "its control data"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        lock.close()
 
 
 if __name__ == "__main__":
