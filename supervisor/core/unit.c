@@ -256,6 +256,9 @@ static void after_exit(struct unit *u, int status, pid_t pid, const struct spawn
         unit_prewarm(u);
 }
 
+static void worker_reaped(struct unit_run *r, int pstatus);
+static int wait_pidfd(struct unit_run *r);
+
 /* The report pipe: the program's wait status, then end of file when PID 1
  * of the sandbox is gone (and with it every process in it). A report
  * refused is a hostile sandbox: it is logged once and the worker killed,
@@ -307,8 +310,56 @@ static void report_cb(evutil_socket_t fd, short what, void *arg)
         /* One adopted through the fd store is systemd's to reap: it said
          * how its program ended, or it was killed. */
         pstatus = SIGKILL;
+        if (!r->child.foreign && r->child.pidfd >= 0) {
+                /* The end of file comes when PID 1 closes its files, before
+                 * the kernel tears its namespaces down (an RCU grace
+                 * period, 0.3-0.7 ms): the loop does not wait for that but
+                 * for its pidfd, readable once it is a zombie. Safe: the
+                 * uid and the cgroup are still released only after the
+                 * reap (worker_reaped, then unit_run_drop). */
+                pid_t w;
+                while ((w = waitpid(r->child.pid, &pstatus, WNOHANG)) < 0 && errno == EINTR)
+                        ;
+                if (w == 0 && wait_pidfd(r) == 0)
+                        return;
+                if (w != 0) {
+                        worker_reaped(r, pstatus);
+                        return;
+                }
+        }
         while (!r->child.foreign && waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
                 ;
+        worker_reaped(r, pstatus);
+}
+
+/* Its pidfd readable: it is a zombie now, and the wait returns at once. */
+static void reaped_cb(evutil_socket_t fd, short what, void *arg)
+{
+        struct unit_run *r = arg;
+        int pstatus = SIGKILL;
+        while (waitpid(r->child.pid, &pstatus, 0) < 0 && errno == EINTR)
+                ;
+        worker_reaped(r, pstatus);
+}
+
+/* The report's event becomes one on the worker's pidfd (its report is at
+ * its end of file): 0, or -1 and the caller waits as before. */
+static int wait_pidfd(struct unit_run *r)
+{
+        struct event *ev = event_new(r->u->core->base, r->child.pidfd, EV_READ, reaped_cb, r);
+        if (!ev || event_add(ev, NULL) < 0) {
+                if (ev)
+                        event_free(ev);
+                return -1;
+        }
+        event_free(r->ev_report);
+        r->ev_report = ev;
+        return 0;
+}
+
+/* Its worker reaped (pstatus: its wait status, SIGKILL if unknown). */
+static void worker_reaped(struct unit_run *r, int pstatus)
+{
         if (!r->have_program_status)
                 r->program_status = pstatus;
         r->have_program_status = false;

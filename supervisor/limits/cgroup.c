@@ -342,25 +342,36 @@ int cgroup_join_fds(const struct cgroup *cg, int *fds, size_t max, size_t *n, ch
         return 0;
 }
 
+void cgroup_hits_read(const struct cgroup *cg, bool throttled, struct cgroup_stats *st)
+{
+        const struct cgroup_host *h = cg->host;
+        const char *mem = ctrl_dir(cg, CGROUP_MEMORY);
+
+        *st = (struct cgroup_stats){ 0 };
+        if (cgroup_host_version(h, CGROUP_MEMORY) == 2)
+                st->oom_kills = read_keyed(mem, "memory.events", "oom_kill");
+        else if (mem)
+                st->oom_kills = read_keyed(mem, "memory.oom_control", "oom_kill");
+        st->pids_refused = read_keyed(ctrl_dir(cg, CGROUP_PIDS), "pids.events", "max");
+        if (throttled)
+                st->throttled = read_keyed(ctrl_dir(cg, CGROUP_CPU), "cpu.stat", "nr_throttled");
+}
+
 void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st)
 {
         const struct cgroup_host *h = cg->host;
         const char *mem = ctrl_dir(cg, CGROUP_MEMORY), *pids = ctrl_dir(cg, CGROUP_PIDS);
-        const char *cpu = ctrl_dir(cg, CGROUP_CPU), *acct = ctrl_dir(cg, CGROUP_CPUACCT);
+        const char *acct = ctrl_dir(cg, CGROUP_CPUACCT);
 
-        *st = (struct cgroup_stats){ 0 };
+        cgroup_hits_read(cg, true, st);
         if (cgroup_host_version(h, CGROUP_MEMORY) == 2) {
                 st->memory_bytes = read_u64(mem, "memory.current");
                 st->memory_peak = read_u64(mem, "memory.peak"); /* Linux 5.19 and later */
-                st->oom_kills = read_keyed(mem, "memory.events", "oom_kill");
         } else if (mem) {
                 st->memory_bytes = read_u64(mem, "memory.usage_in_bytes");
                 st->memory_peak = read_u64(mem, "memory.max_usage_in_bytes");
-                st->oom_kills = read_keyed(mem, "memory.oom_control", "oom_kill");
         }
         st->tasks = read_u64(pids, "pids.current");
-        st->pids_refused = read_keyed(pids, "pids.events", "max");
-        st->throttled = read_keyed(cpu, "cpu.stat", "nr_throttled");
         if (cgroup_host_version(h, CGROUP_CPUACCT) == 2)
                 st->cpu_usec = read_keyed(acct, "cpu.stat", "usage_usec");
         else if (acct)

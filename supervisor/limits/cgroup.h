@@ -141,6 +141,10 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen);
  * a VM). Sets *n; 0 or -errno with err (no fd left open). */
 int cgroup_join_fds(const struct cgroup *cg, int *fds, size_t max, size_t *n, char *err, size_t errlen);
 void cgroup_stats_read(const struct cgroup *cg, struct cgroup_stats *st);
+/* Only the counters of limit hits (oom_kills, pids_refused; throttled if
+ * asked): the periodic check of every running gadget reads these, two or
+ * three files instead of seven; the other fields are 0. */
+void cgroup_hits_read(const struct cgroup *cg, bool throttled, struct cgroup_stats *st);
 /* Kills every process in the cgroup at once (v2 cgroup.kill); -EOPNOTSUPP
  * where the kernel or v1 has no such file. */
 int cgroup_kill(const struct cgroup *cg);

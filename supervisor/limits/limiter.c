@@ -302,7 +302,10 @@ void limiter_check(struct limiter_run *r, const struct policy *p, struct audit *
         char size[32];
         if (!r->cg)
                 return;
-        cgroup_stats_read(r->cg, &st);
+        /* Every running gadget's, each second: only the counters read
+         * here, and the throttling one only where a quota can throttle
+         * (without CPUQuota= no period is ever throttled). */
+        cgroup_hits_read(r->cg, p->cpu_quota != 0, &st);
         uint64_t oom = grew(st.oom_kills, &r->seen.oom_kills);
         uint64_t refused = grew(st.pids_refused, &r->seen.pids_refused);
         uint64_t throttled = grew(st.throttled, &r->seen.throttled);
