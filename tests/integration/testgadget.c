@@ -848,8 +848,18 @@ int main(int argc, char **argv)
                 tag_text = argv[2];
                 echo_fails = argc > 3 && strcmp(argv[3], "fail") == 0;
         }
-        if (argc > 2 && strcmp(argv[1], "slowstart") == 0) /* its start (until its hello) takes N ms */
+        if (argc > 2 && strcmp(argv[1], "slowstart") == 0) { /* its start (until its hello) takes N ms */
+                /* "noterm": a stop during that start takes its whole
+                 * grace (SIGTERM held off until the hello), as a program
+                 * busy in its start would. */
+                sigset_t term;
+                sigemptyset(&term);
+                sigaddset(&term, SIGTERM);
+                if (argc > 3 && strcmp(argv[3], "noterm") == 0)
+                        sigprocmask(SIG_BLOCK, &term, NULL);
                 usleep((useconds_t)atoi(argv[2]) * 1000);
+                sigprocmask(SIG_UNBLOCK, &term, NULL);
+        }
         struct gadget *g = gadget_new(getenv("GADGET_NAME"));
         gadget_method(g, "echo", echo, NULL);
         gadget_method(g, "tag", tag, NULL);

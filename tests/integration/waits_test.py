@@ -203,7 +203,9 @@ def stop_during_a_restart_calls_it_off(tmp):
         # it stops first (a grace of 3 s, the start not answered), then
         # starts. A stop during that stop calls the restart off too: once
         # stopped it stays so (a restart would be starting at that moment).
-        policy(d.pol, "late", "Arguments=slowstart 5000\n")
+        # Its stop lasts the grace: one a moment long was missed now and
+        # then (the restart's start already under way).
+        policy(d.pol, "late", "Arguments=slowstart 5000 noterm\n")
         check(d.ctl("reload").returncode == 0, "reload")
         wait_for(lambda: d.state("late") == "starting", what="late starting")
         restart = subprocess.Popen([GADGETCTL, "--socket", d.sock, "restart", "late"],
