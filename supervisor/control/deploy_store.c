@@ -39,6 +39,7 @@
 #include "system/log.h"
 #include "system/releases.h"
 #include "system/ssl_dl.h"
+#include "system/thread.h"
 #include "system/timer.h"
 
 /* The one of this gadgetd's control, while it lives: a rollout's end
@@ -422,21 +423,15 @@ int deploy_store_new(struct control *ctl, const struct control_env *env, struct 
         ds->rel.conninfo = ds->conninfo;
         ds->rel.node = ds->node;
         ds->rel.trusted = (const uint8_t (*)[BUNDLE_KEY_LEN])ds->keys;
-        /* The thread takes no signals: they stay with the loop's thread. */
-        sigset_t all, old;
+        /* Never joined: a store that stalls holds only this thread, which
+         * frees what is left once it sees stop. */
         pthread_t t;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        int e = -pthread_create(&t, NULL, ds_thread, ds);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        int e = thread_start(&t, ds_thread, ds, 0, true);
         if (e < 0) {
                 event_free(ds->ev_retry);
                 ds_free_shared(ds);
                 return e;
         }
-        /* Never joined: a store that stalls holds only this thread, which
-         * frees what is left once it sees stop. */
-        pthread_detach(t);
         *out = live = ds;
         return 0;
 }

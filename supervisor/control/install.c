@@ -26,6 +26,7 @@
 #include "system/loader.h"
 #include "system/log.h"
 #include "system/mailbox.h"
+#include "system/thread.h"
 #include "system/releases.h"
 #include "system/ssl_dl.h"
 
@@ -423,15 +424,10 @@ static const struct mailbox_owner install_box = { .take = install_read };
 /* Starts j's thread. 0 or -errno. */
 static int job_start(struct install_job *j)
 {
-        sigset_t all, old;
         int e;
         if ((e = mailbox_new(j->env->base, &install_box, j, &j->mb)) < 0)
                 return e;
-        /* The thread takes no signals: they stay with the loop's thread. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = -pthread_create(&j->thread, NULL, install_thread, j);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        e = thread_start(&j->thread, install_thread, j, 0, false);
         j->running = e == 0;
         return e;
 }

@@ -14,6 +14,7 @@
 #include "kv_job.h"
 #include "kvdb.h"
 #include "system/mailbox.h"
+#include "system/thread.h"
 
 #define KV_STACK (512u * 1024u)
 
@@ -124,21 +125,8 @@ static const struct mailbox_owner kvdb_box = { .take = on_done, .drop = job_drop
 /* Starts the thread with every signal blocked: signals are the loop's. */
 static int start_thread(struct kvdb_queue *kq)
 {
-        pthread_attr_t attr;
         pthread_t t;
-        sigset_t all, old;
-        int e;
-
-        if ((e = pthread_attr_init(&attr)) != 0)
-                return -e;
-        pthread_attr_setstacksize(&attr, KV_STACK);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = pthread_create(&t, &attr, thread_main, kq);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-        return -e;
+        return thread_start(&t, thread_main, kq, KV_STACK, true);
 }
 
 static const struct kv_backend_ops kvdb_ops;

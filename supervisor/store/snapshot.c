@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "system/mailbox.h"
+#include "system/thread.h"
 #include "system/ssl_dl.h"
 
 #define SNAPSHOT_STACK (512u * 1024u)
@@ -164,9 +165,7 @@ int snapshot_start(struct event_base *base, const struct snapshot_job *job, snap
 {
         struct snapshot *s = calloc(1, sizeof *s);
         struct stat st;
-        pthread_attr_t attr;
         pthread_t t;
-        sigset_t all, old;
         int e;
         if (!s) {
                 close(job->fd);
@@ -192,18 +191,7 @@ int snapshot_start(struct event_base *base, const struct snapshot_job *job, snap
         }
         if ((e = mailbox_new(base, &snapshot_box, s, &s->mb)) < 0)
                 goto fail;
-        if ((e = pthread_attr_init(&attr)) != 0) {
-                e = -e;
-                goto fail;
-        }
-        pthread_attr_setstacksize(&attr, SNAPSHOT_STACK);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = -pthread_create(&t, &attr, thread_main, s);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-        if (e < 0)
+        if ((e = thread_start(&t, thread_main, s, SNAPSHOT_STACK, true)) < 0)
                 goto fail;
         *out = s;
         return 0;

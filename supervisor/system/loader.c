@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "mailbox.h"
+#include "thread.h"
 #include "policy.h"
 
 struct loader_job {
@@ -150,12 +151,7 @@ static bool over_budget(const struct loader *l, uid_t uid)
 /* Starts j's thread and counts it in flight. */
 static int job_run(struct loader *l, struct loader_job *j)
 {
-        /* The thread takes no signals: they stay with the loop's thread. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        int e = -pthread_create(&j->thread, NULL, job_thread, j);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        int e = thread_start(&j->thread, job_thread, j, 0, false);
         if (e < 0)
                 return e;
         LIST_INSERT_HEAD(&l->jobs, j, run);
