@@ -16,6 +16,7 @@ import leaseload
 from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_for, workers
 from pgnodes import counter_cluster, by_name, counter_policy, live_leases, node, owner_of, start_all, states, stop_all
 from pgserver import PgServer
+from servers import Recorder
 
 LEASE_SPACE = "1734435943"  # kvpg_sql.h's KVPG_LEASE_SPACE: schema 7's lease locks
 
@@ -822,33 +823,6 @@ def pg_lease_paused_owner_replaced(tmp):
             stop_all([a, b])
 
 
-class Hits:
-    """A local HTTP server that counts the requests it is sent."""
-
-    def __init__(self):
-        import http.server
-        outer = self
-        self.requests = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *a):
-                pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 def proc_tree(pid):
     """pid and its descendants."""
     out = [pid]
@@ -902,8 +876,7 @@ def pg_lease_resumed_owner_refuses_bindings(tmp):
     Without the check (core/unit.c's on_binding_call) the lease ended
     first and killed the workers, and the http request went out all the
     same, after b had taken its gadget."""
-    hits = Hits()
-    with PgServer(tmp) as pg:
+    with Recorder() as hits, PgServer(tmp) as pg:
         a, b = node(tmp, pg, "a"), node(tmp, pg, "b")
         body = ("Nodes=a b\nLogLinesPerSecond=100000\n[Binding KV]\nType=kv\n[Binding WEB]\nType=http\n"
                 "Allow=http://127.0.0.1:%d/\n[Binding T]\nType=gadget\nTarget=rt\n[Binding WAKE]\nType=alarm\n"
@@ -950,7 +923,7 @@ def pg_lease_resumed_owner_refuses_bindings(tmp):
                 check(c.returncode != 0, "%s's binding call through resumed a succeeded: %r" % (g, out))
             for g in RESUMED_CALLS:
                 wait_for(lambda g=g: lease_lost_records(a, g), what="a's record of %s's lost lease" % g)
-            check(hits.requests == [], "the http server was sent %r" % hits.requests)
+            check(hits.seen == [], "the http server was sent %r" % [r[:2] for r in hits.seen])
             check(a.status("rt")["calls"] + (b.status("rt")["calls"] if b.state("rt") == "ready" else 0) == 0,
                   "the other gadget was called")
             check(pg.psql("SELECT count(*) FROM gadgetd_alarm WHERE gadget = 'ra'") == "0", "ra's alarm set")
@@ -972,7 +945,7 @@ def pg_lease_resumed_owner_refuses_bindings(tmp):
                 if c.poll() is None:
                     c.kill()
             stop_all([a, b])
-            hits.close()
+
 
 def small_lock_table(tmp):
     """A server whose lock table has 100 nominal slots (10 x 10), and
