@@ -64,6 +64,14 @@ bool unit_lease_wait(struct unit *u)
                 u->leased = false;
         }
         unit_set_state(u, UNIT_REMOTE);
+        /* The store named another node while this one was still on its
+         * way out (on_owner found it not remote yet, and says nothing
+         * again until the owner changes): said now, or its cause would
+         * stay "lost its store lease" for as long as that node runs it.
+         * A gadget's end waits for its reap (a pidfd) over loop turns,
+         * in which the lease session's report may come. */
+        if (!was_remote && u->owner[0] && strcmp(u->owner, u->core->cfg.node) != 0)
+                snprintf(u->cause, sizeof u->cause, "runs on node %s (epoch %" PRId64 ")", u->owner, u->owner_epoch);
         /* Calls that waited for its start here (its lease was lost while
          * it stopped for IdleStop=, or while it started): told at once,
          * not left to their CallTimeout; called again, they go to the
