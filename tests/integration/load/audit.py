@@ -192,8 +192,12 @@ def load_audit_disk_full_reported(tmp):
             healthy_daemon(d)
             with Healthy(d, "good", "echo"):
                 flood(d, 20000)
-            lines = wait_for(lambda: [l for l in d.logtext().splitlines()
-                                      if "audit records could not be written" in l], what="the write failures logged")
+            def failures():
+                return [l for l in d.logtext().splitlines() if "audit records could not be written" in l]
+            # The attacker's line, not only the first: each gadget's come
+            # once a second, good's may come first.
+            wait_for(lambda: any("[attacker]" in l for l in failures()), what="the attacker's write failures logged")
+            lines = failures()
             # good's (its gadgetctl calls' records) fail too, told apart.
             mine = [l for l in lines if "[attacker]" in l]
             check(mine and all("No space left on device" in l for l in lines), "log: %r" % lines)
