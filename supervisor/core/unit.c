@@ -537,8 +537,8 @@ static void on_binding_call(struct peer *p, const Gadget__BindingCall *bc, void 
         struct unit_run *r = data;
         struct unit *u = r->u;
         unit_active(u, monotime_ms());
-        if (u->core->bindings.lease && (!u->leased || unit_lease_expired(u))) {
-                char why[200];
+        if (!unit_runs_here(u) || unit_lease_expired(u)) {
+                char why[256];
                 snprintf(why, sizeof why, "gadget \"%.64s\" lost its lease in the store (node %.64s): the binding "
                          "call was not run", u->policy->name, u->core->cfg.node);
                 bindings_handle_or_refuse(u->bind, p, bc, why);
