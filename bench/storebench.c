@@ -33,6 +33,9 @@ static int ok(PGresult *r)
         return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0 : -1;
 }
 
+/* The node named in the owner row of the prepared put's gadget. */
+static char *same_node;
+
 static PGconn *raw_open(const char *conninfo)
 {
         PGconn *c = PQconnectdb(conninfo);
@@ -48,17 +51,35 @@ static PGconn *raw_open(const char *conninfo)
 }
 
 /* The store's put function, prepared once, for the gadget "storebench-raw"
- * whose owner row this process makes (no gadgetd runs it). */
+ * whose owner row this process makes (no gadgetd runs it). The fence
+ * (schema 9 on) passes only for an owner row naming a node incarnation
+ * whose lease is live: the row names the bench's running node and its
+ * incarnation, read here, so each put runs the whole fence as gadgetd's
+ * does (that node never takes or gives back a gadget it does not run). */
 static int same_open(PGconn *c)
 {
-        if (ok(PQexec(c, "INSERT INTO gadgetd_owner (gadget, node, epoch) VALUES ('storebench-raw', 'storebench', 1)"
-                         " ON CONFLICT (gadget) DO UPDATE SET node = excluded.node, epoch = 1")) < 0 ||
-            ok(PQprepare(c, "same", "SELECT gadgetd_kv_put('storebench-raw', 'KV', $1, $2, 1000000, 1073741824,"
-                                    " 'storebench', 1)", 2, NULL)) < 0) {
+        PGresult *r = PQexec(c, "SELECT name, incarnation FROM gadgetd_node WHERE lease_until > now()"
+                                " ORDER BY name LIMIT 1");
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                fprintf(stderr, "storebench: no live node in gadgetd_node: %s", PQerrorMessage(c));
+                PQclear(r);
+                return -1;
+        }
+        const char *v[2] = { PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1) };
+        PGresult *o = PQexecParams(c, "INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc)"
+                                      " VALUES ('storebench-raw', $1, 1, $2::bigint) ON CONFLICT (gadget) DO UPDATE"
+                                      " SET node = excluded.node, epoch = 1, node_inc = excluded.node_inc",
+                                   2, NULL, v, NULL, NULL, 0);
+        char node[128];
+        snprintf(node, sizeof node, "%s", v[0]);
+        PQclear(r);
+        if (ok(o) < 0 || ok(PQprepare(c, "same", "SELECT gadgetd_kv_put('storebench-raw', 'KV', $1, $2, 1000000,"
+                                                 " 1073741824, $3, 1)", 3, NULL)) < 0) {
                 fprintf(stderr, "storebench: libpq: %s", PQerrorMessage(c));
                 return -1;
         }
-        return 0;
+        same_node = strdup(node);
+        return same_node ? 0 : -1;
 }
 
 enum raw_op { RAW_GET, RAW_PUT, RAW_SAME };
@@ -70,16 +91,18 @@ static int raw_loop(PGconn *c, enum raw_op op, int n, struct samples *s)
         for (int i = 0; i < n; i++) {
                 snprintf(key, sizeof key, "k%d", i % 1000);
                 memcpy(val, &i, sizeof i);
-                const char *v[2] = { key, val };
-                int l[2] = { (int)strlen(key), sizeof val }, f[2] = { 1, 1 };
+                const char *v[3] = { key, val, same_node };
+                int l[3] = { (int)strlen(key), sizeof val, 0 }, f[3] = { 1, 1, 0 };
                 int64_t t0 = bench_now_ns();
-                PGresult *r = op == RAW_SAME ? PQexecPrepared(c, "same", 2, v, l, f, 1)
+                PGresult *r = op == RAW_SAME ? PQexecPrepared(c, "same", 3, v, l, f, 1)
                             : op == RAW_PUT ? PQexecParams(c, "INSERT INTO storebench_raw VALUES ($1, $2) ON CONFLICT (key)"
                                                               " DO UPDATE SET value = excluded.value", 2, NULL, v, l, f, 1)
                                             : PQexecParams(c, "SELECT value FROM storebench_raw WHERE key = $1", 1, NULL,
                                                            v, l, f, 1);
-                if (ok(r) < 0)
+                if (ok(r) < 0) {
+                        fprintf(stderr, "storebench: libpq: %s", PQerrorMessage(c));
                         return -1;
+                }
                 samples_add(s, bench_now_ns() - t0);
         }
         return 0;
