@@ -29,6 +29,7 @@
 #include "system/loads.h"
 #include "system/releases.h"
 #include "system/peercred.h"
+#include "system/priority.h"
 #include "alarms/alarms.h"
 #include "tail/tail.h"
 #include "core/core.h"
@@ -1061,6 +1062,14 @@ static int setup(struct daemon *d)
         const struct config *c = &d->cfg;
         int e;
         raise_nofile();
+        /* Before any thread or sandbox is started: they start at nice 0. */
+        char why[120];
+        if ((e = priority_loop(why, sizeof why)) < 0) {
+                log_msg(L_ERR, NULL, "cannot keep gadgetd's nice from its gadgets: %s", strerror(-e));
+                return e;
+        }
+        if (why[0])
+                log_msg(L_INFO, NULL, "event loop: %s", why);
         struct group *gr = getgrnam(c->group);
         d->group_gid = gr ? gr->gr_gid : (gid_t)-1;
         if (!gr)

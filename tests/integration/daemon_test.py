@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, main, mounts, pid_alive,
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, GADGETD, TESTGADGET, Daemon, check, children, main, mounts,
+                     pid_alive,
                      policy, skip, spare, test, wait_for, workers)
 
 PROBE = os.environ.get("PROBE", "")
@@ -809,6 +810,36 @@ def network_namespace_shared(tmp):
     check(r.returncode == 1 and (bad + ':4: NetworkNamespace="host" is not one of private, shared') in r.stdout,
           "bad NetworkNamespace=: %r" % r)
 
+
+
+def nice(path):
+    """The nice value of the task at /proc/PATH (stat's 19th field)."""
+    with open("/proc/%s/stat" % path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+@test
+def loop_ahead_gadgets_at_zero(tmp):
+    """gadgetd's loop runs at nice -10 (it was started at 0, as root may
+    lower its own); every process and thread it starts is at 0: a sandbox's
+    PID 1, its program, the spare shell, gadgetd's other threads. A gadget
+    that inherited the loop's -10 would run ahead of the host's work."""
+    with Daemon(tmp) as d:
+        d.ctl("load", policy(tmp, "echoer", "[Binding DATA]\nType=kv\n"))
+        wait_for(lambda: d.state("echoer") == "ready", what="echoer ready")
+        # A kv write: the store's thread is started.
+        r = d.ctl("call", "echoer", "increment_once", '{"binding": "DATA", "id": "1"}')
+        check(r.returncode == 0, "increment: %r" % r.stderr)
+        main_pid = d.proc.pid
+        check(nice("%d/task/%d" % (main_pid, main_pid)) == -10, "loop's nice %d" % nice("%d" % main_pid))
+        wait_for(lambda: spare(d), what="the spare shell")
+        started = [str(p) for p, _ in children(d)]
+        started += [c for w in workers(d) for c in open("/proc/%d/task/%d/children" % (w, w)).read().split()]
+        started += ["%d/task/%s" % (main_pid, t) for t in os.listdir("/proc/%d/task" % main_pid)
+                    if t != str(main_pid)]
+        check(len(started) >= 4, "too few processes and threads seen: %r" % started)
+        for p in started:
+            check(nice(p) == 0, "%s (%s) at nice %d" % (p, open("/proc/%s/comm" % p).read().strip(), nice(p)))
 
 if __name__ == "__main__":
     sys.exit(main())
