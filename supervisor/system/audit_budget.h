@@ -33,11 +33,17 @@ struct audit_window {
         uint64_t unwritten;      /* records (or summaries) the file refused */
         int error;               /* the last reason, -errno */
         LIST_ENTRY(audit_window) link;
+        struct audit_window *same_slot;  /* the next window of its slot in by_name */
 };
 
 struct audit_budget {
         uint32_t rate;           /* records per window per gadget; 0: no limit */
         LIST_HEAD(, audit_window) windows;  /* zeroed: empty */
+        /* The windows by gadget name (strhash), so that a record's look-up
+         * costs the same with 10 gadgets at work as with 10,000: a power of
+         * 2 slots, at least as many as windows (grown when passed). */
+        struct audit_window **by_name;
+        size_t n_slots, n_windows;
         uint64_t summarized;     /* records counted into a summary, since the start */
 };
 

@@ -246,6 +246,23 @@ static void test_budget(void)
         CHECK(!audit_budget_flush(&b, 6001, true, on_ended, &e) && LIST_EMPTY(&b.windows) && e.calls == 0,
               "forced: every window gone, nothing to report");
 
+        /* 1,000 gadgets at once (the index grows under them): each its
+         * own budget, each found again, each window reported once. */
+        char name[16];
+        for (int round = 0; round < 2; round++)
+                for (int i = 0; i < 1000; i++) {
+                        snprintf(name, sizeof name, "g%d", i);
+                        struct audit_record m = rec(name, "KV", "get", AUDIT_OK);
+                        audit_budget_take(&b, &m, 7000);
+                        audit_budget_take(&b, &m, 7000);
+                }
+        e = (struct ended){ 0 };
+        CHECK(!audit_budget_flush(&b, 8000, false, on_ended, &e) && LIST_EMPTY(&b.windows) && e.calls == 1000 &&
+                      e.total == 1000 && b.n_windows == 0,
+              "1000 gadgets: 1000 windows of one summarized record each (%d windows, %llu records)", e.calls,
+              (unsigned long long)e.total);
+        CHECK(audit_budget_take(&b, &r, 8000) == 1 && b.n_windows == 1, "a gadget's window after all were gone");
+
         struct audit_budget none = { .rate = 0 };
         took = 0;
         for (int i = 0; i < 1000; i++)
