@@ -40,34 +40,43 @@ static _Noreturn void fail(const char *step, int err)
         _exit(125);
 }
 
-/* What only the start needs, on a mapping of its own that
+/* What only the start needs, on mappings of its own that
  * sandbox_setup_release unmaps once the program runs: the unpacked setup,
  * the vectors strv makes of it, the mount plan and the steps' texts
  * (sandbox_setup_alloc). On the heap they would leave PID 1 pages for the
  * gadget's life: the small blocks freed there stay in the allocator's
  * per-thread cache, which malloc_trim does not empty, and hold the pages
- * they are on. Reserved, not backed: only the pages used are memory, and
- * nothing here is ever freed alone. (A probe, enter.c, keeps it: it ends
- * with its command.) */
-#define ARENA_SIZE (4u * SETUP_MAX)
-static uint8_t *arena;
-static size_t arena_used;
+ * they are on. Handed out in order, never freed alone; a chunk more is
+ * mapped when one is full, so the setup's size is bounded only as it was
+ * on the heap. Only the pages used are memory. (A probe, enter.c, keeps
+ * them: it ends with its command.) */
+#define ARENA_CHUNK (256u * 1024u)
+#define ARENA_ALIGN 16u
+
+struct arena_chunk {
+        struct arena_chunk *prev;
+        size_t size, used;
+};
+static struct arena_chunk *arena;
 
 static void *arena_alloc(void *data, size_t size)
 {
         (void)data;
-        size = (size + 15) & ~(size_t)15;
-        if (!arena) {
-                void *a = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                               -1, 0);
-                if (a == MAP_FAILED)
-                        return NULL;
-                arena = a;
-        }
-        if (size > ARENA_SIZE - arena_used)
+        const size_t head = (sizeof *arena + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+        if (size > SIZE_MAX / 2)
                 return NULL;
-        arena_used += size;
-        return arena + arena_used - size;
+        size = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+        if (!arena || size > arena->size - arena->used) {
+                size_t want = head + size > ARENA_CHUNK ? (head + size + 4095) & ~(size_t)4095 : ARENA_CHUNK;
+                struct arena_chunk *c = mmap(NULL, want, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (c == MAP_FAILED)
+                        return NULL;
+                *c = (struct arena_chunk){ .prev = arena, .size = want, .used = head };
+                arena = c;
+        }
+        arena->used += size;
+        return (uint8_t *)arena + arena->used - size;
 }
 
 /* Freed all at once (sandbox_setup_release). */
@@ -99,9 +108,11 @@ static char **strv(char **v, size_t n)
 
 void sandbox_setup_release(void)
 {
-        if (arena)
-                munmap(arena, ARENA_SIZE);
-        arena = NULL;
+        while (arena) {
+                struct arena_chunk *prev = arena->prev;
+                munmap(arena, arena->size);
+                arena = prev;
+        }
         /* free keeps the pages of what it freed below the heap's top (and
          * its top below 128 KiB): the setup's bytes as they came, the
          * mount plan. Give them back now. */
