@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 
-from harness import GADGETD, PROBE, check, gadgetd_run, main, mounts, policy, run_probe, need, skip, test
+from harness import GADGETD, PROBE, check, gadgetd_run, main, mounts, policy, run_probe, need, skip, test, wait_for
 
 EXAMPLES = os.environ.get("EXAMPLES", "")
 
@@ -298,15 +298,51 @@ def orphan_reaped(tmp):
     check(r.returncode == 0 and out.get("orphan") == ["reaped"], "orphan: %r %r" % (out, r.stderr))
 
 
+def init_kept(pid):
+    """What the sandbox's PID 1 keeps of its own (Private_Dirty, KiB) on
+    its heap, and on mappings of no file besides its .bss (the one right
+    after its image): (heap, other), None once it is gone."""
+    heap = other = 0
+    part, last = "named", ""
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                head = line.split()
+                if "-" in head[0] and not head[0].endswith(":"):
+                    name = head[5] if len(head) > 5 else ""
+                    part = ("heap" if name == "[heap]" else "named" if name
+                            else "bss" if last.endswith("gadgetd-sandbox") else "other")
+                    last = name
+                elif head[0] == "Private_Dirty:":
+                    heap += int(head[1]) if part == "heap" else 0
+                    other += int(head[1]) if part == "other" else 0
+    except OSError:
+        return None
+    return heap, other
+
+
 @test
 def sigterm_forwarded(tmp):
-    """SIGTERM to gadgetd reaches the program through the sandbox's PID 1."""
+    """SIGTERM to gadgetd reaches the program through the sandbox's PID 1.
+    Meanwhile, the program running, PID 1 keeps nothing of its start: the
+    setup's mappings unmapped, what it freed given back (two pages of heap
+    at most, its thread's block and the allocator's; before: 36 KiB)."""
     pol = policy(tmp, "trap", "SystemLibraries=yes\n", exec_path="/bin/sh")
     p = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c",
                           "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(p.stdout.readline().strip() == "ready", "the program did not start")
-    p.terminate()
+    try:
+        check(p.stdout.readline().strip() == "ready", "the program did not start")
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            init = [int(c) for c in f.read().split() if open("/proc/%s/uid_map" % c).read().strip()]
+        check(len(init) == 1, "PID 1 of the sandbox: %r" % init)
+        seen = []
+        # PID 1 lets go once the program's exec is done, which the
+        # program's first line may come before.
+        wait_for(lambda: seen.append(init_kept(init[0])) or (seen[-1] and seen[-1][0] <= 8 and seen[-1][1] == 0),
+                 timeout=10, what=lambda: "PID 1 to keep at most 8 KiB of heap and no other mapping: %r" % seen[-1:])
+    finally:
+        p.terminate()
     out, err = p.communicate(timeout=30)
     check("got-term" in out and p.returncode == 3, "status %d out %r err %r" % (p.returncode, out, err))
 

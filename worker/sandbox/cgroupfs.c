@@ -24,7 +24,8 @@
  * programs, no set-uid. */
 static const unsigned long ro_flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
-static char step_buf[128];
+/* The text of the step that runs, on the setup's mapping (helper.c). */
+#define STEP_MAX 128
 
 /* A v1 controller list as /proc/self/cgroup gives it ("memory",
  * "cpu,cpuacct"); named hierarchies (name=...) are never gadgetd's. */
@@ -102,10 +103,14 @@ static int link_controllers(const char *ctrls)
 int cgroupfs_mount(const struct cgroupfs_view *v, const char **step)
 {
         char path[sizeof ROOT + CGROUPFS_NAME_MAX + 1];
+        char *step_buf = sandbox_setup_alloc(STEP_MAX);
 
+        *step = "cgroup mount";
+        if (!step_buf)
+                return -ENOMEM;
         *step = step_buf;
         if (v->n_v1 == 0) {
-                snprintf(step_buf, sizeof step_buf, "cgroup mount %s", ROOT);
+                snprintf(step_buf, STEP_MAX, "cgroup mount %s", ROOT);
                 if (v->v2 && mount("cgroup2", ROOT, "cgroup2", ro_flags, NULL) < 0)
                         return -errno;
                 return 0;
@@ -119,7 +124,7 @@ int cgroupfs_mount(const struct cgroupfs_view *v, const char **step)
                 if (i == v->n_v1 && !v->v2)
                         break;
                 snprintf(path, sizeof path, ROOT "/%s", ctrls);
-                snprintf(step_buf, sizeof step_buf, "cgroup mount %s", path);
+                snprintf(step_buf, STEP_MAX, "cgroup mount %s", path);
                 if (mkdir(path, 0555) < 0)
                         return -errno;
                 if (i < v->n_v1 ? mount("cgroup", path, "cgroup", ro_flags, ctrls) < 0

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -27,6 +29,8 @@
 /* Largest setup gadgetd sends: argv, environment and paths of one policy
  * and two seccomp programs. */
 #define SETUP_MAX (1u << 20)
+/* The first read of the setup, on a mapping of its own (read_setup). */
+#define SETUP_CHUNK (64u * 1024u)
 /* The most fds a setup brings (a worker's or a probe's). */
 #define SANDBOX_FDS_MAX (SANDBOX_FDS_SENT + 1 > SANDBOX_ENTER_FDS_SENT ? SANDBOX_FDS_SENT + 1 : SANDBOX_ENTER_FDS_SENT)
 
@@ -36,16 +40,83 @@ static _Noreturn void fail(const char *step, int err)
         _exit(125);
 }
 
+/* What only the start needs, on mappings of its own that
+ * sandbox_setup_release unmaps once the program runs: the unpacked setup,
+ * the vectors strv makes of it, the mount plan and the steps' texts
+ * (sandbox_setup_alloc). On the heap they would leave PID 1 pages for the
+ * gadget's life: the small blocks freed there stay in the allocator's
+ * per-thread cache, which malloc_trim does not empty, and hold the pages
+ * they are on. Handed out in order, never freed alone; a chunk more is
+ * mapped when one is full, so the setup's size is bounded only as it was
+ * on the heap. Only the pages used are memory. (A probe, enter.c, keeps
+ * them: it ends with its command.) */
+#define ARENA_CHUNK (256u * 1024u)
+#define ARENA_ALIGN 16u
+
+struct arena_chunk {
+        struct arena_chunk *prev;
+        size_t size, used;
+};
+static struct arena_chunk *arena;
+
+static void *arena_alloc(void *data, size_t size)
+{
+        (void)data;
+        const size_t head = (sizeof *arena + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+        if (size > SIZE_MAX / 2)
+                return NULL;
+        size = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+        if (!arena || size > arena->size - arena->used) {
+                size_t want = head + size > ARENA_CHUNK ? (head + size + 4095) & ~(size_t)4095 : ARENA_CHUNK;
+                struct arena_chunk *c = mmap(NULL, want, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (c == MAP_FAILED)
+                        return NULL;
+                *c = (struct arena_chunk){ .prev = arena, .size = want, .used = head };
+                arena = c;
+        }
+        arena->used += size;
+        return (uint8_t *)arena + arena->used - size;
+}
+
+/* Freed all at once (sandbox_setup_release). */
+static void arena_free(void *data, void *p)
+{
+        (void)data;
+        (void)p;
+}
+
+static ProtobufCAllocator arena_allocator = { .alloc = arena_alloc, .free = arena_free };
+
+void *sandbox_setup_alloc(size_t size)
+{
+        return arena_alloc(NULL, size);
+}
+
 /* A NULL-terminated copy of a repeated string field (the strings stay in
  * the message). */
 static char **strv(char **v, size_t n)
 {
-        char **out = calloc(n + 1, sizeof *out);
+        char **out = arena_alloc(NULL, (n + 1) * sizeof *out);
         if (!out)
                 fail("setup", ENOMEM);
         for (size_t i = 0; i < n; i++)
                 out[i] = v[i];
+        out[n] = NULL;
         return out;
+}
+
+void sandbox_setup_release(void)
+{
+        while (arena) {
+                struct arena_chunk *prev = arena->prev;
+                munmap(arena, arena->size);
+                arena = prev;
+        }
+        /* free keeps the pages of what it freed below the heap's top (and
+         * its top below 128 KiB): the setup's bytes as they came, the
+         * mount plan. Give them back now. */
+        malloc_trim(0);
 }
 
 /* One seccomp program from its bytes. */
@@ -56,6 +127,17 @@ static struct sock_fprog prog(const ProtobufCBinaryData *b)
                 fail("seccomp program", EINVAL);
         return (struct sock_fprog){ .len = (unsigned short)(b->len / sizeof(struct sock_filter)),
                                     .filter = (struct sock_filter *)b->data };
+}
+
+/* A copy of p of its own, which outlives the message (what PID 1 keeps
+ * once sandbox_setup_release freed it). Not on the heap, where it would
+ * hold the pages of the freed setup around it: only its own len * 8
+ * bytes of this are ever touched (BPF_MAXINSNS at most, prog checked). */
+static struct sock_fprog prog_kept(struct sock_fprog p)
+{
+        static struct sock_filter kept[BPF_MAXINSNS];
+        memcpy(kept, p.filter, p.len * sizeof *kept);
+        return (struct sock_fprog){ .len = p.len, .filter = kept };
 }
 
 /* Puts the n fds that came with the setup at SANDBOX_FD_REPORT on, and
@@ -85,10 +167,14 @@ static void place_fds(const int *fds, size_t n, const int *std)
  * this start (end of file). */
 static Sandbox__Setup *read_setup(size_t want, size_t optional, const int *std, size_t *got)
 {
-        static uint8_t buf[65536];
+        /* Not a static buffer: its pages would stay PID 1's for the
+         * gadget's whole life. The reader keeps a copy of what came. */
+        uint8_t *buf = mmap(NULL, SETUP_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED)
+                _exit(125);
         int fds[SANDBOX_FDS_MAX];
         size_t n_fds = 0;
-        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, sizeof buf, fds, want + optional, &n_fds);
+        ssize_t n = wire_recv_fds(SANDBOX_FD_SETUP, buf, SETUP_CHUNK, fds, want + optional, &n_fds);
         if (n == 0 || (n < 0 && n != -EPROTO))
                 return NULL;
         /* Without its fds the helper cannot even report: it just ends, and
@@ -102,11 +188,12 @@ static Sandbox__Setup *read_setup(size_t want, size_t optional, const int *std, 
         size_t len;
         wire_reader_init(&rd, SETUP_MAX);
         int e = wire_reader_feed(&rd, buf, (size_t)n);
+        munmap(buf, SETUP_CHUNK);
         if (e == 0)
                 e = wire_recv_exact(&rd, SANDBOX_FD_SETUP, &data, &len); /* SANDBOX_CGROUP_MSG follows */
         if (e <= 0)
                 fail("setup", e < 0 ? -e : EPROTO);
-        Sandbox__Setup *s = sandbox__setup__unpack(NULL, len, data);
+        Sandbox__Setup *s = sandbox__setup__unpack(&arena_allocator, len, data);
         wire_reader_free(&rd);
         if (!s || s->n_argv == 0 || s->n_ro_paths != s->n_ro_real)
                 fail("setup", EPROTO);
@@ -162,7 +249,7 @@ int main(int argc, char **argv)
          * before the parent-death signal was set. */
         if (poll(&(struct pollfd){ .fd = SANDBOX_FD_PARENT, .events = POLLIN }, 1, 0) != 0)
                 _exit(125);
-        struct gadget_filter filter = { .program = prog(&s->filter), .direct = prog(&s->filter_direct),
+        struct gadget_filter filter = { .program = prog(&s->filter), .direct = prog_kept(prog(&s->filter_direct)),
                                         .init = prog(&s->filter_init) };
         if (s->learn)
                 filter.learn = prog(&s->filter_learn);

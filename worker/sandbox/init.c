@@ -24,6 +24,14 @@
 /* The stack PID 2 runs on until its exec: exec_program's buffers and the
  * calls it makes. */
 #define CHILD_STACK (64u * 1024u)
+/* How far below the program's first stack pointer its stack is mapped at
+ * least: exec maps 128 KiB below the arguments (fs/exec.c,
+ * setup_arg_pages), and a stack never shrinks. */
+#define STACK_MAPPED (128u * 1024u)
+#define PAGE_DOWN(a) ((uintptr_t)(a) & ~(uintptr_t)4095)
+
+/* The first stack pointer (glibc's, set at _start). */
+extern void *__libc_stack_end;
 
 static const int forwarded[] = { SANDBOX_FORWARDED_SIGNALS };
 
@@ -164,7 +172,6 @@ static pid_t start_program(const struct sandbox_config *cfg, int pipefd[2], int 
         pid_t child = clone(program_child, (char *)stack + CHILD_STACK, flags, &ps);
         munmap(stack, CHILD_STACK);
         *traced = child > 0 && ps.traced;
-        *traced = child > 0 && ps.traced;
         return child;
 }
 
@@ -255,6 +262,29 @@ static void reap(const struct sandbox_config *cfg, pid_t child, int sfd)
         while ((pid = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
                 if (!crash_stopped(cfg, pid, status) && pid == child)
                         program_ended(cfg, status, sfd);
+}
+
+/* Gives back the pages of the stack the start dirtied below the caller's
+ * frame (the setup ran deep: paths, mount steps, PID 2's start): PID 1
+ * waits on a few hundred bytes of it for the gadget's life, and what it
+ * runs later (a crash's core, a denial) dirties them again only then.
+ * Why this is safe: nothing below the stack pointer is live (the signals
+ * PID 1 takes come by signalfd, no handler runs on this stack), the
+ * madvise call's own frame lies within the margin left below this frame,
+ * and a page given back reads as zeros when touched again. Only within
+ * the stack's mapping: the range is within the 128 KiB exec mapped below
+ * the first stack pointer, and mincore says all of it is mapped (else
+ * nothing is given back: a stack limit below that). Never inlined: its
+ * frame is then below every frame of its callers, whose locals (the
+ * signal set init_loop takes) stay live. */
+static __attribute__((noinline)) void release_stack(void)
+{
+        uintptr_t hi = PAGE_DOWN((char *)__builtin_frame_address(0) - 1024);
+        uintptr_t lo = PAGE_DOWN((char *)__libc_stack_end - STACK_MAPPED) + 4096;
+        unsigned char vec[STACK_MAPPED / 4096];
+        if (hi <= lo || (hi - lo) / 4096 > sizeof vec || mincore((void *)lo, hi - lo, vec) < 0)
+                return;
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* PID 1's loop: its signals (SIGCHLD: reap; the forwarded ones: on to the
@@ -397,5 +427,9 @@ _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]
                 close(notify_sk[0]);
         }
         close(pipefd[0]);
+        /* PID 2 is the program now (or gone), in memory of its own: what
+         * only the start needed goes, for the gadget's life. */
+        sandbox_setup_release();
+        release_stack();
         init_loop(cfg, &set, child, listener);
 }

@@ -68,14 +68,17 @@ static const char *const userns_counters[] = {
 /* The directory once, then each file in it by name. */
 static int userns_zero(const char *const *names, size_t n, const char **step)
 {
-        static char buf[80];
+        enum { STEP_MAX = 80 };
+        char *buf = sandbox_setup_alloc(STEP_MAX);
         *step = "limit user namespace counters: /proc/sys/user";
+        if (!buf)
+                return -ENOMEM;
         int dir = open("/proc/sys/user", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0)
                 return errno == ENOENT ? 0 : -errno;
         int e = 0;
         for (size_t i = 0; i < n && e == 0; i++) {
-                snprintf(buf, sizeof buf, "limit user.%s", names[i]);
+                snprintf(buf, STEP_MAX, "limit user.%s", names[i]);
                 *step = buf;
                 int fd = openat(dir, names[i], O_WRONLY | O_CLOEXEC);
                 if (fd < 0) {

@@ -28,14 +28,17 @@ struct mount_item {
         bool is_dir;
 };
 
+/* On the setup's mapping (sandbox_setup_alloc), as its strings: gone
+ * with it, where the heap would keep the pages its small blocks were on. */
 struct mount_plan {
         struct mount_item *items;
-        size_t n;
+        size_t n, cap;
 };
 
-/* The failing step's description; it outlives the plan (the child is
- * single-threaded and ends soon after a failure). */
-static char step_buf[PATH_MAX + 64];
+/* The failing step's description, on the setup's mapping as the plan
+ * (helper.c): it outlives mounts_plan_free, and the child is
+ * single-threaded and ends soon after a failure. */
+#define STEP_MAX (PATH_MAX + 64)
 
 static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
 /* What the system's libraries and commands read from /etc: the loader's
@@ -52,18 +55,33 @@ static const char *const dev_nodes[] = { "/dev/null", "/dev/zero", "/dev/full", 
 static const char *set_step(struct mount_plan *plan, const char *what, const char *path)
 {
         (void)plan;
-        snprintf(step_buf, sizeof step_buf, "%s %s", what, path);
-        return step_buf;
+        static char *buf;
+        if (!buf && !(buf = sandbox_setup_alloc(STEP_MAX)))
+                return what;
+        snprintf(buf, STEP_MAX, "%s %s", what, path);
+        return buf;
+}
+
+static char *plan_strdup(const char *s)
+{
+        char *d = sandbox_setup_alloc(strlen(s) + 1);
+        return d ? strcpy(d, s) : NULL;
 }
 
 static struct mount_item *plan_add(struct mount_plan *plan, const char *dst)
 {
-        struct mount_item *n = realloc(plan->items, (plan->n + 1) * sizeof *n);
-        if (!n)
-                return NULL;
-        plan->items = n;
-        struct mount_item *it = &n[plan->n];
-        *it = (struct mount_item){ .dst = strdup(dst), .tree_fd = -1 };
+        if (plan->n == plan->cap) {
+                size_t cap = plan->cap ? 2 * plan->cap : 16;
+                struct mount_item *n = sandbox_setup_alloc(cap * sizeof *n);
+                if (!n)
+                        return NULL;
+                if (plan->n)
+                        memcpy(n, plan->items, plan->n * sizeof *n);
+                plan->items = n;
+                plan->cap = cap;
+        }
+        struct mount_item *it = &plan->items[plan->n];
+        *it = (struct mount_item){ .dst = plan_strdup(dst), .tree_fd = -1 };
         if (!it->dst)
                 return NULL;
         plan->n++;
@@ -146,7 +164,7 @@ static int plan_system_dir(struct mount_plan *plan, const char *dir, const char 
                         return -errno;
                 target[n] = '\0';
                 struct mount_item *it = plan_add(plan, dir);
-                if (!it || !(it->link = strdup(target)))
+                if (!it || !(it->link = plan_strdup(target)))
                         return -ENOMEM;
                 return 0;
         }
@@ -155,7 +173,7 @@ static int plan_system_dir(struct mount_plan *plan, const char *dir, const char 
 
 int mounts_early(struct mount_plan **out, const char **step)
 {
-        struct mount_plan *plan = calloc(1, sizeof *plan);
+        struct mount_plan *plan = sandbox_setup_alloc(sizeof *plan);
         int e = 0;
 
         *step = "mount plan";
@@ -212,14 +230,10 @@ void mounts_plan_free(struct mount_plan *plan)
 {
         if (!plan)
                 return;
-        for (size_t i = 0; i < plan->n; i++) {
-                free(plan->items[i].dst);
-                free(plan->items[i].link);
+        /* The memory goes with the setup's (sandbox_setup_release). */
+        for (size_t i = 0; i < plan->n; i++)
                 if (plan->items[i].tree_fd >= 0)
                         close(plan->items[i].tree_fd);
-        }
-        free(plan->items);
-        free(plan);
 }
 
 /* mkdir -p of path's parents (path is below BASE). */

@@ -107,6 +107,16 @@ int init_reset_signals(void);
  * init_pidfd, becomes the gadget, runs cfg->argv there and reports its
  * wait status (enter.c); never returns. */
 _Noreturn void enter_main(const struct sandbox_config *cfg, int init_pidfd);
+/* Frees what only the start needed (helper.c): the setup message, and
+ * with it every string and vector of the sandbox_config made of it, the
+ * mount plan and what sandbox_setup_alloc gave; and gives the heap's free
+ * pages back. Only cfg's fds, numbers and filter->direct (a copy of its
+ * own) stay valid. Called once PID 2 is the program (or gone). */
+void sandbox_setup_release(void);
+/* size bytes (zeroed) that live until sandbox_setup_release, NULL if
+ * there is no room: what only the start writes, such as the text of the
+ * step that runs, stays off the pages PID 1 keeps. */
+void *sandbox_setup_alloc(size_t size);
 /* Runs the program as PID 2 and waits as PID 1; never returns. */
 _Noreturn void init_run(const struct sandbox_config *cfg, const int notify_sk[2]);
 /* Reports to gadgetd on fd (report.c, sandbox.proto Report): a step that
