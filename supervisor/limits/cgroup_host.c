@@ -731,8 +731,11 @@ void cgroup_host_close(struct cgroup_host *h)
         cgroup_host_tidy(h);
         for (size_t i = 0; i < h->n_hier; i++) {
                 /* In v2 gadgetd itself stays in DIR/supervisor until it exits;
-                 * the next gadgetd removes the directory. */
-                if (h->hier[i].version == 1)
+                 * the next gadgetd removes the directory. With
+                 * CGROUP_HOST_ONE, DIR is the gadget's cgroup, made for it
+                 * only where the gadget has a limit and removed at its end
+                 * (cgroup_free): tried again here only if it is left. */
+                if (h->hier[i].version == 1 && (!h->one || h->hier[i].made))
                         remove_tree(h->hier[i].dir);
                 free(h->hier[i].own);
                 free(h->hier[i].dir);
