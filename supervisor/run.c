@@ -328,6 +328,21 @@ static void usage(FILE *f)
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
+/* gadgetd run's loop. EVENT_BASE_FLAG_IGNORE_ENV: libevent's EVENT_*
+ * variables (a backend left out, a debug print) are for its own tests;
+ * reading each is four system calls here (getuid, geteuid, getgid,
+ * getegid: whether to trust the environment), 16 per run. */
+static struct event_base *run_base(void)
+{
+        struct event_config *cfg = event_config_new();
+        struct event_base *base = NULL;
+        if (cfg && event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV) == 0)
+                base = event_base_new_with_config(cfg);
+        if (cfg)
+                event_config_free(cfg);
+        return base;
+}
+
 /* The core of gadgetd run: one unit, whose events come to c. */
 static int open_core(struct run_ctx *c, const struct core_config *cc)
 {
@@ -542,7 +557,7 @@ int run_main(int argc, char **argv)
         ret = RUN_EXIT_START;
         /* Shared with other gadgetd run processes (tests and benchmarks run
          * many at once, the same gadget too), never with a daemon. */
-        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = run_base()) ||
             open_core(&c, &cc) < 0) {
                 policy_free(p);
                 goto out;
@@ -666,7 +681,7 @@ int test_main(int argc, char **argv)
                 goto out;
         }
         cc.state_dir = state;
-        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = run_base()) ||
             open_core(&c, &cc) < 0) {
                 policy_free(p);
                 goto out;

@@ -176,10 +176,15 @@ static int open_file(struct audit *a)
                 return 0;
         if ((e = audit_file_path(a->dir, 0, path, sizeof path)) < 0)
                 return e;
-        if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
-                return -errno;
-        /* Read too: its last byte (below). */
+        /* Read too: its last byte (below). The directory is made only
+         * when it is missing (it is the state directory, there already
+         * in a gadgetd run: a mkdir saved). */
         a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (a->fd < 0 && errno == ENOENT) {
+                if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        }
         if (a->fd < 0)
                 return -errno;
         a->size = fstat(a->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -250,9 +255,13 @@ static void now_rfc3339(char *buf, size_t len)
         struct timeval tv;
         struct tm tm;
         gettimeofday(&tv, NULL);
+        /* Written out, not strftime: strftime reads the local time zone
+         * first (tzset: /etc/localtime, seven system calls in a one-shot
+         * gadgetd run), which a time in UTC never needs. */
         gmtime_r(&tv.tv_sec, &tm);
-        size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(buf + n, len - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+        snprintf(buf, len, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)(tm.tm_year + 1900) % 10000u,
+                 (unsigned)(tm.tm_mon + 1) % 100u, (unsigned)tm.tm_mday % 100u, (unsigned)tm.tm_hour % 100u,
+                 (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u, (unsigned)(tv.tv_usec / 1000) % 1000u);
 }
 
 /* One more field of a record: NAME as name, a value of digits alone as a
