@@ -493,6 +493,7 @@ static int setup_scopes(struct cgroup_host *h, const struct cg_tables *t)
  * later, as the gadget's own cgroup (cgroup_new). */
 static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
 {
+        int pid = (int)getpid(); /* once, not once per controller */
         for (int c = 0; c < CGROUP_N_CTRL; c++) {
                 struct cg_mount m;
                 char path[PATH_MAX], *own = NULL, *dir = NULL;
@@ -517,7 +518,7 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
                 }
                 if (!h->one)
                         remove_stale(own);
-                if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, (int)getpid()) < 0) {
+                if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, pid) < 0) {
                         free(own);
                         return -ENOMEM;
                 }
