@@ -43,14 +43,23 @@ static int elf_interp(int fd, const unsigned char *head, size_t n, char *out, si
         }
         if (phentsize != (is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) || phnum > 4096)
                 return 0;
+        /* Read 16 program headers at a time (one pread for most programs,
+         * where one per header was ten for a static one). */
+        union { Elf64_Phdr p64[16]; Elf32_Phdr p32[16]; } ph;
+        size_t got = 0; /* of them, whole headers read (a file cut short: the ones before the cut) */
         for (unsigned i = 0; i < phnum && size == 0; i++) {
-                union { Elf64_Phdr p64; Elf32_Phdr p32; } ph;
-                if (pread(fd, &ph, phentsize, (off_t)(phoff + (uint64_t)i * phentsize)) != (ssize_t)phentsize)
+                unsigned k = i % 16;
+                if (k == 0) {
+                        size_t want = (size_t)(phnum - i < 16 ? phnum - i : 16) * phentsize;
+                        ssize_t r = pread(fd, &ph, want, (off_t)(phoff + (uint64_t)i * phentsize));
+                        got = r > 0 ? (size_t)r / phentsize : 0;
+                }
+                if (k >= got)
                         return 0;
-                if ((is64 ? ph.p64.p_type : ph.p32.p_type) != PT_INTERP)
+                if ((is64 ? ph.p64[k].p_type : ph.p32[k].p_type) != PT_INTERP)
                         continue;
-                off = is64 ? ph.p64.p_offset : ph.p32.p_offset;
-                size = is64 ? ph.p64.p_filesz : ph.p32.p_filesz;
+                off = is64 ? ph.p64[k].p_offset : ph.p32[k].p_offset;
+                size = is64 ? ph.p64[k].p_filesz : ph.p32[k].p_filesz;
                 if (size == 0)
                         return 0;
         }

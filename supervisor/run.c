@@ -3,12 +3,14 @@
 #include "run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -229,44 +231,76 @@ static void unit_log_added(void *arg, struct unit *u, size_t lines)
         /* gadgetd run relays the output; it keeps no log for a client. */
 }
 
-static void signal_cb(evutil_socket_t sig, short what, void *arg)
+/* The signals gadgetd run forwards, read from its signalfd: PID 1 in the
+ * sandbox passes each on to the program. */
+static void signal_cb(evutil_socket_t fd, short what, void *arg)
 {
-        /* PID 1 in the sandbox passes it on to the program. */
-        unit_signal(arg, (int)sig);
+        struct signalfd_siginfo si[8];
+        ssize_t n;
+        while ((n = read(fd, si, sizeof si)) > 0)
+                for (size_t i = 0; i < (size_t)n / sizeof *si; i++)
+                        unit_signal(arg, (int)si[i].ssi_signo);
 }
 
-/* True if sig was ignored when gadgetd run started (nohup, say): it stays
- * ignored, and the gadget does not get it from gadgetd run either. */
-static bool ignored_at_start(int sig)
+/* The signals ignored when gadgetd run started (nohup, say), from
+ * /proc/self/status's SigIgn (one read, where a sigaction per signal
+ * would be 45): they stay ignored, and the gadget does not get them from
+ * gadgetd run either. -errno if the line cannot be read. */
+static int ignored_at_start(sigset_t *set)
 {
-        struct sigaction sa;
-        return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+        char buf[4096];
+        int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+        if (fd >= 0)
+                close(fd);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = '\0';
+        const char *line = strstr(buf, "\nSigIgn:\t");
+        char *end;
+        if (!line)
+                return -EIO;
+        errno = 0;
+        unsigned long long mask = strtoull(line + 9, &end, 16);
+        if (errno || end == line + 9 || *end != '\n')
+                return -EIO;
+        sigemptyset(set);
+        for (int sig = 1; sig <= 64 && sig < NSIG; sig++)
+                if (mask & 1ull << (sig - 1))
+                        sigaddset(set, sig);
+        return 0;
 }
 
 /* Every signal that would end gadgetd run by default (sandbox.h's list
  * and the real-time ones) is taken and forwarded instead, so that neither
  * gadgetd run nor its gadget ends without a word: the gadget decides, and
- * gadgetd run reports how it ended. The mask a caller may have left is
- * cleared. Taken before the start, so none is lost meanwhile. */
-static int take_signals(struct event_base *base, struct unit *u, struct event **evs, size_t max, size_t *n)
+ * gadgetd run reports how it ended. They are blocked and read from a
+ * signalfd (three system calls, where a handler each cost two sigactions
+ * to set and one more to give back at the end); the mask a caller may have
+ * left is replaced by theirs. Why blocking is safe: gadgetd's other
+ * threads block every signal anyway (thread.h); the sandbox's PID 1, which
+ * inherits the mask, blocks the same ones itself, and the program starts
+ * with none blocked (init_reset_signals). Taken before the start, so none
+ * is lost meanwhile. The signalfd: *fd; its event: *ev. */
+static int take_signals(struct event_base *base, struct unit *u, int *fd, struct event **ev)
 {
         static const int fixed[] = { SANDBOX_FORWARDED_SIGNALS };
-        sigset_t none;
-        *n = 0;
-        for (int i = 0, sig; *n < max; i++) {
-                if (i < (int)(sizeof fixed / sizeof *fixed))
-                        sig = fixed[i];
-                else if ((sig = SIGRTMIN + i - (int)(sizeof fixed / sizeof *fixed)) > SIGRTMAX)
-                        break;
-                if (ignored_at_start(sig))
-                        continue;
-                evs[*n] = evsignal_new(base, sig, signal_cb, u);
-                if (!evs[*n] || event_add(evs[*n], NULL) < 0)
-                        return -ENOMEM;
-                (*n)++;
-        }
-        sigemptyset(&none);
-        return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+        sigset_t ign, set;
+        if (ignored_at_start(&ign) < 0)
+                return -EIO;
+        sigemptyset(&set);
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+                if (!sigismember(&ign, fixed[i]))
+                        sigaddset(&set, fixed[i]);
+        for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+                if (!sigismember(&ign, sig))
+                        sigaddset(&set, sig);
+        if (sigprocmask(SIG_SETMASK, &set, NULL) < 0 ||
+            (*fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+                return -errno;
+        if (!(*ev = event_new(base, *fd, EV_READ | EV_PERSIST, signal_cb, u)) || event_add(*ev, NULL) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 static void usage(FILE *f)
@@ -294,6 +328,21 @@ static void usage(FILE *f)
                 CONFIG_STATE_DIR, CONFIG_RUN_DIR, UIDPOOL_DEFAULT_BASE, UIDPOOL_DEFAULT_COUNT, UIDPOOL_LOCK_FILE);
 }
 
+/* gadgetd run's loop. EVENT_BASE_FLAG_IGNORE_ENV: libevent's EVENT_*
+ * variables (a backend left out, a debug print) are for its own tests;
+ * reading each is four system calls here (getuid, geteuid, getgid,
+ * getegid: whether to trust the environment), 16 per run. */
+static struct event_base *run_base(void)
+{
+        struct event_config *cfg = event_config_new();
+        struct event_base *base = NULL;
+        if (cfg && event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV) == 0)
+                base = event_base_new_with_config(cfg);
+        if (cfg)
+                event_config_free(cfg);
+        return base;
+}
+
 /* The core of gadgetd run: one unit, whose events come to c. */
 static int open_core(struct run_ctx *c, const struct core_config *cc)
 {
@@ -314,11 +363,11 @@ static int run_gadget(struct run_ctx *c, struct policy *p, char **args)
 {
         const struct unit_origin o = { .args = args };
         struct unit *u = core_add(c->core, p, &o);
-        struct event *evs[64] = { 0 };
-        size_t n_evs = 0;
+        struct event *ev_sig = NULL;
+        int sig_fd = -1;
         if (!u)
                 return RUN_EXIT_START;
-        if (take_signals(c->base, u, evs, sizeof evs / sizeof *evs, &n_evs) < 0) {
+        if (take_signals(c->base, u, &sig_fd, &ev_sig) < 0) {
                 fprintf(stderr, "gadgetd: cannot start \"%s\": signal handling\n", unit_name(u));
                 c->exit = RUN_EXIT_START;
         } else {
@@ -327,9 +376,13 @@ static int run_gadget(struct run_ctx *c, struct policy *p, char **args)
                 if (c->exit == -1)
                         event_base_dispatch(c->base);
         }
-        for (size_t i = 0; i <= n_evs && i < sizeof evs / sizeof *evs; i++)
-                if (evs[i])
-                        event_free(evs[i]);
+        /* The signals stay blocked: gadgetd run ends next (one that comes
+         * now is the caller's for gadgetd run, not the gadget's, and it is
+         * discarded with gadgetd run). */
+        if (ev_sig)
+                event_free(ev_sig);
+        if (sig_fd >= 0)
+                close(sig_fd);
         return c->exit < 0 ? RUN_EXIT_START : c->exit;
 }
 
@@ -504,7 +557,7 @@ int run_main(int argc, char **argv)
         ret = RUN_EXIT_START;
         /* Shared with other gadgetd run processes (tests and benchmarks run
          * many at once, the same gadget too), never with a daemon. */
-        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = run_base()) ||
             open_core(&c, &cc) < 0) {
                 policy_free(p);
                 goto out;
@@ -628,7 +681,7 @@ int test_main(int argc, char **argv)
                 goto out;
         }
         cc.state_dir = state;
-        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = event_base_new()) ||
+        if ((state_lock = instance_lock_state(cc.state_dir, true)) < 0 || !(c.base = cc.base = run_base()) ||
             open_core(&c, &cc) < 0) {
                 policy_free(p);
                 goto out;

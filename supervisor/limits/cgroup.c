@@ -18,7 +18,7 @@
 #define RMDIR_TRIES 50          /* 1 ms apart: dying tasks leave a cgroup soon */
 
 struct cgroup {
-        const struct cgroup_host *host;
+        struct cgroup_host *host;     /* not const: a one-shot run notes its cgroup made and removed (made) */
         char *dir[CGROUP_MAX_HIER];   /* OWN/gadgetd.PID/gadget-NAME per hierarchy */
         /* CGROUP_HOST_SCOPES: made at cgroup_attach, when the worker's pid is known. */
         char *name;
@@ -180,7 +180,7 @@ int cgroup_cpus_write(const char *dir, const cpu_set_t *cpus)
         return o ? cgroup_write_file(dir, "cpuset.cpus", list) : -EINVAL;
 }
 
-int cgroup_adopt(const struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
+int cgroup_adopt(struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
                  size_t errlen)
 {
         struct cgroup *cg = calloc(1, sizeof *cg);
@@ -219,7 +219,7 @@ int cgroup_adopt(const struct cgroup_host *h, const char *name, pid_t pid, struc
         return 0;
 }
 
-int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
+int cgroup_new(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen)
 {
         struct cgroup *cg = calloc(1, sizeof *cg);
@@ -253,7 +253,9 @@ int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgrou
                         break;
                 }
                 bool cloned = h->hier[i].cpus_cloned;
-                if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) == 0 && h->hier[i].version == 1 &&
+                if ((e = make_gadget_dir(&h->hier[i], cg->dir[i])) == 0 && h->one)
+                        h->hier[i].made = true;
+                if (e == 0 && h->hier[i].version == 1 &&
                     (h->hier[i].ctrls & 1u << CGROUP_CPUSET) && !cloned &&
                     (e = cgroup_cpuset_inherit(h->one ? h->hier[i].own : h->hier[i].dir, cg->dir[i])) < 0) {
                         snprintf(err, errlen, "cgroup v1: cannot give %s the CPUs of its parent: %s", cg->dir[i],
@@ -394,7 +396,8 @@ void cgroup_free(struct cgroup *cg)
                 return;
         for (size_t i = 0; i < cg->host->n_hier; i++)
                 if (cg->dir[i]) {
-                        remove_cgroup(cg->host->hier[i].version, cg->dir[i]);
+                        if (remove_cgroup(cg->host->hier[i].version, cg->dir[i]) == 0 && cg->host->one)
+                                cg->host->hier[i].made = false;
                         free(cg->dir[i]);
                 }
         free(cg->name);

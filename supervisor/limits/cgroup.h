@@ -49,6 +49,7 @@ struct cgroup_hier {
         unsigned ctrls;    /* 1u << enum cgroup_ctrl for each served here */
         bool cpus_cloned;  /* v1 cpuset: each gadget's gets dir's CPUs and memory nodes at its mkdir */
         bool tidy;         /* OWN's stale instance directories are still to be removed (cgroup_host_tidy) */
+        bool made;         /* CGROUP_HOST_ONE, v1: dir (the gadget's cgroup) is made and not yet removed */
         cpu_set_t cpus;    /* then: dir's CPUs (gadgetd's at open) */
 };
 
@@ -124,12 +125,12 @@ struct cgroup;
 /* Makes OWN/gadgetd.PID/gadget-NAME in every hierarchy and writes the
  * limits. 0, or -errno with err naming the file and the reason (nothing is
  * left behind). */
-int cgroup_new(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
+int cgroup_new(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
                struct cgroup **out, char *err, size_t errlen);
 /* The cgroups cgroup_new made for gadget name, as a re-executed gadgetd
  * finds them (gadgetctl daemon-reexec): each must exist. 0, or -errno with
  * err naming the missing directory. */
-int cgroup_adopt(const struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
+int cgroup_adopt(struct cgroup_host *h, const char *name, pid_t pid, struct cgroup **out, char *err,
                  size_t errlen);
 /* Moves pid (and its later children) into the gadget's v2 cgroup. The
  * worker joins its v1 cgroups itself, through cgroup_join_fds. */

@@ -493,6 +493,7 @@ static int setup_scopes(struct cgroup_host *h, const struct cg_tables *t)
  * later, as the gadget's own cgroup (cgroup_new). */
 static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
 {
+        int pid = (int)getpid(); /* once, not once per controller */
         for (int c = 0; c < CGROUP_N_CTRL; c++) {
                 struct cg_mount m;
                 char path[PATH_MAX], *own = NULL, *dir = NULL;
@@ -517,7 +518,7 @@ static int setup_v1(struct cgroup_host *h, const struct cg_tables *t)
                 }
                 if (!h->one)
                         remove_stale(own);
-                if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, (int)getpid()) < 0) {
+                if (asprintf(&dir, "%s/" INSTANCE_PREFIX "%d", own, pid) < 0) {
                         free(own);
                         return -ENOMEM;
                 }
@@ -731,8 +732,11 @@ void cgroup_host_close(struct cgroup_host *h)
         cgroup_host_tidy(h);
         for (size_t i = 0; i < h->n_hier; i++) {
                 /* In v2 gadgetd itself stays in DIR/supervisor until it exits;
-                 * the next gadgetd removes the directory. */
-                if (h->hier[i].version == 1)
+                 * the next gadgetd removes the directory. With
+                 * CGROUP_HOST_ONE, DIR is the gadget's cgroup, made for it
+                 * only where the gadget has a limit and removed at its end
+                 * (cgroup_free): tried again here only if it is left. */
+                if (h->hier[i].version == 1 && (!h->one || h->hier[i].made))
                         remove_tree(h->hier[i].dir);
                 free(h->hier[i].own);
                 free(h->hier[i].dir);

@@ -176,10 +176,15 @@ static int open_file(struct audit *a)
                 return 0;
         if ((e = audit_file_path(a->dir, 0, path, sizeof path)) < 0)
                 return e;
-        if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
-                return -errno;
-        /* Read too: its last byte (below). */
+        /* Read too: its last byte (below). The directory is made only
+         * when it is missing (it is the state directory, there already
+         * in a gadgetd run: a mkdir saved). */
         a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (a->fd < 0 && errno == ENOENT) {
+                if (mkdir(a->dir, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                a->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        }
         if (a->fd < 0)
                 return -errno;
         a->size = fstat(a->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -245,14 +250,34 @@ static int append(struct audit *a, const char *line, size_t n)
         return e;
 }
 
+/* The civil date of a day counted from 1970-01-01, in the proleptic
+ * Gregorian calendar (H. Hinnant's days_from_civil, inverted). */
+static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+        z += 719468;
+        int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+        unsigned doe = (unsigned)(z - era * 146097);                          /* [0, 146096] */
+        unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+        unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+        unsigned mp = (5 * doy + 2) / 153;                                     /* [0, 11], from March */
+        *d = doy - (153 * mp + 2) / 5 + 1;
+        *m = mp < 10 ? mp + 3 : mp - 9;
+        *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
 static void now_rfc3339(char *buf, size_t len)
 {
         struct timeval tv;
-        struct tm tm;
         gettimeofday(&tv, NULL);
-        gmtime_r(&tv.tv_sec, &tm);
-        size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(buf + n, len - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+        /* Reckoned here, not by gmtime_r and strftime: glibc reads the
+         * local time zone at its first conversion of a time even to UTC
+         * (tzset: /etc/localtime, seven system calls in a one-shot gadgetd
+         * run), which a time in UTC never needs. */
+        int64_t t = (int64_t)tv.tv_sec, days = t >= 0 ? t / 86400 : (t - 86399) / 86400, y;
+        unsigned sod = (unsigned)(t - days * 86400), m, d;
+        civil_from_days(days, &y, &m, &d);
+        snprintf(buf, len, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)y % 10000u, m % 100u, d % 100u,
+                 sod / 3600 % 100u, sod / 60 % 60u, sod % 60u, (unsigned)(tv.tv_usec / 1000) % 1000u);
 }
 
 /* One more field of a record: NAME as name, a value of digits alone as a

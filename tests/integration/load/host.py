@@ -58,7 +58,8 @@ def host_run_signals_default_at_exec(tmp):
 def host_run_signals_forwarded(tmp):
     """HUP, USR1, USR2 and ALRM sent to gadgetd run reach the program (they
     would otherwise end gadgetd run without a word); TERM ends it with the
-    program's own status."""
+    program's own status. PWR, ignored when gadgetd run started, stays
+    ignored: sent first, it does not reach the program (which it would end)."""
     pol = policy(tmp, "trap", "SystemLibraries=yes\n", exec_path="/bin/sh")
     script = ("for s in HUP USR1 USR2 ALRM; do trap \"echo got-$s\" $s; done; "
               "trap 'echo got-TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done")
@@ -69,11 +70,13 @@ def host_run_signals_forwarded(tmp):
         # this suite under nohup has HUP) is left ignored by design.
         for sig in sigs:
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGPWR, signal.SIG_IGN)
 
     p = subprocess.Popen(gadgetd_run(tmp) + [pol, "--", "-c", script], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=defaults)
     try:
         check(p.stdout.readline().strip() == "ready", "the program did not start")
+        p.send_signal(signal.SIGPWR)
         for sig in sigs:
             p.send_signal(sig)
             line = p.stdout.readline().strip()
