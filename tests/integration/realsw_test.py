@@ -91,6 +91,15 @@ def dev_shm_size_limited(tmp):
     lines = r.stdout.splitlines()
     check(len(lines) == 3 and lines[0] != "0" and int(lines[1]) <= 4 << 20, "8M into 4M: %r %r" % (lines, r.stderr))
     check("noexec" in lines[2] and "nosuid" in lines[2] and "nodev" in lines[2], "options: %r" % lines[2])
+    # /tmp and /dev/shm are two directories of the root tmpfs (one
+    # superblock, not three): TmpSize bounds them together.
+    r = sh(tmp, "head -c 3M /dev/zero > /tmp/a; echo $?; head -c 3M /dev/zero > /dev/shm/b; echo $?; "
+                "awk '$5 == \"/\" || $5 == \"/tmp\" || $5 == \"/dev/shm\" {print $3}' /proc/self/mountinfo | sort -u",
+           "TmpSize=4M\n")
+    lines = r.stdout.splitlines()
+    check(len(lines) == 3 and lines[0] == "0" and lines[1] != "0", "3M and 3M into 4M together: %r %r" %
+          (lines, r.stderr))
+    check(len(lines) == 3 and ":" in lines[2], "/, /tmp and /dev/shm on one superblock: %r" % lines[2:])
 
 
 @test

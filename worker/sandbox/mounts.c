@@ -14,6 +14,7 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -278,23 +279,72 @@ static int cmp_items(const void *a, const void *b)
         return strcmp(((const struct mount_item *)a)->dst, ((const struct mount_item *)b)->dst);
 }
 
-/* A private tmpfs of TmpSize at dir: the gadget's /tmp, and its /dev/shm
- * (POSIX shared memory and semaphores: Python's multiprocessing), each
- * limited in bytes and inodes. Why this is safe: both are new, empty and
- * the gadget's alone; their pages are charged to the memory cgroup of the
- * process that writes them, so they count in MemoryMax; nothing on them
- * gains set-uid or device rights. */
-static int mount_tmpfs(const struct sandbox_config *cfg, const char *dir, unsigned long flags)
+/* Room for the root's own entries (mount points, links, /etc/passwd and
+ * /etc/group) while it is built; mounts_seal then sizes the tmpfs to what
+ * they took plus the gadget's TmpSize. */
+#define ROOT_BYTES (1024u * 1024u)
+#define ROOT_INODES 4096u
+
+/* TmpSize's inodes: size/4K, at least 256. */
+static uint64_t tmp_inodes(const struct sandbox_config *cfg)
+{
+        return cfg->tmp_size / 4096 < 256 ? 256 : cfg->tmp_size / 4096;
+}
+
+/* The root tmpfs. It is also the gadget's /tmp and /dev/shm (POSIX shared
+ * memory and semaphores: Python's multiprocessing), two directories of it
+ * mounted again on themselves (private_dir): one superblock, not three.
+ * Why that matters: every superblock registers a memory-cgroup-aware
+ * shrinker, and every memory cgroup made after it holds a slot for it, so
+ * each superblock a sandbox has makes every later gadget's cgroup larger
+ * (bench/notes.md, "Issue 36: one tmpfs a sandbox"). The bound is
+ * TmpSize for /tmp and /dev/shm together (size; inodes size/4K, at least
+ * 256), plus the root's few files. Why this is safe: the tmpfs is new,
+ * empty and the gadget's alone; its pages are charged to the memory cgroup
+ * of the process that writes them, so they count in MemoryMax; the root
+ * mount turns read-only before the gadget runs (mounts_seal), /tmp and
+ * /dev/shm are mounts of their own that stay writable, none of them gains
+ * set-uid or device rights, and /dev/shm is not executable. */
+static int mount_root(const struct sandbox_config *cfg)
 {
         char opts[128];
-        uint64_t inodes = cfg->tmp_size / 4096;
-        if (inodes < 256)
-                inodes = 256;
-        snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
-                 (unsigned long long)cfg->tmp_size, (unsigned long long)inodes);
-        if (mkdir(dir, 01777) < 0)
+        snprintf(opts, sizeof opts, "mode=0755,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)(cfg->tmp_size + ROOT_BYTES), (unsigned long long)(tmp_inodes(cfg) + ROOT_INODES));
+        return mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0 ? -errno : 0;
+}
+
+/* The root tmpfs (at "/") sized to what its own entries took plus
+ * TmpSize, in bytes and in inodes: what the gadget may write in /tmp and
+ * /dev/shm together is TmpSize, whatever the policy's paths made. */
+static int size_root(const struct sandbox_config *cfg)
+{
+        struct statfs st;
+        if (statfs("/", &st) < 0)
                 return -errno;
-        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
+        uint64_t used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+        uint64_t files = (uint64_t)(st.f_files - st.f_ffree);
+        char size[32], inodes[32];
+        snprintf(size, sizeof size, "%llu", (unsigned long long)(used + cfg->tmp_size));
+        snprintf(inodes, sizeof inodes, "%llu", (unsigned long long)(files + tmp_inodes(cfg)));
+        int fd = fspick(AT_FDCWD, "/", FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT);
+        if (fd < 0)
+                return -errno;
+        int e = fsconfig(fd, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+                                fsconfig(fd, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+                                fsconfig(fd, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0
+                        ? -errno
+                        : 0;
+        close(fd);
+        return e;
+}
+
+/* dir (on the root tmpfs) as a writable mount of its own, mode 1777: the
+ * root's read-only flag, set later on the root mount alone, does not reach
+ * it. */
+static int private_dir(const char *dir, unsigned long flags)
+{
+        if (mkdir(dir, 01777) < 0 || chmod(dir, 01777) < 0 || mount(dir, dir, NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | flags, NULL) < 0)
                 return -errno;
         return 0;
 }
@@ -320,18 +370,18 @@ int mounts_build(const struct mount_plan *cplan, const struct sandbox_config *cf
 
         umask(022);
         *step = "mount root tmpfs";
-        if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
-                return -errno;
+        if ((e = mount_root(cfg)) < 0)
+                return e;
         /* /dev, /tmp and /proc first, so that a listed path below /tmp is
          * mounted on the gadget's /tmp instead of being hidden by it. */
         *step = "make /dev";
         if (mkdir(BASE "/dev", 0755) < 0 || (e = make_dev_links()) < 0)
                 return e < 0 ? e : -errno;
         *step = "mount /tmp";
-        if ((e = mount_tmpfs(cfg, BASE "/tmp", 0)) < 0)
+        if ((e = private_dir(BASE "/tmp", 0)) < 0)
                 return e;
         *step = "mount /dev/shm";
-        if ((e = mount_tmpfs(cfg, BASE "/dev/shm", MS_NOEXEC)) < 0)
+        if ((e = private_dir(BASE "/dev/shm", MS_NOEXEC)) < 0)
                 return e;
         *step = "mount /proc";
         if (mkdir(BASE "/proc", 0555) < 0)
@@ -364,8 +414,12 @@ int mounts_build(const struct mount_plan *cplan, const struct sandbox_config *cf
 /* After cgroupfs_mount, which makes its v1 mount points on the root
  * tmpfs itself (one superblock less than a tmpfs of their own), and
  * before anything of the gadget's runs. */
-int mounts_seal(const char **step)
+int mounts_seal(const struct sandbox_config *cfg, const char **step)
 {
+        int e;
+        *step = "size the root tmpfs";
+        if ((e = size_root(cfg)) < 0)
+                return e;
         *step = "make root read-only";
         struct mount_attr ma = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
         if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ma, sizeof ma) < 0)

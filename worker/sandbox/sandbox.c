@@ -151,7 +151,7 @@ _Noreturn void sandbox_main(const struct sandbox_config *cfg, struct mount_plan 
                 sandbox_fail(cfg->report_fd, "hostname", errno);
         e = join_cgroups(cfg, &step);
         if (e == 0)
-                e = mounts_seal(&step);
+                e = mounts_seal(cfg, &step);
         if (e < 0)
                 sandbox_fail(cfg->report_fd, step, -e);
         e = limits_apply(cfg, &step);

@@ -68,9 +68,10 @@ int mounts_early(struct mount_plan **plan, const char **step);
  * (supervisor/system/paths.c). */
 int mounts_prepare(const struct sandbox_config *cfg, struct mount_plan *plan, const char **step);
 int mounts_build(const struct mount_plan *plan, const struct sandbox_config *cfg, const char **step);
-/* Makes the root read-only (mounts_build leaves it writable for
- * cgroupfs_mount). 0 or -errno. */
-int mounts_seal(const char **step);
+/* Sizes the root tmpfs to its own entries plus TmpSize (/tmp and
+ * /dev/shm are two of its directories) and makes the root read-only
+ * (mounts_build leaves it writable for cgroupfs_mount). 0 or -errno. */
+int mounts_seal(const struct sandbox_config *cfg, const char **step);
 void mounts_plan_free(struct mount_plan *plan);
 /* Writes the generated passwd and group into etc (the new root's /etc). */
 int etcfiles_write(const char *etc, const char *name);
