@@ -5,6 +5,8 @@
  * called on the loop and never waits on a disk or the network. */
 #pragma once
 
+#include <stdbool.h>
+
 struct kv;
 struct kv_job;
 struct kv_backend;
@@ -19,6 +21,11 @@ struct kv_backend_ops {
          * caller keeps job: KV_EUNAVAILABLE with job->why when the store
          * is down, -ENOMEM. */
         int (*submit)(struct kv_queue *q, struct kv_job *job);
+        /* May be NULL. Called only when q has no job queued, running or
+         * unanswered: carries out job now if it can without waiting
+         * (true: its results are in job, which the caller answers and
+         * frees), else false and job is untouched, for submit. */
+        bool (*now)(struct kv_queue *q, struct kv_job *job);
         /* The store closes: every job of q is answered now, each done
          * once (a finished one with its outcome, the others -ECANCELED; a
          * running one by a stand-in, the job dropped when it ends), and q

@@ -100,22 +100,29 @@ bool kvdb_types_ok(const struct kv_type *const *types, size_t n, char *why, size
         return true;
 }
 
-/* Makes each type's tables and prepares its statements, in the order of
- * db->types. 0 or -errno. */
-static int open_types(struct kvdb *db)
+int kvdb_prepare(struct kvdb *db)
 {
         for (size_t t = 0; t < db->n_types; t++) {
                 const struct kvdb_type *type = db->types[t]->db;
-                int e = kvdb_exec(db, type->schema);
-                for (size_t i = 0; e == 0 && i < type->n_stmts; i++) {
+                for (size_t i = 0; i < type->n_stmts; i++) {
                         int rc = sqlite3_prepare_v3(db->db, type->stmts[i], -1, SQLITE_PREPARE_PERSISTENT,
                                                     &db->st[t][i], NULL);
-                        e = rc == SQLITE_OK ? 0 : kvdb_sql_err(rc);
+                        if (rc != SQLITE_OK)
+                                return kvdb_sql_err(rc);
                 }
+        }
+        return 0;
+}
+
+/* Makes each type's tables, then prepares its statements. 0 or -errno. */
+static int open_types(struct kvdb *db)
+{
+        for (size_t t = 0; t < db->n_types; t++) {
+                int e = kvdb_exec(db, db->types[t]->db->schema);
                 if (e < 0)
                         return e;
         }
-        return 0;
+        return kvdb_prepare(db);
 }
 
 int kvdb_open(const char *state_dir, const char *gadget, const struct kv_type *const *types, size_t n,

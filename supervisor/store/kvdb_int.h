@@ -36,6 +36,9 @@ struct kvdb {
 
 /* Statement which of type t, prepared at open. */
 sqlite3_stmt *kvdb_st(struct kvdb *db, const struct kvdb_type *t, int which);
+/* Prepares each type's statements, in the order of db->types (its
+ * tables exist). 0 or -errno. */
+int kvdb_prepare(struct kvdb *db);
 /* An SQLite result code as -errno. */
 int kvdb_sql_err(int rc);
 /* Runs sql (no results). 0 or -errno. */

@@ -13,6 +13,7 @@
 #include "kv_backend.h"
 #include "kv_job.h"
 #include "kvdb.h"
+#include "kvdb_nowait.h"
 #include "system/mailbox.h"
 #include "system/thread.h"
 
@@ -35,6 +36,10 @@ struct kvdb_queue {
         struct kv_job *todo, **todo_tail;   /* queued, not started */
         struct kv_job *running;
         bool closing;
+        /* The loop's read-only connection (kvdb_nowait.c), opened by the
+         * thread after its own, closed by it at the end; the loop uses it
+         * only while nothing is queued or running. */
+        struct kvdb *ro;
         /* The thread's own. */
         char *state_dir, *gadget;
         const struct kv_type *types[KV_TYPES_MAX]; /* the backend's, copied: the thread may outlive it */
@@ -44,12 +49,34 @@ struct kvdb_queue {
         struct mailbox *mb;
 };
 
+/* A job the loop's read-only connection may answer: a kv get. */
+static bool nowait_job(const struct kv_job *job)
+{
+        return !job->op->writes && strcmp(job->type->name, "kv") == 0 && kv_job_is(job, "get");
+}
+
 /* Carries out one job on the database (on the thread). */
 static void run_job(struct kvdb *db, struct kv_job *job)
 {
         int e = kvdb_run(db, job);
         if (e < 0 || job->err == 0)
                 job->err = e;
+}
+
+/* A get on ro: true if answered (found or not), else job is as it was
+ * (ro's busy timeout is 0: a lock held elsewhere is the writer's to wait
+ * for). */
+static bool run_get(struct kvdb *ro, struct kv_job *job)
+{
+        int e = kvdb_run(ro, job);
+        if (e < 0 && e != -ENOENT) {
+                free(job->val);
+                job->val = NULL;
+                job->vlen = 0;
+                return false;
+        }
+        job->err = e;
+        return true;
 }
 
 /* Hands a finished job to the loop (mu held). Why mb is still there: the
@@ -91,16 +118,31 @@ static void *thread_main(void *arg)
                 kq->running = job;
                 pthread_mutex_unlock(&kq->mu);
                 int e = db ? 0 : kvdb_open(kq->state_dir, kq->gadget, kq->types, kq->n_types, &db);
+                struct kvdb *ro = NULL;
                 if (e < 0) {
                         job->err = e;
                         job->open_failed = true;
-                } else
-                        run_job(db, job);
+                } else {
+                        /* A get runs on the loop's connection here too
+                         * (the loop uses it only while nothing runs
+                         * here): its reads bring into the page cache the
+                         * pages the loop could not read, which the
+                         * writer's own cache would not. */
+                        if (!kq->ro || !nowait_job(job) || !run_get(kq->ro, job))
+                                run_job(db, job);
+                        /* Without it every job stays the thread's. */
+                        if (!kq->ro && kvdb_nowait_open(kq->state_dir, kq->gadget, kq->types, kq->n_types,
+                                                        &ro) < 0)
+                                ro = NULL;
+                }
                 pthread_mutex_lock(&kq->mu);
+                if (ro)
+                        kq->ro = ro;
                 kq->running = NULL;
                 finish(kq, job);
         }
         pthread_mutex_unlock(&kq->mu);
+        kvdb_close(kq->ro);
         kvdb_close(db);
         queue_free(kq);
         return NULL;
@@ -177,6 +219,26 @@ static int queue_submit(struct kv_queue *q, struct kv_job *job)
         return 0;
 }
 
+/* A kv get, on the loop's connection, when it needs no disk and no lock
+ * (kvdb_nowait.c): found or not found is the answer; anything else (a
+ * read that would wait, a busy lock, an error) goes to the thread, which
+ * answers as it always did. */
+static bool queue_now(struct kv_queue *q, struct kv_job *job)
+{
+        struct kvdb_queue *kq = (struct kvdb_queue *)q;
+        if (!nowait_job(job))
+                return false;
+        /* ro is set by the thread, under mu. Why the thread does not use
+         * it now: nothing of this gadget is queued or running (the
+         * caller's rule, kv.c), and only the loop gives the thread work. */
+        pthread_mutex_lock(&kq->mu);
+        struct kvdb *ro = kq->ro;
+        pthread_mutex_unlock(&kq->mu);
+        if (!ro)
+                return false;
+        return kvdb_nowait_run(ro, job, run_get);
+}
+
 /* Answers each job of list as cancelled. */
 static void cancel_all(struct kv_job *list)
 {
@@ -227,7 +289,7 @@ static void backend_free(struct kv_backend *be)
 }
 
 static const struct kv_backend_ops kvdb_ops = {
-        .open = queue_open, .submit = queue_submit, .close = queue_close, .free = backend_free,
+        .open = queue_open, .submit = queue_submit, .now = queue_now, .close = queue_close, .free = backend_free,
 };
 
 int kvdb_backend_new(struct event_base *base, const char *state_dir, const struct kv_type *const *types,

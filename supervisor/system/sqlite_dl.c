@@ -39,6 +39,8 @@ static struct {
         const void *(*column_blob)(sqlite3_stmt *, int);
         int (*column_bytes)(sqlite3_stmt *, int);
         sqlite3_int64 (*column_int64)(sqlite3_stmt *, int);
+        sqlite3_vfs *(*vfs_find)(const char *);
+        int (*vfs_register)(sqlite3_vfs *, int);
 } fn;
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +59,8 @@ static int load_locked(void)
                 { (void **)&fn.column_blob, "sqlite3_column_blob" },
                 { (void **)&fn.column_bytes, "sqlite3_column_bytes" },
                 { (void **)&fn.column_int64, "sqlite3_column_int64" },
+                { (void **)&fn.vfs_find, "sqlite3_vfs_find" },
+                { (void **)&fn.vfs_register, "sqlite3_vfs_register" },
         };
         if (fn.lib)
                 return 0;
@@ -120,3 +124,11 @@ HIDDEN int sqlite3_bind_int64(sqlite3_stmt *st, int i, sqlite3_int64 v) { return
 HIDDEN const void *sqlite3_column_blob(sqlite3_stmt *st, int i) { return fn.column_blob(st, i); }
 HIDDEN int sqlite3_column_bytes(sqlite3_stmt *st, int i) { return fn.column_bytes(st, i); }
 HIDDEN sqlite3_int64 sqlite3_column_int64(sqlite3_stmt *st, int i) { return fn.column_int64(st, i); }
+
+/* kvdb_nowait.c's VFS, which wraps the default one: they load the
+ * library as an open does. */
+HIDDEN sqlite3_vfs *sqlite3_vfs_find(const char *name) { return load() < 0 ? NULL : fn.vfs_find(name); }
+HIDDEN int sqlite3_vfs_register(sqlite3_vfs *vfs, int dflt)
+{
+        return load() < 0 ? SQLITE_ERROR : fn.vfs_register(vfs, dflt);
+}

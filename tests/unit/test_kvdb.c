@@ -3,15 +3,25 @@
  * edges: 0xff bytes, cursors before, inside and after the prefix), and
  * quotas, batches (all or nothing: a cas that does not match and a write
  * past the quota mid-batch leave everything as it was); kvdb_alarm.c: the alarms' jobs as the kv thread runs them; on a
- * database in a temporary directory. */
+ * database in a temporary directory. Through the queue (kvdb_queue.c,
+ * kv.c): gets answered on the loop (kvdb_nowait.c) see every write
+ * answered before them, a get behind a queued put waits for it, and a get
+ * whose pages left the page cache is answered by the thread. */
 #include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include "store/kv.h"
 #include "store/kv_job.h"
 #include "store/kvdb.h"
+#include "store/kvdb_nowait.h"
+#include "store/kvdb_queue.h"
 #include "tap.h"
 
 /* The two types as bind_kv.c and bind_alarm.c name them, their SQLite
@@ -324,6 +334,133 @@ static void alarm_cases(struct kvdb *db)
         CHECK(alarm_cancel(db, "a", &existed) == 0 && !existed, "cancel of none");
 }
 
+/* A job's answer through the queue, and whether it came before
+ * kv_submit returned (on the loop, not through the thread). */
+struct answer {
+        bool done, at_once;
+        int err;
+        char val[32];
+};
+
+static bool submitting;
+
+static void answered(struct kv_job *job)
+{
+        struct answer *a = job->arg;
+        a->done = true;
+        a->at_once = submitting;
+        a->err = job->err;
+        snprintf(a->val, sizeof a->val, "%.*s", job->err == 0 ? (int)job->vlen : 0, (const char *)job->val);
+}
+
+static void submit(struct kv *kv, const char *op, const char *key, const char *val, struct answer *a)
+{
+        struct kv_job *job = kv_job_new(&kv_store, op, "B", answered, a);
+        *a = (struct answer){ .err = 1 };
+        job->klen = strlen(key);
+        memcpy(job->key, key, job->klen);
+        job->quota = (struct kvdb_quota){ UINT64_MAX, UINT64_MAX };
+        if (val) {
+                job->val = strdup(val);
+                job->vlen = strlen(val);
+        }
+        submitting = true;
+        if (kv_submit(kv, job, 100) < 0) {
+                a->err = -EIO;
+                a->done = true;
+                kv_job_free(job);
+        }
+        submitting = false;
+}
+
+/* Runs the loop until a is answered (the thread's answer wakes it). */
+static void wait_answer(struct event_base *base, struct answer *a)
+{
+        while (!a->done)
+                event_base_loop(base, EVLOOP_ONCE);
+}
+
+/* Drops the database's pages from the page cache (clean: the WAL is
+ * synced at each commit). */
+static void drop_cache(const char *dir)
+{
+        static const char *const ext[] = { "sqlite", "sqlite-wal" };
+        char path[256];
+        for (size_t i = 0; i < 2; i++) {
+                snprintf(path, sizeof path, "%s/kv/q.%s", dir, ext[i]);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        fdatasync(fd);
+                        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+                        close(fd);
+                }
+        }
+}
+
+static void queue_cases(const char *dir)
+{
+        struct event_base *base = event_base_new();
+        struct kv_backend *be = NULL;
+        struct kv *kv = NULL;
+        struct answer put, get;
+        char why[160];
+        CHECK(kvdb_backend_new(base, dir, types, 2, &be, why, sizeof why) == 0 && kv_open(base, "q", be, &kv) == 0,
+              "a queue: %s", why);
+        if (!kv)
+                return;
+        /* The get is submitted while the put is still queued: it waits. */
+        submit(kv, "put", "k", "one", &put);
+        submit(kv, "get", "k", NULL, &get);
+        wait_answer(base, &put);
+        wait_answer(base, &get);
+        CHECK(put.err == 0 && !get.at_once && get.err == 0 && strcmp(get.val, "one") == 0,
+              "a get behind a queued put sees it (at once: %d, err %d, %s)", get.at_once, get.err, get.val);
+        submit(kv, "get", "k", NULL, &get);
+        CHECK(get.at_once && get.err == 0 && strcmp(get.val, "one") == 0,
+              "a get on an idle queue is answered on the loop (at once: %d, %s)", get.at_once, get.val);
+        /* Again, now that the loop has its connection. */
+        submit(kv, "put", "k", "queued", &put);
+        submit(kv, "get", "k", NULL, &get);
+        wait_answer(base, &put);
+        wait_answer(base, &get);
+        CHECK(!get.at_once && strcmp(get.val, "queued") == 0,
+              "a get behind a queued put waits for it, the loop's connection open (at once: %d, %s)", get.at_once,
+              get.val);
+        submit(kv, "put", "k", "two", &put);
+        wait_answer(base, &put);
+        submit(kv, "get", "k", NULL, &get);
+        CHECK(get.at_once && strcmp(get.val, "two") == 0, "the loop's get sees the put answered before it: %s",
+              get.val);
+        submit(kv, "delete", "k", NULL, &put);
+        wait_answer(base, &put);
+        submit(kv, "get", "k", NULL, &get);
+        CHECK(get.at_once && get.err == -ENOENT, "the loop's get sees the delete: %d", get.err);
+        submit(kv, "get", "missing", NULL, &get);
+        CHECK(get.at_once && get.err == -ENOENT, "a missing key, on the loop: %d", get.err);
+
+        /* Pages out of the page cache: the loop's read is refused at once
+         * and the thread answers. (On tmpfs nothing leaves the cache.) */
+        struct statfs sf;
+        if (statfs(dir, &sf) == 0 && sf.f_type != TMPFS_MAGIC) {
+                submit(kv, "put", "k", "three", &put);
+                wait_answer(base, &put);
+                drop_cache(dir);
+                uint64_t refused = kvdb_nowait_refused();
+                submit(kv, "get", "k", NULL, &get);
+                wait_answer(base, &get);
+                CHECK(!get.at_once && get.err == 0 && strcmp(get.val, "three") == 0 &&
+                      kvdb_nowait_refused() > refused,
+                      "a get whose pages are not cached goes to the thread (at once: %d, refused %llu -> %llu, %s)",
+                      get.at_once, (unsigned long long)refused, (unsigned long long)kvdb_nowait_refused(),
+                      get.val);
+                submit(kv, "get", "k", NULL, &get);
+                CHECK(get.at_once && strcmp(get.val, "three") == 0, "then, cached again, on the loop: %s", get.val);
+        }
+        kv_close(kv);
+        kv_backend_free(be);
+        event_base_free(base);
+}
+
 int main(void)
 {
         char dir[] = "/tmp/kvdb-test-XXXXXX";
@@ -347,6 +484,7 @@ int main(void)
                 CHECK(run(db, job) == -EINVAL, "a job of an operation its half lacks is refused");
                 kvdb_close(db);
         }
+        queue_cases(dir);
         char cmd[64];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         if (system(cmd) != 0)
