@@ -322,7 +322,7 @@ static int batch_txn(struct kvdb *db, struct kv_job *job)
         int64_t keys, bytes;
         size_t pos = 0;
         int e, i = 0, more;
-        bool existed;
+        bool existed = false;
 
         job->failed = -1;
         job->existed_ops = 0;
