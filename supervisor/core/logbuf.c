@@ -16,10 +16,34 @@ void logbuf_free(struct logbuf *b)
 {
         if (!b->lines)
                 return;
-        for (size_t i = 0; i < LOGBUF_LINES; i++)
-                free(b->lines[i]);
+        for (size_t i = 0; i < b->count; i++)
+                free(b->lines[(b->head + i) % b->cap]);
         free(b->lines);
         b->lines = NULL;
+}
+
+#define RING_FIRST 16
+
+/* Room for one more line: the ring grown (in order, from slot 0) while it
+ * is below LOGBUF_LINES; a full ring of LOGBUF_LINES drops its oldest
+ * (put_line). False if out of memory. */
+static bool ring_room(struct logbuf *b)
+{
+        if (b->lines && (b->count < b->cap || b->cap == LOGBUF_LINES))
+                return true;
+        size_t cap = b->cap ? b->cap * 2 : RING_FIRST;
+        if (cap > LOGBUF_LINES)
+                cap = LOGBUF_LINES;
+        struct logbuf_entry **lines = calloc(cap, sizeof *lines);
+        if (!lines)
+                return false;
+        for (size_t i = 0; i < b->count; i++)
+                lines[i] = b->lines[(b->head + i) % b->cap];
+        free(b->lines);
+        b->lines = lines;
+        b->cap = cap;
+        b->head = 0;
+        return true;
 }
 
 static const char *const source_names[LOGBUF_N_SOURCES] = {
@@ -57,11 +81,11 @@ static struct logbuf_entry *entry_new(const struct logbuf_meta *m, const char *t
 /* Puts line (taken) in the ring, the oldest out if it is full. */
 static const struct logbuf_entry *put_line(struct logbuf *b, struct logbuf_entry *line)
 {
-        size_t slot = (b->head + b->count) % LOGBUF_LINES;
-        if (b->count == LOGBUF_LINES) {
+        size_t slot = (b->head + b->count) % b->cap;
+        if (b->count == b->cap) {
                 free(b->lines[b->head]);
-                b->head = (b->head + 1) % LOGBUF_LINES;
-                slot = (b->head + b->count - 1) % LOGBUF_LINES;
+                b->head = (b->head + 1) % b->cap;
+                slot = (b->head + b->count - 1) % b->cap;
         } else {
                 b->count++;
         }
@@ -73,8 +97,7 @@ static const struct logbuf_entry *put_line(struct logbuf *b, struct logbuf_entry
 const struct logbuf_entry *logbuf_add_kept(struct logbuf *b, const struct logbuf_meta *m, const char *line)
 {
         struct logbuf_entry *copy;
-        if ((!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines))) ||
-            !(copy = entry_new(m, line, strlen(line))))
+        if (!ring_room(b) || !(copy = entry_new(m, line, strlen(line))))
                 return NULL;
         return put_line(b, copy);
 }
@@ -84,7 +107,7 @@ const struct logbuf_entry *logbuf_add(struct logbuf *b, const struct logbuf_meta
         char esc[LOGBUF_LINE_MAX * 4 + 3];
         if (len > LOGBUF_LINE_MAX)
                 len = LOGBUF_LINE_MAX;
-        if (!b->lines && !(b->lines = calloc(LOGBUF_LINES, sizeof *b->lines)))
+        if (!ring_room(b))
                 return NULL;
         log_escape(s, len, esc, sizeof esc);
         /* log_escape quotes; the stored line is the text between quotes. */
@@ -212,7 +235,7 @@ const struct logbuf_entry *logbuf_line(const struct logbuf *b, size_t n, size_t 
                 n = b->count;
         if (i >= n)
                 return NULL;
-        return b->lines[(b->head + b->count - n + i) % LOGBUF_LINES];
+        return b->lines[(b->head + b->count - n + i) % b->cap];
 }
 
 void logbuf_budget_init(struct logbuf_budget *g, uint64_t lines_max, uint64_t bytes_max)

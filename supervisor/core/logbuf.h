@@ -65,8 +65,11 @@ struct logbuf_meta {
 };
 
 struct logbuf {
-        struct logbuf_entry **lines; /* ring of LOGBUF_LINES */
-        size_t head, count;
+        /* A ring of cap slots, grown by doubling up to LOGBUF_LINES as
+         * lines come: a gadget that logs one line (an on-demand gadget's
+         * "idle") holds 16 slots, not 1,000 (8 KiB each of 10,000). */
+        struct logbuf_entry **lines;
+        size_t head, count, cap;
         unsigned long long total; /* lines ever added (for followers) */
 };
 

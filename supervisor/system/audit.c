@@ -360,7 +360,7 @@ static void window_ended(void *arg, const struct audit_window *w)
 {
         struct audit *a = arg;
         char detail[512];
-        for (size_t i = 0; i < AUDIT_SUMMARY_SLOTS; i++) {
+        for (size_t i = 0; w->sums && i < AUDIT_SUMMARY_SLOTS; i++) {
                 const struct audit_summary *s = &w->sums[i];
                 bool other = i >= AUDIT_SUMMARIES_MAX;
                 if ((i >= w->n_sums && !other) || !s->count)

@@ -15,6 +15,7 @@ static void window_free(struct audit_window *w)
                 free(w->sums[i].binding);
                 free(w->sums[i].op);
         }
+        free(w->sums);
         free(w->gadget);
         free(w);
 }
@@ -98,6 +99,8 @@ static bool same(const char *a, const char *b)
  * ("other" of that outcome) when AUDIT_SUMMARIES_MAX kinds are taken. */
 static struct audit_summary *summary_of(struct audit_window *w, const struct audit_record *r)
 {
+        if (!w->sums && !(w->sums = calloc(AUDIT_SUMMARY_SLOTS, sizeof *w->sums)))
+                return NULL;
         for (size_t i = 0; i < w->n_sums; i++) {
                 struct audit_summary *s = &w->sums[i];
                 if (s->outcome == r->outcome && same(s->binding, r->binding) && same(s->op, r->op))
@@ -130,6 +133,8 @@ int audit_budget_take(struct audit_budget *b, const struct audit_record *r, uint
                 return 1;
         }
         struct audit_summary *s = summary_of(w, r);
+        if (!s)
+                return -ENOMEM;
         b->summarized++;
         s->count++;
         s->bytes += r->bytes;
@@ -150,7 +155,7 @@ void audit_budget_failed(struct audit_budget *b, const char *gadget, int e, uint
 static bool window_busy(const struct audit_window *w)
 {
         for (size_t i = AUDIT_SUMMARIES_MAX; i < AUDIT_SUMMARY_SLOTS; i++)
-                if (w->sums[i].count)
+                if (w->sums && w->sums[i].count)
                         return true;
         return w->n_sums || w->unwritten;
 }

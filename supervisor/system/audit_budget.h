@@ -28,7 +28,11 @@ struct audit_window {
         char *gadget;
         uint64_t start_ms;
         uint32_t written;        /* records taken within the budget */
-        struct audit_summary sums[AUDIT_SUMMARY_SLOTS];  /* then "other" by outcome */
+        /* AUDIT_SUMMARY_SLOTS, then "other" by outcome: made at the
+         * window's first record over the budget (NULL until then: most
+         * windows never need one, and a burst of starts makes a window
+         * for each gadget). */
+        struct audit_summary *sums;
         size_t n_sums;
         uint64_t unwritten;      /* records (or summaries) the file refused */
         int error;               /* the last reason, -errno */

@@ -196,7 +196,7 @@ static void on_ended(void *arg, const struct audit_window *w)
         e->calls++;
         e->kinds = w->n_sums;
         e->unwritten += w->unwritten;
-        for (size_t i = 0; i < AUDIT_SUMMARY_SLOTS; i++) {
+        for (size_t i = 0; w->sums && i < AUDIT_SUMMARY_SLOTS; i++) {
                 e->total += w->sums[i].count;
                 if (i >= AUDIT_SUMMARIES_MAX)
                         e->other += w->sums[i].count;

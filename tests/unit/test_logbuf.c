@@ -96,11 +96,21 @@ static void test_many_lines_one_read(void)
         CHECK(n == 5000 && in_order, "5000 lines of one read, each once and in order (got %zu)", s.n);
 
         logbuf_init(&b);
+        int grown_in_order = 1;
+        size_t cap_at_20 = 0;
         for (size_t i = 0; i < s.n; i++) {
                 struct logbuf_meta m = { .time_ms = (int64_t)i, .run = 1 + (i >= 4500), .source = LOGBUF_STDERR,
                                          .prio = 3 };
                 logbuf_add(&b, &m, s.lines[i], strlen(s.lines[i]));
+                if (i == 19)
+                        cap_at_20 = b.cap;
+                /* Through each growth and past it: every line kept, in order. */
+                if (i < LOGBUF_LINES && (i & (i + 1)) == 0)
+                        for (size_t k = 0; k <= i; k++)
+                                grown_in_order &= atoi(logbuf_line(&b, i + 1, k)->text) == (int)k + 1;
         }
+        CHECK(cap_at_20 == 32, "20 lines take a ring of 32 slots, not %d (%zu)", LOGBUF_LINES, cap_at_20);
+        CHECK(grown_in_order, "the ring grows with its lines in order");
         CHECK(b.count == LOGBUF_LINES && b.total == 5000, "the ring keeps the last %d", LOGBUF_LINES);
         CHECK_STR(logbuf_line(&b, LOGBUF_LINES, 0)->text, "4001", "oldest kept line");
         const struct logbuf_entry *last = logbuf_line(&b, 1, 0);
