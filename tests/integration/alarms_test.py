@@ -37,15 +37,19 @@ def store_open(d, name):
 
 
 def open_stores(d):
-    """How many gadgets' SQLite databases gadgetd holds open."""
+    """How many gadgets' SQLite databases gadgetd holds open (each may be
+    open more than once: its writer, and the loop's read-only connection
+    with the no-wait reads' own fd, kvdb_nowait.c)."""
     fd_dir = "/proc/%d/fd" % d.proc.pid
-    n = 0
+    files = set()
     for fd in os.listdir(fd_dir):
         try:
-            n += os.readlink(os.path.join(fd_dir, fd)).endswith(".sqlite")
+            path = os.readlink(os.path.join(fd_dir, fd))
         except OSError:
-            pass
-    return n
+            continue
+        if path.endswith(".sqlite"):
+            files.add(path)
+    return len(files)
 
 
 def set_alarm(d, name, args, binding="WAKE"):
