@@ -13,6 +13,7 @@
 #include "spawn/uidpool.h"
 #include "backoff.h"
 #include "limits/limiter.h"
+#include "system/nametab.h"
 #include "system/timer.h"
 #include "system/ratelog.h"
 #include "unit.h"
@@ -45,8 +46,7 @@ struct core {
         struct approvals *approvals;  /* calls waiting for a person's decision */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
-        struct unit **by_name;        /* the same by name: chains of a hash table */
-        size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
+        struct nametab by_name;       /* the same by name (system/nametab.h); .n: how many */
         size_t n_ready, n_failed;     /* the units in either state (core_count, counted as they change) */
         size_t n_running;             /* the units whose run has a process (core_running, counted so too) */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
@@ -210,7 +210,7 @@ struct unit {
         struct unit *next, **pprev; /* core's list */
         bool indexed;               /* in that list, its state counted (core_index to core_unlink) */
         bool counted_running;       /* counted in the core's n_running (core_count_running) */
-        struct unit *name_next;     /* core's by_name chain */
+        struct nametab_link name_link; /* in core's by_name */
 };
 
 /* unit_run.c: a run of u (its child's pid -1, none running yet), or NULL;
