@@ -216,6 +216,11 @@ struct unit {
 /* unit_run.c: a run of u (its child's pid -1, none running yet), or NULL;
  * freed (dropped first: unit_run_drop), with its policy and bindings. */
 struct unit_run *unit_run_new(struct unit *u);
+/* Makes r's timers (ev_limits, ev_runtime, ev_start, ev_end) if not made
+ * yet: at its worker's spawn or adoption, so that a declared gadget that
+ * never starts holds none (they are NULL until then; timer_stop takes
+ * NULL). 0 or -ENOMEM. */
+int unit_run_timers(struct unit_run *r);
 void unit_run_free(struct unit_run *r);
 /* The policy r runs: its own (a restart's new process on a changed
  * policy), else its unit's. */

@@ -85,7 +85,7 @@ bool unit_rollout_hello(struct unit *u)
         }
         ro->running = true;
         r->start_us = monotime_since_us(&r->start_begin);
-        event_del(r->ev_start);
+        timer_stop(r->ev_start);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_READY, .level = L_INFO, .run = r->number,
                                                         .pid = r->child.pid },
                        "ready: its new process (pid %d, version %s) serves %u%% of the call trees beside pid %d",

@@ -95,8 +95,11 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
                 }
                 next_free(u, "restarted again before its hello");
         }
+        /* Its timers now: a start that fails before its spawn (its
+         * bindings) ends it through ev_end (unit_switch_start_failed). */
         struct unit_run *r = unit_run_new(u);
-        if (!r) {
+        if (!r || unit_run_timers(r) < 0) {
+                unit_run_free(r);
                 policy_free(p);
                 unit_switch_failed(u, "out of memory");
                 return;
@@ -165,7 +168,7 @@ void unit_switch_now(struct unit *u)
         struct unit_run *old = u->run, *r = u->next_run;
         take_place(u, old);
         r->start_us = monotime_since_us(&r->start_begin);
-        event_del(r->ev_start);
+        timer_stop(r->ev_start);
         u->cause[0] = '\0';
         if (old->peer && peer_state(old->peer) == PEER_READY)
                 peer_shutdown(old->peer);
@@ -186,7 +189,7 @@ void unit_switch_hello(struct unit_run *r)
         /* The last switch's old process still drains: this one waits
          * for its end (two runs at most beside each other). */
         if (u->old_run) {
-                event_del(r->ev_start);
+                timer_stop(r->ev_start);
                 log_msg(L_INFO, u->policy->name, "its new process (pid %d) said hello: it serves once the "
                         "previous one (pid %d) ended", (int)r->child.pid, (int)u->old_run->child.pid);
                 return;
@@ -267,7 +270,7 @@ int unit_switch_promote(struct unit *u)
                 return 0;
         }
         u->run->start_us = monotime_since_us(&u->run->start_begin);
-        event_del(u->run->ev_start);
+        timer_stop(u->run->ev_start);
         unit_idle_arm(u);
         calls_pending_flush(u);
         u->hooks->ready(u->hooks->arg, u);
