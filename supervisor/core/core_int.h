@@ -154,7 +154,7 @@ struct unit {
         struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
         char switch_why[256];     /* next's restart's cause */
         struct unit_rollout *ro;  /* a staged rollout armed or running (unit_rollout.c), or NULL */
-        char ro_last_back[200];   /* why the last rollout was rolled back */
+        char *ro_last_back;       /* why the last rollout was rolled back (NULL: none was) */
         struct event *ev_timer;   /* a restart's delay (Restart=, backoff) */
         struct logbuf log;
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */

@@ -126,6 +126,7 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
+        free(u->ro_last_back);
         if (u->ev_denials)
                 event_free(u->ev_denials);
         free(u->denials);

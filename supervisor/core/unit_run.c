@@ -108,6 +108,7 @@ void unit_run_free(struct unit_run *r)
                         event_free(evs[i]);
         bindings_free(r->bind);
         policy_free(r->policy);
+        limiter_run_free(&r->limits);
         free(r->crash);
         if (r->core_fd >= 0)
                 close(r->core_fd);
