@@ -152,7 +152,7 @@ struct unit {
         struct unit_run *run;     /* its process (never NULL; its child's pid -1 when none runs) */
         struct unit_run *next_run; /* a restart's new process, starting beside run (unit_switch.c) */
         struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
-        char switch_why[256];     /* next's restart's cause */
+        char *switch_why;         /* next's restart's cause (made with next_run; NULL before the first) */
         struct unit_rollout *ro;  /* a staged rollout armed or running (unit_rollout.c), or NULL */
         char *ro_last_back;       /* why the last rollout was rolled back (NULL: none was) */
         struct event *ev_timer;   /* a restart's delay (Restart=, backoff) */

@@ -127,6 +127,7 @@ void unit_free(struct unit *u)
         policy_free(u->policy);
         free(u->kept_errors);
         free(u->ro_last_back);
+        free(u->switch_why);
         if (u->ev_denials)
                 event_free(u->ev_denials);
         free(u->denials);

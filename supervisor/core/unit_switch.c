@@ -8,6 +8,7 @@
  * old one serves on, on its policy, and the restart's waits are told why. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core_int.h"
@@ -70,7 +71,7 @@ static void next_start(struct unit *u)
         }
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,
                                                         .pid = r->child.pid, .delay_ms = -1 },
-                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", u->switch_why,
+                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", u->switch_why ? u->switch_why : "restart",
                        (int)r->child.pid, (int)u->run->child.pid);
 }
 
@@ -98,7 +99,9 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
         /* Its timers now: a start that fails before its spawn (its
          * bindings) ends it through ev_end (unit_switch_start_failed). */
         struct unit_run *r = unit_run_new(u);
-        if (!r || unit_run_timers(r) < 0) {
+        char *why_kept = r ? strdup(why) : NULL;
+        if (!r || unit_run_timers(r) < 0 || !why_kept) {
+                free(why_kept);
                 unit_run_free(r);
                 policy_free(p);
                 unit_switch_failed(u, "out of memory");
@@ -107,7 +110,8 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
         r->policy = p;
         r->policy_hash = hash;
         r->from_dir = from_dir;
-        snprintf(u->switch_why, sizeof u->switch_why, "%s", why);
+        free(u->switch_why);
+        u->switch_why = why_kept;
         u->next_run = r;
         /* Two runs at most beside each other: the last switch's old process
          * (whose cgroup name, the other of two, the new one would take) ends
@@ -157,7 +161,7 @@ static void take_place(struct unit *u, struct unit_run *old)
         u->stats.restarts[UNIT_RESTART_REQUEST]++;
         u->stats.starts++;
         backoff_reset(&u->backoff);
-        snprintf(u->last_cause, sizeof u->last_cause, "%s", u->switch_why);
+        snprintf(u->last_cause, sizeof u->last_cause, "%s", u->switch_why ? u->switch_why : "restart");
 }
 
 /* The switch: new calls go to the new process from now on; the old one
