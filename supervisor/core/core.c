@@ -174,7 +174,7 @@ void core_close(struct core *c)
                 core_unlink(c, u);
                 unit_free(u);
         }
-        free(c->by_name);
+        nametab_free(&c->by_name);
         core_events_closed(c);
         if (c->ev_wakes)
                 event_free(c->ev_wakes);
@@ -264,7 +264,7 @@ void core_count_state(struct core *c, enum unit_state s, int d)
  * the 1,000th of a burst of starts walk 1,000 units several times. */
 void core_count(const struct core *c, size_t *all, size_t *ready, size_t *failed)
 {
-        *all = c->n_units;
+        *all = c->by_name.n;
         *ready = c->n_ready;
         *failed = c->n_failed;
 }

@@ -13,6 +13,7 @@
 #include "spawn/uidpool.h"
 #include "backoff.h"
 #include "limits/limiter.h"
+#include "system/nametab.h"
 #include "system/timer.h"
 #include "system/ratelog.h"
 #include "unit.h"
@@ -45,8 +46,7 @@ struct core {
         struct approvals *approvals;  /* calls waiting for a person's decision */
         struct bindings_env bindings; /* what the units' bindings may use */
         struct unit *units;           /* every loaded gadget */
-        struct unit **by_name;        /* the same by name: chains of a hash table */
-        size_t by_name_size, n_units; /* its slots (a power of 2, or 0) and the units */
+        struct nametab by_name;       /* the same by name (system/nametab.h); .n: how many */
         size_t n_ready, n_failed;     /* the units in either state (core_count, counted as they change) */
         size_t n_running;             /* the units whose run has a process (core_running, counted so too) */
         struct core_remote remote;    /* how calls reach other nodes (none: .call NULL) */
@@ -152,9 +152,9 @@ struct unit {
         struct unit_run *run;     /* its process (never NULL; its child's pid -1 when none runs) */
         struct unit_run *next_run; /* a restart's new process, starting beside run (unit_switch.c) */
         struct unit_run *old_run;  /* the process run replaced, draining its calls in flight */
-        char switch_why[256];     /* next's restart's cause */
+        char *switch_why;         /* next's restart's cause (made with next_run; NULL before the first) */
         struct unit_rollout *ro;  /* a staged rollout armed or running (unit_rollout.c), or NULL */
-        char ro_last_back[200];   /* why the last rollout was rolled back */
+        char *ro_last_back;       /* why the last rollout was rolled back (NULL: none was) */
         struct event *ev_timer;   /* a restart's delay (Restart=, backoff) */
         struct logbuf log;
         struct logbuf_budget log_budget; /* LogLinesPerSecond, LogBytesPerSecond */
@@ -210,12 +210,17 @@ struct unit {
         struct unit *next, **pprev; /* core's list */
         bool indexed;               /* in that list, its state counted (core_index to core_unlink) */
         bool counted_running;       /* counted in the core's n_running (core_count_running) */
-        struct unit *name_next;     /* core's by_name chain */
+        struct nametab_link name_link; /* in core's by_name */
 };
 
 /* unit_run.c: a run of u (its child's pid -1, none running yet), or NULL;
  * freed (dropped first: unit_run_drop), with its policy and bindings. */
 struct unit_run *unit_run_new(struct unit *u);
+/* Makes r's timers (ev_limits, ev_runtime, ev_start, ev_end) if not made
+ * yet: at its worker's spawn or adoption, so that a declared gadget that
+ * never starts holds none (they are NULL until then; timer_stop takes
+ * NULL). 0 or -ENOMEM. */
+int unit_run_timers(struct unit_run *r);
 void unit_run_free(struct unit_run *r);
 /* The policy r runs: its own (a restart's new process on a changed
  * policy), else its unit's. */

@@ -1,44 +1,19 @@
 /* registry: the core's units, in a list (newest first) and by name. */
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "core_int.h"
 #include "policy.h"
-#include "system/strhash.h"
 
-static struct unit **name_slot(const struct core *c, const char *name)
+static const char *link_name(const struct nametab_link *l)
 {
-        return &c->by_name[strhash(name) & (c->by_name_size - 1)];
+        return NAMETAB_ENTRY(l, struct unit, name_link)->policy->name;
 }
 
 /* Adds u to the list and to the name table. Why a table: 10,000 declared gadgets are loaded by name one after the
- * other, and a search through a list for each took most of the load. It
- * doubles once there are more units than slots. */
+ * other, and a search through a list for each took most of the load. */
 int core_index(struct core *c, struct unit *u)
 {
-        if (c->n_units + 1 > c->by_name_size) {
-                size_t size = c->by_name_size ? c->by_name_size * 2 : 64;
-                struct unit **t = calloc(size, sizeof *t);
-                if (!t)
-                        return -ENOMEM;
-                struct unit **old = c->by_name;
-                size_t old_size = c->by_name_size;
-                c->by_name = t;
-                c->by_name_size = size;
-                for (size_t i = 0; i < old_size; i++)
-                        for (struct unit *v = old[i], *next; v; v = next) {
-                                next = v->name_next;
-                                struct unit **slot = name_slot(c, v->policy->name);
-                                v->name_next = *slot;
-                                *slot = v;
-                        }
-                free(old);
-        }
-        struct unit **slot = name_slot(c, u->policy->name);
-        u->name_next = *slot;
-        *slot = u;
-        c->n_units++;
+        int e = nametab_insert(&c->by_name, &u->name_link, link_name);
+        if (e < 0)
+                return e;
         u->indexed = true;
         core_count_state(c, u->state, 1);
         core_count_running(u);
@@ -52,12 +27,8 @@ int core_index(struct core *c, struct unit *u)
 
 struct unit *core_find(const struct core *c, const char *name)
 {
-        if (!c->by_name_size)
-                return NULL;
-        for (struct unit *u = *name_slot(c, name); u; u = u->name_next)
-                if (strcmp(u->policy->name, name) == 0)
-                        return u;
-        return NULL;
+        struct nametab_link *l = nametab_find(&c->by_name, name, link_name);
+        return l ? NAMETAB_ENTRY(l, struct unit, name_link) : NULL;
 }
 
 struct unit *core_first(const struct core *c)
@@ -70,12 +41,7 @@ void core_unlink(struct core *c, struct unit *u)
         *u->pprev = u->next;
         if (u->next)
                 u->next->pprev = u->pprev;
-        for (struct unit **pp = name_slot(c, u->policy->name); *pp; pp = &(*pp)->name_next)
-                if (*pp == u) {
-                        *pp = u->name_next;
-                        break;
-                }
-        c->n_units--;
+        nametab_remove(&c->by_name, &u->name_link, link_name);
         if (u->indexed)
                 core_count_state(c, u->state, -1);
         u->indexed = false;

@@ -53,22 +53,33 @@ struct unit *unit_new(struct core *c, struct policy *policy)
         TAILQ_INIT(&u->pending);
         logbuf_init(&u->log);
         u->run = unit_run_new(u);
-        u->ev_timer = evtimer_new(c->base, timer_cb, u);
-        u->ev_logwin = evtimer_new(c->base, unit_output_window_cb, u);
         u->bind = bindings_new(&c->bindings, policy);
         logbuf_budget_init(&u->log_budget, setting(policy->log_lines, c->cfg.log_lines, LOGBUF_DEFAULT_LINES),
                            setting(policy->log_bytes, c->cfg.log_bytes, LOGBUF_DEFAULT_BYTES));
-        if (!u->bind || !u->run || !u->ev_timer || !u->ev_logwin || unit_events_created(u) < 0) {
+        if (!u->bind || !u->run || unit_events_created(u) < 0) {
                 bindings_free(u->bind);
                 unit_run_free(u->run);
-                if (u->ev_timer)
-                        event_free(u->ev_timer);
-                if (u->ev_logwin)
-                        event_free(u->ev_logwin);
                 free(u);
                 return NULL;
         }
         return u;
+}
+
+/* r's timers and its unit's (a restart's delay, the log budget's window),
+ * made at its first worker (spawned or adopted): 10,000 declared gadgets
+ * that were never called hold none. 0, or -ENOMEM with err. */
+static int run_timers(struct unit_run *r, char *err, size_t errlen)
+{
+        struct unit *u = r->u;
+        if (!u->ev_timer)
+                u->ev_timer = evtimer_new(u->core->base, timer_cb, u);
+        if (!u->ev_logwin)
+                u->ev_logwin = evtimer_new(u->core->base, unit_output_window_cb, u);
+        if (!u->ev_timer || !u->ev_logwin || unit_run_timers(r) < 0) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 /* Releases everything of the running worker (it is dead or being killed). */
@@ -103,8 +114,10 @@ void unit_free(struct unit *u)
         unit_output_end(u);
         bindings_free(u->bind);
         unit_events_freed(u);
-        event_free(u->ev_timer);
-        event_free(u->ev_logwin);
+        if (u->ev_timer)
+                event_free(u->ev_timer);
+        if (u->ev_logwin)
+                event_free(u->ev_logwin);
         unit_run_free(u->run);
         if (u->ev_idle)
                 event_free(u->ev_idle);
@@ -113,6 +126,8 @@ void unit_free(struct unit *u)
         free(u->recent);
         policy_free(u->policy);
         free(u->kept_errors);
+        free(u->ro_last_back);
+        free(u->switch_why);
         if (u->ev_denials)
                 event_free(u->ev_denials);
         free(u->denials);
@@ -505,7 +520,7 @@ static void on_hello(struct peer *p, void *data)
         unit_set_state(u, UNIT_READY);
         u->cause[0] = '\0';
         u->run->start_us = monotime_since_us(&u->run->start_begin);
-        event_del(u->run->ev_start);
+        timer_stop(u->run->ev_start);
         u->waking = false;
         unit_wake_done(u);
         if (!one_life(u)) /* gadgetd run is asked to run it: no IdleStop= */
@@ -644,7 +659,7 @@ static void start_report(struct unit_run *r)
                 return;
         }
         unit_starts_end(r);
-        event_del(r->ev_start);
+        timer_stop(r->ev_start);
         run_exec(r);
         if (r == u->run && u->state == UNIT_STARTING)
                 run_started(u);
@@ -687,6 +702,8 @@ static int run_spawn(struct unit_run *r, bool prewarm, char *err, size_t errlen)
         const struct policy *p = unit_run_policy(r);
         struct spawn_shell shell = SPAWN_SHELL_NONE;
         int out_w = -1, err_w = -1, e;
+        if ((e = run_timers(r, err, errlen)) < 0)
+                return e;
         if ((e = uidpool_take(&u->core->uids, p->name, &r->uid)) < 0) {
                 if (e == -EUSERS)
                         snprintf(err, errlen, "no free host uid: all %u of %u..%u are held by gadgets of "
@@ -885,6 +902,9 @@ void unit_adopt_failed(struct unit *u, const char *why)
 
 int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, size_t errlen)
 {
+        int e;
+        if ((e = run_timers(u->run, err, errlen)) < 0)
+                return e;
         u->want_running = true;
         u->restarts = s->restarts;
         u->calls = s->calls;
@@ -899,7 +919,6 @@ int unit_adopt_worker(struct unit *u, const struct unit_saved *s, char *err, siz
                 return -ENOMEM;
         }
         u->run->child.rpc_fd = -1; /* the peer owns it */
-        int e;
         if ((e = peer_adopt(u->run->peer, s->methods, s->sig_texts, s->n_methods, err, errlen)) < 0)
                 return e;
         if (!(u->run->lines = calloc(2, sizeof *u->run->lines)) || unit_output_adopt(u->run, u->run->out_fd, &u->run->ev_out) < 0 ||
@@ -937,7 +956,7 @@ static void stop_for(struct unit *u, const char *why, bool restart)
         u->restart_pending = restart;
         u->want_running = false;
         u->idling = false; /* an idle stop says so after this */
-        event_del(u->ev_timer);
+        timer_stop(u->ev_timer);
         if (u->ev_idle)
                 event_del(u->ev_idle);
         warm_drop(u); /* a pre-warmed sandbox is not needed any more */
@@ -986,7 +1005,7 @@ void unit_restart(struct unit *u, const char *why)
         if (u->state == UNIT_IDLE && u->run->child.pid <= 0)
                 return;
         if (u->run->child.pid <= 0) {
-                event_del(u->ev_timer);
+                timer_stop(u->ev_timer);
                 backoff_reset(&u->backoff);
                 /* Not running, Start=on-demand: idle again, not started. */
                 if (u->policy->start == POLICY_START_ON_DEMAND && !u->waking) {
@@ -1011,7 +1030,7 @@ void unit_start_again(struct unit *u)
                 return;
         /* A restart backing off, or parked, starts now, with a fresh
          * backoff, as after a load. */
-        event_del(u->ev_timer);
+        timer_stop(u->ev_timer);
         backoff_reset(&u->backoff);
         unit_activate(u);
 }

@@ -161,7 +161,7 @@ static void unit_usage(const struct unit *u, uint64_t *memory, uint64_t *tasks, 
 
 static const char *unit_limits_mode(const struct unit *u)
 {
-        return u->run->limits.mode[0] ? u->run->limits.mode : u->core->limiter.mode;
+        return u->run->limits.mode ? u->run->limits.mode : u->core->limiter.mode;
 }
 
 /* Resident memory of PID 1's children (the program and what it forked

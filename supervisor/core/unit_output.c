@@ -104,7 +104,8 @@ static void log_after(struct unit *u)
         const struct logbuf_budget *g = &u->log_budget;
         if (g->paused)
                 output_watch(u, false, true);
-        if ((g->paused || g->dropped) && !evtimer_pending(u->ev_logwin, NULL))
+        /* ev_logwin: made at its first worker, whose output this is. */
+        if ((g->paused || g->dropped) && u->ev_logwin && !evtimer_pending(u->ev_logwin, NULL))
                 timer_arm_ms(u->ev_logwin, logbuf_budget_left_ms(g, monotime_ms()));
 }
 

@@ -56,8 +56,13 @@ void unit_rollout_over(struct unit *u, bool completed, const char *why)
         struct unit_rollout *ro = u->ro;
         unit_rollout_fn fn = ro->running ? ro->fn : NULL;
         void *arg = ro->arg;
-        if (ro->running && !completed)
-                snprintf(u->ro_last_back, sizeof u->ro_last_back, "%.190s", why);
+        if (ro->running && !completed) {
+                char *back;
+                if (asprintf(&back, "%.190s", why) >= 0) {
+                        free(u->ro_last_back);
+                        u->ro_last_back = back;
+                }
+        }
         ro_free(u);
         if (fn)
                 fn(arg, u, completed, why);
@@ -85,7 +90,7 @@ bool unit_rollout_hello(struct unit *u)
         }
         ro->running = true;
         r->start_us = monotime_since_us(&r->start_begin);
-        event_del(r->ev_start);
+        timer_stop(r->ev_start);
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_READY, .level = L_INFO, .run = r->number,
                                                         .pid = r->child.pid },
                        "ready: its new process (pid %d, version %s) serves %u%% of the call trees beside pid %d",
@@ -179,10 +184,10 @@ int unit_rollout_back(struct unit *u, const char *why)
 void unit_rollout_info(const struct unit *u, struct unit_rollout_info *out)
 {
         const struct unit_rollout *ro = u->ro;
-        *out = (struct unit_rollout_info){ .last_back = u->ro_last_back, .version = "" };
+        *out = (struct unit_rollout_info){ .last_back = u->ro_last_back ? u->ro_last_back : "", .version = "" };
         if (!ro)
                 return;
         *out = (struct unit_rollout_info){ .armed = true, .running = ro->running, .percent = ro->percent,
                                            .version = ro->version, .calls = ro->calls, .errors = ro->errors,
-                                           .last_back = u->ro_last_back, .arg = ro->arg };
+                                           .last_back = u->ro_last_back ? u->ro_last_back : "", .arg = ro->arg };
 }

@@ -74,7 +74,6 @@ static void end_cb(evutil_socket_t fd, short what, void *arg)
 
 struct unit_run *unit_run_new(struct unit *u)
 {
-        struct event_base *base = u->core->base;
         struct unit_run *r = calloc(1, sizeof *r);
         if (!r)
                 return NULL;
@@ -82,15 +81,21 @@ struct unit_run *unit_run_new(struct unit *u)
         r->child = SPAWN_CHILD_NONE;
         r->out_fd = r->err_fd = r->core_fd = -1;
         limiter_run_init(&r->limits);
-        r->ev_limits = event_new(base, -1, EV_PERSIST, limits_cb, r);
-        r->ev_runtime = evtimer_new(base, runtime_cb, r);
-        r->ev_start = evtimer_new(base, start_timeout_cb, r);
-        r->ev_end = evtimer_new(base, end_cb, r);
-        if (!r->ev_limits || !r->ev_runtime || !r->ev_start || !r->ev_end) {
-                unit_run_free(r);
-                return NULL;
-        }
         return r;
+}
+
+int unit_run_timers(struct unit_run *r)
+{
+        struct event_base *base = r->u->core->base;
+        if (!r->ev_limits)
+                r->ev_limits = event_new(base, -1, EV_PERSIST, limits_cb, r);
+        if (!r->ev_runtime)
+                r->ev_runtime = evtimer_new(base, runtime_cb, r);
+        if (!r->ev_start)
+                r->ev_start = evtimer_new(base, start_timeout_cb, r);
+        if (!r->ev_end)
+                r->ev_end = evtimer_new(base, end_cb, r);
+        return r->ev_limits && r->ev_runtime && r->ev_start && r->ev_end ? 0 : -ENOMEM;
 }
 
 void unit_run_free(struct unit_run *r)
@@ -103,6 +108,7 @@ void unit_run_free(struct unit_run *r)
                         event_free(evs[i]);
         bindings_free(r->bind);
         policy_free(r->policy);
+        limiter_run_free(&r->limits);
         free(r->crash);
         if (r->core_fd >= 0)
                 close(r->core_fd);
@@ -140,10 +146,10 @@ void unit_run_drop(struct unit_run *r, const char *gone)
         spawn_child_close(&r->child);
         r->child.pid = -1;
         core_count_running(r->u);
-        event_del(r->ev_limits);
-        event_del(r->ev_runtime);
-        event_del(r->ev_start);
-        event_del(r->ev_end);
+        timer_stop(r->ev_limits);
+        timer_stop(r->ev_runtime);
+        timer_stop(r->ev_start);
+        timer_stop(r->ev_end);
         r->ending = false;
         /* Its limit hits stay the unit's. */
         for (int k = 0; k < LIMITER_HITS_N; k++) {

@@ -8,6 +8,7 @@
  * old one serves on, on its policy, and the restart's waits are told why. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core_int.h"
@@ -70,7 +71,7 @@ static void next_start(struct unit *u)
         }
         unit_lifecycle(u, &(struct unit_lifecycle_info){ .event = LC_RESTARTED, .level = L_INFO, .run = r->number,
                                                         .pid = r->child.pid, .delay_ms = -1 },
-                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", u->switch_why,
+                       "%s: restarting without a gap: its new process (pid %d) starts beside pid %d", u->switch_why ? u->switch_why : "restart",
                        (int)r->child.pid, (int)u->run->child.pid);
 }
 
@@ -95,8 +96,13 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
                 }
                 next_free(u, "restarted again before its hello");
         }
+        /* Its timers now: a start that fails before its spawn (its
+         * bindings) ends it through ev_end (unit_switch_start_failed). */
         struct unit_run *r = unit_run_new(u);
-        if (!r) {
+        char *why_kept = r ? strdup(why) : NULL;
+        if (!r || unit_run_timers(r) < 0 || !why_kept) {
+                free(why_kept);
+                unit_run_free(r);
                 policy_free(p);
                 unit_switch_failed(u, "out of memory");
                 return;
@@ -104,7 +110,8 @@ void unit_switch_begin(struct unit *u, struct policy *p, const struct unit_origi
         r->policy = p;
         r->policy_hash = hash;
         r->from_dir = from_dir;
-        snprintf(u->switch_why, sizeof u->switch_why, "%s", why);
+        free(u->switch_why);
+        u->switch_why = why_kept;
         u->next_run = r;
         /* Two runs at most beside each other: the last switch's old process
          * (whose cgroup name, the other of two, the new one would take) ends
@@ -154,7 +161,7 @@ static void take_place(struct unit *u, struct unit_run *old)
         u->stats.restarts[UNIT_RESTART_REQUEST]++;
         u->stats.starts++;
         backoff_reset(&u->backoff);
-        snprintf(u->last_cause, sizeof u->last_cause, "%s", u->switch_why);
+        snprintf(u->last_cause, sizeof u->last_cause, "%s", u->switch_why ? u->switch_why : "restart");
 }
 
 /* The switch: new calls go to the new process from now on; the old one
@@ -165,7 +172,7 @@ void unit_switch_now(struct unit *u)
         struct unit_run *old = u->run, *r = u->next_run;
         take_place(u, old);
         r->start_us = monotime_since_us(&r->start_begin);
-        event_del(r->ev_start);
+        timer_stop(r->ev_start);
         u->cause[0] = '\0';
         if (old->peer && peer_state(old->peer) == PEER_READY)
                 peer_shutdown(old->peer);
@@ -186,7 +193,7 @@ void unit_switch_hello(struct unit_run *r)
         /* The last switch's old process still drains: this one waits
          * for its end (two runs at most beside each other). */
         if (u->old_run) {
-                event_del(r->ev_start);
+                timer_stop(r->ev_start);
                 log_msg(L_INFO, u->policy->name, "its new process (pid %d) said hello: it serves once the "
                         "previous one (pid %d) ended", (int)r->child.pid, (int)u->old_run->child.pid);
                 return;
@@ -267,7 +274,7 @@ int unit_switch_promote(struct unit *u)
                 return 0;
         }
         u->run->start_us = monotime_since_us(&u->run->start_begin);
-        event_del(u->run->ev_start);
+        timer_stop(u->run->ev_start);
         unit_idle_arm(u);
         calls_pending_flush(u);
         u->hooks->ready(u->hooks->arg, u);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -143,6 +144,12 @@ void limiter_run_init(struct limiter_run *r)
         *r = (struct limiter_run){ .address_space = UINT64_MAX };
 }
 
+void limiter_run_free(struct limiter_run *r)
+{
+        free(r->mode);
+        r->mode = NULL;
+}
+
 /* "64M" for a size in a message. */
 static const char *size_text(uint64_t v, char *buf, size_t len)
 {
@@ -224,6 +231,7 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
         char degraded[160] = "";
         int e;
 
+        limiter_run_free(r); /* the last run's mode */
         limiter_run_init(r);
         if ((e = plan_degraded(l, p, r, degraded, sizeof degraded, err, errlen)) < 0)
                 return e;
@@ -242,7 +250,11 @@ int limiter_start(struct limiter *l, const struct policy *p, struct limiter_run 
                 r->nproc = tasks + 1;
         }
         r->cgroup_limits = cl;
-        snprintf(r->mode, sizeof r->mode, "%s%s%s", l->mode, degraded[0] ? "; degraded: " : "", degraded);
+        if (asprintf(&r->mode, "%s%s%s", l->mode, degraded[0] ? "; degraded: " : "", degraded) < 0) {
+                r->mode = NULL;
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
         return 0;
 }
 

@@ -39,7 +39,10 @@ struct limiter_run {
         struct cgroup_limits cgroup_limits; /* planned by limiter_start, for limiter_cgroup */
         uint64_t nproc;            /* RLIMIT_NPROC of the gadget's uid */
         uint64_t address_space;    /* RLIMIT_AS per process (degraded MemoryMax), UINT64_MAX for none */
-        char mode[320];            /* the mode, and any limit it degrades */
+        /* The mode, and any limit it degrades: made by limiter_start
+         * (NULL before; freed by limiter_run_free), so that a gadget
+         * declared and never started holds no room for it. */
+        char *mode;
         struct cgroup_stats seen;  /* the counters at the last check */
         uint64_t oom_kills;        /* during this run */
         uint64_t pids_refused;
@@ -68,6 +71,8 @@ void limiter_tidy(struct limiter *l);
 void limiter_log(const struct limiter *l);
 
 void limiter_run_init(struct limiter_run *r);
+/* Frees what r holds past its run (its mode). */
+void limiter_run_free(struct limiter_run *r);
 /* Plans a run of p: the limits of its cgroup, and the rlimits for the
  * worker. Fails closed: -EPERM with err naming the limit and why when the
  * mode cannot enforce it and degraded limits are not allowed; other -errno

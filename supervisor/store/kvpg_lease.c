@@ -34,7 +34,6 @@
 #include "system/log.h"
 #include "system/monotime.h"
 #include "system/retry.h"
-#include "system/strhash.h"
 #include "system/timer.h"
 
 #define CONNECT_TIMEOUT_MS 5000

@@ -4,71 +4,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "system/strhash.h"
-
-static struct kvpg_want **slot(const struct kvpg_wants *t, const char *gadget)
+static const char *want_name(const struct nametab_link *l)
 {
-        return &t->table[strhash(gadget) & (t->size - 1)];
+        return NAMETAB_ENTRY(l, struct kvpg_want, name_link)->gadget;
 }
 
 struct kvpg_want *kvpg_wants_find(const struct kvpg_wants *t, const char *gadget)
 {
-        if (!t->size)
-                return NULL;
-        for (struct kvpg_want *w = *slot(t, gadget); w; w = w->hnext)
-                if (strcmp(w->gadget, gadget) == 0)
-                        return w;
-        return NULL;
-}
-
-/* Doubles the table once there are more wants than slots. */
-static int grow(struct kvpg_wants *t)
-{
-        size_t size = t->size ? t->size * 2 : 64;
-        struct kvpg_want **table = calloc(size, sizeof *table);
-        if (!table)
-                return -1;
-        free(t->table);
-        t->table = table;
-        t->size = size;
-        for (struct kvpg_want *w = t->first; w; w = w->next) {
-                struct kvpg_want **s = slot(t, w->gadget);
-                w->hnext = *s;
-                *s = w;
-        }
-        return 0;
+        struct nametab_link *l = nametab_find(&t->by_name, gadget, want_name);
+        return l ? NAMETAB_ENTRY(l, struct kvpg_want, name_link) : NULL;
 }
 
 struct kvpg_want *kvpg_wants_add(struct kvpg_wants *t, const char *gadget)
 {
-        if (t->n + 1 > t->size && grow(t) < 0)
-                return NULL;
         struct kvpg_want *w = calloc(1, sizeof *w);
-        if (!w || !(w->gadget = strdup(gadget))) {
+        if (!w || !(w->gadget = strdup(gadget)) || nametab_insert(&t->by_name, &w->name_link, want_name) < 0) {
+                if (w)
+                        free(w->gadget);
                 free(w);
                 return NULL;
         }
         w->sent = -1;
-        struct kvpg_want **s = slot(t, gadget);
-        w->hnext = *s;
-        *s = w;
         w->prev = t->last;
         if (t->last)
                 t->last->next = w;
         else
                 t->first = w;
         t->last = w;
-        t->n++;
         return w;
 }
 
 void kvpg_wants_remove(struct kvpg_wants *t, struct kvpg_want *w)
 {
-        for (struct kvpg_want **pp = slot(t, w->gadget); *pp; pp = &(*pp)->hnext)
-                if (*pp == w) {
-                        *pp = w->hnext;
-                        break;
-                }
+        nametab_remove(&t->by_name, &w->name_link, want_name);
         if (w->prev)
                 w->prev->next = w->next;
         else
@@ -77,8 +45,7 @@ void kvpg_wants_remove(struct kvpg_wants *t, struct kvpg_want *w)
                 w->next->prev = w->prev;
         else
                 t->last = w->prev;
-        w->next = w->prev = w->hnext = NULL;
-        t->n--;
+        w->next = w->prev = NULL;
 }
 
 void kvpg_want_ahead_free(struct kvpg_want *w)
@@ -106,6 +73,6 @@ void kvpg_wants_clear(struct kvpg_wants *t)
                 t->first = w->next;
                 kvpg_want_free(w);
         }
-        free(t->table);
+        nametab_free(&t->by_name);
         *t = (struct kvpg_wants){ 0 };
 }

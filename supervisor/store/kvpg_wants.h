@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "system/nametab.h"
+
 struct kvpg_want {
         char *gadget;
         unsigned rank;
@@ -28,13 +30,12 @@ struct kvpg_want {
         void (*move_done)(void *arg, const char *why);
         void *move_arg;
         struct kvpg_want *next, *prev;  /* in the order wanted */
-        struct kvpg_want *hnext;        /* its hash chain */
+        struct nametab_link name_link;  /* in kvpg_wants' by_name */
 };
 
 struct kvpg_wants {
         struct kvpg_want *first, *last;
-        struct kvpg_want **table; /* chains; size a power of 2, or 0 */
-        size_t size, n;
+        struct nametab by_name;   /* .n: how many */
 };
 
 struct kvpg_want *kvpg_wants_find(const struct kvpg_wants *t, const char *gadget);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strhash.h"
 
 static void window_free(struct audit_window *w)
 {
@@ -20,45 +19,16 @@ static void window_free(struct audit_window *w)
         free(w);
 }
 
-static struct audit_window **slot_of(const struct audit_budget *b, const char *gadget)
+static const char *window_name(const struct nametab_link *l)
 {
-        return &b->by_name[strhash(gadget) & (b->n_slots - 1)];
-}
-
-/* Room for one more window in by_name: false if out of memory. */
-static bool index_room(struct audit_budget *b)
-{
-        if (b->n_windows < b->n_slots)
-                return true;
-        size_t n = b->n_slots ? b->n_slots * 2 : 64;
-        struct audit_window **t = calloc(n, sizeof *t);
-        if (!t)
-                return false;
-        struct audit_window **old = b->by_name;
-        size_t n_old = b->n_slots;
-        b->by_name = t;
-        b->n_slots = n;
-        for (size_t i = 0; i < n_old; i++)
-                for (struct audit_window *w = old[i], *next; w; w = next) {
-                        next = w->same_slot;
-                        struct audit_window **slot = slot_of(b, w->gadget);
-                        w->same_slot = *slot;
-                        *slot = w;
-                }
-        free(old);
-        return true;
+        return NAMETAB_ENTRY(l, struct audit_window, name_link)->gadget;
 }
 
 /* Takes w out of the list and the index (its memory stays the caller's). */
 static void window_unlink(struct audit_budget *b, struct audit_window *w)
 {
         LIST_REMOVE(w, link);
-        for (struct audit_window **pp = slot_of(b, w->gadget); *pp; pp = &(*pp)->same_slot)
-                if (*pp == w) {
-                        *pp = w->same_slot;
-                        break;
-                }
-        b->n_windows--;
+        nametab_remove(&b->by_name, &w->name_link, window_name);
 }
 
 /* gadget's window at now_ms, a new one if its last one is over (NULL if
@@ -66,27 +36,25 @@ static void window_unlink(struct audit_budget *b, struct audit_window *w)
  * caller's flush: nothing in it is lost. */
 static struct audit_window *window_of(struct audit_budget *b, const char *gadget, uint64_t now_ms)
 {
-        struct audit_window *w = b->n_slots ? *slot_of(b, gadget) : NULL;
-        for (; w; w = w->same_slot)
-                if (strcmp(w->gadget, gadget) == 0) {
-                        if (now_ms - w->start_ms >= AUDIT_WINDOW_MS && w->n_sums == 0 && !w->unwritten) {
-                                w->start_ms = now_ms;
-                                w->written = 0;
-                        }
-                        return w;
+        struct nametab_link *l = nametab_find(&b->by_name, gadget, window_name);
+        struct audit_window *w;
+        if (l) {
+                w = NAMETAB_ENTRY(l, struct audit_window, name_link);
+                if (now_ms - w->start_ms >= AUDIT_WINDOW_MS && w->n_sums == 0 && !w->unwritten) {
+                        w->start_ms = now_ms;
+                        w->written = 0;
                 }
-        if (!index_room(b) || !(w = calloc(1, sizeof *w)))
+                return w;
+        }
+        if (!(w = calloc(1, sizeof *w)))
                 return NULL;
-        if (!(w->gadget = strdup(gadget))) {
+        if (!(w->gadget = strdup(gadget)) || nametab_insert(&b->by_name, &w->name_link, window_name) < 0) {
+                free(w->gadget);
                 free(w);
                 return NULL;
         }
         w->start_ms = now_ms;
         LIST_INSERT_HEAD(&b->windows, w, link);
-        struct audit_window **slot = slot_of(b, gadget);
-        w->same_slot = *slot;
-        *slot = w;
-        b->n_windows++;
         return w;
 }
 
@@ -189,7 +157,5 @@ void audit_budget_free(struct audit_budget *b)
                 window_unlink(b, w);
                 window_free(w);
         }
-        free(b->by_name);
-        b->by_name = NULL;
-        b->n_slots = 0;
+        nametab_free(&b->by_name);
 }

@@ -11,6 +11,7 @@
 #include <sys/queue.h>
 
 #include "audit.h"
+#include "nametab.h"
 
 #define AUDIT_WINDOW_MS 1000
 #define AUDIT_SUMMARIES_MAX 16   /* distinct binding/op/outcome per gadget and second */
@@ -37,17 +38,15 @@ struct audit_window {
         uint64_t unwritten;      /* records (or summaries) the file refused */
         int error;               /* the last reason, -errno */
         LIST_ENTRY(audit_window) link;
-        struct audit_window *same_slot;  /* the next window of its slot in by_name */
+        struct nametab_link name_link;   /* in by_name */
 };
 
 struct audit_budget {
         uint32_t rate;           /* records per window per gadget; 0: no limit */
         LIST_HEAD(, audit_window) windows;  /* zeroed: empty */
-        /* The windows by gadget name (strhash), so that a record's look-up
-         * costs the same with 10 gadgets at work as with 10,000: a power of
-         * 2 slots, at least as many as windows (grown when passed). */
-        struct audit_window **by_name;
-        size_t n_slots, n_windows;
+        /* The windows by gadget name, so that a record's look-up costs the
+         * same with 10 gadgets at work as with 10,000. */
+        struct nametab by_name;
         uint64_t summarized;     /* records counted into a summary, since the start */
 };
 

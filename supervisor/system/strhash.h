@@ -1,6 +1,7 @@
-/* strhash: the one string hash of gadgetd's tables by name (units in core,
- * wanted leases in kvpg_lease): FNV-1a, enough for names gadgetd checked
- * (gadget_name_ok) and masked to a power-of-2 table. */
+/* strhash: the one string hash of gadgetd's tables by name (nametab.c's:
+ * units in core, audit windows, wanted leases in kvpg_lease): FNV-1a,
+ * enough for names gadgetd checked (gadget_name_ok) and masked to a
+ * power-of-2 table. */
 #pragma once
 
 #include <stddef.h>

@@ -18,3 +18,11 @@ static inline int timer_arm_ms(struct event *ev, uint64_t ms)
         struct timeval tv = timer_tv_ms(ms);
         return event_add(ev, &tv);
 }
+
+/* Disarms ev if it was made: a timer made at its first use (a unit's, at
+ * its first start) may not be yet. */
+static inline void timer_stop(struct event *ev)
+{
+        if (ev)
+                event_del(ev);
+}

@@ -867,7 +867,10 @@ def text_and_secret(tmp):
 def secret_symlink_fails_start(tmp):
     """Secrets are found as listed paths are: a symlink planted in place of
     the file, in a directory others may write, stops the start, and the
-    message names the binding."""
+    message names the binding. A restart of a running gadget whose secret
+    became such a symlink fails before its new process is spawned (made
+    with no timers of its own yet at its load: it ends through its end's
+    timer) and leaves the old process serving."""
     real = os.path.join(tmp, "real-token")
     with open(real, "w") as f:
         f.write("s3cr3t\n")
@@ -882,6 +885,19 @@ def secret_symlink_fails_start(tmp):
         cause = wait_for(lambda: d.list().get("needy", {}).get("cause"), what="a cause")
         check(d.state("needy") == "failed" and "secret TOKEN: cannot read" in cause, "cause: %r" % cause)
         check("s3cr3t" not in cause, "the secret is in the cause")
+        kept = os.path.join(shared, "kept")
+        with open(kept, "w") as f:
+            f.write("s3cr3t\n")
+        policy(d.pol, "held", "[Binding TOKEN]\nType=secret\nFile=%s\n" % kept)
+        d.ctl("reload")
+        wait_for(lambda: d.state("held") == "ready", what="held ready")
+        pid = d.list()["held"]["pid"]
+        os.unlink(kept)
+        os.symlink(real, kept)
+        r = d.ctl("restart", "held")
+        check(r.returncode != 0 and "secret TOKEN: cannot read" in r.stderr, "restart: %r" % r.stderr)
+        check(d.proc.poll() is None and d.state("held") == "ready" and d.list()["held"]["pid"] == pid,
+              "after the failed restart: %r" % d.list().get("held"))
 
 
 if __name__ == "__main__":

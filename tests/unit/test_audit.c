@@ -258,10 +258,10 @@ static void test_budget(void)
                 }
         e = (struct ended){ 0 };
         CHECK(!audit_budget_flush(&b, 8000, false, on_ended, &e) && LIST_EMPTY(&b.windows) && e.calls == 1000 &&
-                      e.total == 1000 && b.n_windows == 0,
+                      e.total == 1000 && b.by_name.n == 0,
               "1000 gadgets: 1000 windows of one summarized record each (%d windows, %llu records)", e.calls,
               (unsigned long long)e.total);
-        CHECK(audit_budget_take(&b, &r, 8000) == 1 && b.n_windows == 1, "a gadget's window after all were gone");
+        CHECK(audit_budget_take(&b, &r, 8000) == 1 && b.by_name.n == 1, "a gadget's window after all were gone");
 
         struct audit_budget none = { .rate = 0 };
         took = 0;

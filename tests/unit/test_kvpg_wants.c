@@ -27,7 +27,7 @@ static void check_all(const struct kvpg_wants *t, int step, int gone, const char
                 name_of(name, sizeof name, i);
                 bad += strcmp(w->gadget, name) != 0 || (w->next && w->next->prev != w);
         }
-        CHECK(bad == 0 && n == t->n, "%s: order (%d out of place, %zu of %zu)", when, bad, n, t->n);
+        CHECK(bad == 0 && n == t->by_name.n, "%s: order (%d out of place, %zu of %zu)", when, bad, n, t->by_name.n);
         bad = 0;
         for (i = 0; i < N; i++) {
                 name_of(name, sizeof name, i);
@@ -47,7 +47,7 @@ int main(void)
                 struct kvpg_want *w = kvpg_wants_add(&t, name);
                 CHECK(w && w->sent == -1 && !w->held, "add %d", i);
         }
-        CHECK(t.n == N && t.size >= N, "%zu wants in %zu slots", t.n, t.size);
+        CHECK(t.by_name.n == N && t.by_name.size >= N, "%zu wants in %zu slots", t.by_name.n, t.by_name.size);
         check_all(&t, N + 1, -1, "all");
         /* Every third out: the first one, then from anywhere in the list
          * and in the chains. */
@@ -63,6 +63,6 @@ int main(void)
         CHECK(t.last && t.last->next == NULL && strcmp(t.last->gadget, "g09997") == 0, "the last removed");
         kvpg_want_free(last);
         kvpg_wants_clear(&t);
-        CHECK(t.first == NULL && t.n == 0 && t.size == 0, "cleared");
+        CHECK(t.first == NULL && t.by_name.n == 0 && t.by_name.size == 0, "cleared");
         return tap_done();
 }
