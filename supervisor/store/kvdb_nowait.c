@@ -55,10 +55,11 @@
 /* What one get on the loop may read of the database and its WAL: 8 pages
  * of 4 KiB. That is a cold lookup's path from the root to a leaf (depth 3
  * holds the default MaxBytes=16M of small records; upper levels usually
- * stay in the cache) with a value of up to a few KiB (past about 1,000
- * bytes a record spills onto overflow pages, 4 KiB each), far below the
- * 257 pages of a 1 MiB value. A deeper or colder lookup goes to the
- * thread, as a page not in memory does: slower, never wrong. */
+ * stay in the cache) with a value of a few KiB (past about 1,000 bytes a
+ * record spills onto overflow pages, 4 KiB each); with the path cached, a
+ * value of up to about 28 KiB. Far below the 257 pages of a 1 MiB value.
+ * A deeper or colder lookup goes to the thread, as a page not in memory
+ * does: slower, never wrong. */
 #define LOOP_READ_MAX (32u * 1024u)
 /* The connection's own page cache, in pages: holds the few pages a small
  * database's gets touch (its root, interior pages and hot leaves), not
