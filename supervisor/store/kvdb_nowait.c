@@ -66,9 +66,10 @@
  * the overflow pages of a large value. */
 #define LOOP_CACHE_PAGES 16
 
-/* Set by the loop around its statements: reads are RWF_NOWAIT then, and
- * take from read_left. */
-static _Thread_local bool nowait;
+/* Set around a statement of the loop (nowait: reads are RWF_NOWAIT) or of
+ * the thread on this connection (budgeted: reads take from read_left, the
+ * loop's too). */
+static _Thread_local bool nowait, budgeted;
 static _Thread_local size_t read_left;
 static atomic_uint_fast64_t refused, over_budget, answered;
 
@@ -97,14 +98,18 @@ static int nw_close(sqlite3_file *f)
 static int nw_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 {
         struct nw_file *p = (struct nw_file *)f;
-        if (p->fd < 0 || !nowait)
+        if (p->fd < 0 || !budgeted)
                 return p->real->pMethods->xRead(p->real, buf, amt, off);
         if ((size_t)amt > read_left) {
-                /* More than a small get reads: the thread's to read. */
-                atomic_fetch_add(&over_budget, 1);
+                /* More than a small get reads: the thread's to read, on
+                 * its own connection. */
+                if (nowait)
+                        atomic_fetch_add(&over_budget, 1);
                 return SQLITE_IOERR_READ;
         }
         read_left -= (size_t)amt;
+        if (!nowait)
+                return p->real->pMethods->xRead(p->real, buf, amt, off);
         struct iovec iov = { .iov_base = buf, .iov_len = (size_t)amt };
         ssize_t n = preadv2(p->fd, &iov, 1, off, RWF_NOWAIT);
         if (n == amt)
@@ -256,12 +261,21 @@ out:
 
 bool kvdb_nowait_run(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job))
 {
-        nowait = true;
+        nowait = budgeted = true;
         read_left = LOOP_READ_MAX;
         bool r = run(db, job);
-        nowait = false;
+        nowait = budgeted = false;
         if (r)
                 atomic_fetch_add(&answered, 1);
+        return r;
+}
+
+bool kvdb_nowait_run_small(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job))
+{
+        budgeted = true;
+        read_left = LOOP_READ_MAX;
+        bool r = run(db, job);
+        budgeted = false;
         return r;
 }
 

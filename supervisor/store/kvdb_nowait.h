@@ -20,6 +20,10 @@ int kvdb_nowait_open(const char *state_dir, const char *gadget, const struct kv_
  * once) where they would wait for the disk or read more than a small get
  * does; returns what run returns. */
 bool kvdb_nowait_run(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job));
+/* The same on the thread: reads may wait, but past what the loop may read
+ * they fail too (false: the thread's own connection, whose cache is
+ * larger, reads it). */
+bool kvdb_nowait_run_small(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job));
 /* Reads refused so far, in this process (they would have waited). */
 uint64_t kvdb_nowait_refused(void);
 

@@ -340,6 +340,7 @@ struct answer {
         bool done, at_once;
         int err;
         char val[32];
+        size_t vlen;
 };
 
 static bool submitting;
@@ -350,6 +351,7 @@ static void answered(struct kv_job *job)
         a->done = true;
         a->at_once = submitting;
         a->err = job->err;
+        a->vlen = job->vlen;
         snprintf(a->val, sizeof a->val, "%.*s", job->err == 0 ? (int)job->vlen : 0, (const char *)job->val);
 }
 
@@ -460,7 +462,7 @@ static void queue_cases(const char *dir)
                 submit(kv, "get", "big", NULL, &get);
                 wait_answer(base, &get);
                 kvdb_nowait_counts(&c1);
-                CHECK(!get.at_once && get.err == 0 && strncmp(get.val, "bbb", 3) == 0 &&
+                CHECK(!get.at_once && get.err == 0 && get.vlen == sizeof value - 1 && strncmp(get.val, "bbb", 3) == 0 &&
                               c1.over_budget > c0.over_budget && c1.answered == c0.answered,
                       "a 100,000-byte value goes to the thread (get %d: at once %d, err %d, over budget %llu -> %llu)",
                       i, get.at_once, get.err, (unsigned long long)c0.over_budget,
