@@ -121,6 +121,10 @@ def attacks(ctx, d, gw_port):
     out.append(gadget("200,000 denied binding calls (audited)", d, af, "auditflood"))
     kvf = ctx.policy("kvflood", hostile, "Arguments=kv-flood DATA put 3000 3000 64\n\n[Binding DATA]\nType=kv\n")
     out.append(gadget("3,000 pipelined kv puts", d, kvf, "kvflood"))
+    # Its value's lookup reads 1 MiB: each get its store thread's, not the loop's.
+    kvg = ctx.policy("kvgetflood", hostile,
+                     "Arguments=kv-flood DATA get %d 8 1048000 big 1\n\n[Binding DATA]\nType=kv\n" % (5000 // n))
+    out.append(gadget("gets of a 1 MiB kv value, 8 in flight", d, kvg, "kvgetflood"))
     srv = servers.NeverAccepts().__enter__()  # both live as long as the bench
     out.append(gadget("30,000 HTTP requests to a listener that never accepts", d,
                       http_flood(ctx, "httpflood", srv, 30000 // n), "httpflood"))

@@ -250,6 +250,7 @@ static void read_self(struct metrics_scrape *s)
         s->audit_summarized = audit_summarized(core_audit(s->m->env.core));
         int last_error;
         s->audit_unwritten = audit_unwritten(core_audit(s->m->env.core), &last_error);
+        kvdb_nowait_counts(&s->kv_loop);
         read_cluster(s->m->env.core, &s->cluster);
 }
 

@@ -14,6 +14,7 @@
 #include "contract.h"
 #include "core/core.h"
 #include "metrics.h"
+#include "store/kvdb_nowait.h"
 #include "store/store.h"
 
 #define METRICS_LAG_BUCKETS 8
@@ -85,6 +86,7 @@ struct metrics_scrape {
         struct metrics_lag lag;
         uint64_t fds, rss;
         uint64_t audit_summarized, audit_unwritten;
+        struct kvdb_nowait_counts kv_loop;
         struct metrics_cluster cluster;
         struct event *ev_turn;       /* the next turn of reading, or of writing */
         bool writing;                /* the rows are read: ev_turn writes */

@@ -319,6 +319,15 @@ static void w_spans(struct metrics_scrape *s, const struct metrics_row *r, struc
         evbuffer_add_printf(out, "gadgetd_trace_spans_dropped_total %" PRIu64 "\n", s->self.spans_dropped);
 }
 
+static void w_kv_loop(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        const struct kvdb_nowait_counts *c = &s->kv_loop;
+        evbuffer_add_printf(out, "gadgetd_kv_loop_gets_total{outcome=\"answered\"} %" PRIu64 "\n", c->answered);
+        evbuffer_add_printf(out, "gadgetd_kv_loop_gets_total{outcome=\"uncached\"} %" PRIu64 "\n", c->uncached);
+        evbuffer_add_printf(out, "gadgetd_kv_loop_gets_total{outcome=\"over_budget\"} %" PRIu64 "\n",
+                            c->over_budget);
+}
+
 static void w_starts_flight(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         size_t n = 0;
@@ -419,6 +428,7 @@ static const struct family families[] = {
         { "gadgetd_budget_refusals", COUNTER, "Connections and clients refused or closed by a budget.", w_refusals, SELF },
         { "gadgetd_audit_records_dropped", COUNTER, "Audit records not written one by one: summarized over a gadget's RecordsPerSecond=, or refused by the file.", w_audit, SELF },
         { "gadgetd_trace_spans_dropped", COUNTER, "Spans not exported to TraceExport=: overwritten in the ring before they were sent, or refused by the collector.", w_spans, SELF },
+        { "gadgetd_kv_loop_gets", COUNTER, "kv gets of the SQLite store tried on gadgetd's event loop, by outcome: answered there, or handed to the gadget's store thread because a page was not in memory (uncached) or the get read more than 32 KiB (over_budget).", w_kv_loop, SELF },
         { "gadgetd_starts_in_flight", GAUGE, "Gadgets starting now.", w_starts_flight, SELF },
         { "gadgetd_connections", GAUGE, "Open connections of gadgetd's clients by kind.", w_conns, SELF },
         { "gadgetd_cluster_leases_held", GAUGE, "Leases this node holds: the gadgets it runs of the shared store.", w_leases, CLUSTER },

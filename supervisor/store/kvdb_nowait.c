@@ -20,7 +20,19 @@
  *   transaction; like gadgetd's own heap they leave memory only under
  *   pressure that would stall the loop anyway;
  * - file sizes (fstat) and the open files' metadata are in memory.
- * The open itself and the schema's first read happen on the thread. */
+ * The open itself and the schema's first read happen on the thread.
+ *
+ * Nor does a get on the loop read much: at most LOOP_READ_MAX bytes of the
+ * files, and at most LOOP_CACHE_PAGES pages of the connection's own cache.
+ * A get's size is not known before its row is read, nor is the cost of
+ * its lookup: the kv table is WITHOUT ROWID, a b-tree of whole records,
+ * and SQLite compares a key with a record that spills onto overflow pages
+ * by reading all of that record (btree.c's index moveto). A get of a 1 MiB
+ * value, or of any key whose search passes it, reads 1 MiB (257 pages of
+ * 4 KiB), whatever the statement selects. So the loop counts what it
+ * reads: a read past the budget fails (as a read the page cache cannot
+ * serve does) and the thread answers. The cache is kept small so that
+ * pages served from it, which no read counts, stay few too. */
 #include "kvdb_nowait.h"
 #include "kvdb_int.h"
 
@@ -37,10 +49,29 @@
 #include <unistd.h>
 
 #define VFS_NAME "gadgetd-nowait"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-/* Set by the loop around its statements: reads are RWF_NOWAIT then. */
-static _Thread_local bool nowait;
-static atomic_uint_fast64_t refused;
+/* What one get on the loop may read of the database and its WAL: 8 pages
+ * of 4 KiB. That is a cold lookup's path from the root to a leaf (depth 3
+ * holds the default MaxBytes=16M of small records; upper levels usually
+ * stay in the cache) with a value of a few KiB (past about 1,000 bytes a
+ * record spills onto overflow pages, 4 KiB each); with the path cached, a
+ * value of up to about 28 KiB. Far below the 257 pages of a 1 MiB value.
+ * A deeper or colder lookup goes to the thread, as a page not in memory
+ * does: slower, never wrong. */
+#define LOOP_READ_MAX (32u * 1024u)
+/* The connection's own page cache, in pages: holds the few pages a small
+ * database's gets touch (its root, interior pages and hot leaves), not
+ * the overflow pages of a large value. */
+#define LOOP_CACHE_PAGES 16
+
+/* Set around a statement of the loop (nowait: reads are RWF_NOWAIT) or of
+ * the thread on this connection (budgeted: reads take from read_left, the
+ * loop's too). */
+static _Thread_local bool nowait, budgeted;
+static _Thread_local size_t read_left;
+static atomic_uint_fast64_t refused, over_budget, answered;
 
 struct nw_file {
         sqlite3_file base;
@@ -67,7 +98,17 @@ static int nw_close(sqlite3_file *f)
 static int nw_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 {
         struct nw_file *p = (struct nw_file *)f;
-        if (p->fd < 0 || !nowait)
+        if (p->fd < 0 || !budgeted)
+                return p->real->pMethods->xRead(p->real, buf, amt, off);
+        if ((size_t)amt > read_left) {
+                /* More than a small get reads: the thread's to read, on
+                 * its own connection. */
+                if (nowait)
+                        atomic_fetch_add(&over_budget, 1);
+                return SQLITE_IOERR_READ;
+        }
+        read_left -= (size_t)amt;
+        if (!nowait)
                 return p->real->pMethods->xRead(p->real, buf, amt, off);
         struct iovec iov = { .iov_base = buf, .iov_len = (size_t)amt };
         ssize_t n = preadv2(p->fd, &iov, 1, off, RWF_NOWAIT);
@@ -202,6 +243,8 @@ int kvdb_nowait_open(const char *state_dir, const char *gadget, const struct kv_
                 goto out;
         }
         sqlite3_busy_timeout(db->db, 0);
+        if ((e = kvdb_exec(db, "PRAGMA cache_size = " STR(LOOP_CACHE_PAGES))) < 0)
+                goto out;
         /* The statements, and a first read (the schema, the WAL index's
          * mapping), here on the thread. */
         void *v = NULL;
@@ -218,13 +261,32 @@ out:
 
 bool kvdb_nowait_run(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job))
 {
-        nowait = true;
+        nowait = budgeted = true;
+        read_left = LOOP_READ_MAX;
         bool r = run(db, job);
-        nowait = false;
+        nowait = budgeted = false;
+        if (r)
+                atomic_fetch_add(&answered, 1);
+        return r;
+}
+
+bool kvdb_nowait_run_small(struct kvdb *db, struct kv_job *job, bool (*run)(struct kvdb *db, struct kv_job *job))
+{
+        budgeted = true;
+        read_left = LOOP_READ_MAX;
+        bool r = run(db, job);
+        budgeted = false;
         return r;
 }
 
 uint64_t kvdb_nowait_refused(void)
 {
         return atomic_load(&refused);
+}
+
+void kvdb_nowait_counts(struct kvdb_nowait_counts *c)
+{
+        c->answered = atomic_load(&answered);
+        c->uncached = atomic_load(&refused);
+        c->over_budget = atomic_load(&over_budget);
 }

@@ -127,8 +127,12 @@ static void *thread_main(void *arg)
                          * (the loop uses it only while nothing runs
                          * here): its reads bring into the page cache the
                          * pages the loop could not read, which the
-                         * writer's own cache would not. */
-                        if (!kq->ro || !nowait_job(job) || !run_get(kq->ro, job))
+                         * writer's own cache would not. One that reads
+                         * more than the loop would (a large value) is the
+                         * writer's: the loop's connection's small cache
+                         * would read the value twice, its lookup's and
+                         * its own, from the files each time. */
+                        if (!kq->ro || !nowait_job(job) || !kvdb_nowait_run_small(kq->ro, job, run_get))
                                 run_job(db, job);
                         /* Without it every job stays the thread's. */
                         if (!kq->ro && kvdb_nowait_open(kq->state_dir, kq->gadget, kq->types, kq->n_types,

@@ -56,7 +56,7 @@ struct kvpg {
         char where[256];              /* conninfo without passwords, for logs */
         bool hosts;                   /* conninfo names several hosts */
         bool async_warned;            /* "commits without a synchronous standby" logged */
-        char warning[200];            /* ... and its text for gadgetctl nodes ("" if none) */
+        char warning[KVPG_WARNING_MAX]; /* ... and its text for gadgetctl nodes ("" if none) */
         struct pgconn *pc;            /* the connection, its timeouts */
         enum state state;
         enum step step;
@@ -250,6 +250,14 @@ static void prepare_next(struct kvpg *pg)
  * and the standbys streaming from it. Warned once while it lasts: without
  * a synchronous standby, what this node was told committed may be missing
  * on a standby promoted after the server's loss. */
+#define ASYNC_WARNING(why)                                                                                             \
+        "the store commits without a synchronous standby (synchronous_standby_names is empty) while " why              \
+        ": a failover to a standby may lose the last writes and leases it acknowledged"
+#define ASYNC_HOSTS ASYNC_WARNING("StoreConnection= names several hosts")
+#define ASYNC_STANDBYS ASYNC_WARNING("standbys stream from it")
+_Static_assert(sizeof ASYNC_HOSTS <= KVPG_WARNING_MAX && sizeof ASYNC_STANDBYS <= KVPG_WARNING_MAX,
+               "the warning fits whole (it was cut at 200 bytes)");
+
 static void replication_check(struct kvpg *pg)
 {
         if (!pg->last || PQntuples(pg->last) != 1 || PQnfields(pg->last) != 2)
@@ -259,10 +267,7 @@ static void replication_check(struct kvpg *pg)
         bool async = !sync[0] && (pg->hosts || standbys > 0);
         pg->warning[0] = '\0';
         if (async)
-                snprintf(pg->warning, sizeof pg->warning, "the store commits without a synchronous standby "
-                         "(synchronous_standby_names is empty) while %s: a failover to a standby may lose the last "
-                         "writes and leases it acknowledged",
-                         pg->hosts ? "StoreConnection= names several hosts" : "standbys stream from it");
+                snprintf(pg->warning, sizeof pg->warning, "%s", pg->hosts ? ASYNC_HOSTS : ASYNC_STANDBYS);
         if (async && !pg->async_warned)
                 log_msg(L_WARN, NULL, "store: PostgreSQL (%s): %s; set synchronous_standby_names on the primary",
                         pg->where, pg->warning);

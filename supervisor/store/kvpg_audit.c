@@ -309,6 +309,14 @@ void kvpg_audit_send_next(struct kvpg_audit *au)
         }
 }
 
+/* A batch's name (its callers': "a batch", "a batch from audit.log"), at
+ * most, and the remark on a refusal by a standby. */
+#define WHAT_MAX 32
+#define READ_ONLY " (refused by a server that takes no writes: a standby?)"
+_Static_assert(WHAT_MAX + sizeof " was not written" READ_ONLY ": " + sizeof((struct kvpg_audit *)0)->err <=
+                       sizeof((struct kvpg_audit *)0)->why,
+               "drop keeps a batch's why whole");
+
 /* A batch (what, of n lines: the queue's or the catch-up's) ended: failed
  * for a while (batch_may_retry): the connection goes and it is sent again
  * after the reconnect, -1; refused for what it holds: dropped, counted,
@@ -316,16 +324,17 @@ void kvpg_audit_send_next(struct kvpg_audit *au)
  * none: the key is node and seq), the budget's count kept. */
 int64_t kvpg_audit_batch_ended(struct kvpg_audit *au, size_t n, const char *what)
 {
-        char why[260];
+        /* Room for the longest: what, the read-only remark and the error. */
+        char why[WHAT_MAX + sizeof " was not written" READ_ONLY ": " + sizeof au->err];
         if (batch_may_retry(au->sqlstate)) {
                 bool ro = strcmp(au->sqlstate, KVPG_SQLSTATE_READ_ONLY) == 0;
-                snprintf(why, sizeof why, "%s was not written%s: %s", what,
-                         ro ? " (refused by a server that takes no writes: a standby?)" : "", au->err);
+                snprintf(why, sizeof why, "%.*s was not written%s: %s", WHAT_MAX, what, ro ? READ_ONLY : "",
+                         au->err);
                 pgconn_fail(au->pc, why);
                 return -1;
         }
         if (au->err[0]) {
-                snprintf(why, sizeof why, "the store refused %s: %s", what, au->err);
+                snprintf(why, sizeof why, "the store refused %.*s: %s", WHAT_MAX, what, au->err);
                 drop(au, n, why);
                 return 0;
         }

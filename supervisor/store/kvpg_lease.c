@@ -105,7 +105,7 @@ struct kvpg_lease {
         /* Told each time the session connects (kvpg_lease_on_connect). */
         void (*connected)(void *arg, const char *server);
         void *connected_arg;
-        char warning[200];        /* kvpg_lease_set_warning's */
+        char warning[KVPG_WARNING_MAX]; /* kvpg_lease_set_warning's */
 };
 
 static void round_next(struct kvpg_lease *l);

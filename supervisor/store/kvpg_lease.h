@@ -131,6 +131,9 @@ void kvpg_lease_set_hooks(struct kvpg_lease *l, const struct kvpg_lease_hooks *h
  * connection need not wait out its backoff; and it is that server, so a
  * kv connection to another one, after a failover, goes). */
 void kvpg_lease_on_connect(struct kvpg_lease *l, void (*fn)(void *arg, const char *server), void *arg);
+/* The longest warning kept (with its NUL): kvpg.c's longest fits, a
+ * static assertion there says so. */
+#define KVPG_WARNING_MAX 256
 /* What the kv session found wrong with the store's replication at its
  * last connect (kvpg.c; "" if nothing), kept here for gadgetctl nodes
  * beside the nodes the lease session reads. */

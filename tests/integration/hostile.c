@@ -301,7 +301,7 @@ static void output_flood(const char *mode, unsigned long count)
  * use it against the kv binding. */
 struct flood {
         const char *binding, *op, *prefix;
-        unsigned long count, window, size;
+        unsigned long count, window, size, keys;
         unsigned long sent, answered, ok, by_code[16];
 };
 
@@ -314,7 +314,7 @@ static Gadget__Value *flood_args(const struct flood *f, unsigned long i, uint8_t
                 value_map_set(a, "prefix", value_new_string(f->prefix));
                 return a;
         }
-        snprintf(key, sizeof key, "%sk%08lu", f->prefix, i);
+        snprintf(key, sizeof key, "%sk%08lu", f->prefix, f->keys ? (i - 1) % f->keys + 1 : i);
         value_map_set(a, "key", value_new_string(key));
         if (strcmp(f->op, "put") == 0)
                 value_map_set(a, "value", value_new_bytes(value, f->size));
@@ -340,18 +340,53 @@ static void flood_answer(struct flood *f, const uint8_t *data, size_t len)
         gadget__supervisor_msg__free_unpacked(m, NULL);
 }
 
-/* kv-flood BINDING OP COUNT WINDOW SIZE [PREFIX]: COUNT calls of OP (put,
- * get, delete or list) on BINDING, WINDOW of them unanswered at a time,
- * keys PREFIXk00000000..., put values of SIZE bytes, list of PREFIX. Then
- * one line on stderr: "kv-flood: sent N ok N busy N limit N failed N
- * other N". */
-static void kv_flood(int argc, char **argv)
+/* Sends f's calls, window of them unanswered at a time, until each is
+ * answered. */
+static void flood_run(struct flood *f, struct wire_reader *rd, struct wire_writer *wr, uint8_t *value)
 {
-        struct flood f = { .binding = argv[2], .op = argv[3], .prefix = argc > 7 ? argv[7] : "" };
-        struct wire_reader rd;
-        struct wire_writer wr;
         const uint8_t *data;
         size_t len;
+        while (f->answered < f->count) {
+                while (f->sent < f->count && f->sent - f->answered < f->window) {
+                        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
+                        b.id = ++f->sent;
+                        b.binding = (char *)f->binding;
+                        b.op = (char *)f->op;
+                        b.args = flood_args(f, f->sent, value);
+                        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
+                        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
+                        m.binding_call = &b;
+                        wire_writer_put(wr, &m.base, WIRE_MAX_FRAME);
+                        value_free(b.args);
+                }
+                struct pollfd p = { .fd = FD, .events = POLLIN | (wire_writer_pending(wr) ? POLLOUT : 0) };
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        exit(3);
+                if (p.revents & POLLOUT)
+                        wire_writer_flush(wr, FD);
+                if (p.revents & (POLLIN | POLLHUP)) {
+                        ssize_t n = wire_reader_fill(rd, FD);
+                        if (n == 0 || (n < 0 && n != -EAGAIN))
+                                exit(3);
+                        while (wire_reader_next(rd, &data, &len) == 1)
+                                flood_answer(f, data, len);
+                }
+        }
+}
+
+/* kv-flood BINDING OP COUNT WINDOW SIZE [PREFIX [KEYS]]: COUNT calls of OP
+ * (put, get, delete or list) on BINDING, WINDOW of them unanswered at a
+ * time, keys PREFIXk00000001..., put values of SIZE bytes, list of
+ * PREFIX. With KEYS, the calls take the first KEYS keys over and over,
+ * and a get flood first puts each of them, SIZE bytes (one at a time;
+ * exit 3 if one fails). Then one line on stderr: "kv-flood: sent N ok N
+ * busy N limit N failed N other N", and an exit at gadgetd's shutdown. */
+static void kv_flood(int argc, char **argv)
+{
+        struct flood f = { .binding = argv[2], .op = argv[3], .prefix = argc > 7 ? argv[7] : "",
+                           .keys = argc > 8 ? strtoul(argv[8], NULL, 10) : 0 };
+        struct wire_reader rd;
+        struct wire_writer wr;
         f.count = strtoul(argv[4], NULL, 10);
         f.window = strtoul(argv[5], NULL, 10);
         f.size = strtoul(argv[6], NULL, 10);
@@ -359,38 +394,37 @@ static void kv_flood(int argc, char **argv)
         wire_reader_init(&rd, WIRE_MAX_FRAME);
         wire_writer_init(&wr, 64u << 20);
         fcntl(FD, F_SETFL, fcntl(FD, F_GETFL) | O_NONBLOCK);
-        while (f.answered < f.count) {
-                while (f.sent < f.count && f.sent - f.answered < f.window) {
-                        Gadget__BindingCall b = GADGET__BINDING_CALL__INIT;
-                        b.id = ++f.sent;
-                        b.binding = (char *)f.binding;
-                        b.op = (char *)f.op;
-                        b.args = flood_args(&f, f.sent, value);
-                        Gadget__WorkerMsg m = GADGET__WORKER_MSG__INIT;
-                        m.msg_case = GADGET__WORKER_MSG__MSG_BINDING_CALL;
-                        m.binding_call = &b;
-                        wire_writer_put(&wr, &m.base, WIRE_MAX_FRAME);
-                        value_free(b.args);
-                }
-                struct pollfd p = { .fd = FD, .events = POLLIN | (wire_writer_pending(&wr) ? POLLOUT : 0) };
-                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+        if (f.keys && strcmp(f.op, "get") == 0) {
+                struct flood put = { .binding = f.binding, .op = "put", .prefix = f.prefix, .keys = f.keys,
+                                     .count = f.keys, .window = 1, .size = f.size };
+                flood_run(&put, &rd, &wr, value);
+                if (put.ok != put.count) {
+                        fprintf(stderr, "kv-flood: %lu of %lu puts failed\n", put.count - put.ok, put.count);
                         exit(3);
-                if (p.revents & POLLOUT)
-                        wire_writer_flush(&wr, FD);
-                if (p.revents & (POLLIN | POLLHUP)) {
-                        ssize_t n = wire_reader_fill(&rd, FD);
-                        if (n == 0 || (n < 0 && n != -EAGAIN))
-                                exit(3);
-                        while (wire_reader_next(&rd, &data, &len) == 1)
-                                flood_answer(&f, data, len);
                 }
         }
+        flood_run(&f, &rd, &wr, value);
         fprintf(stderr, "kv-flood: sent %lu ok %lu busy %lu limit %lu failed %lu other %lu\n", f.sent, f.ok,
                 f.by_code[GADGET_EBUSY], f.by_code[GADGET_ELIMIT], f.by_code[GADGET_EFAILED],
                 f.answered - f.ok - f.by_code[GADGET_EBUSY] - f.by_code[GADGET_ELIMIT] -
                         f.by_code[GADGET_EFAILED]);
         fflush(stderr);
         free(value);
+        /* Then it reads on until gadgetd's shutdown message, at which it
+         * exits (flood_answer): an unload does not wait out the stop's
+         * grace period. */
+        for (;;) {
+                const uint8_t *data;
+                size_t len;
+                struct pollfd p = { .fd = FD, .events = POLLIN };
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        exit(3);
+                ssize_t n = wire_reader_fill(&rd, FD);
+                if (n == 0 || (n < 0 && n != -EAGAIN))
+                        exit(0);
+                while (wire_reader_next(&rd, &data, &len) == 1)
+                        flood_answer(&f, data, len);
+        }
 }
 
 /* A valid value of n values in all: a list of lists of nulls (each list

@@ -340,6 +340,7 @@ struct answer {
         bool done, at_once;
         int err;
         char val[32];
+        size_t vlen;
 };
 
 static bool submitting;
@@ -350,6 +351,7 @@ static void answered(struct kv_job *job)
         a->done = true;
         a->at_once = submitting;
         a->err = job->err;
+        a->vlen = job->vlen;
         snprintf(a->val, sizeof a->val, "%.*s", job->err == 0 ? (int)job->vlen : 0, (const char *)job->val);
 }
 
@@ -437,6 +439,39 @@ static void queue_cases(const char *dir)
         CHECK(get.at_once && get.err == -ENOENT, "the loop's get sees the delete: %d", get.err);
         submit(kv, "get", "missing", NULL, &get);
         CHECK(get.at_once && get.err == -ENOENT, "a missing key, on the loop: %d", get.err);
+
+        /* A value of a few KiB (on an overflow page) still on the loop; one
+         * past what the loop reads for a get (32 KiB) is the thread's.
+         * (The small one first: a lookup that passes the large record
+         * reads all of it, and goes to the thread too.) */
+        char value[100001];
+        memset(value, 's', 3000);
+        value[3000] = 0;
+        submit(kv, "put", "small", value, &put);
+        wait_answer(base, &put);
+        submit(kv, "get", "small", NULL, &get);
+        CHECK(get.at_once && get.err == 0 && strncmp(get.val, "sss", 3) == 0,
+              "a 3,000-byte value, on the loop (at once: %d, err %d)", get.at_once, get.err);
+        memset(value, 'b', sizeof value - 1);
+        value[sizeof value - 1] = 0;
+        submit(kv, "put", "big", value, &put);
+        wait_answer(base, &put);
+        for (int i = 0; i < 2; i++) {
+                struct kvdb_nowait_counts c0, c1;
+                kvdb_nowait_counts(&c0);
+                submit(kv, "get", "big", NULL, &get);
+                wait_answer(base, &get);
+                kvdb_nowait_counts(&c1);
+                CHECK(!get.at_once && get.err == 0 && get.vlen == sizeof value - 1 && strncmp(get.val, "bbb", 3) == 0 &&
+                              c1.over_budget > c0.over_budget && c1.answered == c0.answered,
+                      "a 100,000-byte value goes to the thread (get %d: at once %d, err %d, over budget %llu -> %llu)",
+                      i, get.at_once, get.err, (unsigned long long)c0.over_budget,
+                      (unsigned long long)c1.over_budget);
+        }
+        submit(kv, "delete", "big", NULL, &put);
+        wait_answer(base, &put);
+        submit(kv, "delete", "small", NULL, &put);
+        wait_answer(base, &put);
 
         /* Pages out of the page cache: the loop's read is refused at once
          * and the thread answers. (On tmpfs nothing leaves the cache.) */

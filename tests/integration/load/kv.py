@@ -11,9 +11,13 @@ import subprocess
 import time
 
 from harness import Daemon, Healthy, check, cpu_s, fd_count, fd_links, policy, rss_kib, need, test, unload, wait_for
+from metrics_util import Metrics, parse, value
 
 HOSTILE = os.environ.get("HOSTILE", "")
 GOOD_PUT = json.dumps({"binding": "DATA", "op": "put", "args": {"key": "h", "value": "healthy"}})
+GOOD_GET = json.dumps({"binding": "DATA", "op": "get", "args": {"key": "h"}})
+# A value as large as the default MaxValueSize=1M lets in once packed.
+BIG_VALUE = 1048000
 # Above what gadgetd holds for a gadget and its kv store (5 fds, a thread,
 # CallsMax=16 queued values), below a leak.
 FD_SLACK = 24
@@ -139,6 +143,40 @@ def load_kv_pipelined_puts(tmp):
         print("healthy calls: %r; attacker: %r; %s" % (h.result, r, cost))
 
 
+
+
+def loop_gets(d):
+    """gadgetd_kv_loop_gets_total by outcome: the kv gets tried on the loop."""
+    series = parse(d.get()[2])
+    return {o: value(series, "gadgetd_kv_loop_gets_total", outcome=o) for o in ("answered", "uncached", "over_budget")}
+
+
+@test
+def load_kv_get_flood(tmp):
+    """A gadget gets its 1 MiB value 100 times, 8 gets in flight: its
+    gets are its store thread's (the lookup alone reads the value's 257
+    pages: more than the loop reads for a get, kvdb_nowait.c), none is
+    answered on gadgetd's loop, which meanwhile answers every small get of
+    a healthy gadget, many of them itself."""
+    with Metrics(tmp) as d:
+        two_gadgets(d)
+        cost = Cost(d)
+        before = loop_gets(d)
+        with Healthy(d, "good", "binding", GOOD_GET) as h:
+            r = flood(d, "hog", "DATA", "get", 100, 8, BIG_VALUE, "big", 1)
+            cost.check_during()
+        after = loop_gets(d)
+        grew = {o: after[o] - before[o] for o in after}
+        check(r == {"sent": 100, "ok": 100, "busy": 0, "limit": 0, "failed": 0, "other": 0}, "gets: %r" % r)
+        # Each get of good's tried on the loop is answered there or by its
+        # thread; the hog's, all of the thread.
+        check(grew["over_budget"] > 0 and 0 < grew["answered"] <= h.result["sent"],
+              "gets on the loop: %r, good sent %d" % (grew, h.result["sent"]))
+        rc, out, _ = bcall(d, "good", "get", {"key": "h"})
+        check(rc == 0 and out == '"healthy"', "good's data: %r" % out)
+        unload(d, "hog")
+        cost.check_after("hog")
+        print("healthy calls: %r; attacker: %r; loop gets: %r; %s" % (h.result, r, grew, cost))
 
 
 def populate(tmp, gadget, n):
