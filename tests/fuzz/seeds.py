@@ -10,6 +10,10 @@ what gadgetd really reads.
   policy   the example and test policies, and every policy the
            integration tests wrote (RECORDED/policy)
   json     every JSON argument the integration tests passed (RECORDED/json)
+  response every answer a real gadgetd gives to the control corpus's
+           requests (the hello example loaded, called and tailed first),
+           as gadgetctl reads them and another node's answers arrive on
+           the node link
   report   the reports gadgetd-sandbox writes on its report pipe, encoded
            here as worker/sandbox/report.c encodes them (nothing records
            that pipe): every kind, and failures the integration tests
@@ -189,6 +193,59 @@ def capture_control(build):
     shutil.rmtree(tmp)
 
 
+def capture_responses(build):
+    """Each request of the control corpus sent to a real gadgetd (as root,
+    on a state directory of its own), and the first frames it answers."""
+    import time
+    tmp = tempfile.mkdtemp()
+    sock, pol = os.path.join(tmp, "control.sock"), os.path.join(tmp, "hello.policy")
+    with open(pol, "w") as f:
+        f.write("[Gadget]\nName=hello\nExec=%s\n" % os.path.join(build, "examples", "hello"))
+    os.chmod(pol, 0o644)
+    os.makedirs(os.path.join(tmp, "policy.d"))
+    d = subprocess.Popen([os.path.join(build, "supervisor", "gadgetd"), "--policy-dir",
+                          os.path.join(tmp, "policy.d"), "--state-dir", os.path.join(tmp, "state"),
+                          "--run-dir", os.path.join(tmp, "run"), "--socket", sock],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gadgetctl = os.path.join(build, "ctl", "gadgetctl")
+    for _ in range(500):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.01)
+    subprocess.run([gadgetctl, "--socket", sock, "load", pol], capture_output=True, timeout=30)
+    subprocess.run([gadgetctl, "--socket", sock, "call", "hello", "greet", '{"name": "Ada"}'],
+                   capture_output=True, timeout=30)
+    n = 0
+    ctl_dir = os.path.join(CORPUS, "control")
+    for name in sorted(os.listdir(ctl_dir)):
+        with open(os.path.join(ctl_dir, name), "rb") as f:
+            req = f.read().replace(b"/etc/gadgetd/policy.d/hello.policy", pol.encode())
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(2)
+        try:
+            c.connect(sock)
+            c.sendall(len(req).to_bytes(4, "little") + req)
+            data = b""
+            for _ in range(3):  # a stream (logs, tail) answers more than once
+                while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "little"):
+                    b = c.recv(65536)
+                    if not b:
+                        raise OSError
+                    data += b
+                size = int.from_bytes(data[:4], "little")
+                save("response", neutral(data[4:4 + size].replace(tmp.encode(), b"/etc/gadgetd"), build))
+                n += 1
+                data = data[4 + size:]
+        except OSError:
+            pass
+        c.close()
+    d.terminate()
+    d.wait(timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not n:
+        sys.exit("seeds.py: gadgetd answered none of the control corpus's requests")
+
+
 def policies(build, recorded):
     for p in glob.glob(os.path.join(ROOT, "examples", "*", "*.policy.in")):
         with open(p, "rb") as f:
@@ -232,9 +289,10 @@ def main():
     recorded = sys.argv[3] if len(sys.argv) > 3 else None
     capture_worker(build, fuzz_build)
     capture_control(build)
+    capture_responses(build)
     policies(build, recorded)
     reports()
-    for t in ("worker", "control", "policy", "json", "report", "bundle"):
+    for t in ("worker", "control", "response", "policy", "json", "report", "bundle"):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
 
 
