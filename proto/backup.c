@@ -230,8 +230,7 @@ static int take_be(struct backup_reader *r, uint64_t *v, int n, char *why, size_
 {
         uint8_t b[8];
         int e = take(r, b, (size_t)n, true, why, len);
-        if (e == 0)
-                *v = get_be(b, n);
+        *v = e == 0 ? get_be(b, n) : 0; /* set on every path: its callers test e < 0 */
         return e;
 }
 
@@ -345,18 +344,11 @@ fail:
 static int check_value(const struct backup_record *rec, char *why, size_t len)
 {
         char w[120];
-        if (value_packed_check(&gadget__value__descriptor, rec->value, rec->vlen, w, sizeof w) < 0)
-                goto bad;
-        Gadget__Value *v = gadget__value__unpack(NULL, rec->vlen, rec->value);
-        if (!v) {
-                snprintf(w, sizeof w, "does not decode");
-                goto bad;
-        }
-        int e = value_check(v, VALUE_MAX_DEPTH, w, sizeof w);
-        gadget__value__free_unpacked(v, NULL);
-        if (e == 0)
+        Gadget__Value *v = value_decode(rec->value, rec->vlen, w, sizeof w);
+        if (v) {
+                value_free(v);
                 return 0;
-bad:
+        }
         snprintf(why, len, "binding %s: a %s that is not a valid value (%s)", rec->binding,
                  rec->kind == BACKUP_KV ? "kv value" : "alarm payload", w);
         return -EBADMSG;

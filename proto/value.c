@@ -588,9 +588,28 @@ void value_free(Gadget__Value *v)
                 protobuf_c_message_free_unpacked(&v->base, NULL);
 }
 
+Gadget__Value *value_decode(const uint8_t *data, size_t len, char *why, size_t whylen)
+{
+        /* Why this is safe: the walk recurses at most
+         * VALUE_PACKED_MAX_NESTING times, and so then does the unpacker. */
+        if (value_packed_check(&gadget__value__descriptor, data, len, why, whylen) < 0)
+                return NULL;
+        Gadget__Value *v = gadget__value__unpack(NULL, len, data);
+        if (!v) {
+                snprintf(why, whylen, "does not decode");
+                return NULL;
+        }
+        if (value_check(v, VALUE_MAX_DEPTH, why, whylen) < 0) {
+                gadget__value__free_unpacked(v, NULL);
+                return NULL;
+        }
+        return v;
+}
+
 Gadget__Value *value_unpack(const uint8_t *data, size_t len)
 {
-        Gadget__Value *p = gadget__value__unpack(NULL, len, data);
+        char why[120];
+        Gadget__Value *p = value_decode(data, len, why, sizeof why);
         Gadget__Value *v = p ? value_dup(p) : NULL;
         if (p)
                 gadget__value__free_unpacked(p, NULL);

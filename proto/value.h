@@ -50,8 +50,17 @@ const Gadget__Value *value_map_get(const Gadget__Value *map, const char *key);
 /* The string of a string value, else NULL. */
 const char *value_string(const Gadget__Value *v);
 Gadget__Value *value_dup(const Gadget__Value *v);
-/* A packed value (as a store keeps it) decoded into one of ours (free it
- * with value_free); NULL if it does not decode or out of memory. */
+/* A packed value read back from where a gadget's values are kept (its kv
+ * store, an alarm's payload, a backup file): its nesting bounded on the raw
+ * bytes (value_packed_check) before protobuf-c's recursive unpacker sees
+ * them, then checked as a gadget's own value is (value_check). What is kept
+ * may have been written by other hands than gadgetd's (another node of a
+ * shared PostgreSQL, a copied file): read as hostile. protobuf-c's tree
+ * (free it with value_free); NULL with why if it is not a valid value (or
+ * out of memory). */
+Gadget__Value *value_decode(const uint8_t *data, size_t len, char *why, size_t whylen);
+/* value_decode's value copied into one of ours, which the builders may
+ * change; NULL if it is not a valid value or out of memory. */
 Gadget__Value *value_unpack(const uint8_t *data, size_t len);
 void value_free(Gadget__Value *v);
 /* value_preview.c: v as one line of JSON-like text into out (len bytes,

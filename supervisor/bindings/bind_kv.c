@@ -93,13 +93,15 @@ static void get_done(struct kv_job *job)
                 bind_kv_failed(r, job);
                 return;
         }
-        Gadget__Value *v = gadget__value__unpack(NULL, job->vlen, job->val);
+        char why[120], msg[160];
+        Gadget__Value *v = value_decode(job->val, job->vlen, why, sizeof why);
         if (!v) {
-                bindings_reply(r, NULL, GADGET_EFAILED, "stored value does not decode", 0);
+                snprintf(msg, sizeof msg, "the stored value is not a valid value (%s)", why);
+                bindings_reply(r, NULL, GADGET_EFAILED, msg, 0);
                 return;
         }
         bindings_reply(r, v, 0, NULL, job->vlen);
-        gadget__value__free_unpacked(v, NULL);
+        value_free(v);
 }
 
 /* A MaxKeys=/MaxBytes= value as the policy would say it. */

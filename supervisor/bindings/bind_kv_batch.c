@@ -171,7 +171,8 @@ static struct kv_job *make_job(struct binding_req *r, const struct policy_bindin
  * the key has none or it does not decode. */
 static Gadget__Value *current(const struct kv_job *job)
 {
-        return job->existed ? gadget__value__unpack(NULL, job->vlen, job->val) : NULL;
+        char why[120];
+        return job->existed ? value_decode(job->val, job->vlen, why, sizeof why) : NULL;
 }
 
 /* Notes why nothing was written, for the audit (its outcome is ok: an
@@ -189,7 +190,7 @@ static void answer_mismatch(struct binding_req *r, const struct kv_job *job, Gad
         Gadget__Value *cur = current(job);
         if (job->existed && !cur) {
                 value_free(res);
-                bindings_reply(r, NULL, GADGET_EFAILED, "stored value does not decode", 0);
+                bindings_reply(r, NULL, GADGET_EFAILED, "the stored value is not a valid value", 0);
                 return;
         }
         if (batch)

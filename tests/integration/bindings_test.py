@@ -19,6 +19,7 @@ from harness import (EXAMPLES, GADGETCTL, GADGETD, Daemon, check, main, need, po
                      wait_for)
 from kvchecks import (bcall, counter_thousand_concurrent_checks, kv_batch_quota_checks, kv_cas_batch_checks,
                       kv_limits_checks, kv_namespaces_checks, kv_operations_checks, ready)
+from protobytes import varint
 
 
 # --- kv ---------------------------------------------------------------------
@@ -75,6 +76,53 @@ def kv_cas_and_batch(tmp):
 def kv_limits_and_errors(tmp):
     with Daemon(tmp) as d:
         kv_limits_checks(d)
+
+
+def deep_value(levels):
+    """The packed bytes of a Value of `levels` lists, each the only item of
+    the one around it: some 6 bytes a level, far within MaxValueSize=."""
+    inner = b"\x08\x01"  # null_value
+    parts, n = [], len(inner)
+    for _ in range(levels):
+        items = b"\x0a" + varint(n)  # List.items (1)
+        n += len(items)
+        value = b"\x3a" + varint(n)  # Value.list_value (7)
+        n += len(value)
+        parts.append(value + items)
+    return b"".join(reversed(parts)) + inner
+
+
+@test
+def kv_stored_value_read_as_hostile(tmp):
+    """A value read back from the store is bounded before it is decoded:
+    what another node of a shared PostgreSQL (or a hand) wrote there may be
+    a value of 60,000 nested lists (360 KB), which protobuf-c's recursive
+    unpacker would follow off gadgetd's stack, or text that is not UTF-8.
+    The get and the cas that read it fail saying so; gadgetd and the gadget's
+    other keys go on."""
+    d = Daemon(tmp)
+    with d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n")
+        ready(d, "store")
+        for k in ("deep", "text", "fine"):
+            check(bcall(d, "store", "DATA", "put", {"key": k, "value": 1})[0] == 0, "put " + k)
+        d.stop()
+    db = sqlite3.connect(os.path.join(tmp, "state", "kv", "store.sqlite"))
+    with db:
+        for key, value in ((b"deep", deep_value(60000)), (b"text", b"\x2a\x02\xc3\x28")):  # string_value, not UTF-8
+            check(db.execute("UPDATE kv SET value = ? WHERE key = ?", (value, key)).rowcount == 1, "the row")
+    db.close()
+    with Daemon(tmp) as d:
+        ready(d, "store")
+        for key, what in (("deep", "nested"), ("text", "UTF-8")):
+            rc, _, err = bcall(d, "store", "DATA", "get", {"key": key})
+            check(rc == 1 and "the stored value is not a valid value" in err and what in err,
+                  "get of %s: %d %r" % (key, rc, err))
+            rc, _, err = bcall(d, "store", "DATA", "cas", {"key": key, "expect": 1, "value": 2})
+            check(rc == 1 and "the stored value is not a valid value" in err, "cas of %s: %d %r" % (key, rc, err))
+        rc, out, _ = bcall(d, "store", "DATA", "get", {"key": "fine"})
+        check(rc == 0 and json.loads(out) == 1, "the other key: %d %r" % (rc, out))
+        check(d.proc.poll() is None, "gadgetd ended")
 
 
 def audit_details(d, gadget):
