@@ -141,7 +141,7 @@ static void backed_up(void *arg, int err, const char *why, const struct backup_i
  * GADGET_E* code with why. */
 static int backup_go(struct state_job *j, struct unit *u, char *why, size_t len)
 {
-        char e[500];
+        char e[400]; /* with the text around it, within the caller's 600 */
         int code = bindings_backup_file(unit_bindings(u), j->tmp, backed_up, j, e, sizeof e);
         if (code)
                 snprintf(why, len, "the backup of %s's state before the %s failed: %s (nothing was changed)", j->name,

@@ -37,7 +37,9 @@ struct unit_exec {
 /* One audit record and log line of the probe: its start, or its end. */
 static void exec_audit(const struct unit_exec *x, const char *op, bool ok, const char *what)
 {
-        char text[EXEC_AUDIT_TEXT + 300];
+        /* The command and the longest what (an end's message: a report's
+         * why, 1 KiB at most) whole, with the words around them. */
+        char text[EXEC_AUDIT_TEXT + 1100];
         snprintf(text, sizeof text, "gadgetctl exec by uid %u: %s: %s", (unsigned)x->uid, x->command, what);
         log_msg(ok ? L_INFO : L_WARN, x->name, "%s", text);
         struct audit_record rec = { .gadget = x->name, .binding = "exec", .op = op,
