@@ -159,6 +159,11 @@ int64_t kvpg_releases_prune(PGconn *c, const char *gadget, unsigned keep, char *
         return n;
 }
 
+/* A text column as the rows keep it, cut in the query: other nodes can
+ * write any row of the store, and libpq holds a whole result; copy cuts
+ * each to its field (200 bytes at most) anyway. */
+#define CUT(col) "left(" col ", 200)"
+
 static void copy(char *dst, size_t len, const PGresult *r, int row, int col)
 {
         snprintf(dst, len, "%s", PQgetvalue(r, row, col));
@@ -171,7 +176,8 @@ int kvpg_releases_new(PGconn *c, int64_t after, struct kvpg_release_row *rows, s
         snprintf(a, sizeof a, "%" PRId64, after);
         snprintf(m, sizeof m, "%zu", max);
         const char *v[2] = { a, m };
-        PGresult *r = q(c, "SELECT seq, gadget, version, signer, installed_ms, uid, node, length(bundle)"
+        PGresult *r = q(c, "SELECT seq, " CUT("gadget") ", " CUT("version") ", " CUT("signer") ", installed_ms, uid, "
+                        CUT("node") ", length(bundle)"
                         " FROM gadgetd_release WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0, why, len);
         if (!r)
                 return -EIO;
@@ -229,8 +235,8 @@ int kvpg_releases_states(PGconn *c, int64_t after, struct kvpg_release_state *ro
         snprintf(a, sizeof a, "%" PRId64, after);
         snprintf(m, sizeof m, "%zu", max);
         const char *v[2] = { a, m };
-        PGresult *r = q(c, "SELECT seq, gen, gadget, current, previous, rollout, percent, max_errors, min_calls, why,"
-                        " node FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0,
+        PGresult *r = q(c, "SELECT seq, gen, " CUT("gadget") ", " CUT("current") ", " CUT("previous") ", "
+                        CUT("rollout") ", percent, max_errors, min_calls, " CUT("why") ", " CUT("node") " FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0,
                         why, len);
         if (!r)
                 return -EIO;
