@@ -668,7 +668,8 @@ def pg_rows_read_as_hostile(tmp):
     server (libpq holds a whole result), and the operation that reads it
     fails saying so; a node whose name no node can have is not listed (it
     made gadgetctl refuse the whole list of nodes), a peer address with
-    control bytes is not kept; an audit row as long as a slice of audit.log
+    control bytes is not kept, an owner of such a name is none known; an
+    audit row as long as a slice of audit.log
     is not gadgetd's (as in the file); a backup refuses a value too large
     for the format before it is read. gadgetd answers throughout and the
     gadget's other keys and alarms go on."""
@@ -683,8 +684,10 @@ def pg_rows_read_as_hostile(tmp):
         big = "convert_to(repeat('x', 3000000), 'UTF8')"
         pg.psql("UPDATE gadgetd_kv SET value = %s WHERE key = 'big';"
                 "UPDATE gadgetd_alarm SET payload = %s WHERE id = 'b';"
-                "INSERT INTO gadgetd_node (name, peer, last_seen) VALUES (E'evil\\x1b[2J', '', now()),"
-                " ('peerbad', E'10.0.0.1:1\\x1b[31m', now());"
+                "INSERT INTO gadgetd_node (name, peer, last_seen, incarnation, lease_until) VALUES"
+                " (E'evil\\x1b[2J', '', now(), 3, now() + interval '1 hour'),"
+                " ('peerbad', E'10.0.0.1:1\\x1b[31m', now(), 0, now());"
+                "INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', E'evil\\x1b[2J', 5, 3);"
                 "INSERT INTO gadgetd_audit (gadget, node, at, line) VALUES ('store', 'peerbad', now(),"
                 " repeat('y', 70000))" % (big, big))
         for op, args in (("get", {"key": "big"}), ("cas", {"key": "big", "expect": 1, "value": 2})):
@@ -706,6 +709,12 @@ def pg_rows_read_as_hostile(tmp):
         wait_for(listed, timeout=10, what="gadgetctl nodes: %r" % (seen,))
         nodes = {n["name"]: n for n in json.loads(seen["r"][1])["nodes"]}
         check(sorted(nodes) == ["node1", "peerbad"] and not nodes["peerbad"].get("peer"), "the nodes: %r" % nodes)
+        # A gadget whose lease the row of that name holds: its owner is none
+        # known (that name in gadgetctl list made it refuse the whole list).
+        policy(d.pol, "probe", "")
+        d.ctl("reload")
+        wait_for(lambda: d.state("probe") == "remote", what="probe remote")
+        check(d.list()["probe"].get("node", "") == "", "probe's owner: %r" % d.list()["probe"])
         r = d.ctl("audit", "store")
         check(r.returncode == 0 and "store" in r.stdout and "yyyy" not in r.stdout,
               "gadgetctl audit: %d %r" % (r.returncode, r.stderr))
