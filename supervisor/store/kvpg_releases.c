@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvpg_sql.h"
 #include "pgconn.h"
+#include "value.h"
 
 static void pg_why(char *why, size_t len, const char *what, const char *msg)
 {
@@ -164,9 +166,18 @@ int64_t kvpg_releases_prune(PGconn *c, const char *gadget, unsigned keep, char *
  * each to its field (200 bytes at most) anyway. */
 #define CUT(col) "left(" col ", 200)"
 
+/* A row's text into its field, printable: its names are checked where
+ * they are used (a bundle's own, signed, are what is installed), but they
+ * are logged and shown to gadgetctl as they came, so a control byte
+ * becomes '?', and so does every byte past ASCII if the text is not UTF-8
+ * (as cut to the field, or as another node wrote it). */
 static void copy(char *dst, size_t len, const PGresult *r, int row, int col)
 {
         snprintf(dst, len, "%s", PQgetvalue(r, row, col));
+        bool utf8 = value_utf8_valid(dst, strlen(dst));
+        for (char *p = dst; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f || (!utf8 && (unsigned char)*p >= 0x80))
+                        *p = '?';
 }
 
 int kvpg_releases_new(PGconn *c, int64_t after, struct kvpg_release_row *rows, size_t max, size_t *n, char *why,

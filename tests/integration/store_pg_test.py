@@ -668,8 +668,8 @@ def pg_rows_read_as_hostile(tmp):
     server (libpq holds a whole result), and the operation that reads it
     fails saying so; a node whose name no node can have is not listed (it
     made gadgetctl refuse the whole list of nodes), a peer address with
-    control bytes is not kept, an owner of such a name is none known; an
-    audit row as long as a slice of audit.log
+    control bytes is not kept, an owner of such a name is none known; a
+    release row's texts are printable in the log; an audit row as long as a slice of audit.log
     is not gadgetd's (as in the file); a backup refuses a value too large
     for the format before it is read. gadgetd answers throughout and the
     gadget's other keys and alarms go on."""
@@ -688,6 +688,8 @@ def pg_rows_read_as_hostile(tmp):
                 " (E'evil\\x1b[2J', '', now(), 3, now() + interval '1 hour'),"
                 " ('peerbad', E'10.0.0.1:1\\x1b[31m', now(), 0, now());"
                 "INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', E'evil\\x1b[2J', 5, 3);"
+                "INSERT INTO gadgetd_release (gadget, version, bundle, signer, installed_ms, uid, node) VALUES"
+                " ('probe', E'1\\x1b]0;x\\x07', '\\x00', 'k', 0, 0, E'evil\\x1b[2J');"
                 "INSERT INTO gadgetd_audit (gadget, node, at, line) VALUES ('store', 'peerbad', now(),"
                 " repeat('y', 70000))" % (big, big))
         for op, args in (("get", {"key": "big"}), ("cas", {"key": "big", "expect": 1, "value": 2})):
@@ -715,6 +717,10 @@ def pg_rows_read_as_hostile(tmp):
         d.ctl("reload")
         wait_for(lambda: d.state("probe") == "remote", what="probe remote")
         check(d.list()["probe"].get("node", "") == "", "probe's owner: %r" % d.list()["probe"])
+        # A release row of such names: refused (not a bundle), logged printable.
+        wait_for(lambda: 'refused version "1?]0;x?" of "probe" from the store (put there by node evil?[2J)'
+                 in d.logtext(), timeout=10, what="the release row refused")
+        check("\x1b" not in d.logtext() and "\x07" not in d.logtext(), "a control byte in the log")
         r = d.ctl("audit", "store")
         check(r.returncode == 0 and "store" in r.stdout and "yyyy" not in r.stdout,
               "gadgetctl audit: %d %r" % (r.returncode, r.stderr))
