@@ -185,8 +185,9 @@ static void unlocks_clear(struct kvpg_lease *l)
 /* Why a name or address read from the store is checked: other nodes can
  * write any row of it, and what is read here is shown by gadgetctl (which
  * refuses a list holding a name that is not a node's, validate_response.c)
- * and dialled. A node name: as Node= is (gadget_name_ok). A peer: printable ASCII, as
- * PeerListen= is, that fits struct kvpg_node. */
+ * and dialled. A node name: as Node= is (gadget_name_ok). A peer: printable
+ * ASCII without spaces, as PeerListen= (a numeric ADDRESS:PORT) is, that
+ * fits struct kvpg_node. */
 static bool peer_ok(const char *s)
 {
         size_t n = strlen(s);

@@ -247,8 +247,9 @@ int kvpg_releases_states(PGconn *c, int64_t after, struct kvpg_release_state *ro
         snprintf(m, sizeof m, "%zu", max);
         const char *v[2] = { a, m };
         PGresult *r = q(c, "SELECT seq, gen, " CUT("gadget") ", " CUT("current") ", " CUT("previous") ", "
-                        CUT("rollout") ", percent, max_errors, min_calls, " CUT("why") ", " CUT("node") " FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0,
-                        why, len);
+                        CUT("rollout") ", percent, max_errors, min_calls, " CUT("why") ", " CUT("node")
+                        " FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0, why,
+                        len);
         if (!r)
                 return -EIO;
         *n = 0;

@@ -94,7 +94,8 @@ static int dump(struct snapshot_run *run, PGconn *c, enum backup_kind kind, stru
          * whole page; a name cut one byte past BACKUP_BINDING_MAX, a value
          * past BACKUP_VALUE_MAX as NULL and its length, refused below. */
         static const char kv_sql[] =
-                "SELECT left(n.binding, " BINDING_CUT "), k.key, " VALUE_BOUNDED("k.value") " FROM gadgetd_kv k JOIN gadgetd_kv_ns n ON n.id = k.ns"
+                "SELECT left(n.binding, " BINDING_CUT "), k.key, " VALUE_BOUNDED("k.value")
+                " FROM gadgetd_kv k JOIN gadgetd_kv_ns n ON n.id = k.ns"
                 " WHERE n.gadget = $1 AND (n.binding COLLATE \"C\", k.key) > ($2, $3)"
                 " ORDER BY n.binding COLLATE \"C\", k.key LIMIT " PAGE_TEXT;
         static const char alarm_sql[] =
