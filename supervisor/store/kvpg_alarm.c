@@ -8,6 +8,7 @@
 #include "kv_job.h"
 #include "kvpg_job.h"
 #include "system/pq_dl.h"
+#include "wire.h"
 
 enum { Q_SET, Q_CANCEL, Q_LIST, Q_NEXT, Q_SETTLE, Q_COUNT };
 
@@ -15,12 +16,20 @@ enum { Q_SET, Q_CANCEL, Q_LIST, Q_NEXT, Q_SETTLE, Q_COUNT };
  * payload, $6 MaxAlarms, $7 epoch; cancel: $4 epoch; list: $3 the cursor,
  * $4 limit + 1; next: $1, $2 only; settle: $4 at, $5 due, $6 payload, $7
  * retry, $8 epoch. */
+/* An alarm's row, its id and payload only if within what any node
+ * writes (KV_MAX_KEY, a frame): the store is shared with other nodes,
+ * which can write any row, and libpq holds a whole result; a larger one
+ * comes back as NULLs, which alarm_row refuses. */
+#define ROW_FITS "octet_length(id) <= 512 AND octet_length(payload) <= 2097152"
+_Static_assert(KV_MAX_KEY == 512 && WIRE_MAX_FRAME == 2097152, "ROW_FITS's numbers");
+#define ROW_COLS "CASE WHEN " ROW_FITS " THEN id END, at, due, attempts, CASE WHEN " ROW_FITS " THEN payload END"
+
 static const char *const queries[Q_COUNT] = {
         [Q_SET] = "SELECT gadgetd_alarm_set($1, $2, $3, $4, $5, $6, $7)",
         [Q_CANCEL] = "SELECT gadgetd_alarm_cancel($1, $2, $3, $4)",
-        [Q_LIST] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+        [Q_LIST] = "SELECT " ROW_COLS " FROM gadgetd_alarm WHERE gadget = $1"
                    " AND binding = $2 AND id > $3 ORDER BY id LIMIT $4",
-        [Q_NEXT] = "SELECT id, at, due, attempts, payload FROM gadgetd_alarm WHERE gadget = $1"
+        [Q_NEXT] = "SELECT " ROW_COLS " FROM gadgetd_alarm WHERE gadget = $1"
                    " AND binding = $2 ORDER BY due, id LIMIT 1",
         [Q_SETTLE] = "SELECT gadgetd_alarm_settle($1, $2, $3, $4, $5, $6, $7, $8)",
 };
@@ -84,8 +93,8 @@ static int params(struct kvpg_params *p, const struct kv_job *job, int op, const
  * store answered another shape. */
 static bool alarm_row(const PGresult *res, int i, struct kv_row *a)
 {
-        if (PQnfields(res) != 5 || PQgetlength(res, i, 1) != 8 || PQgetlength(res, i, 2) != 8 ||
-            PQgetlength(res, i, 3) != 4)
+        if (PQnfields(res) != 5 || PQgetisnull(res, i, 0) || PQgetisnull(res, i, 4) ||
+            PQgetlength(res, i, 1) != 8 || PQgetlength(res, i, 2) != 8 || PQgetlength(res, i, 3) != 4)
                 return false;
         *a = (struct kv_row){
                 .id = PQgetvalue(res, i, 0), .idlen = (size_t)PQgetlength(res, i, 0),

@@ -85,8 +85,14 @@ static const char sql_range[] =
         " (SELECT " AT_TEXT " AS k_at, coalesce(seq, 0) AS k_seq, id FROM gadgetd_audit"
         " WHERE gadget = $1 AND id <= u.upto AND $2::bigint > 0"
         " ORDER BY at DESC, coalesce(seq, 0) DESC, id DESC OFFSET $2::bigint LIMIT 1) f ON true";
+/* A line as long as a slice of audit.log is not gadgetd's (audit_read.c
+ * skips it there too): other nodes can write any row of the store, and
+ * libpq holds a whole page, which is so at most 256 such slices. */
+#define SLICE_TEXT "65536"
+_Static_assert(AUDIT_SLICE == 65536, "SLICE_TEXT is AUDIT_SLICE");
 static const char sql_page[] =
         "SELECT id, line, " AT_TEXT ", coalesce(seq, 0) FROM gadgetd_audit WHERE gadget = $1 AND id <= $2::bigint"
+        " AND octet_length(line) < " SLICE_TEXT
         " AND ($3::timestamptz IS NULL OR (at >= $3::timestamptz"
         " AND (at, coalesce(seq, 0), id) > ($3::timestamptz, $4::bigint, $5::bigint)))"
         " ORDER BY at, coalesce(seq, 0), id LIMIT 256";

@@ -12,6 +12,7 @@
 #include "kv_job.h"
 #include "kvdb.h"
 #include "system/pq_dl.h"
+#include "wire.h"
 
 KV_TYPE_HALVES(kv);
 
@@ -116,6 +117,14 @@ void kvpg_job_result(struct kv_job *job, const PGresult *res)
 
 enum { Q_GET, Q_PUT, Q_DELETE, Q_LIST_GE, Q_LIST_GT, Q_BATCH, Q_COUNT };
 
+/* The largest value a read brings back, as SQL text: a frame's (no node
+ * writes a larger value: MaxValueSize= is below it). The store is shared
+ * with other nodes, which can write any row: a larger one comes back as
+ * NULL and its length, never its bytes (libpq holds a whole result). */
+#define STORED_MAX "2097152"
+_Static_assert(WIRE_MAX_FRAME == 2097152, "STORED_MAX is WIRE_MAX_FRAME");
+#define BOUNDED(col) "CASE WHEN octet_length(" col ") <= " STORED_MAX " THEN " col " END, octet_length(" col ")"
+
 #define FROM_NS "FROM gadgetd_kv v JOIN gadgetd_kv_ns n ON n.id = v.ns WHERE n.gadget = $1 AND n.binding = $2 "
 
 /* Parameters: $1 gadget, $2 binding (text); $3 key or list start (bytea);
@@ -124,12 +133,12 @@ enum { Q_GET, Q_PUT, Q_DELETE, Q_LIST_GE, Q_LIST_GT, Q_BATCH, Q_COUNT };
  * (bytea), $5 limit + 1; cas, batch: $3 the operations (kv_job_add_op's
  * bytes), $4 max keys, $5 max bytes, $6 node, $7 the writer's epoch. */
 static const char *const queries[Q_COUNT] = {
-        [Q_GET] = "SELECT v.value " FROM_NS "AND v.key = $3",
+        [Q_GET] = "SELECT " BOUNDED("v.value") " " FROM_NS "AND v.key = $3",
         [Q_PUT] = "SELECT gadgetd_kv_put($1, $2, $3, $4, $5, $6, $7, $8)",
         [Q_DELETE] = "SELECT gadgetd_kv_delete($1, $2, $3, $4)",
         [Q_LIST_GE] = "SELECT v.key " FROM_NS "AND v.key >= $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
         [Q_LIST_GT] = "SELECT v.key " FROM_NS "AND v.key > $3 AND v.key < $4 ORDER BY v.key LIMIT $5",
-        [Q_BATCH] = "SELECT failed, why, existed, cur FROM gadgetd_kv_batch($1, $2, $3, $4, $5, $6, $7)",
+        [Q_BATCH] = "SELECT failed, why, existed, " BOUNDED("cur") " FROM gadgetd_kv_batch($1, $2, $3, $4, $5, $6, $7)",
 };
 
 static const char *const names[Q_COUNT] = {
@@ -199,10 +208,26 @@ static int kv_params(struct kvpg_params *p, const struct kv_job *job, int op, co
         }
 }
 
+/* A stored value's BOUNDED columns in row 0 from col: 0, or -EFBIG
+ * saying so when it is larger than any node writes. */
+static int stored_size_ok(struct kv_job *job, const PGresult *res, int col)
+{
+        if (!PQgetisnull(res, 0, col) || PQgetlength(res, 0, col + 1) != 4)
+                return 0;
+        snprintf(job->why, sizeof job->why, "the stored value is not a valid value (%lld bytes, more than the "
+                 STORED_MAX " a value can have)", (long long)kvpg_be(PQgetvalue(res, 0, col + 1), 4));
+        return -EFBIG;
+}
+
 static int get_result(struct kv_job *job, const PGresult *res)
 {
         if (PQntuples(res) < 1)
                 return -ENOENT;
+        if (PQntuples(res) != 1 || PQnfields(res) != 2)
+                return -EIO;
+        int e = stored_size_ok(job, res, 0);
+        if (e < 0)
+                return e;
         size_t n = (size_t)PQgetlength(res, 0, 0);
         void *copy = malloc(n ? n : 1);
         if (!copy)
@@ -217,8 +242,14 @@ static int list_result(struct kv_job *job, const PGresult *res)
 {
         int rows = PQntuples(res);
         job->more = (unsigned)rows > job->limit;
-        for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++)
-                kv_job_add_key(job, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
+        for (int i = 0; i < rows && (unsigned)i < job->limit && !job->err; i++) {
+                /* The schema's CHECK, again: a key's length is kept in
+                 * two bytes (kv_job_add_key). */
+                size_t n = (size_t)PQgetlength(res, i, 0);
+                if (n < 1 || n > KV_MAX_KEY)
+                        return -EIO;
+                kv_job_add_key(job, PQgetvalue(res, i, 0), n);
+        }
         return job->err;
 }
 
@@ -227,7 +258,7 @@ static int list_result(struct kv_job *job, const PGresult *res)
  * job->val; a write past the quota is -EDQUOT; either names its op. */
 static int batch_result(struct kv_job *job, const PGresult *res)
 {
-        if (PQntuples(res) != 1 || PQnfields(res) != 4 || PQgetlength(res, 0, 0) != 4 ||
+        if (PQntuples(res) != 1 || PQnfields(res) != 5 || PQgetlength(res, 0, 0) != 4 ||
             PQgetlength(res, 0, 1) != 4 || PQgetlength(res, 0, 2) != 8)
                 return -EIO;
         int64_t failed = kvpg_be(PQgetvalue(res, 0, 0), 4), why = kvpg_be(PQgetvalue(res, 0, 1), 4);
@@ -238,6 +269,9 @@ static int batch_result(struct kv_job *job, const PGresult *res)
         if (why == 2)
                 return -EDQUOT;
         if (why == 1) {
+                int e = stored_size_ok(job, res, 3);
+                if (e < 0)
+                        return e;
                 size_t n = PQgetisnull(res, 0, 3) ? 0 : (size_t)PQgetlength(res, 0, 3);
                 void *copy = malloc(n ? n : 1);
                 if (!copy)

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract.h"
 #include "kvpg_sql.h"
 #include "kvpg_wants.h"
 #include "pgconn.h"
@@ -181,6 +182,21 @@ static void unlocks_clear(struct kvpg_lease *l)
         l->unlocks_tail = &l->unlocks;
 }
 
+/* Why a name or address read from the store is checked: other nodes can
+ * write any row of it, and what is read here is shown by gadgetctl (which
+ * refuses a list holding a name that is not a node's, validate_response.c)
+ * and dialled. A node name: as Node= is (gadget_name_ok). A peer: printable
+ * ASCII without spaces, as PeerListen= (a numeric ADDRESS:PORT) is, that
+ * fits struct kvpg_node. */
+static bool peer_ok(const char *s)
+{
+        size_t n = strlen(s);
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+                        return false;
+        return n < sizeof(((struct kvpg_node *)0)->peer);
+}
+
 /* One take's row for w: (got, free, owner, its epoch, its incarnation);
  * changes: the owner node's as read before the look. */
 static void take_row(struct kvpg_lease *l, struct kvpg_want *w, bool got, bool free, const char *node, int64_t epoch,
@@ -261,6 +277,10 @@ static void takes_result(struct kvpg_lease *l)
                 bool got = PQgetvalue(r, i, 1)[0] == 't';
                 bool free = PQgetvalue(r, i, 2)[0] == 't';
                 const char *node = PQgetisnull(r, i, 3) ? "" : PQgetvalue(r, i, 3);
+                /* An owner of a name no node can have: none known (the
+                 * lease is still not free: the store says whether it is). */
+                if (node[0] && !gadget_name_ok(node))
+                        node = "";
                 int64_t epoch = PQgetisnull(r, i, 4) ? 0 : strtoll(PQgetvalue(r, i, 4), NULL, 10);
                 int64_t inc = PQgetisnull(r, i, 5) ? 0 : strtoll(PQgetvalue(r, i, 5), NULL, 10);
                 struct kvpg_want *w = kvpg_wants_find(&l->wants, gadget);
@@ -332,16 +352,22 @@ static void renew_result(struct kvpg_lease *l)
         if (n && !nodes)
                 return;
         int64_t mine = 0;
-        for (size_t i = 0; i < n; i++) {
-                snprintf(nodes[i].name, sizeof nodes[i].name, "%s", PQgetvalue(l->last, (int)i, 0));
-                snprintf(nodes[i].peer, sizeof nodes[i].peer, "%s", PQgetvalue(l->last, (int)i, 1));
-                long long age = strtoll(PQgetvalue(l->last, (int)i, 2), NULL, 10);
+        size_t kept = 0;
+        for (size_t row = 0; row < n; row++) {
+                /* A row of a name no node can have is no node's: left out. */
+                const char *name = PQgetvalue(l->last, (int)row, 0), *peer = PQgetvalue(l->last, (int)row, 1);
+                if (!gadget_name_ok(name))
+                        continue;
+                int i = (int)kept++;
+                snprintf(nodes[i].name, sizeof nodes[i].name, "%s", name);
+                snprintf(nodes[i].peer, sizeof nodes[i].peer, "%s", peer_ok(peer) ? peer : "");
+                long long age = strtoll(PQgetvalue(l->last, (int)row, 2), NULL, 10);
                 nodes[i].age_ms = age > 0 ? (uint64_t)age : 0;
-                long long leases = strtoll(PQgetvalue(l->last, (int)i, 3), NULL, 10);
+                long long leases = strtoll(PQgetvalue(l->last, (int)row, 3), NULL, 10);
                 nodes[i].leases = leases > 0 ? (uint64_t)leases : 0;
-                nodes[i].incarnation = strtoll(PQgetvalue(l->last, (int)i, 4), NULL, 10);
-                nodes[i].live = PQgetvalue(l->last, (int)i, 5)[0] == 't';
-                nodes[i].changes = strtoll(PQgetvalue(l->last, (int)i, 6), NULL, 10);
+                nodes[i].incarnation = strtoll(PQgetvalue(l->last, (int)row, 4), NULL, 10);
+                nodes[i].live = PQgetvalue(l->last, (int)row, 5)[0] == 't';
+                nodes[i].changes = strtoll(PQgetvalue(l->last, (int)row, 6), NULL, 10);
                 if (strcmp(nodes[i].name, l->node) == 0) {
                         mine = nodes[i].incarnation;
                         nodes[i].leases = l->n_held;
@@ -350,7 +376,7 @@ static void renew_result(struct kvpg_lease *l)
         free(l->nodes);
         l->nodes = nodes;
         l->nodes_read_at = monotime_ms();
-        l->n_nodes = n;
+        l->n_nodes = kept;
         /* An answer to a renewal of a lease this node no longer counts on
          * (it ended meanwhile) changes nothing: it joins again. */
         if (l->renew_inc != l->incarnation)

@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvpg_sql.h"
 #include "pgconn.h"
+#include "value.h"
 
 static void pg_why(char *why, size_t len, const char *what, const char *msg)
 {
@@ -159,9 +161,23 @@ int64_t kvpg_releases_prune(PGconn *c, const char *gadget, unsigned keep, char *
         return n;
 }
 
+/* A text column as the rows keep it, cut in the query: other nodes can
+ * write any row of the store, and libpq holds a whole result; copy cuts
+ * each to its field (200 bytes at most) anyway. */
+#define CUT(col) "left(" col ", 200)"
+
+/* A row's text into its field, printable: its names are checked where
+ * they are used (a bundle's own, signed, are what is installed), but they
+ * are logged and shown to gadgetctl as they came, so a control byte
+ * becomes '?', and so does every byte past ASCII if the text is not UTF-8
+ * (as cut to the field, or as another node wrote it). */
 static void copy(char *dst, size_t len, const PGresult *r, int row, int col)
 {
         snprintf(dst, len, "%s", PQgetvalue(r, row, col));
+        bool utf8 = value_utf8_valid(dst, strlen(dst));
+        for (char *p = dst; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f || (!utf8 && (unsigned char)*p >= 0x80))
+                        *p = '?';
 }
 
 int kvpg_releases_new(PGconn *c, int64_t after, struct kvpg_release_row *rows, size_t max, size_t *n, char *why,
@@ -171,7 +187,8 @@ int kvpg_releases_new(PGconn *c, int64_t after, struct kvpg_release_row *rows, s
         snprintf(a, sizeof a, "%" PRId64, after);
         snprintf(m, sizeof m, "%zu", max);
         const char *v[2] = { a, m };
-        PGresult *r = q(c, "SELECT seq, gadget, version, signer, installed_ms, uid, node, length(bundle)"
+        PGresult *r = q(c, "SELECT seq, " CUT("gadget") ", " CUT("version") ", " CUT("signer") ", installed_ms, uid, "
+                        CUT("node") ", length(bundle)"
                         " FROM gadgetd_release WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0, why, len);
         if (!r)
                 return -EIO;
@@ -229,9 +246,10 @@ int kvpg_releases_states(PGconn *c, int64_t after, struct kvpg_release_state *ro
         snprintf(a, sizeof a, "%" PRId64, after);
         snprintf(m, sizeof m, "%zu", max);
         const char *v[2] = { a, m };
-        PGresult *r = q(c, "SELECT seq, gen, gadget, current, previous, rollout, percent, max_errors, min_calls, why,"
-                        " node FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0,
-                        why, len);
+        PGresult *r = q(c, "SELECT seq, gen, " CUT("gadget") ", " CUT("current") ", " CUT("previous") ", "
+                        CUT("rollout") ", percent, max_errors, min_calls, " CUT("why") ", " CUT("node")
+                        " FROM gadgetd_release_state WHERE seq > $1 ORDER BY seq LIMIT $2", 2, v, NULL, NULL, 0, why,
+                        len);
         if (!r)
                 return -EIO;
         *n = 0;

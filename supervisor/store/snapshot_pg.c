@@ -82,15 +82,25 @@ static int64_t be64(const char *p)
         return (int64_t)v;
 }
 
+#define BINDING_CUT "72"
+#define VALUE_BOUNDED(col) "CASE WHEN octet_length(" col ") <= 2097152 THEN " col " END"
+_Static_assert(BACKUP_BINDING_MAX == 71 && BACKUP_VALUE_MAX == 2097152, "the bounds' text");
+
 /* Pages of one kind, each after the last row of the one before. */
 static int dump(struct snapshot_run *run, PGconn *c, enum backup_kind kind, struct backup_writer *w)
 {
+        /* Why the columns are bounded in the query: the store is shared
+         * with other nodes, which can write any row, and libpq holds a
+         * whole page; a name cut one byte past BACKUP_BINDING_MAX, a value
+         * past BACKUP_VALUE_MAX as NULL and its length, refused below. */
         static const char kv_sql[] =
-                "SELECT n.binding, k.key, k.value FROM gadgetd_kv k JOIN gadgetd_kv_ns n ON n.id = k.ns"
+                "SELECT left(n.binding, " BINDING_CUT "), k.key, " VALUE_BOUNDED("k.value")
+                " FROM gadgetd_kv k JOIN gadgetd_kv_ns n ON n.id = k.ns"
                 " WHERE n.gadget = $1 AND (n.binding COLLATE \"C\", k.key) > ($2, $3)"
                 " ORDER BY n.binding COLLATE \"C\", k.key LIMIT " PAGE_TEXT;
         static const char alarm_sql[] =
-                "SELECT binding, convert_to(id, 'UTF8'), payload, at, due, attempts::bigint FROM gadgetd_alarm"
+                "SELECT left(binding, " BINDING_CUT "), convert_to(id, 'UTF8'), " VALUE_BOUNDED("payload")
+                ", at, due, attempts::bigint FROM gadgetd_alarm"
                 " WHERE gadget = $1 AND (binding COLLATE \"C\", convert_to(id, 'UTF8')) > ($2, $3)"
                 " ORDER BY binding COLLATE \"C\", convert_to(id, 'UTF8') LIMIT " PAGE_TEXT;
         char binding[BACKUP_BINDING_MAX + 1] = "";
@@ -114,6 +124,12 @@ static int dump(struct snapshot_run *run, PGconn *c, enum backup_kind kind, stru
                                 rec.at = be64(PQgetvalue(r, i, 3));
                                 rec.due = be64(PQgetvalue(r, i, 4));
                                 rec.attempts = (uint32_t)be64(PQgetvalue(r, i, 5));
+                        }
+                        if (PQgetlength(r, i, 0) > BACKUP_BINDING_MAX || PQgetisnull(r, i, 2)) {
+                                snprintf(run->why, sizeof run->why, "binding %s: a stored row the format cannot "
+                                         "hold (a binding name or value too long)", rec.binding);
+                                e = -EINVAL;
+                                break;
                         }
                         if ((e = backup_write(w, &rec)) < 0) {
                                 snprintf(run->why, sizeof run->why, "binding %s: a stored row the format cannot "

@@ -660,5 +660,74 @@ def pg_store_config_errors(tmp):
         check("s3cr3t" not in r.stderr, "the password was printed: %r" % r.stderr)
 
 
+@test
+def pg_rows_read_as_hostile(tmp):
+    """What another node of the shared store (which holds its credentials)
+    writes there is read back as hostile, each at its one door: a kv value
+    or an alarm's payload larger than any node writes never leaves the
+    server (libpq holds a whole result), and the operation that reads it
+    fails saying so; a node whose name no node can have is not listed (it
+    made gadgetctl refuse the whole list of nodes), a peer address with
+    control bytes is not kept, an owner of such a name is none known; a
+    release row's texts are printable in the log; an audit row as long as a slice of audit.log
+    is not gadgetd's (as in the file); a backup refuses a value too large
+    for the format before it is read. gadgetd answers throughout and the
+    gadget's other keys and alarms go on."""
+    with PgServer(tmp) as pg, pg_daemon(tmp, pg) as d:
+        policy(d.pol, "store", "[Binding DATA]\nType=kv\n[Binding WAKE]\nType=alarm\nMethod=alarm\n")
+        ready(d, "store")
+        far = int(time.time() * 1000) + 3600 * 1000
+        for k in ("big", "fine"):
+            check(bcall(d, "store", "DATA", "put", {"key": k, "value": 1})[0] == 0, "put " + k)
+        for i in ("a", "b"):
+            check(bcall(d, "store", "WAKE", "set", {"id": i, "at": far})[0] == 0, "alarm " + i)
+        big = "convert_to(repeat('x', 3000000), 'UTF8')"
+        pg.psql("UPDATE gadgetd_kv SET value = %s WHERE key = 'big';"
+                "UPDATE gadgetd_alarm SET payload = %s WHERE id = 'b';"
+                "INSERT INTO gadgetd_node (name, peer, last_seen, incarnation, lease_until) VALUES"
+                " (E'evil\\x1b[2J', '', now(), 3, now() + interval '1 hour'),"
+                " ('peerbad', E'10.0.0.1:1\\x1b[31m', now(), 0, now());"
+                "INSERT INTO gadgetd_owner (gadget, node, epoch, node_inc) VALUES ('probe', E'evil\\x1b[2J', 5, 3);"
+                "INSERT INTO gadgetd_release (gadget, version, bundle, signer, installed_ms, uid, node) VALUES"
+                " ('probe', E'1\\x1b]0;x\\x07', '\\x00', 'k', 0, 0, E'evil\\x1b[2J');"
+                "INSERT INTO gadgetd_audit (gadget, node, at, line) VALUES ('store', 'peerbad', now(),"
+                " repeat('y', 70000))" % (big, big))
+        for op, args in (("get", {"key": "big"}), ("cas", {"key": "big", "expect": 1, "value": 2})):
+            rc, _, err = bcall(d, "store", "DATA", op, args)
+            check(rc == 1 and "3000000 bytes, more than the 2097152" in err, "%s of big: %d %r" % (op, rc, err))
+        rc, out, _ = bcall(d, "store", "DATA", "get", {"key": "fine"})
+        check(rc == 0 and json.loads(out) == 1, "the other key: %d %r" % (rc, out))
+        rc, _, err = bcall(d, "store", "WAKE", "list", {})
+        check(rc == 1 and "unexpected result" in err, "list of the alarms: %d %r" % (rc, err))
+        check(bcall(d, "store", "WAKE", "cancel", {"id": "b"})[0] == 0, "the hostile alarm cancelled")
+        rc, out, err = bcall(d, "store", "WAKE", "list", {})
+        check(rc == 0 and '"a"' in out, "the alarms after: %d %r %r" % (rc, out, err))
+        seen = {}
+
+        def listed():
+            r = d.ctl("--json", "nodes")
+            seen["r"] = (r.returncode, r.stdout, r.stderr)
+            return r.returncode == 0 and "peerbad" in r.stdout
+        wait_for(listed, timeout=10, what="gadgetctl nodes: %r" % (seen,))
+        nodes = {n["name"]: n for n in json.loads(seen["r"][1])["nodes"]}
+        check(sorted(nodes) == ["node1", "peerbad"] and not nodes["peerbad"].get("peer"), "the nodes: %r" % nodes)
+        # A gadget whose lease the row of that name holds: its owner is none
+        # known (that name in gadgetctl list made it refuse the whole list).
+        policy(d.pol, "probe", "")
+        d.ctl("reload")
+        wait_for(lambda: d.state("probe") == "remote", what="probe remote")
+        check(d.list()["probe"].get("node", "") == "", "probe's owner: %r" % d.list()["probe"])
+        # A release row of such names: refused (not a bundle), logged printable.
+        wait_for(lambda: 'refused version "1?]0;x?" of "probe" from the store (put there by node evil?[2J)'
+                 in d.logtext(), timeout=10, what="the release row refused")
+        check("\x1b" not in d.logtext() and "\x07" not in d.logtext(), "a control byte in the log")
+        r = d.ctl("audit", "store")
+        check(r.returncode == 0 and "store" in r.stdout and "yyyy" not in r.stdout,
+              "gadgetctl audit: %d %r" % (r.returncode, r.stderr))
+        r = d.ctl("backup", "store", os.path.join(tmp, "store.gbk"))
+        check(r.returncode == 1 and "too long" in r.stderr, "backup: %d %r" % (r.returncode, r.stderr))
+        check(d.proc.poll() is None, "gadgetd ended")
+
+
 if __name__ == "__main__":
     sys.exit(main())
