@@ -104,6 +104,8 @@ ssize_t wire_reader_fill(struct wire_reader *r, int fd)
 
 int wire_reader_feed(struct wire_reader *r, const void *data, size_t len)
 {
+        if (len == 0) /* nothing: and no arithmetic on a buffer not made yet */
+                return 0;
         int e = reserve(&r->buf, &r->cap, &r->start, &r->end, len);
         if (e < 0)
                 return e;

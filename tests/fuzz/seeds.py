@@ -14,6 +14,8 @@ what gadgetd really reads.
            requests (the hello example loaded, called and tailed first),
            as gadgetctl reads them and another node's answers arrive on
            the node link
+  backup   `gadgetctl backup` of a real gadget's kv and alarm store, and
+           of an empty one
   report   the reports gadgetd-sandbox writes on its report pipe, encoded
            here as worker/sandbox/report.c encodes them (nothing records
            that pipe): every kind, and failures the integration tests
@@ -28,6 +30,7 @@ Usage: tests/fuzz/seeds.py BUILD FUZZ_BUILD [RECORDED]
 """
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -193,26 +196,34 @@ def capture_control(build):
     shutil.rmtree(tmp)
 
 
-def capture_responses(build):
-    """Each request of the control corpus sent to a real gadgetd (as root,
-    on a state directory of its own), and the first frames it answers."""
+def gadgetd(build, tmp, name, program, body=""):
+    """A real gadgetd (as root) on tmp's directories with one gadget loaded:
+    (its process, its socket, the policy's path)."""
     import time
-    tmp = tempfile.mkdtemp()
-    sock, pol = os.path.join(tmp, "control.sock"), os.path.join(tmp, "hello.policy")
+    sock, pol = os.path.join(tmp, "control.sock"), os.path.join(tmp, name + ".policy")
     with open(pol, "w") as f:
-        f.write("[Gadget]\nName=hello\nExec=%s\n" % os.path.join(build, "examples", "hello"))
+        f.write("[Gadget]\nName=%s\nExec=%s\n%s" % (name, os.path.join(build, program), body))
     os.chmod(pol, 0o644)
     os.makedirs(os.path.join(tmp, "policy.d"))
     d = subprocess.Popen([os.path.join(build, "supervisor", "gadgetd"), "--policy-dir",
                           os.path.join(tmp, "policy.d"), "--state-dir", os.path.join(tmp, "state"),
                           "--run-dir", os.path.join(tmp, "run"), "--socket", sock],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    gadgetctl = os.path.join(build, "ctl", "gadgetctl")
     for _ in range(500):
         if os.path.exists(sock):
             break
         time.sleep(0.01)
-    subprocess.run([gadgetctl, "--socket", sock, "load", pol], capture_output=True, timeout=30)
+    subprocess.run([os.path.join(build, "ctl", "gadgetctl"), "--socket", sock, "load", pol], capture_output=True,
+                   timeout=30)
+    return d, sock, pol
+
+
+def capture_responses(build):
+    """Each request of the control corpus sent to a real gadgetd (as root,
+    on a state directory of its own), and the first frames it answers."""
+    tmp = tempfile.mkdtemp()
+    d, sock, pol = gadgetd(build, tmp, "hello", "examples/hello")
+    gadgetctl = os.path.join(build, "ctl", "gadgetctl")
     subprocess.run([gadgetctl, "--socket", sock, "call", "hello", "greet", '{"name": "Ada"}'],
                    capture_output=True, timeout=30)
     n = 0
@@ -244,6 +255,34 @@ def capture_responses(build):
     shutil.rmtree(tmp, ignore_errors=True)
     if not n:
         sys.exit("seeds.py: gadgetd answered none of the control corpus's requests")
+
+
+def capture_backups(build):
+    """`gadgetctl backup` of a real gadget's store: kv values of every kind
+    and an alarm with its payload, and of an empty store."""
+    tmp = tempfile.mkdtemp()
+    d, sock, _ = gadgetd(build, tmp, "store", "tests/integration/testgadget",
+                         "[Binding DATA]\nType=kv\n\n[Binding WAKE]\nType=alarm\nMethod=echo\n")
+    gadgetctl = [os.path.join(build, "ctl", "gadgetctl"), "--socket", sock]
+
+    def bcall(binding, op, args):
+        a = json.dumps({"binding": binding, "op": op, "args": args})
+        subprocess.run(gadgetctl + ["call", "store", "binding", a], capture_output=True, timeout=30)
+    backup = os.path.join(tmp, "b.gbk")
+    subprocess.run(gadgetctl + ["backup", "store", backup], capture_output=True, timeout=30)
+    for key, value in (("n", None), ("t", True), ("i", -42), ("f", 2.5), ("s", "text"),
+                       ("b", {"$bytes": "AAEC"}), ("l", [1, [2, [3]], "x"]), ("m", {"a": {"b": [None, 1]}})):
+        bcall("DATA", "put", {"key": key, "value": value})
+    bcall("WAKE", "set", {"id": "later", "delay": 3600000, "payload": {"note": "later", "n": [1, 2]}})
+    for i, path in enumerate((backup, os.path.join(tmp, "c.gbk"))):
+        if i:
+            subprocess.run(gadgetctl + ["backup", "store", path], capture_output=True, timeout=30)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                save("backup", neutral(f.read(), build))
+    d.terminate()
+    d.wait(timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def policies(build, recorded):
@@ -290,9 +329,10 @@ def main():
     capture_worker(build, fuzz_build)
     capture_control(build)
     capture_responses(build)
+    capture_backups(build)
     policies(build, recorded)
     reports()
-    for t in ("worker", "control", "response", "policy", "json", "report", "bundle"):
+    for t in ("worker", "control", "response", "policy", "json", "report", "bundle", "backup"):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
 
 
