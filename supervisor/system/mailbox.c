@@ -19,11 +19,21 @@ struct mailbox {
         int efd;                        /* written under mu; closed by the loop once closed is set */
         /* The loop's. */
         struct event *ev;
+        struct event *ev_more;          /* a drain left items for the next turn (turn_max) */
         struct mailbox_list batch;      /* the drain's: taken from box, not given to take yet */
         bool *gone;                     /* the running drain's: set when the box is closed or freed */
         struct mailbox_owner owner;
         void *arg;
 };
+
+static void drain(struct mailbox *mb, bool turn);
+
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        drain(arg, true);
+}
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
@@ -36,7 +46,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         if (read(fd, &n, sizeof n) < 0) {
                 /* EAGAIN: nothing counted since the last read. */
         }
-        mailbox_drain(arg);
+        drain(arg, true);
 }
 
 int mailbox_new(struct event_base *base, const struct mailbox_owner *owner, void *arg, struct mailbox **out)
@@ -54,7 +64,8 @@ int mailbox_new(struct event_base *base, const struct mailbox_owner *owner, void
                 e = -errno;
                 goto fail;
         }
-        if (!(mb->ev = event_new(base, mb->efd, EV_READ | EV_PERSIST, on_wake, mb)) || event_add(mb->ev, NULL) < 0) {
+        if (!(mb->ev = event_new(base, mb->efd, EV_READ | EV_PERSIST, on_wake, mb)) || event_add(mb->ev, NULL) < 0 ||
+            (owner->turn_max && !(mb->ev_more = evtimer_new(base, on_more, mb)))) {
                 e = -ENOMEM;
                 goto fail;
         }
@@ -63,6 +74,8 @@ int mailbox_new(struct event_base *base, const struct mailbox_owner *owner, void
 fail:
         if (mb->ev)
                 event_free(mb->ev);
+        if (mb->ev_more)
+                event_free(mb->ev_more);
         if (mb->efd >= 0)
                 close(mb->efd);
         pthread_mutex_destroy(&mb->mu);
@@ -99,8 +112,15 @@ bool mailbox_post(struct mailbox *mb, struct mailbox_item *item)
 
 void mailbox_drain(struct mailbox *mb)
 {
+        drain(mb, false);
+}
+
+/* turn: within the owner's turn_max (a wake-up's drain, or its sequel). */
+static void drain(struct mailbox *mb, bool turn)
+{
         if (mb->closed)
                 return;
+        size_t spent = 0, max = turn && mb->owner.cost ? mb->owner.turn_max : 0;
         /* gone: set by a close or a free from inside take (this drain's
          * or a drain it called), after which the box is not touched. A
          * drain within take carries on with this one's batch: the items
@@ -112,6 +132,15 @@ void mailbox_drain(struct mailbox *mb)
         pthread_mutex_unlock(&mb->mu);
         struct mailbox_item *item;
         while ((item = STAILQ_FIRST(&mb->batch))) {
+                if (max && spent >= max) {
+                        /* Why this loses nothing: the rest stays in batch,
+                         * ahead of what is posted meanwhile, for on_more. */
+                        static const struct timeval now = { 0, 0 };
+                        event_add(mb->ev_more, &now);
+                        break;
+                }
+                if (max)
+                        spent += mb->owner.cost(item);
                 STAILQ_REMOVE_HEAD(&mb->batch, link);
                 mb->owner.take(mb->arg, item);
                 if (gone) {
@@ -137,11 +166,11 @@ void mailbox_close(struct mailbox *mb)
         mb->closed = true;
         STAILQ_CONCAT(&left, &mb->batch);
         STAILQ_CONCAT(&left, &mb->box);
-        struct event *ev = mb->ev;
+        struct event *ev = mb->ev, *more = mb->ev_more;
         int efd = mb->efd;
         bool *gone = mb->gone;
         void (*drop)(struct mailbox_item *) = mb->owner.drop;
-        mb->ev = NULL;
+        mb->ev = mb->ev_more = NULL;
         mb->efd = -1;
         mb->gone = NULL;
         pthread_mutex_unlock(&mb->mu);
@@ -149,6 +178,8 @@ void mailbox_close(struct mailbox *mb)
          * under mu. No post waits for anything here either: one that
          * comes now drops its item and returns. */
         event_free(ev);
+        if (more)
+                event_free(more);
         close(efd);
         if (gone)
                 *gone = true;

@@ -23,11 +23,17 @@ struct mailbox_item {
  * the posts (a thread's items in the order it posted them); end, if set,
  * follows the items of each drain; drop, if set, has each item that is
  * never taken (pending at mailbox_close, or posted after), on the thread
- * that closed or posted. */
+ * that closed or posted. With cost and turn_max set, a drain the box's
+ * wake-up starts gives take at most turn_max of the items' costs (one
+ * item at least) and leaves the rest, in order, to a drain after the
+ * loop's next look at its other parties: what one thread's items cost
+ * the loop is then bounded per turn, as a link's frames are. */
 struct mailbox_owner {
         void (*take)(void *arg, struct mailbox_item *item);
         void (*end)(void *arg);
         void (*drop)(struct mailbox_item *item);
+        size_t (*cost)(const struct mailbox_item *item);
+        size_t turn_max;
 };
 
 struct mailbox;
@@ -39,9 +45,9 @@ int mailbox_new(struct event_base *base, const struct mailbox_owner *owner, void
  * Never blocks but for the box's lock, which no one holds while calling
  * out. false: the box is closed and item was dropped (owner's drop). */
 bool mailbox_post(struct mailbox *mb, struct mailbox_item *item);
-/* The loop: what the box holds now, to take (what its eventfd calls;
- * an owner may call it itself, from take too). take may close or free
- * the box: the drain then stops. */
+/* The loop: all the box holds now, to take (what its eventfd calls,
+ * within turn_max; an owner may call it itself, from take too). take may
+ * close or free the box: the drain then stops. */
 void mailbox_drain(struct mailbox *mb);
 /* The loop: no more drains; the items pending are dropped and later
  * posts drop theirs. The box itself stays until mailbox_free, which a

@@ -3,7 +3,7 @@
  * many posts; a box closed or freed with items pending (each dropped,
  * none lost); a box closed while a thread still posts (no deadlock,
  * every item taken or dropped); a box freed or drained from its own
- * take. */
+ * take; a turn's drain within the owner's turn_max. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,6 +178,54 @@ static void test_one_wake(struct event_base *base)
         free(o);
 }
 
+static size_t cost_one(const struct mailbox_item *i)
+{
+        (void)i;
+        return 1;
+}
+
+/* A fd another party of the loop is ready on, and counted when served. */
+static void other_party(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        (*(unsigned *)arg)++;
+}
+
+/* An owner with turn_max 3 (each item costing 1): a wake-up's drain takes
+ * 3 of the 10 pending, the loop serves its other ready parties, and the
+ * rest follow in later turns, in order; mailbox_drain itself takes all. */
+static void test_turn_max(struct event_base *base)
+{
+        static const struct mailbox_owner fns = { .take = take, .end = end, .drop = drop, .cost = cost_one,
+                                                  .turn_max = 3 };
+        struct owner *o = calloc(1, sizeof *o);
+        o->base = base;
+        o->in_order = true;
+        if (mailbox_new(base, &fns, o, &o->mb) < 0)
+                abort();
+        for (unsigned i = 0; i < 10; i++)
+                mailbox_post(o->mb, &item_new(0, i)->link);
+        unsigned served = 0;
+        struct event *other = event_new(base, 1, EV_WRITE | EV_PERSIST, other_party, &served); /* stdout: ready */
+        event_add(other, NULL);
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        CHECK(o->taken == 3, "a wake-up's drain took turn_max's 3 of 10 (%u)", o->taken);
+        unsigned turns = 0;
+        while (o->taken < 10 && turns++ < 20)
+                event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        CHECK(o->taken == 10 && o->in_order, "the rest taken in later turns, in order (%u, %u turns)", o->taken,
+              turns);
+        CHECK(served >= 3, "the other party served between them (%u times)", served);
+        event_free(other);
+        for (unsigned i = 10; i < 20; i++)
+                mailbox_post(o->mb, &item_new(0, i)->link);
+        mailbox_drain(o->mb);
+        CHECK(o->taken == 20 && o->in_order, "mailbox_drain took all 10 at once (%u)", o->taken);
+        mailbox_free(o->mb);
+        free(o);
+}
+
 static void test_free_pending(struct event_base *base)
 {
         struct owner *o = owner_with(base, 5);
@@ -247,6 +295,7 @@ int main(void)
         struct event_base *base = event_base_new();
         test_threads_in_order(base);
         test_one_wake(base);
+        test_turn_max(base);
         test_free_pending(base);
         test_free_in_take(base);
         test_close_while_posting(base);
