@@ -189,6 +189,8 @@ def run(ctx):
         d.wait_state("healthy", ("ready",))
         port = gateway_port(d)
         for a in attacks(ctx, d, port):
+            if os.environ.get("HOSTILE_ROWS") and os.environ["HOSTILE_ROWS"] not in a.name:
+                continue
             idle = steady(ctx, d, seconds)
             a.start()
             try:

@@ -150,6 +150,7 @@ static void gadget_keys(FILE *f, const struct policy *p)
         fprintf(f, "BindingCallsMax=%llu\n", (unsigned long long)p->binding_calls_max);
         fprintf(f, "FrameValuesMax=%llu\n", (unsigned long long)p->frame_values_max);
         fprintf(f, "FrameValuesPerSecond=%llu\n", (unsigned long long)p->frame_values_per_s);
+        fprintf(f, "FrameBytesPerSecond=%s\n", size_text(p->frame_bytes_per_s, b, sizeof b));
         fprintf(f, "TurnFramesMax=%llu\n", (unsigned long long)p->turn_frames_max);
         fprintf(f, "TurnBytesMax=%s\n", size_text(p->turn_bytes_max, b, sizeof b));
         fprintf(f, "CallsQueuedMax=%llu\n", (unsigned long long)p->calls_queued_max);

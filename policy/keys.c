@@ -661,6 +661,8 @@ static const struct policy_key policy_gadget_keys[] = {
           POLICY_FRAME_VALUES_LIMIT, NULL, POLICY_FRAME_VALUES },
         { "FrameValuesPerSecond", KIND_COUNT, 0, 0, G(frame_values_per_s),
           1u << 30, NULL, POLICY_FRAME_VALUES_PER_S },
+        { "FrameBytesPerSecond", KIND_SIZE, 0, 0, G(frame_bytes_per_s),
+          64ull << 30, NULL, POLICY_FRAME_BYTES_PER_S },
         { "TurnFramesMax", KIND_COUNT, 0, 0, G(turn_frames_max), 65536, NULL, POLICY_TURN_FRAMES },
         { "TurnBytesMax", KIND_SIZE, 0, 0, G(turn_bytes_max), 64u << 20, NULL, POLICY_TURN_BYTES },
         { "CallsQueuedMax", KIND_COUNT, 0, 0, G(calls_queued_max),

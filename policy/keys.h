@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-#define POLICY_N_GADGET_KEYS 39
+#define POLICY_N_GADGET_KEYS 40
 #define POLICY_KEY_NAME 0 /* index of Name= in gadget_seen */
 #define POLICY_KEY_EXEC 1
 #define POLICY_QUOTE_MAX 96

@@ -30,6 +30,7 @@
 #define POLICY_FRAME_VALUES 131072      /* FrameValuesMax= */
 #define POLICY_FRAME_VALUES_LIMIT 1048576
 #define POLICY_FRAME_VALUES_PER_S (4 * POLICY_FRAME_VALUES) /* FrameValuesPerSecond= */
+#define POLICY_FRAME_BYTES_PER_S (64ull << 20) /* FrameBytesPerSecond= */
 #define POLICY_TURN_FRAMES 64           /* TurnFramesMax= */
 #define POLICY_TURN_BYTES (1024 * 1024) /* TurnBytesMax= */
 #define POLICY_CORE_DUMP_MAX (256ull << 20) /* CoreDump=, SANDBOX_CORE_MAX */
@@ -204,6 +205,9 @@ struct policy {
         uint64_t frame_values_max;  /* FrameValuesMax=: values in one frame from the gadget */
         uint64_t frame_values_per_s; /* FrameValuesPerSecond=: values of its frames gadgetd decodes in a
                                       * second (a frame counts at least 1); past it, it waits */
+        uint64_t frame_bytes_per_s;  /* FrameBytesPerSecond=: bytes of its frames gadgetd reads and of
+                                      * the answers to its binding calls gadgetd sends, a second; past
+                                      * it, it waits */
         uint64_t turn_frames_max;   /* TurnFramesMax=: its frames gadgetd handles per loop turn */
         uint64_t turn_bytes_max;    /* TurnBytesMax=: their bytes per loop turn */
         uint64_t calls_queued_max;  /* CallsQueuedMax=: calls to the gadget in flight (more: busy) */

@@ -88,9 +88,16 @@ int nodelink_frame_out_ok(const ProtobufCMessageDescriptor *desc, const uint8_t 
 
 static void rate_hold(struct node_rate *r, bool hold);
 
+/* The wait is over: its sessions are read again, or wait again for the
+ * answers sent to it meanwhile (to requests read before the hold). */
 static void rate_release(evutil_socket_t fd, short what, void *arg)
 {
-        rate_hold(arg, false);
+        struct node_rate *r = arg;
+        uint64_t now = monotime_ms(), wv = rate_add(&r->rate, 0, now), wb = rate_add(&r->bytes, 0, now);
+        if (wv || wb)
+                timer_arm_ms(r->release, wv > wb ? wv : wb);
+        else
+                rate_hold(r, false);
 }
 
 /* Holds or releases the input of every session of r's node. */
@@ -122,6 +129,7 @@ struct node_rate *nodelink_rate_get(struct nodelink *nl, const char *node)
         r->nl = nl;
         snprintf(r->node, sizeof r->node, "%s", node);
         rate_init(&r->rate, NODELINK_VALUES_PER_S, monotime_ms());
+        rate_init(&r->bytes, NODELINK_BYTES_PER_S, monotime_ms());
         rate_init(&r->traces, NODELINK_TRACES_PER_S, monotime_ms());
         TAILQ_INSERT_TAIL(&nl->rates, r, link);
 found:
@@ -142,14 +150,17 @@ void nodelink_rate_put(struct node_rate *r)
         free(r);
 }
 
-/* Counts a frame's values against its node's second; past the budget
- * every session of that node stops being read until the bucket has
- * drained back to it. Why this is safe: a peer resending wide frames costs
- * this node the decoding of at most NODELINK_VALUES_PER_S values a second,
- * however many sessions it holds. */
-void nodelink_rate_count(struct node_rate *r, size_t values)
+/* Counts a frame's values and bytes (or an answer's bytes) against its
+ * node's second; past either budget every session of that node stops
+ * being read until both buckets have drained back to them. Why this is
+ * safe: a peer resending wide frames, or asking for big answers, costs
+ * this node the decoding of at most NODELINK_VALUES_PER_S values and the
+ * handling of NODELINK_BYTES_PER_S bytes a second (plus the answers to
+ * requests read before), however many sessions it holds. */
+void nodelink_rate_count(struct node_rate *r, size_t values, size_t bytes)
 {
-        uint64_t wait_ms = rate_add(&r->rate, values ? values : 1, monotime_ms());
+        uint64_t now = monotime_ms(), wv = rate_add(&r->rate, values, now), wb = rate_add(&r->bytes, bytes, now);
+        uint64_t wait_ms = wv > wb ? wv : wb;
         if (!wait_ms || r->held)
                 return;
         rate_hold(r, true);

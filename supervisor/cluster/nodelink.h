@@ -45,6 +45,11 @@
  * ways (as FrameValuesPerSecond='s default for a gadget): past it, none of
  * that node's sessions is read until the second's share has drained. */
 #define NODELINK_VALUES_PER_S 524288
+/* Bytes of one node's frames, over all its sessions both ways, and of the
+ * answers this node sends it, a second (as FrameBytesPerSecond='s default
+ * for a gadget): past it, none of that node's sessions is read until the
+ * second's share has drained. */
+#define NODELINK_BYTES_PER_S (64u << 20)
 /* Asks for a trace's spans one node may make a second, over all its
  * sessions (gadgetctl trace there: a person's command asks each node
  * once): past it, an ask is answered busy. The spans an answer carries

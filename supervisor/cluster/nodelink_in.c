@@ -100,7 +100,7 @@ static int in_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
          * bytes first. A peer that sends more ends its own session. */
         bool ok = nodelink_frame_ok(&control__request__descriptor, data, len, &values);
         *cost += values;
-        nodelink_rate_count(in->rate, values);
+        nodelink_rate_count(in->rate, values ? values : 1, len);
         if (!ok)
                 return -EPROTO;
         /* Why this is safe: after its goodbye the session's node was told
@@ -358,7 +358,12 @@ int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
 {
         if (!in->conn || in->refused)
                 return -ECONNRESET;
+        size_t before = conn_pending(in->conn);
         int e = conn_send(in->conn, &resp->base);
+        /* What the answer costs this node is its asker's: nothing else
+         * bounds the bytes a node may ask this one to send it. */
+        if (e == 0 && conn_pending(in->conn) > before)
+                nodelink_rate_count(in->rate, 0, conn_pending(in->conn) - before);
         if (e == -E2BIG) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "the answer holds more than %d values, more than the link between nodes "
@@ -380,5 +385,5 @@ bool nodelink_in_may_trace(struct nodelink_in *in)
 void nodelink_in_charge(struct nodelink_in *in, size_t values)
 {
         if (values)
-                nodelink_rate_count(in->rate, values);
+                nodelink_rate_count(in->rate, values, 0);
 }

@@ -29,7 +29,8 @@ struct node_rate {
         TAILQ_ENTRY(node_rate) link;
         struct nodelink *nl;
         char node[NODE_MAX + 1];
-        struct rate rate;
+        struct rate rate;           /* the values of its frames (NODELINK_VALUES_PER_S) */
+        struct rate bytes;          /* its frames' bytes and its answers' (NODELINK_BYTES_PER_S) */
         struct rate traces;         /* its asks for spans (NODELINK_TRACES_PER_S) */
         struct event *release;      /* the bucket has drained back: its sessions read again */
         unsigned refs;              /* sessions of this node */
@@ -138,7 +139,7 @@ struct node_rate *nodelink_rate_get(struct nodelink *nl, const char *node);
 /* A session of r's node ended (r may be NULL). */
 void nodelink_rate_put(struct node_rate *r);
 /* Counts a frame's values against its node's second. */
-void nodelink_rate_count(struct node_rate *r, size_t values);
+void nodelink_rate_count(struct node_rate *r, size_t values, size_t bytes);
 /* The reason OpenSSL gave for a session's failure, or NULL (*eof: only an end). */
 const char *nodelink_tls_reason(struct bufferevent *bev, bool *eof);
 /* A TLS bufferevent over fd with TCP liveness set, or NULL. */

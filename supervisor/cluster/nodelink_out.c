@@ -127,7 +127,7 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
         o->heard = true;
         o->heard_ms = monotime_ms();
         *cost += values;
-        nodelink_rate_count(o->rate, values);
+        nodelink_rate_count(o->rate, values ? values : 1, len);
         if (!ok)
                 return -EBADMSG;
         Control__Response *resp = control__response__unpack(NULL, len, data);

@@ -28,11 +28,13 @@ struct peer {
         const struct peer_handlers *h;
         void *data;
         bool yield_logged;            /* the first yield of this run is logged */
-        /* FrameValuesPerSecond=: the values decoded; past the budget the
-         * input is held until they have drained to it (ev_rate). */
+        /* FrameValuesPerSecond=: the values decoded; FrameBytesPerSecond=:
+         * the bytes read of it and sent in answer to its binding calls. Past
+         * either budget the input is held until both have drained to theirs
+         * (ev_rate). */
         struct event *ev_rate;
-        struct rate rate;
-        bool held_output, held_rate, rate_logged;
+        struct rate values, bytes;
+        bool held_output, held_rate, values_logged, bytes_logged;
         bool watched;                 /* each frame told to h->frame (peer_watch) */
         struct timespec progress;     /* the last result, or the first call sent when idle */
         struct timespec frame_at;     /* when the frame being handled was taken (one reading a frame) */
@@ -76,32 +78,56 @@ static void apply_hold(struct peer *p)
         conn_hold(p->conn, p->held_output || p->held_rate);
 }
 
-/* The bucket has drained to the budget: the input goes on. */
+/* The ms until both buckets have drained to their budgets (0: within
+ * both), the budgets as the policy says now. */
+static uint64_t rate_wait(struct peer *p, size_t values, size_t bytes, uint64_t now)
+{
+        p->values.per_s = p->policy->frame_values_per_s;
+        p->bytes.per_s = p->policy->frame_bytes_per_s;
+        uint64_t wv = rate_add(&p->values, values, now), wb = rate_add(&p->bytes, bytes, now);
+        return wv > wb ? wv : wb;
+}
+
+/* The wait is over: the input goes on, or waits again for what was sent
+ * to it meanwhile (answers to calls it made before the hold). */
 static void rate_cb(evutil_socket_t fd, short what, void *arg)
 {
         struct peer *p = arg;
+        uint64_t wait_ms = rate_wait(p, 0, 0, monotime_ms());
+        if (wait_ms) {
+                timer_arm_ms(p->ev_rate, wait_ms);
+                return;
+        }
         p->held_rate = false;
         apply_hold(p);
 }
 
-/* Counts a frame's values (at least 1); past the budget the input waits
- * until the bucket has drained to it, so that over any span the values
- * decoded are at most the budget a second (and one budget at once). */
-static void rate_count(struct peer *p, size_t values)
+/* Counts what a frame in or an answer out cost: its values and bytes.
+ * Past either budget the input waits until both buckets have drained to
+ * them, so that over any span the values decoded and the bytes read and
+ * answered are at most their budgets a second (plus one budget at once,
+ * and the answers to calls already made). Its answers are never held: a
+ * gadget that asks for big answers waits to ask again. */
+static void rate_count(struct peer *p, size_t values, size_t bytes, uint64_t now)
 {
-        uint64_t now = (uint64_t)p->frame_at.tv_sec * 1000u + (uint64_t)p->frame_at.tv_nsec / 1000000u;
-        p->rate.per_s = p->policy->frame_values_per_s; /* as the policy says now */
-        uint64_t wait_ms = rate_add(&p->rate, values ? values : 1, now);
+        uint64_t wait_ms = rate_wait(p, values, bytes, now);
         if (!wait_ms || p->held_rate)
                 return;
         p->held_rate = true;
         apply_hold(p);
         timer_arm_ms(p->ev_rate, wait_ms);
-        if (!p->rate_logged) {
-                p->rate_logged = true;
+        if (p->values.per_s && rate_level(&p->values, now) > p->values.per_s && !p->values_logged) {
+                p->values_logged = true;
                 log_msg(L_INFO, p->policy->name, "its messages held %llu values in a second "
                         "(FrameValuesPerSecond=%llu): the rest wait for the next second (logged once)",
-                        (unsigned long long)rate_level(&p->rate, now), (unsigned long long)p->rate.per_s);
+                        (unsigned long long)rate_level(&p->values, now), (unsigned long long)p->values.per_s);
+        }
+        if (p->bytes.per_s && rate_level(&p->bytes, now) > p->bytes.per_s && !p->bytes_logged) {
+                p->bytes_logged = true;
+                log_msg(L_INFO, p->policy->name, "its messages and the answers to its binding calls came "
+                        "to %llu bytes in a second (FrameBytesPerSecond=%llu): the rest wait for the next "
+                        "second (logged once)",
+                        (unsigned long long)rate_level(&p->bytes, now), (unsigned long long)p->bytes.per_s);
         }
 }
 
@@ -134,7 +160,8 @@ struct peer *peer_new(struct event_base *base, int fd, const struct policy *poli
                 free(p);
                 return NULL;
         }
-        rate_init(&p->rate, policy->frame_values_per_s, monotime_ms());
+        rate_init(&p->values, policy->frame_values_per_s, monotime_ms());
+        rate_init(&p->bytes, policy->frame_bytes_per_s, monotime_ms());
         set_budget(p);
         return p;
 }
@@ -430,7 +457,8 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *values)
         if (e < 0)
                 close_peer(p, why[0] ? why : "out of memory");
         else
-                rate_count(p, *values - before);
+                rate_count(p, *values - before ? *values - before : 1, len,
+                           (uint64_t)p->frame_at.tv_sec * 1000u + (uint64_t)p->frame_at.tv_nsec / 1000000u);
         return e;
 }
 
@@ -577,7 +605,12 @@ int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, 
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT;
         m.binding_result = &r;
+        size_t before = conn_pending(p->conn);
         int e = send_msg(p, &m);
+        /* What the answer cost the loop is the gadget's: nothing else
+         * bounds the bytes a gadget may ask gadgetd to send it. */
+        if (e == 0 && conn_pending(p->conn) > before)
+                rate_count(p, 0, conn_pending(p->conn) - before, monotime_ms());
         /* Why this is safe: a gadget that keeps asking without reading the
          * answers would make gadgetd hold them without bound; it is ended
          * instead, once its queue of unsent answers is full. */

@@ -177,7 +177,9 @@ static size_t job_cost(const struct mailbox_item *item)
 /* Why a turn's answers are bounded (KVDB_TURN_BYTES, a link's TurnBytesMax=
  * default): a gadget that gets its 1 MiB value, 8 in flight, had the loop
  * answer all 8 in one drain once its thread ran ahead — 2 ms or more in
- * which no other party was served (the healthy gadget's p99 11x idle). */
+ * which no other party was served. This bounds one turn's stall only; how
+ * many such answers a gadget gets a second is its FrameBytesPerSecond=
+ * (link/peer.c), which is what keeps the other gadgets' calls prompt. */
 #define KVDB_TURN_BYTES (1u << 20)
 static const struct mailbox_owner kvdb_box = { .take = on_done, .drop = job_drop, .cost = job_cost,
                                                .turn_max = KVDB_TURN_BYTES };

@@ -142,16 +142,18 @@ static void test_budgets(void)
         struct policy *p = expect_ok(HEAD "[Binding K]\nType=kv\n", "budget defaults");
         if (p) {
                 CHECK(p->binding_calls_max == 64 && p->frame_values_max == 131072 &&
-                      p->turn_frames_max == 64 && p->turn_bytes_max == 1 << 20 && p->calls_queued_max == 1024,
+                      p->turn_frames_max == 64 && p->turn_bytes_max == 1 << 20 && p->calls_queued_max == 1024 &&
+                      p->frame_bytes_per_s == 64 << 20,
                       "budget defaults");
                 CHECK(policy_binding_find(p, "K")->calls_max == 16, "CallsMax defaults to 16");
                 policy_free(p);
         }
         p = expect_ok(HEAD "BindingCallsMax=8\nFrameValuesMax=1000\nTurnFramesMax=2\nTurnBytesMax=64K\n"
-                      "CallsQueuedMax=5\n[Binding T]\nType=text\nValue=x\nCallsMax=3\n", "budgets set");
+                      "FrameBytesPerSecond=2M\nCallsQueuedMax=5\n[Binding T]\nType=text\nValue=x\nCallsMax=3\n", "budgets set");
         if (p) {
                 CHECK(p->binding_calls_max == 8 && p->frame_values_max == 1000 && p->turn_frames_max == 2 &&
-                      p->turn_bytes_max == 64 << 10 && p->calls_queued_max == 5, "budgets set");
+                      p->turn_bytes_max == 64 << 10 && p->calls_queued_max == 5 &&
+                      p->frame_bytes_per_s == 2 << 20, "budgets set");
                 CHECK(policy_binding_find(p, "T")->calls_max == 3, "CallsMax set");
                 policy_free(p);
         }
@@ -159,6 +161,8 @@ static void test_budgets(void)
         expect_error(HEAD "BindingCallsMax=0\n", 4, "must be greater than 0");
         expect_error(HEAD "FrameValuesMax=1048577\n", 4, "must be at most 1048576");
         expect_error(HEAD "TurnBytesMax=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "FrameBytesPerSecond=infinity\n", 4, "a limit is required here");
+        expect_error(HEAD "FrameBytesPerSecond=0\n", 4, "must be greater than 0");
         expect_error(HEAD "[Binding K]\nType=kv\nCallsMax=4097\n", 6, "must be at most 4096");
         expect_error(HEAD "CallsQueuedMax=infinity\n", 4, "a limit is required here");
         expect_error(HEAD "CallsQueuedMax=65537\n", 4, "must be at most 65536");

@@ -39,10 +39,11 @@ def bcall(d, gadget, op, args):
     return r.returncode, r.stdout.strip(), r.stderr.strip()
 
 
-def flood(d, name, *args, timeout=40):
-    """Loads hostile kv-flood ARGS as gadget name and waits for its report:
+def flood(d, name, *args, timeout=40, keys=""):
+    """Loads hostile kv-flood ARGS as gadget name (with [Gadget] keys) and
+    waits for its report:
     {"sent": N, "ok": N, "busy": N, "limit": N, "failed": N, "other": N}."""
-    policy(d.pol, name, "Arguments=kv-flood %s\n[Binding DATA]\nType=kv\n" % " ".join(map(str, args)),
+    policy(d.pol, name, "Arguments=kv-flood %s\n%s[Binding DATA]\nType=kv\n" % (" ".join(map(str, args)), keys),
            exec_path=HOSTILE)
     d.ctl("reload")
 
@@ -153,21 +154,31 @@ def loop_gets(d):
 
 @test
 def load_kv_get_flood(tmp):
-    """A gadget gets its 1 MiB value 100 times, 8 gets in flight: its
-    gets are its store thread's (the lookup alone reads the value's 257
+    """A gadget puts a 1 MiB value and gets it 30 times, 8 gets in flight:
+    its gets are its store thread's (the lookup alone reads the value's 257
     pages: more than the loop reads for a get, kvdb_nowait.c), none is
     answered on gadgetd's loop, which meanwhile answers every small get of
-    a healthy gadget, many of them itself."""
+    a healthy gadget, many of them itself. What its frames and answers
+    cost the loop is bounded a second (FrameBytesPerSecond=8M here): its
+    31 MiB take at least (31 MiB - 8 MiB at once - 8 MiB of answers in
+    flight) / 8 MiB = 1.87 s (1.5 allowed for the clock's rounding; without
+    the budget they took 0.2 s), and gadgetd says so once."""
     with Metrics(tmp) as d:
         two_gadgets(d)
         cost = Cost(d)
         before = loop_gets(d)
         with Healthy(d, "good", "binding", GOOD_GET) as h:
-            r = flood(d, "hog", "DATA", "get", 100, 8, BIG_VALUE, "big", 1)
+            t0 = time.monotonic()
+            r = flood(d, "hog", "DATA", "get", 30, 8, BIG_VALUE, "big", 1, keys="FrameBytesPerSecond=8M\n")
+            took = time.monotonic() - t0
             cost.check_during()
         after = loop_gets(d)
         grew = {o: after[o] - before[o] for o in after}
-        check(r == {"sent": 100, "ok": 100, "busy": 0, "limit": 0, "failed": 0, "other": 0}, "gets: %r" % r)
+        check(r == {"sent": 30, "ok": 30, "busy": 0, "limit": 0, "failed": 0, "other": 0}, "gets: %r" % r)
+        check(took >= 1.5, "30 gets of 1 MiB answered in %.2f s, under the 1.87 s FrameBytesPerSecond=8M "
+              "allows at least" % took)
+        check(d.logtext().count("(FrameBytesPerSecond=8388608): the rest wait for the next second") == 1,
+              "the hold said once:\n%s" % d.logtext()[-2000:])
         # Each get of good's tried on the loop is answered there or by its
         # thread; the hog's, all of the thread.
         check(grew["over_budget"] > 0 and 0 < grew["answered"] <= h.result["sent"],
