@@ -41,8 +41,9 @@
 /* Refusals and accept failures: each logged once per window, with a count. */
 enum control_refusal { REF_GROUP, REF_USER, REF_TOTAL, REF_ACCEPT, REF_SLOW, REF_N };
 
-/* The bytes of requests a user sent, draining at CONTROL_USER_BYTES_PER_S
- * (system/rate.h); a user past it is held until until_ms. */
+/* The bytes of requests a user sent and of the answers it was sent,
+ * draining at CONTROL_USER_BYTES_PER_S (system/rate.h); a user past it is
+ * held until until_ms. */
 #define BUDGET_USERS 64
 struct user_budget {
         uid_t uid;
@@ -161,6 +162,8 @@ static void on_closed(void *arg, int why)
         client_free(arg);
 }
 
+static void budget_count(struct client *cl, size_t bytes);
+
 int client_send(struct client *cl, Control__Response *r)
 {
         /* Why this bounds memory: answers wait only while no more than
@@ -168,7 +171,10 @@ int client_send(struct client *cl, Control__Response *r)
          * stopped reading and is closed, from the loop, once the code that
          * holds it has returned. Long answers come in parts made only once
          * the last was read. */
+        size_t before = conn_pending(cl->conn);
         int e = conn_send(cl->conn, &r->base);
+        if (e == 0 && conn_pending(cl->conn) > before)
+                budget_count(cl, conn_pending(cl->conn) - before);
         if (e == -ENOBUFS) {
                 refusal(cl->ctl, REF_SLOW, "dropped the control client of uid %u (pid %d): more than %zu bytes "
                         "of answers unread (ControlQueueSize)", (unsigned)cl->cred.uid, (int)cl->cred.pid,
@@ -323,12 +329,13 @@ static void budget_cb(evutil_socket_t fd, short what, void *arg)
         budget_release(arg, monotime_ms());
 }
 
-/* Counts a request's bytes against its user's budget (root's are not
- * counted: root has connections of its own). Why this is safe: a member
- * resending big requests, reconnecting for each, costs gadgetd the
- * reading of at most CONTROL_USER_BYTES_PER_S a second (and one budget
- * at once). */
-static void budget_count(struct client *cl, size_t len)
+/* Counts a request's or an answer's bytes (its frame's) against its
+ * user's budget (root's are not counted: root has connections of its own).
+ * Why this is safe: a member resending big requests, reconnecting for
+ * each, or asking a gadget for big results, costs gadgetd the reading and
+ * sending of at most CONTROL_USER_BYTES_PER_S a second (and one budget at
+ * once, and the answers to requests already read). */
+static void budget_count(struct client *cl, size_t bytes)
 {
         struct control *c = cl->ctl;
         if (cl->cred.uid == 0)
@@ -337,7 +344,7 @@ static void budget_count(struct client *cl, size_t len)
         struct user_budget *b = budget_of(c, cl->cred.uid, now);
         if (!b)
                 return;
-        uint64_t wait_ms = rate_add(&b->rate, WIRE_HEADER_SIZE + len, now);
+        uint64_t wait_ms = rate_add(&b->rate, bytes, now);
         if (!wait_ms || b->held)
                 return;
         b->held = true;
@@ -402,7 +409,7 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
 {
         struct client *cl = arg;
         char why[256];
-        budget_count(cl, len);
+        budget_count(cl, WIRE_HEADER_SIZE + len);
         /* Why this is safe: nesting and width are bounded on the packed
          * bytes (one linear walk) before protobuf-c recurses and allocates. */
         if (value_packed_cost(&control__request__descriptor, data, len, CONTROL_FRAME_VALUES_MAX, cost, why,

@@ -26,11 +26,12 @@ struct event_base;
  * unpacked; as FrameValuesMax='s default for a gadget): a request past it
  * ends the connection. */
 #define CONTROL_FRAME_VALUES_MAX 131072
-/* Bytes of requests one user but root may send a second, on all its
- * connections together (counted per whole request; system/rate.h, so one
- * second's worth may come at once): past it, that user's connections are
- * read no more until what it sent has drained back to the budget, however
- * often it reconnects. */
+/* Bytes of requests one user but root may send, and of answers it may be
+ * sent, a second, on all its connections together (counted per whole
+ * request or answer; system/rate.h, so one second's worth may come at
+ * once): past it, that user's connections are read no more until what it
+ * sent and was sent has drained back to the budget, however often it
+ * reconnects. */
 #define CONTROL_USER_BYTES_PER_S (8u << 20)
 struct control_limits {
         unsigned max_connections;  /* of all users but root together; root has as many of its own */

@@ -213,6 +213,26 @@ def control_wide(path, n, values):
     print("answered %d closed %d" % (answered, closed), flush=True)
 
 
+def int_map(key, n):
+    """A gadget.Value {key: n} (n >= 0)."""
+    return field(8, field(1, field(1, key.encode()) + field(2, varint(3 << 3) + varint(2 * n))))
+
+
+def control_big_answers(path, n, name, size):
+    """n calls of gadget name's big {"n": size} one after another on one
+    connection: how many were answered with a result."""
+    call = field(1, name.encode()) + field(2, b"big") + field(3, int_map("n", size))
+    s = connect_unix(path)
+    got = 0
+    for i in range(n):
+        msg = varint(1 << 3) + varint(i + 1) + field(7, call) + varint(11 << 3) + varint(CONTROL_PROTOCOL_VERSION)
+        s.sendall(struct.pack("<I", len(msg)) + msg)
+        a = answer(s, timeout=60)
+        got += a is not None and a["kind"] == "other"
+    s.close()
+    print("answered %d" % got, flush=True)
+
+
 def control_load(path, policy_path):
     s = connect_unix(path)
     s.sendall(request(1, 2, policy_path))
@@ -380,6 +400,8 @@ def main(argv):
         control_noread(args[0], int(args[1]), int(args[2]), args[3])
     elif cmd == "control-wide":
         control_wide(args[0], int(args[1]), int(args[2]))
+    elif cmd == "control-big-answers":
+        control_big_answers(args[0], int(args[1]), args[2], int(args[3]))
     elif cmd == "control-load":
         control_load(args[0], args[1])
     elif cmd == "control-waits":

@@ -8,18 +8,13 @@ import ssl
 import struct
 import threading
 
-from attacks import CONTROL_PROTOCOL_VERSION, field, parse, varint
+from attacks import CONTROL_PROTOCOL_VERSION, field, int_map, parse, varint  # noqa: F401 (int_map: for tests)
 
 NULL = varint(1 << 3) + varint(1)  # gadget.Value {null_value: true}
 
 
 def string_value(s):
     return field(5, s.encode())
-
-
-def int_map(key, n):
-    """{key: n} (n >= 0)."""
-    return field(8, field(1, field(1, key.encode()) + field(2, varint(3 << 3) + varint(2 * n))))
 
 
 def list_value(items):

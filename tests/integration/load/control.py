@@ -210,6 +210,27 @@ def load_control_wide_frames(tmp):
 
 
 @test
+def load_control_big_answers(tmp):
+    """A member of the control group asks a gadget for 2 MB results, 10
+    one after another on one connection: the answers it is sent count
+    against its CONTROL_USER_BYTES_PER_S (8 MiB) with its requests, so its
+    10th request is read once 9 answers (18 MB) have drained to the
+    budget: at least (18 MB - 8 MiB) / 8 MiB = 1.15 s (1.1 allowed for the
+    clock's rounding; without the answers counted, 0.1 s). Every call is
+    answered; a healthy caller is answered throughout."""
+    with Daemon(tmp, extra=["--group", "nogroup"]) as d:
+        ready(d)
+        with Healthy(d, "good"):
+            t0 = time.monotonic()
+            p = attack(NOBODY, "control-big-answers", d.sock, "10", "good", "2000000")
+            out, err = p.communicate(timeout=120)
+            took = time.monotonic() - t0
+        check(counts(out) == {"answered": 10}, "the big answers: %r %s" % (out, err))
+        check(took >= 1.1, "10 answers of 2 MB to one user sent in %.2f s, under the 1.15 s its budget "
+              "allows" % took)
+
+
+@test
 def load_control_load_refuses_what_the_user_cannot_read(tmp):
     """A group member's raw `load` of a root-only file, a FIFO, /dev/zero,
     a symlink and a 2 MiB file: each refused at once, saying why, with no
