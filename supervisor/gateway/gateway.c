@@ -508,6 +508,7 @@ void gateway_free(struct gateway *g)
 {
         if (!g)
                 return;
+        gateway_budget_free(g);
         gateway_api_orphan(g);
         gateway_activity_orphan(g);
         g->conns.lev = NULL; /* evhttp_free frees it before the connections */

@@ -15,6 +15,11 @@ struct gateway;
 #define GATEWAY_MAX_BODY (1024 * 1024)  /* largest request body (call arguments) */
 #define GATEWAY_MAX_CONNECTIONS 256       /* [Gateway] MaxConnections= */
 #define GATEWAY_HEADER_TIMEOUT_MS 10000   /* [Gateway] HeaderTimeout= */
+/* What calls through the gateway to one gadget may cost the loop
+ * (gateway_budget.c): the JSON bytes of their bodies and answers a second,
+ * and calls in flight; past either, the next call waits its turn. */
+#define GATEWAY_BYTES_PER_S (4u << 20)
+#define GATEWAY_CALLS_PER_GADGET 16
 
 /* What the gateway's clients (any local user) may cost gadgetd. */
 struct gateway_limits {

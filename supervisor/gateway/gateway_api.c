@@ -28,9 +28,13 @@
 #define GATEWAY_LIST_MAX 256  /* gadgets in one answer of the list */
 
 struct gateway_call {
+        struct gateway_wait wait;    /* for its gadget's budget (first: resume's argument) */
         struct gateway *g;           /* NULL once the gateway is gone */
         struct evhttp_request *req;
-        char gadget[64];
+        char gadget[GADGET_NAME_MAX + 1];
+        char method[GADGET_NAME_MAX + 1];
+        bool admin;
+        bool counted;                /* in its gadget's budget's calls in flight */
         char op[8 + GADGET_NAME_MAX];  /* "call METHOD" */
         struct timespec start;
         size_t bytes_in;
@@ -220,6 +224,8 @@ static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int cod
         char *text = res ? json_from_value(res) : NULL;
 
         unlink_call(c);
+        if (g && c->counted)
+                gateway_budget_leave(g, c->gadget, text ? strlen(text) : 0);
         if (text) {
                 record(g, c, AUDIT_OK, strlen(text), NULL);
                 if (g)
@@ -243,6 +249,8 @@ static void call_done(void *arg, uint64_t tag, const Gadget__Value *res, int cod
 static void refuse(struct gateway *g, struct gateway_call *c, int status, const char *code,
                    const char *msg)
 {
+        if (c->counted)
+                gateway_budget_leave(g, c->gadget, 0);
         record(g, c, AUDIT_ERROR, 0, msg);
         gateway_send_error(c->req, status, code, "%s", msg);
         free(c);
@@ -258,14 +266,13 @@ bool gateway_json_body(struct evhttp_request *req)
         return t && strncasecmp(t, "application/json", n) == 0 && (t[n] == '\0' || t[n] == ';');
 }
 
+static void start_call(struct gateway_wait *w, bool go);
+
 void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char *name, const char *method,
                       bool admin)
 {
         struct unit *u = gadget_name_ok(name) ? core_find(g->core, name) : NULL;
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t len = evbuffer_get_length(in);
-        char msg[600];
-        Gadget__Value *args = NULL;
+        size_t len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
 
         if (!u) {
                 gateway_send_error(req, 404, "not_found", "no gadget named \"%.64s\"", name);
@@ -281,10 +288,45 @@ void gateway_api_call(struct gateway *g, struct evhttp_request *req, const char 
                 gateway_send_error(req, 500, "internal", "out of memory");
                 return;
         }
-        *c = (struct gateway_call){ .g = g, .req = req, .bytes_in = len };
+        *c = (struct gateway_call){ .g = g, .req = req, .bytes_in = len, .admin = admin };
+        c->wait.resume = start_call;
         snprintf(c->gadget, sizeof c->gadget, "%s", name);
+        snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->op, sizeof c->op, "%s %s", admin ? "admin" : "call", method);
         clock_gettime(CLOCK_MONOTONIC, &c->start);
+        int e = gateway_budget_enter(g, c->gadget, len, &c->wait);
+        if (e < 0)
+                refuse(g, c, 500, "internal", "out of memory");
+        else if (e == 0)
+                start_call(&c->wait, true);
+}
+
+/* The call may start (go), its gadget's budget allowing; or gadgetd stops
+ * while it waits (!go). */
+static void start_call(struct gateway_wait *w, bool go)
+{
+        struct gateway_call *c = (struct gateway_call *)w;
+        struct gateway *g = c->g;
+        struct evhttp_request *req = c->req;
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t len = c->bytes_in;
+        char msg[600];
+        Gadget__Value *args = NULL;
+
+        c->counted = go;
+        if (!go) {
+                refuse(g, c, 503, "unavailable", "gadgetd is stopping");
+                return;
+        }
+        /* It may have gone while the call waited. */
+        struct unit *u = core_find(g->core, c->gadget);
+        if (!u) {
+                snprintf(msg, sizeof msg, "no gadget named \"%s\"", c->gadget);
+                refuse(g, c, 404, "not_found", msg);
+                return;
+        }
+        const char *method = c->method;
+        bool admin = c->admin;
         if (len && !gateway_json_body(req)) {
                 refuse(g, c, 415, "unsupported_media_type",
                        "the body must be JSON, sent with \"Content-Type: application/json\"");

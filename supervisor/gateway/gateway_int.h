@@ -12,6 +12,7 @@
 
 #include "gateway.h"
 #include "system/httpconn.h"
+#include "system/nametab.h"
 #include "system/ratelog.h"
 
 #define GATEWAY_SESSION_BYTES 32
@@ -37,7 +38,25 @@ struct gateway {
         struct httpconns conns;      /* MaxConnections=, HeaderTimeout= */
         int fd;                      /* the listening socket */
         struct ratelog rl[GW_REF_N];
+        struct nametab budgets;      /* each called gadget's (gateway_budget.c) */
 };
+
+/* A call through the gateway that waits for its gadget's budget: resume
+ * runs once, go true when it may start (counted in flight), false when
+ * gadgetd stops first. */
+struct gateway_wait {
+        TAILQ_ENTRY(gateway_wait) link;
+        void (*resume)(struct gateway_wait *w, bool go);
+};
+/* A call of gadget name whose body (bytes_in of JSON) was read: 0, it may
+ * start now; 1, w waits (its resume runs later); -ENOMEM. Either way the
+ * body counts against the gadget's budget. */
+int gateway_budget_enter(struct gateway *g, const char *name, size_t bytes_in, struct gateway_wait *w);
+/* A call that started (0, or resumed with go) ended, its answer bytes_out
+ * of JSON: counted, and the next call that waits may start. */
+void gateway_budget_leave(struct gateway *g, const char *name, size_t bytes_out);
+/* Answers every call that waits (gadgetd stops) and frees the buckets. */
+void gateway_budget_free(struct gateway *g);
 
 /* Logs a refusal of kind k now, or counts it for one line per window;
  * fmt NULL only reports a closed window's count. */

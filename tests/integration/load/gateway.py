@@ -3,9 +3,11 @@ connections that never finish a request head, at and beyond gadgetd's fd
 limit, and a flood of requests without the token. The attacks are
 attacks.py subcommands (see there to run one by hand or in a benchmark)."""
 import http.client
+import json
 import os
 import stat
 import subprocess
+import threading
 import time
 
 import harness
@@ -183,3 +185,54 @@ def load_gateway_requests_without_token(tmp):
                   c.get("status_closed", 0) <= windows, "the stranger's answers: %r %s" % (c, err))
         check(log_lines(g, "no valid token") == 1, "token refusals logged: %d" % log_lines(g, "no valid token"))
         wait_for(lambda: fd_count(pid) <= fd0 + 2, what="gadgetd's fds back")
+
+
+@test
+def load_gateway_big_answers(tmp):
+    """A page (or anyone holding the token) asks its gadget for 1 MB
+    results, one after another: each answer's JSON costs gadgetd's loop
+    about 12 ms, so calls through the gateway to one gadget get at most
+    GATEWAY_BYTES_PER_S (4 MiB) of JSON a second. The 8th call of 1.33 MB
+    answers starts once 7 answers (9.3 MB) have drained to the budget: at
+    least (9.3 MB - 4 MiB) / 4 MiB = 1.23 s (1.1 allowed for the clock's
+    rounding; 0.12 s without the budget). Then 17 calls at once that the
+    gadget does not answer: 16 reach it (GATEWAY_CALLS_PER_GADGET), the
+    17th waits in the gateway, and starts (and is answered) once the
+    gadget is killed and its policy removed (a reload unloads it). gadgetd says so once; a healthy caller is answered
+    throughout."""
+    g = gateway(tmp, "")
+    with g:
+        ready(g)
+        policy(g.pol, "big", "CallTimeout=30s\n")
+        check(g.ctl("reload").returncode == 0, "reload failed")
+        g.wait_ready("big")
+        with Healthy(g, "good", "echo"):
+            t0 = time.monotonic()
+            for _ in range(8):
+                status, body = g.call("big", "big", {"n": 1000000})
+                check(status == 200 and len(body["$bytes"]) == 1333336, "a big answer: %d" % status)
+            took = time.monotonic() - t0
+            check(took >= 1.1, "8 answers of 1.33 MB through the gateway in %.2f s, under the 1.23 s "
+                  "GATEWAY_BYTES_PER_S allows" % took)
+            check(log_lines(g, "calls to it through the gateway wait their turn") == 1, "said once")
+            results = []
+
+            def hang():
+                results.append(g.call("big", "hang", {}))
+            threads = [threading.Thread(target=hang) for _ in range(17)]
+            for t in threads:
+                t.start()
+            in_flight = lambda: json.loads(g.ctl("--json", "status", "big").stdout)["in_flight"]
+            wait_for(lambda: in_flight() == 16, what="16 calls in flight")
+            check(len(results) == 0 and in_flight() == 16, "a 17th call reached the gadget: %r, %d in flight"
+                  % (results, in_flight()))
+            os.remove(os.path.join(g.pol, "big.policy"))
+            check(g.ctl("kill", "big", "KILL").returncode == 0, "kill")
+            check(g.ctl("reload").returncode == 0, "the reload that unloads big")
+            t1 = time.monotonic()
+            for t in threads:
+                t.join()
+            print("8 big answers in %.2f s; the 17 hanging calls answered %.2f s after the kill" % (
+                took, time.monotonic() - t1))
+        check(len(results) == 17 and all(s != 200 for s, _ in results), "17 answers: %r" %
+              sorted({s for s, _ in results}))
