@@ -143,6 +143,18 @@ def attacks(ctx, d, gw_port):
         out.append(process("256 gateway connections re-sending requests without the token every 0.3 s",
                            nobody + attack + ["gateway-notoken-hold", str(gw_port), "256", hold, "0.3"], ctx,
                            "local user"))
+        pg = ctx.policy("bigpage", ctx.exe("tests/integration/testgadget"), "CallTimeout=30s\n")
+        row = process("a page asking its gadget for 1 MB results, on 4 connections",
+                      ["python3"] + attack + ["gateway-big", str(gw_port), os.path.join(ctx.work, "gateway.token"),
+                                              "bigpage", "1000000", "%d" % (400 // n)], ctx, "local user")
+        start = row.start
+
+        def load_then_start():
+            d.ctl("load", pg)
+            d.wait_state("bigpage", ("ready",))
+            start()
+        row.start = load_then_start
+        out.append(row)
     out.append(process("control requests of 500,000 values (2 MiB frames), one after another",
                        nobody + attack + ["control-wide", d.sock, "1000000", "500000"], ctx, "group member"))
     out.append(wake_flood(ctx, d, 300 // n, nobody[:-1]))

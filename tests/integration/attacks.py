@@ -11,6 +11,10 @@ prints one line of counts ("key value ...") at the end.
   attacks.py gateway-hold PORT N HOLD_S      N connections sending half a
                                              request head, held HOLD_S s
   attacks.py gateway-notoken PORT N          N requests without a token
+  attacks.py gateway-big PORT TOKENFILE NAME SIZE N
+                                             N calls of gadget NAME's big
+                                             {"n": SIZE} one after another,
+                                             each on 4 connections at once
   attacks.py stall-open PATH HOLD_S          (root) every open() of PATH waits
                                              up to HOLD_S s, as on a FUSE mount
                                              whose server does not answer
@@ -309,6 +313,38 @@ def gateway_hold(port, n, hold):
         s.close()
 
 
+def gateway_big(port, token_file, name, size, n):
+    """As a page asking its gadget for big results as fast as it can: four
+    connections, each calling NAME.big {"n": SIZE} n times in turn."""
+    import http.client
+    import threading
+    with open(token_file) as f:
+        token = f.read().strip()
+    body = json.dumps({"n": size})
+    got = {"ok": 0, "other": 0}
+
+    def one():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for _ in range(n):
+            try:
+                c.request("POST", "/api/gadgets/%s/call/big" % name, body=body,
+                          headers={"Authorization": "Bearer " + token, "Content-Type": "application/json",
+                                   "Host": "127.0.0.1:%d" % port})
+                r = c.getresponse()
+                r.read()
+                got["ok" if r.status == 200 else "other"] += 1
+            except OSError:
+                got["other"] += 1
+                c.close()
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("ok %d other %d" % (got["ok"], got["other"]), flush=True)
+
+
 def gateway_notoken(port, n):
     statuses = {}
     s = None
@@ -408,6 +444,8 @@ def main(argv):
         control_waits(args[0], int(args[1]), int(args[2]), args[3])
     elif cmd == "gateway-hold":
         gateway_hold(int(args[0]), int(args[1]), float(args[2]))
+    elif cmd == "gateway-big":
+        gateway_big(int(args[0]), args[1], args[2], int(args[3]), int(args[4]))
     elif cmd == "gateway-notoken":
         gateway_notoken(int(args[0]), int(args[1]))
     elif cmd == "gateway-notoken-hold":
