@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 
 #include "system/mailbox.h"
@@ -30,6 +32,7 @@
 
 #define HS_STACK (512u * 1024u) /* OpenSSL's handshake, as the store's threads */
 #define HS_EVENTS 32
+#define LINGER_MAX (64u << 10) /* bytes read and dropped after a failed handshake */
 
 TAILQ_HEAD(job_list, hs_job);
 
@@ -40,6 +43,8 @@ struct hs_job {
         SSL *ssl;
         int fd;
         bool ok;                    /* the handshake completed (set before the post) */
+        bool lingering;             /* it failed: the peer's bytes are dropped until it closes */
+        size_t dropped;             /* how many (LINGER_MAX) */
         uint32_t events;            /* what epoll waits for (the thread's) */
         /* Under mu. */
         bool cancelled, posted;
@@ -92,9 +97,27 @@ static void job_finish(struct nodelink_hs *hs, struct hs_job *job, bool ok)
                 mailbox_post(hs->mb, &job->done); /* the job is the loop's from here */
 }
 
+/* After a failed handshake: drops what the peer sent. true while it has
+ * not closed (nor sent LINGER_MAX). */
+static bool linger(struct hs_job *job)
+{
+        char buf[4096];
+        for (;;) {
+                ssize_t n = read(job->fd, buf, sizeof buf);
+                if (n > 0 && (job->dropped += (size_t)n) < LINGER_MAX)
+                        continue;
+                return n < 0 && (errno == EAGAIN || errno == EINTR);
+        }
+}
+
 /* One step of the handshake, as far as the socket lets it go now. */
 static void job_step(struct nodelink_hs *hs, struct hs_job *job)
 {
+        if (job->lingering) {
+                if (!linger(job))
+                        job_finish(hs, job, false);
+                return;
+        }
         ERR_clear_error();
         int r = SSL_do_handshake(job->ssl);
         if (r == 1) {
@@ -110,11 +133,22 @@ static void job_step(struct nodelink_hs *hs, struct hs_job *job)
                 want = EPOLLOUT;
                 break;
         default:
-                /* A failed handshake's reason is the peer's business: the
-                 * loop ends the session as it did any failed one. */
+                /* Failed: OpenSSL wrote the alert saying why. A close now,
+                 * with the peer's next records unread (its Finished, its
+                 * first request), would answer with a reset that can reach
+                 * the peer before the alert is read, and it would never
+                 * learn why. So the session says it is done (a FIN after
+                 * the alert) and what the peer sends is dropped until it
+                 * closes: the loop ends it then, or at its deadline, as
+                 * any session in its handshake. */
                 ERR_clear_error();
-                job_finish(hs, job, false);
-                return;
+                job->lingering = true;
+                if (shutdown(job->fd, SHUT_WR) < 0 || !linger(job)) {
+                        job_finish(hs, job, false);
+                        return;
+                }
+                want = EPOLLIN;
+                break;
         }
         if (want == job->events)
                 return;
@@ -194,6 +228,7 @@ static void *thread_main(void *arg)
                 if ((woken || (n < 0 && errno != EINTR)) && look(hs))
                         break;
         }
+        OPENSSL_thread_stop(); /* this thread's state of OpenSSL's, freed */
         return NULL;
 }
 
