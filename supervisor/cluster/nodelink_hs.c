@@ -7,7 +7,9 @@
  * epoll (a slow or silent client holds up no other), and hands each
  * session back through a mailbox; the loop keeps everything before the
  * handshake (the accept and its bounds) and after it (the certificate's
- * name, admission, seats), and the handshake's deadline.
+ * name, admission, seats), and the handshake's deadline. A handshake that
+ * fails lingers until the peer closes (see job_step), within that
+ * deadline, so that the alert saying why reaches it.
  *
  * Who owns a job's fd and SSL: the thread, from nodelink_hs_start until
  * it posts the job; the loop, from the post on (the take, or the drop of
