@@ -196,11 +196,10 @@ static void tcp_liveness(int fd)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
-struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server)
+struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, enum bufferevent_ssl_state state)
 {
         tcp_liveness(fd);
-        struct bufferevent *bev = bufferevent_openssl_socket_new(
-                nl->base, fd, ssl, server ? BUFFEREVENT_SSL_ACCEPTING : BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+        struct bufferevent *bev = bufferevent_openssl_socket_new(nl->base, fd, ssl, state, BEV_OPT_CLOSE_ON_FREE);
         if (!bev)
                 return NULL;
         /* An end without close_notify is an end of file: frames say
@@ -289,6 +288,10 @@ int nodelink_new(struct event_base *base, const struct nodelink_config *cfg, con
         }
         if (cfg->listen && (e = listen_on(nl, cfg->listen, cfg->adopt ? cfg->adopt_fd : -1, err, len)) < 0)
                 goto out;
+        if (cfg->listen && (e = nodelink_hs_new(nl, &nl->hs)) < 0) {
+                snprintf(err, len, "the peer link: cannot start the thread of its handshakes: %s", strerror(-e));
+                goto out;
+        }
         e = 0;
         *out = nl;
         nl = NULL;
@@ -326,6 +329,8 @@ void nodelink_free(struct nodelink *nl)
         }
         while ((in = TAILQ_FIRST(&nl->ins)))
                 nodelink_in_end(in, false);
+        /* After the sessions: each one in its handshake was cancelled. */
+        nodelink_hs_free(nl->hs);
         if (nl->relisten)
                 event_free(nl->relisten);
         if (nl->listener)

@@ -62,7 +62,8 @@
 #define NODELINK_ADMIT_RETRY_MS 100         /* how often a node not known yet is looked for again */
 #define NODELINK_ACCEPT_PAUSE_MS 1000       /* no accepting after an accept error (EMFILE, ...) */
 /* Sessions one source address may start a second (a TLS handshake costs
- * the loop about a millisecond of CPU): past it, a connection from that
+ * about a millisecond of CPU, on the link's handshakes' thread; the loop
+ * accepts and admits each): past it, a connection from that
  * address is closed as it is accepted, before any TLS work. A node keeps
  * one session to each peer; 16 at once, then 16 a second, is room for a
  * restart of every gadgetd on a host. NODELINK_ADDRS_MAX addresses are

@@ -1,6 +1,7 @@
-/* nodelink_in: the sessions other nodes start: the handshake and its
- * bounds per source address, admission by the store's names, the
- * requests a session carries and their answers. */
+/* nodelink_in: the sessions other nodes start: the handshake's bounds
+ * per source address (the handshake itself runs on nodelink_hs.c's
+ * thread), admission by the store's names, the requests a session
+ * carries and their answers. */
 #include "nodelink_int.h"
 
 #include <errno.h>
@@ -48,6 +49,11 @@ void nodelink_in_end(struct nodelink_in *in, bool tell)
                 conn_free(in->conn); /* and its bufferevent */
         } else {
                 nl->n_pre--;
+                /* In its handshake, its fd and SSL are the thread's (or
+                 * on their way back): the cancel leaves them to whoever
+                 * holds them (nodelink_hs.c says why that is safe). */
+                if (in->hs)
+                        nodelink_hs_cancel(nl->hs, in);
                 if (in->bev)
                         bufferevent_free(in->bev);
         }
@@ -219,9 +225,12 @@ static void in_admit(struct nodelink_in *in)
         in_idle_arm(in);
 }
 
-/* The handshake's end, either way. Why nothing is read before it: the
- * bufferevent has no read callback until the conn takes it over, once
- * the peer's certificate was verified and named a node. */
+/* The session's end before a conn took it over: the peer closed or
+ * failed while its admission was looked for again (CONNECTED comes only
+ * from a bufferevent that runs the handshake itself, which the loop no
+ * longer makes). Why nothing is read: the bufferevent has no read
+ * callback until the conn takes it over, once the peer's certificate was
+ * verified and named a node. */
 static void in_event(struct bufferevent *bev, short what, void *arg)
 {
         struct nodelink_in *in = arg;
@@ -231,6 +240,20 @@ static void in_event(struct bufferevent *bev, short what, void *arg)
                 ERR_clear_error();
                 nodelink_in_end(in, false);
         }
+}
+
+void nodelink_in_handshaken(struct nodelink_in *in, int fd, SSL *ssl, bool ok)
+{
+        if (!ok || !(in->bev = nodelink_tls_bev(in->nl, fd, ssl, BUFFEREVENT_SSL_OPEN))) {
+                SSL_free(ssl);
+                close(fd);
+                ERR_clear_error();
+                nodelink_in_end(in, false);
+                return;
+        }
+        bufferevent_setcb(in->bev, NULL, NULL, in_event, in);
+        bufferevent_enable(in->bev, EV_READ | EV_WRITE);
+        in_connected(in);
 }
 
 /* The handshake took too long, or the session is idle: closed. One with
@@ -289,8 +312,9 @@ static void preauth_room(struct nodelink *nl, const struct sockaddr_storage *src
 /* Whether src may start one more session now: its bucket of sessions
  * started is within NODELINK_HANDSHAKES_PER_S. Why this is safe: a
  * party that opens session after session (each ended by a bad frame, a
- * name that is no node, or nothing) costs the loop at most that many TLS
- * handshakes a second per address it holds. */
+ * name that is no node, or nothing) costs the handshakes' thread at most
+ * that many TLS handshakes a second per address it holds, and the loop
+ * that many accepts and admissions. */
 static bool handshake_room(struct nodelink *nl, const struct sockaddr_storage *src)
 {
         uint64_t now = monotime_ms();
@@ -329,13 +353,13 @@ void nodelink_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct soc
         in->nl = nl;
         in->src = src;
         in->accepted_ms = monotime_ms();
-        if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || !(in->bev = nodelink_tls_bev(nl, fd, ssl, true)))
+        /* Why this is safe: the handshake runs on its own thread, all of
+         * them at once, never on the loop; the loop keeps its deadline. */
+        if (!(in->deadline = evtimer_new(nl->base, in_deadline, in)) || nodelink_hs_start(nl->hs, in, fd, ssl) < 0)
                 goto fail;
         TAILQ_INSERT_TAIL(&nl->ins, in, link);
         nl->n_pre++;
-        bufferevent_setcb(in->bev, NULL, NULL, in_event, in);
         timer_arm_ms(in->deadline, NODELINK_HANDSHAKE_MS);
-        bufferevent_enable(in->bev, EV_READ | EV_WRITE);
         return;
 fail:
         if (in && in->deadline)

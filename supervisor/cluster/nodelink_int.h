@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
 #include <openssl/ssl.h>
 
@@ -54,6 +55,7 @@ struct nodelink {
         char node[NODE_MAX + 1];
         SSL_CTX *server, *client;
         struct evconnlistener *listener;
+        struct nodelink_hs *hs;     /* the handshakes' thread, with the listener (nodelink_hs.c) */
         struct event *relisten;     /* accepts again after an accept error's pause */
         int port;
         struct in_list ins;         /* in the order of acceptance */
@@ -72,7 +74,8 @@ struct nodelink {
 struct nodelink_in {
         TAILQ_ENTRY(nodelink_in) link;
         struct nodelink *nl;
-        struct bufferevent *bev;    /* the handshake's; then the conn's */
+        struct hs_job *hs;          /* its handshake, on the handshakes' thread */
+        struct bufferevent *bev;    /* once its handshake completed; then the conn's */
         struct conn *conn;          /* once the handshake named a node */
         struct node_rate *rate;
         struct event *deadline;     /* the handshake's, then the idle time's */
@@ -142,13 +145,30 @@ void nodelink_rate_put(struct node_rate *r);
 void nodelink_rate_count(struct node_rate *r, size_t values, size_t bytes);
 /* The reason OpenSSL gave for a session's failure, or NULL (*eof: only an end). */
 const char *nodelink_tls_reason(struct bufferevent *bev, bool *eof);
-/* A TLS bufferevent over fd with TCP liveness set, or NULL. */
-struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, bool server);
+/* A TLS bufferevent over fd with TCP liveness set (state: where its
+ * handshake is: BUFFEREVENT_SSL_CONNECTING, or _OPEN once done), or NULL. */
+struct bufferevent *nodelink_tls_bev(struct nodelink *nl, int fd, SSL *ssl, enum bufferevent_ssl_state state);
 
 /* nodelink_in.c */
 void nodelink_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);
 void nodelink_on_accept_error(struct evconnlistener *l, void *arg);
 void nodelink_in_end(struct nodelink_in *in, bool tell);
+/* in's handshake ended (ok: completed), its fd and ssl handed back. */
+void nodelink_in_handshaken(struct nodelink_in *in, int fd, SSL *ssl, bool ok);
+
+/* nodelink_hs.c: the handshakes of accepted sessions, on a thread. */
+struct nodelink_hs;
+struct hs_job;
+/* Starts the thread (and the mailbox it answers through). 0, or -errno. */
+int nodelink_hs_new(struct nodelink *nl, struct nodelink_hs **out);
+/* Stops and joins the thread; every handshake left is dropped. NULL: nothing. */
+void nodelink_hs_free(struct nodelink_hs *hs);
+/* in's handshake over fd and ssl (the thread's from here, 0), or -ENOMEM
+ * (fd and ssl still the caller's). nodelink_in_handshaken follows on the
+ * loop unless in is cancelled first. */
+int nodelink_hs_start(struct nodelink_hs *hs, struct nodelink_in *in, int fd, SSL *ssl);
+/* in, in its handshake, ends: nothing of it reaches the loop again. */
+void nodelink_hs_cancel(struct nodelink_hs *hs, struct nodelink_in *in);
 
 /* nodelink_out.c */
 void nodelink_out_fail(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

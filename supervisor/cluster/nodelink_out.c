@@ -293,7 +293,7 @@ static void out_tcp_done(evutil_socket_t fd, short what, void *arg)
          * certificate naming this very node (no wildcards). */
         if (ssl)
                 SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_WILDCARDS);
-        if (!ssl || SSL_set1_host(ssl, o->node) != 1 || !(o->bev = nodelink_tls_bev(o->nl, fd, ssl, false))) {
+        if (!ssl || SSL_set1_host(ssl, o->node) != 1 || !(o->bev = nodelink_tls_bev(o->nl, fd, ssl, BUFFEREVENT_SSL_CONNECTING))) {
                 SSL_free(ssl);
                 nodelink_out_fail(o, "cannot start TLS with node %s: out of memory", o->node);
                 return;

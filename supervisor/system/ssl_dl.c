@@ -86,11 +86,15 @@
         V(SSL_CTX_set_verify_depth, (SSL_CTX *ctx, int depth), (ctx, depth)) \
         F(int, SSL_CTX_use_PrivateKey, (SSL_CTX *ctx, EVP_PKEY *k), (ctx, k)) \
         F(int, SSL_CTX_use_certificate, (SSL_CTX *ctx, X509 *x), (ctx, x)) \
+        F(int, SSL_do_handshake, (SSL *s), (s)) \
         V(SSL_free, (SSL *s), (s)) \
         F(X509 *, SSL_get0_peer_certificate, (const SSL *s), (s)) \
+        F(int, SSL_get_error, (const SSL *s, int ret), (s, ret)) \
         F(long, SSL_get_verify_result, (const SSL *s), (s)) \
         F(SSL *, SSL_new, (SSL_CTX *ctx), (ctx)) \
         F(int, SSL_set1_host, (SSL *s, const char *host), (s, host)) \
+        V(SSL_set_accept_state, (SSL *s), (s)) \
+        F(int, SSL_set_fd, (SSL *s, int fd), (s, fd)) \
         V(SSL_set_hostflags, (SSL *s, unsigned int flags), (s, flags)) \
         F(const SSL_METHOD *, TLS_client_method, (void), ()) \
         F(const SSL_METHOD *, TLS_server_method, (void), ()) \

@@ -5,11 +5,14 @@
  * in-flight bound), every way a session is refused (foreign CA either way,
  * no certificate, a server naming another node, plaintext, an oversized
  * frame, too many sessions, TLS 1.2, two names), the output and pending
- * bounds, IPv6 loopback, a server going away, cancel, and the errors
- * of nodelink_new. */
+ * bounds, IPv6 loopback, a server going away, cancel, the errors of
+ * nodelink_new, and that no server handshake runs on the loop's thread. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,26 @@
 static char dir[64];
 static struct event_base *base;
 static int answer_fails;
+
+/* --- where the server's handshakes run ------------------------------------ */
+
+static pthread_t loop_thread;
+static atomic_int hs_on_loop, hs_off_loop;
+
+/* Every SSL_do_handshake of the process (libevent's, the link's thread's,
+ * the raw clients') comes here first: the server's are counted by the
+ * thread they run on, then OpenSSL's own runs. */
+int SSL_do_handshake(SSL *s)
+{
+        static int (*real)(SSL *);
+        if (!real) {
+                void *f = dlsym(RTLD_NEXT, "SSL_do_handshake");
+                memcpy(&real, &f, sizeof real);
+        }
+        if (SSL_is_server(s))
+                atomic_fetch_add(pthread_equal(pthread_self(), loop_thread) ? &hs_on_loop : &hs_off_loop, 1);
+        return real(s);
+}
 
 /* --- a server that records what it was asked ---------------------------- */
 
@@ -437,6 +460,44 @@ static struct raw raw_plain(int port, int ms)
 }
 
 /* --- the tests ------------------------------------------------------------ */
+
+/* The handshakes of sessions other nodes start run on the link's thread,
+ * all at once: a client that sent its ClientHello and stalls holds up no
+ * other session, and the loop's thread runs no step of any. */
+static void test_handshake_thread(void)
+{
+        struct server sb = { 0 };
+        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
+        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        CHECK(a && b, "nodes a and b start");
+        if (!a || !b)
+                return;
+        atomic_store(&hs_on_loop, 0);
+        atomic_store(&hs_off_loop, 0);
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_use_certificate_file(ctx, path("c", "crt"), SSL_FILETYPE_PEM);
+        SSL_CTX_use_PrivateKey_file(ctx, path("c", "key"), SSL_FILETYPE_PEM);
+        int fd = tcp_connect(nodelink_listen_port(b));
+        SSL *stalled = SSL_new(ctx);
+        SSL_set_fd(stalled, fd);
+        SSL_set_connect_state(stalled);
+        int h = SSL_do_handshake(stalled); /* its ClientHello, and no more */
+        CHECK(h < 0 && SSL_get_error(stalled, h) == SSL_ERROR_WANT_READ, "a client sent its ClientHello and stalls");
+        ERR_clear_error();
+        struct result r = { 0 };
+        CHECK(send_status(a, "b", addr_of(b), "t1", &r, NULL) == 0, "a sends to b meanwhile");
+        run_until(&r.calls, 1, 3000);
+        CHECK(r.calls == 1 && r.code == 0 && strcmp(r.echo, "echo:t1") == 0, "a is answered (%s)", r.msg);
+        CHECK(atomic_load(&hs_on_loop) == 0 && atomic_load(&hs_off_loop) >= 2,
+              "b's handshakes ran off the loop's thread (%d steps on it, %d off)", atomic_load(&hs_on_loop),
+              atomic_load(&hs_off_loop));
+        /* The stalled one ends in its handshake: dropped by the thread. */
+        SSL_free(stalled);
+        SSL_CTX_free(ctx);
+        close(fd);
+        nodelink_free(a);
+        nodelink_free(b);
+}
 
 static void test_request_answer(void)
 {
@@ -1146,7 +1207,9 @@ int main(void)
         const struct timeval ms = { 0, 1000 };
         event_add(t, &ms);
 
+        loop_thread = pthread_self();
         test_new_errors();
+        test_handshake_thread();
         test_request_answer();
         test_server_goes();
         test_goodbye();
