@@ -590,12 +590,24 @@ static void on_closed(struct peer *p, const char *why, void *data)
                 timer_arm_ms(r->ev_end, 0);
 }
 
+_Static_assert(sizeof ((struct unit_stats *)0)->budget_waits / sizeof(uint64_t) == PEER_BUDGETS_N,
+               "a count per budget a peer waits for");
+
+/* Its input began to wait for a budget a second: counted for the metrics. */
+static void on_waited(struct peer *p, int which, void *data)
+{
+        struct unit_run *r = data;
+        if (which >= 0 && which < PEER_BUDGETS_N)
+                r->u->stats.budget_waits[which]++;
+}
+
 static const struct peer_handlers handlers = {
         .hello = on_hello,
         .binding_call = on_binding_call,
         .log = on_log,
         .frame = on_frame,
         .closed = on_closed,
+        .waited = on_waited,
 };
 
 static int make_cgroup(void *arg, struct cgroup **cg, char *err, size_t errlen)

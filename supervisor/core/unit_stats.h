@@ -40,6 +40,7 @@ struct unit_stats {
         uint64_t duration_us;                  /* their sum */
         uint64_t log_dropped;                  /* output lines dropped over its log budget */
         uint64_t limit_hits[3];                /* of its ended runs, by enum limiter_hit */
+        uint64_t budget_waits[2];              /* its input's waits for FrameValuesPerSecond=, FrameBytesPerSecond= */
         uint64_t audit_dropped[2];             /* its audit records not written one by one, by enum audit_drop */
         uint64_t phase_ms[UNIT_PHASE_N];       /* time spent in each phase, up to phase_since_ms */
         uint64_t phase_since_ms;               /* monotime_ms when phase began */

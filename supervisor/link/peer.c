@@ -116,13 +116,21 @@ static void rate_count(struct peer *p, size_t values, size_t bytes, uint64_t now
         p->held_rate = true;
         apply_hold(p);
         timer_arm_ms(p->ev_rate, wait_ms);
-        if (p->values.per_s && rate_level(&p->values, now) > p->values.per_s && !p->values_logged) {
+        bool over_values = p->values.per_s && rate_level(&p->values, now) > p->values.per_s;
+        bool over_bytes = p->bytes.per_s && rate_level(&p->bytes, now) > p->bytes.per_s;
+        if (p->h->waited) {
+                if (over_values)
+                        p->h->waited(p, PEER_BUDGET_VALUES, p->data);
+                if (over_bytes)
+                        p->h->waited(p, PEER_BUDGET_BYTES, p->data);
+        }
+        if (over_values && !p->values_logged) {
                 p->values_logged = true;
                 log_msg(L_INFO, p->policy->name, "its messages held %llu values in a second "
                         "(FrameValuesPerSecond=%llu): the rest wait for the next second (logged once)",
                         (unsigned long long)rate_level(&p->values, now), (unsigned long long)p->values.per_s);
         }
-        if (p->bytes.per_s && rate_level(&p->bytes, now) > p->bytes.per_s && !p->bytes_logged) {
+        if (over_bytes && !p->bytes_logged) {
                 p->bytes_logged = true;
                 log_msg(L_INFO, p->policy->name, "its messages and the answers to its binding calls came "
                         "to %llu bytes in a second (FrameBytesPerSecond=%llu): the rest wait for the next "

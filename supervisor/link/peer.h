@@ -37,7 +37,13 @@ struct peer_handlers {
         /* The connection ended: why is NULL at a clean end of file, else the
          * protocol violation (already logged). Nothing is read after this. */
         void (*closed)(struct peer *p, const char *why, void *data);
+        /* Optional: its input began to wait for a budget a second, which
+         * (enum peer_budget). */
+        void (*waited)(struct peer *p, int which, void *data);
 };
+
+/* The budgets a second a worker's input waits for. */
+enum peer_budget { PEER_BUDGET_VALUES, PEER_BUDGET_BYTES, PEER_BUDGETS_N };
 
 
 struct peer *peer_new(struct event_base *base, int fd, const struct policy *policy,

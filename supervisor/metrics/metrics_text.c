@@ -232,6 +232,14 @@ static void w_logdrop(struct metrics_scrape *s, const struct metrics_row *r, str
         gadget_line(out, "gadgetd_gadget_log_lines_dropped_total", r, NULL, NULL, r->stats.log_dropped);
 }
 
+static void w_waits(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
+{
+        /* unit_stats' order (enum peer_budget) */
+        static const char *const budget[2] = { "FrameValuesPerSecond", "FrameBytesPerSecond" };
+        for (int i = 0; i < 2; i++)
+                gadget_line(out, "gadgetd_gadget_budget_waits_total", r, "budget", budget[i], r->stats.budget_waits[i]);
+}
+
 static void w_phase(struct metrics_scrape *s, const struct metrics_row *r, struct evbuffer *out)
 {
         static const char *const phase[UNIT_PHASE_N] = { [UNIT_PHASE_IDLE] = "idle", [UNIT_PHASE_AWAKE] = "awake" };
@@ -413,6 +421,7 @@ static const struct family families[] = {
         { "gadgetd_gadget_memory_bytes", GAUGE, "Memory the gadget uses now (its cgroup's, else its processes' resident memory).", w_memory, GADGET },
         { "gadgetd_gadget_memory_peak_bytes", GAUGE, "The most memory the gadget's current run used (its cgroup's; 0 if unknown).", w_peak, GADGET },
         { "gadgetd_gadget_denials", COUNTER, "System calls of the gadget its seccomp filter refused, by call and the errno answered (\"killed\": a call of a foreign ABI), since it was loaded.", w_denials, GADGET },
+        { "gadgetd_gadget_budget_waits", COUNTER, "Times the gadget's messages waited for a budget a second: FrameValuesPerSecond= (values decoded), FrameBytesPerSecond= (bytes of its messages and of the answers to its binding calls).", w_waits, GADGET },
         { "gadgetd_gadget_limit_hits", COUNTER, "Limit hits of the gadget, as audited: processes killed at MemoryMax, forks refused at TasksMax, throttling at CPUQuota (each episode once).", w_hits, GADGET },
         { "gadgetd_gadget_cpu_seconds", COUNTER, "CPU time of the gadget's current run (its cgroup's).", w_cpu, GADGET },
         { "gadgetd_gadget_tasks", GAUGE, "Tasks in the gadget's cgroup.", w_tasks, GADGET },

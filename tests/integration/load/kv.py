@@ -162,7 +162,8 @@ def load_kv_get_flood(tmp):
     cost the loop is bounded a second (FrameBytesPerSecond=8M here): its
     31 MiB take at least (31 MiB - 8 MiB at once - 8 MiB of answers in
     flight) / 8 MiB = 1.87 s (1.5 allowed for the clock's rounding; without
-    the budget they took 0.2 s), and gadgetd says so once."""
+    the budget they took 0.2 s), gadgetd says so once, and its metrics
+    count the waits (gadgetd_gadget_budget_waits_total)."""
     with Metrics(tmp) as d:
         two_gadgets(d)
         cost = Cost(d)
@@ -179,6 +180,10 @@ def load_kv_get_flood(tmp):
               "allows at least" % took)
         check(d.logtext().count("(FrameBytesPerSecond=8388608): the rest wait for the next second") == 1,
               "the hold said once:\n%s" % d.logtext()[-2000:])
+        series = parse(d.get()[2])
+        waits = {b: value(series, "gadgetd_gadget_budget_waits_total", gadget="hog", budget=b)
+                 for b in ("FrameBytesPerSecond", "FrameValuesPerSecond")}
+        check(waits["FrameBytesPerSecond"] >= 1 and waits["FrameValuesPerSecond"] == 0, "waits counted: %r" % waits)
         # Each get of good's tried on the loop is answered there or by its
         # thread; the hog's, all of the thread.
         check(grew["over_budget"] > 0 and 0 < grew["answered"] <= h.result["sent"],
