@@ -461,16 +461,24 @@ static struct raw raw_plain(int port, int ms)
 
 /* --- the tests ------------------------------------------------------------ */
 
+/* Node b listening (its requests answered by sb) and node a, which calls
+ * it: false if either did not start. */
+static bool nodes_ab(struct server *sb, struct nodelink **a, struct nodelink **b)
+{
+        *b = node_new("b", "b", "ca.crt", sb, NULL, 0);
+        *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
+        CHECK(*a && *b, "nodes a and b start");
+        return *a && *b;
+}
+
 /* The handshakes of sessions other nodes start run on the link's thread,
  * all at once: a client that sent its ClientHello and stalls holds up no
  * other session, and the loop's thread runs no step of any. */
 static void test_handshake_thread(void)
 {
         struct server sb = { 0 };
-        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
-        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
-        CHECK(a && b, "nodes a and b start");
-        if (!a || !b)
+        struct nodelink *a, *b;
+        if (!nodes_ab(&sb, &a, &b))
                 return;
         atomic_store(&hs_on_loop, 0);
         atomic_store(&hs_off_loop, 0);
@@ -502,10 +510,8 @@ static void test_handshake_thread(void)
 static void test_request_answer(void)
 {
         struct server sb = { 0 };
-        struct nodelink *b = node_new("b", "b", "ca.crt", &sb, NULL, 0);
-        struct nodelink *a = node_new("a", "a", "ca.crt", NULL, NULL, 0);
-        CHECK(a && b, "nodes a and b start");
-        if (!a || !b)
+        struct nodelink *a, *b;
+        if (!nodes_ab(&sb, &a, &b))
                 return;
         CHECK(nodelink_listen_port(b) > 0 && nodelink_listen_port(a) == 0, "b listens on a port, a on none");
         struct result r = { 0 };
