@@ -252,7 +252,12 @@ static void refuse(struct gateway *g, struct gateway_call *c, int status, const 
         if (c->counted)
                 gateway_budget_leave(g, c->gadget, 0);
         record(g, c, AUDIT_ERROR, 0, msg);
+        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
         gateway_send_error(c->req, status, code, "%s", msg);
+        /* A call that waited for its budget may be refused as gadgetd
+         * stops (its gadget stopping): written now, as call_done does. */
+        if (core_stopping(g->core))
+                flush_now(evcon);
         free(c);
 }
 
