@@ -8,6 +8,9 @@ prints one line of counts ("key value ...") at the end.
   attacks.py control-noread SOCK N REQS NAME N clients each pipelining REQS
                                              `status NAME` and never reading
   attacks.py control-load SOCK PATH          one raw `load PATH` request
+  attacks.py control-big-answers SOCK N NAME SIZE
+                                             N calls of gadget NAME's big
+                                             {"n": SIZE} one after another
   attacks.py gateway-hold PORT N HOLD_S      N connections sending half a
                                              request head, held HOLD_S s
   attacks.py gateway-notoken PORT N          N requests without a token
