@@ -76,7 +76,7 @@ class Peer:
         host, port = addr.rsplit(":", 1)
         raw = socket.create_connection((host, int(port)), timeout=10)
         self.s = ctx.wrap_socket(raw, server_hostname=server)
-        self.buf = b""
+        self.buf = bytearray()  # appended to in place: an answer of 1 MiB comes in 64 reads
 
     def send(self, data):
         self.s.sendall(data)
@@ -95,7 +95,8 @@ class Peer:
         except (ConnectionError, ssl.SSLError, OSError):
             return None
         n = struct.unpack("<I", self.buf[:4])[0]
-        m, self.buf = parse(self.buf[4:4 + n]), self.buf[4 + n:]
+        m = parse(bytes(self.buf[4:4 + n]))
+        del self.buf[:4 + n]
         if 2 in m:
             sub = parse(m[2][0])
             return {"kind": "error", "code": sub.get(1, [0])[0], "message": sub.get(2, [b""])[0].decode()}

@@ -3,6 +3,7 @@
  * Started with "crash" as its argument it aborts at once (a crash loop). */
 #include <errno.h>
 #include <gadget.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -500,6 +501,12 @@ static gadget_value *big(struct gadget_call *call, const gadget_value *args, voi
         int64_t n = 0;
         if (!gadget_as_int(gadget_map_get(args, "n"), &n) || n < 0 || n > (4 << 20))
                 return gadget_fail(call, GADGET_EINVAL, "big needs {\"n\": N}, N up to 4 MiB");
+        /* The answer's copies (this buffer, the value, the packed frame)
+         * stay in the heap for the next call: a gadget asked for many big
+         * answers is bounded by gadgetd's budgets, not by page faults. */
+        static bool kept;
+        if (!kept)
+                kept = mallopt(M_MMAP_THRESHOLD, 16 << 20) && mallopt(M_TRIM_THRESHOLD, 64 << 20);
         char *buf = calloc(1, (size_t)n + 1);
         if (!buf)
                 return gadget_fail(call, GADGET_EFAILED, "out of memory");
