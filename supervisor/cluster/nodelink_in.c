@@ -226,17 +226,14 @@ static void in_admit(struct nodelink_in *in)
 }
 
 /* The session's end before a conn took it over: the peer closed or
- * failed while its admission was looked for again (CONNECTED comes only
- * from a bufferevent that runs the handshake itself, which the loop no
- * longer makes). Why nothing is read: the bufferevent has no read
- * callback until the conn takes it over, once the peer's certificate was
- * verified and named a node. */
+ * failed while its admission was looked for again (its handshake ran on
+ * the handshake thread: no CONNECTED comes here). Why nothing is read:
+ * the bufferevent has no read callback until the conn takes it over,
+ * once the peer's certificate was verified and named a node. */
 static void in_event(struct bufferevent *bev, short what, void *arg)
 {
         struct nodelink_in *in = arg;
-        if (what & BEV_EVENT_CONNECTED)
-                in_connected(in);
-        else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
                 ERR_clear_error();
                 nodelink_in_end(in, false);
         }
@@ -382,12 +379,12 @@ int nodelink_answer(struct nodelink_in *in, const Control__Response *resp)
 {
         if (!in->conn || in->refused)
                 return -ECONNRESET;
-        size_t before = conn_pending(in->conn);
-        int e = conn_send(in->conn, &resp->base);
+        size_t sent = 0;
+        int e = conn_send_counted(in->conn, &resp->base, &sent);
         /* What the answer costs this node is its asker's: nothing else
          * bounds the bytes a node may ask this one to send it. */
-        if (e == 0 && conn_pending(in->conn) > before)
-                nodelink_rate_count(in->rate, 0, conn_pending(in->conn) - before);
+        if (e == 0)
+                nodelink_rate_count(in->rate, 0, sent);
         if (e == -E2BIG) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "the answer holds more than %d values, more than the link between nodes "

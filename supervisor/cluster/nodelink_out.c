@@ -408,12 +408,11 @@ int nodelink_send(struct nodelink *nl, const char *node, const char *addr, Contr
         /* Where its frame starts among the session's bytes: a failure
          * tells whether any of it left (nodelink_out_fail). */
         uint64_t start = o->state == OUT_READY ? o->queued : o->staged.end - o->staged.start;
-        size_t before = o->state == OUT_READY ? conn_pending(o->conn) : 0;
-        e = o->state == OUT_READY ? conn_send(o->conn, &req->base) : stage(o, req);
+        size_t sent = 0;
+        e = o->state == OUT_READY ? conn_send_counted(o->conn, &req->base, &sent) : stage(o, req);
         if (e < 0)
                 goto out;
-        if (o->state == OUT_READY)
-                o->queued += conn_pending(o->conn) - before;
+        o->queued += sent;
         *s = (struct nodelink_send){ .out = o, .list = &o->sends, .id = req->id, .start = start,
                                      .sent_ms = monotime_ms(), .done = done, .arg = arg };
         TAILQ_INSERT_TAIL(&o->sends, s, link);

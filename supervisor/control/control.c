@@ -171,10 +171,10 @@ int client_send(struct client *cl, Control__Response *r)
          * stopped reading and is closed, from the loop, once the code that
          * holds it has returned. Long answers come in parts made only once
          * the last was read. */
-        size_t before = conn_pending(cl->conn);
-        int e = conn_send(cl->conn, &r->base);
-        if (e == 0 && conn_pending(cl->conn) > before)
-                budget_count(cl, conn_pending(cl->conn) - before);
+        size_t sent = 0;
+        int e = conn_send_counted(cl->conn, &r->base, &sent);
+        if (e == 0)
+                budget_count(cl, sent);
         if (e == -ENOBUFS) {
                 refusal(cl->ctl, REF_SLOW, "dropped the control client of uid %u (pid %d): more than %zu bytes "
                         "of answers unread (ControlQueueSize)", (unsigned)cl->cred.uid, (int)cl->cred.pid,

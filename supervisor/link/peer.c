@@ -311,12 +311,21 @@ static void close_peer(struct peer *p, const char *why)
         p->h->closed(p, why, p->data);
 }
 
+/* Sends m; *bytes (if not NULL) what it put on the wire. */
+static int send_counted(struct peer *p, const Gadget__SupervisorMsg *m, size_t *bytes)
+{
+        size_t n = 0;
+        int e = conn_send_counted(p->conn, &m->base, &n);
+        if (e == 0 && p->watched)
+                p->h->frame(p, false, NULL, m, n - WIRE_HEADER_SIZE, p->data);
+        if (bytes)
+                *bytes = n;
+        return e;
+}
+
 static int send_msg(struct peer *p, const Gadget__SupervisorMsg *m)
 {
-        int e = conn_send(p->conn, &m->base);
-        if (e == 0 && p->watched)
-                p->h->frame(p, false, NULL, m, protobuf_c_message_get_packed_size(&m->base), p->data);
-        return e;
+        return send_counted(p, m, NULL);
 }
 
 /* A signature's canonical text ("" for none), malloc'd. */
@@ -613,12 +622,12 @@ int peer_binding_reply(struct peer *p, uint64_t id, const Gadget__Value *value, 
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_BINDING_RESULT;
         m.binding_result = &r;
-        size_t before = conn_pending(p->conn);
-        int e = send_msg(p, &m);
+        size_t sent = 0;
+        int e = send_counted(p, &m, &sent);
         /* What the answer cost the loop is the gadget's: nothing else
          * bounds the bytes a gadget may ask gadgetd to send it. */
-        if (e == 0 && conn_pending(p->conn) > before)
-                rate_count(p, 0, conn_pending(p->conn) - before, monotime_ms());
+        if (e == 0)
+                rate_count(p, 0, sent, monotime_ms());
         /* Why this is safe: a gadget that keeps asking without reading the
          * answers would make gadgetd hold them without bound; it is ended
          * instead, once its queue of unsent answers is full. */

@@ -216,7 +216,7 @@ int conn_fd(const struct conn *c)
         return c->fd;
 }
 
-int conn_send(struct conn *c, const ProtobufCMessage *msg)
+int conn_send_counted(struct conn *c, const ProtobufCMessage *msg, size_t *bytes)
 {
         /* Why this bounds memory: frames wait only while no more than
          * queue_max bytes are unsent (plus the one being added, at most a
@@ -225,21 +225,31 @@ int conn_send(struct conn *c, const ProtobufCMessage *msg)
                 return -ECONNRESET;
         if (c->queue_max && c->t->unsent(c) > c->queue_max)
                 return -ENOBUFS;
-        size_t end = c->wr.end;
+        size_t had = wire_writer_pending(&c->wr);
         int e = wire_writer_put(&c->wr, msg, WIRE_MAX_FRAME);
         if (e < 0)
                 return e;
+        /* The frame is the writer's last bytes: making room may have moved
+         * those before it, so its place is counted from the end. */
+        size_t len = wire_writer_pending(&c->wr) - had;
         if (c->ops->sending) {
-                e = c->ops->sending(c->arg, c->wr.buf + end + WIRE_HEADER_SIZE, c->wr.end - end - WIRE_HEADER_SIZE);
+                e = c->ops->sending(c->arg, c->wr.buf + c->wr.end - len + WIRE_HEADER_SIZE, len - WIRE_HEADER_SIZE);
                 if (e < 0) {
-                        c->wr.end = end; /* refused: it never leaves */
+                        c->wr.end -= len; /* refused: it never leaves */
                         return e;
                 }
         }
         /* A flush in this loop turn: frames queued together leave in one write. */
         if (!event_pending(c->ev_write, EV_WRITE, NULL))
                 event_active(c->ev_write, EV_WRITE, 0);
+        if (bytes)
+                *bytes = len;
         return 0;
+}
+
+int conn_send(struct conn *c, const ProtobufCMessage *msg)
+{
+        return conn_send_counted(c, msg, NULL);
 }
 
 int conn_send_frames(struct conn *c, const uint8_t *frames, size_t len)

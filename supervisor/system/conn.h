@@ -65,6 +65,10 @@ void conn_set_budget(struct conn *c, const struct conn_budget *b);
 /* Queues one frame; it leaves in this loop turn, with any queued beside it.
  * 0, -EMSGSIZE, -ENOBUFS (the peer does not read), -ECONNRESET (dropped). */
 int conn_send(struct conn *c, const ProtobufCMessage *msg);
+/* The same; on success *bytes is the frame's size on the wire, its header
+ * included: what the send cost, for a budget of the bytes a party makes
+ * gadgetd send it. */
+int conn_send_counted(struct conn *c, const ProtobufCMessage *msg, size_t *bytes);
 /* Queues whole frames packed elsewhere (wire.h's framing), as conn_send. */
 int conn_send_frames(struct conn *c, const uint8_t *frames, size_t len);
 /* Bytes queued and not yet on the wire. */

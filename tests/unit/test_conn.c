@@ -328,6 +328,53 @@ static void test_sending_check(struct event_base *base)
         close(sv[1]);
 }
 
+/* The sending check is shown the frame being queued even when the writer
+ * made room for it by moving the bytes still waiting to the buffer's
+ * start (a peer that read part of what was sent). */
+static uint8_t sending_want[70000];
+static size_t sending_want_len;
+static int sending_seen, sending_wrong;
+
+static int check_bytes(void *arg, const uint8_t *data, size_t len)
+{
+        sending_seen++;
+        sending_wrong += len != sending_want_len || memcmp(data, sending_want, len) != 0;
+        return 0;
+}
+
+static int send_log(struct conn *c, char fill, size_t n)
+{
+        static char text[sizeof sending_want];
+        Gadget__Log l = GADGET__LOG__INIT;
+        memset(text, fill, n);
+        text[n] = '\0';
+        l.text = text;
+        sending_want_len = protobuf_c_message_pack(&l.base, sending_want);
+        return conn_send(c, &l.base);
+}
+
+static void test_sending_sees_moved_frame(struct event_base *base)
+{
+        static struct conn_ops checked;
+        struct seen s = { 0 };
+        checked = ops;
+        checked.sending = check_bytes;
+        int sv[2], small = 4096;
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0, "a socketpair");
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+        CHECK(conn_new(base, sv[0], 0, &checked, &s, &s.c) == 0, "conn_new with a sending check");
+        for (int i = 0; i < 64; i++)
+                CHECK(send_log(s.c, 'a', 1000) == 0, "frame %d queued", i);
+        turns(base, 2); /* part of them written: the rest waits past the buffer's start */
+        size_t waiting = conn_pending(s.c);
+        CHECK(waiting > 0 && waiting < 64 * 1004, "part of the frames left: %zu bytes wait", waiting);
+        CHECK(send_log(s.c, 'b', 65000) == 0, "a large frame queued behind them");
+        CHECK(sending_seen == 65 && sending_wrong == 0, "the check saw each frame's own bytes: %d of %d wrong",
+              sending_wrong, sending_seen);
+        conn_free(s.c);
+        close(sv[1]);
+}
+
 /* fds passed with frames (the control link's exec): each frame takes
  * those that came with it; more than accepted are refused (-E2BIG) and
  * closed, and a conn that does not accept fds keeps none. */
@@ -426,6 +473,7 @@ int main(void)
                 test_queue_bound_and_drop(base);
         }
         test_sending_check(base);
+        test_sending_sees_moved_frame(base);
         test_read_before(base);
         test_fds(base);
         event_free(ticks);
