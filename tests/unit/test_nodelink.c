@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -507,6 +508,27 @@ static void test_handshake_thread(void)
         nodelink_free(b);
 }
 
+/* How many of this process's connected TCP sockets (both ends of a
+ * session between two links in it) have Nagle's algorithm on, of *all. */
+static int tcp_nagled(int *all)
+{
+        int nagled = 0;
+        *all = 0;
+        for (int fd = 0; fd < 1024; fd++) {
+                int proto = 0, nodelay = 0;
+                socklen_t len = sizeof proto;
+                struct sockaddr_storage peer;
+                socklen_t plen = sizeof peer;
+                if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 || proto != IPPROTO_TCP ||
+                    getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+                        continue;
+                len = sizeof nodelay;
+                (*all)++;
+                nagled += getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len) < 0 || !nodelay;
+        }
+        return nagled;
+}
+
 static void test_request_answer(void)
 {
         struct server sb = { 0 };
@@ -522,6 +544,13 @@ static void test_request_answer(void)
         CHECK_STR(sb.from, "a", "b knows the caller by its certificate");
         CHECK(r.calls == 1 && r.code == 0, "a got an answer (%s)", r.msg);
         CHECK_STR(r.echo, "echo:g1", "the answer is b's");
+        /* A frame is written as it is made (its TLS records may be two
+         * writes): Nagle's algorithm would hold the second until the
+         * first is acknowledged, and a delayed ACK made that up to 40 ms
+         * (a paced caller's first calls through another node: p99 28-31
+         * ms, bench/notes.md). */
+        int tcp = 0, nagled = tcp_nagled(&tcp);
+        CHECK(tcp == 2 && nagled == 0, "both ends of the session send at once: %d of %d with Nagle on", nagled, tcp);
 
         /* Many at once on the kept session, answered at once. */
         static struct result many[500];
