@@ -76,12 +76,15 @@
 #define NODELINK_MAX_INFLIGHT 256           /* requests of one session not yet answered */
 #define NODELINK_MAX_PENDING 1024           /* sends waiting on one outgoing session */
 #define NODELINK_MAX_OUTPUT (2 * (size_t)WIRE_MAX_FRAME) /* unsent bytes per session */
-/* A node that says goodbye (a re-exec) is connected to again at once; one
- * that says it again before answering anything waits 50 ms, doubled per
- * goodbye up to 1 s, so that a node that only says goodbye cannot make its
- * callers reconnect in a loop. */
-#define NODELINK_GOODBYE_BACKOFF_MS 50
-#define NODELINK_GOODBYE_BACKOFF_MAX_MS 1000
+/* A node that says goodbye (a re-exec) or ends a session before answering
+ * anything is connected to again at once; after a second such session in
+ * a row the next waits 50 ms, doubled per session up to 1 s, so that a
+ * node that only says goodbye, closes each session or fails each
+ * handshake cannot make its callers reconnect in a loop (each session a
+ * TLS handshake on this node's loop). A node that is down (its connect
+ * refused or not answered) costs a connect only: no wait. */
+#define NODELINK_BACKOFF_MS 50
+#define NODELINK_BACKOFF_MAX_MS 1000
 #define NODELINK_KEEPALIVE_S 5              /* TCP keepalive; a vanished peer ends a session in ~15 s */
 /* An accepted session with nothing in flight for this long (since its
  * handshake or its last answer) is closed; a node closes its own idle outgoing session sooner, so that

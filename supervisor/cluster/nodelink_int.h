@@ -113,8 +113,9 @@ struct out {
         uint64_t heard_ms;          /* when the last one came (monotime_ms; 0: none yet) */
         bool refused;               /* the peer's TLS refused the session before any frame: nothing ran */
         bool goodbye;               /* the peer said goodbye: nothing unanswered was read */
-        unsigned goodbyes;          /* goodbyes since the peer last answered (kept across sessions) */
-        bool backoff;               /* deadline times the wait before connecting after goodbyes */
+        unsigned unanswered;        /* sessions in a row that ended before the peer answered anything:
+                                     * goodbyes, and ends after the TCP connect (kept across sessions) */
+        bool backoff;               /* deadline times the wait before connecting after those */
 };
 
 struct nodelink_send {

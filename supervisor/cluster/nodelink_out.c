@@ -102,7 +102,14 @@ void nodelink_out_fail(struct out *o, const char *fmt, ...)
                         sent && !unread ? left : msg);
                 free(s);
         }
-        if (o->state == OUT_IDLE && o->n_sends == 0)
+        if (o->state != OUT_IDLE || o->n_sends)
+                return;
+        /* Kept a while after sessions that ended unanswered, so that the
+         * next send's session waits its turn (out_connect); freed at the
+         * deadline if none comes (out_deadline). */
+        if (o->unanswered)
+                timer_arm_ms(o->deadline, NODELINK_BACKOFF_MAX_MS);
+        else
                 nodelink_out_free(o);
 }
 
@@ -112,6 +119,13 @@ static void out_idle_arm(struct out *o)
 {
         if (o->state == OUT_READY && o->n_sends == 0)
                 timer_arm_ms(o->deadline, NODELINK_OUT_IDLE_MS);
+}
+
+/* One more session in a row that ended before the peer answered. */
+static void unanswered(struct out *o)
+{
+        if (o->unanswered < 32)
+                o->unanswered++;
 }
 
 static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
@@ -143,11 +157,10 @@ static int out_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
                  * that node's, and only those it did not answer. */
                 control__response__free_unpacked(resp, NULL);
                 o->goodbye = true;
-                if (o->goodbyes < 32)
-                        o->goodbyes++;
+                unanswered(o);
                 return -ECONNABORTED;
         }
-        o->goodbyes = 0;
+        o->unanswered = 0;
         TAILQ_FOREACH(s, &o->sends, link) {
                 if (s->id != resp->id)
                         continue;
@@ -175,6 +188,8 @@ static void out_closed(void *arg, int why)
         struct out *o = arg;
         bool eof;
         const char *reason = nodelink_tls_reason(o->bev, &eof);
+        if (!o->goodbye && !o->heard)
+                unanswered(o); /* a goodbye was counted as it came */
         if (o->goodbye)
                 nodelink_out_fail(o, "node %s is re-executing (gadgetctl daemon-reexec); the call was not read "
                                   "there", o->node);
@@ -208,10 +223,12 @@ static void out_connected(struct out *o)
         X509 *peer = SSL_get0_peer_certificate(bufferevent_openssl_get_ssl(o->bev));
         char name[NODE_MAX + 1], why[128];
         if (!peer || nodelink_tls_node(peer, name, why, sizeof why) < 0) {
+                unanswered(o);
                 nodelink_out_fail(o, "node %s's certificate was not accepted: it %s", o->node, peer ? why : "is missing");
                 return;
         }
         if (strcmp(name, o->node) != 0) {
+                unanswered(o);
                 nodelink_out_fail(o, "node %s's certificate was not accepted: it names node %s", o->node, name);
                 return;
         }
@@ -244,6 +261,8 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
         int err = EVUTIL_SOCKET_ERROR();
         bool eof;
         const char *reason = nodelink_tls_reason(bev, &eof);
+        if (!(what & BEV_EVENT_CONNECTED))
+                unanswered(o);
         if (what & BEV_EVENT_CONNECTED)
                 out_connected(o);
         else if (verify != X509_V_OK)
@@ -259,6 +278,10 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
 static void out_deadline(evutil_socket_t fd, short what, void *arg)
 {
         struct out *o = arg;
+        if (o->state == OUT_IDLE) { /* kept after unanswered sessions, and no send came */
+                nodelink_out_free(o);
+                return;
+        }
         if (o->backoff) {
                 o->backoff = false;
                 out_dial(o);
@@ -269,11 +292,14 @@ static void out_deadline(evutil_socket_t fd, short what, void *arg)
                         nodelink_out_fail(o, "idle");
                 return;
         }
-        if (o->why[0])
+        if (o->why[0]) {
                 nodelink_out_fail(o, "%s", o->why);
-        else
-                nodelink_out_fail(o, "cannot reach node %s at %s: no TLS session within %d ms", o->node, o->addr,
-                         NODELINK_CONNECT_MS);
+                return;
+        }
+        if (o->state == OUT_HANDSHAKE)
+                unanswered(o); /* connected, and stalled its handshake */
+        nodelink_out_fail(o, "cannot reach node %s at %s: no TLS session within %d ms", o->node, o->addr,
+                          NODELINK_CONNECT_MS);
 }
 
 /* The TCP connect is done: TLS starts, asking for the node's name. */
@@ -325,21 +351,23 @@ static void out_dial(struct out *o)
         timer_arm_ms(o->deadline, NODELINK_CONNECT_MS);
 }
 
-/* Connects, at once or, after goodbyes, once their backoff has passed. */
+/* Connects, at once or, after sessions that ended unanswered, once their
+ * backoff has passed. */
 static void out_connect(struct out *o)
 {
         o->state = OUT_CONNECTING;
-        if (o->goodbyes < 2) {
+        if (o->unanswered < 2) {
                 out_dial(o);
                 return;
         }
-        /* Why this is safe: a node that says goodbye again before answering
-         * anything costs its callers one session per backoff, not a loop
-         * (NODELINK_GOODBYE_BACKOFF_MS). */
-        unsigned k = o->goodbyes - 2;
-        uint64_t ms = k > 10 ? NODELINK_GOODBYE_BACKOFF_MAX_MS : (uint64_t)NODELINK_GOODBYE_BACKOFF_MS << k;
+        /* Why this is safe: a node that says goodbye, closes or fails its
+         * sessions before answering anything costs its callers one session
+         * (one handshake on this loop) per backoff, not a loop
+         * (NODELINK_BACKOFF_MS). */
+        unsigned k = o->unanswered - 2;
+        uint64_t ms = k > 10 ? NODELINK_BACKOFF_MAX_MS : (uint64_t)NODELINK_BACKOFF_MS << k;
         o->backoff = true;
-        timer_arm_ms(o->deadline, ms < NODELINK_GOODBYE_BACKOFF_MAX_MS ? ms : NODELINK_GOODBYE_BACKOFF_MAX_MS);
+        timer_arm_ms(o->deadline, ms < NODELINK_BACKOFF_MAX_MS ? ms : NODELINK_BACKOFF_MAX_MS);
 }
 
 static struct out *out_get(struct nodelink *nl, const char *node, const char *addr, const struct sockaddr_storage *sa,

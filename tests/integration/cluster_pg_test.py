@@ -717,6 +717,58 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
             stop_all([a, b])
 
 
+@test
+def pg_cluster_owner_that_closes_every_session(tmp):
+    """Hostile load, the client side of the link: a fake node holding node
+    a's certificate, at the address the store gives b for a, completes
+    each TLS handshake and closes the session at once, answering nothing.
+    A caller on b calls the counter one call at a time, each call
+    answered with an error; b opens a session at once, again after the
+    first such end, then waits 50 ms doubling to 1 s between sessions:
+    from the first session to the seventh at least 50 + 100 + 200 + 400 +
+    800 ms = 1.55 s (without the wait a session, and a TLS handshake on
+    b's loop, per call: all seven within ~50 ms). b serves its own gadget
+    throughout."""
+    from peerclient import FakeNode
+    with PgServer(tmp) as pg:
+        cd = certs(tmp, "a", "b")
+        fake = FakeNode(cd, "a", close=True)
+        a, b = counter_on_a(tmp, pg, cd, call_timeout="2s")
+        try:
+            start_all([a, b])
+            check(owner_of([a, b], "counter") == "a", "a runs the counter")
+            pg.psql("CREATE FUNCTION fake_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "IF NEW.name = 'a' THEN NEW.peer := '%s'; END IF; RETURN NEW; END $$; "
+                    "CREATE TRIGGER fake_a BEFORE INSERT OR UPDATE ON gadgetd_node FOR EACH ROW "
+                    "EXECUTE FUNCTION fake_a()" % fake.addr)
+
+            def a_is_fake():
+                r = b.ctl("--json", "nodes")
+                return r.returncode == 0 and any(n["name"] == "a" and n.get("peer") == fake.addr
+                                                 for n in json.loads(r.stdout)["nodes"])
+            wait_for(a_is_fake, timeout=15, what="b has the fake's address for a")
+            wait_for(lambda: b.state("good") == "ready", what="good on b")
+            with Healthy(b, "good"):
+                caller = subprocess.Popen([CALLFLOOD, "--steady", b.sock, "counter", "increment"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_for(lambda: fake.sessions >= 1, what="b's first session to the fake")
+                t0 = time.monotonic()
+                wait_for(lambda: fake.sessions >= 7, timeout=30, what="b's seventh session to the fake")
+                took = time.monotonic() - t0
+                caller.send_signal(signal.SIGTERM)
+                out, _ = caller.communicate(timeout=60)
+            res = dict((" ".join(l.split()[:-1]), int(l.split()[-1])) for l in out.splitlines())
+            print("a caller through b to an owner that closes every session: %r; sessions 1 to 7 in %.2f s"
+                  % (res, took))
+            check(res.get("sent", 0) >= 6 and res.get("ok", 0) == 0 and res.get("unanswered", 0) == 0,
+                  "each call answered, with an error: %r" % res)
+            check(took >= 1.55 * 0.95, "b backed off: sessions 1 to 7 in %.2f s, under the 1.55 s of its waits" % took)
+            check(b.proc.poll() is None and b.state("good") == "ready", "b is up")
+        finally:
+            fake.close()
+            stop_all([a, b])
+
+
 def gadget_pids(d):
     """The processes of the test gadget below d's gadgetd."""
     kids, n = {}, []

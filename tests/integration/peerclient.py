@@ -117,10 +117,12 @@ class FakeNode:
     certdir's NAME.crt and NAME.key (a certificate of the cluster's CA,
     as the real node NAME has), asking for the client's, that reads each
     request frame and answers it with a Goodbye — a node's last word
-    before its re-exec — as often as it is asked. requests counts the
-    frames read, sessions the sessions accepted."""
+    before its re-exec — as often as it is asked; or, with close=True,
+    that closes each session as soon as its handshake is done. requests
+    counts the frames read, sessions the sessions accepted."""
 
-    def __init__(self, certdir, name):
+    def __init__(self, certdir, name, close=False):
+        self.close_at_once = close
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         self.ctx.load_cert_chain("%s/%s.crt" % (certdir, name), "%s/%s.key" % (certdir, name))
@@ -151,6 +153,9 @@ class FakeNode:
             return
         with self.lock:
             self.sessions += 1
+        if self.close_at_once:
+            s.close()
+            return
         buf = b""
         try:
             while True:
