@@ -19,7 +19,7 @@
  *       Beside the counts: "twice N" (ids answered more than once),
  *       "wrong N" (results other than their id), the latencies and
  *       "gap_us" (the longest time without an answer while calls were
- *       out); the first error's message goes to stderr. The steady caller
+ *       out); each error code's first message goes to stderr. The steady caller
  *       of the restart and reload tests.
  *   callflood --tally N SOCKET GADGET METHOD
  *       N calls, 64 in flight at most, and their string results counted
@@ -257,7 +257,7 @@ struct paced {
         unsigned char *answers;     /* per id: how many answers came */
         uint64_t *lat;
         size_t n_lat, max;
-        int ok, codes[32], twice, wrong, stray, errors_told;
+        int ok, codes[32], twice, wrong, stray;
         size_t out;                 /* calls sent and not answered yet */
         uint64_t since_us, gap_us;  /* since: the last answer, or the first call out after none was (0: none out) */
 };
@@ -291,8 +291,7 @@ static int paced_read(struct paced *p, struct wire_reader *r, int fd, int ms)
                                     resp->result->int_value != (int64_t)id)
                                         p->wrong++;
                         } else if (resp->resp_case == CONTROL__RESPONSE__RESP_ERROR) {
-                                p->codes[resp->error->code < 32 ? resp->error->code : 31]++;
-                                if (!p->errors_told++)
+                                if (!p->codes[resp->error->code < 32 ? resp->error->code : 31]++)
                                         fprintf(stderr, "callflood: call %llu: error %u: %s\n",
                                                 (unsigned long long)id, resp->error->code, resp->error->message);
                         }
