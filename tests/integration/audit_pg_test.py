@@ -175,7 +175,11 @@ def pg_audit_store_slow_or_down(tmp):
                 check(d.ctl("call", "good", "echo", '"x"').returncode == 0, "a call during the flood")
                 time.sleep(0.05)
             print("slowest gadgetctl list while the store was locked: %.0f ms" % (slowest * 1000))
-            check(slowest < 1.0, "list took %.2f s" % slowest)
+            # A loop that waited for the locked table would not answer
+            # before the lock goes, after this flood: 3 s tells that apart
+            # from the flood's own share of the loop, which under ASan on a
+            # slow host made one list take 1.18 s.
+            check(slowest < 3.0, "list took %.2f s" % slowest)
             in_file = len([l for l in file_lines(d, "attacker") if json.loads(l)["binding"] == "NOPE"])
             check(in_file == n, "%d records in audit.log, %d calls" % (in_file, n))
             dropped = status(d, "good")["audit_unsent"]
