@@ -658,6 +658,12 @@ def pg_cluster_peer_values_per_second(tmp):
             check(big_took >= least * 0.95, "%d answers of %d bytes sent in %.2f s, under the %.2f s the "
                   "budget allows" % (big_frames, big_size, big_took, least))
             check(a.proc.poll() is None, "node a is still running")
+        except Exception:
+            # What a healthy call's "unavailable" needs to be explained
+            # (a lease renewal answered late while the loop decoded?).
+            lines = [l for l in a.logtext().splitlines() if "lease" in l.lower() or "serv" in l.lower()]
+            print("node a's log, its lease lines:\n" + "\n".join(lines[-30:]))
+            raise
         finally:
             stop_all([a, b])
 
