@@ -668,6 +668,24 @@ def pg_cluster_peer_values_per_second(tmp):
             stop_all([a, b])
 
 
+def fake_owner_a(pg, a, b, fake):
+    """With a running the counter, the store gives b the fake's address
+    for a (a trigger rewrites a's row); returns once b has it and its own
+    gadget is ready."""
+    check(owner_of([a, b], "counter") == "a", "a runs the counter")
+    pg.psql("CREATE FUNCTION fake_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.name = 'a' THEN NEW.peer := '%s'; END IF; RETURN NEW; END $$; "
+            "CREATE TRIGGER fake_a BEFORE INSERT OR UPDATE ON gadgetd_node FOR EACH ROW "
+            "EXECUTE FUNCTION fake_a()" % fake.addr)
+
+    def a_is_fake():
+        r = b.ctl("--json", "nodes")
+        return r.returncode == 0 and any(n["name"] == "a" and n.get("peer") == fake.addr
+                                         for n in json.loads(r.stdout)["nodes"])
+    wait_for(a_is_fake, timeout=15, what="b has the fake's address for a")
+    wait_for(lambda: b.state("good") == "ready", what="good on b")
+
+
 @test
 def pg_cluster_goodbye_from_a_hostile_owner(tmp):
     """Hostile load, the Goodbye from the server side: a fake node holding
@@ -686,18 +704,7 @@ def pg_cluster_goodbye_from_a_hostile_owner(tmp):
         a, b = counter_on_a(tmp, pg, cd, call_timeout="2s")
         try:
             start_all([a, b])
-            check(owner_of([a, b], "counter") == "a", "a runs the counter")
-            pg.psql("CREATE FUNCTION fake_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "IF NEW.name = 'a' THEN NEW.peer := '%s'; END IF; RETURN NEW; END $$; "
-                    "CREATE TRIGGER fake_a BEFORE INSERT OR UPDATE ON gadgetd_node FOR EACH ROW "
-                    "EXECUTE FUNCTION fake_a()" % fake.addr)
-
-            def a_is_fake():
-                r = b.ctl("--json", "nodes")
-                return r.returncode == 0 and any(n["name"] == "a" and n.get("peer") == fake.addr
-                                                 for n in json.loads(r.stdout)["nodes"])
-            wait_for(a_is_fake, timeout=15, what="b has the fake's address for a")
-            wait_for(lambda: b.state("good") == "ready", what="good on b")
+            fake_owner_a(pg, a, b, fake)
             with Healthy(b, "good"):
                 t0 = time.monotonic()
                 flood = subprocess.run([CALLFLOOD, b.sock, "counter", "increment", "6"], capture_output=True,
@@ -742,18 +749,7 @@ def pg_cluster_owner_that_closes_every_session(tmp):
         a, b = counter_on_a(tmp, pg, cd, call_timeout="2s")
         try:
             start_all([a, b])
-            check(owner_of([a, b], "counter") == "a", "a runs the counter")
-            pg.psql("CREATE FUNCTION fake_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "IF NEW.name = 'a' THEN NEW.peer := '%s'; END IF; RETURN NEW; END $$; "
-                    "CREATE TRIGGER fake_a BEFORE INSERT OR UPDATE ON gadgetd_node FOR EACH ROW "
-                    "EXECUTE FUNCTION fake_a()" % fake.addr)
-
-            def a_is_fake():
-                r = b.ctl("--json", "nodes")
-                return r.returncode == 0 and any(n["name"] == "a" and n.get("peer") == fake.addr
-                                                 for n in json.loads(r.stdout)["nodes"])
-            wait_for(a_is_fake, timeout=15, what="b has the fake's address for a")
-            wait_for(lambda: b.state("good") == "ready", what="good on b")
+            fake_owner_a(pg, a, b, fake)
             with Healthy(b, "good"):
                 caller = subprocess.Popen([CALLFLOOD, "--steady", b.sock, "counter", "increment"],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
