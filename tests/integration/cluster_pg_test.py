@@ -23,7 +23,7 @@ from harness import (CALLFLOOD, GADGETCTL, GADGETD, Healthy, Paced, check, free_
 from kvchecks import bcall
 from metrics_util import check_histograms, metrics_listen, parse, promtool_check, value
 from pgnodes import (certs, counter_cluster, counter_on_a, counter_policy, node, nodes_seen,
-                     owner_of, peer_node, start_all, stop_all)
+                     owner_of, peer_node, slow_loop_lease, start_all, stop_all)
 from pgserver import PgServer
 
 @test
@@ -609,6 +609,7 @@ def pg_cluster_peer_values_per_second(tmp):
         cd = certs(tmp, "a", "b")
         a = peer_node(tmp, pg, "a", cd)
         b = peer_node(tmp, pg, "b", cd, listen=False)
+        slow_loop_lease(a, b)
         for d in (a, b):
             policy(d.pol, "good", "Nodes=a\nFrameBytesPerSecond=1G\n")  # its own budget not the bound
         try:

@@ -17,7 +17,7 @@ import time
 
 from harness import CALLFLOOD, Healthy, check, main, policy, test, wait_for
 from pgnodes import (by_name, certs, counter_cluster, counter_on_a, node, nodes_seen, owner_of, peer_node,
-                     start_all, stop_all)
+                     slow_loop_lease, start_all, stop_all)
 from pgserver import PgServer, PgStandby
 
 GONE, BUSY = 11, 7  # proto/contract.h: GADGET_EGONE, GADGET_EBUSY
@@ -444,6 +444,7 @@ def pg_failover_waiting_calls_bounded(tmp):
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
         a, b = counter_on_a(tmp, pg, cd, extra="CallsQueuedMax=200\n")
+        slow_loop_lease(a, b)  # a's start meets 200 forwarded calls at once
         try:
             start_all([a, b])
             check(owner_of([a, b], "counter") == "a", "a runs the counter")

@@ -366,6 +366,18 @@ def unload(d, name):
     wait_for(lambda: name not in d.list(), timeout=10, what="%s unloaded" % name)
 
 
+def catches(pid, sig):
+    """Whether pid has a handler for sig (SigCgt of /proc/PID/status)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
 class Healthy:
     """The healthy caller of the hostile-load tests: while the block runs,
     `callflood --steady` calls gadget.method one call at a time through
@@ -376,6 +388,10 @@ class Healthy:
         cmd = [CALLFLOOD, "--steady", d.sock, gadget, method] + ([args] if args else [])
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.result = {}
+        # Until it catches SIGTERM, finish() would kill it unheard: a block
+        # shorter than its start on a loaded host (seen under ASan).
+        wait_for(lambda: self.proc.poll() is not None or catches(self.proc.pid, signal.SIGTERM),
+                 what="the healthy caller's start")
 
     def __enter__(self):
         return self

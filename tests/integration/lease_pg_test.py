@@ -173,7 +173,9 @@ def pg_lease_session_terminated_fences(tmp):
     "fenced"), while the new epoch's is taken; the old owner then says
     where it runs."""
     with PgServer(tmp) as pg:
-        with counter_cluster([node(tmp, pg, n) for n in "ab"], "a b", "a") as (a, b):
+        # LeaseTTL=4s: "at once" (the bound, 2 s) stands apart from a stop at
+        # the lease's end (3.7 s after the last renewal) on a loaded host too.
+        with counter_cluster([node(tmp, pg, n, "LeaseTTL=4s\n") for n in "ab"], "a b", "a") as (a, b):
             for _ in range(3):
                 a.ctl("call", "counter", "increment")
             _, old = owner_row(pg, "counter")
@@ -185,7 +187,7 @@ def pg_lease_session_terminated_fences(tmp):
             wait_for(lambda: a.state("counter") != "ready", timeout=5, what="a to stop the counter")
             stopped = time.monotonic() - t0
             print("owner stopped its gadget %.0f ms after its lease session ended" % (stopped * 1000))
-            check(stopped < 0.5, "a stopped the counter after %.2f s" % stopped)
+            check(stopped < 2.0, "a stopped the counter after %.2f s" % stopped)
             check("lost its store lease" in a.logtext(), "a's log: %s" % a.logtext()[-2000:])
             wait_for(lambda: any(r["op"] == "lease_lost" and r["outcome"] == "ok" and "killing it" in r["detail"]
                                  for r in lifecycle_records(a, "counter")), what="a's lifecycle record of the loss")
@@ -335,6 +337,9 @@ def pg_lease_lost_while_idle_stopping(tmp):
                      what="a idle with the lease, b remote")
             r = a.ctl("call", "slow", "echo", '"hi"')
             check(r.returncode == 0, "the first call: %r" % r)
+            # Asked now: from the stop's start to the session's end is its
+            # grace (3 s) at most, on a loaded host too.
+            session = lease_pid(pg, "slow")
             wait_for(lambda: a.state("slow") == "stopping", timeout=10, what="the idle stop begun")
             # Quiet for IdleStop= (1 s) so far: a call's arrival sets its
             # last activity to now.
@@ -344,7 +349,7 @@ def pg_lease_lost_while_idle_stopping(tmp):
             wait_for(lambda: a.list()["slow"]["active_ago_ms"] < 900, what="the call waiting for the next start")
             check(a.state("slow") == "stopping", "still stopping: %r" % a.list()["slow"])
             t0 = time.monotonic()
-            check(pg.psql("SELECT pg_terminate_backend(%s)" % lease_pid(pg, "slow")) == "t", "terminate")
+            check(pg.psql("SELECT pg_terminate_backend(%s)" % session) == "t", "terminate")
             out, err = call.communicate(timeout=40)
             took = time.monotonic() - t0
             check(call.returncode != 0 and "lost its lease" in err and took < 10,

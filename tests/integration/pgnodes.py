@@ -35,6 +35,18 @@ def live_leases(pg, name=None, gadget=None):
                        " n.incarnation = o.node_inc AND n.lease_until > now() WHERE o.node_inc <> 0" + where))
 
 
+def slow_loop_lease(*ds):
+    """LeaseTTL=5s on each node (its config's [Daemon]): for the tests whose
+    subject is not the lease but a load that holds a node's loop for long
+    turns. Under the sanitizers a turn costs up to 40x a release build's
+    (one frame of 120,000 values: half a second of a loaded host), and a
+    1 s lease (the node stops serving 920 ms after a renewal's sending)
+    does not ride that out; the lease's own timing is lease_pg_test's."""
+    for d in ds:
+        with open(d.extra[1], "a") as f:
+            f.write("LeaseTTL=5s\n")
+
+
 def counter_policy(d, nodes=None, call_timeout="30s", extra=""):
     """The counter example's policy in d's policy directory (Nodes= if
     given, and the [Gadget] keys in extra)."""
