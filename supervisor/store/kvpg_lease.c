@@ -11,8 +11,8 @@
  * statement of gadgetd_lease_take_nodes. The wants are found by name
  * through a hash table (kvpg_wants.c): every kv write asks for its
  * gadget's epoch, each row of a take's answer for its want. Nothing
- * waits: a query unanswered within KVPG_LEASE_TIMEOUT_MS counts as the
- * session lost; the session's end, a renewal refused, or no renewal
+ * waits: a query unanswered within KVPG_LEASE_TIMEOUT_MS (a renewal: within
+ * the node's part of LeaseTTL=, if longer) counts as the session lost; the session's end, a renewal refused, or no renewal
  * acknowledged within KVPG_LEASE_VALID_MS of its sending ends every lease
  * at once (hooks->lost), and the node joins again with a new incarnation
  * once its last lease has expired at the store (a new process: or once the
@@ -34,6 +34,7 @@
 #include "pgconn.h"
 #include "system/log.h"
 #include "system/monotime.h"
+#include "system/ratelog.h"
 #include "system/retry.h"
 #include "system/timer.h"
 
@@ -107,6 +108,7 @@ struct kvpg_lease {
         void (*connected)(void *arg, const char *server);
         void *connected_arg;
         char warning[KVPG_WARNING_MAX]; /* kvpg_lease_set_warning's */
+        struct ratelog slow_log;  /* renewals acknowledged late */
 };
 
 static void round_next(struct kvpg_lease *l);
@@ -119,7 +121,13 @@ static void query_begin(struct kvpg_lease *l, enum query kind, int sent)
         l->err[0] = l->sqlstate[0] = '\0';
         PQclear(l->last);
         l->last = NULL;
-        pgconn_sent(l->pc, sent, STORE_OP_LEASE);
+        /* A renewal may wait as long as the node may serve without one
+         * (LeaseTTL='s 92%): ending the session sooner would end the
+         * leases a longer TTL was set to keep through a slow store. The
+         * other queries keep the session's timeout, which
+         * core_reexec_lease_until counts on. */
+        unsigned ms = kind == Q_RENEW && l->valid_ms > KVPG_LEASE_TIMEOUT_MS ? l->valid_ms : KVPG_LEASE_TIMEOUT_MS;
+        pgconn_sent_within(l->pc, sent, STORE_OP_LEASE, ms);
 }
 
 /* Connected: the session's settings first. */
@@ -403,6 +411,14 @@ static void renew_result(struct kvpg_lease *l)
         l->valid_until = l->renew_sent_at + l->valid_ms;
         uint64_t now = monotime_ms();
         timer_arm_ms(l->ev_expire, l->valid_until > now ? l->valid_until - now : 0);
+        /* Acknowledged after half of what the node may wait for one: said
+         * before a slower one ends every lease, with what to look at. */
+        if ((now - l->renew_sent_at) * 2 > l->valid_ms)
+                ratelog_warn(&l->slow_log, now, NULL, "renewals acknowledged late",
+                             "store: a renewal of this node's lease was acknowledged %llu ms after its sending; "
+                             "without one for %u ms it stops serving its gadgets (LeaseTTL=%u ms): the store "
+                             "answers slowly or this node's loop is busy",
+                             (unsigned long long)(now - l->renew_sent_at), l->valid_ms, l->ttl_ms);
 }
 
 /* The forget's end, told once. */

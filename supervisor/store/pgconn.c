@@ -42,7 +42,8 @@ struct pgconn {
         bool connecting;
         bool busy;                    /* a query is out: wait for its NULL result */
         enum store_op op;             /* its kind, */
-        uint64_t sent_us;             /* and when it was sent */
+        uint64_t sent_us;             /* and when it was sent, */
+        unsigned timeout_ms;          /* and how long it may take */
         struct event *ev_io;          /* the socket: connecting, or reading */
         struct event *ev_write;       /* the socket, while libpq has output to flush */
         struct event *ev_timer;       /* connect or query timeout */
@@ -269,6 +270,11 @@ static void flush(struct pgconn *pc)
 
 int pgconn_sent(struct pgconn *pc, int sent, enum store_op op)
 {
+        return pgconn_sent_within(pc, sent, op, pc->ops.query_timeout_ms);
+}
+
+int pgconn_sent_within(struct pgconn *pc, int sent, enum store_op op, unsigned timeout_ms)
+{
         if (!sent) {
                 pgconn_fail(pc, NULL);
                 return -EIO;
@@ -276,7 +282,8 @@ int pgconn_sent(struct pgconn *pc, int sent, enum store_op op)
         pc->busy = true;
         pc->op = op;
         pc->sent_us = monotime_us();
-        timer_set(pc, pc->ops.query_timeout_ms);
+        pc->timeout_ms = timeout_ms;
+        timer_set(pc, timeout_ms);
         flush(pc);
         return pc->c ? 0 : -EIO;
 }
@@ -332,8 +339,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 pc->first = (pc->first + 1) % pc->n_hosts;
         } else if (pc->connecting)
                 snprintf(why, sizeof why, "no connection within %u s", pc->ops.connect_timeout_ms / 1000);
+        else if (pc->timeout_ms % 1000 == 0)
+                snprintf(why, sizeof why, "no answer from the server within %u s", pc->timeout_ms / 1000);
         else
-                snprintf(why, sizeof why, "no answer from the server within %u s", pc->ops.query_timeout_ms / 1000);
+                snprintf(why, sizeof why, "no answer from the server within %u ms", pc->timeout_ms);
         pgconn_fail(pc, why);
 }
 

@@ -55,6 +55,8 @@ bool pgconn_busy(const struct pgconn *pc);
  * ops->latency). Not sent: the connection is lost with libpq's reason. 0,
  * or -EIO once ops->lost was called. */
 int pgconn_sent(struct pgconn *pc, int sent, enum store_op op);
+/* The same, this query's timeout timeout_ms instead of the session's. */
+int pgconn_sent_within(struct pgconn *pc, int sent, enum store_op op, unsigned timeout_ms);
 /* Closes the connection and tells ops->lost why (NULL: libpq's message). */
 void pgconn_fail(struct pgconn *pc, const char *why);
 /* libpq's messages end in a newline and indent their hints with tabs;

@@ -164,6 +164,37 @@ def lease_pid(pg, gadget):
 
 
 @test
+def pg_lease_slow_renewal_warned(tmp):
+    """A renewal the store acknowledges late is said in the log before a
+    later one could end the node's leases: the node table locked (LeaseTTL=5s,
+    so the node stops serving 4.6 s after a renewal's sending) until the
+    server has held the lease session's renewal for 2.6 s: a warning names
+    the wait, the bound and LeaseTTL=, and the node keeps its lease and its
+    gadget."""
+    with PgServer(tmp) as pg:
+        a = node(tmp, pg, "a", "LeaseTTL=5s\n")
+        policy(a.pol, "good")
+        try:
+            start_all([a])
+            wait_for(lambda: a.state("good") == "ready", timeout=20, what="good ready")
+            check("acknowledged" not in a.logtext(), "a warning before the lock: %s" % a.logtext()[-2000:])
+            held = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gadgetd a lease' AND "
+                    "wait_event_type = 'Lock' AND now() - query_start > interval '2.6 s'")
+            with pg.locked("gadgetd_node"):
+                wait_for(lambda: pg.psql(held) == "1", timeout=10, what="the renewal held 2.6 s")
+            wait_for(lambda: "renewal of this node's lease was acknowledged" in a.logtext(), timeout=10,
+                     what="the warning")
+            line = [x for x in a.logtext().splitlines() if "renewal of this node's lease was acknowledged" in x][0]
+            ms = int(re.search(r"acknowledged (\d+) ms after its sending", line).group(1))
+            check(2600 <= ms < 4600 and "without one for 4600 ms it stops serving its gadgets (LeaseTTL=5000 ms)"
+                  in line, "the warning: %r" % line)
+            check(a.state("good") == "ready" and "lost its store lease" not in a.logtext(),
+                  "the lease kept: %s" % a.logtext()[-2000:])
+        finally:
+            stop_all([a])
+
+
+@test
 def pg_lease_session_terminated_fences(tmp):
     """The owner's lease session is ended (pg_terminate_backend): the owner
     kills its gadget at once ("lost its store lease"), the other node takes
