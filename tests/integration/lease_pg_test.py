@@ -14,7 +14,8 @@ import time
 
 import leaseload
 from harness import GADGETCTL, Daemon, Healthy, check, main, policy, test, wait_for, workers
-from pgnodes import counter_cluster, by_name, counter_policy, live_leases, node, owner_of, start_all, states, stop_all
+from pgnodes import (counter_cluster, by_name, counter_policy, live_leases, node, owner_of, start_all,
+                     start_owner_first, states, stop_all)
 from pgserver import PgServer
 from servers import Recorder
 
@@ -406,7 +407,7 @@ def pg_lease_takeover_waits_for_write_in_flight(tmp):
             counter_policy(d, nodes="a b")
         holder = None
         try:
-            start_all(ds)
+            start_owner_first(ds, "a", "counter")
             check(owner_of(ds, "counter") == "a", "Nodes=a b: not on a")
             a, b = ds
             for _ in range(3):
