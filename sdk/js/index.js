@@ -164,7 +164,7 @@ class Conn {
         else p.resolve(m.value);
       }
     } else if (m.kind === 'call') {
-      this.g._dispatch(this, m.id, m.method, m.args);
+      this.g._dispatch(this, m.id, m.method, m.args, m.deadlineUs);
     } else if (m.kind === 'shutdown') {
       this.stopping = true;
       this.maybeDone();
@@ -366,10 +366,16 @@ class Gadget {
   }
 
   // --- serving ---
-  _dispatch(conn, id, name, args) {
+  _dispatch(conn, id, name, args, deadlineUs = 0) {
     const entry = this._methods.get(name);
     if (!entry) {
       conn.send(wire.callResult(id, null, ErrorCode.NO_METHOD, `no method "${cut(name, 400)}"`));
+      return;
+    }
+    // Its caller may have been answered already: a call never starts after
+    // that (gadget.proto, Call.deadline_us; process.hrtime is CLOCK_MONOTONIC).
+    if (deadlineUs && Number(process.hrtime.bigint() / 1000n) > deadlineUs) {
+      conn.send(wire.callResult(id, null, ErrorCode.TIMEOUT, `${cut(name, 400)}: not run: read after its deadline`));
       return;
     }
     conn.serving++;

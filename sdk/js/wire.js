@@ -417,8 +417,9 @@ function outcome(b, s, e) {
 }
 
 // One SupervisorMsg: {kind: 'welcome', maxFrame} | {kind: 'call', id,
-// method, args} | {kind: 'bindingResult', id, value, code, message} |
-// {kind: 'shutdown'} | {kind: 'unknown'}.
+// method, args, deadlineUs} | {kind: 'bindingResult', id, value, code,
+// message} | {kind: 'shutdown'} | {kind: 'unknown'}. deadlineUs:
+// CLOCK_MONOTONIC in µs, after which the call is not started (0: none).
 function supervisorMsg(b) {
   let m = null;
   fields(b, 0, b.length, (f, wt, v, s, e) => {
@@ -428,11 +429,12 @@ function supervisorMsg(b) {
       fields(b, s, e, (ff, w, x) => { if (ff === 2 && w === 0) maxFrame = x; });
       m = { kind: 'welcome', maxFrame };
     } else if (f === 2) {
-      m = { kind: 'call', id: 0, method: '', args: null };
+      m = { kind: 'call', id: 0, method: '', args: null, deadlineUs: 0 };
       fields(b, s, e, (ff, w, x, xs, xe) => {
         if (ff === 1 && w === 0) m.id = x;
         else if (ff === 2 && w === 2) m.method = b.utf8Slice(xs, xe);
         else if (ff === 3 && w === 2) m.args = decodeValue(b, xs, xe);
+        else if (ff === 5 && w === 0) m.deadlineUs = Number(x);
       });
     } else if (f === 3) {
       const [id, value, code, message] = outcome(b, s, e);

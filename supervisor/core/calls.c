@@ -68,6 +68,7 @@ struct call {
         uint64_t ready_ms;          /* a wait for a start under way (load, restart): its bound, else 0 */
         uint64_t deadline_ms;
         uint64_t left_ms;           /* another node's call: what was left of its caller's wait (0: none) */
+        uint64_t gadget_deadline_us; /* sent to its gadget: not started after this (monotime_us) */
         TAILQ_ENTRY(call) pend_link; /* tqe_prev NULL: not waiting for a start */
         const void *party;          /* whose start slots a start for it takes (its caller's record) */
         /* Its span (the trace's context in c->pc.trace): */
@@ -463,6 +464,11 @@ static void call_timeout(evutil_socket_t fd, short what, void *arg)
         struct unit *u = c->u;
         uint64_t limit = u->policy->call_timeout_ms;
         char msg[160];
+        uint64_t now_us = monotime_us();
+        if (now_us < c->gadget_deadline_us) { /* early: the gadget may still start it */
+                timer_arm_ms(c->timer, (c->gadget_deadline_us - now_us + 999) / 1000);
+                return;
+        }
         /* The gadget had the call: it may have run, and the caller is told
          * so (docs/cluster.md, what a caller may see). */
         if (call_limit_ms(c) < limit)
@@ -593,7 +599,11 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         }
         timer_set(c, call_timeout);
         c->run = r;
-        int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain) : -ENOMEM;
+        /* The gadget does not start the call after this; call_timeout
+         * answers its caller "it may have run" only from then on (the
+         * loop's timers may fire early by what its turn took so far). */
+        c->gadget_deadline_us = monotime_us() + timeout_ms * 1000;
+        int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain, c->gadget_deadline_us) : -ENOMEM;
         if (e < 0) {
                 if (e == -ENOBUFS) {
                         snprintf(msg, len, "gadget \"%s\" is busy: too many calls queued", name);

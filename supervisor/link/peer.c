@@ -551,7 +551,7 @@ int peer_chain_copy(struct peer_chain *to, const struct peer_chain *from)
 }
 
 int peer_call(struct peer *p, struct peer_call *c, const char *method, const Gadget__Value *args,
-              const struct peer_chain *chain)
+              const struct peer_chain *chain, uint64_t deadline_us)
 {
         if (p->state != PEER_READY)
                 return -ENOTCONN;
@@ -563,6 +563,7 @@ int peer_call(struct peer *p, struct peer_call *c, const char *method, const Gad
         call.args = (Gadget__Value *)args;
         call.chain = chain ? chain->names : NULL;
         call.n_chain = chain ? chain->n : 0;
+        call.deadline_us = deadline_us;
         Gadget__SupervisorMsg m = GADGET__SUPERVISOR_MSG__INIT;
         m.msg_case = GADGET__SUPERVISOR_MSG__MSG_CALL;
         m.call = &call;

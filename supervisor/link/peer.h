@@ -103,11 +103,13 @@ struct peer_call {
 };
 
 /* Sends a call; chain may be NULL (a call from outside). args and chain are
- * borrowed; pc->done must be set. 0 with pc->id set and pc linked, or
- * -ENOBUFS when the gadget's queue is full, -ENOTCONN if it is not ready,
- * -errno (pc not linked). */
+ * borrowed; pc->done must be set. deadline_us (CLOCK_MONOTONIC; 0: none):
+ * from then on its caller may have been answered, and the gadget does not
+ * start it after that (Call.deadline_us). 0 with pc->id set and pc linked,
+ * or -ENOBUFS when the gadget's queue is full, -ENOTCONN if it is not
+ * ready, -errno (pc not linked). */
 int peer_call(struct peer *p, struct peer_call *pc, const char *method, const Gadget__Value *args,
-              const struct peer_chain *chain);
+              const struct peer_chain *chain, uint64_t deadline_us);
 /* Calls fn with the chain of every call in flight to the gadget. */
 void peer_each_chain(const struct peer *p, void (*fn)(void *arg, const struct peer_chain *chain), void *arg);
 /* The span of the call the gadget serves now: the oldest in flight

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define G(call) gadget_call_gadget(call)
@@ -255,6 +256,18 @@ static gadget_value *violate(struct gadget_call *call, const gadget_value *args,
         return gadget_null();
 }
 
+/* Sleeps ms, blocking the gadget; the naps started so far, this one included. */
+static gadget_value *nap(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        static int64_t naps;
+        int64_t ms = 0;
+        gadget_as_int(gadget_map_get(args, "ms"), &ms);
+        naps++;
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        nanosleep(&ts, NULL);
+        return gadget_int(naps);
+}
+
 static const struct {
         const char *sig;
         gadget_method_fn fn;
@@ -274,6 +287,7 @@ static const struct {
         { "texts() -> {text: string, secret: string}", texts },
         { "log(text: string, level: int(0..7))", logline },
         { "violate()", violate },
+        { "nap(ms: int(0..2000)) -> int", nap },
 };
 
 int main(void)

@@ -22,6 +22,7 @@ class Conf extends Gadget {
     texts: 'texts() -> {text: string, secret: string}',
     logLine: 'log(text: string, level: int(0..7))',
     violate: 'violate()',
+    nap: 'nap(ms: int(0..2000)) -> int',
   };
 
   echo({ v }) { return v; }
@@ -92,6 +93,13 @@ class Conf extends Gadget {
   violate() {
     // Breaks the protocol: a frame header announcing 4 GiB.
     fs.writeSync(Number(process.env.GADGET_FD || 3), Buffer.from([0xff, 0xff, 0xff, 0xff]));
+  }
+
+  // Sleeps, blocking the gadget; the naps started so far.
+  nap({ ms }) {
+    this.naps = (this.naps || 0) + 1;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+    return this.naps;
   }
 }
 

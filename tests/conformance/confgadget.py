@@ -1,6 +1,7 @@
 """confgadget: the conformance suite's gadget on the Python SDK, the twin
 of confgadget.c (the same methods, signatures and answers)."""
 import os
+import time
 
 from gadget import ErrorCode, Gadget, GadgetError, method
 
@@ -93,6 +94,15 @@ class Conf(Gadget):
     def violate(self):
         # Breaks the protocol: a frame header announcing 4 GiB.
         os.write(int(os.environ.get("GADGET_FD", "3")), b"\xff\xff\xff\xff")
+
+    naps = 0
+
+    @method("nap(ms: int(0..2000)) -> int")
+    def nap(self, ms):
+        # Sleeps, blocking the gadget; the naps started so far.
+        Conf.naps += 1
+        time.sleep(ms / 1000)
+        return Conf.naps
 
 
 Conf().run()

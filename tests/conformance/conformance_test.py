@@ -17,7 +17,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import (EXAMPLES, GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, need, test, wait_for)  # noqa: E402
+from harness import (CALLFLOOD, EXAMPLES, GADGETCTL, TESTS, Daemon, check, gadgetd_run, main, need, test, wait_for)  # noqa: E402
 import attacks  # noqa: E402  (the control protocol's frames by hand)
 
 SDK_DIR = os.path.join(HERE, "..", "..", "sdk", "python")
@@ -47,6 +47,7 @@ SIGNATURES = [
     "texts() -> {text: string, secret: string}",
     "log(text: string, level: int(0..7))",
     "violate()",
+    "nap(ms: int(0..2000)) -> int",
 ]
 
 
@@ -77,7 +78,8 @@ def program(sdk):
 def write_policy(d, sdk, name="conf", bindings="", extra=""):
     path = os.path.join(d.pol if hasattr(d, "pol") else d, name + ".policy")
     with open(path, "w") as f:
-        f.write("[Gadget]\nName=%s\n%sRequireTypes=yes\nCallTimeout=10s\n%s%s" % (name, program(sdk), extra, bindings))
+        timeout = "" if "CallTimeout=" in extra else "CallTimeout=10s\n"
+        f.write("[Gadget]\nName=%s\n%sRequireTypes=yes\n%s%s%s" % (name, program(sdk), timeout, extra, bindings))
     os.chmod(path, 0o644)
     return path
 
@@ -388,6 +390,27 @@ def served_while_waiting(tmp, sdk):
     finally:
         srv.release.set()
         srv.shutdown()
+
+
+@case
+def late_calls_not_started(tmp, sdk):
+    """A gadget behind, not stuck (each call naps 300 ms, CallTimeout=1s):
+    of 6 calls sent at once, those whose callers were answered "it may have
+    run" before the gadget read them are not started (the SDK reads the
+    call's deadline, gadget.proto Call.deadline_us): at most the one in
+    progress at the deadline runs beside those answered."""
+    with Daemon(tmp) as d:
+        write_policy(d, sdk, extra="CallTimeout=1s\n")
+        ready(d, "conf")
+        r = subprocess.run([CALLFLOOD, d.sock, "conf", "nap", "6", '{"ms": 300}'], capture_output=True, text=True,
+                           timeout=60)
+        counts = dict((" ".join(x.split()[:-1]), int(x.split()[-1])) for x in r.stdout.splitlines())
+        ok, timeouts = counts.get("ok", 0), counts.get("error 6", 0)
+        check(ok + timeouts == 6 and timeouts >= 1, "6 calls, some timed out: %r %r" % (counts, r.stderr))
+        # Answered after the rest (the gadget reads its calls in order).
+        started = Control(d).ok("conf", "nap", {"ms": 0}) - 1
+        check(started <= ok + 1, "%d calls started, %d answered ok: some started after their callers were told "
+              "they timed out" % (started, ok))
 
 
 @case

@@ -609,6 +609,33 @@ def client_leaves_before_its_answers(tmp):
 
 
 @test
+def late_calls_not_started(tmp):
+    """A gadget behind, not stuck (each call takes 300 ms, CallTimeout=1s):
+    of 6 calls sent at once, those its caller was answered "it may have
+    run" for before the gadget read them are not started (libgadget reads
+    the call's deadline, gadget.proto Call.deadline_us): at most the one in
+    progress at the deadline runs beside those answered. The gadget is not
+    restarted: it answers throughout."""
+    with Daemon(tmp) as d:
+        policy(d.pol, "behind", "CallTimeout=1s\n")
+        d.ctl("reload")
+        wait_for(lambda: d.state("behind") == "ready", what="behind ready")
+        pid = d.list()["behind"]["pid"]
+        r = subprocess.run([CALLFLOOD, d.sock, "behind", "sleep", "6", '{"ms": 300}'], capture_output=True,
+                           text=True, timeout=60)
+        counts = dict((" ".join(l.split()[:-1]), int(l.split()[-1])) for l in r.stdout.splitlines())
+        ok, timeouts = counts.get("ok", 0), counts.get("error 6", 0)
+        check(ok + timeouts == 6 and timeouts >= 1, "6 calls, some timed out: %r %r" % (counts, r.stderr))
+        # The gadget reads the rest and answers them "not run" at once.
+        wait_for(lambda: d.list()["behind"]["in_flight"] == 0, what="nothing in flight")
+        started = json.loads(d.ctl("call", "behind", "sleeps").stdout)
+        print("answered ok %d, timed out %d; the gadget started %d" % (ok, timeouts, started))
+        check(started <= ok + 1, "%d calls started, %d answered ok: some started after their callers were told "
+              "they timed out" % (started, ok))
+        check(d.list()["behind"]["pid"] == pid, "the gadget was restarted")
+
+
+@test
 def hung_method_times_out(tmp):
     with Daemon(tmp) as d:
         policy(d.pol, "hanger", "CallTimeout=1s\nRestart=on-failure\n")

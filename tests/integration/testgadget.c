@@ -65,14 +65,23 @@ static gadget_value *tagchain(struct gadget_call *call, const gadget_value *args
         return out;
 }
 
+/* The sleep calls this process started (sleeps: how many). */
+static int64_t sleeps_started;
+
 static gadget_value *sleep_ms(struct gadget_call *call, const gadget_value *args, void *data)
 {
         int64_t ms = 0;
         if (!gadget_as_int(gadget_map_get(args, "ms"), &ms) || ms < 0)
                 return gadget_fail(call, GADGET_EINVAL, "sleep needs {\"ms\": N}");
+        sleeps_started++;
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
         nanosleep(&ts, NULL);
         return gadget_string("slept");
+}
+
+static gadget_value *sleeps(struct gadget_call *call, const gadget_value *args, void *data)
+{
+        return gadget_int(sleeps_started);
 }
 
 static gadget_value *hang(struct gadget_call *call, const gadget_value *args, void *data)
@@ -872,6 +881,7 @@ int main(int argc, char **argv)
         gadget_method(g, "tag", tag, NULL);
         gadget_method(g, "tagchain", tagchain, NULL);
         gadget_method(g, "sleep", sleep_ms, NULL);
+        gadget_method(g, "sleeps", sleeps, NULL);
         gadget_method(g, "hang", hang, NULL);
         gadget_method(g, "crash", crash, NULL);
         gadget_method(g, "hangup", hangup, NULL);

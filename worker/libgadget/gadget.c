@@ -295,6 +295,10 @@ static int serve_call(struct gadget *g, const Gadget__Call *c)
                 return -GADGET_EPROTO;
         if (!m) {
                 gadget_fail(&call, GADGET_ENOMETHOD, "no method \"%s\"", c->method);
+        } else if (c->deadline_us && (uint64_t)now_ns() / 1000 > c->deadline_us) {
+                /* Its caller may have been answered already: a call never
+                 * starts after that (gadget.proto, Call.deadline_us). */
+                gadget_fail(&call, GADGET_ETIMEOUT, "%s: not run: read after its deadline", c->method);
         } else {
                 const gadget_value *args = c->args;
                 char why[400];

@@ -36,6 +36,7 @@ import re
 import select
 import selectors
 import sys
+import time
 import traceback
 
 from . import _wire
@@ -286,7 +287,7 @@ class _Conn:
         elif defer:
             self.deferred.append(m)
         elif kind == "call":
-            self.g._dispatch(self, m[1], m[2], m[3])
+            self.g._dispatch(self, m[1], m[2], m[3], m[4])
         elif kind == "shutdown":
             self.stopping = True
             self.maybe_done()
@@ -324,7 +325,7 @@ class _Conn:
         msgs, self.deferred = self.deferred, []
         for m in msgs:
             if m[0] == "call":
-                self.g._dispatch(self, m[1], m[2], m[3])
+                self.g._dispatch(self, m[1], m[2], m[3], m[4])
             elif m[0] == "shutdown":
                 self.stopping = True
                 self.maybe_done()
@@ -512,14 +513,20 @@ class Gadget:
         return self._conn
 
     # --- serving ---
-    def _dispatch(self, conn, id_, name, args):
+    def _dispatch(self, conn, id_, name, args, deadline_us=0):
         entry = self._methods.get(name)
         if entry is None:
             conn.send(_wire.call_result(id_, None, ErrorCode.NO_METHOD, 'no method "%s"' % name))
             return
+        if deadline_us and time.monotonic_ns() // 1000 > deadline_us:
+            # Its caller may have been answered already: a call never starts
+            # after that (gadget.proto, Call.deadline_us).
+            conn.send(_wire.call_result(id_, None, ErrorCode.TIMEOUT, "%s: not run: read after its deadline" % name))
+            return
         attr, sig = entry
         fn = getattr(self, attr)
         conn.serving += 1
+        t0 = time.monotonic()
         try:
             if sig is None:
                 r = fn(args)
@@ -536,7 +543,11 @@ class Gadget:
             task = conn.loop.create_task(self._await(conn, id_, name, r))
             task.add_done_callback(lambda t: None)
         else:
-            self._answer(conn, id_, name, r, None)
+            # A slow method's answer goes at once: answers wait to be sent
+            # together only behind quick ones, or a batch of slow calls read
+            # at once would answer nothing for their sum (gadgetd ends a
+            # gadget that answers nothing for CallTimeout=), as libgadget.
+            self._answer(conn, id_, name, r, None, now=time.monotonic() - t0 > 0.001)
 
     async def _await(self, conn, id_, name, aw):
         try:
@@ -546,7 +557,7 @@ class Gadget:
             return
         self._answer(conn, id_, name, r, None)
 
-    def _answer(self, conn, id_, name, result, exc):
+    def _answer(self, conn, id_, name, result, exc, now=False):
         conn.serving -= 1
         code, message, packed = 0, "", None
         if exc is None:
@@ -568,7 +579,7 @@ class Gadget:
         if packed is None:
             # At most 511 bytes, cut at a character, as libgadget's messages.
             message = message.encode("utf-8", "replace")[:511].decode("utf-8", "ignore")
-        conn.send(_wire.call_result(id_, packed, int(code), message))
+        conn.send(_wire.call_result(id_, packed, int(code), message), now=now)
         conn.maybe_done()
 
     def serve(self):

@@ -254,8 +254,9 @@ def _outcome_of(b, s, e):
 
 def supervisor_msg(b):
     """One SupervisorMsg: ("welcome", max_frame), ("call", id, method,
-    args), ("binding_result", id, value, code, message), ("shutdown",) or
-    ("unknown",)."""
+    args, deadline_us), ("binding_result", id, value, code, message),
+    ("shutdown",) or ("unknown",). deadline_us: CLOCK_MONOTONIC in µs,
+    after which the call is not started (0: none)."""
     end = len(b)
     for f, wt, v in fields(b, 0, end):
         if wt != 2:
@@ -268,7 +269,7 @@ def supervisor_msg(b):
                     max_frame = x
             return ("welcome", max_frame)
         if f == 2:
-            id_, method, args = 0, "", None
+            id_, method, args, deadline_us = 0, "", None, 0
             for ff, w, x in fields(b, s, e):
                 if ff == 1 and w == 0:
                     id_ = x
@@ -276,7 +277,9 @@ def supervisor_msg(b):
                     method = bytes(b[x[0]:x[1]]).decode("utf-8")
                 elif ff == 3 and w == 2:
                     args = decode_value(b, x[0], x[1])
-            return ("call", id_, method, args)
+                elif ff == 5 and w == 0:
+                    deadline_us = x
+            return ("call", id_, method, args, deadline_us)
         if f == 3:
             return ("binding_result",) + _outcome_of(b, s, e)
         if f == 4:
