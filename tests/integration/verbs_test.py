@@ -536,12 +536,14 @@ def trace_stopped_follower_costs_the_gadget_nothing(tmp):
         f.proc.send_signal(signal.SIGCONT)
         wait_for(lambda: any(x.get("dropped", 0) > 0 for x in f.frames()),
                  what=lambda: "the follower told of the frames dropped: %r" % f.out[-3:])
-        # Its queue was sent: it follows on (a call before that may find
-        # the queue still full, its frames dropped in turn).
-        r = d.ctl("call", "g", "echo", '"after"')
-        check(r.returncode == 0, "a call after: %r" % r)
-        wait_for(lambda: any(x.get("preview") == '"after"' for x in f.frames()),
-                 what=lambda: "the follower's new frames: %r" % f.out[-3:])
+        # Once its queue was sent it follows on; a call before that may
+        # find the queue still full, its frames dropped in turn (a loaded
+        # host drains it slowly): called again until the follower shows one.
+        def after():
+            r = d.ctl("call", "g", "echo", '"after"')
+            check(r.returncode == 0, "a call after: %r" % r)
+            return any(x.get("preview") == '"after"' for x in f.frames())
+        wait_for(after, timeout=30, what=lambda: "the follower's new frames: %r" % f.out[-3:])
         f.end()
 
 
