@@ -333,7 +333,9 @@ def pg_reexec_with_the_node_link(tmp):
     os.environ["CALLFLOOD_SILENCE_MS"] = "30000"
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as ds:
+        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        slow_loop_lease(*ds)  # a's loop under two steady callers and b's re-execs
+        with counter_cluster(ds, "a b", "a") as ds:
             a, b = by_name(ds, "a"), by_name(ds, "b")
             for d in ds:
                 nodes_seen(d, 2)
@@ -374,7 +376,9 @@ def pg_reexec_of_a_forwarding_node(tmp):
     os.environ["CALLFLOOD_SILENCE_MS"] = "30000"
     with PgServer(tmp) as pg:
         cd = certs(tmp, "a", "b")
-        with counter_cluster([peer_node(tmp, pg, n, cd) for n in "ab"], "a b", "a") as ds:
+        ds = [peer_node(tmp, pg, n, cd) for n in "ab"]
+        slow_loop_lease(*ds)  # a's loop under two steady callers and b's re-execs
+        with counter_cluster(ds, "a b", "a") as ds:
             a, b = by_name(ds, "a"), by_name(ds, "b")
             for d in ds:
                 nodes_seen(d, 2)
