@@ -513,6 +513,19 @@ def host_dirs_left(guarded):
     return sorted(left)
 
 
+def logs_said(tmp, n=15):
+    """A failed test's daemons' last warnings and errors (each gadgetd.log
+    below tmp): what a CI run that keeps no files can tell of why."""
+    for root, _, files in os.walk(tmp):
+        if "gadgetd.log" in files:
+            path = os.path.join(root, "gadgetd.log")
+            with open(path, errors="replace") as f:
+                lines = [x for x in f if "warning" in x or "error" in x]
+            if lines:
+                print("%s, its last warnings and errors:\n%s" % (os.path.relpath(path, tmp), "".join(lines[-n:])),
+                      end="", flush=True)
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--list":
         print("\n".join(TESTS))
@@ -545,6 +558,7 @@ def main():
         TESTS[name](tmp)
     except Failure as e:
         failed = e
+        logs_said(tmp)
     finally:
         if os.environ.get("GADGETD_TEST_KEEP"):
             print("kept: %s (GADGETD_TEST_KEEP)" % tmp, flush=True)
