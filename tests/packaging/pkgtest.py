@@ -1,7 +1,7 @@
 """The packaging tests' helpers: the Debian packages built as packagers
 build them, from the `git archive` tarball of the sources (once per state
-of the sources, cached), and a minimal Debian tree with
-systemd for systemd-nspawn, built once per machine under a stable path."""
+of the sources, cached under a stable path, shared by every build
+directory), and the Debian mirror apt uses (tests/vm/image's)."""
 import fcntl
 import glob
 import hashlib
@@ -19,14 +19,8 @@ from parts import need  # noqa: E402,F401  (the one skip rule; tests import it f
 SRC = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD_ROOT", "")
-ROOT_CACHE = os.environ.get("GADGETD_TEST_ROOT", "/var/cache/gadgetd-test/bookworm")
+DEBS_CACHE = "/var/cache/gadgetd-test/debs"
 DEB_TIMEOUT = 900
-ROOT_TIMEOUT = 1200
-# What the container needs besides systemd: the run-time libraries of the
-# packages (their Depends), so `dpkg -i` works there without a network.
-ROOT_PACKAGES = ["systemd", "dbus", "libevent-2.1-7", "libevent-pthreads-2.1-7", "libevent-openssl-2.1-7",
-                 "libssl3", "libseccomp2", "libcap2", "libnl-3-200", "libnl-route-3-200", "libprotobuf-c1",
-                 "libsqlite3-0", "libinih1", "libjansson4", "libcurl4", "libsystemd0"]
 
 
 class Failure(Exception):
@@ -166,9 +160,9 @@ def tree_report(tree):
 
 
 def debs_cache():
-    """Where built packages are kept: beside the container tree, shared by
-    every build directory of the same sources; else in the build directory."""
-    base = os.path.join(os.path.dirname(ROOT_CACHE), "debs")
+    """Where built packages are kept: under /var/cache, shared by every
+    build directory of the same sources; else in the build directory."""
+    base = DEBS_CACHE
     try:
         os.makedirs(base, exist_ok=True)
         if os.access(base, os.W_OK):
@@ -294,45 +288,8 @@ def apt_mirror():
     return None
 
 
-def ensure_root():
-    """The cached minimal Debian tree with systemd, built once per machine
-    (again only if its package list changed). Returns its path, or ends
-    the test through need()."""
-    stamp_text = " ".join(ROOT_PACKAGES) + "\n"
-    stamp = os.path.join(ROOT_CACHE, "etc", "gadgetd-test-packages")
-    with locked(ROOT_CACHE + ".lock"):
-        if os.path.exists(stamp) and open(stamp).read() == stamp_text:
-            return ROOT_CACHE
-        if not shutil.which("debootstrap"):
-            need("debootstrap", "not installed (scripts/deps installs it)")
-        mirror = apt_mirror()
-        if not mirror:
-            need("a Debian mirror", "none is configured in /etc/apt/sources.list*")
-        tmp = ROOT_CACHE + ".new"
-        shutil.rmtree(tmp, ignore_errors=True)
-        cmd = ["debootstrap", "--variant=minbase", "--include=" + ",".join(ROOT_PACKAGES),
-               "bookworm", tmp, mirror]
-        log("building the cached container tree: " + " ".join(cmd))
-        try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=ROOT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            shutil.rmtree(tmp, ignore_errors=True)
-            need("the container tree", "debootstrap took more than %d s" % ROOT_TIMEOUT)
-        if p.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            need("the container tree", "debootstrap failed: " + p.stdout[-2000:])
-        with open(os.path.join(tmp, "etc", "gadgetd-test-packages"), "w") as fp:
-            fp.write(stamp_text)
-        shutil.rmtree(ROOT_CACHE, ignore_errors=True)
-        os.rename(tmp, ROOT_CACHE)
-        return ROOT_CACHE
-
-
 if __name__ == "__main__":
-    if sys.argv[1:] == ["root"]:
-        print(ensure_root())
-    elif sys.argv[1:] == ["debs"]:
+    if sys.argv[1:] == ["debs"]:
         print(build_debs()[1])
     elif sys.argv[1:] == ["mirror"]:
         print(apt_mirror())
