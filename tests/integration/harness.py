@@ -498,6 +498,7 @@ HOST_DIRS = ("/run/gadgetd", "/var/lib/gadgetd")
 # uid range.) Tests use the default path, so they exercise it as shipped.
 TEST_UID_LOCK = "/run/gadgetd-test/uids.lock"
 CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 
 
 def guard_host_dirs():
@@ -510,16 +511,24 @@ def guard_host_dirs():
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNS) != 0:
         return ()
+
+    # mount(2) itself: mount(8) is a fork and an exec each (four a test).
+    def mount(source, target, fstype, flags, data=None):
+        if libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(),
+                      ctypes.c_ulong(flags), data and data.encode()) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "mount %s on %s: %s" % (source or fstype or "", target, os.strerror(e)))
+
     # Nothing mounted here reaches the host's namespace.
-    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
     for d in HOST_DIRS:
         os.makedirs(d, mode=0o755, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "gadgetd-test-guard", d], check=True)
+        mount("gadgetd-test-guard", d, "tmpfs", 0, "mode=0755,size=64m")
     os.makedirs(os.path.dirname(TEST_UID_LOCK), mode=0o755, exist_ok=True)
     os.close(os.open(TEST_UID_LOCK, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
     lock = os.path.join(HOST_DIRS[0], "uids.lock")
     os.close(os.open(lock, os.O_CREAT | os.O_RDWR, 0o600))
-    subprocess.run(["mount", "--bind", TEST_UID_LOCK, lock], check=True)
+    mount(TEST_UID_LOCK, lock, None, MS_BIND)
     return HOST_DIRS
 
 
