@@ -17,6 +17,12 @@ import tempfile
 from harness import GADGETD, Daemon, check, gadgetd_run, main, need, policy, skip, test, wait_for
 
 
+# The Python these tests run on (Debian's python3 that scripts/deps
+# installs, tests/integration/meson.build): a real program, not the shim
+# of a version manager that may come first on PATH (a bash script running
+# others, which the sandbox does not have).
+PYTHON = os.path.realpath(sys.executable)
+
 def sh(tmp, script, body="", name="real", exec_path="/bin/sh", args=None, timeout=120):
     """Runs script with /bin/sh (or args with exec_path) under SystemLibraries=yes."""
     pol = policy(tmp, name, "SystemLibraries=yes\n" + body, exec_path=exec_path)
@@ -72,13 +78,11 @@ def user_name_known(tmp):
 @test
 def python_multiprocessing(tmp):
     """A Pool (its queues take POSIX semaphores in /dev/shm) maps over two workers."""
-    if not shutil.which("python3"):
-        need("python3", "not installed (scripts/deps installs it)")
     code = ("import multiprocessing as mp\n"
             "def sq(x): return x * x\n"
             "if __name__ == '__main__':\n"
             "    with mp.Pool(2) as p: print(sum(p.map(sq, range(10))))\n")
-    r = sh(tmp, None, "MemoryMax=256M\nTasksMax=64\n", exec_path=os.path.realpath(shutil.which("python3")),
+    r = sh(tmp, None, "MemoryMax=256M\nTasksMax=64\n", exec_path=PYTHON,
            args=["-c", code])
     check(r.returncode == 0 and r.stdout.strip() == "285", "pool: %r %r" % (r.stdout, r.stderr[-2000:]))
 
@@ -125,13 +129,11 @@ def fifo_in_tmp(tmp):
     check(len(lines) == 4 and all("Operation not permitted" in l for l in lines[1:3]), "devices: %r" % lines)
     # The kernel itself refuses devices; a regular file or socket node only
     # the filter does.
-    if not shutil.which("python3"):
-        need("python3", "not installed (scripts/deps installs it)")
     code = ("import os, stat\n"
             "for t in (stat.S_IFREG, 0, stat.S_IFSOCK):\n"
             "    try: os.mknod('/tmp/n%o' % t, 0o600 | t); print('made')\n"
             "    except PermissionError: print('EPERM')\n")
-    r = sh(tmp, None, exec_path=os.path.realpath(shutil.which("python3")), args=["-c", code])
+    r = sh(tmp, None, exec_path=PYTHON, args=["-c", code])
     check(r.stdout.split() == ["EPERM"] * 3, "other nodes: %r %r" % (r.stdout, r.stderr))
 
 
