@@ -9,6 +9,9 @@ import time
 
 from harness import Daemon, Healthy, check, cpu_s, test, wait_for
 
+# No RSS bound of gadgetd here (tests/integration/load_test.py --rss).
+RSS_BOUND = False
+
 ATTACK_MS = 3000
 
 

@@ -9,6 +9,9 @@ import time
 
 from harness import GADGETD, PROBE, Daemon, Healthy, check, children, gadgetd_run, policy, test, wait_for
 
+# No RSS bound of gadgetd here (tests/integration/load_test.py --rss).
+RSS_BOUND = False
+
 
 # --- gadgetd run: stdio and signals -----------------------------------------
 

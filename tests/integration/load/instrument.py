@@ -4,6 +4,9 @@ import time
 
 from harness import Daemon, Failure, Healthy, check, policy, test, wait_for
 
+# No RSS bound of gadgetd here (tests/integration/load_test.py --rss).
+RSS_BOUND = False
+
 
 @test
 def load_healthy_caller_sees_failures(tmp):

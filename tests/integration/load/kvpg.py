@@ -11,6 +11,9 @@ import time
 from harness import Daemon, check, policy, test, wait_for
 from pgserver import PgServer
 
+# No RSS bound of gadgetd here (tests/integration/load_test.py --rss).
+RSS_BOUND = False
+
 HOSTILE = os.environ.get("HOSTILE", "")
 
 

@@ -4,6 +4,9 @@ import subprocess
 
 from harness import CALLFLOOD, Daemon, Healthy, check, policy, test, wait_for
 
+# No RSS bound of gadgetd here (tests/integration/load_test.py --rss).
+RSS_BOUND = False
+
 # supervisor/core/core_int.h: starts of idle gadgets in flight at once,
 # and of one caller's.
 CORE_WAKES_MAX = 16
