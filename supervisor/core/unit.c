@@ -379,8 +379,13 @@ static void worker_reaped(struct unit_run *r, int pstatus)
                 r->program_status = pstatus;
         r->have_program_status = false;
         /* The results it wrote before its end may still wait in its
-         * link: they are read first (its end of file), within a bound. */
-        if (r->peer && peer_state(r->peer) != PEER_CLOSED && peer_pending(r->peer)) {
+         * link, and so may a last frame that breaks the protocol (a
+         * truncated one, whose end of file says so): they are read first
+         * (its end of file), within a bound. Its end came first in a loop
+         * turn now and then, and a worker that sent a truncated frame and
+         * exited 0 went unreported as a violation (hostile_truncated). */
+        if (r->peer && peer_state(r->peer) != PEER_CLOSED &&
+            (peer_pending(r->peer) || peer_unread(r->peer))) {
                 event_del(r->ev_report);
                 r->ending = true;
                 timer_arm_ms(r->ev_end, UNIT_END_READ_MS);

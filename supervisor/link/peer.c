@@ -227,6 +227,8 @@ uint64_t peer_stalled_ms(const struct peer *p)
 }
 size_t peer_pending(const struct peer *p) { return p->n_pending; }
 
+bool peer_unread(const struct peer *p) { return conn_unread(p->conn); }
+
 size_t peer_methods(const struct peer *p, char ***methods)
 {
         *methods = p->methods;

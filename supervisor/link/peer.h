@@ -56,6 +56,8 @@ bool peer_method(const struct peer *p, const char *method, const struct type_sig
 /* How many of its methods it declared without a signature. */
 size_t peer_untyped(const struct peer *p);
 size_t peer_pending(const struct peer *p);
+/* Whether its link holds input not handled yet (conn_unread). */
+bool peer_unread(const struct peer *p);
 /* Milliseconds since the gadget last made progress on its calls: since
  * the last result that came (for any call, even one timed out), or since
  * a call was sent while it had none — whichever is later. */

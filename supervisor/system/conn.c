@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -209,6 +210,14 @@ int conn_preload(struct conn *c, const uint8_t *bytes, size_t len)
         if (!c->held)
                 event_add(c->ev_more, &now);
         return 0;
+}
+
+bool conn_unread(const struct conn *c)
+{
+        int n = 0;
+        if (conn_buffered(c, NULL) > 0)
+                return true;
+        return c->fd >= 0 && !conn_input_ended(c) && ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 int conn_fd(const struct conn *c)

@@ -78,6 +78,9 @@ size_t conn_pending(const struct conn *c);
 size_t conn_buffered(const struct conn *c, const uint8_t **bytes);
 /* Whether the input has ended (its end seen, not yet handled). */
 bool conn_input_ended(const struct conn *c);
+/* Whether input waits that was not handled yet: bytes read and not
+ * handled, or bytes in the socket not yet read. */
+bool conn_unread(const struct conn *c);
 /* Bytes another process read from this connection and did not handle
  * (a re-exec's), handled first, as if read now. 0 or -errno. */
 int conn_preload(struct conn *c, const uint8_t *bytes, size_t len);
