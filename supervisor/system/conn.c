@@ -360,6 +360,12 @@ static void drain(struct conn *c)
                         return;
                 }
                 if (!within(c, frames, bytes, cost)) {
+                        /* Nothing left over (a fd's reads are in turn
+                         * with every other ready peer's anyway): no
+                         * yield, whose reading off and on again and
+                         * extra turn cost three system calls. */
+                        if (!c->t->buffered && conn_buffered(c, NULL) == 0)
+                                break;
                         yield(c, frames, bytes, cost);
                         return;
                 }

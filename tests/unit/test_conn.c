@@ -246,6 +246,22 @@ static void test_budget(struct event_base *base)
         CHECK(s.frames == 8, "the cost budget counts what the callback adds: %d", s.frames);
         turns(base, 3);
         CHECK(s.frames == 9 && s.closed == 0, "then the last one: %d", s.frames);
+        /* A fd's budget used up by the last frame there was: no yield
+         * (none is left over), and the socket is read again at the next
+         * turn. (A bufferevent may hold more than its conn has taken: it
+         * yields.) */
+        if (!over_bev) {
+                b = (struct conn_budget){ 2, UINT64_MAX, UINT64_MAX };
+                conn_set_budget(s.c, &b);
+                int yields = s.yields;
+                put_frames(fd, 2);
+                turns(base, 1);
+                CHECK(s.frames == 11 && s.yields == yields, "a budget met exactly is no yield: %d, %d yields",
+                      s.frames, s.yields - yields);
+                put_frames(fd, 1);
+                turns(base, 1);
+                CHECK(s.frames == 12, "the next frame in the next turn: %d", s.frames);
+        }
         conn_free(s.c);
         close(fd);
 }
