@@ -124,7 +124,9 @@ static void span_begin(struct gadget_bindings *g, struct binding_req *r, struct 
         trace_begin(t, parent, &r->trace);
         if (parent)
                 memcpy(r->parent_id, parent->span_id, TRACE_SPAN_ID_LEN);
-        r->start_ns = traces_wall_ns(t, (uint64_t)r->start.tv_sec * 1000000000ull + (uint64_t)r->start.tv_nsec);
+        /* In whole µs, as a call's span (calls.c): a call it makes
+         * begins on the same reading, never before it. */
+        r->start_ns = traces_wall_ns(t, ((uint64_t)r->start.tv_sec * 1000000u + (uint64_t)r->start.tv_nsec / 1000u) * 1000u);
         r->traced = true;
 }
 
@@ -253,7 +255,7 @@ void bindings_handle_or_refuse(struct gadget_bindings *g, struct peer *peer, con
         r->g = g;
         r->peer = peer;
         r->id = bc->id;
-        clock_gettime(CLOCK_MONOTONIC, &r->start);
+        r->start = monotime_turn(); /* the clock its call's span begins on (calls_start's) */
         snprintf(r->binding, sizeof r->binding, "%s", bc->binding);
         snprintf(r->op, sizeof r->op, "%s", bc->op);
         r->bytes_in = bc->args ? gadget__value__get_packed_size(bc->args) : 0;

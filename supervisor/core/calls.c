@@ -256,7 +256,7 @@ static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t en
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
-        uint64_t now_us = monotime_us(), us = now_us - c->begin_us;
+        uint64_t now_us = monotime_turn_us(), us = now_us > c->begin_us ? now_us - c->begin_us : 0;
         span_end(c, code, us);
         call_told(c, code, us);
         if (c->audit_by[0])
@@ -602,7 +602,7 @@ static int call_send(struct call *c, const char *method, const Gadget__Value *ar
         /* The gadget does not start the call after this; call_timeout
          * answers its caller "it may have run" only from then on (the
          * loop's timers may fire early by what its turn took so far). */
-        c->gadget_deadline_us = monotime_us() + timeout_ms * 1000;
+        c->gadget_deadline_us = monotime_turn_us() + timeout_ms * 1000;
         int e = c->timer ? peer_call(r->peer, &c->pc, method, args, chain, c->gadget_deadline_us) : -ENOMEM;
         if (e < 0) {
                 if (e == -ENOBUFS) {
@@ -921,7 +921,7 @@ static void call_own(struct call *c, struct call_owner *o)
 int calls_start(struct unit *u, const struct call_req *q, char *msg, size_t len)
 {
         const struct type_sig *sig = NULL;
-        uint64_t begin_us = monotime_us();
+        uint64_t begin_us = monotime_turn_us();
         int code = call_check(u, q->method, q->args, q->admin, &sig, msg, len);
         if (code) {
                 if (q->audit_uid)

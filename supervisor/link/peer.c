@@ -471,7 +471,7 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *values)
         struct peer *p = arg;
         char why[256] = "";
         size_t before = *values;
-        clock_gettime(CLOCK_MONOTONIC, &p->frame_at);
+        p->frame_at = monotime_turn();
         int e = handle_frame(p, data, len, values, why, sizeof why);
         if (e < 0)
                 close_peer(p, why[0] ? why : "out of memory");

@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "monotime.h"
 #include "timer.h"
 #include "wire.h"
 
@@ -349,7 +350,7 @@ static void yield(struct conn *c, size_t frames, size_t bytes, size_t cost)
 /* Handles the frames buffered, within this turn's budget. Frames left over
  * wait for the next turn, and meanwhile nothing more is read (the peer's
  * writes block: the socket is its queue). */
-static void drain(struct conn *c)
+static void drain_frames(struct conn *c)
 {
         size_t frames = 0, bytes = 0, cost = 0;
         for (;;) {
@@ -374,8 +375,10 @@ static void drain(struct conn *c)
                         end(c, r);
                         return;
                 }
-                if (r == 0 && c->t->buffered && !c->read_ended && pull(c))
+                if (r == 0 && c->t->buffered && !c->read_ended && pull(c)) {
+                        monotime_turn_mark(); /* its frames were read now */
                         continue; /* more was waiting in the transport's buffer */
+                }
                 if (r == 0)
                         break;
                 frames++;
@@ -393,6 +396,15 @@ static void drain(struct conn *c)
                 return;
         }
         c->t->reading(c, true);
+}
+
+/* The batch's frames share one clock reading (monotime_turn): a call's
+ * start, its deadline and a result's end cost no reading each. */
+static void drain(struct conn *c)
+{
+        monotime_turn_begin();
+        drain_frames(c);
+        monotime_turn_end();
 }
 
 /* Takes what the transport has into the reader: true if that was bytes or

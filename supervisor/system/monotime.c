@@ -31,3 +31,35 @@ uint64_t monotime_since_ms(const struct timespec *t)
 {
         return monotime_since_us(t) / 1000u;
 }
+
+static _Thread_local struct {
+        unsigned depth;
+        struct timespec at;
+} turn;
+
+void monotime_turn_begin(void)
+{
+        turn.depth++;
+        turn.at = now();
+}
+
+void monotime_turn_mark(void)
+{
+        turn.at = now();
+}
+
+void monotime_turn_end(void)
+{
+        turn.depth--;
+}
+
+struct timespec monotime_turn(void)
+{
+        return turn.depth ? turn.at : now();
+}
+
+uint64_t monotime_turn_us(void)
+{
+        struct timespec ts = monotime_turn();
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
