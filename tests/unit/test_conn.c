@@ -2,7 +2,7 @@
  * socketpair: frames in order, the end codes (end of file, inside a frame,
  * over the maximum, the frame callback's error), the turn budget, holding,
  * the bound on unsent output, a drop from inside a callback, and the
- * drained callback; each over both transports, a plain fd and a
+ * drained callback, a batch's one clock reading; each over both transports, a plain fd and a
  * bufferevent (as the node link's TLS sessions use), and the sending
  * check that refuses a frame before it is queued; fds passed with frames. */
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -17,6 +18,7 @@
 
 #include "tap.h"
 #include "system/conn.h"
+#include "system/monotime.h"
 #include "wire.h"
 #include "gadget.pb-c.h"
 
@@ -25,6 +27,8 @@ struct seen {
         struct conn *c;
         int frames, closed, why, yields, drained;
         size_t last_len;
+        uint64_t turn_us[8]; /* the turn's clock reading at each of the first frames */
+        long frame_ns;       /* each frame's callback takes this long (0: no pause) */
         int fail_at;      /* the frame callback fails at this frame (1-based) */
         int drop_at;      /* or drops the conn there */
         int hold_at;      /* or holds its input there */
@@ -36,6 +40,12 @@ static int on_frame(void *arg, const uint8_t *data, size_t len, size_t *cost)
         struct seen *s = arg;
         s->frames++;
         s->last_len = len;
+        if (s->frames <= 8)
+                s->turn_us[s->frames - 1] = monotime_turn_us();
+        if (s->frame_ns) {
+                struct timespec pause = { 0, s->frame_ns };
+                nanosleep(&pause, NULL);
+        }
         *cost += 1;
         if (s->frames == s->drop_at) {
                 Gadget__Shutdown m = GADGET__SHUTDOWN__INIT;
@@ -266,6 +276,32 @@ static void test_budget(struct event_base *base)
         close(fd);
 }
 
+/* The frames of one batch share the clock's reading of their turn
+ * (monotime_turn); a later batch has a later one; outside a turn the
+ * clock is read. */
+static void test_turn_clock(struct event_base *base)
+{
+        struct seen s = { .frame_ns = 100000 }; /* a frame's handling takes time */
+        int fd;
+        CHECK(open_conn(base, &s, 0, &fd), "conn_new");
+        put_frames(fd, 3);
+        turns(base, 1);
+        CHECK(s.frames == 3 && s.turn_us[0] && s.turn_us[1] == s.turn_us[0] && s.turn_us[2] == s.turn_us[0],
+              "one batch, one reading: %llu %llu %llu", (unsigned long long)s.turn_us[0],
+              (unsigned long long)s.turn_us[1], (unsigned long long)s.turn_us[2]);
+        struct timespec pause = { 0, 2000000 };
+        nanosleep(&pause, NULL);
+        uint64_t between = monotime_turn_us();
+        CHECK(between >= s.turn_us[0] + 2000, "outside a turn the clock now: %llu after %llu",
+              (unsigned long long)between, (unsigned long long)s.turn_us[0]);
+        put_frames(fd, 1);
+        turns(base, 1);
+        CHECK(s.frames == 4 && s.turn_us[3] >= between, "the next batch's reading is later: %llu, %llu",
+              (unsigned long long)s.turn_us[3], (unsigned long long)between);
+        conn_free(s.c);
+        close(fd);
+}
+
 static void test_hold(struct event_base *base)
 {
         struct seen s = { 0 };
@@ -485,6 +521,7 @@ int main(void)
                 test_truncated_and_too_big(base);
                 test_frame_error(base);
                 test_budget(base);
+                test_turn_clock(base);
                 test_hold(base);
                 test_queue_bound_and_drop(base);
         }
