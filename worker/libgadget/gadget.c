@@ -293,9 +293,10 @@ static int serve_call(struct gadget *g, const Gadget__Call *c)
 
         if (g->held && (g->held >= HOLD_MAX || (m && (m->last_ns < 0 || m->last_ns > QUICK_NS))) && flush(g) < 0)
                 return -GADGET_EPROTO;
+        int64_t t0 = m ? now_ns() : 0; /* one reading for the deadline and the method's time */
         if (!m) {
                 gadget_fail(&call, GADGET_ENOMETHOD, "no method \"%s\"", c->method);
-        } else if (c->deadline_us && (uint64_t)now_ns() / 1000 > c->deadline_us) {
+        } else if (c->deadline_us && (uint64_t)t0 / 1000 > c->deadline_us) {
                 /* Its caller may have been answered already: a call never
                  * starts after that (gadget.proto, Call.deadline_us). */
                 gadget_fail(&call, GADGET_ETIMEOUT, "%s: not run: read after its deadline", c->method);
@@ -309,7 +310,6 @@ static int serve_call(struct gadget *g, const Gadget__Call *c)
                 if (m->sig && types_check_args(m->sig, args, why, sizeof why) < 0) {
                         gadget_fail(&call, GADGET_EINVAL, "%s: %s", c->method, why);
                 } else {
-                        int64_t t0 = now_ns();
                         result = m->fn(&call, args, m->data);
                         m->last_ns = now_ns() - t0;
                         if (!result && !call.code)
