@@ -70,6 +70,8 @@ def run(ctx):
                 break
             time.sleep(0.02)
         for a in attacks(ctx, "127.0.0.1:17450", certs):
+            if os.environ.get("HOSTILE_ROWS") and os.environ["HOSTILE_ROWS"] not in a.name:
+                continue
             idle = steady(ctx, node["b"], seconds)
             a.start()
             try:
