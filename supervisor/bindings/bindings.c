@@ -126,7 +126,7 @@ static void span_begin(struct gadget_bindings *g, struct binding_req *r, struct 
                 memcpy(r->parent_id, parent->span_id, TRACE_SPAN_ID_LEN);
         /* In whole µs, as a call's span (calls.c): a call it makes
          * begins on the same reading, never before it. */
-        r->start_ns = traces_wall_ns(t, ((uint64_t)r->start.tv_sec * 1000000u + (uint64_t)r->start.tv_nsec / 1000u) * 1000u);
+        r->start_ns = traces_wall_ns(t, monotime_ts_us(&r->start) * 1000u);
         r->traced = true;
 }
 

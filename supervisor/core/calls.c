@@ -256,7 +256,7 @@ static void log_call(struct unit *u, int row, int code, uint64_t us, uint64_t en
 /* Tells the caller (if it is still there) and frees the call. */
 static void call_end(struct call *c, const Gadget__Value *res, int code, const char *message)
 {
-        uint64_t now_us = monotime_turn_us(), us = now_us > c->begin_us ? now_us - c->begin_us : 0;
+        uint64_t now_us = monotime_turn_us(), us = now_us - c->begin_us;
         span_end(c, code, us);
         call_told(c, code, us);
         if (c->audit_by[0])

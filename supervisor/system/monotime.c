@@ -14,10 +14,15 @@ uint64_t monotime_ms(void)
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t monotime_ts_us(const struct timespec *t)
+{
+        return (uint64_t)t->tv_sec * 1000000u + (uint64_t)t->tv_nsec / 1000u;
+}
+
 uint64_t monotime_us(void)
 {
         struct timespec ts = now();
-        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+        return monotime_ts_us(&ts);
 }
 
 uint64_t monotime_since_us(const struct timespec *t)
@@ -61,5 +66,5 @@ struct timespec monotime_turn(void)
 uint64_t monotime_turn_us(void)
 {
         struct timespec ts = monotime_turn();
-        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+        return monotime_ts_us(&ts);
 }

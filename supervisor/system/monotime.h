@@ -7,6 +7,8 @@
 
 uint64_t monotime_ms(void);
 uint64_t monotime_us(void);
+/* A CLOCK_MONOTONIC reading in whole µs. */
+uint64_t monotime_ts_us(const struct timespec *t);
 /* Time since t (a CLOCK_MONOTONIC reading), 0 if t is later. */
 uint64_t monotime_since_ms(const struct timespec *t);
 uint64_t monotime_since_us(const struct timespec *t);
