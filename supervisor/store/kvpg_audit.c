@@ -48,7 +48,7 @@
 #define PRUNE_ROWS "10000"            /* rows one prune deletes at most */
 #define TRIM_ROWS "4096"              /* oldest rows one batch may delete to keep the budget (they hold
                                        * more than a batch's BATCH_BYTES unless under 256 bytes each) */
-#define REPORT_EVERY_S 10             /* dropped lines: one log line at most this often */
+#define REPORT_EVERY_S 10             /* dropped lines: said at once, then one line at most this often */
 
 /* The batch, and the node's oldest rows past its budget: $3 bytes of them
  * (0: none, and then the scan of the oldest is not even made) go in the
@@ -103,12 +103,14 @@ static const char sql_prune[] =
         " SELECT count(*), coalesce(sum(mine), 0) FROM d";
 
 static bool batch_may_retry(const char *sqlstate);
+static void report_soon(struct kvpg_audit *au);
 
 /* Counts one line not copied, and why. */
 static void drop(struct kvpg_audit *au, uint64_t n, const char *why)
 {
         au->dropped += n;
         snprintf(au->why, sizeof au->why, "%s", why);
+        report_soon(au);
 }
 
 /* A line of sequence seq left out of the queue (counted dropped): in
@@ -195,16 +197,21 @@ void kvpg_audit_query_begin(struct kvpg_audit *au, enum out out, int sent)
 }
 
 /* Lines (bytes with their NUL: newline-separated) as one INSERT. */
-void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes)
+void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes, bool newest_only)
 {
         /* Why this is safe: a batch holds at most the budget (or one
          * line), so the node's older rows hold at least the excess and the
          * DELETE's oldest rows cover it: after each batch the node's rows
-         * hold at most the budget, or one record. */
+         * hold at most the budget, or one record. A batch whose older
+         * lines were dropped to fit (newest_only) takes every older row
+         * with it: the budget's room it leaves (less than one line) would
+         * otherwise keep the newest of them, records older than the ones
+         * dropped, and the store would not hold the newest records. */
         char excess[24];
         uint64_t after = au->stored + bytes;
         snprintf(excess, sizeof excess, "%llu",
-                 (unsigned long long)(au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
+                 (unsigned long long)(newest_only ? INT64_MAX
+                                      : au->max_bytes && after > au->max_bytes ? after - au->max_bytes : 0));
         const char *params[3] = { text, au->node, excess };
         kvpg_audit_query_begin(au, out,
                                PQsendQueryParams(pgconn_pq(au->pc), sql_batch, 3, NULL, params, NULL, NULL, 0));
@@ -228,7 +235,10 @@ static void send_batch(struct kvpg_audit *au)
                 unqueue(au, 1);
                 n--;
                 au->trimmed++;
+                au->newest_only = true; /* until this batch commits (it may be sent again) */
         }
+        if (au->newest_only)
+                report_soon(au);
         char *text = malloc(bytes);
         if (!text) {
                 pgconn_fail(au->pc, "out of memory");
@@ -244,7 +254,7 @@ static void send_batch(struct kvpg_audit *au)
                 *p++ = i + 1 < n ? '\n' : '\0';
         }
         au->batch = n;
-        kvpg_audit_send_text(au, OUT_BATCH, text, bytes);
+        kvpg_audit_send_text(au, OUT_BATCH, text, bytes, au->newest_only);
         free(text);
 }
 
@@ -299,7 +309,7 @@ void kvpg_audit_send_next(struct kvpg_audit *au)
         } else if (au->cfull && (!au->head || !au->ctoggle)) {
                 au->ctoggle = true;
                 au->cbuf[au->clen - 1] = '\0';
-                kvpg_audit_send_text(au, OUT_CATCH, au->cbuf, au->clen);
+                kvpg_audit_send_text(au, OUT_CATCH, au->cbuf, au->clen, false);
         } else if (au->head && (!au->catch || au->cfull)) {
                 /* (While the catch-up reads, the queue waits: a slice a
                  * turn; its records then precede the queue's in the
@@ -351,6 +361,8 @@ int64_t kvpg_audit_batch_ended(struct kvpg_audit *au, size_t n, const char *what
         uint64_t out = strtoull(PQgetvalue(au->last, 0, 2), NULL, 10);
         au->stored = au->stored + in > out ? au->stored + in - out : 0;
         au->trimmed += rows;
+        if (rows)
+                report_soon(au);
         return (int64_t)strtoull(PQgetvalue(au->last, 0, 3), NULL, 10);
 }
 
@@ -468,8 +480,10 @@ static void batch_done(struct kvpg_audit *au)
 {
         size_t n = au->batch;
         au->batch = 0;
-        if (kvpg_audit_batch_ended(au, n, "a batch") >= 0)
+        if (kvpg_audit_batch_ended(au, n, "a batch") >= 0) {
                 unqueue(au, n);
+                au->newest_only = false;
+        }
 }
 
 static void on_end(void *arg)
@@ -617,25 +631,45 @@ static void on_gather(evutil_socket_t fd, short what, void *arg)
         kvpg_audit_send_next(arg);
 }
 
-/* Dropped lines are said in gadgetd's log once per window, with a count. */
-static void on_report(evutil_socket_t fd, short what, void *arg)
+/* Dropped lines and rows said in gadgetd's log, with a count: whether
+ * anything was said. */
+static bool report(struct kvpg_audit *au)
 {
-        struct kvpg_audit *au = arg;
-        (void)fd;
-        (void)what;
+        bool said = false;
         if (au->trimmed != au->trim_reported) {
                 log_msg(L_WARN, NULL, "audit: the store holds at most %llu bytes of this node's records ([Audit] "
                         "MaxFileSize= x KeepFiles=): its %llu oldest rows were dropped (%llu since gadgetd started)",
                         (unsigned long long)au->max_bytes, (unsigned long long)(au->trimmed - au->trim_reported),
                         (unsigned long long)au->trimmed);
                 au->trim_reported = au->trimmed;
+                said = true;
         }
         if (au->dropped == au->reported)
-                return;
+                return said;
         log_msg(L_ERR, NULL, "audit: %llu records were not copied to the store (%llu since gadgetd started): %s; "
                 "they are in this node's audit.log only", (unsigned long long)(au->dropped - au->reported),
                 (unsigned long long)au->dropped, au->why);
         au->reported = au->dropped;
+        return true;
+}
+
+/* The end of a window after a report: what was dropped in it is said,
+ * and a window opens again if anything was. */
+static void on_report(evutil_socket_t fd, short what, void *arg)
+{
+        struct kvpg_audit *au = arg;
+        (void)fd;
+        (void)what;
+        if (report(au))
+                timer_arm_ms(au->ev_report, REPORT_EVERY_S * 1000);
+}
+
+/* A drop is said at once unless a window is open (a store down drops
+ * every line: one line per window then, with the count). */
+static void report_soon(struct kvpg_audit *au)
+{
+        if (!evtimer_pending(au->ev_report, NULL) && report(au))
+                timer_arm_ms(au->ev_report, REPORT_EVERY_S * 1000);
 }
 
 uint64_t kvpg_audit_trimmed(const struct kvpg_audit *au, uint64_t *stored)
@@ -652,7 +686,7 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         struct pgconn_ops ops = { .connected = on_connected, .result = on_result, .end = on_end, .lost = on_lost,
                                   .arg = au, .connect_timeout_ms = CONNECT_TIMEOUT_MS,
                                   .query_timeout_ms = QUERY_TIMEOUT_MS, .latency = latency };
-        static const struct timeval prune_every = { PRUNE_EVERY_S, 0 }, report_every = { REPORT_EVERY_S, 0 };
+        static const struct timeval prune_every = { PRUNE_EVERY_S, 0 };
         if (!au)
                 return -ENOMEM;
         au->tail = &au->head;
@@ -664,7 +698,7 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
             !(au->ev_catch = event_new(base, -1, 0, kvpg_audit_catch_step, au)) ||
             !(au->ev_retry = evtimer_new(base, on_retry, au)) ||
             !(au->ev_prune = event_new(base, -1, EV_PERSIST, on_prune, au)) ||
-            !(au->ev_report = event_new(base, -1, EV_PERSIST, on_report, au)) ||
+            !(au->ev_report = evtimer_new(base, on_report, au)) ||
             !(au->ev_gather = evtimer_new(base, on_gather, au)) ||
             pgconn_new(base, conninfo, &ops, &au->pc) < 0) {
                 kvpg_audit_free(au);
@@ -672,7 +706,6 @@ int kvpg_audit_new(struct event_base *base, const char *conninfo, const char *no
         }
         kvpg_redact(conninfo, au->where, sizeof au->where);
         evtimer_add(au->ev_prune, &prune_every);
-        evtimer_add(au->ev_report, &report_every);
         au->state = AU_CONNECTING;
         pgconn_connect(au->pc);
         *out = au;

@@ -49,6 +49,8 @@ struct kvpg_audit {
         uint64_t max_bytes;             /* this node's rows: at most this many bytes (0: no bound) */
         uint64_t stored;                /* the bytes they hold, counted at setup, then kept */
         uint64_t trimmed, trim_reported; /* rows dropped to keep max_bytes */
+        bool newest_only;               /* the queue's older lines were dropped to fit the batch at its
+                                         * head in the budget: every older row goes with it */
         char why[320];                  /* why the last line was dropped */
         bool down_logged;
         bool schema_wait;               /* down because the schema is not migrated yet */
@@ -80,8 +82,10 @@ struct kvpg_audit {
 void kvpg_audit_send_next(struct kvpg_audit *au);
 /* A query was handed to libpq (sent: its return). */
 void kvpg_audit_query_begin(struct kvpg_audit *au, enum out out, int sent);
-/* Lines (bytes with their NUL: newline-separated) as one INSERT. */
-void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes);
+/* Lines (bytes with their NUL: newline-separated) as one INSERT; with
+ * newest_only, every older row of this node is deleted in it (its
+ * TRIM_ROWS oldest), else those past the budget. */
+void kvpg_audit_send_text(struct kvpg_audit *au, enum out out, const char *text, size_t bytes, bool newest_only);
 /* A batch of n lines ended: -1 to be sent again after a reconnect, or
  * the rows it inserted (see there). */
 int64_t kvpg_audit_batch_ended(struct kvpg_audit *au, size_t n, const char *what);
