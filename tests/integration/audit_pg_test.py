@@ -287,8 +287,9 @@ def pg_audit_store_bounded(tmp):
     then 400 new records (about 64 KB) in one batch; a's rows hold at most
     32 KiB (and one record) after, the newest record there, the older rows
     dropped first, then the oldest new ones (every older row then, even
-    one small enough to fit), and the drops said in a's log; another
-    node's rows are not touched."""
+    one small enough to fit), and the drops said in a's log at once;
+    another node's rows are not touched. Then 40 records in small
+    batches: the store holds the newest within the budget still."""
     check(HOSTILE_PATH, "HOSTILE is not set (the hostile test program)")
     budget = 2 * 16 * 1024
     with PgServer(tmp) as pg:
@@ -336,34 +337,50 @@ def pg_audit_store_bounded(tmp):
             early_out, early_err = early.communicate(timeout=60)
             check(early.returncode == 0 and early_out == "", "the read asked before the gets: %d %r %r" % (
                 early.returncode, early_out, early_err))
-            newest = file_lines(d, "getter")[-1]
-            # (Records of one millisecond may be the same text: any count.)
-            wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % newest) != "0",
-                     what="the newest record in the store")
-            held = int(pg.psql(mine % "a"))
-            longest = int(pg.psql("SELECT max(octet_length(line)) FROM gadgetd_audit WHERE node = 'a'"))
-            check(held <= budget + longest, "a's rows hold %d bytes, at most %d (+ one record): %s; %s" % (
-                held, budget, pg.psql("SELECT gadget, count(*), sum(octet_length(line)), min(id), max(id) FROM gadgetd_audit"
-                                      " WHERE node = 'a' GROUP BY 1"), [l for l in d.logtext().splitlines() if "audit" in l][-6:]))
+            newest_kept(pg, d, "getter", budget)
             check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'a' AND gadget = 'old'") == "0",
                   "the oldest of a's rows were dropped first")
-            # audit.log rotates at 16K: the records written, in order, are
-            # in audit.log.2, audit.log.1 and audit.log.
-            written = []
-            for suffix in (".2", ".1", ""):
-                path = os.path.join(d.tmp, "state", "audit.log" + suffix)
-                if os.path.exists(path):
-                    with open(path) as f:
-                        written += [line.rstrip("\n") for line in f if json.loads(line)["gadget"] == "getter"]
-            kept = store_lines(pg, "getter", "a")
-            check(0 < len(kept) < len(written) and kept == written[-len(kept):],
-                  "the newest %d of the %d new records kept, in order" % (len(kept), len(written)))
             check(pg.psql("SELECT count(*) FROM gadgetd_audit WHERE node = 'z'") == "200", "z's rows untouched")
             # Said at once (the batch's older lines were dropped before it
             # was sent), not at the end of a window.
             check("oldest rows were dropped" in d.logtext(), "the drops said in a's log")
+            # Then records in small batches (the store not slow): each
+            # batch that would pass the budget drops as many of the
+            # oldest rows.
+            policy(d.pol, "getter2", "Arguments=kv-flood KV get 40 1 8\n\n[Binding KV]\nType=kv\n",
+                   exec_path=HOSTILE_PATH)
+            check(d.ctl("reload").returncode == 0, "reload")
+            wait_for(lambda: [l for l in d.ctl("logs", "getter2").stdout.splitlines() if "kv-flood:" in l],
+                     what="getter2's gets done")
+            newest_kept(pg, d, "getter2", budget)
         finally:
             d.__exit__(None, None, None)
+
+
+def newest_kept(pg, d, gadget, budget):
+    """Once gadget's newest record in d's audit.log is in the store, node
+    a's rows there are the newest records of its audit.log and rotated
+    files (16K each: audit.log.2, audit.log.1, audit.log), in order, and
+    hold at most budget bytes (and one record)."""
+    newest = file_lines(d, gadget)[-1]
+    # (Records of one millisecond may be the same text: any count.)
+    wait_for(lambda: pg.psql("SELECT count(*) FROM gadgetd_audit WHERE line = $$%s$$" % newest) != "0",
+             what="%s's newest record in the store" % gadget)
+    held = int(pg.psql("SELECT coalesce(sum(octet_length(line)), 0) FROM gadgetd_audit WHERE node = 'a'"))
+    longest = int(pg.psql("SELECT max(octet_length(line)) FROM gadgetd_audit WHERE node = 'a'"))
+    check(held <= budget + longest, "a's rows hold %d bytes, at most %d (+ one record): %s; %s" % (
+        held, budget, pg.psql("SELECT gadget, count(*), sum(octet_length(line)), min(id), max(id) FROM gadgetd_audit"
+                              " WHERE node = 'a' GROUP BY 1"), [l for l in d.logtext().splitlines() if "audit" in l][-6:]))
+    written = []
+    for suffix in (".2", ".1", ""):
+        path = os.path.join(d.tmp, "state", "audit.log" + suffix)
+        if os.path.exists(path):
+            with open(path) as f:
+                written += [line.rstrip("\n") for line in f]
+    out = pg.psql("SELECT line FROM gadgetd_audit WHERE node = 'a' AND gadget <> 'old' ORDER BY id")
+    kept = out.splitlines() if out else []
+    check(0 < len(kept) < len(written) and kept == written[-len(kept):],
+          "after %s: the newest %d of the %d records in the files kept, in order" % (gadget, len(kept), len(written)))
 
 
 def batch_terminated(pg, session):
