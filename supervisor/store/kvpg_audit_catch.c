@@ -103,7 +103,11 @@ static int catch_line(void *arg, const char *line, size_t len)
         }
         if (seq <= au->after || (seq >= au->qfrom && seq < au->qto))
                 return 1;
-        if (au->clines && (au->clines >= BATCH_LINES || au->clen + len + 1 > BATCH_BYTES)) {
+        /* A batch holds at most the budget too (or one line): the rows
+         * it would keep beyond it, the next batch's DELETE takes, but the
+         * last batch of a catch-up has no next one. */
+        size_t bound = au->max_bytes && au->max_bytes < BATCH_BYTES ? (size_t)au->max_bytes : BATCH_BYTES;
+        if (au->clines && (au->clines >= BATCH_LINES || au->clen + len + 1 > bound)) {
                 au->cfull = true;
                 return 0; /* given again at the next step, after this batch */
         }
